@@ -1,0 +1,25 @@
+"""Streamlit entry point: navigation over the pages and the sidebar ledger.
+
+Run with ``./run`` (or ``streamlit run app.py``).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ui import sidebar, state
+
+st.set_page_config(page_title="Private location statistics", page_icon=":material/map:", layout="wide")
+
+PAGES = [
+    st.Page("app_pages/data.py", title="1 · Data", icon=":material/folder_open:", default=True, url_path="data"),
+    st.Page("app_pages/mechanism.py", title="2 · Mechanism & budget", icon=":material/tune:", url_path="mechanism"),
+    st.Page("app_pages/map.py", title="3 · Map", icon=":material/map:", url_path="map"),
+    st.Page("app_pages/errors.py", title="4 · Errors", icon=":material/straighten:", url_path="errors"),
+    st.Page("app_pages/export.py", title="5 · Export", icon=":material/download:", url_path="export"),
+]
+
+state.init()
+page = st.navigation(PAGES)
+sidebar.render()
+page.run()

@@ -1,0 +1,65 @@
+"""Export: the three files of the release, with a preview of each."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from dpcore import export
+from ui import fmt, state
+
+st.title("Export")
+st.markdown(
+    "Download the release: the noisy counts as CSV and GeoJSON, and the record of how they were "
+    "made (JSON). They hold no true count and no raw row, so they can be published."
+)
+
+cur = state.current_release()
+if cur is None:
+    st.info("Nothing has been released for this dataset yet.")
+    st.page_link("app_pages/mechanism.py", label="Go to Mechanism & budget to make a release", icon=":material/tune:")
+    st.stop()
+
+rel = cur.release
+led = state.ledger()
+if cur.exports.get("files_id") != rel.release_id:
+    with st.spinner("Preparing the files …"):
+        cur.exports["csv"] = export.release_csv(rel)
+        cur.exports["json"] = export.release_json(rel, led)
+        cur.exports["geojson"] = export.release_geojson(rel) if rel.n_rects <= 200_000 else None
+        cur.exports["files_id"] = rel.release_id
+
+c1, c2, c3 = st.columns(3)
+c1.download_button("Download release.csv", cur.exports["csv"], "release.csv", "text/csv",
+                   on_click="ignore", key="dl_csv", type="primary")
+geo = cur.exports["geojson"] if cur.exports["geojson"] is not None else (lambda: export.release_geojson(rel))
+c2.download_button("Download release.geojson", geo, "release.geojson", "application/geo+json",
+                   on_click="ignore", key="dl_geojson", type="primary")
+c3.download_button("Download release.json", cur.exports["json"], "release.json", "application/json",
+                   on_click="ignore", key="dl_json", type="primary")
+
+rec = json.loads(cur.exports["json"])
+st.subheader("The release record")
+privacy = rec["privacy"]
+st.markdown(
+    f"- **Mechanism:** {rec['mechanism']['title']}\n"
+    f"- **Privacy:** {privacy['definition']}, {rel.cost.label()}; unit of privacy: {privacy['unit_of_privacy']}\n"
+    f"- **Area:** {', '.join(f'{v:.4f}' for v in rel.grid.bounds.as_tuple())} (west, south, east, north), "
+    f"grid {rel.grid.rows:,} × {rel.grid.cols:,}\n"
+    f"- **Released:** {fmt.count(rec['outputs']['n_rectangles'])} areas, {rec['created']}\n"
+    f"- **Budget of this dataset:** ε = {fmt.eps(led.spent)} spent of {fmt.eps(led.cap.value)}"
+)
+st.dataframe(pd.DataFrame([{"level": s["name"], "ε": s["value"]} for s in rec["budget"]["split"]]),
+             hide_index=True)
+with st.expander("release.json"):
+    st.json(rec, expanded=2)
+with st.expander("release.csv (first 20 rows)"):
+    st.dataframe(export.release_frame(rel).head(20), hide_index=True)
+with st.expander("release.geojson (first feature)"):
+    if cur.exports["geojson"] is not None:
+        first = json.loads(cur.exports["geojson"])["features"][:1]
+        st.json(first)
+    else:
+        st.caption("Large release: the GeoJSON is built when you download it.")

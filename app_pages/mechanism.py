@@ -1,0 +1,183 @@
+"""Mechanism & budget: choose how to release, preview the expected error, release."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dpcore import budget, mechanisms, pipeline
+from dpcore.errors import DPCoreError
+from ui import fmt, state
+
+st.title("Mechanism & budget")
+st.markdown(
+    "Choose how the counts are protected and how much privacy budget to spend. The error "
+    "preview costs nothing: it uses no data. Nothing is spent until you press **Release**. "
+    "Next step: look at the release on the map."
+)
+
+ds = state.dataset()
+try:
+    grid = state.grid()
+except DPCoreError as e:
+    st.error(str(e))
+    st.page_link("app_pages/data.py", label="Fix the area and grid on the Data page", icon=":material/folder_open:")
+    st.stop()
+
+# ---------------------------------------------------------------- mechanism
+names = mechanisms.names()
+mname = st.selectbox(
+    "Mechanism", names, key=state.persistent("mechanism", "ug"),
+    format_func=lambda n: mechanisms.get(n).title,
+)
+state.store("mechanism")
+mech = mechanisms.get(mname)
+st.markdown(f"{mech.summary}  \n*When to use:* {mech.when_to_use}")
+st.caption(f"Source: {mech.reference}")
+
+raw = dict(st.session_state["mech_params"].get(mname, {}))
+
+
+def _param_widget(p: mechanisms.Param) -> None:
+    key = f"param_{mname}_{p.name}"
+    cur = raw.get(p.name, p.default)
+    if p.choices:
+        raw[p.name] = st.selectbox(p.label, list(p.choices), index=list(p.choices).index(cur),
+                                   help=p.help, key=key)
+    elif p.kind is bool:
+        raw[p.name] = st.checkbox(p.label, value=bool(cur), help=p.help, key=key)
+    elif p.kind is int:
+        raw[p.name] = st.number_input(p.label, value=int(cur), step=1, help=p.help, key=key,
+                                      min_value=int(p.minimum) if p.minimum is not None else None,
+                                      max_value=int(p.maximum) if p.maximum is not None else None)
+    else:
+        raw[p.name] = st.number_input(p.label, value=float(cur), help=p.help, key=key, format="%.4g",
+                                      min_value=float(p.minimum) if p.minimum is not None else None,
+                                      max_value=float(p.maximum) if p.maximum is not None else None)
+
+
+basic = [p for p in mech.params if not p.advanced]
+advanced = [p for p in mech.params if p.advanced]
+for p in basic:
+    _param_widget(p)
+if advanced:
+    with st.expander("Advanced parameters"):
+        for p in advanced:
+            _param_widget(p)
+st.session_state["mech_params"][mname] = raw
+
+# ---------------------------------------------------------------- budget
+st.subheader("Privacy budget")
+led = state.ledger()
+c1, c2 = st.columns(2)
+with c1:
+    cap = st.number_input(
+        "Budget cap for this dataset (total ε)", min_value=0.01, max_value=100.0,
+        value=float(led.cap.value), step=0.1, format="%.2f",
+        help="The most privacy loss you accept for all releases of this dataset together. "
+             "Smaller is more private. It can be raised later only if your policy allows.",
+    )
+    if cap != led.cap.value:
+        try:
+            led.set_cap(budget.pure(cap))
+        except DPCoreError as e:
+            st.error(str(e))
+with c2:
+    eps = st.number_input(
+        "Privacy budget of this release (ε)", min_value=0.001, max_value=100.0,
+        step=0.05, format="%.3f", key=state.persistent("epsilon", state.DEFAULT_EPSILON),
+        help="Smaller ε means more noise and more privacy. Typical values: 0.1 to 1.",
+    )
+    state.store("epsilon")
+st.caption(f"Spent so far: ε = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}; "
+           f"left: ε = {fmt.eps(led.remaining)}.")
+
+n_guess = None
+if mech.needs_n_guess:
+    default_guess = ds.n_guess if ds.n_guess else 100_000
+    n_guess = st.number_input(
+        "Rough number of points (a public guess, only for this preview)", min_value=1,
+        value=int(st.session_state.get(f"n_guess_{ds.fingerprint}", default_guess)), step=1000,
+        help="This mechanism sizes its grid from the number of points, which it measures privately "
+             "when releasing. The preview needs a guess; it is not used in the release.",
+    )
+    st.session_state[f"n_guess_{ds.fingerprint}"] = int(n_guess)
+
+# ---------------------------------------------------------------- expected error
+st.subheader("Expected error (before release, from no data)")
+agg_sens = 1
+cap_user = st.session_state.get("user_cap")
+if ds.table.user is not None and cap_user:
+    agg_sens = int(cap_user)
+try:
+    params = mech.resolve_params(raw)
+    levels = mech.plan(grid, eps, params, sensitivity=agg_sens, n_estimate=n_guess)
+    rows = []
+    for lv in levels:
+        rows.append({
+            "level": lv.name,
+            "ε": lv.cost.value,
+            "share of ε": lv.cost.value / eps,
+            "counts released": lv.n_counts,
+            "noise scale": lv.scale,
+            "± per count (95%)": lv.ci95,
+            "2% of area: ± (95%)": 1.96 * lv.query_sd(0.02, grid.n_cells) if lv.in_partition else None,
+            "10% of area: ± (95%)": 1.96 * lv.query_sd(0.10, grid.n_cells) if lv.in_partition else None,
+        })
+    table = pd.DataFrame(rows)
+    st.dataframe(
+        table, hide_index=True, width="stretch",
+        column_config={
+            "ε": st.column_config.NumberColumn(format="%.3g"),
+            "share of ε": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
+            "counts released": st.column_config.NumberColumn(format="localized"),
+            "noise scale": st.column_config.NumberColumn(format="%.3g"),
+            "± per count (95%)": st.column_config.NumberColumn(format="localized"),
+            "2% of area: ± (95%)": st.column_config.NumberColumn(format="localized"),
+            "10% of area: ± (95%)": st.column_config.NumberColumn(format="localized"),
+        },
+    )
+    leaf = [lv for lv in levels if lv.in_partition][-1]
+    st.markdown(
+        f"Each released count is off by at most **±{fmt.count(leaf.ci95)} people** in 19 of 20 cases "
+        f"(1 in 20 may be off by more). A query covering 10% of the area is off by about "
+        f"±{fmt.count(1.96 * leaf.query_sd(0.10, grid.n_cells))} from noise alone."
+    )
+    if mech.name == "uniform":
+        st.caption("Uniform's error is mostly from assuming the points are spread evenly; "
+                   "that part depends on the data and cannot be previewed.")
+    elif mech.name == "ug":
+        st.caption("Noise only: the error from spreading each block's count evenly over it depends "
+                   "on the data and is not included.")
+    plan_ok = True
+except DPCoreError as e:
+    st.error(str(e))
+    plan_ok = False
+
+# ---------------------------------------------------------------- release
+st.subheader("Release")
+remaining_after = led.remaining - eps
+can = plan_ok and led.can_spend(budget.pure(eps))
+label = (f"Release with ε = {fmt.eps(eps)} — {fmt.eps(max(remaining_after, 0))} left after this"
+         if can else f"Not enough budget: ε = {fmt.eps(eps)} asked, {fmt.eps(led.remaining)} left")
+if not can and plan_ok:
+    st.warning("This release would go over the dataset's budget cap. Lower ε, or raise the cap "
+               "if your policy allows it.")
+if st.button(label, type="primary", disabled=not can, key="release_button"):
+    try:
+        with st.status("Releasing …", expanded=False) as status:
+            agg = state.aggregate()
+            rel = pipeline.release_points(agg, mech.name, eps, params, led)
+            state.add_release(rel)
+            status.update(label=f"Released {fmt.count(int(rel.leaf.sum()))} areas with {mech.title}, "
+                                f"{rel.cost.label()}", state="complete")
+        st.rerun()
+    except DPCoreError as e:
+        st.error(str(e))
+
+cur = state.current_release()
+if cur is not None:
+    r = cur.release
+    st.success(f"Released: {r.mechanism_title}, {r.cost.label()}, {fmt.count(int(r.leaf.sum()))} areas "
+               f"(release {r.release_id}).")
+    st.page_link("app_pages/map.py", label="Next: see it on the map →", icon=":material/map:")

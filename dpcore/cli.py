@@ -1,0 +1,172 @@
+"""Command line: ``python -m dpcore ...``.
+
+    python -m dpcore mechanisms
+    python -m dpcore release points --input FILE --bounds W,S,E,N --grid R,C \
+        --mechanism NAME --epsilon E [--param key=value ...] --out DIR
+
+Errors a person can fix print one line on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dpcore import __version__, mechanisms
+from dpcore.errors import DPCoreError, ParameterError
+
+EXIT_USER_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise ParameterError(f"{message} (see 'python -m dpcore {self.prog.split()[-1]} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="dpcore", description="Differentially private releases of location data.")
+    p.add_argument("--version", action="version", version=f"dpcore {__version__}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    m = sub.add_parser("mechanisms", help="list mechanisms with their parameters and defaults")
+    m.add_argument("--json", action="store_true", help="print as JSON")
+
+    r = sub.add_parser("release", help="make a release")
+    rsub = r.add_subparsers(dest="kind", parser_class=_Parser)
+    pts = rsub.add_parser("points", help="release location points as counts over a grid")
+    pts.add_argument("--input", required=True, help="CSV (optionally .gz), Parquet or GeoJSON points")
+    pts.add_argument("--bounds", required=True, help="public domain 'west,south,east,north' in degrees")
+    pts.add_argument("--grid", default="1024,1024", help="grid 'rows,cols' (default 1024,1024)")
+    pts.add_argument("--mechanism", required=True, help=f"one of: {', '.join(mechanisms.names())}")
+    pts.add_argument("--epsilon", required=True, type=str, help="privacy budget ε of this release")
+    pts.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="mechanism parameter (repeatable)")
+    pts.add_argument("--out", required=True, help="output folder for release.csv/.geojson/.json")
+    pts.add_argument("--lat-col", help="latitude column (detected by name if omitted)")
+    pts.add_argument("--lon-col", help="longitude column (detected by name if omitted)")
+    pts.add_argument("--user-col", help="column identifying a person (unit of privacy)")
+    pts.add_argument("--user-cap", type=int, help="at most this many records per person (with --user-col)")
+    pts.add_argument("--budget-cap", type=float,
+                     help="total ε allowed for this dataset, checked against --ledger")
+    pts.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+    return p
+
+
+def _parse_params(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for it in items:
+        if "=" not in it:
+            raise ParameterError(f"--param '{it}' must look like key=value, e.g. --param c=10.")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def cmd_mechanisms(args: argparse.Namespace) -> int:
+    descs = [m.describe() for m in mechanisms.REGISTRY.values()]
+    if args.json:
+        print(json.dumps(descs, indent=2))
+        return 0
+    for d in descs:
+        print(f"{d['name']}: {d['title']}")
+        print(f"    {d['summary']}")
+        print(f"    When to use: {d['when_to_use']}")
+        print(f"    Privacy: {d['privacy']}. Reference: {d['reference']}")
+        if not d["params"]:
+            print("    Parameters: none besides --epsilon")
+        for p in d["params"]:
+            rng = ""
+            if p["minimum"] is not None or p["maximum"] is not None:
+                rng = f" [{p['minimum']}..{p['maximum'] if p['maximum'] is not None else ''}]"
+            print(f"    --param {p['name']}=<{p['type']}>  default {p['default']}{rng}: {p['help']}")
+        print()
+    return 0
+
+
+def cmd_release_points(args: argparse.Namespace) -> int:
+    from dpcore import budget, io
+    from dpcore.domain import Bounds, Grid, aggregate_points
+    from dpcore.export import write_release
+    from dpcore.pipeline import release_points
+
+    bounds = Bounds.parse(args.bounds)
+    grid = Grid.parse(bounds, args.grid)
+    mech = mechanisms.get(args.mechanism)
+    try:
+        eps = float(args.epsilon)
+    except ValueError:
+        raise ParameterError(f"--epsilon '{args.epsilon}' is not a number; use e.g. --epsilon 0.5.") from None
+    params = mech.resolve_params(_parse_params(args.param))
+    cost = mech.privacy_cost(eps, params)
+    if args.user_cap is not None and not args.user_col:
+        raise ParameterError("--user-cap needs --user-col naming the column that identifies a person.")
+    if args.user_col and args.user_cap is None:
+        raise ParameterError("--user-col needs --user-cap, the most records one person may contribute (e.g. 10).")
+
+    ledger_path = Path(args.ledger) if args.ledger else None
+    if ledger_path is not None and ledger_path.exists():
+        try:
+            ledger = budget.Ledger.from_dict(json.loads(ledger_path.read_text("utf-8")))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ParameterError(f"Ledger file '{ledger_path}' is not a dpcore ledger ({e}). "
+                                 "Point --ledger to the file an earlier run wrote, or a new path.") from None
+        if args.budget_cap is not None and args.budget_cap != ledger.cap.value:
+            ledger.set_cap(budget.pure(args.budget_cap))
+    else:
+        cap = args.budget_cap if args.budget_cap is not None else cost.value
+        ledger = budget.Ledger(budget.pure(cap))
+    if not ledger.can_spend(cost):
+        raise DPCoreError(
+            f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the cap "
+            f"{ledger.cap.label()} is left in '{ledger_path}'. Lower --epsilon or raise --budget-cap "
+            "if your policy allows it."
+        )
+
+    path = Path(args.input)
+    if not path.exists():
+        raise DPCoreError(f"Input file '{path}' does not exist. Check the path given to --input.")
+    table = io.load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col,
+                                user_col=args.user_col)
+    agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
+                           user_cap=args.user_cap if table.user is not None else None)
+    rel = release_points(agg, mech.name, eps, params, ledger)
+    paths = write_release(rel, args.out, ledger)
+    if ledger_path is not None:
+        ledger_path.parent.mkdir(parents=True, exist_ok=True)
+        ledger_path.write_text(json.dumps(ledger.to_dict(), indent=2), "utf-8")
+    print(f"Released {rel.n_rects:,} rectangles with {mech.title}, {cost.label()}; "
+          f"{ledger.remaining:.4g} of the budget left.")
+    for p in paths:
+        print(f"  wrote {p}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "mechanisms":
+            return cmd_mechanisms(args)
+        if args.command == "release":
+            if args.kind == "points":
+                return cmd_release_points(args)
+            raise ParameterError("Say what to release: 'python -m dpcore release points ...'.")
+        parser.print_help()
+        return EXIT_USER_ERROR
+    except DPCoreError as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except OSError as e:
+        print(f"error: cannot read or write a file: {e.strerror or e} ({e.filename}). "
+              "Check the path and its permissions.", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

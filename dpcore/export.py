@@ -1,0 +1,189 @@
+"""Writers for a release: ``release.csv``, ``release.geojson`` and ``release.json``.
+
+Exports hold the release and its metadata only (DESIGN.md rule 5): noisy
+counts, their public error bars, the public grid and parameters, the privacy
+accounting.  Never a true count, a raw row, the dropped-row counts, or the
+input file name.  The record validates against ``schemas/release.schema.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+import dpcore
+from dpcore.budget import Ledger
+from dpcore.release import DEFAULT_QUERY_SIZES, PartitionRelease
+
+CSV_COLUMNS = [
+    "id", "level", "leaf", "west", "south", "east", "north", "cells",
+    "noisy_count", "ci95_low", "ci95_high", "noise_sd",
+]
+
+#: Decimal places of exported coordinates (~0.1 m); the grid edges are public anyway.
+COORD_DECIMALS = 7
+
+
+def release_frame(release: PartitionRelease) -> pd.DataFrame:
+    """One row per released rectangle (every level), in the CSV's column order."""
+    t = release.table()
+    df = pd.DataFrame(t)[CSV_COLUMNS]
+    for c in ("west", "south", "east", "north"):
+        df[c] = df[c].round(COORD_DECIMALS)
+    for c in ("noise_sd",):
+        df[c] = df[c].round(4)
+    if np.all(np.mod(release.noisy, 1) == 0):
+        for c in ("noisy_count", "ci95_low", "ci95_high"):
+            df[c] = df[c].round().astype(np.int64)
+    return df
+
+
+def release_csv(release: PartitionRelease) -> bytes:
+    buf = io.StringIO()
+    release_frame(release).to_csv(buf, index=False, lineterminator="\n")
+    return buf.getvalue().encode("utf-8")
+
+
+def release_geojson(release: PartitionRelease) -> bytes:
+    """A FeatureCollection of lon/lat rectangles with the CSV's properties (RFC 7946)."""
+    df = release_frame(release)
+    w, s, e, n = (df[c].to_numpy() for c in ("west", "south", "east", "north"))
+    props = df.to_dict(orient="records")
+    feats = [
+        {
+            "type": "Feature",
+            "id": int(p["id"]),
+            "geometry": {
+                "type": "Polygon",
+                # counter-clockwise exterior ring (RFC 7946 §3.1.6)
+                "coordinates": [[[w[i], s[i]], [e[i], s[i]], [e[i], n[i]], [w[i], n[i]], [w[i], s[i]]]],
+            },
+            "properties": p,
+        }
+        for i, p in enumerate(props)
+    ]
+    fc = {
+        "type": "FeatureCollection",
+        "name": f"dp_release_{release.release_id}",
+        "features": feats,
+    }
+    return orjson.dumps(fc, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> dict[str, Any]:
+    """The machine-readable record of how the release was made (no true values)."""
+    g = release.grid
+    levels = [lv.to_dict(g.n_cells, DEFAULT_QUERY_SIZES) for lv in release.levels]
+    rec: dict[str, Any] = {
+        "schema": "dpcore-release/1",
+        "software": {"name": "dpcore", "version": dpcore.__version__},
+        "release_id": release.release_id,
+        "created": release.created,
+        "kind": "points",
+        "mechanism": {
+            "name": release.mechanism,
+            "title": release.mechanism_title,
+            "params": _jsonable(release.params),
+        },
+        "privacy": {
+            "definition": "pure epsilon-DP" if release.cost.definition == "pure" else "rho-zCDP",
+            "cost": release.cost.to_dict(),
+            "unit_of_privacy": (
+                "one record (point)"
+                if release.user_cap is None
+                else f"one person, contributing at most {release.user_cap} records"
+            ),
+            "neighbouring_relation": "add or remove one unit of privacy",
+            "sensitivity_l1": release.sensitivity,
+            "composition": "sequential over levels: the level budgets add up to the total",
+            "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
+        },
+        "budget": {
+            "split": [
+                {"level": lv.level, "name": lv.name, **lv.cost.to_dict()} for lv in release.levels
+            ],
+        },
+        "domain": {
+            "bounds": g.bounds.to_dict(),
+            "grid": {"rows": g.rows, "cols": g.cols},
+            "cell_size_km": {
+                "east_west": g.bounds.width_km / g.cols,
+                "north_south": g.bounds.height_km / g.rows,
+            },
+            "crs": "EPSG:4326",
+            "source": "set by the curator (public), not derived from the data",
+        },
+        "levels": levels,
+        "released_values": _jsonable(release.public),
+        "outputs": {
+            "n_rectangles": release.n_rects,
+            "n_leaves": int(release.leaf.sum()),
+            "files": ["release.csv", "release.geojson", "release.json"],
+            "count_columns": "noisy_count is the released count; ci95_low/high = noisy_count ± the "
+            "95% half-width of the noise (public, from the mechanism's parameters)",
+        },
+        "notes": [
+            "All counts are noisy. Negative counts are kept so that sums over areas stay unbiased.",
+            "Expected errors are analytic: they come from the mechanism and its parameters, not from the data.",
+        ],
+    }
+    if ledger is not None:
+        ld = ledger.to_dict()
+        ld.pop("dataset", None)  # may name the input; never exported
+        rec["budget"]["ledger"] = _jsonable(ld)
+    return rec
+
+
+def release_json(release: PartitionRelease, ledger: Ledger | None = None) -> bytes:
+    return orjson.dumps(
+        release_record(release, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+    )
+
+
+def write_release(release: PartitionRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
+    """Write the three export files into ``out_dir`` (created if missing)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "release.csv": release_csv(release),
+        "release.geojson": release_geojson(release),
+        "release.json": release_json(release, ledger),
+    }
+    paths = []
+    for name, data in files.items():
+        p = out / name
+        p.write_bytes(data)
+        paths.append(p)
+    return paths
+
+
+def record_schema() -> dict[str, Any]:
+    text = resources.files("dpcore").joinpath("schemas/release.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def validate_record(record: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` if the record breaks the schema."""
+    import jsonschema
+
+    jsonschema.validate(record, record_schema())
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, (_dt.datetime, _dt.date)):
+        return obj.isoformat()
+    return obj

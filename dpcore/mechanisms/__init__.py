@@ -1,0 +1,29 @@
+"""The mechanism registry: every point mechanism the app and the CLI offer."""
+
+from __future__ import annotations
+
+from dpcore.errors import ParameterError
+from dpcore.mechanisms.base import Param, PointMechanism
+from dpcore.mechanisms.identity import Identity
+from dpcore.mechanisms.ug import UniformGrid
+from dpcore.mechanisms.uniform import Uniform
+
+REGISTRY: dict[str, PointMechanism] = {m.name: m for m in (UniformGrid(), Identity(), Uniform())}
+
+
+def get(name: str) -> PointMechanism:
+    """The mechanism called ``name`` (case-insensitive)."""
+    key = str(name).strip().lower()
+    if key not in REGISTRY:
+        raise ParameterError(
+            f"Unknown mechanism '{name}'. Available: {', '.join(REGISTRY)} "
+            "(run 'python -m dpcore mechanisms' for details)."
+        )
+    return REGISTRY[key]
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+__all__ = ["REGISTRY", "Param", "PointMechanism", "get", "names"]

@@ -1,0 +1,222 @@
+"""What every point mechanism provides, and the registry the app and CLI read.
+
+A mechanism module reads top to bottom like its spec: parameters, privacy cost,
+plan (the data-free noise of every level), release, expected error.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dpcore import noise as _noise
+from dpcore.budget import PrivacyCost, laplace_scale_for_epsilon, pure
+from dpcore.domain import Aggregate, Grid
+from dpcore.errors import ParameterError
+from dpcore.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
+
+
+@dataclass(frozen=True)
+class Param:
+    """A mechanism parameter with its default (from the paper), range and help text."""
+
+    name: str
+    label: str
+    kind: type
+    default: Any
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[Any, ...] | None = None
+    advanced: bool = False
+
+    def convert(self, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and value.strip() == ""):
+            return self.default
+        try:
+            if self.kind is bool:
+                if isinstance(value, str):
+                    v = value.strip().lower()
+                    if v not in {"true", "false", "1", "0", "yes", "no"}:
+                        raise ValueError
+                    value = v in {"true", "1", "yes"}
+                else:
+                    value = bool(value)
+            elif self.kind is int:
+                f = float(value)
+                if not f.is_integer():
+                    raise ValueError
+                value = int(f)
+            elif self.kind is float:
+                value = float(value)
+                if not math.isfinite(value):
+                    raise ValueError
+            else:
+                value = self.kind(value)
+        except (TypeError, ValueError):
+            raise ParameterError(
+                f"Parameter '{self.name}' must be {_kind_word(self.kind)} (got {value!r}). {self.help}"
+            ) from None
+        if self.choices is not None and value not in self.choices:
+            raise ParameterError(
+                f"Parameter '{self.name}' must be one of {', '.join(map(str, self.choices))} (got {value!r})."
+            )
+        if self.minimum is not None and value < self.minimum:
+            raise ParameterError(f"Parameter '{self.name}' must be at least {self.minimum} (got {value}).")
+        if self.maximum is not None and value > self.maximum:
+            raise ParameterError(f"Parameter '{self.name}' must be at most {self.maximum} (got {value}).")
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "label": self.label,
+            "type": self.kind.__name__,
+            "default": self.default,
+            "help": self.help,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "choices": list(self.choices) if self.choices else None,
+            "advanced": self.advanced,
+        }
+
+
+def _kind_word(kind: type) -> str:
+    return {int: "a whole number", float: "a number", bool: "true or false", str: "text"}.get(kind, kind.__name__)
+
+
+class PointMechanism(ABC):
+    """A DP mechanism that releases a partition of a public grid from a frequency matrix."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    summary: ClassVar[str]
+    when_to_use: ClassVar[str]
+    reference: ClassVar[str]
+    params: ClassVar[tuple[Param, ...]] = ()
+    #: whether the error preview needs a guess of the number of points
+    needs_n_guess: ClassVar[bool] = False
+
+    # -- parameters ---------------------------------------------------------------
+    def resolve_params(self, raw: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults filled in, types converted, ranges checked; unknown names refused."""
+        raw = dict(raw or {})
+        known = {p.name for p in self.params}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            listing = ", ".join(sorted(known)) or "none"
+            raise ParameterError(
+                f"Mechanism '{self.name}' has no parameter {', '.join(map(repr, unknown))}. "
+                f"Its parameters are: {listing}."
+            )
+        return {p.name: p.convert(raw.get(p.name)) for p in self.params}
+
+    # -- privacy cost ---------------------------------------------------------------
+    def privacy_cost(self, epsilon: float, params: dict[str, Any] | None = None) -> PrivacyCost:
+        """Total cost: the phases compose sequentially to ``epsilon`` (pure ε-DP)."""
+        return pure(epsilon)
+
+    # -- plan and expected error (data-free) -------------------------------------------
+    @abstractmethod
+    def plan(
+        self,
+        grid: Grid,
+        epsilon: float,
+        params: dict[str, Any],
+        *,
+        sensitivity: int = 1,
+        n_estimate: float | None = None,
+    ) -> tuple[LevelPlan, ...]:
+        """The noise of every level, from public inputs only (grid, ε, parameters,
+        the unit of privacy and, where the mechanism needs one, a public guess of
+        the number of points)."""
+
+    def expected_error(
+        self,
+        grid: Grid,
+        epsilon: float,
+        params: dict[str, Any],
+        *,
+        sensitivity: int = 1,
+        n_estimate: float | None = None,
+        query_sizes: tuple[float, ...] = DEFAULT_QUERY_SIZES,
+    ) -> list[dict[str, Any]]:
+        """Per level: budget, noise scale, SD and 95 % interval of one count, and the
+        noise SD of range queries of the given area fractions.  Needs no data."""
+        levels = self.plan(grid, epsilon, params, sensitivity=sensitivity, n_estimate=n_estimate)
+        return [lv.to_dict(grid.n_cells, query_sizes) for lv in levels]
+
+    # -- release -------------------------------------------------------------------
+    @abstractmethod
+    def release(
+        self,
+        aggregate: Aggregate,
+        epsilon: float,
+        params: dict[str, Any],
+        noise: _noise.NoiseSource,
+    ) -> PartitionRelease:
+        """Draw the noise and return the release.  Spends ``privacy_cost`` (the
+        caller charges it to the ledger *before* calling)."""
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "summary": self.summary,
+            "when_to_use": self.when_to_use,
+            "reference": self.reference,
+            "privacy": "pure epsilon-DP",
+            "params": [p.to_dict() for p in self.params],
+        }
+
+
+def check_epsilon(epsilon: float) -> float:
+    try:
+        eps = float(epsilon)
+    except (TypeError, ValueError):
+        raise ParameterError(f"The privacy budget ε must be a number (got {epsilon!r}).") from None
+    if not math.isfinite(eps) or eps <= 0:
+        raise ParameterError(f"The privacy budget ε must be a positive number (got {epsilon!r}), e.g. 0.5.")
+    if eps > 100:
+        raise ParameterError(f"ε = {eps:g} gives no meaningful protection; choose ε of at most 100 (typical 0.05–2).")
+    return eps
+
+
+def laplace_level(
+    level: int,
+    name: str,
+    epsilon: float,
+    sensitivity: int,
+    n_counts: int,
+    cells_per_count: float,
+    in_partition: bool,
+    note: str = "",
+) -> LevelPlan:
+    """A level whose counts get discrete Laplace noise of scale sensitivity/ε."""
+    scale = laplace_scale_for_epsilon(epsilon, sensitivity)
+    return LevelPlan(
+        level=level,
+        name=name,
+        cost=pure(epsilon),
+        noise="discrete_laplace",
+        scale=float(scale),
+        sensitivity=int(sensitivity),
+        n_counts=int(n_counts),
+        sd=math.sqrt(_noise.discrete_laplace_variance(scale)),
+        ci95=float(_noise.discrete_laplace_interval(scale, 0.95)),
+        cells_per_count=float(cells_per_count),
+        in_partition=in_partition,
+        note=note,
+    )
+
+
+def noisy_counts(
+    true_counts: np.ndarray, epsilon: float, sensitivity: int, noise: _noise.NoiseSource
+) -> np.ndarray:
+    """True integer counts plus discrete Laplace noise of scale sensitivity/ε (exact)."""
+    scale = laplace_scale_for_epsilon(epsilon, sensitivity)
+    return true_counts.astype(np.int64) + noise.discrete_laplace(scale, true_counts.shape)

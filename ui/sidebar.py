@@ -1,0 +1,46 @@
+"""The sidebar, the same on every page: dataset, privacy budget, current release."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dpcore.errors import DPCoreError
+from ui import fmt, state
+
+
+def render() -> None:
+    ds = state.dataset()
+    t = ds.table
+    with st.sidebar:
+        st.markdown("#### Dataset")
+        st.markdown(f"**{ds.name}**" + (" (made-up demo data)" if ds.is_demo else ""))
+        dropped = sum(t.dropped.values())
+        st.caption(f"{fmt.count(t.n_kept)} rows kept of {fmt.count(t.n_read)} read")
+        if dropped:
+            reasons = "; ".join(f"{fmt.count(v)} {k}" for k, v in t.dropped.items() if v)
+            st.caption(f"Dropped: {reasons}")
+        try:
+            agg = state.aggregate()
+            if agg.n_outside:
+                st.caption(f"{fmt.count(agg.n_outside)} points outside the bounds (not counted)")
+            if agg.n_capped:
+                st.caption(f"{fmt.count(agg.n_capped)} records above the per-person cap (not counted)")
+        except DPCoreError:  # the Data page reports problems with bounds/grid itself
+            pass
+        st.caption("These figures are about your confidential data: for you only, never exported.")
+
+        st.markdown("#### Privacy budget")
+        led = state.ledger()
+        spent, cap = led.spent, led.cap.value
+        st.progress(min(spent / cap, 1.0) if cap else 1.0,
+                    text=f"spent ε = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
+        for e in led.entries:
+            st.caption(f"#{e.index + 1} {e.label}: {e.cost.label()}")
+
+        st.markdown("#### Current release")
+        cur = state.current_release()
+        if cur is None:
+            st.caption("Nothing released yet.")
+        else:
+            r = cur.release
+            st.markdown(f"{r.mechanism_title}  \n{r.cost.label()} · {fmt.count(int(r.leaf.sum()))} areas")

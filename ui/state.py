@@ -1,0 +1,156 @@
+"""Session state of one curator's browser session.
+
+Everything confidential (the points, the frequency matrix) lives under plain
+``st.session_state`` keys of this session only; nothing confidential goes
+through ``st.cache_data`` with global scope, so sessions never share data.
+Releases are stored when made, so a rerun never draws new noise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from dpcore import budget, io, synthetic
+from dpcore.domain import Aggregate, Bounds, Grid, aggregate_points
+from dpcore.release import PartitionRelease
+
+DEFAULT_CAP = 1.0
+DEFAULT_EPSILON = 0.5
+DEFAULT_GRID = (1024, 1024)
+
+
+@dataclass
+class Dataset:
+    """A loaded points table and what the curator said about it."""
+
+    name: str
+    table: io.PointTable
+    is_demo: bool
+    fingerprint: str
+    n_guess: int | None = None  # public guess of the size, for previews (demo only)
+
+
+@dataclass
+class ReleaseEntry:
+    release: PartitionRelease
+    dataset_fingerprint: str
+    exports: dict[str, Any] = field(default_factory=dict)
+
+
+def fingerprint(table: io.PointTable) -> str:
+    """Content hash of the points (keys the ledger; never shown or exported)."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(table.lon).tobytes())
+    h.update(np.ascontiguousarray(table.lat).tobytes())
+    if table.user is not None:
+        h.update(np.asarray(table.user).astype(str).astype("U").tobytes())
+    return h.hexdigest()[:16]
+
+
+def init() -> None:
+    """Initialise the session once: the demo dataset is loaded so a newcomer sees a map."""
+    ss = st.session_state
+    if "dataset" not in ss:
+        load_demo()
+    ss.setdefault("bounds", synthetic.DEMO_BOUNDS)
+    ss.setdefault("grid_shape", DEFAULT_GRID)
+    ss.setdefault("user_cap", None)
+    ss.setdefault("ledgers", {})
+    ss.setdefault("releases", [])
+    ss.setdefault("mechanism", "ug")
+    ss.setdefault("mech_params", {})
+    ss.setdefault("epsilon", DEFAULT_EPSILON)
+    ss.setdefault("boundaries", None)
+    ss.setdefault("boundaries_name", None)
+
+
+def load_demo() -> None:
+    df = synthetic.demo_points()
+    table = io.load_points(df, "lat", "lon", source_name=synthetic.DEMO_NAME)
+    set_dataset(Dataset(synthetic.DEMO_NAME, table, True, fingerprint(table), synthetic.DEMO_N))
+    st.session_state["bounds"] = synthetic.DEMO_BOUNDS
+
+
+def set_dataset(ds: Dataset) -> None:
+    ss = st.session_state
+    ss["dataset"] = ds
+    ss.pop("aggregate", None)
+    ss.pop("aggregate_key", None)
+
+
+def dataset() -> Dataset:
+    return st.session_state["dataset"]
+
+
+def grid() -> Grid:
+    rows, cols = st.session_state["grid_shape"]
+    return Grid(st.session_state["bounds"], int(rows), int(cols))
+
+
+def aggregate() -> Aggregate:
+    """The confidential frequency matrix of this session, recomputed only when its inputs change."""
+    ss = st.session_state
+    ds = dataset()
+    g = grid()
+    cap = ss.get("user_cap")
+    key = (ds.fingerprint, g, cap)
+    if ss.get("aggregate_key") != key:
+        t = ds.table
+        use_user = t.user is not None and cap is not None
+        ss["aggregate"] = aggregate_points(
+            t.lon, t.lat, g, user=t.user if use_user else None, user_cap=cap if use_user else None
+        )
+        ss["aggregate_key"] = key
+    return ss["aggregate"]
+
+
+def ledger() -> budget.Ledger:
+    """The ledger of the loaded dataset (same data re-uploaded -> same ledger)."""
+    ss = st.session_state
+    fp = dataset().fingerprint
+    if fp not in ss["ledgers"]:
+        ss["ledgers"][fp] = budget.Ledger(budget.pure(DEFAULT_CAP), dataset=fp)
+    return ss["ledgers"][fp]
+
+
+def current_release() -> ReleaseEntry | None:
+    """The latest release of the loaded dataset, if any."""
+    fp = dataset().fingerprint
+    for entry in reversed(st.session_state["releases"]):
+        if entry.dataset_fingerprint == fp:
+            return entry
+    return None
+
+
+def add_release(rel: PartitionRelease) -> ReleaseEntry:
+    entry = ReleaseEntry(rel, dataset().fingerprint)
+    st.session_state["releases"].append(entry)
+    return entry
+
+
+def bounds() -> Bounds:
+    return st.session_state["bounds"]
+
+
+def persistent(key: str, default: Any) -> str:
+    """Widget key whose value survives page switches (widgets reset when their page is left).
+
+    Use as ``st.number_input(..., key=persistent("epsilon", 0.5))`` then read
+    ``st.session_state["epsilon"]`` after calling :func:`store`.
+    """
+    ss = st.session_state
+    wkey = f"_w_{key}"
+    if wkey not in ss:
+        ss[wkey] = ss.get(key, default)
+    return wkey
+
+
+def store(key: str) -> Any:
+    ss = st.session_state
+    ss[key] = ss[f"_w_{key}"]
+    return ss[key]
