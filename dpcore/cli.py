@@ -144,8 +144,28 @@ def cmd_release_points(args: argparse.Namespace) -> int:
     return 0
 
 
+def _glue_negative_values(argv: list[str]) -> list[str]:
+    """Turn ``--bounds -74.06,...`` into ``--bounds=-74.06,...``.
+
+    argparse takes a value starting with '-' that is not a plain number for an
+    option, and western or southern bounds always start with '-'.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--bounds", "--epsilon") and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = _glue_negative_values(list(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
         if args.command == "mechanisms":

@@ -18,6 +18,7 @@ Conventions
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,7 +44,12 @@ class Bounds:
 
     def __post_init__(self) -> None:
         vals = (self.west, self.south, self.east, self.north)
-        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
+        ok = all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in vals)
+        if ok:  # numpy scalars are fine; store plain floats
+            for name in ("west", "south", "east", "north"):
+                object.__setattr__(self, name, float(getattr(self, name)))
+            vals = (self.west, self.south, self.east, self.north)
+        if not ok:
             raise ParameterError(
                 f"Bounds {vals} contain a value that is not a finite number. "
                 "Type four numbers: west, south, east, north in degrees."
@@ -207,9 +213,10 @@ class Grid:
         lon = np.asarray(lon, dtype=np.float64)
         lat = np.asarray(lat, dtype=np.float64)
         inside = self.bounds.contains(lon, lat)
-        b = self.bounds
-        col = np.floor((lon - b.west) / (b.east - b.west) * self.cols)
-        row = np.floor((lat - b.south) / (b.north - b.south) * self.rows)
+        # searchsorted on the very edges the exports publish, so a point on an edge
+        # falls in the cell whose box starts there (floor((x - w)/dx) can be off by one)
+        col = np.searchsorted(self.lon_edges(), lon, side="right") - 1
+        row = np.searchsorted(self.lat_edges(), lat, side="right") - 1
         col = np.where(inside, np.clip(col, 0, self.cols - 1), -1).astype(np.int64)
         row = np.where(inside, np.clip(row, 0, self.rows - 1), -1).astype(np.int64)
         return row, col, inside

@@ -47,35 +47,46 @@ def release_frame(release: PartitionRelease) -> pd.DataFrame:
 
 
 def release_csv(release: PartitionRelease) -> bytes:
-    buf = io.StringIO()
-    release_frame(release).to_csv(buf, index=False, lineterminator="\n")
-    return buf.getvalue().encode("utf-8")
+    """``release.csv``: one row per released rectangle, header first."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    # pyarrow writes a million rows in well under a second; pandas.to_csv takes ~7 s.
+    table = pa.Table.from_pandas(release_frame(release), preserve_index=False)
+    buf = io.BytesIO()
+    pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none"))
+    return buf.getvalue()
 
 
 def release_geojson(release: PartitionRelease) -> bytes:
-    """A FeatureCollection of lon/lat rectangles with the CSV's properties (RFC 7946)."""
+    """A FeatureCollection of lon/lat rectangles with the CSV's properties (RFC 7946).
+
+    Built with pyarrow's vectorised string kernels: a Python dict per feature
+    takes ~40 s for a million cells, this takes a few seconds.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     df = release_frame(release)
-    w, s, e, n = (df[c].to_numpy() for c in ("west", "south", "east", "north"))
-    props = df.to_dict(orient="records")
-    feats = [
-        {
-            "type": "Feature",
-            "id": int(p["id"]),
-            "geometry": {
-                "type": "Polygon",
-                # counter-clockwise exterior ring (RFC 7946 §3.1.6)
-                "coordinates": [[[w[i], s[i]], [e[i], s[i]], [e[i], n[i]], [w[i], n[i]], [w[i], s[i]]]],
-            },
-            "properties": p,
-        }
-        for i, p in enumerate(props)
-    ]
-    fc = {
-        "type": "FeatureCollection",
-        "name": f"dp_release_{release.release_id}",
-        "features": feats,
-    }
-    return orjson.dumps(fc, option=orjson.OPT_SERIALIZE_NUMPY)
+    txt = {c: pc.cast(pa.array(df[c].to_numpy()), pa.string()) for c in CSV_COLUMNS}
+    w, s, e, n = (txt[c] for c in ("west", "south", "east", "north"))
+
+    def pt(x: pa.Array, y: pa.Array) -> list[Any]:
+        return ["[", x, ",", y, "]"]
+
+    pieces: list[Any] = ['{"type":"Feature","id":', txt["id"],
+                         ',"geometry":{"type":"Polygon","coordinates":[[',
+                         # counter-clockwise exterior ring (RFC 7946 §3.1.6)
+                         *pt(w, s), ",", *pt(e, s), ",", *pt(e, n), ",", *pt(w, n), ",", *pt(w, s),
+                         ']]},"properties":{']
+    for i, c in enumerate(CSV_COLUMNS):
+        pieces += [("," if i else "") + f'"{c}":', txt[c]]
+    pieces.append("}}")
+    feats = pc.binary_join_element_wise(*pieces, "")
+    head = ('{"type":"FeatureCollection","name":"dp_release_' + release.release_id
+            + '","features":[\n')
+    body = ",\n".join(feats.to_pylist())
+    return (head + body + "\n]}\n").encode("utf-8")
 
 
 def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> dict[str, Any]:

@@ -42,6 +42,8 @@ def gaussian_clusters(
     Points falling outside are redrawn, so exactly ``n`` lie inside.
     """
     rng = np.random.default_rng(seed)
+    if n <= 0:
+        return np.empty(0), np.empty(0)
     if centres is None:
         centres = [tuple(rng.uniform(0, 1, 2))]
     k = len(centres)

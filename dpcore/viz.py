@@ -101,10 +101,7 @@ def display_blocks(release: PartitionRelease, max_polygons: int = MAX_POLYGONS) 
             "hi": t["ci95_high"], "cells": t["cells"].astype(np.float64), "level": t["level"],
             "aggregated": np.zeros(len(idx), dtype=bool),
         }
-    side = int(math.sqrt(max_polygons))
-    ratio = g.rows / g.cols
-    mr = max(1, min(g.rows, int(round(side * math.sqrt(ratio)))))
-    mc = max(1, min(g.cols, int(round(side / math.sqrt(ratio)))))
+    mr, mc = display_shape(g, max_polygons)
     rects = block_rects(g, mr, mc)
     dens = release.density()
     # per-cell share of each leaf's variance: sd^2 / area spread over the leaf
@@ -127,6 +124,14 @@ def display_blocks(release: PartitionRelease, max_polygons: int = MAX_POLYGONS) 
     cells = ((rects[:, 1] - rects[:, 0]) * (rects[:, 3] - rects[:, 2])).astype(np.float64)
     return {"rects": rects, "noisy": noisy, "lo": noisy - half, "hi": noisy + half, "cells": cells,
             "level": np.zeros(len(rects), dtype=np.int64), "aggregated": np.ones(len(rects), dtype=bool)}
+
+
+def display_shape(g: Grid, max_polygons: int) -> tuple[int, int]:
+    """Block rows x cols with about the grid's aspect ratio and at most ``max_polygons`` blocks."""
+    ratio = g.rows / g.cols
+    mr = max(1, min(g.rows, int(math.sqrt(max_polygons * ratio))))
+    mc = max(1, min(g.cols, max_polygons // mr))
+    return mr, mc
 
 
 def rect_feature_collection(grid: Grid, rects: np.ndarray) -> dict[str, Any]:
