@@ -9,7 +9,8 @@ import streamlit as st
 
 from ui import sidebar, state
 
-st.set_page_config(page_title="Private location statistics", page_icon=":material/map:", layout="wide")
+# An emoji favicon is an inline SVG; a ":material/...:" one is fetched from fonts.gstatic.com.
+st.set_page_config(page_title="Private location statistics", page_icon="🗺️", layout="wide")
 
 PAGES = [
     st.Page("app_pages/data.py", title="1 · Data", icon=":material/folder_open:", default=True, url_path="data"),

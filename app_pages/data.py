@@ -17,6 +17,7 @@ st.markdown(
 )
 
 ds = state.dataset()
+BOUND_KEYS = ("_w_b_west", "_w_b_south", "_w_b_east", "_w_b_north")
 
 # ---------------------------------------------------------------- source
 st.subheader("1. Points")
@@ -33,9 +34,16 @@ with col_b:
     if st.button("Use the demo dataset", help="Made-up pickups over New York City (no real person)."):
         state.load_demo()
         st.session_state.pop("upload_df", None)
+        st.session_state.pop("upload_error", None)
+        state.forget(*BOUND_KEYS, "_w_user_cap")
         st.session_state["user_cap"] = None
         st.rerun()
 
+if up is None and st.session_state.get("upload_id") is not None:
+    # the curator removed the file: forget its error (the loaded dataset stays)
+    st.session_state["upload_id"] = None
+    st.session_state.pop("upload_error", None)
+    st.session_state.pop("upload_df", None)
 if up is not None and st.session_state.get("upload_id") != up.file_id:
     # a new file: read it once; a failure keeps the earlier dataset and release
     st.session_state["upload_id"] = up.file_id
@@ -57,6 +65,7 @@ if up is not None and st.session_state.get("upload_id") != up.file_id:
             table = io.load_points(df, lat, lon, None, source_name=up.name)
             state.set_dataset(state.Dataset(up.name, table, False, state.fingerprint(table)))
             st.session_state["user_cap"] = None
+            st.rerun()  # the sidebar was drawn before this page: redraw it with the new dataset
     except DPCoreError as e:
         st.session_state["upload_error"] = str(e)
         st.session_state.pop("upload_df", None)
@@ -115,7 +124,8 @@ if t.user is None:
 else:
     cap = st.number_input(
         "Most records kept per person",
-        min_value=1, max_value=10_000, value=int(st.session_state.get("user_cap") or 10), step=1,
+        min_value=1, max_value=10_000, step=1,
+        key=state.seed("_w_user_cap", int(st.session_state.get("user_cap") or 10)),
         help="Records beyond this number are left out. Noise grows in proportion to this cap, "
              "so keep it as small as your analysis allows.",
     )
@@ -141,10 +151,12 @@ try:
         new_bounds = PRESETS[name]
     elif how == "Numbers I type":
         c1, c2, c3, c4 = st.columns(4)
-        w = c1.number_input("West (longitude)", -180.0, 180.0, float(cur.west), format="%.5f")
-        s = c2.number_input("South (latitude)", -90.0, 90.0, float(cur.south), format="%.5f")
-        e = c3.number_input("East (longitude)", -180.0, 180.0, float(cur.east), format="%.5f")
-        n = c4.number_input("North (latitude)", -90.0, 90.0, float(cur.north), format="%.5f")
+        for k, v in zip(BOUND_KEYS, cur.as_tuple(), strict=True):
+            state.seed(k, float(v))
+        w = c1.number_input("West (longitude)", -180.0, 180.0, format="%.5f", key=BOUND_KEYS[0])
+        s = c2.number_input("South (latitude)", -90.0, 90.0, format="%.5f", key=BOUND_KEYS[1])
+        e = c3.number_input("East (longitude)", -180.0, 180.0, format="%.5f", key=BOUND_KEYS[2])
+        n = c4.number_input("North (latitude)", -90.0, 90.0, format="%.5f", key=BOUND_KEYS[3])
         new_bounds = Bounds(w, s, e, n)
     else:
         bf = st.file_uploader("Boundary file (GeoJSON, GeoPackage or zipped shapefile)",
@@ -168,9 +180,9 @@ except DPCoreError as e:
 
 c1, c2 = st.columns(2)
 rows0, cols0 = st.session_state["grid_shape"]
-rows = c1.number_input("Grid rows (north–south)", 1, 4096, int(rows0), step=64,
+rows = c1.number_input("Grid rows (north–south)", 1, 4096, step=64, key=state.seed("_w_grid_rows", int(rows0)),
                        help="A finer grid costs memory and time, not privacy. 1024 is the HTF paper's choice.")
-cols_n = c2.number_input("Grid columns (west–east)", 1, 4096, int(cols0), step=64)
+cols_n = c2.number_input("Grid columns (west–east)", 1, 4096, step=64, key=state.seed("_w_grid_cols", int(cols0)))
 try:
     g = Grid(new_bounds or cur, int(rows), int(cols_n))
     if new_bounds is not None:

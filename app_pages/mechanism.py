@@ -47,11 +47,13 @@ def _param_widget(p: mechanisms.Param) -> None:
     elif p.kind is bool:
         raw[p.name] = st.checkbox(p.label, value=bool(cur), help=p.help, key=key)
     elif p.kind is int:
-        raw[p.name] = st.number_input(p.label, value=int(cur), step=1, help=p.help, key=key,
+        state.seed(key, int(cur))
+        raw[p.name] = st.number_input(p.label, step=1, help=p.help, key=key,
                                       min_value=int(p.minimum) if p.minimum is not None else None,
                                       max_value=int(p.maximum) if p.maximum is not None else None)
     else:
-        raw[p.name] = st.number_input(p.label, value=float(cur), help=p.help, key=key, format="%.4g",
+        state.seed(key, float(cur))
+        raw[p.name] = st.number_input(p.label, help=p.help, key=key, format="%.4g",
                                       min_value=float(p.minimum) if p.minimum is not None else None,
                                       max_value=float(p.maximum) if p.maximum is not None else None)
 
@@ -73,13 +75,14 @@ c1, c2 = st.columns(2)
 with c1:
     cap = st.number_input(
         "Budget cap for this dataset (total ε)", min_value=0.01, max_value=100.0,
-        value=float(led.cap.value), step=0.1, format="%.2f",
+        value=float(led.cap.value), step=0.1, format="%.2f", key=f"budget_cap_{ds.fingerprint}",
         help="The most privacy loss you accept for all releases of this dataset together. "
              "Smaller is more private. It can be raised later only if your policy allows.",
     )
     if cap != led.cap.value:
         try:
             led.set_cap(budget.pure(cap))
+            st.rerun()  # the sidebar, drawn before this page, shows the new cap
         except DPCoreError as e:
             st.error(str(e))
 with c2:
@@ -96,8 +99,9 @@ n_guess = None
 if mech.needs_n_guess:
     default_guess = ds.n_guess if ds.n_guess else 100_000
     n_guess = st.number_input(
-        "Rough number of points (a public guess, only for this preview)", min_value=1,
-        value=int(st.session_state.get(f"n_guess_{ds.fingerprint}", default_guess)), step=1000,
+        "Rough number of points (a public guess, only for this preview)", min_value=1, step=1000,
+        key=state.seed(f"_w_n_guess_{ds.fingerprint}",
+                       int(st.session_state.get(f"n_guess_{ds.fingerprint}", default_guess))),
         help="This mechanism sizes its grid from the number of points, which it measures privately "
              "when releasing. The preview needs a guess; it is not used in the release.",
     )

@@ -154,3 +154,23 @@ def store(key: str) -> Any:
     ss = st.session_state
     ss[key] = ss[f"_w_{key}"]
     return ss[key]
+
+
+def seed(wkey: str, value: Any) -> str:
+    """Give widget ``wkey`` its starting value once; returns the key.
+
+    Widgets are then created with ``key=`` and no ``value=``: a widget whose default
+    comes from the state it writes changes identity on every edit and drops the
+    second of two quick edits.  Streamlit deletes the key when the widget's page
+    is left, so coming back re-seeds it from the authoritative state.
+    """
+    ss = st.session_state
+    if wkey not in ss:
+        ss[wkey] = value
+    return wkey
+
+
+def forget(*wkeys: str) -> None:
+    """Drop widget keys so that they are re-seeded (e.g. after loading the demo)."""
+    for k in wkeys:
+        st.session_state.pop(k, None)

@@ -1,0 +1,417 @@
+"""Headless tests of the Streamlit app, page by page, with Streamlit's AppTest.
+
+AppTest runs the scripts without a browser: it checks what each page shows and
+what it stores in the session, not whether a map actually draws (see
+tests/e2e for that). The app starts with the 100,000-point demo dataset.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dpcore import export
+from dpcore.synthetic import DEMO_NAME
+
+APP = "../../app.py"  # relative to this file
+NYC_CORE = (-74.06, 40.56, -73.70, 40.92)  # west, south, east, north
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def points_csv(n: int, *, seed: int = 1, n_missing: int = 0) -> bytes:
+    """A CSV of n points inside the NYC core bounds, plus n_missing rows with a missing coordinate."""
+    rng = np.random.default_rng(seed)
+    w, s, e, no = NYC_CORE
+    lat = rng.uniform(s + 0.01, no - 0.01, n)
+    lon = rng.uniform(w + 0.01, e - 0.01, n)
+    lines = ["lat,lon"] + [f"{a:.6f},{b:.6f}" for a, b in zip(lat, lon, strict=True)]
+    lines += ["40.7," if i % 2 else ",-73.9" for i in range(n_missing)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def sidebar_text(at: AppTest) -> str:
+    parts = [m.value for m in at.sidebar.markdown] + [c.value for c in at.sidebar.caption]
+    parts += [p.proto.text for p in at.sidebar.get("progress")]
+    return "\n".join(parts)
+
+
+def texts(elements) -> list[str]:
+    return [e.value for e in elements]
+
+
+def plotly_specs(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def upload(at: AppTest, name: str, data: bytes, mime: str = "text/csv") -> AppTest:
+    at.file_uploader(key="points_upload").set_value((name, data, mime)).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def number_input(at: AppTest, label_start: str):
+    matches = [n for n in at.number_input if n.label.startswith(label_start)]
+    assert len(matches) == 1, [n.label for n in at.number_input]
+    return matches[0]
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"app_pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def release(at: AppTest) -> AppTest:
+    """Release with the mechanism page's current settings (defaults: UG, ε = 0.5)."""
+    goto(at, "mechanism")
+    button = at.button(key="release_button")
+    assert button.label.startswith("Release with ε = "), button.label
+    button.click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=60)
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+# ------------------------------------------------------------------ start / Data page
+
+
+def test_start_shows_demo_data_and_offline_extent_map(at):
+    assert [t.value for t in at.title] == ["Data"]
+    side = sidebar_text(at)
+    assert DEMO_NAME in side
+    assert "100,000 rows kept of 100,000 read" in side
+    assert "spent ε = 0 of 1" in side
+    assert "Nothing released yet." in side
+    assert at.session_state["dataset"].is_demo
+    extent = [el for el in at.get("plotly_chart") if el.proto.id.endswith("-extent_map")]
+    assert len(extent) == 1
+    spec = json.loads(extent[0].proto.spec)
+    assert spec["layout"]["map"]["style"] == "white-bg"
+
+
+def test_upload_valid_csv_replaces_dataset(at):
+    upload(at, "pickups.csv", points_csv(1234))
+    assert not at.error
+    ds = at.session_state["dataset"]
+    assert ds.name == "pickups.csv" and not ds.is_demo and ds.table.n_kept == 1234
+    side = sidebar_text(at)  # redrawn in the same interaction, not one step late
+    assert "**pickups.csv**" in side
+    assert "1,234 rows kept of 1,234 read" in side
+    assert DEMO_NAME not in side
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"Rows read": "1,234", "Rows kept": "1,234", "Rows dropped": "0"}
+
+
+BAD_UPLOADS = {
+    "empty": ("empty.csv", b"", ["empty", "0 bytes"]),
+    "header only": ("header.csv", b"lat,lon\n", ["header but no data rows"]),
+    "non-numeric": (
+        "text.csv",
+        b"lat,lon\n40.7,-73.9\nabc,-73.95\n40.8,-73.95\n",
+        ["'lat'", "not a number", "data row 2", "abc"],
+    ),
+    "out of range": (
+        "range.csv",
+        b"lat,lon\n40.7,-73.9\n140.7,-73.9\n",
+        ["'lat'", "outside -90..90", "data row 2", "140.7"],
+    ),
+    "png renamed csv": (
+        "picture.csv",
+        b"\x89PNG\r\n\x1a\n" + bytes(64),
+        ["'picture.csv'", "not a text CSV", "PNG image"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_UPLOADS))
+def test_bad_upload_shows_error_and_keeps_earlier_dataset_and_release(at, case):
+    upload(at, "good.csv", points_csv(500))
+    release(at)
+    before_fp = at.session_state["dataset"].fingerprint
+    before_releases = list(at.session_state["releases"])
+    spent = sidebar_text(at)
+    assert "spent ε = 0.5 of 1" in spent
+
+    goto(at, "data")
+    name, data, fragments = BAD_UPLOADS[case]
+    upload(at, name, data)
+
+    errors = texts(at.error)
+    assert len(errors) == 1, errors
+    for frag in fragments:
+        assert frag in errors[0], (frag, errors[0])
+    assert "Your earlier dataset and releases are kept." in texts(at.caption)
+    ds = at.session_state["dataset"]
+    assert ds.name == "good.csv" and ds.fingerprint == before_fp
+    assert at.session_state["releases"] == before_releases
+    side = sidebar_text(at)
+    assert "500 rows kept of 500 read" in side
+    assert "spent ε = 0.5 of 1" in side
+    assert "Nothing released yet." not in side
+
+
+def test_upload_without_coordinate_columns_asks_for_them_and_keeps_dataset(at):
+    upload(at, "good.csv", points_csv(300))
+    upload(at, "names.csv", b"name,city\nfoo,bar\nbaz,qux\n")
+    # not an error: the curator is asked to pick the columns
+    warnings = texts(at.warning)
+    assert any("No latitude/longitude columns were recognised" in w and "names.csv" in w
+               for w in warnings), warnings
+    assert at.session_state["dataset"].name == "good.csv"
+    assert "300 rows kept of 300 read" in sidebar_text(at)
+    # picking text columns as coordinates is refused with a clear error
+    at.button(key="FormSubmitter:columns-Use these columns").click().run()
+    assert not at.exception
+    errors = texts(at.error)
+    assert len(errors) == 1 and "'name'" in errors[0] and "not numbers" in errors[0], errors
+    assert at.session_state["dataset"].name == "good.csv"
+    assert "300 rows kept of 300 read" in sidebar_text(at)
+
+
+def test_rows_with_missing_coordinates_are_dropped_and_counted(at):
+    upload(at, "gaps.csv", points_csv(300, n_missing=7))
+    assert not at.error
+    assert at.session_state["dataset"].name == "gaps.csv"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"Rows read": "307", "Rows kept": "300", "Rows dropped": "7"}
+    assert "Dropped: 7 missing coordinate" in texts(at.caption)
+    side = sidebar_text(at)
+    assert "300 rows kept of 307 read" in side
+    assert "Dropped: 7 missing coordinate" in side
+
+
+def test_typed_bounds_with_west_not_below_east_are_refused(at):
+    before = at.session_state["bounds"]
+    at.radio(key="_w_bounds_how").set_value("Numbers I type").run()
+    assert not at.exception and not at.error
+    assert number_input(at, "West").value == pytest.approx(before.west)
+    number_input(at, "West").set_value(-73.0).run()  # east is -73.70
+    assert not at.exception
+    errors = texts(at.error)
+    assert len(errors) == 1 and "West (-73.0) must be smaller than east (-73.7)" in errors[0], errors
+    assert "The earlier area is kept." in texts(at.caption)
+    assert at.session_state["bounds"] == before
+    # the extent map still shows the earlier (valid) area
+    assert plotly_specs(at)[0]["layout"]["map"]["style"] == "white-bg"
+    # a valid west is accepted
+    number_input(at, "West").set_value(-74.0).run()
+    assert not at.error
+    assert at.session_state["bounds"].west == pytest.approx(-74.0)
+
+
+def test_two_edits_in_a_row_both_take_effect(at):
+    """Regression: widgets whose default came from the state they wrote dropped the 2nd edit."""
+    number_input(at, "Grid rows").set_value(512).run()
+    number_input(at, "Grid rows").set_value(256).run()
+    number_input(at, "Grid columns").set_value(300).run()
+    number_input(at, "Grid columns").set_value(200).run()
+    assert at.session_state["grid_shape"] == (256, 200)
+    at.radio(key="_w_bounds_how").set_value("Numbers I type").run()
+    number_input(at, "North").set_value(40.90).run()
+    number_input(at, "North").set_value(40.85).run()
+    assert at.session_state["bounds"].north == pytest.approx(40.85)
+    # leaving the page and coming back shows the stored values, not the defaults
+    goto(at, "mechanism")
+    goto(at, "data")
+    assert number_input(at, "Grid rows").value == 256
+    assert number_input(at, "Grid columns").value == 200
+
+
+def test_upload_error_is_cleared_by_the_demo_button(at):
+    upload(at, "empty.csv", b"")
+    assert len(at.error) == 1
+    at.button[0].click().run()  # "Use the demo dataset"
+    assert not at.exception
+    assert not at.error
+    assert at.session_state["dataset"].name == DEMO_NAME
+
+
+# ------------------------------------------------------------------ Mechanism & budget
+
+
+@pytest.mark.parametrize("mechanism", ["ug", "identity", "uniform"])
+def test_expected_error_table_before_release(at, mechanism):
+    goto(at, "mechanism")
+    at.selectbox(key="_w_mechanism").set_value(mechanism).run()
+    assert not at.exception and not at.error
+    assert at.session_state["mechanism"] == mechanism
+    assert len(at.dataframe) == 1
+    table = at.dataframe[0].value
+    assert {"level", "ε", "counts released", "± per count (95%)"} <= set(table.columns)
+    assert len(table) >= 1
+    # the level budgets add up to the ε of the release
+    assert table["ε"].sum() == pytest.approx(0.5)
+    assert (table["± per count (95%)"] > 0).all()
+    assert any("Each released count is off by at most" in m for m in texts(at.markdown))
+    # nothing spent, nothing released by looking
+    assert at.session_state["releases"] == []
+    assert "spent ε = 0 of 1" in sidebar_text(at)
+    assert at.button(key="release_button").label.startswith("Release with ε = 0.5")
+
+
+def test_release_spends_once_and_rerun_keeps_the_noise(at):
+    release(at)
+    releases = at.session_state["releases"]
+    assert len(releases) == 1
+    rel = releases[0].release
+    noisy = rel.noisy.copy()
+    assert rel.mechanism == "ug"
+    assert any(s.startswith("Released: ") for s in texts(at.success))
+    side = sidebar_text(at)
+    assert "spent ε = 0.5 of 1 · left 0.5" in side
+    assert "#1 UG" in side
+
+    for _ in range(2):  # plain reruns and a page round trip draw no new noise
+        at.run()
+        assert not at.exception
+    goto(at, "map")
+    goto(at, "mechanism")
+    releases = at.session_state["releases"]
+    assert len(releases) == 1
+    assert releases[0].release.release_id == rel.release_id
+    np.testing.assert_array_equal(releases[0].release.noisy, noisy)
+    ledger = next(iter(at.session_state["ledgers"].values()))
+    assert ledger.spent == pytest.approx(0.5)
+    assert len(ledger.entries) == 1
+    assert "spent ε = 0.5 of 1 · left 0.5" in sidebar_text(at)
+
+
+def test_release_over_the_cap_is_refused(at):
+    goto(at, "mechanism")
+    number_input(at, "Budget cap").set_value(0.2).run()
+    assert not at.exception
+    button = at.button(key="release_button")
+    assert button.disabled
+    assert button.label == "Not enough budget: ε = 0.5 asked, 0.2 left"
+    assert any("would go over the dataset's budget cap" in w for w in texts(at.warning))
+    assert at.session_state["releases"] == []
+    ledger = next(iter(at.session_state["ledgers"].values()))
+    assert ledger.spent == 0 and ledger.cap.value == pytest.approx(0.2)
+
+
+def test_second_release_over_the_remaining_budget_is_refused(at):
+    release(at)
+    number_input(at, "Privacy budget of this release").set_value(0.6).run()
+    assert not at.exception
+    button = at.button(key="release_button")
+    assert button.disabled and button.label.startswith("Not enough budget: ε = 0.6 asked, 0.5 left")
+    assert len(at.session_state["releases"]) == 1
+
+
+def test_budget_cap_can_be_changed_twice_in_a_row(at):
+    # regression: without a widget key, the cap's widget identity followed its default
+    # value, so the second of two consecutive edits was silently dropped
+    goto(at, "mechanism")
+    number_input(at, "Budget cap").set_value(0.2).run()
+    number_input(at, "Budget cap").set_value(0.8).run()
+    ledger = next(iter(at.session_state["ledgers"].values()))
+    assert ledger.cap.value == pytest.approx(0.8)
+    assert at.button(key="release_button").label.startswith("Release with ε = 0.5")
+
+
+# ------------------------------------------------------------------ Map
+
+
+def test_map_before_release(at):
+    goto(at, "map")
+    assert [t.value for t in at.title] == ["Map"]
+    assert texts(at.info) == ["Nothing has been released for this dataset yet."]
+    links = at.get("page_link")
+    assert [link.proto.page for link in links] == ["mechanism"]
+    assert at.get("plotly_chart") == []
+
+
+def test_map_after_release_is_an_offline_choropleth(at):
+    release(at)
+    goto(at, "map")
+    assert not at.info
+    specs = plotly_specs(at)
+    assert len(specs) == 1
+    spec = specs[0]
+    assert [tr["type"] for tr in spec["data"]] == ["choroplethmap"]
+    assert spec["layout"]["map"]["style"] == "white-bg"
+    assert any("released areas" in c for c in texts(at.caption))
+
+
+# ------------------------------------------------------------------ Errors
+
+
+def test_errors_before_release(at):
+    goto(at, "errors")
+    info = texts(at.info)
+    assert len(info) == 1 and info[0].startswith("Nothing has been released for this dataset yet")
+    assert not at.dataframe
+
+
+def test_errors_after_release(at):
+    release(at)
+    rel = at.session_state["releases"][-1].release
+    goto(at, "errors")
+    assert not at.info
+    subheaders = texts(at.subheader)
+    assert "Expected error per level (from the mechanism, publishable)" in subheaders
+    assert any("Not for publication" in s for s in subheaders)
+    expected, empirical = (d.value for d in at.dataframe)
+    assert list(expected["level"]) == [lv.name for lv in rel.levels]
+    assert expected["ε"].sum() == pytest.approx(0.5)
+    assert list(empirical["query size"])[:3] == ["2%", "6%", "10%"]  # then an "all" row
+    assert (empirical["queries"][:3] == 500).all()
+    assert {"MRE (%)", "MAE", "RMSE", "expected noise SD"} <= set(empirical.columns)
+    assert np.isfinite(empirical["MRE (%)"]).all()
+
+
+# ------------------------------------------------------------------ Export
+
+
+def test_export_before_release(at):
+    goto(at, "export")
+    assert texts(at.info) == ["Nothing has been released for this dataset yet."]
+    assert not at.download_button
+
+
+def test_export_after_release_files_agree(at):
+    release(at)
+    goto(at, "export")
+    assert not at.info
+    labels = [b.label for b in at.download_button]
+    assert labels == ["Download release.csv", "Download release.geojson", "Download release.json"]
+
+    # AppTest cannot read the bytes behind a download button: build the same files
+    entry = at.session_state["releases"][-1]
+    rel = entry.release
+    ledger = next(iter(at.session_state["ledgers"].values()))
+    csv = pd.read_csv(io.BytesIO(export.release_csv(rel)))
+    geo = json.loads(export.release_geojson(rel))
+    record = json.loads(export.release_json(rel, ledger))
+    export.validate_record(record)
+
+    assert list(csv.columns) == export.CSV_COLUMNS
+    assert geo["type"] == "FeatureCollection"
+    assert len(csv) == len(geo["features"]) == rel.n_rects == record["outputs"]["n_rectangles"]
+    assert [f["id"] for f in geo["features"]] == csv["id"].tolist()
+    np.testing.assert_array_equal(csv["noisy_count"].to_numpy(), rel.noisy)
+    np.testing.assert_array_equal(
+        [f["properties"]["noisy_count"] for f in geo["features"]], csv["noisy_count"].to_numpy()
+    )
+    assert record["release_id"] == rel.release_id
+    assert record["mechanism"]["name"] == "ug"
+    assert record["outputs"]["n_leaves"] == int(csv["leaf"].sum())
+    assert record["budget"]["ledger"]["spent"] == pytest.approx(0.5)
+    # the page offers the files it prepared from this very release
+    assert entry.exports["files_id"] == rel.release_id
+    assert pd.read_csv(io.BytesIO(entry.exports["csv"]))["noisy_count"].tolist() == \
+        csv["noisy_count"].tolist()

@@ -1,0 +1,26 @@
+"""Shared fixtures. Kept light: unit tests must not pay for importing Streamlit."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _clear_streamlit_caches(request):
+    """Clear st.cache_data / st.cache_resource around app tests.
+
+    Streamlit's caches persist across AppTest instances in one pytest process, so
+    one test could otherwise see another's cached results. Streamlit is imported
+    only for the AppTest tests under tests/app (browser tests run the app in a
+    server process of their own).
+    """
+    if request.node.path.parent.parts[-2:] != ("tests", "app"):
+        yield
+        return
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()

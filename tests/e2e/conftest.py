@@ -1,0 +1,83 @@
+"""Browser tests: the app served by a real Streamlit server, driven by Debian's chromium.
+
+Playwright's own browsers cannot be downloaded here (no network), so
+pytest-playwright's launch arguments point at /usr/bin/chromium.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+REPO = Path(__file__).resolve().parents[2]
+SERVER_START_TIMEOUT = 90  # s
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+    }
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "accept_downloads": True,
+            "viewport": {"width": 1400, "height": 900}}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    """Start `streamlit run app.py` on a free port; yield its URL; stop it afterwards."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [
+        sys.executable, "-m", "streamlit", "run", "app.py",
+        "--server.headless=true", f"--server.port={port}", "--server.address=127.0.0.1",
+        "--browser.gatherUsageStats=false", "--server.fileWatcherType=none",
+    ]
+    # a file, not a pipe: a full pipe would block the server
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + SERVER_START_TIMEOUT
+            while True:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    pytest.fail(f"streamlit exited with {proc.returncode}:\n"
+                                f"{log.read().decode(errors='replace')[-4000:]}")
+                try:
+                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                        if r.read().strip() == b"ok":
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    log.seek(0)
+                    pytest.fail(f"streamlit did not answer on {url} within {SERVER_START_TIMEOUT} s:\n"
+                                f"{log.read().decode(errors='replace')[-4000:]}")
+                time.sleep(0.25)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)

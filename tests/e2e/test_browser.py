@@ -1,0 +1,132 @@
+"""End to end in a real browser: upload, release, map, export — all offline.
+
+Runs the app with `streamlit run` (fixture in conftest.py) and drives Debian's
+chromium through pytest-playwright. Navigation is by the sidebar links only: a
+page.goto() to another URL would start a new session and lose the state.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+from urllib.parse import urlparse
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcore import export
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="/usr/bin/chromium is missing"),
+    # pytest-playwright 0.10's class-style base_url fixture, under pytest 9
+    pytest.mark.filterwarnings("ignore:Session-scoped fixtures defined as instance methods"),
+]
+
+N_POINTS = 2_000
+NYC_CORE = (-74.06, 40.56, -73.70, 40.92)  # west, south, east, north: the app's default area
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+MAP_TIMEOUT_MS = 90_000  # WebGL is software-rendered here
+
+
+def points_csv(n: int, seed: int = 7) -> bytes:
+    rng = np.random.default_rng(seed)
+    w, s, e, no = NYC_CORE
+    lat = rng.uniform(s + 0.01, no - 0.01, n)
+    lon = rng.uniform(w + 0.01, e - 0.01, n)
+    lines = ["lat,lon"] + [f"{a:.6f},{b:.6f}" for a, b in zip(lat, lon, strict=True)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def go_to(page, label: str) -> None:
+    """Click a sidebar link (its icon is a ligature like "map", so match the whole label)."""
+    page.locator('[data-testid="stSidebarNav"] a', has_text=label).first.click()
+    page.get_by_test_id("stMain").get_by_role("heading", name=label.split(" · ", 1)[1]).first.wait_for()
+
+
+def download(page, label: str, tmp_path) -> bytes:
+    with page.expect_download() as info:
+        page.get_by_role("button", name=label).click()
+    d = info.value
+    assert d.suggested_filename == label.removeprefix("Download ")
+    target = tmp_path / d.suggested_filename
+    d.save_as(target)
+    return target.read_bytes()
+
+
+def test_upload_release_map_export_offline(app_url, page, tmp_path):
+    page.set_default_timeout(60_000)
+    requests: list[str] = []
+    page.on("request", lambda req: requests.append(req.url))
+
+    page.goto(app_url)
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_text("100,000 rows kept of 100,000 read").wait_for()
+
+    # ---- Data: upload 2,000 points
+    page.locator("input[type=file]").first.set_input_files(
+        files=[{"name": "points.csv", "mimeType": "text/csv", "buffer": points_csv(N_POINTS)}]
+    )
+    sidebar.get_by_text(f"{N_POINTS:,} rows kept of {N_POINTS:,} read").wait_for()
+    assert sidebar.get_by_text("points.csv").count() >= 1
+
+    # ---- Mechanism & budget: defaults (UG, ε = 0.5), release
+    go_to(page, "2 · Mechanism & budget")
+    page.get_by_role("button", name=re.compile(r"^Release with ε = ")).click()
+    page.get_by_text("Released:").first.wait_for()
+    sidebar.get_by_text(re.compile(r"spent ε = 0\.5 of 1")).wait_for()
+
+    # ---- Map: wait until MapLibre has drawn it
+    go_to(page, "3 · Map")
+    page.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
+    page.wait_for_function(
+        """() => {
+            const gd = document.querySelector('.js-plotly-plot');
+            const m = gd && gd._fullLayout && gd._fullLayout.map && gd._fullLayout.map._subplot;
+            return !!(m && m.map && m.map.loaded());
+        }""",
+        timeout=MAP_TIMEOUT_MS,
+    )
+    shot = tmp_path / "map.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 0
+
+    # ---- Export: the three files
+    go_to(page, "5 · Export")
+    csv_bytes = download(page, "Download release.csv", tmp_path)
+    geo_bytes = download(page, "Download release.geojson", tmp_path)
+    json_bytes = download(page, "Download release.json", tmp_path)
+
+    csv = pd.read_csv(io.BytesIO(csv_bytes))
+    geo = json.loads(geo_bytes)
+    record = json.loads(json_bytes)
+    export.validate_record(record)
+
+    assert list(csv.columns) == export.CSV_COLUMNS
+    assert geo["type"] == "FeatureCollection"
+    assert len(csv) == len(geo["features"]) == record["outputs"]["n_rectangles"]
+    assert [f["id"] for f in geo["features"]] == csv["id"].tolist()
+    assert [f["properties"]["noisy_count"] for f in geo["features"]] == csv["noisy_count"].tolist()
+    assert record["mechanism"]["name"] == "ug"
+    assert record["privacy"]["cost"]["value"] == pytest.approx(0.5)
+    assert record["outputs"]["n_leaves"] == int(csv["leaf"].sum())
+
+    # The leaves tile the area, which holds all the points: their noisy counts sum to
+    # N plus independent discrete Laplace noise, SD sqrt(leaves) * sd_per_count.
+    leaf_levels = [lv for lv in record["levels"] if lv["in_partition"]]
+    assert len(leaf_levels) == 1
+    sd = leaf_levels[0]["expected_error"]["sd_per_count"]
+    leaves = csv[csv["leaf"]]
+    np.testing.assert_allclose(leaves["noise_sd"], sd, atol=1e-3)  # CSV rounds to 4 decimals
+    bound = 6 * math.sqrt(len(leaves)) * sd
+    assert abs(leaves["noisy_count"].sum() - N_POINTS) <= bound, (leaves["noisy_count"].sum(), bound)
+
+    # ---- offline: the browser asked nothing of any other host
+    foreign = [u for u in requests
+               if urlparse(u).scheme not in ("data", "blob", "about")
+               and urlparse(u).hostname not in LOCAL_HOSTS]
+    assert not foreign, foreign
