@@ -29,7 +29,7 @@ rows = []
 for lv in rel.levels:
     rows.append({
         "level": lv.name,
-        "ε": lv.cost.value,
+        lv.cost.symbol: lv.cost.value,
         "noise": lv.noise.replace("_", " "),
         "noise scale": lv.scale,
         "counts": lv.n_counts,
@@ -42,7 +42,7 @@ for lv in rel.levels:
 exp = pd.DataFrame(rows)
 st.dataframe(exp, hide_index=True, width="stretch",
              column_config={c: st.column_config.NumberColumn(format="%.4g")
-                            for c in ["ε", "noise scale", "SD per count", "SD, query of 2%",
+                            for c in ["noise scale", "SD per count", "SD, query of 2%",
                                       "SD, query of 6%", "SD, query of 10%"]})
 chart = exp[["level", "± per count (95%)"]].set_index("level")
 st.bar_chart(chart, horizontal=True, height=60 + 40 * len(exp))

@@ -49,9 +49,9 @@ st.markdown(
     f"- **Area:** {', '.join(f'{v:.4f}' for v in rel.grid.bounds.as_tuple())} (west, south, east, north), "
     f"grid {rel.grid.rows:,} × {rel.grid.cols:,}\n"
     f"- **Released:** {fmt.count(rec['outputs']['n_rectangles'])} areas, {rec['created']}\n"
-    f"- **Budget of this dataset:** ε = {fmt.eps(led.spent)} spent of {fmt.eps(led.cap.value)}"
+    f"- **Budget of this dataset:** {led.cap.symbol} = {fmt.eps(led.spent)} spent of {fmt.eps(led.cap.value)}"
 )
-st.dataframe(pd.DataFrame([{"level": s["name"], "ε": s["value"]} for s in rec["budget"]["split"]]),
+st.dataframe(pd.DataFrame([{"level": s["name"], "budget": s["label"]} for s in rec["budget"]["split"]]),
              hide_index=True)
 with st.expander("release.json"):
     st.json(rec, expanded=2)

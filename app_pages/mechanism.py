@@ -70,30 +70,69 @@ st.session_state["mech_params"][mname] = raw
 
 # ---------------------------------------------------------------- budget
 st.subheader("Privacy budget")
+DEFINITIONS = {"pure": "Pure ε-DP (discrete Laplace noise)", "zcdp": "ρ-zCDP (discrete Gaussian noise)"}
 led = state.ledger()
+locked = bool(led.entries)
+definition = st.radio(
+    "Privacy definition", list(DEFINITIONS), format_func=DEFINITIONS.get, horizontal=True,
+    index=list(DEFINITIONS).index(led.definition), disabled=locked, key=f"definition_{ds.fingerprint}",
+    help="Pure ε-DP is the strictest guarantee. ρ-zCDP (zero-concentrated DP) adds up more gently "
+         "over many releases and reads as (ε, δ)-DP for a small δ; use it if your policy allows a δ.",
+)
+if locked:
+    st.caption("The definition is fixed for this dataset: budget has already been spent under it.")
+elif definition != led.definition:
+    led.set_cap(budget.pure(state.DEFAULT_CAP) if definition == "pure" else budget.zcdp(state.DEFAULT_RHO_CAP))
+    st.rerun()
+sym = led.cap.symbol
 c1, c2 = st.columns(2)
 with c1:
     cap = st.number_input(
-        "Budget cap for this dataset (total ε)", min_value=0.01, max_value=100.0,
-        value=float(led.cap.value), step=0.1, format="%.2f", key=f"budget_cap_{ds.fingerprint}",
+        f"Budget cap for this dataset (total {sym})", min_value=0.001, max_value=100.0,
+        value=float(led.cap.value), step=0.1, format="%.3f", key=f"budget_cap_{ds.fingerprint}_{definition}",
         help="The most privacy loss you accept for all releases of this dataset together. "
              "Smaller is more private. It can be raised later only if your policy allows.",
     )
     if cap != led.cap.value:
         try:
-            led.set_cap(budget.pure(cap))
+            led.set_cap(budget.pure(cap) if definition == "pure" else budget.zcdp(cap))
             st.rerun()  # the sidebar, drawn before this page, shows the new cap
         except DPCoreError as e:
             st.error(str(e))
 with c2:
-    eps = st.number_input(
-        "Privacy budget of this release (ε)", min_value=0.001, max_value=100.0,
-        step=0.05, format="%.3f", key=state.persistent("epsilon", state.DEFAULT_EPSILON),
-        help="Smaller ε means more noise and more privacy. Typical values: 0.1 to 1.",
+    if definition == "pure":
+        value = st.number_input(
+            "Privacy budget of this release (ε)", min_value=0.001, max_value=100.0,
+            step=0.05, format="%.3f", key=state.persistent("epsilon", state.DEFAULT_EPSILON),
+            help="Smaller ε means more noise and more privacy. Typical values: 0.1 to 1.",
+        )
+        state.store("epsilon")
+        release_cost = budget.pure(value)
+    else:
+        value = st.number_input(
+            "Privacy budget of this release (ρ)", min_value=0.0001, max_value=100.0,
+            step=0.01, format="%.4f", key=state.persistent("rho", state.DEFAULT_RHO),
+            help="Smaller ρ means more noise and more privacy. ρ = 0.125 gives noise of SD 2 per count.",
+        )
+        state.store("rho")
+        release_cost = budget.zcdp(value)
+st.caption(f"Spent so far: {sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}; "
+           f"left: {sym} = {fmt.eps(led.remaining)}.")
+if definition == "zcdp":
+    deltas = list(budget.APPROX_DP_DELTAS)
+    delta = st.select_slider(
+        "δ for the (ε, δ) reading", options=deltas, key=state.persistent("delta", 1e-6),
+        format_func=lambda d: f"{d:.0e}",
+        help="ρ-zCDP implies (ε, δ)-DP for every δ; δ should be far below 1 / number of people.",
     )
-    state.store("epsilon")
-st.caption(f"Spent so far: ε = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}; "
-           f"left: ε = {fmt.eps(led.remaining)}.")
+    state.store("delta")
+    this_eps = budget.zcdp_to_approx_dp(release_cost.value, delta)
+    total_eps = budget.zcdp_to_approx_dp(led.spent + release_cost.value, delta)
+    st.info(
+        f"Read as (ε, δ)-DP with δ = {delta:.0e}: this release is ε = {fmt.eps(this_eps)}; "
+        f"all releases of this dataset including this one: ε = {fmt.eps(total_eps)} "
+        f"(conversion of Canonne, Kamath & Steinke 2020)."
+    )
 
 n_guess = None
 if mech.needs_n_guess:
@@ -115,13 +154,13 @@ if ds.table.user is not None and cap_user:
     agg_sens = int(cap_user)
 try:
     params = mech.resolve_params(raw)
-    levels = mech.plan(grid, eps, params, sensitivity=agg_sens, n_estimate=n_guess)
+    levels = mech.plan(grid, release_cost, params, sensitivity=agg_sens, n_estimate=n_guess)
     rows = []
     for lv in levels:
         rows.append({
             "level": lv.name,
-            "ε": lv.cost.value,
-            "share of ε": lv.cost.value / eps,
+            sym: lv.cost.value,
+            f"share of {sym}": lv.cost.value / release_cost.value,
             "counts released": lv.n_counts,
             "noise scale": lv.scale,
             "± per count (95%)": lv.ci95,
@@ -132,8 +171,8 @@ try:
     st.dataframe(
         table, hide_index=True, width="stretch",
         column_config={
-            "ε": st.column_config.NumberColumn(format="%.3g"),
-            "share of ε": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
+            sym: st.column_config.NumberColumn(format="%.3g"),
+            f"share of {sym}": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
             "counts released": st.column_config.NumberColumn(format="localized"),
             "noise scale": st.column_config.NumberColumn(format="%.3g"),
             "± per count (95%)": st.column_config.NumberColumn(format="localized"),
@@ -160,10 +199,10 @@ except DPCoreError as e:
 
 # ---------------------------------------------------------------- release
 st.subheader("Release")
-remaining_after = led.remaining - eps
-can = plan_ok and led.can_spend(budget.pure(eps))
-label = (f"Release with ε = {fmt.eps(eps)} — {fmt.eps(max(remaining_after, 0))} left after this"
-         if can else f"Not enough budget: ε = {fmt.eps(eps)} asked, {fmt.eps(led.remaining)} left")
+remaining_after = led.remaining - release_cost.value
+can = plan_ok and led.can_spend(release_cost)
+label = (f"Release with {release_cost.label()} — {fmt.eps(max(remaining_after, 0))} left after this"
+         if can else f"Not enough budget: {release_cost.label()} asked, {fmt.eps(led.remaining)} left")
 if not can and plan_ok:
     st.warning("This release would go over the dataset's budget cap. Lower ε, or raise the cap "
                "if your policy allows it.")
@@ -171,7 +210,7 @@ if st.button(label, type="primary", disabled=not can, key="release_button"):
     try:
         with st.status("Releasing …", expanded=False) as status:
             agg = state.aggregate()
-            rel = pipeline.release_points(agg, mech.name, eps, params, led)
+            rel = pipeline.release_points(agg, mech.name, release_cost, params, led)
             state.add_release(rel)
             status.update(label=f"Released {fmt.count(int(rel.leaf.sum()))} areas with {mech.title}, "
                                 f"{rel.cost.label()}", state="complete")

@@ -41,7 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     pts.add_argument("--bounds", required=True, help="public domain 'west,south,east,north' in degrees")
     pts.add_argument("--grid", default="1024,1024", help="grid 'rows,cols' (default 1024,1024)")
     pts.add_argument("--mechanism", required=True, help=f"one of: {', '.join(mechanisms.names())}")
-    pts.add_argument("--epsilon", required=True, type=str, help="privacy budget ε of this release")
+    budget_grp = pts.add_mutually_exclusive_group(required=True)
+    budget_grp.add_argument("--epsilon", type=str, help="pure ε-DP budget of this release (discrete Laplace noise)")
+    budget_grp.add_argument("--rho", type=str, help="ρ-zCDP budget of this release (discrete Gaussian noise)")
+    pts.add_argument("--delta", type=float, default=1e-6,
+                     help="δ for the (ε, δ)-DP reading of a ρ-zCDP release (printed; default 1e-6)")
     pts.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="mechanism parameter (repeatable)")
     pts.add_argument("--out", required=True, help="output folder for release.csv/.geojson/.json")
@@ -50,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     pts.add_argument("--user-col", help="column identifying a person (unit of privacy)")
     pts.add_argument("--user-cap", type=int, help="at most this many records per person (with --user-col)")
     pts.add_argument("--budget-cap", type=float,
-                     help="total ε allowed for this dataset, checked against --ledger")
+                     help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
     pts.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
     return p
 
@@ -95,12 +99,14 @@ def cmd_release_points(args: argparse.Namespace) -> int:
     bounds = Bounds.parse(args.bounds)
     grid = Grid.parse(bounds, args.grid)
     mech = mechanisms.get(args.mechanism)
+    flag, text = ("--epsilon", args.epsilon) if args.epsilon is not None else ("--rho", args.rho)
     try:
-        eps = float(args.epsilon)
+        value = float(text)
     except ValueError:
-        raise ParameterError(f"--epsilon '{args.epsilon}' is not a number; use e.g. --epsilon 0.5.") from None
+        raise ParameterError(f"{flag} '{text}' is not a number; use e.g. {flag} 0.5.") from None
+    make = budget.pure if flag == "--epsilon" else budget.zcdp
     params = mech.resolve_params(_parse_params(args.param))
-    cost = mech.privacy_cost(eps, params)
+    cost = mech.privacy_cost(make(value), params)
     if args.user_cap is not None and not args.user_col:
         raise ParameterError("--user-cap needs --user-col naming the column that identifies a person.")
     if args.user_col and args.user_cap is None:
@@ -114,10 +120,11 @@ def cmd_release_points(args: argparse.Namespace) -> int:
             raise ParameterError(f"Ledger file '{ledger_path}' is not a dpcore ledger ({e}). "
                                  "Point --ledger to the file an earlier run wrote, or a new path.") from None
         if args.budget_cap is not None and args.budget_cap != ledger.cap.value:
-            ledger.set_cap(budget.pure(args.budget_cap))
+            ledger.set_cap(make(args.budget_cap))
     else:
         cap = args.budget_cap if args.budget_cap is not None else cost.value
-        ledger = budget.Ledger(budget.pure(cap))
+        ledger = budget.Ledger(make(cap))
+    ledger.check(cost)  # e.g. a ρ release against a pure-ε ledger: say why
     if not ledger.can_spend(cost):
         raise DPCoreError(
             f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the cap "
@@ -132,12 +139,15 @@ def cmd_release_points(args: argparse.Namespace) -> int:
                                 user_col=args.user_col)
     agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
                            user_cap=args.user_cap if table.user is not None else None)
-    rel = release_points(agg, mech.name, eps, params, ledger)
+    rel = release_points(agg, mech.name, cost, params, ledger)
     paths = write_release(rel, args.out, ledger)
     if ledger_path is not None:
         ledger_path.parent.mkdir(parents=True, exist_ok=True)
         ledger_path.write_text(json.dumps(ledger.to_dict(), indent=2), "utf-8")
-    print(f"Released {rel.n_rects:,} rectangles with {mech.title}, {cost.label()}; "
+    reading = ""
+    if cost.definition == "zcdp":
+        reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
+    print(f"Released {rel.n_rects:,} rectangles with {mech.title}, {cost.label()}{reading}; "
           f"{ledger.remaining:.4g} of the budget left.")
     for p in paths:
         print(f"  wrote {p}")

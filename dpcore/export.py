@@ -20,7 +20,7 @@ import orjson
 import pandas as pd
 
 import dpcore
-from dpcore.budget import Ledger
+from dpcore.budget import APPROX_DP_DELTAS, Ledger, zcdp_to_approx_dp
 from dpcore.release import DEFAULT_QUERY_SIZES, PartitionRelease
 
 CSV_COLUMNS = [
@@ -114,8 +114,10 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
             ),
             "neighbouring_relation": "add or remove one unit of privacy",
             "sensitivity_l1": release.sensitivity,
+            "sensitivity_l2": release.sensitivity,
             "composition": "sequential over levels: the level budgets add up to the total",
             "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
+            "noise": "discrete Laplace" if release.cost.definition == "pure" else "discrete Gaussian",
         },
         "budget": {
             "split": [
@@ -146,6 +148,11 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
             "Expected errors are analytic: they come from the mechanism and its parameters, not from the data.",
         ],
     }
+    if release.cost.definition == "zcdp":
+        rec["privacy"]["approx_dp"] = [
+            {"delta": d, "epsilon": zcdp_to_approx_dp(release.cost.value, d)} for d in APPROX_DP_DELTAS
+        ]
+        rec["privacy"]["approx_dp_conversion"] = "Canonne, Kamath & Steinke (2020), Prop. / Cor. 13"
     if ledger is not None:
         ld = ledger.to_dict()
         ld.pop("dataset", None)  # may name the input; never exported

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dpcore import budget
 from dpcore.errors import DPCoreError
 from ui import fmt, state
 
@@ -31,9 +32,13 @@ def render() -> None:
 
         st.markdown("#### Privacy budget")
         led = state.ledger()
-        spent, cap = led.spent, led.cap.value
+        spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
         st.progress(min(spent / cap, 1.0) if cap else 1.0,
-                    text=f"spent ε = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
+                    text=f"spent {sym} = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
+        if led.definition == "zcdp":
+            d = st.session_state.get("delta", 1e-6)
+            st.caption(f"As (ε, δ)-DP with δ = {d:.0e}: spent ε = "
+                       f"{fmt.eps(budget.zcdp_to_approx_dp(spent, d)) if spent else '0'}")
         for e in led.entries:
             st.caption(f"#{e.index + 1} {e.label}: {e.cost.label()}")
 

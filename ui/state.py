@@ -21,6 +21,8 @@ from dpcore.release import PartitionRelease
 
 DEFAULT_CAP = 1.0
 DEFAULT_EPSILON = 0.5
+DEFAULT_RHO_CAP = 0.5
+DEFAULT_RHO = 0.125
 DEFAULT_GRID = (1024, 1024)
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
 
 from dpcore import noise as _noise
-from dpcore.budget import PrivacyCost, laplace_scale_for_epsilon, pure
+from dpcore.budget import PrivacyCost, laplace_scale_for_epsilon, pure, zcdp
 from dpcore.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
 from dpcore.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
@@ -116,9 +117,9 @@ class PointMechanism(ABC):
         return {p.name: p.convert(raw.get(p.name)) for p in self.params}
 
     # -- privacy cost ---------------------------------------------------------------
-    def privacy_cost(self, epsilon: float, params: dict[str, Any] | None = None) -> PrivacyCost:
-        """Total cost: the phases compose sequentially to ``epsilon`` (pure ε-DP)."""
-        return pure(epsilon)
+    def privacy_cost(self, epsilon: Budget, params: dict[str, Any] | None = None) -> PrivacyCost:
+        """Total cost: the phases compose sequentially (ε adds up under pure DP, ρ under zCDP)."""
+        return as_cost(epsilon)
 
     # -- plan and expected error (data-free) -------------------------------------------
     @abstractmethod
@@ -169,7 +170,7 @@ class PointMechanism(ABC):
             "summary": self.summary,
             "when_to_use": self.when_to_use,
             "reference": self.reference,
-            "privacy": "pure epsilon-DP",
+            "privacy": "pure epsilon-DP (discrete Laplace) or rho-zCDP (discrete Gaussian)",
             "params": [p.to_dict() for p in self.params],
         }
 
@@ -186,6 +187,85 @@ def check_epsilon(epsilon: float) -> float:
     return eps
 
 
+#: A release budget: a float is ε (pure DP); a PrivacyCost may also be ρ (zCDP).
+Budget = float | PrivacyCost
+
+
+def as_cost(budget: Budget) -> PrivacyCost:
+    """The release budget as a :class:`PrivacyCost` (a bare number means pure ε)."""
+    if isinstance(budget, PrivacyCost):
+        if budget.definition == "pure":
+            check_epsilon(budget.value)
+        return budget
+    return pure(check_epsilon(budget))
+
+
+def part(cost: PrivacyCost, value: float) -> PrivacyCost:
+    """A share of a budget in the same definition (ε and ρ both add up over phases)."""
+    return pure(value) if cost.definition == "pure" else zcdp(value)
+
+
+def equivalent_epsilon(cost: PrivacyCost) -> float:
+    """The ε whose Laplace noise has the same variance as this budget's noise.
+
+    For ρ-zCDP, Gaussian noise of variance Δ²/(2ρ) matches Laplace variance 2Δ²/ε² at
+    ε = 2·sqrt(ρ).  Used only by data-size rules such as UG's grid size.
+    """
+    return cost.value if cost.definition == "pure" else 2.0 * math.sqrt(cost.value)
+
+
+def gaussian_sigma(rho: float, l2_sensitivity: int) -> Fraction:
+    """σ of the discrete Gaussian for ρ-zCDP with ``σ² >= Δ₂²/(2ρ)`` exactly.
+
+    ``Δ₂/sqrt(2ρ)`` in floats may round down by an ulp, which would spend a hair more
+    than ρ; we step the float up until its exact square clears the exact bound.
+    """
+    target = Fraction(l2_sensitivity) ** 2 / (2 * Fraction(rho))
+    s = float(l2_sensitivity) / math.sqrt(2.0 * float(rho))
+    while Fraction(s) ** 2 < target:
+        s = math.nextafter(s, math.inf)
+    return Fraction(s)
+
+
+def count_level(
+    level: int,
+    name: str,
+    cost: PrivacyCost,
+    sensitivity: int,
+    n_counts: int,
+    cells_per_count: float,
+    in_partition: bool,
+    note: str = "",
+) -> LevelPlan:
+    """A level of counts with discrete Laplace (pure ε) or discrete Gaussian (ρ-zCDP) noise.
+
+    The counts of a level are disjoint, so one unit of privacy (at most ``sensitivity``
+    records) changes them by at most ``sensitivity`` in L1 and in L2.
+    """
+    if cost.definition == "pure":
+        scale = laplace_scale_for_epsilon(cost.value, sensitivity)
+        noise_name, sd, ci = ("discrete_laplace", math.sqrt(_noise.discrete_laplace_variance(scale)),
+                              _noise.discrete_laplace_interval(scale, 0.95))
+    else:
+        scale = gaussian_sigma(cost.value, sensitivity)
+        noise_name, sd, ci = ("discrete_gaussian", math.sqrt(_noise.discrete_gaussian_variance(scale)),
+                              _noise.discrete_gaussian_interval(scale, 0.95))
+    return LevelPlan(
+        level=level,
+        name=name,
+        cost=cost,
+        noise=noise_name,
+        scale=float(scale),
+        sensitivity=int(sensitivity),
+        n_counts=int(n_counts),
+        sd=sd,
+        ci95=float(ci),
+        cells_per_count=float(cells_per_count),
+        in_partition=in_partition,
+        note=note,
+    )
+
+
 def laplace_level(
     level: int,
     name: str,
@@ -197,26 +277,18 @@ def laplace_level(
     note: str = "",
 ) -> LevelPlan:
     """A level whose counts get discrete Laplace noise of scale sensitivity/ε."""
-    scale = laplace_scale_for_epsilon(epsilon, sensitivity)
-    return LevelPlan(
-        level=level,
-        name=name,
-        cost=pure(epsilon),
-        noise="discrete_laplace",
-        scale=float(scale),
-        sensitivity=int(sensitivity),
-        n_counts=int(n_counts),
-        sd=math.sqrt(_noise.discrete_laplace_variance(scale)),
-        ci95=float(_noise.discrete_laplace_interval(scale, 0.95)),
-        cells_per_count=float(cells_per_count),
-        in_partition=in_partition,
-        note=note,
-    )
+    return count_level(level, name, pure(epsilon), sensitivity, n_counts, cells_per_count, in_partition, note)
 
 
 def noisy_counts(
-    true_counts: np.ndarray, epsilon: float, sensitivity: int, noise: _noise.NoiseSource
+    true_counts: np.ndarray, budget: Budget, sensitivity: int, noise: _noise.NoiseSource
 ) -> np.ndarray:
-    """True integer counts plus discrete Laplace noise of scale sensitivity/ε (exact)."""
-    scale = laplace_scale_for_epsilon(epsilon, sensitivity)
-    return true_counts.astype(np.int64) + noise.discrete_laplace(scale, true_counts.shape)
+    """True integer counts plus exact discrete noise for ``budget``.
+
+    Pure ε: discrete Laplace of scale Δ/ε.  ρ-zCDP: discrete Gaussian with σ² >= Δ²/(2ρ).
+    """
+    cost = as_cost(budget)
+    true = np.asarray(true_counts).astype(np.int64)
+    if cost.definition == "pure":
+        return true + noise.discrete_laplace(laplace_scale_for_epsilon(cost.value, sensitivity), true.shape)
+    return true + noise.discrete_gaussian(gaussian_sigma(cost.value, sensitivity), true.shape)

@@ -1,9 +1,10 @@
-"""Identity ("Singular" in the HTF paper): discrete Laplace noise on every grid cell.
+"""Identity ("Singular" in the HTF paper): noise on every grid cell.
 
 Neighbouring datasets differ in one unit of privacy (one record, or one person
 with at most ``k`` records), which changes the frequency matrix by at most
-``k`` in L1, so noise of scale ``k/ε`` on every cell is ε-DP (Dwork et al. 2006,
-with the exact discrete Laplace of ``dpcore.noise``).  Counts are released as
+``k`` in L1 and in L2.  Discrete Laplace noise of scale ``k/ε`` on every cell is
+ε-DP (Dwork et al. 2006); discrete Gaussian noise with ``σ² = k²/(2ρ)`` is ρ-zCDP
+(Canonne, Kamath & Steinke 2020).  Both samplers are exact (``dpcore.noise``).  Counts are released as
 drawn (negative values kept: clamping would bias range sums; clamp for display).
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dpcore.domain import Aggregate, Grid
-from dpcore.mechanisms.base import PointMechanism, check_epsilon, laplace_level, noisy_counts
+from dpcore.mechanisms.base import Budget, PointMechanism, as_cost, count_level, noisy_counts
 from dpcore.noise import NoiseSource
 from dpcore.release import LevelPlan, PartitionRelease
 
@@ -34,18 +35,18 @@ class Identity(PointMechanism):
     def plan(
         self,
         grid: Grid,
-        epsilon: float,
+        epsilon: Budget,
         params: dict[str, Any],
         *,
         sensitivity: int = 1,
         n_estimate: float | None = None,
     ) -> tuple[LevelPlan, ...]:
-        eps = check_epsilon(epsilon)
+        cost = as_cost(epsilon)
         return (
-            laplace_level(
+            count_level(
                 0,
                 f"Grid of {grid.rows:,} x {grid.cols:,} cells",
-                eps,
+                cost,
                 sensitivity,
                 grid.n_cells,
                 1.0,
@@ -55,7 +56,7 @@ class Identity(PointMechanism):
 
     # -- release -------------------------------------------------------------------
     def release(
-        self, aggregate: Aggregate, epsilon: float, params: dict[str, Any], noise: NoiseSource
+        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
         params = self.resolve_params(params)
         grid = aggregate.grid

@@ -4,6 +4,8 @@ The grid size balances noise error against non-uniformity error:
 ``m = sqrt(N * ε / c)`` cells per side with ``c = 10`` (their Guideline 1).
 With a cap of ``k`` records per person the noise of every cell grows ``k``
 times, so we use ``ε / k`` in the rule (same guideline, per-unit budget).
+Under ρ-zCDP the rule uses ``ε = 2·sqrt(ρ)``, whose Laplace noise has the same
+variance as the discrete Gaussian's (``σ² = k²/(2ρ)``).
 
 ``N`` is data: unless the curator types a *public* number of points, a share
 of ε (default 5 %) buys a noisy count ``N̂`` first (discrete Laplace, sensitivity
@@ -19,9 +21,19 @@ from typing import Any
 
 import numpy as np
 
+from dpcore.budget import PrivacyCost
 from dpcore.domain import Aggregate, Grid, block_rects, rect_sums
 from dpcore.errors import ParameterError
-from dpcore.mechanisms.base import Param, PointMechanism, check_epsilon, laplace_level, noisy_counts
+from dpcore.mechanisms.base import (
+    Budget,
+    Param,
+    PointMechanism,
+    as_cost,
+    count_level,
+    equivalent_epsilon,
+    noisy_counts,
+    part,
+)
 from dpcore.noise import NoiseSource
 from dpcore.release import LevelPlan, PartitionRelease
 
@@ -56,60 +68,62 @@ class UniformGrid(PointMechanism):
         m = math.sqrt(max(n, 0.0) * epsilon / (c * sensitivity))
         return int(max(1, min(round(m), grid.rows, grid.cols)))
 
-    def _budgets(self, epsilon: float, params: dict[str, Any]) -> tuple[float, float]:
+    def _budgets(self, cost: PrivacyCost, params: dict[str, Any]) -> tuple[PrivacyCost | None, PrivacyCost]:
+        """Budget of the point count (None with a public N) and of the grid; they add up."""
         if params["public_n"] > 0:
-            return 0.0, epsilon
-        e_n = epsilon * params["count_share"]
-        return e_n, epsilon - e_n
+            return None, cost
+        v_n = cost.value * params["count_share"]
+        return part(cost, v_n), part(cost, cost.value - v_n)
 
     # -- plan --------------------------------------------------------------------
     def plan(
         self,
         grid: Grid,
-        epsilon: float,
+        epsilon: Budget,
         params: dict[str, Any],
         *,
         sensitivity: int = 1,
         n_estimate: float | None = None,
     ) -> tuple[LevelPlan, ...]:
-        eps = check_epsilon(epsilon)
+        cost = as_cost(epsilon)
         params = self.resolve_params(params)
-        e_n, e_g = self._budgets(eps, params)
+        e_n, e_g = self._budgets(cost, params)
         n = params["public_n"] if params["public_n"] > 0 else n_estimate
         if n is None:
             raise ParameterError(
                 "UG sizes its grid from the number of points. Give a rough public guess of the "
                 "number of points to preview its error (it is used only for the preview)."
             )
-        m = self.grid_side(float(n), e_g, params["c"], sensitivity, grid)
+        m = self.grid_side(float(n), equivalent_epsilon(e_g), params["c"], sensitivity, grid)
         return self._levels(grid, e_n, e_g, m, sensitivity)
 
-    def _levels(self, grid: Grid, e_n: float, e_g: float, m: int, sensitivity: int) -> tuple[LevelPlan, ...]:
+    def _levels(self, grid: Grid, e_n: PrivacyCost | None, e_g: PrivacyCost, m: int,
+                sensitivity: int) -> tuple[LevelPlan, ...]:
         levels: list[LevelPlan] = []
-        if e_n > 0:
-            levels.append(laplace_level(0, "Number of points (sizes the grid)", e_n, sensitivity, 1,
-                                        float(grid.n_cells), False,
-                                        note="Published with the release; not used to answer queries."))
-        levels.append(laplace_level(len(levels), f"Grid of {m} x {m} blocks", e_g, sensitivity, m * m,
-                                    grid.n_cells / (m * m), True))
+        if e_n is not None:
+            levels.append(count_level(0, "Number of points (sizes the grid)", e_n, sensitivity, 1,
+                                      float(grid.n_cells), False,
+                                      note="Published with the release; not used to answer queries."))
+        levels.append(count_level(len(levels), f"Grid of {m} x {m} blocks", e_g, sensitivity, m * m,
+                                  grid.n_cells / (m * m), True))
         return tuple(levels)
 
     # -- release -------------------------------------------------------------------
     def release(
-        self, aggregate: Aggregate, epsilon: float, params: dict[str, Any], noise: NoiseSource
+        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
-        eps = check_epsilon(epsilon)
+        cost = as_cost(epsilon)
         params = self.resolve_params(params)
         grid = aggregate.grid
         k = aggregate.sensitivity
-        e_n, e_g = self._budgets(eps, params)
+        e_n, e_g = self._budgets(cost, params)
         public: dict[str, Any] = {}
-        if e_n > 0:
+        if e_n is not None:
             n_hat = int(noisy_counts(np.array([aggregate.total]), e_n, k, noise)[0])
             public["noisy_point_count"] = n_hat
         else:
             n_hat = params["public_n"]
-        m = self.grid_side(float(n_hat), e_g, params["c"], k, grid)
+        m = self.grid_side(float(n_hat), equivalent_epsilon(e_g), params["c"], k, grid)
         public["grid_side"] = m
         levels = self._levels(grid, e_n, e_g, m, k)
         rects = block_rects(grid, m, m)
@@ -121,7 +135,7 @@ class UniformGrid(PointMechanism):
             mechanism_title=self.title,
             params=params,
             grid=grid,
-            cost=self.privacy_cost(eps, params),
+            cost=cost,
             levels=levels,
             rects=rects,
             level=np.full(n, lv.level, dtype=np.int64),

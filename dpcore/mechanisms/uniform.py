@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from dpcore.domain import Aggregate, Grid
-from dpcore.mechanisms.base import PointMechanism, check_epsilon, laplace_level, noisy_counts
+from dpcore.mechanisms.base import Budget, PointMechanism, as_cost, count_level, noisy_counts
 from dpcore.noise import NoiseSource
 from dpcore.release import LevelPlan, PartitionRelease
 
@@ -31,18 +31,18 @@ class Uniform(PointMechanism):
     def plan(
         self,
         grid: Grid,
-        epsilon: float,
+        epsilon: Budget,
         params: dict[str, Any],
         *,
         sensitivity: int = 1,
         n_estimate: float | None = None,
     ) -> tuple[LevelPlan, ...]:
-        eps = check_epsilon(epsilon)
+        cost = as_cost(epsilon)
         return (
-            laplace_level(
+            count_level(
                 0,
                 "Total number of points",
-                eps,
+                cost,
                 sensitivity,
                 1,
                 float(grid.n_cells),
@@ -52,7 +52,7 @@ class Uniform(PointMechanism):
         )
 
     def release(
-        self, aggregate: Aggregate, epsilon: float, params: dict[str, Any], noise: NoiseSource
+        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
         params = self.resolve_params(params)
         grid = aggregate.grid

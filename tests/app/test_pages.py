@@ -415,3 +415,30 @@ def test_export_after_release_files_agree(at):
     assert entry.exports["files_id"] == rel.release_id
     assert pd.read_csv(io.BytesIO(entry.exports["csv"]))["noisy_count"].tolist() == \
         csv["noisy_count"].tolist()
+
+
+def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
+    from dpcore import budget
+
+    goto(at, "mechanism")
+    fp = at.session_state["dataset"].fingerprint
+    at.radio(key=f"definition_{fp}").set_value("zcdp").run()
+    assert not at.exception
+    led = at.session_state["ledgers"][fp]
+    assert led.definition == "zcdp"
+    infos = texts(at.info)
+    assert any("Read as (ε, δ)-DP with δ = 1e-06" in i for i in infos), infos
+    expected = budget.zcdp_to_approx_dp(0.125, 1e-6)
+    assert any(f"this release is ε = {expected:.2g}" in i for i in infos), (expected, infos)
+    button = at.button(key="release_button")
+    assert button.label.startswith("Release with ρ = 0.12"), button.label
+    button.click().run()
+    assert not at.exception
+    rel = at.session_state["releases"][-1].release
+    assert rel.cost.definition == "zcdp" and rel.cost.value == pytest.approx(0.125)
+    assert all(lv.noise == "discrete_gaussian" for lv in rel.levels)
+    assert "spent ρ = 0.12 of 0.5" in sidebar_text(at)
+    assert at.radio(key=f"definition_{fp}").disabled
+    rec = json.loads(export.release_json(rel, led))
+    export.validate_record(rec)
+    assert rec["privacy"]["definition"] == "rho-zCDP"
