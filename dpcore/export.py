@@ -25,7 +25,7 @@ from dpcore.release import DEFAULT_QUERY_SIZES, PartitionRelease
 
 CSV_COLUMNS = [
     "id", "level", "leaf", "west", "south", "east", "north", "cells",
-    "noisy_count", "ci95_low", "ci95_high", "noise_sd",
+    "noisy_count", "ci95_low", "ci95_high", "noise_sd", "budget",
 ]
 
 #: Decimal places of exported coordinates (~0.1 m); the grid edges are public anyway.

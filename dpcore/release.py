@@ -66,6 +66,9 @@ class LevelPlan:
     cells_per_count: float
     in_partition: bool
     note: str = ""
+    #: mechanism-specific, data-free facts of the level (JSON-able), e.g. the
+    #: probability that HTF's stop test is decided by noise; exported under "details"
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def query_sd(self, fraction: float, n_cells: int) -> float:
         """Noise SD of a range query covering ``fraction`` of the domain, answered
@@ -102,6 +105,8 @@ class LevelPlan:
         }
         if self.note:
             d["note"] = self.note
+        if self.extra:
+            d["details"] = dict(self.extra)
         return d
 
 
@@ -138,12 +143,31 @@ class PartitionRelease:
     sensitivity: int
     user_cap: int | None
     public: dict[str, Any] = field(default_factory=dict)
+    #: budget value (ε or ρ, same definition as ``cost``) spent on each node's count;
+    #: None when every node's budget is its level's (``levels[level[i]].cost.value``)
+    node_budget: NDArray[np.float64] | None = None
+    #: True for tree mechanisms: ``level`` is the depth and the Map page offers a depth slider
+    is_tree: bool = False
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     release_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     @property
     def n_rects(self) -> int:
         return int(self.rects.shape[0])
+
+    def budgets(self) -> NDArray[np.float64]:
+        """Budget spent on each node's count (ε or ρ)."""
+        if self.node_budget is not None:
+            return np.asarray(self.node_budget, dtype=np.float64)
+        by_level = {lv.level: lv.cost.value for lv in self.levels}
+        return np.array([by_level.get(int(v), np.nan) for v in self.level], dtype=np.float64)
+
+    def frontier(self, depth: int) -> NDArray[np.int64]:
+        """Indices of the partition seen at ``depth`` of a tree: the nodes at that depth
+        plus the leaves above it.  For a flat release, the leaves."""
+        if not self.is_tree:
+            return self.leaf_index()
+        return np.flatnonzero((self.level == depth) | (self.leaf & (self.level < depth)))
 
     def leaf_index(self) -> NDArray[np.int64]:
         return np.flatnonzero(self.leaf)
@@ -209,5 +233,6 @@ class PartitionRelease:
             "ci95_low": self.noisy[idx] - self.ci95[idx],
             "ci95_high": self.noisy[idx] + self.ci95[idx],
             "noise_sd": self.sd[idx],
+            "budget": self.budgets()[idx],
             "cells": ((self.rects[idx, 1] - self.rects[idx, 0]) * (self.rects[idx, 3] - self.rects[idx, 2])),
         }

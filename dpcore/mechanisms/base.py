@@ -101,6 +101,11 @@ class PointMechanism(ABC):
     params: ClassVar[tuple[Param, ...]] = ()
     #: whether the error preview needs a guess of the number of points
     needs_n_guess: ClassVar[bool] = False
+    #: whether the mechanism can run under ρ-zCDP (discrete Gaussian); tree mechanisms
+    #: whose papers prove pure ε-DP only set this to False
+    supports_zcdp: ClassVar[bool] = True
+    #: whether ``release`` returns a tree (``is_tree``) whose depth the Map page can browse
+    is_tree: ClassVar[bool] = False
 
     # -- parameters ---------------------------------------------------------------
     def resolve_params(self, raw: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -119,7 +124,17 @@ class PointMechanism(ABC):
     # -- privacy cost ---------------------------------------------------------------
     def privacy_cost(self, epsilon: Budget, params: dict[str, Any] | None = None) -> PrivacyCost:
         """Total cost: the phases compose sequentially (ε adds up under pure DP, ρ under zCDP)."""
-        return as_cost(epsilon)
+        return self.check_budget(epsilon)
+
+    def check_budget(self, budget: Budget) -> PrivacyCost:
+        """The budget as a PrivacyCost, refused when the mechanism cannot use its definition."""
+        cost = as_cost(budget)
+        if cost.definition == "zcdp" and not self.supports_zcdp:
+            raise ParameterError(
+                f"{self.title} is defined for pure ε-DP only. Choose 'Pure ε-DP' as the privacy "
+                "definition (CLI: --epsilon), or a mechanism that supports ρ-zCDP."
+            )
+        return cost
 
     # -- plan and expected error (data-free) -------------------------------------------
     @abstractmethod
@@ -170,7 +185,9 @@ class PointMechanism(ABC):
             "summary": self.summary,
             "when_to_use": self.when_to_use,
             "reference": self.reference,
-            "privacy": "pure epsilon-DP (discrete Laplace) or rho-zCDP (discrete Gaussian)",
+            "privacy": ("pure epsilon-DP (discrete Laplace) or rho-zCDP (discrete Gaussian)"
+                        if self.supports_zcdp else "pure epsilon-DP"),
+            "tree": self.is_tree,
             "params": [p.to_dict() for p in self.params],
         }
 
