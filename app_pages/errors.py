@@ -40,10 +40,15 @@ for lv in rel.levels:
         "SD, query of 10%": lv.query_sd(0.10, n_cells) if lv.in_partition else None,
     })
 exp = pd.DataFrame(rows)
+if any("p_stop_by_noise" in lv.extra for lv in rel.levels):
+    exp["P(stop test decided by noise)"] = [lv.extra.get("p_stop_by_noise") for lv in rel.levels]
+    st.caption("P(stop test decided by noise): for a node holding the count expected under evenly "
+               "spread data, the chance that noise, not the data, decides whether it is split further.")
 st.dataframe(exp, hide_index=True, width="stretch",
              column_config={c: st.column_config.NumberColumn(format="%.4g")
                             for c in ["noise scale", "SD per count", "SD, query of 2%",
-                                      "SD, query of 6%", "SD, query of 10%"]})
+                                      "SD, query of 6%", "SD, query of 10%",
+                                      "P(stop test decided by noise)"]})
 chart = exp[["level", "± per count (95%)"]].set_index("level")
 st.bar_chart(chart, horizontal=True, height=60 + 40 * len(exp))
 

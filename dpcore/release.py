@@ -172,11 +172,14 @@ class PartitionRelease:
     def leaf_index(self) -> NDArray[np.int64]:
         return np.flatnonzero(self.leaf)
 
-    def density(self) -> NDArray[np.float64]:
-        """Estimated count per fine cell: each leaf's noisy count spread uniformly."""
+    def density(self, idx: NDArray[np.int64] | None = None) -> NDArray[np.float64]:
+        """Estimated count per fine cell: each leaf's noisy count spread uniformly.
+
+        ``idx`` picks another tiling of the grid, e.g. a tree's :meth:`frontier`.
+        """
         g = self.grid
         out = np.zeros(g.shape, dtype=np.float64)
-        idx = self.leaf_index()
+        idx = self.leaf_index() if idx is None else np.asarray(idx, dtype=np.int64)
         r = self.rects[idx]
         areas = (r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])
         per_cell = self.noisy[idx] / areas

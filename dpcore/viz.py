@@ -86,24 +86,25 @@ def extent_figure(bounds: Bounds, boundaries: dict[str, Any] | None = None, *, b
     return _map_layout(fig, bounds, boundaries, basemap, height)
 
 
-def display_blocks(release: PartitionRelease, max_polygons: int = MAX_POLYGONS) -> dict[str, np.ndarray]:
+def display_blocks(release: PartitionRelease, max_polygons: int = MAX_POLYGONS,
+                   idx: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Leaves to draw: the leaves themselves, or sums over display blocks when too many.
 
     Block SDs assume each leaf's noise spreads over its cells in proportion to
     area, which is exact when leaves are single cells and conservative otherwise.
     """
-    idx = release.leaf_index()
+    idx = release.leaf_index() if idx is None else np.asarray(idx, dtype=np.int64)
     g = release.grid
     if len(idx) <= max_polygons:
         t = release.table(idx)
         return {
             "rects": release.rects[idx], "noisy": t["noisy_count"], "lo": t["ci95_low"],
             "hi": t["ci95_high"], "cells": t["cells"].astype(np.float64), "level": t["level"],
-            "aggregated": np.zeros(len(idx), dtype=bool),
+            "budget": t["budget"], "aggregated": np.zeros(len(idx), dtype=bool),
         }
     mr, mc = display_shape(g, max_polygons)
     rects = block_rects(g, mr, mc)
-    dens = release.density()
+    dens = release.density(idx)
     # per-cell share of each leaf's variance: sd^2 / area spread over the leaf
     r = release.rects[idx]
     area = (r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])
@@ -123,7 +124,8 @@ def display_blocks(release: PartitionRelease, max_polygons: int = MAX_POLYGONS) 
     half = 1.96 * sd
     cells = ((rects[:, 1] - rects[:, 0]) * (rects[:, 3] - rects[:, 2])).astype(np.float64)
     return {"rects": rects, "noisy": noisy, "lo": noisy - half, "hi": noisy + half, "cells": cells,
-            "level": np.zeros(len(rects), dtype=np.int64), "aggregated": np.ones(len(rects), dtype=bool)}
+            "level": np.zeros(len(rects), dtype=np.int64), "budget": np.full(len(rects), np.nan),
+            "aggregated": np.ones(len(rects), dtype=bool)}
 
 
 def display_shape(g: Grid, max_polygons: int) -> tuple[int, int]:
@@ -155,20 +157,32 @@ def partition_figure(
     max_polygons: int = MAX_POLYGONS,
     opacity: float = 0.75,
     height: int = 600,
+    depth: int | None = None,
 ) -> tuple[go.Figure, dict[str, Any]]:
     """The released partition coloured by noisy density (count per km²).
 
-    Returns the figure and facts for the caption (polygons drawn, aggregated or not).
-    Negative noisy counts are drawn as 0 (display only; exports keep them).
+    ``depth`` shows a tree's partition at that depth (its nodes there plus the
+    leaves above); None shows the leaves.  Returns the figure and facts for the
+    caption (polygons drawn, aggregated or not).  Negative noisy counts are drawn
+    as 0 (display only; exports keep them).
     """
-    blocks = display_blocks(release, max_polygons)
+    idx = release.frontier(depth) if depth is not None else release.leaf_index()
+    blocks = display_blocks(release, max_polygons, idx)
     g = release.grid
     cell_km2 = g.cell_area_km2()
     area_km2 = blocks["cells"] * cell_km2
     dens = np.maximum(blocks["noisy"], 0) / area_km2
     n = len(blocks["noisy"])
     fc = rect_feature_collection(g, blocks["rects"])
-    custom = np.column_stack([blocks["noisy"], blocks["lo"], blocks["hi"], area_km2])
+    sym = release.cost.symbol
+    budget_txt = np.where(np.isfinite(blocks["budget"]),
+                          [f"{sym} = {b:.3g}" for b in np.nan_to_num(blocks["budget"])],
+                          "sum of several counts")
+    custom = np.empty((n, 6), dtype=object)
+    for j, col in enumerate((blocks["noisy"], blocks["lo"], blocks["hi"], area_km2)):
+        custom[:, j] = np.asarray(col, dtype=np.float64)
+    custom[:, 4] = np.asarray(blocks["level"]).astype(int)
+    custom[:, 5] = budget_txt
     fig = go.Figure(go.Choroplethmap(
         geojson=fc,
         locations=np.arange(n),
@@ -182,12 +196,13 @@ def partition_figure(
         hovertemplate=(
             "noisy count: %{customdata[0]:,.0f}<br>"
             "95% interval: %{customdata[1]:,.0f} to %{customdata[2]:,.0f}<br>"
-            "area: %{customdata[3]:,.3f} km²<br>density: %{z:,.1f} per km²<extra></extra>"
+            "area: %{customdata[3]:,.3f} km²<br>density: %{z:,.1f} per km²<br>"
+            "depth: %{customdata[4]} · budget: %{customdata[5]}<extra></extra>"
         ),
     ))
     fig = _map_layout(fig, g.bounds, boundaries, basemap, height)
     info = {"n_polygons": n, "aggregated": bool(blocks["aggregated"].any()),
-            "n_leaves": int(release.leaf.sum())}
+            "n_leaves": int(release.leaf.sum()), "n_shown": int(len(idx))}
     return fig, info
 
 

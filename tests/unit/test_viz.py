@@ -69,7 +69,7 @@ class TestPartitionFigure:
     def test_figure_carries_block_sums(self, big_release) -> None:
         fig, _ = partition_figure(big_release, max_polygons=1000)
         blocks = display_blocks(big_release, max_polygons=1000)
-        custom = np.asarray(fig.data[0].customdata)
+        custom = np.asarray(fig.data[0].customdata)[:, :4].astype(float)  # cols 4-5: depth, budget text
         np.testing.assert_allclose(custom[:, 0], blocks["noisy"])
         # polygon corners are the blocks' lon/lat boxes
         box = big_release.grid.rect_lonlat(blocks["rects"])
@@ -88,7 +88,7 @@ class TestPartitionFigure:
         assert info["aggregated"] is False
         assert info["n_polygons"] == 120
         assert len(fig.data) == 1 and fig.data[0].type == "choroplethmap"
-        np.testing.assert_array_equal(np.asarray(fig.data[0].customdata)[:, 0], rel.noisy)
+        np.testing.assert_array_equal(np.asarray(fig.data[0].customdata)[:, 0].astype(float), rel.noisy)
         assert fig.layout.map.style == "white-bg"
 
     def test_exactly_max_polygons_not_aggregated(self) -> None:
