@@ -178,6 +178,37 @@ class PointMechanism(ABC):
         """Draw the noise and return the release.  Spends ``privacy_cost`` (the
         caller charges it to the ledger *before* calling)."""
 
+    def flat_release(
+        self,
+        aggregate: Aggregate,
+        cost: PrivacyCost,
+        params: dict[str, Any],
+        levels: tuple[LevelPlan, ...],
+        rects: np.ndarray,
+        noisy: np.ndarray,
+        public: dict[str, Any] | None = None,
+    ) -> PartitionRelease:
+        """A one-level partition: every rectangle is a leaf of the last level of ``levels``."""
+        lv = levels[-1]
+        n = int(rects.shape[0])
+        return PartitionRelease(
+            mechanism=self.name,
+            mechanism_title=self.title,
+            params=params,
+            grid=aggregate.grid,
+            cost=cost,
+            levels=levels,
+            rects=np.asarray(rects, dtype=np.int64),
+            level=np.full(n, lv.level, dtype=np.int64),
+            leaf=np.ones(n, dtype=bool),
+            noisy=np.asarray(noisy).astype(np.float64),
+            sd=np.full(n, lv.sd),
+            ci95=np.full(n, lv.ci95),
+            sensitivity=aggregate.sensitivity,
+            user_cap=aggregate.user_cap,
+            public=public or {},
+        )
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,

@@ -64,20 +64,4 @@ class Identity(PointMechanism):
         noisy = noisy_counts(aggregate.counts, epsilon, aggregate.sensitivity, noise).ravel()
         r, c = np.divmod(np.arange(grid.n_cells, dtype=np.int64), grid.cols)
         rects = np.column_stack([r, r + 1, c, c + 1])
-        k = grid.n_cells
-        return PartitionRelease(
-            mechanism=self.name,
-            mechanism_title=self.title,
-            params=params,
-            grid=grid,
-            cost=self.privacy_cost(epsilon, params),
-            levels=levels,
-            rects=rects,
-            level=np.zeros(k, dtype=np.int64),
-            leaf=np.ones(k, dtype=bool),
-            noisy=noisy.astype(np.float64),
-            sd=np.full(k, levels[0].sd),
-            ci95=np.full(k, levels[0].ci95),
-            sensitivity=aggregate.sensitivity,
-            user_cap=aggregate.user_cap,
-        )
+        return self.flat_release(aggregate, self.privacy_cost(epsilon, params), params, levels, rects, noisy)

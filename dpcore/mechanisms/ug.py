@@ -128,22 +128,4 @@ class UniformGrid(PointMechanism):
         levels = self._levels(grid, e_n, e_g, m, k)
         rects = block_rects(grid, m, m)
         noisy = noisy_counts(rect_sums(aggregate.counts, rects), e_g, k, noise)
-        lv = levels[-1]
-        n = rects.shape[0]
-        return PartitionRelease(
-            mechanism=self.name,
-            mechanism_title=self.title,
-            params=params,
-            grid=grid,
-            cost=cost,
-            levels=levels,
-            rects=rects,
-            level=np.full(n, lv.level, dtype=np.int64),
-            leaf=np.ones(n, dtype=bool),
-            noisy=noisy.astype(np.float64),
-            sd=np.full(n, lv.sd),
-            ci95=np.full(n, lv.ci95),
-            sensitivity=k,
-            user_cap=aggregate.user_cap,
-            public=public,
-        )
+        return self.flat_release(aggregate, cost, params, levels, rects, noisy, public)

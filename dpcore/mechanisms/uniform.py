@@ -59,20 +59,6 @@ class Uniform(PointMechanism):
         levels = self.plan(grid, epsilon, params, sensitivity=aggregate.sensitivity)
         total = np.array([aggregate.total], dtype=np.int64)
         noisy = noisy_counts(total, epsilon, aggregate.sensitivity, noise)
-        return PartitionRelease(
-            mechanism=self.name,
-            mechanism_title=self.title,
-            params=params,
-            grid=grid,
-            cost=self.privacy_cost(epsilon, params),
-            levels=levels,
-            rects=np.array([[0, grid.rows, 0, grid.cols]], dtype=np.int64),
-            level=np.zeros(1, dtype=np.int64),
-            leaf=np.ones(1, dtype=bool),
-            noisy=noisy.astype(np.float64),
-            sd=np.array([levels[0].sd]),
-            ci95=np.array([levels[0].ci95]),
-            sensitivity=aggregate.sensitivity,
-            user_cap=aggregate.user_cap,
-            public={"noisy_total": int(noisy[0])},
-        )
+        rects = np.array([[0, grid.rows, 0, grid.cols]], dtype=np.int64)
+        return self.flat_release(aggregate, self.privacy_cost(epsilon, params), params, levels, rects, noisy,
+                                 public={"noisy_total": int(noisy[0])})
