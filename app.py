@@ -18,6 +18,7 @@ PAGES = [
     st.Page("app_pages/map.py", title="3 · Map", icon=":material/map:", url_path="map"),
     st.Page("app_pages/errors.py", title="4 · Errors", icon=":material/straighten:", url_path="errors"),
     st.Page("app_pages/export.py", title="5 · Export", icon=":material/download:", url_path="export"),
+    st.Page("app_pages/compare.py", title="6 · Compare", icon=":material/compare_arrows:", url_path="compare"),
 ]
 
 state.init()

@@ -3,6 +3,8 @@
     python -m dpcore mechanisms
     python -m dpcore release points --input FILE --bounds W,S,E,N --grid R,C \
         --mechanism NAME --epsilon E [--param key=value ...] --out DIR
+    python -m dpcore evaluate points --input FILE|synthetic:SIGMA:N --bounds W,S,E,N \
+        --grid R,C --mechanisms ug,identity --epsilon 0.1,0.3,0.5 --out DIR
 
 Errors a person can fix print one line on stderr and exit with status 2.
 """
@@ -56,6 +58,33 @@ def build_parser() -> argparse.ArgumentParser:
     pts.add_argument("--budget-cap", type=float,
                      help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
     pts.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+
+    ev = sub.add_parser("evaluate", help="compare mechanisms on range queries (curator-only)")
+    evsub = ev.add_subparsers(dest="kind", parser_class=_Parser)
+    ept = evsub.add_parser(
+        "points", help="MRE of every mechanism x ε x query size against the truth (not for publication)")
+    ept.add_argument("--input", required=True,
+                     help="CSV (optionally .gz), Parquet or GeoJSON points, or 'synthetic:SIGMA:N' for the "
+                          "HTF paper's Gaussian data (σ in cells of a 1024 grid), e.g. synthetic:50:1000000")
+    ept.add_argument("--bounds", required=True, help="public domain 'west,south,east,north' in degrees")
+    ept.add_argument("--grid", default="1024,1024", help="grid 'rows,cols' (default 1024,1024)")
+    ept.add_argument("--mechanisms", default=",".join(mechanisms.names()),
+                     help=f"comma-separated, default all: {','.join(mechanisms.names())}")
+    ept.add_argument("--epsilon", default="0.1,0.3,0.5", help="comma-separated ε values (default 0.1,0.3,0.5)")
+    ept.add_argument("--query-sizes", default="0.02,0.06,0.1",
+                     help="area fractions of the queries (default 0.02,0.06,0.1)")
+    ept.add_argument("--queries", type=int, default=2000, help="queries per size (default 2000)")
+    ept.add_argument("--repeats", type=int, default=5, help="releases per mechanism and ε (default 5)")
+    ept.add_argument("--shape", default="random", choices=["random", "square"],
+                     help="query shape: random aspect ratio in [1/4, 4] or squares (default random)")
+    ept.add_argument("--seed", type=int, default=0, help="seed of the public query workload (default 0)")
+    ept.add_argument("--noise-seed", type=int,
+                     help="seeded, NOT secure noise for reproducible benchmarks (default: secure noise)")
+    ept.add_argument("--param", action="append", default=[], metavar="MECH.KEY=VALUE",
+                     help="mechanism parameter, e.g. --param ug.c=10 (repeatable)")
+    ept.add_argument("--out", required=True, help="output folder for results.csv, summary.csv/.md, plot.png")
+    ept.add_argument("--lat-col", help="latitude column (detected by name if omitted)")
+    ept.add_argument("--lon-col", help="longitude column (detected by name if omitted)")
     return p
 
 
@@ -154,6 +183,72 @@ def cmd_release_points(args: argparse.Namespace) -> int:
     return 0
 
 
+def _split_list(text: str, flag: str, kind: type, example: str) -> list[Any]:
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    try:
+        values = [kind(p) for p in parts]
+    except ValueError:
+        raise ParameterError(f"{flag} '{text}' must be a comma-separated list, e.g. {flag} {example}.") from None
+    if not values:
+        raise ParameterError(f"{flag} is empty; give a comma-separated list, e.g. {flag} {example}.")
+    return values
+
+
+def cmd_evaluate_points(args: argparse.Namespace) -> int:
+    from dpcore import evaluate, io
+    from dpcore.domain import Bounds, Grid, aggregate_points
+
+    bounds = Bounds.parse(args.bounds)
+    grid = Grid.parse(bounds, args.grid)
+    names = [mechanisms.get(n).name for n in _split_list(args.mechanisms, "--mechanisms", str, "ug,identity")]
+    epsilons = _split_list(args.epsilon, "--epsilon", float, "0.1,0.3,0.5")
+    sizes = _split_list(args.query_sizes, "--query-sizes", float, "0.02,0.06,0.1")
+    params: dict[str, dict[str, Any]] = {}
+    for key, value in _parse_params(args.param).items():
+        mech, dot, name = key.partition(".")
+        if not dot or not name:
+            raise ParameterError(f"--param '{key}={value}' must name the mechanism, e.g. --param ug.c=10.")
+        params.setdefault(mechanisms.get(mech).name, {})[name] = value
+    # every setting is checked before any data is read or any file written
+    evaluate.check_settings(names, epsilons, sizes, args.queries, args.repeats, args.shape,
+                            params, args.noise_seed)
+    spec = evaluate.parse_synthetic(args.input)
+    if spec is None:
+        path = Path(args.input)
+        if not path.exists():
+            raise DPCoreError(f"Input file '{path}' does not exist. Check the path given to --input, "
+                              "or use --input synthetic:SIGMA:N for made-up data.")
+    if spec is not None:
+        agg = evaluate.synthetic_aggregate(grid, spec.sigma, spec.n, seed=spec.seed)
+        source = spec.label
+    else:
+        table = io.load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col)
+        agg = aggregate_points(table.lon, table.lat, grid)
+        source = path.name
+
+    def progress(done: int, total: int, what: str) -> None:
+        if done < total:
+            print(f"  [{done + 1}/{total}] {what}", file=sys.stderr, flush=True)
+
+    results = evaluate.evaluate(agg, names, epsilons, sizes, args.queries, args.repeats, args.shape,
+                                seed=args.seed, params=params, noise_seed=args.noise_seed,
+                                progress=progress)
+    summary = evaluate.summarize(results)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    title = f"MRE on {source}, {grid.rows} x {grid.cols} grid"
+    md = evaluate.summary_markdown(summary, title)
+    paths = [out / "results.csv", out / "summary.csv", out / "summary.md", out / "plot.png"]
+    results.to_csv(paths[0], index=False)
+    summary.to_csv(paths[1], index=False)
+    paths[2].write_text(md, "utf-8")
+    evaluate.plot_summary(summary, paths[3], title)
+    print(md)
+    for p in paths:
+        print(f"  wrote {p}")
+    return 0
+
+
 def _glue_negative_values(argv: list[str]) -> list[str]:
     """Turn ``--bounds -74.06,...`` into ``--bounds=-74.06,...``.
 
@@ -184,6 +279,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.kind == "points":
                 return cmd_release_points(args)
             raise ParameterError("Say what to release: 'python -m dpcore release points ...'.")
+        if args.command == "evaluate":
+            if args.kind == "points":
+                return cmd_evaluate_points(args)
+            raise ParameterError("Say what to evaluate: 'python -m dpcore evaluate points ...'.")
         parser.print_help()
         return EXIT_USER_ERROR
     except DPCoreError as e:

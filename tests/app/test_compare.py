@@ -1,0 +1,127 @@
+"""Headless tests of the Compare page (app_pages/compare.py) with Streamlit's AppTest.
+
+The page is run through a small wrapper script that initialises the session as
+app.py does (``state.init()``: the 100,000-point demo dataset, NYC bounds, a
+1024 x 1024 grid) and then executes the page, so the page can be tested whether
+or not app.py's navigation lists it yet.  When it does, the last test also
+reaches it through the app.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dpcore import mechanisms
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "app_pages" / "compare.py"
+WARNING_START = "Choosing a mechanism by its error on your real data is itself a use of the data"
+
+WRAPPER = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from ui import state
+state.init()
+exec(compile(open({str(PAGE)!r}, encoding="utf-8").read(), {str(PAGE)!r}, "exec"))
+"""
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_string(WRAPPER, default_timeout=120)
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+def small_settings(at: AppTest, mechs: list[str]) -> AppTest:
+    at.multiselect(key="_w_compare_mechanisms").set_value(mechs)
+    at.multiselect(key="_w_compare_epsilons").set_value([0.1, 0.5])
+    at.multiselect(key="_w_compare_sizes").set_value([0.02, 0.1])
+    at.number_input(key="_w_compare_queries").set_value(50)
+    at.number_input(key="_w_compare_repeats").set_value(2)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def run(at: AppTest) -> AppTest:
+    at.button(key="compare_run").click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def test_page_before_anything_is_run(at: AppTest) -> None:
+    assert [t.value for t in at.title] == ["Compare"]
+    assert at.radio(key="_w_compare_source").value == "synthetic"  # the safe choice by default
+    assert not at.warning
+    assert at.multiselect(key="_w_compare_mechanisms").value == mechanisms.names()
+    assert at.multiselect(key="_w_compare_epsilons").value == [0.1, 0.3, 0.5]
+    assert at.number_input(key="_w_compare_queries").value == 500
+    assert at.number_input(key="_w_compare_repeats").value == 3
+    assert not at.dataframe and not at.get("plotly_chart")
+    assert any("Run the comparison" in i.value for i in at.info)
+    assert "compare_result" not in at.session_state
+
+
+def test_run_on_synthetic_stand_in(at: AppTest) -> None:
+    small_settings(at, ["ug", "uniform"])
+    at.selectbox(key="_w_compare_sigma").set_value(20).run()
+    run(at)
+    res = at.session_state["compare_result"]
+    assert not res["real"] and "σ = 20" in res["data"]
+    assert not at.warning
+    assert [s.value for s in at.subheader] == ["Mechanisms compared on a synthetic stand-in"]
+    tables = [d.value for d in at.dataframe]
+    mre_tables = [t for t in tables if list(t.columns) == ["ε = 0.1", "ε = 0.5"] and "±" in str(t.iloc[0, 0])]
+    assert len(mre_tables) == 2  # one per query size
+    assert list(mre_tables[0].index) == ["ug", "uniform"]
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    spec = json.loads(charts[0].proto.spec)
+    assert {t["name"] for t in spec["data"]} == {"ug", "uniform"}
+    assert "not for publication" not in spec["layout"]["title"]["text"]
+    # nothing spent: no ledger entry for the demo dataset
+    assert all(not led.entries for led in at.session_state["ledgers"].values())
+    # a rerun shows the stored results without recomputing them
+    before = res["results"]["release_seconds"].tolist()
+    at.run()
+    assert not at.exception
+    assert at.session_state["compare_result"]["results"]["release_seconds"].tolist() == before
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_loaded_data_shows_warning_and_not_for_publication(at: AppTest) -> None:
+    at.radio(key="_w_compare_source").set_value("loaded").run()
+    assert not at.exception, at.exception
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == 1 and warnings[0].startswith(WARNING_START)
+    assert "treat the result as a privacy cost" in warnings[0]
+    small_settings(at, ["ug", "identity"])
+    run(at)
+    assert at.session_state["compare_result"]["real"]
+    assert any(s.value.startswith(":red[Not for publication]") for s in at.subheader)
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert "not for publication" in spec["layout"]["title"]["text"]
+    assert all(not led.entries for led in at.session_state["ledgers"].values())
+
+
+def test_nothing_chosen_disables_run(at: AppTest) -> None:
+    at.multiselect(key="_w_compare_mechanisms").set_value([]).run()
+    assert not at.exception
+    assert at.button(key="compare_run").disabled
+
+
+@pytest.mark.skipif("app_pages/compare.py" not in (ROOT / "app.py").read_text("utf-8"),
+                    reason="app.py's PAGES does not list the Compare page yet")
+def test_reachable_from_the_app() -> None:
+    app = AppTest.from_file("../../app.py", default_timeout=120)
+    app.run()
+    app.switch_page("app_pages/compare.py").run()
+    assert not app.exception, app.exception
+    assert [t.value for t in app.title] == ["Compare"]
