@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dpcore.errors import ParameterError
 from dpcore.mechanisms.base import Param, PointMechanism
+from dpcore.mechanisms.htf import HTF
 from dpcore.mechanisms.identity import Identity
 from dpcore.mechanisms.ug import UniformGrid
 from dpcore.mechanisms.uniform import Uniform
 
-REGISTRY: dict[str, PointMechanism] = {m.name: m for m in (UniformGrid(), Identity(), Uniform())}
+REGISTRY: dict[str, PointMechanism] = {m.name: m for m in (HTF(), UniformGrid(), Identity(), Uniform())}
 
 
 def get(name: str) -> PointMechanism:
