@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore import pipeline
@@ -46,11 +47,20 @@ if any("p_stop_by_noise" in lv.extra for lv in rel.levels):
                "spread data, the chance that noise, not the data, decides whether it is split further.")
 st.dataframe(exp, hide_index=True, width="stretch",
              column_config={c: st.column_config.NumberColumn(format="%.4g")
-                            for c in ["noise scale", "SD per count", "SD, query of 2%",
+                            for c in ["noise scale", "SD per count", "± per count (95%)", "SD, query of 2%",
                                       "SD, query of 6%", "SD, query of 10%",
                                       "P(stop test decided by noise)"]})
-chart = exp[["level", "± per count (95%)"]].set_index("level")
-st.bar_chart(chart, horizontal=True, height=60 + 40 * len(exp))
+counted = [lv for lv in rel.levels if lv.noise != "discrete_laplace_grid"]  # counts of people only
+fig = go.Figure(go.Bar(
+    x=[lv.ci95 for lv in counted], y=[lv.name for lv in counted], orientation="h",
+    marker_color="#1f4e79", hovertemplate="%{y}: ± %{x:,.0f} people (95%)<extra></extra>",
+))
+fig.update_layout(
+    title={"text": "± per count (95%), people", "font": {"size": 14}},
+    yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": [lv.name for lv in counted]},
+    height=120 + 24 * len(counted), margin={"l": 10, "r": 10, "t": 40, "b": 30},
+)
+st.plotly_chart(fig, width="stretch", key="level_error_chart")
 
 st.subheader(":red[Not for publication] — error against your true data")
 st.caption(

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from dpcore.errors import ParameterError
+from dpcore.mechanisms.ag import AdaptiveGrid
 from dpcore.mechanisms.base import Param, PointMechanism
 from dpcore.mechanisms.htf import HTF
 from dpcore.mechanisms.identity import Identity
+from dpcore.mechanisms.kdtree import KDTree
+from dpcore.mechanisms.quadtree import Quadtree
 from dpcore.mechanisms.ug import UniformGrid
 from dpcore.mechanisms.uniform import Uniform
 
-REGISTRY: dict[str, PointMechanism] = {m.name: m for m in (HTF(), UniformGrid(), Identity(), Uniform())}
+REGISTRY: dict[str, PointMechanism] = {
+    m.name: m
+    for m in (HTF(), AdaptiveGrid(), UniformGrid(), Quadtree(), KDTree(), Identity(), Uniform())
+}
 
 
 def get(name: str) -> PointMechanism:

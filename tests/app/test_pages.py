@@ -442,3 +442,50 @@ def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
     rec = json.loads(export.release_json(rel, led))
     export.validate_record(rec)
     assert rec["privacy"]["definition"] == "rho-zCDP"
+
+
+def test_htf_release_has_depth_slider_tree_stats_and_stop_probabilities(at):
+    goto(at, "mechanism")
+    at.selectbox(key="_w_mechanism").set_value("htf").run()
+    assert not at.exception and not at.error
+    release(at)
+    rel = at.session_state["releases"][-1].release
+    assert rel.mechanism == "htf" and rel.is_tree
+    goto(at, "map")
+    height = int(rel.level.max())
+    slider = at.slider[0]
+    assert slider.label == "Tree depth shown" and slider.value == height and slider.max == height
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Height"] == str(height)
+    assert metrics["Leaves"] == f"{int(rel.leaf.sum()):,}"
+    stats = at.dataframe[0].value
+    assert list(stats["nodes"]) == np.bincount(rel.level).tolist()
+    assert int(stats["leaves"].sum()) == int(rel.leaf.sum())
+    # the deepest level shows the leaves; depth 0 shows the root alone
+    spec = plotly_specs(at)[0]
+    assert len(spec["data"][0]["geojson"]["features"]) == int(rel.leaf.sum())
+    slider.set_value(0).run()
+    assert not at.exception
+    spec = plotly_specs(at)[0]
+    assert len(spec["data"][0]["geojson"]["features"]) == 1
+    assert "budget" in spec["data"][0]["hovertemplate"]
+    assert any("at depth 0" in c for c in texts(at.caption))
+    # errors: per-level budget, noise scale and the stop-test probability
+    goto(at, "errors")
+    expected = at.dataframe[0].value
+    assert "P(stop test decided by noise)" in expected.columns
+    depth_rows = expected[expected["level"].str.startswith("Depth")]
+    assert len(depth_rows) == height + 1
+    p = depth_rows["P(stop test decided by noise)"].dropna()
+    assert len(p) > 0 and ((p >= 0) & (p <= 0.5)).all()
+
+
+def test_zcdp_ledger_refuses_a_pure_only_mechanism_with_a_clear_message(at):
+    goto(at, "mechanism")
+    fp = at.session_state["dataset"].fingerprint
+    at.radio(key=f"definition_{fp}").set_value("zcdp").run()
+    at.selectbox(key="_w_mechanism").set_value("htf").run()
+    assert not at.exception
+    errors = texts(at.error)
+    assert any("pure ε-DP only" in e for e in errors), errors
+    assert at.button(key="release_button").disabled

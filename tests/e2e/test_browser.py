@@ -130,3 +130,62 @@ def test_upload_release_map_export_offline(app_url, page, tmp_path):
                if urlparse(u).scheme not in ("data", "blob", "about")
                and urlparse(u).hostname not in LOCAL_HOSTS]
     assert not foreign, foreign
+
+
+def wait_for_map(page) -> None:
+    page.wait_for_function(
+        """() => {
+            const gd = document.querySelector('.js-plotly-plot');
+            const m = gd && gd._fullLayout && gd._fullLayout.map && gd._fullLayout.map._subplot;
+            return !!(m && m.map && m.map.loaded());
+        }""",
+        timeout=MAP_TIMEOUT_MS,
+    )
+
+
+def polygons_drawn(page) -> int:
+    return page.evaluate(
+        "() => document.querySelector('.js-plotly-plot').data[0].geojson.features.length")
+
+
+def test_htf_release_browse_depths_and_export(app_url, page, tmp_path):
+    """The demo data released with HTF: the depth slider redraws the tree's partition."""
+    page.set_default_timeout(60_000)
+    page.goto(app_url)
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_text("100,000 rows kept of 100,000 read").wait_for()
+
+    go_to(page, "2 · Mechanism & budget")
+    page.get_by_test_id("stSelectbox").first.click()
+    page.get_by_role("option", name="HTF (homogeneous tree)").click()
+    page.get_by_text("Split search").first.wait_for(state="attached")  # HTF plan, before release
+    page.get_by_role("button", name=re.compile(r"^Release with ε = ")).click()
+    page.get_by_text("Released:").first.wait_for()
+
+    go_to(page, "3 · Map")
+    wait_for_map(page)
+    page.get_by_text("Tree statistics").wait_for()
+    deepest = polygons_drawn(page)
+    assert deepest > 1
+    slider = page.get_by_role("slider").first
+    slider.focus()
+    slider.press("Home")  # depth 0: the root alone
+    page.get_by_text(re.compile(r"areas at depth 0\b")).wait_for()
+    page.wait_for_function(
+        "() => document.querySelector('.js-plotly-plot').data[0].geojson.features.length === 1",
+        timeout=MAP_TIMEOUT_MS)
+    wait_for_map(page)
+
+    go_to(page, "5 · Export")
+    csv = pd.read_csv(io.BytesIO(download(page, "Download release.csv", tmp_path)))
+    record = json.loads(download(page, "Download release.json", tmp_path))
+    export.validate_record(record)
+    assert record["mechanism"]["name"] == "htf"
+    assert record["outputs"]["n_leaves"] == int(csv["leaf"].sum()) == deepest
+    assert (~csv["leaf"]).any()  # internal nodes are released too
+    leaves = csv[csv["leaf"]]
+    assert int(leaves["cells"].sum()) == 1024 * 1024  # the leaves tile the grid
+    # leaf counts: the demo's 100,000 points plus independent noise of the listed SDs
+    # (the CSV rounds SDs to 4 decimals, which does not matter at this bound)
+    bound = 6 * math.sqrt(float((leaves["noise_sd"] ** 2).sum()))
+    assert abs(leaves["noisy_count"].sum() - 100_000) <= bound
