@@ -1,0 +1,319 @@
+"""How long the Map page takes to draw a release in a real (headless) browser.
+
+Starts the app (``streamlit run app.py``) on a free local port, drives it with
+Playwright + Debian's chromium, and for each case, in a fresh browser session:
+
+1. optionally sets the grid on the Data page,
+2. picks the mechanism on the Mechanism page and presses "Release with ...",
+3. clicks "3 · Map" in the sidebar and times, in the page's own clock, from
+   that click until the plotly map reports ``map.loaded()`` with the
+   choropleth fill layer present.
+
+It also records when the chart element first appears (the server ran the page,
+built and sent the figure, and the browser mounted it), so the draw time splits
+into "figure arrives" and "map draws", and separately times the server-side
+figure build (``viz.partition_figure`` + ``plotly.io.to_json``) in-process on
+the same demo data.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/map_draw.py
+
+It prints a markdown table and writes it to benchmarks/results/map_draw.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "benchmarks" / "results" / "map_draw.md"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+VIEWPORT = {"width": 1400, "height": 1000}
+REPEATS = 3
+DRAW_TIMEOUT_MS = 120_000
+STEP_TIMEOUT_MS = 120_000
+
+UG = "UG (uniform grid sized from the data volume)"
+IDENTITY = "Identity (noise on every cell)"
+
+# (label, mechanism name, mechanism title, grid (rows, cols) or None for the default 1024x1024)
+CASES = [
+    ("UG, default 1024x1024 grid", "ug", UG, None),
+    ("Identity, 64x64 grid", "identity", IDENTITY, (64, 64)),
+    ("Identity, 100x100 grid", "identity", IDENTITY, (100, 100)),
+    ("Identity, default 1024x1024 grid", "identity", IDENTITY, None),
+]
+
+NAV = '[data-testid="stSidebarNav"] a'
+
+# Installed before the Map click: remembers the click time (page clock).
+INSTALL_CLICK_CLOCK = """() => {
+  window.__mapBench = {click: null, chart: null};
+  document.addEventListener('click', () => {
+    if (window.__mapBench.click === null) window.__mapBench.click = performance.now();
+  }, {capture: true, once: true});
+}"""
+
+# Polled until the release map has drawn; notes when the chart element first appeared.
+MAP_DRAWN = """() => {
+  const b = window.__mapBench;
+  const g = document.querySelector('.js-plotly-plot');
+  if (!g || !g.data || !g.data[0] || g.data[0].type !== 'choroplethmap') return false;
+  if (b.chart === null) b.chart = performance.now();
+  const fl = g._fullLayout, fd = g._fullData;
+  if (!fl || !fl.map || !fl.map._subplot || !fl.map._subplot.map || !fd || !fd[0]) return false;
+  const m = fl.map._subplot.map;
+  if (!m.getLayer('plotly-trace-layer-' + fd[0].uid + '-fill')) return false;
+  if (!m.loaded()) return false;
+  return {click: b.click, chart: b.chart, done: performance.now(), polygons: fd[0]._length};
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server():
+    port = free_port()
+    log = tempfile.NamedTemporaryFile("w+", prefix="map_draw_streamlit_", suffix=".log", delete=False)
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+           f"--server.port={port}", "--server.address=127.0.0.1",
+           "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{log.read()}")
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+                    if r.read().decode().strip() == "ok":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not become healthy; log: {log.name}")
+            time.sleep(0.3)
+        yield base, log.name
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def wait_idle(page, timeout_ms: int = STEP_TIMEOUT_MS) -> None:
+    """Wait until the app shows no 'Running...' status widget."""
+    page.wait_for_function(
+        "() => { const w = document.querySelector('[data-testid=\"stStatusWidget\"]');"
+        " return !w || w.offsetParent === null; }",
+        timeout=timeout_ms, polling=100,
+    )
+
+
+def nav(page, label: str) -> None:
+    page.locator(NAV, has_text=label).first.click()
+
+
+def set_grid(page, rows: int, cols: int) -> None:
+    for label, value in (("Grid rows (north–south)", rows), ("Grid columns (west–east)", cols)):
+        box = page.locator(f'input[aria-label="{label}"]')
+        box.fill(str(value))
+        box.press("Enter")
+        wait_idle(page)
+    # the caption under the grid inputs confirms the new grid
+    page.get_by_text(f"{rows * cols:,} cells of about").wait_for(timeout=STEP_TIMEOUT_MS)
+    wait_idle(page)
+
+
+def choose_mechanism(page, title: str) -> None:
+    page.get_by_role("button", name="Release with").first.wait_for(timeout=STEP_TIMEOUT_MS)
+    page.get_by_test_id("stSelectbox").first.click()
+    page.get_by_role("option", name=title, exact=True).click()
+    # the page reruns; wait until the selectbox shows the choice (the input's value)
+    page.wait_for_function(
+        "t => { const i = document.querySelector('[data-testid=\"stSelectbox\"] input'); return i && i.value === t; }",
+        arg=title, timeout=STEP_TIMEOUT_MS, polling=100,
+    )
+    wait_idle(page)
+
+
+def run_case(browser, base: str, mech_title: str, grid: tuple[int, int] | None) -> dict:
+    ctx = browser.new_context(viewport=VIEWPORT)  # new context = new Streamlit session
+    try:
+        page = ctx.new_page()
+        page.goto(base)
+        page.get_by_text("Preview", exact=True).wait_for(timeout=STEP_TIMEOUT_MS)
+        wait_idle(page)
+        if grid is not None:
+            set_grid(page, *grid)
+        nav(page, "2 · Mechanism & budget")
+        choose_mechanism(page, mech_title)
+        page.get_by_role("button", name="Release with").first.click()
+        page.get_by_text("Released:").wait_for(timeout=STEP_TIMEOUT_MS)
+        wait_idle(page)
+
+        page.evaluate(INSTALL_CLICK_CLOCK)
+        t0 = time.perf_counter()
+        nav(page, "3 · Map")
+        handle = page.wait_for_function(MAP_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
+        wall = time.perf_counter() - t0
+        r = handle.json_value()
+        cap = page.get_by_text("released areas").first.inner_text(timeout=STEP_TIMEOUT_MS)
+        if mech_title not in cap:
+            raise RuntimeError(f"map shows the wrong release: {cap!r}")
+        return {
+            "draw": (r["done"] - r["click"]) / 1000.0,
+            "arrive": (r["chart"] - r["click"]) / 1000.0,
+            "wall": wall,
+            "polygons": int(r["polygons"]),
+            "caption": cap,
+        }
+    finally:
+        ctx.close()
+
+
+def leaves_from_caption(cap: str) -> int:
+    # "<title>, ε = 0.5: 4,761 released areas[, drawn as 9,216 blocks ...]"
+    head = cap.split(" released areas")[0]
+    return int(head.rsplit(" ", 1)[-1].replace(",", ""))
+
+
+def server_figure_times(cases) -> dict[str, tuple[float, float]]:
+    """In-process: build the app's map figure and serialise it as st.plotly_chart does (best of 3)."""
+    import plotly.io
+
+    from dpcore import budget, pipeline, synthetic, viz
+    from dpcore.domain import Grid, aggregate_points
+
+    df = synthetic.demo_points()
+    out = {}
+    for label, mech, _title, grid in cases:
+        rows, cols = grid or (1024, 1024)
+        g = Grid(synthetic.DEMO_BOUNDS, rows, cols)
+        agg = aggregate_points(df["lon"].to_numpy(), df["lat"].to_numpy(), g)
+        rel = pipeline.release_points(agg, mech, 0.5, None, budget.Ledger(budget.pure(100.0)))
+        best, size = float("inf"), 0
+        for _ in range(REPEATS):
+            t0 = time.perf_counter()
+            fig, _info = viz.partition_figure(rel)
+            spec = plotly.io.to_json(fig, validate=False)
+            best = min(best, time.perf_counter() - t0)
+            size = len(spec)
+        out[label] = (best, size)
+    return out
+
+
+def loadavg() -> str:
+    try:
+        return " / ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    t_start = time.perf_counter()
+    load_before = loadavg()
+    results: dict[str, list[dict]] = {label: [] for label, *_ in CASES}
+    with streamlit_server() as (base, log_path), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        chromium_version = browser.version
+        try:
+            for label, _mech, title, grid in CASES:
+                for i in range(REPEATS):
+                    r = run_case(browser, base, title, grid)
+                    results[label].append(r)
+                    print(f"{label} run {i + 1}: draw {r['draw']:.2f} s (figure arrives {r['arrive']:.2f} s, "
+                          f"python wall {r['wall']:.2f} s), {r['polygons']:,} polygons", flush=True)
+        finally:
+            browser.close()
+
+    server = server_figure_times(CASES)
+
+    header = ("| case | released areas | polygons drawn | draw time min (s) | draw time median (s) "
+              "| figure arrives, median (s) | server figure build + JSON (s) | figure JSON (MB) |")
+    lines = [header, "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, *_ in CASES:
+        rs = results[label]
+        draws = [r["draw"] for r in rs]
+        polys = {r["polygons"] for r in rs}
+        leaves = {leaves_from_caption(r["caption"]) for r in rs}
+        sb, size = server[label]
+        lines.append(
+            f"| {label} | {'/'.join(f'{n:,}' for n in sorted(leaves))} | {'/'.join(f'{n:,}' for n in sorted(polys))} "
+            f"| {min(draws):.2f} | {statistics.median(draws):.2f} "
+            f"| {statistics.median(r['arrive'] for r in rs):.2f} | {sb:.2f} | {size / 1e6:.1f} |"
+        )
+    table = "\n".join(lines)
+    runs = "\n".join(
+        f"- {label}: draw " + ", ".join(f"{r['draw']:.2f}" for r in results[label])
+        + " s; figure arrives " + ", ".join(f"{r['arrive']:.2f}" for r in results[label]) + " s"
+        for label, *_ in CASES
+    )
+    elapsed = time.perf_counter() - t_start
+    load_after = loadavg()
+
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or "unknown CPU"
+    md = f"""# Map page draw time in a browser
+
+- Date: {datetime.date.today().isoformat()}
+- Machine: {os.cpu_count()} cores ({cpu}), {platform.machine()}, {platform.system()}, Python {platform.python_version()}; \
+headless Chromium {chromium_version} (Debian, `--disable-gpu`), so WebGL is software-rendered by SwiftShader; \
+streamlit {version('streamlit')}, plotly {version('plotly')}, playwright {version('playwright')}.
+- Load average (1 / 5 / 15 min) before the run: {load_before}; after: {load_after} \
+(other processes on the machine add noise; rerun on an idle machine for cleaner numbers).
+- Data: the demo dataset (100,000 synthetic points over New York City), ε = 0.5, viewport 1400x1000.
+- Draw time: from the click on "3 · Map" in the sidebar until the plotly map reports `map.loaded()` with the \
+choropleth layer present, measured in the page's clock (polled every 50 ms). Each run is a fresh browser session \
+that makes its own release first; {REPEATS} runs per case.
+- "Figure arrives": from the same click until the chart element is in the page (the server has run the page, \
+built and sent the figure, and the browser has mounted it); the rest of the draw time is the browser drawing the map.
+- "Server figure build + JSON": `viz.partition_figure` plus `plotly.io.to_json` (what `st.plotly_chart` sends), \
+timed in-process on the same data, best of {REPEATS}. Releases with more than 10,000 areas are drawn as at most \
+10,000 blocks (sums of the released counts).
+- Command: `.venv/bin/python benchmarks/map_draw.py` (total run time {elapsed:.0f} s)
+
+{table}
+
+Every run, in order:
+
+{runs}
+"""
+    print()
+    print(table)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(md, encoding="utf-8")
+    print(f"\nwrote {RESULTS.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
