@@ -28,7 +28,7 @@ class Identity(PointMechanism):
         "Small grids or dense data where each cell holds many people; the baseline every "
         "other mechanism is compared with. Range queries over many cells add up a lot of noise."
     )
-    reference = "Dwork, McSherry, Nissim & Smith (2006); 'Singular' in Li et al. (HTF, 2023)"
+    reference = "Dwork, McSherry, Nissim & Smith (2006); 'Singular' in Shaham et al. (HTF, SIGSPATIAL 2021)"
     params = ()
 
     # -- plan --------------------------------------------------------------------

@@ -25,7 +25,7 @@ class Uniform(PointMechanism):
     when_to_use = (
         "A floor for comparison: very accurate for the total, useless where the data are clustered."
     )
-    reference = "Baseline in Qardaji, Yang & Li (ICDE 2013) and Li et al. (HTF, 2023)"
+    reference = "Baseline in Qardaji, Yang & Li (ICDE 2013) and Shaham et al. (HTF, SIGSPATIAL 2021)"
     params = ()
 
     def plan(
