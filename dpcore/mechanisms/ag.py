@@ -275,21 +275,14 @@ class AdaptiveGrid(PointMechanism):
             "second_level_side": {"min": int(m2.min()), "median": float(np.median(m2)),
                                   "max": int(m2.max())},
         })
-        return PartitionRelease(
-            mechanism=self.name,
-            mechanism_title=self.title,
-            params=params,
-            grid=grid,
-            cost=cost,
-            levels=levels,
+        return self.make_release(
+            aggregate, cost, params, levels,
             rects=np.vstack([cells, subs]),
             level=depth,
             leaf=depth == 1,
             noisy=est,
             sd=sd,
             ci95=ci,
-            sensitivity=k,
-            user_cap=aggregate.user_cap,
             public=public,
             node_budget=np.concatenate([np.full(n1, e1.value), np.full(n2, e2.value)]),
             is_tree=True,

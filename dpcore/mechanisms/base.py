@@ -178,6 +178,28 @@ class PointMechanism(ABC):
         """Draw the noise and return the release.  Spends ``privacy_cost`` (the
         caller charges it to the ledger *before* calling)."""
 
+    def make_release(
+        self,
+        aggregate: Aggregate,
+        cost: PrivacyCost,
+        params: dict[str, Any],
+        levels: tuple[LevelPlan, ...],
+        **fields: Any,
+    ) -> PartitionRelease:
+        """A release of this mechanism over ``aggregate``'s grid; ``fields`` are the rest
+        of :class:`PartitionRelease` (rects, level, leaf, noisy, sd, ci95, ...)."""
+        return PartitionRelease(
+            mechanism=self.name,
+            mechanism_title=self.title,
+            params=params,
+            grid=aggregate.grid,
+            cost=cost,
+            levels=levels,
+            sensitivity=aggregate.sensitivity,
+            user_cap=aggregate.user_cap,
+            **fields,
+        )
+
     def flat_release(
         self,
         aggregate: Aggregate,
@@ -191,21 +213,14 @@ class PointMechanism(ABC):
         """A one-level partition: every rectangle is a leaf of the last level of ``levels``."""
         lv = levels[-1]
         n = int(rects.shape[0])
-        return PartitionRelease(
-            mechanism=self.name,
-            mechanism_title=self.title,
-            params=params,
-            grid=aggregate.grid,
-            cost=cost,
-            levels=levels,
+        return self.make_release(
+            aggregate, cost, params, levels,
             rects=np.asarray(rects, dtype=np.int64),
             level=np.full(n, lv.level, dtype=np.int64),
             leaf=np.ones(n, dtype=bool),
             noisy=np.asarray(noisy).astype(np.float64),
             sd=np.full(n, lv.sd),
             ci95=np.full(n, lv.ci95),
-            sensitivity=aggregate.sensitivity,
-            user_cap=aggregate.user_cap,
             public=public or {},
         )
 

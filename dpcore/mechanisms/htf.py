@@ -835,21 +835,14 @@ class HTF(PointMechanism):
             "epsilon_partition": b.eps_prt,
             "epsilon_data": b.eps_data,
         })
-        return PartitionRelease(
-            mechanism=self.name,
-            mechanism_title=self.title,
-            params=p,
-            grid=grid,
-            cost=cost,
-            levels=levels,
+        return self.make_release(
+            aggregate, cost, p, levels,
             rects=tree["rects"],
             level=tree["level"],
             leaf=tree["leaf"],
             noisy=tree["noisy"],
             sd=tree["sd"],
             ci95=tree["ci95"],
-            sensitivity=k,
-            user_cap=aggregate.user_cap,
             public=public,
             node_budget=tree["budget"],
             is_tree=True,

@@ -253,21 +253,14 @@ class KDTree(PointMechanism):
                                                   noise)
         est, sd, ci = consistent_release(parent, depth, noisy, sd_own, ci_own)
         levels = self.plan(grid, cost, params, sensitivity=k)
-        return PartitionRelease(
-            mechanism=self.name,
-            mechanism_title=self.title,
-            params=params,
-            grid=grid,
-            cost=cost,
-            levels=levels,
+        return self.make_release(
+            aggregate, cost, params, levels,
             rects=all_rects,
             level=depth,
             leaf=leaf,
             noisy=est,
             sd=sd,
             ci95=ci,
-            sensitivity=k,
-            user_cap=aggregate.user_cap,
             public={"height": int(depth.max()), "requested_height": params["height"],
                     "median_epsilon_per_level": eps_med, "budget_split": params["budget_split"]},
             node_budget=budgets,

@@ -284,21 +284,14 @@ class Quadtree(PointMechanism):
         noisy, sd_own, ci_own = noisy_tree_counts(rect_sums(aggregate.counts, rects), budgets, k, noise)
         est, sd, ci = consistent_release(parent, depth, noisy, sd_own, ci_own)
         levels = self._levels(grid, parts, parent, depth, leaf, budgets, k)
-        return PartitionRelease(
-            mechanism=self.name,
-            mechanism_title=self.title,
-            params=params,
-            grid=grid,
-            cost=cost,
-            levels=levels,
+        return self.make_release(
+            aggregate, cost, params, levels,
             rects=rects,
             level=depth,
             leaf=leaf,
             noisy=est,
             sd=sd,
             ci95=ci,
-            sensitivity=k,
-            user_cap=aggregate.user_cap,
             public={"height": h, "requested_height": params["height"],
                     "budget_split": params["budget_split"]},
             node_budget=budgets,
