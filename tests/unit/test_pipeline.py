@@ -1,0 +1,76 @@
+"""The shared release step: validate, charge, then draw; curator-only error reports."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpcore import budget, metrics, pipeline, queries
+from dpcore.domain import Bounds, Grid, aggregate_points
+from dpcore.errors import BudgetError, ParameterError
+from dpcore.noise import NoiseSource
+
+GRID = Grid(Bounds(-74.06, 40.56, -73.70, 40.92), 64, 64)
+
+
+def aggregate(n: int = 5000, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return aggregate_points(rng.normal(-73.95, 0.03, n), rng.normal(40.75, 0.03, n), GRID)
+
+
+class CountingSource(NoiseSource):
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.calls = 0
+
+    def random_uint64(self, size: int) -> np.ndarray:
+        self.calls += 1
+        return super().random_uint64(size)
+
+
+def test_release_charges_the_ledger_once_with_the_mechanism_and_params():
+    led = budget.Ledger(budget.pure(1.0))
+    rel = pipeline.release_points(aggregate(), "ug", 0.4, {"c": "10"}, led, noise=NoiseSource(1))
+    assert led.spent == pytest.approx(0.4)
+    (entry,) = led.entries
+    assert entry.details["mechanism"] == "ug" and entry.details["params"]["c"] == 10.0
+    assert rel.cost.value == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "params", "epsilon", "error"),
+    [
+        ("ug", {"nope": 1}, 0.4, ParameterError),   # unknown parameter
+        ("ug", {"c": 0}, 0.4, ParameterError),      # out of range
+        ("no-such", {}, 0.4, ParameterError),       # unknown mechanism
+        ("ug", {}, -1.0, ParameterError),           # bad epsilon
+        ("identity", {}, 0.7, BudgetError),         # over the remaining budget
+    ],
+)
+def test_refused_release_spends_nothing_and_draws_no_noise(mechanism, params, epsilon, error):
+    led = budget.Ledger(budget.pure(1.0))
+    led.spend(budget.pure(0.5), "earlier")
+    src = CountingSource(2)
+    with pytest.raises(error):
+        pipeline.release_points(aggregate(), mechanism, epsilon, params, led, noise=src)
+    assert led.spent == pytest.approx(0.5) and len(led.entries) == 1
+    assert src.calls == 0
+
+
+def test_empirical_errors_match_a_direct_computation():
+    agg = aggregate()
+    led = budget.Ledger(budget.pure(1.0))
+    rel = pipeline.release_points(agg, "identity", 0.5, {}, led, noise=NoiseSource(3))
+    rows = pipeline.empirical_errors(rel, agg, n_per_size=100, seed=5)
+    assert [r["query_size"] for r in rows] == [0.02, 0.06, 0.10, "all"]
+    qs, tags = queries.random_rectangles(GRID, (0.02, 0.06, 0.10), 100, shape="random", seed=5)
+    true = queries.true_answers(agg.counts, qs)
+    est = rel.answer(qs)
+    for r in rows[:3]:
+        m = tags == r["query_size"]
+        assert r["n_queries"] == 100
+        assert r["mre_percent"] == pytest.approx(metrics.mre(true[m], est[m]))
+        assert r["rmse"] == pytest.approx(metrics.rmse(true[m], est[m]))
+    assert rows[3]["mae"] == pytest.approx(metrics.mae(true, est))
+    cell = pipeline.cell_errors(rel, agg)
+    assert cell["max_abs_error"] == pytest.approx(np.abs(rel.density() - agg.counts).max())
