@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -196,6 +197,35 @@ try:
 except DPCoreError as e:
     st.error(str(e))
     plan_ok = False
+
+if plan_ok:
+    with st.expander("Expected error of a query you type (before release, costs nothing)"):
+        b = grid.bounds
+        # default: a box of 10 % of the area around the centre
+        f = 0.10 ** 0.5 / 2
+        mx, my = (b.west + b.east) / 2, (b.south + b.north) / 2
+        dx, dy = (b.east - b.west) * f, (b.north - b.south) * f
+        q1, q2, q3, q4 = st.columns(4)
+        qw = q1.number_input("Query west", b.west, b.east, key=state.seed("_w_q_w", mx - dx), format="%.5f")
+        qs = q2.number_input("Query south", b.south, b.north, key=state.seed("_w_q_s", my - dy), format="%.5f")
+        qe = q3.number_input("Query east", b.west, b.east, key=state.seed("_w_q_e", mx + dx), format="%.5f")
+        qn = q4.number_input("Query north", b.south, b.north, key=state.seed("_w_q_n", my + dy), format="%.5f")
+        if qw >= qe or qs >= qn:
+            st.error("The query box needs west < east and south < north.")
+        else:
+            rows, cols, _ = grid.cell_index(np.array([qw, qe]), np.array([qs, qn]))
+            rect = (int(rows[0]), int(rows[1]) + 1, int(cols[0]), int(cols[1]) + 1)
+            qerr = mech.query_error(grid, release_cost, params, rect, sensitivity=agg_sens, n_estimate=n_guess)
+            share = qerr["cells"] / grid.n_cells
+            how = ("exact" if qerr["exact"] else
+                   "approximate: assumes the released areas are evenly spread over the grid")
+            st.markdown(
+                f"The box covers {fmt.count(qerr['cells'])} cells ({share:.1%} of the area). Its released "
+                f"count is off by about **±{fmt.count(1.96 * qerr['sd'])} people** (95%) from noise alone "
+                f"(SD {fmt.num(qerr['sd'])}; {how})."
+            )
+            st.caption("Snapped to the grid's cells. The error from spreading counts evenly inside "
+                       "areas depends on the data and is not included.")
 
 # ---------------------------------------------------------------- release
 st.subheader("Release")

@@ -166,6 +166,28 @@ class PointMechanism(ABC):
         levels = self.plan(grid, epsilon, params, sensitivity=sensitivity, n_estimate=n_estimate)
         return [lv.to_dict(grid.n_cells, query_sizes) for lv in levels]
 
+    def query_error(
+        self,
+        grid: Grid,
+        epsilon: Budget,
+        params: dict[str, Any],
+        rect: tuple[int, int, int, int],
+        *,
+        sensitivity: int = 1,
+        n_estimate: float | None = None,
+    ) -> dict[str, Any]:
+        """Noise SD of the range query over cells ``rect = (r0, r1, c0, c1)``, before release.
+
+        Default: the leaf level's formula for a query of that area under evenly spread
+        leaves (:meth:`LevelPlan.query_sd`), flagged ``exact=False``.  Mechanisms with an
+        exact data-free variance override it.
+        """
+        r0, r1, c0, c1 = (int(v) for v in rect)
+        cells = max(0, r1 - r0) * max(0, c1 - c0)
+        levels = self.plan(grid, epsilon, params, sensitivity=sensitivity, n_estimate=n_estimate)
+        leaf = [lv for lv in levels if lv.in_partition][-1]
+        return {"sd": leaf.query_sd(cells / grid.n_cells, grid.n_cells), "cells": cells, "exact": False}
+
     # -- release -------------------------------------------------------------------
     @abstractmethod
     def release(

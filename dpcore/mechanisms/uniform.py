@@ -51,6 +51,14 @@ class Uniform(PointMechanism):
             ),
         )
 
+    def query_error(self, grid: Grid, epsilon: Budget, params: dict[str, Any], rect: tuple[int, int, int, int],
+                    *, sensitivity: int = 1, n_estimate: float | None = None) -> dict[str, Any]:
+        """Exact noise part: the query takes its area share of the one noisy total."""
+        r0, r1, c0, c1 = (int(v) for v in rect)
+        cells = max(0, r1 - r0) * max(0, c1 - c0)
+        lv = self.plan(grid, epsilon, params, sensitivity=sensitivity)[0]
+        return {"sd": lv.sd * cells / grid.n_cells, "cells": cells, "exact": True}
+
     def release(
         self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:

@@ -489,3 +489,26 @@ def test_zcdp_ledger_refuses_a_pure_only_mechanism_with_a_clear_message(at):
     errors = texts(at.error)
     assert any("pure ε-DP only" in e for e in errors), errors
     assert at.button(key="release_button").disabled
+
+
+def test_typed_query_box_shows_its_expected_error_before_release(at):
+    goto(at, "mechanism")
+    at.selectbox(key="_w_mechanism").set_value("identity").run()
+    number_input(at, "Query west").set_value(-74.0).run()
+    number_input(at, "Query east").set_value(-73.9).run()
+    number_input(at, "Query south").set_value(40.7).run()
+    number_input(at, "Query north").set_value(40.8).run()
+    assert not at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "The box covers" in text and "exact" in text
+    # identity: sqrt(cells) x per-cell SD, computed here independently of the page
+    from dpcore import mechanisms
+    from dpcore.domain import Grid
+
+    grid = Grid(at.session_state["bounds"], *at.session_state["grid_shape"])
+    rows, cols, _ = grid.cell_index(np.array([-74.0, -73.9]), np.array([40.7, 40.8]))
+    cells = int(rows[1] - rows[0] + 1) * int(cols[1] - cols[0] + 1)
+    sd = mechanisms.get("identity").plan(grid, 0.5, {})[0].sd * cells ** 0.5
+    assert f"covers {cells:,} cells" in text
+    assert f"±{1.96 * sd:,.0f} people" in text
+    assert at.session_state["releases"] == []  # nothing spent
