@@ -19,6 +19,7 @@ PAGES = [
     st.Page("app_pages/errors.py", title="4 · Errors", icon=":material/straighten:", url_path="errors"),
     st.Page("app_pages/export.py", title="5 · Export", icon=":material/download:", url_path="export"),
     st.Page("app_pages/compare.py", title="6 · Compare", icon=":material/compare_arrows:", url_path="compare"),
+    st.Page("app_pages/census.py", title="7 · Census (Privelet)", icon=":material/groups:", url_path="census"),
 ]
 
 state.init()

@@ -59,6 +59,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
     pts.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
 
+    cen = rsub.add_parser("census", help="release hierarchical census counts with Privelet")
+    cen.add_argument("--input", required=True, help="CSV (optionally .gz) or Parquet, one row per area or per person")
+    cen.add_argument("--levels", required=True,
+                     help="code columns of the geography, top first, e.g. state,county,tract")
+    cen.add_argument("--count", help="count column (omit when each row is one person)")
+    cen.add_argument("--ordinal", action="append", default=[], metavar="COLUMN",
+                     help="ordinal attribute column, e.g. age_band (repeatable; values in natural order)")
+    cen.add_argument("--plus", action="append", default=[], metavar="AXIS",
+                     help="Privelet+: leave this axis untransformed ('geography' or an ordinal column; repeatable)")
+    cen.add_argument("--areas", help="public list of the finest areas (CSV with the level columns); "
+                                     "without it the area list comes from the data, which leaks empty areas")
+    cen.add_argument("--name", action="append", default=[], metavar="LEVEL=COLUMN",
+                     help="column with the public name of a level's areas, e.g. --name state=state_name")
+    cen.add_argument("--epsilon", required=True, type=str, help="pure ε-DP budget of this release")
+    cen.add_argument("--out", required=True, help="output folder for release.csv and release.json")
+    cen.add_argument("--budget-cap", type=float, help="total ε allowed for this dataset, checked against --ledger")
+    cen.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+
     ev = sub.add_parser("evaluate", help="compare mechanisms on range queries (curator-only)")
     evsub = ev.add_subparsers(dest="kind", parser_class=_Parser)
     ept = evsub.add_parser(
@@ -249,6 +267,53 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_release_census(args: argparse.Namespace) -> int:
+    from dpcore import budget, census
+    from dpcore.noise import secure_source
+
+    try:
+        epsilon = float(args.epsilon)
+    except ValueError:
+        raise ParameterError(f"--epsilon '{args.epsilon}' is not a number; use e.g. --epsilon 0.5.") from None
+    cost = budget.pure(epsilon)
+    levels = _split_list(args.levels, "--levels", str, "state,county,tract")
+    ordinals = [c for item in args.ordinal for c in _split_list(item, "--ordinal", str, "age_band")]
+    plus = [c for item in args.plus for c in _split_list(item, "--plus", str, "geography")]
+    names = _parse_params(args.name)
+
+    ledger_path = Path(args.ledger) if args.ledger else None
+    if ledger_path is not None and ledger_path.exists():
+        try:
+            ledger = budget.Ledger.from_dict(json.loads(ledger_path.read_text("utf-8")))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ParameterError(f"Ledger file '{ledger_path}' is not a dpcore ledger ({e}). "
+                                 "Point --ledger to the file an earlier run wrote, or a new path.") from None
+        if args.budget_cap is not None and args.budget_cap != ledger.cap.value:
+            ledger.set_cap(budget.pure(args.budget_cap))
+    else:
+        cap = args.budget_cap if args.budget_cap is not None else epsilon
+        ledger = budget.Ledger(budget.pure(cap))
+    ledger.check(cost)
+
+    df = census.read_census_file(args.input)
+    areas = census.read_census_file(args.areas) if args.areas else None
+    table = census.CensusTable.from_frame(df, levels, args.count, ordinals=ordinals, names=names, areas=areas)
+    rel = census.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=ledger)
+    if areas is None:
+        print("warning: the list of areas comes from the data; areas with no one are missing from the "
+              "release (not protected). Give a public list with --areas.", file=sys.stderr)
+    paths = census.write_census(rel, args.out, ledger)
+    if ledger_path is not None:
+        ledger_path.parent.mkdir(parents=True, exist_ok=True)
+        ledger_path.write_text(json.dumps(ledger.to_dict(), indent=2), "utf-8")
+    counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
+    print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
+          f"{ledger.remaining:.4g} of the budget left.")
+    for p in paths:
+        print(f"  wrote {p}")
+    return 0
+
+
 def _glue_negative_values(argv: list[str]) -> list[str]:
     """Turn ``--bounds -74.06,...`` into ``--bounds=-74.06,...``.
 
@@ -278,7 +343,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "release":
             if args.kind == "points":
                 return cmd_release_points(args)
-            raise ParameterError("Say what to release: 'python -m dpcore release points ...'.")
+            if args.kind == "census":
+                return cmd_release_census(args)
+            raise ParameterError("Say what to release: 'python -m dpcore release points ...' "
+                                 "or 'python -m dpcore release census ...'.")
         if args.command == "evaluate":
             if args.kind == "points":
                 return cmd_evaluate_points(args)

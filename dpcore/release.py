@@ -81,6 +81,9 @@ class LevelPlan:
         """
         if not self.in_partition:
             return float("nan")
+        exact = self.extra.get("range_query_sd_exact", {}).get(f"{fraction:g}")
+        if exact is not None:  # e.g. wavelets, where spreading does not describe the noise
+            return float(exact)
         covered = fraction * n_cells / self.cells_per_count
         return self.sd * (math.sqrt(covered) if covered >= 1 else covered)
 

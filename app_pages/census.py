@@ -1,0 +1,219 @@
+"""Census (Privelet): release population counts per area of a geographic hierarchy."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dpcore import budget, census, synthetic
+from dpcore.errors import DPCoreError
+from dpcore.noise import secure_source
+from ui import fmt
+
+SYNTHETIC = "synthetic"
+UPLOAD = "upload"
+PER_PERSON = "(one row per person)"
+MAX_SELECT = 2000  # beyond this many areas, type the path instead of picking it
+DEFAULT_CAP = 1.0
+DEFAULT_EPSILON = 0.5
+
+ss = st.session_state
+ss.setdefault("census_ledgers", {})
+
+st.title("Census (Privelet)")
+st.markdown(
+    "Publish noisy population counts for every area of a hierarchy (state → county → tract) "
+    "with Privelet, so that totals add up across levels and each level's error is known before release."
+)
+
+# ---------------------------------------------------------------- source
+st.subheader("1. Data")
+source = st.radio(
+    "Source", [SYNTHETIC, UPLOAD], key="census_source", horizontal=True,
+    format_func=lambda s: "Built-in synthetic census (made up)" if s == SYNTHETIC else "Upload a file",
+)
+if source == UPLOAD:
+    up = st.file_uploader("Census table (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"],
+                          key="census_upload",
+                          help="One row per area with a count column, or one row per person; code columns per level.")
+    if up is not None and ss.get("census_upload_id") != up.file_id:
+        ss["census_upload_id"] = up.file_id
+        try:
+            df_new = census.read_census_file(up.getvalue(), up.name)
+            ss["census_upload_df"] = df_new
+            ss["census_upload_name"] = up.name
+            ss["census_upload_error"] = None
+            for k in ("census_levels", "census_count", "census_ordinals"):
+                ss.pop(k, None)  # re-guess the columns for the new file
+        except DPCoreError as e:
+            ss["census_upload_error"] = str(e)
+    if ss.get("census_upload_error"):
+        st.error(ss["census_upload_error"])
+        st.caption("The earlier table and release are kept.")
+    df = ss.get("census_upload_df")
+    name = ss.get("census_upload_name", "")
+    if df is None:
+        st.info("Upload a census table, or use the built-in synthetic census.")
+        st.stop()
+else:
+    df = synthetic.synthetic_census()
+    name = "synthetic census"
+
+fp = census.fingerprint(df)
+if ss.get("census_columns_for") != fp or "census_levels" not in ss:
+    ss["census_columns_for"] = fp
+    cols_l = [str(c) for c in df.columns]
+    lower = {c.lower(): c for c in cols_l}
+    guess = [lower[k] for k in ("state", "statefp", "county", "countyfp", "tract", "tractce") if k in lower]
+    ss["census_levels"] = guess
+    count_guess = next((c for c in cols_l if c.lower() in ("population", "count", "pop", "n", "persons")),
+                       PER_PERSON)
+    ss["census_count"] = count_guess
+    ss["census_ordinals"] = []
+
+columns = [str(c) for c in df.columns]
+c1, c2, c3 = st.columns(3)
+levels = c1.multiselect("Level columns, top level first", columns, key="census_levels",
+                        help="The code columns of the geography in order, e.g. state, county, tract.")
+count_col = c2.selectbox("Count column", [PER_PERSON, *columns], key="census_count",
+                         help="Number of people per row, or one row per person.")
+ss["census_ordinals"] = [o for o in ss.get("census_ordinals", []) if o not in levels]
+ordinals = c3.multiselect("Ordinal attributes (optional)", [c for c in columns if c not in levels],
+                          key="census_ordinals", help="Ordered categories such as an age band.")
+areas_up = st.file_uploader("Public list of the finest areas (optional, recommended)", type=["csv", "gz", "parquet"],
+                            key="census_areas_upload",
+                            help="A gazetteer or boundary-file table with the same level columns.")
+
+st.caption(f"Source: {name}, {fmt.count(len(df))} rows.")
+
+if not levels:
+    st.info("Choose the level columns (top level first) to continue.")
+    st.stop()
+
+table_key = (fp, tuple(levels), count_col, tuple(ordinals), areas_up.file_id if areas_up is not None else None)
+table = None
+if ss.get("census_table_key") == table_key:
+    table = ss["census_table"]  # confidential: this session only, rebuilt when an input changes
+else:
+    try:
+        areas_df = census.read_census_file(areas_up.getvalue(), areas_up.name) if areas_up is not None else None
+        table = census.CensusTable.from_frame(df, levels, None if count_col == PER_PERSON else count_col,
+                                              ordinals=ordinals, areas=areas_df)
+        ss["census_table"], ss["census_table_key"] = table, table_key
+    except DPCoreError as e:
+        st.error(str(e))
+
+if table is not None and not table.structure.public_areas:
+    st.warning(
+        "The list of areas is taken from the data: an area where nobody is counted is missing from the "
+        "release, and that absence is not protected. Upload a public list of areas (e.g. from a boundary file) "
+        "so that every area, empty or not, gets noise."
+    )
+if table is not None and ordinals:
+    st.caption("Order of the ordinal values (from the data; give a public order for real releases): "
+               + "; ".join(f"{o}: {', '.join(b)}" for o, b in zip(table.structure.ordinals,
+                                                                    table.structure.bins, strict=True)))
+
+# ---------------------------------------------------------------- budget
+st.subheader("2. Budget")
+led = ss["census_ledgers"].get(fp)
+if led is None:
+    led = budget.Ledger(budget.pure(DEFAULT_CAP), dataset=fp)
+    ss["census_ledgers"][fp] = led
+if ss.get("census_cap_for") != fp or "census_cap" not in ss:
+    ss["census_cap_for"] = fp  # show this dataset's cap (widgets forget their value when the page is left)
+    ss["census_cap"] = float(led.cap.value)
+ss.setdefault("census_epsilon", DEFAULT_EPSILON)
+b1, b2, b3 = st.columns(3)
+epsilon = b1.number_input("Privacy budget of this release (ε)", min_value=0.01, max_value=10.0,
+                          step=0.05, key="census_epsilon", help="Smaller ε: more privacy, more noise.")
+cap = b2.number_input("Budget cap of this dataset (ε)", min_value=0.01, max_value=100.0,
+                      step=0.1, key="census_cap", help="The most ε all releases of this dataset may spend together.")
+if cap != led.cap.value:
+    try:
+        led.set_cap(budget.pure(cap))
+    except DPCoreError as e:
+        st.error(str(e))
+b3.metric("Spent of the cap", f"ε = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
+axis_names = [census.GEO_AXIS, *ordinals]
+ss["census_plus"] = [a for a in ss.get("census_plus", []) if a in axis_names]
+with st.expander("Advanced: Privelet+"):
+    plus = st.multiselect("Axes left untransformed (identity)", axis_names, key="census_plus",
+                          help="Privelet+ adds plain noise per cell on these axes: better for small axes "
+                               "queried cell by cell, worse for large sums.")
+
+if table is None:
+    st.stop()
+
+# ---------------------------------------------------------------- expected error
+st.subheader("3. Expected error (before release)")
+try:
+    err = census.expected_error(table.structure, epsilon, plus_axes=plus)
+except DPCoreError as e:
+    st.error(str(e))
+    st.stop()
+show = pd.DataFrame({
+    "level": err["level"],
+    "number of areas": err["n_areas"].map(fmt.count),
+    "SD of an area's total": err["sd"].map(lambda v: f"{v:,.1f}"),
+    "± 95 %": err["ci95"].map(lambda v: f"± {v:,.1f}"),
+})
+st.dataframe(show, hide_index=True, key="census_expected")
+st.caption("Analytic and data-free: 95 % half-width = 1.96 × SD (normal approximation of the noise).")
+
+q1, q2 = st.columns([1, 2])
+q_level = q1.selectbox("Check one area: level", table.structure.level_names[1:], key="census_q_level")
+depth = table.structure.level_depth(q_level)
+paths = table.structure.paths_at(depth)
+labels = [" / ".join(p) for p in paths]
+if len(paths) <= MAX_SELECT:
+    q_label = q2.selectbox("Area (code path)", labels, key="census_q_area")
+else:
+    q_label = q2.text_input(f"Area code path ({fmt.count(len(paths))} areas), e.g. {labels[0]}",
+                            value=labels[0], key="census_q_text")
+q_path = tuple(s.strip() for s in str(q_label).split("/"))
+try:
+    q_sd = census.area_expected_error(table.structure, epsilon, q_path, plus_axes=plus)
+    st.markdown(f"Expected error of **{q_label}**'s total: ± {q_sd * census.CI_Z:,.1f} people "
+                f"(95 %; SD {q_sd:,.1f}).")
+except DPCoreError as e:
+    st.error(str(e))
+
+# ---------------------------------------------------------------- release
+st.subheader("4. Release")
+cost = budget.pure(epsilon)
+left_after = led.remaining - led.charge_of(cost)
+label = f"Release with ε = {fmt.eps(epsilon)} — {fmt.eps(max(left_after, 0.0))} left after this"
+if st.button(label, key="census_release_button", type="primary", disabled=not led.can_spend(cost)):
+    try:
+        with st.spinner("Adding noise …"):
+            rel = census.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=led)
+        ss["census_release"] = {
+            "release": rel, "fingerprint": fp, "source": name,
+            "csv": census.census_csv(rel), "json": census.census_json(rel, led),
+        }
+        st.rerun()
+    except DPCoreError as e:
+        st.error(str(e))
+if not led.can_spend(cost):
+    st.error(f"Not enough budget left for ε = {fmt.eps(epsilon)}: ε = {fmt.eps(led.remaining)} is left of the "
+             f"cap {fmt.eps(led.cap.value)}. Lower ε, or raise the cap if your privacy policy allows it.")
+
+entry = ss.get("census_release")
+if entry is None:
+    st.info("Nothing released yet. The expected error above costs nothing; the Release button spends ε.")
+    st.stop()
+
+rel = entry["release"]
+if entry["fingerprint"] != fp:
+    st.caption(f"This is the latest release, made from another table ({entry['source']}).")
+st.success(f"Released {entry['source']} with Privelet{'+' if rel.plus_axes else ''}, ε = {fmt.eps(rel.epsilon)}.")
+lvl = st.selectbox("Level", list(rel.levels), index=min(1, len(rel.levels) - 1), key="census_view_level")
+st.dataframe(rel.levels[lvl], hide_index=True, key="census_table")
+st.caption("Noisy counts, unrounded (negative values kept so sums stay unbiased); "
+           "ci95 = noisy count ± 1.96 × SD.")
+d1, d2 = st.columns(2)
+d1.download_button("Download release.csv", entry["csv"], "release.csv", "text/csv", on_click="ignore",
+                   key="census_dl_csv", type="primary")
+d2.download_button("Download release.json", entry["json"], "release.json", "application/json",
+                   on_click="ignore", key="census_dl_json", type="primary")

@@ -1,0 +1,134 @@
+"""Headless tests of the Census (Privelet) page (app_pages/census.py) with Streamlit's AppTest.
+
+The page runs through a wrapper that initialises the session as app.py does and then
+executes the page, so it is tested whether or not app.py's navigation lists it yet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "app_pages" / "census.py"
+
+WRAPPER = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from ui import state
+state.init()
+exec(compile(open({str(PAGE)!r}, encoding="utf-8").read(), {str(PAGE)!r}, "exec"))
+"""
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_string(WRAPPER, default_timeout=120)
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, at.exception
+    return at
+
+
+def release_button(at: AppTest):
+    return at.button(key="census_release_button")
+
+
+def test_page_shows_expected_error_before_release(at: AppTest) -> None:
+    assert [t.value for t in at.title] == ["Census (Privelet)"]
+    assert at.multiselect(key="census_levels").value == ["state", "county", "tract"]
+    assert at.selectbox(key="census_count").value == "population"
+    assert any("taken from the data" in w.value for w in at.warning)  # no public area list
+    assert not at.error
+    err = at.dataframe[0].value
+    assert list(err["level"]) == ["total", "state", "county", "tract"]
+    assert list(err["number of areas"]) == ["1", "3", "12", "60"]
+    assert all(v.startswith("± ") for v in err["± 95 %"])
+    assert any("Expected error of" in m.value for m in at.markdown)
+    assert "Release with ε = 0.5" in release_button(at).label
+    assert "census_release" not in at.session_state
+    assert not at.get("download_button")
+    # the area check follows the chosen level
+    at.selectbox(key="census_q_level").set_value("tract").run()
+    ok(at)
+    assert at.selectbox(key="census_q_area").value == "01 / 001 / 000100"
+
+
+def test_release_spends_once_and_reruns_do_not_redraw(at: AppTest) -> None:
+    release_button(at).click().run()
+    ok(at)
+    assert not at.error
+    entry = at.session_state["census_release"]
+    rel = entry["release"]
+    ledgers = at.session_state["census_ledgers"]
+    led = ledgers[entry["fingerprint"]]
+    assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
+    assert len(at.get("download_button")) == 2
+    shown = at.dataframe[-1].value
+    assert len(shown) == 3  # state level by default
+    # reruns and view changes draw no new noise and spend nothing
+    at.run()
+    at.selectbox(key="census_view_level").set_value("tract").run()
+    ok(at)
+    assert at.session_state["census_release"]["release"].release_id == rel.release_id
+    assert len(at.dataframe[-1].value) == 60
+    assert len(at.session_state["census_ledgers"][entry["fingerprint"]].entries) == 1
+    assert "0.5 left after this" not in release_button(at).label  # 0.5 spent, 0.5 left → 0 after
+    assert "0 left after this" in release_button(at).label
+
+
+def test_overspend_is_refused_with_a_clear_message(at: AppTest) -> None:
+    at.number_input(key="census_epsilon").set_value(0.6).run()
+    release_button(at).click().run()
+    ok(at)
+    first = at.session_state["census_release"]["release"].release_id
+    assert release_button(at).disabled
+    assert any("Not enough budget" in e.value and "Lower ε" in e.value for e in at.error)
+    # a smaller ε fits again; raising the cap is the other way out
+    at.number_input(key="census_epsilon").set_value(0.4).run()
+    assert not release_button(at).disabled and not at.error
+    at.number_input(key="census_epsilon").set_value(0.6).run()
+    at.number_input(key="census_cap").set_value(1.2).run()
+    assert not release_button(at).disabled and not at.error
+    at.number_input(key="census_cap").set_value(0.5).run()  # below what was spent
+    assert any("below what was already spent" in e.value for e in at.error)
+    entry = at.session_state["census_release"]
+    assert entry["release"].release_id == first
+    assert len(at.session_state["census_ledgers"][entry["fingerprint"]].entries) == 1
+
+
+def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    at.file_uploader(key="census_upload").set_value((name, data, "text/csv")).run()
+    return ok(at)
+
+
+GOOD = b"STATEFP,COUNTYFP,TRACTCE,POPULATION\n01,001,020100,1775\n01,001,020200,2055\n02,001,000100,990\n"
+
+
+def test_upload_good_then_bad_keeps_earlier_table(at: AppTest) -> None:
+    at.radio(key="census_source").set_value("upload").run()
+    ok(at)
+    assert any("Upload a census table" in i.value for i in at.info)
+    upload(at, "tracts.csv", GOOD)
+    assert not at.error
+    assert at.multiselect(key="census_levels").value == ["STATEFP", "COUNTYFP", "TRACTCE"]
+    assert at.selectbox(key="census_count").value == "POPULATION"
+    assert list(at.dataframe[0].value["number of areas"]) == ["1", "2", "2", "3"]
+    upload(at, "empty.csv", b"")
+    assert any("empty" in e.value for e in at.error)
+    # the earlier table is still there and still previewed
+    assert list(at.dataframe[0].value["number of areas"]) == ["1", "2", "2", "3"]
+
+
+def test_bad_counts_show_error_naming_the_fix(at: AppTest) -> None:
+    at.radio(key="census_source").set_value("upload").run()
+    upload(at, "neg.csv", b"state,county,population\n01,001,5\n01,003,-2\n")
+    assert any("negative" in e.value and "fix" in e.value for e in at.error)
+    assert not at.dataframe  # no preview of a table that failed validation
+    assert "census_release" not in at.session_state
