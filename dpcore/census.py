@@ -370,7 +370,8 @@ class CensusTable:
         if count:
             _check_columns(df, [count], "count")
         _check_columns(df, ordinals, "ordinal")
-        _check_columns(df, list(names.values()), "name")
+        if areas is None:
+            _check_columns(df, list(names.values()), "name")
         unknown = [lv for lv in names if lv not in levels]
         if unknown:
             raise ParameterError(f"Names are given for {unknown}, which are not levels ({levels}).")
@@ -465,12 +466,25 @@ class CensusTable:
         counts = np.rint(counts).astype(np.int64).reshape(structure.shape)
         n_dup = int(n - len(np.unique(flat))) if count else 0
 
+        # Names must come from the same source as the area list: names taken from the data
+        # would leave the empty areas of a public list without a name, which reveals them.
+        name_src, name_paths = df, data_paths
+        if names and areas is not None:
+            missing_names = [c for c in names.values() if c not in areas.columns]
+            if missing_names:
+                raise InputError(
+                    f"The name column{'s' if len(missing_names) > 1 else ''} {', '.join(map(repr, missing_names))} "
+                    "must be in the public area list (names taken from the data would reveal which areas "
+                    "are empty). Add the names to the area list, or leave them out."
+                )
+            name_src = areas
+            name_paths = list(map(tuple, _codes(areas, levels, "The public area list").to_numpy().tolist()))
         name_maps: dict[str, dict[tuple[str, ...], str]] = {}
         for lv, col in names.items():
             k = levels.index(lv) + 1
-            nm = df[col].astype("string").fillna("").str.strip().to_numpy()
+            nm = name_src[col].astype("string").fillna("").str.strip().to_numpy()
             m: dict[tuple[str, ...], str] = {}
-            for p, v in zip(data_paths, nm, strict=True):
+            for p, v in zip(name_paths, nm, strict=True):
                 m.setdefault(p[:k], str(v))
             name_maps[lv] = m
 
@@ -667,14 +681,17 @@ def release_census(table: CensusTable, epsilon: float, noise: NoiseSource, *, pl
 
     The noisy leaf matrix comes from :func:`dpcore.privelet.release` (ε-DP); every level's
     table is a sum of noisy leaves (post-processing), with the analytic SD of one area's
-    total from :func:`dpcore.privelet.level_variances`.  With a ``ledger``, the release is
-    refused before any noise is drawn if ε does not fit, and charged once afterwards.
+    total from :func:`dpcore.privelet.level_variances`.  With a ``ledger``, ε is charged (or
+    the release refused) before any noise is drawn.
     """
     cost = budget.pure(epsilon)
-    if ledger is not None:
-        ledger.check(cost)
     x, axes, _ = build(table, plus_axes)
     plus = _check_plus(table.structure, plus_axes)
+    if ledger is not None:
+        # charged before any noise is drawn: a failure afterwards can never hand out an
+        # uncharged release (DESIGN.md privacy rule 3)
+        ledger.spend(cost, "census release (Privelet" + ("+" if plus else "") + ")",
+                     details={"mechanism": "privelet", "plus_axes": list(plus), "levels": list(table.structure.levels)})
     rel = privelet.release(x, axes, float(epsilon), noise, sensitivity=sensitivity)
     s = table.structure
     var = _level_vars(axes, float(epsilon), sensitivity)
@@ -696,9 +713,6 @@ def release_census(table: CensusTable, epsilon: float, noise: NoiseSource, *, pl
         release_id=release_id,
         created=datetime.now(UTC).isoformat(timespec="seconds"),
     )
-    if ledger is not None:
-        ledger.spend(cost, "census release (Privelet" + ("+" if plus else "") + ")",
-                     details={"mechanism": "privelet", "plus_axes": list(plus), "levels": list(s.levels)})
     return out
 
 

@@ -162,8 +162,9 @@ class PartitionRelease:
         """Budget spent on each node's count (ε or ρ)."""
         if self.node_budget is not None:
             return np.asarray(self.node_budget, dtype=np.float64)
-        by_level = {lv.level: lv.cost.value for lv in self.levels}
-        return np.array([by_level.get(int(v), np.nan) for v in self.level], dtype=np.float64)
+        lut = np.full(max([lv.level for lv in self.levels] + [int(np.max(self.level, initial=0))]) + 1, np.nan)
+        lut[[lv.level for lv in self.levels]] = [lv.cost.value for lv in self.levels]
+        return lut[np.asarray(self.level, dtype=np.int64)]
 
     def frontier(self, depth: int) -> NDArray[np.int64]:
         """Indices of the partition seen at ``depth`` of a tree: the nodes at that depth

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcore.budget import PrivacyCost
+from dpcore.budget import PrivacyCost, split_custom
 from dpcore.domain import Aggregate, Grid, block_rects, rect_sums
 from dpcore.errors import ParameterError
 from dpcore.mechanisms.base import (
@@ -72,8 +72,10 @@ class UniformGrid(PointMechanism):
         """Budget of the point count (None with a public N) and of the grid; they add up."""
         if params["public_n"] > 0:
             return None, cost
-        v_n = cost.value * params["count_share"]
-        return part(cost, v_n), part(cost, cost.value - v_n)
+        # split_custom guarantees the parts never add up to more than the total (a plain
+        # subtraction v - v_n can round so that v_n + (v - v_n) > v by one ulp)
+        v_n, v_g = split_custom(cost.value, [params["count_share"], 1 - params["count_share"]])
+        return part(cost, v_n), part(cost, v_g)
 
     # -- plan --------------------------------------------------------------------
     def plan(

@@ -354,6 +354,21 @@ def test_cli_with_plus_and_ordinal(tmp_path: Path, capsys) -> None:
     rec = json.loads((out / "release.json").read_text())
     assert rec["mechanism"]["plus_axes"] == ["age_band"] and rec["mechanism"]["title"] == "Privelet+"
     assert "age_band=65+" in pd.read_csv(out / "release.csv").columns
+    assert "come from the data" in capsys.readouterr().err
+
+
+def test_cli_ordinal_order_releases_an_empty_bin(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "persons.csv"
+    persons(n=300).to_csv(path, index=False)  # nobody is 100+
+    out = tmp_path / "o"
+    assert main(["release", "census", "--input", str(path), "--levels", "state,county", "--ordinal", "age_band",
+                 "--ordinal-order", "age_band=0-17|5-9|18-64|65+|100+", "--epsilon", "1", "--out", str(out)]) == 0
+    assert "come from the data" not in capsys.readouterr().err
+    cols = pd.read_csv(out / "release.csv").columns
+    assert "age_band=100+" in cols  # the empty bin is released (with noise) like every other
+    assert main(["release", "census", "--input", str(path), "--levels", "state,county", "--ordinal", "age_band",
+                 "--ordinal-order", "age=0-17", "--epsilon", "1", "--out", str(out)]) == 2
+    assert "not an --ordinal column" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -392,3 +407,45 @@ def test_real_tract_file_one_state() -> None:
     rel = census.release_census(t, 1.0, NoiseSource(seed=9))
     _check_consistent(rel)
     assert rel.levels["COUNTYFP"]["COUNTYFP"].str.len().eq(3).all()
+
+
+class _NoDraw(NoiseSource):
+    """A noise source that fails on any draw: proves nothing was drawn."""
+
+    def discrete_laplace(self, scale, size):  # noqa: ARG002
+        raise AssertionError("noise drawn")
+
+    def laplace_on_grid(self, values, scale, granularity_exp):  # noqa: ARG002
+        raise AssertionError("noise drawn")
+
+
+def test_census_charges_before_drawing_and_refuses_without_drawing(table: census.CensusTable) -> None:
+    from dpcore import budget
+
+    led = budget.Ledger(budget.pure(1.0))
+
+    class Watch(NoiseSource):
+        def laplace_on_grid(self, values, scale, granularity_exp):
+            assert led.spent == pytest.approx(0.7), "noise drawn before the ledger was charged"
+            return super().laplace_on_grid(values, scale, granularity_exp)
+
+    census.release_census(table, 0.7, Watch(seed=1), ledger=led)
+    with pytest.raises(DPCoreError, match="Not enough privacy budget"):
+        census.release_census(table, 0.5, _NoDraw(seed=1), ledger=led)
+    assert len(led.entries) == 1
+
+
+def test_names_come_from_the_public_area_list_not_the_data() -> None:
+    areas = pd.DataFrame({"state": ["01"] * 3, "county": ["001", "002", "003"],
+                          "county_name": ["Ant", "Bee", "Cat"]})
+    data = pd.DataFrame({"state": ["01", "01"], "county": ["001", "002"], "pop": [5, 7],
+                         "county_name": ["Ant", "Bee"]})
+    t = census.CensusTable.from_frame(data, ["state", "county"], "pop", names={"county": "county_name"},
+                                      areas=areas)
+    rel = census.release_census(t, 1.0, NoiseSource(seed=3))
+    csv = pd.read_csv(__import__("io").BytesIO(census.census_csv(rel)), dtype=str, keep_default_na=False)
+    counties = csv[csv["level"] == "county"]
+    assert counties["county_name"].tolist() == ["Ant", "Bee", "Cat"]  # the empty county is named too
+    with pytest.raises(InputError, match="must be in the public area list"):
+        census.CensusTable.from_frame(data, ["state", "county"], "pop", names={"county": "county_name"},
+                                      areas=areas.drop(columns="county_name"))
