@@ -19,10 +19,15 @@ PAGES = [
     st.Page("app_pages/errors.py", title="4 · Errors", icon=":material/straighten:", url_path="errors"),
     st.Page("app_pages/export.py", title="5 · Export", icon=":material/download:", url_path="export"),
     st.Page("app_pages/compare.py", title="6 · Compare", icon=":material/compare_arrows:", url_path="compare"),
-    st.Page("app_pages/census.py", title="7 · Census (Privelet)", icon=":material/groups:", url_path="census"),
+    st.Page("app_pages/hierarchy.py", title="7 · Census hierarchy", icon=":material/account_tree:",
+            url_path="hierarchy"),
+    st.Page("app_pages/census.py", title="8 · Census (Privelet)", icon=":material/groups:", url_path="census"),
 ]
 
 state.init()
 page = st.navigation(PAGES)
-sidebar.render()
-page.run()
+try:
+    page.run()
+finally:
+    # after the page (also when it stops early): the hierarchy page builds what its sidebar shows
+    sidebar.render(page.url_path)

@@ -3,6 +3,8 @@
     python -m dpcore mechanisms
     python -m dpcore release points --input FILE --bounds W,S,E,N --grid R,C \
         --mechanism NAME --epsilon E [--param key=value ...] --out DIR
+    python -m dpcore release hierarchy --input FILE --levels a,b,c --count COLUMN \
+        --mechanism exact --epsilon E --split uniform --out DIR
     python -m dpcore evaluate points --input FILE|synthetic:SIGMA:N --bounds W,S,E,N \
         --grid R,C --mechanisms ug,identity --epsilon 0.1,0.3,0.5 --out DIR
 
@@ -66,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     cen.add_argument("--count", help="count column (omit when each row is one person)")
     cen.add_argument("--ordinal", action="append", default=[], metavar="COLUMN",
                      help="ordinal attribute column, e.g. age_band (repeatable; values in natural order)")
+    cen.add_argument("--ordinal-order", action="append", default=[], metavar="COLUMN=V1|V2|...",
+                     help="public order of an ordinal column's values, separated by '|', e.g. "
+                          "age=0-17|18-64|65+ (without it the values come from the data, and an empty bin "
+                          "would be missing from the release)")
     cen.add_argument("--plus", action="append", default=[], metavar="AXIS",
                      help="Privelet+: leave this axis untransformed ('geography' or an ordinal column; repeatable)")
     cen.add_argument("--areas", help="public list of the finest areas (CSV with the level columns); "
@@ -76,6 +82,44 @@ def build_parser() -> argparse.ArgumentParser:
     cen.add_argument("--out", required=True, help="output folder for release.csv and release.json")
     cen.add_argument("--budget-cap", type=float, help="total ε allowed for this dataset, checked against --ledger")
     cen.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+
+    hi = rsub.add_parser("hierarchy", help="release counts over a geographic hierarchy (consistent, integral)")
+    hi.add_argument("--input", required=True,
+                    help="CSV (optionally .gz) or Parquet: one row per area with counts, or one row per person")
+    hi.add_argument("--levels", required=True, help="code columns, top first, e.g. STATEFP,COUNTYFP,TRACTCE")
+    hi.add_argument("--count", help="count column; several comma-separated columns = a group-size histogram "
+                                    "(sizes 1, 2, ..., the last 'k or more'); omit when each row is one person")
+    hi.add_argument("--group-col", help="with one row per person: the group id (household) column, for "
+                                        "group-size histograms")
+    hi.add_argument("--max-size", type=int, default=7, help="largest group size with --group-col (top-coded, default 7)")
+    hi.add_argument("--mechanism", default="exact",
+                    help="one of: exact, topdown_linf, topdown_l2, hay, bottom_up, independent, dpc_approx")
+    hbud = hi.add_mutually_exclusive_group(required=True)
+    hbud.add_argument("--epsilon", type=str, help="pure ε-DP budget of this release (discrete Laplace noise)")
+    hbud.add_argument("--rho", type=str, help="ρ-zCDP budget of this release (discrete Gaussian noise)")
+    hi.add_argument("--delta", type=float, default=1e-6,
+                    help="δ for the (ε, δ)-DP reading of a ρ-zCDP release (printed; default 1e-6)")
+    hi.add_argument("--split", default="uniform",
+                    help="budget across the measured levels: uniform, geometric, or weights w1,w2,... (top first)")
+    hi.add_argument("--neighbour", default="add_remove", choices=["add_remove", "replace"],
+                    help="add_remove: the total is noised; replace: the total is public (default add_remove)")
+    hi.add_argument("--order", default="ascending", choices=["ascending", "descending"],
+                    help="topdown_linf: zero the smallest (ascending) or largest noisy cells first")
+    hi.add_argument("--codes", default="auto", choices=["auto", "global", "within_parent"],
+                    help="are codes unique across their level (global) or only within their parent?")
+    hi.add_argument("--areas", help="public list of the finest areas (CSV/Parquet with the level columns)")
+    hi.add_argument("--input-lists-all-areas", action="store_true",
+                    help="confirm that the input table lists every area of the public geography, empty ones "
+                         "included (it then serves as the public area list)")
+    hi.add_argument("--name", action="append", default=[], metavar="LEVEL=COLUMN",
+                    help="column (in the area list) with the public name of a level's areas")
+    hi.add_argument("--boundaries", action="append", default=[], metavar="LEVEL=FILE",
+                    help="boundaries of a level (GeoJSON, GeoPackage, zipped shapefile), joined by code; "
+                         "writes LEVEL.geojson (repeatable)")
+    hi.add_argument("--out", required=True, help="output folder for release.csv, release.json, LEVEL.geojson")
+    hi.add_argument("--budget-cap", type=float,
+                    help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
+    hi.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
 
     ev = sub.add_parser("evaluate", help="compare mechanisms on range queries (curator-only)")
     evsub = ev.add_subparsers(dest="kind", parser_class=_Parser)
@@ -117,10 +161,19 @@ def _parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def cmd_mechanisms(args: argparse.Namespace) -> int:
-    descs = [m.describe() for m in mechanisms.REGISTRY.values()]
+    from dpcore import hierarchical
+
+    descs = [{"kind": "points", **m.describe()} for m in mechanisms.REGISTRY.values()]
+    hier = [{"kind": "hierarchy", "name": h.name, "title": h.title, "summary": h.description,
+             "when_to_use": h.when, "consistent": h.consistent, "integral": h.integral,
+             "nonnegative": h.nonnegative, "statistics": [s for s, ok in (("count", h.counts),
+                                                                          ("group_sizes", h.group_sizes)) if ok],
+             "default_definition": h.default_definition, "reference": h.paper}
+            for h in hierarchical.MECHANISMS.values()]
     if args.json:
-        print(json.dumps(descs, indent=2))
+        print(json.dumps(descs + hier, indent=2))
         return 0
+    print("Point mechanisms (python -m dpcore release points --mechanism NAME):\n")
     for d in descs:
         print(f"{d['name']}: {d['title']}")
         print(f"    {d['summary']}")
@@ -134,30 +187,22 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
                 rng = f" [{p['minimum']}..{p['maximum'] if p['maximum'] is not None else ''}]"
             print(f"    --param {p['name']}=<{p['type']}>  default {p['default']}{rng}: {p['help']}")
         print()
+    print("Hierarchy mechanisms (python -m dpcore release hierarchy --mechanism NAME):\n")
+    for d in hier:
+        props = [w for w, ok in (("consistent", d["consistent"]), ("integral", d["integral"]),
+                                 ("non-negative", d["nonnegative"])) if ok]
+        print(f"{d['name']}: {d['title']}")
+        print(f"    {d['summary']}")
+        print(f"    When to use: {d['when_to_use']}")
+        print(f"    Output: {', '.join(props) or 'real-valued'}; statistics: {', '.join(d['statistics'])}. "
+              f"Reference: {d['reference']}")
+        print()
     return 0
 
 
-def cmd_release_points(args: argparse.Namespace) -> int:
-    from dpcore import budget, io
-    from dpcore.domain import Bounds, Grid, aggregate_points
-    from dpcore.export import write_release
-    from dpcore.pipeline import release_points
-
-    bounds = Bounds.parse(args.bounds)
-    grid = Grid.parse(bounds, args.grid)
-    mech = mechanisms.get(args.mechanism)
-    flag, text = ("--epsilon", args.epsilon) if args.epsilon is not None else ("--rho", args.rho)
-    try:
-        value = float(text)
-    except ValueError:
-        raise ParameterError(f"{flag} '{text}' is not a number; use e.g. {flag} 0.5.") from None
-    make = budget.pure if flag == "--epsilon" else budget.zcdp
-    params = mech.resolve_params(_parse_params(args.param))
-    cost = mech.privacy_cost(make(value), params)
-    if args.user_cap is not None and not args.user_col:
-        raise ParameterError("--user-cap needs --user-col naming the column that identifies a person.")
-    if args.user_col and args.user_cap is None:
-        raise ParameterError("--user-col needs --user-cap, the most records one person may contribute (e.g. 10).")
+def _load_ledger(args: argparse.Namespace, make: Any, cost: Any) -> tuple[Path | None, Any]:
+    """The dataset's ledger from ``--ledger`` (or a new one capped by ``--budget-cap``), checked for ``cost``."""
+    from dpcore import budget
 
     ledger_path = Path(args.ledger) if args.ledger else None
     if ledger_path is not None and ledger_path.exists():
@@ -172,6 +217,46 @@ def cmd_release_points(args: argparse.Namespace) -> int:
         cap = args.budget_cap if args.budget_cap is not None else cost.value
         ledger = budget.Ledger(make(cap))
     ledger.check(cost)  # e.g. a ρ release against a pure-ε ledger: say why
+    return ledger_path, ledger
+
+
+def _save_ledger(ledger_path: Path | None, ledger: Any) -> None:
+    if ledger_path is not None:
+        ledger_path.parent.mkdir(parents=True, exist_ok=True)
+        ledger_path.write_text(json.dumps(ledger.to_dict(), indent=2), "utf-8")
+
+
+def _budget_arg(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(make, cost) from --epsilon or --rho."""
+    from dpcore import budget
+
+    flag, text = ("--epsilon", args.epsilon) if args.epsilon is not None else ("--rho", args.rho)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParameterError(f"{flag} '{text}' is not a number; use e.g. {flag} 0.5.") from None
+    make = budget.pure if flag == "--epsilon" else budget.zcdp
+    return make, make(value)
+
+
+def cmd_release_points(args: argparse.Namespace) -> int:
+    from dpcore import budget, io
+    from dpcore.domain import Bounds, Grid, aggregate_points
+    from dpcore.export import write_release
+    from dpcore.pipeline import release_points
+
+    bounds = Bounds.parse(args.bounds)
+    grid = Grid.parse(bounds, args.grid)
+    mech = mechanisms.get(args.mechanism)
+    make, requested = _budget_arg(args)
+    params = mech.resolve_params(_parse_params(args.param))
+    cost = mech.privacy_cost(requested, params)
+    if args.user_cap is not None and not args.user_col:
+        raise ParameterError("--user-cap needs --user-col naming the column that identifies a person.")
+    if args.user_col and args.user_cap is None:
+        raise ParameterError("--user-col needs --user-cap, the most records one person may contribute (e.g. 10).")
+
+    ledger_path, ledger = _load_ledger(args, make, cost)
     if not ledger.can_spend(cost):
         raise DPCoreError(
             f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the cap "
@@ -188,9 +273,7 @@ def cmd_release_points(args: argparse.Namespace) -> int:
                            user_cap=args.user_cap if table.user is not None else None)
     rel = release_points(agg, mech.name, cost, params, ledger)
     paths = write_release(rel, args.out, ledger)
-    if ledger_path is not None:
-        ledger_path.parent.mkdir(parents=True, exist_ok=True)
-        ledger_path.write_text(json.dumps(ledger.to_dict(), indent=2), "utf-8")
+    _save_ledger(ledger_path, ledger)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
@@ -281,34 +364,96 @@ def cmd_release_census(args: argparse.Namespace) -> int:
     plus = [c for item in args.plus for c in _split_list(item, "--plus", str, "geography")]
     names = _parse_params(args.name)
 
-    ledger_path = Path(args.ledger) if args.ledger else None
-    if ledger_path is not None and ledger_path.exists():
-        try:
-            ledger = budget.Ledger.from_dict(json.loads(ledger_path.read_text("utf-8")))
-        except (ValueError, KeyError, TypeError) as e:
-            raise ParameterError(f"Ledger file '{ledger_path}' is not a dpcore ledger ({e}). "
-                                 "Point --ledger to the file an earlier run wrote, or a new path.") from None
-        if args.budget_cap is not None and args.budget_cap != ledger.cap.value:
-            ledger.set_cap(budget.pure(args.budget_cap))
-    else:
-        cap = args.budget_cap if args.budget_cap is not None else epsilon
-        ledger = budget.Ledger(budget.pure(cap))
-    ledger.check(cost)
+    ledger_path, ledger = _load_ledger(args, budget.pure, cost)
 
     df = census.read_census_file(args.input)
     areas = census.read_census_file(args.areas) if args.areas else None
-    table = census.CensusTable.from_frame(df, levels, args.count, ordinals=ordinals, names=names, areas=areas)
+    orders = {k: [v.strip() for v in val.split("|")] for k, val in _parse_params(args.ordinal_order).items()}
+    unknown = [k for k in orders if k not in ordinals]
+    if unknown:
+        raise ParameterError(f"--ordinal-order names {', '.join(unknown)}, which is not an --ordinal column.")
+    table = census.CensusTable.from_frame(df, levels, args.count, ordinals=ordinals, names=names, areas=areas,
+                                          ordinal_orders=orders)
+    for o in ordinals:
+        if o not in orders:
+            print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
+                  f"is missing from the release (not protected). Give --ordinal-order {o}=V1|V2|...",
+                  file=sys.stderr)
     rel = census.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=ledger)
     if areas is None:
         print("warning: the list of areas comes from the data; areas with no one are missing from the "
               "release (not protected). Give a public list with --areas.", file=sys.stderr)
     paths = census.write_census(rel, args.out, ledger)
-    if ledger_path is not None:
-        ledger_path.parent.mkdir(parents=True, exist_ok=True)
-        ledger_path.write_text(json.dumps(ledger.to_dict(), indent=2), "utf-8")
+    _save_ledger(ledger_path, ledger)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
           f"{ledger.remaining:.4g} of the budget left.")
+    for p in paths:
+        print(f"  wrote {p}")
+    return 0
+
+
+def cmd_release_hierarchy(args: argparse.Namespace) -> int:
+    from dpcore import budget, hier_export, hierarchical, io
+    from dpcore.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
+    from dpcore.pipeline import release_hierarchy
+
+    make, cost = _budget_arg(args)
+    levels = _split_list(args.levels, "--levels", str, "state,county,tract")
+    counts_cols = _split_list(args.count, "--count", str, "POPULATION") if args.count else []
+    split_text = str(args.split).strip()
+    if split_text in ("uniform", "geometric"):
+        split, weights = split_text, None
+    else:
+        split, weights = "custom", _split_list(split_text, "--split", float, "1,1,2,4")
+    mech = hierarchical.get(args.mechanism)
+    statistic = "group_sizes" if (len(counts_cols) > 1 or args.group_col) else "count"
+    names = _parse_params(args.name)
+    bounds_args = _parse_params(args.boundaries)
+    # validate everything that needs no data before reading anything
+    for lv in bounds_args:
+        if lv not in levels:
+            raise ParameterError(f"--boundaries names the level '{lv}', which is not in --levels ({', '.join(levels)}).")
+    if not counts_cols and not args.group_col and not args.areas:
+        raise ParameterError(
+            "With one row per person the areas where nobody lives are missing from the data, so the "
+            "area list must be public: give it with --areas (a CSV with the level columns).")
+
+    ledger_path, ledger = _load_ledger(args, make, cost)
+    df = read_hierarchy_table(args.input)
+    if args.areas:
+        area_df = read_hierarchy_table(args.areas)
+        h = Hierarchy.from_frame(area_df, levels, codes=args.codes, names=names, source="area list")
+    else:
+        source = "table (confirmed public)" if args.input_lists_all_areas else "data (not public)"
+        h = Hierarchy.from_frame(df, levels, codes=args.codes, names=names, source=source)
+        if not args.input_lists_all_areas:
+            print("warning: the list of areas comes from the input table; if an area of the public geography "
+                  "is missing from it, its absence is not protected. Give --areas, or confirm with "
+                  "--input-lists-all-areas that the table lists every area (empty ones included).",
+                  file=sys.stderr)
+    counts = HierarchyCounts.from_frame(df, h, levels, counts_cols or None, group=args.group_col,
+                                        max_size=args.max_size)
+    hierarchical.plan(h, mech.name, cost, neighbour=args.neighbour, split=split, weights=weights,
+                      statistic=statistic, k=counts.k)
+    joins = {}
+    for lv, file in bounds_args.items():
+        gdf = io.read_boundaries(file)
+        join = hier_export.join_boundaries(h, h.depth_of(lv), gdf)
+        if join.missing_areas or join.extra_features:
+            print(f"warning: boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
+                  f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
+                  f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
+        joins[lv] = join
+    rel = release_hierarchy(counts, mech.name, cost, ledger, neighbour=args.neighbour, split=split,
+                            weights=weights, order=args.order)
+    paths = hier_export.write_hierarchy(rel, args.out, ledger, joins)
+    _save_ledger(ledger_path, ledger)
+    reading = ""
+    if cost.definition == "zcdp":
+        reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
+    sizes = ", ".join(f"{n:,} {lv}" for lv, n in zip(h.level_names, h.sizes, strict=True))
+    print(f"Released {sizes} with {mech.title}, {cost.label()}{reading}; {ledger.remaining:.4g} of the budget left.")
     for p in paths:
         print(f"  wrote {p}")
     return 0
@@ -345,8 +490,10 @@ def main(argv: list[str] | None = None) -> int:
                 return cmd_release_points(args)
             if args.kind == "census":
                 return cmd_release_census(args)
-            raise ParameterError("Say what to release: 'python -m dpcore release points ...' "
-                                 "or 'python -m dpcore release census ...'.")
+            if args.kind == "hierarchy":
+                return cmd_release_hierarchy(args)
+            raise ParameterError("Say what to release: 'python -m dpcore release points ...', "
+                                 "'... release hierarchy ...' or '... release census ...'.")
         if args.command == "evaluate":
             if args.kind == "points":
                 return cmd_evaluate_points(args)

@@ -87,3 +87,33 @@ def cell_errors(release: PartitionRelease, aggregate: Aggregate) -> dict[str, fl
     d = release.density()
     t = aggregate.counts.astype(np.float64)
     return {"mae": metrics.mae(t, d), "rmse": metrics.rmse(t, d), "max_abs_error": metrics.max_abs(t, d)}
+
+
+def release_hierarchy(
+    counts: Any,
+    mechanism: str,
+    cost: Any,
+    ledger: Ledger,
+    *,
+    noise: NoiseSource | None = None,
+    **options: Any,
+) -> Any:
+    """Release hierarchical counts (:class:`dpcore.hierarchy.HierarchyCounts`), charging first.
+
+    ``options`` go to :func:`dpcore.hierarchical.release` (``neighbour``, ``split``,
+    ``weights``, ``order``).  The plan is built (and every parameter validated) before
+    anything is spent; the ledger is charged before any noise is drawn.
+    """
+    from dpcore import hierarchical
+
+    plan_opts = {k: v for k, v in options.items() if k in ("neighbour", "split", "weights")}
+    p = hierarchical.plan(counts.hierarchy, mechanism, cost, statistic=counts.statistic, k=counts.k, **plan_opts)
+    ledger.check(cost)
+    info = hierarchical.get(mechanism)
+    ledger.spend(cost, label=info.title, details={
+        "kind": "hierarchy", "mechanism": info.name, "neighbour": p.neighbour, "split": p.split,
+        "split_weights": list(p.split_weights), "statistic": p.statistic,
+        "levels": [{"level": lv.level, "share": lv.share} for lv in p.levels],
+    })
+    return hierarchical.release(counts, mechanism, cost, noise if noise is not None else secure_source(),
+                                **options)

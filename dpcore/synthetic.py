@@ -12,6 +12,7 @@ Seeded numpy generators are fine here: this is made-up data, not a release.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -124,3 +125,41 @@ def synthetic_census(n_states: int = 3, counties_per_state: int = 4, tracts_per_
                     "population": int(rng.poisson(scale)),
                 })
     return pd.DataFrame(rows)
+
+
+def synthetic_hierarchy(seed: int = 0) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A made-up region → district → zone geography with populations and square boundaries.
+
+    2 × 2 regions, each cut into 3 × 3 districts, each cut into 4 × 4 zones (4, 36 and 576
+    areas) on a 4° square near 0° N 0° E, so maps draw offline.  About 5 % of the zones are
+    empty (population 0), as real tract files have.  District and zone codes repeat within
+    their parents (like county and tract codes).  Returns the table (which lists every zone,
+    empty ones included) and ``{level: GeoDataFrame}`` boundaries whose ``code`` column holds
+    the path code (``R1/D2``, ``R1/D2/Z07``).
+    """
+    import geopandas
+    from shapely.geometry import box
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    geoms: dict[str, list[tuple[str, Any]]] = {"region": [], "district": [], "zone": []}
+    for ri in range(4):
+        r_x, r_y = (ri % 2) * 2.0, (ri // 2) * 2.0
+        r_code = f"R{ri + 1}"
+        geoms["region"].append((r_code, box(r_x, r_y, r_x + 2.0, r_y + 2.0)))
+        for di in range(9):
+            d_x, d_y = r_x + (di % 3) * 2.0 / 3, r_y + (di // 3) * 2.0 / 3
+            d_code = f"D{di + 1}"
+            geoms["district"].append((f"{r_code}/{d_code}", box(d_x, d_y, d_x + 2.0 / 3, d_y + 2.0 / 3)))
+            scale = rng.lognormal(6.0, 1.0)
+            for zi in range(16):
+                z_x, z_y = d_x + (zi % 4) / 6, d_y + (zi // 4) / 6
+                z_code = f"Z{zi + 1:02d}"
+                geoms["zone"].append((f"{r_code}/{d_code}/{z_code}", box(z_x, z_y, z_x + 1 / 6, z_y + 1 / 6)))
+                pop = 0 if rng.random() < 0.05 else int(rng.poisson(scale))
+                rows.append({"region": r_code, "district": d_code, "zone": z_code, "population": pop})
+    bounds = {
+        lv: geopandas.GeoDataFrame({"code": [c for c, _ in items]}, geometry=[g for _, g in items], crs="EPSG:4326")
+        for lv, items in geoms.items()
+    }
+    return pd.DataFrame(rows), bounds

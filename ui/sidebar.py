@@ -9,7 +9,41 @@ from dpcore.errors import DPCoreError
 from ui import fmt, state
 
 
-def render() -> None:
+def render_hierarchy() -> None:
+    """Sidebar of the census-hierarchy page: its dataset, its ledger, its release."""
+    ss = st.session_state
+    model = ss.get("hier_model")
+    with st.sidebar:
+        st.markdown("#### Dataset")
+        if model is None:
+            st.caption("No hierarchy loaded yet.")
+            return
+        h = model["h"]
+        st.markdown(f"**{model['name']}**")
+        st.caption(", ".join(f"{fmt.count(n)} {lv}" for lv, n in zip(h.level_names[1:], h.sizes[1:], strict=True))
+                   + f" · {fmt.count(model['counts'].n_rows)} rows read")
+        st.caption("These figures are about your confidential data: for you only, never exported.")
+        st.markdown("#### Privacy budget")
+        led = ss.get("hier_ledgers", {}).get(model["fp"])
+        if led is not None:
+            spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
+            st.progress(min(spent / cap, 1.0) if cap else 1.0,
+                        text=f"spent {sym} = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
+            for e in led.entries:
+                st.caption(f"#{e.index + 1} {e.label}: {e.cost.label()}")
+        st.markdown("#### Current release")
+        entry = ss.get("hier_release")
+        if entry is None or entry["fp"] != model["fp"]:
+            st.caption("Nothing released yet.")
+        else:
+            r = entry["release"]
+            st.markdown(f"{r.mechanism.title}  \n{r.plan.cost.label()} · {fmt.count(h.n_nodes)} areas")
+
+
+def render(page: str = "") -> None:
+    if page == "hierarchy":
+        render_hierarchy()
+        return
     ds = state.dataset()
     t = ds.table
     with st.sidebar:

@@ -1,0 +1,430 @@
+"""Census hierarchy: consistent, non-negative, integral counts for every level of a geography."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dpcore import budget, hier_export, hier_viz, hierarchical, io, synthetic
+from dpcore.errors import DPCoreError
+from dpcore.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
+from dpcore.noise import secure_source
+from dpcore.pipeline import release_hierarchy
+from ui import fmt
+from ui.state import seed
+
+ss = st.session_state
+ss.setdefault("hier_ledgers", {})
+PER_PERSON = "(one row per person)"
+DEMO = "demo"
+US = "us"
+UPLOAD = "upload"
+SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+US_TRACTS = SHARED / "census" / "us_tract_population_2020_cenpop.csv.gz"
+US_STATES = SHARED / "boundaries" / "us_states_2010_20m.geojson"
+US_COUNTIES = SHARED / "boundaries" / "us_counties_2010_20m_fips.geojson"
+AREA_TABLE = "table"
+AREA_UPLOAD = "upload"
+DEF_LABELS = {"pure": "Pure ε-DP (discrete Laplace noise)", "zcdp": "ρ-zCDP (discrete Gaussian noise)"}
+NEIGHBOURS = {"add_remove": "Add or remove one person (the total is noised)",
+              "replace": "Replace one person (the total is public and exact)"}
+SPLITS = {"uniform": "Uniform across levels", "geometric": "Geometric (finer levels get more)",
+          "custom": "Custom weights"}
+
+
+def keep(key: str, default: Any) -> str:
+    """Widget key seeded from ``ss[key]`` (kept across page switches); read back with :func:`kept`."""
+    return seed(f"w_{key}", ss.get(key, default))
+
+
+def kept(key: str) -> Any:
+    ss[key] = ss[f"w_{key}"]
+    return ss[key]
+
+
+st.title("Census hierarchy")
+st.markdown(
+    "Publish counts for every area of a geography (nation → state → county → tract) so that every level "
+    "adds up exactly, no count is negative or fractional, and each level's error is known before release. "
+    "Work through the tabs from left to right."
+)
+tab_data, tab_mech, tab_map, tab_err, tab_exp = st.tabs(
+    ["1 · Data", "2 · Mechanism & budget", "3 · Map", "4 · Errors", "5 · Export"])
+
+# ============================================================================ data
+with tab_data:
+    sources = {DEMO: "Made-up demo geography (576 zones)"}
+    if US_TRACTS.exists():
+        sources[US] = "US census tracts 2020 (public Census Bureau counts, 85,395 tracts)"
+    sources[UPLOAD] = "Upload a table"
+    source = st.radio("Data", list(sources), format_func=sources.get, key=keep("source", DEMO), horizontal=True)
+    kept("source")
+    inputs: dict[str, Any] | None = None
+    if source == DEMO:
+        df_demo, bounds_demo = synthetic.synthetic_hierarchy()
+        inputs = {"name": "demo geography (made up)", "df": df_demo, "levels": ["region", "district", "zone"],
+                  "count": ["population"], "area_source": AREA_TABLE, "boundaries": bounds_demo,
+                  "areas_df": None}
+    elif source == US:
+        if "hier_us" not in ss:
+            with st.spinner("Reading the US tract table …"):
+                ss["hier_us"] = read_hierarchy_table(US_TRACTS)
+        us_bounds = {}
+        for lv, path in (("STATEFP", US_STATES), ("COUNTYFP", US_COUNTIES)):
+            if path.exists():
+                us_bounds[lv] = path
+        inputs = {"name": "US tracts 2020", "df": ss["hier_us"], "levels": ["STATEFP", "COUNTYFP", "TRACTCE"],
+                  "count": ["POPULATION"], "area_source": AREA_TABLE, "boundaries": us_bounds, "areas_df": None}
+        st.caption("The Census Bureau's tract file lists every tract, the 614 empty ones included, so it serves "
+                   "as the public area list. State and county boundaries are the 2010 cartographic files; four "
+                   "county codes changed since and are listed as unmatched.")
+    else:
+        up = st.file_uploader("Table (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"],
+                              key="hier_upload",
+                              help="One code column per level (top first) and a count column, or one row per person.")
+        if up is not None and ss.get("hier_upload_id") != up.file_id:
+            ss["hier_upload_id"] = up.file_id
+            try:
+                ss["hier_upload_df"] = read_hierarchy_table(up.getvalue(), up.name)
+                ss["hier_upload_name"] = up.name
+                ss["hier_upload_error"] = None
+                for k in ("w_levels", "w_count", "w_group"):
+                    ss.pop(k, None)
+            except DPCoreError as e:
+                ss["hier_upload_error"] = str(e)
+        if ss.get("hier_upload_error"):
+            st.error(ss["hier_upload_error"])
+            st.caption("The earlier table and release are kept.")
+        df_up = ss.get("hier_upload_df")
+        if df_up is None:
+            st.info("Upload a table, or pick the demo geography above.")
+        else:
+            cols = [str(c) for c in df_up.columns]
+            lower = {c.lower(): c for c in cols}
+            guess = [lower[k] for k in ("state", "statefp", "county", "countyfp", "tract", "tractce") if k in lower]
+            c1, c2, c3 = st.columns(3)
+            levels = c1.multiselect("Level columns, top level first", cols, key=seed("w_levels", guess),
+                                    help="The code columns of the geography in order, e.g. state, county, tract.")
+            count_guess = [c for c in cols if c.lower() in ("population", "count", "pop", "persons")][:1]
+            count = c2.multiselect("Count column(s)", [c for c in cols if c not in levels],
+                                   key=seed("w_count", count_guess),
+                                   help="One column: people per row. Several columns: a group-size histogram "
+                                        "(households of size 1, 2, …, the last 'k or more'). None: one row per person.")
+            group = c3.selectbox("Group id (one row per person, optional)",
+                                 ["(none)", *[c for c in cols if c not in levels and c not in count]],
+                                 key=seed("w_group", "(none)"),
+                                 help="For group-size histograms from person rows: the household (or taxi) id.")
+            area_opts = {AREA_TABLE: "This table lists every area of the geography, empty ones included (I confirm)",
+                         AREA_UPLOAD: "Upload the public list of areas (a gazetteer or boundary table)"}
+            area_source = st.radio("Where does the list of areas come from?", list(area_opts),
+                                   format_func=area_opts.get, key=keep("area_source", AREA_UPLOAD),
+                                   help="Areas where nobody lives must still be released (with noise). A list taken "
+                                        "from the data would drop them, and that absence is not protected.")
+            kept("area_source")
+            areas_df = None
+            if area_source == AREA_UPLOAD:
+                aup = st.file_uploader("Public area list (CSV or Parquet with the level columns)",
+                                       type=["csv", "gz", "parquet"], key="hier_areas_upload")
+                if aup is not None:
+                    try:
+                        areas_df = read_hierarchy_table(aup.getvalue(), aup.name)
+                    except DPCoreError as e:
+                        st.error(str(e))
+            if not count and group == "(none)" and area_source == AREA_TABLE:
+                st.warning("With one row per person, areas where nobody lives are not in the table: upload the "
+                           "public area list instead.")
+            bounds_up: dict[str, Any] = {}
+            with st.expander("Boundaries per level (optional, for the map and the GeoJSON export)"):
+                for lv in levels:
+                    bup = st.file_uploader(f"Boundaries of '{lv}' (GeoJSON, GeoPackage, zipped shapefile)",
+                                           type=["geojson", "json", "gpkg", "zip"], key=f"hier_bounds_{lv}")
+                    if bup is not None:
+                        bounds_up[lv] = (bup.getvalue(), bup.name)
+            inputs = {"name": ss.get("hier_upload_name", "upload"), "df": df_up, "levels": levels,
+                      "count": count, "group": None if group == "(none)" else group, "area_source": area_source,
+                      "areas_df": areas_df, "boundaries": bounds_up}
+            if area_source == AREA_UPLOAD and areas_df is None:
+                inputs = None
+                st.info("Upload the public area list to continue.")
+            if not levels:
+                inputs = None
+                st.info("Choose the level columns (top level first) to continue.")
+
+    model = None
+    if inputs is not None:
+        df = inputs["df"]
+        key = (inputs["name"], id(df), tuple(inputs["levels"]), tuple(inputs["count"]), inputs.get("group"),
+               inputs["area_source"], None if inputs["areas_df"] is None else id(inputs["areas_df"]))
+        if ss.get("hier_model_key") == key:
+            model = ss["hier_model"]  # confidential counts: this session only
+        else:
+            try:
+                with st.spinner("Checking the hierarchy …"):
+                    if inputs["area_source"] == AREA_TABLE:
+                        h = Hierarchy.from_frame(df, inputs["levels"], source="table (confirmed public)")
+                    else:
+                        h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], source="area list")
+                    counts = HierarchyCounts.from_frame(df, h, inputs["levels"], inputs["count"] or None,
+                                                        group=inputs.get("group"))
+                    joins: dict[str, Any] = {}
+                    join_msgs: list[str] = []
+                    for lv, b in inputs["boundaries"].items():
+                        if lv not in h.levels:
+                            continue
+                        gdf = b if hasattr(b, "geometry") else (
+                            io.read_boundaries(b) if isinstance(b, Path) else io.read_boundaries(b[0], b[1]))
+                        j = hier_export.join_boundaries(h, h.depth_of(lv), gdf)
+                        joins[lv] = j
+                        if j.missing_areas or j.extra_features:
+                            join_msgs.append(
+                                f"**{lv}**: {fmt.count(len(j.missing_areas))} areas without a boundary"
+                                + (f" ({', '.join(j.missing_areas[:8])}{' …' if len(j.missing_areas) > 8 else ''})"
+                                   if j.missing_areas else "")
+                                + f"; {fmt.count(len(j.extra_features))} boundary features that match no area"
+                                + (f" ({', '.join(j.extra_features[:8])}{' …' if len(j.extra_features) > 8 else ''})"
+                                   if j.extra_features else ""))
+                fp = h.fingerprint() + ":" + str(pd.util.hash_pandas_object(df, index=False).sum())
+                model = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
+                         "name": inputs["name"]}
+                ss["hier_model"], ss["hier_model_key"] = model, key
+            except DPCoreError as e:
+                st.error(str(e))
+                st.caption("Fix the input and the page picks it up; earlier releases are kept.")
+    if model is not None:
+        h = model["h"]
+        counts = model["counts"]
+        st.success(f"{model['name']}: " + ", ".join(f"{fmt.count(n)} {lv}" for lv, n in
+                                                   zip(h.level_names[1:], h.sizes[1:], strict=True))
+                   + (f"; group sizes {', '.join(counts.size_labels)}" if counts.statistic == "group_sizes" else ""))
+        st.caption(f"Area list: {h.source}. Codes: " + ", ".join(
+            f"{lv} {'unique' if m == 'global' else 'unique within parent'}"
+            for lv, m in zip(h.levels, h.code_modes, strict=True)) + ".")
+        for msg in model["join_msgs"]:
+            st.warning(msg + ". They are listed, not dropped: every area is still released; only the map misses them.")
+        st.markdown("**First rows** · confidential, not for publication")
+        st.dataframe(inputs["df"].head(8), hide_index=True, key="hier_head")
+
+if model is None:
+    for tab in (tab_mech, tab_map, tab_err, tab_exp):
+        with tab:
+            st.info("Load a table on the Data tab first.")
+    st.stop()
+
+h: Hierarchy = model["h"]
+counts: HierarchyCounts = model["counts"]
+fp = model["fp"]
+led = ss["hier_ledgers"].get(fp)
+if led is None:
+    led = ss["hier_ledgers"][fp] = budget.Ledger(budget.pure(1.0), dataset=fp)
+
+# ============================================================================ mechanism
+with tab_mech:
+    mechs = [m for m in hierarchical.MECHANISMS.values()
+             if (m.group_sizes if counts.statistic == "group_sizes" else m.counts)]
+    names = [m.name for m in mechs]
+    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: hierarchical.get(n).title,
+                             key=keep("mech", names[0]))
+    kept("mech")
+    info = hierarchical.get(mech_name)
+    st.caption(f"{info.description} **When to use:** {info.when} *({info.paper})*")
+    c1, c2, c3 = st.columns(3)
+    locked = bool(led.entries)
+    definition = c1.radio("Privacy definition", list(DEF_LABELS), format_func=DEF_LABELS.get,
+                          index=list(DEF_LABELS).index(led.definition), disabled=locked, key=f"hier_def_{fp}")
+    if locked:
+        c1.caption("Fixed for this dataset: budget has already been spent under it.")
+    elif definition != led.definition:
+        led.set_cap(budget.pure(1.0) if definition == "pure" else budget.zcdp(0.5))
+    sym = "ε" if definition == "pure" else "ρ"
+    value = c2.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=10.0,
+                            step=0.05, format="%.3f", key=keep(f"value_{definition}", 0.5 if definition == "pure" else 0.05),
+                            help="Smaller: more privacy, more noise.")
+    kept(f"value_{definition}")
+    cap = c3.number_input(f"Budget cap of this dataset ({sym})", min_value=0.001, max_value=100.0, step=0.1,
+                          format="%.3f", value=float(led.cap.value), key=f"hier_cap_{fp}_{definition}",
+                          help="The most all releases of this dataset may spend together.")
+    if cap != led.cap.value:
+        try:
+            led.set_cap(budget.pure(cap) if definition == "pure" else budget.zcdp(cap))
+        except DPCoreError as e:
+            st.error(str(e))
+    cost = budget.pure(value) if definition == "pure" else budget.zcdp(value)
+    delta = 1e-6
+    if definition == "zcdp":
+        delta = st.select_slider("δ for the (ε, δ) reading", [1e-10, 1e-8, 1e-6, 1e-5], value=1e-6,
+                                 format_func=lambda d: f"{d:.0e}", key="hier_delta")
+        st.caption(f"ρ = {fmt.eps(value)} reads as (ε = {fmt.eps(budget.zcdp_to_approx_dp(value, delta))}, "
+                   f"δ = {delta:.0e})-DP.")
+    c4, c5 = st.columns(2)
+    neighbour = "add_remove"
+    if counts.statistic == "count":
+        neighbour = c4.radio("Neighbouring datasets (unit of privacy: one person)", list(NEIGHBOURS),
+                             format_func=NEIGHBOURS.get, key=keep("neighbour", "add_remove"),
+                             help="Replace-one keeps the total fixed, so it can be published exactly; the "
+                                  "sensitivity doubles.")
+        kept("neighbour")
+    else:
+        c4.caption(f"Unit of privacy: one person's membership in a group; the number of groups "
+                   f"(N = {fmt.count(counts.n_groups)}) is public, as in the census paper.")
+    split = c5.radio("Budget across levels", list(SPLITS), format_func=SPLITS.get, key=keep("split", "uniform"))
+    kept("split")
+    weights = None
+    n_measured = sum(hierarchical._measured(mech_name, counts.statistic, neighbour, h.depth))
+    if split == "custom":
+        txt = c5.text_input(f"Weights, one per measured level ({n_measured}), top first",
+                            key=keep(f"weights_{n_measured}", ",".join(["1"] * n_measured)))
+        kept(f"weights_{n_measured}")
+        try:
+            weights = [float(x) for x in txt.split(",") if x.strip()]
+        except ValueError:
+            st.error("Weights must be numbers separated by commas, e.g. 1,1,2,4.")
+            weights = [1.0] * n_measured
+    order = "ascending"
+    if mech_name == "topdown_linf":
+        with st.expander("Advanced"):
+            order = st.radio("IntOpt zeroing order", ["ascending", "descending"], key=keep("order", "ascending"),
+                             help="Ascending zeroes the smallest noisy cells first (fewer empty areas showing "
+                                  "people); descending keeps them (fewer real flows lost).")
+            kept("order")
+    try:
+        p = hierarchical.plan(h, mech_name, cost, neighbour=neighbour, split=split, weights=weights,
+                              statistic=counts.statistic, k=counts.k)
+    except DPCoreError as e:
+        st.error(str(e))
+        st.stop()
+    st.subheader("Expected error per level (before release)")
+    tbl = pd.DataFrame([{
+        "level": lv.level, "areas": fmt.count(lv.areas),
+        "budget": f"{sym} = {fmt.eps(lv.share)}" if lv.measured else "not measured",
+        "noise SD": fmt.num(lv.noise_sd) if lv.measured else "–",
+        "mean abs. error": fmt.num(lv.mean_abs), "expected max abs. error": fmt.num(lv.max_abs),
+    } for lv in p.levels])
+    st.dataframe(tbl, hide_index=True, key="hier_plan_table")
+    st.bar_chart(pd.DataFrame({"level": [lv.level for lv in p.levels],
+                               "mean abs. error": [lv.mean_abs for lv in p.levels]}).set_index("level"),
+                 height=200)
+    st.caption(f"Analytic and data-free ({p.levels[-1].basis}). Errors are in people"
+               f"{' (groups per size)' if counts.statistic == 'group_sizes' else ''} per area.")
+    can = led.can_spend(cost)
+    left = led.remaining - (led.charge_of(cost) if can else 0.0)
+    label = f"Release with {cost.label()} — {fmt.eps(max(left, 0.0))} left after this"
+    if st.button(label, type="primary", disabled=not can, key="hier_release_button"):
+        try:
+            with st.spinner("Adding noise and making every level add up …"):
+                rel = release_hierarchy(counts, mech_name, cost, led, noise=secure_source(),
+                                        neighbour=neighbour, split=split, weights=weights, order=order)
+            ss["hier_release"] = {"release": rel, "fp": fp, "name": model["name"], "exports": {}}
+            st.rerun()
+        except DPCoreError as e:
+            st.error(str(e))
+    if not can:
+        st.error(f"Not enough budget left: {led.cap.symbol} = {fmt.eps(led.remaining)} of "
+                 f"{fmt.eps(led.cap.value)} is left. Lower the budget of this release, or raise the cap if "
+                 "your privacy policy allows it.")
+    st.caption(f"Spent on this dataset: {led.cap.symbol} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)} "
+               f"({len(led.entries)} release{'s' if len(led.entries) != 1 else ''}).")
+
+entry = ss.get("hier_release")
+if entry is not None and entry["fp"] != fp:
+    entry = None
+for tab in (tab_map, tab_exp):
+    if entry is None:
+        with tab:
+            st.info("Nothing released yet for this dataset: release on the Mechanism & budget tab.")
+
+# ============================================================================ map
+if entry is not None:
+    rel = entry["release"]
+    with tab_map:
+        st.caption(f"{rel.mechanism.title}, {rel.plan.cost.label()} · released {rel.created.replace('+00:00', '')} UTC")
+        joins = model["joins"]
+        depths = [h.depth_of(lv) for lv in h.levels if lv in joins]
+        cmap, ctree = st.columns([3, 2])
+        if not depths:
+            cmap.info("No boundaries were given, so there is no map; the treemap shows the hierarchy.")
+        else:
+            level = cmap.selectbox("Level", [h.level_names[d] for d in depths], key=keep("map_level", h.level_names[depths[0]]))
+            kept("map_level")
+            d = h.depth_of(level)
+            nodes = None
+            parent_join = joins.get(h.level_names[d - 1]) if d > 1 else None
+            if d > 1:
+                par_lab = h.labels(d - 1)
+                par_names = h.display_names(d - 1)
+                opts = ["(all)", *range(len(par_lab))] if len(par_lab) <= 5000 else ["(all)"]
+                within = cmap.selectbox(f"Show the {level} areas inside", opts, key=f"hier_drill_{d}",
+                                        format_func=lambda i: "all areas" if i == "(all)" else
+                                        f"{par_names[i]} ({par_lab[i]})")
+                if within != "(all)":
+                    nodes = h.descendants(d - 1, int(within), d)
+            size = None
+            if counts.statistic == "group_sizes":
+                sz = cmap.selectbox("Group size", ["all sizes", *rel.size_labels], key="hier_map_size")
+                size = None if sz == "all sizes" else rel.size_labels.index(sz)
+            try:
+                fig = hier_viz.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size)
+                cmap.plotly_chart(fig, key="hier_map", config={"displayModeBar": False})
+            except DPCoreError as e:
+                cmap.error(str(e))
+            cmap.caption("Colour: noisy count. Hover: the noisy count and its 95 % interval (from the mechanism's "
+                         "analytic error, not from the data). Dark outlines: the level above.")
+        tree_depth = 0
+        tree_index = 0
+        if depths and nodes is not None:
+            tree_depth, tree_index = d - 1, int(within)
+        ctree.plotly_chart(hier_viz.hierarchy_treemap(rel, tree_depth, tree_index), key="hier_treemap")
+        ctree.caption("Treemap of the released counts (two levels below the selected area).")
+
+# ============================================================================ errors
+with tab_err:
+    st.subheader("Expected error (analytic, data-free)")
+    st.dataframe(pd.DataFrame([{
+        "level": lv.level, "areas": fmt.count(lv.areas), "noise SD": fmt.num(lv.noise_sd),
+        "SD after post-processing": fmt.num(lv.sd), "mean abs. error": fmt.num(lv.mean_abs),
+        "expected max abs. error": fmt.num(lv.max_abs)} for lv in p.levels]), hide_index=True, key="hier_err_plan")
+    st.caption(p.levels[-1].basis)
+    if entry is not None:
+        rel = entry["release"]
+        st.subheader("Empirical error of the release · curator only, not for publication")
+        emp = hierarchical.empirical_errors(rel, counts)
+        st.dataframe(pd.DataFrame([{
+            "level": e["level"], "mean abs. error": fmt.num(e["mae"]), "max abs. error": fmt.num(e["max_abs_error"]),
+            "mean rel. error": f"{e['mre_percent']:.1f} %",
+            "empty areas released > 0": f"{fmt.count(e['true_zero_released_positive'])} of {fmt.count(e['true_zeros'])}",
+            "expected mean abs.": fmt.num(e["expected_mae"]), "expected max abs.": fmt.num(e["expected_max_abs"]),
+        } for e in emp]), hide_index=True, key="hier_err_emp")
+        st.warning("These numbers compare the release with your confidential data. Do not publish them, and do not "
+                   "re-run releases until they look good: that choice is not covered by the privacy budget.")
+
+# ============================================================================ export
+if entry is not None:
+    rel = entry["release"]
+    with tab_exp:
+        ex = entry["exports"]
+        joins = model["joins"]
+        if "csv" not in ex:
+            ex["csv"] = hier_export.hierarchy_csv(rel)
+            files = ["release.csv", *[f"{hier_export.safe_file_stem(lv)}.geojson" for lv in joins], "release.json"]
+            ex["json"] = hier_export.hierarchy_json(rel, led, files)
+            ex["geojson"] = {lv: hier_export.level_geojson(rel, j) for lv, j in joins.items()}
+        c1, c2 = st.columns(2)
+        c1.download_button("Download release.csv", ex["csv"], "release.csv", "text/csv", on_click="ignore",
+                           key="hier_dl_csv", type="primary")
+        c2.download_button("Download release.json", ex["json"], "release.json", "application/json",
+                           on_click="ignore", key="hier_dl_json", type="primary")
+        for lv, data in ex["geojson"].items():
+            st.download_button(f"Download {hier_export.safe_file_stem(lv)}.geojson", data,
+                               f"{hier_export.safe_file_stem(lv)}.geojson", "application/geo+json",
+                               on_click="ignore", key=f"hier_dl_geo_{lv}")
+        st.markdown("**release.csv** (first rows)")
+        st.dataframe(pd.read_csv(pd.io.common.BytesIO(ex["csv"]), dtype=str, nrows=12), hide_index=True,
+                     key="hier_csv_preview")
+        with st.expander("Release record (release.json)"):
+            st.json(ex["json"].decode("utf-8"), expanded=1)
+        if not rel.mechanism.consistent or not rel.mechanism.nonnegative:
+            st.info(f"{rel.mechanism.title}: " + ("levels do not add up; " if not rel.mechanism.consistent else "")
+                    + ("some counts may be negative or fractional." if not rel.mechanism.nonnegative else ""))

@@ -1,0 +1,118 @@
+"""Headless tests of the Census hierarchy page (app_pages/hierarchy.py) with AppTest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dpcore.hierarchy import Hierarchy
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "app_pages" / "hierarchy.py"
+
+WRAPPER = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from ui import state
+state.init()
+exec(compile(open({str(PAGE)!r}, encoding="utf-8").read(), {str(PAGE)!r}, "exec"))
+"""
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_string(WRAPPER, default_timeout=180)
+    app.run()
+    return ok(app)
+
+
+def frame_with(at: AppTest, column: str) -> pd.DataFrame:
+    """The first dataframe shown with ``column`` (AppTest does not expose dataframe keys)."""
+    for d in at.dataframe:
+        if column in d.value.columns:
+            return d.value
+    raise AssertionError(f"no dataframe with a column {column!r}")
+
+
+def test_demo_shows_levels_and_expected_error_before_release(at: AppTest) -> None:
+    assert [t.value for t in at.title] == ["Census hierarchy"]
+    assert any("4 region, 36 district, 576 zone" in s.value for s in at.success)
+    plan = frame_with(at, "budget")
+    assert list(plan["level"]) == ["total", "region", "district", "zone"]
+    assert all(v.startswith("ε = ") for v in plan["budget"])  # add/remove: every level measured
+    assert "Release with ε = 0.5" in at.button(key="hier_release_button").label
+    assert "hier_release" not in at.session_state
+    # the replace-one model makes the total public: the root is no longer measured
+    at.radio(key="w_neighbour").set_value("replace").run()
+    ok(at)
+    plan = frame_with(at, "budget")
+    assert plan["budget"].iloc[0] == "not measured"
+
+
+def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) -> None:
+    at.selectbox(key="w_mech").set_value("exact").run()
+    at.button(key="hier_release_button").click().run()
+    ok(at)
+    entry = at.session_state["hier_release"]
+    rel = entry["release"]
+    led = next(iter(at.session_state["hier_ledgers"].values()))
+    assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
+    h: Hierarchy = rel.hierarchy
+    for d in range(h.depth):
+        sums = np.zeros(h.sizes[d], dtype=np.int64)
+        np.add.at(sums, h.parents[d], rel.values[d + 1])
+        assert np.array_equal(sums, rel.values[d])
+    assert all((v >= 0).all() and v.dtype.kind == "i" for v in rel.values)
+    first = [v.copy() for v in rel.values]
+    at.run()  # a rerun draws no new noise
+    ok(at)
+    assert all(np.array_equal(a, b) for a, b in zip(first, at.session_state["hier_release"]["release"].values,
+                                                    strict=True))
+    assert len(led.entries) == 1
+    # curator-only empirical errors appear with a warning; the map and the exports exist
+    emp = frame_with(at, "empty areas released > 0")
+    assert list(emp["level"]) == ["total", "region", "district", "zone"]
+    assert any("Do not publish" in w.value for w in at.warning)
+    assert at.get("plotly_chart")
+    ex = at.session_state["hier_release"]["exports"]
+    csv = pd.read_csv(__import__("io").BytesIO(ex["csv"]), dtype=str)
+    assert list(csv.columns) == ["level", "code", "parent", "noisy_count"]
+    assert len(csv) == 1 + 4 + 36 + 576
+    rec = json.loads(ex["json"])
+    assert rec["hierarchy"]["area_list_source"] == "table (confirmed public)"
+    assert rec["budget"]["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(0.5)
+    assert set(ex["geojson"]) == {"region", "district", "zone"}
+
+
+def test_budget_refusal_and_bad_upload_keep_the_release(at: AppTest) -> None:
+    at.number_input(key="w_value_pure").set_value(0.8).run()
+    at.button(key="hier_release_button").click().run()
+    ok(at)
+    rel_id = at.session_state["hier_release"]["release"].release_id
+    button = at.button(key="hier_release_button")
+    assert button.disabled  # 0.8 + 0.8 > cap 1.0
+    assert any("Not enough budget" in e.value for e in at.error)
+    # a bad upload shows a message and keeps the earlier release
+    at.radio(key="w_source").set_value("upload").run()
+    ok(at)
+    assert at.session_state["hier_release"]["release"].release_id == rel_id
+
+
+def test_drill_down_restricts_the_map_to_one_parent(at: AppTest) -> None:
+    at.button(key="hier_release_button").click().run()
+    at.selectbox(key="w_map_level").set_value("zone").run()
+    ok(at)
+    at.selectbox(key="hier_drill_3").set_value(0).run()
+    ok(at)
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert len(fig["data"][0]["geojson"]["features"]) == 16  # the 16 zones of district 0

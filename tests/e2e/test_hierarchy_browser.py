@@ -1,0 +1,69 @@
+"""The census-hierarchy flow in a real browser: demo geography → exact release → map → export."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from urllib.parse import urlparse
+
+import pandas as pd
+import pytest
+
+from dpcore.hier_export import validate_hierarchy_record
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="/usr/bin/chromium is missing"),
+    pytest.mark.filterwarnings("ignore:Session-scoped fixtures defined as instance methods"),
+]
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+MAP_TIMEOUT_MS = 90_000
+
+
+def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
+    page.set_default_timeout(60_000)
+    requests: list[str] = []
+    page.on("request", lambda req: requests.append(req.url))
+    page.goto(app_url)
+    page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
+    page.locator('[data-testid="stSidebarNav"] a', has_text="7 · Census hierarchy").first.click()
+    main = page.get_by_test_id("stMain")
+    main.get_by_text(re.compile(r"4 region, 36 district, 576 zone")).wait_for()
+
+    main.get_by_role("tab", name="2 · Mechanism & budget").click()
+    main.get_by_role("button", name=re.compile(r"^Release with ε = 0\.5")).click()
+    main.get_by_text(re.compile(r"Spent on this dataset: ε = 0\.5 of 1")).wait_for(state="attached")
+
+    main.get_by_role("tab", name="3 · Map").click()
+    main.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
+    page.wait_for_function(
+        """() => {
+            const gd = document.querySelector('.js-plotly-plot');
+            const m = gd && gd._fullLayout && gd._fullLayout.map && gd._fullLayout.map._subplot;
+            return !!(m && m.map && m.map.loaded());
+        }""", timeout=MAP_TIMEOUT_MS)
+    assert page.evaluate("() => document.querySelector('.js-plotly-plot').data[0].geojson.features.length") == 4
+    assert page.locator(".js-plotly-plot .treemaplayer").count() >= 1  # the treemap beside the map
+    page.screenshot(path=str(tmp_path / "hierarchy-map.png"), full_page=True)
+
+    main.get_by_role("tab", name="5 · Export").click()
+    with page.expect_download() as info:
+        main.get_by_role("button", name="Download release.csv").click()
+    csv = pd.read_csv(io.BytesIO(open(info.value.path(), "rb").read()), dtype={"noisy_count": int})
+    with page.expect_download() as info:
+        main.get_by_role("button", name="Download release.json").click()
+    record = json.loads(open(info.value.path(), "rb").read())
+    validate_hierarchy_record(record)
+    assert list(csv.columns) == ["level", "code", "parent", "noisy_count"]
+    assert csv.groupby("level").size().to_dict() == {"total": 1, "region": 4, "district": 36, "zone": 576}
+    # consistent: each level sums to the released total
+    total = int(csv.loc[csv["level"] == "total", "noisy_count"].iloc[0])
+    assert all(int(csv.loc[csv["level"] == lv, "noisy_count"].sum()) == total for lv in ("region", "district", "zone"))
+    assert (csv["noisy_count"] >= 0).all()
+
+    foreign = [u for u in requests
+               if urlparse(u).scheme not in ("data", "blob", "about") and urlparse(u).hostname not in LOCAL_HOSTS]
+    assert not foreign, foreign
