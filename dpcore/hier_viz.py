@@ -21,7 +21,7 @@ from dpcore.viz import COLORSCALE, OFFLINE_STYLE, WEB_STYLE
 MAX_TREEMAP_NODES = 3000
 
 
-def _view(frame: Any, height: int) -> tuple[float, dict[str, float]]:
+def _view(frame: Any, height: int, width: int = 520) -> tuple[float, dict[str, float]]:
     """Zoom and centre that fit the bulk of the features (2nd–98th percentile of centres).
 
     Percentiles keep far-flung areas (the Aleutians cross the antimeridian) from zooming the
@@ -43,7 +43,7 @@ def _view(frame: Any, height: int) -> tuple[float, dict[str, float]]:
 
     lon_span = max(east - west, 1e-6)
     y_span = max(merc(north) - merc(south), 1e-6)
-    zoom = max(0.0, min(math.log2(900 * 360.0 / (512.0 * lon_span)),
+    zoom = max(0.0, min(math.log2(width * 360.0 / (512.0 * lon_span)),
                         math.log2(height * 2 * math.pi / (512.0 * y_span))) - 0.3)
     return zoom, {"lon": (west + east) / 2, "lat": (south + north) / 2}
 
