@@ -134,7 +134,7 @@ with tab_data:
                         areas_df = read_hierarchy_table(aup.getvalue(), aup.name)
                     except DPCoreError as e:
                         st.error(str(e))
-            if not count and group == "(none)" and area_source == AREA_TABLE:
+            if not count and area_source == AREA_TABLE:
                 st.warning("With one row per person, areas where nobody lives are not in the table: upload the "
                            "public area list instead.")
             bounds_up: dict[str, Any] = {}

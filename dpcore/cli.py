@@ -414,7 +414,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     for lv in bounds_args:
         if lv not in levels:
             raise ParameterError(f"--boundaries names the level '{lv}', which is not in --levels ({', '.join(levels)}).")
-    if not counts_cols and not args.group_col and not args.areas:
+    if not counts_cols and not args.areas:  # person rows (with or without a group id)
         raise ParameterError(
             "With one row per person the areas where nobody lives are missing from the data, so the "
             "area list must be public: give it with --areas (a CSV with the level columns).")

@@ -649,7 +649,8 @@ def release(
     true = counts.levels()
     L = h.depth
     details: dict[str, Any] = {}
-    public_total = int(true[0][0]) if p.total_public else None
+    # bottom-up's total is the sum of its noisy finest areas: it publishes no exact total
+    public_total = int(true[0][0]) if p.total_public and p.mechanism != "bottom_up" else None
     name = p.mechanism
 
     if counts.statistic == "group_sizes":
@@ -703,11 +704,9 @@ def release(
             if name == "topdown_linf":
                 x = topdown_opt.intopt_segments(y[d + 1], off, values[d], order=order, tiebreak=tb)
             else:
-                # every tie choice is optimal; give the leftover units to the largest noisy
-                # counts first (random among equals), so rounding does not turn zeros into ones
-                rank = np.empty(len(tb), dtype=np.int64)
-                rank[np.lexsort((tb, -y[d + 1]))] = np.arange(len(tb))
-                x = topdown_opt.l2_round_segments(y[d + 1], off, values[d], tiebreak=rank)
+                # every tie choice is optimal; a random order keeps the rounding independent of
+                # the noise (giving the leftover units to the largest noisy counts biases them up)
+                x = topdown_opt.l2_round_segments(y[d + 1], off, values[d], tiebreak=tb)
             values.append(np.asarray(x, dtype=np.int64))
         details["zeroing_order"] = order if name == "topdown_linf" else None
     else:  # pragma: no cover - plan() rejects the rest

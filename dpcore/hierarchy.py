@@ -203,15 +203,16 @@ class Hierarchy:
                 pk = row_keys[d - 1][first]
                 parents.append(np.searchsorted(keys[d - 1], pk).astype(np.int64))
             own = cf[lv].to_numpy()[first]
-            # Paths refine paths, so a level never has fewer areas than the one above it.  A finer
-            # level listed first (counties, then states) shows as exactly one child per area whose
-            # codes repeat: fewer distinct codes than areas above.
+            # Paths refine paths, so a level never has fewer areas than the one above it.  A coarser
+            # level listed under a finer one with codes unique across its level (states under 5-digit
+            # counties) shows as exactly one child per area, with codes that repeat.
             n_codes = len(set(own.tolist()))
-            if d and len(uniq) == len(keys[d - 1]) and n_codes < len(uniq):
+            if d and out_modes[d - 1] == "global" and len(uniq) == len(keys[d - 1]) and n_codes < len(uniq):
                 raise InputError(
-                    f"The level '{lv}' has only {n_codes:,} distinct codes for the {len(keys[d - 1]):,} "
-                    f"areas of '{levels[d - 1]}' above it (one each), so the levels do not nest in this "
-                    "order. List the level columns from the top (largest areas) down to the finest."
+                    f"Every area of '{levels[d - 1]}' has exactly one '{lv}', and the {len(keys[d - 1]):,} "
+                    f"'{levels[d - 1]}' areas share only {n_codes:,} '{lv}' codes, so the levels do not nest "
+                    "in this order. List the level columns from the top (largest areas) down to the finest "
+                    f"(if each '{levels[d - 1]}' really holds a single '{lv}', drop the level '{lv}')."
                 )
             out_modes.append(_code_mode(own, parents[-1], keys[d - 1] if d else None,
                                         lv, levels[d - 1] if d else None, modes[d]))

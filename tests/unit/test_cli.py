@@ -307,3 +307,273 @@ def test_corrupt_ledger_file(tmp_path: Path, points_csv: Path, capsys: pytest.Ca
     out = tmp_path / "out"
     assert_user_error(main(release_args(points_csv, out, extra=["--ledger", str(ledger)])), capsys)
     assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# release hierarchy
+# ---------------------------------------------------------------------------------------------
+
+HIER_LEVELS = "STATEFP,COUNTYFP,TRACTCE"
+US_TRACTS = REPO.parent / "shared" / "data" / "census" / "us_tract_population_2020_cenpop.csv.gz"
+
+
+def write_tracts(path: Path, seed: int = 0) -> Path:
+    """3 states × 2–4 counties (codes 001, 003, … repeat across states) × 1–5 tracts, some empty."""
+    rng = np.random.default_rng(seed)
+    lines = ["STATEFP,COUNTYFP,TRACTCE,POPULATION,H1,H2,H3"]
+    for s in ("01", "02", "06"):
+        for c in range(int(rng.integers(2, 5))):
+            for t in range(int(rng.integers(1, 6))):
+                pop = 0 if rng.random() < 0.2 else int(rng.poisson(300))
+                h = rng.poisson([20, 15, 5])
+                lines.append(f"{s},{2 * c + 1:03d},{(t + 1) * 100:06d},{pop},{h[0]},{h[1]},{h[2]}")
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+def hier_args(inp: Path, out: Path, *extra: str, mechanism: str = "exact", budget_flag: str = "--epsilon=1",
+              count: str = "POPULATION") -> list[str]:
+    return ["release", "hierarchy", "--input", str(inp), "--levels", HIER_LEVELS, "--count", count,
+            "--mechanism", mechanism, budget_flag, "--input-lists-all-areas", "--out", str(out), *extra]
+
+
+def read_release(out: Path) -> list[dict[str, str]]:
+    with open(out / "release.csv", newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def assert_levels_add_up(rows: list[dict[str, str]], levels: list[str]) -> None:
+    value = {(r["level"], r["code"]): int(r["noisy_count"]) for r in rows}
+    for parent_level, level in zip(levels, levels[1:], strict=False):
+        sums: dict[str, int] = {}
+        for r in rows:
+            if r["level"] == level:
+                sums[r["parent"]] = sums.get(r["parent"], 0) + int(r["noisy_count"])
+        parents = {code: v for (lv, code), v in value.items() if lv == parent_level}
+        assert sums == parents, (level, sums, parents)
+
+
+@pytest.fixture
+def tracts_csv(tmp_path: Path) -> Path:
+    return write_tracts(tmp_path / "tracts_confidential.csv")
+
+
+def test_hierarchy_exact_release(tmp_path: Path, tracts_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dpcore.hier_export import validate_hierarchy_record
+
+    out = tmp_path / "out"
+    assert main(hier_args(tracts_csv, out)) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "Released 1 total, 3 STATEFP" in captured.out and captured.err == ""
+    assert sorted(p.name for p in out.iterdir()) == ["release.csv", "release.json"]
+    rows = read_release(out)
+    assert list(rows[0]) == ["level", "code", "parent", "noisy_count"]
+    src = list(csv.DictReader(tracts_csv.open(encoding="utf-8")))
+    n_counties = len({(r["STATEFP"], r["COUNTYFP"]) for r in src})
+    assert len(rows) == 1 + 3 + n_counties + len(src)
+    assert rows[0] == {"level": "total", "code": "total", "parent": "", "noisy_count": rows[0]["noisy_count"]}
+    assert [r["code"] for r in rows[1:4]] == ["01", "02", "06"]
+    assert rows[4]["code"] == "01/001" and rows[4]["parent"] == "01"
+    assert all(int(r["noisy_count"]) >= 0 for r in rows)
+    assert_levels_add_up(rows, ["total", "STATEFP", "COUNTYFP", "TRACTCE"])
+    true = [int(r["POPULATION"]) for r in src]
+    released = [int(r["noisy_count"]) for r in rows if r["level"] == "TRACTCE"]
+    assert released != true
+    text = (out / "release.json").read_text("utf-8")
+    rec = json.loads(text)
+    validate_hierarchy_record(rec)
+    assert "tracts_confidential" not in text
+    assert rec["mechanism"]["name"] == "exact"
+    assert rec["privacy"]["cost"]["definition"] == "pure" and rec["privacy"]["cost"]["value"] == 1.0
+    assert rec["hierarchy"]["area_list_source"] == "table (confirmed public)"
+    assert rec["hierarchy"]["code_modes"] == ["-", "global", "within_parent", "within_parent"]
+    assert [lv["share"] for lv in rec["budget"]["levels"]] == pytest.approx([0.25] * 4)
+
+
+def test_hierarchy_rho_release_with_replace_neighbours(tmp_path: Path, tracts_csv: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    rc = main(hier_args(tracts_csv, out, "--neighbour", "replace", mechanism="topdown_l2",
+                        budget_flag="--rho=0.5"))
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert "ρ = 0.5" in captured.out and "δ = 1e-06" in captured.out
+    rec = json.loads((out / "release.json").read_text("utf-8"))
+    assert rec["privacy"]["definition"] == "rho-zCDP" and rec["privacy"]["noise"] == "discrete Gaussian"
+    levels = rec["budget"]["levels"]
+    assert [lv["measured"] for lv in levels] == [False, True, True, True]
+    assert [lv["share"] for lv in levels] == pytest.approx([0, 0.5 / 3, 0.5 / 3, 0.5 / 3])
+    # replace: σ = √2/√(2ρ_l)
+    assert levels[1]["scale"] == pytest.approx(np.sqrt(2) / np.sqrt(2 * 0.5 / 3))
+    rows = read_release(out)
+    total = sum(int(r["POPULATION"]) for r in csv.DictReader(tracts_csv.open(encoding="utf-8")))
+    assert int(rows[0]["noisy_count"]) == total == rec["privacy"]["invariants"]["total"]
+    assert_levels_add_up(rows, ["total", "STATEFP", "COUNTYFP", "TRACTCE"])
+
+
+def test_hierarchy_custom_split_weights(tmp_path: Path, tracts_csv: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(hier_args(tracts_csv, out, "--split", "1,1,2,4", budget_flag="--epsilon=0.8")) == 0
+    rec = json.loads((out / "release.json").read_text("utf-8"))
+    assert rec["budget"]["split"] == "custom" and rec["budget"]["split_weights"] == [1, 1, 2, 4]
+    assert [lv["share"] for lv in rec["budget"]["levels"]] == pytest.approx([0.1, 0.1, 0.2, 0.4])
+    assert [lv["scale"] for lv in rec["budget"]["levels"]] == pytest.approx([10, 10, 5, 2.5])
+    capsys.readouterr()
+    # four weights for three measured levels (replace: the total is not measured)
+    out2 = tmp_path / "out2"
+    line = assert_user_error(main(hier_args(tracts_csv, out2, "--split", "1,1,2,4", "--neighbour", "replace")),
+                             capsys)
+    assert "3 weights" in line
+    assert not out2.exists()
+
+
+def test_hierarchy_group_sizes_from_several_count_columns(tmp_path: Path, tracts_csv: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(hier_args(tracts_csv, out, mechanism="dpc_approx", count="H1,H2,H3")) == 0, capsys.readouterr().err
+    rows = read_release(out)
+    assert list(rows[0]) == ["level", "code", "parent", "size", "noisy_count"]
+    src = list(csv.DictReader(tracts_csv.open(encoding="utf-8")))
+    n = sum(int(r[c]) for r in src for c in ("H1", "H2", "H3"))
+    assert sum(int(r["noisy_count"]) for r in rows if r["level"] == "total") == n
+    for size in ("H1", "H2", "H3"):
+        assert_levels_add_up([r for r in rows if r["size"] == size], ["total", "STATEFP", "COUNTYFP", "TRACTCE"])
+    rec = json.loads((out / "release.json").read_text("utf-8"))
+    assert rec["privacy"]["invariants"] == {"groups_N": n}
+
+
+def test_hierarchy_boundaries_write_level_geojson(tmp_path: Path, tracts_csv: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import geopandas
+    from shapely.geometry import box
+
+    src = list(csv.DictReader(tracts_csv.open(encoding="utf-8")))
+    geoids = sorted({r["STATEFP"] + r["COUNTYFP"] for r in src})
+    feats = geopandas.GeoDataFrame({"GEOID": geoids[1:] + ["99001"]},
+                                   geometry=[box(i, 0, i + 1, 1) for i in range(len(geoids))], crs="EPSG:4326")
+    bfile = tmp_path / "counties.geojson"
+    bfile.write_text(feats.to_json(), "utf-8")
+    out = tmp_path / "out"
+    rc = main(hier_args(tracts_csv, out, "--boundaries", f"COUNTYFP={bfile}"))
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    # the unmatched county and the extra feature are reported
+    assert "01/001" in captured.err and "99001" in captured.err
+    assert sorted(p.name for p in out.iterdir()) == ["COUNTYFP.geojson", "release.csv", "release.json"]
+    gj = json.loads((out / "COUNTYFP.geojson").read_text("utf-8"))
+    assert len(gj["features"]) == len(geoids) - 1
+    rows = {r["code"]: int(r["noisy_count"]) for r in read_release(out) if r["level"] == "COUNTYFP"}
+    for f in gj["features"]:
+        p = f["properties"]
+        assert p["level"] == "COUNTYFP" and p["noisy_count"] == rows[p["code"]]
+    rec = json.loads((out / "release.json").read_text("utf-8"))
+    assert "COUNTYFP.geojson" in rec["outputs"]["files"]
+    assert str(bfile.name) not in json.dumps(rec)
+
+
+def test_hierarchy_person_rows_need_a_public_area_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    people = tmp_path / "people.csv"
+    people.write_text("STATEFP,COUNTYFP\n01,001\n01,001\n02,003\n", "utf-8")
+    out = tmp_path / "out"
+    base = ["release", "hierarchy", "--input", str(people), "--levels", "STATEFP,COUNTYFP", "--epsilon", "1",
+            "--out", str(out)]
+    line = assert_user_error(main(base), capsys)
+    assert "--areas" in line and "per person" in line
+    assert not out.exists()
+    areas = tmp_path / "areas.csv"
+    areas.write_text("STATEFP,COUNTYFP\n01,001\n01,003\n02,001\n02,003\n", "utf-8")
+    assert main([*base, "--areas", str(areas), "--mechanism", "independent"]) == 0, capsys.readouterr().err
+    rows = read_release(out)
+    assert [r["code"] for r in rows] == ["total", "01", "02", "01/001", "01/003", "02/001", "02/003"]
+    rec = json.loads((out / "release.json").read_text("utf-8"))
+    assert rec["hierarchy"]["area_list_source"] == "area list"
+    # a person in an area that is not in the public list is refused
+    people.write_text("STATEFP,COUNTYFP\n01,001\n06,001\n", "utf-8")
+    line = assert_user_error(main([*base, "--areas", str(areas)]), capsys)
+    assert "not in the public area list" in line and "06 / 001" in line
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--split", "fast"], "--split"),
+    (["--split", "1,x"], "--split"),
+    (["--mechanism", "privelet"], "Unknown hierarchy mechanism"),
+    (["--boundaries", "BLOCK=x.geojson"], "BLOCK"),
+    (["--epsilon=abc"], "--epsilon"),
+    (["--mechanism", "dpc_approx"], "group-size"),
+    (["--levels", "COUNTYFP,STATEFP2"], "STATEFP2"),
+])
+def test_hierarchy_user_errors(tmp_path: Path, tracts_csv: Path, capsys: pytest.CaptureFixture[str],
+                               extra: list[str], needle: str) -> None:
+    out = tmp_path / "out"
+    args = hier_args(tracts_csv, out)
+    if extra[0].startswith("--epsilon"):
+        args = [a for a in args if not a.startswith("--epsilon")] + extra
+    else:
+        args = args + extra
+    line = assert_user_error(main(args), capsys)
+    assert needle in line
+    assert not out.exists()
+
+
+def test_hierarchy_without_confirmation_warns_that_the_area_list_is_not_public(
+        tmp_path: Path, tracts_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    args = [a for a in hier_args(tracts_csv, out) if a != "--input-lists-all-areas"]
+    assert main(args) == 0
+    assert "warning" in capsys.readouterr().err
+    rec = json.loads((out / "release.json").read_text("utf-8"))
+    assert rec["hierarchy"]["area_list_source"] == "data (not public)"
+    assert any("WARNING" in n for n in rec["notes"])
+
+
+def test_hierarchy_ledger_accumulates_and_refuses(tmp_path: Path, tracts_csv: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = tmp_path / "budget.json"
+    extra = ["--budget-cap", "1", "--ledger", str(ledger)]
+    assert main(hier_args(tracts_csv, tmp_path / "o1", *extra, budget_flag="--epsilon=0.6")) == 0
+    saved = json.loads(ledger.read_text("utf-8"))
+    assert saved["spent"] == pytest.approx(0.6)
+    assert saved["entries"][0]["details"]["kind"] == "hierarchy"
+    capsys.readouterr()
+    line = assert_user_error(main(hier_args(tracts_csv, tmp_path / "o2", *extra, mechanism="hay",
+                                            budget_flag="--epsilon=0.6")), capsys)
+    assert "0.4" in line
+    assert not (tmp_path / "o2").exists()
+    assert json.loads(ledger.read_text("utf-8")) == saved
+    # a ρ release cannot be charged to this pure ε ledger
+    assert_user_error(main(hier_args(tracts_csv, tmp_path / "o3", *extra, budget_flag="--rho=0.01")), capsys)
+    assert not (tmp_path / "o3").exists()
+    assert main(hier_args(tracts_csv, tmp_path / "o4", *extra, mechanism="bottom_up",
+                          budget_flag="--epsilon=0.4")) == 0
+    saved = json.loads(ledger.read_text("utf-8"))
+    assert saved["spent"] == pytest.approx(1.0) and len(saved["entries"]) == 2
+    rec = json.loads((tmp_path / "o4" / "release.json").read_text("utf-8"))
+    assert rec["budget"]["ledger"]["spent"] == pytest.approx(1.0)
+
+
+@pytest.mark.skipif(not US_TRACTS.exists(), reason="shared US tract file not available")
+def test_hierarchy_us_tracts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    rc = main(["release", "hierarchy", "--input", str(US_TRACTS), "--levels", HIER_LEVELS,
+               "--count", "POPULATION", "--mechanism", "exact", "--epsilon", "1", "--input-lists-all-areas",
+               "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    import pandas as pd
+
+    df = pd.read_csv(out / "release.csv", dtype={"level": str, "code": str, "parent": str},
+                     keep_default_na=False)
+    assert list(df.columns) == ["level", "code", "parent", "noisy_count"]
+    assert df["level"].value_counts().to_dict() == {"total": 1, "STATEFP": 52, "COUNTYFP": 3221,
+                                                     "TRACTCE": 85395}
+    assert len(df) == 1 + 52 + 3221 + 85395
+    assert df["noisy_count"].dtype == np.int64 and (df["noisy_count"] >= 0).all()
+    for level, parent_level in (("STATEFP", "total"), ("COUNTYFP", "STATEFP"), ("TRACTCE", "COUNTYFP")):
+        sums = df[df["level"] == level].groupby("parent")["noisy_count"].sum()
+        parents = df[df["level"] == parent_level].set_index("code")["noisy_count"]
+        assert sums.sort_index().equals(parents.sort_index()), level
+    # the root's error SD is about 5.4 (ε = 1 over four levels): the noisy total is close to the truth
+    total = int(pd.read_csv(US_TRACTS, usecols=["POPULATION"])["POPULATION"].sum())
+    assert total == 334_735_155  # 50 states, DC and Puerto Rico
+    assert df.loc[0, "level"] == "total" and abs(int(df.loc[0, "noisy_count"]) - total) < 100
+    assert int(df.loc[0, "noisy_count"]) == int(df.loc[df["level"] == "TRACTCE", "noisy_count"].sum())
