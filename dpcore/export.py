@@ -183,25 +183,29 @@ def write_release(release: PartitionRelease, out_dir: str | Path, ledger: Ledger
     return paths
 
 
-def record_schema() -> dict[str, Any]:
-    text = resources.files("dpcore").joinpath("schemas/release.schema.json").read_text("utf-8")
+def record_schema(name: str = "release") -> dict[str, Any]:
+    """The JSON Schema ``dpcore/schemas/<name>.schema.json`` (``release`` or ``hierarchy_release``)."""
+    text = resources.files("dpcore").joinpath(f"schemas/{name}.schema.json").read_text("utf-8")
     return json.loads(text)
 
 
-def validate_record(record: dict[str, Any]) -> None:
-    """Raise ``jsonschema.ValidationError`` if the record breaks the schema."""
+def validate_record(record: dict[str, Any], name: str = "release") -> None:
+    """Raise ``jsonschema.ValidationError`` if the record breaks the schema ``name``."""
     import jsonschema
 
-    jsonschema.validate(record, record_schema())
+    jsonschema.validate(record, record_schema(name))
 
 
 def _jsonable(obj: Any) -> Any:
+    """Plain JSON values: numpy scalars unwrapped, dates as ISO text, non-finite floats as null."""
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_jsonable(v) for v in obj]
     if isinstance(obj, np.generic):
-        return obj.item()
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
     if isinstance(obj, (_dt.datetime, _dt.date)):
         return obj.isoformat()
     return obj

@@ -7,10 +7,8 @@ No true count, no raw row and no input file name is ever written.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ import pandas as pd
 import dpcore
 from dpcore.budget import APPROX_DP_DELTAS, Ledger, zcdp_to_approx_dp
 from dpcore.errors import InputError
+from dpcore.export import _jsonable, record_schema, validate_record
 from dpcore.hierarchical import HierarchyRelease
 from dpcore.hierarchy import Hierarchy
 
@@ -186,18 +185,6 @@ def level_geojson(rel: HierarchyRelease, join: BoundaryJoin) -> bytes:
     return out.to_json(drop_id=True).encode("utf-8")
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    return obj
-
-
 def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
                      files: list[str] | None = None) -> dict[str, Any]:
     """The machine-readable record of how the release was made (no true values)."""
@@ -292,15 +279,12 @@ def hierarchy_json(rel: HierarchyRelease, ledger: Ledger | None = None, files: l
 
 
 def hierarchy_schema() -> dict[str, Any]:
-    text = resources.files("dpcore").joinpath("schemas/hierarchy_release.schema.json").read_text("utf-8")
-    return json.loads(text)
+    return record_schema("hierarchy_release")
 
 
 def validate_hierarchy_record(record: dict[str, Any]) -> None:
-    """Raise ``jsonschema.ValidationError`` if the record breaks the schema."""
-    import jsonschema
-
-    jsonschema.validate(record, hierarchy_schema())
+    """Raise ``jsonschema.ValidationError`` if the record breaks the hierarchy-release schema."""
+    validate_record(record, "hierarchy_release")
 
 
 def safe_file_stem(level: str) -> str:
