@@ -69,7 +69,6 @@ from dpcore.domain import (
 )
 from dpcore.errors import ParameterError
 from dpcore.mechanisms.base import (
-    Budget,
     Param,
     PointMechanism,
     count_level,
@@ -184,17 +183,9 @@ class AdaptiveGrid(PointMechanism):
         return e_n, part(cost, v_g), part(cost, v1), part(cost, v2)
 
     # -- plan --------------------------------------------------------------------
-    def plan(
-        self,
-        grid: Grid,
-        epsilon: Budget,
-        params: dict[str, Any],
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
+    def _plan(
+        self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
-        cost = self.check_budget(epsilon)
-        params = self.resolve_params(params)
         e_n, e_g, e1, e2 = self._budgets(cost, params)
         n = params["public_n"] if params["public_n"] > 0 else n_estimate
         if n is None:
@@ -237,11 +228,9 @@ class AdaptiveGrid(PointMechanism):
         return tuple(levels)
 
     # -- release -------------------------------------------------------------------
-    def release(
-        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
+    def _release(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
-        cost = self.check_budget(epsilon)
-        params = self.resolve_params(params)
         grid = aggregate.grid
         k = aggregate.sensitivity
         e_n, e_g, e1, e2 = self._budgets(cost, params)

@@ -86,6 +86,18 @@ class Param:
         }
 
 
+def rect_bounds(rect: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """``(r0, r1, c0, c1)`` of a query rectangle as ints."""
+    r0, r1, c0, c1 = (int(v) for v in rect)
+    return r0, r1, c0, c1
+
+
+def rect_cells(rect: tuple[int, int, int, int]) -> int:
+    """Number of grid cells a query rectangle ``(r0, r1, c0, c1)`` covers."""
+    r0, r1, c0, c1 = rect_bounds(rect)
+    return max(0, r1 - r0) * max(0, c1 - c0)
+
+
 def _kind_word(kind: type) -> str:
     return {int: "a whole number", float: "a number", bool: "true or false", str: "text"}.get(kind, kind.__name__)
 
@@ -137,12 +149,17 @@ class PointMechanism(ABC):
         return cost
 
     # -- plan and expected error (data-free) -------------------------------------------
-    @abstractmethod
+    def prepare(self, grid: Grid, budget: Budget, params: dict[str, Any] | None
+                ) -> tuple[PrivacyCost, dict[str, Any]]:
+        """Validate the budget and the parameters before anything else (a hook: HTF adds its
+        own public checks).  Every :meth:`plan` and :meth:`release` goes through it."""
+        return self.check_budget(budget), self.resolve_params(params)
+
     def plan(
         self,
         grid: Grid,
-        epsilon: float,
-        params: dict[str, Any],
+        epsilon: Budget,
+        params: dict[str, Any] | None,
         *,
         sensitivity: int = 1,
         n_estimate: float | None = None,
@@ -150,6 +167,14 @@ class PointMechanism(ABC):
         """The noise of every level, from public inputs only (grid, ε, parameters,
         the unit of privacy and, where the mechanism needs one, a public guess of
         the number of points)."""
+        cost, p = self.prepare(grid, epsilon, params)
+        return self._plan(grid, cost, p, sensitivity=sensitivity, n_estimate=n_estimate)
+
+    @abstractmethod
+    def _plan(
+        self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
+    ) -> tuple[LevelPlan, ...]:
+        """:meth:`plan` with a checked cost and resolved parameters."""
 
     def expected_error(
         self,
@@ -182,23 +207,29 @@ class PointMechanism(ABC):
         leaves (:meth:`LevelPlan.query_sd`), flagged ``exact=False``.  Mechanisms with an
         exact data-free variance override it.
         """
-        r0, r1, c0, c1 = (int(v) for v in rect)
-        cells = max(0, r1 - r0) * max(0, c1 - c0)
+        cells = rect_cells(rect)
         levels = self.plan(grid, epsilon, params, sensitivity=sensitivity, n_estimate=n_estimate)
         leaf = [lv for lv in levels if lv.in_partition][-1]
         return {"sd": leaf.query_sd(cells / grid.n_cells, grid.n_cells), "cells": cells, "exact": False}
 
     # -- release -------------------------------------------------------------------
-    @abstractmethod
     def release(
         self,
         aggregate: Aggregate,
-        epsilon: float,
-        params: dict[str, Any],
+        epsilon: Budget,
+        params: dict[str, Any] | None,
         noise: _noise.NoiseSource,
     ) -> PartitionRelease:
         """Draw the noise and return the release.  Spends ``privacy_cost`` (the
         caller charges it to the ledger *before* calling)."""
+        cost, p = self.prepare(aggregate.grid, epsilon, params)
+        return self._release(aggregate, cost, p, noise)
+
+    @abstractmethod
+    def _release(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: _noise.NoiseSource
+    ) -> PartitionRelease:
+        """:meth:`release` with a checked cost and resolved parameters."""
 
     def make_release(
         self,

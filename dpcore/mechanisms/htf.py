@@ -609,8 +609,8 @@ class HTF(PointMechanism):
     )
 
     # -- parameters and budgets ------------------------------------------------------------
-    def _resolve(self, grid: Grid, epsilon: Budget, params: dict[str, Any] | None
-                 ) -> tuple[PrivacyCost, dict[str, Any]]:
+    def prepare(self, grid: Grid, epsilon: Budget, params: dict[str, Any] | None
+                ) -> tuple[PrivacyCost, dict[str, Any]]:
         cost = self.check_budget(epsilon)  # refuses zCDP
         p = self.resolve_params(params)
         hmax = max_height(grid)
@@ -630,14 +630,8 @@ class HTF(PointMechanism):
         return 2 * p["T"] + 1
 
     # -- plan (data-free, spec §6.2) ----------------------------------------------------------
-    def plan(
-        self,
-        grid: Grid,
-        epsilon: Budget,
-        params: dict[str, Any],
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
+    def _plan(
+        self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         """Height estimate, split search and one count level per depth, from public inputs.
 
@@ -654,7 +648,7 @@ class HTF(PointMechanism):
         * ``leaf_budget_if_pruned_here``: ``ε_rem(i)``, the budget of the final count of a
           leaf pruned at this depth (``ε_0`` at the bottom), and its noise scale.
         """
-        cost, p = self._resolve(grid, epsilon, params)
+        p = params
         hmax = max_height(grid)
         if p["height"] > 0:
             h = p["height"]
@@ -793,11 +787,11 @@ class HTF(PointMechanism):
         return (depth % 2 == 0) == (p["first_axis"] == "x")
 
     # -- release (spec §2.10) ------------------------------------------------------------------
-    def release(
-        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
+    def _release(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
         grid = aggregate.grid
-        cost, p = self._resolve(grid, epsilon, params)
+        p = params
         k = int(aggregate.sensitivity)
         counts = np.asarray(aggregate.counts, dtype=np.int64)
         n_true = int(counts.sum())

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from dpcore.budget import PrivacyCost
 from dpcore.domain import Aggregate, Grid
-from dpcore.mechanisms.base import Budget, PointMechanism, as_cost, count_level, noisy_counts
+from dpcore.mechanisms.base import Budget, PointMechanism, count_level, noisy_counts, rect_cells
 from dpcore.noise import NoiseSource
 from dpcore.release import LevelPlan, PartitionRelease
 
@@ -32,16 +33,9 @@ class Identity(PointMechanism):
     params = ()
 
     # -- plan --------------------------------------------------------------------
-    def plan(
-        self,
-        grid: Grid,
-        epsilon: Budget,
-        params: dict[str, Any],
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
+    def _plan(
+        self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
-        cost = as_cost(epsilon)
         return (
             count_level(
                 0,
@@ -58,18 +52,16 @@ class Identity(PointMechanism):
     def query_error(self, grid: Grid, epsilon: Budget, params: dict[str, Any], rect: tuple[int, int, int, int],
                     *, sensitivity: int = 1, n_estimate: float | None = None) -> dict[str, Any]:
         """Exact: the sum of ``cells`` independent noises has SD ``sqrt(cells)·sd``."""
-        r0, r1, c0, c1 = (int(v) for v in rect)
-        cells = max(0, r1 - r0) * max(0, c1 - c0)
+        cells = rect_cells(rect)
         lv = self.plan(grid, epsilon, params, sensitivity=sensitivity)[0]
         return {"sd": lv.sd * cells ** 0.5, "cells": cells, "exact": True}
 
-    def release(
-        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
+    def _release(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
-        params = self.resolve_params(params)
         grid = aggregate.grid
-        levels = self.plan(grid, epsilon, params, sensitivity=aggregate.sensitivity)
-        noisy = noisy_counts(aggregate.counts, epsilon, aggregate.sensitivity, noise).ravel()
+        levels = self._plan(grid, cost, params, sensitivity=aggregate.sensitivity, n_estimate=None)
+        noisy = noisy_counts(aggregate.counts, cost, aggregate.sensitivity, noise).ravel()
         r, c = np.divmod(np.arange(grid.n_cells, dtype=np.int64), grid.cols)
         rects = np.column_stack([r, r + 1, c, c + 1])
-        return self.flat_release(aggregate, self.privacy_cost(epsilon, params), params, levels, rects, noisy)
+        return self.flat_release(aggregate, cost, params, levels, rects, noisy)

@@ -64,7 +64,7 @@ from numpy.typing import NDArray
 from dpcore import noise as _noise
 from dpcore.budget import PrivacyCost, laplace_scale_for_epsilon, pure, split_custom
 from dpcore.domain import Aggregate, Grid, prefix_sums, rect_sums_from_prefix
-from dpcore.mechanisms.base import Budget, Param, PointMechanism
+from dpcore.mechanisms.base import Param, PointMechanism
 from dpcore.mechanisms.quadtree import (
     level_budgets,
     node_budgets,
@@ -146,17 +146,9 @@ class KDTree(PointMechanism):
         return min(per_depth), v_cnt, level_budgets(v_cnt, h + 1, params["budget_split"])
 
     # -- plan --------------------------------------------------------------------
-    def plan(
-        self,
-        grid: Grid,
-        epsilon: Budget,
-        params: dict[str, Any],
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
+    def _plan(
+        self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
-        cost = self.check_budget(epsilon)
-        params = self.resolve_params(params)
         eps_med, _, parts = self._budgets(cost, grid, params)
         h = len(parts) - 1
         levels: list[LevelPlan] = []
@@ -191,11 +183,9 @@ class KDTree(PointMechanism):
         return tuple(levels)
 
     # -- release -------------------------------------------------------------------
-    def release(
-        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
+    def _release(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
-        cost = self.check_budget(epsilon)
-        params = self.resolve_params(params)
         grid = aggregate.grid
         k = aggregate.sensitivity
         eps_med, v_cnt, parts = self._budgets(cost, grid, params)
@@ -252,7 +242,7 @@ class KDTree(PointMechanism):
         noisy, sd_own, ci_own = noisy_tree_counts(rect_sums_from_prefix(P, all_rects), budgets, k,
                                                   noise)
         est, sd, ci = consistent_release(parent, depth, noisy, sd_own, ci_own)
-        levels = self.plan(grid, cost, params, sensitivity=k)
+        levels = self._plan(grid, cost, params, sensitivity=k, n_estimate=None)
         return self.make_release(
             aggregate, cost, params, levels,
             rects=all_rects,

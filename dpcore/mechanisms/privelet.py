@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from dpcore import privelet as pv
+from dpcore.budget import PrivacyCost
 from dpcore.domain import Aggregate, Grid
-from dpcore.mechanisms.base import Budget, Param, PointMechanism
+from dpcore.mechanisms.base import Param, PointMechanism, rect_bounds, rect_cells
 from dpcore.noise import NoiseSource
 from dpcore.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 
@@ -92,17 +93,9 @@ class Privelet(PointMechanism):
         return (r0, r0 + h), (c0, c0 + w)
 
     # -- plan --------------------------------------------------------------------------------
-    def plan(
-        self,
-        grid: Grid,
-        epsilon: Budget,
-        params: dict[str, Any],
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
+    def _plan(
+        self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
-        cost = self.check_budget(epsilon)
-        params = self.resolve_params(params)
         eps = cost.value
         axes = self.axes(grid, params)
         lam = pv.noise_magnitude(axes, eps, sensitivity=sensitivity)
@@ -151,21 +144,18 @@ class Privelet(PointMechanism):
     def query_error(self, grid: Grid, epsilon: Any, params: dict[str, Any], rect: tuple[int, int, int, int],
                     *, sensitivity: int = 1, n_estimate: float | None = None) -> dict[str, Any]:
         """Exact, data-free noise SD of the query over cells ``rect`` (spec §3.4)."""
-        cost = self.check_budget(epsilon)
-        params = self.resolve_params(params)
-        r0, r1, c0, c1 = (int(v) for v in rect)
+        cost, params = self.prepare(grid, epsilon, params)
+        r0, r1, c0, c1 = rect_bounds(rect)
         var = pv.query_variance(self.axes(grid, params), cost.value, [(r0, r1), (c0, c1)],
                                 sensitivity=sensitivity)
-        return {"sd": math.sqrt(var), "cells": max(0, r1 - r0) * max(0, c1 - c0), "exact": True}
+        return {"sd": math.sqrt(var), "cells": rect_cells(rect), "exact": True}
 
-    def release(
-        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
+    def _release(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
-        cost = self.check_budget(epsilon)
-        params = self.resolve_params(params)
         grid = aggregate.grid
         k = aggregate.sensitivity
-        levels = self.plan(grid, cost, params, sensitivity=k)
+        levels = self._plan(grid, cost, params, sensitivity=k, n_estimate=None)
         axes = self.axes(grid, params)
         rel = pv.release(aggregate.counts, axes, cost.value, noise, sensitivity=k)
         r, c = np.divmod(np.arange(grid.n_cells, dtype=np.int64), grid.cols)

@@ -57,9 +57,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcore import noise as _noise
-from dpcore.budget import laplace_scale_for_epsilon, pure, split_geometric, split_uniform
+from dpcore.budget import (
+    PrivacyCost,
+    laplace_scale_for_epsilon,
+    pure,
+    split_geometric,
+    split_uniform,
+)
 from dpcore.domain import Aggregate, Grid, rect_sums
-from dpcore.mechanisms.base import Budget, Param, PointMechanism, count_level
+from dpcore.mechanisms.base import Param, PointMechanism, count_level
 from dpcore.noise import NoiseSource
 from dpcore.release import LevelPlan, PartitionRelease
 from dpcore.tree_inference import consistent_release, consistent_variance
@@ -238,17 +244,9 @@ class Quadtree(PointMechanism):
         return level_budgets(total, h + 1, params["budget_split"])
 
     # -- plan --------------------------------------------------------------------
-    def plan(
-        self,
-        grid: Grid,
-        epsilon: Budget,
-        params: dict[str, Any],
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
+    def _plan(
+        self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
-        cost = self.check_budget(epsilon)
-        params = self.resolve_params(params)
         parts = self._parts(cost.value, grid, params)
         _, parent, depth, leaf = quadtree_structure(grid.rows, grid.cols, len(parts) - 1)
         budgets = node_budgets(depth, leaf, parts, cost.value)
@@ -270,11 +268,9 @@ class Quadtree(PointMechanism):
                                  "quadrants", note=note))
 
     # -- release -------------------------------------------------------------------
-    def release(
-        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
+    def _release(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
-        cost = self.check_budget(epsilon)
-        params = self.resolve_params(params)
         grid = aggregate.grid
         k = aggregate.sensitivity
         parts = self._parts(cost.value, grid, params)

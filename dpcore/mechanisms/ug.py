@@ -25,10 +25,8 @@ from dpcore.budget import PrivacyCost, split_custom
 from dpcore.domain import Aggregate, Grid, block_rects, rect_sums
 from dpcore.errors import ParameterError
 from dpcore.mechanisms.base import (
-    Budget,
     Param,
     PointMechanism,
-    as_cost,
     count_level,
     equivalent_epsilon,
     noisy_counts,
@@ -78,17 +76,9 @@ class UniformGrid(PointMechanism):
         return part(cost, v_n), part(cost, v_g)
 
     # -- plan --------------------------------------------------------------------
-    def plan(
-        self,
-        grid: Grid,
-        epsilon: Budget,
-        params: dict[str, Any],
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
+    def _plan(
+        self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
-        cost = as_cost(epsilon)
-        params = self.resolve_params(params)
         e_n, e_g = self._budgets(cost, params)
         n = params["public_n"] if params["public_n"] > 0 else n_estimate
         if n is None:
@@ -111,11 +101,9 @@ class UniformGrid(PointMechanism):
         return tuple(levels)
 
     # -- release -------------------------------------------------------------------
-    def release(
-        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
+    def _release(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
-        cost = as_cost(epsilon)
-        params = self.resolve_params(params)
         grid = aggregate.grid
         k = aggregate.sensitivity
         e_n, e_g = self._budgets(cost, params)

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from dpcore.budget import PrivacyCost
 from dpcore.domain import Aggregate, Grid
-from dpcore.mechanisms.base import Budget, PointMechanism, as_cost, count_level, noisy_counts
+from dpcore.mechanisms.base import Budget, PointMechanism, count_level, noisy_counts, rect_cells
 from dpcore.noise import NoiseSource
 from dpcore.release import LevelPlan, PartitionRelease
 
@@ -28,16 +29,9 @@ class Uniform(PointMechanism):
     reference = "Baseline in Qardaji, Yang & Li (ICDE 2013) and Shaham et al. (HTF, SIGSPATIAL 2021)"
     params = ()
 
-    def plan(
-        self,
-        grid: Grid,
-        epsilon: Budget,
-        params: dict[str, Any],
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
+    def _plan(
+        self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
-        cost = as_cost(epsilon)
         return (
             count_level(
                 0,
@@ -54,19 +48,17 @@ class Uniform(PointMechanism):
     def query_error(self, grid: Grid, epsilon: Budget, params: dict[str, Any], rect: tuple[int, int, int, int],
                     *, sensitivity: int = 1, n_estimate: float | None = None) -> dict[str, Any]:
         """Exact noise part: the query takes its area share of the one noisy total."""
-        r0, r1, c0, c1 = (int(v) for v in rect)
-        cells = max(0, r1 - r0) * max(0, c1 - c0)
+        cells = rect_cells(rect)
         lv = self.plan(grid, epsilon, params, sensitivity=sensitivity)[0]
         return {"sd": lv.sd * cells / grid.n_cells, "cells": cells, "exact": True}
 
-    def release(
-        self, aggregate: Aggregate, epsilon: Budget, params: dict[str, Any], noise: NoiseSource
+    def _release(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
-        params = self.resolve_params(params)
         grid = aggregate.grid
-        levels = self.plan(grid, epsilon, params, sensitivity=aggregate.sensitivity)
+        levels = self._plan(grid, cost, params, sensitivity=aggregate.sensitivity, n_estimate=None)
         total = np.array([aggregate.total], dtype=np.int64)
-        noisy = noisy_counts(total, epsilon, aggregate.sensitivity, noise)
+        noisy = noisy_counts(total, cost, aggregate.sensitivity, noise)
         rects = np.array([[0, grid.rows, 0, grid.cols]], dtype=np.int64)
-        return self.flat_release(aggregate, self.privacy_cost(epsilon, params), params, levels, rects, noisy,
+        return self.flat_release(aggregate, cost, params, levels, rects, noisy,
                                  public={"noisy_total": int(noisy[0])})
