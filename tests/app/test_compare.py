@@ -117,8 +117,6 @@ def test_nothing_chosen_disables_run(at: AppTest) -> None:
     assert at.button(key="compare_run").disabled
 
 
-@pytest.mark.skipif("app_pages/compare.py" not in (ROOT / "app.py").read_text("utf-8"),
-                    reason="app.py's PAGES does not list the Compare page yet")
 def test_reachable_from_the_app() -> None:
     app = AppTest.from_file("../../app.py", default_timeout=120)
     app.run()

@@ -191,7 +191,7 @@ EPS = 0.001  # scale 1000: P(noise = 0) ~ 5e-4 per count
 
 @pytest.mark.parametrize(
     "name,params",
-    [("identity", {}), ("uniform", {}), ("ug", {}), ("ug", {"public_n": 40_000_000})],
+    [*((n, {}) for n in mechanisms.names()), ("ug", {"public_n": 40_000_000})],
 )
 def test_exports_hold_no_true_values(tmp_path: Path, name: str, params: dict) -> None:
     agg = aggregate(TRUE_COUNTS, bounds=Bounds(0.0, 0.0, 1.0, 1.0), n_outside=N_OUTSIDE, n_capped=N_CAPPED)
