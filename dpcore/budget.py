@@ -130,8 +130,8 @@ def _count(k: Any, what: str = "The number of parts k") -> int:
     return out
 
 
-def _float_down(q: Fraction) -> float:
-    """The largest float that is <= q."""
+def float_down(q: Fraction) -> float:
+    """The largest float that is <= q (budgets are rounded down, never up)."""
     f = float(q)
     if Fraction(f) > q:
         f = math.nextafter(f, -math.inf)
@@ -529,9 +529,9 @@ def _split_by_weights(total: float, weights: Sequence[float]) -> list[float]:
         # Only when the absorbing share is ~0: rounding pushed the others a few ulps above
         # the total.  Take the excess from the largest part (orders of magnitude bigger).
         j = max((i for i in range(len(parts)) if i != last), key=parts.__getitem__)
-        parts[j] = max(0.0, _float_down(Fraction(parts[j]) + left))
+        parts[j] = max(0.0, float_down(Fraction(parts[j]) + left))
         left = rest()
-    parts[last] = _float_down(left)
+    parts[last] = float_down(left)
     return parts
 
 

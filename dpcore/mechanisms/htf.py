@@ -105,10 +105,10 @@ from numpy.typing import NDArray
 from dpcore import noise as _noise
 from dpcore.budget import (
     PrivacyCost,
+    float_down,
     laplace_scale_for_epsilon,
     pure,
-    split_geometric,
-    split_uniform,
+    split,
 )
 from dpcore.domain import Aggregate, Grid, prefix_sums, rect_sums_from_prefix
 from dpcore.errors import ParameterError
@@ -186,14 +186,6 @@ def tree_height(n: float, epsilon: float, c0: float, sensitivity: int = 1,
     return h if h_max is None else min(h, int(h_max))
 
 
-def _float_down(q: Fraction) -> float:
-    """The largest float <= q."""
-    f = float(q)
-    if Fraction(f) > q:
-        f = math.nextafter(f, -math.inf)
-    return f
-
-
 def count_budgets(eps_data: float, h: int, allocation: str = "geometric") -> tuple[float, ...]:
     """Per-node count budget ``ε_i`` indexed by **height** i = 0..h (root = h).
 
@@ -201,12 +193,9 @@ def count_budgets(eps_data: float, h: int, allocation: str = "geometric") -> tup
     so the root gets the least and ``ε_{i−1}/ε_i = 2^(1/3)``.  Uniform: ``ε_data/(h+1)``.
     The exact sum of the floats is <= ε_data (:func:`dpcore.budget.split_geometric`).
     """
-    if allocation == "geometric":
-        by_depth = split_geometric(eps_data, h + 1, 2 ** (1 / 3))
-    elif allocation == "uniform":
-        by_depth = split_uniform(eps_data, h + 1)
-    else:
+    if allocation not in ("geometric", "uniform"):
         raise ParameterError(f"Unknown count allocation {allocation!r}; choose 'geometric' or 'uniform'.")
+    by_depth = split(eps_data, h + 1, allocation)  # geometric ratio 2^(1/3) by default
     return tuple(by_depth[h - i] for i in range(h + 1))
 
 
@@ -224,7 +213,7 @@ def remainder_budgets(by_height: tuple[float, ...], eps_data: float) -> tuple[fl
     acc = Fraction(0)
     for i in range(h, 0, -1):
         acc += Fraction(by_height[i])
-        rem[i] = _float_down(total - acc)
+        rem[i] = float_down(total - acc)
     rem[h + 1] = float(eps_data)
     return tuple(rem)
 
@@ -273,8 +262,8 @@ def budget_breakdown(epsilon: float, params: dict[str, Any], h: int) -> Budgets:
     elif params["partition_epsilon_per_level"] > 0:
         eps_level = float(params["partition_epsilon_per_level"])
     else:
-        eps_level = _float_down(total * Fraction(params["partition_share"]) / h)
-    eps_data = _float_down(total - Fraction(eps_height) - h * Fraction(eps_level))
+        eps_level = float_down(total * Fraction(params["partition_share"]) / h)
+    eps_data = float_down(total - Fraction(eps_height) - h * Fraction(eps_level))
     if eps_data <= 0:
         raise ParameterError(
             f"HTF's budget does not add up: ε = {epsilon:g} minus ε_height = {eps_height:g} "

@@ -59,11 +59,11 @@ from numpy.typing import NDArray
 from dpcore import noise as _noise
 from dpcore.budget import (
     PrivacyCost,
+    float_down,
     laplace_scale_for_epsilon,
     pure,
-    split_geometric,
-    split_uniform,
 )
+from dpcore.budget import split as split_parts
 from dpcore.domain import Aggregate, Grid, rect_sums
 from dpcore.mechanisms.base import Param, PointMechanism, count_level
 from dpcore.noise import NoiseSource
@@ -83,16 +83,7 @@ def level_budgets(total: float, n_levels: int, split: str) -> list[float]:
     ``"geometric"``: ``ε_d ∝ 2^(d/3)`` (the leaves get the most; Cormode et al. Eq. 17);
     ``"uniform"``: equal parts.
     """
-    if split == "geometric":
-        return split_geometric(total, n_levels, GEOMETRIC_RATIO)
-    return split_uniform(total, n_levels)
-
-
-def _float_down(q: Fraction) -> float:
-    f = float(q)
-    if Fraction(f) > q:
-        f = math.nextafter(f, -math.inf)
-    return f
+    return split_parts(total, n_levels, "geometric" if split == "geometric" else "uniform", ratio=GEOMETRIC_RATIO)
 
 
 def path_remainders(total: float, parts: list[float]) -> list[float]:
@@ -101,7 +92,7 @@ def path_remainders(total: float, parts: list[float]) -> list[float]:
     exact = Fraction(total)
     out = []
     for p in parts:
-        out.append(max(0.0, _float_down(exact)))
+        out.append(max(0.0, float_down(exact)))
         exact -= Fraction(p)
     return out
 
