@@ -448,7 +448,7 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
 def gaussian_sigma_for_rho(rho: float, l2_sensitivity: float) -> float:
     """Standard deviation of Gaussian noise that gives ρ-zCDP.
 
-    ``σ = Δ₂ / sqrt(2ρ)``: the Gaussian mechanism with L2 sensitivity Δ₂ and variance σ² is
+    ``σ = Δ₂ / sqrt(2ρ)``, rounded up to a float with ``σ² ≥ Δ₂²/(2ρ)`` exactly: the Gaussian mechanism with L2 sensitivity Δ₂ and variance σ² is
     ``Δ₂²/(2σ²)``-zCDP (Bun & Steinke 2016, Prop. 1.6); the same holds for the discrete
     Gaussian on integers (Canonne, Kamath & Steinke 2020, Thm. 4).
 
@@ -465,7 +465,13 @@ def gaussian_sigma_for_rho(rho: float, l2_sensitivity: float) -> float:
         "The L2 sensitivity Δ₂",
         "It is the most one unit of privacy can change the counts (1 for one point per person).",
     )
-    return s / math.sqrt(2.0 * r)
+    # Δ₂/sqrt(2ρ) in floats may round down by an ulp, which would spend a hair more than ρ:
+    # step the float up until its exact square clears the exact bound σ² ≥ Δ₂²/(2ρ).
+    target = Fraction(s) ** 2 / (2 * Fraction(r))
+    sigma = s / math.sqrt(2.0 * r)
+    while Fraction(sigma) ** 2 < target:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
 
 
 def laplace_scale_for_epsilon(epsilon: float, l1_sensitivity: float) -> Fraction:

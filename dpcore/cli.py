@@ -212,7 +212,8 @@ def _load_ledger(args: argparse.Namespace, make: Any, cost: Any) -> tuple[Path |
             raise ParameterError(f"Ledger file '{ledger_path}' is not a dpcore ledger ({e}). "
                                  "Point --ledger to the file an earlier run wrote, or a new path.") from None
         if args.budget_cap is not None and args.budget_cap != ledger.cap.value:
-            ledger.set_cap(make(args.budget_cap))
+            # the cap keeps the ledger's definition (a pure-ε release may draw on a ρ ledger)
+            ledger.set_cap(budget.pure(args.budget_cap) if ledger.definition == "pure" else budget.zcdp(args.budget_cap))
     else:
         cap = args.budget_cap if args.budget_cap is not None else cost.value
         ledger = budget.Ledger(make(cap))

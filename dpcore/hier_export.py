@@ -20,7 +20,7 @@ import pandas as pd
 import dpcore
 from dpcore.budget import APPROX_DP_DELTAS, Ledger, zcdp_to_approx_dp
 from dpcore.errors import InputError
-from dpcore.export import _jsonable, record_schema, validate_record
+from dpcore.export import _jsonable, validate_record
 from dpcore.hierarchical import HierarchyRelease
 from dpcore.hierarchy import Hierarchy
 
@@ -131,9 +131,9 @@ def join_boundaries(h: Hierarchy, depth: int, gdf: geopandas.GeoDataFrame, key: 
     for col, vals in cands.items():
         if key is not None and col != key:
             continue
-        vs = set(vals.dropna().tolist())
+        present = vals.dropna().to_numpy(dtype=object)
         for style, codes in styles.items():
-            n = sum(1 for c in codes if c in vs)
+            n = int(np.isin(codes, present).sum())
             if best is None or n > best[0]:
                 best = (n, col, style)
     assert best is not None
@@ -144,16 +144,15 @@ def join_boundaries(h: Hierarchy, depth: int, gdf: geopandas.GeoDataFrame, key: 
             f"(e.g. codes {', '.join(map(str, styles[style][:3]))}). Choose the boundary file of this "
             "level, or a file whose features carry these codes (an id or a code column)."
         )
-    codes = styles[style]
-    pos = {c: i for i, c in enumerate(codes)}
-    vals = cands[col]
-    node = vals.map(lambda v: pos.get(v, -1) if isinstance(v, str) else -1).to_numpy(dtype=np.int64)
+    vals = cands[col].fillna("").astype(str)
+    node = pd.Index(styles[style]).get_indexer(vals.to_numpy(dtype=object)).astype(np.int64)
     matched = gdf.loc[node >= 0].copy()
     matched["node"] = node[node >= 0]
-    matched = matched.drop_duplicates("node")
-    have = set(matched["node"].tolist())
-    missing = [str(h.labels(depth)[i]) for i in range(h.sizes[depth]) if i not in have]
-    extra = sorted({str(v) for v, i in zip(vals.tolist(), node.tolist(), strict=True) if i < 0})
+    matched = matched.drop_duplicates("node")  # a code drawn twice: the first feature is kept
+    have = np.zeros(h.sizes[depth], dtype=bool)
+    have[matched["node"].to_numpy()] = True
+    missing = h.labels(depth)[~have].astype(str).tolist()
+    extra = sorted(set(vals[node < 0].tolist()) - {""})
     return BoundaryJoin(depth, matched, col, style, missing, extra)
 
 
@@ -256,6 +255,13 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
             "list, not from the data.",
         ],
     }
+    if p.statistic == "group_sizes":
+        rec["notes"].append(
+            "Group sizes: the number of groups N is public, so neighbouring datasets keep every group. "
+            "A person who is the only member of their group cannot be removed without removing the group; "
+            "such people are protected only against changes of group size, not against their absence "
+            "(census-optimization.md review note 3)."
+        )
     if h.source == "data (not public)":
         rec["notes"].append(
             "WARNING: the area list was taken from the data; areas without people are missing and that "
@@ -276,10 +282,6 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
 def hierarchy_json(rel: HierarchyRelease, ledger: Ledger | None = None, files: list[str] | None = None) -> bytes:
     return orjson.dumps(hierarchy_record(rel, ledger, files),
                         option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
-
-
-def hierarchy_schema() -> dict[str, Any]:
-    return record_schema("hierarchy_release")
 
 
 def validate_hierarchy_record(record: dict[str, Any]) -> None:

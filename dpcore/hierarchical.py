@@ -42,7 +42,6 @@ import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -209,8 +208,6 @@ class HierPlan:
     def total_public(self) -> bool:
         return self.neighbour == "replace" and self.statistic == "count"
 
-    def table(self) -> list[dict[str, Any]]:
-        return [lv.to_dict() for lv in self.levels]
 
 
 def _sensitivities(mechanism: str, statistic: str, neighbour: str) -> tuple[float, float]:
@@ -225,7 +222,7 @@ def _sensitivities(mechanism: str, statistic: str, neighbour: str) -> tuple[floa
     return base
 
 
-def _measured(mechanism: str, statistic: str, neighbour: str, depth: int) -> list[bool]:
+def measured_levels(mechanism: str, statistic: str, neighbour: str, depth: int) -> list[bool]:
     """Which depths 0..L get a noisy measurement."""
     if mechanism == "bottom_up":
         return [d == depth for d in range(depth + 1)]
@@ -238,10 +235,7 @@ def _noise_facts(definition: str, share: float, l1: float, l2: float) -> tuple[s
     if definition == "pure":
         t = budget.laplace_scale_for_epsilon(share, l1)
         return "discrete_laplace", t, _noise.discrete_laplace_variance(t)
-    sigma = budget.gaussian_sigma_for_rho(share, l2)
-    # the float Δ₂/√(2ρ) may round down by an ulp (a hair more than ρ): step up until σ² ≥ Δ₂²/(2ρ) exactly
-    while Fraction(sigma) ** 2 < Fraction(l2) ** 2 / (2 * Fraction(share)):
-        sigma = math.nextafter(sigma, math.inf)
+    sigma = budget.gaussian_sigma_for_rho(share, l2)  # rounded up: σ² ≥ Δ₂²/(2ρ) exactly
     return "discrete_gaussian", sigma, _noise.discrete_gaussian_variance(sigma)
 
 
@@ -409,7 +403,7 @@ def plan(
     if k < 1:
         raise ParameterError("A group-size histogram needs at least one size.")
     L = hierarchy.depth
-    measured = _measured(info.name, statistic, neighbour, L)
+    measured = measured_levels(info.name, statistic, neighbour, L)
     n_meas = sum(measured)
     if split == "custom":
         if weights is None or len(list(weights)) != n_meas:
@@ -623,6 +617,12 @@ def _isotonic_rows(c: np.ndarray) -> np.ndarray:
     return out
 
 
+def check_order(order: str) -> None:
+    """IntOpt's zeroing order must be 'ascending' or 'descending'."""
+    if order not in ("ascending", "descending"):
+        raise ParameterError("The zeroing order is 'ascending' (fewer false positives) or 'descending'.")
+
+
 def release(
     counts: HierarchyCounts,
     mechanism: str,
@@ -644,8 +644,7 @@ def release(
     h = counts.hierarchy
     p = plan(h, mechanism, cost, neighbour=neighbour, split=split, weights=weights,
              statistic=counts.statistic, k=counts.k)
-    if order not in ("ascending", "descending"):
-        raise ParameterError("The zeroing order is 'ascending' (fewer false positives) or 'descending'.")
+    check_order(order)
     true = counts.levels()
     L = h.depth
     details: dict[str, Any] = {}
@@ -655,7 +654,6 @@ def release(
 
     if counts.statistic == "group_sizes":
         N = counts.n_groups
-        public_total = None
         details["public_groups_N"] = N
         k = counts.k
         if name == "dpc_approx":

@@ -52,7 +52,7 @@ _SEP = "\x1f"
 _MAX_EXAMPLES = 5
 
 CodeMode = Literal["auto", "global", "within_parent"]
-AreaSource = Literal["area list", "boundaries", "table (confirmed public)", "data (not public)"]
+AreaSource = Literal["area list", "table (confirmed public)", "data (not public)"]
 
 
 def _plural(n: int, word: str) -> str:
@@ -292,11 +292,19 @@ class Hierarchy:
 
     # -- labels ---------------------------------------------------------------------------
 
+    def _memo(self, what: str, depth: int, make: Any) -> np.ndarray:
+        """Per-depth label arrays are built once (Python string work over up to 10⁵ keys)."""
+        cache = self.__dict__.setdefault("_labels_cache", {})
+        if (what, depth) not in cache:
+            cache[(what, depth)] = make()
+        return cache[(what, depth)]
+
     def codes(self, depth: int) -> np.ndarray:
         """The own code of every node at ``depth`` (the last element of its path)."""
         if depth == 0:
             return np.array([ROOT_LEVEL], dtype=object)
-        return np.array([k.rsplit(_SEP, 1)[-1] for k in self.keys[depth - 1]], dtype=object)
+        return self._memo("codes", depth, lambda: pd.Series(self.keys[depth - 1]).str.rsplit(_SEP, n=1).str[-1]
+                          .to_numpy(dtype=object))
 
     def paths(self, depth: int) -> list[tuple[str, ...]]:
         if depth == 0:
@@ -309,13 +317,15 @@ class Hierarchy:
             return np.array([ROOT_LEVEL], dtype=object)
         if self.code_modes[depth - 1] == "global":
             return self.codes(depth)
-        return np.array([k.replace(_SEP, "/") for k in self.keys[depth - 1]], dtype=object)
+        return self._memo("labels", depth, lambda: pd.Series(self.keys[depth - 1]).str.replace(_SEP, "/", regex=False)
+                          .to_numpy(dtype=object))
 
     def joined_codes(self, depth: int) -> np.ndarray:
         """Path codes concatenated without separator (``01`` + ``001`` = ``01001``: a GEOID)."""
         if depth == 0:
             return np.array([ROOT_LEVEL], dtype=object)
-        return np.array([k.replace(_SEP, "") for k in self.keys[depth - 1]], dtype=object)
+        return self._memo("joined", depth, lambda: pd.Series(self.keys[depth - 1]).str.replace(_SEP, "", regex=False)
+                          .to_numpy(dtype=object))
 
     def display_names(self, depth: int) -> np.ndarray:
         """Names where given, else the labels."""

@@ -13,7 +13,7 @@ import numpy as np
 from dpcore import mechanisms, metrics, queries
 from dpcore.budget import Ledger
 from dpcore.domain import Aggregate
-from dpcore.errors import BudgetError
+from dpcore.errors import BudgetError, ParameterError
 from dpcore.noise import NoiseSource, secure_source
 from dpcore.release import PartitionRelease
 
@@ -106,7 +106,11 @@ def release_hierarchy(
     """
     from dpcore import hierarchical
 
-    plan_opts = {k: v for k, v in options.items() if k in ("neighbour", "split", "weights")}
+    unknown = sorted(set(options) - {"neighbour", "split", "weights", "order"})
+    if unknown:
+        raise ParameterError(f"Unknown release option {', '.join(unknown)}; use neighbour, split, weights or order.")
+    hierarchical.check_order(options.get("order", "ascending"))
+    plan_opts = {k: v for k, v in options.items() if k != "order"}
     p = hierarchical.plan(counts.hierarchy, mechanism, cost, statistic=counts.statistic, k=counts.k, **plan_opts)
     ledger.check(cost)
     info = hierarchical.get(mechanism)

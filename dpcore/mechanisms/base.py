@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpcore import noise as _noise
-from dpcore.budget import PrivacyCost, laplace_scale_for_epsilon, pure, zcdp
+from dpcore.budget import PrivacyCost, gaussian_sigma_for_rho, laplace_scale_for_epsilon, pure, zcdp
 from dpcore.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
 from dpcore.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
@@ -333,14 +333,9 @@ def equivalent_epsilon(cost: PrivacyCost) -> float:
 def gaussian_sigma(rho: float, l2_sensitivity: int) -> Fraction:
     """σ of the discrete Gaussian for ρ-zCDP with ``σ² >= Δ₂²/(2ρ)`` exactly.
 
-    ``Δ₂/sqrt(2ρ)`` in floats may round down by an ulp, which would spend a hair more
-    than ρ; we step the float up until its exact square clears the exact bound.
+    The exact rounding-up is :func:`dpcore.budget.gaussian_sigma_for_rho`'s.
     """
-    target = Fraction(l2_sensitivity) ** 2 / (2 * Fraction(rho))
-    s = float(l2_sensitivity) / math.sqrt(2.0 * float(rho))
-    while Fraction(s) ** 2 < target:
-        s = math.nextafter(s, math.inf)
-    return Fraction(s)
+    return Fraction(gaussian_sigma_for_rho(rho, l2_sensitivity))
 
 
 def count_level(
