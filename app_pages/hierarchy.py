@@ -9,20 +9,20 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore import budget, hier_export, hier_viz, hierarchical, io, synthetic
+from dpcore import budget, census, hier_export, hier_viz, hierarchical, io, synthetic, viz
 from dpcore.errors import DPCoreError
 from dpcore.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
 from dpcore.noise import secure_source
 from dpcore.pipeline import release_hierarchy
 from ui import fmt
-from ui.state import seed
+from ui.state import persistent, seed, store
 
 ss = st.session_state
-ss.setdefault("hier_ledgers", {})
-PER_PERSON = "(one row per person)"
+ss.setdefault("census_ledgers", {})  # one ledger per table, shared with the Census (Privelet) page
 DEMO = "demo"
 US = "us"
 UPLOAD = "upload"
+MAX_POLYGONS = viz.MAX_POLYGONS
 SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 US_TRACTS = SHARED / "census" / "us_tract_population_2020_cenpop.csv.gz"
 US_STATES = SHARED / "boundaries" / "us_states_2010_20m.geojson"
@@ -37,13 +37,12 @@ SPLITS = {"uniform": "Uniform across levels", "geometric": "Geometric (finer lev
 
 
 def keep(key: str, default: Any) -> str:
-    """Widget key seeded from ``ss[key]`` (kept across page switches); read back with :func:`kept`."""
-    return seed(f"w_{key}", ss.get(key, default))
+    """:func:`ui.state.persistent` under this page's prefix (values survive page switches)."""
+    return persistent(f"hier_{key}", default)
 
 
 def kept(key: str) -> Any:
-    ss[key] = ss[f"w_{key}"]
-    return ss[key]
+    return store(f"hier_{key}")
 
 
 st.title("Census hierarchy")
@@ -65,8 +64,10 @@ with tab_data:
     kept("source")
     inputs: dict[str, Any] | None = None
     if source == DEMO:
-        df_demo, bounds_demo = synthetic.synthetic_hierarchy()
-        inputs = {"name": "demo geography (made up)", "df": df_demo, "levels": ["region", "district", "zone"],
+        if "hier_demo" not in ss:
+            ss["hier_demo"] = synthetic.synthetic_hierarchy()
+        df_demo, bounds_demo = ss["hier_demo"]
+        inputs = {"id": DEMO, "name": "demo geography (made up)", "df": df_demo, "levels": ["region", "district", "zone"],
                   "count": ["population"], "area_source": AREA_TABLE, "boundaries": bounds_demo,
                   "areas_df": None}
     elif source == US:
@@ -77,7 +78,7 @@ with tab_data:
         for lv, path in (("STATEFP", US_STATES), ("COUNTYFP", US_COUNTIES)):
             if path.exists():
                 us_bounds[lv] = path
-        inputs = {"name": "US tracts 2020", "df": ss["hier_us"], "levels": ["STATEFP", "COUNTYFP", "TRACTCE"],
+        inputs = {"id": US, "name": "US tracts 2020", "df": ss["hier_us"], "levels": ["STATEFP", "COUNTYFP", "TRACTCE"],
                   "count": ["POPULATION"], "area_source": AREA_TABLE, "boundaries": us_bounds, "areas_df": None}
         st.caption("The Census Bureau's tract file lists every tract, the 614 empty ones included, so it serves "
                    "as the public area list. State and county boundaries are the 2010 cartographic files; four "
@@ -129,11 +130,14 @@ with tab_data:
             if area_source == AREA_UPLOAD:
                 aup = st.file_uploader("Public area list (CSV or Parquet with the level columns)",
                                        type=["csv", "gz", "parquet"], key="hier_areas_upload")
-                if aup is not None:
+                if aup is not None and ss.get("hier_areas_id") != aup.file_id:
                     try:
-                        areas_df = read_hierarchy_table(aup.getvalue(), aup.name)
+                        ss["hier_areas_df"] = read_hierarchy_table(aup.getvalue(), aup.name)
+                        ss["hier_areas_id"] = aup.file_id
                     except DPCoreError as e:
                         st.error(str(e))
+                if aup is not None and ss.get("hier_areas_id") == aup.file_id:
+                    areas_df = ss["hier_areas_df"]
             if not count and area_source == AREA_TABLE:
                 st.warning("With one row per person, areas where nobody lives are not in the table: upload the "
                            "public area list instead.")
@@ -143,8 +147,8 @@ with tab_data:
                     bup = st.file_uploader(f"Boundaries of '{lv}' (GeoJSON, GeoPackage, zipped shapefile)",
                                            type=["geojson", "json", "gpkg", "zip"], key=f"hier_bounds_{lv}")
                     if bup is not None:
-                        bounds_up[lv] = (bup.getvalue(), bup.name)
-            inputs = {"name": ss.get("hier_upload_name", "upload"), "df": df_up, "levels": levels,
+                        bounds_up[lv] = (bup.getvalue(), bup.name, bup.file_id)
+            inputs = {"id": ss.get("hier_upload_id"), "name": ss.get("hier_upload_name", "upload"), "df": df_up, "levels": levels,
                       "count": count, "group": None if group == "(none)" else group, "area_source": area_source,
                       "areas_df": areas_df, "boundaries": bounds_up}
             if area_source == AREA_UPLOAD and areas_df is None:
@@ -157,8 +161,9 @@ with tab_data:
     model = None
     if inputs is not None:
         df = inputs["df"]
-        key = (inputs["name"], id(df), tuple(inputs["levels"]), tuple(inputs["count"]), inputs.get("group"),
-               inputs["area_source"], None if inputs["areas_df"] is None else id(inputs["areas_df"]))
+        key = (inputs["id"], tuple(inputs["levels"]), tuple(inputs["count"]), inputs.get("group"),
+               inputs["area_source"], ss.get("hier_areas_id") if inputs["areas_df"] is not None else None,
+               tuple((lv, b[2] if isinstance(b, tuple) else str(b)) for lv, b in inputs["boundaries"].items()))
         if ss.get("hier_model_key") == key:
             model = ss["hier_model"]  # confidential counts: this session only
         else:
@@ -187,7 +192,8 @@ with tab_data:
                                 + f"; {fmt.count(len(j.extra_features))} boundary features that match no area"
                                 + (f" ({', '.join(j.extra_features[:8])}{' …' if len(j.extra_features) > 8 else ''})"
                                    if j.extra_features else ""))
-                fp = h.fingerprint() + ":" + str(pd.util.hash_pandas_object(df, index=False).sum())
+                # the ledger belongs to the table's content, whatever levels or area list are chosen
+                fp = census.fingerprint(df)
                 model = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
                          "name": inputs["name"]}
                 ss["hier_model"], ss["hier_model_key"] = model, key
@@ -217,9 +223,9 @@ if model is None:
 h: Hierarchy = model["h"]
 counts: HierarchyCounts = model["counts"]
 fp = model["fp"]
-led = ss["hier_ledgers"].get(fp)
+led = ss["census_ledgers"].get(fp)
 if led is None:
-    led = ss["hier_ledgers"][fp] = budget.Ledger(budget.pure(1.0), dataset=fp)
+    led = ss["census_ledgers"][fp] = budget.Ledger(budget.pure(1.0), dataset=fp)
 
 # ============================================================================ mechanism
 with tab_mech:
@@ -273,7 +279,8 @@ with tab_mech:
     split = c5.radio("Budget across levels", list(SPLITS), format_func=SPLITS.get, key=keep("split", "uniform"))
     kept("split")
     weights = None
-    n_measured = sum(hierarchical._measured(mech_name, counts.statistic, neighbour, h.depth))
+    weights_ok = True
+    n_measured = sum(hierarchical.measured_levels(mech_name, counts.statistic, neighbour, h.depth))
     if split == "custom":
         txt = c5.text_input(f"Weights, one per measured level ({n_measured}), top first",
                             key=keep(f"weights_{n_measured}", ",".join(["1"] * n_measured)))
@@ -282,7 +289,7 @@ with tab_mech:
             weights = [float(x) for x in txt.split(",") if x.strip()]
         except ValueError:
             st.error("Weights must be numbers separated by commas, e.g. 1,1,2,4.")
-            weights = [1.0] * n_measured
+            weights, weights_ok = [1.0] * n_measured, False
     order = "ascending"
     if mech_name == "topdown_linf":
         with st.expander("Advanced"):
@@ -312,7 +319,7 @@ with tab_mech:
     can = led.can_spend(cost)
     left = led.remaining - (led.charge_of(cost) if can else 0.0)
     label = f"Release with {cost.label()} — {fmt.eps(max(left, 0.0))} left after this"
-    if st.button(label, type="primary", disabled=not can, key="hier_release_button"):
+    if st.button(label, type="primary", disabled=not (can and weights_ok), key="hier_release_button"):
         try:
             with st.spinner("Adding noise and making every level add up …"):
                 rel = release_hierarchy(counts, mech_name, cost, led, noise=secure_source(),
@@ -365,11 +372,17 @@ if entry is not None:
             if counts.statistic == "group_sizes":
                 sz = cmap.selectbox("Group size", ["all sizes", *rel.size_labels], key="hier_map_size")
                 size = None if sz == "all sizes" else rel.size_labels.index(sz)
-            try:
-                fig = hier_viz.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size)
-                cmap.plotly_chart(fig, key="hier_map", config={"displayModeBar": False})
-            except DPCoreError as e:
-                cmap.error(str(e))
+            n_poly = len(joins[level].frame) if nodes is None else len(nodes)
+            if n_poly > MAX_POLYGONS:
+                cmap.info(f"{fmt.count(n_poly)} areas are too many to draw at once: choose an area above to see "
+                          "the areas inside it.")
+            else:
+                figs = entry.setdefault("figs", {})  # a rerun does not rebuild the same map
+                fkey = (level, None if nodes is None else int(within), size)
+                if fkey not in figs:
+                    figs[fkey] = hier_viz.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join,
+                                                        size=size)
+                cmap.plotly_chart(figs[fkey], key="hier_map", config={"displayModeBar": False})
             cmap.caption("Colour: noisy count. Hover: the noisy count and its 95 % interval (from the mechanism's "
                          "analytic error, not from the data). Dark outlines: the level above.")
         tree_depth = 0
@@ -381,16 +394,21 @@ if entry is not None:
 
 # ============================================================================ errors
 with tab_err:
-    st.subheader("Expected error (analytic, data-free)")
+    shown = entry["release"].plan if entry is not None else p
+    st.subheader("Expected error of the release (analytic, data-free)" if entry is not None
+                 else "Expected error (analytic, data-free)")
     st.dataframe(pd.DataFrame([{
         "level": lv.level, "areas": fmt.count(lv.areas), "noise SD": fmt.num(lv.noise_sd),
         "SD after post-processing": fmt.num(lv.sd), "mean abs. error": fmt.num(lv.mean_abs),
-        "expected max abs. error": fmt.num(lv.max_abs)} for lv in p.levels]), hide_index=True, key="hier_err_plan")
-    st.caption(p.levels[-1].basis)
+        "expected max abs. error": fmt.num(lv.max_abs)} for lv in shown.levels]), hide_index=True,
+        key="hier_err_plan")
+    st.caption(shown.levels[-1].basis)
     if entry is not None:
         rel = entry["release"]
         st.subheader("Empirical error of the release · curator only, not for publication")
-        emp = hierarchical.empirical_errors(rel, counts)
+        if "empirical" not in entry:
+            entry["empirical"] = hierarchical.empirical_errors(rel, counts)  # curator only, computed once
+        emp = entry["empirical"]
         st.dataframe(pd.DataFrame([{
             "level": e["level"], "mean abs. error": fmt.num(e["mae"]), "max abs. error": fmt.num(e["max_abs_error"]),
             "mean rel. error": f"{e['mre_percent']:.1f} %",

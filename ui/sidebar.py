@@ -9,6 +9,18 @@ from dpcore.errors import DPCoreError
 from ui import fmt, state
 
 
+def _ledger(led: budget.Ledger, delta: float) -> None:
+    """The budget bar, the (ε, δ) reading of a ρ ledger, and one line per spend."""
+    spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
+    st.progress(min(spent / cap, 1.0) if cap else 1.0,
+                text=f"spent {sym} = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
+    if led.definition == "zcdp":
+        st.caption(f"As (ε, δ)-DP with δ = {delta:.0e}: spent ε = "
+                   f"{fmt.eps(budget.zcdp_to_approx_dp(spent, delta)) if spent else '0'}")
+    for e in led.entries:
+        st.caption(f"#{e.index + 1} {e.label}: {e.cost.label()}")
+
+
 def render_hierarchy() -> None:
     """Sidebar of the census-hierarchy page: its dataset, its ledger, its release."""
     ss = st.session_state
@@ -24,13 +36,9 @@ def render_hierarchy() -> None:
                    + f" · {fmt.count(model['counts'].n_rows)} rows read")
         st.caption("These figures are about your confidential data: for you only, never exported.")
         st.markdown("#### Privacy budget")
-        led = ss.get("hier_ledgers", {}).get(model["fp"])
+        led = ss.get("census_ledgers", {}).get(model["fp"])
         if led is not None:
-            spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
-            st.progress(min(spent / cap, 1.0) if cap else 1.0,
-                        text=f"spent {sym} = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
-            for e in led.entries:
-                st.caption(f"#{e.index + 1} {e.label}: {e.cost.label()}")
+            _ledger(led, ss.get("hier_delta", 1e-6))
         st.markdown("#### Current release")
         entry = ss.get("hier_release")
         if entry is None or entry["fp"] != model["fp"]:
@@ -65,16 +73,7 @@ def render(page: str = "") -> None:
         st.caption("These figures are about your confidential data: for you only, never exported.")
 
         st.markdown("#### Privacy budget")
-        led = state.ledger()
-        spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
-        st.progress(min(spent / cap, 1.0) if cap else 1.0,
-                    text=f"spent {sym} = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
-        if led.definition == "zcdp":
-            d = st.session_state.get("delta", 1e-6)
-            st.caption(f"As (ε, δ)-DP with δ = {d:.0e}: spent ε = "
-                       f"{fmt.eps(budget.zcdp_to_approx_dp(spent, d)) if spent else '0'}")
-        for e in led.entries:
-            st.caption(f"#{e.index + 1} {e.label}: {e.cost.label()}")
+        _ledger(state.ledger(), st.session_state.get("delta", 1e-6))
 
         st.markdown("#### Current release")
         cur = state.current_release()

@@ -53,19 +53,19 @@ def test_demo_shows_levels_and_expected_error_before_release(at: AppTest) -> Non
     assert "Release with ε = 0.5" in at.button(key="hier_release_button").label
     assert "hier_release" not in at.session_state
     # the replace-one model makes the total public: the root is no longer measured
-    at.radio(key="w_neighbour").set_value("replace").run()
+    at.radio(key="_w_hier_neighbour").set_value("replace").run()
     ok(at)
     plan = frame_with(at, "budget")
     assert plan["budget"].iloc[0] == "not measured"
 
 
 def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) -> None:
-    at.selectbox(key="w_mech").set_value("exact").run()
+    at.selectbox(key="_w_hier_mech").set_value("exact").run()
     at.button(key="hier_release_button").click().run()
     ok(at)
     entry = at.session_state["hier_release"]
     rel = entry["release"]
-    led = next(iter(at.session_state["hier_ledgers"].values()))
+    led = next(iter(at.session_state["census_ledgers"].values()))
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
     h: Hierarchy = rel.hierarchy
     for d in range(h.depth):
@@ -95,7 +95,7 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
 
 
 def test_budget_refusal_and_bad_upload_keep_the_release(at: AppTest) -> None:
-    at.number_input(key="w_value_pure").set_value(0.8).run()
+    at.number_input(key="_w_hier_value_pure").set_value(0.8).run()
     at.button(key="hier_release_button").click().run()
     ok(at)
     rel_id = at.session_state["hier_release"]["release"].release_id
@@ -103,14 +103,14 @@ def test_budget_refusal_and_bad_upload_keep_the_release(at: AppTest) -> None:
     assert button.disabled  # 0.8 + 0.8 > cap 1.0
     assert any("Not enough budget" in e.value for e in at.error)
     # a bad upload shows a message and keeps the earlier release
-    at.radio(key="w_source").set_value("upload").run()
+    at.radio(key="_w_hier_source").set_value("upload").run()
     ok(at)
     assert at.session_state["hier_release"]["release"].release_id == rel_id
 
 
 def test_drill_down_restricts_the_map_to_one_parent(at: AppTest) -> None:
     at.button(key="hier_release_button").click().run()
-    at.selectbox(key="w_map_level").set_value("zone").run()
+    at.selectbox(key="_w_hier_map_level").set_value("zone").run()
     ok(at)
     at.selectbox(key="hier_drill_3").set_value(0).run()
     ok(at)
