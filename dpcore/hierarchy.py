@@ -559,6 +559,8 @@ def _whole_counts(s: pd.Series, col: str) -> np.ndarray:
             f"The count column '{col}' has {_plural(int(neg.sum()), 'negative value')} ({_rows(neg)}). "
             "Counts must be 0 or more: fix those rows."
         )
-    if values.size and values.max() >= 2**53:
-        raise InputError(f"The count column '{col}' has values of 2^53 or more; they cannot be counted exactly.")
+    big = values >= 2**53
+    if big.any():
+        raise InputError(f"The count column '{col}' has values of 2^53 or more ({_rows(big)}); they cannot be "
+                         "counted exactly. Check those rows.")
     return values.astype(np.int64)

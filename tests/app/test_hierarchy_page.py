@@ -94,7 +94,7 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     assert set(ex["geojson"]) == {"region", "district", "zone"}
 
 
-def test_budget_refusal_and_bad_upload_keep_the_release(at: AppTest) -> None:
+def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> None:
     at.number_input(key="_w_hier_value_pure").set_value(0.8).run()
     at.button(key="hier_release_button").click().run()
     ok(at)
@@ -102,9 +102,10 @@ def test_budget_refusal_and_bad_upload_keep_the_release(at: AppTest) -> None:
     button = at.button(key="hier_release_button")
     assert button.disabled  # 0.8 + 0.8 > cap 1.0
     assert any("Not enough budget" in e.value for e in at.error)
-    # a bad upload shows a message and keeps the earlier release
+    # switching to an upload (nothing uploaded yet) says what to do and keeps the earlier release
     at.radio(key="_w_hier_source").set_value("upload").run()
     ok(at)
+    assert any("Upload a table" in i.value for i in at.info)
     assert at.session_state["hier_release"]["release"].release_id == rel_id
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -321,12 +322,28 @@ def assert_consistent_exactly(rel: H.HierarchyRelease) -> None:
         np.testing.assert_array_equal(sums, rel.values[d])
 
 
+class Promise(NamedTuple):
+    consistent: bool
+    integral: bool
+    nonnegative: bool
+
+
+PROMISES = {
+    "exact": Promise(True, True, True), "topdown_linf": Promise(True, True, True),
+    "topdown_l2": Promise(True, True, True), "hay": Promise(True, False, False),
+    "bottom_up": Promise(True, True, False), "independent": Promise(False, True, False),
+}
+
+
 @pytest.mark.parametrize("definition", ["pure", "zcdp"])
 @pytest.mark.parametrize("neighbour", ["add_remove", "replace"])
 @pytest.mark.parametrize("mechanism", COUNT_MECHS)
 def test_release_properties_for_counts(sparse_counts: HierarchyCounts, mechanism: str, neighbour: str,
                                        definition: str) -> None:
-    info = H.MECHANISMS[mechanism]
+    # pinned here, not read from H.MECHANISMS: a flag flipped in the code must not skip a check
+    info = PROMISES[mechanism]
+    assert (H.MECHANISMS[mechanism].consistent, H.MECHANISMS[mechanism].integral,
+            H.MECHANISMS[mechanism].nonnegative) == (info.consistent, info.integral, info.nonnegative)
     true = sparse_counts.levels()
     N = int(true[0][0])
     rel = H.release(sparse_counts, mechanism, COSTS[definition], NoiseSource(11), neighbour=neighbour)
@@ -653,6 +670,16 @@ def test_empirical_errors_refuses_another_area_list() -> None:
 # ---------------------------------------------------------------------------------------------
 
 R = 30  # releases per mechanism
+#: Only levels with at least this many (area, release) samples are checked: with fewer, the
+#: standard error of the mean is itself too uncertain (a single root cell × 30 releases gives a
+#: 5-SE band of ±80 %).  The coarse levels' variances are checked exactly against weighted least
+#: squares in test_gls_equals_weighted_least_squares.
+MIN_SAMPLES = 3000
+
+
+def checked(p: H.HierPlan) -> np.ndarray:
+    """The levels the simulation can judge: areas × releases ≥ MIN_SAMPLES."""
+    return np.array([lv.cells * R >= MIN_SAMPLES for lv in p.levels])
 
 
 @pytest.fixture(scope="module")
@@ -686,7 +713,9 @@ def test_plan_mean_abs_matches_simulation_zcdp(dense_tree: HierarchyCounts, mech
     p, mae, se, _, _ = simulate(dense_tree, mechanism, budget.zcdp(RHO), 1000)
     assert [lv.noise_sd for lv in p.levels] == pytest.approx([SIGMA] * 4, rel=1e-6)
     expected = np.array([lv.mean_abs for lv in p.levels])
-    assert np.all(np.abs(mae - expected) <= 5 * se), (mae, expected, se)
+    ok = checked(p)
+    assert ok.sum() == 2
+    assert np.all((np.abs(mae - expected) <= 5 * se)[ok]), (mae, expected, se)
 
 
 def test_plan_mean_abs_matches_simulation_topdown_l2(dense_tree: HierarchyCounts) -> None:
@@ -705,25 +734,26 @@ def test_plan_mean_abs_matches_simulation_topdown_l2(dense_tree: HierarchyCounts
         v.append(SIGMA**2 * 0.9 + v[-1] / 100)
     np.testing.assert_allclose([lv.sd for lv in p.levels], np.sqrt(v), rtol=1e-6)
     np.testing.assert_allclose(expected, np.sqrt(v) * math.sqrt(2 / math.pi), rtol=1e-6)
-    assert np.all(np.abs(mae - expected) <= 5 * se + 10 / 9), (mae, expected, se)
+    assert np.all((np.abs(mae - expected) <= 5 * se + 10 / 9)[checked(p)]), (mae, expected, se)
 
 
 @pytest.mark.parametrize("mechanism", ["exact", "hay"])
 def test_plan_sd_and_mean_abs_match_simulation_pure(dense_tree: HierarchyCounts, mechanism: str) -> None:
     """Pure ε: the posterior variance (plan sd²) is exact for the linear part (dense counts).
 
-    The mean |error| of a node is a Laplace/normal mixture: its own discrete Laplace noise plus
-    a sum of many others.  E|e|/sd therefore lies between the Laplace value 1/√2 (the plan's
-    figure) and the normal value √(2/π) (Jensen: a scale mixture of normals).
+    The plan's mean |error| uses the Laplace shape (E|e| = sd/√2).  That holds at the finest
+    level, where a node's own noise dominates; above it the error mixes in the children's noise
+    and the plan is known to be low (measured 6–11 % at the middle levels of this 10-ary tree;
+    README and closing note), so only the variance is asserted there.
     """
     eps = 4 / (SIGMA / math.sqrt(2))  # ε_l = 1/t with the Laplace sd √2·t ≈ 60
     p, mae, se, mse, se2 = simulate(dense_tree, mechanism, budget.pure(eps), 3000)
     sd2 = np.array([lv.sd ** 2 for lv in p.levels])
-    assert np.all(np.abs(mse - sd2) <= 5 * se2), (mse, sd2, se2)
+    ok = checked(p)
+    assert np.all((np.abs(mse - sd2) <= 5 * se2)[ok]), (mse, sd2, se2)
     laplace = np.array([lv.mean_abs for lv in p.levels])
     np.testing.assert_allclose(laplace, np.sqrt(sd2) / math.sqrt(2), rtol=1e-9)
-    normal = np.sqrt(sd2) * math.sqrt(2 / math.pi)
-    assert np.all(mae >= laplace - 5 * se) and np.all(mae <= normal + 5 * se), (mae, laplace, normal, se)
+    assert abs(mae[-1] - laplace[-1]) <= 5 * se[-1], (mae, laplace, se)
 
 
 def test_plan_mean_abs_matches_simulation_exact_pure_on_a_wide_tree() -> None:
@@ -732,7 +762,8 @@ def test_plan_mean_abs_matches_simulation_exact_pure_on_a_wide_tree() -> None:
     c = counts_on(tree_frame(rng, [(4, 4), (100, 100)]), rng.poisson(2000, 400))
     p, mae, se, _, _ = simulate(c, "exact", budget.pure(0.05), 4000)
     expected = np.array([lv.mean_abs for lv in p.levels])
-    assert np.all(np.abs(mae - expected) <= 5 * se), (mae, expected, se)
+    ok = checked(p)
+    assert np.all((np.abs(mae - expected) <= 5 * se)[ok]), (mae, expected, se)
 
 
 def test_bottom_up_errors_are_sums_of_leaf_noise(dense_tree: HierarchyCounts) -> None:
@@ -745,9 +776,10 @@ def test_bottom_up_errors_are_sums_of_leaf_noise(dense_tree: HierarchyCounts) ->
                                                        rel=1e-12)
     assert [lv.measured for lv in p.levels] == [False, False, False, True]
     sd2 = np.array([lv.sd ** 2 for lv in p.levels])
-    assert np.all(np.abs(mse - sd2) <= 5 * se2), (mse, sd2, se2)
+    ok = checked(p)
+    assert np.all((np.abs(mse - sd2) <= 5 * se2)[ok]), (mse, sd2, se2)
     expected = np.array([lv.mean_abs for lv in p.levels])
-    assert np.all(np.abs(mae - expected) <= 5 * se), (mae, expected, se)
+    assert np.all((np.abs(mae - expected) <= 5 * se)[ok]), (mae, expected, se)
 
 
 def test_bad_options_are_refused_before_anything_is_spent(sparse_counts: HierarchyCounts) -> None:
@@ -769,8 +801,8 @@ def test_expected_maximum_error_matches_simulation(mechanism: str, cost: str) ->
     """The published 'typical_max_abs_error' against 40 seeded releases on a dense tree.
 
     The per-release maximum has an SD the sample gives us; the mean of 40 must lie within
-    5 standard errors of the analytic value plus 5 % for the approximation of the errors'
-    shape (normal or Laplace tails, stated in the plan's basis).
+    5 standard errors of the analytic value.  (TopDown's σ·√(2 ln N) from the spec is an
+    approximation: here it is 6 % high at the leaves, about 4 SE; see the closing note.)
     """
     rng = np.random.default_rng(4)
     n_leaf = 2000
@@ -787,4 +819,4 @@ def test_expected_maximum_error_matches_simulation(mechanism: str, cost: str) ->
                         for d in range(h.depth + 1)] for s in range(40)])
     for d in (2, 3):  # the levels with 100 and 2,000 areas
         m, se = maxima[:, d].mean(), maxima[:, d].std(ddof=1) / np.sqrt(len(maxima))
-        assert abs(m - p.levels[d].max_abs) <= 5 * se + 0.05 * p.levels[d].max_abs, (d, m, p.levels[d].max_abs, se)
+        assert abs(m - p.levels[d].max_abs) <= 5 * se, (d, m, p.levels[d].max_abs, se)

@@ -457,7 +457,7 @@ def test_segment_tiebreak_errors() -> None:
         intopt_segments(x, np.array([0, 3]), np.array([2]), order="up")
 
 
-def test_inputs_not_modified_and_deterministic() -> None:
+def test_inputs_not_modified() -> None:
     rng = np.random.default_rng(11)
     x = rng.integers(-5, 20, size=500)
     off = np.array([0, 100, 101, 350, 500])
@@ -465,9 +465,7 @@ def test_inputs_not_modified_and_deterministic() -> None:
     tb = rng.permutation(500)
     copies = (x.copy(), off.copy(), tot.copy(), tb.copy())
     a = intopt_segments(x, off, tot, tiebreak=tb)
-    b = l2_round_segments(x, off, tot, tiebreak=tb)
-    assert np.array_equal(a, intopt_segments(x, off, tot, tiebreak=tb))
-    assert np.array_equal(b, l2_round_segments(x, off, tot, tiebreak=tb))
+    l2_round_segments(x, off, tot, tiebreak=tb)
     for orig, now in zip(copies, (x, off, tot, tb), strict=True):
         assert np.array_equal(orig, now)
     # other integer dtypes of the inputs give the same answer

@@ -282,8 +282,10 @@ def test_single_node_tree():
 def test_weighted_objective_is_exact():
     # weights 1/3 and 3: float weights, reported objective = float(exact rational sum)
     res = solve_l2([arr(0, 0)], [arr(10), arr(3, 3)], [1 / 3, 3.0])
-    expected = exact_cost(list(res.values), [arr(10), arr(3, 3)], [1 / 3, 3.0])
-    assert res.objective == float(expected)
+    # the optimum found by exhaustive search, and the reported objective equal to it exactly
+    best = brute_force([arr(0, 0)], [arr(10), arr(3, 3)], [1 / 3, 3.0], None)
+    assert res.objective == float(best)
+    assert exact_cost(list(res.values), [arr(10), arr(3, 3)], [1 / 3, 3.0]) == best
 
 
 def test_default_half_widths():
