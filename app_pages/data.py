@@ -98,20 +98,23 @@ if df is not None:
                 state.set_dataset(state.Dataset(st.session_state["upload_name"], table, False,
                                                 state.fingerprint(table)))
                 st.session_state["user_cap"] = 10 if uc else None
-                st.success(f"Loaded {fmt.count(table.n_kept)} points.")
+                st.session_state["data_flash"] = f"Loaded {fmt.count(table.n_kept)} points."
                 st.rerun()
             except DPCoreError as e:
                 st.error(str(e))
                 st.caption("Your earlier dataset and releases are kept.")
 
+if st.session_state.get("data_flash"):
+    st.success(st.session_state.pop("data_flash"))  # shown after the rerun that loads the data
 ds = state.dataset()
 t = ds.table
 m1, m2, m3 = st.columns(3)
 m1.metric("Rows read", fmt.count(t.n_read))
 m2.metric("Rows kept", fmt.count(t.n_kept))
-m3.metric("Rows dropped", fmt.count(sum(t.dropped.values())))
+m3.metric("Rows dropped", fmt.count(t.n_dropped))
 if t.dropped:
     st.caption("Dropped: " + "; ".join(f"{fmt.count(v)} {k}" for k, v in t.dropped.items()))
+st.caption("These row counts are about your confidential data: for you only, not for publication.")
 
 # ---------------------------------------------------------------- unit of privacy
 st.subheader("2. Unit of privacy")

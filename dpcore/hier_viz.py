@@ -7,7 +7,6 @@ drawn is the release (noisy values and their analytic intervals): post-processin
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,7 @@ import plotly.graph_objects as go
 
 from dpcore.hier_export import BoundaryJoin
 from dpcore.hierarchical import HierarchyRelease
-from dpcore.viz import COLORSCALE, OFFLINE_STYLE, WEB_STYLE
+from dpcore.viz import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, _zoom_box
 
 #: Beyond this many areas the treemap shows only the first levels below the chosen area.
 MAX_TREEMAP_NODES = 3000
@@ -37,15 +36,8 @@ def _view(frame: Any, height: int, width: int = 520) -> tuple[float, dict[str, f
         west, east = float(b["minx"].min()), float(b["maxx"].max())
         south, north = float(b["miny"].min()), float(b["maxy"].max())
 
-    def merc(y: float) -> float:
-        y = max(min(y, 85.0), -85.0)
-        return math.log(math.tan(math.pi / 4 + math.radians(y) / 2))
-
-    lon_span = max(east - west, 1e-6)
-    y_span = max(merc(north) - merc(south), 1e-6)
-    zoom = max(0.0, min(math.log2(width * 360.0 / (512.0 * lon_span)),
-                        math.log2(height * 2 * math.pi / (512.0 * y_span))) - 0.3)
-    return zoom, {"lon": (west + east) / 2, "lat": (south + north) / 2}
+    zoom, centre = _zoom_box(west, south, east, north, width_px=width, height_px=height)
+    return max(0.0, zoom - 0.15), centre
 
 
 def hierarchy_map(

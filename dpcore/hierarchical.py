@@ -47,7 +47,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import special
 
-from dpcore import budget
+from dpcore import budget, topdown_opt, treedp
 from dpcore import noise as _noise
 from dpcore.budget import PrivacyCost
 from dpcore.errors import InputError, ParameterError
@@ -568,7 +568,7 @@ def _tiebreak(noise: NoiseSource, n: int) -> np.ndarray:
 
 
 def _half_widths(p: HierPlan) -> list[float]:
-    return [max(5.0, math.ceil(6.0 * lv.noise_sd)) if lv.measured else 5.0 for lv in p.levels]
+    return list(treedp.default_half_widths([1.0 / lv.noise_sd ** 2 if lv.measured else 0.0 for lv in p.levels]))
 
 
 def _dp_weights(p: HierPlan) -> list[float]:
@@ -639,8 +639,6 @@ def release(
     Use :func:`dpcore.pipeline.release_hierarchy`, which validates, charges the ledger and then
     calls this.  ``order`` is IntOpt's zeroing order for ``topdown_linf``.
     """
-    from dpcore import topdown_opt, treedp  # solvers: imported when a release needs them
-
     h = counts.hierarchy
     p = plan(h, mechanism, cost, neighbour=neighbour, split=split, weights=weights,
              statistic=counts.statistic, k=counts.k)

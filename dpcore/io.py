@@ -1096,10 +1096,9 @@ def _user_ids(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
             return np.where(missing, 0, values).astype(np.int64), missing
         text = s.astype(object).map(str).to_numpy(dtype=object)
         return text, missing
-    texts = s.astype(object).where(s.notna(), None)
-    stripped = texts.map(lambda v: None if v is None else str(v).strip(), na_action="ignore")
-    missing = (stripped.isna() | (stripped == "")).to_numpy()
-    return stripped.to_numpy(dtype=object), missing
+    stripped = s.astype("string").str.strip()
+    missing = (stripped.isna() | (stripped == "")).to_numpy(dtype=bool)
+    return stripped.astype(object).where(~missing, None).to_numpy(dtype=object), missing
 
 
 def load_points(

@@ -67,6 +67,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
+from scipy import special
 
 from dpcore.errors import ParameterError
 
@@ -660,7 +661,7 @@ def discrete_gaussian_interval(sigma, level: float = 0.95) -> int:
     level = _as_level(level)
     sf = float(s)
     if sf > _DGAUSS_SUM_MAX_SIGMA:
-        h = max(math.ceil(sf * math.sqrt(2.0) * _erfinv(level) - 0.5), 0)
+        h = max(math.ceil(sf * math.sqrt(2.0) * float(special.erfinv(level)) - 0.5), 0)
 
         def cdf(j: int) -> float:
             return math.erf((j + 0.5) / (sf * math.sqrt(2.0)))
@@ -674,18 +675,6 @@ def discrete_gaussian_interval(sigma, level: float = 0.95) -> int:
     cdf = (w[0] + 2.0 * np.concatenate(([0.0], np.cumsum(w[1:])))) / z
     idx = int(np.searchsorted(cdf, level, side="left"))
     return min(idx, w.size - 1)
-
-
-def _erfinv(y: float) -> float:
-    """Inverse error function by bisection (only a starting point is needed)."""
-    lo, hi = 0.0, 10.0
-    for _ in range(80):
-        mid = 0.5 * (lo + hi)
-        if math.erf(mid) < y:
-            lo = mid
-        else:
-            hi = mid
-    return hi
 
 
 def real_noise_epsilon(sensitivity: float, scale, granularity_exp: int) -> float:

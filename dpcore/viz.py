@@ -27,16 +27,22 @@ COLORSCALE = "YlOrRd"
 
 def _zoom_for(bounds: Bounds, width_px: int = 900, height_px: int = 600) -> tuple[float, dict[str, float]]:
     """Zoom level and centre that fit ``bounds`` (Web Mercator, 512-px world at zoom 0)."""
+    return _zoom_box(bounds.west, bounds.south, bounds.east, bounds.north, width_px=width_px, height_px=height_px)
+
+
+def _zoom_box(west: float, south: float, east: float, north: float, *, width_px: int = 900,
+              height_px: int = 600) -> tuple[float, dict[str, float]]:
+    """Zoom and centre that fit a lon/lat box into ``width_px × height_px`` pixels."""
     def merc(lat: float) -> float:
         lat = max(min(lat, 85.0), -85.0)
         return math.log(math.tan(math.pi / 4 + math.radians(lat) / 2))
 
-    lon_span = max(bounds.east - bounds.west, 1e-9)
-    y_span = max(merc(bounds.north) - merc(bounds.south), 1e-9)
+    lon_span = max(east - west, 1e-9)
+    y_span = max(merc(north) - merc(south), 1e-9)
     z_lon = math.log2(width_px * 360.0 / (512.0 * lon_span))
     z_lat = math.log2(height_px * 2 * math.pi / (512.0 * y_span))
     zoom = max(0.0, min(z_lon, z_lat) - 0.15)
-    centre = {"lon": (bounds.west + bounds.east) / 2, "lat": (bounds.south + bounds.north) / 2}
+    centre = {"lon": (west + east) / 2, "lat": (south + north) / 2}
     return zoom, centre
 
 

@@ -57,7 +57,7 @@ def render(page: str = "") -> None:
     with st.sidebar:
         st.markdown("#### Dataset")
         st.markdown(f"**{ds.name}**" + (" (made-up demo data)" if ds.is_demo else ""))
-        dropped = sum(t.dropped.values())
+        dropped = t.n_dropped
         st.caption(f"{fmt.count(t.n_kept)} rows kept of {fmt.count(t.n_read)} read")
         if dropped:
             reasons = "; ".join(f"{fmt.count(v)} {k}" for k, v in t.dropped.items() if v)

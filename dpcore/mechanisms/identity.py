@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from dpcore.budget import PrivacyCost
-from dpcore.domain import Aggregate, Grid
+from dpcore.domain import Aggregate, Grid, block_rects
 from dpcore.mechanisms.base import Budget, PointMechanism, count_level, noisy_counts, rect_cells
 from dpcore.noise import NoiseSource
 from dpcore.release import LevelPlan, PartitionRelease
@@ -62,6 +60,5 @@ class Identity(PointMechanism):
         grid = aggregate.grid
         levels = self._plan(grid, cost, params, sensitivity=aggregate.sensitivity, n_estimate=None)
         noisy = noisy_counts(aggregate.counts, cost, aggregate.sensitivity, noise).ravel()
-        r, c = np.divmod(np.arange(grid.n_cells, dtype=np.int64), grid.cols)
-        rects = np.column_stack([r, r + 1, c, c + 1])
+        rects = block_rects(grid, grid.rows, grid.cols)  # one rectangle per cell, row-major
         return self.flat_release(aggregate, cost, params, levels, rects, noisy)

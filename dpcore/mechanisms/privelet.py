@@ -26,11 +26,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from dpcore import privelet as pv
 from dpcore.budget import PrivacyCost
-from dpcore.domain import Aggregate, Grid
+from dpcore.domain import Aggregate, Grid, block_rects
 from dpcore.mechanisms.base import Param, PointMechanism, rect_bounds, rect_cells
 from dpcore.noise import NoiseSource
 from dpcore.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
@@ -158,8 +156,7 @@ class Privelet(PointMechanism):
         levels = self._plan(grid, cost, params, sensitivity=k, n_estimate=None)
         axes = self.axes(grid, params)
         rel = pv.release(aggregate.counts, axes, cost.value, noise, sensitivity=k)
-        r, c = np.divmod(np.arange(grid.n_cells, dtype=np.int64), grid.cols)
-        rects = np.column_stack([r, r + 1, c, c + 1])
+        rects = block_rects(grid, grid.rows, grid.cols)  # one rectangle per cell, row-major
         public = {
             "lambda": rel.lam,
             "generalized_sensitivity": levels[0].extra["generalized_sensitivity"],
