@@ -363,6 +363,21 @@ class _Level:
     merge: _LeafMerge | _RunMerge | None = None
 
 
+#: Most cost-table entries one level may hold (≈ 0.4 GB per int64 array).  The US tract
+#: hierarchy at ε = 0.1 needs about 2.2 million; only noisy values very far from a public root
+#: value (or from each other) need more, through the widening that certifies the optimum.
+MAX_TABLE_ENTRIES = 50_000_000
+
+
+def _check_table_size(n: int) -> None:
+    if n > MAX_TABLE_ENTRIES:
+        raise ParameterError(
+            f"The exact solver would need {n:,} cost-table entries for one level (at most "
+            f"{MAX_TABLE_ENTRIES:,}): the noisy counts lie very far from the public total or from "
+            "each other. Use a TopDown mechanism (topdown_l2 or topdown_linf) for these counts."
+        )
+
+
 def _attempt(tree: _Tree, ys: list[I64 | None], W: list, H: list[int],
              N: int | None) -> tuple[list[I64], list[_Level]] | None:
     """One bottom-up / top-down run with fixed windows.  None ⇒ WIDEN (empty window or N
@@ -398,6 +413,7 @@ def _attempt(tree: _Tree, ys: list[I64 | None], W: list, H: list[int],
             a, b = np.maximum(A, wa), np.minimum(A + S, wb)
             if np.any(a > b):
                 return None
+            _check_table_size(int(np.sum(b - a)))
             node, x, q, toff = _positions(A, G, a, b)
             if isinstance(mg, _LeafMerge):
                 dd, _ = mg.d_at(q)
@@ -417,6 +433,7 @@ def _attempt(tree: _Tree, ys: list[I64 | None], W: list, H: list[int],
                 seg[:-1] = mg.ev_d[1:] - mg.ev_d[:-1]
                 k = k[seg[k] > 0]
                 lens = seg[k]
+                _check_table_size(int(lens.sum()))
                 off = np.zeros(k.size + 1, dtype=np.int64)
                 np.cumsum(lens, out=off[1:])
                 rep = np.repeat(np.arange(k.size), lens)

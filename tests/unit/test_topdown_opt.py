@@ -471,3 +471,13 @@ def test_inputs_not_modified() -> None:
     # other integer dtypes of the inputs give the same answer
     assert np.array_equal(a, intopt_segments(x.astype(np.int32), off.astype(np.int32),
                                              tot.astype(np.uint16), tiebreak=tb))
+
+
+def test_inputs_beyond_int64_arithmetic_are_refused():
+    off = np.array([0, 2])
+    with pytest.raises(ParameterError, match="too large for int64"):
+        intopt_segments(np.array([2**63 + 1, 0], dtype=np.uint64), off, np.array([1]))
+    with pytest.raises(ParameterError, match="too large for exact int64"):
+        l2_round_segments(np.array([1, 2]), off, np.array([2.0**63]))
+    with pytest.raises(ParameterError, match="whole numbers"):
+        intopt_segments(np.array([1, 2]), off, np.array([2**63 + 5], dtype=np.uint64))

@@ -469,3 +469,26 @@ def test_ties_between_internal_children_go_to_the_earlier_one():
     res = solve_l2(TREE_A, [arr(11), None, arr(2, 2, 2, 2)], ONES3)
     assert values(res) == [[10], [6, 4], [3, 3, 2, 2]]
     assert res.objective == 3.0
+
+
+def test_values_beyond_the_exact_range_are_refused():
+    with pytest.raises(ParameterError, match="beyond ±2\\^48"):
+        solve_l2([arr(0, 0)], [arr(1), arr(2**49, 3)], [1.0, 1.0])
+    with pytest.raises(ParameterError, match="root_value beyond 2\\^48"):
+        solve_l2([arr(0, 0)], [None, arr(1, 3)], [1.0, 1.0], root_value=2**49)
+
+
+def test_huge_counts_are_solved_exactly():
+    # values near 2^31 (the int64 increments stay exact); each leaf moves by one to meet the total
+    big = 2**31
+    y = np.full(8, big, dtype=np.int64)
+    res = solve_l2([np.zeros(8, dtype=np.int64)], [None, y], [0.0, 1.0], root_value=8 * big + 8)
+    assert values(res) == [[8 * big + 8], [big + 1] * 8]
+    assert res.objective == 8.0
+
+
+def test_windows_too_large_for_memory_are_refused_with_a_message():
+    # a public total of 0 under noisy counts of ±2^35: certifying needs windows of 2^36 entries
+    big = 2**35
+    with pytest.raises(ParameterError, match="cost-table entries"):
+        solve_l2([arr(0, 0)], [None, arr(big, -big)], [0.0, 1.0], root_value=0, max_widenings=0)
