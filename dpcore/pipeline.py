@@ -121,3 +121,52 @@ def release_hierarchy(
     })
     return hierarchical.release(counts, mechanism, cost, noise if noise is not None else secure_source(),
                                 **options)
+
+
+def release_od(
+    counts: Any,
+    mechanism: str,
+    cost: Any,
+    ledger: Ledger,
+    *,
+    noise: NoiseSource | None = None,
+    progress: Any = None,
+    **options: Any,
+) -> Any:
+    """Release O/D counts (:class:`dpcore.od.ODCounts`), charging the ledger first.
+
+    ``options`` go to :func:`dpcore.od.release` (``neighbour``, ``orientation``, ``split``,
+    ``weights``, ``order``, ``tiebreak``).  Every option and the domain size are checked by
+    building the plan before anything is spent; the ledger is charged before any noise is drawn.
+    The stability histogram (``sh``) is (ε, δ)-DP, which a pure-ε or zCDP ledger cannot add up,
+    so it is refused here (the library and the benchmarks can still run it).
+    """
+    from dpcore import od
+
+    allowed = {"neighbour", "orientation", "split", "weights", "order", "tiebreak"}
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise ParameterError(f"Unknown release option {', '.join(unknown)}; use {', '.join(sorted(allowed))}.")
+    info = od.get(mechanism)
+    if not info.ledger:
+        raise ParameterError(
+            f"{info.title} is (ε, δ)-DP; its cost cannot be added to a pure-ε or zCDP budget, so it cannot be "
+            "released here. Use InfTDA (or compare with SH in the benchmarks)."
+        )
+    p = od.plan(counts.origin_h, counts.destination_h, mechanism, cost, max_trips=counts.max_trips,
+                distinct=counts.distinct, **options)
+    if info.name == "vanilla_gauss":
+        cells = counts.origin_h.n_leaves * counts.destination_h.n_leaves
+        if cells > od.VANILLA_MAX_CELLS:
+            raise ParameterError(
+                f"VanillaGauss would noise {cells:,} finest pairs (limit {od.VANILLA_MAX_CELLS:,}). Use InfTDA, "
+                "whose work follows the released flows, or a coarser finest level."
+            )
+    ledger.check(cost)
+    ledger.spend(cost, label=f"O/D: {info.title}", details={
+        "kind": "od", "mechanism": info.name, "neighbour": p.neighbour, "max_trips": p.max_trips,
+        "orientation": p.orientation, "split": p.split, "split_weights": list(p.split_weights),
+        "levels": [{"level": lv.name, "share": lv.share} for lv in p.levels],
+    })
+    return od.release(counts, mechanism, cost, noise if noise is not None else secure_source(),
+                      progress=progress, **options)
