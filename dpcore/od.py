@@ -22,6 +22,10 @@ Mechanisms
   whole subtree (post-processing: lazy noise equals noising the whole level and discarding).
 * ``tda_l2`` — the same walk with the exact integer least-squares projection (scaled simplex
   plus controlled rounding, :func:`dpcore.topdown_opt.l2_round_segments`), spec §2.7.
+* ``tda_linf_milp`` — baseline (§2.7–2.8): the same walk and the same L∞ objective, solved by a
+  black-box MILP (scipy/HiGHS) per node, which returns an arbitrary optimal vertex instead of
+  IntOpt's sparse one (the paper's TDA_ℓ∞).  One solver call per surviving node, so it is
+  refused above :data:`MILP_MAX_SUBPROBLEMS` calls per level; for comparisons on small data.
 * ``vanilla_gauss`` — baseline (§2.8): the whole budget on every cell of the full finest O/D
   domain; coarser levels are sums (unbiased, may be negative; exact zeros are dropped).  Needs
   the full domain in memory, so it is refused above :data:`VANILLA_MAX_CELLS`.
@@ -64,6 +68,7 @@ from dpcore.noise import NoiseSource
 
 __all__ = [
     "MECHANISMS",
+    "MILP_MAX_SUBPROBLEMS",
     "VANILLA_MAX_CELLS",
     "ODCounts",
     "ODLevelPlan",
@@ -84,6 +89,8 @@ Orientation = Literal["destination", "origin"]
 
 #: Largest full finest O/D domain (origin areas × destination areas) VanillaGauss will noise.
 VANILLA_MAX_CELLS = 40_000_000
+#: Most MILP calls per tree level the black-box TDA_ℓ∞ baseline will make.
+MILP_MAX_SUBPROBLEMS = 20_000
 #: z of the normal 95 % interval.
 CI_Z = 1.959963984540054
 
@@ -121,6 +128,13 @@ MECHANISMS: dict[str, ODMechanismInfo] = {
             "Comparing with the Census Bureau's approach; about the same accuracy as InfTDA, more "
             "spurious flows.",
             True, True, True, "topdown-od.md §2.7"),
+        ODMechanismInfo(
+            "tda_linf_milp", "TopDown L∞ with a generic MILP solver (baseline)",
+            "The InfTDA walk with the same objective solved per area pair by a black-box MILP "
+            "(HiGHS), which returns an arbitrary optimal answer rather than the sparse one.",
+            "Comparisons on small data: it shows why IntOpt's choice among optimal answers matters "
+            "(more spurious flows), and it is far slower.",
+            True, True, True, "topdown-od.md §2.7 (TDA_ℓ∞)"),
         ODMechanismInfo(
             "vanilla_gauss", "Gaussian on every finest pair (baseline)",
             "The whole budget on every possible finest O/D pair (zeros included); coarser tables are "
@@ -461,7 +475,8 @@ class ODPlan:
 
     @property
     def total_public(self) -> bool:
-        return self.neighbour == "bounded" and self.max_trips == 1 and self.mechanism in ("inftda", "tda_l2")
+        return self.neighbour == "bounded" and self.max_trips == 1 and self.mechanism in (
+            "inftda", "tda_l2", "tda_linf_milp")
 
     @property
     def depth(self) -> int:
@@ -667,7 +682,7 @@ def plan(
         return ODPlan(info.name, cost, None, neighbour, m, bool(distinct), orientation, "finest only", (),
                       order, tiebreak, tuple(levels), tuple(scales))
 
-    V = [var[0]]
+    V = [var[0]]  # the TopDown recursion (all three TopDown variants)
     for t in range(1, T + 1):
         if not measured[t]:
             V.append(V[t - 1])  # a copy level repeats its parent
@@ -675,7 +690,7 @@ def plan(
             V.append(var[t] * (1.0 - 1.0 / b[t]) + V[t - 1] / (b[t] * b[t]))
     bounds = []
     for t in range(T + 1):
-        if info.name != "inftda" or t == 0:
+        if info.name not in ("inftda", "tda_linf_milp") or t == 0:  # any exact L∞ minimiser
             bounds.append(0.0 if t == 0 and not measured[0] else math.nan)
             continue
         acc = 0.0
@@ -899,6 +914,8 @@ def release(
             tb = noise.random_uint64(co.size) if p.tiebreak == "random" else None
             if p.mechanism == "inftda":
                 y = topdown_opt.intopt_segments(x, offsets, cur_v, order=p.order, tiebreak=tb)
+            elif p.mechanism == "tda_linf_milp":
+                y = _linf_milp_segments(x, offsets, cur_v, p.levels[t].name)
             else:
                 y = topdown_opt.l2_round_segments(x, offsets, cur_v, tiebreak=tb)
         keep = y > 0
@@ -907,6 +924,46 @@ def release(
     tick(T, "done")
     details.update(noised_cells=noised)
     return ODRelease(oh, dh, p, tuple(outs_o), tuple(outs_d), tuple(outs_v), public_total, details)
+
+
+def _linf_milp_segments(x: np.ndarray, offsets: np.ndarray, totals: np.ndarray, level: str) -> np.ndarray:
+    """The per-node L∞ projection by scipy's MILP (HiGHS), one call per segment (baseline only).
+
+    ``min α  s.t.  y_i − α ≤ x_i,  y_i + α ≥ x_i,  Σ y = c,  y ∈ ℕ, α ≥ 0`` (spec §8.3).  The
+    solver returns whichever optimal vertex it finds first — the point of the baseline.
+    """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    m = totals.size
+    if m > MILP_MAX_SUBPROBLEMS:
+        raise ParameterError(
+            f"The MILP baseline would make {m:,} solver calls at level '{level}' (limit "
+            f"{MILP_MAX_SUBPROBLEMS:,}). Use InfTDA, which solves the same problem exactly in closed form."
+        )
+    y = np.empty(x.size, dtype=np.int64)
+    for i in range(m):
+        a, b_ = int(offsets[i]), int(offsets[i + 1])
+        xi = x[a:b_].astype(float)
+        b = xi.size
+        c = int(totals[i])
+        if b == 1 or c == 0:
+            y[a:b_] = c if b == 1 else 0
+            continue
+        eye = np.eye(b)
+        A = np.block([[eye, -np.ones((b, 1))], [eye, np.ones((b, 1))], [np.ones((1, b)), np.zeros((1, 1))]])
+        lo = np.concatenate([np.full(b, -np.inf), xi, [c]])
+        hi = np.concatenate([xi, np.full(b, np.inf), [c]])
+        cost = np.zeros(b + 1)
+        cost[-1] = 1.0
+        res = milp(cost, constraints=LinearConstraint(A, lo, hi), integrality=np.ones(b + 1),
+                   bounds=Bounds(np.zeros(b + 1), np.full(b + 1, np.inf)))
+        if not res.success:  # pragma: no cover - the problem is always feasible (y = c·e_1)
+            raise ParameterError(f"The MILP solver failed at level '{level}': {res.message}")
+        yi = np.round(res.x[:b]).astype(np.int64)
+        # the solver works in floating point: restore the exact sum on the largest entry
+        yi[np.argmax(yi)] += c - int(yi.sum())
+        y[a:b_] = yi
+    return y
 
 
 def _aggregate_sparse(o: np.ndarray, d: np.ndarray, v: np.ndarray, anc_o: np.ndarray, anc_d: np.ndarray,
