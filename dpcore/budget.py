@@ -445,6 +445,25 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
     return lo
 
 
+def zcdp_to_approx_dp_classic(rho: float, delta: float) -> float:
+    """ε of ρ-zCDP at δ by the classic bound ``ε = ρ + 2√(ρ ln(1/δ))`` (Bun & Steinke 2016,
+    Prop. 1.3; the InfTDA paper's Lemma 3).  Looser than :func:`zcdp_to_approx_dp`."""
+    r = _positive(rho, "ρ", "Use the zCDP budget, e.g. ρ = 0.125.")
+    return _classic_epsilon(r, -math.log(_delta(delta)))
+
+
+def approx_dp_to_zcdp_classic(epsilon: float, delta: float) -> float:
+    """ρ whose classic (ε, δ) reading is ε: ``ρ = (√(ln(1/δ) + ε) − √ln(1/δ))²``.
+
+    The InfTDA paper's conversion; it reproduces the paper's numbers (ε = 1, δ = 1e-8 →
+    ρ = 0.0132154).  :func:`approx_dp_to_zcdp` (CKS) gives a larger ρ for the same (ε, δ).
+    """
+    eps = _positive(epsilon, "ε", "Use the (ε, δ) target, e.g. ε = 1 with δ = 1e-8.")
+    lg = -math.log(_delta(delta))
+    # the same value written without cancellation: ε² / (√(L + ε) + √L)²
+    return eps * eps / (math.sqrt(lg + eps) + math.sqrt(lg)) ** 2
+
+
 def gaussian_sigma_for_rho(rho: float, l2_sensitivity: float) -> float:
     """Standard deviation of Gaussian noise that gives ρ-zCDP.
 

@@ -1010,8 +1010,9 @@ def _sh(counts: ODCounts, p: ODPlan, noise: NoiseSource, lv: list[tuple[int, int
     anc_o, anc_d = _ancestors(oh), _ancestors(dh)
     outs = [_aggregate_sparse(lo, ld, lvv, anc_o[o], anc_d[d], dh.sizes[d]) for o, d in lv]
     tick(T, "done")
+    # no "noised_cells" here: SH noises the observed pairs only, and their number is confidential
     return ODRelease(oh, dh, p, tuple(x[0] for x in outs), tuple(x[1] for x in outs),
-                     tuple(x[2] for x in outs), None, {"noised_cells": int(counts.n_pairs)})
+                     tuple(x[2] for x in outs), None, {})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -673,3 +673,16 @@ class TestLedger:
         assert ledger.spent == float(exact)
         assert len(ledger.entries) == len(accepted)
         assert [e.index for e in ledger.entries] == list(range(len(accepted)))
+
+
+def test_classic_conversion_round_trip_and_paper_values() -> None:
+    """The InfTDA paper's Lemma 3 (topdown-od.md §5.3): ε = 1, δ = 1e-8 → ρ = 0.0132154."""
+    from dpcore import budget as b
+
+    assert b.approx_dp_to_zcdp_classic(1.0, 1e-8) == pytest.approx(1.32154e-2, rel=1e-5)
+    assert b.approx_dp_to_zcdp_classic(0.1, 1e-8) == pytest.approx(1.3535e-4, rel=1e-4)
+    for eps in (0.01, 0.1, 1.0, 10.0, 50.0):
+        rho = b.approx_dp_to_zcdp_classic(eps, 1e-8)
+        assert b.zcdp_to_approx_dp_classic(rho, 1e-8) == pytest.approx(eps, rel=1e-12)
+        # CKS is tighter: it allows a larger ρ for the same (ε, δ)
+        assert b.approx_dp_to_zcdp(eps, 1e-8) > rho
