@@ -622,6 +622,18 @@ def plan(
         root_measured = not (neighbour == "bounded" and m == 1)
         measured = [root_measured] + [not _copy_level(origin, destination, lv, t) for t in range(1, T + 1)]
     n_meas = sum(measured)
+    if n_meas == 0:
+        raise ParameterError(
+            "Nothing to measure: every area of this hierarchy has a single sub-area and the total is public, "
+            "so every O/D table equals the total. Use a hierarchy with more than one finest area."
+        )
+    if info.name == "tda_linf_milp":  # data-free: one solver call per (possible) parent pair
+        worst = max(pairs[t - 1] for t in range(1, T + 1) if measured[t])
+        if worst > MILP_MAX_SUBPROBLEMS:
+            raise ParameterError(
+                f"The MILP baseline could need {worst:,} solver calls at one level (limit {MILP_MAX_SUBPROBLEMS:,}). "
+                "Use InfTDA, which solves the same problem exactly in closed form, or a smaller hierarchy."
+            )
     if split == "custom":
         if weights is None or len(list(weights)) != n_meas:
             nm = [names[t] for t in range(T + 1) if measured[t]]
