@@ -22,6 +22,7 @@ PAGES = [
     st.Page("app_pages/hierarchy.py", title="7 · Census hierarchy", icon=":material/account_tree:",
             url_path="hierarchy"),
     st.Page("app_pages/census.py", title="8 · Census (Privelet)", icon=":material/groups:", url_path="census"),
+    st.Page("app_pages/od.py", title="9 · O/D flows", icon=":material/route:", url_path="od"),
 ]
 
 state.init()
@@ -29,5 +30,5 @@ page = st.navigation(PAGES)
 try:
     page.run()
 finally:
-    # after the page (also when it stops early): the hierarchy page builds what its sidebar shows
+    # after the page (also when it stops early): the hierarchy and O/D pages build what their sidebars show
     sidebar.render(page.url_path)

@@ -15,6 +15,10 @@ st.markdown(
     "Load the location points you want to publish statistics about, say what one protected "
     "unit is, and set the **public** area and grid. Next step: choose a mechanism and budget."
 )
+_other = st.columns([3, 2, 2], vertical_alignment="center")
+_other[0].caption("Counts per area (a census table) or trips between areas (O/D flows)? They have their own pages:")
+_other[1].page_link("app_pages/hierarchy.py", label="Census hierarchy", icon=":material/account_tree:")
+_other[2].page_link("app_pages/od.py", label="O/D flows", icon=":material/route:")
 
 ds = state.dataset()
 BOUND_KEYS = ("_w_b_west", "_w_b_south", "_w_b_east", "_w_b_north")

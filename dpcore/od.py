@@ -678,19 +678,32 @@ def plan(
     levels: list[ODLevelPlan] = []
     if info.name == "vanilla_gauss":
         leaf_pairs = pairs[T]
+        under_o, under_d = origin.leaves_under(), destination.leaves_under()
         for t in range(T + 1):
+            o, d = lv[t]
             v = var[T] * leaf_pairs / pairs[t]  # the average cell sums N_T/N_ℓ leaf noises
             sd = math.sqrt(v)
             fam_lap = laplace and t == T
-            mean_abs = sd * (math.sqrt(0.5) if fam_lap else math.sqrt(2.0 / math.pi))
+            if fam_lap:
+                mean_abs = sd * math.sqrt(0.5)
+                max_abs = _typical_max(sd, pairs[t], True)
+            else:
+                # a pair (u, v) sums |u|·|v| leaf noises: its SD follows the public area sizes, and
+                # the largest areas dominate the maximum (Texas → Texas is 17× the mean state pair)
+                su, cu = np.unique(under_o[o], return_counts=True)
+                sv, cv = np.unique(under_d[d], return_counts=True)
+                sds = math.sqrt(var[T]) * np.sqrt(np.outer(su, sv).ravel().astype(float))
+                w = np.outer(cu, cv).ravel().astype(float)
+                mean_abs = float(np.sum(sds * w) / np.sum(w)) * math.sqrt(2.0 / math.pi)
+                max_abs = _expected_max_grouped(sds, w)
             levels.append(lp(t, measured=measured[t], share=shares[t], noise=noises[t],
                              scale=float(scales[t]) if scales[t] is not None else 0.0,
                              l1_sensitivity=sens[t][0] if measured[t] else 0.0,
                              l2_sensitivity=sens[t][1] if measured[t] else 0.0,
                              noise_sd=math.sqrt(var[t]), sd=sd, mean_abs=mean_abs,
-                             max_abs=_typical_max(sd, pairs[t], fam_lap), bound=math.nan,
-                             unreliable_below=2.0 * sd,
-                             basis="sum of finest-pair noise; unbiased, may be negative"))
+                             max_abs=max_abs, bound=math.nan, unreliable_below=2.0 * sd,
+                             basis="sum of finest-pair noise (normal above the finest level, SD from the "
+                                   "public area sizes); unbiased, may be negative"))
         return ODPlan(info.name, cost, None, neighbour, m, bool(distinct), orientation, "finest only", (),
                       order, tiebreak, tuple(levels), tuple(scales))
 
@@ -731,6 +744,27 @@ def plan(
                          basis="TopDown recursion V = σ²(1 − 1/b) + V_parent/b² (dense regime, spec §6.2)"))
     return ODPlan(info.name, cost, None, neighbour, m, bool(distinct), orientation, split,
                   tuple(float(w) for w in (weights or ())), order, tiebreak, tuple(levels), tuple(scales))
+
+
+def _expected_max_grouped(sds: np.ndarray, counts: np.ndarray) -> float:
+    """``E[max |e|]`` over independent normal errors, ``counts[i]`` of them with SD ``sds[i]``:
+    ``∫_0^∞ 1 − Π_i (1 − erfc(t/(s_i√2)))^{c_i} dt`` on a fine grid."""
+    from scipy import special
+
+    s = np.asarray(sds, float)
+    c = np.asarray(counts, float)
+    keep = s > 0
+    s, c = s[keep], c[keep]
+    if s.size == 0:
+        return 0.0
+    if c.sum() == 1:
+        return float(s[0] * math.sqrt(2.0 / math.pi))
+    top = float(s.max()) * (4.0 + math.sqrt(2.0 * (math.log(c.sum()) + 8.0)))
+    t = np.linspace(0.0, top, 2001)
+    tail = special.erfc(t[:, None] / (s[None, :] * math.sqrt(2.0)))
+    log_none = (np.log1p(-np.minimum(tail, 1 - 1e-16)) * c[None, :]).sum(axis=1)
+    p_exceed = -np.expm1(log_none)
+    return float(np.sum((p_exceed[1:] + p_exceed[:-1]) * 0.5 * np.diff(t)))
 
 
 def _typical_max(sd: float, n: int, laplace: bool) -> float:

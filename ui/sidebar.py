@@ -48,9 +48,44 @@ def render_hierarchy() -> None:
             st.markdown(f"{r.mechanism.title}  \n{r.plan.cost.label()} · {fmt.count(h.n_nodes)} areas")
 
 
+def render_od() -> None:
+    """Sidebar of the O/D page: its dataset, its ledger, its release."""
+    ss = st.session_state
+    model = ss.get("od_model") if ss.get("od_active") else None
+    with st.sidebar:
+        st.markdown("#### Dataset")
+        if model is None:
+            st.caption("No O/D data loaded yet." if not ss.get("od_model") else
+                       "No O/D data loaded (the earlier dataset's budget and release are kept).")
+            return
+        h = model["h"]
+        c = model["counts"]
+        st.markdown(f"**{model['name']}**")
+        st.caption(", ".join(f"{fmt.count(n)} {lv}" for lv, n in zip(h.level_names[1:], h.sizes[1:], strict=True))
+                   + " (public area list)")
+        st.caption(f"{fmt.count(c.total)} {model['unit']}, {fmt.count(c.n_pairs)} observed pairs"
+                   + (f", {fmt.count(c.dropped_trips)} above the per-person cap" if c.dropped_trips else "")
+                   + ". These figures are about your confidential data: for you only, never exported.")
+        st.markdown("#### Privacy budget")
+        led = ss.get("od_ledgers", {}).get(model["fp"])
+        if led is not None:
+            _ledger(led, ss.get("od_delta", 1e-8))
+        st.markdown("#### Current release")
+        entry = ss.get("od_releases", {}).get(model["fp"])
+        if entry is None or entry.get("model_key") != ss.get("od_model_key"):
+            st.caption("Nothing released yet.")
+        else:
+            r = entry["release"]
+            st.markdown(f"{r.mechanism.title}  \n{entry['cost_label']} · "
+                        f"{fmt.count(int(r.values[-1].size))} finest flows released")
+
+
 def render(page: str = "") -> None:
     if page == "hierarchy":
         render_hierarchy()
+        return
+    if page == "od":
+        render_od()
         return
     ds = state.dataset()
     t = ds.table

@@ -1,0 +1,81 @@
+"""The O/D flow in a real browser: made-up demo → InfTDA release → flow map → CSV export, offline."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from urllib.parse import urlparse
+
+import pandas as pd
+import pytest
+
+from dpcore.od_export import validate_od_record
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="/usr/bin/chromium is missing"),
+    pytest.mark.filterwarnings("ignore:Session-scoped fixtures defined as instance methods"),
+]
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+MAP_TIMEOUT_MS = 90_000
+
+
+def test_od_release_map_export(app_url, page, tmp_path):
+    page.set_default_timeout(60_000)
+    requests: list[str] = []
+    page.on("request", lambda req: requests.append(req.url))
+    page.goto(app_url)
+    page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
+    page.locator('[data-testid="stSidebarNav"] a', has_text="9 · O/D flows").first.click()
+    main = page.get_by_test_id("stMain")
+    main.get_by_text(re.compile(r"4 region, 36 district, 576 zone")).wait_for()
+
+    main.get_by_role("tab", name="2 · Mechanism & budget").click()
+    main.get_by_role("button", name=re.compile(r"^Release with ρ = 0\.013 \(ε = 1, δ = 1e-08\)")).click()
+    main.get_by_text(re.compile(r"Spent on this data set: ρ = 0\.013 of 0\.05")).wait_for(state="attached")
+    page.get_by_test_id("stSidebar").get_by_text(re.compile(r"finest flows released")).wait_for()
+
+    main.get_by_role("tab", name="3 · Map").click()
+    main.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
+    page.wait_for_function(
+        """() => {
+            const gd = document.querySelector('.js-plotly-plot');
+            const m = gd && gd._fullLayout && gd._fullLayout.map && gd._fullLayout.map._subplot;
+            return !!(m && m.map && m.map.loaded());
+        }""", timeout=MAP_TIMEOUT_MS)
+    traces = page.evaluate("() => document.querySelector('.js-plotly-plot').data.map(t => [t.type, t.mode])")
+    assert {t for t, _ in traces} == {"scattermap"}
+    assert sum(1 for _, m in traces if m == "lines+markers") >= 2  # flow lines in width classes
+    style = page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.map.style")
+    assert style == "white-bg"
+    page.screenshot(path=str(tmp_path / "od-map.png"))
+
+    main.get_by_role("tab", name="5 · Export").click()
+    with page.expect_download() as info:
+        main.get_by_role("button", name="Download release.csv").click()
+    assert info.value.suggested_filename == "release.csv"
+    csv = pd.read_csv(io.BytesIO(open(info.value.path(), "rb").read()), dtype={"noisy_count": int})
+    with page.expect_download() as info:
+        main.get_by_role("button", name="Download release.json").click()
+    record = json.loads(open(info.value.path(), "rb").read())
+    validate_od_record(record)
+    with page.expect_download() as info:  # built on the click (deferred), then kept
+        main.get_by_role("button", name="Download flows.geojson").click()
+    geo = json.loads(open(info.value.path(), "rb").read())
+    assert list(csv.columns) == ["level", "origin", "destination", "noisy_count"]
+    assert (csv["noisy_count"] > 0).all()
+    # consistent: every table sums to the public total of 60,000 trips
+    assert csv.groupby("level")["noisy_count"].sum().to_dict() == {
+        lv: 60_000 for lv in ("total>region", "region", "region>district", "district", "district>zone", "zone")}
+    assert record["privacy"]["invariants"] == {"total": 60_000}
+    # one line per released flow with positions at both ends (the total has none)
+    assert geo["type"] == "FeatureCollection"
+    assert len(geo["features"]) == int((csv["level"] != "total>region").sum())
+    assert {f["geometry"]["type"] for f in geo["features"]} == {"LineString"}
+
+    foreign = [u for u in requests
+               if urlparse(u).scheme not in ("data", "blob", "about") and urlparse(u).hostname not in LOCAL_HOSTS]
+    assert not foreign, foreign
