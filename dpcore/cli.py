@@ -296,6 +296,14 @@ def _load_ledger(args: argparse.Namespace, make: Any, cost: Any) -> tuple[Path |
     return ledger_path, ledger
 
 
+def _budget_left(ledger_path: Path | None, ledger: Any) -> str:
+    """The end of a release's summary line: what is left, and where it is recorded."""
+    if ledger_path is None:
+        return ("no --ledger given, so this spend is not recorded anywhere: pass --ledger FILE to keep "
+                "the dataset's budget across runs.")
+    return f"{ledger.remaining:.4g} of the budget left in '{ledger_path}'."
+
+
 def _save_ledger(ledger_path: Path | None, ledger: Any) -> None:
     if ledger_path is not None:
         ledger_path.parent.mkdir(parents=True, exist_ok=True)
@@ -354,7 +362,7 @@ def cmd_release_points(args: argparse.Namespace) -> int:
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
     print(f"Released {rel.n_rects:,} rectangles with {mech.title}, {cost.label()}{reading}; "
-          f"{ledger.remaining:.4g} of the budget left.")
+          f"{_budget_left(ledger_path, ledger)}")
     for p in paths:
         print(f"  wrote {p}")
     return 0
@@ -463,7 +471,7 @@ def cmd_release_census(args: argparse.Namespace) -> int:
     _save_ledger(ledger_path, ledger)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
-          f"{ledger.remaining:.4g} of the budget left.")
+          f"{_budget_left(ledger_path, ledger)}")
     for p in paths:
         print(f"  wrote {p}")
     return 0
@@ -529,7 +537,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
     sizes = ", ".join(f"{n:,} {lv}" for lv, n in zip(h.level_names, h.sizes, strict=True))
-    print(f"Released {sizes} with {mech.title}, {cost.label()}{reading}; {ledger.remaining:.4g} of the budget left.")
+    print(f"Released {sizes} with {mech.title}, {cost.label()}{reading}; {_budget_left(ledger_path, ledger)}")
     for p in paths:
         print(f"  wrote {p}")
     return 0
@@ -824,7 +832,7 @@ def cmd_release_od(args: argparse.Namespace) -> int:
         budget_text = cost.label()
     per_level = ", ".join(f"{lp.name} {rel.values[t].size:,}" for t, lp in enumerate(rel.plan.levels) if t > 0)
     print(f"Released O/D flows with {info.title}, {budget_text}; flows per level: {per_level}; "
-          f"{ledger.remaining:.4g} of the budget left.")
+          f"{_budget_left(ledger_path, ledger)}")
     for p in paths:
         print(f"  wrote {p}")
     return 0

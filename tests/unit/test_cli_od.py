@@ -80,7 +80,7 @@ def test_release_od_writes_the_three_files(files: dict[str, Path], capsys: pytes
     assert rc == 0, captured.err
     assert sorted(p.name for p in out.iterdir()) == FILES
     assert "Released O/D flows with InfTDA" in captured.out
-    assert "flows per level:" in captured.out and "budget left" in captured.out
+    assert "flows per level:" in captured.out and "no --ledger given" in captured.out
     assert "origin=origin, destination=destination, count=count" in captured.out  # detected, said so
     df = pd.read_csv(out / "release.csv", dtype={"origin": str, "destination": str})
     assert list(df.columns) == ["level", "origin", "destination", "noisy_count"]
@@ -247,7 +247,7 @@ def test_ledger_refuses_when_exhausted(files: dict[str, Path], capsys: pytest.Ca
     ledger = files["dir"] / "ledger.json"
     lg = ["--ledger", str(ledger), "--budget-cap", "1"]
     assert main(od_args(files, files["dir"] / "a", *lg, budget_args=("--rho", "0.6"))) == 0
-    capsys.readouterr()
+    assert f"0.4 of the budget left in '{ledger}'" in capsys.readouterr().out
     saved = json.loads(ledger.read_text("utf-8"))
     assert saved["definition"] == "zcdp" and saved["spent"] == pytest.approx(0.6)
     out = files["dir"] / "b"
