@@ -808,8 +808,8 @@ def cmd_release_od(args: argparse.Namespace) -> int:
     df = read_hierarchy_table(path)
     origin, destination, count = _od_columns(args, [str(c) for c in df.columns])
     if args.drop_unmatched:
-        o = od_export._leaf_positions(h, df[origin])
-        d = od_export._leaf_positions(h, df[destination])
+        o = od.match_leaves(h, df[origin])
+        d = od.match_leaves(h, df[destination])
         keep = (o >= 0) & (d >= 0)
         n_drop = int((~keep).sum())
         if n_drop:

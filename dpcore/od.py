@@ -79,6 +79,7 @@ __all__ = [
     "get",
     "hierarchy_from_prefixes",
     "leaf_lookup",
+    "match_leaves",
     "plan",
     "release",
     "tree_levels",
@@ -203,11 +204,17 @@ def hierarchy_from_prefixes(
     return Hierarchy.from_frame(df, names, codes="global", source=source)  # type: ignore[arg-type]
 
 
-def leaf_lookup(h: Hierarchy, values: pd.Series | Sequence[Any], what: str) -> np.ndarray:
-    """Index of the finest area of every value (its code, GEOID-style joined path, or ``a/b/c``
-    label); values that are not in the public area list are an error naming the rows."""
-    cf = _code_frame(pd.DataFrame({what: pd.Series(values).reset_index(drop=True)}), [what], "The trips")
-    v = cf[what].to_numpy(dtype=object)
+def match_leaves(h: Hierarchy, values: pd.Series | Sequence[Any]) -> np.ndarray:
+    """Finest-area index of every value, ``-1`` where it is missing or not an area.
+
+    A value may be the area's own code (when unique across the level), its joined path code
+    (GEOID style) or its ``a/b/c`` label; whichever style matches the most values is used.
+    Whole floats (``1.0``, as Parquet may store codes) become integer text; spaces are stripped.
+    """
+    s = pd.Series(values).reset_index(drop=True)
+    if pd.api.types.is_float_dtype(s):
+        s = s.map(lambda v: v if pd.isna(v) else (str(int(v)) if float(v).is_integer() else str(v)))
+    v = s.astype("string").str.strip().fillna("").to_numpy(dtype=object)
     L = h.depth
     candidates = []
     if h.code_modes[-1] == "global":
@@ -224,6 +231,15 @@ def leaf_lookup(h: Hierarchy, values: pd.Series | Sequence[Any], what: str) -> n
         if (pos >= 0).all():
             break
     assert best is not None  # labels are always unique
+    return best.astype(np.int64)
+
+
+def leaf_lookup(h: Hierarchy, values: pd.Series | Sequence[Any], what: str) -> np.ndarray:
+    """:func:`match_leaves`, but missing codes and codes that are not in the public area list
+    are an error naming the rows."""
+    cf = _code_frame(pd.DataFrame({what: pd.Series(values).reset_index(drop=True)}), [what], "The trips")
+    v = cf[what].to_numpy(dtype=object)
+    best = match_leaves(h, v)
     missing = best < 0
     if missing.any():
         ex = list(dict.fromkeys(v[missing].tolist()))[:3]

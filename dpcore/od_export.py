@@ -24,7 +24,7 @@ from dpcore.errors import InputError, ParameterError
 from dpcore.export import _jsonable, validate_record
 from dpcore.hier_export import join_boundaries
 from dpcore.hierarchy import Hierarchy
-from dpcore.od import ODRelease
+from dpcore.od import ODRelease, match_leaves
 
 __all__ = [
     "SCHEMA",
@@ -90,32 +90,6 @@ def centroids_from_boundaries(
     return lon, lat, unmatched
 
 
-def _leaf_positions(h: Hierarchy, codes: Any) -> np.ndarray:
-    """Finest-area index of every code (``od.leaf_lookup`` matching: own code when unique,
-    joined path code, ``a/b/c`` label), ``-1`` where the code is missing or not an area."""
-    s = pd.Series(codes).reset_index(drop=True)
-    if pd.api.types.is_float_dtype(s):
-        s = s.map(lambda v: v if pd.isna(v) else (str(int(v)) if float(v).is_integer() else str(v)))
-    v = s.astype("string").str.strip().fillna("").to_numpy(dtype=object)
-    L = h.depth
-    candidates = []
-    if h.code_modes[-1] == "global":
-        candidates.append(h.codes(L))
-    candidates += [h.joined_codes(L), h.labels(L)]
-    best: np.ndarray | None = None
-    for cand in candidates:
-        idx = pd.Index(cand)
-        if not idx.is_unique:
-            continue
-        pos = idx.get_indexer(v)
-        if best is None or (pos >= 0).sum() > (best >= 0).sum():
-            best = pos
-        if (pos >= 0).all():
-            break
-    assert best is not None  # labels are always unique
-    return best.astype(np.int64)
-
-
 def centroids_from_points(
     h: Hierarchy, codes: Any, lon: Any, lat: Any
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -131,7 +105,7 @@ def centroids_from_points(
     """
     x = pd.to_numeric(pd.Series(lon).reset_index(drop=True), errors="coerce").to_numpy(dtype=float)
     y = pd.to_numeric(pd.Series(lat).reset_index(drop=True), errors="coerce").to_numpy(dtype=float)
-    pos = _leaf_positions(h, codes)
+    pos = match_leaves(h, codes)
     if not (len(pos) == len(x) == len(y)):
         raise InputError("The point codes, longitudes and latitudes must have the same length.")
     ok = (pos >= 0) & np.isfinite(x) & np.isfinite(y)
