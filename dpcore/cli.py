@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -286,9 +287,18 @@ def _load_ledger(args: argparse.Namespace, make: Any, cost: Any) -> tuple[Path |
         except (ValueError, KeyError, TypeError) as e:
             raise ParameterError(f"Ledger file '{ledger_path}' is not a dpcore ledger ({e}). "
                                  "Point --ledger to the file an earlier run wrote, or a new path.") from None
-        if args.budget_cap is not None and args.budget_cap != ledger.cap.value:
-            # the cap keeps the ledger's definition (a pure-ε release may draw on a ρ ledger)
-            ledger.set_cap(budget.pure(args.budget_cap) if ledger.definition == "pure" else budget.zcdp(args.budget_cap))
+        if args.budget_cap is not None:
+            # A ledger's cap is the curator's policy, fixed when the ledger is created: a run may
+            # not raise it (or reinterpret it in another unit) by passing another --budget-cap.
+            asked = make(args.budget_cap)
+            if asked.definition != ledger.definition or not math.isclose(
+                    asked.value, ledger.cap.value, rel_tol=1e-12, abs_tol=0.0):
+                raise ParameterError(
+                    f"The ledger '{ledger_path}' already has the cap {ledger.cap.label()}; --budget-cap would "
+                    f"make it {asked.label()}. A ledger's cap is set when the ledger is created: drop "
+                    "--budget-cap to keep using this ledger, or start a new ledger file if your policy "
+                    "grants a new budget."
+                )
     else:
         cap = args.budget_cap if args.budget_cap is not None else cost.value
         ledger = budget.Ledger(make(cap))
@@ -302,6 +312,20 @@ def _budget_left(ledger_path: Path | None, ledger: Any) -> str:
         return ("no --ledger given, so this spend is not recorded anywhere: pass --ledger FILE to keep "
                 "the dataset's budget across runs.")
     return f"{ledger.remaining:.4g} of the budget left in '{ledger_path}'."
+
+
+def _charged(ledger_path: Path | None, ledger: Any, release: Any) -> Any:
+    """Run ``release()`` and save the ledger as soon as it was charged, whatever happens next.
+
+    A release that fails after its charge (or whose files cannot be written) has still drawn
+    noise from the data, so its spend must be on record before anything else can go wrong.
+    """
+    before = len(ledger.entries)
+    try:
+        return release()
+    finally:
+        if len(ledger.entries) != before:
+            _save_ledger(ledger_path, ledger)
 
 
 def _save_ledger(ledger_path: Path | None, ledger: Any) -> None:
@@ -355,9 +379,8 @@ def cmd_release_points(args: argparse.Namespace) -> int:
                                 user_col=args.user_col)
     agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
                            user_cap=args.user_cap if table.user is not None else None)
-    rel = release_points(agg, mech.name, cost, params, ledger)
+    rel = _charged(ledger_path, ledger, lambda: release_points(agg, mech.name, cost, params, ledger))
     paths = write_release(rel, args.out, ledger)
-    _save_ledger(ledger_path, ledger)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
@@ -463,12 +486,12 @@ def cmd_release_census(args: argparse.Namespace) -> int:
             print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
                   f"is missing from the release (not protected). Give --ordinal-order {o}=V1|V2|...",
                   file=sys.stderr)
-    rel = census.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=ledger)
+    rel = _charged(ledger_path, ledger, lambda: census.release_census(table, epsilon, secure_source(),
+                                                                      plus_axes=plus, ledger=ledger))
     if areas is None:
         print("warning: the list of areas comes from the data; areas with no one are missing from the "
               "release (not protected). Give a public list with --areas.", file=sys.stderr)
     paths = census.write_census(rel, args.out, ledger)
-    _save_ledger(ledger_path, ledger)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
           f"{_budget_left(ledger_path, ledger)}")
@@ -529,10 +552,9 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
-    rel = release_hierarchy(counts, mech.name, cost, ledger, neighbour=args.neighbour, split=split,
-                            weights=weights, order=args.order)
+    rel = _charged(ledger_path, ledger, lambda: release_hierarchy(
+        counts, mech.name, cost, ledger, neighbour=args.neighbour, split=split, weights=weights, order=args.order))
     paths = hier_export.write_hierarchy(rel, args.out, ledger, joins)
-    _save_ledger(ledger_path, ledger)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
@@ -819,10 +841,10 @@ def cmd_release_od(args: argparse.Namespace) -> int:
     counts = od.ODCounts.from_frame(df, h, origin=origin, destination=destination, count=count, user=args.user,
                                     max_trips=args.max_trips, distinct=not args.repeats)
     del df
-    rel = release_od(counts, info.name, cost, ledger, noise=secure_source(), **options)
+    rel = _charged(ledger_path, ledger, lambda: release_od(counts, info.name, cost, ledger, noise=secure_source(),
+                                                           **options))
     paths = od_export.write_od(rel, out, ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
                                top=args.geojson_top)
-    _save_ledger(ledger_path, ledger)
     if cost.definition == "zcdp":
         src = (f" from (ε = {given['epsilon']:g}, δ = {given['delta']:g}) by the {given['conversion']} conversion"
                if given["given"] == "epsilon, delta" else "")

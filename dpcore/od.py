@@ -50,6 +50,7 @@ computed from each level's share and sensitivity (never hard-coded ``T/ρ``).
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import math
 import uuid
 from collections.abc import Sequence
@@ -307,6 +308,11 @@ class ODCounts:
     max_trips: int = 1
     distinct: bool = True
     dropped_trips: int = 0
+    #: Order-independent hash of the input rows (codes as text), before any cap: the same trips
+    #: re-encoded, reordered, gzipped or given as (origin, destination, count) rows hash the same,
+    #: so a budget keyed by it cannot be reset by re-uploading.  Confidential-data derived: use it
+    #: as a key only, never publish it.
+    fingerprint: str = ""
 
     @property
     def total(self) -> int:
@@ -404,8 +410,10 @@ class ODCounts:
         np.add.at(tot, inv, w)
         nz = tot > 0
         uniq, tot = uniq[nz], tot[nz]
+        fp = _trips_fingerprint(df[origin], df[destination], None if count is None else w,
+                                None if user is None else df[user])
         return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
-                   tot, m, bool(distinct), dropped)
+                   tot, m, bool(distinct), dropped, fp)
 
     def level(self, od: int, dd: int) -> tuple[np.ndarray, np.ndarray]:
         """True counts at origin depth ``od`` × destination depth ``dd``: (sorted keys, counts),
@@ -431,6 +439,29 @@ class ODCounts:
         pos = np.searchsorted(keys, q)
         pos_c = np.minimum(pos, keys.size - 1)
         return np.where(keys[pos_c] == q, c[pos_c], 0)
+
+
+def _text(values: Any) -> pd.Series:
+    s = pd.Series(values).reset_index(drop=True)
+    if pd.api.types.is_float_dtype(s):
+        s = s.map(lambda v: v if pd.isna(v) else (str(int(v)) if float(v).is_integer() else str(v)))
+    return s.astype("string").str.strip().fillna("")
+
+
+def _trips_fingerprint(origin: Any, destination: Any, count: np.ndarray | None, user: Any | None) -> str:
+    """Hash of the multiset of trips: (person, origin, destination) rows, or trips per (origin,
+    destination) pair when there is no person id (so trip rows and count rows agree)."""
+    frame = pd.DataFrame({"o": _text(origin), "d": _text(destination)})
+    if user is not None:
+        frame["u"] = _text(user)
+        rows = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+    else:
+        frame["n"] = np.ones(len(frame), dtype=np.int64) if count is None else np.asarray(count, np.int64)
+        agg = frame.groupby(["o", "d"], sort=False)["n"].sum()
+        agg = agg[agg > 0].reset_index()
+        rows = pd.util.hash_pandas_object(agg, index=False).to_numpy()
+    rows = np.sort(rows)
+    return hashlib.sha256(b"od-trips/1" + rows.tobytes()).hexdigest()[:20]
 
 
 # ---------------------------------------------------------------------------------------------

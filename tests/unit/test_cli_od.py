@@ -337,3 +337,38 @@ def test_real_rhode_island_lodes(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert ((lon > -72) & (lon < -71)).all() and ((lat > 41) & (lat < 42.1)).all()
     for p in out.iterdir():
         assert "ri_lodes7" not in p.read_text("utf-8")
+
+
+def test_budget_cap_of_an_existing_ledger_cannot_be_changed(files: dict[str, Path],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A run may not raise (or reinterpret in another unit) the cap of an existing ledger."""
+    ledger = files["dir"] / "cap.json"
+    eps = ("--epsilon", "1", "--delta", "1e-8")
+    assert main(od_args(files, files["dir"] / "c1", "--ledger", str(ledger), "--budget-cap", "1",
+                        budget_args=eps)) == 0
+    capsys.readouterr()
+    saved = json.loads(ledger.read_text("utf-8"))
+    # a pure-ε run with --budget-cap 1 would have turned the ρ cap 0.0132 into ρ = 1
+    line = assert_user_error(main(od_args(files, files["dir"] / "c2", "--ledger", str(ledger), "--budget-cap", "1",
+                                          budget_args=("--epsilon", "0.5", "--pure"))), capsys)
+    assert "already has the cap" in line
+    line = assert_user_error(main(od_args(files, files["dir"] / "c3", "--ledger", str(ledger), "--budget-cap", "2",
+                                          budget_args=eps)), capsys)
+    assert "already has the cap" in line
+    assert json.loads(ledger.read_text("utf-8")) == saved
+    # the same cap again is fine (and then refused for lack of budget, not for the cap)
+    line = assert_user_error(main(od_args(files, files["dir"] / "c4", "--ledger", str(ledger), "--budget-cap", "1",
+                                          budget_args=eps)), capsys)
+    assert "already has the cap" not in line
+
+
+def test_spend_is_recorded_even_when_writing_fails(files: dict[str, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Noise was drawn from the data, so the charge must be saved before the files are written."""
+    ledger = files["dir"] / "fail.json"
+    out = files["dir"] / "fail_out"
+    (out / "release.json").mkdir(parents=True)  # writing release.json will fail
+    rc = main(od_args(files, out, "--ledger", str(ledger), "--budget-cap", "1", budget_args=("--rho", "0.3")))
+    capsys.readouterr()
+    assert rc != 0
+    assert json.loads(ledger.read_text("utf-8"))["spent"] == pytest.approx(0.3)
