@@ -835,8 +835,10 @@ def cmd_release_od(args: argparse.Namespace) -> int:
         keep = (o >= 0) & (d >= 0)
         n_drop = int((~keep).sum())
         if n_drop:
+            # a count of confidential rows: to stderr (for the curator), not to the stdout pipelines log
             print(f"Dropped {n_drop:,} of {len(df):,} trip rows whose origin or destination is missing or not a "
-                  f"finest area ('{h.levels[-1]}') of the hierarchy (curator-only; not in the export).")
+                  f"finest area ('{h.levels[-1]}') of the hierarchy (curator-only; not in the export).",
+                  file=sys.stderr)
             df = df.loc[keep].reset_index(drop=True)
     counts = od.ODCounts.from_frame(df, h, origin=origin, destination=destination, count=count, user=args.user,
                                     max_trips=args.max_trips, distinct=not args.repeats)

@@ -60,7 +60,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from dpcore import budget, topdown_opt
+from dpcore import budget, hierarchical, topdown_opt
 from dpcore import noise as _noise
 from dpcore.budget import PrivacyCost
 from dpcore.errors import InputError, ParameterError
@@ -89,8 +89,11 @@ __all__ = [
 Neighbour = Literal["bounded", "unbounded"]
 Orientation = Literal["destination", "origin"]
 
-#: Largest full finest O/D domain (origin areas × destination areas) VanillaGauss will noise.
-VANILLA_MAX_CELLS = 40_000_000
+#: Largest total number of trips: counts are read as floats, which are exact up to 2⁵³.
+MAX_COUNT = 2**53
+#: Largest full finest O/D domain (origin areas × destination areas) VanillaGauss will noise: the
+#: US county × county domain (10.4 M) peaks at about 1.7 GB, so 12 M keeps a release near 2 GB.
+VANILLA_MAX_CELLS = 12_000_000
 #: Most MILP calls per tree level the black-box TDA_ℓ∞ baseline will make.
 MILP_MAX_SUBPROBLEMS = 20_000
 #: z of the normal 95 % interval.
@@ -245,7 +248,7 @@ def leaf_lookup(h: Hierarchy, values: pd.Series | Sequence[Any], what: str) -> n
     if missing.any():
         ex = list(dict.fromkeys(v[missing].tolist()))[:3]
         raise InputError(
-            f"{_plural(int(missing.sum()), 'row')} of the trips ({_rows(missing)}) have a {what} that is not "
+            f"{_plural(int(missing.sum()), 'row')} of the trips ({_rows(missing)}) have {'an' if what[:1] in 'aeiou' else 'a'} {what} that is not "
             f"a finest area ('{h.levels[-1]}') of the public hierarchy (e.g. {', '.join(map(str, ex))}). "
             "Fix the codes, drop those rows, or use a hierarchy that lists these areas."
         )
@@ -272,6 +275,13 @@ def _ancestors(h: Hierarchy) -> list[np.ndarray]:
 
 
 def _check_pair(origin: Hierarchy, destination: Hierarchy) -> None:
+    for h in (origin, destination):
+        bad = [lv for lv in h.levels if ">" in lv]
+        if bad:
+            raise ParameterError(
+                f"The level name '{bad[0]}' contains '>', which O/D exports use between an origin and a "
+                "destination level (state>county). Rename the level."
+            )
     if origin.depth != destination.depth:
         raise ParameterError(
             f"The origin hierarchy has {origin.depth} levels and the destination hierarchy "
@@ -375,6 +385,13 @@ class ODCounts:
                 raise InputError(
                     f"The count column '{count}' has {_plural(int(bad.sum()), 'value')} that are not whole "
                     f"numbers ≥ 0 ({_rows(bad)}). Fix or drop those rows."
+                )
+            too_big = c > MAX_COUNT
+            if too_big.any() or float(c.sum()) > MAX_COUNT:
+                raise InputError(
+                    f"The count column '{count}' adds up to more than {MAX_COUNT:,} trips"
+                    + (f" ({_rows(too_big)} alone exceed it)" if too_big.any() else "")
+                    + ". Counts that large cannot be added exactly; check the column (is it really a count?)."
                 )
             w = c.astype(np.int64)
         else:
@@ -664,6 +681,13 @@ def plan(
         raise ParameterError(f"{info.title} takes a pure-ε or zCDP cost, not (ε, δ); convert (ε, δ) to ρ first.")
 
     if info.name == "vanilla_gauss":
+        cells = origin.n_leaves * destination.n_leaves
+        if cells > VANILLA_MAX_CELLS:
+            raise ParameterError(
+                f"VanillaGauss noises every possible finest pair: {origin.n_leaves:,} × {destination.n_leaves:,} = "
+                f"{cells:,} cells, more than {VANILLA_MAX_CELLS:,}. Use InfTDA (its work follows the released "
+                "flows), or a coarser finest level."
+            )
         measured = [t == T for t in range(T + 1)]
     else:
         root_measured = not (neighbour == "bounded" and m == 1)
@@ -710,16 +734,10 @@ def plan(
             var.append(0.0)
             noises.append(None)
             continue
-        if cost.definition == "pure":
-            sc = budget.laplace_scale_for_epsilon(shares[t], l1)
-            scales.append(sc)
-            var.append(_noise.discrete_laplace_variance(sc))
-            noises.append("discrete_laplace")
-        else:
-            sc = budget.gaussian_sigma_for_rho(shares[t], l2)
-            scales.append(sc)
-            var.append(_noise.discrete_gaussian_variance(sc))
-            noises.append("discrete_gaussian")
+        nm, sc, v = hierarchical._noise_facts(cost.definition, shares[t], l1, l2)
+        noises.append(nm)
+        scales.append(sc)
+        var.append(v)
 
     laplace = cost.definition == "pure"
     levels: list[ODLevelPlan] = []
@@ -765,18 +783,20 @@ def plan(
         if info.name not in ("inftda", "tda_linf_milp") or t == 0:  # any exact L∞ minimiser
             bounds.append(0.0 if t == 0 and not measured[0] else math.nan)
             continue
+        # union bound: β is split over the t levels (and the noised total, when there is one)
+        parts = t + (1 if measured[0] else 0)
         acc = 0.0
         for k in range(1, t + 1):
             if not measured[k]:
                 continue
             if laplace:
-                acc += float(scales[k]) * math.log(2.0 * t * pairs[k] / beta)
+                acc += float(scales[k]) * math.log(2.0 * parts * pairs[k] / beta)
             else:
-                acc += float(scales[k]) * math.sqrt(2.0 * math.log(2.0 * t * pairs[k] / beta))
+                acc += float(scales[k]) * math.sqrt(2.0 * math.log(2.0 * parts * pairs[k] / beta))
         r0 = 0.0
         if measured[0]:  # a noised total adds its own error to every level below
-            r0 = (float(scales[0]) * math.log(2.0 / beta) if laplace
-                  else float(scales[0]) * math.sqrt(2.0 * math.log(2.0 / beta)))
+            r0 = (float(scales[0]) * math.log(2.0 * parts / beta) if laplace
+                  else float(scales[0]) * math.sqrt(2.0 * math.log(2.0 * parts / beta)))
         bounds.append(2.0 * acc + r0)
     for t in range(T + 1):
         sd = math.sqrt(V[t])
@@ -806,6 +826,13 @@ def _expected_max_grouped(sds: np.ndarray, counts: np.ndarray) -> float:
         return 0.0
     if c.sum() == 1:
         return float(s[0] * math.sqrt(2.0 / math.pi))
+    if s.size > 512:  # group into 512 geometric bins, each at its largest SD (a slight overestimate)
+        edges = np.geomspace(s.min(), s.max() * (1 + 1e-12), 513)
+        b = np.clip(np.searchsorted(edges, s, side="right") - 1, 0, 511)
+        c = np.bincount(b, weights=c, minlength=512)
+        s = edges[1:]  # the bin's upper edge: at most 1.7 % above any SD in it
+        keep = c > 0
+        s, c = s[keep], c[keep]
     top = float(s.max()) * (4.0 + math.sqrt(2.0 * (math.log(c.sum()) + 8.0)))
     t = np.linspace(0.0, top, 2001)
     tail = special.erfc(t[:, None] / (s[None, :] * math.sqrt(2.0)))
@@ -1071,12 +1098,7 @@ def _aggregate_sparse(o: np.ndarray, d: np.ndarray, v: np.ndarray, anc_o: np.nda
 
 def _vanilla(counts: ODCounts, p: ODPlan, noise: NoiseSource, lv: list[tuple[int, int]], tick: Any) -> ODRelease:
     oh, dh = counts.origin_h, counts.destination_h
-    no, nd = oh.n_leaves, dh.n_leaves
-    if no * nd > VANILLA_MAX_CELLS:
-        raise ParameterError(
-            f"VanillaGauss noises every possible finest pair: {no:,} × {nd:,} = {no * nd:,} cells, more than "
-            f"{VANILLA_MAX_CELLS:,}. Use InfTDA (its work follows the released flows), or a coarser finest level."
-        )
+    no, nd = oh.n_leaves, dh.n_leaves  # plan() has checked no·nd ≤ VANILLA_MAX_CELLS
     T = p.depth
     tick(0, f"noising {no * nd:,} finest pairs")
     leaf = _draw(noise, p.levels[T].noise, p.scales[T], no * nd).astype(np.int64)

@@ -234,10 +234,16 @@ def flows_geojson(
         lab_d = rel.destination_h.labels(dd)[d[sel]].tolist()
         vals = v[sel].tolist()
         name = lp.name
+        props = [{"level": name, "origin": a, "destination": b, "noisy_count": n}
+                 for a, b, n in zip(lab_o, lab_d, vals, strict=True)]
+        # public display names (e.g. --names county=NAME), where the area list has them
+        for side, h, depth, idx in (("origin", rel.origin_h, od_, o), ("destination", rel.destination_h, dd, d)):
+            if depth > 0 and h.names[depth - 1] is not None:
+                for pr, nm in zip(props, h.display_names(depth)[idx[sel]].tolist(), strict=True):
+                    pr[f"{side}_name"] = nm
         feats.extend(
-            {"type": "Feature", "geometry": {"type": "LineString", "coordinates": c},
-             "properties": {"level": name, "origin": a, "destination": b, "noisy_count": n}}
-            for c, a, b, n in zip(lines, lab_o, lab_d, vals, strict=True)
+            {"type": "Feature", "geometry": {"type": "LineString", "coordinates": c}, "properties": pr}
+            for c, pr in zip(lines, props, strict=True)
         )
     return {"type": "FeatureCollection", "features": feats}
 
@@ -398,6 +404,12 @@ def od_record(
             "not from the data.",
         ],
     }
+    for side, h in (("origin", rel.origin_h), ("destination", rel.destination_h)):
+        if h.source == "data (not public)":  # spec pitfall 1: the area list must be public
+            rec["notes"].append(
+                f"WARNING: the {side} area list was taken from the data; areas without trips are missing and "
+                "that absence is not protected by differential privacy."
+            )
     if ledger is not None:
         ld = ledger.to_dict()
         ld.pop("dataset", None)  # may name the input; never exported

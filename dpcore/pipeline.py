@@ -155,13 +155,8 @@ def release_od(
         )
     p = od.plan(counts.origin_h, counts.destination_h, mechanism, cost, max_trips=counts.max_trips,
                 distinct=counts.distinct, **options)
-    if info.name == "vanilla_gauss":
-        cells = counts.origin_h.n_leaves * counts.destination_h.n_leaves
-        if cells > od.VANILLA_MAX_CELLS:
-            raise ParameterError(
-                f"VanillaGauss would noise {cells:,} finest pairs (limit {od.VANILLA_MAX_CELLS:,}). Use InfTDA, "
-                "whose work follows the released flows, or a coarser finest level."
-            )
+    # (od.plan refuses a VanillaGauss domain above od.VANILLA_MAX_CELLS and the MILP baseline's
+    # size limit, so both are checked here, before the ledger is charged)
     ledger.check(cost)
     ledger.spend(cost, label=f"O/D: {info.title}", details={
         "kind": "od", "mechanism": info.name, "neighbour": p.neighbour, "max_trips": p.max_trips,

@@ -237,7 +237,7 @@ def test_unknown_codes_error_and_drop_unmatched(files: dict[str, Path], capsys: 
     assert not out.exists()
     assert main([*args, "--drop-unmatched"]) == 0
     captured = capsys.readouterr()
-    assert "Dropped 2 of 202 trip rows" in captured.out
+    assert "Dropped 2 of 202 trip rows" in captured.err
     assert (out / "release.csv").exists()
     # the dropped-row count is curator-only: not in the export
     assert not re.search(r"(?<![\d.])20[02](?![\d.])", (out / "release.json").read_text("utf-8"))

@@ -348,3 +348,47 @@ def test_release_csv_quotes_labels_with_commas() -> None:
     back = pd.read_csv(io.BytesIO(X.release_csv_bytes(r)), dtype={"origin": str, "destination": str})
     pd.testing.assert_frame_equal(back, X.release_frame(r).astype({"noisy_count": "int64"}), check_dtype=False)
     assert back["origin"].str.contains("Providence, RI").any() or back["destination"].str.contains(",").any()
+
+
+def test_schema_refuses_a_total_that_is_not_public_and_stray_details(rel: od.ODRelease) -> None:
+    """The schema is the last guard: a true total when the record says it is not public, any
+    mechanism detail but the (public) number of noised cells, and unknown 'extra' keys fail."""
+    rec = X.od_record(rel)
+    X.validate_od_record(rec)
+    bad = json.loads(json.dumps(rec))
+    bad["total_public"] = False
+    bad["privacy"]["invariants"] = {"total": 123}
+    with pytest.raises(jsonschema.ValidationError):
+        X.validate_od_record(bad)
+    bad = json.loads(json.dumps(rec))
+    bad["mechanism"]["details"]["true_pairs"] = 200
+    with pytest.raises(jsonschema.ValidationError):
+        X.validate_od_record(bad)
+    bad = json.loads(json.dumps(rec))
+    bad["extra"] = {"input": "/secret/trips.csv"}
+    with pytest.raises(jsonschema.ValidationError):
+        X.validate_od_record(bad)
+
+
+def test_record_warns_when_the_area_list_came_from_the_data(counts: od.ODCounts) -> None:
+    h = counts.origin_h
+    leaky = Hierarchy(h.levels, h.keys, h.parents, h.code_modes, h.names, "data (not public)")
+    c = od.ODCounts(leaky, leaky, counts.origin, counts.destination, counts.count)
+    r = od.release(c, "inftda", budget.zcdp(0.5), NoiseSource(1))
+    rec = X.od_record(r)
+    assert any(n.startswith("WARNING") and "not protected" in n for n in rec["notes"])
+
+
+def test_flows_geojson_carries_public_display_names() -> None:
+    areas = pd.DataFrame({"st": ["A", "A", "B"], "co": ["A1", "A2", "B1"], "nm": ["Alpha", "Anchor", "Bravo"]})
+    h = Hierarchy.from_frame(areas, ["st", "co"], names={"co": "nm"})
+    df = pd.DataFrame({"o": ["A1"] * 400 + ["B1"] * 300, "d": ["A2"] * 400 + ["A1"] * 300})
+    c = od.ODCounts.from_frame(df, h, origin="o", destination="d")
+    r = od.release(c, "inftda", budget.zcdp(5.0), NoiseSource(3))
+    xy = {2: (np.array([0.0, 1.0, 2.0]), np.array([0.0, 1.0, 2.0]))}
+    gj = X.flows_geojson(r, xy)
+    names = dict(zip(h.labels(2).tolist(), ["Alpha", "Anchor", "Bravo"], strict=True))
+    assert gj["features"]
+    for f in gj["features"]:
+        pr = f["properties"]
+        assert pr["origin_name"] == names[pr["origin"]] and pr["destination_name"] == names[pr["destination"]]
