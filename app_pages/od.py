@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
+import gzip
+import io as _io
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +15,25 @@ import orjson
 import pandas as pd
 import streamlit as st
 
-from dpcore import budget, census, io, od, od_export, od_viz, synthetic
+from dpcore import budget, io, od, od_export, od_viz, synthetic
 from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.hierarchy import Hierarchy, read_hierarchy_table
 from dpcore.pipeline import release_od
 from ui import fmt
-from ui.state import persistent, seed, store
+from ui.state import persistent, store
+
+try:  # a rerun asked for while a release runs is held back until the release is stored
+    from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+except ImportError:  # pragma: no cover - other Streamlit versions: no progress bar during a release
+    ScriptControlException = None  # type: ignore[assignment,misc]
 
 ss = st.session_state
-ss.setdefault("od_ledgers", {})  # one ledger per data fingerprint (same data re-loaded: same ledger)
-ss.setdefault("od_releases", {})  # the latest release per data fingerprint
+# Ledgers and releases are keyed by ODCounts.fingerprint: a hash of the trips themselves (order,
+# line endings, compression, trip rows or count rows do not matter), not of the file, the area
+# list or the settings.  The same trips re-loaded draw on the same budget.
+ss.setdefault("od_ledgers", {})  # fingerprint -> budget.Ledger
+ss.setdefault("od_releases", {})  # fingerprint -> [release entries], oldest first
+ss.setdefault("od_release_token", 0)  # one-time token of the Release button (a second click is stale)
 
 SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 NYC_TRIPS = SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz"
@@ -49,6 +60,21 @@ ORIENTATIONS = {"destination": "Destination tree (refine the destination first)"
                 "origin": "Origin tree (refine the origin first)"}
 SPLITS = {"uniform": "Uniform across tree levels (the paper)", "geometric": "Geometric (finer levels get more)",
           "custom": "Custom weights"}
+FIGURES_KEPT = 3  # figures kept in the session (the last ones drawn)
+MODELS_KEPT = 3  # counted data sets kept in the session (switching back does not count again)
+# column names that mean "how many" (a count column is never guessed from anything else)
+COUNT_NAMES = {"count", "counts", "n", "trips", "trip_count", "flow", "flows", "s000", "total", "weight", "freq",
+               "frequency", "workers", "jobs", "commuters", "persons", "people", "number", "volume"}
+LON_NAMES = {"lon", "lng", "long", "longitude", "x", "blklondd", "intptlon", "intptlon10", "intptlon20"}
+LAT_NAMES = {"lat", "latitude", "y", "blklatdd", "intptlat", "intptlat10", "intptlat20"}
+ORIGIN_NAMES = ("origin", "o", "from", "orig", "h_geocode", "pulocationid", "h_fips", "home")
+DEST_NAMES = ("destination", "d", "to", "dest", "w_geocode", "dolocationid", "w_fips", "work")
+COORD_WORDS = {"lon", "lng", "longitude", "lat", "latitude"}
+# area-list columns that are attributes, not codes (never guessed as levels)
+ATTRIBUTE_NAMES = {"population", "pop", "households", "area", "area_km2", "aland", "awater", "shape_area",
+                   "shape_leng", "geometry", "wkt"}
+NAME_WORDS = {"name", "label", "title"}
+CHOOSE, NONE = "(choose)", "(none)"
 DEFAULT_RHO_CAP = 0.05  # ≈ (ε = 2, δ = 1e-8): room for three releases at the paper's ε = 1
 DEFAULT_EPS_CAP = 2.0
 # default map level: the finest intra-level table small enough for the O/D matrix beside the map
@@ -67,10 +93,37 @@ def kept(key: str) -> Any:
     return store(f"od_{key}")
 
 
-def file_fp(data: bytes | Path) -> str:
-    """Content hash of an input file (keys its ledger; never shown or exported)."""
-    b = data.read_bytes() if isinstance(data, Path) else data
-    return hashlib.sha256(b).hexdigest()[:16]
+def keep_choice(key: str, options: list[Any], default: Any) -> str:
+    """:func:`keep` for a choice among ``options``: a remembered value that is no longer offered
+    (another file, another release) falls back to ``default``.  Lists (multiselect) are checked
+    item by item."""
+    for k in (f"od_{key}", f"_w_od_{key}"):
+        if k in ss:
+            v = ss[k]
+            ok = all(x in options for x in v) if isinstance(v, list) else v in options
+            if not ok:
+                del ss[k]
+    return keep(key, default)
+
+
+def forget_settings(what: str) -> None:
+    """Forget the remembered column choices of the trips or the area list (a file with other
+    columns came)."""
+    for k in [k for k in ss if str(k).startswith((f"od_set_{what}_", f"_w_od_set_{what}_"))]:
+        del ss[k]
+
+
+def sci(x: float) -> str:
+    """1e-08 → 1e-8."""
+    m, e = f"{x:.0e}".split("e")
+    return f"{m}e{int(e)}"
+
+
+def people(x: float | None) -> float | None:
+    """A number of people for a table: whole numbers, one decimal below 10 (None if not finite)."""
+    if x is None or not math.isfinite(x):
+        return None
+    return round(float(x), 1) if abs(x) < 10 else float(round(x))
 
 
 def rho_of(eps: float, delta: float, conversion: str) -> float:
@@ -78,8 +131,41 @@ def rho_of(eps: float, delta: float, conversion: str) -> float:
     paper's Lemma 3), or the tighter Canonne–Kamath–Steinke conversion."""
     if conversion == "cks":
         return budget.approx_dp_to_zcdp(eps, delta)
-    big_l = math.log(1.0 / delta)
-    return eps * eps / (math.sqrt(big_l + eps) + math.sqrt(big_l)) ** 2
+    return budget.approx_dp_to_zcdp_classic(eps, delta)
+
+
+def _low(name: Any) -> str:
+    return str(name).strip().lower()
+
+
+def count_like(name: Any) -> bool:
+    """Named like a number of trips (count, n, trips, flow, S000, trip_count, n_trips, …)."""
+    n = _low(name)
+    return n in COUNT_NAMES or n.endswith(("_count", "_counts", "count")) or n.startswith(("count_", "n_", "num_"))
+
+
+def coord_like(name: Any) -> bool:
+    """Named like a longitude or latitude (lon, lat, x, y, centroid_lon, INTPTLAT, …)."""
+    n = _low(name)
+    return n in LON_NAMES | LAT_NAMES or bool(set(re.split(r"[^a-z0-9]+", n)) & COORD_WORDS)
+
+
+def name_like(name: Any) -> bool:
+    """Named like a display name (name, zone_name, ctyname, label)."""
+    n = _low(name)
+    return n in NAME_WORDS or n.endswith(("name", "_label"))
+
+
+def figure(key: tuple[Any, ...], build: Any) -> Any:
+    """A figure of a release, built once and kept (the last :data:`FIGURES_KEPT` only)."""
+    figs = ss.setdefault("od_figs", {})
+    if key in figs:
+        figs[key] = figs.pop(key)  # most recently used last
+    else:
+        figs[key] = build()
+        while len(figs) > FIGURES_KEPT:
+            figs.pop(next(iter(figs)))
+    return figs[key]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,13 +255,206 @@ def ri_public() -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def session_table(key: str, read: Any, path: Path) -> tuple[pd.DataFrame, str]:
+def session_table(key: str, read: Any, path: Path) -> pd.DataFrame:
     """Read a (confidential) input file once per session; never through a shared cache."""
     store_ = ss.setdefault("od_raw", {})
     if key not in store_:
         with st.spinner(f"Reading {path.name} …"):
-            store_[key] = (read(), file_fp(path))
+            store_[key] = read()
     return store_[key]
+
+
+def _head(data: bytes, n: int = 65536) -> bytes:
+    """The first bytes of an upload, unzipped (b"" if the gzip is damaged: the reader says so)."""
+    if data[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=_io.BytesIO(data)) as f:
+                return f.read(n)
+        except (OSError, EOFError):
+            return b""
+    return data[:n]
+
+
+def _one_column(data: bytes) -> pd.DataFrame:
+    raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    df = pd.read_csv(_io.StringIO(text), dtype=str, sep=",")
+    df.columns = [str(c).strip() for c in df.columns]
+    return df
+
+
+def read_upload(data: bytes, name: str, what: str) -> pd.DataFrame:
+    """An uploaded trips table or area list, codes kept as text; its problems in O/D words."""
+    head = _head(data)
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise InputError(f"{name} is a UTF-16 text file. Save it as UTF-8 (in a spreadsheet program: "
+                         "'CSV UTF-8') and upload it again.")
+    if head and head[:4] != b"PAR1":
+        ctrl = sum(1 for b in head if b < 32 and b not in (9, 10, 13))
+        if ctrl > max(2, len(head) // 100):
+            raise InputError(f"{name} is not a text (CSV) file. Upload a CSV (optionally .gz) or Parquet file.")
+    try:
+        df = read_hierarchy_table(data, name)
+    except InputError as e:
+        if "single column" not in str(e):
+            raise
+        if what == "areas":  # one code column is an area list (its levels are code prefixes)
+            return _one_column(data)
+        raise InputError(
+            f"{name} has a single column. O/D trips need an origin and a destination column (one trip per row), "
+            "or origin, destination and a count column, separated by commas, semicolons or tabs. Check the "
+            "file, then choose the origin and destination columns.") from None
+    if df.empty:
+        raise InputError(f"{name} has a header but no rows. Upload the file with its data.")
+    return df
+
+
+def check_code_column(df: pd.DataFrame, col: str, what: str, h: Hierarchy) -> None:
+    """Refuse a column that is not an area code column at all (wrong column chosen), naming the
+    columns that are; a few unknown codes are left to :func:`od.leaf_lookup`, which names the rows."""
+    sample = df[col].head(5000)
+    hit = od.match_leaves(h, sample) >= 0
+    if hit.size == 0 or hit.mean() >= 0.5:
+        return
+    fits = [str(c) for c in df.columns if c != col and (od.match_leaves(h, df[c].head(500)) >= 0).mean() >= 0.9]
+    ex = list(dict.fromkeys(sample[~hit].astype(str).tolist()))[:3]
+    raise InputError(
+        f"The {what} column '{col}' does not hold areas of the public area list: {100 * (1 - hit.mean()):.0f} % "
+        f"of its values (e.g. {', '.join(ex)}) are not finest areas ('{h.levels[-1]}'). Choose the {what} column"
+        + (f" ({', '.join(map(repr, fits))} {'holds' if len(fits) == 1 else 'hold'} area codes)" if fits else "")
+        + ", or check that the area list belongs to these trips.")
+
+
+def _bounds_changed(i: int) -> None:
+    """A boundary file was uploaded or removed by the curator (not merely undrawn)."""
+    f = ss.get(f"od_bounds_{i}")
+    files = ss.setdefault("od_bounds_files", {})
+    if f is None:
+        files.pop(i, None)
+    else:
+        files[i] = (f.getvalue(), f.name, f.file_id)
+
+
+def queue_release(token: int, **job: Any) -> None:
+    """on_click of the Release button: claim its one-time token and queue the release.
+
+    ``token`` is the one the button was drawn with (it is in the button's key too).  A second
+    click on the same button, arriving before the page shows the release, finds the token used
+    (or the button gone) and queues nothing; a rerun never releases.  The release itself runs in
+    the page (:func:`run_release`), where its progress can be shown.
+    """
+    if token != ss.get("od_release_token") or ss.get("od_release_job") is not None or ss.get("od_releasing"):
+        return
+    ss["od_release_token"] = token + 1
+    ss["od_release_job"] = job
+
+
+def run_release(slot: Any, fp_now: str) -> None:
+    """Run the queued release once (popped first), with its progress in ``slot``: charge the
+    ledger, draw the noise, store the release.  A rerun asked for meanwhile (a click, a widget
+    change) is held back until the release is stored, so it is never lost after being paid for.
+    A job for other data than the page now shows (the data changed in the same click) is dropped."""
+    job = ss.pop("od_release_job", None)
+    if job is None:
+        return
+    if job["fp"] != fp_now:
+        ss["od_release_error"] = "The data changed before the release ran, so nothing was released or spent. " \
+                                 "Check the settings and click Release again."
+        return
+    ss["od_releasing"] = True
+    held: list[BaseException] = []
+
+    def progress(frac: float, msg: str) -> None:
+        if held or ScriptControlException is None:
+            return
+        try:
+            slot.progress(min(max(float(frac), 0.0), 1.0), text=f"Releasing: {msg}")
+        except ScriptControlException as e:  # a click or a stop came in: store the release first
+            held.append(e)
+
+    try:
+        progress(0.0, "checking the budget …")
+        fp_, model_ = job["fp"], job["model"]
+        rel_ = release_od(model_["counts"], job["mech"], job["cost"], ss["od_ledgers"][fp_], progress=progress,
+                          split=job["split"], weights=job["weights"], **job["opts"])
+        ss["od_releases"].setdefault(fp_, []).append({
+            "release": rel_, "fp": fp_, "view": model_["view"], "model": model_, "name": model_["name"],
+            "cost_label": job["cost_label"], "delta": job["delta"], "approx": job["approx"], "exports": {}})
+        ss["od_just_released"] = job["cost_label"]
+    except DPCoreError as e:
+        ss["od_release_error"] = str(e)
+    finally:
+        ss["od_releasing"] = False
+    if held:
+        raise held[0]
+
+
+def shown_entry(model: dict[str, Any]) -> dict[str, Any] | None:
+    """The release to show for the loaded data: the latest one made with the same area list and
+    unit of privacy, else the latest one of these trips."""
+    entries = ss["od_releases"].get(model["fp"], [])
+    same = [e for e in entries if e["view"] == model["view"]]
+    return (same or entries or [None])[-1]
+
+
+def table_name(lp: od.ODLevelPlan, unit: str) -> str:
+    """A tree level's table in words: 'region → district', 'total (all trips) · public, exact'."""
+    if lp.kind == "total":
+        return f"total (all {unit})" if lp.measured else "total · exact, public"
+    return f"{lp.origin_level} → {lp.destination_level}" + ("" if lp.measured else " · copy of the level above")
+
+
+PLAN_CAPTION = ("'region → district' is the table of flows from each region (origin) to each district "
+                "(destination); release.csv names it region>district. **Typical largest error** is what the largest "
+                "error over a table usually comes to (it can be exceeded); the **guaranteed 95 % bound** is a "
+                "promise: the largest error stays below it with probability 95 % (only for the exact projections of "
+                "InfTDA and its MILP baseline, so '–' otherwise). ")
+
+
+def plan_table(pl: od.ODPlan, unit_: str, full: bool = False) -> pd.DataFrame:
+    """The data-free plan per table, numbers as numbers (they sort), rounded for people; ``full``
+    (the Errors tab) shows the possible pairs instead of the budget shares."""
+    return pd.DataFrame([{
+        "table": table_name(lv, unit_),
+        **({"possible pairs": lv.pairs} if full else
+           {"budget share": float(f"{lv.share:.2g}") if lv.measured else None}),
+        "noise per cell (SD)": people(lv.noise_sd) if lv.measured else None,
+        "error per flow (RMSE)": people(lv.sd),
+        "typical largest error": people(lv.max_abs),
+        "guaranteed 95 % bound": people(lv.bound),
+        "unreliable below": people(lv.unreliable_below),
+    } for lv in pl.levels])
+
+
+def plan_columns(pl: od.ODPlan, unit_: str) -> dict[str, Any]:
+    sym_ = "ε" if pl.cost is not None and pl.cost.definition == "pure" else "ρ"
+    num = st.column_config.NumberColumn
+    return {
+        "table": st.column_config.TextColumn(
+            "table", width=150, help="Origin level → destination level: the flows from each origin area to each destination "
+                          "area. release.csv names it origin>destination (e.g. region>district)."),
+        "possible pairs": num(format="localized", help="Origin areas × destination areas of this table."),
+        "budget share": num(f"budget share ({sym_})", format="%.2g",
+                            help="The part of this release's budget spent on this table (none: not measured)."),
+        "noise per cell (SD)": num(format="localized", help=f"Standard deviation of the noise added to each flow "
+                                                            f"of this table, in {unit_}."),
+        "error per flow (RMSE)": num(format="localized", help=f"Typical error of one released flow (root mean "
+                                                              f"square) after the tables are made consistent, in "
+                                                              f"{unit_}."),
+        "typical largest error": num(format="localized", help=f"About the largest error over all the table's "
+                                                              f"possible pairs, in {unit_}; can be exceeded."),
+        "guaranteed 95 % bound": num(format="localized", help=f"The largest error stays below this with probability "
+                                                              f"95 %, in {unit_} (InfTDA and the MILP baseline only)."),
+        "unreliable below": num(format="localized", help=f"Released flows below this many {unit_} (about twice the "
+                                                         "noise) may be noise."),
+    }
+
+
+def short_name(lp: od.ODLevelPlan) -> str:
+    return "total" if lp.kind == "total" else f"{lp.origin_level} → {lp.destination_level}"
 
 
 st.title("O/D flows")
@@ -197,29 +476,23 @@ with tab_data:
     if RI_OD.exists() and RI_XWALK.exists() and US_COUNTIES.exists():
         sources[RI] = "Rhode Island home → work blocks, LODES 2019 (state → county → tract → block group → block)"
     sources[UPLOAD] = "Upload trips"
-    if ss.get("_w_od_source", ss.get("od_source", DEMO)) not in sources:  # e.g. shared data gone
-        ss.pop("_w_od_source", None)
-        ss["od_source"] = DEMO
-    source = st.radio("Data", list(sources), format_func=sources.get, key=keep("source", DEMO))
+    source = st.radio("Data", list(sources), format_func=sources.get, key=keep_choice("source", list(sources), DEMO))
     kept("source")
     inputs: dict[str, Any] | None = None
     if source == DEMO:
         pub = demo_public()
         if "od_demo_flows" not in ss:
             ss["od_demo_flows"] = synthetic.demo_od()[1]
-        flows = ss["od_demo_flows"]
-        inputs = {"key": (DEMO,), "name": "O/D demo (made up)", "pub": pub, "df": flows, "unit": "trips",
-                  "cols": {"origin": "origin", "destination": "destination", "count": "count"},
-                  "fp": census.fingerprint(flows) if "od_demo_fp" not in ss else ss["od_demo_fp"]}
-        ss["od_demo_fp"] = inputs["fp"]
+        inputs = {"key": (DEMO,), "name": "O/D demo (made up)", "pub": pub, "df": ss["od_demo_flows"],
+                  "unit": "trips", "cols": {"origin": "origin", "destination": "destination", "count": "count"}}
         st.caption("Made-up trips between 576 square zones (a gravity model: many short trips, few long ones); "
                    "no real person. The zone list is the made-up public geography.")
     elif source == NYC:
         pub = nyc_public()
-        df, fp = session_table(NYC, lambda: pd.read_csv(NYC_TRIPS, dtype=str, usecols=["PULocationID", "DOLocationID"]),
-                               NYC_TRIPS)
+        df = session_table(NYC, lambda: pd.read_csv(NYC_TRIPS, dtype=str, usecols=["PULocationID", "DOLocationID"]),
+                           NYC_TRIPS)
         inputs = {"key": (NYC,), "name": "NYC green taxi trips, April 2020", "pub": pub, "df": df, "unit": "trips",
-                  "cols": {"origin": "PULocationID", "destination": "DOLocationID"}, "fp": fp, "trips": True}
+                  "cols": {"origin": "PULocationID", "destination": "DOLocationID"}, "trips": True}
         st.caption("One row per trip, pick-up zone → drop-off zone (NYC TLC). The area list is the TLC's public "
                    "taxi-zone lookup (265 zones, the two 'unknown' ones included). The file has no person id, so "
                    "every trip counts as a different person (event-level privacy).")
@@ -230,23 +503,22 @@ with tab_data:
             f = pd.read_csv(US_FLOWS, dtype=str, usecols=["h_fips", "w_fips", "workplace_kind", "flow"])
             return f[f["workplace_kind"] == "us_county"].reset_index(drop=True)
 
-        df, fp = session_table(US, _read_us, US_FLOWS)
+        df = session_table(US, _read_us, US_FLOWS)
         inputs = {"key": (US,), "name": "US county commuting, ACS 2009–2013", "pub": pub, "df": df, "unit": "workers",
-                  "cols": {"origin": "h_fips", "destination": "w_fips", "count": "flow"}, "fp": fp}
+                  "cols": {"origin": "h_fips", "destination": "w_fips", "count": "flow"}}
         st.caption("Workers by home county → work county (Census Bureau, only workplaces in a US county or PR "
                    "municipio). These are survey estimates, treated here as counts of people, one commute each. "
                    "The area list is the 2010 county boundary file (every county).")
     elif source == RI:
         pub = ri_public()
-        df, fp = session_table(RI, lambda: pd.read_csv(RI_OD, dtype=str, usecols=["h_geocode", "w_geocode", "S000"]),
-                               RI_OD)
+        df = session_table(RI, lambda: pd.read_csv(RI_OD, dtype=str, usecols=["h_geocode", "w_geocode", "S000"]),
+                           RI_OD)
         inputs = {"key": (RI,), "name": "Rhode Island LODES 2019", "pub": pub, "df": df, "unit": "workers",
-                  "cols": {"origin": "h_geocode", "destination": "w_geocode", "count": "S000"}, "fp": fp}
+                  "cols": {"origin": "h_geocode", "destination": "w_geocode", "count": "S000"}}
         st.caption("Jobs by home block → work block within Rhode Island (LEHD LODES 7, all jobs). The area list is "
                    "the LODES block crosswalk (every 2010 block); levels are prefixes of the block code. Map "
                    "positions are the blocks' public internal points. LODES is itself already noise-infused.")
     else:
-        inputs = None
         st.info(AREA_WARNING)
         c1, c2 = st.columns(2)
         up = c1.file_uploader("Trips (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"], key="od_upload",
@@ -256,21 +528,28 @@ with tab_data:
                                key="od_areas_upload",
                                help="One row per finest area: a code column per level (top first), or one code "
                                     "column whose prefixes are the levels (e.g. census block codes).")
-        for upl, what in ((up, "trips"), (aup, "areas")):
+        for upl, what, col in ((up, "trips", c1), (aup, "areas", c2)):
             if upl is not None and ss.get(f"od_{what}_id") != upl.file_id:
-                ss[f"od_{what}_id"] = upl.file_id
+                ss[f"od_{what}_id"] = upl.file_id  # this upload is read once (also when it fails)
                 try:
-                    data = upl.getvalue()
-                    ss[f"od_{what}_df"] = read_hierarchy_table(data, upl.name)
-                    ss[f"od_{what}_fp"] = file_fp(data)
+                    new_df = read_upload(upl.getvalue(), upl.name, what)
+                    old_df = ss.get(f"od_{what}_df")
+                    if old_df is None or list(map(str, old_df.columns)) != list(map(str, new_df.columns)):
+                        forget_settings(what)  # other columns: guess the choices again
+                    ss[f"od_{what}_df"] = new_df
+                    ss[f"od_{what}_df_id"] = upl.file_id
                     ss[f"od_{what}_name"] = upl.name
                     ss[f"od_{what}_error"] = None
-                    for k in [k for k in ss if str(k).startswith(f"od_w_{what}_")]:
-                        del ss[k]  # column choices of the earlier file
                 except DPCoreError as e:
                     ss[f"od_{what}_error"] = str(e)
+            what_txt = "trips file" if what == "trips" else "area list"
             if ss.get(f"od_{what}_error"):
-                st.error(ss[f"od_{what}_error"])
+                col.error(ss[f"od_{what}_error"])
+                if ss.get(f"od_{what}_df") is not None:
+                    col.caption(f"The earlier {what_txt} ({ss[f'od_{what}_name']}) is still used; earlier releases "
+                                "are kept.")
+            elif upl is None and ss.get(f"od_{what}_df") is not None:
+                col.caption(f"Using the {what_txt} uploaded earlier: {ss[f'od_{what}_name']}.")
         tdf, adf = ss.get("od_trips_df"), ss.get("od_areas_df")
         if tdf is None or adf is None:
             st.info("Upload the trips and the public area list to continue, or pick a data set above. "
@@ -278,78 +557,134 @@ with tab_data:
         else:
             tcols = [str(c) for c in tdf.columns]
             acols = [str(c) for c in adf.columns]
+            problems: list[str] = []
+            waiting: list[str] = []
             st.markdown("**Trips**")
-            kind = st.radio("Rows are", ["trips", "counts"], horizontal=True, key=seed("od_w_trips_kind", "trips"),
+            t_count = [c for c in tcols if count_like(c)]
+            t_codes = [c for c in tcols if c not in t_count and not coord_like(c)] or tcols
+            kind = st.radio("Rows are", ["trips", "counts"], horizontal=True,
+                            key=keep_choice("set_trips_kind", ["trips", "counts"], "counts" if t_count else "trips"),
                             format_func={"trips": "one trip per row", "counts": "origin, destination and a count"}.get)
+            kept("set_trips_kind")
             c1, c2, c3 = st.columns(3)
             low = {c.lower(): c for c in tcols}
-            g_o = next((low[k] for k in ("origin", "o", "from", "h_geocode", "pulocationid", "h_fips") if k in low), tcols[0])
-            g_d = next((low[k] for k in ("destination", "d", "to", "w_geocode", "dolocationid", "w_fips") if k in low),
-                       tcols[min(1, len(tcols) - 1)])
-            ocol = c1.selectbox("Origin column", tcols, key=seed("od_w_trips_origin", g_o))
-            dcol = c2.selectbox("Destination column", tcols, key=seed("od_w_trips_destination", g_d))
+            g_o = next((low[k] for k in ORIGIN_NAMES if k in low), t_codes[0])
+            g_d = next((low[k] for k in DEST_NAMES if k in low and low[k] != g_o),
+                       next((c for c in t_codes if c != g_o), g_o))
+            ocol = c1.selectbox("Origin column", tcols, key=keep_choice("set_trips_origin", tcols, g_o),
+                                help="The area code where each trip starts.")
+            kept("set_trips_origin")
+            dcol = c2.selectbox("Destination column", tcols, key=keep_choice("set_trips_destination", tcols, g_d),
+                                help="The area code where each trip ends.")
+            kept("set_trips_destination")
+            if ocol == dcol:
+                problems.append(f"The origin and the destination column are both '{ocol}': choose the origin and "
+                                "destination columns (where each trip starts and where it ends).")
             ccol = pcol = None
             m, distinct = 1, True
             if kind == "counts":
-                g_c = next((low[k] for k in ("count", "flow", "trips", "s000", "n") if k in low), tcols[-1])
-                ccol = c3.selectbox("Count column", tcols, key=seed("od_w_trips_count", g_c))
+                copts = [CHOOSE, *tcols]
+                g_c = next((c for c in t_count if c not in (ocol, dcol)), CHOOSE)
+                cc = c3.selectbox("Count column", copts, key=keep_choice("set_trips_count", copts, g_c),
+                                  help="The number of trips of the row's origin → destination pair (whole numbers "
+                                       "≥ 0), e.g. a column named count, n, trips, flow or S000.")
+                kept("set_trips_count")
+                ccol = None if cc == CHOOSE else cc
+                if ccol is None:
+                    waiting.append("Choose the count column (the number of trips of each row): no column is named "
+                                   "like a count (count, n, trips, flow, S000, …).")
+                elif ccol in (ocol, dcol):
+                    problems.append(f"The count column '{ccol}' is also the "
+                                    f"{'origin' if ccol == ocol else 'destination'} column: choose the column that "
+                                    "holds the number of trips of each row.")
             else:
-                pc = c3.selectbox("Person id column (optional)", ["(none)", *tcols], key=seed("od_w_trips_person", "(none)"),
+                popts = [NONE, *tcols]
+                pc = c3.selectbox("Person id column (optional)", popts, key=keep_choice("set_trips_person", popts, NONE),
                                   help="Without it every trip counts as a different person.")
-                pcol = None if pc == "(none)" else pc
+                kept("set_trips_person")
+                pcol = None if pc == NONE else pc
+                if pcol in (ocol, dcol):
+                    problems.append(f"The person id column '{pcol}' is also the "
+                                    f"{'origin' if pcol == ocol else 'destination'} column: choose the column that "
+                                    "names the person of each trip, or (none).")
                 if pcol:
                     c4, c5 = st.columns(2)
-                    m = int(c4.number_input("At most m trips per person", 1, 1000, key=seed("od_w_trips_m", 1),
+                    m = int(c4.number_input("At most m trips per person", 1, 1000, key=keep("set_trips_m", 1),
                                             help="Each person keeps at most m trips (chosen at random); more "
                                                  "trips per person means more noise (sensitivity grows with m)."))
-                    distinct = c5.radio("A person's trips", [True, False], key=seed("od_w_trips_distinct", True),
+                    kept("set_trips_m")
+                    distinct = c5.radio("A person's trips", [True, False],
+                                        key=keep_choice("set_trips_distinct", [True, False], True),
                                         format_func=lambda b: "distinct pairs (repeats count once)" if b
                                         else "repeats allowed") is True
+                    kept("set_trips_distinct")
             st.markdown("**Public area list**")
+            a_codes = [c for c in acols if not (count_like(c) or coord_like(c) or name_like(c)
+                                                or _low(c) in ATTRIBUTE_NAMES)] or acols
             shape = st.radio("The area list has", ["levels", "prefix"], horizontal=True,
-                             key=seed("od_w_areas_shape", "levels"),
+                             key=keep_choice("set_areas_shape", ["levels", "prefix"], "levels"),
                              format_func={"levels": "one code column per level (top first)",
                                           "prefix": "one code column; levels are prefixes"}.get)
+            kept("set_areas_shape")
+            prefix = None
+            lv_cols: list[str] = []
+            lens_txt = ""
             if shape == "levels":
                 lv_cols = st.multiselect("Level columns, top level first", acols,
-                                         key=seed("od_w_areas_levels", acols[: min(2, len(acols))]))
-                prefix = None
+                                         key=keep_choice("set_areas_levels", acols, a_codes),
+                                         help="The code columns of the geography, top level first (e.g. region, "
+                                              "district, zone); not coordinates, names or counts.")
+                kept("set_areas_levels")
             else:
                 c1, c2, c3 = st.columns(3)
-                code_col = c1.selectbox("Code column", acols, key=seed("od_w_areas_code", acols[0]))
-                lens_txt = c2.text_input("Prefix lengths, top first", key=seed("od_w_areas_lengths", "2,5"),
+                code_col = c1.selectbox("Code column", acols, key=keep_choice("set_areas_code", acols, a_codes[0]))
+                kept("set_areas_code")
+                lens_txt = c2.text_input("Prefix lengths, top first", key=keep("set_areas_lengths", "2,5"),
                                          help="e.g. 2,5,11,12,15 for census blocks (state, county, tract, "
                                               "block group, block).")
-                names_txt = c3.text_input("Level names (optional)", key=seed("od_w_areas_names", ""),
+                kept("set_areas_lengths")
+                names_txt = c3.text_input("Level names (optional)", key=keep("set_areas_names", ""),
                                           help="Comma-separated, e.g. state,county.")
+                kept("set_areas_names")
                 prefix = (code_col, lens_txt, names_txt)
-                lv_cols = []
             c1, c2 = st.columns(2)
-            lon_c = c1.selectbox("Longitude of each finest area (optional, for the map)", ["(none)", *acols],
-                                 key=seed("od_w_areas_lon", next((c for c in acols if c.lower() in
-                                                                  ("lon", "longitude", "x", "blklondd")), "(none)")))
-            lat_c = c2.selectbox("Latitude of each finest area (optional, for the map)", ["(none)", *acols],
-                                 key=seed("od_w_areas_lat", next((c for c in acols if c.lower() in
-                                                                  ("lat", "latitude", "y", "blklatdd")), "(none)")))
-            bounds_up: dict[str, Any] = {}
+            lopts = [NONE, *acols]
+            lon_c = c1.selectbox("Longitude of each finest area (optional, for the map)", lopts,
+                                 key=keep_choice("set_areas_lon", lopts,
+                                                 next((c for c in acols if c.lower() in LON_NAMES), NONE)))
+            kept("set_areas_lon")
+            lat_c = c2.selectbox("Latitude of each finest area (optional, for the map)", lopts,
+                                 key=keep_choice("set_areas_lat", lopts,
+                                                 next((c for c in acols if c.lower() in LAT_NAMES), NONE)))
+            kept("set_areas_lat")
+            bfiles = ss.setdefault("od_bounds_files", {})
             with st.expander("Boundaries per level (optional, for the map)"):
                 n_lv = len(lv_cols) if shape == "levels" else len([x for x in lens_txt.split(",") if x.strip()])
-                for i in range(n_lv):
-                    bup = st.file_uploader(f"Boundaries of level {i + 1} (GeoJSON, GeoPackage, zipped shapefile)",
-                                           type=["geojson", "json", "gpkg", "zip"], key=f"od_bounds_{i + 1}")
+                for i in range(1, n_lv + 1):
+                    bup = st.file_uploader(f"Boundaries of level {i} (GeoJSON, GeoPackage, zipped shapefile)",
+                                           type=["geojson", "json", "gpkg", "zip"], key=f"od_bounds_{i}",
+                                           on_change=_bounds_changed, args=(i,))
                     if bup is not None:
-                        bounds_up[i + 1] = (bup.getvalue(), bup.name, bup.file_id)
-            inputs = {"key": (UPLOAD, ss["od_trips_id"], ss["od_areas_id"], kind, ocol, dcol, ccol, pcol, m, distinct,
-                              shape, tuple(lv_cols), prefix, lon_c, lat_c,
-                              tuple((k, v[2]) for k, v in bounds_up.items())),
+                        bfiles[i] = (bup.getvalue(), bup.name, bup.file_id)
+                    elif i in bfiles:
+                        st.caption(f"Using {bfiles[i][1]} (uploaded earlier).")
+            bounds_up = {i: v for i, v in bfiles.items() if i <= n_lv}
+            inputs = {"key": (UPLOAD, ss["od_trips_df_id"], ss["od_areas_df_id"], kind, ocol, dcol, ccol, pcol, m,
+                              distinct, shape, tuple(lv_cols), prefix, lon_c, lat_c,
+                              tuple((k, v[2]) for k, v in sorted(bounds_up.items()))),
                       "name": ss.get("od_trips_name", "upload"), "pub": None, "df": tdf, "unit": "trips",
                       "cols": {"origin": ocol, "destination": dcol, "count": ccol, "user": pcol}, "m": m,
-                      "distinct": distinct, "fp": ss["od_trips_fp"], "trips": kind == "trips",
+                      "distinct": distinct, "trips": kind == "trips",
                       "areas": {"df": adf, "shape": shape, "levels": lv_cols, "prefix": prefix, "lon": lon_c,
                                 "lat": lat_c, "bounds": bounds_up}}
             if shape == "levels" and not lv_cols:
+                waiting.append("Choose the level columns of the area list (top level first) to continue.")
+            for msg in problems:
+                st.error(msg)
+            for msg in waiting:
+                st.info(msg)
+            if problems or waiting:
                 inputs = None
-                st.info("Choose the level columns of the area list (top level first) to continue.")
 
     # -------------------------------------------------- unit of privacy (public choice)
     if inputs is not None and source != UPLOAD:
@@ -360,8 +695,9 @@ with tab_data:
     model = None
     if inputs is not None:
         key = inputs["key"]
-        if ss.get("od_model_key") == key and ss.get("od_model") is not None:
-            model = ss["od_model"]  # confidential counts: this session only
+        models = ss.setdefault("od_models", {})  # confidential counts: this session only
+        if key in models:
+            model = models[key] = models.pop(key)  # most recently used last
         else:
             try:
                 with st.spinner("Counting the trips per area pair …"):
@@ -384,7 +720,7 @@ with tab_data:
                             h = od.hierarchy_from_prefixes(a["df"][code_col], lens, nm, source="area list")
                         xy, frames, notes = {}, {}, []
                         area_desc = "your uploaded public area list"
-                        if a["lon"] != "(none)" and a["lat"] != "(none)":
+                        if a["lon"] != NONE and a["lat"] != NONE:
                             codes = (a["df"][a["prefix"][0]] if a["shape"] == "prefix" else
                                      a["df"][a["levels"][-1]] if h.code_modes[-1] == "global" else
                                      a["df"][a["levels"]].astype(str).agg("/".join, axis=1))
@@ -399,6 +735,8 @@ with tab_data:
                             if unmatched:
                                 notes.append(f"{h.level_names[d]}: {fmt.count(len(unmatched))} areas without a "
                                              "boundary; their flows are not drawn")
+                        check_code_column(inputs["df"], inputs["cols"]["origin"], "origin", h)
+                        check_code_column(inputs["df"], inputs["cols"]["destination"], "destination", h)
                     cols = inputs["cols"]
                     counts = od.ODCounts.from_frame(
                         inputs["df"], h, origin=cols["origin"], destination=cols["destination"],
@@ -406,12 +744,20 @@ with tab_data:
                         distinct=inputs.get("distinct", True))
                     if counts.total == 0:
                         raise InputError("No trips are counted: the table holds no trips (all counts are 0).")
-                model = {"h": h, "counts": counts, "xy": xy, "boundaries": frames, "notes": notes, "fp": inputs["fp"],
-                         "name": inputs["name"], "unit": inputs["unit"], "area_desc": area_desc}
-                ss["od_model"], ss["od_model_key"] = model, key
+                    if not counts.fingerprint:  # the budget must follow the trips, never a fresh key
+                        raise InputError("The trips could not be fingerprinted, so their budget cannot be kept.")
+                model = {"h": h, "counts": counts, "xy": xy, "boundaries": frames, "notes": notes,
+                         "fp": counts.fingerprint, "view": (h.fingerprint(), counts.max_trips, counts.distinct),
+                         "name": inputs["name"], "unit": inputs["unit"], "area_desc": area_desc,
+                         "df": inputs["df"], "user": inputs["cols"].get("user")}
+                models[key] = model
+                while len(models) > MODELS_KEPT:
+                    models.pop(next(iter(models)))
             except DPCoreError as e:
                 st.error(str(e))
                 st.caption("Fix the input and the page picks it up; earlier releases are kept.")
+        if model is not None:
+            ss["od_model"], ss["od_model_key"] = model, key
     ss["od_active"] = model is not None
     if model is not None:
         h = model["h"]
@@ -422,7 +768,7 @@ with tab_data:
         if source == UPLOAD:
             st.caption("Unit of privacy: " + (f"one person with at most {counts.max_trips} trips "
                                               f"({'distinct pairs' if counts.distinct else 'repeats allowed'})"
-                                              if counts.max_trips > 1 or inputs["cols"].get("user") else
+                                              if counts.max_trips > 1 or model["user"] else
                                               "one trip (each trip is a different person)") + ".")
         for note in model["notes"]:
             st.caption(note + ".")
@@ -434,9 +780,13 @@ with tab_data:
         c3.metric("Above the per-person cap", fmt.count(counts.dropped_trips),
                   help="Trips left out because their person already has m trips.")
         with st.expander("First rows · confidential, not for publication"):
-            st.dataframe(inputs["df"].head(8), hide_index=True, key="od_head")
+            st.dataframe(model["df"].head(8), hide_index=True, key="od_head")
 
 if model is None:
+    ss["od_shown"] = None
+    if ss.pop("od_release_job", None) is not None:  # never run later, on data loaded afterwards
+        with tab_data:
+            st.error("No data is loaded, so nothing was released or spent.")
     for tab in (tab_mech, tab_map, tab_err, tab_exp):
         with tab:
             st.info("Load O/D data on the Data tab first. Earlier releases are kept.")
@@ -478,7 +828,7 @@ with tab_mech:
                                   key=keep("eps", 1.0), help="Smaller: more privacy, more noise. The paper uses 0.1, 1, 10.")
             kept("eps")
             delta = c2.select_slider("δ", [1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5], key=keep("delta", 1e-8),
-                                     format_func=lambda d: f"{d:.0e}", help="The chance the ε bound may fail; "
+                                     format_func=sci, help="The chance the ε bound may fail; "
                                      "far below 1 / the number of people.")
             kept("delta")
             conv = c2.radio("Conversion", list(CONVERSIONS), format_func=CONVERSIONS.get, key=keep("conversion", "classic"),
@@ -487,18 +837,20 @@ with tab_mech:
             rho = rho_of(eps, delta, conv)
             cost = budget.zcdp(rho)
             approx_note = {"epsilon": eps, "delta": delta, "conversion": conv, "rho": rho}
-            c2.caption(f"ρ = {rho:.4g} (zCDP) guarantees (ε = {fmt.eps(eps)}, δ = {delta:.0e})-DP.")
-            cost_label = f"ρ = {rho:.2g} (ε = {fmt.eps(eps)}, δ = {delta:.0e})"
+            how = "the paper's conversion" if conv == "classic" else "the CKS conversion"
+            c2.caption(f"ρ = {rho:.4g} (zCDP) guarantees (ε = {fmt.eps(eps)}, δ = {sci(delta)})-DP by {how}.")
+            cost_label = f"ρ = {rho:.3g} (from ε = {fmt.eps(eps)}, δ = {sci(delta)} by {how})"
         elif definition == "rho":
             rho = c2.number_input("ρ of this release", min_value=1e-5, max_value=10.0, step=0.001, format="%.4f",
                                   key=keep("rho", 0.0132), help="zCDP budget; ρ ≈ 0.0132 is (ε = 1, δ = 1e-8).")
             kept("rho")
             delta = c2.select_slider("δ for the (ε, δ) reading", [1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5],
-                                     key=keep("delta_read", 1e-8), format_func=lambda d: f"{d:.0e}")
+                                     key=keep("delta_read", 1e-8), format_func=sci)
             kept("delta_read")
             cost = budget.zcdp(rho)
-            c2.caption(f"Reads as (ε = {fmt.eps(budget.zcdp_to_approx_dp(rho, delta))}, δ = {delta:.0e})-DP.")
-            cost_label = cost.label()
+            c2.caption(f"Reads as (ε ≈ {fmt.eps(budget.zcdp_to_approx_dp(rho, delta))}, δ = {sci(delta)})-DP "
+                       "(CKS conversion).")
+            cost_label = f"ρ = {rho:.3g}"
         else:
             eps = c2.number_input("ε of this release", min_value=0.01, max_value=20.0, step=0.1, format="%.2f",
                                   key=keep("eps_pure", 1.0), help="Pure ε-DP: discrete Laplace noise, no δ.")
@@ -519,8 +871,9 @@ with tab_mech:
         except DPCoreError as e:
             c3.error(str(e))
     if led.definition == "zcdp":
-        c3.caption(f"Cap ρ = {led.cap.value:.4g} reads as ε = {fmt.eps(budget.zcdp_to_approx_dp(led.cap.value, delta))} "
-                   f"at δ = {delta:.0e}.")
+        c3.caption(f"Cap ρ = {led.cap.value:.4g} reads as ε ≈ "
+                   f"{fmt.eps(budget.zcdp_to_approx_dp(led.cap.value, delta))} at δ = {sci(delta)} (CKS conversion; "
+                   f"ε = {fmt.eps(budget.zcdp_to_approx_dp_classic(led.cap.value, delta))} by the paper's).")
     c4, c5, c6 = st.columns(3)
     neighbour = c4.radio("Neighbouring data sets", list(NEIGHBOURS), format_func=NEIGHBOURS.get,
                          key=keep("neighbour", "bounded"),
@@ -574,82 +927,70 @@ with tab_mech:
     except DPCoreError as e:  # e.g. the MILP baseline on a large domain: say why, keep the page
         st.error(str(e))
 
-    def plan_table(pl: od.ODPlan) -> pd.DataFrame:
-        sym_ = "ε" if pl.cost is not None and pl.cost.definition == "pure" else "ρ"
-        return pd.DataFrame([{
-            "level": lv.name,
-            "table": ("total" if lv.kind == "total" else f"{lv.origin_level} → {lv.destination_level}"),
-            "possible pairs": fmt.count(lv.pairs),
-            "measured": "yes" if lv.measured else ("public" if lv.level == 0 else "no (copy level)"),
-            "share": f"{sym_} = {lv.share:.2g}" if lv.measured else "–",
-            "σ per node": fmt.num(lv.noise_sd) if lv.measured else "–",
-            "expected RMSE": fmt.num(lv.sd),
-            "typical max error": fmt.num(lv.max_abs),
-            "95 % bound": fmt.num(lv.bound) if math.isfinite(lv.bound) else "–",
-            "unreliable below": fmt.num(lv.unreliable_below),
-        } for lv in pl.levels])
-
     if p is not None:
-        st.subheader("Expected error per level (before release)")
-        st.dataframe(plan_table(p), hide_index=True, key="od_plan_table")
-        st.bar_chart(pd.DataFrame({"level": [lv.name for lv in p.levels[1:]],
-                                   "expected RMSE": [lv.sd for lv in p.levels[1:]],
-                                   "typical max error": [lv.max_abs for lv in p.levels[1:]]}).set_index("level"),
-                     height=220, stack=False)
-        st.caption(f"Analytic and data-free: from the budget, the unit of privacy and the public area lists only "
-                   f"({p.levels[-1].basis}). Errors are in {unit} per area pair. 'level' names the origin level, "
-                   "then '>' and the destination level for cross-level tables. The 95 % bound holds with "
-                   "probability 95 % for the exact L∞ projections (InfTDA and its MILP baseline).")
+        st.subheader("Expected error per table (before release)")
+        st.dataframe(plan_table(p, unit), hide_index=True, key="od_plan_table", column_config=plan_columns(p, unit),
+                     placeholder="–")
+        st.bar_chart(pd.DataFrame({"table": [short_name(lv) for lv in p.levels[1:]],
+                                   "error per flow (RMSE)": [lv.sd for lv in p.levels[1:]],
+                                   "typical largest error": [lv.max_abs for lv in p.levels[1:]]}),
+                     x="table", y_label=unit, x_label="", horizontal=True, sort=False, stack=False,
+                     height=60 + 36 * (len(p.levels) - 1))
+        st.caption(PLAN_CAPTION + f"All errors are in {unit} per area pair and come from the budget, the unit of "
+                   f"privacy and the public area list only, not from the data ({p.levels[-1].basis}).")
+    slot = st.empty()  # the progress of a release, then the Release button
+    run_release(slot, fp)  # a release queued by a click on the button (once)
     can = cost is not None and led.can_spend(cost)
     left = led.remaining - (led.charge_of(cost) if can else 0.0)
-    label = f"Release with {cost_label} — {fmt.eps(max(left, 0.0))} left after this"
-    if st.button(label, type="primary", disabled=not (can and weights_ok and p is not None),
-                 key="od_release_button"):
-        bar = st.progress(0.0, text="Checking the budget …")
-
-        def progress(frac: float, msg: str) -> None:
-            bar.progress(min(max(float(frac), 0.0), 1.0), text=f"Releasing: {msg}")
-
-        try:
-            rel = release_od(counts, mech, cost, led, progress=progress, split=split, weights=weights, **opts)
-            ss["od_releases"][fp] = {"release": rel, "fp": fp, "model_key": ss["od_model_key"], "name": model["name"],
-                                     "cost_label": cost_label, "delta": delta, "approx": approx_note,
-                                     "exports": {}, "figs": {}}
-            st.rerun()
-        except DPCoreError as e:
-            st.error(str(e))
+    label = f"Release with {cost_label} — {led.cap.symbol} = {fmt.eps(max(left, 0.0))} left after this"
+    token = ss["od_release_token"]
+    # The token is in the key too: a click on the button as drawn before a release (a second
+    # click arriving while the page is redrawn) is a click on a widget that no longer exists.
+    slot.button(label, type="primary", disabled=bool(ss.get("od_releasing")) or not (can and weights_ok and p is not None),
+                key=f"od_release_button_{token}", on_click=queue_release, args=(token,),
+                kwargs={"fp": fp, "model": model, "mech": mech, "cost": cost, "split": split, "weights": weights,
+                        "opts": opts, "cost_label": cost_label, "delta": delta, "approx": approx_note},
+                help="Spends the budget shown, once: the noise is drawn on this click only.")
+    if ss.get("od_just_released"):
+        st.toast(f"Released with {ss.pop('od_just_released')}. See the Map, Errors and Export tabs.")
+    if ss.get("od_release_error"):
+        st.error(ss.pop("od_release_error"))
     if cost is not None and not can:
         st.error(f"Not enough budget left: {led.cap.symbol} = {fmt.eps(led.remaining)} of "
                  f"{fmt.eps(led.cap.value)} is left, and this release needs {cost.label()}. Lower the budget of this "
                  "release, or raise the cap if your privacy policy allows it.")
-    st.caption(f"Spent on this data set: {led.cap.symbol} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)} "
-               f"({len(led.entries)} release{'s' if len(led.entries) != 1 else ''}).")
+    st.caption(f"Spent on these trips: {led.cap.symbol} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)} "
+               f"({len(led.entries)} release{'s' if len(led.entries) != 1 else ''}). The budget belongs to the trips "
+               "themselves: loading them again, in another file or with another area list, draws on the same budget.")
 
-entry = ss["od_releases"].get(fp)
-if entry is not None and entry["model_key"] != ss.get("od_model_key"):
-    for tab in (tab_map, tab_exp):
-        with tab:
-            st.info("The last release of this data used other settings on the Data tab (columns, area list or unit "
-                    "of privacy). Change them back to see it, or release again.")
-    entry = None
-elif entry is None:
+entry = shown_entry(model)
+ss["od_shown"] = entry
+if entry is None:
     for tab in (tab_map, tab_exp):
         with tab:
             st.info("Nothing released yet for this data: release on the Mechanism & budget tab.")
+elif entry["view"] != model["view"]:
+    for tab in (tab_map, tab_exp):
+        with tab:
+            st.info("This is the latest release of these trips. It was made with another area list or unit of "
+                    "privacy than the Data tab now shows, and is shown as it was made. Release again to publish "
+                    "with the new settings.")
 
 # ============================================================================ map
 if entry is not None:
     rel: od.ODRelease = entry["release"]
+    em = entry["model"]  # the settings the release was made with
+    eh, eunit = em["h"], em["unit"]
     with tab_map:
         st.caption(f"{rel.mechanism.title}, {entry['cost_label']} · released {rel.created.replace('+00:00', '')} UTC")
         T = rel.depth
-        names = [lp.name for lp in rel.plan.levels]
-        intra = [t for t in range(1, T + 1) if rel.plan.levels[t].kind == "intra"
-                 and h.sizes[rel.plan.levels[t].origin_depth] <= MAX_MAP_AREAS]
+        lps = rel.plan.levels
+        intra = [t for t in range(1, T + 1) if lps[t].kind == "intra" and eh.sizes[lps[t].origin_depth] <= MAX_MAP_AREAS]
         default_t = intra[-1] if intra else 1
         c1, c2 = st.columns([2, 3])
-        t = c1.selectbox("Table (tree level)", list(range(1, T + 1)), key=keep(f"map_level_{fp}", default_t),
-                         format_func=lambda i: f"{names[i]} · {fmt.count(rel.values[i].size)} flows released")
+        t = c1.selectbox("Table (tree level)", list(range(1, T + 1)),
+                         key=keep_choice(f"map_level_{fp}", list(range(1, T + 1)), default_t),
+                         format_func=lambda i: f"{short_name(lps[i])} · {fmt.count(rel.values[i].size)} flows released")
         kept(f"map_level_{fp}")
         top = c2.slider("Show the largest N flows", 10, 1000, step=10, key=keep("top", 200),
                         help="The N largest flows between two different areas are drawn as lines, and the N largest "
@@ -657,42 +998,42 @@ if entry is not None:
         kept("top")
         within = c2.checkbox("Show flows within one area as circles", key=keep("within", True))
         kept("within")
-        lp = rel.plan.levels[t]
+        lp = lps[t]
         od_, dd = lp.origin_depth, lp.destination_depth
-        xy = model["xy"]
+        xy = em["xy"]
         has_xy = od_ in xy and dd in xy and min(od_, dd) > 0
-        cmap, cside = st.columns([3, 2]) if max(h.sizes[od_], h.sizes[dd]) <= od_viz.MAX_HEATMAP_SIDE else (st, None)
+        cmap, cside = st.columns([3, 2]) if max(eh.sizes[od_], eh.sizes[dd]) <= od_viz.MAX_HEATMAP_SIDE else (st, None)
         if has_xy:
-            fkey = ("map", t, top, within)
-            figs = entry["figs"]  # a rerun does not rebuild the same map
-            if fkey not in figs:
-                frames = model["boundaries"]  # public outlines: the finest ones up to this level, and the top level
+            def _flow_map() -> Any:
+                frames = em["boundaries"]  # public outlines: the finest ones up to this level, and the top level
                 bg = []
                 if frames:
                     upto = [d for d in sorted(frames) if d <= max(od_, dd)] or [min(frames)]
                     bg = [frames[upto[-1]]] + ([frames[min(frames)]] if min(frames) != upto[-1] else [])
-                figs[fkey] = od_viz.flow_map(rel, t, xy, boundaries=bg or None, top=top, within=within, unit=unit)
-            cmap.plotly_chart(figs[fkey], key="od_map", config={"displayModeBar": False})
-            cmap.caption(f"Lines: the {top} largest released flows of '{lp.name}' ({lp.origin_level} → "
-                         f"{lp.destination_level}) between two areas, thicker = more {unit}, arcs bend to the right "
+                return od_viz.flow_map(rel, t, xy, boundaries=bg or None, top=top, within=within, unit=eunit)
+
+            cmap.plotly_chart(figure((rel.release_id, "map", t, top, within), _flow_map), key="od_map",
+                              config={"displayModeBar": False})
+            cmap.caption(f"Lines: the {top} largest released flows of '{short_name(lp)}' ({lp.origin_level} → "
+                         f"{lp.destination_level}) between two areas, thicker = more {eunit}, arcs bend to the right "
                          "of their direction and end in a dot at the destination"
                          + (f"; circles: the {top} largest flows within one area" if within else "")
                          + ". Hover: the noisy count. Positions are public area centres.")
         elif min(od_, dd) == 0:
-            cmap.info(f"In '{lp.name}' one end is the whole territory (the total), which has no place on a map: "
-                      "the matrix and the table below show these flows.")
+            cmap.info(f"In '{short_name(lp)}' one end is the whole territory (the total), which has no place on a "
+                      "map: the matrix and the table below show these flows.")
         else:
             cmap.info("No positions for these areas (add longitude/latitude columns or boundaries to the area list "
                       "on the Data tab); the table below lists the largest flows.")
         if cside is not None:
-            log = cside.checkbox("Logarithmic colours", value=True, key="od_heat_log")
-            hkey = ("heat", t, log)
-            if hkey not in entry["figs"]:
-                entry["figs"][hkey] = od_viz.od_heatmap(rel, t, log=log, unit=unit, height=520)
-            cside.plotly_chart(entry["figs"][hkey], key="od_heatmap")
+            log = cside.checkbox("Logarithmic colours", key=keep("heat_log", True))
+            kept("heat_log")
+            cside.plotly_chart(figure((rel.release_id, "heat", t, log),
+                                      lambda: od_viz.od_heatmap(rel, t, log=log, unit=eunit, height=520)),
+                               key="od_heatmap")
             cside.caption(f"Origin ({lp.origin_level}, rows) × destination ({lp.destination_level}, columns); "
                           "blank: released as 0.")
-        st.info(f"At this level, flows below about **{fmt.num(lp.unreliable_below)} {unit}** are unreliable (about "
+        st.info(f"At this level, flows below about **{fmt.num(lp.unreliable_below)} {eunit}** are unreliable (about "
                 "twice the noise): a released flow that small may be noise, and true flows that small are often "
                 "released as 0.")
         with st.expander("Largest flows as a table"):
@@ -710,40 +1051,78 @@ with tab_err:
     if shown is None:
         st.info("Choose settings the mechanism accepts on the Mechanism & budget tab to see the expected error.")
         st.stop()
+    eunit = entry["model"]["unit"] if entry is not None else unit
     st.subheader("Expected error of the release (analytic, data-free)" if entry is not None
                  else "Expected error (analytic, data-free)")
-    st.dataframe(plan_table(shown), hide_index=True, key="od_err_plan")
-    st.caption(shown.levels[-1].basis + ". Publishable: it uses no data.")
+    st.dataframe(plan_table(shown, eunit, full=True), hide_index=True, key="od_err_plan",
+                 column_config=plan_columns(shown, eunit), placeholder="–")
+    st.caption(PLAN_CAPTION + shown.levels[-1].basis + ". Publishable: it uses no data.")
     if entry is not None:
         rel = entry["release"]
         st.subheader("Empirical error of the release · curator only, not for publication")
         st.warning("These numbers compare the release with your confidential data. Do not publish them, and do not "
                    "re-run releases until they look good: that choice is not covered by the privacy budget.")
         if "empirical" not in entry:
-            entry["empirical"] = od.empirical_errors(rel, counts)  # curator only, computed once
+            entry["empirical"] = od.empirical_errors(rel, entry["model"]["counts"])  # curator only, computed once
         emp = entry["empirical"]
+        lps = rel.plan.levels
 
-        def pct(x: float) -> str:
-            return "n/a" if x is None or not math.isfinite(x) else f"{x:.1f} %"
+        def pct(x: float | None) -> float | None:
+            return None if x is None or not math.isfinite(x) else round(float(x), 1)
 
+        num = st.column_config.NumberColumn
+        name_col = st.column_config.TextColumn("table", width=150)
+        st.markdown("**Errors: measured and expected**")
         st.dataframe(pd.DataFrame([{
-            "level": e["level"], "max abs. error": fmt.num(e["max_abs_error"]),
-            "mean abs. error (non-zero pairs)": fmt.num(e["mean_abs_error"]),
-            "expected max": fmt.num(e["expected_max_abs"]), "expected RMSE": fmt.num(e["expected_rmse"]),
-            "false positives": fmt.count(e["false_positives"]), "FDR": pct(e["fdr_percent"]),
-            "false negatives": fmt.count(e["false_negatives"]), "FNR": pct(e["fnr_percent"]),
-            "released pairs": fmt.count(e["released_pairs"]), "true pairs": fmt.count(e["true_pairs"]),
-        } for e in emp]), hide_index=True, key="od_err_emp")
-        st.caption("Over the pairs positive in the truth or the release. False positive: released > 0 where nobody "
-                   "travelled (FDR: their share of the released pairs); false negative: a real flow released as 0 "
-                   "(FNR: share of the real pairs).")
+            "table": short_name(lps[e["tree_level"]]),
+            "largest error · measured": people(e["max_abs_error"]),
+            "typical largest error · expected": people(e["expected_max_abs"]),
+            "error per flow (RMSE) · measured": people(e["rmse_all_pairs"]),
+            "error per flow (RMSE) · expected": people(e["expected_rmse"]),
+        } for e in emp]), hide_index=True, key="od_err_emp", placeholder="–", column_config={
+            "table": name_col,
+            **{c: num(format="localized") for c in ("largest error · measured", "typical largest error · expected",
+                                                    "error per flow (RMSE) · measured",
+                                                    "error per flow (RMSE) · expected")}})
+        st.caption(f"In {eunit} per area pair: measured on your data, next to what the plan expected (the columns of "
+                   "the same names above). The RMSE is over all possible pairs of the table; the largest error over "
+                   "the pairs positive in the data or the release.")
+        st.markdown("**Flows made up and flows lost**")
+        st.dataframe(pd.DataFrame([{
+            "table": short_name(lps[e["tree_level"]]),
+            "released flows not in the data (%)": pct(e["fdr_percent"]),
+            "true flows released as 0 (%)": pct(e["fnr_percent"]),
+            "released flows": e["released_pairs"],
+            "true flows": e["true_pairs"],
+        } for e in emp]), hide_index=True, key="od_err_emp_flows", placeholder="–", column_config={
+            "table": name_col,
+            "released flows not in the data (%)": num(format="%.1f %%", help="Of the flows released > 0, the share "
+                                                                              "nobody travelled (false positives)."),
+            "true flows released as 0 (%)": num(format="%.1f %%", help="Of the real flows, the share released as 0 "
+                                                                        "(false negatives)."),
+            "released flows": num(format="localized", help="Area pairs released with a count above 0."),
+            "true flows": num(format="localized", help="Area pairs with at least one trip in your data."),
+        })
+        with st.expander("More measured errors · curator only, not for publication"):
+            st.dataframe(pd.DataFrame([{
+                "table": short_name(lps[e["tree_level"]]),
+                "mean error (flows in the data or the release)": people(e["mean_abs_error"]),
+                "median relative error (%)": pct(100 * e["median_relative_error"]),
+                "95th percentile relative error (%)": pct(100 * e["p95_relative_error"]),
+                "released flows not in the data": e["false_positives"],
+                "true flows released as 0": e["false_negatives"],
+            } for e in emp]), hide_index=True, key="od_err_emp_more", placeholder="–",
+                column_config={"table": name_col,
+                               "released flows not in the data": num(format="localized"),
+                               "true flows released as 0": num(format="localized")})
+            st.caption("Relative error: |released − true| / true, over the real flows.")
 
 # ============================================================================ export
 if entry is not None:
     rel = entry["release"]
     with tab_exp:
         ex = entry["exports"]
-        xy = model["xy"]
+        xy = entry["model"]["xy"]
         if "csv" not in ex:
             ex["csv"] = od_export.release_csv_bytes(rel)
             files = ["release.csv", "release.json"]
@@ -758,7 +1137,8 @@ if entry is not None:
                         n_lines += int(ok.sum())
                 ex["geojson_n"] = n_lines
             extra = {"budget_input": entry["approx"]} if entry["approx"] else None
-            ex["json"] = od_export.od_json(rel, led, delta=entry["delta"], extra=extra, files=files)
+            ex["json"] = od_export.od_json(rel, ss["od_ledgers"][entry["fp"]], delta=entry["delta"], extra=extra,
+                                           files=files)
 
         def geojson_bytes(rel: od.ODRelease = rel, ex: dict[str, Any] = ex, xy: dict[int, Any] = xy) -> bytes:
             """Built on the first click only (a second or more for 10⁵ flows), then kept with the release."""
@@ -778,7 +1158,7 @@ if entry is not None:
             c3.caption("No flows.geojson: the areas have no positions (see the Data tab).")
         st.markdown("**release.csv** (first rows): every released flow of every level; flows released as 0 are "
                     "not listed.")
-        st.dataframe(pd.read_csv(pd.io.common.BytesIO(ex["csv"]), dtype=str, nrows=12), hide_index=True,
+        st.dataframe(pd.read_csv(_io.BytesIO(ex["csv"]), dtype=str, nrows=12), hide_index=True,
                      key="od_csv_preview")
         if "geojson_n" in ex:
             st.caption(f"flows.geojson: {fmt.count(ex['geojson_n'])} flow lines, one per released flow of every level "
@@ -787,4 +1167,4 @@ if entry is not None:
         with st.expander("Release record (release.json)"):
             st.json(ex["json"].decode("utf-8"), expanded=1)
         st.caption("Nothing in these files comes from your data unnoised, except the total number of trips when "
-                   "the plan makes it public (bounded neighbours, one trip per person).")
+                   "the plan makes it public (bounded neighbours, one trip per person). No file name is written.")

@@ -427,8 +427,8 @@ class ODCounts:
         np.add.at(tot, inv, w)
         nz = tot > 0
         uniq, tot = uniq[nz], tot[nz]
-        fp = _trips_fingerprint(df[origin], df[destination], None if count is None else w,
-                                None if user is None else df[user])
+        # before the cap (w is then all ones): the budget belongs to the trips, not to one sample
+        fp = _trips_fingerprint(df[origin], df[destination], w if count is not None else None)
         return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
                    tot, m, bool(distinct), dropped, fp)
 
@@ -465,19 +465,17 @@ def _text(values: Any) -> pd.Series:
     return s.astype("string").str.strip().fillna("")
 
 
-def _trips_fingerprint(origin: Any, destination: Any, count: np.ndarray | None, user: Any | None) -> str:
-    """Hash of the multiset of trips: (person, origin, destination) rows, or trips per (origin,
-    destination) pair when there is no person id (so trip rows and count rows agree)."""
+def _trips_fingerprint(origin: Any, destination: Any, count: np.ndarray | None) -> str:
+    """Hash of the multiset of trips: trips per (origin, destination) pair, codes as text.
+
+    Person ids are left out on purpose: the same trips loaded with or without the person column
+    (or with renamed ids) are the same people's data and must draw on one budget.
+    """
     frame = pd.DataFrame({"o": _text(origin), "d": _text(destination)})
-    if user is not None:
-        frame["u"] = _text(user)
-        rows = pd.util.hash_pandas_object(frame, index=False).to_numpy()
-    else:
-        frame["n"] = np.ones(len(frame), dtype=np.int64) if count is None else np.asarray(count, np.int64)
-        agg = frame.groupby(["o", "d"], sort=False)["n"].sum()
-        agg = agg[agg > 0].reset_index()
-        rows = pd.util.hash_pandas_object(agg, index=False).to_numpy()
-    rows = np.sort(rows)
+    frame["n"] = np.ones(len(frame), dtype=np.int64) if count is None else np.asarray(count, np.int64)
+    agg = frame.groupby(["o", "d"], sort=False)["n"].sum()
+    agg = agg[agg > 0].reset_index()
+    rows = np.sort(pd.util.hash_pandas_object(agg, index=False).to_numpy())
     return hashlib.sha256(b"od-trips/1" + rows.tobytes()).hexdigest()[:20]
 
 

@@ -48,6 +48,20 @@ def render_hierarchy() -> None:
             st.markdown(f"{r.mechanism.title}  \n{r.plan.cost.label()} · {fmt.count(h.n_nodes)} areas")
 
 
+def _od_ledger(led: budget.Ledger, delta: float) -> None:
+    """The O/D budget bar; a ρ ledger is also read as (ε, δ), by both conversions, each named."""
+    spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
+    st.progress(min(spent / cap, 1.0) if cap else 1.0,
+                text=f"spent {sym} = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
+    if led.definition == "zcdp" and spent:
+        d = f"{delta:.0e}".replace("e-0", "e-")
+        st.caption(f"Spent so far ≈ ε {fmt.eps(budget.zcdp_to_approx_dp(spent, delta))} at δ = {d} (CKS "
+                   f"conversion; the paper's conversion reads ε = "
+                   f"{fmt.eps(budget.zcdp_to_approx_dp_classic(spent, delta))}).")
+    for e in led.entries:
+        st.caption(f"#{e.index + 1} {e.label}: {e.cost.label()}")
+
+
 def render_od() -> None:
     """Sidebar of the O/D page: its dataset, its ledger, its release."""
     ss = st.session_state
@@ -69,10 +83,10 @@ def render_od() -> None:
         st.markdown("#### Privacy budget")
         led = ss.get("od_ledgers", {}).get(model["fp"])
         if led is not None:
-            _ledger(led, ss.get("od_delta", 1e-8))
+            _od_ledger(led, ss.get("od_delta", 1e-8))
         st.markdown("#### Current release")
-        entry = ss.get("od_releases", {}).get(model["fp"])
-        if entry is None or entry.get("model_key") != ss.get("od_model_key"):
+        entry = ss.get("od_shown")
+        if entry is None or entry.get("fp") != model["fp"]:
             st.caption("Nothing released yet.")
         else:
             r = entry["release"]

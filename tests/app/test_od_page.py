@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pandas as pd
 import pytest
+import streamlit.testing.v1.app_test as app_test_module
 from streamlit.testing.v1 import AppTest
 
-from dpcore import budget, od_export
+from dpcore import budget, od, od_export
 from dpcore.errors import BudgetError
 from dpcore.pipeline import release_od
 
@@ -28,6 +32,8 @@ exec(compile(open({str(PAGE)!r}, encoding="utf-8").read(), {str(PAGE)!r}, "exec"
      {{"__file__": {str(PAGE)!r}, "__name__": "__main__"}})
 """
 
+DEMO_BUTTON = "Release with ρ = 0.0132 (from ε = 1, δ = 1e-8 by the paper's conversion) — ρ = 0.037 left after this"
+
 
 def ok(at: AppTest) -> AppTest:
     assert not at.exception, at.exception
@@ -39,6 +45,30 @@ def at() -> AppTest:
     app = AppTest.from_string(WRAPPER, default_timeout=180)
     app.run()
     return ok(app)
+
+
+@pytest.fixture
+def media(monkeypatch) -> list:
+    """The media file managers of the coming runs: the bytes behind every download button."""
+    made: list = []
+
+    class Recording(app_test_module.MediaFileManager):
+        def __init__(self, storage) -> None:
+            super().__init__(storage)
+            made.append(self)
+
+    monkeypatch.setattr(app_test_module, "MediaFileManager", Recording)
+    return made
+
+
+def downloads(made: list) -> dict[str, bytes]:
+    """file name -> bytes of every download button of the last run (deferred ones are built here)."""
+    mgr = made[-1]
+    out = {f.filename: f.content for f in mgr._storage._files_by_id.values() if f.filename}
+    for d in mgr._deferred_callables.values():
+        data = d["callable"]()
+        out[d["filename"]] = data if isinstance(data, bytes) else str(data).encode()
+    return out
 
 
 def frame_with(at: AppTest, column: str) -> pd.DataFrame:
@@ -53,14 +83,27 @@ def figures(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
+def release_button(at: AppTest):
+    """The Release button (its key carries its one-time token)."""
+    (b,) = [b for b in at.button if str(b.key).startswith("od_release_button_")]
+    return b
+
+
 def release(at: AppTest) -> AppTest:
-    at.button(key="od_release_button").click().run()
+    release_button(at).click().run()
     return ok(at)
 
 
 def ledger(at: AppTest):
-    (led,) = at.session_state["od_ledgers"].values()
-    return led
+    return at.session_state["od_ledgers"][at.session_state["od_model"]["fp"]]
+
+
+def entries(at: AppTest) -> list[dict]:
+    return at.session_state["od_releases"].get(at.session_state["od_model"]["fp"], [])
+
+
+def errors(at: AppTest) -> str:
+    return " | ".join(e.value for e in at.error)
 
 
 def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
@@ -68,39 +111,47 @@ def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
     assert any("4 region, 36 district, 576 zone" in s.value for s in at.success)
     assert any("for you only, never exported" in m.value for m in at.markdown)
     assert [m.value for m in at.metric][:2] == ["60,000", "28,377"]  # trips, observed pairs (curator only)
-    plan = frame_with(at, "σ per node")
-    assert list(plan["level"]) == ["total", "total>region", "region", "region>district", "district",
-                                   "district>zone", "zone"]
-    assert plan["measured"].iloc[0] == "public"  # bounded, one trip per person: the total is exact
-    # spec §5.3: ε = 1, δ = 1e-8 by the paper's conversion is ρ = 0.0132; T = 6 gives σ = 21.3
-    assert set(plan["σ per node"].iloc[1:]) == {"21.3"}
-    assert plan["unreliable below"].iloc[-1] == "42.6"
-    assert at.button(key="od_release_button").label.startswith("Release with ρ = 0.013 (ε = 1, δ = 1e-08)")
+    plan = frame_with(at, "noise per cell (SD)")
+    assert list(plan["table"]) == ["total · exact, public", "total → region", "region → region",
+                                   "region → district", "district → district", "district → zone", "zone → zone"]
+    # bounded, one trip per person: the total is exact and public, nothing of the budget goes to it
+    assert np.isnan(plan["budget share"].iloc[0])
+    # numbers stay numbers (they sort), rounded for people: whole numbers, one decimal below 10
+    assert plan["noise per cell (SD)"].dtype.kind == "f"
+    # spec §5.3: ε = 1, δ = 1e-8 by the paper's conversion is ρ = 0.0132; T = 6 gives σ = 21.3 → 21
+    assert set(plan["noise per cell (SD)"].iloc[1:]) == {21.0}
+    assert plan["unreliable below"].iloc[-1] == 43.0
+    assert plan["budget share"].iloc[1] == pytest.approx(0.0022)
+    assert any("guaranteed 95 % bound** is a promise" in c.value and "names it region>district" in c.value
+               for c in at.caption)
+    assert release_button(at).label == DEMO_BUTTON
     assert not at.session_state["od_releases"]
     assert ledger(at).spent == 0
     assert any("Nothing released yet" in i.value for i in at.info)
-    # the tighter conversion gives more ρ for the same (ε, δ): less noise, still nothing spent
+    # the tighter conversion gives more ρ for the same (ε, δ): less noise, still nothing spent; the
+    # button names the conversion
     at.radio(key="_w_od_conversion").set_value("cks").run()
     ok(at)
-    assert float(frame_with(at, "σ per node")["σ per node"].iloc[-1]) < 21.3
+    assert frame_with(at, "noise per cell (SD)")["noise per cell (SD)"].iloc[-1] < 21
+    assert "by the CKS conversion" in release_button(at).label
     # unbounded neighbours: the total is measured too
     at.radio(key="_w_od_neighbour").set_value("unbounded").run()
     ok(at)
-    assert frame_with(at, "σ per node")["measured"].iloc[0] == "yes"
+    assert frame_with(at, "noise per cell (SD)")["table"].iloc[0] == "total (all trips)"
     assert ledger(at).spent == 0
 
 
-def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest) -> None:
+def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media: list) -> None:
     release(at)
     led = ledger(at)
-    (entry,) = at.session_state["od_releases"].values()
+    (entry,) = entries(at)
     rel = entry["release"]
     assert len(led.entries) == 1 and led.spent == pytest.approx(rel.plan.cost.value)
     assert rel.consistent and rel.total(0) == 60_000
     first = rel.release_id
     at.run()  # a rerun draws no new noise and spends nothing
     ok(at)
-    (entry,) = at.session_state["od_releases"].values()
+    (entry,) = entries(at)
     assert entry["release"].release_id == first and len(led.entries) == 1
     # map: the default level is the finest intra-level table with at most 300 areas a side
     # (36 districts), drawn offline, with its O/D matrix beside it
@@ -112,28 +163,70 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest) -> Non
     assert fig["layout"]["map"]["style"] == "white-bg"
     assert {tr["type"] for tr in fig["data"]} == {"scattermap"}
     assert any("unreliable" in i.value for i in at.info)
-    # the 576 zones are too many for a matrix: the map only
-    level.set_value(6).run()
-    ok(at)
+    # the 576 zones are too many for a matrix: the map only; the session keeps the last 3 figures
+    for t in (6, 5, 3, 6):
+        at.selectbox(key=f"_w_od_map_level_{entry['fp']}").set_value(t).run()
+        ok(at)
     assert [f["data"][0]["type"] for f in figures(at)] == ["scattermap"]
-    # errors: analytic for everyone, empirical for the curator under a warning
-    emp = frame_with(at, "FDR")
-    assert list(emp["level"])[-1] == "zone"
+    assert len(at.session_state["od_figs"]) == 3
+    # errors: analytic for everyone, empirical for the curator under a warning, measured next to expected
+    emp = frame_with(at, "released flows not in the data (%)")
+    assert list(emp["table"])[-1] == "zone → zone"
+    assert frame_with(at, "possible pairs")["possible pairs"].iloc[-1] == 576 * 576  # the Errors tab's plan
+    assert list(emp.columns) == ["table", "released flows not in the data (%)", "true flows released as 0 (%)",
+                                 "released flows", "true flows"]
+    err = frame_with(at, "largest error · measured")
+    assert list(err.columns) == ["table", "largest error · measured", "typical largest error · expected",
+                                 "error per flow (RMSE) · measured", "error per flow (RMSE) · expected"]
+    assert err["largest error · measured"].dtype.kind == "f"
     assert any("Do not publish" in w.value for w in at.warning)
     # export: three downloads; the files hold the release only
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["Download release.csv", "Download release.json", "Download flows.geojson"]
-    ex = entry["exports"]
-    csv = pd.read_csv(io.BytesIO(ex["csv"]), dtype={"noisy_count": int})
+    files = downloads(media)
+    assert sorted(files) == ["flows.geojson", "release.csv", "release.json"]
+    csv = pd.read_csv(io.BytesIO(files["release.csv"]), dtype={"noisy_count": int})
     assert list(csv.columns) == ["level", "origin", "destination", "noisy_count"]
     assert (csv["noisy_count"] > 0).all()
-    rec = json.loads(ex["json"])
+    rec = json.loads(files["release.json"])
     od_export.validate_od_record(rec)
     assert rec["outputs"]["files"] == ["release.csv", "flows.geojson", "release.json"]
     assert rec["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(led.spent)
     assert rec["extra"]["budget_input"]["conversion"] == "classic"
     # every area has a position; the total (level 1: total → region) has none
-    assert ex["geojson_n"] == sum(v.size for v in rel.values[2:])
+    assert entry["exports"]["geojson_n"] == sum(v.size for v in rel.values[2:])
+    assert len(json.loads(files["flows.geojson"])["features"]) == entry["exports"]["geojson_n"]
+
+
+def test_a_second_click_on_release_spends_nothing(at: AppTest) -> None:
+    before = release_button(at)  # the button as drawn before the release
+    release(at)
+    assert len(ledger(at).entries) == 1
+    # a second click on that button (it arrives while the page is redrawn) releases nothing
+    before.click().run()
+    ok(at)
+    assert len(ledger(at).entries) == 1 and len(entries(at)) == 1
+    # nor does a click that comes with a token already used (the callback's own check)
+    at.session_state["od_release_token"] = at.session_state["od_release_token"] + 1
+    release(at)
+    assert len(ledger(at).entries) == 1 and len(entries(at)) == 1
+    # while a release runs the button is disabled, and a click (or a rerun) releases nothing
+    at.session_state["od_releasing"] = True
+    at.run()
+    assert release_button(at).disabled
+    assert len(ledger(at).entries) == 1
+    # a queued release for other data than the page shows (changed in the same click) is dropped
+    at.session_state["od_releasing"] = False
+    at.session_state["od_release_job"] = {"fp": "other trips"}
+    at.run()
+    assert "nothing was released or spent" in errors(at)
+    assert "od_release_job" not in at.session_state and len(ledger(at).entries) == 1
+    # a deliberate second release on the redrawn button is a new release, charged once more
+    at.session_state["od_releasing"] = False
+    at.run()
+    release(at)
+    assert len(ledger(at).entries) == 2 and len(entries(at)) == 2
+    assert not at.session_state["od_releasing"]
 
 
 def test_an_exhausted_budget_is_refused(at: AppTest) -> None:
@@ -141,7 +234,7 @@ def test_an_exhausted_budget_is_refused(at: AppTest) -> None:
     release(at)
     led = ledger(at)
     assert len(led.entries) == 1
-    button = at.button(key="od_release_button")
+    button = release_button(at)
     assert button.disabled
     assert any("Not enough budget" in e.value for e in at.error)
     # the same refusal one level down, should the button be bypassed: nothing is spent
@@ -150,10 +243,10 @@ def test_an_exhausted_budget_is_refused(at: AppTest) -> None:
         release_od(counts, "inftda", budget.zcdp(0.029), led)
     assert len(led.entries) == 1
     # the cap can be raised by the curator (policy permitting); then the button works again
-    fp = next(iter(at.session_state["od_ledgers"]))
+    fp = at.session_state["od_model"]["fp"]
     at.number_input(key=f"od_cap_{fp}_zcdp").set_value(0.1).run()
     ok(at)
-    assert not at.button(key="od_release_button").disabled
+    assert not release_button(at).disabled
     # the definition is locked once budget is spent under it
     at.radio(key="_w_od_definition").set_value("pure").run()
     ok(at)
@@ -161,25 +254,41 @@ def test_an_exhausted_budget_is_refused(at: AppTest) -> None:
     assert led.definition == "zcdp"
 
 
+def test_vanilla_gauss_on_a_too_large_domain_is_refused_before_the_click(at: AppTest, monkeypatch) -> None:
+    release(at)
+    monkeypatch.setattr(od, "VANILLA_MAX_CELLS", 100_000)  # the demo has 576² = 331,776 finest pairs
+    at.selectbox(key="_w_od_mech").set_value("vanilla_gauss").run()
+    ok(at)
+    assert "VanillaGauss" in errors(at) and "331,776" in errors(at)
+    assert release_button(at).disabled
+    assert len(ledger(at).entries) == 1
+    assert figures(at)  # the earlier release stays
+
+
+# ---------------------------------------------------------------------------------------------
+# uploads
+# ---------------------------------------------------------------------------------------------
+
 AREAS = "code,lon,lat\n" + "\n".join(
     f"{a}{b}{c:02d},{10 + a + 0.1 * c:.2f},{50 + b + 0.05 * c:.2f}"
     for a in (1, 2) for b in (1, 2, 3) for c in (1, 2, 3, 4)) + "\n"
+CODES = [ln.split(",")[0] for ln in AREAS.splitlines()[1:]]
+
+
+def trip_rows(n: int = 400) -> list[tuple[str, str, str]]:
+    rng = np.random.default_rng(5)
+    return [(f"p{i % 150}", *rng.choice(CODES, 2)) for i in range(n)]
 
 
 def trips_csv(bad: bool = False) -> bytes:
-    rng = np.random.default_rng(5)
-    codes = [ln.split(",")[0] for ln in AREAS.splitlines()[1:]]
-    rows = ["person,origin,destination"]
-    for i in range(400):
-        o, d = rng.choice(codes, 2)
-        rows.append(f"p{i % 150},{o},{d}")
+    rows = ["person,origin,destination"] + [",".join(r) for r in trip_rows()]
     if bad:
         rows.append("p1,9999,1101")
     return ("\n".join(rows) + "\n").encode()
 
 
-def upload(at: AppTest, trips: bytes, areas: bytes | None = AREAS.encode()) -> AppTest:
-    at.file_uploader(key="od_upload").set_value(("trips.csv", trips, "text/csv")).run()
+def upload(at: AppTest, trips: bytes, areas: bytes | None = AREAS.encode(), name: str = "trips.csv") -> AppTest:
+    at.file_uploader(key="od_upload").set_value((name, trips, "text/csv")).run()
     ok(at)
     if areas is not None:
         at.file_uploader(key="od_areas_upload").set_value(("areas.csv", areas, "text/csv")).run()
@@ -187,53 +296,217 @@ def upload(at: AppTest, trips: bytes, areas: bytes | None = AREAS.encode()) -> A
     return at
 
 
-def test_upload_with_person_cap_and_prefix_codes(at: AppTest) -> None:
+def prefix_areas(at: AppTest) -> AppTest:
+    at.radio(key="_w_od_set_areas_shape").set_value("prefix").run()
+    at.text_input(key="_w_od_set_areas_lengths").set_value("1,2,4").run()
+    at.text_input(key="_w_od_set_areas_names").set_value("region,district,zone").run()
+    return ok(at)
+
+
+def to_upload(at: AppTest) -> AppTest:
     at.radio(key="_w_od_source").set_value("upload").run()
-    ok(at)
+    return ok(at)
+
+
+def test_upload_with_person_cap_and_prefix_codes(at: AppTest) -> None:
+    to_upload(at)
     assert any("public geography" in i.value for i in at.info)
     upload(at, trips_csv())
-    at.radio(key="od_w_areas_shape").set_value("prefix").run()
-    at.text_input(key="od_w_areas_lengths").set_value("1,2,4").run()
-    at.text_input(key="od_w_areas_names").set_value("region,district,zone").run()
-    at.selectbox(key="od_w_trips_person").set_value("person").run()
-    at.number_input(key="od_w_trips_m").set_value(2).run()
+    # the level guess leaves out coordinates: 'code', not 'code, lon'
+    assert at.multiselect(key="_w_od_set_areas_levels").value == ["code"]
+    assert at.selectbox(key="_w_od_set_areas_lon").value == "lon"
+    prefix_areas(at)
+    at.selectbox(key="_w_od_set_trips_person").set_value("person").run()
+    at.number_input(key="_w_od_set_trips_m").set_value(2).run()
     ok(at)
-    assert any("2 region, 6 district, 24 zone" in s.value for s in at.success), [e.value for e in at.error]
+    assert any("2 region, 6 district, 24 zone" in s.value for s in at.success), errors(at)
     c = at.session_state["od_model"]["counts"]
     assert c.max_trips == 2 and c.total == 150 * 2 and c.dropped_trips == 100
     assert any("at most 2 trips" in cap.value for cap in at.caption)
-    plan = frame_with(at, "σ per node")
-    assert plan["measured"].iloc[0] == "yes"  # with m > 1 the total is not invariant: it is noised
+    plan = frame_with(at, "noise per cell (SD)")
+    assert plan["budget share"].iloc[0] > 0  # with m > 1 the total is not invariant: it is noised
     release(at)
-    (entry,) = at.session_state["od_releases"].values()
+    (entry,) = entries(at)
     assert entry["release"].plan.max_trips == 2
     assert figures(at)  # positions from the area list's lon/lat columns
 
 
-def test_bad_uploads_show_errors_and_keep_the_earlier_release(at: AppTest) -> None:
+def test_upload_settings_survive_a_source_switch(at: AppTest) -> None:
+    to_upload(at)
+    upload(at, trips_csv())
+    prefix_areas(at)
+    at.selectbox(key="_w_od_set_trips_person").set_value("person").run()
+    at.number_input(key="_w_od_set_trips_m").set_value(3).run()
+    at.radio(key="_w_od_set_trips_distinct").set_value(False).run()
+    at.selectbox(key="_w_od_set_areas_lat").set_value("(none)").run()
+    ok(at)
     release(at)
-    (fp_demo,) = at.session_state["od_releases"]
-    rel_id = at.session_state["od_releases"][fp_demo]["release"].release_id
-    at.radio(key="_w_od_source").set_value("upload").run()
+    counts = at.session_state["od_model"]["counts"]
+    rel_id = entries(at)[0]["release"].release_id
+    at.radio(key="_w_od_source").set_value("demo").run()
     ok(at)
-    # a file that is not a table
-    at.file_uploader(key="od_upload").set_value(("trips.csv", b"\x89PNG\r\n\x1a\n" + bytes(200), "text/csv")).run()
+    assert any("576 zone" in s.value for s in at.success)
+    to_upload(at)
+    assert at.radio(key="_w_od_set_areas_shape").value == "prefix"
+    assert at.text_input(key="_w_od_set_areas_lengths").value == "1,2,4"
+    assert at.text_input(key="_w_od_set_areas_names").value == "region,district,zone"
+    assert at.selectbox(key="_w_od_set_trips_person").value == "person"
+    assert at.number_input(key="_w_od_set_trips_m").value == 3
+    assert at.radio(key="_w_od_set_trips_distinct").value is False
+    assert at.selectbox(key="_w_od_set_areas_lat").value == "(none)"
+    assert any("Using the trips file uploaded earlier: trips.csv" in c.value for c in at.caption)
+    # the same data (not counted again: the same per-person sample) and its release
+    assert at.session_state["od_model"]["counts"] is counts
+    assert any("2 region, 6 district, 24 zone" in s.value for s in at.success)
+    assert entries(at)[-1]["release"].release_id == rel_id
+    assert at.session_state["od_shown"]["release"].release_id == rel_id
+    assert entries(at)[-1]["release"].plan.max_trips == 3
+    assert not any("Nothing released yet" in i.value for i in at.info)
+    assert len(ledger(at).entries) == 1
+    # a corrected file with the same columns keeps the choices (and these trips keep their budget)
+    fp = at.session_state["od_model"]["fp"]
+    at.file_uploader(key="od_upload").set_value(("trips.csv", trips_csv().replace(b"\n", b"\r\n"), "text/csv")).run()
     ok(at)
-    assert at.error, "an unreadable file must be reported"
-    # trips whose codes are not in the public area list
+    assert at.selectbox(key="_w_od_set_trips_person").value == "person"
+    assert at.number_input(key="_w_od_set_trips_m").value == 3
+    assert at.session_state["od_model"]["fp"] == fp and len(ledger(at).entries) == 1
+
+
+def test_the_same_trips_reuploaded_share_one_budget(at: AppTest) -> None:
+    """CRLF, reordered rows, gzip, (origin, destination, count) rows, another area list: one budget."""
+    to_upload(at)
+    rows = [(o, d) for _p, o, d in trip_rows()]
+    plain = ("origin,destination\n" + "".join(f"{o},{d}\n" for o, d in rows)).encode()
+    upload(at, plain)
+    prefix_areas(at)
+    assert any("24 zone" in s.value for s in at.success), errors(at)
+    release(at)
+    fp = at.session_state["od_model"]["fp"]
+    spent = ledger(at).spent
+    n_ledgers = len(at.session_state["od_ledgers"])
+    crlf = ("origin,destination\r\n" + "".join(f"{o},{d}\r\n" for o, d in reversed(rows))).encode()
+    counted = "origin,destination,count\n" + "".join(
+        f"{o},{d},{n}\n" for (o, d), n in sorted(Counter(rows).items(), reverse=True))
+    for name, data in (("trips_crlf.csv", crlf), ("trips.csv.gz", gzip.compress(plain)),
+                       ("pairs.csv", counted.encode())):
+        at.file_uploader(key="od_upload").set_value((name, data, "text/csv")).run()
+        ok(at)
+        assert not at.error, errors(at)
+        assert at.session_state["od_model"]["counts"].total == 400, name
+        assert at.session_state["od_model"]["fp"] == fp, name
+        assert len(at.session_state["od_ledgers"]) == n_ledgers
+        assert ledger(at).spent == spent and len(ledger(at).entries) == 1
+        # the release of these trips is still shown after the re-upload
+        assert at.session_state["od_shown"] is entries(at)[-1]
+        assert figures(at), name
+    assert at.radio(key="_w_od_set_trips_kind").value == "counts"  # guessed from the 'count' column
+    # another area list (the same codes as one level column): the same people, the same budget;
+    # the release made on the other list is still shown, with its own settings
+    at.radio(key="_w_od_set_areas_shape").set_value("levels").run()
+    ok(at)
+    assert any("24 code" in s.value for s in at.success), errors(at)
+    assert at.session_state["od_model"]["fp"] == fp and ledger(at).spent == spent
+    assert any("made with another area list" in i.value for i in at.info)
+    assert figures(at)
+
+
+def test_the_count_column_is_never_a_code_column(at: AppTest) -> None:
+    to_upload(at)
+    pairs = Counter((o, d) for _p, o, d in trip_rows())
+    data = "home,work,k\n" + "".join(f"{o},{d},{n}\n" for (o, d), n in pairs.items())
+    upload(at, data.encode())
+    prefix_areas(at)
+    assert at.selectbox(key="_w_od_set_trips_origin").value == "home"
+    assert at.selectbox(key="_w_od_set_trips_destination").value == "work"
+    # 'k' is not named like a count: the rows are read as trips until the curator says otherwise
+    assert at.radio(key="_w_od_set_trips_kind").value == "trips"
+    at.radio(key="_w_od_set_trips_kind").set_value("counts").run()
+    ok(at)
+    assert at.selectbox(key="_w_od_set_trips_count").value == "(choose)"
+    assert any("Choose the count column" in i.value for i in at.info)
+    assert not at.session_state["od_active"]
+    at.selectbox(key="_w_od_set_trips_count").set_value("work").run()
+    ok(at)
+    assert "The count column 'work' is also the destination column" in errors(at)
+    assert not at.session_state["od_active"]
+    at.selectbox(key="_w_od_set_trips_count").set_value("k").run()
+    ok(at)
+    assert at.session_state["od_model"]["counts"].total == 400
+    # the level guess leaves out coordinates, names and counts
+    areas = "lon,region,zone,zone_name,lat,population\n" + "".join(
+        f"{10 + i / 10},R{c[0]},{c},Zone {c},{50 + i / 10},{i}\n" for i, c in enumerate(CODES))
+    at.file_uploader(key="od_areas_upload").set_value(("areas2.csv", areas.encode(), "text/csv")).run()
+    ok(at)
+    assert at.multiselect(key="_w_od_set_areas_levels").value == ["region", "zone"]
+    assert (at.selectbox(key="_w_od_set_areas_lon").value, at.selectbox(key="_w_od_set_areas_lat").value) == (
+        "lon", "lat")
+    assert any("2 region, 24 zone" in s.value for s in at.success), errors(at)
+    # the origin and the destination must be two columns
+    at.selectbox(key="_w_od_set_trips_destination").set_value("home").run()
+    ok(at)
+    assert "choose the origin and destination columns" in errors(at)
+
+
+def test_bad_uploads_show_clear_errors_and_keep_the_earlier_release(at: AppTest) -> None:
+    release(at)
+    demo_fp = at.session_state["od_model"]["fp"]
+    rel_id = entries(at)[0]["release"].release_id
+    to_upload(at)
+    cases = [
+        (b"\x89PNG\r\n\x1a\n" + bytes(200), "is not a text (CSV) file"),
+        (b"", "is empty"),
+        ("origin,destination\n1101,1102\n".encode("utf-16"), "is a UTF-16 text file. Save it as UTF-8"),
+        (b"zone\n1101\n1102\n", "O/D trips need an origin and a destination column"),
+    ]
+    for data, msg in cases:
+        at.file_uploader(key="od_upload").set_value(("trips.csv", data, "text/csv")).run()
+        ok(at)
+        assert msg in errors(at), errors(at)
+        assert "census" not in errors(at).lower()
+    # trips whose codes are not in the public area list: the rows are named
     upload(at, trips_csv(bad=True))
-    at.radio(key="od_w_areas_shape").set_value("prefix").run()
-    at.text_input(key="od_w_areas_lengths").set_value("1,2,4").run()
-    ok(at)
-    msgs = " ".join(e.value for e in at.error)
+    prefix_areas(at)
+    msgs = errors(at)
     assert "not a finest area" in msgs and "9999" in msgs
     assert any("Load O/D data on the Data tab first" in i.value for i in at.info)
-    assert at.session_state["od_releases"][fp_demo]["release"].release_id == rel_id
+    # a column that is no area code at all: 'choose the origin column', naming the ones that are
+    upload(at, trips_csv(), areas=None)
+    at.selectbox(key="_w_od_set_trips_origin").set_value("person").run()
+    ok(at)
+    assert "Choose the origin column ('origin', 'destination' hold area codes)" in errors(at), errors(at)
+    assert "not a finest area" not in errors(at)
+    # a good file, then a bad one: the good one is still used, with its release
+    at.selectbox(key="_w_od_set_trips_origin").set_value("origin").run()
+    release(at)
+    up_fp = at.session_state["od_model"]["fp"]
+    at.file_uploader(key="od_upload").set_value(("trips.csv", b"", "text/csv")).run()
+    ok(at)
+    assert "is empty" in errors(at)
+    assert any("The earlier trips file (trips.csv) is still used" in c.value for c in at.caption)
+    assert at.session_state["od_model"]["fp"] == up_fp and figures(at)
     # the demo comes back with its release and its ledger
     at.radio(key="_w_od_source").set_value("demo").run()
     ok(at)
     assert figures(at)
-    assert len(at.session_state["od_ledgers"][fp_demo].entries) == 1
+    assert len(at.session_state["od_ledgers"][demo_fp].entries) == 1
+    assert at.session_state["od_releases"][demo_fp][-1]["release"].release_id == rel_id
+
+
+def test_the_exports_do_not_name_the_uploaded_file(at: AppTest, media: list) -> None:
+    to_upload(at)
+    upload(at, trips_csv(), name="secret_client_trips.csv")
+    prefix_areas(at)
+    release(at)
+    assert any("secret_client_trips.csv" in m.value for m in at.success)  # on screen, for the curator
+    files = downloads(media)
+    assert sorted(files) == ["flows.geojson", "release.csv", "release.json"]
+    fp = at.session_state["od_model"]["fp"]
+    for name, data in files.items():
+        assert b"secret_client" not in data, name
+        assert fp.encode() not in data, name  # the data's fingerprint is a key, never published
+    entry = entries(at)[-1]
+    geo = orjson.dumps(od_export.flows_geojson(entry["release"], entry["model"]["xy"]))
+    assert geo == files["flows.geojson"]
 
 
 @pytest.mark.skipif(not (SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz").exists(),
@@ -246,7 +519,7 @@ def test_nyc_taxi_trips(at: AppTest) -> None:
     release(at)
     types = sorted(f["data"][0]["type"] for f in figures(at))
     assert types == ["heatmap", "scattermap"]  # 265 zones a side: the matrix is shown too
-    (entry,) = at.session_state["od_releases"].values()
+    (entry,) = entries(at)
     assert entry["release"].total(0) == 35_612  # bounded, one trip each: the total is public
 
 
@@ -258,22 +531,25 @@ def test_sidebar_through_the_app() -> None:
     side = "\n".join([m.value for m in app.sidebar.markdown] + [c.value for c in app.sidebar.caption])
     assert "O/D demo (made up)" in side and "60,000 trips, 28,377 observed pairs" in side
     assert "Nothing released yet." in side
-    app.button(key="od_release_button").click().run()
+    release_button(app).click().run()
     ok(app)
     side = "\n".join([m.value for m in app.sidebar.markdown] + [c.value for c in app.sidebar.caption])
     assert "InfTDA" in side and "finest flows released" in side
+    assert "from ε = 1, δ = 1e-8 by the paper's conversion" in side
+    # the spent budget read as (ε, δ): each reading names its conversion
+    assert "≈ ε 0.87 at δ = 1e-8 (CKS conversion; the paper's conversion reads ε = 1)" in side
     assert any("spent ρ = 0.013 of 0.05" in p.proto.text for p in app.sidebar.get("progress"))
 
 
 def test_a_refused_plan_explains_itself_and_keeps_the_release(at: AppTest) -> None:
     release(at)
-    (entry,) = at.session_state["od_releases"].values()
+    (entry,) = entries(at)
     # the MILP baseline would need too many solver calls on the demo's 576 zones: refused before any spending
     at.selectbox(key="_w_od_mech").set_value("tda_linf_milp").run()
     ok(at)
-    assert any("solver calls" in e.value for e in at.error)
-    assert at.button(key="od_release_button").disabled
+    assert "solver calls" in errors(at)
+    assert release_button(at).disabled
     assert len(ledger(at).entries) == 1
-    assert figures(at) and at.session_state["od_releases"][entry["fp"]]["release"] is entry["release"]
+    assert figures(at) and entries(at)[-1]["release"] is entry["release"]
     assert not [o for o in at.selectbox(key="_w_od_mech").options if "Stability" in o]  # (ε, δ): not offered
     assert any("MILP" in o for o in at.selectbox(key="_w_od_mech").options)

@@ -1449,3 +1449,27 @@ def test_vanilla_limit_is_part_of_the_plan(monkeypatch: pytest.MonkeyPatch) -> N
         od.plan(h, h, "vanilla_gauss", budget.zcdp(0.5))
     monkeypatch.setattr(od, "VANILLA_MAX_CELLS", 9)
     assert od.plan(h, h, "vanilla_gauss", budget.zcdp(0.5)).levels[-1].measured
+
+
+def test_fingerprint_follows_the_trips_not_their_encoding() -> None:
+    """The budget key: the same trips reordered, as count rows, with or without (renamed) person
+    ids hash alike; one trip more does not."""
+    h = od.hierarchy_from_prefixes(["0101", "0102", "0201"], [2, 4])
+    rng = np.random.default_rng(5)
+    codes = np.array(["0101", "0102", "0201"])
+    trips = pd.DataFrame({"o": rng.choice(codes, 300), "d": rng.choice(codes, 300),
+                          "who": rng.integers(0, 40, 300).astype(str)})
+    base = od.ODCounts.from_frame(trips, h, origin="o", destination="d").fingerprint
+    assert base
+    same = [
+        od.ODCounts.from_frame(trips.sample(frac=1, random_state=2), h, origin="o", destination="d"),
+        od.ODCounts.from_frame(trips.groupby(["o", "d"]).size().rename("n").reset_index(), h,
+                               origin="o", destination="d", count="n"),
+        od.ODCounts.from_frame(trips, h, origin="o", destination="d", user="who", max_trips=2,
+                               noise=NoiseSource(0)),
+        od.ODCounts.from_frame(trips.assign(who="p" + trips["who"]), h, origin="o", destination="d", user="who",
+                               max_trips=3, noise=NoiseSource(1)),
+    ]
+    assert all(c.fingerprint == base for c in same)
+    more = pd.concat([trips, trips.iloc[:1]], ignore_index=True)
+    assert od.ODCounts.from_frame(more, h, origin="o", destination="d").fingerprint != base
