@@ -697,7 +697,7 @@ def plan(
             "so every O/D table equals the total. Use a hierarchy with more than one finest area."
         )
     if info.name == "tda_linf_milp":  # data-free: one solver call per (possible) parent pair
-        worst = max(pairs[t - 1] for t in range(1, T + 1) if measured[t])
+        worst = max((pairs[t - 1] for t in range(1, T + 1) if measured[t]), default=0)
         if worst > MILP_MAX_SUBPROBLEMS:
             raise ParameterError(
                 f"The MILP baseline could need {worst:,} solver calls at one level (limit {MILP_MAX_SUBPROBLEMS:,}). "

@@ -1473,3 +1473,11 @@ def test_fingerprint_follows_the_trips_not_their_encoding() -> None:
     assert all(c.fingerprint == base for c in same)
     more = pd.concat([trips, trips.iloc[:1]], ignore_index=True)
     assert od.ODCounts.from_frame(more, h, origin="o", destination="d").fingerprint != base
+
+
+def test_milp_plan_with_only_the_total_measured() -> None:
+    """One area, unbounded: only the total is measured (every other level is a copy level); the
+    MILP size check must not fail on an empty list of measured levels (found by hypothesis)."""
+    h = od.hierarchy_from_prefixes(["0101"], [2, 4])
+    p = od.plan(h, h, "tda_linf_milp", budget.zcdp(0.5), neighbour="unbounded")
+    assert [lv.measured for lv in p.levels] == [True] + [False] * 4
