@@ -646,7 +646,7 @@ def _read_od_hierarchy_file(path: str) -> Any:
     import pandas as pd
 
     from dpcore import io
-    from dpcore.hierarchy import read_hierarchy_table
+    from dpcore.hierarchy import code_text, read_hierarchy_table
 
     p = Path(path)
     if not p.exists():
@@ -656,10 +656,7 @@ def _read_od_hierarchy_file(path: str) -> Any:
         gdf = io.read_boundaries(p)
         df = pd.DataFrame(gdf.drop(columns=gdf.geometry.name))
         for c in df.columns:  # codes as text: 7 not 7.0, leading zeros as stored
-            s = df[c]
-            if pd.api.types.is_float_dtype(s):
-                s = s.map(lambda v: v if pd.isna(v) else (str(int(v)) if float(v).is_integer() else str(v)))
-            df[c] = s.astype("string")
+            df[c] = code_text(df[c]).set_axis(df.index)
         return df
     return read_hierarchy_table(p)
 

@@ -22,7 +22,7 @@ from dpcore.budget import APPROX_DP_DELTAS, Ledger, zcdp_to_approx_dp
 from dpcore.errors import InputError
 from dpcore.export import _jsonable, validate_record
 from dpcore.hierarchical import HierarchyRelease
-from dpcore.hierarchy import Hierarchy
+from dpcore.hierarchy import Hierarchy, code_text
 
 __all__ = [
     "BoundaryJoin",
@@ -97,10 +97,7 @@ def _candidate_columns(gdf: geopandas.GeoDataFrame) -> dict[str, pd.Series]:
     for c in gdf.columns:
         if c == gdf.geometry.name:
             continue
-        s = gdf[c]
-        if pd.api.types.is_float_dtype(s):
-            s = s.map(lambda v: v if pd.isna(v) else (str(int(v)) if float(v).is_integer() else str(v)))
-        out[str(c)] = s.astype("string").str.strip()
+        out[str(c)] = code_text(gdf[c]).set_axis(gdf.index)
     out["(feature index)"] = idx
     return out
 

@@ -67,6 +67,17 @@ def _rows(mask: np.ndarray, limit: int = _MAX_EXAMPLES) -> str:
     return f"row{'s' if mask.sum() > 1 else ''} {s}" + (f" and {more:,} more" if more > 0 else "")
 
 
+def code_text(values: Any) -> pd.Series:
+    """Codes as stripped text (pandas ``string``; missing stays missing).
+
+    Parquet/Excel may store codes as floats (``1.0``): whole floats become integer text (``1``).
+    """
+    s = pd.Series(values).reset_index(drop=True)
+    if pd.api.types.is_float_dtype(s):
+        s = s.map(lambda v: v if pd.isna(v) else (str(int(v)) if float(v).is_integer() else str(v)))
+    return s.astype("string").str.strip()
+
+
 def read_hierarchy_table(data: Any, filename: str | None = None) -> pd.DataFrame:
     """Read a CSV (optionally gzipped) or Parquet table with **codes kept as text**.
 
@@ -88,11 +99,7 @@ def _code_frame(df: pd.DataFrame, levels: Sequence[str], what: str) -> pd.DataFr
         )
     out = {}
     for c in levels:
-        s = df[c]
-        if pd.api.types.is_float_dtype(s):
-            # Parquet/Excel may store codes as floats (1.0): whole floats become integer text.
-            s = s.map(lambda v: v if pd.isna(v) else (str(int(v)) if float(v).is_integer() else str(v)))
-        t = s.astype("string").str.strip()
+        t = code_text(df[c])
         bad = (t.isna() | (t == "")).to_numpy()
         if bad.any():
             raise InputError(

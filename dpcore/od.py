@@ -64,7 +64,7 @@ from dpcore import budget, hierarchical, topdown_opt
 from dpcore import noise as _noise
 from dpcore.budget import PrivacyCost
 from dpcore.errors import InputError, ParameterError
-from dpcore.hierarchy import Hierarchy, _code_frame, _plural, _rows
+from dpcore.hierarchy import Hierarchy, _code_frame, _plural, _rows, code_text
 from dpcore.noise import NoiseSource
 
 __all__ = [
@@ -215,10 +215,7 @@ def match_leaves(h: Hierarchy, values: pd.Series | Sequence[Any]) -> np.ndarray:
     (GEOID style) or its ``a/b/c`` label; whichever style matches the most values is used.
     Whole floats (``1.0``, as Parquet may store codes) become integer text; spaces are stripped.
     """
-    s = pd.Series(values).reset_index(drop=True)
-    if pd.api.types.is_float_dtype(s):
-        s = s.map(lambda v: v if pd.isna(v) else (str(int(v)) if float(v).is_integer() else str(v)))
-    v = s.astype("string").str.strip().fillna("").to_numpy(dtype=object)
+    v = _text(values).to_numpy(dtype=object)
     L = h.depth
     candidates = []
     if h.code_modes[-1] == "global":
@@ -459,10 +456,7 @@ class ODCounts:
 
 
 def _text(values: Any) -> pd.Series:
-    s = pd.Series(values).reset_index(drop=True)
-    if pd.api.types.is_float_dtype(s):
-        s = s.map(lambda v: v if pd.isna(v) else (str(int(v)) if float(v).is_integer() else str(v)))
-    return s.astype("string").str.strip().fillna("")
+    return code_text(values).fillna("")
 
 
 def _trips_fingerprint(origin: Any, destination: Any, count: np.ndarray | None) -> str:
