@@ -44,6 +44,7 @@ import scipy.linalg as sl
 from scipy import special
 from scipy.optimize import minimize
 
+from dpcore import queries
 from dpcore.budget import PrivacyCost, gaussian_sigma_for_rho, laplace_scale_for_epsilon, pure, zcdp
 from dpcore.errors import InputError, ParameterError
 from dpcore.noise import NoiseSource, discrete_gaussian_variance, discrete_laplace_variance
@@ -285,18 +286,17 @@ def random_rectangles_workload(
     """
     n1, n2 = _pos_int(n1, "n1"), _pos_int(n2, "n2")
     k = _pos_int(count_per_size, "count_per_size")
-    rng = np.random.default_rng(seed)
-    rects = []
+    checked = []
     for h, w in sizes:
         h, w = _pos_int(h, "rectangle height"), _pos_int(w, "rectangle width")
         if h > n1 or w > n2:
             raise ParameterError(
                 f"A {h}×{w} rectangle does not fit the {n1}×{n2} grid; use smaller sizes."
             )
-        r0 = rng.integers(0, n1 - h + 1, size=k)
-        c0 = rng.integers(0, n2 - w + 1, size=k)
-        rects.append(np.stack([r0, r0 + h, c0, c0 + w], axis=1))
-    R = np.concatenate(rects).astype(np.int64)
+        checked.append((h, w))
+    if not checked:
+        raise ParameterError("Give at least one rectangle size, e.g. (4, 4).")
+    R = queries.random_cell_rectangles(n1, n2, checked, k, seed)
     return Workload(
         f"{len(R)} random rectangles ({n1}×{n2})", (n1, n2), len(R), {"family": "rectangles"},
         rects=R,
@@ -436,7 +436,7 @@ class Strategy:
             X = (X + X.T) / 2
             L, info = sl.lapack.dpotrf(X, lower=1, clean=1)
             if info == 0:
-                rcond, info2 = sl.lapack.dpocon(L, np.abs(X).sum(axis=0).max(), lower=1)
+                rcond, info2 = sl.lapack.dpocon(L, np.abs(X).sum(axis=0).max(), uplo="L")
                 if info2 == 0 and rcond > 1e-10:
                     self._memo["pinv"] = ("chol", L, np.zeros((self.n, 0)))
                     return self._memo["pinv"]

@@ -58,3 +58,17 @@ def random_rectangles(
 def true_answers(counts: NDArray[np.integer], queries: NDArray[np.int64]) -> NDArray[np.int64]:
     """Exact answers from the confidential frequency matrix (curator-only)."""
     return rect_sums(counts, queries)
+
+
+def random_cell_rectangles(n1: int, n2: int, sizes: list[tuple[int, int]], count_per_size: int,
+                           seed: int = 0) -> NDArray[np.int64]:
+    """``count_per_size`` uniformly placed rectangles of every ``(height, width)`` in cell units on
+    an ``n1 × n2`` grid: rows ``[r0, r1, c0, c1)`` (half-open).  A public workload, so a seeded
+    numpy generator is fine; the caller checks that the sizes fit."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for h, w in sizes:
+        r0 = rng.integers(0, n1 - h + 1, size=count_per_size)
+        c0 = rng.integers(0, n2 - w + 1, size=count_per_size)
+        out.append(np.stack([r0, r0 + h, c0, c0 + w], axis=1))
+    return np.concatenate(out).astype(np.int64)
