@@ -31,6 +31,10 @@ if cur.exports.get("files_id") != rel.release_id:
         cur.exports["geojson"] = export.release_geojson(rel) if rel.n_rects <= 200_000 else None
         cur.exports["files_id"] = rel.release_id
 
+if export.has_workload_answers(rel) and cur.exports.get("workload_id") != rel.release_id:
+    cur.exports["workload_answers"] = export.workload_answers_csv(rel)
+    cur.exports["workload_id"] = rel.release_id
+
 c1, c2, c3 = st.columns(3)
 c1.download_button("Download release.csv", cur.exports["csv"], "release.csv", "text/csv",
                    on_click="ignore", key="dl_csv", type="primary")
@@ -39,6 +43,10 @@ c2.download_button("Download release.geojson", geo, "release.geojson", "applicat
                    on_click="ignore", key="dl_geojson", type="primary")
 c3.download_button("Download release.json", cur.exports["json"], "release.json", "application/json",
                    on_click="ignore", key="dl_json", type="primary")
+
+if export.has_workload_answers(rel):
+    st.download_button("Download workload_answers.csv", cur.exports["workload_answers"], "workload_answers.csv",
+                       "text/csv", on_click="ignore", key="dl_workload_answers")
 
 rec = json.loads(cur.exports["json"])
 st.subheader("The release record")
@@ -57,6 +65,15 @@ with st.expander("release.json"):
     st.json(rec, expanded=2)
 with st.expander("release.csv (first 20 rows)"):
     st.dataframe(export.release_frame(rel).head(20), hide_index=True)
+if export.has_workload_answers(rel):
+    wl = rec.get("workload", {})
+    st.subheader("Answers to the workload queries")
+    st.markdown(
+        f"{fmt.count(wl.get('n_queries', 0))} queries ({wl.get('workload_name', '')}), each with its "
+        f"released answer and standard error (analytic, from no data). Expected error per query: "
+        f"{fmt.num(wl.get('expected_rmse_per_query', float('nan')))}."
+    )
+    st.dataframe(export.workload_answers_frame(rel).head(20), hide_index=True, key="workload_answers_preview")
 with st.expander("release.geojson (first feature)"):
     if cur.exports["geojson"] is not None:
         first = json.loads(cur.exports["geojson"])["features"][:1]

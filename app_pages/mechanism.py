@@ -187,7 +187,25 @@ try:
         f"(1 in 20 may be off by more). A query covering 10% of the area is off by about "
         f"±{fmt.count(1.96 * leaf.query_sd(0.10, grid.n_cells))} from noise alone."
     )
-    if mech.name == "uniform":
+    if mech.name == "matrix":
+        mx = levels[0].extra["matrix"]
+        st.markdown(f"**Queries the strategy is tuned for:** {mx['workload_name']} "
+                    f"({fmt.count(mx['n_queries'])} queries; strategy {mx['strategy']}).")
+        st.dataframe(
+            pd.DataFrame([{
+                "expected error per query (RMSE)": mx["expected_rmse_per_query"],
+                "lower bound (any strategy)": mx["rmse_lower_bound"],
+                "ratio to the bound": mx["ratio_to_lower_bound"],
+            }]),
+            hide_index=True, width="stretch", key="matrix_error_table",
+            column_config={c: st.column_config.NumberColumn(format="%.3g") for c in (
+                "expected error per query (RMSE)", "lower bound (any strategy)", "ratio to the bound")},
+        )
+        st.caption("From the queries and the budget only (no data): the root mean square noise of the "
+                   "answers to your queries, and the smallest any strategy could reach (SVD bound).")
+        for note in mx["notes"]:
+            st.warning(note)
+    elif mech.name == "uniform":
         st.caption("Uniform's error is mostly from assuming the points are spread evenly; "
                    "that part depends on the data and cannot be previewed.")
     elif mech.name == "ug":

@@ -22,11 +22,6 @@ from dpcore.pipeline import release_od
 from ui import fmt
 from ui.state import persistent, store
 
-try:  # a rerun asked for while a release runs is held back until the release is stored
-    from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
-except ImportError:  # pragma: no cover - other Streamlit versions: no progress bar during a release
-    ScriptControlException = None  # type: ignore[assignment,misc]
-
 ss = st.session_state
 # Ledgers and releases are keyed by ODCounts.fingerprint: a hash of the trips themselves (order,
 # line endings, compression, trip rows or count rows do not matter), not of the file, the area
@@ -338,47 +333,23 @@ def _bounds_changed(i: int) -> None:
         files[i] = (f.getvalue(), f.name, f.file_id)
 
 
-def queue_release(token: int, **job: Any) -> None:
-    """on_click of the Release button: claim its one-time token and queue the release.
+def release_now(token: int, **job: Any) -> None:
+    """on_click of the Release button: claim its one-time token, then charge and release.
 
-    ``token`` is the one the button was drawn with (it is in the button's key too).  A second
-    click on the same button, arriving before the page shows the release, finds the token used
-    (or the button gone) and queues nothing; a rerun never releases.  The release itself runs in
-    the page (:func:`run_release`), where its progress can be shown.
+    The release runs in the callback on purpose.  Streamlit runs callbacks before the script and
+    never interrupts them, so a rerun asked for meanwhile (a second click, a widget change) waits
+    until the release is stored: a charged release cannot be lost half-way.  (Releasing in the
+    script body with a progress bar could be interrupted between the charge and the storing by a
+    rapid second click: the budget was spent and the release was gone.)  ``token`` is the one the
+    button was drawn with (it is in the button's key too), so a second click on the same button
+    finds it used, or the button gone, and releases nothing.
     """
-    if token != ss.get("od_release_token") or ss.get("od_release_job") is not None or ss.get("od_releasing"):
+    if token != ss.get("od_release_token"):
         return
     ss["od_release_token"] = token + 1
-    ss["od_release_job"] = job
-
-
-def run_release(slot: Any, fp_now: str) -> None:
-    """Run the queued release once (popped first), with its progress in ``slot``: charge the
-    ledger, draw the noise, store the release.  A rerun asked for meanwhile (a click, a widget
-    change) is held back until the release is stored, so it is never lost after being paid for.
-    A job for other data than the page now shows (the data changed in the same click) is dropped."""
-    job = ss.pop("od_release_job", None)
-    if job is None:
-        return
-    if job["fp"] != fp_now:
-        ss["od_release_error"] = "The data changed before the release ran, so nothing was released or spent. " \
-                                 "Check the settings and click Release again."
-        return
-    ss["od_releasing"] = True
-    held: list[BaseException] = []
-
-    def progress(frac: float, msg: str) -> None:
-        if held or ScriptControlException is None:
-            return
-        try:
-            slot.progress(min(max(float(frac), 0.0), 1.0), text=f"Releasing: {msg}")
-        except ScriptControlException as e:  # a click or a stop came in: store the release first
-            held.append(e)
-
     try:
-        progress(0.0, "checking the budget …")
         fp_, model_ = job["fp"], job["model"]
-        rel_ = release_od(model_["counts"], job["mech"], job["cost"], ss["od_ledgers"][fp_], progress=progress,
+        rel_ = release_od(model_["counts"], job["mech"], job["cost"], ss["od_ledgers"][fp_],
                           split=job["split"], weights=job["weights"], **job["opts"])
         ss["od_releases"].setdefault(fp_, []).append({
             "release": rel_, "fp": fp_, "view": model_["view"], "model": model_, "name": model_["name"],
@@ -386,10 +357,6 @@ def run_release(slot: Any, fp_now: str) -> None:
         ss["od_just_released"] = job["cost_label"]
     except DPCoreError as e:
         ss["od_release_error"] = str(e)
-    finally:
-        ss["od_releasing"] = False
-    if held:
-        raise held[0]
 
 
 def shown_entry(model: dict[str, Any]) -> dict[str, Any] | None:
@@ -784,9 +751,6 @@ with tab_data:
 
 if model is None:
     ss["od_shown"] = None
-    if ss.pop("od_release_job", None) is not None:  # never run later, on data loaded afterwards
-        with tab_data:
-            st.error("No data is loaded, so nothing was released or spent.")
     for tab in (tab_mech, tab_map, tab_err, tab_exp):
         with tab:
             st.info("Load O/D data on the Data tab first. Earlier releases are kept.")
@@ -938,16 +902,15 @@ with tab_mech:
                      height=60 + 36 * (len(p.levels) - 1))
         st.caption(PLAN_CAPTION + f"All errors are in {unit} per area pair and come from the budget, the unit of "
                    f"privacy and the public area list only, not from the data ({p.levels[-1].basis}).")
-    slot = st.empty()  # the progress of a release, then the Release button
-    run_release(slot, fp)  # a release queued by a click on the button (once)
+    slot = st.empty()
     can = cost is not None and led.can_spend(cost)
     left = led.remaining - (led.charge_of(cost) if can else 0.0)
     label = f"Release with {cost_label} — {led.cap.symbol} = {fmt.eps(max(left, 0.0))} left after this"
     token = ss["od_release_token"]
     # The token is in the key too: a click on the button as drawn before a release (a second
     # click arriving while the page is redrawn) is a click on a widget that no longer exists.
-    slot.button(label, type="primary", disabled=bool(ss.get("od_releasing")) or not (can and weights_ok and p is not None),
-                key=f"od_release_button_{token}", on_click=queue_release, args=(token,),
+    slot.button(label, type="primary", disabled=not (can and weights_ok and p is not None),
+                key=f"od_release_button_{token}", on_click=release_now, args=(token,),
                 kwargs={"fp": fp, "model": model, "mech": mech, "cost": cost, "split": split, "weights": weights,
                         "opts": opts, "cost_label": cost_label, "delta": delta, "approx": approx_note},
                 help="Spends the budget shown, once: the noise is drawn on this click only.")
@@ -1123,8 +1086,10 @@ if entry is not None:
     with tab_exp:
         ex = entry["exports"]
         xy = entry["model"]["xy"]
-        if "csv" not in ex:
-            ex["csv"] = od_export.release_csv_bytes(rel)
+        if "json" not in ex:
+            # built into a local dict and stored in one step: a rerun (a click) that interrupts the
+            # build leaves nothing half-made for the next run to trip over
+            built: dict[str, Any] = {"csv": od_export.release_csv_bytes(rel)}
             files = ["release.csv", "release.json"]
             if xy:
                 files.insert(1, "flows.geojson")
@@ -1135,10 +1100,11 @@ if entry is not None:
                         ok = (np.isfinite(xy[lp_.origin_depth][0][rel.origins[t_]])
                               & np.isfinite(xy[lp_.destination_depth][0][rel.destinations[t_]]))
                         n_lines += int(ok.sum())
-                ex["geojson_n"] = n_lines
+                built["geojson_n"] = n_lines
             extra = {"budget_input": entry["approx"]} if entry["approx"] else None
-            ex["json"] = od_export.od_json(rel, ss["od_ledgers"][entry["fp"]], delta=entry["delta"], extra=extra,
-                                           files=files)
+            built["json"] = od_export.od_json(rel, ss["od_ledgers"][entry["fp"]], delta=entry["delta"], extra=extra,
+                                              files=files)
+            ex.update(built)
 
         def geojson_bytes(rel: od.ODRelease = rel, ex: dict[str, Any] = ex, xy: dict[int, Any] = xy) -> bytes:
             """Built on the first click only (a second or more for 10⁵ flows), then kept with the release."""

@@ -89,6 +89,62 @@ def release_geojson(release: PartitionRelease) -> bytes:
     return (head + body + "\n]}\n").encode("utf-8")
 
 
+WORKLOAD_COLUMNS = ["query", "r0", "r1", "c0", "c1", "west", "south", "east", "north", "cells",
+                    "answer", "standard_error", "ci95_low", "ci95_high"]
+
+
+def has_workload_answers(release: PartitionRelease) -> bool:
+    """Whether the release carries workload answers (the matrix mechanism's)."""
+    return "workload_answers" in getattr(release, "details", {})
+
+
+def workload_answers_frame(release: PartitionRelease) -> pd.DataFrame:
+    """``workload_answers.csv``: each workload query (a rectangle of cells) with its released
+    answer and analytic standard error.  Answers are DP outputs (post-processing of the release)."""
+    wa = release.details["workload_answers"]
+    r = np.asarray(wa["rects"], dtype=np.int64)
+    box = release.grid.rect_lonlat(r)
+    ans = np.asarray(wa["answer"], dtype=np.float64)
+    se = np.asarray(wa["standard_error"], dtype=np.float64)
+    df = pd.DataFrame({
+        "query": np.arange(len(r), dtype=np.int64),
+        "r0": r[:, 0], "r1": r[:, 1], "c0": r[:, 2], "c1": r[:, 3],
+        "west": box[:, 0], "south": box[:, 1], "east": box[:, 2], "north": box[:, 3],
+        "cells": (r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]),
+        "answer": ans, "standard_error": se, "ci95_low": ans - 1.96 * se, "ci95_high": ans + 1.96 * se,
+    })[WORKLOAD_COLUMNS]
+    for c in ("west", "south", "east", "north"):
+        df[c] = df[c].round(COORD_DECIMALS)
+    for c in ("answer", "standard_error", "ci95_low", "ci95_high"):
+        df[c] = df[c].round(4)
+    return df
+
+
+def workload_answers_csv(release: PartitionRelease) -> bytes:
+    """``workload_answers.csv`` (see :func:`workload_answers_frame`)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = pa.Table.from_pandas(workload_answers_frame(release), preserve_index=False)
+    buf = io.BytesIO()
+    pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none"))
+    return buf.getvalue()
+
+
+def _workload_summary(release: PartitionRelease) -> dict[str, Any] | None:
+    info = getattr(release, "details", {}).get("matrix")
+    if info is None:
+        return None
+    keys = ("workload", "workload_name", "n_queries", "strategy", "strategy_queries", "pure_dp_fallback",
+            "noise", "noise_scale", "effective_sensitivity", "expected_rmse_per_query", "rmse_lower_bound",
+            "ratio_to_lower_bound", "guarantee", "notes")
+    out = {k: info[k] for k in keys if k in info}
+    out["answers_file"] = "workload_answers.csv" if has_workload_answers(release) else None
+    out["standard_errors"] = ("analytic: sqrt(Var(z) · w X⁺ wᵀ) for each query w, from the strategy and "
+                              "the noise only (no data)")
+    return _jsonable(out)
+
+
 def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> dict[str, Any]:
     """The machine-readable record of how the release was made (no true values)."""
     g = release.grid
@@ -139,7 +195,8 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
         "outputs": {
             "n_rectangles": release.n_rects,
             "n_leaves": int(release.leaf.sum()),
-            "files": ["release.csv", "release.geojson", "release.json"],
+            "files": ["release.csv", "release.geojson", "release.json"]
+            + (["workload_answers.csv"] if has_workload_answers(release) else []),
             "count_columns": "noisy_count is the released count; ci95_low/high = noisy_count ± the "
             "95% half-width of the noise (public, from the mechanism's parameters)",
         },
@@ -148,6 +205,9 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
             "Expected errors are analytic: they come from the mechanism and its parameters, not from the data.",
         ],
     }
+    summary = _workload_summary(release)
+    if summary is not None:
+        rec["workload"] = summary
     if release.cost.definition == "zcdp":
         rec["privacy"]["approx_dp"] = [
             {"delta": d, "epsilon": zcdp_to_approx_dp(release.cost.value, d)} for d in APPROX_DP_DELTAS
@@ -167,7 +227,8 @@ def release_json(release: PartitionRelease, ledger: Ledger | None = None) -> byt
 
 
 def write_release(release: PartitionRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
-    """Write the three export files into ``out_dir`` (created if missing)."""
+    """Write the three export files into ``out_dir`` (created if missing), plus
+    ``workload_answers.csv`` when the release has workload answers (matrix mechanism)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {
@@ -175,6 +236,8 @@ def write_release(release: PartitionRelease, out_dir: str | Path, ledger: Ledger
         "release.geojson": release_geojson(release),
         "release.json": release_json(release, ledger),
     }
+    if has_workload_answers(release):
+        files["workload_answers.csv"] = workload_answers_csv(release)
     paths = []
     for name, data in files.items():
         p = out / name

@@ -86,6 +86,8 @@ __all__ = [
 FULL_METHOD_MAX_N = 4096
 #: Largest number of workload answers formed explicitly in a release or error report.
 _MAX_EXPLICIT_ANSWERS = 2_000_000
+#: Largest explicit workload matrix (entries) ever formed.
+_MAX_MATRIX_ENTRIES = 50_000_000
 _EPS = np.finfo(float).eps
 _CACHE_FORMAT = 1
 
@@ -163,7 +165,7 @@ class Workload:
         """The explicit ``W`` (built on demand; refuses when it would be huge)."""
         if self.W is not None:
             return self.W
-        if self.m * self.n > 50_000_000:
+        if self.m * self.n > _MAX_MATRIX_ENTRIES:
             raise ParameterError(
                 f"The workload {self.name!r} has {self.m:,} queries over {self.n:,} cells; forming "
                 "its matrix would need too much memory. Use the Gram/Kronecker methods instead."
@@ -464,7 +466,12 @@ class Strategy:
     def solve(self, y: np.ndarray) -> np.ndarray:
         """Least squares ``x̂ = A⁺ y`` (Kronecker: ``A⁺ = ⊗ A_k⁺``, one axis at a time)."""
         if not self.factors:
-            return np.linalg.lstsq(self.A, y, rcond=None)[0]
+            # A⁺y = X⁺Aᵀy with the memoised factor of X⁺ (no fresh SVD per release)
+            kind, Z, _ = self.gram_pinv()
+            b = self.A.T @ y
+            if kind == "chol":
+                return sl.cho_solve((Z, True), b)
+            return Z @ (Z.T @ b)
         T = y.reshape(tuple(f.p for f in self.factors))
         for ax, f in enumerate(self.factors):
             Ap = f._memo.get("Apinv")
@@ -1091,7 +1098,10 @@ def release(
     x_hat = strategy.solve(y)
     # Answers and analytic standard errors: v_i = Var(z) · w_i X⁺ w_iᵀ
     answers = ses = None
-    if workload.m <= _MAX_EXPLICIT_ANSWERS:
+    listable = workload.m <= _MAX_EXPLICIT_ANSWERS and (
+        bool(workload.factors) or workload.rects is not None or workload.W is not None
+        or workload.m * workload.n <= _MAX_MATRIX_ENTRIES)
+    if listable:
         v = query_variances_per_p(workload, strategy) / strategy.sensitivity() ** 2 * var
         ses = np.sqrt(v)
         if workload.factors and len(workload.factors) == 2:
@@ -1101,7 +1111,8 @@ def release(
             answers = workload.matrix() @ x_hat
     else:
         notes.append(f"{workload.m:,} queries are too many to list; answer them from x_hat.")
-    full_rank = all(np.linalg.matrix_rank(f.A) == f.n for f in (strategy.factors or (strategy,)))
+    # full column rank ⇔ X = AᵀA has no dropped null space (memoised with the factor of X⁺)
+    full_rank = all(f.gram_pinv()[2].shape[1] == 0 for f in (strategy.factors or (strategy,)))
     return Release(
         answers=answers, standard_errors=ses, x_hat=x_hat, x_hat_unbiased=bool(full_rank),
         noise_variance=float(var), sensitivity=float(eff if not pure_mode else sens),

@@ -38,6 +38,7 @@ def release_points(
     p = mech.resolve_params(params)
     # validate everything that can be validated without the data (raises ParameterError)
     cost = mech.privacy_cost(epsilon, p)
+    mech.prepare(aggregate.grid, epsilon, p)  # the mechanism's public checks on the grid
     if not ledger.can_spend(cost):
         raise BudgetError(
             f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the budget "

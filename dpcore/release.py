@@ -151,6 +151,9 @@ class PartitionRelease:
     node_budget: NDArray[np.float64] | None = None
     #: True for tree mechanisms: ``level`` is the depth and the Map page offers a depth slider
     is_tree: bool = False
+    #: mechanism-specific released extras (e.g. the matrix mechanism's workload answers with
+    #: their standard errors under ``"workload_answers"``); all DP outputs or public facts
+    details: dict[str, Any] = field(default_factory=dict)
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     release_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 

@@ -34,3 +34,10 @@ def _clear_streamlit_caches(request):
     yield
     st.cache_data.clear()
     st.cache_resource.clear()
+
+
+@pytest.fixture(autouse=True)
+def _strategy_cache_dir(tmp_path_factory, monkeypatch):
+    """The matrix mechanism's strategy cache goes to a temporary directory, never ~/.cache."""
+    monkeypatch.setenv("DPCORE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "strategy_cache"))
+    yield

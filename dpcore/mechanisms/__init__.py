@@ -8,6 +8,7 @@ from dpcore.mechanisms.base import Param, PointMechanism
 from dpcore.mechanisms.htf import HTF
 from dpcore.mechanisms.identity import Identity
 from dpcore.mechanisms.kdtree import KDTree
+from dpcore.mechanisms.matrix import MatrixMechanism
 from dpcore.mechanisms.privelet import Privelet
 from dpcore.mechanisms.quadtree import Quadtree
 from dpcore.mechanisms.ug import UniformGrid
@@ -15,7 +16,8 @@ from dpcore.mechanisms.uniform import Uniform
 
 REGISTRY: dict[str, PointMechanism] = {
     m.name: m
-    for m in (HTF(), AdaptiveGrid(), UniformGrid(), Quadtree(), KDTree(), Privelet(), Identity(), Uniform())
+    for m in (HTF(), AdaptiveGrid(), UniformGrid(), Quadtree(), KDTree(), Privelet(), MatrixMechanism(), Identity(),
+              Uniform())
 }
 
 
