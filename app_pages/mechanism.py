@@ -42,9 +42,13 @@ raw = dict(st.session_state["mech_params"].get(mname, {}))
 def _param_widget(p: mechanisms.Param) -> None:
     key = f"param_{mname}_{p.name}"
     cur = raw.get(p.name, p.default)
+    defaults = {q.name: q.default for q in mech.params}
+    if p.shown_if is not None and raw.get(p.shown_if[0], defaults.get(p.shown_if[0])) != p.shown_if[1]:
+        return  # only relevant for another choice: keep its value, do not show it
     if p.choices:
+        names = dict(zip(p.choices, p.choice_labels or p.choices, strict=True))
         raw[p.name] = st.selectbox(p.label, list(p.choices), index=list(p.choices).index(cur),
-                                   help=p.help, key=key)
+                                   format_func=names.get, help=p.help, key=key)
     elif p.kind is bool:
         raw[p.name] = st.checkbox(p.label, value=bool(cur), help=p.help, key=key)
     elif p.kind is int:

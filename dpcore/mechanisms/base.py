@@ -34,6 +34,10 @@ class Param:
     maximum: float | None = None
     choices: tuple[Any, ...] | None = None
     advanced: bool = False
+    #: Display names of ``choices`` (same order), for pages; the CLI uses the choices themselves.
+    choice_labels: tuple[str, ...] | None = None
+    #: ``(other parameter, value)``: the parameter only matters (and is only shown) then.
+    shown_if: tuple[str, Any] | None = None
 
     def convert(self, value: Any) -> Any:
         if value is None or (isinstance(value, str) and value.strip() == ""):

@@ -75,15 +75,17 @@ class MatrixMechanism(PointMechanism):
     params = (
         Param("workload", "Queries to optimise for", str, "ranges_2d",
               "all rectangles of the grid; random rectangles of one size; prefixes or all ranges "
-              "(only for a grid of 1 row or 1 column).", choices=WORKLOADS),
+              "(only for a grid of 1 row or 1 column).", choices=WORKLOADS,
+              choice_labels=tuple(WORKLOAD_LABELS[w] for w in WORKLOADS)),
         Param("rect_area", "Random rectangles: share of the grid's area", float, 0.1,
               "Each random rectangle covers about this share of the area (same shape as the grid).",
-              minimum=0.0001, maximum=1.0),
+              minimum=0.0001, maximum=1.0, shown_if=("workload", "random_rectangles")),
         Param("rect_count", "Random rectangles: how many", int, 200,
-              "Number of random rectangles in the workload.", minimum=1, maximum=5000),
+              "Number of random rectangles in the workload.", minimum=1, maximum=5000,
+              shown_if=("workload", "random_rectangles")),
         Param("rect_seed", "Random rectangles: seed (public)", int, 0,
               "The rectangles are public and drawn from this seed; they do not depend on the data.",
-              minimum=0, advanced=True),
+              minimum=0, advanced=True, shown_if=("workload", "random_rectangles")),
     )
 
     # -- workload and strategy (public inputs only) ----------------------------------------

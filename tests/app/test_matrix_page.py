@@ -45,6 +45,9 @@ def test_choose_matrix_preview_release_and_export(at: AppTest) -> None:
     at.selectbox(key="_w_mechanism").set_value("matrix").run()
     assert not at.exception and not at.error
     assert at.selectbox(key="param_matrix_workload").value == "ranges_2d"
+    # readable choices, and the random-rectangle settings only where they matter
+    assert "all rectangles of the grid" in at.selectbox(key="param_matrix_workload").options
+    assert not [w for w in at.number_input if w.key == "param_matrix_rect_count"]
     table = _table(at, "ratio to the bound")
     assert list(table.columns) == ["expected error per query (RMSE)", "lower bound (any strategy)",
                                    "ratio to the bound"]
@@ -55,6 +58,7 @@ def test_choose_matrix_preview_release_and_export(at: AppTest) -> None:
     assert any("L1 strategy" in w.value for w in at.warning)
     # another workload: random rectangles, still no data, nothing spent
     at.selectbox(key="param_matrix_workload").set_value("random_rectangles").run()
+    assert [w for w in at.number_input if w.key == "param_matrix_rect_count"]
     assert not at.exception and not at.error
     assert _table(at, "ratio to the bound").iloc[0]["ratio to the bound"] >= 1.0
     assert at.session_state["releases"] == []
