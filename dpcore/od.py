@@ -96,8 +96,6 @@ MAX_COUNT = 2**53
 VANILLA_MAX_CELLS = 12_000_000
 #: Most MILP calls per tree level the black-box TDA_ℓ∞ baseline will make.
 MILP_MAX_SUBPROBLEMS = 20_000
-#: z of the normal 95 % interval.
-CI_Z = 1.959963984540054
 
 
 @dataclass(frozen=True)
@@ -263,6 +261,16 @@ def tree_levels(depth: int, orientation: Orientation = "destination") -> list[tu
     return out
 
 
+def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys and the exact int64 sum of their values, zero sums dropped
+    (``np.bincount`` would go through float64)."""
+    uniq, inv = np.unique(keys, return_inverse=True)
+    sums = np.zeros(uniq.size, dtype=np.int64)
+    np.add.at(sums, inv, values)
+    nz = sums != 0
+    return uniq[nz], sums[nz]
+
+
 def _ancestors(h: Hierarchy) -> list[np.ndarray]:
     """``anc[d][leaf]``: index at depth d of every finest area's ancestor (d = 0..L)."""
     anc = [np.arange(h.n_leaves, dtype=np.int64)]
@@ -419,11 +427,7 @@ class ODCounts:
                 keep[order] = sel & (rank <= m)
                 dropped = int(len(uid) - keep.sum())
                 w = keep.astype(np.int64)
-        uniq, inv = np.unique(key, return_inverse=True)
-        tot = np.zeros(uniq.size, dtype=np.int64)  # exact int64 sums (bincount goes through float64)
-        np.add.at(tot, inv, w)
-        nz = tot > 0
-        uniq, tot = uniq[nz], tot[nz]
+        uniq, tot = _group_sum(key, w)
         # before the cap (w is then all ones): the budget belongs to the trips, not to one sample
         fp = _trips_fingerprint(df[origin], df[destination], w if count is not None else None)
         return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
@@ -438,10 +442,7 @@ class ODCounts:
             anc_d = self.__dict__.setdefault("_anc_d", _ancestors(self.destination_h))
             n_d = self.destination_h.sizes[dd]
             key = anc_o[od][self.origin] * n_d + anc_d[dd][self.destination]
-            uniq, inv = np.unique(key, return_inverse=True)
-            c = np.zeros(uniq.size, dtype=np.int64)
-            np.add.at(c, inv, self.count)
-            cache[(od, dd)] = (uniq, c)
+            cache[(od, dd)] = _group_sum(key, self.count)
         return cache[(od, dd)]
 
     def lookup(self, od: int, dd: int, o: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -925,12 +926,9 @@ class ODRelease:
                 par_d = self.destination_h.parents[pd_][self.destinations[t]]
             n_d = self.destination_h.sizes[pd_]
             key = par_o * n_d + par_d
-            uk, inv = np.unique(key, return_inverse=True)
-            s = np.zeros(uk.size, dtype=np.int64)
-            np.add.at(s, inv, self.values[t])
+            uk, s = _group_sum(key, self.values[t])
             pk = self.origins[t - 1] * n_d + self.destinations[t - 1]
-            nz = s != 0
-            if not (np.array_equal(uk[nz], pk) and np.array_equal(s[nz], self.values[t - 1])):
+            if not (np.array_equal(uk, pk) and np.array_equal(s, self.values[t - 1])):
                 return False
         return True
 
@@ -1081,11 +1079,8 @@ def _linf_milp_segments(x: np.ndarray, offsets: np.ndarray, totals: np.ndarray, 
 def _aggregate_sparse(o: np.ndarray, d: np.ndarray, v: np.ndarray, anc_o: np.ndarray, anc_d: np.ndarray,
                       n_d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     key = anc_o[o] * n_d + anc_d[d]
-    uk, inv = np.unique(key, return_inverse=True)
-    s = np.zeros(uk.size, dtype=np.int64)
-    np.add.at(s, inv, v)
-    nz = s != 0
-    return uk[nz] // n_d, uk[nz] % n_d, s[nz]
+    uk, s = _group_sum(key, v)
+    return uk // n_d, uk % n_d, s
 
 
 def _vanilla(counts: ODCounts, p: ODPlan, noise: NoiseSource, lv: list[tuple[int, int]], tick: Any) -> ODRelease:
@@ -1176,9 +1171,3 @@ def empirical_errors(rel: ODRelease, counts: ODCounts) -> list[dict[str, Any]]:
             "expected_rmse": lp.sd,
         })
     return out
-
-
-def normal_interval(sd: float) -> float:
-    """Half-width of the normal 95 % interval for one released cell."""
-    return CI_Z * sd
-
