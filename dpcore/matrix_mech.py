@@ -1086,9 +1086,11 @@ def release(
                 sigma = classic_gaussian_sigma(epsilon, delta, eff)
             else:
                 raise ParameterError("calibration must be 'analytic' or 'classic'.")
+            # The (ε, δ) calibration is proven for continuous Gaussian noise; the noise drawn is the
+            # discrete Gaussian on a grid, whose proven guarantee is the zCDP reading charged here.
             guarantee = (
-                f"(ε, δ)-DP with ε = {epsilon:g}, δ = {delta:g} ({calibration} Gaussian calibration); "
-                "the ledger charge is the zCDP reading ρ = Δ²/(2σ²)"
+                f"ρ-zCDP with ρ = Δ²/(2σ²), σ set by the {calibration} Gaussian calibration for "
+                f"(ε = {epsilon:g}, δ = {delta:g}); read (ε, δ) through the zCDP conversion"
             )
         y = source.gaussian_on_grid(Ax, sigma, k)
         var = discrete_gaussian_variance(Fraction(sigma) / Fraction(2) ** k) * 4.0**k

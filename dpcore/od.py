@@ -213,7 +213,11 @@ def match_leaves(h: Hierarchy, values: pd.Series | Sequence[Any]) -> np.ndarray:
     (GEOID style) or its ``a/b/c`` label; whichever style matches the most values is used.
     Whole floats (``1.0``, as Parquet may store codes) become integer text; spaces are stripped.
     """
-    v = _text(values).to_numpy(dtype=object)
+    return _match(h, _text(values).to_numpy(dtype=object))
+
+
+def _match(h: Hierarchy, v: np.ndarray) -> np.ndarray:
+    """:func:`match_leaves` on codes that are already clean text (object array)."""
     L = h.depth
     candidates = []
     if h.code_modes[-1] == "global":
@@ -238,7 +242,7 @@ def leaf_lookup(h: Hierarchy, values: pd.Series | Sequence[Any], what: str) -> n
     are an error naming the rows."""
     cf = _code_frame(pd.DataFrame({what: pd.Series(values).reset_index(drop=True)}), [what], "The trips")
     v = cf[what].to_numpy(dtype=object)
-    best = match_leaves(h, v)
+    best = _match(h, v)  # _code_frame has cleaned the codes already
     missing = best < 0
     if missing.any():
         ex = list(dict.fromkeys(v[missing].tolist()))[:3]
@@ -264,9 +268,13 @@ def tree_levels(depth: int, orientation: Orientation = "destination") -> list[tu
 def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct keys and the exact int64 sum of their values, zero sums dropped
     (``np.bincount`` would go through float64)."""
-    uniq, inv = np.unique(keys, return_inverse=True)
-    sums = np.zeros(uniq.size, dtype=np.int64)
-    np.add.at(sums, inv, values)
+    if keys.size == 0:
+        return keys.astype(np.int64), np.zeros(0, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    sums = np.add.reduceat(np.asarray(values, dtype=np.int64)[order], starts)
+    uniq = k[starts]
     nz = sums != 0
     return uniq[nz], sums[nz]
 

@@ -49,6 +49,11 @@ WORKLOAD_LABELS = {
 _GRID_SLACK = 1e-6  # as matrix_mech.release's default
 
 
+def _full_rank(s: mm.Strategy) -> bool:
+    """Full column rank: the factor of X⁺ dropped no null space (memoised per strategy)."""
+    return all(f.gram_pinv()[2].shape[1] == 0 for f in (s.factors or (s,)))
+
+
 def _unit_budget(cost: PrivacyCost, k: int) -> float:
     """The budget for a sensitivity-1 change (ρ/k² or ε/k), never rounded up."""
     div = k * k if cost.definition == "zcdp" else k
@@ -120,7 +125,23 @@ class MatrixMechanism(PointMechanism):
         return cost, p
 
     def strategy(self, workload: mm.Workload, cost: PrivacyCost) -> mm.Strategy:
-        return mm.cached_strategy(workload, pure_dp=cost.definition == "pure")
+        """The workload's strategy, which must have full column rank: the release publishes an
+        estimate of every cell, and a cell the strategy cannot see would be published as
+        unbounded noise (spec §7.2 P9; a flat design for 10 rectangles on 32 × 32 had cells at
+        ±20,900 for true counts of 100).  A flat design that misses cells is replaced by the
+        per-axis (Kronecker) design, which covers every cell; if even that misses some, the
+        release is refused before anything is spent (the rank is public: workload only)."""
+        pure = cost.definition == "pure"
+        s = mm.cached_strategy(workload, pure_dp=pure)
+        if not _full_rank(s) and len(workload.shape) == 2 and not s.factors:
+            s = mm.cached_strategy(workload, method="kron", pure_dp=pure)
+        if not _full_rank(s):
+            raise ParameterError(
+                "The strategy for this workload cannot estimate every cell of the grid, so the cell "
+                "counts could not be published. Choose 'all rectangles of the grid', or more random "
+                "rectangles."
+            )
+        return s
 
     @staticmethod
     def _noise(strategy: mm.Strategy, cost: PrivacyCost, k: int) -> tuple[str, float, float, float]:
@@ -219,7 +240,7 @@ class MatrixMechanism(PointMechanism):
             name=f"Cell estimates of a {grid.rows:,} x {grid.cols:,} grid from {info['strategy_queries']:,} "
                  "strategy queries",
             cost=cost,
-            noise="discrete_gaussian" if info["noise"] == "discrete_gaussian" else info["noise"],
+            noise=info["noise"],
             scale=info["noise_scale"],
             sensitivity=int(sensitivity),
             n_counts=grid.n_cells,

@@ -97,7 +97,7 @@ costs = st.sampled_from([budget.zcdp(0.005), budget.zcdp(0.5), budget.zcdp(50.0)
 def test_topdown_releases_are_consistent_integral_positive(data, mechanism, orientation, neighbour, cost, order,
                                                            tiebreak, seed):
     ho, hd, df = data
-    # one area on each side and a public total: nothing to measure (see test_od.py, BUG note)
+    # one area on each side and a public total: plan() refuses (nothing to measure; test_od.py)
     assume(ho.n_leaves * hd.n_leaves > 1 or neighbour == "unbounded")
     c = od.ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
     n = int(df["n"].sum())

@@ -18,7 +18,7 @@ from shapely.geometry import box
 
 from dpcore import budget, od
 from dpcore import od_export as X
-from dpcore.errors import InputError
+from dpcore.errors import InputError, ParameterError
 from dpcore.hierarchy import Hierarchy
 from dpcore.noise import NoiseSource
 from dpcore.pipeline import release_od
@@ -332,7 +332,7 @@ def test_flows_geojson_top_keeps_the_largest(rel: od.ODRelease, hier: Hierarchy)
         got = by_level[lp.name]
         assert len(got) == min(3, rel.values[t].size)
         assert sorted(got, reverse=True) == sorted(rel.values[t].tolist(), reverse=True)[: len(got)]
-    with pytest.raises(Exception, match="positive"):
+    with pytest.raises(ParameterError, match="positive"):
         X.flows_geojson(rel, xy, top=0)
     # written with top: fewer lines in the file
     assert len(X.flows_geojson(rel, xy)["features"]) > len(gj["features"])
