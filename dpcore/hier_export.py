@@ -43,6 +43,17 @@ def _values_column(v: np.ndarray) -> np.ndarray:
     return v if np.issubdtype(v.dtype, np.integer) else np.round(v.astype(float), 6)
 
 
+def hierarchy_info(h: Hierarchy) -> dict[str, Any]:
+    """The public area list as release records describe it (hierarchy and O/D records)."""
+    return {
+        "levels": h.level_names,
+        "areas_per_level": list(h.sizes),
+        "code_modes": ["-", *h.code_modes],
+        "area_list_source": h.source,
+        "structure_fingerprint": h.fingerprint(),
+    }
+
+
 def hierarchy_frame(rel: HierarchyRelease) -> pd.DataFrame:
     """One row per area and level (root included): ``level, code, parent, noisy_count``.
 
@@ -228,13 +239,7 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
                         "scale": lv.scale, "l1_sensitivity": lv.l1_sensitivity,
                         "l2_sensitivity": lv.l2_sensitivity} for lv in p.levels],
         },
-        "hierarchy": {
-            "levels": h.level_names,
-            "areas_per_level": h.sizes,
-            "code_modes": ["-", *h.code_modes],
-            "area_list_source": h.source,
-            "structure_fingerprint": h.fingerprint(),
-        },
+        "hierarchy": hierarchy_info(h),
         "expected_error": _jsonable([{
             "level": lv.level, "cells": lv.cells, "noise_sd": lv.noise_sd, "sd": lv.sd,
             "mean_abs_error": lv.mean_abs, "typical_max_abs_error": lv.max_abs, "basis": lv.basis,

@@ -22,7 +22,7 @@ import dpcore
 from dpcore.budget import APPROX_DP_DELTAS, Ledger, zcdp_to_approx_dp, zcdp_to_approx_dp_classic
 from dpcore.errors import InputError, ParameterError
 from dpcore.export import _jsonable, validate_record
-from dpcore.hier_export import join_boundaries
+from dpcore.hier_export import hierarchy_info, join_boundaries
 from dpcore.hierarchy import Hierarchy
 from dpcore.od import ODRelease, match_leaves
 
@@ -253,16 +253,6 @@ def flows_geojson(
 # ---------------------------------------------------------------------------------------------
 
 
-def _hierarchy_info(h: Hierarchy) -> dict[str, Any]:
-    return {
-        "levels": h.level_names,
-        "areas_per_level": list(h.sizes),
-        "code_modes": ["-", *h.code_modes],
-        "area_list_source": h.source,
-        "structure_fingerprint": h.fingerprint(),
-    }
-
-
 def od_record(
     rel: ODRelease,
     ledger: Ledger | None = None,
@@ -352,8 +342,8 @@ def od_record(
         "privacy": privacy,
         "budget": {"split": p.split, "split_weights": list(p.split_weights)},
         "hierarchy": {
-            "origin": _hierarchy_info(rel.origin_h),
-            "destination": _hierarchy_info(rel.destination_h),
+            "origin": hierarchy_info(rel.origin_h),
+            "destination": hierarchy_info(rel.destination_h),
             "same": rel.origin_h.fingerprint() == rel.destination_h.fingerprint(),
         },
         "tree": {

@@ -9,12 +9,20 @@ from dpcore.errors import DPCoreError
 from ui import fmt, state
 
 
-def _ledger(led: budget.Ledger, delta: float) -> None:
-    """The budget bar, the (ε, δ) reading of a ρ ledger, and one line per spend."""
+def _ledger(led: budget.Ledger, delta: float, *, classic: bool = False) -> None:
+    """The budget bar, the (ε, δ) reading of a ρ ledger, and one line per spend.
+
+    ``classic``: also name the paper's (Lemma 3) reading beside the CKS one (the O/D page, whose
+    releases may be stated through that conversion)."""
     spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
     st.progress(min(spent / cap, 1.0) if cap else 1.0,
                 text=f"spent {sym} = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
-    if led.definition == "zcdp":
+    if led.definition == "zcdp" and classic and spent:
+        d = f"{delta:.0e}".replace("e-0", "e-")
+        st.caption(f"Spent so far ≈ ε {fmt.eps(budget.zcdp_to_approx_dp(spent, delta))} at δ = {d} (CKS "
+                   f"conversion; the paper's conversion reads ε = "
+                   f"{fmt.eps(budget.zcdp_to_approx_dp_classic(spent, delta))}).")
+    elif led.definition == "zcdp" and not classic:
         st.caption(f"As (ε, δ)-DP with δ = {delta:.0e}: spent ε = "
                    f"{fmt.eps(budget.zcdp_to_approx_dp(spent, delta)) if spent else '0'}")
     for e in led.entries:
@@ -48,20 +56,6 @@ def render_hierarchy() -> None:
             st.markdown(f"{r.mechanism.title}  \n{r.plan.cost.label()} · {fmt.count(h.n_nodes)} areas")
 
 
-def _od_ledger(led: budget.Ledger, delta: float) -> None:
-    """The O/D budget bar; a ρ ledger is also read as (ε, δ), by both conversions, each named."""
-    spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
-    st.progress(min(spent / cap, 1.0) if cap else 1.0,
-                text=f"spent {sym} = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
-    if led.definition == "zcdp" and spent:
-        d = f"{delta:.0e}".replace("e-0", "e-")
-        st.caption(f"Spent so far ≈ ε {fmt.eps(budget.zcdp_to_approx_dp(spent, delta))} at δ = {d} (CKS "
-                   f"conversion; the paper's conversion reads ε = "
-                   f"{fmt.eps(budget.zcdp_to_approx_dp_classic(spent, delta))}).")
-    for e in led.entries:
-        st.caption(f"#{e.index + 1} {e.label}: {e.cost.label()}")
-
-
 def render_od() -> None:
     """Sidebar of the O/D page: its dataset, its ledger, its release."""
     ss = st.session_state
@@ -83,7 +77,7 @@ def render_od() -> None:
         st.markdown("#### Privacy budget")
         led = ss.get("od_ledgers", {}).get(model["fp"])
         if led is not None:
-            _od_ledger(led, ss.get("od_delta", 1e-8))
+            _ledger(led, ss.get("od_delta", 1e-8), classic=True)
         st.markdown("#### Current release")
         entry = ss.get("od_shown")
         if entry is None or entry.get("fp") != model["fp"]:
