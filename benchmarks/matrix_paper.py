@@ -14,8 +14,8 @@ Part 1, Table 2 / lower-bound ratio (spec §5.2 Table 2, §5.3, Appendix A.6)
     strategy is timed (target < 1 s).
 Part 2, 1-D competitors (spec §5.1 "Competitors", §5.3)
     Analytic ``TSE/P = Δ(A)² trace(G X⁺)`` of Eigen-Design, the Haar wavelet strategy
-    (the paper's Fig. 2 matrix: the total plus unweighted ±1 Haar rows, built here; dpcore's
-    Privelet has a Haar *transform* but no strategy-matrix helper), the binary hierarchical tree
+    (the paper's Fig. 2 matrix: the total plus unweighted ±1 Haar rows,
+    ``dpcore.matrix_l1.haar_matrix``), the binary hierarchical tree
     (``hierarchical_strategy``) and the identity, for all ranges and prefixes at n = 64, 256,
     1024.  As in the paper every competitor is measured with L2 sensitivity (Gaussian noise,
     (ε, δ) or zCDP); a second table gives the pure-ε (L1, Laplace) reading, where the
@@ -68,6 +68,7 @@ from dpcore import io  # noqa: E402
 from dpcore import matrix_mech as mm  # noqa: E402
 from dpcore import privelet as pv  # noqa: E402
 from dpcore.domain import Bounds, Grid, aggregate_points, rect_sums  # noqa: E402
+from dpcore.matrix_l1 import haar_matrix  # noqa: E402  (the paper's Fig. 2 Haar matrix)
 from dpcore.mechanisms.htf import HTF  # noqa: E402
 from dpcore.noise import NoiseSource  # noqa: E402
 
@@ -121,23 +122,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # ---------------------------------------------------------------- strategies
-
-
-def haar_matrix(n: int) -> np.ndarray:
-    """The Haar wavelet strategy of the paper's Fig. 2: the total, then for every dyadic block
-    of size s = n, n/2, ..., 2 a row +1 on its left half and −1 on its right half (n rows)."""
-    if n & (n - 1):
-        raise ValueError(f"Haar needs a power of 2 (got {n})")
-    rows = [np.ones(n)]
-    s = n
-    while s >= 2:
-        for b in range(0, n, s):
-            r = np.zeros(n)
-            r[b:b + s // 2] = 1.0
-            r[b + s // 2:b + s] = -1.0
-            rows.append(r)
-        s //= 2
-    return np.array(rows)
 
 
 def as_norm(s: mm.Strategy, norm: str) -> mm.Strategy:

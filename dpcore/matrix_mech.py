@@ -77,6 +77,8 @@ __all__ = [
     "error_report",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
+    "Calibration",
+    "calibrate",
     "release",
     "cache_dir",
     "cached_strategy",
@@ -89,7 +91,7 @@ _MAX_EXPLICIT_ANSWERS = 2_000_000
 #: Largest explicit workload matrix (entries) ever formed.
 _MAX_MATRIX_ENTRIES = 50_000_000
 _EPS = np.finfo(float).eps
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 2: strategy info (incl. arrays) stored; L1-reweighted kinds
 
 
 def _rank_tol(n: int) -> float:
@@ -535,14 +537,36 @@ def _solve_program1(c: np.ndarray, Q2: np.ndarray, gap_tol: float) -> tuple[np.n
     def feasible(u):
         return u / (Q2.T @ u).max()
 
+    def primal(mu):
+        u = feasible(np.sqrt(c / np.maximum(Q2 @ mu, 1e-300)))
+        return u, float((c / u).sum())
+
+    # Every iterate is a dual point (a lower bound) and gives a feasible primal: keep the best
+    # of each and stop as soon as the certificate is met.  Degenerate spectra (hierarchy Grams,
+    # marginals) reach a 1e-4 gap in ~100 iterations but creep for thousands more.
+    best = {"dual": -math.inf, "u": None, "f": math.inf, "it": 0}
+
+    def track(mu):
+        d = -float(neg_dual(mu)[0])
+        u, f = primal(mu)
+        if d > best["dual"]:
+            best["dual"] = d
+        if f < best["f"]:
+            best["u"], best["f"] = u, f
+        return (best["f"] - best["dual"]) / best["f"]
+
+    def callback(intermediate_result):
+        best["it"] += 1
+        if best["it"] % 20 == 0 and track(intermediate_result.x) < gap_tol:
+            raise StopIteration
+
     mu0 = np.full(n, np.sqrt(c).sum() ** 2 / n / n)
     res = minimize(
-        neg_dual, mu0, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * n,
+        neg_dual, mu0, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * n, callback=callback,
         options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-10, "maxcor": 30},
     )
-    dual = -float(res.fun)
-    u = feasible(np.sqrt(c / np.maximum(Q2 @ res.x, 1e-300)))
-    f = float((c / u).sum())
+    track(res.x)
+    dual, u, f = best["dual"], best["u"], best["f"]
     if (f - dual) / f >= gap_tol and r <= 300:
         # Fallback (§2.4c): polish the primal with SLSQP from the dual's u; any dual point
         # stays a valid lower bound, so the certificate uses the same g(μ).
@@ -729,28 +753,133 @@ def design_strategy(workload: Workload, *, pure_dp: bool = False) -> Strategy:
     return eigen_design(workload)
 
 
-def l1_strategy(workload: Workload) -> Strategy:
-    """Pure ε-DP strategy (§7.3): Eigen-queries are dense and bad under L1 sensitivity.
+def _as_l1(s: Strategy) -> Strategy:
+    """The same matrix read with L1 sensitivity (``norm="l1"``)."""
+    if s.factors:
+        return Strategy(s.kind, s.n, factors=tuple(_as_l1(f) for f in s.factors), norm="l1",
+                        info=s.info)
+    return Strategy(s.kind, s.n, A=s.A, norm="l1", info=s.info)
 
-    Chooses, by the L1 error ``Δ1² trace(G X⁺)`` (data-independent), between the identity and a
-    binary hierarchical tree per axis (Kronecker-combined on grids).  The L1-reweighting program
-    of §7.3 is not implemented.
+
+_L1_LABELS = {
+    "identity": "identity", "hierarchical": "binary hierarchical tree", "haar": "Haar wavelet",
+    "weighted-hierarchical": "L1-weighted binary hierarchical tree",
+    "weighted-haar": "L1-weighted Haar wavelet",
+}
+
+
+def _l1_axis_candidates(factor: Workload, memo: dict) -> dict[str, Strategy]:
+    """Identity, tree and Haar for one axis, the tree and Haar also L1-reweighted against the
+    axis' factor workload (§7.3); memoised per factor workload (equal axes are solved once)."""
+    from dpcore import matrix_l1  # local: matrix_l1 imports this module
+
+    key = factor.content_hash()
+    if key not in memo:
+        d = factor.n
+        out = {"identity": identity_strategy(d), "hierarchical": hierarchical_strategy(d),
+               "haar": matrix_l1.haar_strategy(d)}
+        if 1 < d <= matrix_l1.L1_REWEIGHT_MAX_N:
+            for base in ("hierarchical", "haar"):
+                out[f"weighted-{base}"] = matrix_l1.l1_reweight(factor, out[base])
+        memo[key] = out
+    return memo[key]
+
+
+def l1_strategy(workload: Workload, extra_designs: Sequence[Strategy] = ()) -> Strategy:
+    """Pure ε-DP strategy (§7.3): the candidate with the smallest L1 error ``Δ1² trace(G X⁺)``.
+
+    Eigen-queries are dense and bad under L1 sensitivity (§7.3), so the candidates are the
+    identity, the binary hierarchical tree and the Haar wavelet design
+    (:func:`dpcore.matrix_l1.haar_strategy`), the tree and Haar each also L1-reweighted by
+    :func:`dpcore.matrix_l1.l1_reweight` (the §7.3 program; the identity's optimal weights
+    are all 1, so it is not reweighted), plus ``extra_designs`` (explicit strategies over the
+    workload's ``n`` cells, e.g. a geographic tree's rows over leaf areas), each unweighted and
+    reweighted.  Reweighting is skipped above ``matrix_l1.L1_REWEIGHT_MAX_N`` cells (per axis
+    on grids).
+
+    On grids (product workloads, rectangle sets) the candidates are Kronecker products of
+    per-axis designs, each axis reweighted against its factor workload (all ranges of that
+    axis for rectangle sets, as in :func:`kron_eigen_design`): the same design on every axis,
+    and the per-axis best if that differs.  For a product workload the Kronecker error is the
+    product of the per-axis errors, so per-axis reweighting is exact there.
+
+    The choice is data-independent (public workload only).  ``info``: ``candidates``
+    (label → ``TSE`` per unit ``2/ε²``), ``chosen``, ``best_unweighted`` (label),
+    ``gain_over_unweighted`` (TSE ratio, >= 1), ``l1_note`` (one sentence for the curator),
+    ``design_info`` (the chosen design's own ``info``, e.g. its weights and certificate).
     """
-    axes = workload.shape if (workload.factors or workload.rects is not None) else (workload.n,)
-    if len(axes) == 1:
-        cands = [identity_strategy(axes[0]), hierarchical_strategy(axes[0])]
+    from dpcore import matrix_l1  # local: matrix_l1 imports this module
+
+    extras = []
+    for i, d in enumerate(extra_designs):
+        if not isinstance(d, Strategy) or d.n != workload.n:
+            raise ParameterError(
+                f"extra_designs[{i}] must be a Strategy over the workload's {workload.n} cells."
+            )
+        extras.append((f"extra[{i}] {d.kind}", _as_l1(d)))
+    grid = bool(workload.factors) or workload.rects is not None
+    cands: list[tuple[str, Strategy, bool]] = []  # (label, strategy, weighted?)
+    skipped = False
+    if grid and len(workload.shape) > 1:
+        facs = workload.factors if workload.factors else tuple(
+            all_range_workload(d) for d in workload.shape)
+        memo: dict = {}
+        per_axis = [_l1_axis_candidates(f, memo) for f in facs]
+        skipped = any(d > matrix_l1.L1_REWEIGHT_MAX_N for d in workload.shape)
+        kinds = [k for k in per_axis[0] if all(k in pa for pa in per_axis)]
+        for k in kinds:
+            cands.append((f"kron {k}", Strategy(
+                "kron", workload.n, factors=tuple(pa[k] for pa in per_axis), norm="l1"),
+                k.startswith("weighted")))
+        best_axes = tuple(
+            min(pa.values(), key=lambda s, f=f: tse_per_p(f, s)) for f, pa in zip(facs, per_axis, strict=True)
+        )
+        if len({s.kind for s in best_axes}) > 1:
+            cands.append(("kron per-axis best " + "⊗".join(s.kind for s in best_axes), Strategy(
+                "kron", workload.n, factors=best_axes, norm="l1"),
+                any(s.kind.startswith("weighted") for s in best_axes)))
     else:
-        cands = [
-            Strategy("kron", workload.n, factors=tuple(identity_strategy(d) for d in axes), norm="l1"),
-            Strategy("kron", workload.n, factors=tuple(hierarchical_strategy(d) for d in axes), norm="l1"),
-        ]
-    errs = [tse_per_p(workload, s) for s in cands]
-    best = cands[int(np.argmin(errs))]
+        n = workload.n
+        base = {"identity": identity_strategy(n), "hierarchical": hierarchical_strategy(n),
+                "haar": matrix_l1.haar_strategy(n)}
+        cands += [(k, s, False) for k, s in base.items()]
+        skipped = n > matrix_l1.L1_REWEIGHT_MAX_N
+        if 1 < n <= matrix_l1.L1_REWEIGHT_MAX_N:
+            for k in ("hierarchical", "haar"):
+                cands.append((f"weighted-{k}", matrix_l1.l1_reweight(workload, base[k]), True))
+    for label, d in extras:
+        cands.append((label, d, False))
+        if not d.factors and 1 < workload.n <= matrix_l1.L1_REWEIGHT_MAX_N:
+            cands.append((f"weighted {label}", matrix_l1.l1_reweight(workload, d), True))
+    errs = {}
+    for label, s, _ in cands:
+        try:
+            errs[label] = tse_per_p(workload, s)
+        except ParameterError:  # an extra design that does not span the workload
+            errs[label] = math.inf
+    label, best, _ = min(cands, key=lambda c: errs[c[0]])
+    unweighted = [c for c in cands if not c[2]]
+    ulabel = min(unweighted, key=lambda c: errs[c[0]])[0]
+    gain = errs[ulabel] / errs[label]
+    name = _L1_LABELS.get(best.kind, best.kind) if not best.factors else " ⊗ ".join(
+        _L1_LABELS.get(f.kind, f.kind) for f in best.factors)
+    note = f"Pure ε-DP strategy: {name} ({label}), expected total squared error {errs[label]:.5g}·2/ε²"
+    if label == ulabel:
+        note += "; no reweighted candidate beat it"
+    else:
+        note += (f", {gain:.3g}× lower than the best unweighted candidate ({ulabel}, "
+                 f"{errs[ulabel]:.5g}·2/ε²)")
+    if skipped:
+        note += (f"; designs were not reweighted above {matrix_l1.L1_REWEIGHT_MAX_N} cells "
+                 "(per axis on grids)")
+    note += " (spec §7.3)."
+    info = {
+        "candidates": errs, "chosen": label, "best_unweighted": ulabel,
+        "gain_over_unweighted": gain, "l1_note": note, "design_info": dict(best.info),
+    }
     return Strategy(
         best.kind, best.n, A=best.A, factors=best.factors, norm="l1",
-        workload_hash=workload.content_hash(),
-        info={"candidates": {c.kind if not c.factors else f"kron-{c.factors[0].kind}": e
-                             for c, e in zip(cands, errs, strict=True)}},
+        workload_hash=workload.content_hash(), info=info,
     )
 
 
@@ -1005,6 +1134,113 @@ def _grid_exponent(sens: float, support: int, slack: float) -> int:
     return math.floor(math.log2(slack * sens / math.sqrt(support)))
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """How the noise of a strategy's answers is calibrated (:func:`calibrate`).
+
+    Attributes
+    ----------
+    pure : bool
+        Pure ε-DP (discrete Laplace, L1) rather than Gaussian noise (L2).
+    distribution : str
+        ``"discrete_laplace"`` (exact integer noise on integer answers), ``"discrete_laplace_grid"``
+        or ``"discrete_gaussian"`` (both on the grid ``2^grid_exponent``).
+    scale : Fraction or float
+        The Laplace scale ``b`` (exact :class:`~fractions.Fraction`) or the Gaussian ``σ``.
+    grid_exponent : int or None
+        ``k`` of the grid ``2^k`` the answers are rounded to; ``None`` for exact integer noise.
+    variance : float
+        Exact variance of the noise added to one strategy answer.
+    sensitivity : float
+        ``Δ1(A)`` or ``Δ2(A)`` of the strategy itself.
+    effective_sensitivity : float
+        The sensitivity the noise is calibrated to (``Δ`` plus the grid-rounding slack).
+    cost : PrivacyCost
+        What a release with this noise spends.
+    guarantee : str
+        The privacy statement in words.
+    """
+
+    pure: bool
+    distribution: str
+    scale: Fraction | float
+    grid_exponent: int | None
+    variance: float
+    sensitivity: float
+    effective_sensitivity: float
+    cost: PrivacyCost
+    guarantee: str
+
+
+def calibrate(
+    strategy: Strategy, *, epsilon: float | None = None, delta: float | None = None,
+    rho: float | None = None, calibration: str = "analytic", grid_slack: float = 1e-6,
+    integral_data: bool = True,
+) -> Calibration:
+    """The noise :func:`release` adds to ``strategy``'s answers, from public inputs only (§3.2).
+
+    The one place the noise is calibrated: :func:`release` draws with it and previews (the
+    mechanism's plan) read it, so the previewed variance is the drawn one.  Privacy as in
+    :func:`release`: ``rho`` → ρ-zCDP; ``epsilon`` and ``delta`` → σ from the ``calibration``
+    (analytic Balle–Wang or the paper's classic formula), charged as the zCDP it implies;
+    ``epsilon`` alone → pure ε-DP with discrete Laplace noise and L1 sensitivity.  Integer
+    strategies on integer data (``integral_data``) get exact integer Laplace noise; otherwise
+    answers are rounded to the grid ``2^k`` and the sensitivity grows by the rounding slack
+    (``Δ + s·2^k`` in L1, ``Δ + sqrt(s)·2^k`` in L2, ``s = max_j nnz(A[:, j])``), at most
+    ``grid_slack·Δ``.
+    """
+    if rho is not None and (epsilon is not None or delta is not None):
+        raise ParameterError("Give either rho (zCDP) or epsilon/delta, not both.")
+    pure_mode = epsilon is not None and delta is None and rho is None
+    if not pure_mode and rho is None and (epsilon is None or delta is None):
+        raise ParameterError("Give rho, or epsilon and delta, or epsilon alone for pure ε-DP.")
+    support = strategy.max_column_support
+    if pure_mode:
+        eps = _check_pos(epsilon, "ε")
+        sens = strategy.l1_sensitivity
+        integral = integral_data and all(
+            np.all(f.A == np.round(f.A)) for f in (strategy.factors or (strategy,)))
+        if integral:
+            k, eff, dist = None, sens, "discrete_laplace"
+            scale: Fraction | float = laplace_scale_for_epsilon(eps, sens)
+            var = discrete_laplace_variance(scale)
+        else:
+            k = _grid_exponent(sens, support, grid_slack)
+            eff = sens + support * 2.0**k  # L1: each changed value may move one more step
+            dist = "discrete_laplace_grid"
+            scale = laplace_scale_for_epsilon(eps, eff)
+            var = discrete_laplace_variance(scale / Fraction(2) ** k) * 4.0**k
+        return Calibration(
+            True, dist, scale, k, float(var), float(sens), float(eff), pure(eps),
+            f"pure ε-DP with ε = {eps:g} (discrete Laplace, L1 sensitivity {sens:.6g})",
+        )
+    sens = strategy.l2_sensitivity
+    k = _grid_exponent(sens, support, grid_slack)
+    eff = sens + math.sqrt(support) * 2.0**k
+    if rho is not None:
+        sigma = gaussian_sigma_for_rho(rho, eff)
+        guarantee = f"ρ-zCDP with ρ = {rho:g}"
+    else:
+        if calibration == "analytic":
+            sigma = analytic_gaussian_sigma(epsilon, delta, eff)
+        elif calibration == "classic":
+            sigma = classic_gaussian_sigma(epsilon, delta, eff)
+        else:
+            raise ParameterError("calibration must be 'analytic' or 'classic'.")
+        # The (ε, δ) calibration is proven for continuous Gaussian noise; the noise drawn is the
+        # discrete Gaussian on a grid, whose proven guarantee is the zCDP reading charged here.
+        guarantee = (
+            f"ρ-zCDP with ρ = Δ²/(2σ²), σ set by the {calibration} Gaussian calibration for "
+            f"(ε = {epsilon:g}, δ = {delta:g}); read (ε, δ) through the zCDP conversion"
+        )
+    var = discrete_gaussian_variance(Fraction(sigma) / Fraction(2) ** k) * 4.0**k
+    rho_used = eff * eff / (2.0 * sigma * sigma)
+    return Calibration(
+        False, "discrete_gaussian", float(sigma), k, float(var), float(sens), float(eff),
+        zcdp(float(np.nextafter(rho_used, np.inf))), guarantee,
+    )
+
+
 def release(
     workload: Workload, strategy: Strategy, x: np.ndarray, source: NoiseSource, *,
     epsilon: float | None = None, delta: float | None = None, rho: float | None = None,
@@ -1017,15 +1253,16 @@ def release(
     formula for ε < 1); ``epsilon`` alone → pure ε-DP with discrete Laplace noise on an L1
     strategy (an L2 strategy is replaced by :func:`l1_strategy`, and ``notes`` says so, §7.3).
 
-    Noise comes from ``source`` (:mod:`dpcore.noise`): Gaussian noise is the discrete Gaussian on
-    the grid ``2^k`` (:meth:`NoiseSource.gaussian_on_grid`), whose rounding can move each of the
+    Noise comes from ``source`` (:mod:`dpcore.noise`) with the calibration of :func:`calibrate`:
+    Gaussian noise is the discrete Gaussian on the grid ``2^k``
+    (:meth:`NoiseSource.gaussian_on_grid`), whose rounding can move each of the
     ``s = max_j nnz(A[:, j])`` changed answers by one grid step; the noise is calibrated to
     ``Δ + sqrt(s)·2^k <= Δ (1 + grid_slack)``.  Integer strategies on integer counts get exact
     integer Laplace noise with no slack.
 
     The caller charges ``result.cost`` to its Ledger; this function never touches a ledger.
     ``x`` is the private count vector (row-major over ``workload.shape``); nothing here reads
-    it except the single product ``Ax``.
+    it except the single product ``Ax`` (and whether its entries are whole numbers).
     """
     xv = np.asarray(x, dtype=np.float64).reshape(-1)
     if xv.size != workload.n:
@@ -1049,54 +1286,17 @@ def release(
         )
     if not pure_mode and strategy.norm != "l2":
         notes.append("Gaussian noise on an L1-designed strategy: valid but not error-optimal.")
-    support = strategy.max_column_support
+    cal = calibrate(strategy, epsilon=epsilon, delta=delta, rho=rho, calibration=calibration,
+                    grid_slack=grid_slack, integral_data=bool(np.all(xv == np.round(xv))))
     Ax = strategy.apply(xv)
-    if pure_mode:
-        eps = _check_pos(epsilon, "ε")
-        sens = strategy.l1_sensitivity
-        integral = (
-            all(np.all(f.A == np.round(f.A)) for f in (strategy.factors or (strategy,)))
-            and np.all(xv == np.round(xv))
-        )
-        if integral:
-            scale = laplace_scale_for_epsilon(eps, sens)
-            y = np.rint(Ax) + source.discrete_laplace(scale, Ax.size)
-            var = discrete_laplace_variance(scale)
-        else:
-            k = _grid_exponent(sens, support, grid_slack)
-            eff = sens + support * 2.0**k  # L1: each changed value may move one more step
-            scale = laplace_scale_for_epsilon(eps, eff)
-            y = source.laplace_on_grid(Ax, scale, k)
-            var = discrete_laplace_variance(scale / Fraction(2) ** k) * 4.0**k
-            notes.append(f"Real-valued strategy answers were rounded to the grid 2^{k}.")
-        cost = pure(eps)
-        guarantee = f"pure ε-DP with ε = {eps:g} (discrete Laplace, L1 sensitivity {sens:.6g})"
-        noise_scale = float(scale)
+    if cal.distribution == "discrete_laplace":
+        y = np.rint(Ax) + source.discrete_laplace(cal.scale, Ax.size)
+    elif cal.distribution == "discrete_laplace_grid":
+        y = source.laplace_on_grid(Ax, cal.scale, cal.grid_exponent)
+        notes.append(f"Real-valued strategy answers were rounded to the grid 2^{cal.grid_exponent}.")
     else:
-        sens = strategy.l2_sensitivity
-        k = _grid_exponent(sens, support, grid_slack)
-        eff = sens + math.sqrt(support) * 2.0**k
-        if rho is not None:
-            sigma = gaussian_sigma_for_rho(rho, eff)
-            guarantee = f"ρ-zCDP with ρ = {rho:g}"
-        else:
-            if calibration == "analytic":
-                sigma = analytic_gaussian_sigma(epsilon, delta, eff)
-            elif calibration == "classic":
-                sigma = classic_gaussian_sigma(epsilon, delta, eff)
-            else:
-                raise ParameterError("calibration must be 'analytic' or 'classic'.")
-            # The (ε, δ) calibration is proven for continuous Gaussian noise; the noise drawn is the
-            # discrete Gaussian on a grid, whose proven guarantee is the zCDP reading charged here.
-            guarantee = (
-                f"ρ-zCDP with ρ = Δ²/(2σ²), σ set by the {calibration} Gaussian calibration for "
-                f"(ε = {epsilon:g}, δ = {delta:g}); read (ε, δ) through the zCDP conversion"
-            )
-        y = source.gaussian_on_grid(Ax, sigma, k)
-        var = discrete_gaussian_variance(Fraction(sigma) / Fraction(2) ** k) * 4.0**k
-        rho_used = eff * eff / (2.0 * sigma * sigma)
-        cost = zcdp(float(np.nextafter(rho_used, np.inf)))
-        noise_scale = sigma
+        y = source.gaussian_on_grid(Ax, cal.scale, cal.grid_exponent)
+    var = cal.variance
     x_hat = strategy.solve(y)
     # Answers and analytic standard errors: v_i = Var(z) · w_i X⁺ w_iᵀ
     answers = ses = None
@@ -1117,8 +1317,8 @@ def release(
     full_rank = all(f.gram_pinv()[2].shape[1] == 0 for f in (strategy.factors or (strategy,)))
     return Release(
         answers=answers, standard_errors=ses, x_hat=x_hat, x_hat_unbiased=bool(full_rank),
-        noise_variance=float(var), sensitivity=float(eff if not pure_mode else sens),
-        noise_scale=noise_scale, cost=cost, guarantee=guarantee, strategy=strategy,
+        noise_variance=float(var), sensitivity=float(cal.effective_sensitivity if not cal.pure else cal.sensitivity),
+        noise_scale=float(cal.scale), cost=cal.cost, guarantee=cal.guarantee, strategy=strategy,
         notes=tuple(notes),
     )
 
@@ -1141,15 +1341,44 @@ def _cache_key(workload: Workload, method: str) -> str:
     return hashlib.sha256(f"{workload.content_hash()}|{method}|v{_CACHE_FORMAT}".encode()).hexdigest()[:32]
 
 
+def _pack_info(obj: Any, name: str, arrays: dict[str, np.ndarray]) -> Any:
+    """JSON-able copy of a strategy ``info``: arrays go to ``arrays`` (stored in the npz, float64
+    bit-exact) and are replaced by ``{"__array__": key}``; numpy scalars become Python numbers."""
+    if isinstance(obj, np.ndarray):
+        key = f"info:{name}"
+        arrays[key] = obj
+        return {"__array__": key}
+    if isinstance(obj, Mapping):
+        return {str(k): _pack_info(v, f"{name}/{k}", arrays) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_pack_info(v, f"{name}/{i}", arrays) for i, v in enumerate(obj)]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    return str(obj)
+
+
+def _unpack_info(obj: Any, z: Any) -> Any:
+    if isinstance(obj, dict):
+        if set(obj) == {"__array__"}:
+            return np.array(z[obj["__array__"]])
+        return {k: _unpack_info(v, z) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unpack_info(v, z) for v in obj]
+    return obj
+
+
 def _save(path: Path, strategy: Strategy, whash: str, method: str) -> None:
     parts = strategy.factors or (strategy,)
+    arrays = {f"A{i}": p.A for i, p in enumerate(parts)}
     meta = {
         "format": _CACHE_FORMAT, "workload_hash": whash, "method": method, "kind": strategy.kind,
         "n": strategy.n, "norm": strategy.norm, "kinds": [p.kind for p in parts],
         "ns": [p.n for p in parts], "kron": bool(strategy.factors),
-        "gaps": [float(p.info.get("gap", 0.0)) for p in parts],
+        "infos": [_pack_info(p.info, f"part{i}", arrays) for i, p in enumerate(parts)],
+        "info": _pack_info(strategy.info, "top", arrays) if strategy.factors else None,
     }
-    arrays = {f"A{i}": p.A for i, p in enumerate(parts)}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
     np.savez(tmp, meta=np.array(json.dumps(meta)), **arrays)
@@ -1168,9 +1397,12 @@ def _load(path: Path, whash: str, method: str, n: int) -> Strategy:
             A = np.array(z[f"A{i}"], dtype=np.float64)
             if A.ndim != 2 or A.shape[1] != ni or not np.all(np.isfinite(A)):
                 raise ValueError("bad strategy array")
-            parts.append(Strategy(kind, ni, A=A, norm=meta["norm"], info={"gap": meta["gaps"][i]}))
+            parts.append(Strategy(kind, ni, A=A, norm=meta["norm"],
+                                  info=_unpack_info(meta["infos"][i], z)))
+        top = _unpack_info(meta["info"], z) if meta["kron"] else None
     if meta["kron"]:
-        s = Strategy(meta["kind"], n, factors=tuple(parts), norm=meta["norm"], workload_hash=whash)
+        s = Strategy(meta["kind"], n, factors=tuple(parts), norm=meta["norm"], workload_hash=whash,
+                     info=top or {})
     else:
         s = Strategy(meta["kind"], n, A=parts[0].A, norm=meta["norm"], workload_hash=whash,
                      info=parts[0].info)
@@ -1178,23 +1410,31 @@ def _load(path: Path, whash: str, method: str, n: int) -> Strategy:
         raise ValueError("factor sizes do not match")
     if s.norm == "l2" and s.kind in ("eigen", "marginal", "kron") and abs(s.l2_sensitivity - 1) > 1e-9:
         raise ValueError("sensitivity is not 1")
+    if s.norm == "l1" and any(p.kind.startswith("weighted-") and abs(p.l1_sensitivity - 1) > 1e-9
+                              for p in parts):
+        raise ValueError("L1 sensitivity of a reweighted strategy is not 1")
     return s
 
 
-def cached_strategy(workload: Workload, method: str = "auto", *, pure_dp: bool = False) -> Strategy:
+def cached_strategy(workload: Workload, method: str = "auto", *, pure_dp: bool = False,
+                    gap_tol: float | None = None) -> Strategy:
     """The strategy for ``workload`` from the disk cache, computing and storing it on a miss.
 
     ``method``: ``"auto"`` (:func:`design_strategy`), ``"eigen"``, ``"kron"`` or ``"marginal"``.
-    The key is the workload's content hash plus the method; data never enters it.  A corrupt,
-    mismatched or unreadable entry is ignored and recomputed (then overwritten).
+    ``gap_tol`` (``"eigen"`` only) is Program 1's accepted relative duality gap (default 1e-6).
+    The key is the workload's content hash plus the method (and ``gap_tol``); data never enters
+    it.  A corrupt, mismatched or unreadable entry is ignored and recomputed (then overwritten).
     """
     makers = {
-        "auto": lambda w: design_strategy(w, pure_dp=pure_dp), "eigen": eigen_design,
+        "auto": lambda w: design_strategy(w, pure_dp=pure_dp),
+        "eigen": (lambda w: eigen_design(w, gap_tol=gap_tol)) if gap_tol is not None else eigen_design,
         "kron": kron_eigen_design, "marginal": marginal_strategy,
     }
     if method not in makers:
         raise ParameterError(f"Unknown method {method!r}; use one of {sorted(makers)}.")
-    mkey = f"{method}{'-pure' if pure_dp else ''}"
+    if gap_tol is not None and method != "eigen":
+        raise ParameterError("gap_tol applies to method='eigen' only.")
+    mkey = f"{method}{'-pure' if pure_dp else ''}{f'-gap{gap_tol:g}' if gap_tol is not None else ''}"
     whash = workload.content_hash()
     path = cache_dir() / f"{_cache_key(workload, mkey)}.npz"
     if path.exists():
