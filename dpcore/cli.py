@@ -2,7 +2,7 @@
 
     python -m dpcore mechanisms
     python -m dpcore release points --input FILE --bounds W,S,E,N --grid R,C \
-        --mechanism NAME --epsilon E [--param key=value ...] --out DIR
+        --mechanism NAME --epsilon E [--param key=value ...] [--workload-file RECTS.csv] --out DIR
     python -m dpcore release hierarchy --input FILE --levels a,b,c --count COLUMN \
         --mechanism exact --epsilon E --split uniform --out DIR
     python -m dpcore release od --input FILE --hierarchy FILE --code-column COL \
@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="δ for the (ε, δ)-DP reading of a ρ-zCDP release (printed; default 1e-6)")
     pts.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="mechanism parameter (repeatable)")
+    pts.add_argument("--workload-file", metavar="FILE",
+                     help="matrix mechanism: your queries as a CSV of lon/lat rectangles (lon_min, lat_min, "
+                          "lon_max, lat_max; optional name, weight, group), or the release.json of an earlier "
+                          "release to repeat its workload; sets --param workload=uploaded")
     pts.add_argument("--out", required=True, help="output folder for release.csv/.geojson/.json")
     pts.add_argument("--lat-col", help="latitude column (detected by name if omitted)")
     pts.add_argument("--lon-col", help="longitude column (detected by name if omitted)")
@@ -66,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
     pts.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
 
-    cen = rsub.add_parser("census", help="release hierarchical census counts with Privelet")
+    cen = rsub.add_parser("census", help="release hierarchical census counts with Privelet, or marginal tables "
+                                         "with the matrix mechanism")
     cen.add_argument("--input", required=True, help="CSV (optionally .gz) or Parquet, one row per area or per person")
     cen.add_argument("--levels", required=True,
                      help="code columns of the geography, top first, e.g. state,county,tract")
@@ -83,9 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
                                      "without it the area list comes from the data, which leaks empty areas")
     cen.add_argument("--name", action="append", default=[], metavar="LEVEL=COLUMN",
                      help="column with the public name of a level's areas, e.g. --name state=state_name")
-    cen.add_argument("--epsilon", required=True, type=str, help="pure ε-DP budget of this release")
-    cen.add_argument("--out", required=True, help="output folder for release.csv and release.json")
-    cen.add_argument("--budget-cap", type=float, help="total ε allowed for this dataset, checked against --ledger")
+    cen.add_argument("--mechanism", default="privelet", choices=["privelet", "matrix"],
+                     help="privelet: every area of every level (pure ε); matrix: the --marginals tables with the "
+                          "matrix mechanism's optimal strategy (ρ-zCDP; pure ε uses an L1 strategy)")
+    cen.add_argument("--marginals", default="1",
+                     help="matrix: the tables, as k (all k-way tables) or AXIS*AXIS;AXIS, e.g. "
+                          "'tract*age_band;age_band' (axes: --geo-level and the --ordinal columns)")
+    cen.add_argument("--geo-level", help="matrix: the geography level of the tables (default: the finest level)")
+    cbud = cen.add_mutually_exclusive_group(required=True)
+    cbud.add_argument("--epsilon", type=str, help="pure ε-DP budget of this release")
+    cbud.add_argument("--rho", type=str, help="ρ-zCDP budget of this release (matrix mechanism)")
+    cen.add_argument("--out", required=True, help="output folder for release.csv (marginals.csv) and release.json")
+    cen.add_argument("--budget-cap", type=float, help="total ε (or ρ with --rho) allowed for this dataset, "
+                                                      "checked against --ledger")
     cen.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
 
     hi = rsub.add_parser("hierarchy", help="release counts over a geographic hierarchy (consistent, integral)")
@@ -98,14 +113,20 @@ def build_parser() -> argparse.ArgumentParser:
                                         "group-size histograms")
     hi.add_argument("--max-size", type=int, default=7, help="largest group size with --group-col (top-coded, default 7)")
     hi.add_argument("--mechanism", default="exact",
-                    help="one of: exact, topdown_linf, topdown_l2, hay, bottom_up, independent, dpc_approx")
+                    help="one of: exact, topdown_linf, topdown_l2, hay, bottom_up, independent, dpc_approx, matrix")
     hbud = hi.add_mutually_exclusive_group(required=True)
     hbud.add_argument("--epsilon", type=str, help="pure ε-DP budget of this release (discrete Laplace noise)")
     hbud.add_argument("--rho", type=str, help="ρ-zCDP budget of this release (discrete Gaussian noise)")
     hi.add_argument("--delta", type=float, default=1e-6,
                     help="δ for the (ε, δ)-DP reading of a ρ-zCDP release (printed; default 1e-6)")
     hi.add_argument("--split", default="uniform",
-                    help="budget across the measured levels: uniform, geometric, or weights w1,w2,... (top first)")
+                    help="budget across the measured levels: uniform, geometric, or weights w1,w2,... (top first); "
+                         "for --mechanism matrix the levels' importance: levels (= uniform), queries, or w1,w2,...")
+    hi.add_argument("--area-sets", metavar="FILE",
+                    help="matrix mechanism: public queries, each the total of a set of areas (CSV 'query,area' "
+                         "with an optional 'level' column); their noisy totals go to area_queries.csv")
+    hi.add_argument("--sets-weight", type=float, default=1.0,
+                    help="matrix mechanism: weight of the --area-sets queries against the levels (default 1)")
     hi.add_argument("--neighbour", default="add_remove", choices=["add_remove", "replace"],
                     help="add_remove: the total is noised; replace: the total is public (default add_remove)")
     hi.add_argument("--order", default="ascending", choices=["ascending", "descending"],
@@ -334,6 +355,37 @@ def _save_ledger(ledger_path: Path | None, ledger: Any) -> None:
         ledger_path.write_text(json.dumps(ledger.to_dict(), indent=2), "utf-8")
 
 
+def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_path: Any, ledger: Any) -> int:
+    """``release census --mechanism matrix``: marginal tables with the matrix mechanism."""
+    from dpcore import census_matrix
+    from dpcore.noise import secure_source
+
+    s = table.structure
+    level = args.geo_level or s.levels[-1]
+    axes, _ = census_matrix.axes_of(s, level)
+    p = census_matrix.plan(s, level, census_matrix.parse_marginals(args.marginals, axes), cost)  # before spending
+
+    def run() -> Any:
+        ledger.spend(cost, label="census marginals (matrix mechanism)", details={
+            "kind": "census_marginals", "mechanism": "matrix", "level": level,
+            "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
+        return census_matrix.release(table, p, secure_source())
+
+    rel = _charged(ledger_path, ledger, run)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "marginals.csv", out / "release.json"]
+    paths[0].write_bytes(census_matrix.marginals_csv(rel))
+    paths[1].write_bytes(census_matrix.marginals_json(rel, ledger))
+    ratio = p.info["ratio_to_lower_bound"]
+    print(f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix mechanism, {cost.label()}; "
+          f"RMSE per cell {p.info['expected_rmse_per_query']:.3g}"
+          + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {_budget_left(ledger_path, ledger)}")
+    for path in paths:
+        print(f"  wrote {path}")
+    return 0
+
+
 def _budget_arg(args: argparse.Namespace) -> tuple[Any, Any]:
     """(make, cost) from --epsilon or --rho."""
     from dpcore import budget
@@ -357,7 +409,21 @@ def cmd_release_points(args: argparse.Namespace) -> int:
     grid = Grid.parse(bounds, args.grid)
     mech = mechanisms.get(args.mechanism)
     make, requested = _budget_arg(args)
-    params = mech.resolve_params(_parse_params(args.param))
+    raw = _parse_params(args.param)
+    if args.workload_file:
+        from dpcore.workload_io import read_rectangles
+
+        if mech.name != "matrix":
+            raise ParameterError(f"--workload-file is for the matrix mechanism (--mechanism matrix), not "
+                                 f"'{mech.name}'.")
+        if raw.get("workload", "uploaded") != "uploaded":
+            raise ParameterError(f"--workload-file gives uploaded rectangles, but --param workload={raw['workload']} "
+                                 "asks for another workload; drop one of the two.")
+        if "rectangles" in raw:
+            raise ParameterError("Give the rectangles once: --workload-file or --param rectangles, not both.")
+        raw["workload"] = "uploaded"
+        raw["rectangles"] = read_rectangles(args.workload_file)
+    params = mech.resolve_params(raw)
     cost = mech.privacy_cost(requested, params)
     if args.user_cap is not None and not args.user_col:
         raise ParameterError("--user-cap needs --user-col naming the column that identifies a person.")
@@ -458,20 +524,19 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
 
 
 def cmd_release_census(args: argparse.Namespace) -> int:
-    from dpcore import budget, census
+    from dpcore import census
     from dpcore.noise import secure_source
 
-    try:
-        epsilon = float(args.epsilon)
-    except ValueError:
-        raise ParameterError(f"--epsilon '{args.epsilon}' is not a number; use e.g. --epsilon 0.5.") from None
-    cost = budget.pure(epsilon)
+    make, cost = _budget_arg(args)
+    if args.mechanism == "privelet" and cost.definition != "pure":
+        raise ParameterError("Privelet is pure ε-DP: give --epsilon, or choose --mechanism matrix for --rho.")
+    epsilon = cost.value
     levels = _split_list(args.levels, "--levels", str, "state,county,tract")
     ordinals = [c for item in args.ordinal for c in _split_list(item, "--ordinal", str, "age_band")]
     plus = [c for item in args.plus for c in _split_list(item, "--plus", str, "geography")]
     names = _parse_params(args.name)
 
-    ledger_path, ledger = _load_ledger(args, budget.pure, cost)
+    ledger_path, ledger = _load_ledger(args, make, cost)
 
     df = census.read_census_file(args.input)
     areas = census.read_census_file(args.areas) if args.areas else None
@@ -486,6 +551,8 @@ def cmd_release_census(args: argparse.Namespace) -> int:
             print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
                   f"is missing from the release (not protected). Give --ordinal-order {o}=V1|V2|...",
                   file=sys.stderr)
+    if args.mechanism == "matrix":
+        return _census_marginals(args, table, cost, ledger_path, ledger)
     rel = _charged(ledger_path, ledger, lambda: census.release_census(table, epsilon, secure_source(),
                                                                       plus_axes=plus, ledger=ledger))
     if areas is None:
@@ -509,7 +576,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     levels = _split_list(args.levels, "--levels", str, "state,county,tract")
     counts_cols = _split_list(args.count, "--count", str, "POPULATION") if args.count else []
     split_text = str(args.split).strip()
-    if split_text in ("uniform", "geometric"):
+    if split_text in ("uniform", "geometric", "levels", "queries"):
         split, weights = split_text, None
     else:
         split, weights = "custom", _split_list(split_text, "--split", float, "1,1,2,4")
@@ -541,8 +608,19 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     counts = HierarchyCounts.from_frame(df, h, levels, counts_cols or None, group=args.group_col,
                                         max_size=args.max_size)
+    extra: dict[str, Any] = {}
+    if args.area_sets:
+        if mech.name != "matrix":
+            raise ParameterError("--area-sets is answered by the matrix mechanism only; add --mechanism matrix.")
+        from dpcore import hier_matrix
+
+        sets_path = Path(args.area_sets)
+        if not sets_path.is_file():
+            raise InputError(f"The query file '{sets_path}' does not exist. Check the path given to --area-sets.")
+        extra = {"area_sets": hier_matrix.read_area_sets(sets_path.read_bytes(), h, sets_path.name),
+                 "sets_weight": args.sets_weight}
     hierarchical.plan(h, mech.name, cost, neighbour=args.neighbour, split=split, weights=weights,
-                      statistic=statistic, k=counts.k)
+                      statistic=statistic, k=counts.k, **extra)
     joins = {}
     for lv, file in bounds_args.items():
         gdf = io.read_boundaries(file)
@@ -553,7 +631,8 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
     rel = _charged(ledger_path, ledger, lambda: release_hierarchy(
-        counts, mech.name, cost, ledger, neighbour=args.neighbour, split=split, weights=weights, order=args.order))
+        counts, mech.name, cost, ledger, neighbour=args.neighbour, split=split, weights=weights, order=args.order,
+        **extra))
     paths = hier_export.write_hierarchy(rel, args.out, ledger, joins)
     reading = ""
     if cost.definition == "zcdp":

@@ -100,7 +100,11 @@ def has_workload_answers(release: PartitionRelease) -> bool:
 
 def workload_answers_frame(release: PartitionRelease) -> pd.DataFrame:
     """``workload_answers.csv``: each workload query (a rectangle of cells) with its released
-    answer and analytic standard error.  Answers are DP outputs (post-processing of the release)."""
+    answer and analytic standard error.  Answers are DP outputs (post-processing of the release).
+
+    An uploaded workload adds, after ``query``, each rectangle's ``name`` and ``group`` and the
+    bounds the curator asked for (``lon_min, lat_min, lon_max, lat_max``, public); ``west ..
+    north`` stay the bounds of the cells actually answered (those whose centres lie inside)."""
     wa = release.details["workload_answers"]
     r = np.asarray(wa["rects"], dtype=np.int64)
     box = release.grid.rect_lonlat(r)
@@ -113,8 +117,15 @@ def workload_answers_frame(release: PartitionRelease) -> pd.DataFrame:
         "cells": (r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]),
         "answer": ans, "standard_error": se, "ci95_low": ans - 1.96 * se, "ci95_high": ans + 1.96 * se,
     })[WORKLOAD_COLUMNS]
-    for c in ("west", "south", "east", "north"):
-        df[c] = df[c].round(COORD_DECIMALS)
+    if "name" in wa:
+        asked = np.asarray(wa["asked"], dtype=np.float64).reshape(-1, 4)
+        named = {"name": [str(v) for v in wa["name"]], "group": [str(v) for v in wa["group"]],
+                 "lon_min": asked[:, 0], "lat_min": asked[:, 1], "lon_max": asked[:, 2], "lat_max": asked[:, 3]}
+        for i, (c, v) in enumerate(named.items()):
+            df.insert(1 + i, c, v)
+    for c in ("west", "south", "east", "north", "lon_min", "lat_min", "lon_max", "lat_max"):
+        if c in df:
+            df[c] = df[c].round(COORD_DECIMALS)
     for c in ("answer", "standard_error", "ci95_low", "ci95_high"):
         df[c] = df[c].round(4)
     return df
@@ -127,7 +138,9 @@ def workload_answers_csv(release: PartitionRelease) -> bytes:
 
     table = pa.Table.from_pandas(workload_answers_frame(release), preserve_index=False)
     buf = io.BytesIO()
-    pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none"))
+    # names are the curator's free text: quote text columns so a comma in a name stays one field
+    quoting = "needed" if "name" in table.column_names else "none"
+    pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style=quoting))
     return buf.getvalue()
 
 
@@ -137,7 +150,8 @@ def _workload_summary(release: PartitionRelease) -> dict[str, Any] | None:
         return None
     keys = ("workload", "workload_name", "n_queries", "strategy", "strategy_queries", "pure_dp_fallback",
             "noise", "noise_scale", "effective_sensitivity", "expected_rmse_per_query", "rmse_lower_bound",
-            "ratio_to_lower_bound", "guarantee", "notes")
+            "ratio_to_lower_bound", "worst_se", "simultaneous_95", "grouped_by", "groups", "comparisons",
+            "cell_rule", "guarantee", "notes")
     out = {k: info[k] for k in keys if k in info}
     out["answers_file"] = "workload_answers.csv" if has_workload_answers(release) else None
     out["standard_errors"] = ("analytic: sqrt(Var(z) · w X⁺ wᵀ) for each query w, from the strategy and "

@@ -3,6 +3,8 @@ Mechanism page, see its data-free RMSE / lower-bound table, release, export the 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -82,3 +84,61 @@ def test_choose_matrix_preview_release_and_export(at: AppTest) -> None:
     assert {"answer", "standard_error", "ci95_low", "ci95_high"} <= set(preview.columns)
     assert len(preview) == 20
     assert any("Answers to the workload queries" in s.value for s in at.subheader)
+
+
+NYC_RECTS = (
+    b"name,lon_min,lat_min,lon_max,lat_max,weight,group\n"
+    b"Lower Manhattan,-74.03,40.69,-73.96,40.76,1,Manhattan\n"
+    b"Midtown,-74.01,40.74,-73.93,40.80,2,Manhattan\n"
+    b"\"Brooklyn, south\",-74.05,40.57,-73.85,40.70,1,outer\n"
+    b"Queens,-73.93,40.65,-73.70,40.80,1,outer\n"
+    b"Bronx,-73.93,40.79,-73.75,40.95,1,outer\n"  # reaches north of the area: clipped
+)
+
+
+def test_uploaded_rectangles_preview_error_keeps_earlier_release_and_export(at: AppTest) -> None:
+    at.number_input(key="_w_grid_rows").set_value(8).run()
+    at.number_input(key="_w_grid_cols").set_value(8).run()
+    _goto(at, "mechanism")
+    at.selectbox(key="_w_mechanism").set_value("matrix").run()
+    at.radio(key=next(r.key for r in at.radio if r.key.startswith("definition_"))).set_value("zcdp").run()
+    at.selectbox(key="param_matrix_workload").set_value("uploaded").run()
+    assert not at.exception
+    # no rectangles yet: say what to upload, and nothing can be released
+    assert any("Upload the rectangles" in i.value for i in at.info)
+    assert any("once your rectangles are uploaded" in i.value for i in at.info) and not at.error
+    assert at.button(key="release_button").disabled
+
+    at.file_uploader(key="matrix_rects_upload").set_value(("nyc.csv", NYC_RECTS, "text/csv")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("5 rectangles from nyc.csv" in c.value for c in at.caption)
+    assert any("clipped" in w.value and "row 6" in w.value for w in at.warning)
+    groups = next(d.value for d in at.dataframe if "worst SE" in d.value.columns and "queries" in d.value.columns)
+    assert list(groups.iloc[:, 0]) == ["Manhattan", "outer"] and list(groups["queries"]) == [2, 3]
+    comp = next(d.value for d in at.dataframe if "× this strategy" in d.value.columns)
+    assert any("identity" in s for s in comp["strategy"]) and any("Gaussian on W" in s for s in comp["strategy"])
+    assert any("No answer off by more than" in m.label for m in at.metric)
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert fig["layout"]["xaxis"]["type"] == "log"
+    assert at.session_state["releases"] == []  # the preview spent nothing
+
+    at.button(key="release_button").click().run()
+    assert not at.exception, at.exception
+    rel = at.session_state["releases"][0].release
+    assert rel.details["workload_answers"]["name"][2] == "Brooklyn, south"
+    assert len(rel.params["rectangles"]) == 5
+
+    # a broken file: the error names the row and the fix; the rectangles and the release stay
+    bad = b"lon_min,lat_min,lon_max,lat_max\n-73.9,40.8,-74.0,40.9\n"
+    at.file_uploader(key="matrix_rects_upload").set_value(("bad.csv", bad, "text/csv")).run()
+    assert not at.exception
+    assert any("row 2" in e.value and "Swap" in e.value for e in at.error)
+    assert any("Still using the 5 rectangles of nyc.csv" in c.value for c in at.caption)
+    assert len(at.session_state["releases"]) == 1
+    assert not at.button(key="release_button").disabled  # the earlier rectangles can still be released
+
+    _goto(at, "export")
+    preview = _table(at, "standard_error")
+    assert list(preview["name"]) == ["Lower Manhattan", "Midtown", "Brooklyn, south", "Queens", "Bronx"]
+    assert {"lon_min", "lat_min", "lon_max", "lat_max", "group"} <= set(preview.columns)
+    assert preview["lat_max"].iloc[4] == pytest.approx(40.95)

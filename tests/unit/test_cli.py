@@ -143,7 +143,7 @@ def test_mechanisms_json(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert sorted(d["name"] for d in data if d["kind"] == "points") == sorted(mechanisms.names())
     hier = {d["name"] for d in data if d["kind"] == "hierarchy"}
-    assert {"exact", "topdown_linf", "topdown_l2", "hay", "bottom_up", "independent", "dpc_approx"} == hier
+    assert {"exact", "topdown_linf", "topdown_l2", "hay", "bottom_up", "independent", "dpc_approx", "matrix"} == hier
     ug = next(d for d in data if d["name"] == "ug")
     assert {p["name"]: p["default"] for p in ug["params"]} == {"c": 10.0, "count_share": 0.05, "public_n": 0}
 

@@ -149,3 +149,234 @@ def test_few_random_rectangles_still_estimate_every_cell() -> None:
     # noise scale 1 per strategy answer: the largest of 1,024 cell errors was 6.2 with this seed;
     # a cell the strategy cannot see would be off by thousands
     assert np.isfinite(d).all() and np.abs(d - 100).max() < 30
+
+
+# ---------------------------------------------------------------------------------------------
+# uploaded workloads of lon/lat rectangles
+# ---------------------------------------------------------------------------------------------
+
+RECTS_CSV = ("name,lon_min,lat_min,lon_max,lat_max,weight,group\n"
+             "\"Old town, north\",0.1,0.5,0.5,0.9,2,core\n"
+             "Harbour,0.5,0.0,1.0,0.5,1,core\n"
+             "West strip,0.0,0.0,0.3,1.0,1,edge\n"
+             "Beyond,0.0,0.0,1.5,1.0,,edge\n")
+
+
+def _agg_unit(rows: int, cols: int, seed: int = 0) -> Aggregate:
+    g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), rows, cols)
+    counts = np.random.default_rng(seed).poisson(40, (rows, cols)).astype(np.int64)
+    return Aggregate(g, counts, 0, 0, 1, None)
+
+
+def _uploaded_params() -> dict:
+    from dpcore.workload_io import parse_rectangles
+
+    return {"workload": "uploaded", "rectangles": parse_rectangles(RECTS_CSV).to_list()}
+
+
+@pytest.mark.parametrize("cost", [zcdp(0.5), pure(1.0)])
+def test_uploaded_rectangles_release_names_answers_and_records_the_rectangles(cost, tmp_path: Path) -> None:
+    agg = _agg_unit(8, 8)
+    led = Ledger(zcdp(1.0) if cost.definition == "zcdp" else pure(2.0))
+    rel = release_points(agg, "matrix", cost, _uploaded_params(), led, noise=NoiseSource(3))
+    wa = rel.details["workload_answers"]
+    assert wa["name"] == ["Old town, north", "Harbour", "West strip", "Beyond"]
+    # cells whose centres lie inside (8 x 8 over [0, 1]²: centres at 1/16, 3/16, ...)
+    np.testing.assert_array_equal(wa["rects"], [[4, 7, 1, 4], [0, 4, 4, 8], [0, 8, 0, 2], [0, 8, 0, 8]])
+    X = rel.noisy.reshape(8, 8)
+    for (r0, r1, c0, c1), a in zip(wa["rects"], wa["answer"], strict=True):
+        assert X[r0:r1, c0:c1].sum() == pytest.approx(a, abs=1e-6)
+    info = rel.details["matrix"]
+    assert any("clipped" in n and "row 5" in n for n in info["notes"])
+    assert info["grouped_by"] == "group" and [g["group"] for g in info["groups"]] == ["core", "edge"]
+    paths = write_release(rel, tmp_path, led)
+    rec = json.loads((tmp_path / "release.json").read_text("utf-8"))
+    validate_record(rec)
+    assert rec["mechanism"]["params"]["workload"] == "uploaded"
+    assert [r["name"] for r in rec["mechanism"]["params"]["rectangles"]][0] == "Old town, north"
+    assert rec["workload"]["cell_rule"].startswith("cells whose centres lie")
+    assert rec["workload"]["simultaneous_95"]["bound"] > rec["workload"]["worst_se"] > 0
+    import csv as _csv
+    with open(tmp_path / "workload_answers.csv", newline="", encoding="utf-8") as fh:
+        rows = list(_csv.DictReader(fh))
+    assert [r["name"] for r in rows] == wa["name"]  # the comma in a name survives
+    assert rows[3]["lon_max"] == "1.5" and rows[3]["east"] == "1"  # asked vs answered (clipped)
+    assert {p.name for p in paths} >= {"workload_answers.csv"}
+
+
+def test_uploaded_weights_shape_the_design_but_errors_are_unweighted() -> None:
+    m = MatrixMechanism()
+    g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 8, 8)
+    p = m.resolve_params(_uploaded_params())
+    q = m._queries(g, p)
+    assert q.design is not q.workload and q.design.spec["family"] == "explicit"  # weight 2 on row 1
+    np.testing.assert_array_equal(q.design.matrix()[0], 2 * q.workload.matrix()[0])
+    # 4 rectangles cannot see every cell: the per-axis design replaces the flat one, and says so
+    s = m.strategy(q.workload, zcdp(0.5), q.design)
+    assert s.kind == "kron"
+    assert any("per-axis design" in n for n in m.plan(g, zcdp(0.5), p)[0].extra["matrix"]["notes"])
+    # 120 seeded small rectangles with weights 1 or 2: the flat Eigen-Design has full column rank
+    rng = np.random.default_rng(0)
+    rs = []
+    for _ in range(120):
+        r0, c0 = rng.integers(0, 8, 2)
+        h, w = rng.integers(1, 4, 2)
+        rs.append({"west": c0 / 8, "south": r0 / 8, "east": min(8, c0 + w) / 8, "north": min(8, r0 + h) / 8,
+                   "weight": float(rng.choice([1, 2]))})
+    p = m.resolve_params({"workload": "uploaded", "rectangles": rs})
+    q = m._queries(g, p)
+    s = m.strategy(q.workload, zcdp(0.5), q.design)
+    assert s.kind == "eigen" and s.workload_hash == q.design.content_hash()
+    mx = m.plan(g, zcdp(0.5), p)[0].extra["matrix"]
+    var = mx["noise_variance"]
+    se = np.sqrt(var * mm.query_variances_per_p(q.workload, s) / s.sensitivity() ** 2)
+    assert mx["expected_rmse_per_query"] == pytest.approx(math.sqrt(np.mean(se**2)), rel=1e-9)
+    assert mx["worst_se"] == pytest.approx(se.max(), rel=1e-9)
+    # equal weights: the design is the workload itself
+    same = [dict(r, weight=3.0) for r in p["rectangles"]]
+    q2 = m._queries(g, m.resolve_params({"workload": "uploaded", "rectangles": same}))
+    assert q2.design is q2.workload
+
+
+def test_uploaded_workload_needs_rectangles_and_others_drop_them() -> None:
+    m = mechanisms.get("matrix")
+    g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 8, 8)
+    with pytest.raises(ParameterError, match="upload a CSV"):
+        m.plan(g, zcdp(0.5), {"workload": "uploaded"})
+    p = m.resolve_params({"workload": "ranges_2d", "rectangles": _uploaded_params()["rectangles"]})
+    assert p["rectangles"] is None  # a record never carries rectangles it did not use
+    from dpcore.errors import InputError
+    bad = [{"west": 2.0, "south": 2.0, "east": 3.0, "north": 3.0}]
+    with pytest.raises(InputError, match="(?i)wholly outside"):
+        m.plan(g, zcdp(0.5), {"workload": "uploaded", "rectangles": bad})
+
+
+def test_cli_workload_file_and_repeat_from_the_record(tmp_path: Path, capsys) -> None:
+    from dpcore.cli import main
+
+    pts = tmp_path / "points.csv"
+    rng = np.random.default_rng(1)
+    pts.write_text("lon,lat\n" + "\n".join(f"{a:.5f},{b:.5f}" for a, b in rng.uniform(0, 1, (500, 2))) + "\n")
+    rects = tmp_path / "rects.csv"
+    rects.write_text(RECTS_CSV, "utf-8")
+    base = ["release", "points", "--input", str(pts), "--bounds", "0,0,1,1", "--grid", "8,8",
+            "--mechanism", "matrix", "--rho", "0.2"]
+    assert main(base + ["--workload-file", str(rects), "--out", str(tmp_path / "a")]) == 0, capsys.readouterr().err
+    rec = json.loads((tmp_path / "a" / "release.json").read_text("utf-8"))
+    validate_record(rec)
+    assert rec["mechanism"]["params"]["workload"] == "uploaded"
+    assert len(rec["mechanism"]["params"]["rectangles"]) == 4
+    assert "Harbour" in (tmp_path / "a" / "workload_answers.csv").read_text("utf-8")
+    # the record repeats the release: same rectangles, same workload and strategy
+    assert main(base + ["--workload-file", str(tmp_path / "a" / "release.json"), "--out", str(tmp_path / "b")]) == 0
+    rec2 = json.loads((tmp_path / "b" / "release.json").read_text("utf-8"))
+    assert rec2["mechanism"]["params"] == rec["mechanism"]["params"]
+    for k in ("workload_name", "strategy", "expected_rmse_per_query", "ratio_to_lower_bound"):
+        assert rec2["workload"][k] == rec["workload"][k]
+    capsys.readouterr()
+    # mistakes: one line, exit 2, nothing written
+    bad = tmp_path / "bad.csv"
+    bad.write_text("xmin,ymin,xmax,ymax\n0.6,0,0.2,1\n", "utf-8")
+    assert main(base + ["--workload-file", str(bad), "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "row 2" in err and "Swap" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "c").exists()
+    assert main(base[:-4] + ["--mechanism", "identity", "--epsilon", "1", "--workload-file", str(rects),
+                             "--out", str(tmp_path / "d")]) == 2
+    assert "matrix mechanism" in capsys.readouterr().err
+    assert main(base + ["--param", "workload=prefix", "--workload-file", str(rects), "--out", str(tmp_path / "e")]) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# one calibration, one design per release, a null ratio
+# ---------------------------------------------------------------------------------------------
+
+
+class _Recording(NoiseSource):
+    """A seeded source that records the parameters every draw was made with."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.calls: list[tuple] = []
+
+    def gaussian_on_grid(self, values, sigma, granularity_exp):
+        self.calls.append(("gaussian_on_grid", sigma, granularity_exp, np.size(values)))
+        return super().gaussian_on_grid(values, sigma, granularity_exp)
+
+    def discrete_laplace(self, scale, size):
+        self.calls.append(("discrete_laplace", scale, None, size))
+        return super().discrete_laplace(scale, size)
+
+    def laplace_on_grid(self, values, scale, granularity_exp):
+        self.calls.append(("laplace_on_grid", scale, granularity_exp, np.size(values)))
+        return super().laplace_on_grid(values, scale, granularity_exp)
+
+
+@pytest.mark.parametrize("cost,k", [(zcdp(0.3), 1), (zcdp(0.3), 4), (pure(0.7), 1), (pure(0.7), 3)])
+@pytest.mark.parametrize("workload", ["ranges_2d", "random_rectangles"])
+def test_previewed_noise_is_the_noise_drawn(cost, k, workload) -> None:
+    from fractions import Fraction
+
+    from dpcore.noise import discrete_gaussian_variance, discrete_laplace_variance
+
+    agg = _agg(np.random.default_rng(2).poisson(20, (6, 7)), k)
+    params = {"workload": workload, "rect_count": 30}
+    m = MatrixMechanism()
+    plan = m.plan(agg.grid, cost, params, sensitivity=k)[0].extra["matrix"]
+    src = _Recording(11)
+    led = Ledger(zcdp(5.0) if cost.definition == "zcdp" else pure(5.0))
+    rel = release_points(agg, "matrix", cost, params, led, noise=src)
+    (name, scale, gexp, size), = src.calls  # one draw, for all strategy answers
+    assert size == plan["strategy_queries"]
+    assert float(scale) == plan["noise_scale"] == rel.details["matrix"]["noise_scale"]
+    if name == "gaussian_on_grid":
+        drawn_var = discrete_gaussian_variance(Fraction(scale) / Fraction(2) ** gexp) * 4.0**gexp
+    elif name == "laplace_on_grid":
+        drawn_var = discrete_laplace_variance(Fraction(scale) / Fraction(2) ** gexp) * 4.0**gexp
+    else:
+        drawn_var = discrete_laplace_variance(scale)
+    assert plan["noise_variance"] == drawn_var
+    assert name == {"discrete_gaussian": "gaussian_on_grid", "discrete_laplace": "discrete_laplace",
+                    "discrete_laplace_grid": "laplace_on_grid"}[plan["noise"]]
+
+
+def test_plan_and_release_load_the_strategy_once(monkeypatch) -> None:
+    from dpcore.mechanisms import matrix as mmod
+
+    agg = _agg_unit(16, 16)
+    params = {"workload": "ranges_2d"}
+    MatrixMechanism().plan(agg.grid, zcdp(0.5), params)  # fills the disk cache
+    mmod.clear_memo()
+    loads = []
+    real = mm._load
+    monkeypatch.setattr(mm, "_load", lambda *a, **kw: loads.append(1) or real(*a, **kw))
+    m = MatrixMechanism()
+    m.plan(agg.grid, zcdp(0.5), params)
+    m.plan(agg.grid, zcdp(0.1), params)  # another ρ: the strategy is the same
+    m.query_error(agg.grid, zcdp(0.5), params, (0, 4, 0, 4))
+    release_points(agg, "matrix", zcdp(0.5), params, Ledger(zcdp(1.0)), noise=NoiseSource(1))
+    assert len(loads) == 1
+    # another definition is another design (an L1 strategy), not the memoised one
+    mx = m.plan(agg.grid, pure(0.5), params)[0].extra["matrix"]
+    assert mx["pure_dp_fallback"] and mx["strategy"] != "kron-eigen"
+
+
+def test_ratio_is_null_when_the_svd_bound_is_zero(monkeypatch, tmp_path: Path) -> None:
+    from dpcore.mechanisms import matrix as mmod
+
+    mmod.clear_memo()
+    monkeypatch.setattr(mmod, "_svd_bound", lambda w: 0.0)
+    agg = _agg_unit(4, 4)
+    led = Ledger(zcdp(1.0))
+    rel = release_points(agg, "matrix", zcdp(0.5), {}, led, noise=NoiseSource(1))
+    assert rel.details["matrix"]["ratio_to_lower_bound"] is None
+    assert rel.details["matrix"]["rmse_lower_bound"] == 0.0
+    write_release(rel, tmp_path, led)
+    rec = json.loads((tmp_path / "release.json").read_text("utf-8"))
+    assert rec["workload"]["ratio_to_lower_bound"] is None
+    validate_record(rec)  # the schema allows null there (and still requires the key)
+    rec["workload"]["ratio_to_lower_bound"] = "n/a"
+    import jsonschema
+    with pytest.raises(jsonschema.ValidationError):
+        validate_record(rec)
+    mmod.clear_memo()
