@@ -9,7 +9,17 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore import budget, census, hier_export, hier_viz, hierarchical, io, synthetic, viz
+from dpcore import (
+    budget,
+    census,
+    hier_export,
+    hier_matrix,
+    hier_viz,
+    hierarchical,
+    io,
+    synthetic,
+    viz,
+)
 from dpcore.errors import DPCoreError
 from dpcore.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
 from dpcore.noise import secure_source
@@ -43,6 +53,63 @@ def keep(key: str, default: Any) -> str:
 
 def kept(key: str) -> Any:
     return store(f"hier_{key}")
+
+
+def area_sets_widget(h: Hierarchy) -> dict[str, Any]:
+    """Optional upload of area-code sets (public queries) for the matrix mechanism."""
+    up = st.file_uploader(
+        "Your own queries (optional): area-code sets, CSV 'query,area' (+ optional 'level')", type=["csv", "txt"],
+        key="hier_sets_upload",
+        help="Each query is the total of a set of areas of any level, e.g. a metro area made of counties: one "
+             "row per (query, area). These are public questions, not data: they tune the strategy and their "
+             "noisy totals are exported as area_queries.csv.")
+    key = (h.fingerprint(), up.file_id if up is not None else None)
+    if up is not None and ss.get("hier_sets_key") != key:
+        try:
+            ss["hier_sets"] = hier_matrix.read_area_sets(up.getvalue(), h, up.name)
+            ss["hier_sets_error"] = None
+        except DPCoreError as e:
+            ss["hier_sets_error"] = str(e)
+        ss["hier_sets_key"] = key
+    if up is None:
+        ss.pop("hier_sets", None)
+        ss.pop("hier_sets_key", None)
+        ss["hier_sets_error"] = None
+    if ss.get("hier_sets_error"):
+        st.error(ss["hier_sets_error"])
+        st.caption("Fix the file and upload it again; the release is planned without it meanwhile.")
+    sets = ss.get("hier_sets")
+    if sets is None or ss.get("hier_sets_key") != key:
+        return {}
+    weight = st.number_input("How much your queries matter (1 = together as much as one level)", min_value=0.01,
+                             max_value=100.0, step=0.5, key=keep("sets_weight", 1.0),
+                             help="The strategy minimises a weighted sum of squared errors. With 'every level "
+                                  "equally', your queries share this weight, in units of one level; with 'every "
+                                  "area total equally', each query counts like one area total times this weight.")
+    kept("sets_weight")
+    st.caption(f"{fmt.count(len(sets))} queries read: " + ", ".join(sets.names[:5])
+               + (" …" if len(sets) > 5 else ""))
+    return {"area_sets": sets, "sets_weight": float(weight)}
+
+
+def matrix_summary(p: Any) -> None:
+    """The matrix mechanism's data-free facts: strategy, workload error, lower bound, query SDs."""
+    x = p.extra
+    rows = [("Strategy", f"{x['strategy']} ({fmt.count(x['strategy_queries'])} strategy queries)"),
+            ("Queries it is tuned to", f"{fmt.count(x['n_queries'])} ({x['workload']})"),
+            ("Expected RMSE per query (weighted)", fmt.num(x["expected_rmse_per_query"]))]
+    if x.get("rmse_lower_bound") is not None:
+        rows += [("Lower bound for any strategy (SVD bound)", fmt.num(x["rmse_lower_bound"])),
+                 ("Ratio to the lower bound", f"{x['ratio_to_lower_bound']:.4f}")]
+    st.dataframe(pd.DataFrame(rows, columns=["", "value"]), hide_index=True, key="hier_matrix_summary")
+    for note in x.get("notes", []):
+        st.info(note)
+    if "area_sets" in x:
+        st.markdown("**Your queries: expected error (data-free)**")
+        st.dataframe(pd.DataFrame({"query": x["area_sets"]["query"],
+                                   "SD": [fmt.num(v) for v in x["area_sets"]["sd"]],
+                                   "± 95 %": [f"± {fmt.num(1.96 * v)}" for v in x["area_sets"]["sd"]]}),
+                     hide_index=True, key="hier_matrix_sets")
 
 
 st.title("Census hierarchy")
@@ -267,7 +334,11 @@ with tab_mech:
                    f"δ = {delta:.0e})-DP.")
     c4, c5 = st.columns(2)
     neighbour = "add_remove"
-    if counts.statistic == "count":
+    is_matrix = mech_name == "matrix"
+    if is_matrix:
+        c4.caption("Unit of privacy: one person, added or removed (the total is noised). The matrix mechanism "
+                   "answers one strategy with the whole budget; every level is computed from it.")
+    elif counts.statistic == "count":
         neighbour = c4.radio("Neighbouring datasets (unit of privacy: one person)", list(NEIGHBOURS),
                              format_func=NEIGHBOURS.get, key=keep("neighbour", "add_remove"),
                              help="Replace-one keeps the total fixed, so it can be published exactly; the "
@@ -276,8 +347,15 @@ with tab_mech:
     else:
         c4.caption(f"Unit of privacy: one person's membership in a group; the number of groups "
                    f"(N = {fmt.count(counts.n_groups)}) is public, as in the census paper.")
-    split = c5.radio("Budget across levels", list(SPLITS), format_func=SPLITS.get, key=keep("split", "uniform"))
-    kept("split")
+    if is_matrix:
+        split = c5.radio("Which totals matter most", list(hier_matrix.IMPORTANCE),
+                         format_func=hier_matrix.IMPORTANCE.get, key=keep("importance", "levels"),
+                         help="The strategy is tuned to make the weighted sum of squared errors smallest. The "
+                              "budget is not split: this only moves accuracy between levels.")
+        kept("importance")
+    else:
+        split = c5.radio("Budget across levels", list(SPLITS), format_func=SPLITS.get, key=keep("split", "uniform"))
+        kept("split")
     weights = None
     weights_ok = True
     n_measured = sum(hierarchical.measured_levels(mech_name, counts.statistic, neighbour, h.depth))
@@ -297,16 +375,22 @@ with tab_mech:
                              help="Ascending zeroes the smallest noisy cells first (fewer empty areas showing "
                                   "people); descending keeps them (fewer real flows lost).")
             kept("order")
+    matrix_opts: dict[str, Any] = {}
+    if is_matrix:
+        matrix_opts = area_sets_widget(h)
     try:
-        p = hierarchical.plan(h, mech_name, cost, neighbour=neighbour, split=split, weights=weights,
-                              statistic=counts.statistic, k=counts.k)
+        with st.spinner("Designing the strategy from the public areas (once per hierarchy and set of queries; "
+                        "then cached) …"):
+            p = hierarchical.plan(h, mech_name, cost, neighbour=neighbour, split=split, weights=weights,
+                                  statistic=counts.statistic, k=counts.k, **matrix_opts)
     except DPCoreError as e:
         st.error(str(e))
         st.stop()
     st.subheader("Expected error per level (before release)")
     tbl = pd.DataFrame([{
         "level": lv.level, "areas": fmt.count(lv.areas),
-        "budget": f"{sym} = {fmt.eps(lv.share)}" if lv.measured else "not measured",
+        "budget": ("one strategy, whole budget" if is_matrix else
+                   f"{sym} = {fmt.eps(lv.share)}" if lv.measured else "not measured"),
         "noise SD": fmt.num(lv.noise_sd) if lv.measured else "–",
         "mean abs. error": fmt.num(lv.mean_abs), "expected max abs. error": fmt.num(lv.max_abs),
     } for lv in p.levels])
@@ -316,6 +400,8 @@ with tab_mech:
                  height=200)
     st.caption(f"Analytic and data-free ({p.levels[-1].basis}). Errors are in people"
                f"{' (groups per size)' if counts.statistic == 'group_sizes' else ''} per area.")
+    if is_matrix:
+        matrix_summary(p)
     can = led.can_spend(cost)
     left = led.remaining - (led.charge_of(cost) if can else 0.0)
     label = f"Release with {cost.label()} — {fmt.eps(max(left, 0.0))} left after this"
@@ -323,7 +409,8 @@ with tab_mech:
         try:
             with st.spinner("Adding noise and making every level add up …"):
                 rel = release_hierarchy(counts, mech_name, cost, led, noise=secure_source(),
-                                        neighbour=neighbour, split=split, weights=weights, order=order)
+                                        neighbour=neighbour, split=split, weights=weights, order=order,
+                                        **matrix_opts)
             ss["hier_release"] = {"release": rel, "fp": fp, "name": model["name"], "exports": {}}
             st.rerun()
         except DPCoreError as e:
@@ -425,15 +512,25 @@ if entry is not None:
         ex = entry["exports"]
         joins = model["joins"]
         if "csv" not in ex:
-            ex["csv"] = hier_export.hierarchy_csv(rel)
-            files = ["release.csv", *[f"{hier_export.safe_file_stem(lv)}.geojson" for lv in joins], "release.json"]
-            ex["json"] = hier_export.hierarchy_json(rel, led, files)
-            ex["geojson"] = {lv: hier_export.level_geojson(rel, j) for lv, j in joins.items()}
+            new: dict[str, Any] = {"csv": hier_export.hierarchy_csv(rel)}
+            if rel.details.get("area_sets"):
+                new["sets"] = hier_matrix.area_sets_csv(rel)
+            files = ["release.csv", *(["area_queries.csv"] if "sets" in new else []),
+                     *[f"{hier_export.safe_file_stem(lv)}.geojson" for lv in joins], "release.json"]
+            new["json"] = hier_export.hierarchy_json(rel, led, files)
+            new["geojson"] = {lv: hier_export.level_geojson(rel, j) for lv, j in joins.items()}
+            ex.update(new)  # built whole, then stored: an interrupted rerun leaves no half-filled dict
         c1, c2 = st.columns(2)
         c1.download_button("Download release.csv", ex["csv"], "release.csv", "text/csv", on_click="ignore",
                            key="hier_dl_csv", type="primary")
         c2.download_button("Download release.json", ex["json"], "release.json", "application/json",
                            on_click="ignore", key="hier_dl_json", type="primary")
+        if "sets" in ex:
+            st.download_button("Download area_queries.csv", ex["sets"], "area_queries.csv", "text/csv",
+                               on_click="ignore", key="hier_dl_sets", type="primary")
+            st.markdown("**area_queries.csv**: your area-code sets, their noisy totals and standard errors")
+            st.dataframe(pd.read_csv(pd.io.common.BytesIO(ex["sets"]), nrows=50), hide_index=True,
+                         key="hier_sets_preview")
         for lv, data in ex["geojson"].items():
             st.download_button(f"Download {hier_export.safe_file_stem(lv)}.geojson", data,
                                f"{hier_export.safe_file_stem(lv)}.geojson", "application/geo+json",

@@ -228,7 +228,9 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
             "neighbouring_relation": p.neighbour,
             "noise": "discrete Laplace" if p.cost.definition == "pure" else "discrete Gaussian",
             "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
-            "composition": "sequential over the measured levels (parallel within a level: areas are disjoint)",
+            "composition": ("one answer of the matrix mechanism's strategy with the whole budget; every level "
+                            "and every area-code set is post-processing of it" if p.mechanism == "matrix" else
+                            "sequential over the measured levels (parallel within a level: areas are disjoint)"),
             "invariants": invariants,
             "invariants_note": "Invariants are published exactly and are outside the DP guarantee.",
         },
@@ -303,6 +305,10 @@ def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger |
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, bytes] = {"release.csv": hierarchy_csv(rel)}
+    if rel.details.get("area_sets"):
+        from dpcore.hier_matrix import area_sets_csv
+
+        files["area_queries.csv"] = area_sets_csv(rel)
     for level, join in (joins or {}).items():
         files[f"{safe_file_stem(level)}.geojson"] = level_geojson(rel, join)
     names = [*files, "release.json"]

@@ -107,19 +107,25 @@ def release_hierarchy(
     """
     from dpcore import hierarchical
 
-    unknown = sorted(set(options) - {"neighbour", "split", "weights", "order"})
+    allowed = {"neighbour", "split", "weights", "order", "area_sets", "sets_weight"}
+    unknown = sorted(set(options) - allowed)
     if unknown:
-        raise ParameterError(f"Unknown release option {', '.join(unknown)}; use neighbour, split, weights or order.")
+        raise ParameterError(f"Unknown release option {', '.join(unknown)}; use {', '.join(sorted(allowed))}.")
     hierarchical.check_order(options.get("order", "ascending"))
     plan_opts = {k: v for k, v in options.items() if k != "order"}
     p = hierarchical.plan(counts.hierarchy, mechanism, cost, statistic=counts.statistic, k=counts.k, **plan_opts)
     ledger.check(cost)
     info = hierarchical.get(mechanism)
-    ledger.spend(cost, label=info.title, details={
+    details: dict[str, Any] = {
         "kind": "hierarchy", "mechanism": info.name, "neighbour": p.neighbour, "split": p.split,
         "split_weights": list(p.split_weights), "statistic": p.statistic,
-        "levels": [{"level": lv.level, "share": lv.share} for lv in p.levels],
-    })
+    }
+    if p.mechanism == "matrix":  # one strategy answered with the whole budget; levels are not split
+        details.update(strategy=p.extra["strategy"], level_weights=p.extra["level_weights"],
+                       area_sets=len(options.get("area_sets") or ()))
+    else:
+        details["levels"] = [{"level": lv.level, "share": lv.share} for lv in p.levels]
+    ledger.spend(cost, label=info.title, details=details)
     return hierarchical.release(counts, mechanism, cost, noise if noise is not None else secure_source(),
                                 **options)
 

@@ -117,3 +117,39 @@ def test_drill_down_restricts_the_map_to_one_parent(at: AppTest) -> None:
     ok(at)
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert len(fig["data"][0]["geojson"]["features"]) == 16  # the 16 zones of district 0
+
+
+def test_matrix_mechanism_with_uploaded_area_sets(at: AppTest) -> None:
+    """The matrix mechanism: zCDP, level importance, an uploaded query file (bad, then good),
+    the data-free summary, one charge, and area_queries.csv among the downloads."""
+    at.selectbox(key="_w_hier_mech").set_value("matrix").run()
+    ok(at)
+    fp = next(iter(at.session_state["census_ledgers"]))
+    at.radio(key=f"hier_def_{fp}").set_value("zcdp").run()
+    ok(at)
+    plan = frame_with(at, "budget")
+    assert set(plan["budget"]) == {"one strategy, whole budget"}
+    summary = frame_with(at, "value")
+    assert "Eigen-Design" in summary["value"].iloc[0]
+    ratio = float(summary.set_index("")["value"]["Ratio to the lower bound"])
+    assert 1.0 <= ratio < 1.001  # a hierarchy Gram: Eigen-Design reaches the bound (spec §6.1)
+    # a bad query file: a clear message, nothing lost, the plan still shown
+    at.file_uploader(key="hier_sets_upload").set_value(("q.csv", b"query,area\nmetro,R9\n", "text/csv")).run()
+    ok(at)
+    assert any("not in the hierarchy" in e.value for e in at.error)
+    assert frame_with(at, "budget") is not None
+    at.file_uploader(key="hier_sets_upload").set_value(
+        ("q.csv", b"query,area\nNorth,R1\nNorth,R2\nDowntown,R1/D2\n", "text/csv")).run()
+    ok(at)
+    sets = frame_with(at, "query")
+    assert list(sets["query"]) == ["North", "Downtown"]
+    at.button(key="hier_release_button").click().run()
+    ok(at)
+    rel = at.session_state["hier_release"]["release"]
+    assert rel.plan.mechanism == "matrix" and rel.consistent
+    led = at.session_state["census_ledgers"][fp]
+    assert len(led.entries) == 1 and led.definition == "zcdp"
+    labels = [b.label for b in at.get("download_button")]
+    assert "Download area_queries.csv" in labels
+    ex = at.session_state["hier_release"]["exports"]
+    assert b"North" in ex["sets"] and b"area_queries.csv" in ex["json"]
