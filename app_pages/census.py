@@ -8,6 +8,7 @@ import streamlit as st
 from dpcore import budget, census, synthetic
 from dpcore.errors import DPCoreError
 from dpcore.noise import secure_source
+from ui import census_matrix as census_matrix_ui
 from ui import fmt
 
 SYNTHETIC = "synthetic"
@@ -15,7 +16,11 @@ UPLOAD = "upload"
 PER_PERSON = "(one row per person)"
 MAX_SELECT = 2000  # beyond this many areas, type the path instead of picking it
 DEFAULT_CAP = 1.0
+DEFAULT_RHO_CAP = 0.5
 DEFAULT_EPSILON = 0.5
+MECHS = {"privelet": "Privelet: every area of every level (pure ε)",
+         "matrix": "Matrix mechanism: the tables you choose (area × age band …)"}
+DEFS = {"pure": "Pure ε-DP", "zcdp": "ρ-zCDP (for the matrix mechanism's optimal strategy)"}
 
 ss = st.session_state
 ss.setdefault("census_ledgers", {})
@@ -23,7 +28,9 @@ ss.setdefault("census_ledgers", {})
 st.title("Census (Privelet)")
 st.markdown(
     "Publish noisy population counts for every area of a hierarchy (state → county → tract) "
-    "with Privelet, so that totals add up across levels and each level's error is known before release."
+    "with Privelet, so that totals add up across levels and each level's error is known before release; "
+    "or publish the tables you choose (people per area and age band, per age band, …) with the matrix "
+    "mechanism, tuned to exactly those tables."
 )
 
 # ---------------------------------------------------------------- source
@@ -56,7 +63,7 @@ if source == UPLOAD:
         st.info("Upload a census table, or use the built-in synthetic census.")
         st.stop()
 else:
-    df = synthetic.synthetic_census()
+    df = synthetic.synthetic_census(age_bands=True)
     name = "synthetic census"
 
 fp = census.fingerprint(df)
@@ -115,26 +122,42 @@ if table is not None and ordinals:
                                                                     table.structure.bins, strict=True)))
 
 # ---------------------------------------------------------------- budget
-st.subheader("2. Budget")
+st.subheader("2. Mechanism and budget")
+mech = st.radio("Mechanism", list(MECHS), format_func=MECHS.get, key="census_mech", horizontal=True)
 led = ss["census_ledgers"].get(fp)
 if led is None:
     led = budget.Ledger(budget.pure(DEFAULT_CAP), dataset=fp)
     ss["census_ledgers"][fp] = led
+locked = bool(led.entries)
+definition = st.radio("Privacy definition of this dataset's budget", list(DEFS), format_func=DEFS.get,
+                      index=list(DEFS).index(led.definition), disabled=locked, key=f"census_def_{fp}",
+                      horizontal=True,
+                      help="Privelet is pure ε-DP; under a ρ-zCDP budget it is charged ρ = ε²/2.")
+if locked:
+    st.caption("Fixed for this dataset: budget has already been spent under it.")
+elif definition != led.definition:
+    led.set_cap(budget.pure(DEFAULT_CAP) if definition == "pure" else budget.zcdp(DEFAULT_RHO_CAP))
+    ss["census_cap"] = float(led.cap.value)
 if ss.get("census_cap_for") != fp or "census_cap" not in ss:
     ss["census_cap_for"] = fp  # show this dataset's cap (widgets forget their value when the page is left)
     ss["census_cap"] = float(led.cap.value)
+sym = led.cap.symbol
 ss.setdefault("census_epsilon", DEFAULT_EPSILON)
 b1, b2, b3 = st.columns(3)
-epsilon = b1.number_input("Privacy budget of this release (ε)", min_value=0.01, max_value=10.0,
-                          step=0.05, key="census_epsilon", help="Smaller ε: more privacy, more noise.")
-cap = b2.number_input("Budget cap of this dataset (ε)", min_value=0.01, max_value=100.0,
-                      step=0.1, key="census_cap", help="The most ε all releases of this dataset may spend together.")
+if mech == "privelet":
+    epsilon = b1.number_input("Privacy budget of this release (ε)", min_value=0.01, max_value=10.0,
+                              step=0.05, key="census_epsilon", help="Smaller ε: more privacy, more noise.")
+cap = b2.number_input(f"Budget cap of this dataset ({sym})", min_value=0.001, max_value=100.0,
+                      step=0.1, key="census_cap", help="The most all releases of this dataset may spend together.")
 if cap != led.cap.value:
     try:
-        led.set_cap(budget.pure(cap))
+        led.set_cap(budget.pure(cap) if led.definition == "pure" else budget.zcdp(cap))
     except DPCoreError as e:
         st.error(str(e))
-b3.metric("Spent of the cap", f"ε = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
+b3.metric("Spent of the cap", f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
+if mech == "matrix":
+    census_matrix_ui.section(table, fp, led, name)
+    st.stop()
 axis_names = [census.GEO_AXIS, *ordinals]
 ss["census_plus"] = [a for a in ss.get("census_plus", []) if a in axis_names]
 with st.expander("Advanced: Privelet+"):
@@ -196,7 +219,7 @@ if st.button(label, key="census_release_button", type="primary", disabled=not le
     except DPCoreError as e:
         st.error(str(e))
 if not led.can_spend(cost):
-    st.error(f"Not enough budget left for ε = {fmt.eps(epsilon)}: ε = {fmt.eps(led.remaining)} is left of the "
+    st.error(f"Not enough budget left for ε = {fmt.eps(epsilon)}: {sym} = {fmt.eps(led.remaining)} is left of the "
              f"cap {fmt.eps(led.cap.value)}. Lower ε, or raise the cap if your privacy policy allows it.")
 
 entry = ss.get("census_release")

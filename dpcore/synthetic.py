@@ -105,25 +105,35 @@ def demo_points(n: int = DEMO_N, seed: int = 2014) -> pd.DataFrame:
     return pd.DataFrame({"lat": np.round(lat[order], 5), "lon": np.round(lon[order], 5)})
 
 
+AGE_BANDS = ("0-17", "18-34", "35-64", "65+")
+_AGE_SHARES = (0.22, 0.23, 0.38, 0.17)
+
+
 def synthetic_census(n_states: int = 3, counties_per_state: int = 4, tracts_per_county: int = 5,
-                     seed: int = 0) -> pd.DataFrame:
+                     seed: int = 0, age_bands: bool = False) -> pd.DataFrame:
     """A small made-up state -> county -> tract table with population counts.
 
     Codes follow FIPS shapes (2, 3 and 6 digits); county codes repeat across
-    states, so an area is identified by its path, as in real census files.
+    states, so an area is identified by its path, as in real census files.  With
+    ``age_bands`` every tract's population is split (multinomially, shares varying by
+    county) over the ordinal column ``age_band`` (:data:`AGE_BANDS`): one row per tract × band.
+    The bands come from a second generator, so the tract totals are the same either way.
     """
     rng = np.random.default_rng(seed)
+    age_rng = np.random.default_rng([seed, 1])
     rows = []
     for s in range(1, n_states + 1):
         for c in range(1, counties_per_state + 1):
             scale = rng.lognormal(7.5, 1.0)
+            shares = age_rng.dirichlet(np.asarray(_AGE_SHARES) * 40.0)
             for t in range(1, tracts_per_county + 1):
-                rows.append({
-                    "state": f"{s:02d}",
-                    "county": f"{2 * c - 1:03d}",
-                    "tract": f"{t * 100:06d}",
-                    "population": int(rng.poisson(scale)),
-                })
+                row = {"state": f"{s:02d}", "county": f"{2 * c - 1:03d}", "tract": f"{t * 100:06d}"}
+                pop = int(rng.poisson(scale))
+                if not age_bands:
+                    rows.append({**row, "population": pop})
+                    continue
+                for band, k in zip(AGE_BANDS, age_rng.multinomial(pop, shares), strict=True):
+                    rows.append({**row, "age_band": band, "population": int(k)})
     return pd.DataFrame(rows)
 
 

@@ -36,6 +36,14 @@ def ok(at: AppTest) -> AppTest:
     return at
 
 
+def frame_with(at: AppTest, column: str):
+    """The first dataframe shown with ``column`` (AppTest does not expose dataframe keys)."""
+    for d in at.dataframe:
+        if column in d.value.columns:
+            return d.value
+    raise AssertionError(f"no dataframe with a column {column!r}")
+
+
 def release_button(at: AppTest):
     return at.button(key="census_release_button")
 
@@ -132,3 +140,42 @@ def test_bad_counts_show_error_naming_the_fix(at: AppTest) -> None:
     assert any("negative" in e.value and "fix" in e.value for e in at.error)
     assert not at.dataframe  # no preview of a table that failed validation
     assert "census_release" not in at.session_state
+
+
+def test_matrix_marginals_zcdp_release_once_with_exports(at: AppTest) -> None:
+    """The matrix mechanism on the Census page: ρ-zCDP budget, tract × age band and age band
+    tables, the optimal strategy at the lower bound, one charge for two clicks, downloads."""
+    at.multiselect(key="census_ordinals").set_value(["age_band"]).run()
+    at.radio(key="census_mech").set_value("matrix").run()
+    ok(at)
+    fp = next(iter(at.session_state["census_ledgers"]))
+    at.radio(key=f"census_def_{fp}").set_value("zcdp").run()
+    ok(at)
+    assert at.multiselect(key="census_mx_marginals").value == ["tract × age_band", "age_band"]
+    plan = frame_with(at, "table")
+    assert list(plan["table"]) == ["tract × age_band", "age_band"]
+    summary = frame_with(at, "value").set_index("")["value"]
+    assert "closed-form" in summary["Strategy"]
+    assert float(summary["Ratio to the lower bound"]) == pytest.approx(1.0, abs=1e-9)
+    assert "ρ = 0.05" in at.button(key="census_mx_release_button").label
+    at.button(key="census_mx_release_button").click().run()
+    ok(at)
+    led = at.session_state["census_ledgers"][fp]
+    assert len(led.entries) == 1 and led.spent == pytest.approx(0.05)
+    rel = at.session_state["census_mx_release"]["release"]
+    assert list(rel.tables) == ["tract × age_band", "age_band"]
+    assert len(rel.tables["tract × age_band"]) == 60 * 4
+    assert [b.label for b in at.get("download_button")] == ["Download marginals.csv", "Download release.json"]
+    at.run()  # a rerun neither spends nor redraws
+    ok(at)
+    assert len(led.entries) == 1
+    assert at.session_state["census_mx_release"]["release"].release_id == rel.release_id
+    # the definition is now fixed for this dataset
+    assert at.radio(key=f"census_def_{fp}").disabled
+
+
+def test_matrix_without_attributes_says_what_to_choose(at: AppTest) -> None:
+    at.radio(key="census_mech").set_value("matrix").run()
+    ok(at)
+    assert any("choose at least one ordinal attribute" in i.value for i in at.info)
+    assert at.multiselect(key="census_mx_marginals").value == ["tract"]

@@ -1,0 +1,140 @@
+"""Census marginals with the matrix mechanism (dpcore.census_matrix; spec matrix-mechanism.md §2.9.4)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpcore import budget, census, census_matrix, synthetic
+from dpcore import matrix_mech as mm
+from dpcore.errors import ParameterError
+from dpcore.noise import NoiseSource
+
+LEVELS = ["state", "county", "tract"]
+
+
+@pytest.fixture(scope="module")
+def table() -> census.CensusTable:
+    df = synthetic.synthetic_census(age_bands=True)
+    return census.CensusTable.from_frame(df, LEVELS, "population", ordinals=["age_band"])
+
+
+def test_synthetic_age_bands_keep_the_totals() -> None:
+    plain = synthetic.synthetic_census()
+    bands = synthetic.synthetic_census(age_bands=True)
+    assert plain.equals(synthetic.synthetic_census(age_bands=False))
+    per_tract = bands.groupby(LEVELS, sort=True)["population"].sum().reset_index()
+    assert per_tract["population"].tolist() == plain.sort_values(LEVELS)["population"].tolist()
+    assert set(bands["age_band"]) == set(synthetic.AGE_BANDS)
+
+
+def test_parse_marginals() -> None:
+    axes = ["county", "age_band"]
+    assert census_matrix.parse_marginals("1", axes) == [(0,), (1,)]
+    assert census_matrix.parse_marginals("2", axes) == [(0, 1)]
+    assert census_matrix.parse_marginals("age_band*county; age_band", axes) == [(0, 1), (1,)]
+    assert census_matrix.parse_marginals([["county"], ["county"]], axes) == [(0,)]
+    for bad, msg in (("3", "1 <= k <= 2"), ("county*sex", "Unknown axis 'sex'"), ("", "at least one")):
+        with pytest.raises(ParameterError, match=msg):
+            census_matrix.parse_marginals(bad, axes)
+
+
+def test_plan_is_at_the_lower_bound_and_exact(table: census.CensusTable) -> None:
+    ms = [(0, 1), (1,), (0,)]
+    p = census_matrix.plan(table.structure, "county", ms, budget.zcdp(0.2))
+    assert p.info["ratio_to_lower_bound"] == pytest.approx(1.0, abs=1e-9)  # closed form is optimal (§2.9.4)
+    w = census_matrix.workload(table.structure, "county", ms)
+    s = mm.marginal_strategy(w)
+    var = mm.calibrate(s, rho=0.2).variance
+    W = w.matrix()
+    sd = np.sqrt(var * np.einsum("ij,jk,ik->i", W, np.linalg.pinv(s.A.T @ s.A, rcond=1e-10, hermitian=True), W))
+    off = 0
+    for m in p.per_marginal:
+        v = sd[off:off + m["cells"]]
+        off += m["cells"]
+        assert m["sd_mean"] == pytest.approx(float(np.sqrt(np.mean(v**2))), rel=1e-8)
+        assert m["sd_max"] == pytest.approx(float(v.max()), rel=1e-8)
+
+
+def test_release_is_unbiased_consistent_and_matches_the_plan(table: census.CensusTable) -> None:
+    """Monte Carlo: per cell, Σ_runs err² / sd² ~ χ²_R (answers are linear in discrete Gaussians)."""
+    ms = [(0, 1), (1,)]
+    cost = budget.zcdp(0.5)
+    p = census_matrix.plan(table.structure, "county", ms, cost)
+    depth = table.structure.level_depth("county")
+    geo = census_matrix._geo_matrix(table.structure, depth)
+    x = np.zeros((geo.max() + 1, 4))
+    np.add.at(x, geo, table.counts)
+    truth = {"county × age_band": x.reshape(-1), "age_band": x.sum(axis=0)}
+    R = 200
+    src = NoiseSource(9)
+    sq = {k: np.zeros(v.size) for k, v in truth.items()}
+    for _ in range(R):
+        rel = census_matrix.release(table, p, src)
+        # consistency: the one-way table is the sum of the two-way table
+        two = rel.tables["county × age_band"]["noisy_count"].to_numpy().reshape(-1, 4)
+        np.testing.assert_allclose(two.sum(axis=0), rel.tables["age_band"]["noisy_count"], rtol=1e-9, atol=1e-6)
+        for k in truth:
+            sq[k] += (rel.tables[k]["noisy_count"].to_numpy() - truth[k]) ** 2
+    lo, hi = stats.chi2.ppf([1e-5, 1 - 1e-5], R)
+    for k, m in zip(truth, p.per_marginal, strict=True):
+        ratio = sq[k] / m["sd_max"] ** 2  # every cell of a marginal has the same SD here
+        assert np.all((ratio > lo) & (ratio < hi)), (k, ratio.min(), ratio.max())
+
+
+def test_exports_hold_no_true_count_and_refusals(table: census.CensusTable) -> None:
+    p = census_matrix.plan(table.structure, "state", [(0,), (1,)], budget.zcdp(0.3))
+    rel = census_matrix.release(table, p, NoiseSource(4))
+    led = budget.Ledger(budget.zcdp(1.0), dataset="secret-name.csv")
+    rec = json.loads(census_matrix.marginals_json(rel, led))
+    assert rec["table"]["marginals"] == [["state"], ["age_band"]]
+    assert "secret-name" not in json.dumps(rec)
+    csv = census_matrix.marginals_csv(rel).decode()
+    totals = table.counts.sum(axis=0)
+    for t in totals:
+        assert f",{int(t)}," not in csv
+    with pytest.raises(ParameterError, match="below the total"):
+        census_matrix.plan(table.structure, "total", [(0,)], budget.zcdp(0.3))
+
+
+def test_a_table_too_large_is_refused_with_the_fix(table: census.CensusTable, monkeypatch) -> None:
+    monkeypatch.setattr(census_matrix, "MAX_CELLS", 100)  # tract × age band has 240 cells
+    with pytest.raises(ParameterError, match="coarser level"):
+        census_matrix.plan(table.structure, "tract", [(0, 1)], budget.zcdp(0.3))
+
+
+def test_pure_epsilon_falls_back_to_an_l1_strategy(table: census.CensusTable) -> None:
+    p = census_matrix.plan(table.structure, "county", [(0,), (1,)], budget.pure(1.0))
+    assert p.info["noise"].startswith("discrete_laplace")
+    assert p.info["ratio_to_lower_bound"] is None and "Pure ε-DP" in p.info["notes"][0]
+    rel = census_matrix.release(table, p, NoiseSource(5))
+    assert set(rel.tables) == {"county", "age_band"}
+
+
+def test_cli_release_census_marginals(tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    synthetic.synthetic_census(age_bands=True).to_csv(tmp_path / "c.csv", index=False)
+    base = [sys.executable, "-m", "dpcore", "release", "census", "--input", str(tmp_path / "c.csv"),
+            "--levels", "state,county,tract", "--count", "population", "--ordinal", "age_band",
+            "--ordinal-order", "age_band=0-17|18-34|35-64|65+"]
+    r = subprocess.run([*base, "--mechanism", "matrix", "--marginals", "county*age_band;age_band",
+                        "--geo-level", "county", "--rho", "0.1", "--ledger", str(tmp_path / "l.json"),
+                        "--budget-cap", "0.15", "--out", str(tmp_path / "o")], capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((tmp_path / "o" / "release.json").read_text())
+    assert rec["table"]["marginals"] == [["county", "age_band"], ["age_band"]]
+    assert json.loads((tmp_path / "l.json").read_text())["spent"] == pytest.approx(0.1)
+    # the second release would pass the cap: refused, nothing written, no traceback
+    r2 = subprocess.run([*base, "--mechanism", "matrix", "--rho", "0.1", "--ledger", str(tmp_path / "l.json"),
+                         "--out", str(tmp_path / "o2")], capture_output=True, text=True, cwd=root)
+    assert r2.returncode != 0 and "Traceback" not in r2.stderr and not (tmp_path / "o2").exists()
+    r3 = subprocess.run([*base, "--rho", "0.1", "--out", str(tmp_path / "o3")], capture_output=True, text=True,
+                        cwd=root)
+    assert r3.returncode != 0 and "Privelet is pure" in r3.stderr

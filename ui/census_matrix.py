@@ -1,0 +1,138 @@
+"""The Census page's matrix-mechanism section: marginal tables of a census table (thin UI).
+
+Everything computed here before the release is data-free (:func:`dpcore.census_matrix.plan`);
+the release runs in the button's callback, so a fast rerun cannot interrupt it between charging
+the ledger and storing the result.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dpcore import budget, census_matrix
+from dpcore.census import CensusTable
+from dpcore.errors import DPCoreError
+from dpcore.noise import secure_source
+from ui import fmt
+
+ss = st.session_state
+
+
+def _label(axes: list[str], t: tuple[int, ...]) -> str:
+    return " × ".join(axes[a] for a in t)
+
+
+def _release_now(table: CensusTable, p: census_matrix.MarginalsPlan, led: budget.Ledger, fp: str,
+                 source: str, token: int) -> None:
+    """Button callback: charge, release and store in one step (never interrupted by a rerun)."""
+    if ss.get("census_mx_token_used") == token:  # a second click of the same button: ignored
+        return
+    ss["census_mx_token_used"] = token
+    try:
+        led.spend(p.cost, label="census marginals (matrix mechanism)", details={
+            "kind": "census_marginals", "mechanism": "matrix", "level": p.level,
+            "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
+        rel = census_matrix.release(table, p, secure_source())
+        ss["census_mx_release"] = {"release": rel, "fingerprint": fp, "source": source,
+                                   "csv": census_matrix.marginals_csv(rel),
+                                   "json": census_matrix.marginals_json(rel, led)}
+        ss["census_mx_error"] = None
+    except DPCoreError as e:
+        ss["census_mx_error"] = str(e)
+
+
+def section(table: CensusTable | None, fp: str, led: budget.Ledger, source: str) -> None:
+    """Sections 3–4 of the Census page for the matrix mechanism."""
+    if table is None:
+        st.stop()
+    s = table.structure
+    st.subheader("3. Tables to publish and their expected error (before release)")
+    if not s.ordinals:
+        st.info("Marginal tables cross the areas with attributes such as an age band: choose at least one ordinal "
+                "attribute above (the built-in synthetic census has 'age_band'). Without one, the only table is the "
+                "areas' totals.")
+    c1, c2 = st.columns([1, 2])
+    level = c1.selectbox("Geography level of the tables", s.level_names[1:], index=len(s.levels) - 1,
+                         key="census_mx_level", help="The areas that form the geography axis of every table.")
+    axes, _ = census_matrix.axes_of(s, level)
+    options = [t for k in range(1, len(axes) + 1) for t in itertools.combinations(range(len(axes)), k)]
+    labels = {_label(axes, t): t for t in options}
+    default = [_label(axes, t) for t in options if len(t) == len(axes)] + (
+        [axes[a] for a in range(1, len(axes))] if len(axes) > 1 else [])
+    if ss.get("census_mx_axes") != axes:  # new axes (level or attributes changed): suggest the tables again
+        ss["census_mx_axes"] = axes
+        ss["census_mx_marginals"] = default
+    ss["census_mx_marginals"] = [m for m in ss.get("census_mx_marginals", default) if m in labels] or default
+    chosen = c2.multiselect("Tables (marginals)", list(labels), key="census_mx_marginals",
+                            help="Each table sums the people over the attributes it leaves out, e.g. "
+                                 "'county × age_band' gives people per county and age band.")
+    if not chosen:
+        st.info("Choose at least one table.")
+        st.stop()
+    sym = "ε" if led.definition == "pure" else "ρ"
+    value = st.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=10.0, step=0.05,
+                            format="%.3f", key=f"census_mx_value_{led.definition}",
+                            value=0.5 if led.definition == "pure" else 0.05,
+                            help="Smaller: more privacy, more noise. The whole budget answers one strategy; every "
+                                 "table is computed from it.")
+    cost = budget.pure(value) if led.definition == "pure" else budget.zcdp(value)
+    try:
+        p = census_matrix.plan(s, level, [labels[c] for c in chosen], cost)
+    except DPCoreError as e:
+        st.error(str(e))
+        st.stop()
+    st.dataframe(pd.DataFrame([{
+        "table": m["marginal"], "cells": fmt.count(m["cells"]), "SD of a cell": fmt.num(m["sd_mean"]),
+        "± 95 %": f"± {fmt.num(1.96 * m['sd_max'])}"} for m in p.per_marginal]), hide_index=True,
+        key="census_mx_plan")
+    info = p.info
+    rows = [("Strategy", f"{info['strategy']}, {fmt.count(info['strategy_queries'])} strategy queries"),
+            ("Expected RMSE per table cell", fmt.num(info["expected_rmse_per_query"]))]
+    if info["rmse_lower_bound"] is not None:
+        rows += [("Lower bound for any strategy (SVD bound)", fmt.num(info["rmse_lower_bound"])),
+                 ("Ratio to the lower bound", f"{info['ratio_to_lower_bound']:.4f}")]
+    st.dataframe(pd.DataFrame(rows, columns=["", "value"]), hide_index=True, key="census_mx_summary")
+    for note in info["notes"]:
+        st.info(note)
+    st.caption("Analytic and data-free: SD = √(Var(noise) · w X⁺ wᵀ) for each table cell w.")
+
+    st.subheader("4. Release")
+    can = led.can_spend(cost)
+    left = led.remaining - (led.charge_of(cost) if can else 0.0)
+    token = ss.setdefault("census_mx_token", 0)
+    if ss.get("census_mx_token_used") == token:
+        ss["census_mx_token"] = token = token + 1  # the last click was used: arm a new one
+    st.button(f"Release with {cost.label()} — {fmt.eps(max(left, 0.0))} left after this", type="primary",
+              key="census_mx_release_button", disabled=not can, on_click=_release_now,
+              args=(table, p, led, fp, source, token))
+    if not can:
+        st.error(f"Not enough budget left for {cost.label()}: {led.cap.symbol} = {fmt.eps(led.remaining)} is left of "
+                 f"the cap {fmt.eps(led.cap.value)}. Lower the budget, or raise the cap if your privacy policy "
+                 "allows it.")
+    if ss.get("census_mx_error"):
+        st.error(ss["census_mx_error"])
+    entry = ss.get("census_mx_release")
+    if entry is None:
+        st.info("Nothing released yet. The expected errors above cost nothing; the Release button spends the budget.")
+        return
+    rel = entry["release"]
+    if entry["fingerprint"] != fp:
+        st.caption(f"This is the latest release, made from another table ({entry['source']}).")
+    st.success(f"Released {len(rel.tables)} table{'s' if len(rel.tables) != 1 else ''} of {entry['source']} with the "
+               f"matrix mechanism, {rel.plan.cost.label()}.")
+    name = st.selectbox("Table", list(rel.tables), key="census_mx_view")
+    st.dataframe(rel.tables[name].round(2), hide_index=True, key="census_mx_table")
+    st.caption("Noisy counts, unrounded (negative values kept so sums stay unbiased); "
+               "ci95 = noisy count ± 1.96 × standard error.")
+    d1, d2 = st.columns(2)
+    d1.download_button("Download marginals.csv", entry["csv"], "marginals.csv", "text/csv", on_click="ignore",
+                       key="census_mx_dl_csv", type="primary")
+    d2.download_button("Download release.json", entry["json"], "release.json", "application/json",
+                       on_click="ignore", key="census_mx_dl_json", type="primary")
+
+
+__all__: list[Any] = ["section"]
