@@ -423,6 +423,15 @@ def test_laplace_on_grid_noise_distribution():
     assert _chi2_pvalue(units, "laplace", 6) >= ALPHA
 
 
+def test_gaussian_on_grid_noise_distribution():
+    # values on the grid: out - value is 2^k times discrete Gaussian(sigma / 2^k)
+    k, sigma = -2, 0.75  # sigma / 2^k = 3 exactly
+    src = NoiseSource(24)
+    values = np.full(50_000, -1.25)
+    units = np.ldexp(src.gaussian_on_grid(values, sigma, k) + 1.25, -k).astype(np.int64)
+    assert _chi2_pvalue(units, "gauss", 3) >= ALPHA
+
+
 def test_on_grid_rounds_to_nearest():
     src = NoiseSource(2)
     # huge scale relative to noise is not needed: check rounding through the tiny-noise limit
