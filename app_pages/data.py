@@ -31,7 +31,8 @@ with col_a:
         "Upload points (CSV, CSV.gz, Parquet or GeoJSON)",
         type=["csv", "gz", "txt", "tsv", "parquet", "geojson", "json"],
         key="points_upload",
-        help="One row per point with latitude and longitude columns; an optional column identifying a person.",
+        help="One row per point with latitude and longitude columns; an optional column identifying a person. "
+             "Up to 2 GB per file; for larger files use the command line: python -m dpcore release points.",
     )
 with col_b:
     st.write("")

@@ -36,7 +36,6 @@ half-width is closer to 2.12·SD (spec §6.2).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io as _io
 import re
@@ -95,7 +94,8 @@ def read_census_file(data: bytes | str | Path, filename: str | None = None) -> p
 
     CSV columns are all read as strings so that leading zeros of FIPS codes survive
     (``01``, ``001``); a UTF-8 byte-order mark is dropped; the delimiter is one of
-    ``, ; tab |``.  Count columns are converted later by :class:`CensusTable`.
+    ``, ; tab |``.  Count columns are converted later by :class:`CensusTable`.  Gzip bombs, a
+    first line longer than 64 KiB and a header row without data rows are refused (InputError).
     Parquet files are read with :func:`dpcore.io.read_table` (their types are kept; integer
     code columns become text without padding).
     """
@@ -115,24 +115,32 @@ def read_census_file(data: bytes | str | Path, filename: str | None = None) -> p
 
         return io.read_table(raw, filename or "table.parquet")
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise InputError(f"{label} is a damaged gzip file ({e}). Re-export or re-download it.") from None
+        from dpcore import io
+
+        raw = io.gunzip_limited(raw, label)  # refuses a gzip bomb before expanding it in full
     if raw[:2] == b"PK":
         raise InputError(f"{label} looks like a ZIP or spreadsheet file. Save it as CSV (or Parquet) first.")
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with a byte-order mark (Excel's "Unicode text")
+        try:
+            raw = raw.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{label} is not valid UTF-16 text. Save it as CSV UTF-8 and upload it again.") from None
+    if b"\x00" in raw[:65536]:
+        raise InputError(f"{label} is not a text file. Upload a CSV (optionally .gz) or Parquet file.")
+    from dpcore import io
+
+    io.check_text_head(raw[: io.SNIFF_BYTES], label, whole=len(raw) <= io.SNIFF_BYTES)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         text = raw.decode("latin-1")
-    if "\x00" in text[:65536]:
-        raise InputError(f"{label} is not a text file. Upload a CSV (optionally .gz) or Parquet file.")
     header = text.split("\n", 1)[0]
     sep = max([",", ";", "\t", "|"], key=header.count)
     if header.count(sep) == 0:
         raise InputError(
             f"{label} has a single column ({header.strip()[:60]!r}). A census table needs code "
-            "columns per level and a count column, separated by commas."
+            "columns per level and a count column: export it again as CSV with a comma (or semicolon, tab) between "
+            "the columns."
         )
     try:
         df = pd.read_csv(_io.StringIO(text), sep=sep, dtype=str, keep_default_na=True)
@@ -140,6 +148,9 @@ def read_census_file(data: bytes | str | Path, filename: str | None = None) -> p
         raise InputError(f"{label} could not be read as CSV ({str(e).splitlines()[0]}). "
                          "Check that every row has as many fields as the header.") from None
     df.columns = [str(c).strip() for c in df.columns]
+    if df.empty:
+        raise InputError(f"{label} has a header but no data rows. Add the rows below the header and upload "
+                         "it again.")
     return df
 
 

@@ -107,15 +107,20 @@ def read_area_sets(data: bytes | str | pd.DataFrame, h: Hierarchy, filename: str
         raw = data.encode() if isinstance(data, str) else bytes(data)
         if not raw.strip():
             raise InputError(f"The query file {filename or ''} is empty. Give one row per (query, area).".replace("  ", " "))
+        from dpcore import io as dpio
+
+        label = f"'{filename}'" if filename else "the query file"
+        if raw[:2] == b"\x1f\x8b":
+            raw = dpio.gunzip_limited(raw, label)  # damaged gzip and gzip bombs: InputError
+        dpio.check_text_head(raw[: dpio.SNIFF_BYTES], label, whole=len(raw) <= dpio.SNIFF_BYTES)
         try:
-            df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False,
-                             compression="gzip" if raw[:2] == b"\x1f\x8b" else None)
+            df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False)
         except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError, ValueError) as e:
             raise InputError(
                 f"Could not read the query file {filename}: {str(e).splitlines()[0] if str(e) else type(e).__name__}. "
                 "Save it as a UTF-8 CSV with a header row 'query,area'."
             ) from None
-    have = [str(c) for c in df.columns]
+    have = [str(c) if len(str(c)) <= 40 else str(c)[:37] + "..." for c in df.columns][:20]
     cols = {str(c).strip().lower(): str(c) for c in df.columns}
     qcol = _pick(cols, _QUERY_COLUMNS, "query name", have)
     acol = _pick(cols, _AREA_COLUMNS, "area code", have)

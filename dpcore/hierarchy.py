@@ -50,6 +50,9 @@ ROOT_LEVEL = "total"
 #: strings sorts the paths lexicographically (parents before children, children contiguous).
 _SEP = "\x1f"
 _MAX_EXAMPLES = 5
+#: Most rows a table may have to build a hierarchy from (checked before any work): the 2020 US
+#: census blocks (8.2 M) fit; beyond, aggregate to one row per finest area first.
+MAX_AREA_ROWS = 20_000_000
 
 CodeMode = Literal["auto", "global", "within_parent"]
 AreaSource = Literal["area list", "table (confirmed public)", "data (not public)"]
@@ -191,6 +194,12 @@ class Hierarchy:
             )
         if not isinstance(df, pd.DataFrame) or df.empty:
             raise InputError("The area list is empty. Give one row per finest area with its code at every level.")
+        if len(df) > MAX_AREA_ROWS:
+            raise InputError(
+                f"The area list has {len(df):,} rows, more than the {MAX_AREA_ROWS:,} a hierarchy is built from. "
+                "Give one row per finest area (aggregate person rows to counts per area first), or use a coarser "
+                "finest level."
+            )
         modes = [codes] * len(levels) if isinstance(codes, str) else list(codes)
         if len(modes) != len(levels) or any(m not in ("auto", "global", "within_parent") for m in modes):
             raise ParameterError(

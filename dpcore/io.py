@@ -74,6 +74,17 @@ MAX_ZIP_RATIO = 200
 #: ... once they expand to more than this many bytes: tiny archives cannot be bombs,
 #: and a small .dbf padded with blanks may legitimately compress very well.
 ZIP_RATIO_FLOOR = 10 * 1024**2
+#: Gzip-compressed tables are refused once they expand past this many bytes (gzip bomb guard) ...
+MAX_GZIP_UNCOMPRESSED = 16 * 1024**3
+#: ... or past :data:`MAX_ZIP_RATIO` times their compressed size (and :data:`ZIP_RATIO_FLOOR`).
+#: Real CSV compresses 3-10x; a bomb made of one repeated line compresses 1000x.
+#: A header row longer than this (no line break in the first 64 KiB) is not a table's header.
+MAX_HEADER_BYTES = SNIFF_BYTES
+#: Most columns a table may have; real point, census and O/D tables have a few dozen.
+MAX_COLUMNS = 10_000
+#: Largest upload the app accepts, in MB (``server.maxUploadSize`` in .streamlit/config.toml);
+#: larger files go through the command line, which reads from disk.
+UPLOAD_LIMIT_MB = 2048
 
 DROP_MISSING_COORDINATE = "missing coordinate"
 DROP_MISSING_USER = "missing user id"
@@ -290,7 +301,11 @@ def read_table(
 
     CSV details:
 
-    * gzip-compressed content is decompressed whatever the extension;
+    * gzip-compressed content is decompressed whatever the extension, and refused as a
+      gzip bomb once it expands past :data:`MAX_ZIP_RATIO` times the compressed bytes read
+      so far (beyond :data:`ZIP_RATIO_FLOOR`) or past :data:`MAX_GZIP_UNCOMPRESSED`;
+    * a first line longer than :data:`MAX_HEADER_BYTES` or a header of more than
+      :data:`MAX_COLUMNS` columns is refused from the sample, before pandas parses it;
     * the delimiter is sniffed among ``,`` ``;`` tab and ``|`` on the first
       64 KiB: the one that splits the header and the rows into the same number
       (at least two) of fields wins, ties going to the extension's own delimiter
@@ -447,6 +462,7 @@ def _read_csv(
             "and at least one data row."
         )
     encoding = _text_encoding(sample, label, compressed)
+    check_text_head(sample, label, whole=whole)
     text = _decode_sample(sample, encoding, whole)
     sep = _sniff_delimiter(text, preferred_sep)
     if sep is None:
@@ -457,18 +473,21 @@ def _read_csv(
         kwargs: dict[str, Any] = {
             "sep": sep,
             "encoding": enc,
-            "compression": "gzip" if compressed else None,
+            "compression": None,  # gzip: decompressed by _CappedGzip (bomb guard)
             "low_memory": False,
             # Never turn the first column into the index: with the default, a file whose
             # rows end in a delimiter ('1,2,') would be read shifted by one column.
             "index_col": False,
         }
         with src.open() as fh:
+            stream: IO[bytes] = (
+                io.BufferedReader(_CappedGzip(fh, label, src.size), 1 << 20) if compressed else fh
+            )
             if progress is None:
-                return pd.read_csv(fh, nrows=max_rows, **kwargs)
+                return pd.read_csv(stream, nrows=max_rows, **kwargs)
             chunks: list[pd.DataFrame] = []
             n = 0
-            with pd.read_csv(fh, chunksize=CSV_CHUNK_ROWS, nrows=max_rows, **kwargs) as reader:
+            with pd.read_csv(stream, chunksize=CSV_CHUNK_ROWS, nrows=max_rows, **kwargs) as reader:
                 for chunk in reader:
                     chunks.append(chunk)
                     n += len(chunk)
@@ -476,7 +495,9 @@ def _read_csv(
                     progress(min(max(fraction, 0.0), 0.99), f"Read {n:,} rows from {label}")
             if not chunks:  # header only: keep the columns for the error message
                 fh.seek(0)
-                return pd.read_csv(fh, nrows=0, **kwargs)
+                if compressed:
+                    stream = io.BufferedReader(_CappedGzip(fh, label, src.size), 1 << 20)
+                return pd.read_csv(stream, nrows=0, **kwargs)
             return pd.concat(chunks, ignore_index=True) if len(chunks) > 1 else chunks[0]
 
     try:
@@ -690,8 +711,8 @@ def _read_geojson_points(src: _Source, max_rows: int | None) -> pd.DataFrame:
         gdf = gpd.read_file(io.BytesIO(src.read_all()), **kwargs)
     except Exception as err:  # pyogrio raises several types; all mean "cannot parse"
         raise InputError(
-            f"{label} could not be read as GeoJSON ({_first_line(err)}). Check that it is a "
-            "GeoJSON FeatureCollection of points, or upload it as CSV."
+            f"{label} could not be read as GeoJSON ({_geojson_problem(src.read_all(), err)}). Check that "
+            "it is a GeoJSON FeatureCollection of points, or upload it as CSV."
         ) from err
     return _points_frame(gdf, label)
 
@@ -737,9 +758,119 @@ def _is_wgs84(crs: Any) -> bool:
         return False
 
 
+_GEOJSON_TYPES = frozenset({
+    "FeatureCollection", "Feature", "Point", "MultiPoint", "LineString", "MultiLineString", "Polygon",
+    "MultiPolygon", "GeometryCollection",
+})
+
+
+def _geojson_problem(raw: bytes, err: BaseException) -> str:
+    """What is wrong with JSON content GDAL refused, in words (not GDAL's /vsimem/ path)."""
+    import json
+
+    try:
+        obj = json.loads(raw.decode("utf-8-sig", errors="replace"))
+    except json.JSONDecodeError as e:
+        return f"it is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}"
+    except RecursionError:
+        return "it is nested too deeply to be GeoJSON"
+    if not isinstance(obj, dict) or obj.get("type") not in _GEOJSON_TYPES:
+        return 'it is JSON but not GeoJSON: it has no "type": "FeatureCollection"'
+    text = _first_line(err)
+    return re.sub(r"'?/vsimem/\S+'?\s*", "", text) or "GDAL could not parse it"
+
+
 def _first_line(err: BaseException) -> str:
     text = str(err).strip() or type(err).__name__
     return text.splitlines()[0][:200]
+
+
+# --------------------------------------------------------------------------------------
+# Guards shared by the table readers (also dpcore.census, dpcore.hier_matrix, dpcore.workload_io)
+# --------------------------------------------------------------------------------------
+
+
+def gzip_limit(compressed_size: int) -> int:
+    """Most bytes a gzip of ``compressed_size`` bytes may expand to (see :data:`MAX_ZIP_RATIO`)."""
+    return int(min(MAX_GZIP_UNCOMPRESSED, max(ZIP_RATIO_FLOOR, MAX_ZIP_RATIO * max(compressed_size, 1))))
+
+
+def _gzip_bomb_error(label: str, compressed_size: int, limit: int) -> InputError:
+    return InputError(
+        f"{label} expands to more than {limit / 1024**2:,.0f} MB from {compressed_size / 1024**2:,.1f} MB "
+        f"compressed (limits: {MAX_ZIP_RATIO}x its size and {MAX_GZIP_UNCOMPRESSED // 1024**3} GB); it was not read "
+        "further. A real table compresses far less: check the file, or upload it uncompressed or as Parquet."
+    )
+
+
+class _CappedGzip(io.RawIOBase):
+    """A gzip stream that raises InputError once it has produced more than ``limit`` bytes."""
+
+    def __init__(self, fh: IO[bytes], label: str, compressed_size: int) -> None:
+        self._fh = fh
+        self._start = fh.tell()
+        self._gz = gzip.GzipFile(fileobj=fh)
+        self._label = label
+        self._size = compressed_size
+        self._limit = gzip_limit(compressed_size)
+        self._n = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        chunk = self._gz.read(len(b))
+        self._n += len(chunk)
+        # The ratio is checked as the stream goes, against the compressed bytes consumed so far,
+        # so a bomb of many repeated members is stopped just past the floor, not at the end.
+        consumed = max(self._fh.tell() - self._start, 1)
+        if self._n > self._limit or (self._n > ZIP_RATIO_FLOOR and self._n > MAX_ZIP_RATIO * consumed):
+            raise _gzip_bomb_error(self._label, self._size, min(self._n, self._limit))
+        b[: len(chunk)] = chunk
+        return len(chunk)
+
+    def close(self) -> None:
+        self._gz.close()
+        super().close()
+
+
+def gunzip_limited(raw: bytes, label: str) -> bytes:
+    """Decompress gzip bytes, refusing a bomb before it is expanded in full.
+
+    Raises
+    ------
+    InputError
+        Damaged gzip, or content larger than :func:`gzip_limit` allows.
+    """
+    try:
+        with _CappedGzip(io.BytesIO(raw), label, len(raw)) as fh:
+            return io.BufferedReader(fh, 1 << 20).read()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise _damaged_gzip(label, err) from err
+
+
+def check_text_head(head: bytes, label: str, *, whole: bool) -> None:
+    """Refuse text whose first line is too long or has too many fields to be a table header.
+
+    ``head`` is the first :data:`SNIFF_BYTES` (or more) bytes of decompressed content;
+    ``whole`` says whether that is all of it.  Parsing a 20 MB line of commas as a header
+    would take minutes and gigabytes, so it is refused from the sample.
+    """
+    first, nl, _ = head.partition(b"\n")
+    if not nl:
+        first, nl, _ = head.partition(b"\r")
+    if not nl and not whole and len(head) >= MAX_HEADER_BYTES:
+        raise InputError(
+            f"The first line of {label} is longer than {MAX_HEADER_BYTES // 1024} KB, so it is not a header row "
+            "of column names (or the file has no line breaks). Export the table again as CSV with one row per "
+            "line and a header row such as 'lat,lon'."
+        )
+    widest = max(first.count(sep.encode()) for sep in DELIMITERS) + 1
+    if widest > MAX_COLUMNS:
+        raise InputError(
+            f"The header row of {label} has {widest:,} columns, more than the {MAX_COLUMNS:,} a table may have. "
+            "Check the delimiter and the line breaks, or keep only the columns you need."
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -1348,7 +1479,13 @@ def read_boundaries(data: DataSource, filename: str | None = None) -> geopandas.
     elif kind == "sqlite":
         gdf = _read_gpkg(raw, label)
     elif _looks_like_json(raw[:1024]):
-        gdf = _read_vector(lambda: gpd.read_file(io.BytesIO(raw)), label)
+        try:
+            gdf = gpd.read_file(io.BytesIO(raw))
+        except Exception as err:  # pyogrio/GDAL raise several types; all mean "cannot parse"
+            raise InputError(
+                f"{label} could not be read as a boundary file ({_geojson_problem(raw, err)}). Export "
+                "the boundaries again as a GeoJSON FeatureCollection of polygons."
+            ) from err
     else:
         found = f" (it looks like {magic[1]})" if magic is not None else ""
         raise InputError(

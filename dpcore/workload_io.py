@@ -274,6 +274,12 @@ def read_rectangles(source: str | Path | bytes, name: str | None = None) -> Rect
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{label} is not UTF-8 text. Save the rectangles as a CSV (UTF-8).") from None
+    if "\x00" in text[:65536]:
+        raise InputError(f"{label} is not a text file. Save the rectangles as a CSV (UTF-8).")
+    if not text.lstrip().startswith(("{", "[")):
+        from dpcore.io import SNIFF_BYTES, check_text_head
+
+        check_text_head(data[:SNIFF_BYTES], label, whole=len(data) <= SNIFF_BYTES)
     if text.lstrip().startswith(("{", "[")):
         return RectangleList(text)
     return parse_rectangles(text, label)
