@@ -23,6 +23,7 @@ PAGES = [
             url_path="hierarchy"),
     st.Page("app_pages/census.py", title="8 · Census (Privelet)", icon=":material/groups:", url_path="census"),
     st.Page("app_pages/od.py", title="9 · O/D flows", icon=":material/route:", url_path="od"),
+    st.Page("app_pages/history.py", title="10 · Release history", icon=":material/history:", url_path="history"),
 ]
 
 state.init()

@@ -9,7 +9,7 @@ from dpcore import budget, census, synthetic
 from dpcore.errors import DPCoreError
 from dpcore.noise import secure_source
 from ui import census_matrix as census_matrix_ui
-from ui import fmt
+from ui import fmt, state
 
 SYNTHETIC = "synthetic"
 UPLOAD = "upload"
@@ -42,7 +42,9 @@ source = st.radio(
 if source == UPLOAD:
     up = st.file_uploader("Census table (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"],
                           key="census_upload",
-                          help="One row per area with a count column, or one row per person; code columns per level.")
+                          help="One row per area with a count column, or one row per person; code columns per level. "
+                               "Up to 2 GB per file; for larger files use the command line: "
+                               "python -m dpcore release census.")
     if up is not None and ss.get("census_upload_id") != up.file_id:
         ss["census_upload_id"] = up.file_id
         try:
@@ -125,8 +127,8 @@ if table is not None and ordinals:
 st.subheader("2. Mechanism and budget")
 mech = st.radio("Mechanism", list(MECHS), format_func=MECHS.get, key="census_mech", horizontal=True)
 led = ss["census_ledgers"].get(fp)
-if led is None:
-    led = budget.Ledger(budget.pure(DEFAULT_CAP), dataset=fp)
+if led is None:  # persistent: the same table finds the same budget in every tab and after restarts
+    led = state.stored_ledger("census", fp, budget.pure(DEFAULT_CAP))
     ss["census_ledgers"][fp] = led
 locked = bool(led.entries)
 definition = st.radio("Privacy definition of this dataset's budget", list(DEFS), format_func=DEFS.get,
@@ -215,6 +217,11 @@ if st.button(label, key="census_release_button", type="primary", disabled=not le
             "release": rel, "fingerprint": fp, "source": name,
             "csv": census.census_csv(rel), "json": census.census_json(rel, led),
         }
+        state.remember_release("census", fp, rel.release_id,
+                               {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
+                                "levels": list(rel.structure.levels)},
+                               {"release.csv": ss["census_release"]["csv"],
+                                "release.json": ss["census_release"]["json"]})
         st.rerun()
     except DPCoreError as e:
         st.error(str(e))

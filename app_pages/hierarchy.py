@@ -25,7 +25,7 @@ from dpcore.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
 from dpcore.noise import secure_source
 from dpcore.pipeline import release_hierarchy
 from ui import fmt
-from ui.state import persistent, seed, store
+from ui.state import persistent, remember_release, seed, store, stored_ledger
 
 ss = st.session_state
 ss.setdefault("census_ledgers", {})  # one ledger per table, shared with the Census (Privelet) page
@@ -153,7 +153,9 @@ with tab_data:
     else:
         up = st.file_uploader("Table (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"],
                               key="hier_upload",
-                              help="One code column per level (top first) and a count column, or one row per person.")
+                              help="One code column per level (top first) and a count column, or one row per person. "
+                                   "Up to 2 GB per file; for larger files use the command line: "
+                                   "python -m dpcore release hierarchy.")
         if up is not None and ss.get("hier_upload_id") != up.file_id:
             ss["hier_upload_id"] = up.file_id
             try:
@@ -291,8 +293,8 @@ h: Hierarchy = model["h"]
 counts: HierarchyCounts = model["counts"]
 fp = model["fp"]
 led = ss["census_ledgers"].get(fp)
-if led is None:
-    led = ss["census_ledgers"][fp] = budget.Ledger(budget.pure(1.0), dataset=fp)
+if led is None:  # persistent: the same table finds the same budget in every tab and after restarts
+    led = ss["census_ledgers"][fp] = stored_ledger("census", fp, budget.pure(1.0))
 
 # ============================================================================ mechanism
 with tab_mech:
@@ -412,6 +414,13 @@ with tab_mech:
                                         neighbour=neighbour, split=split, weights=weights, order=order,
                                         **matrix_opts)
             ss["hier_release"] = {"release": rel, "fp": fp, "name": model["name"], "exports": {}}
+            files = {"release.csv": hier_export.hierarchy_csv(rel)}
+            if rel.details.get("area_sets"):
+                files["area_queries.csv"] = hier_matrix.area_sets_csv(rel)
+            files["release.json"] = hier_export.hierarchy_json(rel, led, [*files, "release.json"])
+            remember_release("census", fp, rel.release_id,
+                             {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
+                              "levels": list(rel.hierarchy.level_names)}, files)
             st.rerun()
         except DPCoreError as e:
             st.error(str(e))

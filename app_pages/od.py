@@ -20,7 +20,7 @@ from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.hierarchy import Hierarchy, read_hierarchy_table
 from dpcore.pipeline import release_od
 from ui import fmt
-from ui.state import persistent, store
+from ui.state import persistent, remember_release, store, stored_ledger
 
 ss = st.session_state
 # Ledgers and releases are keyed by ODCounts.fingerprint: a hash of the trips themselves (order,
@@ -270,13 +270,17 @@ def _head(data: bytes, n: int = 65536) -> bytes:
     return data[:n]
 
 
-def _one_column(data: bytes) -> pd.DataFrame:
-    raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+def _one_column(data: bytes, name: str) -> pd.DataFrame:
+    raw = io.gunzip_limited(data, name) if data[:2] == b"\x1f\x8b" else data
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         text = raw.decode("latin-1")
-    df = pd.read_csv(_io.StringIO(text), dtype=str, sep=",")
+    try:
+        df = pd.read_csv(_io.StringIO(text), dtype=str, sep=",")
+    except pd.errors.ParserError as e:
+        raise InputError(f"{name} could not be read as a list of area codes ({str(e).splitlines()[0]}). Give one "
+                         "code per row, or one column per level separated by commas.") from None
     df.columns = [str(c).strip() for c in df.columns]
     return df
 
@@ -297,7 +301,7 @@ def read_upload(data: bytes, name: str, what: str) -> pd.DataFrame:
         if "single column" not in str(e):
             raise
         if what == "areas":  # one code column is an area list (its levels are code prefixes)
-            return _one_column(data)
+            return _one_column(data, name)
         raise InputError(
             f"{name} has a single column. O/D trips need an origin and a destination column (one trip per row), "
             "or origin, destination and a count column, separated by commas, semicolons or tabs. Check the "
@@ -355,6 +359,12 @@ def release_now(token: int, **job: Any) -> None:
             "release": rel_, "fp": fp_, "view": model_["view"], "model": model_, "name": model_["name"],
             "cost_label": job["cost_label"], "delta": job["delta"], "approx": job["approx"], "exports": {}})
         ss["od_just_released"] = job["cost_label"]
+        extra = {"budget_input": job["approx"]} if job["approx"] else None
+        remember_release("od", fp_, rel_.release_id,
+                         {"mechanism": od.get(job["mech"]).title, "cost": job["cost_label"], "name": model_["name"]},
+                         {"release.csv": od_export.release_csv_bytes(rel_),
+                          "release.json": od_export.od_json(rel_, ss["od_ledgers"][fp_], delta=job["delta"],
+                                                            extra=extra, files=["release.csv", "release.json"])})
     except DPCoreError as e:
         ss["od_release_error"] = str(e)
 
@@ -490,7 +500,8 @@ with tab_data:
         c1, c2 = st.columns(2)
         up = c1.file_uploader("Trips (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"], key="od_upload",
                               help="One row per trip (origin, destination, optional person id), or one row per "
-                                   "origin/destination pair with a count.")
+                                   "origin/destination pair with a count. Up to 2 GB per file; for larger files "
+                                   "use the command line: python -m dpcore release od.")
         aup = c2.file_uploader("Public area list (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"],
                                key="od_areas_upload",
                                help="One row per finest area: a code column per level (top first), or one code "
@@ -762,7 +773,8 @@ fp = model["fp"]
 unit = model["unit"]
 led = ss["od_ledgers"].get(fp)
 if led is None:
-    led = ss["od_ledgers"][fp] = budget.Ledger(budget.zcdp(DEFAULT_RHO_CAP), dataset=fp)
+    # persistent: the same trips find the same budget in every tab and after restarts
+    led = ss["od_ledgers"][fp] = stored_ledger("od", fp, budget.zcdp(DEFAULT_RHO_CAP))
 
 # ============================================================================ mechanism
 with tab_mech:

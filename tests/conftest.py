@@ -41,3 +41,11 @@ def _strategy_cache_dir(tmp_path_factory, monkeypatch):
     """The matrix mechanism's strategy cache goes to a temporary directory, never ~/.cache."""
     monkeypatch.setenv("DPCORE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "strategy_cache"))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _ledger_db(tmp_path, monkeypatch):
+    """Each test gets its own budget database: budgets persist by design, so tests sharing the
+    default file (~/.local/share/dpcore) would spend each other's budget."""
+    monkeypatch.setenv("DPCORE_LEDGER_DB", str(tmp_path / "ledger.sqlite"))
+    yield

@@ -17,7 +17,7 @@ from dpcore import budget, census_matrix
 from dpcore.census import CensusTable
 from dpcore.errors import DPCoreError
 from dpcore.noise import secure_source
-from ui import fmt
+from ui import fmt, state
 
 ss = st.session_state
 
@@ -37,9 +37,13 @@ def _release_now(table: CensusTable, p: census_matrix.MarginalsPlan, led: budget
             "kind": "census_marginals", "mechanism": "matrix", "level": p.level,
             "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
         rel = census_matrix.release(table, p, secure_source())
-        ss["census_mx_release"] = {"release": rel, "fingerprint": fp, "source": source,
-                                   "csv": census_matrix.marginals_csv(rel),
-                                   "json": census_matrix.marginals_json(rel, led)}
+        entry = {"release": rel, "fingerprint": fp, "source": source,
+                 "csv": census_matrix.marginals_csv(rel), "json": census_matrix.marginals_json(rel, led)}
+        ss["census_mx_release"] = entry
+        state.remember_release("census", fp, rel.release_id,
+                               {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
+                                "tables": list(rel.tables)},
+                               {"marginals.csv": entry["csv"], "release.json": entry["json"]})
         ss["census_mx_error"] = None
     except DPCoreError as e:
         ss["census_mx_error"] = str(e)

@@ -9,14 +9,16 @@ Releases are stored when made, so a rerun never draws new noise.
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import streamlit as st
 
-from dpcore import budget, io, synthetic
+from dpcore import budget, io, ledger_store, synthetic
 from dpcore.domain import Aggregate, Bounds, Grid, aggregate_points
+from dpcore.errors import DPCoreError
 from dpcore.release import PartitionRelease
 
 DEFAULT_CAP = 1.0
@@ -113,12 +115,32 @@ def aggregate() -> Aggregate:
     return ss["aggregate"]
 
 
+def stored_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost) -> budget.Ledger:
+    """The persistent ledger of a dataset (``kind`` + content fingerprint), kept in the budget
+    database (:mod:`dpcore.ledger_store`): re-uploading the data, reloading the page, a second
+    tab or a restart of the app all continue the same budget."""
+    return ledger_store.default_store().ledger(f"{kind}:{fp}", default_cap, kind)
+
+
+def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any],
+                     files: dict[str, bytes]) -> None:
+    """Keep a release's exported files in the budget database for the Release history page.
+
+    A failure to store is shown as a warning: the release itself (already charged) is kept.
+    """
+    try:
+        ledger_store.default_store().record_release(f"{kind}:{fp}", release_id, kind, summary, files)
+    except (DPCoreError, OSError, sqlite3.Error) as e:
+        st.warning(f"The release was made but could not be stored in the release history: {e}. Download its "
+                   "files now.")
+
+
 def ledger() -> budget.Ledger:
-    """The ledger of the loaded dataset (same data re-uploaded -> same ledger)."""
+    """The ledger of the loaded dataset (same data re-uploaded -> same ledger, in every session)."""
     ss = st.session_state
     fp = dataset().fingerprint
     if fp not in ss["ledgers"]:
-        ss["ledgers"][fp] = budget.Ledger(budget.pure(DEFAULT_CAP), dataset=fp)
+        ss["ledgers"][fp] = stored_ledger("points", fp, budget.pure(DEFAULT_CAP))
     return ss["ledgers"][fp]
 
 
@@ -132,8 +154,19 @@ def current_release() -> ReleaseEntry | None:
 
 
 def add_release(rel: PartitionRelease) -> ReleaseEntry:
+    """Keep the release in this session and its files in the release history."""
+    from dpcore import export
+
     entry = ReleaseEntry(rel, dataset().fingerprint)
     st.session_state["releases"].append(entry)
+    files = {"release.csv": export.release_csv(rel), "release.json": export.release_json(rel, ledger())}
+    if rel.n_rects <= 200_000:
+        files["release.geojson"] = export.release_geojson(rel)
+    if export.has_workload_answers(rel):
+        files["workload_answers.csv"] = export.workload_answers_csv(rel)
+    remember_release("points", entry.dataset_fingerprint, rel.release_id,
+                     {"mechanism": rel.mechanism_title, "cost": rel.cost.label(),
+                      "grid": f"{rel.grid.rows} x {rel.grid.cols}", "params": rel.params}, files)
     return entry
 
 

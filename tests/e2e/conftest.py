@@ -6,6 +6,7 @@ pytest-playwright's launch arguments point at /usr/bin/chromium.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -53,8 +54,10 @@ def app_url():
         "--browser.gatherUsageStats=false", "--server.fileWatcherType=none",
     ]
     # a file, not a pipe: a full pipe would block the server
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    # a budget database of its own: budgets persist by design, so servers must not share one
+    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as db_dir:
+        env = dict(os.environ, DPCORE_LEDGER_DB=os.path.join(db_dir, "ledger.sqlite"))
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             deadline = time.monotonic() + SERVER_START_TIMEOUT
             while True:

@@ -1,0 +1,75 @@
+"""Release history: every release of the datasets loaded in this session, its files downloadable again.
+
+Releases are read from the budget database (:mod:`dpcore.ledger_store`) by the content
+fingerprint of the data this session has loaded, so a session only ever sees the history of data
+it holds itself.  The files are the ones published at the time, stored, not recomputed: downloading
+them again spends nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from dpcore import budget, ledger_store
+from dpcore.errors import DPCoreError
+from ui import fmt, state
+
+ss = st.session_state
+MIME = {".csv": "text/csv", ".json": "application/json", ".geojson": "application/geo+json"}
+
+st.title("Release history")
+st.markdown(
+    "Every release of the data loaded in this session, from the budget database: when it was made, with "
+    "which mechanism and budget, and its files exactly as published. Downloading them again spends nothing. "
+    "The budget of a dataset follows its content, so re-uploading the same data, reloading the page, a "
+    "second tab or a restart continues the same budget."
+)
+
+datasets: list[tuple[str, str, str]] = []  # (kind, fingerprint, label)
+ds = state.dataset()
+datasets.append(("points", ds.fingerprint, f"Points: {ds.name}"))
+for fp in ss.get("census_ledgers", {}):
+    datasets.append(("census", fp, "Census table"))
+for fp in ss.get("od_ledgers", {}):
+    datasets.append(("od", fp, "O/D trips"))
+
+try:
+    store = ledger_store.default_store()
+except DPCoreError as e:
+    st.error(str(e))
+    st.stop()
+
+shown = 0
+for kind, fp, label in datasets:
+    key = f"{kind}:{fp}"
+    if not store.has_ledger(key):
+        continue
+    rels = store.releases(key)
+    led = store.ledger(key, budget.pure(1.0), kind)  # exists (has_ledger): its own cap is loaded
+    st.subheader(f"{label} · {len(rels)} release{'s' if len(rels) != 1 else ''}")
+    st.caption(f"Budget: {led.cap.symbol} = {fmt.eps(led.spent)} spent of {fmt.eps(led.cap.value)} "
+               f"({len(led.entries)} spend{'s' if len(led.entries) != 1 else ''}).")
+    if led.entries:
+        st.dataframe(pd.DataFrame([{
+            "#": e.index + 1, "time (UTC)": e.time[:19].replace("T", " "), "what": e.label,
+            "cost": e.cost.label(), f"charged ({led.cap.symbol})": fmt.eps(e.charged),
+        } for e in led.entries]), hide_index=True, key=f"hist_spends_{key}")
+    for r in rels:
+        summ = r["summary"]
+        with st.expander(f"{r['created'].replace('T', ' ')} UTC · {summ.get('mechanism', r['kind'])} · "
+                         f"{summ.get('cost', '')} · release {r['release_id']}"):
+            st.code(json.dumps(summ, indent=1, ensure_ascii=False), language="json")
+            cols = st.columns(max(1, len(r["files"])))
+            for c, name in zip(cols, r["files"], strict=False):
+                ext = name[name.rfind("."):]
+                c.download_button(f"Download {name}", store.release_file(r["release_id"], name), name,
+                                  MIME.get(ext, "application/octet-stream"), on_click="ignore",
+                                  key=f"hist_dl_{r['release_id']}_{name}")
+        shown += 1
+
+if shown == 0:
+    st.info("No release of the data loaded in this session yet. Releases made on any page appear here, with "
+            "their files, and stay after the app restarts.")
