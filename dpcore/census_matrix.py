@@ -259,9 +259,16 @@ def marginals_record(rel: MarginalsRelease, ledger: budget.Ledger | None = None)
     return rec
 
 
+def validate_marginals_record(record: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_marginals.schema.json``."""
+    from dpcore.export import validate_record
+
+    validate_record(record, "census_marginals")
+
+
 def marginals_json(rel: MarginalsRelease, ledger: budget.Ledger | None = None) -> bytes:
     return orjson.dumps(marginals_record(rel, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 
 __all__ = ["GEO_AXIS", "MarginalsPlan", "MarginalsRelease", "axes_of", "marginals_csv", "marginals_json",
-           "marginals_record", "parse_marginals", "plan", "release", "workload"]
+           "marginals_record", "parse_marginals", "plan", "release", "validate_marginals_record", "workload"]

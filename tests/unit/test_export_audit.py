@@ -1,0 +1,116 @@
+"""No export carries a raw row, a true count or the input file's name; records validate (issue 9).
+
+The noise source is replaced by one that adds large values (10⁵–10⁶) to everything, so a true
+count can only appear in a file if some field passes the truth through; distinctive counts and
+coordinates are then searched for in every exported byte.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcore import budget, census, census_matrix, hier_export, io, pipeline
+from dpcore import export as pexport
+from dpcore.domain import Bounds, Grid, aggregate_points
+from dpcore.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.noise import NoiseSource
+
+SECRET_NAME = "SECRET-input-7Q.csv"
+TRUE = (48611, 27943)  # distinctive true counts (their total is 76554)
+
+
+class ShiftNoise(NoiseSource):
+    """A test double (never a real release): every noise value is large (10⁵–10⁶) and varied, so a
+    transform (Privelet's wavelets) cannot cancel it to zero in a cell the way constant noise can."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self._gen = np.random.default_rng(seed)
+
+    def _big(self, size) -> np.ndarray:
+        return self._gen.integers(100_000, 1_000_000, size=size)
+
+    def discrete_laplace(self, scale, size):
+        return self._big(size)
+
+    def discrete_gaussian(self, sigma, size):
+        return self._big(size)
+
+    def laplace_on_grid(self, values, scale, granularity_exp):
+        v = np.asarray(values, float)
+        return v + self._big(v.shape)
+
+    def gaussian_on_grid(self, values, sigma, granularity_exp):
+        v = np.asarray(values, float)
+        return v + self._big(v.shape)
+
+
+def assert_clean(blobs: dict[str, bytes], truths: list[int], raw: list[str] = ()) -> None:
+    for name, data in blobs.items():
+        text = data.decode("utf-8", errors="replace")
+        assert SECRET_NAME not in text and "SECRET" not in text, name
+        for t in truths:
+            assert not re.search(rf"(?<![\d.]){t}(?![\d])", text), (name, t)
+        for r in raw:
+            assert r not in text, (name, r)
+
+
+def test_points_exports() -> None:
+    lon = np.r_[np.full(TRUE[0], -73.9876543), np.full(TRUE[1], -73.9123457)]
+    lat = np.r_[np.full(TRUE[0], 40.7654321), np.full(TRUE[1], 40.7123459)]
+    table = io.load_points(pd.DataFrame({"lat": lat, "lon": lon}), "lat", "lon", source_name=SECRET_NAME)
+    grid = Grid(Bounds(-74.0, 40.7, -73.9, 40.8), 8, 8)
+    agg = aggregate_points(table.lon, table.lat, grid)
+    led = budget.Ledger(budget.pure(5.0), dataset=SECRET_NAME)
+    for mech in ("identity", "ug", "privelet"):
+        rel = pipeline.release_points(agg, mech, 1.0, {}, led, noise=ShiftNoise(1))
+        rec = pexport.release_record(rel, led)
+        pexport.validate_record(rec)
+        assert_clean({"csv": pexport.release_csv(rel), "json": pexport.release_json(rel, led),
+                      "geojson": pexport.release_geojson(rel)}, [*TRUE, sum(TRUE)],
+                     ["73.9876543", "40.7654321"])
+
+
+@pytest.fixture(scope="module")
+def hier() -> tuple[Hierarchy, HierarchyCounts, pd.DataFrame]:
+    df = pd.DataFrame({"s": ["01", "01", "02"], "c": ["001", "002", "001"], "n": [TRUE[0], TRUE[1], 0]})
+    h = Hierarchy.from_frame(df, ["s", "c"], source="table (confirmed public)")
+    return h, HierarchyCounts.from_frame(df, h, ["s", "c"], "n"), df
+
+
+def test_hierarchy_exports(hier) -> None:
+    h, counts, _ = hier
+    from dpcore import hier_matrix
+
+    sets = hier_matrix.read_area_sets(b"query,area\nboth,01\n", h, SECRET_NAME)
+    for mech, cost, opts in (("exact", budget.pure(1.0), {}), ("hay", budget.zcdp(0.5), {}),
+                             ("matrix", budget.zcdp(0.5), {"area_sets": sets})):
+        led = budget.Ledger(cost if cost.definition == "zcdp" else budget.pure(5.0), dataset=SECRET_NAME)
+        rel = pipeline.release_hierarchy(counts, mech, cost, led, noise=ShiftNoise(2), **opts)
+        hier_export.validate_hierarchy_record(hier_export.hierarchy_record(rel, led))
+        blobs = {"csv": hier_export.hierarchy_csv(rel), "json": hier_export.hierarchy_json(rel, led)}
+        if mech == "matrix":
+            blobs["sets"] = hier_matrix.area_sets_csv(rel)
+        assert_clean(blobs, [*TRUE, sum(TRUE)])
+
+
+def test_census_exports() -> None:
+    df = pd.DataFrame({"state": ["01"] * 4, "county": ["001", "001", "003", "003"],
+                       "age": ["a", "b", "a", "b"], "pop": [TRUE[0], 1, TRUE[1], 2]})
+    table = census.CensusTable.from_frame(df, ["state", "county"], "pop", ordinals=["age"])
+    led = budget.Ledger(budget.zcdp(5.0), dataset=SECRET_NAME)
+    rel = census.release_census(table, 1.0, ShiftNoise(3), ledger=led)
+    assert_clean({"csv": census.census_csv(rel), "json": census.census_json(rel, led)}, [*TRUE])
+    p = census_matrix.plan(table.structure, "county", [(0, 1), (1,)], budget.zcdp(0.5))
+    mrel = census_matrix.release(table, p, ShiftNoise(4))
+    rec = census_matrix.marginals_record(mrel, led)
+    census_matrix.validate_marginals_record(rec)
+    assert_clean({"csv": census_matrix.marginals_csv(mrel), "json": census_matrix.marginals_json(mrel, led)},
+                 [*TRUE, TRUE[0] + TRUE[1]])
+    bad = dict(rec, true_total=TRUE[0])  # the schema refuses unknown fields such as a true count
+    with pytest.raises(Exception, match="Additional properties"):
+        census_matrix.validate_marginals_record(bad)
