@@ -807,6 +807,13 @@ def census_record(release: CensusRelease, ledger: budget.Ledger | None = None) -
     return rec
 
 
+def validate_census_record(record: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_release.schema.json``."""
+    from dpcore.export import validate_record
+
+    validate_record(record, "census_release")
+
+
 def census_json(release: CensusRelease, ledger: budget.Ledger | None = None) -> bytes:
     return orjson.dumps(census_record(release, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 

@@ -104,6 +104,8 @@ def test_census_exports() -> None:
     table = census.CensusTable.from_frame(df, ["state", "county"], "pop", ordinals=["age"])
     led = budget.Ledger(budget.zcdp(5.0), dataset=SECRET_NAME)
     rel = census.release_census(table, 1.0, ShiftNoise(3), ledger=led)
+    census.validate_census_record(census.census_record(rel, led))
+    census.validate_census_record(census.census_record(rel))
     assert_clean({"csv": census.census_csv(rel), "json": census.census_json(rel, led)}, [*TRUE])
     p = census_matrix.plan(table.structure, "county", [(0, 1), (1,)], budget.zcdp(0.5))
     mrel = census_matrix.release(table, p, ShiftNoise(4))
