@@ -108,10 +108,14 @@ def workload(structure: CensusStructure, level: str, marginals: Sequence[tuple[i
     return mm.marginals_workload(dom, subsets=list(marginals))
 
 
+_MEMO = mm.DesignMemo(4)
+
+
 def strategy(w: mm.Workload, definition: str) -> mm.Strategy:
-    if definition == "pure":
-        return mm.l1_strategy(w)
-    return mm.marginal_strategy(w)
+    """The closed-form marginal strategy (zCDP) or the best L1 strategy (pure ε), memoised by
+    workload: a plan and its release (and page reruns) design it once."""
+    return _MEMO.get((w.content_hash(), definition),
+                     lambda: mm.l1_strategy(w) if definition == "pure" else mm.marginal_strategy(w))
 
 
 def _calibrate(s: mm.Strategy, cost: PrivacyCost) -> Any:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import io
 import math
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -318,15 +317,14 @@ def tree_design(h: Hierarchy) -> mm.Strategy:
 
 # Public, data-free results memoised per (workload hash, definition): a page rerun must not
 # redo the design, the SVD bound or the per-area variances (seconds at a few thousand areas).
-_MEMO: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
-_MEMO_SIZE = 4
+_MEMO = mm.DesignMemo(4)
 
 
 def _design(h: Hierarchy, w: mm.Workload, definition: str) -> dict[str, Any]:
-    key = (w.content_hash(), definition)
-    if key in _MEMO:
-        _MEMO.move_to_end(key)
-        return _MEMO[key]
+    return _MEMO.get((w.content_hash(), definition), lambda: _make_design(h, w, definition))
+
+
+def _make_design(h: Hierarchy, w: mm.Workload, definition: str) -> dict[str, Any]:
     if definition == "pure":
         # The geographic tree (every area measured) reweighted by the §7.3 L1 program: the
         # natural L1 design for area totals.  l1_strategy's generic candidates (identity, binary
@@ -340,11 +338,7 @@ def _design(h: Hierarchy, w: mm.Workload, definition: str) -> dict[str, Any]:
         sig = s.info.get("sigma") if s.kind == "eigen" else None
         # the design already eigendecomposed G (same rank cut as svd_bound): no second eigh
         svdb = float(np.sqrt(np.asarray(sig)).sum() ** 2 / w.n) if sig is not None else mm.svd_bound(w)
-    d = {"strategy": s, "node_vpp": node_variances_per_p(h, s), "tse_per_p": mm.tse_per_p(w, s), "svdb": svdb}
-    _MEMO[key] = d
-    while len(_MEMO) > _MEMO_SIZE:
-        _MEMO.popitem(last=False)
-    return d
+    return {"strategy": s, "node_vpp": node_variances_per_p(h, s), "tse_per_p": mm.tse_per_p(w, s), "svdb": svdb}
 
 
 def strategy(h: Hierarchy, w: mm.Workload, definition: str) -> mm.Strategy:

@@ -32,7 +32,9 @@ import itertools
 import json
 import math
 import os
+import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -46,6 +48,7 @@ from scipy.optimize import minimize
 
 from dpcore import queries
 from dpcore.budget import PrivacyCost, gaussian_sigma_for_rho, laplace_scale_for_epsilon, pure, zcdp
+from dpcore.domain import prefix_sums, rect_sums_from_prefix
 from dpcore.errors import InputError, ParameterError
 from dpcore.noise import NoiseSource, discrete_gaussian_variance, discrete_laplace_variance
 
@@ -423,6 +426,12 @@ class Strategy:
 
     def sensitivity(self) -> float:
         return self.l1_sensitivity if self.norm == "l1" else self.l2_sensitivity
+
+    @property
+    def full_rank(self) -> bool:
+        """Full column rank: ``X = AᵀA`` has no dropped null space (memoised with X⁺'s factor),
+        so the cell estimates ``A⁺y`` are unbiased (§7.2 P9)."""
+        return all(f.gram_pinv()[2].shape[1] == 0 for f in (self.factors or (self,)))
 
     def gram_pinv(self) -> tuple[str, np.ndarray, np.ndarray]:
         """Factor ``X⁺ = Z Zᵀ`` of ``X = AᵀA``: ``("chol", L, V0)`` or ``("eig", Z, V0)``.
@@ -1309,18 +1318,52 @@ def release(
         if workload.factors and len(workload.factors) == 2:
             X = x_hat.reshape(workload.shape)
             answers = (workload.factors[0].matrix() @ X @ workload.factors[1].matrix().T).reshape(-1)
+        elif workload.rects is not None and len(workload.shape) == 2:
+            # rectangle sums from 2-D prefix sums: never the dense m × n matrix, which
+            # Workload.matrix() refuses above 50 M entries (1,000 rectangles on 256 × 256)
+            answers = rect_sums_from_prefix(prefix_sums(x_hat.reshape(workload.shape)), workload.rects)
         else:
             answers = workload.matrix() @ x_hat
     else:
         notes.append(f"{workload.m:,} queries are too many to list; answer them from x_hat.")
-    # full column rank ⇔ X = AᵀA has no dropped null space (memoised with the factor of X⁺)
-    full_rank = all(f.gram_pinv()[2].shape[1] == 0 for f in (strategy.factors or (strategy,)))
+    full_rank = strategy.full_rank
     return Release(
-        answers=answers, standard_errors=ses, x_hat=x_hat, x_hat_unbiased=bool(full_rank),
+        answers=answers, standard_errors=ses, x_hat=x_hat, x_hat_unbiased=full_rank,
         noise_variance=float(var), sensitivity=float(cal.effective_sensitivity if not cal.pure else cal.sensitivity),
         noise_scale=float(cal.scale), cost=cal.cost, guarantee=cal.guarantee, strategy=strategy,
         notes=tuple(notes),
     )
+
+
+class DesignMemo:
+    """A small thread-safe LRU of public, data-free designs (strategy, bounds, variances).
+
+    Keys are public (a workload hash and a privacy definition), never data.  Page reruns and
+    plan-then-release must not redo a design (seconds to a minute at a few thousand cells);
+    Streamlit sessions are threads, so lookups and inserts are locked while ``make`` runs
+    outside the lock.
+    """
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = int(size)
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, make: Any) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = make()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
 
 
 # =============================================================================================

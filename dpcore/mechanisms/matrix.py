@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -62,11 +60,6 @@ WORKLOAD_LABELS = {
 CELL_RULE = ("cells whose centres lie in the rectangle, half-open: west <= lon < east and "
              "south <= lat < north; parts outside the grid's area are clipped")
 _MEMO_SIZE = 4  # designs kept (a flat 4,096-cell strategy is ~130 MB)
-
-
-def _full_rank(s: mm.Strategy) -> bool:
-    """Full column rank: the factor of X⁺ dropped no null space (memoised per strategy)."""
-    return all(f.gram_pinv()[2].shape[1] == 0 for f in (s.factors or (s,)))
 
 
 def _unit_budget(cost: PrivacyCost, k: int) -> float:
@@ -158,14 +151,12 @@ class _Design:
     notes: tuple[str, ...]
 
 
-_MEMO: OrderedDict[tuple[str, str], _Design] = OrderedDict()
-_MEMO_LOCK = threading.Lock()
+_MEMO = mm.DesignMemo(_MEMO_SIZE)
 
 
 def clear_memo() -> None:
     """Forget the memoised designs (tests; the disk cache stays)."""
-    with _MEMO_LOCK:
-        _MEMO.clear()
+    _MEMO.clear()
 
 
 class MatrixMechanism(PointMechanism):
@@ -295,14 +286,14 @@ class MatrixMechanism(PointMechanism):
                 s = mm.cached_strategy(workload, method="kron")
         else:
             s = mm.cached_strategy(workload, pure_dp=pure)
-        if not _full_rank(s) and len(workload.shape) == 2 and not s.factors:
+        if not s.full_rank and len(workload.shape) == 2 and not s.factors:
             s = mm.cached_strategy(workload, method="kron", pure_dp=pure)
             notes.append(
                 f"The strategy tuned to exactly these {workload.m:,} queries cannot estimate every cell, "
                 "so the per-axis design (tuned to all ranges of each axis) is used: every cell gets an "
                 "estimate, at some cost in error for your queries."
             )
-        if not _full_rank(s):
+        if not s.full_rank:
             raise ParameterError(
                 "The strategy for this workload cannot estimate every cell of the grid, so the cell "
                 "counts could not be published. Choose 'all rectangles of the grid', or more random "
@@ -312,12 +303,9 @@ class MatrixMechanism(PointMechanism):
 
     def _design(self, q: _Queries, cost: PrivacyCost) -> _Design:
         """The memoised design of a workload for a privacy definition (public inputs only)."""
-        key = (q.key(), cost.definition)
-        with _MEMO_LOCK:
-            d = _MEMO.get(key)
-            if d is not None:
-                _MEMO.move_to_end(key)
-                return d
+        return _MEMO.get((q.key(), cost.definition), lambda: self._make_design(q, cost))
+
+    def _make_design(self, q: _Queries, cost: PrivacyCost) -> _Design:
         w = q.workload
         s, notes = self._strategy(w, cost, q.design if q._weighted else None)
         try:
@@ -337,12 +325,7 @@ class MatrixMechanism(PointMechanism):
         if s.norm == "l2" and t < b * (1 - 1e-9):
             raise ParameterError(  # §7.2 P3: an error below svdb is a numerical bug, never real
                 f"Computed TSE/P {t:.6g} is below the SVD bound {b:.6g}: numerical failure. Report it.")
-        d = _Design(s, t, b, self._cell_quadforms(s), prof, notes)
-        with _MEMO_LOCK:
-            _MEMO[key] = d
-            while len(_MEMO) > _MEMO_SIZE:
-                _MEMO.popitem(last=False)
-        return d
+        return _Design(s, t, b, self._cell_quadforms(s), prof, notes)
 
     @staticmethod
     def _calibration(strategy: mm.Strategy, cost: PrivacyCost, k: int) -> mm.Calibration:
@@ -368,12 +351,6 @@ class MatrixMechanism(PointMechanism):
             a, b = strategy.factors
             return float(mm._row_quadforms(rows[None, :], a)[0] * mm._row_quadforms(cols[None, :], b)[0])
         return float(mm._row_quadforms(np.kron(rows, cols)[None, :], strategy)[0])
-
-    def summary_of(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], sensitivity: int) -> dict[str, Any]:
-        """Data-free preview: workload, strategy, expected RMSE per query, SVD lower bound, ratio,
-        and the §6.3 extras (RMSE per group, worst SE, simultaneous bound, comparisons)."""
-        q = self._queries(grid, params)
-        return self._summary(grid, q, self._design(q, cost), cost, params, sensitivity)
 
     def _summary(self, grid: Grid, q: _Queries, d: _Design, cost: PrivacyCost, params: dict[str, Any],
                  sensitivity: int) -> dict[str, Any]:

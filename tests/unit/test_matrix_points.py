@@ -380,3 +380,28 @@ def test_ratio_is_null_when_the_svd_bound_is_zero(monkeypatch, tmp_path: Path) -
     with pytest.raises(jsonschema.ValidationError):
         validate_record(rec)
     mmod.clear_memo()
+
+
+def test_many_rectangles_on_a_large_grid_release_without_the_dense_matrix() -> None:
+    """1,000 random rectangles on 256 × 256 (m·n = 65.5 M > the 50 M dense limit): the answers come
+    from prefix sums; before, the release charged the ledger, drew the noise, then failed."""
+    from dpcore import budget as _b
+    from dpcore import pipeline as _p
+    from dpcore.domain import Aggregate as _A
+    from dpcore.domain import Bounds as _B
+    from dpcore.domain import Grid as _G
+    from dpcore.noise import NoiseSource as _N
+
+    g = _G(_B(0.0, 0.0, 1.0, 1.0), 256, 256)
+    counts = np.zeros((256, 256), dtype=np.int64)
+    counts[100:120, 30:90] = 3
+    agg = _A(g, counts, n_outside=0, n_capped=0, sensitivity=1, user_cap=None)
+    led = _b.Ledger(_b.zcdp(1.0))
+    rel = _p.release_points(agg, "matrix", _b.zcdp(0.5),
+                            {"workload": "random_rectangles", "rect_count": 1000, "rect_area": 0.01}, led,
+                            noise=_N(5))
+    wa = rel.details["workload_answers"]
+    assert len(wa["answer"]) == 1000 and len(led.entries) == 1
+    from dpcore.domain import prefix_sums, rect_sums_from_prefix
+    want = rect_sums_from_prefix(prefix_sums(rel.noisy.reshape(256, 256)), wa["rects"])
+    np.testing.assert_allclose(wa["answer"], want, rtol=1e-9, atol=1e-6)
