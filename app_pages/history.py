@@ -65,7 +65,9 @@ for kind, fp, label in datasets:
             cols = st.columns(max(1, len(r["files"])))
             for c, name in zip(cols, r["files"], strict=False):
                 ext = name[name.rfind("."):]
-                c.download_button(f"Download {name}", store.release_file(r["release_id"], name), name,
+                # read from the database only when clicked: a rerun must not load every stored file
+                c.download_button(f"Download {name}",
+                                  lambda rid=r["release_id"], n=name: store.release_file(rid, n), name,
                                   MIME.get(ext, "application/octet-stream"), on_click="ignore",
                                   key=f"hist_dl_{r['release_id']}_{name}")
         shown += 1

@@ -551,13 +551,15 @@ def cmd_release_census(args: argparse.Namespace) -> int:
             print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
                   f"is missing from the release (not protected). Give --ordinal-order {o}=V1|V2|...",
                   file=sys.stderr)
+    if areas is None:  # both mechanisms: said before anything is spent
+        print("warning: the list of areas comes from the data; areas with no one are missing from the "
+              "release (not protected). Give a public list with --areas.", file=sys.stderr)
     if args.mechanism == "matrix":
+        if plus:
+            raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
         return _census_marginals(args, table, cost, ledger_path, ledger)
     rel = _charged(ledger_path, ledger, lambda: census.release_census(table, epsilon, secure_source(),
                                                                       plus_axes=plus, ledger=ledger))
-    if areas is None:
-        print("warning: the list of areas comes from the data; areas with no one are missing from the "
-              "release (not protected). Give a public list with --areas.", file=sys.stderr)
     paths = census.write_census(rel, args.out, ledger)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
