@@ -355,7 +355,8 @@ def _save_ledger(ledger_path: Path | None, ledger: Any) -> None:
         ledger_path.write_text(json.dumps(ledger.to_dict(), indent=2), "utf-8")
 
 
-def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_path: Any, ledger: Any) -> int:
+def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_path: Any, ledger: Any,
+                      areas_from_data: bool) -> int:
     """``release census --mechanism matrix``: marginal tables with the matrix mechanism."""
     from dpcore import census_matrix
     from dpcore.noise import secure_source
@@ -372,6 +373,9 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_pa
         return census_matrix.release(table, p, secure_source())
 
     rel = _charged(ledger_path, ledger, run)
+    if areas_from_data:
+        print("warning: the list of areas comes from the data; areas with no one are missing from the "
+              "release (not protected). Give a public list with --areas.", file=sys.stderr)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "marginals.csv", out / "release.json"]
@@ -551,15 +555,15 @@ def cmd_release_census(args: argparse.Namespace) -> int:
             print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
                   f"is missing from the release (not protected). Give --ordinal-order {o}=V1|V2|...",
                   file=sys.stderr)
-    if areas is None:  # both mechanisms: said before anything is spent
-        print("warning: the list of areas comes from the data; areas with no one are missing from the "
-              "release (not protected). Give a public list with --areas.", file=sys.stderr)
     if args.mechanism == "matrix":
         if plus:
             raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
-        return _census_marginals(args, table, cost, ledger_path, ledger)
+        return _census_marginals(args, table, cost, ledger_path, ledger, areas is None)
     rel = _charged(ledger_path, ledger, lambda: census.release_census(table, epsilon, secure_source(),
                                                                       plus_axes=plus, ledger=ledger))
+    if areas is None:
+        print("warning: the list of areas comes from the data; areas with no one are missing from the "
+              "release (not protected). Give a public list with --areas.", file=sys.stderr)
     paths = census.write_census(rel, args.out, ledger)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
