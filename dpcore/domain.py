@@ -244,34 +244,24 @@ class Aggregate:
 
 
 def cap_user_contributions(
-    user: NDArray[np.generic], cap: int
+    user: NDArray[np.generic], cap: int, lon: NDArray[np.float64], lat: NDArray[np.float64]
 ) -> NDArray[np.bool_]:
-    """Mask keeping at most ``cap`` records per user, the first ones in file order.
+    """Mask keeping at most ``cap`` records per user.
 
-    Which records are kept does not affect privacy: after capping, adding or
-    removing one person changes at most ``cap`` cells by one each, so the L1
-    sensitivity of the histogram is ``cap`` whatever the rule.  File order keeps
-    the result reproducible.
+    A user keeps the ``cap`` records with the smallest pseudo-random key
+    ``frac(lon * A + lat * B)`` (ties by ``lon``, ``lat``); ids are compared as canonical text
+    (``7``, ``"007"`` and ``7.0`` are one person).  The rule depends on the records alone, not
+    on their order in the file, so the DuckDB and Spark engines, which scan files in parallel,
+    keep exactly the same records (:mod:`dpcore.engines.base`).  Which records are kept does
+    not affect privacy: after capping, adding or removing one person changes at most ``cap``
+    cells by one each, so the L1 sensitivity of the histogram is ``cap`` whatever the rule.
     """
+    from dpcore.engines import base as _engine_rules  # the engines import this module
+
     if not isinstance(cap, (int, np.integer)) or cap < 1:
         raise ParameterError(f"The cap on records per person must be a whole number >= 1 (got {cap!r}).")
-    codes, _ = _factorize(user)
-    order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    # rank of each record within its user, in file order
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_codes)) + 1]
-    run_len = np.diff(np.r_[starts, len(sorted_codes)])
-    rank_sorted = np.arange(len(sorted_codes)) - np.repeat(starts, run_len)
-    rank = np.empty_like(rank_sorted)
-    rank[order] = rank_sorted
-    return rank < cap
-
-
-def _factorize(values: NDArray[np.generic]) -> tuple[NDArray[np.int64], int]:
-    import pandas as pd
-
-    codes, uniques = pd.factorize(np.asarray(values), use_na_sentinel=True)
-    return codes.astype(np.int64), len(uniques)
+    return _engine_rules.cap_mask_points(_engine_rules.canonical_id(np.asarray(user)), np.asarray(lon),
+                                         np.asarray(lat), int(cap))
 
 
 def aggregate_points(
@@ -311,7 +301,7 @@ def aggregate_points(
                 "A user-id column was given without a cap on records per person. "
                 "Set the cap (for example 10) or remove the user-id column."
             )
-        keep = cap_user_contributions(np.asarray(user), int(user_cap))
+        keep = cap_user_contributions(np.asarray(user), int(user_cap), lon, lat)
         n_capped = int((~keep).sum())
         lon, lat = lon[keep], lat[keep]
         sens = int(user_cap)

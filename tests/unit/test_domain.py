@@ -365,21 +365,67 @@ class TestUserCap:
     def _points(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         return np.arange(n) + 0.5, np.full(n, 0.5)
 
-    def test_keeps_first_k_in_file_order(self) -> None:
+    @staticmethod
+    def _brute_keep(users: list[object], lon: np.ndarray, lat: np.ndarray, cap: int) -> list[bool]:
+        """The documented rule, written plainly: per person (canonical text id), keep the ``cap``
+        records with the smallest (frac(lon*A + lat*B), lon, lat)."""
+        from dpcore.engines.base import CAP_A, CAP_B
+
+        def canon(u: object) -> str:
+            t = str(u).strip()
+            try:
+                f = float(t)
+                if f == int(f) and t.replace("+", "").replace("-", "").split(".")[0].isdigit():
+                    return str(int(f))
+            except ValueError:
+                pass
+            return t
+
+        def key(i: int) -> tuple[float, float, float]:
+            v = float(lon[i]) * CAP_A + float(lat[i]) * CAP_B
+            return (v - math.floor(v), float(lon[i]), float(lat[i]))
+
+        keep = [False] * len(users)
+        groups: dict[str, list[int]] = {}
+        for i, u in enumerate(users):
+            groups.setdefault(canon(u), []).append(i)
+        for idx in groups.values():
+            for i in sorted(idx, key=key)[:cap]:
+                keep[i] = True
+        return keep
+
+    def test_keeps_cap_records_by_the_documented_key(self) -> None:
         users = np.array(["a", "b", "a", "a", "b", "c", "a", "b"])
         lon, lat = self._points(8)
         agg = aggregate_points(lon, lat, self.G18, user=users, user_cap=2)
-        # a: rows 0,2 kept (3,6 dropped); b: rows 1,4 kept (7 dropped); c: row 5 kept
-        assert agg.counts[0].tolist() == [1, 1, 1, 0, 1, 1, 0, 0]
-        assert agg.n_capped == 3
+        expected = self._brute_keep(users.tolist(), lon, lat, 2)
+        assert agg.counts[0].tolist() == [int(k) for k in expected]
+        assert agg.n_capped == 3  # a keeps 2 of 4, b 2 of 3, c 1 of 1
         assert agg.sensitivity == 2
         assert agg.user_cap == 2
+
+    def test_file_order_does_not_matter(self) -> None:
+        rng = np.random.default_rng(5)
+        users = rng.integers(0, 20, 300)
+        lon, lat = rng.uniform(0, 8, 300), rng.uniform(0, 1, 300)
+        a = aggregate_points(lon, lat, self.G18, user=users, user_cap=3)
+        p = rng.permutation(300)
+        b = aggregate_points(lon[p], lat[p], self.G18, user=users[p], user_cap=3)
+        assert np.array_equal(a.counts, b.counts) and a.n_capped == b.n_capped
+
+    def test_ids_compare_as_canonical_text(self) -> None:
+        # 7, "007", " 7 " and "7.0" are one person: with cap 1 only one of the four records stays
+        users = np.array(["7", "007", " 7 ", "7.0"], dtype=object)
+        lon, lat = self._points(4)
+        agg = aggregate_points(lon, lat, self.G18, user=users, user_cap=1)
+        assert agg.total == 1 and agg.n_capped == 3
 
     def test_cap_one(self) -> None:
         users = np.array([7, 7, 3, 7, 3, 9])
         lon, lat = self._points(6)
         agg = aggregate_points(lon, lat, self.G18, user=users, user_cap=1)
-        assert agg.counts[0].tolist() == [1, 0, 1, 0, 0, 1, 0, 0]
+        expected = self._brute_keep(users.tolist(), lon, lat, 1)
+        assert agg.counts[0].tolist() == [int(k) for k in expected] + [0, 0]
         assert agg.sensitivity == 1
         assert agg.user_cap == 1
         assert agg.n_capped == 3
@@ -392,26 +438,30 @@ class TestUserCap:
         assert agg.sensitivity == 10
 
     def test_cap_applies_before_dropping_outside_points(self) -> None:
-        # user a's first record is outside the bounds; it still uses up one of a's k slots
-        users = np.array(["a", "a", "a"])
+        # a record outside the bounds still uses up one of its person's slots when its key ranks
+        # among the first: find such a layout by the documented rule, then check the aggregate
         lon = np.array([-5.0, 0.5, 1.5])
         lat = np.full(3, 0.5)
+        users = np.array(["a", "a", "a"])
+        keep = self._brute_keep(users.tolist(), lon, lat, 2)
         agg = aggregate_points(lon, lat, self.G18, user=users, user_cap=2)
-        assert agg.counts[0].tolist() == [1, 0, 0, 0, 0, 0, 0, 0]
         assert agg.n_capped == 1
-        assert agg.n_outside == 1
+        assert agg.n_outside == int(keep[0])
+        assert agg.total == int(keep[1]) + int(keep[2])
 
     def test_mask_matches_brute_force(self) -> None:
         rng = np.random.default_rng(3)
         users = rng.integers(0, 30, 600)
+        lon, lat = rng.uniform(-10, 10, 600), rng.uniform(-5, 5, 600)
+        lon[:50] = lon[50:100]  # repeated coordinates: ties are broken by (lon, lat)
+        lat[:50] = lat[50:100]
         for cap in (1, 2, 5):
-            keep = cap_user_contributions(users, cap)
-            seen: dict[int, int] = {}
-            expected = []
-            for u in users.tolist():
-                seen[u] = seen.get(u, 0) + 1
-                expected.append(seen[u] <= cap)
-            assert keep.tolist() == expected
+            keep = cap_user_contributions(users, cap, lon, lat)
+            expected = self._brute_keep(users.tolist(), lon, lat, cap)
+            # identical coordinates are interchangeable: compare the kept multiset per person
+            got = sorted((int(u), float(x), float(y)) for u, x, y, k in zip(users, lon, lat, keep, strict=True) if k)
+            exp = sorted((int(u), float(x), float(y)) for u, x, y, k in zip(users, lon, lat, expected, strict=True) if k)
+            assert got == exp
 
     def test_user_cap_without_user_column(self) -> None:
         lon, lat = self._points(3)
@@ -428,7 +478,7 @@ class TestUserCap:
     @pytest.mark.parametrize("cap", [0, -1, 1.5, "2"])
     def test_bad_cap(self, cap: object) -> None:
         with pytest.raises(ParameterError):
-            cap_user_contributions(np.array([1, 2]), cap)  # type: ignore[arg-type]
+            cap_user_contributions(np.array([1, 2]), cap, np.zeros(2), np.zeros(2))  # type: ignore[arg-type]
 
     def test_aggregate_is_frozen(self) -> None:
         agg = aggregate_points(np.array([0.5]), np.array([0.5]), G42)
