@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     pts.add_argument("--budget-cap", type=float,
                      help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
     pts.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+    _engine_args(pts)
 
     cen = rsub.add_parser("census", help="release hierarchical census counts with Privelet, or marginal tables "
                                          "with the matrix mechanism")
@@ -203,6 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="total budget allowed for this dataset, checked against --ledger: ε with --pure, ρ with "
                          "--rho, an ε at the same δ with --epsilon/--delta (converted to ρ like the release)")
     od.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+    _engine_args(od)
+
+    rn = sub.add_parser("run", help="make the release a TOML config file describes (see dpcore/config.py)")
+    rn.add_argument("config", help="the config file, e.g. release.toml (the app's 'Release config' download)")
+    rn.add_argument("--dry-run", action="store_true",
+                    help="print the equivalent 'release' command line and stop (nothing is read or spent)")
+    p.release_parsers = {"points": pts, "census": cen, "hierarchy": hi, "od": od}  # type: ignore[attr-defined]
 
     ev = sub.add_parser("evaluate", help="compare mechanisms on range queries (curator-only)")
     evsub = ev.add_subparsers(dest="kind", parser_class=_Parser)
@@ -230,7 +238,79 @@ def build_parser() -> argparse.ArgumentParser:
     ept.add_argument("--out", required=True, help="output folder for results.csv, summary.csv/.md, plot.png")
     ept.add_argument("--lat-col", help="latitude column (detected by name if omitted)")
     ept.add_argument("--lon-col", help="longitude column (detected by name if omitted)")
+    _engine_args(ept)
     return p
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", default="auto", choices=["auto", "numpy", "duckdb", "spark"],
+                   help="where the rows are aggregated: numpy (in memory), duckdb (streaming, out of core) or spark "
+                        "(a cluster); auto (default) takes duckdb for inputs above 200 MB. --input may then be a "
+                        "folder or glob of CSV/Parquet files")
+    p.add_argument("--spark-master", help="Spark master URL with --engine spark (default local[*]), "
+                                          "e.g. spark://host:7077 or yarn")
+
+
+def _cli_progress(what: str) -> Any:
+    """Progress on stderr: a live percentage on a terminal, nothing in a pipeline's log."""
+    if not sys.stderr.isatty():
+        return None
+    last = [-1]
+
+    def show(frac: float, msg: str) -> None:
+        pct = int(frac * 100)
+        if pct != last[0]:
+            last[0] = pct
+            print(f"\r  {msg[:90]:<90} {pct:3d} %", end="" if pct < 100 else "\n", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _engine_for(args: argparse.Namespace, path_text: str) -> tuple[Any, Any] | None:
+    """``(engine, source)`` when --input goes through an engine, None for the in-memory readers
+    (a single file of a format only they read, e.g. GeoJSON, with --engine auto or numpy)."""
+    from dpcore import engines
+
+    p = Path(path_text)
+    single = p.is_file() and not any(ch in path_text for ch in "*?[")
+    if single and engines.base._fmt(p) is None and args.engine in ("auto", "numpy"):  # noqa: SLF001
+        return None
+    if not single and not p.is_dir() and not any(ch in path_text for ch in "*?["):
+        raise DPCoreError(f"Input file '{p}' does not exist. Check the path given to --input.")
+    src = engines.Source.from_path(path_text)
+    name = engines.choose(args.engine, src.n_bytes)
+    if name == "numpy" and single:
+        return None  # the in-memory readers (they also read GeoJSON and detect more)
+    if args.spark_master and name != "spark":
+        raise ParameterError("--spark-master is for --engine spark.")
+    eng = engines.get_engine(name, spark_master=args.spark_master)
+    if name != args.engine:
+        print(f"Aggregating with {name} ({src.n_bytes / 1e6:,.0f} MB of input).", file=sys.stderr)
+    return eng, src
+
+
+def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None, user_cap: int | None) -> Any:
+    """The confidential frequency matrix of --input, through the chosen engine."""
+    from dpcore import io
+    from dpcore.domain import aggregate_points
+
+    routed = _engine_for(args, args.input)
+    if routed is None:
+        path = Path(args.input)
+        table = io.load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col, user_col=user_col)
+        return aggregate_points(table.lon, table.lat, grid, user=table.user,
+                                user_cap=user_cap if table.user is not None else None)
+    eng, src = routed
+    lat, lon = args.lat_col, args.lon_col
+    if lat is None or lon is None:
+        found_lat, found_lon = io.detect_coordinate_columns(eng.head(src))
+        lat, lon = lat or found_lat, lon or found_lon
+        if lat is None or lon is None:
+            raise DPCoreError(f"No latitude/longitude columns were recognised by name in '{src.label}'. "
+                              "Name them with --lat-col and --lon-col.")
+    pc = eng.points(src, grid, lat=lat, lon=lon, user=user_col, user_cap=user_cap,
+                    progress=_cli_progress("Counting points"))
+    return pc.aggregate
 
 
 def _parse_params(items: list[str]) -> dict[str, Any]:
@@ -404,8 +484,8 @@ def _budget_arg(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def cmd_release_points(args: argparse.Namespace) -> int:
-    from dpcore import budget, io
-    from dpcore.domain import Bounds, Grid, aggregate_points
+    from dpcore import budget
+    from dpcore.domain import Bounds, Grid
     from dpcore.export import write_release
     from dpcore.pipeline import release_points
 
@@ -442,13 +522,7 @@ def cmd_release_points(args: argparse.Namespace) -> int:
             "if your policy allows it."
         )
 
-    path = Path(args.input)
-    if not path.exists():
-        raise DPCoreError(f"Input file '{path}' does not exist. Check the path given to --input.")
-    table = io.load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col,
-                                user_col=args.user_col)
-    agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
-                           user_cap=args.user_cap if table.user is not None else None)
+    agg = _points_aggregate(args, grid, args.user_col, args.user_cap)
     rel = _charged(ledger_path, ledger, lambda: release_points(agg, mech.name, cost, params, ledger))
     paths = write_release(rel, args.out, ledger)
     reading = ""
@@ -473,8 +547,8 @@ def _split_list(text: str, flag: str, kind: type, example: str) -> list[Any]:
 
 
 def cmd_evaluate_points(args: argparse.Namespace) -> int:
-    from dpcore import evaluate, io
-    from dpcore.domain import Bounds, Grid, aggregate_points
+    from dpcore import evaluate
+    from dpcore.domain import Bounds, Grid
 
     bounds = Bounds.parse(args.bounds)
     grid = Grid.parse(bounds, args.grid)
@@ -493,15 +567,14 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
     spec = evaluate.parse_synthetic(args.input)
     if spec is None:
         path = Path(args.input)
-        if not path.exists():
+        if not path.exists() and not any(ch in args.input for ch in "*?["):
             raise DPCoreError(f"Input file '{path}' does not exist. Check the path given to --input, "
                               "or use --input synthetic:SIGMA:N for made-up data.")
     if spec is not None:
         agg = evaluate.synthetic_aggregate(grid, spec.sigma, spec.n, seed=spec.seed)
         source = spec.label
     else:
-        table = io.load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col)
-        agg = aggregate_points(table.lon, table.lat, grid)
+        agg = _points_aggregate(args, grid, None, None)
         source = path.name
 
     def progress(done: int, total: int, what: str) -> None:
@@ -791,6 +864,28 @@ def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
                                 names={lv: f"__name_{lv}" for lv in names}, source="area list"), df
 
 
+def _od_counts_by_engine(args: argparse.Namespace, h: Any, eng: Any, src: Any) -> Any:
+    """O/D counts of a large trips input: the engine groups the rows by (origin, destination) with
+    the per-person cap; only that small table is matched to the hierarchy in memory."""
+    from dpcore import od
+
+    origin, destination, count = _od_columns(args, eng.columns(src))
+    cc = eng.code_counts(src, [origin, destination], count=count, user=args.user,
+                         cap=args.max_trips if args.user else None, distinct=not args.repeats,
+                         progress=_cli_progress("Counting trips"))
+    if args.drop_unmatched:
+        f = cc.frame
+        keep = (od.match_leaves(h, f[origin]) >= 0) & (od.match_leaves(h, f[destination]) >= 0)
+        n_drop = int(f.loc[~keep, "count_all"].sum())
+        if n_drop:
+            # with a person cap, unmatched trips were ranked with the others before being dropped here
+            print(f"Dropped {n_drop:,} trips whose origin or destination is not a finest area ('{h.levels[-1]}') of "
+                  "the hierarchy (curator-only; not in the export).", file=sys.stderr)
+            cc = type(cc)(f.loc[keep].reset_index(drop=True), cc.keys, cc.n_read, cc.n_capped, cc.engine)
+    return od.ODCounts.from_code_counts(cc, h, max_trips=args.max_trips if args.user else 1,
+                                        distinct=not args.repeats)
+
+
 def _od_columns(args: argparse.Namespace, columns: list[str]) -> tuple[str, str, str | None]:
     detected = []
     origin, destination, count = args.origin, args.destination, args.count
@@ -906,25 +1001,27 @@ def cmd_release_od(args: argparse.Namespace) -> int:
     ledger_args = argparse.Namespace(ledger=args.ledger, budget_cap=cap)
     ledger_path, ledger = _load_ledger(ledger_args, make, cost)
 
-    path = Path(args.input)
-    if not path.exists():
-        raise DPCoreError(f"Input file '{path}' does not exist. Check the path given to --input.")
-    df = read_hierarchy_table(path)
-    origin, destination, count = _od_columns(args, [str(c) for c in df.columns])
-    if args.drop_unmatched:
-        o = od.match_leaves(h, df[origin])
-        d = od.match_leaves(h, df[destination])
-        keep = (o >= 0) & (d >= 0)
-        n_drop = int((~keep).sum())
-        if n_drop:
-            # a count of confidential rows: to stderr (for the curator), not to the stdout pipelines log
-            print(f"Dropped {n_drop:,} of {len(df):,} trip rows whose origin or destination is missing or not a "
-                  f"finest area ('{h.levels[-1]}') of the hierarchy (curator-only; not in the export).",
-                  file=sys.stderr)
-            df = df.loc[keep].reset_index(drop=True)
-    counts = od.ODCounts.from_frame(df, h, origin=origin, destination=destination, count=count, user=args.user,
-                                    max_trips=args.max_trips, distinct=not args.repeats)
-    del df
+    routed = _engine_for(args, args.input)
+    if routed is not None:
+        counts = _od_counts_by_engine(args, h, *routed)
+    else:
+        path = Path(args.input)
+        df = read_hierarchy_table(path)
+        origin, destination, count = _od_columns(args, [str(c) for c in df.columns])
+        if args.drop_unmatched:
+            o = od.match_leaves(h, df[origin])
+            d = od.match_leaves(h, df[destination])
+            keep = (o >= 0) & (d >= 0)
+            n_drop = int((~keep).sum())
+            if n_drop:
+                # a count of confidential rows: to stderr (for the curator), not to the stdout pipelines log
+                print(f"Dropped {n_drop:,} of {len(df):,} trip rows whose origin or destination is missing or not a "
+                      f"finest area ('{h.levels[-1]}') of the hierarchy (curator-only; not in the export).",
+                      file=sys.stderr)
+                df = df.loc[keep].reset_index(drop=True)
+        counts = od.ODCounts.from_frame(df, h, origin=origin, destination=destination, count=count, user=args.user,
+                                        max_trips=args.max_trips, distinct=not args.repeats)
+        del df
     rel = _charged(ledger_path, ledger, lambda: release_od(counts, info.name, cost, ledger, noise=secure_source(),
                                                            **options))
     paths = od_export.write_od(rel, out, ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
@@ -963,6 +1060,21 @@ def _glue_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import shlex
+
+    from dpcore import config
+
+    cfg = config.load(args.config)
+    sub = parser.release_parsers[cfg["release"]]  # type: ignore[attr-defined]
+    flags = {o for a in sub._actions for o in a.option_strings}  # noqa: SLF001 - argparse has no public list
+    argv = config.to_argv(cfg, Path(args.config).resolve().parent, flags)
+    if args.dry_run:
+        print("python -m dpcore " + " ".join(shlex.quote(a) for a in argv))
+        return 0
+    return main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = _glue_negative_values(list(sys.argv[1:] if argv is None else argv))
@@ -981,6 +1093,8 @@ def main(argv: list[str] | None = None) -> int:
                 return cmd_release_od(args)
             raise ParameterError("Say what to release: 'python -m dpcore release points ...', "
                                  "'... release hierarchy ...', '... release census ...' or '... release od ...'.")
+        if args.command == "run":
+            return cmd_run(parser, args)
         if args.command == "evaluate":
             if args.kind == "points":
                 return cmd_evaluate_points(args)

@@ -63,6 +63,7 @@ import pandas as pd
 from dpcore import budget, hierarchical, topdown_opt
 from dpcore import noise as _noise
 from dpcore.budget import PrivacyCost
+from dpcore.engines import base as _engine_rules
 from dpcore.errors import InputError, ParameterError
 from dpcore.hierarchy import Hierarchy, _code_frame, _plural, _rows, code_text
 from dpcore.noise import NoiseSource
@@ -363,7 +364,8 @@ class ODCounts:
         """Counts from trip rows (one per trip, optional person id) or from ``count`` rows.
 
         With ``user``, every person keeps at most ``max_trips`` trips (chosen at random with
-        ``noise``; with ``distinct`` a person's repeated pairs count once first).  Without it,
+        the rule of :func:`dpcore.engines.base.cap_groups`; with ``distinct`` a person's repeated
+        pairs count once first).  ``noise`` is not used (kept for callers).  Without it,
         every trip is taken to be a different person (``max_trips`` must be 1).
         """
         destination_h = destination_h or origin_h
@@ -410,36 +412,53 @@ class ODCounts:
         else:
             w = np.ones(len(df), dtype=np.int64)
             if user is not None:
-                u = df[user]
-                if u.isna().any():
-                    bad = u.isna().to_numpy()
+                uid = _engine_rules.canonical_id(df[user])
+                bad = pd.isna(uid)
+                if bad.any():
                     raise InputError(f"The person id column '{user}' is empty in {_rows(bad)}. Fill it or drop those rows.")
-                uid = pd.factorize(u)[0].astype(np.int64)
-                if distinct:  # a person's repeated pair counts once
-                    _, first = np.unique(np.stack([uid, key]), axis=1, return_index=True)
-                    keep0 = np.zeros(len(uid), dtype=bool)
-                    keep0[first] = True
-                else:
-                    keep0 = np.ones(len(uid), dtype=bool)
-                src = noise if noise is not None else _noise.secure_source()
-                r = src.random_uint64(len(uid))
-                order = np.lexsort((r, uid))
-                uid_s = uid[order]
-                starts = np.r_[0, np.flatnonzero(np.diff(uid_s)) + 1]
-                sel = keep0[order]
-                # rank among the kept rows of the same person, in random order
-                csum = np.cumsum(sel)
-                base = np.repeat(csum[starts] - sel[starts], np.diff(np.r_[starts, len(uid_s)]))
-                rank = csum - base
-                keep = np.zeros(len(uid), dtype=bool)
-                keep[order] = sel & (rank <= m)
-                dropped = int(len(uid) - keep.sum())
-                w = keep.astype(np.int64)
+                # the engines' rule (dpcore.engines.base.cap_groups): a person keeps the m trips
+                # with the smallest md5(person, origin, destination); with ``distinct`` a repeated
+                # pair counts once.  Order independent, so DuckDB and Spark keep the same trips.
+                frame = pd.DataFrame({"u": uid, "o": _text(df[origin]).to_numpy(object),
+                                      "d": _text(df[destination]).to_numpy(object)})
+                kept = _engine_rules.cap_groups(frame, ["o", "d"], m, bool(distinct))
+                ok = leaf_lookup(origin_h, kept["o"], "origin")
+                dk = leaf_lookup(destination_h, kept["d"], "destination")
+                dropped = int(len(df) - kept["count"].sum())
+                key = ok * nd + dk
+                w = kept["count"].to_numpy(dtype=np.int64)
         uniq, tot = _group_sum(key, w)
         # before the cap (w is then all ones): the budget belongs to the trips, not to one sample
         fp = _trips_fingerprint(df[origin], df[destination], w if count is not None else None)
         return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
                    tot, m, bool(distinct), dropped, fp)
+
+    @classmethod
+    def from_code_counts(
+        cls,
+        cc: Any,
+        origin_h: Hierarchy,
+        destination_h: Hierarchy | None = None,
+        *,
+        max_trips: int = 1,
+        distinct: bool = True,
+    ) -> ODCounts:
+        """Counts from an engine's :class:`~dpcore.engines.base.CodeCounts` over (origin,
+        destination) codes: the same result as :meth:`from_frame` on the raw rows (the engines
+        apply the same per-person cap), for inputs too large for memory."""
+        destination_h = destination_h or origin_h
+        _check_pair(origin_h, destination_h)
+        ko, kd = cc.keys
+        f = cc.frame
+        if f.empty:
+            raise InputError("The trips table is empty. Give one row per trip, or origin, destination and count.")
+        o = leaf_lookup(origin_h, f[ko], "origin")
+        d = leaf_lookup(destination_h, f[kd], "destination")
+        nd = destination_h.n_leaves
+        uniq, tot = _group_sum(o * nd + d, f["count"].to_numpy(dtype=np.int64))
+        fp = _trips_fingerprint(f[ko], f[kd], f["count_all"].to_numpy(dtype=np.int64))
+        return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
+                   tot, int(max_trips), bool(distinct), int(cc.n_capped), fp)
 
     def level(self, od: int, dd: int) -> tuple[np.ndarray, np.ndarray]:
         """True counts at origin depth ``od`` × destination depth ``dd``: (sorted keys, counts),
