@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     cen.add_argument("--budget-cap", type=float, help="total ε (or ρ with --rho) allowed for this dataset, "
                                                       "checked against --ledger")
     cen.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+    _engine_args(cen)
 
     hi = rsub.add_parser("hierarchy", help="release counts over a geographic hierarchy (consistent, integral)")
     hi.add_argument("--input", required=True,
@@ -147,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     hi.add_argument("--budget-cap", type=float,
                     help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
     hi.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+    _engine_args(hi)
 
     od = rsub.add_parser("od", help="release origin/destination flows over a public hierarchy (InfTDA)")
     od.add_argument("--input", required=True,
@@ -615,13 +617,18 @@ def cmd_release_census(args: argparse.Namespace) -> int:
 
     ledger_path, ledger = _load_ledger(args, make, cost)
 
-    df = census.read_census_file(args.input)
+    count_col = args.count
+    small = _engine_table(args, levels + ordinals, args.count)
+    if small is not None:
+        df, count_col = small, ENGINE_COUNT
+    else:
+        df = census.read_census_file(args.input)
     areas = census.read_census_file(args.areas) if args.areas else None
     orders = {k: [v.strip() for v in val.split("|")] for k, val in _parse_params(args.ordinal_order).items()}
     unknown = [k for k in orders if k not in ordinals]
     if unknown:
         raise ParameterError(f"--ordinal-order names {', '.join(unknown)}, which is not an --ordinal column.")
-    table = census.CensusTable.from_frame(df, levels, args.count, ordinals=ordinals, names=names, areas=areas,
+    table = census.CensusTable.from_frame(df, levels, count_col, ordinals=ordinals, names=names, areas=areas,
                                           ordinal_orders=orders)
     for o in ordinals:
         if o not in orders:
@@ -673,7 +680,16 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
             "area list must be public: give it with --areas (a CSV with the level columns).")
 
     ledger_path, ledger = _load_ledger(args, make, cost)
-    df = read_hierarchy_table(args.input)
+    small = None
+    if args.engine != "numpy" and statistic == "count":
+        small = _engine_table(args, levels, counts_cols[0] if counts_cols else None)
+    elif args.engine not in ("auto", "numpy"):
+        raise ParameterError("Group-size histograms (several --count columns or --group-col) are aggregated in memory "
+                             "only: use --engine numpy (or auto).")
+    if small is not None:
+        df, counts_cols = small, [ENGINE_COUNT]
+    else:
+        df = read_hierarchy_table(args.input)
     if args.areas:
         area_df = read_hierarchy_table(args.areas)
         h = Hierarchy.from_frame(area_df, levels, codes=args.codes, names=names, source="area list")
@@ -862,6 +878,20 @@ def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
     cols = {f"__name_{lv}": df[col] for lv, col in names.items()}
     return Hierarchy.from_frame(pd.DataFrame({**frame, **cols}), lv_names, codes="global",
                                 names={lv: f"__name_{lv}" for lv in names}, source="area list"), df
+
+
+ENGINE_COUNT = "__dpcore_count__"
+
+
+def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None) -> Any:
+    """Counts per code combination of a large --input (the engine sums ``count`` or counts rows),
+    as a small table with the code columns and ``ENGINE_COUNT``; None for the in-memory path."""
+    routed = _engine_for(args, args.input)
+    if routed is None:
+        return None
+    eng, src = routed
+    cc = eng.code_counts(src, keys, count=count, progress=_cli_progress("Counting rows"))
+    return cc.frame[keys + ["count"]].rename(columns={"count": ENGINE_COUNT})
 
 
 def _od_counts_by_engine(args: argparse.Namespace, h: Any, eng: Any, src: Any) -> Any:

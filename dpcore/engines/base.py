@@ -172,8 +172,8 @@ class CodeCounts:
     """An engine's answer for coded rows.  **Confidential** (curator-only).
 
     ``frame`` has the key columns (canonical text), ``count`` (after the per-person cap) and
-    ``count_all`` (before it); rows with ``count_all == 0`` never appear, rows with ``count == 0``
-    may.  Sorted by the keys.
+    ``count_all`` (before it), one row per code combination present in the input (with a count
+    column, combinations whose counts are all 0 are kept: empty areas).  Sorted by the keys.
     """
 
     frame: pd.DataFrame

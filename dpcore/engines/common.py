@@ -132,9 +132,9 @@ def problems(n_key: int, n_count: int, n_user: int, keys: list[str], count: str 
 
 
 def finish_frame(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Key columns as str, counts as int64, rows with no record dropped, sorted by the keys."""
+    """Key columns as str, counts as int64, sorted by the keys.  Rows whose count is 0 stay: a
+    census table lists empty areas, and the area list may be read from it."""
     out = pd.DataFrame({k: frame[k].astype(str).to_numpy(dtype=object) for k in keys})
     out["count"] = frame["count"].to_numpy(dtype=np.int64)
     out["count_all"] = frame["count_all"].to_numpy(dtype=np.int64)
-    out = out[out["count_all"] > 0]
     return out.sort_values(keys, kind="stable").reset_index(drop=True)
