@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpcore import io, viz
+from dpcore import engines, io, viz
 from dpcore.domain import PRESETS, Bounds, Grid
 from dpcore.errors import DPCoreError
-from ui import fmt, state
+from ui import fmt, source_ui, state
 
 st.title("Data")
 st.markdown(
@@ -25,21 +25,33 @@ BOUND_KEYS = ("_w_b_west", "_w_b_south", "_w_b_east", "_w_b_north")
 
 # ---------------------------------------------------------------- source
 st.subheader("1. Points")
+WHERE = ["Upload a file", "Files on this computer (large data)"]
+where = st.radio("Where are the points?", WHERE, horizontal=True, key=state.persistent("points_where", WHERE[0]),
+                 help="Uploads are read into memory. Files on this computer stay where they are: DuckDB streams "
+                      "them (any size, out of core) or Spark reads them on a cluster.")
+state.store("points_where")
+up = None
 col_a, col_b = st.columns([2, 1])
 with col_a:
-    up = st.file_uploader(
-        "Upload points (CSV, CSV.gz, Parquet or GeoJSON)",
-        type=["csv", "gz", "txt", "tsv", "parquet", "geojson", "json"],
-        key="points_upload",
-        help="One row per point with latitude and longitude columns; an optional column identifying a person. "
-             "Up to 2 GB per file; for larger files use the command line: python -m dpcore release points.",
-    )
+    if where == WHERE[0]:
+        up = st.file_uploader(
+            "Upload points (CSV, CSV.gz, Parquet or GeoJSON)",
+            type=["csv", "gz", "txt", "tsv", "parquet", "geojson", "json"],
+            key="points_upload",
+            help="One row per point with latitude and longitude columns; an optional column identifying a "
+                 f"person. Files above {engines.threshold() / 1e6:,.0f} MB are counted by DuckDB instead of "
+                 "being read into memory. For files larger than the upload limit (2 GB), choose 'Files on "
+                 "this computer', or use the command line: python -m dpcore release points --engine duckdb.",
+        )
+    else:
+        source_ui.path_picker()
 with col_b:
     st.write("")
     if st.button("Use the demo dataset", help="Made-up pickups over New York City (no real person)."):
         state.load_demo()
         st.session_state.pop("upload_df", None)
         st.session_state.pop("upload_error", None)
+        st.session_state.pop("path_open", None)
         state.forget(*BOUND_KEYS, "_w_user_cap")
         st.session_state["user_cap"] = None
         st.rerun()
@@ -52,6 +64,8 @@ if up is None and st.session_state.get("upload_id") is not None:
 if up is not None and st.session_state.get("upload_id") != up.file_id:
     # a new file: read it once; a failure keeps the earlier dataset and release
     st.session_state["upload_id"] = up.file_id
+    if source_ui.route_large_upload(up):
+        st.rerun()
     try:
         with st.status(f"Reading {up.name} …", expanded=False) as status:
             bar = st.progress(0.0, text="reading")
@@ -79,7 +93,9 @@ if st.session_state.get("upload_error"):
     st.error(st.session_state["upload_error"])
     st.caption("Your earlier dataset and releases are kept.")
 
-df = st.session_state.get("upload_df")
+source_ui.path_columns_form()
+
+df = st.session_state.get("upload_df") if st.session_state.get("path_open") is None else None
 if df is not None:
     cols = list(df.columns)
     lat0, lon0, user0 = st.session_state.get("upload_cols", (None, None, None))
@@ -123,7 +139,7 @@ st.caption("These row counts are about your confidential data: for you only, not
 
 # ---------------------------------------------------------------- unit of privacy
 st.subheader("2. Unit of privacy")
-if t.user is None:
+if t.user_column is None:
     st.markdown(
         "Each **row** is protected: the release hides whether any single point is in the data. "
         "If one person can have many rows, choose their id column above so that the whole "
@@ -222,6 +238,9 @@ with right:
                             key="density_preview")
     except DPCoreError as e:
         st.error(str(e))
+    if ds.source is not None:
+        st.caption(f"Counted by {ds.engine} from {ds.source.label} ({len(ds.source.paths)} file"
+                   f"{'s' if len(ds.source.paths) != 1 else ''}); the points stay in their files.")
     st.markdown("First rows (not for publication)")
     st.dataframe(pd.DataFrame({"latitude": t.lat[:10], "longitude": t.lon[:10]}), hide_index=True)
 

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from dpcore import export
+from dpcore import config, export, workload_io
 from ui import fmt, state
 
 st.title("Export")
@@ -47,6 +47,34 @@ c3.download_button("Download release.json", cur.exports["json"], "release.json",
 if export.has_workload_answers(rel):
     st.download_button("Download workload_answers.csv", cur.exports["workload_answers"], "workload_answers.csv",
                        "text/csv", on_click="ignore", key="dl_workload_answers")
+
+with st.expander("Repeat this release in a pipeline (config file)"):
+    ds = state.dataset()
+    t = ds.table
+    cfg = config.points_config(
+        input_path=ds.source.label if ds.source is not None else ds.name,
+        lat=t.lat_column, lon=t.lon_column, user=t.user_column, user_cap=rel.user_cap,
+        bounds=rel.grid.bounds.as_tuple(), grid=(rel.grid.rows, rel.grid.cols), mechanism=rel.mechanism,
+        params=rel.params, definition=rel.cost.definition, value=rel.cost.value, budget_cap=float(led.cap.value),
+        delta=st.session_state.get("delta"), engine=ds.engine if ds.source is not None else "auto",
+    )
+    where = ("" if ds.source is not None else
+             "\n[input] path names the app's made-up demo data, which is not a file: give your file's path." if ds.is_demo
+             else "\n[input] path is the name of the uploaded file: put the file next to this config or give its path.")
+    text = config.dumps(cfg, header=(
+        f"dpcore release config, written by the app for release {rel.release_id} ({rel.created}).\n"
+        f"Run: python -m dpcore run release.toml (paths are relative to this file).{where}\n"
+        "It names your input file and columns: keep it with your data, do not publish it."))
+    st.download_button("Download release.toml", text, "release.toml", "application/toml", on_click="ignore",
+                       key="dl_config")
+    rects = rel.params.get("rectangles")
+    if rects:
+        st.download_button("Download workload.json (the uploaded query rectangles the config names)",
+                           json.dumps(workload_io.RectangleList(rects).to_list(), indent=1), "workload.json",
+                           "application/json", on_click="ignore", key="dl_config_workload")
+    st.code(text, language="toml")
+    st.caption("The command line makes the same release from the same data (new noise) and keeps its budget in "
+               "the ledger file the config names.")
 
 rec = json.loads(cur.exports["json"])
 st.subheader("The release record")

@@ -237,7 +237,7 @@ def _matrix_extras(mx: dict) -> None:
 st.subheader("Expected error (before release, from no data)")
 agg_sens = 1
 cap_user = st.session_state.get("user_cap")
-if ds.table.user is not None and cap_user:
+if ds.table.user_column is not None and cap_user:
     agg_sens = int(cap_user)
 try:
     params = mech.resolve_params(raw)

@@ -197,6 +197,8 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
         bud["cap"] = float(budget_cap)
     bud["ledger"] = "ledger.json"
     mech: dict[str, Any] = {"name": mechanism}
+    if params.get("rectangles"):  # an uploaded workload travels as its own file (workload.json)
+        mech["workload_file"] = "workload.json"
     simple = {k: v for k, v in params.items() if isinstance(v, str | int | float | bool) and v is not None}
     if simple:
         mech["params"] = simple

@@ -8,7 +8,6 @@ Releases are stored when made, so a rerun never draws new noise.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +15,9 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from dpcore import budget, io, ledger_store, synthetic
+from dpcore import budget, engines, io, ledger_store, synthetic
 from dpcore.domain import Aggregate, Bounds, Grid, aggregate_points
+from dpcore.engines import base as engine_rules
 from dpcore.errors import DPCoreError
 from dpcore.release import PartitionRelease
 
@@ -28,15 +28,47 @@ DEFAULT_RHO = 0.125
 DEFAULT_GRID = (1024, 1024)
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class SourceTable:
+    """What the pages show of points that stay in their files (a large file or folder aggregated
+    by an engine): the counts of rows and the first rows, like :class:`dpcore.io.PointTable`, but
+    no full columns.  Curator-only."""
+
+    lon: np.ndarray  # the first rows only, for the preview
+    lat: np.ndarray
+    user: np.ndarray | None  # the first rows' ids, or None without a user column
+    source_name: str
+    lat_column: str
+    lon_column: str
+    user_column: str | None
+    n_read: int
+    dropped: dict[str, int]
+
+    @property
+    def n_kept(self) -> int:
+        return self.n_read - int(sum(self.dropped.values()))
+
+    @property
+    def n_dropped(self) -> int:
+        return int(sum(self.dropped.values()))
+
+
 @dataclass
 class Dataset:
-    """A loaded points table and what the curator said about it."""
+    """A loaded points table and what the curator said about it.
+
+    ``source``/``engine`` are set when the points stay in their files and an engine aggregates
+    them (``table`` is then a :class:`SourceTable`); ``None`` for points held in memory.
+    """
 
     name: str
-    table: io.PointTable
+    table: io.PointTable | SourceTable
     is_demo: bool
     fingerprint: str
     n_guess: int | None = None  # public guess of the size, for previews (demo only)
+    source: engines.Source | None = None
+    engine: str = "numpy"
+    spark_master: str | None = None
 
 
 @dataclass
@@ -47,15 +79,12 @@ class ReleaseEntry:
 
 
 def fingerprint(table: io.PointTable) -> str:
-    """Content hash of the points (keys the ledger; never shown or exported)."""
-    h = hashlib.sha256()
-    h.update(np.ascontiguousarray(table.lon).tobytes())
-    h.update(np.ascontiguousarray(table.lat).tobytes())
-    if table.user is not None:
-        u = np.asarray(table.user)
-        # numeric ids hash as raw bytes (1.2 s and 168 MB less for 2 M ids than via text)
-        h.update(u.tobytes() if u.dtype.kind in "iu" else u.astype("U").tobytes())
-    return h.hexdigest()[:16]
+    """Content key of the points (keys the ledger; never shown or exported).
+
+    The engines' order-independent fingerprint (:func:`dpcore.engines.base.points_fingerprint`),
+    so the same points uploaded here or read from their files by DuckDB or Spark share one budget.
+    """
+    return engine_rules.points_fingerprint(table.lon, table.lat, table.user)
 
 
 def init() -> None:
@@ -107,12 +136,32 @@ def aggregate() -> Aggregate:
     key = (ds.fingerprint, g, cap)
     if ss.get("aggregate_key") != key:
         t = ds.table
-        use_user = t.user is not None and cap is not None
-        ss["aggregate"] = aggregate_points(
-            t.lon, t.lat, g, user=t.user if use_user else None, user_cap=cap if use_user else None
-        )
+        use_user = t.user_column is not None and cap is not None
+        if ds.source is not None:
+            ss["aggregate"] = engine_points(ds, g, cap if use_user else None).aggregate
+        else:
+            assert isinstance(t, io.PointTable)
+            ss["aggregate"] = aggregate_points(
+                t.lon, t.lat, g, user=t.user if use_user else None, user_cap=cap if use_user else None
+            )
         ss["aggregate_key"] = key
     return ss["aggregate"]
+
+
+def engine_points(ds: Dataset, g: Grid, cap: int | None,
+                  columns: tuple[str, str, str | None] | None = None) -> engines.PointCounts:
+    """One pass of the dataset's engine over its files, with a progress bar (DuckDB reports its
+    own progress; Spark and numpy report stages).  ``columns`` (lat, lon, user) default to the
+    dataset's."""
+    assert ds.source is not None
+    lat, lon, user = columns or (ds.table.lat_column, ds.table.lon_column, ds.table.user_column)
+    eng = engines.get_engine(ds.engine, spark_master=ds.spark_master)
+    bar = st.progress(0.0, text=f"Counting the points of {ds.name} with {ds.engine} …")
+    try:
+        return eng.points(ds.source, g, lat=lat, lon=lon, user=user, user_cap=cap if user else None,
+                          progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
+    finally:
+        bar.empty()
 
 
 def stored_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost) -> budget.Ledger:

@@ -19,7 +19,7 @@ __all__ = ["AUTO_THRESHOLD_BYTES", "ENGINE_NAMES", "CodeCounts", "Engine", "Poin
 
 #: Inputs larger than this (bytes on disk) go to DuckDB when the engine is "auto": pandas needs
 #: several times a CSV's size in memory, DuckDB streams it.  Override with DPCORE_AUTO_ENGINE_BYTES.
-AUTO_THRESHOLD_BYTES = 200 * 1024 * 1024
+AUTO_THRESHOLD_BYTES = 200_000_000
 
 
 def threshold() -> int:

@@ -388,7 +388,18 @@ def test_export_after_release_files_agree(at):
     goto(at, "export")
     assert not at.info
     labels = [b.label for b in at.download_button]
-    assert labels == ["Download release.csv", "Download release.geojson", "Download release.json"]
+    assert labels == ["Download release.csv", "Download release.geojson", "Download release.json",
+                      "Download release.toml"]
+    # the config of the click-made release names what was released
+    import tomllib
+
+    [code] = [c for c in at.code if c.value.lstrip("#").strip() and 'release = "points"' in c.value]
+    cfg = tomllib.loads(code.value)
+    rel0 = at.session_state["releases"][-1].release
+    assert cfg["mechanism"]["name"] == rel0.mechanism == "ug"
+    assert cfg["budget"]["epsilon"] == rel0.cost.value
+    assert cfg["domain"]["grid"] == [rel0.grid.rows, rel0.grid.cols]
+    assert cfg["domain"]["bounds"] == list(rel0.grid.bounds.as_tuple())
 
     # AppTest cannot read the bytes behind a download button: build the same files
     entry = at.session_state["releases"][-1]

@@ -1,0 +1,128 @@
+"""AppTest of points that stay in their files: a folder opened with DuckDB, a large upload routed
+to DuckDB, the same budget key as an in-memory upload, and the release config the Export page
+writes (which the command line then runs)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_pages import APP, goto, release
+
+from dpcore.cli import main
+from dpcore.domain import Grid, aggregate_points
+
+
+def _points(n: int, seed: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"lat": rng.uniform(40.57, 40.91, n), "lon": rng.uniform(-74.05, -73.71, n),
+                         "person": rng.integers(0, 50, n)})
+
+
+def _open(at: AppTest, path: Path, engine: str = "duckdb") -> AppTest:
+    goto(at, "data")
+    at.radio(key="_w_points_where").set_value("Files on this computer (large data)").run()
+    at.text_input(key="_w_points_path").set_value(str(path)).run()
+    at.selectbox(key="_w_points_engine").set_value(engine).run()
+    at.button(key="open_path").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["path_open"] is not None, [e.value for e in at.error]
+    return at
+
+
+def _count(at: AppTest, user: str | None = None) -> AppTest:
+    if user:
+        [box] = [b for b in at.selectbox if b.label == "Person / user id column (optional)"]
+        box.set_value(user)
+    [btn] = [b for b in at.button if b.label.startswith("Count the points with")]
+    btn.click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _truth(df: pd.DataFrame, at: AppTest, cap: int | None = None) -> np.ndarray:
+    ss = at.session_state
+    rows, cols = ss["grid_shape"]
+    g = Grid(ss["bounds"], int(rows), int(cols))
+    return aggregate_points(df["lon"].to_numpy(), df["lat"].to_numpy(), g,
+                            user=df["person"].to_numpy() if cap else None, user_cap=cap).counts
+
+
+def test_a_folder_opened_with_duckdb_is_counted_like_an_upload(tmp_path: Path) -> None:
+    df = _points(4000)
+    folder = tmp_path / "pings"
+    folder.mkdir()
+    df.iloc[:2500].to_parquet(folder / "part-1.parquet")
+    df.iloc[2500:].to_parquet(folder / "part-2.parquet")
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    _count(_open(at, folder), user="person")
+    ds = at.session_state["dataset"]
+    assert ds.source is not None and ds.engine == "duckdb" and ds.table.n_read == 4000
+    assert at.session_state["user_cap"] == 10
+    assert np.array_equal(at.session_state["aggregate"].counts, _truth(df, at, cap=10))
+    assert any("Counted 4,000 rows with duckdb" in s.value for s in at.success)
+    # a coarser grid: the engine counts again
+    at.number_input(key="_w_grid_rows").set_value(64).run()
+    at.number_input(key="_w_grid_cols").set_value(32).run()
+    assert not at.exception, at.exception
+    goto(at, "mechanism")
+    assert at.session_state["aggregate"].counts.shape == (64, 32)
+    assert np.array_equal(at.session_state["aggregate"].counts, _truth(df, at, cap=10))
+
+    # release, then the Export page's config repeats it from the command line
+    release(at)
+    goto(at, "export")
+    [code] = [c for c in at.code if "release = \"points\"" in c.value]
+    cfg = tomllib.loads(code.value)
+    assert cfg["input"] == {"path": str(folder), "lat": "lat", "lon": "lon", "user": "person", "user_cap": 10}
+    assert cfg["engine"]["name"] == "duckdb" and cfg["domain"]["grid"] == [64, 32]
+    (tmp_path / "release.toml").write_text(code.value, "utf-8")
+    assert main(["run", str(tmp_path / "release.toml")]) == 0
+    assert (tmp_path / "release" / "release.csv").is_file()
+
+
+def test_same_points_uploaded_or_opened_share_one_budget_key(tmp_path: Path) -> None:
+    df = _points(500, seed=8)[["lat", "lon"]]
+    csv = tmp_path / "pts.csv"
+    df.to_csv(csv, index=False, float_format="%.17g")
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    goto(at, "data")
+    at.file_uploader(key="points_upload").set_value(("pts.csv", csv.read_bytes(), "text/csv")).run()
+    assert not at.exception, at.exception
+    fp_upload = at.session_state["dataset"].fingerprint
+    _count(_open(at, csv))
+    assert at.session_state["dataset"].source is not None
+    assert at.session_state["dataset"].fingerprint == fp_upload
+
+
+def test_a_large_upload_goes_to_duckdb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DPCORE_AUTO_ENGINE_BYTES", "1000")
+    df = _points(300, seed=5)
+    data = df.to_csv(index=False).encode()
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    goto(at, "data")
+    at.file_uploader(key="points_upload").set_value(("big.csv", data, "text/csv")).run()
+    assert not at.exception, at.exception
+    opened = at.session_state["path_open"]
+    assert opened is not None and opened["engine"] == "duckdb" and opened["src"].label == "big.csv"
+    _count(at)
+    ds = at.session_state["dataset"]
+    assert ds.engine == "duckdb" and ds.name == "big.csv" and ds.table.n_read == 300
+    assert ds.table.user_column == "person"  # detected by name and proposed, as for an upload
+    assert np.array_equal(at.session_state["aggregate"].counts, _truth(df, at, cap=10))
+
+
+def test_a_bad_path_is_a_message_and_keeps_the_dataset(tmp_path: Path) -> None:
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    before = at.session_state["dataset"].name
+    goto(at, "data")
+    at.radio(key="_w_points_where").set_value("Files on this computer (large data)").run()
+    at.text_input(key="_w_points_path").set_value(str(tmp_path / "nope")).run()
+    at.button(key="open_path").click().run()
+    assert not at.exception, at.exception
+    assert any("does not exist" in e.value for e in at.error)
+    assert at.session_state["dataset"].name == before

@@ -1,0 +1,155 @@
+"""Points that stay in their files: a path on this computer (or a large upload saved to a private
+temporary folder), opened with an aggregation engine (:mod:`dpcore.engines`).
+
+The flow mirrors an upload: open (read the first rows, detect the columns), confirm the columns,
+then one pass of the engine counts the points into the current grid with a progress bar.  The
+engine runs again only when the grid, the bounds or the cap change.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dpcore import engines, io
+from dpcore.engines import base as engine_rules
+from dpcore.errors import DPCoreError
+from ui import fmt, state
+
+ENGINE_LABELS = {
+    "auto": f"Automatic (DuckDB above {engines.threshold() / 1e6:,.0f} MB)",
+    "numpy": "numpy: in memory (small files)",
+    "duckdb": "DuckDB: streaming, out of core (any size)",
+    "spark": "Spark: a cluster (or local mode)",
+}
+
+
+def path_picker() -> None:
+    """The path, engine and (for Spark) master URL, and the Open button."""
+    ss = st.session_state
+    path = st.text_input("A CSV or Parquet file on this computer, a folder of them, or a pattern",
+                         key=state.persistent("points_path", ""), placeholder="/data/pings/  or  /data/pings/*.parquet",
+                         help="The app reads the files where they are, with the permissions of the app's process. "
+                              "Use it on your own computer (the app listens on 127.0.0.1 only).")
+    state.store("points_path")
+    c1, c2 = st.columns(2)
+    eng = c1.selectbox("Engine", list(ENGINE_LABELS), format_func=ENGINE_LABELS.get,
+                       key=state.persistent("points_engine", "auto"))
+    state.store("points_engine")
+    master = None
+    if eng == "spark":
+        master = c2.text_input("Spark master URL", key=state.persistent("spark_master", "local[*]"),
+                               help="local[*] runs Spark on this computer; spark://host:7077 or yarn a cluster. "
+                                    "Needs Java 17+ and PySpark (requirements-spark.txt).")
+        state.store("spark_master")
+    if st.button("Open", type="primary", disabled=not path.strip(), key="open_path"):
+        open_path(path.strip(), eng, master)
+    if ss.get("path_error"):
+        st.error(ss["path_error"])
+        st.caption("Your earlier dataset and releases are kept.")
+
+
+def open_path(path: str, engine: str, master: str | None, label: str | None = None) -> bool:
+    """Read the first rows of ``path`` with the engine and detect the columns; errors are kept in
+    the session (shown by the picker), never raised."""
+    ss = st.session_state
+    try:
+        src = engines.Source.from_path(path)
+        if label:
+            src = engines.Source(src.paths, src.fmt, label)
+        name = engines.choose(engine, src.n_bytes)
+        with st.spinner(f"Opening {src.label} with {name} …"):
+            head = engines.get_engine(name, spark_master=master).head(src, 1000)
+        lat, lon = io.detect_coordinate_columns(head)
+        ss["path_open"] = {"src": src, "engine": name, "master": master, "head": head,
+                           "cols": (lat, lon, io.detect_user_column(head))}
+        ss["path_error"] = None
+        ss.pop("upload_df", None)
+        return True
+    except DPCoreError as e:
+        ss["path_error"] = str(e)
+        return False
+
+
+def route_large_upload(up: Any) -> bool:
+    """Save an upload above the engine threshold to a private temporary folder and open it with
+    DuckDB instead of reading it into memory.  False (nothing done) for small files and formats
+    only the in-memory reader knows (GeoJSON)."""
+    ss = st.session_state
+    size = int(getattr(up, "size", 0) or 0)
+    if size <= engines.threshold() or engine_rules._fmt(Path(up.name)) is None:  # noqa: SLF001
+        return False
+    old = ss.pop("upload_tmp", None)
+    if old:
+        shutil.rmtree(old, ignore_errors=True)  # the previous large upload's copy
+    folder = tempfile.mkdtemp(prefix="dpcore-upload-")  # mode 0700: this user only
+    ss["upload_tmp"] = folder
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", Path(up.name).name) or "upload.csv"
+    target = Path(folder) / safe
+    with open(target, "wb") as fh:
+        up.seek(0)
+        shutil.copyfileobj(up, fh, 16 << 20)
+    ok = open_path(str(target), "duckdb", None, label=up.name)
+    if not ok:
+        ss["upload_error"] = ss.pop("path_error", None)
+    return ok
+
+
+def path_columns_form() -> None:
+    """Confirm the columns of an opened path, then count the points with the engine."""
+    ss = st.session_state
+    opened = ss.get("path_open")
+    if opened is None:
+        return
+    src, name, head = opened["src"], opened["engine"], opened["head"]
+    cols = [str(c) for c in head.columns]
+    lat0, lon0, user0 = opened["cols"]
+    st.info(f"Opened **{src.label}**: {len(src.paths)} {src.fmt.upper()} file{'s' if len(src.paths) != 1 else ''}, "
+            f"{src.n_bytes / 1e6:,.1f} MB, counted by **{name}**. Confirm the columns to count the points.")
+    if not (lat0 and lon0):
+        st.warning(f"No latitude/longitude columns were recognised by name in '{src.label}'. Choose them below.")
+    with st.form("path_columns"):
+        c1, c2, c3 = st.columns(3)
+        lat_col = c1.selectbox("Latitude column", cols, index=cols.index(lat0) if lat0 in cols else 0)
+        lon_col = c2.selectbox("Longitude column", cols, index=cols.index(lon0) if lon0 in cols else min(1, len(cols) - 1))
+        user_opts = ["(none: each row is one unit)"] + cols
+        user_col = c3.selectbox("Person / user id column (optional)", user_opts,
+                                index=user_opts.index(user0) if user0 in cols else 0)
+        go = st.form_submit_button(f"Count the points with {name}", type="primary")
+    if not go:
+        return
+    uc = None if user_col == user_opts[0] else user_col
+    cap = 10 if uc else None
+    g = state.grid()
+    probe = state.Dataset(src.label, None, False, "", source=src, engine=name,  # type: ignore[arg-type]
+                          spark_master=opened["master"])
+    try:
+        pc = state.engine_points(probe, g, cap, (lat_col, lon_col, uc))
+    except DPCoreError as e:
+        st.error(str(e))
+        st.caption("Your earlier dataset and releases are kept.")
+        return
+    first = head.head(10)
+    table = state.SourceTable(
+        lon=pd.to_numeric(first[lon_col], errors="coerce").to_numpy(dtype=float),
+        lat=pd.to_numeric(first[lat_col], errors="coerce").to_numpy(dtype=float),
+        user=first[uc].to_numpy() if uc else None,
+        source_name=src.label, lat_column=lat_col, lon_column=lon_col, user_column=uc,
+        n_read=pc.n_read, dropped=dict(pc.dropped),
+    )
+    ds = state.Dataset(src.label, table, False, pc.fingerprint, source=src, engine=name,
+                       spark_master=opened["master"])
+    state.set_dataset(ds)
+    ss["user_cap"] = cap
+    state.forget("_w_user_cap")
+    ss["aggregate"] = pc.aggregate  # this pass already counted the current grid
+    ss["aggregate_key"] = (ds.fingerprint, g, cap)
+    ss["path_open"] = None
+    ss["data_flash"] = f"Counted {fmt.count(pc.n_read)} rows with {name}."
+    st.rerun()
