@@ -73,8 +73,9 @@ with st.expander("Repeat this release in a pipeline (config file)"):
                            json.dumps(workload_io.RectangleList(rects).to_list(), indent=1), "workload.json",
                            "application/json", on_click="ignore", key="dl_config_workload")
     st.code(text, language="toml")
-    st.caption("The command line makes the same release from the same data (new noise) and keeps its budget in "
-               "the ledger file the config names.")
+    st.caption("The command line makes the same release from the same data (new noise). Its budget is this "
+               "app's budget database on this computer (DPCORE_LEDGER_DB), keyed by the points' content, so the "
+               "app's releases and the pipeline's runs draw on one budget.")
 
 rec = json.loads(cur.exports["json"])
 st.subheader("The release record")

@@ -69,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     pts.add_argument("--budget-cap", type=float,
                      help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
     pts.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+    pts.add_argument("--budget-db", nargs="?", const="", metavar="FILE",
+                     help="keep the budget in the app's budget database instead (default $DPCORE_LEDGER_DB or "
+                          "~/.local/share/dpcore/ledger.sqlite), keyed by the points' content: the app and the "
+                          "pipelines then draw on one budget")
     _engine_args(pts)
 
     cen = rsub.add_parser("census", help="release hierarchical census counts with Privelet, or marginal tables "
@@ -291,17 +295,21 @@ def _engine_for(args: argparse.Namespace, path_text: str) -> tuple[Any, Any] | N
     return eng, src
 
 
-def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None, user_cap: int | None) -> Any:
-    """The confidential frequency matrix of --input, through the chosen engine."""
+def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
+                      user_cap: int | None) -> tuple[Any, str]:
+    """The confidential frequency matrix of --input, through the chosen engine, and the points'
+    content fingerprint (the app's budget key)."""
     from dpcore import io
     from dpcore.domain import aggregate_points
+    from dpcore.engines.base import points_fingerprint
 
     routed = _engine_for(args, args.input)
     if routed is None:
         path = Path(args.input)
         table = io.load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col, user_col=user_col)
-        return aggregate_points(table.lon, table.lat, grid, user=table.user,
-                                user_cap=user_cap if table.user is not None else None)
+        agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
+                               user_cap=user_cap if table.user is not None else None)
+        return agg, points_fingerprint(table.lon, table.lat, table.user)
     eng, src = routed
     lat, lon = args.lat_col, args.lon_col
     if lat is None or lon is None:
@@ -312,7 +320,7 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
                               "Name them with --lat-col and --lon-col.")
     pc = eng.points(src, grid, lat=lat, lon=lon, user=user_col, user_cap=user_cap,
                     progress=_cli_progress("Counting points"))
-    return pc.aggregate
+    return pc.aggregate, pc.fingerprint
 
 
 def _parse_params(items: list[str]) -> dict[str, Any]:
@@ -407,6 +415,38 @@ def _load_ledger(args: argparse.Namespace, make: Any, cost: Any) -> tuple[Path |
         ledger = budget.Ledger(make(cap))
     ledger.check(cost)  # e.g. a ρ release against a pure-ε ledger: say why
     return ledger_path, ledger
+
+
+def _check_can_spend(ledger: Any, cost: Any, where: str) -> None:
+    if not ledger.can_spend(cost):
+        raise DPCoreError(
+            f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the cap "
+            f"{ledger.cap.label()} is left in {where}. Lower --epsilon or raise --budget-cap "
+            "if your policy allows it."
+        )
+
+
+def _stored_ledger(args: argparse.Namespace, make: Any, cost: Any, key: str, kind: str) -> tuple[Any, str]:
+    """The dataset's ledger in the app's budget database (``--budget-db``), checked for ``cost``.
+
+    A new dataset gets ``--budget-cap`` (or this release's cost) as its cap; an existing one keeps
+    its cap, and a different --budget-cap is refused, as for a --ledger file.
+    """
+    from dpcore import ledger_store
+
+    store = ledger_store.LedgerStore(Path(args.budget_db)) if args.budget_db else ledger_store.default_store()
+    known = store.has_ledger(key)
+    cap = make(args.budget_cap if args.budget_cap is not None else cost.value)
+    ledger = store.ledger(key, cap, kind)
+    if known and args.budget_cap is not None and (cap.definition != ledger.definition or not math.isclose(
+            cap.value, ledger.cap.value, rel_tol=1e-12, abs_tol=0.0)):
+        raise ParameterError(
+            f"The budget database already holds this dataset with the cap {ledger.cap.label()}; --budget-cap would "
+            f"make it {cap.label()}. Drop --budget-cap, or change the cap in the app if your policy allows it.")
+    ledger.check(cost)
+    where = f"the budget database '{store.path}'"
+    _check_can_spend(ledger, cost, where)
+    return ledger, where
 
 
 def _budget_left(ledger_path: Path | None, ledger: Any) -> str:
@@ -516,22 +556,22 @@ def cmd_release_points(args: argparse.Namespace) -> int:
     if args.user_col and args.user_cap is None:
         raise ParameterError("--user-col needs --user-cap, the most records one person may contribute (e.g. 10).")
 
-    ledger_path, ledger = _load_ledger(args, make, cost)
-    if not ledger.can_spend(cost):
-        raise DPCoreError(
-            f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the cap "
-            f"{ledger.cap.label()} is left in '{ledger_path}'. Lower --epsilon or raise --budget-cap "
-            "if your policy allows it."
-        )
-
-    agg = _points_aggregate(args, grid, args.user_col, args.user_cap)
+    if args.budget_db is not None and args.ledger:
+        raise ParameterError("Give --ledger FILE or --budget-db, not both: the budget is kept in one place.")
+    if args.budget_db is None:
+        ledger_path, ledger = _load_ledger(args, make, cost)
+        _check_can_spend(ledger, cost, f"'{ledger_path}'")
+    agg, fp = _points_aggregate(args, grid, args.user_col, args.user_cap)
+    where = None
+    if args.budget_db is not None:
+        ledger_path, ledger, where = None, *_stored_ledger(args, make, cost, f"points:{fp}", "points")
     rel = _charged(ledger_path, ledger, lambda: release_points(agg, mech.name, cost, params, ledger))
     paths = write_release(rel, args.out, ledger)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
-    print(f"Released {rel.n_rects:,} rectangles with {mech.title}, {cost.label()}{reading}; "
-          f"{_budget_left(ledger_path, ledger)}")
+    left = (f"{ledger.remaining:.4g} of the budget left in {where}." if where else _budget_left(ledger_path, ledger))
+    print(f"Released {rel.n_rects:,} rectangles with {mech.title}, {cost.label()}{reading}; {left}")
     for p in paths:
         print(f"  wrote {p}")
     return 0
@@ -576,7 +616,7 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
         agg = evaluate.synthetic_aggregate(grid, spec.sigma, spec.n, seed=spec.seed)
         source = spec.label
     else:
-        agg = _points_aggregate(args, grid, None, None)
+        agg, _ = _points_aggregate(args, grid, None, None)
         source = path.name
 
     def progress(done: int, total: int, what: str) -> None:

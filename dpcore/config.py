@@ -26,7 +26,7 @@ A config names what to release and how, in sections a curator can read::
     [budget]
     epsilon = 0.5                 # or rho = 0.05
     cap = 1.0
-    ledger = "ledger.json"
+    ledger = "ledger.json"        # or db = true: the app's budget database
 
     [output]
     dir = "release"
@@ -56,7 +56,7 @@ _ALIASES: dict[str, dict[tuple[str, str], str]] = {
                ("input", "user"): "--user-col", ("input", "user_cap"): "--user-cap",
                ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out", ("mechanism", "name"): "--mechanism",
                ("engine", "name"): "--engine", ("engine", "spark_master"): "--spark-master",
-               ("mechanism", "workload_file"): "--workload-file"},
+               ("mechanism", "workload_file"): "--workload-file", ("budget", "db"): "--budget-db"},
     "od": {("input", "path"): "--input", ("input", "user"): "--user", ("input", "max_trips"): "--max-trips",
            ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out", ("mechanism", "name"): "--mechanism",
            ("engine", "name"): "--engine", ("engine", "spark_master"): "--spark-master",
@@ -67,7 +67,7 @@ _ALIASES: dict[str, dict[tuple[str, str], str]] = {
                ("mechanism", "name"): "--mechanism"},
 }
 #: Options whose value is a path (made relative to the config file's folder).
-_PATHS = {"--input", "--out", "--ledger", "--workload-file", "--hierarchy", "--areas", "--area-sets",
+_PATHS = {"--input", "--out", "--ledger", "--budget-db", "--workload-file", "--hierarchy", "--areas", "--area-sets",
           "--coordinates", "--boundaries"}
 SECTIONS = ("input", "engine", "domain", "mechanism", "budget", "output", "options")
 
@@ -195,7 +195,7 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
         bud["delta"] = float(delta)
     if budget_cap is not None:
         bud["cap"] = float(budget_cap)
-    bud["ledger"] = "ledger.json"
+    bud["db"] = True  # the app's budget database: the app and this config draw on one budget
     mech: dict[str, Any] = {"name": mechanism}
     if params.get("rectangles"):  # an uploaded workload travels as its own file (workload.json)
         mech["workload_file"] = "workload.json"

@@ -145,3 +145,36 @@ def test_run_config_dry_run_and_bad_keys(tmp_path: Path, capsys: pytest.CaptureF
     cfg.write_text('release = "points"\n[input\n', "utf-8")
     assert main(["run", str(cfg)]) == 2
     assert "TOML" in capsys.readouterr().err
+
+
+def test_budget_db_is_the_apps_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--budget-db keeps the spend in the app's SQLite budget under the app's key for these points."""
+    from dpcore import io, ledger_store
+    from dpcore.engines.base import points_fingerprint
+
+    folder = _points(tmp_path)
+    db = tmp_path / "budget.sqlite"
+    base = ["release", "points", "--input", str(folder), "--bounds=-74.06,40.56,-73.70,40.92", "--grid", "16,16",
+            "--mechanism", "identity", "--epsilon", "0.4", "--budget-cap", "1", "--budget-db", str(db),
+            "--engine", "duckdb"]
+    _run([*base, "--out", str(tmp_path / "a")], capsys)
+    _run([*base, "--out", str(tmp_path / "b")], capsys)
+    assert main([*base, "--out", str(tmp_path / "c")]) == 2  # 0.4 + 0.4 + 0.4 > 1
+    assert "Not enough privacy budget" in capsys.readouterr().err
+    # the key is the one the app computes for the same points (any engine, any file split)
+    df = pd.concat([pd.read_parquet(p) for p in sorted(folder.iterdir())])
+    table = io.load_points(df, "lat", "lon")
+    key = f"points:{points_fingerprint(table.lon, table.lat, table.user)}"
+    led = ledger_store.LedgerStore(db).ledger(key, noise_free_cap(), "points")
+    assert abs(led.spent - 0.8) < 1e-12
+    # another cap for the same data is refused, not silently applied
+    assert main([*base[:-4], "--budget-cap", "5", "--budget-db", str(db), "--out", str(tmp_path / "d")]) == 2
+    assert "already holds this dataset" in capsys.readouterr().err
+    assert main([*base, "--ledger", str(tmp_path / "l.json"), "--out", str(tmp_path / "e")]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def noise_free_cap():  # the cap passed when opening an existing ledger is ignored
+    from dpcore import budget
+
+    return budget.pure(1.0)
