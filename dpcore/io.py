@@ -1216,9 +1216,20 @@ def _user_ids(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
         values = s.to_numpy(dtype=np.float64, na_value=np.nan)
         missing = np.isnan(values)
+        if pd.api.types.is_unsigned_integer_dtype(dtype) and (s.dropna() > np.iinfo(np.int64).max).any():
+            # above int64: keep them exact as text (an int64 cast would wrap them around)
+            return s.astype(object).map(lambda v: str(int(v)) if pd.notna(v) else None).to_numpy(dtype=object), missing
         if pd.api.types.is_integer_dtype(dtype):
             return s.to_numpy(dtype=np.int64, na_value=0), missing
         present = values[~missing]
+        if present.size and np.abs(present[np.isfinite(present)]).max(initial=0) >= 2**53 and \
+                np.all(present[np.isfinite(present)] == np.round(present[np.isfinite(present)])):
+            raise InputError(
+                "The person ids are whole numbers of more than 15 digits, and some rows have none, so they were "
+                "read as decimal numbers, which cannot hold them exactly: different people could be merged. "
+                "Fill or drop the rows without an id, or write the ids with a letter prefix so they are read "
+                "as text."
+            )
         if (
             np.all(np.isfinite(present))
             and np.all(present == np.round(present))

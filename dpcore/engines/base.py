@@ -35,7 +35,7 @@ at most ``cap`` counts by one each, whatever the rule.
 
 **Codes and ids** are compared as canonical text: surrounding spaces stripped, and a whole number
 written without leading zeros, sign ``+`` or trailing ``.0`` (``"007"``, ``7`` and ``7.0`` are the
-same person).  Area codes are only stripped (their leading zeros matter), except that whole
+same person); ``True``/``true`` are one person (pandas reads them as one boolean).  Area codes are only stripped (their leading zeros matter), except that whole
 floats from a Parquet file become integer text, as :func:`dpcore.hierarchy.code_text` does.
 
 **The fingerprint** that keys a dataset's budget is order independent and engine independent:
@@ -241,7 +241,7 @@ def canonical_id(values: pd.Series | np.ndarray) -> np.ndarray:
     """Person ids as canonical text (object array; None where missing or blank)."""
     s = pd.Series(values).reset_index(drop=True)
     if pd.api.types.is_bool_dtype(s.dtype):
-        s = s.astype("string")
+        s = s.astype("string").str.lower()
     if pd.api.types.is_integer_dtype(s.dtype):
         out = s.astype("string")
     elif pd.api.types.is_float_dtype(s.dtype):
@@ -253,6 +253,9 @@ def canonical_id(values: pd.Series | np.ndarray) -> np.ndarray:
         num = out.str.fullmatch(NUMERIC_ID).fillna(False).astype(bool)
         if num.any():
             out[num] = out[num].str.split(".").str[0].astype("int64").astype("string")
+        boolean = out.str.lower().isin(["true", "false"]).fillna(False).astype(bool)
+        if boolean.any():  # pandas reads True/true/TRUE as one boolean
+            out[boolean] = out[boolean].str.lower()
     out = out.where(out.notna() & (out != ""), None)
     return out.astype(object).to_numpy()
 

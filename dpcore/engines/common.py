@@ -5,6 +5,7 @@ grouped result into the answer (:class:`~dpcore.engines.base.PointCounts` or
 from __future__ import annotations
 
 import gzip
+import re
 import time
 from collections.abc import Callable
 
@@ -32,6 +33,22 @@ def csv_delimiter(src: base.Source) -> str:
         raise InputError(f"'{src.label}': the first file has a single column; a CSV needs latitude and "
                          "longitude (or code) columns separated by commas, semicolons, tabs or bars.")
     return sep
+
+
+def csv_encoding(src: base.Source) -> str:
+    """``utf-8``, or ``latin-1`` when the first file's head is not UTF-8 (the in-memory reader
+    falls back the same way)."""
+    with open(src.paths[0], "rb") as fh:
+        head = fh.read(io.SNIFF_BYTES)
+    if head[:2] == b"\x1f\x8b":
+        with gzip.open(src.paths[0], "rb") as gz:
+            head = gz.read(io.SNIFF_BYTES)
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:  # not just a character cut at the end of the sample
+            return "latin-1"
+    return "utf-8"
 
 
 def _missing_columns(available: list[str], wanted: list[tuple[str | None, str]], label: str) -> None:
@@ -72,6 +89,9 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
             shown = "; ".join(f"{lat}={a!s}, {lon}={b!s}" for a, b in zip(ex["lat"], ex["lon"], strict=False))
             hint = (" Check that latitude and longitude are not swapped, and that they are degrees (WGS84)."
                     if which == "range" else " Fix or remove those rows.")
+            if which == "text" and any(re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(v)) for v in [*ex["lat"], *ex["lon"]]):
+                hint = (" These look like decimal commas: DuckDB and Spark read decimal points only. Convert the "
+                        "file, or use the in-memory engine (--engine numpy), which reads decimal commas.")
             raise InputError(f"'{label}' has {by_st[code]:,} rows whose '{lat}' or '{lon}' is {what} "
                              f"(e.g. {shown}).{hint}")
     n_read = int(n.sum())

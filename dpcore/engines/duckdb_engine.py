@@ -54,8 +54,9 @@ class DuckDBEngine:
             rel = f"read_parquet({files}, union_by_name = true)"
         else:
             sep = common.csv_delimiter(src)
+            enc = "latin-1" if common.csv_encoding(src) == "latin-1" else "utf-8"
             rel = (f"read_csv({files}, header = true, all_varchar = true, delim = '{sep}', quote = '\"', "
-                   "union_by_name = true, null_padding = false)")
+                   f"union_by_name = true, null_padding = false, encoding = '{enc}')")
         try:
             con.execute(f"CREATE TEMP VIEW src AS SELECT * FROM {rel}")
         except self._duckdb.Error as e:
@@ -164,6 +165,8 @@ def _kind(duck_type: str) -> str:
         return "integer"
     if t in ("FLOAT", "DOUBLE", "REAL") or t.startswith("DECIMAL"):
         return "number"
+    if t == "BOOLEAN":
+        return "boolean"
     return "text"
 
 

@@ -30,6 +30,14 @@ class NumpyEngine:
             part(1.0, f"Read {i + 1} of {len(src.paths)} files")
         return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
+    @staticmethod
+    def _text_column(src: base.Source, col: str) -> pd.Series:
+        sep = common.csv_delimiter(src)
+        enc = common.csv_encoding(src)
+        parts = [pd.read_csv(p, sep=sep, usecols=lambda c: str(c).strip() == col, dtype=str, encoding=enc,
+                             keep_default_na=True, index_col=False).iloc[:, 0] for p in src.paths]
+        return pd.concat(parts, ignore_index=True)
+
     def columns(self, src: base.Source) -> list[str]:
         return [str(c) for c in self.head(src, 5).columns]
 
@@ -43,6 +51,10 @@ class NumpyEngine:
         t0 = time.perf_counter()
         df = self._read(src, prog)
         common.check_point_columns([str(c) for c in df.columns], lat, lon, user, src.label)
+        if user is not None and src.fmt == "csv" and pd.api.types.is_float_dtype(df[user].dtype):
+            # pandas reads whole-number ids with a blank as float64, which merges ids above 2^53;
+            # the ids are read again as text, as the SQL engines read them
+            df[user] = self._text_column(src, user)
         table = io.load_points(df, lat, lon, user, source_name=src.label)
         return self.points_of_table(table, grid, user_cap, prog, t0)
 

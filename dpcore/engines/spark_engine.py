@@ -8,6 +8,7 @@ driver.  ``master`` is a Spark master URL (``local[*]``, ``spark://host:7077``,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -31,6 +32,12 @@ def session(master: str | None = None) -> Any:
         s = _sessions.get(master)
         if s is not None and s.sparkContext._jsc is not None:  # noqa: SLF001 - stopped sessions have none
             return s
+        # One SparkContext per process, and getOrCreate() would hand back the running one whatever
+        # master is asked for: stop it so the new master is really used.
+        for other in list(_sessions.values()):
+            with contextlib.suppress(Exception):
+                other.stop()
+        _sessions.clear()
         try:
             from pyspark.sql import SparkSession
         except ImportError:
@@ -66,9 +73,12 @@ class SparkEngine:
             if src.fmt == "parquet":
                 df = spark.read.parquet(*src.paths)
             else:
+                enc = "ISO-8859-1" if common.csv_encoding(src) == "latin-1" else "UTF-8"
                 df = (spark.read.option("header", "true").option("inferSchema", "false")
                       .option("sep", common.csv_delimiter(src)).option("quote", '"').option("escape", '"')
-                      .option("mode", "PERMISSIVE").csv(list(src.paths)))
+                      .option("encoding", enc).option("mode", "PERMISSIVE").csv(list(src.paths)))
+                # pandas and DuckDB strip spaces around header names; Spark keeps them
+                df = df.toDF(*[c.strip() for c in df.columns])
         except DPCoreError:
             raise
         except Exception as e:  # noqa: BLE001 - AnalysisException and friends
@@ -82,7 +92,8 @@ class SparkEngine:
         for f in df.schema.fields:
             t = f.dataType.typeName()
             out[f.name] = ("integer" if t in ("byte", "short", "integer", "long") else
-                           "number" if t in ("float", "double") or t.startswith("decimal") else "text")
+                           "number" if t in ("float", "double") or t.startswith("decimal") else
+                           "boolean" if t == "boolean" else "text")
         return out
 
     def _collect(self, spark: Any, query: str, view: str, progress: base.Progress, what: str) -> pd.DataFrame:

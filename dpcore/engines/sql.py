@@ -65,13 +65,21 @@ def number(d: Dialect, col: str, typ: str) -> tuple[str, str]:
     """``(value, bad)`` SQL of a coordinate column: value is a DOUBLE or NULL when missing, bad is
     true for text that is not a number.  ``typ`` is ``"text"`` or ``"number"``."""
     c = d.q(col)
-    if typ == "number":
+    if typ in ("number", "integer"):
         v = f"CAST({c} AS DOUBLE)"
         return f"CASE WHEN isnan({v}) THEN NULL ELSE {v} END", "FALSE"
+    if typ == "boolean":
+        return "CAST(NULL AS DOUBLE)", f"({c} IS NOT NULL)"
     t = f"trim({c})"
     missing = f"({c} IS NULL OR {c} IN ({_na_list()}) OR lower({t}) IN ('', 'nan', '+nan', '-nan'))"
-    v = f"TRY_CAST({t} AS DOUBLE)"
+    v = _to_double(t)
     return f"CASE WHEN {missing} THEN NULL ELSE {v} END", f"(NOT {missing} AND {v} IS NULL)"
+
+
+def _to_double(t: str) -> str:
+    """Text -> DOUBLE or NULL.  DuckDB reads digit separators ('4_0.25' as 40.25) where pandas and
+    Spark refuse them, so text with an underscore is not a number here either."""
+    return f"CASE WHEN instr({t}, '_') > 0 THEN NULL ELSE TRY_CAST({t} AS DOUBLE) END"
 
 
 def person(d: Dialect, col: str, typ: str) -> str:
@@ -80,6 +88,8 @@ def person(d: Dialect, col: str, typ: str) -> str:
     if typ == "integer":
         return f"CAST({c} AS STRING)" if d.name == "spark" else f"CAST({c} AS VARCHAR)"
     s = "STRING" if d.name == "spark" else "VARCHAR"
+    if typ == "boolean":
+        return f"CASE WHEN {c} IS NULL THEN NULL WHEN {c} THEN 'true' ELSE 'false' END"
     if typ == "number":
         return (f"CASE WHEN {c} IS NULL OR isnan({c}) THEN NULL WHEN {c} = {d.floor(c)} AND abs({c}) < 1e18 "
                 f"THEN CAST(CAST({c} AS BIGINT) AS {s}) ELSE CAST({c} AS {s}) END")
@@ -87,7 +97,9 @@ def person(d: Dialect, col: str, typ: str) -> str:
     missing = f"({c} IS NULL OR {c} IN ({_na_list()}) OR {t} = '')"
     whole = d.full_match(t, base.NUMERIC_ID)
     as_int = f"CAST(CAST(split_part({t}, '.', 1) AS BIGINT) AS {s})"
-    return f"CASE WHEN {missing} THEN NULL WHEN {whole} THEN {as_int} ELSE {t} END"
+    # pandas reads True/true/TRUE as one boolean: one person
+    return (f"CASE WHEN {missing} THEN NULL WHEN {whole} THEN {as_int} "
+            f"WHEN lower({t}) IN ('true', 'false') THEN lower({t}) ELSE {t} END")
 
 
 def code(d: Dialect, col: str, typ: str) -> str:
@@ -96,6 +108,8 @@ def code(d: Dialect, col: str, typ: str) -> str:
     s = "STRING" if d.name == "spark" else "VARCHAR"
     if typ == "integer":
         return f"CAST({c} AS {s})"
+    if typ == "boolean":
+        return f"CASE WHEN {c} IS NULL THEN NULL WHEN {c} THEN 'True' ELSE 'False' END"
     if typ == "number":
         return (f"CASE WHEN {c} IS NULL OR isnan({c}) THEN NULL WHEN {c} = {d.floor(c)} AND abs({c}) < 9.2e18 "
                 f"THEN CAST(CAST({c} AS BIGINT) AS {s}) ELSE trim(CAST({c} AS {s})) END")
@@ -106,7 +120,7 @@ def code(d: Dialect, col: str, typ: str) -> str:
 def count_value(d: Dialect, col: str, typ: str) -> tuple[str, str]:
     """``(value, bad)`` of a count column: a BIGINT, bad when missing, negative or not whole."""
     c = d.q(col)
-    v = f"CAST({c} AS DOUBLE)" if typ != "text" else f"TRY_CAST(trim({c}) AS DOUBLE)"
+    v = f"CAST({c} AS DOUBLE)" if typ in ("number", "integer") else _to_double(f"trim(CAST({c} AS STRING))" if d.name == "spark" else f"trim(CAST({c} AS VARCHAR))")
     bad = f"({v} IS NULL OR isnan({v}) OR {d.is_inf(v)} OR {v} < 0 OR {v} <> {d.floor(v)} OR {v} > 9e15)"
     return f"CASE WHEN {bad} THEN 0 ELSE CAST({v} AS BIGINT) END", bad
 
