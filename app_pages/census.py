@@ -5,11 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpcore import budget, census, synthetic
+from dpcore import budget, census, engines, synthetic
 from dpcore.errors import DPCoreError
 from dpcore.noise import secure_source
 from ui import census_matrix as census_matrix_ui
 from ui import fmt, state
+from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source
 
 SYNTHETIC = "synthetic"
 UPLOAD = "upload"
@@ -43,12 +44,24 @@ if source == UPLOAD:
     up = st.file_uploader("Census table (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"],
                           key="census_upload",
                           help="One row per area with a count column, or one row per person; code columns per level. "
+                               "Files above 200 MB are summed by DuckDB instead of being read into memory. "
                                "Up to 2 GB per file; for larger files use the command line: "
-                               "python -m dpcore release census.")
+                               "python -m dpcore release census --engine duckdb.")
     if up is not None and ss.get("census_upload_id") != up.file_id:
         ss["census_upload_id"] = up.file_id
         try:
-            df_new = census.read_census_file(up.getvalue(), up.name)
+            # above the engine threshold the table stays in a file that DuckDB sums; the page shows
+            # its first rows, and its budget is keyed by the file's bytes
+            big = large_upload_source(up)
+            try:
+                df_new = (census.read_census_file(up.getvalue(), up.name) if big is None else
+                          engines.get_engine("duckdb").head(big, 5000))
+            except DPCoreError:
+                drop_copy(big)
+                raise
+            ss["census_src"] = big
+            ss["census_src_fp"] = file_fingerprint(big) if big is not None else None
+            keep_copy(big, "census_upload_tmp")
             ss["census_upload_df"] = df_new
             ss["census_upload_name"] = up.name
             ss["census_upload_error"] = None
@@ -68,7 +81,8 @@ else:
     df = synthetic.synthetic_census(age_bands=True)
     name = "synthetic census"
 
-fp = census.fingerprint(df)
+src = ss.get("census_src") if source == UPLOAD else None
+fp = ss["census_src_fp"] if src is not None else census.fingerprint(df)
 if ss.get("census_columns_for") != fp or "census_levels" not in ss:
     ss["census_columns_for"] = fp
     cols_l = [str(c) for c in df.columns]
@@ -93,7 +107,9 @@ areas_up = st.file_uploader("Public list of the finest areas (optional, recommen
                             key="census_areas_upload",
                             help="A gazetteer or boundary-file table with the same level columns.")
 
-st.caption(f"Source: {name}, {fmt.count(len(df))} rows.")
+st.caption(f"Source: {name}, " + (f"{fmt.count(len(df))} rows." if src is None else
+                                   f"{src.n_bytes / 1e6:,.0f} MB: DuckDB sums the whole file; the columns come from "
+                                   f"its first {fmt.count(len(df))} rows."))
 
 if not levels:
     st.info("Choose the level columns (top level first) to continue.")
@@ -106,8 +122,18 @@ if ss.get("census_table_key") == table_key:
 else:
     try:
         areas_df = census.read_census_file(areas_up.getvalue(), areas_up.name) if areas_up is not None else None
-        table = census.CensusTable.from_frame(df, levels, None if count_col == PER_PERSON else count_col,
-                                              ordinals=ordinals, areas=areas_df)
+        if src is not None:  # a large upload: DuckDB sums the rows per area and ordinal value
+            bar = st.progress(0.0, text=f"Counting {name} with DuckDB …")
+            cc = engines.get_engine("duckdb").code_counts(
+                src, [*levels, *ordinals], count=None if count_col == PER_PERSON else count_col,
+                progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
+            bar.empty()
+            small = cc.frame[[*levels, *ordinals, "count"]].rename(columns={"count": engines.COUNT_COLUMN})
+            table = census.CensusTable.from_frame(small, levels, engines.COUNT_COLUMN, ordinals=ordinals,
+                                                  areas=areas_df)
+        else:
+            table = census.CensusTable.from_frame(df, levels, None if count_col == PER_PERSON else count_col,
+                                                  ordinals=ordinals, areas=areas_df)
         ss["census_table"], ss["census_table_key"] = table, table_key
     except DPCoreError as e:
         st.error(str(e))

@@ -106,15 +106,9 @@ if df is not None:
         )
     with st.form("columns"):
         st.markdown("**Columns** (detected by name; change them if needed)")
-        c1, c2, c3 = st.columns(3)
-        lat_col = c1.selectbox("Latitude column", cols, index=cols.index(lat0) if lat0 in cols else 0)
-        lon_col = c2.selectbox("Longitude column", cols, index=cols.index(lon0) if lon0 in cols else min(1, len(cols) - 1))
-        user_opts = ["(none: each row is one unit)"] + cols
-        user_col = c3.selectbox("Person / user id column (optional)", user_opts,
-                                index=user_opts.index(user0) if user0 in cols else 0)
+        lat_col, lon_col, uc = source_ui.column_choice(cols, (lat0, lon0, user0))
         if st.form_submit_button("Use these columns"):
             try:
-                uc = None if user_col == user_opts[0] else user_col
                 table = io.load_points(df, lat_col, lon_col, uc, source_name=st.session_state["upload_name"])
                 state.set_dataset(state.Dataset(st.session_state["upload_name"], table, False,
                                                 state.fingerprint(table)))

@@ -12,6 +12,7 @@ import streamlit as st
 from dpcore import (
     budget,
     census,
+    engines,
     hier_export,
     hier_matrix,
     hier_viz,
@@ -20,11 +21,12 @@ from dpcore import (
     synthetic,
     viz,
 )
-from dpcore.errors import DPCoreError
+from dpcore.errors import DPCoreError, InputError
 from dpcore.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
 from dpcore.noise import secure_source
 from dpcore.pipeline import release_hierarchy
 from ui import fmt
+from ui.source_ui import drop_copy, keep_copy, large_upload_source
 from ui.state import persistent, remember_release, seed, store, stored_ledger
 
 ss = st.session_state
@@ -154,12 +156,24 @@ with tab_data:
         up = st.file_uploader("Table (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"],
                               key="hier_upload",
                               help="One code column per level (top first) and a count column, or one row per person. "
+                                   "Files above 200 MB are summed by DuckDB instead of being read into memory. "
                                    "Up to 2 GB per file; for larger files use the command line: "
-                                   "python -m dpcore release hierarchy.")
+                                   "python -m dpcore release hierarchy --engine duckdb.")
         if up is not None and ss.get("hier_upload_id") != up.file_id:
             ss["hier_upload_id"] = up.file_id
             try:
-                ss["hier_upload_df"] = read_hierarchy_table(up.getvalue(), up.name)
+                # above the engine threshold the table stays in a file that DuckDB sums; the page
+                # works on its first rows until the counts are made
+                big = large_upload_source(up)
+                try:
+                    new_df = (read_hierarchy_table(up.getvalue(), up.name) if big is None else
+                              engines.get_engine("duckdb").head(big, 5000))
+                except DPCoreError:
+                    drop_copy(big)
+                    raise
+                ss["hier_src"] = big
+                keep_copy(big, "hier_upload_tmp")
+                ss["hier_upload_df"] = new_df
                 ss["hier_upload_name"] = up.name
                 ss["hier_upload_error"] = None
                 for k in ("w_levels", "w_count", "w_group"):
@@ -217,7 +231,8 @@ with tab_data:
                                            type=["geojson", "json", "gpkg", "zip"], key=f"hier_bounds_{lv}")
                     if bup is not None:
                         bounds_up[lv] = (bup.getvalue(), bup.name, bup.file_id)
-            inputs = {"id": ss.get("hier_upload_id"), "name": ss.get("hier_upload_name", "upload"), "df": df_up, "levels": levels,
+            inputs = {"id": ss.get("hier_upload_id"), "name": ss.get("hier_upload_name", "upload"), "df": df_up,
+                      "src": ss.get("hier_src"), "levels": levels,
                       "count": count, "group": None if group == "(none)" else group, "area_source": area_source,
                       "areas_df": areas_df, "boundaries": bounds_up}
             if area_source == AREA_UPLOAD and areas_df is None:
@@ -238,6 +253,18 @@ with tab_data:
         else:
             try:
                 with st.spinner("Checking the hierarchy …"):
+                    if inputs.get("src") is not None:  # a large upload: DuckDB sums the rows per area
+                        if len(inputs["count"]) > 1 or inputs.get("group"):
+                            raise InputError(
+                                "Group-size histograms of a table this large are counted in memory only: use the "
+                                "command line, python -m dpcore release hierarchy --engine numpy.")
+                        bar = st.progress(0.0, text=f"Counting {inputs['name']} with DuckDB …")
+                        cc = engines.get_engine("duckdb").code_counts(
+                            inputs["src"], list(inputs["levels"]), count=inputs["count"][0] if inputs["count"] else None,
+                            progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
+                        bar.empty()
+                        df = cc.frame[[*inputs["levels"], "count"]].rename(columns={"count": engines.COUNT_COLUMN})
+                        inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
                     if inputs["area_source"] == AREA_TABLE:
                         h = Hierarchy.from_frame(df, inputs["levels"], source="table (confirmed public)")
                     else:
@@ -281,7 +308,8 @@ with tab_data:
         for msg in model["join_msgs"]:
             st.warning(msg + ". They are listed, not dropped: every area is still released; only the map misses them.")
         st.markdown("**First rows** · confidential, not for publication")
-        st.dataframe(inputs["df"].head(8), hide_index=True, key="hier_head")
+        st.dataframe((ss.get("hier_upload_df") if inputs.get("src") is not None else inputs["df"]).head(8),
+                     hide_index=True, key="hier_head")
 
 if model is None:
     for tab in (tab_mech, tab_map, tab_err, tab_exp):

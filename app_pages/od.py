@@ -15,11 +15,12 @@ import orjson
 import pandas as pd
 import streamlit as st
 
-from dpcore import budget, io, od, od_export, od_viz, synthetic
+from dpcore import budget, engines, io, od, od_export, od_viz, synthetic
 from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.hierarchy import Hierarchy, read_hierarchy_table
 from dpcore.pipeline import release_od
 from ui import fmt
+from ui.source_ui import drop_copy, keep_copy, large_upload_source
 from ui.state import persistent, remember_release, store, stored_ledger
 
 ss = st.session_state
@@ -500,8 +501,9 @@ with tab_data:
         c1, c2 = st.columns(2)
         up = c1.file_uploader("Trips (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"], key="od_upload",
                               help="One row per trip (origin, destination, optional person id), or one row per "
-                                   "origin/destination pair with a count. Up to 2 GB per file; for larger files "
-                                   "use the command line: python -m dpcore release od.")
+                                   "origin/destination pair with a count. Files above 200 MB are counted by DuckDB "
+                                   "instead of being read into memory. Up to 2 GB per file; for larger files use "
+                                   "the command line: python -m dpcore release od --engine duckdb.")
         aup = c2.file_uploader("Public area list (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"],
                                key="od_areas_upload",
                                help="One row per finest area: a code column per level (top first), or one code "
@@ -510,7 +512,18 @@ with tab_data:
             if upl is not None and ss.get(f"od_{what}_id") != upl.file_id:
                 ss[f"od_{what}_id"] = upl.file_id  # this upload is read once (also when it fails)
                 try:
-                    new_df = read_upload(upl.getvalue(), upl.name, what)
+                    # above the engine threshold the trips stay in a file that DuckDB counts; the page
+                    # works on its first rows (columns, checks) until the counts are made
+                    big = large_upload_source(upl) if what == "trips" else None
+                    try:
+                        new_df = (read_upload(upl.getvalue(), upl.name, what) if big is None else
+                                  engines.get_engine("duckdb").head(big, 5000))
+                    except DPCoreError:
+                        drop_copy(big)
+                        raise
+                    if what == "trips":
+                        ss["od_trips_src"] = big
+                        keep_copy(big, "od_upload_tmp")
                     old_df = ss.get(f"od_{what}_df")
                     if old_df is None or list(map(str, old_df.columns)) != list(map(str, new_df.columns)):
                         forget_settings(what)  # other columns: guess the choices again
@@ -716,10 +729,22 @@ with tab_data:
                         check_code_column(inputs["df"], inputs["cols"]["origin"], "origin", h)
                         check_code_column(inputs["df"], inputs["cols"]["destination"], "destination", h)
                     cols = inputs["cols"]
-                    counts = od.ODCounts.from_frame(
-                        inputs["df"], h, origin=cols["origin"], destination=cols["destination"],
-                        count=cols.get("count"), user=cols.get("user"), max_trips=inputs.get("m", 1),
-                        distinct=inputs.get("distinct", True))
+                    src = ss.get("od_trips_src") if source == UPLOAD else None
+                    if src is not None:  # a large upload: DuckDB groups the rows, with the person cap
+                        bar = st.progress(0.0, text=f"Counting the trips of {inputs['name']} with DuckDB …")
+                        user_col = cols.get("user")
+                        cc = engines.get_engine("duckdb").code_counts(
+                            src, [cols["origin"], cols["destination"]], count=cols.get("count"), user=user_col,
+                            cap=inputs.get("m", 1) if user_col else None, distinct=inputs.get("distinct", True),
+                            progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
+                        bar.empty()
+                        counts = od.ODCounts.from_code_counts(cc, h, max_trips=inputs.get("m", 1) if user_col else 1,
+                                                              distinct=inputs.get("distinct", True))
+                    else:
+                        counts = od.ODCounts.from_frame(
+                            inputs["df"], h, origin=cols["origin"], destination=cols["destination"],
+                            count=cols.get("count"), user=cols.get("user"), max_trips=inputs.get("m", 1),
+                            distinct=inputs.get("distinct", True))
                     if counts.total == 0:
                         raise InputError("No trips are counted: the table holds no trips (all counts are 0).")
                     if not counts.fingerprint:  # the budget must follow the trips, never a fresh key

@@ -309,7 +309,8 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
         table = io.load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col, user_col=user_col)
         agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
                                user_cap=user_cap if table.user is not None else None)
-        return agg, points_fingerprint(table.lon, table.lat, table.user)
+        wanted = getattr(args, "budget_db", None) is not None
+        return agg, points_fingerprint(table.lon, table.lat, table.user) if wanted else ""
     eng, src = routed
     lat, lon = args.lat_col, args.lon_col
     if lat is None or lon is None:
@@ -319,7 +320,8 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
             raise DPCoreError(f"No latitude/longitude columns were recognised by name in '{src.label}'. "
                               "Name them with --lat-col and --lon-col.")
     pc = eng.points(src, grid, lat=lat, lon=lon, user=user_col, user_cap=user_cap,
-                    progress=_cli_progress("Counting points"))
+                    progress=_cli_progress("Counting points"),
+                    fingerprint=getattr(args, "budget_db", None) is not None)
     return pc.aggregate, pc.fingerprint
 
 
@@ -660,7 +662,7 @@ def cmd_release_census(args: argparse.Namespace) -> int:
     count_col = args.count
     small = _engine_table(args, levels + ordinals, args.count)
     if small is not None:
-        df, count_col = small, ENGINE_COUNT
+        df, count_col = small, small.columns[-1]  # the engine's sums (engines.COUNT_COLUMN)
     else:
         df = census.read_census_file(args.input)
     areas = census.read_census_file(args.areas) if args.areas else None
@@ -727,7 +729,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
         raise ParameterError("Group-size histograms (several --count columns or --group-col) are aggregated in memory "
                              "only: use --engine numpy (or auto).")
     if small is not None:
-        df, counts_cols = small, [ENGINE_COUNT]
+        df, counts_cols = small, [small.columns[-1]]  # the engine's sums (engines.COUNT_COLUMN)
     else:
         df = read_hierarchy_table(args.input)
     if args.areas:
@@ -920,18 +922,17 @@ def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
                                 names={lv: f"__name_{lv}" for lv in names}, source="area list"), df
 
 
-ENGINE_COUNT = "__dpcore_count__"
-
-
 def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None) -> Any:
     """Counts per code combination of a large --input (the engine sums ``count`` or counts rows),
-    as a small table with the code columns and ``ENGINE_COUNT``; None for the in-memory path."""
+    as a small table with the code columns and ``engines.COUNT_COLUMN``; None for the in-memory path."""
+    from dpcore import engines
+
     routed = _engine_for(args, args.input)
     if routed is None:
         return None
     eng, src = routed
     cc = eng.code_counts(src, keys, count=count, progress=_cli_progress("Counting rows"))
-    return cc.frame[keys + ["count"]].rename(columns={"count": ENGINE_COUNT})
+    return cc.frame[keys + ["count"]].rename(columns={"count": engines.COUNT_COLUMN})
 
 
 def _od_counts_by_engine(args: argparse.Namespace, h: Any, eng: Any, src: Any) -> Any:

@@ -260,7 +260,7 @@ def cap_user_contributions(
 
     if not isinstance(cap, (int, np.integer)) or cap < 1:
         raise ParameterError(f"The cap on records per person must be a whole number >= 1 (got {cap!r}).")
-    return _engine_rules.cap_mask_points(_engine_rules.canonical_id(np.asarray(user)), np.asarray(lon),
+    return _engine_rules.cap_mask_points(_engine_rules.person_codes(np.asarray(user)), np.asarray(lon),
                                          np.asarray(lat), int(cap))
 
 

@@ -49,3 +49,22 @@ def _ledger_db(tmp_path, monkeypatch):
     default file (~/.local/share/dpcore) would spend each other's budget."""
     monkeypatch.setenv("DPCORE_LEDGER_DB", str(tmp_path / "ledger.sqlite"))
     yield
+
+
+#: One Spark master for every test (one SparkContext per process): the engine tests, the CLI tests
+#: (through DPCORE_SPARK_MASTER) and the property tests share one local session.
+SPARK_TEST_MASTER = "local[2]"
+os.environ.setdefault("DPCORE_SPARK_MASTER", SPARK_TEST_MASTER)
+
+
+@pytest.fixture(scope="session")
+def spark_engine():
+    """The Spark engine in local mode; skips when Java or PySpark is missing (CI installs both)."""
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("the Spark engine needs Java 17+ and 'java' is not on PATH (CI installs it)")
+    pytest.importorskip("pyspark", reason="PySpark is not installed (pip install -r requirements-spark.txt)")
+    from dpcore.engines import get_engine
+
+    return get_engine("spark", spark_master=SPARK_TEST_MASTER)

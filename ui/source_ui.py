@@ -8,6 +8,7 @@ engine runs again only when the grid, the bounds or the cap change.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import tempfile
@@ -77,28 +78,76 @@ def open_path(path: str, engine: str, master: str | None, label: str | None = No
         return False
 
 
-def route_large_upload(up: Any) -> bool:
-    """Save an upload above the engine threshold to a private temporary folder and open it with
-    DuckDB instead of reading it into memory.  False (nothing done) for small files and formats
-    only the in-memory reader knows (GeoJSON)."""
-    ss = st.session_state
+def large_upload_source(up: Any) -> engines.Source | None:
+    """An upload above the engine threshold, copied to a private temporary folder (mode 0700) so
+    DuckDB can stream it; None for smaller files and formats only the in-memory reader knows
+    (GeoJSON).  Call :func:`keep_copy` once the copy is in use."""
     size = int(getattr(up, "size", 0) or 0)
     if size <= engines.threshold() or engine_rules._fmt(Path(up.name)) is None:  # noqa: SLF001
-        return False
-    old = ss.pop("upload_tmp", None)
-    if old:
-        shutil.rmtree(old, ignore_errors=True)  # the previous large upload's copy
-    folder = tempfile.mkdtemp(prefix="dpcore-upload-")  # mode 0700: this user only
-    ss["upload_tmp"] = folder
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", Path(up.name).name) or "upload.csv"
-    target = Path(folder) / safe
+        return None
+    folder = tempfile.mkdtemp(prefix="dpcore-upload-")
+    target = Path(folder) / (re.sub(r"[^A-Za-z0-9._-]", "_", Path(up.name).name) or "upload.csv")
     with open(target, "wb") as fh:
         up.seek(0)
         shutil.copyfileobj(up, fh, 16 << 20)
-    ok = open_path(str(target), "duckdb", None, label=up.name)
-    if not ok:
-        ss["upload_error"] = ss.pop("path_error", None)
+    src = engines.Source.from_path(target)
+    return engines.Source(src.paths, src.fmt, up.name)
+
+
+def keep_copy(src: engines.Source | None, tmp_key: str) -> None:
+    """Remember the temporary folder of the copy now in use under ``tmp_key``, deleting the copy
+    it replaces (a failed upload leaves the earlier copy, still in use, alone)."""
+    ss = st.session_state
+    new = str(Path(src.paths[0]).parent) if src is not None else None
+    old = ss.get(tmp_key)
+    if old and old != new:
+        shutil.rmtree(old, ignore_errors=True)
+    ss[tmp_key] = new
+
+
+def file_fingerprint(src: engines.Source) -> str:
+    """Budget key of a table kept in its files: a hash of the bytes (read in 16 MB blocks).  Unlike
+    the in-memory tables' content key it changes when the same rows are saved differently."""
+    h = hashlib.sha256()
+    for p in src.paths:
+        with open(p, "rb") as fh:
+            while block := fh.read(16 << 20):
+                h.update(block)
+    return h.hexdigest()[:16]
+
+
+def drop_copy(src: engines.Source | None) -> None:
+    """Delete the temporary copy of an upload that was not taken."""
+    if src is not None:
+        shutil.rmtree(Path(src.paths[0]).parent, ignore_errors=True)
+
+
+def route_large_upload(up: Any) -> bool:
+    """Open a large points upload with DuckDB instead of reading it into memory (False: a small
+    file, read as usual)."""
+    src = large_upload_source(up)
+    if src is None:
+        return False
+    ok = open_path(src.paths[0], "duckdb", None, label=up.name)
+    if ok:
+        keep_copy(src, "upload_tmp")
+    else:
+        drop_copy(src)
+        st.session_state["upload_error"] = st.session_state.pop("path_error", None)
     return ok
+
+
+def column_choice(cols: list[str], detected: tuple[str | None, str | None, str | None]) -> tuple[str, str, str | None]:
+    """Latitude, longitude and (optional) person columns, starting from the detected ones; call
+    inside a form."""
+    lat0, lon0, user0 = detected
+    c1, c2, c3 = st.columns(3)
+    lat_col = c1.selectbox("Latitude column", cols, index=cols.index(lat0) if lat0 in cols else 0)
+    lon_col = c2.selectbox("Longitude column", cols, index=cols.index(lon0) if lon0 in cols else min(1, len(cols) - 1))
+    user_opts = ["(none: each row is one unit)"] + cols
+    user_col = c3.selectbox("Person / user id column (optional)", user_opts,
+                            index=user_opts.index(user0) if user0 in cols else 0)
+    return lat_col, lon_col, None if user_col == user_opts[0] else user_col
 
 
 def path_columns_form() -> None:
@@ -115,22 +164,16 @@ def path_columns_form() -> None:
     if not (lat0 and lon0):
         st.warning(f"No latitude/longitude columns were recognised by name in '{src.label}'. Choose them below.")
     with st.form("path_columns"):
-        c1, c2, c3 = st.columns(3)
-        lat_col = c1.selectbox("Latitude column", cols, index=cols.index(lat0) if lat0 in cols else 0)
-        lon_col = c2.selectbox("Longitude column", cols, index=cols.index(lon0) if lon0 in cols else min(1, len(cols) - 1))
-        user_opts = ["(none: each row is one unit)"] + cols
-        user_col = c3.selectbox("Person / user id column (optional)", user_opts,
-                                index=user_opts.index(user0) if user0 in cols else 0)
+        lat_col, lon_col, uc = column_choice(cols, (lat0, lon0, user0))
         go = st.form_submit_button(f"Count the points with {name}", type="primary")
     if not go:
         return
-    uc = None if user_col == user_opts[0] else user_col
     cap = 10 if uc else None
     g = state.grid()
     probe = state.Dataset(src.label, None, False, "", source=src, engine=name,  # type: ignore[arg-type]
                           spark_master=opened["master"])
     try:
-        pc = state.engine_points(probe, g, cap, (lat_col, lon_col, uc))
+        pc = state.engine_points(probe, g, cap, (lat_col, lon_col, uc), fingerprint=True)
     except DPCoreError as e:
         st.error(str(e))
         st.caption("Your earlier dataset and releases are kept.")

@@ -149,17 +149,18 @@ def aggregate() -> Aggregate:
 
 
 def engine_points(ds: Dataset, g: Grid, cap: int | None,
-                  columns: tuple[str, str, str | None] | None = None) -> engines.PointCounts:
+                  columns: tuple[str, str, str | None] | None = None, fingerprint: bool = False) -> engines.PointCounts:
     """One pass of the dataset's engine over its files, with a progress bar (DuckDB reports its
     own progress; Spark and numpy report stages).  ``columns`` (lat, lon, user) default to the
-    dataset's."""
+    dataset's; the budget key (``fingerprint``) is computed only when asked, i.e. when loading."""
     assert ds.source is not None
     lat, lon, user = columns or (ds.table.lat_column, ds.table.lon_column, ds.table.user_column)
     eng = engines.get_engine(ds.engine, spark_master=ds.spark_master)
     bar = st.progress(0.0, text=f"Counting the points of {ds.name} with {ds.engine} …")
     try:
         return eng.points(ds.source, g, lat=lat, lon=lon, user=user, user_cap=cap if user else None,
-                          progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
+                          progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg),
+                          fingerprint=fingerprint)
     finally:
         bar.empty()
 

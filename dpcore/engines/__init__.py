@@ -14,8 +14,11 @@ import os
 from dpcore.engines.base import ENGINE_NAMES, CodeCounts, Engine, PointCounts, Source
 from dpcore.errors import ParameterError
 
-__all__ = ["AUTO_THRESHOLD_BYTES", "ENGINE_NAMES", "CodeCounts", "Engine", "PointCounts", "Source",
+__all__ = ["AUTO_THRESHOLD_BYTES", "COUNT_COLUMN", "ENGINE_NAMES", "CodeCounts", "Engine", "PointCounts", "Source",
            "choose", "get_engine"]
+
+#: Name of the count column when an engine's sums per code combination stand in for a raw table.
+COUNT_COLUMN = "__dpcore_count__"
 
 #: Inputs larger than this (bytes on disk) go to DuckDB when the engine is "auto": pandas needs
 #: several times a CSV's size in memory, DuckDB streams it.  Override with DPCORE_AUTO_ENGINE_BYTES.

@@ -18,6 +18,12 @@ from dpcore.engines import base, sql
 from dpcore.errors import InputError
 
 
+def first_line(e: BaseException) -> str:
+    """The first line of an engine's error (their messages carry the reason in text), shortened."""
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
 def csv_delimiter(src: base.Source) -> str:
     """The delimiter of the first file, found the way the in-memory reader finds it."""
     with open(src.paths[0], "rb") as fh:
@@ -74,8 +80,10 @@ def check_code_columns(available: list[str], keys: list[str], count: str | None,
 
 def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int | None, engine: str,
                  label: str, examples: Callable[[str], pd.DataFrame], lat: str, lon: str,
-                 prog: base.Progress, t0: float) -> base.PointCounts:
-    """Assemble the answer from the ``points_query`` groups (status, cell, kept, n, sums)."""
+                 prog: base.Progress, t0: float,
+                 fingerprint: Callable[[], tuple[int, int, int, int]] | None) -> base.PointCounts:
+    """Assemble the answer from the ``points_query`` groups (status, cell, kept, n); ``fingerprint``
+    runs the ``fingerprint_query`` (exact integer sums) when the budget key is wanted."""
     st = df["st"].to_numpy(dtype=np.int64)
     cell = df["cell"].to_numpy(dtype=np.int64)
     kept = df["kept"].to_numpy(dtype=bool)
@@ -116,8 +124,11 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
         sensitivity=int(user_cap) if user is not None else 1,
         user_cap=int(user_cap) if user is not None else None,
     )
-    fp = base.point_fingerprint(int(n[ok].sum()), int(df["s1"][ok].sum()), int(df["s2"][ok].sum()),
-                                int(df["su"][ok].sum()), user is not None)
+    fp = ""
+    if fingerprint is not None:
+        prog(0.97, "Fingerprinting the points (the budget key)")
+        fn, s1, s2, su = fingerprint()
+        fp = base.point_fingerprint(int(fn), int(s1), int(s2), int(su or 0), user is not None)
     prog(1.0, f"Counted {n_read:,} rows with {engine} in {time.perf_counter() - t0:.1f} s")
     return base.PointCounts(agg, n_read, dropped, fp, engine)
 

@@ -8,10 +8,12 @@ aggregation and spills to ``temp_directory`` when a window (the per-person cap) 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -61,7 +63,7 @@ class DuckDBEngine:
             con.execute(f"CREATE TEMP VIEW src AS SELECT * FROM {rel}")
         except self._duckdb.Error as e:
             con.close()
-            raise InputError(f"DuckDB could not read '{src.label}': {_first_line(e)}. Check that the files are "
+            raise InputError(f"DuckDB could not read '{src.label}': {common.first_line(e)}. Check that the files are "
                              "CSV with a header row or Parquet.") from None
         return con
 
@@ -88,9 +90,22 @@ class DuckDBEngine:
         if "err" in out:
             e = out["err"]
             if isinstance(e, self._duckdb.Error):
-                raise InputError(f"DuckDB could not read the input: {_first_line(e)}.") from None
+                raise InputError(f"DuckDB could not read the input: {common.first_line(e)}.") from None
             raise e
         return out["df"]
+
+    @contextlib.contextmanager
+    def _session(self, src: base.Source) -> Iterator[Any]:
+        """A connection with the ``src`` view; DuckDB's own errors become an InputError naming the input."""
+        con = self._connect(src)
+        try:
+            yield con
+        except DPCoreError:
+            raise
+        except self._duckdb.Error as e:
+            raise InputError(f"DuckDB could not aggregate '{src.label}': {common.first_line(e)}.") from None
+        finally:
+            con.close()
 
     def _types(self, con: Any) -> dict[str, str]:
         rows = con.execute("DESCRIBE SELECT * FROM src").fetchall()
@@ -99,50 +114,43 @@ class DuckDBEngine:
     # -------------------------------------------------------------------------------- interface
 
     def columns(self, src: base.Source) -> list[str]:
-        con = self._connect(src)
-        try:
+        with self._session(src) as con:
             return list(self._types(con))
-        finally:
-            con.close()
 
     def head(self, src: base.Source, n: int = 1000) -> pd.DataFrame:
-        con = self._connect(src)
-        try:
+        with self._session(src) as con:
             return con.execute(f"SELECT * FROM src LIMIT {int(n)}").fetchdf()
-        finally:
-            con.close()
 
     def points(self, src: base.Source, grid: Grid, *, lat: str, lon: str, user: str | None = None,
-               user_cap: int | None = None, progress: base.ProgressCallback | None = None) -> base.PointCounts:
+               user_cap: int | None = None, progress: base.ProgressCallback | None = None,
+               fingerprint: bool = True) -> base.PointCounts:
         base.check_point_options(user, user_cap)
         prog = base.Progress(progress)
         prog(0.0, f"Opening {src.label}")
         t0 = time.perf_counter()
-        con = self._connect(src)
-        try:
+        with self._session(src) as con:
             types = self._types(con)
             common.check_point_columns(list(types), lat, lon, user, src.label)
             q = sql.points_query(sql.DUCKDB, grid, (lat, types[lat]), (lon, types[lon]),
                                  (user, types[user]) if user else None, user_cap)
             df = self._run(con, q, prog, f"Counting points with DuckDB ({src.label})")
+            cols = ((lat, types[lat]), (lon, types[lon]), (user, types[user]) if user else None)
+
+            def sums() -> tuple[int, int, int, int]:
+                # fetchone: Python ints (fetchdf would turn the 128-bit sums into inexact floats)
+                return con.execute(sql.fingerprint_query(sql.DUCKDB, *cols)).fetchone()
+
             return common.point_result(df, grid, user, user_cap, self.name, src.label,
                                        lambda which: con.execute(sql.point_examples_query(
-                                           sql.DUCKDB, (lat, types[lat]), (lon, types[lon]), which)).fetchdf(),
-                                       lat, lon, prog, t0)
-        except DPCoreError:
-            raise
-        except self._duckdb.Error as e:
-            raise InputError(f"DuckDB could not aggregate '{src.label}': {_first_line(e)}.") from None
-        finally:
-            con.close()
+                                           sql.DUCKDB, cols[0], cols[1], which)).fetchdf(),
+                                       lat, lon, prog, t0, sums if fingerprint else None)
 
     def code_counts(self, src: base.Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,
                     progress: base.ProgressCallback | None = None) -> base.CodeCounts:
         base.check_code_options(keys, count, user, cap)
         prog = base.Progress(progress)
-        con = self._connect(src)
-        try:
+        with self._session(src) as con:
             types = self._types(con)
             common.check_code_columns(list(types), keys, count, user, src.label)
             q = sql.code_counts_query(sql.DUCKDB, [(k, types[k]) for k in keys],
@@ -150,12 +158,6 @@ class DuckDBEngine:
                                       (user, types[user]) if user else None, cap, distinct)
             df = self._run(con, q, prog, f"Counting rows with DuckDB ({src.label})")
             return common.code_result(df, keys, count, user, cap, self.name, src.label, prog)
-        except DPCoreError:
-            raise
-        except self._duckdb.Error as e:
-            raise InputError(f"DuckDB could not aggregate '{src.label}': {_first_line(e)}.") from None
-        finally:
-            con.close()
 
 
 def _kind(duck_type: str) -> str:
@@ -172,5 +174,3 @@ def _kind(duck_type: str) -> str:
 
 
 
-def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__

@@ -45,7 +45,8 @@ class NumpyEngine:
         return io.read_table(src.paths[0], max_rows=n)
 
     def points(self, src: base.Source, grid: Grid, *, lat: str, lon: str, user: str | None = None,
-               user_cap: int | None = None, progress: base.ProgressCallback | None = None) -> base.PointCounts:
+               user_cap: int | None = None, progress: base.ProgressCallback | None = None,
+               fingerprint: bool = True) -> base.PointCounts:
         base.check_point_options(user, user_cap)
         prog = base.Progress(progress)
         t0 = time.perf_counter()
@@ -56,17 +57,18 @@ class NumpyEngine:
             # the ids are read again as text, as the SQL engines read them
             df[user] = self._text_column(src, user)
         table = io.load_points(df, lat, lon, user, source_name=src.label)
-        return self.points_of_table(table, grid, user_cap, prog, t0)
+        return self.points_of_table(table, grid, user_cap, prog, t0, fingerprint)
 
     def points_of_table(self, table: io.PointTable, grid: Grid, user_cap: int | None,
-                        prog: base.Progress | None = None, t0: float | None = None) -> base.PointCounts:
+                        prog: base.Progress | None = None, t0: float | None = None,
+                        fingerprint: bool = True) -> base.PointCounts:
         """The answer for points already read and validated (an upload held by the app)."""
         prog = prog or base.Progress(None)
         t0 = time.perf_counter() if t0 is None else t0
         use_user = table.user is not None
         agg = aggregate_points(table.lon, table.lat, grid, user=table.user if use_user else None,
                                user_cap=user_cap if use_user else None)
-        fp = base.points_fingerprint(table.lon, table.lat, table.user)
+        fp = base.points_fingerprint(table.lon, table.lat, table.user) if fingerprint else ""
         prog(1.0, f"Counted {table.n_read:,} rows in memory in {time.perf_counter() - t0:.1f} s")
         return base.PointCounts(agg, table.n_read, dict(table.dropped), fp, self.name)
 

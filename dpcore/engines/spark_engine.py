@@ -82,7 +82,7 @@ class SparkEngine:
         except DPCoreError:
             raise
         except Exception as e:  # noqa: BLE001 - AnalysisException and friends
-            raise InputError(f"Spark could not read '{src.label}': {_first_line(e)}.") from None
+            raise InputError(f"Spark could not read '{src.label}': {common.first_line(e)}.") from None
         name = f"src_{abs(hash((src.paths, time.time_ns()))):x}"
         df.createOrReplaceTempView(name)
         return spark, (df, name)
@@ -103,7 +103,7 @@ class SparkEngine:
             res = spark.sql(q)
             rows = res.collect()
         except Exception as e:  # noqa: BLE001 - Py4J/Analysis errors carry the reason in text
-            raise InputError(f"Spark could not aggregate the input: {_first_line(e)}.") from None
+            raise InputError(f"Spark could not aggregate the input: {common.first_line(e)}.") from None
         return pd.DataFrame([r.asDict() for r in rows], columns=res.columns)
 
     def columns(self, src: base.Source) -> list[str]:
@@ -116,7 +116,8 @@ class SparkEngine:
         return pd.DataFrame([r.asDict() for r in rows], columns=df.columns)
 
     def points(self, src: base.Source, grid: Grid, *, lat: str, lon: str, user: str | None = None,
-               user_cap: int | None = None, progress: base.ProgressCallback | None = None) -> base.PointCounts:
+               user_cap: int | None = None, progress: base.ProgressCallback | None = None,
+               fingerprint: bool = True) -> base.PointCounts:
         base.check_point_options(user, user_cap)
         prog = base.Progress(progress)
         prog(0.0, f"Starting Spark for {src.label}")
@@ -132,7 +133,14 @@ class SparkEngine:
             eq = sql.point_examples_query(sql.SPARK, (lat, types[lat]), (lon, types[lon]), which)
             return self._collect(spark, eq, view, base.Progress(None), "examples")
 
-        return common.point_result(out, grid, user, user_cap, self.name, src.label, examples, lat, lon, prog, t0)
+        def sums() -> tuple[int, int, int, int]:
+            fq = sql.fingerprint_query(sql.SPARK, (lat, types[lat]), (lon, types[lon]),
+                                       (user, types[user]) if user else None)
+            row = spark.sql(fq.replace("FROM src", f"FROM {view}")).collect()[0]
+            return row["n"], row["s1"] or 0, row["s2"] or 0, row["su"] or 0
+
+        return common.point_result(out, grid, user, user_cap, self.name, src.label, examples, lat, lon, prog, t0,
+                                   sums if fingerprint else None)
 
     def code_counts(self, src: base.Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,
@@ -146,8 +154,3 @@ class SparkEngine:
                                   (user, types[user]) if user else None, cap, distinct)
         out = self._collect(spark, q, view, prog, f"Counting rows with Spark ({src.label})")
         return common.code_result(out, keys, count, user, cap, self.name, src.label, prog)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:300] if text else type(e).__name__

@@ -179,3 +179,26 @@ def test_matrix_without_attributes_says_what_to_choose(at: AppTest) -> None:
     ok(at)
     assert any("choose at least one ordinal attribute" in i.value for i in at.info)
     assert at.multiselect(key="census_mx_marginals").value == ["tract"]
+
+
+def test_a_large_upload_is_summed_by_duckdb(at: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above the engine threshold DuckDB sums the file per area; the table equals the in-memory one,
+    and the budget is keyed by the file's bytes."""
+    import numpy as np
+    import pandas as pd
+
+    from dpcore import census
+
+    monkeypatch.setenv("DPCORE_AUTO_ENGINE_BYTES", "50")
+    at.radio(key="census_source").set_value("upload").run()
+    upload(at, "tracts.csv", GOOD)
+    assert at.session_state["census_src"] is not None
+    assert not at.error, [e.value for e in at.error]
+    table = at.session_state["census_table"]
+    import io as _io
+
+    ref = census.CensusTable.from_frame(pd.read_csv(_io.BytesIO(GOOD), dtype=str), ["STATEFP", "COUNTYFP", "TRACTCE"],
+                                        "POPULATION")
+    assert np.array_equal(table.counts, ref.counts)
+    assert list(at.dataframe[0].value["number of areas"]) == ["1", "2", "2", "3"]
+    assert at.session_state["census_columns_for"] == at.session_state["census_src_fp"]

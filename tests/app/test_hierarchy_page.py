@@ -153,3 +153,31 @@ def test_matrix_mechanism_with_uploaded_area_sets(at: AppTest) -> None:
     assert "Download area_queries.csv" in labels
     ex = at.session_state["hier_release"]["exports"]
     assert b"North" in ex["sets"] and b"area_queries.csv" in ex["json"]
+
+
+def test_a_large_table_upload_is_summed_by_duckdb(monkeypatch) -> None:
+    """Above the engine threshold the table stays in a file DuckDB sums per area; the counts equal
+    the in-memory ones."""
+    import numpy as np
+    import pandas as pd
+
+    from dpcore.hierarchy import Hierarchy, HierarchyCounts
+
+    monkeypatch.setenv("DPCORE_AUTO_ENGINE_BYTES", "100")
+    rng = np.random.default_rng(1)
+    rows = [(s, f"{c:03d}", f"{t:06d}", int(rng.integers(0, 50))) for s in ("01", "02") for c in (1, 3)
+            for t in (100, 200, 300)]
+    df = pd.DataFrame(rows, columns=["state", "county", "tract", "population"])
+    data = df.to_csv(index=False).encode()
+    at = AppTest.from_string(WRAPPER, default_timeout=180).run()
+    at.radio(key="_w_hier_source").set_value("upload").run()
+    at.file_uploader(key="hier_upload").set_value(("tracts.csv", data, "text/csv")).run()
+    assert not at.exception, at.exception
+    assert at.session_state["hier_src"] is not None
+    at.radio(key="_w_hier_area_source").set_value("table").run()
+    assert not at.exception, at.exception
+    model = at.session_state["hier_model"]
+    h = Hierarchy.from_frame(df, ["state", "county", "tract"], source="table")
+    ref = HierarchyCounts.from_frame(df, h, ["state", "county", "tract"], ["population"])
+    assert model["h"].sizes == h.sizes
+    assert np.array_equal(np.asarray(model["counts"].leaf), np.asarray(ref.leaf))

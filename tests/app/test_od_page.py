@@ -322,6 +322,30 @@ def test_upload_with_person_cap_and_prefix_codes(at: AppTest) -> None:
     assert figures(at)  # positions from the area list's lon/lat columns
 
 
+def test_a_large_trips_upload_is_counted_by_duckdb(at: AppTest, monkeypatch) -> None:
+    """Above the engine threshold the trips are not read into memory: DuckDB groups them (with the
+    person cap) and the counts equal those of the in-memory path."""
+    import pandas as pd
+
+    monkeypatch.setenv("DPCORE_AUTO_ENGINE_BYTES", "1000")
+    to_upload(at)
+    upload(at, trips_csv())
+    assert at.session_state["od_trips_src"] is not None  # the upload went to DuckDB
+    prefix_areas(at)
+    at.selectbox(key="_w_od_set_trips_person").set_value("person").run()
+    at.number_input(key="_w_od_set_trips_m").set_value(2).run()
+    ok(at)
+    c = at.session_state["od_model"]["counts"]
+    h = at.session_state["od_model"]["h"]
+    df = pd.DataFrame(trip_rows(), columns=["person", "origin", "destination"])
+    ref = od.ODCounts.from_frame(df, h, origin="origin", destination="destination", user="person", max_trips=2)
+    assert c.max_trips == 2 and c.total == ref.total == 300 and c.dropped_trips == ref.dropped_trips
+    assert c.origin.tolist() == ref.origin.tolist() and c.destination.tolist() == ref.destination.tolist()
+    assert c.count.tolist() == ref.count.tolist() and c.fingerprint == ref.fingerprint
+    release(at)
+    assert len(entries(at)) == 1
+
+
 def test_upload_settings_survive_a_source_switch(at: AppTest) -> None:
     to_upload(at)
     upload(at, trips_csv())

@@ -18,7 +18,6 @@ The numpy-vs-DuckDB properties run 25 examples; the Spark ones (marked ``spark``
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -33,19 +32,10 @@ from dpcore.domain import Bounds, Grid
 from dpcore.engines import Source, get_engine
 from dpcore.errors import InputError
 
-SPARK_MASTER = "local[2]"  # one master for the whole run: the engine caches one session per master
+SPARK_MASTER = "local[2]"  # = conftest.SPARK_TEST_MASTER: one Spark session per test run
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SPARK = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@pytest.fixture(scope="session")
-def spark_engine() -> Any:
-    """The Spark engine in local mode; skips when Java or PySpark is missing."""
-    if shutil.which("java") is None:
-        pytest.skip("the Spark engine needs Java 17+ and 'java' is not on PATH (CI installs it)")
-    pytest.importorskip("pyspark", reason="PySpark is not installed (pip install -r requirements-spark.txt)")
-    return get_engine("spark", spark_master=SPARK_MASTER)
 
 
 # ---------------------------------------------------------------------------------------------

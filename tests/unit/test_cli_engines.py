@@ -25,7 +25,6 @@ def seeded_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every release draws from the same seeded stream, so equal aggregates give equal files."""
     import dpcore.pipeline
 
-    monkeypatch.setenv("DPCORE_SPARK_MASTER", "local[2]")  # the other Spark tests' master: one session
     monkeypatch.setattr(noise, "secure_source", lambda: noise.NoiseSource(11))
     monkeypatch.setattr(dpcore.pipeline, "secure_source", lambda: noise.NoiseSource(11))
 

@@ -26,15 +26,7 @@ from dpcore.engines.base import CAP_A, CAP_B, points_fingerprint
 from dpcore.engines.numpy_engine import code_counts_of_frame
 from dpcore.errors import InputError, ParameterError
 
-SPARK_MASTER = "local[2]"  # the same master as the property tests: one Spark session per test run
-
-
-@pytest.fixture(scope="session")
-def spark_engine() -> Any:
-    if shutil.which("java") is None:
-        pytest.skip("the Spark engine needs Java 17+ and 'java' is not on PATH (CI installs it)")
-    pytest.importorskip("pyspark", reason="PySpark is not installed (pip install -r requirements-spark.txt)")
-    return get_engine("spark", spark_master=SPARK_MASTER)
+SPARK_MASTER = "local[2]"  # = conftest.SPARK_TEST_MASTER: one Spark session per test run
 
 
 @pytest.fixture(params=["numpy", "duckdb", pytest.param("spark", marks=pytest.mark.spark)])
