@@ -43,6 +43,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+_LEDGER_DBS: dict[str, str] = {}  # server URL -> its budget database
+
+
+@pytest.fixture
+def app_ledger_db(app_url) -> str:
+    """The budget database of the server at ``app_url`` (for a CLI run that shares its budget)."""
+    return _LEDGER_DBS[app_url]
+
+
 @pytest.fixture(scope="module")
 def app_url():
     """Start `streamlit run app.py` on a free port; yield its URL; stop it afterwards."""
@@ -57,6 +66,7 @@ def app_url():
     # a budget database of its own: budgets persist by design, so servers must not share one
     with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as db_dir:
         env = dict(os.environ, DPCORE_LEDGER_DB=os.path.join(db_dir, "ledger.sqlite"))
+        _LEDGER_DBS[url] = env["DPCORE_LEDGER_DB"]
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             deadline = time.monotonic() + SERVER_START_TIMEOUT
