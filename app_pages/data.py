@@ -64,7 +64,9 @@ if up is None and st.session_state.get("upload_id") is not None:
 if up is not None and st.session_state.get("upload_id") != up.file_id:
     # a new file: read it once; a failure keeps the earlier dataset and release
     st.session_state["upload_id"] = up.file_id
-    if source_ui.route_large_upload(up):
+    st.session_state["path_open"] = None  # a newer upload replaces a file opened but not counted
+    routed = source_ui.route_large_upload(up)
+    if routed is not None:  # a large file: opened with DuckDB (columns next), or refused with a message
         st.rerun()
     try:
         with st.status(f"Reading {up.name} …", expanded=False) as status:

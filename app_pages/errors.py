@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore import pipeline
+from dpcore.errors import DPCoreError
 from ui import state
 
 st.title("Errors")
@@ -70,9 +71,13 @@ st.caption(
     "mechanism by them without accounting for that choice."
 )
 if cur.exports.get("empirical_id") != rel.release_id:
-    with st.spinner("Answering 1,500 range queries …"):
-        cur.exports["empirical"] = pipeline.empirical_errors(rel, state.aggregate(), n_per_size=500)
-        cur.exports["empirical_id"] = rel.release_id
+    try:
+        with st.spinner("Answering 1,500 range queries …"):
+            cur.exports["empirical"] = pipeline.empirical_errors(rel, state.aggregate(), n_per_size=500)
+            cur.exports["empirical_id"] = rel.release_id
+    except DPCoreError as e:  # the data could not be counted again (a file moved, an engine failed)
+        st.error(f"The true counts are needed here and could not be made: {e}")
+        st.stop()
 emp = pd.DataFrame(cur.exports["empirical"])
 emp["query_size"] = emp["query_size"].map(lambda s: f"{s:.0%}" if isinstance(s, float) else s)
 st.dataframe(

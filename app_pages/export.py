@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -51,14 +53,17 @@ if export.has_workload_answers(rel):
 with st.expander("Repeat this release in a pipeline (config file)"):
     ds = state.dataset()
     t = ds.table
+    # a path as typed in the app is relative to the app's folder: written absolute
+    typed = ds.source is not None and not Path(ds.source.paths[0]).parent.name.startswith("dpcore-upload-")
     cfg = config.points_config(
-        input_path=ds.source.label if ds.source is not None else ds.name,
+        input_path=os.path.abspath(ds.source.label) if typed else ds.name,
         lat=t.lat_column, lon=t.lon_column, user=t.user_column, user_cap=rel.user_cap,
         bounds=rel.grid.bounds.as_tuple(), grid=(rel.grid.rows, rel.grid.cols), mechanism=rel.mechanism,
         params=rel.params, definition=rel.cost.definition, value=rel.cost.value, budget_cap=float(led.cap.value),
         delta=st.session_state.get("delta"), engine=ds.engine if ds.source is not None else "auto",
+        spark_master=ds.spark_master,
     )
-    where = ("" if ds.source is not None else
+    where = ("" if typed else
              "\n[input] path names the app's made-up demo data, which is not a file: give your file's path." if ds.is_demo
              else "\n[input] path is the name of the uploaded file: put the file next to this config or give its path.")
     text = config.dumps(cfg, header=(

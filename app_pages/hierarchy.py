@@ -26,7 +26,7 @@ from dpcore.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
 from dpcore.noise import secure_source
 from dpcore.pipeline import release_hierarchy
 from ui import fmt
-from ui.source_ui import drop_copy, keep_copy, large_upload_source
+from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source
 from ui.state import persistent, remember_release, seed, store, stored_ledger
 
 ss = st.session_state
@@ -253,6 +253,7 @@ with tab_data:
         else:
             try:
                 with st.spinner("Checking the hierarchy …"):
+                    big_fp = ""
                     if inputs.get("src") is not None:  # a large upload: DuckDB sums the rows per area
                         if len(inputs["count"]) > 1 or inputs.get("group"):
                             raise InputError(
@@ -265,6 +266,7 @@ with tab_data:
                         bar.empty()
                         df = cc.frame[[*inputs["levels"], "count"]].rename(columns={"count": engines.COUNT_COLUMN})
                         inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
+                        big_fp = file_fingerprint(inputs["src"])  # the file's key, whatever levels are chosen
                     if inputs["area_source"] == AREA_TABLE:
                         h = Hierarchy.from_frame(df, inputs["levels"], source="table (confirmed public)")
                     else:
@@ -289,7 +291,7 @@ with tab_data:
                                 + (f" ({', '.join(j.extra_features[:8])}{' …' if len(j.extra_features) > 8 else ''})"
                                    if j.extra_features else ""))
                 # the ledger belongs to the table's content, whatever levels or area list are chosen
-                fp = census.fingerprint(df)
+                fp = big_fp if inputs.get("src") is not None else census.fingerprint(df)
                 model = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
                          "name": inputs["name"]}
                 ss["hier_model"], ss["hier_model_key"] = model, key

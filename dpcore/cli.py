@@ -310,7 +310,7 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
         agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
                                user_cap=user_cap if table.user is not None else None)
         wanted = getattr(args, "budget_db", None) is not None
-        return agg, points_fingerprint(table.lon, table.lat, table.user) if wanted else ""
+        return agg, points_fingerprint(table.lon, table.lat) if wanted else ""
     eng, src = routed
     lat, lon = args.lat_col, args.lon_col
     if lat is None or lon is None:
@@ -660,7 +660,7 @@ def cmd_release_census(args: argparse.Namespace) -> int:
     ledger_path, ledger = _load_ledger(args, make, cost)
 
     count_col = args.count
-    small = _engine_table(args, levels + ordinals, args.count)
+    small = _engine_table(args, levels + ordinals, args.count, bool(names and not args.areas))
     if small is not None:
         df, count_col = small, small.columns[-1]  # the engine's sums (engines.COUNT_COLUMN)
     else:
@@ -724,7 +724,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     ledger_path, ledger = _load_ledger(args, make, cost)
     small = None
     if args.engine != "numpy" and statistic == "count":
-        small = _engine_table(args, levels, counts_cols[0] if counts_cols else None)
+        small = _engine_table(args, levels, counts_cols[0] if counts_cols else None, bool(names and not args.areas))
     elif args.engine not in ("auto", "numpy"):
         raise ParameterError("Group-size histograms (several --count columns or --group-col) are aggregated in memory "
                              "only: use --engine numpy (or auto).")
@@ -922,7 +922,7 @@ def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
                                 names={lv: f"__name_{lv}" for lv in names}, source="area list"), df
 
 
-def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None) -> Any:
+def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, names_from_input: bool) -> Any:
     """Counts per code combination of a large --input (the engine sums ``count`` or counts rows),
     as a small table with the code columns and ``engines.COUNT_COLUMN``; None for the in-memory path."""
     from dpcore import engines
@@ -930,6 +930,10 @@ def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None) 
     routed = _engine_for(args, args.input)
     if routed is None:
         return None
+    if names_from_input:
+        raise ParameterError("--name takes the area names from the input table, which the engines reduce to counts "
+                             "per area: give the names in the --areas file (--name then reads them there), or use "
+                             "--engine numpy.")
     eng, src = routed
     cc = eng.code_counts(src, keys, count=count, progress=_cli_progress("Counting rows"))
     return cc.frame[keys + ["count"]].rename(columns={"count": engines.COUNT_COLUMN})
@@ -940,19 +944,23 @@ def _od_counts_by_engine(args: argparse.Namespace, h: Any, eng: Any, src: Any) -
     the per-person cap; only that small table is matched to the hierarchy in memory."""
     from dpcore import od
 
+    if args.drop_unmatched and args.user:
+        raise ParameterError(
+            "--drop-unmatched with --user needs the rows dropped before each person's trips are capped, which only the "
+            "in-memory engine does: use --engine numpy, or remove the unmatched trips from the file first.")
     origin, destination, count = _od_columns(args, eng.columns(src))
     cc = eng.code_counts(src, [origin, destination], count=count, user=args.user,
                          cap=args.max_trips if args.user else None, distinct=not args.repeats,
-                         progress=_cli_progress("Counting trips"))
+                         progress=_cli_progress("Counting trips"), drop_missing=args.drop_unmatched)
     if args.drop_unmatched:
         f = cc.frame
         keep = (od.match_leaves(h, f[origin]) >= 0) & (od.match_leaves(h, f[destination]) >= 0)
-        n_drop = int(f.loc[~keep, "count_all"].sum())
+        n_drop = int(f.loc[~keep, "count_all"].sum()) + cc.n_missing
         if n_drop:
-            # with a person cap, unmatched trips were ranked with the others before being dropped here
             print(f"Dropped {n_drop:,} trips whose origin or destination is not a finest area ('{h.levels[-1]}') of "
                   "the hierarchy (curator-only; not in the export).", file=sys.stderr)
-            cc = type(cc)(f.loc[keep].reset_index(drop=True), cc.keys, cc.n_read, cc.n_capped, cc.engine)
+            cc = type(cc)(f.loc[keep].reset_index(drop=True), cc.keys, cc.n_read, cc.n_capped, cc.engine,
+                          cc.n_missing)
     return od.ODCounts.from_code_counts(cc, h, max_trips=args.max_trips if args.user else 1,
                                         distinct=not args.repeats)
 

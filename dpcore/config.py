@@ -62,9 +62,11 @@ _ALIASES: dict[str, dict[tuple[str, str], str]] = {
            ("engine", "name"): "--engine", ("engine", "spark_master"): "--spark-master",
            ("domain", "hierarchy"): "--hierarchy"},
     "hierarchy": {("input", "path"): "--input", ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out",
-                  ("mechanism", "name"): "--mechanism"},
+                  ("mechanism", "name"): "--mechanism", ("engine", "name"): "--engine",
+                  ("engine", "spark_master"): "--spark-master"},
     "census": {("input", "path"): "--input", ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out",
-               ("mechanism", "name"): "--mechanism"},
+               ("mechanism", "name"): "--mechanism", ("engine", "name"): "--engine",
+               ("engine", "spark_master"): "--spark-master"},
 }
 #: Options whose value is a path (made relative to the config file's folder).
 _PATHS = {"--input", "--out", "--ledger", "--budget-db", "--workload-file", "--hierarchy", "--areas", "--area-sets",
@@ -184,8 +186,10 @@ def _clean(v: Any) -> Any:
 def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user_cap: int | None,
                   bounds: tuple[float, float, float, float], grid: tuple[int, int], mechanism: str,
                   params: dict[str, Any], definition: str, value: float, budget_cap: float | None,
-                  delta: float | None = None, engine: str = "auto", out: str = "release") -> dict[str, Any]:
-    """The config of a points release (what the app writes after a release)."""
+                  delta: float | None = None, engine: str = "auto", spark_master: str | None = None,
+                  out: str = "release") -> dict[str, Any]:
+    """The config of a points release (what the app writes after a release).  The budget is the
+    app's database (``db = true``), whose cap the app manages, so no ``cap`` is written."""
     inp: dict[str, Any] = {"path": input_path, "lat": lat, "lon": lon}
     if user:
         inp["user"] = user
@@ -193,8 +197,7 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
     bud: dict[str, Any] = {"epsilon" if definition == "pure" else "rho": float(value)}
     if definition != "pure" and delta is not None:
         bud["delta"] = float(delta)
-    if budget_cap is not None:
-        bud["cap"] = float(budget_cap)
+    del budget_cap  # the database keeps the dataset's cap; a copy here would go stale when it changes
     bud["db"] = True  # the app's budget database: the app and this config draw on one budget
     mech: dict[str, Any] = {"name": mechanism}
     if params.get("rectangles"):  # an uploaded workload travels as its own file (workload.json)
@@ -202,6 +205,9 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
     simple = {k: v for k, v in params.items() if isinstance(v, str | int | float | bool) and v is not None}
     if simple:
         mech["params"] = simple
-    return {"release": "points", "input": inp, "engine": {"name": engine},
+    eng: dict[str, Any] = {"name": engine}
+    if engine == "spark" and spark_master:
+        eng["spark_master"] = spark_master
+    return {"release": "points", "input": inp, "engine": eng,
             "domain": {"bounds": [float(x) for x in bounds], "grid": [int(grid[0]), int(grid[1])]},
             "mechanism": mech, "budget": bud, "output": {"dir": out}}

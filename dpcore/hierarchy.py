@@ -33,6 +33,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from dpcore.engines.base import WHITESPACE  # what 'stripped' means in every engine
 from dpcore.errors import InputError, ParameterError
 
 __all__ = [
@@ -81,8 +82,8 @@ def code_text(values: Any) -> pd.Series:
         out = s.astype("string")
         whole = (s.notna() & (s % 1 == 0) & (s.abs() < 2.0**63)).to_numpy()
         out[whole] = s[whole].astype("int64").astype("string")
-        return out.str.strip()
-    return s.astype("string").str.strip()
+        return out.str.strip(WHITESPACE)
+    return s.astype("string").str.strip(WHITESPACE)
 
 
 def read_hierarchy_table(data: Any, filename: str | None = None) -> pd.DataFrame:

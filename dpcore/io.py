@@ -42,6 +42,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 import pandas as pd
 
+from dpcore.engines.base import WHITESPACE  # what 'stripped' means in every engine
 from dpcore.errors import InputError, ParameterError
 
 if TYPE_CHECKING:
@@ -1143,7 +1144,7 @@ def _numeric_column(s: pd.Series, col: object) -> np.ndarray:
     # Second chance for the few values pandas could not parse: surrounding spaces,
     # blanks (missing, not text) and decimal commas.
     originals = s.iloc[failed]
-    stripped = originals.astype(object).map(str).str.strip()
+    stripped = originals.astype(object).map(str).str.strip(WHITESPACE)
     lowered = stripped.str.lower()
     blank = ((stripped == "") | lowered.isin(("nan", "+nan", "-nan"))).to_numpy()
     reparsed = np.array(
@@ -1238,7 +1239,7 @@ def _user_ids(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
             return np.where(missing, 0, values).astype(np.int64), missing
         text = s.astype(object).map(str).to_numpy(dtype=object)
         return text, missing
-    stripped = s.astype("string").str.strip()
+    stripped = s.astype("string").str.strip(WHITESPACE)
     missing = (stripped.isna() | (stripped == "")).to_numpy(dtype=bool)
     return stripped.astype(object).where(~missing, None).to_numpy(dtype=object), missing
 

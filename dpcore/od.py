@@ -452,6 +452,9 @@ class ODCounts:
         f = cc.frame
         if f.empty:
             raise InputError("The trips table is empty. Give one row per trip, or origin, destination and count.")
+        if float(f["count_all"].sum()) > MAX_COUNT:
+            raise InputError(f"The trips add up to more than {MAX_COUNT:,}. Counts that large cannot be added exactly; "
+                             "check the count column (is it really a count?).")
         o = leaf_lookup(origin_h, f[ko], "origin")
         d = leaf_lookup(destination_h, f[kd], "destination")
         nd = destination_h.n_leaves

@@ -20,7 +20,7 @@ import streamlit as st
 
 from dpcore import engines, io
 from dpcore.engines import base as engine_rules
-from dpcore.errors import DPCoreError
+from dpcore.errors import DPCoreError, InputError
 from ui import fmt, state
 
 ENGINE_LABELS = {
@@ -76,6 +76,10 @@ def open_path(path: str, engine: str, master: str | None, label: str | None = No
     except DPCoreError as e:
         ss["path_error"] = str(e)
         return False
+    except OSError as e:  # a folder or file the app may not read
+        ss["path_error"] = (f"Could not read '{path}': {e.strerror or e}. Check the path and that the app may "
+                            "read it.")
+        return False
 
 
 def large_upload_source(up: Any) -> engines.Source | None:
@@ -87,9 +91,15 @@ def large_upload_source(up: Any) -> engines.Source | None:
         return None
     folder = tempfile.mkdtemp(prefix="dpcore-upload-")
     target = Path(folder) / (re.sub(r"[^A-Za-z0-9._-]", "_", Path(up.name).name) or "upload.csv")
-    with open(target, "wb") as fh:
-        up.seek(0)
-        shutil.copyfileobj(up, fh, 16 << 20)
+    try:
+        with open(target, "wb") as fh:
+            up.seek(0)
+            shutil.copyfileobj(up, fh, 16 << 20)
+    except OSError as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise InputError(f"'{up.name}' is too large to read into memory, and it could not be saved for DuckDB "
+                         f"({e.strerror or e}). Free space in the temporary folder ({tempfile.gettempdir()}) or "
+                         "open the file where it is with 'Files on this computer'.") from None
     src = engines.Source.from_path(target)
     return engines.Source(src.paths, src.fmt, up.name)
 
@@ -122,19 +132,44 @@ def drop_copy(src: engines.Source | None) -> None:
         shutil.rmtree(Path(src.paths[0]).parent, ignore_errors=True)
 
 
-def route_large_upload(up: Any) -> bool:
-    """Open a large points upload with DuckDB instead of reading it into memory (False: a small
-    file, read as usual)."""
-    src = large_upload_source(up)
-    if src is None:
+def route_large_upload(up: Any) -> bool | None:
+    """Open a large points upload with DuckDB instead of reading it into memory: True when opened
+    (the columns come next), False when refused (the message is kept as the upload's error), None
+    for a small file, read as usual.  The copy is kept for the dataset once its points are counted
+    (:func:`path_columns_form`); until then it is the opened file's."""
+    ss = st.session_state
+    try:
+        src = large_upload_source(up)
+    except DPCoreError as e:
+        ss["upload_error"] = str(e)
         return False
-    ok = open_path(src.paths[0], "duckdb", None, label=up.name)
-    if ok:
-        keep_copy(src, "upload_tmp")
-    else:
-        drop_copy(src)
-        st.session_state["upload_error"] = st.session_state.pop("path_error", None)
-    return ok
+    if src is None:
+        return None
+    if open_path(src.paths[0], "duckdb", None, label=up.name):
+        ss["upload_error"] = None
+        _forget_unused_copies(src)
+        return True
+    drop_copy(src)
+    ss["upload_error"] = ss.pop("path_error", None)
+    return False
+
+
+def _forget_unused_copies(keep: engines.Source | None = None) -> None:
+    """Delete the temporary copies of large uploads that neither the loaded dataset nor the file
+    opened for counting (``keep``) uses; a copy in use is never deleted."""
+    ss = st.session_state
+    copies: set[str] = ss.setdefault("upload_copies", set())
+    if keep is not None:
+        copies.add(str(Path(keep.paths[0]).parent))
+    ds = ss.get("dataset")
+    used = {str(Path(p).parent) for src in (getattr(ds, "source", None), keep) if src is not None
+            for p in src.paths}
+    opened = ss.get("path_open")
+    if opened is not None:
+        used |= {str(Path(p).parent) for p in opened["src"].paths}
+    for folder in list(copies - used):
+        shutil.rmtree(folder, ignore_errors=True)
+        copies.discard(folder)
 
 
 def column_choice(cols: list[str], detected: tuple[str | None, str | None, str | None]) -> tuple[str, str, str | None]:
@@ -174,7 +209,7 @@ def path_columns_form() -> None:
                           spark_master=opened["master"])
     try:
         pc = state.engine_points(probe, g, cap, (lat_col, lon_col, uc), fingerprint=True)
-    except DPCoreError as e:
+    except (DPCoreError, OSError) as e:
         st.error(str(e))
         st.caption("Your earlier dataset and releases are kept.")
         return
@@ -189,6 +224,8 @@ def path_columns_form() -> None:
     ds = state.Dataset(src.label, table, False, pc.fingerprint, source=src, engine=name,
                        spark_master=opened["master"])
     state.set_dataset(ds)
+    ss["path_open"] = None
+    _forget_unused_copies()  # the copy of an earlier large upload, if this one replaced it
     ss["user_cap"] = cap
     state.forget("_w_user_cap")
     ss["aggregate"] = pc.aggregate  # this pass already counted the current grid

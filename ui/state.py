@@ -84,7 +84,7 @@ def fingerprint(table: io.PointTable) -> str:
     The engines' order-independent fingerprint (:func:`dpcore.engines.base.points_fingerprint`),
     so the same points uploaded here or read from their files by DuckDB or Spark share one budget.
     """
-    return engine_rules.points_fingerprint(table.lon, table.lat, table.user)
+    return engine_rules.points_fingerprint(table.lon, table.lat)
 
 
 def init() -> None:

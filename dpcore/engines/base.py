@@ -39,8 +39,9 @@ same person); ``True``/``true`` are one person (pandas reads them as one boolean
 floats from a Parquet file become integer text, as :func:`dpcore.hierarchy.code_text` does.
 
 **The fingerprint** that keys a dataset's budget is order independent and engine independent:
-the number of points and sums of integer hashes of the coordinates (and person ids).  It is a
-key, never published.
+the number of points and sums of integer hashes of the coordinates (person ids left out, so
+choosing a person column does not give the same points a fresh budget).  It is a key, never
+published.
 """
 
 from __future__ import annotations
@@ -67,10 +68,12 @@ CAP_B = 6037.0 * 1.4142135623730951
 FP_A1, FP_B1 = 104729.0 * 0.5772156649015329, 3571.0 * 2.718281828459045
 FP_A2, FP_B2 = 15485863.0 * 0.7071067811865476, 7927.0 * 3.141592653589793
 FP_SCALE = 2.0**31  # frac * 2^31 -> a 31-bit integer; sums of 2^32 of them fit in int64
-USER_HEX = 7  # hex digits of md5(person) used in the fingerprint (28 bits)
 SEP = "\x1f"  # unit separator between the fields hashed for the trip cap
 
 NUMERIC_ID = r"[+-]?[0-9]{1,18}(\.0*)?"  # a whole number the canonical id rewrites
+#: What "stripped" means for ids, codes and numbers in every engine: ASCII whitespace only (Python's
+#: str.strip() would also strip Unicode spaces, which SQL engines cannot match portably).
+WHITESPACE = " \t\n\r\f\v"
 
 ENGINE_NAMES = ("numpy", "duckdb", "spark")
 
@@ -100,6 +103,8 @@ class Source:
     def from_path(cls, path: str | Path | list[str | Path]) -> Source:
         """A file, a folder (its CSV or Parquet files), a glob pattern or a list of files."""
         if isinstance(path, list | tuple):
+            if not path:
+                raise InputError("No input file was given. Name a CSV or Parquet file, a folder or a pattern.")
             items = [Path(p) for p in path]
             label = ", ".join(p.name for p in items[:3]) + (" …" if len(items) > 3 else "")
         else:
@@ -182,6 +187,7 @@ class CodeCounts:
     n_read: int
     n_capped: int
     engine: str
+    n_missing: int = 0  # rows dropped for a missing code (``drop_missing``)
 
 
 class Engine(Protocol):
@@ -197,7 +203,7 @@ class Engine(Protocol):
 
     def code_counts(self, src: Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,
-                    progress: ProgressCallback | None = None) -> CodeCounts: ...
+                    progress: ProgressCallback | None = None, drop_missing: bool = False) -> CodeCounts: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,6 +235,8 @@ def check_code_options(keys: list[str], count: str | None, user: str | None, cap
         raise ParameterError("Give either a count column (aggregated rows) or a person id (one row per trip), not both.")
     if user is None and cap not in (None, 1):
         raise ParameterError("A cap per person needs the person-id column.")
+    if user is not None and cap is None:
+        raise ParameterError("A person-id column needs a cap on the rows per person (e.g. 1).")
     if cap is not None and (not isinstance(cap, int | np.integer) or cap < 1):
         raise ParameterError(f"The most trips per person must be a whole number >= 1 (got {cap!r}).")
 
@@ -251,7 +259,7 @@ def canonical_id(values: pd.Series | np.ndarray) -> np.ndarray:
         out = s.astype("string")
         out[whole] = s[whole].astype("int64").astype("string")
     else:
-        out = s.astype("string").str.strip()
+        out = s.astype("string").str.strip(WHITESPACE)
         num = out.str.fullmatch(NUMERIC_ID).fillna(False).astype(bool)
         if num.any():
             out[num] = out[num].str.split(".").str[0].astype("int64").astype("string")
@@ -270,7 +278,11 @@ def person_codes(values: pd.Series | np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iu":
         return pd.factorize(a)[0]
     raw, uniq = pd.factorize(pd.Series(a, dtype=object))
-    canon = pd.factorize(pd.Series(canonical_id(np.asarray(uniq, dtype=object)), dtype=object))[0]
+    canon_text = canonical_id(np.asarray(uniq, dtype=object))
+    if (raw < 0).any() or pd.isna(canon_text).any():
+        # a missing id would silently join another person's records: the readers drop such rows first
+        raise ParameterError("Some records have no person id. Drop them (or give each an id) before capping.")
+    canon = pd.factorize(pd.Series(canon_text, dtype=object))[0]
     return canon[raw]
 
 
@@ -300,20 +312,11 @@ def md5_hex(texts: np.ndarray) -> np.ndarray:
     return digests[codes]
 
 
-def user_hash(uid: np.ndarray) -> np.ndarray:
-    """``int(md5(canonical id)[:7], 16)`` per person id (int64), computed once per distinct id."""
-    a = np.asarray(uid)
-    codes, uniq = pd.factorize(a if a.dtype.kind in "iu" else pd.Series(a, dtype=object))
-    canon = canonical_id(np.asarray(uniq)) if len(uniq) else np.array([], dtype=object)
-    h = np.array([int(hashlib.md5(str(t).encode("utf-8")).hexdigest()[:USER_HEX], 16) for t in canon],
-                 dtype=np.int64)
-    return h[codes]
-
-
-def point_fingerprint(n: int, s1: int, s2: int, su: int, has_user: bool) -> str:
-    """The dataset key from the engine-independent sums (see the module docstring)."""
-    text = f"points:v2:{int(n)}:{int(s1)}:{int(s2)}:{int(su) if has_user else '-'}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def point_fingerprint(n: int, s1: int, s2: int) -> str:
+    """The dataset key from the engine-independent sums (see the module docstring).  Person ids
+    are left out on purpose, as for O/D trips: the same points loaded with or without a person
+    column (or with renamed ids) are the same people's data and must draw on one budget."""
+    return hashlib.sha256(f"points:v3:{int(n)}:{int(s1)}:{int(s2)}".encode()).hexdigest()[:16]
 
 
 def fingerprint_sums(lon: np.ndarray, lat: np.ndarray) -> tuple[int, int]:
@@ -322,13 +325,12 @@ def fingerprint_sums(lon: np.ndarray, lat: np.ndarray) -> tuple[int, int]:
     return int(h1.sum()), int(h2.sum())
 
 
-def points_fingerprint(lon: np.ndarray, lat: np.ndarray, uid: np.ndarray | None) -> str:
+def points_fingerprint(lon: np.ndarray, lat: np.ndarray) -> str:
     """:func:`point_fingerprint` of points held in memory (the rows kept after validation)."""
     lon = np.asarray(lon, dtype=np.float64)
     lat = np.asarray(lat, dtype=np.float64)
     s1, s2 = fingerprint_sums(lon, lat)
-    su = int(user_hash(uid).sum()) if uid is not None else 0
-    return point_fingerprint(lon.size, s1, s2, su, uid is not None)
+    return point_fingerprint(lon.size, s1, s2)
 
 
 @dataclass

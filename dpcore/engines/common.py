@@ -81,7 +81,7 @@ def check_code_columns(available: list[str], keys: list[str], count: str | None,
 def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int | None, engine: str,
                  label: str, examples: Callable[[str], pd.DataFrame], lat: str, lon: str,
                  prog: base.Progress, t0: float,
-                 fingerprint: Callable[[], tuple[int, int, int, int]] | None) -> base.PointCounts:
+                 fingerprint: Callable[[], tuple[int, int, int]] | None) -> base.PointCounts:
     """Assemble the answer from the ``points_query`` groups (status, cell, kept, n); ``fingerprint``
     runs the ``fingerprint_query`` (exact integer sums) when the budget key is wanted."""
     st = df["st"].to_numpy(dtype=np.int64)
@@ -127,25 +127,28 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
     fp = ""
     if fingerprint is not None:
         prog(0.97, "Fingerprinting the points (the budget key)")
-        fn, s1, s2, su = fingerprint()
-        fp = base.point_fingerprint(int(fn), int(s1), int(s2), int(su or 0), user is not None)
+        fn, s1, s2 = fingerprint()
+        fp = base.point_fingerprint(int(fn), int(s1 or 0), int(s2 or 0))
     prog(1.0, f"Counted {n_read:,} rows with {engine} in {time.perf_counter() - t0:.1f} s")
     return base.PointCounts(agg, n_read, dropped, fp, engine)
 
 
 def code_result(df: pd.DataFrame, keys: list[str], count: str | None, user: str | None, cap: int | None,
-                engine: str, label: str, prog: base.Progress) -> base.CodeCounts:
-    """Assemble the answer from the ``code_counts_query`` groups."""
+                engine: str, label: str, prog: base.Progress, drop_missing: bool = False) -> base.CodeCounts:
+    """Assemble the answer from the ``code_counts_query`` groups (rows with a missing code are
+    refused, or with ``drop_missing`` left out and counted)."""
     bk = df["bk"].astype(bool).to_numpy()
     bw = df["bw"].astype(bool).to_numpy()
     bu = df["bu"].astype(bool).to_numpy()
     n = df["n"].to_numpy(dtype=np.int64)
-    problems(int(n[bk].sum()), int(n[bw & ~bk].sum()), int(n[bu & ~bk & ~bw].sum()), keys, count, user, label)
+    n_missing = int(n[bk].sum())
+    problems(0 if drop_missing else n_missing, int(n[bw & ~bk].sum()), int(n[bu & ~bk & ~bw].sum()), keys, count,
+             user, label)
     good = df.loc[~(bk | bw | bu)]
     frame = finish_frame(good.rename(columns={f"k{i}": k for i, k in enumerate(keys)}), keys)
     n_capped = int(frame["count_all"].sum() - frame["count"].sum()) if user is not None else 0
     prog(1.0, f"Counted {int(n.sum()):,} rows with {engine}")
-    return base.CodeCounts(frame, tuple(keys), int(n.sum()), n_capped, engine)
+    return base.CodeCounts(frame, tuple(keys), int(n.sum()), n_capped, engine, n_missing if drop_missing else 0)
 
 
 def problems(n_key: int, n_count: int, n_user: int, keys: list[str], count: str | None, user: str | None,

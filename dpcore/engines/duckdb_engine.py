@@ -39,27 +39,31 @@ class DuckDBEngine:
         self._duckdb = duckdb
         self.memory_limit = memory_limit or os.environ.get("DPCORE_DUCKDB_MEMORY", DEFAULT_MEMORY)
         self.threads = threads or max(1, os.cpu_count() or 1)
-        self.temp_directory = temp_directory or os.path.join(tempfile.gettempdir(), "dpcore-duckdb")
+        self.temp_directory = temp_directory or _spill_dir()
 
     # -------------------------------------------------------------------------------- plumbing
 
     def _connect(self, src: base.Source) -> Any:
-        con = self._duckdb.connect(config={
-            "memory_limit": self.memory_limit,
-            "threads": self.threads,
-            "temp_directory": self.temp_directory,
-        })
-        # query_progress() needs the progress bar on; printing it to the terminal stays off
-        con.execute("SET enable_progress_bar = true; SET enable_progress_bar_print = false")
         files = "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in src.paths) + "]"
         if src.fmt == "parquet":
             rel = f"read_parquet({files}, union_by_name = true)"
-        else:
+        else:  # sniffed before connecting: a failure here leaves no connection open
             sep = common.csv_delimiter(src)
             enc = "latin-1" if common.csv_encoding(src) == "latin-1" else "utf-8"
             rel = (f"read_csv({files}, header = true, all_varchar = true, delim = '{sep}', quote = '\"', "
                    f"union_by_name = true, null_padding = false, encoding = '{enc}')")
         try:
+            con = self._duckdb.connect(config={
+                "memory_limit": self.memory_limit,
+                "threads": self.threads,
+                "temp_directory": self.temp_directory,
+            })
+        except self._duckdb.Error as e:
+            raise ParameterError(f"DuckDB could not start: {common.first_line(e)}. Check DPCORE_DUCKDB_MEMORY "
+                                 "(e.g. 2GB) and that the temporary folder is writable.") from None
+        try:
+            # query_progress() needs the progress bar on; printing it to the terminal stays off
+            con.execute("SET enable_progress_bar = true; SET enable_progress_bar_print = false")
             con.execute(f"CREATE TEMP VIEW src AS SELECT * FROM {rel}")
         except self._duckdb.Error as e:
             con.close()
@@ -79,14 +83,19 @@ class DuckDBEngine:
 
         th = threading.Thread(target=work, daemon=True)
         th.start()
-        while th.is_alive():
-            th.join(0.25)
-            try:
-                p = con.query_progress()
-            except Exception:  # noqa: BLE001 - progress is a nicety
-                p = -1
-            if p is not None and p >= 0:
-                progress(0.05 + 0.9 * p / 100.0, f"{what}: {p:.0f} %")
+        try:
+            while th.is_alive():
+                th.join(0.25)
+                try:
+                    p = con.query_progress()
+                except Exception:  # noqa: BLE001 - progress is a nicety
+                    p = -1
+                if p is not None and p >= 0:
+                    progress(0.05 + 0.9 * p / 100.0, f"{what}: {p:.0f} %")
+        finally:
+            if th.is_alive():  # interrupted (a Streamlit rerun, Ctrl-C): stop the query, not just its wait
+                con.interrupt()
+                th.join()
         if "err" in out:
             e = out["err"]
             if isinstance(e, self._duckdb.Error):
@@ -136,7 +145,7 @@ class DuckDBEngine:
             df = self._run(con, q, prog, f"Counting points with DuckDB ({src.label})")
             cols = ((lat, types[lat]), (lon, types[lon]), (user, types[user]) if user else None)
 
-            def sums() -> tuple[int, int, int, int]:
+            def sums() -> tuple[int, int, int]:
                 # fetchone: Python ints (fetchdf would turn the 128-bit sums into inexact floats)
                 return con.execute(sql.fingerprint_query(sql.DUCKDB, *cols)).fetchone()
 
@@ -147,7 +156,7 @@ class DuckDBEngine:
 
     def code_counts(self, src: base.Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,
-                    progress: base.ProgressCallback | None = None) -> base.CodeCounts:
+                    progress: base.ProgressCallback | None = None, drop_missing: bool = False) -> base.CodeCounts:
         base.check_code_options(keys, count, user, cap)
         prog = base.Progress(progress)
         with self._session(src) as con:
@@ -157,7 +166,17 @@ class DuckDBEngine:
                                       (count, types[count]) if count else None,
                                       (user, types[user]) if user else None, cap, distinct)
             df = self._run(con, q, prog, f"Counting rows with DuckDB ({src.label})")
-            return common.code_result(df, keys, count, user, cap, self.name, src.label, prog)
+            return common.code_result(df, keys, count, user, cap, self.name, src.label, prog, drop_missing)
+
+
+_SPILL: list[str] = []
+
+
+def _spill_dir() -> str:
+    """One private (mode 0700) folder per process for DuckDB's spill files: they hold confidential rows."""
+    if not _SPILL:
+        _SPILL.append(tempfile.mkdtemp(prefix="dpcore-duckdb-"))
+    return _SPILL[0]
 
 
 def _kind(duck_type: str) -> str:

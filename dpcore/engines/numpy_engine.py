@@ -68,24 +68,25 @@ class NumpyEngine:
         use_user = table.user is not None
         agg = aggregate_points(table.lon, table.lat, grid, user=table.user if use_user else None,
                                user_cap=user_cap if use_user else None)
-        fp = base.points_fingerprint(table.lon, table.lat, table.user) if fingerprint else ""
+        fp = base.points_fingerprint(table.lon, table.lat) if fingerprint else ""
         prog(1.0, f"Counted {table.n_read:,} rows in memory in {time.perf_counter() - t0:.1f} s")
         return base.PointCounts(agg, table.n_read, dict(table.dropped), fp, self.name)
 
     def code_counts(self, src: base.Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,
-                    progress: base.ProgressCallback | None = None) -> base.CodeCounts:
+                    progress: base.ProgressCallback | None = None, drop_missing: bool = False) -> base.CodeCounts:
         base.check_code_options(keys, count, user, cap)
         prog = base.Progress(progress)
         df = self._read(src, prog, codes=True)
         common.check_code_columns([str(c) for c in df.columns], keys, count, user, src.label)
         return code_counts_of_frame(df, keys, count=count, user=user, cap=cap, distinct=distinct,
-                                    label=src.label, engine=self.name, prog=prog)
+                                    label=src.label, engine=self.name, prog=prog, drop_missing=drop_missing)
 
 
 def code_counts_of_frame(df: pd.DataFrame, keys: list[str], *, count: str | None = None, user: str | None = None,
                          cap: int | None = None, distinct: bool = False, label: str = "the table",
-                         engine: str = "numpy", prog: base.Progress | None = None) -> base.CodeCounts:
+                         engine: str = "numpy", prog: base.Progress | None = None,
+                         drop_missing: bool = False) -> base.CodeCounts:
     """:meth:`NumpyEngine.code_counts` of a table already in memory."""
     prog = prog or base.Progress(None)
     frame = pd.DataFrame({k: code_text(df[k]).to_numpy(dtype=object) for k in keys})
@@ -105,8 +106,11 @@ def code_counts_of_frame(df: pd.DataFrame, keys: list[str], *, count: str | None
     if user is not None:
         frame["u"] = base.canonical_id(df[user])
         bad_u = frame["u"].isna().to_numpy()
-    common.problems(int(bad_key.sum()), int((bad_w & ~bad_key).sum()), int((bad_u & ~bad_key & ~bad_w).sum()),
-                    keys, count, user, label)
+    n_missing = int(bad_key.sum())
+    common.problems(0 if drop_missing else n_missing, int((bad_w & ~bad_key).sum()),
+                    int((bad_u & ~bad_key & ~bad_w).sum()), keys, count, user, label)
+    if drop_missing and n_missing:
+        frame = frame.loc[~bad_key].reset_index(drop=True)
     if user is not None and cap is not None:
         out = base.cap_groups(frame, keys, int(cap), distinct)
     else:
@@ -115,4 +119,4 @@ def code_counts_of_frame(df: pd.DataFrame, keys: list[str], *, count: str | None
     out = common.finish_frame(out, keys)
     n_capped = int(out["count_all"].sum() - out["count"].sum()) if user is not None else 0
     prog(1.0, f"Counted {len(df):,} rows in memory")
-    return base.CodeCounts(out, tuple(keys), len(df), n_capped, engine)
+    return base.CodeCounts(out, tuple(keys), len(df), n_capped, engine, n_missing if drop_missing else 0)

@@ -106,13 +106,24 @@ class SparkEngine:
             raise InputError(f"Spark could not aggregate the input: {common.first_line(e)}.") from None
         return pd.DataFrame([r.asDict() for r in rows], columns=res.columns)
 
+    @staticmethod
+    def _drop(spark: Any, view: str) -> None:
+        with contextlib.suppress(Exception):
+            spark.catalog.dropTempView(view)
+
     def columns(self, src: base.Source) -> list[str]:
-        _, (df, _) = self._view(src)
+        spark, (df, view) = self._view(src)
+        self._drop(spark, view)
         return list(df.columns)
 
     def head(self, src: base.Source, n: int = 1000) -> pd.DataFrame:
-        _, (df, _) = self._view(src)
-        rows = df.limit(int(n)).collect()
+        spark, (df, view) = self._view(src)
+        try:
+            rows = df.limit(int(n)).collect()
+        except Exception as e:  # noqa: BLE001 - Py4J errors carry the reason in text
+            raise InputError(f"Spark could not read '{src.label}': {common.first_line(e)}.") from None
+        finally:
+            self._drop(spark, view)
         return pd.DataFrame([r.asDict() for r in rows], columns=df.columns)
 
     def points(self, src: base.Source, grid: Grid, *, lat: str, lon: str, user: str | None = None,
@@ -123,8 +134,16 @@ class SparkEngine:
         prog(0.0, f"Starting Spark for {src.label}")
         t0 = time.perf_counter()
         spark, (df, view) = self._view(src)
-        types = self._types(df)
-        common.check_point_columns(list(types), lat, lon, user, src.label)
+        try:
+            types = self._types(df)
+            common.check_point_columns(list(types), lat, lon, user, src.label)
+            return self._points(spark, view, types, src, grid, lat, lon, user, user_cap, prog, t0, fingerprint)
+        finally:
+            self._drop(spark, view)
+
+    def _points(self, spark: Any, view: str, types: dict[str, str], src: base.Source, grid: Grid, lat: str,
+                lon: str, user: str | None, user_cap: int | None, prog: base.Progress, t0: float,
+                fingerprint: bool) -> base.PointCounts:
         q = sql.points_query(sql.SPARK, grid, (lat, types[lat]), (lon, types[lon]),
                              (user, types[user]) if user else None, user_cap)
         out = self._collect(spark, q, view, prog, f"Counting points with Spark ({src.label})")
@@ -133,24 +152,28 @@ class SparkEngine:
             eq = sql.point_examples_query(sql.SPARK, (lat, types[lat]), (lon, types[lon]), which)
             return self._collect(spark, eq, view, base.Progress(None), "examples")
 
-        def sums() -> tuple[int, int, int, int]:
+        def sums() -> tuple[int, int, int]:
             fq = sql.fingerprint_query(sql.SPARK, (lat, types[lat]), (lon, types[lon]),
                                        (user, types[user]) if user else None)
-            row = spark.sql(fq.replace("FROM src", f"FROM {view}")).collect()[0]
-            return row["n"], row["s1"] or 0, row["s2"] or 0, row["su"] or 0
+            out = self._collect(spark, fq, view, base.Progress(None), "fingerprint")
+            return int(out["n"].iloc[0]), int(out["s1"].iloc[0] or 0), int(out["s2"].iloc[0] or 0)
 
         return common.point_result(out, grid, user, user_cap, self.name, src.label, examples, lat, lon, prog, t0,
                                    sums if fingerprint else None)
 
     def code_counts(self, src: base.Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,
-                    progress: base.ProgressCallback | None = None) -> base.CodeCounts:
+                    progress: base.ProgressCallback | None = None, drop_missing: bool = False) -> base.CodeCounts:
         base.check_code_options(keys, count, user, cap)
         prog = base.Progress(progress)
         spark, (df, view) = self._view(src)
-        types = self._types(df)
-        common.check_code_columns(list(types), keys, count, user, src.label)
-        q = sql.code_counts_query(sql.SPARK, [(k, types[k]) for k in keys], (count, types[count]) if count else None,
-                                  (user, types[user]) if user else None, cap, distinct)
-        out = self._collect(spark, q, view, prog, f"Counting rows with Spark ({src.label})")
-        return common.code_result(out, keys, count, user, cap, self.name, src.label, prog)
+        try:
+            types = self._types(df)
+            common.check_code_columns(list(types), keys, count, user, src.label)
+            q = sql.code_counts_query(sql.SPARK, [(k, types[k]) for k in keys],
+                                      (count, types[count]) if count else None,
+                                      (user, types[user]) if user else None, cap, distinct)
+            out = self._collect(spark, q, view, prog, f"Counting rows with Spark ({src.label})")
+        finally:
+            self._drop(spark, view)
+        return common.code_result(out, keys, count, user, cap, self.name, src.label, prog, drop_missing)

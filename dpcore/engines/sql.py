@@ -38,15 +38,18 @@ class Dialect:
             return f"isinf({expr})"
         return f"({expr} = double('inf') OR {expr} = double('-inf'))"
 
-    def hex7(self, expr: str) -> str:
-        """``int(expr[:7], 16)`` for a hex text."""
-        if self.name == "duckdb":
-            return f"CAST(('0x' || left({expr}, {base.USER_HEX})) AS BIGINT)"
-        return f"CAST(conv(substr({expr}, 1, {base.USER_HEX}), 16, 10) AS BIGINT)"
-
     def floor(self, expr: str) -> str:
         # Spark's floor of a double is a BIGINT; exact below 2^53, which every value here is
         return f"floor({expr})"
+
+    def strip(self, expr: str) -> str:
+        """``expr`` without leading/trailing ASCII whitespace (space, \\t, \\n, \\r, \\f, \\v): the
+        characters :data:`base.WHITESPACE` the numpy engine strips (SQL's plain trim() strips spaces
+        only, so '7\\t' and '7' would be two people)."""
+        chars = " || ".join(f"chr({ord(c)})" for c in base.WHITESPACE)
+        if self.name == "duckdb":
+            return f"trim({expr}, {chars})"
+        return f"trim(BOTH ({chars}) FROM {expr})"
 
     def num(self, x: float) -> str:
         """A double literal that parses to exactly ``x`` (repr is the shortest round trip)."""
@@ -70,7 +73,7 @@ def number(d: Dialect, col: str, typ: str) -> tuple[str, str]:
         return f"CASE WHEN isnan({v}) THEN NULL ELSE {v} END", "FALSE"
     if typ == "boolean":
         return "CAST(NULL AS DOUBLE)", f"({c} IS NOT NULL)"
-    t = f"trim({c})"
+    t = d.strip(c)
     missing = f"({c} IS NULL OR {c} IN ({_na_list()}) OR lower({t}) IN ('', 'nan', '+nan', '-nan'))"
     v = _to_double(t)
     return f"CASE WHEN {missing} THEN NULL ELSE {v} END", f"(NOT {missing} AND {v} IS NULL)"
@@ -93,7 +96,7 @@ def person(d: Dialect, col: str, typ: str) -> str:
     if typ == "number":
         return (f"CASE WHEN {c} IS NULL OR isnan({c}) THEN NULL WHEN {c} = {d.floor(c)} AND abs({c}) < 1e18 "
                 f"THEN CAST(CAST({c} AS BIGINT) AS {s}) ELSE CAST({c} AS {s}) END")
-    t = f"trim(CAST({c} AS {s}))"
+    t = d.strip(f"CAST({c} AS {s})")
     missing = f"({c} IS NULL OR {c} IN ({_na_list()}) OR {t} = '')"
     whole = d.full_match(t, base.NUMERIC_ID)
     as_int = f"CAST(CAST(split_part({t}, '.', 1) AS BIGINT) AS {s})"
@@ -112,15 +115,16 @@ def code(d: Dialect, col: str, typ: str) -> str:
         return f"CASE WHEN {c} IS NULL THEN NULL WHEN {c} THEN 'True' ELSE 'False' END"
     if typ == "number":
         return (f"CASE WHEN {c} IS NULL OR isnan({c}) THEN NULL WHEN {c} = {d.floor(c)} AND abs({c}) < 9.2e18 "
-                f"THEN CAST(CAST({c} AS BIGINT) AS {s}) ELSE trim(CAST({c} AS {s})) END")
-    t = f"trim(CAST({c} AS {s}))"
+                f"THEN CAST(CAST({c} AS BIGINT) AS {s}) ELSE {d.strip(f'CAST({c} AS {s})')} END")
+    t = d.strip(f"CAST({c} AS {s})")
     return f"CASE WHEN {c} IS NULL OR {c} IN ({_na_list()}) OR {t} = '' THEN NULL ELSE {t} END"
 
 
 def count_value(d: Dialect, col: str, typ: str) -> tuple[str, str]:
     """``(value, bad)`` of a count column: a BIGINT, bad when missing, negative or not whole."""
     c = d.q(col)
-    v = f"CAST({c} AS DOUBLE)" if typ in ("number", "integer") else _to_double(f"trim(CAST({c} AS STRING))" if d.name == "spark" else f"trim(CAST({c} AS VARCHAR))")
+    s = "STRING" if d.name == "spark" else "VARCHAR"
+    v = f"CAST({c} AS DOUBLE)" if typ in ("number", "integer") else _to_double(d.strip(f"CAST({c} AS {s})"))
     bad = f"({v} IS NULL OR isnan({v}) OR {d.is_inf(v)} OR {v} < 0 OR {v} <> {d.floor(v)} OR {v} > 9e15)"
     return f"CASE WHEN {bad} THEN 0 ELSE CAST({v} AS BIGINT) END", bad
 
@@ -193,16 +197,15 @@ FROM k GROUP BY 1, 2, 3
 
 
 def fingerprint_query(d: Dialect, lat: tuple[str, str], lon: tuple[str, str], user: tuple[str, str] | None) -> str:
-    """``(n, s1, s2, su)`` over the valid rows: the engine-independent budget key's sums.
+    """``(n, s1, s2)`` over the valid rows (with ``user``, rows without an id are not valid): the
+    engine-independent budget key's sums.
 
     A query of its own: per-cell sums in the grouped scan made it 3-5 times slower (about 1 M
     groups of 128-bit sums), while these four totals cost one light pass.
     """
-    su = f"{d.hex7('md5(u)')}" if user is not None else "0"
     return f"""
 {_point_rows(d, lat, lon, user)}
-SELECT count(*) AS n, sum({_fp_hash(d, base.FP_A1, base.FP_B1)}) AS s1, sum({_fp_hash(d, base.FP_A2, base.FP_B2)}) AS s2,
-       sum({su}) AS su
+SELECT count(*) AS n, sum({_fp_hash(d, base.FP_A1, base.FP_B1)}) AS s1, sum({_fp_hash(d, base.FP_A2, base.FP_B2)}) AS s2
 FROM s WHERE st = {ST_OK}
 """
 

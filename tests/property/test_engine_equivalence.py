@@ -170,7 +170,7 @@ def code_cases(draw: Any, max_rows: int = 30) -> dict[str, Any]:
         variants = draw(st.lists(st.integers(0, 7), min_size=n, max_size=n))
         data["uid"] = [id_variants(p)[k] for p, k in zip(persons, variants, strict=True)]
         user = "uid"
-        cap = [1, 2, 3, None][draw(st.integers(0, 3))]
+        cap = draw(st.integers(1, 3))  # a person column needs a cap (check_code_options)
         distinct = draw(st.booleans())
     data["note"] = [f"r{i}" for i in range(n)]
     df = pd.DataFrame(data)

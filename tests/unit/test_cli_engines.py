@@ -164,7 +164,7 @@ def test_budget_db_is_the_apps_budget(tmp_path: Path, capsys: pytest.CaptureFixt
     # the key is the one the app computes for the same points (any engine, any file split)
     df = pd.concat([pd.read_parquet(p) for p in sorted(folder.iterdir())])
     table = io.load_points(df, "lat", "lon")
-    key = f"points:{points_fingerprint(table.lon, table.lat, table.user)}"
+    key = f"points:{points_fingerprint(table.lon, table.lat)}"
     led = ledger_store.LedgerStore(db).ledger(key, noise_free_cap(), "points")
     assert abs(led.spent - 0.8) < 1e-12
     # another cap for the same data is refused, not silently applied
@@ -178,3 +178,34 @@ def noise_free_cap():  # the cap passed when opening an existing ledger is ignor
     from dpcore import budget
 
     return budget.pure(1.0)
+
+
+def test_engine_refusals_and_config_aliases(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Options the engines cannot honour are refused up front, naming the way out."""
+    zones = [f"{r:02d}{d:02d}" for r in (1, 2) for d in (1, 2, 3)]
+    pd.DataFrame({"region": [z[:2] for z in zones], "zone": zones}).to_csv(tmp_path / "areas.csv", index=False)
+    trips = pd.DataFrame({"person": [1, 1, 2], "origin": [zones[0], "9999", zones[1]],
+                          "destination": [zones[1], zones[2], ""]})
+    trips.to_csv(tmp_path / "trips.csv", index=False)
+    od_base = ["release", "od", "--input", str(tmp_path / "trips.csv"), "--hierarchy", str(tmp_path / "areas.csv"),
+               "--levels", "region,zone", "--rho", "0.5", "--drop-unmatched", "--engine", "duckdb",
+               "--out", str(tmp_path / "o")]
+    # with a person cap, unmatched trips must go before the cap: only the in-memory path does that
+    assert main([*od_base, "--user", "person"]) == 2
+    assert "--engine numpy" in capsys.readouterr().err
+    # without one, the engine drops unmatched and missing codes after grouping: the same counts
+    assert main(od_base) == 0
+    assert "Dropped 2 trips" in capsys.readouterr().err
+    # area names read from the input table are lost in the engine's counts
+    tracts = write_tracts(tmp_path / "tracts.csv")
+    rc = main(["release", "hierarchy", "--input", str(tracts), "--levels", "STATEFP,COUNTYFP,TRACTCE",
+               "--count", "POPULATION", "--epsilon", "1", "--input-lists-all-areas", "--engine", "duckdb",
+               "--name", "STATEFP=H1", "--out", str(tmp_path / "h")])
+    assert rc == 2 and "--areas" in capsys.readouterr().err
+    # [engine] name is --engine for every kind (not --name)
+    cfg = tmp_path / "h.toml"
+    cfg.write_text('release = "hierarchy"\n[input]\npath = "tracts.csv"\nlevels = "STATEFP,COUNTYFP,TRACTCE"\n'
+                   '[engine]\nname = "duckdb"\n[budget]\nepsilon = 1\n[output]\ndir = "o"\n', "utf-8")
+    assert main(["run", str(cfg), "--dry-run"]) == 0
+    line = capsys.readouterr().out
+    assert "--engine=duckdb" in line and "--name" not in line

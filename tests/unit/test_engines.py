@@ -502,10 +502,10 @@ def test_awkward_input(case: tuple, engine_name: str, tmp_path: Path, request: p
     assert pc.aggregate.counts.tolist() == expected["counts"]
     assert pc.aggregate.n_capped == 0
     assert pc.dropped == expected.get("dropped", {})
-    # the two kept points are (-73.75, 40.25) and (-73.25, 40.75) unless written out, with these canonical ids
-    ids = None if expected["ids"] is None else np.array(expected["ids"], dtype=object)
+    # the two kept points are (-73.75, 40.25) and (-73.25, 40.75) unless written out; with a cap of 1
+    # and no record capped, the ids were read as two people (the big ids and uint64 cases)
     lon, lat = np.array(expected.get("lon", [-73.75, -73.25])), np.array(expected.get("lat", [40.25, 40.75]))
-    assert pc.fingerprint == points_fingerprint(lon, lat, ids)
+    assert pc.fingerprint == points_fingerprint(lon, lat)
 
 
 @pytest.mark.parametrize("engine_name", ["numpy", "duckdb", pytest.param("spark", marks=pytest.mark.spark)])
@@ -539,3 +539,23 @@ def test_an_upload_with_ids_too_long_for_floats_is_refused_not_merged() -> None:
                        "uid": [1234567890123456789.0, 1234567890123456788.0, np.nan]})
     with pytest.raises(InputError, match="more than 15 digits"):
         dio.load_points(df, "lat", "lon", "uid")
+
+
+@pytest.mark.parametrize("engine_name", ["numpy", "duckdb", pytest.param("spark", marks=pytest.mark.spark)])
+def test_canonical_ids_are_one_person_in_every_engine(engine_name: str, tmp_path: Path,
+                                                     request: pytest.FixtureRequest) -> None:
+    """True/true, 7/007/7.0 and '7\t' are one person each: with a cap of 1, one record of each stays."""
+    eng = request.getfixturevalue("spark_engine") if engine_name == "spark" else get_engine(engine_name)
+    (tmp_path / "p.csv").write_bytes(b"lat,lon,uid\n40.25,-73.75,True\n40.75,-73.25,true\n"
+                                     b"40.25,-73.25,7\n40.75,-73.75,007\n40.3,-73.3,7.0\n40.6,-73.6,\"7\t\"\n")
+    pc = eng.points(Source.from_path(tmp_path / "p.csv"), GRID, lat="lat", lon="lon", user="uid", user_cap=1)
+    assert pc.aggregate.total == 2 and pc.aggregate.n_capped == 4
+
+
+def test_missing_ids_are_refused_by_the_cap_and_empty_sources_named() -> None:
+    from dpcore.engines.base import person_codes
+
+    with pytest.raises(ParameterError, match="no person id"):
+        person_codes(np.array(["a", None, "b"], dtype=object))
+    with pytest.raises(InputError, match="No input file"):
+        Source.from_path([])
