@@ -224,14 +224,21 @@ with left:
                     width="stretch", key="extent_map")
 with right:
     try:
-        agg = state.aggregate()
-        st.markdown(":red[**Not for publication**] — your confidential data, for checking only.")
-        if agg.n_outside:
-            st.warning(f"{fmt.count(agg.n_outside)} of {fmt.count(t.n_kept)} points lie outside the area "
-                       "and will not be counted. Widen the area if they matter.")
-        with st.expander("True point density (not for publication)"):
-            st.plotly_chart(viz.true_density_figure(agg.counts, agg.grid), width="stretch",
-                            key="density_preview")
+        agg = state.aggregate_current() if ds.source is not None else state.aggregate()
+        if agg is None:  # points kept in their files: a count is a pass over them, made on request
+            st.info(f"The points are not counted for this area, grid and cap yet. A release counts them; to "
+                    f"check them first, count them now ({ds.engine}).")
+            if st.button(f"Count the points for this grid with {ds.engine}", key="count_source"):
+                state.aggregate()
+                st.rerun()
+        else:
+            st.markdown(":red[**Not for publication**] — your confidential data, for checking only.")
+            if agg.n_outside:
+                st.warning(f"{fmt.count(agg.n_outside)} of {fmt.count(t.n_kept)} points lie outside the area "
+                           "and will not be counted. Widen the area if they matter.")
+            with st.expander("True point density (not for publication)"):
+                st.plotly_chart(viz.true_density_figure(agg.counts, agg.grid), width="stretch",
+                                key="density_preview")
     except DPCoreError as e:
         st.error(str(e))
     if ds.source is not None:

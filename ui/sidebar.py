@@ -106,10 +106,13 @@ def render(page: str = "") -> None:
             reasons = "; ".join(f"{fmt.count(v)} {k}" for k, v in t.dropped.items() if v)
             st.caption(f"Dropped: {reasons}")
         try:
-            agg = state.aggregate()
-            if agg.n_outside:
+            # points kept in their files are counted on request (a pass over them), not on every edit
+            agg = state.aggregate_current() if ds.source is not None else state.aggregate()
+            if agg is None:
+                st.caption("Not counted for this grid yet: the Data page's Count button (or a release) counts it.")
+            elif agg.n_outside:
                 st.caption(f"{fmt.count(agg.n_outside)} points outside the bounds (not counted)")
-            if agg.n_capped:
+            if agg is not None and agg.n_capped:
                 st.caption(f"{fmt.count(agg.n_capped)} records above the per-person cap (not counted)")
         except DPCoreError:  # the Data page reports problems with bounds/grid itself
             pass

@@ -127,13 +127,25 @@ def grid() -> Grid:
     return Grid(st.session_state["bounds"], int(rows), int(cols))
 
 
+def aggregate_key() -> tuple[Any, ...]:
+    ss = st.session_state
+    return (dataset().fingerprint, grid(), ss.get("user_cap"))
+
+
+def aggregate_current() -> Aggregate | None:
+    """The frequency matrix if it is counted for the current grid and cap, else None (nothing is
+    computed: for points kept in their files a count is a pass over them, made on request)."""
+    ss = st.session_state
+    return ss.get("aggregate") if ss.get("aggregate_key") == aggregate_key() else None
+
+
 def aggregate() -> Aggregate:
     """The confidential frequency matrix of this session, recomputed only when its inputs change."""
     ss = st.session_state
     ds = dataset()
     g = grid()
     cap = ss.get("user_cap")
-    key = (ds.fingerprint, g, cap)
+    key = aggregate_key()
     if ss.get("aggregate_key") != key:
         t = ds.table
         use_user = t.user_column is not None and cap is not None

@@ -65,20 +65,26 @@ def test_a_folder_opened_with_duckdb_is_counted_like_an_upload(tmp_path: Path) -
     assert at.session_state["user_cap"] == 10
     assert np.array_equal(at.session_state["aggregate"].counts, _truth(df, at, cap=10))
     assert any("Counted 4,000 rows with duckdb" in s.value for s in at.success)
-    # a coarser grid: the engine counts again
+    # a coarser grid: not counted on every edit (a pass over the files), but on request
     at.number_input(key="_w_grid_rows").set_value(64).run()
     at.number_input(key="_w_grid_cols").set_value(32).run()
     assert not at.exception, at.exception
-    goto(at, "mechanism")
+    assert at.session_state["aggregate"].counts.shape == (1024, 1024)
+    assert any("not counted for this area" in i.value for i in at.info)
+    at.button(key="count_source").click().run()
+    assert not at.exception, at.exception
     assert at.session_state["aggregate"].counts.shape == (64, 32)
     assert np.array_equal(at.session_state["aggregate"].counts, _truth(df, at, cap=10))
 
-    # release, then the Export page's config repeats it from the command line
+    # a release counts what it needs: change the cap, then release without counting first
+    at.number_input(key="_w_user_cap").set_value(4).run()
     release(at)
+    assert at.session_state["releases"][-1].release.user_cap == 4
+    assert np.array_equal(at.session_state["aggregate"].counts, _truth(df, at, cap=4))
     goto(at, "export")
     [code] = [c for c in at.code if "release = \"points\"" in c.value]
     cfg = tomllib.loads(code.value)
-    assert cfg["input"] == {"path": str(folder), "lat": "lat", "lon": "lon", "user": "person", "user_cap": 10}
+    assert cfg["input"] == {"path": str(folder), "lat": "lat", "lon": "lon", "user": "person", "user_cap": 4}
     assert cfg["engine"]["name"] == "duckdb" and cfg["domain"]["grid"] == [64, 32]
     (tmp_path / "release.toml").write_text(code.value, "utf-8")
     assert main(["run", str(tmp_path / "release.toml")]) == 0
