@@ -101,7 +101,8 @@ class Source:
 
     @classmethod
     def from_path(cls, path: str | Path | list[str | Path]) -> Source:
-        """A file, a folder (its CSV or Parquet files), a glob pattern or a list of files."""
+        """A file, a folder (its CSV or Parquet files, subfolders included), a glob pattern or a list
+        of files."""
         if isinstance(path, list | tuple):
             if not path:
                 raise InputError("No input file was given. Name a CSV or Parquet file, a folder or a pattern.")
@@ -115,7 +116,10 @@ class Source:
                 if not items:
                     raise InputError(f"No file matches '{path}'. Check the pattern.")
             elif p.is_dir():
-                items = sorted(q for q in p.iterdir() if q.is_file() and _fmt(q) is not None)
+                # subfolders too (partitioned datasets: year=2024/part-0.parquet); hidden and
+                # bookkeeping files (.crc, _SUCCESS, _metadata) are not data
+                items = sorted(q for q in p.rglob("*") if q.is_file() and _fmt(q) is not None
+                               and not any(part.startswith((".", "_")) for part in q.relative_to(p).parts))
                 if not items:
                     raise InputError(
                         f"The folder '{path}' holds no CSV (.csv, .csv.gz) or Parquet (.parquet) files. "

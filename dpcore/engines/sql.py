@@ -201,7 +201,7 @@ def fingerprint_query(d: Dialect, lat: tuple[str, str], lon: tuple[str, str], us
     engine-independent budget key's sums.
 
     A query of its own: per-cell sums in the grouped scan made it 3-5 times slower (about 1 M
-    groups of 128-bit sums), while these four totals cost one light pass.
+    groups of 128-bit sums), while these three totals cost one light pass.
     """
     return f"""
 {_point_rows(d, lat, lon, user)}

@@ -559,3 +559,19 @@ def test_missing_ids_are_refused_by_the_cap_and_empty_sources_named() -> None:
         person_codes(np.array(["a", None, "b"], dtype=object))
     with pytest.raises(InputError, match="No input file"):
         Source.from_path([])
+
+
+def test_a_partitioned_folder_is_read_whole(tmp_path: Path) -> None:
+    """year=.../part.parquet subfolders are data; _SUCCESS, .crc and hidden files are not."""
+    df = pd.DataFrame({"lat": [40.25, 40.75, 40.25], "lon": [-73.75, -73.25, -73.25]})
+    for i, year in enumerate((2023, 2024, 2025)):
+        (tmp_path / f"year={year}").mkdir()
+        df.iloc[[i]].to_parquet(tmp_path / f"year={year}" / "part-0.parquet")
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / "year=2023" / ".part-0.parquet.crc").write_bytes(b"x")
+    (tmp_path / "_temporary").mkdir()
+    (tmp_path / "_temporary" / "half.parquet").write_bytes(b"not parquet")
+    src = Source.from_path(tmp_path)
+    assert len(src.paths) == 3 and src.fmt == "parquet"
+    pc = get_engine("duckdb").points(src, GRID, lat="lat", lon="lon")
+    assert pc.aggregate.counts.tolist() == [[1, 1], [0, 1]]
