@@ -12,6 +12,7 @@ import streamlit as st
 from dpcore import (
     budget,
     census,
+    config,
     engines,
     hier_export,
     hier_matrix,
@@ -69,6 +70,7 @@ def area_sets_widget(h: Hierarchy) -> dict[str, Any]:
     if up is not None and ss.get("hier_sets_key") != key:
         try:
             ss["hier_sets"] = hier_matrix.read_area_sets(up.getvalue(), h, up.name)
+            ss["hier_sets_name"] = up.name
             ss["hier_sets_error"] = None
         except DPCoreError as e:
             ss["hier_sets_error"] = str(e)
@@ -92,6 +94,38 @@ def area_sets_widget(h: Hierarchy) -> dict[str, Any]:
     st.caption(f"{fmt.count(len(sets))} queries read: " + ", ".join(sets.names[:5])
                + (" …" if len(sets) > 5 else ""))
     return {"area_sets": sets, "sets_weight": float(weight)}
+
+
+def release_config(inputs: dict[str, Any], mech_name: str, cost: Any, delta: float, split: str,
+                   weights: list[float] | None, neighbour: str, order: str, matrix_opts: dict[str, Any]) -> str:
+    """release.toml of a release made here: ``python -m dpcore run`` repeats it on the same budget."""
+    notes = []
+    if inputs["id"] == US:
+        path = str(US_TRACTS.resolve())
+    elif inputs["id"] == DEMO:
+        path = "demo.csv"
+        notes.append("[input] path names the page's made-up demo table, which is not a file: give your table's path.")
+    else:
+        path = ss.get("hier_upload_name", "table.csv")
+        notes.append("[input] path is the uploaded file's name: put the file next to this config or give its path.")
+    areas = ss.get("hier_areas_name") if inputs["area_source"] == AREA_UPLOAD else None
+    if areas:
+        notes.append("[input] areas is the uploaded area list's name: put it next to this config.")
+    sets = ss.get("hier_sets_name") if matrix_opts.get("area_sets") is not None else None
+    if sets:
+        notes.append("[mechanism] area_sets is the uploaded query file's name: put it next to this config.")
+    count = [c for c in inputs["count"] if c != engines.COUNT_COLUMN]
+    cfg = config.hierarchy_config(
+        input_path=path, levels=list(inputs["levels"]), count=count, group=inputs.get("group"), areas_path=areas,
+        lists_all_areas=inputs["area_source"] == AREA_TABLE, mechanism=mech_name, definition=cost.definition,
+        value=cost.value, delta=delta if cost.definition == "zcdp" else None, split=split, weights=weights,
+        neighbour=neighbour, order=order, sets_path=sets, sets_weight=matrix_opts.get("sets_weight"),
+        engine="duckdb" if inputs.get("src") is not None else "auto")
+    header = ("dpcore release config, written by the app's Census hierarchy page.\n"
+              "Run: python -m dpcore run release.toml (paths are relative to this file).\n"
+              + "".join(n + "\n" for n in notes)
+              + "It names your input files and columns: keep it with your data, do not publish it.")
+    return config.dumps(cfg, header=header)
 
 
 def matrix_summary(p: Any) -> None:
@@ -217,6 +251,7 @@ with tab_data:
                     try:
                         ss["hier_areas_df"] = read_hierarchy_table(aup.getvalue(), aup.name)
                         ss["hier_areas_id"] = aup.file_id
+                        ss["hier_areas_name"] = aup.name
                     except DPCoreError as e:
                         st.error(str(e))
                 if aup is not None and ss.get("hier_areas_id") == aup.file_id:
@@ -443,7 +478,8 @@ with tab_mech:
                 rel = release_hierarchy(counts, mech_name, cost, led, noise=secure_source(),
                                         neighbour=neighbour, split=split, weights=weights, order=order,
                                         **matrix_opts)
-            ss["hier_release"] = {"release": rel, "fp": fp, "name": model["name"], "exports": {}}
+            cfg = release_config(inputs, mech_name, cost, delta, split, weights, neighbour, order, matrix_opts)
+            ss["hier_release"] = {"release": rel, "fp": fp, "name": model["name"], "exports": {}, "config": cfg}
             files = {"release.csv": hier_export.hierarchy_csv(rel)}
             if rel.details.get("area_sets"):
                 files["area_queries.csv"] = hier_matrix.area_sets_csv(rel)
@@ -579,6 +615,14 @@ if entry is not None:
                      key="hier_csv_preview")
         with st.expander("Release record (release.json)"):
             st.json(ex["json"].decode("utf-8"), expanded=1)
+        if entry.get("config"):
+            with st.expander("Repeat this release in a pipeline (config file)"):
+                st.download_button("Download release.toml", entry["config"], "release.toml", "application/toml",
+                                   on_click="ignore", key="hier_dl_config")
+                st.code(entry["config"], language="toml")
+                st.caption("The command line makes the same release from the same table (new noise), spending from "
+                           "this app's budget database on this computer (DPCORE_LEDGER_DB), keyed as the app keys "
+                           "the table.")
         if not rel.mechanism.consistent or not rel.mechanism.nonnegative:
             st.info(f"{rel.mechanism.title}: " + ("levels do not add up; " if not rel.mechanism.consistent else "")
                     + ("some counts may be negative or fractional." if not rel.mechanism.nonnegative else ""))

@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     hi.add_argument("--budget-cap", type=float,
                     help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
     hi.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+    hi.add_argument("--budget-db", nargs="?", const="", metavar="FILE",
+                    help="keep the budget in the app's budget database instead (default $DPCORE_LEDGER_DB), keyed "
+                         "by the table's content as the app keys it: the app and pipelines draw on one budget")
     _engine_args(hi)
 
     od = rsub.add_parser("od", help="release origin/destination flows over a public hierarchy (InfTDA)")
@@ -662,7 +665,7 @@ def cmd_release_census(args: argparse.Namespace) -> int:
     count_col = args.count
     small = _engine_table(args, levels + ordinals, args.count, bool(names and not args.areas))
     if small is not None:
-        df, count_col = small, small.columns[-1]  # the engine's sums (engines.COUNT_COLUMN)
+        df, count_col = small[0], small[0].columns[-1]  # the engine's sums (engines.COUNT_COLUMN)
     else:
         df = census.read_census_file(args.input)
     areas = census.read_census_file(args.areas) if args.areas else None
@@ -721,7 +724,11 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
             "With one row per person the areas where nobody lives are missing from the data, so the "
             "area list must be public: give it with --areas (a CSV with the level columns).")
 
-    ledger_path, ledger = _load_ledger(args, make, cost)
+    if args.budget_db is not None and args.ledger:
+        raise ParameterError("Give --ledger FILE or --budget-db, not both: the budget is kept in one place.")
+    ledger_path = ledger = where = None
+    if args.budget_db is None:
+        ledger_path, ledger = _load_ledger(args, make, cost)
     small = None
     if args.engine != "numpy" and statistic == "count":
         small = _engine_table(args, levels, counts_cols[0] if counts_cols else None, bool(names and not args.areas))
@@ -729,9 +736,15 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
         raise ParameterError("Group-size histograms (several --count columns or --group-col) are aggregated in memory "
                              "only: use --engine numpy (or auto).")
     if small is not None:
-        df, counts_cols = small, [small.columns[-1]]  # the engine's sums (engines.COUNT_COLUMN)
+        df, counts_cols = small[0], [small[0].columns[-1]]  # the engine's sums (engines.COUNT_COLUMN)
     else:
         df = read_hierarchy_table(args.input)
+    if args.budget_db is not None:
+        from dpcore import census
+
+        # the app's key for this table: its content, or for a table counted by an engine its bytes
+        key = small[1].bytes_fingerprint() if small is not None else census.fingerprint(df)
+        ledger, where = _stored_ledger(args, make, cost, f"census:{key}", "census")
     if args.areas:
         area_df = read_hierarchy_table(args.areas)
         h = Hierarchy.from_frame(area_df, levels, codes=args.codes, names=names, source="area list")
@@ -775,7 +788,8 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
     sizes = ", ".join(f"{n:,} {lv}" for lv, n in zip(h.level_names, h.sizes, strict=True))
-    print(f"Released {sizes} with {mech.title}, {cost.label()}{reading}; {_budget_left(ledger_path, ledger)}")
+    left = f"{ledger.remaining:.4g} of the budget left in {where}." if where else _budget_left(ledger_path, ledger)
+    print(f"Released {sizes} with {mech.title}, {cost.label()}{reading}; {left}")
     for p in paths:
         print(f"  wrote {p}")
     return 0
@@ -924,7 +938,8 @@ def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, names_from_input: bool) -> Any:
     """Counts per code combination of a large --input (the engine sums ``count`` or counts rows),
-    as a small table with the code columns and ``engines.COUNT_COLUMN``; None for the in-memory path."""
+    as a small table with the code columns and ``engines.COUNT_COLUMN``, and the engine's source;
+    None for the in-memory path."""
     from dpcore import engines
 
     routed = _engine_for(args, args.input)
@@ -936,7 +951,7 @@ def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, 
                              "--engine numpy.")
     eng, src = routed
     cc = eng.code_counts(src, keys, count=count, progress=_cli_progress("Counting rows"))
-    return cc.frame[keys + ["count"]].rename(columns={"count": engines.COUNT_COLUMN})
+    return cc.frame[keys + ["count"]].rename(columns={"count": engines.COUNT_COLUMN}), src
 
 
 def _od_counts_by_engine(args: argparse.Namespace, h: Any, eng: Any, src: Any) -> Any:

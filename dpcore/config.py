@@ -63,7 +63,7 @@ _ALIASES: dict[str, dict[tuple[str, str], str]] = {
            ("domain", "hierarchy"): "--hierarchy"},
     "hierarchy": {("input", "path"): "--input", ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out",
                   ("mechanism", "name"): "--mechanism", ("engine", "name"): "--engine",
-                  ("engine", "spark_master"): "--spark-master"},
+                  ("engine", "spark_master"): "--spark-master", ("budget", "db"): "--budget-db"},
     "census": {("input", "path"): "--input", ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out",
                ("mechanism", "name"): "--mechanism", ("engine", "name"): "--engine",
                ("engine", "spark_master"): "--spark-master"},
@@ -211,3 +211,35 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
     return {"release": "points", "input": inp, "engine": eng,
             "domain": {"bounds": [float(x) for x in bounds], "grid": [int(grid[0]), int(grid[1])]},
             "mechanism": mech, "budget": bud, "output": {"dir": out}}
+
+
+def hierarchy_config(*, input_path: str, levels: list[str], count: list[str], group: str | None,
+                     areas_path: str | None, lists_all_areas: bool, mechanism: str, definition: str,
+                     value: float, delta: float | None, split: str, weights: list[float] | None, neighbour: str,
+                     order: str, sets_path: str | None, sets_weight: float | None, engine: str = "auto",
+                     out: str = "release") -> dict[str, Any]:
+    """The config of a census-hierarchy release (what the app's hierarchy page writes)."""
+    inp: dict[str, Any] = {"path": input_path, "levels": list(levels)}
+    if count:
+        inp["count"] = list(count)
+    if group:
+        inp["group_col"] = group
+    if areas_path:
+        inp["areas"] = areas_path
+    if lists_all_areas:
+        inp["input_lists_all_areas"] = True
+    mech: dict[str, Any] = {"name": mechanism}
+    if sets_path:
+        mech["area_sets"] = sets_path
+        mech["sets_weight"] = float(sets_weight or 1.0)
+    bud: dict[str, Any] = {"epsilon" if definition == "pure" else "rho": float(value)}
+    if definition != "pure" and delta is not None:
+        bud["delta"] = float(delta)
+    bud["split"] = [float(w) for w in weights] if split == "custom" and weights else split
+    if mechanism != "matrix":
+        bud["neighbour"] = neighbour
+    if mechanism == "topdown_linf":
+        bud["order"] = order
+    bud["db"] = True  # the app's budget database: the app and this config draw on one budget
+    return {"release": "hierarchy", "input": inp, "engine": {"name": engine}, "mechanism": mech, "budget": bud,
+            "output": {"dir": out}}

@@ -186,3 +186,38 @@ def test_a_large_table_upload_is_summed_by_duckdb(monkeypatch) -> None:
     assert not at.exception, at.exception
     assert at.session_state["hier_model"]["fp"] == model["fp"]
     assert at.session_state["hier_model"]["h"].sizes != h.sizes
+
+
+def test_release_config_reruns_on_the_apps_budget(tmp_path) -> None:
+    """The Export tab's release.toml, run by the CLI next to the uploaded table, spends from the same
+    budget as the app's release of it."""
+    import tomllib
+
+    import pandas as pd
+
+    from dpcore import budget, ledger_store
+    from dpcore.cli import main
+
+    rng = __import__("numpy").random.default_rng(2)
+    rows = [(s, f"{c:03d}", f"{t:06d}", int(rng.integers(0, 50))) for s in ("01", "02") for c in (1, 3)
+            for t in (100, 200)]
+    df = pd.DataFrame(rows, columns=["state", "county", "tract", "population"])
+    (tmp_path / "tracts.csv").write_bytes(df.to_csv(index=False).encode())
+    at = AppTest.from_string(WRAPPER, default_timeout=180).run()
+    at.radio(key="_w_hier_source").set_value("upload").run()
+    at.file_uploader(key="hier_upload").set_value(("tracts.csv", (tmp_path / "tracts.csv").read_bytes(),
+                                                   "text/csv")).run()
+    at.radio(key="_w_hier_area_source").set_value("table").run()
+    assert not at.exception, at.exception
+    at.button(key="hier_release_button").click().run()
+    assert not at.exception, at.exception
+    [code] = [c for c in at.code if 'release = "hierarchy"' in c.value]
+    cfg = tomllib.loads(code.value)
+    assert cfg["input"]["path"] == "tracts.csv" and cfg["input"]["levels"] == ["state", "county", "tract"]
+    assert cfg["input"]["input_lists_all_areas"] is True and cfg["budget"]["db"] is True
+    (tmp_path / "release.toml").write_text(code.value, "utf-8")
+    assert main(["run", str(tmp_path / "release.toml")]) == 0
+    fp = at.session_state["hier_release"]["fp"]
+    led = ledger_store.default_store().ledger(f"census:{fp}", budget.pure(1.0), "census")
+    eps = cfg["budget"]["epsilon"]
+    assert len(led.entries) == 2 and abs(led.spent - 2 * eps) < 1e-12
