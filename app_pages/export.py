@@ -59,7 +59,7 @@ with st.expander("Repeat this release in a pipeline (config file)"):
         input_path=os.path.abspath(ds.source.label) if typed else ds.name,
         lat=t.lat_column, lon=t.lon_column, user=t.user_column, user_cap=rel.user_cap,
         bounds=rel.grid.bounds.as_tuple(), grid=(rel.grid.rows, rel.grid.cols), mechanism=rel.mechanism,
-        params=rel.params, definition=rel.cost.definition, value=rel.cost.value, budget_cap=float(led.cap.value),
+        params=rel.params, definition=rel.cost.definition, value=rel.cost.value,
         delta=st.session_state.get("delta"), engine=ds.engine if ds.source is not None else "auto",
         spark_master=ds.spark_master,
     )

@@ -183,9 +183,20 @@ def _clean(v: Any) -> Any:
     return v
 
 
+def _budget(definition: str, value: float, delta: float | None) -> dict[str, Any]:
+    """The [budget] of a config the app writes: the release's ε or ρ (δ for zCDP), spent from the
+    app's budget database (``db = true``: the app and the pipeline draw on one budget).  No ``cap``:
+    the database keeps the dataset's cap, and a copy here would go stale when it changes."""
+    bud: dict[str, Any] = {"epsilon" if definition == "pure" else "rho": float(value)}
+    if definition != "pure" and delta is not None:
+        bud["delta"] = float(delta)
+    bud["db"] = True
+    return bud
+
+
 def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user_cap: int | None,
                   bounds: tuple[float, float, float, float], grid: tuple[int, int], mechanism: str,
-                  params: dict[str, Any], definition: str, value: float, budget_cap: float | None,
+                  params: dict[str, Any], definition: str, value: float,
                   delta: float | None = None, engine: str = "auto", spark_master: str | None = None,
                   out: str = "release") -> dict[str, Any]:
     """The config of a points release (what the app writes after a release).  The budget is the
@@ -194,11 +205,7 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
     if user:
         inp["user"] = user
         inp["user_cap"] = int(user_cap or 1)
-    bud: dict[str, Any] = {"epsilon" if definition == "pure" else "rho": float(value)}
-    if definition != "pure" and delta is not None:
-        bud["delta"] = float(delta)
-    del budget_cap  # the database keeps the dataset's cap; a copy here would go stale when it changes
-    bud["db"] = True  # the app's budget database: the app and this config draw on one budget
+    bud = _budget(definition, value, delta)
     mech: dict[str, Any] = {"name": mechanism}
     if params.get("rectangles"):  # an uploaded workload travels as its own file (workload.json)
         mech["workload_file"] = "workload.json"
@@ -232,14 +239,11 @@ def hierarchy_config(*, input_path: str, levels: list[str], count: list[str], gr
     if sets_path:
         mech["area_sets"] = sets_path
         mech["sets_weight"] = float(sets_weight or 1.0)
-    bud: dict[str, Any] = {"epsilon" if definition == "pure" else "rho": float(value)}
-    if definition != "pure" and delta is not None:
-        bud["delta"] = float(delta)
+    bud = _budget(definition, value, delta)
     bud["split"] = [float(w) for w in weights] if split == "custom" and weights else split
     if mechanism != "matrix":
         bud["neighbour"] = neighbour
     if mechanism == "topdown_linf":
         bud["order"] = order
-    bud["db"] = True  # the app's budget database: the app and this config draw on one budget
     return {"release": "hierarchy", "input": inp, "engine": {"name": engine}, "mechanism": mech, "budget": bud,
             "output": {"dir": out}}
