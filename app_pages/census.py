@@ -235,22 +235,23 @@ st.subheader("4. Release")
 cost = budget.pure(epsilon)
 left_after = led.remaining - led.charge_of(cost)
 label = f"Release with ε = {fmt.eps(epsilon)} — {fmt.eps(max(left_after, 0.0))} left after this"
-if st.button(label, key="census_release_button", type="primary", disabled=not led.can_spend(cost)):
-    try:
-        with st.spinner("Adding noise …"):
-            rel = census.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=led)
-        ss["census_release"] = {
-            "release": rel, "fingerprint": fp, "source": name,
-            "csv": census.census_csv(rel), "json": census.census_json(rel, led),
-        }
-        state.remember_release("census", fp, rel.release_id,
-                               {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
-                                "levels": list(rel.structure.levels)},
-                               {"release.csv": ss["census_release"]["csv"],
-                                "release.json": ss["census_release"]["json"]})
-        st.rerun()
-    except DPCoreError as e:
-        st.error(str(e))
+
+
+def release_now(table: census.CensusTable, epsilon: float, plus: list[str], led: budget.Ledger, fp: str,
+                name: str) -> None:
+    """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
+    rel = census.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=led)
+    entry = {"release": rel, "fingerprint": fp, "source": name,
+             "csv": census.census_csv(rel), "json": census.census_json(rel, led)}
+    ss["census_release"] = entry
+    state.remember_release("census", fp, rel.release_id,
+                           {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
+                            "levels": list(rel.structure.levels)},
+                           {"release.csv": entry["csv"], "release.json": entry["json"]})
+
+
+state.release_button("census_release_button", label, release_now, table, epsilon, plus, led, fp, name,
+                     disabled=not led.can_spend(cost))
 if not led.can_spend(cost):
     st.error(f"Not enough budget left for ε = {fmt.eps(epsilon)}: {sym} = {fmt.eps(led.remaining)} is left of the "
              f"cap {fmt.eps(led.cap.value)}. Lower ε, or raise the cap if your privacy policy allows it.")

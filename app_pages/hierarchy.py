@@ -28,7 +28,7 @@ from dpcore.noise import secure_source
 from dpcore.pipeline import release_hierarchy
 from ui import fmt
 from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source
-from ui.state import persistent, remember_release, seed, store, stored_ledger
+from ui.state import persistent, release_button, remember_release, seed, store, stored_ledger
 
 ss = st.session_state
 ss.setdefault("census_ledgers", {})  # one ledger per table, shared with the Census (Privelet) page
@@ -126,6 +126,21 @@ def release_config(inputs: dict[str, Any], mech_name: str, cost: Any, delta: flo
               + "".join(n + "\n" for n in notes)
               + "It names your input files and columns: keep it with your data, do not publish it.")
     return config.dumps(cfg, header=header)
+
+
+def release_now(job: dict[str, Any]) -> None:
+    """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
+    led = job["led"]
+    rel = release_hierarchy(job["counts"], job["mech"], job["cost"], led, noise=secure_source(), **job["opts"])
+    ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {},
+                          "config": release_config(*job["config"])}
+    files = {"release.csv": hier_export.hierarchy_csv(rel)}
+    if rel.details.get("area_sets"):
+        files["area_queries.csv"] = hier_matrix.area_sets_csv(rel)
+    files["release.json"] = hier_export.hierarchy_json(rel, led, [*files, "release.json"])
+    remember_release("census", job["fp"], rel.release_id,
+                     {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
+                      "levels": list(rel.hierarchy.level_names)}, files)
 
 
 def matrix_summary(p: Any) -> None:
@@ -472,24 +487,10 @@ with tab_mech:
     can = led.can_spend(cost)
     left = led.remaining - (led.charge_of(cost) if can else 0.0)
     label = f"Release with {cost.label()} — {fmt.eps(max(left, 0.0))} left after this"
-    if st.button(label, type="primary", disabled=not (can and weights_ok), key="hier_release_button"):
-        try:
-            with st.spinner("Adding noise and making every level add up …"):
-                rel = release_hierarchy(counts, mech_name, cost, led, noise=secure_source(),
-                                        neighbour=neighbour, split=split, weights=weights, order=order,
-                                        **matrix_opts)
-            cfg = release_config(inputs, mech_name, cost, delta, split, weights, neighbour, order, matrix_opts)
-            ss["hier_release"] = {"release": rel, "fp": fp, "name": model["name"], "exports": {}, "config": cfg}
-            files = {"release.csv": hier_export.hierarchy_csv(rel)}
-            if rel.details.get("area_sets"):
-                files["area_queries.csv"] = hier_matrix.area_sets_csv(rel)
-            files["release.json"] = hier_export.hierarchy_json(rel, led, [*files, "release.json"])
-            remember_release("census", fp, rel.release_id,
-                             {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
-                              "levels": list(rel.hierarchy.level_names)}, files)
-            st.rerun()
-        except DPCoreError as e:
-            st.error(str(e))
+    job = {"counts": counts, "mech": mech_name, "cost": cost, "led": led, "fp": fp, "name": model["name"],
+           "opts": {"neighbour": neighbour, "split": split, "weights": weights, "order": order, **matrix_opts},
+           "config": (inputs, mech_name, cost, delta, split, weights, neighbour, order, matrix_opts)}
+    release_button("hier_release_button", label, release_now, job, disabled=not (can and weights_ok))
     if not can:
         st.error(f"Not enough budget left: {led.cap.symbol} = {fmt.eps(led.remaining)} of "
                  f"{fmt.eps(led.cap.value)} is left. Lower the budget of this release, or raise the cap if "

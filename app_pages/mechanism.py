@@ -350,17 +350,17 @@ label = (f"Release with {release_cost.label()} — {fmt.eps(max(remaining_after,
 if not can and plan_ok:
     st.warning("This release would go over the dataset's budget cap. Lower ε, or raise the cap "
                "if your policy allows it.")
-if st.button(label, type="primary", disabled=not can, key="release_button"):
-    try:
-        with st.status("Releasing …", expanded=False) as status:
-            agg = state.aggregate()
-            rel = pipeline.release_points(agg, mech.name, release_cost, params, led)
-            state.add_release(rel)
-            status.update(label=f"Released {fmt.count(int(rel.leaf.sum()))} areas with {mech.title}, "
-                                f"{rel.cost.label()}", state="complete")
-        st.rerun()
-    except DPCoreError as e:
-        st.error(str(e))
+
+
+def release_now(mech_name: str, cost: budget.PrivacyCost, params_: dict, ledger: budget.Ledger) -> None:
+    """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
+    files are counted here if needed), charge, release, store."""
+    rel = pipeline.release_points(state.aggregate(), mech_name, cost, params_, ledger)
+    state.add_release(rel)
+
+
+state.release_button("release_button", label, release_now, mech.name, release_cost,
+                     params if plan_ok else {}, led, disabled=not can)
 
 cur = state.current_release()
 if cur is not None:

@@ -27,26 +27,19 @@ def _label(axes: list[str], t: tuple[int, ...]) -> str:
 
 
 def _release_now(table: CensusTable, p: census_matrix.MarginalsPlan, led: budget.Ledger, fp: str,
-                 source: str, token: int) -> None:
-    """Button callback: charge, release and store in one step (never interrupted by a rerun)."""
-    if ss.get("census_mx_token_used") == token:  # a second click of the same button: ignored
-        return
-    ss["census_mx_token_used"] = token
-    try:
-        led.spend(p.cost, label="census marginals (matrix mechanism)", details={
-            "kind": "census_marginals", "mechanism": "matrix", "level": p.level,
-            "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
-        rel = census_matrix.release(table, p, secure_source())
-        entry = {"release": rel, "fingerprint": fp, "source": source,
-                 "csv": census_matrix.marginals_csv(rel), "json": census_matrix.marginals_json(rel, led)}
-        ss["census_mx_release"] = entry
-        state.remember_release("census", fp, rel.release_id,
-                               {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
-                                "tables": list(rel.tables)},
-                               {"marginals.csv": entry["csv"], "release.json": entry["json"]})
-        ss["census_mx_error"] = None
-    except DPCoreError as e:
-        ss["census_mx_error"] = str(e)
+                 source: str) -> None:
+    """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
+    led.spend(p.cost, label="census marginals (matrix mechanism)", details={
+        "kind": "census_marginals", "mechanism": "matrix", "level": p.level,
+        "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
+    rel = census_matrix.release(table, p, secure_source())
+    entry = {"release": rel, "fingerprint": fp, "source": source,
+             "csv": census_matrix.marginals_csv(rel), "json": census_matrix.marginals_json(rel, led)}
+    ss["census_mx_release"] = entry
+    state.remember_release("census", fp, rel.release_id,
+                           {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
+                            "tables": list(rel.tables)},
+                           {"marginals.csv": entry["csv"], "release.json": entry["json"]})
 
 
 def section(table: CensusTable | None, fp: str, led: budget.Ledger, source: str) -> None:
@@ -107,18 +100,13 @@ def section(table: CensusTable | None, fp: str, led: budget.Ledger, source: str)
     st.subheader("4. Release")
     can = led.can_spend(cost)
     left = led.remaining - (led.charge_of(cost) if can else 0.0)
-    token = ss.setdefault("census_mx_token", 0)
-    if ss.get("census_mx_token_used") == token:
-        ss["census_mx_token"] = token = token + 1  # the last click was used: arm a new one
-    st.button(f"Release with {cost.label()} — {fmt.eps(max(left, 0.0))} left after this", type="primary",
-              key="census_mx_release_button", disabled=not can, on_click=_release_now,
-              args=(table, p, led, fp, source, token))
+    state.release_button("census_mx_release_button",
+                         f"Release with {cost.label()} — {fmt.eps(max(left, 0.0))} left after this",
+                         _release_now, table, p, led, fp, source, disabled=not can)
     if not can:
         st.error(f"Not enough budget left for {cost.label()}: {led.cap.symbol} = {fmt.eps(led.remaining)} is left of "
                  f"the cap {fmt.eps(led.cap.value)}. Lower the budget, or raise the cap if your privacy policy "
                  "allows it.")
-    if ss.get("census_mx_error"):
-        st.error(ss["census_mx_error"])
     entry = ss.get("census_mx_release")
     if entry is None:
         st.info("Nothing released yet. The expected errors above cost nothing; the Release button spends the budget.")

@@ -273,3 +273,36 @@ def forget(*wkeys: str) -> None:
     """Drop widget keys so that they are re-seeded (e.g. after loading the demo)."""
     for k in wkeys:
         st.session_state.pop(k, None)
+
+
+def release_button(key: str, label: str, release: Any, *args: Any, disabled: bool = False,
+                   help: str | None = None) -> None:
+    """A Release button whose ``release(*args)`` runs once per click, in the button's callback.
+
+    Streamlit runs callbacks before the script and never interrupts them, so a rerun asked for
+    meanwhile (a second click, a widget change) waits until the release is stored: a charged
+    release cannot be lost half-way, as it could in the script body.  Each drawing of the button
+    carries a one-time token: a second click on the button as drawn before the release (a double
+    click) finds its token used and releases nothing.  A :class:`DPCoreError` from ``release`` is
+    shown under the button on the next run.
+    """
+    ss = st.session_state
+    token = ss.setdefault(f"{key}_token", 0)
+    if ss.get(f"{key}_token_used") == token:
+        ss[f"{key}_token"] = token = token + 1  # the last click was used: arm a new one
+    st.button(label, type="primary", key=key, disabled=disabled, help=help, on_click=_release_once,
+              args=(key, token, release, args))
+    err = ss.pop(f"{key}_error", None)
+    if err:
+        st.error(err)
+
+
+def _release_once(key: str, token: int, release: Any, args: tuple[Any, ...]) -> None:
+    ss = st.session_state
+    if ss.get(f"{key}_token_used") == token:  # a second click of the same drawing: ignored
+        return
+    ss[f"{key}_token_used"] = token
+    try:
+        release(*args)
+    except DPCoreError as e:
+        ss[f"{key}_error"] = str(e)
