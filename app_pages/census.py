@@ -262,15 +262,6 @@ if entry is None:
     st.stop()
 
 rel = entry["release"]
-if entry["fingerprint"] != fp:
-    st.caption(f"This is the latest release, made from another table ({entry['source']}).")
-st.success(f"Released {entry['source']} with Privelet{'+' if rel.plus_axes else ''}, ε = {fmt.eps(rel.epsilon)}.")
-lvl = st.selectbox("Level", list(rel.levels), index=min(1, len(rel.levels) - 1), key="census_view_level")
-st.dataframe(rel.levels[lvl].round(1), hide_index=True, key="census_view_table")  # display only; the CSV keeps full precision
-st.caption("Noisy counts, unrounded (negative values kept so sums stay unbiased); "
-           "ci95 = noisy count ± 1.96 × SD.")
-d1, d2 = st.columns(2)
-d1.download_button("Download release.csv", entry["csv"], "release.csv", "text/csv", on_click="ignore",
-                   key="census_dl_csv", type="primary")
-d2.download_button("Download release.json", entry["json"], "release.json", "application/json",
-                   on_click="ignore", key="census_dl_json", type="primary")
+census_matrix_ui.show_release(entry, fp, f"Released {entry['source']} with Privelet{'+' if rel.plus_axes else ''}, "
+                                         f"ε = {fmt.eps(rel.epsilon)}.",
+                              "Level", rel.levels, 1, 1, "SD", "release.csv", "census")

@@ -112,19 +112,27 @@ def section(table: CensusTable | None, fp: str, led: budget.Ledger, source: str)
         st.info("Nothing released yet. The expected errors above cost nothing; the Release button spends the budget.")
         return
     rel = entry["release"]
+    show_release(entry, fp, f"Released {len(rel.tables)} table{'s' if len(rel.tables) != 1 else ''} of "
+                            f"{entry['source']} with the matrix mechanism, {rel.plan.cost.label()}.",
+                 "Table", rel.tables, 0, 2, "standard error", "marginals.csv", "census_mx")
+
+
+def show_release(entry: dict[str, Any], fp: str, title: str, what: str, tables: dict[str, pd.DataFrame],
+                 first: int, decimals: int, sd_name: str, csv_name: str, key: str) -> None:
+    """A census release's tables (one shown at a time) and its two downloads."""
     if entry["fingerprint"] != fp:
         st.caption(f"This is the latest release, made from another table ({entry['source']}).")
-    st.success(f"Released {len(rel.tables)} table{'s' if len(rel.tables) != 1 else ''} of {entry['source']} with the "
-               f"matrix mechanism, {rel.plan.cost.label()}.")
-    name = st.selectbox("Table", list(rel.tables), key="census_mx_view")
-    st.dataframe(rel.tables[name].round(2), hide_index=True, key="census_mx_table")
-    st.caption("Noisy counts, unrounded (negative values kept so sums stay unbiased); "
-               "ci95 = noisy count ± 1.96 × standard error.")
+    st.success(title)
+    name = st.selectbox(what, list(tables), index=min(first, len(tables) - 1), key=f"{key}_view")
+    # display only (rounded); the CSV keeps full precision
+    st.dataframe(tables[name].round(decimals), hide_index=True, key=f"{key}_table")
+    st.caption(f"Noisy counts, unrounded (negative values kept so sums stay unbiased); "
+               f"ci95 = noisy count ± 1.96 × {sd_name}.")
     d1, d2 = st.columns(2)
-    d1.download_button("Download marginals.csv", entry["csv"], "marginals.csv", "text/csv", on_click="ignore",
-                       key="census_mx_dl_csv", type="primary")
+    d1.download_button(f"Download {csv_name}", entry["csv"], csv_name, "text/csv", on_click="ignore",
+                       key=f"{key}_dl_csv", type="primary")
     d2.download_button("Download release.json", entry["json"], "release.json", "application/json",
-                       on_click="ignore", key="census_mx_dl_json", type="primary")
+                       on_click="ignore", key=f"{key}_dl_json", type="primary")
 
 
 __all__: list[Any] = ["section"]

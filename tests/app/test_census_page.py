@@ -82,7 +82,7 @@ def test_release_spends_once_and_reruns_do_not_redraw(at: AppTest) -> None:
     assert len(shown) == 3  # state level by default
     # reruns and view changes draw no new noise and spend nothing
     at.run()
-    at.selectbox(key="census_view_level").set_value("tract").run()
+    at.selectbox(key="census_view").set_value("tract").run()
     ok(at)
     assert at.session_state["census_release"]["release"].release_id == rel.release_id
     assert len(at.dataframe[-1].value) == 60
