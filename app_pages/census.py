@@ -175,13 +175,27 @@ b1, b2, b3 = st.columns(3)
 if mech == "privelet":
     epsilon = b1.number_input("Privacy budget of this release (ε)", min_value=0.01, max_value=10.0,
                               step=0.05, key="census_epsilon", help="Smaller ε: more privacy, more noise.")
-cap = b2.number_input(f"Budget cap of this dataset ({sym})", min_value=0.001, max_value=100.0,
-                      step=0.1, key="census_cap", help="The most all releases of this dataset may spend together.")
-if cap != led.cap.value:
+if ss.get("census_cap_shown") != led.cap.value:
+    # the cap changed elsewhere (another tab, a pipeline on the shared budget database): show it, and
+    # never write a stale widget value back over it
+    ss["census_cap"] = ss["census_cap_shown"] = float(led.cap.value)
+
+
+def _cap_changed() -> None:
+    """Only an edit of the cap box sets the cap (a rerun alone never writes it)."""
+    new = float(ss["census_cap"])
     try:
-        led.set_cap(budget.pure(cap) if led.definition == "pure" else budget.zcdp(cap))
+        led.set_cap(budget.pure(new) if led.definition == "pure" else budget.zcdp(new))
     except DPCoreError as e:
-        st.error(str(e))
+        ss["census_cap_error"] = str(e)
+    ss["census_cap"] = ss["census_cap_shown"] = float(led.cap.value)
+
+
+b2.number_input(f"Budget cap of this dataset ({sym})", min_value=0.001, max_value=100.0,
+                step=0.1, key="census_cap", on_change=_cap_changed,
+                help="The most all releases of this dataset may spend together.")
+if ss.get("census_cap_error"):
+    st.error(ss.pop("census_cap_error"))
 b3.metric("Spent of the cap", f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
 if mech == "matrix":
     census_matrix_ui.section(table, fp, led, name)

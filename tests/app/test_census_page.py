@@ -106,7 +106,17 @@ def test_overspend_is_refused_with_a_clear_message(at: AppTest) -> None:
     assert not release_button(at).disabled and not at.error
     at.number_input(key="census_cap").set_value(0.5).run()  # below what was spent
     assert any("below what was already spent" in e.value for e in at.error)
+    assert at.number_input(key="census_cap").value == 1.2  # the box shows the cap that holds
     entry = at.session_state["census_release"]
+    # another tab (or a pipeline on the shared budget database) lowers the cap: a rerun here shows it
+    # and does not write the old value back
+    from dpcore import budget, ledger_store
+
+    other = ledger_store.default_store().ledger(f"census:{entry['fingerprint']}", budget.pure(1.0), "census")
+    other.set_cap(budget.pure(0.7))
+    at.number_input(key="census_epsilon").set_value(0.5).run()
+    at.run()
+    assert other.cap.value == 0.7 and at.number_input(key="census_cap").value == 0.7
     assert entry["release"].release_id == first
     assert len(at.session_state["census_ledgers"][entry["fingerprint"]].entries) == 1
 
