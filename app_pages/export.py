@@ -56,7 +56,7 @@ with st.expander("Repeat this release in a pipeline (config file)"):
     # a path as typed in the app is relative to the app's folder: written absolute
     typed = ds.source is not None and not Path(ds.source.paths[0]).parent.name.startswith("dpcore-upload-")
     cfg = config.points_config(
-        input_path=os.path.abspath(ds.source.label) if typed else ds.name,
+        input_path=os.path.abspath(os.path.expanduser(ds.source.label)) if typed else ds.name,
         lat=t.lat_column, lon=t.lon_column, user=t.user_column, user_cap=rel.user_cap,
         bounds=rel.grid.bounds.as_tuple(), grid=(rel.grid.rows, rel.grid.cols), mechanism=rel.mechanism,
         params=rel.params, definition=rel.cost.definition, value=rel.cost.value,

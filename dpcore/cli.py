@@ -740,10 +740,16 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     else:
         df = read_hierarchy_table(args.input)
     if args.budget_db is not None:
-        from dpcore import census
+        from dpcore import census, engines
 
-        # the app's key for this table: its content, or for a table counted by an engine its bytes
-        key = small[1].bytes_fingerprint() if small is not None else census.fingerprint(df)
+        # the app's key for this file, whichever engine counts it: its content up to the engine
+        # threshold (the app reads such uploads in memory), its bytes above (the app hands those
+        # to DuckDB); keyed by the engine instead, switching engines would open a fresh budget
+        whole = engines.Source.from_path(args.input)
+        if whole.n_bytes > engines.threshold():
+            key = whole.bytes_fingerprint()
+        else:
+            key = census.fingerprint(df if small is None else read_hierarchy_table(args.input))
         ledger, where = _stored_ledger(args, make, cost, f"census:{key}", "census")
     if args.areas:
         area_df = read_hierarchy_table(args.areas)

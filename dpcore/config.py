@@ -107,6 +107,12 @@ def to_argv(cfg: dict[str, Any], base_dir: str | Path, known_flags: set[str]) ->
     """
     kind = cfg["release"]
     aliases = _ALIASES[kind]
+    bud = cfg.get("budget") or {}
+    if not bud.get("ledger") and not bud.get("db"):
+        # a repeated release must spend from a budget that outlives the run
+        raise ParameterError("The config's [budget] names no ledger: add ledger = \"ledger.json\" (a file kept "
+                             "next to the config) or db = true (the app's budget database), so that repeated "
+                             "runs draw on one budget.")
     base = Path(base_dir)
     argv = ["release", kind]
     for sec in SECTIONS:

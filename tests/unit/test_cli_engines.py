@@ -131,11 +131,17 @@ def test_run_config_dry_run_and_bad_keys(tmp_path: Path, capsys: pytest.CaptureF
     cfg = tmp_path / "c.toml"
     cfg.write_text('release = "points"\n[input]\npath = "x.csv"\n[domain]\nbounds = [0, 0, 1, 1]\n'
                    '[mechanism]\nname = "ug"\n[budget]\nepsilon = 0.5\n[output]\ndir = "o"\n', "utf-8")
+    # without a ledger every run would spend from a budget that dies with it: refused
+    assert main(["run", str(cfg), "--dry-run"]) == 2
+    assert "ledger" in capsys.readouterr().err
+    cfg.write_text('release = "points"\n[input]\npath = "x.csv"\n[domain]\nbounds = [0, 0, 1, 1]\n'
+                   '[mechanism]\nname = "ug"\n[budget]\nepsilon = 0.5\nledger = "l.json"\n[output]\ndir = "o"\n',
+                   "utf-8")
     assert main(["run", str(cfg), "--dry-run"]) == 0
     line = capsys.readouterr().out.strip()
     assert line.startswith("python -m dpcore release points ")
     assert f"--input={tmp_path / 'x.csv'}" in line and "--bounds=0,0,1,1" in line and "--out=" in line
-    cfg.write_text('release = "points"\n[input]\npath = "x.csv"\ncolour = "red"\n', "utf-8")
+    cfg.write_text('release = "points"\n[input]\npath = "x.csv"\ncolour = "red"\n[budget]\ndb = true\n', "utf-8")
     assert main(["run", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert "colour" in err and "lat" in err  # names the bad key and what the section takes
@@ -205,7 +211,20 @@ def test_engine_refusals_and_config_aliases(tmp_path: Path, capsys: pytest.Captu
     # [engine] name is --engine for every kind (not --name)
     cfg = tmp_path / "h.toml"
     cfg.write_text('release = "hierarchy"\n[input]\npath = "tracts.csv"\nlevels = "STATEFP,COUNTYFP,TRACTCE"\n'
-                   '[engine]\nname = "duckdb"\n[budget]\nepsilon = 1\n[output]\ndir = "o"\n', "utf-8")
+                   '[engine]\nname = "duckdb"\n[budget]\nepsilon = 1\ndb = true\n[output]\ndir = "o"\n', "utf-8")
     assert main(["run", str(cfg), "--dry-run"]) == 0
     line = capsys.readouterr().out
     assert "--engine=duckdb" in line and "--name" not in line
+
+
+def test_hierarchy_budget_db_key_does_not_depend_on_the_engine(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    tracts = write_tracts(tmp_path / "tracts.csv")
+    db = tmp_path / "b.sqlite"
+    base = ["release", "hierarchy", "--input", str(tracts), "--levels", "STATEFP,COUNTYFP,TRACTCE",
+            "--count", "POPULATION", "--epsilon", "0.4", "--budget-cap", "1", "--input-lists-all-areas",
+            "--budget-db", str(db)]
+    _run([*base, "--engine", "numpy", "--out", str(tmp_path / "a")], capsys)
+    _run([*base, "--engine", "duckdb", "--out", str(tmp_path / "b")], capsys)
+    assert main([*base, "--engine", "duckdb", "--out", str(tmp_path / "c")]) == 2  # 3 × 0.4 > 1 on one budget
+    assert "Not enough privacy budget" in capsys.readouterr().err
