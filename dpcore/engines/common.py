@@ -41,6 +41,13 @@ def csv_delimiter(src: base.Source) -> str:
     return sep
 
 
+def csv_gzipped(src: base.Source) -> bool:
+    """Whether the first file is gzip by its content (the in-memory reader looks at the bytes, not
+    the name, so the engines must too)."""
+    with open(src.paths[0], "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
 def csv_encoding(src: base.Source) -> str:
     """``utf-8``, or ``latin-1`` when the first file's head is not UTF-8 (the in-memory reader
     falls back the same way)."""

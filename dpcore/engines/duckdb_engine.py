@@ -50,8 +50,9 @@ class DuckDBEngine:
         else:  # sniffed before connecting: a failure here leaves no connection open
             sep = common.csv_delimiter(src)
             enc = "latin-1" if common.csv_encoding(src) == "latin-1" else "utf-8"
+            comp = "gzip" if common.csv_gzipped(src) else "auto"
             rel = (f"read_csv({files}, header = true, all_varchar = true, delim = '{sep}', quote = '\"', "
-                   f"union_by_name = true, null_padding = false, encoding = '{enc}')")
+                   f"union_by_name = true, null_padding = false, encoding = '{enc}', compression = '{comp}')")
         try:
             con = self._duckdb.connect(config={
                 "memory_limit": self.memory_limit,

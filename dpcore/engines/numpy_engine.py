@@ -34,8 +34,9 @@ class NumpyEngine:
     def _text_column(src: base.Source, col: str) -> pd.Series:
         sep = common.csv_delimiter(src)
         enc = common.csv_encoding(src)
+        comp = "gzip" if common.csv_gzipped(src) else None
         parts = [pd.read_csv(p, sep=sep, usecols=lambda c: str(c).strip() == col, dtype=str, encoding=enc,
-                             keep_default_na=True, index_col=False).iloc[:, 0] for p in src.paths]
+                             keep_default_na=True, index_col=False, compression=comp).iloc[:, 0] for p in src.paths]
         return pd.concat(parts, ignore_index=True)
 
     def columns(self, src: base.Source) -> list[str]:

@@ -12,6 +12,7 @@ import contextlib
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -73,6 +74,10 @@ class SparkEngine:
             if src.fmt == "parquet":
                 df = spark.read.parquet(*src.paths)
             else:
+                if common.csv_gzipped(src) and not src.paths[0].lower().endswith(".gz"):
+                    # Spark picks the codec by the file name
+                    raise InputError(f"'{Path(src.paths[0]).name}' is gzip-compressed but not named .gz: Spark "
+                                     "reads it only as '.csv.gz'. Rename it, or use --engine duckdb.")
                 enc = "ISO-8859-1" if common.csv_encoding(src) == "latin-1" else "UTF-8"
                 df = (spark.read.option("header", "true").option("inferSchema", "false")
                       .option("sep", common.csv_delimiter(src)).option("quote", '"').option("escape", '"')

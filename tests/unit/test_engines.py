@@ -575,3 +575,15 @@ def test_a_partitioned_folder_is_read_whole(tmp_path: Path) -> None:
     assert len(src.paths) == 3 and src.fmt == "parquet"
     pc = get_engine("duckdb").points(src, GRID, lat="lat", lon="lon")
     assert pc.aggregate.counts.tolist() == [[1, 1], [0, 1]]
+
+
+@pytest.mark.parametrize("engine_name", ["numpy", "duckdb"])
+def test_a_gzipped_csv_without_a_gz_name_is_read(engine_name: str, tmp_path: Path) -> None:
+    """The in-memory reader looks at the bytes, not the name; so do the engines."""
+    import gzip
+
+    (tmp_path / "p.csv").write_bytes(gzip.compress(b"lat,lon,uid\n40.25,-73.75,1234567890123456789\n"
+                                                   b"40.75,-73.25,1234567890123456788\n40.75,-73.75,\n"))
+    pc = get_engine(engine_name).points(Source.from_path(tmp_path / "p.csv"), GRID, lat="lat", lon="lon",
+                                        user="uid", user_cap=1)
+    assert pc.aggregate.counts.tolist() == [[1, 0], [0, 1]] and pc.dropped == {"missing user id": 1}
