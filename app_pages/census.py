@@ -82,7 +82,13 @@ else:
     name = "synthetic census"
 
 src = ss.get("census_src") if source == UPLOAD else None
-fp = ss["census_src_fp"] if src is not None else census.fingerprint(df)
+if src is not None:
+    fp = ss["census_src_fp"]
+else:  # the content key, once per table (hashing a large table on every rerun was the page's slowest step)
+    fp_key = ("synthetic",) if source != UPLOAD else ("upload", ss.get("census_upload_id"))
+    if ss.get("census_fp_for") != fp_key:
+        ss["census_fp_for"], ss["census_fp"] = fp_key, census.fingerprint(df)
+    fp = ss["census_fp"]
 if ss.get("census_columns_for") != fp or "census_levels" not in ss:
     ss["census_columns_for"] = fp
     cols_l = [str(c) for c in df.columns]

@@ -88,7 +88,7 @@ def _rectangles_upload() -> None:
              "questions, not data: they are public and kept in the release record.",
     )
     if up is not None:
-        sig = (up.name, up.size, hash(up.getvalue()))
+        sig = up.file_id  # a new upload has a new id: no copy and hash of the file on every rerun
         if st.session_state.get("matrix_rects_sig") != sig:
             try:
                 raw["rectangles"] = workload_io.read_rectangles(up.getvalue(), f"'{up.name}'")
