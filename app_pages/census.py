@@ -5,9 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpcore import budget, census, engines, synthetic
+from dpcore.areas import census
+from dpcore.data import engines, synthetic
 from dpcore.errors import DPCoreError
-from dpcore.noise import secure_source
+from dpcore.privacy import budget
+from dpcore.privacy.noise import secure_source
 from ui import census_matrix as census_matrix_ui
 from ui import fmt, state
 from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source

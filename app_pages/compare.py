@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dpcore import evaluate, mechanisms
 from dpcore.errors import DPCoreError
+from dpcore.points import evaluate, mechanisms
 from ui import fmt, state
 
 REAL_DATA_WARNING = (

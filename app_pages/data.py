@@ -5,9 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpcore import engines, io, viz
-from dpcore.domain import PRESETS, Bounds, Grid
+from dpcore.data import engines, io
+from dpcore.data.domain import PRESETS, Bounds, Grid
 from dpcore.errors import DPCoreError
+from dpcore.points import viz
 from ui import fmt, source_ui, state
 
 st.title("Data")

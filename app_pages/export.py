@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dpcore import config, export, workload_io
+from dpcore.core import spec as config
+from dpcore.points import export, workload_io
 from ui import fmt, state
 
 st.title("Export")

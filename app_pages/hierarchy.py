@@ -9,23 +9,15 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore import (
-    budget,
-    census,
-    config,
-    engines,
-    hier_export,
-    hier_matrix,
-    hier_viz,
-    hierarchical,
-    io,
-    synthetic,
-    viz,
-)
+from dpcore.areas import census, hier_export, hier_matrix, hier_viz, hierarchical
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
+from dpcore.core import spec as config
+from dpcore.core.pipeline import release_hierarchy
+from dpcore.data import engines, io, synthetic
 from dpcore.errors import DPCoreError, InputError
-from dpcore.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
-from dpcore.noise import secure_source
-from dpcore.pipeline import release_hierarchy
+from dpcore.points import viz
+from dpcore.privacy import budget
+from dpcore.privacy.noise import secure_source
 from ui import fmt
 from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source
 from ui.state import persistent, release_button, remember_release, seed, store, stored_ledger

@@ -1,6 +1,6 @@
 """Release history: every release of the datasets loaded in this session, its files downloadable again.
 
-Releases are read from the budget database (:mod:`dpcore.ledger_store`) by the content
+Releases are read from the budget database (:mod:`dpcore.privacy.ledger_store`) by the content
 fingerprint of the data this session has loaded, so a session only ever sees the history of data
 it holds itself.  The files are the ones published at the time, stored, not recomputed: downloading
 them again spends nothing.
@@ -13,8 +13,8 @@ import json
 import pandas as pd
 import streamlit as st
 
-from dpcore import budget, ledger_store
 from dpcore.errors import DPCoreError
+from dpcore.privacy import budget, ledger_store
 from ui import fmt, state
 
 ss = st.session_state

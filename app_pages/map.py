@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dpcore import viz
+from dpcore.points import viz
 from ui import fmt, state
 
 st.title("Map")

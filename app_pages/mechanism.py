@@ -6,8 +6,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dpcore import budget, matrix_report, mechanisms, pipeline, workload_io
+from dpcore.core import pipeline
 from dpcore.errors import DPCoreError
+from dpcore.estimate import matrix_report
+from dpcore.points import mechanisms, workload_io
+from dpcore.privacy import budget
 from ui import fmt, state
 
 st.title("Mechanism & budget")

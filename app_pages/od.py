@@ -15,10 +15,12 @@ import orjson
 import pandas as pd
 import streamlit as st
 
-from dpcore import budget, engines, io, od, od_export, od_viz, synthetic
+from dpcore.areas.hierarchy import Hierarchy, read_hierarchy_table
+from dpcore.core.pipeline import release_od
+from dpcore.data import engines, io, synthetic
 from dpcore.errors import DPCoreError, InputError, ParameterError
-from dpcore.hierarchy import Hierarchy, read_hierarchy_table
-from dpcore.pipeline import release_od
+from dpcore.flows import od, od_export, od_viz
+from dpcore.privacy import budget
 from ui import fmt
 from ui.source_ui import drop_copy, keep_copy, large_upload_source
 from ui.state import persistent, remember_release, store, stored_ledger

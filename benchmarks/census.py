@@ -7,7 +7,7 @@ Data
     nation (root) → STATEFP → COUNTYFP → TRACTCE: 1 / 52 / 3,221 / 85,395 areas.  Counts:
     the POPULATION column.
 Mechanisms
-    every mechanism of ``dpcore.hierarchical.MECHANISMS`` that releases plain counts (exact,
+    every mechanism of ``dpcore.areas.hierarchical.MECHANISMS`` that releases plain counts (exact,
     topdown_linf, topdown_l2, hay, bottom_up, independent), uniform split, add/remove
     neighbours, at
     * pure ε-DP ε = 0.1 and ε = 1 (discrete Laplace, ``budget.pure``);
@@ -65,11 +65,11 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpcore import budget  # noqa: E402
-from dpcore import hierarchical as hz  # noqa: E402
-from dpcore.budget import PrivacyCost  # noqa: E402
-from dpcore.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
-from dpcore.noise import NoiseSource  # noqa: E402
+from dpcore.areas import hierarchical as hz  # noqa: E402
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
+from dpcore.privacy import budget  # noqa: E402
+from dpcore.privacy.budget import PrivacyCost  # noqa: E402
+from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 TRACTS = DATA / "census" / "us_tract_population_2020_cenpop.csv.gz"
@@ -161,7 +161,7 @@ def load() -> tuple[HierarchyCounts, dict[str, float]]:
     t["HierarchyCounts.from_frame"] = t3 - t2
     # the solvers are imported lazily by the first release that needs them: time it apart
     t4 = time.perf_counter()
-    from dpcore import topdown_opt, treedp  # noqa: F401
+    from dpcore.estimate import topdown_opt, treedp  # noqa: F401
     t["import of the solvers (treedp, topdown_opt)"] = time.perf_counter() - t4
     return counts, t
 

@@ -3,9 +3,9 @@
 Datasets
     * synthetic Gaussian data, σ ∈ {20, 50, 100} cells of a 1024 grid, n = 1,000,000
       (htf.md §5.1; the paper gives no n, domain or border rule: the generator in
-      :func:`dpcore.evaluate.synthetic_aggregate` is OUR guess, one centre, fixed seed);
+      :func:`dpcore.points.evaluate.synthetic_aggregate` is OUR guess, one centre, fixed seed);
     * the real NYC Uber pickups of April 2014 (../shared/data/points/), over the public
-      "New York City core" preset bounds -74.06,40.56,-73.70,40.92 (dpcore.domain.PRESETS).
+      "New York City core" preset bounds -74.06,40.56,-73.70,40.92 (dpcore.data.domain.PRESETS).
       It stands in for the paper's Los Angeles data, which is not public.
     All on a 1024 x 1024 grid.
 Mechanisms
@@ -32,7 +32,7 @@ Parameter sweeps (Figures 3, 4 and 5), part of the default run, alone with ``--s
       heights 8, 10, …, 20;
     * Fig. 5: HTF vs quadtree at heights 4 … 10 (those the grid allows);
     * Fig. 4: HTF with θ ∈ {10, 50, 100} vs UG and AG.
-    Every configuration is one call of dpcore.evaluate.evaluate with ``params`` (labels such
+    Every configuration is one call of dpcore.points.evaluate.evaluate with ``params`` (labels such
     as "kdtree h=12", "quadtree h=6", "htf θ=50"); all share the workloads of a repeat. It
     writes htf_paper_sweeps.csv (long), .md (tables per dataset and figure) and .png, and
     prints, computed from the numbers:
@@ -72,9 +72,10 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpcore import evaluate as ev  # noqa: E402
-from dpcore import io, mechanisms  # noqa: E402
-from dpcore.domain import PRESETS, Grid, aggregate_points  # noqa: E402
+from dpcore.data import io  # noqa: E402
+from dpcore.data.domain import PRESETS, Grid, aggregate_points  # noqa: E402
+from dpcore.points import evaluate as ev  # noqa: E402
+from dpcore.points import mechanisms  # noqa: E402
 
 PAPER_MECHANISMS = ["htf", "ag", "ug", "quadtree", "kdtree", "identity", "uniform"]
 EPSILONS = [0.1, 0.3, 0.5]
@@ -591,7 +592,7 @@ def run_sweeps(args: argparse.Namespace, grid: Grid, data: list[tuple[str, objec
         f"(mixed) workload = mean of the three per-size MREs; {repeats} repeats; ε ∈ "
         f"{{{', '.join(f'{e:g}' for e in EPSILONS)}}}; seeded benchmark noise from "
         f"{args.noise_seed + SWEEP_SEED_OFFSET}.",
-        f"- Configurations (one dpcore.evaluate.evaluate call each, other parameters at their defaults): "
+        f"- Configurations (one dpcore.points.evaluate.evaluate call each, other parameters at their defaults): "
         f"kd-tree height ∈ {{{', '.join(str(c.value) for c in _family(configs, 'kdtree'))}}}; quadtree "
         f"height ∈ {{{', '.join(str(c.value) for c in _family(configs, 'quadtree'))}}}; HTF θ ∈ "
         f"{{{', '.join(map(str, THETAS))}}}; UG; AG. HTF's reference line in Figs. 3 and 5 is "

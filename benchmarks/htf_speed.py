@@ -5,7 +5,7 @@ four Gaussian clusters (σ = 20, 50, 100 and 50 cells of the 1024 grid, the pape
 sparsity levels; fixed seed) over the spec's 70 km LA box, on a 1024 x 1024 grid.  Times,
 best of 3:
 
-* building the frequency matrix with numpy (``dpcore.domain.aggregate_points``);
+* building the frequency matrix with numpy (``dpcore.data.domain.aggregate_points``);
 * the HTF release with the paper's settings (``PAPER_PRESET``: ε_height = 1e-4,
   ε'_prt = 5e-4 per level, T = 3, c0 = 10, θ = 50, κ = 5) at ε = 0.1 and 0.5, with the
   secure noise source (os.urandom).
@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from dpcore.domain import Bounds, Grid, aggregate_points  # noqa: E402
-from dpcore.mechanisms.htf import HTF, PAPER_PRESET  # noqa: E402
-from dpcore.noise import secure_source  # noqa: E402
-from dpcore.synthetic import gaussian_clusters  # noqa: E402
+from dpcore.data.domain import Bounds, Grid, aggregate_points  # noqa: E402
+from dpcore.data.synthetic import gaussian_clusters  # noqa: E402
+from dpcore.points.mechanisms.htf import HTF, PAPER_PRESET  # noqa: E402
+from dpcore.privacy.noise import secure_source  # noqa: E402
 
 N_POINTS = 3_500_000
 SIDE = 1024
@@ -85,7 +85,7 @@ def main() -> None:
         f"grid over the spec's LA box; {nonzero:,} non-zero cells.",
         "- HTF: paper settings (`PAPER_PRESET`: ε_height = 1e-4, ε'_prt = 5e-4 per level, T = 3, "
         "c0 = 10, θ = 50, κ = 5), secure noise source (os.urandom).",
-        f"- Times: best of {REPEATS}. Aggregation = `dpcore.domain.aggregate_points` (numpy).",
+        f"- Times: best of {REPEATS}. Aggregation = `dpcore.data.domain.aggregate_points` (numpy).",
         "- Command: `.venv/bin/python benchmarks/htf_speed.py`",
         "",
         "| ε | aggregation (s) | HTF release (s) | ratio | height h | nodes | leaves |",

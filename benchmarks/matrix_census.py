@@ -5,7 +5,7 @@ Data
     nation → STATEFP → COUNTYFP (1 / 52 / 3,221 areas; the tract file lists every county, so it
     serves as the public area list).  Counts: the 2020 POPULATION per county.
 What is measured
-    1. **Hierarchy** (``dpcore.hier_matrix``), ρ-zCDP ρ = 0.05, levels weighted equally
+    1. **Hierarchy** (``dpcore.areas.hier_matrix``), ρ-zCDP ρ = 0.05, levels weighted equally
        (``split="levels"``): the time to design the Eigen-Design strategy (cold, then from the
        disk cache), its ratio to the SVD lower bound and Program 1's certified gap; per level the
        analytic RMSE next to the least-squares tree (``hay``, the same ρ split uniformly over the
@@ -14,7 +14,7 @@ What is measured
        one state (seeded, public) added to the workload; their analytic SD under the matrix
        mechanism against the SD of the same sums under ``hay`` (sum of its county estimates:
        exact through the tree's posterior covariance is not exposed, so it is measured).
-    2. **Marginals** (``dpcore.census_matrix``) on the synthetic census with age bands:
+    2. **Marginals** (``dpcore.areas.census_matrix``) on the synthetic census with age bands:
        tract × age band plus age band, ρ = 0.05; the RMSE and the ratio to the bound.
 Run from the repository root::
 
@@ -42,10 +42,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dpcore import budget, census, census_matrix, hier_matrix, hierarchical, synthetic  # noqa: E402
-from dpcore import matrix_mech as mm  # noqa: E402
-from dpcore.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
-from dpcore.noise import NoiseSource  # noqa: E402
+from dpcore.areas import census, census_matrix, hier_matrix, hierarchical  # noqa: E402
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
+from dpcore.data import synthetic  # noqa: E402
+from dpcore.estimate import matrix_mech as mm  # noqa: E402
+from dpcore.privacy import budget  # noqa: E402
+from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", ROOT.parent / "shared" / "data"))
 TRACTS = SHARED / "census" / "us_tract_population_2020_cenpop.csv.gz"

@@ -1,7 +1,7 @@
 """Reproduce the matrix-mechanism paper's main numbers (matrix-mechanism.md §5) with dpcore.
 
 Li & Miklau, "An Adaptive Mechanism for Accurate Query Answering under Differential Privacy"
-(PVLDB 5(6), 2012) — the Eigen-Design — as implemented in :mod:`dpcore.matrix_mech`.
+(PVLDB 5(6), 2012) — the Eigen-Design — as implemented in :mod:`dpcore.estimate.matrix_mech`.
 
 Part 1, Table 2 / lower-bound ratio (spec §5.2 Table 2, §5.3, Appendix A.6)
     Ratio of the Eigen-Design's RMSE to the SVD lower bound (``sqrt(TSE/svdb)``) for all 1-D
@@ -15,7 +15,7 @@ Part 1, Table 2 / lower-bound ratio (spec §5.2 Table 2, §5.3, Appendix A.6)
 Part 2, 1-D competitors (spec §5.1 "Competitors", §5.3)
     Analytic ``TSE/P = Δ(A)² trace(G X⁺)`` of Eigen-Design, the Haar wavelet strategy
     (the paper's Fig. 2 matrix: the total plus unweighted ±1 Haar rows,
-    ``dpcore.matrix_l1.haar_matrix``), the binary hierarchical tree
+    ``dpcore.estimate.matrix_l1.haar_matrix``), the binary hierarchical tree
     (``hierarchical_strategy``) and the identity, for all ranges and prefixes at n = 64, 256,
     1024.  As in the paper every competitor is measured with L2 sensitivity (Gaussian noise,
     (ε, δ) or zCDP); a second table gives the pure-ε (L1, Laplace) reading, where the
@@ -64,13 +64,13 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from dpcore import io  # noqa: E402
-from dpcore import matrix_mech as mm  # noqa: E402
-from dpcore import privelet as pv  # noqa: E402
-from dpcore.domain import Bounds, Grid, aggregate_points, rect_sums  # noqa: E402
-from dpcore.matrix_l1 import haar_matrix  # noqa: E402  (the paper's Fig. 2 Haar matrix)
-from dpcore.mechanisms.htf import HTF  # noqa: E402
-from dpcore.noise import NoiseSource  # noqa: E402
+from dpcore.data import io  # noqa: E402
+from dpcore.data.domain import Bounds, Grid, aggregate_points, rect_sums  # noqa: E402
+from dpcore.estimate import matrix_mech as mm  # noqa: E402
+from dpcore.estimate import privelet as pv  # noqa: E402
+from dpcore.estimate.matrix_l1 import haar_matrix  # noqa: E402  (the paper's Fig. 2 Haar matrix)
+from dpcore.points.mechanisms.htf import HTF  # noqa: E402
+from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 UBER = DATA / "points" / "uber_nyc_pickups_2014-04.csv.gz"
@@ -363,7 +363,7 @@ def markdown(args: argparse.Namespace, out: dict) -> str:
     L = ["# Matrix mechanism (Eigen-Design) — paper reproduction"
          + (" — QUICK SMOKE RUN" if args.quick else ""), "",
          f"Generated {out['generated']} by `{out['command']}` on {out['machine']}; total runtime "
-         f"{out['runtime_seconds']:.0f} s.  Library: `dpcore/matrix_mech.py`; spec: "
+         f"{out['runtime_seconds']:.0f} s.  Library: `dpcore/estimate/matrix_mech.py`; spec: "
          "`shared/specs/matrix-mechanism.md` (§5, Table 2, Appendix A).", "",
          "Errors are analytic (`TSE/P = Δ(A)² trace(G X⁺)`, data-free) unless marked empirical. "
          "RMSE ratios are `sqrt` of TSE ratios.", ""]

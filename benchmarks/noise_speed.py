@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from dpcore.noise import NoiseSource  # noqa: E402
+from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 SIZES = [10_000, 100_000, 1_000_000]
 SCALE = 10

@@ -36,12 +36,12 @@ Measured per tree level (``od.empirical_errors``; curator-only, never published)
     maximum, InfTDA's 95 % bound).
 Speed target (issue): the Rhode Island InfTDA release at ε = 1 end to end — read both files,
     build the hierarchy, aggregate, release with secure noise, write release.csv / release.json
-    / flows.geojson with ``dpcore.od_export.write_od`` — in under a minute.  Measured once through
+    / flows.geojson with ``dpcore.flows.od_export.write_od`` — in under a minute.  Measured once through
     the CLI (the README's worked example), then in fresh subprocesses (3 runs; 1 with ``--quick``)
     with per-step times and the peak memory (VmHWM; tracemalloc for one release).
 Synthetic (spec §5.2, §5.6, §9 item 6)
     the paper's binary (g = 8, T = 16) and random (g = 4, T = 8) trees from
-    ``dpcore.synthetic.synthetic_od_tree``, plus the binary trees with the artefact's exact flows
+    ``dpcore.data.synthetic.synthetic_od_tree``, plus the binary trees with the artefact's exact flows
     (legacy ``np.random.seed(42)`` Pareto draws: totals 1,051,271 and 23,302 as in the paper's
     Table 1), 10 runs at ε = 1 and 5 at ε = 0.1 and 10; compared with the spec's values for a correct
     implementation and with the artefact's numbers, whose TopDown runs spent ρ/2 (divide their
@@ -82,11 +82,12 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpcore import budget, od  # noqa: E402
+from dpcore.areas.hierarchy import Hierarchy  # noqa: E402
+from dpcore.data.synthetic import synthetic_od_tree  # noqa: E402
 from dpcore.errors import ParameterError  # noqa: E402
-from dpcore.hierarchy import Hierarchy  # noqa: E402
-from dpcore.noise import NoiseSource  # noqa: E402
-from dpcore.synthetic import synthetic_od_tree  # noqa: E402
+from dpcore.flows import od  # noqa: E402
+from dpcore.privacy import budget  # noqa: E402
+from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -387,10 +388,10 @@ def e2e_probe(out_dir: str) -> int:
     t_all = time.perf_counter()
     t0 = time.perf_counter()
     try:
-        from dpcore import od_export
+        from dpcore.flows import od_export
     except ImportError:
         od_export = None
-    steps["import dpcore.od_export"] = time.perf_counter() - t0
+    steps["import dpcore.flows.od_export"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     xw = pd.read_csv(RI_XWALK, usecols=["tabblk2010", "blklatdd", "blklondd"], dtype={"tabblk2010": str})
     steps["read the crosswalk"] = time.perf_counter() - t0
@@ -818,7 +819,7 @@ def render_md(out: dict[str, Any]) -> str:
         met = max(walls) < SPEED_TARGET_S
         what = ("reading both files, building the hierarchy, aggregating, releasing with secure noise and writing "
                 "release.csv, release.json and flows.geojson" if r0["od_export"] else
-                "reading both files, building the hierarchy, aggregating and releasing (dpcore.od_export was not "
+                "reading both files, building the hierarchy, aggregating and releasing (dpcore.flows.od_export was not "
                 "available, so no files were written)")
         L.append(f"- **Speed target (Rhode Island InfTDA release, 5 levels, 372k observed pairs, in under a minute): "
                  f"{'MET' if met else 'NOT MET'}.** End to end ({what}): {min(tot):.1f}–{max(tot):.1f} s inside a "
@@ -989,7 +990,7 @@ def synthetic_md(syn: dict[str, Any]) -> list[str]:
          "Data (spec §5.2): *binary* = 8 levels of 2 (256 leaf areas, 65,536 pairs, T = 16); *random* = 4 levels of "
          "k ~ U{2..10} children. `_paper` rows use the artefact's exact flows (legacy `np.random.seed(42)` Pareto(3) "
          "draws: totals 1,051,271 and 23,302, as in the paper's Table 1); the other rows use "
-         "`dpcore.synthetic.synthetic_od_tree(seed=42)`, which follows the same recipe with numpy's `default_rng`, so "
+         "`dpcore.data.synthetic.synthetic_od_tree(seed=42)`, which follows the same recipe with numpy's `default_rng`, so "
          "its totals differ (binary complete 613,557) and its random tree has 585 leaf areas (342,225 pairs) instead "
          "of the paper's 435 (189,225).", ""]
     rows = []

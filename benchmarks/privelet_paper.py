@@ -21,7 +21,7 @@ Census (1-D, nominal)
       a whole subtree. Coverage cannot exceed the largest state's share (about 11 %).
 Location (2-D, both axes ordinal)
     The NYC Uber pickups of April 2014 (../shared/data/points/) on a 1024 x 1024 grid over the
-    public "New York City core" preset bounds -74.06,40.56,-73.70,40.92 (dpcore.domain.PRESETS).
+    public "New York City core" preset bounds -74.06,40.56,-73.70,40.92 (dpcore.data.domain.PRESETS).
     Random rectangles: area drawn log-uniform on [1 cell, whole grid], aspect ratio
     log-uniform on [1/4, 4] (clipped to the grid), position uniform.
 
@@ -83,10 +83,10 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpcore import io  # noqa: E402
-from dpcore import privelet as pv  # noqa: E402
-from dpcore.domain import PRESETS, Grid, aggregate_points  # noqa: E402
-from dpcore.noise import NoiseSource, discrete_laplace_variance  # noqa: E402
+from dpcore.data import io  # noqa: E402
+from dpcore.data.domain import PRESETS, Grid, aggregate_points  # noqa: E402
+from dpcore.estimate import privelet as pv  # noqa: E402
+from dpcore.privacy.noise import NoiseSource, discrete_laplace_variance  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 TRACTS = DATA / "census" / "us_tract_population_2020_cenpop.csv.gz"
@@ -245,7 +245,7 @@ def box_sums(values: np.ndarray, wl: Workload) -> np.ndarray:
 def axis_query(lo: int, hi: int) -> tuple[int, int]:
     """One axis of a query for ``query_variance``: the API takes (lo, hi) index ranges.
 
-    RANGE_HI_INCLUSIVE says whether dpcore.privelet's ``hi`` is the last index (True) or one
+    RANGE_HI_INCLUSIVE says whether dpcore.estimate.privelet's ``hi`` is the last index (True) or one
     past it (False); set from the module's documentation.
     """
     return (int(lo), int(hi) - 1) if RANGE_HI_INCLUSIVE else (int(lo), int(hi))
@@ -507,7 +507,7 @@ def write_md(path: Path, tables: list[Table], df: pd.DataFrame, sums: dict, args
         f"- ε ∈ {{{', '.join(map(str, EPSILONS))}}}; Δ = {SENSITIVITY} (one person / one pickup "
         f"changes one cell by one); {args.repeats} seeded releases per mechanism and ε "
         f"(noise seed {args.noise_seed}); workload seed {args.seed}.",
-        "- Privelet: `dpcore.privelet.release` (nominal wavelet on the census axis, Haar on both "
+        "- Privelet: `dpcore.estimate.privelet.release` (nominal wavelet on the census axis, Haar on both "
         "grid axes); Basic: true counts + discrete Laplace(Δ/ε) per cell "
         "(`NoiseSource.discrete_laplace`).",
         "- *var* = exact analytic noise variance, mean over the bin's queries "

@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from dpcore import privelet as pv  # noqa: E402
-from dpcore.domain import Aggregate, Bounds, Grid  # noqa: E402
-from dpcore.mechanisms.privelet import Privelet  # noqa: E402
-from dpcore.noise import NoiseSource  # noqa: E402
+from dpcore.data.domain import Aggregate, Bounds, Grid  # noqa: E402
+from dpcore.estimate import privelet as pv  # noqa: E402
+from dpcore.points.mechanisms.privelet import Privelet  # noqa: E402
+from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 SHAPES = [(256, 256), (512, 512), (1024, 1024), (1000, 700)]
 EPSILON = 1.0
@@ -73,7 +73,7 @@ def main() -> None:
         f"Python {platform.python_version()}, numpy {np.__version__}",
         f"- ε = {EPSILON:g}, both axes Haar, secure noise source (os.urandom), counts Poisson(3) "
         f"per cell; times are best of {REPEATS}.",
-        "- transform = forward + inverse only; core = `dpcore.privelet.release` (transform, "
+        "- transform = forward + inverse only; core = `dpcore.estimate.privelet.release` (transform, "
         "exact discrete Laplace on power-of-two grids, inverse); mechanism = "
         "`Privelet().release` (plan, core, one rectangle per cell).",
         "- Command: `.venv/bin/python benchmarks/privelet_speed.py`",

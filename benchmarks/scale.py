@@ -178,13 +178,13 @@ def worker(engine: str, folder: str, cap: int | None) -> None:
     t_start = time.perf_counter()
     import numpy as np
 
-    from dpcore.domain import Bounds, Grid
-    from dpcore.engines import Source, get_engine
+    from dpcore.data.domain import Bounds, Grid
+    from dpcore.data.engines import Source, get_engine
 
     grid = Grid(Bounds(*BOUNDS), GRID, GRID)
     setup = 0.0
     if engine == "spark":
-        from dpcore.engines import spark_engine
+        from dpcore.data.engines import spark_engine
 
         t0 = time.perf_counter()
         spark_engine.session(SPARK_MASTER)

@@ -65,6 +65,6 @@ def spark_engine():
     if shutil.which("java") is None:
         pytest.skip("the Spark engine needs Java 17+ and 'java' is not on PATH (CI installs it)")
     pytest.importorskip("pyspark", reason="PySpark is not installed (pip install -r requirements-spark.txt)")
-    from dpcore.engines import get_engine
+    from dpcore.data.engines import get_engine
 
     return get_engine("spark", spark_master=SPARK_TEST_MASTER)

@@ -1,6 +1,6 @@
 """The Census page's matrix-mechanism section: marginal tables of a census table (thin UI).
 
-Everything computed here before the release is data-free (:func:`dpcore.census_matrix.plan`);
+Everything computed here before the release is data-free (:func:`dpcore.areas.census_matrix.plan`);
 the release runs in the button's callback, so a fast rerun cannot interrupt it between charging
 the ledger and storing the result.
 """
@@ -13,10 +13,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore import budget, census_matrix
-from dpcore.census import CensusTable
+from dpcore.areas import census_matrix
+from dpcore.areas.census import CensusTable
 from dpcore.errors import DPCoreError
-from dpcore.noise import secure_source
+from dpcore.privacy import budget
+from dpcore.privacy.noise import secure_source
 from ui import fmt, state
 
 ss = st.session_state

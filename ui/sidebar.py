@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dpcore import budget
 from dpcore.errors import DPCoreError
+from dpcore.privacy import budget
 from ui import fmt, state
 
 

@@ -1,5 +1,5 @@
 """Points that stay in their files: a path on this computer (or a large upload saved to a private
-temporary folder), opened with an aggregation engine (:mod:`dpcore.engines`).
+temporary folder), opened with an aggregation engine (:mod:`dpcore.data.engines`).
 
 The flow mirrors an upload: open (read the first rows, detect the columns), confirm the columns,
 then one pass of the engine counts the points into the current grid with a progress bar.  The
@@ -17,8 +17,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore import engines, io
-from dpcore.engines import base as engine_rules
+from dpcore.data import engines, io
+from dpcore.data.engines import base as engine_rules
 from dpcore.errors import DPCoreError, InputError
 from ui import fmt, state
 

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from dpcore import budget, engines, io, ledger_store, synthetic
-from dpcore.domain import Aggregate, Bounds, Grid, aggregate_points
-from dpcore.engines import base as engine_rules
+from dpcore.data import engines, io, synthetic
+from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
+from dpcore.data.engines import base as engine_rules
 from dpcore.errors import DPCoreError
-from dpcore.release import PartitionRelease
+from dpcore.points.release import PartitionRelease
+from dpcore.privacy import budget, ledger_store
 
 DEFAULT_CAP = 1.0
 DEFAULT_EPSILON = 0.5
@@ -31,7 +32,7 @@ DEFAULT_GRID = (1024, 1024)
 @dataclass(frozen=True, eq=False, repr=False)
 class SourceTable:
     """What the pages show of points that stay in their files (a large file or folder aggregated
-    by an engine): the counts of rows and the first rows, like :class:`dpcore.io.PointTable`, but
+    by an engine): the counts of rows and the first rows, like :class:`dpcore.data.io.PointTable`, but
     no full columns.  Curator-only."""
 
     lon: np.ndarray  # the first rows only, for the preview
@@ -81,7 +82,7 @@ class ReleaseEntry:
 def fingerprint(table: io.PointTable) -> str:
     """Content key of the points (keys the ledger; never shown or exported).
 
-    The engines' order-independent fingerprint (:func:`dpcore.engines.base.points_fingerprint`),
+    The engines' order-independent fingerprint (:func:`dpcore.data.engines.base.points_fingerprint`),
     so the same points uploaded here or read from their files by DuckDB or Spark share one budget.
     """
     return engine_rules.points_fingerprint(table.lon, table.lat)
@@ -179,7 +180,7 @@ def engine_points(ds: Dataset, g: Grid, cap: int | None,
 
 def stored_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost) -> budget.Ledger:
     """The persistent ledger of a dataset (``kind`` + content fingerprint), kept in the budget
-    database (:mod:`dpcore.ledger_store`): re-uploading the data, reloading the page, a second
+    database (:mod:`dpcore.privacy.ledger_store`): re-uploading the data, reloading the page, a second
     tab or a restart of the app all continue the same budget."""
     return ledger_store.default_store().ledger(f"{kind}:{fp}", default_cap, kind)
 
@@ -217,7 +218,7 @@ def current_release() -> ReleaseEntry | None:
 
 def add_release(rel: PartitionRelease) -> ReleaseEntry:
     """Keep the release in this session and its files in the release history."""
-    from dpcore import export
+    from dpcore.points import export
 
     entry = ReleaseEntry(rel, dataset().fingerprint)
     st.session_state["releases"].append(entry)

@@ -110,7 +110,7 @@ def test_overspend_is_refused_with_a_clear_message(at: AppTest) -> None:
     entry = at.session_state["census_release"]
     # another tab (or a pipeline on the shared budget database) lowers the cap: a rerun here shows it
     # and does not write the old value back
-    from dpcore import budget, ledger_store
+    from dpcore.privacy import budget, ledger_store
 
     other = ledger_store.default_store().ledger(f"census:{entry['fingerprint']}", budget.pure(1.0), "census")
     other.set_cap(budget.pure(0.7))
@@ -197,7 +197,7 @@ def test_a_large_upload_is_summed_by_duckdb(at: AppTest, monkeypatch: pytest.Mon
     import numpy as np
     import pandas as pd
 
-    from dpcore import census
+    from dpcore.areas import census
 
     monkeypatch.setenv("DPCORE_AUTO_ENGINE_BYTES", "50")
     at.radio(key="census_source").set_value("upload").run()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dpcore import mechanisms
+from dpcore.points import mechanisms
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "app_pages" / "compare.py"

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from test_pages import APP, goto, release
 
 from dpcore.cli import main
-from dpcore.domain import Grid, aggregate_points
+from dpcore.data.domain import Grid, aggregate_points
 
 
 def _points(n: int, seed: int = 3) -> pd.DataFrame:
@@ -90,7 +90,7 @@ def test_a_folder_opened_with_duckdb_is_counted_like_an_upload(tmp_path: Path) -
     assert main(["run", str(tmp_path / "release.toml")]) == 0
     assert (tmp_path / "release" / "release.csv").is_file()
     # the pipeline's run drew on the app's budget for these points: 0.5 (app) + 0.5 (config)
-    from dpcore import budget, ledger_store
+    from dpcore.privacy import budget, ledger_store
 
     led = ledger_store.default_store().ledger(f"points:{ds.fingerprint}", budget.pure(1.0), "points")
     assert abs(led.spent - 2 * cfg["budget"]["epsilon"]) < 1e-12

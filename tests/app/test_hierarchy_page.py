@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dpcore.hierarchy import Hierarchy
+from dpcore.areas.hierarchy import Hierarchy
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "app_pages" / "hierarchy.py"
@@ -161,7 +161,7 @@ def test_a_large_table_upload_is_summed_by_duckdb(monkeypatch) -> None:
     import numpy as np
     import pandas as pd
 
-    from dpcore.hierarchy import Hierarchy, HierarchyCounts
+    from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 
     monkeypatch.setenv("DPCORE_AUTO_ENGINE_BYTES", "100")
     rng = np.random.default_rng(1)
@@ -195,8 +195,8 @@ def test_release_config_reruns_on_the_apps_budget(tmp_path) -> None:
 
     import pandas as pd
 
-    from dpcore import budget, ledger_store
     from dpcore.cli import main
+    from dpcore.privacy import budget, ledger_store
 
     rng = __import__("numpy").random.default_rng(2)
     rows = [(s, f"{c:03d}", f"{t:06d}", int(rng.integers(0, 50))) for s in ("01", "02") for c in (1, 3)

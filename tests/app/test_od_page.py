@@ -16,9 +16,10 @@ import pytest
 import streamlit.testing.v1.app_test as app_test_module
 from streamlit.testing.v1 import AppTest
 
-from dpcore import budget, od, od_export
+from dpcore.core.pipeline import release_od
 from dpcore.errors import BudgetError
-from dpcore.pipeline import release_od
+from dpcore.flows import od, od_export
+from dpcore.privacy import budget
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "app_pages" / "od.py"

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dpcore import export
-from dpcore.synthetic import DEMO_NAME
+from dpcore.data.synthetic import DEMO_NAME
+from dpcore.points import export
 
 APP = "../../app.py"  # relative to this file
 NYC_CORE = (-74.06, 40.56, -73.70, 40.92)  # west, south, east, north
@@ -429,7 +429,7 @@ def test_export_after_release_files_agree(at):
 
 
 def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
-    from dpcore import budget
+    from dpcore.privacy import budget
 
     goto(at, "mechanism")
     fp = at.session_state["dataset"].fingerprint
@@ -513,8 +513,8 @@ def test_typed_query_box_shows_its_expected_error_before_release(at):
     text = " ".join(m.value for m in at.markdown)
     assert "The box covers" in text and "exact" in text
     # identity: sqrt(cells) x per-cell SD, computed here independently of the page
-    from dpcore import mechanisms
-    from dpcore.domain import Grid
+    from dpcore.data.domain import Grid
+    from dpcore.points import mechanisms
 
     grid = Grid(at.session_state["bounds"], *at.session_state["grid_shape"])
     rows, cols, _ = grid.cell_index(np.array([-74.0, -73.9]), np.array([40.7, 40.8]))

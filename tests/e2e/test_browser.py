@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore import export
+from dpcore.points import export
 
 pytestmark = [
     pytest.mark.e2e,

@@ -9,7 +9,7 @@ For a mechanism ``M`` that claims (ε, δ)-DP, every event ``S`` and neighbourin
 
 Each test picks a tiny input ``D`` and a neighbour ``D'`` under the mechanism's own neighbour
 relation (one point / person / trip added, or one trip replaced for bounded O/D), runs the
-*full* mechanism many times on each with fixed seeds (``dpcore.noise.NoiseSource(seed)``),
+*full* mechanism many times on each with fixed seeds (``dpcore.privacy.noise.NoiseSource(seed)``),
 reads one scalar of the release (a released count, the noisy total, the position of HTF's
 first cut) and evaluates the events ``{out >= t}`` and ``{out <= t}`` for a fixed list of
 thresholds ``t`` (and ``{out == v}`` for categorical outputs).  The probabilities are replaced
@@ -25,7 +25,7 @@ A test fails when ``ε_lb`` exceeds the claimed ε, so a correct mechanism fails
 probability at most 1e-6 (and, the seeds being fixed, either always or never).
 
 Pure ε-DP mechanisms are audited with ``δ = 0``.  ρ-zCDP mechanisms are audited against
-``ε = dpcore.budget.zcdp_to_approx_dp(ρ, DELTA)`` with ``DELTA = 1e-6`` subtracted as above.
+``ε = dpcore.privacy.budget.zcdp_to_approx_dp(ρ, DELTA)`` with ``DELTA = 1e-6`` subtracted as above.
 
 Why the thresholds are not selected on the audited samples
     Choosing the event that maximises the ratio on the same samples would bias ``ε_lb``
@@ -62,12 +62,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dpcore import budget, census, census_matrix, mechanisms, od
-from dpcore import hierarchical as H
-from dpcore.domain import Aggregate, Bounds, Grid
-from dpcore.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.mechanisms import htf
-from dpcore.noise import (
+from dpcore.areas import census, census_matrix
+from dpcore.areas import hierarchical as H
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.flows import od
+from dpcore.points import mechanisms
+from dpcore.points.mechanisms import htf
+from dpcore.privacy import budget
+from dpcore.privacy.noise import (
     NoiseSource,
     discrete_gaussian_variance,
     discrete_laplace_variance,

@@ -1,5 +1,5 @@
 """Hypothesis invariants of the baseline tree mechanisms (AG, Quadtree, KD-tree) and of
-dpcore.tree_inference: the leaves tile the grid, the released counts are consistent, every
+dpcore.estimate.tree_inference: the leaves tile the grid, the released counts are consistent, every
 root-to-leaf path spends the count budget, and the levels spend exactly ε."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.budget import laplace_scale_for_epsilon, split_geometric, split_uniform
-from dpcore.domain import Aggregate, Bounds, Grid
-from dpcore.mechanisms.ag import AdaptiveGrid
-from dpcore.mechanisms.kdtree import KDTree
-from dpcore.mechanisms.quadtree import Quadtree, path_remainders, quadtree_structure
-from dpcore.noise import NoiseSource, discrete_laplace_variance
-from dpcore.release import PartitionRelease
-from dpcore.tree_inference import consistent_counts, consistent_variance
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.estimate.tree_inference import consistent_counts, consistent_variance
+from dpcore.points.mechanisms.ag import AdaptiveGrid
+from dpcore.points.mechanisms.kdtree import KDTree
+from dpcore.points.mechanisms.quadtree import Quadtree, path_remainders, quadtree_structure
+from dpcore.points.release import PartitionRelease
+from dpcore.privacy.budget import laplace_scale_for_epsilon, split_geometric, split_uniform
+from dpcore.privacy.noise import NoiseSource, discrete_laplace_variance
 
 SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

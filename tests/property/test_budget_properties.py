@@ -1,4 +1,4 @@
-"""Hypothesis invariants of dpcore.budget: splits, the Ledger and the zCDP conversion."""
+"""Hypothesis invariants of dpcore.privacy.budget: splits, the Ledger and the zCDP conversion."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from fractions import Fraction
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dpcore.budget import (
+from dpcore.errors import BudgetError
+from dpcore.privacy.budget import (
     CAP_TOLERANCE,
     Ledger,
     PrivacyCost,
@@ -19,7 +20,6 @@ from dpcore.budget import (
     split_uniform,
     zcdp_to_approx_dp,
 )
-from dpcore.errors import BudgetError
 
 totals = st.floats(min_value=1e-9, max_value=1e6, allow_nan=False, allow_infinity=False)
 ks = st.integers(min_value=1, max_value=200)

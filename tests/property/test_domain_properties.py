@@ -1,4 +1,4 @@
-"""Property tests (hypothesis) of dpcore.domain invariants.
+"""Property tests (hypothesis) of dpcore.data.domain invariants.
 
 * every point is counted once: ``counts.sum() + n_outside == n``;
 * block rectangles partition the grid (areas add up, every cell covered once);
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dpcore.domain import Bounds, Grid, aggregate_points, block_edges, block_rects, rect_sums
+from dpcore.data.domain import Bounds, Grid, aggregate_points, block_edges, block_rects, rect_sums
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

@@ -1,6 +1,6 @@
 """The three engines (numpy, DuckDB, Spark) give identical aggregates on random inputs.
 
-The rules they must share are in :mod:`dpcore.engines.base`.  Every example is written as
+The rules they must share are in :mod:`dpcore.data.engines.base`.  Every example is written as
 Parquet and as CSV (floats with 17 significant digits, so the text round-trips), and as a folder
 of several files, and every engine must give the same counts, ``n_outside``, ``n_capped``,
 sensitivity, ``n_read``, ``dropped`` and fingerprint (points) or the same frame, ``n_read`` and
@@ -28,8 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.domain import Bounds, Grid
-from dpcore.engines import Source, get_engine
+from dpcore.data.domain import Bounds, Grid
+from dpcore.data.engines import Source, get_engine
 from dpcore.errors import InputError
 
 SPARK_MASTER = "local[2]"  # = conftest.SPARK_TEST_MASTER: one Spark session per test run

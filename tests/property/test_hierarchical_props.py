@@ -1,4 +1,4 @@
-"""Hypothesis invariants of hierarchy releases (dpcore.hierarchical.release).
+"""Hypothesis invariants of hierarchy releases (dpcore.areas.hierarchical.release).
 
 On random small trees and sparse counts: exact, topdown_l2 and topdown_linf return int64,
 non-negative, consistent hierarchies (the public total exactly under replace-one
@@ -13,10 +13,10 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore import budget
-from dpcore import hierarchical as H
-from dpcore.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.noise import NoiseSource
+from dpcore.areas import hierarchical as H
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

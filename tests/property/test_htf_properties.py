@@ -13,9 +13,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.domain import Aggregate, Bounds, Grid
-from dpcore.mechanisms.htf import HTF, max_height
-from dpcore.noise import NoiseSource
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.points.mechanisms.htf import HTF, max_height
+from dpcore.privacy.noise import NoiseSource
 
 MECH = HTF()
 

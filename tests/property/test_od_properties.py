@@ -1,4 +1,4 @@
-"""Hypothesis invariants of O/D releases (dpcore.od.release), spec topdown-od.md §9.3–9.4.
+"""Hypothesis invariants of O/D releases (dpcore.flows.od.release), spec topdown-od.md §9.3–9.4.
 
 Random small origin and destination hierarchies (same depth 1–3, 1–4 children per node, drawn
 independently so origin/destination mix-ups show) and random sparse flows.  For InfTDA and
@@ -21,9 +21,10 @@ import pandas as pd
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dpcore import budget, od
-from dpcore.hierarchy import Hierarchy
-from dpcore.noise import NoiseSource
+from dpcore.areas.hierarchy import Hierarchy
+from dpcore.flows import od
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

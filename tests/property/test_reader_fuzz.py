@@ -17,10 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore import census, hier_matrix, od, workload_io
-from dpcore import io as dio
+from dpcore.areas import census, hier_matrix
+from dpcore.areas.hierarchy import Hierarchy, read_hierarchy_table
+from dpcore.data import io as dio
 from dpcore.errors import DPCoreError
-from dpcore.hierarchy import Hierarchy, read_hierarchy_table
+from dpcore.flows import od
+from dpcore.points import workload_io
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,4 +1,4 @@
-"""Hypothesis invariants of the per-node TopDown projections (dpcore.topdown_opt).
+"""Hypothesis invariants of the per-node TopDown projections (dpcore.estimate.topdown_opt).
 
 shared/specs/topdown-od.md §2.6 ("invariants to test on every output"), §9 item 1: every
 output is int64, non-negative, sums to the parent's total; IntOpt reaches exactly α*
@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.topdown_opt import (
+from dpcore.estimate.topdown_opt import (
     intopt,
     intopt_alg2,
     intopt_segments,

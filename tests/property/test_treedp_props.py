@@ -1,4 +1,4 @@
-"""Hypothesis invariants of dpcore.treedp.solve_l2: the released hierarchy is int64,
+"""Hypothesis invariants of dpcore.estimate.treedp.solve_l2: the released hierarchy is int64,
 non-negative and consistent, honours a public root value, is deterministic, and its
 (optimal) objective does not depend on the window half-widths."""
 
@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.treedp import solve_l2
+from dpcore.estimate.treedp import solve_l2
 
 SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -21,11 +21,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore import census, hier_matrix, od, workload_io
-from dpcore import io as dio
-from dpcore.domain import MAX_SIDE, Bounds, Grid
+from dpcore.areas import census, hier_matrix
+from dpcore.areas.hierarchy import Hierarchy, read_hierarchy_table
+from dpcore.data import io as dio
+from dpcore.data.domain import MAX_SIDE, Bounds, Grid
 from dpcore.errors import DPCoreError, InputError, ParameterError
-from dpcore.hierarchy import Hierarchy, read_hierarchy_table
+from dpcore.flows import od
+from dpcore.points import workload_io
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -267,7 +269,7 @@ def test_missing_and_control_codes_name_the_rows() -> None:
 
 
 def test_tree_over_the_size_limit_is_refused_before_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpcore import hierarchy
+    from dpcore.areas import hierarchy
 
     monkeypatch.setattr(hierarchy, "MAX_AREA_ROWS", 100)
     df = pd.DataFrame({"s": ["01"] * 101, "c": [f"{i:03d}" for i in range(101)]})

@@ -1,4 +1,4 @@
-"""Unit tests of the baseline mechanisms AG, Quadtree and KD-tree and of dpcore.tree_inference.
+"""Unit tests of the baseline mechanisms AG, Quadtree and KD-tree and of dpcore.estimate.tree_inference.
 
 Reference values are recomputed here independently of the code under test: the weighted
 least-squares fit by numpy's ``lstsq``, variances of the consistent counts from the linear
@@ -16,26 +16,31 @@ import math
 import numpy as np
 import pytest
 
-from dpcore.budget import zcdp
-from dpcore.domain import Aggregate, Bounds, Grid, block_edges, block_rects, rect_sums
+from dpcore.data.domain import Aggregate, Bounds, Grid, block_edges, block_rects, rect_sums
 from dpcore.errors import ParameterError
-from dpcore.export import release_csv, release_record, validate_record
-from dpcore.mechanisms.ag import AdaptiveGrid, first_level_side, second_level_sides, sub_blocks
-from dpcore.mechanisms.kdtree import KDTree, report_noisy_max
-from dpcore.mechanisms.quadtree import (
-    Quadtree,
-    max_quadtree_height,
-    path_remainders,
-    quadtree_structure,
-)
-from dpcore.noise import NoiseSource
-from dpcore.release import PartitionRelease
-from dpcore.tree_inference import (
+from dpcore.estimate.tree_inference import (
     complete_tree_variances,
     consistent_counts,
     consistent_release,
     consistent_variance,
 )
+from dpcore.points.export import release_csv, release_record, validate_record
+from dpcore.points.mechanisms.ag import (
+    AdaptiveGrid,
+    first_level_side,
+    second_level_sides,
+    sub_blocks,
+)
+from dpcore.points.mechanisms.kdtree import KDTree, report_noisy_max
+from dpcore.points.mechanisms.quadtree import (
+    Quadtree,
+    max_quadtree_height,
+    path_remainders,
+    quadtree_structure,
+)
+from dpcore.points.release import PartitionRelease
+from dpcore.privacy.budget import zcdp
+from dpcore.privacy.noise import NoiseSource
 
 N_SE = 5.0
 CBRT2 = 2 ** (1 / 3)

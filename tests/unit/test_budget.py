@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.budget: costs, conversions, calibration, splits and the Ledger."""
+"""Unit tests of dpcore.privacy.budget: costs, conversions, calibration, splits and the Ledger."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpcore.budget import (
+from dpcore.errors import BudgetError, DPCoreError, InputError, ParameterError
+from dpcore.privacy.budget import (
     APPROX_DP_DELTAS,
     Ledger,
     LedgerEntry,
@@ -30,7 +31,6 @@ from dpcore.budget import (
     zcdp,
     zcdp_to_approx_dp,
 )
-from dpcore.errors import BudgetError, DPCoreError, InputError, ParameterError
 
 CBRT2 = 2 ** (1 / 3)
 
@@ -677,7 +677,7 @@ class TestLedger:
 
 def test_classic_conversion_round_trip_and_paper_values() -> None:
     """The InfTDA paper's Lemma 3 (topdown-od.md §5.3): ε = 1, δ = 1e-8 → ρ = 0.0132154."""
-    from dpcore import budget as b
+    from dpcore.privacy import budget as b
 
     assert b.approx_dp_to_zcdp_classic(1.0, 1e-8) == pytest.approx(1.32154e-2, rel=1e-5)
     assert b.approx_dp_to_zcdp_classic(0.1, 1e-8) == pytest.approx(1.3535e-4, rel=1e-4)

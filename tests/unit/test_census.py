@@ -1,4 +1,4 @@
-"""Unit tests of the census mode (dpcore.census) and ``python -m dpcore release census``.
+"""Unit tests of the census mode (dpcore.areas.census) and ``python -m dpcore release census``.
 
 Statistical tests use a seeded NoiseSource and tolerances derived from the sample size:
 the mean error of n draws is within 4 standard errors of 0, and the sample variance within
@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore import census
+from dpcore.areas import census
 from dpcore.cli import main
+from dpcore.data.synthetic import synthetic_census
 from dpcore.errors import DPCoreError, InputError, ParameterError
-from dpcore.noise import NoiseSource
-from dpcore.synthetic import synthetic_census
+from dpcore.privacy.noise import NoiseSource
 
 LEVELS = ["state", "county", "tract"]
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "census"
@@ -246,7 +246,7 @@ def test_per_area_sd_in_unbalanced_hierarchy_is_exact() -> None:
 
 
 def test_ledger_refuses_before_noise_and_charges_once(table: census.CensusTable) -> None:
-    from dpcore import budget
+    from dpcore.privacy import budget
 
     led = budget.Ledger(budget.pure(1.0))
     census.release_census(table, 0.7, NoiseSource(seed=1), ledger=led)
@@ -283,7 +283,7 @@ def test_unbiased_and_sd_per_level_match_monte_carlo(table: census.CensusTable) 
 
 
 def test_exports_hold_no_truth(table: census.CensusTable) -> None:
-    from dpcore import budget
+    from dpcore.privacy import budget
 
     led = budget.Ledger(budget.pure(1.0), dataset="secret_file.csv")
     rel = census.release_census(table, 1.0, NoiseSource(seed=4), ledger=led)
@@ -420,7 +420,7 @@ class _NoDraw(NoiseSource):
 
 
 def test_census_charges_before_drawing_and_refuses_without_drawing(table: census.CensusTable) -> None:
-    from dpcore import budget
+    from dpcore.privacy import budget
 
     led = budget.Ledger(budget.pure(1.0))
 

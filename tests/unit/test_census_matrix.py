@@ -1,4 +1,4 @@
-"""Census marginals with the matrix mechanism (dpcore.census_matrix; spec matrix-mechanism.md §2.9.4)."""
+"""Census marginals with the matrix mechanism (dpcore.areas.census_matrix; spec matrix-mechanism.md §2.9.4)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcore import budget, census, census_matrix, synthetic
-from dpcore import matrix_mech as mm
+from dpcore.areas import census, census_matrix
+from dpcore.data import synthetic
 from dpcore.errors import ParameterError
-from dpcore.noise import NoiseSource
+from dpcore.estimate import matrix_mech as mm
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
 
 LEVELS = ["state", "county", "tract"]
 

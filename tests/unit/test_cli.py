@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcore import mechanisms
 from dpcore.cli import main
-from dpcore.export import CSV_COLUMNS, validate_record
+from dpcore.points import mechanisms
+from dpcore.points.export import CSV_COLUMNS, validate_record
 
 REPO = Path(__file__).resolve().parents[2]
 BOUNDS = "-74.06,40.56,-73.70,40.92"
@@ -360,7 +360,7 @@ def tracts_csv(tmp_path: Path) -> Path:
 
 
 def test_hierarchy_exact_release(tmp_path: Path, tracts_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from dpcore.hier_export import validate_hierarchy_record
+    from dpcore.areas.hier_export import validate_hierarchy_record
 
     out = tmp_path / "out"
     assert main(hier_args(tracts_csv, out)) == 0, capsys.readouterr().err

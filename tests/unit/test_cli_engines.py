@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from test_cli import write_tracts
 
-from dpcore import noise
 from dpcore.cli import main
+from dpcore.privacy import noise
 
 ENGINES = ["numpy", "duckdb", pytest.param("spark", marks=pytest.mark.spark)]
 
@@ -23,10 +23,10 @@ ENGINES = ["numpy", "duckdb", pytest.param("spark", marks=pytest.mark.spark)]
 @pytest.fixture(autouse=True)
 def seeded_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every release draws from the same seeded stream, so equal aggregates give equal files."""
-    import dpcore.pipeline
+    import dpcore.core.pipeline
 
     monkeypatch.setattr(noise, "secure_source", lambda: noise.NoiseSource(11))
-    monkeypatch.setattr(dpcore.pipeline, "secure_source", lambda: noise.NoiseSource(11))
+    monkeypatch.setattr(dpcore.core.pipeline, "secure_source", lambda: noise.NoiseSource(11))
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -155,8 +155,9 @@ def test_run_config_dry_run_and_bad_keys(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_budget_db_is_the_apps_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--budget-db keeps the spend in the app's SQLite budget under the app's key for these points."""
-    from dpcore import io, ledger_store
-    from dpcore.engines.base import points_fingerprint
+    from dpcore.data import io
+    from dpcore.data.engines.base import points_fingerprint
+    from dpcore.privacy import ledger_store
 
     folder = _points(tmp_path)
     db = tmp_path / "budget.sqlite"
@@ -181,7 +182,7 @@ def test_budget_db_is_the_apps_budget(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def noise_free_cap():  # the cap passed when opening an existing ledger is ignored
-    from dpcore import budget
+    from dpcore.privacy import budget
 
     return budget.pure(1.0)
 

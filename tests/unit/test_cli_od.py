@@ -16,9 +16,10 @@ import pandas as pd
 import pytest
 from shapely.geometry import box
 
-from dpcore import budget, od
 from dpcore.cli import classic_rho, main
-from dpcore.od_export import validate_od_record
+from dpcore.flows import od
+from dpcore.flows.od_export import validate_od_record
+from dpcore.privacy import budget
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data"

@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.domain: bounds, grid, cell indexing, aggregation, rectangles.
+"""Unit tests of dpcore.data.domain: bounds, grid, cell indexing, aggregation, rectangles.
 
 Expected values are worked out by hand on tiny inputs (bounds chosen so that cell
 edges are exact binary fractions) or by brute force with plain numpy slicing.
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from dpcore.domain import (
+from dpcore.data.domain import (
     MAX_SIDE,
     Aggregate,
     Bounds,
@@ -369,7 +369,7 @@ class TestUserCap:
     def _brute_keep(users: list[object], lon: np.ndarray, lat: np.ndarray, cap: int) -> list[bool]:
         """The documented rule, written plainly: per person (canonical text id), keep the ``cap``
         records with the smallest (frac(lon*A + lat*B), lon, lat)."""
-        from dpcore.engines.base import CAP_A, CAP_B
+        from dpcore.data.engines.base import CAP_A, CAP_B
 
         def canon(u: object) -> str:
             t = str(u).strip()

@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.engines: inputs (Source), engine choice, refusals, and tiny hand-computed answers.
+"""Unit tests of dpcore.data.engines: inputs (Source), engine choice, refusals, and tiny hand-computed answers.
 
 Each engine-level test runs on numpy, DuckDB and Spark (the Spark cases are marked ``spark`` and
 skip without ``java`` on PATH; they share one local Spark session).  The equivalence of the engines
@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.domain import Bounds, Grid
-from dpcore.engines import AUTO_THRESHOLD_BYTES, Source, choose, get_engine
-from dpcore.engines.base import CAP_A, CAP_B, points_fingerprint
-from dpcore.engines.numpy_engine import code_counts_of_frame
+from dpcore.data.domain import Bounds, Grid
+from dpcore.data.engines import AUTO_THRESHOLD_BYTES, Source, choose, get_engine
+from dpcore.data.engines.base import CAP_A, CAP_B, points_fingerprint
+from dpcore.data.engines.numpy_engine import code_counts_of_frame
 from dpcore.errors import InputError, ParameterError
 
 SPARK_MASTER = "local[2]"  # = conftest.SPARK_TEST_MASTER: one Spark session per test run
@@ -170,8 +170,8 @@ def test_spark_bad_master_fails_fast(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     code = textwrap.dedent("""
         import sys
-        from dpcore.domain import Bounds, Grid
-        from dpcore.engines import Source, get_engine
+        from dpcore.data.domain import Bounds, Grid
+        from dpcore.data.engines import Source, get_engine
         from dpcore.errors import ParameterError
         eng = get_engine("spark", spark_master="not-a-master://x")  # lazy: the session starts on use
         try:
@@ -524,7 +524,7 @@ def test_decimal_commas_are_read_in_memory_and_refused_with_a_hint_by_sql_engine
 # last in the file: it stops the shared Spark session (one SparkContext per process)
 @pytest.mark.spark
 def test_spark_other_master_is_not_silently_the_running_one(spark_engine: Any) -> None:
-    from dpcore.engines.spark_engine import session
+    from dpcore.data.engines.spark_engine import session
 
     assert session(SPARK_MASTER).sparkContext.master == SPARK_MASTER
     with pytest.raises(ParameterError, match="not-a-master://x"):
@@ -533,7 +533,7 @@ def test_spark_other_master_is_not_silently_the_running_one(spark_engine: Any) -
 
 def test_an_upload_with_ids_too_long_for_floats_is_refused_not_merged() -> None:
     """pandas reads 19-digit ids with a blank as float64; two people would become one."""
-    from dpcore import io as dio
+    from dpcore.data import io as dio
 
     df = pd.DataFrame({"lat": [40.25, 40.75, 40.5], "lon": [-73.75, -73.25, -73.5],
                        "uid": [1234567890123456789.0, 1234567890123456788.0, np.nan]})
@@ -553,7 +553,7 @@ def test_canonical_ids_are_one_person_in_every_engine(engine_name: str, tmp_path
 
 
 def test_missing_ids_are_refused_by_the_cap_and_empty_sources_named() -> None:
-    from dpcore.engines.base import person_codes
+    from dpcore.data.engines.base import person_codes
 
     with pytest.raises(ParameterError, match="no person id"):
         person_codes(np.array(["a", None, "b"], dtype=object))

@@ -1,4 +1,4 @@
-"""Unit tests of the mechanism-comparison harness (dpcore.evaluate) and `dpcore evaluate points`."""
+"""Unit tests of the mechanism-comparison harness (dpcore.points.evaluate) and `dpcore evaluate points`."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore import evaluate as ev
-from dpcore import mechanisms, queries
 from dpcore.cli import main
-from dpcore.domain import PRESETS, Grid, rect_sums
+from dpcore.data.domain import PRESETS, Grid, rect_sums
 from dpcore.errors import ParameterError
-from dpcore.noise import NoiseSource
-from dpcore.release import PartitionRelease
+from dpcore.points import evaluate as ev
+from dpcore.points import mechanisms, queries
+from dpcore.points.release import PartitionRelease
+from dpcore.privacy.noise import NoiseSource
 
 NYC = PRESETS["New York City core (Manhattan, Brooklyn, Queens, Bronx)"]
 BOUNDS = "-74.06,40.56,-73.70,40.92"

@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.export: CSV, GeoJSON and the JSON release record.
+"""Unit tests of dpcore.points.export: CSV, GeoJSON and the JSON release record.
 
 The privacy tests build a dataset whose true counts are distinctive large numbers
 and check that none of them (nor the true total, the dropped-row counts or the
@@ -17,10 +17,10 @@ import jsonschema
 import numpy as np
 import pytest
 
-from dpcore import mechanisms
-from dpcore.budget import Ledger, pure
-from dpcore.domain import Aggregate, Bounds, Grid, rect_sums
-from dpcore.export import (
+from dpcore.core.pipeline import release_points
+from dpcore.data.domain import Aggregate, Bounds, Grid, rect_sums
+from dpcore.points import mechanisms
+from dpcore.points.export import (
     CSV_COLUMNS,
     release_csv,
     release_geojson,
@@ -29,8 +29,8 @@ from dpcore.export import (
     validate_record,
     write_release,
 )
-from dpcore.noise import NoiseSource
-from dpcore.pipeline import release_points
+from dpcore.privacy.budget import Ledger, pure
+from dpcore.privacy.noise import NoiseSource
 
 BOUNDS = Bounds(-74.06, 40.56, -73.70, 40.92)
 
@@ -239,7 +239,7 @@ def test_write_release_writes_three_files(tmp_path: Path, ug_release) -> None:
 def test_geojson_with_fractional_counts_and_tiny_coordinates() -> None:
     # a hand-made release with non-integer counts (e.g. post-processed) over a tiny box
     # around (0, 0): every number must still be valid JSON and match the CSV
-    from dpcore.release import LevelPlan, PartitionRelease
+    from dpcore.points.release import LevelPlan, PartitionRelease
 
     g = Grid(Bounds(-1e-6, -1e-6, 1e-6, 1e-6), 1, 2)
     lv = LevelPlan(level=0, name="cells", cost=pure(1.0), noise="discrete_laplace", scale=1.0,

@@ -13,11 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore import budget, census, census_matrix, hier_export, io, pipeline
-from dpcore import export as pexport
-from dpcore.domain import Bounds, Grid, aggregate_points
-from dpcore.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.noise import NoiseSource
+from dpcore.areas import census, census_matrix, hier_export
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.core import pipeline
+from dpcore.data import io
+from dpcore.data.domain import Bounds, Grid, aggregate_points
+from dpcore.points import export as pexport
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
 
 SECRET_NAME = "SECRET-input-7Q.csv"
 TRUE = (48611, 27943)  # distinctive true counts (their total is 76554)
@@ -84,7 +87,7 @@ def hier() -> tuple[Hierarchy, HierarchyCounts, pd.DataFrame]:
 
 def test_hierarchy_exports(hier) -> None:
     h, counts, _ = hier
-    from dpcore import hier_matrix
+    from dpcore.areas import hier_matrix
 
     sets = hier_matrix.read_area_sets(b"query,area\nboth,01\n", h, SECRET_NAME)
     for mech, cost, opts in (("exact", budget.pure(1.0), {}), ("hay", budget.zcdp(0.5), {}),

@@ -1,4 +1,4 @@
-"""Unit tests of hierarchy release exports (dpcore.hier_export): CSV, boundaries, GeoJSON, record."""
+"""Unit tests of hierarchy release exports (dpcore.areas.hier_export): CSV, boundaries, GeoJSON, record."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 from shapely.geometry import box
 
-from dpcore import budget
-from dpcore import hier_export as X
-from dpcore import hierarchical as H
+from dpcore.areas import hier_export as X
+from dpcore.areas import hierarchical as H
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.errors import InputError
-from dpcore.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.noise import NoiseSource
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
 
 # 2 states, FIPS-like county codes repeating within states; leaf counts distinctive numbers
 AREAS = pd.DataFrame({
@@ -192,7 +192,7 @@ def test_record_validates_and_holds_no_true_counts(counts: HierarchyCounts, mech
     cost = budget.pure(1.0) if definition == "pure" else budget.zcdp(0.5)
     led = budget.Ledger(budget.pure(3.0) if definition == "pure" else budget.zcdp(2.0),
                         dataset="confidential_people_2020.csv")
-    from dpcore import pipeline
+    from dpcore.core import pipeline
 
     r = pipeline.release_hierarchy(counts, mechanism, cost, led, noise=NoiseSource(5), neighbour=neighbour)
     rec = X.hierarchy_record(r, led)

@@ -1,4 +1,4 @@
-"""Unit tests of hierarchy releases (dpcore.hierarchical) and their pipeline step.
+"""Unit tests of hierarchy releases (dpcore.areas.hierarchical) and their pipeline step.
 
 Reference values come from outside the code under test: weighted least squares solved with
 ``numpy.linalg.lstsq``, ``scipy.optimize.isotonic_regression``, the worked examples of
@@ -22,11 +22,12 @@ import pandas as pd
 import pytest
 from scipy.optimize import isotonic_regression
 
-from dpcore import budget, pipeline
-from dpcore import hierarchical as H
+from dpcore.areas import hierarchical as H
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.core import pipeline
 from dpcore.errors import BudgetError, InputError, ParameterError
-from dpcore.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.noise import NoiseSource
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
 
 COUNT_MECHS = ["exact", "topdown_linf", "topdown_l2", "hay", "bottom_up", "independent"]
 GROUP_MECHS = ["exact", "dpc_approx"]

@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.mechanisms.htf against shared/specs/htf.md.
+"""Unit tests of dpcore.points.mechanisms.htf against shared/specs/htf.md.
 
 Test vectors come from the spec's Appendix A and §5.3; expected numbers are recomputed
 here from the spec's closed forms, not read from the module.  Statistical checks use fixed
@@ -14,10 +14,9 @@ import math
 import numpy as np
 import pytest
 
-from dpcore.budget import pure, zcdp
-from dpcore.domain import Aggregate, Bounds, Grid, prefix_sums
+from dpcore.data.domain import Aggregate, Bounds, Grid, prefix_sums
 from dpcore.errors import ParameterError
-from dpcore.mechanisms.htf import (
+from dpcore.points.mechanisms.htf import (
     HTF,
     PAPER_PRESET,
     _LevelObjective,
@@ -31,8 +30,9 @@ from dpcore.mechanisms.htf import (
     remainder_budgets,
     tree_height,
 )
-from dpcore.noise import NoiseSource
-from dpcore.release import PartitionRelease
+from dpcore.points.release import PartitionRelease
+from dpcore.privacy.budget import pure, zcdp
+from dpcore.privacy.noise import NoiseSource
 
 N_SE = 5.0
 CBRT2 = 2 ** (1 / 3)
@@ -311,7 +311,7 @@ class TestHeightAndBudgets:
         assert float(t) == pytest.approx(28_000, rel=1e-3)  # spec: 2(2T+1)/ε'_prt
         assert float(objective_scale(1, 7, 1e-3)) == pytest.approx(14_000, rel=1e-3)
         # exactly ε'_prt/(2T+1) per evaluation, rounding term included
-        from dpcore.noise import real_noise_epsilon
+        from dpcore.privacy.noise import real_noise_epsilon
 
         assert real_noise_epsilon(2, t, -10) == pytest.approx(5e-4 / 7, rel=1e-15)
         assert float(objective_scale(3, 7, 5e-4)) == pytest.approx((6 + G) * 7 / 5e-4, rel=1e-15)
@@ -734,7 +734,7 @@ class TestRelease:
         assert rel.levels == MECH.plan(agg.grid, 1.0, {}, n_estimate=rel.public["noisy_n"])
         assert np.all(rel.noisy == np.round(rel.noisy))
         # sd / ci95 are those of the published count's own budget
-        from dpcore.noise import discrete_laplace_interval, discrete_laplace_variance
+        from dpcore.privacy.noise import discrete_laplace_interval, discrete_laplace_variance
 
         for j in range(rel.n_rects):
             depth = int(rel.level[j])

@@ -1,4 +1,4 @@
-"""Tests of dpcore.io: reading uploaded tables and boundaries, and validating points.
+"""Tests of dpcore.data.io: reading uploaded tables and boundaries, and validating points.
 
 Bad files are built inside the tests.  Real data is read from ../shared/data (never
 copied); those tests are skipped when it is missing.
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore import io as dio
+from dpcore.data import io as dio
 from dpcore.errors import DPCoreError, InputError, ParameterError
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"

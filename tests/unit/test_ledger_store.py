@@ -1,4 +1,4 @@
-"""The persistent budget database (dpcore.ledger_store): survives sessions, refuses concurrent overspending."""
+"""The persistent budget database (dpcore.privacy.ledger_store): survives sessions, refuses concurrent overspending."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dpcore import budget, ledger_store
 from dpcore.errors import BudgetError, DPCoreError
+from dpcore.privacy import budget, ledger_store
 
 
 def test_a_second_session_or_restart_continues_the_same_budget(tmp_path: Path) -> None:

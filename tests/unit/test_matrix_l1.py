@@ -1,4 +1,4 @@
-"""Tests of dpcore.matrix_l1 and matrix_mech.l1_strategy (spec matrix-mechanism.md §7.3).
+"""Tests of dpcore.estimate.matrix_l1 and matrix_mech.l1_strategy (spec matrix-mechanism.md §7.3).
 
 Errors are ``TSE_ε / (2/ε²) = Δ1(A)² trace(G X⁺)`` (what ``tse_per_p`` returns for an L1
 strategy).  Tolerances:
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from dpcore import matrix_l1 as ml
-from dpcore import matrix_mech as mm
-from dpcore.noise import NoiseSource
+from dpcore.estimate import matrix_l1 as ml
+from dpcore.estimate import matrix_mech as mm
+from dpcore.privacy.noise import NoiseSource
 
 
 def _half_unit(value: float) -> float:

@@ -1,4 +1,4 @@
-"""Tests of dpcore.matrix_mech against shared/specs/matrix-mechanism.md (Appendix A checklist)."""
+"""Tests of dpcore.estimate.matrix_mech against shared/specs/matrix-mechanism.md (Appendix A checklist)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from dpcore import matrix_mech as mm
 from dpcore.errors import InputError, ParameterError
-from dpcore.noise import NoiseSource
+from dpcore.estimate import matrix_mech as mm
+from dpcore.privacy.noise import NoiseSource
 
 # Example workload of the paper (Fig. 1b), spec §1.2
 W_EX4 = np.array(

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcore import matrix_mech as mm
-from dpcore import mechanisms
-from dpcore.budget import Ledger, pure, zcdp
-from dpcore.domain import Aggregate, Bounds, Grid
+from dpcore.core.pipeline import release_points
+from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
-from dpcore.export import release_record, validate_record, write_release
-from dpcore.mechanisms.matrix import MatrixMechanism
-from dpcore.noise import NoiseSource
-from dpcore.pipeline import release_points
+from dpcore.estimate import matrix_mech as mm
+from dpcore.points import mechanisms
+from dpcore.points.export import release_record, validate_record, write_release
+from dpcore.points.mechanisms.matrix import MatrixMechanism
+from dpcore.privacy.budget import Ledger, pure, zcdp
+from dpcore.privacy.noise import NoiseSource
 
 # distinctive true counts, far apart, so no released number can spell one of them
 TRUE = np.array([[7777771, 5555553, 1111117], [3333337, 9999991, 2222221]], dtype=np.int64)
@@ -169,7 +169,7 @@ def _agg_unit(rows: int, cols: int, seed: int = 0) -> Aggregate:
 
 
 def _uploaded_params() -> dict:
-    from dpcore.workload_io import parse_rectangles
+    from dpcore.points.workload_io import parse_rectangles
 
     return {"workload": "uploaded", "rectangles": parse_rectangles(RECTS_CSV).to_list()}
 
@@ -317,7 +317,7 @@ class _Recording(NoiseSource):
 def test_previewed_noise_is_the_noise_drawn(cost, k, workload) -> None:
     from fractions import Fraction
 
-    from dpcore.noise import discrete_gaussian_variance, discrete_laplace_variance
+    from dpcore.privacy.noise import discrete_gaussian_variance, discrete_laplace_variance
 
     agg = _agg(np.random.default_rng(2).poisson(20, (6, 7)), k)
     params = {"workload": workload, "rect_count": 30}
@@ -341,7 +341,7 @@ def test_previewed_noise_is_the_noise_drawn(cost, k, workload) -> None:
 
 
 def test_plan_and_release_load_the_strategy_once(monkeypatch) -> None:
-    from dpcore.mechanisms import matrix as mmod
+    from dpcore.points.mechanisms import matrix as mmod
 
     agg = _agg_unit(16, 16)
     params = {"workload": "ranges_2d"}
@@ -362,7 +362,7 @@ def test_plan_and_release_load_the_strategy_once(monkeypatch) -> None:
 
 
 def test_ratio_is_null_when_the_svd_bound_is_zero(monkeypatch, tmp_path: Path) -> None:
-    from dpcore.mechanisms import matrix as mmod
+    from dpcore.points.mechanisms import matrix as mmod
 
     mmod.clear_memo()
     monkeypatch.setattr(mmod, "_svd_bound", lambda w: 0.0)
@@ -385,12 +385,12 @@ def test_ratio_is_null_when_the_svd_bound_is_zero(monkeypatch, tmp_path: Path) -
 def test_many_rectangles_on_a_large_grid_release_without_the_dense_matrix() -> None:
     """1,000 random rectangles on 256 × 256 (m·n = 65.5 M > the 50 M dense limit): the answers come
     from prefix sums; before, the release charged the ledger, drew the noise, then failed."""
-    from dpcore import budget as _b
-    from dpcore import pipeline as _p
-    from dpcore.domain import Aggregate as _A
-    from dpcore.domain import Bounds as _B
-    from dpcore.domain import Grid as _G
-    from dpcore.noise import NoiseSource as _N
+    from dpcore.core import pipeline as _p
+    from dpcore.data.domain import Aggregate as _A
+    from dpcore.data.domain import Bounds as _B
+    from dpcore.data.domain import Grid as _G
+    from dpcore.privacy import budget as _b
+    from dpcore.privacy.noise import NoiseSource as _N
 
     g = _G(_B(0.0, 0.0, 1.0, 1.0), 256, 256)
     counts = np.zeros((256, 256), dtype=np.int64)
@@ -402,6 +402,6 @@ def test_many_rectangles_on_a_large_grid_release_without_the_dense_matrix() -> N
                             noise=_N(5))
     wa = rel.details["workload_answers"]
     assert len(wa["answer"]) == 1000 and len(led.entries) == 1
-    from dpcore.domain import prefix_sums, rect_sums_from_prefix
+    from dpcore.data.domain import prefix_sums, rect_sums_from_prefix
     want = rect_sums_from_prefix(prefix_sums(rel.noisy.reshape(256, 256)), wa["rects"])
     np.testing.assert_allclose(wa["answer"], want, rtol=1e-9, atol=1e-6)

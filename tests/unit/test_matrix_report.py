@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy import special
 
-from dpcore import matrix_mech as mm
-from dpcore import matrix_report as mr
-from dpcore.budget import pure, zcdp
-from dpcore.domain import Bounds, Grid
-from dpcore.mechanisms.matrix import MatrixMechanism, _svd_bound
+from dpcore.data.domain import Bounds, Grid
+from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_report as mr
+from dpcore.points.mechanisms.matrix import MatrixMechanism, _svd_bound
+from dpcore.privacy.budget import pure, zcdp
 
 
 def _brute_q(W: np.ndarray, s: mm.Strategy) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.mechanisms: registry, parameters, plans (data-free noise) and releases.
+"""Unit tests of dpcore.points.mechanisms: registry, parameters, plans (data-free noise) and releases.
 
 The discrete Laplace facts are recomputed here from the pmf
 ``P(X = k) = (1 - q) / (1 + q) * q^|k|``, ``q = exp(-1/t)``, not read from dpcore.
@@ -14,15 +14,15 @@ import math
 import numpy as np
 import pytest
 
-from dpcore import mechanisms
-from dpcore.domain import Aggregate, Bounds, Grid, aggregate_points, rect_sums
+from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points, rect_sums
 from dpcore.errors import ParameterError
-from dpcore.mechanisms.base import PointMechanism, check_epsilon
-from dpcore.mechanisms.identity import Identity
-from dpcore.mechanisms.ug import UniformGrid
-from dpcore.mechanisms.uniform import Uniform
-from dpcore.noise import NoiseSource
-from dpcore.release import PartitionRelease
+from dpcore.points import mechanisms
+from dpcore.points.mechanisms.base import PointMechanism, check_epsilon
+from dpcore.points.mechanisms.identity import Identity
+from dpcore.points.mechanisms.ug import UniformGrid
+from dpcore.points.mechanisms.uniform import Uniform
+from dpcore.points.release import PartitionRelease
+from dpcore.privacy.noise import NoiseSource
 
 N_SE = 5.0  # tolerance of every statistical check, in standard errors
 

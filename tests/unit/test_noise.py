@@ -1,4 +1,4 @@
-"""Tests for dpcore.noise: exact discrete samplers and their distribution facts.
+"""Tests for dpcore.privacy.noise: exact discrete samplers and their distribution facts.
 
 Statistical tests use fixed seeds and a significance level fixed up front
 (ALPHA = 0.001); tolerances on moments are derived from standard errors.
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcore import noise
 from dpcore.errors import ParameterError
-from dpcore.noise import (
+from dpcore.privacy import noise
+from dpcore.privacy.noise import (
     NoiseSource,
     discrete_gaussian_interval,
     discrete_gaussian_pmf,

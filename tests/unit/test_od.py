@@ -1,4 +1,4 @@
-"""Unit tests of O/D releases (dpcore.od: InfTDA, TopDown L2, VanillaGauss, SH) and
+"""Unit tests of O/D releases (dpcore.flows.od: InfTDA, TopDown L2, VanillaGauss, SH) and
 ``pipeline.release_od``.
 
 Spec: ``shared/specs/topdown-od.md``.  Oracles come from outside the code under test: the
@@ -24,11 +24,14 @@ import pytest
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.stats import binom
 
-from dpcore import budget, od, pipeline, topdown_opt
+from dpcore.areas.hierarchy import Hierarchy
+from dpcore.core import pipeline
+from dpcore.data.synthetic import demo_od, synthetic_od_tree
 from dpcore.errors import BudgetError, InputError, ParameterError
-from dpcore.hierarchy import Hierarchy
-from dpcore.noise import NoiseSource, discrete_gaussian_variance, discrete_laplace_variance
-from dpcore.synthetic import demo_od, synthetic_od_tree
+from dpcore.estimate import topdown_opt
+from dpcore.flows import od
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource, discrete_gaussian_variance, discrete_laplace_variance
 
 LN_INV_DELTA = math.log(1e8)  # δ = 1e-8
 

@@ -1,4 +1,4 @@
-"""Unit tests of O/D release exports (dpcore.od_export): CSV, flow lines, centroids, the record."""
+"""Unit tests of O/D release exports (dpcore.flows.od_export): CSV, flow lines, centroids, the record."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ import pandas as pd
 import pytest
 from shapely.geometry import box
 
-from dpcore import budget, od
-from dpcore import od_export as X
+from dpcore.areas.hierarchy import Hierarchy
+from dpcore.core.pipeline import release_od
+from dpcore.data.synthetic import demo_od, synthetic_hierarchy
 from dpcore.errors import InputError, ParameterError
-from dpcore.hierarchy import Hierarchy
-from dpcore.noise import NoiseSource
-from dpcore.pipeline import release_od
-from dpcore.synthetic import demo_od, synthetic_hierarchy
+from dpcore.flows import od
+from dpcore.flows import od_export as X
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
 
 # 2 regions × 2 districts × 3 zones, codes repeating within parents (like county FIPS)
 ZONES = [(r, d, z) for r in ("01", "02") for d in ("001", "003") for z in ("1", "2", "3")]

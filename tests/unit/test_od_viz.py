@@ -1,14 +1,16 @@
-"""Figures of an O/D release (dpcore/od_viz.py): flow map and O/D heatmap."""
+"""Figures of an O/D release (dpcore/flows/od_viz.py): flow map and O/D heatmap."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dpcore import budget, od, od_export, od_viz, synthetic
+from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data import synthetic
 from dpcore.errors import ParameterError
-from dpcore.hierarchy import Hierarchy
-from dpcore.noise import NoiseSource
+from dpcore.flows import od, od_export, od_viz
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpcore import budget, pipeline, queries
-from dpcore.domain import Bounds, Grid, aggregate_points
+from dpcore.core import pipeline
+from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError, ParameterError
-from dpcore.noise import NoiseSource
+from dpcore.points import queries
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
 
 GRID = Grid(Bounds(-74.06, 40.56, -73.70, 40.92), 64, 64)
 

@@ -1,5 +1,5 @@
-"""Tests of dpcore.privelet (wavelet transforms, Privelet / Privelet+ releases, exact variances)
-and of the location mechanism dpcore.mechanisms.privelet.
+"""Tests of dpcore.estimate.privelet (wavelet transforms, Privelet / Privelet+ releases, exact variances)
+and of the location mechanism dpcore.points.mechanisms.privelet.
 
 Expected values come from the spec (shared/specs/privelet.md §2, §3.4, §7.3) or are recomputed
 here by brute force (dense transform matrices built column by column).  Statistical checks
@@ -17,12 +17,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpcore import privelet as pv
-from dpcore.budget import zcdp
-from dpcore.domain import Aggregate, Bounds, Grid
+from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
-from dpcore.mechanisms.privelet import Privelet
-from dpcore.noise import NoiseSource, real_noise_epsilon
+from dpcore.estimate import privelet as pv
+from dpcore.points.mechanisms.privelet import Privelet
+from dpcore.privacy.budget import zcdp
+from dpcore.privacy.noise import NoiseSource, real_noise_epsilon
 
 N_SE = 5.0
 ETA = float(pv.ROUNDING_SHARE)
@@ -160,7 +160,7 @@ def test_release_validation():
 
 
 def test_no_numpy_random_in_privelet_modules():
-    import dpcore.mechanisms.privelet as mech
+    import dpcore.points.mechanisms.privelet as mech
 
     for mod in (pv, mech):
         assert "np.random" not in inspect.getsource(mod)

@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.queries (range-query workloads) and dpcore.metrics (error measures)."""
+"""Unit tests of dpcore.points.queries (range-query workloads) and dpcore.core.metrics (error measures)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from dpcore import metrics
-from dpcore.domain import Bounds, Grid
+from dpcore.core import metrics
+from dpcore.data.domain import Bounds, Grid
 from dpcore.errors import ParameterError
-from dpcore.queries import random_rectangles, true_answers
+from dpcore.points.queries import random_rectangles, true_answers
 
 GRID = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 64, 200)  # not square, to catch rows/cols mix-ups
 SIZES = (0.02, 0.06, 0.10)

@@ -1,4 +1,4 @@
-"""Release paths draw randomness only through dpcore.noise (DESIGN.md rule 2)."""
+"""Release paths draw randomness only through dpcore.privacy.noise (DESIGN.md rule 2)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_no_other_randomness_source(path: Path) -> None:
         if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRS:
             base = node.value
             if isinstance(base, ast.Name) and base.id in {"np", "numpy"}:
-                pytest.fail(f"{path.name}:{node.lineno} uses numpy.random; draw noise through dpcore.noise")
+                pytest.fail(f"{path.name}:{node.lineno} uses numpy.random; draw noise through dpcore.privacy.noise")
         if isinstance(node, ast.Import):
             for a in node.names:
                 assert a.name.split(".")[0] not in FORBIDDEN_MODULES, f"{path.name} imports {a.name}"
@@ -39,8 +39,10 @@ def test_no_other_randomness_source(path: Path) -> None:
 
 def test_release_does_not_touch_numpy_global_rng(monkeypatch: pytest.MonkeyPatch) -> None:
     """A full release with the secure source works with numpy's RNG entry points broken."""
-    from dpcore import budget, pipeline, synthetic
-    from dpcore.domain import Grid, aggregate_points
+    from dpcore.core import pipeline
+    from dpcore.data import synthetic
+    from dpcore.data.domain import Grid, aggregate_points
+    from dpcore.privacy import budget
 
     df = synthetic.demo_points(5_000)
     agg = aggregate_points(df.lon.to_numpy(), df.lat.to_numpy(), Grid(synthetic.DEMO_BOUNDS, 64, 64))

@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.release: density, answers, tables and the LevelPlan error formulas.
+"""Unit tests of dpcore.points.release: density, answers, tables and the LevelPlan error formulas.
 
 Releases are built by hand so that every expected number can be written down.
 """
@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from dpcore.budget import pure
-from dpcore.domain import Bounds, Grid
-from dpcore.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
+from dpcore.data.domain import Bounds, Grid
+from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
+from dpcore.privacy.budget import pure
 
 
 def level_plan(**kw) -> LevelPlan:

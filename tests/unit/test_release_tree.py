@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpcore import viz
-from dpcore.budget import pure
-from dpcore.domain import Bounds, Grid
-from dpcore.mechanisms.base import count_level
-from dpcore.release import PartitionRelease
+from dpcore.data.domain import Bounds, Grid
+from dpcore.points import viz
+from dpcore.points.mechanisms.base import count_level
+from dpcore.points.release import PartitionRelease
+from dpcore.privacy.budget import pure
 
 GRID = Grid(Bounds(0.0, 0.0, 4.0, 4.0), 4, 4)
 

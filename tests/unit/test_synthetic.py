@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.synthetic: Gaussian clusters, the demo points and the census table.
+"""Unit tests of dpcore.data.synthetic: Gaussian clusters, the demo points and the census table.
 
 Moments are checked against the generating distribution with 5 standard errors.
 """
@@ -11,8 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.domain import Bounds
-from dpcore.synthetic import DEMO_BOUNDS, DEMO_N, demo_points, gaussian_clusters, synthetic_census
+from dpcore.data.domain import Bounds
+from dpcore.data.synthetic import (
+    DEMO_BOUNDS,
+    DEMO_N,
+    demo_points,
+    gaussian_clusters,
+    synthetic_census,
+)
 
 N_SE = 5.0
 B = Bounds(-74.06, 40.56, -73.70, 40.92)

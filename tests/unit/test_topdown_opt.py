@@ -1,4 +1,4 @@
-"""Per-node TopDown projections (dpcore.topdown_opt): IntOpt (L∞) and the exact L2 rounding.
+"""Per-node TopDown projections (dpcore.estimate.topdown_opt): IntOpt (L∞) and the exact L2 rounding.
 
 shared/specs/topdown-od.md §2.5–2.7, §8.2, §9 item 1; census-optimization.md §6.1.
 Oracles: the §2.6 test-vector table, scipy.optimize.milp (HiGHS) for α*, the paper's
@@ -15,7 +15,7 @@ import pytest
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from dpcore.errors import ParameterError
-from dpcore.topdown_opt import (
+from dpcore.estimate.topdown_opt import (
     intopt,
     intopt_alg2,
     intopt_segments,

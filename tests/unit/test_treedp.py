@@ -1,4 +1,4 @@
-"""dpcore.treedp: the exact integer least-squares tree DP (spec census-optimization.md §2.6).
+"""dpcore.estimate.treedp: the exact integer least-squares tree DP (spec census-optimization.md §2.6).
 
 Checked against the spec's worked examples (§2.11, §7.6), an exhaustive search on small trees
 and a unit-segment LP (min-cost flow, integral by total unimodularity) on medium ones."""
@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from dpcore.errors import ParameterError
-from dpcore.treedp import TreeDPResult, default_half_widths, solve_l2
+from dpcore.estimate.treedp import TreeDPResult, default_half_widths, solve_l2
 
 # Example A's tree: US -> {GA, NY}, GA -> {g1, g2}, NY -> {n1, n2}
 TREE_A = [np.array([0, 0]), np.array([0, 0, 1, 1])]

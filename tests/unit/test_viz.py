@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.viz: offline maps, one Choroplethmap trace, display aggregation."""
+"""Unit tests of dpcore.points.viz: offline maps, one Choroplethmap trace, display aggregation."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from dpcore import mechanisms
-from dpcore.domain import Aggregate, Bounds, Grid
-from dpcore.noise import NoiseSource
-from dpcore.viz import display_blocks, extent_figure, partition_figure
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.points import mechanisms
+from dpcore.points.viz import display_blocks, extent_figure, partition_figure
+from dpcore.privacy.noise import NoiseSource
 
 BOUNDS = Bounds(-74.06, 40.56, -73.70, 40.92)
 

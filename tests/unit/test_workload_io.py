@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from dpcore.domain import Bounds, Grid
+from dpcore.data.domain import Bounds, Grid
 from dpcore.errors import InputError
-from dpcore.workload_io import (
+from dpcore.points.workload_io import (
     MAX_RECTANGLES,
     RectangleList,
     map_to_grid,

@@ -9,11 +9,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpcore import budget, export, mechanisms, noise, pipeline
 from dpcore.cli import main
-from dpcore.domain import Bounds, Grid, aggregate_points
+from dpcore.core import pipeline
+from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError
-from dpcore.mechanisms.base import gaussian_sigma, noisy_counts
+from dpcore.points import export, mechanisms
+from dpcore.points.mechanisms.base import gaussian_sigma, noisy_counts
+from dpcore.privacy import budget, noise
 
 BOUNDS = Bounds(-74.06, 40.56, -73.70, 40.92)
 

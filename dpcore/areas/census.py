@@ -1,0 +1,829 @@
+"""Census mode: Privelet over a geographic hierarchy (state → county → tract …).
+
+A census table holds counts of people per finest area (a *leaf* such as a tract), possibly
+split by ordinal attributes (an age band, an income bucket).  It becomes a frequency matrix
+``x`` of shape ``(leaves, bins_1, …, bins_k)`` with
+
+* one **nominal** axis for the geography, whose public hierarchy is given by the code
+  columns (top level first, finest last), and
+* one **ordinal** (Haar) axis per attribute,
+
+and is released with :func:`dpcore.estimate.privelet.release` (Xiao, Wang & Gehrke, *Differential
+Privacy via Wavelet Transforms*, ICDE 2010; see ``shared/specs/privelet.md`` §2.2–2.5).
+Privelet+ leaves the axes named in ``plus_axes`` untransformed (identity, §2.5).
+
+Areas are identified by their **path** (state ``01`` + county ``001``), because codes repeat
+within parents (county ``001`` exists in almost every state).
+
+The area totals of every level are sums of the noisy leaves, so a parent's noisy total is
+the sum of its children's (consistent by construction, up to float rounding).  Their
+expected error is analytic and data-free (:func:`dpcore.estimate.privelet.level_variances`), so it can
+be shown before release and published.
+
+.. warning:: **The list of areas must be public.**
+   A release lists the areas it covers.  If that list is taken from the data, an area where
+   nobody lives (or where the curator has no record) is *missing* from the release, and
+   that absence is not protected by differential privacy.  The source of the area list
+   should be a public gazetteer or boundary file (e.g. TIGER/Line), passed as ``areas``:
+   areas present only in that list are added with a true count of 0 and get noise like
+   every other area.  The same holds for the bins of an ordinal attribute: give their
+   public order (``ordinal_orders``) rather than letting the data decide.
+
+The 95 % intervals are ``noisy ± 1.96·SD``, a normal approximation of the noise of an area
+total (a sum of many Laplace terms); when a single coefficient dominates the true 95 %
+half-width is closer to 2.12·SD (spec §6.2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io as _io
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+import dpcore
+from dpcore.errors import InputError, ParameterError
+from dpcore.estimate import privelet
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
+
+__all__ = [
+    "CI_Z",
+    "GEO_AXIS",
+    "TOTAL_LEVEL",
+    "CensusRelease",
+    "CensusStructure",
+    "CensusTable",
+    "area_expected_error",
+    "build",
+    "build_axes",
+    "census_csv",
+    "census_json",
+    "census_record",
+    "expected_error",
+    "fingerprint",
+    "read_census_file",
+    "release_census",
+    "write_census",
+]
+
+#: Name of the geography axis (for ``plus_axes``).
+GEO_AXIS = "geography"
+#: Name of the implicit root level (the grand total).
+TOTAL_LEVEL = "total"
+#: z-value of the normal-approximation 95 % interval.
+CI_Z = 1.96
+
+_MAX_EXAMPLES = 5
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------------------------
+
+
+def read_census_file(data: bytes | str | Path, filename: str | None = None) -> pd.DataFrame:
+    """Read a census CSV (optionally gzipped) or Parquet file, **codes kept as text**.
+
+    CSV columns are all read as strings so that leading zeros of FIPS codes survive
+    (``01``, ``001``); a UTF-8 byte-order mark is dropped; the delimiter is one of
+    ``, ; tab |``.  Count columns are converted later by :class:`CensusTable`.  Gzip bombs, a
+    first line longer than 64 KiB and a header row without data rows are refused (InputError).
+    Parquet files are read with :func:`dpcore.data.io.read_table` (their types are kept; integer
+    code columns become text without padding).
+    """
+    if isinstance(data, str | Path):
+        path = Path(data)
+        if not path.exists():
+            raise InputError(f"Input file '{path}' does not exist. Check the path.")
+        filename = filename or path.name
+        raw = path.read_bytes()
+    else:
+        raw = bytes(data)
+    label = filename or "the file"
+    if not raw.strip():
+        raise InputError(f"{label} is empty. Upload a CSV or Parquet file with a header row and data.")
+    if raw[:4] == b"PAR1":
+        from dpcore.data import io
+
+        return io.read_table(raw, filename or "table.parquet")
+    if raw[:2] == b"\x1f\x8b":
+        from dpcore.data import io
+
+        raw = io.gunzip_limited(raw, label)  # refuses a gzip bomb before expanding it in full
+    if raw[:2] == b"PK":
+        raise InputError(f"{label} looks like a ZIP or spreadsheet file. Save it as CSV (or Parquet) first.")
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with a byte-order mark (Excel's "Unicode text")
+        try:
+            raw = raw.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{label} is not valid UTF-16 text. Save it as CSV UTF-8 and upload it again.") from None
+    if b"\x00" in raw[:65536]:
+        raise InputError(f"{label} is not a text file. Upload a CSV (optionally .gz) or Parquet file.")
+    from dpcore.data import io
+
+    io.check_text_head(raw[: io.SNIFF_BYTES], label, whole=len(raw) <= io.SNIFF_BYTES)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    header = text.split("\n", 1)[0]
+    sep = max([",", ";", "\t", "|"], key=header.count)
+    if header.count(sep) == 0:
+        raise InputError(
+            f"{label} has a single column ({header.strip()[:60]!r}). A census table needs code "
+            "columns per level and a count column: export it again as CSV with a comma (or semicolon, tab) between "
+            "the columns."
+        )
+    try:
+        df = pd.read_csv(_io.StringIO(text), sep=sep, dtype=str, keep_default_na=True)
+    except (pd.errors.ParserError, ValueError) as e:
+        raise InputError(f"{label} could not be read as CSV ({str(e).splitlines()[0]}). "
+                         "Check that every row has as many fields as the header.") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    if df.empty:
+        raise InputError(f"{label} has a header but no data rows. Add the rows below the header and upload "
+                         "it again.")
+    return df
+
+
+def fingerprint(df: pd.DataFrame) -> str:
+    """Content hash of a source table (keys its ledger; never shown or exported)."""
+    h = hashlib.sha256()
+    h.update("\x1f".join(map(str, df.columns)).encode())
+    h.update(pd.util.hash_pandas_object(df.astype(str), index=False).to_numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# structure and table
+# ---------------------------------------------------------------------------------------------
+
+
+def _natural_key(v: str) -> list[Any]:
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", str(v)) if p]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def _rows(mask: np.ndarray) -> str:
+    pos = np.flatnonzero(mask)[:_MAX_EXAMPLES] + 2  # +1 header, +1 one-based
+    more = ", …" if mask.sum() > _MAX_EXAMPLES else ""
+    return "rows " + ", ".join(str(p) for p in pos) + more
+
+
+def _check_columns(df: pd.DataFrame, cols: Sequence[str], role: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        have = ", ".join(map(str, list(df.columns)[:20]))
+        raise InputError(
+            f"The {role} column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
+            f"{'are' if len(missing) > 1 else 'is'} not in the table (columns: {have}). "
+            "Choose columns that exist, or fix the header."
+        )
+
+
+def _codes(df: pd.DataFrame, levels: Sequence[str], what: str) -> pd.DataFrame:
+    """The level columns as stripped text; missing codes are an InputError."""
+    out = {}
+    for lv in levels:
+        s = df[lv]
+        if pd.api.types.is_float_dtype(s) and s.dropna().apply(float.is_integer).all():
+            s = s.astype("Int64")
+        s = s.astype("string").str.strip()
+        bad = s.isna().to_numpy() | (s.fillna("") == "").to_numpy()
+        if bad.any():
+            raise InputError(
+                f"{what}: column '{lv}' has {_plural(int(bad.sum()), 'missing code')} ({_rows(bad)}). "
+                "Every row needs a code at every level: fill them in or remove those rows."
+            )
+        out[lv] = s.astype(str).to_numpy()
+    return pd.DataFrame(out)
+
+
+@dataclass(frozen=True)
+class CensusStructure:
+    """The **public** shape of a census release: levels, areas and ordinal bins.
+
+    Parameters
+    ----------
+    levels : tuple of str
+        Level names, top first (``("state", "county", "tract")``).
+    leaf_paths : tuple of tuple of str
+        The finest areas, each as its code path, sorted (so every parent's children are
+        contiguous: the depth-first order the nominal transform needs).
+    ordinals : tuple of str
+        Names of the ordinal attributes.
+    bins : tuple of tuple of str
+        Ordered values of each ordinal attribute.
+    public_areas : bool
+        Whether the area list came from a public list (True) or from the data (False: a
+        privacy leak, see the module docstring).
+    """
+
+    levels: tuple[str, ...]
+    leaf_paths: tuple[tuple[str, ...], ...]
+    ordinals: tuple[str, ...] = ()
+    bins: tuple[tuple[str, ...], ...] = ()
+    public_areas: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.levels:
+            raise ParameterError("Choose at least one level column (e.g. state), top level first.")
+        if len(set(self.levels)) != len(self.levels):
+            raise ParameterError(f"The levels {list(self.levels)} repeat a column; name each level once.")
+        if not self.leaf_paths:
+            raise InputError("There are no areas. Give a table (or public area list) with at least one row.")
+        if len(self.bins) != len(self.ordinals):
+            raise ParameterError("Give one list of ordered values per ordinal attribute.")
+        for name, b in zip(self.ordinals, self.bins, strict=True):
+            if len(b) == 0:
+                raise InputError(f"The ordinal attribute '{name}' has no values.")
+
+    @property
+    def depth(self) -> int:
+        return len(self.levels)
+
+    @property
+    def level_names(self) -> list[str]:
+        """``["total", *levels]``: depth 0 is the grand total."""
+        return [TOTAL_LEVEL, *self.levels]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.leaf_paths), *(len(b) for b in self.bins))
+
+    def paths_at(self, depth: int) -> list[tuple[str, ...]]:
+        """The areas at ``depth`` (0 = total, ``len(levels)`` = leaves), in order."""
+        if not 0 <= depth <= self.depth:
+            raise ParameterError(f"Level depth {depth} is outside 0..{self.depth}.")
+        out: list[tuple[str, ...]] = []
+        last = None
+        for p in self.leaf_paths:
+            q = p[:depth]
+            if q != last:
+                out.append(q)
+                last = q
+        return out
+
+    def level_depth(self, level: str) -> int:
+        names = self.level_names
+        if level not in names:
+            raise ParameterError(f"Unknown level '{level}'; choose one of {', '.join(names)}.")
+        return names.index(level)
+
+    def leaf_mask(self, path: Sequence[str]) -> np.ndarray:
+        """Boolean mask over the leaves below the area ``path``."""
+        path = tuple(str(p) for p in path)
+        k = len(path)
+        mask = np.fromiter((p[:k] == path for p in self.leaf_paths), bool, len(self.leaf_paths))
+        if not mask.any():
+            raise ParameterError(f"There is no area {' / '.join(path)}; pick one from the list.")
+        return mask
+
+    def bin_labels(self) -> list[str]:
+        """Column labels of the ordinal cells, e.g. ``age=0-17`` (C order over the bins)."""
+        if not self.ordinals:
+            return []
+        grids = np.meshgrid(*[np.arange(len(b)) for b in self.bins], indexing="ij")
+        idx = np.stack([g.ravel() for g in grids], axis=1)
+        return [", ".join(f"{o}={self.bins[j][i]}" for j, (o, i) in enumerate(zip(self.ordinals, row, strict=True)))
+                for row in idx]
+
+    @classmethod
+    def from_areas(cls, areas: pd.DataFrame, levels: Sequence[str], ordinals: Sequence[str] = (),
+                   bins: Sequence[Sequence[str]] = ()) -> CensusStructure:
+        """The structure from a **public** area list (one row per finest area, code columns)."""
+        levels = tuple(levels)
+        if not isinstance(areas, pd.DataFrame) or areas.empty:
+            raise InputError("The public area list is empty. Give one row per finest area with its codes.")
+        _check_columns(areas, levels, "area-list level")
+        codes = _codes(areas, levels, "The public area list")
+        paths = sorted(set(map(tuple, codes.to_numpy().tolist())))
+        return cls(levels, tuple(paths), tuple(ordinals), tuple(tuple(map(str, b)) for b in bins), True)
+
+
+@dataclass(frozen=True)
+class CensusTable:
+    """Confidential counts per leaf area (× ordinal bins), with the structure they live in.
+
+    Build it with :meth:`from_frame`.  ``counts`` has the shape ``structure.shape`` and holds
+    **true** counts: never show or export it.
+    """
+
+    structure: CensusStructure
+    counts: np.ndarray
+    names: dict[str, dict[tuple[str, ...], str]] = field(default_factory=dict)
+    count_column: str | None = None
+    n_rows: int = 0
+    n_duplicate_rows: int = 0
+    n_added_areas: int = 0
+
+    @classmethod
+    def from_frame(
+        cls,
+        df: pd.DataFrame,
+        levels: Sequence[str],
+        count: str | None = None,
+        *,
+        ordinals: Sequence[str] = (),
+        ordinal_orders: Mapping[str, Sequence[Any]] | None = None,
+        names: Mapping[str, str] | None = None,
+        areas: pd.DataFrame | None = None,
+    ) -> CensusTable:
+        """Validate a table and aggregate it to leaf areas.
+
+        Parameters
+        ----------
+        df : DataFrame
+            One row per area (with ``count``) or per person (``count=None``: each row
+            counts 1).  Rows with the same path (and bins) are summed.
+        levels : sequence of str
+            The code columns, top level first, finest last.  An area is its code path.
+        count : str, optional
+            The count column (whole numbers ≥ 0).
+        ordinals : sequence of str
+            Ordinal attribute columns (e.g. an age band).
+        ordinal_orders : mapping, optional
+            The public order of each ordinal's values; by default the sorted (natural order)
+            values found in the data, which leaks which bins are empty.
+        names : mapping, optional
+            ``{level: name column}``, e.g. ``{"state": "state_name"}`` (public labels).
+        areas : DataFrame, optional
+            **Public** list of finest areas (code columns named like ``levels``).  Areas only
+            in this list get a true count of 0 (and noise).  Without it the area list is
+            derived from the data: a privacy leak (areas with nobody vanish).
+        """
+        levels = [str(c) for c in levels]
+        ordinals = [str(c) for c in ordinals]
+        names = dict(names or {})
+        if not isinstance(df, pd.DataFrame):
+            raise InputError("The census data must be a table (pandas DataFrame).")
+        if not levels:
+            raise ParameterError("Choose at least one level column (e.g. state), top level first.")
+        roles = levels + ordinals + ([count] if count else [])
+        dup = sorted({c for c in roles if roles.count(c) > 1})
+        if dup:
+            raise ParameterError(
+                f"Column {', '.join(map(repr, dup))} is used twice (as a level, count or ordinal). "
+                "Give each column one role."
+            )
+        _check_columns(df, levels, "level")
+        if count:
+            _check_columns(df, [count], "count")
+        _check_columns(df, ordinals, "ordinal")
+        if areas is None:
+            _check_columns(df, list(names.values()), "name")
+        unknown = [lv for lv in names if lv not in levels]
+        if unknown:
+            raise ParameterError(f"Names are given for {unknown}, which are not levels ({levels}).")
+        if df.empty:
+            raise InputError("The census table has no rows. Upload a file with a header and at least one data row.")
+
+        codes = _codes(df, levels, "The census table")
+        n = len(df)
+        if count:
+            raw = df[count]
+            values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+            missing = np.isnan(values)
+            if missing.any():
+                raise InputError(
+                    f"The count column '{count}' has {_plural(int(missing.sum()), 'value')} that are "
+                    f"missing or not numbers ({_rows(missing)}). Fill in whole numbers, or choose "
+                    "the right count column."
+                )
+            bad = ~np.isfinite(values) | (values != np.round(values))
+            if bad.any():
+                raise InputError(
+                    f"The count column '{count}' has {_plural(int(bad.sum()), 'value')} that are not whole "
+                    f"numbers ({_rows(bad)}). Counts of people must be whole numbers: fix or round them."
+                )
+            neg = values < 0
+            if neg.any():
+                raise InputError(
+                    f"The count column '{count}' has {_plural(int(neg.sum()), 'negative value')} "
+                    f"({_rows(neg)}). Counts must be 0 or more: fix those rows."
+                )
+            weights = values.astype(np.int64)
+        else:
+            weights = np.ones(n, dtype=np.int64)
+
+        # ordinal bins
+        orders = dict(ordinal_orders or {})
+        bins: list[tuple[str, ...]] = []
+        bin_idx: list[np.ndarray] = []
+        for o in ordinals:
+            s = df[o]
+            miss = s.isna().to_numpy()
+            if miss.any():
+                raise InputError(
+                    f"The ordinal column '{o}' has {_plural(int(miss.sum()), 'missing value')} "
+                    f"({_rows(miss)}). Fill them in or drop those rows."
+                )
+            vals = s.astype(str).str.strip().to_numpy()
+            if o in orders:
+                order = [str(v).strip() for v in orders[o]]
+                if len(set(order)) != len(order):
+                    raise ParameterError(f"The order given for '{o}' repeats a value; list each value once.")
+            else:
+                order = sorted(set(vals.tolist()), key=_natural_key)
+            pos = {v: i for i, v in enumerate(order)}
+            idx = np.fromiter((pos.get(v, -1) for v in vals), np.int64, n)
+            out = idx < 0
+            if out.any():
+                ex = sorted(set(vals[out].tolist()))[:_MAX_EXAMPLES]
+                raise InputError(
+                    f"The ordinal column '{o}' has values {ex} that are not in its public order "
+                    f"{order}. Add them to the order or fix those rows."
+                )
+            bins.append(tuple(order))
+            bin_idx.append(idx)
+
+        # leaf areas: from the public list, or (leak) from the data
+        data_paths = list(map(tuple, codes.to_numpy().tolist()))
+        if areas is not None:
+            structure = CensusStructure.from_areas(areas, levels, ordinals, bins)
+            known = set(structure.leaf_paths)
+            unknown_rows = np.fromiter((p not in known for p in data_paths), bool, n)
+            if unknown_rows.any():
+                bad_paths = [p for p, u in zip(data_paths, unknown_rows, strict=True) if u]
+                ex = ", ".join(" / ".join(p) for p in list(dict.fromkeys(bad_paths))[:3])
+                raise InputError(
+                    f"{_plural(int(unknown_rows.sum()), 'row')} of the table ({_rows(unknown_rows)}) have areas "
+                    f"that are not in the public area list (e.g. {ex}). Fix their codes or use an area list "
+                    "that contains them."
+                )
+        else:
+            structure = CensusStructure(tuple(levels), tuple(sorted(set(data_paths))), tuple(ordinals),
+                                        tuple(bins), False)
+
+        # finest-level paths that share a code but differ in their parents are distinct areas
+        leaf_pos = {p: i for i, p in enumerate(structure.leaf_paths)}
+        li = np.fromiter((leaf_pos[p] for p in data_paths), np.int64, n)
+        flat = li
+        for b, idx in zip(bins, bin_idx, strict=True):
+            flat = flat * len(b) + idx
+        size = int(np.prod(structure.shape))
+        counts = np.bincount(flat, weights=weights, minlength=size)
+        counts = np.rint(counts).astype(np.int64).reshape(structure.shape)
+        n_dup = int(n - len(np.unique(flat))) if count else 0
+
+        # Names must come from the same source as the area list: names taken from the data
+        # would leave the empty areas of a public list without a name, which reveals them.
+        name_src, name_paths = df, data_paths
+        if names and areas is not None:
+            missing_names = [c for c in names.values() if c not in areas.columns]
+            if missing_names:
+                raise InputError(
+                    f"The name column{'s' if len(missing_names) > 1 else ''} {', '.join(map(repr, missing_names))} "
+                    "must be in the public area list (names taken from the data would reveal which areas "
+                    "are empty). Add the names to the area list, or leave them out."
+                )
+            name_src = areas
+            name_paths = list(map(tuple, _codes(areas, levels, "The public area list").to_numpy().tolist()))
+        name_maps: dict[str, dict[tuple[str, ...], str]] = {}
+        for lv, col in names.items():
+            k = levels.index(lv) + 1
+            nm = name_src[col].astype("string").fillna("").str.strip().to_numpy()
+            m: dict[tuple[str, ...], str] = {}
+            for p, v in zip(name_paths, nm, strict=True):
+                m.setdefault(p[:k], str(v))
+            name_maps[lv] = m
+
+        added = len(structure.leaf_paths) - len(set(data_paths))
+        return cls(structure, counts, name_maps, count, n, n_dup, added)
+
+    @property
+    def total(self) -> int:
+        """True total (confidential)."""
+        return int(self.counts.sum())
+
+
+# ---------------------------------------------------------------------------------------------
+# axes
+# ---------------------------------------------------------------------------------------------
+
+
+def _groups(structure: CensusStructure) -> list[np.ndarray]:
+    """``groups[j][leaf]`` = index of the leaf's ancestor at level ``j`` (0 = top level)."""
+    paths = structure.leaf_paths
+    out = []
+    for j in range(structure.depth - 1):
+        ids = np.empty(len(paths), dtype=np.int64)
+        last, cur = None, -1
+        for i, p in enumerate(paths):
+            q = p[: j + 1]
+            if q != last:
+                cur += 1
+                last = q
+            ids[i] = cur
+        out.append(ids)
+    return out
+
+
+def _check_plus(structure: CensusStructure, plus_axes: Sequence[str]) -> tuple[str, ...]:
+    names = [GEO_AXIS, *structure.ordinals]
+    plus = tuple(str(a) for a in plus_axes)
+    bad = [a for a in plus if a not in names]
+    if bad:
+        raise ParameterError(
+            f"Privelet+ axis {', '.join(map(repr, bad))} is not an axis of this table; choose among "
+            f"{', '.join(names)}."
+        )
+    return plus
+
+
+def build_axes(structure: CensusStructure, plus_axes: Sequence[str] = ()) -> list[privelet.Axis]:
+    """The Privelet axes of a (public) structure: nominal geography, then ordinal attributes.
+
+    The geography's hierarchy is the implicit root (the total), one group level per level
+    column but the finest, and the leaves; group ids follow the sorted leaf paths.
+    """
+    plus = _check_plus(structure, plus_axes)
+    axes = [privelet.Axis.nominal(GEO_AXIS, _groups(structure), transform=GEO_AXIS not in plus,
+                                  size=len(structure.leaf_paths))]
+    for name, b in zip(structure.ordinals, structure.bins, strict=True):
+        axes.append(privelet.Axis.ordinal(name, len(b), transform=name not in plus))
+    return axes
+
+
+def build(table: CensusTable, plus_axes: Sequence[str] = ()) -> tuple[np.ndarray, list[privelet.Axis],
+                                                                     list[tuple[str, ...]]]:
+    """``(x, axes, leaf_paths)``: the frequency matrix (leaves × bins…), its axes and leaf paths."""
+    axes = build_axes(table.structure, plus_axes)
+    return table.counts.astype(np.float64), axes, list(table.structure.leaf_paths)
+
+
+def _level_vars(axes: list[privelet.Axis], epsilon: float, sensitivity: int) -> list[float]:
+    """Variance of one area's total per level (root first), mean over the level's areas."""
+    return [float(v) for v in privelet.level_variances(axes[0], epsilon, axes[1:], sensitivity=sensitivity)]
+
+
+def _node_vars(axes: list[privelet.Axis], epsilon: float, sensitivity: int) -> list[np.ndarray]:
+    """Exact variance of every area's total, per level (root first), in path order."""
+    return [np.asarray(v, dtype=np.float64)
+            for v in privelet.node_variances(axes[0], epsilon, axes[1:], sensitivity=sensitivity)]
+
+
+def expected_error(structure: CensusStructure, epsilon: float, *, plus_axes: Sequence[str] = (),
+                   sensitivity: int = 1) -> pd.DataFrame:
+    """Data-free expected error per level: SD of one area's total and the ± 95 % half-width.
+
+    Needs only the structure (levels, list of areas, bins), which must be public. Columns:
+    ``level, n_areas, sd, ci95, sd_max``: ``sd`` is the root of the mean variance of the
+    level's areas (:func:`dpcore.estimate.privelet.level_variances`; all equal when every parent of a
+    level has the same fanout), ``ci95 = 1.96·sd`` (normal approximation) and ``sd_max`` the
+    largest SD of an area of the level.
+    """
+    budget.pure(epsilon)  # validates ε with a clear message
+    axes = build_axes(structure, plus_axes)
+    var = _level_vars(axes, epsilon, sensitivity)
+    nodes = _node_vars(axes, epsilon, sensitivity)
+    rows = []
+    for d, name in enumerate(structure.level_names):
+        sd = float(np.sqrt(var[d]))
+        rows.append({"level": name, "n_areas": len(structure.paths_at(d)), "sd": sd, "ci95": CI_Z * sd,
+                     "sd_max": float(np.sqrt(nodes[d].max()))})
+    return pd.DataFrame(rows)
+
+
+def area_expected_error(structure: CensusStructure, epsilon: float, path: Sequence[str], *,
+                        plus_axes: Sequence[str] = (), sensitivity: int = 1) -> float:
+    """Exact SD of the noisy total of one area (its code path; ``()`` for the grand total)."""
+    budget.pure(epsilon)
+    axes = build_axes(structure, plus_axes)
+    query: list[Any] = [structure.leaf_mask(path)]
+    query += [np.ones(len(b), dtype=bool) for b in structure.bins]
+    return float(np.sqrt(privelet.query_variance(axes, epsilon, query, sensitivity=sensitivity)))
+
+
+# ---------------------------------------------------------------------------------------------
+# release
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CensusRelease:
+    """A Privelet census release: noisy tables per level and their expected errors (no truth)."""
+
+    structure: CensusStructure
+    epsilon: float
+    sensitivity: int
+    lam: float
+    generalized_sensitivity: float
+    plus_axes: tuple[str, ...]
+    axes: tuple[dict[str, Any], ...]
+    noisy: np.ndarray
+    levels: dict[str, pd.DataFrame]
+    level_sd: dict[str, float]
+    release_id: str
+    created: str
+
+    @property
+    def cost(self) -> budget.PrivacyCost:
+        return budget.pure(self.epsilon)
+
+
+def _axis_info(axis: privelet.Axis, structure: CensusStructure) -> dict[str, Any]:
+    info: dict[str, Any] = {"name": axis.name, "kind": axis.kind, "size": int(axis.size),
+                            "transform": bool(axis.transform)}
+    if axis.name == GEO_AXIS:
+        info["levels"] = list(structure.levels)
+        info["areas_per_level"] = {n: len(structure.paths_at(d)) for d, n in enumerate(structure.level_names)}
+        info["area_list"] = ("public list given by the curator" if structure.public_areas
+                             else "derived from the data (areas with no one are not released)")
+        info["transform_name"] = "nominal wavelet" if axis.transform else "identity (Privelet+)"
+    else:
+        j = structure.ordinals.index(axis.name)
+        info["bins"] = list(structure.bins[j])
+        info["transform_name"] = "Haar wavelet" if axis.transform else "identity (Privelet+)"
+    return info
+
+
+def _level_tables(structure: CensusStructure, noisy: np.ndarray, names: Mapping[str, Mapping],
+                  sds: Sequence[np.ndarray]) -> dict[str, pd.DataFrame]:
+    """Per-level tables, parents summed from their children (consistent by construction)."""
+    labels = structure.bin_labels()
+    values = noisy.reshape(noisy.shape[0], -1)
+    paths = list(structure.leaf_paths)
+    per_depth: dict[int, tuple[list[tuple[str, ...]], np.ndarray]] = {structure.depth: (paths, values)}
+    for d in range(structure.depth - 1, -1, -1):
+        child_paths, child_vals = per_depth[d + 1]
+        starts, parents = [], []
+        for i, p in enumerate(child_paths):
+            if not parents or p[:d] != parents[-1]:
+                parents.append(p[:d])
+                starts.append(i)
+        per_depth[d] = (parents, np.add.reduceat(child_vals, np.asarray(starts), axis=0))
+    out: dict[str, pd.DataFrame] = {}
+    for d, name in enumerate(structure.level_names):
+        ps, vals = per_depth[d]
+        cols: dict[str, Any] = {}
+        for k in range(d):
+            lv = structure.levels[k]
+            cols[lv] = [p[k] for p in ps]
+            if lv in names:
+                cols[f"{lv}_name"] = [names[lv].get(p[: k + 1], "") for p in ps]
+        total = vals.sum(axis=1)
+        cols["noisy_count"] = total
+        if labels:
+            for j, lab in enumerate(labels):
+                cols[lab] = vals[:, j]
+        sd = np.broadcast_to(np.asarray(sds[d], dtype=np.float64), (len(ps),)).copy()
+        cols["sd"] = sd
+        cols["ci95_low"] = total - CI_Z * sd
+        cols["ci95_high"] = total + CI_Z * sd
+        out[name] = pd.DataFrame(cols)
+    return out
+
+
+def release_census(table: CensusTable, epsilon: float, noise: NoiseSource, *, plus_axes: Sequence[str] = (),
+                   sensitivity: int = 1, ledger: budget.Ledger | None = None) -> CensusRelease:
+    """Release a census table with Privelet (Privelet+ for ``plus_axes``).
+
+    The noisy leaf matrix comes from :func:`dpcore.estimate.privelet.release` (ε-DP); every level's
+    table is a sum of noisy leaves (post-processing), with the analytic SD of one area's
+    total from :func:`dpcore.estimate.privelet.level_variances`.  With a ``ledger``, ε is charged (or
+    the release refused) before any noise is drawn.
+    """
+    cost = budget.pure(epsilon)
+    x, axes, _ = build(table, plus_axes)
+    plus = _check_plus(table.structure, plus_axes)
+    if ledger is not None:
+        # charged before any noise is drawn: a failure afterwards can never hand out an
+        # uncharged release (DESIGN.md privacy rule 3)
+        ledger.spend(cost, "census release (Privelet" + ("+" if plus else "") + ")",
+                     details={"mechanism": "privelet", "plus_axes": list(plus), "levels": list(table.structure.levels)})
+    rel = privelet.release(x, axes, float(epsilon), noise, sensitivity=sensitivity)
+    s = table.structure
+    var = _level_vars(axes, float(epsilon), sensitivity)
+    sds = [float(np.sqrt(v)) for v in var]
+    node_sds = [np.sqrt(v) for v in _node_vars(axes, float(epsilon), sensitivity)]
+    levels = _level_tables(s, np.asarray(rel.noisy, dtype=np.float64), table.names, node_sds)
+    release_id = hashlib.sha256(np.asarray(rel.noisy).tobytes() + str(datetime.now(UTC)).encode()).hexdigest()[:12]
+    out = CensusRelease(
+        structure=s,
+        epsilon=float(epsilon),
+        sensitivity=int(sensitivity),
+        lam=float(rel.lam),
+        generalized_sensitivity=float(privelet.generalized_sensitivity(axes)),
+        plus_axes=plus,
+        axes=tuple(_axis_info(a, s) for a in axes),
+        noisy=np.asarray(rel.noisy, dtype=np.float64),
+        levels=levels,
+        level_sd=dict(zip(s.level_names, sds, strict=True)),
+        release_id=release_id,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# exports
+# ---------------------------------------------------------------------------------------------
+
+
+def census_frame(release: CensusRelease) -> pd.DataFrame:
+    """All levels in one table: ``level``, code columns, names, noisy counts, sd, 95 % interval."""
+    frames = [df.assign(level=name) for name, df in release.levels.items()]
+    df = pd.concat(frames, ignore_index=True, sort=False)
+    front = ["level", *release.structure.levels]
+    names = [c for c in df.columns if c.endswith("_name") and c not in front]
+    rest = [c for c in df.columns if c not in front and c not in names]
+    df = df[front + names + rest]
+    for c in release.structure.levels + tuple(names):
+        df[c] = df[c].fillna("")
+    return df
+
+
+def census_csv(release: CensusRelease) -> bytes:
+    """``release.csv``: one row per area of every level (the total first)."""
+    return census_frame(release).to_csv(index=False).encode("utf-8")
+
+
+def census_record(release: CensusRelease, ledger: budget.Ledger | None = None) -> dict[str, Any]:
+    """The JSON record of how the release was made: no true value, no file name."""
+    s = release.structure
+    rec: dict[str, Any] = {
+        "schema": "dpcore-census-release/1",
+        "software": {"name": "dpcore", "version": dpcore.__version__},
+        "release_id": release.release_id,
+        "created": release.created,
+        "kind": "census",
+        "mechanism": {
+            "name": "privelet",
+            "title": "Privelet+" if release.plus_axes else "Privelet",
+            "reference": "X. Xiao, G. Wang, J. Gehrke, Differential Privacy via Wavelet Transforms, ICDE 2010",
+            "plus_axes": list(release.plus_axes),
+        },
+        "params": {
+            "epsilon": release.epsilon,
+            "sensitivity": release.sensitivity,
+            "generalized_sensitivity": release.generalized_sensitivity,
+            "lambda": release.lam,
+            "axes": [dict(a) for a in release.axes],
+        },
+        "privacy": {
+            "definition": "pure epsilon-DP",
+            "cost": release.cost.to_dict(),
+            "unit_of_privacy": "one person (one unit of count)",
+            "neighbouring_relation": "add or remove one person"
+            + ("" if release.sensitivity == 1 else f" (counts change by at most {release.sensitivity} in L1)"),
+            "sensitivity_l1": release.sensitivity,
+            "composition": "the whole epsilon is spent by this one release",
+        },
+        "budget": {},
+        "levels": [
+            {"level": name, "n_areas": int(len(release.levels[name])), "sd": release.level_sd[name],
+             "ci95_half_width": CI_Z * release.level_sd[name]}
+            for name in s.level_names
+        ],
+        "outputs": {
+            "files": ["release.csv", "release.json"],
+            "columns": "noisy_count is the released total of an area (sum of its noisy leaves); "
+                       "ci95_low/high = noisy_count ± 1.96·sd (normal approximation of the noise)",
+        },
+        "notes": [
+            "All counts are noisy and unrounded; negative values are kept so sums stay unbiased.",
+            "A parent's noisy total is the sum of its children's (consistent by construction).",
+            "Expected errors are analytic: they come from the mechanism and the public structure, not the data.",
+            "The list of areas " + ("comes from a public list." if s.public_areas else
+                                    "was derived from the data: areas with no one are missing from this release."),
+        ],
+    }
+    if ledger is not None:
+        ld = ledger.to_dict()
+        ld.pop("dataset", None)  # may name the input; never exported
+        rec["budget"]["ledger"] = orjson.loads(orjson.dumps(ld, option=orjson.OPT_SERIALIZE_NUMPY))
+    return rec
+
+
+def validate_census_record(record: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_release.schema.json``."""
+    from dpcore.points.export import validate_record
+
+    validate_record(record, "census_release")
+
+
+def census_json(release: CensusRelease, ledger: budget.Ledger | None = None) -> bytes:
+    return orjson.dumps(census_record(release, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+
+
+def write_census(release: CensusRelease, out_dir: str | Path, ledger: budget.Ledger | None = None) -> list[Path]:
+    """Write ``release.csv`` and ``release.json`` into ``out_dir`` (created if missing)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "release.csv", out / "release.json"]
+    paths[0].write_bytes(census_csv(release))
+    paths[1].write_bytes(census_json(release, ledger))
+    return paths

@@ -1,0 +1,158 @@
+"""Figures of a hierarchy release: a choropleth per level (offline) and a treemap.
+
+Maps use the inline ``white-bg`` MapLibre style with local boundaries only (no tiles), one
+Choroplethmap trace per level, and the parent level's outlines as a line layer.  Everything
+drawn is the release (noisy values and their analytic intervals): post-processing, free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from dpcore.areas.hier_export import BoundaryJoin
+from dpcore.areas.hierarchical import HierarchyRelease
+from dpcore.points.viz import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, _zoom_box
+
+#: Beyond this many areas the treemap shows only the first levels below the chosen area.
+MAX_TREEMAP_NODES = 3000
+
+
+def _view(frame: Any, height: int, width: int = 520) -> tuple[float, dict[str, float]]:
+    """Zoom and centre that fit the bulk of the features (2nd–98th percentile of centres).
+
+    Percentiles keep far-flung areas (the Aleutians cross the antimeridian) from zooming the
+    map out to the whole world.
+    """
+    pts = frame.geometry.representative_point()
+    lon, lat = pts.x.to_numpy(), pts.y.to_numpy()
+    b = frame.geometry.bounds
+    if len(lon) >= 20:
+        west, east = np.percentile(lon, [2, 98])
+        south, north = np.percentile(lat, [2, 98])
+    else:
+        west, east = float(b["minx"].min()), float(b["maxx"].max())
+        south, north = float(b["miny"].min()), float(b["maxy"].max())
+
+    zoom, centre = _zoom_box(west, south, east, north, width_px=width, height_px=height)
+    return max(0.0, zoom - 0.15), centre
+
+
+def hierarchy_map(
+    rel: HierarchyRelease,
+    join: BoundaryJoin,
+    *,
+    nodes: np.ndarray | None = None,
+    parent_join: BoundaryJoin | None = None,
+    size: int | None = None,
+    basemap: bool = False,
+    height: int = 560,
+) -> go.Figure:
+    """Choropleth of the released values of one level.
+
+    ``nodes`` restricts the map to some areas (the children of a drilled-down area); ``size``
+    picks one group size of a group-size release (``None``: the total over sizes).  Hover shows
+    the noisy value, its 95 % interval (normal approximation of the analytic error) and the
+    parent.
+    """
+    h = rel.hierarchy
+    d = join.depth
+    frame = join.frame
+    if nodes is not None:
+        frame = frame[frame["node"].isin(np.asarray(nodes))]
+    idx = frame["node"].to_numpy()
+    v = rel.values[d]
+    if v.ndim == 2:
+        z = v[:, size] if size is not None else v.sum(axis=1)
+        lo = hi = None
+    else:
+        z = v
+        lo, hi = rel.interval(d)
+    zs = z[idx].astype(float)
+    names = h.display_names(d)[idx]
+    codes = h.labels(d)[idx]
+    parents = h.parent_labels(d)[idx]
+    if lo is not None:
+        custom = np.column_stack([names, codes, parents, np.round(lo[idx]), np.round(hi[idx])])
+        hover = ("<b>%{customdata[0]}</b> (%{customdata[1]})<br>noisy count %{z:,.0f}"
+                 "<br>95%% interval %{customdata[3]:,.0f} – %{customdata[4]:,.0f}"
+                 "<br>in %{customdata[2]}<extra></extra>").replace("%%", "%")
+    else:
+        custom = np.column_stack([names, codes, parents])
+        hover = ("<b>%{customdata[0]}</b> (%{customdata[1]})<br>noisy count %{z:,.0f}"
+                 "<br>in %{customdata[2]}<extra></extra>")
+    geo = frame[[frame.geometry.name]].copy()
+    geo["id"] = idx.astype(str)
+    gj = geo.set_index("id").__geo_interface__
+    fig = go.Figure(go.Choroplethmap(
+        geojson=gj, locations=idx.astype(str), z=zs, featureidkey="id", customdata=custom,
+        hovertemplate=hover, colorscale=COLORSCALE, marker={"line": {"width": 0.3, "color": "#555"}},
+        colorbar={"title": {"text": "people" if v.ndim == 1 else "groups"}},
+    ))
+    layers = []
+    if parent_join is not None:
+        pg = parent_join.frame[[parent_join.frame.geometry.name]]
+        layers.append({"sourcetype": "geojson", "source": pg.__geo_interface__, "type": "line",
+                       "color": "#1f4e79", "line": {"width": 1.4}})
+    zoom, centre = _view(frame if len(frame) else join.frame, height)
+    fig.update_layout(
+        map={"style": WEB_STYLE if basemap else OFFLINE_STYLE, "zoom": zoom, "center": centre, "layers": layers},
+        margin={"l": 0, "r": 0, "t": 10, "b": 0}, height=height,
+    )
+    return fig
+
+
+def hierarchy_treemap(rel: HierarchyRelease, depth: int = 0, index: int = 0, *, levels: int = 2,
+                      height: int = 520) -> go.Figure:
+    """Treemap of the area ``index`` at ``depth`` and up to ``levels`` levels below it.
+
+    Tile sizes are the released values of the deepest level shown, clipped at 0 (a treemap
+    cannot draw negative areas), summed upwards; hover shows each area's released value itself.
+    """
+    h = rel.hierarchy
+    tiers: list[tuple[int, np.ndarray]] = [(depth, np.array([index]))]
+    n = 1
+    for d in range(depth + 1, min(h.depth, depth + levels) + 1):
+        lo, hi = h.child_offsets(d - 1)[tiers[-1][1][[0, -1]] + np.array([0, 1])]
+        nxt = np.arange(lo, hi)  # children of a contiguous block of parents are contiguous
+        if n + len(nxt) > MAX_TREEMAP_NODES:
+            break
+        tiers.append((d, nxt))
+        n += len(nxt)
+    size: dict[int, np.ndarray] = {}
+    for d, nodes in reversed(tiers):
+        v = rel.values[d]
+        v = (v.sum(axis=1) if v.ndim == 2 else v).astype(float)
+        if d == tiers[-1][0]:
+            size[d] = np.maximum(v[nodes], 0.0)
+        else:
+            below_d, below = d + 1, tiers[d + 1 - depth][1]
+            sums = np.zeros(h.sizes[d])
+            np.add.at(sums, h.parents[d][below], size[below_d])
+            size[d] = sums[nodes]
+    ids: list[str] = []
+    parents: list[str] = []
+    labels: list[str] = []
+    shown: list[float] = []
+    released: list[float] = []
+    for d, nodes in tiers:
+        v = rel.values[d]
+        v = (v.sum(axis=1) if v.ndim == 2 else v).astype(float)
+        lab = h.labels(d)
+        par = h.parent_labels(d)
+        names = h.display_names(d)
+        ids += [f"{d}:{lab[i]}" for i in nodes]
+        parents += ["" if d == depth else f"{d - 1}:{par[i]}" for i in nodes]
+        labels += [str(names[i]) for i in nodes]
+        shown += size[d].tolist()
+        released += v[nodes].tolist()
+    fig = go.Figure(go.Treemap(
+        ids=ids, parents=parents, labels=labels, values=shown, branchvalues="total",
+        customdata=np.array(released),
+        hovertemplate="<b>%{label}</b><br>noisy count %{customdata:,.0f}<extra></extra>",
+        marker={"colorscale": COLORSCALE},
+    ))
+    fig.update_layout(margin={"l": 0, "r": 0, "t": 10, "b": 0}, height=height)
+    return fig

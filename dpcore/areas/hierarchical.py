@@ -1,0 +1,772 @@
+"""Releases of counts over a geographic hierarchy: consistent, non-negative, integral.
+
+Mechanisms (``shared/specs/census-optimization.md`` and ``shared/specs/topdown-od.md`` §7):
+
+* ``independent`` — noise on every level, nothing else (inconsistent baseline).
+* ``bottom_up`` — the whole budget on the finest level, coarser levels are sums.
+* ``hay`` — Hay et al. (2010) least squares on the tree, generalised two-pass with per-level
+  variances (census spec §6.2): consistent, real-valued, may be negative.
+* ``topdown_l2`` — TopDown as the US Census Bureau runs it: level by level, non-negative least
+  squares per parent (scaled-simplex projection) then controlled rounding (largest remainder);
+  exact integer minimiser per parent (topdown spec §2.7).
+* ``topdown_linf`` — InfTDA: TopDown with the L∞ objective solved by IntOpt in its closed
+  form (topdown spec §2.6).
+* ``exact`` — the census paper's exact integer least-squares release: the tree dynamic
+  program with convex cost tables (census spec §2.6.3), for plain counts and for group-size
+  histograms (the k-copy tree T′ under a dummy root fixed to N, §1.8).
+* ``dpc_approx`` — group sizes with the cumulative encoding (census spec §2.8): per-region
+  cumulative histograms (sensitivity 1) are noised, repaired by isotonic regression, rounded,
+  differenced, then the same exact DP.
+
+Privacy.  Each measured level is a histogram that partitions the people (or groups), so a
+level's counts have L1 sensitivity Δ₁ and L2 sensitivity Δ₂ (below) and levels compose
+sequentially over the per-level split of the budget (census spec §3, topdown spec §2.2).
+Pure ε-DP uses the exact discrete Laplace with scale Δ₁/ε_l; ρ-zCDP uses the exact discrete
+Gaussian with σ_l = Δ₂/√(2ρ_l).  Neighbours are either add/remove one person (the total is
+noised) or replace one person (the total is public and exact, the root is not measured, and
+Δ doubles: census spec §1.6, review fix).  Everything after the noise is post-processing.
+
+====================  ===============  ==============  =====================
+statistic             add/remove Δ₁/Δ₂  replace Δ₁/Δ₂  note
+====================  ===============  ==============  =====================
+count                 1 / 1            2 / √2          root public under replace
+group sizes (raw)     2 / √2           4 / 2           N public (Lemma 4)
+group sizes (cumul.)  1 / 1            2 / √2          N public (Lemma 6)
+====================  ===============  ==============  =====================
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from scipy import special
+
+from dpcore.areas import hier_matrix
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.errors import InputError, ParameterError
+from dpcore.estimate import topdown_opt, treedp
+from dpcore.privacy import budget
+from dpcore.privacy import noise as _noise
+from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.noise import NoiseSource
+
+__all__ = [
+    "MECHANISMS",
+    "HierLevelPlan",
+    "HierMechanismInfo",
+    "HierPlan",
+    "HierarchyRelease",
+    "empirical_errors",
+    "plan",
+    "release",
+]
+
+Neighbour = Literal["add_remove", "replace"]
+SplitKind = Literal["uniform", "geometric", "custom"]
+
+#: z of the normal 95 % interval.
+CI_Z = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class HierMechanismInfo:
+    """What the app and the CLI say about a hierarchy mechanism."""
+
+    name: str
+    title: str
+    description: str
+    when: str
+    consistent: bool
+    integral: bool
+    nonnegative: bool
+    group_sizes: bool
+    counts: bool
+    default_definition: str
+    paper: str
+
+
+MECHANISMS: dict[str, HierMechanismInfo] = {
+    m.name: m
+    for m in (
+        HierMechanismInfo(
+            "exact", "Exact integer least squares (tree DP)",
+            "Noise on every level, then the closest non-negative, integral, consistent counts in the "
+            "least-squares sense, found exactly by a dynamic program over the tree.",
+            "The default: every level adds up, no negative or fractional counts, and every level's "
+            "noise informs every other level.",
+            True, True, True, True, True, "pure",
+            "Fioretto, Van Hentenryck & Zhu, AIJ 2021 (census-optimization.md §2.6)"),
+        HierMechanismInfo(
+            "topdown_linf", "TopDown L∞ (InfTDA)",
+            "From the total down, each area's children are noised and projected onto non-negative "
+            "integers that add up to the area's released count, minimising the largest change (IntOpt).",
+            "Many small areas: it zeroes the smallest noisy cells first, so few empty areas show "
+            "people, and its worst-case error per level is bounded.",
+            True, True, True, False, True, "zcdp",
+            "Boninsegna & Silvestri (topdown-od.md §2.2, §2.6)"),
+        HierMechanismInfo(
+            "topdown_l2", "TopDown L2 (Census Bureau style)",
+            "From the total down, each area's children are noised and projected onto non-negative "
+            "integers that add up to the area's count, minimising the squared change (least squares "
+            "then controlled rounding).",
+            "Reproducing the US Census Bureau's TopDown algorithm.",
+            True, True, True, False, True, "zcdp",
+            "US Census TDA; topdown-od.md §2.7, census-optimization.md §6.1"),
+        HierMechanismInfo(
+            "hay", "Least squares on the tree (Hay et al.)",
+            "Noise on every level, then weighted least squares that makes every level add up "
+            "(two passes over the tree). Counts are real numbers and may be negative.",
+            "Unbiased estimates for analysts who accept fractional and negative counts.",
+            True, False, False, False, True, "pure",
+            "Hay, Rastogi, Miklau & Suciu, VLDB 2010 (census-optimization.md §6.2)"),
+        HierMechanismInfo(
+            "matrix", "Matrix mechanism (Eigen-Design, tuned to the area totals you ask for)",
+            "One noisy answer to a strategy designed for every area total of every level (and any "
+            "area-code sets you upload); the finest areas are its least-squares solution and every "
+            "level is their sum. Counts are real numbers and may be negative; every area's error is exact.",
+            "When people will ask for totals of several levels or of your own groups of areas "
+            "(metro areas, districts), under ρ-zCDP, on up to 4,096 finest areas.",
+            True, False, False, False, True, "zcdp",
+            "Li & Miklau, PVLDB 5(6) 2012 (matrix-mechanism.md §2.3, §6.1)"),
+        HierMechanismInfo(
+            "bottom_up", "Bottom-up (noise on the finest areas only)",
+            "The whole budget goes to the finest areas; every coarser area is the sum of its "
+            "noisy finest areas.",
+            "When only the finest areas matter; coarse areas collect the noise of all their parts.",
+            True, True, False, False, True, "pure",
+            "baseline (census-optimization.md §2.10, topdown-od.md §2.8)"),
+        HierMechanismInfo(
+            "independent", "Independent noise per level",
+            "Every level gets its own noisy counts; nothing is adjusted, so levels do not add up "
+            "and counts may be negative.",
+            "A baseline to compare against; not for publication when users add areas up.",
+            False, True, False, False, True, "pure",
+            "baseline (census-optimization.md §2.4 H-relax without rounding)"),
+        HierMechanismInfo(
+            "dpc_approx", "Exact DP with cumulative encoding (group sizes)",
+            "For group-size histograms: each area's cumulative histogram (sensitivity 1, half the "
+            "noise) is noised and repaired by isotonic regression, then the exact tree DP makes "
+            "everything consistent.",
+            "Group sizes (households by size): usually more accurate than the raw encoding.",
+            True, True, True, True, False, "pure",
+            "Fioretto et al. AIJ 2021 §9.1 (census-optimization.md §2.8)"),
+    )
+}
+
+
+def get(name: str) -> HierMechanismInfo:
+    key = str(name).strip().lower().replace("-", "_")
+    if key not in MECHANISMS:
+        raise ParameterError(
+            f"Unknown hierarchy mechanism '{name}'. Available: {', '.join(MECHANISMS)} "
+            "(run 'python -m dpcore mechanisms' for details)."
+        )
+    return MECHANISMS[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# plan: everything before the data (budget split, noise, analytic errors)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HierLevelPlan:
+    """One depth of the hierarchy: its budget, noise and expected error (all data-free)."""
+
+    depth: int
+    level: str
+    areas: int
+    cells: int
+    measured: bool
+    share: float
+    noise: str | None
+    scale: float
+    l1_sensitivity: float
+    l2_sensitivity: float
+    noise_sd: float
+    sd: float
+    mean_abs: float
+    max_abs: float
+    basis: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True, eq=False)
+class HierPlan:
+    """The data-free description of a hierarchy release (safe to show and publish)."""
+
+    mechanism: str
+    cost: PrivacyCost
+    neighbour: str
+    statistic: str
+    k: int
+    split: str
+    split_weights: tuple[float, ...]
+    levels: tuple[HierLevelPlan, ...]
+    node_sd: tuple[np.ndarray, ...] = field(repr=False)
+    scales: tuple[Any, ...] = field(repr=False)
+    #: Mechanism-specific public facts (the matrix mechanism's strategy, workload and bounds).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_public(self) -> bool:
+        return self.neighbour == "replace" and self.statistic == "count"
+
+
+
+def _sensitivities(mechanism: str, statistic: str, neighbour: str) -> tuple[float, float]:
+    if statistic == "count":
+        base = (1.0, 1.0)
+    elif mechanism == "dpc_approx":
+        base = (1.0, 1.0)
+    else:
+        base = (2.0, math.sqrt(2.0))
+    if neighbour == "replace":
+        return 2.0 * base[0], math.sqrt(2.0) * base[1]
+    return base
+
+
+def measured_levels(mechanism: str, statistic: str, neighbour: str, depth: int) -> list[bool]:
+    """Which depths 0..L get a noisy measurement."""
+    if mechanism == "bottom_up":
+        return [d == depth for d in range(depth + 1)]
+    root = not (statistic == "count" and neighbour == "replace")
+    return [root] + [True] * depth
+
+
+def _noise_facts(definition: str, share: float, l1: float, l2: float) -> tuple[str, Any, float]:
+    """(noise name, exact scale parameter, variance) of one measured level."""
+    if definition == "pure":
+        t = budget.laplace_scale_for_epsilon(share, l1)
+        return "discrete_laplace", t, _noise.discrete_laplace_variance(t)
+    sigma = budget.gaussian_sigma_for_rho(share, l2)  # rounded up: σ² ≥ Δ₂²/(2ρ) exactly
+    return "discrete_gaussian", sigma, _noise.discrete_gaussian_variance(sigma)
+
+
+def _abs_tail(noise: str, scale: Any, sd: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(t, P(|η| > t))`` for t = 0, 1, … far into the tail, from the exact pmf."""
+    kmax = int(math.ceil(60.0 * sd)) + 10
+    k = np.arange(kmax + 1)
+    pmf = (_noise.discrete_laplace_pmf(k, scale) if noise == "discrete_laplace"
+           else _noise.discrete_gaussian_pmf(k, scale))
+    mass = pmf.copy()
+    mass[1:] *= 2.0  # ±k
+    cdf = np.cumsum(mass)
+    return k, np.clip(1.0 - cdf, 0.0, 1.0)
+
+
+def _exact_mean_abs(noise: str, scale: Any, sd: float) -> float:
+    kmax = int(math.ceil(60.0 * sd)) + 10
+    k = np.arange(1, kmax + 1)
+    pmf = (_noise.discrete_laplace_pmf(k, scale) if noise == "discrete_laplace"
+           else _noise.discrete_gaussian_pmf(k, scale))
+    return float(2.0 * np.sum(k * pmf))
+
+
+def _exact_expected_max(noise: str, scale: Any, sd: float, n: int) -> float:
+    """``E[max |η_i|]`` over ``n`` independent draws: ``Σ_{t≥0} 1 − (1 − P(|η| > t))^n`` (exact pmf)."""
+    _, tail = _abs_tail(noise, scale, sd)
+    return float(np.sum(-np.expm1(n * np.log1p(-np.minimum(tail, 1 - 1e-16)))))
+
+
+def _expected_max(sds: np.ndarray, family: str = "normal") -> float:
+    """``E[max_v |e_v|]`` for independent errors with standard deviations ``sds``.
+
+    ``family`` is ``"normal"`` (tail ``erfc(t/(s√2))``) or ``"laplace"`` (tail ``exp(−t√2/s)``:
+    errors dominated by discrete Laplace noise have exponential, not Gaussian, tails, and the
+    normal form underestimates their maximum by about half on 10⁵ areas).  Computed as
+    ``∫_0^∞ 1 − Π_v (1 − tail_v(t)) dt`` on a fine grid; equal SDs are grouped (rounded to 4
+    significant digits, far below the precision of the estimate itself).
+    """
+    s = np.asarray(sds, float)
+    s = s[s > 0]
+    if s.size == 0:
+        return 0.0
+    digits = 3 - int(np.floor(np.log10(s.max())))
+    u, c = np.unique(np.round(s, digits), return_counts=True)
+    u = np.maximum(u, s.min())
+    reach = math.log(max(s.size, 2)) + 8.0
+    t = np.linspace(0.0, float(u.max()) * (reach if family == "laplace" else 4.0 + math.sqrt(2.0 * reach)), 2001)
+    x = t[:, None] / u[None, :]
+    tail = np.exp(-math.sqrt(2.0) * x) if family == "laplace" else special.erfc(x / math.sqrt(2.0))
+    log_none = (np.log1p(-np.minimum(tail, 1 - 1e-16)) * c[None, :]).sum(axis=1)
+    p_exceed = -np.expm1(log_none)
+    return float(np.sum((p_exceed[1:] + p_exceed[:-1]) * 0.5 * np.diff(t)))
+
+
+def gls(parents: Sequence[np.ndarray], y: Sequence[np.ndarray | None], var: Sequence[float],
+        root_value: float | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Generalised two-pass least squares on a level tree, with posterior variances.
+
+    Bottom-up: ``z_v = (y_v/σ_v² + S_v/V_v) / (1/σ_v² + 1/V_v)``, ``s_v = 1/(1/σ_v² + 1/V_v)`` with
+    ``S_v, V_v`` the sums of the children's ``z`` and ``s`` (an unmeasured node takes
+    ``z = S, s = V``; a public root ``z = N, s = 0``).  Top-down:
+    ``x_u = z_u + (s_u/V_v)(x_v − S_v)`` and ``P_u = s_u − s_u²/V_v + (s_u/V_v)² P_v``
+    (census spec §6.2, verified there against weighted least squares).  With ``y`` all ``None``
+    only the variances are meaningful (the data-free plan uses that).
+    """
+    L = len(parents)
+    sizes = [1] + [len(p) for p in parents]
+    z: list[np.ndarray] = [np.zeros(0)] * (L + 1)
+    s: list[np.ndarray] = [np.zeros(0)] * (L + 1)
+    S: list[np.ndarray] = [np.zeros(0)] * (L + 1)
+    V: list[np.ndarray] = [np.zeros(0)] * (L + 1)
+    for d in range(L, -1, -1):
+        yd = None if y[d] is None else np.asarray(y[d], float)
+        if d == L:
+            if not math.isfinite(var[d]):
+                raise ParameterError("The finest level must be measured.")
+            z[d] = yd if yd is not None else np.zeros(sizes[d])
+            s[d] = np.full(sizes[d], float(var[d]))
+            continue
+        S[d] = np.bincount(parents[d], weights=z[d + 1], minlength=sizes[d])
+        V[d] = np.bincount(parents[d], weights=s[d + 1], minlength=sizes[d])
+        if math.isfinite(var[d]):
+            prec = 1.0 / var[d] + 1.0 / V[d]
+            yy = yd if yd is not None else np.zeros(sizes[d])
+            z[d] = (yy / var[d] + S[d] / V[d]) / prec
+            s[d] = 1.0 / prec
+        else:
+            z[d], s[d] = S[d], V[d]
+    if root_value is not None:
+        z[0] = np.array([float(root_value)])
+        s[0] = np.array([0.0])
+    x = [z[0]]
+    P = [s[0]]
+    for d in range(L):
+        par = parents[d]
+        ratio = s[d + 1] / V[d][par]
+        x.append(z[d + 1] + ratio * (x[d][par] - S[d][par]))
+        P.append(s[d + 1] - s[d + 1] * ratio + ratio * ratio * P[d][par])
+    return x, [np.maximum(p, 0.0) for p in P]
+
+
+def _topdown_variance(h: Hierarchy, var: Sequence[float], root_var: float) -> list[np.ndarray]:
+    """TopDown per-node error variance (topdown spec §6.2 item 3, dense regime).
+
+    ``V_0`` = root variance (0 when public), ``V_u = σ_l²(1 − 1/b) + V_parent/b²`` with ``b`` the
+    number of children of the parent (a single child copies its parent: ``V_u = V_parent``).
+    """
+    out = [np.array([root_var])]
+    for d in range(h.depth):
+        b = h.n_children(d).astype(float)[h.parents[d]]
+        out.append(var[d + 1] * (1.0 - 1.0 / b) + out[d][h.parents[d]] / (b * b))
+    return out
+
+
+def plan(
+    hierarchy: Hierarchy,
+    mechanism: str,
+    cost: PrivacyCost,
+    *,
+    neighbour: Neighbour = "add_remove",
+    split: SplitKind = "uniform",
+    weights: Sequence[float] | None = None,
+    statistic: Literal["count", "group_sizes"] = "count",
+    k: int = 1,
+    area_sets: Any = None,
+    sets_weight: float = 1.0,
+) -> HierPlan:
+    """Budget split, noise and analytic expected error per level, before any data is touched.
+
+    The split runs over the **measured** levels (all levels; not the root when the total is
+    public; only the finest level for ``bottom_up``).  ``weights`` (one per measured level, top
+    first) are used with ``split="custom"``.  The expected errors are data-free (they use only
+    the public tree, the budget and the noise), so they can be shown before release and
+    published:
+
+    * ``independent``: exact mean and typical maximum of the noise (exact pmf).
+    * ``bottom_up``: sums of leaf noise (normal approximation above the leaves).
+    * ``hay`` / ``exact``: posterior variance of the least-squares estimate (exact for ``hay``;
+      for ``exact`` it ignores the non-negativity and integrality effects, which depend on the
+      data: census spec §5.2–5.3).
+
+    Mean and maximum come from the node SDs with the tails of the noise: a Laplace shape
+    (``E|e| = sd/√2``) under pure ε-DP, a normal shape (``E|e| = sd·√(2/π)``) under zCDP (census
+    spec review note 1: the Gaussian form overstates the mean of Laplace-noised errors by 12 %).
+    * ``topdown_*``: the TopDown recursion ``V_l = σ_l²(1 − 1/b) + V_{l−1}/b²`` and the typical
+      maximum ``√V·√(2 ln N_l)`` (topdown spec §6.2 items 3–4).
+    * ``dpc_approx``: the per-cell noise after differencing the cumulative noise, before the
+      (non-linear) isotonic repair (census spec review note 2).
+
+    The maximum is the expected largest absolute error over the level's cells.
+
+    ``matrix`` is planned by :func:`dpcore.areas.hier_matrix.plan` (``area_sets``/``sets_weight``: the
+    curator's public area-code-set queries; ``split``/``weights`` set the levels' importance).
+    """
+    info = get(mechanism)
+    if info.name == "matrix":
+        return hier_matrix.plan(hierarchy, cost, neighbour=neighbour, split=split, weights=weights,
+                                statistic=statistic, area_sets=area_sets, sets_weight=sets_weight)
+    if area_sets is not None:
+        raise ParameterError("Area-code-set queries are answered by the matrix mechanism only.")
+    if statistic not in ("count", "group_sizes"):
+        raise ParameterError("The statistic must be 'count' or 'group_sizes'.")
+    if statistic == "group_sizes" and not info.group_sizes:
+        raise ParameterError(
+            f"{info.title} releases plain counts only. For group-size histograms choose "
+            "'exact' or 'dpc_approx'."
+        )
+    if statistic == "count" and not info.counts:
+        raise ParameterError(f"{info.title} is for group-size histograms; choose another mechanism for counts.")
+    if neighbour not in ("add_remove", "replace"):
+        raise ParameterError("Neighbours are 'add_remove' (total noised) or 'replace' (total public).")
+    if not isinstance(cost, PrivacyCost):
+        raise ParameterError("The cost must be a PrivacyCost (pure ε or ρ-zCDP).")
+    k = int(k) if statistic == "group_sizes" else 1
+    if k < 1:
+        raise ParameterError("A group-size histogram needs at least one size.")
+    L = hierarchy.depth
+    measured = measured_levels(info.name, statistic, neighbour, L)
+    n_meas = sum(measured)
+    if split == "custom":
+        if weights is None or len(list(weights)) != n_meas:
+            names = [hierarchy.level_names[d] for d in range(L + 1) if measured[d]]
+            raise ParameterError(
+                f"A custom split needs {n_meas} weights, one per measured level ({', '.join(names)}), "
+                "top first, e.g. " + ",".join(["1"] * n_meas) + "."
+            )
+    # geometric: each level gets 2^(1/3) times the share of the level above (finest the most)
+    shares_m = budget.split(cost.value, n_meas, split, weights=weights)
+    l1, l2 = _sensitivities(info.name, statistic, neighbour)
+    shares: list[float] = []
+    it = iter(shares_m)
+    for m in measured:
+        shares.append(next(it) if m else 0.0)
+
+    noises: list[str | None] = []
+    scales: list[Any] = []
+    var: list[float] = []
+    for d in range(L + 1):
+        if measured[d]:
+            nm, sc, v = _noise_facts(cost.definition, shares[d], l1, l2)
+        else:
+            nm, sc, v = None, None, math.inf
+        noises.append(nm)
+        scales.append(sc)
+        var.append(v)
+
+    sizes = hierarchy.sizes
+    node_var: list[np.ndarray]
+    basis: str
+    if info.name == "independent":
+        node_var = [np.full(sizes[d], var[d] if measured[d] else 0.0) for d in range(L + 1)]
+        basis = "exact noise distribution"
+    elif info.name == "bottom_up":
+        leaves = hierarchy.leaves_under()
+        node_var = [leaves[d].astype(float) * var[L] for d in range(L + 1)]
+        basis = "sum of finest-level noise (normal approximation above the finest level)"
+    elif info.name in ("hay", "exact"):
+        root_value = 0.0 if (statistic == "count" and neighbour == "replace") else None
+        _, node_var = gls(hierarchy.parents, [None] * (L + 1), var, root_value=root_value)
+        basis = ("least-squares posterior variance (exact)" if info.name == "hay" else
+                 "least-squares posterior variance; non-negativity and rounding, which depend on the data, "
+                 "are not included")
+    elif info.name in ("topdown_l2", "topdown_linf"):
+        root_var = 0.0 if neighbour == "replace" else var[0]
+        node_var = _topdown_variance(hierarchy, var, root_var)
+        basis = "TopDown recursion V = σ²(1 − 1/b) + V_parent/b², dense regime (topdown spec §6.2)"
+    else:  # dpc_approx: raw per-size-cell noise after differencing cumulative noise
+        node_var = [np.full(sizes[d], (2.0 * var[d] - var[d] / k) if k > 1 else var[d]) for d in range(L + 1)]
+        basis = ("noise per size cell before the isotonic repair (difference of two cumulative noises); "
+                 "the repair is non-linear and data-dependent")
+
+    # errors inherit the tails of the noise: exponential for discrete Laplace, Gaussian otherwise
+    family = "laplace" if cost.definition == "pure" else "normal"
+    levels: list[HierLevelPlan] = []
+    for d in range(L + 1):
+        nv = np.asarray(node_var[d], float)
+        sd_nodes = np.sqrt(nv)
+        cells = sizes[d] * k
+        noise_sd = math.sqrt(var[d]) if measured[d] else 0.0
+        if info.name == "independent" and measured[d]:
+            mean_abs = _exact_mean_abs(noises[d], scales[d], noise_sd)
+            max_abs = _exact_expected_max(noises[d], scales[d], noise_sd, cells)
+        elif info.name == "bottom_up" and d == L:
+            mean_abs = _exact_mean_abs(noises[d], scales[d], noise_sd)
+            max_abs = _exact_expected_max(noises[d], scales[d], noise_sd, cells)
+        elif info.name in ("topdown_l2", "topdown_linf") and family == "normal":
+            mean_abs = float(np.mean(sd_nodes)) * math.sqrt(2.0 / math.pi)
+            # the spec's σ·√(2 ln N) (topdown spec §6.2 item 4); one cell: E|e| of a normal
+            max_abs = (math.sqrt(float(np.mean(nv))) * math.sqrt(2.0 * math.log(cells)) if cells > 1
+                       else mean_abs)
+        else:
+            # sums of many leaf noises (bottom-up above the leaves) are close to normal
+            fam = "normal" if info.name == "bottom_up" else family
+            mean_abs = float(np.mean(sd_nodes)) * (math.sqrt(0.5) if fam == "laplace" else math.sqrt(2.0 / math.pi))
+            max_abs = _expected_max(np.repeat(sd_nodes, k), fam)
+        levels.append(HierLevelPlan(
+            depth=d, level=hierarchy.level_names[d], areas=sizes[d], cells=cells, measured=measured[d],
+            share=shares[d], noise=noises[d],
+            scale=float(scales[d]) if scales[d] is not None else 0.0,
+            l1_sensitivity=l1 if measured[d] else 0.0, l2_sensitivity=l2 if measured[d] else 0.0,
+            noise_sd=noise_sd, sd=float(math.sqrt(np.mean(nv))), mean_abs=mean_abs, max_abs=max_abs,
+            basis=basis,
+        ))
+    return HierPlan(info.name, cost, neighbour, statistic, k, split,
+                    tuple(float(w) for w in (weights or ())), tuple(levels),
+                    tuple(np.sqrt(np.asarray(v, float)) for v in node_var), tuple(scales))
+
+
+# ---------------------------------------------------------------------------------------------
+# release
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class HierarchyRelease:
+    """A released hierarchy: noisy values at every depth, and how they were made.
+
+    ``values[d]`` has shape ``(n_d,)`` (counts) or ``(n_d, k)`` (group sizes).  Everything here
+    is public: the tree, the plan, the DP output and its post-processing.
+    """
+
+    hierarchy: Hierarchy
+    plan: HierPlan
+    values: tuple[np.ndarray, ...]
+    public_total: int | None
+    size_labels: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+    release_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+
+    @property
+    def mechanism(self) -> HierMechanismInfo:
+        return get(self.plan.mechanism)
+
+    @property
+    def consistent(self) -> bool:
+        for d in range(self.hierarchy.depth):
+            child = self.values[d + 1]
+            sums = np.zeros_like(self.values[d], dtype=float)
+            np.add.at(sums, self.hierarchy.parents[d], child.astype(float))
+            if not np.allclose(sums, self.values[d], rtol=1e-9, atol=1e-6):
+                return False
+        return True
+
+    def sd(self, depth: int) -> np.ndarray:
+        """Analytic (data-free) standard deviation of each area's error at ``depth``."""
+        return self.plan.node_sd[depth]
+
+    def interval(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """Normal-approximation 95 % interval ``value ± 1.96·sd`` (clipped at 0 for non-negative releases)."""
+        v = self.values[depth].astype(float)
+        sd = self.sd(depth)
+        if v.ndim == 2:
+            sd = sd[:, None]
+        lo, hi = v - CI_Z * sd, v + CI_Z * sd
+        if self.mechanism.nonnegative:
+            lo = np.maximum(lo, 0.0)
+        return lo, hi
+
+
+def _draw(noise: NoiseSource, kind: str, scale: Any, shape: tuple[int, ...]) -> np.ndarray:
+    if kind == "discrete_laplace":
+        return noise.discrete_laplace(scale, shape)
+    return noise.discrete_gaussian(scale, shape)
+
+
+def _measure(true: list[np.ndarray], p: HierPlan, noise: NoiseSource) -> list[np.ndarray | None]:
+    out: list[np.ndarray | None] = []
+    for d, lv in enumerate(p.levels):
+        if lv.measured:
+            out.append(true[d] + _draw(noise, lv.noise, p.scales[d], true[d].shape))
+        else:
+            out.append(None)
+    return out
+
+
+def _tiebreak(noise: NoiseSource, n: int) -> np.ndarray:
+    """Random tie-break keys (topdown spec §2.6: no area is favoured by its index)."""
+    return (noise.random_uint64(n) >> np.uint64(1)).astype(np.int64)
+
+
+def _half_widths(p: HierPlan) -> list[float]:
+    return list(treedp.default_half_widths([1.0 / lv.noise_sd ** 2 if lv.measured else 0.0 for lv in p.levels]))
+
+
+def _dp_weights(p: HierPlan) -> list[float]:
+    """Inverse-variance weights, normalised so that a uniform split gives all 1 (exact integers)."""
+    v = [lv.noise_sd ** 2 for lv in p.levels if lv.measured]
+    vmin = min(v)
+    return [vmin / (lv.noise_sd ** 2) if lv.measured else 1.0 for lv in p.levels]
+
+
+def _tprime(h: Hierarchy, k: int) -> list[np.ndarray]:
+    """Parents of the group-size tree T′: depth 0 = dummy root, depth d+1 = k copies of depth d."""
+    parents = [np.zeros(k, dtype=np.int64)]
+    sizes = h.sizes
+    for d in range(h.depth):
+        g = np.repeat(np.arange(k, dtype=np.int64), sizes[d + 1])
+        parents.append(g * sizes[d] + np.tile(h.parents[d], k))
+    return parents
+
+
+def _copy_major(a: np.ndarray) -> np.ndarray:
+    """(n, k) → copy-major flat (all nodes of size 1, then size 2, …)."""
+    return np.ascontiguousarray(a.T).ravel()
+
+
+def _isotonic_rows(c: np.ndarray) -> np.ndarray:
+    """Row-wise non-decreasing least-squares fit (PAV), vectorised over rows for small k.
+
+    Uses the min–max formula ``s̄_i = min_{j≥i} max_{i'≤i} mean(c[i'..j])`` (census spec §6.2),
+    checked against :func:`scipy.optimize.isotonic_regression` in the tests.
+    """
+    n, k = c.shape
+    if k > 16:
+        from scipy.optimize import isotonic_regression
+
+        return np.vstack([isotonic_regression(row).x for row in c]) if n else c.astype(float)
+    P = np.concatenate([np.zeros((n, 1)), np.cumsum(c, axis=1, dtype=float)], axis=1)
+    out = np.empty((n, k))
+    for i in range(k):
+        best = np.full(n, np.inf)
+        for j in range(i, k):
+            inner = np.full(n, -np.inf)
+            for i2 in range(i + 1):
+                inner = np.maximum(inner, (P[:, j + 1] - P[:, i2]) / (j - i2 + 1))
+            best = np.minimum(best, inner)
+        out[:, i] = best
+    return out
+
+
+def check_order(order: str) -> None:
+    """IntOpt's zeroing order must be 'ascending' or 'descending'."""
+    if order not in ("ascending", "descending"):
+        raise ParameterError("The zeroing order is 'ascending' (fewer false positives) or 'descending'.")
+
+
+def release(
+    counts: HierarchyCounts,
+    mechanism: str,
+    cost: PrivacyCost,
+    noise: NoiseSource,
+    *,
+    neighbour: Neighbour = "add_remove",
+    split: SplitKind = "uniform",
+    weights: Sequence[float] | None = None,
+    order: Literal["ascending", "descending"] = "ascending",
+    area_sets: Any = None,
+    sets_weight: float = 1.0,
+) -> HierarchyRelease:
+    """Release ``counts`` with a hierarchy mechanism (the caller has charged the ledger).
+
+    Use :func:`dpcore.core.pipeline.release_hierarchy`, which validates, charges the ledger and then
+    calls this.  ``order`` is IntOpt's zeroing order for ``topdown_linf``.
+    """
+    h = counts.hierarchy
+    p = plan(h, mechanism, cost, neighbour=neighbour, split=split, weights=weights,
+             statistic=counts.statistic, k=counts.k, area_sets=area_sets, sets_weight=sets_weight)
+    check_order(order)
+    if p.mechanism == "matrix":
+        return hier_matrix.release(counts, p, noise, area_sets=area_sets, sets_weight=sets_weight)
+    true = counts.levels()
+    L = h.depth
+    details: dict[str, Any] = {}
+    # bottom-up's total is the sum of its noisy finest areas: it publishes no exact total
+    public_total = int(true[0][0]) if p.total_public and p.mechanism != "bottom_up" else None
+    name = p.mechanism
+
+    if counts.statistic == "group_sizes":
+        N = counts.n_groups
+        details["public_groups_N"] = N
+        k = counts.k
+        if name == "dpc_approx":
+            y_levels: list[np.ndarray | None] = []
+            for d in range(L + 1):
+                lv = p.levels[d]
+                cum = np.cumsum(true[d], axis=1)
+                noisy = cum + _draw(noise, lv.noise, p.scales[d], cum.shape)
+                z = _isotonic_rows(noisy.astype(float))
+                z = np.maximum(z, 0.0)
+                if d == 0:
+                    z = np.minimum(z, float(N))
+                z = np.floor(z + 0.5).astype(np.int64)  # ⌊z + ½⌋, not banker's rounding (§7.4)
+                y_levels.append(np.diff(z, axis=1, prepend=0))
+        else:
+            y_levels = _measure(true, p, noise)
+        tp = _tprime(h, k)
+        ys: list[np.ndarray | None] = [None] + [_copy_major(y) for y in y_levels]
+        w = [1.0] + _dp_weights(p)
+        hw = [5.0] + _half_widths(p)
+        res = treedp.solve_l2(tp, ys, w, root_value=N, half_widths=hw)
+        values = [res.values[d + 1].reshape(k, h.sizes[d]).T.copy() for d in range(L + 1)]
+        details.update(widenings=res.widenings)
+        return HierarchyRelease(h, p, tuple(values), None, counts.size_labels, details)
+
+    y = _measure(true, p, noise)
+    if name == "independent":
+        values = [yy if yy is not None else true[d].copy() for d, yy in enumerate(y)]
+        # the only unmeasured level of 'independent' is the public total (replace neighbours)
+    elif name == "bottom_up":
+        values = h.aggregate(y[L])
+    elif name == "hay":
+        var = [lv.noise_sd ** 2 if lv.measured else math.inf for lv in p.levels]
+        values, _ = gls(h.parents, y, var, root_value=public_total)
+    elif name == "exact":
+        res = treedp.solve_l2(h.parents, y, _dp_weights(p), root_value=public_total,
+                              half_widths=_half_widths(p))
+        values = list(res.values)
+        details.update(widenings=res.widenings)
+    elif name in ("topdown_l2", "topdown_linf"):
+        root = public_total if public_total is not None else max(int(y[0][0]), 0)
+        values = [np.array([root], dtype=np.int64)]
+        for d in range(L):
+            off = h.child_offsets(d)
+            tb = _tiebreak(noise, h.sizes[d + 1])
+            if name == "topdown_linf":
+                x = topdown_opt.intopt_segments(y[d + 1], off, values[d], order=order, tiebreak=tb)
+            else:
+                # every tie choice is optimal; a random order keeps the rounding independent of
+                # the noise (giving the leftover units to the largest noisy counts biases them up)
+                x = topdown_opt.l2_round_segments(y[d + 1], off, values[d], tiebreak=tb)
+            values.append(np.asarray(x, dtype=np.int64))
+        details["zeroing_order"] = order if name == "topdown_linf" else None
+    else:  # pragma: no cover - plan() rejects the rest
+        raise ParameterError(f"{name} does not release plain counts.")
+    return HierarchyRelease(h, p, tuple(np.asarray(v) for v in values), public_total, (), details)
+
+
+# ---------------------------------------------------------------------------------------------
+# curator-only diagnostics
+# ---------------------------------------------------------------------------------------------
+
+
+def empirical_errors(rel: HierarchyRelease, counts: HierarchyCounts, smoothing: float = 20.0) -> list[dict[str, Any]]:
+    """Curator-only: error of the release against the truth, per level.  **Not for publication.**
+
+    Per level: mean absolute error, maximum absolute error, mean relative error in percent
+    (``|x̂ − x| / max(x, smoothing)``), and the number of cells whose true value is 0 but whose
+    released value is positive (empty areas that show people).
+    """
+    if counts.hierarchy is not rel.hierarchy and counts.hierarchy.fingerprint() != rel.hierarchy.fingerprint():
+        raise InputError("The release was made on another area list than these counts.")
+    true = counts.levels()
+    out = []
+    for d, lv in enumerate(rel.plan.levels):
+        t = true[d].astype(float).ravel()
+        e = rel.values[d].astype(float).ravel()
+        err = np.abs(e - t)
+        out.append({
+            "level": lv.level,
+            "cells": int(t.size),
+            "mae": float(err.mean()),
+            "max_abs_error": float(err.max()),
+            "mre_percent": float(np.mean(100.0 * err / np.maximum(t, smoothing))),
+            "true_zero_released_positive": int(np.sum((t == 0) & (e > 0))),
+            "true_zeros": int(np.sum(t == 0)),
+            "expected_mae": lv.mean_abs,
+            "expected_max_abs": lv.max_abs,
+        })
+    return out
+

@@ -1,0 +1,1 @@
+"""Origin/destination flows over public hierarchies: InfTDA and its baselines, export, figures."""

@@ -1,0 +1,966 @@
+"""HTF: the Homogeneous Tree Framework of Shaham, Ghinita, Ahuja, Krumm & Shahabi (SIGSPATIAL 2021).
+
+Implements ``shared/specs/htf.md`` (the spec wins over the paper's text).  HTF builds a
+binary, kd-like tree over the public grid whose splits make the two children internally
+homogeneous, then releases noisy counts top-down and stops splitting where the counts are
+small.  Three phases compose sequentially (spec §2.0, paper Eq. 4)::
+
+    ε_tot = ε_height + ε_prt + ε_data
+
+1. **Height** (ε_height, spec §2.1): ``n̂ = n + DLap(k/ε_height)``, then
+   ``h = floor(log2(n̂·ε_tot/(c0·k)))``, 0 when the argument is below 1, capped at
+   ``h_max = ceil(log2 N) + ceil(log2 M)``.  The floor is computed exactly (rationals).
+   With a manual height or a public number of points this phase costs nothing.
+2. **Partitioning** (ε_prt = h·ε'_prt, spec §2.3–2.5): at every node the split position is
+   chosen by the corrected Algorithm 1 (noisy local search, ``2T+1`` noisy evaluations of
+   the homogeneity objective ``o_k = Σ|c − μ1| + Σ|c − μ2|``), or optionally by the
+   exhaustive baseline (every candidate, ``ε'_prt`` divided by their number).  Nodes of a
+   level are disjoint (parallel composition), levels add up (sequential composition).
+3. **Counts** (ε_data, spec §2.6): node counts get discrete Laplace noise with the geometric
+   per-level budget of paper Eq. 17 (ratio 2^(1/3), the root gets the least).  A node whose
+   noisy count is ``<= θ``, or that has fewer than ``κ`` cells, or that is a single cell,
+   becomes a leaf and gets a fresh count with **all the budget left on its path**
+   ``ε_rem(i) = Σ_{j<i} ε_j``; a node that reaches height 0 keeps its count.  Every
+   root-to-leaf path therefore spends exactly ε_data.
+
+Phases 2 and 3 run merged, level by level (spec §2.5 "lazy equivalence", P26): a node is
+searched for a split only if the count phase keeps it.  This has exactly the output
+distribution of building the full tree first, and is what makes large grids fast.
+
+Unit of privacy (P1)
+    With at most ``k`` records per person (``aggregate.sensitivity``) every sensitivity is
+    multiplied by ``k``: the counts (1 → k), |D| (1 → k) and the objective (2 → 2k, by the
+    triangle inequality over the k added points).  The height rule uses ``ε_tot/k`` (the
+    per-record budget), as UG does with its grid size; for ``k = 1`` this is the paper's rule.
+
+Noise (DESIGN rule 2)
+    Counts are integers and get exact discrete Laplace noise (``NoiseSource.discrete_laplace``).
+    The objective is real.  ``o_k = 2·(P1/A1 + P2/A2)`` where ``A`` is a child's number of
+    cells, ``S`` its count and ``P = Σ_{A·c > S}(A·c − S)`` an integer (spec §2.3 fast form
+    ``Σ|c − μ| = 2Σ_{c>μ}(c − μ)``, multiplied by ``A``).  We compute ``P`` exactly
+    (integers; float64 only where every partial sum is an integer below 2^53, otherwise
+    int64 split in two halves) and round ``o_k`` to the grid ``g = 2^-10`` before adding
+    ``g·DLap(t/g)`` (``NoiseSource.laplace_on_grid``).  Rounding moves two neighbouring
+    values apart by at most one more grid step, so one evaluation is
+    ``(2k + g)/t``-DP (``dpcore.privacy.noise.real_noise_epsilon``).  The float error of
+    ``o_k`` (a few correctly rounded operations on exact integers: at most about 3 ulps of
+    ``o_k <= 2n``, i.e. below 2^-14 for n < 2^36 points, the most a release accepts) is
+    below ``g/2``, and since ``2k/g`` is an integer the integer released still changes by
+    at most ``2k/g + 1`` grid steps.  We therefore use
+    ``t = (2k + g)·(2T+1)/ε'_prt``: each evaluation spends exactly ``ε'_prt/(2T+1)``, the
+    spec's allocation; the Laplace scale is ``2k(2T+1)/ε'_prt`` times ``1 + g/(2k)``
+    (28,013.7 instead of 28,000 for T = 3, ε'_prt = 5e-4).  An exact rational mechanism
+    on ``A1·A2·o_k`` would avoid the rounding term, but its lattice is so fine that the
+    scale (``2k(2T+1)·A1·A2/ε'_prt``) overflows 64-bit noise on a 1024² grid.
+
+Parameters and the paper preset
+    The general defaults (spec §6.1) spend 1 % of ε on the height and 10 % on the
+    splits (spread as ε_prt/h per level).  The paper's settings are absolute:
+    ``height_epsilon = 1e-4`` and ``partition_epsilon_per_level = 5e-4`` (or 1e-3), see
+    :data:`PAPER_PRESET`.  A positive absolute value overrides the matching share.
+
+What the release holds
+    All visited nodes, root first then level by level (``level`` = depth).  Internal nodes
+    carry the noisy count of their stop test, leaves their final count.  ``node_budget`` is
+    the ε spent on the node's counts: ``ε_i`` for an internal node and for a leaf at height
+    0, and ``ε_i + ε_rem(i)`` for a leaf pruned at height ``i`` (its discarded stop-test
+    count and its final count), so the budgets along every root-to-leaf path add up to
+    ε_data.  ``sd``/``ci95`` describe the published count only (scale ``k/ε_rem(i)`` for a
+    pruned leaf).  ``levels`` is the plan for the height actually used; there
+    ``LevelPlan.level`` is the display index (height estimate, split search, then depth 0..h)
+    and a count level's depth is ``extra["depth"]``.
+
+Errata and decisions of spec §7, and where they are implemented
+    P1 sensitivities scale with the cap k (counts, |D|, objective).  P2 corrected
+    Algorithm 1 (offsets, ceil on the right, winner's noisy value carried).  P3
+    candidates 1..L−1, fall back to the other axis, 1x1 nodes are leaves.  P4 duplicate
+    midpoints skipped; optional ``adaptive_rounds`` (T_eff).  P5 axis = height mod 2
+    (0 = split columns) unless ``first_axis`` says otherwise.  P6 numpy orientation.  P7
+    floor, n̂ <= 0 guarded, cap h_max, ε_tot in the rule.  P8 both budget modes; ε_data > 0
+    checked before any noise with the data-independent worst case (review open point 1).
+    P9 path-local accumulator.  P10 height-0 nodes keep their count.  P11 ``<= θ`` and
+    ``cells < κ``; optional ``extent_first``.  P12 the stop-test count is not averaged in.
+    P13 geometric direction (Eq. 17, Eq. 16's missing cube root).  P14 mean and absolute
+    deviation.  P19 the data-driven depth d* is in the plan.  P20 (noisy-min extension) is
+    not offered.  P21 negative counts kept.  P22 one NoiseSource per release, never
+    re-seeded.  P23 exact samplers.  P25 ``p_stop_by_noise`` in the plan.  P26 lazy
+    building.  Eq. 2's sign: standard Laplace.  Open point 2: with h = 0 the
+    partitioning share goes to the counts.  Open point 4: ε'_prt is divided by the number
+    of candidates evaluated.  Open point 5: remainders computed exactly, so every path
+    spends at most ε_data in exact arithmetic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcore.data.domain import Aggregate, Grid, prefix_sums, rect_sums_from_prefix
+from dpcore.errors import ParameterError
+from dpcore.points.mechanisms.base import Budget, Param, PointMechanism, count_level
+from dpcore.points.release import LevelPlan, PartitionRelease
+from dpcore.privacy import noise as _noise
+from dpcore.privacy.budget import (
+    PrivacyCost,
+    float_down,
+    laplace_scale_for_epsilon,
+    pure,
+    split,
+)
+from dpcore.privacy.noise import NoiseSource
+
+__all__ = [
+    "GRANULARITY_EXP",
+    "HTF",
+    "PAPER_PRESET",
+    "Budgets",
+    "alg1_split_points",
+    "budget_breakdown",
+    "count_budgets",
+    "exhaustive_split_points",
+    "max_height",
+    "objective",
+    "objective_scale",
+    "remainder_budgets",
+    "tree_height",
+]
+
+#: The split objective is rounded to multiples of 2^GRANULARITY_EXP before noise is added.
+GRANULARITY_EXP = -10
+_G = Fraction(2) ** GRANULARITY_EXP
+
+#: The paper's HTF settings (spec §5.3): absolute ε_height and ε'_prt, T = 3, c0 = 10, κ = 5;
+#: θ = 50 (best on LA in the paper's Fig. 4; Sec. 5.2 used 100).
+PAPER_PRESET: dict[str, Any] = {
+    "height_epsilon": 1e-4,
+    "partition_epsilon_per_level": 5e-4,
+    "T": 3,
+    "c0": 10.0,
+    "theta": 50,
+    "kappa": 5,
+    "allocation": "geometric",
+    "split_method": "alg1",
+}
+
+_X, _Y = 0, 1  # X: cut between columns (split the V columns); Y: cut between rows
+
+# Below this bound on n·cells, A·c and every partial sum of P are integers < 2^53: exact in
+# float64.  Above it P is summed as int64 in two halves (exact while n·cells < 2^62).
+_FLOAT_EXACT = 2**52
+# The float error of o_k stays below g/2 while o_k <= 2n < 2^37 (module docstring); with
+# at most 2^24 cells this also keeps n·cells < 2^62.  No real dataset comes near.
+_MAX_POINTS = 2**36
+
+
+# =============================================================================================
+# height and budgets (spec §2.1, §2.2, §2.6)
+# =============================================================================================
+
+
+def _ceil_log2(n: int) -> int:
+    return (int(n) - 1).bit_length() if n > 1 else 0
+
+
+def max_height(grid: Grid) -> int:
+    """``h_max = ceil(log2 N) + ceil(log2 M)`` (spec H4; 20 for 1024 x 1024)."""
+    return _ceil_log2(grid.rows) + _ceil_log2(grid.cols)
+
+
+def tree_height(n: float, epsilon: float, c0: float, sensitivity: int = 1,
+                h_max: int | None = None) -> int:
+    """Nominal height ``floor(log2(n·ε/(c0·k)))``, 0 when the argument is < 1, capped at h_max.
+
+    Spec H2–H4 (paper Eqs. 9–10).  The floor is exact: ``x`` is formed as a rational from
+    the floats, and ``floor(log2 x) = bitlength(floor(x)) − 1`` for ``x >= 1`` (P7: floor,
+    not round; ``n̂ <= 0`` gives 0; ε_tot, not ε_data).
+    """
+    x = Fraction(n) * Fraction(epsilon) / (Fraction(c0) * int(sensitivity))
+    h = 0 if x < 1 else math.floor(x).bit_length() - 1
+    return h if h_max is None else min(h, int(h_max))
+
+
+def count_budgets(eps_data: float, h: int, allocation: str = "geometric") -> tuple[float, ...]:
+    """Per-node count budget ``ε_i`` indexed by **height** i = 0..h (root = h).
+
+    Geometric (paper Eq. 17, P13): ``ε_i = ε_data·2^((h−i)/3)·(2^(1/3) − 1)/(2^((h+1)/3) − 1)``,
+    so the root gets the least and ``ε_{i−1}/ε_i = 2^(1/3)``.  Uniform: ``ε_data/(h+1)``.
+    The exact sum of the floats is <= ε_data (:func:`dpcore.privacy.budget.split_geometric`).
+    """
+    if allocation not in ("geometric", "uniform"):
+        raise ParameterError(f"Unknown count allocation {allocation!r}; choose 'geometric' or 'uniform'.")
+    by_depth = split(eps_data, h + 1, allocation)  # geometric ratio 2^(1/3) by default
+    return tuple(by_depth[h - i] for i in range(h + 1))
+
+
+def remainder_budgets(by_height: tuple[float, ...], eps_data: float) -> tuple[float, ...]:
+    """``rem[i]`` = budget left on a path after the stop tests at heights h..i.
+
+    ``rem[i] = ε_data − Σ_{j>=i} ε_j`` (= ``Σ_{j<i} ε_j``, spec §2.6) rounded down, computed
+    exactly so that ``Σ_{j>=i} ε_j + rem[i] <= ε_data`` holds exactly (review open point
+    5).  ``rem[0] = 0``; ``rem[h+1] = ε_data`` (nothing spent yet: used when the size test
+    runs before the root's count, ``extent_first``).
+    """
+    h = len(by_height) - 1
+    total = Fraction(eps_data)
+    rem = [0.0] * (h + 2)
+    acc = Fraction(0)
+    for i in range(h, 0, -1):
+        acc += Fraction(by_height[i])
+        rem[i] = float_down(total - acc)
+    rem[h + 1] = float(eps_data)
+    return tuple(rem)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The budget breakdown of one release for a given height (all public)."""
+
+    epsilon: float
+    h: int
+    height_estimated: bool
+    eps_height: float
+    eps_prt_level: float
+    eps_data: float
+    by_height: tuple[float, ...]
+    rem: tuple[float, ...]
+
+    @property
+    def eps_prt(self) -> float:
+        return self.h * self.eps_prt_level
+
+
+def _height_epsilon(epsilon: float, params: dict[str, Any]) -> float:
+    if params["height_epsilon"] > 0:
+        return float(params["height_epsilon"])
+    return float(Fraction(epsilon) * Fraction(params["height_share"]))
+
+
+def _height_is_estimated(params: dict[str, Any]) -> bool:
+    return params["height"] == 0 and params["public_n"] == 0
+
+
+def budget_breakdown(epsilon: float, params: dict[str, Any], h: int) -> Budgets:
+    """ε_height, ε'_prt, ε_data, the per-height ``ε_i`` and the remainders for height ``h``.
+
+    Spec B1–B3.  ``partition_epsilon_per_level > 0`` is the paper's "per-level" mode
+    (``ε_prt = h·ε'_prt``); otherwise "total" mode: ``ε_prt = share·ε_tot`` spread as
+    ``ε'_prt = ε_prt/h``.  With ``h = 0`` nothing is partitioned and the share goes to the
+    counts (review open point 2).  Raises ParameterError if ``ε_data <= 0`` (P8).
+    """
+    estimated = _height_is_estimated(params)
+    eps_height = _height_epsilon(epsilon, params) if estimated else 0.0
+    total = Fraction(epsilon)
+    if h == 0:
+        eps_level = 0.0
+    elif params["partition_epsilon_per_level"] > 0:
+        eps_level = float(params["partition_epsilon_per_level"])
+    else:
+        eps_level = float_down(total * Fraction(params["partition_share"]) / h)
+    eps_data = float_down(total - Fraction(eps_height) - h * Fraction(eps_level))
+    if eps_data <= 0:
+        raise ParameterError(
+            f"HTF's budget does not add up: ε = {epsilon:g} minus ε_height = {eps_height:g} "
+            f"minus {h} levels x ε'_prt = {eps_level:g} leaves nothing for the counts. Lower "
+            "'height_epsilon' or 'partition_epsilon_per_level' (or set them to 0 to use the "
+            "shares), or raise ε."
+        )
+    by_height = count_budgets(eps_data, h, params["allocation"])
+    return Budgets(
+        epsilon=float(epsilon),
+        h=int(h),
+        height_estimated=estimated,
+        eps_height=eps_height,
+        eps_prt_level=eps_level,
+        eps_data=eps_data,
+        by_height=by_height,
+        rem=remainder_budgets(by_height, eps_data),
+    )
+
+
+def objective_scale(sensitivity: int, evaluations: int, eps_prt_level: float) -> Fraction:
+    """Laplace scale of one objective evaluation, exact: ``t = (2k + g)·evaluations/ε'_prt``.
+
+    The objective has sensitivity 2 per record (paper Theorem 1), ``2k`` per unit of
+    privacy (P1); ``+ g`` pays for rounding to the grid ``g = 2^-10`` (module docstring), so
+    each evaluation spends exactly ``ε'_prt/evaluations``.
+    """
+    return (Fraction(2 * int(sensitivity)) + _G) * int(evaluations) / Fraction(eps_prt_level)
+
+
+def _rounds(L: NDArray[np.int64], T: int, adaptive: bool) -> NDArray[np.int64]:
+    """Search rounds per node: T, or ``T_eff = min(T, max(0, ceil(log2 L) − 1))``.
+
+    P4 / review open point 6: T_eff stops re-evaluating the same bounds on narrow nodes."""
+    L = np.asarray(L, dtype=np.int64)
+    if not adaptive:
+        return np.full(L.shape, int(T), dtype=np.int64)
+    ceil_log2 = np.array([_ceil_log2(int(v)) for v in L.tolist()], dtype=np.int64)
+    return np.minimum(int(T), np.maximum(0, ceil_log2 - 1))
+
+
+# =============================================================================================
+# homogeneity objective (spec §2.3)
+# =============================================================================================
+
+
+def objective(block: NDArray[np.integer], k: int, axis: str = "rows") -> float:
+    """Reference (direct) objective of splitting ``block`` after ``k`` lines.
+
+    ``o_k = Σ_{cluster 1} |c − μ1| + Σ_{cluster 2} |c − μ2|`` with ``μ`` the cluster means
+    (spec §2.3, paper Eqs. 5–7; P14: mean and absolute deviation).  ``axis="rows"`` puts the
+    first ``k`` rows in cluster 1, ``"cols"`` the first ``k`` columns.  ``k`` may equal the
+    number of lines (no split: the empty cluster contributes 0).  Used by tests; the release
+    uses the vectorised exact form.
+    """
+    b = np.asarray(block, dtype=np.float64)
+    if axis == "cols":
+        b = b.T
+    elif axis != "rows":
+        raise ParameterError(f"axis must be 'rows' or 'cols' (got {axis!r}).")
+    total = 0.0
+    for part in (b[:k], b[k:]):
+        if part.size:
+            total += float(np.abs(part - part.mean()).sum())
+    return total
+
+
+# =============================================================================================
+# private split selection (spec §2.4), vectorised over the nodes of one level
+# =============================================================================================
+
+#: evaluate(k, needed) -> exact objective of every node at offsets k (entries of nodes not
+#: in ``needed`` may be anything); add_noise(values, node_index) -> noisy values
+Evaluate = Callable[[NDArray[np.int64], NDArray[np.bool_] | None], NDArray[np.float64]]
+AddNoise = Callable[[NDArray[np.float64], NDArray[np.int64]], NDArray[np.float64]]
+
+
+def alg1_split_points(L: NDArray[np.int64], rounds: NDArray[np.int64], evaluate: Evaluate,
+                      add_noise: AddNoise) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Corrected Algorithm 1 (spec §2.4.2) for many nodes at once.
+
+    ``L[j] >= 2`` lines along node j's split axis, ``rounds[j]`` search rounds.  Returns the
+    chosen offsets ``k`` (child 1 = first k lines; ``1 <= k <= L−1``, P3) and the number
+    of noisy evaluations per node (at most ``2·rounds + 1``).
+    """
+    L = np.asarray(L, dtype=np.int64)
+    rounds = np.asarray(rounds, dtype=np.int64)
+    m = L.size
+    lo = np.ones(m, dtype=np.int64)  # S3
+    hi = L - 1
+    k = lo + (hi - lo) // 2  # S4
+    everyone = np.arange(m)
+    o = add_noise(evaluate(k, None), everyone)  # S5: kept, never redrawn (P2)
+    n_eval = np.ones(m, dtype=np.int64)
+    active = rounds > 0
+    for r in range(int(rounds.max()) if m else 0):  # S6
+        act = active & (r < rounds)
+        if not act.any():
+            break
+        # P2: midpoints carry the `lo +` / `k +` offsets; ceil on the right half
+        k1 = lo + (k - lo) // 2  # S7
+        k2 = k + (hi - k + 1) // 2  # S8
+        need1 = act & (k1 != k)  # S9 (P4: a midpoint equal to the centre is skipped)
+        need2 = act & (k2 != k)  # S10
+        collapsed = act & ~need1 & ~need2  # S11: interval collapsed, budget left unspent
+        active &= ~collapsed
+        act &= ~collapsed
+        o1 = np.full(m, np.inf)
+        o2 = np.full(m, np.inf)
+        if need1.any():
+            idx = np.flatnonzero(need1)
+            o1[idx] = add_noise(evaluate(k1, need1)[idx], idx)
+            n_eval[idx] += 1
+        if need2.any():
+            idx = np.flatnonzero(need2)
+            o2[idx] = add_noise(evaluate(k2, need2)[idx], idx)
+            n_eval[idx] += 1
+        centre = act & (o <= o1) & (o <= o2)  # S12: ties prefer k, then k1
+        left = act & ~centre & (o1 <= o2)
+        right = act & ~centre & ~left
+        # S13–S15 as simultaneous assignments (P2), the winner's noisy value carried
+        new_lo = np.where(centre, k1, np.where(right, k, lo))
+        new_hi = np.where(centre, k2, np.where(left, k, hi))
+        new_k = np.where(left, k1, np.where(right, k2, k))
+        o = np.where(left, o1, np.where(right, o2, o))
+        lo, hi, k = new_lo, new_hi, new_k
+    return k, n_eval
+
+
+def exhaustive_split_points(L: NDArray[np.int64], evaluate: Evaluate,
+                            add_noise: AddNoise) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Exhaustive baseline (spec §2.4.1): every candidate 1..L−1, noisy argmin.
+
+    The caller's ``add_noise`` uses ``ε'' = ε'_prt/(L−1)`` per evaluation (review open point
+    4: divide by the number of candidates evaluated).  Ties keep the smaller offset.
+    """
+    L = np.asarray(L, dtype=np.int64)
+    m = L.size
+    best = np.full(m, np.inf)
+    k_best = np.ones(m, dtype=np.int64)
+    n_eval = np.zeros(m, dtype=np.int64)
+    for j in range(1, int(L.max()) if m else 1):
+        need = (L - 1) >= j
+        kk = np.minimum(j, L - 1)
+        idx = np.flatnonzero(need)
+        vals = add_noise(evaluate(kk, need)[idx], idx)
+        n_eval[idx] += 1
+        better = vals < best[idx]
+        best[idx[better]] = vals[better]
+        k_best[idx[better]] = j
+    return k_best, n_eval
+
+
+class _ObjectiveNoise:
+    """Adds ``g·DLap(t_j/g)`` to objective values, grouping the nodes that share a scale."""
+
+    def __init__(self, noise: NoiseSource, group: NDArray[np.int64], scales: list[Fraction]) -> None:
+        self.noise = noise
+        self.group = group
+        self.scales = scales
+
+    def __call__(self, values: NDArray[np.float64], idx: NDArray[np.int64]) -> NDArray[np.float64]:
+        if len(self.scales) == 1:
+            return self.noise.laplace_on_grid(values, self.scales[0], GRANULARITY_EXP)
+        out = np.empty(values.shape, dtype=np.float64)
+        g = self.group[idx]
+        for gi in np.unique(g).tolist():
+            sel = g == gi
+            out[sel] = self.noise.laplace_on_grid(values[sel], self.scales[gi], GRANULARITY_EXP)
+        return out
+
+
+class _LevelObjective:
+    """Exact objective ``o_k`` of the nodes kept at one level, from their non-zero cells.
+
+    Node j covers ``[r0,r1) x [c0,c1)``; it is cut along its axis after ``k`` lines.
+    ``o_k = 2·(P1/A1 + P2/A2)``, ``P = Σ_{A·c > S}(A·c − S)`` over the child's non-zero cells
+    (zero cells never exceed the mean, spec §2.3 fast form).  ``S`` comes from the 2-D prefix
+    sums, ``P`` from one ``bincount`` over the cells.
+    """
+
+    def __init__(self, P: NDArray[np.int64], rects: NDArray[np.int64], S: NDArray[np.int64],
+                 axis_x: NDArray[np.bool_], cell_node: NDArray[np.int64],
+                 coord: NDArray[np.int64], value: NDArray[np.int64], exact_float: bool) -> None:
+        self.P = P
+        self.r0, self.r1, self.c0, self.c1 = (rects[:, i] for i in range(4))
+        self.S = S
+        self.axis_x = axis_x
+        U = self.r1 - self.r0
+        V = self.c1 - self.c0
+        self.L = np.where(axis_x, V, U)  # lines along the split axis
+        self.W = np.where(axis_x, U, V)  # cells per line
+        self.start = np.where(axis_x, self.c0, self.r0)
+        self.m = rects.shape[0]
+        self.node2 = 2 * cell_node
+        self.coord = coord
+        self.exact_float = exact_float
+        self.value = value.astype(np.float64) if exact_float else value
+        self.cell_node = cell_node
+
+    def child1_sums(self, k: NDArray[np.int64]) -> NDArray[np.int64]:
+        rr = np.where(self.axis_x, self.r1, self.r0 + k)
+        cc = np.where(self.axis_x, self.c0 + k, self.c1)
+        P = self.P
+        return P[rr, cc] - P[self.r0, cc] - P[rr, self.c0] + P[self.r0, self.c0]
+
+    def __call__(self, k: NDArray[np.int64], needed: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
+        m = self.m
+        A1 = k * self.W
+        A2 = (self.L - k) * self.W
+        S1 = self.child1_sums(k)
+        S2 = self.S - S1
+        A = np.empty(2 * m, dtype=np.int64)
+        A[0::2], A[1::2] = A1, A2
+        S = np.empty(2 * m, dtype=np.int64)
+        S[0::2], S[1::2] = S1, S2
+        node, node2, coord, value = self.cell_node, self.node2, self.coord, self.value
+        if needed is not None and needed.sum() < 0.6 * m:
+            # most nodes are done: skip the cells of the others
+            keep = needed[node]
+            node, node2, coord, value = node[keep], node2[keep], coord[keep], value[keep]
+        split = self.start + k
+        idx = node2 + (coord >= split[node])
+        if self.exact_float:
+            # every product and partial sum is an integer below 2^53: exact in float64
+            t = A.astype(np.float64)[idx] * value
+            t -= S.astype(np.float64)[idx]
+            np.maximum(t, 0.0, out=t)
+            Psum = np.bincount(idx, weights=t, minlength=2 * m)
+        else:
+            t = A[idx] * value - S[idx]
+            np.maximum(t, 0, out=t)
+            lo = np.bincount(idx, weights=(t & 0x3FFFFFF).astype(np.float64), minlength=2 * m)
+            hi = np.bincount(idx, weights=(t >> 26).astype(np.float64), minlength=2 * m)
+            Psum = lo.astype(np.int64) + (hi.astype(np.int64) << 26)  # exact integers
+        return 2.0 * (Psum[0::2] / A1 + Psum[1::2] / A2)
+
+
+# =============================================================================================
+# the mechanism
+# =============================================================================================
+
+
+def _p_stop_by_noise(expected_count: float | None, theta: int, scale: float) -> float | None:
+    """½·exp(−|c − θ|/b): probability that the noise reverses the stop test (spec §6.2-6)."""
+    if expected_count is None:
+        return None
+    return 0.5 * math.exp(-abs(expected_count - theta) / scale)
+
+
+class HTF(PointMechanism):
+    """Homogeneous Tree Framework (spec ``shared/specs/htf.md``); see the module docstring."""
+
+    name = "htf"
+    title = "HTF (homogeneous tree)"
+    summary = (
+        "Splits the map again and again in two, choosing each cut so that both halves are as "
+        "evenly filled as possible, and stops splitting where few points are left. Only the "
+        "final pieces (leaves) are used to answer queries."
+    )
+    when_to_use = (
+        "Clustered data with large empty or sparse areas (cities, mobility traces): leaves "
+        "follow the dense areas, and little budget is wasted on empty ones. Needs many points "
+        "(roughly 100,000 or more at ε = 0.1) for the tree to grow deep."
+    )
+    reference = (
+        "Shaham, Ghinita, Ahuja, Krumm & Shahabi, 'HTF: Homogeneous Tree Framework for "
+        "Differentially-Private Release of Location Data', ACM SIGSPATIAL 2021"
+    )
+    needs_n_guess = True
+    supports_zcdp = False  # the paper proves pure ε-DP only
+    is_tree = True
+    params = (
+        Param("height_share", "Share of ε for choosing the tree height", float, 0.01,
+              "Part of the budget spent on a noisy number of points, which sets the tree height "
+              "(spec default 1 %). Not used with a manual height or a public number of points, "
+              "or when 'height_epsilon' is set.",
+              minimum=0.001, maximum=0.25),
+        Param("partition_share", "Share of ε for choosing the splits", float, 0.10,
+              "Part of the budget spent on choosing where to cut (spec default 10 %), spread "
+              "evenly over the tree levels. Not used when 'partition_epsilon_per_level' is set.",
+              minimum=0.001, maximum=0.5),
+        Param("theta", "Stop count θ", int, 50,
+              "A node whose noisy count is at most θ is not split further (paper: 10 to 100; "
+              "about 50 works best on its city data).",
+              minimum=0, maximum=10_000),
+        Param("kappa", "Minimum cells κ", int, 5,
+              "A node with fewer grid cells than this is not split further (paper: 5).",
+              minimum=1, maximum=1000, advanced=True),
+        Param("T", "Search rounds T", int, 3,
+              "Rounds of the noisy search for each cut (2T+1 noisy evaluations); the cut is "
+              "placed to within about 1/2^(T+1) of the node's width. Paper: 3.",
+              minimum=1, maximum=10, advanced=True),
+        Param("c0", "Height constant c0", float, 10.0,
+              "c0 in h = floor(log2(n·ε/c0)); larger c0 gives a shallower tree. Paper: 10.",
+              minimum=1.0, maximum=100.0, advanced=True),
+        Param("height", "Manual tree height (0 = estimate privately)", int, 0,
+              "A height chosen without looking at the data; then the height costs no budget. "
+              "At most ceil(log2 rows) + ceil(log2 cols).",
+              minimum=0, maximum=24, advanced=True),
+        Param("public_n", "Public number of points (0 = estimate privately)", int, 0,
+              "Only if the number of points is already public; then the height costs no budget.",
+              minimum=0, advanced=True),
+        Param("height_epsilon", "ε for the tree height (0 = use the share)", float, 0.0,
+              "An absolute budget for the noisy number of points instead of the share; the "
+              "paper uses 1e-4, which suits millions of points only.",
+              minimum=0.0, maximum=10.0, advanced=True),
+        Param("partition_epsilon_per_level", "ε per tree level for the cuts (0 = use the share)",
+              float, 0.0,
+              "An absolute budget ε'_prt per tree level (the paper's 5e-4 or 1e-3) instead of the "
+              "share; the cuts then cost h·ε'_prt in total.",
+              minimum=0.0, maximum=1.0, advanced=True),
+        Param("allocation", "Count budget across levels", str, "geometric",
+              "'geometric': each level down gets 2^(1/3) times more (paper Eq. 17); 'uniform': "
+              "the same for every level.",
+              choices=("geometric", "uniform"), advanced=True),
+        Param("split_method", "Split selection", str, "alg1",
+              "'alg1': the paper's noisy local search (2T+1 evaluations per cut); 'exhaustive': "
+              "the paper's baseline that tries every cut, each with a tiny share of the budget.",
+              choices=("alg1", "exhaustive"), advanced=True),
+        Param("first_axis", "Direction of the first cut", str, "paper",
+              "'paper': the axis alternates with the height (even heights cut between columns), "
+              "so the root's direction depends on h; 'x' / 'y': the root cuts between columns / "
+              "rows, then directions alternate.",
+              choices=("paper", "x", "y"), advanced=True),
+        Param("extent_first", "Check the minimum size before counting", bool, False,
+              "Not in the paper: a node too small to split becomes a leaf without spending on a "
+              "stop-test count, so its final count gets that budget too.", advanced=True),
+        Param("adaptive_rounds", "Fewer search rounds on narrow nodes", bool, False,
+              "Not in the paper: use T_eff = min(T, ceil(log2 width) − 1) rounds, so narrow nodes "
+              "spend their split budget on fewer, less noisy evaluations.", advanced=True),
+    )
+
+    # -- parameters and budgets ------------------------------------------------------------
+    def prepare(self, grid: Grid, epsilon: Budget, params: dict[str, Any] | None
+                ) -> tuple[PrivacyCost, dict[str, Any]]:
+        cost = self.check_budget(epsilon)  # refuses zCDP
+        p = self.resolve_params(params)
+        hmax = max_height(grid)
+        if p["height"] > hmax:
+            raise ParameterError(
+                f"Parameter 'height' = {p['height']} is too deep for a {grid.rows} x {grid.cols} "
+                f"grid: choose at most {hmax} (= ceil(log2 rows) + ceil(log2 cols)), or 0 to "
+                "estimate it."
+            )
+        # P8 / review open point 1: ε_data > 0 is checked for the deepest possible tree,
+        # before any noise is drawn, so the refusal depends on public inputs only
+        budget_breakdown(cost.value, p, p["height"] or hmax)
+        return cost, p
+
+    @staticmethod
+    def _evaluations(p: dict[str, Any]) -> int:
+        return 2 * p["T"] + 1
+
+    # -- plan (data-free, spec §6.2) ----------------------------------------------------------
+    def _plan(
+        self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
+    ) -> tuple[LevelPlan, ...]:
+        """Height estimate, split search and one count level per depth, from public inputs.
+
+        The height comes from the manual height, else the public number of points, else the
+        guess ``n_estimate`` (spec §6.2-1).  Per depth ``d`` (height ``i = h − d``) the level
+        assumes uniform data: ``2^d`` nodes (at most one per cell) of ``n_cells/2^d`` cells.
+        Its ``extra`` holds
+
+        * ``p_stop_by_noise``: the probability that the stop test's noise reverses the
+          decision the true count would give, for a node whose true count equals its
+          uniform-data expectation ``c = n/2^d``: ``½·exp(−|c − θ|/b_i)`` with
+          ``b_i = k/ε_i`` (spec §6.2-6, Laplace tail).  0.5 at ``c = θ`` (a coin flip).
+          None at height 0 (no stop test) or without a number of points;
+        * ``leaf_budget_if_pruned_here``: ``ε_rem(i)``, the budget of the final count of a
+          leaf pruned at this depth (``ε_0`` at the bottom), and its noise scale.
+        """
+        p = params
+        hmax = max_height(grid)
+        if p["height"] > 0:
+            h = p["height"]
+        else:
+            n = p["public_n"] if p["public_n"] > 0 else n_estimate
+            if n is None:
+                raise ParameterError(
+                    "HTF sets its tree height from the number of points. Give a rough public guess "
+                    "of the number of points to preview its error (it is used only for the "
+                    "preview), or set a manual height."
+                )
+            h = tree_height(float(n), cost.value, p["c0"], sensitivity, hmax)
+        n_for_extras = n_estimate if p["public_n"] == 0 else p["public_n"]
+        b = budget_breakdown(cost.value, p, h)
+        return self._levels(grid, b, p, int(sensitivity), n_for_extras)
+
+    def _levels(self, grid: Grid, b: Budgets, p: dict[str, Any], k: int,
+                n: float | None) -> tuple[LevelPlan, ...]:
+        levels: list[LevelPlan] = []
+        h = b.h
+        if b.height_estimated:
+            lv = count_level(0, "Height estimate (noisy number of points)", pure(b.eps_height), k, 1,
+                             float(grid.n_cells), False,
+                             note="Sets the tree height; published with the release, not used "
+                                  "to answer queries.")
+            levels.append(dataclasses.replace(lv, extra={
+                "height": h, "h_max": max_height(grid), "c0": p["c0"],
+                "height_sd": math.sqrt(2.0) * k / b.eps_height,
+            }))
+        if h >= 1:
+            levels.append(self._split_level(len(levels), grid, b, p, k, n))
+        for d in range(h + 1):
+            i = h - d
+            e_i = b.by_height[i]
+            nodes = min(2**d, grid.n_cells)
+            label = f"Depth {d} (~{nodes:,} node{'s' if nodes != 1 else ''})"
+            note = ("Leaves that reach the bottom keep this count." if d == h else
+                    "Stop-test counts; a node stopped here gets a fresh count with the rest of "
+                    "its path's budget.")
+            if d == 0 and h > 0 and n is not None and n < p["theta"] + 3 * k / e_i:
+                # P25 / spec §6.2-6: small data may be pruned at the root
+                note += (f" With about {float(n):,.0f} points the root's count is within 3 noise "
+                         f"scales of θ = {p['theta']}: the release may be a single leaf.")
+            lv = count_level(len(levels), label, pure(e_i), k, nodes,
+                             grid.n_cells / nodes, d == h, note=note)
+            leaf_budget = b.by_height[0] if i == 0 else b.rem[i]
+            expected = None if n is None else float(n) / 2**d
+            levels.append(dataclasses.replace(lv, extra={
+                "depth": d,
+                "height": i,
+                "expected_count_uniform": expected,
+                "p_stop_by_noise": None if i == 0 else _p_stop_by_noise(expected, p["theta"], k / e_i),
+                "leaf_budget_if_pruned_here": leaf_budget,
+                "leaf_scale_if_pruned_here": k / leaf_budget,
+            }))
+        return tuple(levels)
+
+    def _split_level(self, index: int, grid: Grid, b: Budgets, p: dict[str, Any], k: int,
+                     n: float | None) -> LevelPlan:
+        """The split search: ``ε_prt = h·ε'_prt``; noise ``g·DLap(t/g)`` on the objective."""
+        h = b.h
+        # uniform-data estimate: 2^d nodes at depth d, extents halved alternately
+        rows, cols = grid.rows, grid.cols
+        n_eval = 0
+        root_L = None
+        for d in range(h):
+            axis_x = self._axis_is_x(h - d, d, p)
+            L = cols if axis_x else rows
+            if L < 2:
+                axis_x, L = (not axis_x), (rows if axis_x else cols)
+            if L < 2:
+                break
+            root_L = L if root_L is None else root_L
+            nodes = min(2**d, grid.n_cells)
+            if p["split_method"] == "exhaustive":
+                n_eval += nodes * (L - 1)
+            else:
+                rounds = int(_rounds(np.array([L]), p["T"], p["adaptive_rounds"])[0])
+                n_eval += nodes * (2 * rounds + 1)
+            if axis_x:
+                cols = (cols + 1) // 2
+            else:
+                rows = (rows + 1) // 2
+        root_L = root_L or 2
+        if p["split_method"] == "exhaustive":
+            evaluations = root_L - 1
+        else:
+            evaluations = 2 * int(_rounds(np.array([root_L]), p["T"], p["adaptive_rounds"])[0]) + 1
+        t = objective_scale(k, evaluations, b.eps_prt_level)
+        t_units = t / _G
+        sd = float(_G) * math.sqrt(_noise.discrete_laplace_variance(t_units))
+        ci = float(_G) * _noise.discrete_laplace_interval(t_units, 0.95)
+        d_star_raw = None
+        if n is not None and n > 0:
+            base = 2 * k * self._evaluations(p) if p["split_method"] == "alg1" else 2 * k * (root_L - 1)
+            d_star_raw = math.log2(float(n) * b.eps_prt_level / base) if n * b.eps_prt_level > 0 else None
+        # P19 / spec §6.2-5 reads d* as "about log2(...)": rounded, kept within the tree
+        d_star = None if d_star_raw is None else int(min(max(round(d_star_raw), 0), h))
+        return LevelPlan(
+            level=index,
+            name=f"Split search ({h} levels)",
+            cost=pure(b.eps_prt),
+            noise="discrete_laplace_grid",
+            scale=float(t),
+            sensitivity=2 * k,
+            n_counts=int(n_eval),
+            sd=sd,
+            ci95=ci,
+            cells_per_count=float(grid.n_cells),
+            in_partition=False,
+            note=("Noisy objective values used only to pick the cuts; never published. Below "
+                  "depth d* the cuts are driven mostly by noise."),
+            extra={
+                "split_method": p["split_method"],
+                "T": p["T"],
+                "evaluations_per_split": evaluations,
+                "epsilon_per_level": b.eps_prt_level,
+                "epsilon_per_evaluation": float(Fraction(b.eps_prt_level) / evaluations),
+                "granularity": float(_G),
+                "objective_sensitivity": 2 * k,
+                "data_driven_depth": d_star,
+                "data_driven_depth_exact": d_star_raw,
+                "scale_note": ("root node's scale (exhaustive: varies with the node's width)"
+                               if p["split_method"] == "exhaustive" else
+                               "same scale at every node" if not p["adaptive_rounds"] else
+                               "root node's scale (T_eff varies with the node's width)"),
+            },
+        )
+
+    @staticmethod
+    def _axis_is_x(height: int, depth: int, p: dict[str, Any]) -> bool:
+        """P5: the pseudo-code's ``axis = height mod 2`` (0 = X = cut between columns), or the
+        chosen first axis alternating with depth."""
+        if p["first_axis"] == "paper":
+            return height % 2 == 0
+        return (depth % 2 == 0) == (p["first_axis"] == "x")
+
+    # -- release (spec §2.10) ------------------------------------------------------------------
+    def _release(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
+    ) -> PartitionRelease:
+        grid = aggregate.grid
+        p = params
+        k = int(aggregate.sensitivity)
+        counts = np.asarray(aggregate.counts, dtype=np.int64)
+        n_true = int(counts.sum())
+        if n_true >= _MAX_POINTS:
+            raise ParameterError(
+                f"HTF's split objective is exact for fewer than {_MAX_POINTS:,} points; split the "
+                "data (e.g. by period) into smaller releases."
+            )
+        hmax = max_height(grid)
+        public: dict[str, Any] = {}
+        # Phase H (spec §2.1)
+        if p["height"] > 0:
+            h = p["height"]
+            n_public: float | None = None
+        elif p["public_n"] > 0:
+            n_public = float(p["public_n"])
+            h = tree_height(n_public, cost.value, p["c0"], k, hmax)
+        else:
+            e_h = _height_epsilon(cost.value, p)
+            # H1 with sensitivity k (P1); H2–H4 in tree_height (P7, open point 3)
+            n_hat = int(n_true + noise.discrete_laplace(laplace_scale_for_epsilon(e_h, k), 1)[0])
+            public["noisy_n"] = n_hat
+            n_public = float(n_hat)
+            h = tree_height(n_hat, cost.value, p["c0"], k, hmax)
+        b = budget_breakdown(cost.value, p, h)
+        tree = _grow(counts, k, b, p, noise, self._axis_is_x)
+        levels = self._levels(grid, b, p, k, n_public)
+        public.update({
+            "height": h,
+            "n_leaves": int(tree["leaf"].sum()),
+            "n_nodes": int(tree["leaf"].size),
+            "depth_reached": int(tree["level"].max()),
+            "epsilon_height": b.eps_height,
+            "epsilon_partition_per_level": b.eps_prt_level,
+            "epsilon_partition": b.eps_prt,
+            "epsilon_data": b.eps_data,
+        })
+        return self.make_release(
+            aggregate, cost, p, levels,
+            rects=tree["rects"],
+            level=tree["level"],
+            leaf=tree["leaf"],
+            noisy=tree["noisy"],
+            sd=tree["sd"],
+            ci95=tree["ci95"],
+            public=public,
+            node_budget=tree["budget"],
+            is_tree=True,
+        )
+
+
+# =============================================================================================
+# phases P and C, merged level by level (spec §2.5 lazy equivalence, §2.6)
+# =============================================================================================
+
+
+def _grow(counts: NDArray[np.int64], k: int, b: Budgets, p: dict[str, Any], noise: NoiseSource,
+          axis_rule: Callable[[int, int, dict[str, Any]], bool]) -> dict[str, NDArray[Any]]:
+    """Top-down pass: stop-test counts, pruning with the path remainder, split search.
+
+    All nodes of a depth are handled together: one discrete Laplace draw per depth for the
+    stop tests, one per depth for the pruned leaves, and vectorised split searches.
+    """
+    N, M = counts.shape
+    P = prefix_sums(counts)
+    exact_float = int(P[-1, -1]) * N * M < _FLOAT_EXACT
+    flat = np.flatnonzero(counts)
+    cell_r, cell_c = np.divmod(flat, M)
+    cell_v = counts.ravel()[flat]
+    cell_node = np.zeros(flat.size, dtype=np.int64)
+    rects = np.array([[0, N, 0, M]], dtype=np.int64)
+    h = b.h
+    theta, kappa = p["theta"], p["kappa"]
+    out: dict[str, list[NDArray[Any]]] = {key: [] for key in
+                                          ("rects", "level", "leaf", "noisy", "budget", "sd", "ci95")}
+    facts: dict[float, tuple[float, float]] = {}
+
+    def sd_ci(eps: float) -> tuple[float, float]:
+        if eps not in facts:
+            scale = laplace_scale_for_epsilon(eps, k)
+            facts[eps] = (math.sqrt(_noise.discrete_laplace_variance(scale)),
+                          float(_noise.discrete_laplace_interval(scale, 0.95)))
+        return facts[eps]
+
+    for d in range(h + 1):
+        i = h - d  # node height
+        m = rects.shape[0]
+        S = rect_sums_from_prefix(P, rects)
+        U = rects[:, 1] - rects[:, 0]
+        V = rects[:, 3] - rects[:, 2]
+        cells = U * V
+        small = cells < kappa
+        single = (U < 2) & (V < 2)  # P3: unsplittable, [ours] stop clause of C4
+        e_i = b.by_height[i]
+        noisy = np.zeros(m, dtype=np.float64)
+        budget = np.full(m, e_i)
+        pub_eps = np.full(m, e_i)  # budget of the published count (for sd / ci95)
+        # optional [ours]: public size test before spending ε_i (P11)
+        pre = (small | single) if (p["extent_first"] and i > 0) else np.zeros(m, dtype=bool)
+        test = ~pre
+        # C1–C2: stop-test count, sensitivity k (P1); acc is implicit: every node of depth d has
+        # spent Σ_{j>i} ε_j on its path (P9: path-local, the same for all nodes of a depth)
+        y = S[test] + noise.discrete_laplace(laplace_scale_for_epsilon(e_i, k), int(test.sum()))
+        noisy[test] = y
+        if i == 0:
+            leaf = np.ones(m, dtype=bool)  # C3 / P10: keep y, path spent exactly ε_data
+        else:
+            stop_after = np.zeros(m, dtype=bool)
+            stop_after[test] = (y <= theta) | small[test] | single[test]  # C4 (P11: <= θ, < κ)
+            leaf = pre | stop_after
+            # C4: fresh count with all that is left on the path; y is discarded (P12)
+            if stop_after.any():
+                rem = b.rem[i]
+                noisy[stop_after] = S[stop_after] + noise.discrete_laplace(
+                    laplace_scale_for_epsilon(rem, k), int(stop_after.sum()))
+                budget[stop_after] = e_i + rem
+                pub_eps[stop_after] = rem
+            if pre.any():
+                rem = b.rem[i + 1]  # includes ε_i, which was not spent
+                noisy[pre] = S[pre] + noise.discrete_laplace(
+                    laplace_scale_for_epsilon(rem, k), int(pre.sum()))
+                budget[pre] = rem
+                pub_eps[pre] = rem
+        sd = np.empty(m)
+        ci = np.empty(m)
+        for eps in np.unique(pub_eps).tolist():
+            sel = pub_eps == eps
+            sd[sel], ci[sel] = sd_ci(eps)
+        out["rects"].append(rects)
+        out["level"].append(np.full(m, d, dtype=np.int64))
+        out["leaf"].append(leaf)
+        out["noisy"].append(noisy)
+        out["budget"].append(budget)
+        out["sd"].append(sd)
+        out["ci95"].append(ci)
+        kept = np.flatnonzero(~leaf)
+        if i == 0 or kept.size == 0:
+            break
+        # ---- phase P for the kept nodes (spec §2.5, P26: only non-pruned nodes are split)
+        new_index = np.full(m, -1, dtype=np.int64)
+        new_index[kept] = np.arange(kept.size)
+        on = new_index[cell_node] >= 0
+        cell_node = new_index[cell_node[on]]
+        cell_r, cell_c, cell_v = cell_r[on], cell_c[on], cell_v[on]
+        kr = rects[kept]
+        kU, kV = U[kept], V[kept]
+        axis_x = np.full(kept.size, axis_rule(i, d, p))  # P3/P5
+        extent = np.where(axis_x, kV, kU)
+        axis_x = np.where(extent < 2, ~axis_x, axis_x)  # P3 fallback: other axis
+        coord = np.where(axis_x[cell_node], cell_c, cell_r)
+        ev = _LevelObjective(P, kr, S[kept], axis_x, cell_node, coord, cell_v, exact_float)
+        L = ev.L
+        if p["split_method"] == "exhaustive":
+            groups, inverse = np.unique(L - 1, return_inverse=True)
+            scales = [objective_scale(k, int(c), b.eps_prt_level) for c in groups.tolist()]
+            add = _ObjectiveNoise(noise, inverse.astype(np.int64), scales)
+            ks, _ = exhaustive_split_points(L, ev, add)
+        else:
+            rounds = _rounds(L, p["T"], p["adaptive_rounds"])
+            groups, inverse = np.unique(rounds, return_inverse=True)
+            scales = [objective_scale(k, 2 * int(r) + 1, b.eps_prt_level) for r in groups.tolist()]
+            add = _ObjectiveNoise(noise, inverse.astype(np.int64), scales)
+            ks, _ = alg1_split_points(L, rounds, ev, add)
+        # §2.5 step P7: child 1 = first k lines along the axis, child 2 = the rest
+        r0, r1, c0, c1 = (kr[:, j] for j in range(4))
+        cut_c = np.where(axis_x, c0 + ks, c1)
+        cut_r = np.where(axis_x, r1, r0 + ks)
+        children = np.empty((2 * kept.size, 4), dtype=np.int64)
+        children[0::2] = np.column_stack([r0, cut_r, c0, cut_c])
+        children[1::2] = np.column_stack([np.where(axis_x, r0, cut_r), r1,
+                                          np.where(axis_x, cut_c, c0), c1])
+        side = coord >= (ev.start + ks)[cell_node]
+        cell_node = 2 * cell_node + side
+        rects = children
+    return {
+        "rects": np.concatenate(out["rects"]),
+        "level": np.concatenate(out["level"]),
+        "leaf": np.concatenate(out["leaf"]),
+        "noisy": np.concatenate(out["noisy"]),
+        "budget": np.concatenate(out["budget"]),
+        "sd": np.concatenate(out["sd"]),
+        "ci95": np.concatenate(out["ci95"]),
+    }
