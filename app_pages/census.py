@@ -9,9 +9,10 @@ from dpcore.areas import census
 from dpcore.data import engines, synthetic
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
+from ui import budget_ui, fmt, state
 from ui import census_matrix as census_matrix_ui
-from ui import fmt, state
 from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source
 
 SYNTHETIC = "synthetic"
@@ -172,38 +173,14 @@ definition = st.radio("Privacy definition of this dataset's budget", list(DEFS),
 if locked:
     st.caption("Fixed for this dataset: budget has already been spent under it.")
 elif definition != led.definition:
-    led.set_cap(budget.pure(DEFAULT_CAP) if definition == "pure" else budget.zcdp(DEFAULT_RHO_CAP))
-    ss["census_cap"] = float(led.cap.value)
-if ss.get("census_cap_for") != fp or "census_cap" not in ss:
-    ss["census_cap_for"] = fp  # show this dataset's cap (widgets forget their value when the page is left)
-    ss["census_cap"] = float(led.cap.value)
+    budget_ui.switch_definition(led, definition, {"pure": DEFAULT_CAP, "zcdp": DEFAULT_RHO_CAP})
 sym = led.cap.symbol
 ss.setdefault("census_epsilon", DEFAULT_EPSILON)
 b1, b2, b3 = st.columns(3)
 if mech == "privelet":
     epsilon = b1.number_input("Privacy budget of this release (ε)", min_value=0.01, max_value=10.0,
                               step=0.05, key="census_epsilon", help="Smaller ε: more privacy, more noise.")
-if ss.get("census_cap_shown") != led.cap.value:
-    # the cap changed elsewhere (another tab, a pipeline on the shared budget database): show it, and
-    # never write a stale widget value back over it
-    ss["census_cap"] = ss["census_cap_shown"] = float(led.cap.value)
-
-
-def _cap_changed() -> None:
-    """Only an edit of the cap box sets the cap (a rerun alone never writes it)."""
-    new = float(ss["census_cap"])
-    try:
-        led.set_cap(budget.pure(new) if led.definition == "pure" else budget.zcdp(new))
-    except DPCoreError as e:
-        ss["census_cap_error"] = str(e)
-    ss["census_cap"] = ss["census_cap_shown"] = float(led.cap.value)
-
-
-b2.number_input(f"Budget cap of this dataset ({sym})", min_value=0.001, max_value=100.0,
-                step=0.1, key="census_cap", on_change=_cap_changed,
-                help="The most all releases of this dataset may spend together.")
-if ss.get("census_cap_error"):
-    st.error(ss.pop("census_cap_error"))
+budget_ui.cap_input(led, "census_cap", b2, label="Budget cap of this dataset")
 b3.metric("Spent of the cap", f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
 if mech == "matrix":
     census_matrix_ui.section(table, fp, led, name)
@@ -259,7 +236,7 @@ left_after = led.remaining - led.charge_of(cost)
 label = f"Release with ε = {fmt.eps(epsilon)} — {fmt.eps(max(left_after, 0.0))} left after this"
 
 
-def release_now(table: census.CensusTable, epsilon: float, plus: list[str], led: budget.Ledger, fp: str,
+def release_now(table: census.CensusTable, epsilon: float, plus: list[str], led: Ledger, fp: str,
                 name: str) -> None:
     """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
     rel = census.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=led)

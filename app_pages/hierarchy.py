@@ -18,7 +18,7 @@ from dpcore.errors import DPCoreError, InputError
 from dpcore.points import viz
 from dpcore.privacy import budget
 from dpcore.privacy.noise import secure_source
-from ui import fmt
+from ui import budget_ui, fmt
 from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source
 from ui.state import persistent, release_button, remember_release, seed, store, stored_ledger
 
@@ -385,20 +385,13 @@ with tab_mech:
     if locked:
         c1.caption("Fixed for this dataset: budget has already been spent under it.")
     elif definition != led.definition:
-        led.set_cap(budget.pure(1.0) if definition == "pure" else budget.zcdp(0.5))
+        budget_ui.switch_definition(led, definition)
     sym = "ε" if definition == "pure" else "ρ"
     value = c2.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=10.0,
                             step=0.05, format="%.3f", key=keep(f"value_{definition}", 0.5 if definition == "pure" else 0.05),
                             help="Smaller: more privacy, more noise.")
     kept(f"value_{definition}")
-    cap = c3.number_input(f"Budget cap of this dataset ({sym})", min_value=0.001, max_value=100.0, step=0.1,
-                          format="%.3f", value=float(led.cap.value), key=f"hier_cap_{fp}_{definition}",
-                          help="The most all releases of this dataset may spend together.")
-    if cap != led.cap.value:
-        try:
-            led.set_cap(budget.pure(cap) if definition == "pure" else budget.zcdp(cap))
-        except DPCoreError as e:
-            st.error(str(e))
+    budget_ui.cap_input(led, f"hier_cap_{fp}_{definition}", c3, label="Budget cap of this dataset")
     cost = budget.pure(value) if definition == "pure" else budget.zcdp(value)
     delta = 1e-6
     if definition == "zcdp":

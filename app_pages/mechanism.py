@@ -11,7 +11,8 @@ from dpcore.errors import DPCoreError
 from dpcore.estimate import matrix_report
 from dpcore.points import mechanisms, workload_io
 from dpcore.privacy import budget
-from ui import fmt, state
+from dpcore.privacy.ledger import Ledger
+from ui import budget_ui, fmt, state
 
 st.title("Mechanism & budget")
 st.markdown(
@@ -133,23 +134,14 @@ definition = st.radio(
 if locked:
     st.caption("The definition is fixed for this dataset: budget has already been spent under it.")
 elif definition != led.definition:
-    led.set_cap(budget.pure(state.DEFAULT_CAP) if definition == "pure" else budget.zcdp(state.DEFAULT_RHO_CAP))
+    budget_ui.switch_definition(led, definition, {"pure": state.DEFAULT_CAP, "zcdp": state.DEFAULT_RHO_CAP})
     st.rerun()
 sym = led.cap.symbol
 c1, c2 = st.columns(2)
 with c1:
-    cap = st.number_input(
-        f"Budget cap for this dataset (total {sym})", min_value=0.001, max_value=100.0,
-        value=float(led.cap.value), step=0.1, format="%.3f", key=f"budget_cap_{ds.fingerprint}_{definition}",
-        help="The most privacy loss you accept for all releases of this dataset together. "
-             "Smaller is more private. It can be raised later only if your policy allows.",
-    )
-    if cap != led.cap.value:
-        try:
-            led.set_cap(budget.pure(cap) if definition == "pure" else budget.zcdp(cap))
-            st.rerun()  # the sidebar, drawn before this page, shows the new cap
-        except DPCoreError as e:
-            st.error(str(e))
+    budget_ui.cap_input(led, f"budget_cap_{ds.fingerprint}_{definition}", label="Budget cap for this dataset (total)",
+                        help="The most privacy loss you accept for all releases of this dataset together. "
+                             "Smaller is more private. Raising it later asks for confirmation.")
 with c2:
     if definition == "pure":
         value = st.number_input(
@@ -355,7 +347,7 @@ if not can and plan_ok:
                "if your policy allows it.")
 
 
-def release_now(mech_name: str, cost: budget.PrivacyCost, params_: dict, ledger: budget.Ledger) -> None:
+def release_now(mech_name: str, cost: budget.PrivacyCost, params_: dict, ledger: Ledger) -> None:
     """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
     files are counted here if needed), charge, release, store."""
     rel = pipeline.release_points(state.aggregate(), mech_name, cost, params_, ledger)

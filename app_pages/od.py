@@ -21,7 +21,7 @@ from dpcore.data import engines, io, synthetic
 from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.flows import od, od_export, od_viz
 from dpcore.privacy import budget
-from ui import fmt
+from ui import budget_ui, fmt
 from ui.source_ui import drop_copy, keep_copy, large_upload_source
 from ui.state import persistent, remember_release, store, stored_ledger
 
@@ -29,7 +29,7 @@ ss = st.session_state
 # Ledgers and releases are keyed by ODCounts.fingerprint: a hash of the trips themselves (order,
 # line endings, compression, trip rows or count rows do not matter), not of the file, the area
 # list or the settings.  The same trips re-loaded draw on the same budget.
-ss.setdefault("od_ledgers", {})  # fingerprint -> budget.Ledger
+ss.setdefault("od_ledgers", {})  # fingerprint -> Ledger
 ss.setdefault("od_releases", {})  # fingerprint -> [release entries], oldest first
 ss.setdefault("od_release_token", 0)  # one-time token of the Release button (a second click is stale)
 
@@ -822,7 +822,7 @@ with tab_mech:
         c1.caption(f"This data set's budget is kept in {'ρ (zCDP)' if led.definition == 'zcdp' else 'ε'}: "
                    "budget was already spent under it.")
     elif FAMILY[definition] != led.definition:
-        led.set_cap(budget.pure(DEFAULT_EPS_CAP) if definition == "pure" else budget.zcdp(DEFAULT_RHO_CAP))
+        budget_ui.switch_definition(led, FAMILY[definition], {"pure": DEFAULT_EPS_CAP, "zcdp": DEFAULT_RHO_CAP})
     delta = 1e-8
     approx_note: dict[str, Any] = {}
     try:
@@ -865,14 +865,8 @@ with tab_mech:
         cost, cost_label = None, "(fix the budget above)"
     ss["od_delta"] = delta
     sym = led.cap.symbol
-    cap = c3.number_input(f"Budget cap of this data set ({sym})", min_value=0.0001, max_value=100.0, step=0.01,
-                          format="%.4f", value=float(led.cap.value), key=f"od_cap_{fp}_{led.definition}",
-                          help="The most all releases of this data set may spend together.")
-    if cap != led.cap.value:
-        try:
-            led.set_cap(budget.pure(cap) if led.definition == "pure" else budget.zcdp(cap))
-        except DPCoreError as e:
-            c3.error(str(e))
+    budget_ui.cap_input(led, f"od_cap_{fp}_{led.definition}", c3, label="Budget cap of this data set",
+                        min_value=0.0001, step=0.01, fmt_str="%.4f")
     if led.definition == "zcdp":
         c3.caption(f"Cap ρ = {led.cap.value:.4g} reads as ε ≈ "
                    f"{fmt.eps(budget.zcdp_to_approx_dp(led.cap.value, delta))} at δ = {sci(delta)} (CKS conversion; "

@@ -212,6 +212,7 @@ def server_figure_times(cases) -> dict[str, tuple[float, float]]:
     from dpcore.data.domain import Grid, aggregate_points
     from dpcore.points import viz
     from dpcore.privacy import budget
+    from dpcore.privacy.ledger import Ledger
 
     df = synthetic.demo_points()
     out = {}
@@ -219,7 +220,7 @@ def server_figure_times(cases) -> dict[str, tuple[float, float]]:
         rows, cols = grid or (1024, 1024)
         g = Grid(synthetic.DEMO_BOUNDS, rows, cols)
         agg = aggregate_points(df["lon"].to_numpy(), df["lat"].to_numpy(), g)
-        rel = pipeline.release_points(agg, mech, 0.5, None, budget.Ledger(budget.pure(100.0)))
+        rel = pipeline.release_points(agg, mech, 0.5, None, Ledger(budget.pure(100.0)))
         best, size = float("inf"), 0
         for _ in range(REPEATS):
             t0 = time.perf_counter()

@@ -17,6 +17,7 @@ from dpcore.areas import census_matrix
 from dpcore.areas.census import CensusTable
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
 from ui import fmt, state
 
@@ -27,7 +28,7 @@ def _label(axes: list[str], t: tuple[int, ...]) -> str:
     return " × ".join(axes[a] for a in t)
 
 
-def _release_now(table: CensusTable, p: census_matrix.MarginalsPlan, led: budget.Ledger, fp: str,
+def _release_now(table: CensusTable, p: census_matrix.MarginalsPlan, led: Ledger, fp: str,
                  source: str) -> None:
     """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
     led.spend(p.cost, label="census marginals (matrix mechanism)", details={
@@ -43,7 +44,7 @@ def _release_now(table: CensusTable, p: census_matrix.MarginalsPlan, led: budget
                            {"marginals.csv": entry["csv"], "release.json": entry["json"]})
 
 
-def section(table: CensusTable | None, fp: str, led: budget.Ledger, source: str) -> None:
+def section(table: CensusTable | None, fp: str, led: Ledger, source: str) -> None:
     """Sections 3–4 of the Census page for the matrix mechanism."""
     if table is None:
         st.stop()

@@ -6,10 +6,11 @@ import streamlit as st
 
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from ui import fmt, state
 
 
-def _ledger(led: budget.Ledger, delta: float, *, classic: bool = False) -> None:
+def _ledger(led: Ledger, delta: float, *, classic: bool = False) -> None:
     """The budget bar, the (ε, δ) reading of a ρ ledger, and one line per spend.
 
     ``classic``: also name the paper's (Lemma 3) reading beside the CKS one (the O/D page, whose

@@ -15,12 +15,14 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from dpcore.core.session import Session
 from dpcore.data import engines, io, synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
 from dpcore.data.engines import base as engine_rules
 from dpcore.errors import DPCoreError
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy import budget, ledger_store
+from dpcore.privacy.ledger import Ledger
 
 DEFAULT_CAP = 1.0
 DEFAULT_EPSILON = 0.5
@@ -178,11 +180,17 @@ def engine_points(ds: Dataset, g: Grid, cap: int | None,
         bar.empty()
 
 
-def stored_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost) -> budget.Ledger:
-    """The persistent ledger of a dataset (``kind`` + content fingerprint), kept in the budget
-    database (:mod:`dpcore.privacy.ledger_store`): re-uploading the data, reloading the page, a second
-    tab or a restart of the app all continue the same budget."""
-    return ledger_store.default_store().ledger(f"{kind}:{fp}", default_cap, kind)
+def session() -> Session:
+    """The app's session on the shared budget database: the only code that charges a budget
+    (:class:`dpcore.core.session.Session`); pages, the CLI and configs share its database."""
+    return Session()
+
+
+def stored_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost) -> Ledger:
+    """The persistent budget of a dataset (``kind`` + content fingerprint, keyed by the session),
+    kept in the budget database: re-uploading the data, reloading the page, a second tab or a
+    restart of the app all continue the same budget."""
+    return session().budget(kind, fp, default=default_cap)
 
 
 def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any],
@@ -192,13 +200,14 @@ def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any
     A failure to store is shown as a warning: the release itself (already charged) is kept.
     """
     try:
-        ledger_store.default_store().record_release(f"{kind}:{fp}", release_id, kind, summary, files)
+        store = ledger_store.default_store()
+        store.record_release(store.budget_key(kind, fp), release_id, kind, summary, files)
     except (DPCoreError, OSError, sqlite3.Error) as e:
         st.warning(f"The release was made but could not be stored in the release history: {e}. Download its "
                    "files now.")
 
 
-def ledger() -> budget.Ledger:
+def ledger() -> Ledger:
     """The ledger of the loaded dataset (same data re-uploaded -> same ledger, in every session)."""
     ss = st.session_state
     fp = dataset().fingerprint

@@ -53,6 +53,7 @@ import dpcore
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import privelet
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = [
@@ -688,7 +689,7 @@ def _level_tables(structure: CensusStructure, noisy: np.ndarray, names: Mapping[
 
 
 def release_census(table: CensusTable, epsilon: float, noise: NoiseSource, *, plus_axes: Sequence[str] = (),
-                   sensitivity: int = 1, ledger: budget.Ledger | None = None) -> CensusRelease:
+                   sensitivity: int = 1, ledger: Ledger | None = None) -> CensusRelease:
     """Release a census table with Privelet (Privelet+ for ``plus_axes``).
 
     The noisy leaf matrix comes from :func:`dpcore.estimate.privelet.release` (ε-DP); every level's
@@ -751,7 +752,7 @@ def census_csv(release: CensusRelease) -> bytes:
     return census_frame(release).to_csv(index=False).encode("utf-8")
 
 
-def census_record(release: CensusRelease, ledger: budget.Ledger | None = None) -> dict[str, Any]:
+def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[str, Any]:
     """The JSON record of how the release was made: no true value, no file name."""
     s = release.structure
     rec: dict[str, Any] = {
@@ -815,11 +816,11 @@ def validate_census_record(record: dict[str, Any]) -> None:
     validate_record(record, "census_release")
 
 
-def census_json(release: CensusRelease, ledger: budget.Ledger | None = None) -> bytes:
+def census_json(release: CensusRelease, ledger: Ledger | None = None) -> bytes:
     return orjson.dumps(census_record(release, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 
-def write_census(release: CensusRelease, out_dir: str | Path, ledger: budget.Ledger | None = None) -> list[Path]:
+def write_census(release: CensusRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
     """Write ``release.csv`` and ``release.json`` into ``out_dir`` (created if missing)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

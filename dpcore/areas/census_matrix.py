@@ -37,6 +37,7 @@ from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_mech as mm
 from dpcore.privacy import budget
 from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 #: Most cells (areas × bins) of the table: the closed-form strategy is formed explicitly.
@@ -227,7 +228,7 @@ def marginals_csv(rel: MarginalsRelease) -> bytes:
     return out[cols].to_csv(index=False, float_format="%.6g").encode()
 
 
-def marginals_record(rel: MarginalsRelease, ledger: budget.Ledger | None = None) -> dict[str, Any]:
+def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dict[str, Any]:
     """The machine-readable record: public parameters, strategy, expected errors; no true count."""
     p = rel.plan
     rec: dict[str, Any] = {
@@ -270,7 +271,7 @@ def validate_marginals_record(record: dict[str, Any]) -> None:
     validate_record(record, "census_marginals")
 
 
-def marginals_json(rel: MarginalsRelease, ledger: budget.Ledger | None = None) -> bytes:
+def marginals_json(rel: MarginalsRelease, ledger: Ledger | None = None) -> bytes:
     return orjson.dumps(marginals_record(rel, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 

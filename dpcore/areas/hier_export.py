@@ -22,7 +22,8 @@ from dpcore.areas.hierarchical import HierarchyRelease
 from dpcore.areas.hierarchy import Hierarchy, code_text
 from dpcore.errors import InputError
 from dpcore.points.export import _jsonable, validate_record
-from dpcore.privacy.budget import APPROX_DP_DELTAS, Ledger, zcdp_to_approx_dp
+from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
+from dpcore.privacy.ledger import Ledger
 
 __all__ = [
     "BoundaryJoin",

@@ -25,6 +25,7 @@ from typing import Any
 from dpcore import __version__
 from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.points import mechanisms
+from dpcore.privacy.ledger import Ledger
 
 EXIT_USER_ERROR = 2
 
@@ -396,12 +397,11 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
 
 def _load_ledger(args: argparse.Namespace, make: Any, cost: Any) -> tuple[Path | None, Any]:
     """The dataset's ledger from ``--ledger`` (or a new one capped by ``--budget-cap``), checked for ``cost``."""
-    from dpcore.privacy import budget
 
     ledger_path = Path(args.ledger) if args.ledger else None
     if ledger_path is not None and ledger_path.exists():
         try:
-            ledger = budget.Ledger.from_dict(json.loads(ledger_path.read_text("utf-8")))
+            ledger = Ledger.from_dict(json.loads(ledger_path.read_text("utf-8")))
         except (ValueError, KeyError, TypeError) as e:
             raise ParameterError(f"Ledger file '{ledger_path}' is not a dpcore ledger ({e}). "
                                  "Point --ledger to the file an earlier run wrote, or a new path.") from None
@@ -419,7 +419,7 @@ def _load_ledger(args: argparse.Namespace, make: Any, cost: Any) -> tuple[Path |
                 )
     else:
         cap = args.budget_cap if args.budget_cap is not None else cost.value
-        ledger = budget.Ledger(make(cap))
+        ledger = Ledger(make(cap))
     ledger.check(cost)  # e.g. a ρ release against a pure-ε ledger: say why
     return ledger_path, ledger
 
@@ -433,18 +433,19 @@ def _check_can_spend(ledger: Any, cost: Any, where: str) -> None:
         )
 
 
-def _stored_ledger(args: argparse.Namespace, make: Any, cost: Any, key: str, kind: str) -> tuple[Any, str]:
+def _stored_ledger(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: str) -> tuple[Any, str]:
     """The dataset's ledger in the app's budget database (``--budget-db``), checked for ``cost``.
 
     A new dataset gets ``--budget-cap`` (or this release's cost) as its cap; an existing one keeps
     its cap, and a different --budget-cap is refused, as for a --ledger file.
     """
-    from dpcore.privacy import ledger_store
+    from dpcore.core.session import Session
 
-    store = ledger_store.LedgerStore(Path(args.budget_db)) if args.budget_db else ledger_store.default_store()
-    known = store.has_ledger(key)
+    session = Session.open(args.budget_db or None)
+    store = session.store
+    known = store.has_ledger(store.budget_key(kind, fp))
     cap = make(args.budget_cap if args.budget_cap is not None else cost.value)
-    ledger = store.ledger(key, cap, kind)
+    ledger = session.budget(kind, fp, default=cap)
     if known and args.budget_cap is not None and (cap.definition != ledger.definition or not math.isclose(
             cap.value, ledger.cap.value, rel_tol=1e-12, abs_tol=0.0)):
         raise ParameterError(
@@ -571,7 +572,7 @@ def cmd_release_points(args: argparse.Namespace) -> int:
     agg, fp = _points_aggregate(args, grid, args.user_col, args.user_cap)
     where = None
     if args.budget_db is not None:
-        ledger_path, ledger, where = None, *_stored_ledger(args, make, cost, f"points:{fp}", "points")
+        ledger_path, ledger, where = None, *_stored_ledger(args, make, cost, "points", fp)
     rel = _charged(ledger_path, ledger, lambda: release_points(agg, mech.name, cost, params, ledger))
     paths = write_release(rel, args.out, ledger)
     reading = ""
@@ -755,7 +756,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
             key = whole.bytes_fingerprint()
         else:
             key = census.fingerprint(df if small is None else read_hierarchy_table(args.input))
-        ledger, where = _stored_ledger(args, make, cost, f"census:{key}", "census")
+        ledger, where = _stored_ledger(args, make, cost, "census", key)
     if args.areas:
         area_df = read_hierarchy_table(args.areas)
         h = Hierarchy.from_frame(area_df, levels, codes=args.codes, names=names, source="area list")

@@ -1,7 +1,8 @@
-"""The steps the app and the CLI share: validate, charge the ledger, release, evaluate.
+"""The steps the app and the CLI share: validate, charge through the session, release, evaluate.
 
 Keeping them here means a release made by clicking and one made on the command
-line go through exactly the same checks and the same accounting.
+line go through exactly the same checks and the same accounting
+(:meth:`dpcore.core.session.Session.release` is the one place a budget is charged).
 """
 
 from __future__ import annotations
@@ -11,12 +12,22 @@ from typing import Any
 import numpy as np
 
 from dpcore.core import metrics
+from dpcore.core.session import Charge, Session
 from dpcore.data.domain import Aggregate
 from dpcore.errors import BudgetError, ParameterError
 from dpcore.points import mechanisms, queries
 from dpcore.points.release import PartitionRelease
-from dpcore.privacy.budget import Ledger
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource, secure_source
+from dpcore.privacy.units import Unit
+
+#: Charges the ledgers it is handed; the app and the CLI pass their own session.
+_LEDGER_ONLY = Session.unaccounted()
+
+
+def points_unit(aggregate: Aggregate) -> Unit:
+    """The unit of privacy of a point release: one person (capped) with a person column, else one record."""
+    return Unit("person", cap=aggregate.user_cap) if aggregate.user_cap else Unit("record")
 
 
 def release_points(
@@ -27,6 +38,7 @@ def release_points(
     ledger: Ledger,
     *,
     noise: NoiseSource | None = None,
+    session: Session | None = None,
 ) -> PartitionRelease:
     """Release ``aggregate`` with a mechanism, charging ``ledger`` first.
 
@@ -45,8 +57,9 @@ def release_points(
             f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the budget "
             f"cap {ledger.cap.label()} is left. Lower ε, or raise the cap if your policy allows it."
         )
-    ledger.spend(cost, label=f"{mech.title}", details={"mechanism": mech.name, "params": p})
-    return mech.release(aggregate, epsilon, p, noise if noise is not None else secure_source())
+    charge = Charge(cost, mech.title, {"mechanism": mech.name, "params": p}, points_unit(aggregate))
+    return (session or _LEDGER_ONLY).release(
+        ledger, charge, lambda: mech.release(aggregate, epsilon, p, noise if noise is not None else secure_source()))
 
 
 def empirical_errors(
@@ -98,6 +111,7 @@ def release_hierarchy(
     ledger: Ledger,
     *,
     noise: NoiseSource | None = None,
+    session: Session | None = None,
     **options: Any,
 ) -> Any:
     """Release hierarchical counts (:class:`dpcore.areas.hierarchy.HierarchyCounts`), charging first.
@@ -115,7 +129,8 @@ def release_hierarchy(
     hierarchical.check_order(options.get("order", "ascending"))
     plan_opts = {k: v for k, v in options.items() if k != "order"}
     p = hierarchical.plan(counts.hierarchy, mechanism, cost, statistic=counts.statistic, k=counts.k, **plan_opts)
-    ledger.check(cost)
+    unit = Unit("record", neighbour="replace" if p.neighbour == "replace" else "add_remove")
+    ledger.check(cost, unit)
     info = hierarchical.get(mechanism)
     details: dict[str, Any] = {
         "kind": "hierarchy", "mechanism": info.name, "neighbour": p.neighbour, "split": p.split,
@@ -126,9 +141,8 @@ def release_hierarchy(
                        area_sets=len(options.get("area_sets") or ()))
     else:
         details["levels"] = [{"level": lv.level, "share": lv.share} for lv in p.levels]
-    ledger.spend(cost, label=info.title, details=details)
-    return hierarchical.release(counts, mechanism, cost, noise if noise is not None else secure_source(),
-                                **options)
+    return (session or _LEDGER_ONLY).release(ledger, Charge(cost, info.title, details, unit), lambda: hierarchical.release(
+        counts, mechanism, cost, noise if noise is not None else secure_source(), **options))
 
 
 def release_od(
@@ -139,6 +153,7 @@ def release_od(
     *,
     noise: NoiseSource | None = None,
     progress: Any = None,
+    session: Session | None = None,
     **options: Any,
 ) -> Any:
     """Release O/D counts (:class:`dpcore.flows.od.ODCounts`), charging the ledger first.
@@ -165,11 +180,14 @@ def release_od(
                 distinct=counts.distinct, **options)
     # (od.plan refuses a VanillaGauss domain above od.VANILLA_MAX_CELLS and the MILP baseline's
     # size limit, so both are checked here, before the ledger is charged)
-    ledger.check(cost)
-    ledger.spend(cost, label=f"O/D: {info.title}", details={
+    # O/D neighbours are "bounded" (replace one person) or "unbounded" (add or remove one)
+    neighbour = "replace" if p.neighbour == "bounded" else "add_remove"
+    unit = Unit("person", cap=p.max_trips, neighbour=neighbour) if p.max_trips > 1 else Unit("record", neighbour=neighbour)
+    ledger.check(cost, unit)
+    charge = Charge(cost, f"O/D: {info.title}", {
         "kind": "od", "mechanism": info.name, "neighbour": p.neighbour, "max_trips": p.max_trips,
         "orientation": p.orientation, "split": p.split, "split_weights": list(p.split_weights),
         "levels": [{"level": lv.name, "share": lv.share} for lv in p.levels],
-    })
-    return od.release(counts, mechanism, cost, noise if noise is not None else secure_source(),
-                      progress=progress, **options)
+    }, unit)
+    return (session or _LEDGER_ONLY).release(ledger, charge, lambda: od.release(
+        counts, mechanism, cost, noise if noise is not None else secure_source(), progress=progress, **options))

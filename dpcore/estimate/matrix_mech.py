@@ -21,7 +21,7 @@ Implements ``shared/specs/matrix-mechanism.md``:
 
 Privacy (§3.1): a strategy depends only on the public workload, never on the data, so choosing
 it costs nothing.  :func:`release` does **not** charge a ledger: the caller charges
-``result.cost`` (a :class:`~dpcore.privacy.budget.PrivacyCost`) to its :class:`~dpcore.privacy.budget.Ledger`
+``result.cost`` (a :class:`~dpcore.privacy.budget.PrivacyCost`) to its :class:`~dpcore.privacy.Ledger`
 before publishing anything.  Neighbours are add/remove one tuple (one cell changes by ±1).
 """
 

@@ -24,12 +24,8 @@ from dpcore.areas.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.od import ODRelease, match_leaves
 from dpcore.points.export import _jsonable, validate_record
-from dpcore.privacy.budget import (
-    APPROX_DP_DELTAS,
-    Ledger,
-    zcdp_to_approx_dp,
-    zcdp_to_approx_dp_classic,
-)
+from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp, zcdp_to_approx_dp_classic
+from dpcore.privacy.ledger import Ledger
 
 __all__ = [
     "SCHEMA",

@@ -21,7 +21,8 @@ import pandas as pd
 
 import dpcore
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
-from dpcore.privacy.budget import APPROX_DP_DELTAS, Ledger, zcdp_to_approx_dp
+from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
+from dpcore.privacy.ledger import Ledger
 
 CSV_COLUMNS = [
     "id", "level", "leaf", "west", "south", "east", "north", "cells",

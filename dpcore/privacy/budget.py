@@ -1,4 +1,4 @@
-"""Privacy definitions, budget splits and the ledger that refuses overspending.
+"""Privacy definitions, their costs and conversions, and budget splits.
 
 Two privacy definitions are supported:
 
@@ -15,19 +15,14 @@ A curator who reads privacy as (ε, δ)-DP gets the ε implied by a ρ-zCDP budg
 :func:`zcdp_to_approx_dp` (Canonne, Kamath & Steinke 2020, Cor. 13) and the ρ that fits an
 (ε, δ) target from :func:`approx_dp_to_zcdp`.
 
-The :class:`Ledger` holds the budget cap of one dataset and every release charged to it.
-Its arithmetic is exact (:class:`fractions.Fraction`), its check-and-record is atomic and
-thread-safe, and a refused release changes nothing.
+The ledger that adds the costs up and refuses overspending is :mod:`dpcore.privacy.ledger`.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from numbers import Real
@@ -36,7 +31,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from dpcore.errors import BudgetError, InputError, ParameterError
+from dpcore.errors import InputError, ParameterError
 
 __all__ = [
     "APPROX_DP_DELTAS",
@@ -44,8 +39,6 @@ __all__ = [
     "MAX_EPSILON",
     "MAX_RHO",
     "Definition",
-    "Ledger",
-    "LedgerEntry",
     "PrivacyCost",
     "SplitKind",
     "approx_dp_to_zcdp",
@@ -77,8 +70,8 @@ CAP_TOLERANCE = Fraction(1, 10**9)
 APPROX_DP_DELTAS: tuple[float, ...] = (1e-5, 1e-6, 1e-7, 1e-9)
 
 _MAX_PARTS = 1_000_000
-_SYMBOL: dict[str, str] = {"pure": "ε", "zcdp": "ρ"}
-_NAME: dict[str, str] = {"pure": "pure ε-DP", "zcdp": "ρ-zCDP"}
+SYMBOL: dict[str, str] = {"pure": "ε", "zcdp": "ρ"}
+DEFINITION_NAME: dict[str, str] = {"pure": "pure ε-DP", "zcdp": "ρ-zCDP"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,7 +131,7 @@ def float_down(q: Fraction) -> float:
     return f
 
 
-def _float_up(q: Fraction) -> float:
+def float_up(q: Fraction) -> float:
     """The smallest float that is >= q."""
     f = float(q)
     if Fraction(f) < q:
@@ -149,7 +142,7 @@ def _float_up(q: Fraction) -> float:
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
-def _two_significant(x: float, *, down: bool = False) -> str:
+def two_significant(x: float, *, down: bool = False) -> str:
     """``x`` rounded to two significant digits for people: 0.5, 0.12, 12, 1,200, 3.4×10⁻⁵."""
     if x == 0:
         return "0"
@@ -173,12 +166,12 @@ def _two_significant(x: float, *, down: bool = False) -> str:
     return sign + text
 
 
-def _jsonable(obj: Any, where: str = "details") -> Any:
+def jsonable(obj: Any, where: str = "details") -> Any:
     """A JSON-able deep copy of ``obj`` (numpy scalars/arrays and tuples converted)."""
     if obj is None or isinstance(obj, str | bool):
         return obj
     if isinstance(obj, np.generic):
-        return _jsonable(obj.item(), where)
+        return jsonable(obj.item(), where)
     if isinstance(obj, int):
         return int(obj)
     if isinstance(obj, float):
@@ -190,7 +183,7 @@ def _jsonable(obj: Any, where: str = "details") -> Any:
     if isinstance(obj, Fraction):
         return str(obj)
     if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist(), where)
+        return jsonable(obj.tolist(), where)
     if isinstance(obj, PrivacyCost):
         return obj.to_dict()
     if isinstance(obj, Mapping):
@@ -200,10 +193,10 @@ def _jsonable(obj: Any, where: str = "details") -> Any:
                 raise ParameterError(
                     f"{where} has the key {key!r}; keys must be text so the record can be saved as JSON."
                 )
-            out[key] = _jsonable(value, f"{where}[{key!r}]")
+            out[key] = jsonable(value, f"{where}[{key!r}]")
         return out
     if isinstance(obj, list | tuple):
-        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        return [jsonable(v, f"{where}[{i}]") for i, v in enumerate(obj)]
     raise ParameterError(
         f"{where} holds a {type(obj).__name__} ({obj!r}), which cannot be saved as JSON; "
         "record numbers, text, lists or dicts."
@@ -266,7 +259,7 @@ class PrivacyCost:
     @property
     def symbol(self) -> str:
         """``"ε"`` or ``"ρ"``."""
-        return _SYMBOL[self.definition]
+        return SYMBOL[self.definition]
 
     def to_zcdp(self) -> PrivacyCost:
         """The same cost read as ρ-zCDP.
@@ -277,11 +270,23 @@ class PrivacyCost:
         """
         if self.definition == "zcdp":
             return self
-        return PrivacyCost("zcdp", _float_up(Fraction(self.value) ** 2 / 2))
+        return PrivacyCost("zcdp", float_up(Fraction(self.value) ** 2 / 2))
+
+    def for_group(self, size: int) -> PrivacyCost:
+        """The cost for a group of ``size`` units: ``size·ε`` under pure DP (Dwork & Roth 2014,
+        Thm. 2.2), ``size²·ρ`` under zCDP (Bun & Steinke 2016, Prop. 1.9).
+
+        >>> pure(0.5).for_group(2).label(), zcdp(0.1).for_group(2).label()
+        ('ε = 1', 'ρ = 0.4')
+        """
+        if size == 1:
+            return self
+        factor = Fraction(size) if self.definition == "pure" else Fraction(size) ** 2
+        return PrivacyCost(self.definition, float_up(Fraction(self.value) * factor))
 
     def label(self) -> str:
         """``"ε = 0.5"`` or ``"ρ = 0.02"``: the value with two significant digits."""
-        return f"{self.symbol} = {_two_significant(self.value)}"
+        return f"{self.symbol} = {two_significant(self.value)}"
 
     def to_dict(self) -> dict[str, Any]:
         """``{"definition", "value", "label"}``; ``label`` is for people and ignored on reading."""
@@ -665,387 +670,3 @@ def split(
             )
         return split_custom(total, w)
     raise ParameterError(f"Unknown split {kind!r}; choose 'uniform', 'geometric' or 'custom'.")
-
-
-# ---------------------------------------------------------------------------------------------
-# the ledger
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    """One release recorded in a :class:`Ledger`.
-
-    Attributes
-    ----------
-    index : int
-        Position in the ledger, from 0.
-    label : str
-        What was released, for people ("HTF release of trips.csv").
-    cost : PrivacyCost
-        The cost as stated by the mechanism.
-    charged : float
-        The cost in the ledger's unit (ε for a pure ledger, ρ for a zCDP ledger).
-    time : str
-        ISO 8601 time in UTC.
-    details : dict
-        JSON-able facts about the release (mechanism, parameters, split, ...).
-    """
-
-    index: int
-    label: str
-    cost: PrivacyCost
-    charged: float
-    time: str
-    details: dict[str, Any] = field(default_factory=dict, hash=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able record of the entry."""
-        return {
-            "index": self.index,
-            "label": self.label,
-            "cost": self.cost.to_dict(),
-            "charged": self.charged,
-            "time": self.time,
-            "details": copy.deepcopy(self.details),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LedgerEntry:
-        """Inverse of :meth:`to_dict`."""
-        try:
-            return cls(
-                index=int(d["index"]),
-                label=str(d["label"]),
-                cost=PrivacyCost.from_dict(d["cost"]),
-                charged=float(d["charged"]),
-                time=str(d["time"]),
-                details=_jsonable(dict(d.get("details") or {})),
-            )
-        except (KeyError, TypeError, ValueError) as err:
-            raise InputError(
-                f"A ledger entry record is incomplete or malformed ({err!r}); it needs index, "
-                "label, cost, charged and time. Use a file written by Ledger.to_dict()."
-            ) from None
-
-
-class Ledger:
-    """Privacy budget of one dataset: a cap set by the curator, every release recorded,
-    overspending refused.
-
-    Releases compose sequentially, so the ledger adds their costs: ε for a pure cap (basic
-    composition, Dwork & Roth 2014, Thm. 3.14) or ρ for a zCDP cap (Bun & Steinke 2016,
-    Lemma 1.7).  A pure ε release charged to a zCDP cap costs ``ε²/2`` (Bun & Steinke
-    2016, Prop. 1.4); a zCDP release cannot be charged to a pure cap.
-
-    The running total is exact (a sum of :class:`fractions.Fraction` of the float charges).
-    A release is allowed when ``spent + charge <= cap · (1 + 1e-9)``: the relative slack
-    :data:`CAP_TOLERANCE` lets decimal budgets that binary floats cannot hold exactly add up
-    to the cap (ten releases of ε = 0.1 against a cap of 1.0).  Check and record happen
-    under one lock, so concurrent spends (two browser tabs on one session) never exceed the
-    cap, and a refused spend changes nothing.
-
-    Parameters
-    ----------
-    cap : PrivacyCost
-        The most this dataset may spend; its definition is the ledger's definition.
-    dataset : str
-        Name of the dataset, for the record.
-    """
-
-    def __init__(self, cap: PrivacyCost, dataset: str = "") -> None:
-        self._lock = threading.Lock()
-        self._cap = self._check_cap(cap)
-        self.dataset = str(dataset)
-        self._entries: list[LedgerEntry] = []
-        self._spent = Fraction(0)
-
-    # -- state -------------------------------------------------------------------------------
-    @staticmethod
-    def _check_cap(cap: Any) -> PrivacyCost:
-        if not isinstance(cap, PrivacyCost):
-            raise ParameterError(
-                f"The budget cap must be a PrivacyCost (got {cap!r}); "
-                "use dpcore.privacy.budget.pure(epsilon) or dpcore.privacy.budget.zcdp(rho)."
-            )
-        return cap
-
-    @property
-    def cap(self) -> PrivacyCost:
-        """The cap set by the curator."""
-        return self._cap
-
-    @property
-    def definition(self) -> Definition:
-        """The ledger's definition (that of the cap): ``"pure"`` or ``"zcdp"``."""
-        return self._cap.definition
-
-    @property
-    def spent(self) -> float:
-        """Total charged so far, in the ledger's unit."""
-        with self._lock:
-            return float(self._spent)
-
-    @property
-    def remaining(self) -> float:
-        """What is left under the cap (0 when the cap is used up), in the ledger's unit."""
-        with self._lock:
-            return max(0.0, float(Fraction(self._cap.value) - self._spent))
-
-    @property
-    def entries(self) -> tuple[LedgerEntry, ...]:
-        """The recorded releases, oldest first."""
-        with self._lock:
-            return tuple(self._entries)
-
-    def _limit(self, cap: PrivacyCost | None = None) -> Fraction:
-        return Fraction((cap or self._cap).value) * (1 + CAP_TOLERANCE)
-
-    def _unit(self) -> str:
-        return _SYMBOL[self.definition]
-
-    # -- charging ----------------------------------------------------------------------------
-    def charge_of(self, cost: PrivacyCost) -> float:
-        """``cost`` in the ledger's unit.
-
-        Pure ε in a zCDP ledger costs ``ρ = ε²/2`` (Bun & Steinke 2016, Prop. 1.4, rounded
-        up); ρ-zCDP in a pure ledger raises :class:`~dpcore.errors.BudgetError`, because
-        zCDP implies no pure ε-DP guarantee.
-        """
-        if not isinstance(cost, PrivacyCost):
-            raise ParameterError(
-                f"A release cost must be a PrivacyCost (got {cost!r}); "
-                "use dpcore.privacy.budget.pure(epsilon) or dpcore.privacy.budget.zcdp(rho)."
-            )
-        if cost.definition == self.definition:
-            return cost.value
-        if self.definition == "zcdp":
-            return cost.to_zcdp().value
-        raise BudgetError(
-            f"A ρ-zCDP release ({cost.label()}) cannot be charged to a pure ε-DP budget "
-            f"({self._cap.label()}): zCDP mechanisms such as Gaussian noise give no pure ε "
-            "guarantee. Set the dataset's budget as zCDP (ρ) instead (pure ε releases can "
-            "still be charged to it, at ρ = ε²/2), or choose a pure ε mechanism."
-        )
-
-    def _refusal(self, cost: PrivacyCost, charge: float) -> BudgetError:
-        u = self._unit()
-        left = max(Fraction(0), Fraction(self._cap.value) - self._spent)
-        asked = cost.label()
-        if cost.definition != self.definition:
-            asked += f" ({u} = {_two_significant(charge)} in this budget)"
-        # The most spend() would accept now, in the release's own unit (ε = sqrt(2ρ) for a
-        # pure release on a zCDP budget), rounded down for the suggestion.
-        affordable = float(self._limit() - self._spent)
-        if cost.definition != self.definition:
-            affordable = math.sqrt(2 * max(0.0, affordable))
-        if left > Fraction(self._cap.value) * CAP_TOLERANCE:
-            fix = (
-                f"Lower {cost.symbol} for this release to at most "
-                f"{cost.symbol} = {_two_significant(affordable, down=True)}, or raise the "
-                "dataset's cap if your privacy policy allows it."
-            )
-        else:
-            fix = (
-                "The budget is used up: raise the dataset's cap if your privacy policy allows "
-                "it; otherwise nothing more can be released from this dataset."
-            )
-        return BudgetError(
-            f"Not enough privacy budget left for this release: it asks for {asked}, but only "
-            f"{u} = {_two_significant(float(left))} is left of the cap "
-            f"{self._cap.label()} ({u} = {_two_significant(float(self._spent))} already "
-            f"spent). {fix}"
-        )
-
-    def check(self, cost: PrivacyCost) -> None:
-        """Raise the BudgetError that :meth:`spend` would raise for ``cost``, else do nothing."""
-        charge = self.charge_of(cost)
-        with self._lock:
-            if self._spent + Fraction(charge) > self._limit():
-                raise self._refusal(cost, charge)
-
-    def can_spend(self, cost: PrivacyCost) -> bool:
-        """Whether :meth:`spend` would accept ``cost`` now.
-
-        False also when ``cost`` cannot be charged to this ledger at all (zCDP cost, pure
-        cap); :meth:`check` gives the reason.
-        """
-        try:
-            self.check(cost)
-        except BudgetError:
-            return False
-        return True
-
-    def spend(
-        self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None
-    ) -> LedgerEntry:
-        """Charge ``cost`` and record the release, or refuse and change nothing.
-
-        Parameters
-        ----------
-        cost : PrivacyCost
-            What the release costs (ε or ρ).
-        label : str
-            What is released, for the record (an empty label becomes ``"release <n>"``).
-        details : dict, optional
-            JSON-able facts (mechanism, parameters, split); numpy scalars and tuples are
-            converted, and a copy is stored.
-
-        Returns
-        -------
-        LedgerEntry
-            The recorded entry.
-
-        Raises
-        ------
-        BudgetError
-            If ``spent + charge > cap · (1 + 1e-9)``; the message says what is left and what
-            was asked.  Also for a zCDP cost against a pure cap.
-        ParameterError
-            For a cost that is not a PrivacyCost, a non-text label or non-JSON details.
-        """
-        # Everything that can fail on the arguments is done before taking the lock.
-        charge = self.charge_of(cost)
-        if not isinstance(label, str):
-            raise ParameterError(f"The release label must be text (got {label!r}).")
-        if details is not None and not isinstance(details, Mapping):
-            raise ParameterError(f"Release details must be a dict (got {details!r}).")
-        clean = _jsonable(dict(details or {}))
-        with self._lock:
-            new_spent = self._spent + Fraction(charge)
-            if new_spent > self._limit():
-                raise self._refusal(cost, charge)
-            index = len(self._entries)
-            entry = LedgerEntry(
-                index=index,
-                label=label.strip() or f"release {index + 1}",
-                cost=cost,
-                charged=charge,
-                time=datetime.now(UTC).isoformat(timespec="microseconds"),
-                details=clean,
-            )
-            self._entries.append(entry)
-            self._spent = new_spent
-            return entry
-
-    def set_cap(self, cap: PrivacyCost) -> None:
-        """Change the cap.
-
-        Raises BudgetError if the new cap is below what is already spent (with the same
-        1e-9 relative slack as :meth:`spend`), or if it changes the definition after
-        something was spent (the recorded charges would be in the wrong unit).
-        """
-        cap = self._check_cap(cap)
-        with self._lock:
-            if self._entries and cap.definition != self._cap.definition:
-                raise BudgetError(
-                    f"This dataset's budget is {_NAME[self._cap.definition]} and releases were "
-                    f"already charged to it, so it cannot become {_NAME[cap.definition]}. "
-                    f"Keep the definition and set a new {self._unit()} cap, or start a new "
-                    "ledger for a new dataset."
-                )
-            if self._spent > self._limit(cap):
-                raise BudgetError(
-                    f"The new cap {cap.label()} is below what was already spent "
-                    f"({self._unit()} = {_two_significant(float(self._spent))}); a cap can "
-                    f"only be lowered to at least the amount spent. Choose a cap of at least "
-                    f"{self._unit()} = {_float_up(self._spent)!r}."
-                )
-            self._cap = cap
-
-    # -- records -----------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able record: dataset, definition, cap, spent, remaining, entries.
-
-        A zCDP ledger also reports its (ε, δ)-DP reading (Canonne, Kamath & Steinke 2020,
-        Cor. 13) under ``"approx_dp"``: a list of ``{"delta", "epsilon_spent",
-        "epsilon_cap"}`` for δ in 1e-5, 1e-6, 1e-7 and 1e-9.
-        """
-        with self._lock:
-            cap = self._cap
-            spent_exact = self._spent
-            entries = [e.to_dict() for e in self._entries]
-        spent = float(spent_exact)
-        out: dict[str, Any] = {
-            "dataset": self.dataset,
-            "definition": cap.definition,
-            "cap": cap.to_dict(),
-            "spent": spent,
-            "remaining": max(0.0, float(Fraction(cap.value) - spent_exact)),
-            "tolerance": float(CAP_TOLERANCE),
-            "entries": entries,
-        }
-        if cap.definition == "zcdp":
-            out["approx_dp"] = [
-                {
-                    "delta": d,
-                    "epsilon_spent": zcdp_to_approx_dp(spent, d) if spent > 0 else 0.0,
-                    "epsilon_cap": zcdp_to_approx_dp(cap.value, d),
-                }
-                for d in APPROX_DP_DELTAS
-            ]
-        return out
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Ledger:
-        """Rebuild a ledger from :meth:`to_dict`.
-
-        The charges are recomputed from the recorded costs and checked against the stored
-        ones and against the cap, so an edited or corrupted record is refused
-        (:class:`~dpcore.errors.InputError`) rather than silently trusted.
-        """
-        if not isinstance(d, Mapping) or "cap" not in d:
-            raise InputError(
-                "A ledger record needs at least 'cap' (and usually 'entries'); "
-                "use a file written by Ledger.to_dict()."
-            )
-        ledger = cls(PrivacyCost.from_dict(d["cap"]), str(d.get("dataset", "")))
-        raw_entries = d.get("entries") or []
-        if not isinstance(raw_entries, list | tuple):
-            raise InputError("The ledger record's 'entries' must be a list of release records.")
-        spent = Fraction(0)
-        for i, raw in enumerate(raw_entries):
-            if not isinstance(raw, Mapping):
-                raise InputError(f"Ledger entry {i} is not a record (got {raw!r}).")
-            entry = LedgerEntry.from_dict(raw)
-            if entry.index != i:
-                raise InputError(
-                    f"Ledger entry {i} has index {entry.index}; entries must be numbered 0, 1, 2, "
-                    "... in order. The record was edited or is incomplete."
-                )
-            try:
-                charge = ledger.charge_of(entry.cost)
-            except BudgetError as err:
-                raise InputError(f"Ledger entry {i} does not fit the cap: {err}") from None
-            if charge != entry.charged:
-                raise InputError(
-                    f"Ledger entry {i} records a charge of {entry.charged!r} but its cost "
-                    f"{entry.cost.label()} charges {charge!r}. The record was edited or corrupted."
-                )
-            spent += Fraction(charge)
-            ledger._entries.append(entry)
-        if spent > ledger._limit():
-            raise InputError(
-                f"The ledger record spends {_two_significant(float(spent))}, more than its cap "
-                f"{ledger.cap.label()}. The record was edited or corrupted."
-            )
-        ledger._spent = spent
-        return ledger
-
-    # -- plumbing ----------------------------------------------------------------------------
-    def __getstate__(self) -> dict[str, Any]:
-        with self._lock:
-            state = self.__dict__.copy()
-            state["_entries"] = list(self._entries)
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return (
-            f"Ledger(cap={self._cap.label()!r}, dataset={self.dataset!r}, "
-            f"spent={self.spent!r}, entries={len(self._entries)})"
-        )

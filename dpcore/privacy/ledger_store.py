@@ -16,8 +16,19 @@ file shared by every session and process of the app on this machine.
   so the history page can offer them again without recomputing or spending anything.  They
   hold only what was exported (noisy outputs and public parameters), never true counts.
 
+* **Keys.** A population's key is ``HMAC-SHA256(secret, kind:fingerprint)`` (:meth:`LedgerStore.key`)
+  with a per-install secret kept beside the database (``ledger.sqlite.key``, readable by its owner
+  only).  A content fingerprint is a hash of the data, so a stored plain fingerprint would let
+  whoever reads the database test guesses about the data (say, one person's location); the keyed
+  hash does not without the secret.  Budgets stored under a plain key by earlier versions move to
+  their keyed name the first time they are opened.
+* **Populations.** Data sets that come from the same people (points, trips and census tables of
+  one survey) can be bound to one named population (:meth:`LedgerStore.bind`); their releases then
+  draw on one budget.  A data set is bound before its first release, and for good.
+* **Files** are created readable and writable by their owner only (mode 0600).
+
 SQLite is the standard library's embedded database: no server, safe for concurrent readers and
-serialised writers with a busy timeout.  The ledger arithmetic is :class:`dpcore.privacy.budget.Ledger`'s,
+serialised writers with a busy timeout.  The ledger arithmetic is :class:`dpcore.privacy.Ledger`'s,
 unchanged: :class:`StoredLedger` only reloads its state from the file before every operation
 and writes it back inside the same transaction.
 """
@@ -25,18 +36,22 @@ and writes it back inside the same transaction.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from dpcore.errors import DPCoreError, InputError
-from dpcore.privacy.budget import Ledger, LedgerEntry, PrivacyCost
+from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.ledger import CapChange, Ledger, LedgerEntry, minute_now
+from dpcore.privacy.noise import secret_key
+from dpcore.privacy.units import Unit
 
 __all__ = ["LedgerStore", "StoredLedger", "default_path", "default_store"]
 
@@ -67,7 +82,29 @@ CREATE TABLE IF NOT EXISTS release_files (
     PRIMARY KEY (release_id, name)
 );
 CREATE INDEX IF NOT EXISTS releases_by_dataset ON releases(fingerprint, created);
+CREATE TABLE IF NOT EXISTS cap_changes (
+    fingerprint TEXT NOT NULL REFERENCES datasets(fingerprint),
+    idx INTEGER NOT NULL,
+    change TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, idx)
+);
+CREATE TABLE IF NOT EXISTS bindings (
+    data_key TEXT PRIMARY KEY,
+    population TEXT NOT NULL,
+    name TEXT NOT NULL
+);
 """
+
+#: Prefix of keyed (HMAC) population keys; keys without it are plain keys of earlier versions.
+KEY_PREFIX = "k1:"
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` (if missing) readable and writable by its owner only, and make it so."""
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+    os.close(fd)
+    os.chmod(path, 0o600)
+
 
 
 def default_path() -> Path:
@@ -86,13 +123,94 @@ class LedgerStore:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private_file(self.path)
             with self._connect() as con:
                 con.executescript(_SCHEMA)
+                if "unit" not in {r[1] for r in con.execute("PRAGMA table_info(datasets)")}:
+                    con.execute("ALTER TABLE datasets ADD COLUMN unit TEXT")
+            self._secret = self._load_secret()
         except (OSError, sqlite3.Error) as e:
             raise DPCoreError(
                 f"Cannot open the budget database at {self.path}: {e}. Set DPCORE_LEDGER_DB to a writable "
                 "file path (the budget must be kept somewhere that survives restarts)."
             ) from None
+
+    def _load_secret(self) -> bytes:
+        key_path = self.path.with_name(self.path.name + ".key")
+        if not key_path.exists():
+            try:
+                fd = os.open(key_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            except FileExistsError:  # another process made it first: use theirs
+                pass
+            else:
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(secret_key().hex())
+        os.chmod(key_path, 0o600)
+        secret = bytes.fromhex(key_path.read_text().strip())
+        if len(secret) < 16:
+            raise DPCoreError(f"The budget key file {key_path} is damaged (too short). Restore it from a backup: "
+                              "without it the budgets in the database cannot be found.")
+        return secret
+
+    # -- keys -------------------------------------------------------------------------------
+    def key(self, kind: str, fingerprint: str) -> str:
+        """The population key of a data set: HMAC-SHA256 of ``kind:fingerprint`` under this
+        install's secret (a stored key tells nothing about the data without the secret)."""
+        mac = hmac.new(self._secret, f"{kind}:{fingerprint}".encode(), hashlib.sha256).hexdigest()
+        return KEY_PREFIX + mac
+
+    def population_key(self, name: str) -> str:
+        """The key of a named population (:meth:`bind`)."""
+        return self.key("population", str(name).strip())
+
+    def resolve(self, data_key: str) -> str:
+        """The key whose budget a data set draws on: its population's when bound, else its own."""
+        with contextlib.closing(self._connect()) as con:
+            row = con.execute("SELECT population FROM bindings WHERE data_key = ?", (data_key,)).fetchone()
+        return row[0] if row else data_key
+
+    def bind(self, data_key: str, name: str) -> str:
+        """Bind a data set to the named population (for good) and return the population's key.
+
+        Refused when the data set already has releases on a budget of its own (they would not
+        count against the population) or is bound to another population.
+        """
+        name = str(name).strip()
+        if not name:
+            raise DPCoreError("A population needs a name (for example the survey the data comes from).")
+        pop = self.population_key(name)
+        with self.transaction() as con:
+            row = con.execute("SELECT population, name FROM bindings WHERE data_key = ?", (data_key,)).fetchone()
+            if row is not None:
+                if row[0] != pop:
+                    raise DPCoreError(
+                        f"This data is already bound to the population '{row[1]}'; a data set belongs to one "
+                        "population for good. Keep that population's name.")
+                return pop
+            if con.execute("SELECT 1 FROM spends WHERE fingerprint = ?", (data_key,)).fetchone():
+                raise DPCoreError(
+                    "This data already has releases on a budget of its own, which the population's budget would not "
+                    "count. Bind data to a population before its first release, or keep its own budget.")
+            con.execute("INSERT INTO bindings VALUES (?, ?, ?)", (data_key, pop, name))
+        return pop
+
+    def budget_key(self, kind: str, fingerprint: str) -> str:
+        """The key of the budget ``kind`` data with this fingerprint draws on (its population's
+        when bound), after moving a budget stored under an earlier version's plain key."""
+        data_key = self.key(kind, fingerprint)
+        self.migrate_plain_key(f"{kind}:{fingerprint}", data_key)
+        return self.resolve(data_key)
+
+    def migrate_plain_key(self, plain: str, key: str) -> None:
+        """Move a budget stored under an earlier version's plain key to its keyed name."""
+        with self.transaction() as con:
+            if not con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (plain,)).fetchone():
+                return
+            if con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (key,)).fetchone():
+                return
+            con.execute("PRAGMA defer_foreign_keys = ON")
+            for table in ("datasets", "spends", "releases", "cap_changes"):
+                con.execute(f"UPDATE {table} SET fingerprint = ? WHERE fingerprint = ?", (key, plain))
 
     def _connect(self, check_same_thread: bool = True) -> sqlite3.Connection:
         # autocommit mode (isolation_level=None): transactions are explicit BEGIN IMMEDIATE
@@ -116,9 +234,10 @@ class LedgerStore:
             con.close()
 
     # -- ledgers ----------------------------------------------------------------------------
-    def ledger(self, fingerprint: str, default_cap: PrivacyCost, kind: str = "") -> StoredLedger:
-        """The ledger of the dataset with this content fingerprint (created with ``default_cap``)."""
-        return StoredLedger(self, str(fingerprint), default_cap, kind)
+    def ledger(self, fingerprint: str, default_cap: PrivacyCost, kind: str = "",
+               unit: Unit | None = None) -> StoredLedger:
+        """The ledger under this key (created with ``default_cap`` and ``unit``)."""
+        return StoredLedger(self, str(fingerprint), default_cap, kind, unit)
 
     def has_ledger(self, fingerprint: str) -> bool:
         with contextlib.closing(self._connect()) as con:
@@ -132,7 +251,7 @@ class LedgerStore:
         ``summary`` is public (mechanism, budget, parameters); ``files`` are the exports.
         Recording the same release twice keeps the first copy.
         """
-        created = datetime.now(UTC).isoformat(timespec="seconds")
+        created = minute_now()
         with self.transaction() as con:
             if con.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone():
                 return
@@ -164,15 +283,16 @@ class LedgerStore:
 
 
 class StoredLedger(Ledger):
-    """A :class:`~dpcore.privacy.budget.Ledger` whose state lives in a :class:`LedgerStore`.
+    """A :class:`~dpcore.privacy.Ledger` whose state lives in a :class:`LedgerStore`.
 
     Every read reloads the cap and the entries from the file, and every change (spend, new
     cap) reloads, applies :class:`Ledger`'s own checks and writes back inside one
     ``BEGIN IMMEDIATE`` transaction, so what another tab or process spent is always counted.
     """
 
-    def __init__(self, store: LedgerStore, fingerprint: str, default_cap: PrivacyCost, kind: str = "") -> None:
-        super().__init__(default_cap, dataset=fingerprint)
+    def __init__(self, store: LedgerStore, fingerprint: str, default_cap: PrivacyCost, kind: str = "",
+                 unit: Unit | None = None) -> None:
+        super().__init__(default_cap, dataset=fingerprint, unit=unit)
         # re-entrant: Ledger's refusal message reads ``definition`` while holding the lock, and
         # every read here reloads under the same lock
         self._lock = threading.RLock()
@@ -186,9 +306,14 @@ class StoredLedger(Ledger):
         self._version: int | None = None
         if not store.has_ledger(fingerprint):
             with store.transaction() as con:
-                con.execute("INSERT OR IGNORE INTO datasets VALUES (?, ?, ?, ?)",
+                con.execute("INSERT OR IGNORE INTO datasets (fingerprint, kind, cap, created, unit) "
+                            "VALUES (?, ?, ?, ?, ?)",
                             (fingerprint, kind, json.dumps(self._check_cap(default_cap).to_dict()),
-                             datetime.now(UTC).isoformat(timespec="seconds")))
+                             minute_now(), json.dumps(unit.to_dict()) if unit else None))
+        elif unit is not None:  # a budget from before units were recorded takes the first unit asked for
+            with store.transaction() as con:
+                con.execute("UPDATE datasets SET unit = ? WHERE fingerprint = ? AND unit IS NULL",
+                            (json.dumps(unit.to_dict()), fingerprint))
         self._refresh()
 
     def __del__(self) -> None:
@@ -197,15 +322,19 @@ class StoredLedger(Ledger):
 
     # -- sync -------------------------------------------------------------------------------
     def _load(self, con: sqlite3.Connection) -> None:
-        row = con.execute("SELECT cap FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone()
+        row = con.execute("SELECT cap, unit FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone()
         if row is None:  # pragma: no cover - created in __init__ and never deleted
             raise InputError("This dataset's budget record has disappeared from the budget database.")
         cap = PrivacyCost.from_dict(json.loads(row[0]))
+        unit = Unit.from_dict(json.loads(row[1])) if row[1] else None
         entries = [LedgerEntry.from_dict(json.loads(e)) for (e,) in con.execute(
             "SELECT entry FROM spends WHERE fingerprint = ? ORDER BY idx", (self._fp,))]
+        changes = [CapChange.from_dict(json.loads(c)) for (c,) in con.execute(
+            "SELECT change FROM cap_changes WHERE fingerprint = ? ORDER BY idx", (self._fp,))]
         spent = sum((Fraction(e.charged) for e in entries), Fraction(0))
         with self._lock:
             self._cap, self._entries, self._spent = cap, entries, spent
+            self._unit_of_privacy, self._cap_changes = unit, changes
 
     def _refresh(self) -> None:
         with self._lock:
@@ -240,22 +369,36 @@ class StoredLedger(Ledger):
         self._refresh()
         return super().entries
 
-    def check(self, cost: PrivacyCost) -> None:
+    @property
+    def unit(self) -> Unit | None:
         self._refresh()
-        super().check(cost)
+        return self._unit_of_privacy
+
+    @property
+    def cap_changes(self) -> tuple[CapChange, ...]:
+        self._refresh()
+        return super().cap_changes
+
+    def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
+        self._refresh()
+        super().check(cost, unit)
 
     def to_dict(self) -> dict[str, Any]:
         self._refresh()
         return super().to_dict()
 
     # -- writes in one transaction ------------------------------------------------------------
-    def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None) -> LedgerEntry:
+    def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
+              unit: Unit | None = None) -> LedgerEntry:
         with self._lock, self._store.transaction() as con:
             self._load(con)
-            entry = super().spend(cost, label, details)
+            entry = super().spend(cost, label, details, unit)
             try:
                 con.execute("INSERT INTO spends VALUES (?, ?, ?)",
                             (self._fp, entry.index, json.dumps(entry.to_dict())))
+                # a budget without a unit takes its first release's (Ledger.spend set it)
+                con.execute("UPDATE datasets SET unit = ? WHERE fingerprint = ? AND unit IS NULL",
+                            (json.dumps(entry.unit.to_dict()), self._fp))
             except BaseException:
                 self._load(con)  # the transaction rolls back: forget the in-memory charge too
                 raise
@@ -264,8 +407,12 @@ class StoredLedger(Ledger):
     def set_cap(self, cap: PrivacyCost) -> None:
         with self._lock, self._store.transaction() as con:
             self._load(con)
+            before = len(self._cap_changes)
             super().set_cap(cap)
             con.execute("UPDATE datasets SET cap = ? WHERE fingerprint = ?", (json.dumps(cap.to_dict()), self._fp))
+            if len(self._cap_changes) > before:
+                con.execute("INSERT INTO cap_changes VALUES (?, ?, ?)",
+                            (self._fp, before, json.dumps(self._cap_changes[-1].to_dict())))
 
 
 _DEFAULT: dict[Path, LedgerStore] = {}

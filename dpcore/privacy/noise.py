@@ -537,6 +537,16 @@ class NoiseSource:
         return self._on_grid(values, sigma, granularity_exp, "sigma", self._discrete_gaussian)
 
 
+def secret_key(n_bytes: int = 32) -> bytes:
+    """``n_bytes`` secret random bytes from :func:`os.urandom` (never seeded).
+
+    The per-install secret that keys the budget database's population keys
+    (:mod:`dpcore.privacy.ledger_store`) comes from here, so that every random bit the
+    library draws has one source.
+    """
+    return os.urandom(int(n_bytes))
+
+
 def secure_source() -> NoiseSource:
     """The production noise source: ``NoiseSource(None)``, backed by :func:`os.urandom`."""
     return NoiseSource(None)

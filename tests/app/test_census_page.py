@@ -103,6 +103,9 @@ def test_overspend_is_refused_with_a_clear_message(at: AppTest) -> None:
     assert not release_button(at).disabled and not at.error
     at.number_input(key="census_epsilon").set_value(0.6).run()
     at.number_input(key="census_cap").set_value(1.2).run()
+    # raising the cap waits for the curator's confirmation
+    assert release_button(at).disabled and at.number_input(key="census_cap").value == 1.0
+    at.button(key="census_cap__confirm").click().run()
     assert not release_button(at).disabled and not at.error
     at.number_input(key="census_cap").set_value(0.5).run()  # below what was spent
     assert any("below what was already spent" in e.value for e in at.error)
@@ -110,15 +113,19 @@ def test_overspend_is_refused_with_a_clear_message(at: AppTest) -> None:
     entry = at.session_state["census_release"]
     # another tab (or a pipeline on the shared budget database) lowers the cap: a rerun here shows it
     # and does not write the old value back
-    from dpcore.privacy import budget, ledger_store
+    from dpcore.core.session import Session
+    from dpcore.privacy import budget
 
-    other = ledger_store.default_store().ledger(f"census:{entry['fingerprint']}", budget.pure(1.0), "census")
-    other.set_cap(budget.pure(0.7))
+    other = Session().budget("census", entry["fingerprint"], default=budget.pure(1.0))
+    Session().set_cap(other, budget.pure(0.7))
     at.number_input(key="census_epsilon").set_value(0.5).run()
     at.run()
     assert other.cap.value == 0.7 and at.number_input(key="census_cap").value == 0.7
     assert entry["release"].release_id == first
-    assert len(at.session_state["census_ledgers"][entry["fingerprint"]].entries) == 1
+    led = at.session_state["census_ledgers"][entry["fingerprint"]]
+    assert len(led.entries) == 1
+    # every change of the cap is a ledger event: the raise, then the other tab's lowering
+    assert [(c.old.value, c.new.value) for c in led.cap_changes] == [(1.0, 1.2), (1.2, 0.7)]
 
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:

@@ -90,9 +90,10 @@ def test_a_folder_opened_with_duckdb_is_counted_like_an_upload(tmp_path: Path) -
     assert main(["run", str(tmp_path / "release.toml")]) == 0
     assert (tmp_path / "release" / "release.csv").is_file()
     # the pipeline's run drew on the app's budget for these points: 0.5 (app) + 0.5 (config)
-    from dpcore.privacy import budget, ledger_store
+    from dpcore.core.session import Session
+    from dpcore.privacy import budget
 
-    led = ledger_store.default_store().ledger(f"points:{ds.fingerprint}", budget.pure(1.0), "points")
+    led = Session().budget("points", ds.fingerprint, default=budget.pure(1.0))
     assert abs(led.spent - 2 * cfg["budget"]["epsilon"]) < 1e-12
     assert main(["run", str(tmp_path / "release.toml")]) == 2  # and the cap holds across both
 

@@ -196,7 +196,8 @@ def test_release_config_reruns_on_the_apps_budget(tmp_path) -> None:
     import pandas as pd
 
     from dpcore.cli import main
-    from dpcore.privacy import budget, ledger_store
+    from dpcore.core.session import Session
+    from dpcore.privacy import budget
 
     rng = __import__("numpy").random.default_rng(2)
     rows = [(s, f"{c:03d}", f"{t:06d}", int(rng.integers(0, 50))) for s in ("01", "02") for c in (1, 3)
@@ -218,6 +219,6 @@ def test_release_config_reruns_on_the_apps_budget(tmp_path) -> None:
     (tmp_path / "release.toml").write_text(code.value, "utf-8")
     assert main(["run", str(tmp_path / "release.toml")]) == 0
     fp = at.session_state["hier_release"]["fp"]
-    led = ledger_store.default_store().ledger(f"census:{fp}", budget.pure(1.0), "census")
+    led = Session().budget("census", fp, default=budget.pure(1.0))
     eps = cfg["budget"]["epsilon"]
     assert len(led.entries) == 2 and abs(led.spent - 2 * eps) < 1e-12

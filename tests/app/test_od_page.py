@@ -238,6 +238,9 @@ def test_an_exhausted_budget_is_refused(at: AppTest) -> None:
     fp = at.session_state["od_model"]["fp"]
     at.number_input(key=f"od_cap_{fp}_zcdp").set_value(0.1).run()
     ok(at)
+    assert release_button(at).disabled  # a raise waits for confirmation
+    at.button(key=f"od_cap_{fp}_zcdp__confirm").click().run()
+    ok(at)
     assert not release_button(at).disabled
     # the definition is locked once budget is spent under it
     at.radio(key="_w_od_definition").set_value("pure").run()

@@ -319,7 +319,11 @@ def test_budget_cap_can_be_changed_twice_in_a_row(at):
     number_input(at, "Budget cap").set_value(0.2).run()
     number_input(at, "Budget cap").set_value(0.8).run()
     ledger = next(iter(at.session_state["ledgers"].values()))
+    assert ledger.cap.value == pytest.approx(0.2)  # lowering is immediate, raising waits for confirmation
+    assert any("Raise the cap" in w for w in texts(at.warning))
+    next(b for b in at.button if b.label == "Raise the cap").click().run()
     assert ledger.cap.value == pytest.approx(0.8)
+    assert [(c.old.value, c.new.value) for c in ledger.cap_changes] == [(1.0, 0.2), (0.2, 0.8)]
     assert at.button(key="release_button").label.startswith("Release with ε = 0.5")
 
 

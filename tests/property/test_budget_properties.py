@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from dpcore.errors import BudgetError
 from dpcore.privacy.budget import (
     CAP_TOLERANCE,
-    Ledger,
     PrivacyCost,
     approx_dp_to_zcdp,
     split,
@@ -20,6 +19,7 @@ from dpcore.privacy.budget import (
     split_uniform,
     zcdp_to_approx_dp,
 )
+from dpcore.privacy.ledger import Ledger
 
 totals = st.floats(min_value=1e-9, max_value=1e6, allow_nan=False, allow_infinity=False)
 ks = st.integers(min_value=1, max_value=200)

@@ -17,8 +17,6 @@ import pytest
 from dpcore.errors import BudgetError, DPCoreError, InputError, ParameterError
 from dpcore.privacy.budget import (
     APPROX_DP_DELTAS,
-    Ledger,
-    LedgerEntry,
     PrivacyCost,
     approx_dp_to_zcdp,
     gaussian_sigma_for_rho,
@@ -31,6 +29,7 @@ from dpcore.privacy.budget import (
     zcdp,
     zcdp_to_approx_dp,
 )
+from dpcore.privacy.ledger import Ledger, LedgerEntry
 
 CBRT2 = 2 ** (1 / 3)
 

@@ -21,6 +21,7 @@ from dpcore.areas import census
 from dpcore.cli import main
 from dpcore.data.synthetic import synthetic_census
 from dpcore.errors import DPCoreError, InputError, ParameterError
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 LEVELS = ["state", "county", "tract"]
@@ -248,7 +249,7 @@ def test_per_area_sd_in_unbalanced_hierarchy_is_exact() -> None:
 def test_ledger_refuses_before_noise_and_charges_once(table: census.CensusTable) -> None:
     from dpcore.privacy import budget
 
-    led = budget.Ledger(budget.pure(1.0))
+    led = Ledger(budget.pure(1.0))
     census.release_census(table, 0.7, NoiseSource(seed=1), ledger=led)
     assert led.spent == pytest.approx(0.7) and len(led.entries) == 1
     with pytest.raises(DPCoreError, match="Not enough privacy budget"):
@@ -285,7 +286,7 @@ def test_unbiased_and_sd_per_level_match_monte_carlo(table: census.CensusTable) 
 def test_exports_hold_no_truth(table: census.CensusTable) -> None:
     from dpcore.privacy import budget
 
-    led = budget.Ledger(budget.pure(1.0), dataset="secret_file.csv")
+    led = Ledger(budget.pure(1.0), dataset="secret_file.csv")
     rel = census.release_census(table, 1.0, NoiseSource(seed=4), ledger=led)
     df = pd.read_csv(pd.io.common.BytesIO(census.census_csv(rel)), dtype={c: str for c in LEVELS})
     assert list(df.columns[:4]) == ["level", *LEVELS]
@@ -422,7 +423,7 @@ class _NoDraw(NoiseSource):
 def test_census_charges_before_drawing_and_refuses_without_drawing(table: census.CensusTable) -> None:
     from dpcore.privacy import budget
 
-    led = budget.Ledger(budget.pure(1.0))
+    led = Ledger(budget.pure(1.0))
 
     class Watch(NoiseSource):
         def laplace_on_grid(self, values, scale, granularity_exp):

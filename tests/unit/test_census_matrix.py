@@ -13,6 +13,7 @@ from dpcore.data import synthetic
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_mech as mm
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 LEVELS = ["state", "county", "tract"]
@@ -89,7 +90,7 @@ def test_release_is_unbiased_consistent_and_matches_the_plan(table: census.Censu
 def test_exports_hold_no_true_count_and_refusals(table: census.CensusTable) -> None:
     p = census_matrix.plan(table.structure, "state", [(0,), (1,)], budget.zcdp(0.3))
     rel = census_matrix.release(table, p, NoiseSource(4))
-    led = budget.Ledger(budget.zcdp(1.0), dataset="secret-name.csv")
+    led = Ledger(budget.zcdp(1.0), dataset="secret-name.csv")
     rec = json.loads(census_matrix.marginals_json(rel, led))
     assert rec["table"]["marginals"] == [["state"], ["age_band"]]
     assert "secret-name" not in json.dumps(rec)

@@ -29,7 +29,8 @@ from dpcore.points.export import (
     validate_record,
     write_release,
 )
-from dpcore.privacy.budget import Ledger, pure
+from dpcore.privacy.budget import pure
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 BOUNDS = Bounds(-74.06, 40.56, -73.70, 40.92)

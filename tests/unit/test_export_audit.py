@@ -20,6 +20,7 @@ from dpcore.data import io
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.points import export as pexport
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 SECRET_NAME = "SECRET-input-7Q.csv"
@@ -68,7 +69,7 @@ def test_points_exports() -> None:
     table = io.load_points(pd.DataFrame({"lat": lat, "lon": lon}), "lat", "lon", source_name=SECRET_NAME)
     grid = Grid(Bounds(-74.0, 40.7, -73.9, 40.8), 8, 8)
     agg = aggregate_points(table.lon, table.lat, grid)
-    led = budget.Ledger(budget.pure(5.0), dataset=SECRET_NAME)
+    led = Ledger(budget.pure(5.0), dataset=SECRET_NAME)
     for mech in ("identity", "ug", "privelet"):
         rel = pipeline.release_points(agg, mech, 1.0, {}, led, noise=ShiftNoise(1))
         rec = pexport.release_record(rel, led)
@@ -92,7 +93,7 @@ def test_hierarchy_exports(hier) -> None:
     sets = hier_matrix.read_area_sets(b"query,area\nboth,01\n", h, SECRET_NAME)
     for mech, cost, opts in (("exact", budget.pure(1.0), {}), ("hay", budget.zcdp(0.5), {}),
                              ("matrix", budget.zcdp(0.5), {"area_sets": sets})):
-        led = budget.Ledger(cost if cost.definition == "zcdp" else budget.pure(5.0), dataset=SECRET_NAME)
+        led = Ledger(cost if cost.definition == "zcdp" else budget.pure(5.0), dataset=SECRET_NAME)
         rel = pipeline.release_hierarchy(counts, mech, cost, led, noise=ShiftNoise(2), **opts)
         hier_export.validate_hierarchy_record(hier_export.hierarchy_record(rel, led))
         blobs = {"csv": hier_export.hierarchy_csv(rel), "json": hier_export.hierarchy_json(rel, led)}
@@ -105,7 +106,7 @@ def test_census_exports() -> None:
     df = pd.DataFrame({"state": ["01"] * 4, "county": ["001", "001", "003", "003"],
                        "age": ["a", "b", "a", "b"], "pop": [TRUE[0], 1, TRUE[1], 2]})
     table = census.CensusTable.from_frame(df, ["state", "county"], "pop", ordinals=["age"])
-    led = budget.Ledger(budget.zcdp(5.0), dataset=SECRET_NAME)
+    led = Ledger(budget.zcdp(5.0), dataset=SECRET_NAME)
     rel = census.release_census(table, 1.0, ShiftNoise(3), ledger=led)
     census.validate_census_record(census.census_record(rel, led))
     census.validate_census_record(census.census_record(rel))

@@ -18,6 +18,7 @@ from dpcore.areas import hierarchical as H
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.errors import InputError
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 # 2 states, FIPS-like county codes repeating within states; leaf counts distinctive numbers
@@ -190,7 +191,7 @@ CASES = ([(m, d, nb) for m in ["exact", "topdown_linf", "topdown_l2", "hay", "bo
 def test_record_validates_and_holds_no_true_counts(counts: HierarchyCounts, mechanism: str, definition: str,
                                                    neighbour: str) -> None:
     cost = budget.pure(1.0) if definition == "pure" else budget.zcdp(0.5)
-    led = budget.Ledger(budget.pure(3.0) if definition == "pure" else budget.zcdp(2.0),
+    led = Ledger(budget.pure(3.0) if definition == "pure" else budget.zcdp(2.0),
                         dataset="confidential_people_2020.csv")
     from dpcore.core import pipeline
 
@@ -266,7 +267,7 @@ def test_write_hierarchy_sanitises_level_names(tmp_path: Path, rel: H.HierarchyR
     out = tmp_path / "deep" / "out"
     joins = {"../x": X.join_boundaries(h, 1, boxes(["01", "02", "06"])),
              "a b/c": X.join_boundaries(h, 2, boxes(["01001", "06007"], "GEOID"))}
-    paths = X.write_hierarchy(rel, out, budget.Ledger(budget.pure(1.0)), joins)
+    paths = X.write_hierarchy(rel, out, Ledger(budget.pure(1.0)), joins)
     names = sorted(p.name for p in paths)
     assert names == ["a_b_c.geojson", "release.csv", "release.json", "x.geojson"]
     assert all(p.parent == out for p in paths)

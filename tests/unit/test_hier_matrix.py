@@ -19,6 +19,7 @@ from dpcore.core.pipeline import release_hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import matrix_mech as mm
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,7 +162,7 @@ def test_ambiguous_code_asks_for_a_level_column() -> None:
 
 def test_refusals_before_anything_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
     h, counts = irregular()
-    led = budget.Ledger(budget.zcdp(1.0))
+    led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match="add/remove"):
         release_hierarchy(counts, "matrix", budget.zcdp(0.5), led, neighbour="replace")
     monkeypatch.setattr(hier_matrix, "MAX_LEAVES", 10)
@@ -174,7 +175,7 @@ def test_refusals_before_anything_is_spent(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_pipeline_charges_once_and_the_record_validates(tmp_path: Path) -> None:
     h, counts = irregular()
-    led = budget.Ledger(budget.zcdp(1.0))
+    led = Ledger(budget.zcdp(1.0))
     sets = hier_matrix.read_area_sets(b"query,area\nA,02\nA,03\n", h)
     rel = release_hierarchy(counts, "matrix", budget.zcdp(0.25), led, noise=NoiseSource(3), area_sets=sets)
     assert led.spent == pytest.approx(0.25) and len(led.entries) == 1

@@ -27,6 +27,7 @@ from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core import pipeline
 from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 COUNT_MECHS = ["exact", "topdown_linf", "topdown_l2", "hay", "bottom_up", "independent"]
@@ -582,7 +583,7 @@ def test_pure_scales_for_a_three_level_tree_by_hand() -> None:
 class LedgerWatcher(NoiseSource):
     """Asserts, at the first random bit, that the ledger has already been charged."""
 
-    def __init__(self, ledger: budget.Ledger, expected: float) -> None:
+    def __init__(self, ledger: Ledger, expected: float) -> None:
         super().__init__(1)
         self.ledger, self.expected, self.first = ledger, expected, True
 
@@ -596,7 +597,7 @@ class LedgerWatcher(NoiseSource):
 
 @pytest.mark.parametrize("mechanism", COUNT_MECHS)
 def test_pipeline_charges_before_any_noise(sparse_counts: HierarchyCounts, mechanism: str) -> None:
-    led = budget.Ledger(budget.pure(2.0))
+    led = Ledger(budget.pure(2.0))
     src = LedgerWatcher(led, 0.7)
     rel = pipeline.release_hierarchy(sparse_counts, mechanism, budget.pure(0.7), led, noise=src, split="geometric")
     assert not src.first  # noise was drawn, after the check
@@ -609,7 +610,7 @@ def test_pipeline_charges_before_any_noise(sparse_counts: HierarchyCounts, mecha
 
 
 def test_pipeline_refuses_over_budget_without_drawing(sparse_counts: HierarchyCounts) -> None:
-    led = budget.Ledger(budget.pure(1.0))
+    led = Ledger(budget.pure(1.0))
     pipeline.release_hierarchy(sparse_counts, "exact", budget.pure(0.6), led, noise=NoiseSource(0))
     with pytest.raises(BudgetError, match="0.4"):
         pipeline.release_hierarchy(sparse_counts, "exact", budget.pure(0.6), led, noise=NoDraw(0))
@@ -784,7 +785,7 @@ def test_bottom_up_errors_are_sums_of_leaf_noise(dense_tree: HierarchyCounts) ->
 
 
 def test_bad_options_are_refused_before_anything_is_spent(sparse_counts: HierarchyCounts) -> None:
-    led = budget.Ledger(budget.pure(1.0))
+    led = Ledger(budget.pure(1.0))
 
     class NoDraw(NoiseSource):
         def random_uint64(self, size):  # every sampler draws through here

@@ -17,7 +17,8 @@ from dpcore.estimate import matrix_mech as mm
 from dpcore.points import mechanisms
 from dpcore.points.export import release_record, validate_record, write_release
 from dpcore.points.mechanisms.matrix import MatrixMechanism
-from dpcore.privacy.budget import Ledger, pure, zcdp
+from dpcore.privacy.budget import pure, zcdp
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 # distinctive true counts, far apart, so no released number can spell one of them
@@ -396,7 +397,7 @@ def test_many_rectangles_on_a_large_grid_release_without_the_dense_matrix() -> N
     counts = np.zeros((256, 256), dtype=np.int64)
     counts[100:120, 30:90] = 3
     agg = _A(g, counts, n_outside=0, n_capped=0, sensitivity=1, user_cap=None)
-    led = _b.Ledger(_b.zcdp(1.0))
+    led = Ledger(_b.zcdp(1.0))
     rel = _p.release_points(agg, "matrix", _b.zcdp(0.5),
                             {"workload": "random_rectangles", "rect_count": 1000, "rect_area": 0.01}, led,
                             noise=_N(5))

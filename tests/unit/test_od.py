@@ -31,6 +31,7 @@ from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.estimate import topdown_opt
 from dpcore.flows import od
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource, discrete_gaussian_variance, discrete_laplace_variance
 
 LN_INV_DELTA = math.log(1e8)  # δ = 1e-8
@@ -215,7 +216,7 @@ class NoDraw(NoiseSource):
 class LedgerWatcher(NoiseSource):
     """Asserts, at the first random bit, that the ledger has already been charged."""
 
-    def __init__(self, ledger: budget.Ledger, expected: float) -> None:
+    def __init__(self, ledger: Ledger, expected: float) -> None:
         super().__init__(1)
         self.ledger, self.expected, self.first = ledger, expected, True
 
@@ -921,7 +922,7 @@ def test_milp_baseline_limit_is_checked_before_spending(monkeypatch: pytest.Monk
     df = pd.DataFrame({"o": rng.choice(h.labels(2), 600), "d": rng.choice(h.labels(2), 600)})
     c = od.ODCounts.from_frame(df, h, origin="o", destination="d")
     monkeypatch.setattr(od, "MILP_MAX_SUBPROBLEMS", 2)  # level 2 has 3 surviving parents here
-    led = budget.Ledger(budget.zcdp(1.0))
+    led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match="solver calls"):
         pipeline.release_od(c, "tda_linf_milp", budget.zcdp(0.5), led, noise=NoiseSource(0))
     assert led.spent == 0 and not led.entries, "budget charged, but no release was returned"
@@ -1223,7 +1224,7 @@ def test_vanilla_gauss_refuses_large_domains(states: Hierarchy, monkeypatch: pyt
     monkeypatch.setattr(od, "VANILLA_MAX_CELLS", 35)  # 36 finest pairs
     with pytest.raises(ParameterError, match="36"):
         od.release(c, "vanilla_gauss", budget.zcdp(0.5), NoDraw(0))
-    led = budget.Ledger(budget.zcdp(1.0))
+    led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match="36"):
         pipeline.release_od(c, "vanilla_gauss", budget.zcdp(0.5), led, noise=NoDraw(0))
     assert led.spent == 0 and not led.entries
@@ -1302,7 +1303,7 @@ def test_sh_baseline(neighbour: str) -> None:
 def test_sh_is_refused_by_the_pipeline(states: Hierarchy) -> None:
     df = pd.DataFrame({"o": ["0101"], "d": ["0102"]})
     c = od.ODCounts.from_frame(df, states, origin="o", destination="d")
-    led = budget.Ledger(budget.zcdp(1.0))
+    led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match=r"\(ε, δ\)"):
         pipeline.release_od(c, "sh", budget.zcdp(0.1), led, noise=NoDraw(0))
     assert led.spent == 0 and not led.entries
@@ -1324,7 +1325,7 @@ def small_counts(states: Hierarchy) -> od.ODCounts:
     {"neighbour": "replace"}, {"split": "custom", "weights": [1.0]}, {"seed": 1}, {"approx": (1.0, 1e-6)},
 ])
 def test_pipeline_validates_before_spending(small_counts: od.ODCounts, opts: dict) -> None:
-    led = budget.Ledger(budget.zcdp(1.0))
+    led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError):
         pipeline.release_od(small_counts, "inftda", budget.zcdp(0.1), led, noise=NoDraw(0), **opts)
     assert led.spent == 0 and not led.entries
@@ -1335,7 +1336,7 @@ def test_pipeline_validates_before_spending(small_counts: od.ODCounts, opts: dic
 
 @pytest.mark.parametrize("mechanism", ["inftda", "tda_l2", "tda_linf_milp", "vanilla_gauss"])
 def test_pipeline_charges_before_any_noise(small_counts: od.ODCounts, mechanism: str) -> None:
-    led = budget.Ledger(budget.zcdp(1.0))
+    led = Ledger(budget.zcdp(1.0))
     src = LedgerWatcher(led, 0.3)
     seen = []
     rel = pipeline.release_od(small_counts, mechanism, budget.zcdp(0.3), led, noise=src, orientation="origin",
@@ -1351,7 +1352,7 @@ def test_pipeline_charges_before_any_noise(small_counts: od.ODCounts, mechanism:
 
 
 def test_pipeline_pure_cost_on_a_zcdp_ledger_and_exhaustion(small_counts: od.ODCounts) -> None:
-    led = budget.Ledger(budget.zcdp(0.5))
+    led = Ledger(budget.zcdp(0.5))
     src = LedgerWatcher(led, 0.5 ** 2 / 2)
     rel = pipeline.release_od(small_counts, "inftda", budget.pure(0.5), led, noise=src)
     assert rel.plan.cost == budget.pure(0.5) and not src.first
@@ -1360,7 +1361,7 @@ def test_pipeline_pure_cost_on_a_zcdp_ledger_and_exhaustion(small_counts: od.ODC
     with pytest.raises(BudgetError):
         pipeline.release_od(small_counts, "inftda", budget.zcdp(0.01), led, noise=NoDraw(0))
     assert led.spent == pytest.approx(0.5) and len(led.entries) == 2
-    pure_led = budget.Ledger(budget.pure(1.0))
+    pure_led = Ledger(budget.pure(1.0))
     with pytest.raises(BudgetError, match="zCDP"):
         pipeline.release_od(small_counts, "inftda", budget.zcdp(0.01), pure_led, noise=NoDraw(0))
     assert pure_led.spent == 0 and not pure_led.entries

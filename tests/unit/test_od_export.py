@@ -23,6 +23,7 @@ from dpcore.errors import InputError, ParameterError
 from dpcore.flows import od
 from dpcore.flows import od_export as X
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 # 2 regions × 2 districts × 3 zones, codes repeating within parents (like county FIPS)
@@ -65,7 +66,7 @@ def counts(hier: Hierarchy) -> od.ODCounts:
 
 def _release(counts: od.ODCounts, cost: budget.PrivacyCost, *, seed: int = 11, mech: str = "inftda",
              **opt: object) -> od.ODRelease:
-    ledger = budget.Ledger(budget.zcdp(10.0) if cost.definition == "zcdp" else budget.pure(10.0), dataset="x")
+    ledger = Ledger(budget.zcdp(10.0) if cost.definition == "zcdp" else budget.pure(10.0), dataset="x")
     return release_od(counts, mech, cost, ledger, noise=NoiseSource(seed), **opt)
 
 
@@ -167,7 +168,7 @@ def test_exported_files_hold_no_true_count(counts: od.ODCounts, hier: Hierarchy,
     # value equals a true one only by a (seeded, checked) chance of well under 1 %
     r = _release(counts, budget.zcdp(1e-8), seed=5, neighbour="unbounded")
     assert r.public_total is None
-    ledger = budget.Ledger(budget.zcdp(1.0), dataset="secret_trips_2024.csv")
+    ledger = Ledger(budget.zcdp(1.0), dataset="secret_trips_2024.csv")
     ledger.spend(budget.zcdp(1e-8), label="O/D")
     xy = {d: X.centroids_from_boundaries(hier, d, g)[:2] for d, g in _squares(hier).items()}
     paths = X.write_od(r, tmp_path / "out", ledger, origin_xy=xy)

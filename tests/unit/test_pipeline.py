@@ -10,6 +10,7 @@ from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError, ParameterError
 from dpcore.points import queries
 from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 GRID = Grid(Bounds(-74.06, 40.56, -73.70, 40.92), 64, 64)
@@ -31,7 +32,7 @@ class CountingSource(NoiseSource):
 
 
 def test_release_charges_the_ledger_once_with_the_mechanism_and_params():
-    led = budget.Ledger(budget.pure(1.0))
+    led = Ledger(budget.pure(1.0))
     rel = pipeline.release_points(aggregate(), "ug", 0.4, {"c": "10"}, led, noise=NoiseSource(1))
     assert led.spent == pytest.approx(0.4)
     (entry,) = led.entries
@@ -50,7 +51,7 @@ def test_release_charges_the_ledger_once_with_the_mechanism_and_params():
     ],
 )
 def test_refused_release_spends_nothing_and_draws_no_noise(mechanism, params, epsilon, error):
-    led = budget.Ledger(budget.pure(1.0))
+    led = Ledger(budget.pure(1.0))
     led.spend(budget.pure(0.5), "earlier")
     src = CountingSource(2)
     with pytest.raises(error):
@@ -67,7 +68,7 @@ def test_empirical_errors_match_a_known_error():
             return np.full(size, 3, dtype=np.int64)
 
     agg = aggregate()
-    led = budget.Ledger(budget.pure(1.0))
+    led = Ledger(budget.pure(1.0))
     rel = pipeline.release_points(agg, "identity", 0.5, {}, led, noise=PlusThree(3))
     rows = pipeline.empirical_errors(rel, agg, n_per_size=100, seed=5)
     assert [r["query_size"] for r in rows] == [0.02, 0.06, 0.10, "all"]

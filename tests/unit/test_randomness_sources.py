@@ -43,6 +43,7 @@ def test_release_does_not_touch_numpy_global_rng(monkeypatch: pytest.MonkeyPatch
     from dpcore.data import synthetic
     from dpcore.data.domain import Grid, aggregate_points
     from dpcore.privacy import budget
+    from dpcore.privacy.ledger import Ledger
 
     df = synthetic.demo_points(5_000)
     agg = aggregate_points(df.lon.to_numpy(), df.lat.to_numpy(), Grid(synthetic.DEMO_BOUNDS, 64, 64))
@@ -52,7 +53,7 @@ def test_release_does_not_touch_numpy_global_rng(monkeypatch: pytest.MonkeyPatch
 
     for name in ("default_rng", "laplace", "normal", "random", "randint", "Generator", "seed"):
         monkeypatch.setattr(np.random, name, boom)
-    led = budget.Ledger(budget.pure(3.0))
+    led = Ledger(budget.pure(3.0))
     for mech in ("ug", "identity", "uniform"):
         rel = pipeline.release_points(agg, mech, 0.5, {}, led)
         assert rel.n_rects >= 1

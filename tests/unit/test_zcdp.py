@@ -16,6 +16,7 @@ from dpcore.errors import BudgetError
 from dpcore.points import export, mechanisms
 from dpcore.points.mechanisms.base import gaussian_sigma, noisy_counts
 from dpcore.privacy import budget, noise
+from dpcore.privacy.ledger import Ledger
 
 BOUNDS = Bounds(-74.06, 40.56, -73.70, 40.92)
 
@@ -68,7 +69,7 @@ def test_zcdp_record_states_the_approx_dp_reading_and_validates():
     g = Grid(BOUNDS, 64, 64)
     rng = np.random.default_rng(0)
     agg = aggregate_points(rng.uniform(-74.0, -73.8, 5000), rng.uniform(40.6, 40.9, 5000), g)
-    led = budget.Ledger(budget.zcdp(1.0))
+    led = Ledger(budget.zcdp(1.0))
     rel = pipeline.release_points(agg, "ug", budget.zcdp(0.25), {}, led, noise=noise.NoiseSource(3))
     rec = export.release_record(rel, led)
     export.validate_record(rec)
@@ -82,7 +83,7 @@ def test_zcdp_record_states_the_approx_dp_reading_and_validates():
 def test_pure_ledger_refuses_a_zcdp_release_before_drawing_noise():
     g = Grid(BOUNDS, 16, 16)
     agg = aggregate_points(np.array([-73.9]), np.array([40.7]), g)
-    led = budget.Ledger(budget.pure(1.0))
+    led = Ledger(budget.pure(1.0))
 
     class NoDraw(noise.NoiseSource):
         def random_uint64(self, size: int) -> np.ndarray:  # pragma: no cover - must not run

@@ -107,13 +107,7 @@ from dpcore.errors import ParameterError
 from dpcore.points.mechanisms.base import Budget, Param, PointMechanism, count_level
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
-from dpcore.privacy.budget import (
-    PrivacyCost,
-    float_down,
-    laplace_scale_for_epsilon,
-    pure,
-    split,
-)
+from dpcore.privacy.budget import PrivacyCost, float_down, laplace_scale_for_epsilon, pure, split
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = [

@@ -61,12 +61,7 @@ from dpcore.estimate.tree_inference import consistent_release, consistent_varian
 from dpcore.points.mechanisms.base import Param, PointMechanism, count_level
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
-from dpcore.privacy.budget import (
-    PrivacyCost,
-    float_down,
-    laplace_scale_for_epsilon,
-    pure,
-)
+from dpcore.privacy.budget import PrivacyCost, float_down, laplace_scale_for_epsilon, pure
 from dpcore.privacy.budget import split as split_parts
 from dpcore.privacy.noise import NoiseSource
 

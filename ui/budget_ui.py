@@ -1,0 +1,88 @@
+"""The budget controls every page shares: the privacy definition and the cap of a data set's budget.
+
+One copy of the rules a page must keep (they were four, and had drifted):
+
+* the cap is written only when the curator edits the cap box (an ``on_change`` callback), never
+  by a rerun of a stale tab, and always through :meth:`dpcore.core.session.Session.set_cap`, which
+  keeps the change as a ledger event;
+* raising the cap asks for confirmation;
+* the definition is fixed once budget has been spent under it;
+* a cap changed elsewhere (another tab, a pipeline on the same budget database) is shown, and a
+  stale widget value is never written back over it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from dpcore.errors import DPCoreError
+from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
+from ui import fmt, state
+
+ss = st.session_state
+
+#: Default cap of a new budget per definition: ε = 1, or its zCDP reading ρ = ε²/2 = 0.5.
+DEFAULT_CAPS = {"pure": 1.0, "zcdp": 0.5}
+
+
+def _make(definition: str, value: float) -> budget.PrivacyCost:
+    return budget.pure(value) if definition == "pure" else budget.zcdp(value)
+
+
+def switch_definition(led: Ledger, definition: str, defaults: dict[str, float] | None = None) -> None:
+    """Give an unused budget the other definition (at that definition's default cap)."""
+    if led.entries or definition == led.definition:
+        return
+    cap = _make(definition, (defaults or DEFAULT_CAPS)[definition])
+    state.session().set_cap(led, cap, confirm=True)  # a change of definition on an unused budget
+
+
+def cap_input(led: Ledger, key: str, container: Any = None, *, label: str = "Budget cap of this dataset",
+              min_value: float = 0.001, step: float = 0.1, fmt_str: str = "%.3f",
+              help: str = "The most all releases of this dataset may spend together. Smaller is more private; "
+                          "raising it later asks for confirmation.") -> None:
+    """The cap box of ``led``; edits go through the session, raises wait for confirmation."""
+    box = container if container is not None else st
+    shown, pending = f"{key}__shown", f"{key}__raise"
+    if ss.get(shown) != led.cap.value or key not in ss:
+        # first draw, or the cap changed elsewhere: show it (never write a stale value back)
+        ss[key] = ss[shown] = float(led.cap.value)
+
+    def changed() -> None:
+        new = _make(led.definition, float(ss[key]))
+        try:
+            state.session().set_cap(led, new)
+        except DPCoreError as e:
+            if "Confirm" in str(e):
+                ss[pending] = float(ss[key])
+            else:
+                ss[f"{key}__error"] = str(e)
+        ss[key] = ss[shown] = float(led.cap.value)
+
+    box.number_input(f"{label} ({led.cap.symbol})", min_value=min_value, max_value=100.0, step=step,
+                     format=fmt_str, key=key, on_change=changed, help=help)
+    if ss.get(f"{key}__error"):
+        box.error(ss.pop(f"{key}__error"))
+    if ss.get(pending) is not None:
+        want = float(ss[pending])
+        box.warning(f"Raise the cap from {led.cap.symbol} = {fmt.eps(led.cap.value)} to {fmt.eps(want)}? "
+                    "A higher cap lets the same people be exposed more; raise it only if your privacy "
+                    "policy allows it. The change is kept in the budget's history.")
+
+        def confirm() -> None:
+            try:
+                state.session().set_cap(led, _make(led.definition, want), confirm=True)
+            except DPCoreError as e:
+                ss[f"{key}__error"] = str(e)
+            ss[pending] = None
+            ss[key] = ss[shown] = float(led.cap.value)
+
+        def cancel() -> None:
+            ss[pending] = None
+
+        c1, c2 = box.columns(2)
+        c1.button("Raise the cap", key=f"{key}__confirm", on_click=confirm, type="primary")
+        c2.button("Keep the cap", key=f"{key}__cancel", on_click=cancel)
