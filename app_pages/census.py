@@ -7,6 +7,7 @@ import streamlit as st
 
 from dpcore.areas import census
 from dpcore.data import engines, synthetic
+from dpcore.data.code_tables import read_code_table
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.noise import secure_source
@@ -56,7 +57,7 @@ if source == UPLOAD:
             # its first rows, and its budget is keyed by the file's bytes
             big = large_upload_source(up)
             try:
-                df_new = (census.read_census_file(up.getvalue(), up.name) if big is None else
+                df_new = (read_code_table(up.getvalue(), up.name) if big is None else
                           engines.get_engine("duckdb").head(big, 5000))
             except DPCoreError:
                 drop_copy(big)
@@ -129,7 +130,7 @@ if ss.get("census_table_key") == table_key:
     table = ss["census_table"]  # confidential: this session only, rebuilt when an input changes
 else:
     try:
-        areas_df = census.read_census_file(areas_up.getvalue(), areas_up.name) if areas_up is not None else None
+        areas_df = read_code_table(areas_up.getvalue(), areas_up.name) if areas_up is not None else None
         if src is not None:  # a large upload: DuckDB sums the rows per area and ordinal value
             bar = st.progress(0.0, text=f"Counting {name} with DuckDB …")
             cc = engines.get_engine("duckdb").code_counts(

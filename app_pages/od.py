@@ -15,9 +15,12 @@ import orjson
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas.hierarchy import Hierarchy, read_hierarchy_table
+from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.pipeline import release_od
-from dpcore.data import engines, io, synthetic
+from dpcore.data import engines, synthetic
+from dpcore.data.boundaries import read_boundaries
+from dpcore.data.code_tables import read_code_table
+from dpcore.data.text import gunzip_limited
 from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.flows import od, od_export, od_viz
 from dpcore.privacy import budget
@@ -197,18 +200,18 @@ def nyc_public() -> dict[str, Any]:
     lk = pd.read_csv(NYC_LOOKUP, dtype=str).rename(columns={"Borough": "borough", "LocationID": "zone"})
     h = Hierarchy.from_frame(lk, ["borough", "zone"], codes="global", names={"zone": "Zone"},
                              source="area list")
-    zones = io.read_boundaries(NYC_ZONES)
+    zones = read_boundaries(NYC_ZONES)
     boroughs = zones.dissolve(by="borough", as_index=False)[["borough", "geometry"]]
     xy, notes = _xy_from_boundaries(h, {1: boroughs, 2: zones})
-    frames = {1: io.read_boundaries(NYC_BOROUGHS) if NYC_BOROUGHS.exists() else boroughs, 2: zones}
+    frames = {1: read_boundaries(NYC_BOROUGHS) if NYC_BOROUGHS.exists() else boroughs, 2: zones}
     return {"h": h, "xy": xy, "boundaries": frames, "notes": notes,
             "area_desc": "the TLC taxi-zone lookup, 265 zones with the 2 unknown ones"}
 
 
 @st.cache_resource(show_spinner="Reading the US county boundaries …")
 def us_public() -> dict[str, Any]:
-    counties = io.read_boundaries(US_COUNTIES)
-    states = io.read_boundaries(US_STATES)
+    counties = read_boundaries(US_COUNTIES)
+    states = read_boundaries(US_STATES)
     ids = counties["id"].astype(str)
     st_names = dict(zip(states["STATE"].astype(str), states["NAME"].astype(str), strict=True))
     df = pd.DataFrame({"state": ids.str[:2], "county": ids,
@@ -240,10 +243,10 @@ def ri_public() -> dict[str, Any]:
                              source="area list")
     xy = od_export.centroids_from_points(h, blk, xw["blklondd"], xw["blklatdd"])
     frames: dict[int, Any] = {}
-    counties = io.read_boundaries(US_COUNTIES)
+    counties = read_boundaries(US_COUNTIES)
     frames[2] = counties[counties["id"].astype(str).str.startswith("44")]
     if RI_TRACTS.exists():
-        frames[3] = io.read_boundaries(RI_TRACTS)  # 2020 tracts: background only (the release uses 2010)
+        frames[3] = read_boundaries(RI_TRACTS)  # 2020 tracts: background only (the release uses 2010)
     return {"h": h, "xy": xy, "boundaries": frames, "notes": [],
             "area_desc": "the LODES block crosswalk, every 2010 block"}
 
@@ -274,7 +277,7 @@ def _head(data: bytes, n: int = 65536) -> bytes:
 
 
 def _one_column(data: bytes, name: str) -> pd.DataFrame:
-    raw = io.gunzip_limited(data, name) if data[:2] == b"\x1f\x8b" else data
+    raw = gunzip_limited(data, name) if data[:2] == b"\x1f\x8b" else data
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -299,7 +302,7 @@ def read_upload(data: bytes, name: str, what: str) -> pd.DataFrame:
         if ctrl > max(2, len(head) // 100):
             raise InputError(f"{name} is not a text (CSV) file. Upload a CSV (optionally .gz) or Parquet file.")
     try:
-        df = read_hierarchy_table(data, name)
+        df = read_code_table(data, name)
     except InputError as e:
         if "single column" not in str(e):
             raise
@@ -721,7 +724,7 @@ with tab_data:
                         for d, b in a["bounds"].items():
                             if d > h.depth:
                                 continue
-                            gdf = io.read_boundaries(b[0], b[1])
+                            gdf = read_boundaries(b[0], b[1])
                             lon, lat, unmatched = od_export.centroids_from_boundaries(h, d, gdf)
                             xy[d] = (lon, lat)
                             frames[d] = gdf

@@ -277,7 +277,7 @@ def read_rectangles(source: str | Path | bytes, name: str | None = None) -> Rect
     if "\x00" in text[:65536]:
         raise InputError(f"{label} is not a text file. Save the rectangles as a CSV (UTF-8).")
     if not text.lstrip().startswith(("{", "[")):
-        from dpcore.data.io import SNIFF_BYTES, check_text_head
+        from dpcore.data.text import SNIFF_BYTES, check_text_head
 
         check_text_head(data[:SNIFF_BYTES], label, whole=len(data) <= SNIFF_BYTES)
     if text.lstrip().startswith(("{", "[")):

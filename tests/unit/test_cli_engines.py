@@ -155,8 +155,8 @@ def test_run_config_dry_run_and_bad_keys(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_budget_db_is_the_apps_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--budget-db keeps the spend in the app's SQLite budget under the app's key for these points."""
-    from dpcore.data import io
     from dpcore.data.engines.base import points_fingerprint
+    from dpcore.data.points import load_points
     from dpcore.privacy import ledger_store
 
     folder = _points(tmp_path)
@@ -170,7 +170,7 @@ def test_budget_db_is_the_apps_budget(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "Not enough privacy budget" in capsys.readouterr().err
     # the key is the one the app computes for the same points (any engine, any file split)
     df = pd.concat([pd.read_parquet(p) for p in sorted(folder.iterdir())])
-    table = io.load_points(df, "lat", "lon")
+    table = load_points(df, "lat", "lon")
     key = f"points:{points_fingerprint(table.lon, table.lat)}"
     led = ledger_store.LedgerStore(db).ledger(key, noise_free_cap(), "points")
     assert abs(led.spent - 0.8) < 1e-12
