@@ -8,6 +8,7 @@ import streamlit as st
 from dpcore.areas import census
 from dpcore.data import engines, synthetic
 from dpcore.data.code_tables import read_code_table
+from dpcore.data.columns import guess_level_columns
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.noise import secure_source
@@ -95,9 +96,7 @@ else:  # the content key, once per table (hashing a large table on every rerun w
 if ss.get("census_columns_for") != fp or "census_levels" not in ss:
     ss["census_columns_for"] = fp
     cols_l = [str(c) for c in df.columns]
-    lower = {c.lower(): c for c in cols_l}
-    guess = [lower[k] for k in ("state", "statefp", "county", "countyfp", "tract", "tractce") if k in lower]
-    ss["census_levels"] = guess
+    ss["census_levels"] = guess_level_columns(cols_l)
     count_guess = next((c for c in cols_l if c.lower() in ("population", "count", "pop", "n", "persons")),
                        PER_PERSON)
     ss["census_count"] = count_guess

@@ -16,6 +16,7 @@ from dpcore.core.pipeline import release_hierarchy
 from dpcore.data import engines, synthetic
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
+from dpcore.data.columns import guess_level_columns
 from dpcore.errors import DPCoreError, InputError
 from dpcore.points import viz
 from dpcore.privacy import budget
@@ -231,8 +232,7 @@ with tab_data:
             st.info("Upload a table, or pick the demo geography above.")
         else:
             cols = [str(c) for c in df_up.columns]
-            lower = {c.lower(): c for c in cols}
-            guess = [lower[k] for k in ("state", "statefp", "county", "countyfp", "tract", "tractce") if k in lower]
+            guess = guess_level_columns(cols)
             c1, c2, c3 = st.columns(3)
             levels = c1.multiselect("Level columns, top level first", cols, key=seed("w_levels", guess),
                                     help="The code columns of the geography in order, e.g. state, county, tract.")

@@ -31,6 +31,11 @@ from dpcore.data.text import (
 )
 from dpcore.errors import InputError
 
+__all__ = [
+    "boundary_bounds",
+    "read_boundaries",
+]
+
 if TYPE_CHECKING:
     import geopandas
 

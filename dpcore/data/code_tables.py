@@ -18,7 +18,17 @@ from typing import Any
 import pandas as pd
 
 from dpcore.data.tables import read_table
-from dpcore.data.text import SNIFF_BYTES, WHITESPACE, check_text_head, gunzip_limited
+from dpcore.data.text import (
+    DELIMITERS,
+    SNIFF_BYTES,
+    UTF16_BOMS,
+    WHITESPACE,
+    check_text_head,
+    decode_text,
+    gunzip_limited,
+    looks_binary,
+    sniff_delimiter,
+)
 from dpcore.errors import InputError
 
 __all__ = ["code_text", "read_code_table"]
@@ -69,20 +79,19 @@ def read_code_table(data: bytes | str | Path, filename: str | None = None) -> pd
         raw = gunzip_limited(raw, label)  # refuses a gzip bomb before expanding it in full
     if raw[:2] == b"PK":
         raise InputError(f"{label} looks like a ZIP or spreadsheet file. Save it as CSV (or Parquet) first.")
-    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with a byte-order mark (Excel's "Unicode text")
-        try:
-            raw = raw.decode("utf-16").encode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError(f"{label} is not valid UTF-16 text. Save it as CSV UTF-8 and upload it again.") from None
-    if b"\x00" in raw[:65536]:
+    if raw.startswith(UTF16_BOMS):
+        raw = decode_text(raw, label).encode("utf-8")  # the header checks below count bytes
+    if looks_binary(raw[:SNIFF_BYTES]):
         raise InputError(f"{label} is not a text file. Upload a CSV (optionally .gz) or Parquet file.")
     check_text_head(raw[:SNIFF_BYTES], label, whole=len(raw) <= SNIFF_BYTES)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")
+    text = decode_text(raw, label)
     header = text.split("\n", 1)[0]
-    sep = max([",", ";", "\t", "|"], key=header.count)
+    head = text[:SNIFF_BYTES]
+    if len(text) > SNIFF_BYTES and "\n" in head:
+        head = head[: head.rindex("\n")]  # the last line may be cut
+    # the delimiter that splits the header and the rows alike (as for every table), else the one
+    # the header uses most
+    sep = sniff_delimiter(head, None) or max(DELIMITERS, key=header.count)
     if header.count(sep) == 0:
         raise InputError(
             f"{label} has a single column ({header.strip()[:60]!r}). A census table needs code "

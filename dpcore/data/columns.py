@@ -1,20 +1,31 @@
-"""Guessing the columns of a table by their names: coordinates and the user id.
+"""Guessing the columns of a table by their names; the app and the command line offer the
+guesses, the curator confirms them.
 
-:func:`detect_coordinate_columns` finds the latitude and longitude columns (``lat``/``lon``,
-``pickup_latitude``, ``x``/``y`` ...) and :func:`detect_user_column` the column that identifies
-a person; the app and the command line offer the guesses, the curator confirms them.
+* point tables: :func:`detect_coordinate_columns` finds the latitude and longitude columns
+  (``lat``/``lon``, ``pickup_latitude``, ``x``/``y`` ...) and :func:`detect_user_column` the
+  column that identifies a person;
+* code tables (census counts, area lists, O/D trips): :func:`guess_level_columns` and the
+  name tests :func:`count_like`, :func:`coord_like` and :func:`name_like` with their name lists.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import pandas as pd
 
-if TYPE_CHECKING:
-    pass
+__all__ = [
+    "coord_like",
+    "count_like",
+    "detect_coordinate_columns",
+    "detect_user_column",
+    "guess_level_columns",
+    "name_key",
+    "name_like",
+]
 
 # --------------------------------------------------------------------------------------
 # Column detection
@@ -197,3 +208,52 @@ def detect_user_column(df: pd.DataFrame) -> str | None:
 # --------------------------------------------------------------------------------------
 # Validation
 # --------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------
+# Code tables: census counts, area lists and O/D trips
+# --------------------------------------------------------------------------------------
+
+#: Level columns of a census table, top level first (with their TIGER/Line names).
+LEVEL_NAMES = ("state", "statefp", "county", "countyfp", "tract", "tractce")
+#: Column names that mean "how many" (a count column is never guessed from anything else).
+COUNT_NAMES = {"count", "counts", "n", "trips", "trip_count", "flow", "flows", "s000", "total", "weight", "freq",
+               "frequency", "workers", "jobs", "commuters", "persons", "people", "number", "volume"}
+LON_NAMES = {"lon", "lng", "long", "longitude", "x", "blklondd", "intptlon", "intptlon10", "intptlon20"}
+LAT_NAMES = {"lat", "latitude", "y", "blklatdd", "intptlat", "intptlat10", "intptlat20"}
+ORIGIN_NAMES = ("origin", "o", "from", "orig", "h_geocode", "pulocationid", "h_fips", "home")
+DEST_NAMES = ("destination", "d", "to", "dest", "w_geocode", "dolocationid", "w_fips", "work")
+COORD_WORDS = {"lon", "lng", "longitude", "lat", "latitude"}
+#: Area-list columns that are attributes, not codes (never guessed as levels).
+ATTRIBUTE_NAMES = {"population", "pop", "households", "area", "area_km2", "aland", "awater", "shape_area",
+                   "shape_leng", "geometry", "wkt"}
+NAME_WORDS = {"name", "label", "title"}
+
+
+def guess_level_columns(columns: Sequence[object]) -> list[str]:
+    """The columns named like census levels (:data:`LEVEL_NAMES`), top level first."""
+    lower = {str(c).lower(): str(c) for c in columns}
+    return [lower[k] for k in LEVEL_NAMES if k in lower]
+
+
+def name_key(name: Any) -> str:
+    """A column name as compared with the name lists: stripped and lower case."""
+    return str(name).strip().lower()
+
+
+def count_like(name: Any) -> bool:
+    """Named like a number of trips (count, n, trips, flow, S000, trip_count, n_trips, …)."""
+    n = name_key(name)
+    return n in COUNT_NAMES or n.endswith(("_count", "_counts", "count")) or n.startswith(("count_", "n_", "num_"))
+
+
+def coord_like(name: Any) -> bool:
+    """Named like a longitude or latitude (lon, lat, x, y, centroid_lon, INTPTLAT, …)."""
+    n = name_key(name)
+    return n in LON_NAMES | LAT_NAMES or bool(set(re.split(r"[^a-z0-9]+", n)) & COORD_WORDS)
+
+
+def name_like(name: Any) -> bool:
+    """Named like a display name (name, zone_name, ctyname, label)."""
+    n = name_key(name)
+    return n in NAME_WORDS or n.endswith(("name", "_label"))

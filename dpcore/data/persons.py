@@ -20,6 +20,16 @@ import pandas as pd
 from dpcore.data.text import WHITESPACE
 from dpcore.errors import ParameterError
 
+__all__ = [
+    "CAP_A",
+    "CAP_B",
+    "NUMERIC_ID",
+    "canonical_id",
+    "cap_mask_points",
+    "frac_key",
+    "person_codes",
+]
+
 # Multipliers of the cap key frac(lon * A + lat * B) (irrational-looking, ~1e4: 1e-6 degrees,
 # about 10 cm, moves the key by ~0.01, so the order is pseudo-random at the scale of metres).
 CAP_A = 7919.0 * 1.6180339887498949

@@ -32,6 +32,14 @@ from dpcore.data.tables import read_table
 from dpcore.data.text import WHITESPACE, DataSource, ProgressCallback
 from dpcore.errors import InputError
 
+__all__ = [
+    "DROP_MISSING_COORDINATE",
+    "DROP_MISSING_USER",
+    "PointTable",
+    "load_points",
+    "load_points_file",
+]
+
 if TYPE_CHECKING:
     pass
 

@@ -37,6 +37,11 @@ from dpcore.data.text import (
 )
 from dpcore.errors import InputError, ParameterError
 
+__all__ = [
+    "CSV_CHUNK_ROWS",
+    "read_table",
+]
+
 if TYPE_CHECKING:
     import geopandas
 

@@ -35,6 +35,35 @@ import numpy as np
 
 from dpcore.errors import InputError
 
+__all__ = [
+    "DELIMITERS",
+    "MAX_COLUMNS",
+    "MAX_GZIP_UNCOMPRESSED",
+    "MAX_HEADER_BYTES",
+    "MAX_ZIP_RATIO",
+    "MAX_ZIP_UNCOMPRESSED",
+    "SNIFF_BYTES",
+    "UPLOAD_LIMIT_MB",
+    "UTF16_BOMS",
+    "WHITESPACE",
+    "ZIP_RATIO_FLOOR",
+    "CappedGzip",
+    "DataSource",
+    "ProgressCallback",
+    "Source",
+    "binary_format",
+    "check_header_width",
+    "check_text_head",
+    "decode_sample",
+    "decode_text",
+    "gunzip_limited",
+    "gzip_limit",
+    "looks_binary",
+    "looks_like_json",
+    "sniff_delimiter",
+    "text_encoding",
+]
+
 DataSource: TypeAlias = "bytes | bytearray | memoryview | str | os.PathLike[str] | IO[bytes]"
 ProgressCallback: TypeAlias = "Callable[[float, str], None]"
 
@@ -162,7 +191,8 @@ def damaged_gzip(label: str, err: BaseException) -> InputError:
 
 
 def text_encoding(sample: bytes, label: str, compressed: bool) -> str:
-    """Encoding for a CSV sample, or InputError when it is not text."""
+    """Encoding for a CSV sample (``utf-16``, ``utf-8-sig`` or ``latin-1``), or InputError when it
+    is not text (a known binary format, or :func:`looks_binary`)."""
     if sample.startswith(UTF16_BOMS):
         return "utf-16"
     magic = binary_format(sample)
@@ -172,9 +202,7 @@ def text_encoding(sample: bytes, label: str, compressed: bool) -> str:
             f"{label} is not a text CSV file (it looks like {magic[1]}{inner}). "
             "Export it as CSV with a header row, or upload Parquet/GeoJSON."
         )
-    arr = np.frombuffer(sample, dtype=np.uint8)
-    control = (arr < 32) & ~np.isin(arr, (9, 10, 12, 13)) | (arr == 127)
-    if b"\x00" in sample or (arr.size and control.mean() > 0.05):
+    if looks_binary(sample):
         raise InputError(
             f"{label} is not a text CSV file (it looks like a binary file{inner}). "
             "Export it as CSV with a header row, or upload Parquet/GeoJSON."
@@ -184,6 +212,35 @@ def text_encoding(sample: bytes, label: str, compressed: bool) -> str:
     except UnicodeDecodeError:
         return "latin-1"
     return "utf-8-sig"
+
+
+def looks_binary(sample: bytes) -> bool:
+    """Whether bytes are not text: a NUL byte, or more than 5 % control characters (tab, line
+    breaks and form feed excepted)."""
+    arr = np.frombuffer(sample, dtype=np.uint8)
+    control = (arr < 32) & ~np.isin(arr, (9, 10, 12, 13)) | (arr == 127)
+    return b"\x00" in sample or bool(arr.size and control.mean() > 0.05)
+
+
+def decode_text(raw: bytes, label: str) -> str:
+    """All of ``raw`` as text, by the rule of :func:`text_encoding`: UTF-16 with a byte-order mark
+    (Excel's "Unicode text"), else UTF-8 (a byte-order mark dropped), else Latin-1, which decodes
+    any bytes.
+
+    Raises
+    ------
+    InputError
+        A UTF-16 byte-order mark on content that is not UTF-16.
+    """
+    if raw.startswith(UTF16_BOMS):
+        try:
+            return raw.decode("utf-16")
+        except UnicodeDecodeError:
+            raise InputError(f"{label} is not valid UTF-16 text. Save it as CSV UTF-8 and upload it again.") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def decode_sample(sample: bytes, encoding: str, whole: bool) -> str:
