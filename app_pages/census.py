@@ -7,6 +7,8 @@ import streamlit as st
 
 from dpcore.areas import census
 from dpcore.data import engines, synthetic
+from dpcore.data.code_tables import read_code_table
+from dpcore.data.columns import guess_level_columns
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
@@ -57,7 +59,7 @@ if source == UPLOAD:
             # its first rows, and its budget is keyed by the file's bytes
             big = large_upload_source(up)
             try:
-                df_new = (census.read_census_file(up.getvalue(), up.name) if big is None else
+                df_new = (read_code_table(up.getvalue(), up.name) if big is None else
                           engines.get_engine("duckdb").head(big, 5000))
             except DPCoreError:
                 drop_copy(big)
@@ -95,9 +97,7 @@ else:  # the content key, once per table (hashing a large table on every rerun w
 if ss.get("census_columns_for") != fp or "census_levels" not in ss:
     ss["census_columns_for"] = fp
     cols_l = [str(c) for c in df.columns]
-    lower = {c.lower(): c for c in cols_l}
-    guess = [lower[k] for k in ("state", "statefp", "county", "countyfp", "tract", "tractce") if k in lower]
-    ss["census_levels"] = guess
+    ss["census_levels"] = guess_level_columns(cols_l)
     count_guess = next((c for c in cols_l if c.lower() in ("population", "count", "pop", "n", "persons")),
                        PER_PERSON)
     ss["census_count"] = count_guess
@@ -130,7 +130,7 @@ if ss.get("census_table_key") == table_key:
     table = ss["census_table"]  # confidential: this session only, rebuilt when an input changes
 else:
     try:
-        areas_df = census.read_census_file(areas_up.getvalue(), areas_up.name) if areas_up is not None else None
+        areas_df = read_code_table(areas_up.getvalue(), areas_up.name) if areas_up is not None else None
         if src is not None:  # a large upload: DuckDB sums the rows per area and ordinal value
             bar = st.progress(0.0, text=f"Counting {name} with DuckDB …")
             cc = engines.get_engine("duckdb").code_counts(

@@ -5,8 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpcore.data import engines, io
+from dpcore.data import engines
+from dpcore.data.boundaries import boundary_bounds, read_boundaries
+from dpcore.data.columns import detect_coordinate_columns, detect_user_column
 from dpcore.data.domain import PRESETS, Bounds, Grid
+from dpcore.data.points import load_points
+from dpcore.data.tables import read_table
 from dpcore.errors import DPCoreError
 from dpcore.points import viz
 from ui import fmt, source_ui, state
@@ -76,15 +80,15 @@ if up is not None and st.session_state.get("upload_id") != up.file_id:
             def progress(frac: float, msg: str) -> None:
                 bar.progress(min(max(frac, 0.0), 1.0), text=msg)
 
-            df = io.read_table(up.getvalue(), up.name, progress=progress)
+            df = read_table(up.getvalue(), up.name, progress=progress)
             status.update(label=f"Read {fmt.count(len(df))} rows from {up.name}", state="complete")
         st.session_state["upload_df"] = df
         st.session_state["upload_name"] = up.name
-        lat, lon = io.detect_coordinate_columns(df)
-        st.session_state["upload_cols"] = (lat, lon, io.detect_user_column(df))
+        lat, lon = detect_coordinate_columns(df)
+        st.session_state["upload_cols"] = (lat, lon, detect_user_column(df))
         st.session_state["upload_error"] = None
         if lat and lon:
-            table = io.load_points(df, lat, lon, None, source_name=up.name)
+            table = load_points(df, lat, lon, None, source_name=up.name)
             state.set_dataset(state.Dataset(up.name, table, False, state.fingerprint(table)))
             st.session_state["user_cap"] = None
             st.rerun()  # the sidebar was drawn before this page: redraw it with the new dataset
@@ -112,7 +116,7 @@ if df is not None:
         lat_col, lon_col, uc = source_ui.column_choice(cols, (lat0, lon0, user0))
         if st.form_submit_button("Use these columns"):
             try:
-                table = io.load_points(df, lat_col, lon_col, uc, source_name=st.session_state["upload_name"])
+                table = load_points(df, lat_col, lon_col, uc, source_name=st.session_state["upload_name"])
                 state.set_dataset(state.Dataset(st.session_state["upload_name"], table, False,
                                                 state.fingerprint(table)))
                 st.session_state["user_cap"] = 10 if uc else None
@@ -184,10 +188,10 @@ try:
                               type=["geojson", "json", "gpkg", "zip"], key="boundary_upload")
         if bf is not None and st.session_state.get("boundary_id") != bf.file_id:
             st.session_state["boundary_id"] = bf.file_id
-            gdf = io.read_boundaries(bf.getvalue(), bf.name)
+            gdf = read_boundaries(bf.getvalue(), bf.name)
             st.session_state["boundaries"] = gdf.__geo_interface__
             st.session_state["boundaries_name"] = bf.name
-            st.session_state["boundary_bounds"] = Bounds(*io.boundary_bounds(gdf))
+            st.session_state["boundary_bounds"] = Bounds(*boundary_bounds(gdf))
         if st.session_state.get("boundary_bounds") is not None:
             new_bounds = st.session_state["boundary_bounds"]
             st.caption(f"Bounds of {st.session_state['boundaries_name']}: "

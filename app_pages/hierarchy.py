@@ -10,10 +10,13 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.areas import census, hier_export, hier_matrix, hier_viz, hierarchical
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core import spec as config
 from dpcore.core.pipeline import release_hierarchy
-from dpcore.data import engines, io, synthetic
+from dpcore.data import engines, synthetic
+from dpcore.data.boundaries import read_boundaries
+from dpcore.data.code_tables import read_code_table
+from dpcore.data.columns import guess_level_columns
 from dpcore.errors import DPCoreError, InputError
 from dpcore.points import viz
 from dpcore.privacy import budget
@@ -183,7 +186,7 @@ with tab_data:
     elif source == US:
         if "hier_us" not in ss:
             with st.spinner("Reading the US tract table …"):
-                ss["hier_us"] = read_hierarchy_table(US_TRACTS)
+                ss["hier_us"] = read_code_table(US_TRACTS)
         us_bounds = {}
         for lv, path in (("STATEFP", US_STATES), ("COUNTYFP", US_COUNTIES)):
             if path.exists():
@@ -207,7 +210,7 @@ with tab_data:
                 # works on its first rows until the counts are made
                 big = large_upload_source(up)
                 try:
-                    new_df = (read_hierarchy_table(up.getvalue(), up.name) if big is None else
+                    new_df = (read_code_table(up.getvalue(), up.name) if big is None else
                               engines.get_engine("duckdb").head(big, 5000))
                 except DPCoreError:
                     drop_copy(big)
@@ -229,8 +232,7 @@ with tab_data:
             st.info("Upload a table, or pick the demo geography above.")
         else:
             cols = [str(c) for c in df_up.columns]
-            lower = {c.lower(): c for c in cols}
-            guess = [lower[k] for k in ("state", "statefp", "county", "countyfp", "tract", "tractce") if k in lower]
+            guess = guess_level_columns(cols)
             c1, c2, c3 = st.columns(3)
             levels = c1.multiselect("Level columns, top level first", cols, key=seed("w_levels", guess),
                                     help="The code columns of the geography in order, e.g. state, county, tract.")
@@ -256,7 +258,7 @@ with tab_data:
                                        type=["csv", "gz", "parquet"], key="hier_areas_upload")
                 if aup is not None and ss.get("hier_areas_id") != aup.file_id:
                     try:
-                        ss["hier_areas_df"] = read_hierarchy_table(aup.getvalue(), aup.name)
+                        ss["hier_areas_df"] = read_code_table(aup.getvalue(), aup.name)
                         ss["hier_areas_id"] = aup.file_id
                         ss["hier_areas_name"] = aup.name
                     except DPCoreError as e:
@@ -321,7 +323,7 @@ with tab_data:
                         if lv not in h.levels:
                             continue
                         gdf = b if hasattr(b, "geometry") else (
-                            io.read_boundaries(b) if isinstance(b, Path) else io.read_boundaries(b[0], b[1]))
+                            read_boundaries(b) if isinstance(b, Path) else read_boundaries(b[0], b[1]))
                         j = hier_export.join_boundaries(h, h.depth_of(lv), gdf)
                         joins[lv] = j
                         if j.missing_areas or j.extra_features:

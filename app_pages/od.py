@@ -6,7 +6,6 @@ import gzip
 import io as _io
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,23 @@ import orjson
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas.hierarchy import Hierarchy, read_hierarchy_table
+from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.pipeline import release_od
-from dpcore.data import engines, io, synthetic
+from dpcore.data import engines, synthetic
+from dpcore.data.boundaries import read_boundaries
+from dpcore.data.code_tables import read_code_table
+from dpcore.data.columns import (
+    ATTRIBUTE_NAMES,
+    DEST_NAMES,
+    LAT_NAMES,
+    LON_NAMES,
+    ORIGIN_NAMES,
+    coord_like,
+    count_like,
+    name_key,
+    name_like,
+)
+from dpcore.data.text import UTF16_BOMS, decode_text, gunzip_limited
 from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.flows import od, od_export, od_viz
 from dpcore.privacy import budget
@@ -60,18 +73,6 @@ SPLITS = {"uniform": "Uniform across tree levels (the paper)", "geometric": "Geo
           "custom": "Custom weights"}
 FIGURES_KEPT = 3  # figures kept in the session (the last ones drawn)
 MODELS_KEPT = 3  # counted data sets kept in the session (switching back does not count again)
-# column names that mean "how many" (a count column is never guessed from anything else)
-COUNT_NAMES = {"count", "counts", "n", "trips", "trip_count", "flow", "flows", "s000", "total", "weight", "freq",
-               "frequency", "workers", "jobs", "commuters", "persons", "people", "number", "volume"}
-LON_NAMES = {"lon", "lng", "long", "longitude", "x", "blklondd", "intptlon", "intptlon10", "intptlon20"}
-LAT_NAMES = {"lat", "latitude", "y", "blklatdd", "intptlat", "intptlat10", "intptlat20"}
-ORIGIN_NAMES = ("origin", "o", "from", "orig", "h_geocode", "pulocationid", "h_fips", "home")
-DEST_NAMES = ("destination", "d", "to", "dest", "w_geocode", "dolocationid", "w_fips", "work")
-COORD_WORDS = {"lon", "lng", "longitude", "lat", "latitude"}
-# area-list columns that are attributes, not codes (never guessed as levels)
-ATTRIBUTE_NAMES = {"population", "pop", "households", "area", "area_km2", "aland", "awater", "shape_area",
-                   "shape_leng", "geometry", "wkt"}
-NAME_WORDS = {"name", "label", "title"}
 CHOOSE, NONE = "(choose)", "(none)"
 DEFAULT_RHO_CAP = 0.05  # ≈ (ε = 2, δ = 1e-8): room for three releases at the paper's ε = 1
 DEFAULT_EPS_CAP = 2.0
@@ -132,28 +133,6 @@ def rho_of(eps: float, delta: float, conversion: str) -> float:
     return budget.approx_dp_to_zcdp_classic(eps, delta)
 
 
-def _low(name: Any) -> str:
-    return str(name).strip().lower()
-
-
-def count_like(name: Any) -> bool:
-    """Named like a number of trips (count, n, trips, flow, S000, trip_count, n_trips, …)."""
-    n = _low(name)
-    return n in COUNT_NAMES or n.endswith(("_count", "_counts", "count")) or n.startswith(("count_", "n_", "num_"))
-
-
-def coord_like(name: Any) -> bool:
-    """Named like a longitude or latitude (lon, lat, x, y, centroid_lon, INTPTLAT, …)."""
-    n = _low(name)
-    return n in LON_NAMES | LAT_NAMES or bool(set(re.split(r"[^a-z0-9]+", n)) & COORD_WORDS)
-
-
-def name_like(name: Any) -> bool:
-    """Named like a display name (name, zone_name, ctyname, label)."""
-    n = _low(name)
-    return n in NAME_WORDS or n.endswith(("name", "_label"))
-
-
 def figure(key: tuple[Any, ...], build: Any) -> Any:
     """A figure of a release, built once and kept (the last :data:`FIGURES_KEPT` only)."""
     figs = ss.setdefault("od_figs", {})
@@ -197,18 +176,18 @@ def nyc_public() -> dict[str, Any]:
     lk = pd.read_csv(NYC_LOOKUP, dtype=str).rename(columns={"Borough": "borough", "LocationID": "zone"})
     h = Hierarchy.from_frame(lk, ["borough", "zone"], codes="global", names={"zone": "Zone"},
                              source="area list")
-    zones = io.read_boundaries(NYC_ZONES)
+    zones = read_boundaries(NYC_ZONES)
     boroughs = zones.dissolve(by="borough", as_index=False)[["borough", "geometry"]]
     xy, notes = _xy_from_boundaries(h, {1: boroughs, 2: zones})
-    frames = {1: io.read_boundaries(NYC_BOROUGHS) if NYC_BOROUGHS.exists() else boroughs, 2: zones}
+    frames = {1: read_boundaries(NYC_BOROUGHS) if NYC_BOROUGHS.exists() else boroughs, 2: zones}
     return {"h": h, "xy": xy, "boundaries": frames, "notes": notes,
             "area_desc": "the TLC taxi-zone lookup, 265 zones with the 2 unknown ones"}
 
 
 @st.cache_resource(show_spinner="Reading the US county boundaries …")
 def us_public() -> dict[str, Any]:
-    counties = io.read_boundaries(US_COUNTIES)
-    states = io.read_boundaries(US_STATES)
+    counties = read_boundaries(US_COUNTIES)
+    states = read_boundaries(US_STATES)
     ids = counties["id"].astype(str)
     st_names = dict(zip(states["STATE"].astype(str), states["NAME"].astype(str), strict=True))
     df = pd.DataFrame({"state": ids.str[:2], "county": ids,
@@ -240,10 +219,10 @@ def ri_public() -> dict[str, Any]:
                              source="area list")
     xy = od_export.centroids_from_points(h, blk, xw["blklondd"], xw["blklatdd"])
     frames: dict[int, Any] = {}
-    counties = io.read_boundaries(US_COUNTIES)
+    counties = read_boundaries(US_COUNTIES)
     frames[2] = counties[counties["id"].astype(str).str.startswith("44")]
     if RI_TRACTS.exists():
-        frames[3] = io.read_boundaries(RI_TRACTS)  # 2020 tracts: background only (the release uses 2010)
+        frames[3] = read_boundaries(RI_TRACTS)  # 2020 tracts: background only (the release uses 2010)
     return {"h": h, "xy": xy, "boundaries": frames, "notes": [],
             "area_desc": "the LODES block crosswalk, every 2010 block"}
 
@@ -274,11 +253,8 @@ def _head(data: bytes, n: int = 65536) -> bytes:
 
 
 def _one_column(data: bytes, name: str) -> pd.DataFrame:
-    raw = io.gunzip_limited(data, name) if data[:2] == b"\x1f\x8b" else data
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")
+    raw = gunzip_limited(data, name) if data[:2] == b"\x1f\x8b" else data
+    text = decode_text(raw, name)  # UTF-16 was refused by read_upload
     try:
         df = pd.read_csv(_io.StringIO(text), dtype=str, sep=",")
     except pd.errors.ParserError as e:
@@ -291,7 +267,7 @@ def _one_column(data: bytes, name: str) -> pd.DataFrame:
 def read_upload(data: bytes, name: str, what: str) -> pd.DataFrame:
     """An uploaded trips table or area list, codes kept as text; its problems in O/D words."""
     head = _head(data)
-    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+    if head.startswith(UTF16_BOMS):
         raise InputError(f"{name} is a UTF-16 text file. Save it as UTF-8 (in a spreadsheet program: "
                          "'CSV UTF-8') and upload it again.")
     if head and head[:4] != b"PAR1":
@@ -299,7 +275,7 @@ def read_upload(data: bytes, name: str, what: str) -> pd.DataFrame:
         if ctrl > max(2, len(head) // 100):
             raise InputError(f"{name} is not a text (CSV) file. Upload a CSV (optionally .gz) or Parquet file.")
     try:
-        df = read_hierarchy_table(data, name)
+        df = read_code_table(data, name)
     except InputError as e:
         if "single column" not in str(e):
             raise
@@ -613,7 +589,7 @@ with tab_data:
                     kept("set_trips_distinct")
             st.markdown("**Public area list**")
             a_codes = [c for c in acols if not (count_like(c) or coord_like(c) or name_like(c)
-                                                or _low(c) in ATTRIBUTE_NAMES)] or acols
+                                                or name_key(c) in ATTRIBUTE_NAMES)] or acols
             shape = st.radio("The area list has", ["levels", "prefix"], horizontal=True,
                              key=keep_choice("set_areas_shape", ["levels", "prefix"], "levels"),
                              format_func={"levels": "one code column per level (top first)",
@@ -721,7 +697,7 @@ with tab_data:
                         for d, b in a["bounds"].items():
                             if d > h.depth:
                                 continue
-                            gdf = io.read_boundaries(b[0], b[1])
+                            gdf = read_boundaries(b[0], b[1])
                             lon, lat, unmatched = od_export.centroids_from_boundaries(h, d, gdf)
                             xy[d] = (lon, lat)
                             frames[d] = gdf

@@ -72,8 +72,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpcore.data import io  # noqa: E402
 from dpcore.data.domain import PRESETS, Grid, aggregate_points  # noqa: E402
+from dpcore.data.points import load_points_file  # noqa: E402
 from dpcore.points import evaluate as ev  # noqa: E402
 from dpcore.points import mechanisms  # noqa: E402
 
@@ -121,7 +121,7 @@ def datasets(args: argparse.Namespace, grid: Grid,
         out.append((f"Gaussian σ={sigma}", ev.synthetic_aggregate(grid, spec.sigma, spec.n, seed=spec.seed)))
     if UBER.exists():
         print(f"reading {UBER.name} …", file=sys.stderr, flush=True)
-        table = io.load_points_file(UBER, UBER.name, lat_col="Lat", lon_col="Lon")
+        table = load_points_file(UBER, UBER.name, lat_col="Lat", lon_col="Lon")
         out.append(("NYC Uber 2014-04", aggregate_points(table.lon, table.lat, grid)))
     else:
         print(f"note: {UBER} not found; the real dataset is skipped", flush=True)

@@ -64,8 +64,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from dpcore.data import io  # noqa: E402
 from dpcore.data.domain import Bounds, Grid, aggregate_points, rect_sums  # noqa: E402
+from dpcore.data.points import load_points_file  # noqa: E402
 from dpcore.estimate import matrix_mech as mm  # noqa: E402
 from dpcore.estimate import privelet as pv  # noqa: E402
 from dpcore.estimate.matrix_l1 import haar_matrix  # noqa: E402  (the paper's Fig. 2 Haar matrix)
@@ -250,7 +250,7 @@ def part3(args: argparse.Namespace, out: dict) -> None:
     side = args.grid
     t0 = time.perf_counter()
     grid = Grid(BOX, side, side)
-    pts = io.load_points_file(UBER, UBER.name, lat_col="Lat", lon_col="Lon")
+    pts = load_points_file(UBER, UBER.name, lat_col="Lat", lon_col="Lon")
     agg = aggregate_points(pts.lon, pts.lat, grid)
     counts = agg.counts
     x = counts.reshape(-1).astype(float)

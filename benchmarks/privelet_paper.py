@@ -83,8 +83,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpcore.data import io  # noqa: E402
 from dpcore.data.domain import PRESETS, Grid, aggregate_points  # noqa: E402
+from dpcore.data.points import load_points_file  # noqa: E402
 from dpcore.estimate import privelet as pv  # noqa: E402
 from dpcore.privacy.noise import NoiseSource, discrete_laplace_variance  # noqa: E402
 
@@ -202,7 +202,7 @@ def census_table(n_queries: int, rng: np.random.Generator) -> Table:
 
 def location_table(side: int, n_queries: int, rng: np.random.Generator) -> Table:
     grid = Grid(PRESETS[PRESET], side, side)
-    pts = io.load_points_file(UBER, UBER.name, lat_col="Lat", lon_col="Lon")
+    pts = load_points_file(UBER, UBER.name, lat_col="Lat", lon_col="Lon")
     agg = aggregate_points(pts.lon, pts.lat, grid)
     axes = [pv.Axis.ordinal("row (latitude)", side), pv.Axis.ordinal("column (longitude)", side)]
     b = PRESETS[PRESET]

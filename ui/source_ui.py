@@ -17,7 +17,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.data import engines, io
+from dpcore.data import engines
+from dpcore.data.columns import detect_coordinate_columns, detect_user_column
 from dpcore.data.engines import base as engine_rules
 from dpcore.errors import DPCoreError, InputError
 from ui import fmt, state
@@ -66,9 +67,9 @@ def open_path(path: str, engine: str, master: str | None, label: str | None = No
         name = engines.choose(engine, src.n_bytes)
         with st.spinner(f"Opening {src.label} with {name} …"):
             head = engines.get_engine(name, spark_master=master).head(src, 1000)
-        lat, lon = io.detect_coordinate_columns(head)
+        lat, lon = detect_coordinate_columns(head)
         ss["path_open"] = {"src": src, "engine": name, "master": master, "head": head,
-                           "cols": (lat, lon, io.detect_user_column(head))}
+                           "cols": (lat, lon, detect_user_column(head))}
         ss["path_error"] = None
         ss.pop("upload_df", None)
         return True

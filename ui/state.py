@@ -16,9 +16,10 @@ import numpy as np
 import streamlit as st
 
 from dpcore.core.session import Session
-from dpcore.data import engines, io, synthetic
+from dpcore.data import engines, synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
 from dpcore.data.engines import base as engine_rules
+from dpcore.data.points import PointTable, load_points
 from dpcore.errors import DPCoreError
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy import budget, ledger_store
@@ -34,7 +35,7 @@ DEFAULT_GRID = (1024, 1024)
 @dataclass(frozen=True, eq=False, repr=False)
 class SourceTable:
     """What the pages show of points that stay in their files (a large file or folder aggregated
-    by an engine): the counts of rows and the first rows, like :class:`dpcore.data.io.PointTable`, but
+    by an engine): the counts of rows and the first rows, like :class:`dpcore.data.points.PointTable`, but
     no full columns.  Curator-only."""
 
     lon: np.ndarray  # the first rows only, for the preview
@@ -65,7 +66,7 @@ class Dataset:
     """
 
     name: str
-    table: io.PointTable | SourceTable
+    table: PointTable | SourceTable
     is_demo: bool
     fingerprint: str
     n_guess: int | None = None  # public guess of the size, for previews (demo only)
@@ -81,7 +82,7 @@ class ReleaseEntry:
     exports: dict[str, Any] = field(default_factory=dict)
 
 
-def fingerprint(table: io.PointTable) -> str:
+def fingerprint(table: PointTable) -> str:
     """Content key of the points (keys the ledger; never shown or exported).
 
     The engines' order-independent fingerprint (:func:`dpcore.data.engines.base.points_fingerprint`),
@@ -109,7 +110,7 @@ def init() -> None:
 
 def load_demo() -> None:
     df = synthetic.demo_points()
-    table = io.load_points(df, "lat", "lon", source_name=synthetic.DEMO_NAME)
+    table = load_points(df, "lat", "lon", source_name=synthetic.DEMO_NAME)
     set_dataset(Dataset(synthetic.DEMO_NAME, table, True, fingerprint(table), synthetic.DEMO_N))
     st.session_state["bounds"] = synthetic.DEMO_BOUNDS
 
@@ -155,7 +156,7 @@ def aggregate() -> Aggregate:
         if ds.source is not None:
             ss["aggregate"] = engine_points(ds, g, cap if use_user else None).aggregate
         else:
-            assert isinstance(t, io.PointTable)
+            assert isinstance(t, PointTable)
             ss["aggregate"] = aggregate_points(
                 t.lon, t.lat, g, user=t.user if use_user else None, user_cap=cap if use_user else None
             )

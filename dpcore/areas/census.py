@@ -37,7 +37,6 @@ half-width is closer to 2.12·SD (spec §6.2).
 from __future__ import annotations
 
 import hashlib
-import io as _io
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,7 +70,6 @@ __all__ = [
     "census_record",
     "expected_error",
     "fingerprint",
-    "read_census_file",
     "release_census",
     "write_census",
 ]
@@ -87,73 +85,8 @@ _MAX_EXAMPLES = 5
 
 
 # ---------------------------------------------------------------------------------------------
-# reading
+# fingerprint
 # ---------------------------------------------------------------------------------------------
-
-
-def read_census_file(data: bytes | str | Path, filename: str | None = None) -> pd.DataFrame:
-    """Read a census CSV (optionally gzipped) or Parquet file, **codes kept as text**.
-
-    CSV columns are all read as strings so that leading zeros of FIPS codes survive
-    (``01``, ``001``); a UTF-8 byte-order mark is dropped; the delimiter is one of
-    ``, ; tab |``.  Count columns are converted later by :class:`CensusTable`.  Gzip bombs, a
-    first line longer than 64 KiB and a header row without data rows are refused (InputError).
-    Parquet files are read with :func:`dpcore.data.io.read_table` (their types are kept; integer
-    code columns become text without padding).
-    """
-    if isinstance(data, str | Path):
-        path = Path(data)
-        if not path.exists():
-            raise InputError(f"Input file '{path}' does not exist. Check the path.")
-        filename = filename or path.name
-        raw = path.read_bytes()
-    else:
-        raw = bytes(data)
-    label = filename or "the file"
-    if not raw.strip():
-        raise InputError(f"{label} is empty. Upload a CSV or Parquet file with a header row and data.")
-    if raw[:4] == b"PAR1":
-        from dpcore.data import io
-
-        return io.read_table(raw, filename or "table.parquet")
-    if raw[:2] == b"\x1f\x8b":
-        from dpcore.data import io
-
-        raw = io.gunzip_limited(raw, label)  # refuses a gzip bomb before expanding it in full
-    if raw[:2] == b"PK":
-        raise InputError(f"{label} looks like a ZIP or spreadsheet file. Save it as CSV (or Parquet) first.")
-    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with a byte-order mark (Excel's "Unicode text")
-        try:
-            raw = raw.decode("utf-16").encode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError(f"{label} is not valid UTF-16 text. Save it as CSV UTF-8 and upload it again.") from None
-    if b"\x00" in raw[:65536]:
-        raise InputError(f"{label} is not a text file. Upload a CSV (optionally .gz) or Parquet file.")
-    from dpcore.data import io
-
-    io.check_text_head(raw[: io.SNIFF_BYTES], label, whole=len(raw) <= io.SNIFF_BYTES)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")
-    header = text.split("\n", 1)[0]
-    sep = max([",", ";", "\t", "|"], key=header.count)
-    if header.count(sep) == 0:
-        raise InputError(
-            f"{label} has a single column ({header.strip()[:60]!r}). A census table needs code "
-            "columns per level and a count column: export it again as CSV with a comma (or semicolon, tab) between "
-            "the columns."
-        )
-    try:
-        df = pd.read_csv(_io.StringIO(text), sep=sep, dtype=str, keep_default_na=True)
-    except (pd.errors.ParserError, ValueError) as e:
-        raise InputError(f"{label} could not be read as CSV ({str(e).splitlines()[0]}). "
-                         "Check that every row has as many fields as the header.") from None
-    df.columns = [str(c).strip() for c in df.columns]
-    if df.empty:
-        raise InputError(f"{label} has a header but no data rows. Add the rows below the header and upload "
-                         "it again.")
-    return df
 
 
 def fingerprint(df: pd.DataFrame) -> str:

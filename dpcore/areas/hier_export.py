@@ -19,7 +19,8 @@ import pandas as pd
 
 import dpcore
 from dpcore.areas.hierarchical import HierarchyRelease
-from dpcore.areas.hierarchy import Hierarchy, code_text
+from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.code_tables import code_text
 from dpcore.errors import InputError
 from dpcore.points.export import _jsonable, validate_record
 from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp

@@ -107,12 +107,12 @@ def read_area_sets(data: bytes | str | pd.DataFrame, h: Hierarchy, filename: str
         raw = data.encode() if isinstance(data, str) else bytes(data)
         if not raw.strip():
             raise InputError(f"The query file {filename or ''} is empty. Give one row per (query, area).".replace("  ", " "))
-        from dpcore.data import io as dpio
+        from dpcore.data.text import SNIFF_BYTES, check_text_head, gunzip_limited
 
         label = f"'{filename}'" if filename else "the query file"
         if raw[:2] == b"\x1f\x8b":
-            raw = dpio.gunzip_limited(raw, label)  # damaged gzip and gzip bombs: InputError
-        dpio.check_text_head(raw[: dpio.SNIFF_BYTES], label, whole=len(raw) <= dpio.SNIFF_BYTES)
+            raw = gunzip_limited(raw, label)  # damaged gzip and gzip bombs: InputError
+        check_text_head(raw[: SNIFF_BYTES], label, whole=len(raw) <= SNIFF_BYTES)
         try:
             df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False)
         except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError, ValueError) as e:

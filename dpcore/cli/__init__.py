@@ -304,14 +304,15 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
                       user_cap: int | None) -> tuple[Any, str]:
     """The confidential frequency matrix of --input, through the chosen engine, and the points'
     content fingerprint (the app's budget key)."""
-    from dpcore.data import io
+    from dpcore.data.columns import detect_coordinate_columns
     from dpcore.data.domain import aggregate_points
     from dpcore.data.engines.base import points_fingerprint
+    from dpcore.data.points import load_points_file
 
     routed = _engine_for(args, args.input)
     if routed is None:
         path = Path(args.input)
-        table = io.load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col, user_col=user_col)
+        table = load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col, user_col=user_col)
         agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
                                user_cap=user_cap if table.user is not None else None)
         wanted = getattr(args, "budget_db", None) is not None
@@ -319,7 +320,7 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
     eng, src = routed
     lat, lon = args.lat_col, args.lon_col
     if lat is None or lon is None:
-        found_lat, found_lon = io.detect_coordinate_columns(eng.head(src))
+        found_lat, found_lon = detect_coordinate_columns(eng.head(src))
         lat, lon = lat or found_lat, lon or found_lon
         if lat is None or lon is None:
             raise DPCoreError(f"No latitude/longitude columns were recognised by name in '{src.label}'. "
@@ -652,6 +653,7 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
 
 def cmd_release_census(args: argparse.Namespace) -> int:
     from dpcore.areas import census
+    from dpcore.data.code_tables import read_code_table
     from dpcore.privacy.noise import secure_source
 
     make, cost = _budget_arg(args)
@@ -670,8 +672,8 @@ def cmd_release_census(args: argparse.Namespace) -> int:
     if small is not None:
         df, count_col = small[0], small[0].columns[-1]  # the engine's sums (engines.COUNT_COLUMN)
     else:
-        df = census.read_census_file(args.input)
-    areas = census.read_census_file(args.areas) if args.areas else None
+        df = read_code_table(args.input)
+    areas = read_code_table(args.areas) if args.areas else None
     orders = {k: [v.strip() for v in val.split("|")] for k, val in _parse_params(args.ordinal_order).items()}
     unknown = [k for k in orders if k not in ordinals]
     if unknown:
@@ -703,9 +705,10 @@ def cmd_release_census(args: argparse.Namespace) -> int:
 
 def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     from dpcore.areas import hier_export, hierarchical
-    from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
+    from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
     from dpcore.core.pipeline import release_hierarchy
-    from dpcore.data import io
+    from dpcore.data.boundaries import read_boundaries
+    from dpcore.data.code_tables import read_code_table
     from dpcore.privacy import budget
 
     make, cost = _budget_arg(args)
@@ -743,7 +746,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     if small is not None:
         df, counts_cols = small[0], [small[0].columns[-1]]  # the engine's sums (engines.COUNT_COLUMN)
     else:
-        df = read_hierarchy_table(args.input)
+        df = read_code_table(args.input)
     if args.budget_db is not None:
         from dpcore.areas import census
         from dpcore.data import engines
@@ -755,10 +758,10 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
         if whole.n_bytes > engines.threshold():
             key = whole.bytes_fingerprint()
         else:
-            key = census.fingerprint(df if small is None else read_hierarchy_table(args.input))
+            key = census.fingerprint(df if small is None else read_code_table(args.input))
         ledger, where = _stored_ledger(args, make, cost, "census", key)
     if args.areas:
-        area_df = read_hierarchy_table(args.areas)
+        area_df = read_code_table(args.areas)
         h = Hierarchy.from_frame(area_df, levels, codes=args.codes, names=names, source="area list")
     else:
         source = "table (confirmed public)" if args.input_lists_all_areas else "data (not public)"
@@ -785,7 +788,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
                       statistic=statistic, k=counts.k, **extra)
     joins = {}
     for lv, file in bounds_args.items():
-        gdf = io.read_boundaries(file)
+        gdf = read_boundaries(file)
         join = hier_export.join_boundaries(h, h.depth_of(lv), gdf)
         if join.missing_areas or join.extra_features:
             print(f"warning: boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
@@ -884,23 +887,23 @@ def _od_cost(args: argparse.Namespace) -> tuple[Any, Any, float, dict[str, Any],
 
 
 def _read_od_hierarchy_file(path: str) -> Any:
-    """The public area list as text columns (CSV/Parquet via read_hierarchy_table; GeoJSON properties)."""
+    """The public area list as text columns (CSV/Parquet via read_code_table; GeoJSON properties)."""
     import pandas as pd
 
-    from dpcore.areas.hierarchy import code_text, read_hierarchy_table
-    from dpcore.data import io
+    from dpcore.data.boundaries import read_boundaries
+    from dpcore.data.code_tables import code_text, read_code_table
 
     p = Path(path)
     if not p.exists():
         raise DPCoreError(f"Hierarchy file '{p}' does not exist. Check the path given to --hierarchy.")
     head = p.read_bytes()[:64].lstrip()
     if p.suffix.lower() in (".geojson", ".json") or head[:1] == b"{":
-        gdf = io.read_boundaries(p)
+        gdf = read_boundaries(p)
         df = pd.DataFrame(gdf.drop(columns=gdf.geometry.name))
         for c in df.columns:  # codes as text: 7 not 7.0, leading zeros as stored
             df[c] = code_text(df[c]).set_axis(df.index)
         return df
-    return read_hierarchy_table(p)
+    return read_code_table(p)
 
 
 def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -1028,8 +1031,8 @@ def _od_columns(args: argparse.Namespace, columns: list[str]) -> tuple[str, str,
 def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> dict[int, Any] | None:
     import numpy as np
 
-    from dpcore.areas.hierarchy import read_hierarchy_table
-    from dpcore.data import io
+    from dpcore.data.boundaries import read_boundaries
+    from dpcore.data.code_tables import read_code_table
     from dpcore.flows import od_export
 
     xy: dict[int, Any] = {}
@@ -1038,7 +1041,7 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
         if not p.exists():
             raise DPCoreError(f"Coordinates file '{p}' does not exist. Check the path given to --coordinates.")
         same = hier_df is not None and p.resolve() == Path(args.hierarchy).resolve()
-        cdf = hier_df if same else read_hierarchy_table(p)  # e.g. the LODES crosswalk serves as both
+        cdf = hier_df if same else read_code_table(p)  # e.g. the LODES crosswalk serves as both
         cols = [str(c) for c in cdf.columns]
         code = args.coord_code or _find_column(
             cols, [c for c in (args.code_column, "tabblk2010", "GEOID", "code", "id") if c])
@@ -1059,7 +1062,7 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
             raise ParameterError(f"--boundaries names the level '{lv}', which is not a level "
                                  f"({', '.join(h.levels)}).")
         d = h.depth_of(lv)
-        lon_a, lat_a, missing = od_export.centroids_from_boundaries(h, d, io.read_boundaries(file))
+        lon_a, lat_a, missing = od_export.centroids_from_boundaries(h, d, read_boundaries(file))
         if missing:
             print(f"warning: boundaries of '{lv}': {len(missing):,} areas have no boundary "
                   f"(e.g. {', '.join(missing[:5])}); their flows are left out of flows.geojson.", file=sys.stderr)
@@ -1068,8 +1071,8 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
 
 
 def cmd_release_od(args: argparse.Namespace) -> int:
-    from dpcore.areas.hierarchy import read_hierarchy_table
     from dpcore.core.pipeline import release_od
+    from dpcore.data.code_tables import read_code_table
     from dpcore.flows import od, od_export
     from dpcore.privacy import budget
     from dpcore.privacy.noise import secure_source
@@ -1114,7 +1117,7 @@ def cmd_release_od(args: argparse.Namespace) -> int:
         counts = _od_counts_by_engine(args, h, *routed)
     else:
         path = Path(args.input)
-        df = read_hierarchy_table(path)
+        df = read_code_table(path)
         origin, destination, count = _od_columns(args, [str(c) for c in df.columns])
         if args.drop_unmatched:
             o = od.match_leaves(h, df[origin])

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcore.data.persons import cap_mask_points, person_codes
 from dpcore.errors import ParameterError
 
 #: Largest number of cells the app lets a curator choose; a 4096 x 4096 int64
@@ -252,15 +253,13 @@ def cap_user_contributions(
     ``frac(lon * A + lat * B)`` (ties by ``lon``, ``lat``); ids are compared as canonical text
     (``7``, ``"007"`` and ``7.0`` are one person).  The rule depends on the records alone, not
     on their order in the file, so the DuckDB and Spark engines, which scan files in parallel,
-    keep exactly the same records (:mod:`dpcore.data.engines.base`).  Which records are kept does
+    keep exactly the same records (:mod:`dpcore.data.persons`).  Which records are kept does
     not affect privacy: after capping, adding or removing one person changes at most ``cap``
     cells by one each, so the L1 sensitivity of the histogram is ``cap`` whatever the rule.
     """
-    from dpcore.data.engines import base as _engine_rules  # the engines import this module
-
     if not isinstance(cap, (int, np.integer)) or cap < 1:
         raise ParameterError(f"The cap on records per person must be a whole number >= 1 (got {cap!r}).")
-    return _engine_rules.cap_mask_points(_engine_rules.person_codes(np.asarray(user)), np.asarray(lon),
+    return cap_mask_points(person_codes(np.asarray(user)), np.asarray(lon),
                                          np.asarray(lat), int(cap))
 
 

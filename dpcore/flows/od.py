@@ -61,8 +61,10 @@ import numpy as np
 import pandas as pd
 
 from dpcore.areas import hierarchical
-from dpcore.areas.hierarchy import Hierarchy, _code_frame, _plural, _rows, code_text
+from dpcore.areas.hierarchy import Hierarchy, _code_frame, _plural, _rows
+from dpcore.data.code_tables import code_text
 from dpcore.data.engines import base as _engine_rules
+from dpcore.data.persons import canonical_id
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import topdown_opt
 from dpcore.privacy import budget
@@ -414,7 +416,7 @@ class ODCounts:
         else:
             w = np.ones(len(df), dtype=np.int64)
             if user is not None:
-                uid = _engine_rules.canonical_id(df[user])
+                uid = canonical_id(df[user])
                 bad = pd.isna(uid)
                 if bad.any():
                     raise InputError(f"The person id column '{user}' is empty in {_rows(bad)}. Fill it or drop those rows.")

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.domain import Grid
+from dpcore.data.text import SNIFF_BYTES, check_text_head, looks_binary
 from dpcore.errors import InputError
 
 __all__ = [
@@ -274,11 +275,9 @@ def read_rectangles(source: str | Path | bytes, name: str | None = None) -> Rect
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{label} is not UTF-8 text. Save the rectangles as a CSV (UTF-8).") from None
-    if "\x00" in text[:65536]:
+    if looks_binary(data[:SNIFF_BYTES]):
         raise InputError(f"{label} is not a text file. Save the rectangles as a CSV (UTF-8).")
     if not text.lstrip().startswith(("{", "[")):
-        from dpcore.data.io import SNIFF_BYTES, check_text_head
-
         check_text_head(data[:SNIFF_BYTES], label, whole=len(data) <= SNIFF_BYTES)
     if text.lstrip().startswith(("{", "[")):
         return RectangleList(text)

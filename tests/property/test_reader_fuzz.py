@@ -17,9 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.areas import census, hier_matrix
-from dpcore.areas.hierarchy import Hierarchy, read_hierarchy_table
-from dpcore.data import io as dio
+from dpcore.areas import hier_matrix
+from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.boundaries import read_boundaries
+from dpcore.data.code_tables import read_code_table
+from dpcore.data.points import load_points_file
+from dpcore.data.tables import read_table
 from dpcore.errors import DPCoreError
 from dpcore.flows import od
 from dpcore.points import workload_io
@@ -30,25 +33,25 @@ _H = Hierarchy.from_frame(pd.DataFrame({"s": ["01", "01", "02"], "c": ["001", "0
 
 
 def _points(data: bytes, name: str) -> object:
-    return dio.load_points_file(data, name)
+    return load_points_file(data, name)
 
 
 def _hierarchy(data: bytes, name: str) -> object:
-    df = read_hierarchy_table(data, name)
+    df = read_code_table(data, name)
     return Hierarchy.from_frame(df, [str(c) for c in df.columns[:2]])
 
 
 def _od(data: bytes, name: str) -> object:
-    df = read_hierarchy_table(data, name)
+    df = read_code_table(data, name)
     cols = [str(c) for c in df.columns]
     return od.ODCounts.from_frame(df, _H, origin=cols[0], destination=cols[-1])
 
 
 READERS = {
-    "read_table": lambda d, n: dio.read_table(d, n),
+    "read_table": lambda d, n: read_table(d, n),
     "load_points_file": _points,
-    "read_boundaries": lambda d, n: dio.read_boundaries(d, n),
-    "read_census_file": lambda d, n: census.read_census_file(d, n),
+    "read_boundaries": lambda d, n: read_boundaries(d, n),
+    "read_census_file": lambda d, n: read_code_table(d, n),
     "hierarchy": _hierarchy,
     "od trips": _od,
     "read_rectangles": lambda d, n: workload_io.read_rectangles(d, n),

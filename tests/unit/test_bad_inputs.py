@@ -21,10 +21,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.areas import census, hier_matrix
-from dpcore.areas.hierarchy import Hierarchy, read_hierarchy_table
-from dpcore.data import io as dio
+from dpcore.areas import hier_matrix
+from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.boundaries import read_boundaries
+from dpcore.data.code_tables import read_code_table
 from dpcore.data.domain import MAX_SIDE, Bounds, Grid
+from dpcore.data.points import load_points_file
+from dpcore.data.tables import read_table
+from dpcore.data.text import UPLOAD_LIMIT_MB, gunzip_limited
 from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.flows import od
 from dpcore.points import workload_io
@@ -111,11 +115,11 @@ CORPUS: dict[str, tuple[str, bytes]] = {
 _H = Hierarchy.from_frame(pd.DataFrame({"s": ["01", "01", "02"], "c": ["001", "002", "003"]}), ["s", "c"])
 
 READERS = {
-    "read_table": lambda d, n: dio.read_table(d, n),
-    "load_points_file": lambda d, n: dio.load_points_file(d, n),
-    "read_boundaries": lambda d, n: dio.read_boundaries(d, n),
-    "read_census_file": lambda d, n: census.read_census_file(d, n),
-    "read_hierarchy_table": lambda d, n: Hierarchy.from_frame(read_hierarchy_table(d, n), ["lat", "lon"]),
+    "read_table": lambda d, n: read_table(d, n),
+    "load_points_file": lambda d, n: load_points_file(d, n),
+    "read_boundaries": lambda d, n: read_boundaries(d, n),
+    "read_census_file": lambda d, n: read_code_table(d, n),
+    "read_hierarchy_table": lambda d, n: Hierarchy.from_frame(read_code_table(d, n), ["lat", "lon"]),
     "read_rectangles": lambda d, n: workload_io.read_rectangles(d, n),
     "read_area_sets": lambda d, n: hier_matrix.read_area_sets(d, _H, n),
 }
@@ -198,8 +202,8 @@ def test_reader_gives_a_result_or_a_clear_error(reader: str, case: str) -> None:
 def test_gzip_bomb_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
     bomb = gzip_bomb(4096)  # 4 GB once expanded, a few MB compressed
     assert len(bomb) < 16 << 20
-    for read in (lambda: dio.read_table(bomb, "b.csv.gz"), lambda: census.read_census_file(bomb, "b.csv.gz"),
-                 lambda: dio.load_points_file(bomb, "b.csv.gz", progress=lambda f, m: None)):
+    for read in (lambda: read_table(bomb, "b.csv.gz"), lambda: read_code_table(bomb, "b.csv.gz"),
+                 lambda: load_points_file(bomb, "b.csv.gz", progress=lambda f, m: None)):
         t0 = time.perf_counter()
         with pytest.raises(InputError, match="expands to more than"):
             read()
@@ -207,16 +211,16 @@ def test_gzip_bomb_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
     path = tmp_path / "bomb.csv.gz"
     path.write_bytes(bomb)
     with pytest.raises(InputError, match="expands to more than"):
-        dio.read_table(path)
+        read_table(path)
 
 
 def test_a_well_compressed_real_table_is_still_read() -> None:
     rng = np.random.default_rng(0)
     lines = "lat,lon\n" + "".join(f"{a:.5f},{b:.5f}\n" for a, b in rng.uniform(40, 41, (50_000, 2)))
     gz = gzip.compress(lines.encode())
-    assert len(dio.read_table(gz, "p.csv.gz")) == 50_000
-    assert len(census.read_census_file(gz, "p.csv.gz")) == 50_000
-    assert dio.gunzip_limited(gz, "x") == lines.encode()
+    assert len(read_table(gz, "p.csv.gz")) == 50_000
+    assert len(read_code_table(gz, "p.csv.gz")) == 50_000
+    assert gunzip_limited(gz, "x") == lines.encode()
 
 
 def test_traversal_zip_writes_nothing_outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -225,7 +229,7 @@ def test_traversal_zip_writes_nothing_outside(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(InputError, match="unsafe path"):
-        dio.read_boundaries(traversal_zip(), "evil.zip")
+        read_boundaries(traversal_zip(), "evil.zip")
     assert not list(tmp_path.rglob("evil.*"))
     assert not (tmp_path.parent / "evil.shp").exists()
 
@@ -233,7 +237,7 @@ def test_traversal_zip_writes_nothing_outside(tmp_path: Path, monkeypatch: pytes
 def test_self_intersecting_polygon_is_repaired() -> None:
     import shapely
 
-    gdf = dio.read_boundaries(feature_collection(BOWTIE), "bowtie.geojson")
+    gdf = read_boundaries(feature_collection(BOWTIE), "bowtie.geojson")
     assert shapely.is_valid(gdf.geometry.to_numpy()).all()
     assert set(gdf.geom_type) <= {"Polygon", "MultiPolygon"}
     assert shapely.area(gdf.geometry.to_numpy()).sum() == pytest.approx(0.5)
@@ -308,7 +312,7 @@ def test_upload_limit_matches_the_streamlit_config() -> None:
     import tomllib
 
     cfg = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
-    assert cfg["server"]["maxUploadSize"] == dio.UPLOAD_LIMIT_MB
+    assert cfg["server"]["maxUploadSize"] == UPLOAD_LIMIT_MB
 
 
 # ------------------------------------------------------------------ the CLI

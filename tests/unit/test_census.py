@@ -19,6 +19,7 @@ import pytest
 
 from dpcore.areas import census
 from dpcore.cli import main
+from dpcore.data.code_tables import read_code_table
 from dpcore.data.synthetic import synthetic_census
 from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.privacy.ledger import Ledger
@@ -164,15 +165,15 @@ def test_parameter_errors(synth: pd.DataFrame, table: census.CensusTable) -> Non
 def test_read_census_file_keeps_leading_zeros_and_drops_bom(tmp_path: Path) -> None:
     text = "\ufeffSTATEFP,COUNTYFP,TRACTCE,POPULATION\n01,001,020100,1775\n01,001,020200,2055\n"
     for name, data in [("t.csv", text.encode()), ("t.csv.gz", gzip.compress(text.encode()))]:
-        df = census.read_census_file(data, name)
+        df = read_code_table(data, name)
         assert list(df.columns) == ["STATEFP", "COUNTYFP", "TRACTCE", "POPULATION"]
         assert df["COUNTYFP"].tolist() == ["001", "001"]
     with pytest.raises(InputError, match="empty"):
-        census.read_census_file(b"", "x.csv")
+        read_code_table(b"", "x.csv")
     with pytest.raises(InputError, match="single column"):
-        census.read_census_file(b"abc\n1\n", "x.csv")
+        read_code_table(b"abc\n1\n", "x.csv")
     with pytest.raises(InputError, match="does not exist"):
-        census.read_census_file(tmp_path / "nope.csv")
+        read_code_table(tmp_path / "nope.csv")
 
 
 # ------------------------------------------------------------------ release
@@ -401,7 +402,7 @@ def test_cli_missing_input(tmp_path: Path, capsys) -> None:
 
 @pytest.mark.skipif(not (SHARED / "us_tract_population_2020_cenpop.csv.gz").exists(), reason="shared data absent")
 def test_real_tract_file_one_state() -> None:
-    df = census.read_census_file(SHARED / "us_tract_population_2020_cenpop.csv.gz")
+    df = read_code_table(SHARED / "us_tract_population_2020_cenpop.csv.gz")
     df = df[df["STATEFP"].isin(["10", "11"])]  # Delaware and DC: small
     t = census.CensusTable.from_frame(df, ["STATEFP", "COUNTYFP", "TRACTCE"], "POPULATION")
     assert t.total == int(df["POPULATION"].astype(int).sum())

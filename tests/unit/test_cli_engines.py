@@ -156,8 +156,8 @@ def test_run_config_dry_run_and_bad_keys(tmp_path: Path, capsys: pytest.CaptureF
 def test_budget_db_is_the_apps_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--budget-db keeps the spend in the app's SQLite budget under the app's key for these points."""
     from dpcore.core.session import Session
-    from dpcore.data import io
     from dpcore.data.engines.base import points_fingerprint
+    from dpcore.data.points import load_points
 
     folder = _points(tmp_path)
     db = tmp_path / "budget.sqlite"
@@ -170,7 +170,7 @@ def test_budget_db_is_the_apps_budget(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "Not enough privacy budget" in capsys.readouterr().err
     # the key is the one the app computes for the same points (any engine, any file split)
     df = pd.concat([pd.read_parquet(p) for p in sorted(folder.iterdir())])
-    table = io.load_points(df, "lat", "lon")
+    table = load_points(df, "lat", "lon")
     led = Session.open(db).budget("points", points_fingerprint(table.lon, table.lat), default=noise_free_cap())
     assert abs(led.spent - 0.8) < 1e-12
     # another cap for the same data is refused, not silently applied

@@ -369,7 +369,7 @@ class TestUserCap:
     def _brute_keep(users: list[object], lon: np.ndarray, lat: np.ndarray, cap: int) -> list[bool]:
         """The documented rule, written plainly: per person (canonical text id), keep the ``cap``
         records with the smallest (frac(lon*A + lat*B), lon, lat)."""
-        from dpcore.data.engines.base import CAP_A, CAP_B
+        from dpcore.data.persons import CAP_A, CAP_B
 
         def canon(u: object) -> str:
             t = str(u).strip()

@@ -22,8 +22,9 @@ import pytest
 
 from dpcore.data.domain import Bounds, Grid
 from dpcore.data.engines import AUTO_THRESHOLD_BYTES, Source, choose, get_engine
-from dpcore.data.engines.base import CAP_A, CAP_B, points_fingerprint
+from dpcore.data.engines.base import points_fingerprint
 from dpcore.data.engines.numpy_engine import code_counts_of_frame
+from dpcore.data.persons import CAP_A, CAP_B
 from dpcore.errors import InputError, ParameterError
 
 SPARK_MASTER = "local[2]"  # = conftest.SPARK_TEST_MASTER: one Spark session per test run
@@ -533,12 +534,12 @@ def test_spark_other_master_is_not_silently_the_running_one(spark_engine: Any) -
 
 def test_an_upload_with_ids_too_long_for_floats_is_refused_not_merged() -> None:
     """pandas reads 19-digit ids with a blank as float64; two people would become one."""
-    from dpcore.data import io as dio
+    from dpcore.data.points import load_points
 
     df = pd.DataFrame({"lat": [40.25, 40.75, 40.5], "lon": [-73.75, -73.25, -73.5],
                        "uid": [1234567890123456789.0, 1234567890123456788.0, np.nan]})
     with pytest.raises(InputError, match="more than 15 digits"):
-        dio.load_points(df, "lat", "lon", "uid")
+        load_points(df, "lat", "lon", "uid")
 
 
 @pytest.mark.parametrize("engine_name", ["numpy", "duckdb", pytest.param("spark", marks=pytest.mark.spark)])
@@ -553,7 +554,7 @@ def test_canonical_ids_are_one_person_in_every_engine(engine_name: str, tmp_path
 
 
 def test_missing_ids_are_refused_by_the_cap_and_empty_sources_named() -> None:
-    from dpcore.data.engines.base import person_codes
+    from dpcore.data.persons import person_codes
 
     with pytest.raises(ParameterError, match="no person id"):
         person_codes(np.array(["a", None, "b"], dtype=object))

@@ -16,8 +16,8 @@ import pytest
 from dpcore.areas import census, census_matrix, hier_export
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core import pipeline
-from dpcore.data import io
 from dpcore.data.domain import Bounds, Grid, aggregate_points
+from dpcore.data.points import load_points
 from dpcore.points import export as pexport
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
@@ -66,7 +66,7 @@ def assert_clean(blobs: dict[str, bytes], truths: list[int], raw: list[str] = ()
 def test_points_exports() -> None:
     lon = np.r_[np.full(TRUE[0], -73.9876543), np.full(TRUE[1], -73.9123457)]
     lat = np.r_[np.full(TRUE[0], 40.7654321), np.full(TRUE[1], 40.7123459)]
-    table = io.load_points(pd.DataFrame({"lat": lat, "lon": lon}), "lat", "lon", source_name=SECRET_NAME)
+    table = load_points(pd.DataFrame({"lat": lat, "lon": lon}), "lat", "lon", source_name=SECRET_NAME)
     grid = Grid(Bounds(-74.0, 40.7, -73.9, 40.8), 8, 8)
     agg = aggregate_points(table.lon, table.lat, grid)
     led = Ledger(budget.pure(5.0), dataset=SECRET_NAME)

@@ -36,7 +36,7 @@ at most ``cap`` counts by one each, whatever the rule.
 **Codes and ids** are compared as canonical text: surrounding spaces stripped, and a whole number
 written without leading zeros, sign ``+`` or trailing ``.0`` (``"007"``, ``7`` and ``7.0`` are the
 same person); ``True``/``true`` are one person (pandas reads them as one boolean).  Area codes are only stripped (their leading zeros matter), except that whole
-floats from a Parquet file become integer text, as :func:`dpcore.areas.hierarchy.code_text` does.
+floats from a Parquet file become integer text, as :func:`dpcore.data.code_tables.code_text` does.
 
 **The fingerprint** that keys a dataset's budget is order independent and engine independent:
 the number of points and sums of integer hashes of the coordinates (person ids left out, so
@@ -56,24 +56,17 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.domain import Aggregate, Grid
+from dpcore.data.persons import frac_key
 from dpcore.errors import InputError, ParameterError
 
 ProgressCallback = Callable[[float, str], None]
 
-# Multipliers of the cap key frac(lon * A + lat * B) (irrational-looking, ~1e4: 1e-6 degrees,
-# about 10 cm, moves the key by ~0.01, so the order is pseudo-random at the scale of metres).
-CAP_A = 7919.0 * 1.6180339887498949
-CAP_B = 6037.0 * 1.4142135623730951
 # Multipliers of the two fingerprint hashes (same idea, different constants).
 FP_A1, FP_B1 = 104729.0 * 0.5772156649015329, 3571.0 * 2.718281828459045
 FP_A2, FP_B2 = 15485863.0 * 0.7071067811865476, 7927.0 * 3.141592653589793
 FP_SCALE = 2.0**31  # frac * 2^31 -> a 31-bit integer; sums of 2^32 of them fit in int64
 SEP = "\x1f"  # unit separator between the fields hashed for the trip cap
 
-NUMERIC_ID = r"[+-]?[0-9]{1,18}(\.0*)?"  # a whole number the canonical id rewrites
-#: What "stripped" means for ids, codes and numbers in every engine: ASCII whitespace only (Python's
-#: str.strip() would also strip Unicode spaces, which SQL engines cannot match portably).
-WHITESPACE = " \t\n\r\f\v"
 
 ENGINE_NAMES = ("numpy", "duckdb", "spark")
 
@@ -254,70 +247,6 @@ def check_code_options(keys: list[str], count: str | None, user: str | None, cap
         raise ParameterError("A person-id column needs a cap on the rows per person (e.g. 1).")
     if cap is not None and (not isinstance(cap, int | np.integer) or cap < 1):
         raise ParameterError(f"The most trips per person must be a whole number >= 1 (got {cap!r}).")
-
-
-def frac_key(lon: np.ndarray, lat: np.ndarray, a: float, b: float) -> np.ndarray:
-    """``frac(lon * a + lat * b)`` in IEEE double, as every engine computes it."""
-    v = lon * a + lat * b
-    return v - np.floor(v)
-
-
-def canonical_id(values: pd.Series | np.ndarray) -> np.ndarray:
-    """Person ids as canonical text (object array; None where missing or blank)."""
-    s = pd.Series(values).reset_index(drop=True)
-    if pd.api.types.is_bool_dtype(s.dtype):
-        s = s.astype("string").str.lower()
-    if pd.api.types.is_integer_dtype(s.dtype):
-        out = s.astype("string")
-    elif pd.api.types.is_float_dtype(s.dtype):
-        whole = s.notna() & np.isfinite(s) & (s % 1 == 0) & (s.abs() < 1e18)
-        out = s.astype("string")
-        out[whole] = s[whole].astype("int64").astype("string")
-    else:
-        out = s.astype("string").str.strip(WHITESPACE)
-        num = out.str.fullmatch(NUMERIC_ID).fillna(False).astype(bool)
-        if num.any():
-            out[num] = out[num].str.split(".").str[0].astype("int64").astype("string")
-        boolean = out.str.lower().isin(["true", "false"]).fillna(False).astype(bool)
-        if boolean.any():  # pandas reads True/true/TRUE as one boolean
-            out[boolean] = out[boolean].str.lower()
-    out = out.where(out.notna() & (out != ""), None)
-    return out.astype(object).to_numpy()
-
-
-def person_codes(values: pd.Series | np.ndarray) -> np.ndarray:
-    """Integer codes of person ids: two records share a code iff their canonical ids are equal.
-    Whole-number ids are factorized as numbers (text is only needed for other ids; 10 M int ids
-    take 0.5 s this way and 10 s through text)."""
-    a = np.asarray(values)
-    if a.dtype.kind in "iu":
-        return pd.factorize(a)[0]
-    raw, uniq = pd.factorize(pd.Series(a, dtype=object))
-    canon_text = canonical_id(np.asarray(uniq, dtype=object))
-    if (raw < 0).any() or pd.isna(canon_text).any():
-        # a missing id would silently join another person's records: the readers drop such rows first
-        raise ParameterError("Some records have no person id. Drop them (or give each an id) before capping.")
-    canon = pd.factorize(pd.Series(canon_text, dtype=object))[0]
-    return canon[raw]
-
-
-def cap_mask_points(codes: np.ndarray, lon: np.ndarray, lat: np.ndarray, cap: int) -> np.ndarray:
-    """Keep, per person (``codes`` from :func:`person_codes`), the ``cap`` records with the smallest
-    ``(frac key, lon, lat)``."""
-    key = frac_key(lon, lat, CAP_A, CAP_B)
-    order = np.lexsort((lat, lon, key, codes))
-    return _rank_within(codes, order) < cap
-
-
-def _rank_within(codes: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Rank (0-based) of every row within its group, in ``order``."""
-    sc = codes[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sc)) + 1]
-    run = np.diff(np.r_[starts, len(sc)])
-    rank_sorted = np.arange(len(sc)) - np.repeat(starts, run)
-    rank = np.empty_like(rank_sorted)
-    rank[order] = rank_sorted
-    return rank
 
 
 def md5_hex(texts: np.ndarray) -> np.ndarray:

@@ -12,9 +12,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from dpcore.data import io
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.data.engines import base, sql
+from dpcore.data.points import DROP_MISSING_COORDINATE, DROP_MISSING_USER
+from dpcore.data.text import SNIFF_BYTES, sniff_delimiter
 from dpcore.errors import InputError
 
 
@@ -27,14 +28,14 @@ def first_line(e: BaseException) -> str:
 def csv_delimiter(src: base.Source) -> str:
     """The delimiter of the first file, found the way the in-memory reader finds it."""
     with open(src.paths[0], "rb") as fh:
-        head = fh.read(io.SNIFF_BYTES)
+        head = fh.read(SNIFF_BYTES)
     if head[:2] == b"\x1f\x8b":
         with gzip.open(src.paths[0], "rb") as gz:
-            head = gz.read(io.SNIFF_BYTES)
+            head = gz.read(SNIFF_BYTES)
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     # drop a last line cut in the middle
-    text = text[: text.rfind("\n") + 1] if "\n" in text and len(head) >= io.SNIFF_BYTES else text
-    sep = io._sniff_delimiter(text, None)  # noqa: SLF001 - the same sniffing as the in-memory reader
+    text = text[: text.rfind("\n") + 1] if "\n" in text and len(head) >= SNIFF_BYTES else text
+    sep = sniff_delimiter(text, None)  # noqa: SLF001 - the same sniffing as the in-memory reader
     if sep is None:
         raise InputError(f"'{src.label}': the first file has a single column; a CSV needs latitude and "
                          "longitude (or code) columns separated by commas, semicolons, tabs or bars.")
@@ -52,10 +53,10 @@ def csv_encoding(src: base.Source) -> str:
     """``utf-8``, or ``latin-1`` when the first file's head is not UTF-8 (the in-memory reader
     falls back the same way)."""
     with open(src.paths[0], "rb") as fh:
-        head = fh.read(io.SNIFF_BYTES)
+        head = fh.read(SNIFF_BYTES)
     if head[:2] == b"\x1f\x8b":
         with gzip.open(src.paths[0], "rb") as gz:
-            head = gz.read(io.SNIFF_BYTES)
+            head = gz.read(SNIFF_BYTES)
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -112,9 +113,9 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
     n_read = int(n.sum())
     dropped: dict[str, int] = {}
     if by_st.get(sql.ST_MISSING_COORD):
-        dropped[io.DROP_MISSING_COORDINATE] = by_st[sql.ST_MISSING_COORD]
+        dropped[DROP_MISSING_COORDINATE] = by_st[sql.ST_MISSING_COORD]
     if by_st.get(sql.ST_MISSING_USER):
-        dropped[io.DROP_MISSING_USER] = by_st[sql.ST_MISSING_USER]
+        dropped[DROP_MISSING_USER] = by_st[sql.ST_MISSING_USER]
     ok = st == sql.ST_OK
     if not ok.any():
         if n_read == 0:

@@ -1,7 +1,7 @@
 """numpy/pandas: the in-memory engine for inputs that fit in memory (the app's uploads).
 
 It is the reference the other engines are tested against: points go through the same readers
-and validation as an upload (:func:`dpcore.data.io.read_table`, :func:`dpcore.data.io.load_points`) and the
+and validation as an upload (:func:`dpcore.data.tables.read_table`, :func:`dpcore.data.points.load_points`) and the
 same :func:`dpcore.data.domain.aggregate_points`.
 """
 
@@ -12,10 +12,12 @@ import time
 import numpy as np
 import pandas as pd
 
-from dpcore.areas.hierarchy import code_text, read_hierarchy_table
-from dpcore.data import io
+from dpcore.data import persons
+from dpcore.data.code_tables import code_text, read_code_table
 from dpcore.data.domain import Grid, aggregate_points
 from dpcore.data.engines import base, common
+from dpcore.data.points import PointTable, load_points
+from dpcore.data.tables import read_table
 
 
 class NumpyEngine:
@@ -26,7 +28,7 @@ class NumpyEngine:
         for i, p in enumerate(src.paths):
             def part(frac: float, msg: str, i: int = i) -> None:
                 progress(0.8 * (i + frac) / len(src.paths), msg)
-            frames.append(read_hierarchy_table(p) if codes else io.read_table(p, progress=part))
+            frames.append(read_code_table(p) if codes else read_table(p, progress=part))
             part(1.0, f"Read {i + 1} of {len(src.paths)} files")
         return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
@@ -43,7 +45,7 @@ class NumpyEngine:
         return [str(c) for c in self.head(src, 5).columns]
 
     def head(self, src: base.Source, n: int = 1000) -> pd.DataFrame:
-        return io.read_table(src.paths[0], max_rows=n)
+        return read_table(src.paths[0], max_rows=n)
 
     def points(self, src: base.Source, grid: Grid, *, lat: str, lon: str, user: str | None = None,
                user_cap: int | None = None, progress: base.ProgressCallback | None = None,
@@ -57,10 +59,10 @@ class NumpyEngine:
             # pandas reads whole-number ids with a blank as float64, which merges ids above 2^53;
             # the ids are read again as text, as the SQL engines read them
             df[user] = self._text_column(src, user)
-        table = io.load_points(df, lat, lon, user, source_name=src.label)
+        table = load_points(df, lat, lon, user, source_name=src.label)
         return self.points_of_table(table, grid, user_cap, prog, t0, fingerprint)
 
-    def points_of_table(self, table: io.PointTable, grid: Grid, user_cap: int | None,
+    def points_of_table(self, table: PointTable, grid: Grid, user_cap: int | None,
                         prog: base.Progress | None = None, t0: float | None = None,
                         fingerprint: bool = True) -> base.PointCounts:
         """The answer for points already read and validated (an upload held by the app)."""
@@ -105,7 +107,7 @@ def code_counts_of_frame(df: pd.DataFrame, keys: list[str], *, count: str | None
         frame["w"] = np.ones(len(df), dtype=np.int64)
     bad_u = np.zeros(len(df), dtype=bool)
     if user is not None:
-        frame["u"] = base.canonical_id(df[user])
+        frame["u"] = persons.canonical_id(df[user])
         bad_u = frame["u"].isna().to_numpy()
     n_missing = int(bad_key.sum())
     common.problems(0 if drop_missing else n_missing, int((bad_w & ~bad_key).sum()),

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dpcore.data import persons
 from dpcore.data.domain import Grid
 from dpcore.data.engines import base
+from dpcore.data.text import WHITESPACE
 
 #: pandas' default missing-value strings (``pandas.read_csv(keep_default_na=True)``): the
 #: numpy engine reads them as missing, so the SQL engines must as well.
@@ -44,9 +46,9 @@ class Dialect:
 
     def strip(self, expr: str) -> str:
         """``expr`` without leading/trailing ASCII whitespace (space, \\t, \\n, \\r, \\f, \\v): the
-        characters :data:`base.WHITESPACE` the numpy engine strips (SQL's plain trim() strips spaces
+        characters :data:`dpcore.data.text.WHITESPACE` the numpy engine strips (SQL's plain trim() strips spaces
         only, so '7\\t' and '7' would be two people)."""
-        chars = " || ".join(f"chr({ord(c)})" for c in base.WHITESPACE)
+        chars = " || ".join(f"chr({ord(c)})" for c in WHITESPACE)
         if self.name == "duckdb":
             return f"trim({expr}, {chars})"
         return f"trim(BOTH ({chars}) FROM {expr})"
@@ -86,7 +88,7 @@ def _to_double(t: str) -> str:
 
 
 def person(d: Dialect, col: str, typ: str) -> str:
-    """Canonical person id (:func:`base.canonical_id`) or NULL when missing."""
+    """Canonical person id (:func:`dpcore.data.persons.canonical_id`) or NULL when missing."""
     c = d.q(col)
     if typ == "integer":
         return f"CAST({c} AS STRING)" if d.name == "spark" else f"CAST({c} AS VARCHAR)"
@@ -98,7 +100,7 @@ def person(d: Dialect, col: str, typ: str) -> str:
                 f"THEN CAST(CAST({c} AS BIGINT) AS {s}) ELSE CAST({c} AS {s}) END")
     t = d.strip(f"CAST({c} AS {s})")
     missing = f"({c} IS NULL OR {c} IN ({_na_list()}) OR {t} = '')"
-    whole = d.full_match(t, base.NUMERIC_ID)
+    whole = d.full_match(t, persons.NUMERIC_ID)
     as_int = f"CAST(CAST(split_part({t}, '.', 1) AS BIGINT) AS {s})"
     # pandas reads True/true/TRUE as one boolean: one person
     return (f"CASE WHEN {missing} THEN NULL WHEN {whole} THEN {as_int} "
@@ -106,7 +108,7 @@ def person(d: Dialect, col: str, typ: str) -> str:
 
 
 def code(d: Dialect, col: str, typ: str) -> str:
-    """Canonical area code (:func:`dpcore.areas.hierarchy.code_text`) or NULL when missing."""
+    """Canonical area code (:func:`dpcore.data.code_tables.code_text`) or NULL when missing."""
     c = d.q(col)
     s = "STRING" if d.name == "spark" else "VARCHAR"
     if typ == "integer":
@@ -177,7 +179,7 @@ def points_query(d: Dialect, grid: Grid, lat: tuple[str, str], lon: tuple[str, s
     """
     b = grid.bounds
     has_user = user is not None
-    key = f"x * {d.num(base.CAP_A)} + y * {d.num(base.CAP_B)}"
+    key = f"x * {d.num(persons.CAP_A)} + y * {d.num(persons.CAP_B)}"
     rank = (f"row_number() OVER (PARTITION BY st, u ORDER BY {key} - {d.floor(key)}, x, y)"
             if has_user and cap is not None else "1")
     inside = (f"x >= {d.num(b.west)} AND x <= {d.num(b.east)} AND y >= {d.num(b.south)} "
