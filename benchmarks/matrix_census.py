@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from dpcore.areas import census, census_matrix, hier_matrix, hierarchical  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
 from dpcore.data import synthetic  # noqa: E402
-from dpcore.estimate import matrix_mech as mm  # noqa: E402
+from dpcore.estimate import matrix_design as mm  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
 

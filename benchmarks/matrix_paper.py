@@ -66,7 +66,7 @@ import numpy as np  # noqa: E402
 
 from dpcore.data import io  # noqa: E402
 from dpcore.data.domain import Bounds, Grid, aggregate_points, rect_sums  # noqa: E402
-from dpcore.estimate import matrix_mech as mm  # noqa: E402
+from dpcore.estimate import matrix_design as mm  # noqa: E402
 from dpcore.estimate import privelet as pv  # noqa: E402
 from dpcore.estimate.matrix_l1 import haar_matrix  # noqa: E402  (the paper's Fig. 2 Haar matrix)
 from dpcore.points.mechanisms.htf import HTF  # noqa: E402

@@ -34,7 +34,7 @@ import pandas as pd
 import dpcore
 from dpcore.areas.census import GEO_AXIS, CensusStructure, CensusTable
 from dpcore.errors import ParameterError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design as mm
 from dpcore.privacy import budget
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource

@@ -43,7 +43,7 @@ import pandas as pd
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import matrix_l1
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design as mm
 from dpcore.privacy import budget
 from dpcore.privacy.budget import PrivacyCost
 

@@ -51,7 +51,7 @@ import scipy.sparse as sp
 from scipy.optimize import minimize, nnls
 
 from dpcore.errors import ParameterError
-from dpcore.estimate.matrix_mech import Strategy, Workload
+from dpcore.estimate.matrix_design import Strategy, Workload
 
 __all__ = [
     "L1_REWEIGHT_MAX_N",

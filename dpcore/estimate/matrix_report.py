@@ -36,7 +36,7 @@ import numpy as np
 from scipy import special
 
 from dpcore.errors import DPCoreError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design as mm
 
 __all__ = ["Atoms", "Candidate", "Profile", "profile", "report", "se_vs_size_figure", "SIM_ALPHA"]
 

@@ -11,7 +11,7 @@ from scipy import stats
 from dpcore.areas import census, census_matrix
 from dpcore.data import synthetic
 from dpcore.errors import ParameterError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design as mm
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
 

@@ -17,7 +17,7 @@ from dpcore.areas import hier_export, hier_matrix, hierarchical
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core.pipeline import release_hierarchy
 from dpcore.errors import InputError, ParameterError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design as mm
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
 

@@ -20,7 +20,7 @@ import pytest
 from scipy.optimize import minimize
 
 from dpcore.estimate import matrix_l1 as ml
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design as mm
 from dpcore.privacy.noise import NoiseSource
 
 

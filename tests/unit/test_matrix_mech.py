@@ -11,7 +11,7 @@ import pytest
 from scipy import integrate, stats
 
 from dpcore.errors import InputError, ParameterError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design as mm
 from dpcore.privacy.noise import NoiseSource
 
 # Example workload of the paper (Fig. 1b), spec §1.2

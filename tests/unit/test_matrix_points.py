@@ -13,7 +13,7 @@ import pytest
 from dpcore.core.pipeline import release_points
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design as mm
 from dpcore.points import mechanisms
 from dpcore.points.export import release_record, validate_record, write_release
 from dpcore.points.mechanisms.matrix import MatrixMechanism

@@ -9,7 +9,7 @@ import pytest
 from scipy import special
 
 from dpcore.data.domain import Bounds, Grid
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design as mm
 from dpcore.estimate import matrix_report as mr
 from dpcore.points.mechanisms.matrix import MatrixMechanism, _svd_bound
 from dpcore.privacy.budget import pure, zcdp

@@ -36,7 +36,7 @@ import scipy.linalg as sl
 
 from dpcore.data.domain import Aggregate, Grid, block_rects
 from dpcore.errors import DPCoreError, ParameterError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design as mm
 from dpcore.estimate import matrix_report
 from dpcore.points.mechanisms.base import Budget, Param, PointMechanism, rect_bounds, rect_cells
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
