@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from dpcore.areas import census, census_matrix, hier_matrix, hierarchical  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
 from dpcore.data import synthetic  # noqa: E402
-from dpcore.estimate import matrix_mech as mm  # noqa: E402
+from dpcore.estimate import matrix_errors, matrix_release, matrix_strategy  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
@@ -146,10 +146,10 @@ def main() -> int:
                         "ratio_to_lower_bound": pm.info["ratio_to_lower_bound"],
                         "identity_rmse": None}
     w = census_matrix.workload(tbl.structure, "tract", ms)
-    ident = mm.identity_strategy(w.n)
-    ident = mm.Strategy("identity", w.n, A=ident.A, norm="l2")
-    cal = mm.calibrate(ident, rho=RHO)
-    res["marginals"]["identity_rmse"] = math.sqrt(mm.tse_per_p(w, ident) / w.m * cal.variance)
+    ident = matrix_strategy.identity_strategy(w.n)
+    ident = matrix_strategy.Strategy("identity", w.n, A=ident.A, norm="l2")
+    cal = matrix_release.calibrate(ident, rho=RHO)
+    res["marginals"]["identity_rmse"] = math.sqrt(matrix_errors.tse_per_p(w, ident) / w.m * cal.variance)
     res["marginals"]["matrix_rmse"] = pm.info["expected_rmse_per_query"]
     (OUT / "matrix_census.json").write_text(json.dumps(res, indent=2))
     (OUT / "matrix_census.md").write_text(report(res))

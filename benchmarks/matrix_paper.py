@@ -1,7 +1,7 @@
 """Reproduce the matrix-mechanism paper's main numbers (matrix-mechanism.md §5) with dpcore.
 
 Li & Miklau, "An Adaptive Mechanism for Accurate Query Answering under Differential Privacy"
-(PVLDB 5(6), 2012) — the Eigen-Design — as implemented in :mod:`dpcore.estimate.matrix_mech`.
+(PVLDB 5(6), 2012) — the Eigen-Design — as implemented in :mod:`dpcore.estimate.matrix_design`.
 
 Part 1, Table 2 / lower-bound ratio (spec §5.2 Table 2, §5.3, Appendix A.6)
     Ratio of the Eigen-Design's RMSE to the SVD lower bound (``sqrt(TSE/svdb)``) for all 1-D
@@ -29,7 +29,7 @@ Part 3, 2-D rectangles on the NYC Uber pickups (April 2014)
     Gaussian noise, and the matrix mechanism's own pure-ε fallback; empirical RMSE of HTF (the
     existing mechanism, seeded releases, error against the true counts, includes HTF's
     uniformity bias); and an empirical check of the Eigen-Design on the real counts
-    (``matrix_mech.release``, seeded, error against the truth vs the analytic prediction).
+    (``matrix_release.release``, seeded, error against the truth vs the analytic prediction).
 
 How budgets are made comparable (part 3)
     Identity, Privelet, HTF and the pure-ε fallback run under pure ε-DP (Laplace).  Every pure
@@ -66,7 +66,14 @@ import numpy as np  # noqa: E402
 
 from dpcore.data.domain import Bounds, Grid, aggregate_points, rect_sums  # noqa: E402
 from dpcore.data.points import load_points_file  # noqa: E402
-from dpcore.estimate import matrix_mech as mm  # noqa: E402
+from dpcore.estimate import (  # noqa: E402
+    matrix_cache,
+    matrix_design,
+    matrix_errors,
+    matrix_release,
+    matrix_strategy,
+    matrix_workload,
+)
 from dpcore.estimate import privelet as pv  # noqa: E402
 from dpcore.estimate.matrix_l1 import haar_matrix  # noqa: E402  (the paper's Fig. 2 Haar matrix)
 from dpcore.points.mechanisms.htf import HTF  # noqa: E402
@@ -97,7 +104,7 @@ REF_COMP = {
     ("prefix", 64): {"identity": 2080, "Haar": 401.734, "hierarchical": 405.718},
     ("prefix", 256): {"identity": 32896, "Haar": 2436.5, "hierarchical": 2463.71},
 }
-FAMILIES = {"all ranges": mm.all_range_workload, "prefix": mm.prefix_workload}
+FAMILIES = {"all ranges": matrix_workload.all_range_workload, "prefix": matrix_workload.prefix_workload}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -124,35 +131,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # ---------------------------------------------------------------- strategies
 
 
-def as_norm(s: mm.Strategy, norm: str) -> mm.Strategy:
+def as_norm(s: matrix_strategy.Strategy, norm: str) -> matrix_strategy.Strategy:
     """The same matrix read under another sensitivity norm (errors use Δ of that norm)."""
     if s.factors:
-        return mm.Strategy("kron", s.n, factors=tuple(as_norm(f, norm) for f in s.factors), norm=norm)
-    return mm.Strategy(s.kind, s.n, A=s.A, norm=norm)
+        return matrix_strategy.Strategy("kron", s.n, factors=tuple(as_norm(f, norm) for f in s.factors), norm=norm)
+    return matrix_strategy.Strategy(s.kind, s.n, A=s.A, norm=norm)
 
 
-def competitors_1d(n: int, eigen: mm.Strategy) -> dict[str, mm.Strategy]:
+def competitors_1d(n: int, eigen: matrix_strategy.Strategy) -> dict[str, matrix_strategy.Strategy]:
     return {
         "Eigen-Design": eigen,
-        "Haar": mm.Strategy("haar", n, A=haar_matrix(n), norm="l2"),
-        "hierarchical": as_norm(mm.hierarchical_strategy(n, 2), "l2"),
-        "identity": as_norm(mm.identity_strategy(n), "l2"),
+        "Haar": matrix_strategy.Strategy("haar", n, A=haar_matrix(n), norm="l2"),
+        "hierarchical": as_norm(matrix_strategy.hierarchical_strategy(n, 2), "l2"),
+        "identity": as_norm(matrix_strategy.identity_strategy(n), "l2"),
     }
 
 
 # ---------------------------------------------------------------- part 1
 
 
-def part1(args: argparse.Namespace, out: dict) -> dict[tuple[str, int], mm.Strategy]:
+def part1(args: argparse.Namespace, out: dict) -> dict[tuple[str, int], matrix_strategy.Strategy]:
     rows, strategies = [], {}
     for fam, make in FAMILIES.items():
         for n in args.sizes:
             w = make(n)
             t0 = time.perf_counter()
-            s = mm.eigen_design(w)
+            s = matrix_design.eigen_design(w)
             t_design = time.perf_counter() - t0
             t0 = time.perf_counter()
-            rep = mm.error_report(w, s)
+            rep = matrix_errors.error_report(w, s)
             t_err = time.perf_counter() - t0
             ref_tse, ref_ratio = REF.get((fam, n), (None, None))
             ok = None if ref_ratio is None else abs(rep["ratio_rmse"] - ref_ratio) <= TOL
@@ -176,22 +183,22 @@ def part1(args: argparse.Namespace, out: dict) -> dict[tuple[str, int], mm.Strat
         os.environ["DPCORE_CACHE_DIR"] = tmp
         try:
             n_big = max(n for n in args.sizes if n <= 1024)
-            cases = [("prefix", mm.prefix_workload(n_big)), ("all ranges", mm.all_range_workload(256)),
-                     ("all ranges", mm.all_range_workload(n_big))]
+            cases = [("prefix", matrix_workload.prefix_workload(n_big)), ("all ranges", matrix_workload.all_range_workload(256)),
+                     ("all ranges", matrix_workload.all_range_workload(n_big))]
             rng = np.random.default_rng(1)
             for i, (fam, w) in enumerate(cases):
                 t0 = time.perf_counter()
-                mm.cached_strategy(w)
+                matrix_cache.cached_strategy(w)
                 t_miss = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                s = mm.cached_strategy(w)
+                s = matrix_cache.cached_strategy(w)
                 t_hit = time.perf_counter() - t0
                 x = rng.integers(0, 1000, w.n).astype(float)
                 row = {"workload": fam, "n": w.n, "m": w.m, "cache_miss_seconds": t_miss,
                        "cache_hit_seconds": t_hit}
                 t0 = time.perf_counter()
                 try:
-                    r = mm.release(w, s, x, NoiseSource(args.noise_seed + 1000 + i), rho=0.5)
+                    r = matrix_release.release(w, s, x, NoiseSource(args.noise_seed + 1000 + i), rho=0.5)
                     row["release_seconds"] = time.perf_counter() - t0
                     row["release_error"] = None
                     row["answers"] = None if r.answers is None else int(r.answers.size)
@@ -219,17 +226,17 @@ def part2(args: argparse.Namespace, out: dict, strategies: dict) -> None:
     for fam, make in FAMILIES.items():
         for n in args.compare_sizes:
             w = make(n)
-            eig = strategies.get((fam, n)) or mm.eigen_design(w)
+            eig = strategies.get((fam, n)) or matrix_design.eigen_design(w)
             comp = competitors_1d(n, eig)
-            l2 = {k: mm.tse_per_p(w, s) for k, s in comp.items()}
-            l1 = {k: mm.tse_per_p(w, as_norm(s, "l1")) for k, s in comp.items()}
+            l2 = {k: matrix_errors.tse_per_p(w, s) for k, s in comp.items()}
+            l1 = {k: matrix_errors.tse_per_p(w, as_norm(s, "l1")) for k, s in comp.items()}
             ref = REF_COMP.get((fam, n), {})
             rows.append({
-                "workload": fam, "n": n, "svdb": mm.svd_bound(w),
+                "workload": fam, "n": n, "svdb": matrix_errors.svd_bound(w),
                 "l2_tse_per_p": l2, "l1_tse_per_p": l1,
                 "l2_rmse_ratio_vs_eigen": {k: math.sqrt(v / l2["Eigen-Design"]) for k, v in l2.items()},
                 "l1_rmse_ratio_vs_best_l1": {k: math.sqrt(v / min(l1.values())) for k, v in l1.items()},
-                "l1_fallback": mm.l1_strategy(w).kind,
+                "l1_fallback": matrix_design.l1_strategy(w).kind,
                 "ref_l2_tse_per_p": ref,
                 "ref_check": {k: abs(l2[k] / v - 1) < 1e-4 for k, v in ref.items()},
             })
@@ -257,27 +264,27 @@ def part3(args: argparse.Namespace, out: dict) -> None:
     t_load = time.perf_counter() - t0
     q = side // 32
     sizes = [(q, q), (4 * q, 4 * q), (8 * q, 8 * q), (16 * q, 16 * q)]
-    w = mm.random_rectangles_workload(side, side, sizes, args.queries, seed=args.seed)
+    w = matrix_workload.random_rectangles_workload(side, side, sizes, args.queries, seed=args.seed)
     rects = w.rects
     tag = np.repeat(np.arange(len(sizes)), args.queries)
     truth = rect_sums(counts, rects).astype(float)
     labels = [f"{h}×{wd} ({100 * h * wd / side**2:.3g} %)" for h, wd in sizes]
 
     t0 = time.perf_counter()
-    eig = mm.kron_eigen_design(w)
+    eig = matrix_design.kron_eigen_design(w)
     t_kron = time.perf_counter() - t0
-    H = mm.Strategy("haar", side, A=haar_matrix(side), norm="l2")
-    T = as_norm(mm.hierarchical_strategy(side, 2), "l2")
-    I1 = as_norm(mm.identity_strategy(side), "l2")
+    H = matrix_strategy.Strategy("haar", side, A=haar_matrix(side), norm="l2")
+    T = as_norm(matrix_strategy.hierarchical_strategy(side, 2), "l2")
+    I1 = as_norm(matrix_strategy.identity_strategy(side), "l2")
     kron = {
         "Eigen-Design (Kronecker)": eig,
-        "Haar⊗Haar": mm.Strategy("kron", w.n, factors=(H, H), norm="l2"),
-        "tree⊗tree": mm.Strategy("kron", w.n, factors=(T, T), norm="l2"),
-        "Identity": mm.Strategy("kron", w.n, factors=(I1, I1), norm="l2"),
+        "Haar⊗Haar": matrix_strategy.Strategy("kron", w.n, factors=(H, H), norm="l2"),
+        "tree⊗tree": matrix_strategy.Strategy("kron", w.n, factors=(T, T), norm="l2"),
+        "Identity": matrix_strategy.Strategy("kron", w.n, factors=(I1, I1), norm="l2"),
     }
-    qv = {k: mm.query_variances_per_p(w, s) for k, s in kron.items()}  # per unit noise variance
-    l1s = mm.l1_strategy(w)
-    qv_l1 = mm.query_variances_per_p(w, l1s)  # Δ1² w X⁺ wᵀ
+    qv = {k: matrix_errors.query_variances_per_p(w, s) for k, s in kron.items()}  # per unit noise variance
+    l1s = matrix_design.l1_strategy(w)
+    qv_l1 = matrix_errors.query_variances_per_p(w, l1s)  # Δ1² w X⁺ wᵀ
     axes = [pv.Axis.ordinal("row", side), pv.Axis.ordinal("col", side)]
 
     def by_size(v: np.ndarray) -> list[float]:  # RMSE per size from per-query variances
@@ -294,7 +301,7 @@ def part3(args: argparse.Namespace, out: dict) -> None:
     for j, eps in enumerate(args.epsilons):
         rho = eps * eps / 2
         var_z = 1 / (2 * rho)  # σ² for Δ2 = 1 at ρ = ε²/2
-        sig_ad = mm.analytic_gaussian_sigma(eps, DELTA, 1.0)
+        sig_ad = matrix_release.analytic_gaussian_sigma(eps, DELTA, 1.0)
         lap = 2 / eps**2  # Laplace variance per unit L1 sensitivity
         analytic = {
             "pure ε": {
@@ -319,10 +326,10 @@ def part3(args: argparse.Namespace, out: dict) -> None:
             h_secs.append(time.perf_counter() - t0)
             h_err.append(np.array(emp(rel.answer(rects))) ** 2)
             t0 = time.perf_counter()
-            er = mm.release(w, eig, x, NoiseSource(seed + 50), rho=rho)
+            er = matrix_release.release(w, eig, x, NoiseSource(seed + 50), rho=rho)
             e_secs.append(time.perf_counter() - t0)
             e_err.append(np.array(emp(er.answers)) ** 2)
-            er2 = mm.release(w, eig, x, NoiseSource(seed + 75), epsilon=eps, delta=DELTA)
+            er2 = matrix_release.release(w, eig, x, NoiseSource(seed + 75), epsilon=eps, delta=DELTA)
             e_err_ad.append(np.array(emp(er2.answers)) ** 2)
         empirical = {
             "HTF (pure ε, default θ = 50)": [float(v) for v in np.sqrt(np.mean(h_err, axis=0))],

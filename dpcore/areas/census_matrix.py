@@ -6,12 +6,12 @@ level (its areas' totals: a public aggregation, one person still changes one cel
 public workload is a union of **marginals** over the axes ``(geography, attribute₁, …)``: for
 example the 1-way marginals (people per area, people per age band) and the 2-way marginal
 area × age band.  For a union of marginals the optimal strategy is known in closed form
-(:func:`dpcore.estimate.matrix_mech.marginal_strategy`, basis-free and exactly at the SVD bound), so
+(:func:`dpcore.estimate.matrix_design.marginal_strategy`, basis-free and exactly at the SVD bound), so
 the release is as accurate as any matrix mechanism can be for these tables.
 
-Privacy: ρ-zCDP with the discrete Gaussian through :func:`dpcore.estimate.matrix_mech.release` (the
+Privacy: ρ-zCDP with the discrete Gaussian through :func:`dpcore.estimate.matrix_release.release` (the
 strategy's L2 sensitivity, exact discrete samplers of :mod:`dpcore.privacy.noise`).  Under pure ε-DP
-the closed form is dense and bad under L1 sensitivity, so :func:`matrix_mech.l1_strategy`
+the closed form is dense and bad under L1 sensitivity, so :func:`matrix_design.l1_strategy`
 chooses an L1 strategy and the plan says so (§7.3).  Only the marginal tables are published:
 the cell estimate ``x̂`` is not unbiased for a rank-deficient workload (§7.2 P9) and is never
 exported.
@@ -34,14 +34,21 @@ import pandas as pd
 import dpcore
 from dpcore.areas.census import GEO_AXIS, CensusStructure, CensusTable
 from dpcore.errors import ParameterError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import (
+    matrix_cache,
+    matrix_design,
+    matrix_errors,
+    matrix_release,
+    matrix_strategy,
+    matrix_workload,
+)
 from dpcore.privacy import budget
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 #: Most cells (areas × bins) of the table: the closed-form strategy is formed explicitly.
-MAX_CELLS = mm.FULL_METHOD_MAX_N
+MAX_CELLS = matrix_workload.FULL_METHOD_MAX_N
 CI_Z = 1.959963984540054
 SCHEMA = "dpcore-census-marginals/1"
 
@@ -96,7 +103,7 @@ def parse_marginals(spec: str | Sequence[Sequence[str]], axes: Sequence[str]) ->
     return out
 
 
-def workload(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, ...]]) -> mm.Workload:
+def workload(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, ...]]) -> matrix_workload.Workload:
     names, values = axes_of(structure, level)
     dom = [len(v) for v in values]
     n = math.prod(dom)
@@ -106,21 +113,21 @@ def workload(structure: CensusStructure, level: str, marginals: Sequence[tuple[i
             f"mechanism's marginal strategy handles at most {MAX_CELLS:,}. Choose a coarser level or fewer "
             "attributes, or use Privelet."
         )
-    return mm.marginals_workload(dom, subsets=list(marginals))
+    return matrix_workload.marginals_workload(dom, subsets=list(marginals))
 
 
-_MEMO = mm.DesignMemo(4)
+_MEMO = matrix_cache.DesignMemo(4)
 
 
-def strategy(w: mm.Workload, definition: str) -> mm.Strategy:
+def strategy(w: matrix_workload.Workload, definition: str) -> matrix_strategy.Strategy:
     """The closed-form marginal strategy (zCDP) or the best L1 strategy (pure ε), memoised by
     workload: a plan and its release (and page reruns) design it once."""
     return _MEMO.get((w.content_hash(), definition),
-                     lambda: mm.l1_strategy(w) if definition == "pure" else mm.marginal_strategy(w))
+                     lambda: matrix_design.l1_strategy(w) if definition == "pure" else matrix_design.marginal_strategy(w))
 
 
-def _calibrate(s: mm.Strategy, cost: PrivacyCost) -> Any:
-    return mm.calibrate(s, epsilon=cost.value) if cost.definition == "pure" else mm.calibrate(s, rho=cost.value)
+def _calibrate(s: matrix_strategy.Strategy, cost: PrivacyCost) -> Any:
+    return matrix_release.calibrate(s, epsilon=cost.value) if cost.definition == "pure" else matrix_release.calibrate(s, rho=cost.value)
 
 
 def _marginal_rows(names: Sequence[str], values: Sequence[Sequence[str]], marginals: Sequence[tuple[int, ...]]
@@ -153,7 +160,7 @@ def plan(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, 
     w = workload(structure, level, marginals)
     s = strategy(w, cost.definition)
     cal = _calibrate(s, cost)
-    sd = np.sqrt(mm.query_variances_per_p(w, s) / s.sensitivity() ** 2 * cal.variance)
+    sd = np.sqrt(matrix_errors.query_variances_per_p(w, s) / s.sensitivity() ** 2 * cal.variance)
     per, off = [], 0
     for row in _marginal_rows(names, values, marginals):
         v = sd[off:off + row["cells"]]
@@ -173,7 +180,7 @@ def plan(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, 
                              f"sensitivity, so an L1 strategy ({s.kind}) is used (spec §7.3). Choose ρ-zCDP for the "
                              "optimal one.")
     else:
-        rep = mm.error_report(w, s)
+        rep = matrix_errors.error_report(w, s)
         per_unit = math.sqrt(cal.variance) / s.sensitivity()
         info["rmse_lower_bound"] = rep["rmse_lower_bound_per_sqrt_p"] * per_unit
         info["ratio_to_lower_bound"] = rep["ratio_rmse"]
@@ -199,7 +206,7 @@ def release(table: CensusTable, p: MarginalsPlan, noise: NoiseSource) -> Margina
     w = workload(s_, p.level, p.marginals)
     st = strategy(w, p.cost.definition)
     kw = {"epsilon": p.cost.value} if p.cost.definition == "pure" else {"rho": p.cost.value}
-    res = mm.release(w, st, x.reshape(-1), noise, **kw)
+    res = matrix_release.release(w, st, x.reshape(-1), noise, **kw)
     if res.cost.value > p.cost.value * (1 + 1e-9):  # pragma: no cover - calibrate() never rounds up
         raise ParameterError(f"Internal error: the release would cost {res.cost.label()}, more than planned.")
     names, values = axes_of(s_, p.level)

@@ -15,7 +15,7 @@ The strategy is designed from the workload alone (never the data, so it costs no
   eigenspaces, on which the dual creeps for thousands of iterations after reaching 1e-4;
   the analytic errors are exact for the strategy used either way), cached on disk by workload.
 * pure ε-DP: Eigen-queries are dense and bad under L1 sensitivity (§7.3), so the L1 strategy of
-  :func:`dpcore.estimate.matrix_mech.l1_strategy` is used, with the geographic tree itself (one row per
+  :func:`dpcore.estimate.matrix_design.l1_strategy` is used, with the geographic tree itself (one row per
   area) offered as a design.
 
 The release answers ``y = A x + z`` once with the whole budget, solves ``x̂ = A⁺ y`` for the
@@ -42,13 +42,19 @@ import pandas as pd
 
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
-from dpcore.estimate import matrix_l1
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import (
+    matrix_cache,
+    matrix_errors,
+    matrix_l1,
+    matrix_release,
+    matrix_strategy,
+    matrix_workload,
+)
 from dpcore.privacy import budget
 from dpcore.privacy.budget import PrivacyCost
 
 #: Most finest areas (the dense Eigen-Design's limit).
-MAX_LEAVES = mm.FULL_METHOD_MAX_N
+MAX_LEAVES = matrix_workload.FULL_METHOD_MAX_N
 #: Accepted relative duality gap of Program 1 for hierarchy workloads (see the module docstring).
 GAP_TOL = 1e-4
 #: Most area-code-set queries in one upload.
@@ -272,7 +278,7 @@ def check_size(h: Hierarchy) -> None:
 
 
 def workload(h: Hierarchy, weights: Sequence[float], area_sets: AreaSets | None = None,
-             sets_weight: float = 1.0) -> mm.Workload:
+             sets_weight: float = 1.0) -> matrix_workload.Workload:
     """Every area of every level (row weight ``weights[d]``) plus the area-code sets."""
     check_size(h)
     w = np.asarray(weights, dtype=float)
@@ -300,11 +306,11 @@ def workload(h: Hierarchy, weights: Sequence[float], area_sets: AreaSets | None 
     W = np.vstack(blocks)
     W.setflags(write=False)
     G.setflags(write=False)
-    return mm.Workload("geography hierarchy" + (" + area-code sets" if "area_sets" in spec else ""),
+    return matrix_workload.Workload("geography hierarchy" + (" + area-code sets" if "area_sets" in spec else ""),
                        (n,), W.shape[0], spec, W=W, G=G)
 
 
-def tree_design(h: Hierarchy) -> mm.Strategy:
+def tree_design(h: Hierarchy) -> matrix_strategy.Strategy:
     """The geographic tree as an L1 design: one 0/1 row per area of every level (``Δ1 = L + 1``)."""
     anc = ancestors(h)
     n = h.n_leaves
@@ -313,19 +319,19 @@ def tree_design(h: Hierarchy) -> mm.Strategy:
     for d in range(h.depth + 1):
         A[off + anc[d], np.arange(n)] = 1.0
         off += h.sizes[d]
-    return mm.Strategy("geo-tree", n, A=A, norm="l1")
+    return matrix_strategy.Strategy("geo-tree", n, A=A, norm="l1")
 
 
 # Public, data-free results memoised per (workload hash, definition): a page rerun must not
 # redo the design, the SVD bound or the per-area variances (seconds at a few thousand areas).
-_MEMO = mm.DesignMemo(4)
+_MEMO = matrix_cache.DesignMemo(4)
 
 
-def _design(h: Hierarchy, w: mm.Workload, definition: str) -> dict[str, Any]:
+def _design(h: Hierarchy, w: matrix_workload.Workload, definition: str) -> dict[str, Any]:
     return _MEMO.get((w.content_hash(), definition), lambda: _make_design(h, w, definition))
 
 
-def _make_design(h: Hierarchy, w: mm.Workload, definition: str) -> dict[str, Any]:
+def _make_design(h: Hierarchy, w: matrix_workload.Workload, definition: str) -> dict[str, Any]:
     if definition == "pure":
         # The geographic tree (every area measured) reweighted by the §7.3 L1 program: the
         # natural L1 design for area totals.  l1_strategy's generic candidates (identity, binary
@@ -333,22 +339,22 @@ def _make_design(h: Hierarchy, w: mm.Workload, definition: str) -> dict[str, Any
         # time (39 s against 1.4 s on the 576-zone demo), so they are not tried here.
         s = matrix_l1.l1_reweight(w, tree_design(h))
     else:
-        s = mm.cached_strategy(w, "eigen", gap_tol=GAP_TOL)
+        s = matrix_cache.cached_strategy(w, "eigen", gap_tol=GAP_TOL)
     svdb = None
     if definition != "pure":
         sig = s.info.get("sigma") if s.kind == "eigen" else None
         # the design already eigendecomposed G (same rank cut as svd_bound): no second eigh
-        svdb = float(np.sqrt(np.asarray(sig)).sum() ** 2 / w.n) if sig is not None else mm.svd_bound(w)
-    return {"strategy": s, "node_vpp": node_variances_per_p(h, s), "tse_per_p": mm.tse_per_p(w, s), "svdb": svdb}
+        svdb = float(np.sqrt(np.asarray(sig)).sum() ** 2 / w.n) if sig is not None else matrix_errors.svd_bound(w)
+    return {"strategy": s, "node_vpp": node_variances_per_p(h, s), "tse_per_p": matrix_errors.tse_per_p(w, s), "svdb": svdb}
 
 
-def strategy(h: Hierarchy, w: mm.Workload, definition: str) -> mm.Strategy:
+def strategy(h: Hierarchy, w: matrix_workload.Workload, definition: str) -> matrix_strategy.Strategy:
     """The strategy for ``w``: Eigen-Design under zCDP (cached on disk by workload), the best L1
     strategy (the geographic tree among the designs) under pure ε.  Memoised in memory."""
     return _design(h, w, definition)["strategy"]
 
 
-def strategy_label(s: mm.Strategy) -> str:
+def strategy_label(s: matrix_strategy.Strategy) -> str:
     names = {"eigen": "Eigen-Design", "identity": "identity (noisy finest areas)", "hierarchical": "binary tree",
              "haar": "Haar wavelet", "geo-tree": "geographic tree (every area)"}
     kind = s.kind
@@ -357,13 +363,13 @@ def strategy_label(s: mm.Strategy) -> str:
     return f"L1-reweighted {base}" if weighted else base
 
 
-def _calibration(s: mm.Strategy, cost: PrivacyCost) -> mm.Calibration:
+def _calibration(s: matrix_strategy.Strategy, cost: PrivacyCost) -> matrix_release.Calibration:
     if cost.definition == "pure":
-        return mm.calibrate(s, epsilon=cost.value)
-    return mm.calibrate(s, rho=cost.value)
+        return matrix_release.calibrate(s, epsilon=cost.value)
+    return matrix_release.calibrate(s, rho=cost.value)
 
 
-def node_variances_per_p(h: Hierarchy, s: mm.Strategy) -> list[np.ndarray]:
+def node_variances_per_p(h: Hierarchy, s: matrix_strategy.Strategy) -> list[np.ndarray]:
     """``q X⁺ qᵀ`` for every area's indicator ``q``, per depth (multiply by ``Var(z)``)."""
     anc = ancestors(h)
     n = h.n_leaves
@@ -458,7 +464,7 @@ def release(counts: Any, p: Any, noise: Any, *, area_sets: AreaSets | None = Non
     """Release ``counts`` (:class:`~dpcore.areas.hierarchy.HierarchyCounts`) as planned by :func:`plan`.
 
     The caller has charged the ledger with ``p.cost``.  The noise is drawn by
-    :func:`dpcore.estimate.matrix_mech.release` (exact discrete samplers of :mod:`dpcore.privacy.noise`).
+    :func:`dpcore.estimate.matrix_release.release` (exact discrete samplers of :mod:`dpcore.privacy.noise`).
     """
     from dpcore.areas import hierarchical as hz
 
@@ -469,7 +475,7 @@ def release(counts: Any, p: Any, noise: Any, *, area_sets: AreaSets | None = Non
     s = strategy(h, w, p.cost.definition)
     x = counts.levels()[h.depth]
     kw = {"epsilon": p.cost.value} if p.cost.definition == "pure" else {"rho": p.cost.value}
-    res = mm.release(w, s, x, noise, **kw)
+    res = matrix_release.release(w, s, x, noise, **kw)
     if res.cost.definition != p.cost.definition or res.cost.value > p.cost.value * (1 + 1e-9):
         raise ParameterError(f"Internal error: the release would cost {res.cost.label()}, more than the "
                              f"{p.cost.label()} charged.")  # pragma: no cover - calibrate() rounds down

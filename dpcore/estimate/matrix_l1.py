@@ -1,10 +1,14 @@
 """Pure ε-DP (L1) strategies for the matrix mechanism: the Haar design and L1 reweighting.
 
 Implements ``shared/specs/matrix-mechanism.md`` §7.3 (pure ε-DP variant, Laplace noise, L1
-sensitivity).  The error of a strategy ``A`` under Laplace noise of scale ``Δ1(A)/ε`` is
-``TSE_ε = (2/ε²) · Δ1(A)² · trace(G X⁺)`` with ``X = AᵀA`` (§1.6 with ``Δ1`` for ``Δ2``); all
-values here are per unit ``2/ε²``, the same normalisation as
-:func:`dpcore.estimate.matrix_mech.tse_per_p` for a strategy with ``norm="l1"``.
+sensitivity) of the matrix mechanism (Li, Miklau, Hay, McGregor & Rastogi, "The matrix
+mechanism: optimizing linear counting queries under differential privacy", VLDB Journal 24(6),
+2015), next to the L2 Eigen-Design of Li & Miklau, "An adaptive mechanism for accurate query
+answering under differential privacy", PVLDB 5(6), 2012.  The error of a strategy ``A``
+under Laplace noise of scale ``Δ1(A)/ε`` is ``TSE_ε = (2/ε²) · Δ1(A)² · trace(G X⁺)`` with
+``X = AᵀA`` (§1.6 with ``Δ1`` for ``Δ2``); all values here are per unit ``2/ε²``, the same
+normalisation as :func:`dpcore.estimate.matrix_errors.tse_per_p` for a strategy with
+``norm="l1"``.
 
 * :func:`haar_strategy`: the Haar wavelet design of the paper's Fig. 2 (the total row plus
   unweighted ±1 Haar rows), extended to any ``n`` by unbalanced splits.
@@ -32,7 +36,7 @@ columns.  The weights are finally rescaled so that ``Δ1 = 1`` exactly (up to on
 and the L1 completion ``d_j = 1 − ||a_j||₁`` (§7.3) is appended when it lowers the error by
 more than ``1e-9`` (relative; it never raises it: the rows add information without changing
 ``Δ1``).  When the workload does not need every cell the result may lose full column rank; it
-still spans the workload (§1.5) and :func:`dpcore.estimate.matrix_mech.release` then reports
+still spans the workload (§1.5) and :func:`dpcore.estimate.matrix_release.release` then reports
 ``x_hat_unbiased = False`` (§7.2 P9).
 
 Privacy: every quantity here depends only on the public workload, never on the data (§3.1).
@@ -51,7 +55,8 @@ import scipy.sparse as sp
 from scipy.optimize import minimize, nnls
 
 from dpcore.errors import ParameterError
-from dpcore.estimate.matrix_mech import Strategy, Workload
+from dpcore.estimate.matrix_strategy import Strategy
+from dpcore.estimate.matrix_workload import Workload
 
 __all__ = [
     "L1_REWEIGHT_MAX_N",
@@ -61,7 +66,7 @@ __all__ = [
     "l1_objective",
 ]
 
-#: Largest ``n`` for which :func:`dpcore.estimate.matrix_mech.l1_strategy` reweights designs (each
+#: Largest ``n`` for which :func:`dpcore.estimate.matrix_design.l1_strategy` reweights designs (each
 #: evaluation of an over-complete design costs a few ``n³``; n = 1024 takes about 20 s).
 L1_REWEIGHT_MAX_N = 1024
 _EPS = np.finfo(float).eps
@@ -92,7 +97,7 @@ def haar_matrix(n: int) -> np.ndarray:
     power of two this is exactly the paper's matrix (rows orthogonal, ``Δ1 = 1 + log2 n``).
 
     For other ``n`` every block ``[a, b)`` is split at ``round((a + b)/2)`` (numpy's
-    round-half-even, the same cut as :func:`dpcore.estimate.matrix_mech.hierarchical_strategy`, so the
+    round-half-even, the same cut as :func:`dpcore.estimate.matrix_strategy.hierarchical_strategy`, so the
     two designs share one tree); blocks of one cell are not split.  The rows are then no
     longer orthogonal, but there are still exactly ``n`` of them and the matrix is invertible
     (full column rank): the total and the ±1 row of each split block give the indicators of
@@ -201,7 +206,7 @@ def _objective(F: np.ndarray, A: np.ndarray) -> float:
 def l1_objective(workload: Workload | np.ndarray, A: np.ndarray) -> float:
     """``Δ1(A)² · trace(G X⁻¹)`` for an explicit full-column-rank ``A`` (per unit ``2/ε²``);
     ``inf`` if ``A`` is not of full column rank.  The same value as
-    :func:`dpcore.estimate.matrix_mech.tse_per_p` of ``Strategy(..., A=A, norm="l1")``."""
+    :func:`dpcore.estimate.matrix_errors.tse_per_p` of ``Strategy(..., A=A, norm="l1")``."""
     return _objective(_gram_factor(workload), np.asarray(A, dtype=float))
 
 
@@ -393,8 +398,8 @@ def l1_reweight(
         The workload (only its Gram ``G = WᵀW`` matters, §1.6) or ``G`` itself.
     design : Strategy
         An explicit (non-Kronecker) design ``Q`` (``k × n``) of full column rank, e.g.
-        :func:`dpcore.estimate.matrix_mech.identity_strategy`,
-        :func:`dpcore.estimate.matrix_mech.hierarchical_strategy`, :func:`haar_strategy`, or a
+        :func:`dpcore.estimate.matrix_strategy.identity_strategy`,
+        :func:`dpcore.estimate.matrix_strategy.hierarchical_strategy`, :func:`haar_strategy`, or a
         geographic tree's rows over its leaf areas.
     completion : bool
         Append the L1 completion rows ``d_j e_j``, ``d_j = 1 − ||a_j||₁`` (§7.3), when they

@@ -3,7 +3,7 @@
 Everything here is data-free: it reads the public workload, the strategy and the budget,
 never the counts, so it can be shown before anything is spent.  For every query ``w`` of the
 workload and a strategy ``A`` whose answers get noise of variance ``Var(z)`` (from
-:func:`dpcore.estimate.matrix_mech.calibrate`, the same calibration the release draws with), the
+:func:`dpcore.estimate.matrix_release.calibrate`, the same calibration the release draws with), the
 answer's variance is ``v = Var(z) · w X⁺ wᵀ`` with ``X = AᵀA`` (§3.3).  The report gives
 
 * the RMSE per query group ``sqrt(mean v)`` (spec P15: unweighted, even when the workload's
@@ -36,7 +36,7 @@ import numpy as np
 from scipy import special
 
 from dpcore.errors import DPCoreError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_errors, matrix_release, matrix_strategy, matrix_workload
 
 __all__ = ["Atoms", "Candidate", "Profile", "profile", "report", "se_vs_size_figure", "SIM_ALPHA"]
 
@@ -80,7 +80,7 @@ class Candidate:
 
     key: str
     label: str
-    strategy: mm.Strategy
+    strategy: matrix_strategy.Strategy
     atoms: Atoms
 
 
@@ -101,13 +101,13 @@ class Profile:
 # ---------------------------------------------------------------------------------------------
 
 
-def _pinv(s: mm.Strategy) -> np.ndarray:
+def _pinv(s: matrix_strategy.Strategy) -> np.ndarray:
     """``X⁺`` of a flat strategy (``n × n``) through its memoised factor (never ``np.linalg.pinv``)."""
     Z = s.whiten(np.eye(s.n))  # Zᵀ: column j is Zᵀ e_j
     return Z.T @ Z
 
 
-def _range_atoms_1d(s: mm.Strategy) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _range_atoms_1d(s: matrix_strategy.Strategy) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per range length ``l = 1..n``: count, Σ, max, min of ``q X⁺ qᵀ`` over the ranges of length l.
 
     ``q X⁺ qᵀ`` of the range ``[a, b)`` is the sum of the ``[a, b) × [a, b)`` block of ``X⁺``:
@@ -165,14 +165,14 @@ def _list_atoms(size: np.ndarray, group: np.ndarray, q: np.ndarray) -> Atoms:
     return Atoms(np.asarray(size, dtype=float), np.asarray(group, dtype=np.int64), one, q, q, q)
 
 
-def _listed_sizes(w: mm.Workload) -> np.ndarray:
+def _listed_sizes(w: matrix_workload.Workload) -> np.ndarray:
     if w.rects is not None:
         r = np.asarray(w.rects)
         return ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])).astype(float)
     return (w.matrix() != 0).sum(axis=1).astype(float)
 
 
-def _coverage_max(w: mm.Workload) -> list[int]:
+def _coverage_max(w: matrix_workload.Workload) -> list[int]:
     """``max_j`` number of queries containing cell ``j`` (``Δ2(W)²`` = ``Δ1(W)`` of a 0/1 ``W``),
     per axis for all rectangles (the count is a product there)."""
     if w.factors:
@@ -191,13 +191,13 @@ def _coverage_max(w: mm.Workload) -> list[int]:
     return [int((w.matrix() != 0).sum(axis=0).max())]
 
 
-def _stand_in(counts: list[int], norm: str) -> mm.Strategy:
+def _stand_in(counts: list[int], norm: str) -> matrix_strategy.Strategy:
     """A strategy with the sensitivity profile of a 0/1 matrix whose fullest column has
     ``prod(counts)`` ones: ``Δ1 = support = c``, ``Δ2 = sqrt(c)`` (what calibration reads)."""
-    facs = tuple(mm.Strategy("stand-in", 1, A=np.ones((c, 1)), norm=norm) for c in counts)
+    facs = tuple(matrix_strategy.Strategy("stand-in", 1, A=np.ones((c, 1)), norm=norm) for c in counts)
     if len(facs) == 1:
         return facs[0]
-    return mm.Strategy("kron", 1, factors=facs, norm=norm)
+    return matrix_strategy.Strategy("kron", 1, factors=facs, norm=norm)
 
 
 def _haar_maker():
@@ -208,12 +208,12 @@ def _haar_maker():
     return haar_strategy
 
 
-def profile(workload: mm.Workload, strategy: mm.Strategy, *, pure: bool,
+def profile(workload: matrix_workload.Workload, strategy: matrix_strategy.Strategy, *, pure: bool,
             groups: list[str] | None = None, this_label: str | None = None) -> Profile:
     """The budget-free error profile of ``strategy`` and the comparison strategies.
 
     ``workload`` is the (unweighted) set of queries answered: all rectangles of a grid
-    (:func:`~dpcore.estimate.matrix_mech.range_2d_workload`), all ranges of a line, or a listable set of
+    (:func:`~dpcore.estimate.matrix_workload.range_2d_workload`), all ranges of a line, or a listable set of
     queries (rectangles, prefixes).  ``groups`` labels each query of a listable workload; without
     it queries are grouped by size class (1 cell, 2–4, 5–16, ... cells).
     """
@@ -242,13 +242,13 @@ def profile(workload: mm.Workload, strategy: mm.Strategy, *, pure: bool,
             group_names = ()
             grouped_by = "size"
 
-    def atoms_of(s: mm.Strategy) -> Atoms:
+    def atoms_of(s: matrix_strategy.Strategy) -> Atoms:
         if ranges:
             axes = list(s.factors) if s.factors else [s]
             if len(axes) != len(shape) or any(a.n != n for a, n in zip(axes, shape, strict=True)):
                 raise DPCoreError("The strategy does not match the workload's axes.")
             return _ranges_atoms([_range_atoms_1d(a) for a in axes])
-        q = mm.query_variances_per_p(workload, s) / s.sensitivity() ** 2
+        q = matrix_errors.query_variances_per_p(workload, s) / s.sensitivity() ** 2
         return _list_atoms(sizes, grp_codes, q)
 
     def closed(q_of_len, q_of_size) -> Atoms:
@@ -258,14 +258,14 @@ def profile(workload: mm.Workload, strategy: mm.Strategy, *, pure: bool,
 
     kind = strategy.kind + (f"-{strategy.factors[0].kind}" if strategy.factors else "")
     cands = [Candidate("this", this_label or f"{LABELS['this']} ({kind})", strategy, atoms_of(strategy))]
-    unit = mm.Strategy("stand-in", 1, A=np.ones((1, 1)), norm=norm)
+    unit = matrix_strategy.Strategy("stand-in", 1, A=np.ones((1, 1)), norm=norm)
     cands.append(Candidate("identity", LABELS["identity"], unit,
                            closed(lambda ln: ln, lambda sz: sz)))
     direct = LABELS["direct"] if not pure else "noise on each query (Laplace on W)"
     cands.append(Candidate("direct", direct, _stand_in(_coverage_max(workload), norm),
                            closed(lambda ln: np.ones_like(ln), lambda sz: np.ones_like(sz))))
     skipped = []
-    makers = [("hierarchical", mm.hierarchical_strategy)]
+    makers = [("hierarchical", matrix_strategy.hierarchical_strategy)]
     haar = _haar_maker()
     if haar is not None:
         makers.append(("haar", haar))
@@ -275,8 +275,8 @@ def profile(workload: mm.Workload, strategy: mm.Strategy, *, pure: bool,
     for key, make in makers:
         try:
             parts = tuple(make(int(n)) for n in axes_n)
-            parts = tuple(mm.Strategy(p.kind, p.n, A=p.A, norm=norm) for p in parts)
-            s = parts[0] if len(parts) == 1 else mm.Strategy("kron", workload.n, factors=parts, norm=norm)
+            parts = tuple(matrix_strategy.Strategy(p.kind, p.n, A=p.A, norm=norm) for p in parts)
+            s = parts[0] if len(parts) == 1 else matrix_strategy.Strategy("kron", workload.n, factors=parts, norm=norm)
             if kind == (f"kron-{parts[0].kind}" if s.factors else s.kind):
                 continue  # the strategy itself (the pure-ε fallback): already listed
             cands.append(Candidate(key, LABELS[key] + (" per axis" if len(parts) > 1 else ""), s, atoms_of(s)))
@@ -311,7 +311,7 @@ def report(prof: Profile, *, epsilon: float | None = None, rho: float | None = N
     in cells: RMS, min and max SE of this strategy, RMS SE of each comparison); ``skipped``.
     """
     budget = {"epsilon": epsilon, "rho": rho, "delta": delta, "calibration": calibration}
-    cals = {c.key: mm.calibrate(c.strategy, **budget) for c in prof.candidates}
+    cals = {c.key: matrix_release.calibrate(c.strategy, **budget) for c in prof.candidates}
     var = {k: c.variance for k, c in cals.items()}
     this = prof.candidates[0]
     overall = _summ(this.atoms, var["this"])

@@ -28,7 +28,7 @@ file shared by every session and process of the app on this machine.
 * **Files** are created readable and writable by their owner only (mode 0600).
 
 SQLite is the standard library's embedded database: no server, safe for concurrent readers and
-serialised writers with a busy timeout.  The ledger arithmetic is :class:`dpcore.privacy.Ledger`'s,
+serialised writers with a busy timeout.  The ledger arithmetic is :class:`dpcore.privacy.ledger.Ledger`'s,
 unchanged: :class:`StoredLedger` only reloads its state from the file before every operation
 and writes it back inside the same transaction.
 """
@@ -283,7 +283,7 @@ class LedgerStore:
 
 
 class StoredLedger(Ledger):
-    """A :class:`~dpcore.privacy.Ledger` whose state lives in a :class:`LedgerStore`.
+    """A :class:`~dpcore.privacy.ledger.Ledger` whose state lives in a :class:`LedgerStore`.
 
     Every read reloads the cap and the entries from the file, and every change (spend, new
     cap) reloads, applies :class:`Ledger`'s own checks and writes back inside one

@@ -11,7 +11,7 @@ from scipy import stats
 from dpcore.areas import census, census_matrix
 from dpcore.data import synthetic
 from dpcore.errors import ParameterError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_design, matrix_release
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
@@ -50,8 +50,8 @@ def test_plan_is_at_the_lower_bound_and_exact(table: census.CensusTable) -> None
     p = census_matrix.plan(table.structure, "county", ms, budget.zcdp(0.2))
     assert p.info["ratio_to_lower_bound"] == pytest.approx(1.0, abs=1e-9)  # closed form is optimal (§2.9.4)
     w = census_matrix.workload(table.structure, "county", ms)
-    s = mm.marginal_strategy(w)
-    var = mm.calibrate(s, rho=0.2).variance
+    s = matrix_design.marginal_strategy(w)
+    var = matrix_release.calibrate(s, rho=0.2).variance
     W = w.matrix()
     sd = np.sqrt(var * np.einsum("ij,jk,ik->i", W, np.linalg.pinv(s.A.T @ s.A, rcond=1e-10, hermitian=True), W))
     off = 0

@@ -17,7 +17,7 @@ from dpcore.areas import hier_export, hier_matrix, hierarchical
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core.pipeline import release_hierarchy
 from dpcore.errors import InputError, ParameterError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_errors, matrix_release
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
@@ -80,7 +80,7 @@ def test_plan_sd_is_the_exact_matrix_mechanism_variance() -> None:
     p = hierarchical.plan(h, "matrix", cost, split="levels")
     w = hier_matrix.workload(h, hier_matrix.level_weights(h, "levels"))
     s = hier_matrix.strategy(h, w, "zcdp")
-    cal = mm.calibrate(s, rho=0.3)
+    cal = matrix_release.calibrate(s, rho=0.3)
     Xinv = np.linalg.inv(s.A.T @ s.A)  # full rank: every finest area is a query
     for d in range(h.depth + 1):
         B = node_rows(h, d)
@@ -203,7 +203,7 @@ def test_pure_epsilon_uses_an_l1_strategy_and_says_so() -> None:
     s = hier_matrix.strategy(h, w, "pure")
     assert s.norm == "l1"
     # never worse than noising every area of the tree (the geographic tree design)
-    assert mm.tse_per_p(w, s) <= mm.tse_per_p(w, hier_matrix.tree_design(h)) * (1 + 1e-9)
+    assert matrix_errors.tse_per_p(w, s) <= matrix_errors.tse_per_p(w, hier_matrix.tree_design(h)) * (1 + 1e-9)
     rel = hierarchical.release(counts, "matrix", budget.pure(1.0), NoiseSource(2))
     assert rel.consistent
 

@@ -13,7 +13,7 @@ import pytest
 from dpcore.core.pipeline import release_points
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
-from dpcore.estimate import matrix_mech as mm
+from dpcore.estimate import matrix_cache, matrix_errors, matrix_workload
 from dpcore.points import mechanisms
 from dpcore.points.export import release_record, validate_record, write_release
 from dpcore.points.mechanisms.matrix import MatrixMechanism
@@ -81,11 +81,11 @@ def test_release_charges_once_and_answers_match_matrix_mech(cost, k) -> None:
     rel = release_points(agg, "matrix", cost, {"workload": "ranges_2d"}, led, noise=NoiseSource(7))
     assert len(led.entries) == 1 and led.spent == pytest.approx(cost.value)
     assert rel.cost == cost and rel.n_rects == 30
-    # standard errors: sqrt(Var(z) · w X⁺ wᵀ) from matrix_mech's own formulas
-    w = mm.range_2d_workload(6, 5)
-    s = mm.cached_strategy(w, pure_dp=cost.definition == "pure")
+    # standard errors: sqrt(Var(z) · w X⁺ wᵀ) from matrix_errors' own formulas
+    w = matrix_workload.range_2d_workload(6, 5)
+    s = matrix_cache.cached_strategy(w, pure_dp=cost.definition == "pure")
     info = rel.details["matrix"]
-    se = np.sqrt(mm.query_variances_per_p(w, s) / s.sensitivity() ** 2 * info["noise_variance"])
+    se = np.sqrt(matrix_errors.query_variances_per_p(w, s) / s.sensitivity() ** 2 * info["noise_variance"])
     wa = rel.details["workload_answers"]
     np.testing.assert_allclose(wa["standard_error"], se, rtol=1e-9)
     assert len(wa["answer"]) == w.m == len(wa["rects"])
@@ -110,7 +110,7 @@ def test_exports_hold_answers_and_no_true_counts(tmp_path: Path) -> None:
     texts = {p.name: p.read_text("utf-8") for p in paths}
     lines = texts["workload_answers.csv"].splitlines()
     assert lines[0].split(",")[-4:] == ['"answer"', '"standard_error"', '"ci95_low"', '"ci95_high"']
-    assert len(lines) == 1 + mm.range_2d_workload(2, 3).m
+    assert len(lines) == 1 + matrix_workload.range_2d_workload(2, 3).m
     secrets = [str(v) for v in TRUE.ravel()] + [str(int(TRUE.sum()))]
     for fname, text in texts.items():
         for s in secrets:
@@ -133,7 +133,7 @@ def test_other_mechanisms_have_no_workload_section() -> None:
 
 
 def test_strategy_cache_is_in_a_temporary_directory(tmp_path_factory) -> None:
-    assert str(mm.cache_dir()).startswith(str(tmp_path_factory.getbasetemp()))
+    assert str(matrix_cache.cache_dir()).startswith(str(tmp_path_factory.getbasetemp()))
 
 
 def test_few_random_rectangles_still_estimate_every_cell() -> None:
@@ -230,7 +230,7 @@ def test_uploaded_weights_shape_the_design_but_errors_are_unweighted() -> None:
     assert s.kind == "eigen" and s.workload_hash == q.design.content_hash()
     mx = m.plan(g, zcdp(0.5), p)[0].extra["matrix"]
     var = mx["noise_variance"]
-    se = np.sqrt(var * mm.query_variances_per_p(q.workload, s) / s.sensitivity() ** 2)
+    se = np.sqrt(var * matrix_errors.query_variances_per_p(q.workload, s) / s.sensitivity() ** 2)
     assert mx["expected_rmse_per_query"] == pytest.approx(math.sqrt(np.mean(se**2)), rel=1e-9)
     assert mx["worst_se"] == pytest.approx(se.max(), rel=1e-9)
     # equal weights: the design is the workload itself
@@ -349,8 +349,8 @@ def test_plan_and_release_load_the_strategy_once(monkeypatch) -> None:
     MatrixMechanism().plan(agg.grid, zcdp(0.5), params)  # fills the disk cache
     mmod.clear_memo()
     loads = []
-    real = mm._load
-    monkeypatch.setattr(mm, "_load", lambda *a, **kw: loads.append(1) or real(*a, **kw))
+    real = matrix_cache._load
+    monkeypatch.setattr(matrix_cache, "_load", lambda *a, **kw: loads.append(1) or real(*a, **kw))
     m = MatrixMechanism()
     m.plan(agg.grid, zcdp(0.5), params)
     m.plan(agg.grid, zcdp(0.1), params)  # another ρ: the strategy is the same

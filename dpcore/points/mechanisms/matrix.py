@@ -3,17 +3,17 @@
 The curator picks a public *workload* of range queries (all 2-D rectangles of the grid, a seeded
 set of random rectangles, prefixes / all ranges on a 1 × n grid, or an uploaded CSV of lon/lat
 rectangles, :mod:`dpcore.points.workload_io`, mapped to the cells whose centres they contain).  A strategy ``A`` tuned to
-that workload is designed from the workload alone (:func:`dpcore.estimate.matrix_mech.cached_strategy`,
+that workload is designed from the workload alone (:func:`dpcore.estimate.matrix_cache.cached_strategy`,
 never from the data, so designing it costs no budget).  The release answers ``y = A x + z``
 with exact discrete noise, and publishes the least-squares cell estimates ``x̂ = A⁺ y`` as a
 partition of the grid (one rectangle per cell) plus the workload answers ``W x̂`` with their
 analytic standard errors (spec ``matrix-mechanism.md`` §1.5, §6).
 
-Privacy: ρ-zCDP with the discrete Gaussian on a fine grid (as :func:`dpcore.estimate.matrix_mech.release`
+Privacy: ρ-zCDP with the discrete Gaussian on a fine grid (as :func:`dpcore.estimate.matrix_release.release`
 does), or pure ε-DP with discrete Laplace noise on an L1 strategy (the Eigen-Design is dense and
 bad under L1 sensitivity, so the fallback of §7.3 is used and the release says so).  One unit of
 privacy changes the counts by at most ``k`` in L1 (so at most ``k·Δ(A)`` in the strategy
-answers): the budget given to :func:`matrix_mech.release` is ``ρ/k²`` or ``ε/k``.
+answers): the budget given to :func:`matrix_release.release` is ``ρ/k²`` or ``ε/k``.
 
 Size: all 2-D rectangles use the per-axis (Kronecker) Eigen-Design, so no ``n × n`` matrix is
 formed; grids above :data:`MAX_CELLS` cells are refused (the strategy answers and their exact
@@ -36,8 +36,14 @@ import scipy.linalg as sl
 
 from dpcore.data.domain import Aggregate, Grid, block_rects
 from dpcore.errors import DPCoreError, ParameterError
-from dpcore.estimate import matrix_mech as mm
-from dpcore.estimate import matrix_report
+from dpcore.estimate import (
+    matrix_cache,
+    matrix_errors,
+    matrix_release,
+    matrix_report,
+    matrix_strategy,
+    matrix_workload,
+)
 from dpcore.points.mechanisms.base import Budget, Param, PointMechanism, rect_bounds, rect_cells
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.points.workload_io import RectangleList, map_to_grid
@@ -72,13 +78,13 @@ def _unit_budget(cost: PrivacyCost, k: int) -> float:
 
 
 def _budget_kwargs(cost: PrivacyCost, k: int) -> dict[str, float]:
-    """What :func:`matrix_mech.calibrate`/``release`` take for one unit of privacy of ``k`` records."""
+    """What :func:`matrix_release.calibrate`/``release`` take for one unit of privacy of ``k`` records."""
     unit = _unit_budget(cost, k)
     return {"rho": unit} if cost.definition == "zcdp" else {"epsilon": unit}
 
 
-def _svd_bound(w: mm.Workload) -> float:
-    """``svdb`` of the workload (as :func:`matrix_mech.svd_bound`), through cheaper routes where
+def _svd_bound(w: matrix_workload.Workload) -> float:
+    """``svdb`` of the workload (as :func:`matrix_errors.svd_bound`), through cheaper routes where
     they exist: the prefix spectrum in closed form, ``σ_k = 1 / (4 sin²((2k−1)π / (2(2n+1))))``
     (the inverse of ``L Lᵀ`` is the tridiagonal second difference), and for a short list of
     rectangles the ``m × m`` Gram ``W Wᵀ`` of their overlaps (same nonzero eigenvalues as ``WᵀW``)."""
@@ -91,13 +97,13 @@ def _svd_bound(w: mm.Workload) -> float:
         v = np.clip(np.minimum.outer(r[:, 3], r[:, 3]) - np.maximum.outer(r[:, 2], r[:, 2]), 0, None)
         ev = sl.eigh((h * v).astype(np.float64), eigvals_only=True, driver="evd")
     else:
-        return mm.svd_bound(w)
+        return matrix_errors.svd_bound(w)
     ev = np.clip(ev, 0.0, None)
-    ev = ev[ev > 10.0 * w.n * np.finfo(float).eps * ev.max()]  # §7.2 P4, as matrix_mech
+    ev = ev[ev > 10.0 * w.n * np.finfo(float).eps * ev.max()]  # §7.2 P4, as matrix_errors
     return float(np.sqrt(ev).sum() ** 2 / w.n)
 
 
-def _strategy_label(s: mm.Strategy) -> str:
+def _strategy_label(s: matrix_strategy.Strategy) -> str:
     kind = s.kind + (f"-{s.factors[0].kind}" if s.factors else "")
     words = {"eigen": "Eigen-Design tuned to these queries", "kron-eigen": "Eigen-Design per axis (all ranges)",
              "kron-hierarchical": "hierarchical per axis (pure ε)", "kron-identity": "identity (pure ε)",
@@ -109,7 +115,7 @@ def _strategy_label(s: mm.Strategy) -> str:
 class _Queries:
     """The public workload of a grid and parameters (cheap to build; no strategy yet)."""
 
-    workload: mm.Workload  # the queries answered and reported (unweighted, spec P15)
+    workload: matrix_workload.Workload  # the queries answered and reported (unweighted, spec P15)
     weights: np.ndarray | None = None  # uploaded row weights (None: all rows count alike)
     names: tuple[str, ...] | None = None
     groups: tuple[str, ...] | None = None
@@ -117,19 +123,19 @@ class _Queries:
     notes: tuple[str, ...] = ()
 
     @property
-    def design(self) -> mm.Workload:
+    def design(self) -> matrix_workload.Workload:
         """What the strategy is tuned to: the workload, its rows scaled by the uploaded weights
         (spec P15: a row of weight w counts w² in the design) on a grid small enough for the
         flat design; built only when a design is computed (not on every preview)."""
         if not self._weighted:
             return self.workload
-        return mm.explicit_workload(self.weights[:, None] * self.workload.matrix(), shape=self.workload.shape,
+        return matrix_workload.explicit_workload(self.weights[:, None] * self.workload.matrix(), shape=self.workload.shape,
                                     name=self.workload.name + ", weighted")
 
     @property
     def _weighted(self) -> bool:
         w = self.weights
-        return not (w is None or np.all(w == w[0]) or self.workload.n > mm.FULL_METHOD_MAX_N)
+        return not (w is None or np.all(w == w[0]) or self.workload.n > matrix_workload.FULL_METHOD_MAX_N)
 
     def key(self) -> str:
         """Content hash of the workload and its weights (the memo key of the design)."""
@@ -143,7 +149,7 @@ class _Queries:
 class _Design:
     """Everything about a workload's strategy that does not depend on the budget or the data."""
 
-    strategy: mm.Strategy
+    strategy: matrix_strategy.Strategy
     tse_per_p: float
     svdb: float
     cell_q: np.ndarray  # diag(X⁺): a cell estimate's variance per unit noise variance
@@ -151,7 +157,7 @@ class _Design:
     notes: tuple[str, ...]
 
 
-_MEMO = mm.DesignMemo(_MEMO_SIZE)
+_MEMO = matrix_cache.DesignMemo(_MEMO_SIZE)
 
 
 def clear_memo() -> None:
@@ -211,12 +217,12 @@ class MatrixMechanism(PointMechanism):
             )
         w = params["workload"]
         if w == "ranges_2d":
-            q = mm.range_2d_workload(grid.rows, grid.cols)
+            q = matrix_workload.range_2d_workload(grid.rows, grid.cols)
             return _Queries(q)
         if w == "random_rectangles":
             a = math.sqrt(params["rect_area"])
             size = (max(1, min(grid.rows, round(a * grid.rows))), max(1, min(grid.cols, round(a * grid.cols))))
-            q = mm.random_rectangles_workload(grid.rows, grid.cols, [size], params["rect_count"],
+            q = matrix_workload.random_rectangles_workload(grid.rows, grid.cols, [size], params["rect_count"],
                                               seed=params["rect_seed"])
             return _Queries(q)
         if w == "uploaded":
@@ -226,7 +232,7 @@ class MatrixMechanism(PointMechanism):
                 f"The workload '{w}' is for a grid of one row or one column (this grid is "
                 f"{grid.rows} × {grid.cols}). Use 'ranges_2d' or 'random_rectangles'."
             )
-        q = mm.prefix_workload(grid.n_cells) if w == "prefix" else mm.all_range_workload(grid.n_cells)
+        q = matrix_workload.prefix_workload(grid.n_cells) if w == "prefix" else matrix_workload.all_range_workload(grid.n_cells)
         return _Queries(q)
 
     @staticmethod
@@ -240,12 +246,12 @@ class MatrixMechanism(PointMechanism):
         rl = RectangleList(rectangles)
         mp = map_to_grid(rl, grid)
         k = len(rl)
-        q = mm.Workload(f"{k:,} uploaded rectangle{'s' if k != 1 else ''} ({grid.rows}×{grid.cols})",
+        q = matrix_workload.Workload(f"{k:,} uploaded rectangle{'s' if k != 1 else ''} ({grid.rows}×{grid.cols})",
                         grid.shape, k, {"family": "uploaded"}, rects=mp.cells)
         return _Queries(q, weights=rl.weights(), names=tuple(rl.names()), groups=tuple(rl.groups()),
                         asked=rl.bounds(), notes=mp.warnings)
 
-    def workload(self, grid: Grid, params: dict[str, Any]) -> mm.Workload:
+    def workload(self, grid: Grid, params: dict[str, Any]) -> matrix_workload.Workload:
         """The public workload over the grid's cells (row-major), refused on a too-large grid."""
         return self._queries(grid, params).workload
 
@@ -256,8 +262,8 @@ class MatrixMechanism(PointMechanism):
         self._queries(grid, p)
         return cost, p
 
-    def strategy(self, workload: mm.Workload, cost: PrivacyCost, design: mm.Workload | None = None
-                 ) -> mm.Strategy:
+    def strategy(self, workload: matrix_workload.Workload, cost: PrivacyCost, design: matrix_workload.Workload | None = None
+                 ) -> matrix_strategy.Strategy:
         """The workload's strategy, which must have full column rank: the release publishes an
         estimate of every cell, and a cell the strategy cannot see would be published as
         unbounded noise (spec §7.2 P9; a flat design for 10 rectangles on 32 × 32 had cells at
@@ -270,24 +276,24 @@ class MatrixMechanism(PointMechanism):
         return self._strategy(workload, cost, design)[0]
 
     @staticmethod
-    def _strategy(workload: mm.Workload, cost: PrivacyCost, design: mm.Workload | None = None
-                  ) -> tuple[mm.Strategy, tuple[str, ...]]:
+    def _strategy(workload: matrix_workload.Workload, cost: PrivacyCost, design: matrix_workload.Workload | None = None
+                  ) -> tuple[matrix_strategy.Strategy, tuple[str, ...]]:
         pure = cost.definition == "pure"
         notes: list[str] = []
         if workload.spec.get("family") == "uploaded" and not pure:
             s = None
-            if workload.n <= mm.FULL_METHOD_MAX_N:
+            if workload.n <= matrix_workload.FULL_METHOD_MAX_N:
                 try:
-                    s = mm.cached_strategy(design or workload, method="eigen")
+                    s = matrix_cache.cached_strategy(design or workload, method="eigen")
                 except ParameterError as e:  # e.g. Program 1 missed its certificate
                     notes.append(f"The flat design for your rectangles failed ({e}); the per-axis design "
                                  "is used.")
             if s is None:
-                s = mm.cached_strategy(workload, method="kron")
+                s = matrix_cache.cached_strategy(workload, method="kron")
         else:
-            s = mm.cached_strategy(workload, pure_dp=pure)
+            s = matrix_cache.cached_strategy(workload, pure_dp=pure)
         if not s.full_rank and len(workload.shape) == 2 and not s.factors:
-            s = mm.cached_strategy(workload, method="kron", pure_dp=pure)
+            s = matrix_cache.cached_strategy(workload, method="kron", pure_dp=pure)
             notes.append(
                 f"The strategy tuned to exactly these {workload.m:,} queries cannot estimate every cell, "
                 "so the per-axis design (tuned to all ranges of each axis) is used: every cell gets an "
@@ -318,9 +324,9 @@ class MatrixMechanism(PointMechanism):
         if prof is not None:  # TSE/P = Δ² Σ_i w_i X⁺ w_iᵀ, already summed per atom by the profile
             t = s.sensitivity() ** 2 * float(prof.candidates[0].atoms.qsum.sum())
         elif w.rects is not None and not s.factors:
-            t = float(mm.query_variances_per_p(w, s).sum())
+            t = float(matrix_errors.query_variances_per_p(w, s).sum())
         else:
-            t = mm.tse_per_p(w, s)
+            t = matrix_errors.tse_per_p(w, s)
         b = _svd_bound(w)
         if s.norm == "l2" and t < b * (1 - 1e-9):
             raise ParameterError(  # §7.2 P3: an error below svdb is a numerical bug, never real
@@ -328,29 +334,29 @@ class MatrixMechanism(PointMechanism):
         return _Design(s, t, b, self._cell_quadforms(s), prof, notes)
 
     @staticmethod
-    def _calibration(strategy: mm.Strategy, cost: PrivacyCost, k: int) -> mm.Calibration:
-        """The noise of the strategy answers: :func:`matrix_mech.calibrate`, the very function
-        :func:`matrix_mech.release` draws with, for one unit of privacy of ``k`` records."""
-        return mm.calibrate(strategy, **_budget_kwargs(cost, k))
+    def _calibration(strategy: matrix_strategy.Strategy, cost: PrivacyCost, k: int) -> matrix_release.Calibration:
+        """The noise of the strategy answers: :func:`matrix_release.calibrate`, the very function
+        :func:`matrix_release.release` draws with, for one unit of privacy of ``k`` records."""
+        return matrix_release.calibrate(strategy, **_budget_kwargs(cost, k))
 
     @staticmethod
-    def _cell_quadforms(strategy: mm.Strategy) -> np.ndarray:
+    def _cell_quadforms(strategy: matrix_strategy.Strategy) -> np.ndarray:
         """``diag(X⁺)``: the variance of each cell estimate per unit noise variance."""
         d = np.ones(1)
         for f in strategy.factors or (strategy,):
-            d = np.kron(d, mm._row_quadforms(np.eye(f.n), f))
+            d = np.kron(d, matrix_errors._row_quadforms(np.eye(f.n), f))
         return d
 
     @staticmethod
-    def _rect_quadform(strategy: mm.Strategy, grid: Grid, rect: tuple[int, int, int, int]) -> float:
+    def _rect_quadform(strategy: matrix_strategy.Strategy, grid: Grid, rect: tuple[int, int, int, int]) -> float:
         """``q X⁺ qᵀ`` for the indicator ``q`` of a rectangle of cells (Kronecker: per axis)."""
         r0, r1, c0, c1 = rect_bounds(rect)
         rows = ((np.arange(grid.rows) >= r0) & (np.arange(grid.rows) < r1)).astype(float)
         cols = ((np.arange(grid.cols) >= c0) & (np.arange(grid.cols) < c1)).astype(float)
         if strategy.factors and len(strategy.factors) == 2:
             a, b = strategy.factors
-            return float(mm._row_quadforms(rows[None, :], a)[0] * mm._row_quadforms(cols[None, :], b)[0])
-        return float(mm._row_quadforms(np.kron(rows, cols)[None, :], strategy)[0])
+            return float(matrix_errors._row_quadforms(rows[None, :], a)[0] * matrix_errors._row_quadforms(cols[None, :], b)[0])
+        return float(matrix_errors._row_quadforms(np.kron(rows, cols)[None, :], strategy)[0])
 
     def _summary(self, grid: Grid, q: _Queries, d: _Design, cost: PrivacyCost, params: dict[str, Any],
                  sensitivity: int) -> dict[str, Any]:
@@ -458,7 +464,7 @@ class MatrixMechanism(PointMechanism):
         lv, cell_sd, q, d = self._level(grid, cost, params, k)
         info = dict(lv.extra["matrix"])
         w, s = q.workload, d.strategy
-        res = mm.release(w, s, aggregate.counts.reshape(-1), noise, **_budget_kwargs(cost, k))
+        res = matrix_release.release(w, s, aggregate.counts.reshape(-1), noise, **_budget_kwargs(cost, k))
         notes = list(info["notes"]) + [n for n in res.notes if not n.startswith("Pure ε-DP")]
         if not res.x_hat_unbiased:
             notes.append("The strategy does not have full column rank: the cell estimates are not "
@@ -494,7 +500,7 @@ class MatrixMechanism(PointMechanism):
         )
 
     @staticmethod
-    def _workload_rects(w: mm.Workload, grid: Grid) -> np.ndarray:
+    def _workload_rects(w: matrix_workload.Workload, grid: Grid) -> np.ndarray:
         """``(r0, r1, c0, c1)`` of every workload query, in the order of ``W``'s rows."""
         if w.rects is not None:
             return np.asarray(w.rects, dtype=np.int64)
