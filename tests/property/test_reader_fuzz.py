@@ -21,7 +21,7 @@ from dpcore.areas import census, hier_matrix
 from dpcore.areas.hierarchy import Hierarchy, read_hierarchy_table
 from dpcore.data import io as dio
 from dpcore.errors import DPCoreError
-from dpcore.flows import od
+from dpcore.flows.counts import ODCounts
 from dpcore.points import workload_io
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -41,7 +41,7 @@ def _hierarchy(data: bytes, name: str) -> object:
 def _od(data: bytes, name: str) -> object:
     df = read_hierarchy_table(data, name)
     cols = [str(c) for c in df.columns]
-    return od.ODCounts.from_frame(df, _H, origin=cols[0], destination=cols[-1])
+    return ODCounts.from_frame(df, _H, origin=cols[0], destination=cols[-1])
 
 
 READERS = {
