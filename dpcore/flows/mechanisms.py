@@ -304,6 +304,10 @@ def plan(
 ) -> ODPlan:
     """Budget split, noise and analytic errors per tree level, before any data is touched.
 
+    The sensitivities and the per-level noise follow Boninsegna & Silvestri (2024), Algorithm 1
+    (bounded) and Algorithm 3 (unbounded, Appendix B), with the budget split generalised over the
+    measured levels; the estimates come from :mod:`dpcore.flows.accuracy`.
+
     ``cost`` is ρ-zCDP (discrete Gaussian; the paper) or pure ε (discrete Laplace; our
     extension).  For ``sh`` give ``approx=(ε, δ)`` and no cost.  The split runs over the
     measured levels (the root only when the total is not public; copy levels never), top first;
@@ -588,6 +592,12 @@ def release(
     progress: Any = None,
 ) -> ODRelease:
     """Release ``counts`` (the caller has charged the ledger; use :func:`dpcore.core.pipeline.release_od`).
+
+    InfTDA walks the O/D tree top down as in Boninsegna & Silvestri (2024), Algorithm 1, with
+    IntOpt (their Algorithm 2) at every node; ``tda_l2`` projects by least squares and rounds, as
+    the US Census TopDown algorithm does (Abowd et al. 2022); ``tda_linf_milp`` solves the L∞
+    projection with a MILP solver; ``vanilla_gauss`` and ``sh`` noise the finest pairs and sum
+    them up (the paper's baselines).
 
     ``progress(fraction, message)`` is called once per tree level.
     """

@@ -122,7 +122,8 @@ def leaf_lookup(h: Hierarchy, values: pd.Series | Sequence[Any], what: str) -> n
 
 
 def tree_levels(depth: int, orientation: Orientation = "destination") -> list[tuple[int, int]]:
-    """``(origin depth, destination depth)`` of every O/D tree level 0..2g (spec §1.4)."""
+    """``(origin depth, destination depth)`` of every O/D tree level 0..2g: the destination
+    or origin tree of Boninsegna & Silvestri (2024) (spec §1.4)."""
     if orientation not in ("destination", "origin"):
         raise ParameterError("The tree orientation is 'destination' (refine destinations first) or 'origin'.")
     out = [(0, 0)]
