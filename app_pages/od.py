@@ -32,7 +32,12 @@ from dpcore.data.columns import (
 )
 from dpcore.data.text import UTF16_BOMS, decode_text, gunzip_limited
 from dpcore.errors import DPCoreError, InputError, ParameterError
-from dpcore.flows import od, od_export, od_viz
+from dpcore.flows import export as od_export
+from dpcore.flows import figures as od_figures
+from dpcore.flows import mechanisms as od
+from dpcore.flows.counts import ODCounts
+from dpcore.flows.diagnostics import empirical_errors
+from dpcore.flows.tree import hierarchy_from_prefixes, match_leaves
 from dpcore.privacy import budget
 from ui import budget_ui, fmt
 from ui.source_ui import drop_copy, keep_copy, large_upload_source
@@ -77,7 +82,7 @@ CHOOSE, NONE = "(choose)", "(none)"
 DEFAULT_RHO_CAP = 0.05  # ≈ (ε = 2, δ = 1e-8): room for three releases at the paper's ε = 1
 DEFAULT_EPS_CAP = 2.0
 # default map level: the finest intra-level table small enough for the O/D matrix beside the map
-MAX_MAP_AREAS = od_viz.MAX_HEATMAP_SIDE
+MAX_MAP_AREAS = od_figures.MAX_HEATMAP_SIDE
 AREA_WARNING = ("The area list must be the **public geography**: every area, also those no trip starts or ends "
                 "in, from a gazetteer or a boundary file, never built from the trips. A list taken from the data "
                 "reveals which areas have trips, and that is not protected (spec pitfall 1).")
@@ -193,7 +198,7 @@ def us_public() -> dict[str, Any]:
     df = pd.DataFrame({"state": ids.str[:2], "county": ids,
                        "state_name": ids.str[:2].map(st_names).fillna(ids.str[:2]),
                        "county_name": counties["NAME"].astype(str) + ", " + ids.str[:2].map(st_names).fillna("")})
-    # the prefix hierarchy of od.hierarchy_from_prefixes(ids, [2, 5], …), with display names
+    # the prefix hierarchy of hierarchy_from_prefixes(ids, [2, 5], …), with display names
     h = Hierarchy.from_frame(df, ["state", "county"], codes="global",
                              names={"state": "state_name", "county": "county_name"},
                              source="boundaries")
@@ -292,12 +297,12 @@ def read_upload(data: bytes, name: str, what: str) -> pd.DataFrame:
 
 def check_code_column(df: pd.DataFrame, col: str, what: str, h: Hierarchy) -> None:
     """Refuse a column that is not an area code column at all (wrong column chosen), naming the
-    columns that are; a few unknown codes are left to :func:`od.leaf_lookup`, which names the rows."""
+    columns that are; a few unknown codes are left to :func:`dpcore.flows.tree.leaf_lookup`, which names the rows."""
     sample = df[col].head(5000)
-    hit = od.match_leaves(h, sample) >= 0
+    hit = match_leaves(h, sample) >= 0
     if hit.size == 0 or hit.mean() >= 0.5:
         return
-    fits = [str(c) for c in df.columns if c != col and (od.match_leaves(h, df[c].head(500)) >= 0).mean() >= 0.9]
+    fits = [str(c) for c in df.columns if c != col and (match_leaves(h, df[c].head(500)) >= 0).mean() >= 0.9]
     ex = list(dict.fromkeys(sample[~hit].astype(str).tolist()))[:3]
     raise InputError(
         f"The {what} column '{col}' does not hold areas of the public area list: {100 * (1 - hit.mean()):.0f} % "
@@ -686,7 +691,7 @@ with tab_data:
                                 raise ParameterError("Prefix lengths must be whole numbers separated by commas, "
                                                      "e.g. 2,5,11.") from None
                             nm = [x.strip() for x in names_txt.split(",") if x.strip()] or None
-                            h = od.hierarchy_from_prefixes(a["df"][code_col], lens, nm, source="area list")
+                            h = hierarchy_from_prefixes(a["df"][code_col], lens, nm, source="area list")
                         xy, frames, notes = {}, {}, []
                         area_desc = "your uploaded public area list"
                         if a["lon"] != NONE and a["lat"] != NONE:
@@ -716,10 +721,10 @@ with tab_data:
                             cap=inputs.get("m", 1) if user_col else None, distinct=inputs.get("distinct", True),
                             progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
                         bar.empty()
-                        counts = od.ODCounts.from_code_counts(cc, h, max_trips=inputs.get("m", 1) if user_col else 1,
+                        counts = ODCounts.from_code_counts(cc, h, max_trips=inputs.get("m", 1) if user_col else 1,
                                                               distinct=inputs.get("distinct", True))
                     else:
-                        counts = od.ODCounts.from_frame(
+                        counts = ODCounts.from_frame(
                             inputs["df"], h, origin=cols["origin"], destination=cols["destination"],
                             count=cols.get("count"), user=cols.get("user"), max_trips=inputs.get("m", 1),
                             distinct=inputs.get("distinct", True))
@@ -771,7 +776,7 @@ if model is None:
     st.stop()
 
 h: Hierarchy = model["h"]
-counts: od.ODCounts = model["counts"]
+counts: ODCounts = model["counts"]
 fp = model["fp"]
 unit = model["unit"]
 led = ss["od_ledgers"].get(fp)
@@ -974,7 +979,7 @@ if entry is not None:
         od_, dd = lp.origin_depth, lp.destination_depth
         xy = em["xy"]
         has_xy = od_ in xy and dd in xy and min(od_, dd) > 0
-        cmap, cside = st.columns([3, 2]) if max(eh.sizes[od_], eh.sizes[dd]) <= od_viz.MAX_HEATMAP_SIDE else (st, None)
+        cmap, cside = st.columns([3, 2]) if max(eh.sizes[od_], eh.sizes[dd]) <= od_figures.MAX_HEATMAP_SIDE else (st, None)
         if has_xy:
             def _flow_map() -> Any:
                 frames = em["boundaries"]  # public outlines: the finest ones up to this level, and the top level
@@ -982,7 +987,7 @@ if entry is not None:
                 if frames:
                     upto = [d for d in sorted(frames) if d <= max(od_, dd)] or [min(frames)]
                     bg = [frames[upto[-1]]] + ([frames[min(frames)]] if min(frames) != upto[-1] else [])
-                return od_viz.flow_map(rel, t, xy, boundaries=bg or None, top=top, within=within, unit=eunit)
+                return od_figures.flow_map(rel, t, xy, boundaries=bg or None, top=top, within=within, unit=eunit)
 
             cmap.plotly_chart(figure((rel.release_id, "map", t, top, within), _flow_map), key="od_map",
                               config={"displayModeBar": False})
@@ -1001,7 +1006,7 @@ if entry is not None:
             log = cside.checkbox("Logarithmic colours", key=keep("heat_log", True))
             kept("heat_log")
             cside.plotly_chart(figure((rel.release_id, "heat", t, log),
-                                      lambda: od_viz.od_heatmap(rel, t, log=log, unit=eunit, height=520)),
+                                      lambda: od_figures.od_heatmap(rel, t, log=log, unit=eunit, height=520)),
                                key="od_heatmap")
             cside.caption(f"Origin ({lp.origin_level}, rows) × destination ({lp.destination_level}, columns); "
                           "blank: released as 0.")
@@ -1035,7 +1040,7 @@ with tab_err:
         st.warning("These numbers compare the release with your confidential data. Do not publish them, and do not "
                    "re-run releases until they look good: that choice is not covered by the privacy budget.")
         if "empirical" not in entry:
-            entry["empirical"] = od.empirical_errors(rel, entry["model"]["counts"])  # curator only, computed once
+            entry["empirical"] = empirical_errors(rel, entry["model"]["counts"])  # curator only, computed once
         emp = entry["empirical"]
         lps = rel.plan.levels
 

@@ -28,7 +28,7 @@ Mechanisms
     ``od.VANILLA_MAX_CELLS``) and sh.  ``--seeds`` seeded releases each (``NoiseSource(seed)``,
     seeds 0…n−1, the same for every configuration); VanillaGauss on domains above 1 M cells
     gets at most 2 (it noises every cell and its evaluation takes ~25 s per run).
-Measured per tree level (``od.empirical_errors``; curator-only, never published)
+Measured per tree level (``empirical_errors``; curator-only, never published)
     maximum absolute error (mean over the runs, min–max), mean absolute error over the union of
     pairs positive in the truth or the release, MAE and RMSE over all possible pairs, false
     discovery rate %, false negative rate %; per release: wall time of ``od.release()`` only
@@ -36,7 +36,7 @@ Measured per tree level (``od.empirical_errors``; curator-only, never published)
     maximum, InfTDA's 95 % bound).
 Speed target (issue): the Rhode Island InfTDA release at ε = 1 end to end — read both files,
     build the hierarchy, aggregate, release with secure noise, write release.csv / release.json
-    / flows.geojson with ``dpcore.flows.od_export.write_od`` — in under a minute.  Measured once through
+    / flows.geojson with ``dpcore.flows.export.write_od`` — in under a minute.  Measured once through
     the CLI (the README's worked example), then in fresh subprocesses (3 runs; 1 with ``--quick``)
     with per-step times and the peak memory (VmHWM; tracemalloc for one release).
 Synthetic (spec §5.2, §5.6, §9 item 6)
@@ -85,7 +85,10 @@ import pandas as pd  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy  # noqa: E402
 from dpcore.data.synthetic import synthetic_od_tree  # noqa: E402
 from dpcore.errors import ParameterError  # noqa: E402
-from dpcore.flows import od  # noqa: E402
+from dpcore.flows import mechanisms as od  # noqa: E402
+from dpcore.flows.counts import ODCounts  # noqa: E402
+from dpcore.flows.diagnostics import empirical_errors  # noqa: E402
+from dpcore.flows.tree import hierarchy_from_prefixes  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
@@ -195,14 +198,14 @@ def load_ri() -> dict[str, Any]:
     xw = pd.read_csv(RI_XWALK, usecols=["tabblk2010"], dtype=str)
     t["read the crosswalk (25,181 blocks, codes as text)"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    h = od.hierarchy_from_prefixes(xw["tabblk2010"], RI_PREFIXES, RI_LEVELS, source="LODES crosswalk (public block list)")
+    h = hierarchy_from_prefixes(xw["tabblk2010"], RI_PREFIXES, RI_LEVELS, source="LODES crosswalk (public block list)")
     t["hierarchy_from_prefixes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     df = pd.read_csv(RI_PAIRS, usecols=["h_geocode", "w_geocode", "S000"],
                      dtype={"h_geocode": str, "w_geocode": str})
     t["read the block pairs (372,191 rows)"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    counts = od.ODCounts.from_frame(df, h, origin="h_geocode", destination="w_geocode", count="S000")
+    counts = ODCounts.from_frame(df, h, origin="h_geocode", destination="w_geocode", count="S000")
     t["ODCounts.from_frame (aggregate)"] = time.perf_counter() - t0
     return {
         "key": "ri", "title": "Rhode Island LODES 2019 (home block → work block)", "counts": counts,
@@ -234,7 +237,7 @@ def load_nyc() -> dict[str, Any]:
     inside = ((when >= "2020-04-01") & (when < "2020-05-01")).to_numpy()
     dropped = int((~inside).sum())
     trips = tr.loc[inside]
-    counts = od.ODCounts.from_frame(trips, h, origin="PULocationID", destination="DOLocationID")
+    counts = ODCounts.from_frame(trips, h, origin="PULocationID", destination="DOLocationID")
     t["filter to April 2020 + ODCounts.from_frame"] = time.perf_counter() - t0
     return {
         "key": "nyc", "title": "NYC green taxi trips, April 2020 (pickup zone → drop-off zone)", "counts": counts,
@@ -254,7 +257,7 @@ def load_us() -> dict[str, Any]:
     t0 = time.perf_counter()
     with open(US_COUNTIES, encoding="utf-8") as f:
         ids = [feat["id"] for feat in json.load(f)["features"]]
-    h = od.hierarchy_from_prefixes(ids, [2, 5], ["state", "county"], source="2010 county boundaries (public)")
+    h = hierarchy_from_prefixes(ids, [2, 5], ["state", "county"], source="2010 county boundaries (public)")
     t["county ids from the GeoJSON → hierarchy_from_prefixes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     fl = pd.read_csv(US_FLOWS, usecols=["h_fips", "w_fips", "workplace_kind", "flow"],
@@ -263,7 +266,7 @@ def load_us() -> dict[str, Any]:
     t0 = time.perf_counter()
     keep = (fl["workplace_kind"] == "us_county").to_numpy()
     left = fl.loc[~keep].groupby("workplace_kind")["flow"].agg(["size", "sum"])
-    counts = od.ODCounts.from_frame(fl.loc[keep], h, origin="h_fips", destination="w_fips", count="flow")
+    counts = ODCounts.from_frame(fl.loc[keep], h, origin="h_fips", destination="w_fips", count="flow")
     t["ODCounts.from_frame (aggregate)"] = time.perf_counter() - t0
     out_txt = "; ".join(f"{k}: {int(r['size']):,} rows, {int(r['sum']):,} workers" for k, r in left.iterrows())
     return {
@@ -295,7 +298,7 @@ def synthetic_sets() -> list[dict[str, Any]]:
         # paper_flows: the artefact's legacy-seeded Pareto draws (reproduces Table 1's totals exactly)
         areas, flows = synthetic_od_tree(kind, sparsity, seed=42, paper_flows=paper_flows)
         h = Hierarchy.from_frame(areas, list(areas.columns), source="synthetic (public tree)")
-        counts = od.ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
+        counts = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
         out.append({"key": key, "kind": kind, "sparsity": sparsity, "paper_flows": paper_flows,
                     "counts": counts, "paper_key": f"{kind}_{sparsity}", "all_eps": all_eps})
     return out
@@ -310,7 +313,7 @@ def cost_for(mech: str, eps: float, rho_factor: float = 1.0) -> tuple[Any, Any]:
     return budget.zcdp(classic_rho(eps) * rho_factor), None
 
 
-def run_config(counts: od.ODCounts, mech: str, eps: float, seeds: list[int], *,
+def run_config(counts: ODCounts, mech: str, eps: float, seeds: list[int], *,
                rho_factor: float = 1.0) -> dict[str, Any]:
     """All seeds of one (mechanism, ε): per-level aggregates, per-seed facts and the data-free plan."""
     cost, approx = cost_for(mech, eps, rho_factor)
@@ -323,7 +326,7 @@ def run_config(counts: od.ODCounts, mech: str, eps: float, seeds: list[int], *,
         t0 = time.perf_counter()
         rel = od.release(counts, mech, cost, NoiseSource(s), approx=approx)
         times.append(time.perf_counter() - t0)
-        per_seed.append(od.empirical_errors(rel, counts))
+        per_seed.append(empirical_errors(rel, counts))
         checks["consistent"] &= bool(rel.consistent)
         checks["nonnegative"] &= bool(all((v >= 0).all() for v in rel.values))
         checks["total_exact"] &= bool(rel.total(0) == counts.total)
@@ -356,14 +359,14 @@ def run_config(counts: od.ODCounts, mech: str, eps: float, seeds: list[int], *,
             "checks": checks, "levels": levels, "sh_threshold": pl.sh_threshold}
 
 
-def seeds_for(counts: od.ODCounts, mech: str, n: int) -> list[int]:
+def seeds_for(counts: ODCounts, mech: str, n: int) -> list[int]:
     cells = counts.origin_h.n_leaves * counts.destination_h.n_leaves
     if mech == "vanilla_gauss" and cells > SLOW_VANILLA_CELLS:
         n = min(n, SLOW_SEEDS)
     return list(range(n))
 
 
-def milp_fits(counts: od.ODCounts) -> bool:
+def milp_fits(counts: ODCounts) -> bool:
     """Whether the black-box MILP baseline's (data-free) size limit admits this hierarchy."""
     try:
         od.plan(counts.origin_h, counts.destination_h, "tda_linf_milp", budget.zcdp(1.0))
@@ -372,7 +375,7 @@ def milp_fits(counts: od.ODCounts) -> bool:
     return True
 
 
-def vanilla_fits(counts: od.ODCounts) -> tuple[bool, int]:
+def vanilla_fits(counts: ODCounts) -> tuple[bool, int]:
     cells = counts.origin_h.n_leaves * counts.destination_h.n_leaves
     return cells <= od.VANILLA_MAX_CELLS, cells
 
@@ -388,21 +391,21 @@ def e2e_probe(out_dir: str) -> int:
     t_all = time.perf_counter()
     t0 = time.perf_counter()
     try:
-        from dpcore.flows import od_export
+        from dpcore.flows import export as od_export
     except ImportError:
         od_export = None
-    steps["import dpcore.flows.od_export"] = time.perf_counter() - t0
+    steps["import dpcore.flows.export"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     xw = pd.read_csv(RI_XWALK, usecols=["tabblk2010", "blklatdd", "blklondd"], dtype={"tabblk2010": str})
     steps["read the crosswalk"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    h = od.hierarchy_from_prefixes(xw["tabblk2010"], RI_PREFIXES, RI_LEVELS, source="LODES crosswalk")
+    h = hierarchy_from_prefixes(xw["tabblk2010"], RI_PREFIXES, RI_LEVELS, source="LODES crosswalk")
     steps["build the hierarchy"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     df = pd.read_csv(RI_PAIRS, usecols=["h_geocode", "w_geocode", "S000"], dtype={"h_geocode": str, "w_geocode": str})
     steps["read the block pairs"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    counts = od.ODCounts.from_frame(df, h, origin="h_geocode", destination="w_geocode", count="S000")
+    counts = ODCounts.from_frame(df, h, origin="h_geocode", destination="w_geocode", count="S000")
     del df
     steps["aggregate (ODCounts.from_frame)"] = time.perf_counter() - t0
     cost = budget.zcdp(classic_rho(1.0))
@@ -704,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"[{time.perf_counter() - t_start:6.1f} s] loading {key}", file=sys.stderr)
         ds = loader()
-        counts: od.ODCounts = ds["counts"]
+        counts: ODCounts = ds["counts"]
         fits, cells = vanilla_fits(counts)
         entry = {"title": ds["title"], "notes": ds["notes"], "timings": ds["timings"], "rows": ds["rows"],
                  "total": counts.total, "pairs": counts.n_pairs, "hierarchy_sizes": list(counts.origin_h.sizes),
@@ -733,7 +736,7 @@ def main(argv: list[str] | None = None) -> int:
     if "synthetic" in args.datasets:
         print(f"[{time.perf_counter() - t_start:6.1f} s] synthetic", file=sys.stderr)
         for sset in synthetic_sets():
-            c: od.ODCounts = sset["counts"]
+            c: ODCounts = sset["counts"]
             T = 2 * c.origin_h.depth
             entry = {"kind": sset["kind"], "sparsity": sset["sparsity"], "paper_flows": sset["paper_flows"],
                      "paper_key": sset["paper_key"], "total": c.total, "pairs": c.n_pairs,
@@ -794,7 +797,7 @@ def render_md(out: dict[str, Any]) -> str:
         f"- Runs: {meta['seeds']} seeded releases per real-data configuration (`NoiseSource(seed)`, seeds 0…, the same "
         f"for every configuration; VanillaGauss on more than {SLOW_VANILLA_CELLS / 1e6:.0f} M finest cells: at most "
         f"{SLOW_SEEDS}), {meta['syn_runs']} per synthetic configuration.",
-        "- Metrics (spec §5.4; `od.empirical_errors`, curator-only): per tree level over the union of pairs positive "
+        "- Metrics (spec §5.4; `empirical_errors`, curator-only): per tree level over the union of pairs positive "
         "in the truth or the release (a missing pair is 0): *max |err|* = largest absolute error (mean over the runs, "
         "min–max); *MAE positive union* = mean absolute error over that union; *MAE all pairs* = sum of absolute "
         "errors / number of possible pairs (the paper's normalisation); *RMSE all pairs* pooled over the runs; "
@@ -819,7 +822,7 @@ def render_md(out: dict[str, Any]) -> str:
         met = max(walls) < SPEED_TARGET_S
         what = ("reading both files, building the hierarchy, aggregating, releasing with secure noise and writing "
                 "release.csv, release.json and flows.geojson" if r0["od_export"] else
-                "reading both files, building the hierarchy, aggregating and releasing (dpcore.flows.od_export was not "
+                "reading both files, building the hierarchy, aggregating and releasing (dpcore.flows.export was not "
                 "available, so no files were written)")
         L.append(f"- **Speed target (Rhode Island InfTDA release, 5 levels, 372k observed pairs, in under a minute): "
                  f"{'MET' if met else 'NOT MET'}.** End to end ({what}): {min(tot):.1f}–{max(tot):.1f} s inside a "

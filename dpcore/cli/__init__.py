@@ -36,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dpcore.flows import od as od_mod
+    from dpcore.flows import mechanisms as od_mod
 
     p = _Parser(prog="dpcore", description="Differentially private releases of location data.")
     p.add_argument("--version", action="version", version=f"dpcore {__version__}")
@@ -343,7 +343,7 @@ def _parse_params(items: list[str]) -> dict[str, Any]:
 
 def cmd_mechanisms(args: argparse.Namespace) -> int:
     from dpcore.areas import hierarchical
-    from dpcore.flows import od
+    from dpcore.flows import mechanisms as od
 
     descs = [{"kind": "points", **m.describe()} for m in mechanisms.REGISTRY.values()]
     hier = [{"kind": "hierarchy", "name": h.name, "title": h.title, "summary": h.description,
@@ -911,7 +911,7 @@ def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
     import pandas as pd
 
     from dpcore.areas.hierarchy import Hierarchy
-    from dpcore.flows import od
+    from dpcore.flows.tree import hierarchy_from_prefixes
 
     names = _parse_params(args.names)
     if args.levels and (args.code_column or args.prefix_lengths):
@@ -936,7 +936,7 @@ def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
     if args.code_column not in df.columns:
         raise InputError(f"The hierarchy file has no column '{args.code_column}' (--code-column). Its columns: "
                          f"{', '.join(map(str, list(df.columns)[:20]))}.")
-    h = od.hierarchy_from_prefixes(df[args.code_column], lengths, lv_names)
+    h = hierarchy_from_prefixes(df[args.code_column], lengths, lv_names)
     if not names:
         return h, df
     for lv, col in names.items():
@@ -972,7 +972,8 @@ def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, 
 def _od_counts_by_engine(args: argparse.Namespace, h: Any, eng: Any, src: Any) -> Any:
     """O/D counts of a large trips input: the engine groups the rows by (origin, destination) with
     the per-person cap; only that small table is matched to the hierarchy in memory."""
-    from dpcore.flows import od
+    from dpcore.flows.counts import ODCounts
+    from dpcore.flows.tree import match_leaves
 
     if args.drop_unmatched and args.user:
         raise ParameterError(
@@ -984,14 +985,14 @@ def _od_counts_by_engine(args: argparse.Namespace, h: Any, eng: Any, src: Any) -
                          progress=_cli_progress("Counting trips"), drop_missing=args.drop_unmatched)
     if args.drop_unmatched:
         f = cc.frame
-        keep = (od.match_leaves(h, f[origin]) >= 0) & (od.match_leaves(h, f[destination]) >= 0)
+        keep = (match_leaves(h, f[origin]) >= 0) & (match_leaves(h, f[destination]) >= 0)
         n_drop = int(f.loc[~keep, "count_all"].sum()) + cc.n_missing
         if n_drop:
             print(f"Dropped {n_drop:,} trips whose origin or destination is not a finest area ('{h.levels[-1]}') of "
                   "the hierarchy (curator-only; not in the export).", file=sys.stderr)
             cc = type(cc)(f.loc[keep].reset_index(drop=True), cc.keys, cc.n_read, cc.n_capped, cc.engine,
                           cc.n_missing)
-    return od.ODCounts.from_code_counts(cc, h, max_trips=args.max_trips if args.user else 1,
+    return ODCounts.from_code_counts(cc, h, max_trips=args.max_trips if args.user else 1,
                                         distinct=not args.repeats)
 
 
@@ -1033,7 +1034,7 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
 
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
-    from dpcore.flows import od_export
+    from dpcore.flows import export as od_export
 
     xy: dict[int, Any] = {}
     if args.coordinates:
@@ -1073,7 +1074,10 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
 def cmd_release_od(args: argparse.Namespace) -> int:
     from dpcore.core.pipeline import release_od
     from dpcore.data.code_tables import read_code_table
-    from dpcore.flows import od, od_export
+    from dpcore.flows import export as od_export
+    from dpcore.flows import mechanisms as od
+    from dpcore.flows.counts import ODCounts
+    from dpcore.flows.tree import match_leaves
     from dpcore.privacy import budget
     from dpcore.privacy.noise import secure_source
 
@@ -1120,8 +1124,8 @@ def cmd_release_od(args: argparse.Namespace) -> int:
         df = read_code_table(path)
         origin, destination, count = _od_columns(args, [str(c) for c in df.columns])
         if args.drop_unmatched:
-            o = od.match_leaves(h, df[origin])
-            d = od.match_leaves(h, df[destination])
+            o = match_leaves(h, df[origin])
+            d = match_leaves(h, df[destination])
             keep = (o >= 0) & (d >= 0)
             n_drop = int((~keep).sum())
             if n_drop:
@@ -1130,7 +1134,7 @@ def cmd_release_od(args: argparse.Namespace) -> int:
                       f"finest area ('{h.levels[-1]}') of the hierarchy (curator-only; not in the export).",
                       file=sys.stderr)
                 df = df.loc[keep].reset_index(drop=True)
-        counts = od.ODCounts.from_frame(df, h, origin=origin, destination=destination, count=count, user=args.user,
+        counts = ODCounts.from_frame(df, h, origin=origin, destination=destination, count=count, user=args.user,
                                         max_trips=args.max_trips, distinct=not args.repeats)
         del df
     rel = _charged(ledger_path, ledger, lambda: release_od(counts, info.name, cost, ledger, noise=secure_source(),

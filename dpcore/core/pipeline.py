@@ -164,7 +164,7 @@ def release_od(
     The stability histogram (``sh``) is (ε, δ)-DP, which a pure-ε or zCDP ledger cannot add up,
     so it is refused here (the library and the benchmarks can still run it).
     """
-    from dpcore.flows import od
+    from dpcore.flows import mechanisms as od
 
     allowed = {"neighbour", "orientation", "split", "weights", "order", "tiebreak"}
     unknown = sorted(set(options) - allowed)

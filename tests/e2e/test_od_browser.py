@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from dpcore.flows.od_export import validate_od_record
+from dpcore.flows.export import validate_od_record
 
 pytestmark = [
     pytest.mark.e2e,

@@ -66,7 +66,8 @@ from dpcore.areas import census, census_matrix
 from dpcore.areas import hierarchical as H
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.data.domain import Aggregate, Bounds, Grid
-from dpcore.flows import od
+from dpcore.flows import mechanisms as od
+from dpcore.flows.counts import ODCounts
 from dpcore.points import mechanisms
 from dpcore.points.mechanisms import htf
 from dpcore.privacy import budget
@@ -465,13 +466,13 @@ def test_od_inftda_one_flow_bounded() -> None:
     base = [("A0.0", "B0.1"), ("A0.1", "B1.0"), ("A1.1", "B1.1"), ("A0.0", "B1.1")]
     trips = pd.DataFrame(base + [("A0.0", "B1.1")], columns=["o", "d"])
     trips2 = pd.DataFrame(base + [("A1.0", "B0.0")], columns=["o", "d"])
-    c = od.ODCounts.from_frame(trips, oh, dh, origin="o", destination="d")
-    c2 = od.ODCounts.from_frame(trips2, oh, dh, origin="o", destination="d")
+    c = ODCounts.from_frame(trips, oh, dh, origin="o", destination="d")
+    c2 = ODCounts.from_frame(trips2, oh, dh, origin="o", destination="d")
     rho = 0.5
     cost = budget.zcdp(rho)
     o_i, d_i = oh.find(2, "A0.0"), dh.find(2, "B1.1")
 
-    def flow(counts: od.ODCounts) -> Callable[[NoiseSource], float]:
+    def flow(counts: ODCounts) -> Callable[[NoiseSource], float]:
         def one(s: NoiseSource) -> float:
             rel = od.release(counts, "inftda", cost, s)
             return float(rel.matrix(rel.depth)[o_i, d_i])

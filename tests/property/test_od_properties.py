@@ -1,4 +1,4 @@
-"""Hypothesis invariants of O/D releases (dpcore.flows.od.release), spec topdown-od.md §9.3–9.4.
+"""Hypothesis invariants of O/D releases (dpcore.flows.mechanisms.release), spec topdown-od.md §9.3–9.4.
 
 Random small origin and destination hierarchies (same depth 1–3, 1–4 children per node, drawn
 independently so origin/destination mix-ups show) and random sparse flows.  For InfTDA and
@@ -22,7 +22,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.flows import od
+from dpcore.flows import mechanisms as od
+from dpcore.flows.counts import ODCounts
+from dpcore.flows.tree import tree_levels
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
 
@@ -100,7 +102,7 @@ def test_topdown_releases_are_consistent_integral_positive(data, mechanism, orie
     ho, hd, df = data
     # one area on each side and a public total: plan() refuses (nothing to measure; test_od.py)
     assume(ho.n_leaves * hd.n_leaves > 1 or neighbour == "unbounded")
-    c = od.ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
+    c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
     n = int(df["n"].sum())
     src = Recorder(seed)
     rel = od.release(c, mechanism, cost, src, neighbour=neighbour, orientation=orientation, order=order,
@@ -109,7 +111,7 @@ def test_topdown_releases_are_consistent_integral_positive(data, mechanism, orie
     T = rel.depth
     assert T == 2 * ho.depth
     lv = [(lp.origin_depth, lp.destination_depth) for lp in rel.plan.levels]
-    assert lv == od.tree_levels(ho.depth, orientation)
+    assert lv == tree_levels(ho.depth, orientation)
     for t in range(T + 1):
         assert rel.values[t].dtype == np.int64 and (rel.values[t] > 0).all()
     if neighbour == "bounded":
@@ -141,7 +143,7 @@ def test_topdown_releases_are_consistent_integral_positive(data, mechanism, orie
 @given(od_data(), st.sampled_from(["destination", "origin"]), costs, st.integers(min_value=0, max_value=2**32 - 1))
 def test_vanilla_gauss_levels_are_sums_of_its_leaves(data, orientation, cost, seed):
     ho, hd, df = data
-    c = od.ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
+    c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
     rel = od.release(c, "vanilla_gauss", cost, NoiseSource(seed), orientation=orientation)
     assert rel.consistent
     T = rel.depth
@@ -162,7 +164,7 @@ def test_milp_baseline_is_consistent_integral_positive(data, orientation, neighb
     """The black-box MILP baseline (one solver call per node, so fewer examples)."""
     ho, hd, df = data
     assume(ho.n_leaves * hd.n_leaves > 1 or neighbour == "unbounded")
-    c = od.ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
+    c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
     rel = od.release(c, "tda_linf_milp", budget.zcdp(0.5), NoiseSource(seed), neighbour=neighbour,
                      orientation=orientation)
     assert rel.consistent

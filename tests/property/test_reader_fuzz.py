@@ -24,7 +24,7 @@ from dpcore.data.code_tables import read_code_table
 from dpcore.data.points import load_points_file
 from dpcore.data.tables import read_table
 from dpcore.errors import DPCoreError
-from dpcore.flows import od
+from dpcore.flows.counts import ODCounts
 from dpcore.points import workload_io
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -44,7 +44,7 @@ def _hierarchy(data: bytes, name: str) -> object:
 def _od(data: bytes, name: str) -> object:
     df = read_code_table(data, name)
     cols = [str(c) for c in df.columns]
-    return od.ODCounts.from_frame(df, _H, origin=cols[0], destination=cols[-1])
+    return ODCounts.from_frame(df, _H, origin=cols[0], destination=cols[-1])
 
 
 READERS = {

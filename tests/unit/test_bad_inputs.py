@@ -30,7 +30,8 @@ from dpcore.data.points import load_points_file
 from dpcore.data.tables import read_table
 from dpcore.data.text import UPLOAD_LIMIT_MB, gunzip_limited
 from dpcore.errors import DPCoreError, InputError, ParameterError
-from dpcore.flows import od
+from dpcore.flows.counts import ODCounts
+from dpcore.flows.tree import hierarchy_from_prefixes
 from dpcore.points import workload_io
 
 REPO = Path(__file__).resolve().parents[2]
@@ -284,15 +285,15 @@ def test_tree_over_the_size_limit_is_refused_before_the_work(monkeypatch: pytest
 def test_od_codes_not_in_the_hierarchy_name_the_rows() -> None:
     trips = pd.DataFrame({"o": ["001", "002", "999"], "d": ["003", "777", "001"]})
     with pytest.raises(InputError, match=r"1 row of the trips \(row 4\).*origin.*999.*Fix the codes"):
-        od.ODCounts.from_frame(trips, _H, origin="o", destination="d")
+        ODCounts.from_frame(trips, _H, origin="o", destination="d")
     trips = pd.DataFrame({"o": ["001", None], "d": ["003", "001"]})
     with pytest.raises(InputError, match="missing code"):
-        od.ODCounts.from_frame(trips, _H, origin="o", destination="d")
+        ODCounts.from_frame(trips, _H, origin="o", destination="d")
 
 
 def test_prefix_hierarchy_with_codes_of_the_wrong_length() -> None:
     with pytest.raises(InputError, match="do not have 5 characters"):
-        od.hierarchy_from_prefixes(["01001", "1003"], [2, 5])
+        hierarchy_from_prefixes(["01001", "1003"], [2, 5])
 
 
 def test_area_sets_with_unknown_codes() -> None:

@@ -17,8 +17,8 @@ import pytest
 from shapely.geometry import box
 
 from dpcore.cli import classic_rho, main
-from dpcore.flows import od
-from dpcore.flows.od_export import validate_od_record
+from dpcore.flows import mechanisms as od
+from dpcore.flows.export import validate_od_record
 from dpcore.privacy import budget
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Unit tests of O/D release exports (dpcore.flows.od_export): CSV, flow lines, centroids, the record."""
+"""Unit tests of O/D release exports (dpcore.flows.export): CSV, flow lines, centroids, the record."""
 
 from __future__ import annotations
 
@@ -20,8 +20,10 @@ from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.pipeline import release_od
 from dpcore.data.synthetic import demo_od, synthetic_hierarchy
 from dpcore.errors import InputError, ParameterError
-from dpcore.flows import od
-from dpcore.flows import od_export as X
+from dpcore.flows import export as X
+from dpcore.flows import mechanisms as od
+from dpcore.flows.counts import ODCounts
+from dpcore.flows.tree import tree_levels
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
@@ -60,24 +62,24 @@ def hier() -> Hierarchy:
 
 
 @pytest.fixture(scope="module")
-def counts(hier: Hierarchy) -> od.ODCounts:
-    return od.ODCounts.from_frame(_true_flows(), hier, origin="origin", destination="destination", count="count")
+def counts(hier: Hierarchy) -> ODCounts:
+    return ODCounts.from_frame(_true_flows(), hier, origin="origin", destination="destination", count="count")
 
 
-def _release(counts: od.ODCounts, cost: budget.PrivacyCost, *, seed: int = 11, mech: str = "inftda",
+def _release(counts: ODCounts, cost: budget.PrivacyCost, *, seed: int = 11, mech: str = "inftda",
              **opt: object) -> od.ODRelease:
     ledger = Ledger(budget.zcdp(10.0) if cost.definition == "zcdp" else budget.pure(10.0), dataset="x")
     return release_od(counts, mech, cost, ledger, noise=NoiseSource(seed), **opt)
 
 
 @pytest.fixture(scope="module")
-def rel(counts: od.ODCounts) -> od.ODRelease:
+def rel(counts: ODCounts) -> od.ODRelease:
     return _release(counts, budget.zcdp(0.5))
 
 
-def _true_values(counts: od.ODCounts) -> set[int]:
+def _true_values(counts: ODCounts) -> set[int]:
     out: set[int] = set()
-    for o, d in od.tree_levels(counts.origin_h.depth):
+    for o, d in tree_levels(counts.origin_h.depth):
         out.update(int(v) for v in counts.level(o, d)[1])
     return out
 
@@ -163,7 +165,7 @@ def test_schema_rejects_unknown_top_level_key(rel: od.ODRelease) -> None:
         X.validate_od_record(rec)
 
 
-def test_exported_files_hold_no_true_count(counts: od.ODCounts, hier: Hierarchy, tmp_path: Path) -> None:
+def test_exported_files_hold_no_true_count(counts: ODCounts, hier: Hierarchy, tmp_path: Path) -> None:
     # unbounded neighbours: not even the total is public; tiny ρ (σ ≈ 25,000 per cell) so that a noisy
     # value equals a true one only by a (seeded, checked) chance of well under 1 %
     r = _release(counts, budget.zcdp(1e-8), seed=5, neighbour="unbounded")
@@ -186,7 +188,7 @@ def test_exported_files_hold_no_true_count(counts: od.ODCounts, hier: Hierarchy,
         assert not leaked, (p.name, sorted(leaked)[:5])
 
 
-def test_bounded_record_publishes_only_the_total(counts: od.ODCounts, tmp_path: Path) -> None:
+def test_bounded_record_publishes_only_the_total(counts: ODCounts, tmp_path: Path) -> None:
     r = _release(counts, budget.zcdp(1e-8), seed=6)
     paths = X.write_od(r, tmp_path, None)
     assert sorted(p.name for p in paths) == ["release.csv", "release.json"]  # no coordinates, no geojson
@@ -199,7 +201,7 @@ def test_bounded_record_publishes_only_the_total(counts: od.ODCounts, tmp_path: 
     assert "ledger" not in rec
 
 
-def test_record_pure_and_vanilla(counts: od.ODCounts) -> None:
+def test_record_pure_and_vanilla(counts: ODCounts) -> None:
     r = _release(counts, budget.pure(1.0))
     rec = X.od_record(r)
     X.validate_od_record(rec)
@@ -213,7 +215,7 @@ def test_record_pure_and_vanilla(counts: od.ODCounts) -> None:
     assert rec["extra"]["budget_input"]["rho"] == 1.0
 
 
-def test_record_never_exports_sh_true_pair_count(counts: od.ODCounts) -> None:
+def test_record_never_exports_sh_true_pair_count(counts: ODCounts) -> None:
     r = od.release(counts, "sh", None, NoiseSource(1), approx=(1.0, 1e-6))
     rec = X.od_record(r)
     X.validate_od_record(rec)
@@ -291,7 +293,7 @@ def test_centroids_from_points_means_per_level(hier: Hierarchy) -> None:
 def test_flows_geojson_endpoints_are_the_centroids() -> None:
     areas, flows, bounds = demo_od(trips=5_000)
     h = Hierarchy.from_frame(areas, ["region", "district", "zone"])
-    c = od.ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
+    c = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
     r = _release(c, budget.zcdp(1.0))
     xy = {d: X.centroids_from_boundaries(h, d, bounds[lv])[:2] for d, lv in enumerate(h.levels, start=1)}
     gj = X.flows_geojson(r, xy)
@@ -345,7 +347,7 @@ def test_release_csv_quotes_labels_with_commas() -> None:
     h = Hierarchy.from_frame(areas, ["city", "zone"])
     labels = h.labels(2)
     flows = pd.DataFrame({"origin": [labels[0], labels[2]], "destination": [labels[1], labels[0]], "count": [40, 60]})
-    c = od.ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
+    c = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
     r = _release(c, budget.zcdp(1.0))
     back = pd.read_csv(io.BytesIO(X.release_csv_bytes(r)), dtype={"origin": str, "destination": str})
     pd.testing.assert_frame_equal(back, X.release_frame(r).astype({"noisy_count": "int64"}), check_dtype=False)
@@ -372,10 +374,10 @@ def test_schema_refuses_a_total_that_is_not_public_and_stray_details(rel: od.ODR
         X.validate_od_record(bad)
 
 
-def test_record_warns_when_the_area_list_came_from_the_data(counts: od.ODCounts) -> None:
+def test_record_warns_when_the_area_list_came_from_the_data(counts: ODCounts) -> None:
     h = counts.origin_h
     leaky = Hierarchy(h.levels, h.keys, h.parents, h.code_modes, h.names, "data (not public)")
-    c = od.ODCounts(leaky, leaky, counts.origin, counts.destination, counts.count)
+    c = ODCounts(leaky, leaky, counts.origin, counts.destination, counts.count)
     r = od.release(c, "inftda", budget.zcdp(0.5), NoiseSource(1))
     rec = X.od_record(r)
     assert any(n.startswith("WARNING") and "not protected" in n for n in rec["notes"])
@@ -385,7 +387,7 @@ def test_flows_geojson_carries_public_display_names() -> None:
     areas = pd.DataFrame({"st": ["A", "A", "B"], "co": ["A1", "A2", "B1"], "nm": ["Alpha", "Anchor", "Bravo"]})
     h = Hierarchy.from_frame(areas, ["st", "co"], names={"co": "nm"})
     df = pd.DataFrame({"o": ["A1"] * 400 + ["B1"] * 300, "d": ["A2"] * 400 + ["A1"] * 300})
-    c = od.ODCounts.from_frame(df, h, origin="o", destination="d")
+    c = ODCounts.from_frame(df, h, origin="o", destination="d")
     r = od.release(c, "inftda", budget.zcdp(5.0), NoiseSource(3))
     xy = {2: (np.array([0.0, 1.0, 2.0]), np.array([0.0, 1.0, 2.0]))}
     gj = X.flows_geojson(r, xy)

@@ -1,4 +1,4 @@
-"""Figures of an O/D release (dpcore/flows/od_viz.py): flow map and O/D heatmap."""
+"""Figures of an O/D release (dpcore/flows/figures.py): flow map and O/D heatmap."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data import synthetic
 from dpcore.errors import ParameterError
-from dpcore.flows import od, od_export, od_viz
+from dpcore.flows import export, figures
+from dpcore.flows import mechanisms as od
+from dpcore.flows.counts import ODCounts
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
 
@@ -17,11 +19,11 @@ from dpcore.privacy.noise import NoiseSource
 def demo():
     areas, flows, bounds = synthetic.demo_od()
     h = Hierarchy.from_frame(areas, ["region", "district", "zone"])
-    counts = od.ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
+    counts = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
     rel = od.release(counts, "inftda", budget.zcdp(0.0132), NoiseSource(3))
     xy = {}
     for d, lv in ((1, "region"), (2, "district"), (3, "zone")):
-        lon, lat, unmatched = od_export.centroids_from_boundaries(h, d, bounds[lv])
+        lon, lat, unmatched = export.centroids_from_boundaries(h, d, bounds[lv])
         assert not unmatched
         xy[d] = (lon, lat)
     return rel, xy, bounds
@@ -47,7 +49,7 @@ def circles(fig):
 def test_flow_map_is_offline_and_has_one_trace_per_width_class(demo):
     rel, xy, bounds = demo
     t = 6  # zone → zone
-    fig = od_viz.flow_map(rel, t, xy, boundaries=[bounds["zone"], bounds["region"]], top=150)
+    fig = figures.flow_map(rel, t, xy, boundaries=[bounds["zone"], bounds["region"]], top=150)
     assert fig.layout.map.style == "white-bg"
     assert all(tr.type == "scattermap" for tr in fig.data)
     # the view fits the public geography (all zone centres), not where the flows are
@@ -72,7 +74,7 @@ def test_flow_map_is_offline_and_has_one_trace_per_width_class(demo):
 
 def test_widths_grow_with_counts_and_classes_do_not_overlap(demo):
     rel, xy, _ = demo
-    fig = od_viz.flow_map(rel, 4, xy, top=300)  # district → district
+    fig = figures.flow_map(rel, 4, xy, top=300)  # district → district
     lines = line_traces(fig)
     assert len(lines) >= 3
     spans = []
@@ -89,9 +91,9 @@ def test_top_keeps_the_largest_flows_between_different_areas(demo):
     rel, xy, _ = demo
     t = 6
     top = 40
-    fig = od_viz.flow_map(rel, t, xy, top=top, within=False)
+    fig = figures.flow_map(rel, t, xy, top=top, within=False)
     assert not circles(fig)
-    shown = sorted(first_value(h) for tr in line_traces(fig) for h in tr.hovertext[:: od_viz.ARC.size + 1])
+    shown = sorted(first_value(h) for tr in line_traces(fig) for h in tr.hovertext[:: figures.ARC.size + 1])
     assert len(shown) == top
     v = rel.values[t]
     between = v[rel.origins[t] != rel.destinations[t]]
@@ -99,7 +101,7 @@ def test_top_keeps_the_largest_flows_between_different_areas(demo):
     # a larger N than there are flows draws them all
     lp = rel.plan.levels[2]
     n_between = int((rel.origins[2] != rel.destinations[2]).sum())
-    fig = od_viz.flow_map(rel, 2, xy, top=1000)
+    fig = figures.flow_map(rel, 2, xy, top=1000)
     assert lp.kind == "intra"
     assert sum(line_flows(tr) for tr in line_traces(fig)) == n_between
 
@@ -107,7 +109,7 @@ def test_top_keeps_the_largest_flows_between_different_areas(demo):
 def test_self_flows_are_circles_at_the_area_centre(demo):
     rel, xy, _ = demo
     t = 2  # region → region: the 4 within-region flows are the largest
-    fig = od_viz.flow_map(rel, t, xy, top=10)
+    fig = figures.flow_map(rel, t, xy, top=10)
     (c,) = circles(fig)
     self_idx = np.flatnonzero(rel.origins[t] == rel.destinations[t])
     assert len(c.lon) == self_idx.size
@@ -121,7 +123,7 @@ def test_self_flows_are_circles_at_the_area_centre(demo):
 def test_hover_names_both_ends_and_the_noisy_count(demo):
     rel, xy, _ = demo
     t = 3  # region > district: origins are regions, destinations districts
-    fig = od_viz.flow_map(rel, t, xy, top=5)
+    fig = figures.flow_map(rel, t, xy, top=5)
     txt = [h for tr in line_traces(fig) for h in tr.hovertext if h]
     o_names = set(rel.origin_h.display_names(1))
     assert txt and all(" → " in h and h.endswith(" trips") for h in txt)
@@ -136,7 +138,7 @@ def test_areas_without_coordinates_are_skipped(demo):
     rel, xy, _ = demo
     lon, lat = (a.copy() for a in xy[3])
     lon[:300] = np.nan
-    fig = od_viz.flow_map(rel, 6, {**xy, 3: (lon, lat)}, top=10_000, within=False)
+    fig = figures.flow_map(rel, 6, {**xy, 3: (lon, lat)}, top=10_000, within=False)
     pts = np.array([x for tr in line_traces(fig) for x in tr.lon if x is not None], dtype=float)
     assert np.isfinite(pts).all()
     o, d = rel.origins[6], rel.destinations[6]
@@ -147,30 +149,30 @@ def test_areas_without_coordinates_are_skipped(demo):
 def test_flow_map_refuses_bad_input(demo):
     rel, xy, _ = demo
     with pytest.raises(ParameterError):
-        od_viz.flow_map(rel, 0, xy)  # the total is one number
+        figures.flow_map(rel, 0, xy)  # the total is one number
     with pytest.raises(ParameterError):
-        od_viz.flow_map(rel, 6, xy, top=0)
+        figures.flow_map(rel, 6, xy, top=0)
     with pytest.raises(ParameterError):
-        od_viz.flow_map(rel, 6, {1: xy[1]})  # no zone coordinates
+        figures.flow_map(rel, 6, {1: xy[1]})  # no zone coordinates
     with pytest.raises(ParameterError):
-        od_viz.flow_map(rel, 6, {3: (xy[3][0][:10], xy[3][1][:10])})
+        figures.flow_map(rel, 6, {3: (xy[3][0][:10], xy[3][1][:10])})
 
 
 def test_flow_classes():
-    cls, ranges = od_viz.flow_classes(np.array([1, 2, 3, 50, 60, 1000, 5000]))
+    cls, ranges = figures.flow_classes(np.array([1, 2, 3, 50, 60, 1000, 5000]))
     assert 2 <= len(ranges) <= 5
     assert np.all(np.diff(cls[np.argsort([1, 2, 3, 50, 60, 1000, 5000])]) >= 0)
     assert ranges[0][0] == 1 and ranges[-1][1] == 5000
     assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:], strict=False))
-    cls, ranges = od_viz.flow_classes(np.array([7, 7, 7]))
+    cls, ranges = figures.flow_classes(np.array([7, 7, 7]))
     assert ranges == [(7, 7)] and (cls == 0).all()
-    assert od_viz.flow_classes(np.array([]))[1] == []
+    assert figures.flow_classes(np.array([]))[1] == []
 
 
 def test_heatmap_shows_the_released_matrix(demo):
     rel, _, _ = demo
     t = 4  # district × district: 36 × 36
-    fig = od_viz.od_heatmap(rel, t, log=False)
+    fig = figures.od_heatmap(rel, t, log=False)
     hm = fig.data[0]
     assert hm.type == "heatmap"
     m = rel.matrix(t)
@@ -178,7 +180,7 @@ def test_heatmap_shows_the_released_matrix(demo):
     z = np.asarray(hm.z, dtype=float)
     assert np.isnan(z[m == 0]).all() and np.array_equal(z[m != 0], m[m != 0])  # zeros blank
     assert len(hm.y) == len(set(hm.y)) == 36
-    logfig = od_viz.od_heatmap(rel, t, log=True)
+    logfig = figures.od_heatmap(rel, t, log=True)
     lz = np.asarray(logfig.data[0].z, dtype=float)
     assert np.allclose(lz[m > 0], np.log10(m[m > 0]))
     ticks = logfig.data[0].colorbar.ticktext
@@ -188,9 +190,9 @@ def test_heatmap_shows_the_released_matrix(demo):
 def test_heatmap_refuses_big_levels(demo):
     rel, _, _ = demo
     with pytest.raises(ParameterError, match="at most 300"):
-        od_viz.od_heatmap(rel, 6)  # 576 zones a side
+        figures.od_heatmap(rel, 6)  # 576 zones a side
     with pytest.raises(ParameterError):
-        od_viz.od_heatmap(rel, 4, max_side=20)
+        figures.od_heatmap(rel, 4, max_side=20)
     with pytest.raises(ParameterError):
-        od_viz.od_heatmap(rel, 5)  # district > zone: 36 × 576
-    assert od_viz.od_heatmap(rel, 3).data  # region > district: 4 × 36
+        figures.od_heatmap(rel, 5)  # district > zone: 36 × 576
+    assert figures.od_heatmap(rel, 3).data  # region > district: 4 × 36

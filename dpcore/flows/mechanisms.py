@@ -1,27 +1,25 @@
-"""Origin/destination (O/D) releases on a public area hierarchy: InfTDA and its baselines.
+"""O/D mechanisms: InfTDA and its baselines, their data-free plan and their release.
 
-Spec: ``shared/specs/topdown-od.md`` (paper: Boninsegna & Silvestri, *Differentially Private
-Release of Hierarchical Origin/Destination Data with a TopDown Approach*).
-
-The trips (one per person, or up to ``m`` per person) are counted per pair (origin area,
-destination area) at the finest level ``g`` of a **public** hierarchy.  The O/D counts are
-rewritten as a tree of depth ``T = 2g`` (spec §1.4).  In the *destination tree* a node
-``(u_{k−1}, v_{k−1})`` first gets the children ``(u_{k−1}, v_k)`` for every sub-area ``v_k`` of
-``v_{k−1}`` (a cross-level table), and each of those the children ``(u_k, v_k)`` for every
-sub-area ``u_k`` of ``u_{k−1}`` (the O/D matrix at level k).  The *origin tree* refines the
-origin first.  Every tree level partitions the trips, so each is a histogram with the same
-sensitivity.
+InfTDA is the algorithm of Boninsegna & Silvestri, "Differentially private release of
+hierarchical origin/destination data with a TopDown approach" (PoPETs 2025 / arXiv 2024; spec
+``topdown-od.md``).  The trips are counted per finest (origin, destination) pair
+(:class:`dpcore.flows.counts.ODCounts`) and released level by level down the O/D tree of the two
+public hierarchies (:func:`dpcore.flows.tree.tree_levels`): every tree level partitions the
+trips, so each is a histogram with the same sensitivity.
 
 Mechanisms
 ----------
-* ``inftda`` — InfTDA (spec §2.2): from the root down, the children of every **surviving** node
-  (all of them, from the public list, zeros included) get discrete Gaussian (or discrete
-  Laplace) noise and are projected by IntOpt onto non-negative integers summing to the parent's
-  released value, minimising the largest change (closed form, one lexsort per level:
-  :func:`dpcore.estimate.topdown_opt.intopt_segments`).  Children released as 0 are dropped with their
-  whole subtree (post-processing: lazy noise equals noising the whole level and discarding).
+* ``inftda`` — InfTDA (the paper's Algorithm 1; spec §2.2): from the root down, the children of
+  every **surviving** node (all of them, from the public list, zeros included) get discrete
+  Gaussian (or discrete Laplace) noise and are projected by IntOpt (the paper's Algorithm 2) onto
+  non-negative integers summing to the parent's released value, minimising the largest change
+  (closed form, one lexsort per level: :func:`dpcore.estimate.topdown_opt.intopt_segments`).
+  Children released as 0 are dropped with their whole subtree (post-processing: lazy noise equals
+  noising the whole level and discarding).
 * ``tda_l2`` — the same walk with the exact integer least-squares projection (scaled simplex
-  plus controlled rounding, :func:`dpcore.estimate.topdown_opt.l2_round_segments`), spec §2.7.
+  plus controlled rounding, :func:`dpcore.estimate.topdown_opt.l2_round_segments`), as the US
+  Census Bureau's TopDown algorithm does (Abowd et al., "The 2020 Census Disclosure Avoidance
+  System TopDown Algorithm", Harvard Data Science Review 2022); spec §2.7.
 * ``tda_linf_milp`` — baseline (§2.7–2.8): the same walk and the same L∞ objective, solved by a
   black-box MILP (scipy/HiGHS) per node, which returns an arbitrary optimal vertex instead of
   IntOpt's sparse one (the paper's TDA_ℓ∞).  One solver call per surviving node, so it is
@@ -37,20 +35,21 @@ Mechanisms
 Privacy (spec §1.5, §2.2–2.3, §8.1 item 15)
 -------------------------------------------
 Neighbours are ``"bounded"`` (replace one person: the total is public and exact when every
-person has exactly one trip) or ``"unbounded"`` (add or remove one person: the total is noised).
+person has exactly one trip) or ``"unbounded"`` (add or remove one person, the paper's
+Appendix B: the total is noised).
 With up to ``m`` trips per person the L2 sensitivity is ``√2·m`` (bounded) or ``m``
 (unbounded) at every level above the leaves, and at the leaves ``√(2m)`` / ``√m`` when a person's
 trips are distinct pairs (repeats allowed: as above the leaves); the L1 sensitivity is ``2m`` /
 ``m``.  With ``m > 1`` the total is not invariant even under bounded neighbours (pitfall 3), so
 the root is measured (sensitivity ``m``).  The budget is split over the measured levels; a level
 in which every node has a single child ("copy level") is not measured and gets no share.  σ is
-computed from each level's share and sensitivity (never hard-coded ``T/ρ``).
+computed from each level's share and sensitivity (never hard-coded ``T/ρ``).  The expected errors
+of a plan come from :mod:`dpcore.flows.accuracy`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import math
 import uuid
 from collections.abc import Sequence
@@ -61,12 +60,19 @@ import numpy as np
 import pandas as pd
 
 from dpcore.areas import hierarchical
-from dpcore.areas.hierarchy import Hierarchy, _code_frame, _plural, _rows
-from dpcore.data.code_tables import code_text
-from dpcore.data.engines import base as _engine_rules
-from dpcore.data.persons import canonical_id
-from dpcore.errors import InputError, ParameterError
+from dpcore.areas.hierarchy import Hierarchy
+from dpcore.errors import ParameterError
 from dpcore.estimate import topdown_opt
+from dpcore.flows.accuracy import linf_bounds, topdown_variances, typical_max, vanilla_errors
+from dpcore.flows.counts import ODCounts
+from dpcore.flows.tree import (
+    Orientation,
+    _ancestors,
+    _check_pair,
+    _group_sum,
+    level_name,
+    tree_levels,
+)
 from dpcore.privacy import budget
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost
@@ -76,25 +82,17 @@ __all__ = [
     "MECHANISMS",
     "MILP_MAX_SUBPROBLEMS",
     "VANILLA_MAX_CELLS",
-    "ODCounts",
     "ODLevelPlan",
     "ODMechanismInfo",
     "ODPlan",
     "ODRelease",
-    "empirical_errors",
     "get",
-    "hierarchy_from_prefixes",
-    "leaf_lookup",
-    "match_leaves",
     "plan",
     "release",
-    "tree_levels",
 ]
 
 Neighbour = Literal["bounded", "unbounded"]
-Orientation = Literal["destination", "origin"]
 
-#: Largest total number of trips: counts are read as floats, which are exact up to 2⁵³.
 MAX_COUNT = 2**53
 #: Largest full finest O/D domain (origin areas × destination areas) VanillaGauss will noise: the
 #: US county × county domain (10.4 M) peaks at about 1.7 GB, so 12 M keeps a release near 2 GB.
@@ -167,346 +165,6 @@ def get(name: str) -> ODMechanismInfo:
             "(run 'python -m dpcore mechanisms' for details)."
         )
     return MECHANISMS[key]
-
-
-# ---------------------------------------------------------------------------------------------
-# public structure
-# ---------------------------------------------------------------------------------------------
-
-
-def hierarchy_from_prefixes(
-    codes: Sequence[Any] | pd.Series,
-    lengths: Sequence[int],
-    names: Sequence[str] | None = None,
-    *,
-    source: str = "area list",
-) -> Hierarchy:
-    """A hierarchy whose levels are prefixes of one code (block ``440070101001000`` → state
-    ``44``, county ``44007``, …).
-
-    ``codes`` is the **public** list of finest areas (every area, zero-flow ones included).  The
-    codes must all have the finest length; every level's codes are unique across the level.
-    """
-    lengths = [int(v) for v in lengths]
-    if not lengths or any(b <= a for a, b in zip(lengths, lengths[1:], strict=False)) or lengths[0] < 1:
-        raise ParameterError(
-            f"Prefix lengths {lengths} must be increasing whole numbers, e.g. 2,5,11,12,15 for "
-            "census block codes (state, county, tract, block group, block)."
-        )
-    names = [str(n) for n in names] if names is not None else [f"level{i + 1}" for i in range(len(lengths))]
-    if len(names) != len(lengths):
-        raise ParameterError(f"Give one level name per prefix length ({len(lengths)}), e.g. state,county.")
-    cf = _code_frame(pd.DataFrame({"code": pd.Series(list(codes) if not isinstance(codes, pd.Series) else codes)}),
-                     ["code"], "The area list")
-    s = pd.Series(cf["code"].to_numpy(dtype=object)).astype(str)
-    bad = (s.str.len() != lengths[-1]).to_numpy()
-    if bad.any():
-        ex = ", ".join(s[bad].head(3).tolist())
-        raise InputError(
-            f"{_plural(int(bad.sum()), 'code')} of the area list ({_rows(bad)}; e.g. {ex}) do not have "
-            f"{lengths[-1]} characters, the finest prefix length. Read the codes as text (leading zeros "
-            "kept) or fix the prefix lengths."
-        )
-    df = pd.DataFrame({n: s.str.slice(0, ln) for n, ln in zip(names, lengths, strict=True)})
-    return Hierarchy.from_frame(df, names, codes="global", source=source)  # type: ignore[arg-type]
-
-
-def match_leaves(h: Hierarchy, values: pd.Series | Sequence[Any]) -> np.ndarray:
-    """Finest-area index of every value, ``-1`` where it is missing or not an area.
-
-    A value may be the area's own code (when unique across the level), its joined path code
-    (GEOID style) or its ``a/b/c`` label; whichever style matches the most values is used.
-    Whole floats (``1.0``, as Parquet may store codes) become integer text; spaces are stripped.
-    """
-    return _match(h, _text(values).to_numpy(dtype=object))
-
-
-def _match(h: Hierarchy, v: np.ndarray) -> np.ndarray:
-    """:func:`match_leaves` on codes that are already clean text (object array)."""
-    L = h.depth
-    candidates = []
-    if h.code_modes[-1] == "global":
-        candidates.append(h.codes(L))
-    candidates += [h.joined_codes(L), h.labels(L)]
-    best: np.ndarray | None = None
-    for cand in candidates:
-        idx = pd.Index(cand)
-        if not idx.is_unique:
-            continue
-        pos = idx.get_indexer(v)
-        if best is None or (pos >= 0).sum() > (best >= 0).sum():
-            best = pos
-        if (pos >= 0).all():
-            break
-    assert best is not None  # labels are always unique
-    return best.astype(np.int64)
-
-
-def leaf_lookup(h: Hierarchy, values: pd.Series | Sequence[Any], what: str) -> np.ndarray:
-    """:func:`match_leaves`, but missing codes and codes that are not in the public area list
-    are an error naming the rows."""
-    cf = _code_frame(pd.DataFrame({what: pd.Series(values).reset_index(drop=True)}), [what], "The trips")
-    v = cf[what].to_numpy(dtype=object)
-    best = _match(h, v)  # _code_frame has cleaned the codes already
-    missing = best < 0
-    if missing.any():
-        ex = list(dict.fromkeys(v[missing].tolist()))[:3]
-        raise InputError(
-            f"{_plural(int(missing.sum()), 'row')} of the trips ({_rows(missing)}) have {'an' if what[:1] in 'aeiou' else 'a'} {what} that is not "
-            f"a finest area ('{h.levels[-1]}') of the public hierarchy (e.g. {', '.join(map(str, ex))}). "
-            "Fix the codes, drop those rows, or use a hierarchy that lists these areas."
-        )
-    return best.astype(np.int64)
-
-
-def tree_levels(depth: int, orientation: Orientation = "destination") -> list[tuple[int, int]]:
-    """``(origin depth, destination depth)`` of every O/D tree level 0..2g (spec §1.4)."""
-    if orientation not in ("destination", "origin"):
-        raise ParameterError("The tree orientation is 'destination' (refine destinations first) or 'origin'.")
-    out = [(0, 0)]
-    for k in range(1, depth + 1):
-        out.append((k - 1, k) if orientation == "destination" else (k, k - 1))
-        out.append((k, k))
-    return out
-
-
-def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct keys and the exact int64 sum of their values, zero sums dropped
-    (``np.bincount`` would go through float64)."""
-    if keys.size == 0:
-        return keys.astype(np.int64), np.zeros(0, dtype=np.int64)
-    order = np.argsort(keys, kind="stable")
-    k = keys[order]
-    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-    sums = np.add.reduceat(np.asarray(values, dtype=np.int64)[order], starts)
-    uniq = k[starts]
-    nz = sums != 0
-    return uniq[nz], sums[nz]
-
-
-def _ancestors(h: Hierarchy) -> list[np.ndarray]:
-    """``anc[d][leaf]``: index at depth d of every finest area's ancestor (d = 0..L)."""
-    anc = [np.arange(h.n_leaves, dtype=np.int64)]
-    for d in range(h.depth - 1, -1, -1):
-        anc.insert(0, h.parents[d][anc[0]])
-    return anc
-
-
-def _check_pair(origin: Hierarchy, destination: Hierarchy) -> None:
-    for h in (origin, destination):
-        bad = [lv for lv in h.levels if ">" in lv]
-        if bad:
-            raise ParameterError(
-                f"The level name '{bad[0]}' contains '>', which O/D exports use between an origin and a "
-                "destination level (state>county). Rename the level."
-            )
-    if origin.depth != destination.depth:
-        raise ParameterError(
-            f"The origin hierarchy has {origin.depth} levels and the destination hierarchy "
-            f"{destination.depth}; they must have the same number of levels (add a copy level to the "
-            "shorter one: each area its own single child)."
-        )
-
-
-def level_name(origin: Hierarchy, destination: Hierarchy, od: int, dd: int) -> str:
-    """``"county"`` for an intra-level table, ``"state>county"`` (origin > destination) otherwise."""
-    a, b = origin.level_names[od], destination.level_names[dd]
-    return a if (od == dd and a == b) else f"{a}>{b}"
-
-
-# ---------------------------------------------------------------------------------------------
-# confidential counts
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class ODCounts:
-    """Trip counts per finest (origin, destination) pair, sparse.  **Confidential.**
-
-    ``origin``/``destination`` are finest-area indices into the two hierarchies, one entry per
-    observed pair (sorted, unique), ``count`` > 0.  ``max_trips`` (m) and ``distinct`` describe
-    the contribution bound the counts respect (m = 1: one trip per person).
-    """
-
-    origin_h: Hierarchy
-    destination_h: Hierarchy
-    origin: np.ndarray
-    destination: np.ndarray
-    count: np.ndarray
-    max_trips: int = 1
-    distinct: bool = True
-    dropped_trips: int = 0
-    #: Order-independent hash of the input rows (codes as text), before any cap: the same trips
-    #: re-encoded, reordered, gzipped or given as (origin, destination, count) rows hash the same,
-    #: so a budget keyed by it cannot be reset by re-uploading.  Confidential-data derived: use it
-    #: as a key only, never publish it.
-    fingerprint: str = ""
-
-    @property
-    def total(self) -> int:
-        return int(self.count.sum())
-
-    @property
-    def n_pairs(self) -> int:
-        return int(self.count.size)
-
-    @classmethod
-    def from_frame(
-        cls,
-        df: pd.DataFrame,
-        origin_h: Hierarchy,
-        destination_h: Hierarchy | None = None,
-        *,
-        origin: str,
-        destination: str,
-        count: str | None = None,
-        user: str | None = None,
-        max_trips: int = 1,
-        distinct: bool = True,
-        noise: NoiseSource | None = None,
-    ) -> ODCounts:
-        """Counts from trip rows (one per trip, optional person id) or from ``count`` rows.
-
-        With ``user``, every person keeps at most ``max_trips`` trips (chosen at random with
-        the rule of :func:`dpcore.data.engines.base.cap_groups`; with ``distinct`` a person's repeated
-        pairs count once first).  ``noise`` is not used (kept for callers).  Without it,
-        every trip is taken to be a different person (``max_trips`` must be 1).
-        """
-        destination_h = destination_h or origin_h
-        _check_pair(origin_h, destination_h)
-        if not isinstance(df, pd.DataFrame) or df.empty:
-            raise InputError("The trips table is empty. Give one row per trip, or origin, destination and count.")
-        for col, what in ((origin, "origin"), (destination, "destination"), (count, "count"), (user, "person id")):
-            if col is not None and col not in df.columns:
-                raise InputError(
-                    f"The trips table has no {what} column '{col}'. Its columns are: "
-                    f"{', '.join(map(str, list(df.columns)[:20]))}."
-                )
-        m = int(max_trips)
-        if m < 1:
-            raise ParameterError("The most trips per person (m) must be at least 1.")
-        if count is not None and user is not None:
-            raise ParameterError("Give either a count column (aggregated pairs) or a person id (trip rows), not both.")
-        if user is None and m != 1:
-            raise ParameterError(
-                "Without a person id every trip is a different person, so m must be 1. Name the person-id "
-                "column to cap each person at m trips."
-            )
-        o = leaf_lookup(origin_h, df[origin], "origin")
-        d = leaf_lookup(destination_h, df[destination], "destination")
-        nd = destination_h.n_leaves
-        key = o * nd + d
-        dropped = 0
-        if count is not None:
-            c = pd.to_numeric(df[count], errors="coerce").to_numpy(dtype=float)
-            bad = ~np.isfinite(c) | (c < 0) | (c != np.floor(c))
-            if bad.any():
-                raise InputError(
-                    f"The count column '{count}' has {_plural(int(bad.sum()), 'value')} that are not whole "
-                    f"numbers ≥ 0 ({_rows(bad)}). Fix or drop those rows."
-                )
-            too_big = c > MAX_COUNT
-            if too_big.any() or float(c.sum()) > MAX_COUNT:
-                raise InputError(
-                    f"The count column '{count}' adds up to more than {MAX_COUNT:,} trips"
-                    + (f" ({_rows(too_big)} alone exceed it)" if too_big.any() else "")
-                    + ". Counts that large cannot be added exactly; check the column (is it really a count?)."
-                )
-            w = c.astype(np.int64)
-        else:
-            w = np.ones(len(df), dtype=np.int64)
-            if user is not None:
-                uid = canonical_id(df[user])
-                bad = pd.isna(uid)
-                if bad.any():
-                    raise InputError(f"The person id column '{user}' is empty in {_rows(bad)}. Fill it or drop those rows.")
-                # the engines' rule (dpcore.data.engines.base.cap_groups): a person keeps the m trips
-                # with the smallest md5(person, origin, destination); with ``distinct`` a repeated
-                # pair counts once.  Order independent, so DuckDB and Spark keep the same trips.
-                frame = pd.DataFrame({"u": uid, "o": _text(df[origin]).to_numpy(object),
-                                      "d": _text(df[destination]).to_numpy(object)})
-                kept = _engine_rules.cap_groups(frame, ["o", "d"], m, bool(distinct))
-                ok = leaf_lookup(origin_h, kept["o"], "origin")
-                dk = leaf_lookup(destination_h, kept["d"], "destination")
-                dropped = int(len(df) - kept["count"].sum())
-                key = ok * nd + dk
-                w = kept["count"].to_numpy(dtype=np.int64)
-        uniq, tot = _group_sum(key, w)
-        # before the cap (w is then all ones): the budget belongs to the trips, not to one sample
-        fp = _trips_fingerprint(df[origin], df[destination], w if count is not None else None)
-        return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
-                   tot, m, bool(distinct), dropped, fp)
-
-    @classmethod
-    def from_code_counts(
-        cls,
-        cc: Any,
-        origin_h: Hierarchy,
-        destination_h: Hierarchy | None = None,
-        *,
-        max_trips: int = 1,
-        distinct: bool = True,
-    ) -> ODCounts:
-        """Counts from an engine's :class:`~dpcore.data.engines.base.CodeCounts` over (origin,
-        destination) codes: the same result as :meth:`from_frame` on the raw rows (the engines
-        apply the same per-person cap), for inputs too large for memory."""
-        destination_h = destination_h or origin_h
-        _check_pair(origin_h, destination_h)
-        ko, kd = cc.keys
-        f = cc.frame
-        if f.empty:
-            raise InputError("The trips table is empty. Give one row per trip, or origin, destination and count.")
-        if float(f["count_all"].sum()) > MAX_COUNT:
-            raise InputError(f"The trips add up to more than {MAX_COUNT:,}. Counts that large cannot be added exactly; "
-                             "check the count column (is it really a count?).")
-        o = leaf_lookup(origin_h, f[ko], "origin")
-        d = leaf_lookup(destination_h, f[kd], "destination")
-        nd = destination_h.n_leaves
-        uniq, tot = _group_sum(o * nd + d, f["count"].to_numpy(dtype=np.int64))
-        fp = _trips_fingerprint(f[ko], f[kd], f["count_all"].to_numpy(dtype=np.int64))
-        return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
-                   tot, int(max_trips), bool(distinct), int(cc.n_capped), fp)
-
-    def level(self, od: int, dd: int) -> tuple[np.ndarray, np.ndarray]:
-        """True counts at origin depth ``od`` × destination depth ``dd``: (sorted keys, counts),
-        key = origin index × (areas at dd) + destination index; only positive pairs."""
-        cache = self.__dict__.setdefault("_level_cache", {})
-        if (od, dd) not in cache:
-            anc_o = self.__dict__.setdefault("_anc_o", _ancestors(self.origin_h))
-            anc_d = self.__dict__.setdefault("_anc_d", _ancestors(self.destination_h))
-            n_d = self.destination_h.sizes[dd]
-            key = anc_o[od][self.origin] * n_d + anc_d[dd][self.destination]
-            cache[(od, dd)] = _group_sum(key, self.count)
-        return cache[(od, dd)]
-
-    def lookup(self, od: int, dd: int, o: np.ndarray, d: np.ndarray) -> np.ndarray:
-        """True counts of the pairs ``(o[i], d[i])`` (0 where nobody travels)."""
-        keys, c = self.level(od, dd)
-        q = o * self.destination_h.sizes[dd] + d
-        if keys.size == 0:
-            return np.zeros(q.size, dtype=np.int64)
-        pos = np.searchsorted(keys, q)
-        pos_c = np.minimum(pos, keys.size - 1)
-        return np.where(keys[pos_c] == q, c[pos_c], 0)
-
-
-def _text(values: Any) -> pd.Series:
-    return code_text(values).fillna("")
-
-
-def _trips_fingerprint(origin: Any, destination: Any, count: np.ndarray | None) -> str:
-    """Hash of the multiset of trips: trips per (origin, destination) pair, codes as text.
-
-    Person ids are left out on purpose: the same trips loaded with or without the person column
-    (or with renamed ids) are the same people's data and must draw on one budget.
-    """
-    frame = pd.DataFrame({"o": _text(origin), "d": _text(destination)})
-    frame["n"] = np.ones(len(frame), dtype=np.int64) if count is None else np.asarray(count, np.int64)
-    agg = frame.groupby(["o", "d"], sort=False)["n"].sum()
-    agg = agg[agg > 0].reset_index()
-    rows = np.sort(pd.util.hash_pandas_object(agg, index=False).to_numpy())
-    return hashlib.sha256(b"od-trips/1" + rows.tobytes()).hexdigest()[:20]
-
 
 # ---------------------------------------------------------------------------------------------
 # plan: budget, noise and analytic errors, before the data
@@ -646,6 +304,10 @@ def plan(
 ) -> ODPlan:
     """Budget split, noise and analytic errors per tree level, before any data is touched.
 
+    The sensitivities and the per-level noise follow Boninsegna & Silvestri (2024), Algorithm 1
+    (bounded) and Algorithm 3 (unbounded, Appendix B), with the budget split generalised over the
+    measured levels; the estimates come from :mod:`dpcore.flows.accuracy`.
+
     ``cost`` is ρ-zCDP (discrete Gaussian; the paper) or pure ε (discrete Laplace; our
     extension).  For ``sh`` give ``approx=(ε, δ)`` and no cost.  The split runs over the
     measured levels (the root only when the total is not public; copy levels never), top first;
@@ -773,21 +435,8 @@ def plan(
         under_o, under_d = origin.leaves_under(), destination.leaves_under()
         for t in range(T + 1):
             o, d = lv[t]
-            v = var[T] * leaf_pairs / pairs[t]  # the average cell sums N_T/N_ℓ leaf noises
-            sd = math.sqrt(v)
-            fam_lap = laplace and t == T
-            if fam_lap:
-                mean_abs = sd * math.sqrt(0.5)
-                max_abs = _typical_max(sd, pairs[t], True)
-            else:
-                # a pair (u, v) sums |u|·|v| leaf noises: its SD follows the public area sizes, and
-                # the largest areas dominate the maximum (Texas → Texas is 17× the mean state pair)
-                su, cu = np.unique(under_o[o], return_counts=True)
-                sv, cv = np.unique(under_d[d], return_counts=True)
-                sds = math.sqrt(var[T]) * np.sqrt(np.outer(su, sv).ravel().astype(float))
-                w = np.outer(cu, cv).ravel().astype(float)
-                mean_abs = float(np.sum(sds * w) / np.sum(w)) * math.sqrt(2.0 / math.pi)
-                max_abs = _expected_max_grouped(sds, w)
+            sd, mean_abs, max_abs = vanilla_errors(var[T], leaf_pairs, pairs[t], under_o[o], under_d[d],
+                                                   laplace and t == T)
             levels.append(lp(t, measured=measured[t], share=shares[t], noise=noises[t],
                              scale=float(scales[t]) if scales[t] is not None else 0.0,
                              l1_sensitivity=sens[t][0] if measured[t] else 0.0,
@@ -799,32 +448,9 @@ def plan(
         return ODPlan(info.name, cost, None, neighbour, m, bool(distinct), orientation, "finest only", (),
                       order, tiebreak, tuple(levels), tuple(scales))
 
-    V = [var[0]]  # the TopDown recursion (all three TopDown variants)
-    for t in range(1, T + 1):
-        if not measured[t]:
-            V.append(V[t - 1])  # a copy level repeats its parent
-        else:
-            V.append(var[t] * (1.0 - 1.0 / b[t]) + V[t - 1] / (b[t] * b[t]))
-    bounds = []
-    for t in range(T + 1):
-        if info.name not in ("inftda", "tda_linf_milp") or t == 0:  # any exact L∞ minimiser
-            bounds.append(0.0 if t == 0 and not measured[0] else math.nan)
-            continue
-        # union bound: β is split over the t levels (and the noised total, when there is one)
-        parts = t + (1 if measured[0] else 0)
-        acc = 0.0
-        for k in range(1, t + 1):
-            if not measured[k]:
-                continue
-            if laplace:
-                acc += float(scales[k]) * math.log(2.0 * parts * pairs[k] / beta)
-            else:
-                acc += float(scales[k]) * math.sqrt(2.0 * math.log(2.0 * parts * pairs[k] / beta))
-        r0 = 0.0
-        if measured[0]:  # a noised total adds its own error to every level below
-            r0 = (float(scales[0]) * math.log(2.0 * parts / beta) if laplace
-                  else float(scales[0]) * math.sqrt(2.0 * math.log(2.0 * parts / beta)))
-        bounds.append(2.0 * acc + r0)
+    V = topdown_variances(var, b, measured)  # the TopDown recursion (all three TopDown variants)
+    bounds = linf_bounds(scales, pairs, measured, laplace=laplace, beta=beta,
+                         exact_linf=info.name in ("inftda", "tda_linf_milp"))
     for t in range(T + 1):
         sd = math.sqrt(V[t])
         mean_abs = sd * (math.sqrt(0.5) if laplace else math.sqrt(2.0 / math.pi))
@@ -833,50 +459,11 @@ def plan(
                          l1_sensitivity=sens[t][0] if measured[t] else 0.0,
                          l2_sensitivity=sens[t][1] if measured[t] else 0.0,
                          noise_sd=math.sqrt(var[t]), sd=sd, mean_abs=mean_abs,
-                         max_abs=_typical_max(sd, pairs[t], laplace), bound=bounds[t],
+                         max_abs=typical_max(sd, pairs[t], laplace), bound=bounds[t],
                          unreliable_below=2.0 * math.sqrt(var[t]) if measured[t] else 2.0 * sd,
                          basis="TopDown recursion V = σ²(1 − 1/b) + V_parent/b² (dense regime, spec §6.2)"))
     return ODPlan(info.name, cost, None, neighbour, m, bool(distinct), orientation, split,
                   tuple(float(w) for w in (weights or ())), order, tiebreak, tuple(levels), tuple(scales))
-
-
-def _expected_max_grouped(sds: np.ndarray, counts: np.ndarray) -> float:
-    """``E[max |e|]`` over independent normal errors, ``counts[i]`` of them with SD ``sds[i]``:
-    ``∫_0^∞ 1 − Π_i (1 − erfc(t/(s_i√2)))^{c_i} dt`` on a fine grid."""
-    from scipy import special
-
-    s = np.asarray(sds, float)
-    c = np.asarray(counts, float)
-    keep = s > 0
-    s, c = s[keep], c[keep]
-    if s.size == 0:
-        return 0.0
-    if c.sum() == 1:
-        return float(s[0] * math.sqrt(2.0 / math.pi))
-    if s.size > 512:  # group into 512 geometric bins, each at its largest SD (a slight overestimate)
-        edges = np.geomspace(s.min(), s.max() * (1 + 1e-12), 513)
-        b = np.clip(np.searchsorted(edges, s, side="right") - 1, 0, 511)
-        c = np.bincount(b, weights=c, minlength=512)
-        s = edges[1:]  # the bin's upper edge: at most 1.7 % above any SD in it
-        keep = c > 0
-        s, c = s[keep], c[keep]
-    top = float(s.max()) * (4.0 + math.sqrt(2.0 * (math.log(c.sum()) + 8.0)))
-    t = np.linspace(0.0, top, 2001)
-    tail = special.erfc(t[:, None] / (s[None, :] * math.sqrt(2.0)))
-    log_none = (np.log1p(-np.minimum(tail, 1 - 1e-16)) * c[None, :]).sum(axis=1)
-    p_exceed = -np.expm1(log_none)
-    return float(np.sum((p_exceed[1:] + p_exceed[:-1]) * 0.5 * np.diff(t)))
-
-
-def _typical_max(sd: float, n: int, laplace: bool) -> float:
-    """Typical largest |error| over ``n`` cells with error SD ``sd``: ``sd·√(2 ln n)`` (normal,
-    spec §6.2 item 4) or ``sd/√2 · ln n`` (Laplace tails); one cell: its mean |error|."""
-    if sd <= 0:
-        return 0.0
-    if n <= 1:
-        return sd * (math.sqrt(0.5) if laplace else math.sqrt(2.0 / math.pi))
-    return sd * math.log(n) / math.sqrt(2.0) if laplace else sd * math.sqrt(2.0 * math.log(n))
-
 
 # ---------------------------------------------------------------------------------------------
 # release
@@ -1005,6 +592,12 @@ def release(
     progress: Any = None,
 ) -> ODRelease:
     """Release ``counts`` (the caller has charged the ledger; use :func:`dpcore.core.pipeline.release_od`).
+
+    InfTDA walks the O/D tree top down as in Boninsegna & Silvestri (2024), Algorithm 1, with
+    IntOpt (their Algorithm 2) at every node; ``tda_l2`` projects by least squares and rounds, as
+    the US Census TopDown algorithm does (Abowd et al. 2022); ``tda_linf_milp`` solves the L∞
+    projection with a MILP solver; ``vanilla_gauss`` and ``sh`` noise the finest pairs and sum
+    them up (the paper's baselines).
 
     ``progress(fraction, message)`` is called once per tree level.
     """
@@ -1149,59 +742,3 @@ def _sh(counts: ODCounts, p: ODPlan, noise: NoiseSource, lv: list[tuple[int, int
     # no "noised_cells" here: SH noises the observed pairs only, and their number is confidential
     return ODRelease(oh, dh, p, tuple(x[0] for x in outs), tuple(x[1] for x in outs),
                      tuple(x[2] for x in outs), None, {})
-
-
-# ---------------------------------------------------------------------------------------------
-# curator-only diagnostics
-# ---------------------------------------------------------------------------------------------
-
-
-def empirical_errors(rel: ODRelease, counts: ODCounts) -> list[dict[str, Any]]:
-    """Curator-only: error of the release against the truth per tree level.  **Not for publication.**
-
-    Over the union of pairs positive in the truth or the release (spec §5.4; a missing pair is
-    0): maximum and mean absolute error; MAE over *all possible* pairs (the paper's
-    normalisation); false positives (released > 0, true 0) and the false-discovery rate; false
-    negatives (true > 0, released 0) and their rate; median and 95th percentile relative error
-    ``|x̂ − x| / max(x, 1)`` over true-positive pairs.
-    """
-    if counts.origin_h.fingerprint() != rel.origin_h.fingerprint() or \
-            counts.destination_h.fingerprint() != rel.destination_h.fingerprint():
-        raise InputError("The release was made on another hierarchy than these counts.")
-    out = []
-    for t, lp in enumerate(rel.plan.levels):
-        keys, tc = counts.level(lp.origin_depth, lp.destination_depth)
-        n_d = rel.destination_h.sizes[lp.destination_depth]
-        rk = rel.origins[t] * n_d + rel.destinations[t]
-        rv = rel.values[t]
-        allk = np.union1d(keys, rk)
-        tv = np.zeros(allk.size, dtype=np.int64)
-        ev = np.zeros(allk.size, dtype=np.int64)
-        tv[np.searchsorted(allk, keys)] = tc
-        ev[np.searchsorted(allk, rk)] = rv
-        err = np.abs(ev - tv).astype(float)
-        released = int((ev > 0).sum())
-        true_pos = int((tv > 0).sum())
-        fp = int(((ev > 0) & (tv == 0)).sum())
-        fn = int(((tv > 0) & (ev <= 0)).sum())
-        rel_err = err[tv > 0] / np.maximum(tv[tv > 0], 1)
-        out.append({
-            "level": lp.name,
-            "tree_level": t,
-            "possible_pairs": lp.pairs,
-            "true_pairs": true_pos,
-            "released_pairs": released,
-            "max_abs_error": float(err.max()) if err.size else 0.0,
-            "mean_abs_error": float(err.mean()) if err.size else 0.0,
-            "mae_all_pairs": float(err.sum() / lp.pairs),
-            "rmse_all_pairs": float(math.sqrt(float(np.sum(err * err)) / lp.pairs)),
-            "false_positives": fp,
-            "fdr_percent": (100.0 * fp / released) if released else math.nan,
-            "false_negatives": fn,
-            "fnr_percent": (100.0 * fn / true_pos) if true_pos else math.nan,
-            "median_relative_error": float(np.median(rel_err)) if rel_err.size else math.nan,
-            "p95_relative_error": float(np.quantile(rel_err, 0.95)) if rel_err.size else math.nan,
-            "expected_max_abs": lp.max_abs,
-            "expected_rmse": lp.sd,
-        })
-    return out

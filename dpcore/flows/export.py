@@ -22,7 +22,8 @@ import dpcore
 from dpcore.areas.hier_export import hierarchy_info, join_boundaries
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
-from dpcore.flows.od import ODRelease, match_leaves
+from dpcore.flows.mechanisms import ODRelease
+from dpcore.flows.tree import match_leaves
 from dpcore.points.export import _jsonable, validate_record
 from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp, zcdp_to_approx_dp_classic
 from dpcore.privacy.ledger import Ledger
@@ -98,7 +99,7 @@ def centroids_from_points(
 
     ``codes``, ``lon``, ``lat`` give a **public** point per finest area (e.g. the census block
     internal points of a LODES crosswalk: ``tabblk2010``, ``blklondd``, ``blklatdd``).  Codes are
-    matched like :func:`dpcore.flows.od.leaf_lookup`; since the points are public geography, not
+    matched like :func:`dpcore.flows.tree.leaf_lookup`; since the points are public geography, not
     trips, points whose code is not a finest area (or whose coordinates are missing) are simply
     ignored.  Several points of one area are averaged.  Areas without any point below them get
     NaN.  Coordinates are averaged in degrees (areas of a hierarchy are small and do not cross
