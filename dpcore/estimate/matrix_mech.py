@@ -42,10 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sl
-from scipy import special
-from scipy.optimize import minimize
 
+from dpcore import _lazy
 from dpcore.data.domain import prefix_sums, rect_sums_from_prefix
 from dpcore.errors import InputError, ParameterError
 from dpcore.points import queries
@@ -57,6 +55,11 @@ from dpcore.privacy.budget import (
     zcdp,
 )
 from dpcore.privacy.noise import NoiseSource, discrete_gaussian_variance, discrete_laplace_variance
+
+# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
+sl = _lazy.module("scipy.linalg")
+special = _lazy.module("scipy.special")
+minimize = _lazy.function("scipy.optimize", "minimize")
 
 __all__ = [
     "FULL_METHOD_MAX_N",
