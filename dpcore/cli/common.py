@@ -16,6 +16,7 @@ from dpcore.errors import DPCoreError, ParameterError
 
 
 def engine_args(p: argparse.ArgumentParser) -> None:
+    """Add --engine and --spark-master to a command's parser."""
     p.add_argument("--engine", default="auto", choices=["auto", "numpy", "duckdb", "spark"],
                    help="where the rows are aggregated: numpy (in memory), duckdb (streaming, out of core) or spark "
                         "(a cluster); auto (default) takes duckdb for inputs above 200 MB. --input may then be a "
@@ -63,6 +64,7 @@ def engine_for(args: argparse.Namespace, path_text: str) -> tuple[Any, Any] | No
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
+    """``{key: value}`` (text) from repeated ``KEY=VALUE`` arguments (--param, --name, --boundaries ...)."""
     out: dict[str, Any] = {}
     for it in items:
         if "=" not in it:
@@ -73,6 +75,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def split_list(text: str, flag: str, kind: type, example: str) -> list[Any]:
+    """The comma-separated values of ``flag`` as ``kind``; a one-line error quoting ``example`` if not."""
     parts = [p.strip() for p in str(text).split(",") if p.strip()]
     try:
         values = [kind(p) for p in parts]
@@ -132,6 +135,7 @@ def load_ledger(args: argparse.Namespace, make: Any, cost: Any) -> tuple[Path | 
 
 
 def check_can_spend(ledger: Any, cost: Any, where: str) -> None:
+    """Refuse a release whose ``cost`` exceeds what is left of the ledger kept in ``where``."""
     if not ledger.can_spend(cost):
         raise DPCoreError(
             f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the cap "
@@ -186,6 +190,7 @@ def charged(ledger_path: Path | None, ledger: Any, release: Any) -> Any:
 
 
 def save_ledger(ledger_path: Path | None, ledger: Any) -> None:
+    """Write the ledger to its --ledger file (nothing without one)."""
     if ledger_path is not None:
         ledger_path.parent.mkdir(parents=True, exist_ok=True)
         ledger_path.write_text(json.dumps(ledger.to_dict(), indent=2), "utf-8")
