@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from scipy import special
 
 from dpcore.areas import hier_matrix
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
@@ -287,6 +286,8 @@ def _expected_max(sds: np.ndarray, family: str = "normal") -> float:
     ``∫_0^∞ 1 − Π_v (1 − tail_v(t)) dt`` on a fine grid; equal SDs are grouped (rounded to 4
     significant digits, far below the precision of the estimate itself).
     """
+    from scipy import special
+
     s = np.asarray(sds, float)
     s = s[s > 0]
     if s.size == 0:

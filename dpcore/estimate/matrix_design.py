@@ -27,9 +27,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sl
-from scipy.optimize import minimize
 
+from dpcore import _lazy
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_l1
 from dpcore.estimate.matrix_errors import tse_per_p
@@ -46,6 +45,10 @@ from dpcore.estimate.matrix_workload import (
     _marginal_spectrum,
     all_range_workload,
 )
+
+# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
+sl = _lazy.module("scipy.linalg")
+minimize = _lazy.function("scipy.optimize", "minimize")
 
 __all__ = [
     "eigen_design",

@@ -18,11 +18,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.linalg as sl
 
+from dpcore import _lazy
 from dpcore.errors import ParameterError
 from dpcore.estimate.matrix_strategy import Strategy, _rank_tol
 from dpcore.estimate.matrix_workload import _MAX_EXPLICIT_ANSWERS, Workload, _marginal_spectrum
+
+# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
+sl = _lazy.module("scipy.linalg")
 
 __all__ = [
     "svd_bound",

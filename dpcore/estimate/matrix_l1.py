@@ -50,13 +50,17 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sl
-import scipy.sparse as sp
-from scipy.optimize import minimize, nnls
 
+from dpcore import _lazy
 from dpcore.errors import ParameterError
 from dpcore.estimate.matrix_strategy import Strategy
 from dpcore.estimate.matrix_workload import Workload
+
+# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
+sl = _lazy.module("scipy.linalg")
+sp = _lazy.module("scipy.sparse")
+minimize = _lazy.function("scipy.optimize", "minimize")
+nnls = _lazy.function("scipy.optimize", "nnls")
 
 __all__ = [
     "L1_REWEIGHT_MAX_N",

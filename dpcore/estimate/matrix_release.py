@@ -26,8 +26,8 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy import special
 
+from dpcore import _lazy
 from dpcore.data.domain import prefix_sums, rect_sums_from_prefix
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate.matrix_design import l1_strategy
@@ -42,6 +42,9 @@ from dpcore.privacy.budget import (
     zcdp,
 )
 from dpcore.privacy.noise import NoiseSource, discrete_gaussian_variance, discrete_laplace_variance
+
+# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
+special = _lazy.module("scipy.special")
 
 __all__ = [
     "analytic_gaussian_sigma",

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from dpcore.errors import DPCoreError
 from dpcore.estimate import matrix_errors, matrix_release, matrix_strategy, matrix_workload
@@ -310,6 +309,8 @@ def report(prof: Profile, *, epsilon: float | None = None, rho: float | None = N
     (one row per strategy: RMSE, worst SE, ratio to this strategy); ``by_size`` (per query size
     in cells: RMS, min and max SE of this strategy, RMS SE of each comparison); ``skipped``.
     """
+    from scipy import special
+
     budget = {"epsilon": epsilon, "rho": rho, "delta": delta, "calibration": calibration}
     cals = {c.key: matrix_release.calibrate(c.strategy, **budget) for c in prof.candidates}
     var = {k: c.variance for k, c in cals.items()}

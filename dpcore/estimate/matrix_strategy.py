@@ -25,10 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sl
 
+from dpcore import _lazy
 from dpcore.errors import ParameterError
 from dpcore.estimate.matrix_workload import _pos_int
+
+# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
+sl = _lazy.module("scipy.linalg")
 
 __all__ = [
     "Strategy",

@@ -29,7 +29,6 @@ from numbers import Real
 from typing import Any, Literal, get_args
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from dpcore.errors import InputError, ParameterError
 
@@ -353,6 +352,8 @@ def _classic_epsilon(rho: float, log_inv_delta: float) -> float:
 
 
 def _zcdp_to_approx_dp(rho: float, delta: float) -> float:
+    from scipy.optimize import minimize_scalar
+
     log_inv_delta = -math.log(delta)
     values = _cks_objective(_T_GRID, rho, log_inv_delta)
     i = int(np.argmin(values))

@@ -67,7 +67,6 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
-from scipy import special
 
 from dpcore.errors import ParameterError
 
@@ -667,6 +666,8 @@ def discrete_gaussian_interval(sigma, level: float = 0.95) -> int:
     error (order :math:`1/\\sigma^2`) is far below the step between
     consecutive :math:`h` (order :math:`1/\\sigma`).
     """
+    from scipy import special
+
     s = _as_positive_fraction(sigma, "sigma")
     level = _as_level(level)
     sf = float(s)

@@ -158,6 +158,29 @@ def test_python_m_dpcore_mechanisms() -> None:
     assert "Traceback" not in proc.stderr
 
 
+#: Libraries that listing the mechanisms must not import (they load where they are used); the
+#: start-up time they cost is measured by benchmarks/startup.py.
+HEAVY_MODULES = ["duckdb", "pyspark", "plotly", "scipy.optimize", "geopandas"]
+
+
+def test_python_m_dpcore_mechanisms_imports_no_heavy_library() -> None:
+    script = (
+        "import contextlib, io, json, runpy, sys\n"
+        "sys.argv = ['dpcore', 'mechanisms']\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        runpy.run_module('dpcore', run_name='__main__', alter_sys=True)\n"
+        "    except SystemExit as e:\n"
+        "        assert not e.code, e.code\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(proc.stdout))
+    assert "dpcore.points.mechanisms" in loaded  # the listing did run
+    assert [m for m in HEAVY_MODULES if m in loaded] == []
+
+
 def test_python_m_dpcore_user_error_exit_code(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "dpcore", *release_args(tmp_path / "none.csv", tmp_path / "out",

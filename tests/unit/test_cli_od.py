@@ -1,4 +1,4 @@
-"""Unit tests of ``python -m dpcore release od`` (dpcore.cli, O/D parts) on small made-up files.
+"""Unit tests of ``python -m dpcore release od`` (dpcore.cli.flows) on small made-up files.
 
 The CLI draws secure noise, so the tests check structure and invariants, not values.
 """
@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 from shapely.geometry import box
 
-from dpcore.cli import classic_rho, main
+from dpcore.cli import main
+from dpcore.cli.flows import classic_rho
 from dpcore.flows import mechanisms as od
 from dpcore.flows.export import validate_od_record
 from dpcore.privacy import budget

@@ -32,7 +32,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sl
 
 from dpcore.data.domain import Aggregate, Grid, block_rects
 from dpcore.errors import DPCoreError, ParameterError
@@ -88,6 +87,8 @@ def _svd_bound(w: matrix_workload.Workload) -> float:
     they exist: the prefix spectrum in closed form, ``σ_k = 1 / (4 sin²((2k−1)π / (2(2n+1))))``
     (the inverse of ``L Lᵀ`` is the tridiagonal second difference), and for a short list of
     rectangles the ``m × m`` Gram ``W Wᵀ`` of their overlaps (same nonzero eigenvalues as ``WᵀW``)."""
+    import scipy.linalg as sl
+
     if w.spec.get("family") == "prefix":
         k = np.arange(1, w.n + 1)
         ev = 1.0 / (4.0 * np.sin((2 * k - 1) * np.pi / (2 * (2 * w.n + 1))) ** 2)

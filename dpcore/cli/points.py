@@ -1,0 +1,286 @@
+"""Command line, point commands: ``mechanisms`` (the list of every mechanism), ``release points``
+(counts over a grid) and ``evaluate points`` (mechanisms compared on range queries)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dpcore.cli.common import (
+    budget_arg,
+    budget_left,
+    charged,
+    check_can_spend,
+    cli_progress,
+    engine_args,
+    engine_for,
+    load_ledger,
+    parse_params,
+    split_list,
+    stored_ledger,
+)
+from dpcore.errors import DPCoreError, ParameterError
+from dpcore.points import mechanisms
+
+
+def add_mechanisms_parser(sub: Any) -> argparse.ArgumentParser:
+    m = sub.add_parser("mechanisms", help="list mechanisms with their parameters and defaults")
+    m.add_argument("--json", action="store_true", help="print as JSON")
+    return m
+
+
+def add_points_parser(rsub: Any) -> argparse.ArgumentParser:
+    pts = rsub.add_parser("points", help="release location points as counts over a grid")
+    pts.add_argument("--input", required=True, help="CSV (optionally .gz), Parquet or GeoJSON points")
+    pts.add_argument("--bounds", required=True, help="public domain 'west,south,east,north' in degrees")
+    pts.add_argument("--grid", default="1024,1024", help="grid 'rows,cols' (default 1024,1024)")
+    pts.add_argument("--mechanism", required=True, help=f"one of: {', '.join(mechanisms.names())}")
+    budget_grp = pts.add_mutually_exclusive_group(required=True)
+    budget_grp.add_argument("--epsilon", type=str, help="pure ε-DP budget of this release (discrete Laplace noise)")
+    budget_grp.add_argument("--rho", type=str, help="ρ-zCDP budget of this release (discrete Gaussian noise)")
+    pts.add_argument("--delta", type=float, default=1e-6,
+                     help="δ for the (ε, δ)-DP reading of a ρ-zCDP release (printed; default 1e-6)")
+    pts.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="mechanism parameter (repeatable)")
+    pts.add_argument("--workload-file", metavar="FILE",
+                     help="matrix mechanism: your queries as a CSV of lon/lat rectangles (lon_min, lat_min, "
+                          "lon_max, lat_max; optional name, weight, group), or the release.json of an earlier "
+                          "release to repeat its workload; sets --param workload=uploaded")
+    pts.add_argument("--out", required=True, help="output folder for release.csv/.geojson/.json")
+    pts.add_argument("--lat-col", help="latitude column (detected by name if omitted)")
+    pts.add_argument("--lon-col", help="longitude column (detected by name if omitted)")
+    pts.add_argument("--user-col", help="column identifying a person (unit of privacy)")
+    pts.add_argument("--user-cap", type=int, help="at most this many records per person (with --user-col)")
+    pts.add_argument("--budget-cap", type=float,
+                     help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
+    pts.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+    pts.add_argument("--budget-db", nargs="?", const="", metavar="FILE",
+                     help="keep the budget in the app's budget database instead (default $DPCORE_LEDGER_DB or "
+                          "~/.local/share/dpcore/ledger.sqlite), keyed by the points' content: the app and the "
+                          "pipelines then draw on one budget")
+    engine_args(pts)
+    return pts
+
+
+def add_evaluate_parser(evsub: Any) -> argparse.ArgumentParser:
+    ept = evsub.add_parser(
+        "points", help="MRE of every mechanism x ε x query size against the truth (not for publication)")
+    ept.add_argument("--input", required=True,
+                     help="CSV (optionally .gz), Parquet or GeoJSON points, or 'synthetic:SIGMA:N' for the "
+                          "HTF paper's Gaussian data (σ in cells of a 1024 grid), e.g. synthetic:50:1000000")
+    ept.add_argument("--bounds", required=True, help="public domain 'west,south,east,north' in degrees")
+    ept.add_argument("--grid", default="1024,1024", help="grid 'rows,cols' (default 1024,1024)")
+    ept.add_argument("--mechanisms", default=",".join(mechanisms.names()),
+                     help=f"comma-separated, default all: {','.join(mechanisms.names())}")
+    ept.add_argument("--epsilon", default="0.1,0.3,0.5", help="comma-separated ε values (default 0.1,0.3,0.5)")
+    ept.add_argument("--query-sizes", default="0.02,0.06,0.1",
+                     help="area fractions of the queries (default 0.02,0.06,0.1)")
+    ept.add_argument("--queries", type=int, default=2000, help="queries per size (default 2000)")
+    ept.add_argument("--repeats", type=int, default=5, help="releases per mechanism and ε (default 5)")
+    ept.add_argument("--shape", default="random", choices=["random", "square"],
+                     help="query shape: random aspect ratio in [1/4, 4] or squares (default random)")
+    ept.add_argument("--seed", type=int, default=0, help="seed of the public query workload (default 0)")
+    ept.add_argument("--noise-seed", type=int,
+                     help="seeded, NOT secure noise for reproducible benchmarks (default: secure noise)")
+    ept.add_argument("--param", action="append", default=[], metavar="MECH.KEY=VALUE",
+                     help="mechanism parameter, e.g. --param ug.c=10 (repeatable)")
+    ept.add_argument("--out", required=True, help="output folder for results.csv, summary.csv/.md, plot.png")
+    ept.add_argument("--lat-col", help="latitude column (detected by name if omitted)")
+    ept.add_argument("--lon-col", help="longitude column (detected by name if omitted)")
+    engine_args(ept)
+    return ept
+
+
+def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
+                      user_cap: int | None) -> tuple[Any, str]:
+    """The confidential frequency matrix of --input, through the chosen engine, and the points'
+    content fingerprint (the app's budget key)."""
+    from dpcore.data.columns import detect_coordinate_columns
+    from dpcore.data.domain import aggregate_points
+    from dpcore.data.engines.base import points_fingerprint
+    from dpcore.data.points import load_points_file
+
+    routed = engine_for(args, args.input)
+    if routed is None:
+        path = Path(args.input)
+        table = load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col, user_col=user_col)
+        agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
+                               user_cap=user_cap if table.user is not None else None)
+        wanted = getattr(args, "budget_db", None) is not None
+        return agg, points_fingerprint(table.lon, table.lat) if wanted else ""
+    eng, src = routed
+    lat, lon = args.lat_col, args.lon_col
+    if lat is None or lon is None:
+        found_lat, found_lon = detect_coordinate_columns(eng.head(src))
+        lat, lon = lat or found_lat, lon or found_lon
+        if lat is None or lon is None:
+            raise DPCoreError(f"No latitude/longitude columns were recognised by name in '{src.label}'. "
+                              "Name them with --lat-col and --lon-col.")
+    pc = eng.points(src, grid, lat=lat, lon=lon, user=user_col, user_cap=user_cap,
+                    progress=cli_progress("Counting points"),
+                    fingerprint=getattr(args, "budget_db", None) is not None)
+    return pc.aggregate, pc.fingerprint
+
+
+def cmd_mechanisms(args: argparse.Namespace) -> int:
+    from dpcore.areas import hierarchical
+    from dpcore.flows import mechanisms as od
+
+    descs = [{"kind": "points", **m.describe()} for m in mechanisms.REGISTRY.values()]
+    hier = [{"kind": "hierarchy", "name": h.name, "title": h.title, "summary": h.description,
+             "when_to_use": h.when, "consistent": h.consistent, "integral": h.integral,
+             "nonnegative": h.nonnegative, "statistics": [s for s, ok in (("count", h.counts),
+                                                                          ("group_sizes", h.group_sizes)) if ok],
+             "default_definition": h.default_definition, "reference": h.paper}
+            for h in hierarchical.MECHANISMS.values()]
+    ods = [{"kind": "od", "name": m.name, "title": m.title, "summary": m.description, "when_to_use": m.when,
+            "consistent": m.consistent, "integral": True, "nonnegative": m.nonnegative,
+            "ledger": m.ledger, "reference": m.paper}
+           for m in od.MECHANISMS.values()]
+    if args.json:
+        print(json.dumps(descs + hier + ods, indent=2))
+        return 0
+    print("Point mechanisms (python -m dpcore release points --mechanism NAME):\n")
+    for d in descs:
+        print(f"{d['name']}: {d['title']}")
+        print(f"    {d['summary']}")
+        print(f"    When to use: {d['when_to_use']}")
+        print(f"    Privacy: {d['privacy']}. Reference: {d['reference']}")
+        if not d["params"]:
+            print("    Parameters: none besides --epsilon")
+        for p in d["params"]:
+            rng = ""
+            if p["minimum"] is not None or p["maximum"] is not None:
+                rng = f" [{p['minimum']}..{p['maximum'] if p['maximum'] is not None else ''}]"
+            print(f"    --param {p['name']}=<{p['type']}>  default {p['default']}{rng}: {p['help']}")
+        print()
+    print("Hierarchy mechanisms (python -m dpcore release hierarchy --mechanism NAME):\n")
+    for d in hier:
+        props = [w for w, ok in (("consistent", d["consistent"]), ("integral", d["integral"]),
+                                 ("non-negative", d["nonnegative"])) if ok]
+        print(f"{d['name']}: {d['title']}")
+        print(f"    {d['summary']}")
+        print(f"    When to use: {d['when_to_use']}")
+        print(f"    Output: {', '.join(props) or 'real-valued'}; statistics: {', '.join(d['statistics'])}. "
+              f"Reference: {d['reference']}")
+        print()
+    print("O/D mechanisms (python -m dpcore release od --mechanism NAME):\n")
+    for d in ods:
+        props = [w for w, ok in (("consistent", d["consistent"]), ("integral", d["integral"]),
+                                 ("non-negative", d["nonnegative"])) if ok]
+        print(f"{d['name']}: {d['title']}")
+        print(f"    {d['summary']}")
+        print(f"    When to use: {d['when_to_use']}")
+        print(f"    Output: {', '.join(props)}. Reference: {d['reference']}"
+              + ("" if d["ledger"] else ". Not for 'release od': its (ε, δ) cost cannot go on a budget ledger"))
+        print()
+    return 0
+
+
+def cmd_release_points(args: argparse.Namespace) -> int:
+    from dpcore.core.pipeline import release_points
+    from dpcore.data.domain import Bounds, Grid
+    from dpcore.points.export import write_release
+    from dpcore.privacy import budget
+
+    bounds = Bounds.parse(args.bounds)
+    grid = Grid.parse(bounds, args.grid)
+    mech = mechanisms.get(args.mechanism)
+    make, requested = budget_arg(args)
+    raw = parse_params(args.param)
+    if args.workload_file:
+        from dpcore.points.workload_io import read_rectangles
+
+        if mech.name != "matrix":
+            raise ParameterError(f"--workload-file is for the matrix mechanism (--mechanism matrix), not "
+                                 f"'{mech.name}'.")
+        if raw.get("workload", "uploaded") != "uploaded":
+            raise ParameterError(f"--workload-file gives uploaded rectangles, but --param workload={raw['workload']} "
+                                 "asks for another workload; drop one of the two.")
+        if "rectangles" in raw:
+            raise ParameterError("Give the rectangles once: --workload-file or --param rectangles, not both.")
+        raw["workload"] = "uploaded"
+        raw["rectangles"] = read_rectangles(args.workload_file)
+    params = mech.resolve_params(raw)
+    cost = mech.privacy_cost(requested, params)
+    if args.user_cap is not None and not args.user_col:
+        raise ParameterError("--user-cap needs --user-col naming the column that identifies a person.")
+    if args.user_col and args.user_cap is None:
+        raise ParameterError("--user-col needs --user-cap, the most records one person may contribute (e.g. 10).")
+
+    if args.budget_db is not None and args.ledger:
+        raise ParameterError("Give --ledger FILE or --budget-db, not both: the budget is kept in one place.")
+    if args.budget_db is None:
+        ledger_path, ledger = load_ledger(args, make, cost)
+        check_can_spend(ledger, cost, f"'{ledger_path}'")
+    agg, fp = _points_aggregate(args, grid, args.user_col, args.user_cap)
+    where = None
+    if args.budget_db is not None:
+        ledger_path, ledger, where = None, *stored_ledger(args, make, cost, "points", fp)
+    rel = charged(ledger_path, ledger, lambda: release_points(agg, mech.name, cost, params, ledger))
+    paths = write_release(rel, args.out, ledger)
+    reading = ""
+    if cost.definition == "zcdp":
+        reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
+    left = (f"{ledger.remaining:.4g} of the budget left in {where}." if where else budget_left(ledger_path, ledger))
+    print(f"Released {rel.n_rects:,} rectangles with {mech.title}, {cost.label()}{reading}; {left}")
+    for p in paths:
+        print(f"  wrote {p}")
+    return 0
+
+
+def cmd_evaluate_points(args: argparse.Namespace) -> int:
+    from dpcore.data.domain import Bounds, Grid
+    from dpcore.points import evaluate
+
+    bounds = Bounds.parse(args.bounds)
+    grid = Grid.parse(bounds, args.grid)
+    names = [mechanisms.get(n).name for n in split_list(args.mechanisms, "--mechanisms", str, "ug,identity")]
+    epsilons = split_list(args.epsilon, "--epsilon", float, "0.1,0.3,0.5")
+    sizes = split_list(args.query_sizes, "--query-sizes", float, "0.02,0.06,0.1")
+    params: dict[str, dict[str, Any]] = {}
+    for key, value in parse_params(args.param).items():
+        mech, dot, name = key.partition(".")
+        if not dot or not name:
+            raise ParameterError(f"--param '{key}={value}' must name the mechanism, e.g. --param ug.c=10.")
+        params.setdefault(mechanisms.get(mech).name, {})[name] = value
+    # every setting is checked before any data is read or any file written
+    evaluate.check_settings(names, epsilons, sizes, args.queries, args.repeats, args.shape,
+                            params, args.noise_seed)
+    spec = evaluate.parse_synthetic(args.input)
+    if spec is None:
+        path = Path(args.input)
+        if not path.exists() and not any(ch in args.input for ch in "*?["):
+            raise DPCoreError(f"Input file '{path}' does not exist. Check the path given to --input, "
+                              "or use --input synthetic:SIGMA:N for made-up data.")
+    if spec is not None:
+        agg = evaluate.synthetic_aggregate(grid, spec.sigma, spec.n, seed=spec.seed)
+        source = spec.label
+    else:
+        agg, _ = _points_aggregate(args, grid, None, None)
+        source = path.name
+
+    def progress(done: int, total: int, what: str) -> None:
+        if done < total:
+            print(f"  [{done + 1}/{total}] {what}", file=sys.stderr, flush=True)
+
+    results = evaluate.evaluate(agg, names, epsilons, sizes, args.queries, args.repeats, args.shape,
+                                seed=args.seed, params=params, noise_seed=args.noise_seed,
+                                progress=progress)
+    summary = evaluate.summarize(results)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    title = f"MRE on {source}, {grid.rows} x {grid.cols} grid"
+    md = evaluate.summary_markdown(summary, title)
+    paths = [out / "results.csv", out / "summary.csv", out / "summary.md", out / "plot.png"]
+    results.to_csv(paths[0], index=False)
+    summary.to_csv(paths[1], index=False)
+    paths[2].write_text(md, "utf-8")
+    evaluate.plot_summary(summary, paths[3], title)
+    print(md)
+    for p in paths:
+        print(f"  wrote {p}")
+    return 0
