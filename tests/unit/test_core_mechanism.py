@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -100,7 +101,6 @@ def test_plan_is_data_free_and_costs_the_budget(kind: str, name: str) -> None:
     assert p.label and isinstance(p.label, str)
     d = p.details()
     assert (d["kind"], d["mechanism"]) == (kind, name) and "params" in d
-    import json
     json.dumps(d)
     json.dumps([r.to_dict() for r in p.rows])
     assert p.inner is not None
