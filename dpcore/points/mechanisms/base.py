@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
 
+from dpcore.core.mechanism import Param
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
@@ -27,75 +27,6 @@ from dpcore.privacy.budget import (
 )
 
 
-@dataclass(frozen=True)
-class Param:
-    """A mechanism parameter with its default (from the paper), range and help text."""
-
-    name: str
-    label: str
-    kind: type
-    default: Any
-    help: str
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[Any, ...] | None = None
-    advanced: bool = False
-    #: Display names of ``choices`` (same order), for pages; the CLI uses the choices themselves.
-    choice_labels: tuple[str, ...] | None = None
-    #: ``(other parameter, value)``: the parameter only matters (and is only shown) then.
-    shown_if: tuple[str, Any] | None = None
-
-    def convert(self, value: Any) -> Any:
-        if value is None or (isinstance(value, str) and value.strip() == ""):
-            return self.default
-        try:
-            if self.kind is bool:
-                if isinstance(value, str):
-                    v = value.strip().lower()
-                    if v not in {"true", "false", "1", "0", "yes", "no"}:
-                        raise ValueError
-                    value = v in {"true", "1", "yes"}
-                else:
-                    value = bool(value)
-            elif self.kind is int:
-                f = float(value)
-                if not f.is_integer():
-                    raise ValueError
-                value = int(f)
-            elif self.kind is float:
-                value = float(value)
-                if not math.isfinite(value):
-                    raise ValueError
-            else:
-                value = self.kind(value)
-        except (TypeError, ValueError):
-            raise ParameterError(
-                f"Parameter '{self.name}' must be {_kind_word(self.kind)} (got {value!r}). {self.help}"
-            ) from None
-        if self.choices is not None and value not in self.choices:
-            raise ParameterError(
-                f"Parameter '{self.name}' must be one of {', '.join(map(str, self.choices))} (got {value!r})."
-            )
-        if self.minimum is not None and value < self.minimum:
-            raise ParameterError(f"Parameter '{self.name}' must be at least {self.minimum} (got {value}).")
-        if self.maximum is not None and value > self.maximum:
-            raise ParameterError(f"Parameter '{self.name}' must be at most {self.maximum} (got {value}).")
-        return value
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "label": self.label,
-            "type": self.kind.__name__,
-            "default": self.default,
-            "help": self.help,
-            "minimum": self.minimum,
-            "maximum": self.maximum,
-            "choices": list(self.choices) if self.choices else None,
-            "advanced": self.advanced,
-        }
-
-
 def rect_bounds(rect: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
     """``(r0, r1, c0, c1)`` of a query rectangle as ints."""
     r0, r1, c0, c1 = (int(v) for v in rect)
@@ -106,10 +37,6 @@ def rect_cells(rect: tuple[int, int, int, int]) -> int:
     """Number of grid cells a query rectangle ``(r0, r1, c0, c1)`` covers."""
     r0, r1, c0, c1 = rect_bounds(rect)
     return max(0, r1 - r0) * max(0, c1 - c0)
-
-
-def _kind_word(kind: type) -> str:
-    return {int: "a whole number", float: "a number", bool: "true or false", str: "text"}.get(kind, kind.__name__)
 
 
 class PointMechanism(ABC):
