@@ -24,16 +24,17 @@ from typing import Any
 from dpcore.areas import census, census_matrix, hier_export, hier_matrix, hierarchical
 from dpcore.areas.census import CensusStructure, CensusTable
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, Unit
+from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.registry import Registry
 from dpcore.errors import ParameterError
 from dpcore.estimate import privelet
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Unit
 
 __all__ = ["CensusMarginals", "CensusPrivelet", "HierarchyMechanism", "hier_row", "register"]
 
-_NEIGHBOUR = {"add/remove": "add_remove", "replace-one": "replace"}
+_NEIGHBOUR = {"add_remove": "add_remove", "replace": "replace"}
 
 _WEIGHTS = Param("weights", "Split weights", tuple, (), "With split 'custom': one weight per measured level, "
                  "top first (e.g. 1,2,4).", item=float)
@@ -52,7 +53,7 @@ def _split_param(matrix: bool) -> Param:
 
 def _no_cap(unit: Unit, what: str) -> None:
     if unit.cap not in (None, 1):
-        raise ParameterError(f"{what} counts each {unit.name} once; a cap of {unit.cap} records is not supported.")
+        raise ParameterError(f"{what} counts each {unit.entity} once; a cap of {unit.cap} records is not supported.")
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -188,7 +189,7 @@ class CensusPrivelet(Mechanism):
               public: Mapping[str, Any]) -> Plan:
         if not isinstance(domain, CensusStructure):
             raise ParameterError(f"A census plan needs the public structure (got {type(domain).__name__}).")
-        if unit.neighbour != "add/remove":
+        if unit.neighbour != "add_remove":
             raise ParameterError("Privelet protects one unit added or removed; choose the add/remove neighbours.")
         eps, sens, plus = cost.value, unit.contribution, params["plus_axes"]
         axes = census.build_axes(domain, plus)  # refuses unknown axes
@@ -240,7 +241,7 @@ class CensusMarginals(Mechanism):
               public: Mapping[str, Any]) -> Plan:
         if not isinstance(domain, CensusStructure):
             raise ParameterError(f"A census plan needs the public structure (got {type(domain).__name__}).")
-        if unit.neighbour != "add/remove":
+        if unit.neighbour != "add_remove":
             raise ParameterError("The marginals protect one person added or removed; choose the add/remove neighbours.")
         _no_cap(unit, self.title)
         level = params["level"] or domain.levels[-1]

@@ -32,14 +32,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from dpcore.core import record as _record
 from dpcore.errors import ParameterError
-from dpcore.privacy.budget import Ledger, PrivacyCost, pure
+from dpcore.privacy.budget import PrivacyCost, pure
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Unit
 
 __all__ = [
     "DEFINITION_WORDS",
     "KindRelease",
     "Mechanism",
-    "NEIGHBOURS",
     "Param",
     "Plan",
     "PlanRow",
@@ -51,7 +52,6 @@ __all__ = [
 #: How each privacy definition is named to people.
 DEFINITION_WORDS = {"pure": "pure ε-DP", "zcdp": "ρ-zCDP"}
 #: The neighbour relations a unit of privacy may use.
-NEIGHBOURS = ("add/remove", "replace-one")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,49 +163,6 @@ def _kind_word(kind: type, item: type = str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Unit:
-    """What one neighbouring dataset differs by: one ``name`` (record, person, group, trip...)
-    contributing at most ``cap`` records (``None``: one), added/removed or replaced.
-
-    >>> Unit().label()
-    'one record (add/remove)'
-    >>> u = Unit("person", cap=3, neighbour="replace-one")
-    >>> u.contribution, u.label()
-    (3, 'one person contributing at most 3 records (replace-one)')
-    >>> Unit("person", neighbour="swap")
-    Traceback (most recent call last):
-    ...
-    dpcore.errors.ParameterError: The neighbour relation is 'add/remove' or 'replace-one' (got 'swap').
-    """
-
-    name: str = "record"
-    cap: int | None = None
-    neighbour: str = "add/remove"
-
-    def __post_init__(self) -> None:
-        if self.neighbour not in NEIGHBOURS:
-            raise ParameterError(
-                f"The neighbour relation is 'add/remove' or 'replace-one' (got {self.neighbour!r})."
-            )
-        if self.cap is not None and (isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 1):
-            raise ParameterError(f"The cap on records per {self.name} must be a whole number >= 1 (got {self.cap!r}).")
-        if not str(self.name).strip():
-            raise ParameterError("Name the unit of privacy (record, person, group, trip...).")
-
-    @property
-    def contribution(self) -> int:
-        """Most records one unit adds (the cap, 1 without one)."""
-        return 1 if self.cap is None else int(self.cap)
-
-    def label(self) -> str:
-        capped = "" if self.cap is None else f" contributing at most {self.cap} records"
-        return f"one {self.name}{capped} ({self.neighbour})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "cap": self.cap, "neighbour": self.neighbour, "label": self.label()}
-
-
 def _finite(x: Any) -> float | None:
     """``x`` as a float, or None when it is missing or not finite (unknown)."""
     if x is None:
@@ -287,8 +244,8 @@ class Plan:
 
     >>> p = Plan("points", "identity", {}, pure(0.5), Unit(), (), inner=None, label="Identity")
     >>> p.details()
-    {'kind': 'points', 'mechanism': 'identity', 'params': {}, 'unit': {'name': 'record', 'cap': None, \
-'neighbour': 'add/remove', 'label': 'one record (add/remove)'}}
+    {'kind': 'points', 'mechanism': 'identity', 'params': {}, 'unit': {'entity': 'record', 'cap': None, \
+'neighbour': 'add_remove', 'label': 'one record, add or remove'}}
     """
 
     kind: str

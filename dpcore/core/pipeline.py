@@ -156,9 +156,9 @@ def release_od(
     session: Session | None = None,
     **options: Any,
 ) -> Any:
-    """Release O/D counts (:class:`dpcore.flows.od.ODCounts`), charging the ledger first.
+    """Release O/D counts (:class:`dpcore.flows.counts.ODCounts`), charging the ledger first.
 
-    ``options`` go to :func:`dpcore.flows.od.release` (``neighbour``, ``orientation``, ``split``,
+    ``options`` go to :func:`dpcore.flows.mechanisms.release` (``neighbour``, ``orientation``, ``split``,
     ``weights``, ``order``, ``tiebreak``).  Every option and the domain size are checked by
     building the plan before anything is spent; the ledger is charged before any noise is drawn.
     The stability histogram (``sh``) is (ε, δ)-DP, which a pure-ε or zCDP ledger cannot add up,

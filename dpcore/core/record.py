@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dpcore
-from dpcore.privacy.budget import Ledger, PrivacyCost
+from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.ledger import Ledger
 
 __all__ = ["ENVELOPE", "budget_summary", "created_now", "envelope", "new_release_id"]
 
@@ -97,7 +98,7 @@ def envelope(
 
     >>> from dpcore.privacy.budget import pure
     >>> rec = envelope(kind="points", mechanism="ug", cost=pure(0.5),
-    ...                unit={"name": "record", "cap": None, "neighbour": "add/remove"},
+    ...                unit={"name": "record", "cap": None, "neighbour": "add_remove"},
     ...                body={"cells": 16}, release_id="0123456789ab", created="2024-05-01T12:34+00:00")
     >>> sorted(rec)
     ['body', 'budget', 'created', 'envelope', 'kind', 'mechanism', 'plan', 'privacy', 'release_id', 'software']

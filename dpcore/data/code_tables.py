@@ -5,7 +5,7 @@ survive.  :func:`read_code_table` reads a CSV (optionally gzipped) or Parquet ta
 CSV column as text, through the text checks of :mod:`dpcore.data.text`; :func:`code_text` turns
 a column into stripped code text (whole floats from Parquet or Excel become integer text).
 The structures built on these tables (:class:`dpcore.areas.hierarchy.Hierarchy`, the census
-table of :mod:`dpcore.areas.census`, the O/D counts of :mod:`dpcore.flows.od`) live with their
+table of :mod:`dpcore.areas.census`, the O/D counts of :mod:`dpcore.flows.mechanisms`) live with their
 kind; reading the table is the data layer's work.
 """
 

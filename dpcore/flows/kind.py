@@ -2,9 +2,9 @@
 
 The domain is the public origin and destination hierarchies (one
 :class:`~dpcore.areas.hierarchy.Hierarchy` for both, or a pair), the aggregate the sparse trip
-counts (:class:`~dpcore.flows.od.ODCounts`), the unit of privacy one person making at most
+counts (:class:`~dpcore.flows.counts.ODCounts`), the unit of privacy one person making at most
 ``cap`` trips (``max_trips``), added/removed (``unbounded``) or replaced (``bounded``).  The
-adapters are thin: :mod:`dpcore.flows.od` stays the engine room; this module converts its level
+adapters are thin: :mod:`dpcore.flows.mechanisms` stays the engine room; this module converts its level
 plans to :class:`~dpcore.core.mechanism.PlanRow` and its releases to the one record envelope.
 The stability histogram (``sh``) is (ε, δ)-DP: it is listed, but its cost is refused, as a
 pure-ε or zCDP budget cannot add it up.
@@ -17,19 +17,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, Unit
+from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.registry import Registry
 from dpcore.errors import ParameterError
-from dpcore.flows import od, od_export
-from dpcore.flows.od import ODCounts
+from dpcore.flows import export as od_export
+from dpcore.flows import mechanisms as od
+from dpcore.flows.counts import ODCounts
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Unit
 
 __all__ = ["ODMechanism", "od_row", "register"]
 
 #: z of the normal 95 % interval.
 CI_Z = 1.959963984540054
-_NEIGHBOUR = {"add/remove": "unbounded", "replace-one": "bounded"}
+_NEIGHBOUR = {"add_remove": "unbounded", "replace": "bounded"}
 
 PARAMS = (
     Param("orientation", "Which side is split first", str, "destination",

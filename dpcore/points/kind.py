@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dpcore.core.mechanism import KindRelease, Mechanism, Plan, PlanRow, Unit
+from dpcore.core.mechanism import KindRelease, Mechanism, Plan, PlanRow
 from dpcore.core.registry import Registry
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
@@ -23,6 +23,7 @@ from dpcore.points.mechanisms.base import PointMechanism
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Unit
 
 __all__ = ["KIND", "PointsMechanism", "level_row", "register"]
 
@@ -70,7 +71,7 @@ class PointsMechanism(Mechanism):
               public: Mapping[str, Any]) -> Plan:
         if not isinstance(domain, Grid):
             raise ParameterError(f"A points plan needs the public grid (got {type(domain).__name__}).")
-        if unit.neighbour != "add/remove":
+        if unit.neighbour != "add_remove":
             raise ParameterError("Point releases protect one unit added or removed; choose the add/remove neighbours.")
         levels = self.point.plan(domain, cost, params, sensitivity=unit.contribution,
                                  n_estimate=public.get("n_estimate"))

@@ -87,6 +87,11 @@ class Unit:
                     f"(got {self.cap!r} for {self.entity!r}).")
             object.__setattr__(self, "cap", int(self.cap))
 
+    @property
+    def contribution(self) -> int:
+        """The most records one unit adds: the cap, or 1 (the sensitivities scale with it)."""
+        return 1 if self.cap is None else self.cap
+
     def label(self) -> str:
         """The unit in plain words, for pages and records."""
         who = {"record": "one record", "group": "one group",

@@ -13,14 +13,16 @@ import pytest
 from dpcore import catalog
 from dpcore.areas import census, hier_matrix
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, Release, Unit
+from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, Release
 from dpcore.core.record import ENVELOPE
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
-from dpcore.flows import od
+from dpcore.flows.counts import ODCounts
+from dpcore.flows.tree import hierarchy_from_prefixes
 from dpcore.privacy.budget import PrivacyCost, pure, zcdp
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Unit
 
 ALL = [(m.kind, m.name) for m in catalog.REGISTRY]
 ACCOUNTABLE = [(m.kind, m.name) for m in catalog.REGISTRY if m.definitions]
@@ -47,7 +49,7 @@ def _census_table() -> census.CensusTable:
 
 
 def _od_domain() -> Hierarchy:
-    return od.hierarchy_from_prefixes(["0101", "0102", "0201", "0202", "0203"], [2, 4], ["state", "county"])
+    return hierarchy_from_prefixes(["0101", "0102", "0201", "0202", "0203"], [2, 4], ["state", "county"])
 
 
 class Case:
@@ -76,8 +78,8 @@ def case(kind: str, name: str) -> Case:
         return Case(t.structure, lambda: t, pure(1.0) if name == "privelet" else zcdp(0.5), Unit("person"))
     h = _od_domain()
     trips = pd.DataFrame({"o": ["0101", "0201", "0203", "0101"] * 3, "d": ["0202", "0102", "0101", "0203"] * 3})
-    return Case(h, lambda: od.ODCounts.from_frame(trips, h, origin="o", destination="d"), zcdp(0.5),
-                Unit("person", neighbour="replace-one"))
+    return Case(h, lambda: ODCounts.from_frame(trips, h, origin="o", destination="d"), zcdp(0.5),
+                Unit("person", neighbour="replace"))
 
 
 def _plan(m: Mechanism, c: Case, params: dict | None = None) -> Plan:
@@ -197,14 +199,14 @@ def test_points_release_refuses_another_unit_or_grid() -> None:
     with pytest.raises(ParameterError, match="another grid"):
         m.release(other, c.aggregate(), NoiseSource(0))
     with pytest.raises(ParameterError, match="add/remove"):
-        m.plan(GRID, pure(1.0), unit=Unit(neighbour="replace-one"))
+        m.plan(GRID, pure(1.0), unit=Unit(neighbour="replace"))
 
 
 def test_hierarchy_unit_sets_the_neighbours() -> None:
     m = catalog.get("hierarchy", "exact")
     h = _hierarchy()
     add = m.plan(h, pure(1.0), unit=Unit("person"))
-    rep = m.plan(h, pure(1.0), unit=Unit("person", neighbour="replace-one"))
+    rep = m.plan(h, pure(1.0), unit=Unit("person", neighbour="replace"))
     assert (add.inner.neighbour, rep.inner.neighbour) == ("add_remove", "replace")
     assert rep.rows[0].cost is None  # the total is public under replace-one: not measured
     assert rep.rows[1].sensitivity == 2 * add.rows[1].sensitivity
@@ -272,7 +274,7 @@ def test_od_unit_sets_neighbours_and_cap() -> None:
     p = m.plan(h, zcdp(0.5), unit=Unit("person", cap=2))
     assert (p.inner.neighbour, p.inner.max_trips) == ("unbounded", 2)
     trips = pd.DataFrame({"o": ["0101"], "d": ["0202"]})
-    counts = od.ODCounts.from_frame(trips, h, origin="o", destination="d")  # one trip per person
+    counts = ODCounts.from_frame(trips, h, origin="o", destination="d")  # one trip per person
     with pytest.raises(ParameterError, match="plan again"):
         m.release(p, counts, NoiseSource(0))
     seen: list[float] = []

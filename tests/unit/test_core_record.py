@@ -6,9 +6,10 @@ import datetime as dt
 
 import dpcore
 from dpcore.core import record
-from dpcore.privacy.budget import Ledger, pure, zcdp
+from dpcore.privacy.budget import pure, zcdp
+from dpcore.privacy.ledger import Ledger
 
-UNIT = {"name": "person", "cap": 2, "neighbour": "add/remove"}
+UNIT = {"name": "person", "cap": 2, "neighbour": "add_remove"}
 
 
 def test_release_ids_are_random_hex() -> None:
