@@ -90,9 +90,9 @@ def read_hierarchy_table(data: Any, filename: str | None = None) -> pd.DataFrame
     """Read a CSV (optionally gzipped) or Parquet table with **codes kept as text**.
 
     Leading zeros of codes (``01``, ``001``) survive; a UTF-8 byte-order mark is dropped.  Same
-    reader as the census table of :mod:`dpcore.areas.census`.
+    reader as the census table of :mod:`dpcore.areas.census_tables`.
     """
-    from dpcore.areas.census import read_census_file
+    from dpcore.areas.census_tables import read_census_file
 
     return read_census_file(data, filename)
 

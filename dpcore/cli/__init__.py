@@ -340,7 +340,7 @@ def _parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def cmd_mechanisms(args: argparse.Namespace) -> int:
-    from dpcore.areas import hierarchical
+    from dpcore.areas import tree_mechanisms
     from dpcore.flows import od
 
     descs = [{"kind": "points", **m.describe()} for m in mechanisms.REGISTRY.values()]
@@ -349,7 +349,7 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
              "nonnegative": h.nonnegative, "statistics": [s for s, ok in (("count", h.counts),
                                                                           ("group_sizes", h.group_sizes)) if ok],
              "default_definition": h.default_definition, "reference": h.paper}
-            for h in hierarchical.MECHANISMS.values()]
+            for h in tree_mechanisms.MECHANISMS.values()]
     ods = [{"kind": "od", "name": m.name, "title": m.title, "summary": m.description, "when_to_use": m.when,
             "consistent": m.consistent, "integral": True, "nonnegative": m.nonnegative,
             "ledger": m.ledger, "reference": m.paper}
@@ -487,19 +487,19 @@ def _save_ledger(ledger_path: Path | None, ledger: Any) -> None:
 def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_path: Any, ledger: Any,
                       areas_from_data: bool) -> int:
     """``release census --mechanism matrix``: marginal tables with the matrix mechanism."""
-    from dpcore.areas import census_matrix
+    from dpcore.areas import marginals
     from dpcore.privacy.noise import secure_source
 
     s = table.structure
     level = args.geo_level or s.levels[-1]
-    axes, _ = census_matrix.axes_of(s, level)
-    p = census_matrix.plan(s, level, census_matrix.parse_marginals(args.marginals, axes), cost)  # before spending
+    axes, _ = marginals.axes_of(s, level)
+    p = marginals.plan(s, level, marginals.parse_marginals(args.marginals, axes), cost)  # before spending
 
     def run() -> Any:
         ledger.spend(cost, label="census marginals (matrix mechanism)", details={
             "kind": "census_marginals", "mechanism": "matrix", "level": level,
             "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
-        return census_matrix.release(table, p, secure_source())
+        return marginals.release(table, p, secure_source())
 
     rel = _charged(ledger_path, ledger, run)
     if areas_from_data:
@@ -508,8 +508,8 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_pa
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "marginals.csv", out / "release.json"]
-    paths[0].write_bytes(census_matrix.marginals_csv(rel))
-    paths[1].write_bytes(census_matrix.marginals_json(rel, ledger))
+    paths[0].write_bytes(marginals.marginals_csv(rel))
+    paths[1].write_bytes(marginals.marginals_json(rel, ledger))
     ratio = p.info["ratio_to_lower_bound"]
     print(f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix mechanism, {cost.label()}; "
           f"RMSE per cell {p.info['expected_rmse_per_query']:.3g}"
@@ -650,7 +650,7 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
 
 
 def cmd_release_census(args: argparse.Namespace) -> int:
-    from dpcore.areas import census
+    from dpcore.areas import census_tables
     from dpcore.privacy.noise import secure_source
 
     make, cost = _budget_arg(args)
@@ -669,13 +669,13 @@ def cmd_release_census(args: argparse.Namespace) -> int:
     if small is not None:
         df, count_col = small[0], small[0].columns[-1]  # the engine's sums (engines.COUNT_COLUMN)
     else:
-        df = census.read_census_file(args.input)
-    areas = census.read_census_file(args.areas) if args.areas else None
+        df = census_tables.read_census_file(args.input)
+    areas = census_tables.read_census_file(args.areas) if args.areas else None
     orders = {k: [v.strip() for v in val.split("|")] for k, val in _parse_params(args.ordinal_order).items()}
     unknown = [k for k in orders if k not in ordinals]
     if unknown:
         raise ParameterError(f"--ordinal-order names {', '.join(unknown)}, which is not an --ordinal column.")
-    table = census.CensusTable.from_frame(df, levels, count_col, ordinals=ordinals, names=names, areas=areas,
+    table = census_tables.CensusTable.from_frame(df, levels, count_col, ordinals=ordinals, names=names, areas=areas,
                                           ordinal_orders=orders)
     for o in ordinals:
         if o not in orders:
@@ -686,12 +686,12 @@ def cmd_release_census(args: argparse.Namespace) -> int:
         if plus:
             raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
         return _census_marginals(args, table, cost, ledger_path, ledger, areas is None)
-    rel = _charged(ledger_path, ledger, lambda: census.release_census(table, epsilon, secure_source(),
+    rel = _charged(ledger_path, ledger, lambda: census_tables.release_census(table, epsilon, secure_source(),
                                                                       plus_axes=plus, ledger=ledger))
     if areas is None:
         print("warning: the list of areas comes from the data; areas with no one are missing from the "
               "release (not protected). Give a public list with --areas.", file=sys.stderr)
-    paths = census.write_census(rel, args.out, ledger)
+    paths = census_tables.write_census(rel, args.out, ledger)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
           f"{_budget_left(ledger_path, ledger)}")
@@ -701,7 +701,7 @@ def cmd_release_census(args: argparse.Namespace) -> int:
 
 
 def cmd_release_hierarchy(args: argparse.Namespace) -> int:
-    from dpcore.areas import hier_export, hierarchical
+    from dpcore.areas import export, tree_mechanisms
     from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
     from dpcore.core.pipeline import release_hierarchy
     from dpcore.data import io
@@ -715,7 +715,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
         split, weights = split_text, None
     else:
         split, weights = "custom", _split_list(split_text, "--split", float, "1,1,2,4")
-    mech = hierarchical.get(args.mechanism)
+    mech = tree_mechanisms.get(args.mechanism)
     statistic = "group_sizes" if (len(counts_cols) > 1 or args.group_col) else "count"
     names = _parse_params(args.name)
     bounds_args = _parse_params(args.boundaries)
@@ -744,7 +744,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     else:
         df = read_hierarchy_table(args.input)
     if args.budget_db is not None:
-        from dpcore.areas import census
+        from dpcore.areas import census_tables
         from dpcore.data import engines
 
         # the app's key for this file, whichever engine counts it: its content up to the engine
@@ -754,7 +754,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
         if whole.n_bytes > engines.threshold():
             key = whole.bytes_fingerprint()
         else:
-            key = census.fingerprint(df if small is None else read_hierarchy_table(args.input))
+            key = census_tables.fingerprint(df if small is None else read_hierarchy_table(args.input))
         ledger, where = _stored_ledger(args, make, cost, f"census:{key}", "census")
     if args.areas:
         area_df = read_hierarchy_table(args.areas)
@@ -773,19 +773,19 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     if args.area_sets:
         if mech.name != "matrix":
             raise ParameterError("--area-sets is answered by the matrix mechanism only; add --mechanism matrix.")
-        from dpcore.areas import hier_matrix
+        from dpcore.areas import area_sets
 
         sets_path = Path(args.area_sets)
         if not sets_path.is_file():
             raise InputError(f"The query file '{sets_path}' does not exist. Check the path given to --area-sets.")
-        extra = {"area_sets": hier_matrix.read_area_sets(sets_path.read_bytes(), h, sets_path.name),
+        extra = {"area_sets": area_sets.read_area_sets(sets_path.read_bytes(), h, sets_path.name),
                  "sets_weight": args.sets_weight}
-    hierarchical.plan(h, mech.name, cost, neighbour=args.neighbour, split=split, weights=weights,
+    tree_mechanisms.plan(h, mech.name, cost, neighbour=args.neighbour, split=split, weights=weights,
                       statistic=statistic, k=counts.k, **extra)
     joins = {}
     for lv, file in bounds_args.items():
         gdf = io.read_boundaries(file)
-        join = hier_export.join_boundaries(h, h.depth_of(lv), gdf)
+        join = export.join_boundaries(h, h.depth_of(lv), gdf)
         if join.missing_areas or join.extra_features:
             print(f"warning: boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
@@ -794,7 +794,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     rel = _charged(ledger_path, ledger, lambda: release_hierarchy(
         counts, mech.name, cost, ledger, neighbour=args.neighbour, split=split, weights=weights, order=args.order,
         **extra))
-    paths = hier_export.write_hierarchy(rel, args.out, ledger, joins)
+    paths = export.write_hierarchy(rel, args.out, ledger, joins)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

@@ -787,7 +787,7 @@ def _first_line(err: BaseException) -> str:
 
 
 # --------------------------------------------------------------------------------------
-# Guards shared by the table readers (also dpcore.areas.census, dpcore.areas.hier_matrix, dpcore.points.workload_io)
+# Guards shared by the table readers (also dpcore.areas.census_tables, dpcore.areas.area_sets, dpcore.points.workload_io)
 # --------------------------------------------------------------------------------------
 
 

@@ -60,7 +60,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from dpcore.areas import hierarchical
+from dpcore.areas import tree_mechanisms
 from dpcore.areas.hierarchy import Hierarchy, _code_frame, _plural, _rows, code_text
 from dpcore.data.engines import base as _engine_rules
 from dpcore.errors import InputError, ParameterError
@@ -759,7 +759,7 @@ def plan(
             var.append(0.0)
             noises.append(None)
             continue
-        nm, sc, v = hierarchical._noise_facts(cost.definition, shares[t], l1, l2)
+        nm, sc, v = tree_mechanisms._noise_facts(cost.definition, shares[t], l1, l2)
         noises.append(nm)
         scales.append(sc)
         var.append(v)

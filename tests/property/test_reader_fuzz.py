@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.areas import census, hier_matrix
+from dpcore.areas import area_sets, census_tables
 from dpcore.areas.hierarchy import Hierarchy, read_hierarchy_table
 from dpcore.data import io as dio
 from dpcore.errors import DPCoreError
@@ -48,11 +48,11 @@ READERS = {
     "read_table": lambda d, n: dio.read_table(d, n),
     "load_points_file": _points,
     "read_boundaries": lambda d, n: dio.read_boundaries(d, n),
-    "read_census_file": lambda d, n: census.read_census_file(d, n),
+    "read_census_file": lambda d, n: census_tables.read_census_file(d, n),
     "hierarchy": _hierarchy,
     "od trips": _od,
     "read_rectangles": lambda d, n: workload_io.read_rectangles(d, n),
-    "read_area_sets": lambda d, n: hier_matrix.read_area_sets(d, _H, n),
+    "read_area_sets": lambda d, n: area_sets.read_area_sets(d, _H, n),
 }
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.areas import census, hier_matrix
+from dpcore.areas import area_sets, census_tables
 from dpcore.areas.hierarchy import Hierarchy, read_hierarchy_table
 from dpcore.data import io as dio
 from dpcore.data.domain import MAX_SIDE, Bounds, Grid
@@ -114,10 +114,10 @@ READERS = {
     "read_table": lambda d, n: dio.read_table(d, n),
     "load_points_file": lambda d, n: dio.load_points_file(d, n),
     "read_boundaries": lambda d, n: dio.read_boundaries(d, n),
-    "read_census_file": lambda d, n: census.read_census_file(d, n),
+    "read_census_file": lambda d, n: census_tables.read_census_file(d, n),
     "read_hierarchy_table": lambda d, n: Hierarchy.from_frame(read_hierarchy_table(d, n), ["lat", "lon"]),
     "read_rectangles": lambda d, n: workload_io.read_rectangles(d, n),
-    "read_area_sets": lambda d, n: hier_matrix.read_area_sets(d, _H, n),
+    "read_area_sets": lambda d, n: area_sets.read_area_sets(d, _H, n),
 }
 
 #: Where a valid result is right (the rest must raise a DPCoreError).
@@ -198,7 +198,7 @@ def test_reader_gives_a_result_or_a_clear_error(reader: str, case: str) -> None:
 def test_gzip_bomb_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
     bomb = gzip_bomb(4096)  # 4 GB once expanded, a few MB compressed
     assert len(bomb) < 16 << 20
-    for read in (lambda: dio.read_table(bomb, "b.csv.gz"), lambda: census.read_census_file(bomb, "b.csv.gz"),
+    for read in (lambda: dio.read_table(bomb, "b.csv.gz"), lambda: census_tables.read_census_file(bomb, "b.csv.gz"),
                  lambda: dio.load_points_file(bomb, "b.csv.gz", progress=lambda f, m: None)):
         t0 = time.perf_counter()
         with pytest.raises(InputError, match="expands to more than"):
@@ -215,7 +215,7 @@ def test_a_well_compressed_real_table_is_still_read() -> None:
     lines = "lat,lon\n" + "".join(f"{a:.5f},{b:.5f}\n" for a, b in rng.uniform(40, 41, (50_000, 2)))
     gz = gzip.compress(lines.encode())
     assert len(dio.read_table(gz, "p.csv.gz")) == 50_000
-    assert len(census.read_census_file(gz, "p.csv.gz")) == 50_000
+    assert len(census_tables.read_census_file(gz, "p.csv.gz")) == 50_000
     assert dio.gunzip_limited(gz, "x") == lines.encode()
 
 
@@ -293,7 +293,7 @@ def test_prefix_hierarchy_with_codes_of_the_wrong_length() -> None:
 
 def test_area_sets_with_unknown_codes() -> None:
     with pytest.raises(InputError, match=r"not in the hierarchy \(e.g. '999'\)"):
-        hier_matrix.read_area_sets(b"query,area\nA,001\nA,999\n", _H, "q.csv")
+        area_sets.read_area_sets(b"query,area\nA,001\nA,999\n", _H, "q.csv")
 
 
 def test_grid_over_the_largest_grid_is_refused_before_aggregation() -> None:

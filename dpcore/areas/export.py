@@ -18,8 +18,8 @@ import orjson
 import pandas as pd
 
 import dpcore
-from dpcore.areas.hierarchical import HierarchyRelease
 from dpcore.areas.hierarchy import Hierarchy, code_text
+from dpcore.areas.tree_mechanisms import HierarchyRelease
 from dpcore.errors import InputError
 from dpcore.points.export import _jsonable, validate_record
 from dpcore.privacy.budget import APPROX_DP_DELTAS, Ledger, zcdp_to_approx_dp
@@ -306,7 +306,7 @@ def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger |
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, bytes] = {"release.csv": hierarchy_csv(rel)}
     if rel.details.get("area_sets"):
-        from dpcore.areas.hier_matrix import area_sets_csv
+        from dpcore.areas.area_sets import area_sets_csv
 
         files["area_queries.csv"] = area_sets_csv(rel)
     for level, join in (joins or {}).items():

@@ -1,4 +1,4 @@
-"""Hypothesis invariants of hierarchy releases (dpcore.areas.hierarchical.release).
+"""Hypothesis invariants of hierarchy releases (dpcore.areas.tree_mechanisms.release).
 
 On random small trees and sparse counts: exact, topdown_l2 and topdown_linf return int64,
 non-negative, consistent hierarchies (the public total exactly under replace-one
@@ -13,7 +13,7 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.areas import hierarchical as H
+from dpcore.areas import tree_mechanisms as H
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource

@@ -1,4 +1,4 @@
-"""Unit tests of hierarchy release exports (dpcore.areas.hier_export): CSV, boundaries, GeoJSON, record."""
+"""Unit tests of hierarchy release exports (dpcore.areas.export): CSV, boundaries, GeoJSON, record."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from shapely.geometry import box
 
-from dpcore.areas import hier_export as X
-from dpcore.areas import hierarchical as H
+from dpcore.areas import export as X
+from dpcore.areas import tree_mechanisms as H
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.errors import InputError
 from dpcore.privacy import budget

@@ -1,4 +1,4 @@
-"""Unit tests of hierarchy releases (dpcore.areas.hierarchical) and their pipeline step.
+"""Unit tests of hierarchy releases (dpcore.areas.tree_mechanisms) and their pipeline step.
 
 Reference values come from outside the code under test: weighted least squares solved with
 ``numpy.linalg.lstsq``, ``scipy.optimize.isotonic_regression``, the worked examples of
@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 from scipy.optimize import isotonic_regression
 
-from dpcore.areas import hierarchical as H
+from dpcore.areas import tree_mechanisms as H
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core import pipeline
 from dpcore.errors import BudgetError, InputError, ParameterError

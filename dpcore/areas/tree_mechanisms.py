@@ -47,7 +47,8 @@ from typing import Any, Literal
 import numpy as np
 from scipy import special
 
-from dpcore.areas import hier_matrix
+from dpcore.areas.area_sets import plan as matrix_plan
+from dpcore.areas.area_sets import release as matrix_release
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import topdown_opt, treedp
@@ -400,13 +401,13 @@ def plan(
 
     The maximum is the expected largest absolute error over the level's cells.
 
-    ``matrix`` is planned by :func:`dpcore.areas.hier_matrix.plan` (``area_sets``/``sets_weight``: the
+    ``matrix`` is planned by :func:`dpcore.areas.area_sets.plan` (``area_sets``/``sets_weight``: the
     curator's public area-code-set queries; ``split``/``weights`` set the levels' importance).
     """
     info = get(mechanism)
     if info.name == "matrix":
-        return hier_matrix.plan(hierarchy, cost, neighbour=neighbour, split=split, weights=weights,
-                                statistic=statistic, area_sets=area_sets, sets_weight=sets_weight)
+        return matrix_plan(hierarchy, cost, neighbour=neighbour, split=split, weights=weights,
+                          statistic=statistic, area_sets=area_sets, sets_weight=sets_weight)
     if area_sets is not None:
         raise ParameterError("Area-code-set queries are answered by the matrix mechanism only.")
     if statistic not in ("count", "group_sizes"):
@@ -669,7 +670,7 @@ def release(
              statistic=counts.statistic, k=counts.k, area_sets=area_sets, sets_weight=sets_weight)
     check_order(order)
     if p.mechanism == "matrix":
-        return hier_matrix.release(counts, p, noise, area_sets=area_sets, sets_weight=sets_weight)
+        return matrix_release(counts, p, noise, area_sets=area_sets, sets_weight=sets_weight)
     true = counts.levels()
     L = h.depth
     details: dict[str, Any] = {}

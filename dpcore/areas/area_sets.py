@@ -383,14 +383,14 @@ def node_variances_per_p(h: Hierarchy, s: mm.Strategy) -> list[np.ndarray]:
 def plan(h: Hierarchy, cost: PrivacyCost, *, neighbour: str = "add_remove", split: str = "levels",
          weights: Sequence[float] | None = None, statistic: str = "count",
          area_sets: AreaSets | None = None, sets_weight: float = 1.0) -> Any:
-    """The :class:`~dpcore.areas.hierarchical.HierPlan` of a matrix-mechanism release (data-free).
+    """The :class:`~dpcore.areas.tree_mechanisms.HierPlan` of a matrix-mechanism release (data-free).
 
     ``split`` (``levels``, ``queries`` or ``custom``) and ``weights`` set the levels' importance
     (:func:`level_weights`), not a budget split: the whole budget answers the strategy once.  Every level's SD is exact
     (``Var(z)·q X⁺ qᵀ`` per area); the mean and typical maximum absolute errors use the normal
     shape (each estimate sums many strategy noises).
     """
-    from dpcore.areas import hierarchical as hz  # hierarchical dispatches here: import late
+    from dpcore.areas import tree_mechanisms as hz  # hierarchical dispatches here: import late
 
     if statistic != "count":
         raise ParameterError("The matrix mechanism releases plain counts; for group sizes choose 'exact' or "
@@ -460,7 +460,7 @@ def release(counts: Any, p: Any, noise: Any, *, area_sets: AreaSets | None = Non
     The caller has charged the ledger with ``p.cost``.  The noise is drawn by
     :func:`dpcore.estimate.matrix_mech.release` (exact discrete samplers of :mod:`dpcore.privacy.noise`).
     """
-    from dpcore.areas import hierarchical as hz
+    from dpcore.areas import tree_mechanisms as hz
 
     h = counts.hierarchy
     if (area_sets is not None) != (p.extra.get("sets_row_weight") is not None):
