@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import area_sets, census_tables, export, figures, tree_mechanisms
+from dpcore.areas import area_sets, census_tables, export, figures, tree_mechanisms, tree_records
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
 from dpcore.core import spec as config
 from dpcore.core.pipeline import release_hierarchy
@@ -370,13 +370,13 @@ if led is None:  # persistent: the same table finds the same budget in every tab
 
 # ============================================================================ mechanism
 with tab_mech:
-    mechs = [m for m in tree_mechanisms.MECHANISMS.values()
+    mechs = [m for m in tree_records.MECHANISMS.values()
              if (m.group_sizes if counts.statistic == "group_sizes" else m.counts)]
     names = [m.name for m in mechs]
-    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: tree_mechanisms.get(n).title,
+    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: tree_records.get(n).title,
                              key=keep("mech", names[0]))
     kept("mech")
-    info = tree_mechanisms.get(mech_name)
+    info = tree_records.get(mech_name)
     st.caption(f"{info.description} **When to use:** {info.when} *({info.paper})*")
     c1, c2, c3 = st.columns(3)
     locked = bool(led.entries)

@@ -19,7 +19,7 @@ import pandas as pd
 
 import dpcore
 from dpcore.areas.hierarchy import Hierarchy, code_text
-from dpcore.areas.tree_mechanisms import HierarchyRelease
+from dpcore.areas.tree_records import HierarchyRelease
 from dpcore.errors import InputError
 from dpcore.points.export import _jsonable, validate_record
 from dpcore.privacy.budget import APPROX_DP_DELTAS, Ledger, zcdp_to_approx_dp

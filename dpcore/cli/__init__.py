@@ -340,7 +340,7 @@ def _parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def cmd_mechanisms(args: argparse.Namespace) -> int:
-    from dpcore.areas import tree_mechanisms
+    from dpcore.areas import tree_records
     from dpcore.flows import od
 
     descs = [{"kind": "points", **m.describe()} for m in mechanisms.REGISTRY.values()]
@@ -349,7 +349,7 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
              "nonnegative": h.nonnegative, "statistics": [s for s, ok in (("count", h.counts),
                                                                           ("group_sizes", h.group_sizes)) if ok],
              "default_definition": h.default_definition, "reference": h.paper}
-            for h in tree_mechanisms.MECHANISMS.values()]
+            for h in tree_records.MECHANISMS.values()]
     ods = [{"kind": "od", "name": m.name, "title": m.title, "summary": m.description, "when_to_use": m.when,
             "consistent": m.consistent, "integral": True, "nonnegative": m.nonnegative,
             "ledger": m.ledger, "reference": m.paper}
@@ -701,7 +701,7 @@ def cmd_release_census(args: argparse.Namespace) -> int:
 
 
 def cmd_release_hierarchy(args: argparse.Namespace) -> int:
-    from dpcore.areas import export, tree_mechanisms
+    from dpcore.areas import export, tree_mechanisms, tree_records
     from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, read_hierarchy_table
     from dpcore.core.pipeline import release_hierarchy
     from dpcore.data import io
@@ -715,7 +715,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
         split, weights = split_text, None
     else:
         split, weights = "custom", _split_list(split_text, "--split", float, "1,1,2,4")
-    mech = tree_mechanisms.get(args.mechanism)
+    mech = tree_records.get(args.mechanism)
     statistic = "group_sizes" if (len(counts_cols) > 1 or args.group_col) else "count"
     names = _parse_params(args.name)
     bounds_args = _parse_params(args.boundaries)

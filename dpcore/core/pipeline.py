@@ -106,7 +106,7 @@ def release_hierarchy(
     ``weights``, ``order``).  The plan is built (and every parameter validated) before
     anything is spent; the ledger is charged before any noise is drawn.
     """
-    from dpcore.areas import tree_mechanisms
+    from dpcore.areas import tree_mechanisms, tree_records
 
     allowed = {"neighbour", "split", "weights", "order", "area_sets", "sets_weight"}
     unknown = sorted(set(options) - allowed)
@@ -116,7 +116,7 @@ def release_hierarchy(
     plan_opts = {k: v for k, v in options.items() if k != "order"}
     p = tree_mechanisms.plan(counts.hierarchy, mechanism, cost, statistic=counts.statistic, k=counts.k, **plan_opts)
     ledger.check(cost)
-    info = tree_mechanisms.get(mechanism)
+    info = tree_records.get(mechanism)
     details: dict[str, Any] = {
         "kind": "hierarchy", "mechanism": info.name, "neighbour": p.neighbour, "split": p.split,
         "split_weights": list(p.split_weights), "statistic": p.statistic,

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpcore.areas import tree_mechanisms as H
+from dpcore.areas import tree_records as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
@@ -47,7 +48,7 @@ splits = st.sampled_from(["uniform", "geometric"])
 seeds = st.integers(min_value=0, max_value=2**32 - 1)
 
 
-def assert_consistent(rel: H.HierarchyRelease) -> None:
+def assert_consistent(rel: TR.HierarchyRelease) -> None:
     h = rel.hierarchy
     for d in range(h.depth):
         sums = np.zeros_like(rel.values[d])
