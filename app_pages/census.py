@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import census_tables
+from dpcore.areas import census_privelet, census_tables
 from dpcore.data import engines, synthetic
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
@@ -221,7 +221,7 @@ if table is None:
 # ---------------------------------------------------------------- expected error
 st.subheader("3. Expected error (before release)")
 try:
-    err = census_tables.expected_error(table.structure, epsilon, plus_axes=plus)
+    err = census_privelet.expected_error(table.structure, epsilon, plus_axes=plus)
 except DPCoreError as e:
     st.error(str(e))
     st.stop()
@@ -246,8 +246,8 @@ else:
                             value=labels[0], key="census_q_text")
 q_path = tuple(s.strip() for s in str(q_label).split("/"))
 try:
-    q_sd = census_tables.area_expected_error(table.structure, epsilon, q_path, plus_axes=plus)
-    st.markdown(f"Expected error of **{q_label}**'s total: ± {q_sd * census_tables.CI_Z:,.1f} people "
+    q_sd = census_privelet.area_expected_error(table.structure, epsilon, q_path, plus_axes=plus)
+    st.markdown(f"Expected error of **{q_label}**'s total: ± {q_sd * census_privelet.CI_Z:,.1f} people "
                 f"(95 %; SD {q_sd:,.1f}).")
 except DPCoreError as e:
     st.error(str(e))
@@ -262,9 +262,9 @@ label = f"Release with ε = {fmt.eps(epsilon)} — {fmt.eps(max(left_after, 0.0)
 def release_now(table: census_tables.CensusTable, epsilon: float, plus: list[str], led: budget.Ledger, fp: str,
                 name: str) -> None:
     """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
-    rel = census_tables.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=led)
+    rel = census_privelet.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=led)
     entry = {"release": rel, "fingerprint": fp, "source": name,
-             "csv": census_tables.census_csv(rel), "json": census_tables.census_json(rel, led)}
+             "csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}
     ss["census_release"] = entry
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),

@@ -650,7 +650,7 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
 
 
 def cmd_release_census(args: argparse.Namespace) -> int:
-    from dpcore.areas import census_tables
+    from dpcore.areas import census_privelet, census_tables
     from dpcore.privacy.noise import secure_source
 
     make, cost = _budget_arg(args)
@@ -686,12 +686,12 @@ def cmd_release_census(args: argparse.Namespace) -> int:
         if plus:
             raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
         return _census_marginals(args, table, cost, ledger_path, ledger, areas is None)
-    rel = _charged(ledger_path, ledger, lambda: census_tables.release_census(table, epsilon, secure_source(),
+    rel = _charged(ledger_path, ledger, lambda: census_privelet.release_census(table, epsilon, secure_source(),
                                                                       plus_axes=plus, ledger=ledger))
     if areas is None:
         print("warning: the list of areas comes from the data; areas with no one are missing from the "
               "release (not protected). Give a public list with --areas.", file=sys.stderr)
-    paths = census_tables.write_census(rel, args.out, ledger)
+    paths = census_privelet.write_census(rel, args.out, ledger)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
           f"{_budget_left(ledger_path, ledger)}")

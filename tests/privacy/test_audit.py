@@ -62,7 +62,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dpcore.areas import census_tables, marginals
+from dpcore.areas import census_privelet, census_tables, marginals
 from dpcore.areas import tree_mechanisms as H
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.data.domain import Aggregate, Bounds, Grid
@@ -494,9 +494,9 @@ def _census_table(extra: int) -> census_tables.CensusTable:
 def test_census_privelet_one_county() -> None:
     eps = 3.0
     t, t2 = _census_table(0), _census_table(1)
-    x = runs(lambda s: census_tables.release_census(t, eps, s).noisy.ravel()[0], 501)
-    y = runs(lambda s: census_tables.release_census(t2, eps, s).noisy.ravel()[0], 502)
-    sd = float(np.sqrt(census_tables._node_vars(census_tables.build(t)[1], eps, 1)[-1][0]))
+    x = runs(lambda s: census_privelet.release_census(t, eps, s).noisy.ravel()[0], 501)
+    y = runs(lambda s: census_privelet.release_census(t2, eps, s).noisy.ravel()[0], 502)
+    sd = float(np.sqrt(census_privelet._node_vars(census_privelet.build(t)[1], eps, 1)[-1][0]))
     check("census Privelet county c1 (ε=3)", x, y, around(5, 6, sd), eps)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.areas import census_tables
+from dpcore.areas import census_privelet, census_tables
 from dpcore.cli import main
 from dpcore.data.synthetic import synthetic_census
 from dpcore.errors import DPCoreError, InputError, ParameterError
@@ -63,7 +63,7 @@ def test_paths_identify_areas_when_codes_repeat(table: census_tables.CensusTable
 
 
 def test_build_gives_nominal_geography_axis_with_nested_groups(table: census_tables.CensusTable) -> None:
-    x, axes, leaf_paths = census_tables.build(table)
+    x, axes, leaf_paths = census_privelet.build(table)
     assert x.shape == (60,) and x.dtype == np.float64
     assert leaf_paths == list(table.structure.leaf_paths)
     geo = axes[0]
@@ -75,7 +75,7 @@ def test_build_gives_nominal_geography_axis_with_nested_groups(table: census_tab
     i1 = leaf_paths.index(("01", "001", "000100"))
     i2 = leaf_paths.index(("02", "001", "000100"))
     assert g_county[i1] != g_county[i2]
-    _, axes_plus, _ = census_tables.build(table, plus_axes=[census_tables.GEO_AXIS])
+    _, axes_plus, _ = census_privelet.build(table, plus_axes=[census_tables.GEO_AXIS])
     assert not axes_plus[0].transform
 
 
@@ -84,7 +84,7 @@ def test_person_rows_and_ordinal_axis() -> None:
     t = census_tables.CensusTable.from_frame(df, ["state", "county"], None, ordinals=["age_band"])
     assert t.structure.bins == (("0-17", "5-9", "18-64", "65+"),)  # natural order of the values
     assert t.counts.shape == (4, 4) and t.total == len(df)
-    x, axes, _ = census_tables.build(t, plus_axes=["age_band"])
+    x, axes, _ = census_privelet.build(t, plus_axes=["age_band"])
     assert x.shape == (4, 4)
     assert axes[1].kind == "ordinal" and axes[1].size == 4 and not axes[1].transform and axes[0].transform
     order = ["0-17", "5-9", "18-64", "65+", "unused"]
@@ -105,17 +105,17 @@ def test_public_area_list_adds_empty_areas(synth: pd.DataFrame) -> None:
     t = census_tables.CensusTable.from_frame(synth, LEVELS, "population", areas=areas)
     assert t.structure.public_areas and t.n_added_areas == 1
     assert t.counts[t.structure.leaf_paths.index(("09", "001", "000100"))] == 0
-    rel = census_tables.release_census(t, 1.0, NoiseSource(seed=3))
+    rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=3))
     assert ("09",) in [tuple(r) for r in rel.levels["state"][["state"]].to_numpy().tolist()]
-    assert "public list" in census_tables.census_record(rel)["notes"][-1]
+    assert "public list" in census_privelet.census_record(rel)["notes"][-1]
 
 
 def test_single_level_table() -> None:
     df = pd.DataFrame({"state": ["01", "02", "03"], "pop": [10, 20, 30]})
     t = census_tables.CensusTable.from_frame(df, ["state"], "pop")
-    err = census_tables.expected_error(t.structure, 1.0)
+    err = census_privelet.expected_error(t.structure, 1.0)
     assert list(err["level"]) == ["total", "state"]
-    rel = census_tables.release_census(t, 1.0, NoiseSource(seed=0))
+    rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=0))
     assert len(rel.levels["state"]) == 3
     assert rel.levels["total"]["noisy_count"].iloc[0] == pytest.approx(rel.levels["state"]["noisy_count"].sum())
 
@@ -148,11 +148,11 @@ def test_parameter_errors(synth: pd.DataFrame, table: census_tables.CensusTable)
     with pytest.raises(ParameterError, match="used twice"):
         census_tables.CensusTable.from_frame(synth, ["state", "county", "county"], "population")
     with pytest.raises(ParameterError, match="not an axis"):
-        census_tables.build(table, plus_axes=["age"])
+        census_privelet.build(table, plus_axes=["age"])
     with pytest.raises(ParameterError):
-        census_tables.expected_error(table.structure, 0.0)
+        census_privelet.expected_error(table.structure, 0.0)
     with pytest.raises(ParameterError, match="no area"):
-        census_tables.area_expected_error(table.structure, 1.0, ("99",))
+        census_privelet.area_expected_error(table.structure, 1.0, ("99",))
     with pytest.raises(InputError, match="not in the public area list"):
         census_tables.CensusTable.from_frame(synth, LEVELS, "population", areas=synth[LEVELS].iloc[1:])
     with pytest.raises(InputError, match="not in its public order"):
@@ -177,7 +177,7 @@ def test_read_census_file_keeps_leading_zeros_and_drops_bom(tmp_path: Path) -> N
 # ------------------------------------------------------------------ release
 
 
-def _check_consistent(rel: census_tables.CensusRelease) -> None:
+def _check_consistent(rel: census_privelet.CensusRelease) -> None:
     s = rel.structure
     value_cols = ["noisy_count", *s.bin_labels()]
     for d in range(s.depth):
@@ -190,12 +190,12 @@ def _check_consistent(rel: census_tables.CensusRelease) -> None:
 
 
 def test_release_levels_are_consistent(table: census_tables.CensusTable) -> None:
-    rel = census_tables.release_census(table, 0.5, NoiseSource(seed=11))
+    rel = census_privelet.release_census(table, 0.5, NoiseSource(seed=11))
     assert list(rel.levels) == ["total", "state", "county", "tract"]
     assert [len(rel.levels[k]) for k in rel.levels] == [1, 3, 12, 60]
     _check_consistent(rel)
     tr = rel.levels["tract"]
-    assert tr["ci95_high"].sub(tr["noisy_count"]).to_numpy() == pytest.approx(census_tables.CI_Z * tr["sd"].to_numpy())
+    assert tr["ci95_high"].sub(tr["noisy_count"]).to_numpy() == pytest.approx(census_privelet.CI_Z * tr["sd"].to_numpy())
     # noise was added
     assert not np.allclose(tr["noisy_count"].to_numpy(), table.counts)
 
@@ -203,7 +203,7 @@ def test_release_levels_are_consistent(table: census_tables.CensusTable) -> None
 def test_release_with_ordinal_axis_is_consistent_over_bins() -> None:
     t = census_tables.CensusTable.from_frame(persons(n=2000), ["state", "county"], ordinals=["age_band"])
     for plus in ([], ["age_band"], [census_tables.GEO_AXIS]):
-        rel = census_tables.release_census(t, 1.0, NoiseSource(seed=5), plus_axes=plus)
+        rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=5), plus_axes=plus)
         _check_consistent(rel)
         county = rel.levels["county"]
         labels = t.structure.bin_labels()
@@ -212,17 +212,17 @@ def test_release_with_ordinal_axis_is_consistent_over_bins() -> None:
 
 
 def test_expected_error_is_data_free_and_matches_release(table: census_tables.CensusTable) -> None:
-    err = census_tables.expected_error(table.structure, 0.5)
+    err = census_privelet.expected_error(table.structure, 0.5)
     assert list(err.columns) == ["level", "n_areas", "sd", "ci95", "sd_max"]
     assert err["sd_max"].to_numpy() == pytest.approx(err["sd"].to_numpy())  # balanced: all areas alike
     assert list(err["n_areas"]) == [1, 3, 12, 60]
-    rel = census_tables.release_census(table, 0.5, NoiseSource(seed=2))
+    rel = census_privelet.release_census(table, 0.5, NoiseSource(seed=2))
     assert err["sd"].tolist() == pytest.approx([rel.level_sd[k] for k in err["level"]])
-    err2 = census_tables.expected_error(table.structure, 1.0)
+    err2 = census_privelet.expected_error(table.structure, 1.0)
     assert err2["sd"].to_numpy() == pytest.approx(err["sd"].to_numpy() / 2)
     # the balanced synthetic hierarchy: the exact per-area SD equals the per-level SD
-    assert census_tables.area_expected_error(table.structure, 0.5, ("02", "003")) == pytest.approx(err["sd"][2], rel=1e-9)
-    assert census_tables.area_expected_error(table.structure, 0.5, ()) == pytest.approx(err["sd"][0], rel=1e-9)
+    assert census_privelet.area_expected_error(table.structure, 0.5, ("02", "003")) == pytest.approx(err["sd"][2], rel=1e-9)
+    assert census_privelet.area_expected_error(table.structure, 0.5, ()) == pytest.approx(err["sd"][0], rel=1e-9)
 
 
 def test_per_area_sd_in_unbalanced_hierarchy_is_exact() -> None:
@@ -233,14 +233,14 @@ def test_per_area_sd_in_unbalanced_hierarchy_is_exact() -> None:
         "pop": [5, 6, 7, 8, 9, 10, 11],
     })
     t = census_tables.CensusTable.from_frame(df, LEVELS, "pop")
-    rel = census_tables.release_census(t, 1.0, NoiseSource(seed=0))
+    rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=0))
     for name in ["state", "county", "tract"]:
         d = t.structure.level_depth(name)
         lv = rel.levels[name]
         for _, row in lv.iterrows():
             path = tuple(row[LEVELS[:d]])
-            assert row["sd"] == pytest.approx(census_tables.area_expected_error(t.structure, 1.0, path), rel=1e-9)
-    err = census_tables.expected_error(t.structure, 1.0)
+            assert row["sd"] == pytest.approx(census_privelet.area_expected_error(t.structure, 1.0, path), rel=1e-9)
+    err = census_privelet.expected_error(t.structure, 1.0)
     assert (err["sd_max"] >= err["sd"] * (1 - 1e-12)).all()
     assert err["sd_max"].iloc[2] > err["sd"].iloc[2]  # counties differ: 3 siblings vs 1
 
@@ -249,17 +249,17 @@ def test_ledger_refuses_before_noise_and_charges_once(table: census_tables.Censu
     from dpcore.privacy import budget
 
     led = budget.Ledger(budget.pure(1.0))
-    census_tables.release_census(table, 0.7, NoiseSource(seed=1), ledger=led)
+    census_privelet.release_census(table, 0.7, NoiseSource(seed=1), ledger=led)
     assert led.spent == pytest.approx(0.7) and len(led.entries) == 1
     with pytest.raises(DPCoreError, match="Not enough privacy budget"):
-        census_tables.release_census(table, 0.5, NoiseSource(seed=1), ledger=led)
+        census_privelet.release_census(table, 0.5, NoiseSource(seed=1), ledger=led)
     assert len(led.entries) == 1
 
 
 def test_unbiased_and_sd_per_level_match_monte_carlo(table: census_tables.CensusTable) -> None:
     n = 3000
     eps = 1.0
-    err = census_tables.expected_error(table.structure, eps)
+    err = census_privelet.expected_error(table.structure, eps)
     src = NoiseSource(seed=20240601)
     picks = {"total": (), "state": ("02",), "county": ("03", "005"), "tract": ("01", "007", "000300")}
     truth = {}
@@ -268,7 +268,7 @@ def test_unbiased_and_sd_per_level_match_monte_carlo(table: census_tables.Census
     rows = {name: table.structure.paths_at(len(path)).index(path) for name, path in picks.items()}
     draws = {k: np.empty(n) for k in picks}
     for i in range(n):
-        rel = census_tables.release_census(table, eps, src)
+        rel = census_privelet.release_census(table, eps, src)
         for name in picks:
             draws[name][i] = rel.levels[name]["noisy_count"].to_numpy()[rows[name]]
     for d, name in enumerate(["total", "state", "county", "tract"]):
@@ -286,13 +286,13 @@ def test_exports_hold_no_truth(table: census_tables.CensusTable) -> None:
     from dpcore.privacy import budget
 
     led = budget.Ledger(budget.pure(1.0), dataset="secret_file.csv")
-    rel = census_tables.release_census(table, 1.0, NoiseSource(seed=4), ledger=led)
-    df = pd.read_csv(pd.io.common.BytesIO(census_tables.census_csv(rel)), dtype={c: str for c in LEVELS})
+    rel = census_privelet.release_census(table, 1.0, NoiseSource(seed=4), ledger=led)
+    df = pd.read_csv(pd.io.common.BytesIO(census_privelet.census_csv(rel)), dtype={c: str for c in LEVELS})
     assert list(df.columns[:4]) == ["level", *LEVELS]
     assert {"noisy_count", "sd", "ci95_low", "ci95_high"} <= set(df.columns)
     assert "population" not in df.columns
     assert df.loc[df.level == "tract", "county"].str.len().eq(3).all()  # zero padding kept
-    rec = census_tables.census_record(rel, led)
+    rec = census_privelet.census_record(rel, led)
     text = json.dumps(rec)
     assert "secret_file" not in text
     assert rec["mechanism"]["name"] == "privelet"
@@ -404,7 +404,7 @@ def test_real_tract_file_one_state() -> None:
     df = df[df["STATEFP"].isin(["10", "11"])]  # Delaware and DC: small
     t = census_tables.CensusTable.from_frame(df, ["STATEFP", "COUNTYFP", "TRACTCE"], "POPULATION")
     assert t.total == int(df["POPULATION"].astype(int).sum())
-    rel = census_tables.release_census(t, 1.0, NoiseSource(seed=9))
+    rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=9))
     _check_consistent(rel)
     assert rel.levels["COUNTYFP"]["COUNTYFP"].str.len().eq(3).all()
 
@@ -429,9 +429,9 @@ def test_census_charges_before_drawing_and_refuses_without_drawing(table: census
             assert led.spent == pytest.approx(0.7), "noise drawn before the ledger was charged"
             return super().laplace_on_grid(values, scale, granularity_exp)
 
-    census_tables.release_census(table, 0.7, Watch(seed=1), ledger=led)
+    census_privelet.release_census(table, 0.7, Watch(seed=1), ledger=led)
     with pytest.raises(DPCoreError, match="Not enough privacy budget"):
-        census_tables.release_census(table, 0.5, _NoDraw(seed=1), ledger=led)
+        census_privelet.release_census(table, 0.5, _NoDraw(seed=1), ledger=led)
     assert len(led.entries) == 1
 
 
@@ -442,8 +442,8 @@ def test_names_come_from_the_public_area_list_not_the_data() -> None:
                          "county_name": ["Ant", "Bee"]})
     t = census_tables.CensusTable.from_frame(data, ["state", "county"], "pop", names={"county": "county_name"},
                                       areas=areas)
-    rel = census_tables.release_census(t, 1.0, NoiseSource(seed=3))
-    csv = pd.read_csv(__import__("io").BytesIO(census_tables.census_csv(rel)), dtype=str, keep_default_na=False)
+    rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=3))
+    csv = pd.read_csv(__import__("io").BytesIO(census_privelet.census_csv(rel)), dtype=str, keep_default_na=False)
     counties = csv[csv["level"] == "county"]
     assert counties["county_name"].tolist() == ["Ant", "Bee", "Cat"]  # the empty county is named too
     with pytest.raises(InputError, match="must be in the public area list"):

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.areas import census_tables, export, marginals
+from dpcore.areas import census_privelet, census_tables, export, marginals
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core import pipeline
 from dpcore.data import io
@@ -106,10 +106,10 @@ def test_census_exports() -> None:
                        "age": ["a", "b", "a", "b"], "pop": [TRUE[0], 1, TRUE[1], 2]})
     table = census_tables.CensusTable.from_frame(df, ["state", "county"], "pop", ordinals=["age"])
     led = budget.Ledger(budget.zcdp(5.0), dataset=SECRET_NAME)
-    rel = census_tables.release_census(table, 1.0, ShiftNoise(3), ledger=led)
-    census_tables.validate_census_record(census_tables.census_record(rel, led))
-    census_tables.validate_census_record(census_tables.census_record(rel))
-    assert_clean({"csv": census_tables.census_csv(rel), "json": census_tables.census_json(rel, led)}, [*TRUE])
+    rel = census_privelet.release_census(table, 1.0, ShiftNoise(3), ledger=led)
+    census_privelet.validate_census_record(census_privelet.census_record(rel, led))
+    census_privelet.validate_census_record(census_privelet.census_record(rel))
+    assert_clean({"csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}, [*TRUE])
     p = marginals.plan(table.structure, "county", [(0, 1), (1,)], budget.zcdp(0.5))
     mrel = marginals.release(table, p, ShiftNoise(4))
     rec = marginals.marginals_record(mrel, led)
