@@ -383,7 +383,7 @@ def node_variances_per_p(h: Hierarchy, s: mm.Strategy) -> list[np.ndarray]:
 
 def plan(h: Hierarchy, cost: PrivacyCost, *, neighbour: str = "add_remove", split: str = "levels",
          weights: Sequence[float] | None = None, statistic: str = "count",
-         area_sets: AreaSets | None = None, sets_weight: float = 1.0) -> Any:
+         area_sets: AreaSets | None = None, sets_weight: float = 1.0) -> HierPlan:
     """The :class:`~dpcore.areas.tree_records.HierPlan` of a matrix-mechanism release (data-free).
 
     ``split`` (``levels``, ``queries`` or ``custom``) and ``weights`` set the levels' importance
@@ -452,8 +452,8 @@ def plan(h: Hierarchy, cost: PrivacyCost, *, neighbour: str = "add_remove", spli
                        tuple(np.sqrt(v) for v in node_var), tuple(cal.scale for _ in levels), extra=extra)
 
 
-def release(counts: Any, p: Any, noise: Any, *, area_sets: AreaSets | None = None,
-            sets_weight: float = 1.0) -> Any:
+def release(counts: Any, p: HierPlan, noise: Any, *, area_sets: AreaSets | None = None,
+            sets_weight: float = 1.0) -> HierarchyRelease:
     """Release ``counts`` (:class:`~dpcore.areas.hierarchy.HierarchyCounts`) as planned by :func:`plan`.
 
     The caller has charged the ledger with ``p.cost``.  The noise is drawn by
