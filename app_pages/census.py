@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import census
+from dpcore.areas import census_privelet, census_tables
 from dpcore.data import engines, synthetic
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import guess_level_columns
@@ -14,7 +14,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
 from ui import budget_ui, fmt, state
-from ui import census_matrix as census_matrix_ui
+from ui import marginals as marginals_ui
 from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source
 
 SYNTHETIC = "synthetic"
@@ -92,7 +92,7 @@ if src is not None:
 else:  # the content key, once per table (hashing a large table on every rerun was the page's slowest step)
     fp_key = ("synthetic",) if source != UPLOAD else ("upload", ss.get("census_upload_id"))
     if ss.get("census_fp_for") != fp_key:
-        ss["census_fp_for"], ss["census_fp"] = fp_key, census.fingerprint(df)
+        ss["census_fp_for"], ss["census_fp"] = fp_key, census_tables.fingerprint(df)
     fp = ss["census_fp"]
 if ss.get("census_columns_for") != fp or "census_levels" not in ss:
     ss["census_columns_for"] = fp
@@ -138,10 +138,10 @@ else:
                 progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
             bar.empty()
             small = cc.frame[[*levels, *ordinals, "count"]].rename(columns={"count": engines.COUNT_COLUMN})
-            table = census.CensusTable.from_frame(small, levels, engines.COUNT_COLUMN, ordinals=ordinals,
+            table = census_tables.CensusTable.from_frame(small, levels, engines.COUNT_COLUMN, ordinals=ordinals,
                                                   areas=areas_df)
         else:
-            table = census.CensusTable.from_frame(df, levels, None if count_col == PER_PERSON else count_col,
+            table = census_tables.CensusTable.from_frame(df, levels, None if count_col == PER_PERSON else count_col,
                                                   ordinals=ordinals, areas=areas_df)
         ss["census_table"], ss["census_table_key"] = table, table_key
     except DPCoreError as e:
@@ -183,9 +183,9 @@ if mech == "privelet":
 budget_ui.cap_input(led, "census_cap", b2, label="Budget cap of this dataset")
 b3.metric("Spent of the cap", f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
 if mech == "matrix":
-    census_matrix_ui.section(table, fp, led, name)
+    marginals_ui.section(table, fp, led, name)
     st.stop()
-axis_names = [census.GEO_AXIS, *ordinals]
+axis_names = [census_tables.GEO_AXIS, *ordinals]
 ss["census_plus"] = [a for a in ss.get("census_plus", []) if a in axis_names]
 with st.expander("Advanced: Privelet+"):
     plus = st.multiselect("Axes left untransformed (identity)", axis_names, key="census_plus",
@@ -198,7 +198,7 @@ if table is None:
 # ---------------------------------------------------------------- expected error
 st.subheader("3. Expected error (before release)")
 try:
-    err = census.expected_error(table.structure, epsilon, plus_axes=plus)
+    err = census_privelet.expected_error(table.structure, epsilon, plus_axes=plus)
 except DPCoreError as e:
     st.error(str(e))
     st.stop()
@@ -223,8 +223,8 @@ else:
                             value=labels[0], key="census_q_text")
 q_path = tuple(s.strip() for s in str(q_label).split("/"))
 try:
-    q_sd = census.area_expected_error(table.structure, epsilon, q_path, plus_axes=plus)
-    st.markdown(f"Expected error of **{q_label}**'s total: ± {q_sd * census.CI_Z:,.1f} people "
+    q_sd = census_privelet.area_expected_error(table.structure, epsilon, q_path, plus_axes=plus)
+    st.markdown(f"Expected error of **{q_label}**'s total: ± {q_sd * census_privelet.CI_Z:,.1f} people "
                 f"(95 %; SD {q_sd:,.1f}).")
 except DPCoreError as e:
     st.error(str(e))
@@ -236,12 +236,12 @@ left_after = led.remaining - led.charge_of(cost)
 label = f"Release with ε = {fmt.eps(epsilon)} — {fmt.eps(max(left_after, 0.0))} left after this"
 
 
-def release_now(table: census.CensusTable, epsilon: float, plus: list[str], led: Ledger, fp: str,
+def release_now(table: census_tables.CensusTable, epsilon: float, plus: list[str], led: Ledger, fp: str,
                 name: str) -> None:
     """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
-    rel = census.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=led)
+    rel = census_privelet.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=led)
     entry = {"release": rel, "fingerprint": fp, "source": name,
-             "csv": census.census_csv(rel), "json": census.census_json(rel, led)}
+             "csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}
     ss["census_release"] = entry
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
@@ -261,6 +261,6 @@ if entry is None:
     st.stop()
 
 rel = entry["release"]
-census_matrix_ui.show_release(entry, fp, f"Released {entry['source']} with Privelet{'+' if rel.plus_axes else ''}, "
+marginals_ui.show_release(entry, fp, f"Released {entry['source']} with Privelet{'+' if rel.plus_axes else ''}, "
                                          f"ε = {fmt.eps(rel.epsilon)}.",
                               "Level", rel.levels, 1, 1, "SD", "release.csv", "census")

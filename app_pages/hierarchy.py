@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import census, hier_export, hier_matrix, hier_viz, hierarchical
+from dpcore.areas import area_sets, census_tables, export, figures, tree_mechanisms, tree_records
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core import spec as config
 from dpcore.core.pipeline import release_hierarchy
@@ -64,7 +64,7 @@ def area_sets_widget(h: Hierarchy) -> dict[str, Any]:
     key = (h.fingerprint(), up.file_id if up is not None else None)
     if up is not None and ss.get("hier_sets_key") != key:
         try:
-            ss["hier_sets"] = hier_matrix.read_area_sets(up.getvalue(), h, up.name)
+            ss["hier_sets"] = area_sets.read_area_sets(up.getvalue(), h, up.name)
             ss["hier_sets_name"] = up.name
             ss["hier_sets_error"] = None
         except DPCoreError as e:
@@ -129,10 +129,10 @@ def release_now(job: dict[str, Any]) -> None:
     rel = release_hierarchy(job["counts"], job["mech"], job["cost"], led, noise=secure_source(), **job["opts"])
     ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {},
                           "config": release_config(*job["config"])}
-    files = {"release.csv": hier_export.hierarchy_csv(rel)}
+    files = {"release.csv": export.hierarchy_csv(rel)}
     if rel.details.get("area_sets"):
-        files["area_queries.csv"] = hier_matrix.area_sets_csv(rel)
-    files["release.json"] = hier_export.hierarchy_json(rel, led, [*files, "release.json"])
+        files["area_queries.csv"] = area_sets.area_sets_csv(rel)
+    files["release.json"] = export.hierarchy_json(rel, led, [*files, "release.json"])
     remember_release("census", job["fp"], rel.release_id,
                      {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
                       "levels": list(rel.hierarchy.level_names)}, files)
@@ -324,7 +324,7 @@ with tab_data:
                             continue
                         gdf = b if hasattr(b, "geometry") else (
                             read_boundaries(b) if isinstance(b, Path) else read_boundaries(b[0], b[1]))
-                        j = hier_export.join_boundaries(h, h.depth_of(lv), gdf)
+                        j = export.join_boundaries(h, h.depth_of(lv), gdf)
                         joins[lv] = j
                         if j.missing_areas or j.extra_features:
                             join_msgs.append(
@@ -335,7 +335,7 @@ with tab_data:
                                 + (f" ({', '.join(j.extra_features[:8])}{' …' if len(j.extra_features) > 8 else ''})"
                                    if j.extra_features else ""))
                 # the ledger belongs to the table's content, whatever levels or area list are chosen
-                fp = big_fp if inputs.get("src") is not None else census.fingerprint(df)
+                fp = big_fp if inputs.get("src") is not None else census_tables.fingerprint(df)
                 model = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
                          "name": inputs["name"]}
                 ss["hier_model"], ss["hier_model_key"] = model, key
@@ -372,13 +372,13 @@ if led is None:  # persistent: the same table finds the same budget in every tab
 
 # ============================================================================ mechanism
 with tab_mech:
-    mechs = [m for m in hierarchical.MECHANISMS.values()
+    mechs = [m for m in tree_records.MECHANISMS.values()
              if (m.group_sizes if counts.statistic == "group_sizes" else m.counts)]
     names = [m.name for m in mechs]
-    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: hierarchical.get(n).title,
+    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: tree_records.get(n).title,
                              key=keep("mech", names[0]))
     kept("mech")
-    info = hierarchical.get(mech_name)
+    info = tree_records.get(mech_name)
     st.caption(f"{info.description} **When to use:** {info.when} *({info.paper})*")
     c1, c2, c3 = st.columns(3)
     locked = bool(led.entries)
@@ -417,8 +417,8 @@ with tab_mech:
         c4.caption(f"Unit of privacy: one person's membership in a group; the number of groups "
                    f"(N = {fmt.count(counts.n_groups)}) is public, as in the census paper.")
     if is_matrix:
-        split = c5.radio("Which totals matter most", list(hier_matrix.IMPORTANCE),
-                         format_func=hier_matrix.IMPORTANCE.get, key=keep("importance", "levels"),
+        split = c5.radio("Which totals matter most", list(area_sets.IMPORTANCE),
+                         format_func=area_sets.IMPORTANCE.get, key=keep("importance", "levels"),
                          help="The strategy is tuned to make the weighted sum of squared errors smallest. The "
                               "budget is not split: this only moves accuracy between levels.")
         kept("importance")
@@ -427,7 +427,7 @@ with tab_mech:
         kept("split")
     weights = None
     weights_ok = True
-    n_measured = sum(hierarchical.measured_levels(mech_name, counts.statistic, neighbour, h.depth))
+    n_measured = sum(tree_mechanisms.measured_levels(mech_name, counts.statistic, neighbour, h.depth))
     if split == "custom":
         txt = c5.text_input(f"Weights, one per measured level ({n_measured}), top first",
                             key=keep(f"weights_{n_measured}", ",".join(["1"] * n_measured)))
@@ -450,7 +450,7 @@ with tab_mech:
     try:
         with st.spinner("Designing the strategy from the public areas (once per hierarchy and set of queries; "
                         "then cached) …"):
-            p = hierarchical.plan(h, mech_name, cost, neighbour=neighbour, split=split, weights=weights,
+            p = tree_mechanisms.plan(h, mech_name, cost, neighbour=neighbour, split=split, weights=weights,
                                   statistic=counts.statistic, k=counts.k, **matrix_opts)
     except DPCoreError as e:
         st.error(str(e))
@@ -530,7 +530,7 @@ if entry is not None:
                 figs = entry.setdefault("figs", {})  # a rerun does not rebuild the same map
                 fkey = (level, None if nodes is None else int(within), size)
                 if fkey not in figs:
-                    figs[fkey] = hier_viz.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join,
+                    figs[fkey] = figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join,
                                                         size=size)
                 cmap.plotly_chart(figs[fkey], key="hier_map", config={"displayModeBar": False})
             cmap.caption("Colour: noisy count. Hover: the noisy count and its 95 % interval (from the mechanism's "
@@ -539,7 +539,7 @@ if entry is not None:
         tree_index = 0
         if depths and nodes is not None:
             tree_depth, tree_index = d - 1, int(within)
-        ctree.plotly_chart(hier_viz.hierarchy_treemap(rel, tree_depth, tree_index), key="hier_treemap")
+        ctree.plotly_chart(figures.hierarchy_treemap(rel, tree_depth, tree_index), key="hier_treemap")
         ctree.caption("Treemap of the released counts (two levels below the selected area).")
 
 # ============================================================================ errors
@@ -557,7 +557,7 @@ with tab_err:
         rel = entry["release"]
         st.subheader("Empirical error of the release · curator only, not for publication")
         if "empirical" not in entry:
-            entry["empirical"] = hierarchical.empirical_errors(rel, counts)  # curator only, computed once
+            entry["empirical"] = tree_mechanisms.empirical_errors(rel, counts)  # curator only, computed once
         emp = entry["empirical"]
         st.dataframe(pd.DataFrame([{
             "level": e["level"], "mean abs. error": fmt.num(e["mae"]), "max abs. error": fmt.num(e["max_abs_error"]),
@@ -575,13 +575,13 @@ if entry is not None:
         ex = entry["exports"]
         joins = model["joins"]
         if "csv" not in ex:
-            new: dict[str, Any] = {"csv": hier_export.hierarchy_csv(rel)}
+            new: dict[str, Any] = {"csv": export.hierarchy_csv(rel)}
             if rel.details.get("area_sets"):
-                new["sets"] = hier_matrix.area_sets_csv(rel)
+                new["sets"] = area_sets.area_sets_csv(rel)
             files = ["release.csv", *(["area_queries.csv"] if "sets" in new else []),
-                     *[f"{hier_export.safe_file_stem(lv)}.geojson" for lv in joins], "release.json"]
-            new["json"] = hier_export.hierarchy_json(rel, led, files)
-            new["geojson"] = {lv: hier_export.level_geojson(rel, j) for lv, j in joins.items()}
+                     *[f"{export.safe_file_stem(lv)}.geojson" for lv in joins], "release.json"]
+            new["json"] = export.hierarchy_json(rel, led, files)
+            new["geojson"] = {lv: export.level_geojson(rel, j) for lv, j in joins.items()}
             ex.update(new)  # built whole, then stored: an interrupted rerun leaves no half-filled dict
         c1, c2 = st.columns(2)
         c1.download_button("Download release.csv", ex["csv"], "release.csv", "text/csv", on_click="ignore",
@@ -595,8 +595,8 @@ if entry is not None:
             st.dataframe(pd.read_csv(pd.io.common.BytesIO(ex["sets"]), nrows=50), hide_index=True,
                          key="hier_sets_preview")
         for lv, data in ex["geojson"].items():
-            st.download_button(f"Download {hier_export.safe_file_stem(lv)}.geojson", data,
-                               f"{hier_export.safe_file_stem(lv)}.geojson", "application/geo+json",
+            st.download_button(f"Download {export.safe_file_stem(lv)}.geojson", data,
+                               f"{export.safe_file_stem(lv)}.geojson", "application/geo+json",
                                on_click="ignore", key=f"hier_dl_geo_{lv}")
         st.markdown("**release.csv** (first rows)")
         st.dataframe(pd.read_csv(pd.io.common.BytesIO(ex["csv"]), dtype=str, nrows=12), hide_index=True,

@@ -7,7 +7,7 @@ Data
     nation (root) → STATEFP → COUNTYFP → TRACTCE: 1 / 52 / 3,221 / 85,395 areas.  Counts:
     the POPULATION column.
 Mechanisms
-    every mechanism of ``dpcore.areas.hierarchical.MECHANISMS`` that releases plain counts (exact,
+    every mechanism of ``dpcore.areas.tree_records.MECHANISMS`` that releases plain counts (exact,
     topdown_linf, topdown_l2, hay, bottom_up, independent), uniform split, add/remove
     neighbours, at
     * pure ε-DP ε = 0.1 and ε = 1 (discrete Laplace, ``budget.pure``);
@@ -19,7 +19,7 @@ Mechanisms
 Measured
     per level: mean / max absolute error and mean relative error (``empirical_errors``,
     |x̂ − x| / max(x, 20)), true-zero areas released positive; the analytic expected mean and
-    max error of ``hierarchical.plan`` next to them; consistency, non-negativity and
+    max error of ``tree_mechanisms.plan`` next to them; consistency, non-negativity and
     integrality of every release (compared with what ``MECHANISMS`` promises); wall time of
     ``release()`` alone (``time.perf_counter``), and separately the time to read the file,
     build the Hierarchy and map the counts; peak memory (``ru_maxrss`` and tracemalloc) of
@@ -65,7 +65,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpcore.areas import hierarchical as hz  # noqa: E402
+from dpcore.areas import tree_mechanisms as hz  # noqa: E402
+from dpcore.areas import tree_records  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
 from dpcore.privacy.budget import PrivacyCost  # noqa: E402
@@ -110,7 +111,7 @@ MEMORY_CONFIG = Config("exact", budget.pure(0.1), "add_remove", "ε=0.1")
 
 
 def configs() -> list[Config]:
-    counts_mechs = [m for m, info in hz.MECHANISMS.items() if info.counts]
+    counts_mechs = [m for m, info in tree_records.MECHANISMS.items() if info.counts]
     if sorted(counts_mechs) != sorted(EXPECTED_COUNT_MECHANISMS):
         print(f"note: MECHANISMS with counts = {counts_mechs}, the brief expected "
               f"{EXPECTED_COUNT_MECHANISMS}", file=sys.stderr)
@@ -169,7 +170,7 @@ def load() -> tuple[HierarchyCounts, dict[str, float]]:
 # ---------------------------------------------------------------- one configuration
 
 
-def checks(rel: hz.HierarchyRelease) -> dict[str, bool]:
+def checks(rel: tree_records.HierarchyRelease) -> dict[str, bool]:
     vals = [np.asarray(v) for v in rel.values]
     return {
         "consistent": bool(rel.consistent),
@@ -204,7 +205,7 @@ def run_config(cfg: Config, counts: HierarchyCounts, seeds: list[int]) -> tuple[
         if "widenings" in rel.details:
             widen.append(int(rel.details["widenings"]))
         del rel
-    info = hz.MECHANISMS[cfg.mechanism]
+    info = tree_records.MECHANISMS[cfg.mechanism]
     rel_facts = {
         "time_mean_s": float(np.mean(times)),
         "time_max_s": float(np.max(times)),
@@ -538,10 +539,10 @@ def main(argv: list[str] | None = None) -> int:
         "unless marked *replace* (public total, Δ₁ = 2).",
         f"- {args.seeds} seeded releases per configuration (`NoiseSource(seed)`, seeds "
         f"{seeds[0]}–{seeds[-1]}, the same for every configuration). *emp* = mean over the seeds; "
-        "*exp* = analytic expectation of `hierarchical.plan` (data-free). MAE = mean |released − true| "
+        "*exp* = analytic expectation of `tree_mechanisms.plan` (data-free). MAE = mean |released − true| "
         "over the level's areas; max = largest |error| in the level; MRE = mean |error| / max(true, 20) "
         "in %. Curator-only diagnostics, not for publication.",
-        "- Time: `time.perf_counter()` around `hierarchical.release()` only (plan, noise and "
+        "- Time: `time.perf_counter()` around `tree_mechanisms.release()` only (plan, noise and "
         "post-processing; not the error evaluation).",
         "",
         "## Verdicts",

@@ -3,12 +3,12 @@
 
 * kind ``hierarchy``: counts (or group-size histograms) over a public tree of areas
   (:class:`~dpcore.areas.hierarchy.Hierarchy` -> :class:`~dpcore.areas.hierarchy.HierarchyCounts`),
-  every mechanism of :data:`dpcore.areas.hierarchical.MECHANISMS` (the matrix mechanism through
-  :mod:`dpcore.areas.hier_matrix`).
+  every mechanism of :data:`dpcore.areas.tree_records.MECHANISMS` (the matrix mechanism through
+  :mod:`dpcore.areas.area_sets`).
 * kind ``census``: a census table over a public structure
-  (:class:`~dpcore.areas.census.CensusStructure` -> :class:`~dpcore.areas.census.CensusTable`):
-  ``privelet`` (every area of every level, :func:`dpcore.areas.census.release_census`) and
-  ``matrix`` (marginal tables, :mod:`dpcore.areas.census_matrix`).
+  (:class:`~dpcore.areas.census_tables.CensusStructure` -> :class:`~dpcore.areas.census_tables.CensusTable`):
+  ``privelet`` (every area of every level, :func:`dpcore.areas.census_privelet.release_census`) and
+  ``matrix`` (marginal tables, :mod:`dpcore.areas.marginals`).
 
 The adapters are thin: the modules named above stay the engine room; this one validates the
 unit of privacy, converts their level plans to :class:`~dpcore.core.mechanism.PlanRow` and
@@ -21,8 +21,16 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from dpcore.areas import census, census_matrix, hier_export, hier_matrix, hierarchical
-from dpcore.areas.census import CensusStructure, CensusTable
+from dpcore.areas import (
+    area_sets,
+    census_privelet,
+    census_tables,
+    export,
+    marginals,
+    tree_mechanisms,
+    tree_records,
+)
+from dpcore.areas.census_tables import CensusStructure, CensusTable
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.registry import Registry
@@ -65,7 +73,7 @@ def _finite_or_none(x: float) -> float | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def hier_row(lv: hierarchical.HierLevelPlan, definition: str, whole_budget: bool) -> PlanRow:
+def hier_row(lv: tree_records.HierLevelPlan, definition: str, whole_budget: bool) -> PlanRow:
     """A hierarchy level plan as a plan row.  ``whole_budget``: the level is not a share of a
     split (the matrix mechanism answers one strategy with the whole budget)."""
     measured = lv.measured and lv.share > 0 and not whole_budget
@@ -74,7 +82,7 @@ def hier_row(lv: hierarchical.HierLevelPlan, definition: str, whole_budget: bool
         level=lv.depth, name=lv.level,
         cost=PrivacyCost(definition, lv.share) if measured else None,
         noise=lv.noise, scale=lv.scale if lv.noise else None, sensitivity=sens if lv.noise else None,
-        n_counts=lv.cells, sd=lv.sd, ci95=hierarchical.CI_Z * lv.sd,
+        n_counts=lv.cells, sd=lv.sd, ci95=tree_records.CI_Z * lv.sd,
         mean_abs=_finite_or_none(lv.mean_abs), max_abs=_finite_or_none(lv.max_abs), note=lv.basis,
         details={"areas": lv.areas, "measured": lv.measured, "share": lv.share, "noise_sd": lv.noise_sd,
                  "l1_sensitivity": lv.l1_sensitivity, "l2_sensitivity": lv.l2_sensitivity,
@@ -87,14 +95,14 @@ class HierarchyMechanism(Mechanism):
 
     ``public_inputs``: ``statistic`` (``count`` or ``group_sizes``) and ``k`` (number of group
     sizes) describe the public shape of the counts; ``area_sets`` (matrix only) the curator's
-    public area-code sets (:class:`~dpcore.areas.hier_matrix.AreaSets`).  The unit's neighbour
+    public area-code sets (:class:`~dpcore.areas.area_sets.AreaSets`).  The unit's neighbour
     relation is the release's: add/remove (total noised) or replace-one (total public).
     """
 
     kind = "hierarchy"
     public_inputs = ("statistic", "k", "area_sets")
 
-    def __init__(self, info: hierarchical.HierMechanismInfo) -> None:
+    def __init__(self, info: tree_records.HierMechanismInfo) -> None:
         self.info = info
         self.name = info.name
         self.title = info.title
@@ -121,9 +129,9 @@ class HierarchyMechanism(Mechanism):
         area_sets = public.get("area_sets")
         if area_sets is not None and self.name != "matrix":
             raise ParameterError("Area-code-set queries are answered by the matrix mechanism only.")
-        hierarchical.check_order(params.get("order", "ascending"))
+        tree_mechanisms.check_order(params.get("order", "ascending"))
         extra_opts = {"area_sets": area_sets, "sets_weight": params["sets_weight"]} if self.name == "matrix" else {}
-        inner = hierarchical.plan(domain, self.name, cost, neighbour=_NEIGHBOUR[unit.neighbour],
+        inner = tree_mechanisms.plan(domain, self.name, cost, neighbour=_NEIGHBOUR[unit.neighbour],
                                   split=params["split"], weights=params["weights"] or None,
                                   statistic=statistic, k=k, **extra_opts)
         details: dict[str, Any] = {"neighbour": inner.neighbour, "split": inner.split,
@@ -150,15 +158,15 @@ class HierarchyMechanism(Mechanism):
             )
         prm = plan.params
         if self.name == "matrix":
-            inner = hier_matrix.release(aggregate, p, noise, area_sets=plan.public.get("area_sets"),
+            inner = area_sets.release(aggregate, p, noise, area_sets=plan.public.get("area_sets"),
                                         sets_weight=prm["sets_weight"])
         else:
-            # hierarchical.release has no release-from-plan entry: it is called with the plan's
+            # tree_mechanisms.release has no release-from-plan entry: it is called with the plan's
             # resolved inputs and rebuilds the same (data-free, deterministic) plan from them.
-            inner = hierarchical.release(aggregate, self.name, plan.cost, noise, neighbour=p.neighbour,
+            inner = tree_mechanisms.release(aggregate, self.name, plan.cost, noise, neighbour=p.neighbour,
                                          split=prm["split"], weights=prm["weights"] or None,
                                          order=prm.get("order", "ascending"))
-        return KindRelease.of(plan, inner, hier_export.hierarchy_record)
+        return KindRelease.of(plan, inner, export.hierarchy_record)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,7 +191,7 @@ class CensusPrivelet(Mechanism):
     reference = "X. Xiao, G. Wang, J. Gehrke, Differential Privacy via Wavelet Transforms, ICDE 2010"
     definitions = ("pure",)
     params = (Param("plus_axes", "Axes without transform (Privelet+)", tuple, (),
-                    f"Axes noised directly instead of through the wavelet: '{census.GEO_AXIS}' or an attribute name."),)
+                    f"Axes noised directly instead of through the wavelet: '{census_tables.GEO_AXIS}' or an attribute name."),)
 
     def _plan(self, domain: CensusStructure, cost: PrivacyCost, params: dict[str, Any], unit: Unit,
               public: Mapping[str, Any]) -> Plan:
@@ -192,8 +200,8 @@ class CensusPrivelet(Mechanism):
         if unit.neighbour != "add_remove":
             raise ParameterError("Privelet protects one unit added or removed; choose the add/remove neighbours.")
         eps, sens, plus = cost.value, unit.contribution, params["plus_axes"]
-        axes = census.build_axes(domain, plus)  # refuses unknown axes
-        table = census.expected_error(domain, eps, plus_axes=plus, sensitivity=sens)
+        axes = census_privelet.build_axes(domain, plus)  # refuses unknown axes
+        table = census_privelet.expected_error(domain, eps, plus_axes=plus, sensitivity=sens)
         lam = privelet.noise_magnitude(axes, eps, sensitivity=sens)
         gs = privelet.generalized_sensitivity(axes)
         rows = tuple(
@@ -216,9 +224,9 @@ class CensusPrivelet(Mechanism):
         _check_structure(aggregate, plan)
         # release_census has no release-from-plan entry: it is called with the plan's resolved
         # inputs (and no ledger: the session charges).
-        inner = census.release_census(aggregate, plan.cost.value, noise, plus_axes=plan.inner["plus_axes"],
+        inner = census_privelet.release_census(aggregate, plan.cost.value, noise, plus_axes=plan.inner["plus_axes"],
                                       sensitivity=plan.inner["sensitivity"])
-        return KindRelease.of(plan, inner, census.census_record)
+        return KindRelease.of(plan, inner, census_privelet.census_record)
 
 
 class CensusMarginals(Mechanism):
@@ -245,12 +253,12 @@ class CensusMarginals(Mechanism):
             raise ParameterError("The marginals protect one person added or removed; choose the add/remove neighbours.")
         _no_cap(unit, self.title)
         level = params["level"] or domain.levels[-1]
-        axes, _ = census_matrix.axes_of(domain, level)
-        inner = census_matrix.plan(domain, level, census_matrix.parse_marginals(params["marginals"], axes), cost)
+        axes, _ = marginals.axes_of(domain, level)
+        inner = marginals.plan(domain, level, marginals.parse_marginals(params["marginals"], axes), cost)
         info = inner.info
         rows = tuple(
             PlanRow(level=i, name=m["marginal"], cost=None, noise=info["noise"], scale=info["noise_scale"],
-                    sensitivity=None, n_counts=m["cells"], sd=m["sd_mean"], ci95=census_matrix.CI_Z * m["sd_mean"],
+                    sensitivity=None, n_counts=m["cells"], sd=m["sd_mean"], ci95=marginals.CI_Z * m["sd_mean"],
                     mean_abs=math.sqrt(2 / math.pi) * m["sd_mean"], max_abs=None,
                     note="one strategy answered with the whole budget; sd is the RMS over the table's cells "
                          "(mean error: normal approximation)",
@@ -265,13 +273,13 @@ class CensusMarginals(Mechanism):
     def release(self, plan: Plan, aggregate: CensusTable, noise: NoiseSource) -> KindRelease:
         self.check_plan(plan)
         _check_structure(aggregate, plan)
-        inner = census_matrix.release(aggregate, plan.inner, noise)
-        return KindRelease.of(plan, inner, census_matrix.marginals_record)
+        inner = marginals.release(aggregate, plan.inner, noise)
+        return KindRelease.of(plan, inner, marginals.marginals_record)
 
 
 def register(registry: Registry) -> None:
     """Register every hierarchy mechanism and the two census-table mechanisms."""
-    for info in hierarchical.MECHANISMS.values():
+    for info in tree_records.MECHANISMS.values():
         registry.register(HierarchyMechanism(info))
     registry.register(CensusPrivelet())
     registry.register(CensusMarginals())

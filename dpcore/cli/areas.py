@@ -132,19 +132,19 @@ def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, 
 def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_path: Any, ledger: Any,
                       areas_from_data: bool) -> int:
     """``release census --mechanism matrix``: marginal tables with the matrix mechanism."""
-    from dpcore.areas import census_matrix
+    from dpcore.areas import marginals
     from dpcore.privacy.noise import secure_source
 
     s = table.structure
     level = args.geo_level or s.levels[-1]
-    axes, _ = census_matrix.axes_of(s, level)
-    p = census_matrix.plan(s, level, census_matrix.parse_marginals(args.marginals, axes), cost)  # before spending
+    axes, _ = marginals.axes_of(s, level)
+    p = marginals.plan(s, level, marginals.parse_marginals(args.marginals, axes), cost)  # before spending
 
     def run() -> Any:
         ledger.spend(cost, label="census marginals (matrix mechanism)", details={
             "kind": "census_marginals", "mechanism": "matrix", "level": level,
             "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
-        return census_matrix.release(table, p, secure_source())
+        return marginals.release(table, p, secure_source())
 
     rel = charged(ledger_path, ledger, run)
     if areas_from_data:
@@ -153,8 +153,8 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_pa
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "marginals.csv", out / "release.json"]
-    paths[0].write_bytes(census_matrix.marginals_csv(rel))
-    paths[1].write_bytes(census_matrix.marginals_json(rel, ledger))
+    paths[0].write_bytes(marginals.marginals_csv(rel))
+    paths[1].write_bytes(marginals.marginals_json(rel, ledger))
     ratio = p.info["ratio_to_lower_bound"]
     print(f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix mechanism, {cost.label()}; "
           f"RMSE per cell {p.info['expected_rmse_per_query']:.3g}"
@@ -165,7 +165,7 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_pa
 
 
 def cmd_release_census(args: argparse.Namespace) -> int:
-    from dpcore.areas import census
+    from dpcore.areas import census_privelet, census_tables
     from dpcore.data.code_tables import read_code_table
     from dpcore.privacy.noise import secure_source
 
@@ -191,7 +191,7 @@ def cmd_release_census(args: argparse.Namespace) -> int:
     unknown = [k for k in orders if k not in ordinals]
     if unknown:
         raise ParameterError(f"--ordinal-order names {', '.join(unknown)}, which is not an --ordinal column.")
-    table = census.CensusTable.from_frame(df, levels, count_col, ordinals=ordinals, names=names, areas=areas,
+    table = census_tables.CensusTable.from_frame(df, levels, count_col, ordinals=ordinals, names=names, areas=areas,
                                           ordinal_orders=orders)
     for o in ordinals:
         if o not in orders:
@@ -202,12 +202,12 @@ def cmd_release_census(args: argparse.Namespace) -> int:
         if plus:
             raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
         return _census_marginals(args, table, cost, ledger_path, ledger, areas is None)
-    rel = charged(ledger_path, ledger, lambda: census.release_census(table, epsilon, secure_source(),
+    rel = charged(ledger_path, ledger, lambda: census_privelet.release_census(table, epsilon, secure_source(),
                                                                       plus_axes=plus, ledger=ledger))
     if areas is None:
         print("warning: the list of areas comes from the data; areas with no one are missing from the "
               "release (not protected). Give a public list with --areas.", file=sys.stderr)
-    paths = census.write_census(rel, args.out, ledger)
+    paths = census_privelet.write_census(rel, args.out, ledger)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
           f"{budget_left(ledger_path, ledger)}")
@@ -217,7 +217,7 @@ def cmd_release_census(args: argparse.Namespace) -> int:
 
 
 def cmd_release_hierarchy(args: argparse.Namespace) -> int:
-    from dpcore.areas import hier_export, hierarchical
+    from dpcore.areas import export, tree_mechanisms, tree_records
     from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
     from dpcore.core.pipeline import release_hierarchy
     from dpcore.data.boundaries import read_boundaries
@@ -232,7 +232,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
         split, weights = split_text, None
     else:
         split, weights = "custom", split_list(split_text, "--split", float, "1,1,2,4")
-    mech = hierarchical.get(args.mechanism)
+    mech = tree_records.get(args.mechanism)
     statistic = "group_sizes" if (len(counts_cols) > 1 or args.group_col) else "count"
     names = parse_params(args.name)
     bounds_args = parse_params(args.boundaries)
@@ -261,7 +261,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     else:
         df = read_code_table(args.input)
     if args.budget_db is not None:
-        from dpcore.areas import census
+        from dpcore.areas import census_tables
         from dpcore.data import engines
 
         # the app's key for this file, whichever engine counts it: its content up to the engine
@@ -271,7 +271,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
         if whole.n_bytes > engines.threshold():
             key = whole.bytes_fingerprint()
         else:
-            key = census.fingerprint(df if small is None else read_code_table(args.input))
+            key = census_tables.fingerprint(df if small is None else read_code_table(args.input))
         ledger, where = stored_ledger(args, make, cost, "census", key)
     if args.areas:
         area_df = read_code_table(args.areas)
@@ -290,19 +290,19 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     if args.area_sets:
         if mech.name != "matrix":
             raise ParameterError("--area-sets is answered by the matrix mechanism only; add --mechanism matrix.")
-        from dpcore.areas import hier_matrix
+        from dpcore.areas import area_sets
 
         sets_path = Path(args.area_sets)
         if not sets_path.is_file():
             raise InputError(f"The query file '{sets_path}' does not exist. Check the path given to --area-sets.")
-        extra = {"area_sets": hier_matrix.read_area_sets(sets_path.read_bytes(), h, sets_path.name),
+        extra = {"area_sets": area_sets.read_area_sets(sets_path.read_bytes(), h, sets_path.name),
                  "sets_weight": args.sets_weight}
-    hierarchical.plan(h, mech.name, cost, neighbour=args.neighbour, split=split, weights=weights,
+    tree_mechanisms.plan(h, mech.name, cost, neighbour=args.neighbour, split=split, weights=weights,
                       statistic=statistic, k=counts.k, **extra)
     joins = {}
     for lv, file in bounds_args.items():
         gdf = read_boundaries(file)
-        join = hier_export.join_boundaries(h, h.depth_of(lv), gdf)
+        join = export.join_boundaries(h, h.depth_of(lv), gdf)
         if join.missing_areas or join.extra_features:
             print(f"warning: boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
@@ -311,7 +311,7 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     rel = charged(ledger_path, ledger, lambda: release_hierarchy(
         counts, mech.name, cost, ledger, neighbour=args.neighbour, split=split, weights=weights, order=args.order,
         **extra))
-    paths = hier_export.write_hierarchy(rel, args.out, ledger, joins)
+    paths = export.write_hierarchy(rel, args.out, ledger, joins)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

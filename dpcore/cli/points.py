@@ -126,7 +126,7 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
 
 
 def cmd_mechanisms(args: argparse.Namespace) -> int:
-    from dpcore.areas import hierarchical
+    from dpcore.areas import tree_records
     from dpcore.flows import mechanisms as od
 
     descs = [{"kind": "points", **m.describe()} for m in mechanisms.REGISTRY.values()]
@@ -135,7 +135,7 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
              "nonnegative": h.nonnegative, "statistics": [s for s, ok in (("count", h.counts),
                                                                           ("group_sizes", h.group_sizes)) if ok],
              "default_definition": h.default_definition, "reference": h.paper}
-            for h in hierarchical.MECHANISMS.values()]
+            for h in tree_records.MECHANISMS.values()]
     ods = [{"kind": "od", "name": m.name, "title": m.title, "summary": m.description, "when_to_use": m.when,
             "consistent": m.consistent, "integral": True, "nonnegative": m.nonnegative,
             "ledger": m.ledger, "reference": m.paper}

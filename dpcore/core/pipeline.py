@@ -116,22 +116,22 @@ def release_hierarchy(
 ) -> Any:
     """Release hierarchical counts (:class:`dpcore.areas.hierarchy.HierarchyCounts`), charging first.
 
-    ``options`` go to :func:`dpcore.areas.hierarchical.release` (``neighbour``, ``split``,
+    ``options`` go to :func:`dpcore.areas.tree_mechanisms.release` (``neighbour``, ``split``,
     ``weights``, ``order``).  The plan is built (and every parameter validated) before
     anything is spent; the ledger is charged before any noise is drawn.
     """
-    from dpcore.areas import hierarchical
+    from dpcore.areas import tree_mechanisms, tree_records
 
     allowed = {"neighbour", "split", "weights", "order", "area_sets", "sets_weight"}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise ParameterError(f"Unknown release option {', '.join(unknown)}; use {', '.join(sorted(allowed))}.")
-    hierarchical.check_order(options.get("order", "ascending"))
+    tree_mechanisms.check_order(options.get("order", "ascending"))
     plan_opts = {k: v for k, v in options.items() if k != "order"}
-    p = hierarchical.plan(counts.hierarchy, mechanism, cost, statistic=counts.statistic, k=counts.k, **plan_opts)
+    p = tree_mechanisms.plan(counts.hierarchy, mechanism, cost, statistic=counts.statistic, k=counts.k, **plan_opts)
     unit = Unit("record", neighbour="replace" if p.neighbour == "replace" else "add_remove")
     ledger.check(cost, unit)
-    info = hierarchical.get(mechanism)
+    info = tree_records.get(mechanism)
     details: dict[str, Any] = {
         "kind": "hierarchy", "mechanism": info.name, "neighbour": p.neighbour, "split": p.split,
         "split_weights": list(p.split_weights), "statistic": p.statistic,
@@ -141,7 +141,7 @@ def release_hierarchy(
                        area_sets=len(options.get("area_sets") or ()))
     else:
         details["levels"] = [{"level": lv.level, "share": lv.share} for lv in p.levels]
-    return (session or _LEDGER_ONLY).release(ledger, Charge(cost, info.title, details, unit), lambda: hierarchical.release(
+    return (session or _LEDGER_ONLY).release(ledger, Charge(cost, info.title, details, unit), lambda: tree_mechanisms.release(
         counts, mechanism, cost, noise if noise is not None else secure_source(), **options))
 
 

@@ -19,7 +19,7 @@ import orjson
 import pandas as pd
 
 import dpcore
-from dpcore.areas.hier_export import hierarchy_info, join_boundaries
+from dpcore.areas.export import hierarchy_info, join_boundaries
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.mechanisms import ODRelease
@@ -58,7 +58,7 @@ def centroids_from_boundaries(
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Centroid (lon, lat) of every area at ``depth`` from its public boundary.
 
-    Features are matched to areas as :func:`dpcore.areas.hier_export.join_boundaries` does (the
+    Features are matched to areas as :func:`dpcore.areas.export.join_boundaries` does (the
     area's own code, its ``a/b`` label or its joined GEOID-like code, in ``code_field`` or the
     best-matching column).  Returns ``(lon, lat, unmatched)``: arrays of length
     ``h.sizes[depth]`` (NaN where no feature matched) and the labels of the unmatched areas.

@@ -59,7 +59,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from dpcore.areas import hierarchical
+from dpcore.areas import tree_mechanisms
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.estimate import topdown_opt
@@ -423,7 +423,7 @@ def plan(
             var.append(0.0)
             noises.append(None)
             continue
-        nm, sc, v = hierarchical._noise_facts(cost.definition, shares[t], l1, l2)
+        nm, sc, v = tree_mechanisms._noise_facts(cost.definition, shares[t], l1, l2)
         noises.append(nm)
         scales.append(sc)
         var.append(v)

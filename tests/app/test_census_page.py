@@ -204,7 +204,7 @@ def test_a_large_upload_is_summed_by_duckdb(at: AppTest, monkeypatch: pytest.Mon
     import numpy as np
     import pandas as pd
 
-    from dpcore.areas import census
+    from dpcore.areas import census_tables
 
     monkeypatch.setenv("DPCORE_AUTO_ENGINE_BYTES", "50")
     at.radio(key="census_source").set_value("upload").run()
@@ -214,7 +214,7 @@ def test_a_large_upload_is_summed_by_duckdb(at: AppTest, monkeypatch: pytest.Mon
     table = at.session_state["census_table"]
     import io as _io
 
-    ref = census.CensusTable.from_frame(pd.read_csv(_io.BytesIO(GOOD), dtype=str), ["STATEFP", "COUNTYFP", "TRACTCE"],
+    ref = census_tables.CensusTable.from_frame(pd.read_csv(_io.BytesIO(GOOD), dtype=str), ["STATEFP", "COUNTYFP", "TRACTCE"],
                                         "POPULATION")
     assert np.array_equal(table.counts, ref.counts)
     assert list(at.dataframe[0].value["number of areas"]) == ["1", "2", "2", "3"]

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import pandas as pd
 import pytest
 
-from dpcore.areas.hier_export import validate_hierarchy_record
+from dpcore.areas.export import validate_hierarchy_record
 
 pytestmark = [
     pytest.mark.e2e,

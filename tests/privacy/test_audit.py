@@ -62,8 +62,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dpcore.areas import census, census_matrix
-from dpcore.areas import hierarchical as H
+from dpcore.areas import census_privelet, census_tables, marginals
+from dpcore.areas import tree_mechanisms as H
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.flows import mechanisms as od
@@ -486,42 +486,42 @@ def test_od_inftda_one_flow_bounded() -> None:
           delta=AUDIT_DELTA)
 
 
-def _census_table(extra: int) -> census.CensusTable:
+def _census_table(extra: int) -> census_tables.CensusTable:
     df = pd.DataFrame({"state": ["s1", "s1", "s2", "s2"], "county": ["c1", "c2", "c3", "c4"],
                        "population": [5 + extra, 2, 4, 1]})
-    return census.CensusTable.from_frame(df, ["state", "county"], "population")
+    return census_tables.CensusTable.from_frame(df, ["state", "county"], "population")
 
 
 def test_census_privelet_one_county() -> None:
     eps = 3.0
     t, t2 = _census_table(0), _census_table(1)
-    x = runs(lambda s: census.release_census(t, eps, s).noisy.ravel()[0], 501)
-    y = runs(lambda s: census.release_census(t2, eps, s).noisy.ravel()[0], 502)
-    sd = float(np.sqrt(census._node_vars(census.build(t)[1], eps, 1)[-1][0]))
+    x = runs(lambda s: census_privelet.release_census(t, eps, s).noisy.ravel()[0], 501)
+    y = runs(lambda s: census_privelet.release_census(t2, eps, s).noisy.ravel()[0], 502)
+    sd = float(np.sqrt(census_privelet._node_vars(census_privelet.build(t)[1], eps, 1)[-1][0]))
     check("census Privelet county c1 (ε=3)", x, y, around(5, 6, sd), eps)
 
 
-def _marginals_table(extra: int) -> census.CensusTable:
+def _marginals_table(extra: int) -> census_tables.CensusTable:
     df = pd.DataFrame({"state": ["s1"] * 4 + ["s2"] * 4, "county": ["c1"] * 2 + ["c2"] * 2 + ["c3"] * 2 + ["c4"] * 2,
                        "age_band": ["0-17", "18+"] * 4, "population": [5 + extra, 3, 2, 2, 4, 1, 1, 6]})
-    return census.CensusTable.from_frame(df, ["state", "county"], "population", ordinals=["age_band"],
+    return census_tables.CensusTable.from_frame(df, ["state", "county"], "population", ordinals=["age_band"],
                                          ordinal_orders={"age_band": ["0-17", "18+"]})
 
 
 @pytest.mark.parametrize("cost", [budget.pure(1.0), budget.zcdp(0.5)], ids=["pure", "zcdp"])
 def test_census_marginals_one_cell(cost: budget.PrivacyCost, monkeypatch: pytest.MonkeyPatch) -> None:
     t, t2 = _marginals_table(0), _marginals_table(1)
-    axes, _ = census_matrix.axes_of(t.structure, "county")
-    ms = census_matrix.parse_marginals("county*age_band; age_band", axes)
-    p = census_matrix.plan(t.structure, "county", ms, cost)
+    axes, _ = marginals.axes_of(t.structure, "county")
+    ms = marginals.parse_marginals("county*age_band; age_band", axes)
+    p = marginals.plan(t.structure, "county", ms, cost)
     # The strategy is a deterministic function of the public workload, recomputed by every
     # release (an L1 optimisation under pure ε, ~25 ms): computed once here, to keep the test fast.
-    st = census_matrix.strategy(census_matrix.workload(t.structure, "county", ms), cost.definition)
-    monkeypatch.setattr(census_matrix, "strategy", lambda w, definition: st)
+    st = marginals.strategy(marginals.workload(t.structure, "county", ms), cost.definition)
+    monkeypatch.setattr(marginals, "strategy", lambda w, definition: st)
     first = p.per_marginal[-1]["marginal"]  # the one-way age_band table
 
-    def cell(tab: census.CensusTable) -> Callable[[NoiseSource], float]:
-        return lambda s: float(census_matrix.release(tab, p, s).tables[first]["noisy_count"].iloc[0])
+    def cell(tab: census_tables.CensusTable) -> Callable[[NoiseSource], float]:
+        return lambda s: float(marginals.release(tab, p, s).tables[first]["noisy_count"].iloc[0])
 
     x = runs(cell(t), 503, 800)
     y = runs(cell(t2), 504, 800)

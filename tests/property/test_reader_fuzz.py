@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.areas import hier_matrix
+from dpcore.areas import area_sets
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
@@ -55,7 +55,7 @@ READERS = {
     "hierarchy": _hierarchy,
     "od trips": _od,
     "read_rectangles": lambda d, n: workload_io.read_rectangles(d, n),
-    "read_area_sets": lambda d, n: hier_matrix.read_area_sets(d, _H, n),
+    "read_area_sets": lambda d, n: area_sets.read_area_sets(d, _H, n),
 }
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.areas import hier_matrix
+from dpcore.areas import area_sets
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
@@ -122,7 +122,7 @@ READERS = {
     "read_census_file": lambda d, n: read_code_table(d, n),
     "read_hierarchy_table": lambda d, n: Hierarchy.from_frame(read_code_table(d, n), ["lat", "lon"]),
     "read_rectangles": lambda d, n: workload_io.read_rectangles(d, n),
-    "read_area_sets": lambda d, n: hier_matrix.read_area_sets(d, _H, n),
+    "read_area_sets": lambda d, n: area_sets.read_area_sets(d, _H, n),
 }
 
 #: Where a valid result is right (the rest must raise a DPCoreError).
@@ -298,7 +298,7 @@ def test_prefix_hierarchy_with_codes_of_the_wrong_length() -> None:
 
 def test_area_sets_with_unknown_codes() -> None:
     with pytest.raises(InputError, match=r"not in the hierarchy \(e.g. '999'\)"):
-        hier_matrix.read_area_sets(b"query,area\nA,001\nA,999\n", _H, "q.csv")
+        area_sets.read_area_sets(b"query,area\nA,001\nA,999\n", _H, "q.csv")
 
 
 def test_grid_over_the_largest_grid_is_refused_before_aggregation() -> None:

@@ -383,7 +383,7 @@ def tracts_csv(tmp_path: Path) -> Path:
 
 
 def test_hierarchy_exact_release(tmp_path: Path, tracts_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from dpcore.areas.hier_export import validate_hierarchy_record
+    from dpcore.areas.export import validate_hierarchy_record
 
     out = tmp_path / "out"
     assert main(hier_args(tracts_csv, out)) == 0, capsys.readouterr().err

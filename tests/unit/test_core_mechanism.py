@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dpcore import catalog
-from dpcore.areas import census, hier_matrix
+from dpcore.areas import area_sets, census_tables
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, Release
 from dpcore.core.record import ENVELOPE
@@ -43,9 +43,9 @@ def _hierarchy() -> Hierarchy:
     return Hierarchy.from_frame(TREE, LEVELS)
 
 
-def _census_table() -> census.CensusTable:
+def _census_table() -> census_tables.CensusTable:
     df = synthetic.synthetic_census(n_states=2, counties_per_state=2, tracts_per_county=2, age_bands=True)
-    return census.CensusTable.from_frame(df, ["state", "county", "tract"], "population", ordinals=["age_band"])
+    return census_tables.CensusTable.from_frame(df, ["state", "county", "tract"], "population", ordinals=["age_band"])
 
 
 def _od_domain() -> Hierarchy:
@@ -237,7 +237,7 @@ def test_hierarchy_params_are_declared_and_checked() -> None:
 def test_hierarchy_matrix_uses_its_plan_and_area_sets() -> None:
     m = catalog.get("hierarchy", "matrix")
     h = _hierarchy()
-    sets = hier_matrix.read_area_sets(pd.DataFrame({"query": ["a", "a"], "area": ["01/001", "02/003"]}), h)
+    sets = area_sets.read_area_sets(pd.DataFrame({"query": ["a", "a"], "area": ["01/001", "02/003"]}), h)
     p = m.plan(h, zcdp(0.5), unit=Unit("person"), area_sets=sets)
     assert p.details()["area_sets"] == 1 and all(r.cost is None for r in p.rows)
     counts = HierarchyCounts.from_frame(TREE.assign(n=[5, 3, 0, 7, 2]), h, LEVELS, "n")

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.areas import census, census_matrix, hier_export
+from dpcore.areas import census_privelet, census_tables, export, marginals
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core import pipeline
 from dpcore.data.domain import Bounds, Grid, aggregate_points
@@ -88,35 +88,35 @@ def hier() -> tuple[Hierarchy, HierarchyCounts, pd.DataFrame]:
 
 def test_hierarchy_exports(hier) -> None:
     h, counts, _ = hier
-    from dpcore.areas import hier_matrix
+    from dpcore.areas import area_sets
 
-    sets = hier_matrix.read_area_sets(b"query,area\nboth,01\n", h, SECRET_NAME)
+    sets = area_sets.read_area_sets(b"query,area\nboth,01\n", h, SECRET_NAME)
     for mech, cost, opts in (("exact", budget.pure(1.0), {}), ("hay", budget.zcdp(0.5), {}),
                              ("matrix", budget.zcdp(0.5), {"area_sets": sets})):
         led = Ledger(cost if cost.definition == "zcdp" else budget.pure(5.0), dataset=SECRET_NAME)
         rel = pipeline.release_hierarchy(counts, mech, cost, led, noise=ShiftNoise(2), **opts)
-        hier_export.validate_hierarchy_record(hier_export.hierarchy_record(rel, led))
-        blobs = {"csv": hier_export.hierarchy_csv(rel), "json": hier_export.hierarchy_json(rel, led)}
+        export.validate_hierarchy_record(export.hierarchy_record(rel, led))
+        blobs = {"csv": export.hierarchy_csv(rel), "json": export.hierarchy_json(rel, led)}
         if mech == "matrix":
-            blobs["sets"] = hier_matrix.area_sets_csv(rel)
+            blobs["sets"] = area_sets.area_sets_csv(rel)
         assert_clean(blobs, [*TRUE, sum(TRUE)])
 
 
 def test_census_exports() -> None:
     df = pd.DataFrame({"state": ["01"] * 4, "county": ["001", "001", "003", "003"],
                        "age": ["a", "b", "a", "b"], "pop": [TRUE[0], 1, TRUE[1], 2]})
-    table = census.CensusTable.from_frame(df, ["state", "county"], "pop", ordinals=["age"])
+    table = census_tables.CensusTable.from_frame(df, ["state", "county"], "pop", ordinals=["age"])
     led = Ledger(budget.zcdp(5.0), dataset=SECRET_NAME)
-    rel = census.release_census(table, 1.0, ShiftNoise(3), ledger=led)
-    census.validate_census_record(census.census_record(rel, led))
-    census.validate_census_record(census.census_record(rel))
-    assert_clean({"csv": census.census_csv(rel), "json": census.census_json(rel, led)}, [*TRUE])
-    p = census_matrix.plan(table.structure, "county", [(0, 1), (1,)], budget.zcdp(0.5))
-    mrel = census_matrix.release(table, p, ShiftNoise(4))
-    rec = census_matrix.marginals_record(mrel, led)
-    census_matrix.validate_marginals_record(rec)
-    assert_clean({"csv": census_matrix.marginals_csv(mrel), "json": census_matrix.marginals_json(mrel, led)},
+    rel = census_privelet.release_census(table, 1.0, ShiftNoise(3), ledger=led)
+    census_privelet.validate_census_record(census_privelet.census_record(rel, led))
+    census_privelet.validate_census_record(census_privelet.census_record(rel))
+    assert_clean({"csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}, [*TRUE])
+    p = marginals.plan(table.structure, "county", [(0, 1), (1,)], budget.zcdp(0.5))
+    mrel = marginals.release(table, p, ShiftNoise(4))
+    rec = marginals.marginals_record(mrel, led)
+    marginals.validate_marginals_record(rec)
+    assert_clean({"csv": marginals.marginals_csv(mrel), "json": marginals.marginals_json(mrel, led)},
                  [*TRUE, TRUE[0] + TRUE[1]])
     bad = dict(rec, true_total=TRUE[0])  # the schema refuses unknown fields such as a true count
     with pytest.raises(Exception, match="Additional properties"):
-        census_matrix.validate_marginals_record(bad)
+        marginals.validate_marginals_record(bad)

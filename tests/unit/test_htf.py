@@ -19,16 +19,18 @@ from dpcore.errors import ParameterError
 from dpcore.points.mechanisms.htf import (
     HTF,
     PAPER_PRESET,
-    _LevelObjective,
-    alg1_split_points,
     budget_breakdown,
     count_budgets,
-    exhaustive_split_points,
     max_height,
-    objective,
-    objective_scale,
     remainder_budgets,
     tree_height,
+)
+from dpcore.points.mechanisms.htf_tree import (
+    _LevelObjective,
+    alg1_split_points,
+    exhaustive_split_points,
+    objective,
+    objective_scale,
 )
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.budget import pure, zcdp

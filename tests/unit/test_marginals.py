@@ -1,4 +1,4 @@
-"""Census marginals with the matrix mechanism (dpcore.areas.census_matrix; spec matrix-mechanism.md §2.9.4)."""
+"""Census marginals with the matrix mechanism (dpcore.areas.marginals; spec matrix-mechanism.md §2.9.4)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpcore.areas import census, census_matrix
+from dpcore.areas import census_tables, marginals
 from dpcore.data import synthetic
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_design, matrix_release
@@ -20,9 +20,9 @@ LEVELS = ["state", "county", "tract"]
 
 
 @pytest.fixture(scope="module")
-def table() -> census.CensusTable:
+def table() -> census_tables.CensusTable:
     df = synthetic.synthetic_census(age_bands=True)
-    return census.CensusTable.from_frame(df, LEVELS, "population", ordinals=["age_band"])
+    return census_tables.CensusTable.from_frame(df, LEVELS, "population", ordinals=["age_band"])
 
 
 def test_synthetic_age_bands_keep_the_totals() -> None:
@@ -36,20 +36,20 @@ def test_synthetic_age_bands_keep_the_totals() -> None:
 
 def test_parse_marginals() -> None:
     axes = ["county", "age_band"]
-    assert census_matrix.parse_marginals("1", axes) == [(0,), (1,)]
-    assert census_matrix.parse_marginals("2", axes) == [(0, 1)]
-    assert census_matrix.parse_marginals("age_band*county; age_band", axes) == [(0, 1), (1,)]
-    assert census_matrix.parse_marginals([["county"], ["county"]], axes) == [(0,)]
+    assert marginals.parse_marginals("1", axes) == [(0,), (1,)]
+    assert marginals.parse_marginals("2", axes) == [(0, 1)]
+    assert marginals.parse_marginals("age_band*county; age_band", axes) == [(0, 1), (1,)]
+    assert marginals.parse_marginals([["county"], ["county"]], axes) == [(0,)]
     for bad, msg in (("3", "1 <= k <= 2"), ("county*sex", "Unknown axis 'sex'"), ("", "at least one")):
         with pytest.raises(ParameterError, match=msg):
-            census_matrix.parse_marginals(bad, axes)
+            marginals.parse_marginals(bad, axes)
 
 
-def test_plan_is_at_the_lower_bound_and_exact(table: census.CensusTable) -> None:
+def test_plan_is_at_the_lower_bound_and_exact(table: census_tables.CensusTable) -> None:
     ms = [(0, 1), (1,), (0,)]
-    p = census_matrix.plan(table.structure, "county", ms, budget.zcdp(0.2))
+    p = marginals.plan(table.structure, "county", ms, budget.zcdp(0.2))
     assert p.info["ratio_to_lower_bound"] == pytest.approx(1.0, abs=1e-9)  # closed form is optimal (§2.9.4)
-    w = census_matrix.workload(table.structure, "county", ms)
+    w = marginals.workload(table.structure, "county", ms)
     s = matrix_design.marginal_strategy(w)
     var = matrix_release.calibrate(s, rho=0.2).variance
     W = w.matrix()
@@ -62,11 +62,11 @@ def test_plan_is_at_the_lower_bound_and_exact(table: census.CensusTable) -> None
         assert m["sd_max"] == pytest.approx(float(v.max()), rel=1e-8)
 
 
-def test_release_is_unbiased_consistent_and_matches_the_plan(table: census.CensusTable) -> None:
+def test_release_is_unbiased_consistent_and_matches_the_plan(table: census_tables.CensusTable) -> None:
     """Monte Carlo: per cell, Σ_runs err² / sd² ~ χ²_R (answers are linear in discrete Gaussians)."""
     ms = [(0, 1), (1,)]
     cost = budget.zcdp(0.5)
-    p = census_matrix.plan(table.structure, "county", ms, cost)
+    p = marginals.plan(table.structure, "county", ms, cost)
     # the truth from the raw rows, independently of the code under test
     df = synthetic.synthetic_census(age_bands=True)
     x = df.groupby(["state", "county", "age_band"])["population"].sum().unstack().to_numpy(float)
@@ -75,7 +75,7 @@ def test_release_is_unbiased_consistent_and_matches_the_plan(table: census.Censu
     src = NoiseSource(9)
     sq = {k: np.zeros(v.size) for k, v in truth.items()}
     for _ in range(R):
-        rel = census_matrix.release(table, p, src)
+        rel = marginals.release(table, p, src)
         # consistency: the one-way table is the sum of the two-way table
         two = rel.tables["county × age_band"]["noisy_count"].to_numpy().reshape(-1, 4)
         np.testing.assert_allclose(two.sum(axis=0), rel.tables["age_band"]["noisy_count"], rtol=1e-9, atol=1e-6)
@@ -87,32 +87,32 @@ def test_release_is_unbiased_consistent_and_matches_the_plan(table: census.Censu
         assert np.all((ratio > lo) & (ratio < hi)), (k, ratio.min(), ratio.max())
 
 
-def test_exports_hold_no_true_count_and_refusals(table: census.CensusTable) -> None:
-    p = census_matrix.plan(table.structure, "state", [(0,), (1,)], budget.zcdp(0.3))
-    rel = census_matrix.release(table, p, NoiseSource(4))
+def test_exports_hold_no_true_count_and_refusals(table: census_tables.CensusTable) -> None:
+    p = marginals.plan(table.structure, "state", [(0,), (1,)], budget.zcdp(0.3))
+    rel = marginals.release(table, p, NoiseSource(4))
     led = Ledger(budget.zcdp(1.0), dataset="secret-name.csv")
-    rec = json.loads(census_matrix.marginals_json(rel, led))
+    rec = json.loads(marginals.marginals_json(rel, led))
     assert rec["table"]["marginals"] == [["state"], ["age_band"]]
     assert "secret-name" not in json.dumps(rec)
-    csv = census_matrix.marginals_csv(rel).decode()
+    csv = marginals.marginals_csv(rel).decode()
     totals = table.counts.sum(axis=0)
     for t in totals:
         assert f",{int(t)}," not in csv
     with pytest.raises(ParameterError, match="below the total"):
-        census_matrix.plan(table.structure, "total", [(0,)], budget.zcdp(0.3))
+        marginals.plan(table.structure, "total", [(0,)], budget.zcdp(0.3))
 
 
-def test_a_table_too_large_is_refused_with_the_fix(table: census.CensusTable, monkeypatch) -> None:
-    monkeypatch.setattr(census_matrix, "MAX_CELLS", 100)  # tract × age band has 240 cells
+def test_a_table_too_large_is_refused_with_the_fix(table: census_tables.CensusTable, monkeypatch) -> None:
+    monkeypatch.setattr(marginals, "MAX_CELLS", 100)  # tract × age band has 240 cells
     with pytest.raises(ParameterError, match="coarser level"):
-        census_matrix.plan(table.structure, "tract", [(0, 1)], budget.zcdp(0.3))
+        marginals.plan(table.structure, "tract", [(0, 1)], budget.zcdp(0.3))
 
 
-def test_pure_epsilon_falls_back_to_an_l1_strategy(table: census.CensusTable) -> None:
-    p = census_matrix.plan(table.structure, "county", [(0,), (1,)], budget.pure(1.0))
+def test_pure_epsilon_falls_back_to_an_l1_strategy(table: census_tables.CensusTable) -> None:
+    p = marginals.plan(table.structure, "county", [(0,), (1,)], budget.pure(1.0))
     assert p.info["noise"].startswith("discrete_laplace")
     assert p.info["ratio_to_lower_bound"] is None and "Pure ε-DP" in p.info["notes"][0]
-    rel = census_matrix.release(table, p, NoiseSource(5))
+    rel = marginals.release(table, p, NoiseSource(5))
     assert set(rel.tables) == {"county", "age_band"}
 
 

@@ -1,6 +1,6 @@
 """The Census page's matrix-mechanism section: marginal tables of a census table (thin UI).
 
-Everything computed here before the release is data-free (:func:`dpcore.areas.census_matrix.plan`);
+Everything computed here before the release is data-free (:func:`dpcore.areas.marginals.plan`);
 the release runs in the button's callback, so a fast rerun cannot interrupt it between charging
 the ledger and storing the result.
 """
@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import census_matrix
-from dpcore.areas.census import CensusTable
+from dpcore.areas import marginals
+from dpcore.areas.census_tables import CensusTable
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
@@ -28,15 +28,15 @@ def _label(axes: list[str], t: tuple[int, ...]) -> str:
     return " × ".join(axes[a] for a in t)
 
 
-def _release_now(table: CensusTable, p: census_matrix.MarginalsPlan, led: Ledger, fp: str,
+def _release_now(table: CensusTable, p: marginals.MarginalsPlan, led: Ledger, fp: str,
                  source: str) -> None:
     """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
     led.spend(p.cost, label="census marginals (matrix mechanism)", details={
         "kind": "census_marginals", "mechanism": "matrix", "level": p.level,
         "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
-    rel = census_matrix.release(table, p, secure_source())
+    rel = marginals.release(table, p, secure_source())
     entry = {"release": rel, "fingerprint": fp, "source": source,
-             "csv": census_matrix.marginals_csv(rel), "json": census_matrix.marginals_json(rel, led)}
+             "csv": marginals.marginals_csv(rel), "json": marginals.marginals_json(rel, led)}
     ss["census_mx_release"] = entry
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
@@ -57,7 +57,7 @@ def section(table: CensusTable | None, fp: str, led: Ledger, source: str) -> Non
     c1, c2 = st.columns([1, 2])
     level = c1.selectbox("Geography level of the tables", s.level_names[1:], index=len(s.levels) - 1,
                          key="census_mx_level", help="The areas that form the geography axis of every table.")
-    axes, _ = census_matrix.axes_of(s, level)
+    axes, _ = marginals.axes_of(s, level)
     options = [t for k in range(1, len(axes) + 1) for t in itertools.combinations(range(len(axes)), k)]
     labels = {_label(axes, t): t for t in options}
     default = [_label(axes, t) for t in options if len(t) == len(axes)] + (
@@ -80,7 +80,7 @@ def section(table: CensusTable | None, fp: str, led: Ledger, source: str) -> Non
                                  "table is computed from it.")
     cost = budget.pure(value) if led.definition == "pure" else budget.zcdp(value)
     try:
-        p = census_matrix.plan(s, level, [labels[c] for c in chosen], cost)
+        p = marginals.plan(s, level, [labels[c] for c in chosen], cost)
     except DPCoreError as e:
         st.error(str(e))
         st.stop()

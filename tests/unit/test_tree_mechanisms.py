@@ -1,4 +1,4 @@
-"""Unit tests of hierarchy releases (dpcore.areas.hierarchical) and their pipeline step.
+"""Unit tests of hierarchy releases (dpcore.areas.tree_mechanisms) and their pipeline step.
 
 Reference values come from outside the code under test: weighted least squares solved with
 ``numpy.linalg.lstsq``, ``scipy.optimize.isotonic_regression``, the worked examples of
@@ -22,7 +22,8 @@ import pandas as pd
 import pytest
 from scipy.optimize import isotonic_regression
 
-from dpcore.areas import hierarchical as H
+from dpcore.areas import tree_mechanisms as H
+from dpcore.areas import tree_records as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core import pipeline
 from dpcore.errors import BudgetError, InputError, ParameterError
@@ -214,7 +215,7 @@ def example_a_counts() -> HierarchyCounts:
     return counts_on(EXAMPLE_TREE, np.array([3, 5, 0, 7]))  # GA 8, NY 7, US 15
 
 
-def flat(rel: H.HierarchyRelease) -> list:
+def flat(rel: TR.HierarchyRelease) -> list:
     return np.concatenate([np.asarray(v).ravel() for v in rel.values]).tolist()
 
 
@@ -316,7 +317,7 @@ def sparse_counts() -> HierarchyCounts:
     return counts_on(df, vals)
 
 
-def assert_consistent_exactly(rel: H.HierarchyRelease) -> None:
+def assert_consistent_exactly(rel: TR.HierarchyRelease) -> None:
     h = rel.hierarchy
     for d in range(h.depth):
         sums = np.zeros_like(rel.values[d])
@@ -342,10 +343,10 @@ PROMISES = {
 @pytest.mark.parametrize("mechanism", COUNT_MECHS)
 def test_release_properties_for_counts(sparse_counts: HierarchyCounts, mechanism: str, neighbour: str,
                                        definition: str) -> None:
-    # pinned here, not read from H.MECHANISMS: a flag flipped in the code must not skip a check
+    # pinned here, not read from TR.MECHANISMS: a flag flipped in the code must not skip a check
     info = PROMISES[mechanism]
-    assert (H.MECHANISMS[mechanism].consistent, H.MECHANISMS[mechanism].integral,
-            H.MECHANISMS[mechanism].nonnegative) == (info.consistent, info.integral, info.nonnegative)
+    assert (TR.MECHANISMS[mechanism].consistent, TR.MECHANISMS[mechanism].integral,
+            TR.MECHANISMS[mechanism].nonnegative) == (info.consistent, info.integral, info.nonnegative)
     true = sparse_counts.levels()
     N = int(true[0][0])
     rel = H.release(sparse_counts, mechanism, COSTS[definition], NoiseSource(11), neighbour=neighbour)
@@ -476,10 +477,10 @@ def test_interval_is_clipped_at_zero_only_for_non_negative_mechanisms(sparse_cou
     ex = H.release(sparse_counts, "exact", budget.pure(0.5), NoiseSource(2))
     lo, hi = ex.interval(3)
     assert (lo >= 0).all() and np.all(hi > ex.values[3])
-    np.testing.assert_allclose(hi - ex.values[3], H.CI_Z * ex.sd(3))
+    np.testing.assert_allclose(hi - ex.values[3], TR.CI_Z * ex.sd(3))
     hay = H.release(sparse_counts, "hay", budget.pure(0.5), NoiseSource(2))
     lo, hi = hay.interval(3)
-    np.testing.assert_allclose(hay.values[3] - lo, H.CI_Z * hay.sd(3))
+    np.testing.assert_allclose(hay.values[3] - lo, TR.CI_Z * hay.sd(3))
     assert (lo < 0).any()
 
 
@@ -635,7 +636,7 @@ def test_empirical_errors_by_hand() -> None:
     c = counts_on(df, np.array([5, 0, 0, 5]))  # root 10, states (5, 5)
     h = c.hierarchy
     p = H.plan(h, "independent", budget.pure(1.0))
-    rel = H.HierarchyRelease(h, p, (np.array([12]), np.array([5.0, 3.0]), np.array([4, 1, 0, 6])), None)
+    rel = TR.HierarchyRelease(h, p, (np.array([12]), np.array([5.0, 3.0]), np.array([4, 1, 0, 6])), None)
     rows = H.empirical_errors(rel, c)
     assert [r["level"] for r in rows] == ["total", "s", "c"]
     assert [r["cells"] for r in rows] == [1, 2, 4]
@@ -651,7 +652,7 @@ def test_empirical_errors_by_hand() -> None:
     # group sizes: every (area, size) cell counts
     g = example_b_counts()
     pg = H.plan(g.hierarchy, "exact", budget.pure(1.0), statistic="group_sizes", k=3)
-    relg = H.HierarchyRelease(g.hierarchy, pg, (np.array([[3, 2, 1]]), np.array([[2, 1, 0], [1, 1, 1]])), None)
+    relg = TR.HierarchyRelease(g.hierarchy, pg, (np.array([[3, 2, 1]]), np.array([[2, 1, 0], [1, 1, 1]])), None)
     rg = H.empirical_errors(relg, g)
     assert [r["cells"] for r in rg] == [3, 6]
     assert rg[0]["mae"] == pytest.approx(2 / 3) and rg[1]["mae"] == pytest.approx(2 / 6)
@@ -679,7 +680,7 @@ R = 30  # releases per mechanism
 MIN_SAMPLES = 3000
 
 
-def checked(p: H.HierPlan) -> np.ndarray:
+def checked(p: TR.HierPlan) -> np.ndarray:
     """The levels the simulation can judge: areas × releases ≥ MIN_SAMPLES."""
     return np.array([lv.cells * R >= MIN_SAMPLES for lv in p.levels])
 

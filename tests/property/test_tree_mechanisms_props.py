@@ -1,4 +1,4 @@
-"""Hypothesis invariants of hierarchy releases (dpcore.areas.hierarchical.release).
+"""Hypothesis invariants of hierarchy releases (dpcore.areas.tree_mechanisms.release).
 
 On random small trees and sparse counts: exact, topdown_l2 and topdown_linf return int64,
 non-negative, consistent hierarchies (the public total exactly under replace-one
@@ -13,7 +13,8 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.areas import hierarchical as H
+from dpcore.areas import tree_mechanisms as H
+from dpcore.areas import tree_records as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
@@ -47,7 +48,7 @@ splits = st.sampled_from(["uniform", "geometric"])
 seeds = st.integers(min_value=0, max_value=2**32 - 1)
 
 
-def assert_consistent(rel: H.HierarchyRelease) -> None:
+def assert_consistent(rel: TR.HierarchyRelease) -> None:
     h = rel.hierarchy
     for d in range(h.depth):
         sums = np.zeros_like(rel.values[d])

@@ -1,4 +1,4 @@
-"""Unit tests of hierarchy release exports (dpcore.areas.hier_export): CSV, boundaries, GeoJSON, record."""
+"""Unit tests of hierarchy release exports (dpcore.areas.export): CSV, boundaries, GeoJSON, record."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 from shapely.geometry import box
 
-from dpcore.areas import hier_export as X
-from dpcore.areas import hierarchical as H
+from dpcore.areas import export as X
+from dpcore.areas import tree_mechanisms as H
+from dpcore.areas import tree_records as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.errors import InputError
 from dpcore.privacy import budget
@@ -48,7 +49,7 @@ def group_counts(hier: Hierarchy) -> HierarchyCounts:
 
 
 @pytest.fixture(scope="module")
-def rel(counts: HierarchyCounts) -> H.HierarchyRelease:
+def rel(counts: HierarchyCounts) -> TR.HierarchyRelease:
     return H.release(counts, "exact", budget.pure(1.0), NoiseSource(1))
 
 
@@ -147,7 +148,7 @@ def test_join_errors(hier: Hierarchy) -> None:
         X.join_boundaries(hier, 1, boxes([]))
 
 
-def test_level_geojson_properties(rel: H.HierarchyRelease) -> None:
+def test_level_geojson_properties(rel: TR.HierarchyRelease) -> None:
     h = rel.hierarchy
     gdf = boxes(["01001", "01003", "06007"], "GEOID", crs="EPSG:3857")
     j = X.join_boundaries(h, 2, gdf)
@@ -162,8 +163,8 @@ def test_level_geojson_properties(rel: H.HierarchyRelease) -> None:
     assert [p["noisy_count"] for p in props] == rel.values[2][[0, 1, 6]].tolist()
     sd = rel.sd(2)[[0, 1, 6]]
     for p, s in zip(props, sd, strict=True):
-        assert p["ci95_high"] == pytest.approx(p["noisy_count"] + H.CI_Z * s, abs=1e-3)
-        assert p["ci95_low"] == pytest.approx(max(0.0, p["noisy_count"] - H.CI_Z * s), abs=1e-3)
+        assert p["ci95_high"] == pytest.approx(p["noisy_count"] + TR.CI_Z * s, abs=1e-3)
+        assert p["ci95_low"] == pytest.approx(max(0.0, p["noisy_count"] - TR.CI_Z * s), abs=1e-3)
     assert set(props[0]) == {"level", "code", "name", "parent", "noisy_count", "ci95_low", "ci95_high"}
     # reprojected to longitude/latitude
     xs = [c[0] for f in feats for c in f["geometry"]["coordinates"][0]]
@@ -236,7 +237,7 @@ def test_record_of_group_sizes(group_counts: HierarchyCounts, mechanism: str) ->
     assert "groups" in rec["privacy"]["unit_of_privacy"]
 
 
-def test_schema_rejects_true_values_and_unknown_fields(rel: H.HierarchyRelease) -> None:
+def test_schema_rejects_true_values_and_unknown_fields(rel: TR.HierarchyRelease) -> None:
     rec = X.hierarchy_record(rel)
     X.validate_hierarchy_record(rec)
     for bad in (
@@ -262,7 +263,7 @@ def test_record_warns_when_the_area_list_came_from_the_data(counts: HierarchyCou
 # ------------------------------------------------------------------ writing files
 
 
-def test_write_hierarchy_sanitises_level_names(tmp_path: Path, rel: H.HierarchyRelease) -> None:
+def test_write_hierarchy_sanitises_level_names(tmp_path: Path, rel: TR.HierarchyRelease) -> None:
     h = rel.hierarchy
     out = tmp_path / "deep" / "out"
     joins = {"../x": X.join_boundaries(h, 1, boxes(["01", "02", "06"])),

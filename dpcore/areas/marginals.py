@@ -1,7 +1,7 @@
 """Marginals of a census table with the matrix mechanism (spec ``matrix-mechanism.md`` §2.9.4, §6.1).
 
 A census table counts people per area × ordinal attributes (age band, income band): the
-frequency matrix ``x`` of :class:`dpcore.areas.census.CensusTable`, with the geography taken at one
+frequency matrix ``x`` of :class:`dpcore.areas.census_tables.CensusTable`, with the geography taken at one
 level (its areas' totals: a public aggregation, one person still changes one cell by 1).  The
 public workload is a union of **marginals** over the axes ``(geography, attribute₁, …)``: for
 example the 1-way marginals (people per area, people per age band) and the 2-way marginal
@@ -32,7 +32,7 @@ import orjson
 import pandas as pd
 
 import dpcore
-from dpcore.areas.census import GEO_AXIS, CensusStructure, CensusTable
+from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
 from dpcore.errors import ParameterError
 from dpcore.estimate import (
     matrix_cache,

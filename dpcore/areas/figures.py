@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from dpcore.areas.hier_export import BoundaryJoin
-from dpcore.areas.hierarchical import HierarchyRelease
+from dpcore.areas.export import BoundaryJoin
+from dpcore.areas.tree_records import HierarchyRelease
 from dpcore.points.viz import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, _zoom_box
 
 #: Beyond this many areas the treemap shows only the first levels below the chosen area.

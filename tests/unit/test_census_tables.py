@@ -1,4 +1,4 @@
-"""Unit tests of the census mode (dpcore.areas.census) and ``python -m dpcore release census``.
+"""Unit tests of the census mode (dpcore.areas.census_tables) and ``python -m dpcore release census``.
 
 Statistical tests use a seeded NoiseSource and tolerances derived from the sample size:
 the mean error of n draws is within 4 standard errors of 0, and the sample variance within
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.areas import census
+from dpcore.areas import census_privelet, census_tables
 from dpcore.cli import main
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.synthetic import synthetic_census
@@ -35,8 +35,8 @@ def synth() -> pd.DataFrame:
 
 
 @pytest.fixture
-def table(synth: pd.DataFrame) -> census.CensusTable:
-    return census.CensusTable.from_frame(synth, LEVELS, "population")
+def table(synth: pd.DataFrame) -> census_tables.CensusTable:
+    return census_tables.CensusTable.from_frame(synth, LEVELS, "population")
 
 
 def persons(seed: int = 0, n: int = 400) -> pd.DataFrame:
@@ -51,7 +51,7 @@ def persons(seed: int = 0, n: int = 400) -> pd.DataFrame:
 # ------------------------------------------------------------------ building
 
 
-def test_paths_identify_areas_when_codes_repeat(table: census.CensusTable, synth: pd.DataFrame) -> None:
+def test_paths_identify_areas_when_codes_repeat(table: census_tables.CensusTable, synth: pd.DataFrame) -> None:
     s = table.structure
     assert s.levels == tuple(LEVELS)
     assert len(s.leaf_paths) == 60 == len(set(s.leaf_paths))
@@ -64,12 +64,12 @@ def test_paths_identify_areas_when_codes_repeat(table: census.CensusTable, synth
         assert table.counts[i] == row.population
 
 
-def test_build_gives_nominal_geography_axis_with_nested_groups(table: census.CensusTable) -> None:
-    x, axes, leaf_paths = census.build(table)
+def test_build_gives_nominal_geography_axis_with_nested_groups(table: census_tables.CensusTable) -> None:
+    x, axes, leaf_paths = census_privelet.build(table)
     assert x.shape == (60,) and x.dtype == np.float64
     assert leaf_paths == list(table.structure.leaf_paths)
     geo = axes[0]
-    assert geo.name == census.GEO_AXIS and geo.kind == "nominal" and geo.size == 60 and geo.transform
+    assert geo.name == census_tables.GEO_AXIS and geo.kind == "nominal" and geo.size == 60 and geo.transform
     g_state, g_county = (np.asarray(g) for g in geo.groups)
     assert len(np.unique(g_state)) == 3 and len(np.unique(g_county)) == 12
     # nesting: every county lies in exactly one state; same county code in two states = two counties
@@ -77,47 +77,47 @@ def test_build_gives_nominal_geography_axis_with_nested_groups(table: census.Cen
     i1 = leaf_paths.index(("01", "001", "000100"))
     i2 = leaf_paths.index(("02", "001", "000100"))
     assert g_county[i1] != g_county[i2]
-    _, axes_plus, _ = census.build(table, plus_axes=[census.GEO_AXIS])
+    _, axes_plus, _ = census_privelet.build(table, plus_axes=[census_tables.GEO_AXIS])
     assert not axes_plus[0].transform
 
 
 def test_person_rows_and_ordinal_axis() -> None:
     df = persons()
-    t = census.CensusTable.from_frame(df, ["state", "county"], None, ordinals=["age_band"])
+    t = census_tables.CensusTable.from_frame(df, ["state", "county"], None, ordinals=["age_band"])
     assert t.structure.bins == (("0-17", "5-9", "18-64", "65+"),)  # natural order of the values
     assert t.counts.shape == (4, 4) and t.total == len(df)
-    x, axes, _ = census.build(t, plus_axes=["age_band"])
+    x, axes, _ = census_privelet.build(t, plus_axes=["age_band"])
     assert x.shape == (4, 4)
     assert axes[1].kind == "ordinal" and axes[1].size == 4 and not axes[1].transform and axes[0].transform
     order = ["0-17", "5-9", "18-64", "65+", "unused"]
-    t2 = census.CensusTable.from_frame(df, ["state", "county"], ordinals=["age_band"],
+    t2 = census_tables.CensusTable.from_frame(df, ["state", "county"], ordinals=["age_band"],
                                        ordinal_orders={"age_band": order})
     assert t2.structure.bins == (tuple(order),) and t2.counts[:, 4].sum() == 0
 
 
 def test_duplicate_rows_are_summed(synth: pd.DataFrame) -> None:
     doubled = pd.concat([synth, synth.head(3)], ignore_index=True)
-    t = census.CensusTable.from_frame(doubled, LEVELS, "population")
+    t = census_tables.CensusTable.from_frame(doubled, LEVELS, "population")
     assert t.n_duplicate_rows == 3
     assert t.total == int(synth["population"].sum() + synth.head(3)["population"].sum())
 
 
 def test_public_area_list_adds_empty_areas(synth: pd.DataFrame) -> None:
     areas = pd.concat([synth[LEVELS], pd.DataFrame([{"state": "09", "county": "001", "tract": "000100"}])])
-    t = census.CensusTable.from_frame(synth, LEVELS, "population", areas=areas)
+    t = census_tables.CensusTable.from_frame(synth, LEVELS, "population", areas=areas)
     assert t.structure.public_areas and t.n_added_areas == 1
     assert t.counts[t.structure.leaf_paths.index(("09", "001", "000100"))] == 0
-    rel = census.release_census(t, 1.0, NoiseSource(seed=3))
+    rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=3))
     assert ("09",) in [tuple(r) for r in rel.levels["state"][["state"]].to_numpy().tolist()]
-    assert "public list" in census.census_record(rel)["notes"][-1]
+    assert "public list" in census_privelet.census_record(rel)["notes"][-1]
 
 
 def test_single_level_table() -> None:
     df = pd.DataFrame({"state": ["01", "02", "03"], "pop": [10, 20, 30]})
-    t = census.CensusTable.from_frame(df, ["state"], "pop")
-    err = census.expected_error(t.structure, 1.0)
+    t = census_tables.CensusTable.from_frame(df, ["state"], "pop")
+    err = census_privelet.expected_error(t.structure, 1.0)
     assert list(err["level"]) == ["total", "state"]
-    rel = census.release_census(t, 1.0, NoiseSource(seed=0))
+    rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=0))
     assert len(rel.levels["state"]) == 3
     assert rel.levels["total"]["noisy_count"].iloc[0] == pytest.approx(rel.levels["state"]["noisy_count"].sum())
 
@@ -138,27 +138,27 @@ def test_single_level_table() -> None:
 )
 def test_validation_errors_name_problem_and_fix(synth, change, kwargs, words) -> None:
     with pytest.raises(InputError) as e:
-        census.CensusTable.from_frame(change(synth.copy()), LEVELS, "population", **kwargs)
+        census_tables.CensusTable.from_frame(change(synth.copy()), LEVELS, "population", **kwargs)
     msg = str(e.value)
     for w in words:
         assert w in msg, msg
 
 
-def test_parameter_errors(synth: pd.DataFrame, table: census.CensusTable) -> None:
+def test_parameter_errors(synth: pd.DataFrame, table: census_tables.CensusTable) -> None:
     with pytest.raises(ParameterError, match="at least one level"):
-        census.CensusTable.from_frame(synth, [], "population")
+        census_tables.CensusTable.from_frame(synth, [], "population")
     with pytest.raises(ParameterError, match="used twice"):
-        census.CensusTable.from_frame(synth, ["state", "county", "county"], "population")
+        census_tables.CensusTable.from_frame(synth, ["state", "county", "county"], "population")
     with pytest.raises(ParameterError, match="not an axis"):
-        census.build(table, plus_axes=["age"])
+        census_privelet.build(table, plus_axes=["age"])
     with pytest.raises(ParameterError):
-        census.expected_error(table.structure, 0.0)
+        census_privelet.expected_error(table.structure, 0.0)
     with pytest.raises(ParameterError, match="no area"):
-        census.area_expected_error(table.structure, 1.0, ("99",))
+        census_privelet.area_expected_error(table.structure, 1.0, ("99",))
     with pytest.raises(InputError, match="not in the public area list"):
-        census.CensusTable.from_frame(synth, LEVELS, "population", areas=synth[LEVELS].iloc[1:])
+        census_tables.CensusTable.from_frame(synth, LEVELS, "population", areas=synth[LEVELS].iloc[1:])
     with pytest.raises(InputError, match="not in its public order"):
-        census.CensusTable.from_frame(persons(), ["state"], ordinals=["age_band"],
+        census_tables.CensusTable.from_frame(persons(), ["state"], ordinals=["age_band"],
                                       ordinal_orders={"age_band": ["0-17", "18-64"]})
 
 
@@ -179,7 +179,7 @@ def test_read_census_file_keeps_leading_zeros_and_drops_bom(tmp_path: Path) -> N
 # ------------------------------------------------------------------ release
 
 
-def _check_consistent(rel: census.CensusRelease) -> None:
+def _check_consistent(rel: census_privelet.CensusRelease) -> None:
     s = rel.structure
     value_cols = ["noisy_count", *s.bin_labels()]
     for d in range(s.depth):
@@ -191,21 +191,21 @@ def _check_consistent(rel: census.CensusRelease) -> None:
         np.testing.assert_allclose(got.to_numpy(float), sums.to_numpy(float), rtol=1e-12, atol=1e-9)
 
 
-def test_release_levels_are_consistent(table: census.CensusTable) -> None:
-    rel = census.release_census(table, 0.5, NoiseSource(seed=11))
+def test_release_levels_are_consistent(table: census_tables.CensusTable) -> None:
+    rel = census_privelet.release_census(table, 0.5, NoiseSource(seed=11))
     assert list(rel.levels) == ["total", "state", "county", "tract"]
     assert [len(rel.levels[k]) for k in rel.levels] == [1, 3, 12, 60]
     _check_consistent(rel)
     tr = rel.levels["tract"]
-    assert tr["ci95_high"].sub(tr["noisy_count"]).to_numpy() == pytest.approx(census.CI_Z * tr["sd"].to_numpy())
+    assert tr["ci95_high"].sub(tr["noisy_count"]).to_numpy() == pytest.approx(census_privelet.CI_Z * tr["sd"].to_numpy())
     # noise was added
     assert not np.allclose(tr["noisy_count"].to_numpy(), table.counts)
 
 
 def test_release_with_ordinal_axis_is_consistent_over_bins() -> None:
-    t = census.CensusTable.from_frame(persons(n=2000), ["state", "county"], ordinals=["age_band"])
-    for plus in ([], ["age_band"], [census.GEO_AXIS]):
-        rel = census.release_census(t, 1.0, NoiseSource(seed=5), plus_axes=plus)
+    t = census_tables.CensusTable.from_frame(persons(n=2000), ["state", "county"], ordinals=["age_band"])
+    for plus in ([], ["age_band"], [census_tables.GEO_AXIS]):
+        rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=5), plus_axes=plus)
         _check_consistent(rel)
         county = rel.levels["county"]
         labels = t.structure.bin_labels()
@@ -213,18 +213,18 @@ def test_release_with_ordinal_axis_is_consistent_over_bins() -> None:
         np.testing.assert_allclose(county[labels].sum(axis=1), county["noisy_count"], rtol=1e-12)
 
 
-def test_expected_error_is_data_free_and_matches_release(table: census.CensusTable) -> None:
-    err = census.expected_error(table.structure, 0.5)
+def test_expected_error_is_data_free_and_matches_release(table: census_tables.CensusTable) -> None:
+    err = census_privelet.expected_error(table.structure, 0.5)
     assert list(err.columns) == ["level", "n_areas", "sd", "ci95", "sd_max"]
     assert err["sd_max"].to_numpy() == pytest.approx(err["sd"].to_numpy())  # balanced: all areas alike
     assert list(err["n_areas"]) == [1, 3, 12, 60]
-    rel = census.release_census(table, 0.5, NoiseSource(seed=2))
+    rel = census_privelet.release_census(table, 0.5, NoiseSource(seed=2))
     assert err["sd"].tolist() == pytest.approx([rel.level_sd[k] for k in err["level"]])
-    err2 = census.expected_error(table.structure, 1.0)
+    err2 = census_privelet.expected_error(table.structure, 1.0)
     assert err2["sd"].to_numpy() == pytest.approx(err["sd"].to_numpy() / 2)
     # the balanced synthetic hierarchy: the exact per-area SD equals the per-level SD
-    assert census.area_expected_error(table.structure, 0.5, ("02", "003")) == pytest.approx(err["sd"][2], rel=1e-9)
-    assert census.area_expected_error(table.structure, 0.5, ()) == pytest.approx(err["sd"][0], rel=1e-9)
+    assert census_privelet.area_expected_error(table.structure, 0.5, ("02", "003")) == pytest.approx(err["sd"][2], rel=1e-9)
+    assert census_privelet.area_expected_error(table.structure, 0.5, ()) == pytest.approx(err["sd"][0], rel=1e-9)
 
 
 def test_per_area_sd_in_unbalanced_hierarchy_is_exact() -> None:
@@ -234,34 +234,34 @@ def test_per_area_sd_in_unbalanced_hierarchy_is_exact() -> None:
         "tract": ["1", "2", "3", "1", "1", "1", "2"],
         "pop": [5, 6, 7, 8, 9, 10, 11],
     })
-    t = census.CensusTable.from_frame(df, LEVELS, "pop")
-    rel = census.release_census(t, 1.0, NoiseSource(seed=0))
+    t = census_tables.CensusTable.from_frame(df, LEVELS, "pop")
+    rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=0))
     for name in ["state", "county", "tract"]:
         d = t.structure.level_depth(name)
         lv = rel.levels[name]
         for _, row in lv.iterrows():
             path = tuple(row[LEVELS[:d]])
-            assert row["sd"] == pytest.approx(census.area_expected_error(t.structure, 1.0, path), rel=1e-9)
-    err = census.expected_error(t.structure, 1.0)
+            assert row["sd"] == pytest.approx(census_privelet.area_expected_error(t.structure, 1.0, path), rel=1e-9)
+    err = census_privelet.expected_error(t.structure, 1.0)
     assert (err["sd_max"] >= err["sd"] * (1 - 1e-12)).all()
     assert err["sd_max"].iloc[2] > err["sd"].iloc[2]  # counties differ: 3 siblings vs 1
 
 
-def test_ledger_refuses_before_noise_and_charges_once(table: census.CensusTable) -> None:
+def test_ledger_refuses_before_noise_and_charges_once(table: census_tables.CensusTable) -> None:
     from dpcore.privacy import budget
 
     led = Ledger(budget.pure(1.0))
-    census.release_census(table, 0.7, NoiseSource(seed=1), ledger=led)
+    census_privelet.release_census(table, 0.7, NoiseSource(seed=1), ledger=led)
     assert led.spent == pytest.approx(0.7) and len(led.entries) == 1
     with pytest.raises(DPCoreError, match="Not enough privacy budget"):
-        census.release_census(table, 0.5, NoiseSource(seed=1), ledger=led)
+        census_privelet.release_census(table, 0.5, NoiseSource(seed=1), ledger=led)
     assert len(led.entries) == 1
 
 
-def test_unbiased_and_sd_per_level_match_monte_carlo(table: census.CensusTable) -> None:
+def test_unbiased_and_sd_per_level_match_monte_carlo(table: census_tables.CensusTable) -> None:
     n = 3000
     eps = 1.0
-    err = census.expected_error(table.structure, eps)
+    err = census_privelet.expected_error(table.structure, eps)
     src = NoiseSource(seed=20240601)
     picks = {"total": (), "state": ("02",), "county": ("03", "005"), "tract": ("01", "007", "000300")}
     truth = {}
@@ -270,7 +270,7 @@ def test_unbiased_and_sd_per_level_match_monte_carlo(table: census.CensusTable) 
     rows = {name: table.structure.paths_at(len(path)).index(path) for name, path in picks.items()}
     draws = {k: np.empty(n) for k in picks}
     for i in range(n):
-        rel = census.release_census(table, eps, src)
+        rel = census_privelet.release_census(table, eps, src)
         for name in picks:
             draws[name][i] = rel.levels[name]["noisy_count"].to_numpy()[rows[name]]
     for d, name in enumerate(["total", "state", "county", "tract"]):
@@ -284,17 +284,17 @@ def test_unbiased_and_sd_per_level_match_monte_carlo(table: census.CensusTable) 
 # ------------------------------------------------------------------ exports
 
 
-def test_exports_hold_no_truth(table: census.CensusTable) -> None:
+def test_exports_hold_no_truth(table: census_tables.CensusTable) -> None:
     from dpcore.privacy import budget
 
     led = Ledger(budget.pure(1.0), dataset="secret_file.csv")
-    rel = census.release_census(table, 1.0, NoiseSource(seed=4), ledger=led)
-    df = pd.read_csv(pd.io.common.BytesIO(census.census_csv(rel)), dtype={c: str for c in LEVELS})
+    rel = census_privelet.release_census(table, 1.0, NoiseSource(seed=4), ledger=led)
+    df = pd.read_csv(pd.io.common.BytesIO(census_privelet.census_csv(rel)), dtype={c: str for c in LEVELS})
     assert list(df.columns[:4]) == ["level", *LEVELS]
     assert {"noisy_count", "sd", "ci95_low", "ci95_high"} <= set(df.columns)
     assert "population" not in df.columns
     assert df.loc[df.level == "tract", "county"].str.len().eq(3).all()  # zero padding kept
-    rec = census.census_record(rel, led)
+    rec = census_privelet.census_record(rel, led)
     text = json.dumps(rec)
     assert "secret_file" not in text
     assert rec["mechanism"]["name"] == "privelet"
@@ -404,9 +404,9 @@ def test_cli_missing_input(tmp_path: Path, capsys) -> None:
 def test_real_tract_file_one_state() -> None:
     df = read_code_table(SHARED / "us_tract_population_2020_cenpop.csv.gz")
     df = df[df["STATEFP"].isin(["10", "11"])]  # Delaware and DC: small
-    t = census.CensusTable.from_frame(df, ["STATEFP", "COUNTYFP", "TRACTCE"], "POPULATION")
+    t = census_tables.CensusTable.from_frame(df, ["STATEFP", "COUNTYFP", "TRACTCE"], "POPULATION")
     assert t.total == int(df["POPULATION"].astype(int).sum())
-    rel = census.release_census(t, 1.0, NoiseSource(seed=9))
+    rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=9))
     _check_consistent(rel)
     assert rel.levels["COUNTYFP"]["COUNTYFP"].str.len().eq(3).all()
 
@@ -421,7 +421,7 @@ class _NoDraw(NoiseSource):
         raise AssertionError("noise drawn")
 
 
-def test_census_charges_before_drawing_and_refuses_without_drawing(table: census.CensusTable) -> None:
+def test_census_charges_before_drawing_and_refuses_without_drawing(table: census_tables.CensusTable) -> None:
     from dpcore.privacy import budget
 
     led = Ledger(budget.pure(1.0))
@@ -431,9 +431,9 @@ def test_census_charges_before_drawing_and_refuses_without_drawing(table: census
             assert led.spent == pytest.approx(0.7), "noise drawn before the ledger was charged"
             return super().laplace_on_grid(values, scale, granularity_exp)
 
-    census.release_census(table, 0.7, Watch(seed=1), ledger=led)
+    census_privelet.release_census(table, 0.7, Watch(seed=1), ledger=led)
     with pytest.raises(DPCoreError, match="Not enough privacy budget"):
-        census.release_census(table, 0.5, _NoDraw(seed=1), ledger=led)
+        census_privelet.release_census(table, 0.5, _NoDraw(seed=1), ledger=led)
     assert len(led.entries) == 1
 
 
@@ -442,12 +442,12 @@ def test_names_come_from_the_public_area_list_not_the_data() -> None:
                           "county_name": ["Ant", "Bee", "Cat"]})
     data = pd.DataFrame({"state": ["01", "01"], "county": ["001", "002"], "pop": [5, 7],
                          "county_name": ["Ant", "Bee"]})
-    t = census.CensusTable.from_frame(data, ["state", "county"], "pop", names={"county": "county_name"},
+    t = census_tables.CensusTable.from_frame(data, ["state", "county"], "pop", names={"county": "county_name"},
                                       areas=areas)
-    rel = census.release_census(t, 1.0, NoiseSource(seed=3))
-    csv = pd.read_csv(__import__("io").BytesIO(census.census_csv(rel)), dtype=str, keep_default_na=False)
+    rel = census_privelet.release_census(t, 1.0, NoiseSource(seed=3))
+    csv = pd.read_csv(__import__("io").BytesIO(census_privelet.census_csv(rel)), dtype=str, keep_default_na=False)
     counties = csv[csv["level"] == "county"]
     assert counties["county_name"].tolist() == ["Ant", "Bee", "Cat"]  # the empty county is named too
     with pytest.raises(InputError, match="must be in the public area list"):
-        census.CensusTable.from_frame(data, ["state", "county"], "pop", names={"county": "county_name"},
+        census_tables.CensusTable.from_frame(data, ["state", "county"], "pop", names={"county": "county_name"},
                                       areas=areas.drop(columns="county_name"))

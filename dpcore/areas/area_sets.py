@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.areas.hierarchy import Hierarchy
+from dpcore.areas.tree_records import HierarchyRelease, HierLevelPlan, HierPlan, expected_max
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import (
     matrix_cache,
@@ -388,16 +389,14 @@ def node_variances_per_p(h: Hierarchy, s: matrix_strategy.Strategy) -> list[np.n
 
 def plan(h: Hierarchy, cost: PrivacyCost, *, neighbour: str = "add_remove", split: str = "levels",
          weights: Sequence[float] | None = None, statistic: str = "count",
-         area_sets: AreaSets | None = None, sets_weight: float = 1.0) -> Any:
-    """The :class:`~dpcore.areas.hierarchical.HierPlan` of a matrix-mechanism release (data-free).
+         area_sets: AreaSets | None = None, sets_weight: float = 1.0) -> HierPlan:
+    """The :class:`~dpcore.areas.tree_records.HierPlan` of a matrix-mechanism release (data-free).
 
     ``split`` (``levels``, ``queries`` or ``custom``) and ``weights`` set the levels' importance
     (:func:`level_weights`), not a budget split: the whole budget answers the strategy once.  Every level's SD is exact
     (``Var(z)·q X⁺ qᵀ`` per area); the mean and typical maximum absolute errors use the normal
     shape (each estimate sums many strategy noises).
     """
-    from dpcore.areas import hierarchical as hz  # hierarchical dispatches here: import late
-
     if statistic != "count":
         raise ParameterError("The matrix mechanism releases plain counts; for group sizes choose 'exact' or "
                              "'dpc_approx'.")
@@ -445,29 +444,27 @@ def plan(h: Hierarchy, cost: PrivacyCost, *, neighbour: str = "add_remove", spli
     levels = []
     for d in range(h.depth + 1):
         sd_nodes = np.sqrt(node_var[d])
-        levels.append(hz.HierLevelPlan(
+        levels.append(HierLevelPlan(
             depth=d, level=h.level_names[d], areas=h.sizes[d], cells=h.sizes[d], measured=True,
             share=float(cost.value), noise=cal.distribution, scale=float(cal.scale),
             l1_sensitivity=float(s.l1_sensitivity), l2_sensitivity=float(s.l2_sensitivity),
             noise_sd=math.sqrt(var), sd=float(math.sqrt(np.mean(node_var[d]))),
             mean_abs=float(np.mean(sd_nodes)) * math.sqrt(2.0 / math.pi),
-            max_abs=hz._expected_max(sd_nodes, "normal"),
+            max_abs=expected_max(sd_nodes, "normal"),
             basis="matrix mechanism: exact SD per area, Var(z)·q X⁺ qᵀ; mean and maximum with the normal shape",
         ))
-    return hz.HierPlan("matrix", cost, neighbour, "count", 1, split,
+    return HierPlan("matrix", cost, neighbour, "count", 1, split,
                        tuple(float(x) for x in (weights or ())), tuple(levels),
                        tuple(np.sqrt(v) for v in node_var), tuple(cal.scale for _ in levels), extra=extra)
 
 
-def release(counts: Any, p: Any, noise: Any, *, area_sets: AreaSets | None = None,
-            sets_weight: float = 1.0) -> Any:
+def release(counts: Any, p: HierPlan, noise: Any, *, area_sets: AreaSets | None = None,
+            sets_weight: float = 1.0) -> HierarchyRelease:
     """Release ``counts`` (:class:`~dpcore.areas.hierarchy.HierarchyCounts`) as planned by :func:`plan`.
 
     The caller has charged the ledger with ``p.cost``.  The noise is drawn by
     :func:`dpcore.estimate.matrix_release.release` (exact discrete samplers of :mod:`dpcore.privacy.noise`).
     """
-    from dpcore.areas import hierarchical as hz
-
     h = counts.hierarchy
     if (area_sets is not None) != (p.extra.get("sets_row_weight") is not None):
         raise ParameterError("Release with the same area-code sets as the plan.")
@@ -491,7 +488,7 @@ def release(counts: Any, p: Any, noise: Any, *, area_sets: AreaSets | None = Non
             "standard_error": list(p.extra["area_sets"]["sd"]),
             "definition": area_sets.to_record(),
         }
-    return hz.HierarchyRelease(h, p, tuple(values), None, (), details)
+    return HierarchyRelease(h, p, tuple(values), None, (), details)
 
 
 def area_sets_csv(rel: Any) -> bytes:

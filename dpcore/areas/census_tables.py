@@ -1,24 +1,20 @@
-"""Census mode: Privelet over a geographic hierarchy (state → county → tract …).
+"""Census tables: reading a census file and the public structure of its areas and bins.
 
 A census table holds counts of people per finest area (a *leaf* such as a tract), possibly
-split by ordinal attributes (an age band, an income bucket).  It becomes a frequency matrix
-``x`` of shape ``(leaves, bins_1, …, bins_k)`` with
+split by ordinal attributes (an age band, an income bucket).  :class:`CensusTable` turns it
+into a frequency matrix of shape ``(leaves, bins_1, …, bins_k)`` with
 
 * one **nominal** axis for the geography, whose public hierarchy is given by the code
   columns (top level first, finest last), and
-* one **ordinal** (Haar) axis per attribute,
+* one **ordinal** axis per attribute,
 
-and is released with :func:`dpcore.estimate.privelet.release` (Xiao, Wang & Gehrke, *Differential
-Privacy via Wavelet Transforms*, ICDE 2010; see ``shared/specs/privelet.md`` §2.2–2.5).
-Privelet+ leaves the axes named in ``plus_axes`` untransformed (identity, §2.5).
+described by its public :class:`CensusStructure` (levels, list of areas, bins).  The table is
+released with Privelet (Xiao, Wang & Gehrke, *Differential Privacy via Wavelet Transforms*,
+ICDE 2010) by :mod:`dpcore.areas.census_privelet`, or its marginals with the matrix mechanism
+by :mod:`dpcore.areas.marginals`.
 
 Areas are identified by their **path** (state ``01`` + county ``001``), because codes repeat
 within parents (county ``001`` exists in almost every state).
-
-The area totals of every level are sums of the noisy leaves, so a parent's noisy total is
-the sum of its children's (consistent by construction, up to float rounding).  Their
-expected error is analytic and data-free (:func:`dpcore.estimate.privelet.level_variances`), so it can
-be shown before release and published.
 
 .. warning:: **The list of areas must be public.**
    A release lists the areas it covers.  If that list is taken from the data, an area where
@@ -28,10 +24,6 @@ be shown before release and published.
    areas present only in that list are added with a true count of 0 and get noise like
    every other area.  The same holds for the bins of an ordinal attribute: give their
    public order (``ordinal_orders``) rather than letting the data decide.
-
-The 95 % intervals are ``noisy ± 1.96·SD``, a normal approximation of the noise of an area
-total (a sum of many Laplace terms); when a single coefficient dominates the true 95 %
-half-width is closer to 2.12·SD (spec §6.2).
 """
 
 from __future__ import annotations
@@ -40,60 +32,54 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
-import dpcore
 from dpcore.errors import InputError, ParameterError
-from dpcore.estimate import privelet
-from dpcore.privacy import budget
-from dpcore.privacy.ledger import Ledger
-from dpcore.privacy.noise import NoiseSource
 
 __all__ = [
-    "CI_Z",
     "GEO_AXIS",
     "TOTAL_LEVEL",
-    "CensusRelease",
     "CensusStructure",
     "CensusTable",
-    "area_expected_error",
-    "build",
-    "build_axes",
-    "census_csv",
-    "census_json",
-    "census_record",
-    "expected_error",
     "fingerprint",
-    "release_census",
-    "write_census",
 ]
 
 #: Name of the geography axis (for ``plus_axes``).
 GEO_AXIS = "geography"
 #: Name of the implicit root level (the grand total).
 TOTAL_LEVEL = "total"
-#: z-value of the normal-approximation 95 % interval.
-CI_Z = 1.96
 
 _MAX_EXAMPLES = 5
 
 
 # ---------------------------------------------------------------------------------------------
-# fingerprint
+# the budget key
 # ---------------------------------------------------------------------------------------------
 
 
 def fingerprint(df: pd.DataFrame) -> str:
-    """Content hash of a source table (keys its ledger; never shown or exported)."""
+    """Content hash of a source table (keys its budget; never shown or exported).
+
+    The same rows in any order, with the columns in any order, hash the same: the rows are
+    hashed one by one (columns sorted by name) and combined as a multiset (two sums mod 2⁶⁴ of
+    row hashes under two keys, and the row count), so reordering a table never opens a fresh
+    budget for it.
+
+    >>> a = pd.DataFrame({"state": ["01", "02"], "pop": [5, 7]})
+    >>> fingerprint(a) == fingerprint(a.iloc[::-1][["pop", "state"]])
+    True
+    """
+    cols = sorted(df.columns, key=str)
+    frame = df[cols].astype(str)
     h = hashlib.sha256()
-    h.update("\x1f".join(map(str, df.columns)).encode())
-    h.update(pd.util.hash_pandas_object(df.astype(str), index=False).to_numpy().tobytes())
+    h.update("\x1f".join(map(str, cols)).encode())
+    h.update(len(frame).to_bytes(8, "little"))
+    for key in ("dpcore-census-k1", "dpcore-census-k2"):
+        rows = pd.util.hash_pandas_object(frame, index=False, hash_key=key).to_numpy(np.uint64)
+        h.update(int(rows.sum(dtype=np.uint64)).to_bytes(8, "little"))  # wraps mod 2**64: order-free
     return h.hexdigest()[:16]
 
 
@@ -441,323 +427,3 @@ class CensusTable:
     def total(self) -> int:
         """True total (confidential)."""
         return int(self.counts.sum())
-
-
-# ---------------------------------------------------------------------------------------------
-# axes
-# ---------------------------------------------------------------------------------------------
-
-
-def _groups(structure: CensusStructure) -> list[np.ndarray]:
-    """``groups[j][leaf]`` = index of the leaf's ancestor at level ``j`` (0 = top level)."""
-    paths = structure.leaf_paths
-    out = []
-    for j in range(structure.depth - 1):
-        ids = np.empty(len(paths), dtype=np.int64)
-        last, cur = None, -1
-        for i, p in enumerate(paths):
-            q = p[: j + 1]
-            if q != last:
-                cur += 1
-                last = q
-            ids[i] = cur
-        out.append(ids)
-    return out
-
-
-def _check_plus(structure: CensusStructure, plus_axes: Sequence[str]) -> tuple[str, ...]:
-    names = [GEO_AXIS, *structure.ordinals]
-    plus = tuple(str(a) for a in plus_axes)
-    bad = [a for a in plus if a not in names]
-    if bad:
-        raise ParameterError(
-            f"Privelet+ axis {', '.join(map(repr, bad))} is not an axis of this table; choose among "
-            f"{', '.join(names)}."
-        )
-    return plus
-
-
-def build_axes(structure: CensusStructure, plus_axes: Sequence[str] = ()) -> list[privelet.Axis]:
-    """The Privelet axes of a (public) structure: nominal geography, then ordinal attributes.
-
-    The geography's hierarchy is the implicit root (the total), one group level per level
-    column but the finest, and the leaves; group ids follow the sorted leaf paths.
-    """
-    plus = _check_plus(structure, plus_axes)
-    axes = [privelet.Axis.nominal(GEO_AXIS, _groups(structure), transform=GEO_AXIS not in plus,
-                                  size=len(structure.leaf_paths))]
-    for name, b in zip(structure.ordinals, structure.bins, strict=True):
-        axes.append(privelet.Axis.ordinal(name, len(b), transform=name not in plus))
-    return axes
-
-
-def build(table: CensusTable, plus_axes: Sequence[str] = ()) -> tuple[np.ndarray, list[privelet.Axis],
-                                                                     list[tuple[str, ...]]]:
-    """``(x, axes, leaf_paths)``: the frequency matrix (leaves × bins…), its axes and leaf paths."""
-    axes = build_axes(table.structure, plus_axes)
-    return table.counts.astype(np.float64), axes, list(table.structure.leaf_paths)
-
-
-def _level_vars(axes: list[privelet.Axis], epsilon: float, sensitivity: int) -> list[float]:
-    """Variance of one area's total per level (root first), mean over the level's areas."""
-    return [float(v) for v in privelet.level_variances(axes[0], epsilon, axes[1:], sensitivity=sensitivity)]
-
-
-def _node_vars(axes: list[privelet.Axis], epsilon: float, sensitivity: int) -> list[np.ndarray]:
-    """Exact variance of every area's total, per level (root first), in path order."""
-    return [np.asarray(v, dtype=np.float64)
-            for v in privelet.node_variances(axes[0], epsilon, axes[1:], sensitivity=sensitivity)]
-
-
-def expected_error(structure: CensusStructure, epsilon: float, *, plus_axes: Sequence[str] = (),
-                   sensitivity: int = 1) -> pd.DataFrame:
-    """Data-free expected error per level: SD of one area's total and the ± 95 % half-width.
-
-    Needs only the structure (levels, list of areas, bins), which must be public. Columns:
-    ``level, n_areas, sd, ci95, sd_max``: ``sd`` is the root of the mean variance of the
-    level's areas (:func:`dpcore.estimate.privelet.level_variances`; all equal when every parent of a
-    level has the same fanout), ``ci95 = 1.96·sd`` (normal approximation) and ``sd_max`` the
-    largest SD of an area of the level.
-    """
-    budget.pure(epsilon)  # validates ε with a clear message
-    axes = build_axes(structure, plus_axes)
-    var = _level_vars(axes, epsilon, sensitivity)
-    nodes = _node_vars(axes, epsilon, sensitivity)
-    rows = []
-    for d, name in enumerate(structure.level_names):
-        sd = float(np.sqrt(var[d]))
-        rows.append({"level": name, "n_areas": len(structure.paths_at(d)), "sd": sd, "ci95": CI_Z * sd,
-                     "sd_max": float(np.sqrt(nodes[d].max()))})
-    return pd.DataFrame(rows)
-
-
-def area_expected_error(structure: CensusStructure, epsilon: float, path: Sequence[str], *,
-                        plus_axes: Sequence[str] = (), sensitivity: int = 1) -> float:
-    """Exact SD of the noisy total of one area (its code path; ``()`` for the grand total)."""
-    budget.pure(epsilon)
-    axes = build_axes(structure, plus_axes)
-    query: list[Any] = [structure.leaf_mask(path)]
-    query += [np.ones(len(b), dtype=bool) for b in structure.bins]
-    return float(np.sqrt(privelet.query_variance(axes, epsilon, query, sensitivity=sensitivity)))
-
-
-# ---------------------------------------------------------------------------------------------
-# release
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CensusRelease:
-    """A Privelet census release: noisy tables per level and their expected errors (no truth)."""
-
-    structure: CensusStructure
-    epsilon: float
-    sensitivity: int
-    lam: float
-    generalized_sensitivity: float
-    plus_axes: tuple[str, ...]
-    axes: tuple[dict[str, Any], ...]
-    noisy: np.ndarray
-    levels: dict[str, pd.DataFrame]
-    level_sd: dict[str, float]
-    release_id: str
-    created: str
-
-    @property
-    def cost(self) -> budget.PrivacyCost:
-        return budget.pure(self.epsilon)
-
-
-def _axis_info(axis: privelet.Axis, structure: CensusStructure) -> dict[str, Any]:
-    info: dict[str, Any] = {"name": axis.name, "kind": axis.kind, "size": int(axis.size),
-                            "transform": bool(axis.transform)}
-    if axis.name == GEO_AXIS:
-        info["levels"] = list(structure.levels)
-        info["areas_per_level"] = {n: len(structure.paths_at(d)) for d, n in enumerate(structure.level_names)}
-        info["area_list"] = ("public list given by the curator" if structure.public_areas
-                             else "derived from the data (areas with no one are not released)")
-        info["transform_name"] = "nominal wavelet" if axis.transform else "identity (Privelet+)"
-    else:
-        j = structure.ordinals.index(axis.name)
-        info["bins"] = list(structure.bins[j])
-        info["transform_name"] = "Haar wavelet" if axis.transform else "identity (Privelet+)"
-    return info
-
-
-def _level_tables(structure: CensusStructure, noisy: np.ndarray, names: Mapping[str, Mapping],
-                  sds: Sequence[np.ndarray]) -> dict[str, pd.DataFrame]:
-    """Per-level tables, parents summed from their children (consistent by construction)."""
-    labels = structure.bin_labels()
-    values = noisy.reshape(noisy.shape[0], -1)
-    paths = list(structure.leaf_paths)
-    per_depth: dict[int, tuple[list[tuple[str, ...]], np.ndarray]] = {structure.depth: (paths, values)}
-    for d in range(structure.depth - 1, -1, -1):
-        child_paths, child_vals = per_depth[d + 1]
-        starts, parents = [], []
-        for i, p in enumerate(child_paths):
-            if not parents or p[:d] != parents[-1]:
-                parents.append(p[:d])
-                starts.append(i)
-        per_depth[d] = (parents, np.add.reduceat(child_vals, np.asarray(starts), axis=0))
-    out: dict[str, pd.DataFrame] = {}
-    for d, name in enumerate(structure.level_names):
-        ps, vals = per_depth[d]
-        cols: dict[str, Any] = {}
-        for k in range(d):
-            lv = structure.levels[k]
-            cols[lv] = [p[k] for p in ps]
-            if lv in names:
-                cols[f"{lv}_name"] = [names[lv].get(p[: k + 1], "") for p in ps]
-        total = vals.sum(axis=1)
-        cols["noisy_count"] = total
-        if labels:
-            for j, lab in enumerate(labels):
-                cols[lab] = vals[:, j]
-        sd = np.broadcast_to(np.asarray(sds[d], dtype=np.float64), (len(ps),)).copy()
-        cols["sd"] = sd
-        cols["ci95_low"] = total - CI_Z * sd
-        cols["ci95_high"] = total + CI_Z * sd
-        out[name] = pd.DataFrame(cols)
-    return out
-
-
-def release_census(table: CensusTable, epsilon: float, noise: NoiseSource, *, plus_axes: Sequence[str] = (),
-                   sensitivity: int = 1, ledger: Ledger | None = None) -> CensusRelease:
-    """Release a census table with Privelet (Privelet+ for ``plus_axes``).
-
-    The noisy leaf matrix comes from :func:`dpcore.estimate.privelet.release` (ε-DP); every level's
-    table is a sum of noisy leaves (post-processing), with the analytic SD of one area's
-    total from :func:`dpcore.estimate.privelet.level_variances`.  With a ``ledger``, ε is charged (or
-    the release refused) before any noise is drawn.
-    """
-    cost = budget.pure(epsilon)
-    x, axes, _ = build(table, plus_axes)
-    plus = _check_plus(table.structure, plus_axes)
-    if ledger is not None:
-        # charged before any noise is drawn: a failure afterwards can never hand out an
-        # uncharged release (DESIGN.md privacy rule 3)
-        ledger.spend(cost, "census release (Privelet" + ("+" if plus else "") + ")",
-                     details={"mechanism": "privelet", "plus_axes": list(plus), "levels": list(table.structure.levels)})
-    rel = privelet.release(x, axes, float(epsilon), noise, sensitivity=sensitivity)
-    s = table.structure
-    var = _level_vars(axes, float(epsilon), sensitivity)
-    sds = [float(np.sqrt(v)) for v in var]
-    node_sds = [np.sqrt(v) for v in _node_vars(axes, float(epsilon), sensitivity)]
-    levels = _level_tables(s, np.asarray(rel.noisy, dtype=np.float64), table.names, node_sds)
-    release_id = hashlib.sha256(np.asarray(rel.noisy).tobytes() + str(datetime.now(UTC)).encode()).hexdigest()[:12]
-    out = CensusRelease(
-        structure=s,
-        epsilon=float(epsilon),
-        sensitivity=int(sensitivity),
-        lam=float(rel.lam),
-        generalized_sensitivity=float(privelet.generalized_sensitivity(axes)),
-        plus_axes=plus,
-        axes=tuple(_axis_info(a, s) for a in axes),
-        noisy=np.asarray(rel.noisy, dtype=np.float64),
-        levels=levels,
-        level_sd=dict(zip(s.level_names, sds, strict=True)),
-        release_id=release_id,
-        created=datetime.now(UTC).isoformat(timespec="seconds"),
-    )
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# exports
-# ---------------------------------------------------------------------------------------------
-
-
-def census_frame(release: CensusRelease) -> pd.DataFrame:
-    """All levels in one table: ``level``, code columns, names, noisy counts, sd, 95 % interval."""
-    frames = [df.assign(level=name) for name, df in release.levels.items()]
-    df = pd.concat(frames, ignore_index=True, sort=False)
-    front = ["level", *release.structure.levels]
-    names = [c for c in df.columns if c.endswith("_name") and c not in front]
-    rest = [c for c in df.columns if c not in front and c not in names]
-    df = df[front + names + rest]
-    for c in release.structure.levels + tuple(names):
-        df[c] = df[c].fillna("")
-    return df
-
-
-def census_csv(release: CensusRelease) -> bytes:
-    """``release.csv``: one row per area of every level (the total first)."""
-    return census_frame(release).to_csv(index=False).encode("utf-8")
-
-
-def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[str, Any]:
-    """The JSON record of how the release was made: no true value, no file name."""
-    s = release.structure
-    rec: dict[str, Any] = {
-        "schema": "dpcore-census-release/1",
-        "software": {"name": "dpcore", "version": dpcore.__version__},
-        "release_id": release.release_id,
-        "created": release.created,
-        "kind": "census",
-        "mechanism": {
-            "name": "privelet",
-            "title": "Privelet+" if release.plus_axes else "Privelet",
-            "reference": "X. Xiao, G. Wang, J. Gehrke, Differential Privacy via Wavelet Transforms, ICDE 2010",
-            "plus_axes": list(release.plus_axes),
-        },
-        "params": {
-            "epsilon": release.epsilon,
-            "sensitivity": release.sensitivity,
-            "generalized_sensitivity": release.generalized_sensitivity,
-            "lambda": release.lam,
-            "axes": [dict(a) for a in release.axes],
-        },
-        "privacy": {
-            "definition": "pure epsilon-DP",
-            "cost": release.cost.to_dict(),
-            "unit_of_privacy": "one person (one unit of count)",
-            "neighbouring_relation": "add or remove one person"
-            + ("" if release.sensitivity == 1 else f" (counts change by at most {release.sensitivity} in L1)"),
-            "sensitivity_l1": release.sensitivity,
-            "composition": "the whole epsilon is spent by this one release",
-        },
-        "budget": {},
-        "levels": [
-            {"level": name, "n_areas": int(len(release.levels[name])), "sd": release.level_sd[name],
-             "ci95_half_width": CI_Z * release.level_sd[name]}
-            for name in s.level_names
-        ],
-        "outputs": {
-            "files": ["release.csv", "release.json"],
-            "columns": "noisy_count is the released total of an area (sum of its noisy leaves); "
-                       "ci95_low/high = noisy_count ± 1.96·sd (normal approximation of the noise)",
-        },
-        "notes": [
-            "All counts are noisy and unrounded; negative values are kept so sums stay unbiased.",
-            "A parent's noisy total is the sum of its children's (consistent by construction).",
-            "Expected errors are analytic: they come from the mechanism and the public structure, not the data.",
-            "The list of areas " + ("comes from a public list." if s.public_areas else
-                                    "was derived from the data: areas with no one are missing from this release."),
-        ],
-    }
-    if ledger is not None:
-        ld = ledger.to_dict()
-        ld.pop("dataset", None)  # may name the input; never exported
-        rec["budget"]["ledger"] = orjson.loads(orjson.dumps(ld, option=orjson.OPT_SERIALIZE_NUMPY))
-    return rec
-
-
-def validate_census_record(record: dict[str, Any]) -> None:
-    """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_release.schema.json``."""
-    from dpcore.points.export import validate_record
-
-    validate_record(record, "census_release")
-
-
-def census_json(release: CensusRelease, ledger: Ledger | None = None) -> bytes:
-    return orjson.dumps(census_record(release, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
-
-
-def write_census(release: CensusRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
-    """Write ``release.csv`` and ``release.json`` into ``out_dir`` (created if missing)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "release.csv", out / "release.json"]
-    paths[0].write_bytes(census_csv(release))
-    paths[1].write_bytes(census_json(release, ledger))
-    return paths

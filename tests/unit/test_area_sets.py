@@ -1,4 +1,4 @@
-"""The matrix mechanism on a geographic hierarchy (dpcore.areas.hier_matrix, spec matrix-mechanism.md §6.1)."""
+"""The matrix mechanism on a geographic hierarchy (dpcore.areas.area_sets, spec matrix-mechanism.md §6.1)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dpcore.areas import hier_export, hier_matrix, hierarchical
+from dpcore.areas import area_sets, export, tree_mechanisms
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core.pipeline import release_hierarchy
 from dpcore.errors import InputError, ParameterError
@@ -41,7 +41,7 @@ def irregular() -> tuple[Hierarchy, HierarchyCounts]:
 
 
 def node_rows(h: Hierarchy, d: int) -> np.ndarray:
-    anc = hier_matrix.ancestors(h)[d]
+    anc = area_sets.ancestors(h)[d]
     B = np.zeros((h.sizes[d], h.n_leaves))
     B[anc, np.arange(h.n_leaves)] = 1.0
     return B
@@ -49,18 +49,18 @@ def node_rows(h: Hierarchy, d: int) -> np.ndarray:
 
 def test_workload_rows_and_structured_gram_agree() -> None:
     h, _ = irregular()
-    w8 = hier_matrix.level_weights(h, "custom", [1, 2, 3, 4])
-    sets = hier_matrix.read_area_sets(b"query,area\nA,02\nA,03/001\nB,01/001/01\n", h)
-    w = hier_matrix.workload(h, w8, sets, sets_weight=2.0)
+    w8 = area_sets.level_weights(h, "custom", [1, 2, 3, 4])
+    sets = area_sets.read_area_sets(b"query,area\nA,02\nA,03/001\nB,01/001/01\n", h)
+    w = area_sets.workload(h, w8, sets, sets_weight=2.0)
     assert w.m == h.n_nodes + 2
     np.testing.assert_allclose(w.gram(), w.W.T @ w.W, atol=1e-12)
     # P15: a level of n_d areas with importance I_d gets row weight sqrt(I_d / n_d) (max 1)
     w2 = np.array([1, 2, 3, 4]) / np.array(h.sizes)
     np.testing.assert_allclose(w8, np.sqrt(w2 / w2.max()))
-    assert np.allclose(hier_matrix.level_weights(h, "queries"), 1.0)
-    np.testing.assert_allclose(hier_matrix.level_weights(h, "uniform"), hier_matrix.level_weights(h, "levels"))
+    assert np.allclose(area_sets.level_weights(h, "queries"), 1.0)
+    np.testing.assert_allclose(area_sets.level_weights(h, "uniform"), area_sets.level_weights(h, "levels"))
     with pytest.raises(ParameterError, match="importance"):
-        hier_matrix.level_weights(h, "geometric")
+        area_sets.level_weights(h, "geometric")
 
 
 def test_regular_tree_reaches_the_svd_bound() -> None:
@@ -69,17 +69,17 @@ def test_regular_tree_reaches_the_svd_bound() -> None:
                        for i in range(3) for j in range(4) for k in range(5)])
     h = Hierarchy.from_frame(df, ["a", "b", "c"])
     for imp in ("queries", "levels"):
-        p = hierarchical.plan(h, "matrix", budget.zcdp(0.5), split=imp)
+        p = tree_mechanisms.plan(h, "matrix", budget.zcdp(0.5), split=imp)
         assert p.extra["ratio_to_lower_bound"] == pytest.approx(1.0, abs=1e-6)
-        assert p.extra["program1_gap"] < hier_matrix.GAP_TOL
+        assert p.extra["program1_gap"] < area_sets.GAP_TOL
 
 
 def test_plan_sd_is_the_exact_matrix_mechanism_variance() -> None:
     h, _ = irregular()
     cost = budget.zcdp(0.3)
-    p = hierarchical.plan(h, "matrix", cost, split="levels")
-    w = hier_matrix.workload(h, hier_matrix.level_weights(h, "levels"))
-    s = hier_matrix.strategy(h, w, "zcdp")
+    p = tree_mechanisms.plan(h, "matrix", cost, split="levels")
+    w = area_sets.workload(h, area_sets.level_weights(h, "levels"))
+    s = area_sets.strategy(h, w, "zcdp")
     cal = matrix_release.calibrate(s, rho=0.3)
     Xinv = np.linalg.inv(s.A.T @ s.A)  # full rank: every finest area is a query
     for d in range(h.depth + 1):
@@ -98,8 +98,8 @@ def test_release_is_consistent_unbiased_and_matches_the_plan() -> None:
     χ²_R (the estimate is a linear function of many discrete Gaussians: close to normal)."""
     h, counts = irregular()
     cost = budget.zcdp(0.5)
-    sets = hier_matrix.read_area_sets(b"query,area,level\nX,02,state\nX,01/001/01,tract\n", h)
-    p = hierarchical.plan(h, "matrix", cost, area_sets=sets)
+    sets = area_sets.read_area_sets(b"query,area,level\nX,02,state\nX,01/001/01,tract\n", h)
+    p = tree_mechanisms.plan(h, "matrix", cost, area_sets=sets)
     truth = counts.levels()
     R = 300
     src = NoiseSource(11)
@@ -108,7 +108,7 @@ def test_release_is_consistent_unbiased_and_matches_the_plan() -> None:
     set_sq = 0.0
     set_truth = float(truth[1][1] + truth[3][0])
     for _ in range(R):
-        rel = hierarchical.release(counts, "matrix", cost, src, area_sets=sets)
+        rel = tree_mechanisms.release(counts, "matrix", cost, src, area_sets=sets)
         for d in range(h.depth + 1):
             e = rel.values[d] - truth[d]
             sq[d] += e**2
@@ -128,14 +128,14 @@ def test_release_is_consistent_unbiased_and_matches_the_plan() -> None:
 
 def test_area_sets_parsing_and_clear_errors() -> None:
     h, _ = irregular()
-    sets = hier_matrix.read_area_sets(
+    sets = area_sets.read_area_sets(
         "Query,Area\nmetro,03/001\nmetro,03/002\nmetro,03/001/01\nsolo,01\n", h)
     assert sets.names == ("metro", "solo")
     n_metro = len(h.descendants(2, h.find(2, "03/001"), 3)) + len(h.descendants(2, h.find(2, "03/002"), 3))
     assert sets.rows[0].sum() == n_metro  # a tract listed inside its county counts once
     assert sets.members[0][0] == "county:03/001"
     # joined codes (GEOIDs) are accepted too
-    assert hier_matrix.read_area_sets(b"query,area\nq,03001\n", h).rows.sum() == len(
+    assert area_sets.read_area_sets(b"query,area\nq,03001\n", h).rows.sum() == len(
         h.descendants(2, h.find(2, "03/001"), 3))
     bad = {
         b"": "empty",
@@ -148,15 +148,15 @@ def test_area_sets_parsing_and_clear_errors() -> None:
     }
     for data, msg in bad.items():
         with pytest.raises(InputError, match=msg):
-            hier_matrix.read_area_sets(data, h, "sets.csv")
+            area_sets.read_area_sets(data, h, "sets.csv")
 
 
 def test_ambiguous_code_asks_for_a_level_column() -> None:
     df = pd.DataFrame({"a": ["1", "1", "2"], "b": ["2", "3", "1"], "n": [1, 2, 3]})
     h = Hierarchy.from_frame(df, ["a", "b"], codes="global")
     with pytest.raises(InputError, match="level"):
-        hier_matrix.read_area_sets(b"query,area\nq,2\n", h)
-    s = hier_matrix.read_area_sets(b"query,area,level\nq,2,b\n", h)
+        area_sets.read_area_sets(b"query,area\nq,2\n", h)
+    s = area_sets.read_area_sets(b"query,area,level\nq,2,b\n", h)
     assert s.rows.sum() == 1
 
 
@@ -165,25 +165,25 @@ def test_refusals_before_anything_is_spent(monkeypatch: pytest.MonkeyPatch) -> N
     led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match="add/remove"):
         release_hierarchy(counts, "matrix", budget.zcdp(0.5), led, neighbour="replace")
-    monkeypatch.setattr(hier_matrix, "MAX_LEAVES", 10)
+    monkeypatch.setattr(area_sets, "MAX_LEAVES", 10)
     with pytest.raises(ParameterError, match="at most 10 finest areas"):
         release_hierarchy(counts, "matrix", budget.zcdp(0.5), led)
     with pytest.raises(ParameterError, match="matrix mechanism only"):
-        hierarchical.plan(h, "hay", budget.zcdp(0.5), area_sets=hier_matrix.read_area_sets(b"query,area\nq,01\n", h))
+        tree_mechanisms.plan(h, "hay", budget.zcdp(0.5), area_sets=area_sets.read_area_sets(b"query,area\nq,01\n", h))
     assert led.spent == 0 and not led.entries
 
 
 def test_pipeline_charges_once_and_the_record_validates(tmp_path: Path) -> None:
     h, counts = irregular()
     led = Ledger(budget.zcdp(1.0))
-    sets = hier_matrix.read_area_sets(b"query,area\nA,02\nA,03\n", h)
+    sets = area_sets.read_area_sets(b"query,area\nA,02\nA,03\n", h)
     rel = release_hierarchy(counts, "matrix", budget.zcdp(0.25), led, noise=NoiseSource(3), area_sets=sets)
     assert led.spent == pytest.approx(0.25) and len(led.entries) == 1
     assert led.entries[0].details["strategy"] == "Eigen-Design"
-    paths = hier_export.write_hierarchy(rel, tmp_path, led)
+    paths = export.write_hierarchy(rel, tmp_path, led)
     assert {p.name for p in paths} == {"release.csv", "area_queries.csv", "release.json"}
     rec = json.loads((tmp_path / "release.json").read_text())
-    hier_export.validate_hierarchy_record(rec)
+    export.validate_hierarchy_record(rec)
     assert rec["mechanism"]["name"] == "matrix" and "area_queries.csv" in rec["outputs"]["files"]
     assert "whole budget" in rec["privacy"]["composition"]
     q = pd.read_csv(tmp_path / "area_queries.csv")
@@ -196,15 +196,15 @@ def test_pipeline_charges_once_and_the_record_validates(tmp_path: Path) -> None:
 
 def test_pure_epsilon_uses_an_l1_strategy_and_says_so() -> None:
     h, counts = irregular()
-    p = hierarchical.plan(h, "matrix", budget.pure(1.0))
+    p = tree_mechanisms.plan(h, "matrix", budget.pure(1.0))
     assert p.levels[0].noise.startswith("discrete_laplace")
     assert p.extra["rmse_lower_bound"] is None and any("Pure ε-DP" in n for n in p.extra["notes"])
-    w = hier_matrix.workload(h, hier_matrix.level_weights(h, "levels"))
-    s = hier_matrix.strategy(h, w, "pure")
+    w = area_sets.workload(h, area_sets.level_weights(h, "levels"))
+    s = area_sets.strategy(h, w, "pure")
     assert s.norm == "l1"
     # never worse than noising every area of the tree (the geographic tree design)
-    assert matrix_errors.tse_per_p(w, s) <= matrix_errors.tse_per_p(w, hier_matrix.tree_design(h)) * (1 + 1e-9)
-    rel = hierarchical.release(counts, "matrix", budget.pure(1.0), NoiseSource(2))
+    assert matrix_errors.tse_per_p(w, s) <= matrix_errors.tse_per_p(w, area_sets.tree_design(h)) * (1 + 1e-9)
+    rel = tree_mechanisms.release(counts, "matrix", budget.pure(1.0), NoiseSource(2))
     assert rel.consistent
 
 
@@ -235,9 +235,9 @@ def test_area_sets_weight_is_in_units_of_one_level() -> None:
     h, _ = irregular()
     # 'levels': the root (1 area) has the largest per-query weight, 1; four queries sharing the
     # importance of one level get w² = 1/4 each
-    assert hier_matrix.sets_row_weight(h, "levels", None, 4, 1.0) == pytest.approx(0.5)
-    assert hier_matrix.sets_row_weight(h, "levels", None, 4, 4.0) == pytest.approx(1.0)
+    assert area_sets.sets_row_weight(h, "levels", None, 4, 1.0) == pytest.approx(0.5)
+    assert area_sets.sets_row_weight(h, "levels", None, 4, 4.0) == pytest.approx(1.0)
     # 'queries': each query counts like one area total times the weight
-    assert hier_matrix.sets_row_weight(h, "queries", None, 4, 1.0) == pytest.approx(1.0)
+    assert area_sets.sets_row_weight(h, "queries", None, 4, 1.0) == pytest.approx(1.0)
     with pytest.raises(ParameterError, match="positive"):
-        hier_matrix.sets_row_weight(h, "levels", None, 4, 0.0)
+        area_sets.sets_row_weight(h, "levels", None, 4, 0.0)

@@ -18,8 +18,8 @@ import orjson
 import pandas as pd
 
 import dpcore
-from dpcore.areas.hierarchical import HierarchyRelease
 from dpcore.areas.hierarchy import Hierarchy
+from dpcore.areas.tree_records import HierarchyRelease
 from dpcore.data.code_tables import code_text
 from dpcore.errors import InputError
 from dpcore.points.export import _jsonable, validate_record
@@ -308,7 +308,7 @@ def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger |
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, bytes] = {"release.csv": hierarchy_csv(rel)}
     if rel.details.get("area_sets"):
-        from dpcore.areas.hier_matrix import area_sets_csv
+        from dpcore.areas.area_sets import area_sets_csv
 
         files["area_queries.csv"] = area_sets_csv(rel)
     for level, join in (joins or {}).items():
