@@ -7,6 +7,7 @@ import json
 import pytest
 
 from dpcore import catalog
+from dpcore.areas import tree_records
 from dpcore.core.mechanism import Mechanism
 from dpcore.core.registry import Registry
 from dpcore.errors import ParameterError
