@@ -239,7 +239,8 @@ label = f"Release with ε = {fmt.eps(epsilon)} — {fmt.eps(max(left_after, 0.0)
 def release_now(table: census_tables.CensusTable, epsilon: float, plus: list[str], led: Ledger, fp: str,
                 name: str) -> None:
     """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
-    rel = census_privelet.release_census(table, epsilon, secure_source(), plus_axes=plus, ledger=led)
+    rel = state.session().release(led, census_privelet.release_charge(table, epsilon, plus), lambda: census_privelet.release_census(
+        table, epsilon, secure_source(), plus_axes=plus))
     entry = {"release": rel, "fingerprint": fp, "source": name,
              "csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}
     ss["census_release"] = entry

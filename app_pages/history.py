@@ -54,13 +54,13 @@ for kind, fp, label in datasets:
                f"({len(led.entries)} spend{'s' if len(led.entries) != 1 else ''}).")
     if led.entries:
         st.dataframe(pd.DataFrame([{
-            "#": e.index + 1, "time (UTC)": e.time[:19].replace("T", " ").rstrip("Z"), "what": e.label,
+            "#": e.index + 1, "time (UTC)": e.time[:16].replace("T", " "), "what": e.label,
             "cost": e.cost.label(), f"charged ({led.cap.symbol})": fmt.eps(e.charged),
             "unit of privacy": e.unit.label() + (f" (charged for a group of {e.group})" if e.group > 1 else ""),
         } for e in led.entries]), hide_index=True, key=f"hist_spends_{key}")
     if led.cap_changes:
         st.caption("Cap changes: " + "; ".join(
-            f"{c.time.replace('T', ' ').rstrip('Z')} UTC: {c.old.label()} → {c.new.label()}" for c in led.cap_changes))
+            f"{c.time[:16].replace('T', ' ')} UTC: {c.old.label()} → {c.new.label()}" for c in led.cap_changes))
     for r in rels:
         summ = r["summary"]
         with st.expander(f"{r['created'].replace('T', ' ')} UTC · {summ.get('mechanism', r['kind'])} · "

@@ -31,10 +31,7 @@ def _label(axes: list[str], t: tuple[int, ...]) -> str:
 def _release_now(table: CensusTable, p: marginals.MarginalsPlan, led: Ledger, fp: str,
                  source: str) -> None:
     """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
-    led.spend(p.cost, label="census marginals (matrix mechanism)", details={
-        "kind": "census_marginals", "mechanism": "matrix", "level": p.level,
-        "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
-    rel = marginals.release(table, p, secure_source())
+    rel = state.session().release(led, marginals.release_charge(p), lambda: marginals.release(table, p, secure_source()))
     entry = {"release": rel, "fingerprint": fp, "source": source,
              "csv": marginals.marginals_csv(rel), "json": marginals.marginals_json(rel, led)}
     ss["census_mx_release"] = entry

@@ -24,10 +24,8 @@ the release with its level tables, and the exports (``release.csv``, ``release.j
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,8 @@ import pandas as pd
 
 import dpcore
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
+from dpcore.core.record import created_now, new_release_id
+from dpcore.core.session import Charge, Session
 from dpcore.errors import ParameterError
 from dpcore.estimate import privelet
 from dpcore.privacy import budget
@@ -241,30 +241,34 @@ def _level_tables(structure: CensusStructure, noisy: np.ndarray, names: Mapping[
     return out
 
 
+def release_charge(table: CensusTable, epsilon: float, plus_axes: Sequence[str] = ()) -> Charge:
+    """What a Privelet release of ``table`` costs and how its ledger entry reads (data-free)."""
+    plus = _check_plus(table.structure, plus_axes)
+    return Charge(budget.pure(epsilon), "census release (Privelet" + ("+" if plus else "") + ")",
+                  {"mechanism": "privelet", "plus_axes": list(plus), "levels": list(table.structure.levels)})
+
+
 def release_census(table: CensusTable, epsilon: float, noise: NoiseSource, *, plus_axes: Sequence[str] = (),
                    sensitivity: int = 1, ledger: Ledger | None = None) -> CensusRelease:
     """Release a census table with Privelet (Privelet+ for ``plus_axes``).
 
     The noisy leaf matrix comes from :func:`dpcore.estimate.privelet.release` (ε-DP); every level's
     table is a sum of noisy leaves (post-processing), with the analytic SD of one area's
-    total from :func:`dpcore.estimate.privelet.level_variances`.  With a ``ledger``, ε is charged (or
-    the release refused) before any noise is drawn.
+    total from :func:`dpcore.estimate.privelet.level_variances`.  With a ``ledger``, ε is charged
+    through the session (or the release refused) before any noise is drawn.
     """
-    cost = budget.pure(epsilon)
+    if ledger is not None:
+        return Session().release(ledger, release_charge(table, epsilon, plus_axes), lambda: release_census(
+            table, epsilon, noise, plus_axes=plus_axes, sensitivity=sensitivity))
     x, axes, _ = build(table, plus_axes)
     plus = _check_plus(table.structure, plus_axes)
-    if ledger is not None:
-        # charged before any noise is drawn: a failure afterwards can never hand out an
-        # uncharged release (DESIGN.md privacy rule 3)
-        ledger.spend(cost, "census release (Privelet" + ("+" if plus else "") + ")",
-                     details={"mechanism": "privelet", "plus_axes": list(plus), "levels": list(table.structure.levels)})
     rel = privelet.release(x, axes, float(epsilon), noise, sensitivity=sensitivity)
     s = table.structure
     var = _level_vars(axes, float(epsilon), sensitivity)
     sds = [float(np.sqrt(v)) for v in var]
     node_sds = [np.sqrt(v) for v in _node_vars(axes, float(epsilon), sensitivity)]
     levels = _level_tables(s, np.asarray(rel.noisy, dtype=np.float64), table.names, node_sds)
-    release_id = hashlib.sha256(np.asarray(rel.noisy).tobytes() + str(datetime.now(UTC)).encode()).hexdigest()[:12]
+    release_id = new_release_id()  # random: an id derived from the noisy values and the time told both
     out = CensusRelease(
         structure=s,
         epsilon=float(epsilon),
@@ -277,7 +281,7 @@ def release_census(table: CensusTable, epsilon: float, noise: NoiseSource, *, pl
         levels=levels,
         level_sd=dict(zip(s.level_names, sds, strict=True)),
         release_id=release_id,
-        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        created=created_now(),
     )
     return out
 

@@ -9,16 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.cli.common import (
+    add_budget_args,
     budget_arg,
-    budget_left,
-    charged,
     cli_progress,
     engine_args,
     engine_for,
-    load_ledger,
+    open_budget,
     parse_params,
     split_list,
-    stored_ledger,
 )
 from dpcore.errors import InputError, ParameterError
 
@@ -53,9 +51,7 @@ def add_census_parser(rsub: Any) -> argparse.ArgumentParser:
     cbud.add_argument("--epsilon", type=str, help="pure ε-DP budget of this release")
     cbud.add_argument("--rho", type=str, help="ρ-zCDP budget of this release (matrix mechanism)")
     cen.add_argument("--out", required=True, help="output folder for release.csv (marginals.csv) and release.json")
-    cen.add_argument("--budget-cap", type=float, help="total ε (or ρ with --rho) allowed for this dataset, "
-                                                      "checked against --ledger")
-    cen.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+    add_budget_args(cen)
     engine_args(cen)
     return cen
 
@@ -101,12 +97,7 @@ def add_hierarchy_parser(rsub: Any) -> argparse.ArgumentParser:
                     help="boundaries of a level (GeoJSON, GeoPackage, zipped shapefile), joined by code; "
                          "writes LEVEL.geojson (repeatable)")
     hi.add_argument("--out", required=True, help="output folder for release.csv, release.json, LEVEL.geojson")
-    hi.add_argument("--budget-cap", type=float,
-                    help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
-    hi.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
-    hi.add_argument("--budget-db", nargs="?", const="", metavar="FILE",
-                    help="keep the budget in the app's budget database instead (default $DPCORE_LEDGER_DB), keyed "
-                         "by the table's content as the app keys it: the app and pipelines draw on one budget")
+    add_budget_args(hi)
     engine_args(hi)
     return hi
 
@@ -129,8 +120,23 @@ def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, 
     return cc.frame[keys + ["count"]].rename(columns={"count": engines.COUNT_COLUMN}), src
 
 
-def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_path: Any, ledger: Any,
-                      areas_from_data: bool) -> int:
+def _table_key(args: argparse.Namespace, df: Any) -> str:
+    """The budget key of the --input table, as the app keys it, whichever engine counts it: its content
+    (independent of row and column order) up to the engine threshold (the app reads such uploads in
+    memory), its bytes above (the app hands those to DuckDB).  ``df`` is the table when already read."""
+    from dpcore.areas import census_tables
+    from dpcore.data import engines
+    from dpcore.data.code_tables import read_code_table
+
+    if getattr(args, "no_budget", False):
+        return ""
+    whole = engines.Source.from_path(args.input)
+    if whole.n_bytes > engines.threshold():
+        return whole.bytes_fingerprint()
+    return census_tables.fingerprint(df if df is not None else read_code_table(args.input))
+
+
+def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any, areas_from_data: bool) -> int:
     """``release census --mechanism matrix``: marginal tables with the matrix mechanism."""
     from dpcore.areas import marginals
     from dpcore.privacy.noise import secure_source
@@ -140,13 +146,7 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_pa
     axes, _ = marginals.axes_of(s, level)
     p = marginals.plan(s, level, marginals.parse_marginals(args.marginals, axes), cost)  # before spending
 
-    def run() -> Any:
-        ledger.spend(cost, label="census marginals (matrix mechanism)", details={
-            "kind": "census_marginals", "mechanism": "matrix", "level": level,
-            "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
-        return marginals.release(table, p, secure_source())
-
-    rel = charged(ledger_path, ledger, run)
+    rel = bud.session.release(bud.ledger, marginals.release_charge(p), lambda: marginals.release(table, p, secure_source()))
     if areas_from_data:
         print("warning: the list of areas comes from the data; areas with no one are missing from the "
               "release (not protected). Give a public list with --areas.", file=sys.stderr)
@@ -154,11 +154,11 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, ledger_pa
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "marginals.csv", out / "release.json"]
     paths[0].write_bytes(marginals.marginals_csv(rel))
-    paths[1].write_bytes(marginals.marginals_json(rel, ledger))
+    paths[1].write_bytes(marginals.marginals_json(rel, bud.ledger))
     ratio = p.info["ratio_to_lower_bound"]
     print(f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix mechanism, {cost.label()}; "
           f"RMSE per cell {p.info['expected_rmse_per_query']:.3g}"
-          + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {budget_left(ledger_path, ledger)}")
+          + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {bud.left()}")
     for path in paths:
         print(f"  wrote {path}")
     return 0
@@ -178,8 +178,6 @@ def cmd_release_census(args: argparse.Namespace) -> int:
     plus = [c for item in args.plus for c in split_list(item, "--plus", str, "geography")]
     names = parse_params(args.name)
 
-    ledger_path, ledger = load_ledger(args, make, cost)
-
     count_col = args.count
     small = _engine_table(args, levels + ordinals, args.count, bool(names and not args.areas))
     if small is not None:
@@ -198,19 +196,20 @@ def cmd_release_census(args: argparse.Namespace) -> int:
             print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
                   f"is missing from the release (not protected). Give --ordinal-order {o}=V1|V2|...",
                   file=sys.stderr)
+    bud = open_budget(args, make, cost, "census", _table_key(args, df if small is None else None))
     if args.mechanism == "matrix":
         if plus:
             raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
-        return _census_marginals(args, table, cost, ledger_path, ledger, areas is None)
-    rel = charged(ledger_path, ledger, lambda: census_privelet.release_census(table, epsilon, secure_source(),
-                                                                      plus_axes=plus, ledger=ledger))
+        return _census_marginals(args, table, cost, bud, areas is None)
+    rel = bud.session.release(bud.ledger, census_privelet.release_charge(table, epsilon, plus),
+                              lambda: census_privelet.release_census(table, epsilon, secure_source(), plus_axes=plus))
     if areas is None:
         print("warning: the list of areas comes from the data; areas with no one are missing from the "
               "release (not protected). Give a public list with --areas.", file=sys.stderr)
-    paths = census_privelet.write_census(rel, args.out, ledger)
+    paths = census_privelet.write_census(rel, args.out, bud.ledger)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
-          f"{budget_left(ledger_path, ledger)}")
+          f"{bud.left()}")
     for p in paths:
         print(f"  wrote {p}")
     return 0
@@ -219,7 +218,7 @@ def cmd_release_census(args: argparse.Namespace) -> int:
 def cmd_release_hierarchy(args: argparse.Namespace) -> int:
     from dpcore.areas import export, tree_mechanisms, tree_records
     from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-    from dpcore.core.pipeline import release_hierarchy
+    from dpcore.core.pipeline import hierarchy_unit, release_hierarchy
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
     from dpcore.privacy import budget
@@ -245,11 +244,6 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
             "With one row per person the areas where nobody lives are missing from the data, so the "
             "area list must be public: give it with --areas (a CSV with the level columns).")
 
-    if args.budget_db is not None and args.ledger:
-        raise ParameterError("Give --ledger FILE or --budget-db, not both: the budget is kept in one place.")
-    ledger_path = ledger = where = None
-    if args.budget_db is None:
-        ledger_path, ledger = load_ledger(args, make, cost)
     small = None
     if args.engine != "numpy" and statistic == "count":
         small = _engine_table(args, levels, counts_cols[0] if counts_cols else None, bool(names and not args.areas))
@@ -260,19 +254,6 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
         df, counts_cols = small[0], [small[0].columns[-1]]  # the engine's sums (engines.COUNT_COLUMN)
     else:
         df = read_code_table(args.input)
-    if args.budget_db is not None:
-        from dpcore.areas import census_tables
-        from dpcore.data import engines
-
-        # the app's key for this file, whichever engine counts it: its content up to the engine
-        # threshold (the app reads such uploads in memory), its bytes above (the app hands those
-        # to DuckDB); keyed by the engine instead, switching engines would open a fresh budget
-        whole = engines.Source.from_path(args.input)
-        if whole.n_bytes > engines.threshold():
-            key = whole.bytes_fingerprint()
-        else:
-            key = census_tables.fingerprint(df if small is None else read_code_table(args.input))
-        ledger, where = stored_ledger(args, make, cost, "census", key)
     if args.areas:
         area_df = read_code_table(args.areas)
         h = Hierarchy.from_frame(area_df, levels, codes=args.codes, names=names, source="area list")
@@ -308,15 +289,16 @@ def cmd_release_hierarchy(args: argparse.Namespace) -> int:
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
-    rel = charged(ledger_path, ledger, lambda: release_hierarchy(
-        counts, mech.name, cost, ledger, neighbour=args.neighbour, split=split, weights=weights, order=args.order,
-        **extra))
-    paths = export.write_hierarchy(rel, args.out, ledger, joins)
+    bud = open_budget(args, make, cost, "census", _table_key(args, df if small is None else None),
+                      hierarchy_unit(args.neighbour))
+    rel = release_hierarchy(counts, mech.name, cost, bud.ledger, session=bud.session, neighbour=args.neighbour,
+                            split=split, weights=weights, order=args.order, **extra)
+    paths = export.write_hierarchy(rel, args.out, bud.ledger, joins)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
     sizes = ", ".join(f"{n:,} {lv}" for lv, n in zip(h.level_names, h.sizes, strict=True))
-    left = f"{ledger.remaining:.4g} of the budget left in {where}." if where else budget_left(ledger_path, ledger)
+    left = bud.left()
     print(f"Released {sizes} with {mech.title}, {cost.label()}{reading}; {left}")
     for p in paths:
         print(f"  wrote {p}")

@@ -6,9 +6,9 @@ and checking it, charging a release against it and saving it as soon as it was c
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,94 +104,77 @@ def budget_arg(args: argparse.Namespace) -> tuple[Any, Any]:
     return make, make(value)
 
 
-def load_ledger(args: argparse.Namespace, make: Any, cost: Any) -> tuple[Path | None, Any]:
-    """The dataset's ledger from ``--ledger`` (or a new one capped by ``--budget-cap``), checked for ``cost``."""
-    from dpcore.privacy.ledger import Ledger
-
-    ledger_path = Path(args.ledger) if args.ledger else None
-    if ledger_path is not None and ledger_path.exists():
-        try:
-            ledger = Ledger.from_dict(json.loads(ledger_path.read_text("utf-8")))
-        except (ValueError, KeyError, TypeError) as e:
-            raise ParameterError(f"Ledger file '{ledger_path}' is not a dpcore ledger ({e}). "
-                                 "Point --ledger to the file an earlier run wrote, or a new path.") from None
-        if args.budget_cap is not None:
-            # A ledger's cap is the curator's policy, fixed when the ledger is created: a run may
-            # not raise it (or reinterpret it in another unit) by passing another --budget-cap.
-            asked = make(args.budget_cap)
-            if asked.definition != ledger.definition or not math.isclose(
-                    asked.value, ledger.cap.value, rel_tol=1e-12, abs_tol=0.0):
-                raise ParameterError(
-                    f"The ledger '{ledger_path}' already has the cap {ledger.cap.label()}; --budget-cap would "
-                    f"make it {asked.label()}. A ledger's cap is set when the ledger is created: drop "
-                    "--budget-cap to keep using this ledger, or start a new ledger file if your policy "
-                    "grants a new budget."
-                )
-    else:
-        cap = args.budget_cap if args.budget_cap is not None else cost.value
-        ledger = Ledger(make(cap))
-    ledger.check(cost)  # e.g. a ρ release against a pure-ε ledger: say why
-    return ledger_path, ledger
+def add_budget_args(p: argparse.ArgumentParser) -> None:
+    """The budget options every release command takes (one copy: points, hierarchy, census, od)."""
+    g = p.add_argument_group("budget (every release is accounted unless --no-budget)")
+    g.add_argument("--budget-cap", type=float,
+                   help="total ε (or ρ with --rho) allowed for this data when its budget is new (default: the app's, "
+                        "ε = 1 or ρ = 0.5); an existing budget keeps its cap")
+    g.add_argument("--budget-db", nargs="?", const="", metavar="FILE",
+                   help="the budget database (default $DPCORE_LEDGER_DB or ~/.local/share/dpcore/ledger.sqlite, the "
+                        "app's): the app and pipelines draw on one budget, keyed by the data's content")
+    g.add_argument("--ledger", help="keep this data's budget in a JSON file instead (tied to the data it was made for)")
+    g.add_argument("--population", metavar="NAME",
+                   help="bind this data to a named population (before its first release): points, trips and census "
+                        "tables of the same people then share one budget")
+    g.add_argument("--no-budget", action="store_true",
+                   help="charge nothing (the release record says 'not accounted'); for tests and dry runs only")
 
 
-def check_can_spend(ledger: Any, cost: Any, where: str) -> None:
-    """Refuse a release whose ``cost`` exceeds what is left of the ledger kept in ``where``."""
-    if not ledger.can_spend(cost):
-        raise DPCoreError(
-            f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the cap "
-            f"{ledger.cap.label()} is left in {where}. Lower --epsilon or raise --budget-cap "
-            "if your policy allows it."
-        )
+@dataclass
+class CliBudget:
+    """The budget a CLI release draws on: the session, the ledger (None: not accounted) and where it is kept."""
+
+    session: Any
+    ledger: Any
+    where: str
+
+    def left(self) -> str:
+        """The end of a release's summary line: what is left, and where it is recorded."""
+        if self.ledger is None:
+            return "not accounted (--no-budget): nothing was charged and the record says so."
+        return f"{self.ledger.remaining:.4g} of the budget left in {self.where}."
 
 
-def stored_ledger(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: str) -> tuple[Any, str]:
-    """The dataset's ledger in the app's budget database (``--budget-db``), checked for ``cost``.
+def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: str, unit: Any = None) -> CliBudget:
+    """The budget of ``kind`` data with content fingerprint ``fp``, checked for ``cost`` before any data is noised.
 
-    A new dataset gets ``--budget-cap`` (or this release's cost) as its cap; an existing one keeps
-    its cap, and a different --budget-cap is refused, as for a --ledger file.
+    The CLI is accounted by default, in the app's budget database, with the app's default cap for a
+    population that has none yet; ``--ledger FILE`` keeps it in a JSON file tied to this data;
+    ``--no-budget`` charges nothing.  A ``--budget-cap`` that differs from an existing budget's cap is
+    refused (a cap is changed, with confirmation, in the app).
     """
-    from dpcore.core.session import Session
+    from dpcore.core.session import Session, default_cap
 
+    chosen = [flag for flag, on in (("--ledger", bool(args.ledger)), ("--budget-db", args.budget_db is not None),
+                                    ("--no-budget", args.no_budget)) if on]
+    if len(chosen) > 1:
+        raise ParameterError(f"Give one of {' or '.join(chosen)}, not both: the budget is kept in one place.")
+    if args.no_budget:
+        if args.budget_cap is not None or args.population:
+            raise ParameterError("--no-budget charges nothing: drop --budget-cap and --population, or drop --no-budget.")
+        return CliBudget(Session.unaccounted(), None, "")
     session = Session.open(args.budget_db or None)
-    store = session.store
-    known = store.has_ledger(store.budget_key(kind, fp))
-    cap = make(args.budget_cap if args.budget_cap is not None else cost.value)
-    ledger = session.budget(kind, fp, default=cap)
+    cap = make(args.budget_cap) if args.budget_cap is not None else default_cap(cost)
+    if args.ledger:
+        if args.population:
+            raise ParameterError("--population binds data in the budget database; it cannot be used with --ledger.")
+        path = Path(args.ledger)
+        known = path.exists()
+        ledger = session.json_budget(path, kind, fp, default=cap, unit=unit)
+        where = f"'{path}'"
+    else:
+        store = session.store
+        known = store.has_ledger(store.budget_key(kind, fp))
+        ledger = session.budget(kind, fp, default=cap, unit=unit, population=args.population)
+        where = f"the budget database '{store.path}'"
     if known and args.budget_cap is not None and (cap.definition != ledger.definition or not math.isclose(
             cap.value, ledger.cap.value, rel_tol=1e-12, abs_tol=0.0)):
         raise ParameterError(
-            f"The budget database already holds this dataset with the cap {ledger.cap.label()}; --budget-cap would "
-            f"make it {cap.label()}. Drop --budget-cap, or change the cap in the app if your policy allows it.")
-    ledger.check(cost)
-    where = f"the budget database '{store.path}'"
-    check_can_spend(ledger, cost, where)
-    return ledger, where
+            f"The budget of this data in {where} already has the cap {ledger.cap.label()}; --budget-cap would make "
+            f"it {cap.label()}. Drop --budget-cap, or change the cap in the app (with confirmation) if your policy "
+            "allows it.")
+    ledger.check(cost, unit)  # e.g. a ρ release against a pure-ε budget, or another unit of privacy: say why
+    return CliBudget(session, ledger, where)
 
 
-def budget_left(ledger_path: Path | None, ledger: Any) -> str:
-    """The end of a release's summary line: what is left, and where it is recorded."""
-    if ledger_path is None:
-        return ("no --ledger given, so this spend is not recorded anywhere: pass --ledger FILE to keep "
-                "the dataset's budget across runs.")
-    return f"{ledger.remaining:.4g} of the budget left in '{ledger_path}'."
-
-
-def charged(ledger_path: Path | None, ledger: Any, release: Any) -> Any:
-    """Run ``release()`` and save the ledger as soon as it was charged, whatever happens next.
-
-    A release that fails after its charge (or whose files cannot be written) has still drawn
-    noise from the data, so its spend must be on record before anything else can go wrong.
-    """
-    before = len(ledger.entries)
-    try:
-        return release()
-    finally:
-        if len(ledger.entries) != before:
-            save_ledger(ledger_path, ledger)
-
-
-def save_ledger(ledger_path: Path | None, ledger: Any) -> None:
-    """Write the ledger to its --ledger file (nothing without one)."""
-    if ledger_path is not None:
-        ledger_path.parent.mkdir(parents=True, exist_ok=True)
-        ledger_path.write_text(json.dumps(ledger.to_dict(), indent=2), "utf-8")

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.cli.common import (
-    budget_left,
-    charged,
+    add_budget_args,
     cli_progress,
     engine_args,
     engine_for,
-    load_ledger,
+    open_budget,
     parse_params,
     split_list,
 )
@@ -76,10 +75,7 @@ def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
     od.add_argument("--lon", help="longitude column of --coordinates (default: detected)")
     od.add_argument("--geojson-top", type=int, help="flows.geojson keeps only the largest N flows per level")
     od.add_argument("--out", required=True, help="output folder for release.csv, release.json, flows.geojson")
-    od.add_argument("--budget-cap", type=float,
-                    help="total budget allowed for this dataset, checked against --ledger: ε with --pure, ρ with "
-                         "--rho, an ε at the same δ with --epsilon/--delta (converted to ρ like the release)")
-    od.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
+    add_budget_args(od)  # --budget-cap: ε with --pure, ρ with --rho, an ε at the same δ with --epsilon/--delta
     engine_args(od)
     return od
 
@@ -324,7 +320,7 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
 
 
 def cmd_release_od(args: argparse.Namespace) -> int:
-    from dpcore.core.pipeline import release_od
+    from dpcore.core.pipeline import od_unit, release_od
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows import export as od_export
     from dpcore.flows import mechanisms as od
@@ -365,8 +361,6 @@ def cmd_release_od(args: argparse.Namespace) -> int:
     od.plan(h, h, info.name, cost, max_trips=args.max_trips, distinct=not args.repeats, **options)
     xy = _od_coordinates(args, h, hier_df)
     del hier_df
-    ledger_args = argparse.Namespace(ledger=args.ledger, budget_cap=cap)
-    ledger_path, ledger = load_ledger(ledger_args, make, cost)
 
     routed = engine_for(args, args.input)
     if routed is not None:
@@ -389,9 +383,11 @@ def cmd_release_od(args: argparse.Namespace) -> int:
         counts = ODCounts.from_frame(df, h, origin=origin, destination=destination, count=count, user=args.user,
                                         max_trips=args.max_trips, distinct=not args.repeats)
         del df
-    rel = charged(ledger_path, ledger, lambda: release_od(counts, info.name, cost, ledger, noise=secure_source(),
-                                                           **options))
-    paths = od_export.write_od(rel, out, ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
+    # the cap is read in the release's units (an ε at the same δ is converted like the release)
+    bud = open_budget(argparse.Namespace(**{**vars(args), "budget_cap": cap}), make, cost, "od", counts.fingerprint,
+                      od_unit(args.neighbour, counts.max_trips))
+    rel = release_od(counts, info.name, cost, bud.ledger, noise=secure_source(), session=bud.session, **options)
+    paths = od_export.write_od(rel, out, bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
                                top=args.geojson_top)
     if cost.definition == "zcdp":
         src = (f" from (ε = {given['epsilon']:g}, δ = {given['delta']:g}) by the {given['conversion']} conversion"
@@ -402,7 +398,7 @@ def cmd_release_od(args: argparse.Namespace) -> int:
         budget_text = cost.label()
     per_level = ", ".join(f"{lp.name} {rel.values[t].size:,}" for t, lp in enumerate(rel.plan.levels) if t > 0)
     print(f"Released O/D flows with {info.title}, {budget_text}; flows per level: {per_level}; "
-          f"{budget_left(ledger_path, ledger)}")
+          f"{bud.left()}")
     for p in paths:
         print(f"  wrote {p}")
     return 0

@@ -10,17 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.cli.common import (
+    add_budget_args,
     budget_arg,
-    budget_left,
-    charged,
-    check_can_spend,
     cli_progress,
     engine_args,
     engine_for,
-    load_ledger,
+    open_budget,
     parse_params,
     split_list,
-    stored_ledger,
 )
 from dpcore.errors import DPCoreError, ParameterError
 from dpcore.points import mechanisms
@@ -54,13 +51,7 @@ def add_points_parser(rsub: Any) -> argparse.ArgumentParser:
     pts.add_argument("--lon-col", help="longitude column (detected by name if omitted)")
     pts.add_argument("--user-col", help="column identifying a person (unit of privacy)")
     pts.add_argument("--user-cap", type=int, help="at most this many records per person (with --user-col)")
-    pts.add_argument("--budget-cap", type=float,
-                     help="total ε (or ρ with --rho) allowed for this dataset, checked against --ledger")
-    pts.add_argument("--ledger", help="JSON file keeping the dataset's spent budget across runs")
-    pts.add_argument("--budget-db", nargs="?", const="", metavar="FILE",
-                     help="keep the budget in the app's budget database instead (default $DPCORE_LEDGER_DB or "
-                          "~/.local/share/dpcore/ledger.sqlite), keyed by the points' content: the app and the "
-                          "pipelines then draw on one budget")
+    add_budget_args(pts)
     engine_args(pts)
     return pts
 
@@ -109,7 +100,7 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
         table = load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col, user_col=user_col)
         agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
                                user_cap=user_cap if table.user is not None else None)
-        wanted = getattr(args, "budget_db", None) is not None
+        wanted = not getattr(args, "no_budget", False)
         return agg, points_fingerprint(table.lon, table.lat) if wanted else ""
     eng, src = routed
     lat, lon = args.lat_col, args.lon_col
@@ -121,7 +112,7 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
                               "Name them with --lat-col and --lon-col.")
     pc = eng.points(src, grid, lat=lat, lon=lon, user=user_col, user_cap=user_cap,
                     progress=cli_progress("Counting points"),
-                    fingerprint=getattr(args, "budget_db", None) is not None)
+                    fingerprint=not getattr(args, "no_budget", False))
     return pc.aggregate, pc.fingerprint
 
 
@@ -181,7 +172,7 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
 
 
 def cmd_release_points(args: argparse.Namespace) -> int:
-    from dpcore.core.pipeline import release_points
+    from dpcore.core.pipeline import points_unit, release_points
     from dpcore.data.domain import Bounds, Grid
     from dpcore.points.export import write_release
     from dpcore.privacy import budget
@@ -211,21 +202,14 @@ def cmd_release_points(args: argparse.Namespace) -> int:
     if args.user_col and args.user_cap is None:
         raise ParameterError("--user-col needs --user-cap, the most records one person may contribute (e.g. 10).")
 
-    if args.budget_db is not None and args.ledger:
-        raise ParameterError("Give --ledger FILE or --budget-db, not both: the budget is kept in one place.")
-    if args.budget_db is None:
-        ledger_path, ledger = load_ledger(args, make, cost)
-        check_can_spend(ledger, cost, f"'{ledger_path}'")
     agg, fp = _points_aggregate(args, grid, args.user_col, args.user_cap)
-    where = None
-    if args.budget_db is not None:
-        ledger_path, ledger, where = None, *stored_ledger(args, make, cost, "points", fp)
-    rel = charged(ledger_path, ledger, lambda: release_points(agg, mech.name, cost, params, ledger))
-    paths = write_release(rel, args.out, ledger)
+    bud = open_budget(args, make, cost, "points", fp, points_unit(agg))
+    rel = release_points(agg, mech.name, cost, params, bud.ledger, session=bud.session)
+    paths = write_release(rel, args.out, bud.ledger)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
-    left = (f"{ledger.remaining:.4g} of the budget left in {where}." if where else budget_left(ledger_path, ledger))
+    left = bud.left()
     print(f"Released {rel.n_rects:,} rectangles with {mech.title}, {cost.label()}{reading}; {left}")
     for p in paths:
         print(f"  wrote {p}")

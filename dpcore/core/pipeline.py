@@ -21,8 +21,20 @@ from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource, secure_source
 from dpcore.privacy.units import Unit
 
-#: Charges the ledgers it is handed; the app and the CLI pass their own session.
-_LEDGER_ONLY = Session.unaccounted()
+#: Charges the ledger it is handed (and refuses none); the app and the CLI pass their own session.
+_LEDGER_ONLY = Session()
+
+
+def od_unit(neighbour: str, max_trips: int) -> Unit:
+    """The unit of privacy of an O/D release: one person making at most ``max_trips`` trips (one
+    record when each person makes one); O/D neighbours are "bounded" (replace one) or "unbounded"."""
+    n = "replace" if neighbour == "bounded" else "add_remove"
+    return Unit("person", cap=max_trips, neighbour=n) if max_trips > 1 else Unit("record", neighbour=n)
+
+
+def hierarchy_unit(neighbour: str) -> Unit:
+    """The unit of privacy of a hierarchy release: one record, added/removed or replaced."""
+    return Unit("record", neighbour="replace" if neighbour == "replace" else "add_remove")
 
 
 def points_unit(aggregate: Aggregate) -> Unit:
@@ -35,7 +47,7 @@ def release_points(
     mechanism: str,
     epsilon: float,
     params: dict[str, Any] | None,
-    ledger: Ledger,
+    ledger: Ledger | None,
     *,
     noise: NoiseSource | None = None,
     session: Session | None = None,
@@ -52,7 +64,7 @@ def release_points(
     # validate everything that can be validated without the data (raises ParameterError)
     cost = mech.privacy_cost(epsilon, p)
     mech.prepare(aggregate.grid, epsilon, p)  # the mechanism's public checks on the grid
-    if not ledger.can_spend(cost):
+    if ledger is not None and not ledger.can_spend(cost):
         raise BudgetError(
             f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the budget "
             f"cap {ledger.cap.label()} is left. Lower ε, or raise the cap if your policy allows it."
@@ -108,7 +120,7 @@ def release_hierarchy(
     counts: Any,
     mechanism: str,
     cost: Any,
-    ledger: Ledger,
+    ledger: Ledger | None,
     *,
     noise: NoiseSource | None = None,
     session: Session | None = None,
@@ -129,8 +141,9 @@ def release_hierarchy(
     tree_mechanisms.check_order(options.get("order", "ascending"))
     plan_opts = {k: v for k, v in options.items() if k != "order"}
     p = tree_mechanisms.plan(counts.hierarchy, mechanism, cost, statistic=counts.statistic, k=counts.k, **plan_opts)
-    unit = Unit("record", neighbour="replace" if p.neighbour == "replace" else "add_remove")
-    ledger.check(cost, unit)
+    unit = hierarchy_unit(p.neighbour)
+    if ledger is not None:
+        ledger.check(cost, unit)
     info = tree_records.get(mechanism)
     details: dict[str, Any] = {
         "kind": "hierarchy", "mechanism": info.name, "neighbour": p.neighbour, "split": p.split,
@@ -149,7 +162,7 @@ def release_od(
     counts: Any,
     mechanism: str,
     cost: Any,
-    ledger: Ledger,
+    ledger: Ledger | None,
     *,
     noise: NoiseSource | None = None,
     progress: Any = None,
@@ -180,10 +193,9 @@ def release_od(
                 distinct=counts.distinct, **options)
     # (od.plan refuses a VanillaGauss domain above od.VANILLA_MAX_CELLS and the MILP baseline's
     # size limit, so both are checked here, before the ledger is charged)
-    # O/D neighbours are "bounded" (replace one person) or "unbounded" (add or remove one)
-    neighbour = "replace" if p.neighbour == "bounded" else "add_remove"
-    unit = Unit("person", cap=p.max_trips, neighbour=neighbour) if p.max_trips > 1 else Unit("record", neighbour=neighbour)
-    ledger.check(cost, unit)
+    unit = od_unit(p.neighbour, p.max_trips)
+    if ledger is not None:
+        ledger.check(cost, unit)
     charge = Charge(cost, f"O/D: {info.title}", {
         "kind": "od", "mechanism": info.name, "neighbour": p.neighbour, "max_trips": p.max_trips,
         "orientation": p.orientation, "split": p.split, "split_weights": list(p.split_weights),

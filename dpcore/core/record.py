@@ -20,7 +20,7 @@ from typing import Any
 
 import dpcore
 from dpcore.privacy.budget import PrivacyCost
-from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.ledger import Ledger, minute_now
 
 __all__ = ["ENVELOPE", "budget_summary", "created_now", "envelope", "new_release_id"]
 
@@ -48,8 +48,9 @@ def created_now(now: _dt.datetime | None = None) -> str:
     >>> created_now(_dt.datetime(2024, 5, 1, 14, 34, tzinfo=_dt.timezone(_dt.timedelta(hours=2))))
     '2024-05-01T12:34+00:00'
     """
-    t = (now or _dt.datetime.now(_dt.UTC)).astimezone(_dt.UTC)
-    return t.replace(second=0, microsecond=0).isoformat(timespec="minutes")
+    if now is None:
+        return minute_now()  # the ledger's clock: a record and its ledger entry state one time
+    return now.astimezone(_dt.UTC).replace(second=0, microsecond=0).isoformat(timespec="minutes")
 
 
 def budget_summary(ledger: Ledger | None) -> dict[str, Any]:
@@ -76,6 +77,26 @@ def budget_summary(ledger: Ledger | None) -> dict[str, Any]:
         "remaining": float(ledger.remaining),
         "entries": len(ledger.entries),
     }
+
+
+def ledger_section(ledger: Ledger | None) -> dict[str, Any]:
+    """The ledger part of every release record (one copy for every kind of data).
+
+    The budget the release was charged to, with its unit of privacy, every entry and every cap
+    change, but never the ledger's key (a keyed hash of the data); or, for a release charged to no
+    budget (``--no-budget``), the statement that it was not accounted.
+
+    >>> ledger_section(None)["accounted"]
+    False
+    >>> from dpcore.privacy.budget import pure
+    >>> sorted(ledger_section(Ledger(pure(1.0), dataset="k1:abc")))[:4]
+    ['accounted', 'cap', 'cap_changes', 'definition']
+    """
+    if ledger is None:
+        return {"accounted": False, "note": "not accounted: this release was charged to no budget (--no-budget)"}
+    d = ledger.to_dict()
+    d.pop("dataset", None)  # the budget's key: a keyed hash of the data, never exported
+    return {"accounted": True, **d}
 
 
 def envelope(

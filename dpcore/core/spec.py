@@ -60,13 +60,13 @@ _ALIASES: dict[str, dict[tuple[str, str], str]] = {
     "od": {("input", "path"): "--input", ("input", "user"): "--user", ("input", "max_trips"): "--max-trips",
            ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out", ("mechanism", "name"): "--mechanism",
            ("engine", "name"): "--engine", ("engine", "spark_master"): "--spark-master",
-           ("domain", "hierarchy"): "--hierarchy"},
+           ("domain", "hierarchy"): "--hierarchy", ("budget", "db"): "--budget-db"},
     "hierarchy": {("input", "path"): "--input", ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out",
                   ("mechanism", "name"): "--mechanism", ("engine", "name"): "--engine",
                   ("engine", "spark_master"): "--spark-master", ("budget", "db"): "--budget-db"},
     "census": {("input", "path"): "--input", ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out",
                ("mechanism", "name"): "--mechanism", ("engine", "name"): "--engine",
-               ("engine", "spark_master"): "--spark-master"},
+               ("engine", "spark_master"): "--spark-master", ("budget", "db"): "--budget-db"},
 }
 #: Options whose value is a path (made relative to the config file's folder).
 _PATHS = {"--input", "--out", "--ledger", "--budget-db", "--workload-file", "--hierarchy", "--areas", "--area-sets",
@@ -108,11 +108,12 @@ def to_argv(cfg: dict[str, Any], base_dir: str | Path, known_flags: set[str]) ->
     kind = cfg["release"]
     aliases = _ALIASES[kind]
     bud = cfg.get("budget") or {}
-    if not bud.get("ledger") and not bud.get("db"):
-        # a repeated release must spend from a budget that outlives the run
-        raise ParameterError("The config's [budget] names no ledger: add ledger = \"ledger.json\" (a file kept "
-                             "next to the config) or db = true (the app's budget database), so that repeated "
-                             "runs draw on one budget.")
+    if bud.get("no_budget"):
+        # a repeated release must spend from a budget that outlives the run (without [budget] ledger or db,
+        # it is the budget database shared with the app, like every release command)
+        raise ParameterError("A config repeats a release, so it is always accounted: drop no_budget from [budget] "
+                             "(the release then draws on the budget database shared with the app, or on "
+                             "ledger = \"ledger.json\").")
     base = Path(base_dir)
     argv = ["release", kind]
     for sec in SECTIONS:

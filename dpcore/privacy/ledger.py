@@ -44,12 +44,12 @@ __all__ = ["CapChange", "Ledger", "LedgerEntry", "minute_now"]
 
 
 def minute_now() -> str:
-    """The current UTC time to the minute, ISO 8601 (``2026-11-27T06:13Z``).
+    """The current UTC time to the minute, ISO 8601 (``2026-11-27T06:13+00:00``).
 
     >>> len(minute_now())
-    17
+    22
     """
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ")
+    return datetime.now(UTC).replace(second=0, microsecond=0).isoformat(timespec="minutes")
 
 
 @dataclass(frozen=True)

@@ -55,10 +55,17 @@ def test_points_release_is_the_same_on_every_engine(engine: str, tmp_path: Path,
     folder = _points(tmp_path)
     ref, out = tmp_path / "ref", tmp_path / "out"
     base = ["release", "points", "--input", str(folder), "--bounds=-74.06,40.56,-73.70,40.92", "--grid", "32,32",
-            "--mechanism", "identity", "--epsilon", "1", "--user-col", "person", "--user-cap", "3"]
+            "--mechanism", "identity", "--epsilon", "1", "--user-col", "person", "--user-cap", "3", "--budget-cap", "2"]
     _run([*base, "--out", str(ref), "--engine", "numpy"], capsys)
     _run([*base, "--out", str(out), "--engine", engine], capsys)
     assert (ref / "release.csv").read_bytes() == (out / "release.csv").read_bytes()
+    _budget_used_up(base, tmp_path, capsys)  # both engines drew on one budget: the same key
+
+
+def _budget_used_up(base: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A third release of the same data is refused: the runs before it, on whichever engines, charged one budget."""
+    assert main([*base, "--out", str(tmp_path / "third"), "--engine", "numpy"]) == 2
+    assert "Not enough privacy budget" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -74,10 +81,11 @@ def test_od_release_with_a_person_cap_is_the_same_on_every_engine(engine: str, t
                           "destination": rng.choice(zones, n)})
     trips.to_csv(tmp_path / "trips.csv", index=False)
     base = ["release", "od", "--input", str(tmp_path / "trips.csv"), "--hierarchy", str(tmp_path / "areas.csv"),
-            "--levels", "region,zone", "--user", "person", "--max-trips", "2", "--rho", "0.5"]
+            "--levels", "region,zone", "--user", "person", "--max-trips", "2", "--rho", "0.5", "--budget-cap", "1"]
     _run([*base, "--out", str(tmp_path / "ref"), "--engine", "numpy"], capsys)
     _run([*base, "--out", str(tmp_path / "out"), "--engine", engine], capsys)
     assert (tmp_path / "ref" / "release.csv").read_bytes() == (tmp_path / "out" / "release.csv").read_bytes()
+    _budget_used_up(base, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -89,11 +97,12 @@ def test_hierarchy_and_census_releases_are_the_same_on_every_engine(engine: str,
     for kind, extra in (("hierarchy", ["--mechanism", "exact", "--input-lists-all-areas"]),
                         ("census", [])):
         base = ["release", kind, "--input", str(tracts), "--levels", "STATEFP,COUNTYFP,TRACTCE",
-                "--count", "POPULATION", "--epsilon", "1", *extra]
+                "--count", "POPULATION", "--epsilon", "1", "--budget-cap", "4", *extra]
         ref, out = tmp_path / f"{kind}_ref", tmp_path / f"{kind}_{engine}"
         _run([*base, "--out", str(ref), "--engine", "numpy"], capsys)
         _run([*base, "--out", str(out), "--engine", engine], capsys)
         assert (ref / "release.csv").read_bytes() == (out / "release.csv").read_bytes(), kind
+    _budget_used_up(base, tmp_path, capsys)  # the hierarchy and census releases of one table share its budget
 
 
 def test_group_size_histograms_need_the_in_memory_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,7 +184,7 @@ def test_budget_db_is_the_apps_budget(tmp_path: Path, capsys: pytest.CaptureFixt
     assert abs(led.spent - 0.8) < 1e-12
     # another cap for the same data is refused, not silently applied
     assert main([*base[:-4], "--budget-cap", "5", "--budget-db", str(db), "--out", str(tmp_path / "d")]) == 2
-    assert "already holds this dataset" in capsys.readouterr().err
+    assert "already has the cap" in capsys.readouterr().err
     assert main([*base, "--ledger", str(tmp_path / "l.json"), "--out", str(tmp_path / "e")]) == 2
     assert "not both" in capsys.readouterr().err
 

@@ -82,7 +82,7 @@ def test_release_od_writes_the_three_files(files: dict[str, Path], capsys: pytes
     assert rc == 0, captured.err
     assert sorted(p.name for p in out.iterdir()) == FILES
     assert "Released O/D flows with InfTDA" in captured.out
-    assert "flows per level:" in captured.out and "no --ledger given" in captured.out
+    assert "flows per level:" in captured.out and "of the budget left in the budget database" in captured.out
     assert "origin=origin, destination=destination, count=count" in captured.out  # detected, said so
     df = pd.read_csv(out / "release.csv", dtype={"origin": str, "destination": str})
     assert list(df.columns) == ["level", "origin", "destination", "noisy_count"]
@@ -124,7 +124,8 @@ def test_epsilon_delta_classic_and_cks(files: dict[str, Path], capsys: pytest.Ca
 
 def test_pure_epsilon(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     out = files["dir"] / "pure"
-    assert main(od_args(files, out, "--neighbour", "unbounded", "--split", "geometric",
+    # ε = 2 is above the default cap of a new budget (ε = 1): the cap is given
+    assert main(od_args(files, out, "--neighbour", "unbounded", "--split", "geometric", "--budget-cap", "2",
                         budget_args=("--epsilon", "2", "--pure"))) == 0
     capsys.readouterr()
     rec = record(out)
@@ -154,7 +155,7 @@ def test_budget_errors(files: dict[str, Path], capsys: pytest.CaptureFixture[str
 def test_prefix_hierarchy(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     out = files["dir"] / "prefix"
     rc = main(od_args(files, out, "--level-names", "region,district,zone", "--names", "district=district_name",
-                      hierarchy=("--code-column", "code", "--prefix-lengths", "2,4,6")))
+                      "--budget-cap", "1", hierarchy=("--code-column", "code", "--prefix-lengths", "2,4,6")))
     assert rc == 0, capsys.readouterr().err
     df = pd.read_csv(out / "release.csv", dtype={"origin": str, "destination": str})
     assert {"total>region", "region", "region>district", "district", "district>zone", "zone"} == set(df["level"])
@@ -165,7 +166,8 @@ def test_prefix_hierarchy(files: dict[str, Path], capsys: pytest.CaptureFixture[
     assert rec["hierarchy"]["origin"]["areas_per_level"] == [1, 2, 6, 24]
     # without --level-names: generic names (census names only for census prefix lengths)
     out2 = files["dir"] / "prefix2"
-    assert main(od_args(files, out2, hierarchy=("--code-column", "code", "--prefix-lengths", "2,4,6"))) == 0
+    assert main(od_args(files, out2, "--budget-cap", "1", hierarchy=("--code-column", "code", "--prefix-lengths",
+                                                                      "2,4,6"))) == 0
     assert record(out2)["hierarchy"]["origin"]["levels"] == ["total", "level1", "level2", "level3"]
 
 

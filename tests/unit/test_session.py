@@ -21,7 +21,7 @@ from dpcore.privacy.ledger_store import KEY_PREFIX, LedgerStore
 from dpcore.privacy.noise import NoiseSource
 from dpcore.privacy.units import Unit, group_factor
 
-MINUTE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\dZ$")
+MINUTE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d\+00:00$")
 
 
 def _store(tmp_path: Path) -> LedgerStore:
