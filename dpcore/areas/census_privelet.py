@@ -35,7 +35,7 @@ import pandas as pd
 
 import dpcore
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
-from dpcore.core.record import created_now, new_release_id
+from dpcore.core.record import created_now, ledger_section, new_release_id
 from dpcore.core.session import Charge, Session
 from dpcore.errors import ParameterError
 from dpcore.estimate import privelet
@@ -359,10 +359,7 @@ def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[
                                     "was derived from the data: areas with no one are missing from this release."),
         ],
     }
-    if ledger is not None:
-        ld = ledger.to_dict()
-        ld.pop("dataset", None)  # may name the input; never exported
-        rec["budget"]["ledger"] = orjson.loads(orjson.dumps(ld, option=orjson.OPT_SERIALIZE_NUMPY))
+    rec["budget"]["ledger"] = orjson.loads(orjson.dumps(ledger_section(ledger), option=orjson.OPT_SERIALIZE_NUMPY))
     return rec
 
 

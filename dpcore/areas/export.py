@@ -20,6 +20,7 @@ import pandas as pd
 import dpcore
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.areas.tree_records import HierarchyRelease
+from dpcore.core.record import ledger_section
 from dpcore.data.code_tables import code_text
 from dpcore.errors import InputError
 from dpcore.points.export import _jsonable, validate_record
@@ -278,10 +279,7 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
             {"delta": d, "epsilon": zcdp_to_approx_dp(p.cost.value, d)} for d in APPROX_DP_DELTAS
         ]
         rec["privacy"]["approx_dp_conversion"] = "Canonne, Kamath & Steinke (2020)"
-    if ledger is not None:
-        ld = ledger.to_dict()
-        ld.pop("dataset", None)  # may name the input; never exported
-        rec["budget"]["ledger"] = _jsonable(ld)
+    rec["budget"]["ledger"] = _jsonable(ledger_section(ledger))
     return rec
 
 

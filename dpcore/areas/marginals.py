@@ -33,6 +33,7 @@ import pandas as pd
 
 import dpcore
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
+from dpcore.core.record import ledger_section
 from dpcore.core.session import Charge
 from dpcore.errors import ParameterError
 from dpcore.estimate import (
@@ -272,10 +273,7 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dic
     if p.cost.definition == "zcdp":
         rec["privacy"]["approx_dp"] = [{"delta": d, "epsilon": budget.zcdp_to_approx_dp(p.cost.value, d)}
                                        for d in (1e-5, 1e-6, 1e-8, 1e-10)]
-    if ledger is not None:
-        ld = ledger.to_dict()
-        ld.pop("dataset", None)  # may name the input; never exported
-        rec["ledger"] = ld
+    rec["ledger"] = ledger_section(ledger)
     return rec
 
 

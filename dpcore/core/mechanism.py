@@ -312,7 +312,7 @@ class KindRelease:
     ``inner`` the envelope's release id and creation time so both parts agree.
 
     >>> p = Plan("points", "identity", {}, pure(0.5), Unit(), (), label="Identity")
-    >>> r = KindRelease.of(p, {"noisy": [1, 2]}, lambda inner: {"values": inner["noisy"]})
+    >>> r = KindRelease.of(p, {"noisy": [1, 2]}, lambda inner, ledger: {"values": inner["noisy"]})
     >>> rec = r.record()
     >>> rec["kind"], rec["body"], rec["budget"]["accounted"], len(r.release_id)
     ('points', {'values': [1, 2]}, False, 12)
@@ -320,12 +320,12 @@ class KindRelease:
 
     plan: Plan
     inner: Any
-    body: Callable[[Any], dict[str, Any]] = field(repr=False)
+    body: Callable[[Any, Ledger | None], dict[str, Any]] = field(repr=False)
     release_id: str
     created: str
 
     @classmethod
-    def of(cls, plan: Plan, inner: Any, body: Callable[[Any], dict[str, Any]]) -> KindRelease:
+    def of(cls, plan: Plan, inner: Any, body: Callable[[Any, Ledger | None], dict[str, Any]]) -> KindRelease:
         rid, created = _record.new_release_id(), _record.created_now()
         if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
             names = {f.name for f in dataclasses.fields(inner)}
@@ -352,7 +352,7 @@ class KindRelease:
         return _record.envelope(
             kind=p.kind, mechanism=p.mechanism, params=_jsonable(p.params), cost=p.cost,
             unit=p.unit.to_dict(), release_id=self.release_id, created=self.created,
-            plan=p.rows_dict(), body=self.body(self.inner), ledger=ledger,
+            plan=p.rows_dict(), body=self.body(self.inner, ledger), ledger=ledger,
         )
 
 

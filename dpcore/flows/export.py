@@ -21,6 +21,7 @@ import pandas as pd
 import dpcore
 from dpcore.areas.export import hierarchy_info, join_boundaries
 from dpcore.areas.hierarchy import Hierarchy
+from dpcore.core.record import ledger_section
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.mechanisms import ODRelease
 from dpcore.flows.tree import match_leaves
@@ -402,10 +403,7 @@ def od_record(
                 f"WARNING: the {side} area list was taken from the data; areas without trips are missing and "
                 "that absence is not protected by differential privacy."
             )
-    if ledger is not None:
-        ld = ledger.to_dict()
-        ld.pop("dataset", None)  # may name the input; never exported
-        rec["ledger"] = _jsonable(ld)
+    rec["ledger"] = _jsonable(ledger_section(ledger))
     if extra:
         rec["extra"] = _jsonable(dict(extra))
     return rec

@@ -20,6 +20,7 @@ import orjson
 import pandas as pd
 
 import dpcore
+from dpcore.core.record import ledger_section
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
 from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
 from dpcore.privacy.ledger import Ledger
@@ -228,10 +229,7 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
             {"delta": d, "epsilon": zcdp_to_approx_dp(release.cost.value, d)} for d in APPROX_DP_DELTAS
         ]
         rec["privacy"]["approx_dp_conversion"] = "Canonne, Kamath & Steinke (2020), Prop. / Cor. 13"
-    if ledger is not None:
-        ld = ledger.to_dict()
-        ld.pop("dataset", None)  # may name the input; never exported
-        rec["budget"]["ledger"] = _jsonable(ld)
+    rec["budget"]["ledger"] = _jsonable(ledger_section(ledger))
     return rec
 
 

@@ -140,9 +140,14 @@ def test_run_config_dry_run_and_bad_keys(tmp_path: Path, capsys: pytest.CaptureF
     cfg = tmp_path / "c.toml"
     cfg.write_text('release = "points"\n[input]\npath = "x.csv"\n[domain]\nbounds = [0, 0, 1, 1]\n'
                    '[mechanism]\nname = "ug"\n[budget]\nepsilon = 0.5\n[output]\ndir = "o"\n', "utf-8")
-    # without a ledger every run would spend from a budget that dies with it: refused
+    # without a ledger the run is accounted in the budget database shared with the app (no flag needed)
+    assert main(["run", str(cfg), "--dry-run"]) == 0
+    line = capsys.readouterr().out
+    assert "--ledger" not in line and "--no-budget" not in line
+    # a config repeats a release: it cannot opt out of accounting
+    cfg.write_text(cfg.read_text("utf-8").replace("epsilon = 0.5\n", "epsilon = 0.5\nno_budget = true\n"), "utf-8")
     assert main(["run", str(cfg), "--dry-run"]) == 2
-    assert "ledger" in capsys.readouterr().err
+    assert "always accounted" in capsys.readouterr().err
     cfg.write_text('release = "points"\n[input]\npath = "x.csv"\n[domain]\nbounds = [0, 0, 1, 1]\n'
                    '[mechanism]\nname = "ug"\n[budget]\nepsilon = 0.5\nledger = "l.json"\n[output]\ndir = "o"\n',
                    "utf-8")

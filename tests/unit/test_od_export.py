@@ -198,7 +198,7 @@ def test_bounded_record_publishes_only_the_total(counts: ODCounts, tmp_path: Pat
         assert leaked <= {counts.total}, (p.name, sorted(leaked)[:5])
     rec = json.loads((tmp_path / "release.json").read_text("utf-8"))
     assert rec["privacy"]["invariants"]["total"] == counts.total
-    assert "ledger" not in rec
+    assert rec["ledger"]["accounted"] is False  # no ledger given: the record says it was not accounted
 
 
 def test_record_pure_and_vanilla(counts: ODCounts) -> None:
