@@ -67,7 +67,7 @@ with st.expander("Repeat this release in a pipeline (config file)"):
     where = ("" if typed else
              "\n[input] path names the app's made-up demo data, which is not a file: give your file's path." if ds.is_demo
              else "\n[input] path is the name of the uploaded file: put the file next to this config or give its path.")
-    text = config.dumps(cfg, header=(
+    text = cfg.to_toml(header=(
         f"dpcore release config, written by the app for release {rel.release_id} ({rel.created}).\n"
         f"Run: python -m dpcore run release.toml (paths are relative to this file).{where}\n"
         "It names your input file and columns: keep it with your data, do not publish it."))

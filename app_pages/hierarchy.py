@@ -120,7 +120,7 @@ def release_config(inputs: dict[str, Any], mech_name: str, cost: Any, delta: flo
               "Run: python -m dpcore run release.toml (paths are relative to this file).\n"
               + "".join(n + "\n" for n in notes)
               + "It names your input files and columns: keep it with your data, do not publish it.")
-    return config.dumps(cfg, header=header)
+    return cfg.to_toml(header=header)
 
 
 def release_now(job: dict[str, Any]) -> None:

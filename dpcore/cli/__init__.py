@@ -20,6 +20,7 @@ import sys
 
 from dpcore import __version__
 from dpcore.cli import areas, flows, points, run
+from dpcore.core.spec import KINDS, ReleaseSpec
 from dpcore.errors import DPCoreError, ParameterError
 
 EXIT_USER_ERROR = 2
@@ -78,18 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "mechanisms":
             return points.cmd_mechanisms(args)
         if args.command == "release":
-            if args.kind == "points":
-                return points.cmd_release_points(args)
-            if args.kind == "census":
-                return areas.cmd_release_census(args)
-            if args.kind == "hierarchy":
-                return areas.cmd_release_hierarchy(args)
-            if args.kind == "od":
-                return flows.cmd_release_od(args)
+            if args.kind in KINDS:
+                return run.execute(ReleaseSpec.from_args(args.kind, args))
             raise ParameterError("Say what to release: 'python -m dpcore release points ...', "
                                  "'... release hierarchy ...', '... release census ...' or '... release od ...'.")
         if args.command == "run":
-            return run.cmd_run(parser, args, main)
+            return run.cmd_run(parser, args)
         if args.command == "evaluate":
             if args.kind == "points":
                 return points.cmd_evaluate_points(args)

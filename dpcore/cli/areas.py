@@ -18,6 +18,7 @@ from dpcore.cli.common import (
     parse_params,
     split_list,
 )
+from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import InputError, ParameterError
 
 
@@ -164,7 +165,9 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any,
     return 0
 
 
-def cmd_release_census(args: argparse.Namespace) -> int:
+def execute_census(spec: ReleaseSpec) -> int:
+    """``release census``: Privelet counts, or marginal tables with the matrix mechanism, written out."""
+    args = spec.namespace()  # the options, defaults included
     from dpcore.areas import census_privelet, census_tables
     from dpcore.data.code_tables import read_code_table
     from dpcore.privacy.noise import secure_source
@@ -215,7 +218,9 @@ def cmd_release_census(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_release_hierarchy(args: argparse.Namespace) -> int:
+def execute_hierarchy(spec: ReleaseSpec) -> int:
+    """``release hierarchy``: counts over a geographic hierarchy, written to the output folder."""
+    args = spec.namespace()  # the options, defaults included
     from dpcore.areas import export, tree_mechanisms, tree_records
     from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
     from dpcore.core.pipeline import hierarchy_unit, release_hierarchy

@@ -17,6 +17,7 @@ from dpcore.cli.common import (
     parse_params,
     split_list,
 )
+from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import DPCoreError, InputError, ParameterError
 
 
@@ -319,7 +320,9 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
     return xy or None
 
 
-def cmd_release_od(args: argparse.Namespace) -> int:
+def execute_od(spec: ReleaseSpec) -> int:
+    """``release od``: origin/destination flows over a public hierarchy, written to the output folder."""
+    args = spec.namespace()  # the options, defaults included
     from dpcore.core.pipeline import od_unit, release_od
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows import export as od_export

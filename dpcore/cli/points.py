@@ -19,6 +19,7 @@ from dpcore.cli.common import (
     parse_params,
     split_list,
 )
+from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import DPCoreError, ParameterError
 from dpcore.points import mechanisms
 
@@ -171,7 +172,9 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_release_points(args: argparse.Namespace) -> int:
+def execute_points(spec: ReleaseSpec) -> int:
+    """``release points``: the counts over the grid of a points release, written to its output folder."""
+    args = spec.namespace()  # the options, defaults included
     from dpcore.core.pipeline import points_unit, release_points
     from dpcore.data.domain import Bounds, Grid
     from dpcore.points.export import write_release

@@ -1,12 +1,13 @@
-"""Command line, ``run CONFIG``: the release a TOML config file describes, run as the equivalent
-``release`` command line (or printed with --dry-run)."""
+"""Command line, ``run CONFIG`` and the execution of every release: a :class:`~dpcore.core.spec.ReleaseSpec`,
+built from a ``release KIND`` command line or read from a TOML config, made by :func:`execute` (or, with
+``run --dry-run``, printed as the equivalent ``release`` command line)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+
+from dpcore.core.spec import ReleaseSpec
 
 
 def add_run_parser(sub: Any) -> argparse.ArgumentParser:
@@ -17,17 +18,48 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
     return rn
 
 
-def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace, main: Callable[[list[str]], int]) -> int:
-    """Run the config's release through ``main`` (the command line's entry point) with its flags."""
+def execute(spec: ReleaseSpec) -> int:
+    """Make the release ``spec`` describes: read its input, charge its budget, write its files (exit code 0)."""
+    from dpcore.cli import areas, flows, points
+
+    run = {"points": points.execute_points, "census": areas.execute_census,
+           "hierarchy": areas.execute_hierarchy, "od": flows.execute_od}[spec.kind]
+    return run(spec)
+
+
+def check_spec(sub: argparse.ArgumentParser, spec: ReleaseSpec) -> None:
+    """What the parser of ``release KIND`` checks of a command line, checked of ``spec`` (read from a config,
+    not parsed): the required options, the choices and the options that exclude each other, with the
+    parser's own messages."""
+    values = spec.values()
+    given = {a.dest for a in sub._actions if values.get(a.dest, a.default) != a.default}  # noqa: SLF001
+    for group in sub._mutually_exclusive_groups:  # noqa: SLF001 - argparse has no public list
+        on = [a for a in group._group_actions if a.dest in given]  # noqa: SLF001
+        if len(on) > 1:
+            sub.error(str(argparse.ArgumentError(on[1], f"not allowed with argument {on[0].option_strings[0]}")))
+    missing = [a.option_strings[0] for a in sub._actions if a.required and values.get(a.dest) is None]  # noqa: SLF001
+    if missing:
+        sub.error(f"the following arguments are required: {', '.join(missing)}")
+    for group in sub._mutually_exclusive_groups:  # noqa: SLF001
+        if group.required and not any(a.dest in given for a in group._group_actions):  # noqa: SLF001
+            names = " ".join(a.option_strings[0] for a in group._group_actions)  # noqa: SLF001
+            sub.error(f"one of the arguments {names} is required")
+    for a in sub._actions:  # noqa: SLF001
+        if a.choices is not None and a.dest in given:
+            try:
+                sub._check_value(a, values[a.dest])  # noqa: SLF001 - the parser's own message
+            except argparse.ArgumentError as e:
+                sub.error(str(e))
+
+
+def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Read the config into a release description and make it (or print its command line with --dry-run)."""
     import shlex
+    from pathlib import Path
 
-    from dpcore.core import spec as config
-
-    cfg = config.load(args.config)
-    sub = parser.release_parsers[cfg["release"]]  # type: ignore[attr-defined]
-    flags = {o for a in sub._actions for o in a.option_strings}  # noqa: SLF001 - argparse has no public list
-    argv = config.to_argv(cfg, Path(args.config).resolve().parent, flags)
+    spec = ReleaseSpec.from_toml(Path(args.config))
     if args.dry_run:
-        print("python -m dpcore " + " ".join(shlex.quote(a) for a in argv))
+        print("python -m dpcore " + " ".join(shlex.quote(a) for a in spec.to_argv()))
         return 0
-    return main(argv)
+    check_spec(parser.release_parsers[spec.kind], spec)  # type: ignore[attr-defined]
+    return execute(spec)

@@ -32,108 +32,236 @@ A config names what to release and how, in sections a curator can read::
     dir = "release"
 
 Every key is one option of ``python -m dpcore release KIND`` (``--lat-col`` is ``lat``, ``--user-cap``
-is ``user_cap``...), so a config and a command line make the same release; :func:`to_argv` does the
-translation and the command's own checks then apply.  An unknown key is refused, naming the keys
-that section takes.  Paths are relative to the config file.  The app writes such a file for a
-release made by clicking (:func:`dumps`).
+is ``user_cap``...; the table is :data:`dpcore.core.spec_options.OPTIONS`), so a config and a command line
+make the same release: both are read into one :class:`ReleaseSpec`, which the command line executes
+(:meth:`ReleaseSpec.from_args`, :meth:`ReleaseSpec.from_toml`) and writes back
+(:meth:`ReleaseSpec.to_argv`, :meth:`ReleaseSpec.to_toml`).  An unknown key is refused, naming the keys
+that section takes.  Paths are relative to the config file.  The app writes such a file for a release
+made by clicking (:func:`points_config`, :func:`hierarchy_config`).
 """
 
 from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from dpcore.core.spec_options import KINDS, OPTIONS, SECTIONS, Option, find, valid_keys
 from dpcore.errors import InputError, ParameterError
 
-KINDS = ("points", "hierarchy", "census", "od")
-
-# (section, key) -> flag, per kind; keys not listed under a section map to --key-with-dashes when
-# the command has that option (checked by the caller against the parser).
-_ALIASES: dict[str, dict[tuple[str, str], str]] = {
-    "points": {("input", "path"): "--input", ("input", "lat"): "--lat-col", ("input", "lon"): "--lon-col",
-               ("input", "user"): "--user-col", ("input", "user_cap"): "--user-cap",
-               ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out", ("mechanism", "name"): "--mechanism",
-               ("engine", "name"): "--engine", ("engine", "spark_master"): "--spark-master",
-               ("mechanism", "workload_file"): "--workload-file", ("budget", "db"): "--budget-db"},
-    "od": {("input", "path"): "--input", ("input", "user"): "--user", ("input", "max_trips"): "--max-trips",
-           ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out", ("mechanism", "name"): "--mechanism",
-           ("engine", "name"): "--engine", ("engine", "spark_master"): "--spark-master",
-           ("domain", "hierarchy"): "--hierarchy", ("budget", "db"): "--budget-db"},
-    "hierarchy": {("input", "path"): "--input", ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out",
-                  ("mechanism", "name"): "--mechanism", ("engine", "name"): "--engine",
-                  ("engine", "spark_master"): "--spark-master", ("budget", "db"): "--budget-db"},
-    "census": {("input", "path"): "--input", ("budget", "cap"): "--budget-cap", ("output", "dir"): "--out",
-               ("mechanism", "name"): "--mechanism", ("engine", "name"): "--engine",
-               ("engine", "spark_master"): "--spark-master", ("budget", "db"): "--budget-db"},
-}
-#: Options whose value is a path (made relative to the config file's folder).
-_PATHS = {"--input", "--out", "--ledger", "--budget-db", "--workload-file", "--hierarchy", "--areas", "--area-sets",
-          "--coordinates", "--boundaries"}
-SECTIONS = ("input", "engine", "domain", "mechanism", "budget", "output", "options")
+__all__ = ["KINDS", "SECTIONS", "ReleaseSpec", "hierarchy_config", "points_config"]
 
 
-def load(path: str | Path) -> dict[str, Any]:
-    """Read and check the top level of a config file (InputError on a TOML syntax error)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"Config file '{p}' does not exist. Check the path.")
-    try:
-        cfg = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"'{p.name}' is not valid TOML: {e}. Fix that line.") from None
-    except UnicodeDecodeError:
-        raise InputError(f"'{p.name}' is not UTF-8 text. Save it as UTF-8.") from None
-    kind = cfg.get("release")
-    if kind not in KINDS:
-        raise ParameterError(f"'{p.name}' must say what it releases: release = \"points\" (or "
-                             f"{', '.join(repr(k) for k in KINDS[1:])}); got {kind!r}.")
-    extra = [k for k in cfg if k != "release" and k not in SECTIONS]
-    if extra:
-        raise ParameterError(f"'{p.name}' has unknown top-level keys {extra}; the sections are "
-                             f"{', '.join(f'[{s}]' for s in SECTIONS)}.")
-    for sec in SECTIONS:
-        if sec in cfg and not isinstance(cfg[sec], dict):
-            raise ParameterError(f"'{sec}' in '{p.name}' must be a section ([{sec}]), not a value.")
-    return cfg
+def _frozen(d: dict[str, Any] | None = None) -> MappingProxyType:
+    return MappingProxyType(dict(d or {}))
 
 
-def to_argv(cfg: dict[str, Any], base_dir: str | Path, known_flags: set[str]) -> list[str]:
-    """The ``release KIND ...`` command line of a config.
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """One release, described once: what the app, ``release KIND`` and ``run CONFIG`` all make.
 
-    ``known_flags`` are the options of ``release KIND`` (from the parser): a key that maps to none
-    of them is refused with the list of what the section can hold.
+    ``kind`` is points, hierarchy, census or od; each section maps its keys (the config's names,
+    :data:`dpcore.core.spec_options.OPTIONS`) to the value the command line would hold for that option
+    (text as typed, numbers, on/off, a tuple of repeated items), and holds only what differs from the
+    option's default: two descriptions of one release compare equal.
+
+    >>> s = ReleaseSpec.from_toml('release = "points"\\n[domain]\\nbounds = [0, 0, 1, 1]\\n'
+    ...                           '[mechanism]\\nname = "ug"\\n[mechanism.params]\\nc = 10\\n')
+    >>> s.domain["bounds"], s.mechanism["params"]
+    ('0,0,1,1', ('c=10',))
+    >>> ReleaseSpec.from_toml(s.to_toml()) == s
+    True
+    >>> s.to_argv()
+    ['release', 'points', '--bounds=0,0,1,1', '--mechanism=ug', '--param', 'c=10']
     """
-    kind = cfg["release"]
-    aliases = _ALIASES[kind]
-    bud = cfg.get("budget") or {}
-    if bud.get("no_budget"):
-        # a repeated release must spend from a budget that outlives the run (without [budget] ledger or db,
-        # it is the budget database shared with the app, like every release command)
-        raise ParameterError("A config repeats a release, so it is always accounted: drop no_budget from [budget] "
-                             "(the release then draws on the budget database shared with the app, or on "
-                             "ledger = \"ledger.json\").")
-    base = Path(base_dir)
-    argv = ["release", kind]
-    for sec in SECTIONS:
-        for key, value in (cfg.get(sec) or {}).items():
-            if sec == "mechanism" and key == "params":
-                if not isinstance(value, dict):
-                    raise ParameterError("[mechanism.params] must be a table of key = value.")
-                for pk, pv in value.items():
-                    argv += ["--param", f"{pk}={_text(pv)}"]
+
+    kind: str
+    input: MappingProxyType = field(default_factory=_frozen)
+    engine: MappingProxyType = field(default_factory=_frozen)
+    domain: MappingProxyType = field(default_factory=_frozen)
+    mechanism: MappingProxyType = field(default_factory=_frozen)
+    budget: MappingProxyType = field(default_factory=_frozen)
+    output: MappingProxyType = field(default_factory=_frozen)
+    options: MappingProxyType = field(default_factory=_frozen)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ParameterError(f"A release is one of {', '.join(KINDS)}; got {self.kind!r}.")
+        for sec in SECTIONS:
+            object.__setattr__(self, sec, _frozen(getattr(self, sec)))
+
+    def __hash__(self) -> int:
+        return hash((self.kind, *(tuple(getattr(self, s).items()) for s in SECTIONS)))
+
+    # -- building ------------------------------------------------------------------------------
+
+    @classmethod
+    def _of_values(cls, kind: str, values: dict[Option, Any]) -> ReleaseSpec:
+        secs: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+        for opt in OPTIONS[kind]:  # the table's order: one canonical order of keys
+            if opt in values and values[opt] != opt.default:
+                secs[opt.section][opt.key] = values[opt]
+        return cls(kind, **secs)
+
+    @classmethod
+    def from_args(cls, kind: str, namespace: Any) -> ReleaseSpec:
+        """The release ``release KIND`` was asked for, from its parsed arguments (paths as given)."""
+        if kind not in KINDS:
+            raise ParameterError(f"A release is one of {', '.join(KINDS)}; got {kind!r}.")
+        values = {}
+        for opt in OPTIONS[kind]:
+            v = getattr(namespace, opt.dest, opt.default)
+            values[opt] = tuple(v) if isinstance(v, list) else v
+        return cls._of_values(kind, values)
+
+    @classmethod
+    def from_toml(cls, text_or_path: str | Path, base_dir: str | Path | None = None) -> ReleaseSpec:
+        """The release a TOML config describes.
+
+        ``text_or_path`` is a file (a :class:`~pathlib.Path`, or text without a newline or '=') or the
+        TOML text itself.  Relative paths in it are taken from the config file's folder (from
+        ``base_dir``, or left relative, for text).  An unknown key is refused, naming the keys its
+        section takes; a config cannot opt out of accounting (``no_budget``).
+        """
+        text, name, base = _read(text_or_path, base_dir)
+        try:
+            cfg = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(f"'{name}' is not valid TOML: {e}. Fix that line.") from None
+        kind = cfg.get("release")
+        if kind not in KINDS:
+            raise ParameterError(f"'{name}' must say what it releases: release = \"points\" (or "
+                                 f"{', '.join(repr(k) for k in KINDS[1:])}); got {kind!r}.")
+        extra = [k for k in cfg if k != "release" and k not in SECTIONS]
+        if extra:
+            raise ParameterError(f"'{name}' has unknown top-level keys {extra}; the sections are "
+                                 f"{', '.join(f'[{s}]' for s in SECTIONS)}.")
+        for sec in SECTIONS:
+            if sec in cfg and not isinstance(cfg[sec], dict):
+                raise ParameterError(f"'{sec}' in '{name}' must be a section ([{sec}]), not a value.")
+        if (cfg.get("budget") or {}).get("no_budget"):
+            # a repeated release must spend from a budget that outlives the run (without [budget] ledger or
+            # db, it is the budget database shared with the app, like every release command)
+            raise ParameterError("A config repeats a release, so it is always accounted: drop no_budget from "
+                                 "[budget] (the release then draws on the budget database shared with the app, "
+                                 "or on ledger = \"ledger.json\").")
+        values: dict[Option, Any] = {}
+        for sec in SECTIONS:
+            for key, value in (cfg.get(sec) or {}).items():
+                opt = find(kind, sec, key)
+                if opt is None:
+                    raise ParameterError(f"[{sec}] {key} is not an option of 'release {kind}'. Options are: "
+                                         f"{', '.join(valid_keys(kind, sec))}.")
+                if opt.form == "repeat" and opt in values:  # [mechanism.params] and [options] param = ...
+                    values[opt] = values[opt] + _value(opt, sec, key, value, base)
+                else:
+                    values[opt] = _value(opt, sec, key, value, base)
+        return cls._of_values(kind, values)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def values(self) -> dict[str, Any]:
+        """Every option of ``release KIND`` (attribute name -> value), defaults included: what the command
+        line's parser would make of :meth:`to_argv`."""
+        out = {}
+        for opt in OPTIONS[self.kind]:
+            v = getattr(self, opt.section).get(opt.key, opt.default)
+            out[opt.dest] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    def namespace(self) -> Any:
+        """:meth:`values` as an :class:`argparse.Namespace` (what the release commands read)."""
+        import argparse
+
+        return argparse.Namespace(**self.values())
+
+    def to_argv(self) -> list[str]:
+        """The equivalent command line, ``['release', KIND, ...]`` (``run --dry-run`` prints it)."""
+        argv = ["release", self.kind]
+        for opt in OPTIONS[self.kind]:
+            sec = getattr(self, opt.section)
+            if opt.key not in sec:
                 continue
-            if sec == "budget" and key == "split" and isinstance(value, list):
-                value = ",".join(_text(v) for v in value)
-            flag = aliases.get((sec, key), "--" + key.replace("_", "-"))
-            if flag not in known_flags:
-                options = sorted({k for (s, k) in aliases if s == sec} | {
-                    f[2:].replace("-", "_") for f in known_flags if f.startswith("--")})
-                raise ParameterError(f"[{sec}] {key} is not an option of 'release {kind}'. Options are: "
-                                     f"{', '.join(options)}.")
-            argv += _flag_values(flag, value, base)
-    return argv
+            v = sec[opt.key]
+            if opt.form == "flag":
+                argv += [opt.flag] if v else []
+            elif opt.form == "repeat":
+                argv += [x for item in v for x in (opt.flag, item)]
+            elif opt.form == "opt" and v == "":
+                argv.append(opt.flag)
+            else:
+                argv.append(f"{opt.flag}={_text(v)}")
+        return argv
+
+    def to_toml(self, header: str = "") -> str:
+        """TOML text of this release (``release`` first, then the sections), with an optional comment header.
+
+        Comma-separated lists are written as arrays, numbers as numbers, ``KEY=VALUE`` items as a table,
+        whenever :meth:`from_toml` reads them back to the same description.
+        """
+        import tomli_w
+
+        doc: dict[str, Any] = {"release": self.kind}
+        for sec in SECTIONS:
+            body = {}
+            for opt in OPTIONS[self.kind]:
+                if opt.section != sec:
+                    continue
+                if opt.key in getattr(self, sec):
+                    body[opt.key] = _display(opt, getattr(self, sec)[opt.key])
+                elif opt.flag in _SHOWN and opt.default is not None:  # said even when it is the default
+                    body[opt.key] = _display(opt, opt.default)
+            if body:
+                doc[sec] = body
+        lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+        return ("\n".join(lines) + "\n\n" if lines else "") + tomli_w.dumps(doc)
+
+
+#: Options a written config states even at their default (a reader sees the engine, grid and mechanism).
+_SHOWN = {"--engine", "--grid", "--mechanism"}
+
+
+def _read(text_or_path: str | Path, base_dir: str | Path | None) -> tuple[str, str, Path]:
+    """(text, name for messages, folder of relative paths) of a config given as a file or as text."""
+    if isinstance(text_or_path, Path) or ("\n" not in text_or_path and "=" not in text_or_path):
+        p = Path(text_or_path)
+        if not p.is_file():
+            raise InputError(f"Config file '{p}' does not exist. Check the path.")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"'{p.name}' is not UTF-8 text. Save it as UTF-8.") from None
+        return text, p.name, Path(base_dir) if base_dir is not None else p.resolve().parent
+    return text_or_path, "config", Path(base_dir) if base_dir is not None else Path()
+
+
+def _value(opt: Option, sec: str, key: str, value: Any, base: Path) -> Any:
+    """The command line's value of ``[sec] key = value`` (paths from ``base``)."""
+    where = f"[{sec}] {key}"
+    if opt.form == "flag":
+        if not isinstance(value, bool):
+            raise ParameterError(f"{where} is on or off: write {key} = true or {key} = false.")
+        return value
+    if opt.form == "repeat":
+        if isinstance(value, dict):
+            return tuple(f"{k}={_path(v, base) if opt.is_path else _text(v)}" for k, v in value.items())
+        items = value if isinstance(value, list) else [value]
+        return tuple(_path(v, base) if opt.is_path else _text(v) for v in items)
+    if opt.form == "opt" and isinstance(value, bool):
+        return "" if value else None  # db = true: the default database
+    if isinstance(value, bool) or isinstance(value, dict):
+        raise ParameterError(f"{where} takes a value (e.g. {key} = \"...\"), not "
+                             f"{'true/false' if isinstance(value, bool) else 'a table'}.")
+    text = ",".join(_text(v) for v in value) if isinstance(value, list) else _text(value)
+    if opt.form in ("int", "float"):
+        try:
+            return int(text) if opt.form == "int" else float(text)
+        except ValueError:
+            raise ParameterError(f"{where}: invalid {opt.form} value: {text!r}.") from None
+    return _path(text, base) if opt.is_path else text
 
 
 def _text(v: Any) -> str:
@@ -144,43 +272,45 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-def _flag_values(flag: str, value: Any, base: Path) -> list[str]:
-    if isinstance(value, bool):
-        return [flag] if value else []
-    if isinstance(value, dict):  # repeated LEVEL=VALUE options (--name, --boundaries, --ordinal-order)
-        out: list[str] = []
-        for k, v in value.items():
-            v = _path(v, base) if flag in _PATHS else _text(v)
-            out += [flag, f"{k}={v}"]
-        return out
-    if isinstance(value, list) and flag in ("--ordinal", "--plus"):
-        return [x for v in value for x in (flag, _text(v))]
-    if isinstance(value, list):
-        text = ",".join(_text(v) for v in value)
-    else:
-        text = _text(value)
-    if flag in _PATHS:
-        text = _path(text, base)
-    return [f"{flag}={text}"]
-
-
 def _path(text: Any, base: Path) -> str:
     t = str(text)
     p = Path(t).expanduser()
     return t if p.is_absolute() else str(base / p)
 
 
-def dumps(cfg: dict[str, Any], header: str = "") -> str:
-    """TOML text of a config (``release`` first), with an optional comment header."""
-    import tomli_w
+def _plain(text: str, bools: bool = False) -> Any:
+    """``text`` as a TOML number (or boolean) when it reads back to the same text, else the text."""
+    if bools and text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            v = kind(text)
+        except ValueError:
+            continue
+        if _text(v) == text and not (isinstance(v, float) and v != v):
+            return v
+    return text
 
-    ordered = {"release": cfg["release"], **{k: v for k, v in cfg.items() if k != "release"}}
-    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
-    return ("\n".join(lines) + "\n\n" if lines else "") + tomli_w.dumps(_clean(ordered))
+
+def _display(opt: Option, v: Any) -> Any:
+    """How a value is written in TOML (read back by :func:`_value` to ``v``)."""
+    if opt.form == "repeat":
+        pairs = [item.partition("=") for item in v]
+        if opt.flag in ("--ordinal", "--plus") or not all(eq for _, eq, _ in pairs) or \
+                len({k for k, _, _ in pairs}) < len(pairs) or any(k != k.strip() or not k for k, _, _ in pairs):
+            return list(v)
+        return {k: (val if opt.is_path else _plain(val, bools=True)) for k, _, val in pairs}
+    if opt.form == "opt" and v == "":
+        return True
+    if isinstance(v, str) and not opt.is_path:
+        if "," in v:
+            return [_plain(x) for x in v.split(",")]
+        return _plain(v)
+    return v
 
 
 def _clean(v: Any) -> Any:
-    """Plain Python values tomli-w can write (numpy scalars, tuples; None dropped)."""
+    """Plain Python values (numpy scalars, tuples; None dropped) of a value the app passes in."""
     if isinstance(v, dict):
         return {str(k): _clean(x) for k, x in v.items() if x is not None}
     if isinstance(v, list | tuple):
@@ -205,9 +335,9 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
                   bounds: tuple[float, float, float, float], grid: tuple[int, int], mechanism: str,
                   params: dict[str, Any], definition: str, value: float,
                   delta: float | None = None, engine: str = "auto", spark_master: str | None = None,
-                  out: str = "release") -> dict[str, Any]:
-    """The config of a points release (what the app writes after a release).  The budget is the
-    app's database (``db = true``), whose cap the app manages, so no ``cap`` is written."""
+                  out: str = "release") -> ReleaseSpec:
+    """The description of a points release the app made (its ``to_toml()`` is the app's release.toml).
+    The budget is the app's database (``db = true``), whose cap the app manages, so no ``cap`` is written."""
     inp: dict[str, Any] = {"path": input_path, "lat": lat, "lon": lon}
     if user:
         inp["user"] = user
@@ -222,17 +352,17 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
     eng: dict[str, Any] = {"name": engine}
     if engine == "spark" and spark_master:
         eng["spark_master"] = spark_master
-    return {"release": "points", "input": inp, "engine": eng,
-            "domain": {"bounds": [float(x) for x in bounds], "grid": [int(grid[0]), int(grid[1])]},
-            "mechanism": mech, "budget": bud, "output": {"dir": out}}
+    return _spec("points", {"input": inp, "engine": eng,
+                            "domain": {"bounds": [float(x) for x in bounds], "grid": [int(grid[0]), int(grid[1])]},
+                            "mechanism": mech, "budget": bud, "output": {"dir": out}})
 
 
 def hierarchy_config(*, input_path: str, levels: list[str], count: list[str], group: str | None,
                      areas_path: str | None, lists_all_areas: bool, mechanism: str, definition: str,
                      value: float, delta: float | None, split: str, weights: list[float] | None, neighbour: str,
                      order: str, sets_path: str | None, sets_weight: float | None, engine: str = "auto",
-                     out: str = "release") -> dict[str, Any]:
-    """The config of a census-hierarchy release (what the app's hierarchy page writes)."""
+                     out: str = "release") -> ReleaseSpec:
+    """The description of a census-hierarchy release the app's hierarchy page made."""
     inp: dict[str, Any] = {"path": input_path, "levels": list(levels)}
     if count:
         inp["count"] = list(count)
@@ -252,5 +382,18 @@ def hierarchy_config(*, input_path: str, levels: list[str], count: list[str], gr
         bud["neighbour"] = neighbour
     if mechanism == "topdown_linf":
         bud["order"] = order
-    return {"release": "hierarchy", "input": inp, "engine": {"name": engine}, "mechanism": mech, "budget": bud,
-            "output": {"dir": out}}
+    return _spec("hierarchy", {"input": inp, "engine": {"name": engine}, "mechanism": mech, "budget": bud,
+                               "output": {"dir": out}})
+
+
+def _spec(kind: str, sections: dict[str, dict[str, Any]]) -> ReleaseSpec:
+    """The description of sections written as a config would (paths as given, None left out)."""
+    values: dict[Option, Any] = {}
+    for sec, body in sections.items():
+        for key, value in body.items():
+            if value is None:
+                continue
+            opt = find(kind, sec, key)
+            assert opt is not None, (sec, key)  # the app writes only options of the kind
+            values[opt] = _value(opt, sec, key, _clean(value), Path())
+    return ReleaseSpec._of_values(kind, values)  # noqa: SLF001 - the module's own constructor
