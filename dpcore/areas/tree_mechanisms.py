@@ -51,6 +51,7 @@ from dpcore.areas.area_sets import plan as matrix_plan
 from dpcore.areas.area_sets import release as matrix_release
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.areas.tree_records import HierarchyRelease, HierLevelPlan, HierPlan, expected_max, get
+from dpcore.core import metrics
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import topdown_opt, treedp
 from dpcore.estimate.tree_inference import level_least_squares
@@ -474,12 +475,13 @@ def release(
 # ---------------------------------------------------------------------------------------------
 
 
-def empirical_errors(rel: HierarchyRelease, counts: HierarchyCounts, smoothing: float = 20.0) -> list[dict[str, Any]]:
+def empirical_errors(rel: HierarchyRelease, counts: HierarchyCounts,
+                     smoothing: float = metrics.DEFAULT_SMOOTHING) -> list[dict[str, Any]]:
     """Curator-only: error of the release against the truth, per level.  **Not for publication.**
 
-    Per level: mean absolute error, maximum absolute error, mean relative error in percent
-    (``|x̂ − x| / max(x, smoothing)``), and the number of cells whose true value is 0 but whose
-    released value is positive (empty areas that show people).
+    Per level (:mod:`dpcore.core.metrics`): mean absolute error, maximum absolute error, mean
+    relative error in percent (``|x̂ − x| / max(x, smoothing)``), and the number of cells whose true
+    value is 0 but whose released value is positive (empty areas that show people).
     """
     if counts.hierarchy is not rel.hierarchy and counts.hierarchy.fingerprint() != rel.hierarchy.fingerprint():
         raise InputError("The release was made on another area list than these counts.")
@@ -488,13 +490,12 @@ def empirical_errors(rel: HierarchyRelease, counts: HierarchyCounts, smoothing: 
     for d, lv in enumerate(rel.plan.levels):
         t = true[d].astype(float).ravel()
         e = rel.values[d].astype(float).ravel()
-        err = np.abs(e - t)
         out.append({
             "level": lv.level,
             "cells": int(t.size),
-            "mae": float(err.mean()),
-            "max_abs_error": float(err.max()),
-            "mre_percent": float(np.mean(100.0 * err / np.maximum(t, smoothing))),
+            "mae": metrics.mae(t, e),
+            "max_abs_error": metrics.max_abs(t, e),
+            "mre_percent": metrics.mre(t, e, smoothing),
             "true_zero_released_positive": int(np.sum((t == 0) & (e > 0))),
             "true_zeros": int(np.sum(t == 0)),
             "expected_mae": lv.mean_abs,

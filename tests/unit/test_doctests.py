@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 MODULES = ["dpcore.core.mechanism", "dpcore.core.record", "dpcore.core.registry",
-           "dpcore.estimate.tree_inference"]
+           "dpcore.core.metrics", "dpcore.estimate.tree_inference"]
 
 
 @pytest.mark.parametrize("name", MODULES)
