@@ -68,6 +68,7 @@ import pandas as pd  # noqa: E402
 from dpcore.areas import tree_mechanisms as hz  # noqa: E402
 from dpcore.areas import tree_records  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
+from dpcore.core import metrics  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
 from dpcore.privacy.budget import PrivacyCost  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
@@ -195,8 +196,7 @@ def run_config(cfg: Config, counts: HierarchyCounts, seeds: list[int]) -> tuple[
         times.append(time.perf_counter() - t0)
         errs = hz.empirical_errors(rel, counts)
         for e, v, t in zip(errs, rel.values, true, strict=True):
-            diff = np.asarray(v, float).ravel() - t.astype(float).ravel()
-            e["rmse"] = float(np.sqrt(np.mean(diff * diff)))
+            e["rmse"] = metrics.rmse(t.astype(float).ravel(), np.asarray(v, float).ravel())
         for e, lv in zip(errs, pl.levels, strict=True):
             if not (math.isclose(e["expected_mae"], lv.mean_abs) and math.isclose(e["expected_max_abs"], lv.max_abs)):
                 print(f"note: plan() and the release's plan disagree for {cfg.key} at {lv.level}", file=sys.stderr)

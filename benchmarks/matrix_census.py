@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from dpcore.areas import area_sets, census_tables, marginals, tree_mechanisms  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
+from dpcore.core import metrics  # noqa: E402
 from dpcore.data import synthetic  # noqa: E402
 from dpcore.estimate import matrix_errors, matrix_release, matrix_strategy  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
@@ -76,7 +77,7 @@ def metro_sets(h: Hierarchy, n: int = 20, seed: int = 3) -> area_sets.AreaSets:
 
 
 def rmse_levels(values: list[np.ndarray], truth: list[np.ndarray]) -> list[float]:
-    return [float(np.sqrt(np.mean((np.asarray(v, float) - t) ** 2))) for v, t in zip(values, truth, strict=True)]
+    return [metrics.rmse(t, np.asarray(v, float)) for v, t in zip(values, truth, strict=True)]
 
 
 def main() -> int:

@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from dpcore.core import metrics  # noqa: E402
 from dpcore.data.domain import Bounds, Grid, aggregate_points, rect_sums  # noqa: E402
 from dpcore.data.points import load_points_file  # noqa: E402
 from dpcore.estimate import (  # noqa: E402
@@ -291,7 +292,7 @@ def part3(args: argparse.Namespace, out: dict) -> None:
         return [float(math.sqrt(v[tag == i].mean())) for i in range(len(sizes))]
 
     def emp(est: np.ndarray) -> list[float]:
-        return [float(math.sqrt(((est[tag == i] - truth[tag == i]) ** 2).mean())) for i in range(len(sizes))]
+        return [metrics.rmse(truth[tag == i], est[tag == i]) for i in range(len(sizes))]
 
     res = {"grid": side, "bounds": BOX.as_tuple(), "points_in_grid": int(counts.sum()),
            "n_outside": int(agg.n_outside), "sizes": labels, "queries_per_size": args.queries,

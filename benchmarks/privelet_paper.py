@@ -83,6 +83,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dpcore.core import metrics  # noqa: E402
 from dpcore.data.domain import PRESETS, Grid, aggregate_points  # noqa: E402
 from dpcore.data.points import load_points_file  # noqa: E402
 from dpcore.estimate import privelet as pv  # noqa: E402
@@ -353,9 +354,10 @@ def run_workload(t: Table, wl: Workload, args: argparse.Namespace, stream: int,
             noisy_b = t.x + NoiseSource(base + 2).discrete_laplace(SENSITIVITY / eps, t.x.shape)
             timings[f"Basic release, {t.name} (s)"].append(time.perf_counter() - t0)
             for k, noisy in (("Privelet", noisy_p), ("Basic", noisy_b)):
-                err = box_sums(noisy, wl) - true
+                est = box_sums(noisy, wl)
+                err = est - true
                 sq[k] += err**2 / args.repeats
-                rel[k] += np.abs(err) / np.maximum(true, s) / args.repeats
+                rel[k] += metrics.relative_errors(true, est, s, percent=False) / args.repeats
         raw[eps] = {"var": {"Privelet": vp, "Basic": vb}, "mse": sq, "mre": rel}
         nb = len(BIN_LABELS)
         cnt = np.bincount(bins, minlength=nb)

@@ -5,7 +5,8 @@ Mechanisms (``shared/specs/census-optimization.md`` and ``shared/specs/topdown-o
 * ``independent`` — noise on every level, nothing else (inconsistent baseline).
 * ``bottom_up`` — the whole budget on the finest level, coarser levels are sums.
 * ``hay`` — Hay et al. (2010) least squares on the tree, generalised two-pass with per-level
-  variances (census spec §6.2): consistent, real-valued, may be negative.
+  variances (census spec §6.2), solved by :func:`dpcore.estimate.tree_inference.level_least_squares`
+  (the same two passes as the point tree mechanisms): consistent, real-valued, may be negative.
 * ``topdown_l2`` — TopDown as the US Census Bureau runs it: level by level, non-negative least
   squares per parent (scaled-simplex projection) then controlled rounding (largest remainder);
   exact integer minimiser per parent (topdown spec §2.7).
@@ -50,8 +51,10 @@ from dpcore.areas.area_sets import plan as matrix_plan
 from dpcore.areas.area_sets import release as matrix_release
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.areas.tree_records import HierarchyRelease, HierLevelPlan, HierPlan, expected_max, get
+from dpcore.core import metrics
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import topdown_opt, treedp
+from dpcore.estimate.tree_inference import level_least_squares
 from dpcore.privacy import budget
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost
@@ -125,53 +128,6 @@ def _exactexpected_max(noise: str, scale: Any, sd: float, n: int) -> float:
     """``E[max |η_i|]`` over ``n`` independent draws: ``Σ_{t≥0} 1 − (1 − P(|η| > t))^n`` (exact pmf)."""
     _, tail = _abs_tail(noise, scale, sd)
     return float(np.sum(-np.expm1(n * np.log1p(-np.minimum(tail, 1 - 1e-16)))))
-
-
-def gls(parents: Sequence[np.ndarray], y: Sequence[np.ndarray | None], var: Sequence[float],
-        root_value: float | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Generalised two-pass least squares on a level tree, with posterior variances.
-
-    Bottom-up: ``z_v = (y_v/σ_v² + S_v/V_v) / (1/σ_v² + 1/V_v)``, ``s_v = 1/(1/σ_v² + 1/V_v)`` with
-    ``S_v, V_v`` the sums of the children's ``z`` and ``s`` (an unmeasured node takes
-    ``z = S, s = V``; a public root ``z = N, s = 0``).  Top-down:
-    ``x_u = z_u + (s_u/V_v)(x_v − S_v)`` and ``P_u = s_u − s_u²/V_v + (s_u/V_v)² P_v``
-    (census spec §6.2, verified there against weighted least squares).  With ``y`` all ``None``
-    only the variances are meaningful (the data-free plan uses that).
-    """
-    L = len(parents)
-    sizes = [1] + [len(p) for p in parents]
-    z: list[np.ndarray] = [np.zeros(0)] * (L + 1)
-    s: list[np.ndarray] = [np.zeros(0)] * (L + 1)
-    S: list[np.ndarray] = [np.zeros(0)] * (L + 1)
-    V: list[np.ndarray] = [np.zeros(0)] * (L + 1)
-    for d in range(L, -1, -1):
-        yd = None if y[d] is None else np.asarray(y[d], float)
-        if d == L:
-            if not math.isfinite(var[d]):
-                raise ParameterError("The finest level must be measured.")
-            z[d] = yd if yd is not None else np.zeros(sizes[d])
-            s[d] = np.full(sizes[d], float(var[d]))
-            continue
-        S[d] = np.bincount(parents[d], weights=z[d + 1], minlength=sizes[d])
-        V[d] = np.bincount(parents[d], weights=s[d + 1], minlength=sizes[d])
-        if math.isfinite(var[d]):
-            prec = 1.0 / var[d] + 1.0 / V[d]
-            yy = yd if yd is not None else np.zeros(sizes[d])
-            z[d] = (yy / var[d] + S[d] / V[d]) / prec
-            s[d] = 1.0 / prec
-        else:
-            z[d], s[d] = S[d], V[d]
-    if root_value is not None:
-        z[0] = np.array([float(root_value)])
-        s[0] = np.array([0.0])
-    x = [z[0]]
-    P = [s[0]]
-    for d in range(L):
-        par = parents[d]
-        ratio = s[d + 1] / V[d][par]
-        x.append(z[d + 1] + ratio * (x[d][par] - S[d][par]))
-        P.append(s[d + 1] - s[d + 1] * ratio + ratio * ratio * P[d][par])
-    return x, [np.maximum(p, 0.0) for p in P]
 
 
 def _topdown_variance(h: Hierarchy, var: Sequence[float], root_var: float) -> list[np.ndarray]:
@@ -291,7 +247,7 @@ def plan(
         basis = "sum of finest-level noise (normal approximation above the finest level)"
     elif info.name in ("hay", "exact"):
         root_value = 0.0 if (statistic == "count" and neighbour == "replace") else None
-        _, node_var = gls(hierarchy.parents, [None] * (L + 1), var, root_value=root_value)
+        _, node_var = level_least_squares(hierarchy.parents, [None] * (L + 1), var, root_value=root_value)
         basis = ("least-squares posterior variance (exact)" if info.name == "hay" else
                  "least-squares posterior variance; non-negativity and rounding, which depend on the data, "
                  "are not included")
@@ -489,7 +445,7 @@ def release(
         values = h.aggregate(y[L])
     elif name == "hay":
         var = [lv.noise_sd ** 2 if lv.measured else math.inf for lv in p.levels]
-        values, _ = gls(h.parents, y, var, root_value=public_total)
+        values, _ = level_least_squares(h.parents, y, var, root_value=public_total)
     elif name == "exact":
         res = treedp.solve_l2(h.parents, y, _dp_weights(p), root_value=public_total,
                               half_widths=_half_widths(p))
@@ -519,12 +475,13 @@ def release(
 # ---------------------------------------------------------------------------------------------
 
 
-def empirical_errors(rel: HierarchyRelease, counts: HierarchyCounts, smoothing: float = 20.0) -> list[dict[str, Any]]:
+def empirical_errors(rel: HierarchyRelease, counts: HierarchyCounts,
+                     smoothing: float = metrics.DEFAULT_SMOOTHING) -> list[dict[str, Any]]:
     """Curator-only: error of the release against the truth, per level.  **Not for publication.**
 
-    Per level: mean absolute error, maximum absolute error, mean relative error in percent
-    (``|x̂ − x| / max(x, smoothing)``), and the number of cells whose true value is 0 but whose
-    released value is positive (empty areas that show people).
+    Per level (:mod:`dpcore.core.metrics`): mean absolute error, maximum absolute error, mean
+    relative error in percent (``|x̂ − x| / max(x, smoothing)``), and the number of cells whose true
+    value is 0 but whose released value is positive (empty areas that show people).
     """
     if counts.hierarchy is not rel.hierarchy and counts.hierarchy.fingerprint() != rel.hierarchy.fingerprint():
         raise InputError("The release was made on another area list than these counts.")
@@ -533,13 +490,12 @@ def empirical_errors(rel: HierarchyRelease, counts: HierarchyCounts, smoothing: 
     for d, lv in enumerate(rel.plan.levels):
         t = true[d].astype(float).ravel()
         e = rel.values[d].astype(float).ravel()
-        err = np.abs(e - t)
         out.append({
             "level": lv.level,
             "cells": int(t.size),
-            "mae": float(err.mean()),
-            "max_abs_error": float(err.max()),
-            "mre_percent": float(np.mean(100.0 * err / np.maximum(t, smoothing))),
+            "mae": metrics.mae(t, e),
+            "max_abs_error": metrics.max_abs(t, e),
+            "mre_percent": metrics.mre(t, e, smoothing),
             "true_zero_released_positive": int(np.sum((t == 0) & (e > 0))),
             "true_zeros": int(np.sum(t == 0)),
             "expected_mae": lv.mean_abs,

@@ -1,4 +1,8 @@
-"""Constrained inference on a tree of noisy counts (Hay, Rastogi, Miklau & Suciu, VLDB 2010).
+"""Constrained inference on a tree of noisy counts (Hay, Rastogi, Miklau & Suciu, PVLDB 2010, §4).
+
+The one implementation of tree least squares in dpcore: the point tree mechanisms (quadtree,
+kd-tree, adaptive grid) call it on their node arrays (:func:`consistent_release`), the
+hierarchy's ``hay`` mechanism and its plan on level lists (:func:`level_least_squares`).
 
 A tree mechanism (quadtree, kd-tree, adaptive grid) releases a noisy count ``y_v`` for
 every node ``v``; the true counts are *consistent*: a node's count is the sum of its
@@ -44,10 +48,16 @@ discrete Laplace included.  The same recursion gives the exact variance of every
 The tests check both passes against a brute-force weighted least-squares solve.
 
 A forest (several roots, e.g. the adaptive grid's first level without a root count) is
-allowed: roots have ``parent = -1``.
+allowed: roots have ``parent = -1``.  A node that is not measured (``σ² = ∞``, e.g. a
+hierarchy level without budget) drops out of the objective: bottom-up it takes ``z = Z``,
+``V = S``.  A root whose value is public (``σ² = 0``, e.g. the total under replace-one
+neighbours) keeps it exactly: ``z = y``, ``V = 0``.  Leaves must be measured.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -59,6 +69,8 @@ __all__ = [
     "consistent_counts",
     "consistent_release",
     "consistent_variance",
+    "level_least_squares",
+    "tree_least_squares",
 ]
 
 
@@ -76,16 +88,20 @@ def _check_tree(
         )
     if n == 0:
         return par, dep, var, []
-    if not np.all(np.isfinite(var) & (var > 0)):
-        raise ParameterError("Every node's noise variance must be a positive finite number.")
     if np.any(par >= n) or np.any(par < -1):
         raise ParameterError("parent[i] must be -1 (a root) or the index of another node.")
     roots = par < 0
+    if np.any(np.isnan(var)) or np.any(var < 0) or np.any((var == 0) & ~roots):
+        raise ParameterError("Every node's noise variance must be positive (infinite: not measured; "
+                             "0 only for a root whose value is public).")
     if np.any(dep[roots] != 0):
         raise ParameterError("Roots (parent = -1) must have depth 0.")
     child = ~roots
     if np.any(dep[child] != dep[par[child]] + 1):
         raise ParameterError("Every node's depth must be its parent's depth plus one.")
+    is_leaf = np.bincount(par[child], minlength=n) == 0
+    if np.any(is_leaf & ~np.isfinite(var)):
+        raise ParameterError("Every leaf must be measured (a finite noise variance).")
     order = np.argsort(dep, kind="stable")
     starts = np.searchsorted(dep[order], np.arange(int(dep.max()) + 2))
     by_depth = [order[starts[d]:starts[d + 1]] for d in range(int(dep.max()) + 1)]
@@ -96,21 +112,29 @@ def _bottom_up(
     par: NDArray[np.int64], var: NDArray[np.float64], by_depth: list[NDArray[np.int64]],
     noisy: NDArray[np.float64] | None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Subtree estimates ``z`` (None without data), their variances ``V`` and the
+    """Subtree estimates ``z`` (empty without data), their variances ``V`` and the
     per-parent sums ``Z = Σ_c z_c`` and ``S = Σ_c V_c`` (0 for leaves)."""
     n = par.size
     z = np.zeros(n) if noisy is not None else np.empty(0)
     V = np.zeros(n)
     Z = np.zeros(n)
     S = np.zeros(n)
+    has_kids = np.bincount(par[par >= 0], minlength=n) > 0
     for idx in reversed(by_depth):
         s = S[idx]
-        leaf = s == 0.0
+        leaf = ~has_kids[idx]
         sig2 = var[idx]
-        # leaves: z = y, V = σ²; internal: inverse-variance combination
-        V[idx] = np.where(leaf, sig2, sig2 * s / (sig2 + np.where(leaf, 1.0, s)))
+        measured = np.isfinite(sig2)
+        public = sig2 == 0.0
+        sig2_ = np.where(measured, sig2, 1.0)  # placeholder where unused: no inf/inf
+        s_ = np.where(leaf, 1.0, s)
+        # leaves: z = y, V = σ²; measured internal: inverse-variance combination;
+        # unmeasured internal: the children's sum; public root: its value, V = 0
+        V[idx] = np.where(leaf, sig2, np.where(measured, sig2_ * s / (sig2_ + s_), s))
         if noisy is not None:
-            z[idx] = np.where(leaf, noisy[idx], (noisy[idx] * s + Z[idx] * sig2) / (sig2 + s))
+            y = np.where(measured, noisy[idx], 0.0)
+            comb = (y * s + Z[idx] * sig2_) / (sig2_ + s_)
+            z[idx] = np.where(leaf | public, y, np.where(measured, comb, Z[idx]))
         has_parent = idx[par[idx] >= 0]
         if has_parent.size:
             p = par[has_parent]
@@ -120,43 +144,99 @@ def _bottom_up(
     return z, V, Z, S
 
 
+def tree_least_squares(
+    parent: ArrayLike, depth: ArrayLike, noisy: ArrayLike | None, variance: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Weighted least-squares consistent counts of a tree and their exact variances.
+
+    Hay, Rastogi, Miklau & Suciu, "Boosting the accuracy of differentially private
+    histograms through consistency", PVLDB 3(1), 2010, §4, generalised to a noise variance
+    per node, nodes that are not measured and public roots (module docstring).  The two
+    passes, by depth:
+
+    * bottom-up: ``z_v = (y_v S_v + Z_v σ_v²) / (σ_v² + S_v)``,
+      ``V_v = σ_v² S_v / (σ_v² + S_v)`` (``Z_v, S_v`` the sums of the children's ``z, V``;
+      a leaf has ``z = y, V = σ²``; an unmeasured node ``z = Z, V = S``; a public root
+      ``z = y, V = 0``);
+    * top-down: ``t̂_c = z_c + (V_c / S_p)(t̂_p − Z_p)`` and
+      ``P_c = V_c (1 − V_c / S_p) + (V_c / S_p)² P_p`` from ``t̂ = z, P = V`` at the roots.
+
+    Parameters
+    ----------
+    parent : array of int
+        ``parent[i]`` is the index of node ``i``'s parent, ``-1`` for a root (a forest is fine).
+    depth : array of int
+        Depth of every node (0 for roots, parent's + 1 otherwise); leaves may lie at any depth.
+    noisy : array of float, or None
+        The noisy count of every node (ignored where the node is not measured, and may be NaN
+        there; a public root's entry is its exact value).  ``None``: variances only (the
+        returned counts are then those of all-zero observations).
+    variance : array of float
+        The noise variance of every node's count: ``> 0``; ``inf`` for a node that is not
+        measured (never a leaf); ``0`` for a root whose value is public and exact.
+
+    Returns
+    -------
+    values, variances : numpy.ndarray of float64
+        ``t̂`` with ``t̂_v = Σ_{c child of v} t̂_c`` for every internal node (up to float
+        rounding), minimising ``Σ_v (y_v − t̂_v)² / σ_v²`` over the measured nodes (with the
+        public roots fixed), and the exact variance of each ``t̂_v`` (never above ``σ_v²``).
+        O(nodes · height) time.
+
+    Examples
+    --------
+    The census spec's example A: a root (19), two children (7, 10), four leaves, unit variances.
+
+    >>> parent = [-1, 0, 0, 1, 1, 2, 2]
+    >>> depth = [0, 1, 1, 2, 2, 2, 2]
+    >>> t, p = tree_least_squares(parent, depth, [19, 7, 10, 5, 1, -3, 8], [1.0] * 7)
+    >>> t.round(4).tolist()
+    [17.2857, 7.8095, 9.4762, 5.9048, 1.9048, -0.7619, 10.2381]
+    >>> p.round(4).tolist()
+    [0.5714, 0.4762, 0.4762, 0.619, 0.619, 0.619, 0.619]
+
+    The same tree with the total public (15, variance 0):
+
+    >>> t, p = tree_least_squares(parent, depth, [15, 7, 10, 5, 1, -3, 8], [0.0] + [1.0] * 6)
+    >>> t.round(4).tolist()
+    [15.0, 6.6667, 8.3333, 5.3333, 1.3333, -1.3333, 9.6667]
+    """
+    par, _, var, by_depth = _check_tree(parent, depth, variance)
+    y = None
+    if noisy is not None:
+        y = np.asarray(noisy, dtype=np.float64).ravel()
+        if y.size != par.size:
+            raise ParameterError(f"noisy must have one entry per node (got {y.size} for {par.size} nodes).")
+        if not np.all(np.isfinite(y[np.isfinite(var)])):
+            raise ParameterError("Noisy counts must be finite numbers.")
+    if par.size == 0:
+        return np.zeros(0), var.copy()
+    z, V, Z, S = _bottom_up(par, var, by_depth, y)
+    est = z.copy() if y is not None else np.zeros(par.size)  # roots keep their subtree estimate
+    P = V.copy()
+    for idx in by_depth[1:]:
+        p = par[idx]
+        w = V[idx] / S[p]
+        if y is not None:
+            est[idx] = z[idx] + w * (est[p] - Z[p])
+        P[idx] = V[idx] * (1.0 - w) + w * w * P[p]
+    # clip float rounding outside the (provable) bounds 0 ≤ P ≤ σ²
+    return est, np.maximum(np.minimum(P, var), 0.0)
+
+
 def consistent_counts(
     parent: ArrayLike, depth: ArrayLike, noisy: ArrayLike, variance: ArrayLike
 ) -> NDArray[np.float64]:
     """The minimum-variance consistent counts of a tree (weighted least squares).
 
-    Parameters
-    ----------
-    parent : array of int
-        ``parent[i]`` is the index of node ``i``'s parent, ``-1`` for a root.
-    depth : array of int
-        Depth of every node (0 for roots, parent's + 1 otherwise).
-    noisy : array of float
-        The noisy count of every node.
-    variance : array of float
-        The noise variance of every node's count (> 0).
+    The counts of :func:`tree_least_squares` (Hay et al., PVLDB 2010, §4); same parameters.
 
-    Returns
-    -------
-    numpy.ndarray of float64
-        ``t̂`` with ``t̂_v = Σ_{c child of v} t̂_c`` for every internal node (up to float
-        rounding), minimising ``Σ_v (y_v − t̂_v)² / σ_v²``.  O(nodes · height) time
-        with the per-depth passes.
+    >>> consistent_counts([-1, 0, 0], [0, 1, 1], [10.0, 4.0, 5.0], [1.0, 1.0, 1.0]).round(4).tolist()
+    [9.6667, 4.3333, 5.3333]
     """
-    par, dep, var, by_depth = _check_tree(parent, depth, variance)
-    y = np.asarray(noisy, dtype=np.float64).ravel()
-    if y.size != par.size:
-        raise ParameterError(f"noisy must have one entry per node (got {y.size} for {par.size} nodes).")
-    if not np.all(np.isfinite(y)):
-        raise ParameterError("Noisy counts must be finite numbers.")
-    if par.size == 0:
-        return y.copy()
-    z, V, Z, S = _bottom_up(par, var, by_depth, y)
-    est = z.copy()  # roots keep their subtree estimate
-    for idx in by_depth[1:]:
-        p = par[idx]
-        est[idx] = z[idx] + V[idx] / S[p] * (est[p] - Z[p])
-    return est
+    if noisy is None:
+        raise ParameterError("consistent_counts needs the noisy counts.")
+    return tree_least_squares(parent, depth, noisy, variance)[0]
 
 
 def consistent_variance(parent: ArrayLike, depth: ArrayLike, variance: ArrayLike) -> NDArray[np.float64]:
@@ -168,16 +248,58 @@ def consistent_variance(parent: ArrayLike, depth: ArrayLike, variance: ArrayLike
     the node's own noise variance (Gauss–Markov: its own count is one linear unbiased
     estimate among those the WLS fit improves on).
     """
-    par, dep, var, by_depth = _check_tree(parent, depth, variance)
-    if par.size == 0:
-        return var.copy()
-    _, V, _, S = _bottom_up(par, var, by_depth, None)
-    P = V.copy()
-    for idx in by_depth[1:]:
-        p = par[idx]
-        w = V[idx] / S[p]
-        P[idx] = V[idx] * (1.0 - w) + w * w * P[p]
-    return np.minimum(P, var)  # clip float rounding above the (provable) upper bound
+    return tree_least_squares(parent, depth, None, variance)[1]
+
+
+def level_least_squares(
+    parents: Sequence[ArrayLike], y: Sequence[ArrayLike | None], var: Sequence[float],
+    root_value: float | None = None,
+) -> tuple[list[NDArray[np.float64]], list[NDArray[np.float64]]]:
+    """:func:`tree_least_squares` on a level tree: one root, every leaf at the last depth.
+
+    Parameters
+    ----------
+    parents : list of arrays of int
+        ``parents[d][i]`` is the index (in level ``d``) of the parent of node ``i`` of level
+        ``d + 1``; level 0 is the single root.
+    y : list of arrays of float or None
+        The noisy counts of every level (``None``: not measured, or not known yet).
+    var : list of float
+        The noise variance of every level; ``math.inf`` for a level that is not measured
+        (never the last).
+    root_value : float, optional
+        The public exact total: the root is fixed to it and its measurement, if any, ignored.
+
+    Returns
+    -------
+    values, variances : lists of numpy.ndarray, one per level
+        The consistent counts (those of all-zero observations where ``y`` is ``None``: with
+        ``y`` all ``None`` only the variances mean something, as a data-free plan uses them)
+        and their exact variances (0 for a public root).
+
+    Examples
+    --------
+    >>> values, post = level_least_squares([[0, 0]], [[10.0], [4.0, 5.0]], [1.0, 1.0])
+    >>> [v.round(4).tolist() for v in values]
+    [[9.6667], [4.3333, 5.3333]]
+    >>> [v.round(4).tolist() for v in level_least_squares([[0, 0]], [None, [4.0, 5.0]], [1.0, 1.0], 12)[0]]
+    [[12.0], [5.5, 6.5]]
+    """
+    L = len(parents)
+    if not math.isfinite(var[L]):
+        raise ParameterError("The finest level must be measured.")
+    sizes = [1] + [len(p) for p in parents]
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    parent = np.concatenate([[-1]] + [np.asarray(parents[d], dtype=np.int64) + starts[d] for d in range(L)])
+    depth = np.repeat(np.arange(L + 1), sizes)
+    variance = np.repeat(np.asarray(var, dtype=np.float64), sizes)
+    noisy = np.concatenate([np.zeros(n) if yy is None or not math.isfinite(v) else np.asarray(yy, float).ravel()
+                            for yy, v, n in zip(y, var, sizes, strict=True)])
+    if root_value is not None:
+        variance[0], noisy[0] = 0.0, float(root_value)
+    values, post = tree_least_squares(parent, depth, noisy, variance)
+    return ([values[starts[d]:starts[d + 1]] for d in range(L + 1)],
+            [post[starts[d]:starts[d + 1]] for d in range(L + 1)])
 
 
 def complete_tree_variances(variances: ArrayLike, fanout: int) -> NDArray[np.float64]:
@@ -222,7 +344,7 @@ def consistent_release(
     """
     sd_own = np.asarray(sd, dtype=np.float64).ravel()
     var = sd_own**2
-    est = consistent_counts(parent, depth, noisy, var)
-    sd_post = np.sqrt(consistent_variance(parent, depth, var))
+    est, var_post = tree_least_squares(parent, depth, noisy, var)
+    sd_post = np.sqrt(var_post)
     ratio = np.divide(sd_post, sd_own, out=np.ones_like(sd_post), where=sd_own > 0)
     return est, sd_post, np.asarray(ci95, dtype=np.float64).ravel() * ratio

@@ -1,4 +1,5 @@
-"""The examples in the docstrings of dpcore/core run (DESIGN.md: examples run as doctests)."""
+"""The examples in the docstrings of dpcore/core and the shared estimators run (DESIGN.md: examples
+run as doctests)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import importlib
 
 import pytest
 
-MODULES = ["dpcore.core.mechanism", "dpcore.core.record", "dpcore.core.registry"]
+MODULES = ["dpcore.core.mechanism", "dpcore.core.record", "dpcore.core.registry",
+           "dpcore.core.metrics", "dpcore.estimate.tree_inference"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -27,6 +27,7 @@ from dpcore.areas import tree_records as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core import pipeline
 from dpcore.errors import BudgetError, InputError, ParameterError
+from dpcore.estimate.tree_inference import level_least_squares
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
@@ -95,7 +96,8 @@ class NoDraw(NoiseSource):
 
 
 # ---------------------------------------------------------------------------------------------
-# gls: generalised two-pass least squares == weighted least squares (numpy.linalg.lstsq)
+# level_least_squares (dpcore.estimate.tree_inference, the hay mechanism's solver) == weighted
+# least squares (numpy.linalg.lstsq)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -158,7 +160,7 @@ def test_gls_equals_weighted_least_squares(seed: int, public_root: bool) -> None
         var[0] = math.inf
     y = [rng.normal(10.0, 5.0, size=s) for s in sizes]
     root = float(rng.integers(20, 80)) if public_root else None
-    values, post = H.gls(parents, [None if not math.isfinite(v) else yy for yy, v in zip(y, var, strict=True)],
+    values, post = level_least_squares(parents, [None if not math.isfinite(v) else yy for yy, v in zip(y, var, strict=True)],
                          var, root_value=root)
     ref_v, ref_p = wls_reference(parents, y, var, root)
     for d in range(depth + 1):
@@ -171,8 +173,8 @@ def test_gls_equals_weighted_least_squares(seed: int, public_root: bool) -> None
 def test_gls_with_a_finite_measured_root_and_public_value_ignores_the_root_measurement() -> None:
     parents = [np.array([0, 0]), np.array([0, 0, 1, 1])]
     y = [np.array([1000.0]), np.array([7.0, 10.0]), np.array([5.0, 1.0, -3.0, 8.0])]
-    a, pa = H.gls(parents, y, [1.0, 1.0, 1.0], root_value=15)
-    b, pb = H.gls(parents, [None, *y[1:]], [math.inf, 1.0, 1.0], root_value=15)
+    a, pa = level_least_squares(parents, y, [1.0, 1.0, 1.0], root_value=15)
+    b, pb = level_least_squares(parents, [None, *y[1:]], [math.inf, 1.0, 1.0], root_value=15)
     for d in range(3):
         np.testing.assert_allclose(a[d], b[d])
         np.testing.assert_allclose(pa[d], pb[d])
@@ -183,17 +185,17 @@ EXAMPLE_A_Y = [np.array([19.0]), np.array([7.0, 10.0]), np.array([5.0, 1.0, -3.0
 
 
 def test_gls_reproduces_spec_example_a_root_free() -> None:
-    values, post = H.gls(EXAMPLE_A_PARENTS, EXAMPLE_A_Y, [1.0, 1.0, 1.0])
+    values, post = level_least_squares(EXAMPLE_A_PARENTS, EXAMPLE_A_Y, [1.0, 1.0, 1.0])
     flat = np.concatenate(values)
     np.testing.assert_allclose(flat, [17.2857, 7.8095, 9.4762, 5.9048, 1.9048, -0.7619, 10.2381], atol=5e-5)
     np.testing.assert_allclose(np.concatenate(post), [0.5714, 0.4762, 0.4762] + [0.6190] * 4, atol=5e-5)
     # the variances scale with the noise variance
-    _, post4 = H.gls(EXAMPLE_A_PARENTS, EXAMPLE_A_Y, [4.0, 4.0, 4.0])
+    _, post4 = level_least_squares(EXAMPLE_A_PARENTS, EXAMPLE_A_Y, [4.0, 4.0, 4.0])
     np.testing.assert_allclose(np.concatenate(post4), 4 * np.concatenate(post), rtol=1e-12)
 
 
 def test_gls_reproduces_spec_example_a_root_fixed() -> None:
-    values, post = H.gls(EXAMPLE_A_PARENTS, [None, *EXAMPLE_A_Y[1:]], [math.inf, 1.0, 1.0], root_value=15)
+    values, post = level_least_squares(EXAMPLE_A_PARENTS, [None, *EXAMPLE_A_Y[1:]], [math.inf, 1.0, 1.0], root_value=15)
     np.testing.assert_allclose(np.concatenate(values),
                                [15, 6.6667, 8.3333, 5.3333, 1.3333, -1.3333, 9.6667], atol=5e-5)
     np.testing.assert_allclose(np.concatenate(post), [0, 0.3333, 0.3333] + [0.5833] * 4, atol=5e-5)
@@ -201,7 +203,7 @@ def test_gls_reproduces_spec_example_a_root_fixed() -> None:
 
 def test_gls_refuses_an_unmeasured_finest_level() -> None:
     with pytest.raises(ParameterError, match="finest level"):
-        H.gls(EXAMPLE_A_PARENTS, [None, None, None], [1.0, 1.0, math.inf])
+        level_least_squares(EXAMPLE_A_PARENTS, [None, None, None], [1.0, 1.0, math.inf])
 
 
 # ---------------------------------------------------------------------------------------------
