@@ -316,7 +316,7 @@ def report(prof: Profile, *, epsilon: float | None = None, rho: float | None = N
     this = prof.candidates[0]
     overall = _summ(this.atoms, var["this"])
     m = prof.m
-    z = normal_z(1 - SIM_ALPHA / m)  # two-sided: the 1 − 0.05/(2m) quantile
+    z = normal_z(alpha=SIM_ALPHA / m)  # two-sided: the 1 − 0.05/(2m) quantile
     sim = {
         "level": 1 - SIM_ALPHA,
         "bound": z * overall["worst_se"],

@@ -350,16 +350,19 @@ def _level(level: Any) -> float:
     return out
 
 
-def normal_z(level: float = 0.95) -> float:
+def normal_z(level: float = 0.95, *, alpha: float | None = None) -> float:
     """The two-sided normal quantile ``z`` with ``P(|Z| <= z) = level`` for ``Z ~ N(0, 1)``.
 
     Computed from the standard library's :class:`statistics.NormalDist` (Wichura 1988,
-    Algorithm AS 241) as ``−Φ⁻¹((1 − level)/2)``, so tail probabilities as small as a
-    Bonferroni share keep their precision.  ``normal_z(0.95)`` is the familiar 1.95996…
+    Algorithm AS 241) as ``−Φ⁻¹((1 − level)/2)``.  ``normal_z(0.95)`` is the familiar 1.95996…
+    Give ``alpha = 1 − level`` instead when it is tiny (a Bonferroni share ``0.05/m``), so
+    that ``1 − alpha`` is never rounded.
 
-    >>> round(normal_z(0.95), 6), round(normal_z(0.99), 6)
-    (1.959964, 2.575829)
+    >>> round(normal_z(0.95), 6), round(normal_z(0.99), 6), round(normal_z(alpha=1e-6), 4)
+    (1.959964, 2.575829, 4.8916)
     """
+    if alpha is not None:
+        return -NormalDist().inv_cdf(_level(alpha) / 2.0)
     lv = _level(level)
     return _Z95 if lv == 0.95 else -NormalDist().inv_cdf((1.0 - lv) / 2.0)
 
