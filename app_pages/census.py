@@ -11,6 +11,7 @@ from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import guess_level_columns
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
 from ui import budget_ui, fmt, state
@@ -224,7 +225,7 @@ else:
 q_path = tuple(s.strip() for s in str(q_label).split("/"))
 try:
     q_sd = census_privelet.area_expected_error(table.structure, epsilon, q_path, plus_axes=plus)
-    st.markdown(f"Expected error of **{q_label}**'s total: ± {q_sd * census_privelet.CI_Z:,.1f} people "
+    st.markdown(f"Expected error of **{q_label}**'s total: ± {interval_half_width('normal', q_sd):,.1f} people "
                 f"(95 %; SD {q_sd:,.1f}).")
 except DPCoreError as e:
     st.error(str(e))

@@ -20,6 +20,7 @@ from dpcore.data.columns import guess_level_columns
 from dpcore.errors import DPCoreError, InputError
 from dpcore.points import viz
 from dpcore.privacy import budget
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import secure_source
 from ui import budget_ui, fmt
 from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source
@@ -154,7 +155,7 @@ def matrix_summary(p: Any) -> None:
         st.markdown("**Your queries: expected error (data-free)**")
         st.dataframe(pd.DataFrame({"query": x["area_sets"]["query"],
                                    "SD": [fmt.num(v) for v in x["area_sets"]["sd"]],
-                                   "± 95 %": [f"± {fmt.num(1.96 * v)}" for v in x["area_sets"]["sd"]]}),
+                                   "± 95 %": [f"± {fmt.num(interval_half_width('normal', v))}" for v in x["area_sets"]["sd"]]}),
                      hide_index=True, key="hier_matrix_sets")
 
 

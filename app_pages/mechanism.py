@@ -11,6 +11,7 @@ from dpcore.errors import DPCoreError
 from dpcore.estimate import matrix_report
 from dpcore.points import mechanisms, workload_io
 from dpcore.privacy import budget
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from ui import budget_ui, fmt, state
 
@@ -251,8 +252,8 @@ try:
             "counts released": lv.n_counts,
             "noise scale": lv.scale,
             "± per count (95%)": lv.ci95,
-            "2% of area: ± (95%)": 1.96 * lv.query_sd(0.02, grid.n_cells) if lv.in_partition else None,
-            "10% of area: ± (95%)": 1.96 * lv.query_sd(0.10, grid.n_cells) if lv.in_partition else None,
+            "2% of area: ± (95%)": interval_half_width("normal", lv.query_sd(0.02, grid.n_cells)) if lv.in_partition else None,
+            "10% of area: ± (95%)": interval_half_width("normal", lv.query_sd(0.10, grid.n_cells)) if lv.in_partition else None,
         })
     table = pd.DataFrame(rows)
     st.dataframe(
@@ -271,7 +272,7 @@ try:
     st.markdown(
         f"Each released count is off by at most **±{fmt.count(leaf.ci95)} people** in 19 of 20 cases "
         f"(1 in 20 may be off by more). A query covering 10% of the area is off by about "
-        f"±{fmt.count(1.96 * leaf.query_sd(0.10, grid.n_cells))} from noise alone."
+        f"±{fmt.count(interval_half_width('normal', leaf.query_sd(0.10, grid.n_cells)))} from noise alone."
     )
     if mech.name == "matrix":
         mx = levels[0].extra["matrix"]
@@ -330,7 +331,7 @@ if plan_ok:
                    "approximate: assumes the released areas are evenly spread over the grid")
             st.markdown(
                 f"The box covers {fmt.count(qerr['cells'])} cells ({share:.1%} of the area). Its released "
-                f"count is off by about **±{fmt.count(1.96 * qerr['sd'])} people** (95%) from noise alone "
+                f"count is off by about **±{fmt.count(interval_half_width('normal', qerr['sd']))} people** (95%) from noise alone "
                 f"(SD {fmt.num(qerr['sd'])}; {how})."
             )
             st.caption("Snapped to the grid's cells. The error from spreading counts evenly inside "

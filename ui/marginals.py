@@ -17,6 +17,7 @@ from dpcore.areas import marginals
 from dpcore.areas.census_tables import CensusTable
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
 from ui import fmt, state
@@ -83,7 +84,7 @@ def section(table: CensusTable | None, fp: str, led: Ledger, source: str) -> Non
         st.stop()
     st.dataframe(pd.DataFrame([{
         "table": m["marginal"], "cells": fmt.count(m["cells"]), "SD of a cell": fmt.num(m["sd_mean"]),
-        "± 95 %": f"± {fmt.num(1.96 * m['sd_max'])}"} for m in p.per_marginal]), hide_index=True,
+        "± 95 %": f"± {fmt.num(interval_half_width('normal', m['sd_max']))}"} for m in p.per_marginal]), hide_index=True,
         key="census_mx_plan")
     info = p.info
     rows = [("Strategy", f"{info['strategy']}, {fmt.count(info['strategy_queries'])} strategy queries"),

@@ -51,8 +51,9 @@ from dpcore.estimate import (
     matrix_strategy,
     matrix_workload,
 )
-from dpcore.privacy import budget
+from dpcore.privacy import calibration
 from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.calibration import interval_half_width
 
 #: Most finest areas (the dense Eigen-Design's limit).
 MAX_LEAVES = matrix_workload.FULL_METHOD_MAX_N
@@ -246,7 +247,7 @@ def _raw_level_w2(h: Hierarchy, importance: str, weights: Sequence[float] | None
     if importance == "levels":
         return 1.0 / sizes
     if importance == "custom":  # importances with mean 1, shared by the level's areas
-        imp = np.asarray(budget.split(1.0, h.depth + 1, "custom", weights=weights), dtype=float) * sizes.size
+        imp = np.asarray(calibration.split(1.0, h.depth + 1, "custom", weights=weights), dtype=float) * sizes.size
         return imp / sizes
     raise ParameterError(f"Unknown level importance {importance!r}; use {', '.join(IMPORTANCE)}.")
 
@@ -498,9 +499,10 @@ def area_sets_csv(rel: Any) -> bytes:
         raise ParameterError("This release has no area-code-set queries.")
     ans = np.asarray(a["answer"], float)
     se = np.asarray(a["standard_error"], float)
+    half = interval_half_width("normal", se)  # a set's total sums many areas' estimates
     df = pd.DataFrame({
         "query": a["query"], "areas": [";".join(d["areas"]) for d in a["definition"]],
         "noisy_total": ans, "standard_error": se,
-        "ci95_low": ans - 1.959963984540054 * se, "ci95_high": ans + 1.959963984540054 * se,
+        "ci95_low": ans - half, "ci95_high": ans + half,
     })
     return df.to_csv(index=False, float_format="%.6g").encode()

@@ -14,7 +14,8 @@ the sum of its children's (consistent by construction, up to float rounding).  T
 expected error is analytic and data-free (:func:`dpcore.estimate.privelet.level_variances`), so it can
 be shown before release and published.
 
-The 95 % intervals are ``noisy ± 1.96·SD``, a normal approximation of the noise of an area
+The 95 % intervals are ``noisy ± z·SD`` (z = 1.95996…, from
+:func:`dpcore.privacy.calibration.interval_half_width`), a normal approximation of the noise of an area
 total (a sum of many Laplace terms); when a single coefficient dominates the true 95 %
 half-width is closer to 2.12·SD (spec §6.2).
 
@@ -40,11 +41,11 @@ from dpcore.core.session import Charge, Session
 from dpcore.errors import ParameterError
 from dpcore.estimate import privelet
 from dpcore.privacy import budget
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = [
-    "CI_Z",
     "CensusRelease",
     "area_expected_error",
     "build",
@@ -58,9 +59,6 @@ __all__ = [
     "validate_census_record",
     "write_census",
 ]
-
-#: z-value of the normal-approximation 95 % interval.
-CI_Z = 1.96
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +134,7 @@ def expected_error(structure: CensusStructure, epsilon: float, *, plus_axes: Seq
     Needs only the structure (levels, list of areas, bins), which must be public. Columns:
     ``level, n_areas, sd, ci95, sd_max``: ``sd`` is the root of the mean variance of the
     level's areas (:func:`dpcore.estimate.privelet.level_variances`; all equal when every parent of a
-    level has the same fanout), ``ci95 = 1.96·sd`` (normal approximation) and ``sd_max`` the
+    level has the same fanout), ``ci95 = z·sd`` (normal approximation, z = 1.95996…) and ``sd_max`` the
     largest SD of an area of the level.
     """
     budget.pure(epsilon)  # validates ε with a clear message
@@ -146,7 +144,7 @@ def expected_error(structure: CensusStructure, epsilon: float, *, plus_axes: Seq
     rows = []
     for d, name in enumerate(structure.level_names):
         sd = float(np.sqrt(var[d]))
-        rows.append({"level": name, "n_areas": len(structure.paths_at(d)), "sd": sd, "ci95": CI_Z * sd,
+        rows.append({"level": name, "n_areas": len(structure.paths_at(d)), "sd": sd, "ci95": interval_half_width("normal", sd),
                      "sd_max": float(np.sqrt(nodes[d].max()))})
     return pd.DataFrame(rows)
 
@@ -235,8 +233,9 @@ def _level_tables(structure: CensusStructure, noisy: np.ndarray, names: Mapping[
                 cols[lab] = vals[:, j]
         sd = np.broadcast_to(np.asarray(sds[d], dtype=np.float64), (len(ps),)).copy()
         cols["sd"] = sd
-        cols["ci95_low"] = total - CI_Z * sd
-        cols["ci95_high"] = total + CI_Z * sd
+        half = interval_half_width("normal", sd)
+        cols["ci95_low"] = total - half
+        cols["ci95_high"] = total + half
         out[name] = pd.DataFrame(cols)
     return out
 
@@ -343,7 +342,7 @@ def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[
         "budget": {},
         "levels": [
             {"level": name, "n_areas": int(len(release.levels[name])), "sd": release.level_sd[name],
-             "ci95_half_width": CI_Z * release.level_sd[name]}
+             "ci95_half_width": interval_half_width("normal", release.level_sd[name])}
             for name in s.level_names
         ],
         "outputs": {

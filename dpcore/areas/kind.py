@@ -37,6 +37,7 @@ from dpcore.core.registry import Registry
 from dpcore.errors import ParameterError
 from dpcore.estimate import privelet
 from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
 from dpcore.privacy.units import Unit
 
@@ -82,7 +83,7 @@ def hier_row(lv: tree_records.HierLevelPlan, definition: str, whole_budget: bool
         level=lv.depth, name=lv.level,
         cost=PrivacyCost(definition, lv.share) if measured else None,
         noise=lv.noise, scale=lv.scale if lv.noise else None, sensitivity=sens if lv.noise else None,
-        n_counts=lv.cells, sd=lv.sd, ci95=tree_records.CI_Z * lv.sd,
+        n_counts=lv.cells, sd=lv.sd, ci95=interval_half_width("normal", lv.sd),
         mean_abs=_finite_or_none(lv.mean_abs), max_abs=_finite_or_none(lv.max_abs), note=lv.basis,
         details={"areas": lv.areas, "measured": lv.measured, "share": lv.share, "noise_sd": lv.noise_sd,
                  "l1_sensitivity": lv.l1_sensitivity, "l2_sensitivity": lv.l2_sensitivity,
@@ -258,7 +259,7 @@ class CensusMarginals(Mechanism):
         info = inner.info
         rows = tuple(
             PlanRow(level=i, name=m["marginal"], cost=None, noise=info["noise"], scale=info["noise_scale"],
-                    sensitivity=None, n_counts=m["cells"], sd=m["sd_mean"], ci95=marginals.CI_Z * m["sd_mean"],
+                    sensitivity=None, n_counts=m["cells"], sd=m["sd_mean"], ci95=interval_half_width("normal", m["sd_mean"]),
                     mean_abs=math.sqrt(2 / math.pi) * m["sd_mean"], max_abs=None,
                     note="one strategy answered with the whole budget; sd is the RMS over the table's cells "
                          "(mean error: normal approximation)",

@@ -46,12 +46,12 @@ from dpcore.estimate import (
 )
 from dpcore.privacy import budget
 from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 #: Most cells (areas × bins) of the table: the closed-form strategy is formed explicitly.
 MAX_CELLS = matrix_workload.FULL_METHOD_MAX_N
-CI_Z = 1.959963984540054
 SCHEMA = "dpcore-census-marginals/1"
 
 
@@ -226,7 +226,8 @@ def release(table: CensusTable, p: MarginalsPlan, noise: NoiseSource) -> Margina
         ans, se = res.answers[off:off + k], res.standard_errors[off:off + k]
         off += k
         cols: dict[str, Any] = {a: [lab[i] for lab in row["labels"]] for i, a in enumerate(row["axes"])}
-        cols.update(noisy_count=ans, standard_error=se, ci95_low=ans - CI_Z * se, ci95_high=ans + CI_Z * se)
+        half = interval_half_width("normal", se)  # a marginal cell is a least-squares estimate
+        cols.update(noisy_count=ans, standard_error=se, ci95_low=ans - half, ci95_high=ans + half)
         tables[row["marginal"]] = pd.DataFrame(cols)
     return MarginalsRelease(p, tables, res.guarantee)
 

@@ -55,7 +55,7 @@ from dpcore.core import metrics
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import topdown_opt, treedp
 from dpcore.estimate.tree_inference import level_least_squares
-from dpcore.privacy import budget
+from dpcore.privacy import calibration
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
@@ -67,7 +67,6 @@ __all__ = [
 ]
 
 Neighbour = Literal["add_remove", "replace"]
-SplitKind = Literal["uniform", "geometric", "custom"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,15 +92,6 @@ def measured_levels(mechanism: str, statistic: str, neighbour: str, depth: int) 
         return [d == depth for d in range(depth + 1)]
     root = not (statistic == "count" and neighbour == "replace")
     return [root] + [True] * depth
-
-
-def _noise_facts(definition: str, share: float, l1: float, l2: float) -> tuple[str, Any, float]:
-    """(noise name, exact scale parameter, variance) of one measured level."""
-    if definition == "pure":
-        t = budget.laplace_scale_for_epsilon(share, l1)
-        return "discrete_laplace", t, _noise.discrete_laplace_variance(t)
-    sigma = budget.gaussian_sigma_for_rho(share, l2)  # rounded up: σ² ≥ Δ₂²/(2ρ) exactly
-    return "discrete_gaussian", sigma, _noise.discrete_gaussian_variance(sigma)
 
 
 def _abs_tail(noise: str, scale: Any, sd: float) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +139,7 @@ def plan(
     cost: PrivacyCost,
     *,
     neighbour: Neighbour = "add_remove",
-    split: SplitKind = "uniform",
+    split: calibration.SplitKind = "uniform",
     weights: Sequence[float] | None = None,
     statistic: Literal["count", "group_sizes"] = "count",
     k: int = 1,
@@ -216,7 +206,7 @@ def plan(
                 "top first, e.g. " + ",".join(["1"] * n_meas) + "."
             )
     # geometric: each level gets 2^(1/3) times the share of the level above (finest the most)
-    shares_m = budget.split(cost.value, n_meas, split, weights=weights)
+    shares_m = calibration.split(cost.value, n_meas, split, weights=weights)
     l1, l2 = _sensitivities(info.name, statistic, neighbour)
     shares: list[float] = []
     it = iter(shares_m)
@@ -228,7 +218,8 @@ def plan(
     var: list[float] = []
     for d in range(L + 1):
         if measured[d]:
-            nm, sc, v = _noise_facts(cost.definition, shares[d], l1, l2)
+            nm, sc = calibration.noise_for_cost(cost.definition, shares[d], l1, l2)
+            v = calibration.noise_variance(nm, sc)
         else:
             nm, sc, v = None, None, math.inf
         noises.append(nm)
@@ -386,7 +377,7 @@ def release(
     noise: NoiseSource,
     *,
     neighbour: Neighbour = "add_remove",
-    split: SplitKind = "uniform",
+    split: calibration.SplitKind = "uniform",
     weights: Sequence[float] | None = None,
     order: Literal["ascending", "descending"] = "ascending",
     area_sets: Any = None,

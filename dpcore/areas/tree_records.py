@@ -25,9 +25,9 @@ import numpy as np
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.calibration import interval_half_width
 
 __all__ = [
-    "CI_Z",
     "MECHANISMS",
     "HierLevelPlan",
     "HierMechanismInfo",
@@ -36,9 +36,6 @@ __all__ = [
     "expected_max",
     "get",
 ]
-
-#: z of the normal 95 % interval.
-CI_Z = 1.959963984540054
 
 
 @dataclass(frozen=True)
@@ -247,12 +244,14 @@ class HierarchyRelease:
         return self.plan.node_sd[depth]
 
     def interval(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """Normal-approximation 95 % interval ``value ± 1.96·sd`` (clipped at 0 for non-negative releases)."""
+        """Normal-approximation 95 % interval ``value ± z·sd``, ``z = normal_z(0.95)`` (an area's
+        error combines many noisy counts; clipped at 0 for non-negative releases)."""
         v = self.values[depth].astype(float)
         sd = self.sd(depth)
         if v.ndim == 2:
             sd = sd[:, None]
-        lo, hi = v - CI_Z * sd, v + CI_Z * sd
+        half = interval_half_width("normal", np.asarray(sd, dtype=np.float64))
+        lo, hi = v - half, v + half
         if self.mechanism.nonnegative:
             lo = np.maximum(lo, 0.0)
         return lo, hi

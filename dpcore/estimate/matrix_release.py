@@ -34,13 +34,8 @@ from dpcore.estimate.matrix_design import l1_strategy
 from dpcore.estimate.matrix_errors import query_variances_per_p
 from dpcore.estimate.matrix_strategy import Strategy
 from dpcore.estimate.matrix_workload import _MAX_EXPLICIT_ANSWERS, _MAX_MATRIX_ENTRIES, Workload
-from dpcore.privacy.budget import (
-    PrivacyCost,
-    gaussian_sigma_for_rho,
-    laplace_scale_for_epsilon,
-    pure,
-    zcdp,
-)
+from dpcore.privacy.budget import PrivacyCost, pure, zcdp
+from dpcore.privacy.calibration import gaussian_sigma_for_rho, laplace_scale_for_epsilon
 from dpcore.privacy.noise import NoiseSource, discrete_gaussian_variance, discrete_laplace_variance
 
 # SciPy on first use (dpcore._lazy): listing the mechanisms does not import it

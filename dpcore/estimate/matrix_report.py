@@ -36,6 +36,7 @@ import numpy as np
 
 from dpcore.errors import DPCoreError
 from dpcore.estimate import matrix_errors, matrix_release, matrix_strategy, matrix_workload
+from dpcore.privacy.calibration import normal_z
 
 __all__ = ["Atoms", "Candidate", "Profile", "profile", "report", "se_vs_size_figure", "SIM_ALPHA"]
 
@@ -309,15 +310,13 @@ def report(prof: Profile, *, epsilon: float | None = None, rho: float | None = N
     (one row per strategy: RMSE, worst SE, ratio to this strategy); ``by_size`` (per query size
     in cells: RMS, min and max SE of this strategy, RMS SE of each comparison); ``skipped``.
     """
-    from scipy import special
-
     budget = {"epsilon": epsilon, "rho": rho, "delta": delta, "calibration": calibration}
     cals = {c.key: matrix_release.calibrate(c.strategy, **budget) for c in prof.candidates}
     var = {k: c.variance for k, c in cals.items()}
     this = prof.candidates[0]
     overall = _summ(this.atoms, var["this"])
     m = prof.m
-    z = float(-special.ndtri(SIM_ALPHA / (2 * m)))
+    z = normal_z(alpha=SIM_ALPHA / m)  # two-sided: the 1 − 0.05/(2m) quantile
     sim = {
         "level": 1 - SIM_ALPHA,
         "bound": z * overall["worst_se"],

@@ -24,13 +24,12 @@ from dpcore.flows import export as od_export
 from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
 from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
 from dpcore.privacy.units import Unit
 
 __all__ = ["ODMechanism", "od_row", "register"]
 
-#: z of the normal 95 % interval.
-CI_Z = 1.959963984540054
 _NEIGHBOUR = {"add_remove": "unbounded", "replace": "bounded"}
 
 PARAMS = (
@@ -61,7 +60,7 @@ def od_row(lv: od.ODLevelPlan, definition: str) -> PlanRow:
     return PlanRow(
         level=lv.level, name=lv.name, cost=PrivacyCost(definition, lv.share) if measured else None,
         noise=lv.noise, scale=lv.scale if lv.noise else None, sensitivity=sens if lv.noise else None,
-        n_counts=lv.pairs, sd=lv.sd, ci95=CI_Z * lv.sd, mean_abs=_finite_or_none(lv.mean_abs),
+        n_counts=lv.pairs, sd=lv.sd, ci95=interval_half_width("normal", lv.sd), mean_abs=_finite_or_none(lv.mean_abs),
         max_abs=_finite_or_none(lv.max_abs), note=lv.basis,
         details={"kind": lv.kind, "origin_level": lv.origin_level, "destination_level": lv.destination_level,
                  "branching": lv.branching, "measured": lv.measured, "share": lv.share, "noise_sd": lv.noise_sd,

@@ -59,7 +59,6 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from dpcore.areas import tree_mechanisms
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.estimate import topdown_opt
@@ -73,7 +72,7 @@ from dpcore.flows.tree import (
     level_name,
     tree_levels,
 )
-from dpcore.privacy import budget
+from dpcore.privacy import calibration
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
@@ -350,7 +349,7 @@ def plan(
             raise ParameterError("The stability histogram baseline supports one trip per person only.")
         l1 = 2.0 if neighbour == "bounded" else 1.0
         k_cells = 2 if neighbour == "bounded" else 1
-        scale = budget.laplace_scale_for_epsilon(eps, l1)
+        scale = calibration.laplace_scale_for_epsilon(eps, l1)
         # a pair of one person survives with P(Z ≥ τ − 1) ≤ exp(−(τ − 1)/t); k such pairs ≤ δ
         tau = 1.0 + float(scale) * math.log(k_cells / delta)
         sd = math.sqrt(_noise.discrete_laplace_variance(scale))
@@ -401,7 +400,7 @@ def plan(
                 f"A custom split needs {n_meas} weights, one per measured level ({', '.join(nm)}), top first, "
                 "e.g. " + ",".join(["1"] * n_meas) + "."
             )
-    shares_m = budget.split(cost.value, n_meas, split, weights=weights) if split in (
+    shares_m = calibration.split(cost.value, n_meas, split, weights=weights) if split in (
         "uniform", "geometric", "custom") else None
     if shares_m is None:
         raise ParameterError("The budget split is 'uniform' (the paper), 'geometric' (finer levels get more) or 'custom'.")
@@ -423,7 +422,8 @@ def plan(
             var.append(0.0)
             noises.append(None)
             continue
-        nm, sc, v = tree_mechanisms._noise_facts(cost.definition, shares[t], l1, l2)
+        nm, sc = calibration.noise_for_cost(cost.definition, shares[t], l1, l2)
+        v = calibration.noise_variance(nm, sc)
         noises.append(nm)
         scales.append(sc)
         var.append(v)

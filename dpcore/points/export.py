@@ -23,6 +23,7 @@ import dpcore
 from dpcore.core.record import ledger_section
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
 from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 
 CSV_COLUMNS = [
@@ -112,12 +113,13 @@ def workload_answers_frame(release: PartitionRelease) -> pd.DataFrame:
     box = release.grid.rect_lonlat(r)
     ans = np.asarray(wa["answer"], dtype=np.float64)
     se = np.asarray(wa["standard_error"], dtype=np.float64)
+    half = interval_half_width("normal", se)  # an answer sums many noisy cells
     df = pd.DataFrame({
         "query": np.arange(len(r), dtype=np.int64),
         "r0": r[:, 0], "r1": r[:, 1], "c0": r[:, 2], "c1": r[:, 3],
         "west": box[:, 0], "south": box[:, 1], "east": box[:, 2], "north": box[:, 3],
         "cells": (r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]),
-        "answer": ans, "standard_error": se, "ci95_low": ans - 1.96 * se, "ci95_high": ans + 1.96 * se,
+        "answer": ans, "standard_error": se, "ci95_low": ans - half, "ci95_high": ans + half,
     })[WORKLOAD_COLUMNS]
     if "name" in wa:
         asked = np.asarray(wa["asked"], dtype=np.float64).reshape(-1, 4)

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from dpcore.data.domain import Bounds, Grid, block_rects, prefix_sums, rect_sums_from_prefix
 from dpcore.points.release import PartitionRelease
+from dpcore.privacy.calibration import interval_half_width
 
 OFFLINE_STYLE = "white-bg"
 WEB_STYLE = "open-street-map"
@@ -127,7 +128,7 @@ def display_blocks(release: PartitionRelease, max_polygons: int = MAX_POLYGONS,
         var_cell = np.cumsum(np.cumsum(d, axis=0), axis=1)[:-1, :-1]
     noisy = rect_sums_from_prefix(prefix_sums(dens), rects)
     sd = np.sqrt(np.maximum(rect_sums_from_prefix(prefix_sums(var_cell), rects), 0))
-    half = 1.96 * sd
+    half = interval_half_width("normal", sd)  # a block sums many leaves' noise
     cells = ((rects[:, 1] - rects[:, 0]) * (rects[:, 3] - rects[:, 2])).astype(np.float64)
     return {"rects": rects, "noisy": noisy, "lo": noisy - half, "hi": noisy + half, "cells": cells,
             "level": np.zeros(len(rects), dtype=np.int64), "budget": np.full(len(rects), np.nan),

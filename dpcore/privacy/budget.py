@@ -1,4 +1,4 @@
-"""Privacy definitions, their costs and conversions, and budget splits.
+"""Privacy definitions, their costs and conversions.
 
 Two privacy definitions are supported:
 
@@ -15,13 +15,15 @@ A curator who reads privacy as (ε, δ)-DP gets the ε implied by a ρ-zCDP budg
 :func:`zcdp_to_approx_dp` (Canonne, Kamath & Steinke 2020, Cor. 13) and the ρ that fits an
 (ε, δ) target from :func:`approx_dp_to_zcdp`.
 
-The ledger that adds the costs up and refuses overspending is :mod:`dpcore.privacy.ledger`.
+The ledger that adds the costs up and refuses overspending is :mod:`dpcore.privacy.ledger`;
+splitting a budget over levels or phases, the noise scale of a cost and the 95 % interval of
+a noisy value are in :mod:`dpcore.privacy.calibration`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
@@ -39,21 +41,13 @@ __all__ = [
     "MAX_RHO",
     "Definition",
     "PrivacyCost",
-    "SplitKind",
     "approx_dp_to_zcdp",
-    "gaussian_sigma_for_rho",
-    "laplace_scale_for_epsilon",
     "pure",
-    "split",
-    "split_custom",
-    "split_geometric",
-    "split_uniform",
     "zcdp",
     "zcdp_to_approx_dp",
 ]
 
 Definition = Literal["pure", "zcdp"]
-SplitKind = Literal["uniform", "geometric", "custom"]
 
 #: Largest ε accepted for a pure cost or cap; beyond this DP protects nobody.
 MAX_EPSILON = 100.0
@@ -68,7 +62,6 @@ CAP_TOLERANCE = Fraction(1, 10**9)
 #: The δ values for which a zCDP ledger reports its (ε, δ)-DP reading.
 APPROX_DP_DELTAS: tuple[float, ...] = (1e-5, 1e-6, 1e-7, 1e-9)
 
-_MAX_PARTS = 1_000_000
 SYMBOL: dict[str, str] = {"pure": "ε", "zcdp": "ρ"}
 DEFINITION_NAME: dict[str, str] = {"pure": "pure ε-DP", "zcdp": "ρ-zCDP"}
 
@@ -103,23 +96,6 @@ def _delta(delta: Any) -> float:
             "Use a small probability such as 1e-6 (well below 1/number of people)."
         )
     return d
-
-
-def _count(k: Any, what: str = "The number of parts k") -> int:
-    if isinstance(k, bool | np.bool_):
-        raise ParameterError(f"{what} must be a whole number of at least 1 (got {k!r}).")
-    try:
-        out = int(k) if isinstance(k, float) and k.is_integer() else int(k.__index__())
-    except (AttributeError, TypeError, ValueError, OverflowError):
-        raise ParameterError(f"{what} must be a whole number of at least 1 (got {k!r}).") from None
-    if out < 1:
-        raise ParameterError(f"{what} must be at least 1 (got {k!r}).")
-    if out > _MAX_PARTS:
-        raise ParameterError(
-            f"{what} ({k!r}) is more than {_MAX_PARTS:,}; so many parts would leave each one "
-            "with no useful budget. Use fewer levels or phases."
-        )
-    return out
 
 
 def float_down(q: Fraction) -> float:
@@ -328,7 +304,7 @@ def zcdp(rho: float) -> PrivacyCost:
 
 
 # ---------------------------------------------------------------------------------------------
-# conversions and calibration
+# conversions
 # ---------------------------------------------------------------------------------------------
 
 # Search range of t = log(α − 1): α − 1 from e^-40 ≈ 4e-18 to e^40 ≈ 2e17 covers the optimum
@@ -468,206 +444,3 @@ def approx_dp_to_zcdp_classic(epsilon: float, delta: float) -> float:
     lg = -math.log(_delta(delta))
     # the same value written without cancellation: ε² / (√(L + ε) + √L)²
     return eps * eps / (math.sqrt(lg + eps) + math.sqrt(lg)) ** 2
-
-
-def gaussian_sigma_for_rho(rho: float, l2_sensitivity: float) -> float:
-    """Standard deviation of Gaussian noise that gives ρ-zCDP.
-
-    ``σ = Δ₂ / sqrt(2ρ)``, rounded up to a float with ``σ² ≥ Δ₂²/(2ρ)`` exactly: the Gaussian mechanism with L2 sensitivity Δ₂ and variance σ² is
-    ``Δ₂²/(2σ²)``-zCDP (Bun & Steinke 2016, Prop. 1.6); the same holds for the discrete
-    Gaussian on integers (Canonne, Kamath & Steinke 2020, Thm. 4).
-
-    Parameters
-    ----------
-    rho : float
-        ρ > 0.
-    l2_sensitivity : float
-        Δ₂ > 0: the largest L2 change of the query vector between neighbours.
-    """
-    r = _positive(rho, "ρ", "Use the zCDP budget of this release, e.g. ρ = 0.125.")
-    s = _positive(
-        l2_sensitivity,
-        "The L2 sensitivity Δ₂",
-        "It is the most one unit of privacy can change the counts (1 for one point per person).",
-    )
-    # Δ₂/sqrt(2ρ) in floats may round down by an ulp, which would spend a hair more than ρ:
-    # step the float up until its exact square clears the exact bound σ² ≥ Δ₂²/(2ρ).
-    target = Fraction(s) ** 2 / (2 * Fraction(r))
-    sigma = s / math.sqrt(2.0 * r)
-    while Fraction(sigma) ** 2 < target:
-        sigma = math.nextafter(sigma, math.inf)
-    return sigma
-
-
-def laplace_scale_for_epsilon(epsilon: float, l1_sensitivity: float) -> Fraction:
-    """Exact scale ``b = Δ₁/ε`` of the (discrete) Laplace mechanism for ε-DP.
-
-    The Laplace mechanism with scale ``Δ₁/ε`` is ε-DP (Dwork et al. 2006; Dwork & Roth
-    2014, Thm. 3.6), and so is the discrete Laplace (geometric) mechanism on integers
-    (Ghosh, Roughgarden & Sundararajan 2009; Canonne, Kamath & Steinke 2020).  The scale is
-    returned as the exact rational ``Fraction(Δ₁) / Fraction(ε)`` of the two floats, so an
-    exact sampler realises precisely the stated ε (no float rounding in the privacy
-    parameter).
-
-    Parameters
-    ----------
-    epsilon : float
-        ε > 0, finite.
-    l1_sensitivity : float
-        Δ₁ > 0: the largest L1 change of the query vector between neighbours.
-    """
-    eps = _positive(epsilon, "The privacy budget ε", "Typical values are 0.05 to 2, e.g. ε = 0.5.")
-    sens = _positive(
-        l1_sensitivity,
-        "The L1 sensitivity Δ₁",
-        "It is the most one unit of privacy can change the counts (1 for one point per person).",
-    )
-    exact_eps = epsilon if isinstance(epsilon, Fraction) else Fraction(eps)
-    exact_sens = l1_sensitivity if isinstance(l1_sensitivity, Fraction) else Fraction(sens)
-    return exact_sens / exact_eps
-
-
-# ---------------------------------------------------------------------------------------------
-# splits of a budget
-# ---------------------------------------------------------------------------------------------
-
-
-def _total(total: Any) -> float:
-    return _positive(
-        total, "The total budget to split", "Use the budget of this release, e.g. 0.5."
-    )
-
-
-def _split_by_weights(total: float, weights: Sequence[float]) -> list[float]:
-    """``total · w_i / Σw``; the last part with a positive weight absorbs the float rounding.
-
-    That part is set to the largest float <= ``total − Σ(other parts)`` computed exactly, so
-    the exact sum of the parts is <= ``total`` and so is the correctly rounded
-    ``math.fsum``.  Parts with weight 0 are exactly 0.
-    """
-    w_sum = math.fsum(weights)
-    parts = [total * (w / w_sum) for w in weights]
-    last = max(i for i, w in enumerate(weights) if w > 0)
-    exact_total = Fraction(total)
-
-    def rest() -> Fraction:
-        return exact_total - sum(
-            (Fraction(p) for i, p in enumerate(parts) if i != last), Fraction(0)
-        )
-
-    left = rest()
-    if left < 0:
-        # Only when the absorbing share is ~0: rounding pushed the others a few ulps above
-        # the total.  Take the excess from the largest part (orders of magnitude bigger).
-        j = max((i for i in range(len(parts)) if i != last), key=parts.__getitem__)
-        parts[j] = max(0.0, float_down(Fraction(parts[j]) + left))
-        left = rest()
-    parts[last] = float_down(left)
-    return parts
-
-
-def split_uniform(total: float, k: int) -> list[float]:
-    """``k`` equal parts of ``total`` (e.g. the same ε for every level).
-
-    By sequential composition (Dwork & Roth 2014, Thm. 3.14) releases with these parts
-    cost ``total`` together.  The last part absorbs float rounding:
-    ``math.fsum(parts) <= total`` always.
-    """
-    t = _total(total)
-    n = _count(k)
-    return _split_by_weights(t, [1.0] * n)
-
-
-def split_geometric(total: float, k: int, ratio: float = 2 ** (1 / 3)) -> list[float]:
-    """``k`` parts growing geometrically: part ``i ∝ ratio**i`` for ``i = 0..k-1``.
-
-    Index 0 is the root (top level), which gets the least; with the default
-    ``ratio = 2^(1/3)`` this is the geometric allocation of Cormode et al. (2012, Eq. 17)
-    used by HTF: ``ε_i = total · ratio^i · (ratio − 1) / (ratio^k − 1)``.  The last part
-    with a positive weight absorbs float rounding: ``math.fsum(parts) <= total`` always.
-
-    Parameters
-    ----------
-    total : float
-        Budget to split, > 0.
-    k : int
-        Number of parts (levels), >= 1.
-    ratio : float
-        Ratio between consecutive parts, > 0 (1 gives the uniform split; < 1 gives the
-        root the most).
-    """
-    t = _total(total)
-    n = _count(k)
-    r = _positive(ratio, "The geometric ratio", "The default 2^(1/3) ≈ 1.26 is the HTF allocation.")
-    # Normalise to the largest weight (= 1) so ratio**i cannot overflow for large k.
-    top = n - 1 if r >= 1 else 0
-    weights = [r ** (i - top) for i in range(n)]
-    return _split_by_weights(t, weights)
-
-
-def split_custom(total: float, weights: Sequence[float]) -> list[float]:
-    """Parts proportional to ``weights``: part ``i = total · w_i / Σw``.
-
-    Weights must be finite and >= 0, and not all 0; a part of weight 0 gets exactly 0.
-    The last part with a positive weight absorbs float rounding:
-    ``math.fsum(parts) <= total`` always.
-    """
-    t = _total(total)
-    if isinstance(weights, str | bytes) or not isinstance(weights, Iterable):
-        raise ParameterError(
-            f"The split weights must be a list of numbers, one per part (got {weights!r})."
-        )
-    w = [
-        _real(x, f"Split weight {i + 1}", "Use a number >= 0 for every part.")
-        for i, x in enumerate(weights)
-    ]
-    if not w:
-        raise ParameterError("The split needs at least one weight; give one number per part.")
-    negative = [i + 1 for i, x in enumerate(w) if x < 0]
-    if negative:
-        raise ParameterError(
-            f"Split weights must be >= 0; weight(s) {', '.join(map(str, negative))} are negative. "
-            "Give 0 to a part that should get no budget."
-        )
-    if not any(x > 0 for x in w):
-        raise ParameterError("All split weights are 0; give at least one part a positive weight.")
-    # Scale to the largest weight so that huge weights cannot overflow their sum.
-    biggest = max(w)
-    return _split_by_weights(t, [x / biggest for x in w])
-
-
-def split(
-    total: float,
-    k: int,
-    kind: SplitKind,
-    weights: Sequence[float] | None = None,
-    ratio: float = 2 ** (1 / 3),
-) -> list[float]:
-    """Split ``total`` over ``k`` parts by ``kind`` (``"uniform"``, ``"geometric"``, ``"custom"``).
-
-    ``weights`` is used (and required, with ``k`` entries) only for ``"custom"``, ``ratio``
-    only for ``"geometric"``; otherwise they are ignored.  See :func:`split_uniform`,
-    :func:`split_geometric` and :func:`split_custom`.
-    """
-    if kind == "uniform":
-        return split_uniform(total, k)
-    if kind == "geometric":
-        return split_geometric(total, k, ratio)
-    if kind == "custom":
-        n = _count(k)
-        if weights is None:
-            raise ParameterError(
-                "A custom split needs weights: give one number per part (e.g. 1, 2, 4)."
-            )
-        if isinstance(weights, str | bytes) or not isinstance(weights, Iterable):
-            raise ParameterError(
-                f"The split weights must be a list of numbers, one per part (got {weights!r})."
-            )
-        w = list(weights)
-        if len(w) != n:
-            raise ParameterError(
-                f"A custom split over {n} parts needs {n} weights (got {len(w)}); "
-                "give one number per part."
-            )
-        return split_custom(total, w)
-    raise ParameterError(f"Unknown split {kind!r}; choose 'uniform', 'geometric' or 'custom'.")

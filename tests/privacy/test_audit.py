@@ -70,7 +70,7 @@ from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
 from dpcore.points import mechanisms
 from dpcore.points.mechanisms import htf
-from dpcore.privacy import budget
+from dpcore.privacy import budget, calibration
 from dpcore.privacy.noise import (
     NoiseSource,
     discrete_gaussian_variance,
@@ -216,7 +216,7 @@ def test_identical_distributions_give_no_loss() -> None:
 
 @pytest.mark.parametrize("eps", [0.5, 1.0])
 def test_discrete_laplace_count(eps: float) -> None:
-    scale = budget.laplace_scale_for_epsilon(eps, 1)
+    scale = calibration.laplace_scale_for_epsilon(eps, 1)
     src = NoiseSource(101)
     x = 5 + src.discrete_laplace(scale, DRAWS)
     y = 6 + src.discrete_laplace(scale, DRAWS)
@@ -227,7 +227,7 @@ def test_discrete_laplace_count(eps: float) -> None:
 
 def test_discrete_gaussian_count_zcdp() -> None:
     rho = 0.5
-    sigma = budget.gaussian_sigma_for_rho(rho, 1)
+    sigma = calibration.gaussian_sigma_for_rho(rho, 1)
     src = NoiseSource(102)
     x = 5 + src.discrete_gaussian(sigma, DRAWS)
     y = 6 + src.discrete_gaussian(sigma, DRAWS)
@@ -266,11 +266,11 @@ def test_negative_control_zcdp_mechanism_audit_catches_a_quarter_sigma() -> None
     """At the mechanism audits' sample size (RUNS) and δ (AUDIT_DELTA), Gaussian noise sized for a
     quarter of the sensitivity (ρ = 0.5 claimed, 8 spent) is caught."""
     rho = 0.5
-    broken_sigma = budget.gaussian_sigma_for_rho(rho, 1) / 4
+    broken_sigma = calibration.gaussian_sigma_for_rho(rho, 1) / 4
     src = NoiseSource(107)
     x = 3 + src.discrete_gaussian(broken_sigma, RUNS)
     y = 4 + src.discrete_gaussian(broken_sigma, RUNS)
-    sd = math.sqrt(discrete_gaussian_variance(budget.gaussian_sigma_for_rho(rho, 1)))
+    sd = math.sqrt(discrete_gaussian_variance(calibration.gaussian_sigma_for_rho(rho, 1)))
     eps_lb, where = epsilon_lower_bound(x, y, around(3, 4, sd), delta=AUDIT_DELTA)
     print(f"\nAUDIT negative control (quarter-σ Gaussian, n = {RUNS}): eps_lb = {eps_lb:.3f} "
           f"claim = {zcdp_claim_audit(rho):.3f} ({where})")
@@ -279,7 +279,7 @@ def test_negative_control_zcdp_mechanism_audit_catches_a_quarter_sigma() -> None
 
 def test_negative_control_half_sensitivity_noise_is_caught() -> None:
     eps = 1.0
-    broken_scale = budget.laplace_scale_for_epsilon(eps, 1) / 2  # noise for sensitivity 1/2
+    broken_scale = calibration.laplace_scale_for_epsilon(eps, 1) / 2  # noise for sensitivity 1/2
     src = NoiseSource(105)
     x = 5 + src.discrete_laplace(broken_scale, DRAWS)
     y = 6 + src.discrete_laplace(broken_scale, DRAWS)

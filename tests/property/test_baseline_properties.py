@@ -17,7 +17,7 @@ from dpcore.points.mechanisms.ag import AdaptiveGrid
 from dpcore.points.mechanisms.kdtree import KDTree
 from dpcore.points.mechanisms.quadtree import Quadtree, path_remainders, quadtree_structure
 from dpcore.points.release import PartitionRelease
-from dpcore.privacy.budget import laplace_scale_for_epsilon, split_geometric, split_uniform
+from dpcore.privacy.calibration import laplace_scale_for_epsilon, split_geometric, split_uniform
 from dpcore.privacy.noise import NoiseSource, discrete_laplace_variance
 
 SETTINGS = settings(max_examples=100, deadline=None,

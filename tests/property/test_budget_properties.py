@@ -1,4 +1,4 @@
-"""Hypothesis invariants of dpcore.privacy.budget: splits, the Ledger and the zCDP conversion."""
+"""Hypothesis invariants of dpcore.privacy.budget and .calibration: splits, the Ledger and the zCDP conversion."""
 
 from __future__ import annotations
 
@@ -13,12 +13,9 @@ from dpcore.privacy.budget import (
     CAP_TOLERANCE,
     PrivacyCost,
     approx_dp_to_zcdp,
-    split,
-    split_custom,
-    split_geometric,
-    split_uniform,
     zcdp_to_approx_dp,
 )
+from dpcore.privacy.calibration import split, split_custom, split_geometric, split_uniform
 from dpcore.privacy.ledger import Ledger
 
 totals = st.floats(min_value=1e-9, max_value=1e6, allow_nan=False, allow_infinity=False)

@@ -1,4 +1,5 @@
-"""Unit tests of dpcore.privacy.budget: costs, conversions, calibration, splits and the Ledger."""
+"""Unit tests of dpcore.privacy.budget (costs, conversions), dpcore.privacy.calibration (cost ->
+noise scale, splits) and the Ledger."""
 
 from __future__ import annotations
 
@@ -19,15 +20,17 @@ from dpcore.privacy.budget import (
     APPROX_DP_DELTAS,
     PrivacyCost,
     approx_dp_to_zcdp,
+    pure,
+    zcdp,
+    zcdp_to_approx_dp,
+)
+from dpcore.privacy.calibration import (
     gaussian_sigma_for_rho,
     laplace_scale_for_epsilon,
-    pure,
     split,
     split_custom,
     split_geometric,
     split_uniform,
-    zcdp,
-    zcdp_to_approx_dp,
 )
 from dpcore.privacy.ledger import Ledger, LedgerEntry
 

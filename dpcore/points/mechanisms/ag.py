@@ -77,7 +77,8 @@ from dpcore.points.mechanisms.base import (
     part,
 )
 from dpcore.points.release import LevelPlan, PartitionRelease
-from dpcore.privacy.budget import PrivacyCost, split_custom
+from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.calibration import split_custom
 from dpcore.privacy.noise import NoiseSource
 
 #: The paper's floor on the first-level grid side.

@@ -18,12 +18,13 @@ from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
-from dpcore.privacy.budget import (
-    PrivacyCost,
+from dpcore.privacy.budget import PrivacyCost, pure, zcdp
+from dpcore.privacy.calibration import (
     gaussian_sigma_for_rho,
+    interval_half_width,
     laplace_scale_for_epsilon,
-    pure,
-    zcdp,
+    noise_for_cost,
+    noise_variance,
 )
 
 
@@ -270,7 +271,7 @@ def equivalent_epsilon(cost: PrivacyCost) -> float:
 def gaussian_sigma(rho: float, l2_sensitivity: int) -> Fraction:
     """σ of the discrete Gaussian for ρ-zCDP with ``σ² >= Δ₂²/(2ρ)`` exactly.
 
-    The exact rounding-up is :func:`dpcore.privacy.budget.gaussian_sigma_for_rho`'s.
+    The exact rounding-up is :func:`dpcore.privacy.calibration.gaussian_sigma_for_rho`'s.
     """
     return Fraction(gaussian_sigma_for_rho(rho, l2_sensitivity))
 
@@ -290,14 +291,7 @@ def count_level(
     The counts of a level are disjoint, so one unit of privacy (at most ``sensitivity``
     records) changes them by at most ``sensitivity`` in L1 and in L2.
     """
-    if cost.definition == "pure":
-        scale = laplace_scale_for_epsilon(cost.value, sensitivity)
-        noise_name, sd, ci = ("discrete_laplace", math.sqrt(_noise.discrete_laplace_variance(scale)),
-                              _noise.discrete_laplace_interval(scale, 0.95))
-    else:
-        scale = gaussian_sigma(cost.value, sensitivity)
-        noise_name, sd, ci = ("discrete_gaussian", math.sqrt(_noise.discrete_gaussian_variance(scale)),
-                              _noise.discrete_gaussian_interval(scale, 0.95))
+    noise_name, scale = noise_for_cost(cost.definition, cost.value, sensitivity)
     return LevelPlan(
         level=level,
         name=name,
@@ -306,8 +300,8 @@ def count_level(
         scale=float(scale),
         sensitivity=int(sensitivity),
         n_counts=int(n_counts),
-        sd=sd,
-        ci95=float(ci),
+        sd=math.sqrt(noise_variance(noise_name, scale)),
+        ci95=interval_half_width(noise_name, scale),
         cells_per_count=float(cells_per_count),
         in_partition=in_partition,
         note=note,

@@ -116,7 +116,8 @@ from dpcore.points.mechanisms.htf_tree import (
 )
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
-from dpcore.privacy.budget import PrivacyCost, float_down, laplace_scale_for_epsilon, pure, split
+from dpcore.privacy.budget import PrivacyCost, float_down, pure
+from dpcore.privacy.calibration import interval_half_width, laplace_scale_for_epsilon, split
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = [
@@ -177,7 +178,7 @@ def count_budgets(eps_data: float, h: int, allocation: str = "geometric") -> tup
 
     Geometric (paper Eq. 17, P13): ``ε_i = ε_data·2^((h−i)/3)·(2^(1/3) − 1)/(2^((h+1)/3) − 1)``,
     so the root gets the least and ``ε_{i−1}/ε_i = 2^(1/3)``.  Uniform: ``ε_data/(h+1)``.
-    The exact sum of the floats is <= ε_data (:func:`dpcore.privacy.budget.split_geometric`).
+    The exact sum of the floats is <= ε_data (:func:`dpcore.privacy.calibration.split_geometric`).
     """
     if allocation not in ("geometric", "uniform"):
         raise ParameterError(f"Unknown count allocation {allocation!r}; choose 'geometric' or 'uniform'.")
@@ -497,7 +498,7 @@ class HTF(PointMechanism):
         t = objective_scale(k, evaluations, b.eps_prt_level)
         t_units = t / GRANULARITY
         sd = float(GRANULARITY) * math.sqrt(_noise.discrete_laplace_variance(t_units))
-        ci = float(GRANULARITY) * _noise.discrete_laplace_interval(t_units, 0.95)
+        ci = float(GRANULARITY) * interval_half_width("discrete_laplace", t_units)
         d_star_raw = None
         if n is not None and n > 0:
             base = 2 * k * self._evaluations(p) if p["split_method"] == "alg1" else 2 * k * (root_L - 1)

@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from dpcore.data.domain import prefix_sums, rect_sums_from_prefix
 from dpcore.errors import ParameterError
 from dpcore.privacy import noise as _noise
-from dpcore.privacy.budget import laplace_scale_for_epsilon
+from dpcore.privacy.calibration import interval_half_width, laplace_scale_for_epsilon
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = [
@@ -340,7 +340,7 @@ def grow_tree(counts: NDArray[np.int64], k: int, b: PathBudgets, p: dict[str, An
         if eps not in facts:
             scale = laplace_scale_for_epsilon(eps, k)
             facts[eps] = (math.sqrt(_noise.discrete_laplace_variance(scale)),
-                          float(_noise.discrete_laplace_interval(scale, 0.95)))
+                          interval_half_width("discrete_laplace", scale))
         return facts[eps]
 
     for d in range(h + 1):

@@ -72,7 +72,8 @@ from dpcore.points.mechanisms.quadtree import (
 )
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
-from dpcore.privacy.budget import PrivacyCost, laplace_scale_for_epsilon, pure, split_custom
+from dpcore.privacy.budget import PrivacyCost, pure
+from dpcore.privacy.calibration import interval_half_width, laplace_scale_for_epsilon, split_custom
 from dpcore.privacy.noise import NoiseSource
 
 
@@ -163,7 +164,7 @@ class KDTree(PointMechanism):
                 sensitivity=int(sensitivity),
                 n_counts=int(min(2**h - 1, grid.n_cells - 1)),
                 sd=float(np.sqrt(_noise.discrete_laplace_variance(scale))),
-                ci95=float(_noise.discrete_laplace_interval(scale, 0.95)),
+                ci95=interval_half_width("discrete_laplace", scale),
                 cells_per_count=float(grid.n_cells),
                 in_partition=False,
                 note=("Report-noisy-max over the candidate split lines of every node; the noise "

@@ -47,6 +47,7 @@ from dpcore.points.mechanisms.base import Budget, Param, PointMechanism, rect_bo
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.points.workload_io import RectangleList, map_to_grid
 from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
 
 #: Largest grid (cells) the matrix mechanism releases.
@@ -433,7 +434,7 @@ class MatrixMechanism(PointMechanism):
             sensitivity=int(sensitivity),
             n_counts=grid.n_cells,
             sd=sd,
-            ci95=1.96 * sd,
+            ci95=interval_half_width("normal", sd),  # least squares over many noisy answers
             cells_per_count=1.0,
             in_partition=True,
             note="Noise is added to the strategy queries; the cell estimates are their least-squares "
@@ -495,7 +496,7 @@ class MatrixMechanism(PointMechanism):
             leaf=np.ones(n, dtype=bool),
             noisy=np.asarray(res.x_hat, dtype=np.float64),
             sd=cell_sd,
-            ci95=1.96 * cell_sd,
+            ci95=interval_half_width("normal", cell_sd),
             public={"workload": info["workload_name"], "strategy": info["strategy"]},
             details=details,
         )

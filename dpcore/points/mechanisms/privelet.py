@@ -31,11 +31,8 @@ from dpcore.estimate import privelet as pv
 from dpcore.points.mechanisms.base import Param, PointMechanism, rect_bounds, rect_cells
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
-
-#: 95 % half-width in SDs: ln(20)/sqrt(2) is the single-Laplace value, the largest
-#: between it and the Gaussian limit 1.96 (spec §6.2).
-_CI95_SDS = math.log(20.0) / math.sqrt(2.0)
 
 #: padded axis length from which ``auto`` applies the Haar transform (spec §3.5)
 AUTO_MIN_PADDED = 256
@@ -128,7 +125,9 @@ class Privelet(PointMechanism):
                 sensitivity=int(sensitivity),
                 n_counts=grid.n_cells,
                 sd=cell_sd,
-                ci95=_CI95_SDS * cell_sd,
+                # a cell is a weighted sum of Laplace coefficients in which one may dominate: the
+                # single-Laplace 95 % point (ln 20/√2 SDs), the larger end of the range (spec §6.2)
+                ci95=interval_half_width("laplace", cell_sd),
                 cells_per_count=1.0,
                 in_partition=True,
                 note=("Cell noises are correlated: use details.range_query_sd_exact for range "

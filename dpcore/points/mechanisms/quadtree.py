@@ -61,8 +61,9 @@ from dpcore.estimate.tree_inference import consistent_release, consistent_varian
 from dpcore.points.mechanisms.base import Param, PointMechanism, count_level
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
-from dpcore.privacy.budget import PrivacyCost, float_down, laplace_scale_for_epsilon, pure
-from dpcore.privacy.budget import split as split_parts
+from dpcore.privacy.budget import PrivacyCost, float_down, pure
+from dpcore.privacy.calibration import interval_half_width, laplace_scale_for_epsilon
+from dpcore.privacy.calibration import split as split_parts
 from dpcore.privacy.noise import NoiseSource
 
 #: Cormode et al.'s geometric ratio between the budgets of consecutive levels.
@@ -116,7 +117,7 @@ def noisy_tree_counts(true: NDArray[np.int64], budgets: NDArray[np.float64], sen
         scale = laplace_scale_for_epsilon(b, sensitivity)
         noisy[idx] = true[idx] + noise.discrete_laplace(scale, idx.size)
         sd[idx] = math.sqrt(_noise.discrete_laplace_variance(scale))
-        ci[idx] = _noise.discrete_laplace_interval(scale, 0.95)
+        ci[idx] = interval_half_width("discrete_laplace", scale)
     return noisy, sd, ci
 
 
