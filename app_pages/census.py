@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.areas import census_privelet, census_tables
+from dpcore.core.pipeline import release_census
 from dpcore.data import engines, synthetic
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import guess_level_columns
@@ -240,8 +241,8 @@ label = f"Release with ε = {fmt.eps(epsilon)} — {fmt.eps(max(left_after, 0.0)
 def release_now(table: census_tables.CensusTable, epsilon: float, plus: list[str], led: Ledger, fp: str,
                 name: str) -> None:
     """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
-    rel = state.session().release(led, census_privelet.release_charge(table, epsilon, plus), lambda: census_privelet.release_census(
-        table, epsilon, secure_source(), plus_axes=plus))
+    rel = release_census(table, "privelet", budget.pure(epsilon), led, session=state.session(), noise=secure_source(),
+                         plus_axes=tuple(plus))
     entry = {"release": rel, "fingerprint": fp, "source": name,
              "csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}
     ss["census_release"] = entry

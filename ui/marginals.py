@@ -15,6 +15,7 @@ import streamlit as st
 
 from dpcore.areas import marginals
 from dpcore.areas.census_tables import CensusTable
+from dpcore.core.pipeline import release_census
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
@@ -32,7 +33,8 @@ def _label(axes: list[str], t: tuple[int, ...]) -> str:
 def _release_now(table: CensusTable, p: marginals.MarginalsPlan, led: Ledger, fp: str,
                  source: str) -> None:
     """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
-    rel = state.session().release(led, marginals.release_charge(p), lambda: marginals.release(table, p, secure_source()))
+    rel = release_census(table, "matrix", p.cost, led, session=state.session(), noise=secure_source(), level=p.level,
+                         marginals=";".join("*".join(p.axes[a] for a in t) for t in p.marginals))
     entry = {"release": rel, "fingerprint": fp, "source": source,
              "csv": marginals.marginals_csv(rel), "json": marginals.marginals_json(rel, led)}
     ss["census_mx_release"] = entry

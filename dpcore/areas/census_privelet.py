@@ -37,7 +37,6 @@ import pandas as pd
 import dpcore
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
 from dpcore.core.record import created_now, ledger_section, new_release_id
-from dpcore.core.session import Charge, Session
 from dpcore.errors import ParameterError
 from dpcore.estimate import privelet
 from dpcore.privacy import budget
@@ -47,6 +46,7 @@ from dpcore.privacy.noise import NoiseSource
 
 __all__ = [
     "CensusRelease",
+    "PriveletPlan",
     "area_expected_error",
     "build",
     "build_axes",
@@ -55,7 +55,10 @@ __all__ = [
     "census_json",
     "census_record",
     "expected_error",
+    "plan_census",
+    "plan_frame",
     "release_census",
+    "release_planned",
     "validate_census_record",
     "write_census",
 ]
@@ -127,6 +130,46 @@ def _node_vars(axes: list[privelet.Axis], epsilon: float, sensitivity: int) -> l
             for v in privelet.node_variances(axes[0], epsilon, axes[1:], sensitivity=sensitivity)]
 
 
+@dataclass(frozen=True, eq=False)
+class PriveletPlan:
+    """The data-free part of a Privelet census release (Xiao, Wang & Gehrke, ICDE 2010, §4-§5):
+    the axes, the noise magnitude λ and the SD of every area's total per level (root first).
+    Built once by :func:`plan_census`; :func:`release_planned` releases from it."""
+
+    structure: CensusStructure
+    epsilon: float
+    plus_axes: tuple[str, ...]
+    sensitivity: int
+    axes: tuple[privelet.Axis, ...]
+    lam: float
+    generalized_sensitivity: float
+    #: root of the mean variance of one area's total, per level (root first)
+    level_sd: tuple[float, ...]
+    #: SD of every area's total, per level (root first), in path order
+    node_sd: tuple[np.ndarray, ...]
+
+
+def plan_census(structure: CensusStructure, epsilon: float, *, plus_axes: Sequence[str] = (),
+                sensitivity: int = 1) -> PriveletPlan:
+    """The data-free Privelet plan of a table with this (public) structure.
+
+    ``plus_axes`` are left untransformed (Privelet+); unknown axes and a bad ε are refused here,
+    before anything is spent.  The variances are exact (:func:`dpcore.estimate.privelet.level_variances`,
+    :func:`dpcore.estimate.privelet.node_variances`).
+    """
+    budget.pure(epsilon)  # validates ε with a clear message
+    plus = _check_plus(structure, plus_axes)
+    axes = build_axes(structure, plus)
+    var = _level_vars(axes, epsilon, sensitivity)
+    nodes = _node_vars(axes, epsilon, sensitivity)
+    return PriveletPlan(
+        structure=structure, epsilon=float(epsilon), plus_axes=plus, sensitivity=int(sensitivity),
+        axes=tuple(axes), lam=privelet.noise_magnitude(axes, epsilon, sensitivity=sensitivity),
+        generalized_sensitivity=float(privelet.generalized_sensitivity(axes)),
+        level_sd=tuple(float(np.sqrt(v)) for v in var), node_sd=tuple(np.sqrt(v) for v in nodes),
+    )
+
+
 def expected_error(structure: CensusStructure, epsilon: float, *, plus_axes: Sequence[str] = (),
                    sensitivity: int = 1) -> pd.DataFrame:
     """Data-free expected error per level: SD of one area's total and the ± 95 % half-width.
@@ -137,15 +180,16 @@ def expected_error(structure: CensusStructure, epsilon: float, *, plus_axes: Seq
     level has the same fanout), ``ci95 = z·sd`` (normal approximation, z = 1.95996…) and ``sd_max`` the
     largest SD of an area of the level.
     """
-    budget.pure(epsilon)  # validates ε with a clear message
-    axes = build_axes(structure, plus_axes)
-    var = _level_vars(axes, epsilon, sensitivity)
-    nodes = _node_vars(axes, epsilon, sensitivity)
+    return plan_frame(plan_census(structure, epsilon, plus_axes=plus_axes, sensitivity=sensitivity))
+
+
+def plan_frame(p: PriveletPlan) -> pd.DataFrame:
+    """:func:`expected_error`'s table from an already-built plan."""
     rows = []
-    for d, name in enumerate(structure.level_names):
-        sd = float(np.sqrt(var[d]))
-        rows.append({"level": name, "n_areas": len(structure.paths_at(d)), "sd": sd, "ci95": interval_half_width("normal", sd),
-                     "sd_max": float(np.sqrt(nodes[d].max()))})
+    for d, name in enumerate(p.structure.level_names):
+        sd = p.level_sd[d]
+        rows.append({"level": name, "n_areas": len(p.structure.paths_at(d)), "sd": sd, "ci95": interval_half_width("normal", sd),
+                     "sd_max": float(p.node_sd[d].max())})
     return pd.DataFrame(rows)
 
 
@@ -240,49 +284,45 @@ def _level_tables(structure: CensusStructure, noisy: np.ndarray, names: Mapping[
     return out
 
 
-def release_charge(table: CensusTable, epsilon: float, plus_axes: Sequence[str] = ()) -> Charge:
-    """What a Privelet release of ``table`` costs and how its ledger entry reads (data-free)."""
-    plus = _check_plus(table.structure, plus_axes)
-    return Charge(budget.pure(epsilon), "census release (Privelet" + ("+" if plus else "") + ")",
-                  {"mechanism": "privelet", "plus_axes": list(plus), "levels": list(table.structure.levels)})
-
-
 def release_census(table: CensusTable, epsilon: float, noise: NoiseSource, *, plus_axes: Sequence[str] = (),
-                   sensitivity: int = 1, ledger: Ledger | None = None) -> CensusRelease:
-    """Release a census table with Privelet (Privelet+ for ``plus_axes``).
+                   sensitivity: int = 1) -> CensusRelease:
+    """Release a census table with Privelet (Privelet+ for ``plus_axes``); charges nothing.
 
     The noisy leaf matrix comes from :func:`dpcore.estimate.privelet.release` (ε-DP); every level's
     table is a sum of noisy leaves (post-processing), with the analytic SD of one area's
-    total from :func:`dpcore.estimate.privelet.level_variances`.  With a ``ledger``, ε is charged
-    through the session (or the release refused) before any noise is drawn.
+    total from :func:`dpcore.estimate.privelet.level_variances`.  A release that is published goes
+    through :func:`dpcore.core.pipeline.release_census`, which charges the session first.
     """
-    if ledger is not None:
-        return Session().release(ledger, release_charge(table, epsilon, plus_axes), lambda: release_census(
-            table, epsilon, noise, plus_axes=plus_axes, sensitivity=sensitivity))
-    x, axes, _ = build(table, plus_axes)
-    plus = _check_plus(table.structure, plus_axes)
-    rel = privelet.release(x, axes, float(epsilon), noise, sensitivity=sensitivity)
+    return release_planned(table, plan_census(table.structure, epsilon, plus_axes=plus_axes,
+                                              sensitivity=sensitivity), noise)
+
+
+def release_planned(table: CensusTable, p: PriveletPlan, noise: NoiseSource) -> CensusRelease:
+    """:func:`release_census` from an already-built plan (the caller has charged ``p.epsilon``).
+
+    Only the noise is drawn here (:func:`dpcore.estimate.privelet.release`, Xiao, Wang & Gehrke 2010,
+    §4); the axes and the SDs are the plan's.
+    """
     s = table.structure
-    var = _level_vars(axes, float(epsilon), sensitivity)
-    sds = [float(np.sqrt(v)) for v in var]
-    node_sds = [np.sqrt(v) for v in _node_vars(axes, float(epsilon), sensitivity)]
-    levels = _level_tables(s, np.asarray(rel.noisy, dtype=np.float64), table.names, node_sds)
-    release_id = new_release_id()  # random: an id derived from the noisy values and the time told both
-    out = CensusRelease(
+    if s is not p.structure and s != p.structure:
+        raise ParameterError("The table has another structure (levels, areas, bins) than the plan was made for.")
+    rel = privelet.release(table.counts.astype(np.float64), list(p.axes), p.epsilon, noise,
+                           sensitivity=p.sensitivity)
+    levels = _level_tables(s, np.asarray(rel.noisy, dtype=np.float64), table.names, list(p.node_sd))
+    return CensusRelease(
         structure=s,
-        epsilon=float(epsilon),
-        sensitivity=int(sensitivity),
+        epsilon=p.epsilon,
+        sensitivity=p.sensitivity,
         lam=float(rel.lam),
-        generalized_sensitivity=float(privelet.generalized_sensitivity(axes)),
-        plus_axes=plus,
-        axes=tuple(_axis_info(a, s) for a in axes),
+        generalized_sensitivity=p.generalized_sensitivity,
+        plus_axes=p.plus_axes,
+        axes=tuple(_axis_info(a, s) for a in p.axes),
         noisy=np.asarray(rel.noisy, dtype=np.float64),
         levels=levels,
-        level_sd=dict(zip(s.level_names, sds, strict=True)),
-        release_id=release_id,
+        level_sd=dict(zip(s.level_names, p.level_sd, strict=True)),
+        release_id=new_release_id(),  # random: an id derived from the noisy values and the time told both
         created=created_now(),
     )
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

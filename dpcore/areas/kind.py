@@ -12,7 +12,8 @@
 
 The adapters are thin: the modules named above stay the engine room; this one validates the
 unit of privacy, converts their level plans to :class:`~dpcore.core.mechanism.PlanRow` and
-their releases to the one record envelope.
+their releases to the one record envelope.  The engine rooms are imported where a plan or a
+release needs them, so listing the catalogue (``python -m dpcore mechanisms``) stays light.
 """
 
 from __future__ import annotations
@@ -21,21 +22,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from dpcore.areas import (
-    area_sets,
-    census_privelet,
-    census_tables,
-    export,
-    marginals,
-    tree_mechanisms,
-    tree_records,
-)
+from dpcore.areas import census_tables, tree_records
 from dpcore.areas.census_tables import CensusStructure, CensusTable
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.registry import Registry
 from dpcore.errors import ParameterError
-from dpcore.estimate import privelet
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
@@ -130,6 +122,8 @@ class HierarchyMechanism(Mechanism):
         area_sets = public.get("area_sets")
         if area_sets is not None and self.name != "matrix":
             raise ParameterError("Area-code-set queries are answered by the matrix mechanism only.")
+        from dpcore.areas import tree_mechanisms
+
         tree_mechanisms.check_order(params.get("order", "ascending"))
         extra_opts = {"area_sets": area_sets, "sets_weight": params["sets_weight"]} if self.name == "matrix" else {}
         inner = tree_mechanisms.plan(domain, self.name, cost, neighbour=_NEIGHBOUR[unit.neighbour],
@@ -147,6 +141,8 @@ class HierarchyMechanism(Mechanism):
                     domain=domain, public=dict(public))
 
     def release(self, plan: Plan, aggregate: HierarchyCounts, noise: NoiseSource) -> KindRelease:
+        from dpcore.areas import area_sets, export, tree_mechanisms
+
         self.check_plan(plan)
         h, p = aggregate.hierarchy, plan.inner
         if h is not plan.domain and (h.levels != plan.domain.levels or list(h.sizes) != list(plan.domain.sizes)):
@@ -162,11 +158,7 @@ class HierarchyMechanism(Mechanism):
             inner = area_sets.release(aggregate, p, noise, area_sets=plan.public.get("area_sets"),
                                         sets_weight=prm["sets_weight"])
         else:
-            # tree_mechanisms.release has no release-from-plan entry: it is called with the plan's
-            # resolved inputs and rebuilds the same (data-free, deterministic) plan from them.
-            inner = tree_mechanisms.release(aggregate, self.name, plan.cost, noise, neighbour=p.neighbour,
-                                         split=prm["split"], weights=prm["weights"] or None,
-                                         order=prm.get("order", "ascending"))
+            inner = tree_mechanisms.release_planned(aggregate, p, noise, order=prm.get("order", "ascending"))
         return KindRelease.of(plan, inner, export.hierarchy_record)
 
 
@@ -200,11 +192,12 @@ class CensusPrivelet(Mechanism):
             raise ParameterError(f"A census plan needs the public structure (got {type(domain).__name__}).")
         if unit.neighbour != "add_remove":
             raise ParameterError("Privelet protects one unit added or removed; choose the add/remove neighbours.")
-        eps, sens, plus = cost.value, unit.contribution, params["plus_axes"]
-        axes = census_privelet.build_axes(domain, plus)  # refuses unknown axes
-        table = census_privelet.expected_error(domain, eps, plus_axes=plus, sensitivity=sens)
-        lam = privelet.noise_magnitude(axes, eps, sensitivity=sens)
-        gs = privelet.generalized_sensitivity(axes)
+        from dpcore.areas import census_privelet
+
+        inner = census_privelet.plan_census(domain, cost.value, plus_axes=params["plus_axes"],
+                                            sensitivity=unit.contribution)  # refuses unknown axes
+        table = census_privelet.plan_frame(inner)
+        plus, lam, gs = inner.plus_axes, inner.lam, inner.generalized_sensitivity
         rows = tuple(
             PlanRow(level=d, name=str(r.level), cost=None, noise="laplace_on_grid", scale=lam, sensitivity=gs,
                     n_counts=int(r.n_areas), sd=float(r.sd), ci95=float(r.ci95),
@@ -214,19 +207,17 @@ class CensusPrivelet(Mechanism):
                     details={"sd_max": float(r.sd_max)})
             for d, r in enumerate(table.itertuples(index=False))
         )
-        inner = {"plus_axes": tuple(plus), "sensitivity": sens, "lambda": lam, "generalized_sensitivity": gs}
         label = "census release (Privelet" + ("+" if plus else "") + ")"
         extra = {"plus_axes": list(plus), "levels": list(domain.levels)}
         return Plan(self.kind, self.name, params, cost, unit, rows, inner=inner, label=label, extra=extra,
                     domain=domain, public=dict(public))
 
     def release(self, plan: Plan, aggregate: CensusTable, noise: NoiseSource) -> KindRelease:
+        from dpcore.areas import census_privelet
+
         self.check_plan(plan)
         _check_structure(aggregate, plan)
-        # release_census has no release-from-plan entry: it is called with the plan's resolved
-        # inputs (and no ledger: the session charges).
-        inner = census_privelet.release_census(aggregate, plan.cost.value, noise, plus_axes=plan.inner["plus_axes"],
-                                      sensitivity=plan.inner["sensitivity"])
+        inner = census_privelet.release_planned(aggregate, plan.inner, noise)  # no ledger: the session charges
         return KindRelease.of(plan, inner, census_privelet.census_record)
 
 
@@ -253,6 +244,8 @@ class CensusMarginals(Mechanism):
         if unit.neighbour != "add_remove":
             raise ParameterError("The marginals protect one person added or removed; choose the add/remove neighbours.")
         _no_cap(unit, self.title)
+        from dpcore.areas import marginals
+
         level = params["level"] or domain.levels[-1]
         axes, _ = marginals.axes_of(domain, level)
         inner = marginals.plan(domain, level, marginals.parse_marginals(params["marginals"], axes), cost)
@@ -272,6 +265,8 @@ class CensusMarginals(Mechanism):
                     label="census marginals (matrix mechanism)", extra=extra, domain=domain, public=dict(public))
 
     def release(self, plan: Plan, aggregate: CensusTable, noise: NoiseSource) -> KindRelease:
+        from dpcore.areas import marginals
+
         self.check_plan(plan)
         _check_structure(aggregate, plan)
         inner = marginals.release(aggregate, plan.inner, noise)

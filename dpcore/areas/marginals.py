@@ -34,7 +34,6 @@ import pandas as pd
 import dpcore
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
 from dpcore.core.record import ledger_section
-from dpcore.core.session import Charge
 from dpcore.errors import ParameterError
 from dpcore.estimate import (
     matrix_cache,
@@ -196,13 +195,6 @@ class MarginalsRelease:
     guarantee: str
     release_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
-
-
-def release_charge(p: MarginalsPlan) -> Charge:
-    """What releasing the plan's tables costs and how its ledger entry reads (data-free)."""
-    return Charge(p.cost, "census marginals (matrix mechanism)", {
-        "kind": "census_marginals", "mechanism": "matrix", "level": p.level,
-        "marginals": [[p.axes[a] for a in t] for t in p.marginals]})
 
 
 def release(table: CensusTable, p: MarginalsPlan, noise: NoiseSource) -> MarginalsRelease:

@@ -64,6 +64,7 @@ __all__ = [
     "empirical_errors",
     "plan",
     "release",
+    "release_planned",
 ]
 
 Neighbour = Literal["add_remove", "replace"]
@@ -388,12 +389,35 @@ def release(
     Use :func:`dpcore.core.pipeline.release_hierarchy`, which validates, charges the ledger and then
     calls this.  ``order`` is IntOpt's zeroing order for ``topdown_linf``.
     """
-    h = counts.hierarchy
-    p = plan(h, mechanism, cost, neighbour=neighbour, split=split, weights=weights,
+    p = plan(counts.hierarchy, mechanism, cost, neighbour=neighbour, split=split, weights=weights,
              statistic=counts.statistic, k=counts.k, area_sets=area_sets, sets_weight=sets_weight)
     check_order(order)
     if p.mechanism == "matrix":
         return matrix_release(counts, p, noise, area_sets=area_sets, sets_weight=sets_weight)
+    return release_planned(counts, p, noise, order=order)
+
+
+def release_planned(
+    counts: HierarchyCounts,
+    p: HierPlan,
+    noise: NoiseSource,
+    *,
+    order: Literal["ascending", "descending"] = "ascending",
+) -> HierarchyRelease:
+    """Release ``counts`` with the plan ``p`` already built by :func:`plan` (not ``matrix``,
+    which :func:`dpcore.areas.area_sets.release` releases from its plan).
+
+    The noise of every level is the plan's (its shares, noise and scales), so a release planned
+    once is never planned again: the measured levels get the noise of the plan, then each
+    mechanism's estimator runs (least squares for Hay et al. 2010 / ``exact``, the TopDown
+    projections of Abowd et al. 2022 for ``topdown_*``, the isotonic repair of ``dpc_approx``).
+    ``p`` must be planned for ``counts``' hierarchy, statistic and ``k``
+    (:class:`dpcore.areas.kind.HierarchyMechanism` checks); the caller has charged ``p.cost``.
+    """
+    check_order(order)
+    if p.mechanism == "matrix":
+        raise ParameterError("The matrix mechanism releases from its plan with dpcore.areas.area_sets.release.")
+    h = counts.hierarchy
     true = counts.levels()
     L = h.depth
     details: dict[str, Any] = {}

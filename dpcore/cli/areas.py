@@ -140,6 +140,7 @@ def _table_key(args: argparse.Namespace, df: Any) -> str:
 def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any, areas_from_data: bool) -> int:
     """``release census --mechanism matrix``: marginal tables with the matrix mechanism."""
     from dpcore.areas import marginals
+    from dpcore.core.pipeline import release_census
     from dpcore.privacy.noise import secure_source
 
     s = table.structure
@@ -147,7 +148,8 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any,
     axes, _ = marginals.axes_of(s, level)
     p = marginals.plan(s, level, marginals.parse_marginals(args.marginals, axes), cost)  # before spending
 
-    rel = bud.session.release(bud.ledger, marginals.release_charge(p), lambda: marginals.release(table, p, secure_source()))
+    rel = release_census(table, "matrix", cost, bud.ledger, session=bud.session, noise=secure_source(), level=level,
+                         marginals=args.marginals)
     if areas_from_data:
         print("warning: the list of areas comes from the data; areas with no one are missing from the "
               "release (not protected). Give a public list with --areas.", file=sys.stderr)
@@ -169,13 +171,13 @@ def execute_census(spec: ReleaseSpec) -> int:
     """``release census``: Privelet counts, or marginal tables with the matrix mechanism, written out."""
     args = spec.namespace()  # the options, defaults included
     from dpcore.areas import census_privelet, census_tables
+    from dpcore.core.pipeline import release_census
     from dpcore.data.code_tables import read_code_table
     from dpcore.privacy.noise import secure_source
 
     make, cost = budget_arg(args)
     if args.mechanism == "privelet" and cost.definition != "pure":
         raise ParameterError("Privelet is pure ε-DP: give --epsilon, or choose --mechanism matrix for --rho.")
-    epsilon = cost.value
     levels = split_list(args.levels, "--levels", str, "state,county,tract")
     ordinals = [c for item in args.ordinal for c in split_list(item, "--ordinal", str, "age_band")]
     plus = [c for item in args.plus for c in split_list(item, "--plus", str, "geography")]
@@ -204,8 +206,8 @@ def execute_census(spec: ReleaseSpec) -> int:
         if plus:
             raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
         return _census_marginals(args, table, cost, bud, areas is None)
-    rel = bud.session.release(bud.ledger, census_privelet.release_charge(table, epsilon, plus),
-                              lambda: census_privelet.release_census(table, epsilon, secure_source(), plus_axes=plus))
+    rel = release_census(table, "privelet", cost, bud.ledger, session=bud.session, noise=secure_source(),
+                         plus_axes=tuple(plus))
     if areas is None:
         print("warning: the list of areas comes from the data; areas with no one are missing from the "
               "release (not protected). Give a public list with --areas.", file=sys.stderr)

@@ -117,58 +117,75 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
     return pc.aggregate, pc.fingerprint
 
 
-def cmd_mechanisms(args: argparse.Namespace) -> int:
-    from dpcore.areas import tree_records
-    from dpcore.flows import mechanisms as od
+#: Per kind: the heading of its part of the listing (the command that releases it).
+_KIND_HEADINGS = {
+    "points": "Point mechanisms (python -m dpcore release points --mechanism NAME):",
+    "hierarchy": "Hierarchy mechanisms (python -m dpcore release hierarchy --mechanism NAME):",
+    "census": "Census-table mechanisms (python -m dpcore release census --mechanism NAME):",
+    "od": "O/D mechanisms (python -m dpcore release od --mechanism NAME):",
+}
 
-    descs = [{"kind": "points", **m.describe()} for m in mechanisms.REGISTRY.values()]
-    hier = [{"kind": "hierarchy", "name": h.name, "title": h.title, "summary": h.description,
-             "when_to_use": h.when, "consistent": h.consistent, "integral": h.integral,
-             "nonnegative": h.nonnegative, "statistics": [s for s, ok in (("count", h.counts),
-                                                                          ("group_sizes", h.group_sizes)) if ok],
-             "default_definition": h.default_definition, "reference": h.paper}
-            for h in tree_records.MECHANISMS.values()]
-    ods = [{"kind": "od", "name": m.name, "title": m.title, "summary": m.description, "when_to_use": m.when,
-            "consistent": m.consistent, "integral": True, "nonnegative": m.nonnegative,
-            "ledger": m.ledger, "reference": m.paper}
-           for m in od.MECHANISMS.values()]
-    if args.json:
-        print(json.dumps(descs + hier + ods, indent=2))
-        return 0
-    print("Point mechanisms (python -m dpcore release points --mechanism NAME):\n")
-    for d in descs:
-        print(f"{d['name']}: {d['title']}")
-        print(f"    {d['summary']}")
-        print(f"    When to use: {d['when_to_use']}")
-        print(f"    Privacy: {d['privacy']}. Reference: {d['reference']}")
-        if not d["params"]:
-            print("    Parameters: none besides --epsilon")
-        for p in d["params"]:
-            rng = ""
-            if p["minimum"] is not None or p["maximum"] is not None:
-                rng = f" [{p['minimum']}..{p['maximum'] if p['maximum'] is not None else ''}]"
-            print(f"    --param {p['name']}=<{p['type']}>  default {p['default']}{rng}: {p['help']}")
-        print()
-    print("Hierarchy mechanisms (python -m dpcore release hierarchy --mechanism NAME):\n")
-    for d in hier:
-        props = [w for w, ok in (("consistent", d["consistent"]), ("integral", d["integral"]),
-                                 ("non-negative", d["nonnegative"])) if ok]
-        print(f"{d['name']}: {d['title']}")
-        print(f"    {d['summary']}")
-        print(f"    When to use: {d['when_to_use']}")
+
+def _kind_facts(m: Any) -> dict[str, Any]:
+    """The facts a kind adds to the catalogue's description (output properties, tree, ledger)."""
+    if m.kind == "points":  # the point mechanism's own privacy text names its noise
+        d = m.point.describe()
+        return {"privacy": d["privacy"], "tree": d["tree"]}
+    info = getattr(m, "info", None)
+    if m.kind == "hierarchy":
+        return {"consistent": info.consistent, "integral": info.integral, "nonnegative": info.nonnegative,
+                "statistics": [s for s, ok in (("count", info.counts), ("group_sizes", info.group_sizes)) if ok],
+                "default_definition": info.default_definition}
+    if m.kind == "od":
+        return {"consistent": info.consistent, "integral": True, "nonnegative": info.nonnegative,
+                "ledger": info.ledger}
+    return {}
+
+
+def _print_point(d: dict[str, Any]) -> None:
+    print(f"    Privacy: {d['privacy']}. Reference: {d['reference']}")
+    if not d["params"]:
+        print("    Parameters: none besides --epsilon")
+    for p in d["params"]:
+        rng = ""
+        if p["minimum"] is not None or p["maximum"] is not None:
+            rng = f" [{p['minimum']}..{p['maximum'] if p['maximum'] is not None else ''}]"
+        print(f"    --param {p['name']}=<{p['type']}>  default {p['default']}{rng}: {p['help']}")
+
+
+def _print_other(d: dict[str, Any]) -> None:
+    props = [w for w, ok in (("consistent", d.get("consistent")), ("integral", d.get("integral")),
+                             ("non-negative", d.get("nonnegative"))) if ok]
+    if d["kind"] == "hierarchy":
         print(f"    Output: {', '.join(props) or 'real-valued'}; statistics: {', '.join(d['statistics'])}. "
               f"Reference: {d['reference']}")
-        print()
-    print("O/D mechanisms (python -m dpcore release od --mechanism NAME):\n")
-    for d in ods:
-        props = [w for w, ok in (("consistent", d["consistent"]), ("integral", d["integral"]),
-                                 ("non-negative", d["nonnegative"])) if ok]
-        print(f"{d['name']}: {d['title']}")
-        print(f"    {d['summary']}")
-        print(f"    When to use: {d['when_to_use']}")
+    elif d["kind"] == "od":
         print(f"    Output: {', '.join(props)}. Reference: {d['reference']}"
               + ("" if d["ledger"] else ". Not for 'release od': its (ε, δ) cost cannot go on a budget ledger"))
-        print()
+    else:
+        print(f"    Reference: {d['reference']}")
+    if d["definitions"]:
+        print(f"    Privacy: {d['privacy']}")
+    for p in d["params"]:
+        print(f"    option {p['name']}, default {p['default']!r}: {p['help']}")
+
+
+def cmd_mechanisms(args: argparse.Namespace) -> int:
+    """List every mechanism of every kind of the catalogue (:mod:`dpcore.catalog`)."""
+    from dpcore import catalog
+
+    descs = [{**m.describe(), **_kind_facts(m)} for m in catalog.REGISTRY]
+    if args.json:
+        print(json.dumps(descs, indent=2, default=str))
+        return 0
+    for kind in catalog.kinds():
+        print(_KIND_HEADINGS.get(kind, f"{kind} mechanisms:") + "\n")
+        for d in (d for d in descs if d["kind"] == kind):
+            print(f"{d['name']}: {d['title']}")
+            print(f"    {d['summary']}")
+            print(f"    When to use: {d['when_to_use']}")
+            (_print_point if kind == "points" else _print_other)(d)
+            print()
     return 0
 
 

@@ -3,19 +3,30 @@
 Keeping them here means a release made by clicking and one made on the command
 line go through exactly the same checks and the same accounting
 (:meth:`dpcore.core.session.Session.release` is the one place a budget is charged).
+
+Every release takes the one mechanism interface (:class:`dpcore.core.mechanism.Mechanism`):
+``mech = catalog.get(kind, name)``; ``plan = mech.plan(domain, cost, params, unit=..., **public)``
+(data-free: every check happens here, before anything is spent);
+``session.release(ledger, plan, lambda: mech.release(plan, aggregate, noise))`` (the plan is
+what the session charges: its cost, label, details and unit).  The functions return the kind's
+own release object (:attr:`dpcore.core.mechanism.KindRelease.inner`).  The catalogue
+(:mod:`dpcore.catalog`) is imported where it is used: it sits above the kinds.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from dpcore.core import metrics
-from dpcore.core.session import Charge, Session
+from dpcore.core.mechanism import KindRelease, Plan
+from dpcore.core.session import Session
 from dpcore.data.domain import Aggregate
 from dpcore.errors import BudgetError, ParameterError
-from dpcore.points import mechanisms, queries
+from dpcore.points import queries
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource, secure_source
@@ -42,6 +53,27 @@ def points_unit(aggregate: Aggregate) -> Unit:
     return Unit("person", cap=aggregate.user_cap) if aggregate.user_cap else Unit("record")
 
 
+def _release(session: Session | None, ledger: Ledger | None, plan: Plan, run: Callable[[], KindRelease]) -> Any:
+    """Charge ``plan`` through the session, run the release and return the kind's own release
+    object (:attr:`KindRelease.inner`), stamped with the time of the charge as the session
+    stamps every release."""
+    out = (session or _LEDGER_ONLY).release(ledger, plan, run)
+    inner = out.inner
+    if dataclasses.is_dataclass(inner) and any(f.name == "created" for f in dataclasses.fields(inner)):
+        inner = dataclasses.replace(inner, created=out.created)
+    return inner
+
+
+def _noise(noise: NoiseSource | None) -> NoiseSource:
+    return noise if noise is not None else secure_source()
+
+
+def _unknown_options(options: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise ParameterError(f"Unknown release option {', '.join(unknown)}; use {', '.join(sorted(allowed))}.")
+
+
 def release_points(
     aggregate: Aggregate,
     mechanism: str,
@@ -51,27 +83,29 @@ def release_points(
     *,
     noise: NoiseSource | None = None,
     session: Session | None = None,
+    n_estimate: float | None = None,
 ) -> PartitionRelease:
-    """Release ``aggregate`` with a mechanism, charging ``ledger`` first.
+    """Release ``aggregate`` with a point mechanism of the catalogue, charging ``ledger`` first.
 
-    Parameters are validated before anything is spent; the budget is charged
-    before any noise is drawn, so a failure afterwards can never hand out an
-    uncharged release.  ``noise`` defaults to the secure source; only tests pass
-    a seeded one.
+    The mechanism's plan (:meth:`dpcore.points.kind.PointsMechanism.plan`: parameters resolved,
+    cost and the grid checked; ``n_estimate`` is an optional public guess of the number of
+    points for its preview rows) is built before anything is spent, and is what the session
+    charges; the budget is charged before any noise is drawn, so a failure afterwards can never
+    hand out an uncharged release.  ``noise`` defaults to the secure source; only tests pass a
+    seeded one.  Returns the point mechanism's :class:`~dpcore.points.release.PartitionRelease`.
     """
-    mech = mechanisms.get(mechanism)
-    p = mech.resolve_params(params)
-    # validate everything that can be validated without the data (raises ParameterError)
-    cost = mech.privacy_cost(epsilon, p)
-    mech.prepare(aggregate.grid, epsilon, p)  # the mechanism's public checks on the grid
+    from dpcore import catalog
+
+    mech = catalog.get("points", mechanism)
+    public = {} if n_estimate is None else {"n_estimate": n_estimate}
+    plan = mech.plan(aggregate.grid, epsilon, params, unit=points_unit(aggregate), **public)
+    cost = plan.cost
     if ledger is not None and not ledger.can_spend(cost):
         raise BudgetError(
             f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the budget "
             f"cap {ledger.cap.label()} is left. Lower ε, or raise the cap if your policy allows it."
         )
-    charge = Charge(cost, mech.title, {"mechanism": mech.name, "params": p}, points_unit(aggregate))
-    return (session or _LEDGER_ONLY).release(
-        ledger, charge, lambda: mech.release(aggregate, epsilon, p, noise if noise is not None else secure_source()))
+    return _release(session, ledger, plan, lambda: mech.release(plan, aggregate, _noise(noise)))
 
 
 def empirical_errors(
@@ -128,34 +162,33 @@ def release_hierarchy(
 ) -> Any:
     """Release hierarchical counts (:class:`dpcore.areas.hierarchy.HierarchyCounts`), charging first.
 
-    ``options`` go to :func:`dpcore.areas.tree_mechanisms.release` (``neighbour``, ``split``,
-    ``weights``, ``order``).  The plan is built (and every parameter validated) before
-    anything is spent; the ledger is charged before any noise is drawn.
+    ``options``: ``neighbour`` (``add_remove`` or ``replace``: the unit of privacy), ``split``,
+    ``weights``, ``order`` (IntOpt's zeroing order; used by ``topdown_linf``), ``area_sets`` and
+    ``sets_weight`` (the matrix mechanism's).  The catalogue's plan
+    (:class:`dpcore.areas.kind.HierarchyMechanism`) is built, and every option validated, before
+    anything is spent; the ledger is charged with it before any noise is drawn.  Returns the
+    :class:`~dpcore.areas.tree_records.HierarchyRelease`.
     """
-    from dpcore.areas import tree_mechanisms, tree_records
+    from dpcore import catalog
+    from dpcore.areas import tree_mechanisms
 
-    allowed = {"neighbour", "split", "weights", "order", "area_sets", "sets_weight"}
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise ParameterError(f"Unknown release option {', '.join(unknown)}; use {', '.join(sorted(allowed))}.")
+    _unknown_options(options, {"neighbour", "split", "weights", "order", "area_sets", "sets_weight"})
+    neighbour = options.get("neighbour", "add_remove")
+    if neighbour not in ("add_remove", "replace"):
+        raise ParameterError("Neighbours are 'add_remove' (total noised) or 'replace' (total public).")
     tree_mechanisms.check_order(options.get("order", "ascending"))
-    plan_opts = {k: v for k, v in options.items() if k != "order"}
-    p = tree_mechanisms.plan(counts.hierarchy, mechanism, cost, statistic=counts.statistic, k=counts.k, **plan_opts)
-    unit = hierarchy_unit(p.neighbour)
+    mech = catalog.get("hierarchy", mechanism)
+    declared = {p.name for p in mech.params}
+    # 'order' and 'sets_weight' are accepted for every mechanism (the app and the CLI always send
+    # them) and go to the mechanisms that declare them
+    params = {k: options.get(k) for k in ("split", "weights", "order", "sets_weight") if k in declared}
+    public: dict[str, Any] = {"statistic": counts.statistic, "k": counts.k}
+    if options.get("area_sets") is not None:
+        public["area_sets"] = options["area_sets"]
+    plan = mech.plan(counts.hierarchy, cost, params, unit=hierarchy_unit(neighbour), **public)
     if ledger is not None:
-        ledger.check(cost, unit)
-    info = tree_records.get(mechanism)
-    details: dict[str, Any] = {
-        "kind": "hierarchy", "mechanism": info.name, "neighbour": p.neighbour, "split": p.split,
-        "split_weights": list(p.split_weights), "statistic": p.statistic,
-    }
-    if p.mechanism == "matrix":  # one strategy answered with the whole budget; levels are not split
-        details.update(strategy=p.extra["strategy"], level_weights=p.extra["level_weights"],
-                       area_sets=len(options.get("area_sets") or ()))
-    else:
-        details["levels"] = [{"level": lv.level, "share": lv.share} for lv in p.levels]
-    return (session or _LEDGER_ONLY).release(ledger, Charge(cost, info.title, details, unit), lambda: tree_mechanisms.release(
-        counts, mechanism, cost, noise if noise is not None else secure_source(), **options))
+        ledger.check(plan.cost, plan.unit)
+    return _release(session, ledger, plan, lambda: mech.release(plan, counts, _noise(noise)))
 
 
 def release_od(
@@ -171,35 +204,68 @@ def release_od(
 ) -> Any:
     """Release O/D counts (:class:`dpcore.flows.counts.ODCounts`), charging the ledger first.
 
-    ``options`` go to :func:`dpcore.flows.mechanisms.release` (``neighbour``, ``orientation``, ``split``,
-    ``weights``, ``order``, ``tiebreak``).  Every option and the domain size are checked by
-    building the plan before anything is spent; the ledger is charged before any noise is drawn.
-    The stability histogram (``sh``) is (ε, δ)-DP, which a pure-ε or zCDP ledger cannot add up,
-    so it is refused here (the library and the benchmarks can still run it).
+    ``options``: ``neighbour`` (``bounded`` or ``unbounded``: with the counts' ``max_trips``, the
+    unit of privacy), ``orientation``, ``split``, ``weights``, ``order``, ``tiebreak``.  Every
+    option and the domain size are checked by building the catalogue's plan
+    (:class:`dpcore.flows.kind.ODMechanism`) before anything is spent; the ledger is charged with
+    it before any noise is drawn.  The stability histogram (``sh``) is (ε, δ)-DP, which a pure-ε
+    or zCDP ledger cannot add up, so its cost is refused (the library and the benchmarks can
+    still run it).  Returns the :class:`~dpcore.flows.mechanisms.ODRelease`.
     """
-    from dpcore.flows import mechanisms as od
+    from dpcore import catalog
 
-    allowed = {"neighbour", "orientation", "split", "weights", "order", "tiebreak"}
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise ParameterError(f"Unknown release option {', '.join(unknown)}; use {', '.join(sorted(allowed))}.")
-    info = od.get(mechanism)
-    if not info.ledger:
-        raise ParameterError(
-            f"{info.title} is (ε, δ)-DP; its cost cannot be added to a pure-ε or zCDP budget, so it cannot be "
-            "released here. Use InfTDA (or compare with SH in the benchmarks)."
-        )
-    p = od.plan(counts.origin_h, counts.destination_h, mechanism, cost, max_trips=counts.max_trips,
-                distinct=counts.distinct, **options)
-    # (od.plan refuses a VanillaGauss domain above od.VANILLA_MAX_CELLS and the MILP baseline's
+    _unknown_options(options, {"neighbour", "orientation", "split", "weights", "order", "tiebreak"})
+    neighbour = options.get("neighbour", "bounded")
+    if neighbour not in ("bounded", "unbounded"):
+        raise ParameterError("Neighbours are 'bounded' (replace one person; total public) or 'unbounded' "
+                             "(add or remove one person).")
+    mech = catalog.get("od", mechanism)
+    params = {k: options.get(k) for k in ("orientation", "split", "weights", "order", "tiebreak")}
+    # (the plan refuses a VanillaGauss domain above VANILLA_MAX_CELLS and the MILP baseline's
     # size limit, so both are checked here, before the ledger is charged)
-    unit = od_unit(p.neighbour, p.max_trips)
+    plan = mech.plan((counts.origin_h, counts.destination_h), cost, params,
+                     unit=od_unit(neighbour, counts.max_trips), distinct=counts.distinct)
     if ledger is not None:
-        ledger.check(cost, unit)
-    charge = Charge(cost, f"O/D: {info.title}", {
-        "kind": "od", "mechanism": info.name, "neighbour": p.neighbour, "max_trips": p.max_trips,
-        "orientation": p.orientation, "split": p.split, "split_weights": list(p.split_weights),
-        "levels": [{"level": lv.name, "share": lv.share} for lv in p.levels],
-    }, unit)
-    return (session or _LEDGER_ONLY).release(ledger, charge, lambda: od.release(
-        counts, mechanism, cost, noise if noise is not None else secure_source(), progress=progress, **options))
+        ledger.check(plan.cost, plan.unit)
+    return _release(session, ledger, plan,
+                    lambda: mech.release(plan, counts, _noise(noise), progress=progress))
+
+
+def census_unit() -> Unit:
+    """The unit of privacy of a census-table release: one counted record (person), added or removed.
+
+    The same unit as a hierarchy release of the table (:func:`hierarchy_unit`): both kinds key the
+    table's budget alike, so they must protect the same unit to share it."""
+    return Unit("record")
+
+
+def release_census(
+    table: Any,
+    mechanism: str,
+    cost: Any,
+    ledger: Ledger | None,
+    *,
+    noise: NoiseSource | None = None,
+    session: Session | None = None,
+    unit: Unit | None = None,
+    **options: Any,
+) -> Any:
+    """Release a census table (:class:`dpcore.areas.census_tables.CensusTable`), charging first.
+
+    ``mechanism`` is ``privelet`` (every area of every level; Xiao, Wang & Gehrke 2010; option
+    ``plus_axes``, the Privelet+ axes) or ``matrix`` (marginal tables with the matrix mechanism;
+    Li & Miklau 2012; options ``level`` and ``marginals``).  ``unit`` defaults to
+    :func:`census_unit`.  The catalogue's plan (:class:`dpcore.areas.kind.CensusPrivelet`,
+    :class:`dpcore.areas.kind.CensusMarginals`) is built, and every option validated, before
+    anything is spent; the ledger is charged with it before any noise is drawn.  Returns the
+    :class:`~dpcore.areas.census_privelet.CensusRelease` or the
+    :class:`~dpcore.areas.marginals.MarginalsRelease`.
+    """
+    from dpcore import catalog
+
+    mech = catalog.get("census", mechanism)
+    _unknown_options(options, {p.name for p in mech.params})
+    plan = mech.plan(table.structure, cost, options, unit=unit if unit is not None else census_unit())
+    if ledger is not None:
+        ledger.check(plan.cost, plan.unit)
+    return _release(session, ledger, plan, lambda: mech.release(plan, table, _noise(noise)))

@@ -20,7 +20,6 @@ from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.registry import Registry
 from dpcore.errors import ParameterError
-from dpcore.flows import export as od_export
 from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
 from dpcore.privacy.budget import PrivacyCost
@@ -122,6 +121,8 @@ class ODMechanism(Mechanism):
 
     def release(self, plan: Plan, aggregate: ODCounts, noise: NoiseSource, *, progress: Any = None) -> KindRelease:
         """As :meth:`Mechanism.release`; ``progress(fraction, message)`` is called once per tree level."""
+        from dpcore.flows import export as od_export  # with GeoPandas: loaded for a release only
+
         self.check_plan(plan)
         p = plan.inner
         for got, want, side in zip((aggregate.origin_h, aggregate.destination_h), plan.domain,
@@ -133,12 +134,7 @@ class ODMechanism(Mechanism):
                 f"The plan is for at most {p.max_trips} trip(s) per person (distinct: {p.distinct}), but the counts "
                 f"allow {aggregate.max_trips} (distinct: {aggregate.distinct}); plan again with the counts' cap."
             )
-        prm = plan.params
-        # od.release has no release-from-plan entry: it is called with the plan's resolved inputs
-        # and rebuilds the same (data-free, deterministic) plan from them.
-        inner = od.release(aggregate, self.name, plan.cost, noise, neighbour=p.neighbour,
-                           orientation=prm["orientation"], split=prm["split"], weights=prm["weights"] or None,
-                           order=prm["order"], tiebreak=prm["tiebreak"], progress=progress)
+        inner = od.release_planned(aggregate, p, noise, progress=progress)
         return KindRelease.of(plan, inner, od_export.od_record)
 
 

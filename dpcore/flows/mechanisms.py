@@ -88,6 +88,7 @@ __all__ = [
     "get",
     "plan",
     "release",
+    "release_planned",
 ]
 
 Neighbour = Literal["bounded", "unbounded"]
@@ -601,10 +602,20 @@ def release(
 
     ``progress(fraction, message)`` is called once per tree level.
     """
+    p = plan(counts.origin_h, counts.destination_h, mechanism, cost, neighbour=neighbour,
+             max_trips=counts.max_trips, distinct=counts.distinct, orientation=orientation, split=split,
+             weights=weights, order=order, tiebreak=tiebreak, approx=approx)
+    return release_planned(counts, p, noise, progress=progress)
+
+
+def release_planned(counts: ODCounts, p: ODPlan, noise: NoiseSource, *, progress: Any = None) -> ODRelease:
+    """Release ``counts`` with the plan ``p`` already built by :func:`plan`, so a release is planned
+    once (Boninsegna & Silvestri 2024, Algorithms 1 and 3: the per-level noise is the plan's).
+
+    ``p`` must be planned for ``counts``' hierarchies, ``max_trips`` and ``distinct``
+    (:class:`dpcore.flows.kind.ODMechanism` checks); the caller has charged ``p.cost``.
+    """
     oh, dh = counts.origin_h, counts.destination_h
-    p = plan(oh, dh, mechanism, cost, neighbour=neighbour, max_trips=counts.max_trips,
-             distinct=counts.distinct, orientation=orientation, split=split, weights=weights,
-             order=order, tiebreak=tiebreak, approx=approx)
     T = p.depth
     lv = [(x.origin_depth, x.destination_depth) for x in p.levels]
     details: dict[str, Any] = {}

@@ -17,7 +17,6 @@ from dpcore.core.mechanism import KindRelease, Mechanism, Plan, PlanRow
 from dpcore.core.registry import Registry
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
-from dpcore.points import export
 from dpcore.points.mechanisms import REGISTRY as POINT_MECHANISMS
 from dpcore.points.mechanisms.base import PointMechanism
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan
@@ -47,7 +46,8 @@ class PointsMechanism(Mechanism):
     """One point mechanism (HTF, AG, UG, quadtree, ...) behind the one interface.
 
     ``public_inputs``: ``n_estimate``, a public guess of the number of points for the
-    mechanisms that size their grid by it (``needs_n_guess``).
+    mechanisms that size their grid by it (``needs_n_guess``); without it their plan has no
+    rows (nothing to preview), and the release sizes the levels from its noisy count.
     """
 
     kind = KIND
@@ -63,6 +63,10 @@ class PointsMechanism(Mechanism):
         self.params = point.params
         self.definitions = ("pure", "zcdp") if point.supports_zcdp else ("pure",)
 
+    def resolve_params(self, raw: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        # the point mechanism's own resolution (the matrix mechanism drops unused rectangles)
+        return self.point.resolve_params(dict(raw or {}))
+
     def cost(self, budget: PrivacyCost | float, params: Mapping[str, Any] | None = None) -> PrivacyCost:
         # the point mechanism's own privacy map (and its refusal of ρ-zCDP for pure-only trees)
         return self.point.privacy_cost(budget, dict(params or {}))
@@ -73,13 +77,21 @@ class PointsMechanism(Mechanism):
             raise ParameterError(f"A points plan needs the public grid (got {type(domain).__name__}).")
         if unit.neighbour != "add_remove":
             raise ParameterError("Point releases protect one unit added or removed; choose the add/remove neighbours.")
-        levels = self.point.plan(domain, cost, params, sensitivity=unit.contribution,
-                                 n_estimate=public.get("n_estimate"))
+        n_estimate = public.get("n_estimate")
+        if n_estimate is None and self.point.needs_n_guess:
+            # sized by the number of points: without a public guess there is no preview of the
+            # levels (the release sizes them from its noisy count); the public checks still run
+            self.point.prepare(domain, cost, params)
+            levels: tuple[Any, ...] = ()
+        else:
+            levels = self.point.plan(domain, cost, params, sensitivity=unit.contribution, n_estimate=n_estimate)
         rows = tuple(level_row(lv, domain.n_cells) for lv in levels)
         return Plan(KIND, self.name, params, cost, unit, rows, inner=levels, label=self.title,
                     domain=domain, public=dict(public))
 
     def release(self, plan: Plan, aggregate: Aggregate, noise: NoiseSource) -> KindRelease:
+        from dpcore.points import export  # the record's writer: loaded for a release only
+
         self.check_plan(plan)
         if aggregate.grid != plan.domain:
             raise ParameterError("The points were aggregated on another grid than the one this plan was made for.")
@@ -88,9 +100,9 @@ class PointsMechanism(Mechanism):
                 f"The plan protects {plan.unit.label()}, but the counts were capped at {aggregate.sensitivity} "
                 "records per unit; plan again with the same cap."
             )
-        # PointMechanism has no release-from-levels entry: it is called with the plan's resolved
-        # inputs and rebuilds the same (data-free, deterministic) levels from them.
-        inner = self.point.release(aggregate, plan.cost, dict(plan.params), noise)
+        # the plan has checked the cost and resolved the parameters (PointMechanism.prepare); the
+        # levels the data sizes (noisy number of points) are set inside the release
+        inner = self.point.release_planned(aggregate, plan.cost, dict(plan.params), noise)
         return KindRelease.of(plan, inner, export.release_record)
 
 

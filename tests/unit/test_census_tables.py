@@ -20,6 +20,7 @@ from scipy import special
 
 from dpcore.areas import census_privelet, census_tables
 from dpcore.cli import main
+from dpcore.core import pipeline
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.synthetic import synthetic_census
 from dpcore.errors import DPCoreError, InputError, ParameterError
@@ -255,10 +256,10 @@ def test_ledger_refuses_before_noise_and_charges_once(table: census_tables.Censu
     from dpcore.privacy import budget
 
     led = Ledger(budget.pure(1.0))
-    census_privelet.release_census(table, 0.7, NoiseSource(seed=1), ledger=led)
+    pipeline.release_census(table, "privelet", budget.pure(0.7), led, noise=NoiseSource(seed=1))
     assert led.spent == pytest.approx(0.7) and len(led.entries) == 1
     with pytest.raises(DPCoreError, match="Not enough privacy budget"):
-        census_privelet.release_census(table, 0.5, NoiseSource(seed=1), ledger=led)
+        pipeline.release_census(table, "privelet", budget.pure(0.5), led, noise=NoiseSource(seed=1))
     assert len(led.entries) == 1
 
 
@@ -292,7 +293,7 @@ def test_exports_hold_no_truth(table: census_tables.CensusTable) -> None:
     from dpcore.privacy import budget
 
     led = Ledger(budget.pure(1.0), dataset="secret_file.csv")
-    rel = census_privelet.release_census(table, 1.0, NoiseSource(seed=4), ledger=led)
+    rel = pipeline.release_census(table, "privelet", budget.pure(1.0), led, noise=NoiseSource(seed=4))
     df = pd.read_csv(pd.io.common.BytesIO(census_privelet.census_csv(rel)), dtype={c: str for c in LEVELS})
     assert list(df.columns[:4]) == ["level", *LEVELS]
     assert {"noisy_count", "sd", "ci95_low", "ci95_high"} <= set(df.columns)
@@ -435,9 +436,9 @@ def test_census_charges_before_drawing_and_refuses_without_drawing(table: census
             assert led.spent == pytest.approx(0.7), "noise drawn before the ledger was charged"
             return super().laplace_on_grid(values, scale, granularity_exp)
 
-    census_privelet.release_census(table, 0.7, Watch(seed=1), ledger=led)
+    pipeline.release_census(table, "privelet", budget.pure(0.7), led, noise=Watch(seed=1))
     with pytest.raises(DPCoreError, match="Not enough privacy budget"):
-        census_privelet.release_census(table, 0.5, _NoDraw(seed=1), ledger=led)
+        pipeline.release_census(table, "privelet", budget.pure(0.5), led, noise=_NoDraw(seed=1))
     assert len(led.entries) == 1
 
 

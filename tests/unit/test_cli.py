@@ -148,6 +148,22 @@ def test_mechanisms_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert {p["name"]: p["default"] for p in ug["params"]} == {"c": 10.0, "count_share": 0.05, "public_n": 0}
 
 
+def test_mechanisms_list_every_kind_of_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
+    from dpcore import catalog
+
+    assert main(["mechanisms"]) == 0
+    out = capsys.readouterr().out
+    for kind in ("points", "hierarchy", "census", "od"):
+        assert f"python -m dpcore release {kind} --mechanism NAME" in out
+    assert "privelet: Privelet" in out and "option marginals, default '1'" in out
+    assert main(["mechanisms", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(d["kind"], d["name"]) for d in data] == [(m.kind, m.name) for m in catalog.REGISTRY]
+    census = {d["name"]: d for d in data if d["kind"] == "census"}
+    assert census["privelet"]["definitions"] == ["pure"] and census["matrix"]["definitions"] == ["pure", "zcdp"]
+    assert [p["name"] for p in census["matrix"]["params"]] == ["level", "marginals"]
+
+
 def test_python_m_dpcore_mechanisms() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "dpcore", "mechanisms"], cwd=REPO, capture_output=True, text=True, timeout=120,

@@ -309,7 +309,7 @@ def test_mechanisms_lists_od(capsys: pytest.CaptureFixture[str]) -> None:
     ods = {d["name"]: d for d in data if d["kind"] == "od"}
     assert set(ods) == set(od.MECHANISMS)
     assert ods["inftda"]["ledger"] is True and ods["sh"]["ledger"] is False
-    assert {"points", "hierarchy", "od"} == {d["kind"] for d in data}
+    assert {"points", "hierarchy", "census", "od"} == {d["kind"] for d in data}
 
 
 @pytest.mark.skipif(not (RI_OD.exists() and RI_XWALK.exists()), reason="shared RI LODES data not available")

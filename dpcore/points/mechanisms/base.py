@@ -163,6 +163,18 @@ class PointMechanism(ABC):
         cost, p = self.prepare(aggregate.grid, epsilon, params)
         return self._release(aggregate, cost, p, noise)
 
+    def release_planned(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: _noise.NoiseSource
+    ) -> PartitionRelease:
+        """:meth:`release` with the cost and parameters a plan has already checked and resolved
+        (:meth:`prepare`, e.g. through :meth:`plan`), so they are not checked twice.
+
+        Levels sized by the data (a noisy number of points, e.g. Qardaji et al. 2013's grids or
+        HTF's height) are set inside the release, as each mechanism's paper prescribes.
+        Spends ``cost`` (the caller charges it first).
+        """
+        return self._release(aggregate, cost, params, noise)
+
     @abstractmethod
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: _noise.NoiseSource
