@@ -332,8 +332,8 @@ with tab_data:
                                 + f"; {fmt.count(len(j.extra_features))} boundary features that match no area"
                                 + (f" ({', '.join(j.extra_features[:8])}{' …' if len(j.extra_features) > 8 else ''})"
                                    if j.extra_features else ""))
-                # the ledger belongs to the used columns' content (levels and counts), whatever the area
-                # list, and whether DuckDB summed the file (df is then its sums) or it was read here
+                # the ledger belongs to the table's totals per top-level area, whatever finer levels or
+                # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
                 fp = census_tables.fingerprint(df, inputs["levels"], inputs["count"] or None)
                 model = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
                          "name": inputs["name"]}

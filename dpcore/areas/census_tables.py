@@ -63,43 +63,51 @@ _MAX_EXAMPLES = 5
 def fingerprint(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[str] | None = None) -> str:
     """Budget key of a census or hierarchy table (never shown or exported).
 
-    Computed from the columns the release uses, and only from them: the level codes as canonical
-    text and the count as a whole number, summed per area
+    Computed from the columns the release uses, and only from them: the codes of the **top**
+    level as canonical text and the count as a whole number, summed per top-level area
     (:func:`dpcore.data.engines.base.codes_fingerprint`, an additive multiset hash).  The same
     people therefore find the same budget whatever the order of the rows or columns, the other
     columns of the file, its encoding, compression or format (``01`` in a CSV is ``1`` in a
     Parquet file), whether it lists one row per person or per area (with empty areas or not), and
     whichever engine read it: ``df`` may be the table itself or an engine's sums per code
-    combination (:meth:`dpcore.data.engines.base.Engine.code_counts`, any extra key columns such
-    as ordinals are summed out).  A different choice of level columns is a different key.
+    combination (:meth:`dpcore.data.engines.base.Engine.code_counts`; finer levels and ordinals
+    are summed out).
+
+    Only the top level is keyed so that releasing the same table at fewer or more finer levels
+    (state and county, then state, county and tract) draws on one budget: the totals per state
+    do not change with the levels below.  A different top level is a different key.  Two tables
+    with equal totals in every top-level area share a budget (the safe direction).
 
     Parameters
     ----------
     df : DataFrame
         The rows: one per person (``count=None``) or with a count column.
     levels : sequence of str
-        The level code columns, top first.
+        The level code columns, top first (only the first is read).
     count : str or sequence of str, optional
         The count column; several columns (a group-size histogram) are keyed per column position.
 
-    >>> a = pd.DataFrame({"state": ["01", "02"], "pop": ["5", "7"], "note": ["x", "y"]})
+    >>> a = pd.DataFrame({"state": ["01", "02"], "county": ["001", "001"], "pop": ["5", "7"], "note": ["x", "y"]})
     >>> b = pd.DataFrame({"pop": [7, 5], "state": [2, 1]})          # reordered, typed, no note
-    >>> fingerprint(a, ["state"], "pop") == fingerprint(b, ["state"], "pop")
+    >>> fingerprint(a, ["state", "county"], "pop") == fingerprint(b, ["state"], "pop")
     True
     """
     levels = [str(c) for c in levels]
+    if not levels:
+        raise ParameterError("Choose at least one level column (e.g. state), top level first.")
+    top = levels[0]
     cols = [count] if isinstance(count, str) else [str(c) for c in (count or [])]
-    _check_columns(df, levels, "level")
+    _check_columns(df, [top], "level")
     _check_columns(df, cols, "count")
     if len(cols) <= 1:
         w = _key_counts(df[cols[0]], cols[0]) if cols else None
-        return codes_fingerprint("table", [df[lv] for lv in levels], w)
+        return codes_fingerprint("table", [df[top]], w)
     # a group-size histogram: one row per (area, size column), the column's position as a code
     n = len(df)
-    codes = [np.tile(df[lv].to_numpy(dtype=object), len(cols)) for lv in levels]
+    codes = np.tile(df[top].to_numpy(dtype=object), len(cols))
     size = np.repeat(np.array([f"#{i + 1}" for i in range(len(cols))], dtype=object), n)
     w = np.concatenate([_key_counts(df[c], c) for c in cols])
-    return codes_fingerprint("table", [*codes, size], w)
+    return codes_fingerprint("table", [codes, size], w)
 
 
 def _key_counts(s: pd.Series, col: str) -> np.ndarray:
