@@ -17,7 +17,7 @@ from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
 from ui import budget_ui, fmt, state
 from ui import marginals as marginals_ui
-from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source
+from ui.source_ui import drop_copy, keep_copy, large_upload_source
 
 SYNTHETIC = "synthetic"
 UPLOAD = "upload"
@@ -58,7 +58,7 @@ if source == UPLOAD:
         ss["census_upload_id"] = up.file_id
         try:
             # above the engine threshold the table stays in a file that DuckDB sums; the page shows
-            # its first rows, and its budget is keyed by the file's bytes
+            # its first rows, and its budget is keyed by the sums' content (as a small table's)
             big = large_upload_source(up)
             try:
                 df_new = (read_code_table(up.getvalue(), up.name) if big is None else
@@ -67,7 +67,7 @@ if source == UPLOAD:
                 drop_copy(big)
                 raise
             ss["census_src"] = big
-            ss["census_src_fp"] = file_fingerprint(big) if big is not None else None
+            ss["census_df_id"] = up.file_id  # the table now shown (a failed upload keeps the earlier one)
             keep_copy(big, "census_upload_tmp")
             ss["census_upload_df"] = df_new
             ss["census_upload_name"] = up.name
@@ -89,15 +89,9 @@ else:
     name = "synthetic census"
 
 src = ss.get("census_src") if source == UPLOAD else None
-if src is not None:
-    fp = ss["census_src_fp"]
-else:  # the content key, once per table (hashing a large table on every rerun was the page's slowest step)
-    fp_key = ("synthetic",) if source != UPLOAD else ("upload", ss.get("census_upload_id"))
-    if ss.get("census_fp_for") != fp_key:
-        ss["census_fp_for"], ss["census_fp"] = fp_key, census_tables.fingerprint(df)
-    fp = ss["census_fp"]
-if ss.get("census_columns_for") != fp or "census_levels" not in ss:
-    ss["census_columns_for"] = fp
+source_key = ("synthetic",) if source != UPLOAD else ("upload", ss.get("census_df_id"))
+if ss.get("census_columns_for") != source_key or "census_levels" not in ss:
+    ss["census_columns_for"] = source_key
     cols_l = [str(c) for c in df.columns]
     ss["census_levels"] = guess_level_columns(cols_l)
     count_guess = next((c for c in cols_l if c.lower() in ("population", "count", "pop", "n", "persons")),
@@ -126,10 +120,11 @@ if not levels:
     st.info("Choose the level columns (top level first) to continue.")
     st.stop()
 
-table_key = (fp, tuple(levels), count_col, tuple(ordinals), areas_up.file_id if areas_up is not None else None)
-table = None
+table_key = (source_key, tuple(levels), count_col, tuple(ordinals), areas_up.file_id if areas_up is not None else None)
+table, fp = None, None
 if ss.get("census_table_key") == table_key:
-    table = ss["census_table"]  # confidential: this session only, rebuilt when an input changes
+    # confidential: this session only, rebuilt (with its budget key) when an input changes
+    table, fp = ss["census_table"], ss["census_fp"]
 else:
     try:
         areas_df = read_code_table(areas_up.getvalue(), areas_up.name) if areas_up is not None else None
@@ -142,10 +137,13 @@ else:
             small = cc.frame[[*levels, *ordinals, "count"]].rename(columns={"count": engines.COUNT_COLUMN})
             table = census_tables.CensusTable.from_frame(small, levels, engines.COUNT_COLUMN, ordinals=ordinals,
                                                   areas=areas_df)
+            fp = census_tables.fingerprint(small, levels, engines.COUNT_COLUMN)
         else:
             table = census_tables.CensusTable.from_frame(df, levels, None if count_col == PER_PERSON else count_col,
                                                   ordinals=ordinals, areas=areas_df)
-        ss["census_table"], ss["census_table_key"] = table, table_key
+            # the used columns' content: the same key as DuckDB's sums of the same table would give
+            fp = census_tables.fingerprint(df, levels, None if count_col == PER_PERSON else count_col)
+        ss["census_table"], ss["census_fp"], ss["census_table_key"] = table, fp, table_key
     except DPCoreError as e:
         st.error(str(e))
 
@@ -159,6 +157,8 @@ if table is not None and ordinals:
     st.caption("Order of the ordinal values (from the data; give a public order for real releases): "
                + "; ".join(f"{o}: {', '.join(b)}" for o, b in zip(table.structure.ordinals,
                                                                     table.structure.bins, strict=True)))
+if fp is None:  # no table: its budget (keyed by the table's content) cannot be found
+    st.stop()
 
 # ---------------------------------------------------------------- budget
 st.subheader("2. Mechanism and budget")

@@ -23,7 +23,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import secure_source
 from ui import budget_ui, fmt
-from ui.source_ui import drop_copy, file_fingerprint, keep_copy, large_upload_source
+from ui.source_ui import drop_copy, keep_copy, large_upload_source
 from ui.state import persistent, release_button, remember_release, seed, store, stored_ledger
 
 ss = st.session_state
@@ -298,7 +298,6 @@ with tab_data:
         else:
             try:
                 with st.spinner("Checking the hierarchy …"):
-                    big_fp = ""
                     if inputs.get("src") is not None:  # a large upload: DuckDB sums the rows per area
                         if len(inputs["count"]) > 1 or inputs.get("group"):
                             raise InputError(
@@ -311,7 +310,6 @@ with tab_data:
                         bar.empty()
                         df = cc.frame[[*inputs["levels"], "count"]].rename(columns={"count": engines.COUNT_COLUMN})
                         inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
-                        big_fp = file_fingerprint(inputs["src"])  # the file's key, whatever levels are chosen
                     if inputs["area_source"] == AREA_TABLE:
                         h = Hierarchy.from_frame(df, inputs["levels"], source="table (confirmed public)")
                     else:
@@ -335,8 +333,9 @@ with tab_data:
                                 + f"; {fmt.count(len(j.extra_features))} boundary features that match no area"
                                 + (f" ({', '.join(j.extra_features[:8])}{' …' if len(j.extra_features) > 8 else ''})"
                                    if j.extra_features else ""))
-                # the ledger belongs to the table's content, whatever levels or area list are chosen
-                fp = big_fp if inputs.get("src") is not None else census_tables.fingerprint(df)
+                # the ledger belongs to the table's totals per top-level area, whatever finer levels or
+                # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
+                fp = census_tables.fingerprint(df, inputs["levels"], inputs["count"] or None)
                 model = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
                          "name": inputs["name"]}
                 ss["hier_model"], ss["hier_model_key"] = model, key

@@ -115,11 +115,6 @@ def keep_copy(src: engines.Source | None, tmp_key: str) -> None:
     ss[tmp_key] = new
 
 
-def file_fingerprint(src: engines.Source) -> str:
-    """Budget key of a large census table kept in its file (:meth:`engines.Source.bytes_fingerprint`)."""
-    return src.bytes_fingerprint()
-
-
 def drop_copy(src: engines.Source | None) -> None:
     """Delete the temporary copy of an upload that was not taken."""
     if src is not None:

@@ -28,7 +28,6 @@ within parents (county ``001`` exists in almost every state).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpcore.data.engines.base import codes_fingerprint
 from dpcore.errors import InputError, ParameterError
 
 __all__ = [
@@ -60,27 +60,64 @@ _MAX_EXAMPLES = 5
 # ---------------------------------------------------------------------------------------------
 
 
-def fingerprint(df: pd.DataFrame) -> str:
-    """Content hash of a source table (keys its budget; never shown or exported).
+def fingerprint(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[str] | None = None) -> str:
+    """Budget key of a census or hierarchy table (never shown or exported).
 
-    The same rows in any order, with the columns in any order, hash the same: the rows are
-    hashed one by one (columns sorted by name) and combined as a multiset (two sums mod 2⁶⁴ of
-    row hashes under two keys, and the row count), so reordering a table never opens a fresh
-    budget for it.
+    Computed from the columns the release uses, and only from them: the codes of the **top**
+    level as canonical text and the count as a whole number, summed per top-level area
+    (:func:`dpcore.data.engines.base.codes_fingerprint`, an additive multiset hash).  The same
+    people therefore find the same budget whatever the order of the rows or columns, the other
+    columns of the file, its encoding, compression or format (``01`` in a CSV is ``1`` in a
+    Parquet file), whether it lists one row per person or per area (with empty areas or not), and
+    whichever engine read it: ``df`` may be the table itself or an engine's sums per code
+    combination (:meth:`dpcore.data.engines.base.Engine.code_counts`; finer levels and ordinals
+    are summed out).
 
-    >>> a = pd.DataFrame({"state": ["01", "02"], "pop": [5, 7]})
-    >>> fingerprint(a) == fingerprint(a.iloc[::-1][["pop", "state"]])
+    Only the top level is keyed so that releasing the same table at fewer or more finer levels
+    (state and county, then state, county and tract) draws on one budget: the totals per state
+    do not change with the levels below.  A different top level is a different key.  Two tables
+    with equal totals in every top-level area share a budget (the safe direction).
+
+    Parameters
+    ----------
+    df : DataFrame
+        The rows: one per person (``count=None``) or with a count column.
+    levels : sequence of str
+        The level code columns, top first (only the first is read).
+    count : str or sequence of str, optional
+        The count column; several columns (a group-size histogram) are keyed per column position.
+
+    >>> a = pd.DataFrame({"state": ["01", "02"], "county": ["001", "001"], "pop": ["5", "7"], "note": ["x", "y"]})
+    >>> b = pd.DataFrame({"pop": [7, 5], "state": [2, 1]})          # reordered, typed, no note
+    >>> fingerprint(a, ["state", "county"], "pop") == fingerprint(b, ["state"], "pop")
     True
     """
-    cols = sorted(df.columns, key=str)
-    frame = df[cols].astype(str)
-    h = hashlib.sha256()
-    h.update("\x1f".join(map(str, cols)).encode())
-    h.update(len(frame).to_bytes(8, "little"))
-    for key in ("dpcore-census-k1", "dpcore-census-k2"):
-        rows = pd.util.hash_pandas_object(frame, index=False, hash_key=key).to_numpy(np.uint64)
-        h.update(int(rows.sum(dtype=np.uint64)).to_bytes(8, "little"))  # wraps mod 2**64: order-free
-    return h.hexdigest()[:16]
+    levels = [str(c) for c in levels]
+    if not levels:
+        raise ParameterError("Choose at least one level column (e.g. state), top level first.")
+    top = levels[0]
+    cols = [count] if isinstance(count, str) else [str(c) for c in (count or [])]
+    _check_columns(df, [top], "level")
+    _check_columns(df, cols, "count")
+    if len(cols) <= 1:
+        w = _key_counts(df[cols[0]], cols[0]) if cols else None
+        return codes_fingerprint("table", [df[top]], w)
+    # a group-size histogram: one row per (area, size column), the column's position as a code
+    n = len(df)
+    codes = np.tile(df[top].to_numpy(dtype=object), len(cols))
+    size = np.repeat(np.array([f"#{i + 1}" for i in range(len(cols))], dtype=object), n)
+    w = np.concatenate([_key_counts(df[c], c) for c in cols])
+    return codes_fingerprint("table", [codes, size], w)
+
+
+def _key_counts(s: pd.Series, col: str) -> np.ndarray:
+    """Whole counts >= 0 of a count column, for the key (the table refuses other values first)."""
+    values = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(values) | (values < 0) | (values != np.floor(values))
+    if bad.any():
+        raise InputError(f"The count column '{col}' has {_plural(int(bad.sum()), 'value')} that are not whole "
+                         f"numbers ≥ 0 ({_rows(bad)}). Fix or drop those rows.")
+    return values.astype(np.int64)
 
 
 # ---------------------------------------------------------------------------------------------

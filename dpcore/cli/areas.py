@@ -121,20 +121,15 @@ def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, 
     return cc.frame[keys + ["count"]].rename(columns={"count": engines.COUNT_COLUMN}), src
 
 
-def _table_key(args: argparse.Namespace, df: Any) -> str:
-    """The budget key of the --input table, as the app keys it, whichever engine counts it: its content
-    (independent of row and column order) up to the engine threshold (the app reads such uploads in
-    memory), its bytes above (the app hands those to DuckDB).  ``df`` is the table when already read."""
+def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str | list[str] | None) -> str:
+    """The budget key of the --input table, as the app keys it, whichever engine counts it: its used
+    columns' content (:func:`dpcore.areas.census_tables.fingerprint`), from the table read in memory
+    or from the engine's sums per area (``df`` is either; ``count`` its count column or columns)."""
     from dpcore.areas import census_tables
-    from dpcore.data import engines
-    from dpcore.data.code_tables import read_code_table
 
     if getattr(args, "no_budget", False):
         return ""
-    whole = engines.Source.from_path(args.input)
-    if whole.n_bytes > engines.threshold():
-        return whole.bytes_fingerprint()
-    return census_tables.fingerprint(df if df is not None else read_code_table(args.input))
+    return census_tables.fingerprint(df, levels, count)
 
 
 def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any, areas_from_data: bool) -> int:
@@ -201,7 +196,7 @@ def execute_census(spec: ReleaseSpec) -> int:
             print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
                   f"is missing from the release (not protected). Give --ordinal-order {o}=V1|V2|...",
                   file=sys.stderr)
-    bud = open_budget(args, make, cost, "census", _table_key(args, df if small is None else None))
+    bud = open_budget(args, make, cost, "census", _table_key(args, df, levels, count_col))
     if args.mechanism == "matrix":
         if plus:
             raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
@@ -296,7 +291,7 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
-    bud = open_budget(args, make, cost, "census", _table_key(args, df if small is None else None),
+    bud = open_budget(args, make, cost, "census", _table_key(args, df, levels, counts_cols or None),
                       hierarchy_unit(args.neighbour))
     rel = release_hierarchy(counts, mech.name, cost, bud.ledger, session=bud.session, neighbour=args.neighbour,
                             split=split, weights=weights, order=args.order, **extra)

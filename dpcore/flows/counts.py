@@ -12,7 +12,6 @@ mechanism (:mod:`dpcore.flows.mechanisms`) turns them into something publishable
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +48,9 @@ class ODCounts:
     max_trips: int = 1
     distinct: bool = True
     dropped_trips: int = 0
-    #: Order-independent hash of the input rows (codes as text), before any cap: the same trips
-    #: re-encoded, reordered, gzipped or given as (origin, destination, count) rows hash the same,
+    #: Order-independent hash of the input rows (codes as canonical text), before any cap: the same
+    #: trips re-encoded, reordered, gzipped, typed (Parquet), read by any engine or given as
+    #: (origin, destination, count) rows hash the same,
     #: so a budget keyed by it cannot be reset by re-uploading.  Confidential-data derived: use it
     #: as a key only, never publish it.
     fingerprint: str = ""
@@ -204,14 +204,11 @@ class ODCounts:
 
 
 def _trips_fingerprint(origin: Any, destination: Any, count: np.ndarray | None) -> str:
-    """Hash of the multiset of trips: trips per (origin, destination) pair, codes as text.
+    """Hash of the multiset of trips: trips per (origin, destination) pair
+    (:func:`dpcore.data.engines.base.codes_fingerprint`: codes as canonical text, so ``"01"`` in a
+    CSV and ``1`` in a Parquet file are one area; pairs without trips left out).
 
     Person ids are left out on purpose: the same trips loaded with or without the person column
     (or with renamed ids) are the same people's data and must draw on one budget.
     """
-    frame = pd.DataFrame({"o": _text(origin), "d": _text(destination)})
-    frame["n"] = np.ones(len(frame), dtype=np.int64) if count is None else np.asarray(count, np.int64)
-    agg = frame.groupby(["o", "d"], sort=False)["n"].sum()
-    agg = agg[agg > 0].reset_index()
-    rows = np.sort(pd.util.hash_pandas_object(agg, index=False).to_numpy())
-    return hashlib.sha256(b"od-trips/1" + rows.tobytes()).hexdigest()[:20]
+    return _engine_rules.codes_fingerprint("trips", [origin, destination], count)

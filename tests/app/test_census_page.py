@@ -200,7 +200,7 @@ def test_matrix_without_attributes_says_what_to_choose(at: AppTest) -> None:
 
 def test_a_large_upload_is_summed_by_duckdb(at: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Above the engine threshold DuckDB sums the file per area; the table equals the in-memory one,
-    and the budget is keyed by the file's bytes."""
+    and the budget key is the in-memory table's (its used columns' content, not the file's bytes)."""
     import numpy as np
     import pandas as pd
 
@@ -218,8 +218,13 @@ def test_a_large_upload_is_summed_by_duckdb(at: AppTest, monkeypatch: pytest.Mon
                                         "POPULATION")
     assert np.array_equal(table.counts, ref.counts)
     assert list(at.dataframe[0].value["number of areas"]) == ["1", "2", "2", "3"]
-    # the budget key is the file's bytes, computed here independently of the page
-    import hashlib
-
-    key = hashlib.sha256(GOOD).hexdigest()[:16]
-    assert at.session_state["census_src_fp"] == key and key in at.session_state["census_ledgers"]
+    # the budget key is the table's content key, as if it had been read in memory
+    key = census_tables.fingerprint(pd.read_csv(_io.BytesIO(GOOD), dtype=str), ["STATEFP", "COUNTYFP", "TRACTCE"],
+                                    "POPULATION")
+    assert at.session_state["census_fp"] == key and key in at.session_state["census_ledgers"]
+    ledgers = list(at.session_state["census_ledgers"])
+    # the same rows below the threshold (read in memory, CRLF line ends) find that budget
+    monkeypatch.setenv("DPCORE_AUTO_ENGINE_BYTES", "10000000")
+    upload(at, "tracts_small.csv", GOOD.replace(b"\n", b"\r\n"))
+    assert at.session_state["census_src"] is None and not at.error
+    assert at.session_state["census_fp"] == key and list(at.session_state["census_ledgers"]) == ledgers

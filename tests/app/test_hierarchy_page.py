@@ -181,7 +181,8 @@ def test_a_large_table_upload_is_summed_by_duckdb(monkeypatch) -> None:
     ref = HierarchyCounts.from_frame(df, h, ["state", "county", "tract"], ["population"])
     assert model["h"].sizes == h.sizes
     assert np.array_equal(np.asarray(model["counts"].leaf), np.asarray(ref.leaf))
-    # the budget belongs to the file, whatever levels are chosen (a new choice is no fresh budget)
+    # the budget belongs to the table (its totals per state), whatever finer levels are chosen: a new
+    # choice is no fresh budget
     at.multiselect(key="w_levels").set_value(["state", "county"]).run()
     assert not at.exception, at.exception
     assert at.session_state["hier_model"]["fp"] == model["fp"]

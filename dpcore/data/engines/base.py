@@ -41,22 +41,24 @@ floats from a Parquet file become integer text, as :func:`dpcore.data.code_table
 **The fingerprint** that keys a dataset's budget is order independent and engine independent:
 the number of points and sums of integer hashes of the coordinates (person ids left out, so
 choosing a person column does not give the same points a fresh budget).  It is a key, never
-published.
+published.  Coded rows (census and hierarchy tables, O/D trips) are keyed by
+:func:`codes_fingerprint` of the engine's answer (:class:`CodeCounts`), which every engine
+computes identically, or of the rows read in memory: the same key either way.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from dpcore.data.domain import Aggregate, Grid
-from dpcore.data.persons import frac_key
+from dpcore.data.persons import canonical_id, frac_key
 from dpcore.errors import InputError, ParameterError
 
 ProgressCallback = Callable[[float, str], None]
@@ -91,17 +93,6 @@ class Source:
     @property
     def n_bytes(self) -> int:
         return sum(Path(p).stat().st_size for p in self.paths)
-
-    def bytes_fingerprint(self) -> str:
-        """Budget key of a table kept in its files: a hash of the bytes (read in 16 MB blocks).
-        Unlike the in-memory tables' content key it changes when the same rows are saved
-        differently; the app and the CLI use it alike for large census tables."""
-        h = hashlib.sha256()
-        for p in self.paths:
-            with open(p, "rb") as fh:
-                while block := fh.read(16 << 20):
-                    h.update(block)
-        return h.hexdigest()[:16]
 
     @classmethod
     def from_path(cls, path: str | Path | list[str | Path]) -> Source:
@@ -275,6 +266,65 @@ def points_fingerprint(lon: np.ndarray, lat: np.ndarray) -> str:
     lat = np.asarray(lat, dtype=np.float64)
     s1, s2 = fingerprint_sums(lon, lat)
     return point_fingerprint(lon.size, s1, s2)
+
+
+def codes_fingerprint(tag: str, codes: Sequence[Any], count: Any = None) -> str:
+    """Budget key of coded rows: a multiset hash of their totals per code combination.
+
+    The rows' code columns are compared as canonical text (:func:`dpcore.data.persons.canonical_id`:
+    stripped, a whole number without leading zeros or ``.0``, so ``"01"`` in a CSV and ``1`` in a
+    Parquet file are one code), the counts summed per combination (``count`` whole numbers; None:
+    each row counts 1) and combinations whose total is 0 left out.  Each remaining
+    ``(codes, total)`` is hashed with md5 into two 64-bit words; the key is a hash of ``tag``, the
+    number of combinations and the two sums of those words mod 2**64 (the additive multiset hash
+    of Clarke, Devadas, van Dijk, Gassend & Suh, "Incremental Multiset Hash Functions and Their
+    Application to Memory Integrity Checking", ASIACRYPT 2003, §3).
+
+    So the key does not change with the rows' order, with columns that are not passed, with how
+    the file is encoded, compressed or typed, or with how the rows are split (one row per person,
+    or one per area with a count): it is a function of the totals, which every engine computes
+    identically (:meth:`Engine.code_counts`).  Confidential-data derived: a key, never published.
+
+    Parameters
+    ----------
+    tag : str
+        What the rows are (``"table"``, ``"trips"``): part of the key.
+    codes : sequence of array-like
+        The code columns, equal lengths (any dtype: text, integers, whole floats, booleans).
+    count : array-like of int, optional
+        The whole, non-negative count of each row.
+
+    >>> a = codes_fingerprint("table", [["01", "01", "02"], ["001", "003", "001"]], [5, 0, 7])
+    >>> a == codes_fingerprint("table", [[2, 1], [1, 1]], [7, 5])   # typed, reordered, no empty row
+    True
+    >>> a == codes_fingerprint("table", [["01", "01", "02"], ["001", "001", "001"]], [3, 2, 7])
+    True
+    """
+    n = len(codes[0]) if codes else 0
+    cols = [f"k{i}" for i in range(len(codes))]
+    frame = pd.DataFrame({c: _canonical_codes(v) for c, v in zip(cols, codes, strict=True)})
+    w = np.ones(n, dtype=np.int64) if count is None else np.asarray(count, dtype=np.int64)
+    if w.shape != (n,) or any(len(v) != n for v in codes):
+        raise ParameterError("The code and count columns of a fingerprint must have one value per row.")
+    frame["w"] = w
+    agg = frame.groupby(cols, sort=False)["w"].sum().reset_index() if cols else frame
+    agg = agg.loc[agg["w"].to_numpy() > 0]
+    texts = agg["w"].astype(str)
+    for c in reversed(cols):
+        texts = agg[c].astype(str) + SEP + texts
+    md5 = hashlib.md5
+    digests = b"".join([md5(t.encode("utf-8")).digest() for t in texts.tolist()])
+    words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
+    s1, s2 = (int(words[:, j].sum(dtype=np.uint64)) for j in (0, 1))  # numpy wraps mod 2**64
+    return hashlib.sha256(f"codes:v1:{tag}:{len(cols)}:{len(agg)}:{s1}:{s2}".encode()).hexdigest()[:16]
+
+
+def _canonical_codes(values: Any) -> np.ndarray:
+    """Canonical text of a code column ("" where missing), computed once per distinct value."""
+    v = values if hasattr(values, "dtype") else np.asarray(values, dtype=object)
+    idx, uniq = pd.factorize(pd.Series(v).reset_index(drop=True), use_na_sentinel=True)
+    canon = pd.Series(canonical_id(pd.Series(uniq)), dtype=object).fillna("").to_numpy(dtype=object)
+    return np.where(idx >= 0, canon[np.maximum(idx, 0)] if len(canon) else "", "")
 
 
 @dataclass
