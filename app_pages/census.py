@@ -162,11 +162,12 @@ if table is not None and ordinals:
 st.subheader("2. Mechanism and budget")
 mech = st.radio("Mechanism", list(MECHS), format_func=MECHS.get, key="census_mech", horizontal=True)
 # persistent: the same table finds the same budget (its population's, once bound) in every tab and after restarts
-led = budget_ui.population_input("census", fp, budget.pure(DEFAULT_CAP), ss["census_ledgers"], f"census_{fp}")
+led = budget_ui.population_input("census", fp, budget.pure(DEFAULT_CAP), ss["census_ledgers"], f"census_{fp}",
+                                 reset=(f"census_def_{fp}",))
 population = state.population_of("census", fp)
 locked = bool(led.entries)
 definition = st.radio("Privacy definition of this dataset's budget", list(DEFS), format_func=DEFS.get,
-                      index=list(DEFS).index(led.definition), disabled=locked, key=f"census_def_{led.dataset}",
+                      index=list(DEFS).index(led.definition), disabled=locked, key=f"census_def_{fp}",
                       horizontal=True,
                       help="Privelet is pure ε-DP; under a ρ-zCDP budget it is charged ρ = ε²/2.")
 if locked:

@@ -372,7 +372,8 @@ fp = model["fp"]
 with tab_mech:
     # persistent: the same table finds the same budget (its population's, once bound) in every tab and after
     # restarts; shared with the Census (Privelet) page
-    led = budget_ui.population_input("census", fp, budget.pure(1.0), ss["census_ledgers"], f"hier_{fp}")
+    led = budget_ui.population_input("census", fp, budget.pure(1.0), ss["census_ledgers"], f"hier_{fp}",
+                                      reset=(f"hier_def_{fp}",))
     population = state.population_of("census", fp)
     mechs = [m for m in tree_records.MECHANISMS.values()
              if (m.group_sizes if counts.statistic == "group_sizes" else m.counts)]
@@ -385,7 +386,7 @@ with tab_mech:
     c1, c2, c3 = st.columns(3)
     locked = bool(led.entries)
     definition = c1.radio("Privacy definition", list(DEF_LABELS), format_func=DEF_LABELS.get,
-                          index=list(DEF_LABELS).index(led.definition), disabled=locked, key=f"hier_def_{led.dataset}")
+                          index=list(DEF_LABELS).index(led.definition), disabled=locked, key=f"hier_def_{fp}")
     if locked:
         c1.caption(f"Fixed for this {'population' if population else 'dataset'}: budget has already been spent "
                    "under it.")

@@ -125,12 +125,12 @@ st.session_state["mech_params"][mname] = raw
 st.subheader("Privacy budget")
 DEFINITIONS = {"pure": "Pure ε-DP (discrete Laplace noise)", "zcdp": "ρ-zCDP (discrete Gaussian noise)"}
 led = budget_ui.population_input("points", ds.fingerprint, budget.pure(state.DEFAULT_CAP), st.session_state["ledgers"],
-                                 f"points_{ds.fingerprint}")
+                                 f"points_{ds.fingerprint}", reset=(f"definition_{ds.fingerprint}",))
 population = state.population_of("points", ds.fingerprint)
 locked = bool(led.entries)
 definition = st.radio(
     "Privacy definition", list(DEFINITIONS), format_func=DEFINITIONS.get, horizontal=True,
-    index=list(DEFINITIONS).index(led.definition), disabled=locked, key=f"definition_{led.dataset}",
+    index=list(DEFINITIONS).index(led.definition), disabled=locked, key=f"definition_{ds.fingerprint}",
     help="Pure ε-DP is the strictest guarantee. ρ-zCDP (zero-concentrated DP) adds up more gently "
          "over many releases and reads as (ε, δ)-DP for a small δ; use it if your policy allows a δ.",
 )

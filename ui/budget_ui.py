@@ -102,14 +102,15 @@ POPULATION_HELP = ("Data that comes from the same people (the points, trips and 
 
 
 def population_input(kind: str, fp: str, default_cap: budget.PrivacyCost, cache: dict[str, Ledger], key: str,
-                     container: Any = None) -> Ledger:
+                     container: Any = None, reset: tuple[str, ...] = ()) -> Ledger:
     """The "Population (optional)" box of a data set, and the budget the page should use.
 
     Typing a name binds ``kind`` data with content fingerprint ``fp`` to that population
     (:meth:`dpcore.core.session.Session.budget`); its releases then draw on the population's budget,
     shared with every data set bound to it.  A refusal (the data already has releases on its own
     budget, or belongs to another population) is shown under the box and changes nothing.
-    ``cache`` is the page's dict of ledgers; the returned ledger is the one now in it.
+    ``cache`` is the page's dict of ledgers; the returned ledger is the one now in it.  ``reset``:
+    widget keys to drop after a binding, so they show the population's budget (its definition).
     """
     box = container if container is not None else st
     wkey, err_key = f"{key}__population", f"{key}__population_error"
@@ -131,6 +132,8 @@ def population_input(kind: str, fp: str, default_cap: budget.PrivacyCost, cache:
             try:
                 state.bind_population(kind, fp, name, own.cap if own is not None and not current else default_cap,
                                       cache)
+                ss[wkey] = name
+                state.forget(*reset)
                 return
             except DPCoreError as e:
                 ss[err_key] = str(e)
