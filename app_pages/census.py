@@ -181,7 +181,7 @@ if mech == "privelet":
     epsilon = b1.number_input("Privacy budget of this release (ε)", min_value=0.01, max_value=10.0,
                               step=0.05, key="census_epsilon", help="Smaller ε: more privacy, more noise.")
 budget_ui.cap_input(led, "census_cap", b2, label="Budget cap of this dataset", population=population)
-b3.metric("Spent of the cap" + (f" (population {population})" if population else ""),
+b3.metric("Spent of the population's cap" if population else "Spent of the cap",
           f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
 if mech == "matrix":
     marginals_ui.section(table, fp, led, name)

@@ -370,11 +370,6 @@ fp = model["fp"]
 
 # ============================================================================ mechanism
 with tab_mech:
-    # persistent: the same table finds the same budget (its population's, once bound) in every tab and after
-    # restarts; shared with the Census (Privelet) page
-    led = budget_ui.population_input("census", fp, budget.pure(1.0), ss["census_ledgers"], f"hier_{fp}",
-                                      reset=(f"hier_def_{fp}",))
-    population = state.population_of("census", fp)
     mechs = [m for m in tree_records.MECHANISMS.values()
              if (m.group_sizes if counts.statistic == "group_sizes" else m.counts)]
     names = [m.name for m in mechs]
@@ -383,6 +378,11 @@ with tab_mech:
     kept("mech")
     info = tree_records.get(mech_name)
     st.caption(f"{info.description} **When to use:** {info.when} *({info.paper})*")
+    # persistent: the same table finds the same budget (its population's, once bound) in every tab and after
+    # restarts; shared with the Census (Privelet) page
+    led = budget_ui.population_input("census", fp, budget.pure(1.0), ss["census_ledgers"], f"hier_{fp}",
+                                      reset=(f"hier_def_{fp}",))
+    population = state.population_of("census", fp)
     c1, c2, c3 = st.columns(3)
     locked = bool(led.entries)
     definition = c1.radio("Privacy definition", list(DEF_LABELS), format_func=DEF_LABELS.get,

@@ -782,16 +782,16 @@ unit = model["unit"]
 
 # ============================================================================ mechanism
 with tab_mech:
-    # persistent: the same trips find the same budget (their population's, once bound) in every tab and after
-    # restarts
-    led = budget_ui.population_input("od", fp, budget.zcdp(DEFAULT_RHO_CAP), ss["od_ledgers"], f"od_{fp}")
-    population = state.population_of("od", fp)
     mech = st.selectbox("Mechanism", MECHS, format_func=lambda n: od.get(n).title, key=keep("mech", "inftda"))
     kept("mech")
     info = od.get(mech)
     st.caption(f"{info.description} **When to use:** {info.when} *({info.paper})*")
     st.caption("The stability histogram (SH) is not offered here: it is (ε, δ)-DP, and its cost cannot be added "
                "to this data set's budget ledger (compare with it in the benchmarks).")
+    # persistent: the same trips find the same budget (their population's, once bound) in every tab and after
+    # restarts
+    led = budget_ui.population_input("od", fp, budget.zcdp(DEFAULT_RHO_CAP), ss["od_ledgers"], f"od_{fp}")
+    population = state.population_of("od", fp)
     locked = bool(led.entries)
     wdef = keep("definition", "approx")
     if locked and FAMILY[ss[wdef]] != led.definition:

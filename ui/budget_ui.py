@@ -139,14 +139,15 @@ def population_input(kind: str, fp: str, default_cap: budget.PrivacyCost, cache:
                 ss[err_key] = str(e)
         ss[wkey] = current or ""
 
-    box.text_input("Population (optional)", key=wkey, on_change=changed, placeholder="e.g. Travel survey 2023",
-                   help=POPULATION_HELP)
+    left, right = box.columns(2, vertical_alignment="center")
+    left.text_input("Population (optional)", key=wkey, on_change=changed, placeholder="e.g. Travel survey 2023",
+                    help=POPULATION_HELP)
+    if bound:
+        right.caption(f"population: **{bound}**. This data draws on the population's budget, shared with all the "
+                      "data bound to it (a data set keeps its population for good).")
+    else:
+        right.caption("Is other data about the same people (points, trips, census tables)? Give it all the same "
+                      "population name so their releases share one budget. Name it before the first release.")
     if ss.get(err_key):
         box.error(ss.pop(err_key))
-    if bound:
-        box.caption(f"population: **{bound}**. This data draws on the population's budget, shared with every data "
-                    "set bound to it.")
-    else:
-        box.caption("Name the people this data is about to share one budget with their other data (points, trips, "
-                    "census tables). Bind before the first release; it lasts.")
     return state.data_ledger(kind, fp, default_cap, cache)

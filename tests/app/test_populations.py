@@ -101,7 +101,7 @@ def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
     bind(at, f"  {POP} ")  # ... until it is bound (the name is trimmed)
     led = census_ledger(at)
     assert led.dataset == pop.dataset and led.spent == pytest.approx(0.6)
-    assert any(m.label == f"Spent of the cap (population {POP})" and m.value == "ε = 0.6 of 1" for m in at.metric)
+    assert any(m.label == "Spent of the population's cap" and m.value == "ε = 0.6 of 1" for m in at.metric)
     button = at.button(key="census_release_button")
     assert button.disabled  # ε = 0.5 on top of the points' 0.6 passes the population's cap 1
     assert "Not enough budget left for ε = 0.5: ε = 0.4 is left of the cap 1" in texts(at.error)
