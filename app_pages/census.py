@@ -163,17 +163,17 @@ if fp is None:  # no table: its budget (keyed by the table's content) cannot be 
 # ---------------------------------------------------------------- budget
 st.subheader("2. Mechanism and budget")
 mech = st.radio("Mechanism", list(MECHS), format_func=MECHS.get, key="census_mech", horizontal=True)
-led = ss["census_ledgers"].get(fp)
-if led is None:  # persistent: the same table finds the same budget in every tab and after restarts
-    led = state.stored_ledger("census", fp, budget.pure(DEFAULT_CAP))
-    ss["census_ledgers"][fp] = led
+# persistent: the same table finds the same budget (its population's, once bound) in every tab and after restarts
+led = budget_ui.population_input("census", fp, budget.pure(DEFAULT_CAP), ss["census_ledgers"], f"census_{fp}",
+                                 reset=(f"census_def_{fp}",))
+population = state.population_of("census", fp)
 locked = bool(led.entries)
 definition = st.radio("Privacy definition of this dataset's budget", list(DEFS), format_func=DEFS.get,
                       index=list(DEFS).index(led.definition), disabled=locked, key=f"census_def_{fp}",
                       horizontal=True,
                       help="Privelet is pure ε-DP; under a ρ-zCDP budget it is charged ρ = ε²/2.")
 if locked:
-    st.caption("Fixed for this dataset: budget has already been spent under it.")
+    st.caption(f"Fixed for this {'population' if population else 'dataset'}: budget has already been spent under it.")
 elif definition != led.definition:
     budget_ui.switch_definition(led, definition, {"pure": DEFAULT_CAP, "zcdp": DEFAULT_RHO_CAP})
 sym = led.cap.symbol
@@ -182,8 +182,9 @@ b1, b2, b3 = st.columns(3)
 if mech == "privelet":
     epsilon = b1.number_input("Privacy budget of this release (ε)", min_value=0.01, max_value=10.0,
                               step=0.05, key="census_epsilon", help="Smaller ε: more privacy, more noise.")
-budget_ui.cap_input(led, "census_cap", b2, label="Budget cap of this dataset")
-b3.metric("Spent of the cap", f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
+budget_ui.cap_input(led, "census_cap", b2, label="Budget cap of this dataset", population=population)
+b3.metric("Spent of the population's cap" if population else "Spent of the cap",
+          f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
 if mech == "matrix":
     marginals_ui.section(table, fp, led, name)
     st.stop()

@@ -22,9 +22,9 @@ from dpcore.points import viz
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import secure_source
-from ui import budget_ui, fmt
+from ui import budget_ui, fmt, state
 from ui.source_ui import drop_copy, keep_copy, large_upload_source
-from ui.state import persistent, release_button, remember_release, seed, store, stored_ledger
+from ui.state import persistent, release_button, remember_release, seed, store
 
 ss = st.session_state
 ss.setdefault("census_ledgers", {})  # one ledger per table, shared with the Census (Privelet) page
@@ -127,7 +127,8 @@ def release_config(inputs: dict[str, Any], mech_name: str, cost: Any, delta: flo
 def release_now(job: dict[str, Any]) -> None:
     """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
     led = job["led"]
-    rel = release_hierarchy(job["counts"], job["mech"], job["cost"], led, noise=secure_source(), **job["opts"])
+    rel = release_hierarchy(job["counts"], job["mech"], job["cost"], led, noise=secure_source(),
+                            session=state.session(), **job["opts"])
     ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {},
                           "config": release_config(*job["config"])}
     files = {"release.csv": export.hierarchy_csv(rel)}
@@ -366,9 +367,6 @@ if model is None:
 h: Hierarchy = model["h"]
 counts: HierarchyCounts = model["counts"]
 fp = model["fp"]
-led = ss["census_ledgers"].get(fp)
-if led is None:  # persistent: the same table finds the same budget in every tab and after restarts
-    led = ss["census_ledgers"][fp] = stored_ledger("census", fp, budget.pure(1.0))
 
 # ============================================================================ mechanism
 with tab_mech:
@@ -380,12 +378,18 @@ with tab_mech:
     kept("mech")
     info = tree_records.get(mech_name)
     st.caption(f"{info.description} **When to use:** {info.when} *({info.paper})*")
+    # persistent: the same table finds the same budget (its population's, once bound) in every tab and after
+    # restarts; shared with the Census (Privelet) page
+    led = budget_ui.population_input("census", fp, budget.pure(1.0), ss["census_ledgers"], f"hier_{fp}",
+                                      reset=(f"hier_def_{fp}",))
+    population = state.population_of("census", fp)
     c1, c2, c3 = st.columns(3)
     locked = bool(led.entries)
     definition = c1.radio("Privacy definition", list(DEF_LABELS), format_func=DEF_LABELS.get,
                           index=list(DEF_LABELS).index(led.definition), disabled=locked, key=f"hier_def_{fp}")
     if locked:
-        c1.caption("Fixed for this dataset: budget has already been spent under it.")
+        c1.caption(f"Fixed for this {'population' if population else 'dataset'}: budget has already been spent "
+                   "under it.")
     elif definition != led.definition:
         budget_ui.switch_definition(led, definition)
     sym = "ε" if definition == "pure" else "ρ"
@@ -393,7 +397,8 @@ with tab_mech:
                             step=0.05, format="%.3f", key=keep(f"value_{definition}", 0.5 if definition == "pure" else 0.05),
                             help="Smaller: more privacy, more noise.")
     kept(f"value_{definition}")
-    budget_ui.cap_input(led, f"hier_cap_{fp}_{definition}", c3, label="Budget cap of this dataset")
+    budget_ui.cap_input(led, f"hier_cap_{fp}_{definition}", c3, label="Budget cap of this dataset",
+                        population=population)
     cost = budget.pure(value) if definition == "pure" else budget.zcdp(value)
     delta = 1e-6
     if definition == "zcdp":
@@ -482,7 +487,8 @@ with tab_mech:
         st.error(f"Not enough budget left: {led.cap.symbol} = {fmt.eps(led.remaining)} of "
                  f"{fmt.eps(led.cap.value)} is left. Lower the budget of this release, or raise the cap if "
                  "your privacy policy allows it.")
-    st.caption(f"Spent on this dataset: {led.cap.symbol} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)} "
+    st.caption(f"Spent on {f'the population {population}' if population else 'this dataset'}: "
+               f"{led.cap.symbol} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)} "
                f"({len(led.entries)} release{'s' if len(led.entries) != 1 else ''}).")
 
 entry = ss.get("hier_release")

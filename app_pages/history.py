@@ -42,11 +42,23 @@ except DPCoreError as e:
     st.error(str(e))
     st.stop()
 
-shown = 0
+# data bound to one population share one budget and one history: list it once, naming its data
+budgets: dict[str, tuple[str, list[str]]] = {}  # budget key -> (kind, labels)
 for kind, fp, label in datasets:
     key = store.budget_key(kind, fp)
+    population = state.population_of(kind, fp)
+    if key not in budgets:
+        budgets[key] = (kind, [f"Population {population}"] if population else [])
+    if population:
+        budgets[key][1].append(label)
+    elif not budgets[key][1]:
+        budgets[key][1].append(label)
+
+shown = 0
+for key, (kind, labels) in budgets.items():
     if not store.has_ledger(key):
         continue
+    label = labels[0] + (f" ({'; '.join(labels[1:])})" if len(labels) > 1 else "")
     rels = store.releases(key)
     led = store.ledger(key, budget.pure(1.0), kind)  # exists (has_ledger): its own cap is loaded
     st.subheader(f"{label} · {len(rels)} release{'s' if len(rels) != 1 else ''}")

@@ -13,6 +13,7 @@ from dpcore.points import mechanisms, workload_io
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.units import Unit
 from ui import budget_ui, fmt, state
 
 st.title("Mechanism & budget")
@@ -124,7 +125,9 @@ st.session_state["mech_params"][mname] = raw
 # ---------------------------------------------------------------- budget
 st.subheader("Privacy budget")
 DEFINITIONS = {"pure": "Pure ε-DP (discrete Laplace noise)", "zcdp": "ρ-zCDP (discrete Gaussian noise)"}
-led = state.ledger()
+led = budget_ui.population_input("points", ds.fingerprint, budget.pure(state.DEFAULT_CAP), st.session_state["ledgers"],
+                                 f"points_{ds.fingerprint}", reset=(f"definition_{ds.fingerprint}",))
+population = state.population_of("points", ds.fingerprint)
 locked = bool(led.entries)
 definition = st.radio(
     "Privacy definition", list(DEFINITIONS), format_func=DEFINITIONS.get, horizontal=True,
@@ -133,7 +136,8 @@ definition = st.radio(
          "over many releases and reads as (ε, δ)-DP for a small δ; use it if your policy allows a δ.",
 )
 if locked:
-    st.caption("The definition is fixed for this dataset: budget has already been spent under it.")
+    st.caption(f"The definition is fixed for this {'population' if population else 'dataset'}: budget has already "
+               "been spent under it.")
 elif definition != led.definition:
     budget_ui.switch_definition(led, definition, {"pure": state.DEFAULT_CAP, "zcdp": state.DEFAULT_RHO_CAP})
     st.rerun()
@@ -142,7 +146,7 @@ c1, c2 = st.columns(2)
 with c1:
     budget_ui.cap_input(led, f"budget_cap_{ds.fingerprint}_{definition}", label="Budget cap for this dataset (total)",
                         help="The most privacy loss you accept for all releases of this dataset together. "
-                             "Smaller is more private. Raising it later asks for confirmation.")
+                             "Smaller is more private. Raising it later asks for confirmation.", population=population)
 with c2:
     if definition == "pure":
         value = st.number_input(
@@ -160,8 +164,8 @@ with c2:
         )
         state.store("rho")
         release_cost = budget.zcdp(value)
-st.caption(f"Spent so far: {sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}; "
-           f"left: {sym} = {fmt.eps(led.remaining)}.")
+st.caption(f"Spent so far{f' by the population {population}' if population else ''}: {sym} = "
+           f"{fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}; left: {sym} = {fmt.eps(led.remaining)}.")
 if definition == "zcdp":
     deltas = list(budget.APPROX_DP_DELTAS)
     delta = st.select_slider(
@@ -340,10 +344,20 @@ if plan_ok:
 # ---------------------------------------------------------------- release
 st.subheader("Release")
 remaining_after = led.remaining - release_cost.value
-can = plan_ok and led.can_spend(release_cost)
+# whom this release protects, against whom the budget protects (checked again when charging)
+release_unit = Unit("person", cap=int(cap_user)) if ds.table.user_column is not None and cap_user else Unit("record")
+try:
+    led.charge_for(release_cost, release_unit)
+    unit_error = None
+except DPCoreError as e:
+    unit_error = str(e)
+can = plan_ok and unit_error is None and led.can_spend(release_cost)
 label = (f"Release with {release_cost.label()} — {fmt.eps(max(remaining_after, 0))} left after this"
-         if can else f"Not enough budget: {release_cost.label()} asked, {fmt.eps(led.remaining)} left")
-if not can and plan_ok:
+         if can else f"Not enough budget: {release_cost.label()} asked, {fmt.eps(led.remaining)} left"
+         if unit_error is None else "Release refused: another unit of privacy than the budget's")
+if unit_error is not None:
+    st.error(unit_error)
+elif not can and plan_ok:
     st.warning("This release would go over the dataset's budget cap. Lower ε, or raise the cap "
                "if your policy allows it.")
 
@@ -351,7 +365,8 @@ if not can and plan_ok:
 def release_now(mech_name: str, cost: budget.PrivacyCost, params_: dict, ledger: Ledger) -> None:
     """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
     files are counted here if needed), charge, release, store."""
-    rel = pipeline.release_points(state.aggregate(), mech_name, cost, params_, ledger)
+    rel = pipeline.release_points(state.aggregate(), mech_name, cost, params_, ledger,
+                                  session=state.session())
     state.add_release(rel)
 
 

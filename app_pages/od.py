@@ -39,9 +39,9 @@ from dpcore.flows.counts import ODCounts
 from dpcore.flows.diagnostics import empirical_errors
 from dpcore.flows.tree import hierarchy_from_prefixes, match_leaves
 from dpcore.privacy import budget
-from ui import budget_ui, fmt
+from ui import budget_ui, fmt, state
 from ui.source_ui import drop_copy, keep_copy, large_upload_source
-from ui.state import persistent, remember_release, store, stored_ledger
+from ui.state import persistent, remember_release, store
 
 ss = st.session_state
 # Ledgers and releases are keyed by ODCounts.fingerprint: a hash of the trips themselves (order,
@@ -338,7 +338,7 @@ def release_now(token: int, **job: Any) -> None:
     try:
         fp_, model_ = job["fp"], job["model"]
         rel_ = release_od(model_["counts"], job["mech"], job["cost"], ss["od_ledgers"][fp_],
-                          split=job["split"], weights=job["weights"], **job["opts"])
+                          split=job["split"], weights=job["weights"], session=state.session(), **job["opts"])
         ss["od_releases"].setdefault(fp_, []).append({
             "release": rel_, "fp": fp_, "view": model_["view"], "model": model_, "name": model_["name"],
             "cost_label": job["cost_label"], "delta": job["delta"], "approx": job["approx"], "exports": {}})
@@ -779,10 +779,6 @@ h: Hierarchy = model["h"]
 counts: ODCounts = model["counts"]
 fp = model["fp"]
 unit = model["unit"]
-led = ss["od_ledgers"].get(fp)
-if led is None:
-    # persistent: the same trips find the same budget in every tab and after restarts
-    led = ss["od_ledgers"][fp] = stored_ledger("od", fp, budget.zcdp(DEFAULT_RHO_CAP))
 
 # ============================================================================ mechanism
 with tab_mech:
@@ -792,6 +788,10 @@ with tab_mech:
     st.caption(f"{info.description} **When to use:** {info.when} *({info.paper})*")
     st.caption("The stability histogram (SH) is not offered here: it is (ε, δ)-DP, and its cost cannot be added "
                "to this data set's budget ledger (compare with it in the benchmarks).")
+    # persistent: the same trips find the same budget (their population's, once bound) in every tab and after
+    # restarts
+    led = budget_ui.population_input("od", fp, budget.zcdp(DEFAULT_RHO_CAP), ss["od_ledgers"], f"od_{fp}")
+    population = state.population_of("od", fp)
     locked = bool(led.entries)
     wdef = keep("definition", "approx")
     if locked and FAMILY[ss[wdef]] != led.definition:
@@ -800,8 +800,8 @@ with tab_mech:
     definition = c1.radio("Privacy definition", list(DEFS), format_func=DEFS.get, key=wdef)
     kept("definition")
     if locked:
-        c1.caption(f"This data set's budget is kept in {'ρ (zCDP)' if led.definition == 'zcdp' else 'ε'}: "
-                   "budget was already spent under it.")
+        c1.caption(f"This {'population' if population else 'data set'}'s budget is kept in "
+                   f"{'ρ (zCDP)' if led.definition == 'zcdp' else 'ε'}: budget was already spent under it.")
     elif FAMILY[definition] != led.definition:
         budget_ui.switch_definition(led, FAMILY[definition], {"pure": DEFAULT_EPS_CAP, "zcdp": DEFAULT_RHO_CAP})
     delta = 1e-8
@@ -847,7 +847,7 @@ with tab_mech:
     ss["od_delta"] = delta
     sym = led.cap.symbol
     budget_ui.cap_input(led, f"od_cap_{fp}_{led.definition}", c3, label="Budget cap of this data set",
-                        min_value=0.0001, step=0.01, fmt_str="%.4f")
+                        min_value=0.0001, step=0.01, fmt_str="%.4f", population=population)
     if led.definition == "zcdp":
         c3.caption(f"Cap ρ = {led.cap.value:.4g} reads as ε ≈ "
                    f"{fmt.eps(budget.zcdp_to_approx_dp(led.cap.value, delta))} at δ = {sci(delta)} (CKS conversion; "
@@ -936,7 +936,8 @@ with tab_mech:
         st.error(f"Not enough budget left: {led.cap.symbol} = {fmt.eps(led.remaining)} of "
                  f"{fmt.eps(led.cap.value)} is left, and this release needs {cost.label()}. Lower the budget of this "
                  "release, or raise the cap if your privacy policy allows it.")
-    st.caption(f"Spent on these trips: {led.cap.symbol} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)} "
+    st.caption(f"Spent on {f'the population {population}' if population else 'these trips'}: {led.cap.symbol} = "
+               f"{fmt.eps(led.spent)} of {fmt.eps(led.cap.value)} "
                f"({len(led.entries)} release{'s' if len(led.entries) != 1 else ''}). The budget belongs to the trips "
                "themselves: loading them again, in another file or with another area list, draws on the same budget.")
 

@@ -43,9 +43,16 @@ def switch_definition(led: Ledger, definition: str, defaults: dict[str, float] |
 def cap_input(led: Ledger, key: str, container: Any = None, *, label: str = "Budget cap of this dataset",
               min_value: float = 0.001, step: float = 0.1, fmt_str: str = "%.3f",
               help: str = "The most all releases of this dataset may spend together. Smaller is more private; "
-                          "raising it later asks for confirmation.") -> None:
-    """The cap box of ``led``; edits go through the session, raises wait for confirmation."""
+                          "raising it later asks for confirmation.", population: str | None = None) -> None:
+    """The cap box of ``led``; edits go through the session, raises wait for confirmation.
+
+    With ``population`` (the name the data is bound to) the box says it is that population's cap.
+    """
     box = container if container is not None else st
+    if population:
+        label = f"Budget cap of the population {population}"
+        help = ("The most all releases of every data set bound to this population may spend together. Smaller "
+                "is more private; raising it later asks for confirmation.")
     shown, pending = f"{key}__shown", f"{key}__raise"
     if ss.get(shown) != led.cap.value or key not in ss:
         # first draw, or the cap changed elsewhere: show it (never write a stale value back)
@@ -86,3 +93,61 @@ def cap_input(led: Ledger, key: str, container: Any = None, *, label: str = "Bud
         c1, c2 = box.columns(2)
         c1.button("Raise the cap", key=f"{key}__confirm", on_click=confirm, type="primary")
         c2.button("Keep the cap", key=f"{key}__cancel", on_click=cancel)
+
+
+POPULATION_HELP = ("Data that comes from the same people (the points, trips and census tables of one survey) "
+                   "should share one budget, so that their releases together never expose anyone more than the "
+                   "cap allows. Give each of them the same name here before its first release. A data set keeps "
+                   "its population for good.")
+
+
+def population_input(kind: str, fp: str, default_cap: budget.PrivacyCost, cache: dict[str, Ledger], key: str,
+                     container: Any = None, reset: tuple[str, ...] = ()) -> Ledger:
+    """The "Population (optional)" box of a data set, and the budget the page should use.
+
+    Typing a name binds ``kind`` data with content fingerprint ``fp`` to that population
+    (:meth:`dpcore.core.session.Session.budget`); its releases then draw on the population's budget,
+    shared with every data set bound to it.  A refusal (the data already has releases on its own
+    budget, or belongs to another population) is shown under the box and changes nothing.
+    ``cache`` is the page's dict of ledgers; the returned ledger is the one now in it.  ``reset``:
+    widget keys to drop after a binding, so they show the population's budget (its definition).
+    """
+    box = container if container is not None else st
+    wkey, err_key = f"{key}__population", f"{key}__population_error"
+    bound = state.population_of(kind, fp)
+    if wkey not in ss:
+        ss[wkey] = bound or ""
+
+    def changed() -> None:
+        name = str(ss[wkey]).strip()
+        current = state.population_of(kind, fp)
+        if name == (current or ""):
+            ss[wkey] = name
+            return
+        if not name:  # emptied: a binding cannot be undone
+            ss[err_key] = (f"This data belongs to the population '{current}' for good: its releases are counted "
+                           "in that population's budget.")
+        else:
+            own = cache.get(fp)
+            try:
+                state.bind_population(kind, fp, name, own.cap if own is not None and not current else default_cap,
+                                      cache)
+                ss[wkey] = name
+                state.forget(*reset)
+                return
+            except DPCoreError as e:
+                ss[err_key] = str(e)
+        ss[wkey] = current or ""
+
+    left, right = box.columns(2, vertical_alignment="center")
+    left.text_input("Population (optional)", key=wkey, on_change=changed, placeholder="e.g. Travel survey 2023",
+                    help=POPULATION_HELP)
+    if bound:
+        right.caption(f"population: **{bound}**. This data draws on the population's budget, shared with all the "
+                      "data bound to it (a data set keeps its population for good).")
+    else:
+        right.caption("Is other data about the same people (points, trips, census tables)? Give it all the same "
+                      "population name so their releases share one budget. Name it before the first release.")
+    if ss.get(err_key):
+        box.error(ss.pop(err_key))
+    return state.data_ledger(kind, fp, default_cap, cache)

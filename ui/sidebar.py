@@ -10,12 +10,15 @@ from dpcore.privacy.ledger import Ledger
 from ui import fmt, state
 
 
-def _ledger(led: Ledger, delta: float, *, classic: bool = False) -> None:
+def _ledger(led: Ledger, delta: float, *, classic: bool = False, population: str | None = None) -> None:
     """The budget bar, the (ε, δ) reading of a ρ ledger, and one line per spend.
 
     ``classic``: also name the paper's (Lemma 3) reading beside the CKS one (the O/D page, whose
-    releases may be stated through that conversion)."""
+    releases may be stated through that conversion).  ``population``: the name of the population
+    the data is bound to (the budget shown is the population's)."""
     spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
+    if population:
+        st.caption(f"population: **{population}** (one budget for all its data)")
     st.progress(min(spent / cap, 1.0) if cap else 1.0,
                 text=f"spent {sym} = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
     if led.definition == "zcdp" and classic and spent:
@@ -47,7 +50,7 @@ def render_hierarchy() -> None:
         st.markdown("#### Privacy budget")
         led = ss.get("census_ledgers", {}).get(model["fp"])
         if led is not None:
-            _ledger(led, ss.get("hier_delta", 1e-6))
+            _ledger(led, ss.get("hier_delta", 1e-6), population=state.population_of("census", model["fp"]))
         st.markdown("#### Current release")
         entry = ss.get("hier_release")
         if entry is None or entry["fp"] != model["fp"]:
@@ -78,7 +81,7 @@ def render_od() -> None:
         st.markdown("#### Privacy budget")
         led = ss.get("od_ledgers", {}).get(model["fp"])
         if led is not None:
-            _ledger(led, ss.get("od_delta", 1e-8), classic=True)
+            _ledger(led, ss.get("od_delta", 1e-8), classic=True, population=state.population_of("od", model["fp"]))
         st.markdown("#### Current release")
         entry = ss.get("od_shown")
         if entry is None or entry.get("fp") != model["fp"]:
@@ -120,7 +123,8 @@ def render(page: str = "") -> None:
         st.caption("These figures are about your confidential data: for you only, never exported.")
 
         st.markdown("#### Privacy budget")
-        _ledger(state.ledger(), st.session_state.get("delta", 1e-6))
+        _ledger(state.ledger(), st.session_state.get("delta", 1e-6),
+                population=state.population_of("points", ds.fingerprint))
 
         st.markdown("#### Current release")
         cur = state.current_release()

@@ -190,8 +190,54 @@ def session() -> Session:
 def stored_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost) -> Ledger:
     """The persistent budget of a dataset (``kind`` + content fingerprint, keyed by the session),
     kept in the budget database: re-uploading the data, reloading the page, a second tab or a
-    restart of the app all continue the same budget."""
+    restart of the app all continue the same budget (its population's, when it is bound to one)."""
     return session().budget(kind, fp, default=default_cap)
+
+
+def data_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost, cache: dict[str, Ledger]) -> Ledger:
+    """The budget ``kind`` data with content fingerprint ``fp`` draws on, kept in ``cache`` (a page's
+    ``st.session_state`` dict of ledgers).
+
+    The cached ledger is opened again when the data's binding no longer matches it (the data was
+    bound to a population since, in this tab or another), so a page never charges a data set's
+    own budget once the data draws on its population's.
+    """
+    led = cache.get(fp)
+    if led is not None:
+        store = session().store
+        if led.dataset == store.resolve(store.key(kind, fp)):
+            return led
+    led = cache[fp] = stored_ledger(kind, fp, default_cap)
+    return led
+
+
+def population_of(kind: str, fp: str) -> str | None:
+    """The name of the population ``kind`` data with fingerprint ``fp`` is bound to, or None.
+
+    A binding is for good, so a name once found is remembered for this browser session; "not bound"
+    is asked again on every call (another tab may bind the data meanwhile).
+    """
+    names = st.session_state.setdefault("population_names", {})
+    if (kind, fp) in names:
+        return names[(kind, fp)]
+    store = session().store
+    name = store.population_name(store.key(kind, fp))
+    if name is not None:
+        names[(kind, fp)] = name
+    return name
+
+
+def bind_population(kind: str, fp: str, name: str, default_cap: budget.PrivacyCost,
+                    cache: dict[str, Ledger]) -> Ledger:
+    """Bind the data to the named population (for good) and keep the population's budget in ``cache``.
+
+    Refusals (:meth:`dpcore.privacy.ledger_store.LedgerStore.bind`: the data already has releases
+    on its own budget, or belongs to another population) raise :class:`DPCoreError` with the reason.
+    A new population starts with ``default_cap``.
+    """
+    led = cache[fp] = session().budget(kind, fp, default=default_cap, population=name)
+    st.session_state.setdefault("population_names", {})[(kind, fp)] = name.strip()
+    return led
 
 
 def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any],
@@ -211,10 +257,7 @@ def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any
 def ledger() -> Ledger:
     """The ledger of the loaded dataset (same data re-uploaded -> same ledger, in every session)."""
     ss = st.session_state
-    fp = dataset().fingerprint
-    if fp not in ss["ledgers"]:
-        ss["ledgers"][fp] = stored_ledger("points", fp, budget.pure(DEFAULT_CAP))
-    return ss["ledgers"][fp]
+    return data_ledger("points", dataset().fingerprint, budget.pure(DEFAULT_CAP), ss["ledgers"])
 
 
 def current_release() -> ReleaseEntry | None:

@@ -169,6 +169,12 @@ class LedgerStore:
             row = con.execute("SELECT population FROM bindings WHERE data_key = ?", (data_key,)).fetchone()
         return row[0] if row else data_key
 
+    def population_name(self, data_key: str) -> str | None:
+        """The name of the population a data set is bound to, or None when it has a budget of its own."""
+        with contextlib.closing(self._connect()) as con:
+            row = con.execute("SELECT name FROM bindings WHERE data_key = ?", (data_key,)).fetchone()
+        return str(row[0]) if row else None
+
     def bind(self, data_key: str, name: str) -> str:
         """Bind a data set to the named population (for good) and return the population's key.
 

@@ -1,0 +1,263 @@
+"""The app's side of the one session: populations, cap raises and units of privacy, with AppTest.
+
+Every page charges through ``ui.state.session()``; data loaded on different pages can be bound
+to one named population (ui/budget_ui.population_input) and then draws on one budget.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
+POP = "Travel survey 2023"
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, at.exception
+    return at
+
+
+def app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    return ok(at)
+
+
+def page(name: str) -> AppTest:
+    """One page run as under st.navigation (a script whose __file__ is the page)."""
+    path = ROOT / "app_pages" / name
+    at = AppTest.from_string(f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from ui import state
+state.init()
+exec(compile(open({str(path)!r}, encoding="utf-8").read(), {str(path)!r}, "exec"),
+     {{"__file__": {str(path)!r}, "__name__": "__main__"}})
+""", default_timeout=180)
+    at.run()
+    return ok(at)
+
+
+def goto(at: AppTest, name: str) -> AppTest:
+    at.switch_page(f"app_pages/{name}.py").run()
+    return ok(at)
+
+
+def population_box(at: AppTest):
+    [box] = [t for t in at.text_input if t.label == "Population (optional)"]
+    return box
+
+
+def bind(at: AppTest, name: str) -> AppTest:
+    population_box(at).input(name).run()
+    return ok(at)
+
+
+def number_input(at: AppTest, label_start: str):
+    [box] = [n for n in at.number_input if n.label.startswith(label_start)]
+    return box
+
+
+def texts(elements) -> str:
+    return "\n".join(e.value for e in elements)
+
+
+def sidebar_text(at: AppTest) -> str:
+    return "\n".join([m.value for m in at.sidebar.markdown] + [c.value for c in at.sidebar.caption])
+
+
+def points_ledger(at: AppTest):
+    return at.session_state["ledgers"][at.session_state["dataset"].fingerprint]
+
+
+def census_ledger(at: AppTest):
+    [led] = at.session_state["census_ledgers"].values()
+    return led
+
+
+# ---------------------------------------------------------------- (a) one budget per population
+
+
+def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
+    at = goto(app(), "mechanism")
+    assert "Data that comes from the same people" in population_box(at).help
+    bind(at, POP)
+    assert f"population: **{POP}**" in texts(at.caption)
+    assert f"population: **{POP}**" in sidebar_text(at)
+    assert number_input(at, "Budget cap").label == f"Budget cap of the population {POP} (ε)"
+    number_input(at, "Privacy budget of this release").set_value(0.6).run()
+    at.button(key="release_button").click().run()
+    ok(at)
+    pop = points_ledger(at)
+    assert pop.spent == pytest.approx(0.6) and len(at.session_state["releases"]) == 1
+
+    goto(at, "census")
+    assert census_ledger(at).dataset != pop.dataset  # the census table has a budget of its own ...
+    bind(at, f"  {POP} ")  # ... until it is bound (the name is trimmed)
+    led = census_ledger(at)
+    assert led.dataset == pop.dataset and led.spent == pytest.approx(0.6)
+    assert any(m.label == "Spent of the population's cap" and m.value == "ε = 0.6 of 1" for m in at.metric)
+    button = at.button(key="census_release_button")
+    assert button.disabled  # ε = 0.5 on top of the points' 0.6 passes the population's cap 1
+    assert "Not enough budget left for ε = 0.5: ε = 0.4 is left of the cap 1" in texts(at.error)
+    at.number_input(key="census_epsilon").set_value(0.4).run()
+    at.button(key="census_release_button").click().run()
+    ok(at)
+    assert pop.spent == pytest.approx(1.0) and [e.label for e in pop.entries][-1].startswith("census release")
+
+    goto(at, "mechanism")  # the points page now sees the census release in its budget
+    number_input(at, "Privacy budget of this release").set_value(0.1).run()
+    assert at.button(key="release_button").disabled
+    assert "spent ε = 1 of 1" in "\n".join(p.proto.text for p in at.sidebar.get("progress"))
+
+    goto(at, "history")  # one budget, listed once, naming both data sets
+    [head] = [h.value for h in at.subheader if h.value.startswith(f"Population {POP}")]
+    assert "Points:" in head and "Census table" in head and "2 releases" in head
+
+
+# ---------------------------------------------------------------- (b) binding refused
+
+
+def test_binding_after_a_release_is_refused_and_the_page_stays() -> None:
+    at = page("census.py")
+    at.button(key="census_release_button").click().run()
+    ok(at)
+    own = census_ledger(at)
+    bind(at, POP)
+    assert "already has releases on a budget of its own" in texts(at.error)
+    assert population_box(at).value == ""  # nothing bound: the box says so
+    assert census_ledger(at) is own and own.spent == pytest.approx(0.5)
+    assert at.button(key="census_release_button").label.startswith("Release with ε = 0.5")  # page alive
+    at.run()
+    assert "already has releases" not in texts(at.error)  # shown once, not on every rerun
+
+
+def test_a_data_set_belongs_to_one_population_for_good() -> None:
+    at = page("census.py")
+    bind(at, "Survey A")
+    bind(at, "Survey B")
+    assert "already bound to the population 'Survey A'" in texts(at.error)
+    assert population_box(at).value == "Survey A"
+    bind(at, "")
+    assert "belongs to the population 'Survey A' for good" in texts(at.error)
+    assert population_box(at).value == "Survey A"
+    # a new session (reload, second tab) finds the binding and shows its name
+    again = page("census.py")
+    assert population_box(again).value == "Survey A"
+    assert "population: **Survey A**" in texts(again.caption)
+    assert census_ledger(again).dataset == census_ledger(at).dataset
+
+
+# ---------------------------------------------------------------- (c) raising a cap asks, lowering does not
+
+
+def _points():
+    return goto(app(), "mechanism"), points_ledger
+
+
+def _census():
+    return page("census.py"), census_ledger
+
+
+def _hierarchy():
+    return page("hierarchy.py"), census_ledger
+
+
+def _od():
+    at = page("od.py")
+    return at, lambda a: next(iter(a.session_state["od_ledgers"].values()))
+
+
+@pytest.mark.parametrize("open_page", [_points, _census, _hierarchy, _od], ids=["points", "census", "hierarchy", "od"])
+def test_raising_a_cap_asks_for_confirmation_and_lowering_does_not(open_page) -> None:
+    at, ledger = open_page()
+    led = ledger(at)
+    cap0 = led.cap.value
+    low, high = cap0 / 2, cap0 * 3
+    number_input(at, "Budget cap").set_value(low).run()
+    ok(at)
+    assert led.cap.value == pytest.approx(low)  # lowered at once
+    assert not any("Raise the cap" in w.value for w in at.warning)
+    number_input(at, "Budget cap").set_value(high).run()
+    ok(at)
+    assert led.cap.value == pytest.approx(low)  # not yet
+    assert any("Raise the cap" in w.value and "exposed more" in w.value for w in at.warning)
+    next(b for b in at.button if b.label == "Raise the cap").click().run()
+    ok(at)
+    assert led.cap.value == pytest.approx(high)
+    assert number_input(at, "Budget cap").value == pytest.approx(high)
+    assert [(c.old.value, c.new.value) for c in led.cap_changes] == [
+        (pytest.approx(cap0), pytest.approx(low)), (pytest.approx(low), pytest.approx(high))]
+    # "Keep the cap" leaves it as it is
+    number_input(at, "Budget cap").set_value(high * 2).run()
+    next(b for b in at.button if b.label == "Keep the cap").click().run()
+    ok(at)
+    assert led.cap.value == pytest.approx(high) and len(led.cap_changes) == 2
+
+
+# ---------------------------------------------------------------- (d) the history lists cap changes and units
+
+
+def test_history_lists_cap_changes_and_the_unit_of_each_spend() -> None:
+    at = goto(app(), "mechanism")
+    number_input(at, "Budget cap").set_value(0.8).run()
+    at.button(key="release_button").click().run()
+    ok(at)
+    goto(at, "history")
+    assert any("Cap changes:" in c.value and "ε = 1 → ε = 0.8" in c.value for c in at.caption)
+    [spends] = [d.value for d in at.dataframe if "unit of privacy" in d.value.columns]
+    assert list(spends["unit of privacy"]) == ["one record, add or remove"]
+    assert list(spends["cost"]) == ["ε = 0.5"]
+
+
+# ---------------------------------------------------------------- (e) a person budget refuses a record release
+
+
+def _points_with_people(n: int = 3000) -> bytes:
+    rng = np.random.default_rng(5)
+    lat, lon = rng.uniform(40.6, 40.9, n), rng.uniform(-74.0, -73.75, n)
+    user = rng.integers(0, 300, n)
+    rows = ["lat,lon,user_id"] + [f"{a:.6f},{b:.6f},u{u}" for a, b, u in zip(lat, lon, user, strict=True)]
+    return ("\n".join(rows) + "\n").encode()
+
+
+def upload(at: AppTest) -> AppTest:
+    at.file_uploader(key="points_upload").set_value(("people.csv", _points_with_people(), "text/csv")).run()
+    return ok(at)
+
+
+def _use_columns(at: AppTest, person: str) -> AppTest:
+    [box] = [b for b in at.selectbox if b.label == "Person / user id column (optional)"]
+    box.set_value(person)
+    at.button(key="FormSubmitter:columns-Use these columns").click().run()
+    return ok(at)
+
+
+def test_a_record_level_release_on_a_person_budget_is_refused_with_the_reason() -> None:
+    at = app()
+    upload(at)
+    _use_columns(at, "user_id")
+    assert at.session_state["user_cap"] == 10
+    goto(at, "mechanism")
+    at.button(key="release_button").click().run()
+    ok(at)
+    led = points_ledger(at)
+    assert led.unit is not None and led.unit.label() == "one person (at most 10 records each), add or remove"
+
+    goto(at, "data")
+    upload(at)  # the same points again, read as they come: each row its own unit
+    assert at.session_state["dataset"].table.user_column is None
+    goto(at, "mechanism")
+    assert points_ledger(at) is led  # same points, same budget
+    err = texts(at.error)
+    assert "This budget protects one person (at most 10 records each)" in err
+    assert "a record-level release bounds the influence of one row only" in err
+    button = at.button(key="release_button")
+    assert button.disabled and "unit of privacy" in button.label
+    assert len(led.entries) == 1 and len(at.session_state["releases"]) == 1
+    assert [t.value for t in at.title] == ["Mechanism & budget"]  # the page is alive
