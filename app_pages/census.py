@@ -6,11 +6,11 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.areas import census_privelet, census_tables
-from dpcore.core.pipeline import release_census
 from dpcore.data import engines, synthetic
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import guess_level_columns
 from dpcore.errors import DPCoreError
+from dpcore.pipeline import release_census
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger

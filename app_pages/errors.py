@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dpcore.core import pipeline
+from dpcore import pipeline
 from dpcore.errors import DPCoreError
 from ui import state
 

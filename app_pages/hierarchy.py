@@ -12,12 +12,12 @@ import streamlit as st
 from dpcore.areas import area_sets, census_tables, export, figures, tree_mechanisms, tree_records
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core import spec as config
-from dpcore.core.pipeline import release_hierarchy
 from dpcore.data import engines, synthetic
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import guess_level_columns
 from dpcore.errors import DPCoreError, InputError
+from dpcore.pipeline import release_hierarchy
 from dpcore.points import viz
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dpcore.core import pipeline
+from dpcore import pipeline
 from dpcore.errors import DPCoreError
 from dpcore.estimate import matrix_report
 from dpcore.points import mechanisms, workload_io

@@ -15,7 +15,6 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.core.pipeline import release_od
 from dpcore.data import engines, synthetic
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
@@ -38,6 +37,7 @@ from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.diagnostics import empirical_errors
 from dpcore.flows.tree import hierarchy_from_prefixes, match_leaves
+from dpcore.pipeline import release_od
 from dpcore.privacy import budget
 from ui import budget_ui, fmt, state
 from ui.source_ui import drop_copy, keep_copy, large_upload_source

@@ -207,7 +207,7 @@ def server_figure_times(cases) -> dict[str, tuple[float, float]]:
     """In-process: build the app's map figure and serialise it as st.plotly_chart does (best of 3)."""
     import plotly.io
 
-    from dpcore.core import pipeline
+    from dpcore import pipeline
     from dpcore.data import synthetic
     from dpcore.data.domain import Grid, aggregate_points
     from dpcore.points import viz

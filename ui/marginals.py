@@ -15,8 +15,8 @@ import streamlit as st
 
 from dpcore.areas import marginals
 from dpcore.areas.census_tables import CensusTable
-from dpcore.core.pipeline import release_census
 from dpcore.errors import DPCoreError
+from dpcore.pipeline import release_census
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger

@@ -386,7 +386,7 @@ def release(
 ) -> HierarchyRelease:
     """Release ``counts`` with a hierarchy mechanism (the caller has charged the ledger).
 
-    Use :func:`dpcore.core.pipeline.release_hierarchy`, which validates, charges the ledger and then
+    Use :func:`dpcore.pipeline.release_hierarchy`, which validates, charges the ledger and then
     calls this.  ``order`` is IntOpt's zeroing order for ``topdown_linf``.
     """
     p = plan(counts.hierarchy, mechanism, cost, neighbour=neighbour, split=split, weights=weights,

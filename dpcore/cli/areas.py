@@ -135,7 +135,7 @@ def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str 
 def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any, areas_from_data: bool) -> int:
     """``release census --mechanism matrix``: marginal tables with the matrix mechanism."""
     from dpcore.areas import marginals
-    from dpcore.core.pipeline import release_census
+    from dpcore.pipeline import release_census
     from dpcore.privacy.noise import secure_source
 
     s = table.structure
@@ -166,8 +166,8 @@ def execute_census(spec: ReleaseSpec) -> int:
     """``release census``: Privelet counts, or marginal tables with the matrix mechanism, written out."""
     args = spec.namespace()  # the options, defaults included
     from dpcore.areas import census_privelet, census_tables
-    from dpcore.core.pipeline import release_census
     from dpcore.data.code_tables import read_code_table
+    from dpcore.pipeline import release_census
     from dpcore.privacy.noise import secure_source
 
     make, cost = budget_arg(args)
@@ -220,9 +220,9 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
     args = spec.namespace()  # the options, defaults included
     from dpcore.areas import export, tree_mechanisms, tree_records
     from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-    from dpcore.core.pipeline import hierarchy_unit, release_hierarchy
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
+    from dpcore.pipeline import hierarchy_unit, release_hierarchy
     from dpcore.privacy import budget
 
     make, cost = budget_arg(args)

@@ -323,12 +323,12 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
 def execute_od(spec: ReleaseSpec) -> int:
     """``release od``: origin/destination flows over a public hierarchy, written to the output folder."""
     args = spec.namespace()  # the options, defaults included
-    from dpcore.core.pipeline import od_unit, release_od
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows import export as od_export
     from dpcore.flows import mechanisms as od
     from dpcore.flows.counts import ODCounts
     from dpcore.flows.tree import match_leaves
+    from dpcore.pipeline import od_unit, release_od
     from dpcore.privacy import budget
     from dpcore.privacy.noise import secure_source
 

@@ -192,8 +192,8 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
 def execute_points(spec: ReleaseSpec) -> int:
     """``release points``: the counts over the grid of a points release, written to its output folder."""
     args = spec.namespace()  # the options, defaults included
-    from dpcore.core.pipeline import points_unit, release_points
     from dpcore.data.domain import Bounds, Grid
+    from dpcore.pipeline import points_unit, release_points
     from dpcore.points.export import write_release
     from dpcore.privacy import budget
 

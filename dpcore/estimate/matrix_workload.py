@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from dpcore.data import queries
 from dpcore.errors import InputError, ParameterError
-from dpcore.points import queries
 
 __all__ = [
     "FULL_METHOD_MAX_N",

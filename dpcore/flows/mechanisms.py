@@ -592,7 +592,7 @@ def release(
     approx: tuple[float, float] | None = None,
     progress: Any = None,
 ) -> ODRelease:
-    """Release ``counts`` (the caller has charged the ledger; use :func:`dpcore.core.pipeline.release_od`).
+    """Release ``counts`` (the caller has charged the ledger; use :func:`dpcore.pipeline.release_od`).
 
     InfTDA walks the O/D tree top down as in Boninsegna & Silvestri (2024), Algorithm 1, with
     IntOpt (their Algorithm 2) at every node; ``tda_l2`` projects by least squares and rounds, as

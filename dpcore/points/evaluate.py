@@ -19,7 +19,7 @@ data that is not differentially private; prefer a public or synthetic stand-in
 
 Randomness
     * The query workload is public and data-free: drawn once per repeat (and
-      shape) from ``seed`` with numpy's PRNG (see :mod:`dpcore.points.queries`), and the
+      shape) from ``seed`` with numpy's PRNG (see :mod:`dpcore.data.queries`), and the
       same workload is answered by every mechanism and every ε of that repeat.
     * Release noise comes from :mod:`dpcore.privacy.noise` only: a fresh secure source
       per release by default, or ``NoiseSource(noise_seed + i)`` for the i-th
@@ -41,11 +41,11 @@ import numpy as np
 import pandas as pd
 
 from dpcore.core import metrics
+from dpcore.data import queries
 from dpcore.data.domain import Aggregate, Grid, aggregate_points
 from dpcore.data.synthetic import gaussian_clusters
 from dpcore.errors import ParameterError
 from dpcore.points import mechanisms as _registry
-from dpcore.points import queries
 from dpcore.points.mechanisms.base import check_epsilon
 from dpcore.privacy.noise import NoiseSource, secure_source
 

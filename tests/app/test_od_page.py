@@ -16,11 +16,11 @@ import pytest
 import streamlit.testing.v1.app_test as app_test_module
 from streamlit.testing.v1 import AppTest
 
-from dpcore.core.pipeline import release_od
 from dpcore.errors import BudgetError
 from dpcore.flows import export as od_export
 from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.pipeline import release_od
 from dpcore.privacy import budget
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -198,7 +198,7 @@ def test_record_validates_and_holds_no_true_counts(counts: HierarchyCounts, mech
     cost = budget.pure(1.0) if definition == "pure" else budget.zcdp(0.5)
     led = Ledger(budget.pure(3.0) if definition == "pure" else budget.zcdp(2.0),
                         dataset="confidential_people_2020.csv")
-    from dpcore.core import pipeline
+    from dpcore import pipeline
 
     r = pipeline.release_hierarchy(counts, mechanism, cost, led, noise=NoiseSource(5), neighbour=neighbour)
     rec = X.hierarchy_record(r, led)

@@ -15,9 +15,9 @@ from scipy import stats
 
 from dpcore.areas import area_sets, export, tree_mechanisms
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.core.pipeline import release_hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import matrix_errors, matrix_release
+from dpcore.pipeline import release_hierarchy
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource

@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 from scipy import special
 
+from dpcore import pipeline
 from dpcore.areas import census_privelet, census_tables
 from dpcore.cli import main
-from dpcore.core import pipeline
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.synthetic import synthetic_census
 from dpcore.errors import DPCoreError, InputError, ParameterError

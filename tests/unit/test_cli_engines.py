@@ -23,10 +23,10 @@ ENGINES = ["numpy", "duckdb", pytest.param("spark", marks=pytest.mark.spark)]
 @pytest.fixture(autouse=True)
 def seeded_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every release draws from the same seeded stream, so equal aggregates give equal files."""
-    import dpcore.core.pipeline
+    import dpcore.pipeline
 
     monkeypatch.setattr(noise, "secure_source", lambda: noise.NoiseSource(11))
-    monkeypatch.setattr(dpcore.core.pipeline, "secure_source", lambda: noise.NoiseSource(11))
+    monkeypatch.setattr(dpcore.pipeline, "secure_source", lambda: noise.NoiseSource(11))
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 
 from dpcore.cli import main
+from dpcore.data import queries
 from dpcore.data.domain import PRESETS, Grid, rect_sums
 from dpcore.errors import ParameterError
 from dpcore.points import evaluate as ev
-from dpcore.points import mechanisms, queries
+from dpcore.points import mechanisms
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.noise import NoiseSource
 

@@ -17,8 +17,8 @@ import jsonschema
 import numpy as np
 import pytest
 
-from dpcore.core.pipeline import release_points
 from dpcore.data.domain import Aggregate, Bounds, Grid, rect_sums
+from dpcore.pipeline import release_points
 from dpcore.points import mechanisms
 from dpcore.points.export import (
     CSV_COLUMNS,

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpcore import pipeline
 from dpcore.areas import census_privelet, census_tables, export, marginals
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.core import pipeline
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.data.points import load_points
 from dpcore.points import export as pexport

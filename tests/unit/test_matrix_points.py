@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcore.core.pipeline import release_points
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_cache, matrix_errors, matrix_workload
+from dpcore.pipeline import release_points
 from dpcore.points import mechanisms
 from dpcore.points.export import release_record, validate_record, write_release
 from dpcore.points.mechanisms.matrix import MatrixMechanism
@@ -386,7 +386,7 @@ def test_ratio_is_null_when_the_svd_bound_is_zero(monkeypatch, tmp_path: Path) -
 def test_many_rectangles_on_a_large_grid_release_without_the_dense_matrix() -> None:
     """1,000 random rectangles on 256 × 256 (m·n = 65.5 M > the 50 M dense limit): the answers come
     from prefix sums; before, the release charged the ledger, drew the noise, then failed."""
-    from dpcore.core import pipeline as _p
+    from dpcore import pipeline as _p
     from dpcore.data.domain import Aggregate as _A
     from dpcore.data.domain import Bounds as _B
     from dpcore.data.domain import Grid as _G

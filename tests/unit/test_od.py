@@ -24,8 +24,8 @@ import pytest
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.stats import binom
 
+from dpcore import pipeline
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.core import pipeline
 from dpcore.data.synthetic import demo_od, synthetic_od_tree
 from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.estimate import topdown_opt

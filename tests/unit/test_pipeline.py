@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpcore.core import pipeline
+from dpcore import pipeline
+from dpcore.data import queries
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError, ParameterError
-from dpcore.points import queries
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpcore import pipeline
 from dpcore.areas import census_privelet, census_tables, marginals, tree_mechanisms, tree_records
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.core import pipeline
 from dpcore.core.mechanism import Plan
 from dpcore.core.session import Session
 from dpcore.data import synthetic

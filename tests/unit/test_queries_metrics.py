@@ -1,4 +1,4 @@
-"""Unit tests of dpcore.points.queries (range-query workloads) and dpcore.core.metrics (error measures)."""
+"""Unit tests of dpcore.data.queries (range-query workloads) and dpcore.core.metrics (error measures)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from dpcore.core import metrics
 from dpcore.data.domain import Bounds, Grid
+from dpcore.data.queries import random_rectangles, true_answers
 from dpcore.errors import ParameterError
-from dpcore.points.queries import random_rectangles, true_answers
 
 GRID = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 64, 200)  # not square, to catch rows/cols mix-ups
 SIZES = (0.02, 0.06, 0.10)

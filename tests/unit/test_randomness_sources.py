@@ -39,7 +39,7 @@ def test_no_other_randomness_source(path: Path) -> None:
 
 def test_release_does_not_touch_numpy_global_rng(monkeypatch: pytest.MonkeyPatch) -> None:
     """A full release with the secure source works with numpy's RNG entry points broken."""
-    from dpcore.core import pipeline
+    from dpcore import pipeline
     from dpcore.data import synthetic
     from dpcore.data.domain import Grid, aggregate_points
     from dpcore.privacy import budget

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcore.core.pipeline import release_points
 from dpcore.core.session import Charge, JsonLedger, Session, default_cap
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError, DPCoreError
+from dpcore.pipeline import release_points
 from dpcore.privacy.budget import pure, zcdp
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_store import KEY_PREFIX, LedgerStore

@@ -25,10 +25,10 @@ from dpcore.privacy import noise
 @pytest.fixture(autouse=True)
 def seeded_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every release draws from the same seeded stream, so equal specs give equal files."""
-    import dpcore.core.pipeline
+    import dpcore.pipeline
 
     monkeypatch.setattr(noise, "secure_source", lambda: noise.NoiseSource(5))
-    monkeypatch.setattr(dpcore.core.pipeline, "secure_source", lambda: noise.NoiseSource(5))
+    monkeypatch.setattr(dpcore.pipeline, "secure_source", lambda: noise.NoiseSource(5))
 
 
 def _inputs(tmp: Path) -> None:

@@ -23,10 +23,10 @@ import pytest
 from scipy import special
 from scipy.optimize import isotonic_regression
 
+from dpcore import pipeline
 from dpcore.areas import tree_mechanisms as H
 from dpcore.areas import tree_records as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.core import pipeline
 from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.estimate.tree_inference import level_least_squares
 from dpcore.privacy import budget

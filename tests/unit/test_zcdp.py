@@ -9,8 +9,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from dpcore import pipeline
 from dpcore.cli import main
-from dpcore.core import pipeline
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError
 from dpcore.points import export, mechanisms

@@ -24,9 +24,9 @@ import numpy as np
 from dpcore.core import metrics
 from dpcore.core.mechanism import KindRelease, Plan
 from dpcore.core.session import Session
+from dpcore.data import queries
 from dpcore.data.domain import Aggregate
 from dpcore.errors import BudgetError, ParameterError
-from dpcore.points import queries
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource, secure_source
