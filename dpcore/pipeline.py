@@ -43,9 +43,14 @@ def od_unit(neighbour: str, max_trips: int) -> Unit:
     return Unit("person", cap=max_trips, neighbour=n) if max_trips > 1 else Unit("record", neighbour=n)
 
 
-def hierarchy_unit(neighbour: str) -> Unit:
-    """The unit of privacy of a hierarchy release: one record, added/removed or replaced."""
-    return Unit("record", neighbour="replace" if neighbour == "replace" else "add_remove")
+def hierarchy_unit(neighbour: str, statistic: str = "count") -> Unit:
+    """The unit of privacy of a hierarchy release: one record, added/removed or replaced.
+
+    Group-size histograms (``statistic="group_sizes"``) are charged as replace-one whatever the
+    neighbours they are computed under: they publish the exact number of groups, so they protect a
+    person's membership changes with that total public (see :mod:`dpcore.areas.kind`)."""
+    replace = neighbour == "replace" or statistic == "group_sizes"
+    return Unit("record", neighbour="replace" if replace else "add_remove")
 
 
 def points_unit(aggregate: Aggregate) -> Unit:

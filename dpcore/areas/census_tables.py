@@ -75,15 +75,16 @@ def fingerprint(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[s
 
     Only the top level is keyed so that releasing the same table at fewer or more finer levels
     (state and county, then state, county and tract) draws on one budget: the totals per state
-    do not change with the levels below.  A different top level is a different key.  Two tables
-    with equal totals in every top-level area share a budget (the safe direction).
+    do not change with the levels below.  Levels with a single area are skipped (a constant column
+    on top is no new data).  Another top level is another key (a known gap, stated in SECURITY.md).
+    Two tables with equal totals in every top-level area share a budget (the safe direction).
 
     Parameters
     ----------
     df : DataFrame
         The rows: one per person (``count=None``) or with a count column.
     levels : sequence of str
-        The level code columns, top first (only the first is read).
+        The level code columns, top first (the first with more than one area is keyed).
     count : str or sequence of str, optional
         The count column; several columns (a group-size histogram) are keyed per column position.
 
@@ -95,7 +96,11 @@ def fingerprint(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[s
     levels = [str(c) for c in levels]
     if not levels:
         raise ParameterError("Choose at least one level column (e.g. state), top level first.")
-    top = levels[0]
+    _check_columns(df, levels, "level")
+    # The top level with more than one area: a level with a single code (a constant column added on
+    # top, or the one state of a single-state table) says nothing about the people, so adding or
+    # dropping it must not open another budget.
+    top = next((lv for lv in levels if df[lv].nunique(dropna=False) > 1), levels[-1])
     cols = [count] if isinstance(count, str) else [str(c) for c in (count or [])]
     _check_columns(df, [top], "level")
     _check_columns(df, cols, "count")

@@ -137,6 +137,11 @@ class HierarchyMechanism(Mechanism):
         else:
             details["levels"] = [{"level": lv.level, "share": lv.share} for lv in inner.levels]
         rows = tuple(hier_row(lv, cost.definition, self.name == "matrix") for lv in inner.levels)
+        if statistic == "group_sizes" and unit.neighbour == "add_remove":
+            # Group-size histograms publish the exact number of groups N: one person may join or leave a
+            # group, but no group is created or removed, so the release protects membership changes with N
+            # public, like replace-one neighbours; it is charged as such (refused on an add/remove budget).
+            unit = Unit(unit.entity, unit.cap, neighbour="replace")
         return Plan(self.kind, self.name, params, cost, unit, rows, inner=inner, label=self.title, extra=details,
                     domain=domain, public=dict(public))
 

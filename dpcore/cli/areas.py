@@ -292,7 +292,7 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
     bud = open_budget(args, make, cost, "census", _table_key(args, df, levels, counts_cols or None),
-                      hierarchy_unit(args.neighbour))
+                      hierarchy_unit(args.neighbour, statistic))
     rel = release_hierarchy(counts, mech.name, cost, bud.ledger, session=bud.session, neighbour=args.neighbour,
                             split=split, weights=weights, order=args.order, **extra)
     paths = export.write_hierarchy(rel, args.out, bud.ledger, joins)

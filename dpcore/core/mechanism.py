@@ -26,7 +26,7 @@ import copy
 import dataclasses
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -361,6 +361,25 @@ class KindRelease:
 # ---------------------------------------------------------------------------------------------
 
 
+def resolve_params(mechanism: str, params: Sequence[Param], raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The one rule for a mechanism's parameters: defaults filled in, types converted, ranges checked,
+    unknown names refused (with the list of known ones).
+
+    >>> resolve_params("ug", (Param("c", "c", float, 10.0, "granularity constant", minimum=1),), {"c": "5"})
+    {'c': 5.0}
+    """
+    raw = dict(raw or {})
+    known = {p.name for p in params}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        listing = ", ".join(sorted(known)) or "none"
+        raise ParameterError(
+            f"Mechanism '{mechanism}' has no parameter {', '.join(map(repr, unknown))}. "
+            f"Its parameters are: {listing}."
+        )
+    return {p.name: p.convert(raw.get(p.name)) for p in params}
+
+
 def as_cost(budget: PrivacyCost | float) -> PrivacyCost:
     """A release budget as a :class:`PrivacyCost`; a bare number is ε (pure DP).
 
@@ -416,16 +435,7 @@ privacy definition (CLI: --epsilon), or a mechanism that supports ρ-zCDP.
     # -- parameters -------------------------------------------------------------------------
     def resolve_params(self, raw: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Defaults filled in, types converted, ranges checked; unknown names refused."""
-        raw = dict(raw or {})
-        known = {p.name for p in self.params}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            listing = ", ".join(sorted(known)) or "none"
-            raise ParameterError(
-                f"Mechanism '{self.name}' has no parameter {', '.join(map(repr, unknown))}. "
-                f"Its parameters are: {listing}."
-            )
-        return {p.name: p.convert(raw.get(p.name)) for p in self.params}
+        return resolve_params(self.name, self.params, raw)
 
     # -- the privacy map ----------------------------------------------------------------------
     def cost(self, budget: PrivacyCost | float, params: Mapping[str, Any] | None = None) -> PrivacyCost:

@@ -47,7 +47,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dpcore.errors import DPCoreError, InputError
+from dpcore.errors import BudgetError, DPCoreError, InputError
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import CapChange, Ledger, LedgerEntry, minute_now
 from dpcore.privacy.noise import secret_key
@@ -138,13 +138,24 @@ class LedgerStore:
     def _load_secret(self) -> bytes:
         key_path = self.path.with_name(self.path.name + ".key")
         if not key_path.exists():
-            try:
-                fd = os.open(key_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-            except FileExistsError:  # another process made it first: use theirs
-                pass
-            else:
-                with os.fdopen(fd, "w") as fh:
-                    fh.write(secret_key().hex())
+            with contextlib.closing(self._connect()) as con:
+                keyed = con.execute("SELECT 1 FROM datasets WHERE fingerprint LIKE ? LIMIT 1",
+                                    (KEY_PREFIX + "%",)).fetchone()
+            if keyed:
+                # a new secret would give every data set a fresh, empty budget
+                raise DPCoreError(
+                    f"The budget key file {key_path} is missing, but the budget database {self.path} holds budgets "
+                    "keyed with it. Restore the key file from the backup of the database (they go together); "
+                    "without it these budgets cannot be found, and a new key would start every data set afresh.")
+            # written whole to a private temporary file, then linked into place: a second process
+            # starting at the same moment finds either no key file or a complete one
+            tmp = key_path.with_name(f"{key_path.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secret_key().hex())
+            with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
+                os.link(tmp, key_path)
+            tmp.unlink()
         os.chmod(key_path, 0o600)
         secret = bytes.fromhex(key_path.read_text().strip())
         if len(secret) < 16:
@@ -316,10 +327,8 @@ class StoredLedger(Ledger):
                             "VALUES (?, ?, ?, ?, ?)",
                             (fingerprint, kind, json.dumps(self._check_cap(default_cap).to_dict()),
                              minute_now(), json.dumps(unit.to_dict()) if unit else None))
-        elif unit is not None:  # a budget from before units were recorded takes the first unit asked for
-            with store.transaction() as con:
-                con.execute("UPDATE datasets SET unit = ? WHERE fingerprint = ? AND unit IS NULL",
-                            (json.dumps(unit.to_dict()), fingerprint))
+        # a budget from before units were recorded gets its unit from its next *charged* release
+        # (Ledger.spend), never from a release that is only asked about and then refused
         self._refresh()
 
     def __del__(self) -> None:
@@ -397,6 +406,12 @@ class StoredLedger(Ledger):
     def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
               unit: Unit | None = None) -> LedgerEntry:
         with self._lock, self._store.transaction() as con:
+            bound = con.execute("SELECT name FROM bindings WHERE data_key = ?", (self._fp,)).fetchone()
+            if bound:
+                # bound to a population after this budget was opened (another tab, another process)
+                raise BudgetError(
+                    f"This data now belongs to the population '{bound[0]}', whose budget its releases draw on. "
+                    "Reload the page (or run the command again) to release from the population's budget.")
             self._load(con)
             entry = super().spend(cost, label, details, unit)
             try:

@@ -208,3 +208,40 @@ def test_a_json_ledger_is_tied_to_its_data(tmp_path: Path) -> None:
     with pytest.raises(BudgetError, match="other data"):
         s.json_budget(path, "points", "another", default=pure(1.0))
     assert "fp" not in path.read_text()  # the file holds the keyed hash, not the fingerprint
+
+
+# -- found in review: ways around the budget that are now closed ------------------------------------
+def test_a_budget_opened_before_its_data_was_bound_refuses_to_spend(tmp_path: Path) -> None:
+    s = Session(_store(tmp_path))
+    stale = s.budget("points", "fp", default=pure(1.0))  # a tab drew its page with the data's own budget
+    s.budget("points", "fp", default=pure(1.0), population="survey")  # another tab binds the data
+    with pytest.raises(BudgetError, match="population 'survey'"):
+        _run(s, stale, pure(0.5))
+    assert stale.spent == 0
+    _run(s, s.budget("points", "fp", default=pure(1.0)), pure(0.5))  # reopened: the population's budget
+
+
+def test_a_lost_key_file_is_refused_not_replaced(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    _run(Session(store), Session(store).budget("points", "fp", default=pure(1.0)), pure(0.5))
+    store.path.with_name(store.path.name + ".key").unlink()
+    with pytest.raises(DPCoreError, match="key file .* is missing"):
+        LedgerStore(store.path)
+
+
+def test_group_size_histograms_are_charged_as_replace_one() -> None:
+    from dpcore import pipeline
+
+    assert pipeline.hierarchy_unit("add_remove", "group_sizes") == Unit(neighbour="replace")
+    with pytest.raises(BudgetError, match="total is public"):
+        Ledger(pure(1.0), unit=Unit()).check(pure(0.1), pipeline.hierarchy_unit("add_remove", "group_sizes"))
+
+
+def test_a_constant_level_on_top_of_a_table_is_no_new_budget() -> None:
+    import pandas as pd
+
+    from dpcore.areas.census_tables import fingerprint
+
+    df = pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"], "pop": [5, 7, 9]})
+    dummy = df.assign(nation="US")
+    assert fingerprint(dummy, ["nation", "state", "county"], "pop") == fingerprint(df, ["state", "county"], "pop")

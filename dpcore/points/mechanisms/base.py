@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dpcore.core.mechanism import Param
+from dpcore.core.mechanism import Param, resolve_params
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
@@ -60,16 +60,7 @@ class PointMechanism(ABC):
     # -- parameters ---------------------------------------------------------------
     def resolve_params(self, raw: dict[str, Any] | None = None) -> dict[str, Any]:
         """Defaults filled in, types converted, ranges checked; unknown names refused."""
-        raw = dict(raw or {})
-        known = {p.name for p in self.params}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            listing = ", ".join(sorted(known)) or "none"
-            raise ParameterError(
-                f"Mechanism '{self.name}' has no parameter {', '.join(map(repr, unknown))}. "
-                f"Its parameters are: {listing}."
-            )
-        return {p.name: p.convert(raw.get(p.name)) for p in self.params}
+        return resolve_params(self.name, self.params, raw)
 
     # -- privacy cost ---------------------------------------------------------------
     def privacy_cost(self, epsilon: Budget, params: dict[str, Any] | None = None) -> PrivacyCost:
