@@ -77,7 +77,7 @@ class DesignMemo:
 
 
 # =============================================================================================
-# Disk cache (§7.2 P14): keyed by the workload hash and the method, never by data
+# Disk cache: keyed by the workload hash and the method, never by data
 # =============================================================================================
 
 

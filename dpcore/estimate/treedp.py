@@ -35,7 +35,7 @@ child's own order), so results are deterministic and reproduce the worked exampl
 
 Domains are **windows** around the noisy values (WINDOW, Fioretto et al. 2021, Sec. 7, Alg. 1 in an equivalent form).  A
 *certificate* checks that no node ended on an artificial window edge (x_v = b_v, or
-x_v = a_v > 0); the root is included unless its value is fixed (review fix of §2.6.3).
+x_v = a_v > 0); the root is included unless its value is fixed (erratum: Algorithm 1's check must include the root).
 If the check fails, every half-width is doubled and the DP re-run (WIDEN).
 
 Implementation (vectorised per level, numpy only)
@@ -202,7 +202,7 @@ def _check_noisy(noisy: Sequence[np.ndarray | None], sizes: tuple[int, ...]) -> 
     if out[-1] is None:
         raise ParameterError(
             "The leaf level must be measured: an unmeasured leaf has no data to window on and its "
-            "split would be arbitrary (spec review note 4). Remove the level from the tree instead.")
+            "split would be arbitrary. Remove the level from the tree instead.")
     return out
 
 

@@ -20,14 +20,14 @@ Mechanisms
   plus controlled rounding, :func:`dpcore.estimate.topdown_opt.l2_round_segments`), as the US
   Census Bureau's TopDown algorithm does (Abowd et al., "The 2020 Census Disclosure Avoidance
   System TopDown Algorithm", Harvard Data Science Review 2022).
-* ``tda_linf_milp`` — baseline (§2.7–2.8): the same walk and the same L∞ objective, solved by a
+* ``tda_linf_milp`` — baseline (Boninsegna & Silvestri 2025, Sec. 5): the same walk and the same L∞ objective, solved by a
   black-box MILP (scipy/HiGHS) per node, which returns an arbitrary optimal vertex instead of
   IntOpt's sparse one (the paper's TDA_ℓ∞).  One solver call per surviving node, so it is
   refused above :data:`MILP_MAX_SUBPROBLEMS` calls per level; for comparisons on small data.
-* ``vanilla_gauss`` — baseline (§2.8): the whole budget on every cell of the full finest O/D
+* ``vanilla_gauss`` — baseline (Boninsegna & Silvestri 2025, Sec. 5): the whole budget on every cell of the full finest O/D
   domain; coarser levels are sums (unbiased, may be negative; exact zeros are dropped).  Needs
   the full domain in memory, so it is refused above :data:`VANILLA_MAX_CELLS`.
-* ``sh`` — baseline (§2.1, §2.8): the stability-based histogram, (ε, δ)-DP: discrete Laplace
+* ``sh`` — baseline (Boninsegna & Silvestri 2025, Sec. 2.1 and 5): the stability-based histogram, (ε, δ)-DP: discrete Laplace
   on the *observed* finest pairs only and a threshold that hides pairs of a single person.
   Biased; no false positives.  Its (ε, δ) cost cannot be added to a pure-ε or zCDP ledger, so
   it is for comparisons (benchmarks, the library) only.
