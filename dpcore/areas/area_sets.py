@@ -3,7 +3,7 @@
 The domain is the hierarchy's finest areas (``n`` leaves).  The *workload* is public:
 
 * every area total at every level (``nation → state → county``), each level with an importance
-  weight (spec ``matrix-mechanism.md`` §6.1 "geography-hierarchy counts as hierarchy Grams";
+  weight (ours: geography-hierarchy counts as hierarchy Grams;
   P15: a level weighted by ``w`` counts ``w²`` times in the total squared error), and
 * optionally, the curator's own **area-code sets** (:class:`AreaSets`): each query is the total of
   a set of areas at any level (a metro area made of counties, a school district made of tracts).
@@ -213,7 +213,7 @@ def ancestors(h: Hierarchy) -> list[np.ndarray]:
     return anc
 
 
-#: How the levels' queries are weighed (spec §6.2 "template + weights", P15).
+#: How the levels' queries are weighed (ours: a template plus weights; a level of weight w counts w² in the design).
 IMPORTANCE = {
     "levels": "every level equally (its areas share the level's weight)",
     "queries": "every area total equally (the finest level dominates)",
@@ -429,7 +429,7 @@ def plan(h: Hierarchy, cost: PrivacyCost, *, neighbour: str = "add_remove", spli
         extra["notes"].append(
             f"Pure ε-DP: the {strategy_label(s)} strategy is used (every area measured, with weights "
             "chosen for your queries under L1 sensitivity), because Eigen-Design strategies have a large "
-            "L1 sensitivity (spec §7.3). Choose ρ-zCDP for the Eigen-Design tuned to your queries.")
+            "L1 sensitivity (Li & Miklau 2012, Sec. 3.5). Choose ρ-zCDP for the Eigen-Design tuned to your queries.")
         extra["rmse_lower_bound"] = None
         extra["ratio_to_lower_bound"] = None
     else:

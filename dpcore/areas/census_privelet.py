@@ -4,7 +4,7 @@ The frequency matrix ``x`` of a :class:`~dpcore.areas.census_tables.CensusTable`
 bins…) has one **nominal** axis for the geography (the public hierarchy of its code columns)
 and one **ordinal** (Haar) axis per attribute.  It is released with
 :func:`dpcore.estimate.privelet.release` — Privelet (Xiao, Wang & Gehrke, *Differential Privacy
-via Wavelet Transforms*, ICDE 2010; ``shared/specs/privelet.md`` §2.2–2.5): every wavelet
+via Wavelet Transforms*, ICDE 2010, Sec. V–VI): every wavelet
 coefficient ``c`` gets Laplace noise of magnitude ``λ / W(c)``, with ``λ`` set from ε, the
 count sensitivity Δ and the transform's generalised sensitivity ρ, and the noisy matrix is the
 inverse transform.  Privelet+ leaves the axes named in ``plus_axes`` untransformed (identity).
@@ -17,7 +17,7 @@ be shown before release and published.
 The 95 % intervals are ``noisy ± z·SD`` (z = 1.95996…, from
 :func:`dpcore.privacy.calibration.interval_half_width`), a normal approximation of the noise of an area
 total (a sum of many Laplace terms); when a single coefficient dominates the true 95 %
-half-width is closer to 2.12·SD (spec §6.2).
+half-width is closer to 2.12·SD (ours).
 
 This module holds the Privelet axes of a table, the expected error per level and per area,
 the release with its level tables, and the exports (``release.csv``, ``release.json``).

@@ -267,7 +267,7 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
             "Group sizes: the number of groups N is public, so neighbouring datasets keep every group. "
             "A person who is the only member of their group cannot be removed without removing the group; "
             "such people are protected only against changes of group size, not against their absence "
-            "(census-optimization.md review note 3)."
+            "(Fioretto, Van Hentenryck & Zhu, AIJ 2021)."
         )
     if h.source == "data (not public)":
         rec["notes"].append(

@@ -235,7 +235,7 @@ class CensusMarginals(Mechanism):
     summary = ("One noisy answer to the optimal strategy for a union of marginal tables (area × age band, ...); "
                "every table cell comes with its exact standard error.")
     when_to_use = "A few marginal tables of a census table at one geographic level, best under ρ-zCDP."
-    reference = "Li & Miklau, PVLDB 5(6) 2012 (matrix-mechanism.md §2.9.4)"
+    reference = "Li & Miklau, PVLDB 5(6) 2012, Sec. 4.2"
     params = (
         Param("level", "Geographic level", str, "", "Level of the areas (empty: the finest level)."),
         Param("marginals", "Marginal tables", str, "1",

@@ -1,4 +1,4 @@
-"""Marginals of a census table with the matrix mechanism (spec ``matrix-mechanism.md`` §2.9.4, §6.1).
+"""Marginals of a census table with the matrix mechanism (Li & Miklau, PVLDB 2012, Sec. 4.2).
 
 A census table counts people per area × ordinal attributes (age band, income band): the
 frequency matrix ``x`` of :class:`dpcore.areas.census_tables.CensusTable`, with the geography taken at one
@@ -178,7 +178,7 @@ def plan(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, 
     if cost.definition == "pure":
         info["rmse_lower_bound"] = info["ratio_to_lower_bound"] = None
         info["notes"].append("Pure ε-DP: the optimal marginal strategy is tuned for Gaussian noise and has a large L1 "
-                             f"sensitivity, so an L1 strategy ({s.kind}) is used (spec §7.3). Choose ρ-zCDP for the "
+                             f"sensitivity, so an L1 strategy ({s.kind}) is used (Li & Miklau 2012, Sec. 3.5). Choose ρ-zCDP for the "
                              "optimal one.")
     else:
         rep = matrix_errors.error_report(w, s)
@@ -245,7 +245,7 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dic
         "software": {"name": "dpcore", "version": dpcore.__version__},
         "release_id": rel.release_id, "created": rel.created, "kind": "census_marginals",
         "mechanism": {"name": "matrix", "title": "Matrix mechanism (marginals)",
-                      "paper": "Li & Miklau, PVLDB 5(6) 2012 (matrix-mechanism.md §2.9.4)",
+                      "paper": "Li & Miklau, PVLDB 5(6) 2012, Sec. 4.2",
                       "strategy": p.info["strategy"], "strategy_queries": p.info["strategy_queries"]},
         "privacy": {"definition": "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP",
                     "cost": p.cost.to_dict(), "unit_of_privacy": "one person (add or remove)",

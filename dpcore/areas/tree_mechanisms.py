@@ -1,21 +1,21 @@
 """Releases of counts over a geographic hierarchy: consistent, non-negative, integral.
 
-Mechanisms (``shared/specs/census-optimization.md`` and ``shared/specs/topdown-od.md`` §7):
+Mechanisms (Fioretto, Van Hentenryck & Zhu, AIJ 2021; Boninsegna & Silvestri, PoPETs 2025; Hay et al., PVLDB 2010):
 
 * ``independent`` — noise on every level, nothing else (inconsistent baseline).
 * ``bottom_up`` — the whole budget on the finest level, coarser levels are sums.
 * ``hay`` — Hay et al. (2010) least squares on the tree, generalised two-pass with per-level
-  variances (census spec §6.2), solved by :func:`dpcore.estimate.tree_inference.level_least_squares`
+  variances (Hay et al., PVLDB 2010), solved by :func:`dpcore.estimate.tree_inference.level_least_squares`
   (the same two passes as the point tree mechanisms): consistent, real-valued, may be negative.
 * ``topdown_l2`` — TopDown as the US Census Bureau runs it: level by level, non-negative least
   squares per parent (scaled-simplex projection) then controlled rounding (largest remainder);
-  exact integer minimiser per parent (topdown spec §2.7).
+  exact integer minimiser per parent (the L2 variant of TopDown, Abowd et al., HDSR 2022).
 * ``topdown_linf`` — InfTDA: TopDown with the L∞ objective solved by IntOpt in its closed
-  form (topdown spec §2.6).
+  form (Boninsegna & Silvestri 2025, Sec. 4.2, Alg. 2 and App. C).
 * ``exact`` — the census paper's exact integer least-squares release: the tree dynamic
-  program with convex cost tables (census spec §2.6.3), for plain counts and for group-size
+  program with convex cost tables (Fioretto et al. 2021, Sec. 7, Alg. 1 in an equivalent form), for plain counts and for group-size
   histograms (the k-copy tree T′ under a dummy root fixed to N, §1.8).
-* ``dpc_approx`` — group sizes with the cumulative encoding (census spec §2.8): per-region
+* ``dpc_approx`` — group sizes with the cumulative encoding (Fioretto et al. 2021, Sec. 9.1, Alg. 2): per-region
   cumulative histograms (sensitivity 1) are noised, repaired by isotonic regression, rounded,
   differenced, then the same exact DP.
 * ``matrix`` — planned and released by :mod:`dpcore.areas.area_sets` (dispatched from here).
@@ -24,11 +24,11 @@ The mechanism catalogue and the plan and release records are in :mod:`dpcore.are
 
 Privacy.  Each measured level is a histogram that partitions the people (or groups), so a
 level's counts have L1 sensitivity Δ₁ and L2 sensitivity Δ₂ (below) and levels compose
-sequentially over the per-level split of the budget (census spec §3, topdown spec §2.2).
+sequentially over the per-level split of the budget (Fioretto et al. 2021, Lemmas 4 and 6, Thm 1; Boninsegna & Silvestri 2025, Sec. 4.1).
 Pure ε-DP uses the exact discrete Laplace with scale Δ₁/ε_l; ρ-zCDP uses the exact discrete
 Gaussian with σ_l = Δ₂/√(2ρ_l).  Neighbours are either add/remove one person (the total is
 noised) or replace one person (the total is public and exact, the root is not measured, and
-Δ doubles: census spec §1.6, review fix).  Everything after the noise is post-processing.
+Δ doubles: Fioretto et al. 2021, Sec. 4; erratum: the paper's Δ is for add/remove).  Everything after the noise is post-processing.
 
 ====================  ===============  ==============  =====================
 statistic             add/remove Δ₁/Δ₂  replace Δ₁/Δ₂  note
@@ -122,7 +122,7 @@ def _exactexpected_max(noise: str, scale: Any, sd: float, n: int) -> float:
 
 
 def _topdown_variance(h: Hierarchy, var: Sequence[float], root_var: float) -> list[np.ndarray]:
-    """TopDown per-node error variance (topdown spec §6.2 item 3, dense regime).
+    """TopDown per-node error variance (ours, dense regime).
 
     ``V_0`` = root variance (0 when public), ``V_u = σ_l²(1 − 1/b) + V_parent/b²`` with ``b`` the
     number of children of the parent (a single child copies its parent: ``V_u = V_parent``).
@@ -159,15 +159,15 @@ def plan(
     * ``bottom_up``: sums of leaf noise (normal approximation above the leaves).
     * ``hay`` / ``exact``: posterior variance of the least-squares estimate (exact for ``hay``;
       for ``exact`` it ignores the non-negativity and integrality effects, which depend on the
-      data: census spec §5.2–5.3).
+      data: ours).
 
     Mean and maximum come from the node SDs with the tails of the noise: a Laplace shape
     (``E|e| = sd/√2``) under pure ε-DP, a normal shape (``E|e| = sd·√(2/π)``) under zCDP (census
-    spec review note 1: the Gaussian form overstates the mean of Laplace-noised errors by 12 %).
+    ours: the Gaussian form overstates the mean of Laplace-noised errors by 12 %).
     * ``topdown_*``: the TopDown recursion ``V_l = σ_l²(1 − 1/b) + V_{l−1}/b²`` and the typical
-      maximum ``√V·√(2 ln N_l)`` (topdown spec §6.2 items 3–4).
+      maximum ``√V·√(2 ln N_l)`` (ours).
     * ``dpc_approx``: the per-cell noise after differencing the cumulative noise, before the
-      (non-linear) isotonic repair (census spec review note 2).
+      (non-linear) isotonic repair (ours).
 
     The maximum is the expected largest absolute error over the level's cells.
 
@@ -246,7 +246,7 @@ def plan(
     elif info.name in ("topdown_l2", "topdown_linf"):
         root_var = 0.0 if neighbour == "replace" else var[0]
         node_var = _topdown_variance(hierarchy, var, root_var)
-        basis = "TopDown recursion V = σ²(1 − 1/b) + V_parent/b², dense regime (topdown spec §6.2)"
+        basis = "TopDown recursion V = σ²(1 − 1/b) + V_parent/b², dense regime (ours)"
     else:  # dpc_approx: raw per-size-cell noise after differencing cumulative noise
         node_var = [np.full(sizes[d], (2.0 * var[d] - var[d] / k) if k > 1 else var[d]) for d in range(L + 1)]
         basis = ("noise per size cell before the isotonic repair (difference of two cumulative noises); "
@@ -268,7 +268,7 @@ def plan(
             max_abs = _exactexpected_max(noises[d], scales[d], noise_sd, cells)
         elif info.name in ("topdown_l2", "topdown_linf") and family == "normal":
             mean_abs = float(np.mean(sd_nodes)) * math.sqrt(2.0 / math.pi)
-            # the spec's σ·√(2 ln N) (topdown spec §6.2 item 4); one cell: E|e| of a normal
+            # σ·√(2 ln N) (ours); one cell: E|e| of a normal
             max_abs = (math.sqrt(float(np.mean(nv))) * math.sqrt(2.0 * math.log(cells)) if cells > 1
                        else mean_abs)
         else:
@@ -311,7 +311,7 @@ def _measure(true: list[np.ndarray], p: HierPlan, noise: NoiseSource) -> list[np
 
 
 def _tiebreak(noise: NoiseSource, n: int) -> np.ndarray:
-    """Random tie-break keys (topdown spec §2.6: no area is favoured by its index)."""
+    """Random tie-break keys (Boninsegna & Silvestri 2025, Sec. 4.2: no area is favoured by its index)."""
     return (noise.random_uint64(n) >> np.uint64(1)).astype(np.int64)
 
 
@@ -344,7 +344,7 @@ def _copy_major(a: np.ndarray) -> np.ndarray:
 def _isotonic_rows(c: np.ndarray) -> np.ndarray:
     """Row-wise non-decreasing least-squares fit (PAV), vectorised over rows for small k.
 
-    Uses the min–max formula ``s̄_i = min_{j≥i} max_{i'≤i} mean(c[i'..j])`` (census spec §6.2),
+    Uses the min–max formula ``s̄_i = min_{j≥i} max_{i'≤i} mean(c[i'..j])`` (Hay et al., PVLDB 2010),
     checked against :func:`scipy.optimize.isotonic_regression` in the tests.
     """
     n, k = c.shape

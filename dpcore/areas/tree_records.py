@@ -65,7 +65,7 @@ MECHANISMS: dict[str, HierMechanismInfo] = {
             "The default: every level adds up, no negative or fractional counts, and every level's "
             "noise informs every other level.",
             True, True, True, True, True, "pure",
-            "Fioretto, Van Hentenryck & Zhu, AIJ 2021 (census-optimization.md §2.6)"),
+            "Fioretto, Van Hentenryck & Zhu, AIJ 2021, Sec. 6–7, Algorithm 1"),
         HierMechanismInfo(
             "topdown_linf", "TopDown L∞ (InfTDA)",
             "From the total down, each area's children are noised and projected onto non-negative "
@@ -73,7 +73,7 @@ MECHANISMS: dict[str, HierMechanismInfo] = {
             "Many small areas: it zeroes the smallest noisy cells first, so few empty areas show "
             "people, and its worst-case error per level is bounded.",
             True, True, True, False, True, "zcdp",
-            "Boninsegna & Silvestri (topdown-od.md §2.2, §2.6)"),
+            "Boninsegna & Silvestri, PoPETs 2025, Algorithms 1–2"),
         HierMechanismInfo(
             "topdown_l2", "TopDown L2 (Census Bureau style)",
             "From the total down, each area's children are noised and projected onto non-negative "
@@ -81,14 +81,14 @@ MECHANISMS: dict[str, HierMechanismInfo] = {
             "then controlled rounding).",
             "Reproducing the US Census Bureau's TopDown algorithm.",
             True, True, True, False, True, "zcdp",
-            "US Census TDA; topdown-od.md §2.7, census-optimization.md §6.1"),
+            "US Census TDA (Abowd et al., HDSR 2022); Fioretto et al., AIJ 2021, Sec. 10"),
         HierMechanismInfo(
             "hay", "Least squares on the tree (Hay et al.)",
             "Noise on every level, then weighted least squares that makes every level add up "
             "(two passes over the tree). Counts are real numbers and may be negative.",
             "Unbiased estimates for analysts who accept fractional and negative counts.",
             True, False, False, False, True, "pure",
-            "Hay, Rastogi, Miklau & Suciu, VLDB 2010 (census-optimization.md §6.2)"),
+            "Hay, Rastogi, Miklau & Suciu, PVLDB 2010"),
         HierMechanismInfo(
             "matrix", "Matrix mechanism (Eigen-Design, tuned to the area totals you ask for)",
             "One noisy answer to a strategy designed for every area total of every level (and any "
@@ -97,21 +97,21 @@ MECHANISMS: dict[str, HierMechanismInfo] = {
             "When people will ask for totals of several levels or of your own groups of areas "
             "(metro areas, districts), under ρ-zCDP, on up to 4,096 finest areas.",
             True, False, False, False, True, "zcdp",
-            "Li & Miklau, PVLDB 5(6) 2012 (matrix-mechanism.md §2.3, §6.1)"),
+            "Li & Miklau, PVLDB 5(6) 2012, Sec. 3.3"),
         HierMechanismInfo(
             "bottom_up", "Bottom-up (noise on the finest areas only)",
             "The whole budget goes to the finest areas; every coarser area is the sum of its "
             "noisy finest areas.",
             "When only the finest areas matter; coarse areas collect the noise of all their parts.",
             True, True, False, False, True, "pure",
-            "baseline (census-optimization.md §2.10, topdown-od.md §2.8)"),
+            "baseline (Boninsegna & Silvestri, PoPETs 2025, Sec. 5)"),
         HierMechanismInfo(
             "independent", "Independent noise per level",
             "Every level gets its own noisy counts; nothing is adjusted, so levels do not add up "
             "and counts may be negative.",
             "A baseline to compare against; not for publication when users add areas up.",
             False, True, False, False, True, "pure",
-            "baseline (census-optimization.md §2.4 H-relax without rounding)"),
+            "baseline (Fioretto et al., AIJ 2021, Sec. 5, Model 1 relaxed, without rounding)"),
         HierMechanismInfo(
             "dpc_approx", "Exact DP with cumulative encoding (group sizes)",
             "For group-size histograms: each area's cumulative histogram (sensitivity 1, half the "
@@ -119,7 +119,7 @@ MECHANISMS: dict[str, HierMechanismInfo] = {
             "everything consistent.",
             "Group sizes (households by size): usually more accurate than the raw encoding.",
             True, True, True, True, False, "pure",
-            "Fioretto et al. AIJ 2021 §9.1 (census-optimization.md §2.8)"),
+            "Fioretto et al., AIJ 2021, Sec. 9.1, Algorithm 2"),
     )
 }
 

@@ -10,7 +10,7 @@ The relative error uses a *sanity bound* ``s``: ``RE = |c − ĉ| / max(c, s)``,
 with tiny true answers do not dominate the mean (Shaham, Ghinita, Ahuja, Krumm & Shahabi, HTF,
 SIGSPATIAL 2021, Eq. 3 and §5, with ``s = 20``; the same convention as Qardaji, Yang & Li, ICDE
 2013 and Cormode et al., ICDE 2012).  O/D releases use ``s = 1`` over the true positive pairs
-(Boninsegna & Silvestri, PoPETs 2025; flows spec §5.4).
+(Boninsegna & Silvestri, PoPETs 2025, Sec. 5).
 
 >>> summary([0, 10, 100], [3, 10, 90])
 {'mre_percent': 8.333333333333334, 'mae': 4.333333333333333, 'rmse': 6.027713773341708, 'max_abs_error': 10.0}
@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 
 __all__ = ["DEFAULT_SMOOTHING", "mae", "max_abs", "mre", "relative_errors", "rmse", "summary"]
 
-#: Smoothing of the relative error, absolute: RE = |c - ĉ| / max(c, 20) (htf.md §1.5).
+#: Smoothing of the relative error, absolute: RE = |c - ĉ| / max(c, 20) (Shaham et al. 2021, Sec. 5.1).
 DEFAULT_SMOOTHING = 20.0
 
 

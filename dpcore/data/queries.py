@@ -1,7 +1,7 @@
 """Range-query workloads on the public grid, and answering them.
 
 Workloads are random rectangles of given area fractions (the HTF paper's 2 %,
-6 % and 10 % of the domain, spec htf.md §5.2).  Their positions are drawn from
+6 % and 10 % of the domain, Shaham et al. 2021, Sec. 5.1).  Their positions are drawn from
 a seeded generator that never sees the data: they are public evaluation
 queries, not part of any release, so numpy's PRNG is fine here (noise for
 releases comes only from :mod:`dpcore.privacy.noise`).
@@ -30,7 +30,7 @@ def random_rectangles(
     """Random rectangles ``(r0, r1, c0, c1)`` and the size each was drawn for.
 
     ``shape="square"``: side ``sqrt(s)`` of each axis (a square in cells).
-    ``shape="random"``: aspect ratio log-uniform in [1/4, 4] (htf.md §5.2, ours).
+    ``shape="random"``: aspect ratio log-uniform in [1/4, 4] (ours; the paper's sizes, Shaham et al. 2021, Sec. 5.1).
     The position is uniform among the positions where the query fits.
     """
     if shape not in ("square", "random"):

@@ -1,6 +1,6 @@
 """Synthetic inputs for demos and tests (never real people).
 
-* :func:`gaussian_clusters`: the HTF paper's synthetic data (htf.md §5.1):
+* :func:`gaussian_clusters`: the HTF paper's synthetic data (Shaham et al. 2021, Sec. 5.1):
   points around cluster centres with ``x, y ~ Normal(centre, σ)`` in grid-cell
   units of a 1024 grid, resampled until ``n`` points fall inside (no clamping).
 * :func:`demo_points`: the built-in demo, clusters over New York City.
@@ -177,7 +177,7 @@ def synthetic_hierarchy(seed: int = 0) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 def synthetic_od_tree(kind: str = "binary", sparsity: str = "complete", seed: int = 42,
                       *, levels: int | None = None, paper_flows: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The O/D paper's synthetic data sets (topdown-od.md §5.2).
+    """The O/D paper's synthetic data sets (Boninsegna & Silvestri 2025, Sec. 5).
 
     ``kind="binary"``: every area split in 2 for ``levels`` (default 8) levels (256 leaves);
     ``kind="random"``: every area split into k ~ Uniform{2..10} for ``levels`` (default 4)

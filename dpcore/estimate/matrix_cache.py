@@ -7,7 +7,7 @@ cells, and depends only on the public workload.  So it is kept:
 
 * :class:`DesignMemo`: a small thread-safe LRU of designs for page reruns and plan-then-release;
 * :func:`cached_strategy`: a disk cache keyed by the workload's content hash and the method,
-  never by data (``shared/specs/matrix-mechanism.md`` §7.2 P14); a corrupt or mismatched entry is
+  never by data (ours: a cached strategy depends on public inputs only); a corrupt or mismatched entry is
   recomputed, and a loaded strategy is checked (finite, right shape, unit sensitivity).
 """
 
@@ -77,7 +77,7 @@ class DesignMemo:
 
 
 # =============================================================================================
-# Disk cache (§7.2 P14): keyed by the workload hash and the method, never by data
+# Disk cache: keyed by the workload hash and the method, never by data
 # =============================================================================================
 
 

@@ -3,7 +3,7 @@
 Implements the adaptive strategy of Li & Miklau, "An adaptive mechanism for accurate query
 answering under differential privacy", PVLDB 5(6), 2012, for the matrix mechanism of Li, Miklau,
 Hay, McGregor & Rastogi, "The matrix mechanism: optimizing linear counting queries under
-differential privacy", VLDB Journal 24(6), 2015, as ``shared/specs/matrix-mechanism.md`` states it:
+differential privacy", VLDB Journal 24(6), 2015, and Li & Miklau, PVLDB 2012, Sec. 3:
 
 * the Eigen-Design (§2.3 steps 1–9): eigen-queries of ``G = WᵀW``, Program 1 solved through its
   Lagrangian dual with L-BFGS-B (§2.4a) plus a mandatory duality-gap certificate (SLSQP primal
@@ -134,7 +134,7 @@ def eigen_design(
     workload: Workload | np.ndarray, *, tau: float | None = None, gap_tol: float = 1e-6,
     on_gap: str = "raise", completion: bool = True,
 ) -> Strategy:
-    """The Eigen-Design strategy of a workload (spec §2.3, Program 2), sensitivity ``Δ2(A) = 1``.
+    """The Eigen-Design strategy of a workload (Li & Miklau 2012, Sec. 3.3, Program 2), sensitivity ``Δ2(A) = 1``.
 
     Parameters
     ----------
@@ -399,7 +399,7 @@ def l1_strategy(workload: Workload, extra_designs: Sequence[Strategy] = ()) -> S
     if skipped:
         note += (f"; designs were not reweighted above {matrix_l1.L1_REWEIGHT_MAX_N} cells "
                  "(per axis on grids)")
-    note += " (spec §7.3)."
+    note += " (Li & Miklau 2012, Sec. 3.5)."
     info = {
         "candidates": errs, "chosen": label, "best_unweighted": ulabel,
         "gain_over_unweighted": gain, "l1_note": note, "design_info": dict(best.info),

@@ -5,7 +5,7 @@ The expected error of answering a workload ``W`` through a strategy ``A`` by lea
 Rastogi, "The matrix mechanism: optimizing linear counting queries under differential privacy",
 VLDB Journal 24(6), 2015); no strategy beats the SVD lower bound ``svdb = (Σ sqrt σ_i)² / n``
 (Li & Miklau, "An adaptive mechanism for accurate query answering under differential privacy",
-PVLDB 5(6), 2012, Thm 2).  As in ``shared/specs/matrix-mechanism.md`` (§1.6, §2.7, §3.3-3.4):
+PVLDB 5(6), 2012, Thm 2).  As in Li & Miklau 2012 (Sec. 2.3–2.4, 3.4):
 ``TSE/P``, RMSE, per-query variances and ``svdb``, with Kronecker identities for product
 workloads and the closed-form spectrum for marginals, and the support check that refuses a
 strategy which does not span the workload (§3.4, §7.2 P3).

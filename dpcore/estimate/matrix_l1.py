@@ -1,6 +1,6 @@
 """Pure ε-DP (L1) strategies for the matrix mechanism: the Haar design and L1 reweighting.
 
-Implements ``shared/specs/matrix-mechanism.md`` §7.3 (pure ε-DP variant, Laplace noise, L1
+Implements Li & Miklau 2012, Sec. 3.5 (pure ε-DP variant, Laplace noise, L1
 sensitivity) of the matrix mechanism (Li, Miklau, Hay, McGregor & Rastogi, "The matrix
 mechanism: optimizing linear counting queries under differential privacy", VLDB Journal 24(6),
 2015), next to the L2 Eigen-Design of Li & Miklau, "An adaptive mechanism for accurate query
@@ -16,7 +16,7 @@ normalisation as :func:`dpcore.estimate.matrix_errors.tse_per_p` for a strategy 
   analogue of Program 1 (§2.1): minimise ``Δ1(diag(λ)Q)² · trace(G X⁺)`` with
   ``X = Qᵀ diag(λ²) Q``.
 
-  - Square invertible ``Q`` (identity, Haar): the spec's convex program
+  - Square invertible ``Q`` (identity, Haar): our convex program
     ``min Σ c_i λ_i⁻²  s.t.  |Q|ᵀλ <= 1``, ``c_i = ||(W Q⁻¹)[:, i]||²``, solved through its
     Lagrangian dual with L-BFGS-B (as Program 1 in §2.4a); the relative duality gap is a
     certificate of optimality.
@@ -140,7 +140,7 @@ def haar_strategy(n: int) -> Strategy:
 def _gram_factor(workload: Workload | np.ndarray) -> np.ndarray:
     """``F`` (``r × n``) with ``FᵀF = G``: the explicit ``W`` when it is short, else
     ``sqrt(σ) Vᵀ`` from the eigendecomposition of ``G`` (zero eigenvalues below
-    ``10 n ε σ_max`` dropped, spec §7.2 P2).  Memoised on the workload."""
+    ``10 n ε σ_max`` dropped, ours).  Memoised on the workload."""
     if isinstance(workload, Workload):
         memo = workload._memo
         if "l1_factor" in memo:
@@ -193,7 +193,7 @@ class _Evaluator:
 
 def _objective(F: np.ndarray, A: np.ndarray) -> float:
     """``Δ1(A)² trace(G X⁺)``: Cholesky when ``X`` is definite, else the pseudo-inverse with
-    the ``10 n ε λ_max`` threshold of spec §7.2 P3; ``inf`` when ``A`` misses part of the
+    the ``10 n ε λ_max`` threshold (ours); ``inf`` when ``A`` misses part of the
     workload's row space (``||F V0|| / ||F|| > 1e-8``, the support check of §3.4)."""
     T, _ = _Evaluator(A, F)(np.ones(A.shape[0]), grad=False)
     if not math.isfinite(T):
@@ -486,7 +486,7 @@ def l1_reweight(
     f = _objective(F, lam[:, None] * Q)  # the exact value of the matrix (same as tse_per_p)
     # Prune rows the optimiser switched off (λ_i <= 1e-3 max λ), then snap to the unweighted
     # kept rows, each only if the error rises by at most 1e-6 (relative): tiny weights make
-    # X nearly singular (cell estimates with huge variance, spec §7.2 P9), and an unweighted
+    # X nearly singular (cell estimates with huge variance), and an unweighted
     # 0/1 matrix with Δ1 = 1 gets exact integer noise in release.  The result may lose full
     # column rank when the workload does not need every cell (it still spans W, §1.5; release
     # then reports x_hat_unbiased = False, P9); a workload that needs every cell keeps it.

@@ -3,7 +3,7 @@
 Answers a workload ``W`` through a strategy ``A``: measure ``y = Ax + z``, infer ``x̂ = A⁺y`` and
 answer ``Wx̂`` with analytic standard errors (Li, Miklau, Hay, McGregor & Rastogi, "The matrix
 mechanism: optimizing linear counting queries under differential privacy", VLDB Journal 24(6),
-2015; spec ``shared/specs/matrix-mechanism.md`` §1.5), the strategy usually being the adaptive
+2015; Li & Miklau 2012, Sec. 2.3, Prop. 3), the strategy usually being the adaptive
 design of Li & Miklau, "An adaptive mechanism for accurate query answering under differential
 privacy", PVLDB 5(6), 2012 (:mod:`dpcore.estimate.matrix_design`).
 
@@ -316,7 +316,7 @@ def release(
         notes.append(
             "Pure ε-DP: the L2-optimised strategy was replaced by an L1 strategy "
             f"({strategy.kind}{'-' + strategy.factors[0].kind if strategy.factors else ''}); "
-            "Eigen-Design strategies have large L1 sensitivity (spec §7.3)."
+            "Eigen-Design strategies have large L1 sensitivity (Li & Miklau 2012, Sec. 3.5)."
         )
     if not pure_mode and strategy.norm != "l2":
         notes.append("Gaussian noise on an L1-designed strategy: valid but not error-optimal.")

@@ -1,4 +1,4 @@
-"""Pre-release error report of the matrix mechanism (spec ``matrix-mechanism.md`` §3.3, §6.3).
+"""Pre-release error report of the matrix mechanism (Li & Miklau, PVLDB 2012, Sec. 2.4).
 
 Everything here is data-free: it reads the public workload, the strategy and the budget,
 never the counts, so it can be shown before anything is spent.  For every query ``w`` of the

@@ -3,11 +3,11 @@
 A strategy is a matrix ``A`` (``p × n``) whose answers ``Ax`` receive the noise; the workload is
 then answered from the least-squares estimate ``x̂ = A⁺y`` (Li, Miklau, Hay, McGregor & Rastogi,
 "The matrix mechanism: optimizing linear counting queries under differential privacy", VLDB
-Journal 24(6), 2015).  This module holds what every design shares (``shared/specs/matrix-mechanism.md``):
+Journal 24(6), 2015).  This module holds what every design shares (Li & Miklau, PVLDB 2012):
 
 * :class:`Strategy`: an explicit ``A`` or a Kronecker product ``A₁ ⊗ A₂ ⊗ …`` (Li & Miklau,
   "An adaptive mechanism for accurate query answering under differential privacy", PVLDB 5(6),
-  2012, §2.9.2 of the spec), its L1/L2 sensitivities, the factor of ``X⁺`` for ``X = AᵀA`` with
+  2012, Sec. 4.2), its L1/L2 sensitivities, the factor of ``X⁺`` for ``X = AᵀA`` with
   the rank threshold of §7.2 P2/P3, and ``A x`` / ``A⁺ y`` one axis at a time;
 * the two generic strategies: the identity (noisy cells) and the hierarchical tree of intervals
   (Hay, Rastogi, Miklau & Suciu, "Boosting the accuracy of differentially private histograms
@@ -43,7 +43,7 @@ _EPS = np.finfo(float).eps
 
 
 def _rank_tol(n: int) -> float:
-    """Relative eigenvalue threshold ``10 n ε_mach`` (spec §7.2 P2/P3), not a coarse 1e-10."""
+    """Relative eigenvalue threshold ``10 n ε_mach`` (ours), not a coarse 1e-10."""
     return 10.0 * n * _EPS
 
 
@@ -119,7 +119,7 @@ class Strategy:
         """Factor ``X⁺ = Z Zᵀ`` of ``X = AᵀA``: ``("chol", L, V0)`` or ``("eig", Z, V0)``.
 
         A well-conditioned ``X`` (LAPACK ``pocon`` reciprocal condition > 1e-10) uses its Cholesky
-        factor ``L`` (``Z = L⁻ᵀ``, spec §3.4).  Otherwise ``X`` is eigendecomposed and eigenvalues
+        factor ``L`` (``Z = L⁻ᵀ``, Li & Miklau 2012, Sec. 3.4).  Otherwise ``X`` is eigendecomposed and eigenvalues
         below ``10 n ε λmax`` are dropped (§7.2 P3); ``V0`` spans the dropped null space.  Never
         ``np.linalg.pinv`` with its default ``rcond = 1e-15``: it keeps round-off eigenvalues and
         reports errors below the lower bound (§7.2 P3).

@@ -5,7 +5,7 @@ data vector ``x``; every error of the matrix mechanism depends on it only throug
 ``G = WᵀW`` (Li, Miklau, Hay, McGregor & Rastogi, "The matrix mechanism: optimizing linear
 counting queries under differential privacy", VLDB Journal 24(6), 2015).  The families are those
 of Li & Miklau, "An adaptive mechanism for accurate query answering under differential privacy",
-PVLDB 5(6), 2012, as written down in ``shared/specs/matrix-mechanism.md`` (§1.2, §2.9.1):
+PVLDB 5(6), 2012, Sec. 2.1 and 4.2:
 
 * all 1-D ranges and prefixes (closed-form Grams), all 2-D rectangles as a Kronecker product of
   per-axis workloads, random 2-D rectangles, k-way (and weighted) marginals, explicit query rows;
@@ -44,7 +44,7 @@ __all__ = [
     "prefix_gram",
 ]
 
-#: Largest n for the dense (flat) Eigen-Design (spec §4.3: interactive up to 4096, hard cap 8192).
+#: Largest n for the dense (flat) Eigen-Design (ours: interactive up to 4096, hard cap 8192).
 FULL_METHOD_MAX_N = 4096
 #: Largest number of workload answers formed explicitly in a release or error report.
 _MAX_EXPLICIT_ANSWERS = 2_000_000

@@ -2,9 +2,9 @@
 
 Xiao, Wang & Gehrke, "Differential Privacy via Wavelet Transforms", ICDE 2010
 (TKDE 2011).  This module follows the project's corrected spec
-(``shared/specs/privelet.md``; where spec and paper differ the spec wins).
+(Xiao, Wang & Gehrke, ICDE 2010, with the paper's typos corrected).
 
-Pipeline (spec §2.6, a single linear code path for Basic, Privelet and Privelet+)
+Pipeline (Xiao, Wang & Gehrke 2010, Sec. III–VI, a single linear code path for Basic, Privelet and Privelet+)
     1. Transform the frequency matrix ``x`` along every axis: the Haar wavelet
        transform on a transformed *ordinal* axis (zero-padded at the high end to
        a power of two), the hierarchy-based nominal wavelet transform on a
@@ -20,8 +20,8 @@ Unit of privacy
     ``sensitivity`` Δ is the largest L1 change of ``x`` between neighbours, as
     everywhere in ``dpcore`` (``Aggregate.sensitivity``): 1 for add/remove one
     record, ``k`` with a cap of ``k`` records per person.  The paper's
-    replace-one-record model (its factor 2, spec §1.3 / D4) is
-    ``sensitivity=2``.  With generalised sensitivity ρ (spec §1.5), changing
+    replace-one-record model (its factor 2, Xiao, Wang & Gehrke 2010, Sec. II) is
+    ``sensitivity=2``.  With generalised sensitivity ρ (Xiao, Wang & Gehrke 2010, Sec. III, Def. 3), changing
     cells by δ_j (Σ|δ_j| <= Δ) moves the weighted coefficients by
     ``Σ_c W(c)|Δc| <= Δ ρ``.
 
@@ -51,7 +51,7 @@ Noise without floating-point leaks, and its privacy accounting
     noise.
 
 Exactness of the reported variances
-    :func:`query_variance` is ``2 λ^2 Π_i V_i(S_i)`` (spec §3.4), the variance of
+    :func:`query_variance` is ``2 λ^2 Π_i V_i(S_i)`` (ours), the variance of
     the continuous Laplace mechanism with this λ.  The discrete Laplace of
     scale ``t`` on a grid ``g`` has variance ``2q g^2 / (1-q)^2`` with
     ``q = e^{-g/t}``, below ``2t^2`` by a relative ``(g/t)^2 / 12`` (here
@@ -318,7 +318,7 @@ class _Haar(_Transform):
 
 
 class _Nominal(_Transform):
-    """Hierarchy-based nominal wavelet (spec §2.2); levels 0 (root) .. h-1 (leaves)."""
+    """Hierarchy-based nominal wavelet (Xiao, Wang & Gehrke 2010, Sec. V); levels 0 (root) .. h-1 (leaves)."""
 
     def __init__(self, size: int, groups: tuple[np.ndarray, ...]) -> None:
         self.size = size
@@ -347,7 +347,7 @@ class _Nominal(_Transform):
             self.f_node.append(fan[p])
         self.offsets = np.concatenate(([0], np.cumsum(self.n))).astype(np.int64)
         self.n_coeffs = int(self.offsets[-1])
-        # exact rho (spec §2.2) and the support of one cell's column, by walking up from each leaf
+        # exact rho (Xiao, Wang & Gehrke 2010, Sec. V) and the support of one cell's column, by walking up from each leaf
         anc = np.arange(size)
         rho = np.ones(size, dtype=np.int64)
         sup = np.ones(size, dtype=np.int64)
@@ -412,7 +412,7 @@ class _Nominal(_Transform):
         return cls.astype(np.int64), fr
 
     def adjoint(self, q: np.ndarray) -> list[np.ndarray]:
-        """Mean-subtracted adjoint of the reconstruction: the a_c of spec §3.4, per level."""
+        """Mean-subtracted adjoint of the reconstruction: our a_c, per level."""
         g = np.asarray(q, dtype=np.float64)
         parts: list[np.ndarray] = [g] * self.h
         for k in range(self.h - 1, 0, -1):
@@ -431,7 +431,7 @@ class _Nominal(_Transform):
         return total
 
     def node_variances(self) -> list[np.ndarray]:
-        """V of every node-total query, level by level (spec §3.4 recursion)."""
+        """V of every node-total query, level by level (our recursion)."""
         out = [np.ones(1)]
         for k in range(1, self.h):
             f = self.f_node[k].astype(np.float64)
@@ -506,7 +506,7 @@ def _rho(axes: tuple[Axis, ...]) -> int:
 
 
 def generalized_sensitivity(axes: Sequence[Axis]) -> float:
-    """ρ (spec §1.5, Theorem 2): product of ``1 + l`` (Haar), the exact nominal ρ (<= h)
+    """ρ (Xiao, Wang & Gehrke 2010, Sec. III, Def. 3, Theorem 2): product of ``1 + l`` (Haar), the exact nominal ρ (<= h)
     and 1 (untransformed axes); equals the largest weighted column L1 norm."""
     return float(_rho(_axes(axes)))
 
@@ -597,7 +597,7 @@ class PriveletRelease:
 def release(
     x: np.ndarray, axes: Sequence[Axis], epsilon: float, noise: NoiseSource, *, sensitivity: int = 1
 ) -> PriveletRelease:
-    """ε-DP Privelet / Privelet+ release of the count matrix ``x`` (spec §2.6).
+    """ε-DP Privelet / Privelet+ release of the count matrix ``x`` (Xiao, Wang & Gehrke 2010, Sec. III–VI).
 
     The total privacy cost, grid rounding included, is at most ``epsilon`` for
     neighbours whose matrices differ by at most ``sensitivity`` in L1 (module doc).
@@ -635,7 +635,7 @@ def release(
 
 
 # ---------------------------------------------------------------------------------------------
-# exact, data-free variances (spec §3.4)
+# exact, data-free variances (ours)
 # ---------------------------------------------------------------------------------------------
 
 

@@ -8,12 +8,11 @@ exactly, for one vector and for a whole tree level at once.
 
 References
 ----------
-* ``shared/specs/topdown-od.md`` (Boninsegna & Silvestri, *Differentially Private Release of
-  Hierarchical Origin/Destination Data with a TopDown Approach*): §2.5 the exact L∞ problem
-  and the closed-form optimum α*; §2.6 IntOpt (paper Alg. 2, the vectorised exact form, tie
-  breaking, the c = 0 and b = 1 edge cases, the test-vector table); §2.7 the L2 variant;
-  §2.9 zeros and sparsity; §8.2–8.3 pitfalls and solver guidance; §9 item 1.
-* ``shared/specs/census-optimization.md`` §6.1: the same TopDown baseline (scaled-simplex
+* Boninsegna & Silvestri, *Differentially Private Release of Hierarchical
+  Origin/Destination Data with a TopDown Approach* (PoPETs 2025), Sec. 4.2: the exact L∞ problem
+  and the closed-form optimum α*; IntOpt (Algorithm 2 and App. C, Algorithm 4; here in a
+  vectorised exact form with tie breaking and the c = 0 and b = 1 edge cases); zeros and sparsity.
+* Fioretto et al., AIJ 2021, Sec. 10: the same TopDown baseline (scaled-simplex
   projection, then largest-remainder rounding).
 
 The problems
@@ -33,7 +32,7 @@ Closed forms used
 -----------------
 Let ``g(t) = Σ_i max(x_i − t, 0)`` (continuous, piecewise linear, non-increasing; for ``t``
 real).  For each ``t`` the sums reachable by feasible ``y`` with ``‖y − x‖_∞ ≤ t`` form the
-interval ``[g(t), Σ_i (x_i + t)]`` (needs ``t ≥ −x_i`` for all i), so (§2.5)::
+interval ``[g(t), Σ_i (x_i + t)]`` (needs ``t ≥ −x_i`` for all i), so (Sec. 4.2)::
 
     α* = the smallest integer t ≥ L := max(0, −min_i x_i, ⌈(c − Σx)/b⌉)  with  g(t) ≤ c.
 
@@ -48,7 +47,7 @@ With ``x`` sorted descending, ``P_k`` the sum of the ``k`` largest entries,
 The single-vector :func:`linf_alpha` finds α* by bisection on the definition (an oracle
 independent of this formula); the segment version uses the formula.
 
-IntOpt, vectorised exact form (§2.6, verified identical to Alg. 2)::
+IntOpt, vectorised exact form (verified identical to Alg. 2)::
 
     S = c − Σx,  k = ⌈S/b⌉,  z⁰ = max(k, −x),  t₀ = ‖z⁰‖_∞,  t* = max(t₀, α*)
     s = z⁰ if t* = t₀ else max(−x, −(t* − 1))            (state after the full sweeps)
@@ -62,7 +61,7 @@ completes iff ``Σ max(−x, −t) > S``, i.e. iff ``g(t) > c``.  The final swee
 with the smallest ``t ≥ t₀`` having ``g(t) ≤ c``, which is ``max(t₀, T) = max(t₀, α*)`` because
 ``t₀ ≥ L`` (``t₀ ≥ |z⁰_i| ≥ z⁰_i ≥ max(k, −x_i)`` and ``t₀ ≥ 0``).
 
-L2 exact integer minimiser (§2.7): the real projection is ``max(x − τ, 0)`` with
+L2 exact integer minimiser (ours, for the L2 TopDown of Abowd et al. 2022): the real projection is ``max(x − τ, 0)`` with
 ``g(τ) = c`` (scaled-simplex projection).  For **integer** x, ``⌊x_i − τ⌋ = x_i − ⌈τ⌉``, so
 with ``T = ⌈τ⌉`` (the same ``T`` as above, computed exactly with integers)::
 
@@ -100,8 +99,8 @@ Tie-breaking
 Why hand-written
 ----------------
 A generic solver per node (HiGHS ``milp`` 6–300 ms, CLARABEL/cvxpy 10–100 ms) costs hours at
-10⁵–10⁶ sub-problems per tree level (topdown-od.md §4, §8.3), a generic MILP returns an
-arbitrary optimal vertex (bad for false positives, §2.7) and SciPy has no QP solver at all.
+10⁵–10⁶ sub-problems per tree level (Boninsegna & Silvestri 2025, Sec. 4.2), a generic MILP returns an
+arbitrary optimal vertex (bad for false positives) and SciPy has no QP solver at all.
 The closed forms here are exact, O(b log b), and the segment versions process a whole level
 with one sort (no Python loop per node).  ``scipy.optimize.milp`` and exhaustive search are
 used only as test oracles.
@@ -114,7 +113,7 @@ Errata and pitfalls handled
   divides by zero when ``c = 0``; here ``c = 0`` returns zeros and ``b = 1`` returns ``(c)``.
 * ``numpy.argsort`` is unstable by default; all orderings here are explicit lexsorts.
 * The reference repo's L2 rounding (round, then fix the sum on the largest/smallest entries)
-  is not always optimal (§2.7); the rule here is exact.
+  is not always optimal; the rule here is exact.
 * The paper's footnote ``|⌈a⌉| = ⌈|a|⌉ − 1`` (false for negative integers a) only affects a
   proof and is not relied on.
 
@@ -324,7 +323,7 @@ def _walk(x: NDArray[np.int64], order: str, tiebreak: NDArray | None) -> NDArray
 
 
 def linf_alpha(x: ArrayLike, c: int) -> int:
-    r"""Exact optimal value α* of the integer L∞ projection (spec §2.5).
+    r"""Exact optimal value α* of the integer L∞ projection (Boninsegna & Silvestri 2025, Sec. 4.2).
 
     .. math::
 
@@ -363,7 +362,7 @@ def linf_alpha(x: ArrayLike, c: int) -> int:
 def intopt(
     x: ArrayLike, c: int, *, order: str = "ascending", tiebreak: ArrayLike | None = None
 ) -> NDArray[np.int64]:
-    r"""IntOpt: an exact integer L∞ projection, in the vectorised exact form (spec §2.6).
+    r"""IntOpt: an exact integer L∞ projection, in the vectorised exact form (Boninsegna & Silvestri 2025, Sec. 4.2, Alg. 2 and App. C).
 
     Returns ``y ∈ ℕ₀^b`` with ``Σ y = c`` and ``‖y − x‖_∞ = α*`` (:func:`linf_alpha`), and
     the *same vector* as the paper's Algorithm 2 (:func:`intopt_alg2`) given the same order::
@@ -422,7 +421,7 @@ def intopt(
 def intopt_alg2(
     x: ArrayLike, c: int, *, order: str = "ascending", tiebreak: ArrayLike | None = None
 ) -> NDArray[np.int64]:
-    """The paper's Algorithm 2, literally (a test oracle; spec §2.6).
+    """The paper's Algorithm 2, literally (a test oracle; Boninsegna & Silvestri 2025, Sec. 4.2, Alg. 2 and App. C).
 
     ::
 
@@ -468,7 +467,7 @@ def intopt_alg2(
 
 
 def l2_round(x: ArrayLike, c: int, *, tiebreak: ArrayLike | None = None) -> NDArray[np.int64]:
-    r"""Exact integer least-squares projection (spec §2.7; census-optimization §6.1).
+    r"""Exact integer least-squares projection (the L2 TopDown of Abowd et al., HDSR 2022; Fioretto et al. 2021, Sec. 10).
 
     .. math:: y = \arg\min_{y ∈ ℕ_0^b,\ Σ y = c} \|y − x\|_2
 

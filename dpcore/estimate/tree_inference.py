@@ -185,7 +185,7 @@ def tree_least_squares(
 
     Examples
     --------
-    The census spec's example A: a root (19), two children (7, 10), four leaves, unit variances.
+    A worked example: a root (19), two children (7, 10), four leaves, unit variances.
 
     >>> parent = [-1, 0, 0, 1, 1, 2, 2]
     >>> depth = [0, 1, 1, 2, 2, 2, 2]

@@ -8,34 +8,34 @@ Given noisy integer measurements ``y_v`` of the nodes of a region tree, find the
                 x_v ∈ ℕ                        for every node
                 x_root = N                     if the root value N is public
 
-(spec ``census-optimization.md`` §2.4–2.6, §2.10).  This is the *post-processing* step of
+(Fioretto, Van Hentenryck & Zhu, AIJ 2021, Sec. 5–7).  This is the *post-processing* step of
 the census mechanisms: it reads only noisy values and public data, so it costs no privacy
 and uses no randomness.
 
 Why it is written by hand
 -------------------------
 No Python library solves an integer convex-cost allocation on a tree exactly at this size
-(spec §7.5): SciPy has no QP solver at all, ``scipy.optimize.milp`` is linear only, and the
+(ours): SciPy has no QP solver at all, ``scipy.optimize.milp`` is linear only, and the
 exact unit-segment LP (total unimodularity makes it integral) grows with nodes × window width
 and becomes the bottleneck beyond ~10⁵ nodes.  The tree dynamic program below is exact and
 runs in O(Σ_v S_v log S_v) (S_v = total width of the children's tables).
 
-The dynamic program (spec §2.6.3)
+The dynamic program (Fioretto et al. 2021, Sec. 7, Alg. 1 in an equivalent form)
 ---------------------------------
 Every node has a *cost table* ``F_v(x)`` = the best cost of v's subtree given ``x_v = x``.
 Tables are convex on the integers, so each is stored as its lower bound ``a_v`` and its
 non-decreasing **increments** ``inc_v[j] = F_v(a_v+j+1) − F_v(a_v+j)`` (never absolute
-costs: those reach 10¹⁷ and would lose precision, spec §7.4).  A parent's table is the
+costs: those reach 10¹⁷ and would lose precision, ours).  A parent's table is the
 *sorted merge* of its children's increments (greedy resource allocation / infimal
 convolution of discrete convex functions) plus its own data term ``w_v (2(x − y_v) + 1)``.
 The top-down pass hands a parent's value to its children by taking the ``t = x_v − A_v``
 smallest merged increments: each child gets a prefix of its own increments.  Ties are
 broken by a stable order: equal increments go to the earlier child first (then in the
-child's own order), so results are deterministic and reproduce the spec's Example A′.
+child's own order), so results are deterministic and reproduce the worked example A′ of the tests.
 
-Domains are **windows** around the noisy values (WINDOW, spec §2.6.3 and §7.3).  A
+Domains are **windows** around the noisy values (WINDOW, Fioretto et al. 2021, Sec. 7, Alg. 1 in an equivalent form).  A
 *certificate* checks that no node ended on an artificial window edge (x_v = b_v, or
-x_v = a_v > 0); the root is included unless its value is fixed (review fix of §2.6.3).
+x_v = a_v > 0); the root is included unless its value is fixed (erratum: Algorithm 1's check must include the root).
 If the check fails, every half-width is doubled and the DP re-run (WIDEN).
 
 Implementation (vectorised per level, numpy only)
@@ -116,9 +116,9 @@ class TreeDPResult:
 
 
 def default_half_widths(weights: Sequence[float]) -> tuple[float, ...]:
-    """Default window half-widths ``h_d = max(5, ⌈6 / √w_d⌉)`` (spec §7.3).
+    """Default window half-widths ``h_d = max(5, ⌈6 / √w_d⌉)`` (ours).
 
-    With ``w_d = 1/Var_d`` (the *unnormalised* inverse noise variance) this is the spec's
+    With ``w_d = 1/Var_d`` (the *unnormalised* inverse noise variance) this is our
     ``h = max(5, ⌈6·sd⌉)``.  Callers who normalise the weights must pass half-widths
     explicitly.  A non-positive or non-finite weight (an unmeasured level) gets 5.
     """
@@ -202,7 +202,7 @@ def _check_noisy(noisy: Sequence[np.ndarray | None], sizes: tuple[int, ...]) -> 
     if out[-1] is None:
         raise ParameterError(
             "The leaf level must be measured: an unmeasured leaf has no data to window on and its "
-            "split would be arbitrary (spec review note 4). Remove the level from the tree instead.")
+            "split would be arbitrary. Remove the level from the tree instead.")
     return out
 
 
@@ -495,7 +495,7 @@ def _attempt(tree: _Tree, ys: list[I64 | None], W: list, H: list[int],
 
 
 def _certified(xs: list[I64], levels: list[_Level], root_fixed: bool) -> bool:
-    """No node on an artificial window edge: x = b, or x = a > 0 (spec §2.6.3 line 22;
+    """No node on an artificial window edge: x = b, or x = a > 0 (Fioretto et al. 2021, Sec. 7, Alg. 1 in an equivalent form;
     a fixed root is the only node skipped)."""
     for d, (x, lv) in enumerate(zip(xs, levels, strict=True)):
         if d == 0 and root_fixed:
@@ -554,11 +554,11 @@ def solve_l2(
     half_widths: Sequence[float] | None = None,
     max_widenings: int = 40,
 ) -> TreeDPResult:
-    """Exact non-negative integer weighted least squares on a level tree (spec §2.5–2.6).
+    """Exact non-negative integer weighted least squares on a level tree (Fioretto et al. 2021, Sec. 6).
 
     Solves ``min Σ_d w_d Σ_{v ∈ level d} (x_v − y_v)²`` over measured levels subject to
     ``x_v = Σ_{u ∈ ch(v)} x_u``, ``x_v ∈ ℕ`` and, if given, ``x_root = root_value``, with
-    the windowed tree DP of spec §2.6.3 (cost tables as sorted increments, windows
+    the windowed tree DP of Fioretto et al. 2021, Sec. 7, Alg. 1 in an equivalent form (cost tables as sorted increments, windows
     ``[max(0, ⌊y − h⌋), max(⌈y + h⌉, ⌈h⌉)]``, a certificate that includes a free root, and
     WIDEN = double every h).  The result is the exact optimum; among several optima the
     stable tie-break (earlier child first) picks one deterministically, and a free root
@@ -571,10 +571,10 @@ def solve_l2(
         Level 0 is the single root.  Each ``parents[d]`` must be non-decreasing (children
         of a parent contiguous, parents in order) and hit every node of level d (all
         leaves at depth L).  Child order is the tie-break order.  For group-size
-        histograms pass the spec's T′ (level 0 = dummy root ρ, level 1 = the k copy roots).
+        histograms pass the reformulated hierarchy T′ (Fioretto et al. 2021, Sec. 6) (level 0 = dummy root ρ, level 1 = the k copy roots).
     noisy : sequence of L+1 int arrays or None
         The integer noisy measurements of each level, or None for an unmeasured level
-        (no data term; pinned only by consistency, spec §2.2).  The leaf level must be
+        (no data term; pinned only by consistency, Fioretto et al. 2021, Sec. 5).  The leaf level must be
         measured.  If ``root_value`` is given, ``noisy[0]`` must be None (a measured root
         whose value is also fixed is ambiguous; the measurement would be ignored).
     weights : sequence of L+1 floats

@@ -2,7 +2,7 @@
 
 Every estimate here uses the plan's noise, the public branching structure and the domain sizes
 ``N_ℓ`` (the number of possible pairs of tree level ℓ), so it can be shown before a release and
-published with it (spec §6.2):
+published with it (ours):
 
 * the TopDown RMSE recursion ``V_ℓ = σ_ℓ²(1 − 1/b_ℓ) + V_{ℓ−1}/b_ℓ²`` (ours, dense regime);
 * the typical maximum ``√V_ℓ·√(2 ln N_ℓ)`` (Laplace tails under pure ε);
@@ -30,7 +30,7 @@ def topdown_variances(var: Sequence[float], b: Sequence[float], measured: Sequen
     """Per-cell error variance ``V_ℓ`` of a TopDown release (InfTDA, TopDown L2, the MILP baseline).
 
     ``V_0`` is the root's noise variance, then ``V_ℓ = σ_ℓ²(1 − 1/b_ℓ) + V_{ℓ−1}/b_ℓ²`` with
-    ``σ_ℓ² = var[ℓ]`` and ``b_ℓ`` the mean number of children (spec §6.2 item 3: the sum projection
+    ``σ_ℓ² = var[ℓ]`` and ``b_ℓ`` the mean number of children (ours: the sum projection
     removes the noise's mean and passes the parent's error down, diluted); a copy level (not
     measured) repeats its parent.
     """
@@ -54,7 +54,7 @@ def linf_bounds(
 ) -> list[float]:
     """Bound ``B_ℓ(β)`` on the largest error of every tree level, holding with probability ≥ 1 − β.
 
-    Boninsegna & Silvestri (2024), Theorem 4 with explicit constants (spec §3.2): every level's
+    Boninsegna & Silvestri (2024), Theorem 4 with explicit constants (Boninsegna & Silvestri 2025): every level's
     error is at most twice the noise on its ancestors' children plus the ancestor's error, so
     ``B_ℓ(β) = 2 Σ_{κ≤ℓ} σ_κ √(2 ln(2ℓN_κ/β))`` for the discrete Gaussian (zCDP) and
     ``2 Σ t_κ ln(2ℓN_κ/β)`` for the discrete Laplace (pure ε), β split over the levels by a union
@@ -95,7 +95,7 @@ def vanilla_errors(
     """(RMSE, mean |error|, typical largest |error|) of one level of the VanillaGauss baseline.
 
     A pair ``(u, v)`` sums ``|u|·|v|`` finest-pair noises of variance ``leaf_var`` (Boninsegna &
-    Silvestri 2024, Proposition 1; spec §6.2 item 6), so the RMSE over the level is
+    Silvestri 2024, Proposition 1), so the RMSE over the level is
     ``σ_leaf·√(N_T/N_ℓ)``.  ``under_o``/``under_d``: the number of finest areas under every
     origin/destination area of the level.  ``laplace`` marks the finest level under pure ε
     (Laplace tails); above it the sums are taken as normal.
@@ -147,7 +147,7 @@ def expected_max_grouped(sds: np.ndarray, counts: np.ndarray) -> float:
 
 def typical_max(sd: float, n: int, laplace: bool) -> float:
     """Typical largest |error| over ``n`` cells with error SD ``sd``: ``sd·√(2 ln n)`` (normal,
-    spec §6.2 item 4) or ``sd/√2 · ln n`` (Laplace tails); one cell: its mean |error|."""
+    ours) or ``sd/√2 · ln n`` (Laplace tails); one cell: its mean |error|."""
     if sd <= 0:
         return 0.0
     if n <= 1:

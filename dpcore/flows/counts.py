@@ -6,7 +6,7 @@ hierarchies (:mod:`dpcore.flows.tree`) and sums them per pair.  With a person id
 keeps at most ``m`` trips (the engines' rule, :func:`dpcore.data.engines.base.cap_groups`), which
 is the contribution bound the sensitivities of Boninsegna & Silvestri ("Differentially private
 release of hierarchical origin/destination data with a TopDown approach", PoPETs 2025 / arXiv
-2024; spec §1.5) are computed for.  The counts and their fingerprint are confidential: only a
+2024; Boninsegna & Silvestri 2025, Sec. 3) are computed for.  The counts and their fingerprint are confidential: only a
 mechanism (:mod:`dpcore.flows.mechanisms`) turns them into something publishable.
 """
 

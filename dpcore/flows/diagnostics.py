@@ -2,7 +2,7 @@
 
 **Not for publication**: these numbers read the confidential counts.  They are the metrics of
 Boninsegna & Silvestri ("Differentially private release of hierarchical origin/destination data
-with a TopDown approach", PoPETs 2025 / arXiv 2024; spec §5.4) per tree level, next to the
+with a TopDown approach", PoPETs 2025 / arXiv 2024, Sec. 5) per tree level, next to the
 data-free expectations of the plan (:mod:`dpcore.flows.accuracy`).
 """
 
@@ -24,12 +24,12 @@ __all__ = ["empirical_errors"]
 def empirical_errors(rel: ODRelease, counts: ODCounts) -> list[dict[str, Any]]:
     """Curator-only: error of the release against the truth per tree level.  **Not for publication.**
 
-    Over the union of pairs positive in the truth or the release (spec §5.4; a missing pair is
+    Over the union of pairs positive in the truth or the release (Boninsegna & Silvestri 2025, Sec. 5; a missing pair is
     0): maximum and mean absolute error; MAE over *all possible* pairs (the paper's
     normalisation); false positives (released > 0, true 0) and the false-discovery rate; false
     negatives (true > 0, released 0) and their rate; median and 95th percentile relative error
     ``|x̂ − x| / max(x, 1)`` over true-positive pairs (a ratio, not percent).  The error
-    definitions are those of :mod:`dpcore.core.metrics` (sanity bound 1 here, the spec's).
+    definitions are those of :mod:`dpcore.core.metrics` (sanity bound 1 here).
     """
     if counts.origin_h.fingerprint() != rel.origin_h.fingerprint() or \
             counts.destination_h.fingerprint() != rel.destination_h.fingerprint():

@@ -398,7 +398,7 @@ def od_record(
         ],
     }
     for side, h in (("origin", rel.origin_h), ("destination", rel.destination_h)):
-        if h.source == "data (not public)":  # spec pitfall 1: the area list must be public
+        if h.source == "data (not public)":  # the area list must be public (Boninsegna & Silvestri 2025, Sec. 3)
             rec["notes"].append(
                 f"WARNING: the {side} area list was taken from the data; areas without trips are missing and "
                 "that absence is not protected by differential privacy."

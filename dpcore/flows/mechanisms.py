@@ -2,14 +2,14 @@
 
 InfTDA is the algorithm of Boninsegna & Silvestri, "Differentially private release of
 hierarchical origin/destination data with a TopDown approach" (PoPETs 2025 / arXiv 2024; spec
-``topdown-od.md``).  The trips are counted per finest (origin, destination) pair
+Boninsegna & Silvestri 2025).  The trips are counted per finest (origin, destination) pair
 (:class:`dpcore.flows.counts.ODCounts`) and released level by level down the O/D tree of the two
 public hierarchies (:func:`dpcore.flows.tree.tree_levels`): every tree level partitions the
 trips, so each is a histogram with the same sensitivity.
 
 Mechanisms
 ----------
-* ``inftda`` — InfTDA (the paper's Algorithm 1; spec §2.2): from the root down, the children of
+* ``inftda`` — InfTDA (the paper's Algorithm 1; Boninsegna & Silvestri 2025, Sec. 4.1, Alg. 1): from the root down, the children of
   every **surviving** node (all of them, from the public list, zeros included) get discrete
   Gaussian (or discrete Laplace) noise and are projected by IntOpt (the paper's Algorithm 2) onto
   non-negative integers summing to the parent's released value, minimising the largest change
@@ -19,20 +19,20 @@ Mechanisms
 * ``tda_l2`` — the same walk with the exact integer least-squares projection (scaled simplex
   plus controlled rounding, :func:`dpcore.estimate.topdown_opt.l2_round_segments`), as the US
   Census Bureau's TopDown algorithm does (Abowd et al., "The 2020 Census Disclosure Avoidance
-  System TopDown Algorithm", Harvard Data Science Review 2022); spec §2.7.
-* ``tda_linf_milp`` — baseline (§2.7–2.8): the same walk and the same L∞ objective, solved by a
+  System TopDown Algorithm", Harvard Data Science Review 2022).
+* ``tda_linf_milp`` — baseline (Boninsegna & Silvestri 2025, Sec. 5): the same walk and the same L∞ objective, solved by a
   black-box MILP (scipy/HiGHS) per node, which returns an arbitrary optimal vertex instead of
   IntOpt's sparse one (the paper's TDA_ℓ∞).  One solver call per surviving node, so it is
   refused above :data:`MILP_MAX_SUBPROBLEMS` calls per level; for comparisons on small data.
-* ``vanilla_gauss`` — baseline (§2.8): the whole budget on every cell of the full finest O/D
+* ``vanilla_gauss`` — baseline (Boninsegna & Silvestri 2025, Sec. 5): the whole budget on every cell of the full finest O/D
   domain; coarser levels are sums (unbiased, may be negative; exact zeros are dropped).  Needs
   the full domain in memory, so it is refused above :data:`VANILLA_MAX_CELLS`.
-* ``sh`` — baseline (§2.1, §2.8): the stability-based histogram, (ε, δ)-DP: discrete Laplace
+* ``sh`` — baseline (Boninsegna & Silvestri 2025, Sec. 2.1 and 5): the stability-based histogram, (ε, δ)-DP: discrete Laplace
   on the *observed* finest pairs only and a threshold that hides pairs of a single person.
   Biased; no false positives.  Its (ε, δ) cost cannot be added to a pure-ε or zCDP ledger, so
   it is for comparisons (benchmarks, the library) only.
 
-Privacy (spec §1.5, §2.2–2.3, §8.1 item 15)
+Privacy (Boninsegna & Silvestri 2025, Sec. 3–4, App. B)
 -------------------------------------------
 Neighbours are ``"bounded"`` (replace one person: the total is public and exact when every
 person has exactly one trip) or ``"unbounded"`` (add or remove one person, the paper's
@@ -126,33 +126,33 @@ MECHANISMS: dict[str, ODMechanismInfo] = {
             "released as 0 are dropped with everything below them.",
             "The default: consistent, non-negative, whole-number O/D tables at every level, few "
             "spurious flows, and a proven bound on the largest error per level.",
-            True, True, True, "Boninsegna & Silvestri (topdown-od.md §2.2, §2.6)"),
+            True, True, True, "Boninsegna & Silvestri, PoPETs 2025, Algorithms 1–2"),
         ODMechanismInfo(
             "tda_l2", "TopDown L2 (least squares)",
             "The same TopDown walk with the least-squares projection (non-negative, adding up to the "
             "parent) and exact controlled rounding, as the US Census Bureau's TopDown does.",
             "Comparing with the Census Bureau's approach; about the same accuracy as InfTDA, more "
             "spurious flows.",
-            True, True, True, "topdown-od.md §2.7"),
+            True, True, True, "US Census TDA (Abowd et al., HDSR 2022)"),
         ODMechanismInfo(
             "tda_linf_milp", "TopDown L∞ with a generic MILP solver (baseline)",
             "The InfTDA walk with the same objective solved per area pair by a black-box MILP "
             "(HiGHS), which returns an arbitrary optimal answer rather than the sparse one.",
             "Comparisons on small data: it shows why IntOpt's choice among optimal answers matters "
             "(more spurious flows), and it is far slower.",
-            True, True, True, "topdown-od.md §2.7 (TDA_ℓ∞)"),
+            True, True, True, "Boninsegna & Silvestri, PoPETs 2025, Sec. 5 (TDA_ℓ∞)"),
         ODMechanismInfo(
             "vanilla_gauss", "Gaussian on every finest pair (baseline)",
             "The whole budget on every possible finest O/D pair (zeros included); coarser tables are "
             "sums. Unbiased but negative values are kept, and the error grows as one zooms out.",
             "Small domains where only the finest pairs matter.",
-            True, False, True, "topdown-od.md §2.8 (VanillaGauss)"),
+            True, False, True, "Boninsegna & Silvestri, PoPETs 2025, Sec. 5 (VanillaGauss)"),
         ODMechanismInfo(
             "sh", "Stability histogram (baseline, (ε, δ)-DP)",
             "Noise on the observed finest pairs only; pairs below a threshold are suppressed. No "
             "spurious flows, but every suppressed flow is lost from the totals.",
             "Comparisons only: its (ε, δ) cost cannot be added to a pure-ε or zCDP budget ledger.",
-            True, True, False, "Bun, Nissim & Stemmer; topdown-od.md §2.1"),
+            True, True, False, "Bun, Nissim & Stemmer; Boninsegna & Silvestri, PoPETs 2025, Sec. 2.1"),
     )
 }
 
@@ -191,11 +191,11 @@ class ODLevelPlan:
     l1_sensitivity: float
     l2_sensitivity: float
     noise_sd: float
-    sd: float  # RMSE per cell (approximation, spec §6.2 item 3)
+    sd: float  # RMSE per cell (approximation, ours)
     mean_abs: float
     max_abs: float  # typical maximum absolute error over the level
     bound: float  # guaranteed max-error bound with probability 95 % (L∞ only; NaN otherwise)
-    unreliable_below: float  # flows below this are likely noise (≈ 2σ, spec §6.2 item 7)
+    unreliable_below: float  # flows below this are likely noise (≈ 2σ, ours)
     basis: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -245,7 +245,7 @@ class ODPlan:
 
 
 def _sens(neighbour: str, m: int, distinct: bool, leaf: bool) -> tuple[float, float]:
-    """(L1, L2) sensitivity of one tree level (spec §1.5 with the m > 1 correction)."""
+    """(L1, L2) sensitivity of one tree level (Boninsegna & Silvestri 2025, Sec. 3; erratum: m > 1 changes multiply the sensitivity)."""
     if neighbour == "bounded":
         l1 = 2.0 * m
         l2 = math.sqrt(2.0 * m) if (leaf and distinct) else math.sqrt(2.0) * m
@@ -313,7 +313,7 @@ def plan(
     measured levels (the root only when the total is not public; copy levels never), top first;
     ``weights`` are used with ``split="custom"``.
 
-    Estimates (spec §6.2; data-free, publishable): per-node noise SD σ_ℓ; the TopDown RMSE
+    Estimates (ours; data-free, publishable): per-node noise SD σ_ℓ; the TopDown RMSE
     recursion ``V_ℓ = σ_ℓ²(1 − 1/b_ℓ) + V_{ℓ−1}/b_ℓ²`` with ``b_ℓ`` the mean number of children;
     the typical maximum ``√V_ℓ·√(2 ln N_ℓ)`` over the ``N_ℓ`` possible pairs (Laplace tails under
     pure ε); the guaranteed bound ``B_ℓ(β) = 2 Σ_{κ≤ℓ} σ_κ √(2 ln(2ℓN_κ/β))`` (L∞ only, zCDP; pure
@@ -462,7 +462,7 @@ def plan(
                          noise_sd=math.sqrt(var[t]), sd=sd, mean_abs=mean_abs,
                          max_abs=typical_max(sd, pairs[t], laplace), bound=bounds[t],
                          unreliable_below=2.0 * math.sqrt(var[t]) if measured[t] else 2.0 * sd,
-                         basis="TopDown recursion V = σ²(1 − 1/b) + V_parent/b² (dense regime, spec §6.2)"))
+                         basis="TopDown recursion V = σ²(1 − 1/b) + V_parent/b² (dense regime, ours)"))
     return ODPlan(info.name, cost, None, neighbour, m, bool(distinct), orientation, split,
                   tuple(float(w) for w in (weights or ())), order, tiebreak, tuple(levels), tuple(scales))
 
@@ -677,7 +677,7 @@ def release_planned(counts: ODCounts, p: ODPlan, noise: NoiseSource, *, progress
 def _linf_milp_segments(x: np.ndarray, offsets: np.ndarray, totals: np.ndarray, level: str) -> np.ndarray:
     """The per-node L∞ projection by scipy's MILP (HiGHS), one call per segment (baseline only).
 
-    ``min α  s.t.  y_i − α ≤ x_i,  y_i + α ≥ x_i,  Σ y = c,  y ∈ ℕ, α ≥ 0`` (spec §8.3).  The
+    ``min α  s.t.  y_i − α ≤ x_i,  y_i + α ≥ x_i,  Σ y = c,  y ∈ ℕ, α ≥ 0`` (ours).  The
     solver returns whichever optimal vertex it finds first — the point of the baseline.
     """
     from scipy.optimize import Bounds, LinearConstraint, milp

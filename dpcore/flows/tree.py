@@ -7,7 +7,7 @@ the O/D tree.
 The O/D counts at the finest level ``g`` of a public hierarchy are rewritten as a tree of depth
 ``T = 2g`` (Boninsegna & Silvestri, "Differentially private release of hierarchical
 origin/destination data with a TopDown approach", PoPETs 2025 / arXiv 2024: the destination and
-origin trees; spec §1.4).  In the *destination tree* a node ``(u_{k−1}, v_{k−1})`` first gets the
+origin trees; Boninsegna & Silvestri 2025, Sec. 3).  In the *destination tree* a node ``(u_{k−1}, v_{k−1})`` first gets the
 children ``(u_{k−1}, v_k)`` for every sub-area ``v_k`` of ``v_{k−1}`` (a cross-level table), and
 each of those the children ``(u_k, v_k)`` for every sub-area ``u_k`` of ``u_{k−1}`` (the O/D
 matrix at level k).  The *origin tree* refines the origin first.  Every tree level partitions the
@@ -124,7 +124,7 @@ def leaf_lookup(h: Hierarchy, values: pd.Series | Sequence[Any], what: str) -> n
 
 def tree_levels(depth: int, orientation: Orientation = "destination") -> list[tuple[int, int]]:
     """``(origin depth, destination depth)`` of every O/D tree level 0..2g: the destination
-    or origin tree of Boninsegna & Silvestri (2024) (spec §1.4)."""
+    or origin tree of Boninsegna & Silvestri (PoPETs 2025, Sec. 3)."""
     if orientation not in ("destination", "origin"):
         raise ParameterError("The tree orientation is 'destination' (refine destinations first) or 'origin'.")
     out = [(0, 0)]

@@ -2,12 +2,12 @@
 
 Every registered mechanism is released at every ε, ``repeats`` times, and its
 answers to random rectangular range queries are scored against the true
-answers with the MRE of htf.md §1.5::
+answers with the MRE of Shaham et al. 2021, Sec. 5.1::
 
     RE(q) = 100 · |c_q − ĉ_q| / max(c_q, s),   MRE = mean of RE(q) over the workload
 
 (``s = 20`` by default, an absolute sanity bound).  The workloads follow the HTF
-paper's protocol (htf.md §5.2, §5.6): 2 %, 6 % and 10 % of the domain, random
+paper's protocol (Shaham et al. 2021, Sec. 5.1): 2 %, 6 % and 10 % of the domain, random
 shape (aspect ratio log-uniform in [1/4, 4]) or squares.
 
 NOT FOR PUBLICATION.  Everything this module returns is computed from the true
@@ -78,7 +78,7 @@ SUMMARY_COLUMNS = [
     "mechanism", "epsilon", "shape", "query_size", "repeats", "n_queries", "mre_percent",
     "mre_se", "mae", "rmse", "release_seconds", "n_leaves",
 ]
-#: Fixed seed of the synthetic stand-in (htf.md §5.1: "fixed seeds").
+#: Fixed seed of the synthetic stand-in (Shaham et al. 2021, Sec. 5.1: "fixed seeds").
 SYNTHETIC_SEED = 0
 #: σ of the synthetic generator is in cells of a 1024 x 1024 grid over the bounds (the paper's unit).
 SYNTHETIC_RESOLUTION = 1024
@@ -92,7 +92,7 @@ Progress = Callable[[int, int, str], None]
 
 @dataclass(frozen=True)
 class SyntheticSpec:
-    """The HTF paper's Gaussian data (htf.md §5.1): one centre, ``x, y ~ Normal(centre, σ)``."""
+    """The HTF paper's Gaussian data (Shaham et al. 2021, Sec. 5.1): one centre, ``x, y ~ Normal(centre, σ)``."""
 
     sigma: float
     n: int

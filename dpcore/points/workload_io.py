@@ -1,7 +1,7 @@
 """An uploaded workload for the matrix mechanism: lon/lat rectangles the curator wants answered.
 
 The rectangles are the curator's *questions*, so they are public: they are never data, they
-may shape the strategy (spec ``matrix-mechanism.md`` §3.1: the strategy depends only on the
+may shape the strategy (Li & Miklau 2012, Prop. 3: the strategy depends only on the
 workload) and they travel in the release record, so the release can be repeated.
 
 File format (CSV, optionally a release record, see :func:`read_rectangles`): one rectangle per
@@ -12,7 +12,7 @@ row with its bounds in degrees (WGS84).  Column names are matched case-insensiti
 * east: ``lon_max``, ``max_lon``, ``east``, ``xmax``, ``x_max``, ``maxx``
 * north: ``lat_max``, ``max_lat``, ``north``, ``ymax``, ``y_max``, ``maxy``
 * optional ``name`` (or ``label``), ``weight`` (a positive number, default 1: a rectangle of
-  weight ``w`` counts ``w²`` times when the strategy is designed, spec §7.2 P15) and ``group``
+  weight ``w`` counts ``w²`` times when the strategy is designed, ours) and ``group``
   (errors are reported per group, unweighted).
 
 Mapping to the grid (:func:`map_to_grid`): a rectangle asks for the cells whose **centres** lie

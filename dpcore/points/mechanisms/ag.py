@@ -21,7 +21,7 @@ Phases (sequential composition; the budgets add up to ε)
     Gaussian noise; the levels compose as ρ adds up.
 
 Checked against the source
-    ``m1``, ``m2``, ``c2 = c/2 = 5`` and ``α = 0.5`` are the paper's; htf.md §5.4 writes
+    ``m1``, ``m2``, ``c2 = c/2 = 5`` and ``α = 0.5`` are the paper's; Shaham et al. (2021, Sec. 5) write
     ``c/2`` and the DPComp benchmark's implementation of AG uses ``c2 = 5``, ``α = 0.5``
     and the same ceilings.  Deviations: the paper's ``N`` is the exact number of points
     and its ``m1`` rule uses the total ε; we make ``N`` private (phase 0) or public and

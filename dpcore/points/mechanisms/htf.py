@@ -1,36 +1,36 @@
 """HTF: the Homogeneous Tree Framework of Shaham, Ghinita, Ahuja, Krumm & Shahabi (SIGSPATIAL 2021).
 
-Implements ``shared/specs/htf.md`` (the spec wins over the paper's text).  HTF builds a
+Implements Shaham et al. (2021), Sec. 3–4 (Algorithms 1–3), with the errata listed below.  HTF builds a
 binary, kd-like tree over the public grid whose splits make the two children internally
 homogeneous, then releases noisy counts top-down and stops splitting where the counts are
-small.  Three phases compose sequentially (spec §2.0, paper Eq. 4)::
+small.  Three phases compose sequentially (Sec. 3, Eq. 4)::
 
     ε_tot = ε_height + ε_prt + ε_data
 
-1. **Height** (ε_height, spec §2.1): ``n̂ = n + DLap(k/ε_height)``, then
+1. **Height** (ε_height, Sec. 4.2, Eqs. 9–10): ``n̂ = n + DLap(k/ε_height)``, then
    ``h = floor(log2(n̂·ε_tot/(c0·k)))``, 0 when the argument is below 1, capped at
    ``h_max = ceil(log2 N) + ceil(log2 M)``.  The floor is computed exactly (rationals).
    With a manual height or a public number of points this phase costs nothing.
-2. **Partitioning** (ε_prt = h·ε'_prt, spec §2.3–2.5): at every node the split position is
+2. **Partitioning** (ε_prt = h·ε'_prt, Sec. 4.1–4.2, Algorithms 1–2): at every node the split position is
    chosen by the corrected Algorithm 1 (noisy local search, ``2T+1`` noisy evaluations of
    the homogeneity objective ``o_k = Σ|c − μ1| + Σ|c − μ2|``), or optionally by the
    exhaustive baseline (every candidate, ``ε'_prt`` divided by their number).  Nodes of a
    level are disjoint (parallel composition), levels add up (sequential composition).
-3. **Counts** (ε_data, spec §2.6): node counts get discrete Laplace noise with the geometric
+3. **Counts** (ε_data, Sec. 4.3, Algorithm 3): node counts get discrete Laplace noise with the geometric
    per-level budget of paper Eq. 17 (ratio 2^(1/3), the root gets the least).  A node whose
    noisy count is ``<= θ``, or that has fewer than ``κ`` cells, or that is a single cell,
    becomes a leaf and gets a fresh count with **all the budget left on its path**
    ``ε_rem(i) = Σ_{j<i} ε_j``; a node that reaches height 0 keeps its count.  Every
    root-to-leaf path therefore spends exactly ε_data.
 
-Phases 2 and 3 run merged, level by level (spec §2.5 "lazy equivalence", P26): a node is
+Phases 2 and 3 run merged, level by level (a lazy form of Algorithms 2–3): a node is
 searched for a split only if the count phase keeps it.  This has exactly the output
 distribution of building the full tree first, and is what makes large grids fast.
 The vectorised split search and that top-down pass are in
 :mod:`dpcore.points.mechanisms.htf_tree`; this module holds the parameters, the privacy cost
 (height rule and budget split), the data-free plan and the release.
 
-Unit of privacy (P1)
+Unit of privacy
     With at most ``k`` records per person (``aggregate.sensitivity``) every sensitivity is
     multiplied by ``k``: the counts (1 → k), |D| (1 → k) and the objective (2 → 2k, by the
     triangle inequality over the k added points).  The height rule uses ``ε_tot/k`` (the
@@ -39,7 +39,7 @@ Unit of privacy (P1)
 Noise (DESIGN rule 2)
     Counts are integers and get exact discrete Laplace noise (``NoiseSource.discrete_laplace``).
     The objective is real.  ``o_k = 2·(P1/A1 + P2/A2)`` where ``A`` is a child's number of
-    cells, ``S`` its count and ``P = Σ_{A·c > S}(A·c − S)`` an integer (spec §2.3 fast form
+    cells, ``S`` its count and ``P = Σ_{A·c > S}(A·c − S)`` an integer (Eqs. 5–7 in the fast form
     ``Σ|c − μ| = 2Σ_{c>μ}(c − μ)``, multiplied by ``A``).  We compute ``P`` exactly
     (integers; float64 only where every partial sum is an integer below 2^53, otherwise
     int64 split in two halves) and round ``o_k`` to the grid ``g = 2^-10`` before adding
@@ -51,13 +51,13 @@ Noise (DESIGN rule 2)
     below ``g/2``, and since ``2k/g`` is an integer the integer released still changes by
     at most ``2k/g + 1`` grid steps.  We therefore use
     ``t = (2k + g)·(2T+1)/ε'_prt``: each evaluation spends exactly ``ε'_prt/(2T+1)``, the
-    spec's allocation; the Laplace scale is ``2k(2T+1)/ε'_prt`` times ``1 + g/(2k)``
+    paper's allocation (Sec. 4.1.2); the Laplace scale is ``2k(2T+1)/ε'_prt`` times ``1 + g/(2k)``
     (28,013.7 instead of 28,000 for T = 3, ε'_prt = 5e-4).  An exact rational mechanism
     on ``A1·A2·o_k`` would avoid the rounding term, but its lattice is so fine that the
     scale (``2k(2T+1)·A1·A2/ε'_prt``) overflows 64-bit noise on a 1024² grid.
 
 Parameters and the paper preset
-    The general defaults (spec §6.1) spend 1 % of ε on the height and 10 % on the
+    The general defaults (ours, not the paper's) spend 1 % of ε on the height and 10 % on the
     splits (spread as ε_prt/h per level).  The paper's settings are absolute:
     ``height_epsilon = 1e-4`` and ``partition_epsilon_per_level = 5e-4`` (or 1e-3), see
     :data:`PAPER_PRESET`.  A positive absolute value overrides the matching share.
@@ -73,24 +73,25 @@ What the release holds
     ``LevelPlan.level`` is the display index (height estimate, split search, then depth 0..h)
     and a count level's depth is ``extra["depth"]``.
 
-Errata and decisions of spec §7, and where they are implemented
-    P1 sensitivities scale with the cap k (counts, |D|, objective).  P2 corrected
-    Algorithm 1 (offsets, ceil on the right, winner's noisy value carried).  P3
-    candidates 1..L−1, fall back to the other axis, 1x1 nodes are leaves.  P4 duplicate
-    midpoints skipped; optional ``adaptive_rounds`` (T_eff).  P5 axis = height mod 2
-    (0 = split columns) unless ``first_axis`` says otherwise.  P6 numpy orientation.  P7
-    floor, n̂ <= 0 guarded, cap h_max, ε_tot in the rule.  P8 both budget modes; ε_data > 0
-    checked before any noise with the data-independent worst case (review open point 1).
-    P9 path-local accumulator.  P10 height-0 nodes keep their count.  P11 ``<= θ`` and
-    ``cells < κ``; optional ``extent_first``.  P12 the stop-test count is not averaged in.
-    P13 geometric direction (Eq. 17, Eq. 16's missing cube root).  P14 mean and absolute
-    deviation.  P19 the data-driven depth d* is in the plan.  P20 (noisy-min extension) is
-    not offered.  P21 negative counts kept.  P22 one NoiseSource per release, never
-    re-seeded.  P23 exact samplers.  P25 ``p_stop_by_noise`` in the plan.  P26 lazy
-    building.  Eq. 2's sign: standard Laplace.  Open point 2: with h = 0 the
-    partitioning share goes to the counts.  Open point 4: ε'_prt is divided by the number
-    of candidates evaluated.  Open point 5: remainders computed exactly, so every path
-    spends at most ε_data in exact arithmetic.
+Errata (corrections of the paper) and implementation decisions
+    erratum: Algorithm 1's midpoints need the ``lo +`` / ``k +`` offsets, a ceiling on the
+    right half, and the winner's noisy value carried to the next round.
+    erratum: Eq. 16 misses a cube root; the count budget grows geometrically towards the
+    leaves with ratio 2^(1/3) (Eq. 17).
+    erratum: Eq. 2's Laplace density has a minus sign in the exponent.
+    Decisions: sensitivities scale with the cap k (counts, |D|, objective); candidates
+    1..L−1, fall back to the other axis, 1x1 nodes are leaves; duplicate midpoints skipped,
+    optional ``adaptive_rounds`` (T_eff); axis = height mod 2 (0 = split columns) unless
+    ``first_axis`` says otherwise; the height uses a floor, n̂ <= 0 is guarded, capped at
+    h_max, with ε_tot in the rule; both budget modes, ε_data > 0 checked before any noise
+    with the data-independent worst case; a path-local accumulator; height-0 nodes keep
+    their count; stop on ``<= θ`` or ``cells < κ`` (optional ``extent_first``); the
+    stop-test count is not averaged in; the objective uses the mean and the absolute
+    deviation; the data-driven depth d* is in the plan; no noisy-min extension; negative
+    counts kept; one NoiseSource per release, never re-seeded; exact samplers;
+    ``p_stop_by_noise`` in the plan; lazy building; with h = 0 the partitioning share goes
+    to the counts; ε'_prt is divided by the number of candidates evaluated; remainders are
+    computed exactly, so every path spends at most ε_data in exact arithmetic.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ __all__ = [
 ]
 
 
-#: The paper's HTF settings (spec §5.3): absolute ε_height and ε'_prt, T = 3, c0 = 10, κ = 5;
+#: The paper's HTF settings (Shaham et al. 2021, Sec. 5.1): absolute ε_height and ε'_prt, T = 3, c0 = 10, κ = 5;
 #: θ = 50 (best on LA in the paper's Fig. 4; Sec. 5.2 used 100).
 PAPER_PRESET: dict[str, Any] = {
     "height_epsilon": 1e-4,
@@ -150,13 +151,13 @@ _X, _Y = 0, 1  # X: cut between columns (split the V columns); Y: cut between ro
 
 
 # =============================================================================================
-# height and budgets (spec §2.1, §2.2, §2.6)
+# height and budgets (Shaham et al. 2021, Sec. 4.2–4.3, Eqs. 9–10 and 17)
 # =============================================================================================
 
 
 
 def max_height(grid: Grid) -> int:
-    """``h_max = ceil(log2 N) + ceil(log2 M)`` (spec H4; 20 for 1024 x 1024)."""
+    """``h_max = ceil(log2 N) + ceil(log2 M)`` (ours: the full tree's depth; 20 for 1024 x 1024)."""
     return ceil_log2(grid.rows) + ceil_log2(grid.cols)
 
 
@@ -165,7 +166,7 @@ def tree_height(n: float, epsilon: float, c0: float, sensitivity: int = 1,
     """Nominal height ``floor(log2(n·ε/(c0·k)))``, 0 when the argument is < 1, capped at h_max.
 
     Spec H2–H4 (paper Eqs. 9–10).  The floor is exact: ``x`` is formed as a rational from
-    the floats, and ``floor(log2 x) = bitlength(floor(x)) − 1`` for ``x >= 1`` (P7: floor,
+    the floats, and ``floor(log2 x) = bitlength(floor(x)) − 1`` for ``x >= 1`` (floor,
     not round; ``n̂ <= 0`` gives 0; ε_tot, not ε_data).
     """
     x = Fraction(n) * Fraction(epsilon) / (Fraction(c0) * int(sensitivity))
@@ -176,7 +177,7 @@ def tree_height(n: float, epsilon: float, c0: float, sensitivity: int = 1,
 def count_budgets(eps_data: float, h: int, allocation: str = "geometric") -> tuple[float, ...]:
     """Per-node count budget ``ε_i`` indexed by **height** i = 0..h (root = h).
 
-    Geometric (paper Eq. 17, P13): ``ε_i = ε_data·2^((h−i)/3)·(2^(1/3) − 1)/(2^((h+1)/3) − 1)``,
+    Geometric (paper Eq. 17; erratum: Eq. 16 misses the cube root): ``ε_i = ε_data·2^((h−i)/3)·(2^(1/3) − 1)/(2^((h+1)/3) − 1)``,
     so the root gets the least and ``ε_{i−1}/ε_i = 2^(1/3)``.  Uniform: ``ε_data/(h+1)``.
     The exact sum of the floats is <= ε_data (:func:`dpcore.privacy.calibration.split_geometric`).
     """
@@ -189,9 +190,8 @@ def count_budgets(eps_data: float, h: int, allocation: str = "geometric") -> tup
 def remainder_budgets(by_height: tuple[float, ...], eps_data: float) -> tuple[float, ...]:
     """``rem[i]`` = budget left on a path after the stop tests at heights h..i.
 
-    ``rem[i] = ε_data − Σ_{j>=i} ε_j`` (= ``Σ_{j<i} ε_j``, spec §2.6) rounded down, computed
-    exactly so that ``Σ_{j>=i} ε_j + rem[i] <= ε_data`` holds exactly (review open point
-    5).  ``rem[0] = 0``; ``rem[h+1] = ε_data`` (nothing spent yet: used when the size test
+    ``rem[i] = ε_data − Σ_{j>=i} ε_j`` (= ``Σ_{j<i} ε_j``, Algorithm 3) rounded down, computed
+    exactly so that ``Σ_{j>=i} ε_j + rem[i] <= ε_data`` holds exactly.  ``rem[0] = 0``; ``rem[h+1] = ε_data`` (nothing spent yet: used when the size test
     runs before the root's count, ``extent_first``).
     """
     h = len(by_height) - 1
@@ -239,7 +239,7 @@ def budget_breakdown(epsilon: float, params: dict[str, Any], h: int) -> Budgets:
     Spec B1–B3.  ``partition_epsilon_per_level > 0`` is the paper's "per-level" mode
     (``ε_prt = h·ε'_prt``); otherwise "total" mode: ``ε_prt = share·ε_tot`` spread as
     ``ε'_prt = ε_prt/h``.  With ``h = 0`` nothing is partitioned and the share goes to the
-    counts (review open point 2).  Raises ParameterError if ``ε_data <= 0`` (P8).
+    counts.  Raises ParameterError if ``ε_data <= 0``.
     """
     estimated = _height_is_estimated(params)
     eps_height = _height_epsilon(epsilon, params) if estimated else 0.0
@@ -277,14 +277,14 @@ def budget_breakdown(epsilon: float, params: dict[str, Any], h: int) -> Budgets:
 
 
 def _p_stop_by_noise(expected_count: float | None, theta: int, scale: float) -> float | None:
-    """½·exp(−|c − θ|/b): probability that the noise reverses the stop test (spec §6.2-6)."""
+    """½·exp(−|c − θ|/b): probability that the noise reverses the stop test (ours, from Algorithm 3's noise scale)."""
     if expected_count is None:
         return None
     return 0.5 * math.exp(-abs(expected_count - theta) / scale)
 
 
 class HTF(PointMechanism):
-    """Homogeneous Tree Framework (spec ``shared/specs/htf.md``); see the module docstring."""
+    """Homogeneous Tree Framework (Shaham et al., SIGSPATIAL 2021); see the module docstring."""
 
     name = "htf"
     title = "HTF (homogeneous tree)"
@@ -308,11 +308,11 @@ class HTF(PointMechanism):
     params = (
         Param("height_share", "Share of ε for choosing the tree height", float, 0.01,
               "Part of the budget spent on a noisy number of points, which sets the tree height "
-              "(spec default 1 %). Not used with a manual height or a public number of points, "
+              "(default 1 %). Not used with a manual height or a public number of points, "
               "or when 'height_epsilon' is set.",
               minimum=0.001, maximum=0.25),
         Param("partition_share", "Share of ε for choosing the splits", float, 0.10,
-              "Part of the budget spent on choosing where to cut (spec default 10 %), spread "
+              "Part of the budget spent on choosing where to cut (default 10 %), spread "
               "evenly over the tree levels. Not used when 'partition_epsilon_per_level' is set.",
               minimum=0.001, maximum=0.5),
         Param("theta", "Stop count θ", int, 50,
@@ -378,7 +378,7 @@ class HTF(PointMechanism):
                 f"grid: choose at most {hmax} (= ceil(log2 rows) + ceil(log2 cols)), or 0 to "
                 "estimate it."
             )
-        # P8 / review open point 1: ε_data > 0 is checked for the deepest possible tree,
+        # ε_data > 0 is checked for the deepest possible tree,
         # before any noise is drawn, so the refusal depends on public inputs only
         budget_breakdown(cost.value, p, p["height"] or hmax)
         return cost, p
@@ -387,21 +387,21 @@ class HTF(PointMechanism):
     def _evaluations(p: dict[str, Any]) -> int:
         return 2 * p["T"] + 1
 
-    # -- plan (data-free, spec §6.2) ----------------------------------------------------------
+    # -- plan (data-free, our estimates) ----------------------------------------------------------
     def _plan(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         """Height estimate, split search and one count level per depth, from public inputs.
 
         The height comes from the manual height, else the public number of points, else the
-        guess ``n_estimate`` (spec §6.2-1).  Per depth ``d`` (height ``i = h − d``) the level
+        guess ``n_estimate``.  Per depth ``d`` (height ``i = h − d``) the level
         assumes uniform data: ``2^d`` nodes (at most one per cell) of ``n_cells/2^d`` cells.
         Its ``extra`` holds
 
         * ``p_stop_by_noise``: the probability that the stop test's noise reverses the
           decision the true count would give, for a node whose true count equals its
           uniform-data expectation ``c = n/2^d``: ``½·exp(−|c − θ|/b_i)`` with
-          ``b_i = k/ε_i`` (spec §6.2-6, Laplace tail).  0.5 at ``c = θ`` (a coin flip).
+          ``b_i = k/ε_i`` (Laplace tail).  0.5 at ``c = θ`` (a coin flip).
           None at height 0 (no stop test) or without a number of points;
         * ``leaf_budget_if_pruned_here``: ``ε_rem(i)``, the budget of the final count of a
           leaf pruned at this depth (``ε_0`` at the bottom), and its noise scale.
@@ -447,7 +447,7 @@ class HTF(PointMechanism):
                     "Stop-test counts; a node stopped here gets a fresh count with the rest of "
                     "its path's budget.")
             if d == 0 and h > 0 and n is not None and n < p["theta"] + 3 * k / e_i:
-                # P25 / spec §6.2-6: small data may be pruned at the root
+                # small data may be pruned at the root
                 note += (f" With about {float(n):,.0f} points the root's count is within 3 noise "
                          f"scales of θ = {p['theta']}: the release may be a single leaf.")
             lv = count_level(len(levels), label, pure(e_i), k, nodes,
@@ -503,7 +503,7 @@ class HTF(PointMechanism):
         if n is not None and n > 0:
             base = 2 * k * self._evaluations(p) if p["split_method"] == "alg1" else 2 * k * (root_L - 1)
             d_star_raw = math.log2(float(n) * b.eps_prt_level / base) if n * b.eps_prt_level > 0 else None
-        # P19 / spec §6.2-5 reads d* as "about log2(...)": rounded, kept within the tree
+        # d* is "about log2(...)": rounded, kept within the tree
         d_star = None if d_star_raw is None else int(min(max(round(d_star_raw), 0), h))
         return LevelPlan(
             level=index,
@@ -538,13 +538,13 @@ class HTF(PointMechanism):
 
     @staticmethod
     def _axis_is_x(height: int, depth: int, p: dict[str, Any]) -> bool:
-        """P5: the pseudo-code's ``axis = height mod 2`` (0 = X = cut between columns), or the
+        """Algorithm 2's ``axis = height mod 2`` (0 = X = cut between columns), or the
         chosen first axis alternating with depth."""
         if p["first_axis"] == "paper":
             return height % 2 == 0
         return (depth % 2 == 0) == (p["first_axis"] == "x")
 
-    # -- release (spec §2.10) ------------------------------------------------------------------
+    # -- release (Algorithms 2–3) ------------------------------------------------------------------
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
@@ -560,7 +560,7 @@ class HTF(PointMechanism):
             )
         hmax = max_height(grid)
         public: dict[str, Any] = {}
-        # Phase H (spec §2.1)
+        # Phase H (Sec. 4.2, Eqs. 9–10)
         if p["height"] > 0:
             h = p["height"]
             n_public: float | None = None
@@ -569,7 +569,7 @@ class HTF(PointMechanism):
             h = tree_height(n_public, cost.value, p["c0"], k, hmax)
         else:
             e_h = _height_epsilon(cost.value, p)
-            # H1 with sensitivity k (P1); H2–H4 in tree_height (P7, open point 3)
+            # |D| with sensitivity k; the height rule in tree_height
             n_hat = int(n_true + noise.discrete_laplace(laplace_scale_for_epsilon(e_h, k), 1)[0])
             public["noisy_n"] = n_hat
             n_public = float(n_hat)

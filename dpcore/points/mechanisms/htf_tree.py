@@ -2,20 +2,20 @@
 
 The Homogeneous Tree Framework (Shaham, Ghinita, Ahuja, Krumm & Shahabi, *HTF: Homogeneous
 Tree Framework for Differentially-Private Release of Location Data*, SIGSPATIAL 2021;
-``shared/specs/htf.md``) splits every node where its two children are most homogeneous.  The
+Shaham et al., SIGSPATIAL 2021) splits every node where its two children are most homogeneous.  The
 mechanism — its parameters, privacy cost, plan and release — is
 :class:`dpcore.points.mechanisms.htf.HTF`; this module holds the machinery it runs, vectorised
 over all the nodes of one level:
 
-* the homogeneity objective ``o_k = Σ|c − μ1| + Σ|c − μ2|`` (spec §2.3, paper Eqs. 5–7), in
+* the homogeneity objective ``o_k = Σ|c − μ1| + Σ|c − μ2|`` (Sec. 4.1, Eqs. 5–7), in
   a reference form (:func:`objective`) and the exact integer form used by releases;
 * the Laplace scale of one noisy evaluation (:func:`objective_scale`) and the number of
   search rounds per node (:func:`search_rounds`);
 * the private split search: the corrected Algorithm 1 of the paper (noisy local search,
-  :func:`alg1_split_points`, spec §2.4.2) and the exhaustive baseline
-  (:func:`exhaustive_split_points`, spec §2.4.1);
+  :func:`alg1_split_points`, Sec. 4.1.2) and the exhaustive baseline
+  (:func:`exhaustive_split_points`, Sec. 4.1.1);
 * :func:`grow_tree`, the top-down pass that merges the partitioning and count phases level by
-  level (spec §2.5 lazy equivalence, §2.6).
+  level (a lazy form of Algorithms 2–3, Sec. 4.2–4.3).
 
 Why the objective is computed exactly and rounded to the grid ``g = 2^GRANULARITY_EXP``
 before its noise is added is explained in :mod:`dpcore.points.mechanisms.htf`.
@@ -83,7 +83,7 @@ class PathBudgets(Protocol):
 
 
 # =============================================================================================
-# the noisy objective: its scale and the search rounds (spec §2.3–2.4)
+# the noisy objective: its scale and the search rounds (Sec. 4.1)
 # =============================================================================================
 
 
@@ -96,7 +96,7 @@ def objective_scale(sensitivity: int, evaluations: int, eps_prt_level: float) ->
     """Laplace scale of one objective evaluation, exact: ``t = (2k + g)·evaluations/ε'_prt``.
 
     The objective has sensitivity 2 per record (paper Theorem 1), ``2k`` per unit of
-    privacy (P1); ``+ g`` pays for rounding to the grid ``g = 2^-10`` (docstring of
+    privacy; ``+ g`` pays for rounding to the grid ``g = 2^-10`` (docstring of
     :mod:`dpcore.points.mechanisms.htf`), so each evaluation spends exactly ``ε'_prt/evaluations``.
     """
     return (Fraction(2 * int(sensitivity)) + GRANULARITY) * int(evaluations) / Fraction(eps_prt_level)
@@ -105,7 +105,7 @@ def objective_scale(sensitivity: int, evaluations: int, eps_prt_level: float) ->
 def search_rounds(L: NDArray[np.int64], T: int, adaptive: bool) -> NDArray[np.int64]:
     """Search rounds per node: T, or ``T_eff = min(T, max(0, ceil(log2 L) − 1))``.
 
-    P4 / review open point 6: T_eff stops re-evaluating the same bounds on narrow nodes."""
+    T_eff stops re-evaluating the same bounds on narrow nodes."""
     L = np.asarray(L, dtype=np.int64)
     if not adaptive:
         return np.full(L.shape, int(T), dtype=np.int64)
@@ -114,7 +114,7 @@ def search_rounds(L: NDArray[np.int64], T: int, adaptive: bool) -> NDArray[np.in
 
 
 # =============================================================================================
-# homogeneity objective (spec §2.3)
+# homogeneity objective (Sec. 4.1, Eqs. 5–7)
 # =============================================================================================
 
 
@@ -122,7 +122,7 @@ def objective(block: NDArray[np.integer], k: int, axis: str = "rows") -> float:
     """Reference (direct) objective of splitting ``block`` after ``k`` lines.
 
     ``o_k = Σ_{cluster 1} |c − μ1| + Σ_{cluster 2} |c − μ2|`` with ``μ`` the cluster means
-    (spec §2.3, paper Eqs. 5–7; P14: mean and absolute deviation).  ``axis="rows"`` puts the
+    (Sec. 4.1, Eqs. 5–7: mean and absolute deviation).  ``axis="rows"`` puts the
     first ``k`` rows in cluster 1, ``"cols"`` the first ``k`` columns.  ``k`` may equal the
     number of lines (no split: the empty cluster contributes 0).  Used by tests; the release
     uses the vectorised exact form.
@@ -140,7 +140,7 @@ def objective(block: NDArray[np.integer], k: int, axis: str = "rows") -> float:
 
 
 # =============================================================================================
-# private split selection (spec §2.4), vectorised over the nodes of one level
+# private split selection (Sec. 4.1.1–4.1.2), vectorised over the nodes of one level
 # =============================================================================================
 
 #: evaluate(k, needed) -> exact objective of every node at offsets k (entries of nodes not
@@ -151,10 +151,10 @@ AddNoise = Callable[[NDArray[np.float64], NDArray[np.int64]], NDArray[np.float64
 
 def alg1_split_points(L: NDArray[np.int64], rounds: NDArray[np.int64], evaluate: Evaluate,
                       add_noise: AddNoise) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Corrected Algorithm 1 (spec §2.4.2) for many nodes at once.
+    """Corrected Algorithm 1 (Sec. 4.1.2) for many nodes at once.
 
     ``L[j] >= 2`` lines along node j's split axis, ``rounds[j]`` search rounds.  Returns the
-    chosen offsets ``k`` (child 1 = first k lines; ``1 <= k <= L−1``, P3) and the number
+    chosen offsets ``k`` (child 1 = first k lines; ``1 <= k <= L−1``) and the number
     of noisy evaluations per node (at most ``2·rounds + 1``).
     """
     L = np.asarray(L, dtype=np.int64)
@@ -164,17 +164,17 @@ def alg1_split_points(L: NDArray[np.int64], rounds: NDArray[np.int64], evaluate:
     hi = L - 1
     k = lo + (hi - lo) // 2  # S4
     everyone = np.arange(m)
-    o = add_noise(evaluate(k, None), everyone)  # S5: kept, never redrawn (P2)
+    o = add_noise(evaluate(k, None), everyone)  # S5: kept, never redrawn (erratum: the noisy value is carried)
     n_eval = np.ones(m, dtype=np.int64)
     active = rounds > 0
     for r in range(int(rounds.max()) if m else 0):  # S6
         act = active & (r < rounds)
         if not act.any():
             break
-        # P2: midpoints carry the `lo +` / `k +` offsets; ceil on the right half
+        # erratum: midpoints carry the `lo +` / `k +` offsets; ceil on the right half
         k1 = lo + (k - lo) // 2  # S7
         k2 = k + (hi - k + 1) // 2  # S8
-        need1 = act & (k1 != k)  # S9 (P4: a midpoint equal to the centre is skipped)
+        need1 = act & (k1 != k)  # S9 (a midpoint equal to the centre is skipped)
         need2 = act & (k2 != k)  # S10
         collapsed = act & ~need1 & ~need2  # S11: interval collapsed, budget left unspent
         active &= ~collapsed
@@ -192,7 +192,7 @@ def alg1_split_points(L: NDArray[np.int64], rounds: NDArray[np.int64], evaluate:
         centre = act & (o <= o1) & (o <= o2)  # S12: ties prefer k, then k1
         left = act & ~centre & (o1 <= o2)
         right = act & ~centre & ~left
-        # S13–S15 as simultaneous assignments (P2), the winner's noisy value carried
+        # S13–S15 as simultaneous assignments (erratum), the winner's noisy value carried
         new_lo = np.where(centre, k1, np.where(right, k, lo))
         new_hi = np.where(centre, k2, np.where(left, k, hi))
         new_k = np.where(left, k1, np.where(right, k2, k))
@@ -203,10 +203,10 @@ def alg1_split_points(L: NDArray[np.int64], rounds: NDArray[np.int64], evaluate:
 
 def exhaustive_split_points(L: NDArray[np.int64], evaluate: Evaluate,
                             add_noise: AddNoise) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Exhaustive baseline (spec §2.4.1): every candidate 1..L−1, noisy argmin.
+    """Exhaustive baseline (Sec. 4.1.1): every candidate 1..L−1, noisy argmin.
 
-    The caller's ``add_noise`` uses ``ε'' = ε'_prt/(L−1)`` per evaluation (review open point
-    4: divide by the number of candidates evaluated).  Ties keep the smaller offset.
+    The caller's ``add_noise`` uses ``ε'' = ε'_prt/(L−1)`` per evaluation (ours:
+    divide by the number of candidates evaluated).  Ties keep the smaller offset.
     """
     L = np.asarray(L, dtype=np.int64)
     m = L.size
@@ -249,7 +249,7 @@ class _LevelObjective:
 
     Node j covers ``[r0,r1) x [c0,c1)``; it is cut along its axis after ``k`` lines.
     ``o_k = 2·(P1/A1 + P2/A2)``, ``P = Σ_{A·c > S}(A·c − S)`` over the child's non-zero cells
-    (zero cells never exceed the mean, spec §2.3 fast form).  ``S`` comes from the 2-D prefix
+    (zero cells never exceed the mean: ``Σ|c − μ| = 2Σ_{c>μ}(c − μ)``).  ``S`` comes from the 2-D prefix
     sums, ``P`` from one ``bincount`` over the cells.
     """
 
@@ -311,7 +311,7 @@ class _LevelObjective:
 
 
 # =============================================================================================
-# phases P and C, merged level by level (spec §2.5 lazy equivalence, §2.6)
+# phases P and C, merged level by level (Algorithms 2–3, lazily)
 # =============================================================================================
 
 
@@ -351,25 +351,25 @@ def grow_tree(counts: NDArray[np.int64], k: int, b: PathBudgets, p: dict[str, An
         V = rects[:, 3] - rects[:, 2]
         cells = U * V
         small = cells < kappa
-        single = (U < 2) & (V < 2)  # P3: unsplittable, [ours] stop clause of C4
+        single = (U < 2) & (V < 2)  # unsplittable, our stop clause of C4
         e_i = b.by_height[i]
         noisy = np.zeros(m, dtype=np.float64)
         budget = np.full(m, e_i)
         pub_eps = np.full(m, e_i)  # budget of the published count (for sd / ci95)
-        # optional [ours]: public size test before spending ε_i (P11)
+        # optional [ours]: public size test before spending ε_i
         pre = (small | single) if (p["extent_first"] and i > 0) else np.zeros(m, dtype=bool)
         test = ~pre
-        # C1–C2: stop-test count, sensitivity k (P1); acc is implicit: every node of depth d has
-        # spent Σ_{j>i} ε_j on its path (P9: path-local, the same for all nodes of a depth)
+        # C1–C2: stop-test count, sensitivity k; acc is implicit: every node of depth d has
+        # spent Σ_{j>i} ε_j on its path (path-local, the same for all nodes of a depth)
         y = S[test] + noise.discrete_laplace(laplace_scale_for_epsilon(e_i, k), int(test.sum()))
         noisy[test] = y
         if i == 0:
-            leaf = np.ones(m, dtype=bool)  # C3 / P10: keep y, path spent exactly ε_data
+            leaf = np.ones(m, dtype=bool)  # C3: keep y, path spent exactly ε_data
         else:
             stop_after = np.zeros(m, dtype=bool)
-            stop_after[test] = (y <= theta) | small[test] | single[test]  # C4 (P11: <= θ, < κ)
+            stop_after[test] = (y <= theta) | small[test] | single[test]  # C4 (<= θ, < κ)
             leaf = pre | stop_after
-            # C4: fresh count with all that is left on the path; y is discarded (P12)
+            # C4: fresh count with all that is left on the path; y is discarded
             if stop_after.any():
                 rem = b.rem[i]
                 noisy[stop_after] = S[stop_after] + noise.discrete_laplace(
@@ -397,7 +397,7 @@ def grow_tree(counts: NDArray[np.int64], k: int, b: PathBudgets, p: dict[str, An
         kept = np.flatnonzero(~leaf)
         if i == 0 or kept.size == 0:
             break
-        # ---- phase P for the kept nodes (spec §2.5, P26: only non-pruned nodes are split)
+        # ---- phase P for the kept nodes (Algorithm 2; only non-pruned nodes are split)
         new_index = np.full(m, -1, dtype=np.int64)
         new_index[kept] = np.arange(kept.size)
         on = new_index[cell_node] >= 0
@@ -405,9 +405,9 @@ def grow_tree(counts: NDArray[np.int64], k: int, b: PathBudgets, p: dict[str, An
         cell_r, cell_c, cell_v = cell_r[on], cell_c[on], cell_v[on]
         kr = rects[kept]
         kU, kV = U[kept], V[kept]
-        axis_x = np.full(kept.size, axis_rule(i, d, p))  # P3/P5
+        axis_x = np.full(kept.size, axis_rule(i, d, p))
         extent = np.where(axis_x, kV, kU)
-        axis_x = np.where(extent < 2, ~axis_x, axis_x)  # P3 fallback: other axis
+        axis_x = np.where(extent < 2, ~axis_x, axis_x)  # fallback: other axis
         coord = np.where(axis_x[cell_node], cell_c, cell_r)
         ev = _LevelObjective(P, kr, S[kept], axis_x, cell_node, coord, cell_v, exact_float)
         L = ev.L
@@ -422,7 +422,7 @@ def grow_tree(counts: NDArray[np.int64], k: int, b: PathBudgets, p: dict[str, An
             scales = [objective_scale(k, 2 * int(r) + 1, b.eps_prt_level) for r in groups.tolist()]
             add = _ObjectiveNoise(noise, inverse.astype(np.int64), scales)
             ks, _ = alg1_split_points(L, rounds, ev, add)
-        # §2.5 step P7: child 1 = first k lines along the axis, child 2 = the rest
+        # Algorithm 2: child 1 = first k lines along the axis, child 2 = the rest
         r0, r1, c0, c1 = (kr[:, j] for j in range(4))
         cut_c = np.where(axis_x, c0 + ks, c1)
         cut_r = np.where(axis_x, r1, r0 + ks)

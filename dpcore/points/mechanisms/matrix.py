@@ -7,7 +7,7 @@ that workload is designed from the workload alone (:func:`dpcore.estimate.matrix
 never from the data, so designing it costs no budget).  The release answers ``y = A x + z``
 with exact discrete noise, and publishes the least-squares cell estimates ``x̂ = A⁺ y`` as a
 partition of the grid (one rectangle per cell) plus the workload answers ``W x̂`` with their
-analytic standard errors (spec ``matrix-mechanism.md`` §1.5, §6).
+analytic standard errors (Li & Miklau 2012, Sec. 2.3–2.4, Prop. 3).
 
 Privacy: ρ-zCDP with the discrete Gaussian on a fine grid (as :func:`dpcore.estimate.matrix_release.release`
 does), or pure ε-DP with discrete Laplace noise on an L1 strategy (the Eigen-Design is dense and
@@ -268,7 +268,7 @@ class MatrixMechanism(PointMechanism):
                  ) -> matrix_strategy.Strategy:
         """The workload's strategy, which must have full column rank: the release publishes an
         estimate of every cell, and a cell the strategy cannot see would be published as
-        unbounded noise (spec §7.2 P9; a flat design for 10 rectangles on 32 × 32 had cells at
+        unbounded noise ( a flat design for 10 rectangles on 32 × 32 had cells at
         ±20,900 for true counts of 100).  A flat design that misses cells is replaced by the
         per-axis (Kronecker) design, which covers every cell; if even that misses some, the
         release is refused before anything is spent (the rank is public: workload only).
@@ -370,7 +370,7 @@ class MatrixMechanism(PointMechanism):
             notes.append(
                 "Pure ε-DP: the Eigen-Design strategy is tuned for Gaussian noise and has a large L1 "
                 f"sensitivity, so a simpler L1 strategy ({s.kind}"
-                f"{'-' + s.factors[0].kind if s.factors else ''}) is used instead (spec §7.3). "
+                f"{'-' + s.factors[0].kind if s.factors else ''}) is used instead (Li & Miklau 2012, Sec. 3.5). "
                 "Choose ρ-zCDP for the tuned strategy."
             )
         rmse = math.sqrt(d.tse_per_p / w.m) * per_unit

@@ -1,6 +1,6 @@
 """Privelet on a location grid: noise on the 2-D Haar wavelet coefficients.
 
-Xiao, Wang & Gehrke (ICDE 2010 / TKDE 2011); spec ``shared/specs/privelet.md``.
+Xiao, Wang & Gehrke (ICDE 2010 / TKDE 2011).
 The frequency matrix's row and column indices are two ordinal Haar axes
 (standard decomposition, spec D2), each zero-padded at the high end to a power
 of two.  With ``l_r``, ``l_c`` levels the generalised sensitivity is
@@ -10,10 +10,10 @@ project's add/remove unit of privacy; η = 2^-10 pays for the rounding of the
 real coefficients to the noise grid, see :mod:`dpcore.estimate.privelet`).  Noise is
 exact discrete Laplace on power-of-two grids (``NoiseSource.laplace_on_grid``).
 
-Privelet+ (spec §2.5) leaves an axis untransformed (identity, weight 1, P = 1);
+Privelet+ (Xiao, Wang & Gehrke 2010, Sec. VI) leaves an axis untransformed (identity, weight 1, P = 1);
 the ``transform`` parameter picks the axes.  ``auto`` transforms an axis when its
 padded length is at least 256, where exact Haar beats identity on the worst
-range (spec §3.5); the rule uses the public grid only.
+range (Xiao, Wang & Gehrke 2010, Sec. IV–VI); the rule uses the public grid only.
 
 The noisy cells are real, unbiased and **correlated**: the error of a range
 query is *not* the sum of its cells' variances.  Exact range-query SDs are in
@@ -34,7 +34,7 @@ from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
 
-#: padded axis length from which ``auto`` applies the Haar transform (spec §3.5)
+#: padded axis length from which ``auto`` applies the Haar transform (Xiao, Wang & Gehrke 2010, Sec. IV–VI)
 AUTO_MIN_PADDED = 256
 
 
@@ -126,7 +126,7 @@ class Privelet(PointMechanism):
                 n_counts=grid.n_cells,
                 sd=cell_sd,
                 # a cell is a weighted sum of Laplace coefficients in which one may dominate: the
-                # single-Laplace 95 % point (ln 20/√2 SDs), the larger end of the range (spec §6.2)
+                # single-Laplace 95 % point (ln 20/√2 SDs), the larger end of the range (ours)
                 ci95=interval_half_width("laplace", cell_sd),
                 cells_per_count=1.0,
                 in_partition=True,
@@ -140,7 +140,7 @@ class Privelet(PointMechanism):
     # -- release -------------------------------------------------------------------------------
     def query_error(self, grid: Grid, epsilon: Any, params: dict[str, Any], rect: tuple[int, int, int, int],
                     *, sensitivity: int = 1, n_estimate: float | None = None) -> dict[str, Any]:
-        """Exact, data-free noise SD of the query over cells ``rect`` (spec §3.4)."""
+        """Exact, data-free noise SD of the query over cells ``rect`` (ours)."""
         cost, params = self.prepare(grid, epsilon, params)
         r0, r1, c0, c1 = rect_bounds(rect)
         var = pv.query_variance(self.axes(grid, params), cost.value, [(r0, r1), (c0, c1)],

@@ -12,7 +12,7 @@ Counts (Cormode et al., budget allocation)
     Every node gets a noisy count (discrete Laplace, scale ``k/ε_d`` for a cap of ``k``
     records per person).  The nodes of one depth are disjoint (parallel composition) and
     a point lies in one node per depth, so the depths compose sequentially:
-    ``Σ_d ε_d = ε``.  Geometric allocation (their Eq. 17, htf.md P13): the root gets the
+    ``Σ_d ε_d = ε``.  Geometric allocation (their Eq. 17; erratum: Eq. 16 misses the cube root): the root gets the
     least, each level below ``2^(1/3)`` times more, ``ε_d ∝ 2^(d/3)``, which minimises
     their bound on the noise variance of range queries; a uniform split is an option.  A node that is a
     single cell before the bottom (odd side lengths) is a leaf and takes the budget its
