@@ -107,7 +107,7 @@ def test_census_exports() -> None:
                        "age": ["a", "b", "a", "b"], "pop": [TRUE[0], 1, TRUE[1], 2]})
     table = census_tables.CensusTable.from_frame(df, ["state", "county"], "pop", ordinals=["age"])
     led = Ledger(budget.zcdp(5.0), dataset=SECRET_NAME)
-    rel = census_privelet.release_census(table, 1.0, ShiftNoise(3), ledger=led)
+    rel = pipeline.release_census(table, "privelet", budget.pure(1.0), led, noise=ShiftNoise(3))
     census_privelet.validate_census_record(census_privelet.census_record(rel, led))
     census_privelet.validate_census_record(census_privelet.census_record(rel))
     assert_clean({"csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}, [*TRUE])
