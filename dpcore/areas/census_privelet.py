@@ -34,9 +34,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-import dpcore
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
-from dpcore.core.record import created_now, ledger_section, new_release_id
+from dpcore.core.record import created_now, header, ledger_section, new_release_id
 from dpcore.errors import ParameterError
 from dpcore.estimate import privelet
 from dpcore.privacy import budget
@@ -352,11 +351,7 @@ def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[
     """The JSON record of how the release was made: no true value, no file name."""
     s = release.structure
     rec: dict[str, Any] = {
-        "schema": "dpcore-census-release/1",
-        "software": {"name": "dpcore", "version": dpcore.__version__},
-        "release_id": release.release_id,
-        "created": release.created,
-        "kind": "census",
+        **header("dpcore-census-release/1", "census", release.release_id, release.created),
         "mechanism": {
             "name": "privelet",
             "title": "Privelet+" if release.plus_axes else "Privelet",

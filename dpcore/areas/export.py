@@ -17,10 +17,9 @@ import numpy as np
 import orjson
 import pandas as pd
 
-import dpcore
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.areas.tree_records import HierarchyRelease
-from dpcore.core.record import ledger_section
+from dpcore.core.record import header, ledger_section
 from dpcore.data.code_tables import code_text
 from dpcore.errors import InputError
 from dpcore.points.export import _jsonable, validate_record
@@ -212,11 +211,7 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
     if "public_groups_N" in rel.details:
         invariants["groups_N"] = rel.details["public_groups_N"]
     rec: dict[str, Any] = {
-        "schema": SCHEMA,
-        "software": {"name": "dpcore", "version": dpcore.__version__},
-        "release_id": rel.release_id,
-        "created": rel.created,
-        "kind": "hierarchy",
+        **header(SCHEMA, "hierarchy", rel.release_id, rel.created),
         "statistic": p.statistic,
         "sizes": list(rel.size_labels),
         "mechanism": {

@@ -31,9 +31,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-import dpcore
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
-from dpcore.core.record import ledger_section
+from dpcore.core.record import header, ledger_section
 from dpcore.errors import ParameterError
 from dpcore.estimate import (
     matrix_cache,
@@ -241,9 +240,7 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dic
     """The machine-readable record: public parameters, strategy, expected errors; no true count."""
     p = rel.plan
     rec: dict[str, Any] = {
-        "schema": SCHEMA,
-        "software": {"name": "dpcore", "version": dpcore.__version__},
-        "release_id": rel.release_id, "created": rel.created, "kind": "census_marginals",
+        **header(SCHEMA, "census_marginals", rel.release_id, rel.created),
         "mechanism": {"name": "matrix", "title": "Matrix mechanism (marginals)",
                       "paper": "Li & Miklau, PVLDB 5(6) 2012, Sec. 4.2",
                       "strategy": p.info["strategy"], "strategy_queries": p.info["strategy_queries"]},

@@ -79,6 +79,17 @@ def budget_summary(ledger: Ledger | None) -> dict[str, Any]:
     }
 
 
+def header(schema: str, kind: str, release_id: str, created: str) -> dict[str, Any]:
+    """The first keys of every release record (one copy for every kind of data): the record's
+    schema, the software that made it, the release id and the time the budget was charged.
+
+    >>> sorted(header("dpcore-release/1", "points", "0123456789ab", "2024-05-01T12:34+00:00"))
+    ['created', 'kind', 'release_id', 'schema', 'software']
+    """
+    return {"schema": schema, "software": {"name": "dpcore", "version": dpcore.__version__},
+            "release_id": release_id, "created": created, "kind": kind}
+
+
 def ledger_section(ledger: Ledger | None) -> dict[str, Any]:
     """The ledger part of every release record (one copy for every kind of data).
 

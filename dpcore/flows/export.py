@@ -18,10 +18,9 @@ import numpy as np
 import orjson
 import pandas as pd
 
-import dpcore
 from dpcore.areas.export import hierarchy_info, join_boundaries
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.core.record import ledger_section
+from dpcore.core.record import header, ledger_section
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.mechanisms import ODRelease
 from dpcore.flows.tree import match_leaves
@@ -332,11 +331,7 @@ def od_record(
     # whose 'noised_cells' is the true number of observed pairs: never exported
     details = {} if p.mechanism == "sh" else _jsonable(dict(rel.details))
     rec: dict[str, Any] = {
-        "schema": SCHEMA,
-        "software": {"name": "dpcore", "version": dpcore.__version__},
-        "release_id": rel.release_id,
-        "created": rel.created,
-        "kind": "od",
+        **header(SCHEMA, "od", rel.release_id, rel.created),
         "mechanism": {
             "name": info.name, "title": info.title, "paper": info.paper,
             "consistent": info.consistent, "integral": True, "nonnegative": info.nonnegative,

@@ -19,8 +19,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-import dpcore
-from dpcore.core.record import ledger_section
+from dpcore.core.record import header, ledger_section
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
 from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
 from dpcore.privacy.calibration import interval_half_width
@@ -168,11 +167,7 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
     g = release.grid
     levels = [lv.to_dict(g.n_cells, DEFAULT_QUERY_SIZES) for lv in release.levels]
     rec: dict[str, Any] = {
-        "schema": "dpcore-release/1",
-        "software": {"name": "dpcore", "version": dpcore.__version__},
-        "release_id": release.release_id,
-        "created": release.created,
-        "kind": "points",
+        **header("dpcore-release/1", "points", release.release_id, release.created),
         "mechanism": {
             "name": release.mechanism,
             "title": release.mechanism_title,
