@@ -19,10 +19,8 @@ exported.
 
 from __future__ import annotations
 
-import datetime as _dt
 import itertools
 import math
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +30,7 @@ import orjson
 import pandas as pd
 
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
-from dpcore.core.record import header, ledger_section
+from dpcore.core.record import created_now, header, ledger_section, new_release_id
 from dpcore.errors import ParameterError
 from dpcore.estimate import (
     matrix_cache,
@@ -192,8 +190,8 @@ class MarginalsRelease:
     plan: MarginalsPlan
     tables: dict[str, pd.DataFrame]
     guarantee: str
-    release_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    release_id: str = field(default_factory=new_release_id)
+    created: str = field(default_factory=created_now)  # the session restamps it with the charge time
 
 
 def release(table: CensusTable, p: MarginalsPlan, noise: NoiseSource) -> MarginalsRelease:

@@ -14,15 +14,14 @@ here: ``tree_mechanisms`` dispatches ``matrix`` to ``area_sets``, which needs no
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from dpcore.areas.hierarchy import Hierarchy
+from dpcore.core.record import created_now, new_release_id
 from dpcore.errors import ParameterError
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
@@ -222,8 +221,8 @@ class HierarchyRelease:
     public_total: int | None
     size_labels: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
-    release_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    release_id: str = field(default_factory=new_release_id)
+    created: str = field(default_factory=created_now)  # the session restamps it with the charge time
 
     @property
     def mechanism(self) -> HierMechanismInfo:

@@ -49,9 +49,7 @@ of a plan come from :mod:`dpcore.flows.accuracy`.
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -60,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.areas.hierarchy import Hierarchy
+from dpcore.core.record import created_now, new_release_id
 from dpcore.errors import ParameterError
 from dpcore.estimate import topdown_opt
 from dpcore.flows.accuracy import linf_bounds, topdown_variances, typical_max, vanilla_errors
@@ -487,8 +486,8 @@ class ODRelease:
     values: tuple[np.ndarray, ...]
     public_total: int | None
     details: dict[str, Any] = field(default_factory=dict)
-    release_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    release_id: str = field(default_factory=new_release_id)
+    created: str = field(default_factory=created_now)  # the session restamps it with the charge time
 
     @property
     def mechanism(self) -> ODMechanismInfo:

@@ -8,15 +8,14 @@ are post-processing and cost no budget.
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcore.core.record import created_now, new_release_id
 from dpcore.data.domain import Grid, prefix_sums, rect_sums_from_prefix
 from dpcore.privacy.budget import PrivacyCost
 
@@ -154,8 +153,8 @@ class PartitionRelease:
     #: mechanism-specific released extras (e.g. the matrix mechanism's workload answers with
     #: their standard errors under ``"workload_answers"``); all DP outputs or public facts
     details: dict[str, Any] = field(default_factory=dict)
-    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
-    release_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    created: str = field(default_factory=created_now)  # the session restamps it with the charge time
+    release_id: str = field(default_factory=new_release_id)
 
     @property
     def n_rects(self) -> int:
