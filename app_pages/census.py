@@ -246,11 +246,12 @@ def release_now(table: census_tables.CensusTable, epsilon: float, plus: list[str
                          plus_axes=tuple(plus))
     entry = {"release": rel, "fingerprint": fp, "source": name,
              "csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}
-    ss["census_release"] = entry
+    # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
                             "levels": list(rel.structure.levels)},
                            {"release.csv": entry["csv"], "release.json": entry["json"]})
+    ss["census_release"] = entry
 
 
 state.release_button("census_release_button", label, release_now, table, epsilon, plus, led, fp, name,

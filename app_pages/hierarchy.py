@@ -129,8 +129,8 @@ def release_now(job: dict[str, Any]) -> None:
     led = job["led"]
     rel = release_hierarchy(job["counts"], job["mech"], job["cost"], led, noise=secure_source(),
                             session=state.session(), **job["opts"])
-    ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {},
-                          "config": release_config(*job["config"])}
+    # no st.session_state access until the release is in the history: Streamlit 1.67 may stop a
+    # callback at any such access (a second click), and a charged release must not be lost
     files = {"release.csv": export.hierarchy_csv(rel)}
     if rel.details.get("area_sets"):
         files["area_queries.csv"] = area_sets.area_sets_csv(rel)
@@ -138,6 +138,8 @@ def release_now(job: dict[str, Any]) -> None:
     remember_release("census", job["fp"], rel.release_id,
                      {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
                       "levels": list(rel.hierarchy.level_names)}, files)
+    ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {},
+                          "config": release_config(*job["config"])}
 
 
 def matrix_summary(p: Any) -> None:

@@ -365,9 +365,9 @@ elif not can and plan_ok:
 def release_now(mech_name: str, cost: budget.PrivacyCost, params_: dict, ledger: Ledger) -> None:
     """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
     files are counted here if needed), charge, release, store."""
-    rel = pipeline.release_points(state.aggregate(), mech_name, cost, params_, ledger,
-                                  session=state.session())
-    state.add_release(rel)
+    agg, into, fp = state.aggregate(), st.session_state["releases"], state.dataset().fingerprint  # before the charge
+    rel = pipeline.release_points(agg, mech_name, cost, params_, ledger, session=state.session())
+    state.add_release(rel, into=into, fp=fp, led=ledger)
 
 
 state.release_button("release_button", label, release_now, mech.name, release_cost,

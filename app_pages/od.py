@@ -324,9 +324,10 @@ def _bounds_changed(i: int) -> None:
 def release_now(token: int, **job: Any) -> None:
     """on_click of the Release button: claim its one-time token, then charge and release.
 
-    The release runs in the callback on purpose.  Streamlit runs callbacks before the script and
-    never interrupts them, so a rerun asked for meanwhile (a second click, a widget change) waits
-    until the release is stored: a charged release cannot be lost half-way.  (Releasing in the
+    The release runs in the callback on purpose: Streamlit runs callbacks before the script, so a
+    rerun asked for meanwhile (a second click, a widget change) waits for it.  Streamlit 1.67 may
+    still stop a callback at a read or write of st.session_state, so none happens between the
+    charge and the storing of the release.  (Releasing in the
     script body with a progress bar could be interrupted between the charge and the storing by a
     rapid second click: the budget was spent and the release was gone.)  ``token`` is the one the
     button was drawn with (it is in the button's key too), so a second click on the same button
@@ -335,22 +336,27 @@ def release_now(token: int, **job: Any) -> None:
     if token != ss.get("od_release_token"):
         return
     ss["od_release_token"] = token + 1
+    # Streamlit 1.67 can stop a callback at any read or write of st.session_state (a second click
+    # asks for a rerun): everything the release needs is read before the charge, and nothing between
+    # the charge and the storing of the release touches st.session_state.
+    fp_, model_ = job["fp"], job["model"]
+    releases, led = ss["od_releases"], ss["od_ledgers"][fp_]
     try:
-        fp_, model_ = job["fp"], job["model"]
-        rel_ = release_od(model_["counts"], job["mech"], job["cost"], ss["od_ledgers"][fp_],
+        rel_ = release_od(model_["counts"], job["mech"], job["cost"], led,
                           split=job["split"], weights=job["weights"], session=state.session(), **job["opts"])
-        ss["od_releases"].setdefault(fp_, []).append({
-            "release": rel_, "fp": fp_, "view": model_["view"], "model": model_, "name": model_["name"],
-            "cost_label": job["cost_label"], "delta": job["delta"], "approx": job["approx"], "exports": {}})
-        ss["od_just_released"] = job["cost_label"]
-        extra = {"budget_input": job["approx"]} if job["approx"] else None
-        remember_release("od", fp_, rel_.release_id,
-                         {"mechanism": od.get(job["mech"]).title, "cost": job["cost_label"], "name": model_["name"]},
-                         {"release.csv": od_export.release_csv_bytes(rel_),
-                          "release.json": od_export.od_json(rel_, ss["od_ledgers"][fp_], delta=job["delta"],
-                                                            extra=extra, files=["release.csv", "release.json"])})
     except DPCoreError as e:
         ss["od_release_error"] = str(e)
+        return
+    releases.setdefault(fp_, []).append({
+        "release": rel_, "fp": fp_, "view": model_["view"], "model": model_, "name": model_["name"],
+        "cost_label": job["cost_label"], "delta": job["delta"], "approx": job["approx"], "exports": {}})
+    extra = {"budget_input": job["approx"]} if job["approx"] else None
+    remember_release("od", fp_, rel_.release_id,
+                     {"mechanism": od.get(job["mech"]).title, "cost": job["cost_label"], "name": model_["name"]},
+                     {"release.csv": od_export.release_csv_bytes(rel_),
+                      "release.json": od_export.od_json(rel_, led, delta=job["delta"], extra=extra,
+                                                        files=["release.csv", "release.json"])})
+    ss["od_just_released"] = job["cost_label"]
 
 
 def shown_entry(model: dict[str, Any]) -> dict[str, Any] | None:

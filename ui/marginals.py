@@ -37,11 +37,12 @@ def _release_now(table: CensusTable, p: marginals.MarginalsPlan, led: Ledger, fp
                          marginals=";".join("*".join(p.axes[a] for a in t) for t in p.marginals))
     entry = {"release": rel, "fingerprint": fp, "source": source,
              "csv": marginals.marginals_csv(rel), "json": marginals.marginals_json(rel, led)}
-    ss["census_mx_release"] = entry
+    # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
                             "tables": list(rel.tables)},
                            {"marginals.csv": entry["csv"], "release.json": entry["json"]})
+    ss["census_mx_release"] = entry
 
 
 def section(table: CensusTable | None, fp: str, led: Ledger, source: str) -> None:

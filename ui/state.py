@@ -269,13 +269,18 @@ def current_release() -> ReleaseEntry | None:
     return None
 
 
-def add_release(rel: PartitionRelease) -> ReleaseEntry:
-    """Keep the release in this session and its files in the release history."""
+def add_release(rel: PartitionRelease, *, into: list[ReleaseEntry], fp: str, led: Ledger) -> ReleaseEntry:
+    """Keep the release in this session (the list ``into``, read from st.session_state before the
+    charge) and its files in the release history.
+
+    It reads and writes no st.session_state: Streamlit 1.67 may stop a callback at any access to it
+    (a second click asks for a rerun), and a release that is charged must not be lost after the
+    charge."""
     from dpcore.points import export
 
-    entry = ReleaseEntry(rel, dataset().fingerprint)
-    st.session_state["releases"].append(entry)
-    files = {"release.csv": export.release_csv(rel), "release.json": export.release_json(rel, ledger())}
+    entry = ReleaseEntry(rel, fp)
+    into.append(entry)
+    files = {"release.csv": export.release_csv(rel), "release.json": export.release_json(rel, led)}
     if rel.n_rects <= 200_000:
         files["release.geojson"] = export.release_geojson(rel)
     if export.has_workload_answers(rel):
@@ -333,9 +338,11 @@ def release_button(key: str, label: str, release: Any, *args: Any, disabled: boo
                    help: str | None = None) -> None:
     """A Release button whose ``release(*args)`` runs once per click, in the button's callback.
 
-    Streamlit runs callbacks before the script and never interrupts them, so a rerun asked for
-    meanwhile (a second click, a widget change) waits until the release is stored: a charged
-    release cannot be lost half-way, as it could in the script body.  Each drawing of the button
+    Streamlit runs callbacks before the script, so a rerun asked for meanwhile (a second click, a
+    widget change) waits for the release; but Streamlit 1.67 may still stop a callback at any read
+    or write of st.session_state.  So ``release`` reads what it needs from st.session_state before
+    the charge, puts the release in the history (no session state) right after it, and touches
+    st.session_state again only at the end: a charged release is never lost half-way.  Each drawing of the button
     carries a one-time token: a second click on the button as drawn before the release (a double
     click) finds its token used and releases nothing.  A :class:`DPCoreError` from ``release`` is
     shown under the button on the next run.
