@@ -22,7 +22,7 @@ import numpy as np
 
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.record import created_now, new_release_id
-from dpcore.errors import ParameterError
+from dpcore.core.registry import lookup
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 
@@ -124,13 +124,8 @@ MECHANISMS: dict[str, HierMechanismInfo] = {
 
 
 def get(name: str) -> HierMechanismInfo:
-    key = str(name).strip().lower().replace("-", "_")
-    if key not in MECHANISMS:
-        raise ParameterError(
-            f"Unknown hierarchy mechanism '{name}'. Available: {', '.join(MECHANISMS)} "
-            "(run 'python -m dpcore mechanisms' for details)."
-        )
-    return MECHANISMS[key]
+    """The hierarchy mechanism called ``name`` (case and hyphens do not matter)."""
+    return lookup(MECHANISMS, name, "hierarchy mechanism")
 
 
 @dataclass(frozen=True)

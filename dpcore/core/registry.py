@@ -7,13 +7,31 @@ and :mod:`dpcore.catalog` builds the full one, so the core never imports a kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeVar
 
 from dpcore.core.mechanism import Mechanism
 from dpcore.errors import ParameterError
 
 __all__ = ["Registry", "normalise"]
+
+
+T = TypeVar("T")
+
+
+def lookup(table: Mapping[str, T], name: str, what: str) -> T:
+    """The entry of a kind's mechanism table called ``name`` (:func:`normalise`), or a ParameterError
+    that lists the available names.
+
+    >>> lookup({"hay": 1}, "Hay", "hierarchy mechanism")
+    1
+    """
+    key = normalise(name)
+    if key not in table:
+        raise ParameterError(
+            f"Unknown {what} '{name}'. Available: {', '.join(table)} (run 'python -m dpcore mechanisms' for details)."
+        )
+    return table[key]
 
 
 def normalise(name: str) -> str:

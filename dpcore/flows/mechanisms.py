@@ -59,6 +59,7 @@ import pandas as pd
 
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.record import created_now, new_release_id
+from dpcore.core.registry import lookup
 from dpcore.errors import ParameterError
 from dpcore.estimate import topdown_opt
 from dpcore.flows.accuracy import linf_bounds, topdown_variances, typical_max, vanilla_errors
@@ -157,13 +158,8 @@ MECHANISMS: dict[str, ODMechanismInfo] = {
 
 
 def get(name: str) -> ODMechanismInfo:
-    key = str(name).strip().lower().replace("-", "_")
-    if key not in MECHANISMS:
-        raise ParameterError(
-            f"Unknown O/D mechanism '{name}'. Available: {', '.join(MECHANISMS)} "
-            "(run 'python -m dpcore mechanisms' for details)."
-        )
-    return MECHANISMS[key]
+    """The O/D mechanism called ``name`` (case and hyphens do not matter)."""
+    return lookup(MECHANISMS, name, "O/D mechanism")
 
 # ---------------------------------------------------------------------------------------------
 # plan: budget, noise and analytic errors, before the data
