@@ -728,6 +728,7 @@ with tab_data:
                             progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
                         bar.empty()
                         counts = ODCounts.from_code_counts(cc, h, max_trips=inputs.get("m", 1) if user_col else 1,
+                                                           persons=bool(user_col),
                                                               distinct=inputs.get("distinct", True))
                     else:
                         counts = ODCounts.from_frame(

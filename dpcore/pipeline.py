@@ -36,11 +36,14 @@ from dpcore.privacy.units import Unit
 _LEDGER_ONLY = Session()
 
 
-def od_unit(neighbour: str, max_trips: int) -> Unit:
-    """The unit of privacy of an O/D release: one person making at most ``max_trips`` trips (one
-    record when each person makes one); O/D neighbours are "bounded" (replace one) or "unbounded"."""
+def od_unit(neighbour: str, max_trips: int, persons: bool = False) -> Unit:
+    """The unit of privacy of an O/D release: one person making at most ``max_trips`` trips when a
+    person column bounds them (``persons``), else one trip (every trip taken to be a different
+    person); O/D neighbours are "bounded" (replace one) or "unbounded" (add or remove one)."""
     n = "replace" if neighbour == "bounded" else "add_remove"
-    return Unit("person", cap=max_trips, neighbour=n) if max_trips > 1 else Unit("record", neighbour=n)
+    if persons or max_trips > 1:
+        return Unit("person", cap=max_trips, neighbour=n)
+    return Unit("record", neighbour=n)
 
 
 def hierarchy_unit(neighbour: str, statistic: str = "count") -> Unit:
@@ -229,7 +232,7 @@ def release_od(
     # (the plan refuses a VanillaGauss domain above VANILLA_MAX_CELLS and the MILP baseline's
     # size limit, so both are checked here, before the ledger is charged)
     plan = mech.plan((counts.origin_h, counts.destination_h), cost, params,
-                     unit=od_unit(neighbour, counts.max_trips), distinct=counts.distinct)
+                     unit=od_unit(neighbour, counts.max_trips, counts.persons), distinct=counts.distinct)
     if ledger is not None:
         ledger.check(plan.cost, plan.unit)
     return _release(session, ledger, plan,

@@ -241,7 +241,7 @@ def _od_counts_by_engine(args: argparse.Namespace, h: Any, eng: Any, src: Any) -
                   "the hierarchy (curator-only; not in the export).", file=sys.stderr)
             cc = type(cc)(f.loc[keep].reset_index(drop=True), cc.keys, cc.n_read, cc.n_capped, cc.engine,
                           cc.n_missing)
-    return ODCounts.from_code_counts(cc, h, max_trips=args.max_trips if args.user else 1,
+    return ODCounts.from_code_counts(cc, h, max_trips=args.max_trips if args.user else 1, persons=bool(args.user),
                                         distinct=not args.repeats)
 
 
@@ -388,7 +388,7 @@ def execute_od(spec: ReleaseSpec) -> int:
         del df
     # the cap is read in the release's units (an ε at the same δ is converted like the release)
     bud = open_budget(argparse.Namespace(**{**vars(args), "budget_cap": cap}), make, cost, "od", counts.fingerprint,
-                      od_unit(args.neighbour, counts.max_trips))
+                      od_unit(args.neighbour, counts.max_trips, counts.persons))
     rel = release_od(counts, info.name, cost, bud.ledger, noise=secure_source(), session=bud.session, **options)
     paths = od_export.write_od(rel, out, bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
                                top=args.geojson_top)

@@ -54,6 +54,9 @@ class ODCounts:
     #: so a budget keyed by it cannot be reset by re-uploading.  Confidential-data derived: use it
     #: as a key only, never publish it.
     fingerprint: str = ""
+    #: Whether a person column bounded each person's trips (then one person is protected, with
+    #: ``max_trips`` trips at most; without one, every trip is taken to be a different person).
+    persons: bool = False
 
     @property
     def total(self) -> int:
@@ -148,7 +151,7 @@ class ODCounts:
         # before the cap (w is then all ones): the budget belongs to the trips, not to one sample
         fp = _trips_fingerprint(df[origin], df[destination], w if count is not None else None)
         return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
-                   tot, m, bool(distinct), dropped, fp)
+                   tot, m, bool(distinct), dropped, fp, user is not None)
 
     @classmethod
     def from_code_counts(
@@ -159,6 +162,7 @@ class ODCounts:
         *,
         max_trips: int = 1,
         distinct: bool = True,
+        persons: bool = False,
     ) -> ODCounts:
         """Counts from an engine's :class:`~dpcore.data.engines.base.CodeCounts` over (origin,
         destination) codes: the same result as :meth:`from_frame` on the raw rows (the engines
@@ -178,7 +182,7 @@ class ODCounts:
         uniq, tot = _group_sum(o * nd + d, f["count"].to_numpy(dtype=np.int64))
         fp = _trips_fingerprint(f[ko], f[kd], f["count_all"].to_numpy(dtype=np.int64))
         return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
-                   tot, int(max_trips), bool(distinct), int(cc.n_capped), fp)
+                   tot, int(max_trips), bool(distinct), int(cc.n_capped), fp, bool(persons))
 
     def level(self, od: int, dd: int) -> tuple[np.ndarray, np.ndarray]:
         """True counts at origin depth ``od`` × destination depth ``dd``: (sorted keys, counts),

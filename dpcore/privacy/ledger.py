@@ -266,10 +266,11 @@ class Ledger:
             "still be charged to it, at ρ = ε²/2), or choose a pure ε mechanism."
         )
 
-    def _refusal(self, cost: PrivacyCost, charge: float) -> BudgetError:
+    def _refusal(self, cost: PrivacyCost, charge: float, group: int = 1) -> BudgetError:
         u = self._symbol()
         left = max(Fraction(0), Fraction(self._cap.value) - self._spent)
-        asked = cost.label()
+        asked = cost.label() + (f" (charged for a group of {group}: the release protects another unit than the "
+                                f"budget's)" if group > 1 else "")
         if cost.definition != self.definition:
             asked += f" ({u} = {two_significant(charge)} in this budget)"
         # The most spend() would accept now, in the release's own unit (ε = sqrt(2ρ) for a
@@ -277,6 +278,8 @@ class Ledger:
         affordable = float(self._limit() - self._spent)
         if cost.definition != self.definition:
             affordable = math.sqrt(2 * max(0.0, affordable))
+        if group > 1:  # ``cost`` is the group cost: the release itself may ask for 1/g (ε) or 1/g² (ρ) of it
+            affordable /= group if cost.definition == "pure" else group * group
         if left > Fraction(self._cap.value) * CAP_TOLERANCE:
             fix = (
                 f"Lower {cost.symbol} for this release to at most "
@@ -297,11 +300,11 @@ class Ledger:
 
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         """Raise the BudgetError that :meth:`spend` would raise for ``cost``, else do nothing."""
-        cost, _ = self.charge_for(cost, unit)
+        cost, group = self.charge_for(cost, unit)
         charge = self.charge_of(cost)
         with self._lock:
             if self._spent + Fraction(charge) > self._limit():
-                raise self._refusal(cost, charge)
+                raise self._refusal(cost, charge, group)
 
     def can_spend(self, cost: PrivacyCost) -> bool:
         """Whether :meth:`spend` would accept ``cost`` now.
@@ -359,7 +362,7 @@ class Ledger:
         with self._lock:
             new_spent = self._spent + Fraction(charge)
             if new_spent > self._limit():
-                raise self._refusal(charged_cost, charge)
+                raise self._refusal(charged_cost, charge, group)
             index = len(self._entries)
             entry = LedgerEntry(
                 index=index,

@@ -245,3 +245,27 @@ def test_a_constant_level_on_top_of_a_table_is_no_new_budget() -> None:
     df = pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"], "pop": [5, 7, 9]})
     dummy = df.assign(nation="US")
     assert fingerprint(dummy, ["nation", "state", "county"], "pop") == fingerprint(df, ["state", "county"], "pop")
+
+
+def test_the_refusal_of_a_group_charged_release_names_what_the_release_itself_may_ask() -> None:
+    led = Ledger(pure(1.0), unit=Unit("record"))
+    _run(Session.unaccounted(), led, pure(0.3), Unit("person", cap=2))  # charged 0.6
+    with pytest.raises(BudgetError, match=r"group of 2.*at most ε = 0\.2\b"):
+        led.check(pure(0.3), Unit("person", cap=2))  # 0.4 left: the release itself may ask for 0.2
+
+
+def test_trips_with_a_person_column_protect_persons_even_at_one_trip_each() -> None:
+    import pandas as pd
+
+    from dpcore import pipeline
+    from dpcore.flows.counts import ODCounts
+    from dpcore.flows.tree import hierarchy_from_prefixes
+
+    h = hierarchy_from_prefixes(["0101", "0102", "0201"], [2, 4], ["region", "zone"])
+    trips = pd.DataFrame({"o": ["0101", "0102", "0201"], "d": ["0102", "0201", "0101"], "who": ["a", "b", "c"]})
+    with_people = ODCounts.from_frame(trips, h, origin="o", destination="d", user="who", max_trips=1)
+    without = ODCounts.from_frame(trips, h, origin="o", destination="d")
+    assert with_people.persons and not without.persons
+    assert pipeline.od_unit("bounded", with_people.max_trips, with_people.persons) == Unit(
+        "person", cap=1, neighbour="replace")
+    assert pipeline.od_unit("bounded", without.max_trips, without.persons) == Unit("record", neighbour="replace")
