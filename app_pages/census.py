@@ -143,6 +143,7 @@ else:
                                                   ordinals=ordinals, areas=areas_df)
             # the used columns' content: the same key as DuckDB's sums of the same table would give
             fp = census_tables.fingerprint(df, levels, None if count_col == PER_PERSON else count_col)
+            state.session().adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])  # earlier key rule
         ss["census_table"], ss["census_fp"], ss["census_table_key"] = table, fp, table_key
     except DPCoreError as e:
         st.error(str(e))

@@ -339,6 +339,8 @@ with tab_data:
                 # the ledger belongs to the table's totals per top-level area, whatever finer levels or
                 # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
                 fp = census_tables.fingerprint(df, inputs["levels"], inputs["count"] or None)
+                if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
+                    state.session().adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])
                 model = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
                          "name": inputs["name"]}
                 ss["hier_model"], ss["hier_model_key"] = model, key

@@ -28,6 +28,7 @@ within parents (county ``001`` exists in almost every state).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,19 @@ _MAX_EXAMPLES = 5
 # ---------------------------------------------------------------------------------------------
 # the budget key
 # ---------------------------------------------------------------------------------------------
+
+
+def legacy_fingerprint(df: pd.DataFrame) -> str:
+    """The budget key rule of earlier versions (all columns' text, in row order), kept only so that
+    a budget stored under it is found again (:meth:`dpcore.core.session.Session.adopt_legacy`).
+
+    >>> len(legacy_fingerprint(pd.DataFrame({"state": ["01"], "pop": [5]})))
+    16
+    """
+    h = hashlib.sha256()
+    h.update("\x1f".join(map(str, df.columns)).encode())
+    h.update(pd.util.hash_pandas_object(df.astype(str), index=False).to_numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def fingerprint(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[str] | None = None) -> str:

@@ -121,7 +121,8 @@ def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, 
     return cc.frame[keys + ["count"]].rename(columns={"count": engines.COUNT_COLUMN}), src
 
 
-def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str | list[str] | None) -> str:
+def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str | list[str] | None,
+               raw: bool = False) -> str:
     """The budget key of the --input table, as the app keys it, whichever engine counts it: its used
     columns' content (:func:`dpcore.areas.census_tables.fingerprint`), from the table read in memory
     or from the engine's sums per area (``df`` is either; ``count`` its count column or columns)."""
@@ -129,7 +130,12 @@ def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str 
 
     if getattr(args, "no_budget", False):
         return ""
-    return census_tables.fingerprint(df, levels, count)
+    fp = census_tables.fingerprint(df, levels, count)
+    if raw:  # the whole table as read: a budget kept under the earlier rule's key is found again
+        from dpcore.core.session import Session
+
+        Session.open(args.budget_db or None).adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])
+    return fp
 
 
 def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any, areas_from_data: bool) -> int:
@@ -196,7 +202,7 @@ def execute_census(spec: ReleaseSpec) -> int:
             print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
                   f"is missing from the release (not protected). Give --ordinal-order {o}=V1|V2|...",
                   file=sys.stderr)
-    bud = open_budget(args, make, cost, "census", _table_key(args, df, levels, count_col))
+    bud = open_budget(args, make, cost, "census", _table_key(args, df, levels, count_col, raw=small is None))
     if args.mechanism == "matrix":
         if plus:
             raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
@@ -291,7 +297,7 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
-    bud = open_budget(args, make, cost, "census", _table_key(args, df, levels, counts_cols or None),
+    bud = open_budget(args, make, cost, "census", _table_key(args, df, levels, counts_cols or None, raw=small is None),
                       hierarchy_unit(args.neighbour, statistic))
     rel = release_hierarchy(counts, mech.name, cost, bud.ledger, session=bud.session, neighbour=args.neighbour,
                             split=split, weights=weights, order=args.order, **extra)

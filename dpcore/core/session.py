@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -163,6 +163,15 @@ class Session:
         if population:
             key = store.bind(store.key(kind, fingerprint), population)
         return store.ledger(key, default, kind if key == store.key(kind, fingerprint) else "population", unit)
+
+    def adopt_legacy(self, kind: str, fingerprint: str, legacy: Sequence[str]) -> None:
+        """Move budgets stored under the plain keys of an earlier fingerprint rule (``legacy``) of the
+        same data to this data's key, so an upgrade never hands out a fresh budget.  Call it when the
+        data is loaded, before its budget is opened.  (A budget already opened under the new key is
+        left as it is, and so is the old one: the two are not merged.)"""
+        store = self.store
+        for old in legacy:
+            store.migrate_plain_key(f"{kind}:{old}", store.key(kind, fingerprint))
 
     def json_budget(self, path: str | Path, kind: str, fingerprint: str, *, default: PrivacyCost,
                     unit: Unit | None = None) -> JsonLedger:

@@ -94,3 +94,19 @@ def test_a_record_level_release_of_person_data_is_refused(tmp_path: Path, capsys
     assert "protected by nothing" in line
     # another cap protects the same people: it shares the budget
     _ok(release_args(pts, tmp_path / "c", epsilon="0.2", extra=["--user-col", "uid", "--user-cap", "2"]), capsys)
+
+
+def test_a_table_budget_kept_under_the_earlier_key_rule_is_found_again(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from dpcore.areas.census_tables import legacy_fingerprint
+    from dpcore.core.session import Charge, Session
+    from dpcore.data.code_tables import read_code_table
+    from dpcore.privacy.budget import pure
+    from dpcore.privacy.ledger_store import LedgerStore
+
+    tracts = write_tracts(tmp_path / "tracts.csv")
+    # a budget an earlier version kept under its plain key of the whole table's text
+    old = LedgerStore(default_path()).ledger(f"census:{legacy_fingerprint(read_code_table(tracts))}", pure(1.0))
+    Session.unaccounted().release(old, Charge(pure(0.8), "earlier release"), lambda: None)
+    line = assert_user_error(main(hier_args(tracts, tmp_path / "h", budget_flag="--epsilon=0.5")), capsys)
+    assert "Not enough privacy budget" in line and "0.2" in line  # the earlier 0.8 still counts
