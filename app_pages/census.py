@@ -23,8 +23,7 @@ SYNTHETIC = "synthetic"
 UPLOAD = "upload"
 PER_PERSON = "(one row per person)"
 MAX_SELECT = 2000  # beyond this many areas, type the path instead of picking it
-DEFAULT_CAP = 1.0
-DEFAULT_RHO_CAP = 0.5
+DEFAULT_CAP, DEFAULT_RHO_CAP = state.DEFAULT_CAP, state.DEFAULT_RHO_CAP
 DEFAULT_EPSILON = 0.5
 MECHS = {"privelet": "Privelet: every area of every level (pure ε)",
          "matrix": "Matrix mechanism: the tables you choose (area × age band …)"}

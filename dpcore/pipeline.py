@@ -15,7 +15,6 @@ own release object (:attr:`dpcore.core.mechanism.KindRelease.inner`).  The catal
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -63,13 +62,8 @@ def points_unit(aggregate: Aggregate) -> Unit:
 
 def _release(session: Session | None, ledger: Ledger | None, plan: Plan, run: Callable[[], KindRelease]) -> Any:
     """Charge ``plan`` through the session, run the release and return the kind's own release
-    object (:attr:`KindRelease.inner`), stamped with the time of the charge as the session
-    stamps every release."""
-    out = (session or _LEDGER_ONLY).release(ledger, plan, run)
-    inner = out.inner
-    if dataclasses.is_dataclass(inner) and any(f.name == "created" for f in dataclasses.fields(inner)):
-        inner = dataclasses.replace(inner, created=out.created)
-    return inner
+    object (:attr:`KindRelease.inner`), which the session stamps with the time of the charge."""
+    return (session or _LEDGER_ONLY).release(ledger, plan, lambda: run().inner)
 
 
 def _noise(noise: NoiseSource | None) -> NoiseSource:

@@ -17,6 +17,7 @@ from typing import Any
 
 import streamlit as st
 
+from dpcore.core.session import DEFAULT_EPSILON_CAP, DEFAULT_RHO_CAP
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
@@ -25,7 +26,7 @@ from ui import fmt, state
 ss = st.session_state
 
 #: Default cap of a new budget per definition: ε = 1, or its zCDP reading ρ = ε²/2 = 0.5.
-DEFAULT_CAPS = {"pure": 1.0, "zcdp": 0.5}
+DEFAULT_CAPS = {"pure": DEFAULT_EPSILON_CAP, "zcdp": DEFAULT_RHO_CAP}
 
 
 def _make(definition: str, value: float) -> budget.PrivacyCost:

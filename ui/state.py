@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from dpcore.core.session import Session
+from dpcore.core.session import DEFAULT_EPSILON_CAP, Session
+from dpcore.core.session import DEFAULT_RHO_CAP as SESSION_RHO_CAP
 from dpcore.data import engines, synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
 from dpcore.data.engines import base as engine_rules
@@ -25,9 +26,9 @@ from dpcore.points.release import PartitionRelease
 from dpcore.privacy import budget, ledger_store
 from dpcore.privacy.ledger import Ledger
 
-DEFAULT_CAP = 1.0
+DEFAULT_CAP = DEFAULT_EPSILON_CAP
 DEFAULT_EPSILON = 0.5
-DEFAULT_RHO_CAP = 0.5
+DEFAULT_RHO_CAP = SESSION_RHO_CAP
 DEFAULT_RHO = 0.125
 DEFAULT_GRID = (1024, 1024)
 

@@ -191,8 +191,10 @@ class Session:
                 raise BudgetError("This release has no budget to draw on. Open the data's budget first "
                                   "(Session.budget), or use an unaccounted session for a test.")
             return run()
-        details = charge.details() if callable(getattr(charge, "details", None)) else dict(charge.details or {})
-        entry = ledger.spend(charge.cost, charge.label, details, getattr(charge, "unit", None))
+        # a charge that names no unit is taken as record-level: it is refused on a person or group
+        # budget rather than charged as if it protected persons
+        unit = charge.unit if charge.unit is not None else Unit()
+        entry = ledger.spend(charge.cost, charge.label, charge.details(), unit)
         if isinstance(ledger, JsonLedger):
             ledger.save()
         out = run()
@@ -210,8 +212,10 @@ class Session:
         old = ledger.cap
         if cap == old:
             return False
-        raising = cap.definition == old.definition and cap.value > old.value and not math.isclose(
-            cap.value, old.value, rel_tol=1e-12)
+        # compared in one currency: ρ (a pure ε cap reads as ρ = ε²/2), so that switching the
+        # definition of a budget cannot raise it unconfirmed
+        new_rho, old_rho = cap.to_zcdp().value, old.to_zcdp().value
+        raising = new_rho > old_rho and not math.isclose(new_rho, old_rho, rel_tol=1e-12)
         if raising and not confirm:
             raise BudgetError(
                 f"Raising the cap from {old.label()} to {cap.label()} lets the same people be exposed more. Confirm "

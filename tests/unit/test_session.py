@@ -269,3 +269,18 @@ def test_trips_with_a_person_column_protect_persons_even_at_one_trip_each() -> N
     assert pipeline.od_unit("bounded", with_people.max_trips, with_people.persons) == Unit(
         "person", cap=1, neighbour="replace")
     assert pipeline.od_unit("bounded", without.max_trips, without.persons) == Unit("record", neighbour="replace")
+
+
+def test_switching_the_definition_cannot_raise_a_cap_unconfirmed(tmp_path: Path) -> None:
+    s = Session(_store(tmp_path))
+    led = s.budget("points", "fp", default=pure(1.0))
+    assert s.set_cap(led, zcdp(0.5)) is True  # ε = 1 reads as ρ = 0.5: the same cap, no confirmation
+    with pytest.raises(BudgetError, match="Confirm"):
+        s.set_cap(led, pure(5.0))  # ρ = 12.5 > 0.5
+    assert led.cap == zcdp(0.5)
+
+
+def test_a_charge_that_names_no_unit_is_record_level() -> None:
+    led = Ledger(pure(1.0), unit=Unit("person", cap=3))
+    with pytest.raises(BudgetError, match="protected by nothing"):
+        Session.unaccounted().release(led, Charge(pure(0.1), "no unit given"), lambda: None)
