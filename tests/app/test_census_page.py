@@ -1,4 +1,4 @@
-"""Headless tests of the Census (Privelet) page (app_pages/census.py) with Streamlit's AppTest.
+"""Headless tests of the Census (Privelet) page (ui/kinds/areas/privelet_page.py) with Streamlit's AppTest.
 
 The page runs through a wrapper that initialises the session as app.py does and then
 executes the page, so it is tested whether or not app.py's navigation lists it yet.
@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "app_pages" / "census.py"
+PAGE = ROOT / "ui" / "kinds" / "areas" / "privelet_page.py"
 
 WRAPPER = f"""
 import sys

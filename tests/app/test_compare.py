@@ -1,4 +1,4 @@
-"""Headless tests of the Compare page (app_pages/compare.py) with Streamlit's AppTest.
+"""Headless tests of the Compare page (pages/compare.py) with Streamlit's AppTest.
 
 The page is run through a small wrapper script that initialises the session as
 app.py does (``state.init()``: the 100,000-point demo dataset, NYC bounds, a
@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from dpcore.points import mechanisms
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "app_pages" / "compare.py"
+PAGE = ROOT / "pages" / "compare.py"
 WARNING_START = "Choosing a mechanism by its error on your real data is itself a use of the data"
 
 WRAPPER = f"""
@@ -120,6 +120,6 @@ def test_nothing_chosen_disables_run(at: AppTest) -> None:
 def test_reachable_from_the_app() -> None:
     app = AppTest.from_file("../../app.py", default_timeout=120)
     app.run()
-    app.switch_page("app_pages/compare.py").run()
+    app.switch_page("pages/compare.py").run()
     assert not app.exception, app.exception
     assert [t.value for t in app.title] == ["Compare"]

@@ -1,4 +1,4 @@
-"""Headless tests of the Census hierarchy page (app_pages/hierarchy.py) with AppTest."""
+"""Headless tests of the Census hierarchy page (ui/kinds/areas/hierarchy_page.py) with AppTest."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from dpcore.areas.hierarchy import Hierarchy
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "app_pages" / "hierarchy.py"
+PAGE = ROOT / "ui" / "kinds" / "areas" / "hierarchy_page.py"
 
 WRAPPER = f"""
 import sys

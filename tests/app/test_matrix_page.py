@@ -11,8 +11,12 @@ from streamlit.testing.v1 import AppTest
 APP = "../../app.py"  # relative to this file
 
 
+# the old page names of the points path, as steps of the one path
+STEP = {"data": "data", "mechanism": "plan", "plan": "plan", "map": "release", "errors": "release",
+        "release": "release", "export": "export", "compare": "compare", "history": "history"}
+
 def _goto(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"app_pages/{page}.py").run()
+    at.switch_page(f"pages/{STEP[page]}.py").run()
     assert not at.exception, at.exception
     return at
 
@@ -36,6 +40,7 @@ def test_large_grid_is_refused_with_a_clear_message(at: AppTest) -> None:
     at.selectbox(key="_w_mechanism").set_value("matrix").run()
     assert not at.exception
     assert any("at most 65,536 cells" in e.value for e in at.error)
+    _goto(at, "release")
     assert at.button(key="release_button").disabled
 
 
@@ -65,6 +70,7 @@ def test_choose_matrix_preview_release_and_export(at: AppTest) -> None:
     assert _table(at, "ratio to the bound").iloc[0]["ratio to the bound"] >= 1.0
     assert at.session_state["releases"] == []
 
+    _goto(at, "release")
     at.button(key="release_button").click().run()
     assert not at.exception, at.exception
     rels = at.session_state["releases"]
@@ -107,7 +113,9 @@ def test_uploaded_rectangles_preview_error_keeps_earlier_release_and_export(at: 
     # no rectangles yet: say what to upload, and nothing can be released
     assert any("Upload the rectangles" in i.value for i in at.info)
     assert any("once your rectangles are uploaded" in i.value for i in at.info) and not at.error
+    _goto(at, "release")
     assert at.button(key="release_button").disabled
+    _goto(at, "plan")
 
     at.file_uploader(key="matrix_rects_upload").set_value(("nyc.csv", NYC_RECTS, "text/csv")).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -122,6 +130,7 @@ def test_uploaded_rectangles_preview_error_keeps_earlier_release_and_export(at: 
     assert fig["layout"]["xaxis"]["type"] == "log"
     assert at.session_state["releases"] == []  # the preview spent nothing
 
+    _goto(at, "release")
     at.button(key="release_button").click().run()
     assert not at.exception, at.exception
     rel = at.session_state["releases"][0].release
@@ -129,12 +138,14 @@ def test_uploaded_rectangles_preview_error_keeps_earlier_release_and_export(at: 
     assert len(rel.params["rectangles"]) == 5
 
     # a broken file: the error names the row and the fix; the rectangles and the release stay
+    _goto(at, "plan")
     bad = b"lon_min,lat_min,lon_max,lat_max\n-73.9,40.8,-74.0,40.9\n"
     at.file_uploader(key="matrix_rects_upload").set_value(("bad.csv", bad, "text/csv")).run()
     assert not at.exception
     assert any("row 2" in e.value and "Swap" in e.value for e in at.error)
     assert any("Still using the 5 rectangles of nyc.csv" in c.value for c in at.caption)
     assert len(at.session_state["releases"]) == 1
+    _goto(at, "release")
     assert not at.button(key="release_button").disabled  # the earlier rectangles can still be released
 
     _goto(at, "export")

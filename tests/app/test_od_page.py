@@ -1,4 +1,4 @@
-"""Headless tests of the O/D flows page (app_pages/od.py) with AppTest."""
+"""Headless tests of the O/D flows page (ui/kinds/flows/od_page.py) with AppTest."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from dpcore.pipeline import release_od
 from dpcore.privacy import budget
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "app_pages" / "od.py"
+PAGE = ROOT / "ui" / "kinds" / "flows" / "od_page.py"
 SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 # the page runs as it does under st.navigation: as a script whose __file__ is the page
@@ -546,8 +546,9 @@ def test_nyc_taxi_trips(at: AppTest) -> None:
 
 def test_sidebar_through_the_app() -> None:
     app = AppTest.from_file("../../app.py", default_timeout=180)
+    app.session_state["kind"] = app.session_state["_w_kind"] = "flows"  # "Trips between areas" on the Data step
     app.run()
-    app.switch_page("app_pages/od.py").run()
+    app.switch_page("pages/data.py").run()
     ok(app)
     side = "\n".join([m.value for m in app.sidebar.markdown] + [c.value for c in app.sidebar.caption])
     assert "O/D demo (made up)" in side and "60,000 trips, 28,377 observed pairs" in side

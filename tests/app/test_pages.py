@@ -62,15 +62,20 @@ def number_input(at: AppTest, label_start: str):
     return matches[0]
 
 
+# the old page names of the points path, as steps of the one path
+STEP = {"data": "data", "mechanism": "plan", "plan": "plan", "map": "release", "errors": "release",
+        "release": "release", "export": "export", "compare": "compare", "history": "history"}
+
+
 def goto(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"app_pages/{page}.py").run()
+    at.switch_page(f"pages/{STEP[page]}.py").run()
     assert not at.exception, at.exception
     return at
 
 
 def release(at: AppTest) -> AppTest:
     """Release with the mechanism page's current settings (defaults: UG, ε = 0.5)."""
-    goto(at, "mechanism")
+    goto(at, "release")
     button = at.button(key="release_button")
     assert button.label.startswith("Release with ε = "), button.label
     button.click().run()
@@ -260,7 +265,9 @@ def test_expected_error_table_before_release(at, mechanism):
     # nothing spent, nothing released by looking
     assert at.session_state["releases"] == []
     assert "spent ε = 0 of 1" in sidebar_text(at)
+    goto(at, "release")  # the Release step releases what the plan says
     assert at.button(key="release_button").label.startswith("Release with ε = 0.5")
+    assert at.session_state["releases"] == []
 
 
 def test_release_spends_once_and_rerun_keeps_the_noise(at):
@@ -270,7 +277,7 @@ def test_release_spends_once_and_rerun_keeps_the_noise(at):
     rel = releases[0].release
     noisy = rel.noisy.copy()
     assert rel.mechanism == "ug"
-    assert any(s.startswith("Released: ") for s in texts(at.success))
+    assert any(s.startswith("Released UG") and "ε = 0.5 of 1 is left" in s for s in texts(at.success))
     side = sidebar_text(at)
     assert "spent ε = 0.5 of 1 · left 0.5" in side
     assert "#1 UG" in side
@@ -294,10 +301,11 @@ def test_release_over_the_cap_is_refused(at):
     goto(at, "mechanism")
     number_input(at, "Budget cap").set_value(0.2).run()
     assert not at.exception
+    goto(at, "release")
     button = at.button(key="release_button")
     assert button.disabled
     assert button.label == "Not enough budget: ε = 0.5 asked, 0.2 left"
-    assert any("would go over the dataset's budget cap" in w for w in texts(at.warning))
+    assert any("more than the 0.2 left of the budget" in w for w in texts(at.warning))
     assert at.session_state["releases"] == []
     ledger = next(iter(at.session_state["ledgers"].values()))
     assert ledger.spent == 0 and ledger.cap.value == pytest.approx(0.2)
@@ -305,8 +313,10 @@ def test_release_over_the_cap_is_refused(at):
 
 def test_second_release_over_the_remaining_budget_is_refused(at):
     release(at)
+    goto(at, "plan")
     number_input(at, "Privacy budget of this release").set_value(0.6).run()
     assert not at.exception
+    goto(at, "release")
     button = at.button(key="release_button")
     assert button.disabled and button.label.startswith("Not enough budget: ε = 0.6 asked, 0.5 left")
     assert len(at.session_state["releases"]) == 1
@@ -324,26 +334,28 @@ def test_budget_cap_can_be_changed_twice_in_a_row(at):
     next(b for b in at.button if b.label == "Raise the cap").click().run()
     assert ledger.cap.value == pytest.approx(0.8)
     assert [(c.old.value, c.new.value) for c in ledger.cap_changes] == [(1.0, 0.2), (0.2, 0.8)]
+    goto(at, "release")
     assert at.button(key="release_button").label.startswith("Release with ε = 0.5")
 
 
 # ------------------------------------------------------------------ Map
 
 
-def test_map_before_release(at):
-    goto(at, "map")
-    assert [t.value for t in at.title] == ["Map"]
-    assert texts(at.info) == ["Nothing has been released for this dataset yet."]
+def test_release_step_before_release_shows_no_map(at):
+    goto(at, "release")
+    assert [t.value for t in at.title] == ["Release"]
+    assert "Nothing has been released from this data yet." in texts(at.caption)
     links = at.get("page_link")
-    assert [link.proto.page for link in links] == ["mechanism"]
+    assert [link.proto.page for link in links] == ["plan"]
     assert at.get("plotly_chart") == []
+    assert not at.dataframe
 
 
 def test_map_after_release_is_an_offline_choropleth(at):
     release(at)
     goto(at, "map")
     assert not at.info
-    specs = plotly_specs(at)
+    specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith("-release_map")]
     assert len(specs) == 1
     spec = specs[0]
     assert [tr["type"] for tr in spec["data"]] == ["choroplethmap"]
@@ -352,13 +364,6 @@ def test_map_after_release_is_an_offline_choropleth(at):
 
 
 # ------------------------------------------------------------------ Errors
-
-
-def test_errors_before_release(at):
-    goto(at, "errors")
-    info = texts(at.info)
-    assert len(info) == 1 and info[0].startswith("Nothing has been released for this dataset yet")
-    assert not at.dataframe
 
 
 def test_errors_after_release(at):
@@ -383,7 +388,7 @@ def test_errors_after_release(at):
 
 def test_export_before_release(at):
     goto(at, "export")
-    assert texts(at.info) == ["Nothing has been released for this dataset yet."]
+    assert texts(at.info) == ["Nothing has been released from this data yet."]
     assert not at.download_button
 
 
@@ -445,6 +450,7 @@ def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
     assert any("Read as (ε, δ)-DP with δ = 1e-06" in i for i in infos), infos
     expected = budget.zcdp_to_approx_dp(0.125, 1e-6)
     assert any(f"this release is ε = {expected:.2g}" in i for i in infos), (expected, infos)
+    goto(at, "release")
     button = at.button(key="release_button")
     assert button.label.startswith("Release with ρ = 0.12"), button.label
     button.click().run()
@@ -453,6 +459,7 @@ def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
     assert rel.cost.definition == "zcdp" and rel.cost.value == pytest.approx(0.125)
     assert all(lv.noise == "discrete_gaussian" for lv in rel.levels)
     assert "spent ρ = 0.12 of 0.5" in sidebar_text(at)
+    goto(at, "plan")
     assert at.radio(key=f"definition_{fp}").disabled
     rec = json.loads(export.release_json(rel, led))
     export.validate_record(rec)
@@ -487,7 +494,7 @@ def test_htf_release_has_depth_slider_tree_stats_and_stop_probabilities(at):
     assert any("at depth 0" in c for c in texts(at.caption))
     # errors: per-level budget, noise scale and the stop-test probability
     goto(at, "errors")
-    expected = at.dataframe[0].value
+    expected = next(d.value for d in at.dataframe if "P(stop test decided by noise)" in d.value.columns)
     assert "P(stop test decided by noise)" in expected.columns
     depth_rows = expected[expected["level"].str.startswith("Depth")]
     assert len(depth_rows) == height + 1
@@ -503,6 +510,8 @@ def test_zcdp_ledger_refuses_a_pure_only_mechanism_with_a_clear_message(at):
     assert not at.exception
     errors = texts(at.error)
     assert any("pure ε-DP only" in e for e in errors), errors
+    goto(at, "release")
+    assert any("pure ε-DP only" in e for e in texts(at.error))
     assert at.button(key="release_button").disabled
 
 

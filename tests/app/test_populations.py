@@ -17,6 +17,15 @@ APP = str(ROOT / "app.py")
 POP = "Travel survey 2023"
 
 
+# the old page names of the points path, as steps of the one path
+STEP = {"data": "data", "mechanism": "plan", "plan": "plan", "map": "release", "errors": "release",
+        "release": "release", "export": "export", "compare": "compare", "history": "history"}
+
+# where a page script of the old layout lives now (the areas and flows kinds still run as one page)
+SCRIPTS = {"census.py": "ui/kinds/areas/privelet_page.py", "hierarchy.py": "ui/kinds/areas/hierarchy_page.py",
+           "od.py": "ui/kinds/flows/od_page.py", "history.py": "pages/history.py", "compare.py": "pages/compare.py"}
+
+
 def ok(at: AppTest) -> AppTest:
     assert not at.exception, at.exception
     return at
@@ -30,7 +39,7 @@ def app() -> AppTest:
 
 def page(name: str) -> AppTest:
     """One page run as under st.navigation (a script whose __file__ is the page)."""
-    path = ROOT / "app_pages" / name
+    path = ROOT / SCRIPTS[name]
     at = AppTest.from_string(f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
@@ -44,7 +53,15 @@ exec(compile(open({str(path)!r}, encoding="utf-8").read(), {str(path)!r}, "exec"
 
 
 def goto(at: AppTest, name: str) -> AppTest:
-    at.switch_page(f"app_pages/{name}.py").run()
+    if name in ("census", "hierarchy", "od"):  # the areas and flows kinds, chosen on the Data step
+        at.session_state["kind"] = at.session_state["_w_kind"] = "flows" if name == "od" else "areas"
+        if name != "od":
+            at.session_state["areas_table"] = at.session_state["_w_areas_table"] = (
+                "privelet" if name == "census" else "hierarchy")
+        name = "data"
+    elif name in STEP:
+        at.session_state["kind"] = at.session_state["_w_kind"] = "points"
+    at.switch_page(f"pages/{STEP.get(name, name)}.py").run()
     return ok(at)
 
 
@@ -91,6 +108,7 @@ def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
     assert f"population: **{POP}**" in sidebar_text(at)
     assert number_input(at, "Budget cap").label == f"Budget cap of the population {POP} (ε)"
     number_input(at, "Privacy budget of this release").set_value(0.6).run()
+    goto(at, "release")
     at.button(key="release_button").click().run()
     ok(at)
     pop = points_ledger(at)
@@ -112,6 +130,7 @@ def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
 
     goto(at, "mechanism")  # the points page now sees the census release in its budget
     number_input(at, "Privacy budget of this release").set_value(0.1).run()
+    goto(at, "release")
     assert at.button(key="release_button").disabled
     assert "spent ε = 1 of 1" in "\n".join(p.proto.text for p in at.sidebar.get("progress"))
 
@@ -206,6 +225,7 @@ def test_raising_a_cap_asks_for_confirmation_and_lowering_does_not(open_page) ->
 def test_history_lists_cap_changes_and_the_unit_of_each_spend() -> None:
     at = goto(app(), "mechanism")
     number_input(at, "Budget cap").set_value(0.8).run()
+    goto(at, "release")
     at.button(key="release_button").click().run()
     ok(at)
     goto(at, "history")
@@ -244,6 +264,7 @@ def test_a_record_level_release_on_a_person_budget_is_refused_with_the_reason() 
     _use_columns(at, "user_id")
     assert at.session_state["user_cap"] == 10
     goto(at, "mechanism")
+    goto(at, "release")
     at.button(key="release_button").click().run()
     ok(at)
     led = points_ledger(at)
@@ -254,10 +275,11 @@ def test_a_record_level_release_on_a_person_budget_is_refused_with_the_reason() 
     assert at.session_state["dataset"].table.user_column is None
     goto(at, "mechanism")
     assert points_ledger(at) is led  # same points, same budget
+    goto(at, "release")
     err = texts(at.error)
     assert "This budget protects one person (at most 10 records each)" in err
     assert "a record-level release bounds the influence of one row only" in err
     button = at.button(key="release_button")
     assert button.disabled and "unit of privacy" in button.label
     assert len(led.entries) == 1 and len(at.session_state["releases"]) == 1
-    assert [t.value for t in at.title] == ["Mechanism & budget"]  # the page is alive
+    assert [t.value for t in at.title] == ["Release"]  # the page is alive

@@ -51,7 +51,7 @@ def _layer(module: str) -> int:
 
 def test_the_session_is_the_only_code_that_charges_a_budget() -> None:
     charging = []
-    for p in [*LIB.rglob("*.py"), *(ROOT / "ui").rglob("*.py"), *(ROOT / "app_pages").rglob("*.py"), ROOT / "app.py"]:
+    for p in [*LIB.rglob("*.py"), *(ROOT / "ui").rglob("*.py"), *(ROOT / "pages").rglob("*.py"), ROOT / "app.py"]:
         for node in ast.walk(ast.parse(p.read_text("utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
                     "spend", "charge"):

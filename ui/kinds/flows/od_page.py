@@ -51,7 +51,7 @@ ss.setdefault("od_ledgers", {})  # fingerprint -> Ledger
 ss.setdefault("od_releases", {})  # fingerprint -> [release entries], oldest first
 ss.setdefault("od_release_token", 0)  # one-time token of the Release button (a second click is stale)
 
-SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(state.__file__).resolve().parents[2] / "shared" / "data"))
 NYC_TRIPS = SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz"
 NYC_LOOKUP = SHARED / "boundaries" / "nyc_taxi_zone_lookup.csv"
 NYC_ZONES = SHARED / "boundaries" / "nyc_taxi_zones.geojson"

@@ -1,0 +1,9 @@
+"""Plan: the plan step of the path, the same for every kind of data (the kind's adapter draws it)."""
+
+from __future__ import annotations
+
+from ui import frame, kinds
+
+frame.ensure()
+frame.heading("Plan", "Choose a mechanism and how much privacy budget to spend, and see the error to expect. This uses no data and spends nothing. Next: release.")
+kinds.adapter().plan_step()

@@ -1,0 +1,58 @@
+"""The Release button's surroundings, the same for every kind of data.
+
+Before: what will be released and what it costs, and why it cannot be released when it cannot
+(the budget is used up, another unit of privacy than the budget's, a parameter to fix).  After: the
+same confirmation for points, areas and flows: what was released, what it cost, what is left, and a
+link down to the map.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from dpcore.errors import DPCoreError
+from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.units import Unit
+from ui import fmt, state
+
+
+def check(led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None) -> tuple[bool, str]:
+    """Whether the release can be made, and the button's label (which states the cost or the reason)."""
+    if plan_error is not None:
+        st.error(plan_error)
+        return False, "Release: fix the plan first"
+    try:
+        led.charge_for(cost, unit)  # the unit of privacy must fit the budget's (checked again when charging)
+    except DPCoreError as e:
+        st.error(str(e))
+        return False, "Release refused: another unit of privacy than the budget's"
+    if led.remaining <= 0:
+        st.info("The budget of this data is used up: nothing more can be released from it. A release "
+                "history of what was published is on the History page.")
+        return False, "Budget used up"
+    if not led.can_spend(cost):
+        st.warning(f"This release asks for {cost.label()}, more than the {fmt.eps(led.remaining)} left of the "
+                   "budget. Lower it on the Plan step, or raise the cap there if your policy allows it.")
+        return False, f"Not enough budget: {cost.label()} asked, {fmt.eps(led.remaining)} left"
+    after = max(led.remaining - cost.value, 0.0)
+    tail = "the budget is used up after this" if after <= 1e-12 else f"{fmt.eps(after)} left after this"
+    return True, f"Release with {cost.label()} — {tail}"
+
+
+def button(key: str, led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None,
+           release: Any, *args: Any) -> None:
+    """The Release button (one release per click, :func:`ui.state.release_button`) with its checks."""
+    can, label = check(led, cost, unit, plan_error)
+    state.release_button(key, label, release, *args, disabled=not can)
+
+
+def released(what: str, cost: PrivacyCost, led: Ledger, release_id: str) -> None:
+    """The confirmation of a release: what was released, what it cost, what is left, where to look."""
+    left = led.remaining
+    rest = ("The budget of this data is now used up." if left <= 1e-12
+            else f"{led.cap.symbol} = {fmt.eps(left)} of {fmt.eps(led.cap.value)} is left.")
+    st.success(f"Released {what} with {cost.label()} (release {release_id}). {rest}", icon=":material/check_circle:")
+    st.markdown("[See it on the map ↓](#map)")

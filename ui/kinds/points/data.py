@@ -1,0 +1,254 @@
+"""Points, Data step: load the points, say what a unit of privacy is, set the public bounds and grid."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dpcore.data import engines
+from dpcore.data.boundaries import boundary_bounds, read_boundaries
+from dpcore.data.columns import detect_coordinate_columns, detect_user_column
+from dpcore.data.domain import PRESETS, Bounds, Grid
+from dpcore.data.points import load_points
+from dpcore.data.tables import read_table
+from dpcore.errors import DPCoreError
+from dpcore.points import viz
+from ui import fmt, frame, source_ui, state
+
+BOUND_KEYS = ("_w_b_west", "_w_b_south", "_w_b_east", "_w_b_north")
+
+
+def data_step() -> None:
+    """The Data step for points (the page script is pages/data.py)."""
+    ds = state.dataset()
+
+    # ---------------------------------------------------------------- source
+    st.subheader("1. Points")
+    WHERE = ["Upload a file", "Files on this computer (large data)"]
+    where = st.radio("Where are the points?", WHERE, horizontal=True, key=state.persistent("points_where", WHERE[0]),
+                     help="Uploads are read into memory. Files on this computer stay where they are: DuckDB streams "
+                          "them (any size, out of core) or Spark reads them on a cluster.")
+    state.store("points_where")
+    up = None
+    col_a, col_b = st.columns([2, 1])
+    with col_a:
+        if where == WHERE[0]:
+            up = st.file_uploader(
+                "Upload points (CSV, CSV.gz, Parquet or GeoJSON)",
+                type=["csv", "gz", "txt", "tsv", "parquet", "geojson", "json"],
+                key="points_upload",
+                help="One row per point with latitude and longitude columns; an optional column identifying a "
+                     f"person. Files above {engines.threshold() / 1e6:,.0f} MB are counted by DuckDB instead of "
+                     "being read into memory. For files larger than the upload limit (2 GB), choose 'Files on "
+                     "this computer', or use the command line: python -m dpcore release points --engine duckdb.",
+            )
+        else:
+            source_ui.path_picker()
+    with col_b:
+        st.write("")
+        if st.button("Use the demo dataset", help="Made-up pickups over New York City (no real person)."):
+            state.load_demo()
+            st.session_state.pop("upload_df", None)
+            st.session_state.pop("upload_error", None)
+            st.session_state.pop("path_open", None)
+            state.forget(*BOUND_KEYS, "_w_user_cap")
+            st.session_state["user_cap"] = None
+            st.rerun()
+
+    if up is None and st.session_state.get("upload_id") is not None:
+        # the curator removed the file: forget its error (the loaded dataset stays)
+        st.session_state["upload_id"] = None
+        st.session_state.pop("upload_error", None)
+        st.session_state.pop("upload_df", None)
+    if up is not None and st.session_state.get("upload_id") != up.file_id:
+        # a new file: read it once; a failure keeps the earlier dataset and release
+        st.session_state["upload_id"] = up.file_id
+        st.session_state["path_open"] = None  # a newer upload replaces a file opened but not counted
+        routed = source_ui.route_large_upload(up)
+        if routed is not None:  # a large file: opened with DuckDB (columns next), or refused with a message
+            st.rerun()
+        try:
+            with st.status(f"Reading {up.name} …", expanded=False) as status:
+                bar = st.progress(0.0, text="reading")
+
+                def progress(frac: float, msg: str) -> None:
+                    bar.progress(min(max(frac, 0.0), 1.0), text=msg)
+
+                try:
+                    df = read_table(up.getvalue(), up.name, progress=progress)
+                    lat, lon = detect_coordinate_columns(df)
+                    table = load_points(df, lat, lon, None, source_name=up.name) if lat and lon else None
+                except DPCoreError:
+                    # the red message below says why; no green "read" line above it
+                    status.update(label=f"Could not use {up.name}", state="error")
+                    raise
+                status.update(label=f"Read {fmt.count(len(df))} rows from {up.name}", state="complete")
+            st.session_state["upload_df"] = df
+            st.session_state["upload_name"] = up.name
+            st.session_state["upload_cols"] = (lat, lon, detect_user_column(df))
+            st.session_state["upload_error"] = None
+            if table is not None:
+                state.set_dataset(state.Dataset(up.name, table, False, state.fingerprint(table)))
+                st.session_state["user_cap"] = None
+                st.rerun()  # the sidebar was drawn before this page: redraw it with the new dataset
+        except DPCoreError as e:
+            st.session_state["upload_error"] = str(e)
+            st.session_state.pop("upload_df", None)
+
+    if st.session_state.get("upload_error"):
+        st.error(st.session_state["upload_error"])
+        st.caption("Your earlier dataset and releases are kept.")
+
+    source_ui.path_columns_form()
+
+    df = st.session_state.get("upload_df") if st.session_state.get("path_open") is None else None
+    if df is not None:
+        cols = list(df.columns)
+        lat0, lon0, user0 = st.session_state.get("upload_cols", (None, None, None))
+        if not (lat0 and lon0):
+            st.warning(
+                f"No latitude/longitude columns were recognised by name in "
+                f"'{st.session_state.get('upload_name')}'. Choose them below."
+            )
+        with st.form("columns"):
+            st.markdown("**Columns** (detected by name; change them if needed)")
+            lat_col, lon_col, uc = source_ui.column_choice(cols, (lat0, lon0, user0))
+            if st.form_submit_button("Use these columns"):
+                try:
+                    table = load_points(df, lat_col, lon_col, uc, source_name=st.session_state["upload_name"])
+                    state.set_dataset(state.Dataset(st.session_state["upload_name"], table, False,
+                                                    state.fingerprint(table)))
+                    st.session_state["user_cap"] = 10 if uc else None
+                    st.session_state["data_flash"] = f"Loaded {fmt.count(table.n_kept)} points."
+                    st.rerun()
+                except DPCoreError as e:
+                    st.error(str(e))
+                    st.caption("Your earlier dataset and releases are kept.")
+
+    if st.session_state.get("data_flash"):
+        st.success(st.session_state.pop("data_flash"))  # shown after the rerun that loads the data
+    ds = state.dataset()
+    t = ds.table
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Rows read", fmt.count(t.n_read))
+    m2.metric("Rows kept", fmt.count(t.n_kept))
+    m3.metric("Rows dropped", fmt.count(t.n_dropped))
+    if t.dropped:
+        st.caption("Dropped: " + "; ".join(f"{fmt.count(v)} {k}" for k, v in t.dropped.items()))
+    st.caption("These row counts are about your confidential data: for you only, not for publication.")
+
+    # ---------------------------------------------------------------- unit of privacy
+    st.subheader("2. Unit of privacy")
+    if t.user_column is None:
+        st.markdown(
+            "Each **row** is protected: the release hides whether any single point is in the data. "
+            "If one person can have many rows, choose their id column above so that the whole "
+            "person is protected."
+        )
+    else:
+        cap = st.number_input(
+            "Most records kept per person",
+            min_value=1, max_value=10_000, step=1,
+            key=state.seed("_w_user_cap", int(st.session_state.get("user_cap") or 10)),
+            help="Records beyond this number are left out. Noise grows in proportion to this cap, "
+                 "so keep it as small as your analysis allows.",
+        )
+        st.session_state["user_cap"] = int(cap)
+        st.markdown(f"Each **person** (column `{t.user_column}`) is protected, with at most {cap} records each.")
+
+    # ---------------------------------------------------------------- bounds and grid
+    st.subheader("3. Public area and grid")
+    st.caption(
+        "The area must come from public knowledge (a city, a state), not from your data: "
+        "bounds fitted to the points would reveal where the outermost people are."
+    )
+    how = st.radio("Set the area from", ["A preset", "Numbers I type", "A boundary file"], horizontal=True,
+                   key=state.persistent("bounds_how", "A preset"))
+    state.store("bounds_how")
+    cur = state.bounds()
+    new_bounds: Bounds | None = None
+    try:
+        if how == "A preset":
+            names = list(PRESETS)
+            default = next((k for k, v in PRESETS.items() if v == cur), names[0])
+            name = st.selectbox("Preset", names, index=names.index(default))
+            new_bounds = PRESETS[name]
+        elif how == "Numbers I type":
+            c1, c2, c3, c4 = st.columns(4)
+            for k, v in zip(BOUND_KEYS, cur.as_tuple(), strict=True):
+                state.seed(k, float(v))
+            w = c1.number_input("West (longitude)", -180.0, 180.0, format="%.5f", key=BOUND_KEYS[0])
+            s = c2.number_input("South (latitude)", -90.0, 90.0, format="%.5f", key=BOUND_KEYS[1])
+            e = c3.number_input("East (longitude)", -180.0, 180.0, format="%.5f", key=BOUND_KEYS[2])
+            n = c4.number_input("North (latitude)", -90.0, 90.0, format="%.5f", key=BOUND_KEYS[3])
+            new_bounds = Bounds(w, s, e, n)
+        else:
+            bf = st.file_uploader("Boundary file (GeoJSON, GeoPackage or zipped shapefile)",
+                                  type=["geojson", "json", "gpkg", "zip"], key="boundary_upload")
+            if bf is not None and st.session_state.get("boundary_id") != bf.file_id:
+                st.session_state["boundary_id"] = bf.file_id
+                gdf = read_boundaries(bf.getvalue(), bf.name)
+                st.session_state["boundaries"] = gdf.__geo_interface__
+                st.session_state["boundaries_name"] = bf.name
+                st.session_state["boundary_bounds"] = Bounds(*boundary_bounds(gdf))
+            if st.session_state.get("boundary_bounds") is not None:
+                new_bounds = st.session_state["boundary_bounds"]
+                st.caption(f"Bounds of {st.session_state['boundaries_name']}: "
+                           f"{', '.join(f'{v:.4f}' for v in new_bounds.as_tuple())}")
+            else:
+                st.info("Upload a public boundary file; its outer box becomes the area.")
+    except DPCoreError as e:
+        st.error(str(e))
+        st.caption("The earlier area is kept.")
+        new_bounds = None
+
+    c1, c2 = st.columns(2)
+    rows0, cols0 = st.session_state["grid_shape"]
+    rows = c1.number_input("Grid rows (north–south)", 1, 4096, step=64, key=state.seed("_w_grid_rows", int(rows0)),
+                           help="A finer grid costs memory and time, not privacy. 1024 is the HTF paper's choice.")
+    cols_n = c2.number_input("Grid columns (west–east)", 1, 4096, step=64, key=state.seed("_w_grid_cols", int(cols0)))
+    try:
+        g = Grid(new_bounds or cur, int(rows), int(cols_n))
+        if new_bounds is not None:
+            st.session_state["bounds"] = new_bounds
+        st.session_state["grid_shape"] = (g.rows, g.cols)
+        st.caption(
+            f"{fmt.count(g.n_cells)} cells of about {g.bounds.width_km / g.cols * 1000:,.0f} m × "
+            f"{g.bounds.height_km / g.rows * 1000:,.0f} m."
+        )
+    except DPCoreError as e:
+        st.error(str(e))
+        st.caption("The earlier grid is kept.")
+
+    # ---------------------------------------------------------------- preview
+    st.subheader("Preview")
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(viz.extent_figure(state.bounds(), st.session_state.get("boundaries")),
+                        width="stretch", key="extent_map")
+    with right:
+        try:
+            agg = state.aggregate_current() if ds.source is not None else state.aggregate()
+            if agg is None:  # points kept in their files: a count is a pass over them, made on request
+                st.info(f"The points are not counted for this area, grid and cap yet. A release counts them; to "
+                        f"check them first, count them now ({ds.engine}).")
+                if st.button(f"Count the points for this grid with {ds.engine}", key="count_source"):
+                    state.aggregate()
+                    st.rerun()
+            else:
+                st.markdown(":red[**Not for publication**] — your confidential data, for checking only.")
+                if agg.n_outside:
+                    st.warning(f"{fmt.count(agg.n_outside)} of {fmt.count(t.n_kept)} points lie outside the area "
+                               "and will not be counted. Widen the area if they matter.")
+                with st.expander("True point density (not for publication)"):
+                    st.plotly_chart(viz.true_density_figure(agg.counts, agg.grid), width="stretch",
+                                    key="density_preview")
+        except DPCoreError as e:
+            st.error(str(e))
+        if ds.source is not None:
+            st.caption(f"Counted by {ds.engine} from {ds.source.label} ({len(ds.source.paths)} file"
+                       f"{'s' if len(ds.source.paths) != 1 else ''}); the points stay in their files.")
+        st.markdown("First rows (not for publication)")
+        st.dataframe(pd.DataFrame({"latitude": t.lat[:10], "longitude": t.lon[:10]}), hide_index=True)
+
+    frame.link("plan", "Next: plan the release →")

@@ -1,0 +1,112 @@
+"""Points, Export step: the three files of the release, with a preview of each, and the config."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from dpcore.core import spec as config
+from dpcore.points import export, workload_io
+from ui import fmt, frame, state
+
+
+def export_step() -> None:
+    """The Export step for points (the page script is pages/export.py)."""
+    cur = state.current_release()
+    if cur is None:
+        frame.missing("Nothing has been released from this data yet.", "release", "Go to the Release step")
+
+    rel = cur.release
+    led = state.ledger()
+    if cur.exports.get("files_id") != rel.release_id:
+        with st.spinner("Preparing the files …"):
+            cur.exports["csv"] = export.release_csv(rel)
+            cur.exports["json"] = export.release_json(rel, led)
+            cur.exports["geojson"] = export.release_geojson(rel) if rel.n_rects <= 200_000 else None
+            cur.exports["files_id"] = rel.release_id
+
+    if export.has_workload_answers(rel) and cur.exports.get("workload_id") != rel.release_id:
+        cur.exports["workload_answers"] = export.workload_answers_csv(rel)
+        cur.exports["workload_id"] = rel.release_id
+
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("Download release.csv", cur.exports["csv"], "release.csv", "text/csv",
+                       on_click="ignore", key="dl_csv", type="primary")
+    geo = cur.exports["geojson"] if cur.exports["geojson"] is not None else (lambda: export.release_geojson(rel))
+    c2.download_button("Download release.geojson", geo, "release.geojson", "application/geo+json",
+                       on_click="ignore", key="dl_geojson", type="primary")
+    c3.download_button("Download release.json", cur.exports["json"], "release.json", "application/json",
+                       on_click="ignore", key="dl_json", type="primary")
+
+    if export.has_workload_answers(rel):
+        st.download_button("Download workload_answers.csv", cur.exports["workload_answers"], "workload_answers.csv",
+                           "text/csv", on_click="ignore", key="dl_workload_answers")
+
+    with st.expander("Repeat this release in a pipeline (config file)"):
+        ds = state.dataset()
+        t = ds.table
+        # a path as typed in the app is relative to the app's folder: written absolute
+        typed = ds.source is not None and not Path(ds.source.paths[0]).parent.name.startswith("dpcore-upload-")
+        cfg = config.points_config(
+            input_path=os.path.abspath(os.path.expanduser(ds.source.label)) if typed else ds.name,
+            lat=t.lat_column, lon=t.lon_column, user=t.user_column, user_cap=rel.user_cap,
+            bounds=rel.grid.bounds.as_tuple(), grid=(rel.grid.rows, rel.grid.cols), mechanism=rel.mechanism,
+            params=rel.params, definition=rel.cost.definition, value=rel.cost.value,
+            delta=st.session_state.get("delta"), engine=ds.engine if ds.source is not None else "auto",
+            spark_master=ds.spark_master,
+        )
+        where = ("" if typed else
+                 "\n[input] path names the app's made-up demo data, which is not a file: give your file's path." if ds.is_demo
+                 else "\n[input] path is the name of the uploaded file: put the file next to this config or give its path.")
+        text = cfg.to_toml(header=(
+            f"dpcore release config, written by the app for release {rel.release_id} ({rel.created}).\n"
+            f"Run: python -m dpcore run release.toml (paths are relative to this file).{where}\n"
+            "It names your input file and columns: keep it with your data, do not publish it."))
+        st.download_button("Download release.toml", text, "release.toml", "application/toml", on_click="ignore",
+                           key="dl_config")
+        rects = rel.params.get("rectangles")
+        if rects:
+            st.download_button("Download workload.json (the uploaded query rectangles the config names)",
+                               json.dumps(workload_io.RectangleList(rects).to_list(), indent=1), "workload.json",
+                               "application/json", on_click="ignore", key="dl_config_workload")
+        st.code(text, language="toml")
+        st.caption("The command line makes the same release from the same data (new noise). Its budget is this "
+                   "app's budget database on this computer (DPCORE_LEDGER_DB), keyed by the points' content, so the "
+                   "app's releases and the pipeline's runs draw on one budget.")
+
+    rec = json.loads(cur.exports["json"])
+    st.subheader("The release record")
+    privacy = rec["privacy"]
+    st.markdown(
+        f"- **Mechanism:** {rec['mechanism']['title']}\n"
+        f"- **Privacy:** {privacy['definition']}, {rel.cost.label()}; unit of privacy: {privacy['unit_of_privacy']}\n"
+        f"- **Area:** {', '.join(f'{v:.4f}' for v in rel.grid.bounds.as_tuple())} (west, south, east, north), "
+        f"grid {rel.grid.rows:,} × {rel.grid.cols:,}\n"
+        f"- **Released:** {fmt.count(rec['outputs']['n_rectangles'])} areas, {rec['created']}\n"
+        f"- **Budget of this dataset:** {led.cap.symbol} = {fmt.eps(led.spent)} spent of {fmt.eps(led.cap.value)}"
+    )
+    st.dataframe(pd.DataFrame([{"level": s["name"], "budget": s["label"]} for s in rec["budget"]["split"]]),
+                 hide_index=True)
+    with st.expander("release.json"):
+        st.json(rec, expanded=2)
+    with st.expander("release.csv (first 20 rows)"):
+        st.dataframe(export.release_frame(rel).head(20), hide_index=True)
+    if export.has_workload_answers(rel):
+        wl = rec.get("workload", {})
+        st.subheader("Answers to the workload queries")
+        st.markdown(
+            f"{fmt.count(wl.get('n_queries', 0))} queries ({wl.get('workload_name', '')}), each with its "
+            f"released answer and standard error (analytic, from no data). Expected error per query: "
+            f"{fmt.num(wl.get('expected_rmse_per_query', float('nan')))}."
+        )
+        st.dataframe(export.workload_answers_frame(rel).head(20), hide_index=True, key="workload_answers_preview")
+    with st.expander("release.geojson (first feature)"):
+        if cur.exports["geojson"] is not None:
+            first = json.loads(cur.exports["geojson"])["features"][:1]
+            st.json(first)
+        else:
+            st.caption("Large release: the GeoJSON is built when you download it.")

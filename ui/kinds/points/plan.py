@@ -1,0 +1,381 @@
+"""Points, Plan step: the mechanism, its parameters, the budget, the expected error (no data used).
+
+:func:`selection` reads back what the curator chose (no widgets), for the Release step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dpcore.errors import DPCoreError
+from dpcore.estimate import matrix_report
+from dpcore.points import mechanisms, workload_io
+from dpcore.privacy import budget
+from dpcore.privacy.calibration import interval_half_width
+from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.units import Unit
+from ui import budget_ui, fmt, frame, state
+
+
+def plan_step() -> None:
+    """The Plan step for points (the page script is pages/plan.py)."""
+    ds = state.dataset()
+    try:
+        grid = state.grid()
+    except DPCoreError as e:
+        st.error(str(e))
+        frame.link("data", "Fix the area and grid on the Data step")
+        st.stop()
+
+    # ---------------------------------------------------------------- mechanism
+    names = mechanisms.names()
+    mname = st.selectbox(
+        "Mechanism", names, key=state.persistent("mechanism", "ug"),
+        format_func=lambda n: mechanisms.get(n).title,
+    )
+    state.store("mechanism")
+    mech = mechanisms.get(mname)
+    st.markdown(f"{mech.summary}  \n*When to use:* {mech.when_to_use}")
+    st.caption(f"Source: {mech.reference}")
+
+    raw = dict(st.session_state["mech_params"].get(mname, {}))
+
+
+    def _param_widget(p: mechanisms.Param) -> None:
+        key = f"param_{mname}_{p.name}"
+        cur = raw.get(p.name, p.default)
+        defaults = {q.name: q.default for q in mech.params}
+        if p.shown_if is not None and raw.get(p.shown_if[0], defaults.get(p.shown_if[0])) != p.shown_if[1]:
+            return  # only relevant for another choice: keep its value, do not show it
+        if p.kind not in (bool, int, float, str):
+            return  # not typed in: set below (e.g. the matrix mechanism's uploaded rectangles)
+        if p.choices:
+            names = dict(zip(p.choices, p.choice_labels or p.choices, strict=True))
+            raw[p.name] = st.selectbox(p.label, list(p.choices), index=list(p.choices).index(cur),
+                                       format_func=names.get, help=p.help, key=key)
+        elif p.kind is bool:
+            raw[p.name] = st.checkbox(p.label, value=bool(cur), help=p.help, key=key)
+        elif p.kind is int:
+            state.seed(key, int(cur))
+            raw[p.name] = st.number_input(p.label, step=1, help=p.help, key=key,
+                                          min_value=int(p.minimum) if p.minimum is not None else None,
+                                          max_value=int(p.maximum) if p.maximum is not None else None)
+        else:
+            state.seed(key, float(cur))
+            raw[p.name] = st.number_input(p.label, help=p.help, key=key, format="%.4g",
+                                          min_value=float(p.minimum) if p.minimum is not None else None,
+                                          max_value=float(p.maximum) if p.maximum is not None else None)
+
+
+    basic = [p for p in mech.params if not p.advanced]
+    for p in basic:
+        _param_widget(p)
+    _defaults = {q.name: q.default for q in mech.params}
+    advanced = [p for p in mech.params if p.advanced and (  # only those that matter for the choices made
+        p.shown_if is None or raw.get(p.shown_if[0], _defaults.get(p.shown_if[0])) == p.shown_if[1])]
+    if advanced:
+        with st.expander("Advanced parameters"):
+            for p in advanced:
+                _param_widget(p)
+
+
+    def _rectangles_upload() -> None:
+        """The matrix mechanism's uploaded workload: a CSV of lon/lat rectangles (public questions).
+        A file that cannot be used shows why and keeps the rectangles uploaded before."""
+        up = st.file_uploader(
+            "Your rectangles (CSV: lon_min, lat_min, lon_max, lat_max; optional name, weight, group)",
+            type=["csv", "txt", "json"], key="matrix_rects_upload",
+            help="One rectangle per row in degrees. Also accepted: west/south/east/north or "
+                 "xmin/ymin/xmax/ymax, or the release.json of an earlier release. The rectangles are your "
+                 "questions, not data: they are public and kept in the release record.",
+        )
+        if up is not None:
+            sig = up.file_id  # a new upload has a new id: no copy and hash of the file on every rerun
+            if st.session_state.get("matrix_rects_sig") != sig:
+                try:
+                    raw["rectangles"] = workload_io.read_rectangles(up.getvalue(), f"'{up.name}'")
+                    st.session_state["matrix_rects_sig"] = sig
+                    st.session_state["matrix_rects_name"] = up.name
+                except DPCoreError as e:
+                    st.error(str(e))
+                    if raw.get("rectangles"):
+                        st.caption(f"Still using the {len(raw['rectangles']):,} rectangles of "
+                                   f"{st.session_state.get('matrix_rects_name', 'the earlier file')}.")
+        rl = raw.get("rectangles")
+        if not rl:
+            st.info("Upload the rectangles you want answered. Each asks for the grid cells whose centres lie "
+                    "inside it.")
+            return
+        rl = workload_io.RectangleList(rl)
+        st.caption(f"{len(rl):,} rectangles from {st.session_state.get('matrix_rects_name', 'your file')} "
+                   "(public). A rectangle asks for the cells whose centres lie inside it; parts outside the "
+                   "area are clipped.")
+        with st.expander("The uploaded rectangles"):
+            st.dataframe(pd.DataFrame(rl.to_list()), hide_index=True, key="matrix_rects_table")
+
+
+    if mname == "matrix" and raw.get("workload") == "uploaded":
+        _rectangles_upload()
+    st.session_state["mech_params"][mname] = raw
+
+    # ---------------------------------------------------------------- budget
+    st.subheader("Privacy budget")
+    DEFINITIONS = {"pure": "Pure ε-DP (discrete Laplace noise)", "zcdp": "ρ-zCDP (discrete Gaussian noise)"}
+    led = budget_ui.population_input("points", ds.fingerprint, budget.pure(state.DEFAULT_CAP), st.session_state["ledgers"],
+                                     f"points_{ds.fingerprint}", reset=(f"definition_{ds.fingerprint}",))
+    population = state.population_of("points", ds.fingerprint)
+    locked = bool(led.entries)
+    definition = st.radio(
+        "Privacy definition", list(DEFINITIONS), format_func=DEFINITIONS.get, horizontal=True,
+        index=list(DEFINITIONS).index(led.definition), disabled=locked, key=f"definition_{ds.fingerprint}",
+        help="Pure ε-DP is the strictest guarantee. ρ-zCDP (zero-concentrated DP) adds up more gently "
+             "over many releases and reads as (ε, δ)-DP for a small δ; use it if your policy allows a δ.",
+    )
+    if locked:
+        st.caption(f"The definition is fixed for this {'population' if population else 'dataset'}: budget has already "
+                   "been spent under it.")
+    elif definition != led.definition:
+        budget_ui.switch_definition(led, definition, {"pure": state.DEFAULT_CAP, "zcdp": state.DEFAULT_RHO_CAP})
+        st.rerun()
+    sym = led.cap.symbol
+    c1, c2 = st.columns(2)
+    with c1:
+        budget_ui.cap_input(led, f"budget_cap_{ds.fingerprint}_{definition}", label="Budget cap for this dataset (total)",
+                            help="The most privacy loss you accept for all releases of this dataset together. "
+                                 "Smaller is more private. Raising it later asks for confirmation.", population=population)
+    with c2:
+        if definition == "pure":
+            value = st.number_input(
+                "Privacy budget of this release (ε)", min_value=0.001, max_value=100.0,
+                step=0.05, format="%.3f", key=state.persistent("epsilon", state.DEFAULT_EPSILON),
+                help="Smaller ε means more noise and more privacy. Typical values: 0.1 to 1.",
+            )
+            state.store("epsilon")
+            release_cost = budget.pure(value)
+        else:
+            value = st.number_input(
+                "Privacy budget of this release (ρ)", min_value=0.0001, max_value=100.0,
+                step=0.01, format="%.4f", key=state.persistent("rho", state.DEFAULT_RHO),
+                help="Smaller ρ means more noise and more privacy. ρ = 0.125 gives noise of SD 2 per count.",
+            )
+            state.store("rho")
+            release_cost = budget.zcdp(value)
+    st.caption(f"Spent so far{f' by the population {population}' if population else ''}: {sym} = "
+               f"{fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}; left: {sym} = {fmt.eps(led.remaining)}.")
+    if definition == "zcdp":
+        deltas = list(budget.APPROX_DP_DELTAS)
+        delta = st.select_slider(
+            "δ for the (ε, δ) reading", options=deltas, key=state.persistent("delta", 1e-6),
+            format_func=lambda d: f"{d:.0e}",
+            help="ρ-zCDP implies (ε, δ)-DP for every δ; δ should be far below 1 / number of people.",
+        )
+        state.store("delta")
+        this_eps = budget.zcdp_to_approx_dp(release_cost.value, delta)
+        total_eps = budget.zcdp_to_approx_dp(led.spent + release_cost.value, delta)
+        st.info(
+            f"Read as (ε, δ)-DP with δ = {delta:.0e}: this release is ε = {fmt.eps(this_eps)}; "
+            f"all releases of this dataset including this one: ε = {fmt.eps(total_eps)} "
+            f"(conversion of Canonne, Kamath & Steinke 2020)."
+        )
+
+    n_guess = None
+    if mech.needs_n_guess:
+        default_guess = ds.n_guess if ds.n_guess else 100_000
+        n_guess = st.number_input(
+            "Rough number of points (a public guess, only for this preview)", min_value=1, step=1000,
+            key=state.seed(f"_w_n_guess_{ds.fingerprint}",
+                           int(st.session_state.get(f"n_guess_{ds.fingerprint}", default_guess))),
+            help="This mechanism sizes its grid from the number of points, which it measures privately "
+                 "when releasing. The preview needs a guess; it is not used in the release.",
+        )
+        st.session_state[f"n_guess_{ds.fingerprint}"] = int(n_guess)
+
+
+
+    def _matrix_extras(mx: dict) -> None:
+        """Spec §6.3: per-group RMSE, worst query, simultaneous bound, other strategies, SE vs size."""
+        sim = mx["simultaneous_95"]
+        c1, c2, c3 = st.columns(3)
+        c1.metric("Typical error of a query (RMSE)", f"± {fmt.num(mx['expected_rmse_per_query'])}")
+        c2.metric("Worst query: standard error", f"± {fmt.num(mx['worst_se'])}")
+        c3.metric("No answer off by more than (95%)", f"± {fmt.num(sim['bound'])}",
+                  help=sim["method"] + ". " + sim.get("method_subgaussian", sim.get("note", "")))
+        extra = (f" Without assuming normal noise (sub-Gaussian bound): ± {fmt.num(sim['bound_subgaussian'])}."
+                 if "bound_subgaussian" in sim else "")
+        st.caption(f"With 95% probability none of the {fmt.count(mx['n_queries'])} answers is off by more than "
+                   f"± {fmt.num(sim['bound'])} ({sim['method']}).{extra}")
+        labels, short = mx["strategy_labels"], mx["strategy_short_labels"]
+        what = "group" if mx["grouped_by"] == "group" else "query size"
+        groups = pd.DataFrame([{
+            what: g["group"], "queries": g["n_queries"], "RMSE": g["rmse_this"], "worst SE": g["worst_se"],
+            **{f"RMSE, {short[k]}": g[f"rmse_{k}"] for k in labels if k != "this"},
+        } for g in mx["groups"]])
+        source = "the column 'group' of your file" if what == "group" else "the size of the query in cells"
+        st.markdown(f"**Expected error per {what}** ({source}; unweighted; this strategy, then the others for "
+                    "comparison)")
+        st.dataframe(groups, hide_index=True, width="stretch", key="matrix_group_table",
+                     column_config={c: st.column_config.NumberColumn(format="%.3g")
+                                    for c in groups.columns if c not in (what, "queries")})
+        comp = pd.DataFrame([{"strategy": c["strategy"], "RMSE": c["rmse"], "worst SE": c["worst_se"],
+                              "× this strategy": c["ratio_to_this"]} for c in mx["comparisons"]])
+        st.markdown("**Other strategies under the same budget** (same queries, same noise calibration)")
+        st.dataframe(comp, hide_index=True, width="stretch", key="matrix_comparison_table",
+                     column_config={c: st.column_config.NumberColumn(format="%.3g")
+                                    for c in ("RMSE", "worst SE", "× this strategy")})
+        st.caption("Identity adds noise to every cell; 'noise on each query' answers each query directly "
+                   "(no cell estimates); hierarchical uses a binary tree of ranges per axis. The release "
+                   "uses this strategy: it must estimate every cell.")
+        st.plotly_chart(matrix_report.se_vs_size_figure({"by_size": mx["by_size"], "labels": labels}),
+                        width="stretch", key="matrix_se_size_chart")
+
+
+    # ---------------------------------------------------------------- expected error
+    st.subheader("Expected error (before release, from no data)")
+    agg_sens = 1
+    cap_user = st.session_state.get("user_cap")
+    if ds.table.user_column is not None and cap_user:
+        agg_sens = int(cap_user)
+    try:
+        params = mech.resolve_params(raw)
+        if mech.name == "matrix":
+            with st.spinner("Designing the strategy for these queries (once per workload; a big grid takes "
+                            "a minute) …"):
+                levels = mech.plan(grid, release_cost, params, sensitivity=agg_sens, n_estimate=n_guess)
+        else:
+            levels = mech.plan(grid, release_cost, params, sensitivity=agg_sens, n_estimate=n_guess)
+        rows = []
+        for lv in levels:
+            rows.append({
+                "level": lv.name,
+                sym: lv.cost.value,
+                f"share of {sym}": lv.cost.value / release_cost.value,
+                "counts released": lv.n_counts,
+                "noise scale": lv.scale,
+                "± per count (95%)": lv.ci95,
+                "2% of area: ± (95%)": interval_half_width("normal", lv.query_sd(0.02, grid.n_cells)) if lv.in_partition else None,
+                "10% of area: ± (95%)": interval_half_width("normal", lv.query_sd(0.10, grid.n_cells)) if lv.in_partition else None,
+            })
+        table = pd.DataFrame(rows)
+        st.dataframe(
+            table, hide_index=True, width="stretch",
+            column_config={
+                sym: st.column_config.NumberColumn(format="%.3g"),
+                f"share of {sym}": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
+                "counts released": st.column_config.NumberColumn(format="localized"),
+                "noise scale": st.column_config.NumberColumn(format="%.3g"),
+                "± per count (95%)": st.column_config.NumberColumn(format="localized"),
+                "2% of area: ± (95%)": st.column_config.NumberColumn(format="localized"),
+                "10% of area: ± (95%)": st.column_config.NumberColumn(format="localized"),
+            },
+        )
+        leaf = [lv for lv in levels if lv.in_partition][-1]
+        st.markdown(
+            f"Each released count is off by at most **±{fmt.count(leaf.ci95)} people** in 19 of 20 cases "
+            f"(1 in 20 may be off by more). A query covering 10% of the area is off by about "
+            f"±{fmt.count(interval_half_width('normal', leaf.query_sd(0.10, grid.n_cells)))} from noise alone."
+        )
+        if mech.name == "matrix":
+            mx = levels[0].extra["matrix"]
+            st.markdown(f"**Queries the strategy is tuned for:** {mx['workload_name']} "
+                        f"({fmt.count(mx['n_queries'])} queries; strategy {mx['strategy']}).")
+            st.dataframe(
+                pd.DataFrame([{
+                    "expected error per query (RMSE)": mx["expected_rmse_per_query"],
+                    "lower bound (any strategy)": mx["rmse_lower_bound"],
+                    "ratio to the bound": mx["ratio_to_lower_bound"],
+                }]),
+                hide_index=True, width="stretch", key="matrix_error_table",
+                column_config={c: st.column_config.NumberColumn(format="%.3g") for c in (
+                    "expected error per query (RMSE)", "lower bound (any strategy)", "ratio to the bound")},
+            )
+            st.caption("From the queries and the budget only (no data): the root mean square noise of the "
+                       "answers to your queries, and the smallest any strategy could reach (SVD bound).")
+            for note in mx["notes"]:
+                st.warning(note)
+            if "simultaneous_95" in mx:
+                _matrix_extras(mx)
+        elif mech.name == "uniform":
+            st.caption("Uniform's error is mostly from assuming the points are spread evenly; "
+                       "that part depends on the data and cannot be previewed.")
+        elif mech.name == "ug":
+            st.caption("Noise only: the error from spreading each block's count evenly over it depends "
+                       "on the data and is not included.")
+        plan_ok = True
+    except DPCoreError as e:
+        if mech.name == "matrix" and raw.get("workload") == "uploaded" and not raw.get("rectangles"):
+            st.info("The expected error appears here once your rectangles are uploaded.")  # nothing wrong yet
+        else:
+            st.error(str(e))
+        plan_ok = False
+
+    if plan_ok:
+        with st.expander("Expected error of a query you type (before release, costs nothing)"):
+            b = grid.bounds
+            # default: a box of 10 % of the area around the centre
+            f = 0.10 ** 0.5 / 2
+            mx, my = (b.west + b.east) / 2, (b.south + b.north) / 2
+            dx, dy = (b.east - b.west) * f, (b.north - b.south) * f
+            q1, q2, q3, q4 = st.columns(4)
+            qw = q1.number_input("Query west", b.west, b.east, key=state.seed("_w_q_w", mx - dx), format="%.5f")
+            qs = q2.number_input("Query south", b.south, b.north, key=state.seed("_w_q_s", my - dy), format="%.5f")
+            qe = q3.number_input("Query east", b.west, b.east, key=state.seed("_w_q_e", mx + dx), format="%.5f")
+            qn = q4.number_input("Query north", b.south, b.north, key=state.seed("_w_q_n", my + dy), format="%.5f")
+            if qw >= qe or qs >= qn:
+                st.error("The query box needs west < east and south < north.")
+            else:
+                rows, cols, _ = grid.cell_index(np.array([qw, qe]), np.array([qs, qn]))
+                rect = (int(rows[0]), int(rows[1]) + 1, int(cols[0]), int(cols[1]) + 1)
+                qerr = mech.query_error(grid, release_cost, params, rect, sensitivity=agg_sens, n_estimate=n_guess)
+                share = qerr["cells"] / grid.n_cells
+                how = ("exact" if qerr["exact"] else
+                       "approximate: assumes the released areas are evenly spread over the grid")
+                st.markdown(
+                    f"The box covers {fmt.count(qerr['cells'])} cells ({share:.1%} of the area). Its released "
+                    f"count is off by about **±{fmt.count(interval_half_width('normal', qerr['sd']))} people** (95%) from noise alone "
+                    f"(SD {fmt.num(qerr['sd'])}; {how})."
+                )
+                st.caption("Snapped to the grid's cells. The error from spreading counts evenly inside "
+                           "areas depends on the data and is not included.")
+
+        frame.link("release", "Next: release →")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the Plan step chose, read back without widgets: the Release step releases exactly this."""
+
+    mechanism: Any
+    params: dict[str, Any]
+    cost: budget.PrivacyCost
+    ledger: Ledger
+    unit: Unit
+    error: str | None  # why the plan cannot be released (bad parameters, no rectangles ...), or None
+
+
+def selection() -> Selection:
+    """The mechanism, parameters and budget of the Plan step, for the dataset loaded now."""
+    ss = st.session_state
+    ds = state.dataset()
+    mech = mechanisms.get(ss.get("mechanism", "ug"))
+    led = state.ledger()
+    cost = (budget.pure(ss.get("epsilon", state.DEFAULT_EPSILON)) if led.definition == "pure"
+            else budget.zcdp(ss.get("rho", state.DEFAULT_RHO)))
+    cap_user = ss.get("user_cap")
+    # whom this release protects (checked again when charging)
+    unit = Unit("person", cap=int(cap_user)) if ds.table.user_column is not None and cap_user else Unit("record")
+    try:
+        mech.check_budget(cost)  # a mechanism defined for pure ε-DP only is refused under ρ-zCDP
+        params = mech.resolve_params(dict(ss["mech_params"].get(mech.name, {})))
+        if mech.name == "matrix" and params.get("workload") == "uploaded" and not params.get("rectangles"):
+            raise DPCoreError("Upload the query rectangles on the Plan step first.")
+        # the plan's own refusals (a grid too large for the matrix mechanism ...): data-free, cached
+        mech.plan(state.grid(), cost, params, sensitivity=unit.contribution,
+                  n_estimate=ss.get(f"n_guess_{ds.fingerprint}", ds.n_guess or 100_000) if mech.needs_n_guess else None)
+        error = None
+    except DPCoreError as e:
+        params, error = {}, str(e)
+    return Selection(mech, params, cost, led, unit, error)

@@ -1,0 +1,179 @@
+"""Points, Release step: the Release button, then the map (trees browsable by depth) and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dpcore import pipeline
+from dpcore.errors import DPCoreError
+from dpcore.points import viz
+from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
+from ui import confirm, fmt, frame, state
+from ui.kinds.points.plan import selection
+
+
+def release_step() -> None:
+    """The Release step for points (the page script is pages/release.py)."""
+    sel = selection()
+    st.markdown(f"**{sel.mechanism.title}** with {sel.cost.label()}, as planned on the Plan step; "
+                f"unit of privacy: {sel.unit.label()}.")
+    confirm.button("release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now,
+                   sel.mechanism.name, sel.cost, sel.params, sel.ledger)
+    cur = state.current_release()
+    if cur is None:
+        st.caption("Nothing has been released from this data yet.")
+        frame.link("plan", "Back to the plan")
+        return
+    r = cur.release
+    confirm.released(f"{r.mechanism_title}: {fmt.count(int(r.leaf.sum()))} released areas", r.cost, sel.ledger,
+                     r.release_id)
+    st.subheader("Map", anchor="map")
+    _map(cur)
+    st.subheader("Errors", anchor="errors")
+    _errors(cur)
+    frame.link("export")
+
+
+def release_now(mech_name: str, cost: budget.PrivacyCost, params_: dict, ledger: Ledger) -> None:
+    """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
+    files are counted here if needed), charge, release, store."""
+    agg, into, fp = state.aggregate(), st.session_state["releases"], state.dataset().fingerprint  # before the charge
+    rel = pipeline.release_points(agg, mech_name, cost, params_, ledger, session=state.session())
+    state.add_release(rel, into=into, fp=fp, led=ledger)
+
+
+def _map(cur: state.ReleaseEntry) -> None:
+    """The released partition on a map that draws offline; hover shows each area's noisy count."""
+    rel = cur.release
+    c1, c2 = st.columns([3, 1])
+    with c1:
+        basemap = st.toggle("Web basemap (needs the internet)", key=state.persistent("basemap", False),
+                            help="Off by default: the map draws offline on a white background.")
+        state.store("basemap")
+    depth = None
+    if rel.is_tree:
+        height = int(rel.level.max())
+        depth = st.slider(
+            "Tree depth shown", min_value=0, max_value=height,
+            key=state.seed(f"_w_depth_{rel.release_id}", height),
+            help="The partition at this depth of the tree: its nodes there plus the leaves that stopped "
+                 "above it. The deepest level shows the released leaves.",
+        ) if height > 0 else 0
+
+    key = ("map", rel.release_id, basemap, depth, id(st.session_state.get("boundaries")))
+    if cur.exports.get("map_key") != key:
+        fig, info = viz.partition_figure(rel, boundaries=st.session_state.get("boundaries"),
+                                         basemap=basemap, depth=depth)
+        cur.exports["map_fig"], cur.exports["map_info"], cur.exports["map_key"] = fig, info, key
+    fig, info = cur.exports["map_fig"], cur.exports["map_info"]
+
+    if rel.is_tree:
+        left, right = st.columns([3, 1])
+    else:
+        left, right = st.container(), None
+    with left:
+        st.plotly_chart(fig, width="stretch", key="release_map")
+        shown = "released areas" if depth is None else f"areas at depth {depth}"
+        cap = f"{rel.mechanism_title}, {rel.cost.label()}: {fmt.count(info['n_shown'])} {shown}"
+        if info["aggregated"]:
+            cap += (f", drawn as {fmt.count(info['n_polygons'])} blocks (sums of the released counts) "
+                    "so the map stays fast; the export holds every area")
+        st.caption(cap + ". Negative noisy counts are drawn as 0; the export keeps them.")
+    if right is not None:
+        with right:
+            st.markdown("**Tree statistics**")
+            depths = rel.level
+            leaves_per = np.bincount(depths[rel.leaf], minlength=int(depths.max()) + 1)
+            nodes_per = np.bincount(depths, minlength=int(depths.max()) + 1)
+            st.metric("Height", int(depths.max()))
+            st.metric("Leaves", fmt.count(int(rel.leaf.sum())))
+            budgets = rel.budgets()
+            per_depth = pd.DataFrame({
+                "depth": np.arange(len(nodes_per)),
+                "nodes": nodes_per,
+                "leaves": leaves_per,
+                f"{rel.cost.symbol} per count": [
+                    float(np.nanmedian(budgets[depths == d])) if nodes_per[d] else np.nan
+                    for d in range(len(nodes_per))
+                ],
+            })
+            st.dataframe(per_depth, hide_index=True, width="stretch",
+                         column_config={f"{rel.cost.symbol} per count":
+                                        st.column_config.NumberColumn(format="%.3g",
+                                                                      help="median over the nodes of that depth")})
+            phases = [lv for lv in rel.levels if not lv.in_partition and "depth" not in lv.extra]
+            if phases:
+                st.caption("Budget of the other phases: "
+                           + "; ".join(f"{lv.name}: {lv.cost.label()}" for lv in phases))
+
+
+def _errors(cur: state.ReleaseEntry) -> None:
+    """Expected error per level (publishable), then the curator-only error against the truth."""
+    rel = cur.release
+    n_cells = rel.grid.n_cells
+    st.subheader("Expected error per level (from the mechanism, publishable)")
+    rows = []
+    for lv in rel.levels:
+        rows.append({
+            "level": lv.name,
+            lv.cost.symbol: lv.cost.value,
+            "noise": lv.noise.replace("_", " "),
+            "noise scale": lv.scale,
+            "counts": lv.n_counts,
+            "SD per count": lv.sd,
+            "± per count (95%)": lv.ci95,
+            "SD, query of 2%": lv.query_sd(0.02, n_cells) if lv.in_partition else None,
+            "SD, query of 6%": lv.query_sd(0.06, n_cells) if lv.in_partition else None,
+            "SD, query of 10%": lv.query_sd(0.10, n_cells) if lv.in_partition else None,
+        })
+    exp = pd.DataFrame(rows)
+    if any("p_stop_by_noise" in lv.extra for lv in rel.levels):
+        exp["P(stop test decided by noise)"] = [lv.extra.get("p_stop_by_noise") for lv in rel.levels]
+        st.caption("P(stop test decided by noise): for a node holding the count expected under evenly "
+                   "spread data, the chance that noise, not the data, decides whether it is split further.")
+    st.dataframe(exp, hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(format="%.4g")
+                                for c in ["noise scale", "SD per count", "± per count (95%)", "SD, query of 2%",
+                                          "SD, query of 6%", "SD, query of 10%",
+                                          "P(stop test decided by noise)"]})
+    counted = [lv for lv in rel.levels if lv.noise != "discrete_laplace_grid"]  # counts of people only
+    fig = go.Figure(go.Bar(
+        x=[lv.ci95 for lv in counted], y=[lv.name for lv in counted], orientation="h",
+        marker_color="#1f4e79", hovertemplate="%{y}: ± %{x:,.0f} people (95%)<extra></extra>",
+    ))
+    fig.update_layout(
+        title={"text": "± per count (95%), people", "font": {"size": 14}},
+        yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": [lv.name for lv in counted]},
+        height=120 + 24 * len(counted), margin={"l": 10, "r": 10, "t": 40, "b": 30},
+    )
+    st.plotly_chart(fig, width="stretch", key="level_error_chart")
+
+    st.subheader(":red[Not for publication] — error against your true data")
+    st.caption(
+        "Measured on random rectangular range queries covering 2%, 6% and 10% of the area. "
+        "MRE is the mean relative error in percent with a sanity bound of 20 (|true − released| / "
+        "max(true, 20)). These numbers use the true counts: never publish them, and do not pick a "
+        "mechanism by them without accounting for that choice."
+    )
+    if cur.exports.get("empirical_id") != rel.release_id:
+        try:
+            with st.spinner("Answering 1,500 range queries …"):
+                cur.exports["empirical"] = pipeline.empirical_errors(rel, state.aggregate(), n_per_size=500)
+                cur.exports["empirical_id"] = rel.release_id
+        except DPCoreError as e:  # the data could not be counted again (a file moved, an engine failed)
+            st.error(f"The true counts are needed here and could not be made: {e}")
+            return
+    emp = pd.DataFrame(cur.exports["empirical"])
+    emp["query_size"] = emp["query_size"].map(lambda s: f"{s:.0%}" if isinstance(s, float) else s)
+    st.dataframe(
+        emp.rename(columns={"query_size": "query size", "n_queries": "queries", "mre_percent": "MRE (%)",
+                            "mae": "MAE", "rmse": "RMSE", "max_abs_error": "max |error|",
+                            "expected_noise_sd": "expected noise SD"}),
+        hide_index=True, width="stretch",
+        column_config={c: st.column_config.NumberColumn(format="%.4g")
+                       for c in ["MRE (%)", "MAE", "RMSE", "max |error|", "expected noise SD"]},
+    )
