@@ -423,6 +423,35 @@ def test_htf_split_choice() -> None:
     check("HTF root split position (ε_prt + ε_root)", x, y, [], claim, categories=[0, 1, 2, 3])
 
 
+def test_privtree_tree_shape() -> None:
+    """PrivTree's split decisions alone (ε_tree): the number of leaves of a 4 x 4 tree, empty
+    map against one point (the case that reaches 6/7 of ε_tree in the exact check of
+    tests/unit/test_privtree.py).  Categorical events: every possible number of leaves."""
+    mech = mechanisms.get("privtree")
+    eps = 6.0
+    d, d2 = _agg([[0] * 4] * 4), _agg([[1, 0, 0, 0]] + [[0] * 4] * 3)
+    eps_tree, _ = mech.budgets(budget.pure(eps), mech.resolve_params({}))
+    x = runs(lambda s: float(mech.release(d, eps, {}, s).leaf.sum()), 215)
+    y = runs(lambda s: float(mech.release(d2, eps, {}, s).leaf.sum()), 216)
+    check("PrivTree tree shape (ε_tree)", x, y, [], eps_tree, categories=[1, 4, 7, 10, 13, 16])
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_privtree_total(k: int) -> None:
+    """PrivTree's released total (the root: the sum of its noisy leaves) depends on the tree
+    and on the leaf counts: ε_tree + ε_count = ε.  With a cap of k = 2 the differing person
+    adds 2 points to one cell and the mechanism must scale both noises by k."""
+    mech = mechanisms.get("privtree")
+    eps = 2.0
+    c = D_POINTS.counts
+    d = Aggregate(D_POINTS.grid, c, 0, 0, k, None if k == 1 else k)
+    d2 = Aggregate(D_POINTS.grid, c + np.array([[k, 0], [0, 0]]), 0, 0, k, None if k == 1 else k)
+    sd = mech.plan(d.grid, eps, {}, sensitivity=k)[1].sd  # one leaf's noise: a fixed, public spread
+    x = runs(lambda s: mech.release(d, eps, {}, s).noisy[0], 217 + 2 * k)
+    y = runs(lambda s: mech.release(d2, eps, {}, s).noisy[0], 218 + 2 * k)
+    check(f"PrivTree total, cap k={k} (ε=2)", x, y, around(6, 6 + k, sd), eps)
+
+
 # ---------------------------------------------------------------------------------------------
 # hierarchy, O/D and census mechanisms
 # ---------------------------------------------------------------------------------------------

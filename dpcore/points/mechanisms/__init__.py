@@ -10,14 +10,15 @@ from dpcore.points.mechanisms.identity import Identity
 from dpcore.points.mechanisms.kdtree import KDTree
 from dpcore.points.mechanisms.matrix import MatrixMechanism
 from dpcore.points.mechanisms.privelet import Privelet
+from dpcore.points.mechanisms.privtree import PrivTree
 from dpcore.points.mechanisms.quadtree import Quadtree
 from dpcore.points.mechanisms.ug import UniformGrid
 from dpcore.points.mechanisms.uniform import Uniform
 
 REGISTRY: dict[str, PointMechanism] = {
     m.name: m
-    for m in (HTF(), AdaptiveGrid(), UniformGrid(), Quadtree(), KDTree(), Privelet(), MatrixMechanism(), Identity(),
-              Uniform())
+    for m in (HTF(), PrivTree(), AdaptiveGrid(), UniformGrid(), Quadtree(), KDTree(), Privelet(), MatrixMechanism(),
+              Identity(), Uniform())
 }
 
 

@@ -153,6 +153,33 @@ def max_quadtree_height(rows: int, cols: int) -> int:
     return (max(int(rows), int(cols)) - 1).bit_length()
 
 
+def quadrant_children(cur: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Children of the rectangles ``cur`` (rows ``(r0, r1, c0, c1)``) split at their middles.
+
+    Four quadrants, two halves when a rectangle has a single row or column, none for a single
+    cell.  The middle of ``n`` lines is ``ceil(n/2)`` (the southern / western half gets the odd
+    line).  Returns the children's rectangles (those of one parent contiguous, row-major,
+    south-west first) and each child's parent index into ``cur``.
+    """
+    nr = (cur[:, 1] - cur[:, 0] > 1).astype(np.int64) + 1
+    nc = (cur[:, 3] - cur[:, 2] > 1).astype(np.int64) + 1
+    k = nr * nc
+    k[(nr == 1) & (nc == 1)] = 0  # single cells stay leaves
+    owner = np.repeat(np.arange(cur.shape[0]), k)
+    q = np.arange(owner.size) - np.repeat(np.cumsum(k) - k, k)
+    a, b = q // nc[owner], q % nc[owner]
+    r0, r1, c0, c1 = (cur[owner, i] for i in range(4))
+    rmid = r0 + (r1 - r0 + 1) // 2
+    cmid = c0 + (c1 - c0 + 1) // 2
+    split_r = nr[owner] == 2
+    split_c = nc[owner] == 2
+    nr0 = np.where(split_r & (a == 1), rmid, r0)
+    nr1 = np.where(split_r & (a == 0), rmid, r1)
+    nc0 = np.where(split_c & (b == 1), cmid, c0)
+    nc1 = np.where(split_c & (b == 0), cmid, c1)
+    return np.column_stack([nr0, nr1, nc0, nc1]).reshape(-1, 4), owner
+
+
 def quadtree_structure(rows: int, cols: int, height: int) -> tuple[
         NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
     """Rectangles, parent, depth and leaf flag of the quadtree, in level order.
@@ -164,25 +191,10 @@ def quadtree_structure(rows: int, cols: int, height: int) -> tuple[
     first = 0
     for _ in range(height):
         cur = rects[-1]
-        nr = (cur[:, 1] - cur[:, 0] > 1).astype(np.int64) + 1
-        nc = (cur[:, 3] - cur[:, 2] > 1).astype(np.int64) + 1
-        k = nr * nc
-        k[(nr == 1) & (nc == 1)] = 0  # single cells stay leaves
-        if not k.any():
+        children, owner = quadrant_children(cur)
+        if not owner.size:
             break
-        owner = np.repeat(np.arange(cur.shape[0]), k)
-        q = np.arange(owner.size) - np.repeat(np.cumsum(k) - k, k)
-        a, b = q // nc[owner], q % nc[owner]
-        r0, r1, c0, c1 = (cur[owner, i] for i in range(4))
-        rmid = r0 + (r1 - r0 + 1) // 2
-        cmid = c0 + (c1 - c0 + 1) // 2
-        split_r = nr[owner] == 2
-        split_c = nc[owner] == 2
-        nr0 = np.where(split_r & (a == 1), rmid, r0)
-        nr1 = np.where(split_r & (a == 0), rmid, r1)
-        nc0 = np.where(split_c & (b == 1), cmid, c0)
-        nc1 = np.where(split_c & (b == 0), cmid, c1)
-        rects.append(np.column_stack([nr0, nr1, nc0, nc1]))
+        rects.append(children)
         parents.append(owner + first)
         first += cur.shape[0]
     depth = np.concatenate([np.full(r.shape[0], d, dtype=np.int64) for d, r in enumerate(rects)])
@@ -282,4 +294,5 @@ class Quadtree(PointMechanism):
         )
 
 
-__all__ = ["Quadtree", "level_budgets", "node_budgets", "path_remainders", "quadtree_structure"]
+__all__ = ["Quadtree", "level_budgets", "node_budgets", "path_remainders", "quadrant_children",
+           "quadtree_structure"]
