@@ -79,7 +79,7 @@ from dpcore.data.queries import random_rectangles
 from dpcore.errors import ParameterError
 from dpcore.estimate import greedy_h as gh
 from dpcore.estimate.tree_inference import consistent_release
-from dpcore.points.mechanisms.base import Param, PointMechanism, count_level, part
+from dpcore.points.mechanisms.base import Param, PointMechanism, count_level
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.points.workload_io import RectangleList, map_to_grid
 from dpcore.privacy.budget import PrivacyCost, pure
