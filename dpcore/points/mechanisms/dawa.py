@@ -6,7 +6,8 @@ linearised by the Hilbert curve, the 1-D algorithm runs on the sequence):
 1. **Private partition** (Sec. 3), ``ε₁ = partition_share · ε`` (¼ by default).  The sequence
    is cut into buckets minimising ``Σ_b (dev(x, b) + k/ε₂)``, ``dev(x, b) = Σ_{i∈b}|x_i − x̄_b|``
    the L1 error of spreading the bucket's count evenly and ``k/ε₂`` the expected absolute
-   noise of its count in stage 2; every candidate bucket's cost gets noise.  As the paper does
+   noise of its count in stage 2 (plus, ours, twice the cost noise's scale: see
+   :func:`bucket_penalty`); every candidate bucket's cost gets noise.  As the paper does
    for speed (Sec. 3.3), buckets are intervals whose length is a power of two; we take the
    *aligned* ones (start a multiple of the length), so the optimum is a bottom-up tree
    recursion, ``O(n)`` after ``O(n log n)`` exact integer costs, and every bucket is a square
