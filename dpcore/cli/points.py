@@ -44,7 +44,7 @@ def add_points_parser(rsub: Any) -> argparse.ArgumentParser:
     pts.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="mechanism parameter (repeatable)")
     pts.add_argument("--workload-file", metavar="FILE",
-                     help="matrix mechanism: your queries as a CSV of lon/lat rectangles (lon_min, lat_min, "
+                     help="matrix and DAWA mechanisms: your queries as a CSV of lon/lat rectangles (lon_min, lat_min, "
                           "lon_max, lat_max; optional name, weight, group), or the release.json of an earlier "
                           "release to repeat its workload; sets --param workload=uploaded")
     pts.add_argument("--out", required=True, help="output folder for release.csv/.geojson/.json")
@@ -205,9 +205,9 @@ def execute_points(spec: ReleaseSpec) -> int:
     if args.workload_file:
         from dpcore.points.workload_io import read_rectangles
 
-        if mech.name != "matrix":
-            raise ParameterError(f"--workload-file is for the matrix mechanism (--mechanism matrix), not "
-                                 f"'{mech.name}'.")
+        if mech.name not in ("matrix", "dawa"):
+            raise ParameterError(f"--workload-file is for the matrix and DAWA mechanisms (--mechanism matrix "
+                                 f"or dawa), not '{mech.name}'.")
         if raw.get("workload", "uploaded") != "uploaded":
             raise ParameterError(f"--workload-file gives uploaded rectangles, but --param workload={raw['workload']} "
                                  "asks for another workload; drop one of the two.")

@@ -452,6 +452,31 @@ def test_privtree_total(k: int) -> None:
     check(f"PrivTree total, cap k={k} (ε=2)", x, y, around(6, 6 + k, sd), eps)
 
 
+DAWA_PARAMS = {"partition_share": 0.5}
+
+
+def test_dawa_partition_choice() -> None:
+    """DAWA's buckets are chosen by the noisy-min over the intervals that hold the changed cell
+    (ε₁ = ε/2 here): the number of buckets is a function of the partition alone."""
+    mech = mechanisms.get("dawa")
+    eps = 8.0
+    d, d2 = _agg([[3, 0], [0, 2]]), _agg([[4, 0], [0, 2]])
+    x = runs(lambda s: float(mech.release(d, eps, DAWA_PARAMS, s).n_rects), 225)
+    y = runs(lambda s: float(mech.release(d2, eps, DAWA_PARAMS, s).n_rects), 226)
+    check("DAWA partition (ε₁)", x, y, [], eps * 0.5, categories=[1, 2, 3, 4])
+
+
+def test_dawa_total() -> None:
+    """The released total (sum of the bucket estimates) depends on both stages: ε in all.  The
+    thresholds' SD comes from a pilot sample of its own (seed 229), not from the audited ones."""
+    mech = mechanisms.get("dawa")
+    eps = 3.0
+    x = runs(lambda s: float(mech.release(D_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 227)
+    y = runs(lambda s: float(mech.release(D2_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 228)
+    sd = float(np.std(runs(lambda s: float(mech.release(D_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 229, 300)))
+    check("DAWA total (ε)", x, y, around(6, 7, sd), eps)
+
+
 # ---------------------------------------------------------------------------------------------
 # hierarchy, O/D and census mechanisms
 # ---------------------------------------------------------------------------------------------

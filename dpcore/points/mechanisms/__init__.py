@@ -5,6 +5,7 @@ from __future__ import annotations
 from dpcore.errors import ParameterError
 from dpcore.points.mechanisms.ag import AdaptiveGrid
 from dpcore.points.mechanisms.base import Param, PointMechanism
+from dpcore.points.mechanisms.dawa import DAWA
 from dpcore.points.mechanisms.htf import HTF
 from dpcore.points.mechanisms.identity import Identity
 from dpcore.points.mechanisms.kdtree import KDTree
@@ -17,7 +18,7 @@ from dpcore.points.mechanisms.uniform import Uniform
 
 REGISTRY: dict[str, PointMechanism] = {
     m.name: m
-    for m in (HTF(), PrivTree(), AdaptiveGrid(), UniformGrid(), Quadtree(), KDTree(), Privelet(), MatrixMechanism(),
+    for m in (HTF(), PrivTree(), DAWA(), AdaptiveGrid(), UniformGrid(), Quadtree(), KDTree(), Privelet(), MatrixMechanism(),
               Identity(), Uniform())
 }
 

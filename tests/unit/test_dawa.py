@@ -1,0 +1,206 @@
+"""DAWA (Li, Hay, Miklau & Wang, PVLDB 2014): Hilbert order, the dyadic partition, the
+sensitivity of stage 1, the hierarchy over buckets and the release."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.estimate import greedy_h as gh
+from dpcore.points import mechanisms
+from dpcore.points.mechanisms import dawa as D
+from dpcore.privacy.noise import NoiseSource, discrete_laplace_variance
+
+B = Bounds(0.0, 0.0, 1.0, 1.0)
+
+
+def _agg(counts: np.ndarray) -> Aggregate:
+    counts = np.asarray(counts, dtype=np.int64)
+    return Aggregate(Grid(B, *counts.shape), counts, 0, 0, 1, None)
+
+
+@pytest.mark.parametrize("order", [0, 1, 2, 3, 5])
+def test_hilbert_is_a_bijection_of_adjacent_cells(order: int) -> None:
+    r, c = gh.hilbert_cells(order)
+    n = 1 << order
+    assert sorted((r * n + c).tolist()) == list(range(n * n))
+    if n > 1:
+        assert np.all(np.abs(np.diff(r)) + np.abs(np.diff(c)) == 1)  # a curve: neighbours step by one
+
+
+def test_aligned_hilbert_blocks_are_rectangles() -> None:
+    rr, cc = gh.hilbert_cells(4)
+    grid = Grid(B, 16, 16)
+    for ln in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        start = np.arange(0, 256, ln)
+        rects = D._block_rects(rr, cc, start, np.full(start.size, ln), grid)
+        for s, (r0, r1, c0, c1) in zip(start.tolist(), rects.tolist(), strict=True):
+            cells = {(int(a), int(b)) for a, b in zip(rr[s:s + ln], cc[s:s + ln], strict=True)}
+            assert cells == {(a, b) for a in range(r0, r1) for b in range(c0, c1)}
+
+
+def _dev_exact(x: np.ndarray) -> float:
+    return float(np.abs(x - x.mean()).sum())
+
+
+def test_costs_are_the_rounded_l1_deviation() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 9, 16)
+    costs = gh.dyadic_deviation_costs(x, 4)
+    for lv, c in enumerate(costs):
+        ln = 1 << lv
+        want = [math.floor(16 * _dev_exact(x[i:i + ln]) + 0.5) for i in range(0, 16, ln)]
+        assert c.tolist() == want
+
+
+def _all_partitions(n: int, start: int = 0):
+    """Every partition of [start, start+n) into aligned dyadic intervals, as (start, length) lists."""
+    if n == 1:
+        yield [(start, 1)]
+        return
+    yield [(start, n)]
+    for left in _all_partitions(n // 2, start):
+        for right in _all_partitions(n // 2, start + n // 2):
+            yield left + right
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_partition_dp_matches_brute_force(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 5, 8) * rng.integers(0, 2, 8)
+    costs = [c + 7 for c in gh.dyadic_deviation_costs(x, 4)]  # + a bucket penalty
+    chosen = gh.optimal_dyadic_partition(costs)
+    got = sorted((int(i) << lv, 1 << lv) for lv, sel in enumerate(chosen) for i in np.flatnonzero(sel))
+
+    def total(p):
+        return sum(int(costs[int(math.log2(ln))][s // ln]) for s, ln in p)
+
+    best = min(total(p) for p in _all_partitions(8))
+    assert total(got) == best
+    assert sum(ln for _, ln in got) == 8
+
+
+def test_ties_prefer_the_whole_interval() -> None:
+    costs = [np.array([1, 1]), np.array([2])]
+    chosen = gh.optimal_dyadic_partition(costs)
+    assert chosen[1].tolist() == [True] and chosen[0].tolist() == [False, False]
+
+
+def test_stage_one_sensitivity_brute_force() -> None:
+    """Adding one point anywhere moves every interval's lattice cost by at most Δ = 32, and only
+    the costs of intervals holding the changed cell (the premise of the privacy argument)."""
+    worst = 0
+    for x in itertools.product(range(3), repeat=4):
+        x = np.array(x + (0, 0, 1, 2))
+        base = gh.dyadic_deviation_costs(x, D.FRAC_BITS)
+        for i in range(8):
+            y = x.copy()
+            y[i] += 1
+            moved = gh.dyadic_deviation_costs(y, D.FRAC_BITS)
+            for lv, (a, b) in enumerate(zip(base, moved, strict=True)):
+                diff = np.abs(a - b)
+                holder = i >> lv
+                assert np.all(np.delete(diff, holder) == 0)
+                worst = max(worst, int(diff[holder]))
+    assert 0 < worst <= D.COST_SENSITIVITY
+
+
+def test_level_decomposition_counts_canonical_nodes() -> None:
+    tree = gh.BucketTree(8)
+    cov = np.zeros(8)
+    cov[1:7] = 1.0  # [1, 7): nodes 1 | 2-3 | 4-5 | 6
+    assert gh.level_decomposition(tree, cov).tolist() == [2.0, 2.0, 0.0, 0.0]
+    cov = np.ones(8)
+    assert gh.level_decomposition(tree, cov).tolist() == [0.0, 0.0, 0.0, 1.0]
+    cov = np.array([0.5, 1, 1, 1, 1, 0, 0, 0.25])  # [1, 5) = 1 | 2-3 | 4; partial buckets: squared share
+    assert gh.level_decomposition(tree, cov).tolist() == [2.0 + 0.25 + 0.0625, 1.0, 0.0, 0.0]
+    odd = gh.BucketTree(5)
+    assert gh.level_decomposition(odd, np.ones(5)).sum() == 1.0
+
+
+def test_level_weights_minimise_the_decomposition_error() -> None:
+    counts = np.array([40.0, 9.0, 3.0, 1.0])
+    w = gh.level_weights(counts)
+    assert w.sum() == pytest.approx(1.0)
+    err = float((counts / w**2).sum())
+    assert err == pytest.approx(gh.cube_root_rule_variance(counts, 1.0))
+    rng = np.random.default_rng(1)
+    for _ in range(200):  # no other split does better
+        v = rng.dirichlet(np.ones(4))
+        assert float((counts / v**2).sum()) >= err * (1 - 1e-12)
+
+
+def _clustered(side: int = 32, n: int = 4000, seed: int = 0) -> Aggregate:
+    rng = np.random.default_rng(seed)
+    r = np.clip(rng.normal(side * 0.3, 2, n), 0, side - 1).astype(int)
+    c = np.clip(rng.normal(side * 0.6, 3, n), 0, side - 1).astype(int)
+    counts = np.zeros((side, side), dtype=np.int64)
+    np.add.at(counts, (r, c), 1)
+    return _agg(counts)
+
+
+def test_release_tiles_the_grid_and_is_reproducible() -> None:
+    agg = _agg(_clustered(24).counts[:, :20])  # 24 × 20: padded to 32 × 32
+    mech = mechanisms.get("dawa")
+    rel = mech.release(agg, 1.0, {}, NoiseSource(seed=3))
+    cover = np.zeros(agg.grid.shape, dtype=int)
+    for r0, r1, c0, c1 in rel.rects.tolist():
+        cover[r0:r1, c0:c1] += 1
+    assert np.all(cover == 1)
+    again = mech.release(agg, 1.0, {}, NoiseSource(seed=3))
+    assert np.array_equal(rel.noisy, again.noisy) and np.array_equal(rel.rects, again.rects)
+    assert rel.public["buckets"] == rel.n_rects
+    assert np.all(rel.sd > 0) and np.all(np.isfinite(rel.ci95))
+
+
+def test_stage_two_is_unbiased_with_the_planned_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the partition fixed, the bucket estimates are unbiased and their spread matches
+    the exact least-squares SD the release reports; each level's noise has the planned SD."""
+    agg = _clustered(16, 3000, seed=2)
+    mech = mechanisms.get("dawa")
+    fixed = gh.optimal_dyadic_partition(gh.dyadic_deviation_costs(np.zeros(256, dtype=np.int64), 4))
+    monkeypatch.setattr(gh, "optimal_dyadic_partition", lambda costs: fixed)  # one bucket: the grid
+    runs = [mech.release(agg, 2.0, {}, NoiseSource(seed=100 + i)) for i in range(400)]
+    est = np.array([r.noisy.sum() for r in runs])
+    sd = runs[0].sd.sum()
+    assert runs[0].n_rects == 1
+    assert abs(est.mean() - agg.total) < 5 * sd / math.sqrt(len(runs))
+    assert est.std() == pytest.approx(sd, rel=0.15)
+    leaf = runs[0].levels[-1]
+    assert leaf.sd == pytest.approx(math.sqrt(discrete_laplace_variance(leaf.scale)))
+    eps1, eps2 = D.DAWA.budgets(D.pure(2.0), mech.resolve_params({}))
+    assert leaf.cost.value == pytest.approx(eps2)  # one bucket: the whole stage-2 budget on it
+    assert runs[0].levels[0].cost.value == pytest.approx(eps1) and eps1 == pytest.approx(0.5)
+
+
+def test_plan_is_data_free_and_costs_add_up() -> None:
+    grid = Grid(B, 32, 32)
+    mech = mechanisms.get("dawa")
+    levels = mech.plan(grid, 1.0, {"partition_share": 0.3})
+    assert math.fsum(lv.cost.value for lv in levels) <= 1.0 + 1e-12
+    assert levels[0].cost.value == pytest.approx(0.3)
+    assert levels[0].scale == pytest.approx(4 / 0.3)  # 4k/ε₁ points
+    assert levels[-1].in_partition and levels[-1].n_counts == grid.n_cells
+    assert levels[-1].extra["workload_noise_sd_bound"]["mean"] > 0
+    capped = mech.plan(grid, 1.0, {"partition_share": 0.3}, sensitivity=3)
+    assert capped[0].scale == pytest.approx(3 * levels[0].scale)
+    assert capped[-1].scale == pytest.approx(3 * levels[-1].scale)
+
+
+def test_zcdp_refused_and_uploaded_workload() -> None:
+    from dpcore.errors import ParameterError
+    from dpcore.privacy.budget import zcdp
+
+    mech = mechanisms.get("dawa")
+    grid = Grid(B, 16, 16)
+    with pytest.raises(ParameterError, match="pure"):
+        mech.plan(grid, zcdp(0.5), {})
+    with pytest.raises(ParameterError, match="rectangles"):
+        mech.plan(grid, 1.0, {"workload": "uploaded"})
+    rects = [{"west": 0.0, "south": 0.0, "east": 0.5, "north": 0.5}]
+    levels = mech.plan(grid, 1.0, {"workload": "uploaded", "rectangles": rects})
+    assert levels[-1].in_partition
