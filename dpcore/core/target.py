@@ -19,9 +19,11 @@ counts' noises are independent).  The half-width at coverage ``c`` comes from
 * **exact**, when a count's error is one draw of the level's discrete Laplace or discrete
   Gaussian (its SD equals the noise's exact SD): the smallest integer ``h`` with
   ``P(|X| <= h) >= c`` under the exact pmf;
-* **normal approximation** otherwise (least-squares or TopDown post-processing, sums of noisy
-  cells, wavelets): ``z_c`` times the level's SD (its largest SD, ``details["sd_max"]``, where the
-  plan gives one).  Few Laplace terms have heavier tails than the normal; the plan says so.
+* otherwise (least-squares or TopDown post-processing, sums of noisy cells, wavelets) from the
+  level's SD (its largest, ``details["sd_max"]``, where the plan gives one): ``z_c·sd`` under
+  zCDP (Gaussian noise stays Gaussian); under pure DP the larger of that and the quantile of a
+  single Laplace variable with that SD, since a sum of Laplace terms has heavier tails than the
+  normal (at 95 %: 2.12 instead of 1.96 SDs).  The simulation tests check both.
 
 A relative target ("within 10 % for areas of at least 1,000") is the absolute target ``0.10 ×
 1,000 = 100`` at that level: the noise does not depend on the count, so an area of 1,000 or more
@@ -224,17 +226,23 @@ def _single_draw(row: PlanRow) -> bool:
     return math.isclose(sd, row.sd, rel_tol=1e-6)
 
 
-def row_half_width(row: PlanRow, coverage: float = 0.95) -> tuple[float, str]:
+def row_half_width(row: PlanRow, coverage: float = 0.95, definition: str = "zcdp") -> tuple[float, str]:
     """``(h, method)``: every count of ``row``'s level is within ``±h`` with probability ``coverage``.
 
-    ``method`` is ``"exact"`` (quantile of the exact discrete noise), ``"normal"`` (normal
-    approximation from the level's SD, its largest where the plan gives ``sd_max``) or ``"none"``
-    (no noise).
+    ``method`` is ``"exact"`` (quantile of the exact discrete noise: one draw per count),
+    ``"normal"`` (``z·sd``, for Gaussian noise post-processed: sums and least-squares
+    combinations of Gaussians are Gaussian), ``"conservative"`` (Laplace noise post-processed,
+    ``definition="pure"``: the larger of ``z·sd`` and the quantile of one Laplace variable with that
+    SD, ``sd/√2 · ln(1/(1 − c))``, since a weighted sum of Laplace terms may be dominated by one;
+    Xiao, Wang & Gehrke 2010) or ``"none"`` (no noise).  ``sd`` is the level's largest SD where
+    the plan gives ``details["sd_max"]``, else its SD.
 
     >>> from dpcore.privacy.budget import pure
     >>> row = PlanRow(0, "cells", pure(1.0), "discrete_laplace", 1.0, 1, 16, 1.3567, 3.0, 0.85, None)
-    >>> row_half_width(row, 0.95)   # the sd is not the exact one: treated as post-processed
-    (2.659..., 'normal')
+    >>> row_half_width(row, 0.95, "pure")   # the sd is not one draw's: post-processed Laplace noise
+    (2.877..., 'conservative')
+    >>> row_half_width(row, 0.95, "zcdp")[1]
+    'normal'
     """
     if row.sd == 0:
         return 0.0, "none"
@@ -244,7 +252,10 @@ def row_half_width(row: PlanRow, coverage: float = 0.95) -> tuple[float, str]:
         return float(interval_half_width(row.noise, row.scale, coverage)), "exact"
     sd = row.details.get("sd_max") if isinstance(row.details, Mapping) else None
     sd = float(sd) if isinstance(sd, (int, float)) and math.isfinite(sd) and sd >= row.sd else float(row.sd)
-    return float(interval_half_width("normal", sd, coverage)), "normal"
+    normal = float(interval_half_width("normal", sd, coverage))
+    if definition == "pure":
+        return max(normal, float(interval_half_width("laplace", sd, coverage))), "conservative"
+    return normal, "normal"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,7 +346,7 @@ class _Planner:
 
     def ratios(self, plan: Plan) -> list[float]:
         """Per target, its half-width over the target (<= 1: met)."""
-        return [row_half_width(plan.rows[i], t.coverage)[0] / t.half_width
+        return [row_half_width(plan.rows[i], t.coverage, self.definition)[0] / t.half_width
                 for i, t in zip(self.rows_of, self.targets, strict=True)]
 
     def meets(self, total: float, weights: Sequence[float] | None = None) -> bool:
@@ -458,8 +469,9 @@ def plan_for_targets(mechanism: Mechanism, domain: Any, targets: Sequence[Target
         raise ParameterError("State at least one target, e.g. --target \"level=tract,abs=50,coverage=0.95\".")
     if definition not in ("pure", "zcdp"):
         raise ParameterError(f"The budget is ε ('pure') or ρ ('zcdp'), not {definition!r}.")
-    if not 0.0 <= min_share < 1.0:
-        raise ParameterError(f"min_share must lie in [0, 1) (got {min_share!r}).")
+    if not 0.0 < min_share < 1.0:
+        raise ParameterError(f"min_share must lie strictly between 0 and 1 (got {min_share!r}): every measured level "
+                             "needs some budget, e.g. 0.01.")
     key = (mechanism.kind, mechanism.name)
     if key in DATA_DEPENDENT:
         raise ParameterError(f"No target-error plan for {mechanism.title}: {DATA_DEPENDENT[key]}")
@@ -500,12 +512,15 @@ def plan_for_targets(mechanism: Mechanism, domain: Any, targets: Sequence[Target
     for i, r in enumerate(final.rows):
         t = targets[rows_of.index(i)] if i in rows_of else None
         cov = t.coverage if t else 0.95
-        h, method = row_half_width(r, cov)
+        h, method = row_half_width(r, cov, definition)
         levels.append(LevelOutcome(r.name, int(r.n_counts), r.cost.value if r.cost is not None else None,
                                    float(r.sd), cov, h, method, t))
     if any(lv.method == "normal" and lv.target for lv in levels):
-        notes.append("Levels marked 'normal' use the normal approximation of their error (post-processed or summed "
-                     "noise); few Laplace terms have somewhat heavier tails.")
+        notes.append("Levels marked 'normal' combine several Gaussian noises (post-processing or sums): their error "
+                     "is normal with the plan's SD.")
+    if any(lv.method == "conservative" and lv.target for lv in levels):
+        notes.append("Levels marked 'conservative' combine several Laplace noises (post-processing or sums): the "
+                     "half-width is the larger of the normal one and that of a single Laplace with the same SD.")
     return Proposal(mechanism.kind, mechanism.name, final.cost, out_params, how, tuple(levels),
                     tuple(dict.fromkeys(notes)), final)
 
@@ -586,7 +601,7 @@ def _level_need(pl: _Planner, k: int, lv: int, row: int, target: Target, total: 
     def ok(b: float) -> bool:
         w = [others] * k
         w[lv] = b
-        h, _ = row_half_width(pl.plan(sum(w), w).rows[row], target.coverage)
+        h, _ = row_half_width(pl.plan(sum(w), w).rows[row], target.coverage, pl.definition)
         return h <= target.half_width * (1 + 1e-12)
 
     hi = total / k
