@@ -240,7 +240,7 @@ def row_half_width(row: PlanRow, coverage: float = 0.95, definition: str = "zcdp
     >>> from dpcore.privacy.budget import pure
     >>> row = PlanRow(0, "cells", pure(1.0), "discrete_laplace", 1.0, 1, 16, 1.3567, 3.0, 0.85, None)
     >>> row_half_width(row, 0.95, "pure")   # the sd is not one draw's: post-processed Laplace noise
-    (2.877..., 'conservative')
+    (2.873..., 'conservative')
     >>> row_half_width(row, 0.95, "zcdp")[1]
     'normal'
     """
