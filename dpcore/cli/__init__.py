@@ -7,6 +7,8 @@
         --mechanism exact --epsilon E --split uniform --out DIR
     python -m dpcore release od --input FILE --hierarchy FILE --code-column COL \
         --prefix-lengths 2,5,11,12,15 --epsilon E --delta D --out DIR
+    python -m dpcore plan hierarchy --levels state,county,tract --areas AREAS.csv \
+        --mechanism topdown_l2 --target "level=tract,abs=50,coverage=0.95" [--rho] [--json]
     python -m dpcore evaluate points --input FILE|synthetic:SIGMA:N --bounds W,S,E,N \
         --grid R,C --mechanisms ug,identity --epsilon 0.1,0.3,0.5 --out DIR
 
@@ -19,7 +21,7 @@ import argparse
 import sys
 
 from dpcore import __version__
-from dpcore.cli import areas, flows, points, run
+from dpcore.cli import areas, flows, plan, points, run
 from dpcore.core.spec import KINDS, ReleaseSpec
 from dpcore.errors import DPCoreError, ParameterError
 
@@ -44,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     hi = areas.add_hierarchy_parser(rsub)
     od = flows.add_od_parser(rsub)
     run.add_run_parser(sub)
+    plan.add_plan_parser(sub)
     p.release_parsers = {"points": pts, "census": cen, "hierarchy": hi, "od": od}  # type: ignore[attr-defined]
 
     ev = sub.add_parser("evaluate", help="compare mechanisms on range queries (curator-only)")
@@ -83,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                 return run.execute(ReleaseSpec.from_args(args.kind, args))
             raise ParameterError("Say what to release: 'python -m dpcore release points ...', "
                                  "'... release hierarchy ...', '... release census ...' or '... release od ...'.")
+        if args.command == "plan":
+            return plan.cmd_plan(args)
         if args.command == "run":
             return run.cmd_run(parser, args)
         if args.command == "evaluate":
