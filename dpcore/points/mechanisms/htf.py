@@ -52,7 +52,11 @@ Noise (DESIGN rule 2)
     at most ``2k/g + 1`` grid steps.  We therefore use
     ``t = (2k + g)·(2T+1)/ε'_prt``: each evaluation spends exactly ``ε'_prt/(2T+1)``, the
     paper's allocation (Sec. 4.1.2); the Laplace scale is ``2k(2T+1)/ε'_prt`` times ``1 + g/(2k)``
-    (28,013.7 instead of 28,000 for T = 3, ε'_prt = 5e-4).  An exact rational mechanism
+    (28,013.7 instead of 28,000 for T = 3, ε'_prt = 5e-4).  With a cap ``k > 1`` one person
+    can move up to ``m = min(k, nodes)`` disjoint nodes of a level, each by one more grid
+    step, so the level's scale uses ``2k + (m + ⌊m/8⌋)·g`` (the ⌊m/8⌋ absorbs the float
+    error; :func:`~dpcore.points.mechanisms.htf_tree.rounding_steps` has the proof);
+    for ``k = 1`` nothing changes.  An exact rational mechanism
     on ``A1·A2·o_k`` would avoid the rounding term, but its lattice is so fine that the
     scale (``2k(2T+1)·A1·A2/ε'_prt``) overflows 64-bit noise on a 1024² grid.
 
