@@ -103,3 +103,74 @@ class TestHTFSplitMargin:
         expected = {objective_scale(k, 3, b.eps_prt_level, n) for n in (1, 2, 4)}
         assert set(noise.scales) == expected
         assert len(expected) == 3  # the deeper levels pay for up to min(k, nodes) steps
+
+
+class TestPriveletExactCoefficients:
+    """The nominal transform divides by fan-outs: float coefficients of large counts are off
+    by many grid steps, so a neighbour's grid values could move by more than the accounting's
+    ``|Δc|/g_c + 1`` steps.  The release rounds the exact coefficients instead."""
+
+    @staticmethod
+    def _setup():
+        from dpcore.estimate import privelet as pv
+
+        axes = (pv.Axis.nominal("n", [np.repeat(np.arange(3), 3)]),)
+        plan = pv._noise_plan(axes, 1.0, 1)
+        g = np.array([0 if k is None else k for k in plan.exponents])[plan.classes]
+        base = np.array([2**48 + v for v in (1, 7, 2, 9, 4, 4, 0, 5, 3)], dtype=np.int64)
+        return pv, axes, plan, g, base
+
+    @staticmethod
+    def _loss(pv, plan, g, u0, u1) -> Fraction:
+        loss = Fraction(0)
+        for c in np.flatnonzero(np.asarray(u0 != u1)):
+            w = plan.weights[plan.classes[c]]
+            step = Fraction(2) ** int(g[c])
+            loss += abs(int(u1[c]) - int(u0[c])) * step * w / plan.lam
+        return loss
+
+    def test_neighbours_within_the_accounting(self) -> None:
+        from dpcore.estimate.privelet_exact import exact_grid_units
+
+        pv, axes, plan, g, base = self._setup()
+        tfs = [a._tf for a in axes]
+        worst_exact = worst_float = Fraction(0)
+        for j in range(base.size):
+            other = base.copy()
+            other[j] += 1
+            u0 = exact_grid_units(base, tfs, plan.classes, plan.exponents)
+            u1 = exact_grid_units(other, tfs, plan.classes, plan.exponents)
+            worst_exact = max(worst_exact, self._loss(pv, plan, g, u0, u1))
+            f0 = np.rint(np.ldexp(pv.forward(base.astype(float), axes), -g))
+            f1 = np.rint(np.ldexp(pv.forward(other.astype(float), axes), -g))
+            worst_float = max(worst_float, self._loss(pv, plan, g, f0, f1))
+        assert worst_exact <= 1
+        assert worst_float > 1  # the float path this replaces: the adversarial input is real
+
+    def test_exact_units_match_fractions(self) -> None:
+        from dpcore.estimate.privelet_exact import exact_grid_units
+
+        pv, axes, plan, g, base = self._setup()
+        u = exact_grid_units(base, [a._tf for a in axes], plan.classes, plan.exponents)
+        # the nominal coefficients by hand: root total, group sum − total/3, leaf − group/3
+        x = [Fraction(int(v)) for v in base]
+        groups = [sum(x[3 * i:3 * i + 3]) for i in range(3)]
+        total = sum(groups)
+        coeffs = [total] + [s - total / 3 for s in groups] + [x[i] - groups[i // 3] / 3 for i in range(9)]
+        for c, (value, kk) in enumerate(zip(coeffs, g.tolist(), strict=True)):
+            q = value / Fraction(2) ** kk
+            assert int(u[c]) == (2 * q + 1) // 2  # round half up, exactly
+
+    def test_release_rounds_the_exact_coefficients(self, monkeypatch) -> None:
+        pv, axes, plan, g, base = self._setup()
+        seen = []
+        real = pv.exact_grid_units
+
+        def spy(*args, **kw):
+            out = real(*args, **kw)
+            seen.append(out)
+            return out
+
+        monkeypatch.setattr(pv, "exact_grid_units", spy)
+        rel = pv.release(base, axes, 1.0, NoiseSource(3))
+        assert len(seen) == 1 and np.isfinite(rel.noisy).all()
