@@ -549,6 +549,14 @@ class HTF(PointMechanism):
         return (depth % 2 == 0) == (p["first_axis"] == "x")
 
     # -- release (Algorithms 2–3) ------------------------------------------------------------------
+    def check_aggregate(self, aggregate: Aggregate) -> None:
+        """Refuse ``2^36`` points or more (the float bound of the split objective), before the charge."""
+        if int(np.asarray(aggregate.counts, dtype=np.int64).sum()) >= MAX_POINTS:
+            raise ParameterError(
+                f"HTF's split objective is exact for fewer than {MAX_POINTS:,} points; split the "
+                "data (e.g. by period) into smaller releases."
+            )
+
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
@@ -557,11 +565,7 @@ class HTF(PointMechanism):
         k = int(aggregate.sensitivity)
         counts = np.asarray(aggregate.counts, dtype=np.int64)
         n_true = int(counts.sum())
-        if n_true >= MAX_POINTS:
-            raise ParameterError(
-                f"HTF's split objective is exact for fewer than {MAX_POINTS:,} points; split the "
-                "data (e.g. by period) into smaller releases."
-            )
+        self.check_aggregate(aggregate)  # the pipeline ran it before the charge; kept for direct calls
         hmax = max_height(grid)
         public: dict[str, Any] = {}
         # Phase H (Sec. 4.2, Eqs. 9–10)
