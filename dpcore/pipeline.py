@@ -107,6 +107,7 @@ def release_points(
             f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the budget "
             f"cap {ledger.cap.label()} is left. Lower ε, or raise the cap if your policy allows it."
         )
+    mech.check_data(plan, aggregate)  # refusals that depend on the data come before the charge
     return _release(session, ledger, plan, lambda: mech.release(plan, aggregate, _noise(noise)))
 
 

@@ -483,6 +483,14 @@ privacy definition (CLI: --epsilon), or a mechanism that supports ρ-zCDP.
         """Draw the noise for ``plan`` over ``aggregate`` (its true counts) and return the release.
         Spends ``plan.cost``: the session charges it before calling."""
 
+    def check_data(self, plan: Plan, aggregate: Any) -> None:
+        """Refusals that depend on the data, run by the pipeline *before* the session charges.
+
+        A release that would be refused for its data (too many points, counts aggregated for
+        another plan) must not cost budget; the default accepts everything.
+        """
+        return None
+
     def check_plan(self, plan: Plan) -> None:
         """Refuse a plan made by another mechanism."""
         if (plan.kind, plan.mechanism) != (self.kind, self.name):

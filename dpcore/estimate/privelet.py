@@ -77,6 +77,7 @@ from typing import Literal
 import numpy as np
 
 from dpcore.errors import ParameterError
+from dpcore.estimate.privelet_exact import exact_grid_units
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = [
@@ -228,6 +229,10 @@ class _Transform:
     def inverse(self, c: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def forward_int(self, z: np.ndarray) -> tuple[np.ndarray, int]:
+        """``(M·forward(z), M)`` in exact integers (``z`` integer, int64 or object)."""
+        return z.copy(), 1
+
     def weights(self) -> np.ndarray:
         raise NotImplementedError
 
@@ -284,6 +289,18 @@ class _Haar(_Transform):
             blocks.append((left - right) * 0.5)
             a = (left + right) * 0.5
         return np.concatenate([a] + blocks[::-1], axis=0)
+
+    def forward_int(self, z):
+        # unnormalised sums: the stage-m difference is 2^m times its coefficient
+        a = np.zeros((self.padded,) + z.shape[1:], dtype=z.dtype)
+        a[: z.shape[0]] = z
+        blocks, m = [], 0
+        while a.shape[0] > 1:
+            m += 1
+            pairs = a.reshape((a.shape[0] // 2, 2) + a.shape[1:])
+            blocks.append((pairs[:, 0] - pairs[:, 1]) * (1 << (self.l - m)))
+            a = pairs[:, 0] + pairs[:, 1]
+        return np.concatenate([a] + blocks[::-1], axis=0), 1 << self.l
 
     def inverse(self, c):
         a = c[0:1]
@@ -378,6 +395,17 @@ class _Nominal(_Transform):
             mean = ls[k - 1] / self._col(k, self.fan[k], x.ndim)
             out.append(ls[k] - mean[self.parent[k]])
         return np.concatenate(out, axis=0)
+
+    def forward_int(self, z):
+        L = math.lcm(*(int(f) for fan in self.fan[1:] for f in np.unique(fan).tolist() if f > 0))
+        ls: list[np.ndarray] = [z] * self.h
+        for k in range(self.h - 1, 0, -1):
+            ls[k - 1] = self.groupsum(k, ls[k])
+        out = [ls[0] * L]
+        for k in range(1, self.h):
+            per = np.array([L // int(f) if f > 0 else 0 for f in self.fan[k].tolist()], dtype=np.int64)
+            out.append(ls[k] * L - (ls[k - 1] * self._col(k, per, z.ndim))[self.parent[k]])
+        return np.concatenate(out, axis=0), L
 
     def _split(self, c: np.ndarray) -> list[np.ndarray]:
         return [c[self.offsets[k] : self.offsets[k + 1]] for k in range(self.h)]
@@ -617,11 +645,19 @@ def release(
     n_cls = len(plan.weights)
     order = np.argsort(cls.astype(np.uint16 if n_cls < 65536 else np.int64), kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(cls, minlength=n_cls))))
+    # the grid values come from the exact coefficients (float ones can be off by more than a step)
+    units = exact_grid_units(arr, [a._tf for a in axes], plan.classes, plan.exponents).reshape(-1)
     for j, (w, k) in enumerate(zip(plan.weights, plan.exponents, strict=True)):
         if w is None:
             continue  # weight +inf: the coefficient is always exactly 0 and gets no noise
         idx = order[bounds[j] : bounds[j + 1]]
-        flat[idx] = noise.laplace_on_grid(flat[idx], plan.lam / w, k)
+        u = units[idx]
+        if u.dtype != object and (u.size == 0 or int(np.abs(u).max()) < 2**53):
+            # exact in float64: laplace_on_grid's rounding gives back exactly these units
+            flat[idx] = noise.laplace_on_grid(np.ldexp(u.astype(np.float64), k), plan.lam / w, k)
+        else:
+            drawn = noise.discrete_laplace(plan.lam / w / Fraction(2) ** k, idx.size)
+            flat[idx] = np.ldexp((u.astype(object) + drawn.astype(object)).astype(np.float64), k)
     noisy = inverse(coeffs, axes)
     finite = [k for k in plan.exponents if k is not None]
     return PriveletRelease(

@@ -89,9 +89,9 @@ class PointsMechanism(Mechanism):
         return Plan(KIND, self.name, params, cost, unit, rows, inner=levels, label=self.title,
                     domain=domain, public=dict(public))
 
-    def release(self, plan: Plan, aggregate: Aggregate, noise: NoiseSource) -> KindRelease:
-        from dpcore.points import export  # the record's writer: loaded for a release only
-
+    def check_data(self, plan: Plan, aggregate: Aggregate) -> None:
+        """The counts match the plan's grid and cap, and the mechanism accepts their size
+        (:meth:`~dpcore.points.mechanisms.base.PointMechanism.check_aggregate`): run before the charge."""
         self.check_plan(plan)
         if aggregate.grid != plan.domain:
             raise ParameterError("The points were aggregated on another grid than the one this plan was made for.")
@@ -100,6 +100,12 @@ class PointsMechanism(Mechanism):
                 f"The plan protects {plan.unit.label()}, but the counts were capped at {aggregate.sensitivity} "
                 "records per unit; plan again with the same cap."
             )
+        self.point.check_aggregate(aggregate)
+
+    def release(self, plan: Plan, aggregate: Aggregate, noise: NoiseSource) -> KindRelease:
+        from dpcore.points import export  # the record's writer: loaded for a release only
+
+        self.check_data(plan, aggregate)  # again, for a caller that did not run it first
         # the plan has checked the cost and resolved the parameters (PointMechanism.prepare); the
         # levels the data sizes (noisy number of points) are set inside the release
         inner = self.point.release_planned(aggregate, plan.cost, dict(plan.params), noise)

@@ -575,3 +575,22 @@ def test_a_refused_plan_explains_itself_and_keeps_the_release(at: AppTest) -> No
     assert figures(at) and entries(at)[-1]["release"] is entry["release"]
     assert not [o for o in at.selectbox(key="_w_od_mech").options if "Stability" in o]  # (ε, δ): not offered
     assert any("MILP" in o for o in at.selectbox(key="_w_od_mech").options)
+
+
+def test_the_release_history_does_not_store_the_uploaded_file_name(at: AppTest) -> None:
+    """Issue 18, item 8: the stored history summary is neutral (mechanism, budget, levels), as for
+    the other kinds; the curator's file name (often naming people or a project) is not kept."""
+    from dpcore.privacy import ledger_store
+
+    to_upload(at)
+    upload(at, trips_csv(), name="alice_smith_clinic_visits.csv")
+    prefix_areas(at)
+    ok(at)
+    release(at)
+    store = ledger_store.default_store()
+    fp = at.session_state["od_model"]["fp"]
+    stored = store.releases(store.budget_key("od", fp))
+    assert stored
+    for row in stored:
+        assert "alice_smith" not in json.dumps(row)
+        assert row["summary"]["levels"] and "name" not in row["summary"]

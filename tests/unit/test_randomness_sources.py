@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-DPCORE = Path(__file__).resolve().parents[2] / "dpcore"
+ROOT = Path(__file__).resolve().parents[2]
+DPCORE = ROOT / "dpcore"
 # Made-up demo data and public evaluation workloads may use a seeded numpy PRNG:
 # neither is part of a release.
 ALLOWED = {"synthetic.py", "queries.py", "noise.py"}
@@ -17,10 +18,19 @@ FORBIDDEN_MODULES = {"random", "secrets"}
 
 
 def _modules() -> list[Path]:
-    return sorted(p for p in DPCORE.rglob("*.py") if p.name not in ALLOWED)
+    """The library, and the app's pages and ui/ (issue 18: a page must not draw noise either)."""
+    lib = [p for p in DPCORE.rglob("*.py") if p.name not in ALLOWED]
+    app = [ROOT / "app.py", *(ROOT / "app_pages").rglob("*.py"), *(ROOT / "ui").rglob("*.py")]
+    return sorted(lib + [p for p in app if p.is_file()])
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(DPCORE)))
+def test_the_app_is_scanned() -> None:
+    names = {str(p.relative_to(ROOT)) for p in _modules()}
+    assert "app.py" in names
+    assert any(n.startswith("app_pages/") for n in names) and any(n.startswith("ui/") for n in names)
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_other_randomness_source(path: Path) -> None:
     tree = ast.parse(path.read_text("utf-8"))
     for node in ast.walk(tree):

@@ -142,6 +142,10 @@ class PointMechanism(ABC):
         return {"sd": leaf.query_sd(cells / grid.n_cells, grid.n_cells), "cells": cells, "exact": False}
 
     # -- release -------------------------------------------------------------------
+    def check_aggregate(self, aggregate: Aggregate) -> None:
+        """Refuse data this mechanism cannot release, before any budget is charged (default: none)."""
+        return None
+
     def release(
         self,
         aggregate: Aggregate,

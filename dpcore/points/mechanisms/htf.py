@@ -52,7 +52,11 @@ Noise (DESIGN rule 2)
     at most ``2k/g + 1`` grid steps.  We therefore use
     ``t = (2k + g)·(2T+1)/ε'_prt``: each evaluation spends exactly ``ε'_prt/(2T+1)``, the
     paper's allocation (Sec. 4.1.2); the Laplace scale is ``2k(2T+1)/ε'_prt`` times ``1 + g/(2k)``
-    (28,013.7 instead of 28,000 for T = 3, ε'_prt = 5e-4).  An exact rational mechanism
+    (28,013.7 instead of 28,000 for T = 3, ε'_prt = 5e-4).  With a cap ``k > 1`` one person
+    can move up to ``m = min(k, nodes)`` disjoint nodes of a level, each by one more grid
+    step, so the level's scale uses ``2k + (m + ⌊m/8⌋)·g`` (the ⌊m/8⌋ absorbs the float
+    error; :func:`~dpcore.points.mechanisms.htf_tree.rounding_steps` has the proof);
+    for ``k = 1`` nothing changes.  An exact rational mechanism
     on ``A1·A2·o_k`` would avoid the rounding term, but its lattice is so fine that the
     scale (``2k(2T+1)·A1·A2/ε'_prt``) overflows 64-bit noise on a 1024² grid.
 
@@ -545,6 +549,14 @@ class HTF(PointMechanism):
         return (depth % 2 == 0) == (p["first_axis"] == "x")
 
     # -- release (Algorithms 2–3) ------------------------------------------------------------------
+    def check_aggregate(self, aggregate: Aggregate) -> None:
+        """Refuse ``2^36`` points or more (the float bound of the split objective), before the charge."""
+        if int(np.asarray(aggregate.counts, dtype=np.int64).sum()) >= MAX_POINTS:
+            raise ParameterError(
+                f"HTF's split objective is exact for fewer than {MAX_POINTS:,} points; split the "
+                "data (e.g. by period) into smaller releases."
+            )
+
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
@@ -553,11 +565,7 @@ class HTF(PointMechanism):
         k = int(aggregate.sensitivity)
         counts = np.asarray(aggregate.counts, dtype=np.int64)
         n_true = int(counts.sum())
-        if n_true >= MAX_POINTS:
-            raise ParameterError(
-                f"HTF's split objective is exact for fewer than {MAX_POINTS:,} points; split the "
-                "data (e.g. by period) into smaller releases."
-            )
+        self.check_aggregate(aggregate)  # the pipeline ran it before the charge; kept for direct calls
         hmax = max_height(grid)
         public: dict[str, Any] = {}
         # Phase H (Sec. 4.2, Eqs. 9–10)

@@ -48,6 +48,7 @@ __all__ = [
     "grow_tree",
     "objective",
     "objective_scale",
+    "rounding_steps",
     "search_rounds",
 ]
 
@@ -92,14 +93,38 @@ def ceil_log2(n: int) -> int:
     return (int(n) - 1).bit_length() if n > 1 else 0
 
 
-def objective_scale(sensitivity: int, evaluations: int, eps_prt_level: float) -> Fraction:
-    """Laplace scale of one objective evaluation, exact: ``t = (2k + g)·evaluations/ε'_prt``.
+def rounding_steps(sensitivity: int, nodes: int) -> int:
+    """Grid steps that rounding can add, summed over the nodes one person touches at a level.
+
+    One person (at most ``k`` records) changes at most ``m = min(k, nodes)`` of the disjoint
+    nodes of one level, node ``j`` by ``Δ_j <= 2·k_j`` (``Σ k_j <= k``, paper Theorem 1
+    per record).  Rounding to the nearest multiple of ``g`` moves ``round(x/g)`` by at most
+    ``ceil(Δ_j/g + 2e/g)`` where ``e < 2^-14 = g/16`` is the float error of ``o_k``
+    (docstring of :mod:`dpcore.points.mechanisms.htf`).  Since ``Σ ceil(x_j) <=
+    floor(Σ x_j) + m`` and ``Σ Δ_j/g <= 2k/g`` is an integer, the integers released at one
+    evaluation change by at most ``2k/g + m + floor(m/8)`` steps in total: the margin is
+    ``m + floor(m/8)`` steps (``= m`` for ``m <= 7``, and 1 for ``k = 1``).
+
+    >>> rounding_steps(1, 1000), rounding_steps(3, 2), rounding_steps(3, 50), rounding_steps(16, 99)
+    (1, 2, 3, 18)
+    """
+    m = max(1, min(int(sensitivity), int(nodes)))
+    return m + m // 8
+
+
+def objective_scale(sensitivity: int, evaluations: int, eps_prt_level: float,
+                    nodes: int = 1) -> Fraction:
+    """Laplace scale of one objective evaluation, exact: ``t = (2k + s·g)·evaluations/ε'_prt``.
 
     The objective has sensitivity 2 per record (paper Theorem 1), ``2k`` per unit of
-    privacy; ``+ g`` pays for rounding to the grid ``g = 2^-10`` (docstring of
-    :mod:`dpcore.points.mechanisms.htf`), so each evaluation spends exactly ``ε'_prt/evaluations``.
+    privacy; ``s·g`` pays for rounding to the grid ``g = 2^-10`` (docstring of
+    :mod:`dpcore.points.mechanisms.htf`), with ``s = rounding_steps(k, nodes)`` because one
+    person with ``k`` records can move up to ``min(k, nodes)`` of the ``nodes`` searched at
+    one level, each by one more grid step.  Each evaluation then spends at most
+    ``ε'_prt/evaluations`` over the whole level (parallel composition over its nodes).
     """
-    return (Fraction(2 * int(sensitivity)) + GRANULARITY) * int(evaluations) / Fraction(eps_prt_level)
+    steps = rounding_steps(sensitivity, nodes)
+    return (Fraction(2 * int(sensitivity)) + steps * GRANULARITY) * int(evaluations) / Fraction(eps_prt_level)
 
 
 def search_rounds(L: NDArray[np.int64], T: int, adaptive: bool) -> NDArray[np.int64]:
@@ -413,13 +438,14 @@ def grow_tree(counts: NDArray[np.int64], k: int, b: PathBudgets, p: dict[str, An
         L = ev.L
         if p["split_method"] == "exhaustive":
             groups, inverse = np.unique(L - 1, return_inverse=True)
-            scales = [objective_scale(k, int(c), b.eps_prt_level) for c in groups.tolist()]
+            scales = [objective_scale(k, int(c), b.eps_prt_level, kept.size) for c in groups.tolist()]
             add = _ObjectiveNoise(noise, inverse.astype(np.int64), scales)
             ks, _ = exhaustive_split_points(L, ev, add)
         else:
             rounds = search_rounds(L, p["T"], p["adaptive_rounds"])
             groups, inverse = np.unique(rounds, return_inverse=True)
-            scales = [objective_scale(k, 2 * int(r) + 1, b.eps_prt_level) for r in groups.tolist()]
+            scales = [objective_scale(k, 2 * int(r) + 1, b.eps_prt_level, kept.size)
+                      for r in groups.tolist()]
             add = _ObjectiveNoise(noise, inverse.astype(np.int64), scales)
             ks, _ = alg1_split_points(L, rounds, ev, add)
         # Algorithm 2: child 1 = first k lines along the axis, child 2 = the rest

@@ -352,7 +352,8 @@ def release_now(token: int, **job: Any) -> None:
         "cost_label": job["cost_label"], "delta": job["delta"], "approx": job["approx"], "exports": {}})
     extra = {"budget_input": job["approx"]} if job["approx"] else None
     remember_release("od", fp_, rel_.release_id,
-                     {"mechanism": od.get(job["mech"]).title, "cost": job["cost_label"], "name": model_["name"]},
+                     {"mechanism": od.get(job["mech"]).title, "cost": job["cost_label"],
+                      "levels": [lv.name for lv in rel_.plan.levels]},  # no file name (issue 18)
                      {"release.csv": od_export.release_csv_bytes(rel_),
                       "release.json": od_export.od_json(rel_, led, delta=job["delta"], extra=extra,
                                                         files=["release.csv", "release.json"])})
