@@ -191,12 +191,12 @@ def execute_census(spec: ReleaseSpec) -> int:
     else:
         df = read_code_table(args.input)
     areas = read_code_table(args.areas) if args.areas else None
-    orders = {k: [v.strip() for v in val.split("|")] for k, val in parse_params(args.ordinal_order).items()}
+    orders = {k: census_tables.parse_ordinal_order(val, k) for k, val in parse_params(args.ordinal_order).items()}
     unknown = [k for k in orders if k not in ordinals]
     if unknown:
         raise ParameterError(f"--ordinal-order names {', '.join(unknown)}, which is not an --ordinal column.")
     table = census_tables.CensusTable.from_frame(df, levels, count_col, ordinals=ordinals, names=names, areas=areas,
-                                          ordinal_orders=orders)
+                                          ordinal_orders=orders, orders_source=census_tables.BINS_FLAG)
     for o in ordinals:
         if o not in orders:
             print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
