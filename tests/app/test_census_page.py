@@ -266,3 +266,11 @@ def test_ordinal_values_come_from_a_typed_public_list(at: AppTest) -> None:
     ok(at)
     mx = json.loads(at.session_state["census_mx_release"]["json"])
     assert mx["table"]["bins_source"] == {"age": "a public list typed by the curator"}
+
+
+def test_an_upload_above_the_size_limit_is_refused_before_reading(at: AppTest, monkeypatch) -> None:
+    monkeypatch.setenv("DPCORE_MAX_TABLE_BYTES", "50")
+    at.radio(key="census_source").set_value("upload").run()
+    upload(at, "tracts.csv", GOOD)
+    assert any("DPCORE_MAX_TABLE_BYTES" in e.value and "'tracts.csv'" in e.value for e in at.error)
+    assert "census_upload_df" not in at.session_state or at.session_state["census_upload_df"] is None
