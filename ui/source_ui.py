@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.data import engines
+from dpcore.data import engines, file_access
 from dpcore.data.columns import detect_coordinate_columns, detect_user_column
 from dpcore.data.engines import base as engine_rules
 from dpcore.errors import DPCoreError, InputError
@@ -32,12 +32,23 @@ ENGINE_LABELS = {
 
 
 def path_picker() -> None:
-    """The path, engine and (for Spark) master URL, and the Open button."""
+    """The path, engine and (for Spark) master, and the Open button; off unless the app was started
+    with an allowed data folder (:mod:`dpcore.data.file_access`)."""
     ss = st.session_state
-    path = st.text_input("A CSV or Parquet file on this computer, a folder of them, or a pattern",
-                         key=state.persistent("points_path", ""), placeholder="/data/pings/  or  /data/pings/*.parquet",
-                         help="The app reads the files where they are, with the permissions of the app's process. "
-                              "Use it on your own computer (the app listens on 127.0.0.1 only).")
+    try:
+        root = file_access.data_root()
+    except DPCoreError as e:
+        st.error(str(e))
+        return
+    if root is None:
+        st.info(f"Reading files on this computer is off. To turn it on, start the app with {file_access.ROOT_ENV} "
+                "set to the one folder it may read (e.g. DPCORE_DATA_ROOT=/data/pings ./run); files outside it "
+                "are refused. Until then, upload the file, or use the command line.")
+        return
+    path = st.text_input(f"A CSV or Parquet file in {root}, a folder of them, or a pattern",
+                         key=state.persistent("points_path", ""), placeholder="pings/  or  pings/*.parquet",
+                         help="Relative to the data folder the app was started with; nothing outside it is read "
+                              "(links leading out are refused).")
     state.store("points_path")
     c1, c2 = st.columns(2)
     eng = c1.selectbox("Engine", list(ENGINE_LABELS), format_func=ENGINE_LABELS.get,
@@ -45,23 +56,33 @@ def path_picker() -> None:
     state.store("points_engine")
     master = None
     if eng == "spark":
-        master = c2.text_input("Spark master URL", key=state.persistent("spark_master", "local[*]"),
-                               help="local[*] runs Spark on this computer; spark://host:7077 or yarn a cluster. "
-                                    "Needs Java 17+ and PySpark (requirements-spark.txt).")
+        masters = list(file_access.spark_masters())
+        master = c2.selectbox("Spark master", masters, key=state.persistent("spark_master", masters[0]),
+                              help="local[*] runs Spark on this computer. The masters offered are set when the app "
+                                   f"starts ({file_access.SPARK_MASTERS_ENV}). Needs Java 17+ and PySpark.")
         state.store("spark_master")
     if st.button("Open", type="primary", disabled=not path.strip(), key="open_path"):
-        open_path(path.strip(), eng, master)
+        try:
+            src = file_access.source_under_root(path, root)
+            if master is not None:
+                file_access.check_spark_master(master)
+        except DPCoreError as e:
+            ss["path_error"] = str(e)
+        else:
+            open_path(src, eng, master, redact=True)
     if ss.get("path_error"):
         st.error(ss["path_error"])
         st.caption("Your earlier dataset and releases are kept.")
 
 
-def open_path(path: str, engine: str, master: str | None, label: str | None = None) -> bool:
-    """Read the first rows of ``path`` with the engine and detect the columns; errors are kept in
-    the session (shown by the picker), never raised."""
+def open_path(path: str | engines.Source, engine: str, master: str | None, label: str | None = None,
+              redact: bool = False) -> bool:
+    """Read the first rows of ``path`` (or an already checked source) with the engine and detect the
+    columns; errors are kept in the session (shown by the picker), never raised.  ``redact``: a file
+    read in place, whose values error messages do not quote (:func:`file_access.safe_message`)."""
     ss = st.session_state
     try:
-        src = engines.Source.from_path(path)
+        src = path if isinstance(path, engines.Source) else engines.Source.from_path(path)
         if label:
             src = engines.Source(src.paths, src.fmt, label)
         name = engines.choose(engine, src.n_bytes)
@@ -69,16 +90,16 @@ def open_path(path: str, engine: str, master: str | None, label: str | None = No
             head = engines.get_engine(name, spark_master=master).head(src, 1000)
         lat, lon = detect_coordinate_columns(head)
         ss["path_open"] = {"src": src, "engine": name, "master": master, "head": head,
-                           "cols": (lat, lon, detect_user_column(head))}
+                           "cols": (lat, lon, detect_user_column(head)), "redact": redact}
         ss["path_error"] = None
         ss.pop("upload_df", None)
         return True
     except DPCoreError as e:
-        ss["path_error"] = str(e)
+        ss["path_error"] = file_access.safe_message(str(e), [str(getattr(path, "label", path))]) if redact else str(e)
         return False
     except OSError as e:  # a folder or file the app may not read
-        ss["path_error"] = (f"Could not read '{path}': {e.strerror or e}. Check the path and that the app may "
-                            "read it.")
+        ss["path_error"] = (f"Could not read '{getattr(path, 'label', path)}': {e.strerror or 'error'}. Check the "
+                            "path and that the app may read it.")
         return False
 
 
@@ -199,7 +220,8 @@ def path_columns_form() -> None:
     try:
         pc = state.engine_points(probe, g, cap, (lat_col, lon_col, uc), fingerprint=True)
     except (DPCoreError, OSError) as e:
-        st.error(str(e))
+        st.error(file_access.safe_message(str(e), [src.label, lat_col, lon_col, uc or ""]) if opened.get("redact")
+                 else str(e))
         st.caption("Your earlier dataset and releases are kept.")
         return
     first = head.head(10)

@@ -241,6 +241,7 @@ def _axis_info(axis: privelet.Axis, structure: CensusStructure) -> dict[str, Any
     else:
         j = structure.ordinals.index(axis.name)
         info["bins"] = list(structure.bins[j])
+        info["bins_source"] = structure.bins_origin()[axis.name]
         info["transform_name"] = "Haar wavelet" if axis.transform else "identity (Privelet+)"
     return info
 
@@ -391,6 +392,7 @@ def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[
             "Expected errors are analytic: they come from the mechanism and the public structure, not the data.",
             "The list of areas " + ("comes from a public list." if s.public_areas else
                                     "was derived from the data: areas with no one are missing from this release."),
+            *[f"The values of '{o}' come from {src}." for o, src in s.bins_origin().items()],
         ],
     }
     rec["budget"]["ledger"] = orjson.loads(orjson.dumps(ledger_section(ledger), option=orjson.OPT_SERIALIZE_NUMPY))

@@ -46,6 +46,7 @@ __all__ = [
     "CensusStructure",
     "CensusTable",
     "fingerprint",
+    "parse_ordinal_order",
 ]
 
 #: Name of the geography axis (for ``plus_axes``).
@@ -54,6 +55,44 @@ GEO_AXIS = "geography"
 TOTAL_LEVEL = "total"
 
 _MAX_EXAMPLES = 5
+
+#: Where an ordinal attribute's values and their order came from, stated in the release record.
+BINS_FROM_DATA = "the data (not public: a value nobody has is missing from the release)"
+BINS_GIVEN = "a public list given by the caller"
+BINS_TYPED = "a public list typed by the curator"
+BINS_FLAG = "a public list given with --ordinal-order"
+#: Separator of the values of a public order (``0-17|18-64|65+``), in the app and on the command line.
+ORDER_SEP = "|"
+
+
+def parse_ordinal_order(text: str, column: str) -> tuple[str, ...]:
+    """The public values of an ordinal attribute, in order, from ``V1|V2|...`` text.
+
+    The one parser of a typed order (the app's box and the CLI's ``--ordinal-order``).  Values
+    are stripped; an empty value or a repeated one is refused, so a typo cannot silently make an
+    extra bin.  The values are public: they are the bins of the release whether or not anybody
+    falls in them, which is what keeps an empty bin from disappearing (Xiao, Wang & Gehrke 2010,
+    Sec. 3 take the ordinal domain as given).
+
+    >>> parse_ordinal_order(" 0-17 | 18-64|65+ ", "age_band")
+    ('0-17', '18-64', '65+')
+    >>> parse_ordinal_order("a||b", "age_band")
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.ParameterError: The public values of 'age_band' have an empty value ...
+    """
+    values = tuple(v.strip() for v in str(text).split(ORDER_SEP))
+    if not str(text).strip():
+        raise ParameterError(f"Give the public values of '{column}' in their order, separated by '{ORDER_SEP}' "
+                             "(e.g. 0-17|18-64|65+).")
+    if any(not v for v in values):
+        raise ParameterError(f"The public values of '{column}' have an empty value (two '{ORDER_SEP}' in a row, or one "
+                             f"at an end): list each value once, separated by '{ORDER_SEP}'.")
+    dup = sorted({v for v in values if values.count(v) > 1})
+    if dup:
+        raise ParameterError(f"The public values of '{column}' repeat {', '.join(map(repr, dup))}: list each value "
+                             "once.")
+    return values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,6 +244,9 @@ class CensusStructure:
     public_areas : bool
         Whether the area list came from a public list (True) or from the data (False: a
         privacy leak, see the module docstring).
+    bins_source : tuple of str
+        Where each ordinal's values came from (:data:`BINS_FROM_DATA`, :data:`BINS_TYPED`,
+        :data:`BINS_FLAG`, :data:`BINS_GIVEN`), one per ordinal; empty when not stated.
     """
 
     levels: tuple[str, ...]
@@ -212,6 +254,7 @@ class CensusStructure:
     ordinals: tuple[str, ...] = ()
     bins: tuple[tuple[str, ...], ...] = ()
     public_areas: bool = False
+    bins_source: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.levels:
@@ -225,6 +268,13 @@ class CensusStructure:
         for name, b in zip(self.ordinals, self.bins, strict=True):
             if len(b) == 0:
                 raise InputError(f"The ordinal attribute '{name}' has no values.")
+        if self.bins_source and len(self.bins_source) != len(self.ordinals):
+            raise ParameterError("State where the values came from once per ordinal attribute.")
+
+    def bins_origin(self) -> dict[str, str]:
+        """``{ordinal: where its values came from}`` (for the release record)."""
+        return {o: (self.bins_source[j] if self.bins_source else "not stated")
+                for j, o in enumerate(self.ordinals)}
 
     @property
     def depth(self) -> int:
@@ -278,7 +328,7 @@ class CensusStructure:
 
     @classmethod
     def from_areas(cls, areas: pd.DataFrame, levels: Sequence[str], ordinals: Sequence[str] = (),
-                   bins: Sequence[Sequence[str]] = ()) -> CensusStructure:
+                   bins: Sequence[Sequence[str]] = (), bins_source: Sequence[str] = ()) -> CensusStructure:
         """The structure from a **public** area list (one row per finest area, code columns)."""
         levels = tuple(levels)
         if not isinstance(areas, pd.DataFrame) or areas.empty:
@@ -286,7 +336,8 @@ class CensusStructure:
         _check_columns(areas, levels, "area-list level")
         codes = _codes(areas, levels, "The public area list")
         paths = sorted(set(map(tuple, codes.to_numpy().tolist())))
-        return cls(levels, tuple(paths), tuple(ordinals), tuple(tuple(map(str, b)) for b in bins), True)
+        return cls(levels, tuple(paths), tuple(ordinals), tuple(tuple(map(str, b)) for b in bins), True,
+                   tuple(bins_source))
 
 
 @dataclass(frozen=True)
@@ -316,6 +367,8 @@ class CensusTable:
         ordinal_orders: Mapping[str, Sequence[Any]] | None = None,
         names: Mapping[str, str] | None = None,
         areas: pd.DataFrame | None = None,
+        orders_source: str = BINS_GIVEN,
+        require_orders: bool = False,
     ) -> CensusTable:
         """Validate a table and aggregate it to leaf areas.
 
@@ -332,13 +385,21 @@ class CensusTable:
             Ordinal attribute columns (e.g. an age band).
         ordinal_orders : mapping, optional
             The public order of each ordinal's values; by default the sorted (natural order)
-            values found in the data, which leaks which bins are empty.
+            values found in the data, which leaks which bins are empty.  A data value outside a
+            given order is refused.
         names : mapping, optional
             ``{level: name column}``, e.g. ``{"state": "state_name"}`` (public labels).
         areas : DataFrame, optional
             **Public** list of finest areas (code columns named like ``levels``).  Areas only
             in this list get a true count of 0 (and noise).  Without it the area list is
             derived from the data: a privacy leak (areas with nobody vanish).
+        orders_source : str
+            Where ``ordinal_orders`` came from (:data:`BINS_TYPED` in the app, :data:`BINS_FLAG`
+            on the command line), stated in the release record; values taken from the data are
+            recorded as :data:`BINS_FROM_DATA`.
+        require_orders : bool
+            Refuse an ordinal without a public order (the app does) instead of taking its values
+            from the data.
         """
         levels = [str(c) for c in levels]
         ordinals = [str(c) for c in ordinals]
@@ -396,6 +457,14 @@ class CensusTable:
 
         # ordinal bins
         orders = dict(ordinal_orders or {})
+        if require_orders:
+            missing_orders = [o for o in ordinals if o not in orders]
+            if missing_orders:
+                raise ParameterError(
+                    f"Give the public values of {', '.join(map(repr, missing_orders))} in their order (e.g. "
+                    "0-17|18-64|65+): values taken from the data would drop a value nobody has from the release, "
+                    "and that absence is not protected.")
+        bins_source = tuple(orders_source if o in orders else BINS_FROM_DATA for o in ordinals)
         bins: list[tuple[str, ...]] = []
         bin_idx: list[np.ndarray] = []
         for o in ordinals:
@@ -419,8 +488,8 @@ class CensusTable:
             if out.any():
                 ex = sorted(set(vals[out].tolist()))[:_MAX_EXAMPLES]
                 raise InputError(
-                    f"The ordinal column '{o}' has values {ex} that are not in its public order "
-                    f"{order}. Add them to the order or fix those rows."
+                    f"The ordinal column '{o}' has values {ex} ({_rows(out)}) that are not in its public list of "
+                    f"values {order}. Add them to the list if they are values of the attribute, or fix those rows."
                 )
             bins.append(tuple(order))
             bin_idx.append(idx)
@@ -428,7 +497,7 @@ class CensusTable:
         # leaf areas: from the public list, or (leak) from the data
         data_paths = list(map(tuple, codes.to_numpy().tolist()))
         if areas is not None:
-            structure = CensusStructure.from_areas(areas, levels, ordinals, bins)
+            structure = CensusStructure.from_areas(areas, levels, ordinals, bins, bins_source)
             known = set(structure.leaf_paths)
             unknown_rows = np.fromiter((p not in known for p in data_paths), bool, n)
             if unknown_rows.any():
@@ -441,7 +510,7 @@ class CensusTable:
                 )
         else:
             structure = CensusStructure(tuple(levels), tuple(sorted(set(data_paths))), tuple(ordinals),
-                                        tuple(bins), False)
+                                        tuple(bins), False, bins_source)
 
         # finest-level paths that share a code but differ in their parents are distinct areas
         leaf_pos = {p: i for i, p in enumerate(structure.leaf_paths)}

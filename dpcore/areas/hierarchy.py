@@ -42,6 +42,7 @@ __all__ = [
     "CodeMode",
     "Hierarchy",
     "HierarchyCounts",
+    "require_public_area_list",
 ]
 
 #: Name of depth 0 (the grand total).
@@ -106,6 +107,47 @@ def _path_keys(codes: pd.DataFrame) -> list[np.ndarray]:
         cur = col if cur is None else cur + _SEP + col
         keys.append(cur.to_numpy(dtype=object))
     return keys
+
+
+#: The fix named when person rows come without a public area list (the command line names its flag).
+AREA_LIST_FIX = ("upload the public list of areas (a gazetteer, or the table of a boundary file, with the level "
+                 "columns)")
+
+
+def require_public_area_list(person_rows: bool, area_list_given: bool, fix: str = AREA_LIST_FIX) -> None:
+    """Refuse one-row-per-person data as its own list of areas (DESIGN.md privacy rule 1).
+
+    A table with one row per person (or per group member) has no row for an area where nobody
+    lives, so it cannot list every area, whatever the curator confirms: the release would list
+    exactly the areas that have people, and that absence is not protected.  Such data needs a
+    public area list.  This is the one rule the app and the command line both apply; ``fix`` says
+    how to give the list in each (an upload, or ``--areas``).
+
+    Parameters
+    ----------
+    person_rows : bool
+        True when the table has no count column (each row is one person).
+    area_list_given : bool
+        True when a separate public area list (gazetteer, boundary table) is given.
+    fix : str
+        How to give the public list, appended to the message.
+
+    Raises
+    ------
+    ParameterError
+        With ``person_rows`` and no ``area_list_given``.
+
+    >>> require_public_area_list(person_rows=False, area_list_given=False)  # counts per area: may list all
+    >>> require_public_area_list(person_rows=True, area_list_given=True)
+    >>> require_public_area_list(True, False)
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.ParameterError: With one row per person the areas where nobody lives are missing ...
+    """
+    if person_rows and not area_list_given:
+        raise ParameterError(
+            "With one row per person the areas where nobody lives are missing from the data, so the table cannot "
+            f"list every area and the area list must be public: {fix}.")
 
 
 @dataclass(frozen=True, eq=False)

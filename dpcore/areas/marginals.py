@@ -171,6 +171,7 @@ def plan(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, 
         "strategy": ("closed-form marginal strategy (optimal)" if s.kind == "marginal" else f"L1 strategy ({s.kind})"),
         "strategy_queries": int(s.p), "noise": cal.distribution, "noise_scale": float(cal.scale),
         "noise_variance": float(cal.variance), "expected_rmse_per_query": rmse, "notes": [],
+        "bins_source": structure.bins_origin(),
     }
     if cost.definition == "pure":
         info["rmse_lower_bound"] = info["ratio_to_lower_bound"] = None
@@ -247,7 +248,8 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dic
                     "guarantee": rel.guarantee, "noise": p.info["noise"],
                     "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)"},
         "table": {"geography_level": p.level, "axes": list(p.axes),
-                  "marginals": [[p.axes[a] for a in t] for t in p.marginals]},
+                  "marginals": [[p.axes[a] for a in t] for t in p.marginals],
+                  "bins_source": dict(p.info.get("bins_source", {}))},
         "expected_error": {"per_marginal": list(p.per_marginal),
                            "rmse_per_query": p.info["expected_rmse_per_query"],
                            "rmse_lower_bound": p.info["rmse_lower_bound"],
@@ -256,7 +258,8 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dic
                     "csv_columns": ["marginal", *p.axes, "noisy_count", "standard_error", "ci95_low", "ci95_high"]},
         "notes": ["All values are outputs of the mechanism; no true count is published.",
                   "Standard errors are analytic (Var(z)·w X⁺ wᵀ per query), from public parameters only.",
-                  *p.info["notes"]],
+                  *p.info["notes"],
+                  *[f"The values of '{o}' come from {src}." for o, src in p.info.get("bins_source", {}).items()]],
     }
     if p.cost.definition == "zcdp":
         rec["privacy"]["approx_dp"] = [{"delta": d, "epsilon": budget.zcdp_to_approx_dp(p.cost.value, d)}

@@ -191,12 +191,12 @@ def execute_census(spec: ReleaseSpec) -> int:
     else:
         df = read_code_table(args.input)
     areas = read_code_table(args.areas) if args.areas else None
-    orders = {k: [v.strip() for v in val.split("|")] for k, val in parse_params(args.ordinal_order).items()}
+    orders = {k: census_tables.parse_ordinal_order(val, k) for k, val in parse_params(args.ordinal_order).items()}
     unknown = [k for k in orders if k not in ordinals]
     if unknown:
         raise ParameterError(f"--ordinal-order names {', '.join(unknown)}, which is not an --ordinal column.")
     table = census_tables.CensusTable.from_frame(df, levels, count_col, ordinals=ordinals, names=names, areas=areas,
-                                          ordinal_orders=orders)
+                                          ordinal_orders=orders, orders_source=census_tables.BINS_FLAG)
     for o in ordinals:
         if o not in orders:
             print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
@@ -225,7 +225,7 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
     """``release hierarchy``: counts over a geographic hierarchy, written to the output folder."""
     args = spec.namespace()  # the options, defaults included
     from dpcore.areas import export, tree_mechanisms, tree_records
-    from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+    from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, require_public_area_list
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
     from dpcore.pipeline import hierarchy_unit, release_hierarchy
@@ -247,10 +247,10 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
     for lv in bounds_args:
         if lv not in levels:
             raise ParameterError(f"--boundaries names the level '{lv}', which is not in --levels ({', '.join(levels)}).")
-    if not counts_cols and not args.areas:  # person rows (with or without a group id)
-        raise ParameterError(
-            "With one row per person the areas where nobody lives are missing from the data, so the "
-            "area list must be public: give it with --areas (a CSV with the level columns).")
+    # person rows (with or without a group id) cannot list every area: the rule the app applies too
+    require_public_area_list(not counts_cols, bool(args.areas),
+                             "give it with --areas (a CSV with the level columns: a gazetteer or the table of a "
+                             "boundary file)")
 
     small = None
     if args.engine != "numpy" and statistic == "count":

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcore.data.limits import check_bytes
 from dpcore.data.text import (
     MAX_ZIP_RATIO,
     MAX_ZIP_UNCOMPRESSED,
@@ -122,6 +123,8 @@ def read_boundaries(data: DataSource, filename: str | None = None) -> geopandas.
 
     src = Source.from_data(data, filename)
     label = src.label
+    check_bytes(src.size, "DPCORE_MAX_BOUNDARY_BYTES", label,
+                "Simplify the boundaries (a generalised, cartographic file) or keep only the areas you release.")
     if src.path is not None and src.path.suffix.lower() == ".shp":
         gdf = _read_vector(lambda: gpd.read_file(src.path), label)
         return _clean_boundaries(gdf, label)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from dpcore.data.limits import check_bytes
 from dpcore.data.tables import read_table
 from dpcore.data.text import (
     DELIMITERS,
@@ -49,6 +50,9 @@ def code_text(values: Any) -> pd.Series:
     return s.astype("string").str.strip(WHITESPACE)
 
 
+_ENGINE_FIX = "Sum a large table with an engine instead (--engine duckdb; the app does above 200 MB)."
+
+
 def read_code_table(data: bytes | str | Path, filename: str | None = None) -> pd.DataFrame:
     """Read a CSV (optionally gzipped) or Parquet code table, **codes kept as text**.
 
@@ -67,8 +71,10 @@ def read_code_table(data: bytes | str | Path, filename: str | None = None) -> pd
         if not path.exists():
             raise InputError(f"Input file '{path}' does not exist. Check the path.")
         filename = filename or path.name
+        check_bytes(path.stat().st_size, "DPCORE_MAX_TABLE_BYTES", f"'{filename}'", _ENGINE_FIX)
         raw = path.read_bytes()
     else:
+        check_bytes(len(data), "DPCORE_MAX_TABLE_BYTES", f"'{filename}'" if filename else "The file", _ENGINE_FIX)
         raw = bytes(data)
     label = filename or "the file"
     if not raw.strip():

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.boundaries import first_line, geojson_problem, is_wgs84
+from dpcore.data.limits import check_bytes
 from dpcore.data.text import (
     SNIFF_BYTES,
     TEXT_LEAD,
@@ -152,6 +153,8 @@ def read_table(
     ):
         raise ParameterError(f"max_rows must be a positive whole number, got {max_rows!r}.")
     src = Source.from_data(data, filename)
+    check_bytes(src.size, "DPCORE_MAX_TABLE_BYTES", src.label,
+                "Open a large CSV or Parquet file with an engine (DuckDB) instead of reading it into memory.")
     if src.size == 0:
         raise InputError(
             f"{src.label} is empty (0 bytes). Upload the file again, or export it again "

@@ -228,3 +228,49 @@ def test_a_large_upload_is_summed_by_duckdb(at: AppTest, monkeypatch: pytest.Mon
     upload(at, "tracts_small.csv", GOOD.replace(b"\n", b"\r\n"))
     assert at.session_state["census_src"] is None and not at.error
     assert at.session_state["census_fp"] == key and list(at.session_state["census_ledgers"]) == ledgers
+
+
+def test_ordinal_values_come_from_a_typed_public_list(at: AppTest) -> None:
+    """An ordinal attribute's values are not taken from the data: the page waits for the public
+    list, refuses a data value outside it, releases a value nobody has, and the record says
+    where the values came from (issue 18, item 2)."""
+    import json
+
+    rows = "".join(f"0{s},00{c},{band}\n" for s in (1, 2) for c in (1, 3) for band in ("0-17", "18-64", "18-64"))
+    at.radio(key="census_source").set_value("upload").run()
+    upload(at, "people.csv", ("state,county,age\n" + rows).encode())
+    at.multiselect(key="census_levels").set_value(["state", "county"]).run()
+    at.multiselect(key="census_ordinals").set_value(["age"]).run()
+    ok(at)
+    assert any("Type the public values of 'age'" in i.value for i in at.info)
+    assert "census_release_button" not in [b.key for b in at.button]  # nothing is built from the data's values
+    at.text_input(key="census_order_age").set_value("0-17|65+").run()  # 18-64 is missing from the list
+    ok(at)
+    assert any("'18-64'" in e.value and "not in its public list of values" in e.value for e in at.error)
+    assert "census_release_button" not in [b.key for b in at.button]
+    at.text_input(key="census_order_age").set_value("0-17 | 18-64 | 65+").run()
+    ok(at)
+    assert not at.error
+    release_button(at).click().run()
+    ok(at)
+    entry = at.session_state["census_release"]
+    rec = json.loads(entry["json"])
+    [axis] = [a for a in rec["params"]["axes"] if a["name"] == "age"]
+    assert axis["bins"] == ["0-17", "18-64", "65+"]  # 65+ has nobody and is released all the same
+    assert axis["bins_source"] == "a public list typed by the curator"
+    assert "age=65+" in entry["csv"].decode().splitlines()[0]
+    # the matrix mechanism's record says it too
+    at.radio(key="census_mech").set_value("matrix").run()
+    ok(at)
+    at.button(key="census_mx_release_button").click().run()
+    ok(at)
+    mx = json.loads(at.session_state["census_mx_release"]["json"])
+    assert mx["table"]["bins_source"] == {"age": "a public list typed by the curator"}
+
+
+def test_an_upload_above_the_size_limit_is_refused_before_reading(at: AppTest, monkeypatch) -> None:
+    monkeypatch.setenv("DPCORE_MAX_TABLE_BYTES", "50")
+    at.radio(key="census_source").set_value("upload").run()
+    upload(at, "tracts.csv", GOOD)
+    assert any("DPCORE_MAX_TABLE_BYTES" in e.value and "'tracts.csv'" in e.value for e in at.error)
+    assert "census_upload_df" not in at.session_state or at.session_state["census_upload_df"] is None

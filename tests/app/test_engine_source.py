@@ -23,6 +23,12 @@ def _points(n: int, seed: int = 3) -> pd.DataFrame:
                          "person": rng.integers(0, 50, n)})
 
 
+@pytest.fixture(autouse=True)
+def _data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app reads files in place only under the folder set at start-up (off by default)."""
+    monkeypatch.setenv("DPCORE_DATA_ROOT", str(tmp_path.resolve()))
+
+
 def _open(at: AppTest, path: Path, engine: str = "duckdb") -> AppTest:
     goto(at, "data")
     at.radio(key="_w_points_where").set_value("Files on this computer (large data)").run()
@@ -139,3 +145,46 @@ def test_a_bad_path_is_a_message_and_keeps_the_dataset(tmp_path: Path) -> None:
     assert not at.exception, at.exception
     assert any("does not exist" in e.value for e in at.error)
     assert at.session_state["dataset"].name == before
+
+
+def test_files_on_this_computer_are_off_without_a_data_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off by default: no path box, no Open button, a message naming the setting (issue 18, item 5)."""
+    monkeypatch.delenv("DPCORE_DATA_ROOT")
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    goto(at, "data")
+    at.radio(key="_w_points_where").set_value("Files on this computer (large data)").run()
+    assert not at.exception, at.exception
+    assert "open_path" not in [b.key for b in at.button]
+    assert not [t for t in at.text_input if t.key == "_w_points_path"]
+    assert any("DPCORE_DATA_ROOT" in i.value and "off" in i.value for i in at.info)
+
+
+def test_paths_outside_the_data_folder_are_refused_and_values_not_echoed(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = tmp_path / "secret.csv"
+    _points(50).to_csv(outside, index=False)
+    (root / "link.csv").symlink_to(outside)
+    bad = root / "bad.csv"
+    bad.write_text("lat,lon\nSECRET-VALUE,1\n40.7,-74.0\n", "utf-8")
+    monkeypatch.setenv("DPCORE_DATA_ROOT", str(root.resolve()))
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    goto(at, "data")
+    at.radio(key="_w_points_where").set_value("Files on this computer (large data)").run()
+    for typed, words in ((str(outside), "outside the data folder"), ("../secret.csv", "'..'"),
+                         ("link.csv", "link to a file outside")):
+        at.text_input(key="_w_points_path").set_value(typed).run()
+        at.button(key="open_path").click().run()
+        assert not at.exception, at.exception
+        assert any(words in e.value for e in at.error), (typed, [e.value for e in at.error])
+        assert at.session_state.get("path_open") is None
+    # a file inside opens; the engine's complaint about a cell does not quote the cell
+    at.text_input(key="_w_points_path").set_value("bad.csv").run()
+    at.selectbox(key="_w_points_engine").set_value("duckdb").run()
+    at.button(key="open_path").click().run()
+    assert not at.exception, at.exception
+    if at.session_state.get("path_open") is not None:
+        _count(at)
+    shown = " ".join(e.value for e in at.error)
+    assert shown and "SECRET-VALUE" not in shown, shown

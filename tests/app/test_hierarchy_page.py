@@ -223,3 +223,30 @@ def test_release_config_reruns_on_the_apps_budget(tmp_path) -> None:
     led = Session().budget("census", fp, default=budget.pure(1.0))
     eps = cfg["budget"]["epsilon"]
     assert len(led.entries) == 2 and abs(led.spent - 2 * eps) < 1e-12
+
+
+def test_person_rows_cannot_serve_as_their_own_area_list() -> None:
+    """One row per person has no row for an empty area: confirming that such a table "lists every
+    area" is refused (the rule the CLI applies, dpcore.areas.hierarchy.require_public_area_list), and
+    the message names the fix; with an uploaded public area list the same rows are accepted."""
+    people = pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"], "age": [30, 41, 52]})
+    areas = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", "001", "005"]})
+    at = AppTest.from_string(WRAPPER, default_timeout=180).run()
+    at.radio(key="_w_hier_source").set_value("upload").run()
+    at.file_uploader(key="hier_upload").set_value(("people.csv", people.to_csv(index=False).encode(),
+                                                   "text/csv")).run()
+    at.multiselect(key="w_levels").set_value(["state", "county"]).run()
+    at.multiselect(key="w_count").set_value([]).run()
+    at.radio(key="_w_hier_area_source").set_value("table").run()
+    ok(at)
+    assert at.session_state["hier_model"]["name"] != "people.csv"  # the demo's model, kept; none for these rows
+    [err] = [e.value for e in at.error]
+    assert "one row per person" in err and "upload the public list of areas" in err
+    assert "hier_release_button" not in [b.key for b in at.button]
+    at.radio(key="_w_hier_area_source").set_value("upload").run()
+    at.file_uploader(key="hier_areas_upload").set_value(("areas.csv", areas.to_csv(index=False).encode(),
+                                                         "text/csv")).run()
+    ok(at)
+    assert not at.error
+    model = at.session_state["hier_model"]
+    assert model["h"].sizes == [1, 2, 4] and model["h"].source == "area list"

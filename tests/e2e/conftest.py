@@ -66,6 +66,8 @@ def app_url():
     # a budget database of its own: budgets persist by design, so servers must not share one
     with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as db_dir:
         env = dict(os.environ, DPCORE_LEDGER_DB=os.path.join(db_dir, "ledger.sqlite"))
+        # "Files on this computer" is off unless a data folder is set: the tests' files live under tmp
+        env.setdefault("DPCORE_DATA_ROOT", os.path.realpath(tempfile.gettempdir()))
         _LEDGER_DBS[url] = env["DPCORE_LEDGER_DB"]
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:

@@ -162,7 +162,7 @@ def test_parameter_errors(synth: pd.DataFrame, table: census_tables.CensusTable)
         census_privelet.area_expected_error(table.structure, 1.0, ("99",))
     with pytest.raises(InputError, match="not in the public area list"):
         census_tables.CensusTable.from_frame(synth, LEVELS, "population", areas=synth[LEVELS].iloc[1:])
-    with pytest.raises(InputError, match="not in its public order"):
+    with pytest.raises(InputError, match="not in its public list of values"):
         census_tables.CensusTable.from_frame(persons(), ["state"], ordinals=["age_band"],
                                       ordinal_orders={"age_band": ["0-17", "18-64"]})
 
@@ -456,3 +456,51 @@ def test_names_come_from_the_public_area_list_not_the_data() -> None:
     with pytest.raises(InputError, match="must be in the public area list"):
         census_tables.CensusTable.from_frame(data, ["state", "county"], "pop", names={"county": "county_name"},
                                       areas=areas.drop(columns="county_name"))
+
+
+# ------------------------------------------------------------------ public ordinal values (issue 18, item 2)
+
+
+def test_parse_ordinal_order_is_the_one_parser_and_refuses_typos() -> None:
+    assert census_tables.parse_ordinal_order(" 0-17 |18-64| 65+", "age") == ("0-17", "18-64", "65+")
+    for bad, words in (("", "Give the public values"), ("0-17||65+", "empty value"), ("0-17|", "empty value"),
+                       ("a|b|a", "repeat 'a'")):
+        with pytest.raises(ParameterError, match=words):
+            census_tables.parse_ordinal_order(bad, "age")
+
+
+def test_required_orders_refuse_values_from_the_data_and_the_record_says_where_bins_came_from() -> None:
+    df = persons(n=200)  # nobody is 100+
+    with pytest.raises(ParameterError, match="public values of 'age_band'"):
+        census_tables.CensusTable.from_frame(df, ["state"], ordinals=["age_band"], require_orders=True)
+    order = census_tables.parse_ordinal_order("0-17|5-9|18-64|65+|100+", "age_band")
+    t = census_tables.CensusTable.from_frame(df, ["state"], ordinals=["age_band"], require_orders=True,
+                                             ordinal_orders={"age_band": order},
+                                             orders_source=census_tables.BINS_TYPED)
+    assert t.structure.bins == (order,) and t.counts[:, -1].sum() == 0  # the empty band is a column
+    assert t.structure.bins_origin() == {"age_band": census_tables.BINS_TYPED}
+    rec = json.loads(census_privelet.census_json(census_privelet.release_census(t, 1.0, NoiseSource(0))))
+    [axis] = [a for a in rec["params"]["axes"] if a["name"] == "age_band"]
+    assert axis["bins"] == list(order) and axis["bins_source"] == census_tables.BINS_TYPED
+    assert f"The values of 'age_band' come from {census_tables.BINS_TYPED}." in rec["notes"]
+    # a data value outside the public list is refused, and the message says which and where
+    with pytest.raises(InputError, match=r"\['65\+'\].*not in its public list of values"):
+        census_tables.CensusTable.from_frame(df, ["state"], ordinals=["age_band"], require_orders=True,
+                                             ordinal_orders={"age_band": ["0-17", "5-9", "18-64"]})
+    # without a list (the CLI's path, which warns) the record says the values came from the data
+    t2 = census_tables.CensusTable.from_frame(df, ["state"], ordinals=["age_band"])
+    assert t2.structure.bins_origin() == {"age_band": census_tables.BINS_FROM_DATA}
+
+
+def test_cli_ordinal_order_is_recorded_as_the_flag(tmp_path: Path) -> None:
+    path = tmp_path / "persons.csv"
+    persons(n=300).to_csv(path, index=False)
+    out = tmp_path / "o"
+    assert main(["release", "census", "--input", str(path), "--levels", "state,county", "--ordinal", "age_band",
+                 "--ordinal-order", "age_band=0-17|5-9|18-64|65+", "--epsilon", "1", "--no-budget",
+                 "--out", str(out)]) == 0
+    rec = json.loads((out / "release.json").read_text())
+    [axis] = [a for a in rec["params"]["axes"] if a["name"] == "age_band"]
+    assert axis["bins_source"] == census_tables.BINS_FLAG
+    assert main(["release", "census", "--input", str(path), "--levels", "state,county", "--ordinal", "age_band",
+                 "--ordinal-order", "age_band=0-17||65+", "--epsilon", "1", "--no-budget", "--out", str(out)]) == 2

@@ -521,6 +521,9 @@ def test_hierarchy_person_rows_need_a_public_area_list(tmp_path: Path, capsys: p
     line = assert_user_error(main(base), capsys)
     assert "--areas" in line and "per person" in line
     assert not out.exists()
+    # confirming that person rows list every area does not make them a public list (the app's rule too)
+    line = assert_user_error(main([*base, "--input-lists-all-areas"]), capsys)
+    assert "--areas" in line and "cannot list every area" in line
     areas = tmp_path / "areas.csv"
     areas.write_text("STATEFP,COUNTYFP\n01,001\n01,003\n02,001\n02,003\n", "utf-8")
     assert main([*base, "--areas", str(areas), "--mechanism", "independent"]) == 0, capsys.readouterr().err

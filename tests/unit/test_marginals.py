@@ -132,6 +132,8 @@ def test_cli_release_census_marginals(tmp_path) -> None:
     assert r.returncode == 0, r.stderr
     rec = json.loads((tmp_path / "o" / "release.json").read_text())
     assert rec["table"]["marginals"] == [["county", "age_band"], ["age_band"]]
+    assert rec["table"]["bins_source"] == {"age_band": census_tables.BINS_FLAG}  # where the bins came from
+    marginals.validate_marginals_record(rec)
     assert json.loads((tmp_path / "l.json").read_text())["spent"] == pytest.approx(0.1)
     # the second release would pass the cap: refused, nothing written, no traceback
     r2 = subprocess.run([*base, "--mechanism", "matrix", "--rho", "0.1", "--ledger", str(tmp_path / "l.json"),

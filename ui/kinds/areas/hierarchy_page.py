@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.areas import area_sets, census_tables, export, figures, tree_mechanisms, tree_records
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, require_public_area_list
 from dpcore.core import spec as config
 from dpcore.data import engines, synthetic
 from dpcore.data.boundaries import read_boundaries
@@ -269,9 +269,6 @@ with tab_data:
                         st.error(str(e))
                 if aup is not None and ss.get("hier_areas_id") == aup.file_id:
                     areas_df = ss["hier_areas_df"]
-            if not count and area_source == AREA_TABLE:
-                st.warning("With one row per person, areas where nobody lives are not in the table: upload the "
-                           "public area list instead.")
             bounds_up: dict[str, Any] = {}
             with st.expander("Boundaries per level (optional, for the map and the GeoJSON export)"):
                 for lv in levels:
@@ -301,6 +298,7 @@ with tab_data:
         else:
             try:
                 with st.spinner("Checking the hierarchy …"):
+                    require_public_area_list(not inputs["count"], inputs["area_source"] != AREA_TABLE)
                     if inputs.get("src") is not None:  # a large upload: DuckDB sums the rows per area
                         if len(inputs["count"]) > 1 or inputs.get("group"):
                             raise InputError(

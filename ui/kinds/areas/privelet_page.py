@@ -17,6 +17,7 @@ from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
 from ui import budget_ui, fmt, state
 from ui import marginals as marginals_ui
+from ui import ordinals as ordinals_ui
 from ui.source_ui import drop_copy, keep_copy, large_upload_source
 
 SYNTHETIC = "synthetic"
@@ -118,8 +119,12 @@ st.caption(f"Source: {name}, " + (f"{fmt.count(len(df))} rows." if src is None e
 if not levels:
     st.info("Choose the level columns (top level first) to continue.")
     st.stop()
+orders = ordinals_ui.orders_input(ordinals, {"age_band": synthetic.AGE_BANDS} if source != UPLOAD else None)
+if orders is None:
+    st.stop()
 
-table_key = (source_key, tuple(levels), count_col, tuple(ordinals), areas_up.file_id if areas_up is not None else None)
+table_key = (source_key, tuple(levels), count_col, tuple(ordinals), areas_up.file_id if areas_up is not None else None,
+             tuple(orders.items()))
 table, fp = None, None
 if ss.get("census_table_key") == table_key:
     # confidential: this session only, rebuilt (with its budget key) when an input changes
@@ -135,11 +140,12 @@ else:
             bar.empty()
             small = cc.frame[[*levels, *ordinals, "count"]].rename(columns={"count": engines.COUNT_COLUMN})
             table = census_tables.CensusTable.from_frame(small, levels, engines.COUNT_COLUMN, ordinals=ordinals,
-                                                  areas=areas_df)
+                                                  areas=areas_df, **ordinals_ui.public_orders(orders))
             fp = census_tables.fingerprint(small, levels, engines.COUNT_COLUMN)
         else:
             table = census_tables.CensusTable.from_frame(df, levels, None if count_col == PER_PERSON else count_col,
-                                                  ordinals=ordinals, areas=areas_df)
+                                                  ordinals=ordinals, areas=areas_df,
+                                                  **ordinals_ui.public_orders(orders))
             # the used columns' content: the same key as DuckDB's sums of the same table would give
             fp = census_tables.fingerprint(df, levels, None if count_col == PER_PERSON else count_col)
             state.session().adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])  # earlier key rule
@@ -154,7 +160,7 @@ if table is not None and not table.structure.public_areas:
         "so that every area, empty or not, gets noise."
     )
 if table is not None and ordinals:
-    st.caption("Order of the ordinal values (from the data; give a public order for real releases): "
+    st.caption("Values of the ordinal attributes (your public lists; each is a column of the release): "
                + "; ".join(f"{o}: {', '.join(b)}" for o, b in zip(table.structure.ordinals,
                                                                     table.structure.bins, strict=True)))
 if fp is None:  # no table: its budget (keyed by the table's content) cannot be found
