@@ -3,6 +3,8 @@
 * :func:`gaussian_clusters`: the HTF paper's synthetic data (Shaham et al. 2021, Sec. 5.1):
   points around cluster centres with ``x, y ~ Normal(centre, σ)`` in grid-cell
   units of a 1024 grid, resampled until ``n`` points fall inside (no clamping).
+* :func:`clustered_points`: named clustered shapes (a tight and a wide Gaussian over a uniform
+  background, many small clusters, roads, uniform) for head-to-head benchmarks.
 * :func:`demo_points`: the built-in demo, clusters over New York City.
 * :func:`synthetic_census`: a small state -> county -> tract hierarchy of counts.
 
@@ -66,6 +68,86 @@ def gaussian_clusters(
         need -= len(xs[-1])
     x = np.concatenate(xs) / resolution
     y = np.concatenate(ys) / resolution
+    lon = bounds.west + x * (bounds.east - bounds.west)
+    lat = bounds.south + y * (bounds.north - bounds.south)
+    return lon, lat
+
+
+#: Named shapes of :func:`clustered_points` (ours, not from a paper).  Each component is
+#: ``(kind, weight, spec)``: ``("gauss", w, (cx, cy, σ))`` with the centre and σ in fractions of the
+#: domain's side (σ = 8/512 is 8 cells of a 512 grid), ``("line", w, (x0, y0, x1, y1, σ))`` points
+#: spread uniformly along a segment with Gaussian jitter σ across it, ``("uniform", w, ())``.
+CLUSTER_SHAPES: dict[str, tuple[tuple[str, float, tuple[float, ...]], ...]] = {
+    # issue 19's setting: a tight cluster (σ ≈ 8 cells of 512) and a wide one, 10 % background
+    "tight_wide": (("gauss", 0.45, (0.30, 0.62, 8 / 512)),
+                   ("gauss", 0.45, (0.66, 0.35, 48 / 512)),
+                   ("uniform", 0.10, ())),
+    # a city-like mix: twelve clusters of σ 2–16 cells of 512 with unequal weights, 19 % background
+    "many_small": tuple(
+        ("gauss", w, (cx, cy, s / 512)) for cx, cy, s, w in (
+            (0.20, 0.25, 4, 0.12), (0.45, 0.70, 2, 0.10), (0.80, 0.80, 8, 0.09), (0.62, 0.18, 16, 0.08),
+            (0.15, 0.80, 6, 0.07), (0.50, 0.45, 3, 0.07), (0.85, 0.40, 12, 0.06), (0.33, 0.52, 5, 0.06),
+            (0.70, 0.60, 2, 0.05), (0.10, 0.50, 10, 0.04), (0.40, 0.10, 7, 0.04), (0.92, 0.12, 3, 0.03)))
+    + (("uniform", 0.19, ()),),
+    # roads: three straight corridors 2 cells of 512 wide and a hub, 10 % background
+    "roads": (("line", 0.30, (0.05, 0.20, 0.95, 0.70, 2 / 512)),
+              ("line", 0.25, (0.30, 0.95, 0.45, 0.05, 2 / 512)),
+              ("line", 0.20, (0.05, 0.55, 0.95, 0.50, 1.5 / 512)),
+              ("gauss", 0.15, (0.40, 0.40, 6 / 512)),
+              ("uniform", 0.10, ())),
+    # one tight cluster alone (σ = 4 cells of 512), 5 % background
+    "single_tight": (("gauss", 0.95, (0.55, 0.45, 4 / 512)), ("uniform", 0.05, ())),
+    "uniform": (("uniform", 1.0, ()),),
+}
+
+
+def clustered_points(n: int, bounds: Bounds, shape: str = "tight_wide", *,
+                     seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` made-up points of a named clustered shape inside ``bounds``; returns ``(lon, lat)``.
+
+    Shapes are listed in :data:`CLUSTER_SHAPES` (ours, for benchmarks such as DPBench's
+    data-shape axis, Hay et al., SIGMOD 2016, Sec. 5): ``tight_wide`` (issue 19: a Gaussian of
+    σ = 8 cells of a 512 grid holding 45 %, one of σ = 48 cells holding 45 %, 10 % uniform),
+    ``many_small``, ``roads``, ``single_tight`` and ``uniform``.  Component sizes are
+    multinomial; points falling outside the domain are redrawn, so exactly ``n`` lie inside.
+    Same ``seed``, same points.
+
+    >>> from dpcore.data.domain import Bounds
+    >>> lon, lat = clustered_points(1000, Bounds(0.0, 0.0, 1.0, 1.0), "tight_wide", seed=1)
+    >>> len(lon), bool((lon >= 0).all() and (lon < 1).all())
+    (1000, True)
+    """
+    if shape not in CLUSTER_SHAPES:
+        raise ValueError(f"Unknown shape {shape!r}; choose one of {', '.join(CLUSTER_SHAPES)}.")
+    rng = np.random.default_rng(seed)
+    comps = CLUSTER_SHAPES[shape]
+    w = np.array([c[1] for c in comps], dtype=float)
+    sizes = rng.multinomial(max(int(n), 0), w / w.sum())
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    for (kind, _, spec), m in zip(comps, sizes, strict=True):
+        need = int(m)
+        while need > 0:
+            k = need + need // 4 + 16
+            if kind == "gauss":
+                cx, cy, s = spec
+                x, y = rng.normal(cx, s, k), rng.normal(cy, s, k)
+            elif kind == "line":
+                x0, y0, x1, y1, s = spec
+                t = rng.uniform(0.0, 1.0, k)
+                dx, dy = x1 - x0, y1 - y0
+                norm = float(np.hypot(dx, dy))
+                j = rng.normal(0.0, s, k)
+                x = x0 + t * dx - j * dy / norm
+                y = y0 + t * dy + j * dx / norm
+            else:
+                x, y = rng.uniform(0.0, 1.0, k), rng.uniform(0.0, 1.0, k)
+            ok = (x >= 0) & (x < 1) & (y >= 0) & (y < 1)
+            xs.append(x[ok][:need])
+            ys.append(y[ok][:need])
+            need -= len(xs[-1])
+    x = np.concatenate(xs) if xs else np.empty(0)
+    y = np.concatenate(ys) if ys else np.empty(0)
     lon = bounds.west + x * (bounds.east - bounds.west)
     lat = bounds.south + y * (bounds.north - bounds.south)
     return lon, lat

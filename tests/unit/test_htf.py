@@ -17,8 +17,10 @@ import pytest
 from dpcore.data.domain import Aggregate, Bounds, Grid, prefix_sums
 from dpcore.errors import ParameterError
 from dpcore.points.mechanisms.htf import (
+    BAD_RELEASE_TABLE,
     HTF,
     PAPER_PRESET,
+    bad_release_chance,
     budget_breakdown,
     count_budgets,
     max_height,
@@ -901,3 +903,31 @@ def test_small_data_warning_in_plan() -> None:
     assert "single leaf" in depth_levels(levels)[0].note
     levels = MECH.plan(GRID_1024, 0.1, {**PAPER_PRESET, "height": 10}, n_estimate=3.5e6)
     assert "single leaf" not in depth_levels(levels)[0].note
+
+
+# ---------------------------------------------------------------- chance of a bad release (issue 19)
+
+GRID_512 = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 512, 512)
+
+
+def test_bad_release_chance_reads_the_nearest_simulated_setting() -> None:
+    out = bad_release_chance(250_000, 0.8, GRID_512)
+    assert (out["n_tabulated"], out["epsilon_tabulated"]) == (300_000, 1.0)
+    assert out["chance"] == BAD_RELEASE_TABLE[(300_000, 1.0)][0]
+    assert "3 times" in out["sentence"]
+    # nothing simulated: another grid, n or ε far from the table, non-default parameters, no guess
+    assert bad_release_chance(300_000, 1.0, Grid(Bounds(0.0, 0.0, 1.0, 1.0), 1024, 1024)) is None
+    assert bad_release_chance(5e7, 1.0, GRID_512) is None
+    assert bad_release_chance(300_000, 0.01, GRID_512) is None
+    assert bad_release_chance(None, 1.0, GRID_512) is None
+    assert bad_release_chance(300_000, 1.0, GRID_512, {"height": 18}) is None
+    assert bad_release_chance(300_000, 1.0, GRID_512, {"public_n": 300_000}) is not None
+
+
+def test_plan_carries_bad_release_chance_for_record_level_only() -> None:
+    split = [lv for lv in MECH.plan(GRID_512, 1.0, None, n_estimate=300_000) if lv.name.startswith("Split")][0]
+    assert split.extra["bad_release_chance"] == BAD_RELEASE_TABLE[(300_000, 1.0)][0]
+    assert "3 times" in split.extra["bad_release_note"]
+    split = [lv for lv in MECH.plan(GRID_512, 1.0, None, sensitivity=3, n_estimate=300_000)
+             if lv.name.startswith("Split")][0]
+    assert split.extra["bad_release_chance"] is None

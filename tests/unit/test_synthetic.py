@@ -13,8 +13,10 @@ import pytest
 
 from dpcore.data.domain import Bounds
 from dpcore.data.synthetic import (
+    CLUSTER_SHAPES,
     DEMO_BOUNDS,
     DEMO_N,
+    clustered_points,
     demo_points,
     gaussian_clusters,
     synthetic_census,
@@ -143,3 +145,27 @@ class TestSyntheticCensus:
     def test_reproducible(self) -> None:
         pd.testing.assert_frame_equal(synthetic_census(seed=5), synthetic_census(seed=5))
         assert not synthetic_census(seed=5).equals(synthetic_census(seed=6))
+
+
+# ---------------------------------------------------------------- clustered_points (issue 19)
+
+def test_clustered_points_exact_n_inside_and_seeded():
+    b = Bounds(-74.0, 40.0, -73.0, 41.0)
+    for shape in CLUSTER_SHAPES:
+        lon, lat = clustered_points(5000, b, shape, seed=3)
+        assert lon.size == lat.size == 5000
+        assert ((lon >= b.west) & (lon < b.east) & (lat >= b.south) & (lat < b.north)).all()
+        lon2, lat2 = clustered_points(5000, b, shape, seed=3)
+        assert np.array_equal(lon, lon2) and np.array_equal(lat, lat2)
+    other, _ = clustered_points(5000, b, "tight_wide", seed=4)
+    assert not np.array_equal(other, clustered_points(5000, b, "tight_wide", seed=3)[0])
+
+
+def test_clustered_points_tight_wide_matches_its_description():
+    """45 % within a σ = 8/512 Gaussian: about 39 % of all points within 2σ of its centre
+    (0.45 · (1 − e^-2) = 0.389); the uniform background puts about 10 % · area elsewhere."""
+    lon, lat = clustered_points(200_000, Bounds(0.0, 0.0, 1.0, 1.0), "tight_wide", seed=0)
+    near = np.hypot(lon - 0.30, lat - 0.62) < 2 * 8 / 512
+    assert abs(near.mean() - 0.389) < 0.006  # 5.5 standard errors
+    with pytest.raises(ValueError, match="Unknown shape"):
+        clustered_points(10, Bounds(0.0, 0.0, 1.0, 1.0), "nope")

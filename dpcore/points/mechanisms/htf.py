@@ -77,6 +77,36 @@ What the release holds
     ``LevelPlan.level`` is the display index (height estimate, split search, then depth 0..h)
     and a count level's depth is ``extra["depth"]``.
 
+Why one release can be much worse than the next (measured, benchmarks/results/htf_study.md)
+    On clustered points HTF's error varies a lot between releases of the same data.  With
+    300,000 points of a tight cluster (σ = 8 cells, 45 %), a wide one (45 %) and a uniform
+    background on 512 x 512 at ε = 1, 16 releases gave MRE 2.7 % to 182 % (median 19 %; AG
+    0.7–1.0 %).  This is the paper's algorithm, not a defect of this implementation: the
+    release reproduces the paper's Algorithm 1 on the paper's objective (checked cut by cut
+    against the reference objective).  In numbers:
+
+    * the error is uniformity error: the same partition with the TRUE leaf counts scores
+      within 0.5 % of the noisy one; the worst leaf (largest ``Σ|c − μ|``) is at the bottom of
+      the tree (height 0) in all 16 releases, never stopped by θ;
+    * the height cap ``h = floor(log2(n̂·ε/c0)) = 14`` is the same in every release (n̂ within
+      ±500 of n; the cap moves only at n̂ = 163,840 or 327,680), so the cap does not vary: what
+      varies is how the 14 cuts on the path to the dense cluster are spent;
+    * the homogeneity objective of a node holding a dense cluster is nearly flat (best and
+      middle cut differ by 3–5 %) and often smallest for a cut that peels a thin strip off the
+      node.  The releases whose path to the cluster has 5–8 "sliver" cuts (at least 7/8 of the
+      lines kept on the cluster's side) end with the cluster in a leaf of 53 x 40 to
+      180 x 169 cells (MRE 34–182 %); those with 0–2 isolate it in a leaf of about 10 x 20
+      cells (MRE 3–21 %);
+    * about half the cuts on that path differ from what the same search without noise
+      would choose, but the noise is not the cause: with 30 % of ε on the cuts (three times
+      less split noise) the median is 130 %, because the search then follows the objective's
+      sliver cuts more faithfully.  A deeper tree helps (manual height 18: median 3.3 %,
+      worst 40 %) but does not remove the spread.
+
+    :func:`bad_release_chance` tabulates how often a release is worse than 3x the median of
+    its setting in simulations (the plan's split level carries it as ``bad_release_chance``
+    and a sentence ``bad_release_note``).
+
 Errata (corrections of the paper) and implementation decisions
     erratum: Algorithm 1's midpoints need the ``lo +`` / ``k +`` offsets, a ceiling on the
     right half, and the winner's noisy value carried to the next round.
@@ -128,7 +158,9 @@ from dpcore.privacy.noise import NoiseSource
 __all__ = [
     "HTF",
     "PAPER_PRESET",
+    "BAD_RELEASE_TABLE",
     "Budgets",
+    "bad_release_chance",
     "budget_breakdown",
     "count_budgets",
     "max_height",
@@ -278,6 +310,68 @@ def budget_breakdown(epsilon: float, params: dict[str, Any], h: int) -> Budgets:
 # =============================================================================================
 # the mechanism
 # =============================================================================================
+
+
+#: Share of releases with MRE above 3x the median MRE of their setting, simulated by
+#: benchmarks/htf_study.py (32 releases per cell, 512 x 512 grid, default parameters, random
+#: queries of 2/6/10 % of the area): for each (n, ε) the largest share over the clustered shapes
+#: ``tight_wide``, ``many_small``, ``roads`` and ``single_tight`` of
+#: :func:`dpcore.data.synthetic.clustered_points`, with the shape that gave it.  One cell's
+#: standard error is about 0.05.
+BAD_RELEASE_TABLE: dict[tuple[int, float], tuple[float, str]] = {
+    (10_000, 0.1): (0.0, "all"), (10_000, 1.0): (0.062, "tight_wide"),
+    (30_000, 0.1): (0.0, "all"), (30_000, 1.0): (0.219, "single_tight"),
+    (100_000, 0.1): (0.094, "single_tight"), (100_000, 1.0): (0.094, "tight_wide"),
+    (300_000, 0.1): (0.125, "single_tight"), (300_000, 1.0): (0.188, "tight_wide"),
+    (1_000_000, 0.1): (0.062, "tight_wide"), (1_000_000, 1.0): (0.188, "single_tight"),
+}
+_TABLE_GRID = (512, 512)
+_TABLE_DEFAULTS = ("height_share", "partition_share", "theta", "kappa", "T", "c0", "height",
+                   "height_epsilon", "partition_epsilon_per_level", "allocation", "split_method",
+                   "first_axis", "extent_first", "adaptive_rounds")
+
+
+def bad_release_chance(n: float | None, epsilon: float, grid: Grid,
+                       params: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The simulated chance that one HTF release is much worse than a typical one, data-free.
+
+    From public inputs only (a public guess ``n`` of the number of points, ε, the grid and the
+    parameters): the share of releases whose MRE exceeded 3x the median MRE of the same
+    setting in :data:`BAD_RELEASE_TABLE`, nearest tabulated n (in log scale, within a factor
+    of about 1.8) and ε (0.1 or 1, within a factor of about 1.8), worst clustered shape.  The
+    cause is the paper's algorithm (Shaham et al., SIGSPATIAL 2021, Algorithms 1–3; module
+    docstring): whether the cuts reach a dense cluster before the height cap.  Returns None
+    where nothing was simulated: another grid than 512 x 512, non-default parameters, n or ε
+    outside the table.  It is not a bound: on data of another shape the chance can be larger.
+
+    >>> from dpcore.data.domain import Bounds, Grid
+    >>> bad_release_chance(300_000, 1.0, Grid(Bounds(0, 0, 1, 1), 512, 512))["chance"]
+    0.188
+    >>> bad_release_chance(300_000, 1.0, Grid(Bounds(0, 0, 1, 1), 1024, 1024)) is None
+    True
+    """
+    if n is None or n <= 0 or (grid.rows, grid.cols) != _TABLE_GRID:
+        return None
+    if params:
+        defaults = {q.name: q.default for q in HTF.params}
+        if any(params.get(key, defaults[key]) != defaults[key] for key in _TABLE_DEFAULTS):
+            return None
+    ns = sorted({k[0] for k in BAD_RELEASE_TABLE})
+    eps_values = sorted({k[1] for k in BAD_RELEASE_TABLE})
+    n_near = min(ns, key=lambda v: abs(math.log(v / float(n))))
+    e_near = min(eps_values, key=lambda v: abs(math.log(v / float(epsilon))))
+    if abs(math.log(n_near / float(n))) > math.log(1.8) or abs(math.log(e_near / float(epsilon))) > math.log(1.8):
+        return None
+    chance, shape = BAD_RELEASE_TABLE[(n_near, e_near)]
+    return {
+        "chance": chance,
+        "n_tabulated": n_near,
+        "epsilon_tabulated": e_near,
+        "worst_shape": shape,
+        "sentence": (f"In simulations on clustered synthetic data ({n_near:,} points, ε = {e_near:g}, "
+                     f"512 x 512), {chance:.0%} of HTF releases had an error more than 3 times a "
+                     "typical release's; the chance depends on how clustered the data are."),
+    }
 
 
 def _p_stop_by_noise(expected_count: float | None, theta: int, scale: float) -> float | None:
@@ -509,6 +603,7 @@ class HTF(PointMechanism):
             d_star_raw = math.log2(float(n) * b.eps_prt_level / base) if n * b.eps_prt_level > 0 else None
         # d* is "about log2(...)": rounded, kept within the tree
         d_star = None if d_star_raw is None else int(min(max(round(d_star_raw), 0), h))
+        bad = bad_release_chance(n, b.epsilon, grid, p) if k == 1 else None  # simulated for one record per unit
         return LevelPlan(
             level=index,
             name=f"Split search ({h} levels)",
@@ -533,6 +628,8 @@ class HTF(PointMechanism):
                 "objective_sensitivity": 2 * k,
                 "data_driven_depth": d_star,
                 "data_driven_depth_exact": d_star_raw,
+                "bad_release_chance": None if bad is None else bad["chance"],
+                "bad_release_note": None if bad is None else bad["sentence"],
                 "scale_note": ("root node's scale (exhaustive: varies with the node's width)"
                                if p["split_method"] == "exhaustive" else
                                "same scale at every node" if not p["adaptive_rounds"] else
