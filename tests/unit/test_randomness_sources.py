@@ -20,14 +20,14 @@ FORBIDDEN_MODULES = {"random", "secrets"}
 def _modules() -> list[Path]:
     """The library, and the app's pages and ui/ (issue 18: a page must not draw noise either)."""
     lib = [p for p in DPCORE.rglob("*.py") if p.name not in ALLOWED]
-    app = [ROOT / "app.py", *(ROOT / "app_pages").rglob("*.py"), *(ROOT / "ui").rglob("*.py")]
+    app = [ROOT / "app.py", *(ROOT / "pages").rglob("*.py"), *(ROOT / "ui").rglob("*.py")]
     return sorted(lib + [p for p in app if p.is_file()])
 
 
 def test_the_app_is_scanned() -> None:
     names = {str(p.relative_to(ROOT)) for p in _modules()}
     assert "app.py" in names
-    assert any(n.startswith("app_pages/") for n in names) and any(n.startswith("ui/") for n in names)
+    assert any(n.startswith("pages/") for n in names) and any(n.startswith("ui/") for n in names)
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
