@@ -137,7 +137,7 @@ def release_now(job: dict[str, Any]) -> None:
     files["release.json"] = export.hierarchy_json(rel, led, [*files, "release.json"])
     remember_release("census", job["fp"], rel.release_id,
                      {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
-                      "levels": list(rel.hierarchy.level_names)}, files)
+                      "levels": list(rel.hierarchy.level_names)}, files, led)
     ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {},
                           "config": release_config(*job["config"])}
 
@@ -342,7 +342,7 @@ with tab_data:
                 if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
                     state.session().adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])
                 model = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
-                         "name": inputs["name"]}
+                         "name": inputs["name"], "demo": inputs["id"] == DEMO}
                 ss["hier_model"], ss["hier_model_key"] = model, key
             except DPCoreError as e:
                 st.error(str(e))
@@ -384,6 +384,8 @@ with tab_mech:
     st.caption(f"{info.description} **When to use:** {info.when} *({info.paper})*")
     # persistent: the same table finds the same budget (its population's, once bound) in every tab and after
     # restarts; shared with the Census (Privelet) page
+    if model.get("demo"):
+        state.mark_demo("census", fp)  # the made-up demo's budget lives with the session
     led = budget_ui.population_input("census", fp, budget.pure(1.0), ss["census_ledgers"], f"hier_{fp}",
                                       reset=(f"hier_def_{fp}",))
     population = state.population_of("census", fp)

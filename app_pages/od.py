@@ -355,7 +355,7 @@ def release_now(token: int, **job: Any) -> None:
                      {"mechanism": od.get(job["mech"]).title, "cost": job["cost_label"], "name": model_["name"]},
                      {"release.csv": od_export.release_csv_bytes(rel_),
                       "release.json": od_export.od_json(rel_, led, delta=job["delta"], extra=extra,
-                                                        files=["release.csv", "release.json"])})
+                                                        files=["release.csv", "release.json"])}, led)
     ss["od_just_released"] = job["cost_label"]
 
 
@@ -742,7 +742,7 @@ with tab_data:
                 model = {"h": h, "counts": counts, "xy": xy, "boundaries": frames, "notes": notes,
                          "fp": counts.fingerprint, "view": (h.fingerprint(), counts.max_trips, counts.distinct),
                          "name": inputs["name"], "unit": inputs["unit"], "area_desc": area_desc,
-                         "df": inputs["df"], "user": inputs["cols"].get("user")}
+                         "df": inputs["df"], "user": inputs["cols"].get("user"), "demo": inputs["key"] == (DEMO,)}
                 models[key] = model
                 while len(models) > MODELS_KEPT:
                     models.pop(next(iter(models)))
@@ -797,6 +797,8 @@ with tab_mech:
                "to this data set's budget ledger (compare with it in the benchmarks).")
     # persistent: the same trips find the same budget (their population's, once bound) in every tab and after
     # restarts
+    if model.get("demo"):
+        state.mark_demo("od", fp)  # the made-up demo's budget lives with the session
     led = budget_ui.population_input("od", fp, budget.zcdp(DEFAULT_RHO_CAP), ss["od_ledgers"], f"od_{fp}")
     population = state.population_of("od", fp)
     locked = bool(led.entries)

@@ -41,7 +41,7 @@ def _release_now(table: CensusTable, p: marginals.MarginalsPlan, led: Ledger, fp
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
                             "tables": list(rel.tables)},
-                           {"marginals.csv": entry["csv"], "release.json": entry["json"]})
+                           {"marginals.csv": entry["csv"], "release.json": entry["json"]}, led)
     ss["census_mx_release"] = entry
 
 

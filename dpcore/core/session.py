@@ -135,6 +135,18 @@ class Session:
         return cls(LedgerStore(Path(path)) if path else None)
 
     @classmethod
+    def temporary(cls) -> Session:
+        """A session whose budgets and release history live only as long as the object (a
+        private temporary database, removed with it): for made-up demo data, whose budget
+        should reset with the app's browser session instead of being used up for good."""
+        return cls(LedgerStore.temporary_store())
+
+    @property
+    def is_temporary(self) -> bool:
+        """Whether this session's budgets are kept only as long as it lives (:meth:`temporary`)."""
+        return self._store is not None and self._store.temporary
+
+    @classmethod
     def unaccounted(cls) -> Session:
         """A session that charges only the ledgers it is handed (never the database)."""
         return cls(None, accounted=False)

@@ -46,8 +46,11 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from pathlib import Path
@@ -123,7 +126,26 @@ def default_path() -> Path:
 
 
 class LedgerStore:
-    """One SQLite file of ledgers and stored releases."""
+    """One SQLite file of ledgers and stored releases.
+
+    ``temporary`` is True for a store made by :meth:`temporary_store` (removed with the object).
+    """
+
+    temporary = False
+
+    @classmethod
+    def temporary_store(cls) -> LedgerStore:
+        """A store in a private temporary directory, removed when the object is collected.
+
+        For budgets that must *not* outlive their holder, e.g. the app's made-up demo data, whose
+        budget lives with the browser session: the same SQLite code paths as the persistent
+        store (transactions, keys, populations, stored releases), nothing kept afterwards.
+        """
+        folder = tempfile.mkdtemp(prefix="dpcore-session-")
+        store = cls(Path(folder) / "ledger.sqlite")
+        store.temporary = True
+        weakref.finalize(store, shutil.rmtree, folder, True)
+        return store
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -427,6 +449,11 @@ class StoredLedger(Ledger):
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self._read.close()
+
+    @property
+    def store(self) -> LedgerStore:
+        """The store this ledger lives in."""
+        return self._store
 
     # -- sync -------------------------------------------------------------------------------
     def _load(self, con: sqlite3.Connection) -> None:
