@@ -24,7 +24,7 @@ UPLOAD = "upload"
 PER_PERSON = "(one row per person)"
 MAX_SELECT = 2000  # beyond this many areas, type the path instead of picking it
 DEFAULT_CAP, DEFAULT_RHO_CAP = state.DEFAULT_CAP, state.DEFAULT_RHO_CAP
-DEFAULT_EPSILON = 0.5
+DEFAULT_EPSILON = state.DEFAULT_EPSILON
 MECHS = {"privelet": "Privelet: every area of every level (pure ε)",
          "matrix": "Matrix mechanism: the tables you choose (area × age band …)"}
 DEFS = {"pure": "Pure ε-DP", "zcdp": "ρ-zCDP (for the matrix mechanism's optimal strategy)"}

@@ -400,7 +400,7 @@ with tab_mech:
         budget_ui.switch_definition(led, definition)
     sym = "ε" if definition == "pure" else "ρ"
     value = c2.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=10.0,
-                            step=0.05, format="%.3f", key=keep(f"value_{definition}", 0.5 if definition == "pure" else 0.05),
+                            step=0.05, format="%.3f", key=keep(f"value_{definition}", state.DEFAULT_RELEASE[definition]),
                             help="Smaller: more privacy, more noise.")
     kept(f"value_{definition}")
     budget_ui.cap_input(led, f"hier_cap_{fp}_{definition}", c3, label="Budget cap of this dataset",

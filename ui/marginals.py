@@ -76,7 +76,7 @@ def section(table: CensusTable | None, fp: str, led: Ledger, source: str) -> Non
     sym = "ε" if led.definition == "pure" else "ρ"
     value = st.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=10.0, step=0.05,
                             format="%.3f", key=f"census_mx_value_{led.definition}",
-                            value=0.5 if led.definition == "pure" else 0.05,
+                            value=state.DEFAULT_RELEASE[led.definition],
                             help="Smaller: more privacy, more noise. The whole budget answers one strategy; every "
                                  "table is computed from it.")
     cost = budget.pure(value) if led.definition == "pure" else budget.zcdp(value)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from dpcore.core.session import DEFAULT_EPSILON_CAP, Session
+from dpcore.core.session import DEFAULT_EPSILON_CAP, Session, default_release_budget
 from dpcore.core.session import DEFAULT_RHO_CAP as SESSION_RHO_CAP
 from dpcore.data import engines, synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
@@ -27,10 +27,12 @@ from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_store import StoredLedger
 
+# the default caps and the default budget of one release (half the cap), the same for every kind
 DEFAULT_CAP = DEFAULT_EPSILON_CAP
-DEFAULT_EPSILON = 0.5
+DEFAULT_EPSILON = default_release_budget("pure")
 DEFAULT_RHO_CAP = SESSION_RHO_CAP
-DEFAULT_RHO = 0.125
+DEFAULT_RHO = default_release_budget("zcdp")
+DEFAULT_RELEASE = {"pure": DEFAULT_EPSILON, "zcdp": DEFAULT_RHO}
 DEFAULT_GRID = (1024, 1024)
 
 
