@@ -8,13 +8,15 @@ them again spends nothing.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pandas as pd
 import streamlit as st
 
 from dpcore.errors import DPCoreError
-from dpcore.privacy import budget, ledger_store
+from dpcore.privacy import budget
+from dpcore.privacy.ledger_store import LedgerStore
 from ui import fmt, state
 
 ss = st.session_state
@@ -37,25 +39,38 @@ for fp in ss.get("od_ledgers", {}):
     datasets.append(("od", fp, "O/D trips"))
 
 try:
-    store = ledger_store.default_store()
+    shared = state.session().store
 except DPCoreError as e:
     st.error(str(e))
     st.stop()
 
-# data bound to one population share one budget and one history: list it once, naming its data
-budgets: dict[str, tuple[str, list[str]]] = {}  # budget key -> (kind, labels)
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n / 1e3:,.0f} kB"
+
+
+# data bound to one population share one budget and one history: list it once, naming its data.
+# The demo data's budget lives with this browser session, in a database of its own.
+budgets: dict[str, tuple[str, list[str], LedgerStore]] = {}  # budget key -> (kind, labels, store)
 for kind, fp, label in datasets:
+    store = state.session_for(kind, fp).store
     key = store.budget_key(kind, fp)
     population = state.population_of(kind, fp)
     if key not in budgets:
-        budgets[key] = (kind, [f"Population {population}"] if population else [])
+        budgets[key] = (kind, [f"Population {population}"] if population else [], store)
     if population:
         budgets[key][1].append(label)
     elif not budgets[key][1]:
         budgets[key][1].append(label)
 
-shown = 0
-for key, (kind, labels) in budgets.items():
+size = shared.storage()
+st.caption(f"Budget database: {_mb(size['database_bytes'])} on disk ({shared.path}); "
+           f"{fmt.count(size['files'])} release files kept, {_mb(size['files_bytes'])} compressed "
+           f"({_mb(size['files_published_bytes'])} as published)"
+           + (f"; {fmt.count(size['removed'])} files removed" if size["removed"] else "") + ".")
+
+shown, listed = 0, []  # listed: (store, budget key, release id, title)
+for key, (kind, labels, store) in budgets.items():
     if not store.has_ledger(key):
         continue
     label = labels[0] + (f" ({'; '.join(labels[1:])})" if len(labels) > 1 else "")
@@ -73,20 +88,68 @@ for key, (kind, labels) in budgets.items():
     if led.cap_changes:
         st.caption("Cap changes: " + "; ".join(
             f"{c.time[:16].replace('T', ' ')} UTC: {c.old.label()} → {c.new.label()}" for c in led.cap_changes))
+    if store.temporary:
+        st.caption(f"{state.DEMO_BUDGET_NOTE}: made-up data, whose budget and releases are not kept after this "
+                   "session.")
     for r in rels:
         summ = r["summary"]
-        with st.expander(f"{r['created'].replace('T', ' ')} UTC · {summ.get('mechanism', r['kind'])} · "
-                         f"{summ.get('cost', '')} · release {r['release_id']}"):
+        title = (f"{r['created'].replace('T', ' ')} UTC · {summ.get('mechanism', r['kind'])} · "
+                 f"{summ.get('cost', '')} · release {r['release_id']}")
+        if r["files"]:
+            listed.append((store, key, r["release_id"], title))
+        with st.expander(title + (" · files removed" if r["removed"] and not r["files"] else "")):
             st.code(json.dumps(summ, indent=1, ensure_ascii=False), language="json")
+            if r["removed"]:
+                when = sorted(set(r["removed"].values()))[-1].replace("T", " ")
+                st.caption(f"Removed from the history on {when} UTC to save space, no longer downloadable: "
+                           f"{', '.join(r['removed'])}. The release's budget entry stays.")
             cols = st.columns(max(1, len(r["files"])))
             for c, name in zip(cols, r["files"], strict=False):
                 ext = name[name.rfind("."):]
                 # read from the database only when clicked: a rerun must not load every stored file
                 c.download_button(f"Download {name}",
-                                  lambda rid=r["release_id"], n=name: store.release_file(rid, n), name,
+                                  lambda rid=r["release_id"], n=name, db=store: db.release_file(rid, n), name,
                                   MIME.get(ext, "application/octet-stream"), on_click="ignore",
                                   key=f"hist_dl_{r['release_id']}_{name}")
         shown += 1
+
+
+def _remove(before: dt.date | None, chosen: list[tuple[LedgerStore, str]], everything: bool) -> None:
+    n = 0
+    try:
+        if before is not None:
+            stores: dict[str, tuple[LedgerStore, set[str]]] = {}
+            for key, (_kind, _labels, store) in budgets.items():
+                stores.setdefault(str(store.path), (store, set()))[1].add(key)
+            if everything:
+                stores[str(shared.path)] = (shared, set())
+            for path, (store, keys) in stores.items():
+                n += store.remove_release_files(before=before.isoformat(),
+                                                fingerprints=None if everything and path == str(shared.path) else keys)
+        else:
+            for store, rid in chosen:
+                n += store.remove_release_files(release_ids=[rid])
+        ss["hist_removed"] = (True, f"Removed {fmt.count(n)} release file{'s' if n != 1 else ''}; the budget "
+                                    "entries stay.")
+    except DPCoreError as e:
+        ss["hist_removed"] = (False, str(e))
+
+
+with st.expander("Remove old release files (the budget entries stay)"):
+    st.caption("Stored release files take space; removing them keeps every budget entry and the release's "
+               "description, but the files can no longer be downloaded here (keep your own copies).")
+    c1, c2 = st.columns(2)
+    before = c1.date_input("Releases made before", value=dt.date.today() - dt.timedelta(days=30), key="hist_before")
+    everything = c1.checkbox("Also releases of data not loaded in this session", key="hist_everything",
+                             help="Every release in the budget database, e.g. of data loaded in earlier sessions.")
+    c1.button("Remove their files", key="hist_remove_before", on_click=_remove, args=(before, [], everything))
+    chosen = c2.multiselect("Or these releases", list(range(len(listed))), format_func=lambda i: listed[i][3],
+                            key="hist_chosen")
+    c2.button("Remove the chosen releases' files", key="hist_remove_chosen", disabled=not chosen,
+              on_click=_remove, args=(None, [(listed[i][0], listed[i][2]) for i in chosen], False))
+    if ss.get("hist_removed"):
+        done, msg = ss.pop("hist_removed")
+        (st.success if done else st.error)(msg)
 
 if shown == 0:
     st.info("No release of the data loaded in this session yet. Releases made on any page appear here, with "

@@ -151,4 +151,8 @@ def population_input(kind: str, fp: str, default_cap: budget.PrivacyCost, cache:
                       "population name so their releases share one budget. Name it before the first release.")
     if ss.get(err_key):
         box.error(ss.pop(err_key))
-    return state.data_ledger(kind, fp, default_cap, cache)
+    led = state.data_ledger(kind, fp, default_cap, cache)
+    if state.is_session_budget(led):
+        box.caption(f"**{state.DEMO_BUDGET_NOTE}**: this is made-up demo data, so its budget is kept only for this "
+                    "session. Real data's budget is kept for good in the budget database.")
+    return led

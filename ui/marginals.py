@@ -41,7 +41,7 @@ def _release_now(table: CensusTable, p: marginals.MarginalsPlan, led: Ledger, fp
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
                             "tables": list(rel.tables)},
-                           {"marginals.csv": entry["csv"], "release.json": entry["json"]})
+                           {"marginals.csv": entry["csv"], "release.json": entry["json"]}, led)
     ss["census_mx_release"] = entry
 
 
@@ -76,7 +76,7 @@ def section(table: CensusTable | None, fp: str, led: Ledger, source: str) -> Non
     sym = "ε" if led.definition == "pure" else "ρ"
     value = st.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=10.0, step=0.05,
                             format="%.3f", key=f"census_mx_value_{led.definition}",
-                            value=0.5 if led.definition == "pure" else 0.05,
+                            value=state.DEFAULT_RELEASE[led.definition],
                             help="Smaller: more privacy, more noise. The whole budget answers one strategy; every "
                                  "table is computed from it.")
     cost = budget.pure(value) if led.definition == "pure" else budget.zcdp(value)

@@ -19,6 +19,8 @@ def budget_panel(led: Ledger, delta: float, *, classic: bool = False, population
     releases may be stated through that conversion).  ``population``: the name of the population
     the data is bound to (the budget shown is the population's)."""
     spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
+    if state.is_session_budget(led):
+        st.caption(f"**{state.DEMO_BUDGET_NOTE}** (made-up data: its budget and history are not kept)")
     if population:
         st.caption(f"population: **{population}** (one budget for all its data)")
     st.progress(min(spent / cap, 1.0) if cap else 1.0,

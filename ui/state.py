@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from dpcore.core.session import DEFAULT_EPSILON_CAP, Session
+from dpcore.core.session import DEFAULT_EPSILON_CAP, Session, default_release_budget
 from dpcore.core.session import DEFAULT_RHO_CAP as SESSION_RHO_CAP
 from dpcore.data import engines, synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
@@ -23,13 +23,16 @@ from dpcore.data.engines import base as engine_rules
 from dpcore.data.points import PointTable, load_points
 from dpcore.errors import DPCoreError
 from dpcore.points.release import PartitionRelease
-from dpcore.privacy import budget, ledger_store
+from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.ledger_store import StoredLedger
 
+# the default caps and the default budget of one release (half the cap), the same for every kind
 DEFAULT_CAP = DEFAULT_EPSILON_CAP
-DEFAULT_EPSILON = 0.5
+DEFAULT_EPSILON = default_release_budget("pure")
 DEFAULT_RHO_CAP = SESSION_RHO_CAP
-DEFAULT_RHO = 0.125
+DEFAULT_RHO = default_release_budget("zcdp")
+DEFAULT_RELEASE = {"pure": DEFAULT_EPSILON, "zcdp": DEFAULT_RHO}
 DEFAULT_GRID = (1024, 1024)
 
 
@@ -113,6 +116,7 @@ def load_demo() -> None:
     df = synthetic.demo_points()
     table = load_points(df, "lat", "lon", source_name=synthetic.DEMO_NAME)
     set_dataset(Dataset(synthetic.DEMO_NAME, table, True, fingerprint(table), synthetic.DEMO_N))
+    mark_demo("points", st.session_state["dataset"].fingerprint)
     st.session_state["bounds"] = synthetic.DEMO_BOUNDS
 
 
@@ -188,11 +192,49 @@ def session() -> Session:
     return Session()
 
 
+#: Text shown beside the budget of made-up demo data.
+DEMO_BUDGET_NOTE = "demo: budget resets with the session"
+
+
+def mark_demo(kind: str, fp: str) -> None:
+    """Say that ``kind`` data with content fingerprint ``fp`` is the app's made-up demo data: its
+    budget and release history then live with this browser session (:func:`session_for`) instead
+    of the shared database, so a newcomer's releases never use the demo's budget up for good.
+    Call it when the demo is loaded, before its budget is opened."""
+    st.session_state.setdefault("demo_data", set()).add((kind, fp))
+
+
+def is_demo(kind: str, fp: str) -> bool:
+    """Whether ``kind`` data with fingerprint ``fp`` was loaded as the demo in this session."""
+    return (kind, fp) in st.session_state.get("demo_data", ())
+
+
+def demo_session() -> Session:
+    """This browser session's own budget database (temporary, removed with the session)."""
+    ss = st.session_state
+    if "demo_session" not in ss:
+        ss["demo_session"] = Session.temporary()
+    return ss["demo_session"]
+
+
+def session_for(kind: str, fp: str) -> Session:
+    """The session whose database keeps the budget of ``kind`` data with fingerprint ``fp``: this
+    browser session's temporary one for the demo data, the shared persistent one for real data."""
+    return demo_session() if is_demo(kind, fp) else session()
+
+
+def is_session_budget(led: Ledger) -> bool:
+    """Whether ``led`` lives only as long as this browser session (the demo data's budget)."""
+    return isinstance(led, StoredLedger) and led.store.temporary
+
+
 def stored_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost) -> Ledger:
-    """The persistent budget of a dataset (``kind`` + content fingerprint, keyed by the session),
-    kept in the budget database: re-uploading the data, reloading the page, a second tab or a
-    restart of the app all continue the same budget (its population's, when it is bound to one)."""
-    return session().budget(kind, fp, default=default_cap)
+    """The budget of a dataset (``kind`` + content fingerprint, keyed by the session).
+
+    Real data's budget is kept in the budget database: re-uploading the data, reloading the page, a
+    second tab or a restart of the app all continue the same budget (its population's, when it is
+    bound to one).  The demo data's budget lives with this browser session (:func:`mark_demo`)."""
+    return session_for(kind, fp).budget(kind, fp, default=default_cap)
 
 
 def data_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost, cache: dict[str, Ledger]) -> Ledger:
@@ -205,7 +247,7 @@ def data_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost, cache: dict
     """
     led = cache.get(fp)
     if led is not None:
-        store = session().store
+        store = session_for(kind, fp).store
         if led.dataset == store.resolve(store.key(kind, fp)):
             return led
     led = cache[fp] = stored_ledger(kind, fp, default_cap)
@@ -221,7 +263,7 @@ def population_of(kind: str, fp: str) -> str | None:
     names = st.session_state.setdefault("population_names", {})
     if (kind, fp) in names:
         return names[(kind, fp)]
-    store = session().store
+    store = session_for(kind, fp).store
     name = store.population_name(store.key(kind, fp))
     if name is not None:
         names[(kind, fp)] = name
@@ -236,19 +278,25 @@ def bind_population(kind: str, fp: str, name: str, default_cap: budget.PrivacyCo
     on its own budget, or belongs to another population) raise :class:`DPCoreError` with the reason.
     A new population starts with ``default_cap``.
     """
-    led = cache[fp] = session().budget(kind, fp, default=default_cap, population=name)
+    led = cache[fp] = session_for(kind, fp).budget(kind, fp, default=default_cap, population=name)
     st.session_state.setdefault("population_names", {})[(kind, fp)] = name.strip()
     return led
 
 
 def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any],
-                     files: dict[str, bytes]) -> None:
+                     files: dict[str, bytes], ledger: Ledger | None = None) -> None:
     """Keep a release's exported files in the budget database for the Release history page.
 
+    ``ledger``: the budget the release was charged to; its database keeps the files (the demo's
+    stay with the browser session).  Pass it from a release callback: without it the database is
+    found through st.session_state, which Streamlit 1.67 may stop a callback at.
     A failure to store is shown as a warning: the release itself (already charged) is kept.
     """
     try:
-        store = ledger_store.default_store()
+        if isinstance(ledger, StoredLedger):
+            ledger.store.record_release(ledger.dataset, release_id, kind, summary, files)
+            return
+        store = session_for(kind, fp).store
         store.record_release(store.budget_key(kind, fp), release_id, kind, summary, files)
     except (DPCoreError, OSError, sqlite3.Error) as e:
         st.warning(f"The release was made but could not be stored in the release history: {e}. Download its "
@@ -288,7 +336,7 @@ def add_release(rel: PartitionRelease, *, into: list[ReleaseEntry], fp: str, led
         files["workload_answers.csv"] = export.workload_answers_csv(rel)
     remember_release("points", entry.dataset_fingerprint, rel.release_id,
                      {"mechanism": rel.mechanism_title, "cost": rel.cost.label(),
-                      "grid": f"{rel.grid.rows} x {rel.grid.cols}", "params": rel.params}, files)
+                      "grid": f"{rel.grid.rows} x {rel.grid.cols}", "params": rel.params}, files, led)
     return entry
 
 

@@ -42,7 +42,8 @@ from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_store import LedgerStore, StoredLedger, default_store
 from dpcore.privacy.units import Unit
 
-__all__ = ["DEFAULT_EPSILON_CAP", "DEFAULT_RHO_CAP", "Charge", "JsonLedger", "Session", "default_cap"]
+__all__ = ["DEFAULT_EPSILON_CAP", "DEFAULT_RELEASE_SHARE", "DEFAULT_RHO_CAP", "Charge", "JsonLedger", "Session",
+           "default_cap", "default_release_budget"]
 
 R = TypeVar("R")
 
@@ -51,6 +52,23 @@ DEFAULT_EPSILON_CAP = 1.0
 #: ... or, for a ρ-zCDP release, ρ = 0.5: the ρ of a pure ε = 1 mechanism (Bun & Steinke 2016,
 #: Prop. 1.4), so the default allows the same releases under either definition.
 DEFAULT_RHO_CAP = 0.5
+
+
+#: The share of the default cap one release is offered by default, for every kind of data and both
+#: definitions: half, so that two default releases use up a new default budget.
+DEFAULT_RELEASE_SHARE = 0.5
+
+
+def default_release_budget(definition: str) -> float:
+    """The default budget of one release under ``definition`` (``"pure"``: ε, ``"zcdp"``: ρ):
+    :data:`DEFAULT_RELEASE_SHARE` of that definition's default cap, the same for every kind of data.
+
+    >>> default_release_budget("pure"), default_release_budget("zcdp")
+    (0.5, 0.25)
+    """
+    if definition not in ("pure", "zcdp"):
+        raise ParameterError(f"Unknown privacy definition {definition!r}: 'pure' (ε) or 'zcdp' (ρ).")
+    return DEFAULT_RELEASE_SHARE * (DEFAULT_EPSILON_CAP if definition == "pure" else DEFAULT_RHO_CAP)
 
 
 def default_cap(cost: PrivacyCost) -> PrivacyCost:
@@ -133,6 +151,18 @@ class Session:
     def open(cls, path: str | Path | None = None) -> Session:
         """A session on the budget database at ``path`` (default: the shared one)."""
         return cls(LedgerStore(Path(path)) if path else None)
+
+    @classmethod
+    def temporary(cls) -> Session:
+        """A session whose budgets and release history live only as long as the object (a
+        private temporary database, removed with it): for made-up demo data, whose budget
+        should reset with the app's browser session instead of being used up for good."""
+        return cls(LedgerStore.temporary_store())
+
+    @property
+    def is_temporary(self) -> bool:
+        """Whether this session's budgets are kept only as long as it lives (:meth:`temporary`)."""
+        return self._store is not None and self._store.temporary
 
     @classmethod
     def unaccounted(cls) -> Session:

@@ -15,6 +15,11 @@ file shared by every session and process of the app on this machine.
 * Stored releases keep their export files (CSV, GeoJSON, JSON record) as they were published,
   so the history page can offer them again without recomputing or spending anything.  They
   hold only what was exported (noisy outputs and public parameters), never true counts.
+  Files are kept gzip-compressed (RFC 1952, the standard library's :mod:`gzip`; the CSV and
+  GeoJSON of a release shrink five- to tenfold) and read back as published; rows stored
+  uncompressed by earlier versions read as they are.  The curator may remove old release files
+  (:meth:`LedgerStore.remove_release_files`) to reclaim space: the budget entries stay, and a
+  removed file is listed as removed, never served.
 
 * **Keys.** A population's key is ``HMAC-SHA256(secret, kind:fingerprint)`` (:meth:`LedgerStore.key`)
   with a per-install secret kept beside the database (``ledger.sqlite.key``, readable by its owner
@@ -36,13 +41,17 @@ and writes it back inside the same transaction.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import hmac
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+import weakref
+from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -117,7 +126,26 @@ def default_path() -> Path:
 
 
 class LedgerStore:
-    """One SQLite file of ledgers and stored releases."""
+    """One SQLite file of ledgers and stored releases.
+
+    ``temporary`` is True for a store made by :meth:`temporary_store` (removed with the object).
+    """
+
+    temporary = False
+
+    @classmethod
+    def temporary_store(cls) -> LedgerStore:
+        """A store in a private temporary directory, removed when the object is collected.
+
+        For budgets that must *not* outlive their holder, e.g. the app's made-up demo data, whose
+        budget lives with the browser session: the same SQLite code paths as the persistent
+        store (transactions, keys, populations, stored releases), nothing kept afterwards.
+        """
+        folder = tempfile.mkdtemp(prefix="dpcore-session-")
+        store = cls(Path(folder) / "ledger.sqlite")
+        store.temporary = True
+        weakref.finalize(store, shutil.rmtree, folder, True)
+        return store
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -128,6 +156,12 @@ class LedgerStore:
                 con.executescript(_SCHEMA)
                 if "unit" not in {r[1] for r in con.execute("PRAGMA table_info(datasets)")}:
                     con.execute("ALTER TABLE datasets ADD COLUMN unit TEXT")
+                # columns added without a migration: rows of earlier versions read as uncompressed
+                # (encoding NULL), of their stored length (size NULL) and not removed (removed NULL)
+                have = {r[1] for r in con.execute("PRAGMA table_info(release_files)")}
+                for column, decl in (("encoding", "TEXT"), ("size", "INTEGER"), ("removed", "TEXT")):
+                    if column not in have:
+                        con.execute(f"ALTER TABLE release_files ADD COLUMN {column} {decl}")
             self._secret = self._load_secret()
         except (OSError, sqlite3.Error) as e:
             raise DPCoreError(
@@ -263,40 +297,121 @@ class LedgerStore:
     # -- releases ---------------------------------------------------------------------------
     def record_release(self, fingerprint: str, release_id: str, kind: str, summary: Mapping[str, Any],
                        files: Mapping[str, bytes]) -> None:
-        """Keep a release's exported files (as published) for the history page.
+        """Keep a release's exported files (as published, gzip-compressed) for the history page.
 
         ``summary`` is public (mechanism, budget, parameters); ``files`` are the exports.
         Recording the same release twice keeps the first copy.
         """
         created = minute_now()
+        rows = [(release_id, str(n), sqlite3.Binary(_pack(bytes(d))), _GZIP, len(d)) for n, d in files.items()]
         with self.transaction() as con:
             if con.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone():
                 return
             con.execute("INSERT INTO releases VALUES (?, ?, ?, ?, ?)",
                         (release_id, fingerprint, kind, created, json.dumps(dict(summary), default=str)))
-            con.executemany("INSERT INTO release_files VALUES (?, ?, ?)",
-                            [(release_id, str(n), sqlite3.Binary(bytes(d))) for n, d in files.items()])
+            con.executemany("INSERT INTO release_files (release_id, name, data, encoding, size) "
+                            "VALUES (?, ?, ?, ?, ?)", rows)
 
     def releases(self, fingerprint: str) -> list[dict[str, Any]]:
-        """Stored releases of a dataset, newest first: id, kind, created, summary, file names."""
+        """Stored releases of a dataset, newest first: id, kind, created, summary, the names of the
+        files that can be downloaded (``files``) and of those removed (``removed``: name -> when)."""
         with contextlib.closing(self._connect()) as con:
             rows = con.execute("SELECT release_id, kind, created, summary FROM releases WHERE fingerprint = ? "
                                "ORDER BY created DESC, rowid DESC", (fingerprint,)).fetchall()
             out = []
             for rid, kind, created, summary in rows:
-                names = [n for (n,) in con.execute(
-                    "SELECT name FROM release_files WHERE release_id = ? ORDER BY rowid", (rid,))]
-                out.append({"release_id": rid, "kind": kind, "created": created,
-                            "summary": json.loads(summary), "files": names})
+                files = con.execute("SELECT name, removed FROM release_files WHERE release_id = ? ORDER BY rowid",
+                                    (rid,)).fetchall()
+                out.append({"release_id": rid, "kind": kind, "created": created, "summary": json.loads(summary),
+                            "files": [n for n, gone in files if gone is None],
+                            "removed": {n: gone for n, gone in files if gone is not None}})
             return out
 
     def release_file(self, release_id: str, name: str) -> bytes:
+        """A stored file of a release, as published (decompressed)."""
         with contextlib.closing(self._connect()) as con:
-            row = con.execute("SELECT data FROM release_files WHERE release_id = ? AND name = ?",
+            row = con.execute("SELECT data, encoding, removed FROM release_files WHERE release_id = ? AND name = ?",
                               (release_id, name)).fetchone()
         if row is None:
             raise InputError(f"There is no stored file {name!r} for release {release_id}.")
-        return bytes(row[0])
+        if row[2] is not None:
+            raise InputError(f"The file {name!r} of release {release_id} was removed from the history on "
+                             f"{row[2].replace('T', ' ')} UTC to save space; its budget entry is kept.")
+        return _unpack(bytes(row[0]), row[1])
+
+    def storage(self) -> dict[str, int]:
+        """What the database takes on disk: ``database_bytes`` (the file and its journal),
+        ``files_bytes`` (stored release files, compressed), ``files_published_bytes`` (the same
+        files as published), ``files`` (how many are kept) and ``removed`` (how many were removed)."""
+        with contextlib.closing(self._connect()) as con:
+            kept, stored, published = con.execute(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0), COALESCE(SUM(COALESCE(size, LENGTH(data))), 0) "
+                "FROM release_files WHERE removed IS NULL").fetchone()
+            removed = con.execute("SELECT COUNT(*) FROM release_files WHERE removed IS NOT NULL").fetchone()[0]
+        on_disk = sum(p.stat().st_size for p in (self.path, self.path.with_name(self.path.name + "-wal"),
+                                                 self.path.with_name(self.path.name + "-journal")) if p.exists())
+        return {"database_bytes": int(on_disk), "files_bytes": int(stored), "files_published_bytes": int(published),
+                "files": int(kept), "removed": int(removed)}
+
+    def remove_release_files(self, *, before: str | None = None, release_ids: Iterable[str] | None = None,
+                             fingerprints: Iterable[str] | None = None) -> int:
+        """Remove stored release files to reclaim space; the budget entries and the releases'
+        summaries stay, and the files stay listed as removed (with when).
+
+        Parameters
+        ----------
+        before : str, optional
+            Remove the files of releases made before this time (ISO 8601, UTC; a date such as
+            ``"2024-05-01"`` means the start of that day).
+        release_ids : iterable of str, optional
+            Remove the files of these releases.
+        fingerprints : iterable of str, optional
+            Only releases of these budget keys (default: every release in the database).
+
+        Returns
+        -------
+        int
+            How many files were removed.  The database file is compacted afterwards (``VACUUM``).
+        """
+        if before is None and release_ids is None:
+            raise InputError("Say which release files to remove: those made before a date, or chosen releases.")
+        where, args = ["removed IS NULL"], []
+        if before is not None:
+            where.append("release_id IN (SELECT release_id FROM releases WHERE created < ?)")
+            args.append(str(before))
+        if release_ids is not None:
+            ids = [str(r) for r in release_ids]
+            where.append(f"release_id IN ({','.join('?' * len(ids))})" if ids else "0")
+            args.extend(ids)
+        if fingerprints is not None:
+            keys = [str(k) for k in fingerprints]
+            where.append(f"release_id IN (SELECT release_id FROM releases WHERE fingerprint IN "
+                         f"({','.join('?' * len(keys))}))" if keys else "0")
+            args.extend(keys)
+        with self.transaction() as con:
+            n = con.execute(f"UPDATE release_files SET data = x'', removed = ? WHERE {' AND '.join(where)}",
+                            (minute_now(), *args)).rowcount
+        if n:
+            with contextlib.closing(self._connect()) as con:
+                con.execute("VACUUM")  # SQLite keeps freed pages otherwise: the file would not shrink
+        return int(n)
+
+
+#: ``release_files.encoding`` of files stored gzip-compressed; NULL: stored as published (earlier versions).
+_GZIP = "gzip"
+
+
+def _pack(data: bytes) -> bytes:
+    # mtime=0: the same file compresses to the same bytes
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+def _unpack(data: bytes, encoding: str | None) -> bytes:
+    if encoding is None:
+        return data
+    if encoding == _GZIP:
+        return gzip.decompress(data)
+    raise InputError(f"A stored release file has an unknown encoding {encoding!r} (written by a newer version?).")
 
 
 class StoredLedger(Ledger):
@@ -334,6 +449,11 @@ class StoredLedger(Ledger):
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self._read.close()
+
+    @property
+    def store(self) -> LedgerStore:
+        """The store this ledger lives in."""
+        return self._store
 
     # -- sync -------------------------------------------------------------------------------
     def _load(self, con: sqlite3.Connection) -> None:

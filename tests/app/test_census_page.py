@@ -111,13 +111,14 @@ def test_overspend_is_refused_with_a_clear_message(at: AppTest) -> None:
     assert any("below what was already spent" in e.value for e in at.error)
     assert at.number_input(key="census_cap").value == 1.2  # the box shows the cap that holds
     entry = at.session_state["census_release"]
-    # another tab (or a pipeline on the shared budget database) lowers the cap: a rerun here shows it
-    # and does not write the old value back
-    from dpcore.core.session import Session
+    # another ledger object on the same budget database (for real data: another tab or a pipeline; the
+    # made-up census's budget lives in this session's own database) lowers the cap: a rerun here shows
+    # it and does not write the old value back
     from dpcore.privacy import budget
 
-    other = Session().budget("census", entry["fingerprint"], default=budget.pure(1.0))
-    Session().set_cap(other, budget.pure(0.7))
+    demo = at.session_state["demo_session"]
+    other = demo.budget("census", entry["fingerprint"], default=budget.pure(1.0))
+    demo.set_cap(other, budget.pure(0.7))
     at.number_input(key="census_epsilon").set_value(0.5).run()
     at.run()
     assert other.cap.value == 0.7 and at.number_input(key="census_cap").value == 0.7
@@ -174,11 +175,11 @@ def test_matrix_marginals_zcdp_release_once_with_exports(at: AppTest) -> None:
     summary = frame_with(at, "value").set_index("")["value"]
     assert "closed-form" in summary["Strategy"]
     assert float(summary["Ratio to the lower bound"]) == pytest.approx(1.0, abs=1e-9)
-    assert "ρ = 0.05" in at.button(key="census_mx_release_button").label
+    assert "ρ = 0.25" in at.button(key="census_mx_release_button").label  # the default: half the cap ρ = 0.5
     at.button(key="census_mx_release_button").click().run()
     ok(at)
     led = at.session_state["census_ledgers"][fp]
-    assert len(led.entries) == 1 and led.spent == pytest.approx(0.05)
+    assert len(led.entries) == 1 and led.spent == pytest.approx(0.25)
     rel = at.session_state["census_mx_release"]["release"]
     assert list(rel.tables) == ["tract × age_band", "age_band"]
     assert len(rel.tables["tract × age_band"]) == 60 * 4

@@ -33,27 +33,109 @@ def session(page: str) -> AppTest:
     return at
 
 
-def test_a_new_session_continues_the_budget_and_lists_the_release() -> None:
-    first = session("census.py")
+TRACTS = b"STATEFP,COUNTYFP,TRACTCE,POPULATION\n01,001,020100,1775\n01,001,020200,2055\n02,001,000100,990\n"
+
+
+def uploaded(page: str = "census.py") -> AppTest:
+    """A fresh session of the census page holding an uploaded (real) table."""
+    at = session(page)
+    at.radio(key="census_source").set_value("upload").run()
+    at.file_uploader(key="census_upload").set_value(("tracts.csv", TRACTS, "text/csv")).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def census_ledger(at: AppTest):
+    """The budget of the table the census page holds now."""
+    return at.session_state["census_ledgers"][at.session_state["census_fp"]]
+
+
+def history_of(at: AppTest) -> AppTest:
+    """The history page of a session holding the same census tables as ``at``."""
+    h = AppTest.from_string(wrapper("history.py"), default_timeout=60)
+    h.session_state["census_ledgers"] = dict(at.session_state["census_ledgers"])
+    for k in ("demo_data", "demo_session"):
+        if k in at.session_state:
+            h.session_state[k] = at.session_state[k]
+    h.run()
+    assert not h.exception, h.exception
+    return h
+
+
+def test_a_new_session_continues_the_budget_of_real_data_and_lists_the_release() -> None:
+    first = uploaded()
     first.button(key="census_release_button").click().run()
     assert not first.exception
     rel_id = first.session_state["census_release"]["release"].release_id
+    assert not state_is_session_budget(census_ledger(first))
     # a reload / second tab / restart: a fresh session with the same data finds the same budget
-    second = session("census.py")
-    led = next(iter(second.session_state["census_ledgers"].values()))
+    second = uploaded()
+    led = census_ledger(second)
     assert led.spent == pytest.approx(0.5) and len(led.entries) == 1
     second.button(key="census_release_button").click().run()  # 0.5 + 0.5 = the cap 1.0
     assert not second.exception
     assert second.button(key="census_release_button").disabled  # nothing left
     assert len(led.entries) == 2
+    assert not any("budget resets with the session" in c.value for c in second.caption)
     # the history page of a session holding that table lists both releases with their files
-    h = AppTest.from_string(wrapper("history.py"), default_timeout=60)
-    h.session_state["census_ledgers"] = dict(second.session_state["census_ledgers"])
-    h.run()
-    assert not h.exception, h.exception
+    h = history_of(second)
     labels = [b.label for b in h.get("download_button")]
     assert labels.count("Download release.csv") == 2 and labels.count("Download release.json") == 2
     assert any(rel_id in e.label for e in h.expander)
+
+
+def state_is_session_budget(led) -> bool:
+    from dpcore.privacy.ledger_store import StoredLedger
+
+    return isinstance(led, StoredLedger) and led.store.temporary
+
+
+def test_the_demo_budget_lives_with_the_session() -> None:
+    """Two fresh sessions can each release with the default budget on the made-up demo: its budget
+    resets with the session (and says so), it is never written to the shared database."""
+    from dpcore.privacy import ledger_store
+
+    for _ in range(2):
+        at = session("census.py")  # the built-in synthetic census (made up)
+        led = census_ledger(at)
+        assert state_is_session_budget(led) and led.spent == 0
+        for _ in range(2):  # the default ε 0.5, twice: the whole default cap of this session
+            at.button(key="census_release_button").click().run()
+            assert not at.exception, at.exception
+        assert led.spent == pytest.approx(1.0) and at.button(key="census_release_button").disabled
+        assert any("demo: budget resets with the session" in c.value for c in at.caption)
+        h = history_of(at)  # the session's releases are in its history, with their files
+        assert [b.label for b in h.get("download_button")].count("Download release.csv") == 2
+        assert any("demo: budget resets with the session" in c.value for c in h.caption)
+    shared = ledger_store.default_store()
+    assert shared.storage()["files"] == 0  # nothing of the demo in the shared database
+    # the demo points too (the app's first page): their budget is this session's
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    app.run()
+    assert not app.exception, app.exception
+    assert state_is_session_budget(app.session_state["ledgers"][app.session_state["dataset"].fingerprint])
+    assert any("demo: budget resets with the session" in c.value for c in app.sidebar.caption)
+
+
+def test_history_shows_its_size_and_removes_old_files_keeping_the_budget() -> None:
+    at = uploaded()
+    at.button(key="census_release_button").click().run()
+    assert not at.exception
+    led = census_ledger(at)
+    entries = led.to_dict()
+    h = history_of(at)
+    assert any(c.value.startswith("Budget database: ") and "1 release files kept" not in c.value
+               and "2 release files kept" in c.value for c in h.caption)
+    assert [b.label for b in h.get("download_button")] == ["Download release.csv", "Download release.json"]
+    h.multiselect(key="hist_chosen").set_value([0]).run()
+    h.button(key="hist_remove_chosen").click().run()
+    assert not h.exception, h.exception
+    assert any("Removed 2 release files; the budget entries stay." in s.value for s in h.success)
+    assert not h.get("download_button")  # no longer downloadable ...
+    assert any("no longer downloadable: release.csv, release.json" in c.value for c in h.caption)  # ... and said so
+    assert any(e.label.endswith("· files removed") for e in h.expander)
+    assert any("2 files removed" in c.value for c in h.caption)
+    assert led.to_dict() == entries and len(led.entries) == 1  # the budget is unchanged
 
 
 def test_history_is_empty_for_data_the_session_does_not_hold() -> None:

@@ -43,11 +43,31 @@ def ok(at: AppTest) -> AppTest:
     return at
 
 
+def paper_setting(app: AppTest) -> AppTest:
+    """The paper's setting (spec §5.3), which these tests check numbers against: (ε = 1, δ = 1e-8)
+    converted to ρ = 0.0132 by the paper's conversion, under a cap ρ = 0.05.  (The page's own default
+    is the one of every kind: ρ = 0.25, half the default cap ρ = 0.5.)"""
+    app.radio(key="_w_od_definition").set_value("approx").run()
+    fp = app.session_state["od_model"]["fp"]
+    app.number_input(key=f"od_cap_{fp}_zcdp").set_value(0.05).run()  # lowering: no confirmation
+    return ok(app)
+
+
 @pytest.fixture
 def at() -> AppTest:
     app = AppTest.from_string(WRAPPER, default_timeout=180)
     app.run()
-    return ok(app)
+    return paper_setting(ok(app))
+
+
+def test_the_default_release_is_half_the_default_cap_as_for_every_kind() -> None:
+    from dpcore.core.session import DEFAULT_RHO_CAP, default_release_budget
+
+    app = ok(AppTest.from_string(WRAPPER, default_timeout=180).run())
+    assert app.radio(key="_w_od_definition").value == "rho"
+    assert app.number_input(key="_w_od_rho").value == default_release_budget("zcdp") == 0.25
+    assert ledger(app).cap.value == DEFAULT_RHO_CAP == 0.5
+    assert release_button(app).label == "Release with ρ = 0.25 — ρ = 0.25 left after this"
 
 
 @pytest.fixture
@@ -549,7 +569,7 @@ def test_sidebar_through_the_app() -> None:
     app.session_state["kind"] = app.session_state["_w_kind"] = "flows"  # "Trips between areas" on the Data step
     app.run()
     app.switch_page("pages/data.py").run()
-    ok(app)
+    paper_setting(ok(app))
     side = "\n".join([m.value for m in app.sidebar.markdown] + [c.value for c in app.sidebar.caption])
     assert "O/D demo (made up)" in side and "60,000 trips, 28,377 observed pairs" in side
     assert "Nothing released yet." in side

@@ -449,17 +449,17 @@ def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
     assert led.definition == "zcdp"
     infos = texts(at.info)
     assert any("Read as (ε, δ)-DP with δ = 1e-06" in i for i in infos), infos
-    expected = budget.zcdp_to_approx_dp(0.125, 1e-6)
+    expected = budget.zcdp_to_approx_dp(0.25, 1e-6)  # the default: half the default cap ρ = 0.5
     assert any(f"this release is ε = {expected:.2g}" in i for i in infos), (expected, infos)
     goto(at, "release")
     button = at.button(key="release_button")
-    assert button.label.startswith("Release with ρ = 0.12"), button.label
+    assert button.label.startswith("Release with ρ = 0.25"), button.label
     button.click().run()
     assert not at.exception
     rel = at.session_state["releases"][-1].release
-    assert rel.cost.definition == "zcdp" and rel.cost.value == pytest.approx(0.125)
+    assert rel.cost.definition == "zcdp" and rel.cost.value == pytest.approx(0.25)
     assert all(lv.noise == "discrete_gaussian" for lv in rel.levels)
-    assert "spent ρ = 0.12 of 0.5" in sidebar_text(at)
+    assert "spent ρ = 0.25 of 0.5" in sidebar_text(at)
     goto(at, "plan")
     assert at.radio(key=f"definition_{fp}").disabled
     rec = json.loads(export.release_json(rel, led))

@@ -156,8 +156,20 @@ def test_binding_after_a_release_is_refused_and_the_page_stays() -> None:
     assert "already has releases" not in texts(at.error)  # shown once, not on every rerun
 
 
-def test_a_data_set_belongs_to_one_population_for_good() -> None:
+TRACTS = b"STATEFP,COUNTYFP,TRACTCE,POPULATION\n01,001,020100,1775\n01,001,020200,2055\n02,001,000100,990\n"
+
+
+def real_census() -> AppTest:
+    """The census page holding an uploaded table (real data: its budget is kept for good, unlike the
+    made-up demo's, which lives with the session)."""
     at = page("census.py")
+    at.radio(key="census_source").set_value("upload").run()
+    at.file_uploader(key="census_upload").set_value(("tracts.csv", TRACTS, "text/csv")).run()
+    return ok(at)
+
+
+def test_a_data_set_belongs_to_one_population_for_good() -> None:
+    at = real_census()
     bind(at, "Survey A")
     bind(at, "Survey B")
     assert "already bound to the population 'Survey A'" in texts(at.error)
@@ -166,10 +178,12 @@ def test_a_data_set_belongs_to_one_population_for_good() -> None:
     assert "belongs to the population 'Survey A' for good" in texts(at.error)
     assert population_box(at).value == "Survey A"
     # a new session (reload, second tab) finds the binding and shows its name
-    again = page("census.py")
+    again = real_census()
     assert population_box(again).value == "Survey A"
     assert "population: **Survey A**" in texts(again.caption)
-    assert census_ledger(again).dataset == census_ledger(at).dataset
+    led = again.session_state["census_ledgers"][again.session_state["census_fp"]]
+    assert led.dataset == at.session_state["census_ledgers"][at.session_state["census_fp"]].dataset
+    assert not led.store.temporary  # real data: the shared database
 
 
 # ---------------------------------------------------------------- (c) raising a cap asks, lowering does not
@@ -269,6 +283,7 @@ def test_a_record_level_release_on_a_person_budget_is_refused_with_the_reason() 
     ok(at)
     led = points_ledger(at)
     assert led.unit is not None and led.unit.label() == "one person (at most 10 records each), add or remove"
+    assert not led.store.temporary  # uploaded (real) points keep their budget in the shared database
 
     goto(at, "data")
     upload(at)  # the same points again, read as they come: each row its own unit

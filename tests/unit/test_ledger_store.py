@@ -124,6 +124,73 @@ def test_release_files_are_stored_and_served_back(tmp_path: Path) -> None:
         store.release_file("abc123", "missing.csv")
 
 
+def _csv(rows: int) -> bytes:
+    return ("area,count\n" + "".join(f"a{i},{i % 97}\n" for i in range(rows))).encode()
+
+
+def test_release_files_are_stored_compressed_and_read_back_as_published(tmp_path: Path) -> None:
+    store = ledger_store.LedgerStore(tmp_path / "l.sqlite")
+    store.ledger("points:z", budget.pure(1.0))
+    data = _csv(20_000)
+    store.record_release("points:z", "big", "points", {"mechanism": "UG"}, {"release.csv": data})
+    assert store.release_file("big", "release.csv") == data
+    size = store.storage()
+    assert size["files"] == 1 and size["files_published_bytes"] == len(data)
+    assert size["files_bytes"] < len(data) / 2  # gzip, not the bytes as published
+    assert size["database_bytes"] >= size["files_bytes"]
+
+
+def test_rows_of_an_earlier_version_stored_uncompressed_still_read(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as con:  # the schema and rows as earlier versions wrote them
+        con.executescript(ledger_store._SCHEMA)
+        con.execute("INSERT INTO releases VALUES ('old1', 'points:o', 'points', '2024-01-02T03:04', '{}')")
+        con.execute("INSERT INTO release_files VALUES ('old1', 'release.csv', ?)", (b"a,b\n1,2\n",))
+    store = ledger_store.LedgerStore(path)
+    assert store.release_file("old1", "release.csv") == b"a,b\n1,2\n"
+    assert store.releases("points:o")[0]["files"] == ["release.csv"]
+    assert store.storage()["files_published_bytes"] == len(b"a,b\n1,2\n")
+
+
+def test_removing_old_release_files_keeps_the_budget_and_lists_them_as_removed(tmp_path: Path, monkeypatch) -> None:
+    store = ledger_store.LedgerStore(tmp_path / "l.sqlite")
+    led = store.ledger("points:h", budget.pure(1.0))
+    for i, day in enumerate(["2024-01-10", "2024-03-10", "2024-06-10"]):
+        monkeypatch.setattr(ledger_store, "minute_now", lambda day=day: f"{day}T12:00")
+        led.spend(budget.pure(0.2), f"release {i}")
+        store.record_release("points:h", f"r{i}", "points", {"mechanism": "UG"},
+                             {"release.csv": _csv(5_000 + i), "release.json": b"{}"})
+    store.ledger("points:other", budget.pure(1.0))
+    store.record_release("points:other", "x0", "points", {}, {"release.csv": _csv(10)})
+    before = store.ledger("points:h", budget.pure(1.0)).to_dict()
+    db_before = store.storage()["database_bytes"]
+
+    monkeypatch.setattr(ledger_store, "minute_now", lambda: "2024-07-01T09:30")
+    # older than a chosen date, for the chosen budgets only
+    assert store.remove_release_files(before="2024-04-01", fingerprints=["points:h"]) == 4
+    assert store.ledger("points:h", budget.pure(1.0)).to_dict() == before  # the budget is untouched
+    rels = {r["release_id"]: r for r in store.releases("points:h")}
+    assert rels["r2"]["files"] == ["release.csv", "release.json"] and rels["r2"]["removed"] == {}
+    for rid in ("r0", "r1"):
+        assert rels[rid]["files"] == [] and rels[rid]["summary"] == {"mechanism": "UG"}
+        assert rels[rid]["removed"] == {"release.csv": "2024-07-01T09:30", "release.json": "2024-07-01T09:30"}
+        with pytest.raises(DPCoreError, match="removed from the history on 2024-07-01 09:30 UTC"):
+            store.release_file(rid, "release.csv")
+    assert store.release_file("x0", "release.csv") == _csv(10)  # another budget's files stay
+    # chosen releases; removing twice removes nothing more
+    assert store.remove_release_files(release_ids=["r2"]) == 2
+    assert store.remove_release_files(release_ids=["r2"]) == 0
+    assert store.remove_release_files(release_ids=[]) == 0
+    size = store.storage()
+    assert size["removed"] == 6 and size["files"] == 1
+    assert size["database_bytes"] < db_before  # compacted
+    assert store.ledger("points:h", budget.pure(1.0)).to_dict() == before
+    with pytest.raises(DPCoreError, match="Say which"):
+        store.remove_release_files()
+
+
 def test_location_from_the_environment_and_an_unwritable_path(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("DPCORE_LEDGER_DB", str(tmp_path / "sub" / "db.sqlite"))
     assert ledger_store.default_path() == tmp_path / "sub" / "db.sqlite"

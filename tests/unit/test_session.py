@@ -284,3 +284,13 @@ def test_a_charge_that_names_no_unit_is_record_level() -> None:
     led = Ledger(pure(1.0), unit=Unit("person", cap=3))
     with pytest.raises(BudgetError, match="protected by nothing"):
         Session.unaccounted().release(led, Charge(pure(0.1), "no unit given"), lambda: None)
+
+
+def test_one_default_release_budget_for_every_kind_is_half_the_default_cap() -> None:
+    from dpcore.core.session import DEFAULT_EPSILON_CAP, DEFAULT_RHO_CAP, default_release_budget
+    from dpcore.errors import ParameterError
+
+    assert default_release_budget("pure") == DEFAULT_EPSILON_CAP / 2
+    assert default_release_budget("zcdp") == DEFAULT_RHO_CAP / 2
+    with pytest.raises(ParameterError, match="Unknown privacy definition"):
+        default_release_budget("approx")

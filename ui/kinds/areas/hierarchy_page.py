@@ -137,7 +137,7 @@ def release_now(job: dict[str, Any]) -> None:
     files["release.json"] = export.hierarchy_json(rel, led, [*files, "release.json"])
     remember_release("census", job["fp"], rel.release_id,
                      {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
-                      "levels": list(rel.hierarchy.level_names)}, files)
+                      "levels": list(rel.hierarchy.level_names)}, files, led)
     ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {},
                           "config": release_config(*job["config"])}
 
@@ -340,7 +340,7 @@ with tab_data:
                 if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
                     state.session().adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])
                 model = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
-                         "name": inputs["name"]}
+                         "name": inputs["name"], "demo": inputs["id"] == DEMO}
                 ss["hier_model"], ss["hier_model_key"] = model, key
             except DPCoreError as e:
                 st.error(str(e))
@@ -382,6 +382,8 @@ with tab_mech:
     st.caption(f"{info.description} **When to use:** {info.when} *({info.paper})*")
     # persistent: the same table finds the same budget (its population's, once bound) in every tab and after
     # restarts; shared with the Census (Privelet) page
+    if model.get("demo"):
+        state.mark_demo("census", fp)  # the made-up demo's budget lives with the session
     led = budget_ui.population_input("census", fp, budget.pure(1.0), ss["census_ledgers"], f"hier_{fp}",
                                       reset=(f"hier_def_{fp}",))
     population = state.population_of("census", fp)
@@ -396,7 +398,7 @@ with tab_mech:
         budget_ui.switch_definition(led, definition)
     sym = "ε" if definition == "pure" else "ρ"
     value = c2.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=10.0,
-                            step=0.05, format="%.3f", key=keep(f"value_{definition}", 0.5 if definition == "pure" else 0.05),
+                            step=0.05, format="%.3f", key=keep(f"value_{definition}", state.DEFAULT_RELEASE[definition]),
                             help="Smaller: more privacy, more noise.")
     kept(f"value_{definition}")
     budget_ui.cap_input(led, f"hier_cap_{fp}_{definition}", c3, label="Budget cap of this dataset",

@@ -25,7 +25,7 @@ UPLOAD = "upload"
 PER_PERSON = "(one row per person)"
 MAX_SELECT = 2000  # beyond this many areas, type the path instead of picking it
 DEFAULT_CAP, DEFAULT_RHO_CAP = state.DEFAULT_CAP, state.DEFAULT_RHO_CAP
-DEFAULT_EPSILON = 0.5
+DEFAULT_EPSILON = state.DEFAULT_EPSILON
 MECHS = {"privelet": "Privelet: every area of every level (pure ε)",
          "matrix": "Matrix mechanism: the tables you choose (area × age band …)"}
 DEFS = {"pure": "Pure ε-DP", "zcdp": "ρ-zCDP (for the matrix mechanism's optimal strategy)"}
@@ -170,6 +170,8 @@ if fp is None:  # no table: its budget (keyed by the table's content) cannot be 
 st.subheader("2. Mechanism and budget")
 mech = st.radio("Mechanism", list(MECHS), format_func=MECHS.get, key="census_mech", horizontal=True)
 # persistent: the same table finds the same budget (its population's, once bound) in every tab and after restarts
+if source == SYNTHETIC:
+    state.mark_demo("census", fp)  # the made-up census's budget lives with the session
 led = budget_ui.population_input("census", fp, budget.pure(DEFAULT_CAP), ss["census_ledgers"], f"census_{fp}",
                                  reset=(f"census_def_{fp}",))
 population = state.population_of("census", fp)
@@ -256,7 +258,7 @@ def release_now(table: census_tables.CensusTable, epsilon: float, plus: list[str
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
                             "levels": list(rel.structure.levels)},
-                           {"release.csv": entry["csv"], "release.json": entry["json"]})
+                           {"release.csv": entry["csv"], "release.json": entry["json"]}, led)
     ss["census_release"] = entry
 
 

@@ -79,8 +79,7 @@ SPLITS = {"uniform": "Uniform across tree levels (the paper)", "geometric": "Geo
 FIGURES_KEPT = 3  # figures kept in the session (the last ones drawn)
 MODELS_KEPT = 3  # counted data sets kept in the session (switching back does not count again)
 CHOOSE, NONE = "(choose)", "(none)"
-DEFAULT_RHO_CAP = 0.05  # ≈ (ε = 2, δ = 1e-8): room for three releases at the paper's ε = 1
-DEFAULT_EPS_CAP = 2.0
+DEFAULT_RHO_CAP, DEFAULT_EPS_CAP = state.DEFAULT_RHO_CAP, state.DEFAULT_CAP  # the same for every kind
 # default map level: the finest intra-level table small enough for the O/D matrix beside the map
 MAX_MAP_AREAS = od_figures.MAX_HEATMAP_SIDE
 AREA_WARNING = ("The area list must be the **public geography**: every area, also those no trip starts or ends "
@@ -356,7 +355,7 @@ def release_now(token: int, **job: Any) -> None:
                       "levels": [lv.name for lv in rel_.plan.levels]},  # no file name (issue 18)
                      {"release.csv": od_export.release_csv_bytes(rel_),
                       "release.json": od_export.od_json(rel_, led, delta=job["delta"], extra=extra,
-                                                        files=["release.csv", "release.json"])})
+                                                        files=["release.csv", "release.json"])}, led)
     ss["od_just_released"] = job["cost_label"]
 
 
@@ -743,7 +742,7 @@ with tab_data:
                 model = {"h": h, "counts": counts, "xy": xy, "boundaries": frames, "notes": notes,
                          "fp": counts.fingerprint, "view": (h.fingerprint(), counts.max_trips, counts.distinct),
                          "name": inputs["name"], "unit": inputs["unit"], "area_desc": area_desc,
-                         "df": inputs["df"], "user": inputs["cols"].get("user")}
+                         "df": inputs["df"], "user": inputs["cols"].get("user"), "demo": inputs["key"] == (DEMO,)}
                 models[key] = model
                 while len(models) > MODELS_KEPT:
                     models.pop(next(iter(models)))
@@ -798,10 +797,12 @@ with tab_mech:
                "to this data set's budget ledger (compare with it in the benchmarks).")
     # persistent: the same trips find the same budget (their population's, once bound) in every tab and after
     # restarts
+    if model.get("demo"):
+        state.mark_demo("od", fp)  # the made-up demo's budget lives with the session
     led = budget_ui.population_input("od", fp, budget.zcdp(DEFAULT_RHO_CAP), ss["od_ledgers"], f"od_{fp}")
     population = state.population_of("od", fp)
     locked = bool(led.entries)
-    wdef = keep("definition", "approx")
+    wdef = keep("definition", "rho")  # the default release: half the default cap, as for every kind
     if locked and FAMILY[ss[wdef]] != led.definition:
         ss[wdef] = "approx" if led.definition == "zcdp" else "pure"
     c1, c2, c3 = st.columns(3)
@@ -834,7 +835,8 @@ with tab_mech:
             cost_label = f"ρ = {rho:.3g} (from ε = {fmt.eps(eps)}, δ = {sci(delta)} by {how})"
         elif definition == "rho":
             rho = c2.number_input("ρ of this release", min_value=1e-5, max_value=10.0, step=0.001, format="%.4f",
-                                  key=keep("rho", 0.0132), help="zCDP budget; ρ ≈ 0.0132 is (ε = 1, δ = 1e-8).")
+                                  key=keep("rho", state.DEFAULT_RHO),
+                                  help="zCDP budget; ρ ≈ 0.0132 is (ε = 1, δ = 1e-8), the paper's setting.")
             kept("rho")
             delta = c2.select_slider("δ for the (ε, δ) reading", [1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5],
                                      key=keep("delta_read", 1e-8), format_func=sci)
@@ -845,7 +847,8 @@ with tab_mech:
             cost_label = f"ρ = {rho:.3g}"
         else:
             eps = c2.number_input("ε of this release", min_value=0.01, max_value=20.0, step=0.1, format="%.2f",
-                                  key=keep("eps_pure", 1.0), help="Pure ε-DP: discrete Laplace noise, no δ.")
+                                  key=keep("eps_pure", state.DEFAULT_EPSILON),
+                                  help="Pure ε-DP: discrete Laplace noise, no δ.")
             kept("eps_pure")
             cost = budget.pure(eps)
             cost_label = cost.label()
