@@ -9,7 +9,7 @@ import streamlit as st
 
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
-from ui import fmt, kinds
+from ui import fmt, kinds, state
 
 
 def budget_panel(led: Ledger, delta: float, *, classic: bool = False, population: str | None = None) -> None:
