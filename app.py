@@ -13,13 +13,20 @@ from ui import frame, sidebar, state
 st.set_page_config(page_title="Private location statistics", page_icon="🗺️", layout="wide")
 
 
-def _pages(entries: tuple[tuple[str, str, str, str], ...], default: str | None = None) -> list[st.Page]:
-    return [st.Page(script, title=title, icon=icon, url_path=url, default=url == default)
-            for script, title, icon, url in entries]
+def _pages(entries: tuple[tuple[str, str, str, str], ...]) -> list[st.Page]:
+    return [st.Page(script, title=title, icon=icon, url_path=url) for script, title, icon, url in entries]
+
+
+def _start() -> None:
+    """The app's root URL goes to the Data step.  Streamlit serves its default page at "/" only
+    (its url_path is ignored), so a Data page marked default would answer "/data" with "Page not
+    found"; a hidden default page that switches to the Data step keeps every step's URL working."""
+    st.switch_page(frame.STEPS[0][0])
 
 
 state.init()
-page = st.navigation({"The path": _pages(frame.STEPS, default="data"), "Tools": _pages(frame.TOOLS)})
+start = st.Page(_start, title="Start", url_path="start", default=True, visibility="hidden")
+page = st.navigation({"": [start], "The path": _pages(frame.STEPS), "Tools": _pages(frame.TOOLS)})
 with frame.framed():
     try:
         page.run()

@@ -43,9 +43,9 @@ def points_csv(n: int, seed: int = 7) -> bytes:
 
 
 def go_to(page, label: str) -> None:
-    """Click a sidebar link (its icon is a ligature like "map", so match the whole label)."""
+    """Click a sidebar link (its icon is a ligature like "map", so match the label inside its text)."""
     page.locator('[data-testid="stSidebarNav"] a', has_text=label).first.click()
-    page.get_by_test_id("stMain").get_by_role("heading", name=label.split(" · ", 1)[1]).first.wait_for()
+    page.get_by_test_id("stMain").get_by_role("heading", name=label, exact=True).first.wait_for()
 
 
 def download(page, label: str, tmp_path) -> bytes:
@@ -74,14 +74,14 @@ def test_upload_release_map_export_offline(app_url, page, tmp_path):
     sidebar.get_by_text(f"{N_POINTS:,} rows kept of {N_POINTS:,} read").wait_for()
     assert sidebar.get_by_text("points.csv").count() >= 1
 
-    # ---- Mechanism & budget: defaults (UG, ε = 0.5), release
-    go_to(page, "2 · Mechanism & budget")
+    # ---- Plan: defaults (UG, ε = 0.5); Release: the button, then the map on the same page
+    go_to(page, "Plan")
+    go_to(page, "Release")
     page.get_by_role("button", name=re.compile(r"^Release with ε = ")).click()
-    page.get_by_text("Released:").first.wait_for()
+    page.get_by_text(re.compile(r"^Released UG")).first.wait_for()
     sidebar.get_by_text(re.compile(r"spent ε = 0\.5 of 1")).wait_for()
 
     # ---- Map: wait until MapLibre has drawn it
-    go_to(page, "3 · Map")
     page.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
     page.wait_for_function(
         """() => {
@@ -96,7 +96,7 @@ def test_upload_release_map_export_offline(app_url, page, tmp_path):
     assert shot.stat().st_size > 0
 
     # ---- Export: the three files
-    go_to(page, "5 · Export")
+    go_to(page, "Export")
     csv_bytes = download(page, "Download release.csv", tmp_path)
     geo_bytes = download(page, "Download release.geojson", tmp_path)
     json_bytes = download(page, "Download release.json", tmp_path)
@@ -155,14 +155,13 @@ def test_htf_release_browse_depths_and_export(app_url, page, tmp_path):
     sidebar = page.get_by_test_id("stSidebar")
     sidebar.get_by_text("100,000 rows kept of 100,000 read").wait_for()
 
-    go_to(page, "2 · Mechanism & budget")
+    go_to(page, "Plan")
     page.get_by_test_id("stSelectbox").first.click()
     page.get_by_role("option", name="HTF (homogeneous tree)").click()
     page.get_by_text("Split search").first.wait_for(state="attached")  # HTF plan, before release
+    go_to(page, "Release")
     page.get_by_role("button", name=re.compile(r"^Release with ε = ")).click()
-    page.get_by_text("Released:").first.wait_for()
-
-    go_to(page, "3 · Map")
+    page.get_by_text(re.compile(r"^Released HTF")).first.wait_for()
     wait_for_map(page)
     page.get_by_text("Tree statistics").wait_for()
     deepest = polygons_drawn(page)
@@ -176,7 +175,7 @@ def test_htf_release_browse_depths_and_export(app_url, page, tmp_path):
         timeout=MAP_TIMEOUT_MS)
     wait_for_map(page)
 
-    go_to(page, "5 · Export")
+    go_to(page, "Export")
     csv = pd.read_csv(io.BytesIO(download(page, "Download release.csv", tmp_path)))
     record = json.loads(download(page, "Download release.json", tmp_path))
     export.validate_record(record)

@@ -48,14 +48,14 @@ def test_folder_counted_by_duckdb_then_config_rerun(app_url, app_ledger_db, page
     page.get_by_text(f"Counted {n:,} rows with duckdb").wait_for()
     sidebar.get_by_text(f"{n:,} rows kept of {n:,} read").wait_for()
 
-    # ---- Mechanism & budget: defaults, release
-    go_to(page, "2 · Mechanism & budget")
+    # ---- Plan: defaults; Release
+    go_to(page, "Release")
     page.get_by_role("button", name=re.compile(r"^Release with ε = ")).click()
-    page.get_by_text("Released:").first.wait_for()
+    page.get_by_text(re.compile(r"^Released ")).first.wait_for()
     sidebar.get_by_text(re.compile(r"spent ε = 0\.5 of 1")).wait_for()
 
     # ---- Export: the config of this release
-    go_to(page, "5 · Export")
+    go_to(page, "Export")
     page.get_by_text("Repeat this release in a pipeline").click()
     text = download(page, "Download release.toml", tmp_path).decode()
     cfg = tomllib.loads(text)
@@ -69,5 +69,5 @@ def test_folder_counted_by_duckdb_then_config_rerun(app_url, app_ledger_db, page
     assert main(["run", str(tmp_path / "release.toml")]) == 0
     assert main(["run", str(tmp_path / "release.toml")]) == 2
     # the app's sidebar (same session, next run) sees the pipeline's spend
-    go_to(page, "2 · Mechanism & budget")
+    go_to(page, "Plan")
     sidebar.get_by_text(re.compile(r"spent ε = 1 of 1")).wait_for()

@@ -50,7 +50,7 @@ def choose(page, selectbox, option: re.Pattern[str]) -> None:
 
 def go_to(page, label: str) -> None:
     page.locator('[data-testid="stSidebarNav"] a', has_text=label).first.click()
-    page.get_by_test_id("stMain").get_by_role("heading", name=label.split(" · ", 1)[1]).first.wait_for()
+    page.get_by_test_id("stMain").get_by_role("heading", name=label, exact=True).first.wait_for()
 
 
 def test_uploaded_workload_report_release_and_named_answers(app_url, page, tmp_path):
@@ -61,7 +61,7 @@ def test_uploaded_workload_report_release_and_named_answers(app_url, page, tmp_p
         box.fill("16")
         box.press("Enter")
         page.wait_for_timeout(1000)
-    go_to(page, "2 · Mechanism & budget")
+    go_to(page, "Plan")
     choose(page, page.get_by_test_id("stSelectbox").first, re.compile("^Matrix mechanism"))
     page.get_by_text("ρ-zCDP (discrete Gaussian noise)").click()
     page.get_by_text("Queries to optimise for").wait_for()
@@ -79,9 +79,10 @@ def test_uploaded_workload_report_release_and_named_answers(app_url, page, tmp_p
     page.wait_for_timeout(1500)
     page.screenshot(path=str(tmp_path / "matrix.png"))
 
+    go_to(page, "Release")
     page.get_by_role("button", name=re.compile(r"^Release with ρ = ")).click()
-    page.get_by_text("Released:").first.wait_for()
-    go_to(page, "5 · Export")
+    page.get_by_text(re.compile(r"^Released Matrix")).first.wait_for()
+    go_to(page, "Export")
     with page.expect_download() as info:
         page.get_by_role("button", name="Download workload_answers.csv").click()
     target = tmp_path / "workload_answers.csv"
