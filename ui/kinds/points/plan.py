@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from dpcore import catalog
 from dpcore.errors import DPCoreError
 from dpcore.estimate import matrix_report
 from dpcore.points import mechanisms, workload_io
@@ -18,7 +19,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, state
+from ui import budget_ui, fmt, frame, state, target_ui
 
 
 def plan_step() -> None:
@@ -298,6 +299,8 @@ def plan_step() -> None:
                 st.warning(note)
             if "simultaneous_95" in mx:
                 _matrix_extras(mx)
+        elif mech.name == "htf":
+            _htf_note(levels)
         elif mech.name == "uniform":
             st.caption("Uniform's error is mostly from assuming the points are spread evenly; "
                        "that part depends on the data and cannot be previewed.")
@@ -313,6 +316,14 @@ def plan_step() -> None:
         plan_ok = False
 
     if plan_ok:
+        with st.expander("Plan from the error you need", icon=":material/target:"):
+            unit = Unit("person", cap=agg_sens) if agg_sens > 1 else Unit("record")
+            prop = target_ui.planner(catalog.get("points", mname), grid, definition, params,
+                                     {"n_estimate": n_guess} if n_guess else {}, unit=unit, key="points_target",
+                                     on_use=_use_budget, word="points", finest_label="each released count")
+            if prop is not None and prop.cost.value > led.remaining:
+                st.warning(f"The proposal is more than the budget left ({sym} = {fmt.eps(led.remaining)}): "
+                           "loosen the target, or raise the cap.")
         with st.expander("Expected error of a query you type (before release, costs nothing)"):
             b = grid.bounds
             # default: a box of 10 % of the area around the centre
@@ -342,6 +353,28 @@ def plan_step() -> None:
                            "areas depends on the data and is not included.")
 
         frame.link("release", "Next: release →")
+
+
+def _use_budget(prop: Any) -> None:
+    """"Use this budget" (a button callback, so it may set the budget widget's key): the proposal,
+    rounded up, becomes this release's ε (or ρ); inside the widget's range."""
+    ss = st.session_state
+    name, low = ("epsilon", 0.001) if prop.cost.definition == "pure" else ("rho", 0.0001)
+    ss[name] = ss[f"_w_{name}"] = min(max(float(prop.rounded), low), 100.0)
+
+
+def _htf_note(levels: Any) -> None:
+    """Before an HTF release: how often a release is much worse than a typical one (simulated)."""
+    notes = [lv.extra.get("bad_release_note") for lv in levels if "bad_release_note" in lv.extra]
+    note = next((n for n in notes if n), None)
+    if note:
+        st.warning(f"**HTF can have a bad release.** {note} Releasing again to get a better one would "
+                   "spend budget again.", icon=":material/warning:")
+    else:
+        st.caption("HTF's error varies from one release to the next: on clustered data some releases are "
+                   "several times worse than a typical one, because the tree may stop before it reaches "
+                   "a dense cluster. How often was simulated only for 512 × 512 grids with the default "
+                   "parameters, about 10,000 to 1,000,000 points and ε near 0.1 or 1.")
 
 
 @dataclass(frozen=True)
