@@ -250,32 +250,40 @@ def plan_step() -> None:
             levels = mech.plan(grid, release_cost, params, sensitivity=agg_sens, n_estimate=n_guess)
         rows = []
         for lv in levels:
+
+            def query(share: float, lv: Any = lv) -> str:  # only released levels answer queries: "–" otherwise
+                return (f"± {fmt.count(interval_half_width('normal', lv.query_sd(share, grid.n_cells)))}"
+                        if lv.in_partition else "–")
+
             rows.append({
                 "level": lv.name,
                 sym: lv.cost.value,
                 f"share of {sym}": lv.cost.value / release_cost.value,
-                "counts released": lv.n_counts,
+                "counts released": int(lv.n_counts),
                 "noise scale": lv.scale,
-                "± per count (95%)": lv.ci95,
-                "2% of area: ± (95%)": interval_half_width("normal", lv.query_sd(0.02, grid.n_cells)) if lv.in_partition else None,
-                "10% of area: ± (95%)": interval_half_width("normal", lv.query_sd(0.10, grid.n_cells)) if lv.in_partition else None,
+                "± per count (95%)": int(round(lv.ci95)),
+                "2% of area: ± (95%)": query(0.02),
+                "10% of area: ± (95%)": query(0.10),
             })
         table = pd.DataFrame(rows)
         st.dataframe(
             table, hide_index=True, width="stretch",
             column_config={
-                sym: st.column_config.NumberColumn(format="%.3g"),
+                sym: st.column_config.NumberColumn(format="%.2g", help="This level's share of the budget."),
                 f"share of {sym}": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
                 "counts released": st.column_config.NumberColumn(format="localized"),
                 "noise scale": st.column_config.NumberColumn(format="%.3g"),
-                "± per count (95%)": st.column_config.NumberColumn(format="localized"),
-                "2% of area: ± (95%)": st.column_config.NumberColumn(format="localized"),
-                "10% of area: ± (95%)": st.column_config.NumberColumn(format="localized"),
+                "± per count (95%)": st.column_config.NumberColumn(format="localized",
+                                                                    help="In points, for 95 % of the counts."),
+                "2% of area: ± (95%)": st.column_config.TextColumn(
+                    help="A query over 2 % of the area, in points, from noise alone; – for levels that are "
+                         "not released."),
+                "10% of area: ± (95%)": st.column_config.TextColumn(help="As for 2 %, over 10 % of the area."),
             },
         )
         leaf = [lv for lv in levels if lv.in_partition][-1]
         st.markdown(
-            f"Each released count is off by at most **±{fmt.count(leaf.ci95)} people** in 19 of 20 cases "
+            f"Each released count is off by at most **±{fmt.count(leaf.ci95)} points** in 19 of 20 cases "
             f"(1 in 20 may be off by more). A query covering 10% of the area is off by about "
             f"±{fmt.count(interval_half_width('normal', leaf.query_sd(0.10, grid.n_cells)))} from noise alone."
         )
@@ -346,7 +354,7 @@ def plan_step() -> None:
                        "approximate: assumes the released areas are evenly spread over the grid")
                 st.markdown(
                     f"The box covers {fmt.count(qerr['cells'])} cells ({share:.1%} of the area). Its released "
-                    f"count is off by about **±{fmt.count(interval_half_width('normal', qerr['sd']))} people** (95%) from noise alone "
+                    f"count is off by about **±{fmt.count(interval_half_width('normal', qerr['sd']))} points** (95%) from noise alone "
                     f"(SD {fmt.num(qerr['sd'])}; {how})."
                 )
                 st.caption("Snapped to the grid's cells. The error from spreading counts evenly inside "
