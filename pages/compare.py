@@ -66,16 +66,24 @@ else:
                "comparing on them costs no privacy.")
 
 # ---------------------------------------------------------------- settings
+# only mechanisms that can run these settings are offered (their own public checks, no data)
+eps_key = state.persistent("compare_epsilons", [0.1, 0.3, 0.5])
 names = mechanisms.names()
+refused = evaluate.refusals(grid, names, st.session_state[eps_key] or [0.5])
+runnable = [n for n in names if n not in refused]
+mech_key = state.persistent("compare_mechanisms", runnable)
+st.session_state[mech_key] = [n for n in st.session_state[mech_key] if n in runnable]
 chosen = st.multiselect(
-    "Mechanisms", names, format_func=lambda n: mechanisms.get(n).title,
-    key=state.persistent("compare_mechanisms", list(names)),
+    "Mechanisms", runnable, format_func=lambda n: mechanisms.get(n).title, key=mech_key,
     help="Each is run with its paper's default parameters. Mechanisms that need the number of "
-         "points measure it privately, as in a real release.")
+         "points measure it privately, as in a real release. Only mechanisms that can run the "
+         "grid and budgets chosen here are offered.")
 state.store("compare_mechanisms")
+for n, why in refused.items():
+    st.caption(f":gray[Not offered — **{mechanisms.get(n).title}**: {why}]")
 c1, c2, c3 = st.columns(3)
 epsilons = c1.multiselect("Privacy budgets (ε)", EPSILON_CHOICES, format_func=lambda e: f"ε = {fmt.eps(e)}",
-                          key=state.persistent("compare_epsilons", [0.1, 0.3, 0.5]),
+                          key=eps_key,
                           help="Every mechanism is released once per budget and repeat.")
 state.store("compare_epsilons")
 sizes = c2.multiselect("Query sizes (share of the area)", SIZE_CHOICES, format_func=lambda s: f"{s:.0%}",
@@ -116,12 +124,14 @@ if st.button("Run the comparison", type="primary", key="compare_run", disabled=n
             text = "Done" if done >= total else f"Releasing {what} ({done + 1} of {total})"
             bar.progress(min(done / max(total, 1), 1.0), text=text)
 
+        failures: dict[str, str] = {}
         results = evaluate.evaluate(agg, chosen, epsilons, sizes, int(n_queries), int(repeats), shape,
-                                    progress=progress)
+                                    progress=progress, failures=failures)
         bar.empty()
         st.session_state["compare_result"] = {
             "results": results,
             "summary": evaluate.summarize(results),
+            "failures": failures,
             "real": source == "loaded",
             "data": label,
             "fingerprint": ds.fingerprint if source == "loaded" else None,
@@ -153,12 +163,19 @@ st.caption(
     "|true − released| / max(true, 20), averaged over the queries, ± its standard error over the "
     "repeats. Lower is better."
 )
+failures = res.get("failures") or {}
+for n, why in failures.items():
+    st.warning(f"**{mechanisms.get(n).title}** did not finish ({why}). The other mechanisms' results are shown.",
+               icon=":material/error:")
+if summary.empty:
+    st.dataframe(evaluate.summary_table(summary, failures=failures), width="stretch")
+    st.stop()
 pairs = [(sh, s) for sh in dict.fromkeys(summary["shape"])
          for s in dict.fromkeys(summary.loc[summary["shape"] == sh, "query_size"])]
 tabs = st.tabs([f"Queries of {s:.0%}" + ("" if sh == "random" else ", squares") for sh, s in pairs])
 for tab, (sh, s) in zip(tabs, pairs, strict=True):
     with tab:
-        st.dataframe(evaluate.summary_table(summary, s, sh), width="stretch")
+        st.dataframe(evaluate.summary_table(summary, s, sh, failures), width="stretch")
 title = "MRE vs ε" + (" — not for publication (real data)" if res["real"] else " — synthetic stand-in")
 st.plotly_chart(evaluate.summary_figure(summary, title), key="compare_chart")
 with st.expander("Time of one release (seconds)"):

@@ -44,7 +44,7 @@ from dpcore.core import metrics
 from dpcore.data import queries
 from dpcore.data.domain import Aggregate, Grid, aggregate_points
 from dpcore.data.synthetic import gaussian_clusters
-from dpcore.errors import ParameterError
+from dpcore.errors import DPCoreError, ParameterError
 from dpcore.points import mechanisms as _registry
 from dpcore.points.mechanisms.base import check_epsilon
 from dpcore.privacy.noise import NoiseSource, secure_source
@@ -60,6 +60,7 @@ __all__ = [
     "format_mre",
     "parse_synthetic",
     "plot_summary",
+    "refusals",
     "summarize",
     "summary_figure",
     "summary_markdown",
@@ -229,6 +230,7 @@ def evaluate(
     params: dict[str, dict[str, Any]] | None = None,
     noise_seed: int | None = None,
     progress: Progress | None = None,
+    failures: dict[str, str] | None = None,
 ) -> pd.DataFrame:
     """Score mechanisms on range queries against the truth.  CURATOR-ONLY, NOT FOR PUBLICATION.
 
@@ -261,6 +263,11 @@ def evaluate(
         reproducible and NOT secure (benchmarks only).
     progress
         Called as ``progress(done, total, what)`` before every release and once at the end.
+    failures
+        None (default): the first release that fails raises, and nothing is returned.  A dict:
+        a mechanism whose release fails is recorded as ``failures[name] = reason`` and skipped
+        from then on; the other mechanisms' results are kept (the rows of the failed mechanism's
+        earlier releases too).
 
     Returns
     -------
@@ -282,12 +289,22 @@ def evaluate(
         for name in names:
             mech = _get(name)
             for eps in eps_list:
+                if failures is not None and name in failures:
+                    done += 1
+                    continue
                 if progress is not None:
                     progress(done, total, f"{mech.title}, ε = {eps:g}, repeat {r + 1} of {repeats}")
                 ns = None if noise_seed is None else int(noise_seed) + done
                 source = secure_source() if ns is None else NoiseSource(ns)
                 t0 = time.perf_counter()
-                rel = mech.release(aggregate, eps, resolved[name], source)
+                try:
+                    rel = mech.release(aggregate, eps, resolved[name], source)
+                except Exception as e:  # one mechanism's failure keeps the others' results
+                    if failures is None:
+                        raise
+                    failures[name] = _reason(e, eps, r)
+                    done += 1
+                    continue
                 dt = time.perf_counter() - t0
                 n_leaves = int(np.count_nonzero(rel.leaf))
                 for sh, ws, qs, tags, true in loads:
@@ -309,6 +326,39 @@ def evaluate(
     df = pd.DataFrame(rows, columns=LONG_COLUMNS)
     df["noise_seed"] = df["noise_seed"].astype("Int64")
     return df
+
+
+def _reason(e: Exception, eps: float, repeat: int) -> str:
+    text = str(e).strip() or type(e).__name__
+    if not isinstance(e, DPCoreError):
+        text = f"{type(e).__name__}: {text}"  # an unexpected error: say what kind
+    return f"failed at ε = {eps:g}, repeat {repeat + 1}: {text}"
+
+
+def refusals(grid: Grid, names: Sequence[str], epsilons: Sequence[float] = (1.0,),
+             params: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
+    """Mechanisms that refuse these public settings, each with the reason (no data used).
+
+    Asks every mechanism's own public check (:meth:`PointMechanism.prepare`, run by each
+    plan and release before anything is spent) at every ε: e.g. the matrix mechanism refuses
+    grids above 256 × 256 cells, DAWA above 2,048 × 2,048, HTF a budget too small for its
+    deepest tree.  Names absent from the result can run these settings.
+
+    >>> from dpcore.data.domain import Bounds, Grid
+    >>> sorted(refusals(Grid(Bounds(0, 0, 1, 1), 1024, 1024), ["ug", "matrix"]))
+    ['matrix']
+    """
+    out: dict[str, str] = {}
+    params = params or {}
+    for name in names:
+        mech = _get(name)
+        for eps in epsilons:
+            try:
+                mech.prepare(grid, float(eps), params.get(mech.name))
+            except DPCoreError as e:
+                out[mech.name] = str(e)
+                break
+    return out
 
 
 def _get(name: str) -> _registry.PointMechanism:
@@ -359,13 +409,19 @@ def _size_label(s: float) -> str:
 
 
 def summary_table(summary: pd.DataFrame, query_size: float | None = None,
-                  shape: str | None = None) -> pd.DataFrame:
+                  shape: str | None = None, failures: dict[str, str] | None = None) -> pd.DataFrame:
     """Mechanism rows, ε columns, cells ``"MRE % ± SE"``, for one query size and shape.
 
-    Without ``query_size`` (or ``shape``), the first one in the summary is used.
+    Without ``query_size`` (or ``shape``), the first one in the summary is used.  With
+    ``failures`` (from :func:`evaluate`), every failed mechanism keeps a row ("–" where it has
+    no result) and a column "not run because" gives its reason.
     """
     if summary.empty:
-        return pd.DataFrame()
+        if not failures:
+            return pd.DataFrame()
+        table = pd.DataFrame({"not run because": list(failures.values())}, index=list(failures))
+        table.index.name = "mechanism"
+        return table
     if shape is None:
         shape = summary["shape"].iloc[0]
     if query_size is None:
@@ -375,6 +431,10 @@ def summary_table(summary: pd.DataFrame, query_size: float | None = None,
     table = cells.pivot(index="mechanism", columns="epsilon", values="cell")
     table = table.reindex(index=_unique(list(sub["mechanism"])), columns=_unique(list(sub["epsilon"])))
     table.columns = [f"ε = {e:g}" for e in table.columns]
+    if failures:
+        table = table.reindex(index=list(table.index) + [n for n in failures if n not in table.index])
+        table = table.fillna("–")
+        table["not run because"] = [failures.get(n, "") for n in table.index]
     table.index.name = "mechanism"
     return table
 

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from dpcore.data.domain import Bounds, Grid, block_rects, prefix_sums, rect_sums_from_prefix
 from dpcore.points.release import PartitionRelease
+from dpcore.privacy.budget import two_significant
 from dpcore.privacy.calibration import interval_half_width
 
 OFFLINE_STYLE = "white-bg"
@@ -182,9 +183,9 @@ def partition_figure(
     n = len(blocks["noisy"])
     fc = rect_feature_collection(g, blocks["rects"])
     sym = release.cost.symbol
-    budget_txt = np.where(np.isfinite(blocks["budget"]),
-                          [f"{sym} = {b:.3g}" for b in np.nan_to_num(blocks["budget"])],
-                          "sum of several counts")
+    budgets = np.nan_to_num(blocks["budget"])
+    labels = {float(b): f"{sym} = {two_significant(float(b))}" for b in np.unique(budgets)}  # few distinct budgets
+    budget_txt = np.where(np.isfinite(blocks["budget"]), [labels[float(b)] for b in budgets], "sum of several counts")
     custom = np.empty((n, 6), dtype=object)
     for j, col in enumerate((blocks["noisy"], blocks["lo"], blocks["hi"], area_km2)):
         custom[:, j] = np.asarray(col, dtype=np.float64)
@@ -199,7 +200,7 @@ def partition_figure(
         zmin=0,
         zmax=float(np.quantile(dens, 0.99)) if n > 1 and np.quantile(dens, 0.99) > 0 else None,
         marker={"opacity": opacity, "line": {"width": 0.3 if n <= 2500 else 0, "color": "#999"}},
-        colorbar={"title": {"text": "people<br>per km²"}, "thickness": 14},
+        colorbar={"title": {"text": "points<br>per km²"}, "thickness": 14},
         hovertemplate=(
             "noisy count: %{customdata[0]:,.0f}<br>"
             "95% interval: %{customdata[1]:,.0f} to %{customdata[2]:,.0f}<br>"

@@ -60,7 +60,16 @@ def test_page_before_anything_is_run(at: AppTest) -> None:
     assert [t.value for t in at.title] == ["Compare"]
     assert at.radio(key="_w_compare_source").value == "synthetic"  # the safe choice by default
     assert not at.warning
-    assert at.multiselect(key="_w_compare_mechanisms").value == mechanisms.names()
+    # the demo's 1,024 x 1,024 grid: every mechanism but the matrix mechanism (at most 256 x 256) is
+    # offered and chosen; the matrix mechanism is listed as not offered, with its reason
+    runnable = [n for n in mechanisms.names() if n != "matrix"]
+    box = at.multiselect(key="_w_compare_mechanisms")
+    assert box.value == runnable
+    assert list(box.options) == [mechanisms.get(n).title for n in runnable]
+    assert {"privtree", "dawa", "htf"} <= set(box.value)
+    refused = [c.value for c in at.caption if "Not offered" in c.value]
+    assert len(refused) == 1 and mechanisms.get("matrix").title in refused[0]
+    assert "256 × 256" in refused[0]
     assert at.multiselect(key="_w_compare_epsilons").value == [0.1, 0.3, 0.5]
     assert at.number_input(key="_w_compare_queries").value == 500
     assert at.number_input(key="_w_compare_repeats").value == 3
@@ -109,6 +118,54 @@ def test_loaded_data_shows_warning_and_not_for_publication(at: AppTest) -> None:
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert "not for publication" in spec["layout"]["title"]["text"]
     assert all(not led.entries for led in at.session_state["ledgers"].values())
+
+
+def test_defaults_run_without_error_on_the_demo(at: AppTest) -> None:
+    """The page's own defaults (every offered mechanism, ε 0.1/0.3/0.5, 3 repeats, 500 queries)."""
+    run(at)
+    res = at.session_state["compare_result"]
+    assert not res["failures"] and not at.warning
+    expected = [n for n in mechanisms.names() if n != "matrix"]
+    assert list(dict.fromkeys(res["summary"]["mechanism"])) == expected
+    assert len(res["summary"]) == len(expected) * 3 * 3  # mechanisms x ε x query sizes
+    table = at.dataframe[0].value
+    assert list(table.index) == expected and "not run because" not in table.columns
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert {t["name"] for t in spec["data"]} == set(expected)
+
+
+def test_smaller_grid_offers_the_matrix_mechanism() -> None:
+    wrapper = WRAPPER.replace("state.init()\n", "state.init()\nimport streamlit as st\n"
+                                                 "st.session_state['grid_shape'] = (64, 64)\n")
+    app = AppTest.from_string(wrapper, default_timeout=120)
+    app.run()
+    assert not app.exception, app.exception
+    assert "matrix" in app.multiselect(key="_w_compare_mechanisms").value
+    assert not [c.value for c in app.caption if "Not offered" in c.value]
+
+
+def test_one_failing_mechanism_keeps_the_others_results(at: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*args, **kwargs):
+        raise RuntimeError("out of memory (forced by the test)")
+
+    monkeypatch.setattr(mechanisms.get("privtree"), "_release", boom)
+    small_settings(at, ["ug", "privtree", "dawa"])
+    run(at)
+    res = at.session_state["compare_result"]
+    assert list(res["failures"]) == ["privtree"]
+    assert "RuntimeError: out of memory (forced by the test)" in res["failures"]["privtree"]
+    assert set(res["summary"]["mechanism"]) == {"ug", "dawa"}  # the finished results are kept
+    assert len(res["results"]) == 2 * 2 * 2 * 2  # mechanisms x ε x repeats x sizes
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == 1 and mechanisms.get("privtree").title in warnings[0]
+    mre_tables = [d.value for d in at.dataframe if "not run because" in d.value.columns]
+    assert len(mre_tables) == 2  # one per query size
+    t = mre_tables[0]
+    assert list(t.index) == ["ug", "dawa", "privtree"]
+    assert t.loc["privtree", "ε = 0.1"] == "–" and "out of memory" in t.loc["privtree", "not run because"]
+    assert "±" in t.loc["dawa", "ε = 0.5"] and t.loc["dawa", "not run because"] == ""
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert {tr["name"] for tr in spec["data"]} == {"ug", "dawa"}
 
 
 def test_nothing_chosen_disables_run(at: AppTest) -> None:

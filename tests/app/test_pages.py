@@ -495,12 +495,16 @@ def test_htf_release_has_depth_slider_tree_stats_and_stop_probabilities(at):
     assert any("at depth 0" in c for c in texts(at.caption))
     # errors: per-level budget, noise scale and the stop-test probability
     goto(at, "errors")
-    expected = next(d.value for d in at.dataframe if "P(stop test decided by noise)" in d.value.columns)
-    assert "P(stop test decided by noise)" in expected.columns
+    stop = "chance that noise decides a split"
+    expected = next(d.value for d in at.dataframe if stop in d.value.columns)
     depth_rows = expected[expected["level"].str.startswith("Depth")]
     assert len(depth_rows) == height + 1
-    p = depth_rows["P(stop test decided by noise)"].dropna()
-    assert len(p) > 0 and ((p >= 0) & (p <= 0.5)).all()
+    shown = [v for v in depth_rows[stop] if v != "–"]
+    p = [0.0 if v == "< 0.1%" else float(v.rstrip("%")) / 100 for v in shown]
+    assert len(p) > 0 and all(0 <= x <= 0.5 for x in p)
+    assert "None" not in expected.astype(str).to_numpy()  # missing values are shown as "–"
+    other = expected[~expected["level"].str.startswith("Depth")]
+    assert (other[stop] == "–").all()
 
 
 def test_zcdp_ledger_refuses_a_pure_only_mechanism_with_a_clear_message(at):
@@ -538,5 +542,5 @@ def test_typed_query_box_shows_its_expected_error_before_release(at):
     from scipy import special
 
     z95 = float(-special.ndtri(0.025))  # the normal 95 % z, derived here independently
-    assert f"±{z95 * sd:,.0f} people" in text
+    assert f"±{z95 * sd:,.0f} points" in text
     assert at.session_state["releases"] == []  # nothing spent

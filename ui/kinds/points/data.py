@@ -160,7 +160,7 @@ def data_step() -> None:
     st.subheader("3. Public area and grid")
     st.caption(
         "The area must come from public knowledge (a city, a state), not from your data: "
-        "bounds fitted to the points would reveal where the outermost people are."
+        "bounds fitted to the points would reveal where the outermost points are."
     )
     how = st.radio("Set the area from", ["A preset", "Numbers I type", "A boundary file"], horizontal=True,
                    key=state.persistent("bounds_how", "A preset"))

@@ -86,7 +86,7 @@ def export_step() -> None:
         f"- **Privacy:** {privacy['definition']}, {rel.cost.label()}; unit of privacy: {privacy['unit_of_privacy']}\n"
         f"- **Area:** {', '.join(f'{v:.4f}' for v in rel.grid.bounds.as_tuple())} (west, south, east, north), "
         f"grid {rel.grid.rows:,} × {rel.grid.cols:,}\n"
-        f"- **Released:** {fmt.count(rec['outputs']['n_rectangles'])} areas, {rec['created']}\n"
+        f"- **Released:** {_released(int(rel.leaf.sum()), int(rec['outputs']['n_rectangles']))}, {rec['created']}\n"
         f"- **Budget of this dataset:** {led.cap.symbol} = {fmt.eps(led.spent)} spent of {fmt.eps(led.cap.value)}"
     )
     st.dataframe(pd.DataFrame([{"level": s["name"], "budget": s["label"]} for s in rec["budget"]["split"]]),
@@ -94,7 +94,9 @@ def export_step() -> None:
     with st.expander("release.json"):
         st.json(rec, expanded=2)
     with st.expander("release.csv (first 20 rows)"):
-        st.dataframe(export.release_frame(rel).head(20), hide_index=True)
+        st.dataframe(export.release_frame(rel).head(20), hide_index=True, column_config={
+            "budget": st.column_config.NumberColumn(format="%.2g"),
+            "noise_sd": st.column_config.NumberColumn(format="%.3g")})
     if export.has_workload_answers(rel):
         wl = rec.get("workload", {})
         st.subheader("Answers to the workload queries")
@@ -110,3 +112,11 @@ def export_step() -> None:
             st.json(first)
         else:
             st.caption("Large release: the GeoJSON is built when you download it.")
+
+
+def _released(leaves: int, rects: int) -> str:
+    """The released areas as the sidebar counts them (the leaves), and what else the files hold."""
+    text = f"{fmt.count(leaves)} areas"
+    if rects > leaves:
+        text += f" (plus the {fmt.count(rects - leaves)} larger areas that contain them, also in the files)"
+    return text

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from dpcore import catalog
 from dpcore.errors import DPCoreError
 from dpcore.estimate import matrix_report
 from dpcore.points import mechanisms, workload_io
@@ -18,7 +19,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, state
+from ui import budget_ui, fmt, frame, state, target_ui
 
 
 def plan_step() -> None:
@@ -249,32 +250,40 @@ def plan_step() -> None:
             levels = mech.plan(grid, release_cost, params, sensitivity=agg_sens, n_estimate=n_guess)
         rows = []
         for lv in levels:
+
+            def query(share: float, lv: Any = lv) -> str:  # only released levels answer queries: "–" otherwise
+                return (f"± {fmt.count(interval_half_width('normal', lv.query_sd(share, grid.n_cells)))}"
+                        if lv.in_partition else "–")
+
             rows.append({
                 "level": lv.name,
                 sym: lv.cost.value,
                 f"share of {sym}": lv.cost.value / release_cost.value,
-                "counts released": lv.n_counts,
+                "counts released": int(lv.n_counts),
                 "noise scale": lv.scale,
-                "± per count (95%)": lv.ci95,
-                "2% of area: ± (95%)": interval_half_width("normal", lv.query_sd(0.02, grid.n_cells)) if lv.in_partition else None,
-                "10% of area: ± (95%)": interval_half_width("normal", lv.query_sd(0.10, grid.n_cells)) if lv.in_partition else None,
+                "± per count (95%)": int(round(lv.ci95)),
+                "2% of area: ± (95%)": query(0.02),
+                "10% of area: ± (95%)": query(0.10),
             })
         table = pd.DataFrame(rows)
         st.dataframe(
             table, hide_index=True, width="stretch",
             column_config={
-                sym: st.column_config.NumberColumn(format="%.3g"),
+                sym: st.column_config.NumberColumn(format="%.2g", help="This level's share of the budget."),
                 f"share of {sym}": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
                 "counts released": st.column_config.NumberColumn(format="localized"),
                 "noise scale": st.column_config.NumberColumn(format="%.3g"),
-                "± per count (95%)": st.column_config.NumberColumn(format="localized"),
-                "2% of area: ± (95%)": st.column_config.NumberColumn(format="localized"),
-                "10% of area: ± (95%)": st.column_config.NumberColumn(format="localized"),
+                "± per count (95%)": st.column_config.NumberColumn(format="localized",
+                                                                    help="In points, for 95 % of the counts."),
+                "2% of area: ± (95%)": st.column_config.TextColumn(
+                    help="A query over 2 % of the area, in points, from noise alone; – for levels that are "
+                         "not released."),
+                "10% of area: ± (95%)": st.column_config.TextColumn(help="As for 2 %, over 10 % of the area."),
             },
         )
         leaf = [lv for lv in levels if lv.in_partition][-1]
         st.markdown(
-            f"Each released count is off by at most **±{fmt.count(leaf.ci95)} people** in 19 of 20 cases "
+            f"Each released count is off by at most **±{fmt.count(leaf.ci95)} points** in 19 of 20 cases "
             f"(1 in 20 may be off by more). A query covering 10% of the area is off by about "
             f"±{fmt.count(interval_half_width('normal', leaf.query_sd(0.10, grid.n_cells)))} from noise alone."
         )
@@ -298,6 +307,8 @@ def plan_step() -> None:
                 st.warning(note)
             if "simultaneous_95" in mx:
                 _matrix_extras(mx)
+        elif mech.name == "htf":
+            _htf_note(levels)
         elif mech.name == "uniform":
             st.caption("Uniform's error is mostly from assuming the points are spread evenly; "
                        "that part depends on the data and cannot be previewed.")
@@ -313,6 +324,14 @@ def plan_step() -> None:
         plan_ok = False
 
     if plan_ok:
+        with st.expander("Plan from the error you need", icon=":material/target:"):
+            unit = Unit("person", cap=agg_sens) if agg_sens > 1 else Unit("record")
+            prop = target_ui.planner(catalog.get("points", mname), grid, definition, params,
+                                     {"n_estimate": n_guess} if n_guess else {}, unit=unit, key="points_target",
+                                     on_use=_use_budget, word="points", finest_label="each released count")
+            if prop is not None and prop.cost.value > led.remaining:
+                st.warning(f"The proposal is more than the budget left ({sym} = {fmt.eps(led.remaining)}): "
+                           "loosen the target, or raise the cap.")
         with st.expander("Expected error of a query you type (before release, costs nothing)"):
             b = grid.bounds
             # default: a box of 10 % of the area around the centre
@@ -335,13 +354,35 @@ def plan_step() -> None:
                        "approximate: assumes the released areas are evenly spread over the grid")
                 st.markdown(
                     f"The box covers {fmt.count(qerr['cells'])} cells ({share:.1%} of the area). Its released "
-                    f"count is off by about **±{fmt.count(interval_half_width('normal', qerr['sd']))} people** (95%) from noise alone "
+                    f"count is off by about **±{fmt.count(interval_half_width('normal', qerr['sd']))} points** (95%) from noise alone "
                     f"(SD {fmt.num(qerr['sd'])}; {how})."
                 )
                 st.caption("Snapped to the grid's cells. The error from spreading counts evenly inside "
                            "areas depends on the data and is not included.")
 
         frame.link("release", "Next: release →")
+
+
+def _use_budget(prop: Any) -> None:
+    """"Use this budget" (a button callback, so it may set the budget widget's key): the proposal,
+    rounded up, becomes this release's ε (or ρ); inside the widget's range."""
+    ss = st.session_state
+    name, low = ("epsilon", 0.001) if prop.cost.definition == "pure" else ("rho", 0.0001)
+    ss[name] = ss[f"_w_{name}"] = min(max(float(prop.rounded), low), 100.0)
+
+
+def _htf_note(levels: Any) -> None:
+    """Before an HTF release: how often a release is much worse than a typical one (simulated)."""
+    notes = [lv.extra.get("bad_release_note") for lv in levels if "bad_release_note" in lv.extra]
+    note = next((n for n in notes if n), None)
+    if note:
+        st.warning(f"**HTF can have a bad release.** {note} Releasing again to get a better one would "
+                   "spend budget again.", icon=":material/warning:")
+    else:
+        st.caption("HTF's error varies from one release to the next: on clustered data some releases are "
+                   "several times worse than a typical one, because the tree may stop before it reaches "
+                   "a dense cluster. How often was simulated only for 512 × 512 grids with the default "
+                   "parameters, about 10,000 to 1,000,000 points and ε near 0.1 or 1.")
 
 
 @dataclass(frozen=True)

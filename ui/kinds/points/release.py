@@ -103,7 +103,7 @@ def _map(cur: state.ReleaseEntry) -> None:
             })
             st.dataframe(per_depth, hide_index=True, width="stretch",
                          column_config={f"{rel.cost.symbol} per count":
-                                        st.column_config.NumberColumn(format="%.3g",
+                                        st.column_config.NumberColumn(format="%.2g",
                                                                       help="median over the nodes of that depth")})
             phases = [lv for lv in rel.levels if not lv.in_partition and "depth" not in lv.extra]
             if phases:
@@ -111,11 +111,21 @@ def _map(cur: state.ReleaseEntry) -> None:
                            + "; ".join(f"{lv.name}: {lv.cost.label()}" for lv in phases))
 
 
+def _share(p: float | None) -> str:
+    """A probability for people: "12.3%", "< 0.1%", or "–" where there is none."""
+    if p is None or not np.isfinite(p):
+        return "–"
+    return "< 0.1%" if 0 < p < 0.001 else f"{p:.1%}"
+
+
 def _errors(cur: state.ReleaseEntry) -> None:
     """Expected error per level (publishable), then the curator-only error against the truth."""
     rel = cur.release
     n_cells = rel.grid.n_cells
     st.subheader("Expected error per level (from the mechanism, publishable)")
+    def query_sd(lv, share: float) -> str:  # only released levels answer queries: "–" otherwise
+        return fmt.num(lv.query_sd(share, n_cells)) if lv.in_partition else "–"
+
     rows = []
     for lv in rel.levels:
         rows.append({
@@ -123,32 +133,35 @@ def _errors(cur: state.ReleaseEntry) -> None:
             lv.cost.symbol: lv.cost.value,
             "noise": lv.noise.replace("_", " "),
             "noise scale": lv.scale,
-            "counts": lv.n_counts,
+            "counts": int(lv.n_counts),
             "SD per count": lv.sd,
-            "± per count (95%)": lv.ci95,
-            "SD, query of 2%": lv.query_sd(0.02, n_cells) if lv.in_partition else None,
-            "SD, query of 6%": lv.query_sd(0.06, n_cells) if lv.in_partition else None,
-            "SD, query of 10%": lv.query_sd(0.10, n_cells) if lv.in_partition else None,
+            "± per count (95%)": int(round(lv.ci95)),
+            "SD, query of 2%": query_sd(lv, 0.02),
+            "SD, query of 6%": query_sd(lv, 0.06),
+            "SD, query of 10%": query_sd(lv, 0.10),
         })
     exp = pd.DataFrame(rows)
+    stop = "chance that noise decides a split"
     if any("p_stop_by_noise" in lv.extra for lv in rel.levels):
-        exp["P(stop test decided by noise)"] = [lv.extra.get("p_stop_by_noise") for lv in rel.levels]
-        st.caption("P(stop test decided by noise): for a node holding the count expected under evenly "
+        exp[stop] = [_share(lv.extra.get("p_stop_by_noise")) for lv in rel.levels]
+        st.caption("Chance that noise decides a split: for a node holding the count expected under evenly "
                    "spread data, the chance that noise, not the data, decides whether it is split further.")
     st.dataframe(exp, hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(format="%.4g")
-                                for c in ["noise scale", "SD per count", "± per count (95%)", "SD, query of 2%",
-                                          "SD, query of 6%", "SD, query of 10%",
-                                          "P(stop test decided by noise)"]})
-    counted = [lv for lv in rel.levels if lv.noise != "discrete_laplace_grid"]  # counts of people only
+                 column_config={lv_sym: st.column_config.NumberColumn(format="%.2g")
+                                for lv_sym in {lv.cost.symbol for lv in rel.levels}}
+                 | {c: st.column_config.NumberColumn(format="%.3g") for c in ["noise scale", "SD per count"]}
+                 | {c: st.column_config.NumberColumn(format="localized") for c in ["counts", "± per count (95%)"]})
+    counted = [lv for lv in rel.levels if lv.noise != "discrete_laplace_grid"]  # counts of points only
     fig = go.Figure(go.Bar(
         x=[lv.ci95 for lv in counted], y=[lv.name for lv in counted], orientation="h",
-        marker_color="#1f4e79", hovertemplate="%{y}: ± %{x:,.0f} people (95%)<extra></extra>",
+        marker_color="#1f4e79", hovertemplate="%{y}: ± %{x:,.0f} points (95%)<extra></extra>",
     ))
     fig.update_layout(
-        title={"text": "± per count (95%), people", "font": {"size": 14}},
-        yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": [lv.name for lv in counted]},
-        height=120 + 24 * len(counted), margin={"l": 10, "r": 10, "t": 40, "b": 30},
+        title={"text": "Error of one count, per level (95%)", "font": {"size": 14}},
+        xaxis={"title": {"text": "± points per count (95% of counts)"}},
+        yaxis={"title": {"text": "level"}, "autorange": "reversed", "categoryorder": "array",
+               "categoryarray": [lv.name for lv in counted]},
+        height=160 + 24 * len(counted), margin={"l": 10, "r": 10, "t": 40, "b": 40},
     )
     st.plotly_chart(fig, width="stretch", key="level_error_chart")
 
@@ -169,11 +182,13 @@ def _errors(cur: state.ReleaseEntry) -> None:
             return
     emp = pd.DataFrame(cur.exports["empirical"])
     emp["query_size"] = emp["query_size"].map(lambda s: f"{s:.0%}" if isinstance(s, float) else s)
+    # the "all sizes" row has no single expected SD: "–", not "None"; the same rounding in every column
+    emp["expected_noise_sd"] = [fmt.num(v) for v in emp["expected_noise_sd"]]
     st.dataframe(
         emp.rename(columns={"query_size": "query size", "n_queries": "queries", "mre_percent": "MRE (%)",
                             "mae": "MAE", "rmse": "RMSE", "max_abs_error": "max |error|",
                             "expected_noise_sd": "expected noise SD"}),
         hide_index=True, width="stretch",
-        column_config={c: st.column_config.NumberColumn(format="%.4g")
-                       for c in ["MRE (%)", "MAE", "RMSE", "max |error|", "expected noise SD"]},
+        column_config={"queries": st.column_config.NumberColumn(format="localized")}
+        | {c: st.column_config.NumberColumn(format="%.3g") for c in ["MRE (%)", "MAE", "RMSE", "max |error|"]},
     )

@@ -43,4 +43,4 @@ def sidebar() -> None:
         st.caption("Nothing released yet.")
     else:
         r = cur.release
-        st.markdown(f"{r.mechanism_title}  \n{r.cost.label()} · {fmt.count(int(r.leaf.sum()))} areas")
+        st.markdown(f"{r.mechanism_title}  \n{r.cost.label()} · {fmt.count(int(r.leaf.sum()))} released areas")

@@ -1,0 +1,75 @@
+"""AppTests of the numbers and words on the points steps: points (not people), no "None" in
+tables, integers as integers, and the same count of released areas on Export and in the sidebar."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = "../../app.py"  # relative to this file
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def no_none(table) -> bool:
+    return not any(v is None or str(v) in ("None", "nan", "<NA>") for v in table.to_numpy().ravel())
+
+
+@pytest.mark.parametrize("mechanism", ["quadtree", "htf", "privtree"])
+def test_plan_table_and_sentence(at: AppTest, mechanism: str) -> None:
+    goto(at, "plan")
+    at.selectbox(key="_w_mechanism").set_value(mechanism).run()
+    assert not at.exception and not at.error
+    table = at.dataframe[0].value
+    assert no_none(table)  # levels that answer no query show "–"
+    assert table["counts released"].dtype.kind == "i" and table["± per count (95%)"].dtype.kind == "i"
+    unreleased = table[table["2% of area: ± (95%)"] == "–"]
+    released = table[table["2% of area: ± (95%)"] != "–"]
+    assert len(released) >= 1
+    assert all(v.startswith("± ") and v[2:].replace(",", "").isdigit() for v in released["10% of area: ± (95%)"])
+    if mechanism == "htf":
+        assert len(unreleased) >= 1  # the height estimate and the split search
+    text = "\n".join(m.value for m in at.markdown)
+    assert "Each released count is off by at most" in text and " points** in 19 of 20" in text
+    assert "people" not in text
+
+
+def test_release_labels_legend_axes_and_counts(at: AppTest) -> None:
+    goto(at, "plan")
+    at.selectbox(key="_w_mechanism").set_value("htf").run()
+    goto(at, "release")
+    at.button(key="release_button").click().run()
+    assert not at.exception, at.exception
+    rel = at.session_state["releases"][-1].release
+    specs = {el.proto.id.rsplit("-", 1)[-1]: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+    legend = specs["release_map"]["data"][0]["colorbar"]["title"]["text"]
+    assert legend == "points<br>per km²"
+    bars = specs["level_error_chart"]["layout"]
+    assert bars["xaxis"]["title"]["text"] == "± points per count (95% of counts)"
+    assert bars["yaxis"]["title"]["text"] == "level"
+    assert "points" in specs["level_error_chart"]["data"][0]["hovertemplate"]
+    for d in at.dataframe:
+        assert no_none(d.value), d.value
+    expected = next(d.value for d in at.dataframe if "SD per count" in d.value.columns)
+    assert expected["counts"].dtype.kind == "i"
+    # the sidebar and the Export step count the same released areas (the leaves)
+    leaves = f"{int(rel.leaf.sum()):,}"
+    side = "\n".join(m.value for m in at.sidebar.markdown)
+    assert f"{leaves} released areas" in side
+    goto(at, "export")
+    record = "\n".join(m.value for m in at.markdown)
+    assert f"**Released:** {leaves} areas (plus the " in record

@@ -1,0 +1,118 @@
+"""AppTests of the points Plan step: the target-error planner, HTF's bad-release note, the labels.
+
+The app starts with the 100,000-point demo dataset on a 1,024 x 1,024 grid at ε = 0.5.
+"""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dpcore import catalog
+from dpcore.core.target import Target, plan_for_targets
+from dpcore.data.domain import Grid
+from dpcore.privacy.units import Unit
+
+APP = "../../app.py"  # relative to this file
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.run()
+    assert not app.exception, app.exception
+    app.switch_page("pages/plan.py").run()
+    assert not app.exception, app.exception
+    return app
+
+
+def number_input(at: AppTest, label_start: str):
+    matches = [n for n in at.number_input if n.label.startswith(label_start)]
+    assert len(matches) == 1, [n.label for n in at.number_input]
+    return matches[0]
+
+
+def choose(at: AppTest, mechanism: str) -> AppTest:
+    at.selectbox(key="_w_mechanism").set_value(mechanism).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_proposal_appears_and_use_this_budget_sets_the_budget(at: AppTest) -> None:
+    choose(at, "identity")
+    assert at.multiselect(key="points_target_levels").value == ["finest"]
+    at.number_input(key="points_target_abs_finest").set_value(20).run()
+    at.number_input(key="points_target_cov_finest").set_value(90.0).run()
+    assert at.session_state["epsilon"] == 0.5
+    at.button(key="points_target_propose").click().run()
+    assert not at.exception, at.exception
+    # the same proposal as the library's planner on the same public inputs (the demo's bounds and grid)
+    grid = Grid(at.session_state["bounds"], *at.session_state["grid_shape"])
+    expected = plan_for_targets(catalog.get("points", "identity"), grid,
+                                [Target("finest", 20, 0.90)], unit=Unit("record"))
+    proposal = [m.value for m in at.markdown if m.value.startswith("The smallest budget that meets your targets")]
+    assert len(proposal) == 1 and f"ε = {expected.rounded:g}" in proposal[0]
+    table = [d.value for d in at.dataframe if "your target" in d.value.columns]
+    assert len(table) == 1
+    row = table[0].iloc[0]
+    assert row["met"] == "yes" and row["counts"] == "1,048,576"
+    assert row["your target"] == "±20 for 90 %" and row["error at the proposal"].endswith("points for 90%")
+    use = at.button(key="points_target_use")
+    assert use.label == f"Use this budget (ε = {expected.rounded:g})"
+    use.click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["epsilon"] == pytest.approx(expected.rounded)
+    assert number_input(at, "Privacy budget of this release (ε)").value == pytest.approx(expected.rounded)
+    # nothing is spent by planning; the Release step releases with the proposed budget
+    assert all(not led.entries for led in at.session_state["ledgers"].values())
+    at.switch_page("pages/release.py").run()
+    assert not at.exception, at.exception
+    assert at.button(key="release_button").label.startswith(f"Release with ε = {expected.rounded:.2g}")
+
+
+def test_changed_target_hides_the_old_proposal(at: AppTest) -> None:
+    choose(at, "ug")
+    at.button(key="points_target_propose").click().run()
+    assert at.button(key="points_target_use")
+    at.number_input(key="points_target_abs_finest").set_value(80).run()
+    assert not [b for b in at.button if b.key == "points_target_use"]
+
+
+def test_relative_target(at: AppTest) -> None:
+    choose(at, "identity")
+    at.selectbox(key="points_target_how_finest").set_value("rel").run()
+    at.number_input(key="points_target_rel_finest").set_value(10.0).run()
+    at.number_input(key="points_target_min_finest").set_value(500).run()
+    at.button(key="points_target_propose").click().run()
+    assert not at.exception, at.exception
+    table = [d.value for d in at.dataframe if "your target" in d.value.columns][0]
+    assert table.iloc[0]["your target"] == "within 10 % for counts of 500 or more (±50) for 95 %"
+    assert table.iloc[0]["met"] == "yes"
+
+
+def test_planner_refuses_htf_with_its_reason(at: AppTest) -> None:
+    choose(at, "htf")
+    infos = [i.value for i in at.info if "planner cannot propose" in i.value]
+    assert len(infos) == 1 and "shaped by the data" in infos[0]
+    assert not [b for b in at.button if b.key == "points_target_propose"]
+
+
+def test_htf_bad_release_note_before_release(at: AppTest) -> None:
+    at.session_state["grid_shape"] = (512, 512)
+    choose(at, "htf")
+    number_input(at, "Privacy budget of this release (ε)").set_value(1.0).run()
+    number_input(at, "Rough number of points").set_value(300_000).run()
+    assert not at.exception, at.exception
+    notes = [w.value for w in at.warning if "bad release" in w.value]
+    assert len(notes) == 1
+    assert "19% of HTF releases had an error more than 3 times a typical release's" in notes[0]
+    # outside the simulated settings: a plain caution, no number
+    number_input(at, "Privacy budget of this release (ε)").set_value(0.5).run()
+    assert not [w for w in at.warning if "bad release" in w.value]
+    assert any("HTF's error varies from one release to the next" in c.value for c in at.caption)
+
+
+def test_no_htf_note_for_other_mechanisms(at: AppTest) -> None:
+    choose(at, "quadtree")
+    assert not [w for w in at.warning if "bad release" in w.value]
+    assert not any("HTF's error varies" in c.value for c in at.caption)
