@@ -30,6 +30,8 @@ page = st.navigation({"": [start], "The path": _pages(frame.STEPS), "Tools": _pa
 with frame.framed():
     try:
         page.run()
+    except frame.Stop:
+        pass  # the page ended early and said why
     finally:
         # after the page (also when it stops early): a step may change what the sidebar shows
         sidebar.render()

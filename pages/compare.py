@@ -6,7 +6,7 @@ import streamlit as st
 
 from dpcore.errors import DPCoreError
 from dpcore.points import evaluate, mechanisms
-from ui import fmt, state
+from ui import fmt, frame, state
 
 REAL_DATA_WARNING = (
     "Choosing a mechanism by its error on your real data is itself a use of the data that is not "
@@ -19,12 +19,10 @@ SIGMA_CHOICES = {20: "σ = 20 cells: dense (one tight cluster)", 50: "σ = 50 ce
                  100: "σ = 100 cells: sparse (spread out)"}
 SHAPES = {"random": "Random shape (sides in ratio up to 1:4)", "square": "Squares"}
 
-st.title("Compare")
-st.markdown(
-    "Compare how far each mechanism's answers to range queries are from the truth, to choose a "
+frame.ensure()
+frame.heading("Compare", "Compare how far each mechanism's answers to range queries are from the truth, to choose a "
     "mechanism before you release. Nothing here spends your privacy budget or is published. "
-    "Next step: choose the mechanism on the Mechanism & budget page."
-)
+    "Next step: choose the mechanism on the Mechanism & budget page.")
 
 ds = state.dataset()
 try:
@@ -32,7 +30,7 @@ try:
 except DPCoreError as e:
     st.error(str(e))
     st.caption("Fix the area and grid on the Data page.")
-    st.stop()
+    frame.stop()
 
 # ---------------------------------------------------------------- what to compare on
 SOURCES = {
@@ -147,7 +145,7 @@ res = st.session_state.get("compare_result")
 if res is None:
     st.info("Choose what to compare and press **Run the comparison**. With the defaults it takes "
             "a few seconds per mechanism.")
-    st.stop()
+    frame.stop()
 
 summary = res["summary"]
 if res["real"]:
@@ -169,7 +167,7 @@ for n, why in failures.items():
                icon=":material/error:")
 if summary.empty:
     st.dataframe(evaluate.summary_table(summary, failures=failures), width="stretch")
-    st.stop()
+    frame.stop()
 pairs = [(sh, s) for sh in dict.fromkeys(summary["shape"])
          for s in dict.fromkeys(summary.loc[summary["shape"] == sh, "query_size"])]
 tabs = st.tabs([f"Queries of {s:.0%}" + ("" if sh == "random" else ", squares") for sh, s in pairs])

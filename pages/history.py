@@ -17,18 +17,16 @@ import streamlit as st
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger_store import LedgerStore
-from ui import fmt, state
+from ui import fmt, frame, state
 
 ss = st.session_state
 MIME = {".csv": "text/csv", ".json": "application/json", ".geojson": "application/geo+json"}
 
-st.title("Release history")
-st.markdown(
-    "Every release of the data loaded in this session, from the budget database: when it was made, with "
+frame.ensure()
+frame.heading("History", "Every release of the data loaded in this session, from the budget database: when it was made, with "
     "which mechanism and budget, and its files exactly as published. Downloading them again spends nothing. "
     "The budget of a dataset follows its content, so re-uploading the same data, reloading the page, a "
-    "second tab or a restart continues the same budget."
-)
+    "second tab or a restart continues the same budget.")
 
 datasets: list[tuple[str, str, str]] = []  # (kind, fingerprint, label)
 ds = state.dataset()
@@ -42,7 +40,7 @@ try:
     shared = state.session().store
 except DPCoreError as e:
     st.error(str(e))
-    st.stop()
+    frame.stop()
 
 
 def _mb(n: int) -> str:

@@ -69,8 +69,20 @@ def link(url: str, label: str | None = None) -> None:
     st.page_link(script, label=label or f"Next: {title.lower()} →", icon=icon)
 
 
+class Stop(Exception):  # noqa: N818 (a control-flow signal, like Streamlit's own StopException)
+    """Ends a page early; app.py catches it and still draws the sidebar.
+
+    ``st.stop()`` inside a page also ends the run, but Streamlit 1.67 then draws nothing more, so
+    the sidebar's dataset, budget and release panel would vanish on that page."""
+
+
+def stop() -> None:
+    """End the page here (what is already drawn stays, and so does the sidebar)."""
+    raise Stop
+
+
 def missing(what: str, url: str, label: str) -> None:
-    """A prerequisite is missing: say what to do, with a link that goes there, and stop the page."""
+    """A prerequisite is missing: say what to do, with a link that goes there, and end the page."""
     st.info(what)
     link(url, label)
-    st.stop()
+    raise Stop

@@ -22,7 +22,9 @@ import sys
 sys.path.insert(0, {str(ROOT)!r})
 from ui import state
 state.init()
-exec(compile(open({str(path)!r}, encoding="utf-8").read(), {str(path)!r}, "exec"))
+from ui import frame
+with frame.framed():  # as app.py runs a page
+    exec(compile(open({str(path)!r}, encoding="utf-8").read(), {str(path)!r}, "exec"))
 """
 
 

@@ -45,8 +45,10 @@ import sys
 sys.path.insert(0, {str(ROOT)!r})
 from ui import state
 state.init()
-exec(compile(open({str(path)!r}, encoding="utf-8").read(), {str(path)!r}, "exec"),
-     {{"__file__": {str(path)!r}, "__name__": "__main__"}})
+from ui import frame
+with frame.framed():  # as app.py runs a page
+    exec(compile(open({str(path)!r}, encoding="utf-8").read(), {str(path)!r}, "exec"),
+         {{"__file__": {str(path)!r}, "__name__": "__main__"}})
 """, default_timeout=180)
     at.run()
     return ok(at)

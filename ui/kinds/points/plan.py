@@ -30,7 +30,7 @@ def plan_step() -> None:
     except DPCoreError as e:
         st.error(str(e))
         frame.link("data", "Fix the area and grid on the Data step")
-        st.stop()
+        frame.stop()
 
     # ---------------------------------------------------------------- mechanism
     names = mechanisms.names()
