@@ -26,7 +26,12 @@ import sys
 sys.path.insert(0, {str(ROOT)!r})
 from ui import state
 state.init()
-exec(compile(open({str(PAGE)!r}, encoding="utf-8").read(), {str(PAGE)!r}, "exec"))
+from ui import frame
+with frame.framed():  # as app.py runs a page
+    try:
+        exec(compile(open({str(PAGE)!r}, encoding="utf-8").read(), {str(PAGE)!r}, "exec"))
+    except frame.Stop:
+        pass
 """
 
 
