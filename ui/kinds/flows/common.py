@@ -266,14 +266,22 @@ def shown_entry(m: dict[str, Any]) -> dict[str, Any] | None:
     return (same or entries or [None])[-1]
 
 
-def need_model() -> dict[str, Any]:
-    """The loaded trips, or a message with a link to the Data step (and the page stops)."""
-    from ui import frame
+def need_model() -> dict[str, Any] | None:
+    """The loaded trips, or None after a message with a link to the Data step.
 
+    The caller returns (no ``st.stop()``: app.py draws the sidebar after the page, and a stopped run
+    would leave it empty)."""
     m = model()
     if m is None:
         st.session_state["od_shown"] = None
-        frame.missing("Load trips and their public area list on the Data step first. Earlier releases are kept.",
-                      "data", "Go to the Data step")
-    assert m is not None
+        missing("Load trips and their public area list on the Data step first. Earlier releases are kept.",
+                "data", "Go to the Data step")
     return m
+
+
+def missing(what: str, url: str, label: str) -> None:
+    """A prerequisite is missing: say what to do, with a link that goes there (the page goes on)."""
+    from ui import frame
+
+    st.info(what)
+    frame.link(url, label)

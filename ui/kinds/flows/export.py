@@ -12,18 +12,20 @@ import streamlit as st
 
 from dpcore.flows import export as od_export
 from dpcore.flows import mechanisms as od
-from ui import fmt, frame
-from ui.kinds.flows.common import need_model, shown_entry
+from ui import fmt
+from ui.kinds.flows.common import missing, need_model, shown_entry
 
 
 def export_step() -> None:
     """The Export step for trips between areas (the page script is pages/export.py)."""
     m = need_model()
+    if m is None:
+        return
     ss = st.session_state
     entry = shown_entry(m)
     if entry is None:
-        frame.missing("Nothing has been released from these trips yet.", "release", "Go to the Release step")
-    assert entry is not None
+        missing("Nothing has been released from these trips yet.", "release", "Go to the Release step")
+        return
     rel: od.ODRelease = entry["release"]
     st.caption(f"{rel.mechanism.title}, {entry['cost_label']} · released {rel.created.replace('+00:00', '')} UTC")
     ex = entry["exports"]

@@ -33,6 +33,7 @@ from ui.kinds.flows.common import (
     keep,
     kept,
     ledger,
+    model,
     need_model,
     plan_columns,
     plan_table,
@@ -90,7 +91,9 @@ def measured_levels(m: dict[str, Any], mech: str, cost: budget.PrivacyCost, opts
 
 def selection(m: dict[str, Any] | None = None) -> Selection:
     """The mechanism, budget and options of the Plan step for the trips loaded now."""
-    m = m or need_model()
+    m = m or model()
+    if m is None:
+        raise DPCoreError("No trips are loaded: load them on the Data step first.")
     led = ledger(m)
     definition = setting("definition")
     if FAMILY[definition] != led.definition:  # the budget is kept in the other definition
@@ -121,6 +124,8 @@ def selection(m: dict[str, Any] | None = None) -> Selection:
 def plan_step() -> None:
     """The Plan step for trips between areas (the page script is pages/plan.py)."""
     m = need_model()
+    if m is None:
+        return
     ss = st.session_state
     fp, counts, unit = m["fp"], m["counts"], m["unit"]
     st.caption(f"For **{m['name']}**: {m['areas_text']}.")

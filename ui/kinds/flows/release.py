@@ -36,6 +36,8 @@ from ui.kinds.flows.plan import Selection, selection
 def release_step() -> None:
     """The Release step for trips between areas (the page script is pages/release.py)."""
     m = need_model()
+    if m is None:
+        return
     sel = selection(m)
     st.markdown(f"**{od.get(sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
                 f"privacy: {sel.unit.label()}.")
