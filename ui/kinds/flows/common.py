@@ -21,7 +21,7 @@ from dpcore.flows import figures as od_figures
 from dpcore.flows import mechanisms as od
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
-from ui import fmt, state
+from ui import fmt, frame, state
 from ui.state import persistent, store
 
 SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(state.__file__).resolve().parents[2] / "shared" / "data"))
@@ -239,20 +239,6 @@ def error_chart(pl: od.ODPlan, unit_: str) -> go.Figure:
 # ---------------------------------------------------------------------------------------------
 
 
-def model() -> dict[str, Any] | None:
-    """The trips loaded on the Data step (their counts, areas and positions), or None.
-
-    Before the Data step was ever opened for this kind, the made-up demo is loaded (as the Data
-    step would): a Plan or Release link opened first has data to work on."""
-    ss = st.session_state
-    init()
-    if "od_active" not in ss:
-        from ui.kinds.flows import sources
-
-        sources.load_demo()
-    return ss.get("od_model") if ss.get("od_active") else None
-
-
 def ledger(m: dict[str, Any]) -> Ledger:
     """The budget the loaded trips draw on (their population's, once bound)."""
     return state.data_ledger("od", m["fp"], budget.zcdp(state.DEFAULT_RHO_CAP), st.session_state["od_ledgers"])
@@ -266,22 +252,7 @@ def shown_entry(m: dict[str, Any]) -> dict[str, Any] | None:
     return (same or entries or [None])[-1]
 
 
-def need_model() -> dict[str, Any] | None:
-    """The loaded trips, or None after a message with a link to the Data step.
-
-    The caller returns (no ``st.stop()``: app.py draws the sidebar after the page, and a stopped run
-    would leave it empty)."""
-    m = model()
-    if m is None:
-        st.session_state["od_shown"] = None
-        missing("Load trips and their public area list on the Data step first. Earlier releases are kept.",
-                "data", "Go to the Data step")
-    return m
-
-
 def missing(what: str, url: str, label: str) -> None:
     """A prerequisite is missing: say what to do, with a link that goes there (the page goes on)."""
-    from ui import frame
-
     st.info(what)
     frame.link(url, label)

@@ -13,7 +13,8 @@ import streamlit as st
 from dpcore.flows import export as od_export
 from dpcore.flows import mechanisms as od
 from ui import fmt
-from ui.kinds.flows.common import missing, need_model, shown_entry
+from ui.kinds.flows.common import missing, shown_entry
+from ui.kinds.flows.sources import need_model
 
 
 def export_step() -> None:

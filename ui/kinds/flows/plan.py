@@ -33,14 +33,13 @@ from ui.kinds.flows.common import (
     keep,
     kept,
     ledger,
-    model,
-    need_model,
     plan_columns,
     plan_table,
     rho_of,
     sci,
     setting,
 )
+from ui.kinds.flows.sources import model, need_model
 
 CONVERSION_HELP = ("The noise is discrete Gaussian, whose privacy is stated as ρ-zCDP. A conversion turns a ρ "
                    "into an (ε, δ) guarantee and back: the paper's (Lemma 3: ε = ρ + 2√(ρ ln(1/δ))) or the "

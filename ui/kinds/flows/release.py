@@ -22,7 +22,6 @@ from ui.kinds.flows.common import (
     keep,
     keep_choice,
     kept,
-    need_model,
     people,
     plan_columns,
     plan_table,
@@ -31,6 +30,7 @@ from ui.kinds.flows.common import (
     shown_entry,
 )
 from ui.kinds.flows.plan import Selection, selection
+from ui.kinds.flows.sources import need_model
 
 
 def release_step() -> None:

@@ -7,7 +7,8 @@ import streamlit as st
 from dpcore.privacy import budget
 from ui import fmt, state
 from ui import sidebar as sidebar_ui
-from ui.kinds.flows.common import init, ledger, model, sci
+from ui.kinds.flows.common import init, ledger, sci
+from ui.kinds.flows.sources import model
 
 
 def sidebar() -> None:

@@ -25,7 +25,7 @@ from dpcore.flows import export as od_export
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.tree import hierarchy_from_prefixes, match_leaves
 from ui import fmt
-from ui.kinds.flows.common import DEMO, MODELS_KEPT, NONE, SHARED, UPLOAD, areas_line, init
+from ui.kinds.flows.common import DEMO, MODELS_KEPT, NONE, SHARED, UPLOAD, areas_line, init, missing
 
 NYC_TRIPS = SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz"
 NYC_LOOKUP = SHARED / "boundaries" / "nyc_taxi_zone_lookup.csv"
@@ -210,6 +210,31 @@ def demo_inputs() -> dict[str, Any]:
         ss["od_demo_flows"] = synthetic.demo_od()[1]
     return {"key": (DEMO,), "name": "O/D demo (made up)", "pub": demo_public(), "df": ss["od_demo_flows"],
             "unit": "trips", "cols": {"origin": "origin", "destination": "destination", "count": "count"}}
+
+
+def model() -> dict[str, Any] | None:
+    """The trips loaded on the Data step (their counts, areas and positions), or None.
+
+    Before the Data step was ever opened for this kind, the made-up demo is loaded (as the Data
+    step would): a Plan or Release link opened first has data to work on."""
+    ss = st.session_state
+    init()
+    if "od_active" not in ss:
+        load_demo()
+    return ss.get("od_model") if ss.get("od_active") else None
+
+
+def need_model() -> dict[str, Any] | None:
+    """The loaded trips, or None after a message with a link to the Data step.
+
+    The caller returns (no ``st.stop()``: app.py draws the sidebar after the page, and a stopped run
+    would leave it empty)."""
+    m = model()
+    if m is None:
+        st.session_state["od_shown"] = None
+        missing("Load trips and their public area list on the Data step first. Earlier releases are kept.",
+                "data", "Go to the Data step")
+    return m
 
 
 def load_demo() -> None:
