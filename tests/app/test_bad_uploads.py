@@ -160,10 +160,19 @@ def test_hierarchy_page_bad_tables_and_trees_keep_the_release() -> None:
 AREAS = "code\n" + "\n".join(f"{a}{b}{c:02d}" for a in (1, 2) for b in (1, 2, 3) for c in (1, 2, 3, 4)) + "\n"
 
 
+def flows_app() -> AppTest:
+    """The app on the Data step with 'Trips between areas' chosen (the made-up demo is loaded)."""
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["kind"] = at.session_state["_w_kind"] = "flows"
+    at.run()
+    at.switch_page("pages/data.py").run()
+    return ok(at)
+
+
 def test_od_page_bad_trips_and_area_lists_keep_the_release() -> None:
-    at = ok(AppTest.from_string(wrapper("od.py", init=False), default_timeout=180).run())
-    (button,) = [b for b in at.button if str(b.key).startswith("od_release_button_")]
-    button.click().run()
+    at = flows_app()
+    at.switch_page("pages/release.py").run()
+    at.button(key="od_release_button").click().run()
     ok(at)
     before = {k: [e["release"].release_id for e in v] for k, v in at.session_state["od_releases"].items()}
     assert sum(map(len, before.values())) == 1
@@ -172,11 +181,14 @@ def test_od_page_bad_trips_and_area_lists_keep_the_release() -> None:
         now = {k: [e["release"].release_id for e in v] for k, v in at.session_state["od_releases"].items()}
         assert now == before
 
+    at.switch_page("pages/data.py").run()
     at.radio(key="_w_od_source").set_value("upload").run()
     ok(at)
     for case, words in {**TABLE_CASES, "wrong delimiter": "single column"}.items():
         put(at, "od_upload", case)
         assert words in errors(at), (case, errors(at))
+        # no green "read" message above the red error
+        assert not [s.value for s in at.success], (case, [s.value for s in at.success])
         kept()
     for case, words in {"binary": "not a text", "gzip bomb": "expands to more than",
                         "huge line of commas": "longer than 64 KB"}.items():
@@ -198,6 +210,11 @@ def test_od_page_bad_trips_and_area_lists_keep_the_release() -> None:
     ok(at)
     assert "9999" in errors(at), errors(at)
     kept()
+    # the release is still there on the Release step ... of the demo, whose trips are not loaded now
+    at.switch_page("pages/release.py").run()
+    ok(at)
+    assert any("Load trips" in i.value for i in at.info)
+    kept()
 
 
 @pytest.mark.parametrize("page,key", [("data.py", "points_upload"), ("census.py", "census_upload"),
@@ -206,9 +223,12 @@ def test_uploaders_say_the_size_limit(page: str, key: str) -> None:
     """The help of every main uploader names the upload limit and the command line for larger files."""
     if page == "data.py":  # page links need the app's navigation
         at = AppTest.from_file(APP, default_timeout=120)
+        at.run()
+    elif page == "od.py":  # trips between areas: the Data step of the app
+        at = flows_app()
     else:
-        at = AppTest.from_string(wrapper(page, init=page != "od.py"), default_timeout=120)
-    at.run()
+        at = AppTest.from_string(wrapper(page), default_timeout=120)
+        at.run()
     ok(at)
     if page == "census.py":
         at.radio(key="census_source").set_value("upload").run()

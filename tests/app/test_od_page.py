@@ -1,4 +1,4 @@
-"""Headless tests of the O/D flows page (ui/kinds/flows/od_page.py) with AppTest."""
+"""Headless tests of the trips-between-areas kind (ui/kinds/flows/) through the app's four steps, with AppTest."""
 
 from __future__ import annotations
 
@@ -22,20 +22,14 @@ from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
 from dpcore.pipeline import release_od
 from dpcore.privacy import budget
+from ui import state
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "ui" / "kinds" / "flows" / "od_page.py"
+APP = str(ROOT / "app.py")
 SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
-# the page runs as it does under st.navigation: as a script whose __file__ is the page
-WRAPPER = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-exec(compile(open({str(PAGE)!r}, encoding="utf-8").read(), {str(PAGE)!r}, "exec"),
-     {{"__file__": {str(PAGE)!r}, "__name__": "__main__"}})
-"""
-
-DEMO_BUTTON = "Release with ρ = 0.0132 (from ε = 1, δ = 1e-8 by the paper's conversion) — ρ = 0.037 left after this"
+# the paper's budget (spec §5.3): ε = 1, δ = 1e-8 by its conversion is ρ = 0.0132
+PAPER_COST = "ρ = 0.0132 (from ε = 1, δ = 1e-8 by the paper's conversion)"
 
 
 def ok(at: AppTest) -> AppTest:
@@ -43,31 +37,19 @@ def ok(at: AppTest) -> AppTest:
     return at
 
 
-def paper_setting(app: AppTest) -> AppTest:
-    """The paper's setting (spec §5.3), which these tests check numbers against: (ε = 1, δ = 1e-8)
-    converted to ρ = 0.0132 by the paper's conversion, under a cap ρ = 0.05.  (The page's own default
-    is the one of every kind: ρ = 0.25, half the default cap ρ = 0.5.)"""
-    app.radio(key="_w_od_definition").set_value("approx").run()
-    fp = app.session_state["od_model"]["fp"]
-    app.number_input(key=f"od_cap_{fp}_zcdp").set_value(0.05).run()  # lowering: no confirmation
-    return ok(app)
+def step(at: AppTest, name: str) -> AppTest:
+    """Go to a step of the path (data, plan, release, export) as the navigation does."""
+    at.switch_page(f"pages/{name}.py").run()
+    return ok(at)
 
 
 @pytest.fixture
 def at() -> AppTest:
-    app = AppTest.from_string(WRAPPER, default_timeout=180)
+    """The app on the Data step with 'Trips between areas' chosen (the made-up demo is loaded)."""
+    app = AppTest.from_file(APP, default_timeout=180)
+    app.session_state["kind"] = app.session_state["_w_kind"] = "flows"
     app.run()
-    return paper_setting(ok(app))
-
-
-def test_the_default_release_is_half_the_default_cap_as_for_every_kind() -> None:
-    from dpcore.core.session import DEFAULT_RHO_CAP, default_release_budget
-
-    app = ok(AppTest.from_string(WRAPPER, default_timeout=180).run())
-    assert app.radio(key="_w_od_definition").value == "rho"
-    assert app.number_input(key="_w_od_rho").value == default_release_budget("zcdp") == 0.25
-    assert ledger(app).cap.value == DEFAULT_RHO_CAP == 0.5
-    assert release_button(app).label == "Release with ρ = 0.25 — ρ = 0.25 left after this"
+    return step(ok(app), "data")
 
 
 @pytest.fixture
@@ -106,13 +88,22 @@ def figures(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
+def paper_budget(at: AppTest) -> AppTest:
+    """On the Plan step: the paper's budget, stated as (ε = 1, δ = 1e-8) by its conversion."""
+    step(at, "plan")
+    at.radio(key="_w_od_definition").set_value("approx").run()
+    at.number_input(key="_w_od_eps").set_value(1.0).run()
+    return ok(at)
+
+
 def release_button(at: AppTest):
-    """The Release button (its key carries its one-time token)."""
-    (b,) = [b for b in at.button if str(b.key).startswith("od_release_button_")]
-    return b
+    """The Release button of the Release step."""
+    return at.button(key="od_release_button")
 
 
 def release(at: AppTest) -> AppTest:
+    """Release on the Release step (the page stays there)."""
+    step(at, "release")
     release_button(at).click().run()
     return ok(at)
 
@@ -129,14 +120,31 @@ def errors(at: AppTest) -> str:
     return " | ".join(e.value for e in at.error)
 
 
+def texts(elements) -> str:
+    return "\n".join(e.value for e in elements)
+
+
+def sidebar_text(at: AppTest) -> str:
+    return "\n".join([m.value for m in at.sidebar.markdown] + [c.value for c in at.sidebar.caption])
+
+
 def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
-    assert [t.value for t in at.title] == ["O/D flows"]
-    assert any("4 region, 36 district, 576 zone" in s.value for s in at.success)
+    assert [t.value for t in at.title] == ["Data"]
+    # level names in plain words, counted: "4 regions", not "4 region"
+    assert any("4 regions, 36 districts, 576 zones" in s.value for s in at.success)
     assert any("for you only, never exported" in m.value for m in at.markdown)
     assert [m.value for m in at.metric][:2] == ["60,000", "28,377"]  # trips, observed pairs (curator only)
+    step(at, "plan")
+    # the default budget is the app's, the same for every kind: ρ = 0.125 of a cap of 0.5 (ε = 0.5 of 1)
+    assert at.radio(key="_w_od_definition").value == "rho"
+    assert at.number_input(key="_w_od_rho").value == pytest.approx(state.DEFAULT_RHO)
+    assert ledger(at).cap.value == pytest.approx(state.DEFAULT_RHO_CAP)
+    assert any("the same for every kind of data" in c.value and "ε = 1 at δ = 1e-8" in c.value for c in at.caption)
+    paper_budget(at)
     plan = frame_with(at, "noise per cell (SD)")
-    assert list(plan["table"]) == ["total · exact, public", "total → region", "region → region",
-                                   "region → district", "district → district", "district → zone", "zone → zone"]
+    assert list(plan["table"]) == ["total of all trips · exact, public", "the whole territory to regions",
+                                   "regions to regions", "regions to districts", "districts to districts",
+                                   "districts to zones", "zones to zones"]
     # bounded, one trip per person: the total is exact and public, nothing of the budget goes to it
     assert np.isnan(plan["budget share"].iloc[0])
     # numbers stay numbers (they sort), rounded for people: whole numbers, one decimal below 10
@@ -147,30 +155,48 @@ def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
     assert plan["budget share"].iloc[1] == pytest.approx(0.0022)
     assert any("guaranteed 95 % bound** is a promise" in c.value and "names it region>district" in c.value
                for c in at.caption)
-    assert release_button(at).label == DEMO_BUTTON
+    # the expected error as bars in the tree's order (not alphabetical), with axis titles
+    (bars,) = [f for f in figures(at) if f["data"][0]["type"] == "bar"]
+    names = list(plan["table"])[1:]
+    assert bars["layout"]["yaxis"]["categoryarray"] == names and list(bars["data"][0]["y"]) == names
+    assert "trips per area pair" in bars["layout"]["xaxis"]["title"]["text"]
+    assert bars["layout"]["yaxis"]["title"]["text"]
+    # the conversion is named in words, with what it is behind the help
+    assert "Canonne" in at.radio(key="_w_od_conversion").help
+    step(at, "release")
+    assert any(PAPER_COST in m.value for m in at.markdown)
+    assert release_button(at).label == "Release with ρ = 0.013 — 0.49 left after this"
     assert not at.session_state["od_releases"]
     assert ledger(at).spent == 0
-    assert any("Nothing released yet" in i.value for i in at.info)
+    assert any("Nothing has been released" in c.value for c in at.caption)
     # the tighter conversion gives more ρ for the same (ε, δ): less noise, still nothing spent; the
-    # button names the conversion
+    # release names the conversion
+    step(at, "plan")
     at.radio(key="_w_od_conversion").set_value("cks").run()
     ok(at)
     assert frame_with(at, "noise per cell (SD)")["noise per cell (SD)"].iloc[-1] < 21
-    assert "by the CKS conversion" in release_button(at).label
+    step(at, "release")
+    assert any("by the tighter conversion of Canonne, Kamath & Steinke" in m.value for m in at.markdown)
     # unbounded neighbours: the total is measured too
+    step(at, "plan")
     at.radio(key="_w_od_neighbour").set_value("unbounded").run()
     ok(at)
-    assert frame_with(at, "noise per cell (SD)")["table"].iloc[0] == "total (all trips)"
+    assert frame_with(at, "noise per cell (SD)")["table"].iloc[0] == "total of all trips"
     assert ledger(at).spent == 0
 
 
 def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media: list) -> None:
+    paper_budget(at)
     release(at)
     led = ledger(at)
     (entry,) = entries(at)
     rel = entry["release"]
     assert len(led.entries) == 1 and led.spent == pytest.approx(rel.plan.cost.value)
     assert rel.consistent and rel.total(0) == 60_000
+    # the one confirmation of every kind: what was released, what it cost, what is left, a link to the map
+    (done,) = [s.value for s in at.success if s.value.startswith("Released")]
+    assert "InfTDA" in done and "ρ = 0.013" in done and "of 0.5 is left" in done and rel.release_id in done
+    assert any("(#map)" in m.value for m in at.markdown)
     first = rel.release_id
     at.run()  # a rerun draws no new noise and spends nothing
     ok(at)
@@ -194,8 +220,8 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     assert len(at.session_state["od_figs"]) == 3
     # errors: analytic for everyone, empirical for the curator under a warning, measured next to expected
     emp = frame_with(at, "released flows not in the data (%)")
-    assert list(emp["table"])[-1] == "zone → zone"
-    assert frame_with(at, "possible pairs")["possible pairs"].iloc[-1] == 576 * 576  # the Errors tab's plan
+    assert list(emp["table"])[-1] == "zones to zones"
+    assert frame_with(at, "possible pairs")["possible pairs"].iloc[-1] == 576 * 576  # the release's plan
     assert list(emp.columns) == ["table", "released flows not in the data (%)", "true flows released as 0 (%)",
                                  "released flows", "true flows"]
     err = frame_with(at, "largest error · measured")
@@ -204,6 +230,7 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     assert err["largest error · measured"].dtype.kind == "f"
     assert any("Do not publish" in w.value for w in at.warning)
     # export: three downloads; the files hold the release only
+    step(at, "export")
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["Download release.csv", "Download release.json", "Download flows.geojson"]
     files = downloads(media)
@@ -222,19 +249,18 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
 
 
 def test_a_second_click_on_release_spends_nothing(at: AppTest) -> None:
-    before = release_button(at)  # the button as drawn before the release
     release(at)
     assert len(ledger(at).entries) == 1
-    # a second click on that button (it arrives while the page is redrawn) releases nothing
-    before.click().run()
+    # a click that comes with a token already used (the second click of a double click, drawn before
+    # the release) releases nothing
+    at.session_state["od_release_button_token_used"] = at.session_state["od_release_button_token"]
+    release_button(at).click().run()
     ok(at)
     assert len(ledger(at).entries) == 1 and len(entries(at)) == 1
-    # nor does a click that comes with a token already used (the callback's own check)
-    at.session_state["od_release_token"] = at.session_state["od_release_token"] + 1
-    release(at)
-    assert len(ledger(at).entries) == 1 and len(entries(at)) == 1
-    # reruns (widget changes, tab switches) never release
+    # reruns (widget changes, page switches) never release
     at.run()
+    step(at, "plan")
+    step(at, "release")
     assert len(ledger(at).entries) == 1 and len(entries(at)) == 1
     # a deliberate second release on the redrawn button is a new release, charged once more
     release(at)
@@ -244,39 +270,45 @@ def test_a_second_click_on_release_spends_nothing(at: AppTest) -> None:
 
 
 def test_an_exhausted_budget_is_refused(at: AppTest) -> None:
-    at.number_input(key="_w_od_eps").set_value(1.5).run()  # ρ ≈ 0.029 of the cap 0.05
+    step(at, "plan")
+    at.number_input(key="_w_od_rho").set_value(0.3).run()  # ρ = 0.3 of the cap 0.5
     release(at)
     led = ledger(at)
     assert len(led.entries) == 1
     button = release_button(at)
-    assert button.disabled
-    assert any("Not enough budget" in e.value for e in at.error)
+    assert button.disabled and button.label.startswith("Not enough budget")
+    assert any("more than the 0.2 left" in w.value for w in at.warning)
     # the same refusal one level down, should the button be bypassed: nothing is spent
     counts = at.session_state["od_model"]["counts"]
     with pytest.raises(BudgetError, match="cap"):
-        release_od(counts, "inftda", budget.zcdp(0.029), led)
+        release_od(counts, "inftda", budget.zcdp(0.3), led)
     assert len(led.entries) == 1
     # the cap can be raised by the curator (policy permitting); then the button works again
     fp = at.session_state["od_model"]["fp"]
-    at.number_input(key=f"od_cap_{fp}_zcdp").set_value(0.1).run()
+    step(at, "plan")
+    at.number_input(key=f"od_cap_{fp}_zcdp").set_value(1.0).run()
     ok(at)
-    assert release_button(at).disabled  # a raise waits for confirmation
+    assert release_button(step(at, "release")).disabled  # a raise waits for confirmation
+    step(at, "plan")
     at.button(key=f"od_cap_{fp}_zcdp__confirm").click().run()
     ok(at)
-    assert not release_button(at).disabled
+    assert not release_button(step(at, "release")).disabled
     # the definition is locked once budget is spent under it
+    step(at, "plan")
     at.radio(key="_w_od_definition").set_value("pure").run()
     ok(at)
-    assert at.radio(key="_w_od_definition").value == "approx"
+    assert at.radio(key="_w_od_definition").value in ("rho", "approx")
     assert led.definition == "zcdp"
 
 
 def test_vanilla_gauss_on_a_too_large_domain_is_refused_before_the_click(at: AppTest, monkeypatch) -> None:
     release(at)
     monkeypatch.setattr(od, "VANILLA_MAX_CELLS", 100_000)  # the demo has 576² = 331,776 finest pairs
+    step(at, "plan")
     at.selectbox(key="_w_od_mech").set_value("vanilla_gauss").run()
     ok(at)
     assert "VanillaGauss" in errors(at) and "331,776" in errors(at)
+    step(at, "release")
     assert release_button(at).disabled
     assert len(ledger(at).entries) == 1
     assert figures(at)  # the earlier release stays
@@ -336,11 +368,11 @@ def test_upload_with_person_cap_and_prefix_codes(at: AppTest) -> None:
     at.selectbox(key="_w_od_set_trips_person").set_value("person").run()
     at.number_input(key="_w_od_set_trips_m").set_value(2).run()
     ok(at)
-    assert any("2 region, 6 district, 24 zone" in s.value for s in at.success), errors(at)
+    assert any("2 regions, 6 districts, 24 zones" in s.value for s in at.success), errors(at)
     c = at.session_state["od_model"]["counts"]
     assert c.max_trips == 2 and c.total == 150 * 2 and c.dropped_trips == 100
-    assert any("at most 2 trips" in cap.value for cap in at.caption)
-    plan = frame_with(at, "noise per cell (SD)")
+    assert "one person with at most 2 trips" in texts(at.markdown)  # the unit of privacy, on the Data step
+    plan = frame_with(step(at, "plan"), "noise per cell (SD)")
     assert plan["budget share"].iloc[0] > 0  # with m > 1 the total is not invariant: it is noised
     release(at)
     (entry,) = entries(at)
@@ -384,9 +416,10 @@ def test_upload_settings_survive_a_source_switch(at: AppTest) -> None:
     release(at)
     counts = at.session_state["od_model"]["counts"]
     rel_id = entries(at)[0]["release"].release_id
+    step(at, "data")
     at.radio(key="_w_od_source").set_value("demo").run()
     ok(at)
-    assert any("576 zone" in s.value for s in at.success)
+    assert any("576 zones" in s.value for s in at.success)
     to_upload(at)
     assert at.radio(key="_w_od_set_areas_shape").value == "prefix"
     assert at.text_input(key="_w_od_set_areas_lengths").value == "1,2,4"
@@ -398,11 +431,13 @@ def test_upload_settings_survive_a_source_switch(at: AppTest) -> None:
     assert any("Using the trips file uploaded earlier: trips.csv" in c.value for c in at.caption)
     # the same data (not counted again: the same per-person sample) and its release
     assert at.session_state["od_model"]["counts"] is counts
-    assert any("2 region, 6 district, 24 zone" in s.value for s in at.success)
+    assert any("2 regions, 6 districts, 24 zones" in s.value for s in at.success)
     assert entries(at)[-1]["release"].release_id == rel_id
-    assert at.session_state["od_shown"]["release"].release_id == rel_id
     assert entries(at)[-1]["release"].plan.max_trips == 3
-    assert not any("Nothing released yet" in i.value for i in at.info)
+    step(at, "release")
+    assert at.session_state["od_shown"]["release"].release_id == rel_id
+    assert not any("Nothing has been released" in c.value for c in at.caption)
+    step(at, "data")
     assert len(ledger(at).entries) == 1
     # a corrected file with the same columns keeps the choices (and these trips keep their budget)
     fp = at.session_state["od_model"]["fp"]
@@ -420,10 +455,11 @@ def test_the_same_trips_reuploaded_share_one_budget(at: AppTest) -> None:
     plain = ("origin,destination\n" + "".join(f"{o},{d}\n" for o, d in rows)).encode()
     upload(at, plain)
     prefix_areas(at)
-    assert any("24 zone" in s.value for s in at.success), errors(at)
+    assert any("24 zones" in s.value for s in at.success), errors(at)
     release(at)
     fp = at.session_state["od_model"]["fp"]
     spent = ledger(at).spent
+    step(at, "data")
     n_ledgers = len(at.session_state["od_ledgers"])
     crlf = ("origin,destination\r\n" + "".join(f"{o},{d}\r\n" for o, d in reversed(rows))).encode()
     counted = "origin,destination,count\n" + "".join(
@@ -438,15 +474,18 @@ def test_the_same_trips_reuploaded_share_one_budget(at: AppTest) -> None:
         assert len(at.session_state["od_ledgers"]) == n_ledgers
         assert ledger(at).spent == spent and len(ledger(at).entries) == 1
         # the release of these trips is still shown after the re-upload
+        step(at, "release")
         assert at.session_state["od_shown"] is entries(at)[-1]
         assert figures(at), name
+        step(at, "data")
     assert at.radio(key="_w_od_set_trips_kind").value == "counts"  # guessed from the 'count' column
     # another area list (the same codes as one level column): the same people, the same budget;
     # the release made on the other list is still shown, with its own settings
     at.radio(key="_w_od_set_areas_shape").set_value("levels").run()
     ok(at)
-    assert any("24 code" in s.value for s in at.success), errors(at)
+    assert any("24 codes" in s.value for s in at.success), errors(at)
     assert at.session_state["od_model"]["fp"] == fp and ledger(at).spent == spent
+    step(at, "release")
     assert any("made with another area list" in i.value for i in at.info)
     assert figures(at)
 
@@ -481,7 +520,7 @@ def test_the_count_column_is_never_a_code_column(at: AppTest) -> None:
     assert at.multiselect(key="_w_od_set_areas_levels").value == ["region", "zone"]
     assert (at.selectbox(key="_w_od_set_areas_lon").value, at.selectbox(key="_w_od_set_areas_lat").value) == (
         "lon", "lat")
-    assert any("2 region, 24 zone" in s.value for s in at.success), errors(at)
+    assert any("2 regions, 24 zones" in s.value for s in at.success), errors(at)
     # the origin and the destination must be two columns
     at.selectbox(key="_w_od_set_trips_destination").set_value("home").run()
     ok(at)
@@ -492,6 +531,7 @@ def test_bad_uploads_show_clear_errors_and_keep_the_earlier_release(at: AppTest)
     release(at)
     demo_fp = at.session_state["od_model"]["fp"]
     rel_id = entries(at)[0]["release"].release_id
+    step(at, "data")
     to_upload(at)
     cases = [
         (b"\x89PNG\r\n\x1a\n" + bytes(200), "is not a text (CSV) file"),
@@ -509,7 +549,10 @@ def test_bad_uploads_show_clear_errors_and_keep_the_earlier_release(at: AppTest)
     prefix_areas(at)
     msgs = errors(at)
     assert "not a finest area" in msgs and "9999" in msgs
-    assert any("Load O/D data on the Data tab first" in i.value for i in at.info)
+    assert any("Load the trips and their public area list above" in i.value for i in at.info)
+    step(at, "plan")  # the other steps say what is missing and link to the Data step
+    assert any("Load trips and their public area list on the Data step first" in i.value for i in at.info)
+    step(at, "data")
     # a column that is no area code at all: 'choose the origin column', naming the ones that are
     upload(at, trips_csv(), areas=None)
     at.selectbox(key="_w_od_set_trips_origin").set_value("person").run()
@@ -520,15 +563,17 @@ def test_bad_uploads_show_clear_errors_and_keep_the_earlier_release(at: AppTest)
     at.selectbox(key="_w_od_set_trips_origin").set_value("origin").run()
     release(at)
     up_fp = at.session_state["od_model"]["fp"]
+    step(at, "data")
     at.file_uploader(key="od_upload").set_value(("trips.csv", b"", "text/csv")).run()
     ok(at)
     assert "is empty" in errors(at)
     assert any("The earlier trips file (trips.csv) is still used" in c.value for c in at.caption)
-    assert at.session_state["od_model"]["fp"] == up_fp and figures(at)
+    assert at.session_state["od_model"]["fp"] == up_fp and figures(step(at, "release"))
     # the demo comes back with its release and its ledger
+    step(at, "data")
     at.radio(key="_w_od_source").set_value("demo").run()
     ok(at)
-    assert figures(at)
+    assert figures(step(at, "release"))
     assert len(at.session_state["od_ledgers"][demo_fp].entries) == 1
     assert at.session_state["od_releases"][demo_fp][-1]["release"].release_id == rel_id
 
@@ -537,8 +582,9 @@ def test_the_exports_do_not_name_the_uploaded_file(at: AppTest, media: list) -> 
     to_upload(at)
     upload(at, trips_csv(), name="secret_client_trips.csv")
     prefix_areas(at)
-    release(at)
     assert any("secret_client_trips.csv" in m.value for m in at.success)  # on screen, for the curator
+    release(at)
+    step(at, "export")
     files = downloads(media)
     assert sorted(files) == ["flows.geojson", "release.csv", "release.json"]
     fp = at.session_state["od_model"]["fp"]
@@ -555,7 +601,10 @@ def test_the_exports_do_not_name_the_uploaded_file(at: AppTest, media: list) -> 
 def test_nyc_taxi_trips(at: AppTest) -> None:
     at.radio(key="_w_od_source").set_value("nyc").run()
     ok(at)
-    assert any("7 borough, 265 zone" in s.value for s in at.success)
+    assert any("7 boroughs, 265 zones" in s.value for s in at.success)
+    # zone names from the TLC lookup beside their codes
+    preview = frame_with(at, "zone code")
+    assert "zone" in preview.columns and preview["zone"].iloc[0] != preview["zone code"].iloc[0]
     assert at.session_state["od_model"]["counts"].total == 35_612
     release(at)
     types = sorted(f["data"][0]["type"] for f in figures(at))
@@ -564,37 +613,54 @@ def test_nyc_taxi_trips(at: AppTest) -> None:
     assert entry["release"].total(0) == 35_612  # bounded, one trip each: the total is public
 
 
-def test_sidebar_through_the_app() -> None:
-    app = AppTest.from_file("../../app.py", default_timeout=180)
-    app.session_state["kind"] = app.session_state["_w_kind"] = "flows"  # "Trips between areas" on the Data step
-    app.run()
-    app.switch_page("pages/data.py").run()
-    paper_setting(ok(app))
-    side = "\n".join([m.value for m in app.sidebar.markdown] + [c.value for c in app.sidebar.caption])
-    assert "O/D demo (made up)" in side and "60,000 trips, 28,377 observed pairs" in side
-    assert "Nothing released yet." in side
-    release_button(app).click().run()
-    ok(app)
-    side = "\n".join([m.value for m in app.sidebar.markdown] + [c.value for c in app.sidebar.caption])
-    assert "InfTDA" in side and "finest flows released" in side
-    assert "from ε = 1, δ = 1e-8 by the paper's conversion" in side
-    # the spent budget read as (ε, δ): each reading names its conversion
-    assert "≈ ε 0.87 at δ = 1e-8 (CKS conversion; the paper's conversion reads ε = 1)" in side
-    assert any("spent ρ = 0.013 of 0.05" in p.proto.text for p in app.sidebar.get("progress"))
+def test_the_sidebar_shows_the_trips_budget_and_release_on_every_step(at: AppTest) -> None:
+    for name in ("data", "plan", "release", "export"):
+        side = sidebar_text(step(at, name))
+        assert "O/D demo (made up)" in side and "60,000 trips, 28,377 observed pairs" in side, name
+        assert "4 regions, 36 districts, 576 zones" in side and "Nothing released yet." in side, name
+        assert at.sidebar.get("progress"), name
+    paper_budget(at)
+    release(at)
+    for name in ("release", "export", "plan", "data"):
+        side = sidebar_text(step(at, name))
+        assert "InfTDA" in side and "flows released in the finest table" in side, name
+        assert "from ε = 1, δ = 1e-8 by the paper's conversion" in side, name
+        # the spent budget read as (ε, δ): each reading says which conversion, in words; no bare "CKS"
+        assert "As (ε, δ)-DP with δ = 1e-08: spent ε = 0.87" in side
+        assert "By the paper's simpler conversion (its Lemma 3), the spent ρ reads as ε = 1 at δ = 1e-8" in side
+        assert "CKS" not in side
+        assert any("spent ρ = 0.013 of 0.5" in p.proto.text for p in at.sidebar.get("progress"))
 
 
 def test_a_refused_plan_explains_itself_and_keeps_the_release(at: AppTest) -> None:
     release(at)
     (entry,) = entries(at)
     # the MILP baseline would need too many solver calls on the demo's 576 zones: refused before any spending
+    step(at, "plan")
     at.selectbox(key="_w_od_mech").set_value("tda_linf_milp").run()
     ok(at)
+    assert "solver calls" in errors(at)
+    assert not [o for o in at.selectbox(key="_w_od_mech").options if "Stability" in o]  # (ε, δ): not offered
+    assert any("MILP" in o for o in at.selectbox(key="_w_od_mech").options)
+    # every mechanism says when to use it, in one line
+    assert any(m.value.startswith("*Use it when:*") for m in at.markdown)
+    step(at, "release")
     assert "solver calls" in errors(at)
     assert release_button(at).disabled
     assert len(ledger(at).entries) == 1
     assert figures(at) and entries(at)[-1]["release"] is entry["release"]
-    assert not [o for o in at.selectbox(key="_w_od_mech").options if "Stability" in o]  # (ε, δ): not offered
-    assert any("MILP" in o for o in at.selectbox(key="_w_od_mech").options)
+
+
+@pytest.mark.skipif(not (SHARED / "od" / "us_county_commuting_flows_acs2009_2013.csv.gz").exists(),
+                    reason="shared/data is not available")
+def test_us_counties_and_states_are_shown_by_name(at: AppTest) -> None:
+    at.radio(key="_w_od_source").set_value("us").run()
+    ok(at)
+    assert any("52 states" in s.value and "counties" in s.value for s in at.success), texts(at.success)
+    preview = frame_with(at, "county code")
+    assert list(preview.columns) == ["state", "state code", "county", "county code"]
+    assert preview["state"].iloc[0] == "Alabama" and preview["state code"].iloc[0] == "01"
+    assert preview["county"].iloc[0].endswith(", Alabama")
 
 
 def test_the_release_history_does_not_store_the_uploaded_file_name(at: AppTest) -> None:
@@ -614,3 +680,14 @@ def test_the_release_history_does_not_store_the_uploaded_file_name(at: AppTest) 
     for row in stored:
         assert "alice_smith" not in json.dumps(row)
         assert row["summary"]["levels"] and "name" not in row["summary"]
+
+
+def test_the_default_release_is_half_the_default_cap_as_for_every_kind(at: AppTest) -> None:
+    from dpcore.core.session import DEFAULT_RHO_CAP, default_release_budget
+
+    step(at, "plan")
+    assert at.radio(key="_w_od_definition").value == "rho"
+    assert at.number_input(key="_w_od_rho").value == default_release_budget("zcdp") == 0.25
+    assert ledger(at).cap.value == DEFAULT_RHO_CAP == 0.5
+    step(at, "release")
+    assert release_button(at).label == "Release with ρ = 0.25 — ρ = 0.25 left after this"

@@ -204,8 +204,11 @@ def _hierarchy():
 
 
 def _od():
-    at = page("od.py")
-    return at, lambda a: next(iter(a.session_state["od_ledgers"].values()))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["kind"] = at.session_state["_w_kind"] = "flows"  # trips between areas: the Plan step
+    at.run()
+    at.switch_page("pages/plan.py").run()
+    return ok(at), lambda a: next(iter(a.session_state["od_ledgers"].values()))
 
 
 @pytest.mark.parametrize("open_page", [_points, _census, _hierarchy, _od], ids=["points", "census", "hierarchy", "od"])

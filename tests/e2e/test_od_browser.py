@@ -1,4 +1,5 @@
-"""The O/D flow in a real browser: made-up demo → InfTDA release → flow map → CSV export, offline."""
+"""Trips between areas in a real browser, through the four steps: the made-up demo → the plan → an
+InfTDA release with its flow map → the CSV export, offline."""
 
 from __future__ import annotations
 
@@ -24,51 +25,59 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 MAP_TIMEOUT_MS = 90_000
 
 
+def go_to(page, title: str) -> None:
+    """Click a step's link in the sidebar navigation, then wait for its page title."""
+    page.locator('[data-testid="stSidebarNav"] a', has_text=title).first.click()
+    page.get_by_test_id("stMain").get_by_role("heading", name=title, exact=True).first.wait_for()
+
+
 def test_od_release_map_export(app_url, page, tmp_path):
     page.set_default_timeout(60_000)
     requests: list[str] = []
     page.on("request", lambda req: requests.append(req.url))
     page.goto(app_url)
     page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
-    page.locator('[data-testid="stSidebarNav"] a', has_text="9 · O/D flows").first.click()
     main = page.get_by_test_id("stMain")
-    main.get_by_text(re.compile(r"4 region, 36 district, 576 zone")).wait_for()
+    # ---- Data: the kind of data is "Trips between areas"; the made-up demo is loaded
+    main.get_by_text("Trips between areas", exact=True).click()
+    main.get_by_text(re.compile(r"4 regions, 36 districts, 576 zones")).wait_for()
+    side = page.get_by_test_id("stSidebar")
+    side.get_by_text(re.compile(r"60,000 trips, 28,377 observed pairs")).wait_for()
 
-    main.get_by_role("tab", name="2 · Mechanism & budget").click()
-    button = main.get_by_role("button", name=re.compile(
-        r"^Release with ρ = 0\.0132 \(from ε = 1, δ = 1e-8 by the paper's conversion\) — ρ = 0\.037 left"))
+    # ---- Plan: the defaults (InfTDA, ρ = 0.125 of 0.5), the expected error per table
+    go_to(page, "Plan")
+    main.get_by_text("Use it when:").first.wait_for()
+    main.get_by_text(re.compile(r"Expected error per table")).wait_for()
+
+    # ---- Release
+    go_to(page, "Release")
+    button = main.get_by_role("button", name=re.compile(r"^Release with ρ = 0\.12 — 0\.38 left after this"))
     # clicks that land before the page shows the release (a double click, an impatient curator)
-    # release once: the button they hit no longer exists on the server
+    # release once (the button's one-time token)
     button.wait_for()
     button.evaluate("b => { b.click(); for (const ms of [30, 100, 200]) setTimeout(() => b.click(), ms); }")
-    main.get_by_text(re.compile(r"Spent on these trips: ρ = 0\.013 of 0\.05 \(1 release\)")).wait_for(
-        state="attached")
-    side = page.get_by_test_id("stSidebar")
-    released = side.get_by_text(re.compile(r"finest flows released"))
+    main.get_by_text(re.compile(r"^Released InfTDA .* with ρ = 0\.12 .*ρ = 0\.38 of 0\.5 is left")).wait_for()
+    released = side.get_by_text(re.compile(r"flows released in the finest table"))
     try:
         released.wait_for(timeout=20_000)
     except PlaywrightTimeoutError:
-        # Under a burst of clicks the sidebar can keep the drawing of an interrupted run (seen in
-        # about 1 of 6 runs); the release itself is stored. A fresh run of the page shows it: leave
-        # the page and come back (clicking the current page's own link does not always rerun it).
-        # Under a loaded machine one round trip may land on another interrupted run: up to three.
-        nav = page.locator('[data-testid="stSidebarNav"] a')
+        # Under a burst of clicks the sidebar can keep the drawing of an interrupted run; the release
+        # itself is stored. A fresh run of the page shows it: leave the page and come back.
         for attempt in range(3):
-            nav.filter(has_text="10 · Release history").first.click()
-            page.get_by_test_id("stMain").get_by_text("Release history").first.wait_for()
-            nav.filter(has_text="9 · O/D flows").first.click()
+            go_to(page, "History")
+            go_to(page, "Release")
             try:
                 released.wait_for(timeout=30_000)
                 break
             except PlaywrightTimeoutError:
                 if attempt == 2:
                     raise
-    side.get_by_text(re.compile(r"≈ ε 0\.87 at δ = 1e-8 \(CKS conversion")).wait_for()
+    side.get_by_text(re.compile(r"By the paper's simpler conversion \(its Lemma 3\)")).wait_for()
     page.wait_for_timeout(1500)  # a second release would show by now
-    assert main.get_by_text(re.compile(r"Spent on these trips: .*\(1 release\)")).count() == 1
+    assert side.get_by_text(re.compile(r"^#1 ")).count() == 1
     assert side.get_by_text(re.compile(r"^#2 ")).count() == 0
 
-    main.get_by_role("tab", name="3 · Map").click()
+    # ---- the map, below the confirmation on the Release step
     main.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
     page.wait_for_function(
         """() => {
@@ -83,7 +92,8 @@ def test_od_release_map_export(app_url, page, tmp_path):
     assert style == "white-bg"
     page.screenshot(path=str(tmp_path / "od-map.png"))
 
-    main.get_by_role("tab", name="5 · Export").click()
+    # ---- Export
+    go_to(page, "Export")
     with page.expect_download() as info:
         main.get_by_role("button", name="Download release.csv").click()
     assert info.value.suggested_filename == "release.csv"

@@ -1,0 +1,258 @@
+"""Trips between areas: what the four steps share (settings kept across pages, names of tables in
+plain words, the plan table, the loaded trips and their budget).
+
+Ledgers and releases are keyed by :attr:`dpcore.flows.counts.ODCounts.fingerprint`: a hash of the
+trips themselves (order, line endings, compression, trip rows or count rows do not matter), not of
+the file, the area list or the settings.  The same trips re-loaded draw on the same budget.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dpcore.flows import figures as od_figures
+from dpcore.flows import mechanisms as od
+from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
+from ui import fmt, frame, state
+from ui.state import persistent, store
+
+SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(state.__file__).resolve().parents[2] / "shared" / "data"))
+
+DEMO, NYC, US, RI, UPLOAD = "demo", "nyc", "us", "ri", "upload"
+# every mechanism whose cost a ledger can add up ('sh' is (ε, δ)-DP: it cannot), InfTDA first
+MECHS = sorted((m.name for m in od.MECHANISMS.values() if m.ledger), key=lambda n: n != "inftda")
+DEFS = {"rho": "ρ-zCDP (discrete Gaussian noise, as in the paper)",
+        "approx": "(ε, δ)-DP, converted to ρ-zCDP (discrete Gaussian noise)",
+        "pure": "Pure ε-DP (discrete Laplace noise)"}
+FAMILY = {"approx": "zcdp", "rho": "zcdp", "pure": "pure"}
+CONVERSIONS = {"classic": "the paper's (its Lemma 3; simple, a little loose)",
+               "cks": "Canonne, Kamath & Steinke's (tighter: more ρ for the same ε)"}
+NEIGHBOURS = {"bounded": "Replace one person (bounded; the total is public and exact)",
+              "unbounded": "Add or remove one person (unbounded; the total is noised)"}
+ORIENTATIONS = {"destination": "Destination tree (refine the destination first)",
+                "origin": "Origin tree (refine the origin first)"}
+SPLITS = {"uniform": "Uniform across tree levels (the paper)", "geometric": "Geometric (finer levels get more)",
+          "custom": "Custom weights"}
+#: the Plan step's settings and their defaults (the budget: the app-wide defaults of ui.state)
+DEFAULTS: dict[str, Any] = {
+    "mech": "inftda", "definition": "rho", "rho": state.DEFAULT_RHO, "eps": state.DEFAULT_EPSILON,
+    "eps_pure": state.DEFAULT_EPSILON, "delta": 1e-8, "delta_read": 1e-8, "conversion": "classic",
+    "neighbour": "bounded", "orientation": "destination", "split": "uniform", "order": "ascending",
+    "tiebreak": "random"}
+DELTAS = [1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5]
+FIGURES_KEPT = 3  # figures kept in the session (the last ones drawn)
+MODELS_KEPT = 3  # counted data sets kept in the session (switching back does not count again)
+CHOOSE, NONE = "(choose)", "(none)"
+# default map level: the finest intra-level table small enough for the O/D matrix beside the map
+MAX_MAP_AREAS = od_figures.MAX_HEATMAP_SIDE
+
+
+def init() -> None:
+    """The session keys of this kind (every step calls it first)."""
+    ss = st.session_state
+    ss.setdefault("od_ledgers", {})  # fingerprint -> Ledger
+    ss.setdefault("od_releases", {})  # fingerprint -> [release entries], oldest first
+
+
+def keep(key: str, default: Any) -> str:
+    """:func:`ui.state.persistent` under this kind's prefix (values survive page switches)."""
+    return persistent(f"od_{key}", default)
+
+
+def kept(key: str) -> Any:
+    return store(f"od_{key}")
+
+
+def setting(key: str) -> Any:
+    """A Plan step setting as last chosen (its default before the Plan step was opened)."""
+    return st.session_state.get(f"od_{key}", DEFAULTS.get(key))
+
+
+def keep_choice(key: str, options: list[Any], default: Any) -> str:
+    """:func:`keep` for a choice among ``options``: a remembered value that is no longer offered
+    (another file, another release) falls back to ``default``.  Lists (multiselect) are checked
+    item by item."""
+    ss = st.session_state
+    for k in (f"od_{key}", f"_w_od_{key}"):
+        if k in ss:
+            v = ss[k]
+            ok = all(x in options for x in v) if isinstance(v, list) else v in options
+            if not ok:
+                del ss[k]
+    return keep(key, default)
+
+
+def sci(x: float) -> str:
+    """1e-08 → 1e-8."""
+    m, e = f"{x:.0e}".split("e")
+    return f"{m}e{int(e)}"
+
+
+def people(x: float | None) -> float | None:
+    """A number of people for a table: whole numbers, one decimal below 10 (None if not finite)."""
+    if x is None or not math.isfinite(x):
+        return None
+    return round(float(x), 1) if abs(x) < 10 else float(round(x))
+
+
+def rho_of(eps: float, delta: float, conversion: str) -> float:
+    """ρ-zCDP giving (ε, δ)-DP: the inverse of the classic bound ε = ρ + 2√(ρ ln(1/δ)) (the
+    paper's Lemma 3), or the tighter Canonne–Kamath–Steinke conversion."""
+    if conversion == "cks":
+        return budget.approx_dp_to_zcdp(eps, delta)
+    return budget.approx_dp_to_zcdp_classic(eps, delta)
+
+
+def figure(key: tuple[Any, ...], build: Any) -> Any:
+    """A figure of a release, built once and kept (the last :data:`FIGURES_KEPT` only)."""
+    figs = st.session_state.setdefault("od_figs", {})
+    if key in figs:
+        figs[key] = figs.pop(key)  # most recently used last
+    else:
+        figs[key] = build()
+        while len(figs) > FIGURES_KEPT:
+            figs.pop(next(iter(figs)))
+    return figs[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# words
+# ---------------------------------------------------------------------------------------------
+
+
+def plural(word: str, n: int = 2) -> str:
+    """'district' → 'districts', 'county' → 'counties', 'block group' → 'block groups' (n ≠ 1)."""
+    if n == 1 or not word:
+        return word
+    if word.endswith("y") and word[-2:-1] not in "aeiou":
+        return word[:-1] + "ies"
+    if word.endswith(("s", "x", "ch", "sh")):
+        return word + "es"
+    return word + "s"
+
+
+def counted(n: int, word: str) -> str:
+    """'36 districts', '1 region'."""
+    return f"{fmt.count(n)} {plural(word, n)}"
+
+
+def areas_line(levels: list[str], sizes: list[int]) -> str:
+    """'4 regions, 36 districts, 576 zones'."""
+    return ", ".join(counted(n, lv) for lv, n in zip(levels, sizes, strict=True))
+
+
+def _side(level: str) -> str:
+    return "the whole territory" if level == "total" else plural(level)
+
+
+def table_name(lp: od.ODLevelPlan, unit: str) -> str:
+    """A tree level's table in words: 'regions to districts', 'total of all trips · exact, public'."""
+    if lp.kind == "total":
+        return f"total of all {unit}" if lp.measured else f"total of all {unit} · exact, public"
+    return f"{_side(lp.origin_level)} to {_side(lp.destination_level)}" + (
+        "" if lp.measured else " · copy of the level above")
+
+
+def short_name(lp: od.ODLevelPlan) -> str:
+    """'regions to districts'; 'total'."""
+    return "total" if lp.kind == "total" else f"{_side(lp.origin_level)} to {_side(lp.destination_level)}"
+
+
+PLAN_CAPTION = ("'Regions to districts' is the table of flows from each region (origin) to each district "
+                "(destination); release.csv names it region>district. **Typical largest error** is what the largest "
+                "error over a table usually comes to (it can be exceeded); the **guaranteed 95 % bound** is a "
+                "promise: the largest error stays below it with probability 95 % (only InfTDA and its MILP "
+                "baseline give one, so '–' otherwise). ")
+
+
+def plan_table(pl: od.ODPlan, unit_: str, full: bool = False) -> pd.DataFrame:
+    """The data-free plan per table, numbers as numbers (they sort), rounded for people; ``full``
+    (the Release step) shows the possible pairs instead of the budget shares."""
+    return pd.DataFrame([{
+        "table": table_name(lv, unit_),
+        **({"possible pairs": lv.pairs} if full else
+           {"budget share": float(f"{lv.share:.2g}") if lv.measured else None}),
+        "noise per cell (SD)": people(lv.noise_sd) if lv.measured else None,
+        "error per flow (RMSE)": people(lv.sd),
+        "typical largest error": people(lv.max_abs),
+        "guaranteed 95 % bound": people(lv.bound),
+        "unreliable below": people(lv.unreliable_below),
+    } for lv in pl.levels])
+
+
+def plan_columns(pl: od.ODPlan, unit_: str) -> dict[str, Any]:
+    sym_ = "ε" if pl.cost is not None and pl.cost.definition == "pure" else "ρ"
+    num = st.column_config.NumberColumn
+    return {
+        "table": st.column_config.TextColumn(
+            "table", width="medium",
+            help="The flows from each origin area to each destination area of two levels. release.csv names "
+                 "it origin>destination (e.g. region>district)."),
+        "possible pairs": num(format="localized", help="Origin areas × destination areas of this table."),
+        "budget share": num(f"budget share ({sym_})", format="%.2g",
+                            help="The part of this release's budget spent on this table (none: not measured)."),
+        "noise per cell (SD)": num(format="localized", help=f"Standard deviation of the noise added to each flow "
+                                                            f"of this table, in {unit_}."),
+        "error per flow (RMSE)": num(format="localized", help=f"Typical error of one released flow (root mean "
+                                                              f"square) after the tables are made consistent, in "
+                                                              f"{unit_}."),
+        "typical largest error": num(format="localized", help=f"About the largest error over all the table's "
+                                                              f"possible pairs, in {unit_}; can be exceeded."),
+        "guaranteed 95 % bound": num(format="localized", help=f"The largest error stays below this with probability "
+                                                              f"95 %, in {unit_} (InfTDA and the MILP baseline only)."),
+        "unreliable below": num(format="localized", help=f"Released flows below this many {unit_} (about twice the "
+                                                         "noise) may be noise."),
+    }
+
+
+def error_chart(pl: od.ODPlan, unit_: str) -> go.Figure:
+    """The expected error per table as bars, in the tree's order (top level first), with axis titles."""
+    lv = list(pl.levels[1:])
+    names = [short_name(x) for x in lv]
+    fig = go.Figure([
+        go.Bar(y=names, x=[people(x.sd) for x in lv], name="error per flow (RMSE)", orientation="h",
+               marker_color="#1f4e79", hovertemplate="%{y}: ± %{x:,} " + unit_ + "<extra>RMSE</extra>"),
+        go.Bar(y=names, x=[people(x.max_abs) for x in lv], name="typical largest error", orientation="h",
+               marker_color="#e07b39",
+               hovertemplate="%{y}: ± %{x:,} " + unit_ + "<extra>typical largest</extra>"),
+    ])
+    fig.update_layout(
+        barmode="group", height=120 + 44 * len(lv), margin={"l": 10, "r": 10, "t": 30, "b": 40},
+        xaxis={"title": {"text": f"expected error, {unit_} per area pair"}, "tickformat": ",~r"},
+        yaxis={"title": {"text": "table (origin level to destination level)"}, "autorange": "reversed",
+               "categoryorder": "array", "categoryarray": names},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+    )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# the loaded trips, their budget and their releases
+# ---------------------------------------------------------------------------------------------
+
+
+def ledger(m: dict[str, Any]) -> Ledger:
+    """The budget the loaded trips draw on (their population's, once bound)."""
+    return state.data_ledger("od", m["fp"], budget.zcdp(state.DEFAULT_RHO_CAP), st.session_state["od_ledgers"])
+
+
+def shown_entry(m: dict[str, Any]) -> dict[str, Any] | None:
+    """The release to show for the loaded data: the latest one made with the same area list and
+    unit of privacy, else the latest one of these trips."""
+    entries = st.session_state["od_releases"].get(m["fp"], [])
+    same = [e for e in entries if e["view"] == m["view"]]
+    return (same or entries or [None])[-1]
+
+
+def missing(what: str, url: str, label: str) -> None:
+    """A prerequisite is missing: say what to do, with a link that goes there (the page goes on)."""
+    st.info(what)
+    frame.link(url, label)

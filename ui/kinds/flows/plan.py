@@ -1,0 +1,251 @@
+"""Trips between areas, Plan step: the mechanism, the budget and its split over the tables, and the
+expected error per table (from the public area list and the budget only: no data used).
+
+:func:`selection` reads back what the curator chose (no widgets), for the Release step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from dpcore.errors import DPCoreError, ParameterError
+from dpcore.flows import mechanisms as od
+from dpcore.pipeline import od_unit
+from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.units import Unit
+from ui import budget_ui, fmt, frame, state
+from ui.kinds.flows.common import (
+    CONVERSIONS,
+    DEFAULTS,
+    DEFS,
+    DELTAS,
+    FAMILY,
+    MECHS,
+    NEIGHBOURS,
+    ORIENTATIONS,
+    PLAN_CAPTION,
+    SPLITS,
+    error_chart,
+    keep,
+    kept,
+    ledger,
+    plan_columns,
+    plan_table,
+    rho_of,
+    sci,
+    setting,
+)
+from ui.kinds.flows.sources import model, need_model
+
+CONVERSION_HELP = ("The noise is discrete Gaussian, whose privacy is stated as ρ-zCDP. A conversion turns a ρ "
+                   "into an (ε, δ) guarantee and back: the paper's (Lemma 3: ε = ρ + 2√(ρ ln(1/δ))) or the "
+                   "tighter one of Canonne, Kamath & Steinke (2020), which gives more ρ, so less noise, for the same "
+                   "(ε, δ).")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the Plan step chose, read back without widgets: the Release step releases exactly this."""
+
+    mechanism: str
+    cost: budget.PrivacyCost
+    cost_label: str
+    delta: float
+    approx: dict[str, Any]  # the (ε, δ) the budget was stated in, if it was
+    split: str
+    weights: list[float] | None
+    opts: dict[str, Any]
+    plan: od.ODPlan | None
+    error: str | None  # why the plan cannot be released, or None
+    ledger: Ledger
+    unit: Unit
+    model: dict[str, Any]
+
+
+def _budget(definition: str) -> tuple[budget.PrivacyCost, str, float, dict[str, Any]]:
+    """The cost of the release, its label, the δ of its (ε, δ) reading and the (ε, δ) it was stated in."""
+    if definition == "approx":
+        eps, delta, conv = float(setting("eps")), float(setting("delta")), setting("conversion")
+        rho = rho_of(eps, delta, conv)
+        how = "the paper's conversion" if conv == "classic" else "the tighter conversion of Canonne, Kamath & Steinke"
+        return (budget.zcdp(rho), f"ρ = {rho:.3g} (from ε = {fmt.eps(eps)}, δ = {sci(delta)} by {how})", delta,
+                {"epsilon": eps, "delta": delta, "conversion": conv, "rho": rho})
+    if definition == "rho":
+        rho = float(setting("rho"))
+        return budget.zcdp(rho), f"ρ = {rho:.3g}", float(setting("delta_read")), {}
+    cost = budget.pure(float(setting("eps_pure")))
+    return cost, cost.label(), float(setting("delta_read")), {}
+
+
+def measured_levels(m: dict[str, Any], mech: str, cost: budget.PrivacyCost, opts: dict[str, Any]) -> list[str]:
+    """The names of the tables the budget is split over (those measured, not copied or public)."""
+    c = m["counts"]
+    probe = od.plan(m["h"], None, mech, cost, max_trips=c.max_trips, distinct=c.distinct, split="uniform", **opts)
+    return [lv.name for lv in probe.levels if lv.measured]
+
+
+def selection(m: dict[str, Any] | None = None) -> Selection:
+    """The mechanism, budget and options of the Plan step for the trips loaded now."""
+    m = m or model()
+    if m is None:
+        raise DPCoreError("No trips are loaded: load them on the Data step first.")
+    led = ledger(m)
+    definition = setting("definition")
+    if FAMILY[definition] != led.definition:  # the budget is kept in the other definition
+        definition = "rho" if led.definition == "zcdp" else "pure"
+    cost, label, delta, approx = _budget(definition)
+    mech = setting("mech")
+    opts = {"neighbour": setting("neighbour"), "orientation": setting("orientation"),
+            "order": setting("order") if mech == "inftda" else "ascending",
+            "tiebreak": setting("tiebreak") if mech in ("inftda", "tda_l2") else "random"}
+    split, weights, p, error = setting("split"), None, None, None
+    c = m["counts"]
+    try:
+        if split == "custom":
+            n_m = len(measured_levels(m, mech, cost, opts))
+            txt = st.session_state.get(f"od_weights_{n_m}", ",".join(["1"] * n_m))
+            try:
+                weights = [float(x) for x in txt.split(",") if x.strip()]
+            except ValueError:
+                raise ParameterError("Weights must be numbers separated by commas, e.g. 1,1,2,4.") from None
+        p = od.plan(m["h"], None, mech, cost, max_trips=c.max_trips, distinct=c.distinct, split=split,
+                    weights=weights, **opts)
+    except DPCoreError as e:  # e.g. the MILP baseline on a large domain: say why
+        error = str(e)
+    return Selection(mech, cost, label, delta, approx, split, weights, opts, p, error, led,
+                     od_unit(opts["neighbour"], c.max_trips, c.persons), m)
+
+
+def plan_step() -> None:
+    """The Plan step for trips between areas (the page script is pages/plan.py)."""
+    m = need_model()
+    if m is None:
+        return
+    ss = st.session_state
+    fp, counts, unit = m["fp"], m["counts"], m["unit"]
+    st.caption(f"For **{m['name']}**: {m['areas_text']}.")
+
+    st.subheader("Mechanism")
+    mech = st.selectbox("Mechanism", MECHS, format_func=lambda n: od.get(n).title, key=keep("mech", DEFAULTS["mech"]))
+    kept("mech")
+    info = od.get(mech)
+    st.markdown(f"*Use it when:* {info.when}")
+    with st.expander("How it works"):
+        st.markdown(info.description)
+        st.caption(f"Source: {info.paper}. The stability histogram (SH) is not offered here: it is (ε, δ)-DP, and "
+                   "its cost cannot be added to this data's budget (compare with it in the benchmarks).")
+
+    st.subheader("Privacy budget")
+    # persistent: the same trips find the same budget (their population's, once bound) on every step and after
+    # restarts
+    led = budget_ui.population_input("od", fp, budget.zcdp(state.DEFAULT_RHO_CAP), ss["od_ledgers"], f"od_{fp}")
+    population = state.population_of("od", fp)
+    locked = bool(led.entries)
+    wdef = keep("definition", DEFAULTS["definition"])
+    if locked and FAMILY[ss[wdef]] != led.definition:
+        ss[wdef] = "rho" if led.definition == "zcdp" else "pure"
+    c1, c2, c3 = st.columns(3)
+    definition = c1.radio("Privacy definition", list(DEFS), format_func=DEFS.get, key=wdef,
+                          help="How the privacy loss is measured. The paper's noise is discrete Gaussian, measured "
+                               "in ρ (zero-concentrated DP); it can be stated as (ε, δ)-DP through a conversion. "
+                               "Pure ε-DP uses discrete Laplace noise and has no δ.")
+    kept("definition")
+    if locked:
+        c1.caption(f"This {'population' if population else 'data set'}'s budget is kept in "
+                   f"{'ρ (zCDP)' if led.definition == 'zcdp' else 'ε'}: budget was already spent under it.")
+    elif FAMILY[definition] != led.definition:
+        budget_ui.switch_definition(led, FAMILY[definition], {"pure": state.DEFAULT_CAP, "zcdp": state.DEFAULT_RHO_CAP})
+    if definition == "approx":
+        c2.number_input("ε of this release", min_value=0.01, max_value=20.0, step=0.1, format="%.2f",
+                        key=keep("eps", DEFAULTS["eps"]), help="Smaller: more privacy, more noise. The paper uses "
+                                                               "0.1, 1 and 10.")
+        kept("eps")
+        c2.select_slider("δ (the chance the ε bound may fail)", DELTAS, key=keep("delta", DEFAULTS["delta"]),
+                         format_func=sci, help="Far below 1 / the number of people.")
+        kept("delta")
+        c2.radio("Conversion to ρ", list(CONVERSIONS), format_func=CONVERSIONS.get,
+                 key=keep("conversion", DEFAULTS["conversion"]), help=CONVERSION_HELP)
+        kept("conversion")
+    elif definition == "rho":
+        c2.number_input("ρ of this release", min_value=1e-5, max_value=10.0, step=0.01, format="%.4f",
+                        key=keep("rho", DEFAULTS["rho"]),
+                        help="Smaller: more privacy, more noise. ρ = 0.125 is the app's default (the zCDP reading "
+                             "ρ = ε²/2 of ε = 0.5); the paper's ε = 1 at δ = 1e-8 is ρ ≈ 0.0132.")
+        kept("rho")
+        c2.select_slider("δ for reading it as (ε, δ)-DP", DELTAS, key=keep("delta_read", DEFAULTS["delta_read"]),
+                         format_func=sci, help="Only for the (ε, δ) reading below; the release is ρ-zCDP.")
+        kept("delta_read")
+    else:
+        c2.number_input("ε of this release", min_value=0.01, max_value=20.0, step=0.1, format="%.2f",
+                        key=keep("eps_pure", DEFAULTS["eps_pure"]), help="Pure ε-DP: discrete Laplace noise, no δ.")
+        kept("eps_pure")
+    sel = selection(m)
+    if sel.cost.definition == "zcdp":
+        rho, d = sel.cost.value, sel.delta
+        c2.caption(f"In plain words: ρ = {rho:.3g} protects each person about as much as (ε = "
+                   f"{fmt.eps(budget.zcdp_to_approx_dp(rho, d))}, δ = {sci(d)})-DP (by the tighter conversion; "
+                   f"ε = {fmt.eps(budget.zcdp_to_approx_dp_classic(rho, d))} by the paper's).")
+    budget_ui.cap_input(led, f"od_cap_{fp}_{led.definition}", c3, label="Budget cap of this data set",
+                        min_value=0.0001, step=0.01, fmt_str="%.4f", population=population)
+    c3.caption(f"Spent so far{f' by the population {population}' if population else ''}: {led.cap.symbol} = "
+               f"{fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}; left: {fmt.eps(led.remaining)}.")
+    st.caption("The defaults are the app's, the same for every kind of data: ρ = 0.125 of a cap of 0.5, the zCDP "
+               "reading of ε = 0.5 of 1. The paper's experiments state ε = 1 at δ = 1e-8: choose '(ε, δ)-DP' to "
+               "state a release that way.")
+
+    c4, c5, c6 = st.columns(3)
+    c4.radio("Neighbouring data sets", list(NEIGHBOURS), format_func=NEIGHBOURS.get,
+             key=keep("neighbour", DEFAULTS["neighbour"]),
+             help="Bounded: one person's trip is replaced by another, so the number of trips is public (the paper's "
+                  "default). Unbounded: a person is added or removed; the total is noised.")
+    kept("neighbour")
+    c5.radio("Tree orientation", list(ORIENTATIONS), format_func=ORIENTATIONS.get,
+             key=keep("orientation", DEFAULTS["orientation"]),
+             help="Decides which cross-level tables are measured directly: the destination tree measures 'large "
+                  "origin area to smaller destination area'.")
+    kept("orientation")
+    split = c6.radio("Budget across the tables", list(SPLITS), format_func=SPLITS.get,
+                     key=keep("split", DEFAULTS["split"]))
+    kept("split")
+    with st.expander("Advanced"):
+        if mech == "inftda":
+            st.radio("IntOpt zeroing order", ["ascending", "descending"], key=keep("order", DEFAULTS["order"]),
+                     help="Ascending zeroes the smallest noisy flows first (fewer spurious flows); descending keeps "
+                          "them (fewer real flows lost).")
+            kept("order")
+        if mech in ("inftda", "tda_l2"):
+            st.radio("Ties", ["random", "index"], key=keep("tiebreak", DEFAULTS["tiebreak"]),
+                     format_func={"random": "broken at random (no area favoured)",
+                                  "index": "broken by area order (reproducible)"}.get)
+            kept("tiebreak")
+        st.caption(f"Unit of privacy (from the Data step): at most {counts.max_trips} trip"
+                   f"{'s' if counts.max_trips > 1 else ''} per person.")
+    if split == "custom":
+        sel = selection(m)
+        try:
+            measured = measured_levels(m, mech, sel.cost, sel.opts)
+        except DPCoreError:
+            measured = []
+        if measured:
+            n_m = len(measured)
+            c6.text_input(f"Weights, one per measured table ({n_m}), top first",
+                          key=keep(f"weights_{n_m}", ",".join(["1"] * n_m)),
+                          help="Measured tables: " + ", ".join(measured) + ".")
+            kept(f"weights_{n_m}")
+    sel = selection(m)
+    if sel.error is not None:
+        st.error(sel.error)
+        return
+    p = sel.plan
+    assert p is not None
+    st.subheader("Expected error per table (before release, from no data)")
+    st.dataframe(plan_table(p, unit), hide_index=True, key="od_plan_table", column_config=plan_columns(p, unit),
+                 placeholder="–", width="stretch")
+    st.plotly_chart(error_chart(p, unit), key="od_plan_chart", config={"displayModeBar": False})
+    st.caption(PLAN_CAPTION + f"All errors are in {unit} per area pair and come from the budget, the unit of "
+               f"privacy and the public area list only, not from the data ({p.levels[-1].basis}).")
+    frame.link("release")

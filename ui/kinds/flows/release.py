@@ -1,0 +1,226 @@
+"""Trips between areas, Release step: the Release button and its confirmation, then the map of the
+largest flows with the O/D matrix, and the errors (expected, then measured for the curator only)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dpcore.flows import export as od_export
+from dpcore.flows import figures as od_figures
+from dpcore.flows import mechanisms as od
+from dpcore.flows.diagnostics import empirical_errors
+from dpcore.pipeline import release_od
+from ui import confirm, fmt, frame, state
+from ui.kinds.flows.common import (
+    MAX_MAP_AREAS,
+    PLAN_CAPTION,
+    figure,
+    keep,
+    keep_choice,
+    kept,
+    people,
+    plan_columns,
+    plan_table,
+    plural,
+    short_name,
+    shown_entry,
+)
+from ui.kinds.flows.plan import Selection, selection
+from ui.kinds.flows.sources import need_model
+
+
+def release_step() -> None:
+    """The Release step for trips between areas (the page script is pages/release.py)."""
+    m = need_model()
+    if m is None:
+        return
+    sel = selection(m)
+    st.markdown(f"**{od.get(sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
+                f"privacy: {sel.unit.label()}.")
+    confirm.button("od_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, sel)
+    entry = shown_entry(m)
+    st.session_state["od_shown"] = entry
+    if entry is None:
+        st.caption("Nothing has been released from these trips yet.")
+        frame.link("plan", "Back to the plan")
+        return
+    rel: od.ODRelease = entry["release"]
+    confirm.released(f"{rel.mechanism.title}: {fmt.count(sum(int(v.size) for v in rel.values[1:]))} flows in "
+                     f"{rel.depth} tables", rel.plan.cost, sel.ledger, rel.release_id)
+    if entry["view"] != m["view"]:
+        st.info("This is the latest release of these trips. It was made with another area list or unit of privacy "
+                "than the Data step now shows, and is shown as it was made. Release again to publish with the new "
+                "settings.")
+    st.subheader("Map", anchor="map")
+    _map(entry)
+    st.subheader("Errors", anchor="errors")
+    _errors(entry)
+    frame.link("export")
+
+
+def release_now(sel: Selection) -> None:
+    """The Release button's action (:func:`ui.state.release_button`: once per click): charge, release, store.
+
+    Streamlit 1.67 can stop a callback at any read or write of st.session_state (a second click asks for a
+    rerun): everything the release needs is read before the charge, and nothing between the charge and the
+    storing of the release touches st.session_state.
+    """
+    m, led = sel.model, sel.ledger
+    fp = m["fp"]
+    releases = st.session_state["od_releases"]
+    rel = release_od(m["counts"], sel.mechanism, sel.cost, led, split=sel.split, weights=sel.weights,
+                     session=state.session(), **sel.opts)
+    releases.setdefault(fp, []).append({
+        "release": rel, "fp": fp, "view": m["view"], "model": m, "name": m["name"],
+        "cost_label": sel.cost_label, "delta": sel.delta, "approx": sel.approx, "exports": {}})
+    extra = {"budget_input": sel.approx} if sel.approx else None
+    state.remember_release("od", fp, rel.release_id,
+                           {"mechanism": od.get(sel.mechanism).title, "cost": sel.cost_label,
+                            "levels": [lv.name for lv in rel.plan.levels]},  # no file name (issue 18)
+                           {"release.csv": od_export.release_csv_bytes(rel),
+                            "release.json": od_export.od_json(rel, led, delta=sel.delta, extra=extra,
+                                                              files=["release.csv", "release.json"])}, led)
+
+
+def _map(entry: dict[str, Any]) -> None:
+    """The largest released flows of one table on a map that draws offline, and its O/D matrix."""
+    rel: od.ODRelease = entry["release"]
+    em = entry["model"]  # the settings the release was made with
+    eh, eunit = em["h"], em["unit"]
+    fp = entry["fp"]
+    T = rel.depth
+    lps = rel.plan.levels
+    intra = [t for t in range(1, T + 1) if lps[t].kind == "intra" and eh.sizes[lps[t].origin_depth] <= MAX_MAP_AREAS]
+    default_t = intra[-1] if intra else 1
+    c1, c2 = st.columns([2, 3])
+    t = c1.selectbox("Table (tree level)", list(range(1, T + 1)),
+                     key=keep_choice(f"map_level_{fp}", list(range(1, T + 1)), default_t),
+                     format_func=lambda i: f"{short_name(lps[i])} · {fmt.count(rel.values[i].size)} flows released",
+                     help="A table of flows between the areas of two levels of the public geography.")
+    kept(f"map_level_{fp}")
+    top = c2.slider("Show the largest N flows", 10, 1000, step=10, key=keep("top", 200),
+                    help="The N largest flows between two different areas are drawn as lines, and the N largest "
+                         "flows within one area as circles.")
+    kept("top")
+    within = c2.checkbox("Show flows within one area as circles", key=keep("within", True))
+    kept("within")
+    lp = lps[t]
+    od_, dd = lp.origin_depth, lp.destination_depth
+    xy = em["xy"]
+    has_xy = od_ in xy and dd in xy and min(od_, dd) > 0
+    cmap, cside = st.columns([3, 2]) if max(eh.sizes[od_], eh.sizes[dd]) <= od_figures.MAX_HEATMAP_SIDE else (st, None)
+    if has_xy:
+        def _flow_map() -> Any:
+            frames = em["boundaries"]  # public outlines: the finest ones up to this level, and the top level
+            bg = []
+            if frames:
+                upto = [d for d in sorted(frames) if d <= max(od_, dd)] or [min(frames)]
+                bg = [frames[upto[-1]]] + ([frames[min(frames)]] if min(frames) != upto[-1] else [])
+            return od_figures.flow_map(rel, t, xy, boundaries=bg or None, top=top, within=within, unit=eunit)
+
+        cmap.plotly_chart(figure((rel.release_id, "map", t, top, within), _flow_map), key="od_map",
+                          config={"displayModeBar": False})
+        cmap.caption(f"Lines: the {top} largest released flows of '{short_name(lp)}' between two areas "
+                     f"(release.csv: {lp.name}), thicker = more {eunit}, arcs bend to the right "
+                     "of their direction and end in a dot at the destination"
+                     + (f"; circles: the {top} largest flows within one area" if within else "")
+                     + ". Hover: the noisy count. Positions are public area centres.")
+    elif min(od_, dd) == 0:
+        cmap.info(f"In '{short_name(lp)}' one end is the whole territory (the total), which has no place on a "
+                  "map: the matrix and the table below show these flows.")
+    else:
+        cmap.info("No positions for these areas (add longitude/latitude columns or boundaries to the area list "
+                  "on the Data step); the table below lists the largest flows.")
+    if cside is not None:
+        log = cside.checkbox("Logarithmic colours", key=keep("heat_log", True))
+        kept("heat_log")
+        cside.plotly_chart(figure((rel.release_id, "heat", t, log),
+                                  lambda: od_figures.od_heatmap(rel, t, log=log, unit=eunit, height=520)),
+                           key="od_heatmap")
+        cside.caption(f"Rows: the origin {plural(lp.origin_level)}; columns: the destination "
+                      f"{plural(lp.destination_level)}; blank: released as 0.")
+    st.info(f"At this level, flows below about **{fmt.num(lp.unreliable_below)} {eunit}** are unreliable (about "
+            "twice the noise): a released flow that small may be noise, and true flows that small are often "
+            "released as 0.")
+    with st.expander("Largest flows as a table"):
+        f = rel.frame(t, names=True)
+        codes = rel.frame(t)
+        if not (f["origin"].equals(codes["origin"]) and f["destination"].equals(codes["destination"])):
+            f.insert(1, "origin code", codes["origin"])
+            f.insert(3, "destination code", codes["destination"])
+        f = f.sort_values("noisy_count", ascending=False, kind="stable").head(top)
+        st.dataframe(f.rename(columns={"noisy_count": f"released {eunit}"}), hide_index=True, key="od_top_table",
+                     width="stretch", column_config={f"released {eunit}": st.column_config.NumberColumn(
+                         format="localized")})
+
+
+def _errors(entry: dict[str, Any]) -> None:
+    """The expected error per table (publishable), then the error measured against the data (curator only)."""
+    rel: od.ODRelease = entry["release"]
+    shown = rel.plan
+    eunit = entry["model"]["unit"]
+    st.markdown("**Expected error of the release** (analytic, from no data: publishable)")
+    st.dataframe(plan_table(shown, eunit, full=True), hide_index=True, key="od_err_plan", width="stretch",
+                 column_config=plan_columns(shown, eunit), placeholder="–")
+    st.caption(PLAN_CAPTION + shown.levels[-1].basis + ".")
+    st.markdown("**:red[Not for publication]: measured error of the release against your data**")
+    st.warning("These numbers compare the release with your confidential data. Do not publish them, and do not "
+               "re-run releases until they look good: that choice is not covered by the privacy budget.")
+    if "empirical" not in entry:
+        entry["empirical"] = empirical_errors(rel, entry["model"]["counts"])  # curator only, computed once
+    emp = entry["empirical"]
+    lps = rel.plan.levels
+
+    def pct(x: float | None) -> float | None:
+        return None if x is None or not math.isfinite(x) else round(float(x), 1)
+
+    num = st.column_config.NumberColumn
+    name_col = st.column_config.TextColumn("table", width="medium")
+    st.markdown("**Errors: measured and expected**")
+    st.dataframe(pd.DataFrame([{
+        "table": short_name(lps[e["tree_level"]]),
+        "largest error · measured": people(e["max_abs_error"]),
+        "typical largest error · expected": people(e["expected_max_abs"]),
+        "error per flow (RMSE) · measured": people(e["rmse_all_pairs"]),
+        "error per flow (RMSE) · expected": people(e["expected_rmse"]),
+    } for e in emp]), hide_index=True, key="od_err_emp", width="stretch", placeholder="–", column_config={
+        "table": name_col,
+        **{c: num(format="localized") for c in ("largest error · measured", "typical largest error · expected",
+                                                "error per flow (RMSE) · measured",
+                                                "error per flow (RMSE) · expected")}})
+    st.caption(f"In {eunit} per area pair: measured on your data, next to what the plan expected (the columns of "
+               "the same names above). The RMSE is over all possible pairs of the table; the largest error over "
+               "the pairs positive in the data or the release.")
+    st.markdown("**Flows made up and flows lost**")
+    st.dataframe(pd.DataFrame([{
+        "table": short_name(lps[e["tree_level"]]),
+        "released flows not in the data (%)": pct(e["fdr_percent"]),
+        "true flows released as 0 (%)": pct(e["fnr_percent"]),
+        "released flows": e["released_pairs"],
+        "true flows": e["true_pairs"],
+    } for e in emp]), hide_index=True, key="od_err_emp_flows", width="stretch", placeholder="–", column_config={
+        "table": name_col,
+        "released flows not in the data (%)": num(format="%.1f %%", help="Of the flows released > 0, the share "
+                                                                          "nobody travelled (false positives)."),
+        "true flows released as 0 (%)": num(format="%.1f %%", help="Of the real flows, the share released as 0 "
+                                                                    "(false negatives)."),
+        "released flows": num(format="localized", help="Area pairs released with a count above 0."),
+        "true flows": num(format="localized", help="Area pairs with at least one trip in your data."),
+    })
+    with st.expander("More measured errors · curator only, not for publication"):
+        st.dataframe(pd.DataFrame([{
+            "table": short_name(lps[e["tree_level"]]),
+            "mean error (flows in the data or the release)": people(e["mean_abs_error"]),
+            "median relative error (%)": pct(100 * e["median_relative_error"]),
+            "95th percentile relative error (%)": pct(100 * e["p95_relative_error"]),
+            "released flows not in the data": e["false_positives"],
+            "true flows released as 0": e["false_negatives"],
+        } for e in emp]), hide_index=True, key="od_err_emp_more", width="stretch", placeholder="–",
+            column_config={"table": name_col,
+                           "released flows not in the data": num(format="localized"),
+                           "true flows released as 0": num(format="localized")})
+        st.caption("Relative error: |released − true| / true, over the real flows.")

@@ -1,0 +1,44 @@
+"""Trips between areas: the sidebar's dataset, budget and current release."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dpcore.privacy import budget
+from ui import fmt, state
+from ui import sidebar as sidebar_ui
+from ui.kinds.flows.common import init, ledger, sci
+from ui.kinds.flows.sources import model
+
+
+def sidebar() -> None:
+    """Dataset, budget and current release of the trips loaded (drawn inside st.sidebar)."""
+    ss = st.session_state
+    init()
+    m = model()
+    st.markdown("#### Dataset")
+    if m is None:
+        st.caption("No trips loaded: the Data step says what is missing (earlier budgets and releases are kept).")
+        return
+    c = m["counts"]
+    st.markdown(f"**{m['name']}**")
+    st.caption(f"{m['areas_text']} (public area list)")
+    st.caption(f"{fmt.count(c.total)} {m['unit']}, {fmt.count(c.n_pairs)} observed pairs"
+               + (f", {fmt.count(c.dropped_trips)} above the per-person cap" if c.dropped_trips else "")
+               + ". These figures are about your confidential data: for you only, never exported.")
+    st.markdown("#### Privacy budget")
+    led = ledger(m)
+    delta = ss.get("od_delta_read" if ss.get("od_definition", "rho") != "approx" else "od_delta", 1e-8)
+    sidebar_ui.budget_panel(led, delta, population=state.population_of("od", m["fp"]))
+    if led.definition == "zcdp" and led.spent:
+        st.caption(f"By the paper's simpler conversion (its Lemma 3), the spent ρ reads as ε = "
+                   f"{fmt.eps(budget.zcdp_to_approx_dp_classic(led.spent, delta))} at δ = {sci(delta)}.")
+    st.markdown("#### Current release")
+    entries = ss["od_releases"].get(m["fp"], [])
+    if not entries:
+        st.caption("Nothing released yet.")
+    else:
+        e = ss.get("od_shown") if ss.get("od_shown") in entries else entries[-1]
+        r = e["release"]
+        st.markdown(f"{r.mechanism.title}  \n{e['cost_label']} · "
+                    f"{fmt.count(int(r.values[-1].size))} flows released in the finest table")
