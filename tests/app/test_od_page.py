@@ -690,4 +690,4 @@ def test_the_default_release_is_half_the_default_cap_as_for_every_kind(at: AppTe
     assert at.number_input(key="_w_od_rho").value == default_release_budget("zcdp") == 0.25
     assert ledger(at).cap.value == DEFAULT_RHO_CAP == 0.5
     step(at, "release")
-    assert release_button(at).label == "Release with ρ = 0.25 — ρ = 0.25 left after this"
+    assert release_button(at).label == "Release with ρ = 0.25 — 0.25 left after this"

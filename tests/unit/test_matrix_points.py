@@ -284,7 +284,7 @@ def test_cli_workload_file_and_repeat_from_the_record(tmp_path: Path, capsys) ->
     assert not (tmp_path / "c").exists()
     assert main(base[:-4] + ["--mechanism", "identity", "--epsilon", "1", "--workload-file", str(rects),
                              "--out", str(tmp_path / "d")]) == 2
-    assert "matrix mechanism" in capsys.readouterr().err
+    assert "matrix and DAWA mechanisms" in capsys.readouterr().err
     assert main(base + ["--param", "workload=prefix", "--workload-file", str(rects), "--out", str(tmp_path / "e")]) == 2
 
 
