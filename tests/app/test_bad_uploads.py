@@ -21,9 +21,8 @@ from test_bad_inputs import CORPUS, gzip_bomb  # noqa: E402
 APP = "../../app.py"  # relative to this file
 
 
-# where a page script of the old layout lives now (the areas and flows kinds still run as one page)
-SCRIPTS = {"census.py": "ui/kinds/areas/privelet_page.py", "hierarchy.py": "ui/kinds/areas/hierarchy_page.py",
-           "od.py": "ui/kinds/flows/od_page.py", "history.py": "pages/history.py", "compare.py": "pages/compare.py"}
+# where a page script of the old layout lives now (the flows kind still runs as one page)
+SCRIPTS = {"od.py": "ui/kinds/flows/od_page.py", "history.py": "pages/history.py", "compare.py": "pages/compare.py"}
 
 
 def wrapper(page: str, *, init: bool = True) -> str:
@@ -37,6 +36,23 @@ with frame.framed():  # as app.py runs a page
     exec(compile(open({str(path)!r}, encoding="utf-8").read(), {str(path)!r}, "exec"),
          {{"__file__": {str(path)!r}, "__name__": "__main__"}})
 """
+
+
+def areas(table: str) -> AppTest:
+    """The app's Data step with counts over areas chosen: ``table`` is "census" or "hierarchy"."""
+    at = ok(AppTest.from_file(APP, default_timeout=180).run())
+    at.radio(key="_w_kind").set_value("areas").run()
+    at.radio(key="_w_areas_table").set_value(table).run()
+    return ok(at)
+
+
+def release_on(at: AppTest, key: str) -> AppTest:
+    """Release from the Release step (as planned), then come back to the Data step."""
+    at.switch_page("pages/release.py").run()
+    at.button(key=key).click().run()
+    ok(at)
+    at.switch_page("pages/data.py").run()
+    return ok(at)
 
 
 def ok(at: AppTest) -> AppTest:
@@ -116,11 +132,9 @@ def test_data_page_bad_points_and_boundaries_keep_dataset_and_release() -> None:
 
 
 def test_census_page_bad_tables_keep_the_release() -> None:
-    at = ok(AppTest.from_string(wrapper("census.py"), default_timeout=120).run())
-    at.button(key="census_release_button").click().run()
-    ok(at)
+    at = release_on(areas("census"), "census_release_button")
     rel_id = at.session_state["census_release"]["release"].release_id
-    at.radio(key="census_source").set_value("upload").run()
+    at.radio(key="_w_census_source").set_value("upload").run()
     ok(at)
     for case, words in {**TABLE_CASES, "wrong delimiter": "single column"}.items():
         put(at, "census_upload", case)
@@ -132,9 +146,7 @@ def test_census_page_bad_tables_keep_the_release() -> None:
 
 
 def test_hierarchy_page_bad_tables_and_trees_keep_the_release() -> None:
-    at = ok(AppTest.from_string(wrapper("hierarchy.py"), default_timeout=180).run())
-    at.button(key="hier_release_button").click().run()
-    ok(at)
+    at = release_on(areas("hierarchy"), "hier_release_button")
     rel_id = at.session_state["hier_release"]["release"].release_id
     at.radio(key="_w_hier_source").set_value("upload").run()
     ok(at)
@@ -222,16 +234,16 @@ def test_od_page_bad_trips_and_area_lists_keep_the_release() -> None:
 def test_uploaders_say_the_size_limit(page: str, key: str) -> None:
     """The help of every main uploader names the upload limit and the command line for larger files."""
     if page == "data.py":  # page links need the app's navigation
-        at = AppTest.from_file(APP, default_timeout=120)
-        at.run()
+        at = AppTest.from_file(APP, default_timeout=120).run()
     elif page == "od.py":  # trips between areas: the Data step of the app
         at = flows_app()
+    elif page in ("census.py", "hierarchy.py"):  # counts over areas: the Data step of their kind
+        at = areas(page.removesuffix(".py"))
     else:
-        at = AppTest.from_string(wrapper(page), default_timeout=120)
-        at.run()
+        at = AppTest.from_string(wrapper(page), default_timeout=120).run()
     ok(at)
     if page == "census.py":
-        at.radio(key="census_source").set_value("upload").run()
+        at.radio(key="_w_census_source").set_value("upload").run()
     if page == "hierarchy.py":
         at.radio(key="_w_hier_source").set_value("upload").run()
     if page == "od.py":

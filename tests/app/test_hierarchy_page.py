@@ -1,4 +1,4 @@
-"""Headless tests of the Census hierarchy page (ui/kinds/areas/hierarchy_page.py) with AppTest."""
+"""Headless tests of the counts-over-areas kind, a hierarchy of areas (ui/kinds/areas/), through app.py's steps."""
 
 from __future__ import annotations
 
@@ -13,15 +13,7 @@ from streamlit.testing.v1 import AppTest
 from dpcore.areas.hierarchy import Hierarchy
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "ui" / "kinds" / "areas" / "hierarchy_page.py"
-
-WRAPPER = f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-from ui import state
-state.init()
-exec(compile(open({str(PAGE)!r}, encoding="utf-8").read(), {str(PAGE)!r}, "exec"))
-"""
+APP = str(ROOT / "app.py")
 
 
 def ok(at: AppTest) -> AppTest:
@@ -29,11 +21,31 @@ def ok(at: AppTest) -> AppTest:
     return at
 
 
+def areas() -> AppTest:
+    """The app on the Data step with the kind "counts over areas" (a hierarchy of areas) chosen."""
+    app = ok(AppTest.from_file(APP, default_timeout=180).run())
+    app.radio(key="_w_kind").set_value("areas").run()
+    return ok(app)
+
+
+def step(at: AppTest, name: str) -> AppTest:
+    at.switch_page(f"pages/{name}.py").run()
+    return ok(at)
+
+
+def release(at: AppTest) -> AppTest:
+    step(at, "release")
+    at.button(key="hier_release_button").click().run()
+    return ok(at)
+
+
 @pytest.fixture
 def at() -> AppTest:
-    app = AppTest.from_string(WRAPPER, default_timeout=180)
-    app.run()
-    return ok(app)
+    return areas()
+
+
+def texts(elements) -> str:
+    return "\n".join(e.value for e in elements)
 
 
 def frame_with(at: AppTest, column: str) -> pd.DataFrame:
@@ -45,13 +57,18 @@ def frame_with(at: AppTest, column: str) -> pd.DataFrame:
 
 
 def test_demo_shows_levels_and_expected_error_before_release(at: AppTest) -> None:
-    assert [t.value for t in at.title] == ["Census hierarchy"]
-    assert any("4 region, 36 district, 576 zone" in s.value for s in at.success)
+    assert [t.value for t in at.title] == ["Data"]
+    assert any("4 regions, 36 districts, 576 zones" in s.value for s in at.success)  # pluralised
+    step(at, "plan")
     plan = frame_with(at, "budget")
     assert list(plan["level"]) == ["total", "region", "district", "zone"]
     assert all(v.startswith("ε = ") for v in plan["budget"])  # add/remove: every level measured
+    assert any(m.value.startswith("**Use it when:**") for m in at.markdown)  # one plain line first
+    assert not any("recursion" in m.value or "§" in m.value for m in at.markdown)  # formulas behind the expander
+    step(at, "release")
     assert "Release with ε = 0.5" in at.button(key="hier_release_button").label
     assert "hier_release" not in at.session_state
+    step(at, "plan")
     # the replace-one model makes the total public: the root is no longer measured
     at.radio(key="_w_hier_neighbour").set_value("replace").run()
     ok(at)
@@ -60,9 +77,9 @@ def test_demo_shows_levels_and_expected_error_before_release(at: AppTest) -> Non
 
 
 def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) -> None:
+    step(at, "plan")
     at.selectbox(key="_w_hier_mech").set_value("exact").run()
-    at.button(key="hier_release_button").click().run()
-    ok(at)
+    release(at)
     entry = at.session_state["hier_release"]
     rel = entry["release"]
     led = next(iter(at.session_state["census_ledgers"].values()))
@@ -84,6 +101,11 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     assert list(emp["level"]) == ["total", "region", "district", "zone"]
     assert any("Do not publish" in w.value for w in at.warning)
     assert at.get("plotly_chart")
+    # the confirmation and the sidebar name the same count, labelled alike
+    assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.success)
+    assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.sidebar.markdown)
+    step(at, "export")
+    assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.markdown)
     ex = at.session_state["hier_release"]["exports"]
     csv = pd.read_csv(__import__("io").BytesIO(ex["csv"]), dtype=str)
     assert list(csv.columns) == ["level", "code", "parent", "noisy_count"]
@@ -95,13 +117,14 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
 
 
 def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> None:
+    step(at, "plan")
     at.number_input(key="_w_hier_value_pure").set_value(0.8).run()
-    at.button(key="hier_release_button").click().run()
-    ok(at)
+    release(at)
     rel_id = at.session_state["hier_release"]["release"].release_id
     button = at.button(key="hier_release_button")
     assert button.disabled  # 0.8 + 0.8 > cap 1.0
-    assert any("Not enough budget" in e.value for e in at.error)
+    assert "Not enough budget" in button.label and any("more than the 0.2 left" in w.value for w in at.warning)
+    step(at, "data")
     # switching to an upload (nothing uploaded yet) says what to do and keeps the earlier release
     at.radio(key="_w_hier_source").set_value("upload").run()
     ok(at)
@@ -110,18 +133,20 @@ def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> No
 
 
 def test_drill_down_restricts_the_map_to_one_parent(at: AppTest) -> None:
-    at.button(key="hier_release_button").click().run()
+    release(at)
     at.selectbox(key="_w_hier_map_level").set_value("zone").run()
     ok(at)
     at.selectbox(key="hier_drill_3").set_value(0).run()
     ok(at)
-    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    fig = json.loads(next(c for c in at.get("plotly_chart") if '"geojson"' in c.proto.spec).proto.spec)
     assert len(fig["data"][0]["geojson"]["features"]) == 16  # the 16 zones of district 0
+    assert at.selectbox(key="hier_drill_3").label == "Show the zones inside"
 
 
 def test_matrix_mechanism_with_uploaded_area_sets(at: AppTest) -> None:
     """The matrix mechanism: zCDP, level importance, an uploaded query file (bad, then good),
     the data-free summary, one charge, and area_queries.csv among the downloads."""
+    step(at, "plan")
     at.selectbox(key="_w_hier_mech").set_value("matrix").run()
     ok(at)
     fp = next(iter(at.session_state["census_ledgers"]))
@@ -143,12 +168,12 @@ def test_matrix_mechanism_with_uploaded_area_sets(at: AppTest) -> None:
     ok(at)
     sets = frame_with(at, "query")
     assert list(sets["query"]) == ["North", "Downtown"]
-    at.button(key="hier_release_button").click().run()
-    ok(at)
+    release(at)
     rel = at.session_state["hier_release"]["release"]
     assert rel.plan.mechanism == "matrix" and rel.consistent
     led = at.session_state["census_ledgers"][fp]
     assert len(led.entries) == 1 and led.definition == "zcdp"
+    step(at, "export")
     labels = [b.label for b in at.get("download_button")]
     assert "Download area_queries.csv" in labels
     ex = at.session_state["hier_release"]["exports"]
@@ -169,7 +194,7 @@ def test_a_large_table_upload_is_summed_by_duckdb(monkeypatch) -> None:
             for t in (100, 200, 300)]
     df = pd.DataFrame(rows, columns=["state", "county", "tract", "population"])
     data = df.to_csv(index=False).encode()
-    at = AppTest.from_string(WRAPPER, default_timeout=180).run()
+    at = areas()
     at.radio(key="_w_hier_source").set_value("upload").run()
     at.file_uploader(key="hier_upload").set_value(("tracts.csv", data, "text/csv")).run()
     assert not at.exception, at.exception
@@ -205,14 +230,14 @@ def test_release_config_reruns_on_the_apps_budget(tmp_path) -> None:
             for t in (100, 200)]
     df = pd.DataFrame(rows, columns=["state", "county", "tract", "population"])
     (tmp_path / "tracts.csv").write_bytes(df.to_csv(index=False).encode())
-    at = AppTest.from_string(WRAPPER, default_timeout=180).run()
+    at = areas()
     at.radio(key="_w_hier_source").set_value("upload").run()
     at.file_uploader(key="hier_upload").set_value(("tracts.csv", (tmp_path / "tracts.csv").read_bytes(),
                                                    "text/csv")).run()
     at.radio(key="_w_hier_area_source").set_value("table").run()
     assert not at.exception, at.exception
-    at.button(key="hier_release_button").click().run()
-    assert not at.exception, at.exception
+    release(at)
+    step(at, "export")
     [code] = [c for c in at.code if 'release = "hierarchy"' in c.value]
     cfg = tomllib.loads(code.value)
     assert cfg["input"]["path"] == "tracts.csv" and cfg["input"]["levels"] == ["state", "county", "tract"]
@@ -230,8 +255,8 @@ def test_person_rows_cannot_serve_as_their_own_area_list() -> None:
     area" is refused (the rule the CLI applies, dpcore.areas.hierarchy.require_public_area_list), and
     the message names the fix; with an uploaded public area list the same rows are accepted."""
     people = pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"], "age": [30, 41, 52]})
-    areas = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", "001", "005"]})
-    at = AppTest.from_string(WRAPPER, default_timeout=180).run()
+    area_list = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", "001", "005"]})
+    at = areas()
     at.radio(key="_w_hier_source").set_value("upload").run()
     at.file_uploader(key="hier_upload").set_value(("people.csv", people.to_csv(index=False).encode(),
                                                    "text/csv")).run()
@@ -242,11 +267,55 @@ def test_person_rows_cannot_serve_as_their_own_area_list() -> None:
     assert at.session_state["hier_model"]["name"] != "people.csv"  # the demo's model, kept; none for these rows
     [err] = [e.value for e in at.error]
     assert "one row per person" in err and "upload the public list of areas" in err
-    assert "hier_release_button" not in [b.key for b in at.button]
+    assert not at.success  # no green line of the earlier table above the red error
+    step(at, "release")  # nothing is released from these rows: the Release step offers the earlier table only
+    assert any("demo geography" in m.value for m in at.markdown) and "people.csv" not in texts(at.markdown)
+    step(at, "data")
     at.radio(key="_w_hier_area_source").set_value("upload").run()
-    at.file_uploader(key="hier_areas_upload").set_value(("areas.csv", areas.to_csv(index=False).encode(),
+    at.file_uploader(key="hier_areas_upload").set_value(("areas.csv", area_list.to_csv(index=False).encode(),
                                                          "text/csv")).run()
     ok(at)
     assert not at.error
     model = at.session_state["hier_model"]
     assert model["h"].sizes == [1, 2, 4] and model["h"].source == "area list"
+
+
+def test_error_bars_follow_the_hierarchy_with_axis_titles(at: AppTest) -> None:
+    """The expected-error chart lists the levels top down (not alphabetically) and names its axes."""
+    step(at, "plan")
+    [chart] = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if '"Bar"' in c.proto.spec
+               or '"type":"bar"' in c.proto.spec.replace(" ", "")]
+    layout = chart["layout"]
+    assert layout["yaxis"]["categoryarray"] == ["total", "region", "district", "zone"]
+    assert "mean absolute error" in layout["xaxis"]["title"]["text"]
+    assert layout["yaxis"]["title"]["text"] == "level"
+    assert all(v not in ("None", "nan") for v in frame_with(at, "budget").to_numpy().ravel().tolist())
+
+
+def test_plain_words_for_level_names_and_counts() -> None:
+    from ui.kinds.areas.common import level_label, plural, sizes_line
+
+    assert [plural(w) for w in ("region", "county", "box", "day")] == ["regions", "counties", "boxes", "days"]
+    assert level_label("COUNTYFP", 3221) == "counties (COUNTYFP)" and level_label("STATEFP") == "state (STATEFP)"
+    assert sizes_line(["region", "district"], [1, 36]) == "1 region, 36 districts"
+
+
+@pytest.mark.skipif(not (__import__("ui.kinds.areas.common").kinds.areas.common.US_NAMES.exists()
+                         and __import__("ui.kinds.areas.common").kinds.areas.common.US_TRACTS.exists()),
+                    reason="the shared census lookup table is missing")
+def test_us_tracts_show_state_and_county_names() -> None:
+    """FIPS codes come with the names of the public lookup table: in the sizes line, the drill-down
+    and the treemap."""
+    at = areas()
+    at.radio(key="_w_hier_source").set_value("us").run()
+    ok(at)
+    assert any("states (STATEFP)" in x.value and "counties (COUNTYFP)" in x.value for x in at.success)
+    step(at, "plan")
+    at.selectbox(key="_w_hier_mech").set_value("bottom_up").run()
+    release(at)
+    at.selectbox(key="_w_hier_map_level").set_value("COUNTYFP").run()
+    ok(at)
+    drill = at.selectbox(key="hier_drill_2")
+    assert "Alabama (01)" in drill.options
+    [tree] = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if '"treemap"' in c.proto.spec]
+    assert "California" in tree["data"][0]["labels"]  # a name, not the code 06

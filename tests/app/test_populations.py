@@ -21,9 +21,8 @@ POP = "Travel survey 2023"
 STEP = {"data": "data", "mechanism": "plan", "plan": "plan", "map": "release", "errors": "release",
         "release": "release", "export": "export", "compare": "compare", "history": "history"}
 
-# where a page script of the old layout lives now (the areas and flows kinds still run as one page)
-SCRIPTS = {"census.py": "ui/kinds/areas/privelet_page.py", "hierarchy.py": "ui/kinds/areas/hierarchy_page.py",
-           "od.py": "ui/kinds/flows/od_page.py", "history.py": "pages/history.py", "compare.py": "pages/compare.py"}
+# where a page script of the old layout lives now (the flows kind still runs as one page)
+SCRIPTS = {"od.py": "ui/kinds/flows/od_page.py", "history.py": "pages/history.py", "compare.py": "pages/compare.py"}
 
 
 def ok(at: AppTest) -> AppTest:
@@ -38,7 +37,10 @@ def app() -> AppTest:
 
 
 def page(name: str) -> AppTest:
-    """One page run as under st.navigation (a script whose __file__ is the page)."""
+    """One page run as under st.navigation (a script whose __file__ is the page); the census table
+    and the hierarchy of areas open on the Plan step of their kind, through app.py."""
+    if name in ("census.py", "hierarchy.py"):
+        return goto(app(), name.removesuffix(".py"))
     path = ROOT / SCRIPTS[name]
     at = AppTest.from_string(f"""
 import sys
@@ -55,12 +57,15 @@ with frame.framed():  # as app.py runs a page
 
 
 def goto(at: AppTest, name: str) -> AppTest:
-    if name in ("census", "hierarchy", "od"):  # the areas and flows kinds, chosen on the Data step
+    if name in ("census", "hierarchy", "census_release", "od"):  # the areas and flows kinds
         at.session_state["kind"] = at.session_state["_w_kind"] = "flows" if name == "od" else "areas"
         if name != "od":
             at.session_state["areas_table"] = at.session_state["_w_areas_table"] = (
-                "privelet" if name == "census" else "hierarchy")
-        name = "data"
+                "hierarchy" if name == "hierarchy" else "census")
+            loaded = "census_table" if at.session_state["areas_table"] == "census" else "hier_model"
+            if loaded not in at.session_state:
+                at.switch_page("pages/data.py").run()  # the Data step loads the table
+        name = "data" if name == "od" else "release" if name == "census_release" else "plan"
     elif name in STEP:
         at.session_state["kind"] = at.session_state["_w_kind"] = "points"
     at.switch_page(f"pages/{STEP.get(name, name)}.py").run()
@@ -95,8 +100,10 @@ def points_ledger(at: AppTest):
 
 
 def census_ledger(at: AppTest):
-    [led] = at.session_state["census_ledgers"].values()
-    return led
+    """The budget of the table of counts over areas in use (a census table or a hierarchy)."""
+    ss = at.session_state
+    fp = ss["census_fp"] if ss["areas_table"] == "census" else ss["hier_model"]["fp"]
+    return ss["census_ledgers"][fp]
 
 
 # ---------------------------------------------------------------- (a) one budget per population
@@ -122,10 +129,13 @@ def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
     led = census_ledger(at)
     assert led.dataset == pop.dataset and led.spent == pytest.approx(0.6)
     assert any(m.label == "Spent of the population's cap" and m.value == "ε = 0.6 of 1" for m in at.metric)
+    goto(at, "census_release")
     button = at.button(key="census_release_button")
     assert button.disabled  # ε = 0.5 on top of the points' 0.6 passes the population's cap 1
-    assert "Not enough budget left for ε = 0.5: ε = 0.4 is left of the cap 1" in texts(at.error)
-    at.number_input(key="census_epsilon").set_value(0.4).run()
+    assert "This release asks for ε = 0.5, more than the 0.4 left of the budget" in texts(at.warning)
+    goto(at, "census")
+    at.number_input(key="_w_census_epsilon").set_value(0.4).run()
+    goto(at, "census_release")
     at.button(key="census_release_button").click().run()
     ok(at)
     assert pop.spent == pytest.approx(1.0) and [e.label for e in pop.entries][-1].startswith("census release")
@@ -146,14 +156,19 @@ def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
 
 def test_binding_after_a_release_is_refused_and_the_page_stays() -> None:
     at = page("census.py")
+    goto(at, "census_release")
     at.button(key="census_release_button").click().run()
     ok(at)
     own = census_ledger(at)
+    goto(at, "census")
     bind(at, POP)
     assert "already has releases on a budget of its own" in texts(at.error)
     assert population_box(at).value == ""  # nothing bound: the box says so
     assert census_ledger(at) is own and own.spent == pytest.approx(0.5)
-    assert at.button(key="census_release_button").label.startswith("Release with ε = 0.5")  # page alive
+    assert [t.value for t in at.title] == ["Plan"]  # page alive
+    goto(at, "census_release")
+    assert at.button(key="census_release_button").label.startswith("Release with ε = 0.5")
+    goto(at, "census")
     at.run()
     assert "already has releases" not in texts(at.error)  # shown once, not on every rerun
 

@@ -1,4 +1,4 @@
-"""The census-hierarchy flow in a real browser: demo geography → exact release → map → export."""
+"""Counts over areas in a real browser, through the four steps: demo geography → exact release → map → export."""
 
 from __future__ import annotations
 
@@ -29,15 +29,18 @@ def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
     page.on("request", lambda req: requests.append(req.url))
     page.goto(app_url)
     page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
-    page.locator('[data-testid="stSidebarNav"] a', has_text="7 · Census hierarchy").first.click()
     main = page.get_by_test_id("stMain")
-    main.get_by_text(re.compile(r"4 region, 36 district, 576 zone")).wait_for()
+    main.get_by_text("Counts over areas").first.click()  # the Data step's kind of data
+    main.get_by_text(re.compile(r"4 regions, 36 districts, 576 zones")).wait_for()
 
-    main.get_by_role("tab", name="2 · Mechanism & budget").click()
+    nav = page.get_by_test_id("stSidebarNav")
+    nav.get_by_role("link", name="Plan").click()
+    main.get_by_text(re.compile(r"Use it when:")).wait_for()
+    nav.get_by_role("link", name="Release").click()
     main.get_by_role("button", name=re.compile(r"^Release with ε = 0\.5")).click()
-    main.get_by_text(re.compile(r"Spent on this dataset: ε = 0\.5 of 1")).wait_for(state="attached")
+    main.get_by_text(re.compile(r"617 areas at all levels \(576 finest areas\)")).first.wait_for()
+    main.get_by_text(re.compile(r"ε = 0\.5 of 1 is left")).wait_for(state="attached")
 
-    main.get_by_role("tab", name="3 · Map").click()
     main.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
     page.wait_for_function(
         """() => {
@@ -49,7 +52,7 @@ def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
     assert page.locator(".js-plotly-plot .treemaplayer").count() >= 1  # the treemap beside the map
     page.screenshot(path=str(tmp_path / "hierarchy-map.png"), full_page=True)
 
-    main.get_by_role("tab", name="5 · Export").click()
+    nav.get_by_role("link", name="Export").click()
     with page.expect_download() as info:
         main.get_by_role("button", name="Download release.csv").click()
     csv = pd.read_csv(io.BytesIO(open(info.value.path(), "rb").read()), dtype={"noisy_count": int})

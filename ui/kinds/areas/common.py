@@ -1,0 +1,156 @@
+"""Counts over areas: what the four steps share (the table chosen, its budget, area names, words).
+
+The Data step builds the confidential model once (``hier_model`` for a hierarchy of areas,
+``census_table`` for a census table with attributes) and every later step reads it from here.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
+from ui import budget_ui, fmt, state
+
+SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(state.__file__).resolve().parents[2] / "shared" / "data"))
+US_TRACTS = SHARED / "census" / "us_tract_population_2020_cenpop.csv.gz"
+US_STATES = SHARED / "boundaries" / "us_states_2010_20m.geojson"
+US_COUNTIES = SHARED / "boundaries" / "us_counties_2010_20m_fips.geojson"
+US_NAMES = SHARED / "census" / "us_state_county_population_2019.csv"
+
+HIERARCHY, TABLE = "hierarchy", "census"
+#: the Data step's first question: which kind of table
+TABLES = {HIERARCHY: "A hierarchy of areas (people per area: tracts in counties in states)",
+          TABLE: "A census table with attributes (people per area and age band …)"}
+
+#: plain words for the Census Bureau's column names (shown as "county (COUNTYFP)")
+PLAIN = {"STATEFP": "state", "COUNTYFP": "county", "TRACTCE": "tract", "BLKGRPCE": "block group",
+         "GEOID": "area", "total": "total"}
+
+
+def which() -> str:
+    """The table chosen on the Data step: a hierarchy of areas or a census table with attributes."""
+    return st.session_state.setdefault("areas_table", HIERARCHY)
+
+
+def keep(key: str, default: Any) -> str:
+    """:func:`ui.state.persistent` under the hierarchy's prefix (values survive page switches)."""
+    return state.persistent(f"hier_{key}", default)
+
+
+def kept(key: str) -> Any:
+    return state.store(f"hier_{key}")
+
+
+def plural(word: str, n: int = 2) -> str:
+    """``region`` → ``regions``, ``county`` → ``counties``, ``census`` → ``censuses`` (n ≠ 1).
+
+    >>> plural("county"), plural("district"), plural("zone", 1), plural("box")
+    ('counties', 'districts', 'zone', 'boxes')
+    """
+    if n == 1 or not word:
+        return word
+    low = word.lower()
+    if low.endswith("y") and low[-2:-1] not in "aeiou":
+        return word[:-1] + "ies"
+    if low.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    return word + "s"
+
+
+def level_label(level: str, n: int = 1) -> str:
+    """A level in plain words: ``county (COUNTYFP)`` for a raw column name, else the name itself."""
+    plain = PLAIN.get(level)
+    if plain is None or plain == level:
+        return plural(level, n)
+    return f"{plural(plain, n)} ({level})"
+
+
+def sizes_line(levels: list[str], sizes: list[int]) -> str:
+    """``4 regions, 36 districts, 576 zones``: the areas per level, pluralised."""
+    return ", ".join(f"{fmt.count(n)} {level_label(lv, n)}" for lv, n in zip(levels, sizes, strict=True))
+
+
+@cache
+def _us_names() -> tuple[dict[str, str], dict[str, str]]:
+    """State names by state FIPS, county names by state+county FIPS (public lookup table)."""
+    if not US_NAMES.exists():
+        return {}, {}
+    t = pd.read_csv(US_NAMES, dtype=str)
+    states = t[t["level"] == "state"].set_index("state_fips")["state_name"].to_dict()
+    cty = t[t["level"] == "county"]
+    counties = dict(zip(cty["state_fips"] + cty["county_fips"], cty["county_name"] + ", " + cty["state_name"],
+                        strict=True))
+    return states, counties
+
+
+def us_names(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The US tract table with state and county names beside the codes, and the ``names`` argument
+    of :meth:`dpcore.areas.hierarchy.Hierarchy.from_frame` (names are public, from the lookup table)."""
+    states, counties = _us_names()
+    if not states:
+        return df, {}
+    named = df.assign(_state_name=df["STATEFP"].map(states).fillna(""),
+                      _county_name=(df["STATEFP"] + df["COUNTYFP"]).map(counties).fillna(""))
+    return named, {"STATEFP": "_state_name", "COUNTYFP": "_county_name"}
+
+
+def area_names(h: Any, depth: int) -> np.ndarray:
+    """Names to show for the areas of a level: ``Alabama (01)`` where a name is known, else the code."""
+    lab, nm = h.labels(depth), h.display_names(depth)
+    return np.array([str(c) if str(n) == str(c) else f"{n} ({c})" for n, c in zip(nm, lab, strict=True)], dtype=object)
+
+
+def model() -> dict[str, Any] | None:
+    """The hierarchy loaded on the Data step (confidential counts: this session only)."""
+    return st.session_state.get("hier_model")
+
+
+def table() -> tuple[Any, str] | tuple[None, None]:
+    """The census table with attributes loaded on the Data step and its budget key."""
+    ss = st.session_state
+    if ss.get("census_table") is None:
+        return None, None
+    return ss["census_table"], ss["census_fp"]
+
+
+def ledger(fp: str, default_cap: budget.PrivacyCost | None = None) -> Ledger:
+    """The budget of a table (its population's, once bound), shared by both kinds of table."""
+    ss = st.session_state
+    ledgers = ss.setdefault("census_ledgers", {})
+    if fp in ledgers:
+        return ledgers[fp]
+    return state.data_ledger("census", fp, default_cap or budget.pure(state.DEFAULT_CAP), ledgers)
+
+
+def population_input(fp: str, key: str, default_cap: budget.PrivacyCost, reset: tuple[str, ...]) -> Ledger:
+    """The population box of the table's budget (:func:`ui.budget_ui.population_input`)."""
+    return budget_ui.population_input("census", fp, default_cap, st.session_state.setdefault("census_ledgers", {}),
+                                      key, reset=reset)
+
+
+def hier_entry() -> dict[str, Any] | None:
+    """The current release of the hierarchy loaded now, or None."""
+    m, e = model(), st.session_state.get("hier_release")
+    if m is None or e is None or e["fp"] != m["fp"]:
+        return None
+    return e
+
+
+def table_entry() -> dict[str, Any] | None:
+    """The current release of the census table (Privelet or marginal tables), or None."""
+    ss = st.session_state
+    mech = ss.get("census_mech", "privelet")
+    return ss.get("census_mx_release") if mech == "matrix" else ss.get("census_release")
+
+
+NEGATIVE_NOTE = ("Privelet's counts are noisy and unrounded: some are fractional (3.4 people) and some small "
+                 "areas are below zero. That is on purpose: rounding them or setting them to zero would make "
+                 "sums of areas biased. Round them only for display, after adding areas up.")

@@ -1,0 +1,269 @@
+"""Counts over areas, Data step: which table, where it comes from, whom it protects, the public areas.
+
+A hierarchy of areas (TopDown and its kin) is read here; a census table with attributes (Privelet,
+marginal tables) is read by :mod:`ui.kinds.areas.data_table`.  Either way the confidential model is
+built once and kept for the later steps (:mod:`ui.kinds.areas.common`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from dpcore.areas import census_tables, export
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, require_public_area_list
+from dpcore.data import engines, synthetic
+from dpcore.data.boundaries import read_boundaries
+from dpcore.data.code_tables import read_code_table
+from dpcore.data.columns import guess_level_columns
+from dpcore.errors import DPCoreError, InputError
+from ui import fmt, frame, state
+from ui.kinds.areas import common
+from ui.kinds.areas.common import US_COUNTIES, US_STATES, US_TRACTS, keep, kept
+from ui.source_ui import drop_copy, keep_copy, large_upload_source
+from ui.state import seed
+
+ss = st.session_state
+DEMO = "demo"
+US = "us"
+UPLOAD = "upload"
+AREA_TABLE = "table"
+AREA_UPLOAD = "upload"
+
+
+def data_step() -> None:
+    """The Data step for counts over areas (the page script is pages/data.py)."""
+    what = st.radio("Which table?", list(common.TABLES), format_func=common.TABLES.get, horizontal=True,
+                    key=state.persistent("areas_table", common.HIERARCHY))
+    state.store("areas_table")
+    if what == common.TABLE:
+        from ui.kinds.areas import data_table
+
+        data_table.data_step()
+    else:
+        _hierarchy_data()
+    frame.link("plan", "Next: plan the release →")
+
+
+def _hierarchy_data() -> None:
+    st.subheader("1. Areas and counts")
+    sources = {DEMO: "Made-up demo geography (576 zones)"}
+    if US_TRACTS.exists():
+        sources[US] = "US census tracts 2020 (public Census Bureau counts, 85,395 tracts)"
+    sources[UPLOAD] = "Upload a table"
+    source = st.radio("Data", list(sources), format_func=sources.get, key=keep("source", DEMO), horizontal=True)
+    kept("source")
+    inputs = _demo() if source == DEMO else _us() if source == US else _upload()
+    st.subheader("2. Unit of privacy")
+    st.markdown("Each **person** counted is protected: the release hides whether any one person is in the table "
+                "(with group sizes, which group a person belongs to). The Plan step chooses whether the grand "
+                "total itself is public.")
+    if inputs is not None:
+        _build(inputs)
+    m = common.model()
+    if m is None:
+        return
+    if inputs is None:
+        st.caption(f"In use until then: {m['name']} ({common.sizes_line(m['h'].level_names[1:], m['h'].sizes[1:])}).")
+        return
+    h, counts = m["h"], m["counts"]
+    st.subheader("3. Public areas")
+    st.success(f"{m['name']}: " + common.sizes_line(h.level_names[1:], h.sizes[1:])
+               + (f"; group sizes {', '.join(counts.size_labels)}" if counts.statistic == "group_sizes" else ""))
+    st.caption(f"Area list: {h.source}. Codes: " + ", ".join(
+        f"{common.level_label(lv)} {'unique' if md == 'global' else 'unique within the area above'}"
+        for lv, md in zip(h.levels, h.code_modes, strict=True)) + ".")
+    for msg in m["join_msgs"]:
+        st.warning(msg + ". They are listed, not dropped: every area is still released; only the map misses them.")
+    if m["joins"]:
+        st.caption("Boundaries for the map: " + ", ".join(common.level_label(lv) for lv in m["joins"]) + ".")
+    st.markdown("**First rows** · confidential, not for publication")
+    head = m.get("head")
+    if head is not None:
+        st.dataframe(head, hide_index=True, key="hier_head")
+
+
+def _demo() -> dict[str, Any]:
+    if "hier_demo" not in ss:
+        ss["hier_demo"] = synthetic.synthetic_hierarchy()
+    df_demo, bounds_demo = ss["hier_demo"]
+    return {"id": DEMO, "name": "demo geography (made up)", "df": df_demo, "levels": ["region", "district", "zone"],
+            "count": ["population"], "area_source": AREA_TABLE, "boundaries": bounds_demo, "areas_df": None}
+
+
+def _us() -> dict[str, Any]:
+    if "hier_us" not in ss:
+        with st.spinner("Reading the US tract table …"):
+            ss["hier_us"] = read_code_table(US_TRACTS)
+    us_bounds = {lv: path for lv, path in (("STATEFP", US_STATES), ("COUNTYFP", US_COUNTIES)) if path.exists()}
+    st.caption("The Census Bureau's tract file lists every tract, the 614 empty ones included, so it serves "
+               "as the public area list. State and county boundaries are the 2010 cartographic files; four "
+               "county codes changed since and are listed as unmatched. State and county names come from the "
+               "Census Bureau's public lookup table (STATEFP, COUNTYFP: the FIPS codes of state and county).")
+    return {"id": US, "name": "US tracts 2020", "df": ss["hier_us"], "levels": ["STATEFP", "COUNTYFP", "TRACTCE"],
+            "count": ["POPULATION"], "area_source": AREA_TABLE, "boundaries": us_bounds, "areas_df": None,
+            "named": True}
+
+
+def _upload() -> dict[str, Any] | None:
+    up = st.file_uploader("Table (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"],
+                          key="hier_upload",
+                          help="One code column per level (top first) and a count column, or one row per person. "
+                               "Files above 200 MB are summed by DuckDB instead of being read into memory. "
+                               "Up to 2 GB per file; for larger files use the command line: "
+                               "python -m dpcore release hierarchy --engine duckdb.")
+    if up is not None and ss.get("hier_upload_id") != up.file_id:
+        ss["hier_upload_id"] = up.file_id
+        try:
+            # above the engine threshold the table stays in a file that DuckDB sums; the page
+            # works on its first rows until the counts are made
+            big = large_upload_source(up)
+            try:
+                new_df = (read_code_table(up.getvalue(), up.name) if big is None else
+                          engines.get_engine("duckdb").head(big, 5000))
+            except DPCoreError:
+                drop_copy(big)
+                raise
+            ss["hier_src"] = big
+            keep_copy(big, "hier_upload_tmp")
+            ss["hier_upload_df"] = new_df
+            ss["hier_upload_name"] = up.name
+            ss["hier_upload_error"] = None
+            for k in ("w_levels", "w_count", "w_group"):
+                ss.pop(k, None)
+        except DPCoreError as e:
+            ss["hier_upload_error"] = str(e)
+    if ss.get("hier_upload_error"):
+        st.error(ss["hier_upload_error"])
+        st.caption("The earlier table and release are kept.")
+    df_up = ss.get("hier_upload_df")
+    if df_up is None:
+        st.info("Upload a table, or pick the demo geography above.")
+        return None
+    cols = [str(c) for c in df_up.columns]
+    guess = guess_level_columns(cols)
+    c1, c2, c3 = st.columns(3)
+    levels = c1.multiselect("Level columns, top level first", cols, key=seed("w_levels", guess),
+                            help="The code columns of the geography in order, e.g. state, county, tract.")
+    count_guess = [c for c in cols if c.lower() in ("population", "count", "pop", "persons")][:1]
+    count = c2.multiselect("Count column(s)", [c for c in cols if c not in levels],
+                           key=seed("w_count", count_guess),
+                           help="One column: people per row. Several columns: a group-size histogram "
+                                "(households of size 1, 2, …, the last 'k or more'). None: one row per person.")
+    group = c3.selectbox("Group id (one row per person, optional)",
+                         ["(none)", *[c for c in cols if c not in levels and c not in count]],
+                         key=seed("w_group", "(none)"),
+                         help="For group-size histograms from person rows: the household (or taxi) id.")
+    area_opts = {AREA_TABLE: "This table lists every area of the geography, empty ones included (I confirm)",
+                 AREA_UPLOAD: "Upload the public list of areas (a gazetteer or boundary table)"}
+    area_source = st.radio("Where does the list of areas come from?", list(area_opts),
+                           format_func=area_opts.get, key=keep("area_source", AREA_UPLOAD),
+                           help="Areas where nobody lives must still be released (with noise). A list taken "
+                                "from the data would drop them, and that absence is not protected.")
+    kept("area_source")
+    areas_df = None
+    if area_source == AREA_UPLOAD:
+        aup = st.file_uploader("Public area list (CSV or Parquet with the level columns)",
+                               type=["csv", "gz", "parquet"], key="hier_areas_upload")
+        if aup is not None and ss.get("hier_areas_id") != aup.file_id:
+            try:
+                ss["hier_areas_df"] = read_code_table(aup.getvalue(), aup.name)
+                ss["hier_areas_id"] = aup.file_id
+                ss["hier_areas_name"] = aup.name
+            except DPCoreError as e:
+                st.error(str(e))
+        if aup is not None and ss.get("hier_areas_id") == aup.file_id:
+            areas_df = ss["hier_areas_df"]
+    bounds_up: dict[str, Any] = {}
+    with st.expander("Boundaries per level (optional, for the map and the GeoJSON export)"):
+        for lv in levels:
+            bup = st.file_uploader(f"Boundaries of '{lv}' (GeoJSON, GeoPackage, zipped shapefile)",
+                                   type=["geojson", "json", "gpkg", "zip"], key=f"hier_bounds_{lv}")
+            if bup is not None:
+                bounds_up[lv] = (bup.getvalue(), bup.name, bup.file_id)
+    if not levels:
+        st.info("Choose the level columns (top level first) to continue.")
+        return None
+    if area_source == AREA_UPLOAD and areas_df is None:
+        st.info("Upload the public area list to continue.")
+        return None
+    return {"id": ss.get("hier_upload_id"), "name": ss.get("hier_upload_name", "upload"), "df": df_up,
+            "src": ss.get("hier_src"), "levels": levels, "count": count,
+            "group": None if group == "(none)" else group, "area_source": area_source,
+            "areas_df": areas_df, "boundaries": bounds_up}
+
+
+def _build(inputs: dict[str, Any]) -> None:
+    """The confidential model of the inputs (once per inputs), or the error that prevents it."""
+    key = (inputs["id"], tuple(inputs["levels"]), tuple(inputs["count"]), inputs.get("group"),
+           inputs["area_source"], ss.get("hier_areas_id") if inputs["areas_df"] is not None else None,
+           tuple((lv, b[2] if isinstance(b, tuple) else str(b)) for lv, b in inputs["boundaries"].items()))
+    if ss.get("hier_model_key") == key:
+        return
+    df = inputs["df"]
+    try:
+        with st.spinner("Checking the hierarchy …"):
+            require_public_area_list(not inputs["count"], inputs["area_source"] != AREA_TABLE)
+            if inputs.get("src") is not None:  # a large upload: DuckDB sums the rows per area
+                if len(inputs["count"]) > 1 or inputs.get("group"):
+                    raise InputError(
+                        "Group-size histograms of a table this large are counted in memory only: use the "
+                        "command line, python -m dpcore release hierarchy --engine numpy.")
+                bar = st.progress(0.0, text=f"Counting {inputs['name']} with DuckDB …")
+                cc = engines.get_engine("duckdb").code_counts(
+                    inputs["src"], list(inputs["levels"]), count=inputs["count"][0] if inputs["count"] else None,
+                    progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
+                bar.empty()
+                df = cc.frame[[*inputs["levels"], "count"]].rename(columns={"count": engines.COUNT_COLUMN})
+                inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
+            if inputs["area_source"] == AREA_TABLE:
+                named, names = common.us_names(df) if inputs.get("named") else (df, {})
+                h = Hierarchy.from_frame(named, inputs["levels"], names=names, source="table (confirmed public)")
+            else:
+                h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], source="area list")
+            counts = HierarchyCounts.from_frame(df, h, inputs["levels"], inputs["count"] or None,
+                                                group=inputs.get("group"))
+            joins, join_msgs = _joins(h, inputs["boundaries"])
+            # the ledger belongs to the table's totals per top-level area, whatever finer levels or
+            # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
+            fp = census_tables.fingerprint(df, inputs["levels"], inputs["count"] or None)
+            if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
+                state.session().adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])
+        head = (ss.get("hier_upload_df") if inputs.get("src") is not None else inputs["df"]).head(8)
+        config = {k: v for k, v in inputs.items() if k not in ("df", "areas_df", "boundaries")}
+        ss["hier_model"] = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
+                            "name": inputs["name"], "inputs": config, "head": head, "demo": inputs["id"] == DEMO}
+        if inputs["id"] == DEMO:
+            state.mark_demo("census", fp)  # the made-up demo's budget lives with the session
+        ss["hier_model_key"] = key
+    except DPCoreError as e:
+        st.error(str(e))
+        earlier = common.model()
+        st.caption("Fix the input and the page picks it up; "
+                   + (f"meanwhile the earlier table ({earlier['name']}) and its releases are kept." if earlier
+                      else "earlier releases are kept."))
+        st.stop()
+
+
+def _joins(h: Hierarchy, boundaries: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The boundaries matched to the areas per level, and what did not match (listed, not dropped)."""
+    joins: dict[str, Any] = {}
+    msgs: list[str] = []
+    for lv, b in boundaries.items():
+        if lv not in h.levels:
+            continue
+        gdf = b if hasattr(b, "geometry") else (
+            read_boundaries(b) if isinstance(b, Path) else read_boundaries(b[0], b[1]))
+        j = export.join_boundaries(h, h.depth_of(lv), gdf)
+        joins[lv] = j
+        if j.missing_areas or j.extra_features:
+            msgs.append(
+                f"**{common.level_label(lv)}**: {fmt.count(len(j.missing_areas))} areas without a boundary"
+                + (f" ({', '.join(j.missing_areas[:8])}{' …' if len(j.missing_areas) > 8 else ''})"
+                   if j.missing_areas else "")
+                + f"; {fmt.count(len(j.extra_features))} boundary features that match no area"
+                + (f" ({', '.join(j.extra_features[:8])}{' …' if len(j.extra_features) > 8 else ''})"
+                   if j.extra_features else ""))
+    return joins, msgs

@@ -1,0 +1,142 @@
+"""Counts over areas, Export step: the files of the release, their previews, the record and the config."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dpcore.areas import area_sets, export
+from dpcore.core import spec as config
+from dpcore.data import engines
+from dpcore.pipeline import hierarchy_unit
+from ui import fmt, frame
+from ui.kinds.areas import common
+from ui.kinds.areas.common import US_TRACTS
+
+ss = st.session_state
+
+
+def export_step() -> None:
+    """The Export step for counts over areas (the page script is pages/export.py)."""
+    if common.which() == common.TABLE:
+        _table_export()
+        return
+    m = common.model()
+    entry = common.hier_entry()
+    if m is None or entry is None:
+        frame.missing("Nothing has been released from this data yet.", "release", "Go to the Release step")
+    rel = entry["release"]
+    led = common.ledger(m["fp"])
+    ex = entry["exports"]
+    joins = m["joins"]
+    if "csv" not in ex:
+        new: dict[str, Any] = {"csv": export.hierarchy_csv(rel)}
+        if rel.details.get("area_sets"):
+            new["sets"] = area_sets.area_sets_csv(rel)
+        files = ["release.csv", *(["area_queries.csv"] if "sets" in new else []),
+                 *[f"{export.safe_file_stem(lv)}.geojson" for lv in joins], "release.json"]
+        new["json"] = export.hierarchy_json(rel, led, files)
+        new["geojson"] = {lv: export.level_geojson(rel, j) for lv, j in joins.items()}
+        ex.update(new)  # built whole, then stored: an interrupted rerun leaves no half-filled dict
+    c1, c2 = st.columns(2)
+    c1.download_button("Download release.csv", ex["csv"], "release.csv", "text/csv", on_click="ignore",
+                       key="hier_dl_csv", type="primary")
+    c2.download_button("Download release.json", ex["json"], "release.json", "application/json",
+                       on_click="ignore", key="hier_dl_json", type="primary")
+    if "sets" in ex:
+        st.download_button("Download area_queries.csv", ex["sets"], "area_queries.csv", "text/csv",
+                           on_click="ignore", key="hier_dl_sets", type="primary")
+        st.markdown("**area_queries.csv**: your area-code sets, their noisy totals and standard errors")
+        st.dataframe(pd.read_csv(io.BytesIO(ex["sets"]), nrows=50), hide_index=True, key="hier_sets_preview")
+    for lv, data in ex["geojson"].items():
+        st.download_button(f"Download {export.safe_file_stem(lv)}.geojson", data,
+                           f"{export.safe_file_stem(lv)}.geojson", "application/geo+json",
+                           on_click="ignore", key=f"hier_dl_geo_{lv}")
+    from ui.kinds.areas.release import released_areas
+
+    st.subheader("The release record")
+    st.markdown(f"- **Mechanism:** {rel.mechanism.title}\n"
+                f"- **Privacy:** {rel.plan.cost.label()}; unit of privacy: {hierarchy_unit(rel.plan.neighbour, rel.plan.statistic).label()}\n"
+                f"- **Released:** {released_areas(rel.hierarchy)}, {rel.created}\n"
+                f"- **Budget of this dataset:** {led.cap.symbol} = {fmt.eps(led.spent)} spent of "
+                f"{fmt.eps(led.cap.value)}")
+    st.markdown("**release.csv** (first rows)")
+    st.dataframe(pd.read_csv(io.BytesIO(ex["csv"]), dtype=str, nrows=12), hide_index=True, key="hier_csv_preview")
+    with st.expander("Release record (release.json)"):
+        st.json(ex["json"].decode("utf-8"), expanded=1)
+    if entry.get("config"):
+        with st.expander("Repeat this release in a pipeline (config file)"):
+            st.download_button("Download release.toml", entry["config"], "release.toml", "application/toml",
+                               on_click="ignore", key="hier_dl_config")
+            st.code(entry["config"], language="toml")
+            st.caption("The command line makes the same release from the same table (new noise), spending from "
+                       "this app's budget database on this computer (DPCORE_LEDGER_DB), keyed as the app keys "
+                       "the table.")
+    if not rel.mechanism.consistent or not rel.mechanism.nonnegative:
+        st.info(f"{rel.mechanism.title}: " + ("levels do not add up; " if not rel.mechanism.consistent else "")
+                + ("some counts may be negative or fractional." if not rel.mechanism.nonnegative else ""))
+
+
+def release_config(inputs: dict[str, Any], sel: Any) -> str:
+    """release.toml of a release made here: ``python -m dpcore run`` repeats it on the same budget."""
+    notes = []
+    if inputs["id"] == "us":
+        path = str(US_TRACTS.resolve())
+    elif inputs["id"] == "demo":
+        path = "demo.csv"
+        notes.append("[input] path names the page's made-up demo table, which is not a file: give your table's path.")
+    else:
+        path = ss.get("hier_upload_name", "table.csv")
+        notes.append("[input] path is the uploaded file's name: put the file next to this config or give its path.")
+    areas = ss.get("hier_areas_name") if inputs["area_source"] == "upload" else None
+    if areas:
+        notes.append("[input] areas is the uploaded area list's name: put it next to this config.")
+    opts = sel.opts
+    sets = ss.get("hier_sets_name") if opts.get("area_sets") is not None else None
+    if sets:
+        notes.append("[mechanism] area_sets is the uploaded query file's name: put it next to this config.")
+    count = [c for c in inputs["count"] if c != engines.COUNT_COLUMN]
+    cost = sel.cost
+    cfg = config.hierarchy_config(
+        input_path=path, levels=list(inputs["levels"]), count=count, group=inputs.get("group"), areas_path=areas,
+        lists_all_areas=inputs["area_source"] == "table", mechanism=sel.mech, definition=cost.definition,
+        value=cost.value, delta=sel.delta if cost.definition == "zcdp" else None, split=opts["split"],
+        weights=opts["weights"], neighbour=opts["neighbour"], order=opts["order"], sets_path=sets,
+        sets_weight=opts.get("sets_weight"), engine="duckdb" if inputs.get("src") is not None else "auto")
+    header = ("dpcore release config, written by the app (counts over areas).\n"
+              "Run: python -m dpcore run release.toml (paths are relative to this file).\n"
+              + "".join(n + "\n" for n in notes)
+              + "It names your input files and columns: keep it with your data, do not publish it.")
+    return cfg.to_toml(header=header)
+
+
+def _table_export() -> None:
+    table, fp = common.table()
+    entry = common.table_entry()
+    if table is None or entry is None:
+        frame.missing("Nothing has been released from this table yet.", "release", "Go to the Release step")
+    rel = entry["release"]
+    matrix = ss.get("census_mech", "privelet") == "matrix"
+    csv_name, key = ("marginals.csv", "census_mx") if matrix else ("release.csv", "census")
+    d1, d2 = st.columns(2)
+    d1.download_button(f"Download {csv_name}", entry["csv"], csv_name, "text/csv", on_click="ignore",
+                       key=f"{key}_dl_csv", type="primary")
+    d2.download_button("Download release.json", entry["json"], "release.json", "application/json",
+                       on_click="ignore", key=f"{key}_dl_json", type="primary")
+    if entry["fingerprint"] != fp:
+        st.caption(f"This is the latest release, made from another table ({entry['source']}).")
+    cost = rel.plan.cost if matrix else rel.cost
+    st.subheader("The release record")
+    st.markdown(f"- **Mechanism:** {'matrix mechanism (marginal tables)' if matrix else 'Privelet' + ('+' if rel.plus_axes else '')}\n"
+                f"- **Privacy:** {cost.label()}; unit of privacy: one person, added or removed\n"
+                f"- **Released:** {entry['source']}, release {rel.release_id}")
+    st.info("The published counts are noisy and unrounded: some are fractional and small ones can be below "
+            "zero, so that sums stay unbiased.")
+    st.markdown(f"**{csv_name}** (first rows)")
+    st.dataframe(pd.read_csv(io.BytesIO(entry["csv"]), dtype=str, nrows=12), hide_index=True, key=f"{key}_csv_preview")
+    with st.expander("Release record (release.json)"):
+        st.json(json.loads(entry["json"]), expanded=1)

@@ -1,0 +1,144 @@
+"""Counts over areas: the marginal tables of a census table (matrix mechanism), Plan and Release parts.
+
+Everything computed before the release is data-free (:func:`dpcore.areas.marginals.plan`); the
+release runs in the button's callback, so a fast rerun cannot interrupt it between charging the
+ledger and storing the result.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dpcore.areas import marginals
+from dpcore.areas.census_tables import CensusTable
+from dpcore.errors import DPCoreError
+from dpcore.pipeline import release_census
+from dpcore.privacy import budget
+from dpcore.privacy.calibration import interval_half_width
+from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.noise import secure_source
+from ui import fmt, state
+
+ss = st.session_state
+
+
+def _label(axes: list[str], t: tuple[int, ...]) -> str:
+    return " × ".join(axes[a] for a in t)
+
+
+def _options(table: CensusTable, level: str) -> tuple[list[str], dict[str, tuple[int, ...]], list[str]]:
+    """The axes at ``level``, every table (marginal) by its label, and the tables suggested."""
+    axes, _ = marginals.axes_of(table.structure, level)
+    options = [t for k in range(1, len(axes) + 1) for t in itertools.combinations(range(len(axes)), k)]
+    labels = {_label(axes, t): t for t in options}
+    default = [_label(axes, t) for t in options if len(t) == len(axes)] + (
+        [axes[a] for a in range(1, len(axes))] if len(axes) > 1 else [])
+    return axes, labels, default
+
+
+def selected_cost(led: Ledger) -> budget.PrivacyCost:
+    value = ss.get(f"census_mx_value_{led.definition}", state.DEFAULT_RELEASE[led.definition])
+    return budget.pure(value) if led.definition == "pure" else budget.zcdp(value)
+
+
+def selected_plan(table: CensusTable, led: Ledger) -> tuple[marginals.MarginalsPlan | None, str | None]:
+    """The plan of the tables chosen on the Plan step (data-free), or why there is none."""
+    s = table.structure
+    level = ss.get("census_mx_level", s.level_names[-1])
+    if level not in s.level_names[1:]:
+        level = s.level_names[-1]
+    axes, labels, default = _options(table, level)
+    chosen = [c for c in ss.get("census_mx_marginals", default) if c in labels]
+    if not chosen:
+        return None, "Choose at least one table on the Plan step."
+    try:
+        return marginals.plan(s, level, [labels[c] for c in chosen], selected_cost(led)), None
+    except DPCoreError as e:
+        return None, str(e)
+
+
+def plan_section(table: CensusTable, led: Ledger) -> None:
+    """The Plan step for the matrix mechanism: the tables, the budget, their expected error."""
+    s = table.structure
+    st.subheader("3. Tables to publish and their expected error (before release, from no data)")
+    if not s.ordinals:
+        st.info("Marginal tables cross the areas with attributes such as an age band: choose at least one ordinal "
+                "attribute on the Data step (the built-in synthetic census has 'age_band'). Without one, the only "
+                "table is the areas' totals.")
+    c1, c2 = st.columns([1, 2])
+    level = c1.selectbox("Geography level of the tables", s.level_names[1:],
+                         key=state.persistent("census_mx_level", s.level_names[-1]),
+                         help="The areas that form the geography axis of every table.")
+    state.store("census_mx_level")
+    axes, labels, default = _options(table, level)
+    if ss.get("census_mx_axes") != axes:  # new axes (level or attributes changed): suggest the tables again
+        ss["census_mx_axes"] = axes
+        ss["census_mx_marginals"] = ss["_w_census_mx_marginals"] = default
+    ss["_w_census_mx_marginals"] = [m for m in ss.get("_w_census_mx_marginals", ss.get("census_mx_marginals", default))
+                                    if m in labels] or default
+    c2.multiselect("Tables (marginals)", list(labels), key="_w_census_mx_marginals",
+                   help="Each table sums the people over the attributes it leaves out, e.g. "
+                        "'county × age_band' gives people per county and age band.")
+    state.store("census_mx_marginals")
+    sym = "ε" if led.definition == "pure" else "ρ"
+    st.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=10.0, step=0.05,
+                    format="%.3f", key=state.persistent(f"census_mx_value_{led.definition}",
+                                                        state.DEFAULT_RELEASE[led.definition]),
+                    help="Smaller: more privacy, more noise. The whole budget answers one strategy; every "
+                         "table is computed from it.")
+    state.store(f"census_mx_value_{led.definition}")
+    p, error = selected_plan(table, led)
+    if p is None:
+        st.info(error) if error and error.startswith("Choose") else st.error(error)
+        return
+    first = p.per_marginal[0]
+    st.markdown(f"A cell of the table **{first['marginal']}** is off by about **± "
+                f"{fmt.num(interval_half_width('normal', first['sd_mean']))} people** in 19 of 20 cases.")
+    st.dataframe(pd.DataFrame([{
+        "table": m["marginal"], "cells": fmt.count(m["cells"]), "SD of a cell": fmt.num(m["sd_mean"]),
+        "± 95 %": f"± {fmt.num(interval_half_width('normal', m['sd_max']))}"} for m in p.per_marginal]),
+        hide_index=True, key="census_mx_plan")
+    info = p.info
+    rows = [("Strategy", f"{info['strategy']}, {fmt.count(info['strategy_queries'])} strategy queries"),
+            ("Expected RMSE per table cell", fmt.num(info["expected_rmse_per_query"]))]
+    if info["rmse_lower_bound"] is not None:
+        rows += [("Lower bound for any strategy (SVD bound)", fmt.num(info["rmse_lower_bound"])),
+                 ("Ratio to the lower bound", f"{info['ratio_to_lower_bound']:.4f}")]
+    with st.expander("The strategy and how close it is to the best possible"):
+        st.caption("The matrix mechanism answers a strategy of queries and computes every table from it; the "
+                   "lower bound is the smallest error any strategy could reach.")
+        st.dataframe(pd.DataFrame(rows, columns=["", "value"]), hide_index=True, key="census_mx_summary")
+        st.caption("Analytic and data-free: SD = √(Var(noise) · w X⁺ wᵀ) for each table cell w.")
+    for note in info["notes"]:
+        st.info(note)
+
+
+def release_now(table: CensusTable, p: marginals.MarginalsPlan, led: Ledger, fp: str, source: str) -> None:
+    """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
+    rel = release_census(table, "matrix", p.cost, led, session=state.session(), noise=secure_source(), level=p.level,
+                         marginals=";".join("*".join(p.axes[a] for a in t) for t in p.marginals))
+    entry = {"release": rel, "fingerprint": fp, "source": source,
+             "csv": marginals.marginals_csv(rel), "json": marginals.marginals_json(rel, led)}
+    # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
+    state.remember_release("census", fp, rel.release_id,
+                           {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
+                            "tables": list(rel.tables)},
+                           {"marginals.csv": entry["csv"], "release.json": entry["json"]}, led)
+    ss["census_mx_release"] = entry
+
+
+def show_tables(entry: dict[str, Any], fp: str, what: str, tables: dict[str, pd.DataFrame], first: int,
+                decimals: int, sd_name: str, key: str) -> None:
+    """A census release's tables, one shown at a time (display rounded; the files keep full precision)."""
+    if entry["fingerprint"] != fp:
+        st.caption(f"This is the latest release, made from another table ({entry['source']}).")
+    name = st.selectbox(what, list(tables), index=min(first, len(tables) - 1), key=f"{key}_view")
+    shown = tables[name].round(decimals)
+    st.dataframe(shown, hide_index=True, key=f"{key}_table",
+                 column_config={c: st.column_config.NumberColumn(format="localized")
+                                for c in shown.columns if pd.api.types.is_float_dtype(shown[c])})
+    st.caption(f"Noisy counts, rounded for display only; ci95 = noisy count ± 1.96 × {sd_name}.")

@@ -1,0 +1,244 @@
+"""Counts over areas, Plan step: mechanism, budget and split, expected error per level (no data used).
+
+For a hierarchy of areas the mechanisms are TopDown and its kin (:mod:`dpcore.areas.tree_records`);
+for a census table with attributes, Privelet and the marginal tables (:mod:`ui.kinds.areas.plan_table`).
+:func:`selection` reads back what the curator chose (no widgets), for the Release step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dpcore.areas import area_sets, tree_mechanisms, tree_records
+from dpcore.errors import DPCoreError
+from dpcore.pipeline import hierarchy_unit
+from dpcore.privacy import budget
+from dpcore.privacy.calibration import interval_half_width
+from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.units import Unit
+from ui import budget_ui, fmt, frame, state
+from ui.kinds.areas import common
+from ui.kinds.areas.common import keep, kept
+
+ss = st.session_state
+DEF_LABELS = {"pure": "Pure ε-DP (discrete Laplace noise)", "zcdp": "ρ-zCDP (discrete Gaussian noise)"}
+NEIGHBOURS = {"add_remove": "Add or remove one person (the total is noised)",
+              "replace": "Replace one person (the total is public and exact)"}
+SPLITS = {"uniform": "Uniform across levels", "geometric": "Geometric (finer levels get more)",
+          "custom": "Custom weights"}
+
+
+def plan_step() -> None:
+    """The Plan step for counts over areas (the page script is pages/plan.py)."""
+    if common.which() == common.TABLE:
+        from ui.kinds.areas import plan_table
+
+        plan_table.plan_step()
+        return
+    m = common.model()
+    if m is None:
+        frame.missing("Load a table of counts over areas on the Data step first.", "data", "Go to the Data step")
+    h, counts, fp = m["h"], m["counts"], m["fp"]
+    st.caption(f"Data: **{m['name']}** · {common.sizes_line(h.level_names[1:], h.sizes[1:])}")
+
+    # ---------------------------------------------------------------- mechanism
+    st.subheader("1. Mechanism")
+    names = [i.name for i in tree_records.MECHANISMS.values()
+             if (i.group_sizes if counts.statistic == "group_sizes" else i.counts)]
+    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: tree_records.get(n).title,
+                             key=keep("mech", names[0]))
+    kept("mech")
+    info = tree_records.get(mech_name)
+    st.markdown(f"**Use it when:** {info.when}")
+    with st.expander("How it works"):
+        st.caption("What the mechanism does, and the paper it follows.")
+        st.markdown(f"{info.description}  \n*{info.paper}*")
+
+    # ---------------------------------------------------------------- budget
+    st.subheader("2. Privacy budget")
+    # persistent: the same table finds the same budget (its population's, once bound) on every step and
+    # after restarts; shared with the census table's mechanisms
+    led = common.population_input(fp, f"hier_{fp}", budget.pure(state.DEFAULT_CAP), reset=(f"hier_def_{fp}",))
+    population = state.population_of("census", fp)
+    c1, c2, c3 = st.columns(3)
+    locked = bool(led.entries)
+    definition = c1.radio("Privacy definition", list(DEF_LABELS), format_func=DEF_LABELS.get,
+                          index=list(DEF_LABELS).index(led.definition), disabled=locked, key=f"hier_def_{fp}")
+    if locked:
+        c1.caption(f"Fixed for this {'population' if population else 'dataset'}: budget has already been spent "
+                   "under it.")
+    elif definition != led.definition:
+        budget_ui.switch_definition(led, definition)
+    sym = "ε" if definition == "pure" else "ρ"
+    value = c2.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=10.0,
+                            step=0.05, format="%.3f", key=keep(f"value_{definition}", state.DEFAULT_RELEASE[definition]),
+                            help="Smaller: more privacy, more noise.")
+    kept(f"value_{definition}")
+    budget_ui.cap_input(led, f"hier_cap_{fp}_{definition}", c3, label="Budget cap of this dataset",
+                        population=population)
+    if definition == "zcdp":
+        delta = st.select_slider("δ for the (ε, δ) reading", [1e-10, 1e-8, 1e-6, 1e-5], key=keep("delta", 1e-6),
+                                 format_func=lambda d: f"{d:.0e}")
+        kept("delta")
+        st.caption(f"ρ = {fmt.eps(value)} reads as (ε = {fmt.eps(budget.zcdp_to_approx_dp(value, delta))}, "
+                   f"δ = {delta:.0e})-DP.")
+    st.caption(f"Spent on {f'the population {population}' if population else 'this dataset'}: "
+               f"{led.cap.symbol} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)} "
+               f"({len(led.entries)} release{'s' if len(led.entries) != 1 else ''}).")
+
+    # ---------------------------------------------------------------- unit and split
+    c4, c5 = st.columns(2)
+    is_matrix = mech_name == "matrix"
+    if is_matrix:
+        c4.caption("Unit of privacy: one person, added or removed (the total is noised). The matrix mechanism "
+                   "answers one strategy with the whole budget; every level is computed from it.")
+    elif counts.statistic == "count":
+        c4.radio("Neighbouring datasets (unit of privacy: one person)", list(NEIGHBOURS),
+                 format_func=NEIGHBOURS.get, key=keep("neighbour", "add_remove"),
+                 help="Replace-one keeps the total fixed, so it can be published exactly; the sensitivity doubles.")
+        kept("neighbour")
+    else:
+        c4.caption(f"Unit of privacy: one person's membership in a group; the number of groups "
+                   f"({fmt.count(counts.n_groups)}) is public, as in the census paper.")
+    if is_matrix:
+        c5.radio("Which totals matter most", list(area_sets.IMPORTANCE), format_func=area_sets.IMPORTANCE.get,
+                 key=keep("importance", "levels"),
+                 help="The strategy is tuned to make the weighted sum of squared errors smallest. The "
+                      "budget is not split: this only moves accuracy between levels.")
+        kept("importance")
+    else:
+        c5.radio("Budget across levels", list(SPLITS), format_func=SPLITS.get, key=keep("split", "uniform"))
+        kept("split")
+    sel = selection(parse_only=True)
+    if sel.split == "custom":
+        n = sel.n_measured
+        c5.text_input(f"Weights, one per measured level ({n}), top first",
+                      key=keep(f"weights_{n}", ",".join(["1"] * n)))
+        kept(f"weights_{n}")
+    if mech_name == "topdown_linf":
+        with st.expander("Advanced"):
+            st.caption("How the last step turns noisy counts into whole numbers.")
+            st.radio("Which noisy cells are set to zero first", ["ascending", "descending"],
+                     key=keep("order", "ascending"),
+                     help="Ascending zeroes the smallest noisy cells first (fewer empty areas showing people); "
+                          "descending keeps them (fewer real people lost).")
+            kept("order")
+    if is_matrix:
+        from ui.kinds.areas.plan_sets import area_sets_widget
+
+        area_sets_widget(h)
+
+    # ---------------------------------------------------------------- expected error
+    st.subheader("3. Expected error per level (before release, from no data)")
+    with st.spinner("Designing the strategy from the public areas (once per hierarchy and set of queries; "
+                    "then cached) …"):
+        sel = selection()
+    if sel.error is not None:
+        st.error(sel.error)
+        return
+    error_table(sel.plan, counts.statistic, key="hier_plan_table", budget_col=True)
+    if is_matrix:
+        from ui.kinds.areas.plan_sets import matrix_summary
+
+        matrix_summary(sel.plan)
+    frame.link("release", "Next: release →")
+
+
+def error_table(p: Any, statistic: str, *, key: str, budget_col: bool = False, after: bool = False) -> None:
+    """The expected error per level: one plain sentence, the table, a chart in hierarchy order,
+    and how it was computed behind an expander."""
+    finest = p.levels[-1]
+    unit = "groups per size" if statistic == "group_sizes" else "people"
+    st.markdown(f"A {common.level_label(finest.level)} count is off by about **± {fmt.num(finest.mean_abs)} "
+                f"{unit}** on average; the largest error among the {fmt.count(finest.areas)} "
+                f"{common.level_label(finest.level, finest.areas)} is about ± {fmt.num(finest.max_abs)}.")
+    is_matrix = p.mechanism == "matrix"
+    rows = []
+    for lv in p.levels:
+        row: dict[str, Any] = {"level": common.level_label(lv.level), "areas": fmt.count(lv.areas)}
+        if budget_col:
+            row["budget"] = ("one strategy, whole budget" if is_matrix else
+                             f"{p.cost.symbol} = {fmt.eps(lv.share)}" if lv.measured else "not measured")
+        row["noise SD"] = fmt.num(lv.noise_sd) if lv.measured else "–"
+        if after:
+            row["SD after post-processing"] = fmt.num(lv.sd)
+        row["mean abs. error"] = fmt.num(lv.mean_abs)
+        row["expected max abs. error"] = fmt.num(lv.max_abs)
+        rows.append(row)
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key=key)
+    order = [common.level_label(lv.level) for lv in p.levels]
+    fig = go.Figure(go.Bar(x=[lv.mean_abs for lv in p.levels], y=order, orientation="h", marker_color="#1f4e79",
+                           hovertemplate="%{y}: ± %{x:,.1f} " + unit + "<extra></extra>"))
+    fig.update_layout(xaxis={"title": {"text": f"mean absolute error ({unit} per area)"}},
+                      yaxis={"title": {"text": "level"}, "autorange": "reversed", "categoryorder": "array",
+                             "categoryarray": order},
+                      height=110 + 28 * len(order), margin={"l": 10, "r": 10, "t": 10, "b": 40})
+    st.plotly_chart(fig, key=f"{key}_chart", config={"displayModeBar": False})
+    with st.expander("How the expected error is computed"):
+        st.caption("From the mechanism, the budget and the public areas only: no data is used, so it can be "
+                   "published.")
+        st.markdown(f"Method: {finest.basis}. The 95 % interval of one area is about ± "
+                    f"{fmt.num(interval_half_width('normal', finest.sd))} at the finest level.")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the Plan step chose for a hierarchy, read back without widgets: the Release step releases this."""
+
+    mech: str
+    title: str
+    cost: budget.PrivacyCost
+    ledger: Ledger | None
+    unit: Unit
+    split: str
+    n_measured: int
+    opts: dict[str, Any] = field(default_factory=dict)
+    plan: Any = None
+    delta: float = 1e-6
+    error: str | None = None
+
+
+def selection(*, parse_only: bool = False) -> Selection:
+    """The mechanism, options and budget of the Plan step for the hierarchy loaded now.
+
+    ``parse_only``: the options only, without the plan (which may design a matrix strategy)."""
+    m = common.model()
+    h, counts, fp = m["h"], m["counts"], m["fp"]
+    led = common.ledger(fp, budget.pure(1.0))
+    mech = ss.get("hier_mech", "exact")
+    info = tree_records.get(mech)
+    definition = led.definition
+    value = ss.get(f"hier_value_{definition}", state.DEFAULT_RELEASE[definition])
+    cost = budget.pure(value) if definition == "pure" else budget.zcdp(value)
+    is_matrix = mech == "matrix"
+    neighbour = ss.get("hier_neighbour", "add_remove") if counts.statistic == "count" and not is_matrix else "add_remove"
+    split = ss.get("hier_importance", "levels") if is_matrix else ss.get("hier_split", "uniform")
+    n_measured = sum(tree_mechanisms.measured_levels(mech, counts.statistic, neighbour, h.depth))
+    error = None
+    weights = None
+    if split == "custom":
+        txt = ss.get(f"hier_weights_{n_measured}", ",".join(["1"] * n_measured))
+        try:
+            weights = [float(x) for x in txt.split(",") if x.strip()]
+        except ValueError:
+            weights, error = [1.0] * n_measured, "Weights must be numbers separated by commas, e.g. 1,1,2,4."
+    opts: dict[str, Any] = {"neighbour": neighbour, "split": split, "weights": weights,
+                            "order": ss.get("hier_order", "ascending") if mech == "topdown_linf" else "ascending"}
+    if is_matrix and ss.get("hier_sets") is not None and ss.get("hier_sets_key", (None,))[0] == h.fingerprint():
+        opts.update(area_sets=ss["hier_sets"], sets_weight=float(ss.get("hier_sets_weight", 1.0)))
+    sel = Selection(mech, info.title, cost, led, hierarchy_unit(neighbour, counts.statistic), split, n_measured,
+                    opts, None, ss.get("hier_delta", 1e-6), error)
+    if parse_only or error is not None:
+        return sel
+    try:
+        p = tree_mechanisms.plan(h, mech, cost, neighbour=neighbour, split=split, weights=weights,
+                                 statistic=counts.statistic, k=counts.k,
+                                 **{k: v for k, v in opts.items() if k in ("area_sets", "sets_weight")})
+    except DPCoreError as e:
+        return Selection(**{**sel.__dict__, "error": str(e)})
+    return Selection(**{**sel.__dict__, "plan": p})

@@ -1,0 +1,160 @@
+"""Counts over areas, Plan step for a census table with attributes: Privelet or the marginal tables.
+
+Both are mechanisms of this kind, chosen here like the hierarchy mechanisms; everything shown
+before the release is data-free.  :func:`selection` reads back the choice for the Release step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dpcore.areas import census_privelet, census_tables
+from dpcore.errors import DPCoreError
+from dpcore.privacy import budget
+from dpcore.privacy.calibration import interval_half_width
+from dpcore.privacy.ledger import Ledger
+from ui import budget_ui, fmt, frame, state
+from ui.kinds.areas import common
+from ui.kinds.areas import marginals as marginals_ui
+
+MAX_SELECT = 2000  # beyond this many areas, type the path instead of picking it
+DEFAULT_EPSILON = state.DEFAULT_EPSILON
+#: mechanism -> (title, use it when)
+MECHS = {"privelet": ("Privelet: every area of every level (pure ε)",
+                      "you publish the people of every area of every level, crossed with the attributes, and "
+                      "users add areas and ranges of an attribute up (Xiao, Wang & Gehrke, ICDE 2010)."),
+         "matrix": ("Matrix mechanism: the tables you choose (area × age band …)",
+                    "you know which tables will be published (people per county and age band, per age band …): "
+                    "the noise is tuned to exactly those tables (Li & Miklau, PVLDB 2012).")}
+DEFS = {"pure": "Pure ε-DP", "zcdp": "ρ-zCDP (for the matrix mechanism's optimal strategy)"}
+
+ss = st.session_state
+
+
+def plan_step() -> None:
+    """The Plan step for a census table with attributes."""
+    table, fp = common.table()
+    if table is None:
+        frame.missing("Load a census table on the Data step first.", "data", "Go to the Data step")
+    st.caption(f"Data: **{ss.get('census_name', 'census table')}**")
+    st.subheader("1. Mechanism")
+    mech = st.radio("Mechanism", list(MECHS), format_func=lambda m: MECHS[m][0], horizontal=True,
+                    key=state.persistent("census_mech", "privelet"))
+    state.store("census_mech")
+    st.markdown(f"**Use it when:** {MECHS[mech][1]}")
+
+    st.subheader("2. Privacy budget")
+    # persistent: the same table finds the same budget (its population's, once bound) on every step and after
+    # restarts; shared with the hierarchy mechanisms of the same table
+    led = common.population_input(fp, f"census_{fp}", budget.pure(state.DEFAULT_CAP), reset=(f"census_def_{fp}",))
+    population = state.population_of("census", fp)
+    locked = bool(led.entries)
+    definition = st.radio("Privacy definition of this dataset's budget", list(DEFS), format_func=DEFS.get,
+                          index=list(DEFS).index(led.definition), disabled=locked, key=f"census_def_{fp}",
+                          horizontal=True, help="Privelet is pure ε-DP; under a ρ-zCDP budget it is charged ρ = ε²/2.")
+    if locked:
+        st.caption(f"Fixed for this {'population' if population else 'dataset'}: budget has already been spent "
+                   "under it.")
+    elif definition != led.definition:
+        budget_ui.switch_definition(led, definition, {"pure": state.DEFAULT_CAP, "zcdp": state.DEFAULT_RHO_CAP})
+    sym = led.cap.symbol
+    b1, b2, b3 = st.columns(3)
+    if mech == "privelet":
+        b1.number_input("Privacy budget of this release (ε)", min_value=0.01, max_value=10.0, step=0.05,
+                        key=state.persistent("census_epsilon", DEFAULT_EPSILON),
+                        help="Smaller ε: more privacy, more noise.")
+        state.store("census_epsilon")
+    budget_ui.cap_input(led, "census_cap", b2, label="Budget cap of this dataset", population=population)
+    b3.metric("Spent of the population's cap" if population else "Spent of the cap",
+              f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
+    if mech == "matrix":
+        marginals_ui.plan_section(table, led)
+        frame.link("release", "Next: release →")
+        return
+    axis_names = [census_tables.GEO_AXIS, *table.structure.ordinals]
+    ss["_w_census_plus"] = [a for a in ss.get("_w_census_plus", ss.get("census_plus", [])) if a in axis_names]
+    with st.expander("Advanced: Privelet+"):
+        st.caption("For small attributes read cell by cell: plain noise per cell on the axes you choose.")
+        st.multiselect("Axes left untransformed (identity)", axis_names, key="_w_census_plus",
+                       help="Privelet+ adds plain noise per cell on these axes: better for small axes "
+                            "queried cell by cell, worse for large sums.")
+        state.store("census_plus")
+    sel = selection()
+    if sel.error is not None:
+        st.error(sel.error)
+        return
+    _privelet_error(table, sel)
+    frame.link("release", "Next: release →")
+
+
+def _privelet_error(table: Any, sel: TableSelection) -> None:
+    st.subheader("3. Expected error (before release, from no data)")
+    err = census_privelet.expected_error(table.structure, sel.epsilon, plus_axes=sel.plus)
+    last = err.iloc[-1]
+    st.markdown(f"The total of one {common.level_label(str(last['level']))} is off by about **± "
+                f"{fmt.num(float(last['ci95']))} people** in 19 of 20 cases.")
+    show = pd.DataFrame({
+        "level": [common.level_label(str(lv)) for lv in err["level"]],
+        "number of areas": err["n_areas"].map(fmt.count),
+        "SD of an area's total": err["sd"].map(lambda v: f"{v:,.1f}"),
+        "± 95 %": err["ci95"].map(lambda v: f"± {v:,.1f}"),
+    })
+    st.dataframe(show, hide_index=True, key="census_expected")
+    with st.expander("How the expected error is computed"):
+        st.caption("From the mechanism, the budget and the public areas only: no data is used.")
+        st.markdown("The 95 % half-width is 1.96 × SD (normal approximation of the noise).")
+
+    s = table.structure
+    q1, q2 = st.columns([1, 2])
+    q_level = q1.selectbox("Check one area: level", s.level_names[1:], key="census_q_level")
+    paths = s.paths_at(s.level_depth(q_level))
+    labels = [" / ".join(p) for p in paths]
+    if len(paths) <= MAX_SELECT:
+        q_label = q2.selectbox("Area (code path)", labels, key="census_q_area")
+    else:
+        q_label = q2.text_input(f"Area code path ({fmt.count(len(paths))} areas), e.g. {labels[0]}",
+                                value=labels[0], key="census_q_text")
+    q_path = tuple(x.strip() for x in str(q_label).split("/"))
+    try:
+        q_sd = census_privelet.area_expected_error(s, sel.epsilon, q_path, plus_axes=sel.plus)
+        st.markdown(f"Expected error of **{q_label}**'s total: ± {fmt.num(interval_half_width('normal', q_sd))} "
+                    f"people (95 %; SD {fmt.num(q_sd)}).")
+    except DPCoreError as e:
+        st.error(str(e))
+
+
+@dataclass(frozen=True)
+class TableSelection:
+    """What the Plan step chose for a census table, read back without widgets."""
+
+    mech: str
+    title: str
+    cost: budget.PrivacyCost
+    ledger: Ledger
+    epsilon: float = DEFAULT_EPSILON
+    plus: tuple[str, ...] = ()
+    plan: Any = None  # the marginal tables' plan
+    error: str | None = None
+
+
+def selection() -> TableSelection:
+    """The mechanism and budget of the Plan step for the census table loaded now."""
+    table, fp = common.table()
+    led = common.ledger(fp)
+    mech = ss.get("census_mech", "privelet")
+    if mech == "matrix":
+        p, error = marginals_ui.selected_plan(table, led)
+        cost = p.cost if p is not None else marginals_ui.selected_cost(led)
+        return TableSelection(mech, "matrix mechanism (marginal tables)", cost, led, plan=p, error=error)
+    eps = float(ss.get("census_epsilon", DEFAULT_EPSILON))
+    plus = tuple(a for a in ss.get("census_plus", []) if a in [census_tables.GEO_AXIS, *table.structure.ordinals])
+    error = None
+    try:
+        census_privelet.expected_error(table.structure, eps, plus_axes=plus)
+    except DPCoreError as e:
+        error = str(e)
+    return TableSelection(mech, "Privelet" + ("+" if plus else ""), budget.pure(eps), led, eps, plus, error=error)

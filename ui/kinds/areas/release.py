@@ -1,0 +1,206 @@
+"""Counts over areas, Release step: the Release button and its confirmation, then the map and the errors.
+
+A hierarchy release is drawn on a map per level (with drill-down into one area) beside a treemap;
+a census table's release (Privelet, marginal tables) is shown as its tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dpcore.areas import area_sets, export, figures, tree_mechanisms
+from dpcore.pipeline import census_unit, release_census, release_hierarchy
+from dpcore.points import viz
+from dpcore.privacy.noise import secure_source
+from ui import confirm, fmt, frame, state
+from ui.kinds.areas import common
+from ui.kinds.areas import marginals as marginals_ui
+from ui.kinds.areas.common import keep, kept
+from ui.kinds.areas.plan import error_table, selection
+
+ss = st.session_state
+MAX_POLYGONS = viz.MAX_POLYGONS
+
+
+def release_step() -> None:
+    """The Release step for counts over areas (the page script is pages/release.py)."""
+    if common.which() == common.TABLE:
+        _table_release()
+        return
+    m = common.model()
+    if m is None:
+        frame.missing("Load a table of counts over areas on the Data step first.", "data", "Go to the Data step")
+    sel = selection()
+    st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
+                f"unit of privacy: {sel.unit.label()}.")
+    job = {"counts": m["counts"], "mech": sel.mech, "cost": sel.cost, "led": sel.ledger, "fp": m["fp"],
+           "name": m["name"], "opts": sel.opts, "config": (m["inputs"], sel)}
+    confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job)
+    entry = common.hier_entry()
+    if entry is None:
+        st.caption("Nothing has been released from this data yet.")
+        frame.link("plan", "Back to the plan")
+        return
+    rel = entry["release"]
+    h = rel.hierarchy
+    confirm.released(f"{rel.mechanism.title}: {released_areas(h)}", rel.plan.cost, sel.ledger, rel.release_id)
+    st.subheader("Map", anchor="map")
+    _map(entry, m)
+    st.subheader("Errors", anchor="errors")
+    _errors(entry, m)
+    frame.link("export")
+
+
+def released_areas(h: Any) -> str:
+    """``617 areas at all levels (576 finest areas)``: the same words on every step and in the sidebar."""
+    return f"{fmt.count(h.n_nodes)} areas at all levels ({fmt.count(h.sizes[-1])} finest areas)"
+
+
+def release_now(job: dict[str, Any]) -> None:
+    """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
+    from ui.kinds.areas.export import release_config
+
+    led = job["led"]
+    rel = release_hierarchy(job["counts"], job["mech"], job["cost"], led, noise=secure_source(),
+                            session=state.session(), **job["opts"])
+    # no st.session_state access until the release is in the history: Streamlit 1.67 may stop a
+    # callback at any such access (a second click), and a charged release must not be lost
+    files = {"release.csv": export.hierarchy_csv(rel)}
+    if rel.details.get("area_sets"):
+        files["area_queries.csv"] = area_sets.area_sets_csv(rel)
+    files["release.json"] = export.hierarchy_json(rel, led, [*files, "release.json"])
+    state.remember_release("census", job["fp"], rel.release_id,
+                           {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
+                            "levels": list(rel.hierarchy.level_names)}, files, led)
+    ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {},
+                          "config": release_config(*job["config"])}
+
+
+def _map(entry: dict[str, Any], m: dict[str, Any]) -> None:
+    rel = entry["release"]
+    h, counts, joins = rel.hierarchy, m["counts"], m["joins"]
+    st.caption(f"{rel.mechanism.title}, {rel.plan.cost.label()} · released {rel.created.replace('+00:00', '')} UTC")
+    depths = [h.depth_of(lv) for lv in h.levels if lv in joins]
+    cmap, ctree = st.columns([3, 2])
+    nodes, within, d = None, "(all)", 0
+    if not depths:
+        cmap.info("No boundaries were given, so there is no map; the treemap shows the hierarchy.")
+    else:
+        level = cmap.selectbox("Level", [h.level_names[x] for x in depths], format_func=common.level_label,
+                               key=keep("map_level", h.level_names[depths[0]]))
+        kept("map_level")
+        d = h.depth_of(level)
+        parent_join = joins.get(h.level_names[d - 1]) if d > 1 else None
+        if d > 1:
+            par_names = common.area_names(h, d - 1)
+            opts = ["(all)", *range(len(par_names))] if len(par_names) <= 5000 else ["(all)"]
+            within = cmap.selectbox(f"Show the {common.level_label(level, 2)} inside", opts, key=f"hier_drill_{d}",
+                                    format_func=lambda i: "all areas" if i == "(all)" else str(par_names[i]))
+            if within != "(all)":
+                nodes = h.descendants(d - 1, int(within), d)
+        size = None
+        if counts.statistic == "group_sizes":
+            sz = cmap.selectbox("Group size", ["all sizes", *rel.size_labels], key="hier_map_size")
+            size = None if sz == "all sizes" else rel.size_labels.index(sz)
+        n_poly = len(joins[level].frame) if nodes is None else len(nodes)
+        if n_poly > MAX_POLYGONS:
+            cmap.info(f"{fmt.count(n_poly)} areas are too many to draw at once: choose an area above to see "
+                      "the areas inside it.")
+        else:
+            figs = entry.setdefault("figs", {})  # a rerun does not rebuild the same map
+            fkey = (level, None if nodes is None else int(within), size)
+            if fkey not in figs:
+                figs[fkey] = figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size)
+            cmap.plotly_chart(figs[fkey], key="hier_map", config={"displayModeBar": False})
+        cmap.caption("Colour: noisy count of people. Hover: the noisy count and its 95 % interval (from the "
+                     "mechanism's expected error, not from the data). Dark outlines: the level above.")
+    tree_depth, tree_index = (d - 1, int(within)) if depths and nodes is not None else (0, 0)
+    ctree.plotly_chart(figures.hierarchy_treemap(rel, tree_depth, tree_index), key="hier_treemap")
+    ctree.caption("Treemap of the released counts (two levels below the selected area); tiles are named.")
+
+
+def _errors(entry: dict[str, Any], m: dict[str, Any]) -> None:
+    rel = entry["release"]
+    st.markdown("**Expected error of the release** (from the mechanism; publishable)")
+    error_table(rel.plan, m["counts"].statistic, key="hier_err_plan", after=True)
+    st.markdown("**Error against your data** · :red[curator only, not for publication]")
+    if "empirical" not in entry:
+        entry["empirical"] = tree_mechanisms.empirical_errors(rel, m["counts"])  # curator only, computed once
+    st.dataframe(pd.DataFrame([{
+        "level": common.level_label(e["level"]), "mean abs. error": fmt.num(e["mae"]),
+        "max abs. error": fmt.num(e["max_abs_error"]), "mean rel. error": f"{e['mre_percent']:.1f} %",
+        "empty areas released > 0": f"{fmt.count(e['true_zero_released_positive'])} of {fmt.count(e['true_zeros'])}",
+        "expected mean abs.": fmt.num(e["expected_mae"]), "expected max abs.": fmt.num(e["expected_max_abs"]),
+    } for e in entry["empirical"]]), hide_index=True, key="hier_err_emp")
+    st.warning("These numbers compare the release with your confidential data. Do not publish them, and do not "
+               "re-run releases until they look good: that choice is not covered by the privacy budget.")
+    if not rel.mechanism.consistent or not rel.mechanism.nonnegative:
+        st.info(f"{rel.mechanism.title}: " + ("levels do not add up; " if not rel.mechanism.consistent else "")
+                + ("some counts may be negative or fractional." if not rel.mechanism.nonnegative else ""))
+
+
+# ---------------------------------------------------------------- census table with attributes
+
+
+def _privelet_now(table: Any, epsilon: float, plus: tuple[str, ...], led: Any, fp: str, name: str) -> None:
+    """The Release button's action for Privelet: charge, release, store."""
+    from dpcore.areas import census_privelet
+    from dpcore.privacy import budget
+
+    rel = release_census(table, "privelet", budget.pure(epsilon), led, session=state.session(), noise=secure_source(),
+                         plus_axes=tuple(plus))
+    entry = {"release": rel, "fingerprint": fp, "source": name,
+             "csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}
+    # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
+    state.remember_release("census", fp, rel.release_id,
+                           {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
+                            "levels": list(rel.structure.levels)},
+                           {"release.csv": entry["csv"], "release.json": entry["json"]}, led)
+    ss["census_release"] = entry
+
+
+def _table_release() -> None:
+    from ui.kinds.areas.plan_table import selection as table_selection
+
+    table, fp = common.table()
+    if table is None:
+        frame.missing("Load a census table on the Data step first.", "data", "Go to the Data step")
+    sel = table_selection()
+    name = ss.get("census_name", "census table")
+    st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{name}**, as planned on the Plan step; "
+                f"unit of privacy: {census_unit().label()}.")
+    if sel.mech == "matrix":
+        confirm.button("census_mx_release_button", sel.ledger, sel.cost, census_unit(), sel.error,
+                       marginals_ui.release_now, table, sel.plan, sel.ledger, fp, name)
+    else:
+        confirm.button("census_release_button", sel.ledger, sel.cost, census_unit(), sel.error, _privelet_now,
+                       table, sel.epsilon, sel.plus, sel.ledger, fp, name)
+    entry = common.table_entry()
+    if entry is None:
+        st.caption("Nothing has been released from this table yet.")
+        frame.link("plan", "Back to the plan")
+        return
+    rel = entry["release"]
+    if sel.mech == "matrix":
+        n = len(rel.tables)
+        what = f"{n} table{'s' if n != 1 else ''} of {entry['source']} with the matrix mechanism"
+        confirm.released(what, rel.plan.cost, sel.ledger, rel.release_id)
+        st.subheader("The released tables", anchor="map")
+        marginals_ui.show_tables(entry, fp, "Table", rel.tables, 0, 2, "standard error", "census_mx")
+        st.info("The published tables are noisy and unrounded: some cells are fractional and small cells can be "
+                "below zero, so that sums of cells stay unbiased.")
+    else:
+        s = rel.structure
+        what = (f"{entry['source']} with Privelet{'+' if rel.plus_axes else ''}: "
+                f"{fmt.count(sum(len(t) for t in rel.levels.values()))} areas at all levels "
+                f"({fmt.count(len(s.paths_at(len(s.levels))))} finest areas)")
+        confirm.released(what, rel.cost, sel.ledger, rel.release_id)
+        st.subheader("The released counts", anchor="map")
+        st.caption("No map: a census table comes without boundaries. The counts per level are below; the "
+                   "hierarchy of areas (Data step) draws maps from boundaries.")
+        marginals_ui.show_tables(entry, fp, "Level", rel.levels, 1, 1, "SD", "census")
+        st.info(common.NEGATIVE_NOTE)
+    frame.link("export")
