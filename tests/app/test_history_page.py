@@ -48,8 +48,10 @@ TRACTS = b"STATEFP,COUNTYFP,TRACTCE,POPULATION\n01,001,020100,1775\n01,001,02020
 def uploaded(page: str = "census.py") -> AppTest:
     """A fresh session of the census page holding an uploaded (real) table."""
     at = session(page)
-    at.radio(key="census_source").set_value("upload").run()
+    at.switch_page("pages/data.py").run()  # the table is chosen on the Data step
+    at.radio(key="_w_census_source").set_value("upload").run()
     at.file_uploader(key="census_upload").set_value(("tracts.csv", TRACTS, "text/csv")).run()
+    at.switch_page("pages/release.py").run()
     assert not at.exception, at.exception
     return at
 

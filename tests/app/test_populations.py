@@ -180,8 +180,10 @@ def real_census() -> AppTest:
     """The census page holding an uploaded table (real data: its budget is kept for good, unlike the
     made-up demo's, which lives with the session)."""
     at = page("census.py")
-    at.radio(key="census_source").set_value("upload").run()
+    at.switch_page("pages/data.py").run()  # the table is chosen on the Data step
+    at.radio(key="_w_census_source").set_value("upload").run()
     at.file_uploader(key="census_upload").set_value(("tracts.csv", TRACTS, "text/csv")).run()
+    at.switch_page("pages/plan.py").run()
     return ok(at)
 
 
