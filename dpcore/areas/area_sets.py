@@ -42,6 +42,7 @@ import pandas as pd
 
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.areas.tree_records import HierarchyRelease, HierLevelPlan, HierPlan, expected_max
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import (
     matrix_cache,
@@ -505,4 +506,4 @@ def area_sets_csv(rel: Any) -> bytes:
         "noisy_total": ans, "standard_error": se,
         "ci95_low": ans - half, "ci95_high": ans + half,
     })
-    return df.to_csv(index=False, float_format="%.6g").encode()
+    return csv_bytes(df, lambda d: d.to_csv(index=False, float_format="%.6g").encode())

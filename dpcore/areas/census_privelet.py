@@ -36,6 +36,7 @@ import pandas as pd
 
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
 from dpcore.core.record import created_now, header, ledger_section, new_release_id
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import ParameterError
 from dpcore.estimate import privelet
 from dpcore.privacy import budget
@@ -345,7 +346,7 @@ def census_frame(release: CensusRelease) -> pd.DataFrame:
 
 def census_csv(release: CensusRelease) -> bytes:
     """``release.csv``: one row per area of every level (the total first)."""
-    return census_frame(release).to_csv(index=False).encode("utf-8")
+    return csv_bytes(census_frame(release), lambda d: d.to_csv(index=False).encode("utf-8"))
 
 
 def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[str, Any]:

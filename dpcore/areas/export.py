@@ -21,6 +21,7 @@ from dpcore.areas.hierarchy import Hierarchy
 from dpcore.areas.tree_records import HierarchyRelease
 from dpcore.core.record import header, ledger_section
 from dpcore.data.code_tables import code_text
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError
 from dpcore.points.export import _jsonable, validate_record
 from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
@@ -82,7 +83,7 @@ def hierarchy_frame(rel: HierarchyRelease) -> pd.DataFrame:
 
 
 def hierarchy_csv(rel: HierarchyRelease) -> bytes:
-    return hierarchy_frame(rel).to_csv(index=False, lineterminator="\n").encode("utf-8")
+    return csv_bytes(hierarchy_frame(rel), lambda d: d.to_csv(index=False, lineterminator="\n").encode("utf-8"))
 
 
 @dataclass(frozen=True, eq=False)

@@ -31,6 +31,7 @@ import pandas as pd
 
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
 from dpcore.core.record import created_now, header, ledger_section, new_release_id
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import ParameterError
 from dpcore.estimate import (
     matrix_cache,
@@ -232,7 +233,7 @@ def marginals_csv(rel: MarginalsRelease) -> bytes:
     out = pd.concat(frames, ignore_index=True)
     cols = ["marginal", *[a for a in rel.plan.axes if a in out.columns],
             "noisy_count", "standard_error", "ci95_low", "ci95_high"]
-    return out[cols].to_csv(index=False, float_format="%.6g").encode()
+    return csv_bytes(out[cols], lambda d: d.to_csv(index=False, float_format="%.6g").encode())
 
 
 def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from dpcore.cli.common import (
     split_list,
 )
 from dpcore.core.spec import ReleaseSpec
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import DPCoreError, ParameterError
 from dpcore.points import mechanisms
 
@@ -280,8 +281,8 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
     title = f"MRE on {source}, {grid.rows} x {grid.cols} grid"
     md = evaluate.summary_markdown(summary, title)
     paths = [out / "results.csv", out / "summary.csv", out / "summary.md", out / "plot.png"]
-    results.to_csv(paths[0], index=False)
-    summary.to_csv(paths[1], index=False)
+    for frame, p in ((results, paths[0]), (summary, paths[1])):
+        p.write_bytes(csv_bytes(frame, lambda d: d.to_csv(index=False).encode("utf-8")))
     paths[2].write_text(md, "utf-8")
     evaluate.plot_summary(summary, paths[3], title)
     print(md)

@@ -32,6 +32,7 @@ from dpcore.data.domain import prefix_sums, rect_sums_from_prefix
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate.matrix_design import l1_strategy
 from dpcore.estimate.matrix_errors import query_variances_per_p
+from dpcore.estimate.matrix_exact import grid_units
 from dpcore.estimate.matrix_strategy import Strategy
 from dpcore.estimate.matrix_workload import _MAX_EXPLICIT_ANSWERS, _MAX_MATRIX_ENTRIES, Workload
 from dpcore.privacy.budget import PrivacyCost, pure, zcdp
@@ -322,14 +323,20 @@ def release(
         notes.append("Gaussian noise on an L1-designed strategy: valid but not error-optimal.")
     cal = calibrate(strategy, epsilon=epsilon, delta=delta, rho=rho, calibration=calibration,
                     grid_slack=grid_slack, integral_data=bool(np.all(xv == np.round(xv))))
-    Ax = strategy.apply(xv)
+    # round(Ax / 2^k) of the exact product, not of fl(Ax): the calibration's one grid step per
+    # changed answer holds only for the exact value (issue 18, item 3c; matrix_exact).  The noise
+    # is drawn on the grid and added to those units in integers; the float y is post-processing.
+    k = 0 if cal.distribution == "discrete_laplace" else cal.grid_exponent
+    units = grid_units(strategy, xv, k)
+    zero = np.zeros(units.size)
     if cal.distribution == "discrete_laplace":
-        y = np.rint(Ax) + source.discrete_laplace(cal.scale, Ax.size)
+        z = np.asarray(source.discrete_laplace(cal.scale, units.size), dtype=np.int64)
     elif cal.distribution == "discrete_laplace_grid":
-        y = source.laplace_on_grid(Ax, cal.scale, cal.grid_exponent)
+        z = np.rint(np.ldexp(source.laplace_on_grid(zero, cal.scale, k), -k)).astype(np.int64)
         notes.append(f"Real-valued strategy answers were rounded to the grid 2^{cal.grid_exponent}.")
     else:
-        y = source.gaussian_on_grid(Ax, cal.scale, cal.grid_exponent)
+        z = np.rint(np.ldexp(source.gaussian_on_grid(zero, cal.scale, k), -k)).astype(np.int64)
+    y = np.ldexp((units + z).astype(np.float64), k)
     var = cal.variance
     x_hat = strategy.solve(y)
     # Answers and analytic standard errors: v_i = Var(z) · w_i X⁺ w_iᵀ

@@ -21,6 +21,7 @@ import pandas as pd
 from dpcore.areas.export import hierarchy_info, join_boundaries
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.record import header, ledger_section
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.mechanisms import ODRelease
 from dpcore.flows.tree import match_leaves
@@ -152,17 +153,20 @@ def release_csv_bytes(rel: ODRelease) -> bytes:
 
     # pyarrow writes 600k rows in a fraction of a second (pandas.to_csv: a few seconds); labels
     # stay text (leading zeros kept)
-    df = release_frame(rel)
-    table = pa.table({c: (pa.array(df[c].to_numpy(dtype=object), type=pa.string()) if c != "noisy_count"
-                          else pa.array(df[c].to_numpy())) for c in CSV_COLUMNS})
-    buf = io.BytesIO()
-    try:
-        # pyarrow always quotes the header; written here as pandas does
-        buf.write((",".join(CSV_COLUMNS) + "\n").encode("utf-8"))
-        pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none", include_header=False))
-    except pa.ArrowInvalid:  # a label with a comma, quote or line break: pandas quotes just those
-        return df.to_csv(index=False, lineterminator="\n").encode("utf-8")
-    return buf.getvalue()
+    def write(df: pd.DataFrame) -> bytes:
+        table = pa.table({c: (pa.array(df[c].to_numpy(dtype=object), type=pa.string()) if c != "noisy_count"
+                              else pa.array(df[c].to_numpy())) for c in CSV_COLUMNS})
+        buf = io.BytesIO()
+        try:
+            # pyarrow always quotes the header; written here as pandas does
+            buf.write((",".join(CSV_COLUMNS) + "\n").encode("utf-8"))
+            pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none", include_header=False))
+        except pa.ArrowInvalid:  # a label with a comma, quote or line break: pandas quotes just those
+            return df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+        return buf.getvalue()
+
+    # labels starting like a formula are escaped (dpcore.data.csv_safe)
+    return csv_bytes(release_frame(rel), write)
 
 
 def _tree_level_indices(rel: ODRelease, levels: Sequence[int | str] | None) -> list[int]:

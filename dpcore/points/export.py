@@ -20,6 +20,7 @@ import orjson
 import pandas as pd
 
 from dpcore.core.record import header, ledger_section
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
 from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
 from dpcore.privacy.calibration import interval_half_width
@@ -54,10 +55,13 @@ def release_csv(release: PartitionRelease) -> bytes:
     import pyarrow.csv as pacsv
 
     # pyarrow writes a million rows in well under a second; pandas.to_csv takes ~7 s.
-    table = pa.Table.from_pandas(release_frame(release), preserve_index=False)
-    buf = io.BytesIO()
-    pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none"))
-    return buf.getvalue()
+    def write(df: pd.DataFrame) -> bytes:
+        buf = io.BytesIO()
+        pacsv.write_csv(pa.Table.from_pandas(df, preserve_index=False), buf,
+                        pacsv.WriteOptions(quoting_style="none"))
+        return buf.getvalue()
+
+    return csv_bytes(release_frame(release), write)
 
 
 def release_geojson(release: PartitionRelease) -> bytes:
@@ -139,12 +143,16 @@ def workload_answers_csv(release: PartitionRelease) -> bytes:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    table = pa.Table.from_pandas(workload_answers_frame(release), preserve_index=False)
-    buf = io.BytesIO()
-    # names are the curator's free text: quote text columns so a comma in a name stays one field
-    quoting = "needed" if "name" in table.column_names else "none"
-    pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style=quoting))
-    return buf.getvalue()
+    def write(df: pd.DataFrame) -> bytes:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        buf = io.BytesIO()
+        # names are the curator's free text: quote text columns so a comma in a name stays one field
+        quoting = "needed" if "name" in table.column_names else "none"
+        pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style=quoting))
+        return buf.getvalue()
+
+    # names and groups starting like a formula are escaped (dpcore.data.csv_safe)
+    return csv_bytes(workload_answers_frame(release), write)
 
 
 def _workload_summary(release: PartitionRelease) -> dict[str, Any] | None:

