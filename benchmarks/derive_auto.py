@@ -130,7 +130,7 @@ def table_check(reg: pd.DataFrame, grid_note: str) -> pd.DataFrame:
     """Regret of the table's choice on every pooled setting (what auto would pick with n known)."""
     pooled = reg[reg["size_class"] == "mixed"]
     rows = []
-    for (d, n, rows_, eps), g in pooled.groupby(["dataset", "n_nom", "grid_rows", "epsilon"]):
+    for (d, n, _rows, eps), g in pooled.groupby(["dataset", "n_nom", "grid_rows", "epsilon"]):
         rec = recommend.lookup(float(n), float(eps), SIZES)
         mine = g[g["mechanism"] == rec.mechanism]
         best = g.loc[g["regret"].idxmin()]
@@ -175,6 +175,24 @@ def report(tc: pd.DataFrame, ac: pd.DataFrame) -> str:
            "`spatial_256.csv` (256 × 256, never used to derive the rule). Rule: `dpcore/points/recommend.py` "
            f"(smallest geometric-mean regret over the training data sets; held out: {', '.join(HELD_OUT)}, and the whole "
            "256 grid). MRE pooled over query sizes 0.1 %, 1 %, 10 %.", ""]
+    if not ac.empty:
+        r = ac["ratio"]
+        clus = ac[(ac["epsilon"] == 1.0) & (ac["dataset"] != "uniform")]
+        w = clus["worst_over_median"]
+        t1 = bool((r <= 1.1).all())
+        t2 = bool(len(w) and (w <= 3).all())
+        out += ["## Targets (issue 19)", "",
+                f"- `auto` within 10 % of the best mechanism's mean MRE in every setting: **{'met' if t1 else 'NOT met'}**"
+                f" — {int((r <= 1.1).sum())} of {len(r)} settings (both grids, training and held out); median "
+                f"{r.median():.2f}x, worst {r.max():.2f}x. The misses are mostly the `uniform` shape (where the "
+                "`uniform`/`ug` mechanisms win and no rule on public inputs can know the data are uniform), the "
+                "10^7 settings (DAWA, identity) and the 5 % of ε the noisy count costs at small n·ε. "
+                f"Scored on the benchmark's own releases with n known, the table's choice is within 10 % in "
+                f"{int((tc['regret'] <= 1.1).sum())} of {len(tc)} (section 1): the rest of the gap is the count's "
+                "share and release-to-release noise (5 releases per setting, 16 at ε = 1 on clustered data).",
+                f"- `auto`'s worst of 16 releases within 3x its median at ε = 1 on clustered data: "
+                f"**{'met' if t2 else 'NOT met'}** — {int((w <= 3).sum())} of {len(w)} settings, largest {w.max():.2f}x.",
+                ""]
     out += ["## 1. The table's choice (n known exactly) against the best mechanism of each setting", ""]
     for label, sub in (("training settings", tc[~tc["held_out"]]), ("held-out settings", tc[tc["held_out"]])):
         if sub.empty:
