@@ -51,6 +51,7 @@ import argparse
 import datetime
 import hashlib
 import platform
+import re
 import sys
 import time
 from collections.abc import Iterable
@@ -272,7 +273,7 @@ def _nominal(n: int) -> int:
 def verdicts(summ: pd.DataFrame) -> list[str]:
     if summ.empty:
         return ["no results yet"]
-    s = summ.copy()
+    s = summ[summ["mechanism"] != "auto"].copy()  # auto chooses among the others: not a competitor
     s["n_nom"] = s["n"].map(_nominal)
     keys = ["dataset", "n_nom", "grid_rows", "epsilon"]
     win = s.loc[s.groupby(keys)["mean"].idxmin()]
@@ -301,12 +302,34 @@ def verdicts(summ: pd.DataFrame) -> list[str]:
         if len(ratio):
             lines.append(f"Always choosing {m}: median {ratio.median():.2f}x, worst {ratio.max():.1f}x the "
                          f"best mechanism's mean MRE ({len(ratio)} settings).")
+    lines += trees_compared(s, keys)
     if "htf" in set(s["mechanism"]):
         h = s[s["mechanism"] == "htf"]
         spread = (h["worst"] / h["median"]).replace([np.inf], np.nan).dropna()
         bad = h[(h["worst"] > 3 * h["median"])]
         lines.append(f"HTF's worst release exceeds 3x its median in {len(bad)} of {len(h)} settings "
                      f"(largest worst/median {spread.max():.1f}x).")
+    return lines
+
+
+def trees_compared(s: pd.DataFrame, keys: list[str]) -> list[str]:
+    """HTF against PrivTree and DAWA (and AG), setting by setting: mean and worst-release MRE."""
+    have = set(s["mechanism"])
+    if not {"htf", "privtree"} <= have:
+        return []
+    piv = {stat: s.pivot_table(index=keys, columns="mechanism", values=stat) for stat in ("mean", "worst")}
+    lines = []
+    for other in [m for m in ("privtree", "dawa", "ag") if m in have]:
+        for stat, word in (("mean", "mean"), ("worst", "worst-release")):
+            t = piv[stat][["htf", other]].dropna()
+            r = t["htf"] / t[other]
+            lines.append(f"HTF vs {other}, {word} MRE: {other} lower in {int((r > 1).sum())} of {len(r)} settings; "
+                         f"HTF/{other} median {r.median():.2f}x (range {r.min():.2f}–{r.max():.2f}x).")
+    if "dawa" in have:
+        t = piv["mean"][["dawa", "privtree"]].dropna()
+        r = t["dawa"] / t["privtree"]
+        lines.append(f"DAWA vs PrivTree, mean MRE: DAWA lower in {int((r < 1).sum())} of {len(r)} settings "
+                     f"(DAWA/PrivTree median {r.median():.2f}x).")
     return lines
 
 
@@ -327,10 +350,11 @@ def markdown(df: pd.DataFrame, summ: pd.DataFrame, header: list[str]) -> str:
             g = grp.set_index("mechanism")
             cells = [f"{_fmt(g.loc[m, 'mean'])} ({_fmt(g.loc[m, 'worst'])})" if m in g.index else "–"
                      for m in mechs]
-            out.append(f"| {d} | {n_label(n)} | " + " | ".join(cells) + f" | {g['mean'].idxmin()} |")
+            best = g.drop(index="auto", errors="ignore")["mean"].idxmin()  # auto is not a competitor
+            out.append(f"| {d} | {n_label(n)} | " + " | ".join(cells) + f" | {best} |")
         out.append("")
     # per query size winners
-    ok = df[df["status"] == "ok"]
+    ok = df[(df["status"] == "ok") & (df["mechanism"] != "auto")]
     by_size = ok.groupby(["dataset", "n", "epsilon", "query_size", "mechanism"])["mre_percent"].mean().reset_index()
     w = by_size.loc[by_size.groupby(["dataset", "n", "epsilon", "query_size"])["mre_percent"].idxmin()]
     out += ["## Winners by query size (count of settings)", "",
@@ -377,10 +401,20 @@ def plot(summ: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+NOTES = re.compile(r"<!-- notes -->.*?<!-- /notes -->", re.S)
+
+
 def report(csv: Path, out: Path, header: list[str]) -> pd.DataFrame:
+    """Tables and verdicts from the CSV; a hand-written block between ``<!-- notes -->`` and
+    ``<!-- /notes -->`` in the existing .md (plain verdicts, what was run) is kept after the header."""
     df = pd.read_csv(csv)
     summ = summarize(df)
-    out.with_suffix(".md").write_text(markdown(df, summ, header))
+    md = out.with_suffix(".md")
+    old = NOTES.search(md.read_text()) if md.exists() else None
+    text = markdown(df, summ, header)
+    if old:
+        text = text.replace("\n## Verdicts\n", "\n" + old.group(0) + "\n\n## Verdicts\n", 1)
+    md.write_text(text)
     plot(summ, out.with_suffix(".png"))
     return summ
 

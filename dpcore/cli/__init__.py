@@ -9,6 +9,7 @@
         --prefix-lengths 2,5,11,12,15 --epsilon E --delta D --out DIR
     python -m dpcore plan hierarchy --levels state,county,tract --areas AREAS.csv \
         --mechanism topdown_l2 --target "level=tract,abs=50,coverage=0.95" [--rho] [--json]
+    python -m dpcore recommend points --grid 512 512 --epsilon 1 --n-guess 300000
     python -m dpcore evaluate points --input FILE|synthetic:SIGMA:N --bounds W,S,E,N \
         --grid R,C --mechanisms ug,identity --epsilon 0.1,0.3,0.5 --out DIR
 
@@ -21,7 +22,7 @@ import argparse
 import sys
 
 from dpcore import __version__
-from dpcore.cli import areas, flows, plan, points, run
+from dpcore.cli import areas, flows, plan, points, recommend, run
 from dpcore.core.spec import KINDS, ReleaseSpec
 from dpcore.errors import DPCoreError, ParameterError
 
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     od = flows.add_od_parser(rsub)
     run.add_run_parser(sub)
     plan.add_plan_parser(sub)
+    recommend.add_recommend_parser(sub)
     p.release_parsers = {"points": pts, "census": cen, "hierarchy": hi, "od": od}  # type: ignore[attr-defined]
 
     ev = sub.add_parser("evaluate", help="compare mechanisms on range queries (curator-only)")
@@ -88,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                                  "'... release hierarchy ...', '... release census ...' or '... release od ...'.")
         if args.command == "plan":
             return plan.cmd_plan(args)
+        if args.command == "recommend":
+            return recommend.cmd_recommend(args)
         if args.command == "run":
             return run.cmd_run(parser, args)
         if args.command == "evaluate":

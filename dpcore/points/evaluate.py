@@ -72,12 +72,12 @@ __all__ = [
 #: Columns of the long table: one row per (repeat, mechanism, ε, shape, query size).
 LONG_COLUMNS = [
     "mechanism", "epsilon", "shape", "query_size", "repeat", "n_queries", "mre_percent", "mae",
-    "rmse", "max_abs_error", "release_seconds", "n_leaves", "workload_seed", "noise_seed",
+    "rmse", "max_abs_error", "release_seconds", "n_leaves", "workload_seed", "noise_seed", "choice",
 ]
 #: Columns of the summary: one row per (mechanism, ε, shape, query size), over the repeats.
 SUMMARY_COLUMNS = [
     "mechanism", "epsilon", "shape", "query_size", "repeats", "n_queries", "mre_percent",
-    "mre_se", "mae", "rmse", "release_seconds", "n_leaves",
+    "mre_se", "mae", "rmse", "release_seconds", "n_leaves", "choice",
 ]
 #: Fixed seed of the synthetic stand-in (Shaham et al. 2021, Sec. 5.1: "fixed seeds").
 SYNTHETIC_SEED = 0
@@ -212,7 +212,10 @@ def check_settings(
     if unknown:
         raise ParameterError(f"Parameters given for {', '.join(unknown)}, which is not among the "
                              f"mechanisms compared ({', '.join(names)}).")
-    resolved = {n: _get(n).resolve_params(params.get(n)) for n in names}
+    given = {n: dict(params.get(n) or {}) for n in names}
+    if "auto" in given and "query_sizes" not in given["auto"]:
+        given["auto"]["query_sizes"] = tuple(sizes)  # auto chooses for the sizes compared
+    resolved = {n: _get(n).resolve_params(given[n]) for n in names}
 
     return Settings(names, eps_list, sizes, shapes, int(n_queries), int(repeats), resolved)
 
@@ -307,6 +310,7 @@ def evaluate(
                     continue
                 dt = time.perf_counter() - t0
                 n_leaves = int(np.count_nonzero(rel.leaf))
+                choice = str(rel.public.get("auto", {}).get("chosen", ""))  # what auto chose ("" otherwise)
                 for sh, ws, qs, tags, true in loads:
                     est = rel.answer(qs)
                     for s in sizes:
@@ -318,7 +322,7 @@ def evaluate(
                             "mre_percent": metrics.mre(t, e, smoothing), "mae": metrics.mae(t, e),
                             "rmse": metrics.rmse(t, e), "max_abs_error": metrics.max_abs(t, e),
                             "release_seconds": dt, "n_leaves": n_leaves, "workload_seed": ws,
-                            "noise_seed": ns,
+                            "noise_seed": ns, "choice": choice,
                         })
                 done += 1
     if progress is not None:
@@ -374,6 +378,8 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     CURATOR-ONLY: computed from true counts.
     """
     keys = ["mechanism", "epsilon", "shape", "query_size"]
+    if "choice" not in results.columns:
+        results = results.assign(choice="")
     g = results.groupby(keys, sort=False)
     out = g.agg(
         repeats=("repeat", "nunique"),
@@ -384,6 +390,7 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
         rmse=("rmse", "mean"),
         release_seconds=("release_seconds", "mean"),
         n_leaves=("n_leaves", "mean"),
+        choice=("choice", lambda c: ",".join(sorted({str(x) for x in c if isinstance(x, str) and x}))),
     ).reset_index()
     out["mre_se"] = out["mre_sd"] / np.sqrt(out["repeats"])
     return out[SUMMARY_COLUMNS]
@@ -478,6 +485,11 @@ def summary_markdown(summary: pd.DataFrame, title: str | None = None, *, heading
             shape_word = "random shape" if sh == "random" else "squares"
             parts.append(f"{heading}# Queries of {_size_label(s)} of the area, {shape_word}\n")
             parts.append(_markdown(summary_table(summary, s, sh)) + "\n")
+    chosen = summary[summary["mechanism"] == "auto"] if "choice" in summary.columns else summary.iloc[0:0]
+    if len(chosen):
+        by_eps = chosen.groupby("epsilon", sort=False)["choice"].first()
+        parts.append("`auto` chose (from public inputs and its noisy count): "
+                     + "; ".join(f"{c or '?'} at ε = {e:g}" for e, c in by_eps.items()) + ".\n")
     parts.append(f"{heading}# Mean time of one release (seconds)\n")
     parts.append(_markdown(time_table(summary), lambda v: f"{v:.3g}") + "\n")
     return "\n".join(parts)

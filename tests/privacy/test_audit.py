@@ -452,6 +452,29 @@ def test_privtree_total(k: int) -> None:
     check(f"PrivTree total, cap k={k} (ε=2)", x, y, around(6, 6 + k, sd), eps)
 
 
+def test_auto_private_count() -> None:
+    """``auto`` without a public n releases a noisy count (its count share of ε) that chooses the
+    mechanism; audit that count alone against the share (0.5 of ε = 2 here, so it is visible)."""
+    mech = mechanisms.get("auto")
+    eps, share = 2.0, 0.5
+    p = {"count_share": share}
+    x = runs(lambda s: float(mech.release(D_POINTS, eps, p, s).public["noisy_point_count"]), 231)
+    y = runs(lambda s: float(mech.release(D2_POINTS, eps, p, s).public["noisy_point_count"]), 232)
+    sd = math.sqrt(discrete_laplace_variance(1 / (share * eps)))
+    check("auto noisy count (share of ε)", x, y, around(6, 7, sd), share * eps)
+
+
+def test_auto_total() -> None:
+    """``auto``'s released total (the count chooses the mechanism, which then releases with the rest):
+    ε in all."""
+    mech = mechanisms.get("auto")
+    eps = 2.0
+    x = runs(lambda s: float(mech.release(D_POINTS, eps, {}, s).noisy[0]), 233)
+    y = runs(lambda s: float(mech.release(D2_POINTS, eps, {}, s).noisy[0]), 234)
+    sd = math.sqrt(discrete_laplace_variance(2 / eps))
+    check("auto total (ε=2)", x, y, around(6, 7, sd), eps)
+
+
 DAWA_PARAMS = {"partition_share": 0.5}
 
 

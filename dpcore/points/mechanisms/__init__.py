@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dpcore.errors import ParameterError
 from dpcore.points.mechanisms.ag import AdaptiveGrid
+from dpcore.points.mechanisms.auto import Auto
 from dpcore.points.mechanisms.base import Param, PointMechanism
 from dpcore.points.mechanisms.dawa import DAWA
 from dpcore.points.mechanisms.htf import HTF
@@ -16,11 +17,13 @@ from dpcore.points.mechanisms.quadtree import Quadtree
 from dpcore.points.mechanisms.ug import UniformGrid
 from dpcore.points.mechanisms.uniform import Uniform
 
-REGISTRY: dict[str, PointMechanism] = {
+_CHOOSABLE: dict[str, PointMechanism] = {
     m.name: m
     for m in (HTF(), PrivTree(), DAWA(), AdaptiveGrid(), UniformGrid(), Quadtree(), KDTree(), Privelet(), MatrixMechanism(),
               Identity(), Uniform())
 }
+#: Every point mechanism; ``auto`` (last) chooses among the others from public inputs.
+REGISTRY: dict[str, PointMechanism] = {**_CHOOSABLE, "auto": Auto(_CHOOSABLE)}
 
 
 def get(name: str) -> PointMechanism:
