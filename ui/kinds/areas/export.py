@@ -56,12 +56,11 @@ def export_step() -> None:
         st.download_button(f"Download {export.safe_file_stem(lv)}.geojson", data,
                            f"{export.safe_file_stem(lv)}.geojson", "application/geo+json",
                            on_click="ignore", key=f"hier_dl_geo_{lv}")
-    from ui.kinds.areas.release import released_areas
 
     st.subheader("The release record")
     st.markdown(f"- **Mechanism:** {rel.mechanism.title}\n"
                 f"- **Privacy:** {rel.plan.cost.label()}; unit of privacy: {hierarchy_unit(rel.plan.neighbour, rel.plan.statistic).label()}\n"
-                f"- **Released:** {released_areas(rel.hierarchy)}, {rel.created}\n"
+                f"- **Released:** {common.released_areas(rel.hierarchy)}, {rel.created}\n"
                 f"- **Budget of this dataset:** {led.cap.symbol} = {fmt.eps(led.spent)} spent of "
                 f"{fmt.eps(led.cap.value)}")
     st.markdown("**release.csv** (first rows)")

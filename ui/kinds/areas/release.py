@@ -18,7 +18,7 @@ from dpcore.privacy.noise import secure_source
 from ui import confirm, fmt, frame, state
 from ui.kinds.areas import common
 from ui.kinds.areas import marginals as marginals_ui
-from ui.kinds.areas.common import keep, kept
+from ui.kinds.areas.common import keep, kept, released_areas
 from ui.kinds.areas.plan import error_table, selection
 
 ss = st.session_state
@@ -52,11 +52,6 @@ def release_step() -> None:
     st.subheader("Errors", anchor="errors")
     _errors(entry, m)
     frame.link("export")
-
-
-def released_areas(h: Any) -> str:
-    """``617 areas at all levels (576 finest areas)``: the same words on every step and in the sidebar."""
-    return f"{fmt.count(h.n_nodes)} areas at all levels ({fmt.count(h.sizes[-1])} finest areas)"
 
 
 def release_now(job: dict[str, Any]) -> None:

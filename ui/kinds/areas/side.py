@@ -31,10 +31,9 @@ def sidebar() -> None:
     if entry is None:
         st.caption("Nothing released yet.")
     else:
-        from ui.kinds.areas.release import released_areas
 
         r = entry["release"]
-        st.markdown(f"{r.mechanism.title}  \n{r.plan.cost.label()} · {released_areas(h)}")
+        st.markdown(f"{r.mechanism.title}  \n{r.plan.cost.label()} · {common.released_areas(h)}")
 
 
 def _table() -> None:
