@@ -18,6 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.data import engines, file_access
+from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import detect_coordinate_columns, detect_user_column
 from dpcore.data.engines import base as engine_rules
 from dpcore.errors import DPCoreError, InputError
@@ -244,3 +245,18 @@ def path_columns_form() -> None:
     ss["path_open"] = None
     ss["data_flash"] = f"Counted {fmt.count(pc.n_read)} rows with {name}."
     st.rerun()
+
+
+def read_code_upload(up: Any) -> tuple[pd.DataFrame, engines.Source | None]:
+    """A table of area codes and counts from an upload, and the file DuckDB sums when it is large.
+
+    Below the engine threshold the table is read whole (``None`` for the file); above it the
+    table stays in a temporary copy that DuckDB sums, and its first 5,000 rows stand in for it on
+    the page.  A table that cannot be read leaves no copy behind."""
+    big = large_upload_source(up)
+    try:
+        df = read_code_table(up.getvalue(), up.name) if big is None else engines.get_engine("duckdb").head(big, 5000)
+    except DPCoreError:
+        drop_copy(big)
+        raise
+    return df, big

@@ -22,7 +22,7 @@ from dpcore.errors import DPCoreError, InputError
 from ui import fmt, frame, state
 from ui.kinds.areas import common
 from ui.kinds.areas.common import US_COUNTIES, US_STATES, US_TRACTS, keep, kept
-from ui.source_ui import drop_copy, keep_copy, large_upload_source
+from ui.source_ui import keep_copy, read_code_upload
 from ui.state import seed
 
 ss = st.session_state
@@ -119,13 +119,7 @@ def _upload() -> dict[str, Any] | None:
         try:
             # above the engine threshold the table stays in a file that DuckDB sums; the page
             # works on its first rows until the counts are made
-            big = large_upload_source(up)
-            try:
-                new_df = (read_code_table(up.getvalue(), up.name) if big is None else
-                          engines.get_engine("duckdb").head(big, 5000))
-            except DPCoreError:
-                drop_copy(big)
-                raise
+            new_df, big = read_code_upload(up)
             ss["hier_src"] = big
             keep_copy(big, "hier_upload_tmp")
             ss["hier_upload_df"] = new_df

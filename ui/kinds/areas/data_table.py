@@ -17,7 +17,7 @@ from dpcore.errors import DPCoreError
 from ui import fmt, state
 from ui import ordinals as ordinals_ui
 from ui.kinds.areas import common
-from ui.source_ui import drop_copy, keep_copy, large_upload_source
+from ui.source_ui import keep_copy, read_code_upload
 
 SYNTHETIC = "synthetic"
 UPLOAD = "upload"
@@ -122,13 +122,7 @@ def _upload():
         try:
             # above the engine threshold the table stays in a file that DuckDB sums; the page shows
             # its first rows, and its budget is keyed by the sums' content (as a small table's)
-            big = large_upload_source(up)
-            try:
-                df_new = (read_code_table(up.getvalue(), up.name) if big is None else
-                          engines.get_engine("duckdb").head(big, 5000))
-            except DPCoreError:
-                drop_copy(big)
-                raise
+            df_new, big = read_code_upload(up)
             ss["census_src"] = big
             ss["census_df_id"] = up.file_id  # the table now shown (a failed upload keeps the earlier one)
             keep_copy(big, "census_upload_tmp")
