@@ -84,9 +84,12 @@ MAP_DRAWN = """() => {
   const fl = g._fullLayout, fd = g._fullData;
   if (!fl || !fl.map || !fl.map._subplot || !fl.map._subplot.map || !fd || !fd[0]) return false;
   const m = fl.map._subplot.map;
-  const images = (g.layout.map.layers || []).filter(l => l.sourcetype === 'image').length;
+  const images = ((g.layout && g.layout.map && g.layout.map.layers) || [])
+    .filter(l => l.sourcetype === 'image').length;
   if (images === 0 && !m.getLayer('plotly-trace-layer-' + fd[0].uid + '-fill')) return false;
-  const rasters = m.getStyle().layers.filter(l => l.type === 'raster').length;
+  const style = m.isStyleLoaded() ? m.getStyle() : null;
+  if (!style) return false;
+  const rasters = style.layers.filter(l => l.type === 'raster').length;
   if (rasters < images) return false;
   if (!m.loaded()) return false;
   return {click: b.click, chart: b.chart, done: performance.now(),
@@ -107,7 +110,10 @@ def streamlit_server():
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
            f"--server.port={port}", "--server.address=127.0.0.1",
            "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    # a budget database of its own: the demo's budget is kept across sessions, and the user's is not touched
+    db_dir = tempfile.TemporaryDirectory(prefix="map_draw_ledger_")
+    env = dict(os.environ, DPCORE_LEDGER_DB=os.path.join(db_dir.name, "ledger.sqlite"))
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -133,6 +139,7 @@ def streamlit_server():
             proc.kill()
             proc.wait()
         log.close()
+        db_dir.cleanup()
 
 
 def wait_idle(page, timeout_ms: int = STEP_TIMEOUT_MS) -> None:
@@ -260,13 +267,15 @@ def main() -> None:
     t_start = time.perf_counter()
     load_before = loadavg()
     results: dict[str, list[dict]] = {label: [] for label, *_ in CASES}
-    with streamlit_server() as (base, log_path), sync_playwright() as p:
+    with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         chromium_version = browser.version
         try:
             for label, _mech, title, grid in CASES:
                 for i in range(REPEATS):
-                    r = run_case(browser, base, title, grid)
+                    # a server (and budget) per run: the demo's default cap allows two releases
+                    with streamlit_server() as (base, _log):
+                        r = run_case(browser, base, title, grid)
                     results[label].append(r)
                     print(f"{label} run {i + 1}: draw {r['draw']:.2f} s (figure arrives {r['arrive']:.2f} s, "
                           f"python wall {r['wall']:.2f} s), {r['polygons']:,} polygons, "
@@ -318,8 +327,8 @@ streamlit {version('streamlit')}, plotly {version('plotly')}, playwright {versio
 (other processes on the machine add noise; rerun on an idle machine for cleaner numbers).
 - Data: the demo dataset (100,000 synthetic points over New York City), ε = 0.5, viewport 1400x1000.
 - Draw time: from the click on "3 · Map" in the sidebar until the plotly map reports `map.loaded()` with the \
-release drawn (the choropleth layer for polygons, every raster layer for an image), measured in the page's clock (polled every 50 ms). Each run is a fresh browser session \
-that makes its own release first; {REPEATS} runs per case.
+release drawn (the choropleth layer for polygons, every raster layer for an image), measured in the page's clock (polled every 50 ms). Each run is a fresh server (with its own \
+budget database) and browser session that makes its own release first; {REPEATS} runs per case.
 - "Figure arrives": from the same click until the chart element is in the page (the server has run the page, \
 built and sent the figure, and the browser has mounted it); the rest of the draw time is the browser drawing the map.
 - "Server figure build + JSON": `viz.release_map_figure` plus `plotly.io.to_json` (what `st.plotly_chart` sends), \
