@@ -30,6 +30,7 @@ import contextlib
 import datetime
 import os
 import platform
+import re
 import socket
 import statistics
 import subprocess
@@ -203,7 +204,7 @@ def run_case(browser, base: str, mech_title: str, grid: tuple[int, int] | None) 
         handle = page.wait_for_function(MAP_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
         wall = time.perf_counter() - t0
         r = handle.json_value()
-        cap = page.get_by_text("released areas").first.inner_text(timeout=STEP_TIMEOUT_MS)
+        cap = page.get_by_text(re.compile("released areas|areas at depth")).first.inner_text(timeout=STEP_TIMEOUT_MS)
         if mech_title not in cap:
             raise RuntimeError(f"map shows the wrong release: {cap!r}")
         return {
@@ -221,7 +222,7 @@ def run_case(browser, base: str, mech_title: str, grid: tuple[int, int] | None) 
 
 def leaves_from_caption(cap: str) -> int:
     # "<title>, ε = 0.5: 4,761 released areas[, drawn ...]"
-    head = cap.split(" released areas")[0]
+    head = re.split(" released areas| areas at depth", cap)[0]
     return int(head.rsplit(" ", 1)[-1].replace(",", ""))
 
 
