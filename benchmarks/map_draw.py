@@ -6,14 +6,16 @@ Playwright + Debian's chromium, and for each case, in a fresh browser session:
 1. optionally sets the grid on the Data page,
 2. picks the mechanism on the Mechanism page and presses "Release with ...",
 3. clicks "3 · Map" in the sidebar and times, in the page's own clock, from
-   that click until the plotly map reports ``map.loaded()`` with the
-   choropleth fill layer present.
+   that click until the plotly map reports ``map.loaded()`` with the release
+   drawn: the choropleth fill layer (polygons: trees) or every raster layer of
+   the full-resolution image (grid densities) present.
 
 It also records when the chart element first appears (the server ran the page,
 built and sent the figure, and the browser mounted it), so the draw time splits
 into "figure arrives" and "map draws", and separately times the server-side
-figure build (``viz.partition_figure`` + ``plotly.io.to_json``) in-process on
-the same demo data.
+figure build (``viz.release_map_figure`` + ``plotly.io.to_json``) in-process on
+the same demo data.  Every request the browser makes to a host other than the
+local server is recorded (the maps must draw offline).
 
 Run from the repository root::
 
@@ -28,6 +30,7 @@ import contextlib
 import datetime
 import os
 import platform
+import re
 import socket
 import statistics
 import subprocess
@@ -37,6 +40,7 @@ import time
 import urllib.request
 from importlib.metadata import version
 from pathlib import Path
+from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -51,13 +55,15 @@ STEP_TIMEOUT_MS = 120_000
 
 UG = "UG (uniform grid sized from the data volume)"
 IDENTITY = "Identity (noise on every cell)"
+HTF = "HTF (homogeneous tree)"
 
 # (label, mechanism name, mechanism title, grid (rows, cols) or None for the default 1024x1024)
 CASES = [
     ("UG, default 1024x1024 grid", "ug", UG, None),
-    ("Identity, 64x64 grid", "identity", IDENTITY, (64, 64)),
-    ("Identity, 100x100 grid", "identity", IDENTITY, (100, 100)),
     ("Identity, default 1024x1024 grid", "identity", IDENTITY, None),
+    ("UG, 4096x4096 grid", "ug", UG, (4096, 4096)),
+    ("Identity, 4096x4096 grid", "identity", IDENTITY, (4096, 4096)),
+    ("HTF (tree, polygons), default 1024x1024 grid", "htf", HTF, None),
 ]
 
 NAV = '[data-testid="stSidebarNav"] a'
@@ -74,14 +80,21 @@ INSTALL_CLICK_CLOCK = """() => {
 MAP_DRAWN = """() => {
   const b = window.__mapBench;
   const g = document.querySelector('.js-plotly-plot');
-  if (!g || !g.data || !g.data[0] || g.data[0].type !== 'choroplethmap') return false;
+  if (!g || !g.data || !g.data[0] || !['choroplethmap', 'scattermap'].includes(g.data[0].type)) return false;
   if (b.chart === null) b.chart = performance.now();
   const fl = g._fullLayout, fd = g._fullData;
   if (!fl || !fl.map || !fl.map._subplot || !fl.map._subplot.map || !fd || !fd[0]) return false;
   const m = fl.map._subplot.map;
-  if (!m.getLayer('plotly-trace-layer-' + fd[0].uid + '-fill')) return false;
+  const images = ((g.layout && g.layout.map && g.layout.map.layers) || [])
+    .filter(l => l.sourcetype === 'image').length;
+  if (images === 0 && !m.getLayer('plotly-trace-layer-' + fd[0].uid + '-fill')) return false;
+  const style = m.isStyleLoaded() ? m.getStyle() : null;
+  if (!style) return false;
+  const rasters = style.layers.filter(l => l.type === 'raster').length;
+  if (rasters < images) return false;
   if (!m.loaded()) return false;
-  return {click: b.click, chart: b.chart, done: performance.now(), polygons: fd[0]._length};
+  return {click: b.click, chart: b.chart, done: performance.now(),
+          polygons: images ? 0 : fd[0]._length, images: images};
 }"""
 
 
@@ -98,7 +111,10 @@ def streamlit_server():
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
            f"--server.port={port}", "--server.address=127.0.0.1",
            "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    # a budget database of its own: the demo's budget is kept across sessions, and the user's is not touched
+    db_dir = tempfile.TemporaryDirectory(prefix="map_draw_ledger_")
+    env = dict(os.environ, DPCORE_LEDGER_DB=os.path.join(db_dir.name, "ledger.sqlite"))
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -124,6 +140,7 @@ def streamlit_server():
             proc.kill()
             proc.wait()
         log.close()
+        db_dir.cleanup()
 
 
 def wait_idle(page, timeout_ms: int = STEP_TIMEOUT_MS) -> None:
@@ -164,8 +181,12 @@ def choose_mechanism(page, title: str) -> None:
 
 def run_case(browser, base: str, mech_title: str, grid: tuple[int, int] | None) -> dict:
     ctx = browser.new_context(viewport=VIEWPORT)  # new context = new Streamlit session
+    outside: list[str] = []
+    local = urlparse(base).netloc
     try:
         page = ctx.new_page()
+        page.on("request", lambda r: outside.append(r.url) if urlparse(r.url).netloc not in (local, "")
+                and not r.url.startswith(("data:", "blob:")) else None)
         page.goto(base)
         page.get_by_text("Preview", exact=True).wait_for(timeout=STEP_TIMEOUT_MS)
         wait_idle(page)
@@ -183,7 +204,7 @@ def run_case(browser, base: str, mech_title: str, grid: tuple[int, int] | None) 
         handle = page.wait_for_function(MAP_DRAWN, timeout=DRAW_TIMEOUT_MS, polling=50)
         wall = time.perf_counter() - t0
         r = handle.json_value()
-        cap = page.get_by_text("released areas").first.inner_text(timeout=STEP_TIMEOUT_MS)
+        cap = page.get_by_text(re.compile("released areas|areas at depth")).first.inner_text(timeout=STEP_TIMEOUT_MS)
         if mech_title not in cap:
             raise RuntimeError(f"map shows the wrong release: {cap!r}")
         return {
@@ -191,15 +212,17 @@ def run_case(browser, base: str, mech_title: str, grid: tuple[int, int] | None) 
             "arrive": (r["chart"] - r["click"]) / 1000.0,
             "wall": wall,
             "polygons": int(r["polygons"]),
+            "images": int(r["images"]),
             "caption": cap,
+            "outside": outside,
         }
     finally:
         ctx.close()
 
 
 def leaves_from_caption(cap: str) -> int:
-    # "<title>, ε = 0.5: 4,761 released areas[, drawn as 9,216 blocks ...]"
-    head = cap.split(" released areas")[0]
+    # "<title>, ε = 0.5: 4,761 released areas[, drawn ...]"
+    head = re.split(" released areas| areas at depth", cap)[0]
     return int(head.rsplit(" ", 1)[-1].replace(",", ""))
 
 
@@ -224,7 +247,7 @@ def server_figure_times(cases) -> dict[str, tuple[float, float]]:
         best, size = float("inf"), 0
         for _ in range(REPEATS):
             t0 = time.perf_counter()
-            fig, _info = viz.partition_figure(rel)
+            fig, _info = viz.release_map_figure(rel)
             spec = plotly.io.to_json(fig, validate=False)
             best = min(best, time.perf_counter() - t0)
             size = len(spec)
@@ -245,32 +268,39 @@ def main() -> None:
     t_start = time.perf_counter()
     load_before = loadavg()
     results: dict[str, list[dict]] = {label: [] for label, *_ in CASES}
-    with streamlit_server() as (base, log_path), sync_playwright() as p:
+    with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         chromium_version = browser.version
         try:
             for label, _mech, title, grid in CASES:
                 for i in range(REPEATS):
-                    r = run_case(browser, base, title, grid)
+                    # a server (and budget) per run: the demo's default cap allows two releases
+                    with streamlit_server() as (base, _log):
+                        r = run_case(browser, base, title, grid)
                     results[label].append(r)
                     print(f"{label} run {i + 1}: draw {r['draw']:.2f} s (figure arrives {r['arrive']:.2f} s, "
-                          f"python wall {r['wall']:.2f} s), {r['polygons']:,} polygons", flush=True)
+                          f"python wall {r['wall']:.2f} s), {r['polygons']:,} polygons, "
+                          f"{r['images']} image strips", flush=True)
         finally:
             browser.close()
 
     server = server_figure_times(CASES)
 
-    header = ("| case | released areas | polygons drawn | draw time min (s) | draw time median (s) "
+    header = ("| case | released areas | drawn as | draw time min (s) | draw time median (s) "
               "| figure arrives, median (s) | server figure build + JSON (s) | figure JSON (MB) |")
-    lines = [header, "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [header, "|---|---:|---|---:|---:|---:|---:|---:|"]
     for label, *_ in CASES:
         rs = results[label]
         draws = [r["draw"] for r in rs]
         polys = {r["polygons"] for r in rs}
         leaves = {leaves_from_caption(r["caption"]) for r in rs}
+        grid = dict((c[0], c[3]) for c in CASES)[label] or (1024, 1024)
+        drawn = (f"image {grid[0]:,} × {grid[1]:,} px ({max(r['images'] for r in rs)} strips)"
+                 if any(r["images"] for r in rs) else
+                 f"{'/'.join(f'{n:,}' for n in sorted(polys))} polygons")
         sb, size = server[label]
         lines.append(
-            f"| {label} | {'/'.join(f'{n:,}' for n in sorted(leaves))} | {'/'.join(f'{n:,}' for n in sorted(polys))} "
+            f"| {label} | {'/'.join(f'{n:,}' for n in sorted(leaves))} | {drawn} "
             f"| {min(draws):.2f} | {statistics.median(draws):.2f} "
             f"| {statistics.median(r['arrive'] for r in rs):.2f} | {sb:.2f} | {size / 1e6:.1f} |"
         )
@@ -280,6 +310,7 @@ def main() -> None:
         + " s; figure arrives " + ", ".join(f"{r['arrive']:.2f}" for r in results[label]) + " s"
         for label, *_ in CASES
     )
+    outside = sorted({u for rs in results.values() for r in rs for u in r["outside"]})
     elapsed = time.perf_counter() - t_start
     load_after = loadavg()
 
@@ -297,13 +328,15 @@ streamlit {version('streamlit')}, plotly {version('plotly')}, playwright {versio
 (other processes on the machine add noise; rerun on an idle machine for cleaner numbers).
 - Data: the demo dataset (100,000 synthetic points over New York City), ε = 0.5, viewport 1400x1000.
 - Draw time: from the click on "3 · Map" in the sidebar until the plotly map reports `map.loaded()` with the \
-choropleth layer present, measured in the page's clock (polled every 50 ms). Each run is a fresh browser session \
-that makes its own release first; {REPEATS} runs per case.
+release drawn (the choropleth layer for polygons, every raster layer for an image), measured in the page's clock (polled every 50 ms). Each run is a fresh server (with its own \
+budget database) and browser session that makes its own release first; {REPEATS} runs per case.
 - "Figure arrives": from the same click until the chart element is in the page (the server has run the page, \
 built and sent the figure, and the browser has mounted it); the rest of the draw time is the browser drawing the map.
-- "Server figure build + JSON": `viz.partition_figure` plus `plotly.io.to_json` (what `st.plotly_chart` sends), \
-timed in-process on the same data, best of {REPEATS}. Releases with more than 10,000 areas are drawn as at most \
-10,000 blocks (sums of the released counts).
+- "Server figure build + JSON": `viz.release_map_figure` plus `plotly.io.to_json` (what `st.plotly_chart` sends), \
+timed in-process on the same data, best of {REPEATS}. Grid densities (a lattice of released cells, or more than \
+10,000 areas) are drawn as an image layer with one pixel per grid cell; trees and other partitions of at most \
+10,000 areas as polygons. Target: at most 1.5 s from click to drawn map.
+- Requests to hosts other than the local server: {', '.join(outside) if outside else '**none**'}.
 - Command: `.venv/bin/python benchmarks/map_draw.py` (total run time {elapsed:.0f} s)
 
 {table}

@@ -352,16 +352,19 @@ def test_release_step_before_release_shows_no_map(at):
     assert not at.dataframe
 
 
-def test_map_after_release_is_an_offline_choropleth(at):
-    release(at)
+def test_map_after_release_is_an_offline_full_resolution_image(at):
+    release(at)  # the default UG release: a grid density
     goto(at, "map")
     assert not at.info
     specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith("-release_map")]
     assert len(specs) == 1
     spec = specs[0]
-    assert [tr["type"] for tr in spec["data"]] == ["choroplethmap"]
+    assert [tr["type"] for tr in spec["data"]] == ["scattermap"]  # the invisible hover layer
     assert spec["layout"]["map"]["style"] == "white-bg"
-    assert any("released areas" in c for c in texts(at.caption))
+    images = [lay for lay in spec["layout"]["map"]["layers"] if lay["sourcetype"] == "image"]
+    assert images and all(lay["source"].startswith("data:image/png;base64,") for lay in images)
+    assert any("released areas" in c and "full resolution" in c and "1,024 × 1,024" in c
+               for c in texts(at.caption))
 
 
 # ------------------------------------------------------------------ Errors

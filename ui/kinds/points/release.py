@@ -66,7 +66,7 @@ def _map(cur: state.ReleaseEntry) -> None:
 
     key = ("map", rel.release_id, basemap, depth, id(st.session_state.get("boundaries")))
     if cur.exports.get("map_key") != key:
-        fig, info = viz.partition_figure(rel, boundaries=st.session_state.get("boundaries"),
+        fig, info = viz.release_map_figure(rel, boundaries=st.session_state.get("boundaries"),
                                          basemap=basemap, depth=depth)
         cur.exports["map_fig"], cur.exports["map_info"], cur.exports["map_key"] = fig, info, key
     fig, info = cur.exports["map_fig"], cur.exports["map_info"]
@@ -79,7 +79,12 @@ def _map(cur: state.ReleaseEntry) -> None:
         st.plotly_chart(fig, width="stretch", key="release_map")
         shown = "released areas" if depth is None else f"areas at depth {depth}"
         cap = f"{rel.mechanism_title}, {rel.cost.label()}: {fmt.count(info['n_shown'])} {shown}"
-        if info["aggregated"]:
+        if info["kind"] == "image":
+            cap += (f", drawn at full resolution: one pixel per grid cell ({fmt.count(rel.grid.rows)} × "
+                    f"{fmt.count(rel.grid.cols)}); zoom in to see single cells. Hover shows "
+                    + ("block sums with their 95% interval" if info["hover_aggregated"] else
+                       "each released count with its 95% interval"))
+        elif info["aggregated"]:
             cap += (f", drawn as {fmt.count(info['n_polygons'])} blocks (sums of the released counts) "
                     "so the map stays fast; the export holds every area")
         st.caption(cap + ". Negative noisy counts are drawn as 0; the export keeps them.")

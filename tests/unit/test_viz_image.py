@@ -1,0 +1,215 @@
+"""Unit tests of the full-resolution image layer of dpcore.points.viz (grid densities)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import re
+
+import numpy as np
+import plotly.io
+import pytest
+from PIL import Image
+
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.points import mechanisms
+from dpcore.points.viz import (
+    colour_levels,
+    display_blocks,
+    grid_image_figure,
+    image_palette,
+    mercator_strips,
+    release_map_figure,
+)
+from dpcore.privacy.noise import NoiseSource
+
+BOUNDS = Bounds(-74.06, 40.56, -73.70, 40.92)
+
+
+def release(mech: str, rows: int, cols: int, seed: int = 0, eps: float = 0.5, bounds: Bounds = BOUNDS):
+    rng = np.random.default_rng(seed)
+    counts = rng.poisson(3.0, size=(rows, cols)).astype(np.int64)
+    agg = Aggregate(grid=Grid(bounds, rows, cols), counts=counts, n_outside=0, n_capped=0,
+                    sensitivity=1, user_cap=None)
+    return mechanisms.get(mech).release(agg, eps, {}, NoiseSource(seed))
+
+
+def image_layers(fig) -> list:
+    return [lay for lay in fig.layout.map.layers if lay.sourcetype == "image"]
+
+
+def decode(layer) -> Image.Image:
+    prefix = "data:image/png;base64,"
+    assert layer.source.startswith(prefix)
+    return Image.open(io.BytesIO(base64.b64decode(layer.source[len(prefix):])))
+
+
+def noisy_matrix(rel) -> np.ndarray:
+    m = np.full(rel.grid.shape, np.nan)
+    m[rel.rects[:, 0], rel.rects[:, 2]] = rel.noisy
+    return m
+
+
+@pytest.fixture(scope="module")
+def small():
+    """40 × 30 cells: one strip (a city-sized extent at this resolution needs no cut)."""
+    return release("identity", 40, 30, seed=1)
+
+
+class TestImageLayer:
+    def test_one_strip_whose_corners_are_the_grid_bounds(self, small) -> None:
+        fig, info = grid_image_figure(small)
+        layers = image_layers(fig)
+        assert len(layers) == 1 and info["n_strips"] == 1
+        lay = layers[0]
+        assert lay.type == "raster"
+        w, s, e, n = BOUNDS.as_tuple()
+        # clockwise from the top left, as MapLibre's image source expects
+        assert [list(c) for c in lay.coordinates] == [[w, n], [e, n], [e, s], [w, s]]
+
+    def test_png_size_equals_the_grid(self, small) -> None:
+        fig, info = grid_image_figure(small)
+        img = decode(image_layers(fig)[0])
+        assert img.format == "PNG"
+        assert img.size == (30, 40)  # (width = columns, height = rows)
+        assert info["image_shape"] == (40, 30)
+
+    def test_pixels_are_the_cells_north_at_the_top(self, small) -> None:
+        fig, info = grid_image_figure(small)
+        img = decode(image_layers(fig)[0])
+        assert img.mode == "P"
+        pix = np.asarray(img)
+        expected = colour_levels(noisy_matrix(small), info["vmax"])
+        np.testing.assert_array_equal(pix, expected[::-1])  # grid row 0 is the south edge
+
+    def test_colours_monotone_in_value(self, small) -> None:
+        fig, info = grid_image_figure(small)
+        img = decode(image_layers(fig)[0])
+        rgb = np.asarray(img.convert("RGB"), dtype=np.float64)[::-1].reshape(-1, 3)
+        values = np.maximum(noisy_matrix(small).ravel(), 0)
+        # darker colour for a larger value: luminance never increases with the value
+        lum = rgb @ np.array([0.2126, 0.7152, 0.0722])
+        order = np.argsort(values, kind="stable")
+        assert np.all(np.diff(lum[order]) <= 1e-9)
+        # and the scale is used: the smallest and the largest values get different colours
+        assert lum[order[0]] > lum[order[-1]]
+        # the palette itself: strictly darker step by step, the colour bar shows the same steps
+        pal = image_palette().astype(np.float64) @ np.array([0.2126, 0.7152, 0.0722])
+        assert np.all(np.diff(pal) < 0)
+        bar = fig.data[0].marker
+        assert bar.showscale and bar.cmin == 0 and bar.cmax == pytest.approx(info["vmax"])
+        assert "per cell" in bar.colorbar.title.text and "points" in bar.colorbar.title.text
+
+    def test_colour_levels_steps(self) -> None:
+        v = np.array([-5.0, 0.0, 0.99, 1.0, 3.5, 7.99, 8.0, 1e9])
+        assert colour_levels(v, 8.0, 8).tolist() == [0, 0, 0, 1, 3, 7, 7, 7]
+
+    def test_no_external_urls_in_the_figure_json(self, small) -> None:
+        fig, _ = grid_image_figure(small)
+        spec = plotly.io.to_json(fig, validate=False)
+        assert fig.layout.map.style == "white-bg"
+        assert re.findall(r"(?:https?:|wss?:)?//[A-Za-z0-9.-]+\.[A-Za-z]{2,}", spec) == []
+        # the web basemap is the explicit exception
+        web, _ = grid_image_figure(small, basemap=True)
+        assert web.layout.map.style == "open-street-map"
+
+    def test_hover_layer_carries_each_cell_with_its_interval(self, small) -> None:
+        fig, info = grid_image_figure(small)
+        tr = fig.data[0]
+        assert tr.type == "scattermap" and tr.marker.opacity == 0
+        assert info["hover_aggregated"] is False and info["n_hover"] == 40 * 30
+        custom = np.asarray(tr.customdata)
+        t = small.table(small.leaf_index())
+        np.testing.assert_allclose(custom[:, 0].astype(float), t["noisy_count"])
+        np.testing.assert_allclose(custom[:, 1].astype(float), t["ci95_low"])
+        np.testing.assert_allclose(custom[:, 2].astype(float), t["ci95_high"])
+        box = small.grid.rect_lonlat(small.rects)
+        np.testing.assert_allclose(tr.lon, (box[:, 0] + box[:, 2]) / 2, atol=1e-6)
+        np.testing.assert_allclose(tr.lat, (box[:, 1] + box[:, 3]) / 2, atol=1e-6)
+        assert "95% interval" in tr.hovertemplate
+
+    def test_hover_blocks_are_the_display_blocks(self) -> None:
+        rel = release("identity", 120, 90, seed=2)
+        fig, info = grid_image_figure(rel, hover_points=500)
+        assert info["hover_aggregated"] is True and info["n_hover"] <= 500
+        blocks = display_blocks(rel, 500)
+        custom = np.asarray(fig.data[0].customdata)
+        np.testing.assert_allclose(custom[:, 0].astype(float), blocks["noisy"], atol=1e-6)
+        np.testing.assert_allclose(custom[:, 1].astype(float), blocks["lo"], atol=1e-6)
+        np.testing.assert_allclose(custom[:, 2].astype(float), blocks["hi"], atol=1e-6)
+
+    def test_coarse_grid_release_drawn_at_the_fine_grid(self) -> None:
+        rel = release("ug", 64, 48, seed=3)
+        fig, info = grid_image_figure(rel)
+        pix = np.concatenate([np.asarray(decode(lay)) for lay in image_layers(fig)])
+        assert pix.shape == (64, 48)
+        expected = colour_levels(rel.density(), info["vmax"])[::-1]
+        np.testing.assert_array_equal(pix, expected)
+        assert info["n_shown"] == int(rel.leaf.sum())
+
+
+class TestStrips:
+    @pytest.mark.parametrize("bounds,rows", [
+        (BOUNDS, 4096), (Bounds(-125.0, 24.4, -66.9, 49.4), 2048), (Bounds(10.0, -60.0, 20.0, 70.0), 1000),
+        (Bounds(0.0, -1.0, 1.0, 1.0), 512),
+    ])
+    def test_strips_tile_the_rows_and_keep_cells_in_place(self, bounds: Bounds, rows: int) -> None:
+        g = Grid(bounds, rows, 8)
+        strips = mercator_strips(g)
+        assert strips[0][0] == 0 and strips[-1][1] == rows
+        assert all(a[1] == b[0] for a, b in zip(strips, strips[1:], strict=False))
+
+        def merc(lat):
+            return np.log(np.tan(np.pi / 4 + np.radians(lat) / 2))
+
+        lat_e = g.lat_edges()
+        worst = 0.0
+        for r0, r1 in strips:
+            # where a linear stretch in Mercator between the strip's edges puts each row edge
+            f = (np.arange(r0, r1 + 1) - r0) / (r1 - r0)
+            y = merc(lat_e[r0]) + f * (merc(lat_e[r1]) - merc(lat_e[r0]))
+            drawn = np.degrees(2 * np.arctan(np.exp(y)) - np.pi / 2)
+            worst = max(worst, float(np.max(np.abs(drawn - lat_e[r0:r1 + 1]))) / g.dlat)
+        assert worst <= 0.1 + 1e-9  # STRIP_TOLERANCE_ROWS
+
+    def test_strip_layers_stack_to_the_grid(self) -> None:
+        rel = release("identity", 600, 20, seed=4, bounds=Bounds(-10.0, 30.0, 10.0, 60.0))
+        fig, info = grid_image_figure(rel)
+        layers = image_layers(fig)
+        assert info["n_strips"] == len(layers) > 1
+        sizes = [decode(lay).size for lay in layers]
+        assert {w for w, _ in sizes} == {20} and sum(h for _, h in sizes) == 600
+        # the strips run south to north, share their edges, and span the bounds
+        assert layers[0].coordinates[3] == [-10.0, 30.0] and layers[-1].coordinates[0] == [-10.0, 60.0]
+        for a, b in zip(layers, layers[1:], strict=False):
+            assert a.coordinates[0] == b.coordinates[3] and a.coordinates[1] == b.coordinates[2]
+        lat_e = rel.grid.lat_edges()
+        for lay, (r0, r1) in zip(layers, mercator_strips(rel.grid), strict=True):
+            assert lay.coordinates[0][1] == pytest.approx(lat_e[r1]) and lay.coordinates[3][1] == pytest.approx(lat_e[r0])
+            assert decode(lay).size == (20, r1 - r0)
+
+
+class TestChoice:
+    def test_grid_densities_are_images(self) -> None:
+        for mech in ("identity", "ug"):
+            fig, info = release_map_figure(release(mech, 64, 64, seed=5))
+            assert info["kind"] == "image" and image_layers(fig)
+
+    def test_trees_within_the_cap_are_polygons(self) -> None:
+        rel = release("htf", 64, 64, seed=6)
+        assert rel.is_tree and int(rel.leaf.sum()) <= 10_000
+        fig, info = release_map_figure(rel)
+        assert info["kind"] == "polygons" and fig.data[0].type == "choroplethmap"
+        assert not image_layers(fig)
+
+    def test_partitions_beyond_the_cap_are_images(self) -> None:
+        rel = release("htf", 64, 64, seed=6)
+        n = int(rel.leaf.sum())
+        _, info = release_map_figure(rel, max_polygons=n - 1)
+        assert info["kind"] == "image" and info["n_shown"] == n
+
+    def test_scale_top_is_finite_and_positive(self) -> None:
+        rel = release("identity", 10, 10, seed=7, eps=1e-3)
+        _, info = grid_image_figure(rel)
+        assert math.isfinite(info["vmax"]) and info["vmax"] > 0
