@@ -7,8 +7,9 @@ line go through exactly the same checks and the same accounting
 Every release takes the one mechanism interface (:class:`dpcore.core.mechanism.Mechanism`):
 ``mech = catalog.get(kind, name)``; ``plan = mech.plan(domain, cost, params, unit=..., **public)``
 (data-free: every check happens here, before anything is spent);
-``session.release(ledger, plan, lambda: mech.release(plan, aggregate, noise))`` (the plan is
-what the session charges: its cost, label, details and unit).  The functions return the kind's
+``mech.check_data(plan, aggregate)`` (the refusals that depend on the data, before anything is
+spent; issue 18, item 7); ``session.release(ledger, plan, lambda: mech.release(plan, aggregate,
+noise))`` (the plan is what the session charges: its cost, label, details and unit).  The functions return the kind's
 own release object (:attr:`dpcore.core.mechanism.KindRelease.inner`).  The catalogue
 (:mod:`dpcore.catalog`) is imported where it is used: it sits above the kinds.
 """
@@ -191,6 +192,7 @@ def release_hierarchy(
     plan = mech.plan(counts.hierarchy, cost, params, unit=hierarchy_unit(neighbour), **public)
     if ledger is not None:
         ledger.check(plan.cost, plan.unit)
+    mech.check_data(plan, counts)  # refusals that depend on the data come before the charge
     return _release(session, ledger, plan, lambda: mech.release(plan, counts, _noise(noise)))
 
 
@@ -230,6 +232,7 @@ def release_od(
                      unit=od_unit(neighbour, counts.max_trips, counts.persons), distinct=counts.distinct)
     if ledger is not None:
         ledger.check(plan.cost, plan.unit)
+    mech.check_data(plan, counts)  # refusals that depend on the data come before the charge
     return _release(session, ledger, plan,
                     lambda: mech.release(plan, counts, _noise(noise), progress=progress))
 
@@ -271,4 +274,5 @@ def release_census(
     plan = mech.plan(table.structure, cost, options, unit=unit if unit is not None else census_unit())
     if ledger is not None:
         ledger.check(plan.cost, plan.unit)
+    mech.check_data(plan, table)  # refusals that depend on the data come before the charge
     return _release(session, ledger, plan, lambda: mech.release(plan, table, _noise(noise)))

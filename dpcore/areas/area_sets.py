@@ -460,6 +460,23 @@ def plan(h: Hierarchy, cost: PrivacyCost, *, neighbour: str = "add_remove", spli
                        tuple(np.sqrt(v) for v in node_var), tuple(cal.scale for _ in levels), extra=extra)
 
 
+def check_data(counts: Any, p: HierPlan, *, area_sets: AreaSets | None = None) -> None:
+    """The refusals of :func:`release` that depend on ``counts``, run before the budget is charged.
+
+    The strategy answers of the true finest counts must fit the noise grid
+    (:func:`dpcore.estimate.matrix_release.check_data`; Li, Hay, Miklau, Rastogi & McGregor 2015,
+    §3, with the exact answers of issue 18, item 3c).  A refusal publishes nothing and is seen by
+    the curator only: it says the counts exceed about 2^62 grid units, far beyond any real table.
+    """
+    if (area_sets is not None) != (p.extra.get("sets_row_weight") is not None):
+        raise ParameterError("Release with the same area-code sets as the plan.")
+    h = counts.hierarchy
+    w = workload(h, p.extra["level_weights"], area_sets, p.extra.get("sets_row_weight") or 1.0)
+    s = strategy(h, w, p.cost.definition)
+    kw = {"epsilon": p.cost.value} if p.cost.definition == "pure" else {"rho": p.cost.value}
+    matrix_release.check_data(w, s, counts.levels()[h.depth], **kw)
+
+
 def release(counts: Any, p: HierPlan, noise: Any, *, area_sets: AreaSets | None = None,
             sets_weight: float = 1.0) -> HierarchyRelease:
     """Release ``counts`` (:class:`~dpcore.areas.hierarchy.HierarchyCounts`) as planned by :func:`plan`.

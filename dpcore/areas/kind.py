@@ -145,8 +145,16 @@ class HierarchyMechanism(Mechanism):
         return Plan(self.kind, self.name, params, cost, unit, rows, inner=inner, label=self.title, extra=details,
                     domain=domain, public=dict(public))
 
-    def release(self, plan: Plan, aggregate: HierarchyCounts, noise: NoiseSource) -> KindRelease:
-        from dpcore.areas import area_sets, export, tree_mechanisms
+    def check_data(self, plan: Plan, aggregate: HierarchyCounts) -> None:
+        """The counts match the plan (hierarchy, statistic, k) and the mechanism can release them
+        (:func:`dpcore.areas.tree_mechanisms.check_data`: sizes the exact solver, the TopDown
+        projections and the matrix mechanism's noise grid take); run before the charge.
+
+        Every refusal here depends on the true counts, so it is itself an event that depends on
+        the data; it is acceptable because nothing is released or charged, only the curator (who
+        holds the counts) sees it, and it refuses only counts that do not match the public plan or
+        are far beyond any real table (totals beyond 2^47)."""
+        from dpcore.areas import tree_mechanisms
 
         self.check_plan(plan)
         h, p = aggregate.hierarchy, plan.inner
@@ -158,6 +166,13 @@ class HierarchyMechanism(Mechanism):
                 f"The plan is for {p.statistic} (k = {p.k}) but the counts are {aggregate.statistic} (k = {k}); "
                 "plan again with statistic and k of the counts."
             )
+        tree_mechanisms.check_data(aggregate, p, area_sets=plan.public.get("area_sets"))
+
+    def release(self, plan: Plan, aggregate: HierarchyCounts, noise: NoiseSource) -> KindRelease:
+        from dpcore.areas import area_sets, export, tree_mechanisms
+
+        self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
+        p = plan.inner
         prm = plan.params
         if self.name == "matrix":
             inner = area_sets.release(aggregate, p, noise, area_sets=plan.public.get("area_sets"),
@@ -173,7 +188,7 @@ class HierarchyMechanism(Mechanism):
 
 
 def _check_structure(table: CensusTable, plan: Plan) -> None:
-    if table.structure != plan.domain:
+    if table.structure is not plan.domain and table.structure != plan.domain:
         raise ParameterError("The table has another structure (levels, areas, bins) than the plan was made for.")
 
 
@@ -217,11 +232,17 @@ class CensusPrivelet(Mechanism):
         return Plan(self.kind, self.name, params, cost, unit, rows, inner=inner, label=label, extra=extra,
                     domain=domain, public=dict(public))
 
+    def check_data(self, plan: Plan, aggregate: CensusTable) -> None:
+        """The table has the plan's structure (levels, areas, bins); run before the charge.  The
+        release has no other refusal that depends on the counts: the exact wavelet coefficients
+        are Python integers when they outgrow float64 (:mod:`dpcore.estimate.privelet_exact`)."""
+        self.check_plan(plan)
+        _check_structure(aggregate, plan)
+
     def release(self, plan: Plan, aggregate: CensusTable, noise: NoiseSource) -> KindRelease:
         from dpcore.areas import census_privelet
 
-        self.check_plan(plan)
-        _check_structure(aggregate, plan)
+        self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
         inner = census_privelet.release_planned(aggregate, plan.inner, noise)  # no ledger: the session charges
         return KindRelease.of(plan, inner, census_privelet.census_record)
 
@@ -269,11 +290,21 @@ class CensusMarginals(Mechanism):
         return Plan(self.kind, self.name, {**params, "level": level}, cost, unit, rows, inner=inner,
                     label="census marginals (matrix mechanism)", extra=extra, domain=domain, public=dict(public))
 
-    def release(self, plan: Plan, aggregate: CensusTable, noise: NoiseSource) -> KindRelease:
+    def check_data(self, plan: Plan, aggregate: CensusTable) -> None:
+        """The table has the plan's structure and its strategy answers fit the noise grid
+        (:func:`dpcore.areas.marginals.check_data`); run before the charge.  A refusal depends on
+        the counts, but nothing is released or charged, only the curator sees it, and it refuses
+        only counts beyond about 2^62 grid units."""
         from dpcore.areas import marginals
 
         self.check_plan(plan)
         _check_structure(aggregate, plan)
+        marginals.check_data(aggregate, plan.inner)
+
+    def release(self, plan: Plan, aggregate: CensusTable, noise: NoiseSource) -> KindRelease:
+        from dpcore.areas import marginals
+
+        self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
         inner = marginals.release(aggregate, plan.inner, noise)
         return KindRelease.of(plan, inner, marginals.marginals_record)
 

@@ -196,8 +196,8 @@ class MarginalsRelease:
     created: str = field(default_factory=created_now)  # the session restamps it with the charge time
 
 
-def release(table: CensusTable, p: MarginalsPlan, noise: NoiseSource) -> MarginalsRelease:
-    """Noisy marginal tables with their standard errors (the caller has charged ``p.cost``)."""
+def _inputs(table: CensusTable, p: MarginalsPlan) -> tuple[Any, Any, np.ndarray, dict[str, float]]:
+    """The workload, strategy, data vector (the table at the plan's level) and cost arguments."""
     s_ = table.structure
     depth = s_.level_depth(p.level)
     geo = _geo_matrix(s_, depth)
@@ -206,10 +206,28 @@ def release(table: CensusTable, p: MarginalsPlan, noise: NoiseSource) -> Margina
     w = workload(s_, p.level, p.marginals)
     st = strategy(w, p.cost.definition)
     kw = {"epsilon": p.cost.value} if p.cost.definition == "pure" else {"rho": p.cost.value}
-    res = matrix_release.release(w, st, x.reshape(-1), noise, **kw)
+    return w, st, x.reshape(-1), kw
+
+
+def check_data(table: CensusTable, p: MarginalsPlan) -> None:
+    """The refusals of :func:`release` that depend on the table, run before the budget is charged.
+
+    The strategy answers of the true table must fit the noise grid
+    (:func:`dpcore.estimate.matrix_release.check_data`; Li & Miklau 2012, with the exact answers of
+    issue 18, item 3c).  A refusal publishes nothing and is seen by the curator only: it says the
+    counts exceed about 2^62 grid units, far beyond any census table.
+    """
+    w, st, x, kw = _inputs(table, p)
+    matrix_release.check_data(w, st, x, **kw)
+
+
+def release(table: CensusTable, p: MarginalsPlan, noise: NoiseSource) -> MarginalsRelease:
+    """Noisy marginal tables with their standard errors (the caller has charged ``p.cost``)."""
+    w, st, x, kw = _inputs(table, p)
+    res = matrix_release.release(w, st, x, noise, **kw)
     if res.cost.value > p.cost.value * (1 + 1e-9):  # pragma: no cover - calibrate() never rounds up
         raise ParameterError(f"Internal error: the release would cost {res.cost.label()}, more than planned.")
-    names, values = axes_of(s_, p.level)
+    names, values = axes_of(table.structure, p.level)
     tables: dict[str, pd.DataFrame] = {}
     off = 0
     for row in _marginal_rows(names, values, p.marginals):
@@ -281,4 +299,5 @@ def marginals_json(rel: MarginalsRelease, ledger: Ledger | None = None) -> bytes
 
 
 __all__ = ["GEO_AXIS", "MarginalsPlan", "MarginalsRelease", "axes_of", "marginals_csv", "marginals_json",
-           "marginals_record", "parse_marginals", "plan", "release", "validate_marginals_record", "workload"]
+           "check_data", "marginals_record", "parse_marginals", "plan", "release", "validate_marginals_record",
+           "workload"]

@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from dpcore.areas.area_sets import check_data as matrix_check_data
 from dpcore.areas.area_sets import plan as matrix_plan
 from dpcore.areas.area_sets import release as matrix_release
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
@@ -61,6 +62,7 @@ from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = [
+    "check_data",
     "empirical_errors",
     "plan",
     "release",
@@ -369,6 +371,42 @@ def check_order(order: str) -> None:
     """IntOpt's zeroing order must be 'ascending' or 'descending'."""
     if order not in ("ascending", "descending"):
         raise ParameterError("The zeroing order is 'ascending' (fewer false positives) or 'descending'.")
+
+
+def max_fanout(h: Hierarchy) -> int:
+    """The largest number of children of one area of ``h`` (public)."""
+    return max((int(np.diff(h.child_offsets(d)).max()) for d in range(h.depth)), default=1)
+
+
+def check_data(counts: HierarchyCounts, p: HierPlan, *, area_sets: Any = None) -> None:
+    """Every refusal of a release of ``counts`` with ``p`` that can be decided from the true counts,
+    run before the budget is charged (issue 18, item 7).
+
+    * the matrix mechanism: the strategy answers fit the noise grid
+      (:func:`dpcore.areas.area_sets.check_data`);
+    * the exact solver (``exact`` and every group-size histogram; Fioretto, Van Hentenryck & Zhu
+      2021): the total (the number of groups N for group sizes) is at most ``2^47``
+      (:func:`dpcore.estimate.treedp.check_true_total`);
+    * TopDown (``topdown_l2``, ``topdown_linf``; Abowd et al. 2022): the counts leave half the
+      exact integer range of the projections (:func:`dpcore.estimate.topdown_opt.check_true_counts`).
+
+    Each refuses only counts far beyond any real table; the refusal publishes nothing (nothing is
+    released or charged) and is seen by the curator, who holds the counts, only.  What depends on
+    the *noisy* values (the solver's table size, and a noisy value beyond those ranges) is still
+    checked during the release, after the charge (``SECURITY.md``).
+    """
+    if p.mechanism == "matrix":
+        matrix_check_data(counts, p, area_sets=area_sets)
+        return
+    # summed in Python integers: an int64 sum of absurd counts could wrap round and pass
+    total = int(np.sum(np.asarray(counts.leaf).reshape(-1).astype(object), initial=0))
+    if counts.statistic == "group_sizes":  # the total is N, the number of groups
+        treedp.check_true_total(total)
+        return
+    if p.mechanism == "exact":
+        treedp.check_true_total(total)
+    elif p.mechanism in ("topdown_l2", "topdown_linf"):
+        topdown_opt.check_true_counts(total, max_fanout(counts.hierarchy))
 
 
 def release(

@@ -487,7 +487,12 @@ privacy definition (CLI: --epsilon), or a mechanism that supports ρ-zCDP.
         """Refusals that depend on the data, run by the pipeline *before* the session charges.
 
         A release that would be refused for its data (too many points, counts aggregated for
-        another plan) must not cost budget; the default accepts everything.
+        another plan, counts beyond a solver's range) must not cost budget; the default accepts
+        everything.  Only refusals decidable from the true aggregate belong here (one that depends
+        on the noisy values cannot come before the noise).  A refusal is itself an event that
+        depends on the data: keep each to data outside the plan's public domain or far beyond any
+        real table, and say so; nothing is released or charged, and only the curator sees it
+        (``SECURITY.md``, "A refusal after the charge").
         """
         return None
 

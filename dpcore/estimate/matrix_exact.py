@@ -25,7 +25,7 @@ import numpy as np
 
 from dpcore.errors import ParameterError
 
-__all__ = ["grid_units"]
+__all__ = ["check_units", "grid_units"]
 
 _U = 2.0**-53  # unit roundoff of float64
 _MAX_UNITS = 2**62  # grid units and the noise added to them stay within int64
@@ -87,6 +87,45 @@ def _exact_rows(mats: list[np.ndarray], x: np.ndarray, rows: np.ndarray, k: int)
                 "the counts are too large for this mechanism at this size.")
         out[i] = q
     return out
+
+
+def check_units(strategy, x: np.ndarray, k: int) -> None:
+    """Refuse, before anything is charged, data whose grid units :func:`grid_units` could refuse.
+
+    :func:`grid_units` refuses a row whose ``|round(A x / 2^k)|`` reaches 2^62 (the units and the
+    noise added to them must stay within int64).  That depends on the true counts only, so it is
+    decided here from the bound ``|A x| ≤ |A| |x|`` (computed in floating point and inflated by
+    its own error, Higham 2002, §3.5): when this check passes, every ``|A x| / 2^k`` is below
+    ``2^62 − 1`` and :func:`grid_units` never refuses.  It refuses a slightly larger set than
+    :func:`grid_units` would (rows whose bound, not value, reaches the limit): counts of about
+    ``2^62 · 2^k`` over the strategy's column sums, far outside any count table.
+
+    Raises
+    ------
+    ParameterError
+        The strategy answers may be too large for the noise grid.
+
+    Examples
+    --------
+    >>> from dpcore.estimate.matrix_strategy import Strategy
+    >>> s = Strategy("matrix", 2, A=np.array([[1.0, 1.0]]))
+    >>> check_units(s, np.array([3.0, 4.0]), 0)
+    >>> check_units(s, np.array([2.0**61, 2.0**61]), 0)
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.ParameterError: The strategy answers are too large for the noise grid 2^0 (more than 62 bits); \
+the counts are too large for this mechanism at this size.
+    """
+    mats = [np.abs(np.asarray(m, dtype=np.float64)) for m in _factors(strategy)]
+    xv = np.abs(np.asarray(x, dtype=np.float64).reshape(-1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        bound = _apply(mats, xv)
+        g = math.prod(1.0 + _gamma(m.shape[1] + 1) for m in mats) - 1.0
+        top = float(np.max(bound, initial=0.0)) * (1.0 + 4.0 * g)
+    if not math.isfinite(top) or math.ldexp(top, -k) + 1.0 >= float(_MAX_UNITS):
+        raise ParameterError(
+            f"The strategy answers are too large for the noise grid 2^{k} (more than 62 bits); "
+            "the counts are too large for this mechanism at this size.")
 
 
 def grid_units(strategy, x: np.ndarray, k: int) -> np.ndarray:

@@ -32,7 +32,7 @@ from dpcore.data.domain import prefix_sums, rect_sums_from_prefix
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate.matrix_design import l1_strategy
 from dpcore.estimate.matrix_errors import query_variances_per_p
-from dpcore.estimate.matrix_exact import grid_units
+from dpcore.estimate.matrix_exact import check_units, grid_units
 from dpcore.estimate.matrix_strategy import Strategy
 from dpcore.estimate.matrix_workload import _MAX_EXPLICIT_ANSWERS, _MAX_MATRIX_ENTRIES, Workload
 from dpcore.privacy.budget import PrivacyCost, pure, zcdp
@@ -47,6 +47,7 @@ __all__ = [
     "classic_gaussian_sigma",
     "Calibration",
     "calibrate",
+    "check_data",
     "Release",
     "release",
 ]
@@ -276,29 +277,12 @@ def calibrate(
     )
 
 
-def release(
-    workload: Workload, strategy: Strategy, x: np.ndarray, source: NoiseSource, *,
-    epsilon: float | None = None, delta: float | None = None, rho: float | None = None,
-    calibration: str = "analytic", grid_slack: float = 1e-6,
-) -> Release:
-    """Answer the workload with the matrix mechanism: ``y = Ax + z``, ``x̂ = A⁺y``, ``W x̂`` (§1.5).
-
-    Privacy (choose one): ``rho`` → ρ-zCDP Gaussian; ``epsilon`` and ``delta`` → (ε, δ)-DP
-    Gaussian calibrated by ``calibration`` (``"analytic"`` Balle–Wang, ``"classic"`` the paper's
-    formula for ε < 1); ``epsilon`` alone → pure ε-DP with discrete Laplace noise on an L1
-    strategy (an L2 strategy is replaced by :func:`l1_strategy`, and ``notes`` says so, §7.3).
-
-    Noise comes from ``source`` (:mod:`dpcore.privacy.noise`) with the calibration of :func:`calibrate`:
-    Gaussian noise is the discrete Gaussian on the grid ``2^k``
-    (:meth:`NoiseSource.gaussian_on_grid`), whose rounding can move each of the
-    ``s = max_j nnz(A[:, j])`` changed answers by one grid step; the noise is calibrated to
-    ``Δ + sqrt(s)·2^k <= Δ (1 + grid_slack)``.  Integer strategies on integer counts get exact
-    integer Laplace noise with no slack.
-
-    The caller charges ``result.cost`` to its Ledger; this function never touches a ledger.
-    ``x`` is the private count vector (row-major over ``workload.shape``); nothing here reads
-    it except the single product ``Ax`` (and whether its entries are whole numbers).
-    """
+def _prepare(
+    workload: Workload, strategy: Strategy, x: np.ndarray, *, epsilon: float | None, delta: float | None,
+    rho: float | None, calibration: str, grid_slack: float,
+) -> tuple[np.ndarray, Strategy, Calibration, int, list[str]]:
+    """What :func:`release` does before any noise: the checked data vector, the strategy answered
+    (an L1 one under pure ε), its calibration, the grid exponent and the notes."""
     xv = np.asarray(x, dtype=np.float64).reshape(-1)
     if xv.size != workload.n:
         raise InputError(f"The data vector has {xv.size} cells but the workload has {workload.n}.")
@@ -327,6 +311,62 @@ def release(
     # changed answer holds only for the exact value (issue 18, item 3c; matrix_exact).  The noise
     # is drawn on the grid and added to those units in integers; the float y is post-processing.
     k = 0 if cal.distribution == "discrete_laplace" else cal.grid_exponent
+    return xv, strategy, cal, int(k), notes
+
+
+def check_data(
+    workload: Workload, strategy: Strategy, x: np.ndarray, *, epsilon: float | None = None,
+    delta: float | None = None, rho: float | None = None, calibration: str = "analytic",
+    grid_slack: float = 1e-6,
+) -> None:
+    """Every refusal of :func:`release` that depends on ``x``, without drawing noise.
+
+    Run it before the budget is charged (issue 18, item 7): the data vector's size and finiteness,
+    and the strategy answers' size on the noise grid (:func:`dpcore.estimate.matrix_exact.check_units`,
+    which refuses every ``x`` whose units :func:`~dpcore.estimate.matrix_exact.grid_units` could
+    refuse).  When it passes, :func:`release` with the same arguments refuses nothing for its data.
+    It reads ``x`` only through ``|A| |x|`` and publishes nothing: a refusal tells the curator, who
+    holds the data, that the counts are beyond about ``2^62`` grid units.
+
+    >>> from dpcore.estimate.matrix_workload import prefix_workload
+    >>> from dpcore.estimate.matrix_strategy import identity_strategy
+    >>> check_data(prefix_workload(2), identity_strategy(2), np.array([3.0, 4.0]), rho=0.5)
+    >>> check_data(prefix_workload(2), identity_strategy(2), np.array([3.0, 2.0**62]), rho=0.5)
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.ParameterError: The strategy answers are too large for the noise grid 2^-20 (more than 62 bits); \
+the counts are too large for this mechanism at this size.
+    """
+    xv, strategy, _, k, _ = _prepare(workload, strategy, x, epsilon=epsilon, delta=delta, rho=rho,
+                                     calibration=calibration, grid_slack=grid_slack)
+    check_units(strategy, xv, k)
+
+
+def release(
+    workload: Workload, strategy: Strategy, x: np.ndarray, source: NoiseSource, *,
+    epsilon: float | None = None, delta: float | None = None, rho: float | None = None,
+    calibration: str = "analytic", grid_slack: float = 1e-6,
+) -> Release:
+    """Answer the workload with the matrix mechanism: ``y = Ax + z``, ``x̂ = A⁺y``, ``W x̂`` (§1.5).
+
+    Privacy (choose one): ``rho`` → ρ-zCDP Gaussian; ``epsilon`` and ``delta`` → (ε, δ)-DP
+    Gaussian calibrated by ``calibration`` (``"analytic"`` Balle–Wang, ``"classic"`` the paper's
+    formula for ε < 1); ``epsilon`` alone → pure ε-DP with discrete Laplace noise on an L1
+    strategy (an L2 strategy is replaced by :func:`l1_strategy`, and ``notes`` says so, §7.3).
+
+    Noise comes from ``source`` (:mod:`dpcore.privacy.noise`) with the calibration of :func:`calibrate`:
+    Gaussian noise is the discrete Gaussian on the grid ``2^k``
+    (:meth:`NoiseSource.gaussian_on_grid`), whose rounding can move each of the
+    ``s = max_j nnz(A[:, j])`` changed answers by one grid step; the noise is calibrated to
+    ``Δ + sqrt(s)·2^k <= Δ (1 + grid_slack)``.  Integer strategies on integer counts get exact
+    integer Laplace noise with no slack.
+
+    The caller charges ``result.cost`` to its Ledger; this function never touches a ledger.
+    ``x`` is the private count vector (row-major over ``workload.shape``); nothing here reads
+    it except the single product ``Ax`` (and whether its entries are whole numbers).
+    """
+    xv, strategy, cal, k, notes = _prepare(workload, strategy, x, epsilon=epsilon, delta=delta, rho=rho,
+                                           calibration=calibration, grid_slack=grid_slack)
     units = grid_units(strategy, xv, k)
     zero = np.zeros(units.size)
     if cal.distribution == "discrete_laplace":

@@ -136,6 +136,7 @@ from numpy.typing import ArrayLike, NDArray
 from dpcore.errors import ParameterError
 
 __all__ = [
+    "check_true_counts",
     "intopt",
     "intopt_alg2",
     "intopt_segments",
@@ -233,6 +234,33 @@ def _guard(max_abs_x: int, max_b: int, max_c: int) -> None:
             "Values too large for exact int64 arithmetic: need (largest node size) × "
             f"(max |x| + 1) + (largest total) ≤ 2**60 (got b = {max_b}, max |x| = {max_abs_x}, "
             f"c = {max_c})."
+        )
+
+
+def check_true_counts(max_count: int, max_fanout: int) -> None:
+    """Refuse, before a budget is charged, true counts too large for the exact projections.
+
+    The projections refuse a level whose noisy values ``x`` and parent totals ``c`` break
+    ``b·(max |x| + 1) + max c ≤ 2^60`` (``b`` the largest number of children of one node).  Those
+    are noisy, so the refusal itself cannot come before the noise; this check refuses the true
+    counts (every count at most ``max_count``) unless they use at most *half* that range,
+    ``b·(max_count + 1) + max_count ≤ 2^59``.  A refusal after the charge then needs noise of
+    about ``2^59 / (b + 1)`` or more on one count (beyond 2^32 for a billion children), which
+    no calibrated scale draws in practice.  The check publishes nothing and only the curator, who
+    holds the counts, sees a refusal: it says the counts are beyond about ``2^59 / b``.
+
+    >>> check_true_counts(10**6, 50)
+    >>> check_true_counts(2**55, 50)
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.ParameterError: The counts (up to 36,028,797,018,963,968) are too large for exact integer \
+projection with up to 50 children per area (at most 11,303,152,005,949,479); split the data into smaller releases.
+    """
+    b, m = int(max_fanout), max(int(max_count), 0)
+    if b * (m + 1) + m > _LIMIT // 2:
+        raise ParameterError(
+            f"The counts (up to {m:,}) are too large for exact integer projection with up to {b:,} "
+            f"children per area (at most {(_LIMIT // 2 - b) // (b + 1):,}); split the data into smaller releases."
         )
 
 

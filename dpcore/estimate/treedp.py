@@ -77,7 +77,7 @@ from numpy.typing import NDArray
 
 from dpcore.errors import ParameterError
 
-__all__ = ["TreeDPResult", "default_half_widths", "solve_l2"]
+__all__ = ["TreeDPResult", "check_true_total", "default_half_widths", "solve_l2"]
 
 # Values (noisy counts, root value) are capped so that window arithmetic (sums of bounds,
 # increments, composite sort keys) can never overflow int64.
@@ -367,6 +367,29 @@ class _Level:
 #: hierarchy at ε = 0.1 needs about 2.2 million; only noisy values very far from a public root
 #: value (or from each other) need more, through the widening that certifies the optimum.
 MAX_TABLE_ENTRIES = 50_000_000
+
+
+def check_true_total(total: int) -> None:
+    """Refuse, before a budget is charged, a true total too large for the solver.
+
+    :func:`solve_l2` refuses a public root value, or a noisy value, beyond ``2^48``.  Every true
+    value of a hierarchy is at most its total, so a total of at most ``2^47`` (checked here, on the
+    true data, before the noise) leaves the refusal of a noisy value to noise beyond ``2^47``,
+    which no calibrated scale draws in practice.  The check publishes nothing and only the curator,
+    who holds the counts, sees a refusal.
+
+    >>> check_true_total(10**9)
+    >>> check_true_total(2**48)
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.ParameterError: The total (281,474,976,710,656) is beyond 140,737,488,355,328, the most the exact \
+solver takes; split the data into smaller releases.
+    """
+    if int(total) > _MAX_VALUE // 2:
+        raise ParameterError(
+            f"The total ({int(total):,}) is beyond {_MAX_VALUE // 2:,}, the most the exact solver takes; "
+            "split the data into smaller releases."
+        )
 
 
 def _check_table_size(n: int) -> None:

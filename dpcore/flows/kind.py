@@ -119,10 +119,14 @@ class ODMechanism(Mechanism):
         return Plan(self.kind, self.name, params, cost, unit, rows, inner=inner, label=f"O/D: {self.title}",
                     extra=extra, domain=(origin, destination), public=dict(public))
 
-    def release(self, plan: Plan, aggregate: ODCounts, noise: NoiseSource, *, progress: Any = None) -> KindRelease:
-        """As :meth:`Mechanism.release`; ``progress(fraction, message)`` is called once per tree level."""
-        from dpcore.flows import export as od_export  # with GeoPandas: loaded for a release only
+    def check_data(self, plan: Plan, aggregate: ODCounts) -> None:
+        """The trips match the plan (hierarchies, the cap of trips per person, distinct pairs) and
+        the projections can take them (:func:`dpcore.flows.mechanisms.check_data`); run before the
+        charge.
 
+        A refusal depends on the true trips, but nothing is released or charged, only the curator
+        (who holds the trips) sees it, and it refuses only trips that do not match the public plan
+        or totals far beyond any real table."""
         self.check_plan(plan)
         p = plan.inner
         for got, want, side in zip((aggregate.origin_h, aggregate.destination_h), plan.domain,
@@ -134,6 +138,14 @@ class ODMechanism(Mechanism):
                 f"The plan is for at most {p.max_trips} trip(s) per person (distinct: {p.distinct}), but the counts "
                 f"allow {aggregate.max_trips} (distinct: {aggregate.distinct}); plan again with the counts' cap."
             )
+        od.check_data(aggregate, p)
+
+    def release(self, plan: Plan, aggregate: ODCounts, noise: NoiseSource, *, progress: Any = None) -> KindRelease:
+        """As :meth:`Mechanism.release`; ``progress(fraction, message)`` is called once per tree level."""
+        from dpcore.flows import export as od_export  # with GeoPandas: loaded for a release only
+
+        self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
+        p = plan.inner
         inner = od.release_planned(aggregate, p, noise, progress=progress)
         return KindRelease.of(plan, inner, od_export.od_record)
 

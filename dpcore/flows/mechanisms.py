@@ -85,6 +85,7 @@ __all__ = [
     "ODMechanismInfo",
     "ODPlan",
     "ODRelease",
+    "check_data",
     "get",
     "plan",
     "release",
@@ -601,6 +602,27 @@ def release(
              max_trips=counts.max_trips, distinct=counts.distinct, orientation=orientation, split=split,
              weights=weights, order=order, tiebreak=tiebreak, approx=approx)
     return release_planned(counts, p, noise, progress=progress)
+
+
+def _max_fanout(h: Hierarchy) -> int:
+    return max((int(np.diff(h.child_offsets(d)).max()) for d in range(h.depth)), default=1)
+
+
+def check_data(counts: ODCounts, p: ODPlan) -> None:
+    """The refusals of :func:`release_planned` that can be decided from the true trips, run before
+    the budget is charged (issue 18, item 7).
+
+    InfTDA and ``tda_l2`` project every level with the exact integer projections of
+    :mod:`dpcore.estimate.topdown_opt` (Boninsegna & Silvestri 2024, Algorithm 2), which refuse
+    noisy values beyond their int64 range: the true trips must leave half that range
+    (:func:`dpcore.estimate.topdown_opt.check_true_counts`, with the total as the largest count and
+    the largest number of child areas of either hierarchy).  The other mechanisms refuse nothing for
+    the data (``tda_linf_milp``'s and VanillaGauss's sizes are refused by :func:`plan`, from
+    public inputs).  The refusal publishes nothing and only the curator sees it.
+    """
+    if p.mechanism in ("inftda", "tda_l2"):
+        fan = max(_max_fanout(counts.origin_h), _max_fanout(counts.destination_h))
+        topdown_opt.check_true_counts(counts.total, fan)
 
 
 def release_planned(counts: ODCounts, p: ODPlan, noise: NoiseSource, *, progress: Any = None) -> ODRelease:
