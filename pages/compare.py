@@ -6,7 +6,7 @@ import streamlit as st
 
 from dpcore.errors import DPCoreError
 from dpcore.points import evaluate, mechanisms
-from ui import fmt, frame, state
+from ui import fmt, frame, kinds, state
 
 REAL_DATA_WARNING = (
     "Choosing a mechanism by its error on your real data is itself a use of the data that is not "
@@ -24,6 +24,10 @@ frame.heading("Compare", "Compare how far each mechanism's answers to range quer
     "mechanism before you release. Nothing here spends your privacy budget or is published. "
     "Next step: choose the mechanism on the Mechanism & budget page.")
 
+if kinds.current_name() != "points":
+    frame.missing("Compare scores the point mechanisms on range queries. For counts over areas and trips "
+                  "between areas, the Plan step shows each mechanism's expected error per level before release. "
+                  "To compare point mechanisms, choose Points on the Data step.", "data", "Go to the Data step")
 ds = state.dataset()
 try:
     grid = state.grid()

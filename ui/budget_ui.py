@@ -13,6 +13,7 @@ One copy of the rules a page must keep (they were four, and had drifted):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import streamlit as st
@@ -34,11 +35,18 @@ def _make(definition: str, value: float) -> budget.PrivacyCost:
 
 
 def switch_definition(led: Ledger, definition: str, defaults: dict[str, float] | None = None) -> None:
-    """Give an unused budget the other definition (at that definition's default cap)."""
+    """Give an unused budget the other definition, at the cap that means the same: ε ↔ ρ = ε²/2.
+
+    Never a raise: a cap lowered to ε = 0.2 stays ρ = 0.02 (not the default ρ = 0.5) and comes back as
+    ε = 0.2, so switching definitions cannot lift a cap past its confirmation.  (``defaults`` is
+    kept for callers; the converted cap is used.)"""
     if led.entries or definition == led.definition:
         return
-    cap = _make(definition, (defaults or DEFAULT_CAPS)[definition])
-    state.session().set_cap(led, cap, confirm=True)  # a change of definition on an unused budget
+    if definition == "zcdp":  # the ρ that pure ε-DP implies (Bun & Steinke 2016, Prop. 1.4)
+        cap = budget.zcdp(led.cap.value ** 2 / 2)
+    else:  # the ε whose implied ρ is this cap; rounded down so the converted cap is never larger
+        cap = budget.pure(math.nextafter(math.sqrt(2 * led.cap.value), 0.0))
+    state.session().set_cap(led, cap)  # the same loss in the other definition: no raise, so no confirmation
 
 
 def cap_input(led: Ledger, key: str, container: Any = None, *, label: str = "Budget cap of this dataset",

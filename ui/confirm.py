@@ -25,21 +25,28 @@ def check(led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None) ->
         st.error(plan_error)
         return False, "Release: fix the plan first"
     try:
-        led.charge_for(cost, unit)  # the unit of privacy must fit the budget's (checked again when charging)
+        # the unit of privacy must fit the budget's (checked again when charging); a person/group release
+        # on a record budget is charged for a group, and pure ε on a ρ budget as ρ = ε²/2
+        charged, group = led.charge_for(cost, unit)
+        charge = led.charge_of(charged)
     except DPCoreError as e:
         st.error(str(e))
         return False, "Release refused: another unit of privacy than the budget's"
+    sym = led.cap.symbol
+    as_charged = "" if (charged == cost and charge == cost.value) else f" (charged as {sym} = {fmt.eps(charge)})"
     if led.remaining <= 0:
-        st.info("The budget of this data is used up: nothing more can be released from it. A release "
-                "history of what was published is on the History page.")
+        st.info("The budget of this data is used up: nothing more can be released from it. What was published "
+                "is listed on the History page.")
         return False, "Budget used up"
-    if not led.can_spend(cost):
-        st.warning(f"This release asks for {cost.label()}, more than the {fmt.eps(led.remaining)} left of the "
-                   "budget. Lower it on the Plan step, or raise the cap there if your policy allows it.")
+    try:
+        led.check(cost, unit)
+    except DPCoreError:
+        st.warning(f"This release asks for {cost.label()}{as_charged}, more than the {fmt.eps(led.remaining)} "
+                   "left of the budget. Lower it on the Plan step, or raise the cap there if your policy allows it.")
         return False, f"Not enough budget: {cost.label()} asked, {fmt.eps(led.remaining)} left"
-    after = max(led.remaining - cost.value, 0.0)
+    after = max(led.remaining - charge, 0.0)
     tail = "the budget is used up after this" if after <= 1e-12 else f"{fmt.eps(after)} left after this"
-    return True, f"Release with {cost.label()} — {tail}"
+    return True, f"Release with {cost.label()}{as_charged} — {tail}"
 
 
 def button(key: str, led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None,

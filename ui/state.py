@@ -200,8 +200,13 @@ def mark_demo(kind: str, fp: str) -> None:
     """Say that ``kind`` data with content fingerprint ``fp`` is the app's made-up demo data: its
     budget and release history then live with this browser session (:func:`session_for`) instead
     of the shared database, so a newcomer's releases never use the demo's budget up for good.
-    Call it when the demo is loaded, before its budget is opened."""
-    st.session_state.setdefault("demo_data", set()).add((kind, fp))
+    Call it when the demo is loaded, before its budget is opened.  Data whose budget this session
+    has already opened in the shared database stays there: a budget is never moved to the
+    throwaway store (a wrong key passed here must not free real data from its budget)."""
+    ss = st.session_state
+    if (kind, fp) in ss.get("shared_budgets", set()):
+        return
+    ss.setdefault("demo_data", set()).add((kind, fp))
 
 
 def is_demo(kind: str, fp: str) -> bool:
@@ -234,6 +239,8 @@ def stored_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost) -> Ledger
     Real data's budget is kept in the budget database: re-uploading the data, reloading the page, a
     second tab or a restart of the app all continue the same budget (its population's, when it is
     bound to one).  The demo data's budget lives with this browser session (:func:`mark_demo`)."""
+    if not is_demo(kind, fp):
+        st.session_state.setdefault("shared_budgets", set()).add((kind, fp))  # see mark_demo
     return session_for(kind, fp).budget(kind, fp, default=default_cap)
 
 
@@ -278,6 +285,8 @@ def bind_population(kind: str, fp: str, name: str, default_cap: budget.PrivacyCo
     on its own budget, or belongs to another population) raise :class:`DPCoreError` with the reason.
     A new population starts with ``default_cap``.
     """
+    if not is_demo(kind, fp):
+        st.session_state.setdefault("shared_budgets", set()).add((kind, fp))  # see mark_demo
     led = cache[fp] = session_for(kind, fp).budget(kind, fp, default=default_cap, population=name)
     st.session_state.setdefault("population_names", {})[(kind, fp)] = name.strip()
     return led

@@ -123,10 +123,8 @@ def table() -> tuple[Any, str] | tuple[None, None]:
 
 def ledger(fp: str, default_cap: budget.PrivacyCost | None = None) -> Ledger:
     """The budget of a table (its population's, once bound), shared by both kinds of table."""
-    ss = st.session_state
-    ledgers = ss.setdefault("census_ledgers", {})
-    if fp in ledgers:
-        return ledgers[fp]
+    # through data_ledger always: it opens the budget again when the table was bound to a population since
+    ledgers = st.session_state.setdefault("census_ledgers", {})
     return state.data_ledger("census", fp, default_cap or budget.pure(state.DEFAULT_CAP), ledgers)
 
 
@@ -148,7 +146,9 @@ def table_entry() -> dict[str, Any] | None:
     """The current release of the census table (Privelet or marginal tables), or None."""
     ss = st.session_state
     mech = ss.get("census_mech", "privelet")
-    return ss.get("census_mx_release") if mech == "matrix" else ss.get("census_release")
+    e = ss.get("census_mx_release") if mech == "matrix" else ss.get("census_release")
+    # only a release of the table loaded now: another table's is never shown under this table's budget
+    return e if e is not None and e.get("fingerprint") == ss.get("census_fp") else None
 
 
 NEGATIVE_NOTE = ("Privelet's counts are noisy and unrounded: some are fractional (3.4 people) and some small "

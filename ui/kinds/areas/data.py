@@ -238,7 +238,7 @@ def _build(inputs: dict[str, Any]) -> None:
         st.caption("Fix the input and the page picks it up; "
                    + (f"meanwhile the earlier table ({earlier['name']}) and its releases are kept." if earlier
                       else "earlier releases are kept."))
-        st.stop()
+        frame.stop()  # not st.stop(): the sidebar is drawn after the page
 
 
 def _joins(h: Hierarchy, boundaries: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -86,9 +86,7 @@ def data_step() -> None:
     table_key = (source_key, tuple(levels), count_col, tuple(ordinals),
                  areas_up.file_id if areas_up is not None else ss.get("census_areas_kept"), tuple(orders.items()))
     if ss.get("census_table_key") != table_key:
-        _build(df, src, name, levels, count_col, ordinals, orders, areas_up, table_key)
-        if source == SYNTHETIC and ss.get("census_fp"):
-            state.mark_demo("census", ss["census_fp"])  # the made-up census's budget lives with the session
+        _build(df, src, name, levels, count_col, ordinals, orders, areas_up, table_key, demo=source == SYNTHETIC)
     table, _ = common.table()
     if table is None or ss.get("census_table_key") != table_key:
         return
@@ -142,8 +140,12 @@ def _upload():
     return df, ss.get("census_upload_name", "")
 
 
-def _build(df, src, name, levels, count_col, ordinals, orders, areas_up, table_key) -> None:
-    """The confidential census table and its budget key (this session only), or the error."""
+def _build(df, src, name, levels, count_col, ordinals, orders, areas_up, table_key, *, demo: bool) -> None:
+    """The confidential census table and its budget key (this session only), or the error.
+
+    ``demo``: the built-in made-up census, whose budget lives with the session; it is marked here,
+    with the key of the table just built (a failed build leaves the earlier table, real or not,
+    and its budget as they were)."""
     try:
         areas_df = read_code_table(areas_up.getvalue(), areas_up.name) if areas_up is not None else None
         if src is not None:  # a large upload: DuckDB sums the rows per area and ordinal value
@@ -163,6 +165,8 @@ def _build(df, src, name, levels, count_col, ordinals, orders, areas_up, table_k
             # the used columns' content: the same key as DuckDB's sums of the same table would give
             fp = census_tables.fingerprint(df, levels, None if count_col == PER_PERSON else count_col)
             state.session().adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])  # earlier key rule
+        if demo:
+            state.mark_demo("census", fp)  # the made-up census's budget lives with the session
         ss["census_table"], ss["census_fp"], ss["census_table_key"] = table, fp, table_key
         ss["census_name"] = name
         ss["census_areas_kept"] = areas_up.file_id if areas_up is not None else None
