@@ -73,8 +73,17 @@ def goto(at: AppTest, page: str) -> AppTest:
     return at
 
 
+def choose(at: AppTest, mechanism: str) -> AppTest:
+    """Pick ``mechanism`` on the Plan step (a new session starts with auto)."""
+    goto(at, "plan")
+    at.selectbox(key="_w_mechanism").set_value(mechanism).run()
+    assert not at.exception, at.exception
+    return at
+
+
 def release(at: AppTest) -> AppTest:
-    """Release with the mechanism page's current settings (defaults: UG, ε = 0.5)."""
+    """Release with the Plan step's current settings (defaults: auto, ε = 0.5; tests that check UG's
+    numbers choose UG first)."""
     goto(at, "release")
     button = at.button(key="release_button")
     assert button.label.startswith("Release with ε = "), button.label
@@ -272,6 +281,7 @@ def test_expected_error_table_before_release(at, mechanism):
 
 
 def test_release_spends_once_and_rerun_keeps_the_noise(at):
+    choose(at, "ug")
     release(at)
     releases = at.session_state["releases"]
     assert len(releases) == 1
@@ -353,6 +363,7 @@ def test_release_step_before_release_shows_no_map(at):
 
 
 def test_map_after_release_is_an_offline_choropleth(at):
+    choose(at, "ug")
     release(at)
     goto(at, "map")
     assert not at.info
@@ -368,6 +379,7 @@ def test_map_after_release_is_an_offline_choropleth(at):
 
 
 def test_errors_after_release(at):
+    choose(at, "ug")
     release(at)
     rel = at.session_state["releases"][-1].release
     goto(at, "errors")
@@ -394,6 +406,7 @@ def test_export_before_release(at):
 
 
 def test_export_after_release_files_agree(at):
+    choose(at, "ug")
     release(at)
     goto(at, "export")
     assert not at.info
@@ -441,7 +454,7 @@ def test_export_after_release_files_agree(at):
 def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
     from dpcore.privacy import budget
 
-    goto(at, "mechanism")
+    choose(at, "ug")  # auto is for pure ε-DP only
     fp = at.session_state["dataset"].fingerprint
     at.radio(key=f"definition_{fp}").set_value("zcdp").run()
     assert not at.exception
@@ -508,7 +521,7 @@ def test_htf_release_has_depth_slider_tree_stats_and_stop_probabilities(at):
 
 
 def test_zcdp_ledger_refuses_a_pure_only_mechanism_with_a_clear_message(at):
-    goto(at, "mechanism")
+    choose(at, "ug")  # auto is for pure ε-DP only
     fp = at.session_state["dataset"].fingerprint
     at.radio(key=f"definition_{fp}").set_value("zcdp").run()
     at.selectbox(key="_w_mechanism").set_value("htf").run()

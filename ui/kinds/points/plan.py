@@ -49,8 +49,6 @@ def plan_step() -> None:
     st.caption(f"Source: {mech.reference}")
 
     raw = dict(st.session_state["mech_params"].get(mname, {}))
-    if mname == "auto":
-        _auto_reason(grid, ds, raw)
 
 
     def _param_widget(p: mechanisms.Param) -> None:
@@ -129,6 +127,8 @@ def plan_step() -> None:
     if mname == "matrix" and raw.get("workload") == "uploaded":
         _rectangles_upload()
     st.session_state["mech_params"][mname] = raw
+    if mname == "auto":
+        _auto_reason(grid, ds, raw)
 
     # ---------------------------------------------------------------- budget
     st.subheader("Privacy budget")
