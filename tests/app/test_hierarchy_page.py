@@ -359,3 +359,16 @@ def test_target_planner_proposes_a_budget_and_split_and_use_sets_both(at: AppTes
                                     for lv in expected.levels]
     step(at, "release")
     assert at.button(key="hier_release_button").label.startswith(f"Release with ε = {fmt.eps(expected.rounded)} ")
+
+
+def test_data_step_previews_the_public_areas_on_an_offline_map(at: AppTest) -> None:
+    """Issue 17: the Data step previews the public extent with context (the demo's outlines per level)."""
+    maps = [json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith("-hier_extent_map")]
+    assert len(maps) == 1
+    spec = maps[0]
+    assert spec["layout"]["map"]["style"] == "white-bg"  # offline: no tiles, no web requests
+    layers = spec["layout"]["map"]["layers"]
+    joins = at.session_state["hier_model"]["joins"]
+    assert len(layers) == len(joins) >= 1
+    assert sum(len(lay["source"]["features"]) for lay in layers) == sum(len(j.frame) for j in joins.values())
+    assert all(trace.get("lon", []) == [] for trace in spec["data"])  # no counts drawn

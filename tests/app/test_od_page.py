@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import base64
 import json
 import os
 from collections import Counter
@@ -731,3 +732,18 @@ def test_target_planner_proposes_rho_and_split_and_use_sets_both(at: AppTest) ->
     step(at, "release")
     assert any(b.label.startswith(f"Release with ρ = {fmt.eps(expected.rounded)}") for b in at.button), \
         [b.label for b in at.button]
+
+
+def test_data_step_previews_the_public_areas_on_an_offline_map(at: AppTest) -> None:
+    """Issue 17: the Data step previews the public extent with context: the demo's boundaries and the
+    areas' public centres, no trips."""
+    maps = [json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith("-od_extent_map")]
+    assert len(maps) == 1
+    spec = maps[0]
+    assert spec["layout"]["map"]["style"] == "white-bg"
+    m = at.session_state["od_model"]
+    lon = spec["data"][0]["lon"]  # plotly sends arrays as base64 binary
+    n = len(base64.b64decode(lon["bdata"])) // 8 if isinstance(lon, dict) else len(lon)
+    assert n == m["h"].sizes[-1]  # one public centre per finest area
+    layers = spec["layout"]["map"]["layers"]
+    assert 1 <= len(layers) <= 2 and all(lay["type"] == "line" for lay in layers)

@@ -115,6 +115,15 @@ def test_start_shows_demo_data_and_offline_extent_map(at):
     assert len(extent) == 1
     spec = json.loads(extent[0].proto.spec)
     assert spec["layout"]["map"]["style"] == "white-bg"
+    # not an empty box (issue 17): the demo's context, the NYC boroughs, under the area's outline
+    from ui.kinds.points.data import NYC_BOROUGHS
+
+    if not NYC_BOROUGHS.exists():
+        pytest.skip("the shared NYC borough boundaries are not here")
+    layers = spec["layout"]["map"]["layers"]
+    assert len(layers) == 2 and len(layers[0]["source"]["features"]) == 5  # five boroughs, then the outline
+    assert len(json.dumps(layers[0]["source"])) < 300_000  # simplified: cheap to send
+    assert any("New York City boroughs" in c for c in texts(at.caption))
 
 
 def test_upload_valid_csv_replaces_dataset(at):
