@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import io
-import base64
 import json
 import os
 from collections import Counter
