@@ -34,6 +34,8 @@ DEFAULT_RHO_CAP = SESSION_RHO_CAP
 DEFAULT_RHO = default_release_budget("zcdp")
 DEFAULT_RELEASE = {"pure": DEFAULT_EPSILON, "zcdp": DEFAULT_RHO}
 DEFAULT_GRID = (1024, 1024)
+#: the points Plan step's mechanism in a new session: auto, chosen from public inputs (issue 19, item 5)
+DEFAULT_MECHANISM = "auto"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -105,7 +107,7 @@ def init() -> None:
     ss.setdefault("user_cap", None)
     ss.setdefault("ledgers", {})
     ss.setdefault("releases", [])
-    ss.setdefault("mechanism", "ug")
+    ss.setdefault("mechanism", DEFAULT_MECHANISM)
     ss.setdefault("mech_params", {})
     ss.setdefault("epsilon", DEFAULT_EPSILON)
     ss.setdefault("boundaries", None)

@@ -108,7 +108,7 @@ def planner(mechanism: Mechanism, domain: Any, definition: str, params: Mapping[
     if not targets:
         st.caption("Choose at least one level to state an error for.")
         return None
-    sig = repr((mechanism.kind, mechanism.name, domain, definition, sorted(params.items(), key=str),
+    sig = repr((mechanism.kind, mechanism.name, _domain_key(domain), definition, sorted(params.items(), key=str),
                 sorted(public.items()), unit, [t.to_dict() for t in targets]))
     ss = st.session_state
     if st.button("Propose a budget", key=f"{key}_propose"):
@@ -132,6 +132,15 @@ def planner(mechanism: Mechanism, domain: Any, definition: str, params: Mapping[
               help="Sets the budget of this release" + (" and the split over levels" if split_params(prop) else "")
                    + " to the proposal. Nothing is spent until you release.")
     return prop
+
+
+def _domain_key(domain: Any) -> Any:
+    """What identifies a domain for the proposal's signature: a hierarchy's fingerprint (its repr
+    abbreviates long code arrays), a pair of them, or the domain itself (a grid)."""
+    if isinstance(domain, tuple):
+        return tuple(_domain_key(d) for d in domain)
+    fp = getattr(domain, "fingerprint", None)
+    return fp() if callable(fp) else domain
 
 
 def _show(prop: target.Proposal, word: str, finest_label: str) -> None:

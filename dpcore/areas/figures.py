@@ -7,6 +7,7 @@ drawn is the release (noisy values and their analytic intervals): post-processin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import plotly.graph_objects as go
 
 from dpcore.areas.export import BoundaryJoin
 from dpcore.areas.tree_records import HierarchyRelease
-from dpcore.points.viz import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, _zoom_box
+from dpcore.points.viz import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, _zoom_box, light_outlines
 
 #: Beyond this many areas the treemap shows only the first levels below the chosen area.
 MAX_TREEMAP_NODES = 3000
@@ -38,6 +39,27 @@ def _view(frame: Any, height: int, width: int = 520) -> tuple[float, dict[str, f
 
     zoom, centre = _zoom_box(west, south, east, north, width_px=width, height_px=height)
     return max(0.0, zoom - 0.15), centre
+
+
+def extent_figure(frames: Sequence[Any], *, height: int = 420,
+                  title: str = "Public areas (their boundaries; no data)") -> go.Figure:
+    """The public extent of a hierarchy before any release: the boundaries of its levels (GeoDataFrames,
+    top level first; the finest is drawn thin and grey, coarser ones dark) on the offline ``white-bg``
+    map, fitted to the finest level's areas.  Public geography only: no count is drawn."""
+    frames = [f for f in frames if f is not None and len(f)]
+    fig = go.Figure(go.Scattermap(lon=[], lat=[], mode="lines", hoverinfo="skip"))
+    layers = []
+    for i, f in enumerate(reversed(frames)):  # finest first, so coarser outlines are drawn above it
+        coarse = i > 0 or len(frames) == 1 and len(f) <= 60
+        layers.append({"sourcetype": "geojson", "source": light_outlines(f), "type": "line",
+                       "color": "#1f4e79" if coarse else "#9a9a9a", "line": {"width": 1.4 if coarse else 0.5}})
+    zoom, centre = _view(frames[-1], height) if frames else (0.5, {"lon": 0.0, "lat": 20.0})
+    fig.update_layout(
+        map={"style": OFFLINE_STYLE, "zoom": zoom, "center": centre, "layers": layers},
+        margin={"l": 0, "r": 0, "t": 30, "b": 0}, height=height, showlegend=False,
+        title={"text": title, "font": {"size": 14}},
+    )
+    return fig
 
 
 def hierarchy_map(

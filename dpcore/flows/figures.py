@@ -18,9 +18,9 @@ import plotly.graph_objects as go
 
 from dpcore.errors import ParameterError
 from dpcore.flows.mechanisms import ODRelease
-from dpcore.points.viz import OFFLINE_STYLE, WEB_STYLE
+from dpcore.points.viz import OFFLINE_STYLE, WEB_STYLE, _zoom_box
 
-__all__ = ["FLOW_COLOURS", "MAX_HEATMAP_SIDE", "flow_classes", "flow_map", "od_heatmap"]
+__all__ = ["FLOW_COLOURS", "MAX_HEATMAP_SIDE", "extent_figure", "flow_classes", "flow_map", "od_heatmap"]
 
 #: Colours of the width classes, light (small flows) to dark (large flows).
 FLOW_COLOURS = ("#fdae6b", "#fd8d3c", "#e6550d", "#b63a06", "#7f2704")
@@ -122,6 +122,24 @@ def _view(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> tuple[float, fl
     pad_x = max((east - west) * 0.08, 0.01)
     pad_y = max((north - south) * 0.08, 0.01)
     return (float(west - pad_x), float(south - pad_y), float(east + pad_x), float(north + pad_y))
+
+
+def extent_figure(boundaries: Any, xy: Coords, *, height: int = 420,
+                  title: str = "Public areas (their boundaries and centres; no trips)") -> go.Figure:
+    """The public extent before any release: the areas' boundaries (GeoDataFrames, finest first, as
+    :func:`flow_map` draws them) and the finest areas' public centres, on the offline ``white-bg`` map
+    fitted to the centres.  Public geography only: no trip is drawn."""
+    depth = max(xy) if xy else None
+    x, y = (np.asarray(a, dtype=float) for a in xy[depth]) if depth is not None else (np.array([]), np.array([]))
+    fig = go.Figure(go.Scattermap(lon=x, lat=y, mode="markers", marker={"size": 3, "color": "#1f4e79"},
+                                  hoverinfo="skip", name="area centres"))
+    w, s, e, n = _view([x], [y])
+    zoom, centre = _zoom_box(w, s, e, n, width_px=520, height_px=height)
+    fig.update_layout(map={"style": OFFLINE_STYLE, "zoom": zoom, "center": centre,
+                           "layers": _boundary_layers(boundaries, max(e - w, n - s))},
+                      margin={"l": 0, "r": 0, "t": 30, "b": 0}, height=height, showlegend=False,
+                      title={"text": title, "font": {"size": 14}})
+    return fig
 
 
 def flow_map(

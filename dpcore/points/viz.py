@@ -109,6 +109,26 @@ def extent_figure(bounds: Bounds, boundaries: dict[str, Any] | None = None, *, b
     return _map_layout(fig, bounds, boundaries, basemap, height)
 
 
+def light_outlines(frame: Any, bounds: Bounds | None = None, *, fraction: float = 1 / 1500) -> dict[str, Any]:
+    """Public boundaries (a GeoDataFrame) as a light GeoJSON for a map's line layer: in lon/lat, clipped to
+    ``bounds`` (padded by a quarter) when given, and simplified to about ``fraction`` of the view, so that a
+    city's or a country's outlines stay cheap to send to the browser and to draw (Douglas–Peucker)."""
+    g = frame.geometry
+    if g.crs is not None and not g.crs.equals("EPSG:4326"):
+        g = g.to_crs("EPSG:4326")
+    g = g[g.notna() & ~g.is_empty]
+    if bounds is not None:
+        w, s, e, n = bounds.as_tuple()
+        pw, ph = (e - w) / 4, (n - s) / 4
+        g = g.cx[w - pw:e + pw, s - ph:n + ph]
+        span = max(e - w, n - s)
+    else:
+        b = g.total_bounds if len(g) else (0.0, 0.0, 1.0, 1.0)
+        span = max(b[2] - b[0], b[3] - b[1])
+    g = g.simplify(max(span, 1e-6) * fraction, preserve_topology=False)
+    return g[~g.is_empty].__geo_interface__
+
+
 def display_blocks(release: PartitionRelease, max_polygons: int = MAX_POLYGONS,
                    idx: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Leaves to draw: the leaves themselves, or sums over display blocks when too many.

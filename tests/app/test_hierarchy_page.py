@@ -319,3 +319,56 @@ def test_us_tracts_show_state_and_county_names() -> None:
     assert "Alabama (01)" in drill.options
     [tree] = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if '"treemap"' in c.proto.spec]
     assert "California" in tree["data"][0]["labels"]  # a name, not the code 06
+
+
+def test_target_planner_proposes_a_budget_and_split_and_use_sets_both(at: AppTest) -> None:
+    """Issue 17, item 2: "±20 people for 95 % of zones" and "±50 for 95 % of districts" on the demo;
+    the proposal is the library planner's, and "Use this budget" sets the release budget and the split."""
+    from dpcore import catalog
+    from dpcore.core.target import Target, plan_for_targets
+    from dpcore.pipeline import hierarchy_unit
+    from ui import fmt
+
+    step(at, "plan")
+    at.selectbox(key="_w_hier_mech").set_value("topdown_l2").run()
+    box = at.multiselect(key="hier_target_levels")
+    assert box.options == ["each zone", "total", "region", "district"]
+    box.set_value(["finest", "district"]).run()
+    at.number_input(key="hier_target_abs_finest").set_value(20).run()
+    at.button(key="hier_target_propose").click().run()
+    ok(at)
+    h = at.session_state["hier_model"]["h"]
+    expected = plan_for_targets(catalog.get("hierarchy", "topdown_l2"), h,
+                                [Target("finest", 20), Target("district", 50)], params={"split": "uniform"},
+                                unit=hierarchy_unit("add_remove"), statistic="count", k=1)
+    assert expected.split == "optimised"
+    proposal = [m.value for m in at.markdown if m.value.startswith("The smallest budget that meets your targets")]
+    assert len(proposal) == 1 and f"ε = {expected.rounded:g}" in proposal[0]
+    table = frame_with(at, "your target")
+    assert list(table["met"]) == ["–", "–", "yes", "yes"]
+    at.button(key="hier_target_use").click().run()
+    ok(at)
+    assert at.session_state["hier_value_pure"] == pytest.approx(expected.rounded)
+    assert at.session_state["hier_split"] == "custom"
+    weights = [float(w) for w in at.session_state["hier_weights_4"].split(",")]
+    np.testing.assert_allclose(np.array(weights) / sum(weights),
+                               np.array(expected.params["weights"]) / sum(expected.params["weights"]), rtol=1e-5)
+    # the plan shown now is the proposal's: each level's budget as proposed
+    plan = frame_with(at, "budget")
+    assert list(plan["budget"]) == [f"ε = {fmt.eps(lv.budget * expected.rounded / expected.total)}"
+                                    for lv in expected.levels]
+    step(at, "release")
+    assert at.button(key="hier_release_button").label.startswith(f"Release with ε = {fmt.eps(expected.rounded)} ")
+
+
+def test_data_step_previews_the_public_areas_on_an_offline_map(at: AppTest) -> None:
+    """Issue 17: the Data step previews the public extent with context (the demo's outlines per level)."""
+    maps = [json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith("-hier_extent_map")]
+    assert len(maps) == 1
+    spec = maps[0]
+    assert spec["layout"]["map"]["style"] == "white-bg"  # offline: no tiles, no web requests
+    layers = spec["layout"]["map"]["layers"]
+    joins = at.session_state["hier_model"]["joins"]
+    assert len(layers) == len(joins) >= 1
+    assert sum(len(lay["source"]["features"]) for lay in layers) == sum(len(j.frame) for j in joins.values())
+    assert all(trace.get("lon", []) == [] for trace in spec["data"])  # no counts drawn

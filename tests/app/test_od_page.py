@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import io
 import json
@@ -691,3 +692,58 @@ def test_the_default_release_is_half_the_default_cap_as_for_every_kind(at: AppTe
     assert ledger(at).cap.value == DEFAULT_RHO_CAP == 0.5
     step(at, "release")
     assert release_button(at).label == "Release with ρ = 0.25 — 0.25 left after this"
+
+
+def test_target_planner_proposes_rho_and_split_and_use_sets_both(at: AppTest) -> None:
+    """Issue 17, item 2: "±20 trips between zones" (the finest table) and "±100 between districts" on the
+    demo; the proposal is the library planner's; "Use this budget" sets ρ and the split over the tables."""
+    from dpcore import catalog
+    from dpcore.core.target import Target, plan_for_targets
+    from dpcore.pipeline import od_unit
+    from ui import fmt
+
+    step(at, "plan")
+    box = at.multiselect(key="od_target_levels")
+    assert box.options[0] == "each pair of the finest table (zone)" and "district" in box.options
+    box.set_value(["finest", "district"]).run()
+    at.number_input(key="od_target_abs_finest").set_value(20).run()
+    at.number_input(key="od_target_abs_district").set_value(100).run()
+    at.button(key="od_target_propose").click().run()
+    ok(at)
+    m = at.session_state["od_model"]
+    c = m["counts"]
+    expected = plan_for_targets(
+        catalog.get("od", "inftda"), m["h"], [Target("finest", 20), Target("district", 100)], definition="zcdp",
+        params={"split": "uniform", "orientation": "destination", "order": "ascending", "tiebreak": "random"},
+        unit=od_unit("bounded", c.max_trips, c.persons), distinct=c.distinct)
+    proposal = [v.value for v in at.markdown if v.value.startswith("The smallest budget that meets your targets")]
+    assert len(proposal) == 1 and f"ρ = {expected.rounded:g}" in proposal[0]
+    table = frame_with(at, "your target")
+    assert list(table.loc[table["level"].isin(["district", "zone"]), "met"]) == ["yes", "yes"]
+    at.button(key="od_target_use").click().run()
+    ok(at)
+    ss = at.session_state
+    assert ss["od_definition"] == "rho" and ss["od_rho"] == pytest.approx(expected.rounded)
+    assert ss["od_split"] == "custom"
+    n = len(expected.params["weights"])
+    weights = np.array([float(w) for w in ss[f"od_weights_{n}"].split(",")])
+    np.testing.assert_allclose(weights / weights.sum(),
+                               np.array(expected.params["weights"]) / sum(expected.params["weights"]), rtol=1e-5)
+    step(at, "release")
+    assert any(b.label.startswith(f"Release with ρ = {fmt.eps(expected.rounded)}") for b in at.button), \
+        [b.label for b in at.button]
+
+
+def test_data_step_previews_the_public_areas_on_an_offline_map(at: AppTest) -> None:
+    """Issue 17: the Data step previews the public extent with context: the demo's boundaries and the
+    areas' public centres, no trips."""
+    maps = [json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith("-od_extent_map")]
+    assert len(maps) == 1
+    spec = maps[0]
+    assert spec["layout"]["map"]["style"] == "white-bg"
+    m = at.session_state["od_model"]
+    lon = spec["data"][0]["lon"]  # plotly sends arrays as base64 binary
+    n = len(base64.b64decode(lon["bdata"])) // 8 if isinstance(lon, dict) else len(lon)
+    assert n == m["h"].sizes[-1]  # one public centre per finest area
+    layers = spec["layout"]["map"]["layers"]
+    assert 1 <= len(layers) <= 2 and all(lay["type"] == "line" for lay in layers)

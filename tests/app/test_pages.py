@@ -73,8 +73,17 @@ def goto(at: AppTest, page: str) -> AppTest:
     return at
 
 
+def choose(at: AppTest, mechanism: str) -> AppTest:
+    """Pick ``mechanism`` on the Plan step (a new session starts with auto)."""
+    goto(at, "plan")
+    at.selectbox(key="_w_mechanism").set_value(mechanism).run()
+    assert not at.exception, at.exception
+    return at
+
+
 def release(at: AppTest) -> AppTest:
-    """Release with the mechanism page's current settings (defaults: UG, ε = 0.5)."""
+    """Release with the Plan step's current settings (defaults: auto, ε = 0.5; tests that check UG's
+    numbers choose UG first)."""
     goto(at, "release")
     button = at.button(key="release_button")
     assert button.label.startswith("Release with ε = "), button.label
@@ -106,6 +115,15 @@ def test_start_shows_demo_data_and_offline_extent_map(at):
     assert len(extent) == 1
     spec = json.loads(extent[0].proto.spec)
     assert spec["layout"]["map"]["style"] == "white-bg"
+    # not an empty box (issue 17): the demo's context, the NYC boroughs, under the area's outline
+    from ui.kinds.points.data import NYC_BOROUGHS
+
+    if not NYC_BOROUGHS.exists():
+        pytest.skip("the shared NYC borough boundaries are not here")
+    layers = spec["layout"]["map"]["layers"]
+    assert len(layers) == 2 and len(layers[0]["source"]["features"]) == 5  # five boroughs, then the outline
+    assert len(json.dumps(layers[0]["source"])) < 300_000  # simplified: cheap to send
+    assert any("New York City boroughs" in c for c in texts(at.caption))
 
 
 def test_upload_valid_csv_replaces_dataset(at):
@@ -272,6 +290,7 @@ def test_expected_error_table_before_release(at, mechanism):
 
 
 def test_release_spends_once_and_rerun_keeps_the_noise(at):
+    choose(at, "ug")
     release(at)
     releases = at.session_state["releases"]
     assert len(releases) == 1
@@ -353,7 +372,8 @@ def test_release_step_before_release_shows_no_map(at):
 
 
 def test_map_after_release_is_an_offline_full_resolution_image(at):
-    release(at)  # the default UG release: a grid density
+    choose(at, "ug")
+    release(at)  # a UG release: a grid density
     goto(at, "map")
     assert not at.info
     specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith("-release_map")]
@@ -371,6 +391,7 @@ def test_map_after_release_is_an_offline_full_resolution_image(at):
 
 
 def test_errors_after_release(at):
+    choose(at, "ug")
     release(at)
     rel = at.session_state["releases"][-1].release
     goto(at, "errors")
@@ -397,6 +418,7 @@ def test_export_before_release(at):
 
 
 def test_export_after_release_files_agree(at):
+    choose(at, "ug")
     release(at)
     goto(at, "export")
     assert not at.info
@@ -444,7 +466,7 @@ def test_export_after_release_files_agree(at):
 def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
     from dpcore.privacy import budget
 
-    goto(at, "mechanism")
+    choose(at, "ug")  # auto is for pure ε-DP only
     fp = at.session_state["dataset"].fingerprint
     at.radio(key=f"definition_{fp}").set_value("zcdp").run()
     assert not at.exception
@@ -511,7 +533,7 @@ def test_htf_release_has_depth_slider_tree_stats_and_stop_probabilities(at):
 
 
 def test_zcdp_ledger_refuses_a_pure_only_mechanism_with_a_clear_message(at):
-    goto(at, "mechanism")
+    choose(at, "ug")  # auto is for pure ε-DP only
     fp = at.session_state["dataset"].fingerprint
     at.radio(key=f"definition_{fp}").set_value("zcdp").run()
     at.selectbox(key="_w_mechanism").set_value("htf").run()

@@ -116,3 +116,57 @@ def test_no_htf_note_for_other_mechanisms(at: AppTest) -> None:
     choose(at, "quadtree")
     assert not [w for w in at.warning if "bad release" in w.value]
     assert not any("HTF's error varies" in c.value for c in at.caption)
+
+
+# ------------------------------------------------------------------ auto, the default (issue 19, item 5)
+
+
+def auto_reasons(at: AppTest) -> list[str]:
+    return [i.value for i in at.info if i.value.startswith("Auto will use")]
+
+
+def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: AppTest) -> None:
+    from dpcore.points import mechanisms, recommend
+    from dpcore.points.release import DEFAULT_QUERY_SIZES
+
+    assert at.session_state["mechanism"] == "auto"
+    box = at.selectbox(key="_w_mechanism")
+    assert box.value == "auto" and box.options[0].startswith(mechanisms.get("auto").title)
+    # every mechanism in the list shows its one line "use it when"
+    assert len(box.options) == len(mechanisms.names())
+    assert all(" — use it when: " in o and len(o) < 160 for o in box.options), box.options
+    grid = Grid(at.session_state["bounds"], *at.session_state["grid_shape"])
+    _, why = recommend.app_default(grid, 0.5, 100_000, DEFAULT_QUERY_SIZES)  # the demo's public guess
+    [reason] = auto_reasons(at)
+    assert reason.startswith(why) and "Auto will use PrivTree" in reason
+    # the plan step's n-guess box feeds the sentence: ten million points at ε = 0.01 (a table edge)
+    number_input(at, "Rough number of points").set_value(10_000_000).run()
+    number_input(at, "Privacy budget of this release (ε)").set_value(0.01).run()
+    assert not at.exception, at.exception
+    _, why = recommend.app_default(grid, 0.01, 10_000_000, DEFAULT_QUERY_SIZES)
+    [reason] = auto_reasons(at)
+    assert reason.startswith(why) and "about 10,000,000 points at ε = 0.01" in reason
+    # a public number of points: the choice costs nothing and the sentence says it for that number
+    at.number_input(key="param_auto_public_n").set_value(3_000).run()
+    _, why = recommend.app_default(grid, 0.01, 3_000, DEFAULT_QUERY_SIZES)
+    [reason] = auto_reasons(at)
+    assert reason == why
+
+
+def test_auto_under_zcdp_says_it_is_for_pure_dp(at: AppTest) -> None:
+    fp = at.session_state["dataset"].fingerprint
+    at.radio(key=f"definition_{fp}").set_value("zcdp").run()
+    assert not at.exception, at.exception
+    assert not auto_reasons(at)
+    assert any("Auto is for pure ε-DP only" in w.value for w in at.warning)
+
+
+def test_the_default_release_is_auto_and_records_its_choice(at: AppTest) -> None:
+    at.switch_page("pages/release.py").run()
+    at.button(key="release_button").click().run()
+    assert not at.exception, at.exception
+    rel = at.session_state["releases"][-1].release
+    assert rel.mechanism == "auto" and rel.cost.value == pytest.approx(0.5)
+    choice = rel.public["auto"]
+    assert choice["n_source"] == "noisy count" and choice["chosen"] in catalog.names("points")
+    assert rel.mechanism_title.startswith("Auto → ")

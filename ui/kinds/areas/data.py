@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from dpcore.areas import census_tables, export
+from dpcore.areas import figures as area_figures
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, require_public_area_list
 from dpcore.data import engines, synthetic
 from dpcore.data.boundaries import read_boundaries
@@ -79,10 +80,25 @@ def _hierarchy_data() -> None:
         st.warning(msg + ". They are listed, not dropped: every area is still released; only the map misses them.")
     if m["joins"]:
         st.caption("Boundaries for the map: " + ", ".join(common.level_label(lv) for lv in m["joins"]) + ".")
+        extent_map(m)
+    else:
+        st.caption("No map of the areas: no boundaries were given for any level (upload a boundary file per "
+                   "level to see the areas and to map the release).")
     st.markdown("**First rows** · confidential, not for publication")
     head = m.get("head")
     if head is not None:
         st.dataframe(head, hide_index=True, key="hier_head")
+
+
+def extent_map(m: dict[str, Any]) -> None:
+    """The public extent: the boundaries of every level that has them on an offline map (no counts), drawn
+    once per table and boundaries and kept in the session."""
+    h, joins = m["h"], m["joins"]
+    key = (h.fingerprint(), tuple(joins))
+    if ss.get("hier_extent", (None,))[0] != key:
+        frames = [joins[lv].frame for lv in sorted(joins, key=h.depth_of)]
+        ss["hier_extent"] = (key, area_figures.extent_figure(frames))
+    st.plotly_chart(ss["hier_extent"][1], key="hier_extent_map", config={"displayModeBar": False})
 
 
 def _demo() -> dict[str, Any]:

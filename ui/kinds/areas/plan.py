@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from dpcore import catalog
 from dpcore.areas import area_sets, tree_mechanisms, tree_records
 from dpcore.errors import DPCoreError
 from dpcore.pipeline import hierarchy_unit
@@ -21,7 +22,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, state
+from ui import budget_ui, fmt, frame, state, target_ui
 from ui.kinds.areas import common
 from ui.kinds.areas.common import keep, kept
 
@@ -31,6 +32,7 @@ NEIGHBOURS = {"add_remove": "Add or remove one person (the total is noised)",
               "replace": "Replace one person (the total is public and exact)"}
 SPLITS = {"uniform": "Uniform across levels", "geometric": "Geometric (finer levels get more)",
           "custom": "Custom weights"}
+MAX_VALUE = 10.0  # the largest budget of one release the Plan step takes
 
 
 def plan_step() -> None:
@@ -75,7 +77,7 @@ def plan_step() -> None:
     elif definition != led.definition:
         budget_ui.switch_definition(led, definition)
     sym = "ε" if definition == "pure" else "ρ"
-    value = c2.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=10.0,
+    value = c2.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=MAX_VALUE,
                             step=0.05, format="%.3f", key=keep(f"value_{definition}", state.DEFAULT_RELEASE[definition]),
                             help="Smaller: more privacy, more noise.")
     kept(f"value_{definition}")
@@ -146,7 +148,54 @@ def plan_step() -> None:
         from ui.kinds.areas.plan_sets import matrix_summary
 
         matrix_summary(sel.plan)
+    with st.expander("Plan from the error you need", icon=":material/target:"):
+        target_planner(h, counts, sel)
     frame.link("release", "Next: release →")
+
+
+def target_planner(h: Any, counts: Any, sel: Selection) -> None:
+    """The target-error planner for a hierarchy mechanism: "±50 people for 95 % of tracts", "within 10 %
+    for areas of 1,000 people or more"; "Use this budget" sets the release budget and the split."""
+    mech = catalog.get("hierarchy", sel.mech)
+    params: dict[str, Any] = {"split": sel.split, "weights": tuple(sel.opts.get("weights") or ())}
+    public: dict[str, Any] = {"statistic": counts.statistic, "k": counts.k}
+    if sel.mech == "topdown_linf":
+        params["order"] = sel.opts.get("order", "ascending")
+    if sel.mech == "matrix":
+        params["sets_weight"] = float(sel.opts.get("sets_weight", 1.0))
+        if sel.opts.get("area_sets") is not None:
+            public["area_sets"] = sel.opts["area_sets"]
+    names = [lv.level for lv in sel.plan.levels]
+    word = "groups" if counts.statistic == "group_sizes" else "people"
+    prop = target_ui.planner(mech, h, sel.cost.definition, params, public, on_use=_use_budget, key="hier_target",
+                             unit=sel.unit, levels=names[:-1], word=word,
+                             finest_label=f"each {common.level_label(names[-1])}")
+    if prop is not None:
+        _budget_warnings(prop, sel.ledger)
+
+
+def _budget_warnings(prop: Any, led: Ledger | None) -> None:
+    sym = prop.cost.symbol
+    if prop.rounded > MAX_VALUE:
+        st.warning(f"The proposal is above the largest budget of one release here ({sym} = {fmt.eps(MAX_VALUE)}): "
+                   "loosen the target.")
+    elif led is not None and prop.cost.value > led.remaining:
+        st.warning(f"The proposal is more than the budget left ({sym} = {fmt.eps(led.remaining)}): loosen the "
+                   "target, or raise the cap.")
+
+
+def _use_budget(prop: Any) -> None:
+    """"Use this budget" (a button callback, so it may set widget keys): the proposal, rounded up, becomes
+    this release's ε (or ρ), and its split over levels the custom weights."""
+    definition = prop.cost.definition
+    value = min(max(float(prop.rounded), 0.001), MAX_VALUE)
+    ss[f"hier_value_{definition}"] = ss[f"_w_hier_value_{definition}"] = value
+    split = target_ui.split_params(prop)
+    if split:
+        weights = split["weights"]
+        text = ",".join(f"{w:.6g}" for w in weights)
+        ss["hier_split"] = ss["_w_hier_split"] = "custom"
+        ss[f"hier_weights_{len(weights)}"] = ss[f"_w_hier_weights_{len(weights)}"] = text
 
 
 def error_table(p: Any, statistic: str, *, key: str, budget_col: bool = False, after: bool = False) -> None:

@@ -22,6 +22,7 @@ from dpcore.data.columns import (
     name_like,
 )
 from dpcore.errors import DPCoreError
+from dpcore.flows import figures as od_figures
 from ui import fmt, frame
 from ui.kinds.flows import sources as src
 from ui.kinds.flows.common import (
@@ -124,6 +125,7 @@ def data_step() -> None:
     st.success(f"{model['name']}: {model['areas_text']} (area list: {model['area_desc']}).")
     for note in model["notes"]:
         st.caption(note + ".")
+    extent_map(model)
     with st.expander("The public area list (first areas)"):
         st.dataframe(area_preview(h), hide_index=True, width="stretch", key="od_area_preview")
         st.caption("Public: every area of the geography, whether trips start or end in it or not. Names come from "
@@ -361,3 +363,19 @@ def _upload_inputs() -> dict[str, Any] | None:
         if problems or waiting:
             inputs = None
     return inputs
+
+
+def extent_map(model: dict[str, Any]) -> None:
+    """The public extent: the areas' boundaries and centres on an offline map (no trips), drawn once per
+    area list and kept in the session."""
+    xy, frames = model["xy"], model["boundaries"] or {}
+    if not xy and not frames:
+        st.caption("No map of the areas: the area list has no positions or boundaries (add longitude/latitude "
+                   "columns or a boundary file to see one).")
+        return
+    ss = st.session_state
+    key = (model["h"].fingerprint(), model["source"], tuple(sorted(frames)))
+    if ss.get("od_extent", (None,))[0] != key:
+        bg = [frames[max(frames)]] + ([frames[min(frames)]] if min(frames) != max(frames) else []) if frames else None
+        ss["od_extent"] = (key, od_figures.extent_figure(bg, xy))
+    st.plotly_chart(ss["od_extent"][1], key="od_extent_map", config={"displayModeBar": False})

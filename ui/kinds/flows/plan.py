@@ -11,13 +11,14 @@ from typing import Any
 
 import streamlit as st
 
+from dpcore import catalog
 from dpcore.errors import DPCoreError, ParameterError
 from dpcore.flows import mechanisms as od
 from dpcore.pipeline import od_unit
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, state
+from ui import budget_ui, fmt, frame, state, target_ui
 from ui.kinds.flows.common import (
     CONVERSIONS,
     DEFAULTS,
@@ -248,4 +249,38 @@ def plan_step() -> None:
     st.plotly_chart(error_chart(p, unit), key="od_plan_chart", config={"displayModeBar": False})
     st.caption(PLAN_CAPTION + f"All errors are in {unit} per area pair and come from the budget, the unit of "
                f"privacy and the public area list only, not from the data ({p.levels[-1].basis}).")
+    with st.expander("Plan from the error you need", icon=":material/target:"):
+        target_planner(sel)
     frame.link("release")
+
+
+def target_planner(sel: Selection) -> None:
+    """The target-error planner for the O/D tables: "±20 trips between counties"; "Use this budget" sets the
+    release budget (ρ, or ε under pure DP) and the split over the tables."""
+    m, p = sel.model, sel.plan
+    params = {"split": sel.split, "weights": tuple(sel.weights or ()), **{k: v for k, v in sel.opts.items()
+                                                                           if k != "neighbour"}}
+    names = [lv.name for lv in p.levels]
+    prop = target_ui.planner(catalog.get("od", sel.mechanism), m["h"], sel.cost.definition, params,
+                             {"distinct": m["counts"].distinct}, on_use=_use_budget, key="od_target", unit=sel.unit,
+                             levels=names[:-1], word=m["unit"], finest_label=f"each pair of the finest table ({names[-1]})")
+    if prop is not None and prop.cost.value > sel.ledger.remaining:
+        st.warning(f"The proposal is more than the budget left ({prop.cost.symbol} = {fmt.eps(sel.ledger.remaining)}): "
+                   "loosen the target, or raise the cap.")
+
+
+def _use_budget(prop: Any) -> None:
+    """"Use this budget" (a button callback, so it may set widget keys): the proposal, rounded up, becomes
+    this release's ρ (stated as ρ) or ε, and its split over the tables the custom weights."""
+    ss = st.session_state
+    if prop.cost.definition == "zcdp":
+        ss["od_definition"] = ss["_w_od_definition"] = "rho"
+        ss["od_rho"] = ss["_w_od_rho"] = min(max(float(prop.rounded), 1e-5), 10.0)
+    else:
+        ss["od_definition"] = ss["_w_od_definition"] = "pure"
+        ss["od_eps_pure"] = ss["_w_od_eps_pure"] = min(max(float(prop.rounded), 0.01), 20.0)
+    split = target_ui.split_params(prop)
+    if split:
+        weights = split["weights"]
+        ss["od_split"] = ss["_w_od_split"] = "custom"
+        ss[f"od_weights_{len(weights)}"] = ss[f"_w_od_weights_{len(weights)}"] = ",".join(f"{w:.6g}" for w in weights)

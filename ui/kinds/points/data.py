@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -15,6 +19,9 @@ from dpcore.errors import DPCoreError
 from dpcore.points import viz
 from ui import fmt, frame, source_ui, state
 
+#: the NYC boroughs shipped with the shared data: the demo's context outlines on the Data step's preview
+NYC_BOROUGHS = Path(os.environ.get("DPCORE_SHARED_DATA", Path(__file__).resolve().parents[4] / "shared" / "data")
+                    ) / "boundaries" / "nyc_boroughs.geojson"
 BOUND_KEYS = ("_w_b_west", "_w_b_south", "_w_b_east", "_w_b_north")
 
 
@@ -224,8 +231,12 @@ def data_step() -> None:
     st.subheader("Preview")
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(viz.extent_figure(state.bounds(), st.session_state.get("boundaries")),
-                        width="stretch", key="extent_map")
+        uploaded = st.session_state.get("boundaries")
+        outlines = uploaded if uploaded is not None else demo_outlines(state.bounds().as_tuple())
+        st.plotly_chart(viz.extent_figure(state.bounds(), outlines), width="stretch", key="extent_map")
+        if uploaded is None and outlines is not None:
+            st.caption("Grey: the New York City boroughs, for context (public outlines; upload a boundary file "
+                       "to draw your own).")
     with right:
         try:
             agg = state.aggregate_current() if ds.source is not None else state.aggregate()
@@ -252,3 +263,18 @@ def data_step() -> None:
         st.dataframe(pd.DataFrame({"latitude": t.lat[:10], "longitude": t.lon[:10]}), hide_index=True)
 
     frame.link("plan", "Next: plan the release →")
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def demo_outlines(bounds: tuple[float, float, float, float]) -> dict[str, Any] | None:
+    """The demo's context outlines, the NYC boroughs shipped in the shared data (simplified, clipped to the
+    area), when no boundary file was uploaded; None when the file is absent or nothing of it is in view."""
+    if not NYC_BOROUGHS.exists():
+        return None
+    gj = viz.light_outlines(_boroughs(), Bounds(*bounds))
+    return gj if gj.get("features") else None
+
+
+@st.cache_resource(show_spinner=False)
+def _boroughs() -> Any:
+    return read_boundaries(NYC_BOROUGHS)

@@ -14,12 +14,15 @@ import streamlit as st
 from dpcore import catalog
 from dpcore.errors import DPCoreError
 from dpcore.estimate import matrix_report
-from dpcore.points import mechanisms, workload_io
+from dpcore.points import mechanisms, recommend, workload_io
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
 from ui import budget_ui, fmt, frame, state, target_ui
+
+#: the preview's guess of the number of points when the data gives none (not used by a release)
+DEFAULT_N_GUESS = 100_000
 
 
 def plan_step() -> None:
@@ -33,10 +36,12 @@ def plan_step() -> None:
         frame.stop()
 
     # ---------------------------------------------------------------- mechanism
-    names = mechanisms.names()
+    names = sorted(mechanisms.names(), key=lambda n: n != state.DEFAULT_MECHANISM)  # the default first
     mname = st.selectbox(
-        "Mechanism", names, key=state.persistent("mechanism", "ug"),
-        format_func=lambda n: mechanisms.get(n).title,
+        "Mechanism", names, key=state.persistent("mechanism", state.DEFAULT_MECHANISM),
+        format_func=lambda n: f"{mechanisms.get(n).title} — use it when: {use_when_line(mechanisms.get(n))}",
+        help="Each mechanism with the one line that says when to use it. Auto, the default, chooses for you "
+             "from public inputs only.",
     )
     state.store("mechanism")
     mech = mechanisms.get(mname)
@@ -122,6 +127,8 @@ def plan_step() -> None:
     if mname == "matrix" and raw.get("workload") == "uploaded":
         _rectangles_upload()
     st.session_state["mech_params"][mname] = raw
+    if mname == "auto":
+        _auto_reason(grid, ds, raw)
 
     # ---------------------------------------------------------------- budget
     st.subheader("Privacy budget")
@@ -185,7 +192,7 @@ def plan_step() -> None:
 
     n_guess = None
     if mech.needs_n_guess:
-        default_guess = ds.n_guess if ds.n_guess else 100_000
+        default_guess = ds.n_guess if ds.n_guess else DEFAULT_N_GUESS
         n_guess = st.number_input(
             "Rough number of points (a public guess, only for this preview)", min_value=1, step=1000,
             key=state.seed(f"_w_n_guess_{ds.fingerprint}",
@@ -363,6 +370,49 @@ def plan_step() -> None:
         frame.link("release", "Next: release →")
 
 
+def use_when_line(mech: Any) -> str:
+    """The first clause of a mechanism's "when to use" (up to its first colon, semicolon or full stop),
+    short enough for one line of the mechanism list.
+
+    >>> use_when_line(mechanisms.get("ug"))
+    'a strong, simple default for moderately spread data'
+    """
+    text = " ".join(str(mech.when_to_use).split())
+    cut = min((i for i in (text.find(": "), text.find("; "), text.find(". ")) if i > 0), default=len(text))
+    line = text[:cut].rstrip(".")
+    if line.lower().startswith("when "):
+        line = line[5:]
+    if len(line) > 80:
+        line = line[:line.rfind(" ", 0, 78)] + " …"
+    return line if line[1:2].isupper() else line[:1].lower() + line[1:]
+
+
+def _auto_reason(grid: Any, ds: state.Dataset, raw: dict[str, Any]) -> None:
+    """Which mechanism auto will use and why, in one sentence (:func:`dpcore.points.recommend.app_default`),
+    from the public inputs as they stand now: ε, the public number or guess of the points, the query sizes
+    and the cap per person (the budget and guess widgets below are read from the session)."""
+    ss = st.session_state
+    if state.ledger().definition != "pure":
+        st.warning("Auto is for pure ε-DP only (its rule was measured under it): choose another mechanism under "
+                   "ρ-zCDP, or use pure ε-DP.", icon=":material/info:")
+        return
+    eps = float(ss.get("_w_epsilon", ss.get("epsilon", state.DEFAULT_EPSILON)))
+    public_n = int(raw.get("public_n", 0) or 0)
+    n = public_n or ss.get(f"_w_n_guess_{ds.fingerprint}",
+                           ss.get(f"n_guess_{ds.fingerprint}", ds.n_guess or DEFAULT_N_GUESS))
+    cap = ss.get("user_cap")
+    k = int(cap) if ds.table.user_column is not None and cap else 1
+    try:
+        sizes = mechanisms.get("auto").resolve_params(raw)["query_sizes"]
+        _, why = recommend.app_default(grid, eps, float(n), sizes, sensitivity=k)
+    except DPCoreError as e:
+        st.error(str(e))
+        return
+    how = ("" if public_n else " The release counts the points privately (5 % of ε) and may choose another "
+           "if the count lands elsewhere; the guess below is for this preview only.")
+    st.info(why + how, icon=":material/recommend:")
+
+
 def _use_budget(prop: Any) -> None:
     """"Use this budget" (a button callback, so it may set the budget widget's key): the proposal,
     rounded up, becomes this release's ε (or ρ); inside the widget's range."""
@@ -401,7 +451,7 @@ def selection() -> Selection:
     """The mechanism, parameters and budget of the Plan step, for the dataset loaded now."""
     ss = st.session_state
     ds = state.dataset()
-    mech = mechanisms.get(ss.get("mechanism", "ug"))
+    mech = mechanisms.get(ss.get("mechanism", state.DEFAULT_MECHANISM))
     led = state.ledger()
     cost = (budget.pure(ss.get("epsilon", state.DEFAULT_EPSILON)) if led.definition == "pure"
             else budget.zcdp(ss.get("rho", state.DEFAULT_RHO)))
@@ -415,7 +465,7 @@ def selection() -> Selection:
             raise DPCoreError("Upload the query rectangles on the Plan step first.")
         # the plan's own refusals (a grid too large for the matrix mechanism ...): data-free, cached
         mech.plan(state.grid(), cost, params, sensitivity=unit.contribution,
-                  n_estimate=ss.get(f"n_guess_{ds.fingerprint}", ds.n_guess or 100_000) if mech.needs_n_guess else None)
+                  n_estimate=ss.get(f"n_guess_{ds.fingerprint}", ds.n_guess or DEFAULT_N_GUESS) if mech.needs_n_guess else None)
         error = None
     except DPCoreError as e:
         params, error = {}, str(e)
