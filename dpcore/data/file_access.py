@@ -6,6 +6,8 @@ person who starts the app names one folder, the *data root*, in ``DPCORE_DATA_RO
 
 * a typed path is taken relative to the root (an absolute path must lie inside it); a ``..``
   component is refused, so a path or pattern cannot climb out;
+* the typed path (for a pattern, its folder before the first wildcard) is resolved first and
+  refused when it leads outside the root through a symbolic link, before any folder is listed;
 * a folder or glob pattern is expanded under the root only, and stops past
   ``DPCORE_MAX_SOURCE_FILES`` files or ``DPCORE_MAX_SOURCE_BYTES`` bytes
   (:mod:`dpcore.data.limits`);
@@ -74,8 +76,18 @@ def source_under_root(text: str, root: Path) -> Source:
     path = given if given.is_absolute() else root / given
     if not _inside(os.path.normpath(path), root):
         raise InputError(f"'{text}' is outside the data folder the app may read ({root}). Name a path inside it.")
+    pattern = any(ch in text for ch in _GLOB)
+    # the typed file or folder (a pattern's folder before its first wildcard), links followed:
+    # refused before anything is listed, naming only what was typed
+    fixed = Path(root, *itertools.takewhile(lambda part: not any(ch in part for ch in _GLOB),
+                                            path.relative_to(root).parts)) if pattern else path
+    target = os.path.realpath(fixed)
+    if not _inside(target, root):
+        what = "is a link to a file" if os.path.isfile(target) else "leads through a symbolic link to a folder"
+        raise InputError(f"'{text}' {what} outside the data folder, which the app may not read. Copy the files "
+                         "into the folder instead.")
     max_files = limit("DPCORE_MAX_SOURCE_FILES")
-    if any(ch in text for ch in _GLOB):
+    if pattern:
         found: Iterable[Path] = (q for q in root.glob(str(path.relative_to(root))) if q.is_file())
     elif path.is_dir():
         found = (q for q in path.rglob("*") if q.is_file() and _fmt(q) is not None

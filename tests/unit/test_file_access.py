@@ -58,7 +58,8 @@ def test_paths_inside_are_read_resolved(tree: tuple[Path, Path]) -> None:
     ("/etc/*", "outside the data folder"),
     ("out_link.csv", "link to a file outside"),  # a symbolic link escaping the root
     ("out_dir/s.csv", "link to a file outside"),  # through a linked folder
-    ("out_dir", "link to a file outside"),
+    ("out_dir", "symbolic link to a folder outside"),
+    ("out_dir/*.csv", "symbolic link to a folder outside"),  # a pattern under a linked folder
     ("*_link.csv", "link to a file outside"),  # a glob that matches an escaping link
     ("**/s.csv", "link to a file outside"),
     ("nope.csv", "does not exist"),
@@ -72,6 +73,33 @@ def test_paths_and_globs_never_leave_the_root(tree: tuple[Path, Path], typed: st
     with pytest.raises(InputError, match=words) as err:
         file_access.source_under_root(typed, root)
     assert str(secret) not in str(err.value)  # the target of a link is not named
+
+
+@pytest.mark.parametrize("typed", ["out_dir", "out_dir/", "out_dir/*.csv", "out_dir/**/*.csv", "sub/out_dir",
+                                   "out_dir/s.csv", "ROOT/out_dir"])
+def test_a_linked_folder_outside_is_refused_before_it_is_listed(tree: tuple[Path, Path], typed: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A typed folder (or file, or a pattern's folder) that a symbolic link leads out of the root
+    is refused before anything is listed (no walk of up to DPCORE_MAX_SOURCE_FILES files outside),
+    and the message names only what was typed, no file of the folder outside."""
+    root, secret = tree
+    for i in range(20):
+        (secret / f"hidden_{i}.csv").write_text(CSV)
+    (root / "sub").mkdir()
+    (root / "sub" / "out_dir").symlink_to(secret, target_is_directory=True)
+    typed = typed.replace("ROOT", str(root))
+
+    def no_listing(self, *args, **kwargs):
+        raise AssertionError(f"listed {self} before refusing it")
+
+    monkeypatch.setattr(Path, "rglob", no_listing)
+    monkeypatch.setattr(Path, "glob", no_listing)
+    words = "link to a file outside" if typed.endswith("s.csv") else "symbolic link to a folder outside"
+    with pytest.raises(InputError, match=words) as err:
+        file_access.source_under_root(typed, root)
+    msg = str(err.value)
+    assert msg.startswith(f"'{typed.strip()}'") and str(secret) not in msg
+    assert "hidden_" not in msg and "s.csv" not in msg.replace(typed, "")
 
 
 def test_absolute_root_given_outside_is_refused(tree: tuple[Path, Path]) -> None:

@@ -27,6 +27,11 @@ Plan (before release)
     (``n_estimate``, used for the preview only); the release may choose another if the noisy
     count lands in another row of the table, and says so.
 
+Refusals before the charge
+    The choice is made after the budget is charged (from the noisy count), so the data checks of
+    *every* mechanism the table can name (HTF's and DAWA's limits on the number of points, ...)
+    run before it (:meth:`Auto.check_aggregate`).
+
 Release record
     ``mechanism`` is ``auto``; ``released_values.auto`` names the choice, its parameters, the
     reason in one sentence, the n used and whether it was public or the noisy count.
@@ -143,9 +148,28 @@ class Auto(PointMechanism):
         return (*levels, self._count_level(grid, e_n, sensitivity, max(lv.level for lv in levels) + 1))
 
     # -- release -----------------------------------------------------------------------------
+    def choosable(self) -> tuple[str, ...]:
+        """Every mechanism the rule can name (the table's entries), in the registry's order."""
+        named = {entry[0] for entry in rule.TABLE.values()}
+        return tuple(name for name in self.candidates if name in named) + tuple(
+            sorted(named - set(self.candidates)))
+
+    def check_aggregate(self, aggregate: Aggregate) -> None:
+        """Every mechanism the rule can choose accepts the data (HTF's and DAWA's limits on the
+        number of points, ...): the choice comes from the noisy count, after the charge, so each
+        candidate's own check runs here, before it."""
+        for name in self.choosable():
+            inner = self.mechanism(name)
+            try:
+                inner.check_aggregate(aggregate)
+            except ParameterError as e:
+                raise ParameterError(
+                    f"Auto may choose {rule.NAMES.get(name, name)} for these data, which refuses them: {e}") from e
+
     def _release(self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
                  ) -> PartitionRelease:
         grid, k = aggregate.grid, int(aggregate.sensitivity)
+        self.check_aggregate(aggregate)  # the pipeline ran it before the charge; kept for direct calls
         e_n, e_m = self.budgets(cost, params)
         if e_n is None:
             n_used, source = float(params["public_n"]), "public number of points"

@@ -44,11 +44,13 @@ Privacy cost (pure ε-DP; ε₁ + ε₂ = ε by sequential composition)
     that is ``ε₁``-DP per point, ``kε₁`` for ``k`` points of a person (group privacy), which
     the factor ``k`` in ``t`` pays.  The public implementations (ektelo, DPComp) draw about
     half this noise (scale ≈ ``2/ε₁``) and clamp noisy costs from below; we do neither, as
-    the argument above does not cover them.  The sampler is exact (integers on the lattice),
-    so the inequality used is exact; no floating-point value decides the partition.
+    the argument above does not cover them.  The sampler is exact (integers on the lattice)
+    and ``t`` is the exact rational ``2kΔ/ε₁`` (:func:`cost_noise_scale`), so the inequality
+    used is exact; no floating-point value decides the partition.  The costs are exact in int64
+    for fewer than ``2^35`` points; DAWA refuses ``MAX_POINTS = 2^34`` or more before the charge.
     *Stage 2.*  One point changes one node per level by 1 (``k`` for a person); level ``ℓ``
     gets ``w_ℓ ε₂`` (``Σ w_ℓ = 1``, :func:`~dpcore.privacy.calibration.split_custom`) and
-    discrete Laplace noise ``k/(w_ℓ ε₂)``: ``ε₂``-DP.  The partition and the workload are
+    discrete Laplace noise of the exact rational scale ``k/(w_ℓ ε₂)``: ``ε₂``-DP.  The partition and the workload are
     public to stage 2 (the first is stage 1's output, the second the curator's).
 
 Release
@@ -70,6 +72,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -80,11 +83,11 @@ from dpcore.data.queries import random_rectangles
 from dpcore.errors import ParameterError
 from dpcore.estimate import greedy_h as gh
 from dpcore.estimate.tree_inference import consistent_release
-from dpcore.points.mechanisms.base import Param, PointMechanism, count_level
+from dpcore.points.mechanisms.base import Param, PointMechanism, count_level, noisy_counts
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.points.workload_io import RectangleList, map_to_grid
 from dpcore.privacy.budget import PrivacyCost, pure
-from dpcore.privacy.calibration import split_custom
+from dpcore.privacy.calibration import laplace_scale_for_epsilon, split_custom
 from dpcore.privacy.noise import NoiseSource, discrete_laplace_interval, discrete_laplace_variance
 
 #: Cost lattice: 2^-FRAC_BITS of a point.
@@ -93,6 +96,11 @@ FRAC_BITS = 4
 COST_SENSITIVITY = 2 << FRAC_BITS
 #: Largest grid DAWA releases (the Hilbert square of a 2,048 × 2,048 grid).
 MAX_CELLS = 2048 * 2048
+#: DAWA releases fewer points than this.  Stage 1's exact costs hold ``2^5·|b|·dev(x, b)`` in
+#: int64 (:func:`~dpcore.estimate.greedy_h.dyadic_deviation_costs`), at most
+#: ``2^6·(|b| − 1)·n < 2^28·n`` for ``|b| ≤ MAX_CELLS = 2^22``: exact below ``n = 2^35``; the
+#: limit keeps a factor 2 of margin.  No real dataset comes near.
+MAX_POINTS = 2**34
 WORKLOADS = ("query_sizes", "uploaded")
 
 
@@ -110,9 +118,15 @@ def bucket_penalty(epsilon1: float, epsilon2: float, k: int, factor: float = PEN
     return round((k / epsilon2 + factor * 4.0 * k / epsilon1) * (1 << FRAC_BITS))
 
 
-def cost_noise_scale(epsilon1: float, k: int) -> float:
-    """Stage 1's discrete Laplace scale in lattice units: ``t = 2·k·Δ/ε₁``."""
-    return 2.0 * k * COST_SENSITIVITY / epsilon1
+def cost_noise_scale(epsilon1: float, k: int) -> Fraction:
+    """Stage 1's discrete Laplace scale in lattice units: ``t = 2·k·Δ/ε₁``, the exact rational
+    of :func:`~dpcore.privacy.calibration.laplace_scale_for_epsilon`, so the noise spends exactly
+    ε₁ (a float quotient could round down, and spend a little more).
+
+    >>> cost_noise_scale(0.25, 1)
+    Fraction(256, 1)
+    """
+    return laplace_scale_for_epsilon(epsilon1, 2 * int(k) * COST_SENSITIVITY)
 
 
 class DAWA(PointMechanism):
@@ -210,13 +224,13 @@ class DAWA(PointMechanism):
         sd_cells = math.sqrt(discrete_laplace_variance(t)) / (1 << FRAC_BITS)
         first = LevelPlan(
             level=0, name="Partition: noisy costs of the candidate buckets", cost=pure(e1),
-            noise="discrete_laplace", scale=t / (1 << FRAC_BITS), sensitivity=4 * k,
+            noise="discrete_laplace", scale=float(t / (1 << FRAC_BITS)), sensitivity=4 * k,
             n_counts=2 * n_cells - 1, sd=sd_cells,
             ci95=discrete_laplace_interval(t) / (1 << FRAC_BITS), cells_per_count=float("nan"),
             in_partition=False,
             note=("Noise on each candidate bucket's cost (in points); chooses the buckets, which are "
                   "published; the costs are not."),
-            extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": t})
+            extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": float(t)})
         shares = split_custom(e2, [float(w) for w in weights])
         out = [first]
         for lv in range(tree.height, -1, -1):
@@ -265,10 +279,18 @@ class DAWA(PointMechanism):
         return (*levels[:-1], dataclasses.replace(leaf, extra=extra))
 
     # -- release -------------------------------------------------------------------------------
+    def check_aggregate(self, aggregate: Aggregate) -> None:
+        """Refuse ``2^34`` points or more (the int64 bound of stage 1's exact costs), before the charge."""
+        if int(np.asarray(aggregate.counts, dtype=np.int64).sum()) >= MAX_POINTS:
+            raise ParameterError(
+                f"DAWA's exact bucket costs hold fewer than {MAX_POINTS:,} points; split the data "
+                "(e.g. by period) into smaller releases, or choose another mechanism.")
+
     def _release(self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
                  ) -> PartitionRelease:
         grid = aggregate.grid
         k = aggregate.sensitivity
+        self.check_aggregate(aggregate)  # the pipeline ran it before the charge; kept for direct calls
         e1, e2 = self.budgets(cost, params)
         rr, cc, inside = self._hilbert(grid)
         x = np.zeros(rr.size, dtype=np.int64)
@@ -324,7 +346,8 @@ class DAWA(PointMechanism):
                 ci_own.append(np.zeros(nodes))  # not released; keeps the scaled half-width finite
             else:
                 true = tree.level_sums(true_b, lv)
-                noisy.append((true + noise.discrete_laplace(plan.scale, nodes)).astype(np.float64))
+                # the exact scale k/(w_ℓ ε₂), not the plan's float (which is for display)
+                noisy.append(noisy_counts(true, plan.cost, k, noise).astype(np.float64))
                 sd_own.append(np.full(nodes, plan.sd))
                 ci_own.append(np.full(nodes, plan.ci95))
             offset += nodes

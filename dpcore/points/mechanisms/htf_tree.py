@@ -98,11 +98,14 @@ def rounding_steps(sensitivity: int, nodes: int) -> int:
 
     One person (at most ``k`` records) changes at most ``m = min(k, nodes)`` of the disjoint
     nodes of one level, node ``j`` by ``Δ_j <= 2·k_j`` (``Σ k_j <= k``, paper Theorem 1
-    per record).  Rounding to the nearest multiple of ``g`` moves ``round(x/g)`` by at most
-    ``ceil(Δ_j/g + 2e/g)`` where ``e < 2^-14 = g/16`` is the float error of ``o_k``
-    (docstring of :mod:`dpcore.points.mechanisms.htf`).  Since ``Σ ceil(x_j) <=
-    floor(Σ x_j) + m`` and ``Σ Δ_j/g <= 2k/g`` is an integer, the integers released at one
-    evaluation change by at most ``2k/g + m + floor(m/8)`` steps in total: the margin is
+    per record).  The released integer is ``rint(a)``, ``a`` the float objective over ``g``
+    (nearest, ties to even).  As ``|rint(a) − a| <= 1/2``, two values obey
+    ``|rint(a) − rint(b)| <= |a − b| + 1``, and for node ``j``'s two neighbouring values
+    ``|a − b| <= Δ_j/g + 2e/g``, where ``e < 2^-14 = g/16`` is the float error of ``o_k``
+    (docstring of :mod:`dpcore.points.mechanisms.htf`).  (A bound of ``ceil(|a − b|)`` would
+    be false: ``rint(0.5) = 0``, ``rint(1.5) = 2``.)  Summed over the ``m`` nodes, the integers
+    released at one evaluation change by at most ``Σ Δ_j/g + 2me/g + m < 2k/g + m + m/8``; the
+    change and ``2k/g`` are integers, so it is at most ``2k/g + m + floor(m/8)``: the margin is
     ``m + floor(m/8)`` steps (``= m`` for ``m <= 7``, and 1 for ``k = 1``).
 
     >>> rounding_steps(1, 1000), rounding_steps(3, 2), rounding_steps(3, 50), rounding_steps(16, 99)
