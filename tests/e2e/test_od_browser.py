@@ -44,19 +44,19 @@ def test_od_release_map_export(app_url, page, tmp_path):
     side = page.get_by_test_id("stSidebar")
     side.get_by_text(re.compile(r"60,000 trips, 28,377 observed pairs")).wait_for()
 
-    # ---- Plan: the defaults (InfTDA, ρ = 0.125 of 0.5), the expected error per table
+    # ---- Plan: the defaults (InfTDA, ρ = 0.25 of 0.5), the expected error per table
     go_to(page, "Plan")
     main.get_by_text("Use it when:").first.wait_for()
     main.get_by_text(re.compile(r"Expected error per table")).wait_for()
 
     # ---- Release
     go_to(page, "Release")
-    button = main.get_by_role("button", name=re.compile(r"^Release with ρ = 0\.12 — 0\.38 left after this"))
+    button = main.get_by_role("button", name=re.compile(r"^Release with ρ = 0\.25 — 0\.25 left after this"))
     # clicks that land before the page shows the release (a double click, an impatient curator)
     # release once (the button's one-time token)
     button.wait_for()
     button.evaluate("b => { b.click(); for (const ms of [30, 100, 200]) setTimeout(() => b.click(), ms); }")
-    main.get_by_text(re.compile(r"^Released InfTDA .* with ρ = 0\.12 .*ρ = 0\.38 of 0\.5 is left")).wait_for()
+    main.get_by_text(re.compile(r"^Released InfTDA .* with ρ = 0\.25 .*ρ = 0\.25 of 0\.5 is left")).wait_for()
     released = side.get_by_text(re.compile(r"flows released in the finest table"))
     try:
         released.wait_for(timeout=20_000)
