@@ -411,11 +411,25 @@ def release_button(key: str, label: str, release: Any, *args: Any, disabled: boo
     token = ss.setdefault(f"{key}_token", 0)
     if ss.get(f"{key}_token_used") == token:
         ss[f"{key}_token"] = token = token + 1  # the last click was used: arm a new one
-    st.button(label, type="primary", key=key, disabled=disabled, help=help, on_click=_release_once,
-              args=(key, token, release, args))
+    # A button's callback and its arguments are the ones of its latest drawing on the server, not of
+    # the drawing the browser showed when it was clicked; so each token is a button of its own (its
+    # own key): a click on a drawing from before the release finds that drawing's token, used, and
+    # releases nothing, instead of finding the new token (seen in a browser: a burst of clicks made
+    # two releases).
+    st.button(label, type="primary", key=release_widget_key(key), disabled=disabled, help=help,
+              on_click=_release_once, args=(key, token, release, args))
     err = ss.pop(f"{key}_error", None)
     if err:
         st.error(err)
+
+
+def release_widget_key(key: str, session_state: Any = None) -> str:
+    """The widget key of the Release button ``key`` as drawn now: ``key`` until the first release,
+    then ``key#1``, ``key#2`` … (one widget per one-time token, see :func:`release_button`).
+    ``session_state``: another session's state (an AppTest's), else this session's."""
+    ss = st.session_state if session_state is None else session_state
+    token = ss[f"{key}_token"] if f"{key}_token" in ss else 0
+    return key if not token else f"{key}#{token}"
 
 
 def _release_once(key: str, token: int, release: Any, args: tuple[Any, ...]) -> None:

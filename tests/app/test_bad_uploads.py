@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui.state import release_widget_key
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from test_bad_inputs import CORPUS, gzip_bomb  # noqa: E402
@@ -49,7 +51,7 @@ def areas(table: str) -> AppTest:
 def release_on(at: AppTest, key: str) -> AppTest:
     """Release from the Release step (as planned), then come back to the Data step."""
     at.switch_page("pages/release.py").run()
-    at.button(key=key).click().run()
+    at.button(key=release_widget_key(key, at.session_state)).click().run()
     ok(at)
     at.switch_page("pages/data.py").run()
     return ok(at)
@@ -98,7 +100,7 @@ def test_data_page_bad_points_and_boundaries_keep_dataset_and_release() -> None:
     ok(at)
     at.switch_page("pages/plan.py").run()
     at.switch_page("pages/release.py").run()
-    at.button(key="release_button").click().run()
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
     ok(at)
     releases = list(at.session_state["releases"])
     assert len(releases) == 1
@@ -184,7 +186,7 @@ def flows_app() -> AppTest:
 def test_od_page_bad_trips_and_area_lists_keep_the_release() -> None:
     at = flows_app()
     at.switch_page("pages/release.py").run()
-    at.button(key="od_release_button").click().run()
+    at.button(key=release_widget_key("od_release_button", at.session_state)).click().run()
     ok(at)
     before = {k: [e["release"].release_id for e in v] for k, v in at.session_state["od_releases"].items()}
     assert sum(map(len, before.values())) == 1

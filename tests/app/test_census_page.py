@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui.state import release_widget_key
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 
@@ -46,7 +48,7 @@ def frame_with(at: AppTest, column: str):
 
 
 def release_button(at: AppTest):
-    return at.button(key="census_release_button")
+    return at.button(key=release_widget_key("census_release_button", at.session_state))
 
 
 def test_page_shows_expected_error_before_release() -> None:
@@ -211,8 +213,8 @@ def test_matrix_marginals_zcdp_release_once_with_exports() -> None:
     assert "closed-form" in summary["Strategy"]
     assert float(summary["Ratio to the lower bound"]) == pytest.approx(1.0, abs=1e-9)
     step(at, "release")
-    assert "ρ = 0.25" in at.button(key="census_mx_release_button").label  # the default: half the cap ρ = 0.5
-    at.button(key="census_mx_release_button").click().run()
+    assert "ρ = 0.25" in at.button(key=release_widget_key("census_mx_release_button", at.session_state)).label  # the default: half the cap ρ = 0.5
+    at.button(key=release_widget_key("census_mx_release_button", at.session_state)).click().run()
     ok(at)
     led = at.session_state["census_ledgers"][fp]
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.25)
@@ -306,7 +308,7 @@ def test_ordinal_values_come_from_a_typed_public_list() -> None:
     step(at, "plan")
     at.radio(key="_w_census_mech").set_value("matrix").run()
     step(at, "release")
-    at.button(key="census_mx_release_button").click().run()
+    at.button(key=release_widget_key("census_mx_release_button", at.session_state)).click().run()
     ok(at)
     mx = json.loads(at.session_state["census_mx_release"]["json"])
     assert mx["table"]["bins_source"] == {"age": "a public list typed by the curator"}

@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dpcore.areas.hierarchy import Hierarchy
+from ui.state import release_widget_key
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -35,7 +36,7 @@ def step(at: AppTest, name: str) -> AppTest:
 
 def release(at: AppTest) -> AppTest:
     step(at, "release")
-    at.button(key="hier_release_button").click().run()
+    at.button(key=release_widget_key("hier_release_button", at.session_state)).click().run()
     return ok(at)
 
 
@@ -66,7 +67,7 @@ def test_demo_shows_levels_and_expected_error_before_release(at: AppTest) -> Non
     assert any(m.value.startswith("**Use it when:**") for m in at.markdown)  # one plain line first
     assert not any("recursion" in m.value or "§" in m.value for m in at.markdown)  # formulas behind the expander
     step(at, "release")
-    assert "Release with ε = 0.5" in at.button(key="hier_release_button").label
+    assert "Release with ε = 0.5" in at.button(key=release_widget_key("hier_release_button", at.session_state)).label
     assert "hier_release" not in at.session_state
     step(at, "plan")
     # the replace-one model makes the total public: the root is no longer measured
@@ -121,7 +122,7 @@ def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> No
     at.number_input(key="_w_hier_value_pure").set_value(0.8).run()
     release(at)
     rel_id = at.session_state["hier_release"]["release"].release_id
-    button = at.button(key="hier_release_button")
+    button = at.button(key=release_widget_key("hier_release_button", at.session_state))
     assert button.disabled  # 0.8 + 0.8 > cap 1.0
     assert "Not enough budget" in button.label and any("more than the 0.2 left" in w.value for w in at.warning)
     step(at, "data")

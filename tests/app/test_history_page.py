@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui.state import release_widget_key
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -75,7 +77,7 @@ def history_of(at: AppTest) -> AppTest:
 
 def test_a_new_session_continues_the_budget_of_real_data_and_lists_the_release() -> None:
     first = uploaded()
-    first.button(key="census_release_button").click().run()
+    first.button(key=release_widget_key("census_release_button", first.session_state)).click().run()
     assert not first.exception
     rel_id = first.session_state["census_release"]["release"].release_id
     assert not state_is_session_budget(census_ledger(first))
@@ -83,9 +85,9 @@ def test_a_new_session_continues_the_budget_of_real_data_and_lists_the_release()
     second = uploaded()
     led = census_ledger(second)
     assert led.spent == pytest.approx(0.5) and len(led.entries) == 1
-    second.button(key="census_release_button").click().run()  # 0.5 + 0.5 = the cap 1.0
+    second.button(key=release_widget_key("census_release_button", second.session_state)).click().run()  # 0.5 + 0.5 = the cap 1.0
     assert not second.exception
-    assert second.button(key="census_release_button").disabled  # nothing left
+    assert second.button(key=release_widget_key("census_release_button", second.session_state)).disabled  # nothing left
     assert len(led.entries) == 2
     assert not any("budget resets with the session" in c.value for c in second.caption)
     # the history page of a session holding that table lists both releases with their files
@@ -111,9 +113,9 @@ def test_the_demo_budget_lives_with_the_session() -> None:
         led = census_ledger(at)
         assert state_is_session_budget(led) and led.spent == 0
         for _ in range(2):  # the default ε 0.5, twice: the whole default cap of this session
-            at.button(key="census_release_button").click().run()
+            at.button(key=release_widget_key("census_release_button", at.session_state)).click().run()
             assert not at.exception, at.exception
-        assert led.spent == pytest.approx(1.0) and at.button(key="census_release_button").disabled
+        assert led.spent == pytest.approx(1.0) and at.button(key=release_widget_key("census_release_button", at.session_state)).disabled
         assert any("demo: budget resets with the session" in c.value for c in at.caption)
         h = history_of(at)  # the session's releases are in its history, with their files
         assert [b.label for b in h.get("download_button")].count("Download release.csv") == 2
@@ -130,7 +132,7 @@ def test_the_demo_budget_lives_with_the_session() -> None:
 
 def test_history_shows_its_size_and_removes_old_files_keeping_the_budget() -> None:
     at = uploaded()
-    at.button(key="census_release_button").click().run()
+    at.button(key=release_widget_key("census_release_button", at.session_state)).click().run()
     assert not at.exception
     led = census_ledger(at)
     entries = led.to_dict()

@@ -8,6 +8,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui.state import release_widget_key
+
 APP = "../../app.py"  # relative to this file
 
 
@@ -41,7 +43,7 @@ def test_large_grid_is_refused_with_a_clear_message(at: AppTest) -> None:
     assert not at.exception
     assert any("at most 65,536 cells" in e.value for e in at.error)
     _goto(at, "release")
-    assert at.button(key="release_button").disabled
+    assert at.button(key=release_widget_key("release_button", at.session_state)).disabled
 
 
 def test_choose_matrix_preview_release_and_export(at: AppTest) -> None:
@@ -71,7 +73,7 @@ def test_choose_matrix_preview_release_and_export(at: AppTest) -> None:
     assert at.session_state["releases"] == []
 
     _goto(at, "release")
-    at.button(key="release_button").click().run()
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
     assert not at.exception, at.exception
     rels = at.session_state["releases"]
     assert len(rels) == 1
@@ -114,7 +116,7 @@ def test_uploaded_rectangles_preview_error_keeps_earlier_release_and_export(at: 
     assert any("Upload the rectangles" in i.value for i in at.info)
     assert any("once your rectangles are uploaded" in i.value for i in at.info) and not at.error
     _goto(at, "release")
-    assert at.button(key="release_button").disabled
+    assert at.button(key=release_widget_key("release_button", at.session_state)).disabled
     _goto(at, "plan")
 
     at.file_uploader(key="matrix_rects_upload").set_value(("nyc.csv", NYC_RECTS, "text/csv")).run()
@@ -131,7 +133,7 @@ def test_uploaded_rectangles_preview_error_keeps_earlier_release_and_export(at: 
     assert at.session_state["releases"] == []  # the preview spent nothing
 
     _goto(at, "release")
-    at.button(key="release_button").click().run()
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
     assert not at.exception, at.exception
     rel = at.session_state["releases"][0].release
     assert rel.details["workload_answers"]["name"][2] == "Brooklyn, south"
@@ -146,7 +148,7 @@ def test_uploaded_rectangles_preview_error_keeps_earlier_release_and_export(at: 
     assert any("Still using the 5 rectangles of nyc.csv" in c.value for c in at.caption)
     assert len(at.session_state["releases"]) == 1
     _goto(at, "release")
-    assert not at.button(key="release_button").disabled  # the earlier rectangles can still be released
+    assert not at.button(key=release_widget_key("release_button", at.session_state)).disabled  # the earlier rectangles can still be released
 
     _goto(at, "export")
     preview = _table(at, "standard_error")

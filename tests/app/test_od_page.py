@@ -24,6 +24,7 @@ from dpcore.flows.counts import ODCounts
 from dpcore.pipeline import release_od
 from dpcore.privacy import budget
 from ui import state
+from ui.state import release_widget_key
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -99,7 +100,7 @@ def paper_budget(at: AppTest) -> AppTest:
 
 def release_button(at: AppTest):
     """The Release button of the Release step."""
-    return at.button(key="od_release_button")
+    return at.button(key=release_widget_key("od_release_button", at.session_state))
 
 
 def release(at: AppTest) -> AppTest:
@@ -268,6 +269,25 @@ def test_a_second_click_on_release_spends_nothing(at: AppTest) -> None:
     assert len(ledger(at).entries) == 2 and len(entries(at)) == 2
     # every charge has its release: the budget is never spent for a release that was not kept
     assert len(ledger(at).entries) == sum(len(v) for v in at.session_state["od_releases"].values())
+
+
+def test_a_click_on_the_button_as_drawn_before_the_release_spends_nothing(at: AppTest) -> None:
+    """A burst of clicks in a browser: clicks sent before the page showed the release reach the server
+    after the button was drawn again.  They carry the earlier drawing's widget id, so they must find
+    that drawing's used token, not the newly armed one (a callback runs with the arguments of the
+    widget's latest drawing, so the new token needs a widget id of its own)."""
+    step(at, "release")
+    before = release_button(at)
+    before.click().run()
+    ok(at)
+    assert len(ledger(at).entries) == 1
+    assert release_button(at).key != before.key  # the redrawn button is another widget
+    before.click().run()  # the stale click, as the browser sends it: the earlier drawing's id
+    ok(at)
+    assert len(ledger(at).entries) == 1 and len(entries(at)) == 1
+    release_button(at).click().run()  # a click on the redrawn button is a deliberate new release
+    ok(at)
+    assert len(ledger(at).entries) == 2 and len(entries(at)) == 2
 
 
 def test_an_exhausted_budget_is_refused(at: AppTest) -> None:

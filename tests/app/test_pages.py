@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from dpcore.data.synthetic import DEMO_NAME
 from dpcore.points import export
+from ui.state import release_widget_key
 
 APP = "../../app.py"  # relative to this file
 NYC_CORE = (-74.06, 40.56, -73.70, 40.92)  # west, south, east, north
@@ -85,7 +86,7 @@ def release(at: AppTest) -> AppTest:
     """Release with the Plan step's current settings (defaults: auto, ε = 0.5; tests that check UG's
     numbers choose UG first)."""
     goto(at, "release")
-    button = at.button(key="release_button")
+    button = at.button(key=release_widget_key("release_button", at.session_state))
     assert button.label.startswith("Release with ε = "), button.label
     button.click().run()
     assert not at.exception, at.exception
@@ -285,7 +286,7 @@ def test_expected_error_table_before_release(at, mechanism):
     assert at.session_state["releases"] == []
     assert "spent ε = 0 of 1" in sidebar_text(at)
     goto(at, "release")  # the Release step releases what the plan says
-    assert at.button(key="release_button").label.startswith("Release with ε = 0.5")
+    assert at.button(key=release_widget_key("release_button", at.session_state)).label.startswith("Release with ε = 0.5")
     assert at.session_state["releases"] == []
 
 
@@ -322,7 +323,7 @@ def test_release_over_the_cap_is_refused(at):
     number_input(at, "Budget cap").set_value(0.2).run()
     assert not at.exception
     goto(at, "release")
-    button = at.button(key="release_button")
+    button = at.button(key=release_widget_key("release_button", at.session_state))
     assert button.disabled
     assert button.label == "Not enough budget: ε = 0.5 asked, 0.2 left"
     assert any("more than the 0.2 left of the budget" in w for w in texts(at.warning))
@@ -337,7 +338,7 @@ def test_second_release_over_the_remaining_budget_is_refused(at):
     number_input(at, "Privacy budget of this release").set_value(0.6).run()
     assert not at.exception
     goto(at, "release")
-    button = at.button(key="release_button")
+    button = at.button(key=release_widget_key("release_button", at.session_state))
     assert button.disabled and button.label.startswith("Not enough budget: ε = 0.6 asked, 0.5 left")
     assert len(at.session_state["releases"]) == 1
 
@@ -355,7 +356,7 @@ def test_budget_cap_can_be_changed_twice_in_a_row(at):
     assert ledger.cap.value == pytest.approx(0.8)
     assert [(c.old.value, c.new.value) for c in ledger.cap_changes] == [(1.0, 0.2), (0.2, 0.8)]
     goto(at, "release")
-    assert at.button(key="release_button").label.startswith("Release with ε = 0.5")
+    assert at.button(key=release_widget_key("release_button", at.session_state)).label.startswith("Release with ε = 0.5")
 
 
 # ------------------------------------------------------------------ Map
@@ -477,7 +478,7 @@ def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
     expected = budget.zcdp_to_approx_dp(0.25, 1e-6)  # the default: half the default cap ρ = 0.5
     assert any(f"this release is ε = {expected:.2g}" in i for i in infos), (expected, infos)
     goto(at, "release")
-    button = at.button(key="release_button")
+    button = at.button(key=release_widget_key("release_button", at.session_state))
     assert button.label.startswith("Release with ρ = 0.25"), button.label
     button.click().run()
     assert not at.exception
@@ -542,7 +543,7 @@ def test_zcdp_ledger_refuses_a_pure_only_mechanism_with_a_clear_message(at):
     assert any("pure ε-DP only" in e for e in errors), errors
     goto(at, "release")
     assert any("pure ε-DP only" in e for e in texts(at.error))
-    assert at.button(key="release_button").disabled
+    assert at.button(key=release_widget_key("release_button", at.session_state)).disabled
 
 
 def test_typed_query_box_shows_its_expected_error_before_release(at):

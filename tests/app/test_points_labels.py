@@ -8,6 +8,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui.state import release_widget_key
+
 APP = "../../app.py"  # relative to this file
 
 
@@ -52,7 +54,7 @@ def test_release_labels_legend_axes_and_counts(at: AppTest) -> None:
     goto(at, "plan")
     at.selectbox(key="_w_mechanism").set_value("htf").run()
     goto(at, "release")
-    at.button(key="release_button").click().run()
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
     assert not at.exception, at.exception
     rel = at.session_state["releases"][-1].release
     specs = {el.proto.id.rsplit("-", 1)[-1]: json.loads(el.proto.spec) for el in at.get("plotly_chart")}

@@ -12,6 +12,7 @@ from dpcore import catalog
 from dpcore.core.target import Target, plan_for_targets
 from dpcore.data.domain import Grid
 from dpcore.privacy.units import Unit
+from ui.state import release_widget_key
 
 APP = "../../app.py"  # relative to this file
 
@@ -67,7 +68,7 @@ def test_proposal_appears_and_use_this_budget_sets_the_budget(at: AppTest) -> No
     assert all(not led.entries for led in at.session_state["ledgers"].values())
     at.switch_page("pages/release.py").run()
     assert not at.exception, at.exception
-    assert at.button(key="release_button").label.startswith(f"Release with ε = {expected.rounded:.2g}")
+    assert at.button(key=release_widget_key("release_button", at.session_state)).label.startswith(f"Release with ε = {expected.rounded:.2g}")
 
 
 def test_changed_target_hides_the_old_proposal(at: AppTest) -> None:

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui.state import release_widget_key
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 POP = "Travel survey 2023"
@@ -118,7 +120,7 @@ def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
     assert number_input(at, "Budget cap").label == f"Budget cap of the population {POP} (ε)"
     number_input(at, "Privacy budget of this release").set_value(0.6).run()
     goto(at, "release")
-    at.button(key="release_button").click().run()
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
     ok(at)
     pop = points_ledger(at)
     assert pop.spent == pytest.approx(0.6) and len(at.session_state["releases"]) == 1
@@ -130,20 +132,20 @@ def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
     assert led.dataset == pop.dataset and led.spent == pytest.approx(0.6)
     assert any(m.label == "Spent of the population's cap" and m.value == "ε = 0.6 of 1" for m in at.metric)
     goto(at, "census_release")
-    button = at.button(key="census_release_button")
+    button = at.button(key=release_widget_key("census_release_button", at.session_state))
     assert button.disabled  # ε = 0.5 on top of the points' 0.6 passes the population's cap 1
     assert "This release asks for ε = 0.5, more than the 0.4 left of the budget" in texts(at.warning)
     goto(at, "census")
     at.number_input(key="_w_census_epsilon").set_value(0.4).run()
     goto(at, "census_release")
-    at.button(key="census_release_button").click().run()
+    at.button(key=release_widget_key("census_release_button", at.session_state)).click().run()
     ok(at)
     assert pop.spent == pytest.approx(1.0) and [e.label for e in pop.entries][-1].startswith("census release")
 
     goto(at, "mechanism")  # the points page now sees the census release in its budget
     number_input(at, "Privacy budget of this release").set_value(0.1).run()
     goto(at, "release")
-    assert at.button(key="release_button").disabled
+    assert at.button(key=release_widget_key("release_button", at.session_state)).disabled
     assert "spent ε = 1 of 1" in "\n".join(p.proto.text for p in at.sidebar.get("progress"))
 
     goto(at, "history")  # one budget, listed once, naming both data sets
@@ -157,7 +159,7 @@ def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
 def test_binding_after_a_release_is_refused_and_the_page_stays() -> None:
     at = page("census.py")
     goto(at, "census_release")
-    at.button(key="census_release_button").click().run()
+    at.button(key=release_widget_key("census_release_button", at.session_state)).click().run()
     ok(at)
     own = census_ledger(at)
     goto(at, "census")
@@ -167,7 +169,7 @@ def test_binding_after_a_release_is_refused_and_the_page_stays() -> None:
     assert census_ledger(at) is own and own.spent == pytest.approx(0.5)
     assert [t.value for t in at.title] == ["Plan"]  # page alive
     goto(at, "census_release")
-    assert at.button(key="census_release_button").label.startswith("Release with ε = 0.5")
+    assert at.button(key=release_widget_key("census_release_button", at.session_state)).label.startswith("Release with ε = 0.5")
     goto(at, "census")
     at.run()
     assert "already has releases" not in texts(at.error)  # shown once, not on every rerun
@@ -262,7 +264,7 @@ def test_history_lists_cap_changes_and_the_unit_of_each_spend() -> None:
     at = goto(app(), "mechanism")
     number_input(at, "Budget cap").set_value(0.8).run()
     goto(at, "release")
-    at.button(key="release_button").click().run()
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
     ok(at)
     goto(at, "history")
     assert any("Cap changes:" in c.value and "ε = 1 → ε = 0.8" in c.value for c in at.caption)
@@ -301,7 +303,7 @@ def test_a_record_level_release_on_a_person_budget_is_refused_with_the_reason() 
     assert at.session_state["user_cap"] == 10
     goto(at, "mechanism")
     goto(at, "release")
-    at.button(key="release_button").click().run()
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
     ok(at)
     led = points_ledger(at)
     assert led.unit is not None and led.unit.label() == "one person (at most 10 records each), add or remove"
@@ -316,7 +318,7 @@ def test_a_record_level_release_on_a_person_budget_is_refused_with_the_reason() 
     err = texts(at.error)
     assert "This budget protects one person (at most 10 records each)" in err
     assert "a record-level release bounds the influence of one row only" in err
-    button = at.button(key="release_button")
+    button = at.button(key=release_widget_key("release_button", at.session_state))
     assert button.disabled and "unit of privacy" in button.label
     assert len(led.entries) == 1 and len(at.session_state["releases"]) == 1
     assert [t.value for t in at.title] == ["Release"]  # the page is alive

@@ -96,3 +96,20 @@ def app_url():
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=15)
+
+
+# ---- when E2E_SCREENS names a folder, a failed test leaves a full-page screenshot of its page there
+
+SCREENS = os.environ.get("E2E_SCREENS")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call" and rep.failed and SCREENS and "page" in getattr(item, "funcargs", {}):
+        try:
+            os.makedirs(SCREENS, exist_ok=True)
+            item.funcargs["page"].screenshot(path=os.path.join(SCREENS, f"FAILED-{item.name}.png"), full_page=True)
+        except Exception:  # noqa: BLE001 (a screenshot must not hide the failure)
+            pass

@@ -38,7 +38,7 @@ def test_folder_counted_by_duckdb_then_config_rerun(app_url, app_ledger_db, page
 
     # ---- Data: a folder on this computer, DuckDB, the person column detected by name
     page.get_by_text("Files on this computer (large data)").click()
-    page.get_by_placeholder("/data/pings/").fill(str(folder))
+    page.get_by_role("textbox", name=re.compile(r"^A CSV or Parquet file in ")).fill(str(folder))
     page.keyboard.press("Enter")
     page.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Engine", exact=True)).click()
     page.get_by_role("option", name=re.compile("^DuckDB")).click()

@@ -1,5 +1,7 @@
 """Two browser sessions (two Playwright contexts) on one server: different data never share data,
-releases or budget; the same data shares its budget (issue 9)."""
+releases or budget; the same data shares its budget (issue 9).
+
+Real (uploaded) data only: the made-up demo's budget lives with its browser session by design."""
 
 from __future__ import annotations
 
@@ -13,50 +15,59 @@ pytestmark = [
     pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="/usr/bin/chromium is missing"),
 ]
 
-OTHER = b"state,county,tract,population\n07,001,000100,50\n07,001,000200,70\n07,003,000100,90\n"
+SHARED = b"state,county,tract,population\n07,001,000100,50\n07,001,000200,70\n07,003,000100,90\n"
+OTHER = b"state,county,tract,population\n08,001,000100,40\n08,001,000200,60\n08,003,000100,80\n"
 
 
-def open_census(context, app_url):
+def go_to(page, label: str) -> None:
+    page.locator('[data-testid="stSidebarNav"] a', has_text=label).first.click()
+    page.get_by_test_id("stMain").get_by_role("heading", name=label, exact=True).first.wait_for()
+
+
+def open_census(context, app_url, name: str, data: bytes):
+    """A new session: Data step → counts over areas → a census table → upload ``data``."""
     page = context.new_page()
     page.set_default_timeout(60_000)
     page.goto(app_url)
     page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
-    page.locator('[data-testid="stSidebarNav"] a', has_text="8 · Census").first.click()
     main = page.get_by_test_id("stMain")
-    main.get_by_text("1. Data").wait_for()
-    return page, main
+    main.get_by_text("Counts over areas", exact=True).click()
+    main.get_by_text(re.compile(r"^A census table with attributes")).click()
+    main.get_by_text("Upload a file").click()
+    main.get_by_text("Upload a census table, or use the built-in synthetic census.").wait_for()
+    main.locator('input[type="file"]').first.set_input_files(
+        files=[{"name": name, "mimeType": "text/csv", "buffer": data}])
+    main.get_by_text(re.compile(rf"Source: {re.escape(name)}, 3 rows")).wait_for()
+    return page, main, page.get_by_test_id("stSidebar")
 
 
 def test_two_sessions_keep_data_releases_and_budgets_apart(app_url, browser):
     a_ctx, b_ctx, c_ctx = browser.new_context(), browser.new_context(), browser.new_context()
     try:
-        # session A releases the built-in census with ε = 0.5
-        a, a_main = open_census(a_ctx, app_url)
+        # session A releases its table with ε = 0.5
+        a, a_main, a_side = open_census(a_ctx, app_url, "tracts.csv", SHARED)
+        go_to(a, "Release")
         a_main.get_by_role("button", name=re.compile(r"^Release with ε = 0\.5")).click()
-        a_main.get_by_text(re.compile(r"^Released synthetic census with Privelet")).wait_for()
-        a_main.get_by_text("ε = 0.5 of 1").wait_for()
+        a_main.get_by_text(re.compile(r"^Released tracts\.csv with Privelet.*ε = 0\.5 of 1 is left")).wait_for()
+        a_side.get_by_text(re.compile(r"spent ε = 0\.5 of 1")).wait_for()
 
         # session B uploads other data: none of A's release, table or budget is visible
-        b, b_main = open_census(b_ctx, app_url)
-        b_main.get_by_text("Upload a file").click()
-        b_main.get_by_text("Upload a census table, or use the built-in synthetic census.").wait_for()
-        b_main.locator('input[type="file"]').first.set_input_files(
-            files=[{"name": "other.csv", "mimeType": "text/csv", "buffer": OTHER}])
-        b_main.get_by_text(re.compile(r"Source: other\.csv, 3 rows")).wait_for()
-        b_main.get_by_text("ε = 0 of 1").wait_for()
-        b_main.get_by_text(re.compile(r"Nothing released yet")).wait_for()
+        b, b_main, b_side = open_census(b_ctx, app_url, "other.csv", OTHER)
+        b_side.get_by_text(re.compile(r"spent ε = 0 of 1")).wait_for()
+        go_to(b, "Release")
+        b_main.get_by_text("Nothing has been released from this table yet.").wait_for()
         assert b_main.get_by_text(re.compile(r"^Released ")).count() == 0  # not A's release
 
-        # session C holds the same data as A: the budget follows the content, so it continues
-        c, c_main = open_census(c_ctx, app_url)
-        c_main.get_by_text("ε = 0.5 of 1").wait_for()
-        c.locator('[data-testid="stSidebarNav"] a', has_text="10 · Release history").first.click()
-        c_main = c.get_by_test_id("stMain")
-        c_main.get_by_text(re.compile(r"Census table · 1 release")).wait_for()
-        # and A, after a reload, still sees its own release's budget
-        a.reload()
-        a.locator('[data-testid="stSidebarNav"] a', has_text="8 · Census").first.click()
-        a.get_by_test_id("stMain").get_by_text("ε = 0.5 of 1").wait_for()
+        # session C uploads the same data as A (under another file name): the budget follows the
+        # content, so it continues
+        c, c_main, c_side = open_census(c_ctx, app_url, "same.csv", SHARED)
+        c_side.get_by_text(re.compile(r"spent ε = 0\.5 of 1")).wait_for()
+        go_to(c, "History")
+        c.get_by_test_id("stMain").get_by_text(re.compile(r"1 release")).first.wait_for()
+        # and A, after a reload (a new session that opens the same table again), still sees its budget
+        a.close()
+        a, a_main, a_side = open_census(a_ctx, app_url, "tracts.csv", SHARED)
+        a_side.get_by_text(re.compile(r"spent ε = 0\.5 of 1")).wait_for()
     finally:
         for ctx in (a_ctx, b_ctx, c_ctx):
             ctx.close()

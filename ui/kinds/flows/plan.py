@@ -174,8 +174,9 @@ def plan_step() -> None:
     elif definition == "rho":
         c2.number_input("ρ of this release", min_value=1e-5, max_value=10.0, step=0.01, format="%.4f",
                         key=keep("rho", DEFAULTS["rho"]),
-                        help="Smaller: more privacy, more noise. ρ = 0.125 is the app's default (the zCDP reading "
-                             "ρ = ε²/2 of ε = 0.5); the paper's ε = 1 at δ = 1e-8 is ρ ≈ 0.0132.")
+                        help=f"Smaller: more privacy, more noise. ρ = {fmt.eps(state.DEFAULT_RHO)} is the app's default "
+                             f"(half the cap of {fmt.eps(state.DEFAULT_RHO_CAP)}); the paper's ε = 1 at δ = 1e-8 "
+                             "is ρ ≈ 0.0132.")
         kept("rho")
         c2.select_slider("δ for reading it as (ε, δ)-DP", DELTAS, key=keep("delta_read", DEFAULTS["delta_read"]),
                          format_func=sci, help="Only for the (ε, δ) reading below; the release is ρ-zCDP.")
@@ -194,9 +195,10 @@ def plan_step() -> None:
                         min_value=0.0001, step=0.01, fmt_str="%.4f", population=population)
     c3.caption(f"Spent so far{f' by the population {population}' if population else ''}: {led.cap.symbol} = "
                f"{fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}; left: {fmt.eps(led.remaining)}.")
-    st.caption("The defaults are the app's, the same for every kind of data: ρ = 0.125 of a cap of 0.5, the zCDP "
-               "reading of ε = 0.5 of 1. The paper's experiments state ε = 1 at δ = 1e-8: choose '(ε, δ)-DP' to "
-               "state a release that way.")
+    st.caption(f"The defaults are the app's, the same for every kind of data: half the cap per release, here "
+               f"ρ = {fmt.eps(state.DEFAULT_RHO)} of a cap of {fmt.eps(state.DEFAULT_RHO_CAP)} (the zCDP reading "
+               "ρ = ε²/2 of a cap of ε = 1). The paper's experiments state ε = 1 at δ = 1e-8: choose '(ε, δ)-DP' "
+               "to state a release that way.")
 
     c4, c5, c6 = st.columns(3)
     c4.radio("Neighbouring data sets", list(NEIGHBOURS), format_func=NEIGHBOURS.get,
