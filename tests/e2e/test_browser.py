@@ -74,8 +74,11 @@ def test_upload_release_map_export_offline(app_url, page, tmp_path):
     sidebar.get_by_text(f"{N_POINTS:,} rows kept of {N_POINTS:,} read").wait_for()
     assert sidebar.get_by_text("points.csv").count() >= 1
 
-    # ---- Plan: defaults (UG, ε = 0.5); Release: the button, then the map on the same page
+    # ---- Plan: UG (the session starts on auto), ε = 0.5; Release: the button, then the map on the same page
     go_to(page, "Plan")
+    page.get_by_test_id("stSelectbox").first.click()
+    page.get_by_role("option", name="UG (uniform grid sized from the data volume)").click()
+    page.get_by_text("Counts on a coarser regular grid").first.wait_for(state="attached")
     go_to(page, "Release")
     page.get_by_role("button", name=re.compile(r"^Release with ε = ")).click()
     page.get_by_text(re.compile(r"^Released UG")).first.wait_for()
