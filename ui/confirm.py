@@ -56,10 +56,11 @@ def button(key: str, led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str
     state.release_button(key, label, release, *args, disabled=not can)
 
 
-def released(what: str, cost: PrivacyCost, led: Ledger, release_id: str) -> None:
-    """The confirmation of a release: what was released, what it cost, what is left, where to look."""
+def released(what: str, cost: PrivacyCost, led: Ledger, release_id: str, *, below: str = "See it on the map") -> None:
+    """The confirmation of a release: what was released, what it cost, what is left, where to look
+    (``below``: the link to what the step shows under it, anchored "map")."""
     left = led.remaining
     rest = ("The budget of this data is now used up." if left <= 1e-12
             else f"{led.cap.symbol} = {fmt.eps(left)} of {fmt.eps(led.cap.value)} is left.")
     st.success(f"Released {what} with {cost.label()} (release {release_id}). {rest}", icon=":material/check_circle:")
-    st.markdown("[See it on the map ↓](#map)")
+    st.markdown(f"[{below} ↓](#map)")

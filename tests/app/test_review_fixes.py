@@ -79,3 +79,29 @@ def test_compare_for_another_kind_says_what_it_compares_and_keeps_the_sidebar() 
     assert not at.get("plotly_chart")
     side = [m.value for m in at.sidebar.markdown]
     assert "#### Dataset" in side and "#### Privacy budget" in side
+
+
+def test_a_census_upload_chosen_without_a_file_does_not_release_the_built_in_census() -> None:
+    at = ok(AppTest.from_file(APP, default_timeout=120).run())
+    at.radio(key="_w_kind").set_value("areas").run()
+    at.radio(key="_w_areas_table").set_value("census").run()  # the built-in synthetic census is built
+    assert at.session_state["census_table"] is not None
+    at.radio(key="_w_census_source").set_value("upload").run()  # ... then "Upload a file", no file yet
+    ok(at.switch_page("pages/release.py").run())
+    assert not [b for b in at.button if "release" in str(b.key)], [b.key for b in at.button]
+    assert at.get("page_link"), "the step says where to go"
+    ok(at.switch_page("pages/plan.py").run())
+    assert not at.dataframe
+
+
+def test_the_confirmation_of_a_census_table_links_to_its_tables_not_a_map() -> None:
+    from ui.state import release_widget_key
+
+    at = ok(AppTest.from_file(APP, default_timeout=120).run())
+    at.radio(key="_w_kind").set_value("areas").run()
+    at.radio(key="_w_areas_table").set_value("census").run()
+    ok(at.switch_page("pages/release.py").run())
+    at.button(key=release_widget_key("census_release_button", at.session_state)).click().run()
+    ok(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "See the released counts ↓" in text and "See it on the map" not in text

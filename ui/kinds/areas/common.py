@@ -118,6 +118,10 @@ def table() -> tuple[Any, str] | tuple[None, None]:
     ss = st.session_state
     if ss.get("census_table") is None:
         return None, None
+    # a table of the source chosen now only: with "Upload a file" chosen and no file yet, the built-in
+    # synthetic census must not stand in for the curator's table on the Plan and Release steps
+    if ss.get("census_table_source", "synthetic") != ss.get("census_source", "synthetic"):
+        return None, None
     return ss["census_table"], ss["census_fp"]
 
 

@@ -168,6 +168,7 @@ def _build(df, src, name, levels, count_col, ordinals, orders, areas_up, table_k
         if demo:
             state.mark_demo("census", fp)  # the made-up census's budget lives with the session
         ss["census_table"], ss["census_fp"], ss["census_table_key"] = table, fp, table_key
+        ss["census_table_source"] = SYNTHETIC if demo else UPLOAD  # Plan and Release use it only under this source
         ss["census_name"] = name
         ss["census_areas_kept"] = areas_up.file_id if areas_up is not None else None
     except DPCoreError as e:

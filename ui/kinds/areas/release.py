@@ -182,7 +182,7 @@ def _table_release() -> None:
     if sel.mech == "matrix":
         n = len(rel.tables)
         what = f"{n} table{'s' if n != 1 else ''} of {entry['source']} with the matrix mechanism"
-        confirm.released(what, rel.plan.cost, sel.ledger, rel.release_id)
+        confirm.released(what, rel.plan.cost, sel.ledger, rel.release_id, below="See the released tables")
         st.subheader("The released tables", anchor="map")
         marginals_ui.show_tables(entry, fp, "Table", rel.tables, 0, 2, "standard error", "census_mx")
         st.info("The published tables are noisy and unrounded: some cells are fractional and small cells can be "
@@ -192,7 +192,7 @@ def _table_release() -> None:
         what = (f"{entry['source']} with Privelet{'+' if rel.plus_axes else ''}: "
                 f"{fmt.count(sum(len(t) for t in rel.levels.values()))} areas at all levels "
                 f"({fmt.count(len(s.paths_at(len(s.levels))))} finest areas)")
-        confirm.released(what, rel.cost, sel.ledger, rel.release_id)
+        confirm.released(what, rel.cost, sel.ledger, rel.release_id, below="See the released counts")
         st.subheader("The released counts", anchor="map")
         st.caption("No map: a census table comes without boundaries. The counts per level are below; the "
                    "hierarchy of areas (Data step) draws maps from boundaries.")
