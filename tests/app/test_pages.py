@@ -179,6 +179,9 @@ def test_bad_upload_shows_error_and_keeps_earlier_dataset_and_release(at, case):
     for frag in fragments:
         assert frag in errors[0], (frag, errors[0])
     assert "Your earlier dataset and releases are kept." in texts(at.caption)
+    # no green "Read N rows" above the red error: the status says the file could not be used
+    labels = [s.label for s in at.status]
+    assert labels == [f"Could not use {name}"], labels
     ds = at.session_state["dataset"]
     assert ds.name == "good.csv" and ds.fingerprint == before_fp
     assert at.session_state["releases"] == before_releases
@@ -570,3 +573,21 @@ def test_typed_query_box_shows_its_expected_error_before_release(at):
     z95 = float(-special.ndtri(0.025))  # the normal 95 % z, derived here independently
     assert f"±{z95 * sd:,.0f} points" in text
     assert at.session_state["releases"] == []  # nothing spent
+
+
+def test_the_release_that_uses_up_the_budget_is_confirmed_like_any_other(at):
+    """Not a red refusal under a greyed button: the button says the budget is used up after it, and
+    the confirmation says what was released, what it cost and that nothing is left."""
+    choose(at, "ug")
+    number_input(at, "Privacy budget of this release").set_value(1.0).run()
+    goto(at, "release")
+    button = at.button(key="release_button")
+    assert not button.disabled and button.label == "Release with ε = 1 — the budget is used up after this"
+    button.click().run()
+    assert not at.exception and not at.error
+    [ok] = [s for s in texts(at.success) if s.startswith("Released UG")]
+    assert "with ε = 1" in ok and "The budget of this data is now used up." in ok
+    assert "spent ε = 1 of 1" in sidebar_text(at)
+    at.run()  # the next run: the button is replaced by a calm note, not an error
+    assert not at.error
+    assert any("used up" in i for i in texts(at.info))
