@@ -56,7 +56,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 VIEWPORT = {"width": 1400, "height": 1000}
 REPEATS = 3
-DRAW_TIMEOUT_MS = 120_000
+DRAW_TIMEOUT_MS = 300_000
 STEP_TIMEOUT_MS = 120_000
 
 UG = "UG (uniform grid sized from the data volume)"
