@@ -285,8 +285,10 @@ IMAGE_LEVELS = 16
 STRIP_TOLERANCE_ROWS = 0.1
 #: zlib's run-length strategy (``zlib.Z_RLE``), for :func:`png_bytes`.
 Z_RLE = 3
-#: Points of the invisible hover layer (block centres; the leaves themselves when fewer).
-HOVER_POINTS = MAX_POLYGONS
+#: Points of the invisible hover layer (block centres; the leaves themselves when fewer).  Each point
+#: costs the browser time to draw the map: in headless Chromium with software WebGL, 10,000 points took
+#: about 0.4 s more than 2,500 to draw a 1,024 × 1,024 image map (benchmarks/results/map_draw.md).
+HOVER_POINTS = 2_500
 #: Plotly's ``YlOrRd`` (ColorBrewer), light to dark: the same colours as the polygon maps.
 _YLORRD = ((255, 255, 204), (255, 237, 160), (254, 217, 118), (254, 178, 76), (253, 141, 60),
            (252, 78, 42), (227, 26, 28), (189, 0, 38), (128, 0, 38))
@@ -524,6 +526,7 @@ def grid_image_figure(
     info = {"kind": "image", "image_shape": (g.rows, g.cols), "n_strips": len(layers), "vmax": vmax,
             "png_bytes": sum(len(lay["source"]) for lay in layers) * 3 // 4,
             "n_hover": len(cells), "hover_aggregated": bool(blocks["aggregated"].any()),
+            "hover_cells": int(np.median(cells)),
             "n_polygons": 0, "aggregated": False,
             "n_leaves": int(release.leaf.sum()), "n_shown": int(len(idx))}
     return fig, info

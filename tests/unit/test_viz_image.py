@@ -213,3 +213,30 @@ class TestChoice:
         rel = release("identity", 10, 10, seed=7, eps=1e-3)
         _, info = grid_image_figure(rel)
         assert math.isfinite(info["vmax"]) and info["vmax"] > 0
+
+
+class TestHoverCap:
+    def test_large_grids_hover_over_at_most_2500_blocks(self) -> None:
+        """The default hover layer of a grid with more cells than HOVER_POINTS holds block sums (at most
+        2,500 points, the cap that keeps the browser's draw short), and says how big the blocks are."""
+        from dpcore.points.viz import HOVER_POINTS
+
+        assert HOVER_POINTS == 2_500
+        rel = release("identity", 120, 90, seed=4)
+        fig, info = grid_image_figure(rel)
+        tr = fig.data[0]
+        assert info["hover_aggregated"] is True and len(tr.lon) == info["n_hover"] <= 2_500
+        blocks = display_blocks(rel, 2_500)
+        assert info["n_hover"] == len(blocks["noisy"])
+        assert info["hover_cells"] == int(np.median(blocks["cells"]))
+        custom = np.asarray(tr.customdata)
+        np.testing.assert_allclose(custom[:, 0].astype(float), blocks["noisy"], atol=1e-6)
+        np.testing.assert_allclose(custom[:, 1].astype(float), blocks["lo"], atol=1e-6)
+        # every cell is in exactly one block: the block sums add up to the whole release
+        assert custom[:, 0].astype(float).sum() == pytest.approx(float(rel.noisy[rel.leaf].sum()))
+
+    def test_a_coarse_release_within_the_cap_hovers_per_area(self) -> None:
+        rel = release("ug", 60, 40, seed=5)  # 2,400 cells: UG releases at most that many areas
+        fig, info = grid_image_figure(rel)
+        assert info["hover_aggregated"] is False
+        assert info["n_hover"] == int(rel.leaf.sum()) <= 2_500

@@ -82,7 +82,8 @@ def _map(cur: state.ReleaseEntry) -> None:
         if info["kind"] == "image":
             cap += (f", drawn at full resolution: one pixel per grid cell ({fmt.count(rel.grid.rows)} × "
                     f"{fmt.count(rel.grid.cols)}); zoom in to see single cells. Hover shows "
-                    + ("block sums with their 95% interval" if info["hover_aggregated"] else
+                    + (f"sums over {fmt.count(info['n_hover'])} blocks of about {fmt.count(info['hover_cells'])} "
+                       "cells with their 95% interval" if info["hover_aggregated"] else
                        "each released count with its 95% interval"))
         elif info["aggregated"]:
             cap += (f", drawn as {fmt.count(info['n_polygons'])} blocks (sums of the released counts) "
