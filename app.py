@@ -35,3 +35,4 @@ with frame.framed():
     finally:
         # after the page (also when it stops early): a step may change what the sidebar shows
         sidebar.render()
+        state.store_pending_history()  # last: the files of a large release, once its map is drawn

@@ -329,26 +329,53 @@ def current_release() -> ReleaseEntry | None:
     return None
 
 
+#: releases with more areas than this keep their files in the history after the page is drawn
+HISTORY_LATER_ABOVE = 50_000
+
+
 def add_release(rel: PartitionRelease, *, into: list[ReleaseEntry], fp: str, led: Ledger) -> ReleaseEntry:
     """Keep the release in this session (the list ``into``, read from st.session_state before the
     charge) and its files in the release history.
 
     It reads and writes no st.session_state: Streamlit 1.67 may stop a callback at any access to it
     (a second click asks for a rerun), and a release that is charged must not be lost after the
-    charge."""
-    from dpcore.points import export
-
+    charge.  A large release (more than :data:`HISTORY_LATER_ABOVE` areas: a per-cell CSV of up to
+    a gigabyte to build and compress) is kept in the session at once and its files are stored by
+    :func:`store_pending_history` after the page has been drawn (storing is idempotent, so a run
+    stopped half-way stores them on the next run)."""
     entry = ReleaseEntry(rel, fp)
     into.append(entry)
-    files = {"release.csv": export.release_csv(rel), "release.json": export.release_json(rel, led)}
+    if rel.n_rects > HISTORY_LATER_ABOVE:
+        entry.exports["history_pending"] = led
+    else:
+        _store_history(entry, led)
+    return entry
+
+
+def _store_history(entry: ReleaseEntry, led: Ledger) -> None:
+    from dpcore.points import export
+
+    rel = entry.release
+    cached = entry.exports if entry.exports.get("files_id") == rel.release_id else {}  # built by the Export step
+    files = {"release.csv": cached.get("csv") or export.release_csv(rel),
+             "release.json": cached.get("json") or export.release_json(rel, led)}
     if rel.n_rects <= 200_000:
-        files["release.geojson"] = export.release_geojson(rel)
+        files["release.geojson"] = cached.get("geojson") or export.release_geojson(rel)
     if export.has_workload_answers(rel):
         files["workload_answers.csv"] = export.workload_answers_csv(rel)
     remember_release("points", entry.dataset_fingerprint, rel.release_id,
                      {"mechanism": rel.mechanism_title, "cost": rel.cost.label(),
                       "grid": f"{rel.grid.rows} x {rel.grid.cols}", "params": rel.params}, files, led)
-    return entry
+
+
+def store_pending_history() -> None:
+    """Store the files of large releases in the history (app.py calls it after the page and the
+    sidebar are drawn, so the map of a large release does not wait for a gigabyte of CSV)."""
+    for entry in st.session_state.get("releases", []):
+        led = entry.exports.get("history_pending")
+        if led is not None:
+            _store_history(entry, led)
+            entry.exports.pop("history_pending", None)
 
 
 def bounds() -> Bounds:

@@ -105,3 +105,26 @@ def test_the_confirmation_of_a_census_table_links_to_its_tables_not_a_map() -> N
     ok(at)
     text = " ".join(m.value for m in at.markdown)
     assert "See the released counts ↓" in text and "See it on the map" not in text
+
+
+def test_a_large_release_is_kept_in_the_history_after_its_page_is_drawn() -> None:
+    """More than 50,000 areas: the files are stored at the end of the run (the map first), still once."""
+    from ui import state
+
+    at = ok(AppTest.from_file(APP, default_timeout=180).run())
+    at.number_input(key="_w_grid_rows").set_value(256).run()
+    at.number_input(key="_w_grid_cols").set_value(256).run()
+    ok(at.switch_page("pages/plan.py").run())
+    at.selectbox(key="_w_mechanism").set_value("identity").run()
+    ok(at.switch_page("pages/release.py").run())
+    at.button(key=state.release_widget_key("release_button", at.session_state)).click().run()
+    ok(at)
+    [entry] = at.session_state["releases"]
+    assert entry.release.n_rects == 256 * 256 > state.HISTORY_LATER_ABOVE
+    assert "history_pending" not in entry.exports  # stored by the end of the run
+    led = at.session_state["ledgers"][entry.dataset_fingerprint]
+    stored = led.store.releases(led.dataset)
+    assert [r["release_id"] for r in stored] == [entry.release.release_id]
+    assert {"release.csv", "release.json", "release.geojson"} <= set(stored[0]["files"])
+    at.run()  # a rerun stores nothing twice
+    assert len(led.store.releases(led.dataset)) == 1
