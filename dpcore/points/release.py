@@ -183,16 +183,27 @@ class PartitionRelease:
 
         ``idx`` picks another tiling of the grid, e.g. a tree's :meth:`frontier`.
         """
+        return self.spread(self.noisy, self.leaf_index() if idx is None else idx)
+
+    def spread(self, per_area: NDArray[np.float64], idx: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Grid-shaped array: the value of each area ``idx`` (``per_area`` holds one value per
+        rectangle of the release) divided evenly over its cells.  One area per cell in row-major
+        order (Identity) is a reshape, not a scatter."""
         g = self.grid
-        out = np.zeros(g.shape, dtype=np.float64)
-        idx = self.leaf_index() if idx is None else np.asarray(idx, dtype=np.int64)
+        idx = np.asarray(idx, dtype=np.int64)
+        if len(idx) == g.n_cells:  # a tiling by n_cells areas: every area is one cell
+            every = len(idx) == self.n_rects  # idx is then 0, 1, ..., n - 1: no copies
+            r = self.rects if every else self.rects[idx]
+            per_cell = np.asarray(per_area if every else per_area[idx], dtype=np.float64)
+            lin = r[:, 0] * g.cols
+            lin += r[:, 2]
+            if np.array_equal(lin, np.arange(g.n_cells)):
+                return per_cell.reshape(g.shape)
+            out = np.empty(g.n_cells, dtype=np.float64)
+            out[lin] = per_cell
+            return out.reshape(g.shape)
         r = self.rects[idx]
-        areas = (r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])
-        per_cell = self.noisy[idx] / areas
-        if len(idx) == g.n_cells:
-            # one leaf per cell: scatter directly
-            out[r[:, 0], r[:, 2]] = per_cell
-            return out
+        per_cell = np.asarray(per_area[idx], dtype=np.float64) / ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]))
         # 2-D difference array: add per_cell on each rectangle in O(k + cells)
         diff = np.zeros((g.rows + 1, g.cols + 1), dtype=np.float64)
         np.add.at(diff, (r[:, 0], r[:, 2]), per_cell)

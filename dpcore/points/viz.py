@@ -391,32 +391,6 @@ def is_lattice(release: PartitionRelease, idx: np.ndarray) -> bool:
     return len(rows) * len(cols) == len(idx)  # distinct disjoint areas: every band pair is one area
 
 
-def _spread(release: PartitionRelease, idx: np.ndarray, per_area: np.ndarray) -> np.ndarray:
-    """Grid-shaped array: the value of each area ``idx`` (``per_area`` holds one value per
-    rectangle of the release) divided evenly over its cells (as ``density``); one
-    area per cell in row-major order (Identity) is a reshape, not a scatter."""
-    g = release.grid
-    if len(idx) == g.n_cells:  # a tiling by n_cells areas: every area is one cell
-        every = len(idx) == release.n_rects  # idx is then 0, 1, ..., n - 1: no copies
-        r = release.rects if every else release.rects[idx]
-        per_cell = np.asarray(per_area if every else per_area[idx], dtype=np.float64)
-        lin = r[:, 0] * g.cols
-        lin += r[:, 2]
-        if np.array_equal(lin, np.arange(g.n_cells)):
-            return per_cell.reshape(g.shape)
-        out = np.empty(g.n_cells, dtype=np.float64)
-        out[lin] = per_cell
-        return out.reshape(g.shape)
-    r = release.rects[idx]
-    per_cell = np.asarray(per_area[idx], dtype=np.float64) / ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]))
-    diff = np.zeros((g.rows + 1, g.cols + 1), dtype=np.float64)
-    np.add.at(diff, (r[:, 0], r[:, 2]), per_cell)
-    np.add.at(diff, (r[:, 1], r[:, 2]), -per_cell)
-    np.add.at(diff, (r[:, 0], r[:, 3]), -per_cell)
-    np.add.at(diff, (r[:, 1], r[:, 3]), per_cell)
-    return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
-
-
 def _hover_blocks(release: PartitionRelease, idx: np.ndarray, values: np.ndarray,
                   hover_points: int) -> dict[str, np.ndarray]:
     """:func:`display_blocks` for the hover layer, reusing the per-cell ``values``: block sums by
@@ -438,7 +412,7 @@ def _hover_blocks(release: PartitionRelease, idx: np.ndarray, values: np.ndarray
     if len(idx) == g.n_cells and sd_areas.min() == sd_areas.max():
         var = sd_areas[0] ** 2 * cells  # one area per cell, all with the same noise (Identity)
     else:
-        var = block_sums(_spread(release, idx, release.sd ** 2))
+        var = block_sums(release.spread(release.sd ** 2, idx))
     sd = np.sqrt(np.maximum(var, 0))
     half = interval_half_width("normal", sd)  # a block sums many areas' noise
     return {"rects": rects, "noisy": noisy, "lo": noisy - half, "hi": noisy + half, "cells": cells,
@@ -491,7 +465,7 @@ def grid_image_figure(
     """
     idx = release.frontier(depth) if depth is not None else release.leaf_index()
     g = release.grid
-    values = _spread(release, idx, release.noisy)  # = release.density(idx), faster on big grids
+    values = release.spread(release.noisy, idx)  # = release.density(idx), faster on big grids
     vmax = colour_max(values)
     layers = grid_image_layers(values, g, vmax, opacity=opacity)
     palette = image_palette()
