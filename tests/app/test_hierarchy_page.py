@@ -318,8 +318,15 @@ def test_us_tracts_show_state_and_county_names() -> None:
     ok(at)
     drill = at.selectbox(key="hier_drill_2")
     assert "Alabama (01)" in drill.options
+    # Puerto Rico is not in the lookup table: its name comes from the public state boundaries
+    assert "Puerto Rico (72)" in drill.options
     [tree] = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if '"treemap"' in c.proto.spec]
     assert "California" in tree["data"][0]["labels"]  # a name, not the code 06
+    assert "Puerto Rico" in tree["data"][0]["labels"] and "72" not in tree["data"][0]["labels"]
+    drill.set_value("Puerto Rico (72)").run()
+    ok(at)
+    [tree] = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if '"treemap"' in c.proto.spec]
+    assert any(str(x).startswith("Arecibo Municipio") for x in tree["data"][0]["labels"]), tree["data"][0]["labels"][:5]
 
 
 def test_target_planner_proposes_a_budget_and_split_and_use_sets_both(at: AppTest) -> None:

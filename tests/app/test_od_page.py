@@ -767,3 +767,26 @@ def test_data_step_previews_the_public_areas_on_an_offline_map(at: AppTest) -> N
     assert n == m["h"].sizes[-1]  # one public centre per finest area
     layers = spec["layout"]["map"]["layers"]
     assert 1 <= len(layers) <= 2 and all(lay["type"] == "line" for lay in layers)
+
+
+def test_table_names_are_explained_with_the_datas_own_levels_and_the_formula_is_behind_an_expander(
+        at: AppTest) -> None:
+    """The plan's caption names a table of this geography ("States to counties"), not the demo's
+    ("Regions to districts"); the method's formula is in "How the expected error is computed"."""
+    to_upload(at)
+    upload(at, trips_csv())
+    at.radio(key="_w_od_set_areas_shape").set_value("prefix").run()
+    at.text_input(key="_w_od_set_areas_lengths").set_value("1,2,4").run()
+    at.text_input(key="_w_od_set_areas_names").set_value("state,county,tract").run()
+    ok(at)
+    for name in ("plan", "release"):
+        step(at, name)
+        if name == "release":
+            release(at)
+        captions = texts(at.caption)
+        assert "'States to counties' is the table of flows from each state (origin) to each county" in captions
+        assert "release.csv names it state>county" in captions
+        assert "Regions to districts" not in captions
+        assert "V = σ²" not in captions  # the formula is not in the captions ...
+        [how] = [e for e in at.expander if e.label == "How the expected error is computed"]
+        assert "TopDown recursion" in texts(how.markdown)  # ... but behind the expander

@@ -6,6 +6,7 @@ The Data step builds the confidential model once (``hier_model`` for a hierarchy
 
 from __future__ import annotations
 
+import json
 import os
 from functools import cache
 from pathlib import Path
@@ -78,9 +79,17 @@ def sizes_line(levels: list[str], sizes: list[int]) -> str:
     return ", ".join(f"{fmt.count(n)} {level_label(lv, n)}" for lv, n in zip(levels, sizes, strict=True))
 
 
+#: the boundary files' LSAD abbreviations that do not read as words
+_LSAD_WORDS = {"Muno": "Municipio", "Muny": "Municipio", "CA": "Census Area", "Cty&Bor": "City and Borough"}
+
+
 @cache
 def _us_names() -> tuple[dict[str, str], dict[str, str]]:
-    """State names by state FIPS, county names by state+county FIPS (public lookup table)."""
+    """State names by state FIPS, county names by state+county FIPS (public lookup table).
+
+    The lookup table (population estimates) has no Puerto Rico; its name and its municipios' names
+    come from the public boundary files, for every code the lookup lacks.
+    """
     if not US_NAMES.exists():
         return {}, {}
     t = pd.read_csv(US_NAMES, dtype=str)
@@ -88,7 +97,21 @@ def _us_names() -> tuple[dict[str, str], dict[str, str]]:
     cty = t[t["level"] == "county"]
     counties = dict(zip(cty["state_fips"] + cty["county_fips"], cty["county_name"] + ", " + cty["state_name"],
                         strict=True))
+    for f in _features(US_STATES):
+        states.setdefault(f["STATE"], f["NAME"])
+    for f in _features(US_COUNTIES):
+        word = _LSAD_WORDS.get(f.get("LSAD") or "", f.get("LSAD") or "")
+        name = f"{f['NAME']} {word}".strip() if word and word not in f["NAME"] else f["NAME"]
+        counties.setdefault(f["STATE"] + f["COUNTY"], f"{name}, {states.get(f['STATE'], f['STATE'])}")
     return states, counties
+
+
+def _features(path: Path) -> list[dict[str, Any]]:
+    """The properties of every feature of a GeoJSON file (none when the file is missing)."""
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8") as f:
+        return [feat.get("properties") or {} for feat in json.load(f).get("features", [])]
 
 
 def us_names(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:

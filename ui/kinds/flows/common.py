@@ -166,11 +166,28 @@ def short_name(lp: od.ODLevelPlan) -> str:
     return "total" if lp.kind == "total" else f"{_side(lp.origin_level)} to {_side(lp.destination_level)}"
 
 
-PLAN_CAPTION = ("'Regions to districts' is the table of flows from each region (origin) to each district "
-                "(destination); release.csv names it region>district. **Typical largest error** is what the largest "
-                "error over a table usually comes to (it can be exceeded); the **guaranteed 95 % bound** is a "
-                "promise: the largest error stays below it with probability 95 % (only InfTDA and its MILP "
-                "baseline give one, so '–' otherwise). ")
+ERRORS_CAPTION = ("**Typical largest error** is what the largest error over a table usually comes to (it can be "
+                  "exceeded); the **guaranteed 95 % bound** is a promise: the largest error stays below it with "
+                  "probability 95 % (only InfTDA and its MILP baseline give one, so '–' otherwise).")
+
+
+def plan_caption(pl: od.ODPlan) -> str:
+    """What a table's name and the error columns mean, the example taken from this plan's own tables."""
+    cross = next((lv for lv in pl.levels
+                  if lv.kind == "cross" and "total" not in (lv.origin_level, lv.destination_level)), None)
+    if cross is None:
+        return ERRORS_CAPTION
+    o, d = cross.origin_level, cross.destination_level
+    return (f"'{short_name(cross).capitalize()}' is the table of flows from each {o} (origin) to each {d} "
+            f"(destination); release.csv names it {o}>{d}. " + ERRORS_CAPTION)
+
+
+def error_basis(pl: od.ODPlan, unit: str) -> None:
+    """How the expected error is computed, behind an expander (the method's formula stays out of the way)."""
+    with st.expander("How the expected error is computed"):
+        st.caption(f"From the mechanism, the budget, the unit of privacy and the public area list only: no data is "
+                   f"used, so it can be published. All errors are in {unit} per area pair.")
+        st.markdown(f"Method: {pl.levels[-1].basis}.")
 
 
 def plan_table(pl: od.ODPlan, unit_: str, full: bool = False) -> pd.DataFrame:

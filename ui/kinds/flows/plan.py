@@ -28,12 +28,13 @@ from ui.kinds.flows.common import (
     MECHS,
     NEIGHBOURS,
     ORIENTATIONS,
-    PLAN_CAPTION,
     SPLITS,
+    error_basis,
     error_chart,
     keep,
     kept,
     ledger,
+    plan_caption,
     plan_columns,
     plan_table,
     rho_of,
@@ -249,8 +250,8 @@ def plan_step() -> None:
     st.dataframe(plan_table(p, unit), hide_index=True, key="od_plan_table", column_config=plan_columns(p, unit),
                  placeholder="–", width="stretch")
     st.plotly_chart(error_chart(p, unit), key="od_plan_chart", config={"displayModeBar": False})
-    st.caption(PLAN_CAPTION + f"All errors are in {unit} per area pair and come from the budget, the unit of "
-               f"privacy and the public area list only, not from the data ({p.levels[-1].basis}).")
+    st.caption(plan_caption(p))
+    error_basis(p, unit)
     with st.expander("Plan from the error you need", icon=":material/target:"):
         target_planner(sel)
     frame.link("release")

@@ -17,12 +17,13 @@ from dpcore.pipeline import release_od
 from ui import confirm, fmt, frame, state
 from ui.kinds.flows.common import (
     MAX_MAP_AREAS,
-    PLAN_CAPTION,
+    error_basis,
     figure,
     keep,
     keep_choice,
     kept,
     people,
+    plan_caption,
     plan_columns,
     plan_table,
     plural,
@@ -166,7 +167,8 @@ def _errors(entry: dict[str, Any]) -> None:
     st.markdown("**Expected error of the release** (analytic, from no data: publishable)")
     st.dataframe(plan_table(shown, eunit, full=True), hide_index=True, key="od_err_plan", width="stretch",
                  column_config=plan_columns(shown, eunit), placeholder="–")
-    st.caption(PLAN_CAPTION + shown.levels[-1].basis + ".")
+    st.caption(plan_caption(shown))
+    error_basis(shown, eunit)
     st.markdown("**:red[Not for publication]: measured error of the release against your data**")
     st.warning("These numbers compare the release with your confidential data. Do not publish them, and do not "
                "re-run releases until they look good: that choice is not covered by the privacy budget.")
