@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 import pytest
+from test_kinds_browser import pick_option
 
 from dpcore.points import export
 
@@ -76,8 +77,7 @@ def test_upload_release_map_export_offline(app_url, page, tmp_path):
 
     # ---- Plan: UG (the session starts on auto), ε = 0.5; Release: the button, then the map on the same page
     go_to(page, "Plan")
-    page.get_by_test_id("stSelectbox").first.click()
-    page.get_by_role("option", name="UG (uniform grid sized from the data volume)").click()
+    pick_option(page, page.get_by_test_id("stSelectbox").first, "UG (uniform grid sized from the data volume)")
     page.get_by_text("Counts on a coarser regular grid").first.wait_for(state="attached")
     go_to(page, "Release")
     page.get_by_role("button", name=re.compile(r"^Release with ε = ")).click()
