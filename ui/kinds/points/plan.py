@@ -203,17 +203,22 @@ def plan_step() -> None:
         table = pd.DataFrame(rows)
         st.dataframe(
             table, hide_index=True, width="stretch",
-            column_config={
-                sym: st.column_config.NumberColumn(format="%.2g", help="This level's share of the budget."),
-                f"share of {sym}": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
-                "counts released": st.column_config.NumberColumn(format="localized"),
-                "noise scale": st.column_config.NumberColumn(format="%.3g"),
-                "± per count (95%)": st.column_config.NumberColumn(format="localized",
+            column_config={  # narrow number columns: the whole table fits the page without scrolling
+                "level": st.column_config.TextColumn(width="medium"),
+                sym: st.column_config.NumberColumn(format="%.2g", help="This level's share of the budget.",
+                                                   width="small"),
+                f"share of {sym}": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent",
+                                                                   width="small"),
+                "counts released": st.column_config.NumberColumn(format="localized", width="small"),
+                "noise scale": st.column_config.NumberColumn(format="%.3g", width="small"),
+                "± per count (95%)": st.column_config.NumberColumn(format="localized", width="small",
                                                                     help="In points, for 95 % of the counts."),
                 "2% of area: ± (95%)": st.column_config.TextColumn(
+                    width="small",
                     help="A query over 2 % of the area, in points, from noise alone; – for levels that are "
                          "not released."),
-                "10% of area: ± (95%)": st.column_config.TextColumn(help="As for 2 %, over 10 % of the area."),
+                "10% of area: ± (95%)": st.column_config.TextColumn(
+                    width="small", help="As for 2 %, over 10 % of the area."),
             },
         )
         leaf = [lv for lv in levels if lv.in_partition][-1]

@@ -107,10 +107,13 @@ def _map(cur: state.ReleaseEntry) -> None:
                     for d in range(len(nodes_per))
                 ],
             })
-            st.dataframe(per_depth, hide_index=True, width="stretch",
-                         column_config={f"{rel.cost.symbol} per count":
-                                        st.column_config.NumberColumn(format="%.2g",
-                                                                      help="median over the nodes of that depth")})
+            st.dataframe(per_depth, hide_index=True, width="stretch",  # narrow columns: fits its side column
+                         column_config={
+                             "depth": st.column_config.NumberColumn(width="small"),
+                             "nodes": st.column_config.NumberColumn(format="localized", width="small"),
+                             "leaves": st.column_config.NumberColumn(format="localized", width="small"),
+                             f"{rel.cost.symbol} per count": st.column_config.NumberColumn(
+                                 format="%.2g", width="small", help="median over the nodes of that depth")})
             phases = [lv for lv in rel.levels if not lv.in_partition and "depth" not in lv.extra]
             if phases:
                 st.caption("Budget of the other phases: "
