@@ -22,21 +22,26 @@ MAX_TREEMAP_NODES = 3000
 
 
 def _view(frame: Any, height: int, width: int = 520) -> tuple[float, dict[str, float]]:
-    """Zoom and centre that fit the bulk of the features (2nd–98th percentile of centres).
+    """Zoom and centre that fit the bulk of the features: the box of the areas whose centres lie
+    within Tukey's fences (1.5 interquartile ranges, plus a degree) of the centres in longitude
+    and in latitude.
 
-    Percentiles keep far-flung areas (the Aleutians cross the antimeridian) from zooming the
-    map out to the whole world.
+    Far-flung areas (Alaska, Hawaii and Puerto Rico next to the lower 48 states; the Aleutians
+    across the antimeridian) would otherwise shrink the bulk to a third of the map.  They are
+    still drawn: the view only starts on the bulk, and the curator can pan or zoom out.  With
+    fewer than 8 areas every area is in the box.
     """
     pts = frame.geometry.representative_point()
     lon, lat = pts.x.to_numpy(), pts.y.to_numpy()
-    b = frame.geometry.bounds
-    if len(lon) >= 20:
-        west, east = np.percentile(lon, [2, 98])
-        south, north = np.percentile(lat, [2, 98])
-    else:
-        west, east = float(b["minx"].min()), float(b["maxx"].max())
-        south, north = float(b["miny"].min()), float(b["maxy"].max())
-
+    keep = np.ones(len(lon), dtype=bool)
+    if len(lon) >= 8:
+        for v in (lon, lat):
+            q1, q3 = np.percentile(v, [25, 75])
+            reach = 1.5 * (q3 - q1) + 1.0  # a degree (about 100 km) beyond the bulk is never cut
+            keep &= (v >= q1 - reach) & (v <= q3 + reach)
+    b = frame.geometry.bounds[keep]
+    west, east = float(b["minx"].min()), float(b["maxx"].max())
+    south, north = float(b["miny"].min()), float(b["maxy"].max())
     zoom, centre = _zoom_box(west, south, east, north, width_px=width, height_px=height)
     return max(0.0, zoom - 0.15), centre
 
