@@ -85,6 +85,7 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     rel = entry["release"]
     led = next(iter(at.session_state["census_ledgers"].values()))
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
+    assert any("unit of privacy: **one person, " in m.value for m in at.markdown)  # the Data step's words
     h: Hierarchy = rel.hierarchy
     for d in range(h.depth):
         sums = np.zeros(h.sizes[d], dtype=np.int64)

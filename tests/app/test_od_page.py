@@ -199,6 +199,7 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     (done,) = [s.value for s in at.success if s.value.startswith("Released")]
     assert "InfTDA" in done and "ρ = 0.013" in done and "of 0.5 is left" in done and rel.release_id in done
     assert any("(#map)" in m.value for m in at.markdown)
+    assert any("unit of privacy: **one trip, " in m.value for m in at.markdown)  # the Data step's words
     first = rel.release_id
     at.run()  # a rerun draws no new noise and spends nothing
     ok(at)
@@ -398,6 +399,7 @@ def test_upload_with_person_cap_and_prefix_codes(at: AppTest) -> None:
     release(at)
     (entry,) = entries(at)
     assert entry["release"].plan.max_trips == 2
+    assert any("unit of privacy: **one person with at most 2 trips, " in m.value for m in at.markdown)  # as on Data
     assert figures(at)  # positions from the area list's lon/lat columns
 
 

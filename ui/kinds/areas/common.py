@@ -186,3 +186,9 @@ NEGATIVE_NOTE = ("Privelet's counts are noisy and unrounded: some are fractional
 def released_areas(h: Any) -> str:
     """``617 areas at all levels (576 finest areas)``: the same words on every step and in the sidebar."""
     return f"{fmt.count(h.n_nodes)} areas at all levels ({fmt.count(h.sizes[-1])} finest areas)"
+
+
+def unit_words(unit: Any) -> str:
+    """The unit of privacy in the Data step's words (each person counted), with its neighbours:
+    ``unit`` is the release's :class:`~dpcore.privacy.units.Unit` (one record: one counted person)."""
+    return "one person, " + ("added or removed" if unit.neighbour == "add_remove" else "changed (replace one)")

@@ -35,7 +35,7 @@ def release_step() -> None:
         frame.missing("Load a table of counts over areas on the Data step first.", "data", "Go to the Data step")
     sel = selection()
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
-                f"unit of privacy: {sel.unit.label()}.")
+                f"unit of privacy: **{common.unit_words(sel.unit)}**.")
     job = {"counts": m["counts"], "mech": sel.mech, "cost": sel.cost, "led": sel.ledger, "fp": m["fp"],
            "name": m["name"], "opts": sel.opts, "config": (m["inputs"], sel)}
     confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job)
@@ -166,7 +166,7 @@ def _table_release() -> None:
     sel = table_selection()
     name = ss.get("census_name", "census table")
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{name}**, as planned on the Plan step; "
-                f"unit of privacy: {census_unit().label()}.")
+                f"unit of privacy: **{common.unit_words(census_unit())}**.")
     if sel.mech == "matrix":
         confirm.button("census_mx_release_button", sel.ledger, sel.cost, census_unit(), sel.error,
                        marginals_ui.release_now, table, sel.plan, sel.ledger, fp, name)

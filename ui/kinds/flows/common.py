@@ -273,3 +273,14 @@ def missing(what: str, url: str, label: str) -> None:
     """A prerequisite is missing: say what to do, with a link that goes there (the page goes on)."""
     st.info(what)
     frame.link(url, label)
+
+
+def unit_words(unit: Any, word: str) -> str:
+    """The unit of privacy in the Data step's words (one trip, one worker, one person with at most m
+    trips), with its neighbours: ``unit`` is the release's :class:`~dpcore.privacy.units.Unit` and
+    ``word`` the model's counted unit ("trips" or "workers")."""
+    if unit.entity == "person":
+        who = f"one person with at most {unit.cap} trip{'s' if unit.cap != 1 else ''}"
+    else:
+        who = "one worker" if word == "workers" else "one trip"
+    return f"{who}, " + ("added or removed" if unit.neighbour == "add_remove" else "changed (replace one)")

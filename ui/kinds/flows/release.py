@@ -29,6 +29,7 @@ from ui.kinds.flows.common import (
     plural,
     short_name,
     shown_entry,
+    unit_words,
 )
 from ui.kinds.flows.plan import Selection, selection
 from ui.kinds.flows.sources import need_model
@@ -41,7 +42,7 @@ def release_step() -> None:
         return
     sel = selection(m)
     st.markdown(f"**{od.get(sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
-                f"privacy: {sel.unit.label()}.")
+                f"privacy: **{unit_words(sel.unit, m['unit'])}**.")
     confirm.button("od_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, sel)
     entry = shown_entry(m)
     st.session_state["od_shown"] = entry
