@@ -161,3 +161,7 @@ def _show(prop: target.Proposal, word: str, finest_label: str) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     for note in prop.notes:
         st.caption(note)
+    if prop.row_notes:  # the plan's own words on levels whose error depends on the data (at the proposal)
+        with st.expander("Levels whose error depends on the data"):
+            for note in prop.row_notes:
+                st.caption(note)

@@ -149,5 +149,5 @@ def format_proposal(prop: Any, title: str) -> str:
     if prop.split != "given" and "weights" in prop.params:
         weights = ",".join(f"{w:.4g}" for w in prop.params["weights"])
         lines.append(f"Release with this split: --split {weights}")
-    lines += [f"note: {n}" for n in prop.notes]
+    lines += [f"note: {n}" for n in (*prop.notes, *prop.row_notes)]
     return "\n".join(lines)

@@ -300,6 +300,9 @@ class Proposal:
     levels: tuple[LevelOutcome, ...]
     notes: tuple[str, ...]
     plan: Plan = field(repr=False)
+    #: the plan's own notes on levels whose error depends on the data, from the plan AT the proposal
+    #: (e.g. a tree's shape, auto's choice); kept apart from what the proposal assumes (``notes``)
+    row_notes: tuple[str, ...] = ()
 
     @property
     def total(self) -> float:
@@ -315,7 +318,8 @@ class Proposal:
 
         return {"kind": self.kind, "mechanism": self.mechanism, "cost": self.cost.to_dict(), "rounded": self.rounded,
                 "params": _jsonable(self.params), "split": self.split,
-                "levels": [lv.to_dict() for lv in self.levels], "notes": list(self.notes)}
+                "levels": [lv.to_dict() for lv in self.levels], "notes": list(self.notes),
+                "row_notes": list(self.row_notes)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -491,9 +495,6 @@ def plan_for_targets(mechanism: Mechanism, domain: Any, targets: Sequence[Target
             and getattr(mechanism.point, "needs_n_guess", False) and not first.params.get("public_n"):
         notes.append(f"The levels are sized by a public guess of {public['n_estimate']:,} points; the release sizes "
                      "them by its own noisy count, so the error holds for data of about that size.")
-    for r in first.rows:
-        if "depend" in r.note and ("data" in r.note or "noisy" in r.note):
-            notes.append(f"{r.name}: {r.note}")
 
     k = _splittable(mechanism, first) if optimise_split else 0
     given = pl.min_total(None, rtol)
@@ -521,8 +522,10 @@ def plan_for_targets(mechanism: Mechanism, domain: Any, targets: Sequence[Target
     if any(lv.method == "conservative" and lv.target for lv in levels):
         notes.append("Levels marked 'conservative' combine several Laplace noises (post-processing or sums): the "
                      "half-width is the larger of the normal one and that of a single Laplace with the same SD.")
+    row_notes = tuple(dict.fromkeys(f"{r.name}: {r.note}" for r in final.rows
+                                    if "depend" in r.note and ("data" in r.note or "noisy" in r.note)))
     return Proposal(mechanism.kind, mechanism.name, final.cost, out_params, how, tuple(levels),
-                    tuple(dict.fromkeys(notes)), final)
+                    tuple(dict.fromkeys(notes)), final, row_notes)
 
 
 def _optimise(pl: _Planner, k: int, first: Plan, given: float, min_share: float,
