@@ -206,11 +206,17 @@ def plan_table(pl: od.ODPlan, unit_: str, full: bool = False) -> pd.DataFrame:
 
 
 def plan_columns(pl: od.ODPlan, unit_: str) -> dict[str, Any]:
+    """The column settings of :func:`plan_table` (Plan and Release steps): formats, help, widths."""
     sym_ = "ε" if pl.cost is not None and pl.cost.definition == "pure" else "ρ"
-    num = st.column_config.NumberColumn
+    # narrow number columns (their full names and help show on hover) and a wide name column
+    # (400 + 6 × 75 px): the table names and the last column ("unreliable below") fit a 1400-px
+    # window without scrolling sideways
+    def num(label: str | None = None, **kw: Any) -> Any:
+        return st.column_config.NumberColumn(label, width="small", **kw)
+
     return {
         "table": st.column_config.TextColumn(
-            "table", width="medium",
+            "table", width="large",
             help="The flows from each origin area to each destination area of two levels. release.csv names "
                  "it origin>destination (e.g. region>district)."),
         "possible pairs": num(format="localized", help="Origin areas × destination areas of this table."),

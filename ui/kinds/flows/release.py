@@ -181,7 +181,9 @@ def _errors(entry: dict[str, Any]) -> None:
     def pct(x: float | None) -> float | None:
         return None if x is None or not math.isfinite(x) else round(float(x), 1)
 
-    num = st.column_config.NumberColumn
+    def num(**kw: Any) -> Any:  # narrow number columns: the tables fit the page without scrolling sideways
+        return st.column_config.NumberColumn(width="small", **kw)
+
     name_col = st.column_config.TextColumn("table", width="medium")
     st.markdown("**Errors: measured and expected**")
     st.dataframe(pd.DataFrame([{
@@ -224,6 +226,9 @@ def _errors(entry: dict[str, Any]) -> None:
             "true flows released as 0": e["false_negatives"],
         } for e in emp]), hide_index=True, key="od_err_emp_more", width="stretch", placeholder="–",
             column_config={"table": name_col,
+                           "mean error (flows in the data or the release)": num(),
+                           "median relative error (%)": num(),
+                           "95th percentile relative error (%)": num(),
                            "released flows not in the data": num(format="localized"),
                            "true flows released as 0": num(format="localized")})
         st.caption("Relative error: |released − true| / true, over the real flows.")

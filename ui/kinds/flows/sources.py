@@ -7,8 +7,6 @@ area pair (confidential: this session only).
 
 from __future__ import annotations
 
-import gzip
-import io as _io
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +16,7 @@ import streamlit as st
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data import engines, synthetic
 from dpcore.data.boundaries import read_boundaries
-from dpcore.data.code_tables import read_code_table
-from dpcore.data.text import UTF16_BOMS, decode_text, gunzip_limited
+from dpcore.data.code_tables import read_code_upload
 from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.flows import export as od_export
 from dpcore.flows.counts import ODCounts
@@ -136,53 +133,14 @@ def session_table(key: str, read: Any, path: Path) -> pd.DataFrame:
     return store_[key]
 
 
-def _head(data: bytes, n: int = 65536) -> bytes:
-    """The first bytes of an upload, unzipped (b"" if the gzip is damaged: the reader says so)."""
-    if data[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=_io.BytesIO(data)) as f:
-                return f.read(n)
-        except (OSError, EOFError):
-            return b""
-    return data[:n]
-
-
-def _one_column(data: bytes, name: str) -> pd.DataFrame:
-    raw = gunzip_limited(data, name) if data[:2] == b"\x1f\x8b" else data
-    text = decode_text(raw, name)  # UTF-16 was refused by read_upload
-    try:
-        df = pd.read_csv(_io.StringIO(text), dtype=str, sep=",")
-    except pd.errors.ParserError as e:
-        raise InputError(f"{name} could not be read as a list of area codes ({str(e).splitlines()[0]}). Give one "
-                         "code per row, or one column per level separated by commas.") from None
-    df.columns = [str(c).strip() for c in df.columns]
-    return df
-
-
 def read_upload(data: bytes, name: str, what: str) -> pd.DataFrame:
-    """An uploaded trips table or area list, codes kept as text; its problems in O/D words."""
-    head = _head(data)
-    if head.startswith(UTF16_BOMS):
-        raise InputError(f"{name} is a UTF-16 text file. Save it as UTF-8 (in a spreadsheet program: "
-                         "'CSV UTF-8') and upload it again.")
-    if head and head[:4] != b"PAR1":
-        ctrl = sum(1 for b in head if b < 32 and b not in (9, 10, 13))
-        if ctrl > max(2, len(head) // 100):
-            raise InputError(f"{name} is not a text (CSV) file. Upload a CSV (optionally .gz) or Parquet file.")
-    try:
-        df = read_code_table(data, name)
-    except InputError as e:
-        if "single column" not in str(e):
-            raise
-        if what == "areas":  # one code column is an area list (its levels are code prefixes)
-            return _one_column(data, name)
-        raise InputError(
-            f"{name} has a single column. O/D trips need an origin and a destination column (one trip per row), "
-            "or origin, destination and a count column, separated by commas, semicolons or tabs. Check the "
-            "file, then choose the origin and destination columns.") from None
-    if df.empty:
-        raise InputError(f"{name} has a header but no rows. Upload the file with its data.")
-    return df
+    """An uploaded trips table or area list, codes kept as text; its problems in O/D words
+    (:func:`dpcore.data.code_tables.read_code_upload`)."""
+    return read_code_upload(
+        data, name, one_column=what == "areas",  # one code column is an area list (its levels are code prefixes)
+        single_column_fix="O/D trips need an origin and a destination column (one trip per row), "
+        "or origin, destination and a count column, separated by commas, semicolons or tabs. Check the "
+        "file, then choose the origin and destination columns.")
 
 
 def check_code_column(df: pd.DataFrame, col: str, what: str, h: Hierarchy) -> None:
