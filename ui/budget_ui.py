@@ -220,7 +220,7 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
             statements: tuple[str, str, str] | None = None, default_statement: str = "rho",
             definition_label: str = "Privacy definition", definitions: dict[str, str] | None = None,
             definition_help: str | None = DEFINITION_HELP, release_label: str = "Privacy budget of this release ({sym})",
-            release_max: float = 100.0, cap_label: str = "Budget cap of this dataset") -> Section:
+            release_max: float | dict[str, float] = 100.0, cap_label: str = "Budget cap of this dataset") -> Section:
     """The budget block of a Plan step, the same for every kind: the population box, the privacy
     definition (fixed once budget was spent; an unused budget switched with :func:`switch_definition`),
     this release's budget, the cap (:func:`cap_input`), what was spent, and the (ε, δ) reading of a
@@ -244,6 +244,8 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
         The definition the release is always stated in (Privelet: ``"pure"``, charged ρ = ε²/2 under zCDP).
     delta_key
         :func:`ui.state.persistent` name of the δ of the (ε, δ) reading; None: no reading.
+    release_max
+        The largest budget of one release (per definition, as a dict, or one for both).
     statements
         Persistent names of the ε, δ and conversion of an (ε, δ) statement converted to ρ: offers the
         definitions of :data:`STATEMENTS` (trips between areas, after the O/D paper's Lemma 3).
@@ -296,8 +298,9 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
         shown = release_in or family
         name = release_keys[shown]
         low, step, fmt_str = _BOX[shown]
+        top = release_max[shown] if isinstance(release_max, dict) else release_max
         value = c1.number_input(release_label.format(sym=budget.SYMBOL[shown]), min_value=low,
-                                max_value=release_max, step=step, format=fmt_str,
+                                max_value=top, step=step, format=fmt_str,
                                 key=state.persistent(name, state.DEFAULT_RELEASE[shown]), help=RELEASE_HELP[shown])
         state.store(name)
         cost = _make(shown, float(value))
