@@ -190,7 +190,7 @@ DEFINITION_HELP = ("Pure ε-DP is the strictest guarantee. ρ-zCDP (zero-concent
 RELEASE_HELP = {"pure": "Smaller ε means more noise and more privacy. Typical values: 0.1 to 1.",
                 "zcdp": "Smaller ρ means more noise and more privacy. ρ = 0.125 gives noise of SD 2 per count."}
 #: the smallest value, step and format of a release's budget (and of a cap) per definition
-_BOX = {"pure": (0.001, 0.05, "%.3f"), "zcdp": (0.0001, 0.01, "%.4f")}
+_BOX = {"pure": (0.001, 0.05, "%.3f"), "zcdp": (1e-5, 0.01, "%.4f")}
 
 
 def rho_of(eps: float, delta: float, conversion: str) -> float:
