@@ -14,6 +14,7 @@ One copy of the rules a page must keep (they were four, and had drifted):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import streamlit as st
@@ -164,3 +165,170 @@ def population_input(kind: str, fp: str, default_cap: budget.PrivacyCost, cache:
         box.caption(f"**{state.DEMO_BUDGET_NOTE}**: this is made-up demo data, so its budget is kept only for this "
                     "session. Real data's budget is kept for good in the budget database.")
     return led
+
+
+# ------------------------------------------------------------------ the Plan step's budget section
+#: The two definitions a budget is kept in, as every Plan step names them.
+DEFINITIONS = {"pure": "Pure ε-DP (discrete Laplace noise)", "zcdp": "ρ-zCDP (discrete Gaussian noise)"}
+#: The statements of a release's budget when (ε, δ) statements are offered (trips between areas): ρ stated
+#: directly, an (ε, δ) converted to ρ, or pure ε; :data:`FAMILY` says which budget each draws on.
+STATEMENTS = {"rho": "ρ-zCDP (discrete Gaussian noise, as in the paper)",
+              "approx": "(ε, δ)-DP, converted to ρ-zCDP (discrete Gaussian noise)",
+              "pure": "Pure ε-DP (discrete Laplace noise)"}
+FAMILY = {"pure": "pure", "zcdp": "zcdp", "rho": "zcdp", "approx": "zcdp"}
+#: How an (ε, δ) statement becomes ρ.
+CONVERSIONS = {"classic": "the paper's (its Lemma 3; simple, a little loose)",
+               "cks": "Canonne, Kamath & Steinke's (tighter: more ρ for the same ε)"}
+CONVERSION_HELP = ("The noise is discrete Gaussian, whose privacy is stated as ρ-zCDP. A conversion turns a ρ "
+                   "into an (ε, δ) guarantee and back: the paper's (Lemma 3: ε = ρ + 2√(ρ ln(1/δ))) or the "
+                   "tighter one of Canonne, Kamath & Steinke (2020), which gives more ρ, so less noise, for the same "
+                   "(ε, δ).")
+#: The δ a ρ-zCDP budget can be read at (every kind offers the same).
+DELTAS = [1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5]
+DEFINITION_HELP = ("Pure ε-DP is the strictest guarantee. ρ-zCDP (zero-concentrated DP) adds up more gently over many "
+                   "releases and reads as (ε, δ)-DP for a small δ; use it if your policy allows a δ.")
+RELEASE_HELP = {"pure": "Smaller ε means more noise and more privacy. Typical values: 0.1 to 1.",
+                "zcdp": "Smaller ρ means more noise and more privacy. ρ = 0.125 gives noise of SD 2 per count."}
+#: the smallest value, step and format of a release's budget (and of a cap) per definition
+_BOX = {"pure": (0.001, 0.05, "%.3f"), "zcdp": (1e-5, 0.01, "%.4f")}
+
+
+def rho_of(eps: float, delta: float, conversion: str) -> float:
+    """The ρ of a release stated as (ε, δ)-DP: the inverse of the paper's bound ε = ρ + 2√(ρ ln(1/δ))
+    (Lemma 3 of the O/D paper; Bun & Steinke 2016, Prop. 1.3) or of the tighter conversion of
+    Canonne, Kamath & Steinke (2020), ``conversion`` = ``"classic"`` or ``"cks"``."""
+    if conversion == "cks":
+        return budget.approx_dp_to_zcdp(eps, delta)
+    return budget.approx_dp_to_zcdp_classic(eps, delta)
+
+
+@dataclass(frozen=True)
+class Section:
+    """What the Plan step's budget section shows: the budget, this release's cost and how it was stated."""
+
+    ledger: Ledger
+    cost: budget.PrivacyCost | None  # None: the kind sets the release's budget itself (e.g. marginal tables)
+    definition: str  # the choice: "pure" / "zcdp", or with statements "rho" / "approx" / "pure"
+    delta: float | None  # the δ of the (ε, δ) reading of a ρ-zCDP release, or of its (ε, δ) statement
+    population: str | None
+    approx: dict[str, Any] = field(default_factory=dict)  # the (ε, δ) the release was stated in, if it was
+
+
+def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definition_key: str, cap_key: str,
+            release_keys: dict[str, str] | None, default_cap: budget.PrivacyCost | None = None,
+            release_in: str | None = None, delta_key: str | None = None, default_delta: float = 1e-6,
+            statements: tuple[str, str, str] | None = None, default_statement: str = "rho",
+            definition_label: str = "Privacy definition", definitions: dict[str, str] | None = None,
+            definition_help: str | None = DEFINITION_HELP, release_label: str = "Privacy budget of this release ({sym})",
+            release_max: float | dict[str, float] = 100.0, cap_label: str = "Budget cap of this dataset") -> Section:
+    """The budget block of a Plan step, the same for every kind: the population box, the privacy
+    definition (fixed once budget was spent; an unused budget switched with :func:`switch_definition`),
+    this release's budget, the cap (:func:`cap_input`), what was spent, and the (ε, δ) reading of a
+    ρ-zCDP release (Canonne, Kamath & Steinke 2020; Bun & Steinke 2016, Prop. 1.3).
+
+    Parameters
+    ----------
+    kind, fp, cache, key
+        The data's kind, content fingerprint, the page's dict of ledgers and the population box's key
+        (:func:`population_input`).
+    definition_key
+        Key of the definition radio (a :func:`ui.state.persistent` name when ``statements`` is given).
+    cap_key
+        Key of the cap box; ``{definition}`` in it is the budget's definition.
+    release_keys
+        Definition → :func:`ui.state.persistent` name of this release's budget; None: no release box
+        (``cost`` is None).
+    default_cap
+        The cap of a new budget (ε = ``ui.state.DEFAULT_CAP``, or with statements ρ = ``DEFAULT_RHO_CAP``).
+    release_in
+        The definition the release is always stated in (Privelet: ``"pure"``, charged ρ = ε²/2 under zCDP).
+    delta_key
+        :func:`ui.state.persistent` name of the δ of the (ε, δ) reading; None: no reading.
+    release_max
+        The largest budget of one release (per definition, as a dict, or one for both).
+    statements
+        Persistent names of the ε, δ and conversion of an (ε, δ) statement converted to ρ: offers the
+        definitions of :data:`STATEMENTS` (trips between areas, after the O/D paper's Lemma 3).
+    """
+    defaults = default_cap or (budget.zcdp(state.DEFAULT_RHO_CAP) if statements else budget.pure(state.DEFAULT_CAP))
+    labels = definitions or (STATEMENTS if statements else DEFINITIONS)
+    led = population_input(kind, fp, defaults, cache, key, reset=() if statements else (definition_key,))
+    population = state.population_of(kind, fp)
+    whose = "population" if population else "dataset"
+    locked = bool(led.entries)
+    if statements:
+        wdef = state.persistent(definition_key, default_statement)
+        if locked and FAMILY[ss[wdef]] != led.definition:
+            ss[wdef] = "rho" if led.definition == "zcdp" else "pure"
+        definition = st.radio(definition_label, list(labels), format_func=labels.get, key=wdef, horizontal=True,
+                              help=definition_help)
+        state.store(definition_key)
+    else:
+        definition = st.radio(definition_label, list(labels), format_func=labels.get, horizontal=True,
+                              index=list(labels).index(led.definition), disabled=locked, key=definition_key,
+                              help=definition_help)
+    if locked:
+        st.caption(f"The definition is fixed for this {whose}: budget has already been spent under it "
+                   f"({'ρ, zCDP' if led.definition == 'zcdp' else 'ε'}).")
+    elif FAMILY[definition] != led.definition:
+        switch_definition(led, FAMILY[definition])
+        st.rerun()
+    family = FAMILY[definition]
+    c1, c2, c3 = st.columns(3)
+    cost: budget.PrivacyCost | None = None
+    approx: dict[str, Any] = {}
+    delta: float | None = None
+    if statements and definition == "approx":
+        k_eps, k_delta, k_conv = statements
+        eps = c1.number_input("ε of this release", min_value=0.01, max_value=20.0, step=0.1, format="%.2f",
+                              key=state.persistent(k_eps, state.DEFAULT_EPSILON),
+                              help="Smaller: more privacy, more noise. The paper uses 0.1, 1 and 10.")
+        state.store(k_eps)
+        delta = c1.select_slider("δ (the chance the ε bound may fail)", DELTAS,
+                                 key=state.persistent(k_delta, default_delta), format_func=_sci,
+                                 help="Far below 1 / the number of people.")
+        state.store(k_delta)
+        conv = c1.radio("Conversion to ρ", list(CONVERSIONS), format_func=CONVERSIONS.get,
+                        key=state.persistent(k_conv, "classic"), help=CONVERSION_HELP)
+        state.store(k_conv)
+        rho = rho_of(float(eps), float(delta), conv)
+        cost = budget.zcdp(rho)
+        approx = {"epsilon": float(eps), "delta": float(delta), "conversion": conv, "rho": rho}
+    elif release_keys is not None:
+        shown = release_in or family
+        name = release_keys[shown]
+        low, step, fmt_str = _BOX[shown]
+        top = release_max[shown] if isinstance(release_max, dict) else release_max
+        value = c1.number_input(release_label.format(sym=budget.SYMBOL[shown]), min_value=low,
+                                max_value=top, step=step, format=fmt_str,
+                                key=state.persistent(name, state.DEFAULT_RELEASE[shown]), help=RELEASE_HELP[shown])
+        state.store(name)
+        cost = _make(shown, float(value))
+    low, step, fmt_str = _BOX[led.definition]
+    cap_input(led, cap_key.format(definition=led.definition), c2, label=cap_label, min_value=low,
+              step=step if led.definition == "zcdp" else 0.1, fmt_str=fmt_str, population=population)
+    sym = led.cap.symbol
+    c3.metric("Spent of the population's cap" if population else "Spent of the cap",
+              f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
+    c3.caption(f"left: {sym} = {fmt.eps(led.remaining)} ({len(led.entries)} "
+               f"release{'s' if len(led.entries) != 1 else ''}{f' of the population {population}' if population else ''}).")
+    if cost is not None and cost.definition == "zcdp" and delta_key is not None and not approx:
+        delta = st.select_slider("δ for the (ε, δ) reading", DELTAS, key=state.persistent(delta_key, default_delta),
+                                 format_func=_sci,
+                                 help="ρ-zCDP implies (ε, δ)-DP for every δ; δ should be far below 1 / number of "
+                                      "people.")
+        state.store(delta_key)
+    if cost is not None and cost.definition == "zcdp" and delta is not None:
+        this_eps = budget.zcdp_to_approx_dp(cost.value, delta)
+        total_eps = budget.zcdp_to_approx_dp(led.spent + cost.value, delta)
+        st.info(f"Read as (ε, δ)-DP with δ = {delta:.0e}: this release is ε = {fmt.eps(this_eps)}"
+                f" (ε = {fmt.eps(budget.zcdp_to_approx_dp_classic(cost.value, delta))} by the "
+                f"paper's Lemma 3); all releases of this {whose} including this one: ε = {fmt.eps(total_eps)} "
+                "(conversion of Canonne, Kamath & Steinke 2020).")
+    return Section(led, cost, definition, delta, population, approx)
+
+
+def _sci(x: float) -> str:
+    """1e-08 → 1e-8."""
+    m, e = f"{x:.0e}".split("e")
+    return f"{m}e{int(e)}"

@@ -18,7 +18,7 @@ import streamlit as st
 
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
-from ui import budget_ui, fmt, state
+from ui import fmt, state
 
 SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(state.__file__).resolve().parents[2] / "shared" / "data"))
 US_TRACTS = SHARED / "census" / "us_tract_population_2020_cenpop.csv.gz"
@@ -153,12 +153,6 @@ def ledger(fp: str, default_cap: budget.PrivacyCost | None = None) -> Ledger:
     # through data_ledger always: it opens the budget again when the table was bound to a population since
     ledgers = st.session_state.setdefault("census_ledgers", {})
     return state.data_ledger("census", fp, default_cap or budget.pure(state.DEFAULT_CAP), ledgers)
-
-
-def population_input(fp: str, key: str, default_cap: budget.PrivacyCost, reset: tuple[str, ...]) -> Ledger:
-    """The population box of the table's budget (:func:`ui.budget_ui.population_input`)."""
-    return budget_ui.population_input("census", fp, default_cap, st.session_state.setdefault("census_ledgers", {}),
-                                      key, reset=reset)
 
 
 def hier_entry() -> dict[str, Any] | None:

@@ -27,7 +27,6 @@ from ui.kinds.areas import common
 from ui.kinds.areas.common import keep, kept
 
 ss = st.session_state
-DEF_LABELS = {"pure": "Pure ε-DP (discrete Laplace noise)", "zcdp": "ρ-zCDP (discrete Gaussian noise)"}
 NEIGHBOURS = {"add_remove": "Add or remove one person (the total is noised)",
               "replace": "Replace one person (the total is public and exact)"}
 SPLITS = {"uniform": "Uniform across levels", "geometric": "Geometric (finer levels get more)",
@@ -65,33 +64,10 @@ def plan_step() -> None:
     st.subheader("2. Privacy budget")
     # persistent: the same table finds the same budget (its population's, once bound) on every step and
     # after restarts; shared with the census table's mechanisms
-    led = common.population_input(fp, f"hier_{fp}", budget.pure(state.DEFAULT_CAP), reset=(f"hier_def_{fp}",))
-    population = state.population_of("census", fp)
-    c1, c2, c3 = st.columns(3)
-    locked = bool(led.entries)
-    definition = c1.radio("Privacy definition", list(DEF_LABELS), format_func=DEF_LABELS.get,
-                          index=list(DEF_LABELS).index(led.definition), disabled=locked, key=f"hier_def_{fp}")
-    if locked:
-        c1.caption(f"Fixed for this {'population' if population else 'dataset'}: budget has already been spent "
-                   "under it.")
-    elif definition != led.definition:
-        budget_ui.switch_definition(led, definition)
-    sym = "ε" if definition == "pure" else "ρ"
-    value = c2.number_input(f"Privacy budget of this release ({sym})", min_value=0.001, max_value=MAX_VALUE,
-                            step=0.05, format="%.3f", key=keep(f"value_{definition}", state.DEFAULT_RELEASE[definition]),
-                            help="Smaller: more privacy, more noise.")
-    kept(f"value_{definition}")
-    budget_ui.cap_input(led, f"hier_cap_{fp}_{definition}", c3, label="Budget cap of this dataset",
-                        population=population)
-    if definition == "zcdp":
-        delta = st.select_slider("δ for the (ε, δ) reading", [1e-10, 1e-8, 1e-6, 1e-5], key=keep("delta", 1e-6),
-                                 format_func=lambda d: f"{d:.0e}")
-        kept("delta")
-        st.caption(f"ρ = {fmt.eps(value)} reads as (ε = {fmt.eps(budget.zcdp_to_approx_dp(value, delta))}, "
-                   f"δ = {delta:.0e})-DP.")
-    st.caption(f"Spent on {f'the population {population}' if population else 'this dataset'}: "
-               f"{led.cap.symbol} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)} "
-               f"({len(led.entries)} release{'s' if len(led.entries) != 1 else ''}).")
+    budget_ui.section("census", fp, ss.setdefault("census_ledgers", {}), key=f"hier_{fp}",
+                      definition_key=f"hier_def_{fp}", cap_key=f"hier_cap_{fp}_{{definition}}",
+                      release_keys={d: f"hier_value_{d}" for d in budget_ui.DEFINITIONS}, delta_key="hier_delta",
+                      release_max=MAX_VALUE)
 
     # ---------------------------------------------------------------- unit and split
     c4, c5 = st.columns(2)

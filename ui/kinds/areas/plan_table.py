@@ -50,27 +50,13 @@ def plan_step() -> None:
     st.subheader("2. Privacy budget")
     # persistent: the same table finds the same budget (its population's, once bound) on every step and after
     # restarts; shared with the hierarchy mechanisms of the same table
-    led = common.population_input(fp, f"census_{fp}", budget.pure(state.DEFAULT_CAP), reset=(f"census_def_{fp}",))
-    population = state.population_of("census", fp)
-    locked = bool(led.entries)
-    definition = st.radio("Privacy definition of this dataset's budget", list(DEFS), format_func=DEFS.get,
-                          index=list(DEFS).index(led.definition), disabled=locked, key=f"census_def_{fp}",
-                          horizontal=True, help="Privelet is pure ε-DP; under a ρ-zCDP budget it is charged ρ = ε²/2.")
-    if locked:
-        st.caption(f"Fixed for this {'population' if population else 'dataset'}: budget has already been spent "
-                   "under it.")
-    elif definition != led.definition:
-        budget_ui.switch_definition(led, definition, {"pure": state.DEFAULT_CAP, "zcdp": state.DEFAULT_RHO_CAP})
-    sym = led.cap.symbol
-    b1, b2, b3 = st.columns(3)
-    if mech == "privelet":
-        b1.number_input("Privacy budget of this release (ε)", min_value=0.01, max_value=10.0, step=0.05,
-                        key=state.persistent("census_epsilon", DEFAULT_EPSILON),
-                        help="Smaller ε: more privacy, more noise.")
-        state.store("census_epsilon")
-    budget_ui.cap_input(led, "census_cap", b2, label="Budget cap of this dataset", population=population)
-    b3.metric("Spent of the population's cap" if population else "Spent of the cap",
-              f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
+    sec = budget_ui.section("census", fp, ss.setdefault("census_ledgers", {}), key=f"census_{fp}",
+                            definition_key=f"census_def_{fp}", cap_key="census_cap",
+                            release_keys={"pure": "census_epsilon"} if mech == "privelet" else None,
+                            release_in="pure", definition_label="Privacy definition of this dataset's budget",
+                            definitions=DEFS, definition_help="Privelet is pure ε-DP; under a ρ-zCDP budget it is "
+                                                              "charged ρ = ε²/2.", release_max=10.0)
+    led = sec.ledger
     if mech == "matrix":
         marginals_ui.plan_section(table, led)
         frame.link("release", "Next: release →")

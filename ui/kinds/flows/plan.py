@@ -20,11 +20,7 @@ from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
 from ui import budget_ui, fmt, frame, state, target_ui
 from ui.kinds.flows.common import (
-    CONVERSIONS,
     DEFAULTS,
-    DEFS,
-    DELTAS,
-    FAMILY,
     MECHS,
     NEIGHBOURS,
     ORIENTATIONS,
@@ -37,16 +33,14 @@ from ui.kinds.flows.common import (
     plan_caption,
     plan_columns,
     plan_table,
-    rho_of,
     sci,
     setting,
 )
 from ui.kinds.flows.sources import model, need_model
 
-CONVERSION_HELP = ("The noise is discrete Gaussian, whose privacy is stated as ρ-zCDP. A conversion turns a ρ "
-                   "into an (ε, δ) guarantee and back: the paper's (Lemma 3: ε = ρ + 2√(ρ ln(1/δ))) or the "
-                   "tighter one of Canonne, Kamath & Steinke (2020), which gives more ρ, so less noise, for the same "
-                   "(ε, δ).")
+DEFINITION_HELP = ("How the privacy loss is measured. The paper's noise is discrete Gaussian, measured in ρ "
+                   "(zero-concentrated DP); it can be stated as (ε, δ)-DP through a conversion. Pure ε-DP uses "
+                   "discrete Laplace noise and has no δ.")
 
 
 @dataclass(frozen=True)
@@ -72,7 +66,7 @@ def _budget(definition: str) -> tuple[budget.PrivacyCost, str, float, dict[str, 
     """The cost of the release, its label, the δ of its (ε, δ) reading and the (ε, δ) it was stated in."""
     if definition == "approx":
         eps, delta, conv = float(setting("eps")), float(setting("delta")), setting("conversion")
-        rho = rho_of(eps, delta, conv)
+        rho = budget_ui.rho_of(eps, delta, conv)
         how = "the paper's conversion" if conv == "classic" else "the tighter conversion of Canonne, Kamath & Steinke"
         return (budget.zcdp(rho), f"ρ = {rho:.3g} (from ε = {fmt.eps(eps)}, δ = {sci(delta)} by {how})", delta,
                 {"epsilon": eps, "delta": delta, "conversion": conv, "rho": rho})
@@ -97,7 +91,7 @@ def selection(m: dict[str, Any] | None = None) -> Selection:
         raise DPCoreError("No trips are loaded: load them on the Data step first.")
     led = ledger(m)
     definition = setting("definition")
-    if FAMILY[definition] != led.definition:  # the budget is kept in the other definition
+    if budget_ui.FAMILY[definition] != led.definition:  # the budget is kept in the other definition
         definition = "rho" if led.definition == "zcdp" else "pure"
     cost, label, delta, approx = _budget(definition)
     mech = setting("mech")
@@ -144,58 +138,12 @@ def plan_step() -> None:
     st.subheader("Privacy budget")
     # persistent: the same trips find the same budget (their population's, once bound) on every step and after
     # restarts
-    led = budget_ui.population_input("od", fp, budget.zcdp(state.DEFAULT_RHO_CAP), ss["od_ledgers"], f"od_{fp}")
-    population = state.population_of("od", fp)
-    locked = bool(led.entries)
-    wdef = keep("definition", DEFAULTS["definition"])
-    if locked and FAMILY[ss[wdef]] != led.definition:
-        ss[wdef] = "rho" if led.definition == "zcdp" else "pure"
-    c1, c2, c3 = st.columns(3)
-    definition = c1.radio("Privacy definition", list(DEFS), format_func=DEFS.get, key=wdef,
-                          help="How the privacy loss is measured. The paper's noise is discrete Gaussian, measured "
-                               "in ρ (zero-concentrated DP); it can be stated as (ε, δ)-DP through a conversion. "
-                               "Pure ε-DP uses discrete Laplace noise and has no δ.")
-    kept("definition")
-    if locked:
-        c1.caption(f"This {'population' if population else 'data set'}'s budget is kept in "
-                   f"{'ρ (zCDP)' if led.definition == 'zcdp' else 'ε'}: budget was already spent under it.")
-    elif FAMILY[definition] != led.definition:
-        budget_ui.switch_definition(led, FAMILY[definition], {"pure": state.DEFAULT_CAP, "zcdp": state.DEFAULT_RHO_CAP})
-    if definition == "approx":
-        c2.number_input("ε of this release", min_value=0.01, max_value=20.0, step=0.1, format="%.2f",
-                        key=keep("eps", DEFAULTS["eps"]), help="Smaller: more privacy, more noise. The paper uses "
-                                                               "0.1, 1 and 10.")
-        kept("eps")
-        c2.select_slider("δ (the chance the ε bound may fail)", DELTAS, key=keep("delta", DEFAULTS["delta"]),
-                         format_func=sci, help="Far below 1 / the number of people.")
-        kept("delta")
-        c2.radio("Conversion to ρ", list(CONVERSIONS), format_func=CONVERSIONS.get,
-                 key=keep("conversion", DEFAULTS["conversion"]), help=CONVERSION_HELP)
-        kept("conversion")
-    elif definition == "rho":
-        c2.number_input("ρ of this release", min_value=1e-5, max_value=10.0, step=0.01, format="%.4f",
-                        key=keep("rho", DEFAULTS["rho"]),
-                        help=f"Smaller: more privacy, more noise. ρ = {fmt.eps(state.DEFAULT_RHO)} is the app's default "
-                             f"(half the cap of {fmt.eps(state.DEFAULT_RHO_CAP)}); the paper's ε = 1 at δ = 1e-8 "
-                             "is ρ ≈ 0.0132.")
-        kept("rho")
-        c2.select_slider("δ for reading it as (ε, δ)-DP", DELTAS, key=keep("delta_read", DEFAULTS["delta_read"]),
-                         format_func=sci, help="Only for the (ε, δ) reading below; the release is ρ-zCDP.")
-        kept("delta_read")
-    else:
-        c2.number_input("ε of this release", min_value=0.01, max_value=20.0, step=0.1, format="%.2f",
-                        key=keep("eps_pure", DEFAULTS["eps_pure"]), help="Pure ε-DP: discrete Laplace noise, no δ.")
-        kept("eps_pure")
-    sel = selection(m)
-    if sel.cost.definition == "zcdp":
-        rho, d = sel.cost.value, sel.delta
-        c2.caption(f"In plain words: ρ = {rho:.3g} protects each person about as much as (ε = "
-                   f"{fmt.eps(budget.zcdp_to_approx_dp(rho, d))}, δ = {sci(d)})-DP (by the tighter conversion; "
-                   f"ε = {fmt.eps(budget.zcdp_to_approx_dp_classic(rho, d))} by the paper's).")
-    budget_ui.cap_input(led, f"od_cap_{fp}_{led.definition}", c3, label="Budget cap of this data set",
-                        min_value=0.0001, step=0.01, fmt_str="%.4f", population=population)
-    c3.caption(f"Spent so far{f' by the population {population}' if population else ''}: {led.cap.symbol} = "
-               f"{fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}; left: {fmt.eps(led.remaining)}.")
+    budget_ui.section("od", fp, ss["od_ledgers"], key=f"od_{fp}", definition_key="od_definition",
+                      cap_key=f"od_cap_{fp}_{{definition}}", release_keys={"pure": "od_eps_pure", "zcdp": "od_rho"},
+                      statements=("od_eps", "od_delta", "od_conversion"), default_statement=DEFAULTS["definition"],
+                      delta_key="od_delta_read", default_delta=DEFAULTS["delta_read"],
+                      definition_help=DEFINITION_HELP, release_label="{sym} of this release",
+                      release_max={"pure": 20.0, "zcdp": 10.0}, cap_label="Budget cap of this data set")
     st.caption(f"The defaults are the app's, the same for every kind of data: half the cap per release, here "
                f"ρ = {fmt.eps(state.DEFAULT_RHO)} of a cap of {fmt.eps(state.DEFAULT_RHO_CAP)} (the zCDP reading "
                "ρ = ε²/2 of a cap of ε = 1). The paper's experiments state ε = 1 at δ = 1e-8: choose '(ε, δ)-DP' "

@@ -97,63 +97,14 @@ def plan_step() -> None:
 
     # ---------------------------------------------------------------- budget
     st.subheader("Privacy budget")
-    DEFINITIONS = {"pure": "Pure ε-DP (discrete Laplace noise)", "zcdp": "ρ-zCDP (discrete Gaussian noise)"}
-    led = budget_ui.population_input("points", ds.fingerprint, budget.pure(state.DEFAULT_CAP), st.session_state["ledgers"],
-                                     f"points_{ds.fingerprint}", reset=(f"definition_{ds.fingerprint}",))
-    population = state.population_of("points", ds.fingerprint)
-    locked = bool(led.entries)
-    definition = st.radio(
-        "Privacy definition", list(DEFINITIONS), format_func=DEFINITIONS.get, horizontal=True,
-        index=list(DEFINITIONS).index(led.definition), disabled=locked, key=f"definition_{ds.fingerprint}",
-        help="Pure ε-DP is the strictest guarantee. ρ-zCDP (zero-concentrated DP) adds up more gently "
-             "over many releases and reads as (ε, δ)-DP for a small δ; use it if your policy allows a δ.",
-    )
-    if locked:
-        st.caption(f"The definition is fixed for this {'population' if population else 'dataset'}: budget has already "
-                   "been spent under it.")
-    elif definition != led.definition:
-        budget_ui.switch_definition(led, definition, {"pure": state.DEFAULT_CAP, "zcdp": state.DEFAULT_RHO_CAP})
-        st.rerun()
+    fp = ds.fingerprint
+    sec = budget_ui.section("points", fp, st.session_state["ledgers"], key=f"points_{fp}",
+                            definition_key=f"definition_{fp}", cap_key=f"budget_cap_{fp}_{{definition}}",
+                            release_keys={"pure": "epsilon", "zcdp": "rho"}, delta_key="delta",
+                            cap_label="Budget cap for this dataset (total)")
+    led, release_cost, definition = sec.ledger, sec.cost, sec.definition
+    assert release_cost is not None
     sym = led.cap.symbol
-    c1, c2 = st.columns(2)
-    with c1:
-        budget_ui.cap_input(led, f"budget_cap_{ds.fingerprint}_{definition}", label="Budget cap for this dataset (total)",
-                            help="The most privacy loss you accept for all releases of this dataset together. "
-                                 "Smaller is more private. Raising it later asks for confirmation.", population=population)
-    with c2:
-        if definition == "pure":
-            value = st.number_input(
-                "Privacy budget of this release (ε)", min_value=0.001, max_value=100.0,
-                step=0.05, format="%.3f", key=state.persistent("epsilon", state.DEFAULT_EPSILON),
-                help="Smaller ε means more noise and more privacy. Typical values: 0.1 to 1.",
-            )
-            state.store("epsilon")
-            release_cost = budget.pure(value)
-        else:
-            value = st.number_input(
-                "Privacy budget of this release (ρ)", min_value=0.0001, max_value=100.0,
-                step=0.01, format="%.4f", key=state.persistent("rho", state.DEFAULT_RHO),
-                help="Smaller ρ means more noise and more privacy. ρ = 0.125 gives noise of SD 2 per count.",
-            )
-            state.store("rho")
-            release_cost = budget.zcdp(value)
-    st.caption(f"Spent so far{f' by the population {population}' if population else ''}: {sym} = "
-               f"{fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}; left: {sym} = {fmt.eps(led.remaining)}.")
-    if definition == "zcdp":
-        deltas = list(budget.APPROX_DP_DELTAS)
-        delta = st.select_slider(
-            "δ for the (ε, δ) reading", options=deltas, key=state.persistent("delta", 1e-6),
-            format_func=lambda d: f"{d:.0e}",
-            help="ρ-zCDP implies (ε, δ)-DP for every δ; δ should be far below 1 / number of people.",
-        )
-        state.store("delta")
-        this_eps = budget.zcdp_to_approx_dp(release_cost.value, delta)
-        total_eps = budget.zcdp_to_approx_dp(led.spent + release_cost.value, delta)
-        st.info(
-            f"Read as (ε, δ)-DP with δ = {delta:.0e}: this release is ε = {fmt.eps(this_eps)}; "
-            f"all releases of this dataset including this one: ε = {fmt.eps(total_eps)} "
-            f"(conversion of Canonne, Kamath & Steinke 2020)."
-        )
 
     n_guess = None
     if mech.needs_n_guess:
