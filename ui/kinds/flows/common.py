@@ -29,12 +29,6 @@ SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(state.__file__).resolve(
 DEMO, NYC, US, RI, UPLOAD = "demo", "nyc", "us", "ri", "upload"
 # every mechanism whose cost a ledger can add up ('sh' is (ε, δ)-DP: it cannot), InfTDA first
 MECHS = sorted((m.name for m in od.MECHANISMS.values() if m.ledger), key=lambda n: n != "inftda")
-DEFS = {"rho": "ρ-zCDP (discrete Gaussian noise, as in the paper)",
-        "approx": "(ε, δ)-DP, converted to ρ-zCDP (discrete Gaussian noise)",
-        "pure": "Pure ε-DP (discrete Laplace noise)"}
-FAMILY = {"approx": "zcdp", "rho": "zcdp", "pure": "pure"}
-CONVERSIONS = {"classic": "the paper's (its Lemma 3; simple, a little loose)",
-               "cks": "Canonne, Kamath & Steinke's (tighter: more ρ for the same ε)"}
 NEIGHBOURS = {"bounded": "Replace one person (bounded; the total is public and exact)",
               "unbounded": "Add or remove one person (unbounded; the total is noised)"}
 ORIENTATIONS = {"destination": "Destination tree (refine the destination first)",
@@ -47,7 +41,6 @@ DEFAULTS: dict[str, Any] = {
     "eps_pure": state.DEFAULT_EPSILON, "delta": 1e-8, "delta_read": 1e-8, "conversion": "classic",
     "neighbour": "bounded", "orientation": "destination", "split": "uniform", "order": "ascending",
     "tiebreak": "random"}
-DELTAS = [1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5]
 FIGURES_KEPT = 3  # figures kept in the session (the last ones drawn)
 MODELS_KEPT = 3  # counted data sets kept in the session (switching back does not count again)
 CHOOSE, NONE = "(choose)", "(none)"
@@ -101,14 +94,6 @@ def people(x: float | None) -> float | None:
     if x is None or not math.isfinite(x):
         return None
     return round(float(x), 1) if abs(x) < 10 else float(round(x))
-
-
-def rho_of(eps: float, delta: float, conversion: str) -> float:
-    """ρ-zCDP giving (ε, δ)-DP: the inverse of the classic bound ε = ρ + 2√(ρ ln(1/δ)) (the
-    paper's Lemma 3), or the tighter Canonne–Kamath–Steinke conversion."""
-    if conversion == "cks":
-        return budget.approx_dp_to_zcdp(eps, delta)
-    return budget.approx_dp_to_zcdp_classic(eps, delta)
 
 
 def figure(key: tuple[Any, ...], build: Any) -> Any:
