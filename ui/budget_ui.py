@@ -19,7 +19,6 @@ from typing import Any
 
 import streamlit as st
 
-from dpcore.core.session import DEFAULT_EPSILON_CAP, DEFAULT_RHO_CAP
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
@@ -28,19 +27,17 @@ from ui import fmt, state
 ss = st.session_state
 
 #: Default cap of a new budget per definition: ε = 1, or its zCDP reading ρ = ε²/2 = 0.5.
-DEFAULT_CAPS = {"pure": DEFAULT_EPSILON_CAP, "zcdp": DEFAULT_RHO_CAP}
 
 
 def _make(definition: str, value: float) -> budget.PrivacyCost:
     return budget.pure(value) if definition == "pure" else budget.zcdp(value)
 
 
-def switch_definition(led: Ledger, definition: str, defaults: dict[str, float] | None = None) -> None:
+def switch_definition(led: Ledger, definition: str) -> None:
     """Give an unused budget the other definition, at the cap that means the same: ε ↔ ρ = ε²/2.
 
     Never a raise: a cap lowered to ε = 0.2 stays ρ = 0.02 (not the default ρ = 0.5) and comes back as
-    ε = 0.2, so switching definitions cannot lift a cap past its confirmation.  (``defaults`` is
-    kept for callers; the converted cap is used.)"""
+    ε = 0.2, so switching definitions cannot lift a cap past its confirmation."""
     if led.entries or definition == led.definition:
         return
     if definition == "zcdp":  # the ρ that pure ε-DP implies (Bun & Steinke 2016, Prop. 1.4)

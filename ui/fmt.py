@@ -14,7 +14,7 @@ def count(x: float) -> str:
 def eps(x: float) -> str:
     if x == 0:
         return "0"
-    return f"{x:.2g}" if abs(x) >= 0.01 else f"{x:.2g}"
+    return f"{x:.2g}"
 
 
 def num(x: float, digits: int = 3) -> str:

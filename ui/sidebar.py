@@ -12,12 +12,11 @@ from dpcore.privacy.ledger import Ledger
 from ui import fmt, kinds, state
 
 
-def budget_panel(led: Ledger, delta: float, *, classic: bool = False, population: str | None = None) -> None:
+def budget_panel(led: Ledger, delta: float, *, population: str | None = None) -> None:
     """The budget bar, the (ε, δ) reading of a ρ ledger, and one line per spend.
 
-    ``classic``: also name the paper's (Lemma 3) reading beside the CKS one (the O/D page, whose
-    releases may be stated through that conversion).  ``population``: the name of the population
-    the data is bound to (the budget shown is the population's)."""
+    ``population``: the name of the population the data is bound to (the budget shown is the
+    population's)."""
     spent, cap, sym = led.spent, led.cap.value, led.cap.symbol
     if state.is_session_budget(led):
         st.caption(f"**{state.DEMO_BUDGET_NOTE}** (made-up data: its budget and history are not kept)")
@@ -25,12 +24,7 @@ def budget_panel(led: Ledger, delta: float, *, classic: bool = False, population
         st.caption(f"population: **{population}** (one budget for all its data)")
     st.progress(min(spent / cap, 1.0) if cap else 1.0,
                 text=f"spent {sym} = {fmt.eps(spent)} of {fmt.eps(cap)} · left {fmt.eps(led.remaining)}")
-    if led.definition == "zcdp" and classic and spent:
-        d = f"{delta:.0e}".replace("e-0", "e-")
-        st.caption(f"Spent so far ≈ ε {fmt.eps(budget.zcdp_to_approx_dp(spent, delta))} at δ = {d} (CKS "
-                   f"conversion; the paper's conversion reads ε = "
-                   f"{fmt.eps(budget.zcdp_to_approx_dp_classic(spent, delta))}).")
-    elif led.definition == "zcdp" and not classic:
+    if led.definition == "zcdp":
         st.caption(f"As (ε, δ)-DP with δ = {delta:.0e}: spent ε = "
                    f"{fmt.eps(budget.zcdp_to_approx_dp(spent, delta)) if spent else '0'}")
     for e in led.entries:
