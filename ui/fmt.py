@@ -23,3 +23,19 @@ def num(x: float, digits: int = 3) -> str:
     if abs(x) >= 100:
         return f"{x:,.0f}"
     return f"{x:.{digits}g}"
+
+
+def plural(word: str, n: int = 2) -> str:
+    """``region`` → ``regions``, ``county`` → ``counties``, ``census`` → ``censuses`` (n ≠ 1).
+
+    >>> plural("county"), plural("district"), plural("zone", 1), plural("box")
+    ('counties', 'districts', 'zone', 'boxes')
+    """
+    if n == 1 or not word:
+        return word
+    low = word.lower()
+    if low.endswith("y") and low[-2:-1] not in "aeiou":
+        return word[:-1] + "ies"
+    if low.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    return word + "s"

@@ -8,8 +8,10 @@ Releases are stored when made, so a rerun never draws new noise.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,8 @@ DEFAULT_RHO_CAP = SESSION_RHO_CAP
 DEFAULT_RHO = default_release_budget("zcdp")
 DEFAULT_RELEASE = {"pure": DEFAULT_EPSILON, "zcdp": DEFAULT_RHO}
 DEFAULT_GRID = (1024, 1024)
+#: the public data sets and boundaries the demos and the US, NYC and Rhode Island sources read
+SHARED_DATA = Path(os.environ.get("DPCORE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 #: the points Plan step's mechanism in a new session: auto, chosen from public inputs (issue 19, item 5)
 DEFAULT_MECHANISM = "auto"
 

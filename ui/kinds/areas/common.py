@@ -7,7 +7,6 @@ The Data step builds the confidential model once (``hier_model`` for a hierarchy
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from ui import fmt, state
 
-SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(state.__file__).resolve().parents[2] / "shared" / "data"))
+SHARED = state.SHARED_DATA
 US_TRACTS = SHARED / "census" / "us_tract_population_2020_cenpop.csv.gz"
 US_STATES = SHARED / "boundaries" / "us_states_2010_20m.geojson"
 US_COUNTIES = SHARED / "boundaries" / "us_counties_2010_20m_fips.geojson"
@@ -50,28 +49,12 @@ def kept(key: str) -> Any:
     return state.store(f"hier_{key}")
 
 
-def plural(word: str, n: int = 2) -> str:
-    """``region`` → ``regions``, ``county`` → ``counties``, ``census`` → ``censuses`` (n ≠ 1).
-
-    >>> plural("county"), plural("district"), plural("zone", 1), plural("box")
-    ('counties', 'districts', 'zone', 'boxes')
-    """
-    if n == 1 or not word:
-        return word
-    low = word.lower()
-    if low.endswith("y") and low[-2:-1] not in "aeiou":
-        return word[:-1] + "ies"
-    if low.endswith(("s", "x", "z", "ch", "sh")):
-        return word + "es"
-    return word + "s"
-
-
 def level_label(level: str, n: int = 1) -> str:
     """A level in plain words: ``county (COUNTYFP)`` for a raw column name, else the name itself."""
     plain = PLAIN.get(level)
     if plain is None or plain == level:
-        return plural(level, n)
-    return f"{plural(plain, n)} ({level})"
+        return fmt.plural(level, n)
+    return f"{fmt.plural(plain, n)} ({level})"
 
 
 def sizes_line(levels: list[str], sizes: list[int]) -> str:

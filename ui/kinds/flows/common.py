@@ -9,8 +9,6 @@ the file, the area list or the settings.  The same trips re-loaded draw on the s
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -24,7 +22,7 @@ from dpcore.privacy.ledger import Ledger
 from ui import fmt, frame, state
 from ui.state import persistent, store
 
-SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", Path(state.__file__).resolve().parents[2] / "shared" / "data"))
+SHARED = state.SHARED_DATA
 
 DEMO, NYC, US, RI, UPLOAD = "demo", "nyc", "us", "ri", "upload"
 # every mechanism whose cost a ledger can add up ('sh' is (ε, δ)-DP: it cannot), InfTDA first
@@ -113,20 +111,9 @@ def figure(key: tuple[Any, ...], build: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def plural(word: str, n: int = 2) -> str:
-    """'district' → 'districts', 'county' → 'counties', 'block group' → 'block groups' (n ≠ 1)."""
-    if n == 1 or not word:
-        return word
-    if word.endswith("y") and word[-2:-1] not in "aeiou":
-        return word[:-1] + "ies"
-    if word.endswith(("s", "x", "ch", "sh")):
-        return word + "es"
-    return word + "s"
-
-
 def counted(n: int, word: str) -> str:
     """'36 districts', '1 region'."""
-    return f"{fmt.count(n)} {plural(word, n)}"
+    return f"{fmt.count(n)} {fmt.plural(word, n)}"
 
 
 def areas_line(levels: list[str], sizes: list[int]) -> str:
@@ -135,7 +122,7 @@ def areas_line(levels: list[str], sizes: list[int]) -> str:
 
 
 def _side(level: str) -> str:
-    return "the whole territory" if level == "total" else plural(level)
+    return "the whole territory" if level == "total" else fmt.plural(level)
 
 
 def table_name(lp: od.ODLevelPlan, unit: str) -> str:

@@ -37,7 +37,6 @@ from ui.kinds.flows.common import (
     keep,
     keep_choice,
     kept,
-    plural,
 )
 from ui.source_ui import drop_copy, keep_copy, large_upload_source
 
@@ -134,7 +133,7 @@ def data_step() -> None:
     c1, c2, c3 = st.columns(3)
     c1.metric(model["unit"].capitalize(), fmt.count(counts.total))
     c2.metric("Observed area pairs", fmt.count(counts.n_pairs),
-              help=f"Of {fmt.count(h.n_leaves ** 2)} possible pairs of {plural(h.level_names[-1])}.")
+              help=f"Of {fmt.count(h.n_leaves ** 2)} possible pairs of {fmt.plural(h.level_names[-1])}.")
     c3.metric("Above the per-person cap", fmt.count(counts.dropped_trips),
               help="Trips left out because their person already has m trips.")
     with st.expander("First rows · confidential, not for publication"):

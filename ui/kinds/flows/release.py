@@ -26,7 +26,6 @@ from ui.kinds.flows.common import (
     plan_caption,
     plan_columns,
     plan_table,
-    plural,
     short_name,
     shown_entry,
     unit_words,
@@ -143,8 +142,8 @@ def _map(entry: dict[str, Any]) -> None:
         cside.plotly_chart(figure((rel.release_id, "heat", t, log),
                                   lambda: od_figures.od_heatmap(rel, t, log=log, unit=eunit, height=520)),
                            key="od_heatmap")
-        cside.caption(f"Rows: the origin {plural(lp.origin_level)}; columns: the destination "
-                      f"{plural(lp.destination_level)}; blank: released as 0.")
+        cside.caption(f"Rows: the origin {fmt.plural(lp.origin_level)}; columns: the destination "
+                      f"{fmt.plural(lp.destination_level)}; blank: released as 0.")
     st.info(f"At this level, flows below about **{fmt.num(lp.unreliable_below)} {eunit}** are unreliable (about "
             "twice the noise): a released flow that small may be noise, and true flows that small are often "
             "released as 0.")

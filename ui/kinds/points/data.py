@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -20,8 +18,7 @@ from dpcore.points import viz
 from ui import fmt, frame, source_ui, state
 
 #: the NYC boroughs shipped with the shared data: the demo's context outlines on the Data step's preview
-NYC_BOROUGHS = Path(os.environ.get("DPCORE_SHARED_DATA", Path(__file__).resolve().parents[4] / "shared" / "data")
-                    ) / "boundaries" / "nyc_boroughs.geojson"
+NYC_BOROUGHS = state.SHARED_DATA / "boundaries" / "nyc_boroughs.geojson"
 BOUND_KEYS = ("_w_b_west", "_w_b_south", "_w_b_east", "_w_b_north")
 
 
