@@ -16,7 +16,7 @@ own release object (:attr:`dpcore.core.mechanism.KindRelease.inner`).  The catal
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from dpcore.core.mechanism import KindRelease, Plan
 from dpcore.core.session import Session
 from dpcore.data import queries
 from dpcore.data.domain import Aggregate
-from dpcore.errors import BudgetError, ParameterError
+from dpcore.errors import ParameterError
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource, secure_source
@@ -61,10 +61,29 @@ def points_unit(aggregate: Aggregate) -> Unit:
     return Unit("person", cap=aggregate.user_cap) if aggregate.user_cap else Unit("record")
 
 
-def _release(session: Session | None, ledger: Ledger | None, plan: Plan, run: Callable[[], KindRelease]) -> Any:
-    """Charge ``plan`` through the session, run the release and return the kind's own release
-    object (:attr:`KindRelease.inner`), which the session stamps with the time of the charge."""
-    return (session or _LEDGER_ONLY).release(ledger, plan, lambda: run().inner)
+def release(plan: Plan, aggregate: Any, *, ledger: Ledger | None = None, session: Session | None = None,
+            noise: NoiseSource | None = None, **options: Any) -> KindRelease:
+    """Release ``plan`` (built once, by ``catalog.get(kind, name).plan(...)``) over ``aggregate``.
+
+    The one release path of every kind: the plan's mechanism is looked up in the catalogue; the
+    budget is checked once (``ledger.check(plan.cost, plan.unit)``, the one refusal message), then
+    the refusals that depend on the data (``mechanism.check_data``), both before anything is spent;
+    the session charges ``plan`` and only then is the noise drawn.  ``options`` go to the
+    mechanism's release (``progress`` for O/D).  Returns the envelope (:class:`KindRelease`), whose
+    ``created`` and whose ``inner``'s ``created`` are the time of the charge.
+    """
+    from dpcore import catalog
+
+    mech = catalog.get(plan.kind, plan.mechanism)
+    mech.check_plan(plan)
+    if ledger is not None:
+        ledger.check(plan.cost, plan.unit)
+    mech.check_data(plan, aggregate)  # refusals that depend on the data come before the charge
+    out = (session or _LEDGER_ONLY).release(ledger, plan, lambda: mech.release(plan, aggregate, _noise(noise),
+                                                                               **options))
+    if dataclasses.is_dataclass(out.inner) and any(f.name == "created" for f in dataclasses.fields(out.inner)):
+        out = dataclasses.replace(out, inner=dataclasses.replace(out.inner, created=out.created))
+    return out
 
 
 def _noise(noise: NoiseSource | None) -> NoiseSource:
@@ -102,14 +121,7 @@ def release_points(
     mech = catalog.get("points", mechanism)
     public = {} if n_estimate is None else {"n_estimate": n_estimate}
     plan = mech.plan(aggregate.grid, epsilon, params, unit=points_unit(aggregate), **public)
-    cost = plan.cost
-    if ledger is not None and not ledger.can_spend(cost):
-        raise BudgetError(
-            f"This release needs {cost.label()} but only {ledger.remaining:.4g} of the budget "
-            f"cap {ledger.cap.label()} is left. Lower ε, or raise the cap if your policy allows it."
-        )
-    mech.check_data(plan, aggregate)  # refusals that depend on the data come before the charge
-    return _release(session, ledger, plan, lambda: mech.release(plan, aggregate, _noise(noise)))
+    return release(plan, aggregate, ledger=ledger, session=session, noise=noise).inner
 
 
 def empirical_errors(
@@ -190,10 +202,7 @@ def release_hierarchy(
     if options.get("area_sets") is not None:
         public["area_sets"] = options["area_sets"]
     plan = mech.plan(counts.hierarchy, cost, params, unit=hierarchy_unit(neighbour), **public)
-    if ledger is not None:
-        ledger.check(plan.cost, plan.unit)
-    mech.check_data(plan, counts)  # refusals that depend on the data come before the charge
-    return _release(session, ledger, plan, lambda: mech.release(plan, counts, _noise(noise)))
+    return release(plan, counts, ledger=ledger, session=session, noise=noise).inner
 
 
 def release_od(
@@ -230,11 +239,7 @@ def release_od(
     # size limit, so both are checked here, before the ledger is charged)
     plan = mech.plan((counts.origin_h, counts.destination_h), cost, params,
                      unit=od_unit(neighbour, counts.max_trips, counts.persons), distinct=counts.distinct)
-    if ledger is not None:
-        ledger.check(plan.cost, plan.unit)
-    mech.check_data(plan, counts)  # refusals that depend on the data come before the charge
-    return _release(session, ledger, plan,
-                    lambda: mech.release(plan, counts, _noise(noise), progress=progress))
+    return release(plan, counts, ledger=ledger, session=session, noise=noise, progress=progress).inner
 
 
 def census_unit() -> Unit:
@@ -272,7 +277,4 @@ def release_census(
     mech = catalog.get("census", mechanism)
     _unknown_options(options, {p.name for p in mech.params})
     plan = mech.plan(table.structure, cost, options, unit=unit if unit is not None else census_unit())
-    if ledger is not None:
-        ledger.check(plan.cost, plan.unit)
-    mech.check_data(plan, table)  # refusals that depend on the data come before the charge
-    return _release(session, ledger, plan, lambda: mech.release(plan, table, _noise(noise)))
+    return release(plan, table, ledger=ledger, session=session, noise=noise).inner
