@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from dpcore.areas.export import BoundaryJoin
 from dpcore.areas.tree_records import HierarchyRelease
-from dpcore.points.viz import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, _zoom_box, light_outlines
+from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, light_outlines, zoom_box
 
 #: Beyond this many areas the treemap shows only the first levels below the chosen area.
 MAX_TREEMAP_NODES = 3000
@@ -42,7 +42,7 @@ def _view(frame: Any, height: int, width: int = 520) -> tuple[float, dict[str, f
     b = frame.geometry.bounds[keep]
     west, east = float(b["minx"].min()), float(b["maxx"].max())
     south, north = float(b["miny"].min()), float(b["maxy"].max())
-    zoom, centre = _zoom_box(west, south, east, north, width_px=width, height_px=height)
+    zoom, centre = zoom_box(west, south, east, north, width_px=width, height_px=height)
     return max(0.0, zoom - 0.15), centre
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from dpcore.data.maps import OFFLINE_STYLE, WEB_STYLE, zoom_box
 from dpcore.errors import ParameterError
 from dpcore.flows.mechanisms import ODRelease
-from dpcore.points.viz import OFFLINE_STYLE, WEB_STYLE, _zoom_box
 
 __all__ = ["FLOW_COLOURS", "MAX_HEATMAP_SIDE", "extent_figure", "flow_classes", "flow_map", "od_heatmap"]
 
@@ -134,7 +134,7 @@ def extent_figure(boundaries: Any, xy: Coords, *, height: int = 420,
     fig = go.Figure(go.Scattermap(lon=x, lat=y, mode="markers", marker={"size": 3, "color": "#1f4e79"},
                                   hoverinfo="skip", name="area centres"))
     w, s, e, n = _view([x], [y])
-    zoom, centre = _zoom_box(w, s, e, n, width_px=520, height_px=height)
+    zoom, centre = zoom_box(w, s, e, n, width_px=520, height_px=height)
     fig.update_layout(map={"style": OFFLINE_STYLE, "zoom": zoom, "center": centre,
                            "layers": _boundary_layers(boundaries, max(e - w, n - s))},
                       margin={"l": 0, "r": 0, "t": 30, "b": 0}, height=height, showlegend=False,

@@ -32,35 +32,12 @@ from dpcore.data.domain import (
     prefix_sums,
     rect_sums_from_prefix,
 )
+from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, zoom_box
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.budget import two_significant
 from dpcore.privacy.calibration import interval_half_width
 
-OFFLINE_STYLE = "white-bg"
-WEB_STYLE = "open-street-map"
 MAX_POLYGONS = 10_000
-COLORSCALE = "YlOrRd"
-
-
-def _zoom_for(bounds: Bounds, width_px: int = 900, height_px: int = 600) -> tuple[float, dict[str, float]]:
-    """Zoom level and centre that fit ``bounds`` (Web Mercator, 512-px world at zoom 0)."""
-    return _zoom_box(bounds.west, bounds.south, bounds.east, bounds.north, width_px=width_px, height_px=height_px)
-
-
-def _zoom_box(west: float, south: float, east: float, north: float, *, width_px: int = 900,
-              height_px: int = 600) -> tuple[float, dict[str, float]]:
-    """Zoom and centre that fit a lon/lat box into ``width_px × height_px`` pixels."""
-    def merc(lat: float) -> float:
-        lat = max(min(lat, 85.0), -85.0)
-        return math.log(math.tan(math.pi / 4 + math.radians(lat) / 2))
-
-    lon_span = max(east - west, 1e-9)
-    y_span = max(merc(north) - merc(south), 1e-9)
-    z_lon = math.log2(width_px * 360.0 / (512.0 * lon_span))
-    z_lat = math.log2(height_px * 2 * math.pi / (512.0 * y_span))
-    zoom = max(0.0, min(z_lon, z_lat) - 0.15)
-    centre = {"lon": (west + east) / 2, "lat": (south + north) / 2}
-    return zoom, centre
 
 
 def outline_geojson(bounds: Bounds) -> dict[str, Any]:
@@ -87,7 +64,7 @@ def _layers(bounds: Bounds, boundaries: dict[str, Any] | None) -> list[dict[str,
 
 def _map_layout(fig: go.Figure, bounds: Bounds, boundaries: dict[str, Any] | None, basemap: bool,
                 height: int = 600) -> go.Figure:
-    zoom, centre = _zoom_for(bounds, height_px=height)
+    zoom, centre = zoom_box(*bounds.as_tuple(), height_px=height)
     fig.update_layout(
         map={"style": WEB_STYLE if basemap else OFFLINE_STYLE, "zoom": zoom, "center": centre,
              "layers": _layers(bounds, boundaries)},
@@ -107,26 +84,6 @@ def extent_figure(bounds: Bounds, boundaries: dict[str, Any] | None = None, *, b
     ))
     fig.update_layout(showlegend=False, title={"text": "Public domain (bounds you set)", "font": {"size": 14}})
     return _map_layout(fig, bounds, boundaries, basemap, height)
-
-
-def light_outlines(frame: Any, bounds: Bounds | None = None, *, fraction: float = 1 / 1500) -> dict[str, Any]:
-    """Public boundaries (a GeoDataFrame) as a light GeoJSON for a map's line layer: in lon/lat, clipped to
-    ``bounds`` (padded by a quarter) when given, and simplified to about ``fraction`` of the view, so that a
-    city's or a country's outlines stay cheap to send to the browser and to draw (Douglas–Peucker)."""
-    g = frame.geometry
-    if g.crs is not None and not g.crs.equals("EPSG:4326"):
-        g = g.to_crs("EPSG:4326")
-    g = g[g.notna() & ~g.is_empty]
-    if bounds is not None:
-        w, s, e, n = bounds.as_tuple()
-        pw, ph = (e - w) / 4, (n - s) / 4
-        g = g.cx[w - pw:e + pw, s - ph:n + ph]
-        span = max(e - w, n - s)
-    else:
-        b = g.total_bounds if len(g) else (0.0, 0.0, 1.0, 1.0)
-        span = max(b[2] - b[0], b[3] - b[1])
-    g = g.simplify(max(span, 1e-6) * fraction, preserve_topology=False)
-    return g[~g.is_empty].__geo_interface__
 
 
 def display_blocks(release: PartitionRelease, max_polygons: int = MAX_POLYGONS,
@@ -481,7 +438,7 @@ def grid_image_figure(
     custom = np.empty((len(cells), 4), dtype=object)
     custom[:, 0], custom[:, 1], custom[:, 2] = blocks["noisy"], blocks["lo"], blocks["hi"]
     custom[:, 3] = what
-    zoom, centre = _zoom_for(g.bounds, height_px=height)
+    zoom, centre = zoom_box(*g.bounds.as_tuple(), height_px=height)
     px_per_deg = 512.0 * 2.0 ** zoom / 360.0
     size = float(np.clip(np.median(box[:, 2] - box[:, 0]) * px_per_deg, 4.0, 40.0))
     fig = go.Figure(go.Scattermap(

@@ -9,7 +9,7 @@ import pytest
 from shapely.geometry import box
 
 from dpcore.areas.figures import _view, extent_figure
-from dpcore.points.viz import _zoom_box
+from dpcore.data.maps import zoom_box
 
 STATES = Path("/work/shared/data/boundaries/us_states_2010_20m.geojson")
 
@@ -34,7 +34,7 @@ def test_few_areas_are_all_in_view() -> None:
     zoom, centre = _view(frame, 420)
     west, south, east, north = frame.total_bounds
     assert centre == pytest.approx({"lon": (west + east) / 2, "lat": (south + north) / 2})
-    assert zoom == pytest.approx(_zoom_box(west, south, east, north, width_px=520, height_px=420)[0] - 0.15)
+    assert zoom == pytest.approx(zoom_box(west, south, east, north, width_px=520, height_px=420)[0] - 0.15)
 
 
 @pytest.mark.skipif(not STATES.exists(), reason="shared data absent")

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.data import engines
+from dpcore.data import engines, maps
 from dpcore.data.boundaries import boundary_bounds, read_boundaries
 from dpcore.data.columns import detect_coordinate_columns, detect_user_column
 from dpcore.data.domain import PRESETS, Bounds, Grid
@@ -268,7 +268,7 @@ def demo_outlines(bounds: tuple[float, float, float, float]) -> dict[str, Any] |
     area), when no boundary file was uploaded; None when the file is absent or nothing of it is in view."""
     if not NYC_BOROUGHS.exists():
         return None
-    gj = viz.light_outlines(_boroughs(), Bounds(*bounds))
+    gj = maps.light_outlines(_boroughs(), Bounds(*bounds))
     return gj if gj.get("features") else None
 
 
