@@ -80,7 +80,8 @@ def _even_hierarchy(levels: list[str], sizes: list[int]) -> Any:
 
 def _domain(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     """(domain, unit, public inputs) from the public options of the kind."""
-    from dpcore.pipeline import hierarchy_unit, od_unit
+    from dpcore.areas.unit import hierarchy_unit
+    from dpcore.flows.unit import od_unit
     from dpcore.privacy.units import Unit
 
     if args.kind == "points":

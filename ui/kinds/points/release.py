@@ -9,7 +9,7 @@ import streamlit as st
 
 from dpcore import pipeline
 from dpcore.errors import DPCoreError
-from dpcore.points import viz
+from dpcore.points import diagnostics, viz
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from ui import confirm, fmt, frame, state
