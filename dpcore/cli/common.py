@@ -148,7 +148,7 @@ class Made:
 
 def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: str, unit: Any = None,
                 session: Any = None) -> CliBudget:
-    """The budget of ``kind`` data with content fingerprint ``fp``, checked for ``cost`` before any data is noised.
+    """The budget of ``kind`` data with content fingerprint ``fp`` (``cost`` sets the default cap's definition).
 
     The CLI is accounted by default, in the app's budget database, with the app's default cap for a
     population that has none yet; ``--ledger FILE`` keeps it in a JSON file tied to this data;
@@ -187,7 +187,8 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
             f"The budget of this data in {where} already has the cap {ledger.cap.label()}; --budget-cap would make "
             f"it {cap.label()}. Drop --budget-cap, or change the cap in the app (with confirmation) if your policy "
             "allows it.")
-    ledger.check(cost, unit)  # e.g. a ρ release against a pure-ε budget, or another unit of privacy: say why
+    # the release's own check (a ρ release against a pure-ε budget, another unit of privacy) is the
+    # pipeline's one pre-charge check, ledger.check(plan.cost, plan.unit)
     return CliBudget(session, ledger, where)
 
 
