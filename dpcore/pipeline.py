@@ -19,46 +19,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
-
-from dpcore.core import metrics
+from dpcore.areas.unit import census_unit, hierarchy_unit
 from dpcore.core.mechanism import KindRelease, Plan
 from dpcore.core.session import Session
-from dpcore.data import queries
 from dpcore.data.domain import Aggregate
 from dpcore.errors import ParameterError
+from dpcore.flows.unit import od_unit
 from dpcore.points.release import PartitionRelease
+from dpcore.points.unit import points_unit
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource, secure_source
 from dpcore.privacy.units import Unit
 
 #: Charges the ledger it is handed (and refuses none); the app and the CLI pass their own session.
 _LEDGER_ONLY = Session()
-
-
-def od_unit(neighbour: str, max_trips: int, persons: bool = False) -> Unit:
-    """The unit of privacy of an O/D release: one person making at most ``max_trips`` trips when a
-    person column bounds them (``persons``), else one trip (every trip taken to be a different
-    person); O/D neighbours are "bounded" (replace one) or "unbounded" (add or remove one)."""
-    n = "replace" if neighbour == "bounded" else "add_remove"
-    if persons or max_trips > 1:
-        return Unit("person", cap=max_trips, neighbour=n)
-    return Unit("record", neighbour=n)
-
-
-def hierarchy_unit(neighbour: str, statistic: str = "count") -> Unit:
-    """The unit of privacy of a hierarchy release: one record, added/removed or replaced.
-
-    Group-size histograms (``statistic="group_sizes"``) are charged as replace-one whatever the
-    neighbours they are computed under: they publish the exact number of groups, so they protect a
-    person's membership changes with that total public (see :mod:`dpcore.areas.kind`)."""
-    replace = neighbour == "replace" or statistic == "group_sizes"
-    return Unit("record", neighbour="replace" if replace else "add_remove")
-
-
-def points_unit(aggregate: Aggregate) -> Unit:
-    """The unit of privacy of a point release: one person (capped) with a person column, else one record."""
-    return Unit("person", cap=aggregate.user_cap) if aggregate.user_cap else Unit("record")
 
 
 def release(plan: Plan, aggregate: Any, *, ledger: Ledger | None = None, session: Session | None = None,
@@ -120,50 +94,8 @@ def release_points(
 
     mech = catalog.get("points", mechanism)
     public = {} if n_estimate is None else {"n_estimate": n_estimate}
-    plan = mech.plan(aggregate.grid, epsilon, params, unit=points_unit(aggregate), **public)
+    plan = mech.plan(aggregate.grid, epsilon, params, unit=points_unit(aggregate.user_cap), **public)
     return release(plan, aggregate, ledger=ledger, session=session, noise=noise).inner
-
-
-def empirical_errors(
-    release: PartitionRelease,
-    aggregate: Aggregate,
-    *,
-    sizes: tuple[float, ...] = (0.02, 0.06, 0.10),
-    n_per_size: int = 500,
-    shape: str = "random",
-    smoothing: float = metrics.DEFAULT_SMOOTHING,
-    seed: int = 0,
-) -> list[dict[str, Any]]:
-    """Curator-only: error of the release against the truth on random range queries.
-
-    NOT FOR PUBLICATION — computed from the true counts.
-    """
-    qs, tags = queries.random_rectangles(aggregate.grid, sizes, n_per_size, shape=shape, seed=seed)
-    true = queries.true_answers(aggregate.counts, qs)
-    est = release.answer(qs)
-    rows = []
-    for s in sizes:
-        m = tags == s
-        rows.append({
-            "query_size": s,
-            "n_queries": int(m.sum()),
-            **metrics.summary(true[m], est[m], smoothing),
-            "expected_noise_sd": release.expected_query_sd(s),
-        })
-    rows.append({
-        "query_size": "all",
-        "n_queries": int(len(qs)),
-        **metrics.summary(true, est, smoothing),
-        "expected_noise_sd": float("nan"),
-    })
-    return rows
-
-
-def cell_errors(release: PartitionRelease, aggregate: Aggregate) -> dict[str, float]:
-    """Curator-only: error per fine cell of the density estimate. NOT FOR PUBLICATION."""
-    d = release.density()
-    t = aggregate.counts.astype(np.float64)
-    return {"mae": metrics.mae(t, d), "rmse": metrics.rmse(t, d), "max_abs_error": metrics.max_abs(t, d)}
 
 
 def release_hierarchy(
@@ -240,14 +172,6 @@ def release_od(
     plan = mech.plan((counts.origin_h, counts.destination_h), cost, params,
                      unit=od_unit(neighbour, counts.max_trips, counts.persons), distinct=counts.distinct)
     return release(plan, counts, ledger=ledger, session=session, noise=noise, progress=progress).inner
-
-
-def census_unit() -> Unit:
-    """The unit of privacy of a census-table release: one counted record (person), added or removed.
-
-    The same unit as a hierarchy release of the table (:func:`hierarchy_unit`): both kinds key the
-    table's budget alike, so they must protect the same unit to share it."""
-    return Unit("record")
 
 
 def release_census(

@@ -18,43 +18,14 @@ Errors a person can fix print one line on stderr and exit with status 2.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from dpcore import __version__
-from dpcore.cli import areas, flows, plan, points, recommend, run
+from dpcore.cli import plan, points, recommend, run
+from dpcore.cli.parser import build_parser
 from dpcore.core.spec import KINDS, ReleaseSpec
 from dpcore.errors import DPCoreError, ParameterError
 
 EXIT_USER_ERROR = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
-        raise ParameterError(f"{message} (see 'python -m dpcore {self.prog.split()[-1]} --help')")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="dpcore", description="Differentially private releases of location data.")
-    p.add_argument("--version", action="version", version=f"dpcore {__version__}")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
-
-    points.add_mechanisms_parser(sub)
-    r = sub.add_parser("release", help="make a release")
-    rsub = r.add_subparsers(dest="kind", parser_class=_Parser)
-    pts = points.add_points_parser(rsub)
-    cen = areas.add_census_parser(rsub)
-    hi = areas.add_hierarchy_parser(rsub)
-    od = flows.add_od_parser(rsub)
-    run.add_run_parser(sub)
-    plan.add_plan_parser(sub)
-    recommend.add_recommend_parser(sub)
-    p.release_parsers = {"points": pts, "census": cen, "hierarchy": hi, "od": od}  # type: ignore[attr-defined]
-
-    ev = sub.add_parser("evaluate", help="compare mechanisms on range queries (curator-only)")
-    evsub = ev.add_subparsers(dest="kind", parser_class=_Parser)
-    points.add_evaluate_parser(evsub)
-    return p
 
 
 def _glue_negative_values(argv: list[str]) -> list[str]:
@@ -85,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             return points.cmd_mechanisms(args)
         if args.command == "release":
             if args.kind in KINDS:
-                return run.execute(ReleaseSpec.from_args(args.kind, args))
+                return run.execute(ReleaseSpec.from_args(args.kind, args), parser)
             raise ParameterError("Say what to release: 'python -m dpcore release points ...', "
                                  "'... release hierarchy ...', '... release census ...' or '... release od ...'.")
         if args.command == "plan":

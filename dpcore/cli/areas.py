@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.cli.common import (
+    Made,
     add_budget_args,
     budget_arg,
     cli_progress,
@@ -138,43 +139,21 @@ def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str 
     return fp
 
 
-def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any, areas_from_data: bool) -> int:
-    """``release census --mechanism matrix``: marginal tables with the matrix mechanism."""
-    from dpcore.areas import marginals
-    from dpcore.pipeline import release_census
-    from dpcore.privacy.noise import secure_source
-
-    s = table.structure
-    level = args.geo_level or s.levels[-1]
-    axes, _ = marginals.axes_of(s, level)
-    p = marginals.plan(s, level, marginals.parse_marginals(args.marginals, axes), cost)  # before spending
-
-    rel = release_census(table, "matrix", cost, bud.ledger, session=bud.session, noise=secure_source(), level=level,
-                         marginals=args.marginals)
-    if areas_from_data:
-        print("warning: the list of areas comes from the data; areas with no one are missing from the "
-              "release (not protected). Give a public list with --areas.", file=sys.stderr)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "marginals.csv", out / "release.json"]
-    paths[0].write_bytes(marginals.marginals_csv(rel))
-    paths[1].write_bytes(marginals.marginals_json(rel, bud.ledger))
-    ratio = p.info["ratio_to_lower_bound"]
-    print(f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix mechanism, {cost.label()}; "
-          f"RMSE per cell {p.info['expected_rmse_per_query']:.3g}"
-          + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {bud.left()}")
-    for path in paths:
-        print(f"  wrote {path}")
-    return 0
+def _areas_warning() -> None:
+    print("warning: the list of areas comes from the data; areas with no one are missing from the "
+          "release (not protected). Give a public list with --areas.", file=sys.stderr)
 
 
-def execute_census(spec: ReleaseSpec) -> int:
-    """``release census``: Privelet counts, or marginal tables with the matrix mechanism, written out."""
+def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
+    """``release census``: Privelet counts, or marginal tables with the matrix mechanism, written out.
+
+    The plan is built once (``catalog.get("census", name).plan``) from the table's public structure,
+    before any budget is opened, and released through :func:`dpcore.pipeline.release`."""
     args = spec.namespace()  # the options, defaults included
-    from dpcore.areas import census_privelet, census_tables
+    from dpcore import catalog, pipeline
+    from dpcore.areas import census_privelet, census_tables, marginals
+    from dpcore.areas.unit import census_unit
     from dpcore.data.code_tables import read_code_table
-    from dpcore.pipeline import release_census
-    from dpcore.privacy.noise import secure_source
 
     make, cost = budget_arg(args)
     if args.mechanism == "privelet" and cost.definition != "pure":
@@ -183,6 +162,8 @@ def execute_census(spec: ReleaseSpec) -> int:
     ordinals = [c for item in args.ordinal for c in split_list(item, "--ordinal", str, "age_band")]
     plus = [c for item in args.plus for c in split_list(item, "--plus", str, "geography")]
     names = parse_params(args.name)
+    if args.mechanism == "matrix" and plus:
+        raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
 
     count_col = args.count
     small = _engine_table(args, levels + ordinals, args.count, bool(names and not args.areas))
@@ -202,33 +183,46 @@ def execute_census(spec: ReleaseSpec) -> int:
             print(f"warning: the values of '{o}' and their order come from the data; a bin nobody falls in "
                   f"is missing from the release (not protected). Give --ordinal-order {o}=V1|V2|...",
                   file=sys.stderr)
-    bud = open_budget(args, make, cost, "census", _table_key(args, df, levels, count_col, raw=small is None))
-    if args.mechanism == "matrix":
-        if plus:
-            raise ParameterError("--plus is a Privelet option; the matrix mechanism has no untransformed axes.")
-        return _census_marginals(args, table, cost, bud, areas is None)
-    rel = release_census(table, "privelet", cost, bud.ledger, session=bud.session, noise=secure_source(),
-                         plus_axes=tuple(plus))
+    mech = catalog.get("census", args.mechanism)
+    params = ({"level": args.geo_level or "", "marginals": args.marginals} if mech.name == "matrix"
+              else {"plus_axes": tuple(plus)})
+    plan = mech.plan(table.structure, cost, params, unit=census_unit())
+    bud = open_budget(args, make, plan.cost, "census", _table_key(args, df, levels, count_col, raw=small is None),
+                      plan.unit, session=session)
+    out = pipeline.release(plan, table, ledger=bud.ledger, session=bud.session)
+    rel = out.inner
     if areas is None:
-        print("warning: the list of areas comes from the data; areas with no one are missing from the "
-              "release (not protected). Give a public list with --areas.", file=sys.stderr)
+        _areas_warning()
+    folder = Path(args.out)
+    if mech.name == "matrix":
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = [folder / "marginals.csv", folder / "release.json"]
+        paths[0].write_bytes(marginals.marginals_csv(rel))
+        paths[1].write_bytes(marginals.marginals_json(rel, bud.ledger))
+        info = plan.inner.info
+        ratio = info["ratio_to_lower_bound"]
+        return Made(out, paths, f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix "
+                                f"mechanism, {cost.label()}; RMSE per cell {info['expected_rmse_per_query']:.3g}"
+                    + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {bud.left()}")
     paths = census_privelet.write_census(rel, args.out, bud.ledger)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
-    print(f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
-          f"{bud.left()}")
-    for p in paths:
-        print(f"  wrote {p}")
-    return 0
+    return Made(out, paths, f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
+                            f"{bud.left()}")
 
 
-def execute_hierarchy(spec: ReleaseSpec) -> int:
-    """``release hierarchy``: counts over a geographic hierarchy, written to the output folder."""
+def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
+    """``release hierarchy``: counts over a geographic hierarchy, written to the output folder.
+
+    The plan is built once (``catalog.get("hierarchy", name).plan``) as soon as the public hierarchy
+    is known, before the boundaries are read or any budget is opened, and released through
+    :func:`dpcore.pipeline.release`."""
     args = spec.namespace()  # the options, defaults included
-    from dpcore.areas import export, tree_mechanisms, tree_records
+    from dpcore import catalog, pipeline
+    from dpcore.areas import export
     from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, require_public_area_list
+    from dpcore.areas.unit import hierarchy_unit
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
-    from dpcore.pipeline import hierarchy_unit, release_hierarchy
     from dpcore.privacy import budget
 
     make, cost = budget_arg(args)
@@ -239,7 +233,7 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
         split, weights = split_text, None
     else:
         split, weights = "custom", split_list(split_text, "--split", float, "1,1,2,4")
-    mech = tree_records.get(args.mechanism)
+    mech = catalog.get("hierarchy", args.mechanism)
     statistic = "group_sizes" if (len(counts_cols) > 1 or args.group_col) else "count"
     names = parse_params(args.name)
     bounds_args = parse_params(args.boundaries)
@@ -275,7 +269,7 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
                   file=sys.stderr)
     counts = HierarchyCounts.from_frame(df, h, levels, counts_cols or None, group=args.group_col,
                                         max_size=args.max_size)
-    extra: dict[str, Any] = {}
+    public: dict[str, Any] = {"statistic": counts.statistic, "k": counts.k}
     if args.area_sets:
         if mech.name != "matrix":
             raise ParameterError("--area-sets is answered by the matrix mechanism only; add --mechanism matrix.")
@@ -284,10 +278,11 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
         sets_path = Path(args.area_sets)
         if not sets_path.is_file():
             raise InputError(f"The query file '{sets_path}' does not exist. Check the path given to --area-sets.")
-        extra = {"area_sets": area_sets.read_area_sets(sets_path.read_bytes(), h, sets_path.name),
-                 "sets_weight": args.sets_weight}
-    tree_mechanisms.plan(h, mech.name, cost, neighbour=args.neighbour, split=split, weights=weights,
-                      statistic=statistic, k=counts.k, **extra)
+        public["area_sets"] = area_sets.read_area_sets(sets_path.read_bytes(), h, sets_path.name)
+    declared = {p.name for p in mech.params}  # order and sets_weight go to the mechanisms that take them
+    params = {k: v for k, v in (("split", split), ("weights", weights), ("order", args.order),
+                                ("sets_weight", args.sets_weight)) if k in declared}
+    plan = mech.plan(h, cost, params, unit=hierarchy_unit(args.neighbour, statistic), **public)
     joins = {}
     for lv, file in bounds_args.items():
         gdf = read_boundaries(file)
@@ -297,17 +292,12 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
-    bud = open_budget(args, make, cost, "census", _table_key(args, df, levels, counts_cols or None, raw=small is None),
-                      hierarchy_unit(args.neighbour, statistic))
-    rel = release_hierarchy(counts, mech.name, cost, bud.ledger, session=bud.session, neighbour=args.neighbour,
-                            split=split, weights=weights, order=args.order, **extra)
-    paths = export.write_hierarchy(rel, args.out, bud.ledger, joins)
+    bud = open_budget(args, make, plan.cost, "census",
+                      _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
+    out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
+    paths = export.write_hierarchy(out.inner, args.out, bud.ledger, joins)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
     sizes = ", ".join(f"{n:,} {lv}" for lv, n in zip(h.level_names, h.sizes, strict=True))
-    left = bud.left()
-    print(f"Released {sizes} with {mech.title}, {cost.label()}{reading}; {left}")
-    for p in paths:
-        print(f"  wrote {p}")
-    return 0
+    return Made(out, paths, f"Released {sizes} with {mech.title}, {cost.label()}{reading}; {bud.left()}")

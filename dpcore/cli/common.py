@@ -136,13 +136,25 @@ class CliBudget:
         return f"{self.ledger.remaining:.4g} of the budget left in {self.where}."
 
 
-def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: str, unit: Any = None) -> CliBudget:
-    """The budget of ``kind`` data with content fingerprint ``fp``, checked for ``cost`` before any data is noised.
+@dataclass(frozen=True)
+class Made:
+    """What making a release gives back: the release (its envelope, :class:`~dpcore.core.mechanism.KindRelease`),
+    the files written, and the one-line summary the command line prints."""
+
+    release: Any
+    paths: list[Path]
+    summary: str
+
+
+def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: str, unit: Any = None,
+                session: Any = None) -> CliBudget:
+    """The budget of ``kind`` data with content fingerprint ``fp`` (``cost`` sets the default cap's definition).
 
     The CLI is accounted by default, in the app's budget database, with the app's default cap for a
     population that has none yet; ``--ledger FILE`` keeps it in a JSON file tied to this data;
     ``--no-budget`` charges nothing.  A ``--budget-cap`` that differs from an existing budget's cap is
-    refused (a cap is changed, with confirmation, in the app).
+    refused (a cap is changed, with confirmation, in the app).  ``session`` (default: the one of
+    ``--budget-db``, or an unaccounted one with ``--no-budget``) is the session that charges.
     """
     from dpcore.core.session import Session, default_cap
 
@@ -153,8 +165,9 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
     if args.no_budget:
         if args.budget_cap is not None or args.population:
             raise ParameterError("--no-budget charges nothing: drop --budget-cap and --population, or drop --no-budget.")
-        return CliBudget(Session.unaccounted(), None, "")
-    session = Session.open(args.budget_db or None)
+        return CliBudget(session if session is not None else Session.unaccounted(), None, "")
+    if session is None:
+        session = Session.open(args.budget_db or None)
     cap = make(args.budget_cap) if args.budget_cap is not None else default_cap(cost)
     if args.ledger:
         if args.population:
@@ -174,7 +187,8 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
             f"The budget of this data in {where} already has the cap {ledger.cap.label()}; --budget-cap would make "
             f"it {cap.label()}. Drop --budget-cap, or change the cap in the app (with confirmation) if your policy "
             "allows it.")
-    ledger.check(cost, unit)  # e.g. a ρ release against a pure-ε budget, or another unit of privacy: say why
+    # the release's own check (a ρ release against a pure-ε budget, another unit of privacy) is the
+    # pipeline's one pre-charge check, ledger.check(plan.cost, plan.unit)
     return CliBudget(session, ledger, where)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.cli.common import (
+    Made,
     add_budget_args,
     cli_progress,
     engine_args,
@@ -320,17 +321,20 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
     return xy or None
 
 
-def execute_od(spec: ReleaseSpec) -> int:
-    """``release od``: origin/destination flows over a public hierarchy, written to the output folder."""
+def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
+    """``release od``: origin/destination flows over a public hierarchy, written to the output folder.
+
+    The plan is built once (``catalog.get("od", name).plan``) from the public hierarchy, before the
+    trips are read or any budget is opened, and released through :func:`dpcore.pipeline.release`."""
     args = spec.namespace()  # the options, defaults included
+    from dpcore import catalog, pipeline
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows import export as od_export
     from dpcore.flows import mechanisms as od
     from dpcore.flows.counts import ODCounts
     from dpcore.flows.tree import match_leaves
-    from dpcore.pipeline import od_unit, release_od
+    from dpcore.flows.unit import od_unit
     from dpcore.privacy import budget
-    from dpcore.privacy.noise import secure_source
 
     # everything that needs no data is checked before the trips are read or budget is spent
     make, cost, delta, given, cap = _od_cost(args)
@@ -357,11 +361,12 @@ def execute_od(spec: ReleaseSpec) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ParameterError(f"--out '{out}' is a file; give a folder (it is created if missing).")
-    options = {"neighbour": args.neighbour, "orientation": args.orientation, "split": split, "weights": weights,
-               "order": args.order, "tiebreak": args.tiebreak}
+    params = {"orientation": args.orientation, "split": split, "weights": weights, "order": args.order,
+              "tiebreak": args.tiebreak}
 
     h, hier_df = _od_hierarchy(args)
-    od.plan(h, h, info.name, cost, max_trips=args.max_trips, distinct=not args.repeats, **options)
+    plan = catalog.get("od", info.name).plan((h, h), cost, params, distinct=not args.repeats,
+                                              unit=od_unit(args.neighbour, args.max_trips, persons=bool(args.user)))
     xy = _od_coordinates(args, h, hier_df)
     del hier_df
 
@@ -387,9 +392,10 @@ def execute_od(spec: ReleaseSpec) -> int:
                                         max_trips=args.max_trips, distinct=not args.repeats)
         del df
     # the cap is read in the release's units (an ε at the same δ is converted like the release)
-    bud = open_budget(argparse.Namespace(**{**vars(args), "budget_cap": cap}), make, cost, "od", counts.fingerprint,
-                      od_unit(args.neighbour, counts.max_trips, counts.persons))
-    rel = release_od(counts, info.name, cost, bud.ledger, noise=secure_source(), session=bud.session, **options)
+    bud = open_budget(argparse.Namespace(**{**vars(args), "budget_cap": cap}), make, plan.cost, "od",
+                      counts.fingerprint, plan.unit, session=session)
+    made = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
+    rel = made.inner
     paths = od_export.write_od(rel, out, bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
                                top=args.geojson_top)
     if cost.definition == "zcdp":
@@ -400,8 +406,5 @@ def execute_od(spec: ReleaseSpec) -> int:
     else:
         budget_text = cost.label()
     per_level = ", ".join(f"{lp.name} {rel.values[t].size:,}" for t, lp in enumerate(rel.plan.levels) if t > 0)
-    print(f"Released O/D flows with {info.title}, {budget_text}; flows per level: {per_level}; "
-          f"{bud.left()}")
-    for p in paths:
-        print(f"  wrote {p}")
-    return 0
+    return Made(made, paths, f"Released O/D flows with {info.title}, {budget_text}; flows per level: {per_level}; "
+                             f"{bud.left()}")

@@ -80,8 +80,9 @@ def _even_hierarchy(levels: list[str], sizes: list[int]) -> Any:
 
 def _domain(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     """(domain, unit, public inputs) from the public options of the kind."""
-    from dpcore.pipeline import hierarchy_unit, od_unit
-    from dpcore.privacy.units import Unit
+    from dpcore.areas.unit import hierarchy_unit
+    from dpcore.flows.unit import od_unit
+    from dpcore.points.unit import points_unit
 
     if args.kind == "points":
         from dpcore.data.domain import Bounds, Grid
@@ -89,8 +90,7 @@ def _domain(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
         if not args.bounds:
             raise ParameterError("Give the public domain with --bounds west,south,east,north.")
         grid = Grid.parse(Bounds.parse(args.bounds), args.grid)
-        unit = Unit("person", cap=args.user_cap) if args.user_cap else Unit("record")
-        return grid, unit, ({"n_estimate": args.n_estimate} if args.n_estimate else {})
+        return grid, points_unit(args.user_cap), ({"n_estimate": args.n_estimate} if args.n_estimate else {})
     if not args.levels:
         raise ParameterError("Give the level names with --levels, top first, e.g. --levels state,county,tract.")
     levels = split_list(args.levels, "--levels", str, "state,county,tract")

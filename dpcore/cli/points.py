@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.cli.common import (
+    Made,
     add_budget_args,
     budget_arg,
     cli_progress,
@@ -190,17 +191,21 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
     return 0
 
 
-def execute_points(spec: ReleaseSpec) -> int:
-    """``release points``: the counts over the grid of a points release, written to its output folder."""
+def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
+    """``release points``: the counts over the grid of a points release, written to its output folder.
+
+    The plan is built once (``catalog.get("points", name).plan``: parameters, cost and grid checked
+    before any data is read) and released through :func:`dpcore.pipeline.release`."""
     args = spec.namespace()  # the options, defaults included
+    from dpcore import catalog, pipeline
     from dpcore.data.domain import Bounds, Grid
-    from dpcore.pipeline import points_unit, release_points
     from dpcore.points.export import write_release
+    from dpcore.points.unit import points_unit
     from dpcore.privacy import budget
 
     bounds = Bounds.parse(args.bounds)
     grid = Grid.parse(bounds, args.grid)
-    mech = mechanisms.get(args.mechanism)
+    mech = catalog.get("points", args.mechanism)
     make, requested = budget_arg(args)
     raw = parse_params(args.param)
     if args.workload_file:
@@ -216,25 +221,23 @@ def execute_points(spec: ReleaseSpec) -> int:
             raise ParameterError("Give the rectangles once: --workload-file or --param rectangles, not both.")
         raw["workload"] = "uploaded"
         raw["rectangles"] = read_rectangles(args.workload_file)
-    params = mech.resolve_params(raw)
-    cost = mech.privacy_cost(requested, params)
     if args.user_cap is not None and not args.user_col:
         raise ParameterError("--user-cap needs --user-col naming the column that identifies a person.")
     if args.user_col and args.user_cap is None:
         raise ParameterError("--user-col needs --user-cap, the most records one person may contribute (e.g. 10).")
+    plan = mech.plan(grid, requested, raw, unit=points_unit(args.user_cap if args.user_col else None))
 
     agg, fp = _points_aggregate(args, grid, args.user_col, args.user_cap)
-    bud = open_budget(args, make, cost, "points", fp, points_unit(agg))
-    rel = release_points(agg, mech.name, cost, params, bud.ledger, session=bud.session)
+    bud = open_budget(args, make, plan.cost, "points", fp, plan.unit, session=session)
+    out = pipeline.release(plan, agg, ledger=bud.ledger, session=bud.session)
+    rel = out.inner
     paths = write_release(rel, args.out, bud.ledger)
+    cost = plan.cost
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"
-    left = bud.left()
-    print(f"Released {rel.n_rects:,} rectangles with {mech.title}, {cost.label()}{reading}; {left}")
-    for p in paths:
-        print(f"  wrote {p}")
-    return 0
+    return Made(out, paths, f"Released {rel.n_rects:,} rectangles with {mech.title}, {cost.label()}{reading}; "
+                            f"{bud.left()}")
 
 
 def cmd_evaluate_points(args: argparse.Namespace) -> int:

@@ -1,30 +1,39 @@
-"""Command line, ``run CONFIG`` and the execution of every release: a :class:`~dpcore.core.spec.ReleaseSpec`,
-built from a ``release KIND`` command line or read from a TOML config, made by :func:`execute` (or, with
-``run --dry-run``, printed as the equivalent ``release`` command line)."""
+"""The making of every release: a :class:`~dpcore.core.spec.ReleaseSpec`, built from a ``release KIND``
+command line, read from a TOML config (``run CONFIG``) or written in Python, made by :func:`make`
+(``dpcore.run``): checked as the command line's parser checks it, planned once, released through
+:func:`dpcore.pipeline.release`, written out.  :func:`execute` is the command line's side (the summary
+on stdout); ``run --dry-run`` prints the equivalent ``release`` command line instead."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from dpcore.cli.common import Made
+from dpcore.cli.parser import build_parser
 from dpcore.core.spec import ReleaseSpec
 
 
-def add_run_parser(sub: Any) -> argparse.ArgumentParser:
-    rn = sub.add_parser("run", help="make the release a TOML config file describes (see dpcore/core/spec.py)")
-    rn.add_argument("config", help="the config file, e.g. release.toml (the app's 'Release config' download)")
-    rn.add_argument("--dry-run", action="store_true",
-                    help="print the equivalent 'release' command line and stop (nothing is read or spent)")
-    return rn
-
-
-def execute(spec: ReleaseSpec) -> int:
-    """Make the release ``spec`` describes: read its input, charge its budget, write its files (exit code 0)."""
+def make(spec: ReleaseSpec, *, session: Any = None, parser: argparse.ArgumentParser | None = None) -> Made:
+    """Make the release ``spec`` describes: read its input, charge its budget (through ``session``, default
+    the one its budget options name), write its files.  Returns the release (its envelope), the files
+    written and the summary line."""
     from dpcore.cli import areas, flows, points
 
+    parser = parser if parser is not None else build_parser()
+    check_spec(parser.release_parsers[spec.kind], spec)  # type: ignore[attr-defined]
     run = {"points": points.execute_points, "census": areas.execute_census,
            "hierarchy": areas.execute_hierarchy, "od": flows.execute_od}[spec.kind]
-    return run(spec)
+    return run(spec, session)
+
+
+def execute(spec: ReleaseSpec, parser: argparse.ArgumentParser | None = None) -> int:
+    """The command line's release: :func:`make`, then its summary and the files written on stdout (exit code 0)."""
+    made = make(spec, parser=parser)
+    print(made.summary)
+    for p in made.paths:
+        print(f"  wrote {p}")
+    return 0
 
 
 def check_spec(sub: argparse.ArgumentParser, spec: ReleaseSpec) -> None:
@@ -61,5 +70,4 @@ def cmd_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.dry_run:
         print("python -m dpcore " + " ".join(shlex.quote(a) for a in spec.to_argv()))
         return 0
-    check_spec(parser.release_parsers[spec.kind], spec)  # type: ignore[attr-defined]
-    return execute(spec)
+    return execute(spec, parser)

@@ -1,7 +1,7 @@
 """Error metrics of a release against the truth (curator-only diagnostics).
 
 None of these numbers may be published: they are computed from true counts.  Every kind's
-``empirical_errors`` (points: :func:`dpcore.pipeline.empirical_errors` and
+``empirical_errors`` (points: :func:`dpcore.points.diagnostics.empirical_errors` and
 :mod:`dpcore.points.evaluate`; areas: :func:`dpcore.areas.tree_mechanisms.empirical_errors`; flows:
 :func:`dpcore.flows.diagnostics.empirical_errors`) computes its errors here, so each definition
 lives in one place.

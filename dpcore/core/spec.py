@@ -37,7 +37,11 @@ make the same release: both are read into one :class:`ReleaseSpec`, which the co
 (:meth:`ReleaseSpec.from_args`, :meth:`ReleaseSpec.from_toml`) and writes back
 (:meth:`ReleaseSpec.to_argv`, :meth:`ReleaseSpec.to_toml`).  An unknown key is refused, naming the keys
 that section takes.  Paths are relative to the config file.  The app writes such a file for a release
-made by clicking (:func:`points_config`, :func:`hierarchy_config`).
+made by clicking (:func:`points_config`, :func:`hierarchy_config`, :func:`census_config`, :func:`od_config`).
+
+The description reads as a release, not as flags (:attr:`ReleaseSpec.input_path`,
+:attr:`~ReleaseSpec.mechanism_name`, :attr:`~ReleaseSpec.params`, :attr:`~ReleaseSpec.budget_definition`,
+:attr:`~ReleaseSpec.budget_value`, :attr:`~ReleaseSpec.output_dir`...), and :func:`dpcore.run` makes it.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from typing import Any
 from dpcore.core.spec_options import KINDS, OPTIONS, SECTIONS, Option, find, valid_keys
 from dpcore.errors import InputError, ParameterError
 
-__all__ = ["KINDS", "SECTIONS", "ReleaseSpec", "hierarchy_config", "points_config"]
+__all__ = ["KINDS", "SECTIONS", "ReleaseSpec", "census_config", "hierarchy_config", "od_config", "points_config"]
 
 
 def _frozen(d: dict[str, Any] | None = None) -> MappingProxyType:
@@ -95,6 +99,58 @@ class ReleaseSpec:
 
     def __hash__(self) -> int:
         return hash((self.kind, *(tuple(getattr(self, s).items()) for s in SECTIONS)))
+
+    # -- the release it describes -----------------------------------------------------------------
+
+    @property
+    def input_path(self) -> str | None:
+        """The input: a file, a folder or a glob."""
+        return self.input.get("path")
+
+    @property
+    def engine_name(self) -> str:
+        """Where the rows are aggregated: auto, numpy, duckdb or spark."""
+        return self.engine.get("name", "auto")
+
+    @property
+    def mechanism_name(self) -> str | None:
+        """The mechanism (a name of :mod:`dpcore.catalog` for this kind), or the kind's default."""
+        return self.mechanism.get("name", _default(self.kind, "mechanism", "name"))
+
+    @property
+    def params(self) -> dict[str, str]:
+        """The mechanism's parameters as given (``[mechanism.params]``; text, resolved by the mechanism)."""
+        return dict(item.split("=", 1) for item in self.mechanism.get("params", ()))
+
+    @property
+    def budget_definition(self) -> str:
+        """The privacy definition the release is charged under: ``pure`` (ε) or ``zcdp`` (ρ; an O/D (ε, δ)
+        target is converted to ρ)."""
+        if self.budget.get("rho") is not None:
+            return "zcdp"
+        return "pure" if self.kind != "od" or self.budget.get("pure") else "zcdp"
+
+    @property
+    def budget_value(self) -> float | None:
+        """The ε or ρ asked for (for an O/D (ε, δ) target: its ε, converted to ρ when made)."""
+        v = self.budget.get("rho", self.budget.get("epsilon"))
+        return None if v is None else float(v)
+
+    @property
+    def budget_cap(self) -> float | None:
+        """The cap of a budget made new for this data (an existing budget keeps its own)."""
+        return self.budget.get("cap")
+
+    @property
+    def budget_store(self) -> dict[str, Any]:
+        """Where the budget is kept: ``{"ledger": FILE}``, ``{"db": FILE or ""}`` (the app's database), or
+        ``{}`` (the app's database, the default); with ``population`` when the data is bound to one."""
+        return {k: self.budget[k] for k in ("ledger", "db", "population", "no_budget") if k in self.budget}
+
+    @property
+    def output_dir(self) -> str | None:
+        """The folder the release's files are written to."""
+        return self.output.get("dir")
 
     # -- building ------------------------------------------------------------------------------
 
@@ -320,6 +376,11 @@ def _clean(v: Any) -> Any:
     return v
 
 
+def _default(kind: str, section: str, key: str) -> Any:
+    opt = find(kind, section, key)
+    return None if opt is None else opt.default
+
+
 def _budget(definition: str, value: float, delta: float | None) -> dict[str, Any]:
     """The [budget] of a config the app writes: the release's ε or ρ (δ for zCDP), spent from the
     app's budget database (``db = true``: the app and the pipeline draw on one budget).  No ``cap``:
@@ -397,3 +458,61 @@ def _spec(kind: str, sections: dict[str, dict[str, Any]]) -> ReleaseSpec:
             assert opt is not None, (sec, key)  # the app writes only options of the kind
             values[opt] = _value(opt, sec, key, _clean(value), Path())
     return ReleaseSpec._of_values(kind, values)  # noqa: SLF001 - the module's own constructor
+
+
+def census_config(*, input_path: str, levels: list[str], count: str | None, ordinals: list[str],
+                  ordinal_orders: dict[str, list[str]] | None, areas_path: str | None, mechanism: str,
+                  definition: str, value: float, plus: list[str] | None = None, marginals: str | None = None,
+                  geo_level: str | None = None, engine: str = "auto", out: str = "release") -> ReleaseSpec:
+    """The description of a census-table release (Privelet, or marginal tables with the matrix mechanism)
+    the app made; ``ordinal_orders`` are the public orders of the attributes' values."""
+    inp: dict[str, Any] = {"path": input_path, "levels": list(levels)}
+    if count:
+        inp["count"] = count
+    if ordinals:
+        inp["ordinal"] = list(ordinals)
+    if ordinal_orders:
+        inp["ordinal_order"] = {k: "|".join(map(str, v)) for k, v in ordinal_orders.items()}
+    if areas_path:
+        inp["areas"] = areas_path
+    mech: dict[str, Any] = {"name": mechanism}
+    if mechanism == "matrix":
+        mech["marginals"] = marginals or "1"
+        if geo_level:
+            mech["geo_level"] = geo_level
+    elif plus:
+        mech["plus"] = list(plus)
+    bud = _budget(definition, value, None)
+    return _spec("census", {"input": inp, "engine": {"name": engine}, "mechanism": mech, "budget": bud,
+                            "output": {"dir": out}})
+
+
+def od_config(*, input_path: str, hierarchy_path: str, levels: list[str] | None = None,
+              code_column: str | None = None, prefix_lengths: list[int] | None = None,
+              origin: str | None = None, destination: str | None = None, count: str | None = None,
+              user: str | None = None, max_trips: int = 1, repeats: bool = False, mechanism: str = "inftda",
+              definition: str, value: float, delta: float | None = None, neighbour: str = "bounded",
+              orientation: str = "destination", split: str = "uniform", weights: list[float] | None = None,
+              order: str = "ascending", engine: str = "auto", out: str = "release") -> ReleaseSpec:
+    """The description of an O/D (trips) release the app made: the public hierarchy by one code column
+    per level (``levels``) or by prefixes of one code (``code_column``, ``prefix_lengths``); the budget
+    as ρ (``definition="zcdp"``, with the δ of its (ε, δ) reading) or pure ε."""
+    inp: dict[str, Any] = {"path": input_path, "origin": origin, "destination": destination, "count": count}
+    if user:
+        inp["user"] = user
+        inp["max_trips"] = int(max_trips)
+    if repeats:
+        inp["repeats"] = True
+    dom: dict[str, Any] = {"hierarchy": hierarchy_path}
+    if levels:
+        dom["levels"] = list(levels)
+    else:
+        dom["code_column"] = code_column
+        dom["prefix_lengths"] = [int(n) for n in prefix_lengths or ()]
+    mech = {"name": mechanism, "orientation": orientation, "order": order}
+    bud: dict[str, Any] = ({"epsilon": float(value), "pure": True} if definition == "pure"
+                           else {"rho": float(value), **({"delta": float(delta)} if delta is not None else {})})
+    bud.update(neighbour=neighbour, split=[float(w) for w in weights] if split == "custom" and weights else split,
+               db=True)
+    return _spec("od", {"input": inp, "engine": {"name": engine}, "domain": dom, "mechanism": mech, "budget": bud,
+                        "output": {"dir": out}})

@@ -335,8 +335,8 @@ def test_target_planner_proposes_a_budget_and_split_and_use_sets_both(at: AppTes
     """Issue 17, item 2: "±20 people for 95 % of zones" and "±50 for 95 % of districts" on the demo;
     the proposal is the library planner's, and "Use this budget" sets the release budget and the split."""
     from dpcore import catalog
+    from dpcore.areas.unit import hierarchy_unit
     from dpcore.core.target import Target, plan_for_targets
-    from dpcore.pipeline import hierarchy_unit
     from ui import fmt
 
     step(at, "plan")

@@ -721,7 +721,7 @@ def test_target_planner_proposes_rho_and_split_and_use_sets_both(at: AppTest) ->
     demo; the proposal is the library planner's; "Use this budget" sets ρ and the split over the tables."""
     from dpcore import catalog
     from dpcore.core.target import Target, plan_for_targets
-    from dpcore.pipeline import od_unit
+    from dpcore.flows.unit import od_unit
     from ui import fmt
 
     step(at, "plan")

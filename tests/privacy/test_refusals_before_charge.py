@@ -26,6 +26,7 @@ from dpcore.estimate import matrix_exact
 from dpcore.estimate.matrix_strategy import Strategy, identity_strategy
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.tree import hierarchy_from_prefixes
+from dpcore.flows.unit import od_unit
 from dpcore.points import recommend
 from dpcore.points.mechanisms import dawa
 from dpcore.points.mechanisms.htf_tree import MAX_POINTS
@@ -215,7 +216,7 @@ def test_counts_that_do_not_match_the_plan_are_refused_by_check_data() -> None:
     trips = _od(12)
     mech = catalog.get("od", "inftda")
     plan = mech.plan((trips.origin_h, trips.destination_h), budget.zcdp(0.5), {},
-                     unit=pipeline.od_unit("bounded", 3, persons=True))
+                     unit=od_unit("bounded", 3, persons=True))
     with pytest.raises(ParameterError, match="trip"):
         mech.check_data(plan, trips)
 

@@ -219,7 +219,7 @@ def test_python_m_dpcore_user_error_exit_code(tmp_path: Path) -> None:
         ({"bounds": "-73.70,40.56,-74.06,40.92"}, "West"),  # W >= E
         ({"bounds": "1,2,3"}, "four numbers"),
         ({"bounds": "a,b,c,d"}, "not a number"),
-        ({"mechanism": "quad-tree"}, "Unknown mechanism"),
+        ({"mechanism": "quad-tree"}, "Unknown points mechanism"),
         ({"epsilon": "abc"}, "epsilon"),
         ({"epsilon": "-1"}, "ε"),
         ({"epsilon": "0"}, "ε"),

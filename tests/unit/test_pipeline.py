@@ -9,6 +9,7 @@ from dpcore import pipeline
 from dpcore.data import queries
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError, ParameterError
+from dpcore.points import diagnostics
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
@@ -70,7 +71,7 @@ def test_empirical_errors_match_a_known_error():
     agg = aggregate()
     led = Ledger(budget.pure(1.0))
     rel = pipeline.release_points(agg, "identity", 0.5, {}, led, noise=PlusThree(3))
-    rows = pipeline.empirical_errors(rel, agg, n_per_size=100, seed=5)
+    rows = diagnostics.empirical_errors(rel, agg, n_per_size=100, seed=5)
     assert [r["query_size"] for r in rows] == [0.02, 0.06, 0.10, "all"]
     qs, tags = queries.random_rectangles(GRID, (0.02, 0.06, 0.10), 100, shape="random", seed=5)
     cells = ((qs[:, 1] - qs[:, 0]) * (qs[:, 3] - qs[:, 2])).astype(float)
@@ -81,5 +82,5 @@ def test_empirical_errors_match_a_known_error():
         assert r["max_abs_error"] == pytest.approx(3 * cells[m].max())
         assert r["rmse"] == pytest.approx(3 * np.sqrt((cells[m] ** 2).mean()))
     assert rows[3]["mae"] == pytest.approx(3 * cells.mean())
-    cell = pipeline.cell_errors(rel, agg)
+    cell = diagnostics.cell_errors(rel, agg)
     assert cell == pytest.approx({"mae": 3.0, "rmse": 3.0, "max_abs_error": 3.0})

@@ -13,6 +13,7 @@ import pytest
 from dpcore import pipeline
 from dpcore.areas import census_privelet, census_tables, marginals, tree_mechanisms, tree_records
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.unit import census_unit, hierarchy_unit
 from dpcore.core.mechanism import Plan
 from dpcore.core.session import Session
 from dpcore.data import synthetic
@@ -243,7 +244,7 @@ def test_census_unit_is_the_hierarchys_and_can_be_given(table: census_tables.Cen
     led = Ledger(pure(2.0))
     pipeline.release_census(table, "privelet", pure(0.5), led, noise=NoiseSource(1))
     # the census and hierarchy releases of one table share its budget: one unit for both
-    assert led.entries[0].unit == pipeline.census_unit() == pipeline.hierarchy_unit("add_remove")
+    assert led.entries[0].unit == census_unit() == hierarchy_unit("add_remove")
     person_budget = Ledger(pure(2.0), unit=Unit("person", cap=3))
     pipeline.release_census(table, "privelet", pure(0.5), person_budget, noise=NoiseSource(1),
                             unit=Unit("person", cap=3))

@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dpcore.areas.unit import hierarchy_unit
 from dpcore.core.session import Charge, JsonLedger, Session, default_cap
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError, DPCoreError
+from dpcore.flows.unit import od_unit
 from dpcore.pipeline import release_points
 from dpcore.privacy.budget import pure, zcdp
 from dpcore.privacy.ledger import Ledger
@@ -230,11 +232,10 @@ def test_a_lost_key_file_is_refused_not_replaced(tmp_path: Path) -> None:
 
 
 def test_group_size_histograms_are_charged_as_replace_one() -> None:
-    from dpcore import pipeline
 
-    assert pipeline.hierarchy_unit("add_remove", "group_sizes") == Unit(neighbour="replace")
+    assert hierarchy_unit("add_remove", "group_sizes") == Unit(neighbour="replace")
     with pytest.raises(BudgetError, match="total is public"):
-        Ledger(pure(1.0), unit=Unit()).check(pure(0.1), pipeline.hierarchy_unit("add_remove", "group_sizes"))
+        Ledger(pure(1.0), unit=Unit()).check(pure(0.1), hierarchy_unit("add_remove", "group_sizes"))
 
 
 def test_a_constant_level_on_top_of_a_table_is_no_new_budget() -> None:
@@ -257,7 +258,6 @@ def test_the_refusal_of_a_group_charged_release_names_what_the_release_itself_ma
 def test_trips_with_a_person_column_protect_persons_even_at_one_trip_each() -> None:
     import pandas as pd
 
-    from dpcore import pipeline
     from dpcore.flows.counts import ODCounts
     from dpcore.flows.tree import hierarchy_from_prefixes
 
@@ -266,9 +266,9 @@ def test_trips_with_a_person_column_protect_persons_even_at_one_trip_each() -> N
     with_people = ODCounts.from_frame(trips, h, origin="o", destination="d", user="who", max_trips=1)
     without = ODCounts.from_frame(trips, h, origin="o", destination="d")
     assert with_people.persons and not without.persons
-    assert pipeline.od_unit("bounded", with_people.max_trips, with_people.persons) == Unit(
+    assert od_unit("bounded", with_people.max_trips, with_people.persons) == Unit(
         "person", cap=1, neighbour="replace")
-    assert pipeline.od_unit("bounded", without.max_trips, without.persons) == Unit("record", neighbour="replace")
+    assert od_unit("bounded", without.max_trips, without.persons) == Unit("record", neighbour="replace")
 
 
 def test_switching_the_definition_cannot_raise_a_cap_unconfirmed(tmp_path: Path) -> None:

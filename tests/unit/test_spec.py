@@ -16,7 +16,7 @@ import pytest
 from test_cli import write_tracts
 
 from dpcore.cli import build_parser, main
-from dpcore.core.spec import ReleaseSpec, hierarchy_config, points_config
+from dpcore.core.spec import ReleaseSpec, census_config, hierarchy_config, od_config, points_config
 from dpcore.core.spec_options import KINDS, OPTIONS
 from dpcore.errors import ParameterError
 from dpcore.privacy import noise
@@ -175,6 +175,41 @@ def test_app_configs_are_specs(tmp_path: Path) -> None:
     loaded = ReleaseSpec.from_toml(tmp_path / "h.toml")
     assert loaded.input["path"] == str(tmp_path / "t.csv") and loaded.input["areas"] == str(tmp_path / "areas.csv")
     assert "--split=1.0,2.5" in loaded.to_argv() and "--neighbour=replace" in loaded.to_argv()
+
+
+def test_census_and_od_configs_round_trip(tmp_path: Path) -> None:
+    pv = census_config(input_path="table.csv", levels=["state", "county"], count="pop", ordinals=["age"],
+                       ordinal_orders={"age": ["0-17", "18-64", "65+"]}, areas_path="areas.csv", mechanism="privelet",
+                       definition="pure", value=np.float64(0.5), plus=["age"])
+    assert ReleaseSpec.from_toml(pv.to_toml(header="written by the app")) == pv
+    assert pv.to_argv() == [
+        "release", "census", "--input=table.csv", "--levels=state,county", "--count=pop", "--ordinal", "age",
+        "--ordinal-order", "age=0-17|18-64|65+", "--areas=areas.csv", "--plus", "age",
+        "--epsilon=0.5", "--budget-db", "--out=release"]
+    mx = census_config(input_path="table.csv", levels=["state", "county"], count=None, ordinals=["age"],
+                       ordinal_orders=None, areas_path=None, mechanism="matrix", definition="zcdp", value=0.1,
+                       marginals="county*age;age", geo_level="county")
+    assert ReleaseSpec.from_toml(mx.to_toml()) == mx
+    assert "--marginals=county*age;age" in mx.to_argv() and "--rho=0.1" in mx.to_argv()
+    assert (mx.mechanism_name, mx.budget_definition, mx.budget_value) == ("matrix", "zcdp", 0.1)
+
+    od = od_config(input_path="trips.csv", hierarchy_path="blocks.csv", code_column="GEOID",
+                   prefix_lengths=[2, 5, 11], origin="h_geocode", destination="w_geocode", count="S000",
+                   definition="zcdp", value=0.3, delta=1e-8, split="custom", weights=[1, 2], neighbour="unbounded")
+    (tmp_path / "od.toml").write_text(od.to_toml(), "utf-8")
+    loaded = ReleaseSpec.from_toml(tmp_path / "od.toml")
+    assert loaded.input_path == str(tmp_path / "trips.csv") and loaded.domain["hierarchy"] == str(tmp_path / "blocks.csv")
+    assert ReleaseSpec.from_toml(od.to_toml()) == od
+    assert od.to_argv() == [
+        "release", "od", "--input=trips.csv", "--origin=h_geocode", "--destination=w_geocode", "--count=S000",
+        "--hierarchy=blocks.csv", "--code-column=GEOID", "--prefix-lengths=2,5,11", "--delta=1e-08", "--rho=0.3",
+        "--neighbour=unbounded", "--split=1.0,2.0", "--budget-db", "--out=release"]
+    pure = od_config(input_path="trips.csv", hierarchy_path="areas.csv", levels=["state", "county"], user="person",
+                     max_trips=3, definition="pure", value=1.0, mechanism="tda_l2")
+    assert ReleaseSpec.from_toml(pure.to_toml()) == pure
+    assert (pure.budget_definition, pure.budget_value, pure.mechanism_name) == ("pure", 1.0, "tda_l2")
+    assert {"--pure", "--max-trips=3", "--user=person", "--levels=state,county"} <= set(pure.to_argv())
+    assert pure.budget_store == {"db": ""}
 
 
 def test_unknown_keys_and_opting_out_are_refused() -> None:

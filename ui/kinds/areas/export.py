@@ -10,9 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.areas import area_sets, export
+from dpcore.areas.unit import hierarchy_unit
 from dpcore.core import spec as config
 from dpcore.data import engines
-from dpcore.pipeline import hierarchy_unit
 from ui import fmt, frame
 from ui.kinds.areas import common
 from ui.kinds.areas.common import US_TRACTS

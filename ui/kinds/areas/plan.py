@@ -16,8 +16,8 @@ import streamlit as st
 
 from dpcore import catalog
 from dpcore.areas import area_sets, tree_mechanisms, tree_records
+from dpcore.areas.unit import hierarchy_unit
 from dpcore.errors import DPCoreError
-from dpcore.pipeline import hierarchy_unit
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger

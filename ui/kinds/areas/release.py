@@ -12,7 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.areas import area_sets, export, figures, tree_mechanisms
-from dpcore.pipeline import census_unit, release_census, release_hierarchy
+from dpcore.areas.unit import census_unit
+from dpcore.pipeline import release_census, release_hierarchy
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
 from ui import confirm, fmt, frame, state

@@ -9,7 +9,7 @@ import streamlit as st
 
 from dpcore import pipeline
 from dpcore.errors import DPCoreError
-from dpcore.points import viz
+from dpcore.points import diagnostics, viz
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from ui import confirm, fmt, frame, state
@@ -184,7 +184,7 @@ def _errors(cur: state.ReleaseEntry) -> None:
     if cur.exports.get("empirical_id") != rel.release_id:
         try:
             with st.spinner("Answering 1,500 range queries …"):
-                cur.exports["empirical"] = pipeline.empirical_errors(rel, state.aggregate(), n_per_size=500)
+                cur.exports["empirical"] = diagnostics.empirical_errors(rel, state.aggregate(), n_per_size=500)
                 cur.exports["empirical_id"] = rel.release_id
         except DPCoreError as e:  # the data could not be counted again (a file moved, an engine failed)
             st.error(f"The true counts are needed here and could not be made: {e}")

@@ -1,0 +1,1 @@
+"""Counts over a public hierarchy of areas and census tables: mechanisms, export, figures."""

@@ -1,0 +1,421 @@
+"""Privelet release of a census table: noisy tables per level with their expected errors.
+
+The frequency matrix ``x`` of a :class:`~dpcore.areas.census_tables.CensusTable` (leaves ×
+bins…) has one **nominal** axis for the geography (the public hierarchy of its code columns)
+and one **ordinal** (Haar) axis per attribute.  It is released with
+:func:`dpcore.estimate.privelet.release` — Privelet (Xiao, Wang & Gehrke, *Differential Privacy
+via Wavelet Transforms*, ICDE 2010, Sec. V–VI): every wavelet
+coefficient ``c`` gets Laplace noise of magnitude ``λ / W(c)``, with ``λ`` set from ε, the
+count sensitivity Δ and the transform's generalised sensitivity ρ, and the noisy matrix is the
+inverse transform.  Privelet+ leaves the axes named in ``plus_axes`` untransformed (identity).
+
+The area totals of every level are sums of the noisy leaves, so a parent's noisy total is
+the sum of its children's (consistent by construction, up to float rounding).  Their
+expected error is analytic and data-free (:func:`dpcore.estimate.privelet.level_variances`), so it can
+be shown before release and published.
+
+The 95 % intervals are ``noisy ± z·SD`` (z = 1.95996…, from
+:func:`dpcore.privacy.calibration.interval_half_width`), a normal approximation of the noise of an area
+total (a sum of many Laplace terms); when a single coefficient dominates the true 95 %
+half-width is closer to 2.12·SD (ours).
+
+This module holds the Privelet axes of a table, the expected error per level and per area,
+the release with its level tables, and the exports (``release.csv``, ``release.json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
+from dpcore.core.record import created_now, header, ledger_section, new_release_id
+from dpcore.data.csv_safe import csv_bytes
+from dpcore.errors import ParameterError
+from dpcore.estimate import privelet
+from dpcore.privacy import budget
+from dpcore.privacy.calibration import interval_half_width
+from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.noise import NoiseSource
+
+__all__ = [
+    "CensusRelease",
+    "PriveletPlan",
+    "area_expected_error",
+    "build",
+    "build_axes",
+    "census_csv",
+    "census_frame",
+    "census_json",
+    "census_record",
+    "expected_error",
+    "plan_census",
+    "plan_frame",
+    "release_census",
+    "release_planned",
+    "validate_census_record",
+    "write_census",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# axes
+# ---------------------------------------------------------------------------------------------
+
+
+def _groups(structure: CensusStructure) -> list[np.ndarray]:
+    """``groups[j][leaf]`` = index of the leaf's ancestor at level ``j`` (0 = top level)."""
+    paths = structure.leaf_paths
+    out = []
+    for j in range(structure.depth - 1):
+        ids = np.empty(len(paths), dtype=np.int64)
+        last, cur = None, -1
+        for i, p in enumerate(paths):
+            q = p[: j + 1]
+            if q != last:
+                cur += 1
+                last = q
+            ids[i] = cur
+        out.append(ids)
+    return out
+
+
+def _check_plus(structure: CensusStructure, plus_axes: Sequence[str]) -> tuple[str, ...]:
+    names = [GEO_AXIS, *structure.ordinals]
+    plus = tuple(str(a) for a in plus_axes)
+    bad = [a for a in plus if a not in names]
+    if bad:
+        raise ParameterError(
+            f"Privelet+ axis {', '.join(map(repr, bad))} is not an axis of this table; choose among "
+            f"{', '.join(names)}."
+        )
+    return plus
+
+
+def build_axes(structure: CensusStructure, plus_axes: Sequence[str] = ()) -> list[privelet.Axis]:
+    """The Privelet axes of a (public) structure: nominal geography, then ordinal attributes.
+
+    The geography's hierarchy is the implicit root (the total), one group level per level
+    column but the finest, and the leaves; group ids follow the sorted leaf paths.
+    """
+    plus = _check_plus(structure, plus_axes)
+    axes = [privelet.Axis.nominal(GEO_AXIS, _groups(structure), transform=GEO_AXIS not in plus,
+                                  size=len(structure.leaf_paths))]
+    for name, b in zip(structure.ordinals, structure.bins, strict=True):
+        axes.append(privelet.Axis.ordinal(name, len(b), transform=name not in plus))
+    return axes
+
+
+def build(table: CensusTable, plus_axes: Sequence[str] = ()) -> tuple[np.ndarray, list[privelet.Axis],
+                                                                     list[tuple[str, ...]]]:
+    """``(x, axes, leaf_paths)``: the frequency matrix (leaves × bins…), its axes and leaf paths."""
+    axes = build_axes(table.structure, plus_axes)
+    return table.counts.astype(np.float64), axes, list(table.structure.leaf_paths)
+
+
+def _level_vars(axes: list[privelet.Axis], epsilon: float, sensitivity: int) -> list[float]:
+    """Variance of one area's total per level (root first), mean over the level's areas."""
+    return [float(v) for v in privelet.level_variances(axes[0], epsilon, axes[1:], sensitivity=sensitivity)]
+
+
+def _node_vars(axes: list[privelet.Axis], epsilon: float, sensitivity: int) -> list[np.ndarray]:
+    """Exact variance of every area's total, per level (root first), in path order."""
+    return [np.asarray(v, dtype=np.float64)
+            for v in privelet.node_variances(axes[0], epsilon, axes[1:], sensitivity=sensitivity)]
+
+
+@dataclass(frozen=True, eq=False)
+class PriveletPlan:
+    """The data-free part of a Privelet census release (Xiao, Wang & Gehrke, ICDE 2010, §4-§5):
+    the axes, the noise magnitude λ and the SD of every area's total per level (root first).
+    Built once by :func:`plan_census`; :func:`release_planned` releases from it."""
+
+    structure: CensusStructure
+    epsilon: float
+    plus_axes: tuple[str, ...]
+    sensitivity: int
+    axes: tuple[privelet.Axis, ...]
+    lam: float
+    generalized_sensitivity: float
+    #: root of the mean variance of one area's total, per level (root first)
+    level_sd: tuple[float, ...]
+    #: SD of every area's total, per level (root first), in path order
+    node_sd: tuple[np.ndarray, ...]
+
+
+def plan_census(structure: CensusStructure, epsilon: float, *, plus_axes: Sequence[str] = (),
+                sensitivity: int = 1) -> PriveletPlan:
+    """The data-free Privelet plan of a table with this (public) structure.
+
+    ``plus_axes`` are left untransformed (Privelet+); unknown axes and a bad ε are refused here,
+    before anything is spent.  The variances are exact (:func:`dpcore.estimate.privelet.level_variances`,
+    :func:`dpcore.estimate.privelet.node_variances`).
+    """
+    budget.pure(epsilon)  # validates ε with a clear message
+    plus = _check_plus(structure, plus_axes)
+    axes = build_axes(structure, plus)
+    var = _level_vars(axes, epsilon, sensitivity)
+    nodes = _node_vars(axes, epsilon, sensitivity)
+    return PriveletPlan(
+        structure=structure, epsilon=float(epsilon), plus_axes=plus, sensitivity=int(sensitivity),
+        axes=tuple(axes), lam=privelet.noise_magnitude(axes, epsilon, sensitivity=sensitivity),
+        generalized_sensitivity=float(privelet.generalized_sensitivity(axes)),
+        level_sd=tuple(float(np.sqrt(v)) for v in var), node_sd=tuple(np.sqrt(v) for v in nodes),
+    )
+
+
+def expected_error(structure: CensusStructure, epsilon: float, *, plus_axes: Sequence[str] = (),
+                   sensitivity: int = 1) -> pd.DataFrame:
+    """Data-free expected error per level: SD of one area's total and the ± 95 % half-width.
+
+    Needs only the structure (levels, list of areas, bins), which must be public. Columns:
+    ``level, n_areas, sd, ci95, sd_max``: ``sd`` is the root of the mean variance of the
+    level's areas (:func:`dpcore.estimate.privelet.level_variances`; all equal when every parent of a
+    level has the same fanout), ``ci95 = z·sd`` (normal approximation, z = 1.95996…) and ``sd_max`` the
+    largest SD of an area of the level.
+    """
+    return plan_frame(plan_census(structure, epsilon, plus_axes=plus_axes, sensitivity=sensitivity))
+
+
+def plan_frame(p: PriveletPlan) -> pd.DataFrame:
+    """:func:`expected_error`'s table from an already-built plan."""
+    rows = []
+    for d, name in enumerate(p.structure.level_names):
+        sd = p.level_sd[d]
+        rows.append({"level": name, "n_areas": len(p.structure.paths_at(d)), "sd": sd, "ci95": interval_half_width("normal", sd),
+                     "sd_max": float(p.node_sd[d].max())})
+    return pd.DataFrame(rows)
+
+
+def area_expected_error(structure: CensusStructure, epsilon: float, path: Sequence[str], *,
+                        plus_axes: Sequence[str] = (), sensitivity: int = 1) -> float:
+    """Exact SD of the noisy total of one area (its code path; ``()`` for the grand total)."""
+    budget.pure(epsilon)
+    axes = build_axes(structure, plus_axes)
+    query: list[Any] = [structure.leaf_mask(path)]
+    query += [np.ones(len(b), dtype=bool) for b in structure.bins]
+    return float(np.sqrt(privelet.query_variance(axes, epsilon, query, sensitivity=sensitivity)))
+
+
+# ---------------------------------------------------------------------------------------------
+# release
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CensusRelease:
+    """A Privelet census release: noisy tables per level and their expected errors (no truth)."""
+
+    structure: CensusStructure
+    epsilon: float
+    sensitivity: int
+    lam: float
+    generalized_sensitivity: float
+    plus_axes: tuple[str, ...]
+    axes: tuple[dict[str, Any], ...]
+    noisy: np.ndarray
+    levels: dict[str, pd.DataFrame]
+    level_sd: dict[str, float]
+    release_id: str
+    created: str
+
+    @property
+    def cost(self) -> budget.PrivacyCost:
+        return budget.pure(self.epsilon)
+
+
+def _axis_info(axis: privelet.Axis, structure: CensusStructure) -> dict[str, Any]:
+    info: dict[str, Any] = {"name": axis.name, "kind": axis.kind, "size": int(axis.size),
+                            "transform": bool(axis.transform)}
+    if axis.name == GEO_AXIS:
+        info["levels"] = list(structure.levels)
+        info["areas_per_level"] = {n: len(structure.paths_at(d)) for d, n in enumerate(structure.level_names)}
+        info["area_list"] = ("public list given by the curator" if structure.public_areas
+                             else "derived from the data (areas with no one are not released)")
+        info["transform_name"] = "nominal wavelet" if axis.transform else "identity (Privelet+)"
+    else:
+        j = structure.ordinals.index(axis.name)
+        info["bins"] = list(structure.bins[j])
+        info["bins_source"] = structure.bins_origin()[axis.name]
+        info["transform_name"] = "Haar wavelet" if axis.transform else "identity (Privelet+)"
+    return info
+
+
+def _level_tables(structure: CensusStructure, noisy: np.ndarray, names: Mapping[str, Mapping],
+                  sds: Sequence[np.ndarray]) -> dict[str, pd.DataFrame]:
+    """Per-level tables, parents summed from their children (consistent by construction)."""
+    labels = structure.bin_labels()
+    values = noisy.reshape(noisy.shape[0], -1)
+    paths = list(structure.leaf_paths)
+    per_depth: dict[int, tuple[list[tuple[str, ...]], np.ndarray]] = {structure.depth: (paths, values)}
+    for d in range(structure.depth - 1, -1, -1):
+        child_paths, child_vals = per_depth[d + 1]
+        starts, parents = [], []
+        for i, p in enumerate(child_paths):
+            if not parents or p[:d] != parents[-1]:
+                parents.append(p[:d])
+                starts.append(i)
+        per_depth[d] = (parents, np.add.reduceat(child_vals, np.asarray(starts), axis=0))
+    out: dict[str, pd.DataFrame] = {}
+    for d, name in enumerate(structure.level_names):
+        ps, vals = per_depth[d]
+        cols: dict[str, Any] = {}
+        for k in range(d):
+            lv = structure.levels[k]
+            cols[lv] = [p[k] for p in ps]
+            if lv in names:
+                cols[f"{lv}_name"] = [names[lv].get(p[: k + 1], "") for p in ps]
+        total = vals.sum(axis=1)
+        cols["noisy_count"] = total
+        if labels:
+            for j, lab in enumerate(labels):
+                cols[lab] = vals[:, j]
+        sd = np.broadcast_to(np.asarray(sds[d], dtype=np.float64), (len(ps),)).copy()
+        cols["sd"] = sd
+        half = interval_half_width("normal", sd)
+        cols["ci95_low"] = total - half
+        cols["ci95_high"] = total + half
+        out[name] = pd.DataFrame(cols)
+    return out
+
+
+def release_census(table: CensusTable, epsilon: float, noise: NoiseSource, *, plus_axes: Sequence[str] = (),
+                   sensitivity: int = 1) -> CensusRelease:
+    """Release a census table with Privelet (Privelet+ for ``plus_axes``); charges nothing.
+
+    The noisy leaf matrix comes from :func:`dpcore.estimate.privelet.release` (ε-DP); every level's
+    table is a sum of noisy leaves (post-processing), with the analytic SD of one area's
+    total from :func:`dpcore.estimate.privelet.level_variances`.  A release that is published goes
+    through :func:`dpcore.pipeline.release_census`, which charges the session first.
+    """
+    return release_planned(table, plan_census(table.structure, epsilon, plus_axes=plus_axes,
+                                              sensitivity=sensitivity), noise)
+
+
+def release_planned(table: CensusTable, p: PriveletPlan, noise: NoiseSource) -> CensusRelease:
+    """:func:`release_census` from an already-built plan (the caller has charged ``p.epsilon``).
+
+    Only the noise is drawn here (:func:`dpcore.estimate.privelet.release`, Xiao, Wang & Gehrke 2010,
+    §4); the axes and the SDs are the plan's.
+    """
+    s = table.structure
+    if s is not p.structure and s != p.structure:
+        raise ParameterError("The table has another structure (levels, areas, bins) than the plan was made for.")
+    rel = privelet.release(table.counts.astype(np.float64), list(p.axes), p.epsilon, noise,
+                           sensitivity=p.sensitivity)
+    levels = _level_tables(s, np.asarray(rel.noisy, dtype=np.float64), table.names, list(p.node_sd))
+    return CensusRelease(
+        structure=s,
+        epsilon=p.epsilon,
+        sensitivity=p.sensitivity,
+        lam=float(rel.lam),
+        generalized_sensitivity=p.generalized_sensitivity,
+        plus_axes=p.plus_axes,
+        axes=tuple(_axis_info(a, s) for a in p.axes),
+        noisy=np.asarray(rel.noisy, dtype=np.float64),
+        levels=levels,
+        level_sd=dict(zip(s.level_names, p.level_sd, strict=True)),
+        release_id=new_release_id(),  # random: an id derived from the noisy values and the time told both
+        created=created_now(),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# exports
+# ---------------------------------------------------------------------------------------------
+
+
+def census_frame(release: CensusRelease) -> pd.DataFrame:
+    """All levels in one table: ``level``, code columns, names, noisy counts, sd, 95 % interval."""
+    frames = [df.assign(level=name) for name, df in release.levels.items()]
+    df = pd.concat(frames, ignore_index=True, sort=False)
+    front = ["level", *release.structure.levels]
+    names = [c for c in df.columns if c.endswith("_name") and c not in front]
+    rest = [c for c in df.columns if c not in front and c not in names]
+    df = df[front + names + rest]
+    for c in release.structure.levels + tuple(names):
+        df[c] = df[c].fillna("")
+    return df
+
+
+def census_csv(release: CensusRelease) -> bytes:
+    """``release.csv``: one row per area of every level (the total first)."""
+    return csv_bytes(census_frame(release), lambda d: d.to_csv(index=False).encode("utf-8"))
+
+
+def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[str, Any]:
+    """The JSON record of how the release was made: no true value, no file name."""
+    s = release.structure
+    rec: dict[str, Any] = {
+        **header("dpcore-census-release/1", "census", release.release_id, release.created),
+        "mechanism": {
+            "name": "privelet",
+            "title": "Privelet+" if release.plus_axes else "Privelet",
+            "reference": "X. Xiao, G. Wang, J. Gehrke, Differential Privacy via Wavelet Transforms, ICDE 2010",
+            "plus_axes": list(release.plus_axes),
+        },
+        "params": {
+            "epsilon": release.epsilon,
+            "sensitivity": release.sensitivity,
+            "generalized_sensitivity": release.generalized_sensitivity,
+            "lambda": release.lam,
+            "axes": [dict(a) for a in release.axes],
+        },
+        "privacy": {
+            "definition": "pure epsilon-DP",
+            "cost": release.cost.to_dict(),
+            "unit_of_privacy": "one person (one unit of count)",
+            "neighbouring_relation": "add or remove one person"
+            + ("" if release.sensitivity == 1 else f" (counts change by at most {release.sensitivity} in L1)"),
+            "sensitivity_l1": release.sensitivity,
+            "composition": "the whole epsilon is spent by this one release",
+        },
+        "budget": {},
+        "levels": [
+            {"level": name, "n_areas": int(len(release.levels[name])), "sd": release.level_sd[name],
+             "ci95_half_width": interval_half_width("normal", release.level_sd[name])}
+            for name in s.level_names
+        ],
+        "outputs": {
+            "files": ["release.csv", "release.json"],
+            "columns": "noisy_count is the released total of an area (sum of its noisy leaves); "
+                       "ci95_low/high = noisy_count ± 1.96·sd (normal approximation of the noise)",
+        },
+        "notes": [
+            "All counts are noisy and unrounded; negative values are kept so sums stay unbiased.",
+            "A parent's noisy total is the sum of its children's (consistent by construction).",
+            "Expected errors are analytic: they come from the mechanism and the public structure, not the data.",
+            "The list of areas " + ("comes from a public list." if s.public_areas else
+                                    "was derived from the data: areas with no one are missing from this release."),
+            *[f"The values of '{o}' come from {src}." for o, src in s.bins_origin().items()],
+        ],
+    }
+    rec["budget"]["ledger"] = orjson.loads(orjson.dumps(ledger_section(ledger), option=orjson.OPT_SERIALIZE_NUMPY))
+    return rec
+
+
+def validate_census_record(record: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_release.schema.json``."""
+    from dpcore.points.export import validate_record
+
+    validate_record(record, "census_release")
+
+
+def census_json(release: CensusRelease, ledger: Ledger | None = None) -> bytes:
+    return orjson.dumps(census_record(release, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+
+
+def write_census(release: CensusRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
+    """Write ``release.csv`` and ``release.json`` into ``out_dir`` (created if missing)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "release.csv", out / "release.json"]
+    paths[0].write_bytes(census_csv(release))
+    paths[1].write_bytes(census_json(release, ledger))
+    return paths

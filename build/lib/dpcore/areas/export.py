@@ -1,0 +1,317 @@
+"""Exports of a hierarchy release: CSV, GeoJSON per level, and the JSON release record.
+
+Everything written here is public: the area list (public by construction, see
+:mod:`dpcore.areas.hierarchy`), the released values, the data-free plan and the ledger's spends.
+No true count, no raw row and no input file name is ever written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import geopandas
+import numpy as np
+import orjson
+import pandas as pd
+
+from dpcore.areas.hierarchy import Hierarchy
+from dpcore.areas.tree_records import HierarchyRelease
+from dpcore.core.record import header, ledger_section
+from dpcore.data.code_tables import code_text
+from dpcore.data.csv_safe import csv_bytes
+from dpcore.errors import InputError
+from dpcore.points.export import _jsonable, validate_record
+from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
+from dpcore.privacy.ledger import Ledger
+
+__all__ = [
+    "BoundaryJoin",
+    "hierarchy_csv",
+    "hierarchy_frame",
+    "hierarchy_json",
+    "hierarchy_record",
+    "join_boundaries",
+    "level_geojson",
+    "validate_hierarchy_record",
+    "write_hierarchy",
+]
+
+SCHEMA = "dpcore-hierarchy-release/1"
+
+
+def _values_column(v: np.ndarray) -> np.ndarray:
+    return v if np.issubdtype(v.dtype, np.integer) else np.round(v.astype(float), 6)
+
+
+def hierarchy_info(h: Hierarchy) -> dict[str, Any]:
+    """The public area list as release records describe it (hierarchy and O/D records)."""
+    return {
+        "levels": h.level_names,
+        "areas_per_level": list(h.sizes),
+        "code_modes": ["-", *h.code_modes],
+        "area_list_source": h.source,
+        "structure_fingerprint": h.fingerprint(),
+    }
+
+
+def hierarchy_frame(rel: HierarchyRelease) -> pd.DataFrame:
+    """One row per area and level (root included): ``level, code, parent, noisy_count``.
+
+    Group-size releases have one row per area, level and size: ``level, code, parent, size,
+    noisy_count``.
+    """
+    h = rel.hierarchy
+    parts = []
+    for d in range(h.depth + 1):
+        v = rel.values[d]
+        lab = h.labels(d)
+        par = h.parent_labels(d)
+        if v.ndim == 1:
+            parts.append(pd.DataFrame({"level": h.level_names[d], "code": lab, "parent": par,
+                                       "noisy_count": _values_column(v)}))
+        else:
+            k = v.shape[1]
+            parts.append(pd.DataFrame({
+                "level": h.level_names[d], "code": np.repeat(lab, k), "parent": np.repeat(par, k),
+                "size": np.tile(np.array(rel.size_labels, dtype=object), len(lab)),
+                "noisy_count": _values_column(v.ravel()),
+            }))
+    return pd.concat(parts, ignore_index=True)
+
+
+def hierarchy_csv(rel: HierarchyRelease) -> bytes:
+    return csv_bytes(hierarchy_frame(rel), lambda d: d.to_csv(index=False, lineterminator="\n").encode("utf-8"))
+
+
+@dataclass(frozen=True, eq=False)
+class BoundaryJoin:
+    """Boundaries of one level joined to the areas of the hierarchy by code.
+
+    ``frame`` holds the matched features (column ``node`` = area index at ``depth``);
+    ``missing_areas`` are areas without a boundary, ``extra_features`` boundary codes that are
+    not areas of the level.  Both are listed to the curator, never silently dropped.
+    """
+
+    depth: int
+    frame: geopandas.GeoDataFrame
+    key: str
+    key_style: str
+    missing_areas: list[str]
+    extra_features: list[str]
+
+
+def _candidate_columns(gdf: geopandas.GeoDataFrame) -> dict[str, pd.Series]:
+    out: dict[str, pd.Series] = {}
+    idx = pd.Series(gdf.index.astype(str), index=gdf.index)
+    if "id" in gdf.columns:
+        out["id"] = gdf["id"].astype("string").str.strip()
+    for c in gdf.columns:
+        if c == gdf.geometry.name:
+            continue
+        out[str(c)] = code_text(gdf[c]).set_axis(gdf.index)
+    out["(feature index)"] = idx
+    return out
+
+
+def join_boundaries(h: Hierarchy, depth: int, gdf: geopandas.GeoDataFrame, key: str | None = None) -> BoundaryJoin:
+    """Join boundary features to the areas at ``depth``.
+
+    The join key is a boundary column (or the feature ``id``) whose values equal either the
+    areas' own codes, their export labels (``01/001``) or their concatenated path codes
+    (``01001``, a GEOID).  With ``key=None`` the column and style with the most matches win.
+    """
+    if depth < 1 or depth > h.depth:
+        raise InputError(f"Boundaries belong to a level 1..{h.depth}, not depth {depth}.")
+    if gdf is None or len(gdf) == 0:
+        raise InputError("The boundary file has no features.")
+    styles = {
+        "code": h.codes(depth),
+        "label": h.labels(depth),
+        "joined": h.joined_codes(depth),
+    }
+    # own codes are ambiguous when they repeat within parents; prefer the path forms then
+    if h.code_modes[depth - 1] != "global":
+        styles.pop("code")
+    cands = _candidate_columns(gdf)
+    if key is not None and key not in cands:
+        raise InputError(f"The boundary file has no column '{key}'. Its columns: {', '.join(cands)}.")
+    best: tuple[int, str, str] | None = None
+    for col, vals in cands.items():
+        if key is not None and col != key:
+            continue
+        present = vals.dropna().to_numpy(dtype=object)
+        for style, codes in styles.items():
+            n = int(np.isin(codes, present).sum())
+            if best is None or n > best[0]:
+                best = (n, col, style)
+    assert best is not None
+    n, col, style = best
+    if n == 0:
+        raise InputError(
+            f"No boundary matches an area of level '{h.level_names[depth]}' "
+            f"(e.g. codes {', '.join(map(str, styles[style][:3]))}). Choose the boundary file of this "
+            "level, or a file whose features carry these codes (an id or a code column)."
+        )
+    vals = cands[col].fillna("").astype(str)
+    node = pd.Index(styles[style]).get_indexer(vals.to_numpy(dtype=object)).astype(np.int64)
+    matched = gdf.loc[node >= 0].copy()
+    matched["node"] = node[node >= 0]
+    matched = matched.drop_duplicates("node")  # a code drawn twice: the first feature is kept
+    have = np.zeros(h.sizes[depth], dtype=bool)
+    have[matched["node"].to_numpy()] = True
+    missing = h.labels(depth)[~have].astype(str).tolist()
+    extra = sorted(set(vals[node < 0].tolist()) - {""})
+    return BoundaryJoin(depth, matched, col, style, missing, extra)
+
+
+def level_geojson(rel: HierarchyRelease, join: BoundaryJoin) -> bytes:
+    """GeoJSON of one level: matched boundaries with the released values as properties."""
+    h = rel.hierarchy
+    d = join.depth
+    idx = join.frame["node"].to_numpy()
+    v = rel.values[d][idx]
+    lo, hi = rel.interval(d)
+    props = {
+        "level": h.level_names[d],
+        "code": h.labels(d)[idx],
+        "name": h.display_names(d)[idx],
+        "parent": h.parent_labels(d)[idx],
+    }
+    if v.ndim == 1:
+        props["noisy_count"] = _values_column(v)
+        props["ci95_low"] = np.round(lo[idx], 3)
+        props["ci95_high"] = np.round(hi[idx], 3)
+    else:
+        props["noisy_total"] = v.sum(axis=1)
+        for j, lab in enumerate(rel.size_labels):
+            props[f"size_{lab}"] = v[:, j]
+    out = geopandas.GeoDataFrame(pd.DataFrame(props), geometry=join.frame.geometry.to_numpy(),
+                                 crs=join.frame.crs)
+    if out.crs is not None and not out.crs.equals("EPSG:4326"):
+        out = out.to_crs("EPSG:4326")
+    return out.to_json(drop_id=True).encode("utf-8")
+
+
+def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
+                     files: list[str] | None = None) -> dict[str, Any]:
+    """The machine-readable record of how the release was made (no true values)."""
+    h = rel.hierarchy
+    p = rel.plan
+    info = rel.mechanism
+    unit = ("one person (add or remove)" if p.neighbour == "add_remove"
+            else "one person (replace one person by another; the total is public)")
+    if p.statistic == "group_sizes":
+        unit = ("one person's membership in a group (groups are neither created nor removed; "
+                "the number of groups N is public)")
+    invariants: dict[str, Any] = {}
+    if rel.public_total is not None:
+        invariants["total"] = rel.public_total
+    if "public_groups_N" in rel.details:
+        invariants["groups_N"] = rel.details["public_groups_N"]
+    rec: dict[str, Any] = {
+        **header(SCHEMA, "hierarchy", rel.release_id, rel.created),
+        "statistic": p.statistic,
+        "sizes": list(rel.size_labels),
+        "mechanism": {
+            "name": info.name, "title": info.title, "paper": info.paper,
+            "consistent": info.consistent, "integral": info.integral, "nonnegative": info.nonnegative,
+            "details": _jsonable({k: v for k, v in rel.details.items() if k != "public_groups_N"}),
+        },
+        "privacy": {
+            "definition": "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP",
+            "cost": p.cost.to_dict(),
+            "unit_of_privacy": unit,
+            "neighbouring_relation": p.neighbour,
+            "noise": "discrete Laplace" if p.cost.definition == "pure" else "discrete Gaussian",
+            "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
+            "composition": ("one answer of the matrix mechanism's strategy with the whole budget; every level "
+                            "and every area-code set is post-processing of it" if p.mechanism == "matrix" else
+                            "sequential over the measured levels (parallel within a level: areas are disjoint)"),
+            "invariants": invariants,
+            "invariants_note": "Invariants are published exactly and are outside the DP guarantee.",
+        },
+        "budget": {
+            "split": p.split,
+            "split_weights": list(p.split_weights),
+            "levels": [{"level": lv.level, "measured": lv.measured, "share": lv.share, "noise": lv.noise,
+                        "scale": lv.scale, "l1_sensitivity": lv.l1_sensitivity,
+                        "l2_sensitivity": lv.l2_sensitivity} for lv in p.levels],
+        },
+        "hierarchy": hierarchy_info(h),
+        "expected_error": _jsonable([{
+            "level": lv.level, "cells": lv.cells, "noise_sd": lv.noise_sd, "sd": lv.sd,
+            "mean_abs_error": lv.mean_abs, "typical_max_abs_error": lv.max_abs, "basis": lv.basis,
+        } for lv in p.levels]),
+        "outputs": {
+            "files": files or ["release.csv", "release.json"],
+            "csv_columns": ["level", "code", "parent", *(["size"] if p.statistic == "group_sizes" else []),
+                            "noisy_count"],
+            "intervals": "ci95 in the GeoJSON = value ± 1.96 × the analytic SD of the area's error "
+                         "(a normal approximation, computed from public parameters only)",
+        },
+        "notes": [
+            "All values are outputs of the mechanism; no true count is published (except the invariants).",
+            "Expected errors are analytic: they come from the mechanism, the budget and the public area "
+            "list, not from the data.",
+        ],
+    }
+    if p.statistic == "group_sizes":
+        rec["notes"].append(
+            "Group sizes: the number of groups N is public, so neighbouring datasets keep every group. "
+            "A person who is the only member of their group cannot be removed without removing the group; "
+            "such people are protected only against changes of group size, not against their absence "
+            "(Fioretto, Van Hentenryck & Zhu, AIJ 2021)."
+        )
+    if h.source == "data (not public)":
+        rec["notes"].append(
+            "WARNING: the area list was taken from the data; areas without people are missing and that "
+            "absence is not protected by differential privacy."
+        )
+    if p.cost.definition == "zcdp":
+        rec["privacy"]["approx_dp"] = [
+            {"delta": d, "epsilon": zcdp_to_approx_dp(p.cost.value, d)} for d in APPROX_DP_DELTAS
+        ]
+        rec["privacy"]["approx_dp_conversion"] = "Canonne, Kamath & Steinke (2020)"
+    rec["budget"]["ledger"] = _jsonable(ledger_section(ledger))
+    return rec
+
+
+def hierarchy_json(rel: HierarchyRelease, ledger: Ledger | None = None, files: list[str] | None = None) -> bytes:
+    return orjson.dumps(hierarchy_record(rel, ledger, files),
+                        option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+
+
+def validate_hierarchy_record(record: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` if the record breaks the hierarchy-release schema."""
+    validate_record(record, "hierarchy_release")
+
+
+def safe_file_stem(level: str) -> str:
+    """A level name usable as a file name (no path separators or odd characters)."""
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", str(level)).strip("_")
+    return stem or "level"
+
+
+def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger | None = None,
+                    joins: dict[str, BoundaryJoin] | None = None) -> list[Path]:
+    """Write ``release.csv``, ``release.json`` and ``LEVEL.geojson`` per joined level."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, bytes] = {"release.csv": hierarchy_csv(rel)}
+    if rel.details.get("area_sets"):
+        from dpcore.areas.area_sets import area_sets_csv
+
+        files["area_queries.csv"] = area_sets_csv(rel)
+    for level, join in (joins or {}).items():
+        files[f"{safe_file_stem(level)}.geojson"] = level_geojson(rel, join)
+    names = [*files, "release.json"]
+    files["release.json"] = hierarchy_json(rel, ledger, names)
+    paths = []
+    for name, data in files.items():
+        path = out / name
+        path.write_bytes(data)
+        paths.append(path)
+    return paths

@@ -1,0 +1,602 @@
+"""Geographic hierarchies (nation → state → county → tract …) and counts on them.
+
+A :class:`Hierarchy` is the **public** structure of a release: the level names, every area of
+every level and its parent.  It is stored as arrays, one per level, so that aggregation and the
+mechanisms run vectorised on national-size trees (85k tracts):
+
+* depth 0 is the root (the grand total, one node);
+* ``parents[d]`` maps each node of depth ``d + 1`` to its parent's index at depth ``d``; nodes of
+  a depth are sorted by their path, so every parent's children are contiguous and
+  ``parents[d]`` is non-decreasing (the "level tree" the solvers in :mod:`dpcore.estimate.treedp` and
+  :mod:`dpcore.estimate.topdown_opt` take).
+
+An area is identified by its **path** of codes (state ``01`` → county ``001``), because many
+code systems repeat codes within parents (county ``001`` exists in almost every state).  When a
+level's codes are meant to be unique across the whole level (5-digit county FIPS), a code that
+appears under two parents is an error ("a child with two parents"), not a second area.
+
+.. warning:: **The list of areas must be public** (DESIGN.md privacy rule 1).  Areas where nobody
+   lives must still be released, with noise; an area list taken from the data drops them, and
+   that absence is not protected.  :class:`Hierarchy` is therefore built from a public area
+   list, a boundary file, or a table the curator confirms lists every area (zero rows
+   included); :class:`HierarchyCounts` then maps the confidential rows onto it and rejects rows
+   whose area is not in the list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from dpcore.data.code_tables import code_text
+from dpcore.errors import InputError, ParameterError
+
+__all__ = [
+    "ROOT_LEVEL",
+    "AreaSource",
+    "CodeMode",
+    "Hierarchy",
+    "HierarchyCounts",
+    "require_public_area_list",
+]
+
+#: Name of depth 0 (the grand total).
+ROOT_LEVEL = "total"
+#: Separator inside path keys; below every printable character, so that sorting the keys as
+#: strings sorts the paths lexicographically (parents before children, children contiguous).
+_SEP = "\x1f"
+_MAX_EXAMPLES = 5
+#: Most rows a table may have to build a hierarchy from (checked before any work): the 2020 US
+#: census blocks (8.2 M) fit; beyond, aggregate to one row per finest area first.
+MAX_AREA_ROWS = 20_000_000
+
+CodeMode = Literal["auto", "global", "within_parent"]
+AreaSource = Literal["area list", "table (confirmed public)", "data (not public)"]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _rows(mask: np.ndarray, limit: int = _MAX_EXAMPLES) -> str:
+    """'rows 2, 5, 9' in spreadsheet numbering (header = row 1)."""
+    idx = np.flatnonzero(mask)[:limit] + 2
+    more = int(mask.sum()) - len(idx)
+    s = ", ".join(map(str, idx.tolist()))
+    return f"row{'s' if mask.sum() > 1 else ''} {s}" + (f" and {more:,} more" if more > 0 else "")
+
+
+def _code_frame(df: pd.DataFrame, levels: Sequence[str], what: str) -> pd.DataFrame:
+    """The level columns as stripped strings; missing codes are an error naming the rows."""
+    missing_cols = [c for c in levels if c not in df.columns]
+    if missing_cols:
+        raise InputError(
+            f"{what} has no column {', '.join(map(repr, missing_cols))}. "
+            f"Its columns are: {', '.join(map(str, list(df.columns)[:20]))}. Choose the level columns again."
+        )
+    out = {}
+    for c in levels:
+        t = code_text(df[c])
+        bad = (t.isna() | (t == "")).to_numpy()
+        if bad.any():
+            raise InputError(
+                f"{what}: the level column '{c}' has {_plural(int(bad.sum()), 'missing code')} "
+                f"({_rows(bad)}). Every row needs a code at every level: fill them in or drop those rows."
+            )
+        ctrl = t.str.contains(r"[\x00-\x1f]", regex=True).to_numpy(dtype=bool)
+        if ctrl.any():
+            raise InputError(
+                f"{what}: the level column '{c}' has codes with control characters ({_rows(ctrl)}). "
+                "Remove them from the codes."
+            )
+        out[c] = t.astype(object).to_numpy()
+    return pd.DataFrame(out)
+
+
+def _path_keys(codes: pd.DataFrame) -> list[np.ndarray]:
+    """Row-level path keys per depth 1..L (depth d joins the first d codes with ``_SEP``)."""
+    keys: list[np.ndarray] = []
+    cur: pd.Series | None = None
+    for c in codes.columns:
+        col = codes[c].astype(str)
+        cur = col if cur is None else cur + _SEP + col
+        keys.append(cur.to_numpy(dtype=object))
+    return keys
+
+
+#: The fix named when person rows come without a public area list (the command line names its flag).
+AREA_LIST_FIX = ("upload the public list of areas (a gazetteer, or the table of a boundary file, with the level "
+                 "columns)")
+
+
+def require_public_area_list(person_rows: bool, area_list_given: bool, fix: str = AREA_LIST_FIX) -> None:
+    """Refuse one-row-per-person data as its own list of areas (DESIGN.md privacy rule 1).
+
+    A table with one row per person (or per group member) has no row for an area where nobody
+    lives, so it cannot list every area, whatever the curator confirms: the release would list
+    exactly the areas that have people, and that absence is not protected.  Such data needs a
+    public area list.  This is the one rule the app and the command line both apply; ``fix`` says
+    how to give the list in each (an upload, or ``--areas``).
+
+    Parameters
+    ----------
+    person_rows : bool
+        True when the table has no count column (each row is one person).
+    area_list_given : bool
+        True when a separate public area list (gazetteer, boundary table) is given.
+    fix : str
+        How to give the public list, appended to the message.
+
+    Raises
+    ------
+    ParameterError
+        With ``person_rows`` and no ``area_list_given``.
+
+    >>> require_public_area_list(person_rows=False, area_list_given=False)  # counts per area: may list all
+    >>> require_public_area_list(person_rows=True, area_list_given=True)
+    >>> require_public_area_list(True, False)
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.ParameterError: With one row per person the areas where nobody lives are missing ...
+    """
+    if person_rows and not area_list_given:
+        raise ParameterError(
+            "With one row per person the areas where nobody lives are missing from the data, so the table cannot "
+            f"list every area and the area list must be public: {fix}.")
+
+
+@dataclass(frozen=True, eq=False)
+class Hierarchy:
+    """The public tree of areas.
+
+    Attributes
+    ----------
+    levels
+        Level names, top first, finest last (depth 0, the root, is :data:`ROOT_LEVEL`).
+    keys
+        Per depth 1..L, the sorted path keys of the areas (codes joined by an internal
+        separator).
+    parents
+        ``parents[d]``: for each node at depth ``d + 1`` the index of its parent at depth ``d``
+        (non-decreasing).
+    code_modes
+        Per level, ``"global"`` (codes unique across the level) or ``"within_parent"``.
+    names
+        Optional display names per depth 1..L (``None`` when not given).
+    source
+        Where the area list came from (recorded in the release record).
+    """
+
+    levels: tuple[str, ...]
+    keys: tuple[np.ndarray, ...]
+    parents: tuple[np.ndarray, ...]
+    code_modes: tuple[str, ...]
+    names: tuple[np.ndarray | None, ...]
+    source: str
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_frame(
+        cls,
+        df: pd.DataFrame,
+        levels: Sequence[str],
+        *,
+        codes: CodeMode | Sequence[CodeMode] = "auto",
+        names: Mapping[str, str] | None = None,
+        source: AreaSource = "area list",
+    ) -> Hierarchy:
+        """Build the hierarchy from a table with one code column per level (top first).
+
+        Rows may repeat areas (a table with several rows per tract); every distinct path is one
+        finest area.  ``codes`` says whether each level's codes are unique across the level
+        (``"global"``) or only within their parent (``"within_parent"``); ``"auto"`` decides per
+        level and raises an error for the ambiguous case of a few codes under two parents.
+        ``names`` maps a level to a column of display names.
+        """
+        levels = [str(c) for c in levels]
+        if not levels:
+            raise ParameterError("Choose at least one level column (e.g. state), top level first.")
+        if len(set(levels)) != len(levels):
+            raise ParameterError(f"The levels {levels} repeat a column; name each level once.")
+        if ROOT_LEVEL in levels:
+            raise ParameterError(
+                f"A level column is called '{ROOT_LEVEL}', the name of the grand total. Rename that column."
+            )
+        if not isinstance(df, pd.DataFrame) or df.empty:
+            raise InputError("The area list is empty. Give one row per finest area with its code at every level.")
+        if len(df) > MAX_AREA_ROWS:
+            raise InputError(
+                f"The area list has {len(df):,} rows, more than the {MAX_AREA_ROWS:,} a hierarchy is built from. "
+                "Give one row per finest area (aggregate person rows to counts per area first), or use a coarser "
+                "finest level."
+            )
+        modes = [codes] * len(levels) if isinstance(codes, str) else list(codes)
+        if len(modes) != len(levels) or any(m not in ("auto", "global", "within_parent") for m in modes):
+            raise ParameterError(
+                "Give the code mode per level as 'auto', 'global' (unique across the level) or "
+                "'within_parent' (unique only under the same parent)."
+            )
+        cf = _code_frame(df, levels, "The area list")
+        row_keys = _path_keys(cf)
+
+        keys: list[np.ndarray] = []
+        parents: list[np.ndarray] = []
+        out_modes: list[str] = []
+        firsts: list[np.ndarray] = []
+        for d, lv in enumerate(levels):
+            uniq, first = np.unique(row_keys[d], return_index=True)
+            keys.append(uniq)
+            firsts.append(first)
+            if d == 0:
+                parents.append(np.zeros(len(uniq), dtype=np.int64))
+            else:
+                pk = row_keys[d - 1][first]
+                parents.append(np.searchsorted(keys[d - 1], pk).astype(np.int64))
+            own = cf[lv].to_numpy()[first]
+            # Paths refine paths, so a level never has fewer areas than the one above it.  A coarser
+            # level listed under a finer one with codes unique across its level (states under 5-digit
+            # counties) shows as exactly one child per area, with codes that repeat.
+            n_codes = len(set(own.tolist()))
+            if d and out_modes[d - 1] == "global" and len(uniq) == len(keys[d - 1]) and n_codes < len(uniq):
+                raise InputError(
+                    f"Every area of '{levels[d - 1]}' has exactly one '{lv}', and the {len(keys[d - 1]):,} "
+                    f"'{levels[d - 1]}' areas share only {n_codes:,} '{lv}' codes, so the levels do not nest "
+                    "in this order. List the level columns from the top (largest areas) down to the finest "
+                    f"(if each '{levels[d - 1]}' really holds a single '{lv}', drop the level '{lv}')."
+                )
+            out_modes.append(_code_mode(own, parents[-1], keys[d - 1] if d else None,
+                                        lv, levels[d - 1] if d else None, modes[d]))
+        name_arrays: list[np.ndarray | None] = [None] * len(levels)
+        for lv, col in (names or {}).items():
+            if lv not in levels:
+                raise ParameterError(f"Names are given for '{lv}', which is not a level ({', '.join(levels)}).")
+            if col not in df.columns:
+                raise InputError(f"The name column '{col}' is not in the table.")
+            d = levels.index(lv)
+            nm = df[col].astype("string").fillna("").str.strip().to_numpy(dtype=object)
+            name_arrays[d] = nm[firsts[d]]
+        return cls(tuple(levels), tuple(keys), tuple(parents), tuple(out_modes), tuple(name_arrays), source)
+
+    # -- shape ----------------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """Number of levels below the root (L)."""
+        return len(self.levels)
+
+    @property
+    def level_names(self) -> list[str]:
+        """``["total", *levels]``: index = depth."""
+        return [ROOT_LEVEL, *self.levels]
+
+    @property
+    def sizes(self) -> list[int]:
+        """Number of areas at each depth 0..L (depth 0 has 1)."""
+        return [1, *(len(k) for k in self.keys)]
+
+    @property
+    def n_nodes(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def n_leaves(self) -> int:
+        return len(self.keys[-1])
+
+    def depth_of(self, level: str) -> int:
+        names = self.level_names
+        if level not in names:
+            raise ParameterError(f"Unknown level '{level}'; choose one of {', '.join(names)}.")
+        return names.index(level)
+
+    def child_offsets(self, depth: int) -> np.ndarray:
+        """CSR offsets of the children (at ``depth + 1``) of every node at ``depth``."""
+        if not 0 <= depth < self.depth:
+            raise ParameterError(f"Depth {depth} has no children (the tree has depths 0..{self.depth}).")
+        return np.searchsorted(self.parents[depth], np.arange(self.sizes[depth] + 1)).astype(np.int64)
+
+    def n_children(self, depth: int) -> np.ndarray:
+        """Number of children of each node at ``depth``."""
+        return np.bincount(self.parents[depth], minlength=self.sizes[depth]).astype(np.int64)
+
+    def aggregate(self, leaf_values: np.ndarray) -> list[np.ndarray]:
+        """Sums of the leaf values at every depth 0..L (``leaf_values`` may have extra columns)."""
+        v = np.asarray(leaf_values)
+        if v.shape[0] != self.n_leaves:
+            raise ParameterError(f"Expected {self.n_leaves:,} leaf values, got {v.shape[0]:,}.")
+        out = [v]
+        for d in range(self.depth - 1, -1, -1):
+            cur = out[0]
+            n = self.sizes[d]
+            if cur.ndim == 1 and not np.issubdtype(cur.dtype, np.integer):
+                s = np.bincount(self.parents[d], weights=cur, minlength=n)
+            else:
+                # integers: exact int64 sums (bincount would go through float64)
+                s = np.zeros((n, *cur.shape[1:]), dtype=cur.dtype)
+                np.add.at(s, self.parents[d], cur)
+            out.insert(0, s)
+        return out
+
+    def leaves_under(self) -> list[np.ndarray]:
+        """Number of finest areas below each node, per depth 0..L."""
+        return self.aggregate(np.ones(self.n_leaves, dtype=np.int64))
+
+    # -- labels ---------------------------------------------------------------------------
+
+    def _memo(self, what: str, depth: int, make: Any) -> np.ndarray:
+        """Per-depth label arrays are built once (Python string work over up to 10⁵ keys)."""
+        cache = self.__dict__.setdefault("_labels_cache", {})
+        if (what, depth) not in cache:
+            cache[(what, depth)] = make()
+        return cache[(what, depth)]
+
+    def codes(self, depth: int) -> np.ndarray:
+        """The own code of every node at ``depth`` (the last element of its path)."""
+        if depth == 0:
+            return np.array([ROOT_LEVEL], dtype=object)
+        return self._memo("codes", depth, lambda: pd.Series(self.keys[depth - 1]).str.rsplit(_SEP, n=1).str[-1]
+                          .to_numpy(dtype=object))
+
+    def paths(self, depth: int) -> list[tuple[str, ...]]:
+        if depth == 0:
+            return [()]
+        return [tuple(k.split(_SEP)) for k in self.keys[depth - 1]]
+
+    def labels(self, depth: int) -> np.ndarray:
+        """Identifiers used in exports: the code for globally unique levels, else ``a/b/c``."""
+        if depth == 0:
+            return np.array([ROOT_LEVEL], dtype=object)
+        if self.code_modes[depth - 1] == "global":
+            return self.codes(depth)
+        return self._memo("labels", depth, lambda: pd.Series(self.keys[depth - 1]).str.replace(_SEP, "/", regex=False)
+                          .to_numpy(dtype=object))
+
+    def joined_codes(self, depth: int) -> np.ndarray:
+        """Path codes concatenated without separator (``01`` + ``001`` = ``01001``: a GEOID)."""
+        if depth == 0:
+            return np.array([ROOT_LEVEL], dtype=object)
+        return self._memo("joined", depth, lambda: pd.Series(self.keys[depth - 1]).str.replace(_SEP, "", regex=False)
+                          .to_numpy(dtype=object))
+
+    def display_names(self, depth: int) -> np.ndarray:
+        """Names where given, else the labels."""
+        if depth == 0:
+            return np.array(["Total"], dtype=object)
+        nm = self.names[depth - 1]
+        lab = self.labels(depth)
+        if nm is None:
+            return lab
+        return np.where(pd.Series(nm).fillna("").to_numpy(dtype=object) == "", lab, nm)
+
+    def parent_labels(self, depth: int) -> np.ndarray:
+        if depth == 0:
+            return np.array([""], dtype=object)
+        return self.labels(depth - 1)[self.parents[depth - 1]]
+
+    def find(self, depth: int, label: str) -> int:
+        """Index of the area with export label ``label`` at ``depth``."""
+        lab = self.labels(depth)
+        hit = np.flatnonzero(lab == str(label))
+        if hit.size == 0:
+            raise ParameterError(f"There is no area '{label}' at level '{self.level_names[depth]}'.")
+        return int(hit[0])
+
+    def descendants(self, depth: int, index: int, to_depth: int) -> np.ndarray:
+        """Indices at ``to_depth`` of the areas below node ``index`` of ``depth``."""
+        lo, hi = index, index + 1
+        for d in range(depth, to_depth):
+            off = self.child_offsets(d)
+            lo, hi = int(off[lo]), int(off[hi])
+        return np.arange(lo, hi)
+
+    # -- data -----------------------------------------------------------------------------
+
+    def leaf_index(self, df: pd.DataFrame, levels: Sequence[str], what: str = "The table") -> np.ndarray:
+        """Map every row of ``df`` (code columns ``levels``) to its finest area; unknown areas are an error."""
+        if len(levels) != self.depth:
+            raise ParameterError(
+                f"The data has {len(levels)} level columns but the area list has {self.depth} "
+                f"({', '.join(self.levels)}). Choose one column per level."
+            )
+        cf = _code_frame(df, levels, what)
+        rk = _path_keys(cf)[-1]
+        leaf_keys = self.keys[-1]
+        pos = np.searchsorted(leaf_keys, rk)
+        pos_c = np.minimum(pos, len(leaf_keys) - 1)
+        found = leaf_keys[pos_c] == rk
+        if not found.all():
+            bad = ~found
+            ex = list(dict.fromkeys(rk[bad].tolist()))[:3]
+            raise InputError(
+                f"{_plural(int(bad.sum()), 'row')} of {what.lower() if what[0].isupper() else what} "
+                f"({_rows(bad)}) have areas that are not in the public area list "
+                f"(e.g. {', '.join(' / '.join(e.split(_SEP)) for e in ex)}). "
+                "Fix their codes, or use an area list that contains them."
+            )
+        return pos.astype(np.int64)
+
+    def fingerprint(self) -> str:
+        """Hash of the public structure (for records and caches)."""
+        h = hashlib.sha256("|".join(self.levels).encode())
+        for k in self.keys:
+            h.update(_SEP.join(k.tolist()).encode())
+        return h.hexdigest()[:16]
+
+    def summary(self) -> list[dict[str, Any]]:
+        """One row per depth: level name, number of areas, code mode (public)."""
+        out: list[dict[str, Any]] = [{"level": ROOT_LEVEL, "areas": 1, "codes": "-"}]
+        for d, lv in enumerate(self.levels, start=1):
+            out.append({"level": lv, "areas": self.sizes[d], "codes": self.code_modes[d - 1]})
+        return out
+
+
+def _code_mode(codes: np.ndarray, parents: np.ndarray, parent_keys: np.ndarray | None, level: str,
+               parent_level: str | None, mode: str) -> str:
+    """Decide (or check) whether a level's codes are unique across the level.
+
+    ``codes[i]``/``parents[i]`` describe the distinct areas of the level.  A code under two
+    parents is legitimate when codes are local to their parent (county ``001`` in every state),
+    an error ("a child with two parents") when they are meant to be unique.  ``auto`` treats
+    the level as local when at least a fifth of its codes repeat under several parents; a few
+    repeats are far more likely a typo in the parent column, so they are reported.
+    """
+    if parent_keys is None:
+        return "global"
+    s = pd.DataFrame({"code": codes, "parent": parents})
+    per_code = s.groupby("code", sort=False)["parent"].nunique()
+    shared = per_code[per_code > 1]
+    if shared.empty:
+        return "global" if mode != "within_parent" else "within_parent"
+    if mode == "within_parent":
+        return "within_parent"
+    frac = len(shared) / max(len(per_code), 1)
+    if mode == "auto" and frac >= 0.2:
+        return "within_parent"
+    ex = []
+    for code in shared.index[:3]:
+        ps = s.loc[s["code"] == code, "parent"].unique()[:2]
+        ex.append(f"'{code}' under " + " and ".join(
+            "'" + " / ".join(str(parent_keys[p]).split(_SEP)) + "'" for p in ps))
+    raise InputError(
+        f"The level '{level}' has {_plural(len(shared), 'code')} with two or more parents in "
+        f"'{parent_level}' ({'; '.join(ex)}). A child must have one parent: fix the parent codes of "
+        "those rows, or, if these codes are only unique within their parent (like county 001 in "
+        "every state), choose 'codes unique within parent' for this level."
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class HierarchyCounts:
+    """Confidential counts per finest area, on a public :class:`Hierarchy`.
+
+    ``leaf`` has shape ``(n_leaves,)`` for plain counts (people per area) or
+    ``(n_leaves, k)`` for group-size histograms (number of groups of size 1..k per area, the
+    last bucket top-coded "k or more").  It holds **true** values: never show or export it.
+    """
+
+    hierarchy: Hierarchy
+    leaf: np.ndarray
+    statistic: Literal["count", "group_sizes"] = "count"
+    n_rows: int = 0
+    count_columns: tuple[str, ...] = ()
+    size_labels: tuple[str, ...] = ()
+
+    @property
+    def k(self) -> int:
+        return 1 if self.leaf.ndim == 1 else int(self.leaf.shape[1])
+
+    @property
+    def n_groups(self) -> int:
+        """Number of groups N (public invariant of the group-size release)."""
+        return int(self.leaf.sum())
+
+    def levels(self) -> list[np.ndarray]:
+        """True values at every depth 0..L (confidential)."""
+        return self.hierarchy.aggregate(self.leaf)
+
+    @classmethod
+    def from_frame(
+        cls,
+        df: pd.DataFrame,
+        hierarchy: Hierarchy,
+        levels: Sequence[str],
+        count: str | Sequence[str] | None = None,
+        *,
+        group: str | None = None,
+        max_size: int = 7,
+    ) -> HierarchyCounts:
+        """Map a confidential table onto the public hierarchy.
+
+        * ``count`` is one column name: one row per area (or several rows per area, summed)
+          with whole non-negative counts; ``None``: one row per person (each counts 1).
+        * ``count`` is several columns: a group-size histogram per area, columns in size order
+          (sizes 1, 2, …, the last one "k or more").
+        * ``group`` (with ``count=None``): one row per person with a group id (household,
+          taxi); groups are counted by size, top-coded at ``max_size``.  A group must lie in one
+          area.
+        """
+        if not isinstance(df, pd.DataFrame):
+            raise InputError("The data must be a table (pandas DataFrame).")
+        if df.empty:
+            raise InputError("The table has no rows. Upload a file with a header and at least one data row.")
+        cols = [count] if isinstance(count, str) else list(count or [])
+        roles = list(levels) + cols + ([group] if group else [])
+        dup = sorted({c for c in roles if roles.count(c) > 1})
+        if dup:
+            raise ParameterError(
+                f"Column {', '.join(map(repr, dup))} is used twice (as a level, count or group id). "
+                "Give each column one role."
+            )
+        missing = [c for c in cols + ([group] if group else []) if c not in df.columns]
+        if missing:
+            raise InputError(f"The table has no column {', '.join(map(repr, missing))}. Choose the columns again.")
+        leaf_idx = hierarchy.leaf_index(df, levels)
+        n = hierarchy.n_leaves
+        if group is not None:
+            if cols:
+                raise ParameterError("Give either count columns or a group id column, not both.")
+            k = int(max_size)
+            if k < 1:
+                raise ParameterError("The largest group size must be at least 1.")
+            g = df[group].astype("string").str.strip()
+            bad = (g.isna() | (g == "")).to_numpy()
+            if bad.any():
+                raise InputError(
+                    f"The group id column '{group}' has {_plural(int(bad.sum()), 'missing value')} "
+                    f"({_rows(bad)}). Every person needs a group id: fill them in or drop those rows."
+                )
+            gcode, _ = pd.factorize(g)
+            frame = pd.DataFrame({"g": gcode, "leaf": leaf_idx})
+            per = frame.groupby("g", sort=False)["leaf"].agg(["nunique", "first", "size"])
+            split = per["nunique"] > 1
+            if split.any():
+                raise InputError(
+                    f"{_plural(int(split.sum()), 'group')} have members in two or more areas; a group "
+                    "(a household, a taxi) must lie in one finest area. Fix the group ids or the area codes."
+                )
+            size = np.minimum(per["size"].to_numpy(), k) - 1
+            leaf = np.zeros((n, k), dtype=np.int64)
+            np.add.at(leaf, (per["first"].to_numpy(), size), 1)
+            labels = tuple(str(s) for s in range(1, k)) + (f"{k}+",)
+            return cls(hierarchy, leaf, "group_sizes", len(df), (), labels)
+        if not cols:
+            leaf = np.bincount(leaf_idx, minlength=n).astype(np.int64)
+            return cls(hierarchy, leaf, "count", len(df), ())
+        vals = np.column_stack([_whole_counts(df[c], c) for c in cols])
+        leaf = np.zeros((n, len(cols)), dtype=np.int64)
+        np.add.at(leaf, leaf_idx, vals)
+        if len(cols) == 1:
+            return cls(hierarchy, leaf[:, 0].copy(), "count", len(df), tuple(cols))
+        return cls(hierarchy, leaf, "group_sizes", len(df), tuple(cols), tuple(cols))
+
+
+def _whole_counts(s: pd.Series, col: str) -> np.ndarray:
+    values = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
+    missing = np.isnan(values)
+    if missing.any():
+        raise InputError(
+            f"The count column '{col}' has {_plural(int(missing.sum()), 'value')} that are missing or "
+            f"not numbers ({_rows(missing)}). Fill in whole numbers, or choose the right count column."
+        )
+    bad = ~np.isfinite(values) | (values != np.round(values))
+    if bad.any():
+        raise InputError(
+            f"The count column '{col}' has {_plural(int(bad.sum()), 'value')} that are not whole numbers "
+            f"({_rows(bad)}). Counts of people must be whole numbers: fix or round them."
+        )
+    neg = values < 0
+    if neg.any():
+        raise InputError(
+            f"The count column '{col}' has {_plural(int(neg.sum()), 'negative value')} ({_rows(neg)}). "
+            "Counts must be 0 or more: fix those rows."
+        )
+    big = values >= 2**53
+    if big.any():
+        raise InputError(f"The count column '{col}' has values of 2^53 or more ({_rows(big)}); they cannot be "
+                         "counted exactly. Check those rows.")
+    return values.astype(np.int64)

@@ -1,0 +1,303 @@
+"""Marginals of a census table with the matrix mechanism (Li & Miklau, PVLDB 2012, Sec. 4.2).
+
+A census table counts people per area × ordinal attributes (age band, income band): the
+frequency matrix ``x`` of :class:`dpcore.areas.census_tables.CensusTable`, with the geography taken at one
+level (its areas' totals: a public aggregation, one person still changes one cell by 1).  The
+public workload is a union of **marginals** over the axes ``(geography, attribute₁, …)``: for
+example the 1-way marginals (people per area, people per age band) and the 2-way marginal
+area × age band.  For a union of marginals the optimal strategy is known in closed form
+(:func:`dpcore.estimate.matrix_design.marginal_strategy`, basis-free and exactly at the SVD bound), so
+the release is as accurate as any matrix mechanism can be for these tables.
+
+Privacy: ρ-zCDP with the discrete Gaussian through :func:`dpcore.estimate.matrix_release.release` (the
+strategy's L2 sensitivity, exact discrete samplers of :mod:`dpcore.privacy.noise`).  Under pure ε-DP
+the closed form is dense and bad under L1 sensitivity, so :func:`matrix_design.l1_strategy`
+chooses an L1 strategy and the plan says so (§7.3).  Only the marginal tables are published:
+the cell estimate ``x̂`` is not unbiased for a rank-deficient workload (§7.2 P9) and is never
+exported.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
+from dpcore.core.record import created_now, header, ledger_section, new_release_id
+from dpcore.data.csv_safe import csv_bytes
+from dpcore.errors import ParameterError
+from dpcore.estimate import (
+    matrix_cache,
+    matrix_design,
+    matrix_errors,
+    matrix_release,
+    matrix_strategy,
+    matrix_workload,
+)
+from dpcore.privacy import budget
+from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.calibration import interval_half_width
+from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.noise import NoiseSource
+
+#: Most cells (areas × bins) of the table: the closed-form strategy is formed explicitly.
+MAX_CELLS = matrix_workload.FULL_METHOD_MAX_N
+SCHEMA = "dpcore-census-marginals/1"
+
+
+def axes_of(structure: CensusStructure, level: str) -> tuple[list[str], list[list[str]]]:
+    """Axis names and value labels: ``(geography level, *ordinals)``."""
+    depth = structure.level_depth(level)
+    if depth == 0:
+        raise ParameterError("Choose a geographic level below the total (e.g. county) for the marginals.")
+    areas = ["/".join(p) for p in structure.paths_at(depth)]
+    return [level, *structure.ordinals], [areas, *[list(b) for b in structure.bins]]
+
+
+def _geo_matrix(structure: CensusStructure, depth: int) -> np.ndarray:
+    """Leaf → area-at-depth index (leaves are sorted, so each area's leaves are contiguous)."""
+    idx = np.empty(len(structure.leaf_paths), dtype=np.int64)
+    last, k = None, -1
+    for i, p in enumerate(structure.leaf_paths):
+        if p[:depth] != last:
+            last, k = p[:depth], k + 1
+        idx[i] = k
+    return idx
+
+
+def parse_marginals(spec: str | Sequence[Sequence[str]], axes: Sequence[str]) -> list[tuple[int, ...]]:
+    """Marginals from ``"1"``/``"2"`` (all k-way) or lists of axis names (``[["county", "age"], ["age"]]``).
+
+    A text spec may also be ``"county*age;age"`` (``*`` joins axes, ``;`` separates marginals).
+    """
+    if isinstance(spec, str):
+        txt = spec.strip()
+        if txt.isdigit():
+            k = int(txt)
+            if not 1 <= k <= len(axes):
+                raise ParameterError(f"k-way marginals need 1 <= k <= {len(axes)} (the table has axes "
+                                     f"{', '.join(axes)}); got {k}.")
+            return [tuple(c) for c in itertools.combinations(range(len(axes)), k)]
+        groups = [[a.strip() for a in part.split("*") if a.strip()] for part in txt.split(";") if part.strip()]
+    else:
+        groups = [[str(a) for a in g] for g in spec]
+    if not groups:
+        raise ParameterError("Choose at least one marginal (e.g. 1 for all one-way tables).")
+    out = []
+    for g in groups:
+        unknown = [a for a in g if a not in axes]
+        if unknown or not g:
+            raise ParameterError(f"Unknown axis {', '.join(repr(u) for u in unknown) or '(none)'} in a marginal; "
+                                 f"the axes are {', '.join(axes)}.")
+        t = tuple(sorted({axes.index(a) for a in g}))
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def workload(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, ...]]) -> matrix_workload.Workload:
+    names, values = axes_of(structure, level)
+    dom = [len(v) for v in values]
+    n = math.prod(dom)
+    if n > MAX_CELLS:
+        raise ParameterError(
+            f"The table at level '{level}' has {n:,} cells ({' × '.join(f'{d:,}' for d in dom)}); the matrix "
+            f"mechanism's marginal strategy handles at most {MAX_CELLS:,}. Choose a coarser level or fewer "
+            "attributes, or use Privelet."
+        )
+    return matrix_workload.marginals_workload(dom, subsets=list(marginals))
+
+
+_MEMO = matrix_cache.DesignMemo(4)
+
+
+def strategy(w: matrix_workload.Workload, definition: str) -> matrix_strategy.Strategy:
+    """The closed-form marginal strategy (zCDP) or the best L1 strategy (pure ε), memoised by
+    workload: a plan and its release (and page reruns) design it once."""
+    return _MEMO.get((w.content_hash(), definition),
+                     lambda: matrix_design.l1_strategy(w) if definition == "pure" else matrix_design.marginal_strategy(w))
+
+
+def _calibrate(s: matrix_strategy.Strategy, cost: PrivacyCost) -> Any:
+    return matrix_release.calibrate(s, epsilon=cost.value) if cost.definition == "pure" else matrix_release.calibrate(s, rho=cost.value)
+
+
+def _marginal_rows(names: Sequence[str], values: Sequence[Sequence[str]], marginals: Sequence[tuple[int, ...]]
+                   ) -> list[dict[str, Any]]:
+    """One entry per marginal: its name, axes and the labels of its cells (row-major)."""
+    out = []
+    for t in marginals:
+        labels = list(itertools.product(*[values[a] for a in t]))
+        out.append({"marginal": " × ".join(names[a] for a in t), "axes": [names[a] for a in t],
+                    "cells": len(labels), "labels": labels})
+    return out
+
+
+@dataclass(frozen=True)
+class MarginalsPlan:
+    """Data-free facts of a marginals release (safe to show and publish)."""
+
+    level: str
+    cost: PrivacyCost
+    axes: tuple[str, ...]
+    marginals: tuple[tuple[int, ...], ...]
+    per_marginal: tuple[dict[str, Any], ...]
+    info: dict[str, Any]
+
+
+def plan(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, ...]], cost: PrivacyCost
+         ) -> MarginalsPlan:
+    """Expected SD of every marginal cell, RMSE, the SVD lower bound and the ratio: no data."""
+    names, values = axes_of(structure, level)
+    w = workload(structure, level, marginals)
+    s = strategy(w, cost.definition)
+    cal = _calibrate(s, cost)
+    sd = np.sqrt(matrix_errors.query_variances_per_p(w, s) / s.sensitivity() ** 2 * cal.variance)
+    per, off = [], 0
+    for row in _marginal_rows(names, values, marginals):
+        v = sd[off:off + row["cells"]]
+        off += row["cells"]
+        per.append({"marginal": row["marginal"], "cells": row["cells"], "sd_mean": float(np.sqrt(np.mean(v**2))),
+                    "sd_max": float(v.max())})
+    rmse = float(np.sqrt(np.mean(sd**2)))
+    info: dict[str, Any] = {
+        "workload": w.name, "n_queries": int(w.m), "cells": int(w.n),
+        "strategy": ("closed-form marginal strategy (optimal)" if s.kind == "marginal" else f"L1 strategy ({s.kind})"),
+        "strategy_queries": int(s.p), "noise": cal.distribution, "noise_scale": float(cal.scale),
+        "noise_variance": float(cal.variance), "expected_rmse_per_query": rmse, "notes": [],
+        "bins_source": structure.bins_origin(),
+    }
+    if cost.definition == "pure":
+        info["rmse_lower_bound"] = info["ratio_to_lower_bound"] = None
+        info["notes"].append("Pure ε-DP: the optimal marginal strategy is tuned for Gaussian noise and has a large L1 "
+                             f"sensitivity, so an L1 strategy ({s.kind}) is used (Li & Miklau 2012, Sec. 3.5). Choose ρ-zCDP for the "
+                             "optimal one.")
+    else:
+        rep = matrix_errors.error_report(w, s)
+        per_unit = math.sqrt(cal.variance) / s.sensitivity()
+        info["rmse_lower_bound"] = rep["rmse_lower_bound_per_sqrt_p"] * per_unit
+        info["ratio_to_lower_bound"] = rep["ratio_rmse"]
+    return MarginalsPlan(level, cost, tuple(names), tuple(marginals), tuple(per), info)
+
+
+@dataclass(frozen=True, eq=False)
+class MarginalsRelease:
+    plan: MarginalsPlan
+    tables: dict[str, pd.DataFrame]
+    guarantee: str
+    release_id: str = field(default_factory=new_release_id)
+    created: str = field(default_factory=created_now)  # the session restamps it with the charge time
+
+
+def _inputs(table: CensusTable, p: MarginalsPlan) -> tuple[Any, Any, np.ndarray, dict[str, float]]:
+    """The workload, strategy, data vector (the table at the plan's level) and cost arguments."""
+    s_ = table.structure
+    depth = s_.level_depth(p.level)
+    geo = _geo_matrix(s_, depth)
+    x = np.zeros((int(geo.max()) + 1, *table.counts.shape[1:]))
+    np.add.at(x, geo, table.counts)
+    w = workload(s_, p.level, p.marginals)
+    st = strategy(w, p.cost.definition)
+    kw = {"epsilon": p.cost.value} if p.cost.definition == "pure" else {"rho": p.cost.value}
+    return w, st, x.reshape(-1), kw
+
+
+def check_data(table: CensusTable, p: MarginalsPlan) -> None:
+    """The refusals of :func:`release` that depend on the table, run before the budget is charged.
+
+    The strategy answers of the true table must fit the noise grid
+    (:func:`dpcore.estimate.matrix_release.check_data`; Li & Miklau 2012, with the exact answers of
+    issue 18, item 3c).  A refusal publishes nothing and is seen by the curator only: it says the
+    counts exceed about 2^62 grid units, far beyond any census table.
+    """
+    w, st, x, kw = _inputs(table, p)
+    matrix_release.check_data(w, st, x, **kw)
+
+
+def release(table: CensusTable, p: MarginalsPlan, noise: NoiseSource) -> MarginalsRelease:
+    """Noisy marginal tables with their standard errors (the caller has charged ``p.cost``)."""
+    w, st, x, kw = _inputs(table, p)
+    res = matrix_release.release(w, st, x, noise, **kw)
+    if res.cost.value > p.cost.value * (1 + 1e-9):  # pragma: no cover - calibrate() never rounds up
+        raise ParameterError(f"Internal error: the release would cost {res.cost.label()}, more than planned.")
+    names, values = axes_of(table.structure, p.level)
+    tables: dict[str, pd.DataFrame] = {}
+    off = 0
+    for row in _marginal_rows(names, values, p.marginals):
+        k = row["cells"]
+        ans, se = res.answers[off:off + k], res.standard_errors[off:off + k]
+        off += k
+        cols: dict[str, Any] = {a: [lab[i] for lab in row["labels"]] for i, a in enumerate(row["axes"])}
+        half = interval_half_width("normal", se)  # a marginal cell is a least-squares estimate
+        cols.update(noisy_count=ans, standard_error=se, ci95_low=ans - half, ci95_high=ans + half)
+        tables[row["marginal"]] = pd.DataFrame(cols)
+    return MarginalsRelease(p, tables, res.guarantee)
+
+
+def marginals_csv(rel: MarginalsRelease) -> bytes:
+    """One long table: ``marginal``, one column per axis (empty where summed out), the estimates."""
+    frames = []
+    for name, df in rel.tables.items():
+        f = df.copy()
+        f.insert(0, "marginal", name)
+        frames.append(f)
+    out = pd.concat(frames, ignore_index=True)
+    cols = ["marginal", *[a for a in rel.plan.axes if a in out.columns],
+            "noisy_count", "standard_error", "ci95_low", "ci95_high"]
+    return csv_bytes(out[cols], lambda d: d.to_csv(index=False, float_format="%.6g").encode())
+
+
+def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dict[str, Any]:
+    """The machine-readable record: public parameters, strategy, expected errors; no true count."""
+    p = rel.plan
+    rec: dict[str, Any] = {
+        **header(SCHEMA, "census_marginals", rel.release_id, rel.created),
+        "mechanism": {"name": "matrix", "title": "Matrix mechanism (marginals)",
+                      "paper": "Li & Miklau, PVLDB 5(6) 2012, Sec. 4.2",
+                      "strategy": p.info["strategy"], "strategy_queries": p.info["strategy_queries"]},
+        "privacy": {"definition": "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP",
+                    "cost": p.cost.to_dict(), "unit_of_privacy": "one person (add or remove)",
+                    "guarantee": rel.guarantee, "noise": p.info["noise"],
+                    "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)"},
+        "table": {"geography_level": p.level, "axes": list(p.axes),
+                  "marginals": [[p.axes[a] for a in t] for t in p.marginals],
+                  "bins_source": dict(p.info.get("bins_source", {}))},
+        "expected_error": {"per_marginal": list(p.per_marginal),
+                           "rmse_per_query": p.info["expected_rmse_per_query"],
+                           "rmse_lower_bound": p.info["rmse_lower_bound"],
+                           "ratio_to_lower_bound": p.info["ratio_to_lower_bound"]},
+        "outputs": {"files": ["marginals.csv", "release.json"],
+                    "csv_columns": ["marginal", *p.axes, "noisy_count", "standard_error", "ci95_low", "ci95_high"]},
+        "notes": ["All values are outputs of the mechanism; no true count is published.",
+                  "Standard errors are analytic (Var(z)·w X⁺ wᵀ per query), from public parameters only.",
+                  *p.info["notes"],
+                  *[f"The values of '{o}' come from {src}." for o, src in p.info.get("bins_source", {}).items()]],
+    }
+    if p.cost.definition == "zcdp":
+        rec["privacy"]["approx_dp"] = [{"delta": d, "epsilon": budget.zcdp_to_approx_dp(p.cost.value, d)}
+                                       for d in (1e-5, 1e-6, 1e-8, 1e-10)]
+    rec["ledger"] = ledger_section(ledger)
+    return rec
+
+
+def validate_marginals_record(record: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_marginals.schema.json``."""
+    from dpcore.points.export import validate_record
+
+    validate_record(record, "census_marginals")
+
+
+def marginals_json(rel: MarginalsRelease, ledger: Ledger | None = None) -> bytes:
+    return orjson.dumps(marginals_record(rel, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+
+
+__all__ = ["GEO_AXIS", "MarginalsPlan", "MarginalsRelease", "axes_of", "marginals_csv", "marginals_json",
+           "check_data", "marginals_record", "parse_marginals", "plan", "release", "validate_marginals_record",
+           "workload"]

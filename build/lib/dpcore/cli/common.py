@@ -1,0 +1,193 @@
+"""Helpers shared by the command line's commands: the engine options and the routing of --input
+through an engine, progress on stderr, ``key=value`` and comma-separated arguments, the budget given
+with --epsilon/--rho, and the budget ledger (a --ledger file or the app's budget database): loading
+and checking it, charging a release against it and saving it as soon as it was charged."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpcore.errors import DPCoreError, ParameterError
+
+
+def engine_args(p: argparse.ArgumentParser) -> None:
+    """Add --engine and --spark-master to a command's parser."""
+    p.add_argument("--engine", default="auto", choices=["auto", "numpy", "duckdb", "spark"],
+                   help="where the rows are aggregated: numpy (in memory), duckdb (streaming, out of core) or spark "
+                        "(a cluster); auto (default) takes duckdb for inputs above 200 MB. --input may then be a "
+                        "folder or glob of CSV/Parquet files")
+    p.add_argument("--spark-master", help="Spark master URL with --engine spark (default local[*]), "
+                                          "e.g. spark://host:7077 or yarn")
+
+
+def cli_progress(what: str) -> Any:
+    """Progress on stderr: a live percentage on a terminal, nothing in a pipeline's log."""
+    if not sys.stderr.isatty():
+        return None
+    last = [-1]
+
+    def show(frac: float, msg: str) -> None:
+        pct = int(frac * 100)
+        if pct != last[0]:
+            last[0] = pct
+            print(f"\r  {msg[:90]:<90} {pct:3d} %", end="" if pct < 100 else "\n", file=sys.stderr, flush=True)
+
+    return show
+
+
+def engine_for(args: argparse.Namespace, path_text: str) -> tuple[Any, Any] | None:
+    """``(engine, source)`` when --input goes through an engine, None for the in-memory readers
+    (a single file of a format only they read, e.g. GeoJSON, with --engine auto or numpy)."""
+    from dpcore.data import engines
+
+    p = Path(path_text)
+    single = p.is_file() and not any(ch in path_text for ch in "*?[")
+    if single and engines.base._fmt(p) is None and args.engine in ("auto", "numpy"):  # noqa: SLF001
+        return None
+    if not single and not p.is_dir() and not any(ch in path_text for ch in "*?["):
+        raise DPCoreError(f"Input file '{p}' does not exist. Check the path given to --input.")
+    src = engines.Source.from_path(path_text)
+    name = engines.choose(args.engine, src.n_bytes)
+    if name == "numpy" and single:
+        return None  # the in-memory readers (they also read GeoJSON and detect more)
+    if args.spark_master and name != "spark":
+        raise ParameterError("--spark-master is for --engine spark.")
+    eng = engines.get_engine(name, spark_master=args.spark_master)
+    if name != args.engine:
+        print(f"Aggregating with {name} ({src.n_bytes / 1e6:,.0f} MB of input).", file=sys.stderr)
+    return eng, src
+
+
+def parse_params(items: list[str]) -> dict[str, Any]:
+    """``{key: value}`` (text) from repeated ``KEY=VALUE`` arguments (--param, --name, --boundaries ...)."""
+    out: dict[str, Any] = {}
+    for it in items:
+        if "=" not in it:
+            raise ParameterError(f"--param '{it}' must look like key=value, e.g. --param c=10.")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def split_list(text: str, flag: str, kind: type, example: str) -> list[Any]:
+    """The comma-separated values of ``flag`` as ``kind``; a one-line error quoting ``example`` if not."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    try:
+        values = [kind(p) for p in parts]
+    except ValueError:
+        raise ParameterError(f"{flag} '{text}' must be a comma-separated list, e.g. {flag} {example}.") from None
+    if not values:
+        raise ParameterError(f"{flag} is empty; give a comma-separated list, e.g. {flag} {example}.")
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+# budget and ledger
+# ---------------------------------------------------------------------------------------------
+
+
+def budget_arg(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(make, cost) from --epsilon or --rho."""
+    from dpcore.privacy import budget
+
+    flag, text = ("--epsilon", args.epsilon) if args.epsilon is not None else ("--rho", args.rho)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParameterError(f"{flag} '{text}' is not a number; use e.g. {flag} 0.5.") from None
+    make = budget.pure if flag == "--epsilon" else budget.zcdp
+    return make, make(value)
+
+
+def add_budget_args(p: argparse.ArgumentParser) -> None:
+    """The budget options every release command takes (one copy: points, hierarchy, census, od)."""
+    g = p.add_argument_group("budget (every release is accounted unless --no-budget)")
+    g.add_argument("--budget-cap", type=float,
+                   help="total ε (or ρ with --rho) allowed for this data when its budget is new (default: the app's, "
+                        "ε = 1 or ρ = 0.5); an existing budget keeps its cap")
+    g.add_argument("--budget-db", nargs="?", const="", metavar="FILE",
+                   help="the budget database (default $DPCORE_LEDGER_DB or ~/.local/share/dpcore/ledger.sqlite, the "
+                        "app's): the app and pipelines draw on one budget, keyed by the data's content")
+    g.add_argument("--ledger", help="keep this data's budget in a JSON file instead (tied to the data it was made for)")
+    g.add_argument("--population", metavar="NAME",
+                   help="bind this data to a named population (before its first release): points, trips and census "
+                        "tables of the same people then share one budget")
+    g.add_argument("--no-budget", action="store_true",
+                   help="charge nothing (the release record says 'not accounted'); for tests and dry runs only")
+
+
+@dataclass
+class CliBudget:
+    """The budget a CLI release draws on: the session, the ledger (None: not accounted) and where it is kept."""
+
+    session: Any
+    ledger: Any
+    where: str
+
+    def left(self) -> str:
+        """The end of a release's summary line: what is left, and where it is recorded."""
+        if self.ledger is None:
+            return "not accounted (--no-budget): nothing was charged and the record says so."
+        return f"{self.ledger.remaining:.4g} of the budget left in {self.where}."
+
+
+@dataclass(frozen=True)
+class Made:
+    """What making a release gives back: the release (its envelope, :class:`~dpcore.core.mechanism.KindRelease`),
+    the files written, and the one-line summary the command line prints."""
+
+    release: Any
+    paths: list[Path]
+    summary: str
+
+
+def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: str, unit: Any = None,
+                session: Any = None) -> CliBudget:
+    """The budget of ``kind`` data with content fingerprint ``fp``, checked for ``cost`` before any data is noised.
+
+    The CLI is accounted by default, in the app's budget database, with the app's default cap for a
+    population that has none yet; ``--ledger FILE`` keeps it in a JSON file tied to this data;
+    ``--no-budget`` charges nothing.  A ``--budget-cap`` that differs from an existing budget's cap is
+    refused (a cap is changed, with confirmation, in the app).  ``session`` (default: the one of
+    ``--budget-db``, or an unaccounted one with ``--no-budget``) is the session that charges.
+    """
+    from dpcore.core.session import Session, default_cap
+
+    chosen = [flag for flag, on in (("--ledger", bool(args.ledger)), ("--budget-db", args.budget_db is not None),
+                                    ("--no-budget", args.no_budget)) if on]
+    if len(chosen) > 1:
+        raise ParameterError(f"Give one of {' or '.join(chosen)}, not both: the budget is kept in one place.")
+    if args.no_budget:
+        if args.budget_cap is not None or args.population:
+            raise ParameterError("--no-budget charges nothing: drop --budget-cap and --population, or drop --no-budget.")
+        return CliBudget(session if session is not None else Session.unaccounted(), None, "")
+    if session is None:
+        session = Session.open(args.budget_db or None)
+    cap = make(args.budget_cap) if args.budget_cap is not None else default_cap(cost)
+    if args.ledger:
+        if args.population:
+            raise ParameterError("--population binds data in the budget database; it cannot be used with --ledger.")
+        path = Path(args.ledger)
+        known = path.exists()
+        ledger = session.json_budget(path, kind, fp, default=cap, unit=unit)
+        where = f"'{path}'"
+    else:
+        store = session.store
+        known = store.has_ledger(store.budget_key(kind, fp))
+        ledger = session.budget(kind, fp, default=cap, unit=unit, population=args.population)
+        where = f"the budget database '{store.path}'"
+    if known and args.budget_cap is not None and (cap.definition != ledger.definition or not math.isclose(
+            cap.value, ledger.cap.value, rel_tol=1e-12, abs_tol=0.0)):
+        raise ParameterError(
+            f"The budget of this data in {where} already has the cap {ledger.cap.label()}; --budget-cap would make "
+            f"it {cap.label()}. Drop --budget-cap, or change the cap in the app (with confirmation) if your policy "
+            "allows it.")
+    ledger.check(cost, unit)  # e.g. a ρ release against a pure-ε budget, or another unit of privacy: say why
+    return CliBudget(session, ledger, where)
+
+

@@ -1,0 +1,154 @@
+"""``python -m dpcore plan KIND``: the smallest budget that meets the errors you can live with.
+
+    python -m dpcore plan hierarchy --levels state,county,tract --areas AREAS.csv \
+        --mechanism topdown_l2 --target "level=tract,abs=50,coverage=0.95"
+    python -m dpcore plan od --levels state,county --sizes 1,5 --mechanism inftda --target "level=county,abs=20"
+    python -m dpcore plan points --bounds -74.3,40.5,-73.7,40.9 --grid 64,64 --mechanism quadtree \
+        --param height=6 --target "abs=10"
+
+Reads public inputs only (the grid, the public list of areas or the number of areas per level),
+never counts; prints the proposed ε (or ρ with --rho), the split over levels and each level's
+expected error (:func:`dpcore.core.target.plan_for_targets`), or JSON with --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from dpcore.cli.common import parse_params, split_list
+from dpcore.errors import ParameterError
+
+KINDS = ("points", "hierarchy", "od")
+
+
+def add_plan_parser(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("plan", help="propose the smallest budget that meets target errors (no data read)")
+    p.add_argument("kind", choices=KINDS, help="points, hierarchy (counts over areas) or od (trips between areas)")
+    p.add_argument("--mechanism", required=True, help="the mechanism (see 'python -m dpcore mechanisms')")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="a mechanism parameter")
+    p.add_argument("--target", action="append", default=[], metavar="TEXT",
+                   help="an error you can live with, one per level: \"level=tract,abs=50,coverage=0.95\" (±50 for "
+                        "95 %% of tracts) or \"level=county,rel=10%%,min=1000\" (within 10 %% for counts of 1,000 or "
+                        "more); level defaults to the finest (released) level, coverage to 0.95")
+    p.add_argument("--rho", action="store_true", help="propose a ρ-zCDP budget (default: pure ε-DP)")
+    p.add_argument("--keep-split", action="store_true",
+                   help="keep the mechanism's split over levels (its 'split' parameter); only the total is searched")
+    p.add_argument("--min-share", type=float, default=0.01,
+                   help="least share of the total every level keeps when the planner chooses the split (default 0.01)")
+    p.add_argument("--json", action="store_true", help="print the proposal as JSON")
+    g = p.add_argument_group("points: the public grid")
+    g.add_argument("--bounds", help="public domain 'west,south,east,north' in degrees")
+    g.add_argument("--grid", default="1024,1024", help="grid 'rows,cols' (default 1024,1024)")
+    g.add_argument("--n-estimate", type=int, help="a public guess of the number of points (ug, ag size their grid by it)")
+    g.add_argument("--user-cap", type=int, help="at most this many records per person")
+    a = p.add_argument_group("hierarchy and od: the public areas")
+    a.add_argument("--levels", help="level names (code columns of --areas), top first, e.g. state,county,tract")
+    a.add_argument("--areas", help="public list of the finest areas (CSV/Parquet with the level columns)")
+    a.add_argument("--sizes", help="instead of --areas: the number of areas per level, top first, e.g. 50,3000,85000 "
+                                   "(children spread evenly over their parents)")
+    a.add_argument("--codes", default="auto", choices=["auto", "global", "within_parent"],
+                   help="with --areas: are each level's codes unique across the level (see 'release hierarchy')")
+    a.add_argument("--neighbour", default="add_remove", choices=["add_remove", "replace"],
+                   help="one record added or removed (default) or replaced (the total is then public)")
+    a.add_argument("--max-trips", type=int, default=1, help="od: most trips one person makes (default 1)")
+    return p
+
+
+def _even_hierarchy(levels: list[str], sizes: list[int]) -> Any:
+    """A public hierarchy with ``sizes[d]`` areas at level ``d``, children spread evenly."""
+    import numpy as np
+    import pandas as pd
+
+    from dpcore.areas.hierarchy import Hierarchy
+
+    if len(sizes) != len(levels):
+        raise ParameterError(f"--sizes gives {len(sizes)} numbers for {len(levels)} levels ({', '.join(levels)}); "
+                             "give one per level.")
+    if any(n < 1 for n in sizes) or any(b < a for a, b in zip(sizes, sizes[1:], strict=False)):
+        raise ParameterError(f"--sizes {','.join(map(str, sizes))} must be positive and never fall from a level to "
+                             "the next (every area splits into one or more).")
+    if sizes[-1] > 5_000_000:
+        raise ParameterError("--sizes: more than 5,000,000 finest areas; give the public area list with --areas.")
+    finest = np.arange(sizes[-1])
+    cols = {}
+    for d, n in enumerate(sizes):
+        cols[levels[d]] = (finest * n // sizes[-1]).astype(str)  # nested: floor(i·n/N) refines with n
+    return Hierarchy.from_frame(pd.DataFrame(cols), levels, codes="global", source="area list")
+
+
+def _domain(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
+    """(domain, unit, public inputs) from the public options of the kind."""
+    from dpcore.areas.unit import hierarchy_unit
+    from dpcore.flows.unit import od_unit
+    from dpcore.privacy.units import Unit
+
+    if args.kind == "points":
+        from dpcore.data.domain import Bounds, Grid
+
+        if not args.bounds:
+            raise ParameterError("Give the public domain with --bounds west,south,east,north.")
+        grid = Grid.parse(Bounds.parse(args.bounds), args.grid)
+        unit = Unit("person", cap=args.user_cap) if args.user_cap else Unit("record")
+        return grid, unit, ({"n_estimate": args.n_estimate} if args.n_estimate else {})
+    if not args.levels:
+        raise ParameterError("Give the level names with --levels, top first, e.g. --levels state,county,tract.")
+    levels = split_list(args.levels, "--levels", str, "state,county,tract")
+    if bool(args.areas) == bool(args.sizes):
+        raise ParameterError("Give the public areas one way: --areas FILE (the list of finest areas) or --sizes "
+                             "(the number of areas per level). The planner never reads counts.")
+    if args.areas:
+        from dpcore.areas.hierarchy import Hierarchy
+        from dpcore.data.code_tables import read_code_table
+
+        h = Hierarchy.from_frame(read_code_table(args.areas), levels, codes=args.codes, source="area list")
+    else:
+        h = _even_hierarchy(levels, split_list(args.sizes, "--sizes", int, "3,12,60"))
+    if args.kind == "hierarchy":
+        return h, hierarchy_unit(args.neighbour), {}
+    if args.max_trips < 1:
+        raise ParameterError(f"--max-trips must be at least 1 (got {args.max_trips}).")
+    neighbour = "bounded" if args.neighbour == "replace" else "unbounded"
+    return h, od_unit(neighbour, args.max_trips), {}
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from dpcore import catalog
+    from dpcore.core.target import parse_target, plan_for_targets
+
+    if not args.target:
+        raise ParameterError("State at least one error you can live with, e.g. "
+                             "--target \"level=tract,abs=50,coverage=0.95\".")
+    targets = [parse_target(t) for t in args.target]
+    mech = catalog.get(args.kind, args.mechanism)
+    domain, unit, public = _domain(args)
+    prop = plan_for_targets(mech, domain, targets, definition="zcdp" if args.rho else "pure",
+                            params=parse_params(args.param), unit=unit, optimise_split=not args.keep_split,
+                            min_share=args.min_share, **public)
+    if args.json:
+        print(json.dumps(prop.to_dict(), indent=1, ensure_ascii=False))
+        return 0
+    print(format_proposal(prop, mech.title))
+    return 0
+
+
+def format_proposal(prop: Any, title: str) -> str:
+    """The proposal as text: the budget, how the split was found, one line per level, the notes."""
+    how = {"given": "the mechanism's own split", "independent": "each level's need summed (levels independent)",
+           "optimised": "split optimised over the levels"}[prop.split]
+    symbol = "ε" if prop.cost.definition == "pure" else "ρ"
+    lines = [f"{title}: the smallest budget that meets your targets is {symbol} = {prop.rounded:g} ({how})."]
+    width = max(len(lv.level) for lv in prop.levels)
+    for lv in prop.levels:
+        budget = f"{lv.budget:.4g}" if lv.budget is not None else "-"
+        err = f"±{lv.half_width:,.4g} for {lv.coverage:.0%} of {lv.n_counts:,} counts ({lv.method})"
+        target = ""
+        if lv.target is not None:
+            target = f"   target {lv.target.describe()}: {'met' if lv.met else 'NOT met'}"
+        lines.append(f"  {lv.level:<{width}}  budget {budget:>8}  {err}{target}")
+    if prop.split != "given" and "weights" in prop.params:
+        weights = ",".join(f"{w:.4g}" for w in prop.params["weights"])
+        lines.append(f"Release with this split: --split {weights}")
+    lines += [f"note: {n}" for n in (*prop.notes, *prop.row_notes)]
+    return "\n".join(lines)

@@ -1,0 +1,372 @@
+"""The public 2-D domain: bounds, grid, cell <-> lon/lat, points -> frequency matrix.
+
+Everything here is *public*: the bounds and the grid are chosen by the curator
+(typed, a preset, or a public boundary file), never read silently off the data
+(DESIGN.md, privacy rule 1).  The frequency matrix is confidential; it only
+leaves dpcore through a mechanism.
+
+Conventions
+-----------
+* ``counts[row, col]``: ``row`` runs south -> north along latitude, ``col``
+  west -> east along longitude; ``row 0`` is the southernmost row.
+* A cell is half-open ``[lon0, lon1) x [lat0, lat1)``, except that the last
+  column and the last row also hold points exactly on the east / north edge,
+  so the domain is closed.
+* Rectangles of cells are ``(r0, r1, c0, c1)`` half-open index ranges.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcore.data.persons import cap_mask_points, person_codes
+from dpcore.errors import ParameterError
+
+#: Largest number of cells the app lets a curator choose; a 4096 x 4096 int64
+#: matrix is 128 MB and every mechanism holds a few arrays of that size.
+MAX_CELLS = 4096 * 4096
+MAX_SIDE = 4096
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A lon/lat box ``[west, east] x [south, north]`` in degrees (WGS84)."""
+
+    west: float
+    south: float
+    east: float
+    north: float
+
+    def __post_init__(self) -> None:
+        vals = (self.west, self.south, self.east, self.north)
+        ok = all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in vals)
+        if ok:  # numpy scalars are fine; store plain floats
+            for name in ("west", "south", "east", "north"):
+                object.__setattr__(self, name, float(getattr(self, name)))
+            vals = (self.west, self.south, self.east, self.north)
+        if not ok:
+            raise ParameterError(
+                f"Bounds {vals} contain a value that is not a finite number. "
+                "Type four numbers: west, south, east, north in degrees."
+            )
+        if not (-180.0 <= self.west <= 180.0 and -180.0 <= self.east <= 180.0):
+            raise ParameterError(
+                f"Longitudes must lie in -180..180 (got west={self.west}, east={self.east}). "
+                "Check that longitude and latitude are not swapped."
+            )
+        if not (-90.0 <= self.south <= 90.0 and -90.0 <= self.north <= 90.0):
+            raise ParameterError(
+                f"Latitudes must lie in -90..90 (got south={self.south}, north={self.north}). "
+                "Check that longitude and latitude are not swapped."
+            )
+        if self.west >= self.east:
+            raise ParameterError(
+                f"West ({self.west}) must be smaller than east ({self.east}). "
+                "Bounds are west, south, east, north; boxes across the antimeridian are not supported."
+            )
+        if self.south >= self.north:
+            raise ParameterError(
+                f"South ({self.south}) must be smaller than north ({self.north}). "
+                "Bounds are west, south, east, north."
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> Bounds:
+        """Parse ``"W,S,E,N"`` (as typed on the command line or in the app)."""
+        parts = [p.strip() for p in str(text).replace(";", ",").split(",") if p.strip()]
+        if len(parts) != 4:
+            raise ParameterError(
+                f"Bounds '{text}' must be four numbers 'west,south,east,north', "
+                "for example -74.06,40.64,-73.78,40.83."
+            )
+        try:
+            w, s, e, n = (float(p) for p in parts)
+        except ValueError:
+            raise ParameterError(
+                f"Bounds '{text}' contain something that is not a number. "
+                "Use four numbers 'west,south,east,north', for example -74.06,40.64,-73.78,40.83."
+            ) from None
+        return cls(w, s, e, n)
+
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        return (self.west, self.south, self.east, self.north)
+
+    def to_dict(self) -> dict[str, float]:
+        return {"west": self.west, "south": self.south, "east": self.east, "north": self.north}
+
+    @property
+    def width_km(self) -> float:
+        """East-west extent at the box's middle latitude (spherical Earth, R = 6371 km)."""
+        mid = math.radians((self.south + self.north) / 2)
+        return math.radians(self.east - self.west) * 6371.0 * math.cos(mid)
+
+    @property
+    def height_km(self) -> float:
+        return math.radians(self.north - self.south) * 6371.0
+
+    def contains(self, lon: NDArray[np.float64], lat: NDArray[np.float64]) -> NDArray[np.bool_]:
+        return (lon >= self.west) & (lon <= self.east) & (lat >= self.south) & (lat <= self.north)
+
+
+#: Public extents a curator can pick instead of typing numbers.  They come from
+#: public geography (city or state outlines), not from any dataset.
+PRESETS: dict[str, Bounds] = {
+    "New York City core (Manhattan, Brooklyn, Queens, Bronx)": Bounds(-74.06, 40.56, -73.70, 40.92),
+    "New York City (all five boroughs)": Bounds(-74.26, 40.49, -73.70, 40.92),
+    "Rhode Island": Bounds(-71.91, 41.09, -71.08, 42.02),
+    "Contiguous United States": Bounds(-125.0, 24.4, -66.9, 49.4),
+    "Whole world": Bounds(-180.0, -90.0, 180.0, 90.0),
+}
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A regular ``rows x cols`` grid over public bounds."""
+
+    bounds: Bounds
+    rows: int
+    cols: int
+
+    def __post_init__(self) -> None:
+        for name, v in (("rows", self.rows), ("cols", self.cols)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+                raise ParameterError(f"Grid {name} must be a whole number (got {v!r}).")
+            if v < 1 or v > MAX_SIDE:
+                raise ParameterError(
+                    f"Grid {name} must be between 1 and {MAX_SIDE} (got {v}). "
+                    "Choose a coarser grid; a finer grid costs memory, not privacy."
+                )
+        if self.rows * self.cols > MAX_CELLS:
+            raise ParameterError(
+                f"A {self.rows} x {self.cols} grid has {self.rows * self.cols:,} cells, more than "
+                f"the limit of {MAX_CELLS:,}. Choose fewer rows or columns."
+            )
+
+    @classmethod
+    def parse(cls, bounds: Bounds, text: str) -> Grid:
+        """Parse ``"R,C"`` or ``"RxC"`` or a single ``"N"`` (square)."""
+        parts = [p for p in str(text).lower().replace("x", ",").split(",") if p.strip()]
+        try:
+            nums = [int(p) for p in parts]
+        except ValueError:
+            raise ParameterError(
+                f"Grid '{text}' must be 'rows,cols' in whole numbers, for example 1024,1024."
+            ) from None
+        if len(nums) == 1:
+            nums = nums * 2
+        if len(nums) != 2:
+            raise ParameterError(f"Grid '{text}' must be 'rows,cols', for example 1024,1024.")
+        return cls(bounds, nums[0], nums[1])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows, self.cols)
+
+    @property
+    def n_cells(self) -> int:
+        return self.rows * self.cols
+
+    @property
+    def dlon(self) -> float:
+        return (self.bounds.east - self.bounds.west) / self.cols
+
+    @property
+    def dlat(self) -> float:
+        return (self.bounds.north - self.bounds.south) / self.rows
+
+    def lon_edges(self) -> NDArray[np.float64]:
+        return np.linspace(self.bounds.west, self.bounds.east, self.cols + 1)
+
+    def lat_edges(self) -> NDArray[np.float64]:
+        return np.linspace(self.bounds.south, self.bounds.north, self.rows + 1)
+
+    def cell_area_km2(self) -> float:
+        """Area of one cell at the domain's middle latitude (for densities per km²)."""
+        return self.bounds.width_km * self.bounds.height_km / self.n_cells
+
+    def rect_lonlat(self, rects: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Convert ``(k, 4)`` cell rectangles ``(r0, r1, c0, c1)`` to ``(k, 4)`` lon/lat
+        boxes ``(west, south, east, north)``."""
+        rects = np.asarray(rects, dtype=np.int64).reshape(-1, 4)
+        lon_e = self.lon_edges()
+        lat_e = self.lat_edges()
+        return np.column_stack(
+            [lon_e[rects[:, 2]], lat_e[rects[:, 0]], lon_e[rects[:, 3]], lat_e[rects[:, 1]]]
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {"rows": self.rows, "cols": self.cols, "bounds": self.bounds.to_dict()}
+
+    def cell_index(
+        self, lon: NDArray[np.float64], lat: NDArray[np.float64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+        """Row and column of every point, and the mask of points inside the bounds.
+
+        Points outside the bounds get index -1.  Points exactly on the east or
+        north edge belong to the last column / row.
+        """
+        lon = np.asarray(lon, dtype=np.float64)
+        lat = np.asarray(lat, dtype=np.float64)
+        inside = self.bounds.contains(lon, lat)
+        # searchsorted on the very edges the exports publish, so a point on an edge
+        # falls in the cell whose box starts there (floor((x - w)/dx) can be off by one)
+        col = np.searchsorted(self.lon_edges(), lon, side="right") - 1
+        row = np.searchsorted(self.lat_edges(), lat, side="right") - 1
+        col = np.where(inside, np.clip(col, 0, self.cols - 1), -1).astype(np.int64)
+        row = np.where(inside, np.clip(row, 0, self.rows - 1), -1).astype(np.int64)
+        return row, col, inside
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """The confidential frequency matrix and what was dropped on the way.
+
+    ``counts`` and ``n_outside``/``n_capped`` are curator-only: they never reach an
+    export.  ``sensitivity`` is the L1 sensitivity of ``counts`` under the unit of
+    privacy (1 for one record; the cap k when one person may add up to k points).
+    """
+
+    grid: Grid
+    counts: NDArray[np.int64]
+    n_outside: int
+    n_capped: int
+    sensitivity: int
+    user_cap: int | None
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+
+def cap_user_contributions(
+    user: NDArray[np.generic], cap: int, lon: NDArray[np.float64], lat: NDArray[np.float64]
+) -> NDArray[np.bool_]:
+    """Mask keeping at most ``cap`` records per user.
+
+    A user keeps the ``cap`` records with the smallest pseudo-random key
+    ``frac(lon * A + lat * B)`` (ties by ``lon``, ``lat``); ids are compared as canonical text
+    (``7``, ``"007"`` and ``7.0`` are one person).  The rule depends on the records alone, not
+    on their order in the file, so the DuckDB and Spark engines, which scan files in parallel,
+    keep exactly the same records (:mod:`dpcore.data.persons`).  Which records are kept does
+    not affect privacy: after capping, adding or removing one person changes at most ``cap``
+    cells by one each, so the L1 sensitivity of the histogram is ``cap`` whatever the rule.
+    """
+    if not isinstance(cap, (int, np.integer)) or cap < 1:
+        raise ParameterError(f"The cap on records per person must be a whole number >= 1 (got {cap!r}).")
+    return cap_mask_points(person_codes(np.asarray(user)), np.asarray(lon),
+                                         np.asarray(lat), int(cap))
+
+
+def aggregate_points(
+    lon: NDArray[np.float64],
+    lat: NDArray[np.float64],
+    grid: Grid,
+    *,
+    user: NDArray[np.generic] | None = None,
+    user_cap: int | None = None,
+) -> Aggregate:
+    """Points -> frequency matrix over a public grid.
+
+    Parameters
+    ----------
+    lon, lat
+        Coordinates in degrees.
+    grid
+        The public grid.
+    user, user_cap
+        Optional user ids and the cap on records per user.  With a cap, the
+        histogram's L1 sensitivity is ``user_cap`` (one person adds up to that
+        many points); without, every record is its own unit and it is 1.
+
+    Notes
+    -----
+    The cap is applied *before* dropping points outside the bounds, so that the
+    sensitivity argument holds for any person (their capped records either fall
+    inside or are dropped).
+    """
+    lon = np.asarray(lon, dtype=np.float64)
+    lat = np.asarray(lat, dtype=np.float64)
+    n_capped = 0
+    sens = 1
+    if user is not None:
+        if user_cap is None:
+            raise ParameterError(
+                "A user-id column was given without a cap on records per person. "
+                "Set the cap (for example 10) or remove the user-id column."
+            )
+        keep = cap_user_contributions(np.asarray(user), int(user_cap), lon, lat)
+        n_capped = int((~keep).sum())
+        lon, lat = lon[keep], lat[keep]
+        sens = int(user_cap)
+    elif user_cap is not None and user_cap != 1:
+        raise ParameterError(
+            "A cap on records per person needs a user-id column. Choose the column that "
+            "identifies a person, or use 'one record' as the unit of privacy."
+        )
+    row, col, inside = grid.cell_index(lon, lat)
+    flat = row[inside] * grid.cols + col[inside]
+    counts = np.bincount(flat, minlength=grid.n_cells).astype(np.int64).reshape(grid.shape)
+    return Aggregate(
+        grid=grid,
+        counts=counts,
+        n_outside=int((~inside).sum()),
+        n_capped=n_capped,
+        sensitivity=sens,
+        user_cap=int(user_cap) if user is not None else None,
+    )
+
+
+def block_edges(n: int, m: int) -> NDArray[np.int64]:
+    """Split ``n`` fine cells into ``m`` nearly equal blocks; returns ``m + 1`` edges.
+
+    Used by coarse grids (UG) that must be unions of the curator's fine cells so
+    that every mechanism releases rectangles of the same public grid.
+    """
+    m = max(1, min(int(m), int(n)))
+    return np.round(np.linspace(0, n, m + 1)).astype(np.int64)
+
+
+def block_rects(grid: Grid, m_rows: int, m_cols: int) -> NDArray[np.int64]:
+    """Rectangles ``(r0, r1, c0, c1)`` of an ``m_rows x m_cols`` block grid, row-major."""
+    re = block_edges(grid.rows, m_rows)
+    ce = block_edges(grid.cols, m_cols)
+    r0, c0 = np.meshgrid(re[:-1], ce[:-1], indexing="ij")
+    r1, c1 = np.meshgrid(re[1:], ce[1:], indexing="ij")
+    return np.column_stack([r0.ravel(), r1.ravel(), c0.ravel(), c1.ravel()]).astype(np.int64)
+
+
+def rect_sums(counts: NDArray[np.integer], rects: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Sum of ``counts`` over each rectangle, by 2-D prefix sums (O(cells + k))."""
+    P = prefix_sums(counts)
+    return rect_sums_from_prefix(P, rects)
+
+
+def prefix_sums(values: NDArray[np.number]) -> NDArray[np.number]:
+    """2-D prefix sums with a zero first row and column."""
+    v = np.asarray(values)
+    dtype = np.int64 if np.issubdtype(v.dtype, np.integer) else np.float64
+    P = np.zeros((v.shape[0] + 1, v.shape[1] + 1), dtype=dtype)
+    np.cumsum(np.cumsum(v, axis=0, dtype=dtype), axis=1, out=P[1:, 1:])
+    return P
+
+
+def rect_sums_from_prefix(P: NDArray[np.number], rects: NDArray[np.int64]) -> NDArray[np.number]:
+    r = np.asarray(rects, dtype=np.int64).reshape(-1, 4)
+    r0, r1, c0, c1 = r[:, 0], r[:, 1], r[:, 2], r[:, 3]
+    return P[r1, c1] - P[r0, c1] - P[r1, c0] + P[r0, c0]
+
+
+def validate_rects(grid: Grid, rects: Sequence[Sequence[int]] | NDArray[np.int64]) -> NDArray[np.int64]:
+    r = np.asarray(rects, dtype=np.int64).reshape(-1, 4)
+    bad = (r[:, 0] < 0) | (r[:, 1] > grid.rows) | (r[:, 0] >= r[:, 1]) | (r[:, 2] < 0) | (
+        r[:, 3] > grid.cols
+    ) | (r[:, 2] >= r[:, 3])
+    if bad.any():
+        raise ParameterError(f"{int(bad.sum())} rectangles do not lie inside the {grid.rows} x {grid.cols} grid.")
+    return r

@@ -1,0 +1,367 @@
+"""What every aggregation engine computes, and the rules that make their answers identical.
+
+The mechanisms work on aggregates; an *engine* turns raw rows (a CSV or Parquet file, or a
+folder of them) into those aggregates:
+
+* :meth:`Engine.points`: location points -> the frequency matrix over a public grid
+  (:class:`~dpcore.data.domain.Aggregate`), with the per-person cap;
+* :meth:`Engine.code_counts`: rows carrying area codes (one per person or trip, or with a count
+  column) -> counts per code combination, with the per-person cap for trips.  Census hierarchies
+  and O/D flows are built from that small table by the existing in-memory code.
+
+Three engines give identical answers: ``numpy`` (pandas + numpy, in memory), ``duckdb``
+(embedded, streaming and out of core) and ``spark`` (PySpark, for clusters).  They can only be
+identical if every rule is defined without reference to row order or to an engine's own hash
+function, because DuckDB and Spark scan files in parallel and in no guaranteed order.  The rules:
+
+**Cells.**  A point's column is ``searchsorted(edges, lon, "right") - 1`` clipped to the grid,
+with ``edges = numpy.linspace(west, east, cols + 1)`` (:meth:`Grid.cell_index`).  SQL cannot call
+searchsorted, so the engines compute ``c = floor((lon - west) / step)`` and correct it by one
+against ``edge(i) = i * step + west`` (``edge(cols) = east``), which is, operation for operation,
+how numpy's linspace makes its edges; the IEEE results are therefore the same bits.
+
+**Which records a cap keeps.**  A person with more than ``cap`` records keeps the ``cap`` records
+with the smallest key
+
+* points: ``frac(lon * A + lat * B)``, ties broken by ``(lon, lat)``: identical coordinates are
+  interchangeable, so the aggregate is unique.  The key is pseudo-random at the scale of
+  metres, so the kept records are a spread sample, not the westernmost;
+* trips: ``md5(person · origin · destination)`` as hexadecimal text (md5 is the one hash the three
+  engines share), ties broken by the codes.  The person is part of the key so that no pair is
+  preferred by everybody.
+
+Which records are kept does not change the privacy argument: after the cap one person changes
+at most ``cap`` counts by one each, whatever the rule.
+
+**Codes and ids** are compared as canonical text: surrounding spaces stripped, and a whole number
+written without leading zeros, sign ``+`` or trailing ``.0`` (``"007"``, ``7`` and ``7.0`` are the
+same person); ``True``/``true`` are one person (pandas reads them as one boolean).  Area codes are only stripped (their leading zeros matter), except that whole
+floats from a Parquet file become integer text, as :func:`dpcore.data.code_tables.code_text` does.
+
+**The fingerprint** that keys a dataset's budget is order independent and engine independent:
+the number of points and sums of integer hashes of the coordinates (person ids left out, so
+choosing a person column does not give the same points a fresh budget).  It is a key, never
+published.  Coded rows (census and hierarchy tables, O/D trips) are keyed by
+:func:`codes_fingerprint` of the engine's answer (:class:`CodeCounts`), which every engine
+computes identically, or of the rows read in memory: the same key either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from dpcore.data.domain import Aggregate, Grid
+from dpcore.data.persons import canonical_id, frac_key
+from dpcore.errors import InputError, ParameterError
+
+ProgressCallback = Callable[[float, str], None]
+
+# Multipliers of the two fingerprint hashes (same idea, different constants).
+FP_A1, FP_B1 = 104729.0 * 0.5772156649015329, 3571.0 * 2.718281828459045
+FP_A2, FP_B2 = 15485863.0 * 0.7071067811865476, 7927.0 * 3.141592653589793
+FP_SCALE = 2.0**31  # frac * 2^31 -> a 31-bit integer; sums of 2^32 of them fit in int64
+SEP = "\x1f"  # unit separator between the fields hashed for the trip cap
+
+
+ENGINE_NAMES = ("numpy", "duckdb", "spark")
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """One CSV/Parquet file or several of one format (a folder, a glob, a list).
+
+    ``paths`` are the files, sorted; ``fmt`` is ``"csv"`` (optionally gzipped) or
+    ``"parquet"``; ``label`` is what the curator typed (curator-only, never exported).
+    """
+
+    paths: tuple[str, ...]
+    fmt: str
+    label: str
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(Path(p).stat().st_size for p in self.paths)
+
+    @classmethod
+    def from_path(cls, path: str | Path | list[str | Path]) -> Source:
+        """A file, a folder (its CSV or Parquet files, subfolders included), a glob pattern or a list
+        of files."""
+        if isinstance(path, list | tuple):
+            if not path:
+                raise InputError("No input file was given. Name a CSV or Parquet file, a folder or a pattern.")
+            items = [Path(p) for p in path]
+            label = ", ".join(p.name for p in items[:3]) + (" …" if len(items) > 3 else "")
+        else:
+            p = Path(path).expanduser()
+            label = str(path)
+            if any(ch in str(path) for ch in "*?["):
+                items = sorted(Path(p.anchor or ".").glob(str(p.relative_to(p.anchor)) if p.is_absolute() else str(p)))
+                if not items:
+                    raise InputError(f"No file matches '{path}'. Check the pattern.")
+            elif p.is_dir():
+                # subfolders too (partitioned datasets: year=2024/part-0.parquet); hidden and
+                # bookkeeping files (.crc, _SUCCESS, _metadata) are not data
+                items = sorted(q for q in p.rglob("*") if q.is_file() and _fmt(q) is not None
+                               and not any(part.startswith((".", "_")) for part in q.relative_to(p).parts))
+                if not items:
+                    raise InputError(
+                        f"The folder '{path}' holds no CSV (.csv, .csv.gz) or Parquet (.parquet) files. "
+                        "Point to the folder that holds the data files."
+                    )
+            elif p.is_file():
+                items = [p]
+            else:
+                raise InputError(f"Input '{path}' does not exist. Check the path.")
+        fmts = {_fmt(q) for q in items}
+        if None in fmts:
+            bad = next(q for q in items if _fmt(q) is None)
+            raise InputError(
+                f"'{bad.name}' is not a CSV (.csv, .csv.gz, .txt, .tsv) or Parquet (.parquet) file. "
+                "The engines read those two formats; convert the file or leave it out."
+            )
+        if len(fmts) > 1:
+            raise InputError(
+                f"'{label}' mixes CSV and Parquet files. Put files of one format in the folder."
+            )
+        for q in items:
+            if not q.is_file():
+                raise InputError(f"Input '{q}' does not exist. Check the path.")
+        return cls(tuple(str(q) for q in sorted(items)), fmts.pop() or "csv", label)
+
+
+def _fmt(p: Path) -> str | None:
+    name = p.name.lower()
+    if name.endswith(".parquet") or name.endswith(".pq"):
+        return "parquet"
+    for ext in (".csv", ".csv.gz", ".txt", ".tsv", ".txt.gz", ".tsv.gz", ".gz"):
+        if name.endswith(ext):
+            return "csv"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# results
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class PointCounts:
+    """An engine's answer for points.  **Confidential** (curator-only).  ``fingerprint`` is ""
+    when it was not asked for (it costs a second, light pass in the SQL engines)."""
+
+    aggregate: Aggregate
+    n_read: int
+    dropped: dict[str, int]
+    fingerprint: str
+    engine: str
+
+    @property
+    def n_kept(self) -> int:
+        return self.n_read - int(sum(self.dropped.values()))
+
+
+@dataclass(frozen=True, eq=False)
+class CodeCounts:
+    """An engine's answer for coded rows.  **Confidential** (curator-only).
+
+    ``frame`` has the key columns (canonical text), ``count`` (after the per-person cap) and
+    ``count_all`` (before it), one row per code combination present in the input (with a count
+    column, combinations whose counts are all 0 are kept: empty areas).  Sorted by the keys.
+    """
+
+    frame: pd.DataFrame
+    keys: tuple[str, ...]
+    n_read: int
+    n_capped: int
+    engine: str
+    n_missing: int = 0  # rows dropped for a missing code (``drop_missing``)
+
+
+class Engine(Protocol):
+    name: str
+
+    def columns(self, src: Source) -> list[str]: ...
+
+    def head(self, src: Source, n: int = 1000) -> pd.DataFrame: ...
+
+    def points(self, src: Source, grid: Grid, *, lat: str, lon: str, user: str | None = None,
+               user_cap: int | None = None, progress: ProgressCallback | None = None,
+               fingerprint: bool = True) -> PointCounts: ...
+
+    def code_counts(self, src: Source, keys: list[str], *, count: str | None = None, user: str | None = None,
+                    cap: int | None = None, distinct: bool = False,
+                    progress: ProgressCallback | None = None, drop_missing: bool = False) -> CodeCounts: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# shared rules, in numpy (the SQL engines write the same in SQL)
+# ---------------------------------------------------------------------------------------------
+
+
+def check_point_options(user: str | None, user_cap: int | None) -> None:
+    if user is not None and user_cap is None:
+        raise ParameterError(
+            "A user-id column was given without a cap on records per person. "
+            "Set the cap (for example 10) or remove the user-id column."
+        )
+    if user is None and user_cap is not None and user_cap != 1:
+        raise ParameterError(
+            "A cap on records per person needs a user-id column. Choose the column that "
+            "identifies a person, or use 'one record' as the unit of privacy."
+        )
+    if user_cap is not None and (not isinstance(user_cap, int | np.integer) or user_cap < 1):
+        raise ParameterError(f"The cap on records per person must be a whole number >= 1 (got {user_cap!r}).")
+
+
+def check_code_options(keys: list[str], count: str | None, user: str | None, cap: int | None) -> None:
+    if not keys:
+        raise ParameterError("Name at least one code column.")
+    if len(set(keys)) != len(keys):
+        raise ParameterError(f"The code columns {keys} name a column twice.")
+    if count is not None and user is not None:
+        raise ParameterError("Give either a count column (aggregated rows) or a person id (one row per trip), not both.")
+    if user is None and cap not in (None, 1):
+        raise ParameterError("A cap per person needs the person-id column.")
+    if user is not None and cap is None:
+        raise ParameterError("A person-id column needs a cap on the rows per person (e.g. 1).")
+    if cap is not None and (not isinstance(cap, int | np.integer) or cap < 1):
+        raise ParameterError(f"The most trips per person must be a whole number >= 1 (got {cap!r}).")
+
+
+def md5_hex(texts: np.ndarray) -> np.ndarray:
+    """md5 hex digests of UTF-8 texts (object array), computed once per distinct text."""
+    codes, uniq = pd.factorize(pd.Series(texts, dtype=object))
+    digests = np.array([hashlib.md5(str(t).encode("utf-8")).hexdigest() for t in uniq], dtype=object)
+    return digests[codes]
+
+
+def point_fingerprint(n: int, s1: int, s2: int) -> str:
+    """The dataset key from the engine-independent sums (see the module docstring).  Person ids
+    are left out on purpose, as for O/D trips: the same points loaded with or without a person
+    column (or with renamed ids) are the same people's data and must draw on one budget."""
+    return hashlib.sha256(f"points:v3:{int(n)}:{int(s1)}:{int(s2)}".encode()).hexdigest()[:16]
+
+
+def fingerprint_sums(lon: np.ndarray, lat: np.ndarray) -> tuple[int, int]:
+    h1 = np.floor(frac_key(lon, lat, FP_A1, FP_B1) * FP_SCALE).astype(np.int64)
+    h2 = np.floor(frac_key(lon, lat, FP_A2, FP_B2) * FP_SCALE).astype(np.int64)
+    return int(h1.sum()), int(h2.sum())
+
+
+def points_fingerprint(lon: np.ndarray, lat: np.ndarray) -> str:
+    """:func:`point_fingerprint` of points held in memory (the rows kept after validation)."""
+    lon = np.asarray(lon, dtype=np.float64)
+    lat = np.asarray(lat, dtype=np.float64)
+    s1, s2 = fingerprint_sums(lon, lat)
+    return point_fingerprint(lon.size, s1, s2)
+
+
+def codes_fingerprint(tag: str, codes: Sequence[Any], count: Any = None) -> str:
+    """Budget key of coded rows: a multiset hash of their totals per code combination.
+
+    The rows' code columns are compared as canonical text (:func:`dpcore.data.persons.canonical_id`:
+    stripped, a whole number without leading zeros or ``.0``, so ``"01"`` in a CSV and ``1`` in a
+    Parquet file are one code), the counts summed per combination (``count`` whole numbers; None:
+    each row counts 1) and combinations whose total is 0 left out.  Each remaining
+    ``(codes, total)`` is hashed with md5 into two 64-bit words; the key is a hash of ``tag``, the
+    number of combinations and the two sums of those words mod 2**64 (the additive multiset hash
+    of Clarke, Devadas, van Dijk, Gassend & Suh, "Incremental Multiset Hash Functions and Their
+    Application to Memory Integrity Checking", ASIACRYPT 2003, §3).
+
+    So the key does not change with the rows' order, with columns that are not passed, with how
+    the file is encoded, compressed or typed, or with how the rows are split (one row per person,
+    or one per area with a count): it is a function of the totals, which every engine computes
+    identically (:meth:`Engine.code_counts`).  Confidential-data derived: a key, never published.
+
+    Parameters
+    ----------
+    tag : str
+        What the rows are (``"table"``, ``"trips"``): part of the key.
+    codes : sequence of array-like
+        The code columns, equal lengths (any dtype: text, integers, whole floats, booleans).
+    count : array-like of int, optional
+        The whole, non-negative count of each row.
+
+    >>> a = codes_fingerprint("table", [["01", "01", "02"], ["001", "003", "001"]], [5, 0, 7])
+    >>> a == codes_fingerprint("table", [[2, 1], [1, 1]], [7, 5])   # typed, reordered, no empty row
+    True
+    >>> a == codes_fingerprint("table", [["01", "01", "02"], ["001", "001", "001"]], [3, 2, 7])
+    True
+    """
+    n = len(codes[0]) if codes else 0
+    cols = [f"k{i}" for i in range(len(codes))]
+    frame = pd.DataFrame({c: _canonical_codes(v) for c, v in zip(cols, codes, strict=True)})
+    w = np.ones(n, dtype=np.int64) if count is None else np.asarray(count, dtype=np.int64)
+    if w.shape != (n,) or any(len(v) != n for v in codes):
+        raise ParameterError("The code and count columns of a fingerprint must have one value per row.")
+    frame["w"] = w
+    agg = frame.groupby(cols, sort=False)["w"].sum().reset_index() if cols else frame
+    agg = agg.loc[agg["w"].to_numpy() > 0]
+    texts = agg["w"].astype(str)
+    for c in reversed(cols):
+        texts = agg[c].astype(str) + SEP + texts
+    md5 = hashlib.md5
+    digests = b"".join([md5(t.encode("utf-8")).digest() for t in texts.tolist()])
+    words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
+    s1, s2 = (int(words[:, j].sum(dtype=np.uint64)) for j in (0, 1))  # numpy wraps mod 2**64
+    return hashlib.sha256(f"codes:v1:{tag}:{len(cols)}:{len(agg)}:{s1}:{s2}".encode()).hexdigest()[:16]
+
+
+def _canonical_codes(values: Any) -> np.ndarray:
+    """Canonical text of a code column ("" where missing), computed once per distinct value."""
+    v = values if hasattr(values, "dtype") else np.asarray(values, dtype=object)
+    idx, uniq = pd.factorize(pd.Series(v).reset_index(drop=True), use_na_sentinel=True)
+    canon = pd.Series(canonical_id(pd.Series(uniq)), dtype=object).fillna("").to_numpy(dtype=object)
+    return np.where(idx >= 0, canon[np.maximum(idx, 0)] if len(canon) else "", "")
+
+
+@dataclass
+class Progress:
+    """Forwards fractions to a callback, never going backwards; silent without one."""
+
+    callback: ProgressCallback | None
+    last: float = field(default=0.0)
+
+    def __call__(self, frac: float, msg: str) -> None:
+        if self.callback is None:
+            return
+        frac = max(self.last, min(max(float(frac), 0.0), 1.0))
+        self.last = frac
+        self.callback(frac, msg)
+
+
+def cap_groups(frame: pd.DataFrame, keys: list[str], cap: int, distinct: bool) -> pd.DataFrame:
+    """The per-person cap on coded rows, in pandas (the SQL engines run the same steps).
+
+    ``frame`` has one row per record with canonical text columns ``u`` (person) and ``keys``.
+    Rows are grouped by (person, codes) with their multiplicity ``m``; a person's groups are
+    ordered by ``md5(person · codes)`` then the codes, and the first ``cap`` records are kept
+    (``distinct``: each group counts once).  Returns ``keys``, ``count`` (kept) and
+    ``count_all`` (all records) per code combination, unsorted.
+    """
+    g = frame.groupby(["u", *keys], sort=False, dropna=False).size().rename("m").reset_index()
+    texts = g["u"].astype(str)
+    for k in keys:
+        texts = texts + SEP + g[k].astype(str)
+    g["h"] = md5_hex(texts.to_numpy(dtype=object))
+    g = g.sort_values(["u", "h", *keys], kind="stable").reset_index(drop=True)
+    grp = g.groupby("u", sort=False)
+    if distinct:
+        g["kept"] = (grp.cumcount() < int(cap)).astype(np.int64)
+    else:
+        cum = grp["m"].cumsum()
+        g["kept"] = np.maximum(0, np.minimum(g["m"], int(cap) - (cum - g["m"]))).astype(np.int64)
+    out = g.groupby(keys, sort=False).agg(count=("kept", "sum"), count_all=("m", "sum")).reset_index()
+    return out

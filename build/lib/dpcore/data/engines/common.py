@@ -1,0 +1,182 @@
+"""What the SQL engines share after their query: checks, error messages, and turning the small
+grouped result into the answer (:class:`~dpcore.data.engines.base.PointCounts` or
+:class:`~dpcore.data.engines.base.CodeCounts`)."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from dpcore.data.domain import Aggregate, Grid
+from dpcore.data.engines import base, sql
+from dpcore.data.points import DROP_MISSING_COORDINATE, DROP_MISSING_USER
+from dpcore.data.text import SNIFF_BYTES, sniff_delimiter
+from dpcore.errors import InputError
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an engine's error (their messages carry the reason in text), shortened."""
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+def csv_delimiter(src: base.Source) -> str:
+    """The delimiter of the first file, found the way the in-memory reader finds it."""
+    with open(src.paths[0], "rb") as fh:
+        head = fh.read(SNIFF_BYTES)
+    if head[:2] == b"\x1f\x8b":
+        with gzip.open(src.paths[0], "rb") as gz:
+            head = gz.read(SNIFF_BYTES)
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    # drop a last line cut in the middle
+    text = text[: text.rfind("\n") + 1] if "\n" in text and len(head) >= SNIFF_BYTES else text
+    sep = sniff_delimiter(text, None)  # noqa: SLF001 - the same sniffing as the in-memory reader
+    if sep is None:
+        raise InputError(f"'{src.label}': the first file has a single column; a CSV needs latitude and "
+                         "longitude (or code) columns separated by commas, semicolons, tabs or bars.")
+    return sep
+
+
+def csv_gzipped(src: base.Source) -> bool:
+    """Whether the first file is gzip by its content (the in-memory reader looks at the bytes, not
+    the name, so the engines must too)."""
+    with open(src.paths[0], "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def csv_encoding(src: base.Source) -> str:
+    """``utf-8``, or ``latin-1`` when the first file's head is not UTF-8 (the in-memory reader
+    falls back the same way)."""
+    with open(src.paths[0], "rb") as fh:
+        head = fh.read(SNIFF_BYTES)
+    if head[:2] == b"\x1f\x8b":
+        with gzip.open(src.paths[0], "rb") as gz:
+            head = gz.read(SNIFF_BYTES)
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:  # not just a character cut at the end of the sample
+            return "latin-1"
+    return "utf-8"
+
+
+def _missing_columns(available: list[str], wanted: list[tuple[str | None, str]], label: str) -> None:
+    for col, role in wanted:
+        if col is not None and col not in available:
+            cols = ", ".join(available[:20]) + (" …" if len(available) > 20 else "")
+            raise InputError(f"'{label}' has no {role} column '{col}'. Its columns are: {cols}.")
+
+
+def check_point_columns(available: list[str], lat: str, lon: str, user: str | None, label: str) -> None:
+    _missing_columns(available, [(lat, "latitude"), (lon, "longitude"), (user, "user id")], label)
+    if lat == lon:
+        raise InputError(f"Column '{lat}' was chosen for both latitude and longitude. Choose two different columns.")
+    if user is not None and user in (lat, lon):
+        raise InputError(f"Column '{user}' was chosen both as a coordinate and as the user id. Choose a user-id "
+                         "column that is neither the latitude nor the longitude column.")
+
+
+def check_code_columns(available: list[str], keys: list[str], count: str | None, user: str | None,
+                       label: str) -> None:
+    _missing_columns(available, [(k, "code") for k in keys] + [(count, "count"), (user, "person id")], label)
+
+
+def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int | None, engine: str,
+                 label: str, examples: Callable[[str], pd.DataFrame], lat: str, lon: str,
+                 prog: base.Progress, t0: float,
+                 fingerprint: Callable[[], tuple[int, int, int]] | None) -> base.PointCounts:
+    """Assemble the answer from the ``points_query`` groups (status, cell, kept, n); ``fingerprint``
+    runs the ``fingerprint_query`` (exact integer sums) when the budget key is wanted."""
+    st = df["st"].to_numpy(dtype=np.int64)
+    cell = df["cell"].to_numpy(dtype=np.int64)
+    kept = df["kept"].to_numpy(dtype=bool)
+    n = df["n"].to_numpy(dtype=np.int64)
+    by_st = {int(s): int(n[st == s].sum()) for s in np.unique(st)}
+    for code, which, what in ((sql.ST_BAD_TEXT, "text", "not a number"),
+                              (sql.ST_INFINITE, "infinite", "infinite"),
+                              (sql.ST_BAD_RANGE, "range", "outside -90..90 (latitude) or -180..180 (longitude)")):
+        if by_st.get(code):
+            ex = examples(which)
+            shown = "; ".join(f"{lat}={a!s}, {lon}={b!s}" for a, b in zip(ex["lat"], ex["lon"], strict=False))
+            hint = (" Check that latitude and longitude are not swapped, and that they are degrees (WGS84)."
+                    if which == "range" else " Fix or remove those rows.")
+            if which == "text" and any(re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(v)) for v in [*ex["lat"], *ex["lon"]]):
+                hint = (" These look like decimal commas: DuckDB and Spark read decimal points only. Convert the "
+                        "file, or use the in-memory engine (--engine numpy), which reads decimal commas.")
+            raise InputError(f"'{label}' has {by_st[code]:,} rows whose '{lat}' or '{lon}' is {what} "
+                             f"(e.g. {shown}).{hint}")
+    n_read = int(n.sum())
+    dropped: dict[str, int] = {}
+    if by_st.get(sql.ST_MISSING_COORD):
+        dropped[DROP_MISSING_COORDINATE] = by_st[sql.ST_MISSING_COORD]
+    if by_st.get(sql.ST_MISSING_USER):
+        dropped[DROP_MISSING_USER] = by_st[sql.ST_MISSING_USER]
+    ok = st == sql.ST_OK
+    if not ok.any():
+        if n_read == 0:
+            raise InputError(f"'{label}' has no data rows. Give a table with at least one row of coordinates.")
+        raise InputError(f"'{label}' has no rows with both coordinates" + (" and a user id" if user else "")
+                         + f": all {n_read:,} data rows miss one. Check that you chose the right columns.")
+    inside = ok & kept & (cell >= 0)
+    counts = np.bincount(cell[inside], weights=n[inside], minlength=grid.n_cells)
+    counts = np.rint(counts).astype(np.int64).reshape(grid.shape)
+    agg = Aggregate(
+        grid=grid, counts=counts,
+        n_outside=int(n[ok & kept & (cell == -1)].sum()),
+        n_capped=int(n[ok & ~kept].sum()),
+        sensitivity=int(user_cap) if user is not None else 1,
+        user_cap=int(user_cap) if user is not None else None,
+    )
+    fp = ""
+    if fingerprint is not None:
+        prog(0.97, "Fingerprinting the points (the budget key)")
+        fn, s1, s2 = fingerprint()
+        fp = base.point_fingerprint(int(fn), int(s1 or 0), int(s2 or 0))
+    prog(1.0, f"Counted {n_read:,} rows with {engine} in {time.perf_counter() - t0:.1f} s")
+    return base.PointCounts(agg, n_read, dropped, fp, engine)
+
+
+def code_result(df: pd.DataFrame, keys: list[str], count: str | None, user: str | None, cap: int | None,
+                engine: str, label: str, prog: base.Progress, drop_missing: bool = False) -> base.CodeCounts:
+    """Assemble the answer from the ``code_counts_query`` groups (rows with a missing code are
+    refused, or with ``drop_missing`` left out and counted)."""
+    bk = df["bk"].astype(bool).to_numpy()
+    bw = df["bw"].astype(bool).to_numpy()
+    bu = df["bu"].astype(bool).to_numpy()
+    n = df["n"].to_numpy(dtype=np.int64)
+    n_missing = int(n[bk].sum())
+    problems(0 if drop_missing else n_missing, int(n[bw & ~bk].sum()), int(n[bu & ~bk & ~bw].sum()), keys, count,
+             user, label)
+    good = df.loc[~(bk | bw | bu)]
+    frame = finish_frame(good.rename(columns={f"k{i}": k for i, k in enumerate(keys)}), keys)
+    n_capped = int(frame["count_all"].sum() - frame["count"].sum()) if user is not None else 0
+    prog(1.0, f"Counted {int(n.sum()):,} rows with {engine}")
+    return base.CodeCounts(frame, tuple(keys), int(n.sum()), n_capped, engine, n_missing if drop_missing else 0)
+
+
+def problems(n_key: int, n_count: int, n_user: int, keys: list[str], count: str | None, user: str | None,
+             label: str) -> None:
+    """Refuse rows without a code, with a bad count or without a person id (their number)."""
+    if n_key:
+        raise InputError(f"'{label}': {n_key:,} rows have no code in {', '.join(repr(k) for k in keys)}. "
+                         "Fill the codes or drop those rows.")
+    if n_count:
+        raise InputError(f"'{label}': the count column '{count}' has {n_count:,} values that are not whole "
+                         "numbers ≥ 0 (or are missing). Fix or drop those rows.")
+    if n_user:
+        raise InputError(f"'{label}': the person id column '{user}' is empty in {n_user:,} rows. "
+                         "Fill it or drop those rows.")
+
+
+def finish_frame(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Key columns as str, counts as int64, sorted by the keys.  Rows whose count is 0 stay: a
+    census table lists empty areas, and the area list may be read from it."""
+    out = pd.DataFrame({k: frame[k].astype(str).to_numpy(dtype=object) for k in keys})
+    out["count"] = frame["count"].to_numpy(dtype=np.int64)
+    out["count_all"] = frame["count_all"].to_numpy(dtype=np.int64)
+    return out.sort_values(keys, kind="stable").reset_index(drop=True)

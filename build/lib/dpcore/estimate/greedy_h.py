@@ -1,0 +1,231 @@
+"""Hilbert order, the dyadic L1 partition and a workload-weighted hierarchy over buckets.
+
+The data-independent parts of DAWA (Li, Hay, Miklau & Wang, "A Data- and Workload-Aware
+Algorithm for Range Queries Under Differential Privacy", PVLDB 7(5), 2014): the Hilbert
+linearisation of a 2-D grid (Sec. 6), the exact integer bucket costs and the optimal partition
+of a cost vector into aligned dyadic intervals (Sec. 3), and the weights of a hierarchy of
+queries over the buckets tuned to a workload (Sec. 4, GreedyH).  No noise is drawn here; the
+mechanism (:mod:`dpcore.points.mechanisms.dawa`) adds it and states the privacy argument.
+
+The hierarchy (Sec. 4).  GreedyH builds a binary tree over the ``m`` buckets and chooses, node
+by node from the leaves up, how the budget is shared between a node's own query and its
+subtree, minimising the workload's error under least-squares inference.  We make the same
+choice **per level** and in closed form: a workload query is answered from its canonical
+decomposition into tree nodes (whole buckets it covers) plus the buckets it covers in part
+(weighted by the covered share); if ``N_ℓ`` is the workload's total number of level-``ℓ``
+nodes (partial buckets counted as their squared share) and level ``ℓ`` gets the share
+``w_ℓ`` of the budget, the workload's total variance is ``Σ_ℓ N_ℓ · c / w_ℓ²`` (``c`` the
+noise variance at the whole budget), minimised under ``Σ w_ℓ = 1`` by ``w_ℓ ∝ N_ℓ^(1/3)``.
+Least squares over all nodes (:mod:`dpcore.estimate.tree_inference`) answers each query with
+at most that variance (it is the best linear unbiased estimate, and the decomposition is one
+linear unbiased estimate), so :func:`workload_variance_bound` is an upper bound on the noise
+of the released answers.  Levels no query uses get no budget (unmeasured); the leaves are
+always measured, so every bucket has an estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcore.errors import ParameterError
+
+__all__ = [
+    "BucketTree",
+    "dyadic_deviation_costs",
+    "hilbert_cells",
+    "level_decomposition",
+    "level_weights",
+    "optimal_dyadic_partition",
+    "workload_variance_bound",
+]
+
+#: Weight of the leaf level relative to the largest when no workload query uses it (the
+#: leaves must be measured so that every bucket has an estimate).
+LEAF_FLOOR = 1e-3
+
+
+# -- Hilbert order (Li et al. 2014, Sec. 6) ----------------------------------------------------
+@lru_cache(maxsize=4)
+def hilbert_cells(order: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Row and column of every position ``d = 0 .. 4^order − 1`` of the Hilbert curve on a
+    ``2^order × 2^order`` square (the classic ``d2xy`` conversion, vectorised).
+
+    Every aligned block of ``4^j`` positions is a ``2^j × 2^j`` square and every aligned block
+    of ``2 · 4^j`` positions a ``2^(j+1) × 2^j`` (or transposed) rectangle.
+
+    >>> r, c = hilbert_cells(1)
+    >>> list(zip(r.tolist(), c.tolist()))
+    [(0, 0), (1, 0), (1, 1), (0, 1)]
+    """
+    if order < 0 or order > 15:
+        raise ParameterError(f"Hilbert order must be in 0..15 (got {order}).")
+    n = 1 << order
+    t = np.arange(n * n, dtype=np.int64)
+    x = np.zeros_like(t)
+    y = np.zeros_like(t)
+    s = 1
+    while s < n:
+        rx = 1 & (t // 2)
+        ry = 1 & (t ^ rx)
+        flip = (ry == 0) & (rx == 1)
+        x = np.where(flip, s - 1 - x, x)
+        y = np.where(flip, s - 1 - y, y)
+        swap = ry == 0
+        x, y = np.where(swap, y, x), np.where(swap, x, y)
+        x += s * rx
+        y += s * ry
+        t //= 4
+        s *= 2
+    x.flags.writeable = False
+    y.flags.writeable = False
+    return y, x
+
+
+def hilbert_order_for(rows: int, cols: int) -> int:
+    """Smallest ``m`` with ``2^m >= max(rows, cols)``."""
+    return max(0, (max(rows, cols) - 1).bit_length())
+
+
+# -- stage 1: exact costs and the optimal dyadic partition (Sec. 3) ----------------------------
+def dyadic_deviation_costs(x: NDArray[np.integer], frac_bits: int) -> list[NDArray[np.int64]]:
+    """``round(2^frac_bits · dev(x, b))`` for every aligned dyadic interval ``b`` of ``x``.
+
+    ``dev(x, b) = Σ_{i∈b} |x_i − x̄_b|`` (Li et al. 2014, Sec. 3.1) is computed exactly in
+    integers: ``|b| · dev = Σ |‖b‖·x_i − S_b|``; the result is rounded half up.  Entry ``ℓ`` of
+    the list holds the ``len(x) / 2^ℓ`` intervals of length ``2^ℓ``; ``len(x)`` must be a power
+    of two.  The arithmetic is int64: ``2^(frac_bits+1)·Σ|‖b‖x_i − S_b| ≤ 2^(frac_bits+2)·‖b‖·S_b``
+    must stay below ``2^63``, so data beyond that (``4·2^frac_bits·len(x)·Σx ≥ 2^63``) are
+    refused rather than wrapped (callers check their own limit first, e.g. DAWA's ``MAX_POINTS``).
+    """
+    x = np.asarray(x, dtype=np.int64)
+    n = x.size
+    if n == 0 or n & (n - 1):
+        raise ParameterError("The L1 partition needs a power-of-two number of cells.")
+    scale = 1 << frac_bits
+    if 4 * scale * n * int(x.sum()) + n >= 2**63:
+        raise ParameterError(
+            f"Too many points ({int(x.sum()):,}) for exact L1 costs on {n:,} cells; split the data.")
+    out = [np.zeros(n, dtype=np.int64)]
+    length = 2
+    sums = x
+    while length <= n:
+        sums = sums[0::2] + sums[1::2]
+        blocks = x.reshape(-1, length)
+        num = np.abs(blocks * length - sums[:, None]).sum(axis=1)
+        out.append((2 * num * scale + length) // (2 * length))
+        length *= 2
+    return out
+
+
+def optimal_dyadic_partition(costs: list[NDArray[np.int64]]) -> list[NDArray[np.bool_]]:
+    """The partition into aligned dyadic intervals of least total cost (exact integers).
+
+    Bottom-up, ``best(v) = min(cost(v), best(left) + best(right))``; a tie keeps ``v`` whole.
+    The result is the least partition in the total order "total cost, then a structural key"
+    (the preorder code of the pruned tree, whole before split, left before right), which the
+    privacy argument of :mod:`dpcore.points.mechanisms.dawa` needs: ties never depend on the
+    costs of parts.  Returns, per level, which intervals are buckets.
+    """
+    top = len(costs) - 1
+    best = costs[0]
+    merge = [np.ones(costs[0].size, dtype=bool)]
+    for lv in range(1, top + 1):
+        split = best[0::2] + best[1::2]
+        m = costs[lv] <= split
+        merge.append(m)
+        best = np.where(m, costs[lv], split)
+    chosen: list[NDArray[np.bool_]] = [np.zeros(0, dtype=bool)] * (top + 1)
+    covered = np.zeros(1, dtype=bool)
+    for lv in range(top, -1, -1):
+        if lv < top:
+            covered = np.repeat(covered, 2)
+        sel = merge[lv] & ~covered
+        chosen[lv] = sel
+        covered = covered | sel
+    return chosen
+
+
+# -- stage 2: a hierarchy over the buckets tuned to the workload (Sec. 4) ----------------------
+@dataclass(frozen=True)
+class BucketTree:
+    """A binary tree over ``m`` buckets: level ``ℓ`` node ``j`` holds buckets
+    ``[j·2^ℓ, min((j+1)·2^ℓ, m))``; level 0 are the buckets, the top level one root."""
+
+    m: int
+
+    @property
+    def height(self) -> int:
+        return max(0, (self.m - 1).bit_length())
+
+    def n_nodes(self, level: int) -> int:
+        return -(-self.m // (1 << level))
+
+    def level_sums(self, values: NDArray[np.number], level: int) -> NDArray[np.number]:
+        """Sum of ``values`` (one per bucket) over every node of ``level``."""
+        return np.add.reduceat(values, np.arange(0, self.m, 1 << level))
+
+
+def level_decomposition(tree: BucketTree, coverage: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Nodes per level of the canonical decomposition of one query, partial buckets counted as
+    their squared covered share (what each level contributes to the query's variance, per unit
+    of that level's noise variance).  ``coverage[b]`` is the share of bucket ``b`` covered."""
+    out = np.zeros(tree.height + 1)
+    f = np.asarray(coverage, dtype=np.float64)
+    full = f >= 1.0
+    part = (f > 0) & ~full
+    out[0] += float(np.sum(f[part] ** 2))
+    if not full.any():
+        return out
+    edge = np.diff(np.concatenate([[0], full.astype(np.int8), [0]]))
+    lo = np.flatnonzero(edge == 1)
+    hi = np.flatnonzero(edge == -1)
+    hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
+    for lv in range(tree.height + 1):  # take the odd ends at each level, then move up
+        live = lo < hi
+        if lv == tree.height:  # one root: whatever is left is the root
+            out[lv] += float(live.sum())
+            break
+        take_lo = live & (lo % 2 == 1)
+        take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
+        out[lv] += float(take_lo.sum() + take_hi.sum())
+        lo = (lo + take_lo) // 2
+        hi = (hi - take_hi) // 2
+    return out
+
+
+def level_weights(counts: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Budget shares ``w_ℓ ∝ N_ℓ^(1/3)`` minimising ``Σ N_ℓ / w_ℓ²`` (sum 1); the leaves get at
+    least :data:`LEAF_FLOOR` of the largest so every bucket is measured.
+
+    >>> [round(float(w), 3) for w in level_weights(np.array([8.0, 1.0, 0.0]))]
+    [0.667, 0.333, 0.0]
+    """
+    c = np.asarray(counts, dtype=np.float64).copy()
+    if c.size == 0:
+        raise ParameterError("The hierarchy needs at least one level.")
+    top = float(c.max()) if c.max() > 0 else 1.0
+    c[0] = max(c[0], LEAF_FLOOR * top)
+    w = np.cbrt(c)
+    return w / w.sum()
+
+
+def workload_variance_bound(per_query: NDArray[np.float64], level_variance: NDArray[np.float64]
+                            ) -> NDArray[np.float64]:
+    """Upper bound on each query's noise variance after least squares: ``Σ_ℓ n_ℓ(q) σ_ℓ²``
+    (levels without budget must not be used by any query)."""
+    v = np.asarray(level_variance, dtype=np.float64)
+    q = np.asarray(per_query, dtype=np.float64)
+    used = q > 0
+    if np.any(used & ~np.isfinite(v)[None, :]):
+        raise ParameterError("A workload query uses a level without budget.")
+    return np.where(used, q * np.where(np.isfinite(v), v, 0.0)[None, :], 0.0).sum(axis=1)
+
+
+def cube_root_rule_variance(counts: NDArray[np.float64], total_variance: float) -> float:
+    """``Σ N_ℓ σ²/w_ℓ²`` at the optimum ``w ∝ N^(1/3)``: ``σ² (Σ N_ℓ^(1/3))³`` (for tests)."""
+    return float(total_variance * math.pow(float(np.cbrt(np.asarray(counts)).sum()), 3))

@@ -1,0 +1,453 @@
+"""Exports of an O/D release: CSV of the released flows, flow lines as GeoJSON, the JSON record.
+
+Everything written here is public (DESIGN.md rule 5): the released (noisy) flows, the public
+area list and its geography, the data-free plan and the ledger's spends.  No true count (only
+the total when the plan makes it public), no raw row and no input file name is ever written.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import geopandas
+import numpy as np
+import orjson
+import pandas as pd
+
+from dpcore.areas.export import hierarchy_info, join_boundaries
+from dpcore.areas.hierarchy import Hierarchy
+from dpcore.core.record import header, ledger_section
+from dpcore.data.csv_safe import csv_bytes
+from dpcore.errors import InputError, ParameterError
+from dpcore.flows.mechanisms import ODRelease
+from dpcore.flows.tree import match_leaves
+from dpcore.points.export import _jsonable, validate_record
+from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp, zcdp_to_approx_dp_classic
+from dpcore.privacy.ledger import Ledger
+
+__all__ = [
+    "SCHEMA",
+    "centroids_from_boundaries",
+    "centroids_from_points",
+    "flows_geojson",
+    "od_json",
+    "od_record",
+    "release_csv_bytes",
+    "release_frame",
+    "validate_od_record",
+    "write_od",
+]
+
+SCHEMA = "dpcore-od-release/1"
+#: Equal-area projection (World Cylindrical Equal Area) for area-weighted centroids.
+_EQUAL_AREA = "EPSG:6933"
+#: Decimal places of exported coordinates (~1 cm); centroids of public boundaries.
+COORD_DECIMALS = 6
+
+
+# ---------------------------------------------------------------------------------------------
+# coordinates of the areas (public geography)
+# ---------------------------------------------------------------------------------------------
+
+
+def centroids_from_boundaries(
+    h: Hierarchy, depth: int, gdf: geopandas.GeoDataFrame, code_field: str | None = None
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Centroid (lon, lat) of every area at ``depth`` from its public boundary.
+
+    Features are matched to areas as :func:`dpcore.areas.export.join_boundaries` does (the
+    area's own code, its ``a/b`` label or its joined GEOID-like code, in ``code_field`` or the
+    best-matching column).  Returns ``(lon, lat, unmatched)``: arrays of length
+    ``h.sizes[depth]`` (NaN where no feature matched) and the labels of the unmatched areas.
+    """
+    if not 1 <= depth <= h.depth:
+        raise InputError(f"Boundaries belong to a level 1..{h.depth} of the hierarchy, not depth {depth}.")
+    gdf = gdf if isinstance(gdf, geopandas.GeoDataFrame) else geopandas.GeoDataFrame(gdf)
+    if gdf.crs is None:
+        gdf = gdf.set_crs("EPSG:4326")  # GeoJSON (RFC 7946) is lon/lat WGS 84
+    join = join_boundaries(h, depth, gdf, code_field)
+    n = h.sizes[depth]
+    lon = np.full(n, np.nan)
+    lat = np.full(n, np.nan)
+    fr = join.frame
+    geom = fr.geometry
+    ok = (~geom.is_empty & geom.notna()).to_numpy()
+    if ok.any():
+        # Area-weighted centroid in an equal-area projection (a centroid in lon/lat degrees is
+        # skewed towards the poles and triggers geopandas' geographic-CRS warning).  The centroid
+        # is the natural end of a flow line (the area's centre of mass), unlike
+        # representative_point(), which is only guaranteed to be inside and may sit near an edge;
+        # a centroid can fall outside a very concave area, which is harmless for a flow end.
+        sub = geom[ok].to_crs(_EQUAL_AREA)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cen = sub.centroid.to_crs("EPSG:4326")
+        idx = fr["node"].to_numpy()[ok]
+        lon[idx] = cen.x.to_numpy()
+        lat[idx] = cen.y.to_numpy()
+    unmatched = h.labels(depth)[np.isnan(lon)].astype(str).tolist()
+    return lon, lat, unmatched
+
+
+def centroids_from_points(
+    h: Hierarchy, codes: Any, lon: Any, lat: Any
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per depth 0..L the mean (lon, lat) of the finest areas below each area.
+
+    ``codes``, ``lon``, ``lat`` give a **public** point per finest area (e.g. the census block
+    internal points of a LODES crosswalk: ``tabblk2010``, ``blklondd``, ``blklatdd``).  Codes are
+    matched like :func:`dpcore.flows.tree.leaf_lookup`; since the points are public geography, not
+    trips, points whose code is not a finest area (or whose coordinates are missing) are simply
+    ignored.  Several points of one area are averaged.  Areas without any point below them get
+    NaN.  Coordinates are averaged in degrees (areas of a hierarchy are small and do not cross
+    the antimeridian in practice).
+    """
+    x = pd.to_numeric(pd.Series(lon).reset_index(drop=True), errors="coerce").to_numpy(dtype=float)
+    y = pd.to_numeric(pd.Series(lat).reset_index(drop=True), errors="coerce").to_numpy(dtype=float)
+    pos = match_leaves(h, codes)
+    if not (len(pos) == len(x) == len(y)):
+        raise InputError("The point codes, longitudes and latitudes must have the same length.")
+    ok = (pos >= 0) & np.isfinite(x) & np.isfinite(y)
+    n = h.n_leaves
+    cnt = np.bincount(pos[ok], minlength=n).astype(float)
+    sx = np.bincount(pos[ok], weights=x[ok], minlength=n)
+    sy = np.bincount(pos[ok], weights=y[ok], minlength=n)
+    # each finest area counts once (its own mean point), whatever its number of points
+    has = cnt > 0
+    leaf_x = np.divide(sx, cnt, out=np.zeros(n), where=has)
+    leaf_y = np.divide(sy, cnt, out=np.zeros(n), where=has)
+    agg = h.aggregate(np.column_stack([leaf_x, leaf_y, has.astype(float)]))
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for d, a in enumerate(agg):
+        k = a[:, 2]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mx = np.where(k > 0, a[:, 0] / np.where(k > 0, k, 1), np.nan)
+            my = np.where(k > 0, a[:, 1] / np.where(k > 0, k, 1), np.nan)
+        out[d] = (mx, my)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the released flows
+# ---------------------------------------------------------------------------------------------
+
+#: Columns of ``release.csv`` (and of :func:`release_frame`).
+CSV_COLUMNS = ["level", "origin", "destination", "noisy_count"]
+
+
+def release_frame(rel: ODRelease) -> pd.DataFrame:
+    """Every released flow of every tree level below the total: ``level, origin, destination,
+    noisy_count`` (export labels; flows released as 0 are not listed)."""
+    df = rel.to_frame()
+    return df[CSV_COLUMNS]
+
+
+def release_csv_bytes(rel: ODRelease) -> bytes:
+    """``release.csv``: the rows of :func:`release_frame`, header first (UTF-8, ``\\n``)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    # pyarrow writes 600k rows in a fraction of a second (pandas.to_csv: a few seconds); labels
+    # stay text (leading zeros kept)
+    def write(df: pd.DataFrame) -> bytes:
+        table = pa.table({c: (pa.array(df[c].to_numpy(dtype=object), type=pa.string()) if c != "noisy_count"
+                              else pa.array(df[c].to_numpy())) for c in CSV_COLUMNS})
+        buf = io.BytesIO()
+        try:
+            # pyarrow always quotes the header; written here as pandas does
+            buf.write((",".join(CSV_COLUMNS) + "\n").encode("utf-8"))
+            pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none", include_header=False))
+        except pa.ArrowInvalid:  # a label with a comma, quote or line break: pandas quotes just those
+            return df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+        return buf.getvalue()
+
+    # labels starting like a formula are escaped (dpcore.data.csv_safe)
+    return csv_bytes(release_frame(rel), write)
+
+
+def _tree_level_indices(rel: ODRelease, levels: Sequence[int | str] | None) -> list[int]:
+    names = [lp.name for lp in rel.plan.levels]
+    if levels is None:
+        return list(range(1, rel.depth + 1))
+    out = []
+    for lv in levels:
+        if isinstance(lv, str) and not lv.strip().lstrip("-").isdigit():
+            if lv not in names:
+                raise ParameterError(f"There is no O/D level '{lv}'; choose from {', '.join(names[1:])}.")
+            t = names.index(lv)
+        else:
+            t = int(lv)
+            if not 0 <= t <= rel.depth:
+                raise ParameterError(f"Tree level {t} does not exist (the O/D tree has levels 0..{rel.depth}).")
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def flows_geojson(
+    rel: ODRelease,
+    origin_xy: Mapping[int, tuple[np.ndarray, np.ndarray]],
+    destination_xy: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    *,
+    levels: Sequence[int] | None = None,
+    top: int | None = None,
+) -> dict[str, Any]:
+    """A GeoJSON FeatureCollection of flow lines (origin centroid → destination centroid).
+
+    ``origin_xy[depth]`` (and ``destination_xy[depth]``, default ``origin_xy``) hold the
+    (lon, lat) arrays of the areas of a hierarchy depth, e.g. from
+    :func:`centroids_from_boundaries` or :func:`centroids_from_points`.  One LineString per
+    released non-zero flow with properties ``level`` (level name), ``origin``, ``destination``
+    (export labels) and ``noisy_count``.  ``levels`` are tree levels (default: all below the
+    total); levels whose origin or destination depth has no coordinates, and flows with an end
+    without coordinates (NaN), are skipped.  ``top`` keeps the ``top`` largest flows per level.
+    """
+    dest_xy = origin_xy if destination_xy is None else destination_xy
+    if top is not None and int(top) < 1:
+        raise ParameterError("'top' must be a positive number of flows per level (or None for all).")
+    feats: list[dict[str, Any]] = []
+    for t in _tree_level_indices(rel, levels):
+        if t == 0:
+            continue  # the total is one number, not a flow between two areas
+        lp = rel.plan.levels[t]
+        od_, dd = lp.origin_depth, lp.destination_depth
+        if od_ not in origin_xy or dd not in dest_xy:
+            continue
+        ox, oy = (np.asarray(a, dtype=float) for a in origin_xy[od_])
+        dx, dy = (np.asarray(a, dtype=float) for a in dest_xy[dd])
+        if ox.shape[0] != rel.origin_h.sizes[od_] or dx.shape[0] != rel.destination_h.sizes[dd]:
+            raise ParameterError(
+                f"The coordinates of level '{lp.name}' do not fit the hierarchy: expected "
+                f"{rel.origin_h.sizes[od_]:,} origin and {rel.destination_h.sizes[dd]:,} destination areas."
+            )
+        o, d, v = rel.origins[t], rel.destinations[t], rel.values[t]
+        x0, y0, x1, y1 = ox[o], oy[o], dx[d], dy[d]
+        ok = np.isfinite(x0) & np.isfinite(y0) & np.isfinite(x1) & np.isfinite(y1)
+        sel = np.flatnonzero(ok)
+        if top is not None and sel.size > int(top):
+            # largest first; ties kept in (origin, destination) order (stable sort)
+            sel = sel[np.argsort(-v[sel], kind="stable")[: int(top)]]
+        if sel.size == 0:
+            continue
+        # nested [[x0, y0], [x1, y1]] lists straight from one (n, 2, 2) array: no per-flow indexing
+        coords = np.round(np.stack([x0[sel], y0[sel], x1[sel], y1[sel]], axis=1), COORD_DECIMALS)
+        lines = coords.reshape(-1, 2, 2).tolist()
+        lab_o = rel.origin_h.labels(od_)[o[sel]].tolist()
+        lab_d = rel.destination_h.labels(dd)[d[sel]].tolist()
+        vals = v[sel].tolist()
+        name = lp.name
+        props = [{"level": name, "origin": a, "destination": b, "noisy_count": n}
+                 for a, b, n in zip(lab_o, lab_d, vals, strict=True)]
+        # public display names (e.g. --names county=NAME), where the area list has them
+        for side, h, depth, idx in (("origin", rel.origin_h, od_, o), ("destination", rel.destination_h, dd, d)):
+            if depth > 0 and h.names[depth - 1] is not None:
+                for pr, nm in zip(props, h.display_names(depth)[idx[sel]].tolist(), strict=True):
+                    pr[f"{side}_name"] = nm
+        feats.extend(
+            {"type": "Feature", "geometry": {"type": "LineString", "coordinates": c}, "properties": pr}
+            for c, pr in zip(lines, props, strict=True)
+        )
+    return {"type": "FeatureCollection", "features": feats}
+
+
+# ---------------------------------------------------------------------------------------------
+# the release record
+# ---------------------------------------------------------------------------------------------
+
+
+def od_record(
+    rel: ODRelease,
+    ledger: Ledger | None = None,
+    *,
+    delta: float = 1e-8,
+    extra: Mapping[str, Any] | None = None,
+    files: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The machine-readable record of how the O/D release was made (schema ``dpcore-od-release/1``).
+
+    Public parameters and mechanism outputs only: the data-free plan (budget split,
+    sensitivities, noise scales, expected errors), the public hierarchies, and the ledger's
+    spends.  The only number that comes from the data unnoised is the total, and only when the
+    plan makes it public (bounded neighbours, one trip per person).  Never a true flow, a raw
+    row or an input file name.  ``delta`` is the δ at which a zCDP cost is also read as
+    (ε, δ)-DP; ``extra`` holds caller-supplied public parameters (e.g. how ρ was derived from
+    (ε, δ)) and must not name input files.
+    """
+    if not 0.0 < float(delta) < 1.0:
+        raise ParameterError(f"δ must be between 0 and 1 (exclusive), got {delta}.")
+    p = rel.plan
+    info = rel.mechanism
+    pd_ = p.to_dict()
+    T = p.depth
+    if p.cost is not None:
+        definition = "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP"
+        noise = "discrete Laplace" if p.cost.definition == "pure" else "discrete Gaussian"
+    else:
+        definition = "approximate (epsilon, delta)-DP"
+        noise = "discrete Laplace"
+    who = "one person" if p.max_trips > 1 else "one trip (one person with one trip)"
+    if p.max_trips > 1:
+        who += (f" with up to {p.max_trips} trips" + (" (distinct origin/destination pairs)"
+                                                       if p.distinct else " (repeats allowed)"))
+    unit_desc = (f"{who}; neighbouring data sets "
+                 + ("replace one person by another (the number of people is public)"
+                    if p.neighbour == "bounded" else "add or remove one person"))
+    invariants: dict[str, Any] = {}
+    total_public = bool(p.total_public and rel.public_total is not None)
+    if total_public:
+        invariants["total"] = int(rel.public_total)  # type: ignore[arg-type]
+    privacy: dict[str, Any] = {
+        "definition": definition,
+        "cost": p.cost.to_dict() if p.cost is not None else None,
+        "neighbouring_relation": p.neighbour,
+        "unit_of_privacy": {"max_trips": p.max_trips, "distinct": p.distinct, "description": unit_desc},
+        "noise": noise,
+        "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
+        "composition": "sequential over the measured tree levels (parallel within a level: its area pairs "
+                       "partition the trips)",
+        "invariants": invariants,
+        "invariants_note": "Invariants are published exactly and are outside the DP guarantee.",
+        "levels": [{"tree_level": lv["level"], "level": lv["name"], "measured": lv["measured"],
+                    "share": lv["share"], "noise": lv["noise"], "scale": lv["scale"],
+                    "l1_sensitivity": lv["l1_sensitivity"], "l2_sensitivity": lv["l2_sensitivity"]}
+                   for lv in pd_["levels"]],
+    }
+    if p.cost is not None and p.cost.definition == "zcdp":
+        rho = float(p.cost.value)
+        privacy["approx_dp"] = {
+            "delta": float(delta),
+            "epsilon": zcdp_to_approx_dp(rho, float(delta)),
+            "epsilon_classic": zcdp_to_approx_dp_classic(rho, float(delta)),
+        }
+        privacy["approx_dp_table"] = [
+            {"delta": d, "epsilon": zcdp_to_approx_dp(rho, d)} for d in sorted({*APPROX_DP_DELTAS, float(delta)},
+                                                                                reverse=True)
+        ]
+        privacy["approx_dp_conversion"] = ("epsilon: Canonne, Kamath & Steinke (2020, Cor. 13); epsilon_classic: "
+                                           "rho + 2 sqrt(rho ln(1/delta)) (Bun & Steinke 2016; the paper's Lemma 3)")
+    elif p.approx is not None:
+        privacy["approx_dp"] = {"delta": float(p.approx[1]), "epsilon": float(p.approx[0])}
+    # mechanism details are post-processing of the release, except for the stability histogram
+    # whose 'noised_cells' is the true number of observed pairs: never exported
+    details = {} if p.mechanism == "sh" else _jsonable(dict(rel.details))
+    rec: dict[str, Any] = {
+        **header(SCHEMA, "od", rel.release_id, rel.created),
+        "mechanism": {
+            "name": info.name, "title": info.title, "paper": info.paper,
+            "consistent": info.consistent, "integral": True, "nonnegative": info.nonnegative,
+            "details": details,
+        },
+        "privacy": privacy,
+        "budget": {"split": p.split, "split_weights": list(p.split_weights)},
+        "hierarchy": {
+            "origin": hierarchy_info(rel.origin_h),
+            "destination": hierarchy_info(rel.destination_h),
+            "same": rel.origin_h.fingerprint() == rel.destination_h.fingerprint(),
+        },
+        "tree": {
+            "orientation": p.orientation,
+            "depth": T,
+            "naming": ("A level named 'county' is the intra-level table (origin county → destination county); "
+                       "'state>county' is a cross-level table: origin at state level, destination at county "
+                       "level. Levels are listed from the total (tree level 0) down to the finest pairs."),
+            "levels": [{"tree_level": lv["level"], "name": lv["name"], "kind": lv["kind"],
+                        "origin_level": lv["origin_level"], "destination_level": lv["destination_level"],
+                        "origin_depth": lv["origin_depth"], "destination_depth": lv["destination_depth"],
+                        "possible_pairs": lv["pairs"], "branching": lv["branching"]}
+                       for lv in pd_["levels"]],
+        },
+        "total_public": total_public,
+        "zeroing_order": p.order,
+        "tiebreak": p.tiebreak,
+        "expected_error": _jsonable([{
+            "tree_level": lv.level, "level": lv.name, "possible_pairs": lv.pairs,
+            "noise_sd": lv.noise_sd, "rmse": lv.sd, "mean_abs_error": lv.mean_abs,
+            "typical_max_abs_error": lv.max_abs, "bound_95": lv.bound,
+            "unreliable_below": lv.unreliable_below, "basis": lv.basis,
+        } for lv in p.levels]),
+        "outputs": {
+            "files": list(files) if files is not None else ["release.csv", "release.json"],
+            "csv_columns": list(CSV_COLUMNS),
+            "columns": {
+                "level": "the O/D table (tree level) of the flow: 'county' or 'state>county' (origin>destination)",
+                "origin": "export label of the origin area at the level's origin depth (code, or a/b/c path)",
+                "destination": "export label of the destination area at the level's destination depth",
+                "noisy_count": "released number of trips (a non-negative whole number for the TopDown "
+                               "mechanisms); flows released as 0 are not listed",
+            },
+            "levels": [lp.name for lp in p.levels[1:]],
+            "geojson": "flows.geojson (when written): one LineString per released flow from the origin area's "
+                       "public centroid to the destination area's, with the CSV's columns as properties",
+        },
+        "not_exported": [
+            "true counts of any flow or area pair (only the total, when listed under privacy.invariants)",
+            "raw trip rows, person ids or the number of trips dropped by the contribution cap",
+            "the input file names or paths",
+            "empirical errors against the truth (curator-only diagnostics)",
+        ],
+        "notes": [
+            "All flows are outputs of the mechanism; the released tables are consistent (each sums to its parent) "
+            "and flows released as 0 are omitted.",
+            "Expected errors are analytic: they come from the mechanism, the budget and the public area lists, "
+            "not from the data.",
+        ],
+    }
+    for side, h in (("origin", rel.origin_h), ("destination", rel.destination_h)):
+        if h.source == "data (not public)":  # the area list must be public (Boninsegna & Silvestri 2025, Sec. 3)
+            rec["notes"].append(
+                f"WARNING: the {side} area list was taken from the data; areas without trips are missing and "
+                "that absence is not protected by differential privacy."
+            )
+    rec["ledger"] = _jsonable(ledger_section(ledger))
+    if extra:
+        rec["extra"] = _jsonable(dict(extra))
+    return rec
+
+
+def od_json(rel: ODRelease, ledger: Ledger | None = None, *, delta: float = 1e-8,
+            extra: Mapping[str, Any] | None = None, files: Sequence[str] | None = None) -> bytes:
+    return orjson.dumps(od_record(rel, ledger, delta=delta, extra=extra, files=files),
+                        option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+
+
+def validate_od_record(record: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/od_release.schema.json``."""
+    validate_record(record, "od_release")
+
+
+def write_od(
+    rel: ODRelease,
+    out_dir: str | Path,
+    ledger: Ledger | None = None,
+    *,
+    origin_xy: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    destination_xy: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    delta: float = 1e-8,
+    extra: Mapping[str, Any] | None = None,
+    top: int | None = None,
+) -> list[Path]:
+    """Write ``release.csv``, ``release.json`` and, with coordinates, ``flows.geojson``.
+
+    ``top`` keeps only the largest ``top`` flows per level in ``flows.geojson`` (the CSV always
+    holds every released flow).
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"The output '{out}' exists and is a file, not a folder. Choose another --out folder.")
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, bytes] = {"release.csv": release_csv_bytes(rel)}
+    if origin_xy is not None or destination_xy is not None:
+        oxy = origin_xy if origin_xy is not None else destination_xy
+        files["flows.geojson"] = orjson.dumps(flows_geojson(rel, oxy, destination_xy, top=top))  # type: ignore[arg-type]
+    names = [*files, "release.json"]
+    files["release.json"] = od_json(rel, ledger, delta=delta, extra=extra, files=names)
+    paths = []
+    for name, data in files.items():
+        path = out / name
+        path.write_bytes(data)
+        paths.append(path)
+    return paths

@@ -1,0 +1,1 @@
+"""Points on a public grid: mechanisms (one file each), releases, export, figures, evaluation."""

@@ -1,0 +1,258 @@
+"""What a mechanism returns, and the data-free plan that describes its noise.
+
+A :class:`PartitionRelease` is a set of rectangles of the public grid with noisy
+counts.  It holds no true value: everything in it is public (grid, parameters,
+plan) or the output of a DP mechanism, so maps, answers to queries and exports
+are post-processing and cost no budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcore.core.record import created_now, new_release_id
+from dpcore.data.domain import Grid, prefix_sums, rect_sums_from_prefix
+from dpcore.privacy.budget import PrivacyCost
+
+#: Area fractions of the range queries the expected error is reported for
+#: (the HTF paper's 2 %, 6 % and 10 % workloads).
+DEFAULT_QUERY_SIZES: tuple[float, ...] = (0.02, 0.06, 0.10)
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """Noise of one level of a release, computed from public inputs only.
+
+    Attributes
+    ----------
+    level
+        0 for the first phase / top level, increasing downwards.
+    name
+        Plain-words name ("Grid of 57 x 57 cells", "Point count estimate").
+    cost
+        Budget spent on this level.
+    noise
+        ``"discrete_laplace"`` or ``"discrete_gaussian"``.
+    scale
+        Discrete Laplace scale ``t`` (pmf ∝ exp(-|k|/t)) or Gaussian sigma.
+    sensitivity
+        Sensitivity of the counts of this level under the unit of privacy.
+    n_counts
+        Number of noisy counts released at this level.
+    sd, ci95
+        Standard deviation and 95 % half-width of the noise on one count.
+    cells_per_count
+        Average number of fine grid cells one count covers (for density and
+        query-error formulas).
+    in_partition
+        Whether the counts of this level are the final partition (leaves).
+    """
+
+    level: int
+    name: str
+    cost: PrivacyCost
+    noise: str
+    scale: float
+    sensitivity: int
+    n_counts: int
+    sd: float
+    ci95: float
+    cells_per_count: float
+    in_partition: bool
+    note: str = ""
+    #: mechanism-specific, data-free facts of the level (JSON-able), e.g. the
+    #: probability that HTF's stop test is decided by noise; exported under "details"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def query_sd(self, fraction: float, n_cells: int) -> float:
+        """Noise SD of a range query covering ``fraction`` of the domain, answered
+        from this level by uniform spread.
+
+        A query covering area fraction ``s`` overlaps about ``L = s * n_counts``
+        counts.  When ``L >= 1`` it covers them (nearly) fully and the SD is
+        ``sqrt(L) * sd``; inside one count it takes the share ``L`` of it, SD ``L * sd``.
+        Partial overlap at the query's border is ignored (HTF spec 6.2-4).
+        """
+        if not self.in_partition:
+            return float("nan")
+        exact = self.extra.get("range_query_sd_exact", {}).get(f"{fraction:g}")
+        if exact is not None:  # e.g. wavelets, where spreading does not describe the noise
+            return float(exact)
+        covered = fraction * n_cells / self.cells_per_count
+        return self.sd * (math.sqrt(covered) if covered >= 1 else covered)
+
+    def to_dict(self, n_cells: int, query_sizes: tuple[float, ...] = DEFAULT_QUERY_SIZES) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "level": self.level,
+            "name": self.name,
+            "privacy": self.cost.to_dict(),
+            "noise": {"distribution": self.noise, "scale": self.scale, "sensitivity": self.sensitivity},
+            "n_counts": self.n_counts,
+            "in_partition": self.in_partition,
+            "expected_error": {
+                "sd_per_count": self.sd,
+                "ci95_half_width_per_count": self.ci95,
+                "mean_abs_error_per_count": _mean_abs(self),
+                "range_query_sd": (
+                    {f"{s:g}": self.query_sd(s, n_cells) for s in query_sizes}
+                    if self.in_partition
+                    else {}
+                ),
+            },
+        }
+        if self.note:
+            d["note"] = self.note
+        if self.extra:
+            d["details"] = dict(self.extra)
+        return d
+
+
+def _mean_abs(plan: LevelPlan) -> float:
+    """E|X| of the noise on one count (exact for discrete Laplace; ~sqrt(2/pi) sd otherwise)."""
+    if plan.noise == "discrete_laplace":
+        q = math.exp(-1.0 / plan.scale)
+        # E|X| = 2q / ((1 - q)(1 + q)) for X = G1 - G2 with geometric G_i
+        return 2 * q / ((1 - q) * (1 + q))
+    return math.sqrt(2 / math.pi) * plan.sd
+
+
+@dataclass(frozen=True)
+class PartitionRelease:
+    """A released partition of the public grid into rectangles with noisy counts.
+
+    ``rects`` are ``(r0, r1, c0, c1)`` half-open fine-cell ranges; ``level`` says
+    which :class:`LevelPlan` produced each rectangle; ``leaf`` marks the final
+    partition used to answer queries (it tiles the grid).
+    """
+
+    mechanism: str
+    mechanism_title: str
+    params: dict[str, Any]
+    grid: Grid
+    cost: PrivacyCost
+    levels: tuple[LevelPlan, ...]
+    rects: NDArray[np.int64]
+    level: NDArray[np.int64]
+    leaf: NDArray[np.bool_]
+    noisy: NDArray[np.float64]
+    sd: NDArray[np.float64]
+    ci95: NDArray[np.float64]
+    sensitivity: int
+    user_cap: int | None
+    public: dict[str, Any] = field(default_factory=dict)
+    #: budget value (ε or ρ, same definition as ``cost``) spent on each node's count;
+    #: None when every node's budget is its level's (``levels[level[i]].cost.value``)
+    node_budget: NDArray[np.float64] | None = None
+    #: True for tree mechanisms: ``level`` is the depth and the Map page offers a depth slider
+    is_tree: bool = False
+    #: mechanism-specific released extras (e.g. the matrix mechanism's workload answers with
+    #: their standard errors under ``"workload_answers"``); all DP outputs or public facts
+    details: dict[str, Any] = field(default_factory=dict)
+    created: str = field(default_factory=created_now)  # the session restamps it with the charge time
+    release_id: str = field(default_factory=new_release_id)
+
+    @property
+    def n_rects(self) -> int:
+        return int(self.rects.shape[0])
+
+    def budgets(self) -> NDArray[np.float64]:
+        """Budget spent on each node's count (ε or ρ)."""
+        if self.node_budget is not None:
+            return np.asarray(self.node_budget, dtype=np.float64)
+        lut = np.full(max([lv.level for lv in self.levels] + [int(np.max(self.level, initial=0))]) + 1, np.nan)
+        lut[[lv.level for lv in self.levels]] = [lv.cost.value for lv in self.levels]
+        return lut[np.asarray(self.level, dtype=np.int64)]
+
+    def frontier(self, depth: int) -> NDArray[np.int64]:
+        """Indices of the partition seen at ``depth`` of a tree: the nodes at that depth
+        plus the leaves above it.  For a flat release, the leaves."""
+        if not self.is_tree:
+            return self.leaf_index()
+        return np.flatnonzero((self.level == depth) | (self.leaf & (self.level < depth)))
+
+    def leaf_index(self) -> NDArray[np.int64]:
+        return np.flatnonzero(self.leaf)
+
+    def density(self, idx: NDArray[np.int64] | None = None) -> NDArray[np.float64]:
+        """Estimated count per fine cell: each leaf's noisy count spread uniformly.
+
+        ``idx`` picks another tiling of the grid, e.g. a tree's :meth:`frontier`.
+        """
+        return self.spread(self.noisy, self.leaf_index() if idx is None else idx)
+
+    def spread(self, per_area: NDArray[np.float64], idx: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Grid-shaped array: the value of each area ``idx`` (``per_area`` holds one value per
+        rectangle of the release) divided evenly over its cells.  One area per cell in row-major
+        order (Identity) is a reshape, not a scatter."""
+        g = self.grid
+        idx = np.asarray(idx, dtype=np.int64)
+        if len(idx) == g.n_cells:  # a tiling by n_cells areas: every area is one cell
+            every = len(idx) == self.n_rects  # idx is then 0, 1, ..., n - 1: no copies
+            r = self.rects if every else self.rects[idx]
+            per_cell = np.asarray(per_area if every else per_area[idx], dtype=np.float64)
+            lin = r[:, 0] * g.cols
+            lin += r[:, 2]
+            if np.array_equal(lin, np.arange(g.n_cells)):
+                return per_cell.reshape(g.shape)
+            out = np.empty(g.n_cells, dtype=np.float64)
+            out[lin] = per_cell
+            return out.reshape(g.shape)
+        r = self.rects[idx]
+        per_cell = np.asarray(per_area[idx], dtype=np.float64) / ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]))
+        # 2-D difference array: add per_cell on each rectangle in O(k + cells)
+        diff = np.zeros((g.rows + 1, g.cols + 1), dtype=np.float64)
+        np.add.at(diff, (r[:, 0], r[:, 2]), per_cell)
+        np.add.at(diff, (r[:, 1], r[:, 2]), -per_cell)
+        np.add.at(diff, (r[:, 0], r[:, 3]), -per_cell)
+        np.add.at(diff, (r[:, 1], r[:, 3]), per_cell)
+        return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
+
+    def answer(self, queries: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Answers to range queries ``(r0, r1, c0, c1)`` from the leaves (uniform spread)."""
+        return rect_sums_from_prefix(prefix_sums(self.density()), queries).astype(np.float64)
+
+    def expected_query_sd(self, fraction: float) -> float:
+        """Noise SD of a query of area ``fraction``, from the leaf level's plan."""
+        leaf_levels = [lv for lv in self.levels if lv.in_partition]
+        if not leaf_levels:
+            return float("nan")
+        # several leaf levels (pruned trees): combine as independent contributions
+        # in proportion to the cells they cover
+        var = 0.0
+        covered_total = 0.0
+        for lv in leaf_levels:
+            cells = lv.n_counts * lv.cells_per_count
+            share = cells / self.grid.n_cells
+            var += lv.query_sd(fraction * share, self.grid.n_cells) ** 2 if share > 0 else 0.0
+            covered_total += share
+        return math.sqrt(var)
+
+    def leaf_table(self) -> dict[str, NDArray[Any]]:
+        """Columns of the leaves, for tables and exports (lon/lat boxes included)."""
+        idx = self.leaf_index()
+        return self.table(idx)
+
+    def table(self, idx: NDArray[np.int64] | None = None) -> dict[str, NDArray[Any]]:
+        if idx is None:
+            idx = np.arange(self.n_rects)
+        box = self.grid.rect_lonlat(self.rects[idx])
+        return {
+            "id": idx.astype(np.int64),
+            "level": self.level[idx],
+            "leaf": self.leaf[idx],
+            "west": box[:, 0],
+            "south": box[:, 1],
+            "east": box[:, 2],
+            "north": box[:, 3],
+            "noisy_count": self.noisy[idx],
+            "ci95_low": self.noisy[idx] - self.ci95[idx],
+            "ci95_high": self.noisy[idx] + self.ci95[idx],
+            "noise_sd": self.sd[idx],
+            "budget": self.budgets()[idx],
+            "cells": ((self.rects[idx, 1] - self.rects[idx, 0]) * (self.rects[idx, 3] - self.rects[idx, 2])),
+        }

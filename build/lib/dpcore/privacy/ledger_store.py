@@ -1,0 +1,569 @@
+"""A persistent privacy-budget ledger and release history in an embedded SQLite database.
+
+Why: a ledger that lives in a browser session resets when the page is reloaded, the app is
+restarted or a second tab is opened, and a curator could then spend the same dataset's budget
+again.  Here the ledger of a dataset is keyed by a fingerprint of the dataset's *content* (the
+same data re-uploaded, under any file name, finds the same budget) and lives in one SQLite
+file shared by every session and process of the app on this machine.
+
+* Location: ``$DPCORE_LEDGER_DB`` if set, else ``$XDG_DATA_HOME/dpcore/ledger.sqlite``
+  (``~/.local/share/dpcore/ledger.sqlite``).
+* Every check-and-spend runs in one ``BEGIN IMMEDIATE`` transaction after reloading the
+  ledger from the file, so two tabs, two sessions or two processes spending at once can never
+  pass the cap between them (SQLite's write lock serialises them; the loser re-reads the new
+  total and is refused if it no longer fits).
+* Stored releases keep their export files (CSV, GeoJSON, JSON record) as they were published,
+  so the history page can offer them again without recomputing or spending anything.  They
+  hold only what was exported (noisy outputs and public parameters), never true counts.
+  Files are kept gzip-compressed (RFC 1952, the standard library's :mod:`gzip`; the CSV and
+  GeoJSON of a release shrink five- to tenfold) and read back as published; rows stored
+  uncompressed by earlier versions read as they are.  The curator may remove old release files
+  (:meth:`LedgerStore.remove_release_files`) to reclaim space: the budget entries stay, and a
+  removed file is listed as removed, never served.
+
+* **Keys.** A population's key is ``HMAC-SHA256(secret, kind:fingerprint)`` (:meth:`LedgerStore.key`)
+  with a per-install secret kept beside the database (``ledger.sqlite.key``, readable by its owner
+  only).  A content fingerprint is a hash of the data, so a stored plain fingerprint would let
+  whoever reads the database test guesses about the data (say, one person's location); the keyed
+  hash does not without the secret.  Budgets stored under a plain key by earlier versions move to
+  their keyed name the first time they are opened.
+* **Populations.** Data sets that come from the same people (points, trips and census tables of
+  one survey) can be bound to one named population (:meth:`LedgerStore.bind`); their releases then
+  draw on one budget.  A data set is bound before its first release, and for good.
+* **Files** are created readable and writable by their owner only (mode 0600).
+
+SQLite is the standard library's embedded database: no server, safe for concurrent readers and
+serialised writers with a busy timeout.  The ledger arithmetic is :class:`dpcore.privacy.ledger.Ledger`'s,
+unchanged: :class:`StoredLedger` only reloads its state from the file before every operation
+and writes it back inside the same transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Mapping
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from dpcore.errors import BudgetError, DPCoreError, InputError
+from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.ledger import CapChange, Ledger, LedgerEntry, minute_now
+from dpcore.privacy.noise import secret_key
+from dpcore.privacy.units import Unit
+
+__all__ = ["LedgerStore", "StoredLedger", "default_path", "default_store"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS datasets (
+    fingerprint TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    cap TEXT NOT NULL,
+    created TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS spends (
+    fingerprint TEXT NOT NULL REFERENCES datasets(fingerprint),
+    idx INTEGER NOT NULL,
+    entry TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, idx)
+);
+CREATE TABLE IF NOT EXISTS releases (
+    release_id TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    created TEXT NOT NULL,
+    summary TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS release_files (
+    release_id TEXT NOT NULL REFERENCES releases(release_id),
+    name TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (release_id, name)
+);
+CREATE INDEX IF NOT EXISTS releases_by_dataset ON releases(fingerprint, created);
+CREATE TABLE IF NOT EXISTS cap_changes (
+    fingerprint TEXT NOT NULL REFERENCES datasets(fingerprint),
+    idx INTEGER NOT NULL,
+    change TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, idx)
+);
+CREATE TABLE IF NOT EXISTS bindings (
+    data_key TEXT PRIMARY KEY,
+    population TEXT NOT NULL,
+    name TEXT NOT NULL
+);
+"""
+
+#: Prefix of keyed (HMAC) population keys; keys without it are plain keys of earlier versions.
+KEY_PREFIX = "k1:"
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` (if missing) readable and writable by its owner only, and make it so."""
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+    os.close(fd)
+    os.chmod(path, 0o600)
+
+
+
+def default_path() -> Path:
+    """``$DPCORE_LEDGER_DB``, else ``$XDG_DATA_HOME/dpcore/ledger.sqlite``."""
+    env = os.environ.get("DPCORE_LEDGER_DB")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "dpcore" / "ledger.sqlite"
+
+
+class LedgerStore:
+    """One SQLite file of ledgers and stored releases.
+
+    ``temporary`` is True for a store made by :meth:`temporary_store` (removed with the object).
+    """
+
+    temporary = False
+
+    @classmethod
+    def temporary_store(cls) -> LedgerStore:
+        """A store in a private temporary directory, removed when the object is collected.
+
+        For budgets that must *not* outlive their holder, e.g. the app's made-up demo data, whose
+        budget lives with the browser session: the same SQLite code paths as the persistent
+        store (transactions, keys, populations, stored releases), nothing kept afterwards.
+        """
+        folder = tempfile.mkdtemp(prefix="dpcore-session-")
+        store = cls(Path(folder) / "ledger.sqlite")
+        store.temporary = True
+        weakref.finalize(store, shutil.rmtree, folder, True)
+        return store
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private_file(self.path)
+            with self._connect() as con:
+                con.executescript(_SCHEMA)
+                if "unit" not in {r[1] for r in con.execute("PRAGMA table_info(datasets)")}:
+                    con.execute("ALTER TABLE datasets ADD COLUMN unit TEXT")
+                # columns added without a migration: rows of earlier versions read as uncompressed
+                # (encoding NULL), of their stored length (size NULL) and not removed (removed NULL)
+                have = {r[1] for r in con.execute("PRAGMA table_info(release_files)")}
+                for column, decl in (("encoding", "TEXT"), ("size", "INTEGER"), ("removed", "TEXT")):
+                    if column not in have:
+                        con.execute(f"ALTER TABLE release_files ADD COLUMN {column} {decl}")
+            self._secret = self._load_secret()
+        except (OSError, sqlite3.Error) as e:
+            raise DPCoreError(
+                f"Cannot open the budget database at {self.path}: {e}. Set DPCORE_LEDGER_DB to a writable "
+                "file path (the budget must be kept somewhere that survives restarts)."
+            ) from None
+
+    def _load_secret(self) -> bytes:
+        key_path = self.path.with_name(self.path.name + ".key")
+        if not key_path.exists():
+            with contextlib.closing(self._connect()) as con:
+                keyed = con.execute("SELECT 1 FROM datasets WHERE fingerprint LIKE ? LIMIT 1",
+                                    (KEY_PREFIX + "%",)).fetchone()
+            if keyed:
+                # a new secret would give every data set a fresh, empty budget
+                raise DPCoreError(
+                    f"The budget key file {key_path} is missing, but the budget database {self.path} holds budgets "
+                    "keyed with it. Restore the key file from the backup of the database (they go together); "
+                    "without it these budgets cannot be found, and a new key would start every data set afresh.")
+            # written whole to a private temporary file, then linked into place: a second process
+            # starting at the same moment finds either no key file or a complete one
+            tmp = key_path.with_name(f"{key_path.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secret_key().hex())
+            with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
+                os.link(tmp, key_path)
+            tmp.unlink()
+        os.chmod(key_path, 0o600)
+        secret = bytes.fromhex(key_path.read_text().strip())
+        if len(secret) < 16:
+            raise DPCoreError(f"The budget key file {key_path} is damaged (too short). Restore it from a backup: "
+                              "without it the budgets in the database cannot be found.")
+        return secret
+
+    # -- keys -------------------------------------------------------------------------------
+    def key(self, kind: str, fingerprint: str) -> str:
+        """The population key of a data set: HMAC-SHA256 of ``kind:fingerprint`` under this
+        install's secret (a stored key tells nothing about the data without the secret)."""
+        mac = hmac.new(self._secret, f"{kind}:{fingerprint}".encode(), hashlib.sha256).hexdigest()
+        return KEY_PREFIX + mac
+
+    def population_key(self, name: str) -> str:
+        """The key of a named population (:meth:`bind`)."""
+        return self.key("population", str(name).strip())
+
+    def resolve(self, data_key: str) -> str:
+        """The key whose budget a data set draws on: its population's when bound, else its own."""
+        with contextlib.closing(self._connect()) as con:
+            row = con.execute("SELECT population FROM bindings WHERE data_key = ?", (data_key,)).fetchone()
+        return row[0] if row else data_key
+
+    def population_name(self, data_key: str) -> str | None:
+        """The name of the population a data set is bound to, or None when it has a budget of its own."""
+        with contextlib.closing(self._connect()) as con:
+            row = con.execute("SELECT name FROM bindings WHERE data_key = ?", (data_key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def bind(self, data_key: str, name: str) -> str:
+        """Bind a data set to the named population (for good) and return the population's key.
+
+        Refused when the data set already has releases on a budget of its own (they would not
+        count against the population) or is bound to another population.
+        """
+        name = str(name).strip()
+        if not name:
+            raise DPCoreError("A population needs a name (for example the survey the data comes from).")
+        pop = self.population_key(name)
+        with self.transaction() as con:
+            row = con.execute("SELECT population, name FROM bindings WHERE data_key = ?", (data_key,)).fetchone()
+            if row is not None:
+                if row[0] != pop:
+                    raise DPCoreError(
+                        f"This data is already bound to the population '{row[1]}'; a data set belongs to one "
+                        "population for good. Keep that population's name.")
+                return pop
+            if con.execute("SELECT 1 FROM spends WHERE fingerprint = ?", (data_key,)).fetchone():
+                raise DPCoreError(
+                    "This data already has releases on a budget of its own, which the population's budget would not "
+                    "count. Bind data to a population before its first release, or keep its own budget.")
+            con.execute("INSERT INTO bindings VALUES (?, ?, ?)", (data_key, pop, name))
+        return pop
+
+    def budget_key(self, kind: str, fingerprint: str) -> str:
+        """The key of the budget ``kind`` data with this fingerprint draws on (its population's
+        when bound), after moving a budget stored under an earlier version's plain key."""
+        data_key = self.key(kind, fingerprint)
+        self.migrate_plain_key(f"{kind}:{fingerprint}", data_key)
+        return self.resolve(data_key)
+
+    def migrate_plain_key(self, plain: str, key: str) -> None:
+        """Move a budget stored under an earlier version's plain key to its keyed name."""
+        with self.transaction() as con:
+            if not con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (plain,)).fetchone():
+                return
+            if con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (key,)).fetchone():
+                return
+            con.execute("PRAGMA defer_foreign_keys = ON")
+            for table in ("datasets", "spends", "releases", "cap_changes"):
+                con.execute(f"UPDATE {table} SET fingerprint = ? WHERE fingerprint = ?", (key, plain))
+
+    def _connect(self, check_same_thread: bool = True) -> sqlite3.Connection:
+        # autocommit mode (isolation_level=None): transactions are explicit BEGIN IMMEDIATE
+        con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=check_same_thread)
+        con.execute("PRAGMA foreign_keys = ON")
+        return con
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """An exclusive-for-writes transaction: committed on success, rolled back on any error."""
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
+    # -- ledgers ----------------------------------------------------------------------------
+    def ledger(self, fingerprint: str, default_cap: PrivacyCost, kind: str = "",
+               unit: Unit | None = None) -> StoredLedger:
+        """The ledger under this key (created with ``default_cap`` and ``unit``)."""
+        return StoredLedger(self, str(fingerprint), default_cap, kind, unit)
+
+    def has_ledger(self, fingerprint: str) -> bool:
+        with contextlib.closing(self._connect()) as con:
+            return con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (fingerprint,)).fetchone() is not None
+
+    # -- releases ---------------------------------------------------------------------------
+    def record_release(self, fingerprint: str, release_id: str, kind: str, summary: Mapping[str, Any],
+                       files: Mapping[str, bytes]) -> None:
+        """Keep a release's exported files (as published, gzip-compressed) for the history page.
+
+        ``summary`` is public (mechanism, budget, parameters); ``files`` are the exports.
+        Recording the same release twice keeps the first copy.
+        """
+        created = minute_now()
+        rows = [(release_id, str(n), sqlite3.Binary(_pack(bytes(d))), _GZIP, len(d)) for n, d in files.items()]
+        with self.transaction() as con:
+            if con.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone():
+                return
+            con.execute("INSERT INTO releases VALUES (?, ?, ?, ?, ?)",
+                        (release_id, fingerprint, kind, created, json.dumps(dict(summary), default=str)))
+            con.executemany("INSERT INTO release_files (release_id, name, data, encoding, size) "
+                            "VALUES (?, ?, ?, ?, ?)", rows)
+
+    def releases(self, fingerprint: str) -> list[dict[str, Any]]:
+        """Stored releases of a dataset, newest first: id, kind, created, summary, the names of the
+        files that can be downloaded (``files``) and of those removed (``removed``: name -> when)."""
+        with contextlib.closing(self._connect()) as con:
+            rows = con.execute("SELECT release_id, kind, created, summary FROM releases WHERE fingerprint = ? "
+                               "ORDER BY created DESC, rowid DESC", (fingerprint,)).fetchall()
+            out = []
+            for rid, kind, created, summary in rows:
+                files = con.execute("SELECT name, removed FROM release_files WHERE release_id = ? ORDER BY rowid",
+                                    (rid,)).fetchall()
+                out.append({"release_id": rid, "kind": kind, "created": created, "summary": json.loads(summary),
+                            "files": [n for n, gone in files if gone is None],
+                            "removed": {n: gone for n, gone in files if gone is not None}})
+            return out
+
+    def release_file(self, release_id: str, name: str) -> bytes:
+        """A stored file of a release, as published (decompressed)."""
+        with contextlib.closing(self._connect()) as con:
+            row = con.execute("SELECT data, encoding, removed FROM release_files WHERE release_id = ? AND name = ?",
+                              (release_id, name)).fetchone()
+        if row is None:
+            raise InputError(f"There is no stored file {name!r} for release {release_id}.")
+        if row[2] is not None:
+            raise InputError(f"The file {name!r} of release {release_id} was removed from the history on "
+                             f"{row[2].replace('T', ' ')} UTC to save space; its budget entry is kept.")
+        return _unpack(bytes(row[0]), row[1])
+
+    def storage(self) -> dict[str, int]:
+        """What the database takes on disk: ``database_bytes`` (the file and its journal),
+        ``files_bytes`` (stored release files, compressed), ``files_published_bytes`` (the same
+        files as published), ``files`` (how many are kept) and ``removed`` (how many were removed)."""
+        with contextlib.closing(self._connect()) as con:
+            kept, stored, published = con.execute(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0), COALESCE(SUM(COALESCE(size, LENGTH(data))), 0) "
+                "FROM release_files WHERE removed IS NULL").fetchone()
+            removed = con.execute("SELECT COUNT(*) FROM release_files WHERE removed IS NOT NULL").fetchone()[0]
+        on_disk = sum(p.stat().st_size for p in (self.path, self.path.with_name(self.path.name + "-wal"),
+                                                 self.path.with_name(self.path.name + "-journal")) if p.exists())
+        return {"database_bytes": int(on_disk), "files_bytes": int(stored), "files_published_bytes": int(published),
+                "files": int(kept), "removed": int(removed)}
+
+    def remove_release_files(self, *, before: str | None = None, release_ids: Iterable[str] | None = None,
+                             fingerprints: Iterable[str] | None = None) -> int:
+        """Remove stored release files to reclaim space; the budget entries and the releases'
+        summaries stay, and the files stay listed as removed (with when).
+
+        Parameters
+        ----------
+        before : str, optional
+            Remove the files of releases made before this time (ISO 8601, UTC; a date such as
+            ``"2024-05-01"`` means the start of that day).
+        release_ids : iterable of str, optional
+            Remove the files of these releases.
+        fingerprints : iterable of str, optional
+            Only releases of these budget keys (default: every release in the database).
+
+        Returns
+        -------
+        int
+            How many files were removed.  The database file is compacted afterwards (``VACUUM``).
+        """
+        if before is None and release_ids is None:
+            raise InputError("Say which release files to remove: those made before a date, or chosen releases.")
+        where, args = ["removed IS NULL"], []
+        if before is not None:
+            where.append("release_id IN (SELECT release_id FROM releases WHERE created < ?)")
+            args.append(str(before))
+        if release_ids is not None:
+            ids = [str(r) for r in release_ids]
+            where.append(f"release_id IN ({','.join('?' * len(ids))})" if ids else "0")
+            args.extend(ids)
+        if fingerprints is not None:
+            keys = [str(k) for k in fingerprints]
+            where.append(f"release_id IN (SELECT release_id FROM releases WHERE fingerprint IN "
+                         f"({','.join('?' * len(keys))}))" if keys else "0")
+            args.extend(keys)
+        with self.transaction() as con:
+            n = con.execute(f"UPDATE release_files SET data = x'', removed = ? WHERE {' AND '.join(where)}",
+                            (minute_now(), *args)).rowcount
+        if n:
+            with contextlib.closing(self._connect()) as con:
+                con.execute("VACUUM")  # SQLite keeps freed pages otherwise: the file would not shrink
+        return int(n)
+
+
+#: ``release_files.encoding`` of files stored gzip-compressed; NULL: stored as published (earlier versions).
+_GZIP = "gzip"
+
+
+def _pack(data: bytes) -> bytes:
+    # mtime=0: the same file compresses to the same bytes
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+def _unpack(data: bytes, encoding: str | None) -> bytes:
+    if encoding is None:
+        return data
+    if encoding == _GZIP:
+        return gzip.decompress(data)
+    raise InputError(f"A stored release file has an unknown encoding {encoding!r} (written by a newer version?).")
+
+
+class StoredLedger(Ledger):
+    """A :class:`~dpcore.privacy.ledger.Ledger` whose state lives in a :class:`LedgerStore`.
+
+    Every read reloads the cap and the entries from the file, and every change (spend, new
+    cap) reloads, applies :class:`Ledger`'s own checks and writes back inside one
+    ``BEGIN IMMEDIATE`` transaction, so what another tab or process spent is always counted.
+    """
+
+    def __init__(self, store: LedgerStore, fingerprint: str, default_cap: PrivacyCost, kind: str = "",
+                 unit: Unit | None = None) -> None:
+        super().__init__(default_cap, dataset=fingerprint, unit=unit)
+        # re-entrant: Ledger's refusal message reads ``definition`` while holding the lock, and
+        # every read here reloads under the same lock
+        self._lock = threading.RLock()
+        self._store = store
+        self._fp = fingerprint
+        # one read connection per ledger object; PRAGMA data_version changes whenever another
+        # connection (a spend here, another tab, another process) commits, so reads reload only
+        # then (a page run reads the ledger a dozen times; reloading each time cost 0.2-1.3 ms
+        # per read and a connection per read)
+        self._read = store._connect(check_same_thread=False)
+        self._version: int | None = None
+        if not store.has_ledger(fingerprint):
+            with store.transaction() as con:
+                con.execute("INSERT OR IGNORE INTO datasets (fingerprint, kind, cap, created, unit) "
+                            "VALUES (?, ?, ?, ?, ?)",
+                            (fingerprint, kind, json.dumps(self._check_cap(default_cap).to_dict()),
+                             minute_now(), json.dumps(unit.to_dict()) if unit else None))
+        # a budget from before units were recorded gets its unit from its next *charged* release
+        # (Ledger.spend), never from a release that is only asked about and then refused
+        self._refresh()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._read.close()
+
+    @property
+    def store(self) -> LedgerStore:
+        """The store this ledger lives in."""
+        return self._store
+
+    # -- sync -------------------------------------------------------------------------------
+    def _load(self, con: sqlite3.Connection) -> None:
+        row = con.execute("SELECT cap, unit FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone()
+        if row is None:  # pragma: no cover - created in __init__ and never deleted
+            raise InputError("This dataset's budget record has disappeared from the budget database.")
+        cap = PrivacyCost.from_dict(json.loads(row[0]))
+        unit = Unit.from_dict(json.loads(row[1])) if row[1] else None
+        entries = [LedgerEntry.from_dict(json.loads(e)) for (e,) in con.execute(
+            "SELECT entry FROM spends WHERE fingerprint = ? ORDER BY idx", (self._fp,))]
+        changes = [CapChange.from_dict(json.loads(c)) for (c,) in con.execute(
+            "SELECT change FROM cap_changes WHERE fingerprint = ? ORDER BY idx", (self._fp,))]
+        spent = sum((Fraction(e.charged) for e in entries), Fraction(0))
+        with self._lock:
+            self._cap, self._entries, self._spent = cap, entries, spent
+            self._unit_of_privacy, self._cap_changes = unit, changes
+
+    def _refresh(self) -> None:
+        with self._lock:
+            version = self._read.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._version:
+                self._load(self._read)
+                self._version = version
+
+    # -- reads reload first -----------------------------------------------------------------
+    @property
+    def cap(self) -> PrivacyCost:
+        self._refresh()
+        return self._cap
+
+    @property
+    def definition(self) -> str:
+        self._refresh()
+        return self._cap.definition
+
+    @property
+    def spent(self) -> float:
+        self._refresh()
+        return super().spent
+
+    @property
+    def remaining(self) -> float:
+        self._refresh()
+        return super().remaining
+
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        self._refresh()
+        return super().entries
+
+    @property
+    def unit(self) -> Unit | None:
+        self._refresh()
+        return self._unit_of_privacy
+
+    @property
+    def cap_changes(self) -> tuple[CapChange, ...]:
+        self._refresh()
+        return super().cap_changes
+
+    def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
+        self._refresh()
+        super().check(cost, unit)
+
+    def to_dict(self) -> dict[str, Any]:
+        self._refresh()
+        return super().to_dict()
+
+    # -- writes in one transaction ------------------------------------------------------------
+    def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
+              unit: Unit | None = None) -> LedgerEntry:
+        with self._lock, self._store.transaction() as con:
+            bound = con.execute("SELECT name FROM bindings WHERE data_key = ?", (self._fp,)).fetchone()
+            if bound:
+                # bound to a population after this budget was opened (another tab, another process)
+                raise BudgetError(
+                    f"This data now belongs to the population '{bound[0]}', whose budget its releases draw on. "
+                    "Reload the page (or run the command again) to release from the population's budget.")
+            self._load(con)
+            entry = super().spend(cost, label, details, unit)
+            try:
+                con.execute("INSERT INTO spends VALUES (?, ?, ?)",
+                            (self._fp, entry.index, json.dumps(entry.to_dict())))
+                # a budget without a unit takes its first release's (Ledger.spend set it)
+                con.execute("UPDATE datasets SET unit = ? WHERE fingerprint = ? AND unit IS NULL",
+                            (json.dumps(entry.unit.to_dict()), self._fp))
+            except BaseException:
+                self._load(con)  # the transaction rolls back: forget the in-memory charge too
+                raise
+            return entry
+
+    def set_cap(self, cap: PrivacyCost) -> None:
+        with self._lock, self._store.transaction() as con:
+            self._load(con)
+            before = len(self._cap_changes)
+            super().set_cap(cap)
+            con.execute("UPDATE datasets SET cap = ? WHERE fingerprint = ?", (json.dumps(cap.to_dict()), self._fp))
+            if len(self._cap_changes) > before:
+                con.execute("INSERT INTO cap_changes VALUES (?, ?, ?)",
+                            (self._fp, before, json.dumps(self._cap_changes[-1].to_dict())))
+
+
+_DEFAULT: dict[Path, LedgerStore] = {}
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_store() -> LedgerStore:
+    """The store at :func:`default_path` (one object per path and process)."""
+    path = default_path()
+    with _DEFAULT_LOCK:
+        if path not in _DEFAULT:
+            _DEFAULT[path] = LedgerStore(path)
+        return _DEFAULT[path]
