@@ -15,6 +15,21 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tell pytest-xdist (``./test`` runs ``--dist loadgroup``) which tests must share a worker.
+
+    Every test of a module runs on one worker, so a module-scoped fixture (a Streamlit server in
+    tests/e2e, a fitted model in the unit tests) is built once, not once per worker; every Spark
+    test runs on one worker, so the suite starts one Spark session (one JVM), not one per worker.
+    Runs before xdist's own hook (``trylast``), which turns these marks into scheduling groups.
+    """
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        group = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(autouse=True)
 def _clear_streamlit_caches(request):
     """Clear st.cache_data / st.cache_resource around app tests.
