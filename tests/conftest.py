@@ -15,19 +15,25 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-def pytest_collection_modifyitems(config, items):
-    """Tell pytest-xdist (``./test`` runs ``--dist loadgroup``) which tests must share a worker.
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``./test`` runs pytest-xdist with ``--dist loadfile``: a test file's tests run on one worker,
+    so its module-scoped fixtures (the Streamlit server of each tests/e2e file, the fitted releases
+    of the unit tests) are built once.  On top of that every test whose id names Spark runs on one
+    worker, so the suite starts one Spark session (one JVM), not one per worker.
 
-    Every test of a module runs on one worker, so a module-scoped fixture (a Streamlit server in
-    tests/e2e, a fitted model in the unit tests) is built once, not once per worker; every Spark
-    test runs on one worker, so the suite starts one Spark session (one JVM), not one per worker.
-    Runs before xdist's own hook (``trylast``), which turns these marks into scheduling groups.
+    (``--dist loadgroup`` with ``xdist_group`` marks would say the same, but pytest-xdist 3.8 sets
+    the group through ``item._nodeid``, which pytest 9 no longer reads.)
     """
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        group = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndOneSparkWorker(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if "spark" in nodeid.lower() else super()._split_scope(nodeid)
+
+    return FilesAndOneSparkWorker(config, log)
 
 
 @pytest.fixture(autouse=True)
