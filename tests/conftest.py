@@ -33,6 +33,12 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return "spark" if "spark" in nodeid.lower() else super()._split_scope(nodeid)
 
+        def schedule(self) -> None:
+            # Files in collection order (tests/app and tests/e2e first: few tests, each slow), not
+            # xdist's default of most tests first, which left the browser files for the end.
+            self.config.option.loadscopereorder = False
+            super().schedule()
+
     return FilesAndOneSparkWorker(config, log)
 
 
