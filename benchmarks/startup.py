@@ -11,7 +11,7 @@ Measured
 Target
     ratio at most 1.3: listing the mechanisms imports numpy and pandas (the mechanisms' metadata
     lives next to their code) but none of SciPy's optimisers, DuckDB, Spark, Plotly or GeoPandas,
-    which load where they are used.  ``tests/unit/test_cli.py`` checks that they stay out of
+    which load where they are used.  ``tests/unit/cli/test_cli.py`` checks that they stay out of
     ``sys.modules``; this benchmark is not a test (times depend on the machine).
 
 Run from the repository root::

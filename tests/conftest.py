@@ -15,6 +15,33 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``./test`` runs pytest-xdist with ``--dist loadfile``: a test file's tests run on one worker,
+    so its module-scoped fixtures (the Streamlit server of each tests/e2e file, the fitted releases
+    of the unit tests) are built once.  On top of that every test whose id names Spark runs on one
+    worker, so the suite starts one Spark session (one JVM), not one per worker.
+
+    (``--dist loadgroup`` with ``xdist_group`` marks would say the same, but pytest-xdist 3.8 sets
+    the group through ``item._nodeid``, which pytest 9 no longer reads.)
+    """
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndOneSparkWorker(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if "spark" in nodeid.lower() else super()._split_scope(nodeid)
+
+        def schedule(self) -> None:
+            # Files in collection order (tests/app and tests/e2e first: few tests, each slow), not
+            # xdist's default of most tests first, which left the browser files for the end.
+            self.config.option.loadscopereorder = False
+            super().schedule()
+
+    return FilesAndOneSparkWorker(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _clear_streamlit_caches(request):
     """Clear st.cache_data / st.cache_resource around app tests.

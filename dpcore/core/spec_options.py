@@ -1,7 +1,7 @@
 """The options of every ``release KIND`` command, as a release description (:mod:`dpcore.core.spec`) holds them.
 
 One row per option: its flag, the config section and key it lives under, the form of its value and
-its default (the command line's, checked against the parsers by ``tests/unit/test_spec.py``).
+its default (the command line's, checked against the parsers by ``tests/unit/cli/test_spec.py``).
 Forms: ``str`` (text; a TOML array is written comma-separated), ``int``, ``float``, ``flag`` (on/off),
 ``repeat`` (a repeatable ``--flag VALUE``: a TOML table is ``KEY=VALUE`` items, an array one item each)
 and ``opt`` (``--budget-db [FILE]``: ``true`` is the default database).

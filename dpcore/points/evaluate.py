@@ -146,7 +146,7 @@ def workload_seed(seed: int, repeat: int, shape: str = "random") -> int:
     """Seed of the query workload of one repeat and shape (public, data-free).
 
     A hash rather than numpy.random, so that dpcore outside noise.py never touches
-    numpy's random module (tests/unit/test_randomness_sources.py).
+    numpy's random module (tests/unit/privacy/test_randomness_sources.py).
     """
     digest = hashlib.sha256(f"{int(seed)}:{int(repeat)}:{shape}".encode()).digest()
     return int.from_bytes(digest[:4], "little")

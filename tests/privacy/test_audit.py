@@ -426,7 +426,7 @@ def test_htf_split_choice() -> None:
 def test_privtree_tree_shape() -> None:
     """PrivTree's split decisions alone (ε_tree): the number of leaves of a 4 x 4 tree, empty
     map against one point (the case that reaches 6/7 of ε_tree in the exact check of
-    tests/unit/test_privtree.py).  Categorical events: every possible number of leaves."""
+    tests/unit/points/test_privtree.py).  Categorical events: every possible number of leaves."""
     mech = mechanisms.get("privtree")
     eps = 6.0
     d, d2 = _agg([[0] * 4] * 4), _agg([[1, 0, 0, 0]] + [[0] * 4] * 3)

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+import dpcore
 from dpcore.areas import area_sets, export, tree_mechanisms
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.errors import InputError, ParameterError
@@ -22,7 +23,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(dpcore.__file__).resolve().parents[1]
 LEVELS = ["state", "county", "tract"]
 
 

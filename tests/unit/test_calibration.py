@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from scipy import special
 
+import dpcore
 from dpcore.errors import ParameterError
 from dpcore.privacy import calibration as C
 
-ROOT = Path(__file__).resolve().parents[2] / "dpcore"
+ROOT = Path(dpcore.__file__).resolve().parent
 
 
 def _dlap_mass(t: float, h: int) -> float:

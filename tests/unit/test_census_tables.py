@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from scipy import special
 
+import dpcore
 from dpcore import pipeline
 from dpcore.areas import census_privelet, census_tables
 from dpcore.cli import main
@@ -31,7 +32,7 @@ from dpcore.privacy.noise import NoiseSource
 Z95 = float(-special.ndtri(0.025))
 
 LEVELS = ["state", "county", "tract"]
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "census"
+SHARED = Path(dpcore.__file__).resolve().parents[2] / "shared" / "data" / "census"
 
 
 @pytest.fixture

@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import dpcore
 from dpcore.cli import main
 from dpcore.points import mechanisms
 from dpcore.points.export import CSV_COLUMNS, validate_record
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(dpcore.__file__).resolve().parents[1]
 BOUNDS = "-74.06,40.56,-73.70,40.92"
 FILES = ["release.csv", "release.geojson", "release.json"]
 

@@ -16,13 +16,14 @@ import pandas as pd
 import pytest
 from shapely.geometry import box
 
+import dpcore
 from dpcore.cli import main
 from dpcore.cli.flows import classic_rho
 from dpcore.flows import mechanisms as od
 from dpcore.flows.export import validate_od_record
 from dpcore.privacy import budget
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(dpcore.__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 RI_OD = DATA / "od" / "ri_lodes7_od_main_JT00_2019.csv.gz"
 RI_XWALK = DATA / "od" / "ri_lodes7_xwalk_2010blocks.csv.gz"

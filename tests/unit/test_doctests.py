@@ -1,5 +1,5 @@
-"""The examples in dpcore's docstrings run (DESIGN.md: examples run as doctests): every module's,
-and the core modules and shared estimators must have some."""
+"""The examples in the docstrings of dpcore and of the app's ui package run (DESIGN.md: examples
+run as doctests): every module's, and the core modules and shared estimators must have some."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ import pkgutil
 import pytest
 
 import dpcore
+import ui
 
 #: Modules whose public constructors must carry examples.
 MUST_HAVE_EXAMPLES = {"dpcore.core.mechanism", "dpcore.core.record", "dpcore.core.registry", "dpcore.core.session",
                       "dpcore.core.metrics", "dpcore.estimate.tree_inference", "dpcore.privacy.units",
-                      "dpcore.privacy.ledger", "dpcore.areas.census_tables"}
-MODULES = sorted(m.name for m in pkgutil.walk_packages(dpcore.__path__, "dpcore.") if not m.name.endswith("__main__"))
+                      "dpcore.privacy.ledger", "dpcore.areas.census_tables", "ui.fmt"}
+MODULES = sorted(m.name for package in (dpcore, ui) for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
+                 if not m.name.endswith("__main__"))
 
 
 @pytest.mark.parametrize("name", MODULES)

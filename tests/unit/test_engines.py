@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import dpcore
 from dpcore.data.domain import Bounds, Grid
 from dpcore.data.engines import AUTO_THRESHOLD_BYTES, Source, choose, get_engine
 from dpcore.data.engines.base import points_fingerprint
@@ -184,7 +185,7 @@ def test_spark_bad_master_fails_fast(tmp_path: Path) -> None:
     data.write_text("lat,lon\n0.5,0.5\n")
     try:
         out = subprocess.run([sys.executable, "-c", code, str(data)], capture_output=True, text=True, timeout=90,
-                             cwd=Path(__file__).resolve().parents[2])
+                             cwd=Path(dpcore.__file__).resolve().parents[1])
     except subprocess.TimeoutExpired:
         pytest.skip("Spark did not fail fast on a bad master URL (over 90 s)")
     assert "ParameterError: Spark could not start with master 'not-a-master://x'" in out.stdout, out.stderr[-2000:]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import dpcore
 from dpcore.areas import census_tables, marginals
 from dpcore.data import synthetic
 from dpcore.errors import ParameterError
@@ -121,7 +122,7 @@ def test_cli_release_census_marginals(tmp_path) -> None:
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(dpcore.__file__).resolve().parents[1]
     synthetic.synthetic_census(age_bands=True).to_csv(tmp_path / "c.csv", index=False)
     base = [sys.executable, "-m", "dpcore", "release", "census", "--input", str(tmp_path / "c.csv"),
             "--levels", "state,county,tract", "--count", "population", "--ordinal", "age_band",

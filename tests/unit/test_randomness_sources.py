@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+import dpcore
+
+ROOT = Path(dpcore.__file__).resolve().parents[1]
 DPCORE = ROOT / "dpcore"
 # Made-up demo data and public evaluation workloads may use a seeded numpy PRNG:
 # neither is part of a release.

@@ -63,7 +63,7 @@ Privacy cost: the tree (Algorithm 2 on integers)
     ``(θ−δ−1, θ)``; on integers a changed node has ``y ≥ θ − δ`` exactly, and rounding δ up keeps
     ``q^δ ≤ 1/β``.  ``t`` is the exact rational ``7k/(3·ε_tree)``; δ is the float ``t·ln 4``
     enlarged by a relative 10⁻¹² (far above its float error) before the ceiling, so ``δ ≥ t·ln 4``.
-    ``tests/unit/test_privtree.py`` checks the claim by brute force: the exact probability of
+    ``tests/unit/points/test_privtree.py`` checks the claim by brute force: the exact probability of
     every tree shape on 4 × 4 and 8 × 8 grids under neighbouring datasets (``k`` = 1 and 2).
 
 Privacy cost: the counts
