@@ -85,9 +85,9 @@ import pandas as pd  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy  # noqa: E402
 from dpcore.data.synthetic import synthetic_od_tree  # noqa: E402
 from dpcore.errors import ParameterError  # noqa: E402
-from dpcore.flows import mechanisms as od  # noqa: E402
 from dpcore.flows.counts import ODCounts  # noqa: E402
 from dpcore.flows.diagnostics import empirical_errors  # noqa: E402
+from dpcore.flows.mechanisms import common as od  # noqa: E402
 from dpcore.flows.tree import hierarchy_from_prefixes  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402

@@ -22,7 +22,7 @@ from dpcore.errors import DPCoreError, InputError, ParameterError
 
 
 def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
-    from dpcore.flows import mechanisms as od_mod
+    from dpcore.flows.mechanisms import common as od_mod
 
     od = rsub.add_parser("od", help="release origin/destination flows over a public hierarchy (InfTDA)")
     od.add_argument("--input", required=True,
@@ -325,8 +325,8 @@ def execute_od(spec: ReleaseSpec) -> int:
     args = spec.namespace()  # the options, defaults included
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows import export as od_export
-    from dpcore.flows import mechanisms as od
     from dpcore.flows.counts import ODCounts
+    from dpcore.flows.mechanisms import common as od
     from dpcore.flows.tree import match_leaves
     from dpcore.pipeline import od_unit, release_od
     from dpcore.privacy import budget

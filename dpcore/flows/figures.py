@@ -17,7 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from dpcore.errors import ParameterError
-from dpcore.flows.mechanisms import ODRelease
+from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.points.viz import OFFLINE_STYLE, WEB_STYLE, _zoom_box
 
 __all__ = ["FLOW_COLOURS", "MAX_HEATMAP_SIDE", "extent_figure", "flow_classes", "flow_map", "od_heatmap"]

@@ -20,8 +20,8 @@ from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.registry import Registry
 from dpcore.errors import ParameterError
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms import common as od
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource

@@ -19,8 +19,8 @@ from streamlit.testing.v1 import AppTest
 
 from dpcore.errors import BudgetError
 from dpcore.flows import export as od_export
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms import common as od
 from dpcore.pipeline import release_od
 from dpcore.privacy import budget
 from ui import state

@@ -66,8 +66,8 @@ from dpcore.areas import census_privelet, census_tables, marginals
 from dpcore.areas import tree_mechanisms as H
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.data.domain import Aggregate, Bounds, Grid
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms import common as od
 from dpcore.points import mechanisms
 from dpcore.points.mechanisms import htf
 from dpcore.privacy import budget, calibration

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms import common as od
 from dpcore.flows.tree import tree_levels
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource

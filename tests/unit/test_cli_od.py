@@ -18,8 +18,8 @@ from shapely.geometry import box
 
 from dpcore.cli import main
 from dpcore.cli.flows import classic_rho
-from dpcore.flows import mechanisms as od
 from dpcore.flows.export import validate_od_record
+from dpcore.flows.mechanisms import common as od
 from dpcore.privacy import budget
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from dpcore.areas import tree_records
 from dpcore.core.mechanism import Mechanism
 from dpcore.core.registry import Registry
 from dpcore.errors import ParameterError
-from dpcore.flows import mechanisms as od
+from dpcore.flows.mechanisms import common as od
 from dpcore.points import mechanisms
 
 

@@ -29,9 +29,9 @@ from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data.synthetic import demo_od, synthetic_od_tree
 from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.estimate import topdown_opt
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.diagnostics import empirical_errors
+from dpcore.flows.mechanisms import common as od
 from dpcore.flows.tree import hierarchy_from_prefixes, level_name, tree_levels
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger

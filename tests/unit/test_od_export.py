@@ -20,8 +20,8 @@ from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data.synthetic import demo_od, synthetic_hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows import export as X
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms import common as od
 from dpcore.flows.tree import tree_levels
 from dpcore.pipeline import release_od
 from dpcore.privacy import budget

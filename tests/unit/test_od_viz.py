@@ -9,8 +9,8 @@ from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data import synthetic
 from dpcore.errors import ParameterError
 from dpcore.flows import export, figures
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms import common as od
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
 

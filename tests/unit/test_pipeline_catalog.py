@@ -18,8 +18,8 @@ from dpcore.core.session import Session
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import BudgetError, ParameterError
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms import common as od
 from dpcore.flows.tree import hierarchy_from_prefixes
 from dpcore.points import mechanisms as point_mechanisms
 from dpcore.points.mechanisms.base import PointMechanism

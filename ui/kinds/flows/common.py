@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore.flows import figures as od_figures
-from dpcore.flows import mechanisms as od
+from dpcore.flows.mechanisms import common as od
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from ui import fmt, frame, state

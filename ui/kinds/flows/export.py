@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.flows import export as od_export
-from dpcore.flows import mechanisms as od
+from dpcore.flows.mechanisms import common as od
 from ui import fmt
 from ui.kinds.flows.common import missing, shown_entry
 from ui.kinds.flows.sources import need_model

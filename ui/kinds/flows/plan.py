@@ -13,7 +13,7 @@ import streamlit as st
 
 from dpcore import catalog
 from dpcore.errors import DPCoreError, ParameterError
-from dpcore.flows import mechanisms as od
+from dpcore.flows.mechanisms import common as od
 from dpcore.pipeline import od_unit
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger

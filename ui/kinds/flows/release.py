@@ -11,8 +11,8 @@ import streamlit as st
 
 from dpcore.flows import export as od_export
 from dpcore.flows import figures as od_figures
-from dpcore.flows import mechanisms as od
 from dpcore.flows.diagnostics import empirical_errors
+from dpcore.flows.mechanisms import common as od
 from dpcore.pipeline import release_od
 from ui import confirm, fmt, frame, state
 from ui.kinds.flows.common import (
