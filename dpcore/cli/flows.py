@@ -22,7 +22,7 @@ from dpcore.errors import DPCoreError, InputError, ParameterError
 
 
 def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
-    from dpcore.flows.mechanisms import common as od_mod
+    from dpcore import catalog
 
     od = rsub.add_parser("od", help="release origin/destination flows over a public hierarchy (InfTDA)")
     od.add_argument("--input", required=True,
@@ -47,7 +47,7 @@ def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
                     help="a person's trips may repeat the same pair (default: distinct pairs)")
     od.add_argument("--drop-unmatched", action="store_true",
                     help="drop trips whose origin or destination is missing or not a finest area (else an error)")
-    od.add_argument("--mechanism", default="inftda", help=f"one of: {', '.join(od_mod.MECHANISMS)} (default inftda)")
+    od.add_argument("--mechanism", default="inftda", help=f"one of: {', '.join(catalog.names('od'))} (default inftda)")
     od.add_argument("--epsilon", type=str, help="ε: with --delta an (ε, δ) target converted to ρ-zCDP; "
                                                 "with --pure a pure ε-DP budget (discrete Laplace)")
     od.add_argument("--delta", type=float, help="δ of the (ε, δ) target (e.g. 1e-8); with --rho the δ at which "
@@ -323,10 +323,10 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
 def execute_od(spec: ReleaseSpec) -> int:
     """``release od``: origin/destination flows over a public hierarchy, written to the output folder."""
     args = spec.namespace()  # the options, defaults included
+    from dpcore import catalog
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows import export as od_export
     from dpcore.flows.counts import ODCounts
-    from dpcore.flows.mechanisms import common as od
     from dpcore.flows.tree import match_leaves
     from dpcore.pipeline import od_unit, release_od
     from dpcore.privacy import budget
@@ -334,8 +334,8 @@ def execute_od(spec: ReleaseSpec) -> int:
 
     # everything that needs no data is checked before the trips are read or budget is spent
     make, cost, delta, given, cap = _od_cost(args)
-    info = od.get(args.mechanism)
-    if not info.ledger:
+    info = catalog.get("od", args.mechanism)
+    if not info.definitions:
         raise ParameterError(
             f"{info.title} is (ε, δ)-DP; its cost cannot be added to a pure-ε or zCDP budget ledger, so "
             "'release od' does not run it. Use --mechanism inftda (or compare with it in the benchmarks).")
@@ -361,7 +361,7 @@ def execute_od(spec: ReleaseSpec) -> int:
                "order": args.order, "tiebreak": args.tiebreak}
 
     h, hier_df = _od_hierarchy(args)
-    od.plan(h, h, info.name, cost, max_trips=args.max_trips, distinct=not args.repeats, **options)
+    info.plan_tree(h, h, cost, max_trips=args.max_trips, distinct=not args.repeats, **options)
     xy = _od_coordinates(args, h, hier_df)
     del hier_df
 

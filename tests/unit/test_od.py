@@ -24,14 +24,15 @@ import pytest
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.stats import binom
 
-from dpcore import pipeline
+from dpcore import catalog, pipeline
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data.synthetic import demo_od, synthetic_od_tree
 from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.estimate import topdown_opt
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.diagnostics import empirical_errors
-from dpcore.flows.mechanisms import common as od
+from dpcore.flows.mechanisms import tda_linf_milp, vanilla_gauss
+from dpcore.flows.mechanisms.common import ODPlan, ODRelease
 from dpcore.flows.tree import hierarchy_from_prefixes, level_name, tree_levels
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
@@ -102,13 +103,13 @@ def truth_matrix(df: pd.DataFrame, ho: Hierarchy, hd: Hierarchy, od_: int, dd: i
     return m
 
 
-def level_matrix(rel: od.ODRelease, t: int) -> np.ndarray:
+def level_matrix(rel: ODRelease, t: int) -> np.ndarray:
     lp = rel.plan.levels[t]
     return dense(rel.origins[t], rel.destinations[t], rel.values[t],
                  rel.origin_h.sizes[lp.origin_depth], rel.destination_h.sizes[lp.destination_depth])
 
 
-def check_tree_release(rel: od.ODRelease, n: int | None = None, *, positive: bool = True) -> None:
+def check_tree_release(rel: ODRelease, n: int | None = None, *, positive: bool = True) -> None:
     """Spec §9.3/9.4 checked independently of ``rel.consistent``: integers (> 0 for the TopDown
     mechanisms), the finest table summed to every geo pair reproduces that level exactly, every
     released pair's parent pair is released (a 0 has no descendants), root = n if given."""
@@ -159,7 +160,7 @@ class Recorder(NoiseSource):
         return out
 
 
-def replay(rel: od.ODRelease, truth: dict[int, np.ndarray], noises: list[np.ndarray]):
+def replay(rel: ODRelease, truth: dict[int, np.ndarray], noises: list[np.ndarray]):
     """Alg. 1 (spec §2.2) re-walked from the release: for every measured level, every released
     parent (in the order of its pair) and its **public** children (in child order), yield
     (level, x = truth + recorded noise, c = the parent's released value, y = the released
@@ -200,7 +201,7 @@ def replay(rel: od.ODRelease, truth: dict[int, np.ndarray], noises: list[np.ndar
     assert not noises
 
 
-def truths_of(c: ODCounts, rel: od.ODRelease) -> dict[int, np.ndarray]:
+def truths_of(c: ODCounts, rel: ODRelease) -> dict[int, np.ndarray]:
     out = {}
     for t, lp in enumerate(rel.plan.levels):
         keys, cnt = c.level(lp.origin_depth, lp.destination_depth)
@@ -272,25 +273,25 @@ def test_tree_levels_both_orientations() -> None:
 
 
 def test_plan_levels_names_kinds_and_domain_sizes(states: Hierarchy) -> None:
-    p = od.plan(states, states, "inftda", budget.zcdp(1.0))
+    p = catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(1.0))
     assert [lv.name for lv in p.levels] == ["total", "total>state", "state", "state>county", "county"]
     assert [lv.kind for lv in p.levels] == ["total", "cross", "intra", "cross", "intra"]
     assert [lv.pairs for lv in p.levels] == [1, 3, 9, 18, 36]
     assert [(lv.origin_level, lv.destination_level) for lv in p.levels] == [
         ("total", "total"), ("total", "state"), ("state", "state"), ("state", "county"), ("county", "county")]
     assert [lv.branching for lv in p.levels] == [1.0, 3.0, 3.0, 2.0, 2.0]
-    po = od.plan(states, None, "inftda", budget.zcdp(1.0), orientation="origin")
+    po = catalog.get("od", "inftda").plan_tree(states, None, budget.zcdp(1.0), orientation="origin")
     assert [lv.name for lv in po.levels] == ["total", "state>total", "state", "county>state", "county"]
     assert [lv.pairs for lv in po.levels] == [1, 3, 9, 18, 36]
     # different origin and destination hierarchies: intra levels name both
     other = tree_h([2, 2], "B")
-    px = od.plan(states, other, "inftda", budget.zcdp(1.0))
+    px = catalog.get("od", "inftda").plan_tree(states, other, budget.zcdp(1.0))
     assert px.levels[2].name == "state>lv1" and px.levels[4].name == "county>lv2"
     assert [lv.pairs for lv in px.levels] == [1, 2, 6, 12, 24]
     assert level_name(states, states, 1, 2) == "state>county"
     assert level_name(states, states, 2, 2) == "county"
     with pytest.raises(ParameterError, match="same number of levels"):
-        od.plan(states, tree_h([2]), "inftda", budget.zcdp(1.0))
+        catalog.get("od", "inftda").plan_tree(states, tree_h([2]), budget.zcdp(1.0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,7 +323,7 @@ def test_sigma_per_node_matches_the_accounting_table(eps: float) -> None:
     for g, sig_tab in zip((3, 4, 8), sigmas, strict=True):
         h = tree_h([2] * g)  # binary: no copy level
         T = 2 * g
-        p = od.plan(h, h, "inftda", budget.zcdp(rho))
+        p = catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(rho))
         assert p.depth == T and not p.levels[0].measured and p.total_public
         scales = [lv.scale for lv in p.levels[1:]]
         assert all(lv.measured for lv in p.levels[1:])
@@ -337,7 +338,7 @@ def test_sigma_per_node_matches_the_accounting_table(eps: float) -> None:
         assert spent <= Fraction(rho)
         assert float(spent) >= rho * (1 - 1e-9)
         assert math.fsum(lv.share for lv in p.levels) <= rho
-        pv = od.plan(h, h, "vanilla_gauss", budget.zcdp(rho))
+        pv = catalog.get("od", "vanilla_gauss").plan_tree(h, h, budget.zcdp(rho))
         assert matches_printed(pv.levels[-1].scale, vanilla), (pv.levels[-1].scale, vanilla)
         assert [lv.measured for lv in pv.levels] == [False] * T + [True]
 
@@ -365,21 +366,21 @@ def test_bound_and_vanilla_sd_match_the_italy_calibration_table(italy: Hierarchy
     """B_ℓ(β) = 2 Σ_{κ≤ℓ} σ_κ √(2 ln(2ℓN_κ/β)) (spec §3.2) and VanillaGauss SD σ_leaf·√(N_T/N_ℓ)
     (§6.2 item 6) against the numbers printed in §6.3 (T = 6, uniform, bounded, δ = 1e-8).
     VanillaGauss cannot release Italy (65 M cells), but its plan is what the table describes."""
-    monkeypatch.setattr(od, "VANILLA_MAX_CELLS", 10**9)
+    monkeypatch.setattr(vanilla_gauss, "VANILLA_MAX_CELLS", 10**9)
     assert italy.sizes == [1, 20, 110, 8092]
     bounds, vanilla = TABLE_63[eps]
     rho = classic_rho(eps)
-    p = od.plan(italy, italy, "inftda", budget.zcdp(rho))
+    p = catalog.get("od", "inftda").plan_tree(italy, italy, budget.zcdp(rho))
     assert [lv.pairs for lv in p.levels] == [1, 20, 400, 2200, 12100, 890_120, 65_480_464]
     assert p.levels[0].bound == 0.0
     for lv, printed in zip(p.levels[1:], bounds, strict=True):
         assert matches_printed(lv.bound, printed), (lv.level, lv.bound, printed)
-    pv = od.plan(italy, italy, "vanilla_gauss", budget.zcdp(rho))
+    pv = catalog.get("od", "vanilla_gauss").plan_tree(italy, italy, budget.zcdp(rho))
     for lv, printed in zip(pv.levels, vanilla, strict=True):
         assert matches_printed(lv.sd, printed), (lv.level, lv.sd, printed)
         assert math.isnan(lv.bound)
     # the L2 variant has no proven bound (NaN), the same noise
-    p2 = od.plan(italy, italy, "tda_l2", budget.zcdp(rho))
+    p2 = catalog.get("od", "tda_l2").plan_tree(italy, italy, budget.zcdp(rho))
     assert all(math.isnan(lv.bound) for lv in p2.levels[1:])
     assert [lv.scale for lv in p2.levels] == [lv.scale for lv in p.levels]
 
@@ -398,7 +399,7 @@ def expected_sens(neighbour: str, m: int, distinct: bool, leaf: bool) -> tuple[f
 def test_per_level_sensitivities_and_root(neighbour: str, m: int, distinct: bool, orientation: str) -> None:
     h = tree_h([3, 2, 2])
     rho = 0.7
-    p = od.plan(h, h, "inftda", budget.zcdp(rho), neighbour=neighbour, max_trips=m, distinct=distinct,
+    p = catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(rho), neighbour=neighbour, max_trips=m, distinct=distinct,
                 orientation=orientation)
     T = p.depth
     root_measured = not (neighbour == "bounded" and m == 1)
@@ -426,7 +427,7 @@ def test_per_level_sensitivities_and_root(neighbour: str, m: int, distinct: bool
     check_estimates(p, laplace=False)
 
 
-def check_estimates(p: od.ODPlan, laplace: bool, beta: float = 0.05) -> None:
+def check_estimates(p: ODPlan, laplace: bool, beta: float = 0.05) -> None:
     """The data-free estimates by hand (spec §6.2 items 1, 3, 4; §3.2): the TopDown recursion
     V_ℓ = var_ℓ(1 − 1/b_ℓ) + V_{ℓ−1}/b_ℓ² with the true noise variance, the typical maximum
     √V·√(2 ln N) (Laplace tails: √V·ln N/√2), and the bound B_ℓ(β) = 2 Σ_{κ≤ℓ} σ_κ √(2 ln(2ℓN_κ/β))
@@ -460,7 +461,7 @@ def test_unbounded_m1_costs_like_the_paper_appendix_b() -> None:
     takes the target total ρ and spreads it over T + 1 measurements of sensitivity 1."""
     h = tree_h([2, 3])
     rho = 0.3
-    p = od.plan(h, h, "inftda", budget.zcdp(rho), neighbour="unbounded")
+    p = catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(rho), neighbour="unbounded")
     T = p.depth
     assert all(lv.measured for lv in p.levels)
     for lv in p.levels:
@@ -473,7 +474,7 @@ def test_copy_levels_get_no_share_and_no_noise() -> None:
     h = hierarchy_from_prefixes(["1001", "1002", "1003"], [2, 4], ["state", "county"])
     rho = 0.2
     for orient in ("destination", "origin"):
-        p = od.plan(h, h, "inftda", budget.zcdp(rho), orientation=orient)
+        p = catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(rho), orientation=orient)
         assert [lv.measured for lv in p.levels] == [False, False, False, True, True]
         assert [lv.share for lv in p.levels[:3]] == [0.0, 0.0, 0.0]
         assert [lv.branching for lv in p.levels] == [1.0, 1.0, 1.0, 3.0, 3.0]
@@ -484,7 +485,7 @@ def test_copy_levels_get_no_share_and_no_noise() -> None:
         df = pd.DataFrame({"o": ["1001"] * 5 + ["1003"] * 2, "d": ["1002"] * 4 + ["1001"] * 3})
         c = ODCounts.from_frame(df, h, origin="o", destination="d")
         src = Recorder(3)
-        rel = od.release(c, "inftda", budget.zcdp(rho), src, orientation=orient)
+        rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(rho), src, orientation=orient)
         check_tree_release(rel, 7)
         assert rel.values[1].tolist() == [7] and rel.values[2].tolist() == [7]
         assert [k for k, _, _ in src.calls] == ["discrete_gaussian"] * 2  # levels 3 and 4 only
@@ -493,7 +494,7 @@ def test_copy_levels_get_no_share_and_no_noise() -> None:
         assert rel.details["noised_cells"] == src.calls[0][2] + src.calls[1][2]
     # a level where only some nodes have one child is measured
     mixed = hierarchy_from_prefixes(["1001", "2001", "2002"], [2, 4])
-    p = od.plan(mixed, mixed, "inftda", budget.zcdp(rho))
+    p = catalog.get("od", "inftda").plan_tree(mixed, mixed, budget.zcdp(rho))
     assert all(lv.measured for lv in p.levels[1:])
 
 
@@ -502,14 +503,14 @@ def test_nothing_to_measure_is_explained() -> None:
     says so in terms of the hierarchy (not budget's generic 'parts' message)."""
     h = hierarchy_from_prefixes(["0101"], [2, 4], ["state", "county"])
     with pytest.raises(ParameterError, match="Nothing to measure") as err:
-        od.plan(h, h, "inftda", budget.zcdp(0.5))
+        catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(0.5))
     assert "parts" not in str(err.value)
 
 
 def test_custom_split_weights(states: Hierarchy) -> None:
     rho = 0.4
     w = [1.0, 2.0, 3.0, 4.0]
-    p = od.plan(states, states, "inftda", budget.zcdp(rho), split="custom", weights=w)
+    p = catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="custom", weights=w)
     shares = [lv.share for lv in p.levels[1:]]
     assert shares == pytest.approx([rho * x / 10 for x in w], rel=1e-12)
     assert sum(Fraction(s) for s in shares) <= Fraction(rho)
@@ -517,21 +518,21 @@ def test_custom_split_weights(states: Hierarchy) -> None:
     for lv in p.levels[1:]:
         assert lv.scale == pytest.approx(lv.l2_sensitivity / math.sqrt(2 * lv.share), rel=1e-12)
     with pytest.raises(ParameterError, match="4 weights"):
-        od.plan(states, states, "inftda", budget.zcdp(rho), split="custom", weights=[1, 1, 1])
+        catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="custom", weights=[1, 1, 1])
     with pytest.raises(ParameterError):
-        od.plan(states, states, "inftda", budget.zcdp(rho), split="custom")
+        catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="custom")
     # unbounded measures the root too: 5 weights, top first
-    pu = od.plan(states, states, "inftda", budget.zcdp(rho), neighbour="unbounded", split="custom",
+    pu = catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), neighbour="unbounded", split="custom",
                  weights=[4, 1, 1, 1, 1])
     assert pu.levels[0].share == pytest.approx(rho / 2, rel=1e-12)
     with pytest.raises(ParameterError, match="5 weights"):
-        od.plan(states, states, "inftda", budget.zcdp(rho), neighbour="unbounded", split="custom", weights=w)
+        catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), neighbour="unbounded", split="custom", weights=w)
     for bad in ([1, -1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 1]):  # negative, all zero, a zero share
         with pytest.raises(ParameterError):
-            od.plan(states, states, "inftda", budget.zcdp(rho), split="custom", weights=bad)
+            catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="custom", weights=bad)
     with pytest.raises(ParameterError, match="split"):
-        od.plan(states, states, "inftda", budget.zcdp(rho), split="sideways")
-    pg = od.plan(states, states, "inftda", budget.zcdp(rho), split="geometric")
+        catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="sideways")
+    pg = catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="geometric")
     g = [lv.share for lv in pg.levels[1:]]
     assert all(a < b for a, b in itertools.pairwise(g)) and math.fsum(g) <= rho
 
@@ -540,7 +541,7 @@ def test_custom_split_weights(states: Hierarchy) -> None:
 @pytest.mark.parametrize("m", [1, 2])
 def test_pure_epsilon_uses_discrete_laplace_with_l1_scales(states: Hierarchy, neighbour: str, m: int) -> None:
     eps = 0.9
-    p = od.plan(states, states, "inftda", budget.pure(eps), neighbour=neighbour, max_trips=m)
+    p = catalog.get("od", "inftda").plan_tree(states, states, budget.pure(eps), neighbour=neighbour, max_trips=m)
     measured = [lv for lv in p.levels if lv.measured]
     assert len(measured) == 4 + (not (neighbour == "bounded" and m == 1))
     total = Fraction(0)
@@ -561,7 +562,7 @@ def test_pure_epsilon_uses_discrete_laplace_with_l1_scales(states: Hierarchy, ne
     c = ODCounts.from_frame(df, states, origin="o", destination="d",
                                user="u" if m > 1 else None, max_trips=m, noise=NoiseSource(0))
     src = Recorder(5)
-    rel = od.release(c, "inftda", budget.pure(eps), src, neighbour=neighbour)
+    rel = catalog.get("od", "inftda").release_counts(c, budget.pure(eps), src, neighbour=neighbour)
     assert {k for k, _, _ in src.calls} == {"discrete_laplace"}
     used = [s for _, s, _ in src.calls]
     assert all(s in set(p.scales) for s in used)
@@ -573,20 +574,20 @@ def test_plan_refuses_bad_options(states: Hierarchy) -> None:
     for kw in ({"neighbour": "replace"}, {"order": "up"}, {"tiebreak": "coin"}, {"max_trips": 0},
                {"orientation": "both"}):
         with pytest.raises(ParameterError):
-            od.plan(states, states, "inftda", z, **kw)
-    with pytest.raises(ParameterError, match="Unknown O/D mechanism"):
-        od.plan(states, states, "bogus", z)
+            catalog.get("od", "inftda").plan_tree(states, states, z, **kw)
+    with pytest.raises(ParameterError, match="Unknown od mechanism 'bogus'"):
+        catalog.get("od", "bogus").plan_tree(states, states, z)
     with pytest.raises(ParameterError):
-        od.plan(states, states, "inftda", None)
+        catalog.get("od", "inftda").plan_tree(states, states, None)
     with pytest.raises(ParameterError):
-        od.plan(states, states, "inftda", z, approx=(1.0, 1e-6))
+        catalog.get("od", "inftda").plan_tree(states, states, z, approx=(1.0, 1e-6))
     with pytest.raises(ParameterError):
-        od.plan(states, states, "sh", z)
+        catalog.get("od", "sh").plan_tree(states, states, z)
     with pytest.raises(ParameterError):
-        od.plan(states, states, "sh", None, approx=(1.0, 1e-6), max_trips=2)
+        catalog.get("od", "sh").plan_tree(states, states, None, approx=(1.0, 1e-6), max_trips=2)
     with pytest.raises(ParameterError):
-        od.plan(states, states, "sh", None, approx=(1.0, 1.0))
-    assert od.get("TDA-L2").name == "tda_l2"
+        catalog.get("od", "sh").plan_tree(states, states, None, approx=(1.0, 1.0))
+    assert catalog.get("od", "TDA-L2").name == "tda_l2"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -619,7 +620,7 @@ def test_sensitivity_by_brute_force(orientation: str, m: int, distinct: bool) ->
     leaves_under = [np.bincount(up(h, L, k), minlength=h.sizes[k]) for k in range(L + 1)]
     checked_note: set[str] = set()
     for neighbour in ("bounded", "unbounded"):
-        p = od.plan(h, h, "inftda", budget.zcdp(1.0), neighbour=neighbour, max_trips=m, distinct=distinct,
+        p = catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(1.0), neighbour=neighbour, max_trips=m, distinct=distinct,
                     orientation=orientation)
         for exactly in (True, False):
             sets = _person_sets(n_leaf * n_leaf, m, distinct, exactly)
@@ -685,7 +686,7 @@ def test_release_invariants_on_synthetic_trees(random_tree_data, seed, orientati
     c = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
     n = int(flows["count"].sum())
     assert c.total == n
-    rel = od.release(c, mechanism, cost, NoiseSource(seed), neighbour=neighbour, orientation=orientation)
+    rel = catalog.get("od", mechanism).release_counts(c, cost, NoiseSource(seed), neighbour=neighbour, orientation=orientation)
     bounded = neighbour == "bounded"
     check_tree_release(rel, n if bounded else None)
     assert rel.public_total == (n if bounded else None)
@@ -703,11 +704,11 @@ def test_release_invariants_with_different_origin_and_destination_hierarchies(or
     c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d")
     for mech in ("inftda", "tda_l2"):
         for s in range(4):
-            rel = od.release(c, mech, budget.zcdp(0.5), NoiseSource(s), orientation=orientation,
+            rel = catalog.get("od", mech).release_counts(c, budget.zcdp(0.5), NoiseSource(s), orientation=orientation,
                              tiebreak="index" if s % 2 else "random", order="descending" if s == 3 else "ascending")
             check_tree_release(rel, 400)
     # with ample budget the release is close to the truth at every level
-    rel = od.release(c, "inftda", budget.zcdp(5000), NoiseSource(0), orientation=orientation)
+    rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(5000), NoiseSource(0), orientation=orientation)
     for t, lp in enumerate(rel.plan.levels):
         truth = truth_matrix(df, ho, hd, lp.origin_depth, lp.destination_depth)
         assert np.abs(level_matrix(rel, t) - truth).max() <= 1  # σ ≈ 0.03: P(any noise ≠ 0) is tiny
@@ -716,8 +717,8 @@ def test_release_invariants_with_different_origin_and_destination_hierarchies(or
 def test_release_is_reproducible_and_frames_are_labelled(states: Hierarchy) -> None:
     df = pd.DataFrame({"o": ["0101", "0203", "0203", "0301"], "d": ["0202", "0101", "0101", "0301"]})
     c = ODCounts.from_frame(df, states, origin="o", destination="d")
-    a = od.release(c, "inftda", budget.zcdp(0.3), NoiseSource(9))
-    b = od.release(c, "inftda", budget.zcdp(0.3), NoiseSource(9))
+    a = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.3), NoiseSource(9))
+    b = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.3), NoiseSource(9))
     for t in range(a.depth + 1):
         assert np.array_equal(a.values[t], b.values[t]) and np.array_equal(a.origins[t], b.origins[t])
         assert np.array_equal(a.destinations[t], b.destinations[t])
@@ -733,7 +734,7 @@ def test_release_is_reproducible_and_frames_are_labelled(states: Hierarchy) -> N
     assert set(f1["origin"]) == {"total"} and set(f1["destination"]) <= {"01", "02", "03"}
     assert a.matrix(2).sum() == 4 and a.total(0) == 4 and a.total(4) == 4
     progress = []
-    od.release(c, "inftda", budget.zcdp(0.3), NoiseSource(1), progress=lambda f, msg: progress.append(f))
+    catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.3), NoiseSource(1), progress=lambda f, msg: progress.append(f))
     assert progress[-1] == 1.0 and all(x <= y for x, y in itertools.pairwise(progress))
 
 
@@ -744,7 +745,7 @@ def test_unbounded_root_is_noised_and_clamped_at_zero(states: Hierarchy) -> None
     c = ODCounts.from_frame(df, states, origin="o", destination="d")
     roots = []
     for seed in range(16):
-        rel = od.release(c, "inftda", budget.zcdp(1e-6), NoiseSource(seed), neighbour="unbounded")
+        rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(1e-6), NoiseSource(seed), neighbour="unbounded")
         assert rel.public_total is None and rel.consistent
         check_tree_release(rel)
         root = rel.values[0].tolist()
@@ -766,7 +767,7 @@ def test_root_released_as_zero_returns_empty_levels(states: Hierarchy) -> None:
             return np.full(int(size), -1000, dtype=np.int64)
 
     src = RootToZero(0)
-    rel = od.release(c, "inftda", budget.zcdp(0.1), src, neighbour="unbounded")
+    rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.1), src, neighbour="unbounded")
     assert [n for _, _, n in src.calls] == [1]
     assert all(v.size == 0 and v.dtype == np.int64 for v in rel.values) and rel.consistent
     assert rel.details["noised_cells"] == 0
@@ -775,7 +776,7 @@ def test_root_released_as_zero_returns_empty_levels(states: Hierarchy) -> None:
     zero = ODCounts.from_frame(pd.DataFrame({"o": ["0101"], "d": ["0102"], "n": [0]}), states,
                                   origin="o", destination="d", count="n")
     assert zero.total == 0 and zero.n_pairs == 0
-    rel = od.release(zero, "tda_l2", budget.zcdp(0.1), NoDraw(0))
+    rel = catalog.get("od", "tda_l2").release_counts(zero, budget.zcdp(0.1), NoDraw(0))
     assert all(v.size == 0 for v in rel.values) and rel.public_total == 0
 
 
@@ -793,7 +794,7 @@ def test_zero_cells_are_noised_and_noised_cells_follow_public_children() -> None
     for orient in ("destination", "origin"):
         for seed in range(6):
             src = Recorder(seed)
-            rel = od.release(c, "inftda", budget.zcdp(0.002), src, orientation=orient)  # σ ≈ 45
+            rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.002), src, orientation=orient)  # σ ≈ 45
             check_tree_release(rel, 1000)
             lv = tree_levels(2, orient)
             expected = []
@@ -849,7 +850,7 @@ def test_noise_reaches_every_public_child(mechanism: str, orientation: str) -> N
     noise2 = {0: [2, 5, 0], 1: [0, 1, 3], 2: [-20, 6, 3]} if orientation == "destination" else \
         {0: [3, 6, -20], 1: [2, 5, 0], 2: [0, 1, 3]}
     src = Scripted([noise1.tolist(), sum((noise2[k] for k in range(3)), [])])
-    rel = od.release(c, mechanism, budget.zcdp(0.1), src, orientation=orientation, tiebreak="index")
+    rel = catalog.get("od", mechanism).release_counts(c, budget.zcdp(0.1), src, orientation=orientation, tiebreak="index")
     check_tree_release(rel, 100)
     assert src.sizes[:2] == [3, 9]
     m1 = level_matrix(rel, 1).ravel()
@@ -875,7 +876,7 @@ def test_zeroing_order_is_applied(orientation: str) -> None:
     x = np.array([3, 1, 102])
     outs = {}
     for order in ("ascending", "descending"):
-        rel = od.release(c, "inftda", budget.zcdp(0.1), Scripted([[3, 1, 2]]), orientation=orientation,
+        rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.1), Scripted([[3, 1, 2]]), orientation=orientation,
                          order=order, tiebreak="index")
         expect = topdown_opt.intopt(x, 100, order=order)
         assert level_matrix(rel, 1).ravel().tolist() == expect.tolist()
@@ -900,7 +901,7 @@ def test_release_replays_algorithm_1(mechanism: str, orientation: str) -> None:
     for neighbour, order, cost in (("bounded", "ascending", budget.zcdp(0.2)),
                                    ("unbounded", "descending", budget.pure(1.0))):
         src = Recorder(17)
-        rel = od.release(c, mechanism, cost, src, neighbour=neighbour, orientation=orientation, order=order,
+        rel = catalog.get("od", mechanism).release_counts(c, cost, src, neighbour=neighbour, orientation=orientation, order=order,
                          tiebreak="index")
         check_tree_release(rel, 300 if neighbour == "bounded" else None)
         truth = truths_of(c, rel)
@@ -924,7 +925,7 @@ def test_milp_baseline_limit_is_checked_before_spending(monkeypatch: pytest.Monk
     rng = np.random.default_rng(4)
     df = pd.DataFrame({"o": rng.choice(h.labels(2), 600), "d": rng.choice(h.labels(2), 600)})
     c = ODCounts.from_frame(df, h, origin="o", destination="d")
-    monkeypatch.setattr(od, "MILP_MAX_SUBPROBLEMS", 2)  # level 2 has 3 surviving parents here
+    monkeypatch.setattr(tda_linf_milp, "MILP_MAX_SUBPROBLEMS", 2)  # level 2 has 3 surviving parents here
     led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match="solver calls"):
         pipeline.release_od(c, "tda_linf_milp", budget.zcdp(0.5), led, noise=NoiseSource(0))
@@ -970,13 +971,13 @@ def test_rmse_matches_the_plan_and_the_bound_holds(dense_tree, mechanism, cost, 
     """
     h, flows, c = dense_tree
     R = 400
-    p = od.plan(h, h, mechanism, cost, neighbour=neighbour)
+    p = catalog.get("od", mechanism).plan_tree(h, h, cost, neighbour=neighbour)
     T = p.depth
     truths = [truth_matrix(flows, h, h, lp.origin_depth, lp.destination_depth, n_col="n") for lp in p.levels]
     mse = np.zeros((R, T + 1))
     mx = np.zeros((R, T + 1))
     for r in range(R):
-        rel = od.release(c, mechanism, cost, NoiseSource(10_000 + r), neighbour=neighbour)
+        rel = catalog.get("od", mechanism).release_counts(c, cost, NoiseSource(10_000 + r), neighbour=neighbour)
         for t in range(T + 1):
             e = (level_matrix(rel, t) - truths[t]).astype(float)
             mse[r, t] = np.mean(e * e)
@@ -1019,7 +1020,7 @@ def test_binary_complete_regression() -> None:
     rho = classic_rho(1.0)
     errs = []
     for seed in range(10):
-        rel = od.release(c, "inftda", budget.zcdp(rho), NoiseSource(seed))
+        rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(rho), NoiseSource(seed))
         assert rel.depth == 16 and rel.values[0].tolist() == [c.total]
         errs.append([r["max_abs_error"] for r in empirical_errors(rel, c)])
     mean = np.mean(errs, axis=0)
@@ -1224,15 +1225,15 @@ def test_counts_refuse_bad_options(states: Hierarchy) -> None:
 def test_vanilla_gauss_refuses_large_domains(states: Hierarchy, monkeypatch: pytest.MonkeyPatch) -> None:
     df = pd.DataFrame({"o": ["0101"], "d": ["0102"]})
     c = ODCounts.from_frame(df, states, origin="o", destination="d")
-    monkeypatch.setattr(od, "VANILLA_MAX_CELLS", 35)  # 36 finest pairs
+    monkeypatch.setattr(vanilla_gauss, "VANILLA_MAX_CELLS", 35)  # 36 finest pairs
     with pytest.raises(ParameterError, match="36"):
-        od.release(c, "vanilla_gauss", budget.zcdp(0.5), NoDraw(0))
+        catalog.get("od", "vanilla_gauss").release_counts(c, budget.zcdp(0.5), NoDraw(0))
     led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match="36"):
         pipeline.release_od(c, "vanilla_gauss", budget.zcdp(0.5), led, noise=NoDraw(0))
     assert led.spent == 0 and not led.entries
-    monkeypatch.setattr(od, "VANILLA_MAX_CELLS", 36)
-    rel = od.release(c, "vanilla_gauss", budget.zcdp(0.5), NoiseSource(0))
+    monkeypatch.setattr(vanilla_gauss, "VANILLA_MAX_CELLS", 36)
+    rel = catalog.get("od", "vanilla_gauss").release_counts(c, budget.zcdp(0.5), NoiseSource(0))
     assert rel.details["noised_cells"] == 36
 
 
@@ -1246,7 +1247,7 @@ def test_vanilla_gauss_sums_its_leaves_and_has_sigma_noise(orientation: str) -> 
     df = random_trips(rng, h, h, 3000)
     c = ODCounts.from_frame(df, h, origin="o", destination="d")
     rho = 0.02
-    rel = od.release(c, "vanilla_gauss", budget.zcdp(rho), NoiseSource(4), orientation=orientation)
+    rel = catalog.get("od", "vanilla_gauss").release_counts(c, budget.zcdp(rho), NoiseSource(4), orientation=orientation)
     p = rel.plan
     T = p.depth
     assert p.levels[T].scale == pytest.approx(math.sqrt(2) / math.sqrt(2 * rho), rel=1e-12)
@@ -1281,7 +1282,7 @@ def test_sh_baseline(neighbour: str) -> None:
     released = 0
     for seed in range(5):
         src = Recorder(seed)
-        rel = od.release(c, "sh", None, src, approx=(eps, delta), neighbour=neighbour)
+        rel = catalog.get("od", "sh").release_counts(c, None, src, approx=(eps, delta), neighbour=neighbour)
         assert rel.plan.sh_threshold == pytest.approx(tau, rel=1e-12)
         assert rel.plan.cost is None and rel.plan.approx == (eps, delta)
         assert [(k, n) for k, _, n in src.calls] == [("discrete_laplace", c.n_pairs)]
@@ -1345,7 +1346,7 @@ def test_pipeline_charges_before_any_noise(small_counts: ODCounts, mechanism: st
     rel = pipeline.release_od(small_counts, mechanism, budget.zcdp(0.3), led, noise=src, orientation="origin",
                               split="geometric", progress=lambda f, msg: seen.append(f))
     assert not src.first  # noise was drawn, after the charge
-    assert seen and isinstance(rel, od.ODRelease)
+    assert seen and isinstance(rel, ODRelease)
     (entry,) = led.entries
     assert entry.details["kind"] == "od" and entry.details["mechanism"] == mechanism
     assert entry.details["orientation"] == "origin" and entry.details["split"] == rel.plan.split
@@ -1381,7 +1382,7 @@ def test_empirical_errors_hand_computed() -> None:
     h = hierarchy_from_prefixes(["A1", "A2", "B1"], [1, 2], ["state", "area"])
     truth = pd.DataFrame({"o": ["A1"] * 5 + ["B1"] * 3, "d": ["A2"] * 5 + ["A1"] * 3})
     c = ODCounts.from_frame(truth, h, origin="o", destination="d")
-    p = od.plan(h, h, "vanilla_gauss", budget.zcdp(1.0))
+    p = catalog.get("od", "vanilla_gauss").plan_tree(h, h, budget.zcdp(1.0))
     leaf = {(0, 1): 7, (1, 2): 2}  # (a1, a2), (a2, b1)
     outs = []
     for lp in p.levels:
@@ -1392,7 +1393,7 @@ def test_empirical_errors_hand_computed() -> None:
         ks = sorted(agg, key=lambda k: k[0] * h.sizes[lp.destination_depth] + k[1])
         outs.append((np.array([k[0] for k in ks], dtype=np.int64), np.array([k[1] for k in ks], dtype=np.int64),
                      np.array([agg[k] for k in ks], dtype=np.int64)))
-    rel = od.ODRelease(h, h, p, tuple(x[0] for x in outs), tuple(x[1] for x in outs), tuple(x[2] for x in outs), None)
+    rel = ODRelease(h, h, p, tuple(x[0] for x in outs), tuple(x[1] for x in outs), tuple(x[2] for x in outs), None)
     rows = empirical_errors(rel, c)
     assert [r["level"] for r in rows] == ["total", "total>state", "state", "state>area", "area"]
     leaf_row = rows[4]
@@ -1417,11 +1418,11 @@ def test_empirical_errors_hand_computed() -> None:
     assert rows[0]["max_abs_error"] == 1.0  # 9 released vs 8 true
     # nothing released: the FDR is undefined (pitfall 12)
     nothing = tuple(np.zeros(0, np.int64) for _ in range(5))
-    r = empirical_errors(od.ODRelease(h, h, p, nothing, nothing, nothing, None), c)[4]
+    r = empirical_errors(ODRelease(h, h, p, nothing, nothing, nothing, None), c)[4]
     assert math.isnan(r["fdr_percent"]) and r["fnr_percent"] == 100.0 and r["released_pairs"] == 0
     other = hierarchy_from_prefixes(["A1", "A2", "B2"], [1, 2], ["state", "area"])
     with pytest.raises(InputError, match="another hierarchy"):
-        empirical_errors(od.ODRelease(other, other, p, nothing, nothing, nothing, None), c)
+        empirical_errors(ODRelease(other, other, p, nothing, nothing, nothing, None), c)
 
 
 def test_demo_od_releases_consistently() -> None:
@@ -1429,7 +1430,7 @@ def test_demo_od_releases_consistently() -> None:
     h = Hierarchy.from_frame(areas, ["region", "district", "zone"])
     c = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
     assert c.total == 5000
-    rel = od.release(c, "inftda", budget.zcdp(0.5), NoiseSource(0))
+    rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.5), NoiseSource(0))
     check_tree_release(rel, 5000)
     rows = empirical_errors(rel, c)
     assert rows[0]["max_abs_error"] == 0 and all(r["max_abs_error"] >= 0 for r in rows)
@@ -1440,7 +1441,7 @@ def test_level_names_with_the_export_separator_are_refused() -> None:
     'p>q' would make two different tables share one name."""
     h = hierarchy_from_prefixes(["0101", "0102"], [2, 4], ["p", "p>q"])
     with pytest.raises(ParameterError, match="contains '>'"):
-        od.plan(h, h, "inftda", budget.zcdp(0.5))
+        catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(0.5))
 
 
 def test_counts_too_large_to_add_exactly_are_refused() -> None:
@@ -1456,11 +1457,11 @@ def test_counts_too_large_to_add_exactly_are_refused() -> None:
 def test_vanilla_limit_is_part_of_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     """The size limit is checked by plan(), so the app and the CLI refuse before the click."""
     h = hierarchy_from_prefixes(["0101", "0102", "0201"], [2, 4])
-    monkeypatch.setattr(od, "VANILLA_MAX_CELLS", 8)
+    monkeypatch.setattr(vanilla_gauss, "VANILLA_MAX_CELLS", 8)
     with pytest.raises(ParameterError, match="VanillaGauss noises every possible finest pair"):
-        od.plan(h, h, "vanilla_gauss", budget.zcdp(0.5))
-    monkeypatch.setattr(od, "VANILLA_MAX_CELLS", 9)
-    assert od.plan(h, h, "vanilla_gauss", budget.zcdp(0.5)).levels[-1].measured
+        catalog.get("od", "vanilla_gauss").plan_tree(h, h, budget.zcdp(0.5))
+    monkeypatch.setattr(vanilla_gauss, "VANILLA_MAX_CELLS", 9)
+    assert catalog.get("od", "vanilla_gauss").plan_tree(h, h, budget.zcdp(0.5)).levels[-1].measured
 
 
 def test_fingerprint_follows_the_trips_not_their_encoding() -> None:
@@ -1491,5 +1492,5 @@ def test_milp_plan_with_only_the_total_measured() -> None:
     """One area, unbounded: only the total is measured (every other level is a copy level); the
     MILP size check must not fail on an empty list of measured levels (found by hypothesis)."""
     h = hierarchy_from_prefixes(["0101"], [2, 4])
-    p = od.plan(h, h, "tda_linf_milp", budget.zcdp(0.5), neighbour="unbounded")
+    p = catalog.get("od", "tda_linf_milp").plan_tree(h, h, budget.zcdp(0.5), neighbour="unbounded")
     assert [lv.measured for lv in p.levels] == [True] + [False] * 4

@@ -1,39 +1,27 @@
-"""O/D mechanisms: InfTDA and its baselines, their data-free plan and their release.
+"""The top-down walk shared by the O/D mechanisms: the O/D tree, its data-free plan and its release.
 
-InfTDA is the algorithm of Boninsegna & Silvestri, "Differentially private release of
-hierarchical origin/destination data with a TopDown approach" (PoPETs 2025 / arXiv 2024; spec
-Boninsegna & Silvestri 2025).  The trips are counted per finest (origin, destination) pair
-(:class:`dpcore.flows.counts.ODCounts`) and released level by level down the O/D tree of the two
-public hierarchies (:func:`dpcore.flows.tree.tree_levels`): every tree level partitions the
-trips, so each is a histogram with the same sensitivity.
+Boninsegna & Silvestri, "Differentially private release of hierarchical origin/destination data
+with a TopDown approach" (PoPETs 2025), release trips counted per finest (origin, destination)
+pair (:class:`dpcore.flows.counts.ODCounts`) level by level down the O/D tree of two public
+hierarchies (:func:`dpcore.flows.tree.tree_levels`): every tree level partitions the trips, so
+each is a histogram with the same sensitivity.  This module holds what their mechanisms share,
+one file each beside it (:mod:`~dpcore.flows.mechanisms.inftda`,
+:mod:`~dpcore.flows.mechanisms.tda_l2`, :mod:`~dpcore.flows.mechanisms.tda_linf_milp`,
+:mod:`~dpcore.flows.mechanisms.vanilla_gauss`, :mod:`~dpcore.flows.mechanisms.sh`):
 
-Mechanisms
-----------
-* ``inftda`` — InfTDA (the paper's Algorithm 1; Boninsegna & Silvestri 2025, Sec. 4.1, Alg. 1): from the root down, the children of
-  every **surviving** node (all of them, from the public list, zeros included) get discrete
-  Gaussian (or discrete Laplace) noise and are projected by IntOpt (the paper's Algorithm 2) onto
-  non-negative integers summing to the parent's released value, minimising the largest change
-  (closed form, one lexsort per level: :func:`dpcore.estimate.topdown_opt.intopt_segments`).
-  Children released as 0 are dropped with their whole subtree (post-processing: lazy noise equals
-  noising the whole level and discarding).
-* ``tda_l2`` — the same walk with the exact integer least-squares projection (scaled simplex
-  plus controlled rounding, :func:`dpcore.estimate.topdown_opt.l2_round_segments`), as the US
-  Census Bureau's TopDown algorithm does (Abowd et al., "The 2020 Census Disclosure Avoidance
-  System TopDown Algorithm", Harvard Data Science Review 2022).
-* ``tda_linf_milp`` — baseline (Boninsegna & Silvestri 2025, Sec. 5): the same walk and the same L∞ objective, solved by a
-  black-box MILP (scipy/HiGHS) per node, which returns an arbitrary optimal vertex instead of
-  IntOpt's sparse one (the paper's TDA_ℓ∞).  One solver call per surviving node, so it is
-  refused above :data:`MILP_MAX_SUBPROBLEMS` calls per level; for comparisons on small data.
-* ``vanilla_gauss`` — baseline (Boninsegna & Silvestri 2025, Sec. 5): the whole budget on every cell of the full finest O/D
-  domain; coarser levels are sums (unbiased, may be negative; exact zeros are dropped).  Needs
-  the full domain in memory, so it is refused above :data:`VANILLA_MAX_CELLS`.
-* ``sh`` — baseline (Boninsegna & Silvestri 2025, Sec. 2.1 and 5): the stability-based histogram, (ε, δ)-DP: discrete Laplace
-  on the *observed* finest pairs only and a threshold that hides pairs of a single person.
-  Biased; no false positives.  Its (ε, δ) cost cannot be added to a pure-ε or zCDP ledger, so
-  it is for comparisons (benchmarks, the library) only.
+* the tree (:class:`ODTree`: levels, branching, copy levels) and the plan types
+  (:class:`ODLevelPlan`, :class:`ODPlan`) with the released tree (:class:`ODRelease`);
+* the sensitivities (:func:`sensitivity`), the budget split over the measured levels and the noise
+  per level (:func:`calibrate`), the TopDown expected errors (:func:`topdown_level_plans`);
+* the walk itself (:func:`topdown_walk`): from the root down, the children of every surviving
+  node (all of them, from the public list, zeros included) get discrete Gaussian (or discrete
+  Laplace) noise and are projected onto non-negative integers summing to the parent's released
+  value by the mechanism's projection; children released as 0 are dropped with their whole
+  subtree (post-processing: lazy noise equals noising the whole level and discarding).  The
+  baselines that noise the finest pairs sum them up the tree (:func:`sum_up`).
 
 Privacy (Boninsegna & Silvestri 2025, Sec. 3–4, App. B)
--------------------------------------------
+-------------------------------------------------------
 Neighbours are ``"bounded"`` (replace one person: the total is public and exact when every
 person has exactly one trip) or ``"unbounded"`` (add or remove one person, the paper's
 Appendix B: the total is noised).
@@ -50,7 +38,7 @@ of a plan come from :mod:`dpcore.flows.accuracy`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -59,111 +47,41 @@ import pandas as pd
 
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.record import created_now, new_release_id
-from dpcore.core.registry import lookup
 from dpcore.errors import ParameterError
 from dpcore.estimate import topdown_opt
-from dpcore.flows.accuracy import linf_bounds, topdown_variances, typical_max, vanilla_errors
+from dpcore.flows.accuracy import linf_bounds, topdown_variances, typical_max
 from dpcore.flows.counts import ODCounts
-from dpcore.flows.tree import (
-    Orientation,
-    _ancestors,
-    _check_pair,
-    _group_sum,
-    level_name,
-    tree_levels,
-)
+from dpcore.flows.tree import Orientation, ancestors, check_pair, group_sum, level_name, tree_levels
 from dpcore.privacy import calibration
-from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = [
-    "MECHANISMS",
-    "MILP_MAX_SUBPROBLEMS",
-    "VANILLA_MAX_CELLS",
+    "Calibration",
+    "ODOptions",
+    "Neighbour",
     "ODLevelPlan",
-    "ODMechanismInfo",
     "ODPlan",
     "ODRelease",
-    "check_data",
-    "get",
-    "plan",
-    "release",
-    "release_planned",
+    "ODTree",
+    "Projection",
+    "calibrate",
+    "check_options",
+    "check_projection_range",
+    "draw",
+    "expand_children",
+    "max_fanout",
+    "noise_fields",
+    "sensitivity",
+    "sum_up",
+    "topdown_level_plans",
+    "topdown_walk",
 ]
 
 Neighbour = Literal["bounded", "unbounded"]
 
-MAX_COUNT = 2**53
-#: Largest full finest O/D domain (origin areas × destination areas) VanillaGauss will noise: the
-#: US county × county domain (10.4 M) peaks at about 1.7 GB, so 12 M keeps a release near 2 GB.
-VANILLA_MAX_CELLS = 12_000_000
-#: Most MILP calls per tree level the black-box TDA_ℓ∞ baseline will make.
-MILP_MAX_SUBPROBLEMS = 20_000
-
-
-@dataclass(frozen=True)
-class ODMechanismInfo:
-    """What the app and the CLI say about an O/D mechanism."""
-
-    name: str
-    title: str
-    description: str
-    when: str
-    consistent: bool
-    nonnegative: bool
-    ledger: bool
-    paper: str
-
-
-MECHANISMS: dict[str, ODMechanismInfo] = {
-    m.name: m
-    for m in (
-        ODMechanismInfo(
-            "inftda", "InfTDA (TopDown, L∞ / IntOpt)",
-            "From the total down, the flows out of every released area pair are split one level finer "
-            "(destination, then origin); all possible sub-pairs get noise, then IntOpt finds the closest "
-            "non-negative whole numbers adding up to the parent (smallest largest change). Pairs "
-            "released as 0 are dropped with everything below them.",
-            "The default: consistent, non-negative, whole-number O/D tables at every level, few "
-            "spurious flows, and a proven bound on the largest error per level.",
-            True, True, True, "Boninsegna & Silvestri, PoPETs 2025, Algorithms 1–2"),
-        ODMechanismInfo(
-            "tda_l2", "TopDown L2 (least squares)",
-            "The same TopDown walk with the least-squares projection (non-negative, adding up to the "
-            "parent) and exact controlled rounding, as the US Census Bureau's TopDown does.",
-            "Comparing with the Census Bureau's approach; about the same accuracy as InfTDA, more "
-            "spurious flows.",
-            True, True, True, "US Census TDA (Abowd et al., HDSR 2022)"),
-        ODMechanismInfo(
-            "tda_linf_milp", "TopDown L∞ with a generic MILP solver (baseline)",
-            "The InfTDA walk with the same objective solved per area pair by a black-box MILP "
-            "(HiGHS), which returns an arbitrary optimal answer rather than the sparse one.",
-            "Comparisons on small data: it shows why IntOpt's choice among optimal answers matters "
-            "(more spurious flows), and it is far slower.",
-            True, True, True, "Boninsegna & Silvestri, PoPETs 2025, Sec. 5 (TDA_ℓ∞)"),
-        ODMechanismInfo(
-            "vanilla_gauss", "Gaussian on every finest pair (baseline)",
-            "The whole budget on every possible finest O/D pair (zeros included); coarser tables are "
-            "sums. Unbiased but negative values are kept, and the error grows as one zooms out.",
-            "Small domains where only the finest pairs matter.",
-            True, False, True, "Boninsegna & Silvestri, PoPETs 2025, Sec. 5 (VanillaGauss)"),
-        ODMechanismInfo(
-            "sh", "Stability histogram (baseline, (ε, δ)-DP)",
-            "Noise on the observed finest pairs only; pairs below a threshold are suppressed. No "
-            "spurious flows, but every suppressed flow is lost from the totals.",
-            "Comparisons only: its (ε, δ) cost cannot be added to a pure-ε or zCDP budget ledger.",
-            True, True, False, "Bun, Nissim & Stemmer; Boninsegna & Silvestri, PoPETs 2025, Sec. 2.1"),
-    )
-}
-
-
-def get(name: str) -> ODMechanismInfo:
-    """The O/D mechanism called ``name`` (case and hyphens do not matter)."""
-    return lookup(MECHANISMS, name, "O/D mechanism")
-
 # ---------------------------------------------------------------------------------------------
-# plan: budget, noise and analytic errors, before the data
+# the plan: the O/D tree, budget, noise and analytic errors, before the data
 # ---------------------------------------------------------------------------------------------
 
 
@@ -217,6 +135,9 @@ class ODPlan:
     levels: tuple[ODLevelPlan, ...]
     scales: tuple[Any, ...] = field(repr=False)
     sh_threshold: float | None = None
+    #: the :class:`~dpcore.flows.mechanisms.base.ODMechanism` that made the plan (its title,
+    #: paper and guarantees go into the record); not part of :meth:`to_dict`
+    made_by: Any = field(default=None, repr=False, compare=False)
 
     @property
     def total_public(self) -> bool:
@@ -240,8 +161,13 @@ class ODPlan:
         }
 
 
-def _sens(neighbour: str, m: int, distinct: bool, leaf: bool) -> tuple[float, float]:
-    """(L1, L2) sensitivity of one tree level (Boninsegna & Silvestri 2025, Sec. 3; erratum: m > 1 changes multiply the sensitivity)."""
+def sensitivity(neighbour: str, m: int, distinct: bool, leaf: bool) -> tuple[float, float]:
+    """(L1, L2) sensitivity of one tree level below the root (Boninsegna & Silvestri 2025, Sec. 3;
+    erratum: m > 1 changes multiply the sensitivity).
+
+    >>> sensitivity("bounded", 1, True, leaf=False), sensitivity("unbounded", 4, True, leaf=True)
+    ((2.0, 1.4142135623730951), (4.0, 2.0))
+    """
     if neighbour == "bounded":
         l1 = 2.0 * m
         l2 = math.sqrt(2.0 * m) if (leaf and distinct) else math.sqrt(2.0) * m
@@ -251,24 +177,8 @@ def _sens(neighbour: str, m: int, distinct: bool, leaf: bool) -> tuple[float, fl
     return l1, l2
 
 
-def _branching(origin: Hierarchy, destination: Hierarchy, lv: list[tuple[int, int]]) -> list[float]:
-    """Mean number of children per node of the level above (1.0 for the root)."""
-    out = [1.0]
-    for (po, pd_), (o, d) in zip(lv, lv[1:], strict=False):
-        if o > po:
-            out.append(origin.sizes[o] / origin.sizes[po])
-        else:
-            out.append(destination.sizes[d] / destination.sizes[pd_])
-    return out
-
-
-def _copy_level(origin: Hierarchy, destination: Hierarchy, lv: list[tuple[int, int]], t: int) -> bool:
-    (po, pd_), (o, _d) = lv[t - 1], lv[t]
-    h, depth = (origin, po) if o > po else (destination, pd_)
-    return bool((h.n_children(depth) == 1).all())
-
-
-def _check_options(neighbour: str, order: str, tiebreak: str, max_trips: int) -> None:
+def check_options(neighbour: str, order: str, tiebreak: str, max_trips: int) -> None:
+    """Refuse an unknown neighbour relation, zeroing order or tie rule, or a cap below one trip."""
     if neighbour not in ("bounded", "unbounded"):
         raise ParameterError("Neighbours are 'bounded' (replace one person; total public) or 'unbounded' "
                              "(add or remove one person).")
@@ -281,186 +191,155 @@ def _check_options(neighbour: str, order: str, tiebreak: str, max_trips: int) ->
         raise ParameterError("The most trips per person (m) must be at least 1.")
 
 
-def plan(
-    origin: Hierarchy,
-    destination: Hierarchy | None,
-    mechanism: str,
-    cost: PrivacyCost | None,
-    *,
-    neighbour: Neighbour = "bounded",
-    max_trips: int = 1,
-    distinct: bool = True,
-    orientation: Orientation = "destination",
-    split: str = "uniform",
-    weights: Sequence[float] | None = None,
-    order: str = "ascending",
-    tiebreak: str = "random",
-    approx: tuple[float, float] | None = None,
-    beta: float = 0.05,
-) -> ODPlan:
-    """Budget split, noise and analytic errors per tree level, before any data is touched.
+@dataclass(frozen=True, eq=False)
+class ODTree:
+    """The O/D tree of two public hierarchies (data-free): per tree level the origin and
+    destination depths (``lv``), the number of possible pairs, the mean branching and the name.
 
-    The sensitivities and the per-level noise follow Boninsegna & Silvestri (2024), Algorithm 1
-    (bounded) and Algorithm 3 (unbounded, Appendix B), with the budget split generalised over the
-    measured levels; the estimates come from :mod:`dpcore.flows.accuracy`.
-
-    ``cost`` is ρ-zCDP (discrete Gaussian; the paper) or pure ε (discrete Laplace; our
-    extension).  For ``sh`` give ``approx=(ε, δ)`` and no cost.  The split runs over the
-    measured levels (the root only when the total is not public; copy levels never), top first;
-    ``weights`` are used with ``split="custom"``.
-
-    Estimates (ours; data-free, publishable): per-node noise SD σ_ℓ; the TopDown RMSE
-    recursion ``V_ℓ = σ_ℓ²(1 − 1/b_ℓ) + V_{ℓ−1}/b_ℓ²`` with ``b_ℓ`` the mean number of children;
-    the typical maximum ``√V_ℓ·√(2 ln N_ℓ)`` over the ``N_ℓ`` possible pairs (Laplace tails under
-    pure ε); the guaranteed bound ``B_ℓ(β) = 2 Σ_{κ≤ℓ} σ_κ √(2 ln(2ℓN_κ/β))`` (L∞ only, zCDP; pure
-    ε uses the Laplace tail ``2 Σ t_κ ln(2ℓN_κ/β)``); and the reliability threshold 2σ_ℓ.
+    >>> from dpcore.flows.tree import hierarchy_from_prefixes
+    >>> h = hierarchy_from_prefixes(["0101", "0102", "0201"], [2, 4])
+    >>> t = ODTree.of(h, h, "destination")
+    >>> t.lv, t.pairs, t.branching
+    ([(0, 0), (0, 1), (1, 1), (1, 2), (2, 2)], [1, 2, 4, 6, 9], [1.0, 2.0, 2.0, 1.5, 1.5])
     """
-    info = get(mechanism)
-    destination = destination or origin
-    _check_pair(origin, destination)
-    _check_options(neighbour, order, tiebreak, max_trips)
-    m = int(max_trips)
-    g = origin.depth
-    lv = tree_levels(g, orientation)
-    T = len(lv) - 1
-    b = _branching(origin, destination, lv)
-    pairs = [origin.sizes[o] * destination.sizes[d] for o, d in lv]
-    names = [level_name(origin, destination, o, d) for o, d in lv]
-    kinds = ["total"] + ["intra" if o == d else "cross" for o, d in lv[1:]]
 
-    def lp(t: int, **kw: Any) -> ODLevelPlan:
-        o, d = lv[t]
-        base = dict(level=t, name=names[t], origin_depth=o, destination_depth=d,
-                    origin_level=origin.level_names[o], destination_level=destination.level_names[d],
-                    kind=kinds[t], pairs=pairs[t], branching=b[t])
-        base.update(kw)
-        return ODLevelPlan(**base)
+    origin: Hierarchy
+    destination: Hierarchy
+    lv: list[tuple[int, int]]
+    branching: list[float]  # mean number of children per node of the level above (1.0 for the root)
+    pairs: list[int]
+    names: list[str]
+    kinds: list[str]  # "total", "intra" or "cross"
 
-    if info.name == "sh":
-        if cost is not None or approx is None:
-            raise ParameterError("The stability histogram is (ε, δ)-DP: give approx=(ε, δ), not a pure/zCDP cost.")
-        eps, delta = float(approx[0]), float(approx[1])
-        if not (eps > 0 and math.isfinite(eps)) or not (0 < delta < 1):
-            raise ParameterError("The stability histogram needs ε > 0 and 0 < δ < 1.")
-        if m != 1:
-            raise ParameterError("The stability histogram baseline supports one trip per person only.")
-        l1 = 2.0 if neighbour == "bounded" else 1.0
-        k_cells = 2 if neighbour == "bounded" else 1
-        scale = calibration.laplace_scale_for_epsilon(eps, l1)
-        # a pair of one person survives with P(Z ≥ τ − 1) ≤ exp(−(τ − 1)/t); k such pairs ≤ δ
-        tau = 1.0 + float(scale) * math.log(k_cells / delta)
-        sd = math.sqrt(_noise.discrete_laplace_variance(scale))
-        levels = [lp(t, measured=(t == T), share=eps if t == T else 0.0,
-                     noise="discrete_laplace" if t == T else None, scale=float(scale) if t == T else 0.0,
-                     l1_sensitivity=l1 if t == T else 0.0, l2_sensitivity=0.0,
-                     noise_sd=sd if t == T else 0.0, sd=math.nan, mean_abs=math.nan, max_abs=math.nan,
-                     bound=math.nan, unreliable_below=tau,
-                     basis="data-dependent: suppressed flows are lost from every sum (biased)")
-                  for t in range(T + 1)]
-        return ODPlan(info.name, None, (eps, delta), neighbour, m, True, orientation, "finest only", (),
-                      order, tiebreak, tuple(levels), tuple([None] * T + [scale]), tau)
+    @classmethod
+    def of(cls, origin: Hierarchy, destination: Hierarchy, orientation: Orientation) -> ODTree:
+        check_pair(origin, destination)
+        lv = tree_levels(origin.depth, orientation)
+        b = [1.0]
+        for (po, pd_), (o, d) in zip(lv, lv[1:], strict=False):
+            b.append(origin.sizes[o] / origin.sizes[po] if o > po else destination.sizes[d] / destination.sizes[pd_])
+        return cls(origin, destination, lv, b, [origin.sizes[o] * destination.sizes[d] for o, d in lv],
+                   [level_name(origin, destination, o, d) for o, d in lv],
+                   ["total"] + ["intra" if o == d else "cross" for o, d in lv[1:]])
 
-    if not isinstance(cost, PrivacyCost):
-        raise ParameterError("The cost must be a PrivacyCost: ρ-zCDP (discrete Gaussian) or pure ε (discrete Laplace).")
-    if approx is not None:
-        raise ParameterError(f"{info.title} takes a pure-ε or zCDP cost, not (ε, δ); convert (ε, δ) to ρ first.")
+    @property
+    def depth(self) -> int:
+        """T: the index of the finest tree level."""
+        return len(self.lv) - 1
 
-    if info.name == "vanilla_gauss":
-        cells = origin.n_leaves * destination.n_leaves
-        if cells > VANILLA_MAX_CELLS:
-            raise ParameterError(
-                f"VanillaGauss noises every possible finest pair: {origin.n_leaves:,} × {destination.n_leaves:,} = "
-                f"{cells:,} cells, more than {VANILLA_MAX_CELLS:,}. Use InfTDA (its work follows the released "
-                "flows), or a coarser finest level."
-            )
-        measured = [t == T for t in range(T + 1)]
-    else:
-        root_measured = not (neighbour == "bounded" and m == 1)
-        measured = [root_measured] + [not _copy_level(origin, destination, lv, t) for t in range(1, T + 1)]
+    def copy_level(self, t: int) -> bool:
+        """Every node of level ``t - 1`` has a single child: level ``t`` copies it (nothing to measure)."""
+        (po, pd_), (o, _d) = self.lv[t - 1], self.lv[t]
+        h, depth = (self.origin, po) if o > po else (self.destination, pd_)
+        return bool((h.n_children(depth) == 1).all())
+
+    def level(self, t: int, **kw: Any) -> ODLevelPlan:
+        """The plan of level ``t``: its public shape and ``kw`` (budget, noise, expected error)."""
+        o, d = self.lv[t]
+        return ODLevelPlan(level=t, name=self.names[t], origin_depth=o, destination_depth=d,
+                           origin_level=self.origin.level_names[o], destination_level=self.destination.level_names[d],
+                           kind=self.kinds[t], pairs=self.pairs[t], branching=self.branching[t], **kw)
+
+
+@dataclass(frozen=True)
+class ODOptions:
+    """The options of an O/D plan besides the tree and the cost (checked by :func:`check_options`)."""
+
+    neighbour: str = "bounded"
+    max_trips: int = 1
+    distinct: bool = True
+    orientation: str = "destination"
+    split: str = "uniform"
+    weights: Sequence[float] | None = None
+    order: str = "ascending"
+    tiebreak: str = "random"
+    beta: float = 0.05
+
+    def split_weights(self) -> tuple[float, ...]:
+        return tuple(float(w) for w in (self.weights or ()))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The budget and noise of every tree level (unmeasured levels: share 0, no noise)."""
+
+    measured: list[bool]
+    shares: list[float]
+    scales: list[Any]
+    var: list[float]
+    noises: list[str | None]
+    sens: list[tuple[float, float]]
+
+
+def calibrate(tree: ODTree, cost: PrivacyCost, measured: list[bool], o: ODOptions) -> Calibration:
+    """Split ``cost`` over the measured levels (top first; ``o.split``, ``o.weights``) and calibrate
+    each level's noise to its share and sensitivity (the total changes by at most ``m`` trips;
+    :func:`sensitivity` below it)."""
+    split, weights, m = o.split, o.weights, int(o.max_trips)
     n_meas = sum(measured)
     if n_meas == 0:
         raise ParameterError(
             "Nothing to measure: every area of this hierarchy has a single sub-area and the total is public, "
             "so every O/D table equals the total. Use a hierarchy with more than one finest area."
         )
-    if info.name == "tda_linf_milp":  # data-free: one solver call per (possible) parent pair
-        worst = max((pairs[t - 1] for t in range(1, T + 1) if measured[t]), default=0)
-        if worst > MILP_MAX_SUBPROBLEMS:
-            raise ParameterError(
-                f"The MILP baseline could need {worst:,} solver calls at one level (limit {MILP_MAX_SUBPROBLEMS:,}). "
-                "Use InfTDA, which solves the same problem exactly in closed form, or a smaller hierarchy."
-            )
     if split == "custom":
         if weights is None or len(list(weights)) != n_meas:
-            nm = [names[t] for t in range(T + 1) if measured[t]]
+            nm = [tree.names[t] for t in range(tree.depth + 1) if measured[t]]
             raise ParameterError(
                 f"A custom split needs {n_meas} weights, one per measured level ({', '.join(nm)}), top first, "
                 "e.g. " + ",".join(["1"] * n_meas) + "."
             )
-    shares_m = calibration.split(cost.value, n_meas, split, weights=weights) if split in (
-        "uniform", "geometric", "custom") else None
-    if shares_m is None:
+    if split not in ("uniform", "geometric", "custom"):
         raise ParameterError("The budget split is 'uniform' (the paper), 'geometric' (finer levels get more) or 'custom'.")
-    it = iter(shares_m)
+    it = iter(calibration.split(cost.value, n_meas, split, weights=weights))
     shares = [next(it) if mm else 0.0 for mm in measured]
-
     scales: list[Any] = []
     var: list[float] = []
     noises: list[str | None] = []
     sens: list[tuple[float, float]] = []
-    for t in range(T + 1):
-        if t == 0:
-            l1, l2 = float(m), float(m)  # the total changes by at most m
-        else:
-            l1, l2 = _sens(neighbour, m, distinct, leaf=(t == T))
+    for t in range(tree.depth + 1):
+        l1, l2 = (float(m), float(m)) if t == 0 else sensitivity(o.neighbour, m, o.distinct,
+                                                                    leaf=(t == tree.depth))
         sens.append((l1, l2))
         if not measured[t]:
-            scales.append(None)
-            var.append(0.0)
-            noises.append(None)
+            scales.append(None), var.append(0.0), noises.append(None)
             continue
         nm, sc = calibration.noise_for_cost(cost.definition, shares[t], l1, l2)
-        v = calibration.noise_variance(nm, sc)
         noises.append(nm)
         scales.append(sc)
-        var.append(v)
+        var.append(calibration.noise_variance(nm, sc))
+    return Calibration(measured, shares, scales, var, noises, sens)
 
-    laplace = cost.definition == "pure"
-    levels: list[ODLevelPlan] = []
-    if info.name == "vanilla_gauss":
-        leaf_pairs = pairs[T]
-        under_o, under_d = origin.leaves_under(), destination.leaves_under()
-        for t in range(T + 1):
-            o, d = lv[t]
-            sd, mean_abs, max_abs = vanilla_errors(var[T], leaf_pairs, pairs[t], under_o[o], under_d[d],
-                                                   laplace and t == T)
-            levels.append(lp(t, measured=measured[t], share=shares[t], noise=noises[t],
-                             scale=float(scales[t]) if scales[t] is not None else 0.0,
-                             l1_sensitivity=sens[t][0] if measured[t] else 0.0,
-                             l2_sensitivity=sens[t][1] if measured[t] else 0.0,
-                             noise_sd=math.sqrt(var[t]), sd=sd, mean_abs=mean_abs,
-                             max_abs=max_abs, bound=math.nan, unreliable_below=2.0 * sd,
-                             basis="sum of finest-pair noise (normal above the finest level, SD from the "
-                                   "public area sizes); unbiased, may be negative"))
-        return ODPlan(info.name, cost, None, neighbour, m, bool(distinct), orientation, "finest only", (),
-                      order, tiebreak, tuple(levels), tuple(scales))
 
-    V = topdown_variances(var, b, measured)  # the TopDown recursion (all three TopDown variants)
-    bounds = linf_bounds(scales, pairs, measured, laplace=laplace, beta=beta,
-                         exact_linf=info.name in ("inftda", "tda_linf_milp"))
-    for t in range(T + 1):
+def noise_fields(c: Calibration, t: int) -> dict[str, Any]:
+    """The budget and noise fields of level ``t``'s :class:`ODLevelPlan`."""
+    return dict(measured=c.measured[t], share=c.shares[t], noise=c.noises[t],
+                scale=float(c.scales[t]) if c.scales[t] is not None else 0.0,
+                l1_sensitivity=c.sens[t][0] if c.measured[t] else 0.0,
+                l2_sensitivity=c.sens[t][1] if c.measured[t] else 0.0, noise_sd=math.sqrt(c.var[t]))
+
+
+def topdown_level_plans(tree: ODTree, c: Calibration, *, laplace: bool, beta: float,
+                        exact_linf: bool) -> list[ODLevelPlan]:
+    """Expected errors of the TopDown walk (ours; data-free, publishable), per tree level.
+
+    The RMSE recursion ``V_ℓ = σ_ℓ²(1 − 1/b_ℓ) + V_{ℓ−1}/b_ℓ²`` with ``b_ℓ`` the mean number of
+    children; the typical maximum ``√V_ℓ·√(2 ln N_ℓ)`` over the ``N_ℓ`` possible pairs (Laplace
+    tails under pure ε); the guaranteed bound ``B_ℓ(β) = 2 Σ_{κ≤ℓ} σ_κ √(2 ln(2ℓN_κ/β))`` when the
+    projection is an exact L∞ one (``exact_linf``; pure ε uses the Laplace tail
+    ``2 Σ t_κ ln(2ℓN_κ/β)``); and the reliability threshold 2σ_ℓ.
+    """
+    V = topdown_variances(c.var, tree.branching, c.measured)
+    bounds = linf_bounds(c.scales, tree.pairs, c.measured, laplace=laplace, beta=beta, exact_linf=exact_linf)
+    levels = []
+    for t in range(tree.depth + 1):
         sd = math.sqrt(V[t])
         mean_abs = sd * (math.sqrt(0.5) if laplace else math.sqrt(2.0 / math.pi))
-        levels.append(lp(t, measured=measured[t], share=shares[t], noise=noises[t],
-                         scale=float(scales[t]) if scales[t] is not None else 0.0,
-                         l1_sensitivity=sens[t][0] if measured[t] else 0.0,
-                         l2_sensitivity=sens[t][1] if measured[t] else 0.0,
-                         noise_sd=math.sqrt(var[t]), sd=sd, mean_abs=mean_abs,
-                         max_abs=typical_max(sd, pairs[t], laplace), bound=bounds[t],
-                         unreliable_below=2.0 * math.sqrt(var[t]) if measured[t] else 2.0 * sd,
-                         basis="TopDown recursion V = σ²(1 − 1/b) + V_parent/b² (dense regime, ours)"))
-    return ODPlan(info.name, cost, None, neighbour, m, bool(distinct), orientation, split,
-                  tuple(float(w) for w in (weights or ())), order, tiebreak, tuple(levels), tuple(scales))
+        levels.append(tree.level(t, **noise_fields(c, t), sd=sd, mean_abs=mean_abs,
+                                 max_abs=typical_max(sd, tree.pairs[t], laplace), bound=bounds[t],
+                                 unreliable_below=2.0 * math.sqrt(c.var[t]) if c.measured[t] else 2.0 * sd,
+                                 basis="TopDown recursion V = σ²(1 − 1/b) + V_parent/b² (dense regime, ours)"))
+    return levels
 
 # ---------------------------------------------------------------------------------------------
 # release
@@ -487,8 +366,9 @@ class ODRelease:
     created: str = field(default_factory=created_now)  # the session restamps it with the charge time
 
     @property
-    def mechanism(self) -> ODMechanismInfo:
-        return get(self.plan.mechanism)
+    def mechanism(self) -> Any:
+        """The :class:`~dpcore.flows.mechanisms.base.ODMechanism` that planned this release."""
+        return self.plan.made_by
 
     @property
     def depth(self) -> int:
@@ -544,20 +424,21 @@ class ODRelease:
                 par_d = self.destination_h.parents[pd_][self.destinations[t]]
             n_d = self.destination_h.sizes[pd_]
             key = par_o * n_d + par_d
-            uk, s = _group_sum(key, self.values[t])
+            uk, s = group_sum(key, self.values[t])
             pk = self.origins[t - 1] * n_d + self.destinations[t - 1]
             if not (np.array_equal(uk, pk) and np.array_equal(s, self.values[t - 1])):
                 return False
         return True
 
 
-def _draw(noise: NoiseSource, kind: str, scale: Any, n: int) -> np.ndarray:
+def draw(noise: NoiseSource, kind: str, scale: Any, n: int) -> np.ndarray:
+    """``n`` integer noise values of the plan's ``kind`` (discrete Laplace or discrete Gaussian)."""
     if kind == "discrete_laplace":
         return noise.discrete_laplace(scale, n)
     return noise.discrete_gaussian(scale, n)
 
 
-def _expand(h: Hierarchy, depth: int, parent_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def expand_children(h: Hierarchy, depth: int, parent_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Children of every parent (contiguous per parent): (child index, parent position, counts)."""
     off = h.child_offsets(depth)
     lo, hi = off[parent_idx], off[parent_idx + 1]
@@ -573,82 +454,45 @@ def _sort_level(o: np.ndarray, d: np.ndarray, v: np.ndarray, n_d: int) -> tuple[
     return o[order], d[order], v[order]
 
 
-def release(
-    counts: ODCounts,
-    mechanism: str,
-    cost: PrivacyCost | None,
-    noise: NoiseSource,
-    *,
-    neighbour: Neighbour = "bounded",
-    orientation: Orientation = "destination",
-    split: str = "uniform",
-    weights: Sequence[float] | None = None,
-    order: str = "ascending",
-    tiebreak: str = "random",
-    approx: tuple[float, float] | None = None,
-    progress: Any = None,
-) -> ODRelease:
-    """Release ``counts`` (the caller has charged the ledger; use :func:`dpcore.pipeline.release_od`).
-
-    InfTDA walks the O/D tree top down as in Boninsegna & Silvestri (2024), Algorithm 1, with
-    IntOpt (their Algorithm 2) at every node; ``tda_l2`` projects by least squares and rounds, as
-    the US Census TopDown algorithm does (Abowd et al. 2022); ``tda_linf_milp`` solves the L∞
-    projection with a MILP solver; ``vanilla_gauss`` and ``sh`` noise the finest pairs and sum
-    them up (the paper's baselines).
-
-    ``progress(fraction, message)`` is called once per tree level.
-    """
-    p = plan(counts.origin_h, counts.destination_h, mechanism, cost, neighbour=neighbour,
-             max_trips=counts.max_trips, distinct=counts.distinct, orientation=orientation, split=split,
-             weights=weights, order=order, tiebreak=tiebreak, approx=approx)
-    return release_planned(counts, p, noise, progress=progress)
-
-
-def _max_fanout(h: Hierarchy) -> int:
+def max_fanout(h: Hierarchy) -> int:
+    """The largest number of child areas of any area of ``h``."""
     return max((int(np.diff(h.child_offsets(d)).max()) for d in range(h.depth)), default=1)
 
 
-def check_data(counts: ODCounts, p: ODPlan) -> None:
-    """The refusals of :func:`release_planned` that can be decided from the true trips, run before
-    the budget is charged (issue 18, item 7).
+def check_projection_range(counts: ODCounts) -> None:
+    """Refuse true trips the exact integer projections could not take, before the budget is charged.
 
-    InfTDA and ``tda_l2`` project every level with the exact integer projections of
-    :mod:`dpcore.estimate.topdown_opt` (Boninsegna & Silvestri 2024, Algorithm 2), which refuse
-    noisy values beyond their int64 range: the true trips must leave half that range
-    (:func:`dpcore.estimate.topdown_opt.check_true_counts`, with the total as the largest count and
-    the largest number of child areas of either hierarchy).  The other mechanisms refuse nothing for
-    the data (``tda_linf_milp``'s and VanillaGauss's sizes are refused by :func:`plan`, from
-    public inputs).  The refusal publishes nothing and only the curator sees it.
+    IntOpt and the least-squares rounding of :mod:`dpcore.estimate.topdown_opt` (Boninsegna &
+    Silvestri 2025, Algorithm 2) refuse noisy values beyond their int64 range: the true trips must
+    leave half that range (:func:`dpcore.estimate.topdown_opt.check_true_counts`, with the total
+    as the largest count and the largest number of child areas of either hierarchy).  The refusal
+    publishes nothing and only the curator sees it.
     """
-    if p.mechanism in ("inftda", "tda_l2"):
-        fan = max(_max_fanout(counts.origin_h), _max_fanout(counts.destination_h))
-        topdown_opt.check_true_counts(counts.total, fan)
+    fan = max(max_fanout(counts.origin_h), max_fanout(counts.destination_h))
+    topdown_opt.check_true_counts(counts.total, fan)
 
 
-def release_planned(counts: ODCounts, p: ODPlan, noise: NoiseSource, *, progress: Any = None) -> ODRelease:
-    """Release ``counts`` with the plan ``p`` already built by :func:`plan`, so a release is planned
-    once (Boninsegna & Silvestri 2024, Algorithms 1 and 3: the per-level noise is the plan's).
+#: ``project(x, offsets, totals, plan, t, tiebreak)``: non-negative integers per segment
+#: ``x[offsets[i]:offsets[i+1]]`` summing to ``totals[i]`` at tree level ``t`` (the mechanism's projection).
+Projection = Callable[[np.ndarray, np.ndarray, np.ndarray, "ODPlan", int, "np.ndarray | None"], np.ndarray]
 
-    ``p`` must be planned for ``counts``' hierarchies, ``max_trips`` and ``distinct``
-    (:class:`dpcore.flows.kind.ODMechanism` checks); the caller has charged ``p.cost``.
+
+def topdown_walk(counts: ODCounts, p: ODPlan, noise: NoiseSource, project: Projection, *,
+                 progress: Any = None) -> ODRelease:
+    """Release ``counts`` down the O/D tree with the plan ``p`` (Boninsegna & Silvestri 2025,
+    Algorithms 1 and 3: the per-level noise is the plan's): the root is noised unless the total is
+    public, then at every level the children of every surviving pair get the level's noise and
+    ``project`` makes them non-negative integers summing to their parent; zeros are dropped.
+
+    Random tie-breaking keys are drawn for every noised child whatever the projection uses, so a
+    seed gives every TopDown variant the same noise.
     """
     oh, dh = counts.origin_h, counts.destination_h
     T = p.depth
     lv = [(x.origin_depth, x.destination_depth) for x in p.levels]
-    details: dict[str, Any] = {}
-
-    def tick(t: int, msg: str) -> None:
-        if progress is not None:
-            progress(t / max(T, 1), msg)
-
-    if p.mechanism == "vanilla_gauss":
-        return _vanilla(counts, p, noise, lv, tick)
-    if p.mechanism == "sh":
-        return _sh(counts, p, noise, lv, tick)
-
     n = counts.total
     if p.levels[0].measured:
-        root = max(n + int(_draw(noise, p.levels[0].noise, p.scales[0], 1)[0]), 0)
+        root = max(n + int(draw(noise, p.levels[0].noise, p.scales[0], 1)[0]), 0)
         public_total = None
     else:
         root, public_total = n, n
@@ -658,115 +502,46 @@ def release_planned(counts: ODCounts, p: ODPlan, noise: NoiseSource, *, progress
     outs_o, outs_d, outs_v = [cur_o], [cur_d], [cur_v]
     noised = 0
     for t in range(1, T + 1):
-        tick(t - 1, f"level {t} of {T}: {p.levels[t].name} ({cur_v.size:,} parents)")
+        if progress is not None:
+            progress((t - 1) / max(T, 1), f"level {t} of {T}: {p.levels[t].name} ({cur_v.size:,} parents)")
         (po, pd_), (o, d) = lv[t - 1], lv[t]
         if cur_v.size == 0:
             e = np.zeros(0, dtype=np.int64)
             outs_o.append(e), outs_d.append(e), outs_v.append(e)
             continue
         if o > po:
-            child, pos, cnt = _expand(oh, po, cur_o)
+            child, pos, cnt = expand_children(oh, po, cur_o)
             co, cd = child, cur_d[pos]
         else:
-            child, pos, cnt = _expand(dh, pd_, cur_d)
+            child, pos, cnt = expand_children(dh, pd_, cur_d)
             co, cd = cur_o[pos], child
         if not p.levels[t].measured:  # copy level: every node has one child, nothing to measure
             y = cur_v[pos]
         else:
-            x = counts.lookup(o, d, co, cd) + _draw(noise, p.levels[t].noise, p.scales[t], co.size)
+            x = counts.lookup(o, d, co, cd) + draw(noise, p.levels[t].noise, p.scales[t], co.size)
             noised += int(co.size)
-            offsets = np.r_[0, np.cumsum(cnt)]
             tb = noise.random_uint64(co.size) if p.tiebreak == "random" else None
-            if p.mechanism == "inftda":
-                y = topdown_opt.intopt_segments(x, offsets, cur_v, order=p.order, tiebreak=tb)
-            elif p.mechanism == "tda_linf_milp":
-                y = _linf_milp_segments(x, offsets, cur_v, p.levels[t].name)
-            else:
-                y = topdown_opt.l2_round_segments(x, offsets, cur_v, tiebreak=tb)
+            y = project(x, np.r_[0, np.cumsum(cnt)], cur_v, p, t, tb)
         keep = y > 0
         cur_o, cur_d, cur_v = _sort_level(co[keep], cd[keep], np.asarray(y[keep], np.int64), dh.sizes[d])
         outs_o.append(cur_o), outs_d.append(cur_d), outs_v.append(cur_v)
-    tick(T, "done")
-    details.update(noised_cells=noised)
-    return ODRelease(oh, dh, p, tuple(outs_o), tuple(outs_d), tuple(outs_v), public_total, details)
+    if progress is not None:
+        progress(T / max(T, 1), "done")
+    return ODRelease(oh, dh, p, tuple(outs_o), tuple(outs_d), tuple(outs_v), public_total, {"noised_cells": noised})
 
 
-def _linf_milp_segments(x: np.ndarray, offsets: np.ndarray, totals: np.ndarray, level: str) -> np.ndarray:
-    """The per-node L∞ projection by scipy's MILP (HiGHS), one call per segment (baseline only).
-
-    ``min α  s.t.  y_i − α ≤ x_i,  y_i + α ≥ x_i,  Σ y = c,  y ∈ ℕ, α ≥ 0`` (ours).  The
-    solver returns whichever optimal vertex it finds first — the point of the baseline.
-    """
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
-    m = totals.size
-    if m > MILP_MAX_SUBPROBLEMS:
-        raise ParameterError(
-            f"The MILP baseline would make {m:,} solver calls at level '{level}' (limit "
-            f"{MILP_MAX_SUBPROBLEMS:,}). Use InfTDA, which solves the same problem exactly in closed form."
-        )
-    y = np.empty(x.size, dtype=np.int64)
-    for i in range(m):
-        a, b_ = int(offsets[i]), int(offsets[i + 1])
-        xi = x[a:b_].astype(float)
-        b = xi.size
-        c = int(totals[i])
-        if b == 1 or c == 0:
-            y[a:b_] = c if b == 1 else 0
-            continue
-        eye = np.eye(b)
-        A = np.block([[eye, -np.ones((b, 1))], [eye, np.ones((b, 1))], [np.ones((1, b)), np.zeros((1, 1))]])
-        lo = np.concatenate([np.full(b, -np.inf), xi, [c]])
-        hi = np.concatenate([xi, np.full(b, np.inf), [c]])
-        cost = np.zeros(b + 1)
-        cost[-1] = 1.0
-        res = milp(cost, constraints=LinearConstraint(A, lo, hi), integrality=np.ones(b + 1),
-                   bounds=Bounds(np.zeros(b + 1), np.full(b + 1, np.inf)))
-        if not res.success:  # pragma: no cover - the problem is always feasible (y = c·e_1)
-            raise ParameterError(f"The MILP solver failed at level '{level}': {res.message}")
-        yi = np.round(res.x[:b]).astype(np.int64)
-        # the solver works in floating point: restore the exact sum on the largest entry
-        yi[np.argmax(yi)] += c - int(yi.sum())
-        y[a:b_] = yi
-    return y
-
-
-def _aggregate_sparse(o: np.ndarray, d: np.ndarray, v: np.ndarray, anc_o: np.ndarray, anc_d: np.ndarray,
-                      n_d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    key = anc_o[o] * n_d + anc_d[d]
-    uk, s = _group_sum(key, v)
-    return uk // n_d, uk % n_d, s
-
-
-def _vanilla(counts: ODCounts, p: ODPlan, noise: NoiseSource, lv: list[tuple[int, int]], tick: Any) -> ODRelease:
+def sum_up(counts: ODCounts, p: ODPlan, o: np.ndarray, d: np.ndarray, v: np.ndarray,
+           details: dict[str, Any], *, progress: Any = None) -> ODRelease:
+    """The release of noisy finest pairs ``(o, d, v)`` (zeros dropped): every tree level their sums
+    (post-processing; the baselines that noise the finest pairs only)."""
     oh, dh = counts.origin_h, counts.destination_h
-    no, nd = oh.n_leaves, dh.n_leaves  # plan() has checked no·nd ≤ VANILLA_MAX_CELLS
-    T = p.depth
-    tick(0, f"noising {no * nd:,} finest pairs")
-    leaf = _draw(noise, p.levels[T].noise, p.scales[T], no * nd).astype(np.int64)
-    leaf[counts.origin * nd + counts.destination] += counts.count
-    nz = np.flatnonzero(leaf)
-    lo, ld, lvv = nz // nd, nz % nd, leaf[nz]
-    del leaf
-    anc_o, anc_d = _ancestors(oh), _ancestors(dh)
+    anc_o, anc_d = ancestors(oh), ancestors(dh)
     outs = []
-    for t in range(T + 1):
-        o, d = lv[t]
-        outs.append(_aggregate_sparse(lo, ld, lvv, anc_o[o], anc_d[d], dh.sizes[d]))
-        tick(t, f"summing level {t}")
+    for t, lp in enumerate(p.levels):
+        n_d = dh.sizes[lp.destination_depth]
+        uk, s = group_sum(anc_o[lp.origin_depth][o] * n_d + anc_d[lp.destination_depth][d], v)
+        outs.append((uk // n_d, uk % n_d, s))
+        if progress is not None:
+            progress(t / max(p.depth, 1), f"summing level {t}")
     return ODRelease(oh, dh, p, tuple(x[0] for x in outs), tuple(x[1] for x in outs),
-                     tuple(x[2] for x in outs), None, {"noised_cells": int(no * nd)})
-
-
-def _sh(counts: ODCounts, p: ODPlan, noise: NoiseSource, lv: list[tuple[int, int]], tick: Any) -> ODRelease:
-    oh, dh = counts.origin_h, counts.destination_h
-    T = p.depth
-    noisy = counts.count + _draw(noise, "discrete_laplace", p.scales[T], counts.n_pairs)
-    keep = noisy >= p.sh_threshold
-    lo, ld, lvv = counts.origin[keep], counts.destination[keep], noisy[keep].astype(np.int64)
-    anc_o, anc_d = _ancestors(oh), _ancestors(dh)
-    outs = [_aggregate_sparse(lo, ld, lvv, anc_o[o], anc_d[d], dh.sizes[d]) for o, d in lv]
-    tick(T, "done")
-    # no "noised_cells" here: SH noises the observed pairs only, and their number is confidential
-    return ODRelease(oh, dh, p, tuple(x[0] for x in outs), tuple(x[1] for x in outs),
-                     tuple(x[2] for x in outs), None, {})
+                     tuple(x[2] for x in outs), None, details)
