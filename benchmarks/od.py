@@ -412,7 +412,8 @@ def e2e_probe(out_dir: str) -> int:
     steps["aggregate (ODCounts.from_frame)"] = time.perf_counter() - t0
     cost = budget.zcdp(classic_rho(1.0))
     t0 = time.perf_counter()
-    rel = catalog.get("od", "inftda").release_counts(counts, cost, NoiseSource())  # secure noise, as a real release
+    rel = catalog.get("od", "inftda").release_counts(
+        counts, cost, NoiseSource())  # secure noise, as a real release
     steps["plan + release (InfTDA, secure noise)"] = time.perf_counter() - t0
     files: list[str] = []
     if od_export is not None:

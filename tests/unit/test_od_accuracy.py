@@ -62,7 +62,8 @@ def test_rmse_matches_the_plan_and_the_bound_holds(dense_tree, mechanism, cost, 
     mse = np.zeros((R, T + 1))
     mx = np.zeros((R, T + 1))
     for r in range(R):
-        rel = catalog.get("od", mechanism).release_counts(c, cost, NoiseSource(10_000 + r), neighbour=neighbour)
+        rel = catalog.get("od", mechanism).release_counts(
+            c, cost, NoiseSource(10_000 + r), neighbour=neighbour)
         for t in range(T + 1):
             e = (level_matrix(rel, t) - truths[t]).astype(float)
             mse[r, t] = np.mean(e * e)

@@ -26,8 +26,9 @@ def test_intopt_zeroing_order_decides_which_pairs_are_dropped(orientation: str) 
     x = np.array([3, 1, 102])
     outs = {}
     for order in ("ascending", "descending"):
-        rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.1), Scripted([[3, 1, 2]]), orientation=orientation,
-                         order=order, tiebreak="index")
+        rel = catalog.get("od", "inftda").release_counts(
+            c, budget.zcdp(0.1), Scripted([[3, 1, 2]]), orientation=orientation,
+            order=order, tiebreak="index")
         expect = topdown_opt.intopt(x, 100, order=order)
         assert level_matrix(rel, 1).ravel().tolist() == expect.tolist()
         assert rel.plan.order == order

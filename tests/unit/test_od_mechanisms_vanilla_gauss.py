@@ -60,7 +60,8 @@ def test_vanilla_gauss_sums_its_leaves_and_has_sigma_noise(orientation: str) -> 
     df = random_trips(rng, h, h, 3000)
     c = ODCounts.from_frame(df, h, origin="o", destination="d")
     rho = 0.02
-    rel = catalog.get("od", "vanilla_gauss").release_counts(c, budget.zcdp(rho), NoiseSource(4), orientation=orientation)
+    rel = catalog.get("od", "vanilla_gauss").release_counts(
+        c, budget.zcdp(rho), NoiseSource(4), orientation=orientation)
     p = rel.plan
     T = p.depth
     assert p.levels[T].scale == pytest.approx(math.sqrt(2) / math.sqrt(2 * rho), rel=1e-12)

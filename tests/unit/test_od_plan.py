@@ -208,18 +208,22 @@ def test_custom_split_shares_the_budget_in_proportion_to_the_weights(states: Hie
     for lv in p.levels[1:]:
         assert lv.scale == pytest.approx(lv.l2_sensitivity / math.sqrt(2 * lv.share), rel=1e-12)
     with pytest.raises(ParameterError, match="4 weights"):
-        catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="custom", weights=[1, 1, 1])
+        catalog.get("od", "inftda").plan_tree(
+            states, states, budget.zcdp(rho), split="custom", weights=[1, 1, 1])
     with pytest.raises(ParameterError):
         catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="custom")
     # unbounded measures the root too: 5 weights, top first
-    pu = catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), neighbour="unbounded", split="custom",
-                 weights=[4, 1, 1, 1, 1])
+    pu = catalog.get("od", "inftda").plan_tree(
+        states, states, budget.zcdp(rho), neighbour="unbounded", split="custom",
+        weights=[4, 1, 1, 1, 1])
     assert pu.levels[0].share == pytest.approx(rho / 2, rel=1e-12)
     with pytest.raises(ParameterError, match="5 weights"):
-        catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), neighbour="unbounded", split="custom", weights=w)
+        catalog.get("od", "inftda").plan_tree(
+            states, states, budget.zcdp(rho), neighbour="unbounded", split="custom", weights=w)
     for bad in ([1, -1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 1]):  # negative, all zero, a zero share
         with pytest.raises(ParameterError):
-            catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="custom", weights=bad)
+            catalog.get("od", "inftda").plan_tree(
+                states, states, budget.zcdp(rho), split="custom", weights=bad)
     with pytest.raises(ParameterError, match="split"):
         catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="sideways")
     pg = catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="geometric")
@@ -231,7 +235,8 @@ def test_custom_split_shares_the_budget_in_proportion_to_the_weights(states: Hie
 @pytest.mark.parametrize("m", [1, 2])
 def test_pure_epsilon_uses_discrete_laplace_with_l1_scales(states: Hierarchy, neighbour: str, m: int) -> None:
     eps = 0.9
-    p = catalog.get("od", "inftda").plan_tree(states, states, budget.pure(eps), neighbour=neighbour, max_trips=m)
+    p = catalog.get("od", "inftda").plan_tree(
+        states, states, budget.pure(eps), neighbour=neighbour, max_trips=m)
     measured = [lv for lv in p.levels if lv.measured]
     assert len(measured) == 4 + (not (neighbour == "bounded" and m == 1))
     total = Fraction(0)

@@ -62,7 +62,8 @@ def test_release_invariants_on_synthetic_trees(random_tree_data, seed, orientati
     c = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
     n = int(flows["count"].sum())
     assert c.total == n
-    rel = catalog.get("od", mechanism).release_counts(c, cost, NoiseSource(seed), neighbour=neighbour, orientation=orientation)
+    rel = catalog.get("od", mechanism).release_counts(
+        c, cost, NoiseSource(seed), neighbour=neighbour, orientation=orientation)
     bounded = neighbour == "bounded"
     check_tree_release(rel, n if bounded else None)
     assert rel.public_total == (n if bounded else None)
@@ -80,11 +81,13 @@ def test_release_invariants_with_different_origin_and_destination_hierarchies(or
     c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d")
     for mech in ("inftda", "tda_l2"):
         for s in range(4):
-            rel = catalog.get("od", mech).release_counts(c, budget.zcdp(0.5), NoiseSource(s), orientation=orientation,
-                             tiebreak="index" if s % 2 else "random", order="descending" if s == 3 else "ascending")
+            rel = catalog.get("od", mech).release_counts(
+                c, budget.zcdp(0.5), NoiseSource(s), orientation=orientation,
+                tiebreak="index" if s % 2 else "random", order="descending" if s == 3 else "ascending")
             check_tree_release(rel, 400)
     # with ample budget the release is close to the truth at every level
-    rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(5000), NoiseSource(0), orientation=orientation)
+    rel = catalog.get("od", "inftda").release_counts(
+        c, budget.zcdp(5000), NoiseSource(0), orientation=orientation)
     for t, lp in enumerate(rel.plan.levels):
         truth = truth_matrix(df, ho, hd, lp.origin_depth, lp.destination_depth)
         assert np.abs(level_matrix(rel, t) - truth).max() <= 1  # σ ≈ 0.03: P(any noise ≠ 0) is tiny
@@ -110,7 +113,8 @@ def test_release_is_reproducible_and_frames_are_labelled(states: Hierarchy) -> N
     assert set(f1["origin"]) == {"total"} and set(f1["destination"]) <= {"01", "02", "03"}
     assert a.matrix(2).sum() == 4 and a.total(0) == 4 and a.total(4) == 4
     progress = []
-    catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.3), NoiseSource(1), progress=lambda f, msg: progress.append(f))
+    catalog.get("od", "inftda").release_counts(
+        c, budget.zcdp(0.3), NoiseSource(1), progress=lambda f, msg: progress.append(f))
     assert progress[-1] == 1.0 and all(x <= y for x, y in itertools.pairwise(progress))
 
 
@@ -121,7 +125,8 @@ def test_unbounded_root_is_noised_and_clamped_at_zero(states: Hierarchy) -> None
     c = ODCounts.from_frame(df, states, origin="o", destination="d")
     roots = []
     for seed in range(16):
-        rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(1e-6), NoiseSource(seed), neighbour="unbounded")
+        rel = catalog.get("od", "inftda").release_counts(
+            c, budget.zcdp(1e-6), NoiseSource(seed), neighbour="unbounded")
         assert rel.public_total is None and rel.consistent
         check_tree_release(rel)
         root = rel.values[0].tolist()
@@ -165,7 +170,8 @@ def test_zero_cells_are_noised_and_noised_cells_follow_public_children() -> None
     for orient in ("destination", "origin"):
         for seed in range(6):
             src = Recorder(seed)
-            rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.002), src, orientation=orient)  # σ ≈ 45
+            rel = catalog.get("od", "inftda").release_counts(
+                c, budget.zcdp(0.002), src, orientation=orient)  # σ ≈ 45
             check_tree_release(rel, 1000)
             lv = tree_levels(2, orient)
             expected = []
@@ -203,7 +209,8 @@ def test_noise_reaches_every_public_child(mechanism: str, orientation: str) -> N
     noise2 = {0: [2, 5, 0], 1: [0, 1, 3], 2: [-20, 6, 3]} if orientation == "destination" else \
         {0: [3, 6, -20], 1: [2, 5, 0], 2: [0, 1, 3]}
     src = Scripted([noise1.tolist(), sum((noise2[k] for k in range(3)), [])])
-    rel = catalog.get("od", mechanism).release_counts(c, budget.zcdp(0.1), src, orientation=orientation, tiebreak="index")
+    rel = catalog.get("od", mechanism).release_counts(
+        c, budget.zcdp(0.1), src, orientation=orientation, tiebreak="index")
     check_tree_release(rel, 100)
     assert src.sizes[:2] == [3, 9]
     m1 = level_matrix(rel, 1).ravel()
@@ -235,8 +242,9 @@ def test_release_replays_algorithm_1(mechanism: str, orientation: str) -> None:
     for neighbour, order, cost in (("bounded", "ascending", budget.zcdp(0.2)),
                                    ("unbounded", "descending", budget.pure(1.0))):
         src = Recorder(17)
-        rel = catalog.get("od", mechanism).release_counts(c, cost, src, neighbour=neighbour, orientation=orientation, order=order,
-                         tiebreak="index")
+        rel = catalog.get("od", mechanism).release_counts(
+            c, cost, src, neighbour=neighbour, orientation=orientation, order=order,
+            tiebreak="index")
         check_tree_release(rel, 300 if neighbour == "bounded" else None)
         truth = truths_of(c, rel)
         assert np.array_equal(truth[rel.depth], truth_matrix(df, ho, hd, 3, 3))

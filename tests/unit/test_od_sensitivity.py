@@ -31,8 +31,9 @@ def expected_sens(neighbour: str, m: int, distinct: bool, leaf: bool) -> tuple[f
 def test_per_level_sensitivities_and_root(neighbour: str, m: int, distinct: bool, orientation: str) -> None:
     h = tree_h([3, 2, 2])
     rho = 0.7
-    p = catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(rho), neighbour=neighbour, max_trips=m, distinct=distinct,
-                orientation=orientation)
+    p = catalog.get("od", "inftda").plan_tree(
+        h, h, budget.zcdp(rho), neighbour=neighbour, max_trips=m, distinct=distinct,
+        orientation=orientation)
     T = p.depth
     root_measured = not (neighbour == "bounded" and m == 1)
     assert p.levels[0].measured is root_measured
@@ -84,8 +85,9 @@ def test_sensitivity_by_brute_force(orientation: str, m: int, distinct: bool) ->
     leaves_under = [np.bincount(up(h, L, k), minlength=h.sizes[k]) for k in range(L + 1)]
     checked_note: set[str] = set()
     for neighbour in ("bounded", "unbounded"):
-        p = catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(1.0), neighbour=neighbour, max_trips=m, distinct=distinct,
-                    orientation=orientation)
+        p = catalog.get("od", "inftda").plan_tree(
+            h, h, budget.zcdp(1.0), neighbour=neighbour, max_trips=m, distinct=distinct,
+            orientation=orientation)
         for exactly in (True, False):
             sets = _person_sets(n_leaf * n_leaf, m, distinct, exactly)
             for t, (o, d) in enumerate(lv):

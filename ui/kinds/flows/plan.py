@@ -80,8 +80,9 @@ def _budget(definition: str) -> tuple[budget.PrivacyCost, str, float, dict[str, 
 def measured_levels(m: dict[str, Any], mech: str, cost: budget.PrivacyCost, opts: dict[str, Any]) -> list[str]:
     """The names of the tables the budget is split over (those measured, not copied or public)."""
     c = m["counts"]
-    probe = catalog.get("od", mech).plan_tree(m["h"], None, cost, max_trips=c.max_trips, distinct=c.distinct,
-                                              split="uniform", **opts)
+    probe = catalog.get("od", mech).plan_tree(
+        m["h"], None, cost, max_trips=c.max_trips, distinct=c.distinct,
+        split="uniform", **opts)
     return [lv.name for lv in probe.levels if lv.measured]
 
 
@@ -109,8 +110,9 @@ def selection(m: dict[str, Any] | None = None) -> Selection:
                 weights = [float(x) for x in txt.split(",") if x.strip()]
             except ValueError:
                 raise ParameterError("Weights must be numbers separated by commas, e.g. 1,1,2,4.") from None
-        p = catalog.get("od", mech).plan_tree(m["h"], None, cost, max_trips=c.max_trips, distinct=c.distinct,
-                                              split=split, weights=weights, **opts)
+        p = catalog.get("od", mech).plan_tree(
+            m["h"], None, cost, max_trips=c.max_trips, distinct=c.distinct,
+            split=split, weights=weights, **opts)
     except DPCoreError as e:  # e.g. the MILP baseline on a large domain: say why
         error = str(e)
     return Selection(mech, cost, label, delta, approx, split, weights, opts, p, error, led,
