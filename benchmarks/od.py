@@ -25,14 +25,14 @@ Budgets
     ``sh`` (stability histogram) takes (ε, δ) directly.
 Mechanisms
     inftda (default), tda_l2, vanilla_gauss (only where the full finest domain fits
-    ``od.VANILLA_MAX_CELLS``) and sh.  ``--seeds`` seeded releases each (``NoiseSource(seed)``,
+    ``VANILLA_MAX_CELLS``) and sh.  ``--seeds`` seeded releases each (``NoiseSource(seed)``,
     seeds 0…n−1, the same for every configuration); VanillaGauss on domains above 1 M cells
     gets at most 2 (it noises every cell and its evaluation takes ~25 s per run).
 Measured per tree level (``empirical_errors``; curator-only, never published)
     maximum absolute error (mean over the runs, min–max), mean absolute error over the union of
     pairs positive in the truth or the release, MAE and RMSE over all possible pairs, false
-    discovery rate %, false negative rate %; per release: wall time of ``od.release()`` only
-    (mean, max); beside them the data-free estimates of ``od.plan`` (expected RMSE, typical
+    discovery rate %, false negative rate %; per release: wall time of ``release_counts()`` only
+    (mean, max); beside them the data-free estimates of ``plan_tree`` (expected RMSE, typical
     maximum, InfTDA's 95 % bound).
 Speed target (issue): the Rhode Island InfTDA release at ε = 1 end to end — read both files,
     build the hierarchy, aggregate, release with secure noise, write release.csv / release.json
@@ -82,12 +82,14 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dpcore import catalog  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy  # noqa: E402
 from dpcore.data.synthetic import synthetic_od_tree  # noqa: E402
 from dpcore.errors import ParameterError  # noqa: E402
-from dpcore.flows import mechanisms as od  # noqa: E402
 from dpcore.flows.counts import ODCounts  # noqa: E402
 from dpcore.flows.diagnostics import empirical_errors  # noqa: E402
+from dpcore.flows.mechanisms.tda_linf_milp import MILP_MAX_SUBPROBLEMS  # noqa: E402
+from dpcore.flows.mechanisms.vanilla_gauss import VANILLA_MAX_CELLS  # noqa: E402
 from dpcore.flows.tree import hierarchy_from_prefixes  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
@@ -317,14 +319,14 @@ def run_config(counts: ODCounts, mech: str, eps: float, seeds: list[int], *,
                rho_factor: float = 1.0) -> dict[str, Any]:
     """All seeds of one (mechanism, ε): per-level aggregates, per-seed facts and the data-free plan."""
     cost, approx = cost_for(mech, eps, rho_factor)
-    pl = od.plan(counts.origin_h, counts.destination_h, mech, cost, approx=approx)
+    pl = catalog.get("od", mech).plan_tree(counts.origin_h, counts.destination_h, cost, approx=approx)
     per_seed: list[list[dict[str, Any]]] = []
     times: list[float] = []
     checks = {"consistent": True, "nonnegative": True, "total_exact": True}
     for s in seeds:
         gc.collect()
         t0 = time.perf_counter()
-        rel = od.release(counts, mech, cost, NoiseSource(s), approx=approx)
+        rel = catalog.get("od", mech).release_counts(counts, cost, NoiseSource(s), approx=approx)
         times.append(time.perf_counter() - t0)
         per_seed.append(empirical_errors(rel, counts))
         checks["consistent"] &= bool(rel.consistent)
@@ -369,7 +371,7 @@ def seeds_for(counts: ODCounts, mech: str, n: int) -> list[int]:
 def milp_fits(counts: ODCounts) -> bool:
     """Whether the black-box MILP baseline's (data-free) size limit admits this hierarchy."""
     try:
-        od.plan(counts.origin_h, counts.destination_h, "tda_linf_milp", budget.zcdp(1.0))
+        catalog.get("od", "tda_linf_milp").plan_tree(counts.origin_h, counts.destination_h, budget.zcdp(1.0))
     except ParameterError:
         return False
     return True
@@ -377,7 +379,7 @@ def milp_fits(counts: ODCounts) -> bool:
 
 def vanilla_fits(counts: ODCounts) -> tuple[bool, int]:
     cells = counts.origin_h.n_leaves * counts.destination_h.n_leaves
-    return cells <= od.VANILLA_MAX_CELLS, cells
+    return cells <= VANILLA_MAX_CELLS, cells
 
 
 # ---------------------------------------------------------------- end to end (fresh process)
@@ -410,7 +412,8 @@ def e2e_probe(out_dir: str) -> int:
     steps["aggregate (ODCounts.from_frame)"] = time.perf_counter() - t0
     cost = budget.zcdp(classic_rho(1.0))
     t0 = time.perf_counter()
-    rel = od.release(counts, "inftda", cost, NoiseSource())  # secure noise, as a real release
+    rel = catalog.get("od", "inftda").release_counts(
+        counts, cost, NoiseSource())  # secure noise, as a real release
     steps["plan + release (InfTDA, secure noise)"] = time.perf_counter() - t0
     files: list[str] = []
     if od_export is not None:
@@ -429,7 +432,7 @@ def e2e_probe(out_dir: str) -> int:
     del rel
     gc.collect()
     tracemalloc.start()
-    od.release(counts, "inftda", cost, NoiseSource(1))
+    catalog.get("od", "inftda").release_counts(counts, cost, NoiseSource(1))
     _, traced = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     print(json.dumps({"steps": steps, "total_s": total, "from_launch_s": from_launch, "peak_rss_kib": peak_kib,
@@ -718,10 +721,10 @@ def main(argv: list[str] | None = None) -> int:
             for mech in MECHANISMS:
                 if mech == "vanilla_gauss" and not fits:
                     entry["not_run"][mech] = (f"not run: {cells / 1e6:,.0f} M cells > VANILLA_MAX_CELLS "
-                                              f"({od.VANILLA_MAX_CELLS / 1e6:.0f} M)")
+                                              f"({VANILLA_MAX_CELLS / 1e6:.0f} M)")
                     continue
                 if mech == "tda_linf_milp" and not milp_fits(counts):
-                    entry["not_run"][mech] = (f"not run: more than {od.MILP_MAX_SUBPROBLEMS:,} possible solver calls "
+                    entry["not_run"][mech] = (f"not run: more than {MILP_MAX_SUBPROBLEMS:,} possible solver calls "
                                               "at one level (one HiGHS call per node)")
                     continue
                 seeds = seeds_for(counts, mech, args.seeds)
@@ -802,9 +805,9 @@ def render_md(out: dict[str, Any]) -> str:
         "min–max); *MAE positive union* = mean absolute error over that union; *MAE all pairs* = sum of absolute "
         "errors / number of possible pairs (the paper's normalisation); *RMSE all pairs* pooled over the runs; "
         "*FDR* = released > 0 but true 0, % of released; *FNR* = true > 0 but released 0, % of true. *Plan* columns "
-        "are `od.plan`'s data-free estimates (spec §6.2): typical max = √V·√(2 ln N) over the N possible pairs, "
+        "are `plan_tree`'s data-free estimates (spec §6.2): typical max = √V·√(2 ln N) over the N possible pairs, "
         "InfTDA's 95 % bound B_ℓ(0.05), RMSE = √V from the dense-regime recursion.",
-        "- Time: `time.perf_counter()` around `od.release()` only (plan, noise, projection; not the evaluation).",
+        "- Time: `time.perf_counter()` around `release_counts()` only (plan, noise, projection; not the evaluation).",
         "- Tree levels: L0 is the total; `a>b` is a cross-level table (origin at level a, destination at level b), "
         "`b` alone the O/D matrix at level b.",
     ]
@@ -842,7 +845,7 @@ def render_md(out: dict[str, Any]) -> str:
     ri = out["datasets"].get("ri")
     if ri:
         tt = [(e, r) for e, res in ri["results"].items() for r in res if r["mechanism"] == "inftda"]
-        L.append("- RI InfTDA, `od.release()` alone with seeded noise (mean / max over the runs): "
+        L.append("- RI InfTDA, `release_counts()` alone with seeded noise (mean / max over the runs): "
                  + "; ".join(f"ε = {float(e):g}: {r['time_mean_s']:.2f} / {r['time_max_s']:.2f} s" for e, r in tt)
                  + ". Run time grows with ε because more pairs survive each level and their children are noised "
                  "(spec §4); even at ε = 10 the whole release stays well inside the minute. The machine was shared "

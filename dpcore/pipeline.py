@@ -153,10 +153,10 @@ def release_od(
     ``options``: ``neighbour`` (``bounded`` or ``unbounded``: with the counts' ``max_trips``, the
     unit of privacy), ``orientation``, ``split``, ``weights``, ``order``, ``tiebreak``.  Every
     option and the domain size are checked by building the catalogue's plan
-    (:class:`dpcore.flows.kind.ODMechanism`) before anything is spent; the ledger is charged with
+    (:class:`dpcore.flows.mechanisms.base.ODMechanism`) before anything is spent; the ledger is charged with
     it before any noise is drawn.  The stability histogram (``sh``) is (ε, δ)-DP, which a pure-ε
     or zCDP ledger cannot add up, so its cost is refused (the library and the benchmarks can
-    still run it).  Returns the :class:`~dpcore.flows.mechanisms.ODRelease`.
+    still run it).  Returns the :class:`~dpcore.flows.mechanisms.common.ODRelease`.
     """
     from dpcore import catalog
 

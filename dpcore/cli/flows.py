@@ -23,7 +23,7 @@ from dpcore.errors import DPCoreError, InputError, ParameterError
 
 
 def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
-    from dpcore.flows import mechanisms as od_mod
+    from dpcore import catalog
 
     od = rsub.add_parser("od", help="release origin/destination flows over a public hierarchy (InfTDA)")
     od.add_argument("--input", required=True,
@@ -48,7 +48,7 @@ def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
                     help="a person's trips may repeat the same pair (default: distinct pairs)")
     od.add_argument("--drop-unmatched", action="store_true",
                     help="drop trips whose origin or destination is missing or not a finest area (else an error)")
-    od.add_argument("--mechanism", default="inftda", help=f"one of: {', '.join(od_mod.MECHANISMS)} (default inftda)")
+    od.add_argument("--mechanism", default="inftda", help=f"one of: {', '.join(catalog.names('od'))} (default inftda)")
     od.add_argument("--epsilon", type=str, help="ε: with --delta an (ε, δ) target converted to ρ-zCDP; "
                                                 "with --pure a pure ε-DP budget (discrete Laplace)")
     od.add_argument("--delta", type=float, help="δ of the (ε, δ) target (e.g. 1e-8); with --rho the δ at which "
@@ -330,7 +330,6 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     from dpcore import catalog, pipeline
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows import export as od_export
-    from dpcore.flows import mechanisms as od
     from dpcore.flows.counts import ODCounts
     from dpcore.flows.tree import match_leaves
     from dpcore.flows.unit import od_unit
@@ -338,8 +337,8 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
 
     # everything that needs no data is checked before the trips are read or budget is spent
     make, cost, delta, given, cap = _od_cost(args)
-    info = od.get(args.mechanism)
-    if not info.ledger:
+    info = catalog.get("od", args.mechanism)
+    if not info.definitions:
         raise ParameterError(
             f"{info.title} is (ε, δ)-DP; its cost cannot be added to a pure-ε or zCDP budget ledger, so "
             "'release od' does not run it. Use --mechanism inftda (or compare with it in the benchmarks).")

@@ -139,8 +139,8 @@ def _kind_facts(m: Any) -> dict[str, Any]:
                 "statistics": [s for s, ok in (("count", info.counts), ("group_sizes", info.group_sizes)) if ok],
                 "default_definition": info.default_definition}
     if m.kind == "od":
-        return {"consistent": info.consistent, "integral": True, "nonnegative": info.nonnegative,
-                "ledger": info.ledger}
+        return {"consistent": m.consistent, "integral": True, "nonnegative": m.nonnegative,
+                "ledger": bool(m.definitions)}
     return {}
 
 

@@ -22,7 +22,7 @@ from dpcore.areas.hierarchy import Hierarchy, _plural, _rows
 from dpcore.data.engines import base as _engine_rules
 from dpcore.data.persons import canonical_id
 from dpcore.errors import InputError, ParameterError
-from dpcore.flows.tree import _ancestors, _check_pair, _group_sum, _text, leaf_lookup
+from dpcore.flows.tree import _text, ancestors, check_pair, group_sum, leaf_lookup
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = ["MAX_COUNT", "ODCounts"]
@@ -89,7 +89,7 @@ class ODCounts:
         every trip is taken to be a different person (``max_trips`` must be 1).
         """
         destination_h = destination_h or origin_h
-        _check_pair(origin_h, destination_h)
+        check_pair(origin_h, destination_h)
         if not isinstance(df, pd.DataFrame) or df.empty:
             raise InputError("The trips table is empty. Give one row per trip, or origin, destination and count.")
         for col, what in ((origin, "origin"), (destination, "destination"), (count, "count"), (user, "person id")):
@@ -147,7 +147,7 @@ class ODCounts:
                 dropped = int(len(df) - kept["count"].sum())
                 key = ok * nd + dk
                 w = kept["count"].to_numpy(dtype=np.int64)
-        uniq, tot = _group_sum(key, w)
+        uniq, tot = group_sum(key, w)
         # before the cap (w is then all ones): the budget belongs to the trips, not to one sample
         fp = _trips_fingerprint(df[origin], df[destination], w if count is not None else None)
         return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
@@ -168,7 +168,7 @@ class ODCounts:
         destination) codes: the same result as :meth:`from_frame` on the raw rows (the engines
         apply the same per-person cap), for inputs too large for memory."""
         destination_h = destination_h or origin_h
-        _check_pair(origin_h, destination_h)
+        check_pair(origin_h, destination_h)
         ko, kd = cc.keys
         f = cc.frame
         if f.empty:
@@ -179,7 +179,7 @@ class ODCounts:
         o = leaf_lookup(origin_h, f[ko], "origin")
         d = leaf_lookup(destination_h, f[kd], "destination")
         nd = destination_h.n_leaves
-        uniq, tot = _group_sum(o * nd + d, f["count"].to_numpy(dtype=np.int64))
+        uniq, tot = group_sum(o * nd + d, f["count"].to_numpy(dtype=np.int64))
         fp = _trips_fingerprint(f[ko], f[kd], f["count_all"].to_numpy(dtype=np.int64))
         return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
                    tot, int(max_trips), bool(distinct), int(cc.n_capped), fp, bool(persons))
@@ -189,11 +189,11 @@ class ODCounts:
         key = origin index × (areas at dd) + destination index; only positive pairs."""
         cache = self.__dict__.setdefault("_level_cache", {})
         if (od, dd) not in cache:
-            anc_o = self.__dict__.setdefault("_anc_o", _ancestors(self.origin_h))
-            anc_d = self.__dict__.setdefault("_anc_d", _ancestors(self.destination_h))
+            anc_o = self.__dict__.setdefault("_anc_o", ancestors(self.origin_h))
+            anc_d = self.__dict__.setdefault("_anc_d", ancestors(self.destination_h))
             n_d = self.destination_h.sizes[dd]
             key = anc_o[od][self.origin] * n_d + anc_d[dd][self.destination]
-            cache[(od, dd)] = _group_sum(key, self.count)
+            cache[(od, dd)] = group_sum(key, self.count)
         return cache[(od, dd)]
 
     def lookup(self, od: int, dd: int, o: np.ndarray, d: np.ndarray) -> np.ndarray:

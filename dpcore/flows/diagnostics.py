@@ -16,7 +16,7 @@ import numpy as np
 from dpcore.core import metrics
 from dpcore.errors import InputError
 from dpcore.flows.counts import ODCounts
-from dpcore.flows.mechanisms import ODRelease
+from dpcore.flows.mechanisms.common import ODRelease
 
 __all__ = ["empirical_errors"]
 

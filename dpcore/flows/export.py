@@ -23,7 +23,7 @@ from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.record import header, ledger_section
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError, ParameterError
-from dpcore.flows.mechanisms import ODRelease
+from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import match_leaves
 from dpcore.points.export import _jsonable, validate_record
 from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp, zcdp_to_approx_dp_classic

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 
 from dpcore.data.maps import OFFLINE_STYLE, WEB_STYLE, zoom_box
 from dpcore.errors import ParameterError
-from dpcore.flows.mechanisms import ODRelease
+from dpcore.flows.mechanisms.common import ODRelease
 
 __all__ = ["FLOW_COLOURS", "MAX_HEATMAP_SIDE", "extent_figure", "flow_classes", "flow_map", "od_heatmap"]
 

@@ -27,6 +27,9 @@ from dpcore.data.code_tables import code_text
 from dpcore.errors import InputError, ParameterError
 
 __all__ = [
+    "ancestors",
+    "check_pair",
+    "group_sum",
     "hierarchy_from_prefixes",
     "leaf_lookup",
     "level_name",
@@ -134,7 +137,7 @@ def tree_levels(depth: int, orientation: Orientation = "destination") -> list[tu
     return out
 
 
-def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct keys and the exact int64 sum of their values, zero sums dropped
     (``np.bincount`` would go through float64)."""
     if keys.size == 0:
@@ -148,7 +151,7 @@ def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
     return uniq[nz], sums[nz]
 
 
-def _ancestors(h: Hierarchy) -> list[np.ndarray]:
+def ancestors(h: Hierarchy) -> list[np.ndarray]:
     """``anc[d][leaf]``: index at depth d of every finest area's ancestor (d = 0..L)."""
     anc = [np.arange(h.n_leaves, dtype=np.int64)]
     for d in range(h.depth - 1, -1, -1):
@@ -156,7 +159,8 @@ def _ancestors(h: Hierarchy) -> list[np.ndarray]:
     return anc
 
 
-def _check_pair(origin: Hierarchy, destination: Hierarchy) -> None:
+def check_pair(origin: Hierarchy, destination: Hierarchy) -> None:
+    """Refuse an origin and destination hierarchy pair that cannot make one O/D tree."""
     for h in (origin, destination):
         bad = [lv for lv in h.levels if ">" in lv]
         if bad:

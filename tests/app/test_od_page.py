@@ -19,8 +19,8 @@ from streamlit.testing.v1 import AppTest
 
 from dpcore.errors import BudgetError
 from dpcore.flows import export as od_export
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms import vanilla_gauss
 from dpcore.pipeline import release_od
 from dpcore.privacy import budget
 from ui import state
@@ -325,7 +325,7 @@ def test_an_exhausted_budget_is_refused(at: AppTest) -> None:
 
 def test_vanilla_gauss_on_a_too_large_domain_is_refused_before_the_click(at: AppTest, monkeypatch) -> None:
     release(at)
-    monkeypatch.setattr(od, "VANILLA_MAX_CELLS", 100_000)  # the demo has 576² = 331,776 finest pairs
+    monkeypatch.setattr(vanilla_gauss, "VANILLA_MAX_CELLS", 100_000)  # the demo has 576² = 331,776 finest pairs
     step(at, "plan")
     at.selectbox(key="_w_od_mech").set_value("vanilla_gauss").run()
     ok(at)

@@ -62,11 +62,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from dpcore import catalog
 from dpcore.areas import census_privelet, census_tables, marginals
 from dpcore.areas import tree_mechanisms as H
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.data.domain import Aggregate, Bounds, Grid
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
 from dpcore.points import mechanisms
 from dpcore.points.mechanisms import htf
@@ -551,13 +551,13 @@ def test_od_inftda_one_flow_bounded() -> None:
 
     def flow(counts: ODCounts) -> Callable[[NoiseSource], float]:
         def one(s: NoiseSource) -> float:
-            rel = od.release(counts, "inftda", cost, s)
+            rel = catalog.get("od", "inftda").release_counts(counts, cost, s)
             return float(rel.matrix(rel.depth)[o_i, d_i])
         return one
 
     x = runs(flow(c), 401, 1_000)
     y = runs(flow(c2), 402, 1_000)
-    p = od.plan(oh, dh, "inftda", cost)
+    p = catalog.get("od", "inftda").plan_tree(oh, dh, cost)
     sd = p.levels[-1].sd
     check("O/D InfTDA finest flow A0.0→B1.1 (ρ=0.5, bounded)", x, y, around(2, 1, sd), zcdp_claim_audit(rho),
           delta=AUDIT_DELTA)

@@ -1,4 +1,5 @@
-"""Hypothesis invariants of O/D releases (dpcore.flows.mechanisms.release), spec topdown-od.md §9.3–9.4.
+"""Hypothesis invariants of O/D releases (ODMechanism.release_counts, dpcore.flows.mechanisms),
+spec topdown-od.md §9.3–9.4.
 
 Random small origin and destination hierarchies (same depth 1–3, 1–4 children per node, drawn
 independently so origin/destination mix-ups show) and random sparse flows.  For InfTDA and
@@ -21,9 +22,10 @@ import pandas as pd
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from dpcore import catalog
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import tree_levels
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
@@ -64,7 +66,7 @@ def up(h: Hierarchy, frm: int, to: int) -> np.ndarray:
     return idx
 
 
-def dense(rel: od.ODRelease, t: int) -> np.ndarray:
+def dense(rel: ODRelease, t: int) -> np.ndarray:
     lp = rel.plan.levels[t]
     n_o, n_d = rel.origin_h.sizes[lp.origin_depth], rel.destination_h.sizes[lp.destination_depth]
     keys = rel.origins[t] * n_d + rel.destinations[t]
@@ -105,8 +107,9 @@ def test_topdown_releases_are_consistent_integral_positive(data, mechanism, orie
     c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
     n = int(df["n"].sum())
     src = Recorder(seed)
-    rel = od.release(c, mechanism, cost, src, neighbour=neighbour, orientation=orientation, order=order,
-                     tiebreak=tiebreak)
+    rel = catalog.get("od", mechanism).release_counts(
+        c, cost, src, neighbour=neighbour, orientation=orientation, order=order,
+        tiebreak=tiebreak)
     assert rel.consistent
     T = rel.depth
     assert T == 2 * ho.depth
@@ -144,7 +147,8 @@ def test_topdown_releases_are_consistent_integral_positive(data, mechanism, orie
 def test_vanilla_gauss_levels_are_sums_of_its_leaves(data, orientation, cost, seed):
     ho, hd, df = data
     c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
-    rel = od.release(c, "vanilla_gauss", cost, NoiseSource(seed), orientation=orientation)
+    rel = catalog.get("od", "vanilla_gauss").release_counts(
+        c, cost, NoiseSource(seed), orientation=orientation)
     assert rel.consistent
     T = rel.depth
     lv = [(lp.origin_depth, lp.destination_depth) for lp in rel.plan.levels]
@@ -165,8 +169,9 @@ def test_milp_baseline_is_consistent_integral_positive(data, orientation, neighb
     ho, hd, df = data
     assume(ho.n_leaves * hd.n_leaves > 1 or neighbour == "unbounded")
     c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
-    rel = od.release(c, "tda_linf_milp", budget.zcdp(0.5), NoiseSource(seed), neighbour=neighbour,
-                     orientation=orientation)
+    rel = catalog.get("od", "tda_linf_milp").release_counts(
+        c, budget.zcdp(0.5), NoiseSource(seed), neighbour=neighbour,
+        orientation=orientation)
     assert rel.consistent
     lv = [(lp.origin_depth, lp.destination_depth) for lp in rel.plan.levels]
     (oT, dT) = lv[-1]

@@ -16,12 +16,13 @@ import pandas as pd
 import pytest
 from shapely.geometry import box
 
+from dpcore import catalog
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data.synthetic import demo_od, synthetic_hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows import export as X
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import tree_levels
 from dpcore.pipeline import release_od
 from dpcore.privacy import budget
@@ -67,13 +68,13 @@ def counts(hier: Hierarchy) -> ODCounts:
 
 
 def _release(counts: ODCounts, cost: budget.PrivacyCost, *, seed: int = 11, mech: str = "inftda",
-             **opt: object) -> od.ODRelease:
+             **opt: object) -> ODRelease:
     ledger = Ledger(budget.zcdp(10.0) if cost.definition == "zcdp" else budget.pure(10.0), dataset="x")
     return release_od(counts, mech, cost, ledger, noise=NoiseSource(seed), **opt)
 
 
 @pytest.fixture(scope="module")
-def rel(counts: ODCounts) -> od.ODRelease:
+def rel(counts: ODCounts) -> ODRelease:
     return _release(counts, budget.zcdp(0.5))
 
 
@@ -94,7 +95,7 @@ def _numbers(text: str) -> set[int]:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_release_frame_columns_and_nonzero(rel: od.ODRelease) -> None:
+def test_release_frame_columns_and_nonzero(rel: ODRelease) -> None:
     df = X.release_frame(rel)
     assert list(df.columns) == ["level", "origin", "destination", "noisy_count"]
     assert (df["noisy_count"] > 0).all()
@@ -107,7 +108,7 @@ def test_release_frame_columns_and_nonzero(rel: od.ODRelease) -> None:
     assert len(df) == sum(v.size for v in rel.values[1:])
 
 
-def test_release_csv_bytes_round_trip(rel: od.ODRelease) -> None:
+def test_release_csv_bytes_round_trip(rel: ODRelease) -> None:
     data = X.release_csv_bytes(rel)
     assert data.startswith(b"level,origin,destination,noisy_count\n")
     back = pd.read_csv(io.BytesIO(data), dtype={"origin": str, "destination": str})
@@ -121,7 +122,7 @@ def test_release_csv_bytes_round_trip(rel: od.ODRelease) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_record_validates_and_holds_the_plan(rel: od.ODRelease, hier: Hierarchy) -> None:
+def test_record_validates_and_holds_the_plan(rel: ODRelease, hier: Hierarchy) -> None:
     rec = X.od_record(rel, delta=1e-8)
     X.validate_od_record(rec)
     assert rec["schema"] == "dpcore-od-release/1"
@@ -154,7 +155,7 @@ def test_record_validates_and_holds_the_plan(rel: od.ODRelease, hier: Hierarchy)
     json.dumps(rec, allow_nan=False)
 
 
-def test_schema_rejects_unknown_top_level_key(rel: od.ODRelease) -> None:
+def test_schema_rejects_unknown_top_level_key(rel: ODRelease) -> None:
     rec = X.od_record(rel)
     rec["input_file"] = "trips.csv"
     with pytest.raises(jsonschema.ValidationError):
@@ -216,14 +217,14 @@ def test_record_pure_and_vanilla(counts: ODCounts) -> None:
 
 
 def test_record_never_exports_sh_true_pair_count(counts: ODCounts) -> None:
-    r = od.release(counts, "sh", None, NoiseSource(1), approx=(1.0, 1e-6))
+    r = catalog.get("od", "sh").release_counts(counts, None, NoiseSource(1), approx=(1.0, 1e-6))
     rec = X.od_record(r)
     X.validate_od_record(rec)
     assert rec["mechanism"]["details"] == {}  # 'noised_cells' of SH is the true number of pairs
     assert rec["privacy"]["approx_dp"] == {"delta": 1e-6, "epsilon": 1.0}
 
 
-def test_write_od_refuses_a_file_as_folder(rel: od.ODRelease, tmp_path: Path) -> None:
+def test_write_od_refuses_a_file_as_folder(rel: ODRelease, tmp_path: Path) -> None:
     f = tmp_path / "out"
     f.write_text("x")
     with pytest.raises(InputError, match="is a file"):
@@ -324,7 +325,7 @@ def test_flows_geojson_endpoints_are_the_centroids() -> None:
     assert len(gj2["features"]) == r.values[r.depth].size - n_from_first
 
 
-def test_flows_geojson_top_keeps_the_largest(rel: od.ODRelease, hier: Hierarchy) -> None:
+def test_flows_geojson_top_keeps_the_largest(rel: ODRelease, hier: Hierarchy) -> None:
     xy = {d: X.centroids_from_boundaries(hier, d, g)[:2] for d, g in _squares(hier).items()}
     gj = X.flows_geojson(rel, xy, top=3)
     by_level: dict[str, list[int]] = {}
@@ -354,7 +355,7 @@ def test_release_csv_quotes_labels_with_commas() -> None:
     assert back["origin"].str.contains("Providence, RI").any() or back["destination"].str.contains(",").any()
 
 
-def test_schema_refuses_a_total_that_is_not_public_and_stray_details(rel: od.ODRelease) -> None:
+def test_schema_refuses_a_total_that_is_not_public_and_stray_details(rel: ODRelease) -> None:
     """The schema is the last guard: a true total when the record says it is not public, any
     mechanism detail but the (public) number of noised cells, and unknown 'extra' keys fail."""
     rec = X.od_record(rel)
@@ -378,7 +379,7 @@ def test_record_warns_when_the_area_list_came_from_the_data(counts: ODCounts) ->
     h = counts.origin_h
     leaky = Hierarchy(h.levels, h.keys, h.parents, h.code_modes, h.names, "data (not public)")
     c = ODCounts(leaky, leaky, counts.origin, counts.destination, counts.count)
-    r = od.release(c, "inftda", budget.zcdp(0.5), NoiseSource(1))
+    r = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.5), NoiseSource(1))
     rec = X.od_record(r)
     assert any(n.startswith("WARNING") and "not protected" in n for n in rec["notes"])
 
@@ -388,7 +389,7 @@ def test_flows_geojson_carries_public_display_names() -> None:
     h = Hierarchy.from_frame(areas, ["st", "co"], names={"co": "nm"})
     df = pd.DataFrame({"o": ["A1"] * 400 + ["B1"] * 300, "d": ["A2"] * 400 + ["A1"] * 300})
     c = ODCounts.from_frame(df, h, origin="o", destination="d")
-    r = od.release(c, "inftda", budget.zcdp(5.0), NoiseSource(3))
+    r = catalog.get("od", "inftda").release_counts(c, budget.zcdp(5.0), NoiseSource(3))
     xy = {2: (np.array([0.0, 1.0, 2.0]), np.array([0.0, 1.0, 2.0]))}
     gj = X.flows_geojson(r, xy)
     names = dict(zip(h.labels(2).tolist(), ["Alpha", "Anchor", "Bravo"], strict=True))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dpcore import catalog
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data import synthetic
 from dpcore.errors import ParameterError
 from dpcore.flows import export, figures
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
@@ -20,7 +20,7 @@ def demo():
     areas, flows, bounds = synthetic.demo_od()
     h = Hierarchy.from_frame(areas, ["region", "district", "zone"])
     counts = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
-    rel = od.release(counts, "inftda", budget.zcdp(0.0132), NoiseSource(3))
+    rel = catalog.get("od", "inftda").release_counts(counts, budget.zcdp(0.0132), NoiseSource(3))
     xy = {}
     for d, lv in ((1, "region"), (2, "district"), (3, "zone")):
         lon, lat, unmatched = export.centroids_from_boundaries(h, d, bounds[lv])

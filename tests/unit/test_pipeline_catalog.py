@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore import pipeline
+from dpcore import catalog, pipeline
 from dpcore.areas import census_privelet, census_tables, marginals, tree_mechanisms, tree_records
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.areas.unit import census_unit, hierarchy_unit
@@ -19,8 +19,8 @@ from dpcore.core.session import Session
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import BudgetError, ParameterError
-from dpcore.flows import mechanisms as od
 from dpcore.flows.counts import ODCounts
+from dpcore.flows.mechanisms.base import ODMechanism
 from dpcore.flows.tree import hierarchy_from_prefixes
 from dpcore.points import mechanisms as point_mechanisms
 from dpcore.points.mechanisms.base import PointMechanism
@@ -142,7 +142,7 @@ def test_ledger_entries_keep_their_labels_and_details(table: census_tables.Censu
     assert {"kind", "mechanism", "neighbour", "split", "split_weights", "statistic", "levels"} <= set(hier.details)
     assert (hier.details["kind"], hier.details["split"], hier.details["neighbour"]) == (
         "hierarchy", "geometric", "add_remove")
-    assert flows.label == f"O/D: {od.get('inftda').title}"
+    assert flows.label == f"O/D: {catalog.get('od', 'inftda').title}"
     assert {"kind", "mechanism", "neighbour", "max_trips", "orientation", "split", "split_weights",
             "levels"} <= set(flows.details)
     assert (flows.details["neighbour"], flows.details["orientation"]) == ("bounded", "origin")
@@ -183,7 +183,7 @@ def _count(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
 @pytest.mark.parametrize(("which", "owner", "name"), [
     ("points", PointMechanism, "prepare"),
     ("hierarchy", tree_mechanisms, "plan"),
-    ("od", od, "plan"),
+    ("od", ODMechanism, "plan_tree"),
     ("census_privelet", census_privelet, "plan_census"),
     ("census_matrix", marginals, "plan"),
 ])
@@ -210,7 +210,7 @@ def test_planned_releases_match_the_direct_ones(table: census_tables.CensusTable
         np.testing.assert_array_equal(a, b)
     c = _od_counts()
     via_o = pipeline.release_od(c, "tda_l2", zcdp(0.1), Ledger(zcdp(1.0)), noise=NoiseSource(6))
-    direct_o = od.release(c, "tda_l2", zcdp(0.1), NoiseSource(6))
+    direct_o = catalog.get("od", "tda_l2").release_counts(c, zcdp(0.1), NoiseSource(6))
     for a, b in zip(via_o.values, direct_o.values, strict=True):
         np.testing.assert_array_equal(a, b)
     agg = _aggregate()

@@ -15,8 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from dpcore import catalog
 from dpcore.flows import figures as od_figures
-from dpcore.flows import mechanisms as od
+from dpcore.flows.mechanisms.common import ODLevelPlan, ODPlan
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from ui import fmt, frame, state
@@ -26,7 +27,7 @@ SHARED = state.SHARED_DATA
 
 DEMO, NYC, US, RI, UPLOAD = "demo", "nyc", "us", "ri", "upload"
 # every mechanism whose cost a ledger can add up ('sh' is (ε, δ)-DP: it cannot), InfTDA first
-MECHS = sorted((m.name for m in od.MECHANISMS.values() if m.ledger), key=lambda n: n != "inftda")
+MECHS = sorted((n for n in catalog.names("od") if catalog.get("od", n).definitions), key=lambda n: n != "inftda")
 NEIGHBOURS = {"bounded": "Replace one person (bounded; the total is public and exact)",
               "unbounded": "Add or remove one person (unbounded; the total is noised)"}
 ORIENTATIONS = {"destination": "Destination tree (refine the destination first)",
@@ -125,7 +126,7 @@ def _side(level: str) -> str:
     return "the whole territory" if level == "total" else fmt.plural(level)
 
 
-def table_name(lp: od.ODLevelPlan, unit: str) -> str:
+def table_name(lp: ODLevelPlan, unit: str) -> str:
     """A tree level's table in words: 'regions to districts', 'total of all trips · exact, public'."""
     if lp.kind == "total":
         return f"total of all {unit}" if lp.measured else f"total of all {unit} · exact, public"
@@ -133,7 +134,7 @@ def table_name(lp: od.ODLevelPlan, unit: str) -> str:
         "" if lp.measured else " · copy of the level above")
 
 
-def short_name(lp: od.ODLevelPlan) -> str:
+def short_name(lp: ODLevelPlan) -> str:
     """'regions to districts'; 'total'."""
     return "total" if lp.kind == "total" else f"{_side(lp.origin_level)} to {_side(lp.destination_level)}"
 
@@ -143,7 +144,7 @@ ERRORS_CAPTION = ("**Typical largest error** is what the largest error over a ta
                   "probability 95 % (only InfTDA and its MILP baseline give one, so '–' otherwise).")
 
 
-def plan_caption(pl: od.ODPlan) -> str:
+def plan_caption(pl: ODPlan) -> str:
     """What a table's name and the error columns mean, the example taken from this plan's own tables."""
     cross = next((lv for lv in pl.levels
                   if lv.kind == "cross" and "total" not in (lv.origin_level, lv.destination_level)), None)
@@ -154,7 +155,7 @@ def plan_caption(pl: od.ODPlan) -> str:
             f"(destination); release.csv names it {o}>{d}. " + ERRORS_CAPTION)
 
 
-def error_basis(pl: od.ODPlan, unit: str) -> None:
+def error_basis(pl: ODPlan, unit: str) -> None:
     """How the expected error is computed, behind an expander (the method's formula stays out of the way)."""
     with st.expander("How the expected error is computed"):
         st.caption(f"From the mechanism, the budget, the unit of privacy and the public area list only: no data is "
@@ -162,7 +163,7 @@ def error_basis(pl: od.ODPlan, unit: str) -> None:
         st.markdown(f"Method: {pl.levels[-1].basis}.")
 
 
-def plan_table(pl: od.ODPlan, unit_: str, full: bool = False) -> pd.DataFrame:
+def plan_table(pl: ODPlan, unit_: str, full: bool = False) -> pd.DataFrame:
     """The data-free plan per table, numbers as numbers (they sort), rounded for people; ``full``
     (the Release step) shows the possible pairs instead of the budget shares."""
     return pd.DataFrame([{
@@ -177,7 +178,7 @@ def plan_table(pl: od.ODPlan, unit_: str, full: bool = False) -> pd.DataFrame:
     } for lv in pl.levels])
 
 
-def plan_columns(pl: od.ODPlan, unit_: str) -> dict[str, Any]:
+def plan_columns(pl: ODPlan, unit_: str) -> dict[str, Any]:
     """The column settings of :func:`plan_table` (Plan and Release steps): formats, help, widths."""
     sym_ = "ε" if pl.cost is not None and pl.cost.definition == "pure" else "ρ"
     # narrow number columns (their full names and help show on hover) and a wide name column
@@ -208,7 +209,7 @@ def plan_columns(pl: od.ODPlan, unit_: str) -> dict[str, Any]:
     }
 
 
-def error_chart(pl: od.ODPlan, unit_: str) -> go.Figure:
+def error_chart(pl: ODPlan, unit_: str) -> go.Figure:
     """The expected error per table as bars, in the tree's order (top level first), with axis titles."""
     lv = list(pl.levels[1:])
     names = [short_name(x) for x in lv]

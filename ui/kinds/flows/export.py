@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.flows import export as od_export
-from dpcore.flows import mechanisms as od
+from dpcore.flows.mechanisms.common import ODRelease
 from ui import fmt
 from ui.kinds.flows.common import missing, shown_entry
 from ui.kinds.flows.sources import need_model
@@ -27,7 +27,7 @@ def export_step() -> None:
     if entry is None:
         missing("Nothing has been released from these trips yet.", "release", "Go to the Release step")
         return
-    rel: od.ODRelease = entry["release"]
+    rel: ODRelease = entry["release"]
     st.caption(f"{rel.mechanism.title}, {entry['cost_label']} · released {rel.created.replace('+00:00', '')} UTC")
     ex = entry["exports"]
     xy = entry["model"]["xy"]
@@ -51,7 +51,7 @@ def export_step() -> None:
                                           files=files)
         ex.update(built)
 
-    def geojson_bytes(rel: od.ODRelease = rel, ex: dict[str, Any] = ex, xy: dict[int, Any] = xy) -> bytes:
+    def geojson_bytes(rel: ODRelease = rel, ex: dict[str, Any] = ex, xy: dict[int, Any] = xy) -> bytes:
         """Built on the first click only (a second or more for 10⁵ flows), then kept with the release."""
         if "geojson" not in ex:
             ex["geojson"] = orjson.dumps(od_export.flows_geojson(rel, xy))

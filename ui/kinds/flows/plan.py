@@ -13,7 +13,7 @@ import streamlit as st
 
 from dpcore import catalog
 from dpcore.errors import DPCoreError, ParameterError
-from dpcore.flows import mechanisms as od
+from dpcore.flows.mechanisms.common import ODPlan
 from dpcore.flows.unit import od_unit
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
@@ -55,7 +55,7 @@ class Selection:
     split: str
     weights: list[float] | None
     opts: dict[str, Any]
-    plan: od.ODPlan | None
+    plan: ODPlan | None
     error: str | None  # why the plan cannot be released, or None
     ledger: Ledger
     unit: Unit
@@ -80,7 +80,9 @@ def _budget(definition: str) -> tuple[budget.PrivacyCost, str, float, dict[str, 
 def measured_levels(m: dict[str, Any], mech: str, cost: budget.PrivacyCost, opts: dict[str, Any]) -> list[str]:
     """The names of the tables the budget is split over (those measured, not copied or public)."""
     c = m["counts"]
-    probe = od.plan(m["h"], None, mech, cost, max_trips=c.max_trips, distinct=c.distinct, split="uniform", **opts)
+    probe = catalog.get("od", mech).plan_tree(
+        m["h"], None, cost, max_trips=c.max_trips, distinct=c.distinct,
+        split="uniform", **opts)
     return [lv.name for lv in probe.levels if lv.measured]
 
 
@@ -108,8 +110,9 @@ def selection(m: dict[str, Any] | None = None) -> Selection:
                 weights = [float(x) for x in txt.split(",") if x.strip()]
             except ValueError:
                 raise ParameterError("Weights must be numbers separated by commas, e.g. 1,1,2,4.") from None
-        p = od.plan(m["h"], None, mech, cost, max_trips=c.max_trips, distinct=c.distinct, split=split,
-                    weights=weights, **opts)
+        p = catalog.get("od", mech).plan_tree(
+            m["h"], None, cost, max_trips=c.max_trips, distinct=c.distinct,
+            split=split, weights=weights, **opts)
     except DPCoreError as e:  # e.g. the MILP baseline on a large domain: say why
         error = str(e)
     return Selection(mech, cost, label, delta, approx, split, weights, opts, p, error, led,
@@ -126,12 +129,12 @@ def plan_step() -> None:
     st.caption(f"For **{m['name']}**: {m['areas_text']}.")
 
     st.subheader("Mechanism")
-    mech = st.selectbox("Mechanism", MECHS, format_func=lambda n: od.get(n).title, key=keep("mech", DEFAULTS["mech"]))
+    mech = st.selectbox("Mechanism", MECHS, format_func=lambda n: catalog.get("od", n).title, key=keep("mech", DEFAULTS["mech"]))
     kept("mech")
-    info = od.get(mech)
-    st.markdown(f"*Use it when:* {info.when}")
+    info = catalog.get("od", mech)
+    st.markdown(f"*Use it when:* {info.when_to_use}")
     with st.expander("How it works"):
-        st.markdown(info.description)
+        st.markdown(info.summary)
         st.caption(f"Source: {info.paper}. The stability histogram (SH) is not offered here: it is (ε, δ)-DP, and "
                    "its cost cannot be added to this data's budget (compare with it in the benchmarks).")
 

@@ -9,10 +9,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from dpcore import catalog
 from dpcore.flows import export as od_export
 from dpcore.flows import figures as od_figures
-from dpcore.flows import mechanisms as od
 from dpcore.flows.diagnostics import empirical_errors
+from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.pipeline import release_od
 from ui import confirm, fmt, frame, state
 from ui.kinds.flows.common import (
@@ -40,7 +41,7 @@ def release_step() -> None:
     if m is None:
         return
     sel = selection(m)
-    st.markdown(f"**{od.get(sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
+    st.markdown(f"**{catalog.get('od', sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
                 f"privacy: **{unit_words(sel.unit, m['unit'])}**.")
     confirm.button("od_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, sel)
     entry = shown_entry(m)
@@ -49,7 +50,7 @@ def release_step() -> None:
         st.caption("Nothing has been released from these trips yet.")
         frame.link("plan", "Back to the plan")
         return
-    rel: od.ODRelease = entry["release"]
+    rel: ODRelease = entry["release"]
     confirm.released(f"{rel.mechanism.title}: {fmt.count(sum(int(v.size) for v in rel.values[1:]))} flows in "
                      f"{rel.depth} tables", rel.plan.cost, sel.ledger, rel.release_id)
     if entry["view"] != m["view"]:
@@ -80,7 +81,7 @@ def release_now(sel: Selection) -> None:
         "cost_label": sel.cost_label, "delta": sel.delta, "approx": sel.approx, "exports": {}})
     extra = {"budget_input": sel.approx} if sel.approx else None
     state.remember_release("od", fp, rel.release_id,
-                           {"mechanism": od.get(sel.mechanism).title, "cost": sel.cost_label,
+                           {"mechanism": catalog.get("od", sel.mechanism).title, "cost": sel.cost_label,
                             "levels": [lv.name for lv in rel.plan.levels]},  # no file name (issue 18)
                            {"release.csv": od_export.release_csv_bytes(rel),
                             "release.json": od_export.od_json(rel, led, delta=sel.delta, extra=extra,
@@ -89,7 +90,7 @@ def release_now(sel: Selection) -> None:
 
 def _map(entry: dict[str, Any]) -> None:
     """The largest released flows of one table on a map that draws offline, and its O/D matrix."""
-    rel: od.ODRelease = entry["release"]
+    rel: ODRelease = entry["release"]
     em = entry["model"]  # the settings the release was made with
     eh, eunit = em["h"], em["unit"]
     fp = entry["fp"]
@@ -161,7 +162,7 @@ def _map(entry: dict[str, Any]) -> None:
 
 def _errors(entry: dict[str, Any]) -> None:
     """The expected error per table (publishable), then the error measured against the data (curator only)."""
-    rel: od.ODRelease = entry["release"]
+    rel: ODRelease = entry["release"]
     shown = rel.plan
     eunit = entry["model"]["unit"]
     st.markdown("**Expected error of the release** (analytic, from no data: publishable)")
