@@ -19,12 +19,18 @@ import pandas as pd
 
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.areas.tree_records import HierarchyRelease
-from dpcore.core.record import header, ledger_section
+from dpcore.core.record import (
+    APPROX_DP_CONVERSION,
+    approx_dp_reading,
+    header,
+    jsonable,
+    ledger_section,
+    validate_record,
+    write_files,
+)
 from dpcore.data.code_tables import code_text
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError
-from dpcore.points.export import _jsonable, validate_record
-from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
 from dpcore.privacy.ledger import Ledger
 
 __all__ = [
@@ -218,7 +224,7 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
         "mechanism": {
             "name": info.name, "title": info.title, "paper": info.paper,
             "consistent": info.consistent, "integral": info.integral, "nonnegative": info.nonnegative,
-            "details": _jsonable({k: v for k, v in rel.details.items() if k != "public_groups_N"}),
+            "details": jsonable({k: v for k, v in rel.details.items() if k != "public_groups_N"}),
         },
         "privacy": {
             "definition": "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP",
@@ -241,7 +247,7 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
                         "l2_sensitivity": lv.l2_sensitivity} for lv in p.levels],
         },
         "hierarchy": hierarchy_info(h),
-        "expected_error": _jsonable([{
+        "expected_error": jsonable([{
             "level": lv.level, "cells": lv.cells, "noise_sd": lv.noise_sd, "sd": lv.sd,
             "mean_abs_error": lv.mean_abs, "typical_max_abs_error": lv.max_abs, "basis": lv.basis,
         } for lv in p.levels]),
@@ -270,12 +276,11 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
             "WARNING: the area list was taken from the data; areas without people are missing and that "
             "absence is not protected by differential privacy."
         )
-    if p.cost.definition == "zcdp":
-        rec["privacy"]["approx_dp"] = [
-            {"delta": d, "epsilon": zcdp_to_approx_dp(p.cost.value, d)} for d in APPROX_DP_DELTAS
-        ]
-        rec["privacy"]["approx_dp_conversion"] = "Canonne, Kamath & Steinke (2020)"
-    rec["budget"]["ledger"] = _jsonable(ledger_section(ledger))
+    reading = approx_dp_reading(p.cost)
+    if reading is not None:
+        rec["privacy"]["approx_dp"] = reading
+        rec["privacy"]["approx_dp_conversion"] = APPROX_DP_CONVERSION
+    rec["ledger"] = jsonable(ledger_section(ledger))
     return rec
 
 
@@ -298,8 +303,14 @@ def safe_file_stem(level: str) -> str:
 def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger | None = None,
                     joins: dict[str, BoundaryJoin] | None = None) -> list[Path]:
     """Write ``release.csv``, ``release.json`` and ``LEVEL.geojson`` per joined level."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    return write_files(hierarchy_files(rel, ledger, joins), out_dir)
+
+
+def hierarchy_files(rel: HierarchyRelease, ledger: Ledger | None = None,
+                    joins: dict[str, BoundaryJoin] | None = None) -> dict[str, bytes]:
+    """The release's files, name -> bytes: ``release.csv``, ``area_queries.csv`` (area sets),
+    ``LEVEL.geojson`` per joined level and ``release.json`` (the record, ``ledger`` as of the
+    charge).  Made once, when the release is made."""
     files: dict[str, bytes] = {"release.csv": hierarchy_csv(rel)}
     if rel.details.get("area_sets"):
         from dpcore.areas.area_sets import area_sets_csv
@@ -309,9 +320,4 @@ def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger |
         files[f"{safe_file_stem(level)}.geojson"] = level_geojson(rel, join)
     names = [*files, "release.json"]
     files["release.json"] = hierarchy_json(rel, ledger, names)
-    paths = []
-    for name, data in files.items():
-        path = out / name
-        path.write_bytes(data)
-        paths.append(path)
-    return paths
+    return files

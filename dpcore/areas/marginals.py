@@ -30,7 +30,16 @@ import orjson
 import pandas as pd
 
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
-from dpcore.core.record import created_now, header, ledger_section, new_release_id
+from dpcore.core.record import (
+    APPROX_DP_CONVERSION,
+    approx_dp_reading,
+    created_now,
+    header,
+    jsonable,
+    ledger_section,
+    new_release_id,
+    validate_record,
+)
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import ParameterError
 from dpcore.estimate import (
@@ -41,7 +50,6 @@ from dpcore.estimate import (
     matrix_strategy,
     matrix_workload,
 )
-from dpcore.privacy import budget
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
@@ -280,17 +288,16 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dic
                   *p.info["notes"],
                   *[f"The values of '{o}' come from {src}." for o, src in p.info.get("bins_source", {}).items()]],
     }
-    if p.cost.definition == "zcdp":
-        rec["privacy"]["approx_dp"] = [{"delta": d, "epsilon": budget.zcdp_to_approx_dp(p.cost.value, d)}
-                                       for d in (1e-5, 1e-6, 1e-8, 1e-10)]
-    rec["ledger"] = ledger_section(ledger)
+    reading = approx_dp_reading(p.cost)
+    if reading is not None:
+        rec["privacy"]["approx_dp"] = reading
+        rec["privacy"]["approx_dp_conversion"] = APPROX_DP_CONVERSION
+    rec["ledger"] = jsonable(ledger_section(ledger))
     return rec
 
 
 def validate_marginals_record(record: dict[str, Any]) -> None:
     """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_marginals.schema.json``."""
-    from dpcore.points.export import validate_record
-
     validate_record(record, "census_marginals")
 
 

@@ -171,19 +171,6 @@ def _finite(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _jsonable(obj: Any) -> Any:
-    """Tuples as lists, numpy scalars as numbers, non-finite floats as None (for ledger entries)."""
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 @dataclass(frozen=True)
 class PlanRow:
     """One level of a data-free plan, the same for every kind of data.
@@ -227,7 +214,7 @@ class PlanRow:
                                "mean_abs_error_per_count": _finite(self.mean_abs),
                                "max_abs": _finite(self.max_abs)},
             "note": self.note,
-            "details": _jsonable(self.details),
+            "details": _record.jsonable(self.details),
         }
 
 
@@ -263,9 +250,9 @@ class Plan:
 
     def details(self) -> dict[str, Any]:
         """JSON-able facts for the ledger entry: kind, mechanism, params, unit and the kind's extras."""
-        d: dict[str, Any] = {"kind": self.kind, "mechanism": self.mechanism, "params": _jsonable(self.params),
+        d: dict[str, Any] = {"kind": self.kind, "mechanism": self.mechanism, "params": _record.jsonable(self.params),
                              "unit": self.unit.to_dict()}
-        d.update(_jsonable(copy.deepcopy(dict(self.extra))))
+        d.update(_record.jsonable(copy.deepcopy(dict(self.extra))))
         return d
 
     def rows_dict(self) -> list[dict[str, Any]]:
@@ -350,7 +337,7 @@ class KindRelease:
         """The JSON record: the envelope of :func:`dpcore.core.record.envelope` around the kind's body."""
         p = self.plan
         return _record.envelope(
-            kind=p.kind, mechanism=p.mechanism, params=_jsonable(p.params), cost=p.cost,
+            kind=p.kind, mechanism=p.mechanism, params=_record.jsonable(p.params), cost=p.cost,
             unit=p.unit.to_dict(), release_id=self.release_id, created=self.created,
             plan=p.rows_dict(), body=self.body(self.inner, ledger), ledger=ledger,
         )

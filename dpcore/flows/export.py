@@ -20,13 +20,20 @@ import pandas as pd
 
 from dpcore.areas.export import hierarchy_info, join_boundaries
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.core.record import header, ledger_section
+from dpcore.core.record import (
+    APPROX_DP_CONVERSION,
+    approx_dp_reading,
+    header,
+    jsonable,
+    ledger_section,
+    validate_record,
+    write_files,
+)
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.mechanisms import ODRelease
 from dpcore.flows.tree import match_leaves
-from dpcore.points.export import _jsonable, validate_record
-from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp, zcdp_to_approx_dp_classic
+from dpcore.privacy.budget import APPROX_DP_DELTAS
 from dpcore.privacy.ledger import Ledger
 
 __all__ = [
@@ -316,24 +323,16 @@ def od_record(
                     "l1_sensitivity": lv["l1_sensitivity"], "l2_sensitivity": lv["l2_sensitivity"]}
                    for lv in pd_["levels"]],
     }
-    if p.cost is not None and p.cost.definition == "zcdp":
-        rho = float(p.cost.value)
-        privacy["approx_dp"] = {
-            "delta": float(delta),
-            "epsilon": zcdp_to_approx_dp(rho, float(delta)),
-            "epsilon_classic": zcdp_to_approx_dp_classic(rho, float(delta)),
-        }
-        privacy["approx_dp_table"] = [
-            {"delta": d, "epsilon": zcdp_to_approx_dp(rho, d)} for d in sorted({*APPROX_DP_DELTAS, float(delta)},
-                                                                                reverse=True)
-        ]
-        privacy["approx_dp_conversion"] = ("epsilon: Canonne, Kamath & Steinke (2020, Cor. 13); epsilon_classic: "
-                                           "rho + 2 sqrt(rho ln(1/delta)) (Bun & Steinke 2016; the paper's Lemma 3)")
+    reading = approx_dp_reading(p.cost, {*APPROX_DP_DELTAS, float(delta)}, classic=True) if p.cost else None
+    if reading is not None:
+        privacy["approx_dp"] = next(r for r in reading if r["delta"] == float(delta))
+        privacy["approx_dp_table"] = [{"delta": r["delta"], "epsilon": r["epsilon"]} for r in reading]
+        privacy["approx_dp_conversion"] = APPROX_DP_CONVERSION
     elif p.approx is not None:
         privacy["approx_dp"] = {"delta": float(p.approx[1]), "epsilon": float(p.approx[0])}
     # mechanism details are post-processing of the release, except for the stability histogram
     # whose 'noised_cells' is the true number of observed pairs: never exported
-    details = {} if p.mechanism == "sh" else _jsonable(dict(rel.details))
+    details = {} if p.mechanism == "sh" else jsonable(dict(rel.details))
     rec: dict[str, Any] = {
         **header(SCHEMA, "od", rel.release_id, rel.created),
         "mechanism": {
@@ -363,7 +362,7 @@ def od_record(
         "total_public": total_public,
         "zeroing_order": p.order,
         "tiebreak": p.tiebreak,
-        "expected_error": _jsonable([{
+        "expected_error": jsonable([{
             "tree_level": lv.level, "level": lv.name, "possible_pairs": lv.pairs,
             "noise_sd": lv.noise_sd, "rmse": lv.sd, "mean_abs_error": lv.mean_abs,
             "typical_max_abs_error": lv.max_abs, "bound_95": lv.bound,
@@ -402,9 +401,9 @@ def od_record(
                 f"WARNING: the {side} area list was taken from the data; areas without trips are missing and "
                 "that absence is not protected by differential privacy."
             )
-    rec["ledger"] = _jsonable(ledger_section(ledger))
+    rec["ledger"] = jsonable(ledger_section(ledger))
     if extra:
-        rec["extra"] = _jsonable(dict(extra))
+        rec["extra"] = jsonable(dict(extra))
     return rec
 
 
@@ -435,19 +434,26 @@ def write_od(
     ``top`` keeps only the largest ``top`` flows per level in ``flows.geojson`` (the CSV always
     holds every released flow).
     """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"The output '{out}' exists and is a file, not a folder. Choose another --out folder.")
-    out.mkdir(parents=True, exist_ok=True)
+    return write_files(od_files(rel, ledger, origin_xy=origin_xy, destination_xy=destination_xy, delta=delta,
+                                extra=extra, top=top), out_dir)
+
+
+def od_files(
+    rel: ODRelease,
+    ledger: Ledger | None = None,
+    *,
+    origin_xy: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    destination_xy: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    delta: float = 1e-8,
+    extra: Mapping[str, Any] | None = None,
+    top: int | None = None,
+) -> dict[str, bytes]:
+    """The release's files, name -> bytes: ``release.csv``, ``flows.geojson`` (with coordinates)
+    and ``release.json`` (the record, ``ledger`` as of the charge).  Made once, at release time."""
     files: dict[str, bytes] = {"release.csv": release_csv_bytes(rel)}
     if origin_xy is not None or destination_xy is not None:
         oxy = origin_xy if origin_xy is not None else destination_xy
         files["flows.geojson"] = orjson.dumps(flows_geojson(rel, oxy, destination_xy, top=top))  # type: ignore[arg-type]
     names = [*files, "release.json"]
     files["release.json"] = od_json(rel, ledger, delta=delta, extra=extra, files=names)
-    paths = []
-    for name, data in files.items():
-        path = out / name
-        path.write_bytes(data)
-        paths.append(path)
-    return paths
+    return files

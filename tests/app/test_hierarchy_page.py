@@ -114,7 +114,7 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     assert len(csv) == 1 + 4 + 36 + 576
     rec = json.loads(ex["json"])
     assert rec["hierarchy"]["area_list_source"] == "table (confirmed public)"
-    assert rec["budget"]["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(0.5)
+    assert rec["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(0.5)
     assert set(ex["geojson"]) == {"region", "district", "zone"}
 
 

@@ -25,6 +25,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from dpcore.areas.export import validate_hierarchy_record
+from dpcore.core.record import validate_record
 from dpcore.flows.export import validate_od_record
 from dpcore.points import export
 
@@ -181,7 +182,7 @@ def test_points_htf_on_the_demo(app_url, page, tmp_path):
     csv = pd.read_csv(io.BytesIO(download(page, "Download release.csv", tmp_path)))
     record = json.loads(download(page, "Download release.json", tmp_path))
     shot(page, "points-export")
-    export.validate_record(record)
+    validate_record(record)
     assert record["mechanism"]["name"] == "htf"
     assert list(csv.columns) == export.CSV_COLUMNS
     assert record["outputs"]["n_leaves"] == int(csv["leaf"].sum()) == deepest

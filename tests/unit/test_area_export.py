@@ -216,7 +216,7 @@ def test_record_validates_and_holds_no_true_counts(counts: HierarchyCounts, mech
         assert str(total) not in text
     assert rec["mechanism"]["name"] == mechanism
     assert rec["privacy"]["neighbouring_relation"] == neighbour
-    assert rec["budget"]["ledger"]["spent"] == pytest.approx(cost.value)
+    assert rec["ledger"]["spent"] == pytest.approx(cost.value)
     assert [lv["share"] for lv in rec["budget"]["levels"]] == [lv.share for lv in r.plan.levels]
     assert rec["hierarchy"]["areas_per_level"] == [1, 3, 7]
     assert rec["hierarchy"]["code_modes"] == ["-", "global", "within_parent"]

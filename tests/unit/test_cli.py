@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from dpcore.cli import main
+from dpcore.core.record import validate_record
 from dpcore.points import mechanisms
-from dpcore.points.export import CSV_COLUMNS, validate_record
+from dpcore.points.export import CSV_COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
 BOUNDS = "-74.06,40.56,-73.70,40.92"
@@ -323,7 +324,7 @@ def test_ledger_refuses_second_release(tmp_path: Path, points_csv: Path,
     # the refused run changed nothing
     assert json.loads(ledger.read_text("utf-8")) == saved
     rec = json.loads((out1 / "release.json").read_text("utf-8"))
-    assert rec["budget"]["ledger"]["spent"] == pytest.approx(0.6)
+    assert rec["ledger"]["spent"] == pytest.approx(0.6)
 
     # what is left can still be spent
     out3 = tmp_path / "out3"
@@ -592,7 +593,7 @@ def test_hierarchy_ledger_accumulates_and_refuses(tmp_path: Path, tracts_csv: Pa
     saved = json.loads(ledger.read_text("utf-8"))
     assert saved["spent"] == pytest.approx(1.0) and len(saved["entries"]) == 2
     rec = json.loads((tmp_path / "o4" / "release.json").read_text("utf-8"))
-    assert rec["budget"]["ledger"]["spent"] == pytest.approx(1.0)
+    assert rec["ledger"]["spent"] == pytest.approx(1.0)
 
 
 @pytest.mark.skipif(not US_TRACTS.exists(), reason="shared US tract file not available")
