@@ -341,7 +341,8 @@ def release_planned(table: CensusTable, p: PriveletPlan, noise: NoiseSource) -> 
 
 def census_frame(release: CensusRelease) -> pd.DataFrame:
     """All levels in one table: ``level``, code columns, names, noisy counts, sd, 95 % interval."""
-    frames = [df.assign(level=name) for name, df in release.levels.items()]
+    # noise_sd: the common name of the interval columns (dpcore.core.record.INTERVAL_COLUMNS)
+    frames = [df.assign(level=name, noise_sd=df["sd"]) for name, df in release.levels.items()]
     df = pd.concat(frames, ignore_index=True, sort=False)
     front = ["level", *release.structure.levels]
     names = [c for c in df.columns if c.endswith("_name") and c not in front]

@@ -21,6 +21,7 @@ from dpcore.areas.hierarchy import Hierarchy
 from dpcore.areas.tree_records import HierarchyRelease
 from dpcore.core.record import (
     APPROX_DP_CONVERSION,
+    INTERVAL_COLUMNS,
     approx_dp_reading,
     header,
     jsonable,
@@ -75,17 +76,27 @@ def hierarchy_frame(rel: HierarchyRelease) -> pd.DataFrame:
         v = rel.values[d]
         lab = h.labels(d)
         par = h.parent_labels(d)
+        lo, hi = rel.interval(d)
+        sd = np.broadcast_to(np.asarray(rel.sd(d), dtype=np.float64), (len(lab),))
         if v.ndim == 1:
             parts.append(pd.DataFrame({"level": h.level_names[d], "code": lab, "parent": par,
-                                       "noisy_count": _values_column(v)}))
+                                       "noisy_count": _values_column(v), **_intervals(sd, lo, hi)}))
         else:
             k = v.shape[1]
             parts.append(pd.DataFrame({
                 "level": h.level_names[d], "code": np.repeat(lab, k), "parent": np.repeat(par, k),
                 "size": np.tile(np.array(rel.size_labels, dtype=object), len(lab)),
                 "noisy_count": _values_column(v.ravel()),
+                **_intervals(np.repeat(sd, k), lo.ravel(), hi.ravel()),
             }))
     return pd.concat(parts, ignore_index=True)
+
+
+def _intervals(sd: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
+    """The interval columns (:data:`dpcore.core.record.INTERVAL_COLUMNS`): the analytic SD of an
+    area's error and its normal-approximation 95 % interval (public parameters only)."""
+    return dict(zip(INTERVAL_COLUMNS, (np.round(np.asarray(sd, dtype=np.float64), 4), np.round(lo, 3),
+                                       np.round(hi, 3)), strict=True))
 
 
 def hierarchy_csv(rel: HierarchyRelease) -> bytes:
@@ -254,9 +265,10 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
         "outputs": {
             "files": files or ["release.csv", "release.json"],
             "csv_columns": ["level", "code", "parent", *(["size"] if p.statistic == "group_sizes" else []),
-                            "noisy_count"],
-            "intervals": "ci95 in the GeoJSON = value ± 1.96 × the analytic SD of the area's error "
-                         "(a normal approximation, computed from public parameters only)",
+                            "noisy_count", *INTERVAL_COLUMNS],
+            "intervals": "noise_sd = the analytic SD of the area's error; ci95_low/high (CSV and GeoJSON) = "
+                         "value ± 1.96 × noise_sd (a normal approximation, computed from public parameters "
+                         "only; clipped at 0 for non-negative mechanisms)",
         },
         "notes": [
             "All values are outputs of the mechanism; no true count is published (except the invariants).",

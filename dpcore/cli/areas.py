@@ -154,11 +154,7 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any,
     if areas_from_data:
         print("warning: the list of areas comes from the data; areas with no one are missing from the "
               "release (not protected). Give a public list with --areas.", file=sys.stderr)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "marginals.csv", out / "release.json"]
-    paths[0].write_bytes(marginals.marginals_csv(rel))
-    paths[1].write_bytes(marginals.marginals_json(rel, bud.ledger))
+    paths = marginals.write_marginals(rel, args.out, bud.ledger)
     ratio = p.info["ratio_to_lower_bound"]
     print(f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix mechanism, {cost.label()}; "
           f"RMSE per cell {p.info['expected_rmse_per_query']:.3g}"

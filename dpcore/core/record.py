@@ -46,6 +46,7 @@ from dpcore.privacy.ledger import Ledger, minute_now
 __all__ = [
     "APPROX_DP_CONVERSION",
     "ENVELOPE",
+    "INTERVAL_COLUMNS",
     "approx_dp_reading",
     "budget_summary",
     "created_now",
@@ -58,6 +59,10 @@ __all__ = [
     "validate_record",
     "write_files",
 ]
+
+#: The interval columns every kind's ``release.csv`` carries (empty where not defined): the
+#: standard deviation of a released count's error from the noise and its 95 % interval.
+INTERVAL_COLUMNS = ("noise_sd", "ci95_low", "ci95_high")
 
 #: The one citation of the (ε, δ) reading of a zCDP cost, in every record.
 APPROX_DP_CONVERSION = ("Canonne, Kamath & Steinke, The Discrete Gaussian for Differential Privacy, "

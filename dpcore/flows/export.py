@@ -22,6 +22,7 @@ from dpcore.areas.export import hierarchy_info, join_boundaries
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.record import (
     APPROX_DP_CONVERSION,
+    INTERVAL_COLUMNS,
     approx_dp_reading,
     header,
     jsonable,
@@ -143,13 +144,26 @@ def centroids_from_points(
 # ---------------------------------------------------------------------------------------------
 
 #: Columns of ``release.csv`` (and of :func:`release_frame`).
-CSV_COLUMNS = ["level", "origin", "destination", "noisy_count"]
+CSV_COLUMNS = ["level", "origin", "destination", "noisy_count", *INTERVAL_COLUMNS]
 
 
 def release_frame(rel: ODRelease) -> pd.DataFrame:
     """Every released flow of every tree level below the total: ``level, origin, destination,
-    noisy_count`` (export labels; flows released as 0 are not listed)."""
+    noisy_count, noise_sd, ci95_low, ci95_high`` (export labels; flows released as 0 are not listed).
+
+    ``noise_sd`` is the level's analytic RMSE per flow (the plan's, from public parameters only);
+    ``ci95_low/high`` = count ∓ the level's guaranteed 95 % bound on the largest error (L∞
+    mechanisms; simultaneous over the level, so valid for each flow), clipped at 0, and empty for
+    mechanisms without such a bound."""
     df = rel.to_frame()
+    n = [len(rel.values[t]) for t in range(1, rel.depth + 1)]
+    lvs = rel.plan.levels[1:]
+    sd = np.repeat([lv.sd if np.isfinite(lv.sd) else lv.noise_sd for lv in lvs], n).astype(np.float64)
+    bound = np.repeat([lv.bound for lv in lvs], n).astype(np.float64)
+    v = df["noisy_count"].to_numpy(dtype=np.float64)
+    df["noise_sd"] = np.round(sd, 4)
+    df["ci95_low"] = np.round(np.maximum(v - bound, 0.0), 3)
+    df["ci95_high"] = np.round(v + bound, 3)
     return df[CSV_COLUMNS]
 
 
@@ -161,8 +175,9 @@ def release_csv_bytes(rel: ODRelease) -> bytes:
     # pyarrow writes 600k rows in a fraction of a second (pandas.to_csv: a few seconds); labels
     # stay text (leading zeros kept)
     def write(df: pd.DataFrame) -> bytes:
-        table = pa.table({c: (pa.array(df[c].to_numpy(dtype=object), type=pa.string()) if c != "noisy_count"
-                              else pa.array(df[c].to_numpy())) for c in CSV_COLUMNS})
+        text = ("level", "origin", "destination")
+        table = pa.table({c: (pa.array(df[c].to_numpy(dtype=object), type=pa.string()) if c in text
+                              else pa.array(df[c].to_numpy(), from_pandas=True)) for c in CSV_COLUMNS})
         buf = io.BytesIO()
         try:
             # pyarrow always quotes the header; written here as pandas does
@@ -266,30 +281,11 @@ def flows_geojson(
 # ---------------------------------------------------------------------------------------------
 
 
-def od_record(
-    rel: ODRelease,
-    ledger: Ledger | None = None,
-    *,
-    delta: float = 1e-8,
-    extra: Mapping[str, Any] | None = None,
-    files: Sequence[str] | None = None,
-) -> dict[str, Any]:
-    """The machine-readable record of how the O/D release was made (schema ``dpcore-od-release/1``).
-
-    Public parameters and mechanism outputs only: the data-free plan (budget split,
-    sensitivities, noise scales, expected errors), the public hierarchies, and the ledger's
-    spends.  The only number that comes from the data unnoised is the total, and only when the
-    plan makes it public (bounded neighbours, one trip per person).  Never a true flow, a raw
-    row or an input file name.  ``delta`` is the δ at which a zCDP cost is also read as
-    (ε, δ)-DP; ``extra`` holds caller-supplied public parameters (e.g. how ρ was derived from
-    (ε, δ)) and must not name input files.
-    """
-    if not 0.0 < float(delta) < 1.0:
-        raise ParameterError(f"δ must be between 0 and 1 (exclusive), got {delta}.")
+def _od_privacy(rel: ODRelease, delta: float) -> dict[str, Any]:
+    """The record's privacy section: definition, cost, unit, noise, invariants, per-level noise and
+    the (ε, δ) reading of a zCDP cost (:func:`dpcore.core.record.approx_dp_reading`) at ``delta``."""
     p = rel.plan
-    info = rel.mechanism
     pd_ = p.to_dict()
-    T = p.depth
     if p.cost is not None:
         definition = "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP"
         noise = "discrete Laplace" if p.cost.definition == "pure" else "discrete Gaussian"
@@ -304,8 +300,7 @@ def od_record(
                  + ("replace one person by another (the number of people is public)"
                     if p.neighbour == "bounded" else "add or remove one person"))
     invariants: dict[str, Any] = {}
-    total_public = bool(p.total_public and rel.public_total is not None)
-    if total_public:
+    if p.total_public and rel.public_total is not None:
         invariants["total"] = int(rel.public_total)  # type: ignore[arg-type]
     privacy: dict[str, Any] = {
         "definition": definition,
@@ -330,6 +325,35 @@ def od_record(
         privacy["approx_dp_conversion"] = APPROX_DP_CONVERSION
     elif p.approx is not None:
         privacy["approx_dp"] = {"delta": float(p.approx[1]), "epsilon": float(p.approx[0])}
+    return privacy
+
+
+def od_record(
+    rel: ODRelease,
+    ledger: Ledger | None = None,
+    *,
+    delta: float = 1e-8,
+    extra: Mapping[str, Any] | None = None,
+    files: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The machine-readable record of how the O/D release was made (schema ``dpcore-od-release/1``).
+
+    Public parameters and mechanism outputs only: the data-free plan (budget split,
+    sensitivities, noise scales, expected errors), the public hierarchies, and the ledger's
+    spends.  The only number that comes from the data unnoised is the total, and only when the
+    plan makes it public (bounded neighbours, one trip per person).  Never a true flow, a raw
+    row or an input file name.  ``delta`` is the δ at which a zCDP cost is also read as
+    (ε, δ)-DP; ``extra`` holds caller-supplied public parameters (e.g. how ρ was derived from
+    (ε, δ)) and must not name input files.
+    """
+    if not 0.0 < float(delta) < 1.0:
+        raise ParameterError(f"δ must be between 0 and 1 (exclusive), got {delta}.")
+    p = rel.plan
+    info = rel.mechanism
+    pd_ = p.to_dict()
+    T = p.depth
+    total_public = bool(p.total_public and rel.public_total is not None)
+    privacy = _od_privacy(rel, delta)
     # mechanism details are post-processing of the release, except for the stability histogram
     # whose 'noised_cells' is the true number of observed pairs: never exported
     details = {} if p.mechanism == "sh" else jsonable(dict(rel.details))
@@ -377,6 +401,10 @@ def od_record(
                 "destination": "export label of the destination area at the level's destination depth",
                 "noisy_count": "released number of trips (a non-negative whole number for the TopDown "
                                "mechanisms); flows released as 0 are not listed",
+                "noise_sd": "the level's analytic RMSE per flow (from the plan: public parameters only)",
+                "ci95_low": "noisy_count minus the level's guaranteed 95 % bound on the largest error, at "
+                            "least 0 (L-infinity mechanisms; empty otherwise)",
+                "ci95_high": "noisy_count plus that bound (empty where the mechanism has none)",
             },
             "levels": [lp.name for lp in p.levels[1:]],
             "geojson": "flows.geojson (when written): one LineString per released flow from the origin area's "

@@ -462,10 +462,12 @@ def test_export_after_release_files_agree(at):
     assert record["mechanism"]["name"] == "ug"
     assert record["outputs"]["n_leaves"] == int(csv["leaf"].sum())
     assert record["ledger"]["spent"] == pytest.approx(0.5)
-    # the page offers the files it prepared from this very release
-    assert entry.exports["files_id"] == rel.release_id
-    assert pd.read_csv(io.BytesIO(entry.exports["csv"]))["noisy_count"].tolist() == \
-        csv["noisy_count"].tolist()
+    # the page serves the files made once, with the release: the same tables, and the record
+    # whose ledger is the one as of the charge
+    served = entry.exports["files"]
+    assert list(served) == ["release.csv", "release.geojson", "release.json"]
+    assert served["release.csv"] == export.release_csv(rel)
+    assert json.loads(served["release.json"])["ledger"] == record["ledger"]
 
 
 def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):

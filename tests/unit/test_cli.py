@@ -408,7 +408,7 @@ def test_hierarchy_exact_release(tmp_path: Path, tracts_csv: Path, capsys: pytes
     assert "Released 1 total, 3 STATEFP" in captured.out and captured.err == ""
     assert sorted(p.name for p in out.iterdir()) == ["release.csv", "release.json"]
     rows = read_release(out)
-    assert list(rows[0]) == ["level", "code", "parent", "noisy_count"]
+    assert list(rows[0]) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     src = list(csv.DictReader(tracts_csv.open(encoding="utf-8")))
     n_counties = len({(r["STATEFP"], r["COUNTYFP"]) for r in src})
     assert len(rows) == 1 + 3 + n_counties + len(src)
@@ -474,7 +474,7 @@ def test_hierarchy_group_sizes_from_several_count_columns(tmp_path: Path, tracts
     out = tmp_path / "out"
     assert main(hier_args(tracts_csv, out, mechanism="dpc_approx", count="H1,H2,H3")) == 0, capsys.readouterr().err
     rows = read_release(out)
-    assert list(rows[0]) == ["level", "code", "parent", "size", "noisy_count"]
+    assert list(rows[0]) == ["level", "code", "parent", "size", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     src = list(csv.DictReader(tracts_csv.open(encoding="utf-8")))
     n = sum(int(r[c]) for r in src for c in ("H1", "H2", "H3"))
     assert sum(int(r["noisy_count"]) for r in rows if r["level"] == "total") == n
@@ -607,7 +607,7 @@ def test_hierarchy_us_tracts(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
     df = pd.read_csv(out / "release.csv", dtype={"level": str, "code": str, "parent": str},
                      keep_default_na=False)
-    assert list(df.columns) == ["level", "code", "parent", "noisy_count"]
+    assert list(df.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert df["level"].value_counts().to_dict() == {"total": 1, "STATEFP": 52, "COUNTYFP": 3221,
                                                      "TRACTCE": 85395}
     assert len(df) == 1 + 52 + 3221 + 85395

@@ -17,10 +17,10 @@ import jsonschema
 import numpy as np
 import pytest
 
+from dpcore.core.record import validate_record
 from dpcore.data.domain import Aggregate, Bounds, Grid, rect_sums
 from dpcore.pipeline import release_points
 from dpcore.points import mechanisms
-from dpcore.core.record import validate_record
 from dpcore.points.export import (
     CSV_COLUMNS,
     release_csv,

@@ -96,7 +96,7 @@ def _numbers(text: str) -> set[int]:
 
 def test_release_frame_columns_and_nonzero(rel: od.ODRelease) -> None:
     df = X.release_frame(rel)
-    assert list(df.columns) == ["level", "origin", "destination", "noisy_count"]
+    assert list(df.columns) == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert (df["noisy_count"] > 0).all()
     names = [lp.name for lp in rel.plan.levels]
     assert set(df["level"]) <= set(names[1:])
@@ -148,7 +148,7 @@ def test_record_validates_and_holds_the_plan(rel: od.ODRelease, hier: Hierarchy)
     assert sum(x["share"] for x in lv) == pytest.approx(0.5)
     assert all(x["l2_sensitivity"] == pytest.approx(math.sqrt(2)) for x in lv[1:])
     assert len(rec["expected_error"]) == 7
-    assert rec["outputs"]["csv_columns"] == ["level", "origin", "destination", "noisy_count"]
+    assert rec["outputs"]["csv_columns"] == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert rec["not_exported"]
     # JSON-able as is
     json.dumps(rec, allow_nan=False)
