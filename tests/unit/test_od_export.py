@@ -109,7 +109,7 @@ def test_release_frame_columns_and_nonzero(rel: od.ODRelease) -> None:
 
 def test_release_csv_bytes_round_trip(rel: od.ODRelease) -> None:
     data = X.release_csv_bytes(rel)
-    assert data.startswith(b"level,origin,destination,noisy_count\n")
+    assert data.startswith(b"level,origin,destination,noisy_count,noise_sd,ci95_low,ci95_high\n")
     back = pd.read_csv(io.BytesIO(data), dtype={"origin": str, "destination": str})
     assert len(back) == len(X.release_frame(rel))
     assert (back["noisy_count"] > 0).all()
