@@ -310,16 +310,28 @@ class KindRelease:
     body: Callable[[Any, Ledger | None], dict[str, Any]] = field(repr=False)
     release_id: str
     created: str
+    #: the kind's files of ``inner``: ``(inner, ledger, **options) -> {name: bytes}`` (record included)
+    make_files: Callable[..., dict[str, bytes]] | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, plan: Plan, inner: Any, body: Callable[[Any, Ledger | None], dict[str, Any]]) -> KindRelease:
+    def of(cls, plan: Plan, inner: Any, body: Callable[[Any, Ledger | None], dict[str, Any]],
+           files: Callable[..., dict[str, bytes]] | None = None) -> KindRelease:
         rid, created = _record.new_release_id(), _record.created_now()
         if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
             names = {f.name for f in dataclasses.fields(inner)}
             stamp = {k: v for k, v in (("release_id", rid), ("created", created)) if k in names}
             if stamp:
                 inner = dataclasses.replace(inner, **stamp)
-        return cls(plan, inner, body, rid, created)
+        return cls(plan, inner, body, rid, created, files)
+
+    def files(self, ledger: Ledger | None = None, **options: Any) -> dict[str, bytes]:
+        """The release's files, name -> bytes, made from the kind's release with ``ledger`` as of the
+        charge (``release.csv``, ``release.json`` and the kind's others; ``options`` are the kind's,
+        e.g. boundary joins or flow-line coordinates).  Write them with
+        :func:`dpcore.core.record.write_files`; the app stores the same bytes."""
+        if self.make_files is None:
+            raise NotImplementedError(f"The {self.kind} kind writes no files.")
+        return self.make_files(self.inner, ledger, **options)
 
     @property
     def kind(self) -> str:

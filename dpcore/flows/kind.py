@@ -147,7 +147,7 @@ class ODMechanism(Mechanism):
         self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
         p = plan.inner
         inner = od.release_planned(aggregate, p, noise, progress=progress)
-        return KindRelease.of(plan, inner, od_export.od_record)
+        return KindRelease.of(plan, inner, od_export.od_record, od_export.od_files)
 
 
 def register(registry: Registry) -> None:

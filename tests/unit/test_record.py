@@ -164,3 +164,21 @@ def test_the_approx_dp_reading_is_made_in_one_place() -> None:
     citations = [str(p.relative_to(ROOT)) for p in (ROOT / "dpcore").rglob("*.py")
                  if '"approx_dp_conversion"] = "' in p.read_text("utf-8")]
     assert citations == []  # every record names APPROX_DP_CONVERSION
+
+
+def test_a_release_makes_its_files_from_the_envelope_of_the_charge(tmp_path: Path) -> None:
+    from dpcore import catalog
+
+    counts = np.random.default_rng(1).poisson(20, size=(8, 8)).astype(np.int64)
+    agg = Aggregate(grid=Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 8, 8), counts=counts, n_outside=0, n_capped=0,
+                    sensitivity=1, user_cap=None)
+    led = Ledger(budget.pure(2.0), dataset="k1:points")
+    plan = catalog.get("points", "ug").plan(agg.grid, 0.5, {"public_n": 1000}, unit=pipeline.points_unit(agg))
+    kr = pipeline.release(plan, agg, ledger=led, noise=NoiseSource(1))
+    files = kr.files(led)
+    paths = write_files(files, tmp_path / "out")
+    assert [p.name for p in paths] == ["release.csv", "release.geojson", "release.json"]  # the CLI's names
+    rec = json.loads((tmp_path / "out" / "release.json").read_bytes())
+    validate_record(rec)
+    assert (rec["release_id"], rec["created"]) == (kr.release_id, kr.created)
+    assert rec["ledger"]["entries"][-1]["cost"]["value"] == pytest.approx(0.5)
