@@ -347,7 +347,11 @@ def add_release(rel: PartitionRelease, *, into: list[ReleaseEntry], fp: str, led
     a gigabyte to build and compress) is kept in the session at once and its files are stored by
     :func:`store_pending_history` after the page has been drawn (storing is idempotent, so a run
     stopped half-way stores them on the next run)."""
+    from dpcore.points import export
+
     entry = ReleaseEntry(rel, fp)
+    # the record, once, with the ledger as of the charge (the Export step and the history serve these bytes)
+    entry.exports["files"] = {"release.json": export.release_json(rel, led)}
     into.append(entry)
     if rel.n_rects > HISTORY_LATER_ABOVE:
         entry.exports["history_pending"] = led
@@ -356,20 +360,35 @@ def add_release(rel: PartitionRelease, *, into: list[ReleaseEntry], fp: str, led
     return entry
 
 
-def _store_history(entry: ReleaseEntry, led: Ledger) -> None:
+#: releases with more areas than this have no stored release.geojson (offered built on request)
+GEOJSON_STORED_UP_TO = 200_000
+
+
+def release_files(entry: ReleaseEntry) -> dict[str, bytes]:
+    """The files of a point release, each made once: ``release.json`` when the release is made
+    (:func:`add_release`: the record with the ledger as of the charge), the tables the first time
+    they are needed (at release time, or after the page is drawn for a large release).  The Export
+    step and the release history serve these bytes; nothing is rebuilt from a later ledger."""
     from dpcore.points import export
 
     rel = entry.release
-    cached = entry.exports if entry.exports.get("files_id") == rel.release_id else {}  # built by the Export step
-    files = {"release.csv": cached.get("csv") or export.release_csv(rel),
-             "release.json": cached.get("json") or export.release_json(rel, led)}
-    if rel.n_rects <= 200_000:
-        files["release.geojson"] = cached.get("geojson") or export.release_geojson(rel)
-    if export.has_workload_answers(rel):
-        files["workload_answers.csv"] = export.workload_answers_csv(rel)
+    files = entry.exports["files"]
+    if "release.csv" not in files:
+        record = files.pop("release.json")
+        files["release.csv"] = export.release_csv(rel)
+        if rel.n_rects <= GEOJSON_STORED_UP_TO:
+            files["release.geojson"] = export.release_geojson(rel)
+        files["release.json"] = record  # in the order the CLI writes them
+        if export.has_workload_answers(rel):
+            files["workload_answers.csv"] = export.workload_answers_csv(rel)
+    return files
+
+
+def _store_history(entry: ReleaseEntry, led: Ledger) -> None:
+    rel = entry.release
     remember_release("points", entry.dataset_fingerprint, rel.release_id,
                      {"mechanism": rel.mechanism_title, "cost": rel.cost.label(),
-                      "grid": f"{rel.grid.rows} x {rel.grid.cols}", "params": rel.params}, files, led)
+                      "grid": f"{rel.grid.rows} x {rel.grid.cols}", "params": rel.params}, release_files(entry), led)
 
 
 def store_pending_history() -> None:

@@ -35,7 +35,15 @@ import orjson
 import pandas as pd
 
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
-from dpcore.core.record import created_now, header, ledger_section, new_release_id
+from dpcore.core.record import (
+    created_now,
+    header,
+    jsonable,
+    ledger_section,
+    new_release_id,
+    validate_record,
+    write_files,
+)
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import ParameterError
 from dpcore.estimate import privelet
@@ -333,7 +341,8 @@ def release_planned(table: CensusTable, p: PriveletPlan, noise: NoiseSource) -> 
 
 def census_frame(release: CensusRelease) -> pd.DataFrame:
     """All levels in one table: ``level``, code columns, names, noisy counts, sd, 95 % interval."""
-    frames = [df.assign(level=name) for name, df in release.levels.items()]
+    # noise_sd: the common name of the interval columns (dpcore.core.record.INTERVAL_COLUMNS)
+    frames = [df.assign(level=name, noise_sd=df["sd"]) for name, df in release.levels.items()]
     df = pd.concat(frames, ignore_index=True, sort=False)
     front = ["level", *release.structure.levels]
     names = [c for c in df.columns if c.endswith("_name") and c not in front]
@@ -376,7 +385,6 @@ def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[
             "sensitivity_l1": release.sensitivity,
             "composition": "the whole epsilon is spent by this one release",
         },
-        "budget": {},
         "levels": [
             {"level": name, "n_areas": int(len(release.levels[name])), "sd": release.level_sd[name],
              "ci95_half_width": interval_half_width("normal", release.level_sd[name])}
@@ -396,14 +404,12 @@ def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[
             *[f"The values of '{o}' come from {src}." for o, src in s.bins_origin().items()],
         ],
     }
-    rec["budget"]["ledger"] = orjson.loads(orjson.dumps(ledger_section(ledger), option=orjson.OPT_SERIALIZE_NUMPY))
+    rec["ledger"] = jsonable(ledger_section(ledger))
     return rec
 
 
 def validate_census_record(record: dict[str, Any]) -> None:
     """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_release.schema.json``."""
-    from dpcore.points.export import validate_record
-
     validate_record(record, "census_release")
 
 
@@ -413,9 +419,10 @@ def census_json(release: CensusRelease, ledger: Ledger | None = None) -> bytes:
 
 def write_census(release: CensusRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
     """Write ``release.csv`` and ``release.json`` into ``out_dir`` (created if missing)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "release.csv", out / "release.json"]
-    paths[0].write_bytes(census_csv(release))
-    paths[1].write_bytes(census_json(release, ledger))
-    return paths
+    return write_files(census_files(release, ledger), out_dir)
+
+
+def census_files(release: CensusRelease, ledger: Ledger | None = None) -> dict[str, bytes]:
+    """The release's files, name -> bytes: ``release.csv`` and ``release.json`` (the record,
+    ``ledger`` as of the charge).  Made once, when the release is made."""
+    return {"release.csv": census_csv(release), "release.json": census_json(release, ledger)}

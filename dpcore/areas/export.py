@@ -19,12 +19,19 @@ import pandas as pd
 
 from dpcore.areas.hierarchy import Hierarchy
 from dpcore.areas.tree_records import HierarchyRelease
-from dpcore.core.record import header, ledger_section
+from dpcore.core.record import (
+    APPROX_DP_CONVERSION,
+    INTERVAL_COLUMNS,
+    approx_dp_reading,
+    header,
+    jsonable,
+    ledger_section,
+    validate_record,
+    write_files,
+)
 from dpcore.data.code_tables import code_text
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError
-from dpcore.points.export import _jsonable, validate_record
-from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
 from dpcore.privacy.ledger import Ledger
 
 __all__ = [
@@ -69,17 +76,27 @@ def hierarchy_frame(rel: HierarchyRelease) -> pd.DataFrame:
         v = rel.values[d]
         lab = h.labels(d)
         par = h.parent_labels(d)
+        lo, hi = rel.interval(d)
+        sd = np.broadcast_to(np.asarray(rel.sd(d), dtype=np.float64), (len(lab),))
         if v.ndim == 1:
             parts.append(pd.DataFrame({"level": h.level_names[d], "code": lab, "parent": par,
-                                       "noisy_count": _values_column(v)}))
+                                       "noisy_count": _values_column(v), **_intervals(sd, lo, hi)}))
         else:
             k = v.shape[1]
             parts.append(pd.DataFrame({
                 "level": h.level_names[d], "code": np.repeat(lab, k), "parent": np.repeat(par, k),
                 "size": np.tile(np.array(rel.size_labels, dtype=object), len(lab)),
                 "noisy_count": _values_column(v.ravel()),
+                **_intervals(np.repeat(sd, k), lo.ravel(), hi.ravel()),
             }))
     return pd.concat(parts, ignore_index=True)
+
+
+def _intervals(sd: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
+    """The interval columns (:data:`dpcore.core.record.INTERVAL_COLUMNS`): the analytic SD of an
+    area's error and its normal-approximation 95 % interval (public parameters only)."""
+    return dict(zip(INTERVAL_COLUMNS, (np.round(np.asarray(sd, dtype=np.float64), 4), np.round(lo, 3),
+                                       np.round(hi, 3)), strict=True))
 
 
 def hierarchy_csv(rel: HierarchyRelease) -> bytes:
@@ -218,7 +235,7 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
         "mechanism": {
             "name": info.name, "title": info.title, "paper": info.paper,
             "consistent": info.consistent, "integral": info.integral, "nonnegative": info.nonnegative,
-            "details": _jsonable({k: v for k, v in rel.details.items() if k != "public_groups_N"}),
+            "details": jsonable({k: v for k, v in rel.details.items() if k != "public_groups_N"}),
         },
         "privacy": {
             "definition": "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP",
@@ -241,16 +258,17 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
                         "l2_sensitivity": lv.l2_sensitivity} for lv in p.levels],
         },
         "hierarchy": hierarchy_info(h),
-        "expected_error": _jsonable([{
+        "expected_error": jsonable([{
             "level": lv.level, "cells": lv.cells, "noise_sd": lv.noise_sd, "sd": lv.sd,
             "mean_abs_error": lv.mean_abs, "typical_max_abs_error": lv.max_abs, "basis": lv.basis,
         } for lv in p.levels]),
         "outputs": {
             "files": files or ["release.csv", "release.json"],
             "csv_columns": ["level", "code", "parent", *(["size"] if p.statistic == "group_sizes" else []),
-                            "noisy_count"],
-            "intervals": "ci95 in the GeoJSON = value ± 1.96 × the analytic SD of the area's error "
-                         "(a normal approximation, computed from public parameters only)",
+                            "noisy_count", *INTERVAL_COLUMNS],
+            "intervals": "noise_sd = the analytic SD of the area's error; ci95_low/high (CSV and GeoJSON) = "
+                         "value ± 1.96 × noise_sd (a normal approximation, computed from public parameters "
+                         "only; clipped at 0 for non-negative mechanisms)",
         },
         "notes": [
             "All values are outputs of the mechanism; no true count is published (except the invariants).",
@@ -270,12 +288,11 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
             "WARNING: the area list was taken from the data; areas without people are missing and that "
             "absence is not protected by differential privacy."
         )
-    if p.cost.definition == "zcdp":
-        rec["privacy"]["approx_dp"] = [
-            {"delta": d, "epsilon": zcdp_to_approx_dp(p.cost.value, d)} for d in APPROX_DP_DELTAS
-        ]
-        rec["privacy"]["approx_dp_conversion"] = "Canonne, Kamath & Steinke (2020)"
-    rec["budget"]["ledger"] = _jsonable(ledger_section(ledger))
+    reading = approx_dp_reading(p.cost)
+    if reading is not None:
+        rec["privacy"]["approx_dp"] = reading
+        rec["privacy"]["approx_dp_conversion"] = APPROX_DP_CONVERSION
+    rec["ledger"] = jsonable(ledger_section(ledger))
     return rec
 
 
@@ -298,8 +315,14 @@ def safe_file_stem(level: str) -> str:
 def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger | None = None,
                     joins: dict[str, BoundaryJoin] | None = None) -> list[Path]:
     """Write ``release.csv``, ``release.json`` and ``LEVEL.geojson`` per joined level."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    return write_files(hierarchy_files(rel, ledger, joins), out_dir)
+
+
+def hierarchy_files(rel: HierarchyRelease, ledger: Ledger | None = None,
+                    joins: dict[str, BoundaryJoin] | None = None) -> dict[str, bytes]:
+    """The release's files, name -> bytes: ``release.csv``, ``area_queries.csv`` (area sets),
+    ``LEVEL.geojson`` per joined level and ``release.json`` (the record, ``ledger`` as of the
+    charge).  Made once, when the release is made."""
     files: dict[str, bytes] = {"release.csv": hierarchy_csv(rel)}
     if rel.details.get("area_sets"):
         from dpcore.areas.area_sets import area_sets_csv
@@ -309,9 +332,4 @@ def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger |
         files[f"{safe_file_stem(level)}.geojson"] = level_geojson(rel, join)
     names = [*files, "release.json"]
     files["release.json"] = hierarchy_json(rel, ledger, names)
-    paths = []
-    for name, data in files.items():
-        path = out / name
-        path.write_bytes(data)
-        paths.append(path)
-    return paths
+    return files

@@ -179,7 +179,7 @@ class HierarchyMechanism(Mechanism):
                                         sets_weight=prm["sets_weight"])
         else:
             inner = tree_mechanisms.release_planned(aggregate, p, noise, order=prm.get("order", "ascending"))
-        return KindRelease.of(plan, inner, export.hierarchy_record)
+        return KindRelease.of(plan, inner, export.hierarchy_record, export.hierarchy_files)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ class CensusPrivelet(Mechanism):
 
         self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
         inner = census_privelet.release_planned(aggregate, plan.inner, noise)  # no ledger: the session charges
-        return KindRelease.of(plan, inner, census_privelet.census_record)
+        return KindRelease.of(plan, inner, census_privelet.census_record, census_privelet.census_files)
 
 
 class CensusMarginals(Mechanism):
@@ -306,7 +306,7 @@ class CensusMarginals(Mechanism):
 
         self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
         inner = marginals.release(aggregate, plan.inner, noise)
-        return KindRelease.of(plan, inner, marginals.marginals_record)
+        return KindRelease.of(plan, inner, marginals.marginals_record, marginals.marginals_files)
 
 
 def register(registry: Registry) -> None:

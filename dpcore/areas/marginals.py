@@ -23,6 +23,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,17 @@ import orjson
 import pandas as pd
 
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
-from dpcore.core.record import created_now, header, ledger_section, new_release_id
+from dpcore.core.record import (
+    APPROX_DP_CONVERSION,
+    approx_dp_reading,
+    created_now,
+    header,
+    jsonable,
+    ledger_section,
+    new_release_id,
+    validate_record,
+    write_files,
+)
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import ParameterError
 from dpcore.estimate import (
@@ -41,7 +52,6 @@ from dpcore.estimate import (
     matrix_strategy,
     matrix_workload,
 )
-from dpcore.privacy import budget
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
@@ -249,8 +259,9 @@ def marginals_csv(rel: MarginalsRelease) -> bytes:
         f.insert(0, "marginal", name)
         frames.append(f)
     out = pd.concat(frames, ignore_index=True)
+    out["noise_sd"] = out["standard_error"]  # the common name (dpcore.core.record.INTERVAL_COLUMNS)
     cols = ["marginal", *[a for a in rel.plan.axes if a in out.columns],
-            "noisy_count", "standard_error", "ci95_low", "ci95_high"]
+            "noisy_count", "standard_error", "noise_sd", "ci95_low", "ci95_high"]
     return csv_bytes(out[cols], lambda d: d.to_csv(index=False, float_format="%.6g").encode())
 
 
@@ -272,25 +283,27 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dic
         "expected_error": {"per_marginal": list(p.per_marginal),
                            "rmse_per_query": p.info["expected_rmse_per_query"],
                            "rmse_lower_bound": p.info["rmse_lower_bound"],
-                           "ratio_to_lower_bound": p.info["ratio_to_lower_bound"]},
+                           # to 9 digits: at the bound, rounding left 0.9999999999999999 (below the schema's 1)
+                           "ratio_to_lower_bound": (None if p.info["ratio_to_lower_bound"] is None
+                                                    else round(float(p.info["ratio_to_lower_bound"]), 9))},
         "outputs": {"files": ["marginals.csv", "release.json"],
-                    "csv_columns": ["marginal", *p.axes, "noisy_count", "standard_error", "ci95_low", "ci95_high"]},
+                    "csv_columns": ["marginal", *p.axes, "noisy_count", "standard_error", "noise_sd", "ci95_low",
+                                    "ci95_high"]},
         "notes": ["All values are outputs of the mechanism; no true count is published.",
                   "Standard errors are analytic (Var(z)·w X⁺ wᵀ per query), from public parameters only.",
                   *p.info["notes"],
                   *[f"The values of '{o}' come from {src}." for o, src in p.info.get("bins_source", {}).items()]],
     }
-    if p.cost.definition == "zcdp":
-        rec["privacy"]["approx_dp"] = [{"delta": d, "epsilon": budget.zcdp_to_approx_dp(p.cost.value, d)}
-                                       for d in (1e-5, 1e-6, 1e-8, 1e-10)]
-    rec["ledger"] = ledger_section(ledger)
+    reading = approx_dp_reading(p.cost)
+    if reading is not None:
+        rec["privacy"]["approx_dp"] = reading
+        rec["privacy"]["approx_dp_conversion"] = APPROX_DP_CONVERSION
+    rec["ledger"] = jsonable(ledger_section(ledger))
     return rec
 
 
 def validate_marginals_record(record: dict[str, Any]) -> None:
     """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_marginals.schema.json``."""
-    from dpcore.points.export import validate_record
-
     validate_record(record, "census_marginals")
 
 
@@ -298,6 +311,17 @@ def marginals_json(rel: MarginalsRelease, ledger: Ledger | None = None) -> bytes
     return orjson.dumps(marginals_record(rel, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 
-__all__ = ["GEO_AXIS", "MarginalsPlan", "MarginalsRelease", "axes_of", "marginals_csv", "marginals_json",
-           "check_data", "marginals_record", "parse_marginals", "plan", "release", "validate_marginals_record",
-           "workload"]
+def marginals_files(rel: MarginalsRelease, ledger: Ledger | None = None) -> dict[str, bytes]:
+    """The release's files, name -> bytes: ``marginals.csv`` and ``release.json`` (the record,
+    ``ledger`` as of the charge).  Made once, when the release is made."""
+    return {"marginals.csv": marginals_csv(rel), "release.json": marginals_json(rel, ledger)}
+
+
+def write_marginals(rel: MarginalsRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
+    """Write :func:`marginals_files` into ``out_dir`` (created if missing), all at once."""
+    return write_files(marginals_files(rel, ledger), out_dir)
+
+
+__all__ = ["GEO_AXIS", "MarginalsPlan", "MarginalsRelease", "axes_of", "check_data", "marginals_csv",
+           "marginals_files", "marginals_json", "marginals_record", "parse_marginals", "plan", "release",
+           "validate_marginals_record", "workload", "write_marginals"]

@@ -171,19 +171,6 @@ def _finite(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _jsonable(obj: Any) -> Any:
-    """Tuples as lists, numpy scalars as numbers, non-finite floats as None (for ledger entries)."""
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 @dataclass(frozen=True)
 class PlanRow:
     """One level of a data-free plan, the same for every kind of data.
@@ -227,7 +214,7 @@ class PlanRow:
                                "mean_abs_error_per_count": _finite(self.mean_abs),
                                "max_abs": _finite(self.max_abs)},
             "note": self.note,
-            "details": _jsonable(self.details),
+            "details": _record.jsonable(self.details),
         }
 
 
@@ -263,9 +250,9 @@ class Plan:
 
     def details(self) -> dict[str, Any]:
         """JSON-able facts for the ledger entry: kind, mechanism, params, unit and the kind's extras."""
-        d: dict[str, Any] = {"kind": self.kind, "mechanism": self.mechanism, "params": _jsonable(self.params),
+        d: dict[str, Any] = {"kind": self.kind, "mechanism": self.mechanism, "params": _record.jsonable(self.params),
                              "unit": self.unit.to_dict()}
-        d.update(_jsonable(copy.deepcopy(dict(self.extra))))
+        d.update(_record.jsonable(copy.deepcopy(dict(self.extra))))
         return d
 
     def rows_dict(self) -> list[dict[str, Any]]:
@@ -323,16 +310,28 @@ class KindRelease:
     body: Callable[[Any, Ledger | None], dict[str, Any]] = field(repr=False)
     release_id: str
     created: str
+    #: the kind's files of ``inner``: ``(inner, ledger, **options) -> {name: bytes}`` (record included)
+    make_files: Callable[..., dict[str, bytes]] | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, plan: Plan, inner: Any, body: Callable[[Any, Ledger | None], dict[str, Any]]) -> KindRelease:
+    def of(cls, plan: Plan, inner: Any, body: Callable[[Any, Ledger | None], dict[str, Any]],
+           files: Callable[..., dict[str, bytes]] | None = None) -> KindRelease:
         rid, created = _record.new_release_id(), _record.created_now()
         if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
             names = {f.name for f in dataclasses.fields(inner)}
             stamp = {k: v for k, v in (("release_id", rid), ("created", created)) if k in names}
             if stamp:
                 inner = dataclasses.replace(inner, **stamp)
-        return cls(plan, inner, body, rid, created)
+        return cls(plan, inner, body, rid, created, files)
+
+    def files(self, ledger: Ledger | None = None, **options: Any) -> dict[str, bytes]:
+        """The release's files, name -> bytes, made from the kind's release with ``ledger`` as of the
+        charge (``release.csv``, ``release.json`` and the kind's others; ``options`` are the kind's,
+        e.g. boundary joins or flow-line coordinates).  Write them with
+        :func:`dpcore.core.record.write_files`; the app stores the same bytes."""
+        if self.make_files is None:
+            raise NotImplementedError(f"The {self.kind} kind writes no files.")
+        return self.make_files(self.inner, ledger, **options)
 
     @property
     def kind(self) -> str:
@@ -350,7 +349,7 @@ class KindRelease:
         """The JSON record: the envelope of :func:`dpcore.core.record.envelope` around the kind's body."""
         p = self.plan
         return _record.envelope(
-            kind=p.kind, mechanism=p.mechanism, params=_jsonable(p.params), cost=p.cost,
+            kind=p.kind, mechanism=p.mechanism, params=_record.jsonable(p.params), cost=p.cost,
             unit=p.unit.to_dict(), release_id=self.release_id, created=self.created,
             plan=p.rows_dict(), body=self.body(self.inner, ledger), ledger=ledger,
         )

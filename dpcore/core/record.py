@@ -6,6 +6,14 @@ its release id and creation time, the data-free plan, and the kind's own body (t
 kind already writes: levels, tables, files).  Nothing here reads data: the envelope holds only
 public facts and outputs of a DP mechanism (``DESIGN.md``, privacy rules 3 and 5).
 
+The parts every kind's record shares live here, once: the header (:func:`header`), the ledger
+as of the charge (:func:`ledger_section`, at the record's top-level key ``ledger`` for every
+kind), the approximate-DP reading of a zCDP cost (:func:`approx_dp_reading`, the conversion of
+Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020,
+Prop. 12 / Cor. 13), the JSON-able values (:func:`jsonable`), the schemas
+(:func:`validate_record`) and the one writer of a release's files (:func:`write_files`: a
+temporary folder renamed into place, so a folder never holds half a release).
+
 The release id is random (a prefix of a uuid4), never a hash of the data or a timestamp, so
 it says nothing about the data and two releases never share one.  The creation time is kept to
 the minute in UTC.
@@ -14,15 +22,52 @@ the minute in UTC.
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import math
+import os
+import shutil
+import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import dpcore
-from dpcore.privacy.budget import PrivacyCost
+from dpcore.errors import InputError
+from dpcore.privacy.budget import (
+    APPROX_DP_DELTAS,
+    PrivacyCost,
+    zcdp_to_approx_dp,
+    zcdp_to_approx_dp_classic,
+)
 from dpcore.privacy.ledger import Ledger, minute_now
 
-__all__ = ["ENVELOPE", "budget_summary", "created_now", "envelope", "new_release_id"]
+__all__ = [
+    "APPROX_DP_CONVERSION",
+    "ENVELOPE",
+    "INTERVAL_COLUMNS",
+    "approx_dp_reading",
+    "budget_summary",
+    "created_now",
+    "envelope",
+    "header",
+    "jsonable",
+    "ledger_section",
+    "new_release_id",
+    "record_schema",
+    "validate_record",
+    "write_files",
+]
+
+#: The interval columns every kind's ``release.csv`` carries (empty where not defined): the
+#: standard deviation of a released count's error from the noise and its 95 % interval.
+INTERVAL_COLUMNS = ("noise_sd", "ci95_low", "ci95_high")
+
+#: The one citation of the (ε, δ) reading of a zCDP cost, in every record.
+APPROX_DP_CONVERSION = ("Canonne, Kamath & Steinke, The Discrete Gaussian for Differential Privacy, "
+                        "NeurIPS 2020, Prop. 12 / Cor. 13; epsilon_classic (where given): "
+                        "rho + 2 sqrt(rho ln(1/delta)) (Bun & Steinke, TCC 2016, Prop. 1.3)")
 
 #: Name and version of the envelope format.
 ENVELOPE = "dpcore-release-envelope/1"
@@ -153,3 +198,104 @@ def envelope(
         "plan": [dict(r) for r in plan],
         "body": dict(body),
     }
+
+
+def approx_dp_reading(cost: PrivacyCost, deltas: Iterable[float] = APPROX_DP_DELTAS, *,
+                      classic: bool = False) -> list[dict[str, float]] | None:
+    """The (ε, δ)-DP reading of a zCDP cost at each δ (largest δ first), or None for a pure-ε cost.
+
+    The one place a record converts ρ to (ε, δ) (Canonne, Kamath & Steinke, NeurIPS 2020,
+    Cor. 13; :data:`APPROX_DP_CONVERSION`).  ``classic`` adds the looser classic bound
+    ``epsilon_classic`` (Bun & Steinke 2016) that the O/D paper's budget inputs use.
+
+    >>> from dpcore.privacy.budget import pure
+    >>> approx_dp_reading(pure(1.0)) is None
+    True
+    >>> r = approx_dp_reading(PrivacyCost("zcdp", 0.5), (1e-6, 1e-5))
+    >>> [row["delta"] for row in r], r[0]["epsilon"] < r[1]["epsilon"]
+    ([1e-05, 1e-06], True)
+    """
+    if cost.definition != "zcdp":
+        return None
+    rho = float(cost.value)
+    rows = []
+    for d in sorted({float(d) for d in deltas}, reverse=True):
+        row = {"delta": d, "epsilon": zcdp_to_approx_dp(rho, d)}
+        if classic:
+            row["epsilon_classic"] = zcdp_to_approx_dp_classic(rho, d)
+        rows.append(row)
+    return rows
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON values: tuples as lists, numpy scalars unwrapped, dates as ISO text, non-finite
+    floats as null.
+
+    >>> import numpy as np
+    >>> jsonable({"a": (np.int64(2), float("nan")), 3: _dt.date(2024, 5, 1)})
+    {'a': [2, None], '3': '2024-05-01'}
+    """
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, (_dt.datetime, _dt.date)):
+        return obj.isoformat()
+    return obj
+
+
+def record_schema(name: str = "release") -> dict[str, Any]:
+    """The JSON Schema ``dpcore/schemas/<name>.schema.json`` (``release``, ``hierarchy_release``,
+    ``census_release``, ``census_marginals``, ``od_release``)."""
+    text = resources.files("dpcore").joinpath(f"schemas/{name}.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+#: The schema of each record ``kind``.
+_SCHEMA_OF_KIND = {"points": "release", "hierarchy": "hierarchy_release", "census": "census_release",
+                   "census_marginals": "census_marginals", "od": "od_release"}
+
+
+def validate_record(record: Mapping[str, Any], name: str | None = None) -> None:
+    """Raise ``jsonschema.ValidationError`` if the record breaks its schema: ``name``, or by
+    default the schema of the record's ``kind``; every schema requires the shared header and
+    the top-level ``ledger``."""
+    import jsonschema
+
+    jsonschema.validate(dict(record), record_schema(name or _SCHEMA_OF_KIND[str(record.get("kind"))]))
+
+
+def write_files(files: Mapping[str, bytes], out_dir: str | Path) -> list[Path]:
+    """Write a release's files into ``out_dir`` at once: into a temporary folder beside it, then
+    moved into place, so a failure leaves no half-written release.  Files already in ``out_dir``
+    under other names stay; those under these names are replaced.  Returns the paths, in order.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()) / "out"
+    >>> [p.name for p in write_files({"release.csv": b"a\\n", "release.json": b"{}"}, d)]
+    ['release.csv', 'release.json']
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"The output '{out}' exists and is a file, not a folder. Choose another --out folder.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for name, data in files.items():
+            if Path(name).name != name:
+                raise ValueError(f"A release file name must not hold a folder: {name!r}.")
+            (tmp / name).write_bytes(bytes(data))
+        if not out.exists():
+            os.replace(tmp, out)  # the whole folder appears at once
+            tmp = None
+        else:
+            for name in files:
+                os.replace(tmp / name, out / name)  # each file appears whole
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return [out / name for name in files]

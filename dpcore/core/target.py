@@ -314,7 +314,7 @@ class Proposal:
         return round_up(self.cost.value)
 
     def to_dict(self) -> dict[str, Any]:
-        from dpcore.core.mechanism import _jsonable
+        from dpcore.core.record import jsonable as _jsonable
 
         return {"kind": self.kind, "mechanism": self.mechanism, "cost": self.cost.to_dict(), "rounded": self.rounded,
                 "params": _jsonable(self.params), "split": self.split,

@@ -20,13 +20,21 @@ import pandas as pd
 
 from dpcore.areas.export import hierarchy_info, join_boundaries
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.core.record import header, ledger_section
+from dpcore.core.record import (
+    APPROX_DP_CONVERSION,
+    INTERVAL_COLUMNS,
+    approx_dp_reading,
+    header,
+    jsonable,
+    ledger_section,
+    validate_record,
+    write_files,
+)
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import match_leaves
-from dpcore.points.export import _jsonable, validate_record
-from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp, zcdp_to_approx_dp_classic
+from dpcore.privacy.budget import APPROX_DP_DELTAS
 from dpcore.privacy.ledger import Ledger
 
 __all__ = [
@@ -136,13 +144,26 @@ def centroids_from_points(
 # ---------------------------------------------------------------------------------------------
 
 #: Columns of ``release.csv`` (and of :func:`release_frame`).
-CSV_COLUMNS = ["level", "origin", "destination", "noisy_count"]
+CSV_COLUMNS = ["level", "origin", "destination", "noisy_count", *INTERVAL_COLUMNS]
 
 
 def release_frame(rel: ODRelease) -> pd.DataFrame:
     """Every released flow of every tree level below the total: ``level, origin, destination,
-    noisy_count`` (export labels; flows released as 0 are not listed)."""
+    noisy_count, noise_sd, ci95_low, ci95_high`` (export labels; flows released as 0 are not listed).
+
+    ``noise_sd`` is the level's analytic RMSE per flow (the plan's, from public parameters only);
+    ``ci95_low/high`` = count ∓ the level's guaranteed 95 % bound on the largest error (L∞
+    mechanisms; simultaneous over the level, so valid for each flow), clipped at 0, and empty for
+    mechanisms without such a bound."""
     df = rel.to_frame()
+    n = [len(rel.values[t]) for t in range(1, rel.depth + 1)]
+    lvs = rel.plan.levels[1:]
+    sd = np.repeat([lv.sd if np.isfinite(lv.sd) else lv.noise_sd for lv in lvs], n).astype(np.float64)
+    bound = np.repeat([lv.bound for lv in lvs], n).astype(np.float64)
+    v = df["noisy_count"].to_numpy(dtype=np.float64)
+    df["noise_sd"] = np.round(sd, 4)
+    df["ci95_low"] = np.round(np.maximum(v - bound, 0.0), 3)
+    df["ci95_high"] = np.round(v + bound, 3)
     return df[CSV_COLUMNS]
 
 
@@ -154,8 +175,9 @@ def release_csv_bytes(rel: ODRelease) -> bytes:
     # pyarrow writes 600k rows in a fraction of a second (pandas.to_csv: a few seconds); labels
     # stay text (leading zeros kept)
     def write(df: pd.DataFrame) -> bytes:
-        table = pa.table({c: (pa.array(df[c].to_numpy(dtype=object), type=pa.string()) if c != "noisy_count"
-                              else pa.array(df[c].to_numpy())) for c in CSV_COLUMNS})
+        text = ("level", "origin", "destination")
+        table = pa.table({c: (pa.array(df[c].to_numpy(dtype=object), type=pa.string()) if c in text
+                              else pa.array(df[c].to_numpy(), from_pandas=True)) for c in CSV_COLUMNS})
         buf = io.BytesIO()
         try:
             # pyarrow always quotes the header; written here as pandas does
@@ -259,6 +281,53 @@ def flows_geojson(
 # ---------------------------------------------------------------------------------------------
 
 
+def _od_privacy(rel: ODRelease, delta: float) -> dict[str, Any]:
+    """The record's privacy section: definition, cost, unit, noise, invariants, per-level noise and
+    the (ε, δ) reading of a zCDP cost (:func:`dpcore.core.record.approx_dp_reading`) at ``delta``."""
+    p = rel.plan
+    pd_ = p.to_dict()
+    if p.cost is not None:
+        definition = "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP"
+        noise = "discrete Laplace" if p.cost.definition == "pure" else "discrete Gaussian"
+    else:
+        definition = "approximate (epsilon, delta)-DP"
+        noise = "discrete Laplace"
+    who = "one person" if p.max_trips > 1 else "one trip (one person with one trip)"
+    if p.max_trips > 1:
+        who += (f" with up to {p.max_trips} trips" + (" (distinct origin/destination pairs)"
+                                                       if p.distinct else " (repeats allowed)"))
+    unit_desc = (f"{who}; neighbouring data sets "
+                 + ("replace one person by another (the number of people is public)"
+                    if p.neighbour == "bounded" else "add or remove one person"))
+    invariants: dict[str, Any] = {}
+    if p.total_public and rel.public_total is not None:
+        invariants["total"] = int(rel.public_total)  # type: ignore[arg-type]
+    privacy: dict[str, Any] = {
+        "definition": definition,
+        "cost": p.cost.to_dict() if p.cost is not None else None,
+        "neighbouring_relation": p.neighbour,
+        "unit_of_privacy": {"max_trips": p.max_trips, "distinct": p.distinct, "description": unit_desc},
+        "noise": noise,
+        "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
+        "composition": "sequential over the measured tree levels (parallel within a level: its area pairs "
+                       "partition the trips)",
+        "invariants": invariants,
+        "invariants_note": "Invariants are published exactly and are outside the DP guarantee.",
+        "levels": [{"tree_level": lv["level"], "level": lv["name"], "measured": lv["measured"],
+                    "share": lv["share"], "noise": lv["noise"], "scale": lv["scale"],
+                    "l1_sensitivity": lv["l1_sensitivity"], "l2_sensitivity": lv["l2_sensitivity"]}
+                   for lv in pd_["levels"]],
+    }
+    reading = approx_dp_reading(p.cost, {*APPROX_DP_DELTAS, float(delta)}, classic=True) if p.cost else None
+    if reading is not None:
+        privacy["approx_dp"] = next(r for r in reading if r["delta"] == float(delta))
+        privacy["approx_dp_table"] = [{"delta": r["delta"], "epsilon": r["epsilon"]} for r in reading]
+        privacy["approx_dp_conversion"] = APPROX_DP_CONVERSION
+    elif p.approx is not None:
+        privacy["approx_dp"] = {"delta": float(p.approx[1]), "epsilon": float(p.approx[0])}
+    return privacy
+
+
 def od_record(
     rel: ODRelease,
     ledger: Ledger | None = None,
@@ -283,57 +352,11 @@ def od_record(
     info = rel.mechanism
     pd_ = p.to_dict()
     T = p.depth
-    if p.cost is not None:
-        definition = "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP"
-        noise = "discrete Laplace" if p.cost.definition == "pure" else "discrete Gaussian"
-    else:
-        definition = "approximate (epsilon, delta)-DP"
-        noise = "discrete Laplace"
-    who = "one person" if p.max_trips > 1 else "one trip (one person with one trip)"
-    if p.max_trips > 1:
-        who += (f" with up to {p.max_trips} trips" + (" (distinct origin/destination pairs)"
-                                                       if p.distinct else " (repeats allowed)"))
-    unit_desc = (f"{who}; neighbouring data sets "
-                 + ("replace one person by another (the number of people is public)"
-                    if p.neighbour == "bounded" else "add or remove one person"))
-    invariants: dict[str, Any] = {}
     total_public = bool(p.total_public and rel.public_total is not None)
-    if total_public:
-        invariants["total"] = int(rel.public_total)  # type: ignore[arg-type]
-    privacy: dict[str, Any] = {
-        "definition": definition,
-        "cost": p.cost.to_dict() if p.cost is not None else None,
-        "neighbouring_relation": p.neighbour,
-        "unit_of_privacy": {"max_trips": p.max_trips, "distinct": p.distinct, "description": unit_desc},
-        "noise": noise,
-        "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
-        "composition": "sequential over the measured tree levels (parallel within a level: its area pairs "
-                       "partition the trips)",
-        "invariants": invariants,
-        "invariants_note": "Invariants are published exactly and are outside the DP guarantee.",
-        "levels": [{"tree_level": lv["level"], "level": lv["name"], "measured": lv["measured"],
-                    "share": lv["share"], "noise": lv["noise"], "scale": lv["scale"],
-                    "l1_sensitivity": lv["l1_sensitivity"], "l2_sensitivity": lv["l2_sensitivity"]}
-                   for lv in pd_["levels"]],
-    }
-    if p.cost is not None and p.cost.definition == "zcdp":
-        rho = float(p.cost.value)
-        privacy["approx_dp"] = {
-            "delta": float(delta),
-            "epsilon": zcdp_to_approx_dp(rho, float(delta)),
-            "epsilon_classic": zcdp_to_approx_dp_classic(rho, float(delta)),
-        }
-        privacy["approx_dp_table"] = [
-            {"delta": d, "epsilon": zcdp_to_approx_dp(rho, d)} for d in sorted({*APPROX_DP_DELTAS, float(delta)},
-                                                                                reverse=True)
-        ]
-        privacy["approx_dp_conversion"] = ("epsilon: Canonne, Kamath & Steinke (2020, Cor. 13); epsilon_classic: "
-                                           "rho + 2 sqrt(rho ln(1/delta)) (Bun & Steinke 2016; the paper's Lemma 3)")
-    elif p.approx is not None:
-        privacy["approx_dp"] = {"delta": float(p.approx[1]), "epsilon": float(p.approx[0])}
+    privacy = _od_privacy(rel, delta)
     # mechanism details are post-processing of the release, except for the stability histogram
     # whose 'noised_cells' is the true number of observed pairs: never exported
-    details = {} if p.mechanism == "sh" else _jsonable(dict(rel.details))
+    details = {} if p.mechanism == "sh" else jsonable(dict(rel.details))
     rec: dict[str, Any] = {
         **header(SCHEMA, "od", rel.release_id, rel.created),
         "mechanism": {
@@ -363,7 +386,7 @@ def od_record(
         "total_public": total_public,
         "zeroing_order": p.order,
         "tiebreak": p.tiebreak,
-        "expected_error": _jsonable([{
+        "expected_error": jsonable([{
             "tree_level": lv.level, "level": lv.name, "possible_pairs": lv.pairs,
             "noise_sd": lv.noise_sd, "rmse": lv.sd, "mean_abs_error": lv.mean_abs,
             "typical_max_abs_error": lv.max_abs, "bound_95": lv.bound,
@@ -378,6 +401,10 @@ def od_record(
                 "destination": "export label of the destination area at the level's destination depth",
                 "noisy_count": "released number of trips (a non-negative whole number for the TopDown "
                                "mechanisms); flows released as 0 are not listed",
+                "noise_sd": "the level's analytic RMSE per flow (from the plan: public parameters only)",
+                "ci95_low": "noisy_count minus the level's guaranteed 95 % bound on the largest error, at "
+                            "least 0 (L-infinity mechanisms; empty otherwise)",
+                "ci95_high": "noisy_count plus that bound (empty where the mechanism has none)",
             },
             "levels": [lp.name for lp in p.levels[1:]],
             "geojson": "flows.geojson (when written): one LineString per released flow from the origin area's "
@@ -402,9 +429,9 @@ def od_record(
                 f"WARNING: the {side} area list was taken from the data; areas without trips are missing and "
                 "that absence is not protected by differential privacy."
             )
-    rec["ledger"] = _jsonable(ledger_section(ledger))
+    rec["ledger"] = jsonable(ledger_section(ledger))
     if extra:
-        rec["extra"] = _jsonable(dict(extra))
+        rec["extra"] = jsonable(dict(extra))
     return rec
 
 
@@ -435,19 +462,26 @@ def write_od(
     ``top`` keeps only the largest ``top`` flows per level in ``flows.geojson`` (the CSV always
     holds every released flow).
     """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"The output '{out}' exists and is a file, not a folder. Choose another --out folder.")
-    out.mkdir(parents=True, exist_ok=True)
+    return write_files(od_files(rel, ledger, origin_xy=origin_xy, destination_xy=destination_xy, delta=delta,
+                                extra=extra, top=top), out_dir)
+
+
+def od_files(
+    rel: ODRelease,
+    ledger: Ledger | None = None,
+    *,
+    origin_xy: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    destination_xy: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    delta: float = 1e-8,
+    extra: Mapping[str, Any] | None = None,
+    top: int | None = None,
+) -> dict[str, bytes]:
+    """The release's files, name -> bytes: ``release.csv``, ``flows.geojson`` (with coordinates)
+    and ``release.json`` (the record, ``ledger`` as of the charge).  Made once, at release time."""
     files: dict[str, bytes] = {"release.csv": release_csv_bytes(rel)}
     if origin_xy is not None or destination_xy is not None:
         oxy = origin_xy if origin_xy is not None else destination_xy
         files["flows.geojson"] = orjson.dumps(flows_geojson(rel, oxy, destination_xy, top=top))  # type: ignore[arg-type]
     names = [*files, "release.json"]
     files["release.json"] = od_json(rel, ledger, delta=delta, extra=extra, files=names)
-    paths = []
-    for name, data in files.items():
-        path = out / name
-        path.write_bytes(data)
-        paths.append(path)
-    return paths
+    return files

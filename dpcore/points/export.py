@@ -8,10 +8,7 @@ input file name.  The record validates against ``schemas/release.schema.json``.
 
 from __future__ import annotations
 
-import datetime as _dt
 import io
-import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +16,16 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from dpcore.core.record import header, ledger_section
+from dpcore.core.record import (
+    APPROX_DP_CONVERSION,
+    approx_dp_reading,
+    header,
+    jsonable,
+    ledger_section,
+    write_files,
+)
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
-from dpcore.privacy.budget import APPROX_DP_DELTAS, zcdp_to_approx_dp
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 
@@ -167,7 +170,7 @@ def _workload_summary(release: PartitionRelease) -> dict[str, Any] | None:
     out["answers_file"] = "workload_answers.csv" if has_workload_answers(release) else None
     out["standard_errors"] = ("analytic: sqrt(Var(z) · w X⁺ wᵀ) for each query w, from the strategy and "
                               "the noise only (no data)")
-    return _jsonable(out)
+    return jsonable(out)
 
 
 def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> dict[str, Any]:
@@ -179,7 +182,7 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
         "mechanism": {
             "name": release.mechanism,
             "title": release.mechanism_title,
-            "params": _jsonable(release.params),
+            "params": jsonable(release.params),
         },
         "privacy": {
             "definition": "pure epsilon-DP" if release.cost.definition == "pure" else "rho-zCDP",
@@ -212,7 +215,7 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
             "source": "set by the curator (public), not derived from the data",
         },
         "levels": levels,
-        "released_values": _jsonable(release.public),
+        "released_values": jsonable(release.public),
         "outputs": {
             "n_rectangles": release.n_rects,
             "n_leaves": int(release.leaf.sum()),
@@ -229,12 +232,11 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
     summary = _workload_summary(release)
     if summary is not None:
         rec["workload"] = summary
-    if release.cost.definition == "zcdp":
-        rec["privacy"]["approx_dp"] = [
-            {"delta": d, "epsilon": zcdp_to_approx_dp(release.cost.value, d)} for d in APPROX_DP_DELTAS
-        ]
-        rec["privacy"]["approx_dp_conversion"] = "Canonne, Kamath & Steinke (2020), Prop. / Cor. 13"
-    rec["budget"]["ledger"] = _jsonable(ledger_section(ledger))
+    reading = approx_dp_reading(release.cost)
+    if reading is not None:
+        rec["privacy"]["approx_dp"] = reading
+        rec["privacy"]["approx_dp_conversion"] = APPROX_DP_CONVERSION
+    rec["ledger"] = jsonable(ledger_section(ledger))
     return rec
 
 
@@ -247,8 +249,13 @@ def release_json(release: PartitionRelease, ledger: Ledger | None = None) -> byt
 def write_release(release: PartitionRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
     """Write the three export files into ``out_dir`` (created if missing), plus
     ``workload_answers.csv`` when the release has workload answers (matrix mechanism)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    return write_files(release_files(release, ledger), out_dir)
+
+
+def release_files(release: PartitionRelease, ledger: Ledger | None = None) -> dict[str, bytes]:
+    """The release's files, name -> bytes: ``release.csv``, ``release.geojson``, ``release.json``
+    (the record, with ``ledger`` as of the charge) and ``workload_answers.csv`` for the matrix
+    mechanism.  Made once, when the release is made; the app stores these bytes."""
     files = {
         "release.csv": release_csv(release),
         "release.geojson": release_geojson(release),
@@ -256,37 +263,4 @@ def write_release(release: PartitionRelease, out_dir: str | Path, ledger: Ledger
     }
     if has_workload_answers(release):
         files["workload_answers.csv"] = workload_answers_csv(release)
-    paths = []
-    for name, data in files.items():
-        p = out / name
-        p.write_bytes(data)
-        paths.append(p)
-    return paths
-
-
-def record_schema(name: str = "release") -> dict[str, Any]:
-    """The JSON Schema ``dpcore/schemas/<name>.schema.json`` (``release`` or ``hierarchy_release``)."""
-    text = resources.files("dpcore").joinpath(f"schemas/{name}.schema.json").read_text("utf-8")
-    return json.loads(text)
-
-
-def validate_record(record: dict[str, Any], name: str = "release") -> None:
-    """Raise ``jsonschema.ValidationError`` if the record breaks the schema ``name``."""
-    import jsonschema
-
-    jsonschema.validate(record, record_schema(name))
-
-
-def _jsonable(obj: Any) -> Any:
-    """Plain JSON values: numpy scalars unwrapped, dates as ISO text, non-finite floats as null."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    if isinstance(obj, (_dt.datetime, _dt.date)):
-        return obj.isoformat()
-    return obj
+    return files

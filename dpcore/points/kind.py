@@ -109,7 +109,7 @@ class PointsMechanism(Mechanism):
         # the plan has checked the cost and resolved the parameters (PointMechanism.prepare); the
         # levels the data sizes (noisy number of points) are set inside the release
         inner = self.point.release_planned(aggregate, plan.cost, dict(plan.params), noise)
-        return KindRelease.of(plan, inner, export.release_record)
+        return KindRelease.of(plan, inner, export.release_record, export.release_files)
 
 
 def register(registry: Registry) -> None:

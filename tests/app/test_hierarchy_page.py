@@ -108,14 +108,14 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.sidebar.markdown)
     step(at, "export")
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.markdown)
-    ex = at.session_state["hier_release"]["exports"]
-    csv = pd.read_csv(__import__("io").BytesIO(ex["csv"]), dtype=str)
-    assert list(csv.columns) == ["level", "code", "parent", "noisy_count"]
+    ex = at.session_state["hier_release"]["files"]  # made once, with the release: the Export step serves them
+    csv = pd.read_csv(__import__("io").BytesIO(ex["release.csv"]), dtype=str)
+    assert list(csv.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert len(csv) == 1 + 4 + 36 + 576
-    rec = json.loads(ex["json"])
+    rec = json.loads(ex["release.json"])
     assert rec["hierarchy"]["area_list_source"] == "table (confirmed public)"
-    assert rec["budget"]["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(0.5)
-    assert set(ex["geojson"]) == {"region", "district", "zone"}
+    assert rec["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(0.5)
+    assert {n for n in ex if n.endswith(".geojson")} == {"region.geojson", "district.geojson", "zone.geojson"}
 
 
 def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> None:
@@ -178,8 +178,8 @@ def test_matrix_mechanism_with_uploaded_area_sets(at: AppTest) -> None:
     step(at, "export")
     labels = [b.label for b in at.get("download_button")]
     assert "Download area_queries.csv" in labels
-    ex = at.session_state["hier_release"]["exports"]
-    assert b"North" in ex["sets"] and b"area_queries.csv" in ex["json"]
+    ex = at.session_state["hier_release"]["files"]
+    assert b"North" in ex["area_queries.csv"] and b"area_queries.csv" in ex["release.json"]
 
 
 def test_a_large_table_upload_is_summed_by_duckdb(monkeypatch) -> None:

@@ -239,7 +239,7 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     files = downloads(media)
     assert sorted(files) == ["flows.geojson", "release.csv", "release.json"]
     csv = pd.read_csv(io.BytesIO(files["release.csv"]), dtype={"noisy_count": int})
-    assert list(csv.columns) == ["level", "origin", "destination", "noisy_count"]
+    assert list(csv.columns) == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert (csv["noisy_count"] > 0).all()
     rec = json.loads(files["release.json"])
     od_export.validate_od_record(rec)
@@ -247,8 +247,9 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     assert rec["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(led.spent)
     assert rec["extra"]["budget_input"]["conversion"] == "classic"
     # every area has a position; the total (level 1: total → region) has none
-    assert entry["exports"]["geojson_n"] == sum(v.size for v in rel.values[2:])
-    assert len(json.loads(files["flows.geojson"])["features"]) == entry["exports"]["geojson_n"]
+    assert len(json.loads(files["flows.geojson"])["features"]) == sum(v.size for v in rel.values[2:])
+    # the Export step serves the bytes made with the release (and kept in the history)
+    assert files == entry["files"]
 
 
 def test_a_second_click_on_release_spends_nothing(at: AppTest) -> None:

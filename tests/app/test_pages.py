@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dpcore.core.record import validate_record
 from dpcore.data.synthetic import DEMO_NAME
 from dpcore.points import export
 from ui.state import release_widget_key
@@ -447,7 +448,7 @@ def test_export_after_release_files_agree(at):
     csv = pd.read_csv(io.BytesIO(export.release_csv(rel)))
     geo = json.loads(export.release_geojson(rel))
     record = json.loads(export.release_json(rel, ledger))
-    export.validate_record(record)
+    validate_record(record)
 
     assert list(csv.columns) == export.CSV_COLUMNS
     assert geo["type"] == "FeatureCollection"
@@ -460,11 +461,13 @@ def test_export_after_release_files_agree(at):
     assert record["release_id"] == rel.release_id
     assert record["mechanism"]["name"] == "ug"
     assert record["outputs"]["n_leaves"] == int(csv["leaf"].sum())
-    assert record["budget"]["ledger"]["spent"] == pytest.approx(0.5)
-    # the page offers the files it prepared from this very release
-    assert entry.exports["files_id"] == rel.release_id
-    assert pd.read_csv(io.BytesIO(entry.exports["csv"]))["noisy_count"].tolist() == \
-        csv["noisy_count"].tolist()
+    assert record["ledger"]["spent"] == pytest.approx(0.5)
+    # the page serves the files made once, with the release: the same tables, and the record
+    # whose ledger is the one as of the charge
+    served = entry.exports["files"]
+    assert list(served) == ["release.csv", "release.geojson", "release.json"]
+    assert served["release.csv"] == export.release_csv(rel)
+    assert json.loads(served["release.json"])["ledger"] == record["ledger"]
 
 
 def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
@@ -492,7 +495,7 @@ def test_zcdp_release_shows_the_approx_dp_reading_and_locks_the_definition(at):
     goto(at, "plan")
     assert at.radio(key=f"definition_{fp}").disabled
     rec = json.loads(export.release_json(rel, led))
-    export.validate_record(rec)
+    validate_record(rec)
     assert rec["privacy"]["definition"] == "rho-zCDP"
 
 

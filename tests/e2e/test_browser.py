@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from test_kinds_browser import pick_option
 
+from dpcore.core.record import validate_record
 from dpcore.points import export
 
 pytestmark = [
@@ -107,7 +108,7 @@ def test_upload_release_map_export_offline(app_url, page, tmp_path):
     csv = pd.read_csv(io.BytesIO(csv_bytes))
     geo = json.loads(geo_bytes)
     record = json.loads(json_bytes)
-    export.validate_record(record)
+    validate_record(record)
 
     assert list(csv.columns) == export.CSV_COLUMNS
     assert geo["type"] == "FeatureCollection"

@@ -60,7 +60,7 @@ def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
         main.get_by_role("button", name="Download release.json").click()
     record = json.loads(open(info.value.path(), "rb").read())
     validate_hierarchy_record(record)
-    assert list(csv.columns) == ["level", "code", "parent", "noisy_count"]
+    assert list(csv.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert csv.groupby("level").size().to_dict() == {"total": 1, "region": 4, "district": 36, "zone": 576}
     # consistent: each level sums to the released total
     total = int(csv.loc[csv["level"] == "total", "noisy_count"].iloc[0])

@@ -25,6 +25,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from dpcore.areas.export import validate_hierarchy_record
+from dpcore.core.record import validate_record
 from dpcore.flows.export import validate_od_record
 from dpcore.points import export
 
@@ -181,7 +182,7 @@ def test_points_htf_on_the_demo(app_url, page, tmp_path):
     csv = pd.read_csv(io.BytesIO(download(page, "Download release.csv", tmp_path)))
     record = json.loads(download(page, "Download release.json", tmp_path))
     shot(page, "points-export")
-    export.validate_record(record)
+    validate_record(record)
     assert record["mechanism"]["name"] == "htf"
     assert list(csv.columns) == export.CSV_COLUMNS
     assert record["outputs"]["n_leaves"] == int(csv["leaf"].sum()) == deepest
@@ -220,7 +221,7 @@ def test_areas_topdown_on_the_us_tracts(app_url, page, tmp_path):
     shot(page, "areas-export")
     validate_hierarchy_record(record)
     assert record["mechanism"]["name"] == "topdown_l2"
-    assert list(csv.columns) == ["level", "code", "parent", "noisy_count"]
+    assert list(csv.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     sizes = csv.groupby("level").size().to_dict()
     assert sizes["TRACTCE"] == 85_395
     # consistent: each level sums to the released total
@@ -256,7 +257,7 @@ def test_flows_on_rhode_island_lodes(app_url, page, tmp_path):
     shot(page, "flows-export")
     validate_od_record(record)
     assert record["mechanism"]["name"] == "inftda"
-    assert list(csv.columns) == ["level", "origin", "destination", "noisy_count"]
+    assert list(csv.columns) == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert (csv["noisy_count"] > 0).all()
     # consistent: every table sums to the same total
     sums = csv.groupby("level")["noisy_count"].sum()

@@ -108,7 +108,7 @@ def test_od_release_map_export(app_url, page, tmp_path):
     with page.expect_download() as info:  # built on the click (deferred), then kept
         main.get_by_role("button", name="Download flows.geojson").click()
     geo = json.loads(open(info.value.path(), "rb").read())
-    assert list(csv.columns) == ["level", "origin", "destination", "noisy_count"]
+    assert list(csv.columns) == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert (csv["noisy_count"] > 0).all()
     # consistent: every table sums to the public total of 60,000 trips
     assert csv.groupby("level")["noisy_count"].sum().to_dict() == {

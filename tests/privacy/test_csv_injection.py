@@ -182,7 +182,7 @@ def test_hierarchy_and_area_sets(evil_hierarchy) -> None:
         out = export.hierarchy_csv(rel)
         codes = {r[1] for r in fields(out)[1:]}
         assert {"'=1+2", "'-001", "'@A"} <= codes
-        assert_no_formula(out, {"noisy_count"})
+        assert_no_formula(out, {"noisy_count", "noise_sd", "ci95_low", "ci95_high"})
         if mech == "matrix":
             out = area_sets.area_sets_csv(rel)
             assert [r[0] for r in fields(out)[1:]] == ["'=SUM(A1:A9)", "'-both"]
@@ -205,7 +205,7 @@ def test_census_privelet_and_marginals() -> None:
     out = marginals.marginals_csv(marginals.release(table, p, NoiseSource(5)))
     cells = {v for r in fields(out) for v in r}
     assert {"'=01/-001", "'=a", "'+b"} <= cells
-    assert_no_formula(out, {"noisy_count", "ci95_low", "ci95_high"})
+    assert_no_formula(out, {"noisy_count", "noise_sd", "ci95_low", "ci95_high"})
 
 
 def test_od_release_csv() -> None:
@@ -216,7 +216,7 @@ def test_od_release_csv() -> None:
     counts = ODCounts.from_frame(flows, h, origin="o", destination="d", count="n")
     rel = pipeline.release_od(counts, "inftda", budget.zcdp(0.5), Ledger(budget.zcdp(1.0)), noise=NoiseSource(6))
     out = fexport.release_csv_bytes(rel)
-    assert_no_formula(out, {"noisy_count"})
+    assert_no_formula(out, {"noisy_count", "noise_sd", "ci95_low", "ci95_high"})
     assert any(v.startswith("'") for r in fields(out)[1:] for v in r[1:3])
 
 

@@ -68,7 +68,7 @@ def read_csv(data: bytes) -> pd.DataFrame:
 def test_csv_one_row_per_area_and_level_with_released_values_only(counts: HierarchyCounts, mechanism: str) -> None:
     r = H.release(counts, mechanism, budget.pure(0.5), NoiseSource(3))
     df = read_csv(X.hierarchy_csv(r))
-    assert list(df.columns) == ["level", "code", "parent", "noisy_count"]
+    assert list(df.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert len(df) == 1 + 3 + 7
     assert df["level"].tolist() == ["total"] + ["state"] * 3 + ["county"] * 7
     assert df["code"].tolist() == ["total", "01", "02", "06",
@@ -80,15 +80,17 @@ def test_csv_one_row_per_area_and_level_with_released_values_only(counts: Hierar
         assert all(s.lstrip("-").isdigit() for s in df["noisy_count"])
     true = np.concatenate(counts.levels())
     assert np.sum(np.abs(released - true) > 1e-9) >= 8  # noise: most cells are not the true count
-    text = X.hierarchy_csv(r).decode()
+    # a true leaf count appears only if released (as any field: the intervals are noisy count ± a
+    # public half-width, so one may share a true count's digits but not its value)
+    values = {float(f) for line in X.hierarchy_csv(r).decode().splitlines()[1:] for f in line.split(",")[3:] if f}
     for v in TRUE[TRUE > 0]:
-        assert str(v) not in text or int(v) in released  # a true leaf count appears only if released
+        assert float(v) not in values or int(v) in released
 
 
 def test_csv_of_group_sizes_has_a_size_column(group_counts: HierarchyCounts) -> None:
     r = H.release(group_counts, "exact", budget.pure(1.0), NoiseSource(2))
     frame = X.hierarchy_frame(r)
-    assert list(frame.columns) == ["level", "code", "parent", "size", "noisy_count"]
+    assert list(frame.columns) == ["level", "code", "parent", "size", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert len(frame) == (1 + 3 + 7) * 3
     assert frame["size"].tolist()[:6] == ["one", "two", "more", "one", "two", "more"]
     assert frame["code"].tolist()[3:6] == ["01"] * 3
@@ -216,11 +218,11 @@ def test_record_validates_and_holds_no_true_counts(counts: HierarchyCounts, mech
         assert str(total) not in text
     assert rec["mechanism"]["name"] == mechanism
     assert rec["privacy"]["neighbouring_relation"] == neighbour
-    assert rec["budget"]["ledger"]["spent"] == pytest.approx(cost.value)
+    assert rec["ledger"]["spent"] == pytest.approx(cost.value)
     assert [lv["share"] for lv in rec["budget"]["levels"]] == [lv.share for lv in r.plan.levels]
     assert rec["hierarchy"]["areas_per_level"] == [1, 3, 7]
     assert rec["hierarchy"]["code_modes"] == ["-", "global", "within_parent"]
-    assert rec["outputs"]["csv_columns"] == ["level", "code", "parent", "noisy_count"]
+    assert rec["outputs"]["csv_columns"] == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     if definition == "zcdp":
         assert rec["privacy"]["noise"] == "discrete Gaussian"
         for item in rec["privacy"]["approx_dp"]:
@@ -237,7 +239,7 @@ def test_record_of_group_sizes(group_counts: HierarchyCounts, mechanism: str) ->
     assert rec["statistic"] == "group_sizes" and rec["sizes"] == ["one", "two", "more"]
     assert rec["privacy"]["invariants"] == {"groups_N": group_counts.n_groups}
     assert "public_groups_N" not in rec["mechanism"]["details"]
-    assert rec["outputs"]["csv_columns"] == ["level", "code", "parent", "size", "noisy_count"]
+    assert rec["outputs"]["csv_columns"] == ["level", "code", "parent", "size", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert "groups" in rec["privacy"]["unit_of_privacy"]
 
 

@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pytest
 
+from dpcore.core.record import validate_record
 from dpcore.data.domain import Aggregate, Bounds, Grid, block_edges, block_rects, rect_sums
 from dpcore.errors import ParameterError
 from dpcore.estimate.tree_inference import (
@@ -24,7 +25,7 @@ from dpcore.estimate.tree_inference import (
     consistent_release,
     consistent_variance,
 )
-from dpcore.points.export import release_csv, release_record, validate_record
+from dpcore.points.export import release_csv, release_record
 from dpcore.points.mechanisms.ag import (
     AdaptiveGrid,
     first_level_side,

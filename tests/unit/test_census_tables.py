@@ -306,7 +306,7 @@ def test_exports_hold_no_truth(table: census_tables.CensusTable) -> None:
     assert rec["mechanism"]["name"] == "privelet"
     assert rec["params"]["epsilon"] == 1.0 and rec["params"]["lambda"] == rel.lam
     assert [lv["level"] for lv in rec["levels"]] == ["total", *LEVELS]
-    assert rec["budget"]["ledger"]["entries"]
+    assert rec["ledger"]["entries"]
 
 
 # ------------------------------------------------------------------ CLI

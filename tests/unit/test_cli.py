@@ -17,8 +17,9 @@ import pytest
 
 import dpcore
 from dpcore.cli import main
+from dpcore.core.record import validate_record
 from dpcore.points import mechanisms
-from dpcore.points.export import CSV_COLUMNS, validate_record
+from dpcore.points.export import CSV_COLUMNS
 
 REPO = Path(dpcore.__file__).resolve().parents[1]
 BOUNDS = "-74.06,40.56,-73.70,40.92"
@@ -324,7 +325,7 @@ def test_ledger_refuses_second_release(tmp_path: Path, points_csv: Path,
     # the refused run changed nothing
     assert json.loads(ledger.read_text("utf-8")) == saved
     rec = json.loads((out1 / "release.json").read_text("utf-8"))
-    assert rec["budget"]["ledger"]["spent"] == pytest.approx(0.6)
+    assert rec["ledger"]["spent"] == pytest.approx(0.6)
 
     # what is left can still be spent
     out3 = tmp_path / "out3"
@@ -408,11 +409,12 @@ def test_hierarchy_exact_release(tmp_path: Path, tracts_csv: Path, capsys: pytes
     assert "Released 1 total, 3 STATEFP" in captured.out and captured.err == ""
     assert sorted(p.name for p in out.iterdir()) == ["release.csv", "release.json"]
     rows = read_release(out)
-    assert list(rows[0]) == ["level", "code", "parent", "noisy_count"]
+    assert list(rows[0]) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     src = list(csv.DictReader(tracts_csv.open(encoding="utf-8")))
     n_counties = len({(r["STATEFP"], r["COUNTYFP"]) for r in src})
     assert len(rows) == 1 + 3 + n_counties + len(src)
-    assert rows[0] == {"level": "total", "code": "total", "parent": "", "noisy_count": rows[0]["noisy_count"]}
+    assert {k: rows[0][k] for k in ("level", "code", "parent")} == {"level": "total", "code": "total", "parent": ""}
+    assert float(rows[0]["ci95_low"]) <= int(rows[0]["noisy_count"]) <= float(rows[0]["ci95_high"])
     assert [r["code"] for r in rows[1:4]] == ["01", "02", "06"]
     assert rows[4]["code"] == "01/001" and rows[4]["parent"] == "01"
     assert all(int(r["noisy_count"]) >= 0 for r in rows)
@@ -474,7 +476,7 @@ def test_hierarchy_group_sizes_from_several_count_columns(tmp_path: Path, tracts
     out = tmp_path / "out"
     assert main(hier_args(tracts_csv, out, mechanism="dpc_approx", count="H1,H2,H3")) == 0, capsys.readouterr().err
     rows = read_release(out)
-    assert list(rows[0]) == ["level", "code", "parent", "size", "noisy_count"]
+    assert list(rows[0]) == ["level", "code", "parent", "size", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     src = list(csv.DictReader(tracts_csv.open(encoding="utf-8")))
     n = sum(int(r[c]) for r in src for c in ("H1", "H2", "H3"))
     assert sum(int(r["noisy_count"]) for r in rows if r["level"] == "total") == n
@@ -593,7 +595,7 @@ def test_hierarchy_ledger_accumulates_and_refuses(tmp_path: Path, tracts_csv: Pa
     saved = json.loads(ledger.read_text("utf-8"))
     assert saved["spent"] == pytest.approx(1.0) and len(saved["entries"]) == 2
     rec = json.loads((tmp_path / "o4" / "release.json").read_text("utf-8"))
-    assert rec["budget"]["ledger"]["spent"] == pytest.approx(1.0)
+    assert rec["ledger"]["spent"] == pytest.approx(1.0)
 
 
 @pytest.mark.skipif(not US_TRACTS.exists(), reason="shared US tract file not available")
@@ -607,7 +609,7 @@ def test_hierarchy_us_tracts(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
     df = pd.read_csv(out / "release.csv", dtype={"level": str, "code": str, "parent": str},
                      keep_default_na=False)
-    assert list(df.columns) == ["level", "code", "parent", "noisy_count"]
+    assert list(df.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert df["level"].value_counts().to_dict() == {"total": 1, "STATEFP": 52, "COUNTYFP": 3221,
                                                      "TRACTCE": 85395}
     assert len(df) == 1 + 52 + 3221 + 85395

@@ -26,7 +26,7 @@ def test_a_release_is_accounted_by_default_with_the_apps_cap(tmp_path: Path, cap
     line = _ok(release_args(pts, tmp_path / "a", epsilon="0.6"), capsys)
     assert "0.4 of the budget left in the budget database" in line and str(default_path()) in line
     rec = json.loads((tmp_path / "a" / "release.json").read_text("utf-8"))
-    led = rec["budget"]["ledger"]
+    led = rec["ledger"]
     assert led["accounted"] is True and led["cap"]["value"] == 1.0 and led["spent"] == pytest.approx(0.6)
     assert led["unit"]["entity"] == "record" and "dataset" not in led
     # the same points reordered, with the columns swapped, gzipped and renamed: the same budget
@@ -44,8 +44,8 @@ def test_no_budget_charges_nothing_and_the_record_says_so(tmp_path: Path, capsys
         line = _ok(release_args(pts, tmp_path / out, epsilon="0.6", extra=["--no-budget"]), capsys)
         assert "not accounted" in line
     rec = json.loads((tmp_path / "a" / "release.json").read_text("utf-8"))
-    assert rec["budget"]["ledger"] == {"accounted": False, "note": rec["budget"]["ledger"]["note"]}
-    assert "not accounted" in rec["budget"]["ledger"]["note"]
+    assert rec["ledger"] == {"accounted": False, "note": rec["ledger"]["note"]}
+    assert "not accounted" in rec["ledger"]["note"]
     _ok(release_args(pts, tmp_path / "c", epsilon="1"), capsys)  # the whole default budget is still there
     line = assert_user_error(main(release_args(pts, tmp_path / "d", extra=["--no-budget", "--budget-cap", "2"])),
                              capsys)

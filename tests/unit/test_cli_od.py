@@ -85,7 +85,7 @@ def test_release_od_writes_the_three_files(files: dict[str, Path], capsys: pytes
     assert "flows per level:" in captured.out and "of the budget left in the budget database" in captured.out
     assert "origin=origin, destination=destination, count=count" in captured.out  # detected, said so
     df = pd.read_csv(out / "release.csv", dtype={"origin": str, "destination": str})
-    assert list(df.columns) == ["level", "origin", "destination", "noisy_count"]
+    assert list(df.columns) == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert (df["noisy_count"] > 0).all()
     assert {"region", "district", "zone", "region>district", "district>zone"} <= set(df["level"])
     assert set(df.loc[df["level"] == "zone", "origin"]) <= {"/".join(z) for z in ZONES}

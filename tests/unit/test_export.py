@@ -17,6 +17,7 @@ import jsonschema
 import numpy as np
 import pytest
 
+from dpcore.core.record import validate_record
 from dpcore.data.domain import Aggregate, Bounds, Grid, rect_sums
 from dpcore.pipeline import release_points
 from dpcore.points import mechanisms
@@ -26,7 +27,6 @@ from dpcore.points.export import (
     release_geojson,
     release_json,
     release_record,
-    validate_record,
     write_release,
 )
 from dpcore.privacy.budget import pure
@@ -142,8 +142,8 @@ class TestRecord:
         ledger.spend(pure(1.0), label="UG", details={"mechanism": "ug"})
         rec = release_record(ug_release, ledger)
         validate_record(rec)
-        assert rec["budget"]["ledger"]["spent"] == 1.0
-        assert "dataset" not in rec["budget"]["ledger"]
+        assert rec["ledger"]["spent"] == 1.0
+        assert "dataset" not in rec["ledger"]
         assert "trips_2024" not in release_json(ug_release, ledger).decode()
 
     def test_budget_split_adds_up(self, ug_release) -> None:

@@ -16,6 +16,7 @@ import pytest
 from dpcore import pipeline
 from dpcore.areas import census_privelet, census_tables, export, marginals
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.core.record import validate_record
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.data.points import load_points
 from dpcore.points import export as pexport
@@ -73,7 +74,7 @@ def test_points_exports() -> None:
     for mech in ("identity", "ug", "privelet"):
         rel = pipeline.release_points(agg, mech, 1.0, {}, led, noise=ShiftNoise(1))
         rec = pexport.release_record(rel, led)
-        pexport.validate_record(rec)
+        validate_record(rec)
         assert_clean({"csv": pexport.release_csv(rel), "json": pexport.release_json(rel, led),
                       "geojson": pexport.release_geojson(rel)}, [*TRUE, sum(TRUE)],
                      ["73.9876543", "40.7654321"])

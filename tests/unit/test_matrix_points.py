@@ -10,12 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dpcore.core.record import validate_record
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_cache, matrix_errors, matrix_workload
 from dpcore.pipeline import release_points
 from dpcore.points import mechanisms
-from dpcore.points.export import release_record, validate_record, write_release
+from dpcore.points.export import release_record, write_release
 from dpcore.points.mechanisms.matrix import MatrixMechanism
 from dpcore.privacy.budget import pure, zcdp
 from dpcore.privacy.ledger import Ledger

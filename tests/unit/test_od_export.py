@@ -97,7 +97,7 @@ def _numbers(text: str) -> set[int]:
 
 def test_release_frame_columns_and_nonzero(rel: ODRelease) -> None:
     df = X.release_frame(rel)
-    assert list(df.columns) == ["level", "origin", "destination", "noisy_count"]
+    assert list(df.columns) == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert (df["noisy_count"] > 0).all()
     names = [lp.name for lp in rel.plan.levels]
     assert set(df["level"]) <= set(names[1:])
@@ -110,7 +110,7 @@ def test_release_frame_columns_and_nonzero(rel: ODRelease) -> None:
 
 def test_release_csv_bytes_round_trip(rel: ODRelease) -> None:
     data = X.release_csv_bytes(rel)
-    assert data.startswith(b"level,origin,destination,noisy_count\n")
+    assert data.startswith(b"level,origin,destination,noisy_count,noise_sd,ci95_low,ci95_high\n")
     back = pd.read_csv(io.BytesIO(data), dtype={"origin": str, "destination": str})
     assert len(back) == len(X.release_frame(rel))
     assert (back["noisy_count"] > 0).all()
@@ -149,7 +149,7 @@ def test_record_validates_and_holds_the_plan(rel: ODRelease, hier: Hierarchy) ->
     assert sum(x["share"] for x in lv) == pytest.approx(0.5)
     assert all(x["l2_sensitivity"] == pytest.approx(math.sqrt(2)) for x in lv[1:])
     assert len(rec["expected_error"]) == 7
-    assert rec["outputs"]["csv_columns"] == ["level", "origin", "destination", "noisy_count"]
+    assert rec["outputs"]["csv_columns"] == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert rec["not_exported"]
     # JSON-able as is
     json.dumps(rec, allow_nan=False)

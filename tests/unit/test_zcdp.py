@@ -11,6 +11,7 @@ import pytest
 
 from dpcore import pipeline
 from dpcore.cli import main
+from dpcore.core.record import validate_record
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError
 from dpcore.points import export, mechanisms
@@ -72,7 +73,7 @@ def test_zcdp_record_states_the_approx_dp_reading_and_validates():
     led = Ledger(budget.zcdp(1.0))
     rel = pipeline.release_points(agg, "ug", budget.zcdp(0.25), {}, led, noise=noise.NoiseSource(3))
     rec = export.release_record(rel, led)
-    export.validate_record(rec)
+    validate_record(rec)
     assert rec["privacy"]["definition"] == "rho-zCDP"
     assert rec["privacy"]["noise"] == "discrete Gaussian"
     for item in rec["privacy"]["approx_dp"]:

@@ -237,4 +237,4 @@ class ODMechanism(Mechanism):
 
         self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
         inner = self.release_tree(aggregate, plan.inner, noise, progress=progress)
-        return KindRelease.of(plan, inner, od_export.od_record)
+        return KindRelease.of(plan, inner, od_export.od_record, od_export.od_files)

@@ -9,7 +9,6 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import area_sets, export
 from dpcore.areas.unit import hierarchy_unit
 from dpcore.core import spec as config
 from dpcore.data import engines
@@ -31,31 +30,22 @@ def export_step() -> None:
         frame.missing("Nothing has been released from this data yet.", "release", "Go to the Release step")
     rel = entry["release"]
     led = common.ledger(m["fp"])
-    ex = entry["exports"]
-    joins = m["joins"]
-    if "csv" not in ex:
-        new: dict[str, Any] = {"csv": export.hierarchy_csv(rel)}
-        if rel.details.get("area_sets"):
-            new["sets"] = area_sets.area_sets_csv(rel)
-        files = ["release.csv", *(["area_queries.csv"] if "sets" in new else []),
-                 *[f"{export.safe_file_stem(lv)}.geojson" for lv in joins], "release.json"]
-        new["json"] = export.hierarchy_json(rel, led, files)
-        new["geojson"] = {lv: export.level_geojson(rel, j) for lv, j in joins.items()}
-        ex.update(new)  # built whole, then stored: an interrupted rerun leaves no half-filled dict
+    files = entry["files"]  # made once, with the release (the bytes stored in the history)
     c1, c2 = st.columns(2)
-    c1.download_button("Download release.csv", ex["csv"], "release.csv", "text/csv", on_click="ignore",
+    c1.download_button("Download release.csv", files["release.csv"], "release.csv", "text/csv", on_click="ignore",
                        key="hier_dl_csv", type="primary")
-    c2.download_button("Download release.json", ex["json"], "release.json", "application/json",
+    c2.download_button("Download release.json", files["release.json"], "release.json", "application/json",
                        on_click="ignore", key="hier_dl_json", type="primary")
-    if "sets" in ex:
-        st.download_button("Download area_queries.csv", ex["sets"], "area_queries.csv", "text/csv",
+    if "area_queries.csv" in files:
+        sets = files["area_queries.csv"]
+        st.download_button("Download area_queries.csv", sets, "area_queries.csv", "text/csv",
                            on_click="ignore", key="hier_dl_sets", type="primary")
         st.markdown("**area_queries.csv**: your area-code sets, their noisy totals and standard errors")
-        st.dataframe(pd.read_csv(io.BytesIO(ex["sets"]), nrows=50), hide_index=True, key="hier_sets_preview")
-    for lv, data in ex["geojson"].items():
-        st.download_button(f"Download {export.safe_file_stem(lv)}.geojson", data,
-                           f"{export.safe_file_stem(lv)}.geojson", "application/geo+json",
-                           on_click="ignore", key=f"hier_dl_geo_{lv}")
+        st.dataframe(pd.read_csv(io.BytesIO(sets), nrows=50), hide_index=True, key="hier_sets_preview")
+    for name, data in files.items():
+        if name.endswith(".geojson"):
+            st.download_button(f"Download {name}", data, name, "application/geo+json",
+                               on_click="ignore", key=f"hier_dl_geo_{name}")
 
     st.subheader("The release record")
     st.markdown(f"- **Mechanism:** {rel.mechanism.title}\n"
@@ -64,9 +54,10 @@ def export_step() -> None:
                 f"- **Budget of this dataset:** {led.cap.symbol} = {fmt.eps(led.spent)} spent of "
                 f"{fmt.eps(led.cap.value)}")
     st.markdown("**release.csv** (first rows)")
-    st.dataframe(pd.read_csv(io.BytesIO(ex["csv"]), dtype=str, nrows=12), hide_index=True, key="hier_csv_preview")
+    st.dataframe(pd.read_csv(io.BytesIO(files["release.csv"]), dtype=str, nrows=12), hide_index=True,
+                 key="hier_csv_preview")
     with st.expander("Release record (release.json)"):
-        st.json(ex["json"].decode("utf-8"), expanded=1)
+        st.json(files["release.json"].decode("utf-8"), expanded=1)
     if entry.get("config"):
         with st.expander("Repeat this release in a pipeline (config file)"):
             st.download_button("Download release.toml", entry["config"], "release.toml", "application/toml",

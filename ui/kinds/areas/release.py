@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import area_sets, export, figures, tree_mechanisms
+from dpcore.areas import export, figures, tree_mechanisms
 from dpcore.areas.unit import census_unit
 from dpcore.pipeline import release_census, release_hierarchy
 from dpcore.points import viz
@@ -38,7 +38,7 @@ def release_step() -> None:
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
                 f"unit of privacy: **{common.unit_words(sel.unit)}**.")
     job = {"counts": m["counts"], "mech": sel.mech, "cost": sel.cost, "led": sel.ledger, "fp": m["fp"],
-           "name": m["name"], "opts": sel.opts, "config": (m["inputs"], sel)}
+           "name": m["name"], "opts": sel.opts, "config": (m["inputs"], sel), "joins": dict(m["joins"])}
     confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job)
     entry = common.hier_entry()
     if entry is None:
@@ -64,14 +64,12 @@ def release_now(job: dict[str, Any]) -> None:
                             session=state.session(), **job["opts"])
     # no st.session_state access until the release is in the history: Streamlit 1.67 may stop a
     # callback at any such access (a second click), and a charged release must not be lost
-    files = {"release.csv": export.hierarchy_csv(rel)}
-    if rel.details.get("area_sets"):
-        files["area_queries.csv"] = area_sets.area_sets_csv(rel)
-    files["release.json"] = export.hierarchy_json(rel, led, [*files, "release.json"])
+    # the files, made once (the record with the ledger as of the charge): stored, then served by Export
+    files = export.hierarchy_files(rel, led, job["joins"])
     state.remember_release("census", job["fp"], rel.release_id,
                            {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
                             "levels": list(rel.hierarchy.level_names)}, files, led)
-    ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {},
+    ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {}, "files": files,
                           "config": release_config(*job["config"])}
 
 

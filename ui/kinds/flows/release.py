@@ -76,16 +76,16 @@ def release_now(sel: Selection) -> None:
     releases = st.session_state["od_releases"]
     rel = release_od(m["counts"], sel.mechanism, sel.cost, led, split=sel.split, weights=sel.weights,
                      session=state.session(), **sel.opts)
+    extra = {"budget_input": sel.approx} if sel.approx else None
+    # the files, made once (the record with the ledger as of the charge): stored, then served by Export
+    files = od_export.od_files(rel, led, origin_xy=m["xy"] or None, delta=sel.delta, extra=extra)
     releases.setdefault(fp, []).append({
         "release": rel, "fp": fp, "view": m["view"], "model": m, "name": m["name"],
-        "cost_label": sel.cost_label, "delta": sel.delta, "approx": sel.approx, "exports": {}})
-    extra = {"budget_input": sel.approx} if sel.approx else None
+        "cost_label": sel.cost_label, "delta": sel.delta, "approx": sel.approx, "exports": {}, "files": files})
     state.remember_release("od", fp, rel.release_id,
                            {"mechanism": catalog.get("od", sel.mechanism).title, "cost": sel.cost_label,
                             "levels": [lv.name for lv in rel.plan.levels]},  # no file name (issue 18)
-                           {"release.csv": od_export.release_csv_bytes(rel),
-                            "release.json": od_export.od_json(rel, led, delta=sel.delta, extra=extra,
-                                                              files=["release.csv", "release.json"])}, led)
+                           files, led)
 
 
 def _map(entry: dict[str, Any]) -> None:

@@ -22,28 +22,20 @@ def export_step() -> None:
 
     rel = cur.release
     led = state.ledger()
-    if cur.exports.get("files_id") != rel.release_id:
-        with st.spinner("Preparing the files …"):
-            cur.exports["csv"] = export.release_csv(rel)
-            cur.exports["json"] = export.release_json(rel, led)
-            cur.exports["geojson"] = export.release_geojson(rel) if rel.n_rects <= 200_000 else None
-            cur.exports["files_id"] = rel.release_id
-
-    if export.has_workload_answers(rel) and cur.exports.get("workload_id") != rel.release_id:
-        cur.exports["workload_answers"] = export.workload_answers_csv(rel)
-        cur.exports["workload_id"] = rel.release_id
+    with st.spinner("Preparing the files …"):
+        files = state.release_files(cur)  # made once, with the release (the stored bytes)
 
     c1, c2, c3 = st.columns(3)
-    c1.download_button("Download release.csv", cur.exports["csv"], "release.csv", "text/csv",
+    c1.download_button("Download release.csv", files["release.csv"], "release.csv", "text/csv",
                        on_click="ignore", key="dl_csv", type="primary")
-    geo = cur.exports["geojson"] if cur.exports["geojson"] is not None else (lambda: export.release_geojson(rel))
+    geo = files.get("release.geojson") or (lambda: export.release_geojson(rel))
     c2.download_button("Download release.geojson", geo, "release.geojson", "application/geo+json",
                        on_click="ignore", key="dl_geojson", type="primary")
-    c3.download_button("Download release.json", cur.exports["json"], "release.json", "application/json",
+    c3.download_button("Download release.json", files["release.json"], "release.json", "application/json",
                        on_click="ignore", key="dl_json", type="primary")
 
-    if export.has_workload_answers(rel):
-        st.download_button("Download workload_answers.csv", cur.exports["workload_answers"], "workload_answers.csv",
+    if "workload_answers.csv" in files:
+        st.download_button("Download workload_answers.csv", files["workload_answers.csv"], "workload_answers.csv",
                            "text/csv", on_click="ignore", key="dl_workload_answers")
 
     with st.expander("Repeat this release in a pipeline (config file)"):
@@ -78,7 +70,7 @@ def export_step() -> None:
                    "app's budget database on this computer (DPCORE_LEDGER_DB), keyed by the points' content, so the "
                    "app's releases and the pipeline's runs draw on one budget.")
 
-    rec = json.loads(cur.exports["json"])
+    rec = json.loads(files["release.json"])
     st.subheader("The release record")
     privacy = rec["privacy"]
     st.markdown(
@@ -107,8 +99,8 @@ def export_step() -> None:
         )
         st.dataframe(export.workload_answers_frame(rel).head(20), hide_index=True, key="workload_answers_preview")
     with st.expander("release.geojson (first feature)"):
-        if cur.exports["geojson"] is not None:
-            first = json.loads(cur.exports["geojson"])["features"][:1]
+        if "release.geojson" in files:
+            first = json.loads(files["release.geojson"])["features"][:1]
             st.json(first)
         else:
             st.caption("Large release: the GeoJSON is built when you download it.")

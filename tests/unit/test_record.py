@@ -1,0 +1,184 @@
+"""The record every kind writes: one place for what records share (core.record), the same
+top-level ledger and the same interval columns in every kind's CSV, one (ε, δ) reading."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcore import pipeline
+from dpcore.areas import census_privelet, census_tables, marginals
+from dpcore.areas import export as area_export
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.core.record import (
+    APPROX_DP_CONVERSION,
+    INTERVAL_COLUMNS,
+    approx_dp_reading,
+    validate_record,
+    write_files,
+)
+from dpcore.data import synthetic
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.errors import InputError
+from dpcore.flows import export as od_export
+from dpcore.flows.counts import ODCounts
+from dpcore.points import export as points_export
+from dpcore.privacy import budget
+from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.noise import NoiseSource
+
+ROOT = Path(__file__).resolve().parents[2]
+AREAS = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", "001", "005"]})
+
+
+def _points(cost: budget.PrivacyCost) -> tuple[dict[str, bytes], Ledger]:
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(20, size=(8, 8)).astype(np.int64)
+    agg = Aggregate(grid=Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 8, 8), counts=counts, n_outside=0, n_capped=0,
+                    sensitivity=1, user_cap=None)
+    led = Ledger(budget.zcdp(1.0) if cost.definition == "zcdp" else budget.pure(2.0), dataset="k1:points")
+    rel = pipeline.release_points(agg, "ug", cost, {"public_n": 1000}, led, noise=NoiseSource(1))
+    return points_export.release_files(rel, led), led
+
+
+def _hierarchy(cost: budget.PrivacyCost) -> tuple[dict[str, bytes], Ledger]:
+    h = Hierarchy.from_frame(AREAS, ["state", "county"])
+    counts = HierarchyCounts.from_frame(AREAS.assign(pop=[120, 40, 75, 300]), h, ["state", "county"], "pop")
+    led = Ledger(budget.zcdp(1.0) if cost.definition == "zcdp" else budget.pure(2.0), dataset="k1:hier")
+    rel = pipeline.release_hierarchy(counts, "topdown_l2", cost, led, noise=NoiseSource(2))
+    return area_export.hierarchy_files(rel, led), led
+
+
+def _census(cost: budget.PrivacyCost) -> tuple[dict[str, bytes], Ledger]:
+    table = census_tables.CensusTable.from_frame(synthetic.synthetic_census(), ["state", "county", "tract"],
+                                                 "population")
+    led = Ledger(budget.pure(2.0), dataset="k1:census")
+    rel = pipeline.release_census(table, "privelet", cost, led, noise=NoiseSource(3))
+    return census_privelet.census_files(rel, led), led
+
+
+def _marginals(cost: budget.PrivacyCost) -> tuple[dict[str, bytes], Ledger]:
+    table = census_tables.CensusTable.from_frame(synthetic.synthetic_census(age_bands=True),
+                                                 ["state", "county", "tract"], "population", ordinals=["age_band"])
+    led = Ledger(budget.zcdp(1.0) if cost.definition == "zcdp" else budget.pure(2.0), dataset="k1:census")
+    rel = pipeline.release_census(table, "matrix", cost, led, noise=NoiseSource(4), level="state",
+                                  marginals="state;age_band")
+    return {"marginals.csv": marginals.marginals_csv(rel), "release.json": marginals.marginals_json(rel, led)}, led
+
+
+def _od(cost: budget.PrivacyCost) -> tuple[dict[str, bytes], Ledger]:
+    h = Hierarchy.from_frame(AREAS, ["state", "county"])
+    labels = h.labels(2).tolist()
+    n = len(labels)
+    flows = pd.DataFrame({"origin": np.repeat(labels, n), "destination": np.tile(labels, n),
+                          "count": np.arange(n * n) * 7 + 50})
+    counts = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
+    led = Ledger(budget.zcdp(1.0) if cost.definition == "zcdp" else budget.pure(2.0), dataset="k1:od")
+    rel = pipeline.release_od(counts, "inftda", cost, led, noise=NoiseSource(5))
+    return od_export.od_files(rel, led), led
+
+
+KINDS = {"points": _points, "hierarchy": _hierarchy, "census": _census, "census_marginals": _marginals, "od": _od}
+COSTS = [budget.pure(0.5), budget.zcdp(0.25)]
+
+
+@pytest.mark.parametrize("cost", COSTS, ids=lambda c: c.definition)
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_kind_record_validates_and_carries_the_shared_parts(kind: str, cost: budget.PrivacyCost) -> None:
+    if kind == "census" and cost.definition == "zcdp":
+        pytest.skip("Privelet is defined for pure ε-DP only")
+    files, led = KINDS[kind](cost)
+    rec = json.loads(files["release.json"])
+    validate_record(rec)  # the schema is the one of the record's kind
+    assert rec["kind"] == kind
+    for key in ("schema", "software", "release_id", "created", "mechanism", "privacy", "ledger", "notes"):
+        assert key in rec, key
+    # the ledger as of the charge, in one place for every kind, without the budget's key
+    assert rec["ledger"]["accounted"] is True and rec["ledger"]["spent"] == pytest.approx(led.spent)
+    assert "dataset" not in rec["ledger"] and "ledger" not in rec.get("budget", {})
+    reading = rec["privacy"].get("approx_dp_table", rec["privacy"].get("approx_dp"))
+    if cost.definition == "zcdp":
+        assert rec["privacy"]["approx_dp_conversion"] == APPROX_DP_CONVERSION
+        expected = approx_dp_reading(cost)
+        assert expected is not None
+        by_delta = {r["delta"]: r["epsilon"] for r in reading}
+        for row in expected:
+            assert by_delta[row["delta"]] == pytest.approx(row["epsilon"])
+    else:
+        assert reading is None
+    # a record that lost its ledger breaks the schema
+    broken = {k: v for k, v in rec.items() if k != "ledger"}
+    with pytest.raises(jsonschema.ValidationError):
+        validate_record(broken)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_kind_csv_carries_the_interval_columns(kind: str) -> None:
+    files, _ = KINDS[kind](budget.pure(0.5))
+    name = "marginals.csv" if kind == "census_marginals" else "release.csv"
+    df = pd.read_csv(io.BytesIO(files[name]))
+    assert set(INTERVAL_COLUMNS) <= set(df.columns)
+    assert "noisy_count" in df.columns
+    assert (df["noise_sd"].dropna() >= 0).all() and df["noise_sd"].notna().any()
+    both = df[["ci95_low", "ci95_high"]].dropna()
+    assert (both["ci95_low"] <= both["ci95_high"]).all()
+
+
+def test_the_od_interval_is_the_level_bound_and_empty_without_one() -> None:
+    files, _ = _od(budget.zcdp(0.25))
+    df = pd.read_csv(io.BytesIO(files["release.csv"]))
+    assert df["ci95_low"].notna().all()  # InfTDA (L-infinity) has a 95 % bound per level
+    assert (df["ci95_low"] <= df["noisy_count"]).all() and (df["noisy_count"] <= df["ci95_high"]).all()
+
+
+def test_files_are_written_whole_into_the_folder(tmp_path: Path) -> None:
+    out = tmp_path / "rel"
+    paths = write_files({"release.csv": b"a\n", "release.json": b"{}"}, out)
+    assert [p.name for p in paths] == ["release.csv", "release.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rel"]  # no temporary folder left behind
+    write_files({"release.csv": b"b\n"}, out)  # a second write replaces its files, keeps the others
+    assert (out / "release.csv").read_bytes() == b"b\n" and (out / "release.json").exists()
+    with pytest.raises(ValueError, match="folder"):
+        write_files({"../x.csv": b""}, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rel"]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="is a file"):
+        write_files({"release.csv": b""}, tmp_path / "file")
+
+
+def test_the_approx_dp_reading_is_made_in_one_place() -> None:
+    """Records read a ρ as (ε, δ) through core.record.approx_dp_reading only (one function, one
+    citation); the app's and the CLI's budget texts may convert, records may not."""
+    pattern = re.compile(r"zcdp_to_approx_dp(_classic)?\(")
+    writers = [p for p in (ROOT / "dpcore").rglob("*.py")
+               if p.parent.name != "cli" and p.name not in ("budget.py", "record.py", "ledger.py")]
+    offenders = [str(p.relative_to(ROOT)) for p in writers if pattern.search(p.read_text("utf-8"))]
+    assert offenders == []
+    citations = [str(p.relative_to(ROOT)) for p in (ROOT / "dpcore").rglob("*.py")
+                 if '"approx_dp_conversion"] = "' in p.read_text("utf-8")]
+    assert citations == []  # every record names APPROX_DP_CONVERSION
+
+
+def test_a_release_makes_its_files_from_the_envelope_of_the_charge(tmp_path: Path) -> None:
+    from dpcore import catalog
+
+    counts = np.random.default_rng(1).poisson(20, size=(8, 8)).astype(np.int64)
+    agg = Aggregate(grid=Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 8, 8), counts=counts, n_outside=0, n_capped=0,
+                    sensitivity=1, user_cap=None)
+    led = Ledger(budget.pure(2.0), dataset="k1:points")
+    plan = catalog.get("points", "ug").plan(agg.grid, 0.5, {"public_n": 1000}, unit=pipeline.points_unit(agg))
+    kr = pipeline.release(plan, agg, ledger=led, noise=NoiseSource(1))
+    files = kr.files(led)
+    paths = write_files(files, tmp_path / "out")
+    assert [p.name for p in paths] == ["release.csv", "release.geojson", "release.json"]  # the CLI's names
+    rec = json.loads((tmp_path / "out" / "release.json").read_bytes())
+    validate_record(rec)
+    assert (rec["release_id"], rec["created"]) == (kr.release_id, kr.created)
+    assert rec["ledger"]["entries"][-1]["cost"]["value"] == pytest.approx(0.5)
