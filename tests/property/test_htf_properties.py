@@ -12,6 +12,7 @@ import math
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from points_helpers import release_with
 
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.points.mechanisms.htf import HTF, max_height
@@ -63,7 +64,7 @@ def cases(draw):
 @given(cases())
 def test_release_invariants(case) -> None:
     agg, eps, params, seed = case
-    rel = MECH.release(agg, eps, params, NoiseSource(seed))
+    rel = release_with(MECH, agg, eps, params, NoiseSource(seed))
     rows, cols = agg.grid.shape
     r = rel.rects
     h = rel.public["height"]

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dpcore import catalog
 from dpcore.cli import main
-from dpcore.points import mechanisms
 from dpcore.points.export import CSV_COLUMNS, validate_record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def assert_user_error(rc: int, capsys: pytest.CaptureFixture[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mechanism", mechanisms.names())
+@pytest.mark.parametrize("mechanism", catalog.names("points"))
 def test_release_each_mechanism(tmp_path: Path, points_csv: Path, mechanism: str,
                                 capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
@@ -132,16 +132,16 @@ def test_release_with_params_and_user_cap(tmp_path: Path, capsys: pytest.Capture
 def test_mechanisms_lists_all(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mechanisms"]) == 0
     out = capsys.readouterr().out
-    for name in mechanisms.names():
+    for name in catalog.names("points"):
         assert f"{name}:" in out
-    for p in mechanisms.get("ug").params:
+    for p in catalog.get("points", "ug").params:
         assert f"--param {p.name}=" in out
 
 
 def test_mechanisms_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mechanisms", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert sorted(d["name"] for d in data if d["kind"] == "points") == sorted(mechanisms.names())
+    assert sorted(d["name"] for d in data if d["kind"] == "points") == sorted(catalog.names("points"))
     hier = {d["name"] for d in data if d["kind"] == "hierarchy"}
     assert {"exact", "topdown_linf", "topdown_l2", "hay", "bottom_up", "independent", "dpc_approx", "matrix"} == hier
     ug = next(d for d in data if d["name"] == "ug")
@@ -169,7 +169,7 @@ def test_python_m_dpcore_mechanisms() -> None:
         [sys.executable, "-m", "dpcore", "mechanisms"], cwd=REPO, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    for name in mechanisms.names():
+    for name in catalog.names("points"):
         assert f"{name}:" in proc.stdout
     assert "Traceback" not in proc.stderr
 
@@ -219,7 +219,7 @@ def test_python_m_dpcore_user_error_exit_code(tmp_path: Path) -> None:
         ({"bounds": "-73.70,40.56,-74.06,40.92"}, "West"),  # W >= E
         ({"bounds": "1,2,3"}, "four numbers"),
         ({"bounds": "a,b,c,d"}, "not a number"),
-        ({"mechanism": "quad-tree"}, "Unknown mechanism"),
+        ({"mechanism": "quad-tree"}, "Unknown points mechanism"),
         ({"epsilon": "abc"}, "epsilon"),
         ({"epsilon": "-1"}, "ε"),
         ({"epsilon": "0"}, "ε"),
