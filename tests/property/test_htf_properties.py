@@ -128,7 +128,7 @@ class np_approx:
 def test_plan_budget_adds_up(rows, cols, n, eps, share, hshare) -> None:
     grid = Grid(Bounds(0.0, 0.0, 1.0, 1.0), rows, cols)
     levels = MECH.plan(grid, eps, {"partition_share": share, "height_share": hshare},
-                       n_estimate=n)
+                       n_estimate=n).inner
     assert math.fsum(lv.cost.value for lv in levels) == np_approx(eps)
     depths = [lv for lv in levels if "depth" in lv.extra]
     h = len(depths) - 1
