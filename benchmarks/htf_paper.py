@@ -72,10 +72,10 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dpcore import catalog  # noqa: E402
 from dpcore.data.domain import PRESETS, Grid, aggregate_points  # noqa: E402
 from dpcore.data.points import load_points_file  # noqa: E402
 from dpcore.points import evaluate as ev  # noqa: E402
-from dpcore.points import mechanisms  # noqa: E402
 
 PAPER_MECHANISMS = ["htf", "ag", "ug", "quadtree", "kdtree", "identity", "uniform"]
 EPSILONS = [0.1, 0.3, 0.5]
@@ -280,12 +280,12 @@ class SweepConfig:
 def sweep_configs(grid: Grid) -> list[SweepConfig]:
     """The configurations of the sweeps; heights the grid cannot hold (they would be capped to
     a height already in the list) are left out."""
-    registered = mechanisms.names()
+    registered = catalog.names("points")
     out = [SweepConfig(f"htf θ={t}", "htf", "fig4", "theta", t) for t in THETAS]
     out += [SweepConfig(m, m, "fig4") for m in ("ug", "ag")]
     for mech, heights, fig in (("kdtree", KD_HEIGHTS, "fig3"), ("quadtree", QUAD_HEIGHTS, "fig5")):
         if mech in registered:
-            cls = mechanisms.get(mech)
+            cls = catalog.get("points", mech)
             out += [SweepConfig(f"{mech} h={h}", mech, fig, "height", h) for h in heights
                     if cls.effective_height(grid, h) == h]
     missing = sorted({c.mechanism for c in out} - set(registered))
@@ -572,7 +572,7 @@ def run_sweeps(args: argparse.Namespace, grid: Grid, data: list[tuple[str, objec
     results.to_csv(csv_path, index=False)
     plot_sweeps(mixed, configs, png_path)
 
-    htf_defaults = {p.name: p.default for p in mechanisms.get("htf").params} if "htf" in mechanisms.names() else {}
+    htf_defaults = {p.name: p.default for p in catalog.get("points", "htf").params} if "htf" in catalog.names("points") else {}
     fewer = args.queries < 2000
     md = [
         "# HTF paper parameter sweeps (htf.md §5.5, Figs. 3, 4, 5)"
@@ -648,7 +648,7 @@ def command_line(argv: list[str] | None) -> str:
 def run_comparison(args: argparse.Namespace, data: list[tuple[str, object]], load_seconds: float,
                    argv: list[str] | None) -> None:
     """All mechanisms with their default parameters (Fig. 6 and the squares of Figs. 3-5)."""
-    registered = mechanisms.names()
+    registered = catalog.names("points")
     present = [m for m in PAPER_MECHANISMS if m in registered]
     skipped = [m for m in PAPER_MECHANISMS if m not in registered]
     for m in skipped:

@@ -64,13 +64,14 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dpcore import catalog  # noqa: E402
 from dpcore.core import metrics  # noqa: E402
 from dpcore.data import queries  # noqa: E402
 from dpcore.data.domain import PRESETS, Bounds, Grid, aggregate_points  # noqa: E402
 from dpcore.data.points import load_points_file  # noqa: E402
 from dpcore.data.synthetic import clustered_points, gaussian_clusters  # noqa: E402
 from dpcore.errors import ParameterError  # noqa: E402
-from dpcore.points import mechanisms  # noqa: E402
+from dpcore.points.kind import unit_of  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 DATA = Path("/work/shared/data/points")
@@ -178,7 +179,7 @@ def append_rows(csv: Path, rows: list[dict]) -> None:
 
 def run(args: argparse.Namespace, csv: Path, log) -> None:
     grid_template = int(args.grid)
-    names = mechanisms.names()
+    names = catalog.names("points")
     if args.mechanisms:
         wanted = [m.strip().lower() for m in args.mechanisms.split(",") if m.strip()]
         missing = [m for m in wanted if m not in names]
@@ -209,7 +210,7 @@ def run(args: argparse.Namespace, csv: Path, log) -> None:
             log(f"{name} n={n:,} ({source}; {n_in:,} in the box): data and workloads in "
                 f"{time.perf_counter() - t0:.1f} s")
             for eps, mech_name in todo:
-                mech = mechanisms.get(mech_name)
+                mech = catalog.get("points", mech_name)
                 base = {"dataset": name, "data_shape": ds.shape, "source": source, "n": n_in,
                         "grid_rows": grid.rows, "grid_cols": grid.cols, "west": ds.bounds.west,
                         "south": ds.bounds.south, "east": ds.bounds.east, "north": ds.bounds.north,
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace, csv: Path, log) -> None:
                     for r in range(releases_for(ds, eps, args.releases)):
                         ns = _hash("noise", name, n, grid.rows, eps, mech_name, r)
                         t1 = time.perf_counter()
-                        rel = mech.release(agg, eps, None, NoiseSource(ns))
+                        rel = mech.release(mech.plan(agg.grid, eps, None, unit=unit_of(agg)), agg, NoiseSource(ns)).inner
                         dt = time.perf_counter() - t1
                         ws, qs, tags, true = loads[r]
                         est = rel.answer(qs)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dpcore import catalog
 from dpcore.errors import DPCoreError
-from dpcore.points import evaluate, mechanisms
+from dpcore.points import evaluate
 from ui import fmt, frame, kinds, state
 
 REAL_DATA_WARNING = (
@@ -70,19 +71,19 @@ else:
 # ---------------------------------------------------------------- settings
 # only mechanisms that can run these settings are offered (their own public checks, no data)
 eps_key = state.persistent("compare_epsilons", [0.1, 0.3, 0.5])
-names = mechanisms.names()
+names = catalog.names("points")
 refused = evaluate.refusals(grid, names, st.session_state[eps_key] or [0.5])
 runnable = [n for n in names if n not in refused]
 mech_key = state.persistent("compare_mechanisms", runnable)
 st.session_state[mech_key] = [n for n in st.session_state[mech_key] if n in runnable]
 chosen = st.multiselect(
-    "Mechanisms", runnable, format_func=lambda n: mechanisms.get(n).title, key=mech_key,
+    "Mechanisms", runnable, format_func=lambda n: catalog.get("points", n).title, key=mech_key,
     help="Each is run with its paper's default parameters. Mechanisms that need the number of "
          "points measure it privately, as in a real release. Only mechanisms that can run the "
          "grid and budgets chosen here are offered.")
 state.store("compare_mechanisms")
 for n, why in refused.items():
-    st.caption(f":gray[Not offered — **{mechanisms.get(n).title}**: {why}]")
+    st.caption(f":gray[Not offered — **{catalog.get('points', n).title}**: {why}]")
 c1, c2, c3 = st.columns(3)
 epsilons = c1.multiselect("Privacy budgets (ε)", EPSILON_CHOICES, format_func=lambda e: f"ε = {fmt.eps(e)}",
                           key=eps_key,
@@ -167,7 +168,7 @@ st.caption(
 )
 failures = res.get("failures") or {}
 for n, why in failures.items():
-    st.warning(f"**{mechanisms.get(n).title}** did not finish ({why}). The other mechanisms' results are shown.",
+    st.warning(f"**{catalog.get('points', n).title}** did not finish ({why}). The other mechanisms' results are shown.",
                icon=":material/error:")
 if summary.empty:
     st.dataframe(evaluate.summary_table(summary, failures=failures), width="stretch")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dpcore import catalog
 from dpcore.cli.common import (
     Made,
     add_budget_args,
@@ -23,7 +24,6 @@ from dpcore.cli.common import (
 from dpcore.core.spec import ReleaseSpec
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import DPCoreError, ParameterError
-from dpcore.points import mechanisms
 
 
 def add_mechanisms_parser(sub: Any) -> argparse.ArgumentParser:
@@ -37,7 +37,7 @@ def add_points_parser(rsub: Any) -> argparse.ArgumentParser:
     pts.add_argument("--input", required=True, help="CSV (optionally .gz), Parquet or GeoJSON points")
     pts.add_argument("--bounds", required=True, help="public domain 'west,south,east,north' in degrees")
     pts.add_argument("--grid", default="1024,1024", help="grid 'rows,cols' (default 1024,1024)")
-    pts.add_argument("--mechanism", required=True, help=f"one of: {', '.join(mechanisms.names())}")
+    pts.add_argument("--mechanism", required=True, help=f"one of: {', '.join(catalog.names('points'))}")
     budget_grp = pts.add_mutually_exclusive_group(required=True)
     budget_grp.add_argument("--epsilon", type=str, help="pure ε-DP budget of this release (discrete Laplace noise)")
     budget_grp.add_argument("--rho", type=str, help="ρ-zCDP budget of this release (discrete Gaussian noise)")
@@ -67,8 +67,8 @@ def add_evaluate_parser(evsub: Any) -> argparse.ArgumentParser:
                           "HTF paper's Gaussian data (σ in cells of a 1024 grid), e.g. synthetic:50:1000000")
     ept.add_argument("--bounds", required=True, help="public domain 'west,south,east,north' in degrees")
     ept.add_argument("--grid", default="1024,1024", help="grid 'rows,cols' (default 1024,1024)")
-    ept.add_argument("--mechanisms", default=",".join(mechanisms.names()),
-                     help=f"comma-separated, default all: {','.join(mechanisms.names())}")
+    ept.add_argument("--mechanisms", default=",".join(catalog.names("points")),
+                     help=f"comma-separated, default all: {','.join(catalog.names('points'))}")
     ept.add_argument("--epsilon", default="0.1,0.3,0.5", help="comma-separated ε values (default 0.1,0.3,0.5)")
     ept.add_argument("--query-sizes", default="0.02,0.06,0.1",
                      help="area fractions of the queries (default 0.02,0.06,0.1)")
@@ -131,7 +131,7 @@ _KIND_HEADINGS = {
 def _kind_facts(m: Any) -> dict[str, Any]:
     """The facts a kind adds to the catalogue's description (output properties, tree, ledger)."""
     if m.kind == "points":  # the point mechanism's own privacy text names its noise
-        d = m.point.describe()
+        d = m.describe()
         return {"privacy": d["privacy"], "tree": d["tree"]}
     info = getattr(m, "info", None)
     if m.kind == "hierarchy":
@@ -174,8 +174,6 @@ def _print_other(d: dict[str, Any]) -> None:
 
 def cmd_mechanisms(args: argparse.Namespace) -> int:
     """List every mechanism of every kind of the catalogue (:mod:`dpcore.catalog`)."""
-    from dpcore import catalog
-
     descs = [{**m.describe(), **_kind_facts(m)} for m in catalog.REGISTRY]
     if args.json:
         print(json.dumps(descs, indent=2, default=str))
@@ -246,7 +244,7 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
 
     bounds = Bounds.parse(args.bounds)
     grid = Grid.parse(bounds, args.grid)
-    names = [mechanisms.get(n).name for n in split_list(args.mechanisms, "--mechanisms", str, "ug,identity")]
+    names = [catalog.get("points", n).name for n in split_list(args.mechanisms, "--mechanisms", str, "ug,identity")]
     epsilons = split_list(args.epsilon, "--epsilon", float, "0.1,0.3,0.5")
     sizes = split_list(args.query_sizes, "--query-sizes", float, "0.02,0.06,0.1")
     params: dict[str, dict[str, Any]] = {}
@@ -254,7 +252,7 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
         mech, dot, name = key.partition(".")
         if not dot or not name:
             raise ParameterError(f"--param '{key}={value}' must name the mechanism, e.g. --param ug.c=10.")
-        params.setdefault(mechanisms.get(mech).name, {})[name] = value
+        params.setdefault(catalog.get("points", mech).name, {})[name] = value
     # every setting is checked before any data is read or any file written
     evaluate.check_settings(names, epsilons, sizes, args.queries, args.repeats, args.shape,
                             params, args.noise_seed)

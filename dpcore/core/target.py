@@ -491,8 +491,7 @@ def plan_for_targets(mechanism: Mechanism, domain: Any, targets: Sequence[Target
     if len(set(rows_of)) < len(rows_of):
         raise ParameterError("Two targets name the same level; give one target per level (the stricter one).")
     pl.rows_of = rows_of
-    if public.get("n_estimate") and getattr(mechanism, "point", None) is not None \
-            and getattr(mechanism.point, "needs_n_guess", False) and not first.params.get("public_n"):
+    if public.get("n_estimate") and getattr(mechanism, "needs_n_guess", False) and not first.params.get("public_n"):
         notes.append(f"The levels are sized by a public guess of {public['n_estimate']:,} points; the release sizes "
                      "them by its own noisy count, so the error holds for data of about that size.")
 

@@ -41,12 +41,13 @@ import numpy as np
 import pandas as pd
 
 from dpcore.core import metrics
+from dpcore.core.registry import lookup
 from dpcore.data import queries
 from dpcore.data.domain import Aggregate, Grid, aggregate_points
 from dpcore.data.synthetic import gaussian_clusters
 from dpcore.errors import DPCoreError, ParameterError
-from dpcore.points import mechanisms as _registry
-from dpcore.points.mechanisms.base import check_epsilon
+from dpcore.points.kind import MECHANISMS, unit_of
+from dpcore.points.mechanisms.base import PointsMechanism, check_epsilon
 from dpcore.privacy.noise import NoiseSource, secure_source
 
 __all__ = [
@@ -242,7 +243,7 @@ def evaluate(
     aggregate
         The confidential frequency matrix (or a synthetic stand-in).
     mechanisms
-        Registered mechanism names (see :func:`dpcore.points.mechanisms.names`).
+        Registered mechanism names (see ``dpcore.catalog.names("points")``).
     epsilons
         Pure-ε budgets; each release of each mechanism spends one of them (not charged
         to any ledger: nothing is published).
@@ -283,6 +284,7 @@ def evaluate(
     total = int(repeats) * len(names) * len(eps_list)
     done = 0
     rows: list[dict[str, Any]] = []
+    plans: dict[tuple[str, float], Any] = {}
     for r in range(int(repeats)):
         loads = []
         for sh in shapes:
@@ -299,16 +301,14 @@ def evaluate(
                     progress(done, total, f"{mech.title}, ε = {eps:g}, repeat {r + 1} of {repeats}")
                 ns = None if noise_seed is None else int(noise_seed) + done
                 source = secure_source() if ns is None else NoiseSource(ns)
-                t0 = time.perf_counter()
                 try:
-                    rel = mech.release(aggregate, eps, resolved[name], source)
+                    rel, dt = _timed_release(mech, plans, aggregate, eps, resolved[name], source)
                 except Exception as e:  # one mechanism's failure keeps the others' results
                     if failures is None:
                         raise
                     failures[name] = _reason(e, eps, r)
                     done += 1
                     continue
-                dt = time.perf_counter() - t0
                 n_leaves = int(np.count_nonzero(rel.leaf))
                 choice = str(rel.public.get("auto", {}).get("chosen", ""))  # what auto chose ("" otherwise)
                 for sh, ws, qs, tags, true in loads:
@@ -332,6 +332,17 @@ def evaluate(
     return df
 
 
+def _timed_release(mech: PointsMechanism, plans: dict[tuple[str, float], Any], aggregate: Aggregate, eps: float,
+                   params: dict[str, Any], source: NoiseSource) -> tuple[Any, float]:
+    """A release of ``mech`` at ``eps`` and the seconds it took: one data-free plan per (mechanism, ε),
+    kept in ``plans`` and shared by the repeats; only the release is timed."""
+    if (mech.name, eps) not in plans:
+        plans[mech.name, eps] = mech.plan(aggregate.grid, eps, params, unit=unit_of(aggregate))
+    t0 = time.perf_counter()
+    rel = mech.release(plans[mech.name, eps], aggregate, source).inner
+    return rel, time.perf_counter() - t0
+
+
 def _reason(e: Exception, eps: float, repeat: int) -> str:
     text = str(e).strip() or type(e).__name__
     if not isinstance(e, DPCoreError):
@@ -343,8 +354,8 @@ def refusals(grid: Grid, names: Sequence[str], epsilons: Sequence[float] = (1.0,
              params: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
     """Mechanisms that refuse these public settings, each with the reason (no data used).
 
-    Asks every mechanism's own public check (:meth:`PointMechanism.prepare`, run by each
-    plan and release before anything is spent) at every ε: e.g. the matrix mechanism refuses
+    Asks every mechanism's own public check (:meth:`PointsMechanism.check_settings`, the
+    refusals of its plan, before anything is spent) at every ε: e.g. the matrix mechanism refuses
     grids above 256 × 256 cells, DAWA above 2,048 × 2,048, HTF a budget too small for its
     deepest tree.  Names absent from the result can run these settings.
 
@@ -358,16 +369,16 @@ def refusals(grid: Grid, names: Sequence[str], epsilons: Sequence[float] = (1.0,
         mech = _get(name)
         for eps in epsilons:
             try:
-                mech.prepare(grid, float(eps), params.get(mech.name))
+                mech.check_settings(grid, float(eps), params.get(mech.name))
             except DPCoreError as e:
                 out[mech.name] = str(e)
                 break
     return out
 
 
-def _get(name: str) -> _registry.PointMechanism:
-    # the registry module is aliased: evaluate()'s parameter is called ``mechanisms``
-    return _registry.get(name)
+def _get(name: str) -> PointsMechanism:
+    """The point mechanism called ``name`` (the catalogue's points, which sits above this module)."""
+    return lookup({m.name: m for m in MECHANISMS}, name, "mechanism")
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:

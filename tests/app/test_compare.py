@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dpcore.points import mechanisms
+from dpcore import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "pages" / "compare.py"
@@ -67,13 +67,13 @@ def test_page_before_anything_is_run(at: AppTest) -> None:
     assert not at.warning
     # the demo's 1,024 x 1,024 grid: every mechanism but the matrix mechanism (at most 256 x 256) is
     # offered and chosen; the matrix mechanism is listed as not offered, with its reason
-    runnable = [n for n in mechanisms.names() if n != "matrix"]
+    runnable = [n for n in catalog.names("points") if n != "matrix"]
     box = at.multiselect(key="_w_compare_mechanisms")
     assert box.value == runnable
-    assert list(box.options) == [mechanisms.get(n).title for n in runnable]
+    assert list(box.options) == [catalog.get("points", n).title for n in runnable]
     assert {"privtree", "dawa", "htf"} <= set(box.value)
     refused = [c.value for c in at.caption if "Not offered" in c.value]
-    assert len(refused) == 1 and mechanisms.get("matrix").title in refused[0]
+    assert len(refused) == 1 and catalog.get("points", "matrix").title in refused[0]
     assert "256 × 256" in refused[0]
     assert at.multiselect(key="_w_compare_epsilons").value == [0.1, 0.3, 0.5]
     assert at.number_input(key="_w_compare_queries").value == 500
@@ -130,7 +130,7 @@ def test_defaults_run_without_error_on_the_demo(at: AppTest) -> None:
     run(at)
     res = at.session_state["compare_result"]
     assert not res["failures"] and not at.warning
-    expected = [n for n in mechanisms.names() if n != "matrix"]
+    expected = [n for n in catalog.names("points") if n != "matrix"]
     assert list(dict.fromkeys(res["summary"]["mechanism"])) == expected
     assert len(res["summary"]) == len(expected) * 3 * 3  # mechanisms x ε x query sizes
     table = at.dataframe[0].value
@@ -153,7 +153,7 @@ def test_one_failing_mechanism_keeps_the_others_results(at: AppTest, monkeypatch
     def boom(*args, **kwargs):
         raise RuntimeError("out of memory (forced by the test)")
 
-    monkeypatch.setattr(mechanisms.get("privtree"), "_release", boom)
+    monkeypatch.setattr(catalog.get("points", "privtree"), "_release", boom)
     small_settings(at, ["ug", "privtree", "dawa"])
     run(at)
     res = at.session_state["compare_result"]
@@ -162,7 +162,7 @@ def test_one_failing_mechanism_keeps_the_others_results(at: AppTest, monkeypatch
     assert set(res["summary"]["mechanism"]) == {"ug", "dawa"}  # the finished results are kept
     assert len(res["results"]) == 2 * 2 * 2 * 2  # mechanisms x ε x repeats x sizes
     warnings = [w.value for w in at.warning]
-    assert len(warnings) == 1 and mechanisms.get("privtree").title in warnings[0]
+    assert len(warnings) == 1 and catalog.get("points", "privtree").title in warnings[0]
     mre_tables = [d.value for d in at.dataframe if "not run because" in d.value.columns]
     assert len(mre_tables) == 2  # one per query size
     t = mre_tables[0]

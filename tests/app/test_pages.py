@@ -13,8 +13,10 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from points_helpers import levels_of
 from streamlit.testing.v1 import AppTest
 
+from dpcore import catalog
 from dpcore.core.record import validate_record
 from dpcore.data.synthetic import DEMO_NAME
 from dpcore.points import export
@@ -564,12 +566,11 @@ def test_typed_query_box_shows_its_expected_error_before_release(at):
     assert "The box covers" in text and "exact" in text
     # identity: sqrt(cells) x per-cell SD, computed here independently of the page
     from dpcore.data.domain import Grid
-    from dpcore.points import mechanisms
 
     grid = Grid(at.session_state["bounds"], *at.session_state["grid_shape"])
     rows, cols, _ = grid.cell_index(np.array([-74.0, -73.9]), np.array([40.7, 40.8]))
     cells = int(rows[1] - rows[0] + 1) * int(cols[1] - cols[0] + 1)
-    sd = mechanisms.get("identity").plan(grid, 0.5, {})[0].sd * cells ** 0.5
+    sd = levels_of(catalog.get("points", "identity"), grid, 0.5, {})[0].sd * cells ** 0.5
     assert f"covers {cells:,} cells" in text
     from scipy import special
 

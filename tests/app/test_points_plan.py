@@ -127,14 +127,14 @@ def auto_reasons(at: AppTest) -> list[str]:
 
 
 def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: AppTest) -> None:
-    from dpcore.points import mechanisms, recommend
+    from dpcore.points import recommend
     from dpcore.points.release import DEFAULT_QUERY_SIZES
 
     assert at.session_state["mechanism"] == "auto"
     box = at.selectbox(key="_w_mechanism")
-    assert box.value == "auto" and box.options[0].startswith(mechanisms.get("auto").title)
+    assert box.value == "auto" and box.options[0].startswith(catalog.get("points", "auto").title)
     # every mechanism in the list shows its one line "use it when"
-    assert len(box.options) == len(mechanisms.names())
+    assert len(box.options) == len(catalog.names("points"))
     assert all(" — use it when: " in o and len(o) < 160 for o in box.options), box.options
     grid = Grid(at.session_state["bounds"], *at.session_state["grid_shape"])
     _, why = recommend.app_default(grid, 0.5, 100_000, DEFAULT_QUERY_SIZES)  # the demo's public guess

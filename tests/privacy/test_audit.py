@@ -60,6 +60,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 import pytest
+from points_helpers import levels_of, release_with
 from scipy import stats
 
 from dpcore import catalog
@@ -68,7 +69,6 @@ from dpcore.areas import tree_mechanisms as H
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.flows.counts import ODCounts
-from dpcore.points import mechanisms
 from dpcore.points.mechanisms import htf
 from dpcore.privacy import budget, calibration
 from dpcore.privacy.noise import (
@@ -293,11 +293,11 @@ def test_negative_control_undeclared_contribution_is_caught() -> None:
     2 points in one cell (a broken user cap): true ε = 2·claim.  Same RUNS as the real audits."""
     eps = 2.0
     grid = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 1, 2)
-    mech = mechanisms.get("identity")
+    mech = catalog.get("points", "identity")
     d = Aggregate(grid, np.array([[4, 1]], dtype=np.int64), 0, 0, 1, None)
     d2 = Aggregate(grid, np.array([[6, 1]], dtype=np.int64), 0, 0, 1, None)  # + 2 points, k says 1
-    x = runs(lambda s: mech.release(d, eps, {}, s).noisy[0], 106)
-    y = runs(lambda s: mech.release(d2, eps, {}, s).noisy[0], 107)
+    x = runs(lambda s: release_with(mech, d, eps, {}, s).noisy[0], 106)
+    y = runs(lambda s: release_with(mech, d2, eps, {}, s).noisy[0], 107)
     sd = math.sqrt(discrete_laplace_variance(1 / eps))
     eps_lb, where = epsilon_lower_bound(x, y, around(4, 6, sd))
     print(f"\nAUDIT negative control (undeclared contribution, Identity): eps_lb = {eps_lb:.3f} claim = {eps} "
@@ -321,10 +321,10 @@ D2_POINTS = _agg([[4, 1], [0, 2]])  # one more point in cell (0, 0)
 
 @pytest.mark.parametrize("cost", [budget.pure(1.0), budget.zcdp(0.5)], ids=["pure", "zcdp"])
 def test_identity_one_cell(cost: budget.PrivacyCost) -> None:
-    mech = mechanisms.get("identity")
-    x = runs(lambda s: mech.release(D_POINTS, cost, {}, s).noisy[0], 201)
-    y = runs(lambda s: mech.release(D2_POINTS, cost, {}, s).noisy[0], 202)
-    sd = mech.plan(D_POINTS.grid, cost, {})[0].sd
+    mech = catalog.get("points", "identity")
+    x = runs(lambda s: release_with(mech, D_POINTS, cost, {}, s).noisy[0], 201)
+    y = runs(lambda s: release_with(mech, D2_POINTS, cost, {}, s).noisy[0], 202)
+    sd = levels_of(mech, D_POINTS.grid, cost, {})[0].sd
     if cost.definition == "pure":
         check("identity cell (ε=1)", x, y, around(3, 4, sd), cost.value)
     else:
@@ -333,10 +333,10 @@ def test_identity_one_cell(cost: budget.PrivacyCost) -> None:
 
 def test_ug_noisy_total() -> None:
     """UG with its private point count (5 % of ε) sizing the grid: audit the sum of the blocks."""
-    mech = mechanisms.get("ug")
+    mech = catalog.get("points", "ug")
     eps = 1.0
-    x = runs(lambda s: mech.release(D_POINTS, eps, {}, s).noisy.sum(), 203)
-    y = runs(lambda s: mech.release(D2_POINTS, eps, {}, s).noisy.sum(), 204)
+    x = runs(lambda s: release_with(mech, D_POINTS, eps, {}, s).noisy.sum(), 203)
+    y = runs(lambda s: release_with(mech, D2_POINTS, eps, {}, s).noisy.sum(), 204)
     sd = math.sqrt(2 * discrete_laplace_variance(1 / eps))  # a fixed spread: the SD of 2 blocks' noise
     check("UG sum of blocks (ε=1)", x, y, around(6, 7, sd), eps)
 
@@ -345,7 +345,7 @@ def test_ug_noisy_total() -> None:
 def test_user_cap_two_points_per_person(mech_name: str) -> None:
     """With a cap of k = 2 points per person the differing person adds 2 points to one cell;
     the mechanism must scale its noise with the declared sensitivity k = 2."""
-    mech = mechanisms.get(mech_name)
+    mech = catalog.get("points", mech_name)
     eps = 1.0
     g = D_POINTS.grid
     d = Aggregate(g, D_POINTS.counts, 0, 0, 2, 2)
@@ -355,8 +355,8 @@ def test_user_cap_two_points_per_person(mech_name: str) -> None:
 
     def out(agg: Aggregate) -> Callable[[NoiseSource], float]:
         if mech_name == "identity":
-            return lambda s: mech.release(agg, eps, {}, s).noisy[0]
-        return lambda s: mech.release(agg, eps, {}, s).noisy.sum()
+            return lambda s: release_with(mech, agg, eps, {}, s).noisy[0]
+        return lambda s: release_with(mech, agg, eps, {}, s).noisy.sum()
 
     x = runs(out(d), 213)
     y = runs(out(d2), 214)
@@ -365,21 +365,21 @@ def test_user_cap_two_points_per_person(mech_name: str) -> None:
 
 
 def test_privelet_points_one_cell() -> None:
-    mech = mechanisms.get("privelet")
+    mech = catalog.get("points", "privelet")
     eps = 3.0
-    x = runs(lambda s: mech.release(D_POINTS, eps, {}, s).noisy[0], 205)
-    y = runs(lambda s: mech.release(D2_POINTS, eps, {}, s).noisy[0], 206)
-    sd = mech.plan(D_POINTS.grid, eps, {})[-1].sd
+    x = runs(lambda s: release_with(mech, D_POINTS, eps, {}, s).noisy[0], 205)
+    y = runs(lambda s: release_with(mech, D2_POINTS, eps, {}, s).noisy[0], 206)
+    sd = levels_of(mech, D_POINTS.grid, eps, {})[-1].sd
     check("Privelet points cell (ε=3)", x, y, around(3, 4, sd), eps)
 
 
 @pytest.mark.parametrize("cost", [budget.pure(1.0), budget.zcdp(0.5)], ids=["pure", "zcdp"])
 def test_matrix_points_one_answer(cost: budget.PrivacyCost) -> None:
-    mech = mechanisms.get("matrix")
+    mech = catalog.get("points", "matrix")
     d, d2 = _agg([[3, 1]]), _agg([[4, 1]])
-    x = runs(lambda s: mech.release(d, cost, {}, s).noisy[0], 207, 800)
-    y = runs(lambda s: mech.release(d2, cost, {}, s).noisy[0], 208, 800)
-    sd = mech.plan(d.grid, cost, {})[0].sd
+    x = runs(lambda s: release_with(mech, d, cost, {}, s).noisy[0], 207, 800)
+    y = runs(lambda s: release_with(mech, d2, cost, {}, s).noisy[0], 208, 800)
+    sd = levels_of(mech, d.grid, cost, {})[0].sd
     if cost.definition == "pure":
         check("matrix mechanism cell (ε=1)", x, y, around(3, 4, sd), cost.value)
     else:
@@ -392,12 +392,12 @@ HTF_PARAMS = {"height": 1, "theta": 0, "kappa": 1, "T": 1, "first_axis": "x", "p
 def test_htf_root_count() -> None:
     """The published root count depends on the root's stop test and, when it stops, on a fresh
     count: together ε_data (sequential composition), the split phase does not touch it."""
-    mech = mechanisms.get("htf")
+    mech = catalog.get("points", "htf")
     eps = 4.0
     d, d2 = _agg([[3, 3, 0, 0]]), _agg([[3, 3, 0, 1]])
     b = htf.budget_breakdown(eps, mech.resolve_params(HTF_PARAMS), 1)
-    x = runs(lambda s: mech.release(d, eps, HTF_PARAMS, s).noisy[0], 209)
-    y = runs(lambda s: mech.release(d2, eps, HTF_PARAMS, s).noisy[0], 210)
+    x = runs(lambda s: release_with(mech, d, eps, HTF_PARAMS, s).noisy[0], 209)
+    y = runs(lambda s: release_with(mech, d2, eps, HTF_PARAMS, s).noisy[0], 210)
     sd = math.sqrt(discrete_laplace_variance(1 / b.by_height[1]))
     check("HTF root count (ε_data)", x, y, around(6, 7, sd), b.eps_data)
 
@@ -411,15 +411,15 @@ def _htf_cut(rel) -> float:
 def test_htf_split_choice() -> None:
     """The root's cut is chosen by the noisy search (ε_prt) after the root's stop test (ε_root):
     the cut position is ε_prt + ε_root-DP.  Categorical events: every cut and 'no split'."""
-    mech = mechanisms.get("htf")
+    mech = catalog.get("points", "htf")
     eps = 5.0  # claim ε_prt + ε_root = 3.6: within what 1,500 draws can show (8 gave 5.8 > 4.5)
     # the root (4 or 5 points, θ = 0) is split in almost every run, so the difference between
     # D and D' lies in the noisy search: the extra point in the last column favours cut 3
     d, d2 = _agg([[2, 0, 0, 2]]), _agg([[2, 0, 0, 3]])
     b = htf.budget_breakdown(eps, mech.resolve_params(HTF_PARAMS), 1)
     claim = b.eps_prt + b.by_height[1]
-    x = runs(lambda s: _htf_cut(mech.release(d, eps, HTF_PARAMS, s)), 211)
-    y = runs(lambda s: _htf_cut(mech.release(d2, eps, HTF_PARAMS, s)), 212)
+    x = runs(lambda s: _htf_cut(release_with(mech, d, eps, HTF_PARAMS, s)), 211)
+    y = runs(lambda s: _htf_cut(release_with(mech, d2, eps, HTF_PARAMS, s)), 212)
     check("HTF root split position (ε_prt + ε_root)", x, y, [], claim, categories=[0, 1, 2, 3])
 
 
@@ -427,12 +427,12 @@ def test_privtree_tree_shape() -> None:
     """PrivTree's split decisions alone (ε_tree): the number of leaves of a 4 x 4 tree, empty
     map against one point (the case that reaches 6/7 of ε_tree in the exact check of
     tests/unit/points/test_privtree.py).  Categorical events: every possible number of leaves."""
-    mech = mechanisms.get("privtree")
+    mech = catalog.get("points", "privtree")
     eps = 6.0
     d, d2 = _agg([[0] * 4] * 4), _agg([[1, 0, 0, 0]] + [[0] * 4] * 3)
     eps_tree, _ = mech.budgets(budget.pure(eps), mech.resolve_params({}))
-    x = runs(lambda s: float(mech.release(d, eps, {}, s).leaf.sum()), 215)
-    y = runs(lambda s: float(mech.release(d2, eps, {}, s).leaf.sum()), 216)
+    x = runs(lambda s: float(release_with(mech, d, eps, {}, s).leaf.sum()), 215)
+    y = runs(lambda s: float(release_with(mech, d2, eps, {}, s).leaf.sum()), 216)
     check("PrivTree tree shape (ε_tree)", x, y, [], eps_tree, categories=[1, 4, 7, 10, 13, 16])
 
 
@@ -441,25 +441,25 @@ def test_privtree_total(k: int) -> None:
     """PrivTree's released total (the root: the sum of its noisy leaves) depends on the tree
     and on the leaf counts: ε_tree + ε_count = ε.  With a cap of k = 2 the differing person
     adds 2 points to one cell and the mechanism must scale both noises by k."""
-    mech = mechanisms.get("privtree")
+    mech = catalog.get("points", "privtree")
     eps = 2.0
     c = D_POINTS.counts
     d = Aggregate(D_POINTS.grid, c, 0, 0, k, None if k == 1 else k)
     d2 = Aggregate(D_POINTS.grid, c + np.array([[k, 0], [0, 0]]), 0, 0, k, None if k == 1 else k)
-    sd = mech.plan(d.grid, eps, {}, sensitivity=k)[1].sd  # one leaf's noise: a fixed, public spread
-    x = runs(lambda s: mech.release(d, eps, {}, s).noisy[0], 217 + 2 * k)
-    y = runs(lambda s: mech.release(d2, eps, {}, s).noisy[0], 218 + 2 * k)
+    sd = levels_of(mech, d.grid, eps, {}, sensitivity=k)[1].sd  # one leaf's noise: a fixed, public spread
+    x = runs(lambda s: release_with(mech, d, eps, {}, s).noisy[0], 217 + 2 * k)
+    y = runs(lambda s: release_with(mech, d2, eps, {}, s).noisy[0], 218 + 2 * k)
     check(f"PrivTree total, cap k={k} (ε=2)", x, y, around(6, 6 + k, sd), eps)
 
 
 def test_auto_private_count() -> None:
     """``auto`` without a public n releases a noisy count (its count share of ε) that chooses the
     mechanism; audit that count alone against the share (0.5 of ε = 2 here, so it is visible)."""
-    mech = mechanisms.get("auto")
+    mech = catalog.get("points", "auto")
     eps, share = 2.0, 0.5
     p = {"count_share": share}
-    x = runs(lambda s: float(mech.release(D_POINTS, eps, p, s).public["noisy_point_count"]), 231)
-    y = runs(lambda s: float(mech.release(D2_POINTS, eps, p, s).public["noisy_point_count"]), 232)
+    x = runs(lambda s: float(release_with(mech, D_POINTS, eps, p, s).public["noisy_point_count"]), 231)
+    y = runs(lambda s: float(release_with(mech, D2_POINTS, eps, p, s).public["noisy_point_count"]), 232)
     sd = math.sqrt(discrete_laplace_variance(1 / (share * eps)))
     check("auto noisy count (share of ε)", x, y, around(6, 7, sd), share * eps)
 
@@ -467,10 +467,10 @@ def test_auto_private_count() -> None:
 def test_auto_total() -> None:
     """``auto``'s released total (the count chooses the mechanism, which then releases with the rest):
     ε in all."""
-    mech = mechanisms.get("auto")
+    mech = catalog.get("points", "auto")
     eps = 2.0
-    x = runs(lambda s: float(mech.release(D_POINTS, eps, {}, s).noisy[0]), 233)
-    y = runs(lambda s: float(mech.release(D2_POINTS, eps, {}, s).noisy[0]), 234)
+    x = runs(lambda s: float(release_with(mech, D_POINTS, eps, {}, s).noisy[0]), 233)
+    y = runs(lambda s: float(release_with(mech, D2_POINTS, eps, {}, s).noisy[0]), 234)
     sd = math.sqrt(discrete_laplace_variance(2 / eps))
     check("auto total (ε=2)", x, y, around(6, 7, sd), eps)
 
@@ -481,22 +481,22 @@ DAWA_PARAMS = {"partition_share": 0.5}
 def test_dawa_partition_choice() -> None:
     """DAWA's buckets are chosen by the noisy-min over the intervals that hold the changed cell
     (ε₁ = ε/2 here): the number of buckets is a function of the partition alone."""
-    mech = mechanisms.get("dawa")
+    mech = catalog.get("points", "dawa")
     eps = 8.0
     d, d2 = _agg([[3, 0], [0, 2]]), _agg([[4, 0], [0, 2]])
-    x = runs(lambda s: float(mech.release(d, eps, DAWA_PARAMS, s).n_rects), 225)
-    y = runs(lambda s: float(mech.release(d2, eps, DAWA_PARAMS, s).n_rects), 226)
+    x = runs(lambda s: float(release_with(mech, d, eps, DAWA_PARAMS, s).n_rects), 225)
+    y = runs(lambda s: float(release_with(mech, d2, eps, DAWA_PARAMS, s).n_rects), 226)
     check("DAWA partition (ε₁)", x, y, [], eps * 0.5, categories=[1, 2, 3, 4])
 
 
 def test_dawa_total() -> None:
     """The released total (sum of the bucket estimates) depends on both stages: ε in all.  The
     thresholds' SD comes from a pilot sample of its own (seed 229), not from the audited ones."""
-    mech = mechanisms.get("dawa")
+    mech = catalog.get("points", "dawa")
     eps = 3.0
-    x = runs(lambda s: float(mech.release(D_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 227)
-    y = runs(lambda s: float(mech.release(D2_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 228)
-    sd = float(np.std(runs(lambda s: float(mech.release(D_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 229, 300)))
+    x = runs(lambda s: float(release_with(mech, D_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 227)
+    y = runs(lambda s: float(release_with(mech, D2_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 228)
+    sd = float(np.std(runs(lambda s: float(release_with(mech, D_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 229, 300)))
     check("DAWA total (ε)", x, y, around(6, 7, sd), eps)
 
 

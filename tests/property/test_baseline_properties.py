@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from points_helpers import release_with
 
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.estimate.tree_inference import consistent_counts, consistent_variance
@@ -119,7 +120,7 @@ def test_quadtree_structure_tiles(rows: int, cols: int, h: int) -> None:
 def test_quadtree_release(rows, cols, h, eps, seed, uniform, k) -> None:
     agg = aggregate(rows, cols, seed, 2.0, k)
     params = {"height": h, "budget_split": "uniform" if uniform else "geometric"}
-    rel = Quadtree().release(agg, eps, params, NoiseSource(seed))
+    rel = release_with(Quadtree(), agg, eps, params, NoiseSource(seed))
     check_release(rel, eps, eps)
 
 
@@ -128,7 +129,7 @@ def test_quadtree_release(rows, cols, h, eps, seed, uniform, k) -> None:
        share=st.floats(0.01, 0.9), k=st.integers(1, 3))
 def test_kdtree_release(rows, cols, h, eps, seed, share, k) -> None:
     agg = aggregate(rows, cols, seed, 1.0, k)
-    rel = KDTree().release(agg, eps, {"height": h, "median_share": share}, NoiseSource(seed))
+    rel = release_with(KDTree(), agg, eps, {"height": h, "median_share": share}, NoiseSource(seed))
     count_levels = [lv for lv in rel.levels if "depth" in lv.extra]
     count_budget = math.fsum(lv.cost.value for lv in count_levels)
     if rows * cols > 1:
@@ -144,7 +145,7 @@ def test_kdtree_release(rows, cols, h, eps, seed, share, k) -> None:
        public_n=st.integers(0, 10**6), density=st.floats(0.0, 50.0), k=st.integers(1, 3))
 def test_ag_release(rows, cols, eps, seed, alpha, public_n, density, k) -> None:
     agg = aggregate(rows, cols, seed, density, k)
-    rel = AdaptiveGrid().release(agg, eps, {"alpha": alpha, "public_n": public_n},
+    rel = release_with(AdaptiveGrid(), agg, eps, {"alpha": alpha, "public_n": public_n},
                                  NoiseSource(seed))
     grid_levels = [lv for lv in rel.levels if "depth" in lv.extra]
     assert [lv.extra["depth"] for lv in grid_levels] == [0, 1]

@@ -12,6 +12,7 @@ import math
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from points_helpers import release_with
 
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.points.mechanisms.htf import HTF, max_height
@@ -63,7 +64,7 @@ def cases(draw):
 @given(cases())
 def test_release_invariants(case) -> None:
     agg, eps, params, seed = case
-    rel = MECH.release(agg, eps, params, NoiseSource(seed))
+    rel = release_with(MECH, agg, eps, params, NoiseSource(seed))
     rows, cols = agg.grid.shape
     r = rel.rects
     h = rel.public["height"]
@@ -127,7 +128,7 @@ class np_approx:
 def test_plan_budget_adds_up(rows, cols, n, eps, share, hshare) -> None:
     grid = Grid(Bounds(0.0, 0.0, 1.0, 1.0), rows, cols)
     levels = MECH.plan(grid, eps, {"partition_share": share, "height_share": hshare},
-                       n_estimate=n)
+                       n_estimate=n).inner
     assert math.fsum(lv.cost.value for lv in levels) == np_approx(eps)
     depths = [lv for lv in levels if "depth" in lv.extra]
     h = len(depths) - 1

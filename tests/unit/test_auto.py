@@ -8,17 +8,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from points_helpers import levels_of, release_with
 
+from dpcore import catalog
 from dpcore.cli import main
 from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
 from dpcore.errors import ParameterError
-from dpcore.points import evaluate, mechanisms, recommend
+from dpcore.points import evaluate, recommend
 from dpcore.points.mechanisms import auto as auto_module
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
 
 GRID = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 64, 64)
-AUTO = mechanisms.get("auto")
+AUTO = catalog.get("points", "auto")
 
 
 def _uniform(n: int, seed: int = 0) -> Aggregate:
@@ -40,7 +42,7 @@ def test_table_is_complete_and_names_registered_mechanisms() -> None:
     keys = {(n, e, c) for n in recommend.TABLE_NS for e in recommend.TABLE_EPSILONS for c in recommend.SIZE_CLASSES}
     assert set(recommend.TABLE) == keys
     for mech, wins, sets, worst in recommend.TABLE.values():
-        assert mech in mechanisms.names() and mech != "auto"
+        assert mech in catalog.names("points") and mech != "auto"
         assert 0 <= wins <= sets and worst >= 1.0
 
 
@@ -95,8 +97,8 @@ def test_app_default() -> None:
 def test_public_n_same_choice_for_different_data() -> None:
     a, b = _uniform(20_000), _clustered(3_000)
     for params in ({"public_n": 100_000, "query_sizes": "0.1"}, {"public_n": 500}):
-        ra = AUTO.release(a, 0.1, params, NoiseSource(1))
-        rb = AUTO.release(b, 0.1, params, NoiseSource(2))
+        ra = release_with(AUTO, a, 0.1, params, NoiseSource(1))
+        rb = release_with(AUTO, b, 0.1, params, NoiseSource(2))
         assert ra.public["auto"]["chosen"] == rb.public["auto"]["chosen"]
         want = recommend.lookup(params["public_n"], 0.1, AUTO.resolve_params(params)["query_sizes"]).mechanism
         assert ra.public["auto"]["chosen"] == want
@@ -109,8 +111,8 @@ def test_private_count_is_the_only_data_it_reads(monkeypatch: pytest.MonkeyPatch
     count and two very different data sets get the same choice."""
     fixed = np.array([123_456])
     monkeypatch.setattr(auto_module, "noisy_counts", lambda true, cost, k, noise: fixed)
-    ra = AUTO.release(_uniform(20_000), 1.0, {}, NoiseSource(3))
-    rb = AUTO.release(_clustered(500), 1.0, {}, NoiseSource(4))
+    ra = release_with(AUTO, _uniform(20_000), 1.0, {}, NoiseSource(3))
+    rb = release_with(AUTO, _clustered(500), 1.0, {}, NoiseSource(4))
     assert ra.public["auto"]["chosen"] == rb.public["auto"]["chosen"] == recommend.lookup(123_456, 1.0).mechanism
     assert ra.public["auto"]["n_used"] == 123_456.0 and ra.public["auto"]["n_source"] == "noisy count"
 
@@ -120,8 +122,8 @@ def test_private_count_is_the_only_data_it_reads(monkeypatch: pytest.MonkeyPatch
 
 def test_cost_is_the_chosen_mechanisms_plus_the_count_share() -> None:
     eps = 1.0
-    assert AUTO.privacy_cost(eps, AUTO.resolve_params({})) == budget.pure(eps)
-    rel = AUTO.release(_uniform(20_000), eps, {}, NoiseSource(5))
+    assert AUTO.cost(eps, AUTO.resolve_params({})) == budget.pure(eps)
+    rel = release_with(AUTO, _uniform(20_000), eps, {}, NoiseSource(5))
     count = [lv for lv in rel.levels if lv.name.startswith("Number of points (chooses")]
     assert len(count) == 1 and count[0].cost.value == pytest.approx(0.05 * eps)
     others = sum(lv.cost.value for lv in rel.levels if lv is not count[0])
@@ -129,34 +131,34 @@ def test_cost_is_the_chosen_mechanisms_plus_the_count_share() -> None:
     assert sum(lv.cost.value for lv in rel.levels) <= eps
     assert rel.cost == budget.pure(eps) and rel.mechanism == "auto"
     # the chosen mechanism's own levels at 0.95 ε
-    chosen = mechanisms.get(rel.public["auto"]["chosen"])
+    chosen = catalog.get("points", rel.public["auto"]["chosen"])
     assert rel.public["auto"]["epsilon_chosen"] == pytest.approx(0.95 * eps)
-    want = chosen.plan(GRID, 0.95 * eps, rel.public["auto"]["chosen_params"], n_estimate=20_000)
+    want = levels_of(chosen, GRID, 0.95 * eps, rel.public["auto"]["chosen_params"], n_estimate=20_000)
     assert [lv.cost.value for lv in want] == pytest.approx([lv.cost.value for lv in rel.levels if lv is not count[0]])
 
 
 def test_public_n_spends_nothing_on_the_count() -> None:
-    rel = AUTO.release(_uniform(5_000), 0.5, {"public_n": 5_000}, NoiseSource(6))
+    rel = release_with(AUTO, _uniform(5_000), 0.5, {"public_n": 5_000}, NoiseSource(6))
     assert sum(lv.cost.value for lv in rel.levels) == pytest.approx(0.5)
     assert not any("chooses the mechanism" in lv.name for lv in rel.levels)
 
 
 def test_zcdp_refused() -> None:
     with pytest.raises(ParameterError):
-        AUTO.privacy_cost(budget.zcdp(0.5), {})
+        AUTO.cost(budget.zcdp(0.5), {})
 
 
 # -- plan ----------------------------------------------------------------------------------------
 
 
 def test_plan_is_the_chosen_mechanisms() -> None:
-    levels = AUTO.plan(GRID, 0.1, {"public_n": 100_000, "query_sizes": "0.1"})
-    ag = mechanisms.get("ag").plan(GRID, 0.1, {"public_n": 100_000})
+    levels = levels_of(AUTO, GRID, 0.1, {"public_n": 100_000, "query_sizes": "0.1"})
+    ag = levels_of(catalog.get("points", "ag"), GRID, 0.1, {"public_n": 100_000})
     assert [(lv.name, lv.cost) for lv in levels] == [(lv.name, lv.cost) for lv in ag]
     assert "Auto chose AG" in levels[0].note
     with pytest.raises(ParameterError, match="guess of the number of points"):
-        AUTO.plan(GRID, 1.0, {})
-    guessed = AUTO.plan(GRID, 1.0, {}, n_estimate=300_000)
+        levels_of(AUTO, GRID, 1.0, {})
+    guessed = levels_of(AUTO, GRID, 1.0, {}, n_estimate=300_000)
     assert guessed[-1].name.startswith("Number of points") and "noisy count" in guessed[0].note
 
 

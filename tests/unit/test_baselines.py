@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pytest
+from points_helpers import levels_of, release_with
 
 from dpcore.core.record import validate_record
 from dpcore.data.domain import Aggregate, Bounds, Grid, block_edges, block_rects, rect_sums
@@ -316,23 +317,23 @@ class TestParams:
             d = m.describe()
             for key in ("title", "summary", "when_to_use", "reference"):
                 assert isinstance(d[key], str) and d[key]
-        assert AdaptiveGrid.supports_zcdp
-        assert not Quadtree.supports_zcdp and not KDTree.supports_zcdp
+        assert "zcdp" in AdaptiveGrid.definitions
+        assert Quadtree.definitions == KDTree.definitions == ("pure",)
 
     @pytest.mark.parametrize("mech", [Quadtree(), KDTree()])
     def test_zcdp_refused_by_trees(self, mech) -> None:
         with pytest.raises(ParameterError, match="pure"):
-            mech.privacy_cost(zcdp(0.1))
+            mech.cost(zcdp(0.1))
         with pytest.raises(ParameterError):
-            mech.plan(Grid(Bounds(0, 0, 1, 1), 16, 16), zcdp(0.1), {})
+            levels_of(mech, Grid(Bounds(0, 0, 1, 1), 16, 16), zcdp(0.1), {})
         with pytest.raises(ParameterError):
-            mech.release(make_aggregate(np.ones((4, 4))), zcdp(0.1), {}, NoiseSource(0))
+            release_with(mech, make_aggregate(np.ones((4, 4))), zcdp(0.1), {}, NoiseSource(0))
 
     @pytest.mark.parametrize("mech", [Quadtree(), KDTree(), AdaptiveGrid()])
     @pytest.mark.parametrize("eps", [0.0, -1.0, float("nan"), 101.0])
     def test_bad_epsilon(self, mech, eps) -> None:
         with pytest.raises(ParameterError):
-            mech.plan(Grid(Bounds(0, 0, 1, 1), 16, 16), eps, {}, n_estimate=1000)
+            levels_of(mech, Grid(Bounds(0, 0, 1, 1), 16, 16), eps, {}, n_estimate=1000)
 
 
 def level_costs(levels) -> list[float]:
@@ -343,7 +344,7 @@ class TestQuadtreePlan:
     @pytest.mark.parametrize("eps", [0.1, 0.5, 3.0])
     def test_geometric_budgets(self, eps: float) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 1024, 1024)
-        levels = Quadtree().plan(g, eps, {"height": 8})
+        levels = levels_of(Quadtree(), g, eps, {"height": 8})
         costs = level_costs(levels)
         assert len(costs) == 9
         assert math.fsum(costs) <= eps and math.fsum(costs) == pytest.approx(eps, rel=1e-12)
@@ -359,7 +360,7 @@ class TestQuadtreePlan:
 
     def test_uniform_budgets(self) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 64, 64)
-        costs = level_costs(Quadtree().plan(g, 0.6, {"height": 5, "budget_split": "uniform"}))
+        costs = level_costs(levels_of(Quadtree(), g, 0.6, {"height": 5, "budget_split": "uniform"}))
         np.testing.assert_allclose(costs, [0.1] * 6, rtol=1e-12)
 
     def test_height_capped_by_grid(self) -> None:
@@ -367,12 +368,12 @@ class TestQuadtreePlan:
         assert max_quadtree_height(17, 3) == 5
         assert max_quadtree_height(1, 1) == 0
         g = Grid(Bounds(0, 0, 1, 1), 16, 16)
-        levels = Quadtree().plan(g, 1.0, {"height": 10})
+        levels = levels_of(Quadtree(), g, 1.0, {"height": 10})
         assert len(levels) == 5 and levels[-1].n_counts == 256 and levels[-1].cells_per_count == 1
 
     def test_scale_and_inferred_sd(self) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 32, 32)
-        levels = Quadtree().plan(g, 1.0, {"height": 5}, sensitivity=3)
+        levels = levels_of(Quadtree(), g, 1.0, {"height": 5}, sensitivity=3)
         for lv in levels:
             assert lv.scale == pytest.approx(3 / lv.cost.value, rel=1e-12)
             var, _ = dlap_moments(lv.scale)
@@ -382,7 +383,7 @@ class TestQuadtreePlan:
 
     def test_expected_error_is_json(self) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 64, 64)
-        rows = Quadtree().expected_error(g, 0.5, {})
+        rows = Quadtree.expected_error(Quadtree().plan(g, 0.5, {}))
         assert rows[-1]["in_partition"] and rows[-1]["details"]["depth"] == len(rows) - 1
 
 
@@ -434,7 +435,7 @@ class TestAGPlan:
 
     def test_budgets_and_sides(self) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 1024, 1024)
-        levels = AdaptiveGrid().plan(g, 1.0, {}, n_estimate=1e6)
+        levels = levels_of(AdaptiveGrid(), g, 1.0, {}, n_estimate=1e6)
         costs = level_costs(levels)
         np.testing.assert_allclose(costs, [0.05, 0.475, 0.475], rtol=1e-12)
         assert math.fsum(costs) <= 1.0
@@ -446,7 +447,7 @@ class TestAGPlan:
 
     def test_public_n_and_alpha(self) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 256, 256)
-        levels = AdaptiveGrid().plan(g, 2.0, {"public_n": 50_000, "alpha": 0.25})
+        levels = levels_of(AdaptiveGrid(), g, 2.0, {"public_n": 50_000, "alpha": 0.25})
         np.testing.assert_allclose(level_costs(levels), [0.5, 1.5], rtol=1e-12)
         assert levels[0].n_counts == 25 * 25  # ceil(¼·sqrt(5e4·2/10)) = ceil(25.0) = 25
         assert levels[0].extra["depth"] == 0
@@ -454,11 +455,11 @@ class TestAGPlan:
     def test_needs_a_guess(self) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 64, 64)
         with pytest.raises(ParameterError, match="guess"):
-            AdaptiveGrid().plan(g, 1.0, {})
+            levels_of(AdaptiveGrid(), g, 1.0, {})
 
     def test_zcdp_plan(self) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 64, 64)
-        levels = AdaptiveGrid().plan(g, zcdp(0.02), {}, n_estimate=1e5)
+        levels = levels_of(AdaptiveGrid(), g, zcdp(0.02), {}, n_estimate=1e5)
         assert all(lv.noise == "discrete_gaussian" for lv in levels)
         assert math.fsum(level_costs(levels)) == pytest.approx(0.02, rel=1e-12)
 
@@ -467,7 +468,7 @@ class TestKDPlan:
     @pytest.mark.parametrize("h,eps", [(8, 0.1), (16, 1.0), (3, 0.5)])
     def test_budgets(self, h: int, eps: float) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 1024, 1024)
-        levels = KDTree().plan(g, eps, {"height": h})
+        levels = levels_of(KDTree(), g, eps, {"height": h})
         med, counts = levels[0], levels[1:]
         assert not med.in_partition and "Median" in med.name
         assert med.cost.value == pytest.approx(0.15 * eps, rel=1e-12)
@@ -486,7 +487,7 @@ class TestKDPlan:
 
     def test_single_cell_grid_spends_all_on_the_count(self) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 1, 1)
-        levels = KDTree().plan(g, 0.7, {})
+        levels = levels_of(KDTree(), g, 0.7, {})
         assert level_costs(levels) == [0.7]
 
 
@@ -574,7 +575,7 @@ def clustered() -> Aggregate:
 
 class TestQuadtreeRelease:
     def test_structure(self, clustered) -> None:
-        rel = Quadtree().release(clustered, 0.8, {"height": 4}, NoiseSource(1))
+        rel = release_with(Quadtree(), clustered, 0.8, {"height": 4}, NoiseSource(1))
         check_tree_release(rel, 0.8)
         assert rel.public["height"] == 4
         assert np.bincount(rel.level).tolist() == [1, 4, 16, 64, 256]
@@ -583,7 +584,7 @@ class TestQuadtreeRelease:
 
     def test_early_leaves_take_the_rest(self) -> None:
         agg = make_aggregate(np.arange(9).reshape(3, 3))
-        rel = Quadtree().release(agg, 1.0, {"height": 5}, NoiseSource(2))
+        rel = release_with(Quadtree(), agg, 1.0, {"height": 5}, NoiseSource(2))
         costs = level_costs(rel.levels)
         assert len(costs) == 3  # height capped at ceil(log2 3) = 2
         single_at_1 = (rel.level == 1) & rel.leaf
@@ -593,23 +594,23 @@ class TestQuadtreeRelease:
         check_tree_release(rel, 1.0)
 
     def test_noiseless_limit_is_the_truth(self, clustered) -> None:
-        rel = Quadtree().release(clustered, 100.0, {"height": 3}, NoiseSource(3))
+        rel = release_with(Quadtree(), clustered, 100.0, {"height": 3}, NoiseSource(3))
         np.testing.assert_allclose(rel.noisy, rect_sums(clustered.counts, rel.rects), atol=0.05)
 
     def test_seeded_is_reproducible(self, clustered) -> None:
-        a = Quadtree().release(clustered, 0.5, {}, NoiseSource(9))
-        b = Quadtree().release(clustered, 0.5, {}, NoiseSource(9))
+        a = release_with(Quadtree(), clustered, 0.5, {}, NoiseSource(9))
+        b = release_with(Quadtree(), clustered, 0.5, {}, NoiseSource(9))
         np.testing.assert_array_equal(a.noisy, b.noisy)
 
     def test_export_validates(self, clustered) -> None:
-        rel = Quadtree().release(clustered, 0.5, {"height": 3}, NoiseSource(1))
+        rel = release_with(Quadtree(), clustered, 0.5, {"height": 3}, NoiseSource(1))
         validate_record(release_record(rel))
         assert release_csv(rel).count(b"\n") == rel.n_rects + 1  # every node of the tree
 
 
 class TestAGRelease:
     def test_structure_and_public_values(self, clustered) -> None:
-        rel = AdaptiveGrid().release(clustered, 1.0, {}, NoiseSource(1))
+        rel = release_with(AdaptiveGrid(), clustered, 1.0, {}, NoiseSource(1))
         e_g = rel.levels[1].cost.value + rel.levels[2].cost.value
         check_tree_release(rel, e_g)
         assert set(np.unique(rel.level).tolist()) == {0, 1}
@@ -628,7 +629,7 @@ class TestAGRelease:
         counts[12:15, 12:15] += 10
         counts[21:24, 21:24] += 4
         agg = make_aggregate(counts)
-        rel = AdaptiveGrid().release(agg, 100.0, {"public_n": 1, "c2": 1000.0}, NoiseSource(5))
+        rel = release_with(AdaptiveGrid(), agg, 100.0, {"public_n": 1, "c2": 1000.0}, NoiseSource(5))
         cells = rel.rects[rel.level == 0]
         assert cells.shape[0] == 100  # m1 = max(10, ceil(¼·sqrt(1·100/10))) = 10
         n1 = rect_sums(counts, cells)
@@ -656,21 +657,21 @@ class TestAGRelease:
         assert k == subs.shape[0]
 
     def test_zcdp_release(self, clustered) -> None:
-        rel = AdaptiveGrid().release(clustered, zcdp(0.05), {}, NoiseSource(2))
+        rel = release_with(AdaptiveGrid(), clustered, zcdp(0.05), {}, NoiseSource(2))
         check_tree_release(rel, rel.levels[1].cost.value + rel.levels[2].cost.value)
         assert rel.cost.definition == "zcdp"
         assert all(lv.noise == "discrete_gaussian" for lv in rel.levels)
 
     def test_user_cap_sizes_and_scales(self, clustered) -> None:
         agg = make_aggregate(clustered.counts, sensitivity=3)
-        rel = AdaptiveGrid().release(agg, 1.0, {"public_n": 20_000}, NoiseSource(1))
+        rel = release_with(AdaptiveGrid(), agg, 1.0, {"public_n": 20_000}, NoiseSource(1))
         assert rel.public["first_level_side"] == first_level_side(20_000, 1.0, 10.0, 3)
         assert rel.levels[0].scale == pytest.approx(3 / 0.5)
 
 
 class TestKDRelease:
     def test_structure(self, clustered) -> None:
-        rel = KDTree().release(clustered, 1.0, {"height": 7}, NoiseSource(1))
+        rel = release_with(KDTree(), clustered, 1.0, {"height": 7}, NoiseSource(1))
         count_budget = math.fsum(level_costs(rel.levels[1:]))
         check_tree_release(rel, count_budget)
         assert rel.level.max() <= 7
@@ -681,14 +682,14 @@ class TestKDRelease:
     def test_median_split_at_large_epsilon(self) -> None:
         # ranks 5,5,5,6,6,8,8,8,11 of n = 12: |2r − n| is 0 at j = 4 and 5; ties -> j = 4
         counts = np.array([[5, 0, 0, 1, 0, 2, 0, 0, 3, 1]])
-        rel = KDTree().release(make_aggregate(counts), 100.0, {"height": 1, "median_share": 0.5},
+        rel = release_with(KDTree(), make_aggregate(counts), 100.0, {"height": 1, "median_share": 0.5},
                                NoiseSource(0))
         assert rel.rects[1:].tolist() == [[0, 1, 0, 4], [0, 1, 4, 10]]
 
     def test_axes_alternate(self) -> None:
         rng = np.random.default_rng(3)
         counts = rng.poisson(50, size=(16, 16))
-        rel = KDTree().release(make_aggregate(counts), 100.0, {"height": 2, "median_share": 0.5},
+        rel = release_with(KDTree(), make_aggregate(counts), 100.0, {"height": 2, "median_share": 0.5},
                                NoiseSource(0))
         d1 = rel.rects[rel.level == 1]
         d2 = rel.rects[rel.level == 2]
@@ -702,7 +703,7 @@ class TestKDRelease:
 
     def test_thin_range_splits_the_other_axis(self) -> None:
         counts = np.arange(8).reshape(8, 1)
-        rel = KDTree().release(make_aggregate(counts), 5.0, {"height": 3}, NoiseSource(2))
+        rel = release_with(KDTree(), make_aggregate(counts), 5.0, {"height": 3}, NoiseSource(2))
         check_tree_release(rel, math.fsum(level_costs(rel.levels[1:])))
         assert np.all(rel.rects[:, 2] == 0) and np.all(rel.rects[:, 3] == 1)
 
@@ -740,7 +741,7 @@ class TestMonteCarlo:
         rng = np.random.default_rng(21)
         agg = make_aggregate(rng.poisson(4, size=(8, 8)))
         mech = Quadtree()
-        rels = [mech.release(agg, 1.0, {"height": 3}, NoiseSource(1000 + i)) for i in range(self.REPS)]
+        rels = [release_with(mech, agg, 1.0, {"height": 3}, NoiseSource(1000 + i)) for i in range(self.REPS)]
         rel = rels[0]
         var, m4 = own_noise_moments(rel)
         parent = parents_of(rel)
@@ -762,7 +763,7 @@ class TestMonteCarlo:
         # capped at 2, whatever the noise: a fixed forest of 100 roots with 4 children each
         agg = make_aggregate(np.full((20, 20), 50))
         mech = AdaptiveGrid()
-        rels = [mech.release(agg, 1.0, {"public_n": 1000}, NoiseSource(5000 + i))
+        rels = [release_with(mech, agg, 1.0, {"public_n": 1000}, NoiseSource(5000 + i))
                 for i in range(self.REPS)]
         rel = rels[0]
         assert all(r.n_rects == 500 for r in rels)
@@ -779,7 +780,7 @@ class TestMonteCarlo:
         # a 2 x 2 grid has one candidate per split: the structure is fixed
         agg = make_aggregate(np.array([[3, 9], [0, 5]]))
         mech = KDTree()
-        rels = [mech.release(agg, 0.7, {"height": 2}, NoiseSource(9000 + i)) for i in range(self.REPS)]
+        rels = [release_with(mech, agg, 0.7, {"height": 2}, NoiseSource(9000 + i)) for i in range(self.REPS)]
         rel = rels[0]
         assert all(np.array_equal(r.rects, rel.rects) for r in rels)
         assert rel.n_rects == 7

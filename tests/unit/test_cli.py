@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import dpcore
+from dpcore import catalog
 from dpcore.cli import main
 from dpcore.core.record import validate_record
-from dpcore.points import mechanisms
 from dpcore.points.export import CSV_COLUMNS
 
 REPO = Path(dpcore.__file__).resolve().parents[1]
@@ -66,7 +66,7 @@ def assert_user_error(rc: int, capsys: pytest.CaptureFixture[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mechanism", mechanisms.names())
+@pytest.mark.parametrize("mechanism", catalog.names("points"))
 def test_release_each_mechanism(tmp_path: Path, points_csv: Path, mechanism: str,
                                 capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
@@ -134,16 +134,16 @@ def test_release_with_params_and_user_cap(tmp_path: Path, capsys: pytest.Capture
 def test_mechanisms_lists_all(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mechanisms"]) == 0
     out = capsys.readouterr().out
-    for name in mechanisms.names():
+    for name in catalog.names("points"):
         assert f"{name}:" in out
-    for p in mechanisms.get("ug").params:
+    for p in catalog.get("points", "ug").params:
         assert f"--param {p.name}=" in out
 
 
 def test_mechanisms_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mechanisms", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert sorted(d["name"] for d in data if d["kind"] == "points") == sorted(mechanisms.names())
+    assert sorted(d["name"] for d in data if d["kind"] == "points") == sorted(catalog.names("points"))
     hier = {d["name"] for d in data if d["kind"] == "hierarchy"}
     assert {"exact", "topdown_linf", "topdown_l2", "hay", "bottom_up", "independent", "dpc_approx", "matrix"} == hier
     ug = next(d for d in data if d["name"] == "ug")
@@ -171,7 +171,7 @@ def test_python_m_dpcore_mechanisms() -> None:
         [sys.executable, "-m", "dpcore", "mechanisms"], cwd=REPO, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    for name in mechanisms.names():
+    for name in catalog.names("points"):
         assert f"{name}:" in proc.stdout
     assert "Traceback" not in proc.stderr
 

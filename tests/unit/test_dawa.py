@@ -9,10 +9,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from points_helpers import levels_of, release_with
 
+from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.estimate import greedy_h as gh
-from dpcore.points import mechanisms
 from dpcore.points.mechanisms import dawa as D
 from dpcore.privacy.noise import NoiseSource, discrete_laplace_variance
 
@@ -89,12 +90,12 @@ def test_noise_scales_are_exact_fractions() -> None:
             self.scales.append(scale)
             return super().discrete_laplace(scale, size)
 
-    mech = mechanisms.get("dawa")
+    mech = catalog.get("points", "dawa")
     for k, eps, share in ((1, 0.3, 0.25), (3, 0.7, 0.35)):
         agg = _clustered(16, 2000, seed=k)
         agg = Aggregate(agg.grid, agg.counts, 0, 0, k, None)
         noise = Recording(k)
-        rel = mech.release(agg, eps, {"partition_share": share}, noise)
+        rel = release_with(mech, agg, eps, {"partition_share": share}, noise)
         e1, _ = D.DAWA.budgets(D.pure(eps), mech.resolve_params({"partition_share": share}))
         assert all(isinstance(t, Fraction) for t in noise.scales), noise.scales
         n1 = 2 * gh.hilbert_order_for(16, 16) + 1  # stage 1: one draw per interval length, first
@@ -196,13 +197,13 @@ def _clustered(side: int = 32, n: int = 4000, seed: int = 0) -> Aggregate:
 
 def test_release_tiles_the_grid_and_is_reproducible() -> None:
     agg = _agg(_clustered(24).counts[:, :20])  # 24 × 20: padded to 32 × 32
-    mech = mechanisms.get("dawa")
-    rel = mech.release(agg, 1.0, {}, NoiseSource(seed=3))
+    mech = catalog.get("points", "dawa")
+    rel = release_with(mech, agg, 1.0, {}, NoiseSource(seed=3))
     cover = np.zeros(agg.grid.shape, dtype=int)
     for r0, r1, c0, c1 in rel.rects.tolist():
         cover[r0:r1, c0:c1] += 1
     assert np.all(cover == 1)
-    again = mech.release(agg, 1.0, {}, NoiseSource(seed=3))
+    again = release_with(mech, agg, 1.0, {}, NoiseSource(seed=3))
     assert np.array_equal(rel.noisy, again.noisy) and np.array_equal(rel.rects, again.rects)
     assert rel.public["buckets"] == rel.n_rects
     assert np.all(rel.sd > 0) and np.all(np.isfinite(rel.ci95))
@@ -212,10 +213,10 @@ def test_stage_two_is_unbiased_with_the_planned_noise(monkeypatch: pytest.Monkey
     """With the partition fixed, the bucket estimates are unbiased and their spread matches
     the exact least-squares SD the release reports; each level's noise has the planned SD."""
     agg = _clustered(16, 3000, seed=2)
-    mech = mechanisms.get("dawa")
+    mech = catalog.get("points", "dawa")
     fixed = gh.optimal_dyadic_partition(gh.dyadic_deviation_costs(np.zeros(256, dtype=np.int64), 4))
     monkeypatch.setattr(gh, "optimal_dyadic_partition", lambda costs: fixed)  # one bucket: the grid
-    runs = [mech.release(agg, 2.0, {}, NoiseSource(seed=100 + i)) for i in range(400)]
+    runs = [release_with(mech, agg, 2.0, {}, NoiseSource(seed=100 + i)) for i in range(400)]
     est = np.array([r.noisy.sum() for r in runs])
     sd = runs[0].sd.sum()
     assert runs[0].n_rects == 1
@@ -233,14 +234,14 @@ def test_stage_two_is_unbiased_with_the_planned_noise(monkeypatch: pytest.Monkey
 
 def test_plan_is_data_free_and_costs_add_up() -> None:
     grid = Grid(B, 32, 32)
-    mech = mechanisms.get("dawa")
-    levels = mech.plan(grid, 1.0, {"partition_share": 0.3})
+    mech = catalog.get("points", "dawa")
+    levels = levels_of(mech, grid, 1.0, {"partition_share": 0.3})
     assert math.fsum(lv.cost.value for lv in levels) <= 1.0 + 1e-12
     assert levels[0].cost.value == pytest.approx(0.3)
     assert levels[0].scale == pytest.approx(4 / 0.3)  # 4k/ε₁ points
     assert levels[-1].in_partition and levels[-1].n_counts == grid.n_cells
     assert levels[-1].extra["workload_noise_sd_bound"]["mean"] > 0
-    capped = mech.plan(grid, 1.0, {"partition_share": 0.3}, sensitivity=3)
+    capped = levels_of(mech, grid, 1.0, {"partition_share": 0.3}, sensitivity=3)
     assert capped[0].scale == pytest.approx(3 * levels[0].scale)
     assert capped[-1].scale == pytest.approx(3 * levels[-1].scale)
 
@@ -249,12 +250,12 @@ def test_zcdp_refused_and_uploaded_workload() -> None:
     from dpcore.errors import ParameterError
     from dpcore.privacy.budget import zcdp
 
-    mech = mechanisms.get("dawa")
+    mech = catalog.get("points", "dawa")
     grid = Grid(B, 16, 16)
     with pytest.raises(ParameterError, match="pure"):
-        mech.plan(grid, zcdp(0.5), {})
+        levels_of(mech, grid, zcdp(0.5), {})
     with pytest.raises(ParameterError, match="rectangles"):
-        mech.plan(grid, 1.0, {"workload": "uploaded"})
+        levels_of(mech, grid, 1.0, {"workload": "uploaded"})
     rects = [{"west": 0.0, "south": 0.0, "east": 0.5, "north": 0.5}]
-    levels = mech.plan(grid, 1.0, {"workload": "uploaded", "rectangles": rects})
+    levels = levels_of(mech, grid, 1.0, {"workload": "uploaded", "rectangles": rects})
     assert levels[-1].in_partition

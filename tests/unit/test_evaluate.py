@@ -8,19 +8,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from points_helpers import release_with
 
+from dpcore import catalog
 from dpcore.cli import main
 from dpcore.data import queries
 from dpcore.data.domain import PRESETS, Grid, rect_sums
 from dpcore.errors import ParameterError
 from dpcore.points import evaluate as ev
-from dpcore.points import mechanisms
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.noise import NoiseSource
 
 NYC = PRESETS["New York City core (Manhattan, Brooklyn, Queens, Bronx)"]
 BOUNDS = "-74.06,40.56,-73.70,40.92"
-MECHS = mechanisms.names()  # whatever is registered
+MECHS = catalog.names("points")  # whatever is registered
 EPS = [0.5, 1.0]
 SIZES = (0.05, 0.1)
 NQ = 60
@@ -78,8 +79,8 @@ def test_mre_equals_metric_recomputed_by_hand(agg, results: pd.DataFrame) -> Non
                   & (results["query_size"] == SIZES[1]) & (results["repeat"] == 1)].iloc[0]
     qs, tags = queries.random_rectangles(agg.grid, SIZES, NQ, shape="random", seed=int(row["workload_seed"]))
     q = qs[tags == SIZES[1]]
-    mech = mechanisms.get("ug")
-    rel = mech.release(agg, 0.5, mech.resolve_params({}), NoiseSource(int(row["noise_seed"])))
+    mech = catalog.get("points", "ug")
+    rel = release_with(mech, agg, 0.5, mech.resolve_params({}), NoiseSource(int(row["noise_seed"])))
     true = rect_sums(agg.counts, q).astype(float)
     est = rel.answer(q)
     by_hand = float(np.mean(100.0 * np.abs(true - est) / np.maximum(true, 20.0)))
@@ -237,7 +238,7 @@ def test_cli_unknown_mechanism_exits_2_with_one_line(tmp_path: Path, capsys: pyt
     captured = capsys.readouterr()
     assert rc == 2
     lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: Unknown mechanism 'nosuch'")
+    assert len(lines) == 1 and lines[0].startswith("error: Unknown points mechanism 'nosuch'")
     assert not out.exists()
 
 

@@ -16,11 +16,12 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
+from points_helpers import release_with
 
+from dpcore import catalog
 from dpcore.core.record import validate_record
 from dpcore.data.domain import Aggregate, Bounds, Grid, rect_sums
 from dpcore.pipeline import release_points
-from dpcore.points import mechanisms
 from dpcore.points.export import (
     CSV_COLUMNS,
     release_csv,
@@ -55,14 +56,14 @@ def read_csv_rows(data: bytes) -> tuple[list[str], list[dict[str, str]]]:
 def ug_release():
     rng = np.random.default_rng(0)
     agg = aggregate(rng.poisson(30, size=(20, 30)))
-    return mechanisms.get("ug").release(agg, 1.0, {"public_n": 2000}, NoiseSource(1))
+    return release_with(catalog.get("points", "ug"), agg, 1.0, {"public_n": 2000}, NoiseSource(1))
 
 
 @pytest.fixture(scope="module", params=["identity", "uniform", "ug"])
 def any_release(request):
     rng = np.random.default_rng(1)
     agg = aggregate(rng.poisson(10, size=(12, 9)))
-    return mechanisms.get(request.param).release(agg, 0.5, {"public_n": 500} if request.param == "ug" else {},
+    return release_with(catalog.get("points", request.param), agg, 0.5, {"public_n": 500} if request.param == "ug" else {},
                                                   NoiseSource(2))
 
 
@@ -192,7 +193,7 @@ EPS = 0.001  # scale 1000: P(noise = 0) ~ 5e-4 per count
 
 @pytest.mark.parametrize(
     "name,params",
-    [*((n, {}) for n in mechanisms.names()), ("ug", {"public_n": 40_000_000})],
+    [*((n, {}) for n in catalog.names("points")), ("ug", {"public_n": 40_000_000})],
 )
 def test_exports_hold_no_true_values(tmp_path: Path, name: str, params: dict) -> None:
     agg = aggregate(TRUE_COUNTS, bounds=Bounds(0.0, 0.0, 1.0, 1.0), n_outside=N_OUTSIDE, n_capped=N_CAPPED)

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from points_helpers import levels_of, release_with
 
 from dpcore.data.domain import Aggregate, Bounds, Grid, prefix_sums
 from dpcore.errors import ParameterError
@@ -414,7 +415,7 @@ class TestSplitSearch:
 
     def test_fig_2b_split_without_noise(self) -> None:
         # 3 rows x 2 cols, one level: the root (height 1) cuts between rows (P5) after row 0
-        rel = MECH.release(make_aggregate(FIG_2B), 1.0, {"height": 1, "theta": 0, "kappa": 1},
+        rel = release_with(MECH, make_aggregate(FIG_2B), 1.0, {"height": 1, "theta": 0, "kappa": 1},
                            ZeroNoise())
         assert rel.rects.tolist() == [[0, 3, 0, 2], [0, 1, 0, 2], [1, 3, 0, 2]]
         assert rel.leaf.tolist() == [False, True, True]
@@ -446,7 +447,7 @@ class TestAnswers:
         rng = np.random.default_rng(8)
         counts = rng.integers(1, 40, size=(13, 10))
         agg = make_aggregate(counts)
-        rel = MECH.release(agg, 100.0, {"height": 6, "theta": 0, "kappa": 1}, ZeroNoise())
+        rel = release_with(MECH, agg, 100.0, {"height": 6, "theta": 0, "kappa": 1}, ZeroNoise())
         h = rel.public["height"]
         assert h == 6
         assert np.array_equal(leaves_coverage(rel), np.ones(counts.shape, dtype=np.int64))
@@ -462,7 +463,7 @@ class TestAnswers:
 
     def test_uniform_data_answers_exact(self) -> None:
         counts = np.full((8, 8), 20)
-        rel = MECH.release(make_aggregate(counts), 100.0, {"height": 3, "theta": 0, "kappa": 1},
+        rel = release_with(MECH, make_aggregate(counts), 100.0, {"height": 3, "theta": 0, "kappa": 1},
                            ZeroNoise())
         q = np.array([[1, 6, 2, 7], [0, 3, 0, 8], [5, 8, 4, 5]])
         want = [20 * 25, 20 * 24, 20 * 3]
@@ -483,7 +484,7 @@ class TestParams:
             "first_axis": "paper", "extent_first": False, "adaptive_rounds": False,
         }
         assert MECH.name == "htf" and MECH.title == "HTF (homogeneous tree)"
-        assert MECH.is_tree and MECH.needs_n_guess and not MECH.supports_zcdp
+        assert MECH.is_tree and MECH.needs_n_guess and MECH.definitions == ("pure",)
         essential = {p.name for p in MECH.params if not p.advanced}
         assert essential == {"height_share", "partition_share", "theta"}
 
@@ -514,46 +515,46 @@ class TestParams:
 
     def test_manual_height_too_deep_for_grid(self) -> None:
         g = Grid(Bounds(0, 0, 1, 1), 16, 16)  # h_max = 8
-        MECH.plan(g, 1.0, {"height": 8})
+        levels_of(MECH, g, 1.0, {"height": 8})
         with pytest.raises(ParameterError, match="at most 8"):
-            MECH.plan(g, 1.0, {"height": 9})
+            levels_of(MECH, g, 1.0, {"height": 9})
         with pytest.raises(ParameterError, match="at most 8"):
-            MECH.release(make_aggregate(np.ones((16, 16))), 1.0, {"height": 9}, NoNoiseAllowed())
+            release_with(MECH, make_aggregate(np.ones((16, 16))), 1.0, {"height": 9}, NoNoiseAllowed())
 
     def test_overspent_budget_refused_before_noise(self) -> None:
         # 20 levels x 0.01 > 0.1: refused for the worst-case height, before drawing n̂
         params = {"partition_epsilon_per_level": 0.01}
         with pytest.raises(ParameterError, match="nothing for the counts"):
-            MECH.plan(GRID_1024, 0.1, params, n_estimate=1000)
+            levels_of(MECH, GRID_1024, 0.1, params, n_estimate=1000)
         agg = make_aggregate(np.ones((1024, 1024), dtype=np.int64))
         with pytest.raises(ParameterError, match="nothing for the counts"):
-            MECH.release(agg, 0.1, params, NoNoiseAllowed())
+            release_with(MECH, agg, 0.1, params, NoNoiseAllowed())
         with pytest.raises(ParameterError):
-            MECH.plan(GRID_1024, 0.1, {"height_epsilon": 0.1, "height": 0}, n_estimate=10)
+            levels_of(MECH, GRID_1024, 0.1, {"height_epsilon": 0.1, "height": 0}, n_estimate=10)
 
     def test_too_many_points_refused(self) -> None:
         with pytest.raises(ParameterError, match="fewer than"):
-            MECH.release(make_aggregate(np.array([[2**36, 0]])), 1.0, {}, NoiseSource(1))
+            release_with(MECH, make_aggregate(np.array([[2**36, 0]])), 1.0, {}, NoiseSource(1))
 
     def test_zcdp_refused(self) -> None:
         with pytest.raises(ParameterError, match="pure ε-DP"):
-            MECH.plan(GRID_1024, zcdp(0.5), {}, n_estimate=1e6)
+            levels_of(MECH, GRID_1024, zcdp(0.5), {}, n_estimate=1e6)
         with pytest.raises(ParameterError, match="pure ε-DP"):
-            MECH.release(make_aggregate(np.ones((4, 4))), zcdp(0.5), {}, NoNoiseAllowed())
+            release_with(MECH, make_aggregate(np.ones((4, 4))), zcdp(0.5), {}, NoNoiseAllowed())
         with pytest.raises(ParameterError):
-            MECH.privacy_cost(zcdp(0.5), {})
-        assert MECH.privacy_cost(0.5, {}) == pure(0.5)
+            MECH.cost(zcdp(0.5), {})
+        assert MECH.cost(0.5, {}) == pure(0.5)
 
     @pytest.mark.parametrize("eps", [0, -1, "x", 101])
     def test_bad_epsilon(self, eps) -> None:
         with pytest.raises(ParameterError):
-            MECH.plan(GRID_1024, eps, {}, n_estimate=1e6)
+            levels_of(MECH, GRID_1024, eps, {}, n_estimate=1e6)
 
     def test_needs_guess_unless_manual_height(self) -> None:
         with pytest.raises(ParameterError, match="guess"):
-            MECH.plan(GRID_1024, 0.5, {})
-        assert MECH.plan(GRID_1024, 0.5, {"height": 10})
-        assert MECH.plan(GRID_1024, 0.5, {"public_n": 100_000})
+            levels_of(MECH, GRID_1024, 0.5, {})
+        assert levels_of(MECH, GRID_1024, 0.5, {"height": 10})
+        assert levels_of(MECH, GRID_1024, 0.5, {"public_n": 100_000})
 
     def test_describe(self) -> None:
         d = MECH.describe()
@@ -582,7 +583,7 @@ class TestPlan:
     def test_la_table(self, eps, h, eps_level, eps_prt, eps_data, root, root_scale, bottom,
                       bottom_scale) -> None:
         params = {**PAPER_PRESET, "partition_epsilon_per_level": eps_level}
-        levels = MECH.plan(GRID_1024, eps, params, n_estimate=3.5e6)
+        levels = levels_of(MECH, GRID_1024, eps, params, n_estimate=3.5e6)
         height_lv, split_lv, *depths = levels
         assert [lv.level for lv in levels] == list(range(len(levels)))
         assert height_lv.cost.value == 1e-4 and height_lv.scale == pytest.approx(10_000)
@@ -605,7 +606,7 @@ class TestPlan:
     @pytest.mark.parametrize("n,eps,c0", [(3.5e6, 0.1, 10), (1e5, 1.0, 10), (5e4, 0.5, 3.0),
                                           (50, 0.5, 10), (1e9, 2.0, 10)])
     def test_height_rule_and_budget_sum(self, n, eps, c0) -> None:
-        levels = MECH.plan(GRID_1024, eps, {"c0": c0}, n_estimate=n)
+        levels = levels_of(MECH, GRID_1024, eps, {"c0": c0}, n_estimate=n)
         x = n * eps / c0
         h = min(math.floor(math.log2(x)), 20) if x >= 1 else 0
         depths = depth_levels(levels)
@@ -623,7 +624,7 @@ class TestPlan:
 
     def test_depth_levels(self) -> None:
         n, eps, theta = 2e6, 0.4, 50
-        levels = MECH.plan(GRID_1024, eps, {"theta": theta}, n_estimate=n)
+        levels = levels_of(MECH, GRID_1024, eps, {"theta": theta}, n_estimate=n)
         depths = depth_levels(levels)
         h = len(depths) - 1
         eps_data = math.fsum(lv.cost.value for lv in depths)
@@ -653,17 +654,17 @@ class TestPlan:
             assert spent + lv.extra["leaf_budget_if_pruned_here"] == pytest.approx(eps_data, rel=1e-12)
 
     def test_p_stop_is_half_at_theta(self) -> None:
-        levels = MECH.plan(GRID_1024, 1.0, {"theta": 100, "height": 4}, n_estimate=1600)
+        levels = levels_of(MECH, GRID_1024, 1.0, {"theta": 100, "height": 4}, n_estimate=1600)
         depth4 = depth_levels(levels)[4]  # expected count 1600/16 = 100 = θ, but height 0
         assert depth4.extra["p_stop_by_noise"] is None
         depth3 = depth_levels(levels)[3]  # 200 vs θ = 100
         assert depth3.extra["p_stop_by_noise"] == pytest.approx(
             0.5 * math.exp(-100 * depth3.cost.value))
-        levels = MECH.plan(GRID_1024, 1.0, {"theta": 200, "height": 4}, n_estimate=1600)
+        levels = levels_of(MECH, GRID_1024, 1.0, {"theta": 200, "height": 4}, n_estimate=1600)
         assert depth_levels(levels)[3].extra["p_stop_by_noise"] == 0.5
 
     def test_manual_height_no_height_phase(self) -> None:
-        levels = MECH.plan(GRID_1024, 0.5, {"height": 5})
+        levels = levels_of(MECH, GRID_1024, 0.5, {"height": 5})
         assert levels[0].name.startswith("Split search")
         assert len(depth_levels(levels)) == 6
         assert math.fsum(lv.cost.value for lv in levels) == pytest.approx(0.5, rel=1e-12)
@@ -671,24 +672,24 @@ class TestPlan:
         assert levels[0].extra["data_driven_depth"] is None
 
     def test_uniform_allocation(self) -> None:
-        levels = MECH.plan(GRID_1024, 0.5, {"height": 5, "allocation": "uniform"})
+        levels = levels_of(MECH, GRID_1024, 0.5, {"height": 5, "allocation": "uniform"})
         costs = [lv.cost.value for lv in depth_levels(levels)]
         assert costs == pytest.approx([0.5 * 0.9 / 6] * 6, rel=1e-12)
 
     @pytest.mark.parametrize("k", [2, 5])
     def test_sensitivity_multiplies_scales(self, k: int) -> None:
-        base = MECH.plan(GRID_1024, 0.5, {"height": 8}, sensitivity=1)
-        capped = MECH.plan(GRID_1024, 0.5, {"height": 8}, sensitivity=k)
+        base = levels_of(MECH, GRID_1024, 0.5, {"height": 8}, sensitivity=1)
+        capped = levels_of(MECH, GRID_1024, 0.5, {"height": 8}, sensitivity=k)
         for a, b in zip(depth_levels(base), depth_levels(capped), strict=True):
             assert b.scale == pytest.approx(k * a.scale, rel=1e-12)
             assert b.sensitivity == k
         assert capped[0].sensitivity == 2 * k
         assert capped[0].scale == pytest.approx(float(objective_scale(k, 7, 0.05 / 8)), rel=1e-12)
         # the height rule uses ε/k
-        assert len(depth_levels(MECH.plan(GRID_1024, 1.0, {}, sensitivity=4, n_estimate=10240))) == 9
+        assert len(depth_levels(levels_of(MECH, GRID_1024, 1.0, {}, sensitivity=4, n_estimate=10240))) == 9
 
     def test_split_level_facts(self) -> None:
-        levels = MECH.plan(GRID_1024, 0.5, {"height": 6, "T": 2})
+        levels = levels_of(MECH, GRID_1024, 0.5, {"height": 6, "T": 2})
         sp = levels[0]
         assert sp.extra["T"] == 2 and sp.extra["evaluations_per_split"] == 5
         assert sp.n_counts == (2**6 - 1) * 5
@@ -696,12 +697,12 @@ class TestPlan:
         assert sp.sensitivity == 2
         # SD of g·X, X discrete Laplace of scale t/g
         assert sp.sd == pytest.approx(G * math.sqrt(dlap_var(sp.scale / G)), rel=1e-9)
-        ex = MECH.plan(GRID_1024, 0.5, {"height": 2, "split_method": "exhaustive"})[0]
+        ex = levels_of(MECH, GRID_1024, 0.5, {"height": 2, "split_method": "exhaustive"})[0]
         assert ex.n_counts == 1023 + 2 * 1023  # root cuts columns (height 2), then rows
         assert ex.scale == pytest.approx(float(objective_scale(1, 1023, 0.05 / 2)), rel=1e-12)
 
     def test_expected_error_rows(self) -> None:
-        rows = MECH.expected_error(GRID_1024, 0.1, PAPER_PRESET, n_estimate=3.5e6)
+        rows = MECH.expected_error(MECH.plan(GRID_1024, 0.1, PAPER_PRESET, n_estimate=3.5e6))
         assert len(rows) == 2 + 16
         bottom = rows[-1]
         assert bottom["in_partition"] and bottom["expected_error"]["range_query_sd"]
@@ -723,7 +724,7 @@ class TestRelease:
         counts = poisson(40, 33, 4.0, 1)
         counts[:20, :10] += 30
         agg = make_aggregate(counts)
-        rel = MECH.release(agg, 1.0, {}, NoiseSource(3))
+        rel = release_with(MECH, agg, 1.0, {}, NoiseSource(3))
         assert rel.is_tree and rel.mechanism == "htf"
         assert rel.rects[0].tolist() == [0, 40, 0, 33] and rel.level[0] == 0
         assert (np.diff(rel.level) >= 0).all()  # root first, then depth by depth
@@ -735,7 +736,7 @@ class TestRelease:
         assert math.fsum(lv.cost.value for lv in rel.levels) == pytest.approx(1.0, rel=1e-12)
         assert path_sums(rel) == pytest.approx(rel.public["epsilon_data"], rel=1e-12)
         # the plan recomputed from the released n̂ is the release's plan
-        assert rel.levels == MECH.plan(agg.grid, 1.0, {}, n_estimate=rel.public["noisy_n"])
+        assert rel.levels == levels_of(MECH, agg.grid, 1.0, {}, n_estimate=rel.public["noisy_n"])
         assert np.all(rel.noisy == np.round(rel.noisy))
         # sd / ci95 are those of the published count's own budget
         from dpcore.privacy.noise import discrete_laplace_interval, discrete_laplace_variance
@@ -758,7 +759,7 @@ class TestRelease:
             assert area.sum() == (a[1] - a[0]) * (a[3] - a[2])
 
     def test_frontier_and_budgets(self) -> None:
-        rel = MECH.release(make_aggregate(poisson(32, 32, 10.0, 2)), 2.0, {"theta": 5}, NoiseSource(4))
+        rel = release_with(MECH, make_aggregate(poisson(32, 32, 10.0, 2)), 2.0, {"theta": 5}, NoiseSource(4))
         assert rel.budgets().tolist() == rel.node_budget.tolist()
         for d in range(rel.public["height"] + 1):
             front = rel.frontier(d)
@@ -769,16 +770,16 @@ class TestRelease:
 
     def test_seeded_reproducible(self) -> None:
         agg = make_aggregate(poisson(20, 20, 5.0, 3))
-        a = MECH.release(agg, 1.0, {}, NoiseSource(9))
-        b = MECH.release(agg, 1.0, {}, NoiseSource(9))
-        c = MECH.release(agg, 1.0, {}, NoiseSource(10))
+        a = release_with(MECH, agg, 1.0, {}, NoiseSource(9))
+        b = release_with(MECH, agg, 1.0, {}, NoiseSource(9))
+        c = release_with(MECH, agg, 1.0, {}, NoiseSource(10))
         assert np.array_equal(a.rects, b.rects) and np.array_equal(a.noisy, b.noisy)
         assert not (np.array_equal(a.rects, c.rects) and np.array_equal(a.noisy, c.noisy))
 
     def test_small_data_single_leaf(self) -> None:
         # P25: a handful of points at ε = 0.1 gives h = 0: one leaf with all of ε
         # (public n, so the height is free; the partition share goes to the counts)
-        rel = MECH.release(make_aggregate(poisson(16, 16, 0.05, 4)), 0.1, {"public_n": 13},
+        rel = release_with(MECH, make_aggregate(poisson(16, 16, 0.05, 4)), 0.1, {"public_n": 13},
                            NoiseSource(1))
         assert rel.public["height"] == 0
         assert rel.n_rects == 1 and rel.leaf[0]
@@ -787,17 +788,17 @@ class TestRelease:
 
     def test_public_n_and_manual_height(self) -> None:
         agg = make_aggregate(poisson(16, 16, 4.0, 5))
-        rel = MECH.release(agg, 1.0, {"public_n": 1024}, NoiseSource(2))
+        rel = release_with(MECH, agg, 1.0, {"public_n": 1024}, NoiseSource(2))
         assert "noisy_n" not in rel.public
         assert rel.public["height"] == 6  # floor(log2(1024·1/10)) = 6
         assert rel.public["epsilon_height"] == 0
-        rel = MECH.release(agg, 1.0, {"height": 3}, NoiseSource(2))
+        rel = release_with(MECH, agg, 1.0, {"height": 3}, NoiseSource(2))
         assert rel.public["height"] == 3 and rel.level.max() <= 3
 
     @pytest.mark.parametrize("first_axis", ["x", "y"])
     def test_first_axis(self, first_axis: str) -> None:
         counts = np.full((8, 8), 50)
-        rel = MECH.release(make_aggregate(counts), 5.0, {"height": 2, "first_axis": first_axis,
+        rel = release_with(MECH, make_aggregate(counts), 5.0, {"height": 2, "first_axis": first_axis,
                                                          "theta": 0}, NoiseSource(1))
         child = rel.rects[1]
         if first_axis == "x":
@@ -808,13 +809,13 @@ class TestRelease:
     def test_paper_axis_depends_on_height_parity(self) -> None:
         counts = np.full((8, 8), 50)
         for h, full_rows in ((2, True), (3, False)):
-            rel = MECH.release(make_aggregate(counts), 5.0, {"height": h, "theta": 0}, NoiseSource(1))
+            rel = release_with(MECH, make_aggregate(counts), 5.0, {"height": h, "theta": 0}, NoiseSource(1))
             child = rel.rects[1]
             assert (child[0] == 0 and child[1] == 8) == full_rows
 
     def test_axis_fallback_on_thin_grid(self) -> None:
         # one column: every cut must be between rows whatever the parity (P3)
-        rel = MECH.release(make_aggregate(np.full((16, 1), 30)), 5.0,
+        rel = release_with(MECH, make_aggregate(np.full((16, 1), 30)), 5.0,
                            {"height": 4, "theta": 0, "kappa": 1}, NoiseSource(2))
         assert (rel.rects[:, 2] == 0).all() and (rel.rects[:, 3] == 1).all()
         assert np.array_equal(leaves_coverage(rel), np.ones((16, 1), dtype=np.int64))
@@ -822,10 +823,10 @@ class TestRelease:
     def test_extent_first_gives_leaf_whole_remainder(self) -> None:
         # 4x4 grid, κ = 17: the root is too small, so it is a leaf with all of ε_data
         agg = make_aggregate(np.full((4, 4), 10))
-        rel = MECH.release(agg, 1.0, {"height": 3, "kappa": 17, "extent_first": True}, NoiseSource(1))
+        rel = release_with(MECH, agg, 1.0, {"height": 3, "kappa": 17, "extent_first": True}, NoiseSource(1))
         assert rel.n_rects == 1
         assert rel.node_budget[0] == pytest.approx(0.9, rel=1e-12)
-        rel = MECH.release(agg, 1.0, {"height": 3, "kappa": 17}, NoiseSource(1))
+        rel = release_with(MECH, agg, 1.0, {"height": 3, "kappa": 17}, NoiseSource(1))
         assert rel.n_rects == 1
         assert rel.node_budget[0] == pytest.approx(0.9, rel=1e-12)  # ε_h + ε_rem(h)
         # but its published count has only ε_rem(3) = ε_0 + ε_1 + ε_2
@@ -834,14 +835,14 @@ class TestRelease:
     def test_exhaustive_release(self) -> None:
         counts = poisson(12, 9, 3.0, 6)
         counts[:3] = 0
-        rel = MECH.release(make_aggregate(counts), 2.0, {"split_method": "exhaustive", "height": 4,
+        rel = release_with(MECH, make_aggregate(counts), 2.0, {"split_method": "exhaustive", "height": 4,
                                                          "theta": 0}, NoiseSource(5))
         assert np.array_equal(leaves_coverage(rel), np.ones(counts.shape, dtype=np.int64))
         assert path_sums(rel) == pytest.approx(rel.public["epsilon_data"], rel=1e-12)
 
     def test_adaptive_rounds_release(self) -> None:
         counts = poisson(12, 9, 3.0, 7)
-        rel = MECH.release(make_aggregate(counts), 2.0, {"adaptive_rounds": True, "height": 5},
+        rel = release_with(MECH, make_aggregate(counts), 2.0, {"adaptive_rounds": True, "height": 5},
                            NoiseSource(5))
         assert np.array_equal(leaves_coverage(rel), np.ones(counts.shape, dtype=np.int64))
 
@@ -853,7 +854,7 @@ class TestRelease:
         agg = make_aggregate(counts)
         hits = 0
         for seed in range(20):
-            rel = MECH.release(agg, 10.0, {"height": 2, "partition_share": 0.5, "first_axis": "x",
+            rel = release_with(MECH, agg, 10.0, {"height": 2, "partition_share": 0.5, "first_axis": "x",
                                            "theta": 0}, NoiseSource(seed))
             hits += int(rel.rects[1, 3] == 16)
         assert hits >= 15
@@ -869,7 +870,7 @@ class TestNoiseDistribution:
         src = NoiseSource(seed)
         out = np.empty(reps)
         for r in range(reps):
-            out[r] = MECH.release(agg, 1.0, params, src).noisy[0] - counts.sum()
+            out[r] = release_with(MECH, agg, 1.0, params, src).noisy[0] - counts.sum()
         return out
 
     @staticmethod
@@ -898,10 +899,10 @@ class TestNoiseDistribution:
 def test_small_data_warning_in_plan() -> None:
     # P25: height 10 at ε = 0.1 with the paper's budgets: root scale 1/ε_10 ≈ 474, so
     # 1,000 points lie within θ + 3 scales (1,472); 3.5 M do not
-    levels = MECH.plan(GRID_1024, 0.1, {**PAPER_PRESET, "height": 10}, n_estimate=1000)
+    levels = levels_of(MECH, GRID_1024, 0.1, {**PAPER_PRESET, "height": 10}, n_estimate=1000)
     assert depth_levels(levels)[0].scale == pytest.approx(1 / spec_eps_i(0.095, 10, 10))
     assert "single leaf" in depth_levels(levels)[0].note
-    levels = MECH.plan(GRID_1024, 0.1, {**PAPER_PRESET, "height": 10}, n_estimate=3.5e6)
+    levels = levels_of(MECH, GRID_1024, 0.1, {**PAPER_PRESET, "height": 10}, n_estimate=3.5e6)
     assert "single leaf" not in depth_levels(levels)[0].note
 
 
@@ -925,9 +926,9 @@ def test_bad_release_chance_reads_the_nearest_simulated_setting() -> None:
 
 
 def test_plan_carries_bad_release_chance_for_record_level_only() -> None:
-    split = [lv for lv in MECH.plan(GRID_512, 1.0, None, n_estimate=300_000) if lv.name.startswith("Split")][0]
+    split = [lv for lv in levels_of(MECH, GRID_512, 1.0, None, n_estimate=300_000) if lv.name.startswith("Split")][0]
     assert split.extra["bad_release_chance"] == BAD_RELEASE_TABLE[(300_000, 1.0)][0]
     assert "3 times" in split.extra["bad_release_note"]
-    split = [lv for lv in MECH.plan(GRID_512, 1.0, None, sensitivity=3, n_estimate=300_000)
+    split = [lv for lv in levels_of(MECH, GRID_512, 1.0, None, sensitivity=3, n_estimate=300_000)
              if lv.name.startswith("Split")][0]
     assert split.extra["bad_release_chance"] is None

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from points_helpers import levels_of, release_with
 
+from dpcore import catalog
 from dpcore.core.record import validate_record
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_cache, matrix_errors, matrix_workload
 from dpcore.pipeline import release_points
-from dpcore.points import mechanisms
 from dpcore.points.export import release_record, write_release
 from dpcore.points.mechanisms.matrix import MatrixMechanism
 from dpcore.privacy.budget import pure, zcdp
@@ -32,7 +33,7 @@ def _agg(counts: np.ndarray, k: int = 1) -> Aggregate:
 
 
 def test_registered_and_described() -> None:
-    m = mechanisms.get("matrix")
+    m = catalog.get("points", "matrix")
     assert isinstance(m, MatrixMechanism)
     assert "Eigen-Design" in m.title
     p = m.resolve_params({})
@@ -45,7 +46,7 @@ def test_registered_and_described() -> None:
 @pytest.mark.parametrize("workload", ["ranges_2d", "random_rectangles"])
 def test_plan_is_data_free_and_reports_bound(cost, workload) -> None:
     g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 8, 8)
-    lv = mechanisms.get("matrix").plan(g, cost, {"workload": workload})[0]
+    lv = levels_of(catalog.get("points", "matrix"), g, cost, {"workload": workload})[0]
     mx = lv.extra["matrix"]
     assert 0 < mx["rmse_lower_bound"] <= mx["expected_rmse_per_query"]
     assert mx["ratio_to_lower_bound"] == pytest.approx(mx["expected_rmse_per_query"] / mx["rmse_lower_bound"])
@@ -55,18 +56,18 @@ def test_plan_is_data_free_and_reports_bound(cost, workload) -> None:
 
 
 def test_one_d_workloads_only_on_a_line() -> None:
-    m = mechanisms.get("matrix")
+    m = catalog.get("points", "matrix")
     line = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 1, 32)
     for w in ("prefix", "ranges_1d"):
-        assert m.plan(line, zcdp(0.5), {"workload": w})[0].extra["matrix"]["n_queries"] > 0
+        assert levels_of(m, line, zcdp(0.5), {"workload": w})[0].extra["matrix"]["n_queries"] > 0
         with pytest.raises(ParameterError, match="one row or one column"):
-            m.plan(Grid(Bounds(0.0, 0.0, 1.0, 1.0), 4, 8), zcdp(0.5), {"workload": w})
+            levels_of(m, Grid(Bounds(0.0, 0.0, 1.0, 1.0), 4, 8), zcdp(0.5), {"workload": w})
 
 
 def test_large_grid_is_refused_before_anything_is_spent() -> None:
     g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 1024, 1024)
     with pytest.raises(ParameterError, match="at most 65,536 cells"):
-        mechanisms.get("matrix").plan(g, zcdp(0.5), {})
+        levels_of(catalog.get("points", "matrix"), g, zcdp(0.5), {})
     agg = Aggregate(g, np.zeros((1024, 1024), dtype=np.int64), 0, 0, 1, None)
     led = Ledger(zcdp(1.0))
     with pytest.raises(ParameterError):
@@ -129,7 +130,7 @@ def test_exports_hold_answers_and_no_true_counts(tmp_path: Path) -> None:
 
 def test_other_mechanisms_have_no_workload_section() -> None:
     agg = _agg(TRUE)
-    rel = mechanisms.get("identity").release(agg, 1.0, {}, NoiseSource(1))
+    rel = release_with(catalog.get("points", "identity"), agg, 1.0, {}, NoiseSource(1))
     assert "workload" not in release_record(rel)
 
 
@@ -216,7 +217,7 @@ def test_uploaded_weights_shape_the_design_but_errors_are_unweighted() -> None:
     # 4 rectangles cannot see every cell: the per-axis design replaces the flat one, and says so
     s = m.strategy(q.workload, zcdp(0.5), q.design)
     assert s.kind == "kron"
-    assert any("per-axis design" in n for n in m.plan(g, zcdp(0.5), p)[0].extra["matrix"]["notes"])
+    assert any("per-axis design" in n for n in levels_of(m, g, zcdp(0.5), p)[0].extra["matrix"]["notes"])
     # 120 seeded small rectangles with weights 1 or 2: the flat Eigen-Design has full column rank
     rng = np.random.default_rng(0)
     rs = []
@@ -229,7 +230,7 @@ def test_uploaded_weights_shape_the_design_but_errors_are_unweighted() -> None:
     q = m._queries(g, p)
     s = m.strategy(q.workload, zcdp(0.5), q.design)
     assert s.kind == "eigen" and s.workload_hash == q.design.content_hash()
-    mx = m.plan(g, zcdp(0.5), p)[0].extra["matrix"]
+    mx = levels_of(m, g, zcdp(0.5), p)[0].extra["matrix"]
     var = mx["noise_variance"]
     se = np.sqrt(var * matrix_errors.query_variances_per_p(q.workload, s) / s.sensitivity() ** 2)
     assert mx["expected_rmse_per_query"] == pytest.approx(math.sqrt(np.mean(se**2)), rel=1e-9)
@@ -241,16 +242,16 @@ def test_uploaded_weights_shape_the_design_but_errors_are_unweighted() -> None:
 
 
 def test_uploaded_workload_needs_rectangles_and_others_drop_them() -> None:
-    m = mechanisms.get("matrix")
+    m = catalog.get("points", "matrix")
     g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 8, 8)
     with pytest.raises(ParameterError, match="upload a CSV"):
-        m.plan(g, zcdp(0.5), {"workload": "uploaded"})
+        levels_of(m, g, zcdp(0.5), {"workload": "uploaded"})
     p = m.resolve_params({"workload": "ranges_2d", "rectangles": _uploaded_params()["rectangles"]})
     assert p["rectangles"] is None  # a record never carries rectangles it did not use
     from dpcore.errors import InputError
     bad = [{"west": 2.0, "south": 2.0, "east": 3.0, "north": 3.0}]
     with pytest.raises(InputError, match="(?i)wholly outside"):
-        m.plan(g, zcdp(0.5), {"workload": "uploaded", "rectangles": bad})
+        levels_of(m, g, zcdp(0.5), {"workload": "uploaded", "rectangles": bad})
 
 
 def test_cli_workload_file_and_repeat_from_the_record(tmp_path: Path, capsys) -> None:
@@ -324,7 +325,7 @@ def test_previewed_noise_is_the_noise_drawn(cost, k, workload) -> None:
     agg = _agg(np.random.default_rng(2).poisson(20, (6, 7)), k)
     params = {"workload": workload, "rect_count": 30}
     m = MatrixMechanism()
-    plan = m.plan(agg.grid, cost, params, sensitivity=k)[0].extra["matrix"]
+    plan = levels_of(m, agg.grid, cost, params, sensitivity=k)[0].extra["matrix"]
     src = _Recording(11)
     led = Ledger(zcdp(5.0) if cost.definition == "zcdp" else pure(5.0))
     rel = release_points(agg, "matrix", cost, params, led, noise=src)
@@ -347,19 +348,19 @@ def test_plan_and_release_load_the_strategy_once(monkeypatch) -> None:
 
     agg = _agg_unit(16, 16)
     params = {"workload": "ranges_2d"}
-    MatrixMechanism().plan(agg.grid, zcdp(0.5), params)  # fills the disk cache
+    levels_of(MatrixMechanism(), agg.grid, zcdp(0.5), params)  # fills the disk cache
     mmod.clear_memo()
     loads = []
     real = matrix_cache._load
     monkeypatch.setattr(matrix_cache, "_load", lambda *a, **kw: loads.append(1) or real(*a, **kw))
     m = MatrixMechanism()
-    m.plan(agg.grid, zcdp(0.5), params)
-    m.plan(agg.grid, zcdp(0.1), params)  # another ρ: the strategy is the same
-    m.query_error(agg.grid, zcdp(0.5), params, (0, 4, 0, 4))
+    levels_of(m, agg.grid, zcdp(0.5), params)
+    levels_of(m, agg.grid, zcdp(0.1), params)  # another ρ: the strategy is the same
+    m.query_error(m.plan(agg.grid, zcdp(0.5), params), (0, 4, 0, 4))
     release_points(agg, "matrix", zcdp(0.5), params, Ledger(zcdp(1.0)), noise=NoiseSource(1))
     assert len(loads) == 1
     # another definition is another design (an L1 strategy), not the memoised one
-    mx = m.plan(agg.grid, pure(0.5), params)[0].extra["matrix"]
+    mx = levels_of(m, agg.grid, pure(0.5), params)[0].extra["matrix"]
     assert mx["pure_dp_fallback"] and mx["strategy"] != "kron-eigen"
 
 

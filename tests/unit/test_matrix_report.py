@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from points_helpers import levels_of
 from scipy import special
 
 from dpcore.data.domain import Bounds, Grid
@@ -167,7 +168,7 @@ def test_mechanism_plan_carries_the_report_and_matches_its_rmse() -> None:
     g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 8, 8)
     m = MatrixMechanism()
     for cost in (zcdp(0.5), pure(1.0)):
-        mx = m.plan(g, cost, {"workload": "ranges_2d"})[0].extra["matrix"]
+        mx = levels_of(m, g, cost, {"workload": "ranges_2d"})[0].extra["matrix"]
         assert mx["comparisons"][0]["rmse"] == pytest.approx(mx["expected_rmse_per_query"], rel=1e-9)
         assert mx["worst_se"] >= mx["expected_rmse_per_query"]
         assert mx["simultaneous_95"]["bound"] > mx["worst_se"]

@@ -13,15 +13,21 @@ import math
 
 import numpy as np
 import pytest
+from points_helpers import levels_of, release_with
 
+from dpcore import catalog, pipeline
+from dpcore.core.mechanism import Mechanism
 from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points, rect_sums
 from dpcore.errors import ParameterError
-from dpcore.points import mechanisms
-from dpcore.points.mechanisms.base import PointMechanism, check_epsilon
+from dpcore.points.kind import MECHANISMS
+from dpcore.points.mechanisms.base import PointsMechanism, check_epsilon
 from dpcore.points.mechanisms.identity import Identity
 from dpcore.points.mechanisms.ug import UniformGrid
 from dpcore.points.mechanisms.uniform import Uniform
 from dpcore.points.release import PartitionRelease
+from dpcore.points.unit import points_unit
+from dpcore.privacy.budget import pure
+from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
 N_SE = 5.0  # tolerance of every statistical check, in standard errors
@@ -92,32 +98,72 @@ GRID_64 = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 64, 64)
 
 class TestRegistry:
     def test_names(self) -> None:
-        assert {"identity", "ug", "uniform", "htf"} <= set(mechanisms.names())
-        assert set(mechanisms.REGISTRY) == set(mechanisms.names())
-        for name, mech in mechanisms.REGISTRY.items():
-            assert mech.name == name
-            assert isinstance(mech, PointMechanism)
+        assert {"identity", "ug", "uniform", "htf"} <= set(catalog.names("points"))
+        assert [m.name for m in MECHANISMS] == catalog.names("points")
+        for mech in MECHANISMS:
+            assert catalog.get("points", mech.name) is mech  # the catalogue is the only registry
+            assert isinstance(mech, PointsMechanism) and isinstance(mech, Mechanism)
+            assert mech.kind == "points"
 
     @pytest.mark.parametrize("name,cls", [("ug", UniformGrid), ("IDENTITY", Identity), (" Uniform ", Uniform)])
     def test_get(self, name: str, cls: type) -> None:
-        assert isinstance(mechanisms.get(name), cls)
+        assert isinstance(catalog.get("points", name), cls)
 
     @pytest.mark.parametrize("name", ["quad tree", "", "u g", "htf2"])
     def test_get_unknown(self, name: str) -> None:
         with pytest.raises(ParameterError) as ei:
-            mechanisms.get(name)
+            catalog.get("points", name)
         msg = str(ei.value)
-        assert "Unknown mechanism" in msg
+        assert "Unknown points mechanism" in msg
         for known in ("ug", "identity", "uniform"):
             assert known in msg
 
     def test_describe(self) -> None:
-        for mech in mechanisms.REGISTRY.values():
+        for mech in MECHANISMS:
             d = mech.describe()
             assert d["name"] == mech.name
             assert [p["name"] for p in d["params"]] == [p.name for p in mech.params]
             for key in ("title", "summary", "when_to_use", "reference", "privacy"):
                 assert isinstance(d[key], str) and d[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# plan once, release that plan
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [m.name for m in MECHANISMS])
+def test_plan_and_release_resolve_params_and_check_cost_once(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the one release path a points release resolves its parameters once and checks its
+    cost once, both in the plan; the release draws from the plan's parameters and cost."""
+    mech = catalog.get("points", name)
+    calls = {"resolve_params": 0, "cost": 0}
+    for what in calls:
+        original = getattr(mech, what)
+
+        def counted(*a: object, _what: str = what, _original=original, **k: object) -> object:
+            calls[_what] += 1
+            return _original(*a, **k)
+
+        monkeypatch.setattr(mech, what, counted)
+    rng = np.random.default_rng(3)
+    agg = make_aggregate(rng.poisson(30.0, size=(16, 16)))
+    ledger = Ledger(pure(2.0))
+    plan = mech.plan(agg.grid, 1.0, {}, unit=points_unit(agg.user_cap), n_estimate=7_000 if mech.needs_n_guess else None)
+    assert calls == {"resolve_params": 1, "cost": 1}
+    rel = pipeline.release(plan, agg, ledger=ledger, noise=NoiseSource(5))
+    assert calls == {"resolve_params": 1, "cost": 1}  # nothing resolved or checked again
+    assert rel.plan is plan and rel.inner.cost == plan.cost and ledger.spent == pytest.approx(1.0)
+    # the same noise through the same plan draws the same release (the plan holds everything)
+    again = mech.release(plan, agg, NoiseSource(5)).inner
+    np.testing.assert_array_equal(again.noisy, rel.inner.noisy)
+
+
+def test_a_plan_of_another_mechanism_is_refused() -> None:
+    agg = make_aggregate(np.ones((4, 4), dtype=np.int64))
+    plan = catalog.get("points", "identity").plan(agg.grid, 0.5, {})
+    with pytest.raises(ParameterError, match="identity"):
+        catalog.get("points", "uniform").release(plan, agg, NoiseSource(0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,28 +173,28 @@ class TestRegistry:
 
 class TestResolveParams:
     def test_defaults(self) -> None:
-        ug = mechanisms.get("ug")
+        ug = catalog.get("points", "ug")
         p = ug.resolve_params({})
         assert p == {"c": 10.0, "count_share": 0.05, "public_n": 0}
         assert ug.resolve_params(None) == p
-        assert mechanisms.get("identity").resolve_params({}) == {}
-        assert mechanisms.get("uniform").resolve_params(None) == {}
+        assert catalog.get("points", "identity").resolve_params({}) == {}
+        assert catalog.get("points", "uniform").resolve_params(None) == {}
 
     def test_strings_converted(self) -> None:
-        p = mechanisms.get("ug").resolve_params({"c": "10", "count_share": " 0.1 ", "public_n": "5000"})
+        p = catalog.get("points", "ug").resolve_params({"c": "10", "count_share": " 0.1 ", "public_n": "5000"})
         assert p["c"] == 10.0 and isinstance(p["c"], float)
         assert p["count_share"] == 0.1
         assert p["public_n"] == 5000 and isinstance(p["public_n"], int)
 
     def test_whole_float_for_int(self) -> None:
-        assert mechanisms.get("ug").resolve_params({"public_n": "12.0"})["public_n"] == 12
+        assert catalog.get("points", "ug").resolve_params({"public_n": "12.0"})["public_n"] == 12
 
     def test_empty_string_means_default(self) -> None:
-        assert mechanisms.get("ug").resolve_params({"c": ""})["c"] == 10.0
+        assert catalog.get("points", "ug").resolve_params({"c": ""})["c"] == 10.0
 
     def test_unknown_param(self) -> None:
         with pytest.raises(ParameterError) as ei:
-            mechanisms.get("ug").resolve_params({"cc": 3, "c": 10})
+            catalog.get("points", "ug").resolve_params({"cc": 3, "c": 10})
         msg = str(ei.value)
         assert "'cc'" in msg
         for known in ("c", "count_share", "public_n"):
@@ -156,7 +202,7 @@ class TestResolveParams:
 
     def test_unknown_param_for_mechanism_without_params(self) -> None:
         with pytest.raises(ParameterError) as ei:
-            mechanisms.get("identity").resolve_params({"c": "10"})
+            catalog.get("points", "identity").resolve_params({"c": "10"})
         assert "none" in str(ei.value)
 
     @pytest.mark.parametrize(
@@ -176,12 +222,12 @@ class TestResolveParams:
     )
     def test_bad_values(self, raw: dict) -> None:
         with pytest.raises(ParameterError) as ei:
-            mechanisms.get("ug").resolve_params(raw)
+            catalog.get("points", "ug").resolve_params(raw)
         assert next(iter(raw)) in str(ei.value)
 
     @pytest.mark.parametrize("value", [1.0, 1000.0])
     def test_range_is_inclusive(self, value: float) -> None:
-        assert mechanisms.get("ug").resolve_params({"c": value})["c"] == value
+        assert catalog.get("points", "ug").resolve_params({"c": value})["c"] == value
 
 
 class TestCheckEpsilon:
@@ -222,7 +268,7 @@ class TestPlans:
     @pytest.mark.parametrize("k", [1, 4])
     def test_identity(self, eps: float, k: int) -> None:
         g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 20, 30)
-        (lv,) = mechanisms.get("identity").plan(g, eps, {}, sensitivity=k)
+        (lv,) = levels_of(catalog.get("points", "identity"), g, eps, {}, sensitivity=k)
         assert_laplace_level(lv, eps, k)
         assert lv.n_counts == 600
         assert lv.cells_per_count == 1.0
@@ -232,7 +278,7 @@ class TestPlans:
     @pytest.mark.parametrize("k", [1, 3])
     def test_uniform(self, eps: float, k: int) -> None:
         g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 20, 30)
-        (lv,) = mechanisms.get("uniform").plan(g, eps, {}, sensitivity=k)
+        (lv,) = levels_of(catalog.get("points", "uniform"), g, eps, {}, sensitivity=k)
         assert_laplace_level(lv, eps, k)
         assert lv.n_counts == 1
         assert lv.cells_per_count == 600
@@ -240,7 +286,7 @@ class TestPlans:
 
     def test_small_scale_ci_is_zero_or_small(self) -> None:
         # eps = 20: q = exp(-20), P(X = 0) > 0.95, so the 95 % half-width is 0
-        (lv,) = mechanisms.get("identity").plan(GRID_64, 20.0, {})
+        (lv,) = levels_of(catalog.get("points", "identity"), GRID_64, 20.0, {})
         assert lv.ci95 == 0
         assert dlap_abs_cdf(0, 1 / 20) >= 0.95
 
@@ -248,12 +294,12 @@ class TestPlans:
     @pytest.mark.parametrize("eps", [0, -1, "x", 101])
     def test_plan_refuses_bad_epsilon(self, name: str, eps: object) -> None:
         with pytest.raises(ParameterError):
-            mechanisms.get(name).plan(GRID_64, eps, {}, n_estimate=1000)  # type: ignore[arg-type]
+            levels_of(catalog.get("points", name), GRID_64, eps, {}, n_estimate=1000)  # type: ignore[arg-type]
 
     def test_expected_error_is_plan_to_dict(self) -> None:
-        mech = mechanisms.get("identity")
-        rows = mech.expected_error(GRID_64, 0.5, {}, query_sizes=(0.1,))
-        (lv,) = mech.plan(GRID_64, 0.5, {})
+        mech = catalog.get("points", "identity")
+        rows = mech.expected_error(mech.plan(GRID_64, 0.5, {}), query_sizes=(0.1,))
+        (lv,) = levels_of(mech, GRID_64, 0.5, {})
         assert rows == [lv.to_dict(GRID_64.n_cells, (0.1,))]
         assert rows[0]["noise"]["scale"] == 2.0
 
@@ -279,7 +325,7 @@ class TestUGPlan:
     )
     def test_grid_side(self, n: int, eps: float, rows: int, cols: int, k: int) -> None:
         g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), rows, cols)
-        levels = self.UG.plan(g, eps, {}, sensitivity=k, n_estimate=n)
+        levels = levels_of(self.UG, g, eps, {}, sensitivity=k, n_estimate=n)
         e_g = eps * (1 - 0.05)
         m = ug_side(n, e_g, 10.0, k, g)
         assert 1 <= m <= min(rows, cols)
@@ -301,7 +347,7 @@ class TestUGPlan:
 
     @pytest.mark.parametrize("eps,share", [(1.0, 0.05), (0.3, 0.2), (2.0, 0.5), (0.1, 0.001)])
     def test_two_levels_budget_adds_up(self, eps: float, share: float) -> None:
-        levels = self.UG.plan(GRID_64, eps, {"count_share": share}, n_estimate=10_000)
+        levels = levels_of(self.UG, GRID_64, eps, {"count_share": share}, n_estimate=10_000)
         assert len(levels) == 2
         count_lv, grid_lv = levels
         assert [lv.level for lv in levels] == [0, 1]
@@ -313,11 +359,11 @@ class TestUGPlan:
         assert grid_lv.scale == pytest.approx(1 / (eps * (1 - share)), rel=1e-12)
         assert grid_lv.sd == pytest.approx(math.sqrt(dlap_var(grid_lv.scale)), rel=1e-9)
         assert grid_lv.ci95 == dlap_ci95(grid_lv.scale)
-        assert self.UG.privacy_cost(eps, {}).value == eps
+        assert self.UG.cost(eps, {}).value == eps
 
     def test_public_n_single_level_full_epsilon(self) -> None:
         eps = 0.7
-        levels = self.UG.plan(GRID_64, eps, {"public_n": 20_000})
+        levels = levels_of(self.UG, GRID_64, eps, {"public_n": 20_000})
         assert len(levels) == 1
         (lv,) = levels
         assert lv.cost.value == eps
@@ -327,13 +373,13 @@ class TestUGPlan:
         assert m == 37
         assert lv.n_counts == m * m
         # the public number wins over the guess
-        assert self.UG.plan(GRID_64, eps, {"public_n": 20_000}, n_estimate=10) == levels
+        assert levels_of(self.UG, GRID_64, eps, {"public_n": 20_000}, n_estimate=10) == levels
 
     @pytest.mark.parametrize("k", [2, 5])
     def test_user_cap_multiplies_scale(self, k: int) -> None:
         eps = 0.8
-        base = self.UG.plan(GRID_64, eps, {}, sensitivity=1, n_estimate=100_000)
-        capped = self.UG.plan(GRID_64, eps, {}, sensitivity=k, n_estimate=100_000)
+        base = levels_of(self.UG, GRID_64, eps, {}, sensitivity=1, n_estimate=100_000)
+        capped = levels_of(self.UG, GRID_64, eps, {}, sensitivity=k, n_estimate=100_000)
         for a, b in zip(base, capped, strict=True):
             assert b.scale == pytest.approx(k * a.scale, rel=1e-12)
             assert b.sensitivity == k
@@ -342,12 +388,12 @@ class TestUGPlan:
 
     def test_needs_a_guess_without_public_n(self) -> None:
         with pytest.raises(ParameterError, match="guess"):
-            self.UG.plan(GRID_64, 1.0, {})
+            levels_of(self.UG, GRID_64, 1.0, {})
 
     def test_c_changes_grid(self) -> None:
         g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 1024, 1024)
-        fine = self.UG.plan(g, 1.0, {"c": 1, "public_n": 100_000})[-1].n_counts
-        coarse = self.UG.plan(g, 1.0, {"c": 100, "public_n": 100_000})[-1].n_counts
+        fine = levels_of(self.UG, g, 1.0, {"c": 1, "public_n": 100_000})[-1].n_counts
+        coarse = levels_of(self.UG, g, 1.0, {"c": 100, "public_n": 100_000})[-1].n_counts
         assert fine == round(math.sqrt(100_000)) ** 2
         assert coarse == round(math.sqrt(1000)) ** 2
 
@@ -365,7 +411,7 @@ def poisson_aggregate(rows: int, cols: int, lam: float, seed: int, k: int = 1) -
 class TestIdentityRelease:
     def test_structure(self) -> None:
         agg = poisson_aggregate(12, 7, 5.0, seed=1)
-        rel = Identity().release(agg, 0.5, {}, NoiseSource(1))
+        rel = release_with(Identity(), agg, 0.5, {}, NoiseSource(1))
         assert isinstance(rel, PartitionRelease)
         assert rel.mechanism == "identity"
         assert rel.n_rects == 84
@@ -387,9 +433,9 @@ class TestIdentityRelease:
 
     def test_seeded_is_reproducible(self) -> None:
         agg = poisson_aggregate(8, 8, 3.0, seed=2)
-        a = Identity().release(agg, 1.0, {}, NoiseSource(42))
-        b = Identity().release(agg, 1.0, {}, NoiseSource(42))
-        c = Identity().release(agg, 1.0, {}, NoiseSource(43))
+        a = release_with(Identity(), agg, 1.0, {}, NoiseSource(42))
+        b = release_with(Identity(), agg, 1.0, {}, NoiseSource(42))
+        c = release_with(Identity(), agg, 1.0, {}, NoiseSource(43))
         np.testing.assert_array_equal(a.noisy, b.noisy)
         assert not np.array_equal(a.noisy, c.noisy)
 
@@ -397,7 +443,7 @@ class TestIdentityRelease:
     def test_noise_distribution(self, eps: float, k: int) -> None:
         rows, cols = 200, 200
         agg = poisson_aggregate(rows, cols, 20.0, seed=3, k=k)
-        rel = Identity().release(agg, eps, {}, NoiseSource(7))
+        rel = release_with(Identity(), agg, eps, {}, NoiseSource(7))
         true = rect_sums(agg.counts, rel.rects)
         err = rel.noisy - true
         n = err.size
@@ -418,7 +464,7 @@ class TestIdentityRelease:
 
     def test_empirical_ci95_coverage(self) -> None:
         agg = poisson_aggregate(150, 150, 5.0, seed=4)
-        rel = Identity().release(agg, 0.3, {}, NoiseSource(11))
+        rel = release_with(Identity(), agg, 0.3, {}, NoiseSource(11))
         err = rel.noisy - rect_sums(agg.counts, rel.rects)
         p = dlap_abs_cdf(int(rel.levels[0].ci95), 1 / 0.3)  # exact coverage of the interval
         cover = np.mean(np.abs(err) <= rel.ci95)
@@ -428,19 +474,19 @@ class TestIdentityRelease:
         lon = np.array([0.1, 0.2, 0.3, 0.9])
         lat = np.array([0.1, 0.2, 0.3, 0.9])
         agg = aggregate_points(lon, lat, Grid(Bounds(0, 0, 1, 1), 4, 4), user=np.array([1, 1, 1, 2]), user_cap=2)
-        rel = Identity().release(agg, 0.5, {}, NoiseSource(0))
+        rel = release_with(Identity(), agg, 0.5, {}, NoiseSource(0))
         assert rel.sensitivity == 2 and rel.user_cap == 2
         assert rel.levels[0].scale == 4.0
 
     def test_unknown_param_refused(self) -> None:
         with pytest.raises(ParameterError):
-            Identity().release(poisson_aggregate(4, 4, 1.0, 0), 1.0, {"c": 3}, NoiseSource(0))
+            release_with(Identity(), poisson_aggregate(4, 4, 1.0, 0), 1.0, {"c": 3}, NoiseSource(0))
 
 
 class TestUniformRelease:
     def test_spreads_noisy_total(self) -> None:
         agg = poisson_aggregate(10, 16, 4.0, seed=5)
-        rel = Uniform().release(agg, 0.2, {}, NoiseSource(3))
+        rel = release_with(Uniform(), agg, 0.2, {}, NoiseSource(3))
         assert rel.n_rects == 1
         assert rel.rects.tolist() == [[0, 10, 0, 16]]
         assert rel.leaf.tolist() == [True]
@@ -457,7 +503,7 @@ class TestUniformRelease:
         agg = poisson_aggregate(4, 4, 10.0, seed=6)
         eps = 0.5
         src = NoiseSource(17)
-        errs = np.array([Uniform().release(agg, eps, {}, src).noisy[0] - agg.total for _ in range(2000)])
+        errs = np.array([release_with(Uniform(), agg, eps, {}, src).noisy[0] - agg.total for _ in range(2000)])
         var = dlap_var(1 / eps)
         assert abs(errs.mean()) <= N_SE * math.sqrt(var / errs.size)
         se_var = math.sqrt((dlap_moment4(1 / eps) - var**2) / errs.size)
@@ -468,7 +514,7 @@ class TestUGRelease:
     def test_public_values_and_grid(self) -> None:
         agg = poisson_aggregate(64, 64, 25.0, seed=8)  # ~100k points
         eps = 0.5
-        rel = UniformGrid().release(agg, eps, {}, NoiseSource(5))
+        rel = release_with(UniformGrid(), agg, eps, {}, NoiseSource(5))
         assert set(rel.public) == {"noisy_point_count", "grid_side"}
         n_hat = rel.public["noisy_point_count"]
         assert isinstance(n_hat, int)
@@ -487,7 +533,7 @@ class TestUGRelease:
 
     def test_public_n(self) -> None:
         agg = poisson_aggregate(32, 48, 3.0, seed=9)
-        rel = UniformGrid().release(agg, 1.0, {"public_n": "4000"}, NoiseSource(5))
+        rel = release_with(UniformGrid(), agg, 1.0, {"public_n": "4000"}, NoiseSource(5))
         assert "noisy_point_count" not in rel.public
         m = ug_side(4000, 1.0, 10.0, 1, agg.grid)  # sqrt(400) = 20
         assert m == 20
@@ -502,7 +548,7 @@ class TestUGRelease:
         # so there are 16384 blocks, each a single cell
         agg = poisson_aggregate(128, 128, 2.0, seed=10)
         eps = 1.0
-        rel = UniformGrid().release(agg, eps, {"public_n": 1_000_000}, NoiseSource(21))
+        rel = release_with(UniformGrid(), agg, eps, {"public_n": 1_000_000}, NoiseSource(21))
         assert rel.public["grid_side"] == 128
         err = rel.noisy - rect_sums(agg.counts, rel.rects)
         var = dlap_var(1 / eps)
@@ -512,7 +558,7 @@ class TestUGRelease:
 
     def test_user_cap_scales_noise(self) -> None:
         agg = poisson_aggregate(16, 16, 50.0, seed=12, k=4)
-        rel = UniformGrid().release(agg, 1.0, {"public_n": 12_800}, NoiseSource(2))
+        rel = release_with(UniformGrid(), agg, 1.0, {"public_n": 12_800}, NoiseSource(2))
         assert rel.sensitivity == 4
         assert rel.levels[-1].scale == 4.0
         assert rel.public["grid_side"] == ug_side(12_800, 1.0, 10.0, 4, agg.grid)  # sqrt(320) -> 18 -> 16
@@ -536,13 +582,13 @@ class TestNoTrueCountsInRelease:
         return out
 
     @pytest.mark.parametrize(
-        "name,params", [*((n, {}) for n in mechanisms.names()), ("ug", {"public_n": 40_000})]
+        "name,params", [*((n, {}) for n in catalog.names("points")), ("ug", {"public_n": 40_000})]
     )
     def test_no_attribute_equals_truth(self, name: str, params: dict) -> None:
         # eps = 0.01: scale >= 100, so P(noise = 0) <= 0.005 per count; the seed is fixed
         rng = np.random.default_rng(13)
         agg = make_aggregate(rng.poisson(40.0, size=(32, 32)) + 1000)
-        rel = mechanisms.get(name).release(agg, 0.01, params, NoiseSource(99))
+        rel = release_with(catalog.get("points", name), agg, 0.01, params, NoiseSource(99))
         true_blocks = rect_sums(agg.counts, rel.rects).astype(np.float64)
         assert not np.array_equal(rel.noisy, true_blocks)  # the noise is not zero everywhere
         truths = [true_blocks, np.array([float(agg.total)]), agg.counts.ravel().astype(np.float64)]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from points_helpers import release_with
 
 from dpcore import catalog, pipeline
 from dpcore.areas import census_privelet, census_tables, marginals, tree_mechanisms, tree_records
@@ -22,8 +23,7 @@ from dpcore.errors import BudgetError, ParameterError
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms.base import ODMechanism
 from dpcore.flows.tree import hierarchy_from_prefixes
-from dpcore.points import mechanisms as point_mechanisms
-from dpcore.points.mechanisms.base import PointMechanism
+from dpcore.points.mechanisms.base import PointsMechanism
 from dpcore.privacy.budget import pure, zcdp
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
@@ -136,7 +136,7 @@ def test_ledger_entries_keep_their_labels_and_details(table: census_tables.Censu
         release(led, NoiseSource(2), None, table)
         entries += led.entries
     points, hier, flows, priv, mx = entries
-    assert points.label == point_mechanisms.get("ug").title
+    assert points.label == catalog.get("points", "ug").title
     assert points.details["mechanism"] == "ug" and points.details["params"]["c"] == 10.0
     assert hier.label == tree_records.get("topdown_linf").title
     assert {"kind", "mechanism", "neighbour", "split", "split_weights", "statistic", "levels"} <= set(hier.details)
@@ -181,7 +181,8 @@ def _count(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
 
 
 @pytest.mark.parametrize(("which", "owner", "name"), [
-    ("points", PointMechanism, "prepare"),
+    ("points", PointsMechanism, "resolve_params"),
+    ("points", PointsMechanism, "cost"),
     ("hierarchy", tree_mechanisms, "plan"),
     ("od", ODMechanism, "plan_tree"),
     ("census_privelet", census_privelet, "plan_census"),
@@ -215,7 +216,7 @@ def test_planned_releases_match_the_direct_ones(table: census_tables.CensusTable
         np.testing.assert_array_equal(a, b)
     agg = _aggregate()
     via_p = pipeline.release_points(agg, "ag", 0.5, {}, led, noise=NoiseSource(7))
-    direct_p = point_mechanisms.get("ag").release(agg, 0.5, {}, NoiseSource(7))
+    direct_p = release_with(catalog.get("points", "ag"), agg, 0.5, {}, NoiseSource(7))
     np.testing.assert_array_equal(via_p.noisy, direct_p.noisy)
 
 

@@ -16,6 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from points_helpers import levels_of, release_with
 
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
@@ -531,7 +532,7 @@ def test_mechanism_plan_values():
     m = Privelet()
     grid = Grid(Bounds(-1.0, -1.0, 1.0, 1.0), 100, 64)
     eps = 0.5
-    (lv,) = m.plan(grid, eps, {}, sensitivity=2)
+    (lv,) = levels_of(m, grid, eps, {}, sensitivity=2)
     axes = [ordinal(100, name="row"), ordinal(64, name="col")]
     lam = 2 * (1 + 7) * (1 + 6) * (1 + ETA) / eps
     assert lv.scale == pytest.approx(lam) and lv.noise == "discrete_laplace_grid"
@@ -547,10 +548,10 @@ def test_mechanism_plan_values():
     d = lv.to_dict(grid.n_cells)
     assert d["details"]["range_query_sd_exact"] == exact
     # Privelet+: only rows transformed -> rho = 8, column factor 1 per cell
-    (lv_rows,) = m.plan(grid, eps, {"transform": "rows"}, sensitivity=1)
+    (lv_rows,) = levels_of(m, grid, eps, {"transform": "rows"}, sensitivity=1)
     assert lv_rows.extra["generalized_sensitivity"] == 8
     assert lv_rows.sd == pytest.approx(math.sqrt(2 * (8 * (1 + ETA) / eps) ** 2 * (1 / 3 + 2 / 3 * 4.0**-7)))
-    (lv_auto,) = m.plan(Grid(grid.bounds, 300, 100), eps, {"transform": "auto"})
+    (lv_auto,) = levels_of(m, Grid(grid.bounds, 300, 100), eps, {"transform": "auto"})
     assert lv_auto.extra["transformed_axes"] == ["row"]
 
 
@@ -558,9 +559,9 @@ def test_mechanism_refuses_zcdp():
     m = Privelet()
     agg = make_aggregate(8, 8)
     with pytest.raises(ParameterError, match="pure"):
-        m.plan(agg.grid, zcdp(0.5), {})
+        levels_of(m, agg.grid, zcdp(0.5), {})
     with pytest.raises(ParameterError, match="pure"):
-        m.release(agg, zcdp(0.5), {}, NoiseSource(1))
+        release_with(m, agg, zcdp(0.5), {}, NoiseSource(1))
 
 
 def test_mechanism_release_shape_and_unbiased():
@@ -570,7 +571,7 @@ def test_mechanism_release_shape_and_unbiased():
     n_rel = 80
     totals, mean_sq = [], []
     for seed in range(n_rel):
-        rel = m.release(agg, eps, {}, NoiseSource(seed))
+        rel = release_with(m, agg, eps, {}, NoiseSource(seed))
         assert rel.n_rects == 23 * 13 and rel.noisy.dtype == np.float64
         assert not rel.is_tree and rel.levels[0].extra["padded_shape"] == [32, 16]
         err = rel.density() - agg.counts
@@ -589,6 +590,6 @@ def test_mechanism_release_shape_and_unbiased():
 def test_mechanism_release_user_cap_scales_noise():
     m = Privelet()
     agg = make_aggregate(16, 16, sensitivity=3)
-    rel = m.release(agg, 1.0, {"transform": "columns"}, NoiseSource(5))
+    rel = release_with(m, agg, 1.0, {"transform": "columns"}, NoiseSource(5))
     assert rel.levels[0].scale == pytest.approx(3 * 5 * (1 + ETA))
     assert rel.levels[0].sensitivity == 3

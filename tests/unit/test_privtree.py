@@ -8,11 +8,12 @@ import math
 
 import numpy as np
 import pytest
+from points_helpers import levels_of, release_with
 from scipy import stats
 
+from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid, rect_sums
 from dpcore.errors import ParameterError
-from dpcore.points import mechanisms
 from dpcore.points.mechanisms.privtree import (
     PrivTree,
     grow_privtree,
@@ -202,14 +203,14 @@ def test_plan_leaf_noise_matches_simulation(k: int) -> None:
     rng = np.random.default_rng(5)
     counts = rng.poisson(4.0, (8, 8)) * k
     a = agg(counts, k)
-    plan = MECH.plan(a.grid, eps, {}, sensitivity=k)
+    plan = levels_of(MECH, a.grid, eps, {}, sensitivity=k)
     leaf = [lv for lv in plan if lv.in_partition][0]
     assert leaf.scale == pytest.approx(k / (eps / 2))
     assert "depends on the data" in leaf.note
     src = NoiseSource(40 + k)
     errs = []
     for _ in range(300):
-        rel = MECH.release(a, eps, {}, src)
+        rel = release_with(MECH, a, eps, {}, src)
         idx = rel.leaf_index()
         errs.append(rel.noisy[idx] - rect_sums(counts, rel.rects[idx]))
         assert np.all(rel.sd[idx] == leaf.sd) and np.all(rel.ci95[idx] == leaf.ci95)
@@ -232,7 +233,7 @@ def test_plan_leaf_noise_matches_simulation(k: int) -> None:
 
 def test_plan_is_data_free_and_adds_up() -> None:
     g = Grid(Bounds(0, 0, 1, 1), 64, 32)
-    plan = MECH.plan(g, 1.0, {"tree_share": 0.3, "theta": 5})
+    plan = levels_of(MECH, g, 1.0, {"tree_share": 0.3, "theta": 5})
     assert [lv.in_partition for lv in plan] == [False, True]
     assert math.fsum(lv.cost.value for lv in plan) <= 1.0
     assert plan[0].cost.value == pytest.approx(0.3) and plan[1].cost.value == pytest.approx(0.7)
@@ -261,7 +262,7 @@ def clustered(side: int, n: int, seed: int) -> np.ndarray:
 def test_release_is_a_consistent_tree_tiling_the_grid() -> None:
     counts = clustered(64, 20_000, 1)
     a = agg(counts)
-    rel = MECH.release(a, 1.0, {}, NoiseSource(3))
+    rel = release_with(MECH, a, 1.0, {}, NoiseSource(3))
     assert rel.is_tree and rel.mechanism == "privtree"
     leaves = rel.rects[rel.leaf]
     area = (leaves[:, 1] - leaves[:, 0]) * (leaves[:, 3] - leaves[:, 2])
@@ -289,35 +290,35 @@ def test_release_is_a_consistent_tree_tiling_the_grid() -> None:
 
 
 def test_more_points_grow_a_deeper_tree() -> None:
-    small = MECH.release(agg(clustered(64, 500, 2)), 1.0, {}, NoiseSource(4))
-    large = MECH.release(agg(clustered(64, 50_000, 2)), 1.0, {}, NoiseSource(4))
+    small = release_with(MECH, agg(clustered(64, 500, 2)), 1.0, {}, NoiseSource(4))
+    large = release_with(MECH, agg(clustered(64, 50_000, 2)), 1.0, {}, NoiseSource(4))
     assert large.leaf.sum() > 3 * small.leaf.sum()
 
 
 def test_theta_gives_larger_leaves() -> None:
     a = agg(clustered(64, 20_000, 3))
-    fine = MECH.release(a, 1.0, {"theta": 0}, NoiseSource(5))
-    coarse = MECH.release(a, 1.0, {"theta": 500}, NoiseSource(5))
+    fine = release_with(MECH, a, 1.0, {"theta": 0}, NoiseSource(5))
+    coarse = release_with(MECH, a, 1.0, {"theta": 500}, NoiseSource(5))
     assert coarse.leaf.sum() < fine.leaf.sum()
 
 
 def test_odd_grids_and_single_cells() -> None:
     for shape in ((1, 1), (1, 7), (5, 3), (13, 1)):
         counts = np.full(shape, 50, dtype=np.int64)
-        rel = MECH.release(agg(counts), 2.0, {}, NoiseSource(6))
+        rel = release_with(MECH, agg(counts), 2.0, {}, NoiseSource(6))
         area = ((rel.rects[:, 1] - rel.rects[:, 0]) * (rel.rects[:, 3] - rel.rects[:, 2]))[rel.leaf]
         assert area.sum() == counts.size
 
 
 def test_zcdp_and_bad_parameters_refused() -> None:
     with pytest.raises(ParameterError, match="pure"):
-        MECH.privacy_cost(zcdp(0.1))
+        MECH.cost(zcdp(0.1))
     for raw in ({"tree_share": 0.0}, {"tree_share": 1.0}, {"theta": -1}, {"height": 3}):
         with pytest.raises(ParameterError):
             MECH.resolve_params(raw)
 
 
 def test_registered() -> None:
-    assert mechanisms.get("privtree").name == "privtree"
+    assert catalog.get("points", "privtree").name == "privtree"
     d = MECH.describe()
     assert d["tree"] and d["privacy"] == "pure epsilon-DP"

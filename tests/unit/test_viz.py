@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+from points_helpers import release_with
 from scipy import special
 
+from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid
-from dpcore.points import mechanisms
 from dpcore.points.viz import display_blocks, extent_figure, partition_figure
 from dpcore.privacy.noise import NoiseSource
 
@@ -23,7 +24,7 @@ def identity_release(rows: int, cols: int, seed: int = 0, eps: float = 0.5):
     counts = rng.poisson(3.0, size=(rows, cols)).astype(np.int64)
     agg = Aggregate(grid=Grid(BOUNDS, rows, cols), counts=counts, n_outside=0, n_capped=0,
                     sensitivity=1, user_cap=None)
-    return mechanisms.get("identity").release(agg, eps, {}, NoiseSource(seed))
+    return release_with(catalog.get("points", "identity"), agg, eps, {}, NoiseSource(seed))
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,7 @@ class TestPartitionFigure:
         rng = np.random.default_rng(4)
         agg = Aggregate(grid=Grid(BOUNDS, 20, 20), counts=rng.poisson(5, (20, 20)), n_outside=0,
                         n_capped=0, sensitivity=1, user_cap=None)
-        rel = mechanisms.get("uniform").release(agg, 1.0, {}, NoiseSource(4))
+        rel = release_with(catalog.get("points", "uniform"), agg, 1.0, {}, NoiseSource(4))
         fig, info = partition_figure(rel)
         assert info["n_polygons"] == 1
         assert fig.data[0].type == "choroplethmap"

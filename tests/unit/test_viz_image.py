@@ -11,9 +11,10 @@ import numpy as np
 import plotly.io
 import pytest
 from PIL import Image
+from points_helpers import release_with
 
+from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid
-from dpcore.points import mechanisms
 from dpcore.points.viz import (
     colour_levels,
     display_blocks,
@@ -32,7 +33,7 @@ def release(mech: str, rows: int, cols: int, seed: int = 0, eps: float = 0.5, bo
     counts = rng.poisson(3.0, size=(rows, cols)).astype(np.int64)
     agg = Aggregate(grid=Grid(bounds, rows, cols), counts=counts, n_outside=0, n_capped=0,
                     sensitivity=1, user_cap=None)
-    return mechanisms.get(mech).release(agg, eps, {}, NoiseSource(seed))
+    return release_with(catalog.get("points", mech), agg, eps, {}, NoiseSource(seed))
 
 
 def image_layers(fig) -> list:

@@ -8,13 +8,14 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from points_helpers import levels_of, release_with
 
-from dpcore import pipeline
+from dpcore import catalog, pipeline
 from dpcore.cli import main
 from dpcore.core.record import validate_record
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError
-from dpcore.points import export, mechanisms
+from dpcore.points import export
 from dpcore.points.mechanisms.base import gaussian_sigma, noisy_counts
 from dpcore.privacy import budget, noise
 from dpcore.privacy.ledger import Ledger
@@ -36,7 +37,7 @@ def test_identity_zcdp_noise_has_the_discrete_gaussian_variance():
     g = Grid(BOUNDS, 200, 200)
     agg = aggregate_points(np.array([-73.9]), np.array([40.7]), g)
     rho = 0.02
-    rel = mechanisms.get("identity").release(agg, budget.zcdp(rho), {}, noise.NoiseSource(7))
+    rel = release_with(catalog.get("points", "identity"), agg, budget.zcdp(rho), {}, noise.NoiseSource(7))
     lv = rel.levels[0]
     sigma = gaussian_sigma(rho, 1)
     assert lv.noise == "discrete_gaussian" and lv.scale == float(sigma)
@@ -55,9 +56,9 @@ def test_identity_zcdp_noise_has_the_discrete_gaussian_variance():
 
 def test_ug_zcdp_splits_rho_and_sizes_the_grid_with_the_equivalent_epsilon():
     g = Grid(BOUNDS, 1024, 1024)
-    mech = mechanisms.get("ug")
+    mech = catalog.get("points", "ug")
     rho = 0.08
-    levels = mech.plan(g, budget.zcdp(rho), {}, n_estimate=1e6)
+    levels = levels_of(mech, g, budget.zcdp(rho), {}, n_estimate=1e6)
     assert [lv.cost.definition for lv in levels] == ["zcdp", "zcdp"]
     assert math.fsum(lv.cost.value for lv in levels) == pytest.approx(rho, rel=1e-12)
     rho_grid = levels[-1].cost.value

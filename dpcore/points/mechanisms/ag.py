@@ -70,7 +70,7 @@ from dpcore.errors import ParameterError
 from dpcore.estimate.tree_inference import complete_tree_variances, consistent_release
 from dpcore.points.mechanisms.base import (
     Param,
-    PointMechanism,
+    PointsMechanism,
     count_level,
     equivalent_epsilon,
     noisy_counts,
@@ -135,7 +135,7 @@ def sub_blocks(cells: NDArray[np.int64], m_rows: NDArray[np.int64],
     return rects.astype(np.int64), owner
 
 
-class AdaptiveGrid(PointMechanism):
+class AdaptiveGrid(PointsMechanism):
     name = "ag"
     title = "AG (adaptive two-level grid)"
     summary = (
@@ -148,7 +148,6 @@ class AdaptiveGrid(PointMechanism):
     )
     reference = "Qardaji, Yang & Li, 'Differentially private grids for geospatial data', ICDE 2013"
     needs_n_guess = True
-    supports_zcdp = True
     is_tree = True
     params = (
         Param("alpha", "Share of the grid budget for the first level", float, 0.5,
@@ -184,7 +183,7 @@ class AdaptiveGrid(PointMechanism):
         return e_n, part(cost, v_g), part(cost, v1), part(cost, v2)
 
     # -- plan --------------------------------------------------------------------
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         e_n, e_g, e1, e2 = self._budgets(cost, params)

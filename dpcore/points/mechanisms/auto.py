@@ -48,14 +48,14 @@ import numpy as np
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
 from dpcore.points import recommend as rule
-from dpcore.points.mechanisms.base import Param, PointMechanism, count_level, noisy_counts, part
+from dpcore.points.mechanisms.base import Param, PointsMechanism, count_level, noisy_counts, part
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import split_custom
 from dpcore.privacy.noise import NoiseSource
 
 
-class Auto(PointMechanism):
+class Auto(PointsMechanism):
     name = "auto"
     title = "Auto (recommended from public inputs)"
     summary = ("Picks the mechanism that did best in the benchmark for your number of points, ε and query "
@@ -64,7 +64,7 @@ class Auto(PointMechanism):
                    "shapes from 1,000 to 10 million points (benchmarks/results/auto.md).")
     reference = ("Rule derived from a DPBench-style head-to-head (Hay et al., SIGMOD 2016); the count as in "
                  "Qardaji, Yang & Li, ICDE 2013")
-    supports_zcdp = False
+    definitions = ("pure",)
     #: the preview of the choice needs a guess of n (the release counts privately without a public n)
     needs_n_guess = True
     params = (
@@ -100,12 +100,12 @@ class Auto(PointMechanism):
         return rule.recommend(grid, cost.value, n_guess=max(float(n), 0.0), query_sizes=params["query_sizes"],
                               sensitivity=sensitivity)
 
-    def __init__(self, candidates: Mapping[str, PointMechanism]) -> None:
-        #: the mechanisms the rule may name (the registry without ``auto``; given, not imported,
-        #: as the registry module imports this one)
+    def __init__(self, candidates: Mapping[str, PointsMechanism]) -> None:
+        #: the mechanisms the rule may name (the points kind's list without ``auto``; given, not
+        #: imported, as the kind module imports this one)
         self.candidates = dict(candidates)
 
-    def mechanism(self, name: str) -> PointMechanism:
+    def mechanism(self, name: str) -> PointsMechanism:
         if name not in self.candidates:
             raise ParameterError(f"The recommendation names '{name}', which is not a registered mechanism.")
         return self.candidates[name]
@@ -123,7 +123,7 @@ class Auto(PointMechanism):
                            note="Published with the release; chooses the mechanism, not used to answer queries.")
 
     # -- plan --------------------------------------------------------------------------------
-    def _plan(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
+    def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
               n_estimate: float | None) -> tuple[LevelPlan, ...]:
         e_n, e_m = self.budgets(cost, params)
         n = params["public_n"] if params["public_n"] > 0 else n_estimate
@@ -133,8 +133,9 @@ class Auto(PointMechanism):
                 "number of points to preview its choice (without a public number it counts them privately).")
         rec = self.choose(grid, cost, params, float(n), sensitivity)
         inner = self.mechanism(rec.mechanism)
-        levels = inner.plan(grid, e_m, self.chosen_params(rec, params, float(n)), sensitivity=sensitivity,
-                            n_estimate=float(n))
+        chosen = self.chosen_params(rec, params, float(n))
+        inner.check_public(grid, e_m, chosen)
+        levels = inner.plan_levels(grid, e_m, chosen, sensitivity=sensitivity, n_estimate=float(n))
         note = (f"Auto chose {rule.NAMES.get(rec.mechanism, rec.mechanism)}. {rec.reason}"
                 if e_n is None else
                 f"For the guess of {float(n):,.0f} points auto would choose "
@@ -149,7 +150,7 @@ class Auto(PointMechanism):
 
     # -- release -----------------------------------------------------------------------------
     def choosable(self) -> tuple[str, ...]:
-        """Every mechanism the rule can name (the table's entries), in the registry's order."""
+        """Every mechanism the rule can name (the table's entries), in the points kind's order."""
         named = {entry[0] for entry in rule.TABLE.values()}
         return tuple(name for name in self.candidates if name in named) + tuple(
             sorted(named - set(self.candidates)))
@@ -169,7 +170,6 @@ class Auto(PointMechanism):
     def _release(self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
                  ) -> PartitionRelease:
         grid, k = aggregate.grid, int(aggregate.sensitivity)
-        self.check_aggregate(aggregate)  # the pipeline ran it before the charge; kept for direct calls
         e_n, e_m = self.budgets(cost, params)
         if e_n is None:
             n_used, source = float(params["public_n"]), "public number of points"
@@ -179,7 +179,10 @@ class Auto(PointMechanism):
         rec = self.choose(grid, cost, params, n_used, k)
         inner = self.mechanism(rec.mechanism)
         inner_params = self.chosen_params(rec, params, n_used)
-        rel = inner.release(aggregate, e_m, inner_params, noise)
+        # the candidates' data checks ran before the charge (check_aggregate); the choice's public
+        # checks run here, on the parameters the rule gave it
+        inner.check_public(grid, e_m, inner_params)
+        rel = inner._release(aggregate, e_m, inner_params, noise)
         levels = rel.levels
         if e_n is not None:
             levels = (*levels, self._count_level(grid, e_n, k, max(lv.level for lv in levels) + 1))

@@ -1,19 +1,23 @@
-"""What every point mechanism provides, and the registry the app and CLI read.
+"""What every point mechanism has in common: the points kind's base class and shared helpers.
 
-A mechanism module reads top to bottom like its spec: parameters, privacy cost,
-plan (the data-free noise of every level), release, expected error.
+A mechanism module reads top to bottom like its paper: parameters, privacy cost, plan (the
+data-free noise and expected error of every level), release.  Each is one
+:class:`~dpcore.core.mechanism.Mechanism` of the catalogue (:mod:`dpcore.catalog`) through
+:class:`PointsMechanism`, which turns its level plans into :class:`~dpcore.core.mechanism.PlanRow`,
+checks the grid, the unit and the data, and builds the release's envelope.
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
+from abc import abstractmethod
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
 
-from dpcore.core.mechanism import Param, resolve_params
+from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
@@ -26,6 +30,15 @@ from dpcore.privacy.calibration import (
     noise_for_cost,
     noise_variance,
 )
+from dpcore.privacy.units import Unit
+
+__all__ = [
+    "KIND", "Budget", "Param", "PointsMechanism", "as_cost", "check_epsilon", "count_level", "equivalent_epsilon",
+    "gaussian_sigma", "laplace_level", "level_row", "noisy_counts", "part", "rect_bounds", "rect_cells",
+]
+
+#: The kind of data of every point mechanism (its key in the catalogue).
+KIND = "points"
 
 
 def rect_bounds(rect: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
@@ -40,96 +53,82 @@ def rect_cells(rect: tuple[int, int, int, int]) -> int:
     return max(0, r1 - r0) * max(0, c1 - c0)
 
 
-class PointMechanism(ABC):
-    """A DP mechanism that releases a partition of a public grid from a frequency matrix."""
+class PointsMechanism(Mechanism):
+    """A DP mechanism that releases a partition of a public grid from a frequency matrix.
 
-    name: ClassVar[str]
-    title: ClassVar[str]
-    summary: ClassVar[str]
-    when_to_use: ClassVar[str]
-    reference: ClassVar[str]
-    params: ClassVar[tuple[Param, ...]] = ()
+    What is common to the points kind: the domain is the public :class:`~dpcore.data.domain.Grid`,
+    the aggregate its :class:`~dpcore.data.domain.Aggregate`, the unit of privacy one record or one
+    person with a cap on records (the counts' sensitivity).  A mechanism declares its parameters,
+    may refuse public settings (:meth:`check_public`), gives the noise of every level from public
+    inputs (:meth:`plan_levels`) and draws its release (:meth:`_release`).  :meth:`plan` resolves
+    the parameters and checks the cost once; :meth:`release` draws from that plan's parameters and
+    cost, and wraps the :class:`~dpcore.points.release.PartitionRelease` in the one envelope.
+
+    ``public_inputs``: ``n_estimate``, a public guess of the number of points for the mechanisms
+    that size their grid by it (``needs_n_guess``); without it their plan has no rows (nothing to
+    preview), and the release sizes the levels from its noisy count.
+    """
+
+    kind = KIND
+    public_inputs = ("n_estimate",)
     #: whether the error preview needs a guess of the number of points
     needs_n_guess: ClassVar[bool] = False
-    #: whether the mechanism can run under ρ-zCDP (discrete Gaussian); tree mechanisms
-    #: whose papers prove pure ε-DP only set this to False
-    supports_zcdp: ClassVar[bool] = True
     #: whether ``release`` returns a tree (``is_tree``) whose depth the Map page can browse
     is_tree: ClassVar[bool] = False
 
-    # -- parameters ---------------------------------------------------------------
-    def resolve_params(self, raw: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Defaults filled in, types converted, ranges checked; unknown names refused."""
-        return resolve_params(self.name, self.params, raw)
-
     # -- privacy cost ---------------------------------------------------------------
-    def privacy_cost(self, epsilon: Budget, params: dict[str, Any] | None = None) -> PrivacyCost:
-        """Total cost: the phases compose sequentially (ε adds up under pure DP, ρ under zCDP)."""
-        return self.check_budget(epsilon)
-
-    def check_budget(self, budget: Budget) -> PrivacyCost:
-        """The budget as a PrivacyCost, refused when the mechanism cannot use its definition."""
-        cost = as_cost(budget)
-        if cost.definition == "zcdp" and not self.supports_zcdp:
-            raise ParameterError(
-                f"{self.title} is defined for pure ε-DP only. Choose 'Pure ε-DP' as the privacy "
-                "definition (CLI: --epsilon), or a mechanism that supports ρ-zCDP."
-            )
-        return cost
+    def cost(self, budget: Budget, params: Mapping[str, Any] | None = None) -> PrivacyCost:
+        """Total cost: the phases compose sequentially (ε adds up under pure DP, ρ under zCDP);
+        ε must be positive and at most 100; a definition the mechanism does not support is refused."""
+        return super().cost(as_cost(budget), params)
 
     # -- plan and expected error (data-free) -------------------------------------------
-    def prepare(self, grid: Grid, budget: Budget, params: dict[str, Any] | None
-                ) -> tuple[PrivacyCost, dict[str, Any]]:
-        """Validate the budget and the parameters before anything else (a hook: HTF adds its
-        own public checks).  Every :meth:`plan` and :meth:`release` goes through it."""
-        return self.check_budget(budget), self.resolve_params(params)
+    def _plan(self, domain: Grid, cost: PrivacyCost, params: dict[str, Any], unit: Unit,
+              public: Mapping[str, Any]) -> Plan:
+        """:meth:`plan` (``plan(grid, budget, params, unit=..., n_estimate=...)``) once the parameters
+        are resolved and the cost checked: the grid and the unit checked, the public settings
+        checked, the noise of every level from public inputs (grid, budget, parameters, the unit of
+        privacy and, where the mechanism needs one, a public guess ``n_estimate`` of the number of
+        points)."""
+        if not isinstance(domain, Grid):
+            raise ParameterError(f"A points plan needs the public grid (got {type(domain).__name__}).")
+        if unit.neighbour != "add_remove":
+            raise ParameterError("Point releases protect one unit added or removed; choose the add/remove neighbours.")
+        self.check_public(domain, cost, params)
+        n_estimate = public.get("n_estimate")
+        levels: tuple[LevelPlan, ...] = ()
+        if n_estimate is not None or not self.needs_n_guess:
+            # sized by the number of points: without a public guess there is no preview of the
+            # levels (the release sizes them from its noisy count); the public checks still ran
+            levels = self.plan_levels(domain, cost, params, sensitivity=unit.contribution, n_estimate=n_estimate)
+        rows = tuple(level_row(lv, domain.n_cells) for lv in levels)
+        return Plan(KIND, self.name, params, cost, unit, rows, inner=levels, label=self.title,
+                    domain=domain, public=dict(public))
 
-    def plan(
-        self,
-        grid: Grid,
-        epsilon: Budget,
-        params: dict[str, Any] | None,
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
-    ) -> tuple[LevelPlan, ...]:
-        """The noise of every level, from public inputs only (grid, ε, parameters,
-        the unit of privacy and, where the mechanism needs one, a public guess of
-        the number of points)."""
-        cost, p = self.prepare(grid, epsilon, params)
-        return self._plan(grid, cost, p, sensitivity=sensitivity, n_estimate=n_estimate)
+    def check_public(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any]) -> None:
+        """Refuse public settings the mechanism cannot release (a grid too large, a workload it
+        cannot use...), before anything is spent; run by every plan (default: none)."""
+        return None
+
+    def check_settings(self, grid: Grid, budget: Budget, params: Mapping[str, Any] | None = None) -> None:
+        """The refusals of :meth:`plan` (parameters, cost, public settings) without computing its
+        levels: for listings that only ask whether a mechanism can run these settings."""
+        p = self.resolve_params(params)
+        self.check_public(grid, self.cost(budget, p), p)
 
     @abstractmethod
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
-        """:meth:`plan` with a checked cost and resolved parameters."""
+        """The noise and expected error of every level, with a checked cost and resolved parameters."""
 
-    def expected_error(
-        self,
-        grid: Grid,
-        epsilon: float,
-        params: dict[str, Any],
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
-        query_sizes: tuple[float, ...] = DEFAULT_QUERY_SIZES,
-    ) -> list[dict[str, Any]]:
-        """Per level: budget, noise scale, SD and 95 % interval of one count, and the
+    @staticmethod
+    def expected_error(plan: Plan, query_sizes: tuple[float, ...] = DEFAULT_QUERY_SIZES) -> list[dict[str, Any]]:
+        """Per level of ``plan``: budget, noise scale, SD and 95 % interval of one count, and the
         noise SD of range queries of the given area fractions.  Needs no data."""
-        levels = self.plan(grid, epsilon, params, sensitivity=sensitivity, n_estimate=n_estimate)
-        return [lv.to_dict(grid.n_cells, query_sizes) for lv in levels]
+        return [lv.to_dict(plan.domain.n_cells, query_sizes) for lv in plan.inner]
 
-    def query_error(
-        self,
-        grid: Grid,
-        epsilon: Budget,
-        params: dict[str, Any],
-        rect: tuple[int, int, int, int],
-        *,
-        sensitivity: int = 1,
-        n_estimate: float | None = None,
-    ) -> dict[str, Any]:
+    def query_error(self, plan: Plan, rect: tuple[int, int, int, int]) -> dict[str, Any]:
         """Noise SD of the range query over cells ``rect = (r0, r1, c0, c1)``, before release.
 
         Default: the leaf level's formula for a query of that area under evenly spread
@@ -137,8 +136,8 @@ class PointMechanism(ABC):
         exact data-free variance override it.
         """
         cells = rect_cells(rect)
-        levels = self.plan(grid, epsilon, params, sensitivity=sensitivity, n_estimate=n_estimate)
-        leaf = [lv for lv in levels if lv.in_partition][-1]
+        grid = plan.domain
+        leaf = [lv for lv in _levels_of(plan) if lv.in_partition][-1]
         return {"sd": leaf.query_sd(cells / grid.n_cells, grid.n_cells), "cells": cells, "exact": False}
 
     # -- release -------------------------------------------------------------------
@@ -146,35 +145,35 @@ class PointMechanism(ABC):
         """Refuse data this mechanism cannot release, before any budget is charged (default: none)."""
         return None
 
-    def release(
-        self,
-        aggregate: Aggregate,
-        epsilon: Budget,
-        params: dict[str, Any] | None,
-        noise: _noise.NoiseSource,
-    ) -> PartitionRelease:
-        """Draw the noise and return the release.  Spends ``privacy_cost`` (the
-        caller charges it to the ledger *before* calling)."""
-        cost, p = self.prepare(aggregate.grid, epsilon, params)
-        return self._release(aggregate, cost, p, noise)
+    def check_data(self, plan: Plan, aggregate: Aggregate) -> None:
+        """The counts match the plan's grid and cap, and the mechanism accepts their size
+        (:meth:`check_aggregate`): run before the charge."""
+        self.check_plan(plan)
+        if aggregate.grid != plan.domain:
+            raise ParameterError("The points were aggregated on another grid than the one this plan was made for.")
+        if aggregate.sensitivity != plan.unit.contribution:
+            raise ParameterError(
+                f"The plan protects {plan.unit.label()}, but the counts were capped at {aggregate.sensitivity} "
+                "records per unit; plan again with the same cap."
+            )
+        self.check_aggregate(aggregate)
 
-    def release_planned(
-        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: _noise.NoiseSource
-    ) -> PartitionRelease:
-        """:meth:`release` with the cost and parameters a plan has already checked and resolved
-        (:meth:`prepare`, e.g. through :meth:`plan`), so they are not checked twice.
+    def release(self, plan: Plan, aggregate: Aggregate, noise: _noise.NoiseSource) -> KindRelease:
+        """Draw the noise for ``plan`` over ``aggregate`` with the plan's parameters and cost (the
+        plan resolved and checked them; levels sized by the data, e.g. a noisy number of points as
+        in Qardaji, Yang & Li 2013's grids or HTF's height, are set inside the release, as each
+        mechanism's paper prescribes).  Spends ``plan.cost``: the session charges it first."""
+        from dpcore.points import export  # the record's writer: loaded for a release only
 
-        Levels sized by the data (a noisy number of points, e.g. Qardaji et al. 2013's grids or
-        HTF's height) are set inside the release, as each mechanism's paper prescribes.
-        Spends ``cost`` (the caller charges it first).
-        """
-        return self._release(aggregate, cost, params, noise)
+        self.check_data(plan, aggregate)  # again, for a caller that did not run it first
+        inner = self._release(aggregate, plan.cost, dict(plan.params), noise)
+        return KindRelease.of(plan, inner, export.release_record, export.release_files)
 
     @abstractmethod
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: _noise.NoiseSource
     ) -> PartitionRelease:
-        """:meth:`release` with a checked cost and resolved parameters."""
+        """The mechanism's draw, with a checked cost and resolved parameters."""
 
     def make_release(
         self,
@@ -223,17 +222,35 @@ class PointMechanism(ABC):
         )
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "title": self.title,
-            "summary": self.summary,
-            "when_to_use": self.when_to_use,
-            "reference": self.reference,
-            "privacy": ("pure epsilon-DP (discrete Laplace) or rho-zCDP (discrete Gaussian)"
-                        if self.supports_zcdp else "pure epsilon-DP"),
-            "tree": self.is_tree,
-            "params": [p.to_dict() for p in self.params],
-        }
+        """The catalogue's description, with the noise named and whether the release is a tree."""
+        d = super().describe()
+        d["privacy"] = ("pure epsilon-DP (discrete Laplace) or rho-zCDP (discrete Gaussian)"
+                        if "zcdp" in self.definitions else "pure epsilon-DP")
+        d["tree"] = self.is_tree
+        return d
+
+
+def level_row(lv: LevelPlan, n_cells: int) -> PlanRow:
+    """A point level plan as a plan row (the expected error of range queries under ``details``)."""
+    d = lv.to_dict(n_cells, DEFAULT_QUERY_SIZES)
+    details: dict[str, Any] = {"in_partition": lv.in_partition, "cells_per_count": lv.cells_per_count,
+                               "range_query_sd": d["expected_error"]["range_query_sd"]}
+    details.update(lv.extra)
+    return PlanRow(
+        level=lv.level, name=lv.name, cost=lv.cost, noise=lv.noise, scale=lv.scale,
+        sensitivity=lv.sensitivity, n_counts=lv.n_counts, sd=lv.sd, ci95=lv.ci95,
+        mean_abs=d["expected_error"]["mean_abs_error_per_count"], max_abs=None, note=lv.note, details=details,
+    )
+
+
+def _levels_of(plan: Plan) -> tuple[LevelPlan, ...]:
+    """The level plans of a points plan; refused when it has none (no guess of the number of points)."""
+    if not plan.inner:
+        raise ParameterError(
+            f"{plan.label or plan.mechanism} sizes its levels from the number of points. Give a rough public "
+            "guess of the number of points to preview its error (it is used only for the preview)."
+        )
+    return tuple(plan.inner)
 
 
 def check_epsilon(epsilon: float) -> float:

@@ -83,7 +83,7 @@ from dpcore.data.queries import random_rectangles
 from dpcore.errors import ParameterError
 from dpcore.estimate import greedy_h as gh
 from dpcore.estimate.tree_inference import consistent_release
-from dpcore.points.mechanisms.base import Param, PointMechanism, count_level, noisy_counts
+from dpcore.points.mechanisms.base import Param, PointsMechanism, count_level, noisy_counts
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.points.workload_io import RectangleList, map_to_grid
 from dpcore.privacy.budget import PrivacyCost, pure
@@ -129,7 +129,7 @@ def cost_noise_scale(epsilon1: float, k: int) -> Fraction:
     return laplace_scale_for_epsilon(epsilon1, 2 * int(k) * COST_SENSITIVITY)
 
 
-class DAWA(PointMechanism):
+class DAWA(PointsMechanism):
     name = "dawa"
     title = "DAWA (data- and workload-aware)"
     summary = (
@@ -142,7 +142,7 @@ class DAWA(PointMechanism):
     )
     reference = ("Li, Hay, Miklau & Wang, 'A Data- and Workload-Aware Algorithm for Range Queries "
                  "Under Differential Privacy', PVLDB 7(5), 2014")
-    supports_zcdp = False
+    definitions = ("pure",)
     is_tree = False
     params = (
         Param("partition_share", "Share of ε for the partition", float, 0.25,
@@ -169,16 +169,14 @@ class DAWA(PointMechanism):
             p["rectangles"] = None
         return p
 
-    def prepare(self, grid: Grid, budget: Any, params: dict[str, Any] | None
-                ) -> tuple[PrivacyCost, dict[str, Any]]:
-        cost, p = super().prepare(grid, budget, params)
+    def check_public(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any]) -> None:
+        """A grid whose Hilbert square fits :data:`MAX_CELLS`, and a usable workload."""
         side = 1 << gh.hilbert_order_for(grid.rows, grid.cols)
         if side * side > MAX_CELLS:
             raise ParameterError(
                 f"DAWA handles grids up to 2,048 × 2,048 cells (this one is {grid.rows:,} × {grid.cols:,}); "
                 "choose a coarser grid.")
-        self._workload(grid, p)
-        return cost, p
+        self._workload(grid, params)
 
     # -- privacy budget ---------------------------------------------------------------
     @staticmethod
@@ -250,7 +248,7 @@ class DAWA(PointMechanism):
         return rr, cc, (rr < grid.rows) & (cc < grid.cols)
 
     # -- plan --------------------------------------------------------------------------------------
-    def _plan(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
+    def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
               n_estimate: float | None) -> tuple[LevelPlan, ...]:
         e1, e2 = self.budgets(cost, params)
         rr, cc, inside = self._hilbert(grid)
@@ -290,7 +288,6 @@ class DAWA(PointMechanism):
                  ) -> PartitionRelease:
         grid = aggregate.grid
         k = aggregate.sensitivity
-        self.check_aggregate(aggregate)  # the pipeline ran it before the charge; kept for direct calls
         e1, e2 = self.budgets(cost, params)
         rr, cc, inside = self._hilbert(grid)
         x = np.zeros(rr.size, dtype=np.int64)

@@ -140,7 +140,7 @@ import numpy as np
 
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
-from dpcore.points.mechanisms.base import Budget, Param, PointMechanism, count_level
+from dpcore.points.mechanisms.base import Param, PointsMechanism, count_level
 from dpcore.points.mechanisms.htf_tree import (
     GRANULARITY,
     MAX_POINTS,
@@ -381,7 +381,7 @@ def _p_stop_by_noise(expected_count: float | None, theta: int, scale: float) -> 
     return 0.5 * math.exp(-abs(expected_count - theta) / scale)
 
 
-class HTF(PointMechanism):
+class HTF(PointsMechanism):
     """Homogeneous Tree Framework (Shaham et al., SIGSPATIAL 2021); see the module docstring."""
 
     name = "htf"
@@ -401,7 +401,7 @@ class HTF(PointMechanism):
         "Differentially-Private Release of Location Data', ACM SIGSPATIAL 2021"
     )
     needs_n_guess = True
-    supports_zcdp = False  # the paper proves pure ε-DP only
+    definitions = ("pure",)  # the paper proves pure ε-DP only
     is_tree = True
     params = (
         Param("height_share", "Share of ε for choosing the tree height", float, 0.01,
@@ -465,10 +465,9 @@ class HTF(PointMechanism):
     )
 
     # -- parameters and budgets ------------------------------------------------------------
-    def prepare(self, grid: Grid, epsilon: Budget, params: dict[str, Any] | None
-                ) -> tuple[PrivacyCost, dict[str, Any]]:
-        cost = self.check_budget(epsilon)  # refuses zCDP
-        p = self.resolve_params(params)
+    def check_public(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any]) -> None:
+        """A manual height within the grid's deepest tree, and ``ε_data > 0`` for that tree."""
+        p = params
         hmax = max_height(grid)
         if p["height"] > hmax:
             raise ParameterError(
@@ -479,14 +478,13 @@ class HTF(PointMechanism):
         # ε_data > 0 is checked for the deepest possible tree,
         # before any noise is drawn, so the refusal depends on public inputs only
         budget_breakdown(cost.value, p, p["height"] or hmax)
-        return cost, p
 
     @staticmethod
     def _evaluations(p: dict[str, Any]) -> int:
         return 2 * p["T"] + 1
 
     # -- plan (data-free, our estimates) ----------------------------------------------------------
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         """Height estimate, split search and one count level per depth, from public inputs.
@@ -662,7 +660,6 @@ class HTF(PointMechanism):
         k = int(aggregate.sensitivity)
         counts = np.asarray(aggregate.counts, dtype=np.int64)
         n_true = int(counts.sum())
-        self.check_aggregate(aggregate)  # the pipeline ran it before the charge; kept for direct calls
         hmax = max_height(grid)
         public: dict[str, Any] = {}
         # Phase H (Sec. 4.2, Eqs. 9–10)

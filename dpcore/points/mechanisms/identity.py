@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpcore.core.mechanism import Plan
 from dpcore.data.domain import Aggregate, Grid, block_rects
 from dpcore.points.mechanisms.base import (
-    Budget,
-    PointMechanism,
+    PointsMechanism,
     count_level,
     noisy_counts,
     rect_cells,
@@ -25,7 +25,7 @@ from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
 
 
-class Identity(PointMechanism):
+class Identity(PointsMechanism):
     name = "identity"
     title = "Identity (noise on every cell)"
     summary = "Adds independent noise to the count of every grid cell."
@@ -37,7 +37,7 @@ class Identity(PointMechanism):
     params = ()
 
     # -- plan --------------------------------------------------------------------
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         return (
@@ -52,19 +52,18 @@ class Identity(PointMechanism):
             ),
         )
 
-    # -- release -------------------------------------------------------------------
-    def query_error(self, grid: Grid, epsilon: Budget, params: dict[str, Any], rect: tuple[int, int, int, int],
-                    *, sensitivity: int = 1, n_estimate: float | None = None) -> dict[str, Any]:
+    def query_error(self, plan: Plan, rect: tuple[int, int, int, int]) -> dict[str, Any]:
         """Exact: the sum of ``cells`` independent noises has SD ``sqrt(cells)·sd``."""
         cells = rect_cells(rect)
-        lv = self.plan(grid, epsilon, params, sensitivity=sensitivity)[0]
+        lv = plan.inner[0]
         return {"sd": lv.sd * cells ** 0.5, "cells": cells, "exact": True}
 
+    # -- release -------------------------------------------------------------------
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
         grid = aggregate.grid
-        levels = self._plan(grid, cost, params, sensitivity=aggregate.sensitivity, n_estimate=None)
+        levels = self.plan_levels(grid, cost, params, sensitivity=aggregate.sensitivity, n_estimate=None)
         noisy = noisy_counts(aggregate.counts, cost, aggregate.sensitivity, noise).ravel()
         rects = block_rects(grid, grid.rows, grid.cols)  # one rectangle per cell, row-major
         return self.flat_release(aggregate, cost, params, levels, rects, noisy)

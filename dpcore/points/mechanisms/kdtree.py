@@ -63,7 +63,7 @@ from numpy.typing import NDArray
 
 from dpcore.data.domain import Aggregate, Grid, prefix_sums, rect_sums_from_prefix
 from dpcore.estimate.tree_inference import complete_tree_variances, consistent_release
-from dpcore.points.mechanisms.base import Param, PointMechanism
+from dpcore.points.mechanisms.base import Param, PointsMechanism
 from dpcore.points.mechanisms.quadtree import (
     level_budgets,
     node_budgets,
@@ -98,7 +98,7 @@ def report_noisy_max(scores: NDArray[np.int64], group: NDArray[np.int64], n_grou
     return first
 
 
-class KDTree(PointMechanism):
+class KDTree(PointsMechanism):
     name = "kdtree"
     title = "KD-tree (private medians, consistent counts)"
     summary = (
@@ -113,7 +113,7 @@ class KDTree(PointMechanism):
         "Cormode, Procopiuc, Srivastava, Shen & Yu, 'Differentially private spatial "
         "decompositions', ICDE 2012; consistency: Hay, Rastogi, Miklau & Suciu, VLDB 2010"
     )
-    supports_zcdp = False
+    definitions = ("pure",)
     is_tree = True
     params = (
         Param("height", "Tree height", int, 16,
@@ -147,7 +147,7 @@ class KDTree(PointMechanism):
         return min(per_depth), v_cnt, level_budgets(v_cnt, h + 1, params["budget_split"])
 
     # -- plan --------------------------------------------------------------------
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         eps_med, _, parts = self._budgets(cost, grid, params)
@@ -243,7 +243,7 @@ class KDTree(PointMechanism):
         noisy, sd_own, ci_own = noisy_tree_counts(rect_sums_from_prefix(P, all_rects), budgets, k,
                                                   noise)
         est, sd, ci = consistent_release(parent, depth, noisy, sd_own, ci_own)
-        levels = self._plan(grid, cost, params, sensitivity=k, n_estimate=None)
+        levels = self.plan_levels(grid, cost, params, sensitivity=k, n_estimate=None)
         return self.make_release(
             aggregate, cost, params, levels,
             rects=all_rects,

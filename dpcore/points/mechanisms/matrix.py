@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore.core.mechanism import Plan
 from dpcore.data.domain import Aggregate, Grid, block_rects
 from dpcore.errors import DPCoreError, ParameterError
 from dpcore.estimate import (
@@ -43,7 +44,7 @@ from dpcore.estimate import (
     matrix_strategy,
     matrix_workload,
 )
-from dpcore.points.mechanisms.base import Budget, Param, PointMechanism, rect_bounds, rect_cells
+from dpcore.points.mechanisms.base import Param, PointsMechanism, rect_bounds, rect_cells
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.points.workload_io import RectangleList, map_to_grid
 from dpcore.privacy.budget import PrivacyCost
@@ -167,7 +168,7 @@ def clear_memo() -> None:
     _MEMO.clear()
 
 
-class MatrixMechanism(PointMechanism):
+class MatrixMechanism(PointsMechanism):
     name = "matrix"
     title = "Matrix mechanism (Eigen-Design, tuned to your queries)"
     summary = (
@@ -257,12 +258,9 @@ class MatrixMechanism(PointMechanism):
         """The public workload over the grid's cells (row-major), refused on a too-large grid."""
         return self._queries(grid, params).workload
 
-    def prepare(self, grid: Grid, budget: Budget, params: dict[str, Any] | None
-                ) -> tuple[PrivacyCost, dict[str, Any]]:
-        """Also refuses a grid or workload the mechanism cannot handle, before anything is spent."""
-        cost, p = super().prepare(grid, budget, params)
-        self._queries(grid, p)
-        return cost, p
+    def check_public(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any]) -> None:
+        """Refuses a grid or workload the mechanism cannot handle, before anything is spent."""
+        self._queries(grid, params)
 
     def strategy(self, workload: matrix_workload.Workload, cost: PrivacyCost, design: matrix_workload.Workload | None = None
                  ) -> matrix_strategy.Strategy:
@@ -443,17 +441,16 @@ class MatrixMechanism(PointMechanism):
         )
         return lv, cell_sd, q, d
 
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         return (self._level(grid, cost, params, sensitivity)[0],)
 
-    def query_error(self, grid: Grid, epsilon: Budget, params: dict[str, Any], rect: tuple[int, int, int, int],
-                    *, sensitivity: int = 1, n_estimate: float | None = None) -> dict[str, Any]:
+    def query_error(self, plan: Plan, rect: tuple[int, int, int, int]) -> dict[str, Any]:
         """Exact: ``Var = Var(z) · q X⁺ qᵀ`` for the rectangle's indicator ``q``."""
-        cost, p = self.prepare(grid, epsilon, params)
-        s = self._design(self._queries(grid, p), cost).strategy
-        var = self._calibration(s, cost, sensitivity).variance
+        grid, cost = plan.domain, plan.cost
+        s = self._design(self._queries(grid, dict(plan.params)), cost).strategy
+        var = self._calibration(s, cost, plan.unit.contribution).variance
         return {"sd": math.sqrt(var * self._rect_quadform(s, grid, rect)), "cells": rect_cells(rect),
                 "exact": True}
 

@@ -26,9 +26,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dpcore.core.mechanism import Plan
 from dpcore.data.domain import Aggregate, Grid, block_rects
 from dpcore.estimate import privelet as pv
-from dpcore.points.mechanisms.base import Param, PointMechanism, rect_bounds, rect_cells
+from dpcore.points.mechanisms.base import Param, PointsMechanism, rect_bounds, rect_cells
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
@@ -38,7 +39,7 @@ from dpcore.privacy.noise import NoiseSource
 AUTO_MIN_PADDED = 256
 
 
-class Privelet(PointMechanism):
+class Privelet(PointsMechanism):
     name = "privelet"
     title = "Privelet (Haar wavelets)"
     summary = (
@@ -54,7 +55,7 @@ class Privelet(PointMechanism):
         "Xiao, Wang & Gehrke, 'Differential Privacy via Wavelet Transforms', ICDE 2010 "
         "(extended in IEEE TKDE 2011)"
     )
-    supports_zcdp = False
+    definitions = ("pure",)
     is_tree = False
     params = (
         Param("transform", "Axes to transform (Privelet+)", str, "both",
@@ -88,7 +89,7 @@ class Privelet(PointMechanism):
         return (r0, r0 + h), (c0, c0 + w)
 
     # -- plan --------------------------------------------------------------------------------
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         eps = cost.value
@@ -137,22 +138,20 @@ class Privelet(PointMechanism):
             ),
         )
 
-    # -- release -------------------------------------------------------------------------------
-    def query_error(self, grid: Grid, epsilon: Any, params: dict[str, Any], rect: tuple[int, int, int, int],
-                    *, sensitivity: int = 1, n_estimate: float | None = None) -> dict[str, Any]:
+    def query_error(self, plan: Plan, rect: tuple[int, int, int, int]) -> dict[str, Any]:
         """Exact, data-free noise SD of the query over cells ``rect`` (ours)."""
-        cost, params = self.prepare(grid, epsilon, params)
         r0, r1, c0, c1 = rect_bounds(rect)
-        var = pv.query_variance(self.axes(grid, params), cost.value, [(r0, r1), (c0, c1)],
-                                sensitivity=sensitivity)
+        var = pv.query_variance(self.axes(plan.domain, plan.params), plan.cost.value, [(r0, r1), (c0, c1)],
+                                sensitivity=plan.unit.contribution)
         return {"sd": math.sqrt(var), "cells": rect_cells(rect), "exact": True}
 
+    # -- release -------------------------------------------------------------------------------
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
         grid = aggregate.grid
         k = aggregate.sensitivity
-        levels = self._plan(grid, cost, params, sensitivity=k, n_estimate=None)
+        levels = self.plan_levels(grid, cost, params, sensitivity=k, n_estimate=None)
         axes = self.axes(grid, params)
         rel = pv.release(aggregate.counts, axes, cost.value, noise, sensitivity=k)
         rects = block_rects(grid, grid.rows, grid.cols)  # one rectangle per cell, row-major

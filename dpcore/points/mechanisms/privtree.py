@@ -69,7 +69,7 @@ Privacy cost: the tree (Algorithm 2 on integers)
 Privacy cost: the counts
     Given the (now public) tree, the leaves are disjoint: their counts get discrete Laplace noise
     of scale ``k/ε_count`` (ε_count-DP).  Tree and counts compose sequentially:
-    ``ε_tree + ε_count ≤ ε``.  Pure ε-DP only (``supports_zcdp = False``): the proof above is for
+    ``ε_tree + ε_count ≤ ε``.  Pure ε-DP only (``definitions = ("pure",)``): the proof above is for
     the Laplace tails.
 
 Release
@@ -101,7 +101,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcore.data.domain import Aggregate, Grid, prefix_sums, rect_sums_from_prefix
-from dpcore.points.mechanisms.base import Param, PointMechanism, count_level
+from dpcore.points.mechanisms.base import Param, PointsMechanism, count_level
 from dpcore.points.mechanisms.quadtree import quadrant_children
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
@@ -213,7 +213,7 @@ def subtree_sums(parent: NDArray[np.int64], depth: NDArray[np.int64],
 # -- the mechanism -------------------------------------------------------------------------------
 
 
-class PrivTree(PointMechanism):
+class PrivTree(PointsMechanism):
     """PrivTree (Zhang, Xiao & Xie, SIGMOD 2016); see the module docstring."""
 
     name = "privtree"
@@ -232,7 +232,7 @@ class PrivTree(PointMechanism):
         "Zhang, Xiao & Xie, 'PrivTree: A Differentially Private Algorithm for Hierarchical "
         "Decompositions', ACM SIGMOD 2016"
     )
-    supports_zcdp = False
+    definitions = ("pure",)
     is_tree = True
     params = (
         Param("tree_share", "Share of ε for the tree", float, 0.5,
@@ -291,7 +291,7 @@ class PrivTree(PointMechanism):
         )
         return tree, leaves
 
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         return self._levels(grid, cost, params, sensitivity)

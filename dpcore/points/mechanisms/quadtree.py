@@ -58,7 +58,7 @@ from numpy.typing import NDArray
 
 from dpcore.data.domain import Aggregate, Grid, rect_sums
 from dpcore.estimate.tree_inference import consistent_release, consistent_variance
-from dpcore.points.mechanisms.base import Param, PointMechanism, count_level
+from dpcore.points.mechanisms.base import Param, PointsMechanism, count_level
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost, float_down, pure
@@ -205,7 +205,7 @@ def quadtree_structure(rows: int, cols: int, height: int) -> tuple[
     return all_rects, parent, depth, ~has_child
 
 
-class Quadtree(PointMechanism):
+class Quadtree(PointsMechanism):
     name = "quadtree"
     title = "Quadtree (quadrants with consistent counts)"
     summary = (
@@ -220,7 +220,7 @@ class Quadtree(PointMechanism):
         "Cormode, Procopiuc, Srivastava, Shen & Yu, 'Differentially private spatial "
         "decompositions', ICDE 2012; consistency: Hay, Rastogi, Miklau & Suciu, VLDB 2010"
     )
-    supports_zcdp = False
+    definitions = ("pure",)
     is_tree = True
     params = (
         Param("height", "Tree height", int, 7,
@@ -243,7 +243,7 @@ class Quadtree(PointMechanism):
         return level_budgets(total, h + 1, params["budget_split"])
 
     # -- plan --------------------------------------------------------------------
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         parts = self._parts(cost.value, grid, params)

@@ -25,7 +25,7 @@ from dpcore.data.domain import Aggregate, Grid, block_rects, rect_sums
 from dpcore.errors import ParameterError
 from dpcore.points.mechanisms.base import (
     Param,
-    PointMechanism,
+    PointsMechanism,
     count_level,
     equivalent_epsilon,
     noisy_counts,
@@ -37,7 +37,7 @@ from dpcore.privacy.calibration import split_custom
 from dpcore.privacy.noise import NoiseSource
 
 
-class UniformGrid(PointMechanism):
+class UniformGrid(PointsMechanism):
     name = "ug"
     title = "UG (uniform grid sized from the data volume)"
     summary = "Counts on a coarser regular grid whose size is chosen from the number of points and ε."
@@ -77,7 +77,7 @@ class UniformGrid(PointMechanism):
         return part(cost, v_n), part(cost, v_g)
 
     # -- plan --------------------------------------------------------------------
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         e_n, e_g = self._budgets(cost, params)

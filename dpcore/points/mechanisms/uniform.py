@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from dpcore.core.mechanism import Plan
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.points.mechanisms.base import (
-    Budget,
-    PointMechanism,
+    PointsMechanism,
     count_level,
     noisy_counts,
     rect_cells,
@@ -25,7 +25,7 @@ from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
 
 
-class Uniform(PointMechanism):
+class Uniform(PointsMechanism):
     name = "uniform"
     title = "Uniform (one noisy total)"
     summary = "Releases only the noisy total number of points and assumes they are spread evenly."
@@ -35,7 +35,7 @@ class Uniform(PointMechanism):
     reference = "Baseline in Qardaji, Yang & Li (ICDE 2013) and Shaham et al. (HTF, SIGSPATIAL 2021)"
     params = ()
 
-    def _plan(
+    def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
         return (
@@ -51,18 +51,17 @@ class Uniform(PointMechanism):
             ),
         )
 
-    def query_error(self, grid: Grid, epsilon: Budget, params: dict[str, Any], rect: tuple[int, int, int, int],
-                    *, sensitivity: int = 1, n_estimate: float | None = None) -> dict[str, Any]:
+    def query_error(self, plan: Plan, rect: tuple[int, int, int, int]) -> dict[str, Any]:
         """Exact noise part: the query takes its area share of the one noisy total."""
         cells = rect_cells(rect)
-        lv = self.plan(grid, epsilon, params, sensitivity=sensitivity)[0]
-        return {"sd": lv.sd * cells / grid.n_cells, "cells": cells, "exact": True}
+        lv = plan.inner[0]
+        return {"sd": lv.sd * cells / plan.domain.n_cells, "cells": cells, "exact": True}
 
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
         grid = aggregate.grid
-        levels = self._plan(grid, cost, params, sensitivity=aggregate.sensitivity, n_estimate=None)
+        levels = self.plan_levels(grid, cost, params, sensitivity=aggregate.sensitivity, n_estimate=None)
         total = np.array([aggregate.total], dtype=np.int64)
         noisy = noisy_counts(total, cost, aggregate.sensitivity, noise)
         rects = np.array([[0, grid.rows, 0, grid.cols]], dtype=np.int64)

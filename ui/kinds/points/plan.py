@@ -12,8 +12,9 @@ import pandas as pd
 import streamlit as st
 
 from dpcore import catalog
+from dpcore.core.mechanism import Param
 from dpcore.errors import DPCoreError
-from dpcore.points import mechanisms, recommend
+from dpcore.points import recommend
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
@@ -36,22 +37,22 @@ def plan_step() -> None:
         frame.stop()
 
     # ---------------------------------------------------------------- mechanism
-    names = sorted(mechanisms.names(), key=lambda n: n != state.DEFAULT_MECHANISM)  # the default first
+    names = sorted(catalog.names("points"), key=lambda n: n != state.DEFAULT_MECHANISM)  # the default first
     mname = st.selectbox(
         "Mechanism", names, key=state.persistent("mechanism", state.DEFAULT_MECHANISM),
-        format_func=lambda n: f"{mechanisms.get(n).title} — use it when: {use_when_line(mechanisms.get(n))}",
+        format_func=lambda n: f"{catalog.get('points', n).title} — use it when: {use_when_line(catalog.get('points', n))}",
         help="Each mechanism with the one line that says when to use it. Auto, the default, chooses for you "
              "from public inputs only.",
     )
     state.store("mechanism")
-    mech = mechanisms.get(mname)
+    mech = catalog.get("points", mname)
     st.markdown(f"{mech.summary}  \n*When to use:* {mech.when_to_use}")
     st.caption(f"Source: {mech.reference}")
 
     raw = dict(st.session_state["mech_params"].get(mname, {}))
 
 
-    def _param_widget(p: mechanisms.Param) -> None:
+    def _param_widget(p: Param) -> None:
         key = f"param_{mname}_{p.name}"
         cur = raw.get(p.name, p.default)
         defaults = {q.name: q.default for q in mech.params}
@@ -127,13 +128,14 @@ def plan_step() -> None:
     if ds.table.user_column is not None and cap_user:
         agg_sens = int(cap_user)
     try:
-        params = mech.resolve_params(raw)
+        unit = Unit("person", cap=agg_sens) if agg_sens > 1 else Unit("record")
         if mech.name == "matrix":
             with st.spinner("Designing the strategy for these queries (once per workload; a big grid takes "
                             "a minute) …"):
-                levels = mech.plan(grid, release_cost, params, sensitivity=agg_sens, n_estimate=n_guess)
+                plan = mech.plan(grid, release_cost, raw, unit=unit, n_estimate=n_guess)
         else:
-            levels = mech.plan(grid, release_cost, params, sensitivity=agg_sens, n_estimate=n_guess)
+            plan = mech.plan(grid, release_cost, raw, unit=unit, n_estimate=n_guess)
+        params, levels = dict(plan.params), plan.inner
         rows = []
         for lv in levels:
 
@@ -216,7 +218,6 @@ def plan_step() -> None:
 
     if plan_ok:
         with st.expander("Plan from the error you need", icon=":material/target:"):
-            unit = Unit("person", cap=agg_sens) if agg_sens > 1 else Unit("record")
             prop = target_ui.planner(catalog.get("points", mname), grid, definition, params,
                                      {"n_estimate": n_guess} if n_guess else {}, unit=unit, key="points_target",
                                      on_use=_use_budget, word="points", finest_label="each released count")
@@ -239,7 +240,7 @@ def plan_step() -> None:
             else:
                 rows, cols, _ = grid.cell_index(np.array([qw, qe]), np.array([qs, qn]))
                 rect = (int(rows[0]), int(rows[1]) + 1, int(cols[0]), int(cols[1]) + 1)
-                qerr = mech.query_error(grid, release_cost, params, rect, sensitivity=agg_sens, n_estimate=n_guess)
+                qerr = mech.query_error(plan, rect)
                 share = qerr["cells"] / grid.n_cells
                 how = ("exact" if qerr["exact"] else
                        "approximate: assumes the released areas are evenly spread over the grid")
@@ -258,7 +259,7 @@ def use_when_line(mech: Any) -> str:
     """The first clause of a mechanism's "when to use" (up to its first colon, semicolon or full stop),
     short enough for one line of the mechanism list.
 
-    >>> use_when_line(mechanisms.get("ug"))
+    >>> use_when_line(catalog.get("points", "ug"))
     'a strong, simple default for moderately spread data'
     """
     text = " ".join(str(mech.when_to_use).split())
@@ -287,7 +288,7 @@ def _auto_reason(grid: Any, ds: state.Dataset, raw: dict[str, Any]) -> None:
     cap = ss.get("user_cap")
     k = int(cap) if ds.table.user_column is not None and cap else 1
     try:
-        sizes = mechanisms.get("auto").resolve_params(raw)["query_sizes"]
+        sizes = catalog.get("points", "auto").resolve_params(raw)["query_sizes"]
         _, why = recommend.app_default(grid, eps, float(n), sizes, sensitivity=k)
     except DPCoreError as e:
         st.error(str(e))
@@ -335,7 +336,7 @@ def selection() -> Selection:
     """The mechanism, parameters and budget of the Plan step, for the dataset loaded now."""
     ss = st.session_state
     ds = state.dataset()
-    mech = mechanisms.get(ss.get("mechanism", state.DEFAULT_MECHANISM))
+    mech = catalog.get("points", ss.get("mechanism", state.DEFAULT_MECHANISM))
     led = state.ledger()
     cost = (budget.pure(ss.get("epsilon", state.DEFAULT_EPSILON)) if led.definition == "pure"
             else budget.zcdp(ss.get("rho", state.DEFAULT_RHO)))
@@ -343,13 +344,13 @@ def selection() -> Selection:
     # whom this release protects (checked again when charging)
     unit = Unit("person", cap=int(cap_user)) if ds.table.user_column is not None and cap_user else Unit("record")
     try:
-        mech.check_budget(cost)  # a mechanism defined for pure ε-DP only is refused under ρ-zCDP
-        params = mech.resolve_params(dict(ss["mech_params"].get(mech.name, {})))
-        if mech.name == "matrix" and params.get("workload") == "uploaded" and not params.get("rectangles"):
+        raw = dict(ss["mech_params"].get(mech.name, {}))
+        if mech.name == "matrix" and raw.get("workload") == "uploaded" and not raw.get("rectangles"):
             raise DPCoreError("Upload the query rectangles on the Plan step first.")
-        # the plan's own refusals (a grid too large for the matrix mechanism ...): data-free, cached
-        mech.plan(state.grid(), cost, params, sensitivity=unit.contribution,
-                  n_estimate=ss.get(f"n_guess_{ds.fingerprint}", ds.n_guess or DEFAULT_N_GUESS) if mech.needs_n_guess else None)
+        # the plan's own refusals (ρ-zCDP for a pure-only mechanism, a grid too large for the matrix
+        # mechanism ...): data-free, cached
+        params = dict(mech.plan(state.grid(), cost, raw, unit=unit, n_estimate=ss.get(
+            f"n_guess_{ds.fingerprint}", ds.n_guess or DEFAULT_N_GUESS) if mech.needs_n_guess else None).params)
         error = None
     except DPCoreError as e:
         params, error = {}, str(e)

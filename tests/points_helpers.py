@@ -1,0 +1,40 @@
+"""Helpers for the point-mechanism tests (imported as ``points_helpers``; ``tests/`` is on the path
+through its conftest)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpcore.data.domain import Aggregate, Grid
+from dpcore.points.kind import unit_of
+from dpcore.points.mechanisms.base import PointsMechanism
+from dpcore.points.release import LevelPlan, PartitionRelease
+from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Unit
+
+
+def release_with(mech: PointsMechanism, aggregate: Aggregate, budget: Any, params: dict[str, Any] | None,
+                 noise: NoiseSource, *, n_estimate: float | None = None) -> PartitionRelease:
+    """Plan ``mech`` on the aggregate's grid and unit, then release that plan (no ledger: tests only).
+
+    The unit is the aggregate's (:func:`dpcore.points.kind.unit_of`), or one person of
+    ``aggregate.sensitivity`` records for counts capped without a person column (hand-made test data)."""
+    unit = unit_of(aggregate)
+    if unit.contribution != aggregate.sensitivity:
+        unit = Unit("person", cap=aggregate.sensitivity)
+    plan = mech.plan(aggregate.grid, budget, params, unit=unit, n_estimate=n_estimate)
+    return mech.release(plan, aggregate, noise).inner
+
+
+def levels_of(mech: PointsMechanism, grid: Grid, budget: Any, params: dict[str, Any] | None = None, *,
+              sensitivity: int = 1, n_estimate: float | None = None) -> tuple[LevelPlan, ...]:
+    """The level plans of ``mech``'s plan for one unit of ``sensitivity`` records.
+
+    A mechanism sized by the number of points has no levels in a plan without a guess of it; its
+    levels are then computed from its public number (``public_n``, a manual height...), and a
+    plan with neither is refused, as the mechanism's :meth:`plan_levels` does."""
+    unit = Unit("person", cap=sensitivity) if sensitivity > 1 else Unit("record")
+    plan = mech.plan(grid, budget, params, unit=unit, n_estimate=n_estimate)
+    if plan.inner or not mech.needs_n_guess:
+        return tuple(plan.inner)
+    return mech.plan_levels(grid, plan.cost, dict(plan.params), sensitivity=sensitivity, n_estimate=n_estimate)
