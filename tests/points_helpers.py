@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpcore.data.domain import Aggregate, Grid
-from dpcore.points.kind import unit_of
+from dpcore.points.unit import points_unit
 from dpcore.points.mechanisms.base import PointsMechanism
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy.noise import NoiseSource
@@ -17,9 +17,9 @@ def release_with(mech: PointsMechanism, aggregate: Aggregate, budget: Any, param
                  noise: NoiseSource, *, n_estimate: float | None = None) -> PartitionRelease:
     """Plan ``mech`` on the aggregate's grid and unit, then release that plan (no ledger: tests only).
 
-    The unit is the aggregate's (:func:`dpcore.points.kind.unit_of`), or one person of
+    The unit is the aggregate's (:func:`dpcore.points.unit.points_unit`), or one person of
     ``aggregate.sensitivity`` records for counts capped without a person column (hand-made test data)."""
-    unit = unit_of(aggregate)
+    unit = points_unit(aggregate.user_cap)
     if unit.contribution != aggregate.sensitivity:
         unit = Unit("person", cap=aggregate.sensitivity)
     plan = mech.plan(aggregate.grid, budget, params, unit=unit, n_estimate=n_estimate)
