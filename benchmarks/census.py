@@ -7,7 +7,7 @@ Data
     nation (root) → STATEFP → COUNTYFP → TRACTCE: 1 / 52 / 3,221 / 85,395 areas.  Counts:
     the POPULATION column.
 Mechanisms
-    every mechanism of ``dpcore.areas.tree_records.MECHANISMS`` that releases plain counts (exact,
+    every mechanism of ``dpcore.areas.tree_plans.MECHANISMS`` that releases plain counts (exact,
     topdown_linf, topdown_l2, hay, bottom_up, independent), uniform split, add/remove
     neighbours, at
     * pure ε-DP ε = 0.1 and ε = 1 (discrete Laplace, ``budget.pure``);
@@ -66,7 +66,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dpcore.areas import tree_mechanisms as hz  # noqa: E402
-from dpcore.areas import tree_records  # noqa: E402
+from dpcore.areas import tree_plans  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
 from dpcore.core import metrics  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
@@ -112,7 +112,7 @@ MEMORY_CONFIG = Config("exact", budget.pure(0.1), "add_remove", "ε=0.1")
 
 
 def configs() -> list[Config]:
-    counts_mechs = [m for m, info in tree_records.MECHANISMS.items() if info.counts]
+    counts_mechs = [m for m, info in tree_plans.MECHANISMS.items() if info.counts]
     if sorted(counts_mechs) != sorted(EXPECTED_COUNT_MECHANISMS):
         print(f"note: MECHANISMS with counts = {counts_mechs}, the brief expected "
               f"{EXPECTED_COUNT_MECHANISMS}", file=sys.stderr)
@@ -171,7 +171,7 @@ def load() -> tuple[HierarchyCounts, dict[str, float]]:
 # ---------------------------------------------------------------- one configuration
 
 
-def checks(rel: tree_records.HierarchyRelease) -> dict[str, bool]:
+def checks(rel: tree_plans.HierarchyRelease) -> dict[str, bool]:
     vals = [np.asarray(v) for v in rel.values]
     return {
         "consistent": bool(rel.consistent),
@@ -205,7 +205,7 @@ def run_config(cfg: Config, counts: HierarchyCounts, seeds: list[int]) -> tuple[
         if "widenings" in rel.details:
             widen.append(int(rel.details["widenings"]))
         del rel
-    info = tree_records.MECHANISMS[cfg.mechanism]
+    info = tree_plans.MECHANISMS[cfg.mechanism]
     rel_facts = {
         "time_mean_s": float(np.mean(times)),
         "time_max_s": float(np.max(times)),

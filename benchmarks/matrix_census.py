@@ -5,7 +5,7 @@ Data
     nation → STATEFP → COUNTYFP (1 / 52 / 3,221 areas; the tract file lists every county, so it
     serves as the public area list).  Counts: the 2020 POPULATION per county.
 What is measured
-    1. **Hierarchy** (``dpcore.areas.area_sets``), ρ-zCDP ρ = 0.05, levels weighted equally
+    1. **Hierarchy** (``dpcore.areas.mechanisms.matrix``), ρ-zCDP ρ = 0.05, levels weighted equally
        (``split="levels"``): the time to design the Eigen-Design strategy (cold, then from the
        disk cache), its ratio to the SVD lower bound and Program 1's certified gap; per level the
        analytic RMSE next to the least-squares tree (``hay``, the same ρ split uniformly over the
@@ -42,8 +42,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dpcore.areas import area_sets, census_tables, marginals, tree_mechanisms  # noqa: E402
+from dpcore.areas import census_tables, marginals, tree_mechanisms  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
+from dpcore.areas.mechanisms import matrix as area_sets  # noqa: E402
 from dpcore.core import metrics  # noqa: E402
 from dpcore.data import synthetic  # noqa: E402
 from dpcore.estimate import matrix_errors, matrix_release, matrix_strategy  # noqa: E402

@@ -183,7 +183,7 @@ def release_hierarchy(
     ``sets_weight`` (the matrix mechanism's).  The catalogue's plan
     (:class:`dpcore.areas.kind.HierarchyMechanism`) is built, and every option validated, before
     anything is spent; the ledger is charged with it before any noise is drawn.  Returns the
-    :class:`~dpcore.areas.tree_records.HierarchyRelease`.
+    :class:`~dpcore.areas.tree_plans.HierarchyRelease`.
     """
     from dpcore import catalog
     from dpcore.areas import tree_mechanisms

@@ -3,8 +3,8 @@
 
 * kind ``hierarchy``: counts (or group-size histograms) over a public tree of areas
   (:class:`~dpcore.areas.hierarchy.Hierarchy` -> :class:`~dpcore.areas.hierarchy.HierarchyCounts`),
-  every mechanism of :data:`dpcore.areas.tree_records.MECHANISMS` (the matrix mechanism through
-  :mod:`dpcore.areas.area_sets`).
+  every mechanism of :data:`dpcore.areas.tree_plans.MECHANISMS` (the matrix mechanism through
+  :mod:`dpcore.areas.mechanisms.matrix`).
 * kind ``census``: a census table over a public structure
   (:class:`~dpcore.areas.census_tables.CensusStructure` -> :class:`~dpcore.areas.census_tables.CensusTable`):
   ``privelet`` (every area of every level, :func:`dpcore.areas.census_privelet.release_census`) and
@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from dpcore.areas import census_tables, tree_records
+from dpcore.areas import census_tables, tree_plans
 from dpcore.areas.census_tables import CensusStructure, CensusTable
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
@@ -66,7 +66,7 @@ def _finite_or_none(x: float) -> float | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def hier_row(lv: tree_records.HierLevelPlan, definition: str, whole_budget: bool) -> PlanRow:
+def hier_row(lv: tree_plans.HierLevelPlan, definition: str, whole_budget: bool) -> PlanRow:
     """A hierarchy level plan as a plan row.  ``whole_budget``: the level is not a share of a
     split (the matrix mechanism answers one strategy with the whole budget)."""
     measured = lv.measured and lv.share > 0 and not whole_budget
@@ -88,14 +88,14 @@ class HierarchyMechanism(Mechanism):
 
     ``public_inputs``: ``statistic`` (``count`` or ``group_sizes``) and ``k`` (number of group
     sizes) describe the public shape of the counts; ``area_sets`` (matrix only) the curator's
-    public area-code sets (:class:`~dpcore.areas.area_sets.AreaSets`).  The unit's neighbour
+    public area-code sets (:class:`~dpcore.areas.mechanisms.matrix.AreaSets`).  The unit's neighbour
     relation is the release's: add/remove (total noised) or replace-one (total public).
     """
 
     kind = "hierarchy"
     public_inputs = ("statistic", "k", "area_sets")
 
-    def __init__(self, info: tree_records.HierMechanismInfo) -> None:
+    def __init__(self, info: tree_plans.HierMechanismInfo) -> None:
         self.info = info
         self.name = info.name
         self.title = info.title
@@ -169,7 +169,8 @@ class HierarchyMechanism(Mechanism):
         tree_mechanisms.check_data(aggregate, p, area_sets=plan.public.get("area_sets"))
 
     def release(self, plan: Plan, aggregate: HierarchyCounts, noise: NoiseSource) -> KindRelease:
-        from dpcore.areas import area_sets, export, tree_mechanisms
+        from dpcore.areas import export, tree_mechanisms
+        from dpcore.areas.mechanisms import matrix as area_sets
 
         self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
         p = plan.inner
@@ -311,7 +312,7 @@ class CensusMarginals(Mechanism):
 
 def register(registry: Registry) -> None:
     """Register every hierarchy mechanism and the two census-table mechanisms."""
-    for info in tree_records.MECHANISMS.values():
+    for info in tree_plans.MECHANISMS.values():
         registry.register(HierarchyMechanism(info))
     registry.register(CensusPrivelet())
     registry.register(CensusMarginals())

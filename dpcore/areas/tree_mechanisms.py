@@ -18,9 +18,9 @@ Mechanisms (Fioretto, Van Hentenryck & Zhu, AIJ 2021; Boninsegna & Silvestri, Po
 * ``dpc_approx`` — group sizes with the cumulative encoding (Fioretto et al. 2021, Sec. 9.1, Alg. 2): per-region
   cumulative histograms (sensitivity 1) are noised, repaired by isotonic regression, rounded,
   differenced, then the same exact DP.
-* ``matrix`` — planned and released by :mod:`dpcore.areas.area_sets` (dispatched from here).
+* ``matrix`` — planned and released by :mod:`dpcore.areas.mechanisms.matrix` (dispatched from here).
 
-The mechanism catalogue and the plan and release records are in :mod:`dpcore.areas.tree_records`.
+The mechanism catalogue and the plan and release records are in :mod:`dpcore.areas.tree_plans`.
 
 Privacy.  Each measured level is a histogram that partitions the people (or groups), so a
 level's counts have L1 sensitivity Δ₁ and L2 sensitivity Δ₂ (below) and levels compose
@@ -47,11 +47,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dpcore.areas.area_sets import check_data as matrix_check_data
-from dpcore.areas.area_sets import plan as matrix_plan
-from dpcore.areas.area_sets import release as matrix_release
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.areas.tree_records import HierarchyRelease, HierLevelPlan, HierPlan, expected_max, get
+from dpcore.areas.mechanisms.matrix import check_data as matrix_check_data
+from dpcore.areas.mechanisms.matrix import plan as matrix_plan
+from dpcore.areas.mechanisms.matrix import release as matrix_release
+from dpcore.areas.tree_plans import HierarchyRelease, HierLevelPlan, HierPlan, expected_max, get
 from dpcore.core import metrics
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import topdown_opt, treedp
@@ -173,7 +173,7 @@ def plan(
 
     The maximum is the expected largest absolute error over the level's cells.
 
-    ``matrix`` is planned by :func:`dpcore.areas.area_sets.plan` (``area_sets``/``sets_weight``: the
+    ``matrix`` is planned by :func:`dpcore.areas.mechanisms.matrix.plan` (``area_sets``/``sets_weight``: the
     curator's public area-code-set queries; ``split``/``weights`` set the levels' importance).
     """
     info = get(mechanism)
@@ -383,7 +383,7 @@ def check_data(counts: HierarchyCounts, p: HierPlan, *, area_sets: Any = None) -
     run before the budget is charged (issue 18, item 7).
 
     * the matrix mechanism: the strategy answers fit the noise grid
-      (:func:`dpcore.areas.area_sets.check_data`);
+      (:func:`dpcore.areas.mechanisms.matrix.check_data`);
     * the exact solver (``exact`` and every group-size histogram; Fioretto, Van Hentenryck & Zhu
       2021): the total (the number of groups N for group sizes) is at most ``2^47``
       (:func:`dpcore.estimate.treedp.check_true_total`);
@@ -443,7 +443,7 @@ def release_planned(
     order: Literal["ascending", "descending"] = "ascending",
 ) -> HierarchyRelease:
     """Release ``counts`` with the plan ``p`` already built by :func:`plan` (not ``matrix``,
-    which :func:`dpcore.areas.area_sets.release` releases from its plan).
+    which :func:`dpcore.areas.mechanisms.matrix.release` releases from its plan).
 
     The noise of every level is the plan's (its shares, noise and scales), so a release planned
     once is never planned again: the measured levels get the noise of the plan, then each
@@ -454,7 +454,7 @@ def release_planned(
     """
     check_order(order)
     if p.mechanism == "matrix":
-        raise ParameterError("The matrix mechanism releases from its plan with dpcore.areas.area_sets.release.")
+        raise ParameterError("The matrix mechanism releases from its plan with dpcore.areas.mechanisms.matrix.release.")
     h = counts.hierarchy
     true = counts.levels()
     L = h.depth

@@ -224,7 +224,7 @@ def execute_census(spec: ReleaseSpec) -> int:
 def execute_hierarchy(spec: ReleaseSpec) -> int:
     """``release hierarchy``: counts over a geographic hierarchy, written to the output folder."""
     args = spec.namespace()  # the options, defaults included
-    from dpcore.areas import export, tree_mechanisms, tree_records
+    from dpcore.areas import export, tree_mechanisms, tree_plans
     from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, require_public_area_list
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
@@ -239,7 +239,7 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
         split, weights = split_text, None
     else:
         split, weights = "custom", split_list(split_text, "--split", float, "1,1,2,4")
-    mech = tree_records.get(args.mechanism)
+    mech = tree_plans.get(args.mechanism)
     statistic = "group_sizes" if (len(counts_cols) > 1 or args.group_col) else "count"
     names = parse_params(args.name)
     bounds_args = parse_params(args.boundaries)
@@ -279,7 +279,7 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
     if args.area_sets:
         if mech.name != "matrix":
             raise ParameterError("--area-sets is answered by the matrix mechanism only; add --mechanism matrix.")
-        from dpcore.areas import area_sets
+        from dpcore.areas.mechanisms import matrix as area_sets
 
         sets_path = Path(args.area_sets)
         if not sets_path.is_file():

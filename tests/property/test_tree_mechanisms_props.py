@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpcore.areas import tree_mechanisms as H
-from dpcore.areas import tree_records as TR
+from dpcore.areas import tree_plans as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource

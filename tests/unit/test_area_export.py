@@ -16,7 +16,7 @@ from shapely.geometry import box
 
 from dpcore.areas import export as X
 from dpcore.areas import tree_mechanisms as H
-from dpcore.areas import tree_records as TR
+from dpcore.areas import tree_plans as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.errors import InputError
 from dpcore.privacy import budget

@@ -1,4 +1,4 @@
-"""The matrix mechanism on a geographic hierarchy (dpcore.areas.area_sets, spec matrix-mechanism.md §6.1)."""
+"""The matrix mechanism on a geographic hierarchy (dpcore.areas.mechanisms.matrix, spec matrix-mechanism.md §6.1)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dpcore.areas import area_sets, export, tree_mechanisms
+from dpcore.areas import export, tree_mechanisms
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.mechanisms import matrix as area_sets
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import matrix_errors, matrix_release
 from dpcore.pipeline import release_hierarchy

@@ -88,7 +88,7 @@ def hier() -> tuple[Hierarchy, HierarchyCounts, pd.DataFrame]:
 
 def test_hierarchy_exports(hier) -> None:
     h, counts, _ = hier
-    from dpcore.areas import area_sets
+    from dpcore.areas.mechanisms import matrix as area_sets
 
     sets = area_sets.read_area_sets(b"query,area\nboth,01\n", h, SECRET_NAME)
     for mech, cost, opts in (("exact", budget.pure(1.0), {}), ("hay", budget.zcdp(0.5), {}),

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dpcore import pipeline
-from dpcore.areas import census_privelet, census_tables, marginals, tree_mechanisms, tree_records
+from dpcore.areas import census_privelet, census_tables, marginals, tree_mechanisms, tree_plans
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.core.mechanism import Plan
 from dpcore.core.session import Session
@@ -137,7 +137,7 @@ def test_ledger_entries_keep_their_labels_and_details(table: census_tables.Censu
     points, hier, flows, priv, mx = entries
     assert points.label == point_mechanisms.get("ug").title
     assert points.details["mechanism"] == "ug" and points.details["params"]["c"] == 10.0
-    assert hier.label == tree_records.get("topdown_linf").title
+    assert hier.label == tree_plans.get("topdown_linf").title
     assert {"kind", "mechanism", "neighbour", "split", "split_weights", "statistic", "levels"} <= set(hier.details)
     assert (hier.details["kind"], hier.details["split"], hier.details["neighbour"]) == (
         "hierarchy", "geometric", "add_remove")

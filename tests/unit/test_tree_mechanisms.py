@@ -25,7 +25,7 @@ from scipy.optimize import isotonic_regression
 
 from dpcore import pipeline
 from dpcore.areas import tree_mechanisms as H
-from dpcore.areas import tree_records as TR
+from dpcore.areas import tree_plans as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.estimate.tree_inference import level_least_squares

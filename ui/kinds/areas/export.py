@@ -9,7 +9,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import area_sets, export
+from dpcore.areas import export
+from dpcore.areas.mechanisms import matrix as area_sets
 from dpcore.core import spec as config
 from dpcore.data import engines
 from dpcore.pipeline import hierarchy_unit

@@ -1,6 +1,6 @@
 """Counts over areas, Plan step: mechanism, budget and split, expected error per level (no data used).
 
-For a hierarchy of areas the mechanisms are TopDown and its kin (:mod:`dpcore.areas.tree_records`);
+For a hierarchy of areas the mechanisms are TopDown and its kin (:mod:`dpcore.areas.tree_plans`);
 for a census table with attributes, Privelet and the marginal tables (:mod:`ui.kinds.areas.plan_table`).
 :func:`selection` reads back what the curator chose (no widgets), for the Release step.
 """
@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore import catalog
-from dpcore.areas import area_sets, tree_mechanisms, tree_records
+from dpcore.areas import tree_mechanisms, tree_plans
+from dpcore.areas.mechanisms import matrix as area_sets
 from dpcore.errors import DPCoreError
 from dpcore.pipeline import hierarchy_unit
 from dpcore.privacy import budget
@@ -49,12 +50,12 @@ def plan_step() -> None:
 
     # ---------------------------------------------------------------- mechanism
     st.subheader("1. Mechanism")
-    names = [i.name for i in tree_records.MECHANISMS.values()
+    names = [i.name for i in tree_plans.MECHANISMS.values()
              if (i.group_sizes if counts.statistic == "group_sizes" else i.counts)]
-    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: tree_records.get(n).title,
+    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: tree_plans.get(n).title,
                              key=keep("mech", names[0]))
     kept("mech")
-    info = tree_records.get(mech_name)
+    info = tree_plans.get(mech_name)
     st.markdown(f"**Use it when:** {info.when}")
     with st.expander("How it works"):
         st.caption("What the mechanism does, and the paper it follows.")
@@ -236,7 +237,7 @@ def selection(*, parse_only: bool = False) -> Selection:
     h, counts, fp = m["h"], m["counts"], m["fp"]
     led = common.ledger(fp, budget.pure(1.0))
     mech = ss.get("hier_mech", "exact")
-    info = tree_records.get(mech)
+    info = tree_plans.get(mech)
     definition = led.definition
     value = ss.get(f"hier_value_{definition}", state.DEFAULT_RELEASE[definition])
     cost = budget.pure(value) if definition == "pure" else budget.zcdp(value)

@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import area_sets, export, figures, tree_mechanisms
+from dpcore.areas import export, figures, tree_mechanisms
+from dpcore.areas.mechanisms import matrix as area_sets
 from dpcore.pipeline import census_unit, release_census, release_hierarchy
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source

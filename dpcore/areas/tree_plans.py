@@ -1,7 +1,7 @@
 """What a release over a geographic hierarchy is: the mechanism catalogue, the plan and the release.
 
 Both the mechanisms on the tree (:mod:`dpcore.areas.tree_mechanisms`) and the matrix mechanism
-over curator area sets (:mod:`dpcore.areas.area_sets`) build these records and take them from
+over curator area sets (:mod:`dpcore.areas.mechanisms.matrix`) build these records and take them from
 here: ``tree_mechanisms`` dispatches ``matrix`` to ``area_sets``, which needs nothing back.
 
 * :data:`MECHANISMS` / :func:`get` — what the app and the CLI say about each mechanism (title,

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.areas.tree_records import HierarchyRelease, HierLevelPlan, HierPlan, expected_max
+from dpcore.areas.tree_plans import HierarchyRelease, HierLevelPlan, HierPlan, expected_max
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import (
@@ -392,7 +392,7 @@ def node_variances_per_p(h: Hierarchy, s: matrix_strategy.Strategy) -> list[np.n
 def plan(h: Hierarchy, cost: PrivacyCost, *, neighbour: str = "add_remove", split: str = "levels",
          weights: Sequence[float] | None = None, statistic: str = "count",
          area_sets: AreaSets | None = None, sets_weight: float = 1.0) -> HierPlan:
-    """The :class:`~dpcore.areas.tree_records.HierPlan` of a matrix-mechanism release (data-free).
+    """The :class:`~dpcore.areas.tree_plans.HierPlan` of a matrix-mechanism release (data-free).
 
     ``split`` (``levels``, ``queries`` or ``custom``) and ``weights`` set the levels' importance
     (:func:`level_weights`), not a budget split: the whole budget answers the strategy once.  Every level's SD is exact

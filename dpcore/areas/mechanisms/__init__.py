@@ -1,0 +1,1 @@
+"""The mechanisms of the areas kinds, one module each."""
