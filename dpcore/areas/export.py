@@ -302,7 +302,7 @@ def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger |
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, bytes] = {"release.csv": hierarchy_csv(rel)}
     if rel.details.get("area_sets"):
-        from dpcore.areas.mechanisms.matrix import area_sets_csv
+        from dpcore.areas.area_sets import area_sets_csv
 
         files["area_queries.csv"] = area_sets_csv(rel)
     for level, join in (joins or {}).items():

@@ -140,14 +140,14 @@ def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str 
 
 def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any, areas_from_data: bool) -> int:
     """``release census --mechanism matrix``: marginal tables with the matrix mechanism."""
-    from dpcore.areas import marginals
+    from dpcore.areas.mechanisms import census_matrix
     from dpcore.pipeline import release_census
     from dpcore.privacy.noise import secure_source
 
     s = table.structure
     level = args.geo_level or s.levels[-1]
-    axes, _ = marginals.axes_of(s, level)
-    p = marginals.plan(s, level, marginals.parse_marginals(args.marginals, axes), cost)  # before spending
+    axes, _ = census_matrix.axes_of(s, level)
+    p = census_matrix.plan(s, level, census_matrix.parse_marginals(args.marginals, axes), cost)  # before spending
 
     rel = release_census(table, "matrix", cost, bud.ledger, session=bud.session, noise=secure_source(), level=level,
                          marginals=args.marginals)
@@ -157,8 +157,8 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any,
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "marginals.csv", out / "release.json"]
-    paths[0].write_bytes(marginals.marginals_csv(rel))
-    paths[1].write_bytes(marginals.marginals_json(rel, bud.ledger))
+    paths[0].write_bytes(census_matrix.marginals_csv(rel))
+    paths[1].write_bytes(census_matrix.marginals_json(rel, bud.ledger))
     ratio = p.info["ratio_to_lower_bound"]
     print(f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix mechanism, {cost.label()}; "
           f"RMSE per cell {p.info['expected_rmse_per_query']:.3g}"
@@ -171,7 +171,8 @@ def _census_marginals(args: argparse.Namespace, table: Any, cost: Any, bud: Any,
 def execute_census(spec: ReleaseSpec) -> int:
     """``release census``: Privelet counts, or marginal tables with the matrix mechanism, written out."""
     args = spec.namespace()  # the options, defaults included
-    from dpcore.areas import census_privelet, census_tables
+    from dpcore.areas import census_tables
+    from dpcore.areas.mechanisms import census_privelet
     from dpcore.data.code_tables import read_code_table
     from dpcore.pipeline import release_census
     from dpcore.privacy.noise import secure_source
@@ -224,8 +225,10 @@ def execute_census(spec: ReleaseSpec) -> int:
 def execute_hierarchy(spec: ReleaseSpec) -> int:
     """``release hierarchy``: counts over a geographic hierarchy, written to the output folder."""
     args = spec.namespace()  # the options, defaults included
-    from dpcore.areas import export, tree_mechanisms, tree_plans
+    from dpcore import catalog
+    from dpcore.areas import export
     from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, require_public_area_list
+    from dpcore.core.registry import lookup
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
     from dpcore.pipeline import hierarchy_unit, release_hierarchy
@@ -239,7 +242,8 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
         split, weights = split_text, None
     else:
         split, weights = "custom", split_list(split_text, "--split", float, "1,1,2,4")
-    mech = tree_plans.get(args.mechanism)
+    mech = lookup({n: catalog.get("hierarchy", n) for n in catalog.names("hierarchy")}, args.mechanism,
+                  "hierarchy mechanism")
     statistic = "group_sizes" if (len(counts_cols) > 1 or args.group_col) else "count"
     names = parse_params(args.name)
     bounds_args = parse_params(args.boundaries)
@@ -279,15 +283,15 @@ def execute_hierarchy(spec: ReleaseSpec) -> int:
     if args.area_sets:
         if mech.name != "matrix":
             raise ParameterError("--area-sets is answered by the matrix mechanism only; add --mechanism matrix.")
-        from dpcore.areas.mechanisms import matrix as area_sets
+        from dpcore.areas import area_sets
 
         sets_path = Path(args.area_sets)
         if not sets_path.is_file():
             raise InputError(f"The query file '{sets_path}' does not exist. Check the path given to --area-sets.")
         extra = {"area_sets": area_sets.read_area_sets(sets_path.read_bytes(), h, sets_path.name),
                  "sets_weight": args.sets_weight}
-    tree_mechanisms.plan(h, mech.name, cost, neighbour=args.neighbour, split=split, weights=weights,
-                      statistic=statistic, k=counts.k, **extra)
+    mech.plan_tree(h, cost, neighbour=args.neighbour, split=split, weights=weights,
+                   statistic=statistic, k=counts.k, **extra)
     joins = {}
     for lv, file in bounds_args.items():
         gdf = read_boundaries(file)

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dpcore.areas import area_sets
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.areas.mechanisms import matrix as area_sets
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.points import load_points_file

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpcore.areas import area_sets
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.areas.mechanisms import matrix as area_sets
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.domain import MAX_SIDE, Bounds, Grid

@@ -19,7 +19,8 @@ import pytest
 from scipy import special
 
 from dpcore import pipeline
-from dpcore.areas import census_privelet, census_tables
+from dpcore.areas import census_tables
+from dpcore.areas.mechanisms import census_privelet
 from dpcore.cli import main
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.synthetic import synthetic_census

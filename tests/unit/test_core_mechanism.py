@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 
 from dpcore import catalog
-from dpcore.areas import census_tables
+from dpcore.areas import area_sets, census_tables
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
-from dpcore.areas.mechanisms import matrix as area_sets
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, Release
 from dpcore.core.record import ENVELOPE
 from dpcore.data import synthetic

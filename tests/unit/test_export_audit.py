@@ -14,8 +14,10 @@ import pandas as pd
 import pytest
 
 from dpcore import pipeline
-from dpcore.areas import census_privelet, census_tables, export, marginals
+from dpcore.areas import census_tables, export
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.mechanisms import census_matrix as marginals
+from dpcore.areas.mechanisms import census_privelet
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.data.points import load_points
 from dpcore.points import export as pexport
@@ -88,7 +90,7 @@ def hier() -> tuple[Hierarchy, HierarchyCounts, pd.DataFrame]:
 
 def test_hierarchy_exports(hier) -> None:
     h, counts, _ = hier
-    from dpcore.areas.mechanisms import matrix as area_sets
+    from dpcore.areas import area_sets
 
     sets = area_sets.read_area_sets(b"query,area\nboth,01\n", h, SECRET_NAME)
     for mech, cost, opts in (("exact", budget.pure(1.0), {}), ("hay", budget.zcdp(0.5), {}),

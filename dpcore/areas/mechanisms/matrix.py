@@ -5,7 +5,7 @@ The domain is the hierarchy's finest areas (``n`` leaves).  The *workload* is pu
 * every area total at every level (``nation → state → county``), each level with an importance
   weight (ours: geography-hierarchy counts as hierarchy Grams;
   P15: a level weighted by ``w`` counts ``w²`` times in the total squared error), and
-* optionally, the curator's own **area-code sets** (:class:`AreaSets`): each query is the total of
+* optionally, the curator's own **area-code sets** (:class:`~dpcore.areas.area_sets.AreaSets`): each query is the total of
   a set of areas at any level (a metro area made of counties, a school district made of tracts).
 
 The strategy is designed from the workload alone (never the data, so it costs no budget):
@@ -31,19 +31,24 @@ allow is not part of the matrix mechanism.
 
 from __future__ import annotations
 
-import io
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from dpcore.areas.hierarchy import Hierarchy
-from dpcore.areas.tree_plans import HierarchyRelease, HierLevelPlan, HierPlan, expected_max
-from dpcore.data.csv_safe import csv_bytes
-from dpcore.errors import InputError, ParameterError
+from dpcore.areas.area_sets import AreaSets
+from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.mechanisms.tree import WEIGHTS, TreeMechanism
+from dpcore.areas.tree_plans import (
+    HierarchyRelease,
+    HierLevelPlan,
+    HierPlan,
+    LevelNoise,
+    expected_max,
+)
+from dpcore.core.mechanism import Param, Plan
+from dpcore.errors import ParameterError
 from dpcore.estimate import (
     matrix_cache,
     matrix_errors,
@@ -54,151 +59,12 @@ from dpcore.estimate import (
 )
 from dpcore.privacy import calibration
 from dpcore.privacy.budget import PrivacyCost
-from dpcore.privacy.calibration import interval_half_width
+from dpcore.privacy.noise import NoiseSource
 
 #: Most finest areas (the dense Eigen-Design's limit).
 MAX_LEAVES = matrix_workload.FULL_METHOD_MAX_N
 #: Accepted relative duality gap of Program 1 for hierarchy workloads (see the module docstring).
 GAP_TOL = 1e-4
-#: Most area-code-set queries in one upload.
-MAX_AREA_SETS = 5000
-_QUERY_COLUMNS = ("query", "query_id", "name", "set", "group")
-_AREA_COLUMNS = ("area", "code", "geoid", "area_code", "id")
-
-
-# ---------------------------------------------------------------------------------------------
-# The curator's area-code sets (public queries)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class AreaSets:
-    """Public queries, each the total of a set of areas (of any level) of a hierarchy.
-
-    ``rows`` is the 0/1 matrix over the hierarchy's finest areas (a finest area is counted once
-    even when the set lists it twice, directly or through a coarser area).  ``members`` keeps the
-    listed areas (``level:label``) for the release record.
-    """
-
-    names: tuple[str, ...]
-    members: tuple[tuple[str, ...], ...]
-    rows: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def to_record(self) -> list[dict[str, Any]]:
-        return [{"query": n, "areas": list(m)} for n, m in zip(self.names, self.members, strict=True)]
-
-
-def _pick(cols: dict[str, str], names: Sequence[str], what: str, have: Sequence[str]) -> str:
-    for n in names:
-        if n in cols:
-            return cols[n]
-    raise InputError(
-        f"The query file has no {what} column (looked for {', '.join(names)}; it has "
-        f"{', '.join(have) or 'no columns'}). Give one row per (query, area), e.g. 'query,area' "
-        "then 'Metro A,44007'."
-    )
-
-
-def read_area_sets(data: bytes | str | pd.DataFrame, h: Hierarchy, filename: str = "") -> AreaSets:
-    """Parse a CSV of area-code sets: one row per (query, area), optional ``level`` column.
-
-    ``area`` is an area's label as in the exports (``44007`` for unique codes, ``44/007`` for
-    codes unique within their parent) or its joined code (a GEOID such as ``44007``).  Without
-    a ``level`` column the code is looked up at every level; a code found at two levels is an
-    error that asks for the column.  ``filename`` is only used in messages.
-    """
-    if isinstance(data, pd.DataFrame):
-        df = data.copy()
-    else:
-        raw = data.encode() if isinstance(data, str) else bytes(data)
-        if not raw.strip():
-            raise InputError(f"The query file {filename or ''} is empty. Give one row per (query, area).".replace("  ", " "))
-        from dpcore.data.text import SNIFF_BYTES, check_text_head, gunzip_limited
-
-        label = f"'{filename}'" if filename else "the query file"
-        if raw[:2] == b"\x1f\x8b":
-            raw = gunzip_limited(raw, label)  # damaged gzip and gzip bombs: InputError
-        check_text_head(raw[: SNIFF_BYTES], label, whole=len(raw) <= SNIFF_BYTES)
-        try:
-            df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False)
-        except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError, ValueError) as e:
-            raise InputError(
-                f"Could not read the query file {filename}: {str(e).splitlines()[0] if str(e) else type(e).__name__}. "
-                "Save it as a UTF-8 CSV with a header row 'query,area'."
-            ) from None
-    have = [str(c) if len(str(c)) <= 40 else str(c)[:37] + "..." for c in df.columns][:20]
-    cols = {str(c).strip().lower(): str(c) for c in df.columns}
-    qcol = _pick(cols, _QUERY_COLUMNS, "query name", have)
-    acol = _pick(cols, _AREA_COLUMNS, "area code", have)
-    lcol = cols.get("level")
-    if df.empty:
-        raise InputError("The query file has a header but no rows. Add one row per (query, area).")
-    q = df[qcol].astype(str).str.strip()
-    a = df[acol].astype(str).str.strip()
-    bad = np.flatnonzero((q == "").to_numpy() | (a == "").to_numpy())
-    if bad.size:
-        raise InputError(f"Rows {_row_list(bad)} of the query file have an empty query name or area code; fill or "
-                         "delete them.")
-    level_of = {name.lower(): d for d, name in enumerate(h.level_names)}
-    depth_rows: np.ndarray | None = None
-    if lcol is not None:
-        lv = df[lcol].astype(str).str.strip().str.lower()
-        unknown = sorted(set(lv) - set(level_of))
-        if unknown:
-            raise InputError(
-                f"Unknown level {', '.join(repr(u) for u in unknown[:5])} in the query file; the levels are "
-                f"{', '.join(h.level_names[1:])}."
-            )
-        depth_rows = lv.map(level_of).to_numpy(dtype=np.int64)
-    # area label -> (depth, index), per depth, from the export labels and the joined codes
-    lookup: list[dict[str, int]] = [{}]
-    for d in range(1, h.depth + 1):
-        m = {str(s): i for i, s in enumerate(h.joined_codes(d))}
-        m.update({str(s): i for i, s in enumerate(h.labels(d))})
-        lookup.append(m)
-    hits = np.full(len(df), -1, dtype=np.int64)
-    depth = np.full(len(df), -1, dtype=np.int64)
-    ambiguous: list[int] = []
-    for r, code in enumerate(a.to_numpy()):
-        depths = [int(depth_rows[r])] if depth_rows is not None else range(1, h.depth + 1)
-        found = [(d, lookup[d][code]) for d in depths if d >= 1 and code in lookup[d]]
-        if len(found) > 1:
-            ambiguous.append(r)
-        elif found:
-            depth[r], hits[r] = found[0]
-    if ambiguous:
-        raise InputError(
-            f"Rows {_row_list(np.array(ambiguous))} of the query file name codes found at more than one level "
-            f"(e.g. '{a.iloc[ambiguous[0]]}'). Add a 'level' column ({', '.join(h.level_names[1:])})."
-        )
-    missing = np.flatnonzero(hits < 0)
-    if missing.size:
-        example = h.labels(h.depth)[0]
-        raise InputError(
-            f"Rows {_row_list(missing)} of the query file name areas that are not in the hierarchy "
-            f"(e.g. '{a.iloc[int(missing[0])]}'). Use the area codes of the exports, e.g. '{example}'."
-        )
-    names = list(dict.fromkeys(q.to_numpy()))
-    if len(names) > MAX_AREA_SETS:
-        raise InputError(f"The query file defines {len(names):,} queries; at most {MAX_AREA_SETS:,} are supported. "
-                         "Split it, or keep the queries that matter most.")
-    qi = pd.Series(range(len(names)), index=names)[q.to_numpy()].to_numpy()
-    rows = np.zeros((len(names), h.n_leaves))
-    members: list[list[str]] = [[] for _ in names]
-    for r in range(len(df)):
-        d, i = int(depth[r]), int(hits[r])
-        rows[qi[r], h.descendants(d, i, h.depth)] = 1.0
-        members[qi[r]].append(f"{h.level_names[d]}:{h.labels(d)[i]}")
-    rows.setflags(write=False)
-    return AreaSets(tuple(str(n) for n in names), tuple(tuple(m) for m in members), rows)
-
-
-def _row_list(idx: np.ndarray, limit: int = 5) -> str:
-    shown = ", ".join(str(int(i) + 2) for i in idx[:limit])  # +2: 1-based, after the header line
-    return shown + (f" and {idx.size - limit:,} more" if idx.size > limit else "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -389,138 +255,171 @@ def node_variances_per_p(h: Hierarchy, s: matrix_strategy.Strategy) -> list[np.n
 # ---------------------------------------------------------------------------------------------
 
 
-def plan(h: Hierarchy, cost: PrivacyCost, *, neighbour: str = "add_remove", split: str = "levels",
-         weights: Sequence[float] | None = None, statistic: str = "count",
-         area_sets: AreaSets | None = None, sets_weight: float = 1.0) -> HierPlan:
-    """The :class:`~dpcore.areas.tree_plans.HierPlan` of a matrix-mechanism release (data-free).
-
-    ``split`` (``levels``, ``queries`` or ``custom``) and ``weights`` set the levels' importance
-    (:func:`level_weights`), not a budget split: the whole budget answers the strategy once.  Every level's SD is exact
-    (``Var(z)·q X⁺ qᵀ`` per area); the mean and typical maximum absolute errors use the normal
-    shape (each estimate sums many strategy noises).
-    """
-    if statistic != "count":
-        raise ParameterError("The matrix mechanism releases plain counts; for group sizes choose 'exact' or "
-                             "'dpc_approx'.")
-    if neighbour != "add_remove":
-        raise ParameterError("The matrix mechanism protects one person added or removed; choose the add/remove "
-                             "neighbours (its total is noised, not published exactly).")
-    wts = level_weights(h, split, weights)
-    row_w = sets_row_weight(h, split, weights, len(area_sets), sets_weight) if area_sets is not None else 1.0
-    w = workload(h, wts, area_sets, row_w)
-    des = _design(h, w, cost.definition)
-    s = des["strategy"]
-    cal = _calibration(s, cost)
-    var = float(cal.variance)
-    node_var = [var * v for v in des["node_vpp"]]
-    per_unit = math.sqrt(var) / s.sensitivity()  # sqrt(P)/Δ: TSE/P → the answers' variance
-    t = des["tse_per_p"]
-    extra: dict[str, Any] = {
-        "workload": w.name, "n_queries": int(w.m), "level_weights": wts.tolist(),
-        "strategy": strategy_label(s), "strategy_kind": s.kind, "strategy_queries": int(s.p),
-        "noise": cal.distribution, "noise_scale": float(cal.scale), "noise_variance": var,
-        "sensitivity": float(s.sensitivity()),
-        "expected_rmse_per_query": math.sqrt(t / w.m) * per_unit,
-        "program1_gap": s.info.get("gap"),
-        "sets_weight": float(sets_weight) if area_sets is not None else None,
-        "sets_row_weight": row_w if area_sets is not None else None,
-        "notes": [],
-    }
-    if cost.definition == "pure":
-        extra["notes"].append(
-            f"Pure ε-DP: the {strategy_label(s)} strategy is used (every area measured, with weights "
-            "chosen for your queries under L1 sensitivity), because Eigen-Design strategies have a large "
-            "L1 sensitivity (Li & Miklau 2012, Sec. 3.5). Choose ρ-zCDP for the Eigen-Design tuned to your queries.")
-        extra["rmse_lower_bound"] = None
-        extra["ratio_to_lower_bound"] = None
-    else:
-        b = des["svdb"]
-        if t < b * (1 - 1e-9):
-            raise ParameterError(f"Computed error {t:.6g} is below the SVD bound {b:.6g}: numerical failure.")
-        extra["rmse_lower_bound"] = math.sqrt(b / w.m) * per_unit
-        extra["ratio_to_lower_bound"] = math.sqrt(t / b)
-    if area_sets is not None and len(area_sets):
-        sd = np.sqrt(var * (s.whiten(area_sets.rows) ** 2).sum(axis=0))
-        extra["area_sets"] = {"query": list(area_sets.names), "sd": sd.tolist(),
-                              "definition": area_sets.to_record()}
-    levels = []
-    for d in range(h.depth + 1):
-        sd_nodes = np.sqrt(node_var[d])
-        levels.append(HierLevelPlan(
-            depth=d, level=h.level_names[d], areas=h.sizes[d], cells=h.sizes[d], measured=True,
-            share=float(cost.value), noise=cal.distribution, scale=float(cal.scale),
-            l1_sensitivity=float(s.l1_sensitivity), l2_sensitivity=float(s.l2_sensitivity),
-            noise_sd=math.sqrt(var), sd=float(math.sqrt(np.mean(node_var[d]))),
-            mean_abs=float(np.mean(sd_nodes)) * math.sqrt(2.0 / math.pi),
-            max_abs=expected_max(sd_nodes, "normal"),
-            basis="matrix mechanism: exact SD per area, Var(z)·q X⁺ qᵀ; mean and maximum with the normal shape",
-        ))
-    return HierPlan("matrix", cost, neighbour, "count", 1, split,
-                       tuple(float(x) for x in (weights or ())), tuple(levels),
-                       tuple(np.sqrt(v) for v in node_var), tuple(cal.scale for _ in levels), extra=extra)
+# ---------------------------------------------------------------------------------------------
+# The mechanism
+# ---------------------------------------------------------------------------------------------
 
 
-def check_data(counts: Any, p: HierPlan, *, area_sets: AreaSets | None = None) -> None:
-    """The refusals of :func:`release` that depend on ``counts``, run before the budget is charged.
+class MatrixMechanism(TreeMechanism):
+    """One noisy answer to a strategy designed for the area totals (and area-code sets)."""
 
-    The strategy answers of the true finest counts must fit the noise grid
-    (:func:`dpcore.estimate.matrix_release.check_data`; Li, Hay, Miklau, Rastogi & McGregor 2015,
-    §3, with the exact answers of issue 18, item 3c).  A refusal publishes nothing and is seen by
-    the curator only: it says the counts exceed about 2^62 grid units, far beyond any real table.
-    """
-    if (area_sets is not None) != (p.extra.get("sets_row_weight") is not None):
-        raise ParameterError("Release with the same area-code sets as the plan.")
-    h = counts.hierarchy
-    w = workload(h, p.extra["level_weights"], area_sets, p.extra.get("sets_row_weight") or 1.0)
-    s = strategy(h, w, p.cost.definition)
-    kw = {"epsilon": p.cost.value} if p.cost.definition == "pure" else {"rho": p.cost.value}
-    matrix_release.check_data(w, s, counts.levels()[h.depth], **kw)
+    name = "matrix"
+    title = "Matrix mechanism (Eigen-Design, tuned to the area totals you ask for)"
+    summary = ("One noisy answer to a strategy designed for every area total of every level (and any "
+               "area-code sets you upload); the finest areas are its least-squares solution and every "
+               "level is their sum. Counts are real numbers and may be negative; every area's error is exact.")
+    when_to_use = ("When people will ask for totals of several levels or of your own groups of areas "
+                   "(metro areas, districts), under ρ-zCDP, on up to 4,096 finest areas.")
+    reference = "Li & Miklau, PVLDB 5(6) 2012, Sec. 3.3"
+    params = (
+        Param("split", "Importance of the levels", str, "uniform",
+              "How the levels' area totals are weighed: 'levels' (every level equally; 'uniform' reads as "
+              "this), 'queries' (every area total equally) or 'custom' (weights).",
+              choices=("uniform", "levels", "queries", "custom")),
+        WEIGHTS,
+        Param("sets_weight", "Weight of the area sets", float, 1.0,
+              "Importance of your area-code sets against the levels' totals.", minimum=0.0),
+    )
+    consistent, integral, nonnegative = True, False, False
+    counts, group_sizes = True, False
+    default_definition = "zcdp"
+    whole_budget = True
+    release_options = ("area_sets", "sets_weight")
 
+    def node_variances(self, h: Hierarchy, ln: LevelNoise, *, statistic: str, neighbour: str,
+                       k: int) -> tuple[list[np.ndarray], str]:  # pragma: no cover - plan_tree is its own
+        raise NotImplementedError("The matrix mechanism's variances come from its strategy (plan_tree).")
 
-def release(counts: Any, p: HierPlan, noise: Any, *, area_sets: AreaSets | None = None,
-            sets_weight: float = 1.0) -> HierarchyRelease:
-    """Release ``counts`` (:class:`~dpcore.areas.hierarchy.HierarchyCounts`) as planned by :func:`plan`.
+    def _plan_options(self, params: Mapping[str, Any], public: Mapping[str, Any]) -> dict[str, Any]:
+        return {"area_sets": public.get("area_sets"), "sets_weight": params["sets_weight"]}
 
-    The caller has charged the ledger with ``p.cost``.  The noise is drawn by
-    :func:`dpcore.estimate.matrix_release.release` (exact discrete samplers of :mod:`dpcore.privacy.noise`).
-    """
-    h = counts.hierarchy
-    if (area_sets is not None) != (p.extra.get("sets_row_weight") is not None):
-        raise ParameterError("Release with the same area-code sets as the plan.")
-    w = workload(h, p.extra["level_weights"], area_sets, p.extra.get("sets_row_weight") or 1.0)
-    s = strategy(h, w, p.cost.definition)
-    x = counts.levels()[h.depth]
-    kw = {"epsilon": p.cost.value} if p.cost.definition == "pure" else {"rho": p.cost.value}
-    res = matrix_release.release(w, s, x, noise, **kw)
-    if res.cost.definition != p.cost.definition or res.cost.value > p.cost.value * (1 + 1e-9):
-        raise ParameterError(f"Internal error: the release would cost {res.cost.label()}, more than the "
-                             f"{p.cost.label()} charged.")  # pragma: no cover - calibrate() rounds down
-    values = h.aggregate(np.asarray(res.x_hat, dtype=float))
-    details: dict[str, Any] = {
-        "matrix": {k: v for k, v in p.extra.items() if k != "area_sets"},
-        "guarantee": res.guarantee,
-    }
-    if area_sets is not None and len(area_sets):
-        details["area_sets"] = {
-            "query": list(area_sets.names),
-            "answer": (area_sets.rows @ res.x_hat).tolist(),
-            "standard_error": list(p.extra["area_sets"]["sd"]),
-            "definition": area_sets.to_record(),
+    def _plan_details(self, inner: HierPlan, public: Mapping[str, Any]) -> dict[str, Any]:
+        # one strategy answered with the whole budget; levels are not split
+        return {"neighbour": inner.neighbour, "split": inner.split, "split_weights": list(inner.split_weights),
+                "statistic": inner.statistic, "strategy": inner.extra["strategy"],
+                "level_weights": inner.extra["level_weights"], "area_sets": len(public.get("area_sets") or ())}
+
+    def _release_options(self, plan: Plan) -> dict[str, Any]:
+        return {"area_sets": plan.public.get("area_sets"), "sets_weight": plan.params["sets_weight"]}
+
+    def plan_tree(self, h: Hierarchy, cost: PrivacyCost, *, neighbour: str = "add_remove", split: str = "levels",
+                  weights: Sequence[float] | None = None, statistic: str = "count", k: int = 1,
+                  area_sets: AreaSets | None = None, sets_weight: float = 1.0) -> HierPlan:
+        """The :class:`~dpcore.areas.tree_plans.HierPlan` of a matrix-mechanism release (data-free).
+
+        ``split`` (``levels``, ``queries`` or ``custom``) and ``weights`` set the levels' importance
+        (:func:`level_weights`), not a budget split: the whole budget answers the strategy once.  Every level's SD is exact
+        (``Var(z)·q X⁺ qᵀ`` per area); the mean and typical maximum absolute errors use the normal
+        shape (each estimate sums many strategy noises).
+        """
+        if statistic != "count":
+            raise ParameterError("The matrix mechanism releases plain counts; for group sizes choose 'exact' or "
+                                 "'dpc_approx'.")
+        if neighbour != "add_remove":
+            raise ParameterError("The matrix mechanism protects one person added or removed; choose the add/remove "
+                                 "neighbours (its total is noised, not published exactly).")
+        wts = level_weights(h, split, weights)
+        row_w = sets_row_weight(h, split, weights, len(area_sets), sets_weight) if area_sets is not None else 1.0
+        w = workload(h, wts, area_sets, row_w)
+        des = _design(h, w, cost.definition)
+        s = des["strategy"]
+        cal = _calibration(s, cost)
+        var = float(cal.variance)
+        node_var = [var * v for v in des["node_vpp"]]
+        per_unit = math.sqrt(var) / s.sensitivity()  # sqrt(P)/Δ: TSE/P → the answers' variance
+        t = des["tse_per_p"]
+        extra: dict[str, Any] = {
+            "workload": w.name, "n_queries": int(w.m), "level_weights": wts.tolist(),
+            "strategy": strategy_label(s), "strategy_kind": s.kind, "strategy_queries": int(s.p),
+            "noise": cal.distribution, "noise_scale": float(cal.scale), "noise_variance": var,
+            "sensitivity": float(s.sensitivity()),
+            "expected_rmse_per_query": math.sqrt(t / w.m) * per_unit,
+            "program1_gap": s.info.get("gap"),
+            "sets_weight": float(sets_weight) if area_sets is not None else None,
+            "sets_row_weight": row_w if area_sets is not None else None,
+            "notes": [],
         }
-    return HierarchyRelease(h, p, tuple(values), None, (), details)
+        if cost.definition == "pure":
+            extra["notes"].append(
+                f"Pure ε-DP: the {strategy_label(s)} strategy is used (every area measured, with weights "
+                "chosen for your queries under L1 sensitivity), because Eigen-Design strategies have a large "
+                "L1 sensitivity (Li & Miklau 2012, Sec. 3.5). Choose ρ-zCDP for the Eigen-Design tuned to your queries.")
+            extra["rmse_lower_bound"] = None
+            extra["ratio_to_lower_bound"] = None
+        else:
+            b = des["svdb"]
+            if t < b * (1 - 1e-9):
+                raise ParameterError(f"Computed error {t:.6g} is below the SVD bound {b:.6g}: numerical failure.")
+            extra["rmse_lower_bound"] = math.sqrt(b / w.m) * per_unit
+            extra["ratio_to_lower_bound"] = math.sqrt(t / b)
+        if area_sets is not None and len(area_sets):
+            sd = np.sqrt(var * (s.whiten(area_sets.rows) ** 2).sum(axis=0))
+            extra["area_sets"] = {"query": list(area_sets.names), "sd": sd.tolist(),
+                                  "definition": area_sets.to_record()}
+        levels = []
+        for d in range(h.depth + 1):
+            sd_nodes = np.sqrt(node_var[d])
+            levels.append(HierLevelPlan(
+                depth=d, level=h.level_names[d], areas=h.sizes[d], cells=h.sizes[d], measured=True,
+                share=float(cost.value), noise=cal.distribution, scale=float(cal.scale),
+                l1_sensitivity=float(s.l1_sensitivity), l2_sensitivity=float(s.l2_sensitivity),
+                noise_sd=math.sqrt(var), sd=float(math.sqrt(np.mean(node_var[d]))),
+                mean_abs=float(np.mean(sd_nodes)) * math.sqrt(2.0 / math.pi),
+                max_abs=expected_max(sd_nodes, "normal"),
+                basis="matrix mechanism: exact SD per area, Var(z)·q X⁺ qᵀ; mean and maximum with the normal shape",
+            ))
+        return HierPlan("matrix", cost, neighbour, "count", 1, split,
+                           tuple(float(x) for x in (weights or ())), tuple(levels),
+                           tuple(np.sqrt(v) for v in node_var), tuple(cal.scale for _ in levels), extra=extra,
+                       made_by=self)
 
 
-def area_sets_csv(rel: Any) -> bytes:
-    """``area_queries.csv``: each area-code set's noisy total, its SD and 95 % interval."""
-    a = rel.details.get("area_sets")
-    if not a:
-        raise ParameterError("This release has no area-code-set queries.")
-    ans = np.asarray(a["answer"], float)
-    se = np.asarray(a["standard_error"], float)
-    half = interval_half_width("normal", se)  # a set's total sums many areas' estimates
-    df = pd.DataFrame({
-        "query": a["query"], "areas": [";".join(d["areas"]) for d in a["definition"]],
-        "noisy_total": ans, "standard_error": se,
-        "ci95_low": ans - half, "ci95_high": ans + half,
-    })
-    return csv_bytes(df, lambda d: d.to_csv(index=False, float_format="%.6g").encode())
+    def check_counts(self, counts: HierarchyCounts, p: HierPlan, public: Mapping[str, Any]) -> None:
+        """The refusals of :meth:`release_tree` that depend on ``counts``, run before the budget is charged.
+
+        The strategy answers of the true finest counts must fit the noise grid
+        (:func:`dpcore.estimate.matrix_release.check_data`; Li, Hay, Miklau, Rastogi & McGregor 2015,
+        §3, with the exact answers of issue 18, item 3c).  A refusal publishes nothing and is seen by
+        the curator only: it says the counts exceed about 2^62 grid units, far beyond any real table.
+        """
+        area_sets = public.get("area_sets")
+        if (area_sets is not None) != (p.extra.get("sets_row_weight") is not None):
+            raise ParameterError("Release with the same area-code sets as the plan.")
+        h = counts.hierarchy
+        w = workload(h, p.extra["level_weights"], area_sets, p.extra.get("sets_row_weight") or 1.0)
+        s = strategy(h, w, p.cost.definition)
+        kw = {"epsilon": p.cost.value} if p.cost.definition == "pure" else {"rho": p.cost.value}
+        matrix_release.check_data(w, s, counts.levels()[h.depth], **kw)
+
+
+    def release_tree(self, counts: HierarchyCounts, p: HierPlan, noise: NoiseSource, *,
+                     area_sets: AreaSets | None = None, sets_weight: float = 1.0) -> HierarchyRelease:
+        """Release ``counts`` as planned by :meth:`plan_tree`.
+
+        The caller has charged the ledger with ``p.cost``.  The noise is drawn by
+        :func:`dpcore.estimate.matrix_release.release` (exact discrete samplers of :mod:`dpcore.privacy.noise`).
+        """
+        h = counts.hierarchy
+        if (area_sets is not None) != (p.extra.get("sets_row_weight") is not None):
+            raise ParameterError("Release with the same area-code sets as the plan.")
+        w = workload(h, p.extra["level_weights"], area_sets, p.extra.get("sets_row_weight") or 1.0)
+        s = strategy(h, w, p.cost.definition)
+        x = counts.levels()[h.depth]
+        kw = {"epsilon": p.cost.value} if p.cost.definition == "pure" else {"rho": p.cost.value}
+        res = matrix_release.release(w, s, x, noise, **kw)
+        if res.cost.definition != p.cost.definition or res.cost.value > p.cost.value * (1 + 1e-9):
+            raise ParameterError(f"Internal error: the release would cost {res.cost.label()}, more than the "
+                                 f"{p.cost.label()} charged.")  # pragma: no cover - calibrate() rounds down
+        values = h.aggregate(np.asarray(res.x_hat, dtype=float))
+        details: dict[str, Any] = {
+            "matrix": {k: v for k, v in p.extra.items() if k != "area_sets"},
+            "guarantee": res.guarantee,
+        }
+        if area_sets is not None and len(area_sets):
+            details["area_sets"] = {
+                "query": list(area_sets.names),
+                "answer": (area_sets.rows @ res.x_hat).tolist(),
+                "standard_error": list(p.extra["area_sets"]["sd"]),
+                "definition": area_sets.to_record(),
+            }
+        return HierarchyRelease(h, p, tuple(values), None, (), details)

@@ -9,8 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import export
-from dpcore.areas.mechanisms import matrix as area_sets
+from dpcore.areas import area_sets, export
 from dpcore.core import spec as config
 from dpcore.data import engines
 from dpcore.pipeline import hierarchy_unit

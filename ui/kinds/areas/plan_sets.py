@@ -7,8 +7,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from dpcore.areas import area_sets
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.areas.mechanisms import matrix as area_sets
 from dpcore.errors import DPCoreError
 from dpcore.privacy.calibration import interval_half_width
 from ui import fmt
