@@ -7,7 +7,7 @@ Data
     nation (root) → STATEFP → COUNTYFP → TRACTCE: 1 / 52 / 3,221 / 85,395 areas.  Counts:
     the POPULATION column.
 Mechanisms
-    every mechanism of ``dpcore.areas.tree_records.MECHANISMS`` that releases plain counts (exact,
+    every mechanism of ``dpcore.areas.mechanisms`` that releases plain counts (exact,
     topdown_linf, topdown_l2, hay, bottom_up, independent), uniform split, add/remove
     neighbours, at
     * pure ε-DP ε = 0.1 and ε = 1 (discrete Laplace, ``budget.pure``);
@@ -19,8 +19,8 @@ Mechanisms
 Measured
     per level: mean / max absolute error and mean relative error (``empirical_errors``,
     |x̂ − x| / max(x, 20)), true-zero areas released positive; the analytic expected mean and
-    max error of ``tree_mechanisms.plan`` next to them; consistency, non-negativity and
-    integrality of every release (compared with what ``MECHANISMS`` promises); wall time of
+    max error of ``TreeMechanism.plan_tree`` next to them; consistency, non-negativity and
+    integrality of every release (compared with what each mechanism promises); wall time of
     ``release()`` alone (``time.perf_counter``), and separately the time to read the file,
     build the Hierarchy and map the counts; peak memory (``ru_maxrss`` and tracemalloc) of
     the slowest configuration in a fresh subprocess.
@@ -29,7 +29,7 @@ Flags (thresholds fixed before the run)
     * mean error: |empirical / analytic − 1| > max(0.10, 4/√(cells·seeds)) (4 standard errors
       of a mean of |Laplace| draws, whose SD equals their mean; never tighter than 10 %);
     * max error: empirical / analytic outside [0.75, 1.33] on levels with ≥ 50 cells;
-    * a check that contradicts ``MECHANISMS`` (consistent / integral / non-negative);
+    * a check that contradicts what the mechanism promises (consistent / integral / non-negative);
     * a release slower than the 10 s target; an exception.
 
 Run from the repository root::
@@ -65,8 +65,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpcore.areas import tree_mechanisms as hz  # noqa: E402
-from dpcore.areas import tree_records  # noqa: E402
+from dpcore import catalog  # noqa: E402
+from dpcore.areas import tree_plans  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
 from dpcore.core import metrics  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
@@ -112,9 +112,9 @@ MEMORY_CONFIG = Config("exact", budget.pure(0.1), "add_remove", "ε=0.1")
 
 
 def configs() -> list[Config]:
-    counts_mechs = [m for m, info in tree_records.MECHANISMS.items() if info.counts]
+    counts_mechs = [m for m in catalog.names("hierarchy") if catalog.get("hierarchy", m).counts]
     if sorted(counts_mechs) != sorted(EXPECTED_COUNT_MECHANISMS):
-        print(f"note: MECHANISMS with counts = {counts_mechs}, the brief expected "
+        print(f"note: mechanisms with counts = {counts_mechs}, the brief expected "
               f"{EXPECTED_COUNT_MECHANISMS}", file=sys.stderr)
     order = [m for m in EXPECTED_COUNT_MECHANISMS if m in counts_mechs] + \
             [m for m in counts_mechs if m not in EXPECTED_COUNT_MECHANISMS]
@@ -171,7 +171,7 @@ def load() -> tuple[HierarchyCounts, dict[str, float]]:
 # ---------------------------------------------------------------- one configuration
 
 
-def checks(rel: tree_records.HierarchyRelease) -> dict[str, bool]:
+def checks(rel: tree_plans.HierarchyRelease) -> dict[str, bool]:
     vals = [np.asarray(v) for v in rel.values]
     return {
         "consistent": bool(rel.consistent),
@@ -183,7 +183,7 @@ def checks(rel: tree_records.HierarchyRelease) -> dict[str, bool]:
 def run_config(cfg: Config, counts: HierarchyCounts, seeds: list[int]) -> tuple[list[dict], dict]:
     """All seeds of one configuration: per-level aggregated rows and per-release facts."""
     h = counts.hierarchy
-    pl = hz.plan(h, cfg.mechanism, cfg.cost, neighbour=cfg.neighbour, split="uniform")
+    pl = catalog.get("hierarchy", cfg.mechanism).plan_tree(h, cfg.cost, neighbour=cfg.neighbour, split="uniform")
     true = counts.levels()
     per_seed: list[list[dict]] = []
     times: list[float] = []
@@ -192,9 +192,9 @@ def run_config(cfg: Config, counts: HierarchyCounts, seeds: list[int]) -> tuple[
     for s in seeds:
         noise = NoiseSource(s)
         t0 = time.perf_counter()
-        rel = hz.release(counts, cfg.mechanism, cfg.cost, noise, neighbour=cfg.neighbour, split="uniform")
+        rel = catalog.get("hierarchy", cfg.mechanism).release_counts(counts, cfg.cost, noise, neighbour=cfg.neighbour, split="uniform")
         times.append(time.perf_counter() - t0)
-        errs = hz.empirical_errors(rel, counts)
+        errs = tree_plans.empirical_errors(rel, counts)
         for e, v, t in zip(errs, rel.values, true, strict=True):
             e["rmse"] = metrics.rmse(t.astype(float).ravel(), np.asarray(v, float).ravel())
         for e, lv in zip(errs, pl.levels, strict=True):
@@ -205,7 +205,7 @@ def run_config(cfg: Config, counts: HierarchyCounts, seeds: list[int]) -> tuple[
         if "widenings" in rel.details:
             widen.append(int(rel.details["widenings"]))
         del rel
-    info = tree_records.MECHANISMS[cfg.mechanism]
+    info = catalog.get("hierarchy", cfg.mechanism)
     rel_facts = {
         "time_mean_s": float(np.mean(times)),
         "time_max_s": float(np.max(times)),
@@ -294,13 +294,13 @@ def memory_probe(spec: str) -> int:
         pass
     before_rss = _vm_kib()
     t0 = time.perf_counter()
-    hz.release(counts, mech, cost, NoiseSource(0), neighbour=neighbour)
+    catalog.get("hierarchy", mech).release_counts(counts, cost, NoiseSource(0), neighbour=neighbour)
     dt = time.perf_counter() - t0
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     peak_hwm = _vm_kib("VmHWM")
     gc.collect()
     tracemalloc.start()
-    hz.release(counts, mech, cost, NoiseSource(1), neighbour=neighbour)
+    catalog.get("hierarchy", mech).release_counts(counts, cost, NoiseSource(1), neighbour=neighbour)
     _, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     print(json.dumps({"rss_after_imports_kib": base_rss, "rss_after_load_kib": loaded_rss,
@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in ("consistent", "nonnegative", "integral"):
             if f[k] != f[f"promised_{k}"]:
                 flags.append(f"{c.mechanism}, {c.budget_label}, {c.neighbour}: {k} = {f[k]} but "
-                             f"MECHANISMS promises {f[f'promised_{k}']}")
+                             f"the mechanism promises {f[f'promised_{k}']}")
         if f["time_max_s"] > TARGET_SECONDS:
             flags.append(f"{c.mechanism}, {c.budget_label}, {c.neighbour}: release took up to "
                          f"{f['time_max_s']:.2f} s > {TARGET_SECONDS:g} s target")
@@ -539,10 +539,10 @@ def main(argv: list[str] | None = None) -> int:
         "unless marked *replace* (public total, Δ₁ = 2).",
         f"- {args.seeds} seeded releases per configuration (`NoiseSource(seed)`, seeds "
         f"{seeds[0]}–{seeds[-1]}, the same for every configuration). *emp* = mean over the seeds; "
-        "*exp* = analytic expectation of `tree_mechanisms.plan` (data-free). MAE = mean |released − true| "
+        "*exp* = analytic expectation of `TreeMechanism.plan_tree` (data-free). MAE = mean |released − true| "
         "over the level's areas; max = largest |error| in the level; MRE = mean |error| / max(true, 20) "
         "in %. Curator-only diagnostics, not for publication.",
-        "- Time: `time.perf_counter()` around `tree_mechanisms.release()` only (plan, noise and "
+        "- Time: `time.perf_counter()` around `TreeMechanism.release_counts()` only (plan, noise and "
         "post-processing; not the error evaluation).",
         "",
         "## Verdicts",
@@ -554,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- **Exceptions:** {len(failures) or 'none'}.",
         f"- **Flags** (mean-error ratio outside max(10 %, 4 SE); max-error ratio outside "
         f"[{MAX_BAND[0]}, {MAX_BAND[1]}] on levels with ≥ {MAX_MIN_CELLS} cells; checks contradicting "
-        f"`MECHANISMS`; > {TARGET_SECONDS:g} s): {len(flags) or 'none'}.",
+        f"the mechanism; > {TARGET_SECONDS:g} s): {len(flags) or 'none'}.",
     ]
     L += [f"  - {x}" for x in flags + failures]
     L += ["", "## Summary (tract level unless named; emp / exp)", "",

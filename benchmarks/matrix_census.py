@@ -5,7 +5,7 @@ Data
     nation → STATEFP → COUNTYFP (1 / 52 / 3,221 areas; the tract file lists every county, so it
     serves as the public area list).  Counts: the 2020 POPULATION per county.
 What is measured
-    1. **Hierarchy** (``dpcore.areas.area_sets``), ρ-zCDP ρ = 0.05, levels weighted equally
+    1. **Hierarchy** (``dpcore.areas.mechanisms.matrix``), ρ-zCDP ρ = 0.05, levels weighted equally
        (``split="levels"``): the time to design the Eigen-Design strategy (cold, then from the
        disk cache), its ratio to the SVD lower bound and Program 1's certified gap; per level the
        analytic RMSE next to the least-squares tree (``hay``, the same ρ split uniformly over the
@@ -14,7 +14,7 @@ What is measured
        one state (seeded, public) added to the workload; their analytic SD under the matrix
        mechanism against the SD of the same sums under ``hay`` (sum of its county estimates:
        exact through the tree's posterior covariance is not exposed, so it is measured).
-    2. **Marginals** (``dpcore.areas.marginals``) on the synthetic census with age bands:
+    2. **Marginals** (``dpcore.areas.mechanisms.census_matrix``) on the synthetic census with age bands:
        tract × age band plus age band, ρ = 0.05; the RMSE and the ratio to the bound.
 Run from the repository root::
 
@@ -42,8 +42,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dpcore.areas import area_sets, census_tables, marginals, tree_mechanisms  # noqa: E402
+from dpcore import catalog  # noqa: E402
+from dpcore.areas import area_sets, census_tables  # noqa: E402
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
+from dpcore.areas.mechanisms import census_matrix as marginals  # noqa: E402
+from dpcore.areas.mechanisms import matrix  # noqa: E402
 from dpcore.core import metrics  # noqa: E402
 from dpcore.data import synthetic  # noqa: E402
 from dpcore.estimate import matrix_errors, matrix_release, matrix_strategy  # noqa: E402
@@ -94,26 +97,26 @@ def main() -> int:
     res["hierarchy"] = {"levels": h.level_names, "sizes": h.sizes}
     cost = budget.zcdp(RHO)
     # --- design time: cold (fresh cache dir) and warm
-    area_sets._MEMO.clear()
+    matrix._MEMO.clear()
     t = time.perf_counter()
-    p = tree_mechanisms.plan(h, "matrix", cost, split="levels")
+    p = catalog.get("hierarchy", "matrix").plan_tree(h, cost, split="levels")
     cold = time.perf_counter() - t
-    area_sets._MEMO.clear()
+    matrix._MEMO.clear()
     t = time.perf_counter()
-    tree_mechanisms.plan(h, "matrix", cost, split="levels")
+    catalog.get("hierarchy", "matrix").plan_tree(h, cost, split="levels")
     warm = time.perf_counter() - t
     res["design"] = {"plan_cold_s": cold, "plan_from_disk_cache_s": warm,
                      "ratio_to_lower_bound": p.extra["ratio_to_lower_bound"], "program1_gap": p.extra["program1_gap"],
                      "strategy_queries": p.extra["strategy_queries"]}
     print(f"design: cold {cold:.1f} s, cached {warm:.1f} s, ratio {p.extra['ratio_to_lower_bound']:.5f}", flush=True)
-    plans = {"matrix": p, "hay": tree_mechanisms.plan(h, "hay", cost),
-             "topdown_l2": tree_mechanisms.plan(h, "topdown_l2", cost)}
+    plans = {"matrix": p, "hay": catalog.get("hierarchy", "hay").plan_tree(h, cost),
+             "topdown_l2": catalog.get("hierarchy", "topdown_l2").plan_tree(h, cost)}
     emp: dict[str, list[list[float]]] = {m: [] for m in plans}
     times: dict[str, list[float]] = {m: [] for m in plans}
     for seed in range(args.seeds):
         for m in plans:
             t = time.perf_counter()
-            rel = tree_mechanisms.release(counts, m, cost, NoiseSource(1000 + seed), split="levels" if m == "matrix"
+            rel = catalog.get("hierarchy", m).release_counts(counts, cost, NoiseSource(1000 + seed), split="levels" if m == "matrix"
                                        else "uniform")
             times[m].append(time.perf_counter() - t)
             emp[m].append(rmse_levels(list(rel.values), truth))
@@ -122,18 +125,18 @@ def main() -> int:
                          "release_s_median": float(np.median(times[m]))} for m in plans}
     # --- with 20 metro areas
     sets = metro_sets(h)
-    area_sets._MEMO.clear()
+    matrix._MEMO.clear()
     t = time.perf_counter()
-    ps = tree_mechanisms.plan(h, "matrix", cost, split="levels", area_sets=sets)
+    ps = catalog.get("hierarchy", "matrix").plan_tree(h, cost, split="levels", area_sets=sets)
     res["metro"] = {"plan_cold_s": time.perf_counter() - t, "queries": len(sets),
                     "matrix_sd": ps.extra["area_sets"]["sd"], "ratio_to_lower_bound": ps.extra["ratio_to_lower_bound"],
                     "levels_sd_with_sets": [lv.sd for lv in ps.levels]}
     set_truth = sets.rows @ truth[-1]
     hay_err, mx_err = [], []
     for seed in range(max(args.seeds, 20)):
-        r = tree_mechanisms.release(counts, "hay", cost, NoiseSource(5000 + seed))
+        r = catalog.get("hierarchy", "hay").release_counts(counts, cost, NoiseSource(5000 + seed))
         hay_err.append(sets.rows @ np.asarray(r.values[-1], float) - set_truth)
-        r2 = tree_mechanisms.release(counts, "matrix", cost, NoiseSource(5000 + seed), split="levels", area_sets=sets)
+        r2 = catalog.get("hierarchy", "matrix").release_counts(counts, cost, NoiseSource(5000 + seed), split="levels", area_sets=sets)
         mx_err.append(np.asarray(r2.details["area_sets"]["answer"]) - set_truth)
     res["metro"]["hay_empirical_sd"] = np.sqrt(np.mean(np.square(hay_err), axis=0)).tolist()
     res["metro"]["matrix_empirical_sd"] = np.sqrt(np.mean(np.square(mx_err), axis=0)).tolist()

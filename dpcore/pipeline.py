@@ -113,18 +113,18 @@ def release_hierarchy(
     ``options``: ``neighbour`` (``add_remove`` or ``replace``: the unit of privacy), ``split``,
     ``weights``, ``order`` (IntOpt's zeroing order; used by ``topdown_linf``), ``area_sets`` and
     ``sets_weight`` (the matrix mechanism's).  The catalogue's plan
-    (:class:`dpcore.areas.kind.HierarchyMechanism`) is built, and every option validated, before
+    (:class:`dpcore.areas.mechanisms.tree.TreeMechanism`) is built, and every option validated, before
     anything is spent; the ledger is charged with it before any noise is drawn.  Returns the
-    :class:`~dpcore.areas.tree_records.HierarchyRelease`.
+    :class:`~dpcore.areas.tree_plans.HierarchyRelease`.
     """
     from dpcore import catalog
-    from dpcore.areas import tree_mechanisms
+    from dpcore.areas import tree_plans
 
     _unknown_options(options, {"neighbour", "split", "weights", "order", "area_sets", "sets_weight"})
     neighbour = options.get("neighbour", "add_remove")
     if neighbour not in ("add_remove", "replace"):
         raise ParameterError("Neighbours are 'add_remove' (total noised) or 'replace' (total public).")
-    tree_mechanisms.check_order(options.get("order", "ascending"))
+    tree_plans.check_order(options.get("order", "ascending"))
     mech = catalog.get("hierarchy", mechanism)
     declared = {p.name for p in mech.params}
     # 'order' and 'sets_weight' are accepted for every mechanism (the app and the CLI always send
@@ -190,11 +190,11 @@ def release_census(
     ``mechanism`` is ``privelet`` (every area of every level; Xiao, Wang & Gehrke 2010; option
     ``plus_axes``, the Privelet+ axes) or ``matrix`` (marginal tables with the matrix mechanism;
     Li & Miklau 2012; options ``level`` and ``marginals``).  ``unit`` defaults to
-    :func:`census_unit`.  The catalogue's plan (:class:`dpcore.areas.kind.CensusPrivelet`,
-    :class:`dpcore.areas.kind.CensusMarginals`) is built, and every option validated, before
+    :func:`census_unit`.  The catalogue's plan (:class:`dpcore.areas.mechanisms.census_privelet.CensusPrivelet`,
+    :class:`dpcore.areas.mechanisms.census_matrix.CensusMatrix`) is built, and every option validated, before
     anything is spent; the ledger is charged with it before any noise is drawn.  Returns the
-    :class:`~dpcore.areas.census_privelet.CensusRelease` or the
-    :class:`~dpcore.areas.marginals.MarginalsRelease`.
+    :class:`~dpcore.areas.mechanisms.census_privelet.CensusRelease` or the
+    :class:`~dpcore.areas.mechanisms.census_matrix.MarginalsRelease`.
     """
     from dpcore import catalog
 

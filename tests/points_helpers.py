@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from dpcore.data.domain import Aggregate, Grid
-from dpcore.points.unit import points_unit
 from dpcore.points.mechanisms.base import PointsMechanism
 from dpcore.points.release import LevelPlan, PartitionRelease
+from dpcore.points.unit import points_unit
 from dpcore.privacy.noise import NoiseSource
 from dpcore.privacy.units import Unit
 

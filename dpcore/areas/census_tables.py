@@ -10,8 +10,8 @@ into a frequency matrix of shape ``(leaves, bins_1, …, bins_k)`` with
 
 described by its public :class:`CensusStructure` (levels, list of areas, bins).  The table is
 released with Privelet (Xiao, Wang & Gehrke, *Differential Privacy via Wavelet Transforms*,
-ICDE 2010) by :mod:`dpcore.areas.census_privelet`, or its marginals with the matrix mechanism
-by :mod:`dpcore.areas.marginals`.
+ICDE 2010) by :mod:`dpcore.areas.mechanisms.census_privelet`, or its marginals with the matrix mechanism
+by :mod:`dpcore.areas.mechanisms.census_matrix`.
 
 Areas are identified by their **path** (state ``01`` + county ``001``), because codes repeat
 within parents (county ``001`` exists in almost every state).

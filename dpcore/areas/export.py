@@ -18,7 +18,7 @@ import orjson
 import pandas as pd
 
 from dpcore.areas.hierarchy import Hierarchy
-from dpcore.areas.tree_records import HierarchyRelease
+from dpcore.areas.tree_plans import HierarchyRelease
 from dpcore.core.record import (
     APPROX_DP_CONVERSION,
     INTERVAL_COLUMNS,

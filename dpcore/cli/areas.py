@@ -151,7 +151,8 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     before any budget is opened, and released through :func:`dpcore.pipeline.release`."""
     args = spec.namespace()  # the options, defaults included
     from dpcore import catalog, pipeline
-    from dpcore.areas import census_privelet, census_tables, marginals
+    from dpcore.areas import census_tables
+    from dpcore.areas.mechanisms import census_matrix, census_privelet
     from dpcore.areas.unit import census_unit
     from dpcore.data.code_tables import read_code_table
 
@@ -195,10 +196,7 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
         _areas_warning()
     folder = Path(args.out)
     if mech.name == "matrix":
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = [folder / "marginals.csv", folder / "release.json"]
-        paths[0].write_bytes(marginals.marginals_csv(rel))
-        paths[1].write_bytes(marginals.marginals_json(rel, bud.ledger))
+        paths = census_matrix.write_marginals(rel, folder, bud.ledger)
         info = plan.inner.info
         ratio = info["ratio_to_lower_bound"]
         return Made(out, paths, f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix "

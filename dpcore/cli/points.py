@@ -133,7 +133,7 @@ def _kind_facts(m: Any) -> dict[str, Any]:
     if m.kind == "points":  # the point mechanism's own privacy text names its noise
         d = m.describe()
         return {"privacy": d["privacy"], "tree": d["tree"]}
-    info = getattr(m, "info", None)
+    info = m if m.kind == "hierarchy" else getattr(m, "info", None)
     if m.kind == "hierarchy":
         return {"consistent": info.consistent, "integral": info.integral, "nonnegative": info.nonnegative,
                 "statistics": [s for s, ok in (("count", info.counts), ("group_sizes", info.group_sizes)) if ok],

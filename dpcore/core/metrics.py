@@ -2,7 +2,7 @@
 
 None of these numbers may be published: they are computed from true counts.  Every kind's
 ``empirical_errors`` (points: :func:`dpcore.points.diagnostics.empirical_errors` and
-:mod:`dpcore.points.evaluate`; areas: :func:`dpcore.areas.tree_mechanisms.empirical_errors`; flows:
+:mod:`dpcore.points.evaluate`; areas: :func:`dpcore.areas.tree_plans.empirical_errors`; flows:
 :func:`dpcore.flows.diagnostics.empirical_errors`) computes its errors here, so each definition
 lives in one place.
 

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -64,9 +65,10 @@ from points_helpers import levels_of, release_with
 from scipy import stats
 
 from dpcore import catalog
-from dpcore.areas import census_privelet, census_tables, marginals
-from dpcore.areas import tree_mechanisms as H
+from dpcore.areas import census_tables
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.mechanisms import census_matrix as marginals
+from dpcore.areas.mechanisms import census_privelet
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.flows.counts import ODCounts
 from dpcore.points.mechanisms import htf
@@ -77,6 +79,16 @@ from dpcore.privacy.noise import (
     discrete_laplace_variance,
     real_noise_epsilon,
 )
+
+
+def plan_hier(h: Any, mechanism: str, cost: Any, **options: Any) -> Any:
+    """The data-free plan of the catalogue's hierarchy mechanism ``mechanism``."""
+    return catalog.get("hierarchy", mechanism).plan_tree(h, cost, **options)
+
+
+def release_hier(counts: Any, mechanism: str, cost: Any, noise: Any, **options: Any) -> Any:
+    """Plan and release ``counts`` with the catalogue's hierarchy mechanism ``mechanism`` (no charge)."""
+    return catalog.get("hierarchy", mechanism).release_counts(counts, cost, noise, **options)
 
 #: Family-wise probability that a test's ε_lb is not a valid lower bound (Bonferroni).
 ALPHA = 1e-6
@@ -516,17 +528,17 @@ HC_D, HC_D2 = _hier_counts([2, 1, 3]), _hier_counts([2, 1, 4])  # one more perso
 
 def test_hierarchy_exact_total() -> None:
     cost = budget.pure(3.0)
-    x = runs(lambda s: H.release(HC_D, "exact", cost, s).values[0][0], 301, 1_000)
-    y = runs(lambda s: H.release(HC_D2, "exact", cost, s).values[0][0], 302, 1_000)
-    sd = H.plan(HC_D.hierarchy, "exact", cost).levels[0].sd
+    x = runs(lambda s: release_hier(HC_D, "exact", cost, s).values[0][0], 301, 1_000)
+    y = runs(lambda s: release_hier(HC_D2, "exact", cost, s).values[0][0], 302, 1_000)
+    sd = plan_hier(HC_D.hierarchy, "exact", cost).levels[0].sd
     check("hierarchy exact root total (ε=3)", x, y, around(6, 7, sd), cost.value)
 
 
 def test_hierarchy_topdown_linf_leaf() -> None:
     cost = budget.zcdp(0.5)
-    x = runs(lambda s: H.release(HC_D, "topdown_linf", cost, s).values[2][2], 303, 1_000)
-    y = runs(lambda s: H.release(HC_D2, "topdown_linf", cost, s).values[2][2], 304, 1_000)
-    sd = H.plan(HC_D.hierarchy, "topdown_linf", cost).levels[2].sd
+    x = runs(lambda s: release_hier(HC_D, "topdown_linf", cost, s).values[2][2], 303, 1_000)
+    y = runs(lambda s: release_hier(HC_D2, "topdown_linf", cost, s).values[2][2], 304, 1_000)
+    sd = plan_hier(HC_D.hierarchy, "topdown_linf", cost).levels[2].sd
     check("hierarchy topdown_linf leaf b1 (ρ=0.5)", x, y, around(3, 4, sd), zcdp_claim_audit(cost.value),
           delta=AUDIT_DELTA)
 

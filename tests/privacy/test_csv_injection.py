@@ -21,8 +21,10 @@ import pytest
 
 import dpcore
 from dpcore import pipeline
-from dpcore.areas import area_sets, census_privelet, census_tables, export, marginals
+from dpcore.areas import area_sets, census_tables, export
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.mechanisms import census_matrix as marginals
+from dpcore.areas.mechanisms import census_privelet
 from dpcore.data.csv_safe import csv_bytes, is_formula
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.flows import export as fexport

@@ -1,4 +1,4 @@
-"""Hypothesis invariants of hierarchy releases (dpcore.areas.tree_mechanisms.release).
+"""Hypothesis invariants of hierarchy releases (the catalogue's hierarchy mechanisms, dpcore.areas.mechanisms).
 
 On random small trees and sparse counts: exact, topdown_l2 and topdown_linf return int64,
 non-negative, consistent hierarchies (the public total exactly under replace-one
@@ -8,16 +8,28 @@ dpc_approx) are consistent size by size and their root sizes add up to the publi
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpcore.areas import tree_mechanisms as H
-from dpcore.areas import tree_records as TR
+from dpcore import catalog
+from dpcore.areas import tree_plans as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
+
+
+def plan_hier(h: Any, mechanism: str, cost: Any, **options: Any) -> Any:
+    """The data-free plan of the catalogue's hierarchy mechanism ``mechanism``."""
+    return catalog.get("hierarchy", mechanism).plan_tree(h, cost, **options)
+
+
+def release_hier(counts: Any, mechanism: str, cost: Any, noise: Any, **options: Any) -> Any:
+    """Plan and release ``counts`` with the catalogue's hierarchy mechanism ``mechanism`` (no charge)."""
+    return catalog.get("hierarchy", mechanism).release_counts(counts, cost, noise, **options)
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -59,7 +71,7 @@ def assert_consistent(rel: TR.HierarchyRelease) -> None:
 @SETTINGS
 @given(trees(), st.sampled_from(["exact", "topdown_l2", "topdown_linf"]), costs, neighbours, splits, seeds)
 def test_integer_mechanisms_are_int_nonnegative_consistent(counts, mechanism, cost, neighbour, split, seed):
-    rel = H.release(counts, mechanism, cost, NoiseSource(seed), neighbour=neighbour, split=split)
+    rel = release_hier(counts, mechanism, cost, NoiseSource(seed), neighbour=neighbour, split=split)
     assert [v.shape for v in rel.values] == [(n,) for n in counts.hierarchy.sizes]
     for v in rel.values:
         assert v.dtype == np.int64
@@ -73,7 +85,7 @@ def test_integer_mechanisms_are_int_nonnegative_consistent(counts, mechanism, co
 @SETTINGS
 @given(trees(), costs, neighbours, seeds)
 def test_hay_is_consistent_up_to_float_rounding(counts, cost, neighbour, seed):
-    rel = H.release(counts, "hay", cost, NoiseSource(seed), neighbour=neighbour)
+    rel = release_hier(counts, "hay", cost, NoiseSource(seed), neighbour=neighbour)
     h = counts.hierarchy
     scale = max(1.0, max(float(np.abs(v).max()) for v in rel.values))
     for d in range(h.depth):
@@ -86,7 +98,7 @@ def test_hay_is_consistent_up_to_float_rounding(counts, cost, neighbour, seed):
 @SETTINGS
 @given(trees(k=3), st.sampled_from(["exact", "dpc_approx"]), costs, neighbours, seeds)
 def test_group_sizes_are_consistent_per_size_and_add_up_to_n(counts, mechanism, cost, neighbour, seed):
-    rel = H.release(counts, mechanism, cost, NoiseSource(seed), neighbour=neighbour)
+    rel = release_hier(counts, mechanism, cost, NoiseSource(seed), neighbour=neighbour)
     for v in rel.values:
         assert v.dtype == np.int64 and v.shape[1] == 3
         assert np.all(v >= 0)

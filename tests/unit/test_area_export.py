@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import geopandas
 import jsonschema
@@ -14,14 +15,24 @@ import pytest
 from scipy import special
 from shapely.geometry import box
 
+from dpcore import catalog
 from dpcore.areas import export as X
-from dpcore.areas import tree_mechanisms as H
-from dpcore.areas import tree_records as TR
+from dpcore.areas import tree_plans as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
 from dpcore.errors import InputError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
+
+
+def plan_hier(h: Any, mechanism: str, cost: Any, **options: Any) -> Any:
+    """The data-free plan of the catalogue's hierarchy mechanism ``mechanism``."""
+    return catalog.get("hierarchy", mechanism).plan_tree(h, cost, **options)
+
+
+def release_hier(counts: Any, mechanism: str, cost: Any, noise: Any, **options: Any) -> Any:
+    """Plan and release ``counts`` with the catalogue's hierarchy mechanism ``mechanism`` (no charge)."""
+    return catalog.get("hierarchy", mechanism).release_counts(counts, cost, noise, **options)
 
 #: z of the two-sided normal 95 % interval, derived here independently of dpcore (SciPy's ndtri).
 Z95 = float(-special.ndtri(0.025))
@@ -54,7 +65,7 @@ def group_counts(hier: Hierarchy) -> HierarchyCounts:
 
 @pytest.fixture(scope="module")
 def rel(counts: HierarchyCounts) -> TR.HierarchyRelease:
-    return H.release(counts, "exact", budget.pure(1.0), NoiseSource(1))
+    return release_hier(counts, "exact", budget.pure(1.0), NoiseSource(1))
 
 
 def read_csv(data: bytes) -> pd.DataFrame:
@@ -66,7 +77,7 @@ def read_csv(data: bytes) -> pd.DataFrame:
 
 @pytest.mark.parametrize("mechanism", ["exact", "hay", "independent", "topdown_l2"])
 def test_csv_one_row_per_area_and_level_with_released_values_only(counts: HierarchyCounts, mechanism: str) -> None:
-    r = H.release(counts, mechanism, budget.pure(0.5), NoiseSource(3))
+    r = release_hier(counts, mechanism, budget.pure(0.5), NoiseSource(3))
     df = read_csv(X.hierarchy_csv(r))
     assert list(df.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert len(df) == 1 + 3 + 7
@@ -88,7 +99,7 @@ def test_csv_one_row_per_area_and_level_with_released_values_only(counts: Hierar
 
 
 def test_csv_of_group_sizes_has_a_size_column(group_counts: HierarchyCounts) -> None:
-    r = H.release(group_counts, "exact", budget.pure(1.0), NoiseSource(2))
+    r = release_hier(group_counts, "exact", budget.pure(1.0), NoiseSource(2))
     frame = X.hierarchy_frame(r)
     assert list(frame.columns) == ["level", "code", "parent", "size", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert len(frame) == (1 + 3 + 7) * 3
@@ -178,7 +189,7 @@ def test_level_geojson_properties(rel: TR.HierarchyRelease) -> None:
 
 
 def test_level_geojson_of_group_sizes(group_counts: HierarchyCounts) -> None:
-    r = H.release(group_counts, "dpc_approx", budget.pure(1.0), NoiseSource(2))
+    r = release_hier(group_counts, "dpc_approx", budget.pure(1.0), NoiseSource(2))
     j = X.join_boundaries(r.hierarchy, 1, boxes(["01", "02", "06"]))
     props = [f["properties"] for f in json.loads(X.level_geojson(r, j))["features"]]
     assert [p["size_one"] for p in props] == r.values[1][:, 0].tolist()
@@ -233,7 +244,7 @@ def test_record_validates_and_holds_no_true_counts(counts: HierarchyCounts, mech
 
 @pytest.mark.parametrize("mechanism", ["exact", "dpc_approx"])
 def test_record_of_group_sizes(group_counts: HierarchyCounts, mechanism: str) -> None:
-    r = H.release(group_counts, mechanism, budget.pure(1.0), NoiseSource(5))
+    r = release_hier(group_counts, mechanism, budget.pure(1.0), NoiseSource(5))
     rec = X.hierarchy_record(r)
     X.validate_hierarchy_record(rec)
     assert rec["statistic"] == "group_sizes" and rec["sizes"] == ["one", "two", "more"]
@@ -260,7 +271,7 @@ def test_schema_rejects_true_values_and_unknown_fields(rel: TR.HierarchyRelease)
 def test_record_warns_when_the_area_list_came_from_the_data(counts: HierarchyCounts) -> None:
     h = Hierarchy.from_frame(AREAS, LEVELS, source="data (not public)")
     c = HierarchyCounts.from_frame(AREAS.assign(pop=TRUE), h, LEVELS, "pop")
-    rec = X.hierarchy_record(H.release(c, "exact", budget.pure(1.0), NoiseSource(0)))
+    rec = X.hierarchy_record(release_hier(c, "exact", budget.pure(1.0), NoiseSource(0)))
     X.validate_hierarchy_record(rec)
     assert rec["hierarchy"]["area_list_source"] == "data (not public)"
     assert any(n.startswith("WARNING") for n in rec["notes"])

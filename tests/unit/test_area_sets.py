@@ -14,8 +14,10 @@ import pytest
 from scipy import stats
 
 import dpcore
-from dpcore.areas import area_sets, export, tree_mechanisms
+from dpcore import catalog
+from dpcore.areas import area_sets, export
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.mechanisms import matrix
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import matrix_errors, matrix_release
 from dpcore.pipeline import release_hierarchy
@@ -42,7 +44,7 @@ def irregular() -> tuple[Hierarchy, HierarchyCounts]:
 
 
 def node_rows(h: Hierarchy, d: int) -> np.ndarray:
-    anc = area_sets.ancestors(h)[d]
+    anc = matrix.ancestors(h)[d]
     B = np.zeros((h.sizes[d], h.n_leaves))
     B[anc, np.arange(h.n_leaves)] = 1.0
     return B
@@ -50,18 +52,18 @@ def node_rows(h: Hierarchy, d: int) -> np.ndarray:
 
 def test_workload_rows_and_structured_gram_agree() -> None:
     h, _ = irregular()
-    w8 = area_sets.level_weights(h, "custom", [1, 2, 3, 4])
+    w8 = matrix.level_weights(h, "custom", [1, 2, 3, 4])
     sets = area_sets.read_area_sets(b"query,area\nA,02\nA,03/001\nB,01/001/01\n", h)
-    w = area_sets.workload(h, w8, sets, sets_weight=2.0)
+    w = matrix.workload(h, w8, sets, sets_weight=2.0)
     assert w.m == h.n_nodes + 2
     np.testing.assert_allclose(w.gram(), w.W.T @ w.W, atol=1e-12)
     # P15: a level of n_d areas with importance I_d gets row weight sqrt(I_d / n_d) (max 1)
     w2 = np.array([1, 2, 3, 4]) / np.array(h.sizes)
     np.testing.assert_allclose(w8, np.sqrt(w2 / w2.max()))
-    assert np.allclose(area_sets.level_weights(h, "queries"), 1.0)
-    np.testing.assert_allclose(area_sets.level_weights(h, "uniform"), area_sets.level_weights(h, "levels"))
+    assert np.allclose(matrix.level_weights(h, "queries"), 1.0)
+    np.testing.assert_allclose(matrix.level_weights(h, "uniform"), matrix.level_weights(h, "levels"))
     with pytest.raises(ParameterError, match="importance"):
-        area_sets.level_weights(h, "geometric")
+        matrix.level_weights(h, "geometric")
 
 
 def test_regular_tree_reaches_the_svd_bound() -> None:
@@ -70,17 +72,17 @@ def test_regular_tree_reaches_the_svd_bound() -> None:
                        for i in range(3) for j in range(4) for k in range(5)])
     h = Hierarchy.from_frame(df, ["a", "b", "c"])
     for imp in ("queries", "levels"):
-        p = tree_mechanisms.plan(h, "matrix", budget.zcdp(0.5), split=imp)
+        p = catalog.get("hierarchy", "matrix").plan_tree(h, budget.zcdp(0.5), split=imp)
         assert p.extra["ratio_to_lower_bound"] == pytest.approx(1.0, abs=1e-6)
-        assert p.extra["program1_gap"] < area_sets.GAP_TOL
+        assert p.extra["program1_gap"] < matrix.GAP_TOL
 
 
 def test_plan_sd_is_the_exact_matrix_mechanism_variance() -> None:
     h, _ = irregular()
     cost = budget.zcdp(0.3)
-    p = tree_mechanisms.plan(h, "matrix", cost, split="levels")
-    w = area_sets.workload(h, area_sets.level_weights(h, "levels"))
-    s = area_sets.strategy(h, w, "zcdp")
+    p = catalog.get("hierarchy", "matrix").plan_tree(h, cost, split="levels")
+    w = matrix.workload(h, matrix.level_weights(h, "levels"))
+    s = matrix.strategy(h, w, "zcdp")
     cal = matrix_release.calibrate(s, rho=0.3)
     Xinv = np.linalg.inv(s.A.T @ s.A)  # full rank: every finest area is a query
     for d in range(h.depth + 1):
@@ -100,7 +102,7 @@ def test_release_is_consistent_unbiased_and_matches_the_plan() -> None:
     h, counts = irregular()
     cost = budget.zcdp(0.5)
     sets = area_sets.read_area_sets(b"query,area,level\nX,02,state\nX,01/001/01,tract\n", h)
-    p = tree_mechanisms.plan(h, "matrix", cost, area_sets=sets)
+    p = catalog.get("hierarchy", "matrix").plan_tree(h, cost, area_sets=sets)
     truth = counts.levels()
     R = 300
     src = NoiseSource(11)
@@ -109,7 +111,7 @@ def test_release_is_consistent_unbiased_and_matches_the_plan() -> None:
     set_sq = 0.0
     set_truth = float(truth[1][1] + truth[3][0])
     for _ in range(R):
-        rel = tree_mechanisms.release(counts, "matrix", cost, src, area_sets=sets)
+        rel = catalog.get("hierarchy", "matrix").release_counts(counts, cost, src, area_sets=sets)
         for d in range(h.depth + 1):
             e = rel.values[d] - truth[d]
             sq[d] += e**2
@@ -166,11 +168,11 @@ def test_refusals_before_anything_is_spent(monkeypatch: pytest.MonkeyPatch) -> N
     led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match="add/remove"):
         release_hierarchy(counts, "matrix", budget.zcdp(0.5), led, neighbour="replace")
-    monkeypatch.setattr(area_sets, "MAX_LEAVES", 10)
+    monkeypatch.setattr(matrix, "MAX_LEAVES", 10)
     with pytest.raises(ParameterError, match="at most 10 finest areas"):
         release_hierarchy(counts, "matrix", budget.zcdp(0.5), led)
     with pytest.raises(ParameterError, match="matrix mechanism only"):
-        tree_mechanisms.plan(h, "hay", budget.zcdp(0.5), area_sets=area_sets.read_area_sets(b"query,area\nq,01\n", h))
+        catalog.get("hierarchy", "hay").plan_tree(h, budget.zcdp(0.5), area_sets=area_sets.read_area_sets(b"query,area\nq,01\n", h))
     assert led.spent == 0 and not led.entries
 
 
@@ -197,15 +199,15 @@ def test_pipeline_charges_once_and_the_record_validates(tmp_path: Path) -> None:
 
 def test_pure_epsilon_uses_an_l1_strategy_and_says_so() -> None:
     h, counts = irregular()
-    p = tree_mechanisms.plan(h, "matrix", budget.pure(1.0))
+    p = catalog.get("hierarchy", "matrix").plan_tree(h, budget.pure(1.0))
     assert p.levels[0].noise.startswith("discrete_laplace")
     assert p.extra["rmse_lower_bound"] is None and any("Pure ε-DP" in n for n in p.extra["notes"])
-    w = area_sets.workload(h, area_sets.level_weights(h, "levels"))
-    s = area_sets.strategy(h, w, "pure")
+    w = matrix.workload(h, matrix.level_weights(h, "levels"))
+    s = matrix.strategy(h, w, "pure")
     assert s.norm == "l1"
     # never worse than noising every area of the tree (the geographic tree design)
-    assert matrix_errors.tse_per_p(w, s) <= matrix_errors.tse_per_p(w, area_sets.tree_design(h)) * (1 + 1e-9)
-    rel = tree_mechanisms.release(counts, "matrix", budget.pure(1.0), NoiseSource(2))
+    assert matrix_errors.tse_per_p(w, s) <= matrix_errors.tse_per_p(w, matrix.tree_design(h)) * (1 + 1e-9)
+    rel = catalog.get("hierarchy", "matrix").release_counts(counts, budget.pure(1.0), NoiseSource(2))
     assert rel.consistent
 
 
@@ -236,9 +238,9 @@ def test_area_sets_weight_is_in_units_of_one_level() -> None:
     h, _ = irregular()
     # 'levels': the root (1 area) has the largest per-query weight, 1; four queries sharing the
     # importance of one level get w² = 1/4 each
-    assert area_sets.sets_row_weight(h, "levels", None, 4, 1.0) == pytest.approx(0.5)
-    assert area_sets.sets_row_weight(h, "levels", None, 4, 4.0) == pytest.approx(1.0)
+    assert matrix.sets_row_weight(h, "levels", None, 4, 1.0) == pytest.approx(0.5)
+    assert matrix.sets_row_weight(h, "levels", None, 4, 4.0) == pytest.approx(1.0)
     # 'queries': each query counts like one area total times the weight
-    assert area_sets.sets_row_weight(h, "queries", None, 4, 1.0) == pytest.approx(1.0)
+    assert matrix.sets_row_weight(h, "queries", None, 4, 1.0) == pytest.approx(1.0)
     with pytest.raises(ParameterError, match="positive"):
-        area_sets.sets_row_weight(h, "levels", None, 4, 0.0)
+        matrix.sets_row_weight(h, "levels", None, 4, 0.0)

@@ -20,7 +20,8 @@ from scipy import special
 
 import dpcore
 from dpcore import pipeline
-from dpcore.areas import census_privelet, census_tables
+from dpcore.areas import census_tables
+from dpcore.areas.mechanisms import census_privelet
 from dpcore.cli import main
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.synthetic import synthetic_census

@@ -14,8 +14,10 @@ import pandas as pd
 import pytest
 
 from dpcore import pipeline
-from dpcore.areas import census_privelet, census_tables, export, marginals
+from dpcore.areas import census_tables, export
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.mechanisms import census_matrix as marginals
+from dpcore.areas.mechanisms import census_privelet
 from dpcore.core.record import validate_record
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.data.points import load_points

@@ -1,4 +1,4 @@
-"""Census marginals with the matrix mechanism (dpcore.areas.marginals; spec matrix-mechanism.md §2.9.4)."""
+"""Census marginals with the matrix mechanism (dpcore.areas.mechanisms.census_matrix; spec matrix-mechanism.md §2.9.4)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 import dpcore
-from dpcore.areas import census_tables, marginals
+from dpcore.areas import census_tables
+from dpcore.areas.mechanisms import census_matrix as marginals
 from dpcore.data import synthetic
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_design, matrix_release

@@ -12,8 +12,10 @@ import pytest
 from points_helpers import release_with
 
 from dpcore import catalog, pipeline
-from dpcore.areas import census_privelet, census_tables, marginals, tree_mechanisms, tree_records
+from dpcore.areas import census_tables
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.mechanisms import census_matrix, census_privelet
+from dpcore.areas.mechanisms.tree import TreeMechanism
 from dpcore.areas.unit import census_unit, hierarchy_unit
 from dpcore.core.mechanism import Plan
 from dpcore.core.session import Session
@@ -138,7 +140,7 @@ def test_ledger_entries_keep_their_labels_and_details(table: census_tables.Censu
     points, hier, flows, priv, mx = entries
     assert points.label == catalog.get("points", "ug").title
     assert points.details["mechanism"] == "ug" and points.details["params"]["c"] == 10.0
-    assert hier.label == tree_records.get("topdown_linf").title
+    assert hier.label == catalog.get("hierarchy", "topdown_linf").title
     assert {"kind", "mechanism", "neighbour", "split", "split_weights", "statistic", "levels"} <= set(hier.details)
     assert (hier.details["kind"], hier.details["split"], hier.details["neighbour"]) == (
         "hierarchy", "geometric", "add_remove")
@@ -183,10 +185,10 @@ def _count(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
 @pytest.mark.parametrize(("which", "owner", "name"), [
     ("points", PointsMechanism, "resolve_params"),
     ("points", PointsMechanism, "cost"),
-    ("hierarchy", tree_mechanisms, "plan"),
+    ("hierarchy", TreeMechanism, "plan_tree"),
     ("od", ODMechanism, "plan_tree"),
     ("census_privelet", census_privelet, "plan_census"),
-    ("census_matrix", marginals, "plan"),
+    ("census_matrix", census_matrix, "plan"),
 ])
 def test_released_from_the_plan_without_planning_again(which: str, owner: Any, name: str,
                                                        table: census_tables.CensusTable,
@@ -206,7 +208,7 @@ def test_planned_releases_match_the_direct_ones(table: census_tables.CensusTable
     assert via.level_sd == direct.level_sd and via.lam == direct.lam
     counts = _hier_counts()
     via_h = pipeline.release_hierarchy(counts, "exact", pure(0.5), led, noise=NoiseSource(5), split="geometric")
-    direct_h = tree_mechanisms.release(counts, "exact", pure(0.5), NoiseSource(5), split="geometric")
+    direct_h = catalog.get("hierarchy", "exact").release_counts(counts, pure(0.5), NoiseSource(5), split="geometric")
     for a, b in zip(via_h.values, direct_h.values, strict=True):
         np.testing.assert_array_equal(a, b)
     c = _od_counts()

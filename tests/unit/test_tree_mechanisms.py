@@ -1,4 +1,4 @@
-"""Unit tests of hierarchy releases (dpcore.areas.tree_mechanisms) and their pipeline step.
+"""Unit tests of hierarchy releases (dpcore.areas.mechanisms, dpcore.areas.tree_plans) and their pipeline step.
 
 Reference values come from outside the code under test: weighted least squares solved with
 ``numpy.linalg.lstsq``, ``scipy.optimize.isotonic_regression``, the worked examples of
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -23,15 +23,25 @@ import pytest
 from scipy import special
 from scipy.optimize import isotonic_regression
 
-from dpcore import pipeline
-from dpcore.areas import tree_mechanisms as H
-from dpcore.areas import tree_records as TR
+from dpcore import catalog, pipeline
+from dpcore.areas import tree_plans as TR
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.mechanisms.dpc_approx import isotonic_rows
 from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.estimate.tree_inference import level_least_squares
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
+
+
+def plan_hier(h: Any, mechanism: str, cost: Any, **options: Any) -> Any:
+    """The data-free plan of the catalogue's hierarchy mechanism ``mechanism``."""
+    return catalog.get("hierarchy", mechanism).plan_tree(h, cost, **options)
+
+
+def release_hier(counts: Any, mechanism: str, cost: Any, noise: Any, **options: Any) -> Any:
+    """Plan and release ``counts`` with the catalogue's hierarchy mechanism ``mechanism`` (no charge)."""
+    return catalog.get("hierarchy", mechanism).release_counts(counts, cost, noise, **options)
 
 #: z of the two-sided normal 95 % interval, derived here independently of dpcore (SciPy's ndtri).
 Z95 = float(-special.ndtri(0.025))
@@ -228,7 +238,7 @@ def flat(rel: TR.HierarchyRelease) -> list:
 def test_example_a_exact_root_free() -> None:
     # noisy US 19, GA 7, NY 10, g1 5, g2 1, n1 −3, n2 8 (noise = noisy − true)
     src = ScriptedNoise([[4], [-1, 3], [2, -4, -3, 1]])
-    rel = H.release(example_a_counts(), "exact", budget.pure(3.0), src)
+    rel = release_hier(example_a_counts(), "exact", budget.pure(3.0), src)
     assert flat(rel) == [18, 8, 10, 6, 2, 0, 10]
     assert rel.public_total is None
 
@@ -236,29 +246,29 @@ def test_example_a_exact_root_free() -> None:
 def test_example_a_exact_and_hay_with_public_total() -> None:
     # replace-one neighbours: the total 15 is public and not measured; only GA/NY and leaves get noise
     src = ScriptedNoise([[-1, 3], [2, -4, -3, 1]])
-    rel = H.release(example_a_counts(), "exact", budget.pure(2.0), src, neighbour="replace")
+    rel = release_hier(example_a_counts(), "exact", budget.pure(2.0), src, neighbour="replace")
     assert [c[2] for c in src.calls] == [(2,), (4,)]
     assert flat(rel) == [15, 6, 9, 5, 1, 0, 9]
     assert rel.public_total == 15
-    hay = H.release(example_a_counts(), "hay", budget.pure(2.0),
+    hay = release_hier(example_a_counts(), "hay", budget.pure(2.0),
                     ScriptedNoise([[-1, 3], [2, -4, -3, 1]]), neighbour="replace")
     np.testing.assert_allclose(flat(hay), [15, 6.6667, 8.3333, 5.3333, 1.3333, -1.3333, 9.6667], atol=5e-5)
 
 
 def test_example_a_hay_root_free() -> None:
-    rel = H.release(example_a_counts(), "hay", budget.pure(3.0), ScriptedNoise([[4], [-1, 3], [2, -4, -3, 1]]))
+    rel = release_hier(example_a_counts(), "hay", budget.pure(3.0), ScriptedNoise([[4], [-1, 3], [2, -4, -3, 1]]))
     np.testing.assert_allclose(flat(rel), [17.2857, 7.8095, 9.4762, 5.9048, 1.9048, -0.7619, 10.2381], atol=5e-5)
 
 
 def test_example_a_prime_ties() -> None:
     # noisy US 17, GA 6, NY 9, g1 4, g2 1, n1 −2, n2 8; root fixed at 15 → two optima of objective 6
     c = example_a_counts()
-    rel = H.release(c, "exact", budget.pure(2.0), ScriptedNoise([[-2, 2], [1, -4, -2, 1]]), neighbour="replace")
+    rel = release_hier(c, "exact", budget.pure(2.0), ScriptedNoise([[-2, 2], [1, -4, -2, 1]]), neighbour="replace")
     out = flat(rel)
     assert out[:3] == [15, 6, 9] and out[5:] == [0, 9]
     assert out[3:5] in ([5, 1], [4, 2])
     # root free: the unique optimum US 16, GA 7, NY 9, g1 5, g2 2, n1 0, n2 9
-    rel = H.release(c, "exact", budget.pure(3.0), ScriptedNoise([[2], [-2, 2], [1, -4, -2, 1]]))
+    rel = release_hier(c, "exact", budget.pure(3.0), ScriptedNoise([[2], [-2, 2], [1, -4, -2, 1]]))
     assert flat(rel) == [16, 7, 9, 5, 2, 0, 9]
 
 
@@ -272,7 +282,7 @@ def example_b_counts() -> HierarchyCounts:
 def test_example_b_group_sizes_exact() -> None:
     # noisy US (5,0,0), GA (1,0,3), NY (1,−1,0)
     src = ScriptedNoise([[[2, -1, -2]], [[-1, 0, 2], [0, -2, -1]]])
-    rel = H.release(example_b_counts(), "exact", budget.pure(1.0), src)
+    rel = release_hier(example_b_counts(), "exact", budget.pure(1.0), src)
     assert rel.values[0].tolist() == [[4, 0, 2]]
     assert rel.values[1].tolist() == [[2, 0, 2], [2, 0, 0]]
     assert rel.details["public_groups_N"] == 6 and rel.public_total is None
@@ -281,14 +291,14 @@ def test_example_b_group_sizes_exact() -> None:
 def test_example_c_dpc_approx() -> None:
     # noisy cumulative US (4,5,6), GA (2,3,1), NY (−1,1,2); true cumulative US (3,4,6), GA (2,2,3), NY (1,2,3)
     src = ScriptedNoise([[[1, 1, 0]], [[0, 1, -2], [-2, -1, -1]]])
-    rel = H.release(example_b_counts(), "dpc_approx", budget.pure(1.0), src)
+    rel = release_hier(example_b_counts(), "dpc_approx", budget.pure(1.0), src)
     assert rel.values[0].tolist() == [[4, 1, 1]]
     assert rel.values[1].tolist() == [[3, 0, 0], [1, 1, 1]]
 
 
 def test_isotonic_rows_on_example_c() -> None:
     noisy = np.array([[4, 5, 6], [2, 3, 1], [-1, 1, 2]], dtype=float)
-    iso = H._isotonic_rows(noisy)
+    iso = isotonic_rows(noisy)
     np.testing.assert_allclose(iso, [[4, 5, 6], [2, 2, 2], [-1, 1, 2]])
     clipped = np.maximum(iso, 0.0)
     np.testing.assert_allclose(clipped, [[4, 5, 6], [2, 2, 2], [0, 1, 2]])
@@ -303,7 +313,7 @@ def test_isotonic_rows_equals_scipy_row_by_row(k: int) -> None:
         np.cumsum(rng.integers(0, 3, size=(5, k)), axis=1),  # already monotone
         -np.arange(k, dtype=float)[None, :].repeat(3, axis=0),  # decreasing: one block
     ])
-    got = H._isotonic_rows(rows)
+    got = isotonic_rows(rows)
     ref = np.vstack([isotonic_regression(r).x for r in rows])
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
     assert np.all(np.diff(got, axis=1) >= -1e-12)
@@ -349,13 +359,13 @@ PROMISES = {
 @pytest.mark.parametrize("mechanism", COUNT_MECHS)
 def test_release_properties_for_counts(sparse_counts: HierarchyCounts, mechanism: str, neighbour: str,
                                        definition: str) -> None:
-    # pinned here, not read from TR.MECHANISMS: a flag flipped in the code must not skip a check
+    # pinned here, not read from the mechanism: a flag flipped in the code must not skip a check
     info = PROMISES[mechanism]
-    assert (TR.MECHANISMS[mechanism].consistent, TR.MECHANISMS[mechanism].integral,
-            TR.MECHANISMS[mechanism].nonnegative) == (info.consistent, info.integral, info.nonnegative)
+    m = catalog.get("hierarchy", mechanism)
+    assert (m.consistent, m.integral, m.nonnegative) == (info.consistent, info.integral, info.nonnegative)
     true = sparse_counts.levels()
     N = int(true[0][0])
-    rel = H.release(sparse_counts, mechanism, COSTS[definition], NoiseSource(11), neighbour=neighbour)
+    rel = release_hier(sparse_counts, mechanism, COSTS[definition], NoiseSource(11), neighbour=neighbour)
     h = sparse_counts.hierarchy
     assert len(rel.values) == h.depth + 1
     assert [len(v) for v in rel.values] == h.sizes
@@ -378,13 +388,13 @@ def test_release_properties_for_counts(sparse_counts: HierarchyCounts, mechanism
 
 def test_consistency_claims_match_behaviour(sparse_counts: HierarchyCounts) -> None:
     # independent does not add up (a real check that 'consistent' can be False), hay may go negative
-    rel = H.release(sparse_counts, "independent", budget.pure(0.5), NoiseSource(3))
+    rel = release_hier(sparse_counts, "independent", budget.pure(0.5), NoiseSource(3))
     assert not rel.consistent
     assert any((v < 0).any() for v in rel.values)
-    hay = H.release(sparse_counts, "hay", budget.pure(0.5), NoiseSource(3))
+    hay = release_hier(sparse_counts, "hay", budget.pure(0.5), NoiseSource(3))
     assert any((v < 0).any() for v in hay.values)
     assert any(not np.allclose(v, np.round(v)) for v in hay.values)
-    bu = H.release(sparse_counts, "bottom_up", budget.pure(0.5), NoiseSource(3))
+    bu = release_hier(sparse_counts, "bottom_up", budget.pure(0.5), NoiseSource(3))
     assert any((v < 0).any() for v in bu.values)  # not clipped: bottom_up is not non-negative
     assert_consistent_exactly(bu)
 
@@ -393,7 +403,7 @@ def test_consistency_claims_match_behaviour(sparse_counts: HierarchyCounts) -> N
 @pytest.mark.parametrize("neighbour", ["add_remove", "replace"])
 def test_zero_noise_returns_the_truth(sparse_counts: HierarchyCounts, mechanism: str, neighbour: str) -> None:
     src = ZeroNoise()
-    rel = H.release(sparse_counts, mechanism, budget.pure(1.0), src, neighbour=neighbour)
+    rel = release_hier(sparse_counts, mechanism, budget.pure(1.0), src, neighbour=neighbour)
     for d, t in enumerate(sparse_counts.levels()):
         np.testing.assert_allclose(np.asarray(rel.values[d], float), t, atol=1e-9)
     # exactly the measured levels were drawn, with the plan's scale and the level's shape
@@ -420,7 +430,7 @@ def test_release_properties_for_group_sizes(group_counts: HierarchyCounts, mecha
                                             definition: str) -> None:
     N = group_counts.n_groups
     k = group_counts.k
-    rel = H.release(group_counts, mechanism, COSTS[definition], NoiseSource(21), neighbour=neighbour)
+    rel = release_hier(group_counts, mechanism, COSTS[definition], NoiseSource(21), neighbour=neighbour)
     h = group_counts.hierarchy
     assert [v.shape for v in rel.values] == [(n, k) for n in h.sizes]
     assert all(np.issubdtype(v.dtype, np.integer) and (v >= 0).all() for v in rel.values)
@@ -436,55 +446,55 @@ def test_release_properties_for_group_sizes(group_counts: HierarchyCounts, mecha
 
 @pytest.mark.parametrize("mechanism", GROUP_MECHS)
 def test_group_sizes_with_zero_noise_return_the_truth(group_counts: HierarchyCounts, mechanism: str) -> None:
-    rel = H.release(group_counts, mechanism, budget.pure(1.0), ZeroNoise())
+    rel = release_hier(group_counts, mechanism, budget.pure(1.0), ZeroNoise())
     for v, t in zip(rel.values, group_counts.levels(), strict=True):
         np.testing.assert_array_equal(v, t)
 
 
 def test_release_is_deterministic_with_a_seed(sparse_counts: HierarchyCounts) -> None:
     for m in COUNT_MECHS:
-        a = H.release(sparse_counts, m, budget.zcdp(0.3), NoiseSource(4))
-        b = H.release(sparse_counts, m, budget.zcdp(0.3), NoiseSource(4))
-        c = H.release(sparse_counts, m, budget.zcdp(0.3), NoiseSource(5))
+        a = release_hier(sparse_counts, m, budget.zcdp(0.3), NoiseSource(4))
+        b = release_hier(sparse_counts, m, budget.zcdp(0.3), NoiseSource(4))
+        c = release_hier(sparse_counts, m, budget.zcdp(0.3), NoiseSource(5))
         assert all(np.array_equal(x, y) for x, y in zip(a.values, b.values, strict=True))
         assert not all(np.array_equal(x, y) for x, y in zip(a.values, c.values, strict=True))
 
 
 def test_topdown_linf_order_and_mechanism_name_checks(sparse_counts: HierarchyCounts) -> None:
-    rel = H.release(sparse_counts, "Topdown-Linf", budget.zcdp(0.5), NoiseSource(1), order="descending")
+    rel = release_hier(sparse_counts, "Topdown-Linf", budget.zcdp(0.5), NoiseSource(1), order="descending")
     assert rel.details["zeroing_order"] == "descending" and rel.plan.mechanism == "topdown_linf"
     with pytest.raises(ParameterError, match="zeroing order"):
-        H.release(sparse_counts, "topdown_linf", budget.zcdp(0.5), NoiseSource(1), order="random")  # type: ignore[arg-type]
+        release_hier(sparse_counts, "topdown_linf", budget.zcdp(0.5), NoiseSource(1), order="random")  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="Unknown hierarchy mechanism"):
-        H.release(sparse_counts, "privelet", budget.pure(1.0), NoiseSource(1))
+        release_hier(sparse_counts, "privelet", budget.pure(1.0), NoiseSource(1))
     with pytest.raises(ParameterError, match="group-size"):
-        H.release(sparse_counts, "dpc_approx", budget.pure(1.0), NoiseSource(1))
+        release_hier(sparse_counts, "dpc_approx", budget.pure(1.0), NoiseSource(1))
 
 
 def test_plan_validation(sparse_counts: HierarchyCounts, group_counts: HierarchyCounts) -> None:
     h = sparse_counts.hierarchy
     with pytest.raises(ParameterError, match="plain counts only"):
-        H.release(group_counts, "hay", budget.pure(1.0), NoiseSource(1))
+        release_hier(group_counts, "hay", budget.pure(1.0), NoiseSource(1))
     with pytest.raises(ParameterError, match="Neighbours"):
-        H.plan(h, "exact", budget.pure(1.0), neighbour="swap")  # type: ignore[arg-type]
+        plan_hier(h, "exact", budget.pure(1.0), neighbour="swap")  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="PrivacyCost"):
-        H.plan(h, "exact", 1.0)  # type: ignore[arg-type]
+        plan_hier(h, "exact", 1.0)  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="4 weights, one per measured level"):
-        H.plan(h, "exact", budget.pure(1.0), split="custom", weights=[1, 2])
+        plan_hier(h, "exact", budget.pure(1.0), split="custom", weights=[1, 2])
     with pytest.raises(ParameterError, match="3 weights"):  # replace: the root is not measured
-        H.plan(h, "exact", budget.pure(1.0), split="custom", weights=[1, 2, 3, 4], neighbour="replace")
+        plan_hier(h, "exact", budget.pure(1.0), split="custom", weights=[1, 2, 3, 4], neighbour="replace")
     with pytest.raises(ParameterError, match="1 weights"):  # bottom_up measures only the leaves
-        H.plan(h, "bottom_up", budget.pure(1.0), split="custom", weights=[1, 2])
+        plan_hier(h, "bottom_up", budget.pure(1.0), split="custom", weights=[1, 2])
     with pytest.raises(ParameterError, match="statistic"):
-        H.plan(h, "exact", budget.pure(1.0), statistic="mean")  # type: ignore[arg-type]
+        plan_hier(h, "exact", budget.pure(1.0), statistic="mean")  # type: ignore[arg-type]
 
 
 def test_interval_is_clipped_at_zero_only_for_non_negative_mechanisms(sparse_counts: HierarchyCounts) -> None:
-    ex = H.release(sparse_counts, "exact", budget.pure(0.5), NoiseSource(2))
+    ex = release_hier(sparse_counts, "exact", budget.pure(0.5), NoiseSource(2))
     lo, hi = ex.interval(3)
     assert (lo >= 0).all() and np.all(hi > ex.values[3])
     np.testing.assert_allclose(hi - ex.values[3], Z95 * ex.sd(3))
-    hay = H.release(sparse_counts, "hay", budget.pure(0.5), NoiseSource(2))
+    hay = release_hier(sparse_counts, "hay", budget.pure(0.5), NoiseSource(2))
     lo, hi = hay.interval(3)
     np.testing.assert_allclose(hay.values[3] - lo, Z95 * hay.sd(3))
     assert (lo < 0).any()
@@ -525,7 +535,7 @@ def test_accounting(sparse_counts: HierarchyCounts, mechanism: str, statistic: s
     n_meas = sum(expect_measured)
     w = [1.0, 2.0, 3.5, 0.5][:n_meas] if weights else None
     cost = budget.pure(total) if definition == "pure" else budget.zcdp(total)
-    p = H.plan(h, mechanism, cost, neighbour=neighbour, split=split, weights=w, statistic=statistic,
+    p = plan_hier(h, mechanism, cost, neighbour=neighbour, split=split, weights=w, statistic=statistic,
                k=3 if statistic == "group_sizes" else 1)
     assert [lv.measured for lv in p.levels] == expect_measured
     assert p.total_public == (statistic == "count" and neighbour == "replace")
@@ -570,14 +580,14 @@ def test_accounting(sparse_counts: HierarchyCounts, mechanism: str, statistic: s
 
 def test_pure_scales_for_a_three_level_tree_by_hand() -> None:
     h = Hierarchy.from_frame(EXAMPLE_TREE, ["state", "place"])
-    p = H.plan(h, "exact", budget.pure(1.5))  # 3 measured levels, ε_l = 0.5, Δ₁ = 1 → t = 2
+    p = plan_hier(h, "exact", budget.pure(1.5))  # 3 measured levels, ε_l = 0.5, Δ₁ = 1 → t = 2
     assert [lv.share for lv in p.levels] == [0.5, 0.5, 0.5]
     assert p.scales == (Fraction(2), Fraction(2), Fraction(2))
-    p = H.plan(h, "exact", budget.pure(1.0), neighbour="replace")  # 2 measured, ε_l = 0.5, Δ₁ = 2 → t = 4
+    p = plan_hier(h, "exact", budget.pure(1.0), neighbour="replace")  # 2 measured, ε_l = 0.5, Δ₁ = 2 → t = 4
     assert p.scales == (None, Fraction(4), Fraction(4))
-    p = H.plan(h, "exact", budget.zcdp(1.0), neighbour="replace")  # ρ_l = 0.5, Δ₂ = √2 → σ = √2
+    p = plan_hier(h, "exact", budget.zcdp(1.0), neighbour="replace")  # ρ_l = 0.5, Δ₂ = √2 → σ = √2
     assert p.scales[1] == pytest.approx(math.sqrt(2), rel=1e-15)
-    p = H.plan(h, "bottom_up", budget.zcdp(0.125))  # leaves only: σ = 1/√0.25 = 2
+    p = plan_hier(h, "bottom_up", budget.zcdp(0.125))  # leaves only: σ = 1/√0.25 = 2
     assert p.scales == (None, None, 2.0)
     assert p.levels[0].sd == pytest.approx(2.0 * 2.0, rel=1e-3)  # 4 leaves under the root: √4·sd(2)
 
@@ -641,9 +651,9 @@ def test_empirical_errors_by_hand() -> None:
     df = pd.DataFrame({"s": ["A", "A", "B", "B"], "c": ["a1", "a2", "b1", "b2"]})
     c = counts_on(df, np.array([5, 0, 0, 5]))  # root 10, states (5, 5)
     h = c.hierarchy
-    p = H.plan(h, "independent", budget.pure(1.0))
+    p = plan_hier(h, "independent", budget.pure(1.0))
     rel = TR.HierarchyRelease(h, p, (np.array([12]), np.array([5.0, 3.0]), np.array([4, 1, 0, 6])), None)
-    rows = H.empirical_errors(rel, c)
+    rows = TR.empirical_errors(rel, c)
     assert [r["level"] for r in rows] == ["total", "s", "c"]
     assert [r["cells"] for r in rows] == [1, 2, 4]
     assert [r["mae"] for r in rows] == [2.0, 1.0, 0.75]
@@ -653,13 +663,13 @@ def test_empirical_errors_by_hand() -> None:
     assert [r["true_zeros"] for r in rows] == [0, 0, 2]
     assert [r["true_zero_released_positive"] for r in rows] == [0, 0, 1]
     assert [r["expected_mae"] for r in rows] == [lv.mean_abs for lv in p.levels]
-    rows1 = H.empirical_errors(rel, c, smoothing=1.0)
+    rows1 = TR.empirical_errors(rel, c, smoothing=1.0)
     assert rows1[2]["mre_percent"] == pytest.approx((20 + 100 + 0 + 20) / 4)
     # group sizes: every (area, size) cell counts
     g = example_b_counts()
-    pg = H.plan(g.hierarchy, "exact", budget.pure(1.0), statistic="group_sizes", k=3)
+    pg = plan_hier(g.hierarchy, "exact", budget.pure(1.0), statistic="group_sizes", k=3)
     relg = TR.HierarchyRelease(g.hierarchy, pg, (np.array([[3, 2, 1]]), np.array([[2, 1, 0], [1, 1, 1]])), None)
-    rg = H.empirical_errors(relg, g)
+    rg = TR.empirical_errors(relg, g)
     assert [r["cells"] for r in rg] == [3, 6]
     assert rg[0]["mae"] == pytest.approx(2 / 3) and rg[1]["mae"] == pytest.approx(2 / 6)
     assert rg[1]["true_zero_released_positive"] == 1  # GA size 2: true 0, released 1
@@ -669,9 +679,9 @@ def test_empirical_errors_refuses_another_area_list() -> None:
     df = pd.DataFrame({"s": ["A", "A", "B"], "c": ["a1", "a2", "b1"]})
     c = counts_on(df, np.array([1, 2, 3]))
     other = counts_on(df.iloc[:2], np.array([1, 2]))
-    rel = H.release(other, "exact", budget.pure(1.0), NoiseSource(0))
+    rel = release_hier(other, "exact", budget.pure(1.0), NoiseSource(0))
     with pytest.raises(InputError, match="another area list"):
-        H.empirical_errors(rel, c)
+        TR.empirical_errors(rel, c)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -705,7 +715,7 @@ def simulate(counts: HierarchyCounts, mechanism: str, cost: budget.PrivacyCost, 
     mae = np.zeros((R, L + 1))
     mse = np.zeros((R, L + 1))
     for r in range(R):
-        rel = H.release(counts, mechanism, cost, NoiseSource(seed0 + r))
+        rel = release_hier(counts, mechanism, cost, NoiseSource(seed0 + r))
         for d in range(L + 1):
             e = np.asarray(rel.values[d], float) - true[d]
             mae[r, d], mse[r, d] = np.abs(e).mean(), (e * e).mean()
@@ -822,9 +832,9 @@ def test_expected_maximum_error_matches_simulation(mechanism: str, cost: str) ->
     h = Hierarchy.from_frame(df, ["a", "b", "c"])
     counts = HierarchyCounts.from_frame(df, h, ["a", "b", "c"], "n")
     c = budget.pure(0.5) if cost == "pure" else budget.zcdp(0.05)
-    p = H.plan(h, mechanism, c)
+    p = plan_hier(h, mechanism, c)
     true = counts.levels()
-    maxima = np.array([[np.abs(H.release(counts, mechanism, c, NoiseSource(s)).values[d] - true[d]).max()
+    maxima = np.array([[np.abs(release_hier(counts, mechanism, c, NoiseSource(s)).values[d] - true[d]).max()
                         for d in range(h.depth + 1)] for s in range(40)])
     for d in (2, 3):  # the levels with 100 and 2,000 areas
         m, se = maxima[:, d].mean(), maxima[:, d].std(ddof=1) / np.sqrt(len(maxima))

@@ -1,6 +1,6 @@
 """Counts over areas: the marginal tables of a census table (matrix mechanism), Plan and Release parts.
 
-Everything computed before the release is data-free (:func:`dpcore.areas.marginals.plan`); the
+Everything computed before the release is data-free (:func:`dpcore.areas.mechanisms.census_matrix.plan`); the
 release runs in the button's callback, so a fast rerun cannot interrupt it between charging the
 ledger and storing the result.
 """
@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import marginals
 from dpcore.areas.census_tables import CensusTable
+from dpcore.areas.mechanisms import census_matrix as marginals
 from dpcore.errors import DPCoreError
 from dpcore.pipeline import release_census
 from dpcore.privacy import budget

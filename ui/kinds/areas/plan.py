@@ -1,6 +1,6 @@
 """Counts over areas, Plan step: mechanism, budget and split, expected error per level (no data used).
 
-For a hierarchy of areas the mechanisms are TopDown and its kin (:mod:`dpcore.areas.tree_records`);
+For a hierarchy of areas the mechanisms are TopDown and its kin (:mod:`dpcore.areas.mechanisms`);
 for a census table with attributes, Privelet and the marginal tables (:mod:`ui.kinds.areas.plan_table`).
 :func:`selection` reads back what the curator chose (no widgets), for the Release step.
 """
@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore import catalog
-from dpcore.areas import area_sets, tree_mechanisms, tree_records
+from dpcore.areas.mechanisms import matrix
 from dpcore.areas.unit import hierarchy_unit
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
@@ -49,16 +49,16 @@ def plan_step() -> None:
 
     # ---------------------------------------------------------------- mechanism
     st.subheader("1. Mechanism")
-    names = [i.name for i in tree_records.MECHANISMS.values()
-             if (i.group_sizes if counts.statistic == "group_sizes" else i.counts)]
-    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: tree_records.get(n).title,
+    mechs = {n: catalog.get("hierarchy", n) for n in catalog.names("hierarchy")}
+    names = [n for n, i in mechs.items() if (i.group_sizes if counts.statistic == "group_sizes" else i.counts)]
+    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: mechs[n].title,
                              key=keep("mech", names[0]))
     kept("mech")
-    info = tree_records.get(mech_name)
-    st.markdown(f"**Use it when:** {info.when}")
+    info = mechs[mech_name]
+    st.markdown(f"**Use it when:** {info.when_to_use}")
     with st.expander("How it works"):
         st.caption("What the mechanism does, and the paper it follows.")
-        st.markdown(f"{info.description}  \n*{info.paper}*")
+        st.markdown(f"{info.summary}  \n*{info.reference}*")
 
     # ---------------------------------------------------------------- budget
     st.subheader("2. Privacy budget")
@@ -84,7 +84,7 @@ def plan_step() -> None:
         c4.caption(f"Unit of privacy: one person's membership in a group; the number of groups "
                    f"({fmt.count(counts.n_groups)}) is public, as in the census paper.")
     if is_matrix:
-        c5.radio("Which totals matter most", list(area_sets.IMPORTANCE), format_func=area_sets.IMPORTANCE.get,
+        c5.radio("Which totals matter most", list(matrix.IMPORTANCE), format_func=matrix.IMPORTANCE.get,
                  key=keep("importance", "levels"),
                  help="The strategy is tuned to make the weighted sum of squared errors smallest. The "
                       "budget is not split: this only moves accuracy between levels.")
@@ -236,14 +236,14 @@ def selection(*, parse_only: bool = False) -> Selection:
     h, counts, fp = m["h"], m["counts"], m["fp"]
     led = common.ledger(fp, budget.pure(1.0))
     mech = ss.get("hier_mech", "exact")
-    info = tree_records.get(mech)
+    info = catalog.get("hierarchy", mech)
     definition = led.definition
     value = ss.get(f"hier_value_{definition}", state.DEFAULT_RELEASE[definition])
     cost = budget.pure(value) if definition == "pure" else budget.zcdp(value)
     is_matrix = mech == "matrix"
     neighbour = ss.get("hier_neighbour", "add_remove") if counts.statistic == "count" and not is_matrix else "add_remove"
     split = ss.get("hier_importance", "levels") if is_matrix else ss.get("hier_split", "uniform")
-    n_measured = sum(tree_mechanisms.measured_levels(mech, counts.statistic, neighbour, h.depth))
+    n_measured = sum(info.measured_levels(counts.statistic, neighbour, h.depth))
     error = None
     weights = None
     if split == "custom":
@@ -261,9 +261,9 @@ def selection(*, parse_only: bool = False) -> Selection:
     if parse_only or error is not None:
         return sel
     try:
-        p = tree_mechanisms.plan(h, mech, cost, neighbour=neighbour, split=split, weights=weights,
-                                 statistic=counts.statistic, k=counts.k,
-                                 **{k: v for k, v in opts.items() if k in ("area_sets", "sets_weight")})
+        p = info.plan_tree(h, cost, neighbour=neighbour, split=split, weights=weights,
+                           statistic=counts.statistic, k=counts.k,
+                           **{k: v for k, v in opts.items() if k in ("area_sets", "sets_weight")})
     except DPCoreError as e:
         return Selection(**{**sel.__dict__, "error": str(e)})
     return Selection(**{**sel.__dict__, "plan": p})

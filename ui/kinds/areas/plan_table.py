@@ -12,7 +12,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import census_privelet, census_tables
+from dpcore.areas import census_tables
+from dpcore.areas.mechanisms import census_privelet
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas import export, figures, tree_mechanisms
+from dpcore.areas import export, figures, tree_plans
 from dpcore.areas.unit import census_unit
 from dpcore.pipeline import release_census, release_hierarchy
 from dpcore.points import viz
@@ -122,7 +122,7 @@ def _errors(entry: dict[str, Any], m: dict[str, Any]) -> None:
     error_table(rel.plan, m["counts"].statistic, key="hier_err_plan", after=True)
     st.markdown("**Error against your data** · :red[curator only, not for publication]")
     if "empirical" not in entry:
-        entry["empirical"] = tree_mechanisms.empirical_errors(rel, m["counts"])  # curator only, computed once
+        entry["empirical"] = tree_plans.empirical_errors(rel, m["counts"])  # curator only, computed once
     st.dataframe(pd.DataFrame([{
         "level": common.level_label(e["level"]), "mean abs. error": fmt.num(e["mae"]),
         "max abs. error": fmt.num(e["max_abs_error"]), "mean rel. error": f"{e['mre_percent']:.1f} %",
@@ -141,7 +141,7 @@ def _errors(entry: dict[str, Any], m: dict[str, Any]) -> None:
 
 def _privelet_now(table: Any, epsilon: float, plus: tuple[str, ...], led: Any, fp: str, name: str) -> None:
     """The Release button's action for Privelet: charge, release, store."""
-    from dpcore.areas import census_privelet
+    from dpcore.areas.mechanisms import census_privelet
     from dpcore.privacy import budget
 
     rel = release_census(table, "privelet", budget.pure(epsilon), led, session=state.session(), noise=secure_source(),

@@ -19,12 +19,14 @@ The 95 % intervals are ``noisy ± z·SD`` (z = 1.95996…, from
 total (a sum of many Laplace terms); when a single coefficient dominates the true 95 %
 half-width is closer to 2.12·SD (ours).
 
-This module holds the Privelet axes of a table, the expected error per level and per area,
-the release with its level tables, and the exports (``release.csv``, ``release.json``).
+This module holds the mechanism (:class:`CensusPrivelet`, kind ``census``): the Privelet axes of
+a table, the expected error per level and per area, the release with its level tables, and the
+exports (``release.csv``, ``release.json``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ import orjson
 import pandas as pd
 
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
+from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.record import (
     created_now,
     header,
@@ -51,8 +54,10 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Unit
 
 __all__ = [
+    "CensusPrivelet",
     "CensusRelease",
     "PriveletPlan",
     "area_expected_error",
@@ -332,6 +337,73 @@ def release_planned(table: CensusTable, p: PriveletPlan, noise: NoiseSource) -> 
         release_id=new_release_id(),  # random: an id derived from the noisy values and the time told both
         created=created_now(),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# the mechanism
+# ---------------------------------------------------------------------------------------------
+
+
+def check_structure(table: CensusTable, plan: Plan) -> None:
+    """Refuse a table whose structure (levels, areas, bins) is not the plan's."""
+    if table.structure is not plan.domain and table.structure != plan.domain:
+        raise ParameterError("The table has another structure (levels, areas, bins) than the plan was made for.")
+
+
+class CensusPrivelet(Mechanism):
+    """Privelet (Privelet+ for ``plus_axes``) over a census table: every area of every level.
+
+    Privacy: pure ε-DP only; one unit of privacy added or removed changes one cell of the table
+    by its contribution Δ; λ is set from ε, Δ and the transform's generalised sensitivity ρ
+    (Xiao, Wang & Gehrke 2010, Sec. V–VI).  The whole ε is spent once.
+    """
+
+    kind = "census"
+    name = "privelet"
+    title = "Privelet (wavelet noise, every area of every level)"
+    summary = ("Wavelet coefficients of the table get Laplace noise; every area's total of every level is the sum "
+               "of its noisy finest areas, so levels add up.")
+    when_to_use = "Area totals of every level, and ordinal attributes (age bands) split into ranges, under pure ε-DP."
+    reference = "X. Xiao, G. Wang, J. Gehrke, Differential Privacy via Wavelet Transforms, ICDE 2010"
+    definitions = ("pure",)
+    params = (Param("plus_axes", "Axes without transform (Privelet+)", tuple, (),
+                    f"Axes noised directly instead of through the wavelet: '{GEO_AXIS}' or an attribute name."),)
+
+    def _plan(self, domain: CensusStructure, cost: budget.PrivacyCost, params: dict[str, Any], unit: Unit,
+              public: Mapping[str, Any]) -> Plan:
+        if not isinstance(domain, CensusStructure):
+            raise ParameterError(f"A census plan needs the public structure (got {type(domain).__name__}).")
+        if unit.neighbour != "add_remove":
+            raise ParameterError("Privelet protects one unit added or removed; choose the add/remove neighbours.")
+        inner = plan_census(domain, cost.value, plus_axes=params["plus_axes"],
+                            sensitivity=unit.contribution)  # refuses unknown axes
+        table = plan_frame(inner)
+        plus, lam, gs = inner.plus_axes, inner.lam, inner.generalized_sensitivity
+        rows = tuple(
+            PlanRow(level=d, name=str(r.level), cost=None, noise="laplace_on_grid", scale=lam, sensitivity=gs,
+                    n_counts=int(r.n_areas), sd=float(r.sd), ci95=float(r.ci95),
+                    mean_abs=math.sqrt(2 / math.pi) * float(r.sd), max_abs=None,
+                    note="the whole ε is spent once on the wavelet coefficients; every level is a sum of noisy "
+                         "finest areas (mean error: normal approximation)",
+                    details={"sd_max": float(r.sd_max)})
+            for d, r in enumerate(table.itertuples(index=False))
+        )
+        label = "census release (Privelet" + ("+" if plus else "") + ")"
+        extra = {"plus_axes": list(plus), "levels": list(domain.levels)}
+        return Plan(self.kind, self.name, params, cost, unit, rows, inner=inner, label=label, extra=extra,
+                    domain=domain, public=dict(public))
+
+    def check_data(self, plan: Plan, aggregate: CensusTable) -> None:
+        """The table has the plan's structure (levels, areas, bins); run before the charge.  The
+        release has no other refusal that depends on the counts: the exact wavelet coefficients
+        are Python integers when they outgrow float64 (:mod:`dpcore.estimate.privelet_exact`)."""
+        self.check_plan(plan)
+        check_structure(aggregate, plan)
+
+    def release(self, plan: Plan, aggregate: CensusTable, noise: NoiseSource) -> KindRelease:
+        self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
+        inner = release_planned(aggregate, plan.inner, noise)  # no ledger: the session charges
+        return KindRelease.of(plan, inner, census_record, census_files)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ import orjson
 import pandas as pd
 
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
+from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.record import (
     APPROX_DP_CONVERSION,
     approx_dp_reading,
@@ -56,6 +57,7 @@ from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Unit
 
 #: Most cells (areas × bins) of the table: the closed-form strategy is formed explicitly.
 MAX_CELLS = matrix_workload.FULL_METHOD_MAX_N
@@ -322,6 +324,69 @@ def write_marginals(rel: MarginalsRelease, out_dir: str | Path, ledger: Ledger |
     return write_files(marginals_files(rel, ledger), out_dir)
 
 
-__all__ = ["GEO_AXIS", "MarginalsPlan", "MarginalsRelease", "axes_of", "check_data", "marginals_csv",
+class CensusMatrix(Mechanism):
+    """Marginal tables of a census table with the matrix mechanism (closed-form strategy under zCDP).
+
+    Privacy: one person added or removed changes one cell of the table at the chosen level by 1;
+    the strategy's L2 (zCDP) or L1 (pure ε) sensitivity calibrates the noise of its one answer,
+    which spends the whole budget (Li & Miklau 2012, Sec. 3.5).
+    """
+
+    kind = "census"
+    name = "matrix"
+    title = "Matrix mechanism (marginals)"
+    summary = ("One noisy answer to the optimal strategy for a union of marginal tables (area × age band, ...); "
+               "every table cell comes with its exact standard error.")
+    when_to_use = "A few marginal tables of a census table at one geographic level, best under ρ-zCDP."
+    reference = "Li & Miklau, PVLDB 5(6) 2012, Sec. 4.2"
+    params = (
+        Param("level", "Geographic level", str, "", "Level of the areas (empty: the finest level)."),
+        Param("marginals", "Marginal tables", str, "1",
+              "'1' (all one-way tables), '2' (all two-way), or tables like 'county*age_band;age_band'."),
+    )
+
+    def _plan(self, domain: CensusStructure, cost: PrivacyCost, params: dict[str, Any], unit: Unit,
+              public: Mapping[str, Any]) -> Plan:
+        if not isinstance(domain, CensusStructure):
+            raise ParameterError(f"A census plan needs the public structure (got {type(domain).__name__}).")
+        if unit.neighbour != "add_remove":
+            raise ParameterError("The marginals protect one person added or removed; choose the add/remove neighbours.")
+        if unit.cap not in (None, 1):
+            raise ParameterError(f"{self.title} counts each {unit.entity} once; a cap of {unit.cap} records is "
+                                 "not supported.")
+        level = params["level"] or domain.levels[-1]
+        axes, _ = axes_of(domain, level)
+        inner = plan(domain, level, parse_marginals(params["marginals"], axes), cost)
+        info = inner.info
+        rows = tuple(
+            PlanRow(level=i, name=m["marginal"], cost=None, noise=info["noise"], scale=info["noise_scale"],
+                    sensitivity=None, n_counts=m["cells"], sd=m["sd_mean"], ci95=interval_half_width("normal", m["sd_mean"]),
+                    mean_abs=math.sqrt(2 / math.pi) * m["sd_mean"], max_abs=None,
+                    note="one strategy answered with the whole budget; sd is the RMS over the table's cells "
+                         "(mean error: normal approximation)",
+                    details={"sd_max": m["sd_max"]})
+            for i, m in enumerate(inner.per_marginal)
+        )
+        extra = {"level": level, "marginals": [[inner.axes[a] for a in t] for t in inner.marginals],
+                 "strategy": info["strategy"]}
+        return Plan(self.kind, self.name, {**params, "level": level}, cost, unit, rows, inner=inner,
+                    label="census marginals (matrix mechanism)", extra=extra, domain=domain, public=dict(public))
+
+    def check_data(self, plan: Plan, aggregate: CensusTable) -> None:
+        """The table has the plan's structure and its strategy answers fit the noise grid
+        (:func:`check_data`); run before the charge.  A refusal depends on the counts, but
+        nothing is released or charged, only the curator sees it, and it refuses only counts
+        beyond about 2^62 grid units."""
+        self.check_plan(plan)
+        if aggregate.structure is not plan.domain and aggregate.structure != plan.domain:
+            raise ParameterError("The table has another structure (levels, areas, bins) than the plan was made for.")
+        check_data(aggregate, plan.inner)
+
+    def release(self, plan: Plan, aggregate: CensusTable, noise: NoiseSource) -> KindRelease:
+        self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
+        return KindRelease.of(plan, release(aggregate, plan.inner, noise), marginals_record, marginals_files)
+
+
+__all__ = ["GEO_AXIS", "CensusMatrix", "MarginalsPlan", "MarginalsRelease", "axes_of", "check_data", "marginals_csv",
            "marginals_files", "marginals_json", "marginals_record", "parse_marginals", "plan", "release",
            "validate_marginals_record", "workload", "write_marginals"]
