@@ -16,13 +16,14 @@ import streamlit as st
 
 from dpcore import catalog
 from dpcore.areas import area_sets, tree_mechanisms, tree_records
+from dpcore.core.mechanism import Plan
 from dpcore.errors import DPCoreError
 from dpcore.pipeline import hierarchy_unit
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, state, target_ui
+from ui import budget_ui, fmt, frame, plans, state, target_ui
 from ui.kinds.areas import common
 from ui.kinds.areas.common import keep, kept
 
@@ -49,16 +50,15 @@ def plan_step() -> None:
 
     # ---------------------------------------------------------------- mechanism
     st.subheader("1. Mechanism")
-    names = [i.name for i in tree_records.MECHANISMS.values()
-             if (i.group_sizes if counts.statistic == "group_sizes" else i.counts)]
-    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: tree_records.get(n).title,
+    names = mechanism_names(counts.statistic)
+    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: catalog.get("hierarchy", n).title,
                              key=keep("mech", names[0]))
     kept("mech")
-    info = tree_records.get(mech_name)
-    st.markdown(f"**Use it when:** {info.when}")
+    info = catalog.get("hierarchy", mech_name)
+    st.markdown(f"**Use it when:** {info.when_to_use}")
     with st.expander("How it works"):
         st.caption("What the mechanism does, and the paper it follows.")
-        st.markdown(f"{info.description}  \n*{info.paper}*")
+        st.markdown(f"{info.summary}  \n*{info.reference}*")
 
     # ---------------------------------------------------------------- budget
     st.subheader("2. Privacy budget")
@@ -127,6 +127,13 @@ def plan_step() -> None:
     with st.expander("Plan from the error you need", icon=":material/target:"):
         target_planner(h, counts, sel)
     frame.link("release", "Next: release →")
+
+
+def mechanism_names(statistic: str) -> list[str]:
+    """The hierarchy mechanisms of the catalogue that release this statistic (counts, or group sizes)."""
+    takes = {i.name for i in tree_records.MECHANISMS.values() if (i.group_sizes if statistic == "group_sizes"
+                                                                  else i.counts)}
+    return [n for n in catalog.names("hierarchy") if n in takes]
 
 
 def target_planner(h: Any, counts: Any, sel: Selection) -> None:
@@ -213,7 +220,9 @@ def error_table(p: Any, statistic: str, *, key: str, budget_col: bool = False, a
 
 @dataclass(frozen=True)
 class Selection:
-    """What the Plan step chose for a hierarchy, read back without widgets: the Release step releases this."""
+    """What the Plan step chose for a hierarchy, read back without widgets, and the one core plan built
+    from it (``core``, through the catalogue): the Release step releases that plan.  ``plan`` is its
+    hierarchy plan (``core.inner``: levels, shares, expected error) for the tables."""
 
     mech: str
     title: str
@@ -223,20 +232,23 @@ class Selection:
     split: str
     n_measured: int
     opts: dict[str, Any] = field(default_factory=dict)
-    plan: Any = None
+    core: Plan | None = None
     delta: float = 1e-6
     error: str | None = None
 
+    @property
+    def plan(self) -> Any:
+        return self.core.inner if self.core is not None else None
+
 
 def selection(*, parse_only: bool = False) -> Selection:
-    """The mechanism, options and budget of the Plan step for the hierarchy loaded now.
+    """The mechanism, options and budget of the Plan step for the hierarchy loaded now, and its plan.
 
     ``parse_only``: the options only, without the plan (which may design a matrix strategy)."""
     m = common.model()
     h, counts, fp = m["h"], m["counts"], m["fp"]
     led = common.ledger(fp, budget.pure(1.0))
     mech = ss.get("hier_mech", "exact")
-    info = tree_records.get(mech)
     definition = led.definition
     value = ss.get(f"hier_value_{definition}", state.DEFAULT_RELEASE[definition])
     cost = budget.pure(value) if definition == "pure" else budget.zcdp(value)
@@ -256,14 +268,27 @@ def selection(*, parse_only: bool = False) -> Selection:
                             "order": ss.get("hier_order", "ascending") if mech == "topdown_linf" else "ascending"}
     if is_matrix and ss.get("hier_sets") is not None and ss.get("hier_sets_key", (None,))[0] == h.fingerprint():
         opts.update(area_sets=ss["hier_sets"], sets_weight=float(ss.get("hier_sets_weight", 1.0)))
-    sel = Selection(mech, info.title, cost, led, hierarchy_unit(neighbour, counts.statistic), split, n_measured,
-                    opts, None, ss.get("hier_delta", 1e-6), error)
+    sel = Selection(mech, catalog.get("hierarchy", mech).title, cost, led, hierarchy_unit(neighbour, counts.statistic),
+                    split, n_measured, opts, None, ss.get("hier_delta", 1e-6), error)
     if parse_only or error is not None:
         return sel
+    key = plans.digest(fp, h.fingerprint(), counts.statistic, counts.k, mech, cost, neighbour, split, weights,
+                       opts["order"], ss.get("hier_sets_key") if "area_sets" in opts else None,
+                       opts.get("sets_weight"))
+    core, error = plans.kept("hier_plan", key, lambda: _core_plan(h, counts, mech, cost, opts))
+    return Selection(**{**sel.__dict__, "core": core, "error": error})
+
+
+def _core_plan(h: Any, counts: Any, mech: str, cost: budget.PrivacyCost,
+               opts: dict[str, Any]) -> tuple[Plan | None, str | None]:
+    """The one core plan of a hierarchy release, through the catalogue, or why there is none."""
+    m = catalog.get("hierarchy", mech)
+    declared = {p.name for p in m.params}
+    params = {k: opts.get(k) for k in ("split", "weights", "order", "sets_weight") if k in declared}
+    public: dict[str, Any] = {"statistic": counts.statistic, "k": counts.k}
+    if opts.get("area_sets") is not None:
+        public["area_sets"] = opts["area_sets"]
     try:
-        p = tree_mechanisms.plan(h, mech, cost, neighbour=neighbour, split=split, weights=weights,
-                                 statistic=counts.statistic, k=counts.k,
-                                 **{k: v for k, v in opts.items() if k in ("area_sets", "sets_weight")})
+        return m.plan(h, cost, params, unit=hierarchy_unit(opts["neighbour"]), **public), None
     except DPCoreError as e:
-        return Selection(**{**sel.__dict__, "error": str(e)})
-    return Selection(**{**sel.__dict__, "plan": p})
+        return None, str(e)

@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from dpcore import pipeline
 from dpcore.areas import area_sets, export, figures, tree_mechanisms
-from dpcore.pipeline import census_unit, release_census, release_hierarchy
+from dpcore.pipeline import census_unit
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
 from ui import confirm, fmt, frame, state
@@ -36,8 +37,8 @@ def release_step() -> None:
     sel = selection()
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
                 f"unit of privacy: **{common.unit_words(sel.unit)}**.")
-    job = {"counts": m["counts"], "mech": sel.mech, "cost": sel.cost, "led": sel.ledger, "fp": m["fp"],
-           "name": m["name"], "opts": sel.opts, "config": (m["inputs"], sel)}
+    job = {"counts": m["counts"], "plan": sel.core, "led": sel.ledger, "fp": m["fp"], "name": m["name"],
+           "config": (m["inputs"], sel)}
     confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job)
     entry = common.hier_entry()
     if entry is None:
@@ -59,8 +60,9 @@ def release_now(job: dict[str, Any]) -> None:
     from ui.kinds.areas.export import release_config
 
     led = job["led"]
-    rel = release_hierarchy(job["counts"], job["mech"], job["cost"], led, noise=secure_source(),
-                            session=state.session(), **job["opts"])
+    # the Plan step's plan, released as it is (not planned again)
+    rel = pipeline.release(job["plan"], job["counts"], ledger=led, session=state.session(),
+                           noise=secure_source()).inner
     # no st.session_state access until the release is in the history: Streamlit 1.67 may stop a
     # callback at any such access (a second click), and a charged release must not be lost
     files = {"release.csv": export.hierarchy_csv(rel)}
@@ -140,13 +142,11 @@ def _errors(entry: dict[str, Any], m: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- census table with attributes
 
 
-def _privelet_now(table: Any, epsilon: float, plus: tuple[str, ...], led: Any, fp: str, name: str) -> None:
-    """The Release button's action for Privelet: charge, release, store."""
+def _privelet_now(table: Any, core: Any, led: Any, fp: str, name: str) -> None:
+    """The Release button's action for Privelet: release the Plan step's plan (charged first), store."""
     from dpcore.areas import census_privelet
-    from dpcore.privacy import budget
 
-    rel = release_census(table, "privelet", budget.pure(epsilon), led, session=state.session(), noise=secure_source(),
-                         plus_axes=tuple(plus))
+    rel = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source()).inner
     entry = {"release": rel, "fingerprint": fp, "source": name,
              "csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
@@ -172,7 +172,7 @@ def _table_release() -> None:
                        marginals_ui.release_now, table, sel.plan, sel.ledger, fp, name)
     else:
         confirm.button("census_release_button", sel.ledger, sel.cost, census_unit(), sel.error, _privelet_now,
-                       table, sel.epsilon, sel.plus, sel.ledger, fp, name)
+                       table, sel.plan, sel.ledger, fp, name)
     entry = common.table_entry()
     if entry is None:
         st.caption("Nothing has been released from this table yet.")

@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from dpcore import catalog
 from dpcore.flows import figures as od_figures
 from dpcore.flows import mechanisms as od
 from dpcore.privacy import budget
@@ -26,7 +27,8 @@ SHARED = state.SHARED_DATA
 
 DEMO, NYC, US, RI, UPLOAD = "demo", "nyc", "us", "ri", "upload"
 # every mechanism whose cost a ledger can add up ('sh' is (ε, δ)-DP: it cannot), InfTDA first
-MECHS = sorted((m.name for m in od.MECHANISMS.values() if m.ledger), key=lambda n: n != "inftda")
+#: the mechanisms a budget can account for (SH is (ε, δ)-DP: none), InfTDA first
+MECHS = sorted((n for n in catalog.names("od") if catalog.get("od", n).definitions), key=lambda n: n != "inftda")
 NEIGHBOURS = {"bounded": "Replace one person (bounded; the total is public and exact)",
               "unbounded": "Add or remove one person (unbounded; the total is noised)"}
 ORIENTATIONS = {"destination": "Destination tree (refine the destination first)",

@@ -9,11 +9,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from dpcore import catalog, pipeline
 from dpcore.flows import export as od_export
 from dpcore.flows import figures as od_figures
 from dpcore.flows import mechanisms as od
 from dpcore.flows.diagnostics import empirical_errors
-from dpcore.pipeline import release_od
 from ui import confirm, fmt, frame, state
 from ui.kinds.flows.common import (
     MAX_MAP_AREAS,
@@ -40,7 +40,7 @@ def release_step() -> None:
     if m is None:
         return
     sel = selection(m)
-    st.markdown(f"**{od.get(sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
+    st.markdown(f"**{catalog.get('od', sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
                 f"privacy: **{unit_words(sel.unit, m['unit'])}**.")
     confirm.button("od_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, sel)
     entry = shown_entry(m)
@@ -73,14 +73,14 @@ def release_now(sel: Selection) -> None:
     m, led = sel.model, sel.ledger
     fp = m["fp"]
     releases = st.session_state["od_releases"]
-    rel = release_od(m["counts"], sel.mechanism, sel.cost, led, split=sel.split, weights=sel.weights,
-                     session=state.session(), **sel.opts)
+    # the Plan step's plan, released as it is (not planned again)
+    rel = pipeline.release(sel.core, m["counts"], ledger=led, session=state.session()).inner
     releases.setdefault(fp, []).append({
         "release": rel, "fp": fp, "view": m["view"], "model": m, "name": m["name"],
         "cost_label": sel.cost_label, "delta": sel.delta, "approx": sel.approx, "exports": {}})
     extra = {"budget_input": sel.approx} if sel.approx else None
     state.remember_release("od", fp, rel.release_id,
-                           {"mechanism": od.get(sel.mechanism).title, "cost": sel.cost_label,
+                           {"mechanism": catalog.get("od", sel.mechanism).title, "cost": sel.cost_label,
                             "levels": [lv.name for lv in rel.plan.levels]},  # no file name (issue 18)
                            {"release.csv": od_export.release_csv_bytes(rel),
                             "release.json": od_export.od_json(rel, led, delta=sel.delta, extra=extra,
