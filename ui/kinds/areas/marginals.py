@@ -8,7 +8,6 @@ ledger and storing the result.
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -24,6 +23,7 @@ from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
 from ui import fmt, plans, state
+from ui.kinds.areas.state import TABLE_KEYS, TableEntry
 
 ss = st.session_state
 
@@ -136,21 +136,20 @@ def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: st
     (charged first; not planned again), store."""
     rel = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source()).inner
     p = core.inner
-    entry = {"release": rel, "fingerprint": fp, "source": source,
-             "csv": marginals.marginals_csv(rel), "json": marginals.marginals_json(rel, led)}
+    entry = TableEntry(rel, fp, source, marginals.marginals_csv(rel), marginals.marginals_json(rel, led))
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
                             "tables": list(rel.tables)},
-                           {"marginals.csv": entry["csv"], "release.json": entry["json"]}, led)
-    ss["census_mx_release"] = entry
+                           {"marginals.csv": entry.csv, "release.json": entry.json}, led)
+    ss[TABLE_KEYS["matrix"]] = entry
 
 
-def show_tables(entry: dict[str, Any], fp: str, what: str, tables: dict[str, pd.DataFrame], first: int,
+def show_tables(entry: TableEntry, fp: str, what: str, tables: dict[str, pd.DataFrame], first: int,
                 decimals: int, sd_name: str, key: str) -> None:
     """A census release's tables, one shown at a time (display rounded; the files keep full precision)."""
-    if entry["fingerprint"] != fp:
-        st.caption(f"This is the latest release, made from another table ({entry['source']}).")
+    if entry.fingerprint != fp:
+        st.caption(f"This is the latest release, made from another table ({entry.source}).")
     name = st.selectbox(what, list(tables), index=min(first, len(tables) - 1), key=f"{key}_view")
     shown = tables[name].round(decimals)
     st.dataframe(shown, hide_index=True, key=f"{key}_table",

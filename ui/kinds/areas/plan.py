@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -23,7 +22,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, plans, state, target_ui
+from ui import budget_ui, fmt, frame, plan_table, plans, state, target_ui
 from ui.kinds.areas import common
 from ui.kinds.areas.common import keep, kept
 
@@ -49,6 +48,39 @@ def plan_step() -> None:
     st.caption(f"Data: **{m['name']}** · {common.sizes_line(h.level_names[1:], h.sizes[1:])}")
 
     # ---------------------------------------------------------------- mechanism
+    mech_name = _mechanism(counts)
+    # ---------------------------------------------------------------- budget
+    st.subheader("2. Privacy budget")
+    # persistent: the same table finds the same budget (its population's, once bound) on every step and
+    # after restarts; shared with the census table's mechanisms
+    budget_ui.section("census", fp, ss.setdefault("census_ledgers", {}), key=f"hier_{fp}",
+                      definition_key=f"hier_def_{fp}", cap_key=f"hier_cap_{fp}_{{definition}}",
+                      release_keys={d: f"hier_value_{d}" for d in budget_ui.DEFINITIONS}, delta_key="hier_delta",
+                      release_max=MAX_VALUE)
+
+    _unit_and_split(h, counts, mech_name)
+    is_matrix = mech_name == "matrix"
+
+    # ---------------------------------------------------------------- expected error
+    st.subheader("3. Expected error per level (before release, from no data)")
+    with st.spinner("Designing the strategy from the public areas (once per hierarchy and set of queries; "
+                    "then cached) …"):
+        sel = selection()
+    if sel.error is not None:
+        st.error(sel.error)
+        return
+    error_table(sel.core, counts.statistic, key="hier_plan_table", budget_col=True)
+    if is_matrix:
+        from ui.kinds.areas.plan_sets import matrix_summary
+
+        matrix_summary(sel.plan)
+    with st.expander("Plan from the error you need", icon=":material/target:"):
+        target_planner(h, counts, sel)
+    frame.link("release", "Next: release →")
+
+
+def _mechanism(counts: Any) -> str:
+    """The mechanism list (those that release this statistic), when to use it, how it works."""
     st.subheader("1. Mechanism")
     names = mechanism_names(counts.statistic)
     mech_name = st.selectbox("Mechanism", names, format_func=lambda n: catalog.get("hierarchy", n).title,
@@ -59,17 +91,12 @@ def plan_step() -> None:
     with st.expander("How it works"):
         st.caption("What the mechanism does, and the paper it follows.")
         st.markdown(f"{info.summary}  \n*{info.reference}*")
+    return mech_name
 
-    # ---------------------------------------------------------------- budget
-    st.subheader("2. Privacy budget")
-    # persistent: the same table finds the same budget (its population's, once bound) on every step and
-    # after restarts; shared with the census table's mechanisms
-    budget_ui.section("census", fp, ss.setdefault("census_ledgers", {}), key=f"hier_{fp}",
-                      definition_key=f"hier_def_{fp}", cap_key=f"hier_cap_{fp}_{{definition}}",
-                      release_keys={d: f"hier_value_{d}" for d in budget_ui.DEFINITIONS}, delta_key="hier_delta",
-                      release_max=MAX_VALUE)
 
-    # ---------------------------------------------------------------- unit and split
+def _unit_and_split(h: Any, counts: Any, mech_name: str) -> None:
+    """The neighbours (unit of privacy), the budget across levels (or the matrix's importance), the
+    custom weights, IntOpt's zeroing order and the matrix's area sets."""
     c4, c5 = st.columns(2)
     is_matrix = mech_name == "matrix"
     if is_matrix:
@@ -110,23 +137,6 @@ def plan_step() -> None:
         from ui.kinds.areas.plan_sets import area_sets_widget
 
         area_sets_widget(h)
-
-    # ---------------------------------------------------------------- expected error
-    st.subheader("3. Expected error per level (before release, from no data)")
-    with st.spinner("Designing the strategy from the public areas (once per hierarchy and set of queries; "
-                    "then cached) …"):
-        sel = selection()
-    if sel.error is not None:
-        st.error(sel.error)
-        return
-    error_table(sel.plan, counts.statistic, key="hier_plan_table", budget_col=True)
-    if is_matrix:
-        from ui.kinds.areas.plan_sets import matrix_summary
-
-        matrix_summary(sel.plan)
-    with st.expander("Plan from the error you need", icon=":material/target:"):
-        target_planner(h, counts, sel)
-    frame.link("release", "Next: release →")
 
 
 def mechanism_names(statistic: str) -> list[str]:
@@ -181,30 +191,18 @@ def _use_budget(prop: Any) -> None:
         ss[f"hier_weights_{len(weights)}"] = ss[f"_w_hier_weights_{len(weights)}"] = text
 
 
-def error_table(p: Any, statistic: str, *, key: str, budget_col: bool = False, after: bool = False) -> None:
-    """The expected error per level: one plain sentence, the table, a chart in hierarchy order,
-    and how it was computed behind an expander."""
-    finest = p.levels[-1]
+def error_table(plan: Plan, statistic: str, *, key: str, budget_col: bool = False, after: bool = False) -> None:
+    """The expected error per level of a hierarchy plan (its rows): one plain sentence, the table
+    (:mod:`ui.plan_table`), a chart in hierarchy order, and how it was computed behind an expander."""
+    rows = plan.rows
+    finest = rows[-1]
     unit = "groups per size" if statistic == "group_sizes" else "people"
-    st.markdown(f"A {common.level_label(finest.level)} count is off by about **± {fmt.num(finest.mean_abs)} "
-                f"{unit}** on average; the largest error among the {fmt.count(finest.areas)} "
-                f"{common.level_label(finest.level, finest.areas)} is about ± {fmt.num(finest.max_abs)}.")
-    is_matrix = p.mechanism == "matrix"
-    rows = []
-    for lv in p.levels:
-        row: dict[str, Any] = {"level": common.level_label(lv.level), "areas": fmt.count(lv.areas)}
-        if budget_col:
-            row["budget"] = ("one strategy, whole budget" if is_matrix else
-                             f"{p.cost.symbol} = {fmt.eps(lv.share)}" if lv.measured else "not measured")
-        row["noise SD"] = fmt.num(lv.noise_sd) if lv.measured else "–"
-        if after:
-            row["SD after post-processing"] = fmt.num(lv.sd)
-        row["mean abs. error"] = fmt.num(lv.mean_abs)
-        row["expected max abs. error"] = fmt.num(lv.max_abs)
-        rows.append(row)
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key=key)
-    order = [common.level_label(lv.level) for lv in p.levels]
-    fig = go.Figure(go.Bar(x=[lv.mean_abs for lv in p.levels], y=order, orientation="h", marker_color="#1f4e79",
+    st.markdown(f"A {common.level_label(finest.name)} count is off by about **± {fmt.num(finest.mean_abs)} "
+                f"{unit}** on average; the largest error among the {fmt.count(finest.details['areas'])} "
+                f"{common.level_label(finest.name, finest.details['areas'])} is about ± {fmt.num(finest.max_abs)}.")
+    plan_table.show(plan, level_columns(plan, budget_col=budget_col, after=after), key=key)
+    order = [common.level_label(r.name) for r in rows]
+    fig = go.Figure(go.Bar(x=[r.mean_abs for r in rows], y=order, orientation="h", marker_color="#1f4e79",
                            hovertemplate="%{y}: ± %{x:,.1f} " + unit + "<extra></extra>"))
     fig.update_layout(xaxis={"title": {"text": f"mean absolute error ({unit} per area)"}},
                       yaxis={"title": {"text": "level"}, "autorange": "reversed", "categoryorder": "array",
@@ -214,8 +212,29 @@ def error_table(p: Any, statistic: str, *, key: str, budget_col: bool = False, a
     with st.expander("How the expected error is computed"):
         st.caption("From the mechanism, the budget and the public areas only: no data is used, so it can be "
                    "published.")
-        st.markdown(f"Method: {finest.basis}. The 95 % interval of one area is about ± "
+        st.markdown(f"Method: {finest.note}. The 95 % interval of one area is about ± "
                     f"{fmt.num(interval_half_width('normal', finest.sd))} at the finest level.")
+
+
+def level_columns(plan: Plan, *, budget_col: bool, after: bool) -> tuple[plan_table.Column, ...]:
+    """The hierarchy's columns: level, areas, its budget (or "not measured"), the noise SD, the SD after
+    post-processing (after a release), and the mean and expected largest absolute error."""
+    whole = plan.mechanism == "matrix"
+
+    def share(r: Any) -> str:
+        return ("one strategy, whole budget" if whole else
+                f"{plan.cost.symbol} = {fmt.eps(r.details['share'])}" if r.details["measured"] else "not measured")
+
+    cols: list[plan_table.Column] = [("level", lambda r: common.level_label(r.name), None),
+                                     ("areas", lambda r: fmt.count(r.details["areas"]), None)]
+    if budget_col:
+        cols.append(("budget", share, None))
+    cols.append(("noise SD", lambda r: fmt.num(r.details["noise_sd"]) if r.details["measured"] else "–", None))
+    if after:
+        cols.append(("SD after post-processing", lambda r: fmt.num(r.sd), None))
+    cols += [("mean abs. error", lambda r: fmt.num(r.mean_abs), None),
+             ("expected max abs. error", lambda r: fmt.num(r.max_abs), None)]
+    return tuple(cols)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dpcore.flows import mechanisms as od
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from ui import fmt, frame, state
+from ui.kinds.flows.state import RELEASES_KEY, ODEntry
 from ui.state import persistent, store
 
 SHARED = state.SHARED_DATA
@@ -52,7 +53,7 @@ def init() -> None:
     """The session keys of this kind (every step calls it first)."""
     ss = st.session_state
     ss.setdefault("od_ledgers", {})  # fingerprint -> Ledger
-    ss.setdefault("od_releases", {})  # fingerprint -> [release entries], oldest first
+    ss.setdefault(RELEASES_KEY, {})  # fingerprint -> [release entries], oldest first
 
 
 def keep(key: str, default: Any) -> str:
@@ -241,11 +242,11 @@ def ledger(m: dict[str, Any]) -> Ledger:
     return state.data_ledger("od", m["fp"], budget.zcdp(state.DEFAULT_RHO_CAP), st.session_state["od_ledgers"])
 
 
-def shown_entry(m: dict[str, Any]) -> dict[str, Any] | None:
+def shown_entry(m: dict[str, Any]) -> ODEntry | None:
     """The release to show for the loaded data: the latest one made with the same area list and
     unit of privacy, else the latest one of these trips."""
-    entries = st.session_state["od_releases"].get(m["fp"], [])
-    same = [e for e in entries if e["view"] == m["view"]]
+    entries = st.session_state[RELEASES_KEY].get(m["fp"], [])
+    same = [e for e in entries if e.view == m["view"]]
     return (same or entries or [None])[-1]
 
 

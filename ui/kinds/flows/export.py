@@ -27,10 +27,10 @@ def export_step() -> None:
     if entry is None:
         missing("Nothing has been released from these trips yet.", "release", "Go to the Release step")
         return
-    rel: od.ODRelease = entry["release"]
-    st.caption(f"{rel.mechanism.title}, {entry['cost_label']} · released {rel.created.replace('+00:00', '')} UTC")
-    ex = entry["exports"]
-    xy = entry["model"]["xy"]
+    rel: od.ODRelease = entry.release
+    st.caption(f"{rel.mechanism.title}, {entry.cost_label} · released {rel.created.replace('+00:00', '')} UTC")
+    ex = entry.exports
+    xy = entry.model["xy"]
     if "json" not in ex:
         # built into a local dict and stored in one step: a rerun (a click) that interrupts the
         # build leaves nothing half-made for the next run to trip over
@@ -46,8 +46,8 @@ def export_step() -> None:
                           & np.isfinite(xy[lp_.destination_depth][0][rel.destinations[t_]]))
                     n_lines += int(ok.sum())
             built["geojson_n"] = n_lines
-        extra = {"budget_input": entry["approx"]} if entry["approx"] else None
-        built["json"] = od_export.od_json(rel, ss["od_ledgers"][entry["fp"]], delta=entry["delta"], extra=extra,
+        extra = {"budget_input": entry.approx} if entry.approx else None
+        built["json"] = od_export.od_json(rel, ss["od_ledgers"][entry.fp], delta=entry.delta, extra=extra,
                                           files=files)
         ex.update(built)
 

@@ -180,6 +180,27 @@ def plan_step() -> None:
                "ρ = ε²/2 of a cap of ε = 1). The paper's experiments state ε = 1 at δ = 1e-8: choose '(ε, δ)-DP' "
                "to state a release that way.")
 
+    _tree_options(m, mech, counts)
+    sel = selection(m)
+    if sel.error is not None:
+        st.error(sel.error)
+        return
+    p = sel.plan
+    assert p is not None
+    st.subheader("Expected error per table (before release, from no data)")
+    st.dataframe(plan_table(p, unit), hide_index=True, key="od_plan_table", column_config=plan_columns(p, unit),
+                 placeholder="–", width="stretch")
+    st.plotly_chart(error_chart(p, unit), key="od_plan_chart", config={"displayModeBar": False})
+    st.caption(plan_caption(p))
+    error_basis(p, unit)
+    with st.expander("Plan from the error you need", icon=":material/target:"):
+        target_planner(sel)
+    frame.link("release")
+
+
+def _tree_options(m: dict[str, Any], mech: str, counts: Any) -> None:
+    """The neighbours, the tree's orientation, the budget across the tables (with custom weights, one per
+    measured table), IntOpt's zeroing order and the ties."""
     c4, c5, c6 = st.columns(3)
     c4.radio("Neighbouring data sets", list(NEIGHBOURS), format_func=NEIGHBOURS.get,
              key=keep("neighbour", DEFAULTS["neighbour"]),
@@ -219,21 +240,6 @@ def plan_step() -> None:
                           key=keep(f"weights_{n_m}", ",".join(["1"] * n_m)),
                           help="Measured tables: " + ", ".join(measured) + ".")
             kept(f"weights_{n_m}")
-    sel = selection(m)
-    if sel.error is not None:
-        st.error(sel.error)
-        return
-    p = sel.plan
-    assert p is not None
-    st.subheader("Expected error per table (before release, from no data)")
-    st.dataframe(plan_table(p, unit), hide_index=True, key="od_plan_table", column_config=plan_columns(p, unit),
-                 placeholder="–", width="stretch")
-    st.plotly_chart(error_chart(p, unit), key="od_plan_chart", config={"displayModeBar": False})
-    st.caption(plan_caption(p))
-    error_basis(p, unit)
-    with st.expander("Plan from the error you need", icon=":material/target:"):
-        target_planner(sel)
-    frame.link("release")
 
 
 def target_planner(sel: Selection) -> None:

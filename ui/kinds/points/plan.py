@@ -145,7 +145,7 @@ def _query_cell(share: float) -> Any:
     return read
 
 
-QUERY_COLUMNS: tuple[plan_table.Extra, ...] = (
+QUERY_COLUMNS: tuple[plan_table.Column, ...] = (
     ("2% of area: ± (95%)", _query_cell(0.02), st.column_config.TextColumn(
         width="small", help="A query over 2 % of the area, in points, from noise alone; – for levels that are "
                             "not released.")),
@@ -158,7 +158,7 @@ def _expected_error(pr: PlannedRelease) -> None:
     """The table of the plan's levels, the one-line reading, and the mechanism's own notes."""
     plan = pr.plan
     assert plan is not None
-    plan_table.show(plan, QUERY_COLUMNS)
+    plan_table.show(plan, plan_table.budget_columns(plan) + QUERY_COLUMNS, width="stretch")
     leaf = [r for r in plan.rows if r.details.get("in_partition")][-1]
     q10 = leaf.details["range_query_sd"]["0.1"]
     st.markdown(
