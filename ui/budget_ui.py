@@ -252,6 +252,19 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
     led = population_input(kind, fp, defaults, cache, key, reset=() if statements else (definition_key,))
     population = state.population_of(kind, fp)
     whose = "population" if population else "dataset"
+    definition = _definition(led, labels, whose, definition_key, default_statement, definition_label,
+                             definition_help, statements)
+    c1, c2, c3 = st.columns(3)
+    cost, approx, delta = _release_budget(c1, definition, FAMILY[definition], statements, release_keys, release_in,
+                                          release_max, release_label, default_delta)
+    _cap_and_spent(led, c2, c3, cap_key, cap_label, population)
+    delta = _approx_reading(led, cost, delta, approx, delta_key, default_delta, whose)
+    return Section(led, cost, definition, delta, population, approx)
+
+
+def _definition(led: Ledger, labels: dict[str, str], whose: str, definition_key: str, default_statement: str,
+                definition_label: str, definition_help: str | None, statements: tuple[str, str, str] | None) -> str:
+    """The privacy definition radio: fixed once budget was spent; an unused budget follows it."""
     locked = bool(led.entries)
     if statements:
         wdef = state.persistent(definition_key, default_statement)
@@ -270,8 +283,14 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
     elif FAMILY[definition] != led.definition:
         switch_definition(led, FAMILY[definition])
         st.rerun()
-    family = FAMILY[definition]
-    c1, c2, c3 = st.columns(3)
+    return definition
+
+
+def _release_budget(c1: Any, definition: str, family: str, statements: tuple[str, str, str] | None,
+                    release_keys: dict[str, str] | None, release_in: str | None,
+                    release_max: float | dict[str, float], release_label: str,
+                    default_delta: float) -> tuple[budget.PrivacyCost | None, dict[str, Any], float | None]:
+    """This release's budget: an (ε, δ) statement converted to ρ, or ε or ρ typed in (or none)."""
     cost: budget.PrivacyCost | None = None
     approx: dict[str, Any] = {}
     delta: float | None = None
@@ -301,6 +320,11 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
                                 key=state.persistent(name, state.DEFAULT_RELEASE[shown]), help=RELEASE_HELP[shown])
         state.store(name)
         cost = _make(shown, float(value))
+    return cost, approx, delta
+
+
+def _cap_and_spent(led: Ledger, c2: Any, c3: Any, cap_key: str, cap_label: str, population: str | None) -> None:
+    """The cap box and what was spent of it (the population's, when the data is bound to one)."""
     low, step, fmt_str = _BOX[led.definition]
     cap_input(led, cap_key.format(definition=led.definition), c2, label=cap_label, min_value=low,
               step=step if led.definition == "zcdp" else 0.1, fmt_str=fmt_str, population=population)
@@ -309,6 +333,11 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
               f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
     c3.caption(f"left: {sym} = {fmt.eps(led.remaining)} ({len(led.entries)} "
                f"release{'s' if len(led.entries) != 1 else ''}{f' of the population {population}' if population else ''}).")
+
+
+def _approx_reading(led: Ledger, cost: budget.PrivacyCost | None, delta: float | None, approx: dict[str, Any],
+                    delta_key: str | None, default_delta: float, whose: str) -> float | None:
+    """The (ε, δ) reading of a ρ-zCDP release, and of every release of the budget with it."""
     if cost is not None and cost.definition == "zcdp" and delta_key is not None and not approx:
         delta = st.select_slider("δ for the (ε, δ) reading", DELTAS, key=state.persistent(delta_key, default_delta),
                                  format_func=_sci,
@@ -322,7 +351,7 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
                 f" (ε = {fmt.eps(budget.zcdp_to_approx_dp_classic(cost.value, delta))} by the "
                 f"paper's Lemma 3); all releases of this {whose} including this one: ε = {fmt.eps(total_eps)} "
                 "(conversion of Canonne, Kamath & Steinke 2020).")
-    return Section(led, cost, definition, delta, population, approx)
+    return delta
 
 
 def _sci(x: float) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from dpcore.core.mechanism import KindRelease
 from dpcore.core.session import DEFAULT_EPSILON_CAP, Session, default_release_budget
 from dpcore.core.session import DEFAULT_RHO_CAP as SESSION_RHO_CAP
 from dpcore.data import engines, synthetic
@@ -85,11 +86,18 @@ class Dataset:
     spark_master: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class ReleaseEntry:
-    release: PartitionRelease
+    """A points release of this session: the envelope of :func:`dpcore.pipeline.release` (its plan is
+    the Plan step's), the points' release object, and the files and figures drawn from it (a cache)."""
+
+    envelope: KindRelease
     dataset_fingerprint: str
     exports: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def release(self) -> PartitionRelease:
+        return self.envelope.inner
 
 
 def fingerprint(table: PointTable) -> str:
@@ -337,7 +345,7 @@ def current_release() -> ReleaseEntry | None:
 HISTORY_LATER_ABOVE = 50_000
 
 
-def add_release(rel: PartitionRelease, *, into: list[ReleaseEntry], fp: str, led: Ledger) -> ReleaseEntry:
+def add_release(out: KindRelease, *, into: list[ReleaseEntry], fp: str, led: Ledger) -> ReleaseEntry:
     """Keep the release in this session (the list ``into``, read from st.session_state before the
     charge) and its files in the release history.
 
@@ -349,11 +357,12 @@ def add_release(rel: PartitionRelease, *, into: list[ReleaseEntry], fp: str, led
     stopped half-way stores them on the next run)."""
     from dpcore.points import export
 
-    entry = ReleaseEntry(rel, fp)
+    entry = ReleaseEntry(out, fp)
+    rel = entry.release
     # the record, once, with the ledger as of the charge (the Export step and the history serve these bytes)
     entry.exports["files"] = {"release.json": export.release_json(rel, led)}
     into.append(entry)
-    if rel.n_rects > HISTORY_LATER_ABOVE:
+    if entry.release.n_rects > HISTORY_LATER_ABOVE:
         entry.exports["history_pending"] = led
     else:
         _store_history(entry, led)

@@ -233,7 +233,7 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
         "statistic": p.statistic,
         "sizes": list(rel.size_labels),
         "mechanism": {
-            "name": info.name, "title": info.title, "paper": info.paper,
+            "name": info.name, "title": info.title, "paper": info.reference,
             "consistent": info.consistent, "integral": info.integral, "nonnegative": info.nonnegative,
             "details": jsonable({k: v for k, v in rel.details.items() if k != "public_groups_N"}),
         },

@@ -360,7 +360,7 @@ def od_record(
     rec: dict[str, Any] = {
         **header(SCHEMA, "od", rel.release_id, rel.created),
         "mechanism": {
-            "name": info.name, "title": info.title, "paper": info.paper,
+            "name": info.name, "title": info.title, "paper": info.reference,
             "consistent": info.consistent, "integral": True, "nonnegative": info.nonnegative,
             "details": details,
         },

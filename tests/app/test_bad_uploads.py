@@ -135,13 +135,13 @@ def test_data_page_bad_points_and_boundaries_keep_dataset_and_release() -> None:
 
 def test_census_page_bad_tables_keep_the_release() -> None:
     at = release_on(areas("census"), "census_release_button")
-    rel_id = at.session_state["census_release"]["release"].release_id
+    rel_id = at.session_state["census_release"].release.release_id
     at.radio(key="_w_census_source").set_value("upload").run()
     ok(at)
     for case, words in {**TABLE_CASES, "wrong delimiter": "single column"}.items():
         put(at, "census_upload", case)
         assert words in errors(at), (case, errors(at))
-        assert at.session_state["census_release"]["release"].release_id == rel_id, case
+        assert at.session_state["census_release"].release.release_id == rel_id, case
 
 
 # ------------------------------------------------------------------ Census hierarchy page
@@ -149,13 +149,13 @@ def test_census_page_bad_tables_keep_the_release() -> None:
 
 def test_hierarchy_page_bad_tables_and_trees_keep_the_release() -> None:
     at = release_on(areas("hierarchy"), "hier_release_button")
-    rel_id = at.session_state["hier_release"]["release"].release_id
+    rel_id = at.session_state["hier_release"].release.release_id
     at.radio(key="_w_hier_source").set_value("upload").run()
     ok(at)
     for case, words in {**TABLE_CASES, "wrong delimiter": "single column"}.items():
         put(at, "hier_upload", case)
         assert words in errors(at), (case, errors(at))
-        assert at.session_state["hier_release"]["release"].release_id == rel_id, case
+        assert at.session_state["hier_release"].release.release_id == rel_id, case
     # a readable table whose tree is wrong: a county under two states (codes unique across the level)
     two_parents = ("state,county,population\n" + "\n".join(
         f"{s},{c},{i + 1}" for i, (s, c) in enumerate(
@@ -166,7 +166,7 @@ def test_hierarchy_page_bad_tables_and_trees_keep_the_release() -> None:
     at.radio(key="_w_hier_area_source").set_value("table").run()
     ok(at)
     assert "A child must have one parent" in errors(at), errors(at)
-    assert at.session_state["hier_release"]["release"].release_id == rel_id
+    assert at.session_state["hier_release"].release.release_id == rel_id
 
 
 # ------------------------------------------------------------------ O/D page
@@ -188,11 +188,11 @@ def test_od_page_bad_trips_and_area_lists_keep_the_release() -> None:
     at.switch_page("pages/release.py").run()
     at.button(key=release_widget_key("od_release_button", at.session_state)).click().run()
     ok(at)
-    before = {k: [e["release"].release_id for e in v] for k, v in at.session_state["od_releases"].items()}
+    before = {k: [e.release.release_id for e in v] for k, v in at.session_state["od_releases"].items()}
     assert sum(map(len, before.values())) == 1
 
     def kept() -> None:
-        now = {k: [e["release"].release_id for e in v] for k, v in at.session_state["od_releases"].items()}
+        now = {k: [e.release.release_id for e in v] for k, v in at.session_state["od_releases"].items()}
         assert now == before
 
     at.switch_page("pages/data.py").run()

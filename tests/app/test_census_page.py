@@ -87,9 +87,9 @@ def test_release_spends_once_and_reruns_do_not_redraw(at: AppTest) -> None:
     ok(at)
     assert not at.error
     entry = at.session_state["census_release"]
-    rel = entry["release"]
+    rel = entry.release
     ledgers = at.session_state["census_ledgers"]
-    led = ledgers[entry["fingerprint"]]
+    led = ledgers[entry.fingerprint]
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
     # one confirmation, the same as every kind's; Privelet's negative/fractional counts said plainly
     assert any(x.value.startswith("Released synthetic census with Privelet: 76 areas at all levels (60 finest")
@@ -103,9 +103,9 @@ def test_release_spends_once_and_reruns_do_not_redraw(at: AppTest) -> None:
     at.run()
     at.selectbox(key="census_view").set_value("tract").run()
     ok(at)
-    assert at.session_state["census_release"]["release"].release_id == rel.release_id
+    assert at.session_state["census_release"].release.release_id == rel.release_id
     assert len(at.dataframe[-1].value) == 60
-    assert len(at.session_state["census_ledgers"][entry["fingerprint"]].entries) == 1
+    assert len(at.session_state["census_ledgers"][entry.fingerprint].entries) == 1
     assert "0.5 left after this" not in release_button(at).label  # 0.5 spent, 0.5 left → 0 after
     assert "the budget is used up after this" in release_button(at).label
     step(at, "export")
@@ -117,7 +117,7 @@ def test_overspend_is_refused_with_a_clear_message(at: AppTest) -> None:
     step(at, "release")
     release_button(at).click().run()
     ok(at)
-    first = at.session_state["census_release"]["release"].release_id
+    first = at.session_state["census_release"].release.release_id
     assert release_button(at).disabled
     assert any("more than the 0.4 left" in w.value and "Lower it on the Plan step" in w.value for w in at.warning)
     # a smaller ε fits again; raising the cap is the other way out
@@ -148,13 +148,13 @@ def test_overspend_is_refused_with_a_clear_message(at: AppTest) -> None:
     from dpcore.privacy import budget
 
     demo = at.session_state["demo_session"]
-    other = demo.budget("census", entry["fingerprint"], default=budget.pure(1.0))
+    other = demo.budget("census", entry.fingerprint, default=budget.pure(1.0))
     demo.set_cap(other, budget.pure(0.7))
     at.number_input(key="_w_census_epsilon").set_value(0.5).run()
     at.run()
     assert other.cap.value == 0.7 and at.number_input(key="census_cap").value == 0.7
-    assert entry["release"].release_id == first
-    led = at.session_state["census_ledgers"][entry["fingerprint"]]
+    assert entry.release.release_id == first
+    led = at.session_state["census_ledgers"][entry.fingerprint]
     assert len(led.entries) == 1
     # every change of the cap is a ledger event: the raise, then the other tab's lowering
     assert [(c.old.value, c.new.value) for c in led.cap_changes] == [(1.0, 1.2), (1.2, 0.7)]
@@ -218,7 +218,7 @@ def test_matrix_marginals_zcdp_release_once_with_exports() -> None:
     ok(at)
     led = at.session_state["census_ledgers"][fp]
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.25)
-    rel = at.session_state["census_mx_release"]["release"]
+    rel = at.session_state["census_mx_release"].release
     assert list(rel.tables) == ["tract × age_band", "age_band"]
     assert len(rel.tables["tract × age_band"]) == 60 * 4
     step(at, "export")
@@ -226,7 +226,7 @@ def test_matrix_marginals_zcdp_release_once_with_exports() -> None:
     at.run()  # a rerun neither spends nor redraws
     ok(at)
     assert len(led.entries) == 1
-    assert at.session_state["census_mx_release"]["release"].release_id == rel.release_id
+    assert at.session_state["census_mx_release"].release.release_id == rel.release_id
     # the definition is now fixed for this dataset
     step(at, "plan")
     assert at.radio(key=f"census_def_{fp}").disabled
@@ -299,18 +299,18 @@ def test_ordinal_values_come_from_a_typed_public_list() -> None:
     release_button(at).click().run()
     ok(at)
     entry = at.session_state["census_release"]
-    rec = json.loads(entry["json"])
+    rec = json.loads(entry.json)
     [axis] = [a for a in rec["params"]["axes"] if a["name"] == "age"]
     assert axis["bins"] == ["0-17", "18-64", "65+"]  # 65+ has nobody and is released all the same
     assert axis["bins_source"] == "a public list typed by the curator"
-    assert "age=65+" in entry["csv"].decode().splitlines()[0]
+    assert "age=65+" in entry.csv.decode().splitlines()[0]
     # the matrix mechanism's record says it too
     step(at, "plan")
     at.radio(key="_w_census_mech").set_value("matrix").run()
     step(at, "release")
     at.button(key=release_widget_key("census_mx_release_button", at.session_state)).click().run()
     ok(at)
-    mx = json.loads(at.session_state["census_mx_release"]["json"])
+    mx = json.loads(at.session_state["census_mx_release"].json)
     assert mx["table"]["bins_source"] == {"age": "a public list typed by the curator"}
 
 

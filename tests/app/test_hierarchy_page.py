@@ -82,7 +82,7 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     at.selectbox(key="_w_hier_mech").set_value("exact").run()
     release(at)
     entry = at.session_state["hier_release"]
-    rel = entry["release"]
+    rel = entry.release
     led = next(iter(at.session_state["census_ledgers"].values()))
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
     assert any("unit of privacy: **one person, " in m.value for m in at.markdown)  # the Data step's words
@@ -95,7 +95,7 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     first = [v.copy() for v in rel.values]
     at.run()  # a rerun draws no new noise
     ok(at)
-    assert all(np.array_equal(a, b) for a, b in zip(first, at.session_state["hier_release"]["release"].values,
+    assert all(np.array_equal(a, b) for a, b in zip(first, at.session_state["hier_release"].release.values,
                                                     strict=True))
     assert len(led.entries) == 1
     # curator-only empirical errors appear with a warning; the map and the exports exist
@@ -108,7 +108,7 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.sidebar.markdown)
     step(at, "export")
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.markdown)
-    ex = at.session_state["hier_release"]["files"]  # made once, with the release: the Export step serves them
+    ex = at.session_state["hier_release"].files  # made once, with the release: the Export step serves them
     csv = pd.read_csv(__import__("io").BytesIO(ex["release.csv"]), dtype=str)
     assert list(csv.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert len(csv) == 1 + 4 + 36 + 576
@@ -122,7 +122,7 @@ def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> No
     step(at, "plan")
     at.number_input(key="_w_hier_value_pure").set_value(0.8).run()
     release(at)
-    rel_id = at.session_state["hier_release"]["release"].release_id
+    rel_id = at.session_state["hier_release"].release.release_id
     button = at.button(key=release_widget_key("hier_release_button", at.session_state))
     assert button.disabled  # 0.8 + 0.8 > cap 1.0
     assert "Not enough budget" in button.label and any("more than the 0.2 left" in w.value for w in at.warning)
@@ -131,7 +131,7 @@ def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> No
     at.radio(key="_w_hier_source").set_value("upload").run()
     ok(at)
     assert any("Upload a table" in i.value for i in at.info)
-    assert at.session_state["hier_release"]["release"].release_id == rel_id
+    assert at.session_state["hier_release"].release.release_id == rel_id
 
 
 def test_drill_down_restricts_the_map_to_one_parent(at: AppTest) -> None:
@@ -171,14 +171,14 @@ def test_matrix_mechanism_with_uploaded_area_sets(at: AppTest) -> None:
     sets = frame_with(at, "query")
     assert list(sets["query"]) == ["North", "Downtown"]
     release(at)
-    rel = at.session_state["hier_release"]["release"]
+    rel = at.session_state["hier_release"].release
     assert rel.plan.mechanism == "matrix" and rel.consistent
     led = at.session_state["census_ledgers"][fp]
     assert len(led.entries) == 1 and led.definition == "zcdp"
     step(at, "export")
     labels = [b.label for b in at.get("download_button")]
     assert "Download area_queries.csv" in labels
-    ex = at.session_state["hier_release"]["files"]
+    ex = at.session_state["hier_release"].files
     assert b"North" in ex["area_queries.csv"] and b"area_queries.csv" in ex["release.json"]
 
 
@@ -246,7 +246,7 @@ def test_release_config_reruns_on_the_apps_budget(tmp_path) -> None:
     assert cfg["input"]["input_lists_all_areas"] is True and cfg["budget"]["db"] is True
     (tmp_path / "release.toml").write_text(code.value, "utf-8")
     assert main(["run", str(tmp_path / "release.toml")]) == 0
-    fp = at.session_state["hier_release"]["fp"]
+    fp = at.session_state["hier_release"].fp
     led = Session().budget("census", fp, default=budget.pure(1.0))
     eps = cfg["budget"]["epsilon"]
     assert len(led.entries) == 2 and abs(led.spent - 2 * eps) < 1e-12

@@ -79,7 +79,7 @@ def test_a_new_session_continues_the_budget_of_real_data_and_lists_the_release()
     first = uploaded()
     first.button(key=release_widget_key("census_release_button", first.session_state)).click().run()
     assert not first.exception
-    rel_id = first.session_state["census_release"]["release"].release_id
+    rel_id = first.session_state["census_release"].release.release_id
     assert not state_is_session_budget(census_ledger(first))
     # a reload / second tab / restart: a fresh session with the same data finds the same budget
     second = uploaded()

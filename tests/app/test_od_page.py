@@ -114,7 +114,7 @@ def ledger(at: AppTest):
     return at.session_state["od_ledgers"][at.session_state["od_model"]["fp"]]
 
 
-def entries(at: AppTest) -> list[dict]:
+def entries(at: AppTest) -> list:
     return at.session_state["od_releases"].get(at.session_state["od_model"]["fp"], [])
 
 
@@ -192,7 +192,7 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     release(at)
     led = ledger(at)
     (entry,) = entries(at)
-    rel = entry["release"]
+    rel = entry.release
     assert len(led.entries) == 1 and led.spent == pytest.approx(rel.plan.cost.value)
     assert rel.consistent and rel.total(0) == 60_000
     # the one confirmation of every kind: what was released, what it cost, what is left, a link to the map
@@ -204,10 +204,10 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     at.run()  # a rerun draws no new noise and spends nothing
     ok(at)
     (entry,) = entries(at)
-    assert entry["release"].release_id == first and len(led.entries) == 1
+    assert entry.release.release_id == first and len(led.entries) == 1
     # map: the default level is the finest intra-level table with at most 300 areas a side
     # (36 districts), drawn offline, with its O/D matrix beside it
-    level = at.selectbox(key=f"_w_od_map_level_{entry['fp']}")  # remembered per data set
+    level = at.selectbox(key=f"_w_od_map_level_{entry.fp}")  # remembered per data set
     assert level.value == 4
     figs = figures(at)
     assert sorted(f["data"][0]["type"] for f in figs) == ["heatmap", "scattermap"]
@@ -217,7 +217,7 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     assert any("unreliable" in i.value for i in at.info)
     # the 576 zones are too many for a matrix: the map only; the session keeps the last 3 figures
     for t in (6, 5, 3, 6):
-        at.selectbox(key=f"_w_od_map_level_{entry['fp']}").set_value(t).run()
+        at.selectbox(key=f"_w_od_map_level_{entry.fp}").set_value(t).run()
         ok(at)
     assert [f["data"][0]["type"] for f in figures(at)] == ["scattermap"]
     assert len(at.session_state["od_figs"]) == 3
@@ -249,7 +249,7 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     # every area has a position; the total (level 1: total → region) has none
     assert len(json.loads(files["flows.geojson"])["features"]) == sum(v.size for v in rel.values[2:])
     # the Export step serves the bytes made with the release (and kept in the history)
-    assert files == entry["files"]
+    assert files == entry.files
 
 
 def test_a_second_click_on_release_spends_nothing(at: AppTest) -> None:
@@ -399,7 +399,7 @@ def test_upload_with_person_cap_and_prefix_codes(at: AppTest) -> None:
     assert plan["budget share"].iloc[0] > 0  # with m > 1 the total is not invariant: it is noised
     release(at)
     (entry,) = entries(at)
-    assert entry["release"].plan.max_trips == 2
+    assert entry.release.plan.max_trips == 2
     assert any("unit of privacy: **one person with at most 2 trips, " in m.value for m in at.markdown)  # as on Data
     assert figures(at)  # positions from the area list's lon/lat columns
 
@@ -439,7 +439,7 @@ def test_upload_settings_survive_a_source_switch(at: AppTest) -> None:
     ok(at)
     release(at)
     counts = at.session_state["od_model"]["counts"]
-    rel_id = entries(at)[0]["release"].release_id
+    rel_id = entries(at)[0].release.release_id
     step(at, "data")
     at.radio(key="_w_od_source").set_value("demo").run()
     ok(at)
@@ -456,10 +456,10 @@ def test_upload_settings_survive_a_source_switch(at: AppTest) -> None:
     # the same data (not counted again: the same per-person sample) and its release
     assert at.session_state["od_model"]["counts"] is counts
     assert any("2 regions, 6 districts, 24 zones" in s.value for s in at.success)
-    assert entries(at)[-1]["release"].release_id == rel_id
-    assert entries(at)[-1]["release"].plan.max_trips == 3
+    assert entries(at)[-1].release.release_id == rel_id
+    assert entries(at)[-1].release.plan.max_trips == 3
     step(at, "release")
-    assert at.session_state["od_shown"]["release"].release_id == rel_id
+    assert at.session_state["od_shown"].release.release_id == rel_id
     assert not any("Nothing has been released" in c.value for c in at.caption)
     step(at, "data")
     assert len(ledger(at).entries) == 1
@@ -554,7 +554,7 @@ def test_the_count_column_is_never_a_code_column(at: AppTest) -> None:
 def test_bad_uploads_show_clear_errors_and_keep_the_earlier_release(at: AppTest) -> None:
     release(at)
     demo_fp = at.session_state["od_model"]["fp"]
-    rel_id = entries(at)[0]["release"].release_id
+    rel_id = entries(at)[0].release.release_id
     step(at, "data")
     to_upload(at)
     cases = [
@@ -599,7 +599,7 @@ def test_bad_uploads_show_clear_errors_and_keep_the_earlier_release(at: AppTest)
     ok(at)
     assert figures(step(at, "release"))
     assert len(at.session_state["od_ledgers"][demo_fp].entries) == 1
-    assert at.session_state["od_releases"][demo_fp][-1]["release"].release_id == rel_id
+    assert at.session_state["od_releases"][demo_fp][-1].release.release_id == rel_id
 
 
 def test_the_exports_do_not_name_the_uploaded_file(at: AppTest, media: list) -> None:
@@ -616,7 +616,7 @@ def test_the_exports_do_not_name_the_uploaded_file(at: AppTest, media: list) -> 
         assert b"secret_client" not in data, name
         assert fp.encode() not in data, name  # the data's fingerprint is a key, never published
     entry = entries(at)[-1]
-    geo = orjson.dumps(od_export.flows_geojson(entry["release"], entry["model"]["xy"]))
+    geo = orjson.dumps(od_export.flows_geojson(entry.release, entry.model["xy"]))
     assert geo == files["flows.geojson"]
 
 
@@ -634,7 +634,7 @@ def test_nyc_taxi_trips(at: AppTest) -> None:
     types = sorted(f["data"][0]["type"] for f in figures(at))
     assert types == ["heatmap", "scattermap"]  # 265 zones a side: the matrix is shown too
     (entry,) = entries(at)
-    assert entry["release"].total(0) == 35_612  # bounded, one trip each: the total is public
+    assert entry.release.total(0) == 35_612  # bounded, one trip each: the total is public
 
 
 def test_the_sidebar_shows_the_trips_budget_and_release_on_every_step(at: AppTest) -> None:
@@ -672,7 +672,7 @@ def test_a_refused_plan_explains_itself_and_keeps_the_release(at: AppTest) -> No
     assert "solver calls" in errors(at)
     assert release_button(at).disabled
     assert len(ledger(at).entries) == 1
-    assert figures(at) and entries(at)[-1]["release"] is entry["release"]
+    assert figures(at) and entries(at)[-1].release is entry.release
 
 
 @pytest.mark.skipif(not (SHARED / "od" / "us_county_commuting_flows_acs2009_2013.csv.gz").exists(),

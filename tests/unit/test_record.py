@@ -14,9 +14,11 @@ import pandas as pd
 import pytest
 
 from dpcore import pipeline
-from dpcore.areas import census_privelet, census_tables, marginals
+from dpcore.areas import census_tables
 from dpcore.areas import export as area_export
 from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.mechanisms import census_matrix as marginals
+from dpcore.areas.mechanisms import census_privelet
 from dpcore.core.record import (
     APPROX_DP_CONVERSION,
     INTERVAL_COLUMNS,

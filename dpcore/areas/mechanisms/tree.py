@@ -101,11 +101,6 @@ class TreeMechanism(Mechanism):
     #: the keyword options :meth:`release_tree` takes
     release_options: tuple[str, ...] = ()
 
-    @property
-    def paper(self) -> str:
-        """The paper it follows (the hierarchy record names the reference so)."""
-        return self.reference
-
     # -- privacy: which levels are measured, with which sensitivities -------------------------
     def measured_levels(self, statistic: str, neighbour: str, depth: int) -> list[bool]:
         """Which depths 0..L get a noisy measurement: every one, but the total when it is public."""

@@ -114,11 +114,6 @@ class ODMechanism(Mechanism):
     #: the budget goes to the finest pairs only (the split options are not used)
     finest_only = False
 
-    @property
-    def paper(self) -> str:
-        """The reference, under the name the O/D record gives it."""
-        return self.reference
-
     # -- the plan in the paper's terms ----------------------------------------------------------
     def plan_tree(self, origin: Hierarchy, destination: Hierarchy | None = None, cost: PrivacyCost | None = None,
                   *, neighbour: str = "bounded", max_trips: int = 1, distinct: bool = True,

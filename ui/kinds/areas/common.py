@@ -18,6 +18,7 @@ import streamlit as st
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from ui import fmt, state
+from ui.kinds.areas.state import HIERARCHY_KEY, TABLE_KEYS, HierarchyEntry, TableEntry
 
 SHARED = state.SHARED_DATA
 US_TRACTS = SHARED / "census" / "us_tract_population_2020_cenpop.csv.gz"
@@ -138,21 +139,21 @@ def ledger(fp: str, default_cap: budget.PrivacyCost | None = None) -> Ledger:
     return state.data_ledger("census", fp, default_cap or budget.pure(state.DEFAULT_CAP), ledgers)
 
 
-def hier_entry() -> dict[str, Any] | None:
+def hier_entry() -> HierarchyEntry | None:
     """The current release of the hierarchy loaded now, or None."""
-    m, e = model(), st.session_state.get("hier_release")
-    if m is None or e is None or e["fp"] != m["fp"]:
+    m, e = model(), st.session_state.get(HIERARCHY_KEY)
+    if m is None or e is None or e.fp != m["fp"]:
         return None
     return e
 
 
-def table_entry() -> dict[str, Any] | None:
+def table_entry() -> TableEntry | None:
     """The current release of the census table (Privelet or marginal tables), or None."""
     ss = st.session_state
     mech = ss.get("census_mech", "privelet")
-    e = ss.get("census_mx_release") if mech == "matrix" else ss.get("census_release")
+    e = ss.get(TABLE_KEYS["matrix" if mech == "matrix" else "privelet"])
     # only a release of the table loaded now: another table's is never shown under this table's budget
-    return e if e is not None and e.get("fingerprint") == ss.get("census_fp") else None
+    return e if e is not None and e.fingerprint == ss.get("census_fp") else None
 
 
 NEGATIVE_NOTE = ("Privelet's counts are noisy and unrounded: some are fractional (3.4 people) and some small "

@@ -28,9 +28,9 @@ def export_step() -> None:
     entry = common.hier_entry()
     if m is None or entry is None:
         frame.missing("Nothing has been released from this data yet.", "release", "Go to the Release step")
-    rel = entry["release"]
+    rel = entry.release
     led = common.ledger(m["fp"])
-    files = entry["files"]  # made once, with the release (the bytes stored in the history)
+    files = entry.files  # made once, with the release (the bytes stored in the history)
     c1, c2 = st.columns(2)
     c1.download_button("Download release.csv", files["release.csv"], "release.csv", "text/csv", on_click="ignore",
                        key="hier_dl_csv", type="primary")
@@ -58,11 +58,11 @@ def export_step() -> None:
                  key="hier_csv_preview")
     with st.expander("Release record (release.json)"):
         st.json(files["release.json"].decode("utf-8"), expanded=1)
-    if entry.get("config"):
+    if entry.config:
         with st.expander("Repeat this release in a pipeline (config file)"):
-            st.download_button("Download release.toml", entry["config"], "release.toml", "application/toml",
+            st.download_button("Download release.toml", entry.config, "release.toml", "application/toml",
                                on_click="ignore", key="hier_dl_config")
-            st.code(entry["config"], language="toml")
+            st.code(entry.config, language="toml")
             st.caption("The command line makes the same release from the same table (new noise), spending from "
                        "this app's budget database on this computer (DPCORE_LEDGER_DB), keyed as the app keys "
                        "the table.")
@@ -109,24 +109,24 @@ def _table_export() -> None:
     entry = common.table_entry()
     if table is None or entry is None:
         frame.missing("Nothing has been released from this table yet.", "release", "Go to the Release step")
-    rel = entry["release"]
+    rel = entry.release
     matrix = ss.get("census_mech", "privelet") == "matrix"
     csv_name, key = ("marginals.csv", "census_mx") if matrix else ("release.csv", "census")
     d1, d2 = st.columns(2)
-    d1.download_button(f"Download {csv_name}", entry["csv"], csv_name, "text/csv", on_click="ignore",
+    d1.download_button(f"Download {csv_name}", entry.csv, csv_name, "text/csv", on_click="ignore",
                        key=f"{key}_dl_csv", type="primary")
-    d2.download_button("Download release.json", entry["json"], "release.json", "application/json",
+    d2.download_button("Download release.json", entry.json, "release.json", "application/json",
                        on_click="ignore", key=f"{key}_dl_json", type="primary")
-    if entry["fingerprint"] != fp:
-        st.caption(f"This is the latest release, made from another table ({entry['source']}).")
+    if entry.fingerprint != fp:
+        st.caption(f"This is the latest release, made from another table ({entry.source}).")
     cost = rel.plan.cost if matrix else rel.cost
     st.subheader("The release record")
     st.markdown(f"- **Mechanism:** {'matrix mechanism (marginal tables)' if matrix else 'Privelet' + ('+' if rel.plus_axes else '')}\n"
                 f"- **Privacy:** {cost.label()}; unit of privacy: one person, added or removed\n"
-                f"- **Released:** {entry['source']}, release {rel.release_id}")
+                f"- **Released:** {entry.source}, release {rel.release_id}")
     st.info("The published counts are noisy and unrounded: some are fractional and small ones can be below "
             "zero, so that sums stay unbiased.")
     st.markdown(f"**{csv_name}** (first rows)")
-    st.dataframe(pd.read_csv(io.BytesIO(entry["csv"]), dtype=str, nrows=12), hide_index=True, key=f"{key}_csv_preview")
+    st.dataframe(pd.read_csv(io.BytesIO(entry.csv), dtype=str, nrows=12), hide_index=True, key=f"{key}_csv_preview")
     with st.expander("Release record (release.json)"):
-        st.json(json.loads(entry["json"]), expanded=1)
+        st.json(json.loads(entry.json), expanded=1)

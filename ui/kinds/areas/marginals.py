@@ -8,20 +8,22 @@ ledger and storing the result.
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from dpcore import catalog, pipeline
 from dpcore.areas.census_tables import CensusTable
 from dpcore.areas.mechanisms import census_matrix as marginals
+from dpcore.core.mechanism import Plan
 from dpcore.errors import DPCoreError
-from dpcore.pipeline import release_census
+from dpcore.pipeline import census_unit
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
-from ui import fmt, state
+from ui import fmt, plans, state
+from ui.kinds.areas.state import TABLE_KEYS, TableEntry
 
 ss = st.session_state
 
@@ -45,8 +47,10 @@ def selected_cost(led: Ledger) -> budget.PrivacyCost:
     return budget.pure(value) if led.definition == "pure" else budget.zcdp(value)
 
 
-def selected_plan(table: CensusTable, led: Ledger) -> tuple[marginals.MarginalsPlan | None, str | None]:
-    """The plan of the tables chosen on the Plan step (data-free), or why there is none."""
+def selected_plan(table: CensusTable, led: Ledger) -> tuple[Plan | None, str | None]:
+    """The one core plan of the tables chosen on the Plan step (data-free, through the catalogue;
+    kept in the session while the choice stands), or why there is none.  Its ``inner`` is the
+    marginal tables' plan (:class:`dpcore.areas.marginals.MarginalsPlan`)."""
     s = table.structure
     level = ss.get("census_mx_level", s.level_names[-1])
     if level not in s.level_names[1:]:
@@ -55,8 +59,17 @@ def selected_plan(table: CensusTable, led: Ledger) -> tuple[marginals.MarginalsP
     chosen = [c for c in ss.get("census_mx_marginals", default) if c in labels]
     if not chosen:
         return None, "Choose at least one table on the Plan step."
+    spec = ";".join("*".join(axes[a] for a in labels[c]) for c in chosen)
+    cost = selected_cost(led)
+    # id(s): the kept plan holds the structure (its domain), so the id cannot be reused while it is kept
+    return plans.kept("census_mx_plan", plans.digest(id(s), level, spec, cost),
+                      lambda: _core_plan(table, level, spec, cost))
+
+
+def _core_plan(table: CensusTable, level: str, spec: str, cost: budget.PrivacyCost) -> tuple[Plan | None, str | None]:
     try:
-        return marginals.plan(s, level, [labels[c] for c in chosen], selected_cost(led)), None
+        return catalog.get("census", "matrix").plan(table.structure, cost, {"level": level, "marginals": spec},
+                                                    unit=census_unit()), None
     except DPCoreError as e:
         return None, str(e)
 
@@ -91,10 +104,11 @@ def plan_section(table: CensusTable, led: Ledger) -> None:
                     help="Smaller: more privacy, more noise. The whole budget answers one strategy; every "
                          "table is computed from it.")
     state.store(f"census_mx_value_{led.definition}")
-    p, error = selected_plan(table, led)
-    if p is None:
+    core, error = selected_plan(table, led)
+    if core is None:
         st.info(error) if error and error.startswith("Choose") else st.error(error)
         return
+    p = core.inner
     first = p.per_marginal[0]
     st.markdown(f"A cell of the table **{first['marginal']}** is off by about **± "
                 f"{fmt.num(interval_half_width('normal', first['sd_mean']))} people** in 19 of 20 cases.")
@@ -117,25 +131,25 @@ def plan_section(table: CensusTable, led: Ledger) -> None:
         st.info(note)
 
 
-def release_now(table: CensusTable, p: marginals.MarginalsPlan, led: Ledger, fp: str, source: str) -> None:
-    """The Release button's action (:func:`ui.state.release_button`): charge, release, store."""
-    rel = release_census(table, "matrix", p.cost, led, session=state.session(), noise=secure_source(), level=p.level,
-                         marginals=";".join("*".join(p.axes[a] for a in t) for t in p.marginals))
-    entry = {"release": rel, "fingerprint": fp, "source": source,
-             "csv": marginals.marginals_csv(rel), "json": marginals.marginals_json(rel, led)}
+def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: str) -> None:
+    """The Release button's action (:func:`ui.state.release_button`): release the Plan step's plan
+    (charged first; not planned again), store."""
+    rel = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source()).inner
+    p = core.inner
+    entry = TableEntry(rel, fp, source, marginals.marginals_csv(rel), marginals.marginals_json(rel, led))
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
                             "tables": list(rel.tables)},
-                           {"marginals.csv": entry["csv"], "release.json": entry["json"]}, led)
-    ss["census_mx_release"] = entry
+                           {"marginals.csv": entry.csv, "release.json": entry.json}, led)
+    ss[TABLE_KEYS["matrix"]] = entry
 
 
-def show_tables(entry: dict[str, Any], fp: str, what: str, tables: dict[str, pd.DataFrame], first: int,
+def show_tables(entry: TableEntry, fp: str, what: str, tables: dict[str, pd.DataFrame], first: int,
                 decimals: int, sd_name: str, key: str) -> None:
     """A census release's tables, one shown at a time (display rounded; the files keep full precision)."""
-    if entry["fingerprint"] != fp:
-        st.caption(f"This is the latest release, made from another table ({entry['source']}).")
+    if entry.fingerprint != fp:
+        st.caption(f"This is the latest release, made from another table ({entry.source}).")
     name = st.selectbox(what, list(tables), index=min(first, len(tables) - 1), key=f"{key}_view")
     shown = tables[name].round(decimals)
     st.dataframe(shown, hide_index=True, key=f"{key}_table",

@@ -10,19 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore import catalog
 from dpcore.areas.mechanisms import matrix
 from dpcore.areas.unit import hierarchy_unit
+from dpcore.core.mechanism import Plan
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, state, target_ui
+from ui import budget_ui, fmt, frame, plan_table, plans, state, target_ui
 from ui.kinds.areas import common
 from ui.kinds.areas.common import keep, kept
 
@@ -48,18 +48,7 @@ def plan_step() -> None:
     st.caption(f"Data: **{m['name']}** · {common.sizes_line(h.level_names[1:], h.sizes[1:])}")
 
     # ---------------------------------------------------------------- mechanism
-    st.subheader("1. Mechanism")
-    mechs = {n: catalog.get("hierarchy", n) for n in catalog.names("hierarchy")}
-    names = [n for n, i in mechs.items() if (i.group_sizes if counts.statistic == "group_sizes" else i.counts)]
-    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: mechs[n].title,
-                             key=keep("mech", names[0]))
-    kept("mech")
-    info = mechs[mech_name]
-    st.markdown(f"**Use it when:** {info.when_to_use}")
-    with st.expander("How it works"):
-        st.caption("What the mechanism does, and the paper it follows.")
-        st.markdown(f"{info.summary}  \n*{info.reference}*")
-
+    mech_name = _mechanism(counts)
     # ---------------------------------------------------------------- budget
     st.subheader("2. Privacy budget")
     # persistent: the same table finds the same budget (its population's, once bound) on every step and
@@ -69,7 +58,45 @@ def plan_step() -> None:
                       release_keys={d: f"hier_value_{d}" for d in budget_ui.DEFINITIONS}, delta_key="hier_delta",
                       release_max=MAX_VALUE)
 
-    # ---------------------------------------------------------------- unit and split
+    _unit_and_split(h, counts, mech_name)
+    is_matrix = mech_name == "matrix"
+
+    # ---------------------------------------------------------------- expected error
+    st.subheader("3. Expected error per level (before release, from no data)")
+    with st.spinner("Designing the strategy from the public areas (once per hierarchy and set of queries; "
+                    "then cached) …"):
+        sel = selection()
+    if sel.error is not None:
+        st.error(sel.error)
+        return
+    error_table(sel.core, counts.statistic, key="hier_plan_table", budget_col=True)
+    if is_matrix:
+        from ui.kinds.areas.plan_sets import matrix_summary
+
+        matrix_summary(sel.plan)
+    with st.expander("Plan from the error you need", icon=":material/target:"):
+        target_planner(h, counts, sel)
+    frame.link("release", "Next: release →")
+
+
+def _mechanism(counts: Any) -> str:
+    """The mechanism list (those that release this statistic), when to use it, how it works."""
+    st.subheader("1. Mechanism")
+    names = mechanism_names(counts.statistic)
+    mech_name = st.selectbox("Mechanism", names, format_func=lambda n: catalog.get("hierarchy", n).title,
+                             key=keep("mech", names[0]))
+    kept("mech")
+    info = catalog.get("hierarchy", mech_name)
+    st.markdown(f"**Use it when:** {info.when_to_use}")
+    with st.expander("How it works"):
+        st.caption("What the mechanism does, and the paper it follows.")
+        st.markdown(f"{info.summary}  \n*{info.reference}*")
+    return mech_name
+
+
+def _unit_and_split(h: Any, counts: Any, mech_name: str) -> None:
+    """The neighbours (unit of privacy), the budget across levels (or the matrix's importance), the
+    custom weights, IntOpt's zeroing order and the matrix's area sets."""
     c4, c5 = st.columns(2)
     is_matrix = mech_name == "matrix"
     if is_matrix:
@@ -111,22 +138,11 @@ def plan_step() -> None:
 
         area_sets_widget(h)
 
-    # ---------------------------------------------------------------- expected error
-    st.subheader("3. Expected error per level (before release, from no data)")
-    with st.spinner("Designing the strategy from the public areas (once per hierarchy and set of queries; "
-                    "then cached) …"):
-        sel = selection()
-    if sel.error is not None:
-        st.error(sel.error)
-        return
-    error_table(sel.plan, counts.statistic, key="hier_plan_table", budget_col=True)
-    if is_matrix:
-        from ui.kinds.areas.plan_sets import matrix_summary
 
-        matrix_summary(sel.plan)
-    with st.expander("Plan from the error you need", icon=":material/target:"):
-        target_planner(h, counts, sel)
-    frame.link("release", "Next: release →")
+def mechanism_names(statistic: str) -> list[str]:
+    """The hierarchy mechanisms of the catalogue that release this statistic (counts, or group sizes)."""
+    mechs = (catalog.get("hierarchy", n) for n in catalog.names("hierarchy"))
+    return [m.name for m in mechs if (m.group_sizes if statistic == "group_sizes" else m.counts)]
 
 
 def target_planner(h: Any, counts: Any, sel: Selection) -> None:
@@ -174,30 +190,18 @@ def _use_budget(prop: Any) -> None:
         ss[f"hier_weights_{len(weights)}"] = ss[f"_w_hier_weights_{len(weights)}"] = text
 
 
-def error_table(p: Any, statistic: str, *, key: str, budget_col: bool = False, after: bool = False) -> None:
-    """The expected error per level: one plain sentence, the table, a chart in hierarchy order,
-    and how it was computed behind an expander."""
-    finest = p.levels[-1]
+def error_table(plan: Plan, statistic: str, *, key: str, budget_col: bool = False, after: bool = False) -> None:
+    """The expected error per level of a hierarchy plan (its rows): one plain sentence, the table
+    (:mod:`ui.plan_table`), a chart in hierarchy order, and how it was computed behind an expander."""
+    rows = plan.rows
+    finest = rows[-1]
     unit = "groups per size" if statistic == "group_sizes" else "people"
-    st.markdown(f"A {common.level_label(finest.level)} count is off by about **± {fmt.num(finest.mean_abs)} "
-                f"{unit}** on average; the largest error among the {fmt.count(finest.areas)} "
-                f"{common.level_label(finest.level, finest.areas)} is about ± {fmt.num(finest.max_abs)}.")
-    is_matrix = p.mechanism == "matrix"
-    rows = []
-    for lv in p.levels:
-        row: dict[str, Any] = {"level": common.level_label(lv.level), "areas": fmt.count(lv.areas)}
-        if budget_col:
-            row["budget"] = ("one strategy, whole budget" if is_matrix else
-                             f"{p.cost.symbol} = {fmt.eps(lv.share)}" if lv.measured else "not measured")
-        row["noise SD"] = fmt.num(lv.noise_sd) if lv.measured else "–"
-        if after:
-            row["SD after post-processing"] = fmt.num(lv.sd)
-        row["mean abs. error"] = fmt.num(lv.mean_abs)
-        row["expected max abs. error"] = fmt.num(lv.max_abs)
-        rows.append(row)
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key=key)
-    order = [common.level_label(lv.level) for lv in p.levels]
-    fig = go.Figure(go.Bar(x=[lv.mean_abs for lv in p.levels], y=order, orientation="h", marker_color="#1f4e79",
+    st.markdown(f"A {common.level_label(finest.name)} count is off by about **± {fmt.num(finest.mean_abs)} "
+                f"{unit}** on average; the largest error among the {fmt.count(finest.details['areas'])} "
+                f"{common.level_label(finest.name, finest.details['areas'])} is about ± {fmt.num(finest.max_abs)}.")
+    plan_table.show(plan, level_columns(plan, budget_col=budget_col, after=after), key=key)
+    order = [common.level_label(r.name) for r in rows]
+    fig = go.Figure(go.Bar(x=[r.mean_abs for r in rows], y=order, orientation="h", marker_color="#1f4e79",
                            hovertemplate="%{y}: ± %{x:,.1f} " + unit + "<extra></extra>"))
     fig.update_layout(xaxis={"title": {"text": f"mean absolute error ({unit} per area)"}},
                       yaxis={"title": {"text": "level"}, "autorange": "reversed", "categoryorder": "array",
@@ -207,13 +211,36 @@ def error_table(p: Any, statistic: str, *, key: str, budget_col: bool = False, a
     with st.expander("How the expected error is computed"):
         st.caption("From the mechanism, the budget and the public areas only: no data is used, so it can be "
                    "published.")
-        st.markdown(f"Method: {finest.basis}. The 95 % interval of one area is about ± "
+        st.markdown(f"Method: {finest.note}. The 95 % interval of one area is about ± "
                     f"{fmt.num(interval_half_width('normal', finest.sd))} at the finest level.")
+
+
+def level_columns(plan: Plan, *, budget_col: bool, after: bool) -> tuple[plan_table.Column, ...]:
+    """The hierarchy's columns: level, areas, its budget (or "not measured"), the noise SD, the SD after
+    post-processing (after a release), and the mean and expected largest absolute error."""
+    whole = plan.mechanism == "matrix"
+
+    def share(r: Any) -> str:
+        return ("one strategy, whole budget" if whole else
+                f"{plan.cost.symbol} = {fmt.eps(r.details['share'])}" if r.details["measured"] else "not measured")
+
+    cols: list[plan_table.Column] = [("level", lambda r: common.level_label(r.name), None),
+                                     ("areas", lambda r: fmt.count(r.details["areas"]), None)]
+    if budget_col:
+        cols.append(("budget", share, None))
+    cols.append(("noise SD", lambda r: fmt.num(r.details["noise_sd"]) if r.details["measured"] else "–", None))
+    if after:
+        cols.append(("SD after post-processing", lambda r: fmt.num(r.sd), None))
+    cols += [("mean abs. error", lambda r: fmt.num(r.mean_abs), None),
+             ("expected max abs. error", lambda r: fmt.num(r.max_abs), None)]
+    return tuple(cols)
 
 
 @dataclass(frozen=True)
 class Selection:
-    """What the Plan step chose for a hierarchy, read back without widgets: the Release step releases this."""
+    """What the Plan step chose for a hierarchy, read back without widgets, and the one core plan built
+    from it (``core``, through the catalogue): the Release step releases that plan.  ``plan`` is its
+    hierarchy plan (``core.inner``: levels, shares, expected error) for the tables."""
 
     mech: str
     title: str
@@ -223,27 +250,30 @@ class Selection:
     split: str
     n_measured: int
     opts: dict[str, Any] = field(default_factory=dict)
-    plan: Any = None
+    core: Plan | None = None
     delta: float = 1e-6
     error: str | None = None
 
+    @property
+    def plan(self) -> Any:
+        return self.core.inner if self.core is not None else None
+
 
 def selection(*, parse_only: bool = False) -> Selection:
-    """The mechanism, options and budget of the Plan step for the hierarchy loaded now.
+    """The mechanism, options and budget of the Plan step for the hierarchy loaded now, and its plan.
 
     ``parse_only``: the options only, without the plan (which may design a matrix strategy)."""
     m = common.model()
     h, counts, fp = m["h"], m["counts"], m["fp"]
     led = common.ledger(fp, budget.pure(1.0))
     mech = ss.get("hier_mech", "exact")
-    info = catalog.get("hierarchy", mech)
     definition = led.definition
     value = ss.get(f"hier_value_{definition}", state.DEFAULT_RELEASE[definition])
     cost = budget.pure(value) if definition == "pure" else budget.zcdp(value)
     is_matrix = mech == "matrix"
     neighbour = ss.get("hier_neighbour", "add_remove") if counts.statistic == "count" and not is_matrix else "add_remove"
     split = ss.get("hier_importance", "levels") if is_matrix else ss.get("hier_split", "uniform")
-    n_measured = sum(info.measured_levels(counts.statistic, neighbour, h.depth))
+    n_measured = sum(catalog.get("hierarchy", mech).measured_levels(counts.statistic, neighbour, h.depth))
     error = None
     weights = None
     if split == "custom":
@@ -256,14 +286,27 @@ def selection(*, parse_only: bool = False) -> Selection:
                             "order": ss.get("hier_order", "ascending") if mech == "topdown_linf" else "ascending"}
     if is_matrix and ss.get("hier_sets") is not None and ss.get("hier_sets_key", (None,))[0] == h.fingerprint():
         opts.update(area_sets=ss["hier_sets"], sets_weight=float(ss.get("hier_sets_weight", 1.0)))
-    sel = Selection(mech, info.title, cost, led, hierarchy_unit(neighbour, counts.statistic), split, n_measured,
-                    opts, None, ss.get("hier_delta", 1e-6), error)
+    sel = Selection(mech, catalog.get("hierarchy", mech).title, cost, led, hierarchy_unit(neighbour, counts.statistic),
+                    split, n_measured, opts, None, ss.get("hier_delta", 1e-6), error)
     if parse_only or error is not None:
         return sel
+    key = plans.digest(fp, h.fingerprint(), counts.statistic, counts.k, mech, cost, neighbour, split, weights,
+                       opts["order"], ss.get("hier_sets_key") if "area_sets" in opts else None,
+                       opts.get("sets_weight"))
+    core, error = plans.kept("hier_plan", key, lambda: _core_plan(h, counts, mech, cost, opts))
+    return Selection(**{**sel.__dict__, "core": core, "error": error})
+
+
+def _core_plan(h: Any, counts: Any, mech: str, cost: budget.PrivacyCost,
+               opts: dict[str, Any]) -> tuple[Plan | None, str | None]:
+    """The one core plan of a hierarchy release, through the catalogue, or why there is none."""
+    m = catalog.get("hierarchy", mech)
+    declared = {p.name for p in m.params}
+    params = {k: opts.get(k) for k in ("split", "weights", "order", "sets_weight") if k in declared}
+    public: dict[str, Any] = {"statistic": counts.statistic, "k": counts.k}
+    if opts.get("area_sets") is not None:
+        public["area_sets"] = opts["area_sets"]
     try:
-        p = info.plan_tree(h, cost, neighbour=neighbour, split=split, weights=weights,
-                           statistic=counts.statistic, k=counts.k,
-                           **{k: v for k, v in opts.items() if k in ("area_sets", "sets_weight")})
+        return m.plan(h, cost, params, unit=hierarchy_unit(opts["neighbour"]), **public), None
     except DPCoreError as e:
-        return Selection(**{**sel.__dict__, "error": str(e)})
-    return Selection(**{**sel.__dict__, "plan": p})
+        return None, str(e)

@@ -12,13 +12,16 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from dpcore import catalog
 from dpcore.areas import census_tables
 from dpcore.areas.mechanisms import census_privelet
+from dpcore.core.mechanism import Plan
 from dpcore.errors import DPCoreError
+from dpcore.pipeline import census_unit
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
-from ui import budget_ui, fmt, frame, state
+from ui import budget_ui, fmt, frame, plans, state
 from ui.kinds.areas import common
 from ui.kinds.areas import marginals as marginals_ui
 
@@ -79,16 +82,17 @@ def plan_step() -> None:
 
 
 def _privelet_error(table: Any, sel: TableSelection) -> None:
+    """The expected error of Privelet's plan, per level (the plan's rows), then of one area."""
     st.subheader("3. Expected error (before release, from no data)")
-    err = census_privelet.expected_error(table.structure, sel.epsilon, plus_axes=sel.plus)
-    last = err.iloc[-1]
-    st.markdown(f"The total of one {common.level_label(str(last['level']))} is off by about **± "
-                f"{fmt.num(float(last['ci95']))} people** in 19 of 20 cases.")
+    rows = sel.plan.rows
+    last = rows[-1]
+    st.markdown(f"The total of one {common.level_label(last.name)} is off by about **± "
+                f"{fmt.num(last.ci95)} people** in 19 of 20 cases.")
     show = pd.DataFrame({
-        "level": [common.level_label(str(lv)) for lv in err["level"]],
-        "number of areas": err["n_areas"].map(fmt.count),
-        "SD of an area's total": err["sd"].map(lambda v: f"{v:,.1f}"),
-        "± 95 %": err["ci95"].map(lambda v: f"± {v:,.1f}"),
+        "level": [common.level_label(r.name) for r in rows],
+        "number of areas": [fmt.count(r.n_counts) for r in rows],
+        "SD of an area's total": [f"{r.sd:,.1f}" for r in rows],
+        "± 95 %": [f"± {r.ci95:,.1f}" for r in rows],
     })
     st.dataframe(show, hide_index=True, key="census_expected")
     with st.expander("How the expected error is computed"):
@@ -116,7 +120,8 @@ def _privelet_error(table: Any, sel: TableSelection) -> None:
 
 @dataclass(frozen=True)
 class TableSelection:
-    """What the Plan step chose for a census table, read back without widgets."""
+    """What the Plan step chose for a census table, read back without widgets, and the one core plan
+    built from it through the catalogue (``plan``): the Release step releases that plan."""
 
     mech: str
     title: str
@@ -124,12 +129,12 @@ class TableSelection:
     ledger: Ledger
     epsilon: float = DEFAULT_EPSILON
     plus: tuple[str, ...] = ()
-    plan: Any = None  # the marginal tables' plan
+    plan: Plan | None = None
     error: str | None = None
 
 
 def selection() -> TableSelection:
-    """The mechanism and budget of the Plan step for the census table loaded now."""
+    """The mechanism, budget and plan of the Plan step for the census table loaded now."""
     table, fp = common.table()
     led = common.ledger(fp)
     mech = ss.get("census_mech", "privelet")
@@ -139,9 +144,15 @@ def selection() -> TableSelection:
         return TableSelection(mech, "matrix mechanism (marginal tables)", cost, led, plan=p, error=error)
     eps = float(ss.get("census_epsilon", DEFAULT_EPSILON))
     plus = tuple(a for a in ss.get("census_plus", []) if a in [census_tables.GEO_AXIS, *table.structure.ordinals])
-    error = None
+    p, error = plans.kept("census_privelet_plan", plans.digest(fp, id(table.structure), eps, plus),
+                          lambda: _privelet_plan(table, eps, plus))
+    return TableSelection(mech, "Privelet" + ("+" if plus else ""), budget.pure(eps), led, eps, plus, p, error)
+
+
+def _privelet_plan(table: Any, eps: float, plus: tuple[str, ...]) -> tuple[Plan | None, str | None]:
+    """Privelet's one core plan, through the catalogue, or why there is none."""
     try:
-        census_privelet.expected_error(table.structure, eps, plus_axes=plus)
+        return catalog.get("census", "privelet").plan(table.structure, budget.pure(eps), {"plus_axes": plus},
+                                                      unit=census_unit()), None
     except DPCoreError as e:
-        error = str(e)
-    return TableSelection(mech, "Privelet" + ("+" if plus else ""), budget.pure(eps), led, eps, plus, error=error)
+        return None, str(e)

@@ -11,9 +11,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from dpcore import pipeline
 from dpcore.areas import export, figures, tree_plans
 from dpcore.areas.unit import census_unit
-from dpcore.pipeline import release_census, release_hierarchy
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
 from ui import confirm, fmt, frame, state
@@ -21,6 +21,7 @@ from ui.kinds.areas import common
 from ui.kinds.areas import marginals as marginals_ui
 from ui.kinds.areas.common import keep, kept, released_areas
 from ui.kinds.areas.plan import error_table, selection
+from ui.kinds.areas.state import HIERARCHY_KEY, TABLE_KEYS, HierarchyEntry, TableEntry
 
 ss = st.session_state
 MAX_POLYGONS = viz.MAX_POLYGONS
@@ -37,15 +38,15 @@ def release_step() -> None:
     sel = selection()
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
                 f"unit of privacy: **{common.unit_words(sel.unit)}**.")
-    job = {"counts": m["counts"], "mech": sel.mech, "cost": sel.cost, "led": sel.ledger, "fp": m["fp"],
-           "name": m["name"], "opts": sel.opts, "config": (m["inputs"], sel), "joins": dict(m["joins"])}
+    job = {"counts": m["counts"], "plan": sel.core, "led": sel.ledger, "fp": m["fp"], "name": m["name"],
+           "config": (m["inputs"], sel), "joins": dict(m["joins"])}
     confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job)
     entry = common.hier_entry()
     if entry is None:
         st.caption("Nothing has been released from this data yet.")
         frame.link("plan", "Back to the plan")
         return
-    rel = entry["release"]
+    rel = entry.release
     h = rel.hierarchy
     confirm.released(f"{rel.mechanism.title}: {released_areas(h)}", rel.plan.cost, sel.ledger, rel.release_id)
     st.subheader("Map", anchor="map")
@@ -60,8 +61,9 @@ def release_now(job: dict[str, Any]) -> None:
     from ui.kinds.areas.export import release_config
 
     led = job["led"]
-    rel = release_hierarchy(job["counts"], job["mech"], job["cost"], led, noise=secure_source(),
-                            session=state.session(), **job["opts"])
+    # the Plan step's plan, released as it is (not planned again)
+    rel = pipeline.release(job["plan"], job["counts"], ledger=led, session=state.session(),
+                           noise=secure_source()).inner
     # no st.session_state access until the release is in the history: Streamlit 1.67 may stop a
     # callback at any such access (a second click), and a charged release must not be lost
     # the files, made once (the record with the ledger as of the charge): stored, then served by Export
@@ -69,12 +71,12 @@ def release_now(job: dict[str, Any]) -> None:
     state.remember_release("census", job["fp"], rel.release_id,
                            {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
                             "levels": list(rel.hierarchy.level_names)}, files, led)
-    ss["hier_release"] = {"release": rel, "fp": job["fp"], "name": job["name"], "exports": {}, "files": files,
-                          "config": release_config(*job["config"])}
+    ss[HIERARCHY_KEY] = HierarchyEntry(rel, job["fp"], job["name"], release_config(*job["config"]), job["plan"],
+                                       files)
 
 
-def _map(entry: dict[str, Any], m: dict[str, Any]) -> None:
-    rel = entry["release"]
+def _map(entry: HierarchyEntry, m: dict[str, Any]) -> None:
+    rel = entry.release
     h, counts, joins = rel.hierarchy, m["counts"], m["joins"]
     st.caption(f"{rel.mechanism.title}, {rel.plan.cost.label()} · released {rel.created.replace('+00:00', '')} UTC")
     depths = [h.depth_of(lv) for lv in h.levels if lv in joins]
@@ -104,7 +106,7 @@ def _map(entry: dict[str, Any], m: dict[str, Any]) -> None:
             cmap.info(f"{fmt.count(n_poly)} areas are too many to draw at once: choose an area above to see "
                       "the areas inside it.")
         else:
-            figs = entry.setdefault("figs", {})  # a rerun does not rebuild the same map
+            figs = entry.exports.setdefault("figs", {})  # a rerun does not rebuild the same map
             fkey = (level, None if nodes is None else int(within), size)
             if fkey not in figs:
                 figs[fkey] = figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size)
@@ -116,19 +118,19 @@ def _map(entry: dict[str, Any], m: dict[str, Any]) -> None:
     ctree.caption("Treemap of the released counts (two levels below the selected area); tiles are named.")
 
 
-def _errors(entry: dict[str, Any], m: dict[str, Any]) -> None:
-    rel = entry["release"]
+def _errors(entry: HierarchyEntry, m: dict[str, Any]) -> None:
+    rel = entry.release
     st.markdown("**Expected error of the release** (from the mechanism; publishable)")
-    error_table(rel.plan, m["counts"].statistic, key="hier_err_plan", after=True)
+    error_table(entry.plan, m["counts"].statistic, key="hier_err_plan", after=True)
     st.markdown("**Error against your data** · :red[curator only, not for publication]")
-    if "empirical" not in entry:
-        entry["empirical"] = tree_plans.empirical_errors(rel, m["counts"])  # curator only, computed once
+    if "empirical" not in entry.exports:  # curator only, computed once
+        entry.exports["empirical"] = tree_plans.empirical_errors(rel, m["counts"])
     st.dataframe(pd.DataFrame([{
         "level": common.level_label(e["level"]), "mean abs. error": fmt.num(e["mae"]),
         "max abs. error": fmt.num(e["max_abs_error"]), "mean rel. error": f"{e['mre_percent']:.1f} %",
         "empty areas released > 0": f"{fmt.count(e['true_zero_released_positive'])} of {fmt.count(e['true_zeros'])}",
         "expected mean abs.": fmt.num(e["expected_mae"]), "expected max abs.": fmt.num(e["expected_max_abs"]),
-    } for e in entry["empirical"]]), hide_index=True, key="hier_err_emp")
+    } for e in entry.exports["empirical"]]), hide_index=True, key="hier_err_emp")
     st.warning("These numbers compare the release with your confidential data. Do not publish them, and do not "
                "re-run releases until they look good: that choice is not covered by the privacy budget.")
     if not rel.mechanism.consistent or not rel.mechanism.nonnegative:
@@ -139,21 +141,18 @@ def _errors(entry: dict[str, Any], m: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- census table with attributes
 
 
-def _privelet_now(table: Any, epsilon: float, plus: tuple[str, ...], led: Any, fp: str, name: str) -> None:
-    """The Release button's action for Privelet: charge, release, store."""
+def _privelet_now(table: Any, core: Any, led: Any, fp: str, name: str) -> None:
+    """The Release button's action for Privelet: release the Plan step's plan (charged first), store."""
     from dpcore.areas.mechanisms import census_privelet
-    from dpcore.privacy import budget
 
-    rel = release_census(table, "privelet", budget.pure(epsilon), led, session=state.session(), noise=secure_source(),
-                         plus_axes=tuple(plus))
-    entry = {"release": rel, "fingerprint": fp, "source": name,
-             "csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}
+    rel = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source()).inner
+    entry = TableEntry(rel, fp, name, census_privelet.census_csv(rel), census_privelet.census_json(rel, led))
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
                             "levels": list(rel.structure.levels)},
-                           {"release.csv": entry["csv"], "release.json": entry["json"]}, led)
-    ss["census_release"] = entry
+                           {"release.csv": entry.csv, "release.json": entry.json}, led)
+    ss[TABLE_KEYS["privelet"]] = entry
 
 
 def _table_release() -> None:
@@ -171,16 +170,16 @@ def _table_release() -> None:
                        marginals_ui.release_now, table, sel.plan, sel.ledger, fp, name)
     else:
         confirm.button("census_release_button", sel.ledger, sel.cost, census_unit(), sel.error, _privelet_now,
-                       table, sel.epsilon, sel.plus, sel.ledger, fp, name)
+                       table, sel.plan, sel.ledger, fp, name)
     entry = common.table_entry()
     if entry is None:
         st.caption("Nothing has been released from this table yet.")
         frame.link("plan", "Back to the plan")
         return
-    rel = entry["release"]
+    rel = entry.release
     if sel.mech == "matrix":
         n = len(rel.tables)
-        what = f"{n} table{'s' if n != 1 else ''} of {entry['source']} with the matrix mechanism"
+        what = f"{n} table{'s' if n != 1 else ''} of {entry.source} with the matrix mechanism"
         confirm.released(what, rel.plan.cost, sel.ledger, rel.release_id, below="See the released tables")
         st.subheader("The released tables", anchor="map")
         marginals_ui.show_tables(entry, fp, "Table", rel.tables, 0, 2, "standard error", "census_mx")
@@ -188,7 +187,7 @@ def _table_release() -> None:
                 "below zero, so that sums of cells stay unbiased.")
     else:
         s = rel.structure
-        what = (f"{entry['source']} with Privelet{'+' if rel.plus_axes else ''}: "
+        what = (f"{entry.source} with Privelet{'+' if rel.plus_axes else ''}: "
                 f"{fmt.count(sum(len(t) for t in rel.levels.values()))} areas at all levels "
                 f"({fmt.count(len(s.paths_at(len(s.levels))))} finest areas)")
         confirm.released(what, rel.cost, sel.ledger, rel.release_id, below="See the released counts")

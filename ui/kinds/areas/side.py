@@ -31,8 +31,7 @@ def sidebar() -> None:
     if entry is None:
         st.caption("Nothing released yet.")
     else:
-
-        r = entry["release"]
+        r = entry.release
         st.markdown(f"{r.mechanism.title}  \n{r.plan.cost.label()} · {common.released_areas(h)}")
 
 
@@ -54,7 +53,7 @@ def _table() -> None:
     if entry is None:
         st.caption("Nothing released yet.")
     else:
-        r = entry["release"]
+        r = entry.release
         if st.session_state.get("census_mech") == "matrix":
             st.markdown(f"Matrix mechanism  \n{r.plan.cost.label()} · {fmt.count(len(r.tables))} tables")
         else:

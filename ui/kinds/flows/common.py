@@ -21,12 +21,14 @@ from dpcore.flows.mechanisms.common import ODLevelPlan, ODPlan
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from ui import fmt, frame, state
+from ui.kinds.flows.state import RELEASES_KEY, ODEntry
 from ui.state import persistent, store
 
 SHARED = state.SHARED_DATA
 
 DEMO, NYC, US, RI, UPLOAD = "demo", "nyc", "us", "ri", "upload"
 # every mechanism whose cost a ledger can add up ('sh' is (ε, δ)-DP: it cannot), InfTDA first
+#: the mechanisms a budget can account for (SH is (ε, δ)-DP: none), InfTDA first
 MECHS = sorted((n for n in catalog.names("od") if catalog.get("od", n).definitions), key=lambda n: n != "inftda")
 NEIGHBOURS = {"bounded": "Replace one person (bounded; the total is public and exact)",
               "unbounded": "Add or remove one person (unbounded; the total is noised)"}
@@ -51,7 +53,7 @@ def init() -> None:
     """The session keys of this kind (every step calls it first)."""
     ss = st.session_state
     ss.setdefault("od_ledgers", {})  # fingerprint -> Ledger
-    ss.setdefault("od_releases", {})  # fingerprint -> [release entries], oldest first
+    ss.setdefault(RELEASES_KEY, {})  # fingerprint -> [release entries], oldest first
 
 
 def keep(key: str, default: Any) -> str:
@@ -240,11 +242,11 @@ def ledger(m: dict[str, Any]) -> Ledger:
     return state.data_ledger("od", m["fp"], budget.zcdp(state.DEFAULT_RHO_CAP), st.session_state["od_ledgers"])
 
 
-def shown_entry(m: dict[str, Any]) -> dict[str, Any] | None:
+def shown_entry(m: dict[str, Any]) -> ODEntry | None:
     """The release to show for the loaded data: the latest one made with the same area list and
     unit of privacy, else the latest one of these trips."""
-    entries = st.session_state["od_releases"].get(m["fp"], [])
-    same = [e for e in entries if e["view"] == m["view"]]
+    entries = st.session_state[RELEASES_KEY].get(m["fp"], [])
+    same = [e for e in entries if e.view == m["view"]]
     return (same or entries or [None])[-1]
 
 

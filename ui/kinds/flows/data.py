@@ -50,6 +50,36 @@ def data_step() -> None:
     init()
     ss = st.session_state
     st.subheader("1. Trips")
+    source = _source_choice()
+    inputs = _source_inputs(source)
+
+    st.subheader("2. Whom the release protects")
+    if inputs is not None and source != UPLOAD:
+        st.markdown(f"Unit of privacy: **one {'trip' if inputs['unit'] == 'trips' else 'worker'}**: "
+                    + ("every trip is taken to be a different person." if inputs.get("trips") else
+                       "the counts cannot say which trips belong to one person, so each is a different person."))
+    elif source == UPLOAD:
+        st.caption("Set above with the trips: a person id column and at most m trips per person, or one trip per "
+                   "person.")
+
+    model = src.use(inputs, source)
+    if model is None:
+        ss["od_shown"] = None
+        st.info("Load the trips and their public area list above to continue. Earlier releases are kept.")
+        return
+    counts = model["counts"]
+    if source == UPLOAD:
+        st.markdown("Unit of privacy: " + (f"**one person with at most {counts.max_trips} trip"
+                                           f"{'s' if counts.max_trips != 1 else ''}** "
+                                           f"({'distinct pairs' if counts.distinct else 'repeats allowed'})"
+                                           if counts.max_trips > 1 or model["user"] else
+                                           "**one trip** (each trip is a different person)") + ".")
+    _area_list_and_summary(model)
+    frame.link("plan")
+
+
+def _source_choice() -> str:
+    """Which trips: the demo, the public data sets found in the shared data folder, or an upload."""
     options = {DEMO: "Made-up demo (576 zones, 60,000 trips)"}
     if src.NYC_TRIPS.exists() and src.NYC_LOOKUP.exists() and src.NYC_ZONES.exists():
         options[NYC] = "NYC green taxi trips, April 2020 (boroughs and taxi zones)"
@@ -62,6 +92,11 @@ def data_step() -> None:
     source = st.radio("Which trips?", list(options), format_func=options.get,
                       key=keep_choice("source", list(options), DEMO))
     kept("source")
+    return source
+
+
+def _source_inputs(source: str) -> dict[str, Any] | None:
+    """What the chosen trips are read from (the public area list, the columns, the unit), or None."""
     inputs: dict[str, Any] | None = None
     if source == DEMO:
         inputs = src.demo_inputs()
@@ -98,28 +133,13 @@ def data_step() -> None:
     else:
         inputs = _upload_inputs()
 
-    st.subheader("2. Whom the release protects")
-    if inputs is not None and source != UPLOAD:
-        st.markdown(f"Unit of privacy: **one {'trip' if inputs['unit'] == 'trips' else 'worker'}**: "
-                    + ("every trip is taken to be a different person." if inputs.get("trips") else
-                       "the counts cannot say which trips belong to one person, so each is a different person."))
-    elif source == UPLOAD:
-        st.caption("Set above with the trips: a person id column and at most m trips per person, or one trip per "
-                   "person.")
+    return inputs
 
-    model = src.use(inputs, source)
-    if model is None:
-        ss["od_shown"] = None
-        st.info("Load the trips and their public area list above to continue. Earlier releases are kept.")
-        return
+
+def _area_list_and_summary(model: dict[str, Any]) -> None:
+    """The public area list (a map and its first areas), then the curator-only summary of the trips."""
     h: Hierarchy = model["h"]
     counts = model["counts"]
-    if source == UPLOAD:
-        st.markdown("Unit of privacy: " + (f"**one person with at most {counts.max_trips} trip"
-                                           f"{'s' if counts.max_trips != 1 else ''}** "
-                                           f"({'distinct pairs' if counts.distinct else 'repeats allowed'})"
-                                           if counts.max_trips > 1 or model["user"] else
-                                           "**one trip** (each trip is a different person)") + ".")
     st.subheader("3. The public area list")
     st.success(f"{model['name']}: {model['areas_text']} (area list: {model['area_desc']}).")
     for note in model["notes"]:
@@ -138,7 +158,6 @@ def data_step() -> None:
               help="Trips left out because their person already has m trips.")
     with st.expander("First rows · confidential, not for publication"):
         st.dataframe(model["df"].head(8), hide_index=True, key="od_head", width="stretch")
-    frame.link("plan")
 
 
 def area_preview(h: Hierarchy, n: int = 50) -> pd.DataFrame:
@@ -181,7 +200,41 @@ def _bounds_changed(i: int) -> None:
 def _upload_inputs() -> dict[str, Any] | None:
     """The upload of the trips and of the public area list, and the choice of their columns."""
     ss = st.session_state
-    inputs: dict[str, Any] | None = None
+    _read_uploads()
+    tdf, adf = ss.get("od_trips_df"), ss.get("od_areas_df")
+    if tdf is None or adf is None:
+        st.info("Upload the trips and the public area list to continue, or pick a data set above. "
+                "Earlier releases are kept.")
+        return None
+    problems: list[str] = []
+    waiting: list[str] = []
+    t = _trip_columns([str(c) for c in tdf.columns], problems, waiting)
+    a = _area_columns([str(c) for c in adf.columns])
+    kind, ocol, dcol, ccol, pcol, m, distinct = (t[k] for k in ("kind", "ocol", "dcol", "ccol", "pcol", "m",
+                                                                "distinct"))
+    shape, lv_cols, prefix, lon_c, lat_c, bounds_up = (a[k] for k in ("shape", "lv_cols", "prefix", "lon_c",
+                                                                      "lat_c", "bounds_up"))
+    inputs = {"key": (UPLOAD, ss["od_trips_df_id"], ss["od_areas_df_id"], kind, ocol, dcol, ccol, pcol, m,
+                      distinct, shape, tuple(lv_cols), prefix, lon_c, lat_c,
+                      tuple((k, v[2]) for k, v in sorted(bounds_up.items()))),
+              "name": ss.get("od_trips_name", "upload"), "pub": None, "df": tdf, "unit": "trips",
+              "cols": {"origin": ocol, "destination": dcol, "count": ccol, "user": pcol}, "m": m,
+              "distinct": distinct, "trips": kind == "trips",
+              "areas": {"df": adf, "shape": shape, "levels": lv_cols, "prefix": prefix, "lon": lon_c,
+                        "lat": lat_c, "bounds": bounds_up}}
+    if shape == "levels" and not lv_cols:
+        waiting.append("Choose the level columns of the area list (top level first) to continue.")
+    for msg in problems:
+        st.error(msg)
+    for msg in waiting:
+        st.info(msg)
+    return None if problems or waiting else inputs
+
+
+def _read_uploads() -> None:
+    """The two uploaders; a new file is read once (the trips above the engine threshold stay in a file
+    DuckDB counts); a file that cannot be used says why and keeps the earlier one."""
+    ss = st.session_state
     st.info(AREA_WARNING)
     c1, c2 = st.columns(2)
     up = c1.file_uploader("Trips (CSV, CSV.gz or Parquet)", type=["csv", "gz", "txt", "parquet"], key="od_upload",
@@ -226,142 +279,145 @@ def _upload_inputs() -> dict[str, Any] | None:
                             "are kept.")
         elif upl is None and ss.get(f"od_{what}_df") is not None:
             col.caption(f"Using the {what_txt} uploaded earlier: {ss[f'od_{what}_name']}.")
-    tdf, adf = ss.get("od_trips_df"), ss.get("od_areas_df")
-    if tdf is None or adf is None:
-        st.info("Upload the trips and the public area list to continue, or pick a data set above. "
-                "Earlier releases are kept.")
+
+
+def _trip_columns(tcols: list[str], problems: list[str], waiting: list[str]) -> dict[str, Any]:
+    """The trips' columns: trips or counts per row, origin, destination, and the count or the person
+    (with the most trips per person); what is wrong goes to ``problems``, what is missing to ``waiting``."""
+    st.markdown("**Trips**")
+    t_count = [c for c in tcols if count_like(c)]
+    t_codes = [c for c in tcols if c not in t_count and not coord_like(c)] or tcols
+    kind = st.radio("Rows are", ["trips", "counts"], horizontal=True,
+                    key=keep_choice("set_trips_kind", ["trips", "counts"], "counts" if t_count else "trips"),
+                    format_func={"trips": "one trip per row", "counts": "origin, destination and a count"}.get)
+    kept("set_trips_kind")
+    c1, c2, c3 = st.columns(3)
+    low = {c.lower(): c for c in tcols}
+    g_o = next((low[k] for k in ORIGIN_NAMES if k in low), t_codes[0])
+    g_d = next((low[k] for k in DEST_NAMES if k in low and low[k] != g_o),
+               next((c for c in t_codes if c != g_o), g_o))
+    ocol = c1.selectbox("Origin column", tcols, key=keep_choice("set_trips_origin", tcols, g_o),
+                        help="The area code where each trip starts.")
+    kept("set_trips_origin")
+    dcol = c2.selectbox("Destination column", tcols, key=keep_choice("set_trips_destination", tcols, g_d),
+                        help="The area code where each trip ends.")
+    kept("set_trips_destination")
+    if ocol == dcol:
+        problems.append(f"The origin and the destination column are both '{ocol}': choose the origin and "
+                        "destination columns (where each trip starts and where it ends).")
+    ccol = pcol = None
+    m, distinct = 1, True
+    if kind == "counts":
+        ccol = _count_column(tcols, t_count, ocol, dcol, c3, problems, waiting)
     else:
-        tcols = [str(c) for c in tdf.columns]
-        acols = [str(c) for c in adf.columns]
-        problems: list[str] = []
-        waiting: list[str] = []
-        st.markdown("**Trips**")
-        t_count = [c for c in tcols if count_like(c)]
-        t_codes = [c for c in tcols if c not in t_count and not coord_like(c)] or tcols
-        kind = st.radio("Rows are", ["trips", "counts"], horizontal=True,
-                        key=keep_choice("set_trips_kind", ["trips", "counts"], "counts" if t_count else "trips"),
-                        format_func={"trips": "one trip per row", "counts": "origin, destination and a count"}.get)
-        kept("set_trips_kind")
+        pcol, m, distinct = _person_column(tcols, ocol, dcol, c3, problems)
+    return {"kind": kind, "ocol": ocol, "dcol": dcol, "ccol": ccol, "pcol": pcol, "m": m, "distinct": distinct}
+
+
+def _count_column(tcols: list[str], t_count: list[str], ocol: str, dcol: str, c3: Any, problems: list[str],
+                  waiting: list[str]) -> str | None:
+    """The column holding the number of trips of each origin → destination row."""
+    copts = [CHOOSE, *tcols]
+    g_c = next((c for c in t_count if c not in (ocol, dcol)), CHOOSE)
+    cc = c3.selectbox("Count column", copts, key=keep_choice("set_trips_count", copts, g_c),
+                      help="The number of trips of the row's origin → destination pair (whole numbers "
+                           "≥ 0), e.g. a column named count, n, trips, flow or S000.")
+    kept("set_trips_count")
+    ccol = None if cc == CHOOSE else cc
+    if ccol is None:
+        waiting.append("Choose the count column (the number of trips of each row): no column is named "
+                       "like a count (count, n, trips, flow, S000, …).")
+    elif ccol in (ocol, dcol):
+        problems.append(f"The count column '{ccol}' is also the "
+                        f"{'origin' if ccol == ocol else 'destination'} column: choose the column that "
+                        "holds the number of trips of each row.")
+    return ccol
+
+
+def _person_column(tcols: list[str], ocol: str, dcol: str, c3: Any,
+                   problems: list[str]) -> tuple[str | None, int, bool]:
+    """The optional person id, the most trips kept per person (m) and whether they are distinct pairs."""
+    m, distinct = 1, True
+    popts = [NONE, *tcols]
+    pc = c3.selectbox("Person id column (optional)", popts, key=keep_choice("set_trips_person", popts, NONE),
+                      help="Without it every trip counts as a different person.")
+    kept("set_trips_person")
+    pcol = None if pc == NONE else pc
+    if pcol in (ocol, dcol):
+        problems.append(f"The person id column '{pcol}' is also the "
+                        f"{'origin' if pcol == ocol else 'destination'} column: choose the column that "
+                        "names the person of each trip, or (none).")
+    if pcol:
+        c4, c5 = st.columns(2)
+        m = int(c4.number_input("At most m trips per person", 1, 1000, key=keep("set_trips_m", 1),
+                                help="Each person keeps at most m trips (chosen at random); more "
+                                     "trips per person means more noise (sensitivity grows with m)."))
+        kept("set_trips_m")
+        distinct = c5.radio("A person's trips", [True, False],
+                            key=keep_choice("set_trips_distinct", [True, False], True),
+                            format_func=lambda b: "distinct pairs (repeats count once)" if b
+                            else "repeats allowed") is True
+        kept("set_trips_distinct")
+    return pcol, m, distinct
+
+
+def _area_columns(acols: list[str]) -> dict[str, Any]:
+    """The public area list's columns: the levels (columns, or prefixes of one code), the centres and the
+    boundary files per level (optional, for the map)."""
+    ss = st.session_state
+    st.markdown("**Public area list**")
+    a_codes = [c for c in acols if not (count_like(c) or coord_like(c) or name_like(c)
+                                        or name_key(c) in ATTRIBUTE_NAMES)] or acols
+    shape = st.radio("The area list has", ["levels", "prefix"], horizontal=True,
+                     key=keep_choice("set_areas_shape", ["levels", "prefix"], "levels"),
+                     format_func={"levels": "one code column per level (top first)",
+                                  "prefix": "one code column; levels are prefixes"}.get)
+    kept("set_areas_shape")
+    prefix = None
+    lv_cols: list[str] = []
+    lens_txt = ""
+    if shape == "levels":
+        lv_cols = st.multiselect("Level columns, top level first", acols,
+                                 key=keep_choice("set_areas_levels", acols, a_codes),
+                                 help="The code columns of the geography, top level first (e.g. region, "
+                                      "district, zone); not coordinates, names or counts.")
+        kept("set_areas_levels")
+    else:
         c1, c2, c3 = st.columns(3)
-        low = {c.lower(): c for c in tcols}
-        g_o = next((low[k] for k in ORIGIN_NAMES if k in low), t_codes[0])
-        g_d = next((low[k] for k in DEST_NAMES if k in low and low[k] != g_o),
-                   next((c for c in t_codes if c != g_o), g_o))
-        ocol = c1.selectbox("Origin column", tcols, key=keep_choice("set_trips_origin", tcols, g_o),
-                            help="The area code where each trip starts.")
-        kept("set_trips_origin")
-        dcol = c2.selectbox("Destination column", tcols, key=keep_choice("set_trips_destination", tcols, g_d),
-                            help="The area code where each trip ends.")
-        kept("set_trips_destination")
-        if ocol == dcol:
-            problems.append(f"The origin and the destination column are both '{ocol}': choose the origin and "
-                            "destination columns (where each trip starts and where it ends).")
-        ccol = pcol = None
-        m, distinct = 1, True
-        if kind == "counts":
-            copts = [CHOOSE, *tcols]
-            g_c = next((c for c in t_count if c not in (ocol, dcol)), CHOOSE)
-            cc = c3.selectbox("Count column", copts, key=keep_choice("set_trips_count", copts, g_c),
-                              help="The number of trips of the row's origin → destination pair (whole numbers "
-                                   "≥ 0), e.g. a column named count, n, trips, flow or S000.")
-            kept("set_trips_count")
-            ccol = None if cc == CHOOSE else cc
-            if ccol is None:
-                waiting.append("Choose the count column (the number of trips of each row): no column is named "
-                               "like a count (count, n, trips, flow, S000, …).")
-            elif ccol in (ocol, dcol):
-                problems.append(f"The count column '{ccol}' is also the "
-                                f"{'origin' if ccol == ocol else 'destination'} column: choose the column that "
-                                "holds the number of trips of each row.")
-        else:
-            popts = [NONE, *tcols]
-            pc = c3.selectbox("Person id column (optional)", popts, key=keep_choice("set_trips_person", popts, NONE),
-                              help="Without it every trip counts as a different person.")
-            kept("set_trips_person")
-            pcol = None if pc == NONE else pc
-            if pcol in (ocol, dcol):
-                problems.append(f"The person id column '{pcol}' is also the "
-                                f"{'origin' if pcol == ocol else 'destination'} column: choose the column that "
-                                "names the person of each trip, or (none).")
-            if pcol:
-                c4, c5 = st.columns(2)
-                m = int(c4.number_input("At most m trips per person", 1, 1000, key=keep("set_trips_m", 1),
-                                        help="Each person keeps at most m trips (chosen at random); more "
-                                             "trips per person means more noise (sensitivity grows with m)."))
-                kept("set_trips_m")
-                distinct = c5.radio("A person's trips", [True, False],
-                                    key=keep_choice("set_trips_distinct", [True, False], True),
-                                    format_func=lambda b: "distinct pairs (repeats count once)" if b
-                                    else "repeats allowed") is True
-                kept("set_trips_distinct")
-        st.markdown("**Public area list**")
-        a_codes = [c for c in acols if not (count_like(c) or coord_like(c) or name_like(c)
-                                            or name_key(c) in ATTRIBUTE_NAMES)] or acols
-        shape = st.radio("The area list has", ["levels", "prefix"], horizontal=True,
-                         key=keep_choice("set_areas_shape", ["levels", "prefix"], "levels"),
-                         format_func={"levels": "one code column per level (top first)",
-                                      "prefix": "one code column; levels are prefixes"}.get)
-        kept("set_areas_shape")
-        prefix = None
-        lv_cols: list[str] = []
-        lens_txt = ""
-        if shape == "levels":
-            lv_cols = st.multiselect("Level columns, top level first", acols,
-                                     key=keep_choice("set_areas_levels", acols, a_codes),
-                                     help="The code columns of the geography, top level first (e.g. region, "
-                                          "district, zone); not coordinates, names or counts.")
-            kept("set_areas_levels")
-        else:
-            c1, c2, c3 = st.columns(3)
-            code_col = c1.selectbox("Code column", acols, key=keep_choice("set_areas_code", acols, a_codes[0]))
-            kept("set_areas_code")
-            lens_txt = c2.text_input("Prefix lengths, top first", key=keep("set_areas_lengths", "2,5"),
-                                     help="e.g. 2,5,11,12,15 for census blocks (state, county, tract, "
-                                          "block group, block).")
-            kept("set_areas_lengths")
-            names_txt = c3.text_input("Level names (optional)", key=keep("set_areas_names", ""),
-                                      help="Comma-separated, e.g. state,county.")
-            kept("set_areas_names")
-            prefix = (code_col, lens_txt, names_txt)
-        c1, c2 = st.columns(2)
-        lopts = [NONE, *acols]
-        lon_c = c1.selectbox("Longitude of each finest area (optional, for the map)", lopts,
-                             key=keep_choice("set_areas_lon", lopts,
-                                             next((c for c in acols if c.lower() in LON_NAMES), NONE)))
-        kept("set_areas_lon")
-        lat_c = c2.selectbox("Latitude of each finest area (optional, for the map)", lopts,
-                             key=keep_choice("set_areas_lat", lopts,
-                                             next((c for c in acols if c.lower() in LAT_NAMES), NONE)))
-        kept("set_areas_lat")
-        bfiles = ss.setdefault("od_bounds_files", {})
-        with st.expander("Boundaries per level (optional, for the map)"):
-            n_lv = len(lv_cols) if shape == "levels" else len([x for x in lens_txt.split(",") if x.strip()])
-            for i in range(1, n_lv + 1):
-                bup = st.file_uploader(f"Boundaries of level {i} (GeoJSON, GeoPackage, zipped shapefile)",
-                                       type=["geojson", "json", "gpkg", "zip"], key=f"od_bounds_{i}",
-                                       on_change=_bounds_changed, args=(i,))
-                if bup is not None:
-                    bfiles[i] = (bup.getvalue(), bup.name, bup.file_id)
-                elif i in bfiles:
-                    st.caption(f"Using {bfiles[i][1]} (uploaded earlier).")
-        bounds_up = {i: v for i, v in bfiles.items() if i <= n_lv}
-        inputs = {"key": (UPLOAD, ss["od_trips_df_id"], ss["od_areas_df_id"], kind, ocol, dcol, ccol, pcol, m,
-                          distinct, shape, tuple(lv_cols), prefix, lon_c, lat_c,
-                          tuple((k, v[2]) for k, v in sorted(bounds_up.items()))),
-                  "name": ss.get("od_trips_name", "upload"), "pub": None, "df": tdf, "unit": "trips",
-                  "cols": {"origin": ocol, "destination": dcol, "count": ccol, "user": pcol}, "m": m,
-                  "distinct": distinct, "trips": kind == "trips",
-                  "areas": {"df": adf, "shape": shape, "levels": lv_cols, "prefix": prefix, "lon": lon_c,
-                            "lat": lat_c, "bounds": bounds_up}}
-        if shape == "levels" and not lv_cols:
-            waiting.append("Choose the level columns of the area list (top level first) to continue.")
-        for msg in problems:
-            st.error(msg)
-        for msg in waiting:
-            st.info(msg)
-        if problems or waiting:
-            inputs = None
-    return inputs
+        code_col = c1.selectbox("Code column", acols, key=keep_choice("set_areas_code", acols, a_codes[0]))
+        kept("set_areas_code")
+        lens_txt = c2.text_input("Prefix lengths, top first", key=keep("set_areas_lengths", "2,5"),
+                                 help="e.g. 2,5,11,12,15 for census blocks (state, county, tract, "
+                                      "block group, block).")
+        kept("set_areas_lengths")
+        names_txt = c3.text_input("Level names (optional)", key=keep("set_areas_names", ""),
+                                  help="Comma-separated, e.g. state,county.")
+        kept("set_areas_names")
+        prefix = (code_col, lens_txt, names_txt)
+    c1, c2 = st.columns(2)
+    lopts = [NONE, *acols]
+    lon_c = c1.selectbox("Longitude of each finest area (optional, for the map)", lopts,
+                         key=keep_choice("set_areas_lon", lopts,
+                                         next((c for c in acols if c.lower() in LON_NAMES), NONE)))
+    kept("set_areas_lon")
+    lat_c = c2.selectbox("Latitude of each finest area (optional, for the map)", lopts,
+                         key=keep_choice("set_areas_lat", lopts,
+                                         next((c for c in acols if c.lower() in LAT_NAMES), NONE)))
+    kept("set_areas_lat")
+    bfiles = ss.setdefault("od_bounds_files", {})
+    with st.expander("Boundaries per level (optional, for the map)"):
+        n_lv = len(lv_cols) if shape == "levels" else len([x for x in lens_txt.split(",") if x.strip()])
+        for i in range(1, n_lv + 1):
+            bup = st.file_uploader(f"Boundaries of level {i} (GeoJSON, GeoPackage, zipped shapefile)",
+                                   type=["geojson", "json", "gpkg", "zip"], key=f"od_bounds_{i}",
+                                   on_change=_bounds_changed, args=(i,))
+            if bup is not None:
+                bfiles[i] = (bup.getvalue(), bup.name, bup.file_id)
+            elif i in bfiles:
+                st.caption(f"Using {bfiles[i][1]} (uploaded earlier).")
+    bounds_up = {i: v for i, v in bfiles.items() if i <= n_lv}
+    return {"shape": shape, "lv_cols": lv_cols, "prefix": prefix, "lon_c": lon_c, "lat_c": lat_c,
+            "bounds_up": bounds_up}
 
 
 def extent_map(model: dict[str, Any]) -> None:

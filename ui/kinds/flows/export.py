@@ -23,9 +23,9 @@ def export_step() -> None:
     if entry is None:
         missing("Nothing has been released from these trips yet.", "release", "Go to the Release step")
         return
-    rel: ODRelease = entry["release"]
-    st.caption(f"{rel.mechanism.title}, {entry['cost_label']} · released {rel.created.replace('+00:00', '')} UTC")
-    files = entry["files"]  # made once, with the release (the bytes stored in the history)
+    rel: ODRelease = entry.release
+    st.caption(f"{rel.mechanism.title}, {entry.cost_label} · released {rel.created.replace('+00:00', '')} UTC")
+    files = entry.files  # made once, with the release (the bytes stored in the history)
     c1, c2, c3 = st.columns(3)
     c1.download_button("Download release.csv", files["release.csv"], "release.csv", "text/csv", on_click="ignore",
                        key="od_dl_csv", type="primary")

@@ -12,13 +12,14 @@ from typing import Any
 import streamlit as st
 
 from dpcore import catalog
+from dpcore.core.mechanism import Plan
 from dpcore.errors import DPCoreError, ParameterError
 from dpcore.flows.mechanisms.common import ODPlan
 from dpcore.flows.unit import od_unit
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, state, target_ui
+from ui import budget_ui, fmt, frame, plans, state, target_ui
 from ui.kinds.flows.common import (
     DEFAULTS,
     MECHS,
@@ -45,7 +46,9 @@ DEFINITION_HELP = ("How the privacy loss is measured. The paper's noise is discr
 
 @dataclass(frozen=True)
 class Selection:
-    """What the Plan step chose, read back without widgets: the Release step releases exactly this."""
+    """What the Plan step chose, read back without widgets, and the one core plan built from it through
+    the catalogue (``core``): the Release step releases exactly that plan.  ``plan`` is its O/D plan
+    (``core.inner``: the tables, their shares and expected errors) for the tables and charts."""
 
     mechanism: str
     cost: budget.PrivacyCost
@@ -55,11 +58,15 @@ class Selection:
     split: str
     weights: list[float] | None
     opts: dict[str, Any]
-    plan: ODPlan | None
+    core: Plan | None
     error: str | None  # why the plan cannot be released, or None
     ledger: Ledger
     unit: Unit
     model: dict[str, Any]
+
+    @property
+    def plan(self) -> ODPlan | None:
+        return self.core.inner if self.core is not None else None
 
 
 def _budget(definition: str) -> tuple[budget.PrivacyCost, str, float, dict[str, Any]]:
@@ -77,17 +84,29 @@ def _budget(definition: str) -> tuple[budget.PrivacyCost, str, float, dict[str, 
     return cost, cost.label(), float(setting("delta_read")), {}
 
 
+def _params(split: str, weights: list[float] | None, opts: dict[str, Any]) -> dict[str, Any]:
+    """The mechanism's parameters (the neighbours go into the unit of privacy)."""
+    return {"split": split, "weights": weights, **{k: v for k, v in opts.items() if k != "neighbour"}}
+
+
+def _core_plan(m: dict[str, Any], mech: str, cost: budget.PrivacyCost, params: dict[str, Any], unit: Unit) -> Plan:
+    """The one core plan of an O/D release, through the catalogue."""
+    c = m["counts"]
+    return catalog.get("od", mech).plan((c.origin_h, c.destination_h), cost, params, unit=unit, distinct=c.distinct)
+
+
 def measured_levels(m: dict[str, Any], mech: str, cost: budget.PrivacyCost, opts: dict[str, Any]) -> list[str]:
     """The names of the tables the budget is split over (those measured, not copied or public)."""
     c = m["counts"]
-    probe = catalog.get("od", mech).plan_tree(
-        m["h"], None, cost, max_trips=c.max_trips, distinct=c.distinct,
-        split="uniform", **opts)
-    return [lv.name for lv in probe.levels if lv.measured]
+    unit = od_unit(opts["neighbour"], c.max_trips, c.persons)
+    key = plans.digest(id(c.origin_h), id(c.destination_h), c.max_trips, c.distinct, mech, cost, opts)
+    probe = plans.kept("od_measured", key, lambda: _core_plan(m, mech, cost, _params("uniform", None, opts), unit))
+    return [lv.name for lv in probe.inner.levels if lv.measured]
 
 
 def selection(m: dict[str, Any] | None = None) -> Selection:
-    """The mechanism, budget and options of the Plan step for the trips loaded now."""
+    """The mechanism, budget and options of the Plan step for the trips loaded now, and their plan (kept
+    in the session while the choices stand)."""
     m = m or model()
     if m is None:
         raise DPCoreError("No trips are loaded: load them on the Data step first.")
@@ -100,8 +119,20 @@ def selection(m: dict[str, Any] | None = None) -> Selection:
     opts = {"neighbour": setting("neighbour"), "orientation": setting("orientation"),
             "order": setting("order") if mech == "inftda" else "ascending",
             "tiebreak": setting("tiebreak") if mech in ("inftda", "tda_l2") else "random"}
-    split, weights, p, error = setting("split"), None, None, None
+    split = setting("split")
     c = m["counts"]
+    unit = od_unit(opts["neighbour"], c.max_trips, c.persons)
+    typed = sorted((k, v) for k, v in st.session_state.items() if str(k).startswith("od_weights_"))
+    key = plans.digest(id(c.origin_h), id(c.destination_h), c.max_trips, c.distinct, mech, cost, split, opts,
+                       unit, typed if split == "custom" else None)
+    weights, core, error = plans.kept("od_plan", key, lambda: _plan_choice(m, mech, cost, split, opts, unit))
+    return Selection(mech, cost, label, delta, approx, split, weights, opts, core, error, led, unit, m)
+
+
+def _plan_choice(m: dict[str, Any], mech: str, cost: budget.PrivacyCost, split: str, opts: dict[str, Any],
+                 unit: Unit) -> tuple[list[float] | None, Plan | None, str | None]:
+    """The custom weights (one per measured table) and the plan, or why there is no plan."""
+    weights = None
     try:
         if split == "custom":
             n_m = len(measured_levels(m, mech, cost, opts))
@@ -110,13 +141,9 @@ def selection(m: dict[str, Any] | None = None) -> Selection:
                 weights = [float(x) for x in txt.split(",") if x.strip()]
             except ValueError:
                 raise ParameterError("Weights must be numbers separated by commas, e.g. 1,1,2,4.") from None
-        p = catalog.get("od", mech).plan_tree(
-            m["h"], None, cost, max_trips=c.max_trips, distinct=c.distinct,
-            split=split, weights=weights, **opts)
+        return weights, _core_plan(m, mech, cost, _params(split, weights, opts), unit), None
     except DPCoreError as e:  # e.g. the MILP baseline on a large domain: say why
-        error = str(e)
-    return Selection(mech, cost, label, delta, approx, split, weights, opts, p, error, led,
-                     od_unit(opts["neighbour"], c.max_trips, c.persons), m)
+        return weights, None, str(e)
 
 
 def plan_step() -> None:
@@ -129,13 +156,14 @@ def plan_step() -> None:
     st.caption(f"For **{m['name']}**: {m['areas_text']}.")
 
     st.subheader("Mechanism")
-    mech = st.selectbox("Mechanism", MECHS, format_func=lambda n: catalog.get("od", n).title, key=keep("mech", DEFAULTS["mech"]))
+    mech = st.selectbox("Mechanism", MECHS, format_func=lambda n: catalog.get("od", n).title,
+                        key=keep("mech", DEFAULTS["mech"]))
     kept("mech")
     info = catalog.get("od", mech)
     st.markdown(f"*Use it when:* {info.when_to_use}")
     with st.expander("How it works"):
         st.markdown(info.summary)
-        st.caption(f"Source: {info.paper}. The stability histogram (SH) is not offered here: it is (ε, δ)-DP, and "
+        st.caption(f"Source: {info.reference}. The stability histogram (SH) is not offered here: it is (ε, δ)-DP, and "
                    "its cost cannot be added to this data's budget (compare with it in the benchmarks).")
 
     st.subheader("Privacy budget")
@@ -152,6 +180,27 @@ def plan_step() -> None:
                "ρ = ε²/2 of a cap of ε = 1). The paper's experiments state ε = 1 at δ = 1e-8: choose '(ε, δ)-DP' "
                "to state a release that way.")
 
+    _tree_options(m, mech, counts)
+    sel = selection(m)
+    if sel.error is not None:
+        st.error(sel.error)
+        return
+    p = sel.plan
+    assert p is not None
+    st.subheader("Expected error per table (before release, from no data)")
+    st.dataframe(plan_table(p, unit), hide_index=True, key="od_plan_table", column_config=plan_columns(p, unit),
+                 placeholder="–", width="stretch")
+    st.plotly_chart(error_chart(p, unit), key="od_plan_chart", config={"displayModeBar": False})
+    st.caption(plan_caption(p))
+    error_basis(p, unit)
+    with st.expander("Plan from the error you need", icon=":material/target:"):
+        target_planner(sel)
+    frame.link("release")
+
+
+def _tree_options(m: dict[str, Any], mech: str, counts: Any) -> None:
+    """The neighbours, the tree's orientation, the budget across the tables (with custom weights, one per
+    measured table), IntOpt's zeroing order and the ties."""
     c4, c5, c6 = st.columns(3)
     c4.radio("Neighbouring data sets", list(NEIGHBOURS), format_func=NEIGHBOURS.get,
              key=keep("neighbour", DEFAULTS["neighbour"]),
@@ -191,21 +240,6 @@ def plan_step() -> None:
                           key=keep(f"weights_{n_m}", ",".join(["1"] * n_m)),
                           help="Measured tables: " + ", ".join(measured) + ".")
             kept(f"weights_{n_m}")
-    sel = selection(m)
-    if sel.error is not None:
-        st.error(sel.error)
-        return
-    p = sel.plan
-    assert p is not None
-    st.subheader("Expected error per table (before release, from no data)")
-    st.dataframe(plan_table(p, unit), hide_index=True, key="od_plan_table", column_config=plan_columns(p, unit),
-                 placeholder="–", width="stretch")
-    st.plotly_chart(error_chart(p, unit), key="od_plan_chart", config={"displayModeBar": False})
-    st.caption(plan_caption(p))
-    error_basis(p, unit)
-    with st.expander("Plan from the error you need", icon=":material/target:"):
-        target_planner(sel)
-    frame.link("release")
 
 
 def target_planner(sel: Selection) -> None:

@@ -9,12 +9,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore import catalog
+from dpcore import catalog, pipeline
 from dpcore.flows import export as od_export
 from dpcore.flows import figures as od_figures
 from dpcore.flows.diagnostics import empirical_errors
 from dpcore.flows.mechanisms.common import ODRelease
-from dpcore.pipeline import release_od
 from ui import confirm, fmt, frame, state
 from ui.kinds.flows.common import (
     MAX_MAP_AREAS,
@@ -33,6 +32,7 @@ from ui.kinds.flows.common import (
 )
 from ui.kinds.flows.plan import Selection, selection
 from ui.kinds.flows.sources import need_model
+from ui.kinds.flows.state import RELEASES_KEY, ODEntry
 
 
 def release_step() -> None:
@@ -50,10 +50,10 @@ def release_step() -> None:
         st.caption("Nothing has been released from these trips yet.")
         frame.link("plan", "Back to the plan")
         return
-    rel: ODRelease = entry["release"]
+    rel: ODRelease = entry.release
     confirm.released(f"{rel.mechanism.title}: {fmt.count(sum(int(v.size) for v in rel.values[1:]))} flows in "
                      f"{rel.depth} tables", rel.plan.cost, sel.ledger, rel.release_id)
-    if entry["view"] != m["view"]:
+    if entry.view != m["view"]:
         st.info("This is the latest release of these trips. It was made with another area list or unit of privacy "
                 "than the Data step now shows, and is shown as it was made. Release again to publish with the new "
                 "settings.")
@@ -73,27 +73,26 @@ def release_now(sel: Selection) -> None:
     """
     m, led = sel.model, sel.ledger
     fp = m["fp"]
-    releases = st.session_state["od_releases"]
-    rel = release_od(m["counts"], sel.mechanism, sel.cost, led, split=sel.split, weights=sel.weights,
-                     session=state.session(), **sel.opts)
+    releases = st.session_state[RELEASES_KEY]
+    # the Plan step's plan, released as it is (not planned again)
+    rel = pipeline.release(sel.core, m["counts"], ledger=led, session=state.session()).inner
     extra = {"budget_input": sel.approx} if sel.approx else None
     # the files, made once (the record with the ledger as of the charge): stored, then served by Export
     files = od_export.od_files(rel, led, origin_xy=m["xy"] or None, delta=sel.delta, extra=extra)
-    releases.setdefault(fp, []).append({
-        "release": rel, "fp": fp, "view": m["view"], "model": m, "name": m["name"],
-        "cost_label": sel.cost_label, "delta": sel.delta, "approx": sel.approx, "exports": {}, "files": files})
+    releases.setdefault(fp, []).append(ODEntry(rel, fp, m["view"], m, m["name"], sel.cost_label, sel.delta, sel.approx,
+                                               files))
     state.remember_release("od", fp, rel.release_id,
                            {"mechanism": catalog.get("od", sel.mechanism).title, "cost": sel.cost_label,
                             "levels": [lv.name for lv in rel.plan.levels]},  # no file name (issue 18)
                            files, led)
 
 
-def _map(entry: dict[str, Any]) -> None:
+def _map(entry: ODEntry) -> None:
     """The largest released flows of one table on a map that draws offline, and its O/D matrix."""
-    rel: ODRelease = entry["release"]
-    em = entry["model"]  # the settings the release was made with
+    rel: ODRelease = entry.release
+    em = entry.model  # the settings the release was made with
     eh, eunit = em["h"], em["unit"]
-    fp = entry["fp"]
+    fp = entry.fp
     T = rel.depth
     lps = rel.plan.levels
     intra = [t for t in range(1, T + 1) if lps[t].kind == "intra" and eh.sizes[lps[t].origin_depth] <= MAX_MAP_AREAS]
@@ -160,11 +159,11 @@ def _map(entry: dict[str, Any]) -> None:
                          format="localized")})
 
 
-def _errors(entry: dict[str, Any]) -> None:
+def _errors(entry: ODEntry) -> None:
     """The expected error per table (publishable), then the error measured against the data (curator only)."""
-    rel: ODRelease = entry["release"]
+    rel: ODRelease = entry.release
     shown = rel.plan
-    eunit = entry["model"]["unit"]
+    eunit = entry.model["unit"]
     st.markdown("**Expected error of the release** (analytic, from no data: publishable)")
     st.dataframe(plan_table(shown, eunit, full=True), hide_index=True, key="od_err_plan", width="stretch",
                  column_config=plan_columns(shown, eunit), placeholder="–")
@@ -173,9 +172,9 @@ def _errors(entry: dict[str, Any]) -> None:
     st.markdown("**:red[Not for publication]: measured error of the release against your data**")
     st.warning("These numbers compare the release with your confidential data. Do not publish them, and do not "
                "re-run releases until they look good: that choice is not covered by the privacy budget.")
-    if "empirical" not in entry:
-        entry["empirical"] = empirical_errors(rel, entry["model"]["counts"])  # curator only, computed once
-    emp = entry["empirical"]
+    if "empirical" not in entry.exports:
+        entry.exports["empirical"] = empirical_errors(rel, entry.model["counts"])  # curator only, computed once
+    emp = entry.exports["empirical"]
     lps = rel.plan.levels
 
     def pct(x: float | None) -> float | None:

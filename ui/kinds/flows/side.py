@@ -9,6 +9,7 @@ from ui import fmt, state
 from ui import sidebar as sidebar_ui
 from ui.kinds.flows.common import init, ledger, sci
 from ui.kinds.flows.sources import model
+from ui.kinds.flows.state import RELEASES_KEY
 
 
 def sidebar() -> None:
@@ -34,11 +35,11 @@ def sidebar() -> None:
         st.caption(f"By the paper's simpler conversion (its Lemma 3), the spent ρ reads as ε = "
                    f"{fmt.eps(budget.zcdp_to_approx_dp_classic(led.spent, delta))} at δ = {sci(delta)}.")
     st.markdown("#### Current release")
-    entries = ss["od_releases"].get(m["fp"], [])
+    entries = ss[RELEASES_KEY].get(m["fp"], [])
     if not entries:
         st.caption("Nothing released yet.")
     else:
         e = ss.get("od_shown") if ss.get("od_shown") in entries else entries[-1]
-        r = e["release"]
-        st.markdown(f"{r.mechanism.title}  \n{e['cost_label']} · "
+        r = e.release
+        st.markdown(f"{r.mechanism.title}  \n{e.cost_label} · "
                     f"{fmt.count(int(r.values[-1].size))} flows released in the finest table")

@@ -23,10 +23,25 @@ BOUND_KEYS = ("_w_b_west", "_w_b_south", "_w_b_east", "_w_b_north")
 
 
 def data_step() -> None:
-    """The Data step for points (the page script is pages/data.py)."""
-    ds = state.dataset()
+    """The Data step for points (the page script is pages/data.py): the points, the unit of privacy,
+    the public area and grid, a preview for the curator."""
+    up = _source()
+    _read_upload(up)
+    if st.session_state.get("upload_error"):
+        st.error(st.session_state["upload_error"])
+        st.caption("Your earlier dataset and releases are kept.")
+    source_ui.path_columns_form()
+    _columns_form()
+    ds = _rows_read()
+    _unit_of_privacy(ds.table)
+    new_bounds, cur = _area()
+    _grid(new_bounds, cur)
+    _preview(ds)
+    frame.link("plan", "Next: plan the release →")
 
-    # ---------------------------------------------------------------- source
+
+def _source() -> Any:
+    """Where the points are: an upload (returned, or None), files on this computer, or the demo."""
     st.subheader("1. Points")
     WHERE = ["Upload a file", "Files on this computer (large data)"]
     where = st.radio("Where are the points?", WHERE, horizontal=True, key=state.persistent("points_where", WHERE[0]),
@@ -58,7 +73,11 @@ def data_step() -> None:
             state.forget(*BOUND_KEYS, "_w_user_cap")
             st.session_state["user_cap"] = None
             st.rerun()
+    return up
 
+
+def _read_upload(up: Any) -> None:
+    """Read a new upload once (a large one goes to DuckDB); a failure keeps the earlier dataset."""
     if up is None and st.session_state.get("upload_id") is not None:
         # the curator removed the file: forget its error (the loaded dataset stays)
         st.session_state["upload_id"] = None
@@ -99,12 +118,9 @@ def data_step() -> None:
             st.session_state["upload_error"] = str(e)
             st.session_state.pop("upload_df", None)
 
-    if st.session_state.get("upload_error"):
-        st.error(st.session_state["upload_error"])
-        st.caption("Your earlier dataset and releases are kept.")
 
-    source_ui.path_columns_form()
-
+def _columns_form() -> None:
+    """The columns of an upload, detected by name; the curator may change them."""
     df = st.session_state.get("upload_df") if st.session_state.get("path_open") is None else None
     if df is not None:
         cols = list(df.columns)
@@ -129,6 +145,9 @@ def data_step() -> None:
                     st.error(str(e))
                     st.caption("Your earlier dataset and releases are kept.")
 
+
+def _rows_read() -> state.Dataset:
+    """The rows read, kept and dropped (for the curator only)."""
     if st.session_state.get("data_flash"):
         st.success(st.session_state.pop("data_flash"))  # shown after the rerun that loads the data
     ds = state.dataset()
@@ -140,8 +159,11 @@ def data_step() -> None:
     if t.dropped:
         st.caption("Dropped: " + "; ".join(f"{fmt.count(v)} {k}" for k, v in t.dropped.items()))
     st.caption("These row counts are about your confidential data: for you only, not for publication.")
+    return ds
 
-    # ---------------------------------------------------------------- unit of privacy
+
+def _unit_of_privacy(t: Any) -> None:
+    """One row, or one person (with a cap on the records kept per person)."""
     st.subheader("2. Unit of privacy")
     if t.user_column is None:
         st.markdown(
@@ -160,7 +182,9 @@ def data_step() -> None:
         st.session_state["user_cap"] = int(cap)
         st.markdown(f"Each **person** (column `{t.user_column}`) is protected, with at most {cap} records each.")
 
-    # ---------------------------------------------------------------- bounds and grid
+
+def _area() -> tuple[Bounds | None, Bounds]:
+    """The public area: a preset, typed numbers, or the box of a boundary file (new, and the current)."""
     st.subheader("3. Public area and grid")
     st.caption(
         "The area must come from public knowledge (a city, a state), not from your data: "
@@ -205,7 +229,11 @@ def data_step() -> None:
         st.error(str(e))
         st.caption("The earlier area is kept.")
         new_bounds = None
+    return new_bounds, cur
 
+
+def _grid(new_bounds: Bounds | None, cur: Bounds) -> None:
+    """The grid over the area (a finer grid costs memory and time, not privacy)."""
     c1, c2 = st.columns(2)
     rows0, cols0 = st.session_state["grid_shape"]
     rows = c1.number_input("Grid rows (north–south)", 1, 4096, step=64, key=state.seed("_w_grid_rows", int(rows0)),
@@ -224,7 +252,10 @@ def data_step() -> None:
         st.error(str(e))
         st.caption("The earlier grid is kept.")
 
-    # ---------------------------------------------------------------- preview
+
+def _preview(ds: state.Dataset) -> None:
+    """The area on a map and, for the curator only, the true density and the first rows."""
+    t = ds.table
     st.subheader("Preview")
     left, right = st.columns(2)
     with left:
@@ -258,8 +289,6 @@ def data_step() -> None:
                        f"{'s' if len(ds.source.paths) != 1 else ''}); the points stay in their files.")
         st.markdown("First rows (not for publication)")
         st.dataframe(pd.DataFrame({"latitude": t.lat[:10], "longitude": t.lon[:10]}), hide_index=True)
-
-    frame.link("plan", "Next: plan the release →")
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

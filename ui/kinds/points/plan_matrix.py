@@ -13,6 +13,29 @@ from dpcore.points import workload_io
 from ui import fmt
 
 
+def strategy_report(mx: Any) -> None:
+    """The matrix mechanism's plan: the queries its strategy is tuned for, its expected error and the
+    smallest any strategy could reach, its notes (from the plan's ``matrix`` details)."""
+    st.markdown(f"**Queries the strategy is tuned for:** {mx['workload_name']} "
+                f"({fmt.count(mx['n_queries'])} queries; strategy {mx['strategy']}).")
+    st.dataframe(
+        pd.DataFrame([{
+            "expected error per query (RMSE)": mx["expected_rmse_per_query"],
+            "lower bound (any strategy)": mx["rmse_lower_bound"],
+            "ratio to the bound": mx["ratio_to_lower_bound"],
+        }]),
+        hide_index=True, width="stretch", key="matrix_error_table",
+        column_config={c: st.column_config.NumberColumn(format="%.3g") for c in (
+            "expected error per query (RMSE)", "lower bound (any strategy)", "ratio to the bound")},
+    )
+    st.caption("From the queries and the budget only (no data): the root mean square noise of the "
+               "answers to your queries, and the smallest any strategy could reach (SVD bound).")
+    for note in mx["notes"]:
+        st.warning(note)
+    if "simultaneous_95" in mx:
+        matrix_extras(mx)
+
+
 def rectangles_upload(raw: dict[str, Any]) -> None:
     """The matrix mechanism's uploaded workload: a CSV of lon/lat rectangles (public questions).
     A file that cannot be used shows why and keeps the rectangles uploaded before."""

@@ -8,28 +8,30 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore import pipeline
+from dpcore.core.mechanism import Plan
 from dpcore.errors import DPCoreError
 from dpcore.points import diagnostics, viz
-from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from ui import confirm, fmt, frame, state
-from ui.kinds.points.plan import selection
+from ui.kinds.points import state as points_state
 
 
 def release_step() -> None:
-    """The Release step for points (the page script is pages/release.py)."""
-    sel = selection()
-    st.markdown(f"**{sel.mechanism.title}** with {sel.cost.label()}, as planned on the Plan step; "
-                f"unit of privacy: {sel.unit.label()}.")
-    confirm.button("release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now,
-                   sel.mechanism.name, sel.cost, sel.params, sel.ledger)
+    """The Release step for points (the page script is pages/release.py): the plan of the Plan step,
+    released as it is (:func:`dpcore.pipeline.release`); not planned again."""
+    pr = points_state.planned()
+    led = points_state.ledger()
+    c = pr.choice
+    st.markdown(f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "
+                f"unit of privacy: {c.unit.label()}.")
+    confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, led)
     cur = state.current_release()
     if cur is None:
         st.caption("Nothing has been released from this data yet.")
         frame.link("plan", "Back to the plan")
         return
     r = cur.release
-    confirm.released(f"{r.mechanism_title}: {fmt.count(int(r.leaf.sum()))} released areas", r.cost, sel.ledger,
+    confirm.released(f"{r.mechanism_title}: {fmt.count(int(r.leaf.sum()))} released areas", r.cost, led,
                      r.release_id)
     st.subheader("Map", anchor="map")
     _map(cur)
@@ -38,12 +40,12 @@ def release_step() -> None:
     frame.link("export")
 
 
-def release_now(mech_name: str, cost: budget.PrivacyCost, params_: dict, ledger: Ledger) -> None:
+def release_now(plan: Plan, ledger: Ledger) -> None:
     """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
-    files are counted here if needed), charge, release, store."""
+    files are counted here if needed), then release the Plan step's plan (charged first), store."""
     agg, into, fp = state.aggregate(), st.session_state["releases"], state.dataset().fingerprint  # before the charge
-    rel = pipeline.release_points(agg, mech_name, cost, params_, ledger, session=state.session())
-    state.add_release(rel, into=into, fp=fp, led=ledger)
+    out = pipeline.release(plan, agg, ledger=ledger, session=state.session())
+    state.add_release(out, into=into, fp=fp, led=ledger)
 
 
 def _map(cur: state.ReleaseEntry) -> None:

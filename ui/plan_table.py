@@ -1,0 +1,74 @@
+"""The expected-error table of a Plan step, drawn from the one core plan's rows for every kind.
+
+Each row of :attr:`dpcore.core.mechanism.Plan.rows` (a :class:`~dpcore.core.mechanism.PlanRow`)
+is one level of the release: its share of the budget, the number of counts, the noise scale and
+the 95 % interval of one count (:func:`budget_columns`).  Columns that only make sense for one kind
+(the error of range queries over points, the areas of a level) are read from
+:attr:`PlanRow.details` by the kind's own columns.
+The table is data-free: it is what the release will spend and add, before any data is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dpcore.core.mechanism import Plan, PlanRow
+
+#: a column: its label, how to read it from a row, and its column configuration (or None)
+Column = tuple[str, Callable[[PlanRow], Any], Any]
+
+
+def frame(plan: Plan, columns: tuple[Column, ...]) -> pd.DataFrame:
+    """The table of ``plan``'s rows, one column per ``columns`` entry.
+
+    >>> from dpcore.core.mechanism import Plan, PlanRow
+    >>> from dpcore.privacy.budget import pure
+    >>> from dpcore.privacy.units import Unit
+    >>> row = PlanRow(0, "Grid", pure(0.5), "discrete_laplace", 2.0, 1, 16, 2.8, 6.0, 2.0, None)
+    >>> p = Plan("points", "identity", {}, pure(0.5), Unit(), (row,))
+    >>> frame(p, budget_columns(p)).iloc[0].to_dict()
+    {'level': 'Grid', 'ε': 0.5, 'share of ε': 1.0, 'counts released': 16, 'noise scale': 2.0, '± per count (95%)': 6}
+    """
+    return pd.DataFrame([{label: read(r) for label, read, _ in columns} for r in plan.rows],
+                        columns=[label for label, _, _ in columns])
+
+
+def budget_columns(plan: Plan, *, unit_word: str = "points") -> tuple[Column, ...]:
+    """Level, its budget and share of the release's, counts, noise scale and ± per count (95 %); narrow
+    number columns, so that the whole table fits the page without scrolling."""
+    sym, total = plan.cost.symbol, plan.cost.value
+
+    def value(r: PlanRow) -> float:
+        return r.cost.value if r.cost is not None else 0.0
+
+    return (
+        ("level", lambda r: r.name, st.column_config.TextColumn(width="medium")),
+        (sym, value, st.column_config.NumberColumn(format="%.2g", help="This level's share of the budget.",
+                                                   width="small")),
+        (f"share of {sym}", lambda r: value(r) / total if total else 0.0,
+         st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent", width="small")),
+        ("counts released", lambda r: int(r.n_counts), st.column_config.NumberColumn(format="localized",
+                                                                                     width="small")),
+        ("noise scale", lambda r: r.scale, st.column_config.NumberColumn(format="%.3g", width="small")),
+        ("± per count (95%)", lambda r: int(round(r.ci95)),
+         st.column_config.NumberColumn(format="localized", width="small",
+                                       help=f"In {unit_word}, for 95 % of the counts.")),
+    )
+
+
+def show(plan: Plan, columns: tuple[Column, ...], *, key: str | None = None, **options: Any) -> None:
+    """Draw the expected-error table of ``plan`` (one row per level); ``options`` go to ``st.dataframe``."""
+    config = {label: c for label, _, c in columns if c is not None}
+    st.dataframe(frame(plan, columns), hide_index=True, key=key, column_config=config or None, **options)
+
+
+def details(plan: Plan, name: str) -> Mapping[str, Any] | None:
+    """The first row's ``details[name]`` (a kind's fact about the whole plan, e.g. a matrix strategy)."""
+    for r in plan.rows:
+        if name in r.details:
+            return r.details[name]
+    return None
