@@ -11,7 +11,7 @@ import pytest
 from dpcore import catalog
 from dpcore.core.mechanism import Mechanism
 
-PACKAGE = Path(__file__).resolve().parents[2] / "dpcore" / "areas" / "mechanisms"
+PACKAGE = Path(__file__).resolve().parents[3] / "dpcore" / "areas" / "mechanisms"
 AREAS = [(kind, name) for kind in ("hierarchy", "census") for name in catalog.names(kind)]
 
 
