@@ -1,1 +1,0 @@
-"""Counts over a public hierarchy of areas and census tables: mechanisms, export, figures."""

@@ -1,1 +1,0 @@
-"""The release core: the release description (spec), the steps every release goes through, shared metrics."""

@@ -1,1 +1,0 @@
-"""Data in: readers and the text policy, the public grid domain, synthetic data, engines (numpy, DuckDB, Spark)."""
