@@ -67,8 +67,9 @@ import pandas as pd  # noqa: E402
 
 from dpcore import catalog  # noqa: E402
 from dpcore.areas import tree_plans  # noqa: E402
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
+from dpcore.areas.counts import HierarchyCounts  # noqa: E402
 from dpcore.core import metrics  # noqa: E402
+from dpcore.data.hierarchy import Hierarchy  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
 from dpcore.privacy.budget import PrivacyCost  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402

@@ -34,9 +34,9 @@ import numpy as np  # noqa: E402
 
 from dpcore.data.domain import Bounds, Grid, aggregate_points  # noqa: E402
 from dpcore.data.synthetic import gaussian_clusters  # noqa: E402
-from dpcore.points.kind import unit_of  # noqa: E402
 from dpcore.points.mechanisms.dawa import DAWA  # noqa: E402
 from dpcore.points.mechanisms.htf import HTF, PAPER_PRESET  # noqa: E402
+from dpcore.points.unit import points_unit  # noqa: E402
 from dpcore.privacy.noise import secure_source  # noqa: E402
 
 N_POINTS = 3_500_000
@@ -72,7 +72,7 @@ def main() -> None:
     src = secure_source()
     rows = []
     for eps in EPSILONS:
-        t_rel, rel = best_of(lambda eps=eps: mech.release(mech.plan(agg.grid, eps, PAPER_PRESET, unit=unit_of(agg)), agg, src).inner)
+        t_rel, rel = best_of(lambda eps=eps: mech.release(mech.plan(agg.grid, eps, PAPER_PRESET, unit=points_unit(agg.user_cap)), agg, src).inner)
         rows.append((eps, t_rel, rel))
         print(f"eps={eps}: {t_rel:.3f} s", file=sys.stderr)
 
@@ -103,7 +103,7 @@ def main() -> None:
               "", "| ε | aggregation (s) | DAWA release (s) | ratio | buckets |", "|---:|---:|---:|---:|---:|"]
     dawa = DAWA()
     for eps in EPSILONS:
-        t_rel, rel = best_of(lambda eps=eps: dawa.release(dawa.plan(agg.grid, eps, {}, unit=unit_of(agg)), agg, src).inner)
+        t_rel, rel = best_of(lambda eps=eps: dawa.release(dawa.plan(agg.grid, eps, {}, unit=points_unit(agg.user_cap)), agg, src).inner)
         print(f"dawa eps={eps}: {t_rel:.3f} s", file=sys.stderr)
         lines.append(f"| {eps:g} | {t_agg:.3f} | {t_rel:.3f} | {t_rel / t_agg:.2f} | {rel.public['buckets']:,} |")
     table = "\n".join(lines) + "\n"

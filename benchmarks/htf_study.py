@@ -42,8 +42,8 @@ from dpcore.core import metrics  # noqa: E402
 from dpcore.data import queries  # noqa: E402
 from dpcore.data.domain import Bounds, Grid, aggregate_points, prefix_sums, rect_sums_from_prefix  # noqa: E402
 from dpcore.data.synthetic import CLUSTER_SHAPES, clustered_points  # noqa: E402
-from dpcore.points.kind import unit_of  # noqa: E402
 from dpcore.points.mechanisms.htf_tree import alg1_split_points, objective  # noqa: E402
+from dpcore.points.unit import points_unit  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 GRID = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 512, 512)
@@ -109,11 +109,11 @@ def release_table(n_rel: int) -> tuple[str, list[float]]:
              "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|---|"]
     mres = []
     for i in range(n_rel):
-        rel = htf.release(htf.plan(agg.grid, 1.0, None, unit=unit_of(agg)), agg, NoiseSource(SEED0 + i)).inner
+        rel = htf.release(htf.plan(agg.grid, 1.0, None, unit=points_unit(agg.user_cap)), agg, NoiseSource(SEED0 + i)).inner
         mre = metrics.mre(true, rel.answer(qs), 20.0)
         tl = rect_sums_from_prefix(prefix_sums(agg.counts), rel.rects[rel.leaf_index()]).astype(float)
         umre = metrics.mre(true, answer_leaves(rel, tl, qs), 20.0)
-        amre = metrics.mre(true, ag.release(ag.plan(agg.grid, 1.0, None, unit=unit_of(agg)), agg, NoiseSource(SEED0 + i)).inner.answer(qs), 20.0)
+        amre = metrics.mre(true, ag.release(ag.plan(agg.grid, 1.0, None, unit=points_unit(agg.user_cap)), agg, NoiseSource(SEED0 + i)).inner.answer(qs), 20.0)
         cuts, sliv, noisy, leaf = path_facts(rel, agg.counts, centre)
         h = rel.public["height"]
         idx = rel.leaf_index()
@@ -147,7 +147,7 @@ def variants(n_rel: int) -> str:
     lines = ["| HTF variant | median MRE % | worst | releases > 3x median | releases > 3 x AG's median (2.5 %) |",
              "|---|---:|---:|---:|---:|"]
     for label, p in VARIANTS:
-        res = np.array([metrics.mre(true, htf.release(htf.plan(agg.grid, 1.0, p, unit=unit_of(agg)), agg, NoiseSource(SEED0 + i)).inner.answer(qs), 20.0)
+        res = np.array([metrics.mre(true, htf.release(htf.plan(agg.grid, 1.0, p, unit=points_unit(agg.user_cap)), agg, NoiseSource(SEED0 + i)).inner.answer(qs), 20.0)
                         for i in range(n_rel)])
         med = float(np.median(res))
         lines.append(f"| {label} | {med:.1f} | {res.max():.1f} | {int((res > 3 * med).sum())}/{n_rel} | "
@@ -166,7 +166,7 @@ def risk(n_rel: int, ns: list[int], eps_list: list[float], shapes: list[str]) ->
             for eps in eps_list:
                 res, hs = [], set()
                 for i in range(n_rel):
-                    rel = htf.release(htf.plan(agg.grid, eps, None, unit=unit_of(agg)), agg, NoiseSource(SEED0 + i)).inner
+                    rel = htf.release(htf.plan(agg.grid, eps, None, unit=points_unit(agg.user_cap)), agg, NoiseSource(SEED0 + i)).inner
                     res.append(metrics.mre(true, rel.answer(qs), 20.0))
                     hs.add(rel.public["height"])
                 r = np.array(res)

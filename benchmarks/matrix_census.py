@@ -44,11 +44,12 @@ sys.path.insert(0, str(ROOT))
 
 from dpcore import catalog  # noqa: E402
 from dpcore.areas import area_sets, census_tables  # noqa: E402
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts  # noqa: E402
+from dpcore.areas.counts import HierarchyCounts  # noqa: E402
 from dpcore.areas.mechanisms import census_matrix as marginals  # noqa: E402
 from dpcore.areas.mechanisms import matrix  # noqa: E402
 from dpcore.core import metrics  # noqa: E402
 from dpcore.data import synthetic  # noqa: E402
+from dpcore.data.hierarchy import Hierarchy  # noqa: E402
 from dpcore.estimate import matrix_errors, matrix_release, matrix_strategy  # noqa: E402
 from dpcore.privacy import budget  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402

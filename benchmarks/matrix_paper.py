@@ -77,8 +77,8 @@ from dpcore.estimate import (  # noqa: E402
 )
 from dpcore.estimate import privelet as pv  # noqa: E402
 from dpcore.estimate.matrix_l1 import haar_matrix  # noqa: E402  (the paper's Fig. 2 Haar matrix)
-from dpcore.points.kind import unit_of  # noqa: E402
 from dpcore.points.mechanisms.htf import HTF  # noqa: E402
+from dpcore.points.unit import points_unit  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -324,7 +324,7 @@ def part3(args: argparse.Namespace, out: dict) -> None:
         for r in range(args.repeats):
             seed = args.noise_seed + 100 * j + r
             t0 = time.perf_counter()
-            rel = htf.release(htf.plan(agg.grid, eps, None, unit=unit_of(agg)), agg, NoiseSource(seed)).inner
+            rel = htf.release(htf.plan(agg.grid, eps, None, unit=points_unit(agg.user_cap)), agg, NoiseSource(seed)).inner
             h_secs.append(time.perf_counter() - t0)
             h_err.append(np.array(emp(rel.answer(rects))) ** 2)
             t0 = time.perf_counter()

@@ -83,7 +83,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dpcore import catalog  # noqa: E402
-from dpcore.areas.hierarchy import Hierarchy  # noqa: E402
+from dpcore.data.hierarchy import Hierarchy  # noqa: E402
 from dpcore.data.synthetic import synthetic_od_tree  # noqa: E402
 from dpcore.errors import ParameterError  # noqa: E402
 from dpcore.flows.counts import ODCounts  # noqa: E402

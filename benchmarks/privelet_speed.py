@@ -29,8 +29,8 @@ import numpy as np  # noqa: E402
 
 from dpcore.data.domain import Aggregate, Bounds, Grid  # noqa: E402
 from dpcore.estimate import privelet as pv  # noqa: E402
-from dpcore.points.kind import unit_of  # noqa: E402
 from dpcore.points.mechanisms.privelet import Privelet  # noqa: E402
+from dpcore.points.unit import points_unit  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 SHAPES = [(256, 256), (512, 512), (1024, 1024), (1000, 700)]
@@ -59,8 +59,8 @@ def main() -> None:
         counts = rng.poisson(3.0, size=(r, c)).astype(np.int64)
         agg = Aggregate(grid, counts, 0, 0, 1, None)
         axes = mech.axes(grid, {})
-        mech.release(mech.plan(agg.grid, EPSILON, {}, unit=unit_of(agg)), agg, src)  # warm up
-        t_mech = best_of(lambda agg=agg: mech.release(mech.plan(agg.grid, EPSILON, {}, unit=unit_of(agg)), agg, src).inner)
+        mech.release(mech.plan(agg.grid, EPSILON, {}, unit=points_unit(agg.user_cap)), agg, src)  # warm up
+        t_mech = best_of(lambda agg=agg: mech.release(mech.plan(agg.grid, EPSILON, {}, unit=points_unit(agg.user_cap)), agg, src).inner)
         t_core = best_of(lambda counts=counts, axes=axes: pv.release(counts, axes, EPSILON, src))
         t_tf = best_of(lambda counts=counts, axes=axes: pv.inverse(pv.forward(counts, axes), axes))
         coeffs = axes[0].n_coefficients * axes[1].n_coefficients

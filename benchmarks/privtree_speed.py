@@ -32,8 +32,8 @@ from htf_speed import CENTRES, LA, N_POINTS, REPEATS, SEED, SIDE, SIGMAS, WEIGHT
 
 from dpcore.data.domain import Grid, aggregate_points  # noqa: E402
 from dpcore.data.synthetic import gaussian_clusters  # noqa: E402
-from dpcore.points.kind import unit_of  # noqa: E402
 from dpcore.points.mechanisms.privtree import PrivTree  # noqa: E402
+from dpcore.points.unit import points_unit  # noqa: E402
 from dpcore.privacy.noise import secure_source  # noqa: E402
 
 EPSILONS = (0.1, 0.5, 1.0)
@@ -50,7 +50,7 @@ def main() -> None:
     src = secure_source()
     rows = []
     for eps in EPSILONS:
-        t_rel, rel = best_of(lambda eps=eps: mech.release(mech.plan(agg.grid, eps, {}, unit=unit_of(agg)), agg, src).inner)
+        t_rel, rel = best_of(lambda eps=eps: mech.release(mech.plan(agg.grid, eps, {}, unit=points_unit(agg.user_cap)), agg, src).inner)
         rows.append((eps, t_rel, rel))
         print(f"eps={eps}: {t_rel:.3f} s", file=sys.stderr)
     lines = [

@@ -71,7 +71,7 @@ from dpcore.data.domain import PRESETS, Bounds, Grid, aggregate_points  # noqa: 
 from dpcore.data.points import load_points_file  # noqa: E402
 from dpcore.data.synthetic import clustered_points, gaussian_clusters  # noqa: E402
 from dpcore.errors import ParameterError  # noqa: E402
-from dpcore.points.kind import unit_of  # noqa: E402
+from dpcore.points.unit import points_unit  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
 DATA = Path("/work/shared/data/points")
@@ -221,7 +221,7 @@ def run(args: argparse.Namespace, csv: Path, log) -> None:
                     for r in range(releases_for(ds, eps, args.releases)):
                         ns = _hash("noise", name, n, grid.rows, eps, mech_name, r)
                         t1 = time.perf_counter()
-                        rel = mech.release(mech.plan(agg.grid, eps, None, unit=unit_of(agg)), agg, NoiseSource(ns)).inner
+                        rel = mech.release(mech.plan(agg.grid, eps, None, unit=points_unit(agg.user_cap)), agg, NoiseSource(ns)).inner
                         dt = time.perf_counter() - t1
                         ws, qs, tags, true = loads[r]
                         est = rel.answer(qs)

@@ -108,7 +108,7 @@ def release_hierarchy(
     session: Session | None = None,
     **options: Any,
 ) -> Any:
-    """Release hierarchical counts (:class:`dpcore.areas.hierarchy.HierarchyCounts`), charging first.
+    """Release hierarchical counts (:class:`dpcore.areas.counts.HierarchyCounts`), charging first.
 
     ``options``: ``neighbour`` (``add_remove`` or ``replace``: the unit of privacy), ``split``,
     ``weights``, ``order`` (IntOpt's zeroing order; used by ``topdown_linf``), ``area_sets`` and

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data.csv_safe import csv_bytes
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.privacy.calibration import interval_half_width
 

@@ -1,14 +1,13 @@
 """Exports of a hierarchy release: CSV, GeoJSON per level, and the JSON release record.
 
 Everything written here is public: the area list (public by construction, see
-:mod:`dpcore.areas.hierarchy`), the released values, the data-free plan and the ledger's spends.
+:mod:`dpcore.data.hierarchy`), the released values, the data-free plan and the ledger's spends.
 No true count, no raw row and no input file name is ever written.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.areas.tree_plans import HierarchyRelease
 from dpcore.core.record import (
     APPROX_DP_CONVERSION,
@@ -29,18 +27,16 @@ from dpcore.core.record import (
     validate_record,
     write_files,
 )
-from dpcore.data.code_tables import code_text
+from dpcore.data.area_boundaries import BoundaryJoin
 from dpcore.data.csv_safe import csv_bytes
-from dpcore.errors import InputError
+from dpcore.data.hierarchy import hierarchy_info
 from dpcore.privacy.ledger import Ledger
 
 __all__ = [
-    "BoundaryJoin",
     "hierarchy_csv",
     "hierarchy_frame",
     "hierarchy_json",
     "hierarchy_record",
-    "join_boundaries",
     "level_geojson",
     "validate_hierarchy_record",
     "write_hierarchy",
@@ -51,17 +47,6 @@ SCHEMA = "dpcore-hierarchy-release/1"
 
 def _values_column(v: np.ndarray) -> np.ndarray:
     return v if np.issubdtype(v.dtype, np.integer) else np.round(v.astype(float), 6)
-
-
-def hierarchy_info(h: Hierarchy) -> dict[str, Any]:
-    """The public area list as release records describe it (hierarchy and O/D records)."""
-    return {
-        "levels": h.level_names,
-        "areas_per_level": list(h.sizes),
-        "code_modes": ["-", *h.code_modes],
-        "area_list_source": h.source,
-        "structure_fingerprint": h.fingerprint(),
-    }
 
 
 def hierarchy_frame(rel: HierarchyRelease) -> pd.DataFrame:
@@ -101,87 +86,6 @@ def _intervals(sd: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.n
 
 def hierarchy_csv(rel: HierarchyRelease) -> bytes:
     return csv_bytes(hierarchy_frame(rel), lambda d: d.to_csv(index=False, lineterminator="\n").encode("utf-8"))
-
-
-@dataclass(frozen=True, eq=False)
-class BoundaryJoin:
-    """Boundaries of one level joined to the areas of the hierarchy by code.
-
-    ``frame`` holds the matched features (column ``node`` = area index at ``depth``);
-    ``missing_areas`` are areas without a boundary, ``extra_features`` boundary codes that are
-    not areas of the level.  Both are listed to the curator, never silently dropped.
-    """
-
-    depth: int
-    frame: geopandas.GeoDataFrame
-    key: str
-    key_style: str
-    missing_areas: list[str]
-    extra_features: list[str]
-
-
-def _candidate_columns(gdf: geopandas.GeoDataFrame) -> dict[str, pd.Series]:
-    out: dict[str, pd.Series] = {}
-    idx = pd.Series(gdf.index.astype(str), index=gdf.index)
-    if "id" in gdf.columns:
-        out["id"] = gdf["id"].astype("string").str.strip()
-    for c in gdf.columns:
-        if c == gdf.geometry.name:
-            continue
-        out[str(c)] = code_text(gdf[c]).set_axis(gdf.index)
-    out["(feature index)"] = idx
-    return out
-
-
-def join_boundaries(h: Hierarchy, depth: int, gdf: geopandas.GeoDataFrame, key: str | None = None) -> BoundaryJoin:
-    """Join boundary features to the areas at ``depth``.
-
-    The join key is a boundary column (or the feature ``id``) whose values equal either the
-    areas' own codes, their export labels (``01/001``) or their concatenated path codes
-    (``01001``, a GEOID).  With ``key=None`` the column and style with the most matches win.
-    """
-    if depth < 1 or depth > h.depth:
-        raise InputError(f"Boundaries belong to a level 1..{h.depth}, not depth {depth}.")
-    if gdf is None or len(gdf) == 0:
-        raise InputError("The boundary file has no features.")
-    styles = {
-        "code": h.codes(depth),
-        "label": h.labels(depth),
-        "joined": h.joined_codes(depth),
-    }
-    # own codes are ambiguous when they repeat within parents; prefer the path forms then
-    if h.code_modes[depth - 1] != "global":
-        styles.pop("code")
-    cands = _candidate_columns(gdf)
-    if key is not None and key not in cands:
-        raise InputError(f"The boundary file has no column '{key}'. Its columns: {', '.join(cands)}.")
-    best: tuple[int, str, str] | None = None
-    for col, vals in cands.items():
-        if key is not None and col != key:
-            continue
-        present = vals.dropna().to_numpy(dtype=object)
-        for style, codes in styles.items():
-            n = int(np.isin(codes, present).sum())
-            if best is None or n > best[0]:
-                best = (n, col, style)
-    assert best is not None
-    n, col, style = best
-    if n == 0:
-        raise InputError(
-            f"No boundary matches an area of level '{h.level_names[depth]}' "
-            f"(e.g. codes {', '.join(map(str, styles[style][:3]))}). Choose the boundary file of this "
-            "level, or a file whose features carry these codes (an id or a code column)."
-        )
-    vals = cands[col].fillna("").astype(str)
-    node = pd.Index(styles[style]).get_indexer(vals.to_numpy(dtype=object)).astype(np.int64)
-    matched = gdf.loc[node >= 0].copy()
-    matched["node"] = node[node >= 0]
-    matched = matched.drop_duplicates("node")  # a code drawn twice: the first feature is kept
-    have = np.zeros(h.sizes[depth], dtype=bool)
-    have[matched["node"].to_numpy()] = True
-    missing = h.labels(depth)[~have].astype(str).tolist()
-    extra = sorted(set(vals[node < 0].tolist()) - {""})
-    return BoundaryJoin(depth, matched, col, style, missing, extra)
 
 
 def level_geojson(rel: HierarchyRelease, join: BoundaryJoin) -> bytes:

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from dpcore.areas.export import BoundaryJoin
 from dpcore.areas.tree_plans import HierarchyRelease
+from dpcore.data.area_boundaries import BoundaryJoin
 from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, light_outlines, zoom_box
 
 #: Beyond this many areas the treemap shows only the first levels below the chosen area.

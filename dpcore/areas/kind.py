@@ -1,7 +1,7 @@
 """Areas as kinds of data: hierarchies and census tables, registered into the catalogue.
 
 * kind ``hierarchy``: counts (or group-size histograms) over a public tree of areas
-  (:class:`~dpcore.areas.hierarchy.Hierarchy` -> :class:`~dpcore.areas.hierarchy.HierarchyCounts`),
+  (:class:`~dpcore.data.hierarchy.Hierarchy` -> :class:`~dpcore.areas.counts.HierarchyCounts`),
   one mechanism per module of :mod:`dpcore.areas.mechanisms` (what they share:
   :mod:`dpcore.areas.mechanisms.tree` and :mod:`dpcore.areas.tree_plans`).
 * kind ``census``: a census table over a public structure

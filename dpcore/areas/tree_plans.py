@@ -47,9 +47,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.core import metrics
 from dpcore.core.record import created_now, new_release_id
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import treedp
 from dpcore.privacy import calibration

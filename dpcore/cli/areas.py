@@ -217,10 +217,12 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     args = spec.namespace()  # the options, defaults included
     from dpcore import catalog, pipeline
     from dpcore.areas import export
-    from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, require_public_area_list
+    from dpcore.areas.counts import HierarchyCounts
     from dpcore.areas.unit import hierarchy_unit
+    from dpcore.data import area_boundaries
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
+    from dpcore.data.hierarchy import Hierarchy, require_public_area_list
     from dpcore.privacy import budget
 
     make, cost = budget_arg(args)
@@ -284,7 +286,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     joins = {}
     for lv, file in bounds_args.items():
         gdf = read_boundaries(file)
-        join = export.join_boundaries(h, h.depth_of(lv), gdf)
+        join = area_boundaries.join_boundaries(h, h.depth_of(lv), gdf)
         if join.missing_areas or join.extra_features:
             print(f"warning: boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "

@@ -178,7 +178,7 @@ def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
     """(hierarchy, the hierarchy file's table)."""
     import pandas as pd
 
-    from dpcore.areas.hierarchy import Hierarchy
+    from dpcore.data.hierarchy import Hierarchy
     from dpcore.flows.tree import hierarchy_from_prefixes
 
     names = parse_params(args.names)

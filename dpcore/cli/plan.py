@@ -61,7 +61,7 @@ def _even_hierarchy(levels: list[str], sizes: list[int]) -> Any:
     import numpy as np
     import pandas as pd
 
-    from dpcore.areas.hierarchy import Hierarchy
+    from dpcore.data.hierarchy import Hierarchy
 
     if len(sizes) != len(levels):
         raise ParameterError(f"--sizes gives {len(sizes)} numbers for {len(levels)} levels ({', '.join(levels)}); "
@@ -98,8 +98,8 @@ def _domain(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
         raise ParameterError("Give the public areas one way: --areas FILE (the list of finest areas) or --sizes "
                              "(the number of areas per level). The planner never reads counts.")
     if args.areas:
-        from dpcore.areas.hierarchy import Hierarchy
         from dpcore.data.code_tables import read_code_table
+        from dpcore.data.hierarchy import Hierarchy
 
         h = Hierarchy.from_frame(read_code_table(args.areas), levels, codes=args.codes, source="area list")
     else:

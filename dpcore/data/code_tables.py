@@ -6,7 +6,7 @@ CSV column as text, through the text checks of :mod:`dpcore.data.text`; :func:`r
 same reader for an uploaded file, stricter about what is not UTF-8 text and able to read a one-column
 code list; :func:`code_text` turns
 a column into stripped code text (whole floats from Parquet or Excel become integer text).
-The structures built on these tables (:class:`dpcore.areas.hierarchy.Hierarchy`, the census
+The structures built on these tables (:class:`dpcore.data.hierarchy.Hierarchy`, the census
 table of :mod:`dpcore.areas.census`, the O/D counts of :mod:`dpcore.flows.mechanisms`) live with their
 kind; reading the table is the data layer's work.
 """

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcore import _lazy
+from dpcore import lazy
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_l1
 from dpcore.estimate.matrix_errors import tse_per_p
@@ -46,9 +46,9 @@ from dpcore.estimate.matrix_workload import (
     all_range_workload,
 )
 
-# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
-sl = _lazy.module("scipy.linalg")
-minimize = _lazy.function("scipy.optimize", "minimize")
+# SciPy on first use (dpcore.lazy): listing the mechanisms does not import it
+sl = lazy.module("scipy.linalg")
+minimize = lazy.function("scipy.optimize", "minimize")
 
 __all__ = [
     "eigen_design",

@@ -19,13 +19,13 @@ import math
 
 import numpy as np
 
-from dpcore import _lazy
+from dpcore import lazy
 from dpcore.errors import ParameterError
 from dpcore.estimate.matrix_strategy import Strategy, _rank_tol
 from dpcore.estimate.matrix_workload import _MAX_EXPLICIT_ANSWERS, Workload, _marginal_spectrum
 
-# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
-sl = _lazy.module("scipy.linalg")
+# SciPy on first use (dpcore.lazy): listing the mechanisms does not import it
+sl = lazy.module("scipy.linalg")
 
 __all__ = [
     "svd_bound",

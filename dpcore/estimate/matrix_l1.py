@@ -51,16 +51,16 @@ from typing import Any
 
 import numpy as np
 
-from dpcore import _lazy
+from dpcore import lazy
 from dpcore.errors import ParameterError
 from dpcore.estimate.matrix_strategy import Strategy
 from dpcore.estimate.matrix_workload import Workload
 
-# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
-sl = _lazy.module("scipy.linalg")
-sp = _lazy.module("scipy.sparse")
-minimize = _lazy.function("scipy.optimize", "minimize")
-nnls = _lazy.function("scipy.optimize", "nnls")
+# SciPy on first use (dpcore.lazy): listing the mechanisms does not import it
+sl = lazy.module("scipy.linalg")
+sp = lazy.module("scipy.sparse")
+minimize = lazy.function("scipy.optimize", "minimize")
+nnls = lazy.function("scipy.optimize", "nnls")
 
 __all__ = [
     "L1_REWEIGHT_MAX_N",

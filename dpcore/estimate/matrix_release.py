@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcore import _lazy
+from dpcore import lazy
 from dpcore.data.domain import prefix_sums, rect_sums_from_prefix
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate.matrix_design import l1_strategy
@@ -39,8 +39,8 @@ from dpcore.privacy.budget import PrivacyCost, pure, zcdp
 from dpcore.privacy.calibration import gaussian_sigma_for_rho, laplace_scale_for_epsilon
 from dpcore.privacy.noise import NoiseSource, discrete_gaussian_variance, discrete_laplace_variance
 
-# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
-special = _lazy.module("scipy.special")
+# SciPy on first use (dpcore.lazy): listing the mechanisms does not import it
+special = lazy.module("scipy.special")
 
 __all__ = [
     "analytic_gaussian_sigma",

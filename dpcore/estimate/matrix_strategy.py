@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from dpcore import _lazy
+from dpcore import lazy
 from dpcore.errors import ParameterError
 from dpcore.estimate.matrix_workload import _pos_int
 
-# SciPy on first use (dpcore._lazy): listing the mechanisms does not import it
-sl = _lazy.module("scipy.linalg")
+# SciPy on first use (dpcore.lazy): listing the mechanisms does not import it
+sl = lazy.module("scipy.linalg")
 
 __all__ = [
     "Strategy",

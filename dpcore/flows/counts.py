@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpcore.areas.hierarchy import Hierarchy, _plural, _rows
 from dpcore.data.engines import base as _engine_rules
+from dpcore.data.hierarchy import Hierarchy, plural, row_list
 from dpcore.data.persons import canonical_id
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.tree import _text, ancestors, check_pair, group_sum, leaf_lookup
@@ -118,14 +118,14 @@ class ODCounts:
             bad = ~np.isfinite(c) | (c < 0) | (c != np.floor(c))
             if bad.any():
                 raise InputError(
-                    f"The count column '{count}' has {_plural(int(bad.sum()), 'value')} that are not whole "
-                    f"numbers ≥ 0 ({_rows(bad)}). Fix or drop those rows."
+                    f"The count column '{count}' has {plural(int(bad.sum()), 'value')} that are not whole "
+                    f"numbers ≥ 0 ({row_list(bad)}). Fix or drop those rows."
                 )
             too_big = c > MAX_COUNT
             if too_big.any() or float(c.sum()) > MAX_COUNT:
                 raise InputError(
                     f"The count column '{count}' adds up to more than {MAX_COUNT:,} trips"
-                    + (f" ({_rows(too_big)} alone exceed it)" if too_big.any() else "")
+                    + (f" ({row_list(too_big)} alone exceed it)" if too_big.any() else "")
                     + ". Counts that large cannot be added exactly; check the column (is it really a count?)."
                 )
             w = c.astype(np.int64)
@@ -135,7 +135,7 @@ class ODCounts:
                 uid = canonical_id(df[user])
                 bad = pd.isna(uid)
                 if bad.any():
-                    raise InputError(f"The person id column '{user}' is empty in {_rows(bad)}. Fill it or drop those rows.")
+                    raise InputError(f"The person id column '{user}' is empty in {row_list(bad)}. Fill it or drop those rows.")
                 # the engines' rule (dpcore.data.engines.base.cap_groups): a person keeps the m trips
                 # with the smallest md5(person, origin, destination); with ``distinct`` a repeated
                 # pair counts once.  Order independent, so DuckDB and Spark keep the same trips.

@@ -18,8 +18,6 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from dpcore.areas.export import hierarchy_info, join_boundaries
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.record import (
     APPROX_DP_CONVERSION,
     INTERVAL_COLUMNS,
@@ -30,7 +28,9 @@ from dpcore.core.record import (
     validate_record,
     write_files,
 )
+from dpcore.data.area_boundaries import join_boundaries
 from dpcore.data.csv_safe import csv_bytes
+from dpcore.data.hierarchy import Hierarchy, hierarchy_info
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import match_leaves
@@ -67,7 +67,7 @@ def centroids_from_boundaries(
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Centroid (lon, lat) of every area at ``depth`` from its public boundary.
 
-    Features are matched to areas as :func:`dpcore.areas.export.join_boundaries` does (the
+    Features are matched to areas as :func:`dpcore.data.area_boundaries.join_boundaries` does (the
     area's own code, its ``a/b`` label or its joined GEOID-like code, in ``code_field`` or the
     best-matching column).  Returns ``(lon, lat, unmatched)``: arrays of length
     ``h.sizes[depth]`` (NaN where no feature matched) and the labels of the unmatched areas.

@@ -22,8 +22,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from dpcore.areas.hierarchy import Hierarchy, _code_frame, _plural, _rows
 from dpcore.data.code_tables import code_text
+from dpcore.data.hierarchy import Hierarchy, code_frame, plural, row_list
 from dpcore.errors import InputError, ParameterError
 
 __all__ = [
@@ -62,14 +62,14 @@ def hierarchy_from_prefixes(
     names = [str(n) for n in names] if names is not None else [f"level{i + 1}" for i in range(len(lengths))]
     if len(names) != len(lengths):
         raise ParameterError(f"Give one level name per prefix length ({len(lengths)}), e.g. state,county.")
-    cf = _code_frame(pd.DataFrame({"code": pd.Series(list(codes) if not isinstance(codes, pd.Series) else codes)}),
+    cf = code_frame(pd.DataFrame({"code": pd.Series(list(codes) if not isinstance(codes, pd.Series) else codes)}),
                      ["code"], "The area list")
     s = pd.Series(cf["code"].to_numpy(dtype=object)).astype(str)
     bad = (s.str.len() != lengths[-1]).to_numpy()
     if bad.any():
         ex = ", ".join(s[bad].head(3).tolist())
         raise InputError(
-            f"{_plural(int(bad.sum()), 'code')} of the area list ({_rows(bad)}; e.g. {ex}) do not have "
+            f"{plural(int(bad.sum()), 'code')} of the area list ({row_list(bad)}; e.g. {ex}) do not have "
             f"{lengths[-1]} characters, the finest prefix length. Read the codes as text (leading zeros "
             "kept) or fix the prefix lengths."
         )
@@ -111,14 +111,14 @@ def _match(h: Hierarchy, v: np.ndarray) -> np.ndarray:
 def leaf_lookup(h: Hierarchy, values: pd.Series | Sequence[Any], what: str) -> np.ndarray:
     """:func:`match_leaves`, but missing codes and codes that are not in the public area list
     are an error naming the rows."""
-    cf = _code_frame(pd.DataFrame({what: pd.Series(values).reset_index(drop=True)}), [what], "The trips")
+    cf = code_frame(pd.DataFrame({what: pd.Series(values).reset_index(drop=True)}), [what], "The trips")
     v = cf[what].to_numpy(dtype=object)
-    best = _match(h, v)  # _code_frame has cleaned the codes already
+    best = _match(h, v)  # code_frame has cleaned the codes already
     missing = best < 0
     if missing.any():
         ex = list(dict.fromkeys(v[missing].tolist()))[:3]
         raise InputError(
-            f"{_plural(int(missing.sum()), 'row')} of the trips ({_rows(missing)}) have {'an' if what[:1] in 'aeiou' else 'a'} {what} that is not "
+            f"{plural(int(missing.sum()), 'row')} of the trips ({row_list(missing)}) have {'an' if what[:1] in 'aeiou' else 'a'} {what} that is not "
             f"a finest area ('{h.levels[-1]}') of the public hierarchy (e.g. {', '.join(map(str, ex))}). "
             "Fix the codes, drop those rows, or use a hierarchy that lists these areas."
         )

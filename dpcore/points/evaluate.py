@@ -46,8 +46,9 @@ from dpcore.data import queries
 from dpcore.data.domain import Aggregate, Grid, aggregate_points
 from dpcore.data.synthetic import gaussian_clusters
 from dpcore.errors import DPCoreError, ParameterError
-from dpcore.points.kind import MECHANISMS, unit_of
+from dpcore.points.kind import MECHANISMS
 from dpcore.points.mechanisms.base import PointsMechanism, check_epsilon
+from dpcore.points.unit import points_unit
 from dpcore.privacy.noise import NoiseSource, secure_source
 
 __all__ = [
@@ -337,7 +338,7 @@ def _timed_release(mech: PointsMechanism, plans: dict[tuple[str, float], Any], a
     """A release of ``mech`` at ``eps`` and the seconds it took: one data-free plan per (mechanism, ε),
     kept in ``plans`` and shared by the repeats; only the release is timed."""
     if (mech.name, eps) not in plans:
-        plans[mech.name, eps] = mech.plan(aggregate.grid, eps, params, unit=unit_of(aggregate))
+        plans[mech.name, eps] = mech.plan(aggregate.grid, eps, params, unit=points_unit(aggregate.user_cap))
     t0 = time.perf_counter()
     rel = mech.release(plans[mech.name, eps], aggregate, source).inner
     return rel, time.perf_counter() - t0

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from ui.state import release_widget_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,7 +188,8 @@ def test_a_large_table_upload_is_summed_by_duckdb(monkeypatch) -> None:
     import numpy as np
     import pandas as pd
 
-    from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+    from dpcore.areas.counts import HierarchyCounts
+    from dpcore.data.hierarchy import Hierarchy
 
     monkeypatch.setenv("DPCORE_AUTO_ENGINE_BYTES", "100")
     rng = np.random.default_rng(1)
@@ -254,7 +255,7 @@ def test_release_config_reruns_on_the_apps_budget(tmp_path) -> None:
 
 def test_person_rows_cannot_serve_as_their_own_area_list() -> None:
     """One row per person has no row for an empty area: confirming that such a table "lists every
-    area" is refused (the rule the CLI applies, dpcore.areas.hierarchy.require_public_area_list), and
+    area" is refused (the rule the CLI applies, dpcore.data.hierarchy.require_public_area_list), and
     the message names the fix; with an uploaded public area list the same rows are accepted."""
     people = pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"], "age": [30, 41, 52]})
     area_list = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", "001", "005"]})

@@ -66,10 +66,11 @@ from scipy import stats
 
 from dpcore import catalog
 from dpcore.areas import census_tables
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms import census_matrix as marginals
 from dpcore.areas.mechanisms import census_privelet
 from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.flows.counts import ODCounts
 from dpcore.points.mechanisms import htf
 from dpcore.privacy import budget, calibration

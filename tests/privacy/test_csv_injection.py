@@ -22,11 +22,12 @@ import pytest
 import dpcore
 from dpcore import pipeline
 from dpcore.areas import area_sets, census_tables, export
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms import census_matrix as marginals
 from dpcore.areas.mechanisms import census_privelet
 from dpcore.data.csv_safe import csv_bytes, is_formula
 from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.flows import export as fexport
 from dpcore.flows.counts import ODCounts
 from dpcore.points import export as pexport

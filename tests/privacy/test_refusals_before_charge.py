@@ -18,9 +18,10 @@ import pytest
 
 from dpcore import pipeline
 from dpcore.areas.census_tables import CensusTable
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.core.session import Session
 from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_exact
 from dpcore.estimate.matrix_strategy import Strategy, identity_strategy

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dpcore import catalog
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import tree_levels

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpcore.areas import area_sets
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.data.points import load_points_file
 from dpcore.data.tables import read_table
 from dpcore.errors import DPCoreError

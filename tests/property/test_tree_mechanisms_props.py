@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from dpcore import catalog
 from dpcore.areas import tree_plans as TR
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
 

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "dpcore"
 #: Layers, lowest first: a module may import its own layer and those before it, never one after it.
-LAYERS = [{"errors", "_lazy", "__init__", "schemas"}, {"privacy"}, {"core", "estimate", "data"},
+LAYERS = [{"errors", "lazy", "__init__", "schemas"}, {"privacy"}, {"core", "estimate", "data"},
           {"points", "areas", "flows"}, {"catalog", "pipeline"}, {"cli", "__main__"}]
 
 
@@ -111,3 +111,43 @@ def test_library_modules_stay_under_800_lines_and_free_of_streamlit(path: Path) 
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not any(n.split(".")[0] == "streamlit" for n in names), "dpcore never imports streamlit"
+
+
+KINDS = ("points", "areas", "flows")
+
+
+def test_kinds_are_siblings_no_kind_imports_another() -> None:
+    """What two kinds share (the public geography, map styles, records) lives below them, in
+    ``dpcore/data`` and ``dpcore/core``; a kind never reaches into a sibling kind."""
+    mods = _modules()
+    crossing = [f"{m} -> {d}" for m, p in mods.items() for d in _imports(p, m, set(mods))
+                if len(m.split(".")) > 1 and len(d.split(".")) > 1
+                and m.split(".")[1] in KINDS and d.split(".")[1] in KINDS and m.split(".")[1] != d.split(".")[1]]
+    assert not crossing, "kinds import sibling kinds: " + "; ".join(sorted(crossing))
+
+
+def _private_imports(path: Path, name: str) -> list[str]:
+    """``from dpcore.x import _name`` and ``dpcore.x._name`` where ``dpcore.x`` is another package."""
+    own = name.split(".")[:2]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dpcore") and not node.level:
+            other = node.module.split(".")[:2] != own
+            found += [f"{node.module}.{a.name}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__") and other]
+    return found
+
+
+@pytest.mark.parametrize("where", ["dpcore", "ui", "pages"])
+def test_no_module_imports_another_packages_private_name(where: str) -> None:
+    bad = []
+    for p in (ROOT / where).rglob("*.py"):
+        parts = p.relative_to(ROOT).with_suffix("").parts
+        bad += [f"{'.'.join(parts)} imports {x}" for x in _private_imports(p, ".".join(parts))]
+    assert not bad, "; ".join(sorted(bad))
+
+
+def test_the_rule_finds_a_private_import_from_another_package(tmp_path: Path) -> None:
+    f = tmp_path / "m.py"
+    f.write_text("from dpcore.areas.hierarchy import _plural\nfrom dpcore.flows.tree import _own\n", "utf-8")
+    assert _private_imports(f, "dpcore.flows.counts") == ["dpcore.areas.hierarchy._plural"]

@@ -22,10 +22,10 @@ import pandas as pd
 import pytest
 
 from dpcore.areas import area_sets
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.domain import MAX_SIDE, Bounds, Grid
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.data.points import load_points_file
 from dpcore.data.tables import read_table
 from dpcore.data.text import UPLOAD_LIMIT_MB, gunzip_limited
@@ -274,7 +274,7 @@ def test_missing_and_control_codes_name_the_rows() -> None:
 
 
 def test_tree_over_the_size_limit_is_refused_before_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpcore.areas import hierarchy
+    from dpcore.data import hierarchy
 
     monkeypatch.setattr(hierarchy, "MAX_AREA_ROWS", 100)
     df = pd.DataFrame({"s": ["01"] * 101, "c": [f"{i:03d}" for i in range(101)]})

@@ -15,11 +15,12 @@ import pytest
 
 from dpcore import pipeline
 from dpcore.areas import census_tables, export
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms import census_matrix as marginals
 from dpcore.areas.mechanisms import census_privelet
 from dpcore.core.record import validate_record
 from dpcore.data.domain import Bounds, Grid, aggregate_points
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.data.points import load_points
 from dpcore.points import export as pexport
 from dpcore.privacy import budget

@@ -13,7 +13,7 @@ from points_helpers import release_with
 
 from dpcore import catalog, pipeline
 from dpcore.areas import census_tables
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms import census_matrix, census_privelet
 from dpcore.areas.mechanisms.tree import TreeMechanism
 from dpcore.areas.unit import census_unit, hierarchy_unit
@@ -21,6 +21,7 @@ from dpcore.core.mechanism import Plan
 from dpcore.core.session import Session
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import BudgetError, ParameterError
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms.base import ODMechanism

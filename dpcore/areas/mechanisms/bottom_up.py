@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from dpcore.areas import tree_plans
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms.tree import SPLIT, WEIGHTS, TreeMechanism
 from dpcore.areas.tree_plans import HierarchyRelease, HierPlan, LevelNoise
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = ["BottomUp"]

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from dpcore.areas.area_sets import AreaSets
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms.tree import WEIGHTS, TreeMechanism
 from dpcore.areas.tree_plans import (
     HierarchyRelease,
@@ -48,6 +48,7 @@ from dpcore.areas.tree_plans import (
     expected_max,
 )
 from dpcore.core.mechanism import Param, Plan
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.estimate import (
     matrix_cache,

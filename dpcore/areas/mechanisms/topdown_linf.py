@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from dpcore.areas import tree_plans
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms.tree import SPLIT, WEIGHTS, TreeMechanism
 from dpcore.areas.tree_plans import HierarchyRelease, HierPlan, LevelNoise
 from dpcore.core.mechanism import Param, Plan
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.estimate import topdown_opt
 from dpcore.privacy.noise import NoiseSource
 

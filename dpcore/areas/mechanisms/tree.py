@@ -1,8 +1,8 @@
 """What every hierarchy mechanism shares: the tree mechanism behind the one mechanism interface.
 
 A hierarchy mechanism (one module each in this package) releases counts, or group-size
-histograms, over a public tree of areas (:class:`~dpcore.areas.hierarchy.Hierarchy` ->
-:class:`~dpcore.areas.hierarchy.HierarchyCounts`).  It declares, as class attributes, its
+histograms, over a public tree of areas (:class:`~dpcore.data.hierarchy.Hierarchy` ->
+:class:`~dpcore.areas.counts.HierarchyCounts`).  It declares, as class attributes, its
 parameters, the privacy definition it is usually run under and what it guarantees
 (``consistent``: every level adds up; ``integral``; ``nonnegative``; ``counts`` and
 ``group_sizes``: the statistics it releases); it says which levels it measures
@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from dpcore.areas import tree_plans
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.tree_plans import HierarchyRelease, HierLevelPlan, HierPlan, LevelNoise
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.privacy import calibration
 from dpcore.privacy.budget import PrivacyCost

@@ -2,7 +2,7 @@
 :class:`~dpcore.core.mechanism.Mechanism` over the top-down walk of :mod:`.common`.
 
 The domain is the public origin and destination hierarchies (one
-:class:`~dpcore.areas.hierarchy.Hierarchy` for both, or a pair), the aggregate the sparse trip
+:class:`~dpcore.data.hierarchy.Hierarchy` for both, or a pair), the aggregate the sparse trip
 counts (:class:`~dpcore.flows.counts.ODCounts`), the unit of privacy one person making at most
 ``cap`` trips (``max_trips``), added/removed (``unbounded``) or replaced (``bounded``)
 (Boninsegna & Silvestri, PoPETs 2025, Sec. 3 and App. B).  A mechanism plans in the paper's
@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms.common import (

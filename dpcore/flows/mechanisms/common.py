@@ -45,8 +45,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.core.record import created_now, new_release_id
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.estimate import topdown_opt
 from dpcore.flows.accuracy import linf_bounds, topdown_variances, typical_max

@@ -18,7 +18,9 @@ from shapely.geometry import box
 from dpcore import catalog
 from dpcore.areas import export as X
 from dpcore.areas import tree_plans as TR
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
+from dpcore.data.area_boundaries import join_boundaries
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
@@ -121,7 +123,7 @@ def boxes(codes: list[str], column: str = "code", crs: str = "EPSG:4326", **extr
 
 
 def test_join_by_own_code_for_a_global_level(hier: Hierarchy) -> None:
-    j = X.join_boundaries(hier, 1, boxes(["06", "01", "02"], "STATEFP"))
+    j = join_boundaries(hier, 1, boxes(["06", "01", "02"], "STATEFP"))
     assert (j.key, j.key_style) == ("STATEFP", "code")
     assert j.frame["node"].tolist() == [2, 0, 1]
     assert j.missing_areas == [] and j.extra_features == []
@@ -129,7 +131,7 @@ def test_join_by_own_code_for_a_global_level(hier: Hierarchy) -> None:
 
 def test_join_by_path_label(hier: Hierarchy) -> None:
     labels = ["01/001", "01/003", "01/005", "02/001", "02/003", "06/001", "06/007"]
-    j = X.join_boundaries(hier, 2, boxes(labels[::-1]))
+    j = join_boundaries(hier, 2, boxes(labels[::-1]))
     assert (j.key, j.key_style) == ("code", "label")
     assert j.frame["node"].tolist() == list(range(7))[::-1]
 
@@ -138,17 +140,17 @@ def test_join_by_geoid_prefers_paths_over_ambiguous_own_codes(hier: Hierarchy) -
     # COUNTYFP holds own codes (001 is in three states): never used for a within-parent level
     gdf = boxes(["01001", "01003", "01005", "02001", "02003", "06001", "06007", "99001"], "GEOID",
                 COUNTYFP=["001", "003", "005", "001", "003", "001", "007", "001"])
-    j = X.join_boundaries(hier, 2, gdf)
+    j = join_boundaries(hier, 2, gdf)
     assert (j.key, j.key_style) == ("GEOID", "joined")
     assert j.frame["node"].tolist() == list(range(7))
     assert j.extra_features == ["99001"] and j.missing_areas == []
     with pytest.raises(InputError, match="No boundary matches"):
-        X.join_boundaries(hier, 2, gdf, key="COUNTYFP")
+        join_boundaries(hier, 2, gdf, key="COUNTYFP")
 
 
 def test_join_lists_unmatched_areas_and_extra_features(hier: Hierarchy) -> None:
     gdf = boxes(["01001", "01005", "02003", "72001", "72003"], "GEOID")
-    j = X.join_boundaries(hier, 2, gdf)
+    j = join_boundaries(hier, 2, gdf)
     assert j.key_style == "joined" and len(j.frame) == 3
     assert j.missing_areas == ["01/003", "02/001", "06/001", "06/007"]
     assert j.extra_features == ["72001", "72003"]
@@ -156,19 +158,19 @@ def test_join_lists_unmatched_areas_and_extra_features(hier: Hierarchy) -> None:
 
 def test_join_errors(hier: Hierarchy) -> None:
     with pytest.raises(InputError, match="No boundary matches"):
-        X.join_boundaries(hier, 1, boxes(["AL", "AK"]))
+        join_boundaries(hier, 1, boxes(["AL", "AK"]))
     with pytest.raises(InputError, match="no column 'FIPS'"):
-        X.join_boundaries(hier, 1, boxes(["01"]), key="FIPS")
+        join_boundaries(hier, 1, boxes(["01"]), key="FIPS")
     with pytest.raises(InputError, match="level 1..2"):
-        X.join_boundaries(hier, 0, boxes(["01"]))
+        join_boundaries(hier, 0, boxes(["01"]))
     with pytest.raises(InputError, match="no features"):
-        X.join_boundaries(hier, 1, boxes([]))
+        join_boundaries(hier, 1, boxes([]))
 
 
 def test_level_geojson_properties(rel: TR.HierarchyRelease) -> None:
     h = rel.hierarchy
     gdf = boxes(["01001", "01003", "06007"], "GEOID", crs="EPSG:3857")
-    j = X.join_boundaries(h, 2, gdf)
+    j = join_boundaries(h, 2, gdf)
     gj = json.loads(X.level_geojson(rel, j))
     feats = gj["features"]
     assert len(feats) == 3
@@ -190,7 +192,7 @@ def test_level_geojson_properties(rel: TR.HierarchyRelease) -> None:
 
 def test_level_geojson_of_group_sizes(group_counts: HierarchyCounts) -> None:
     r = release_hier(group_counts, "dpc_approx", budget.pure(1.0), NoiseSource(2))
-    j = X.join_boundaries(r.hierarchy, 1, boxes(["01", "02", "06"]))
+    j = join_boundaries(r.hierarchy, 1, boxes(["01", "02", "06"]))
     props = [f["properties"] for f in json.loads(X.level_geojson(r, j))["features"]]
     assert [p["size_one"] for p in props] == r.values[1][:, 0].tolist()
     assert [p["size_more"] for p in props] == r.values[1][:, 2].tolist()
@@ -283,8 +285,8 @@ def test_record_warns_when_the_area_list_came_from_the_data(counts: HierarchyCou
 def test_write_hierarchy_sanitises_level_names(tmp_path: Path, rel: TR.HierarchyRelease) -> None:
     h = rel.hierarchy
     out = tmp_path / "deep" / "out"
-    joins = {"../x": X.join_boundaries(h, 1, boxes(["01", "02", "06"])),
-             "a b/c": X.join_boundaries(h, 2, boxes(["01001", "06007"], "GEOID"))}
+    joins = {"../x": join_boundaries(h, 1, boxes(["01", "02", "06"])),
+             "a b/c": join_boundaries(h, 2, boxes(["01001", "06007"], "GEOID"))}
     paths = X.write_hierarchy(rel, out, Ledger(budget.pure(1.0)), joins)
     names = sorted(p.name for p in paths)
     assert names == ["a_b_c.geojson", "release.csv", "release.json", "x.geojson"]

@@ -16,8 +16,9 @@ from scipy import stats
 import dpcore
 from dpcore import catalog
 from dpcore.areas import area_sets, export
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms import matrix
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import matrix_errors, matrix_release
 from dpcore.pipeline import release_hierarchy

@@ -25,8 +25,9 @@ from scipy.optimize import isotonic_regression
 
 from dpcore import catalog, pipeline
 from dpcore.areas import tree_plans as TR
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms.dpc_approx import isotonic_rows
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.estimate.tree_inference import level_least_squares
 from dpcore.privacy import budget

@@ -12,11 +12,12 @@ import pytest
 
 from dpcore import catalog
 from dpcore.areas import area_sets, census_tables
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, Release
 from dpcore.core.record import ENVELOPE
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.tree import hierarchy_from_prefixes

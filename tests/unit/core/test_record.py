@@ -16,7 +16,7 @@ import pytest
 from dpcore import pipeline
 from dpcore.areas import census_tables
 from dpcore.areas import export as area_export
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms import census_matrix as marginals
 from dpcore.areas.mechanisms import census_privelet
 from dpcore.core.record import (
@@ -28,6 +28,7 @@ from dpcore.core.record import (
 )
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError
 from dpcore.flows import export as od_export
 from dpcore.flows.counts import ODCounts

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from dpcore import catalog
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.cli import main
 from dpcore.core.target import Target, parse_target, plan_for_targets, round_up, row_half_width
 from dpcore.data import synthetic
 from dpcore.data.domain import Bounds, Grid
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.privacy.budget import PrivacyCost
 

@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 from dpcore import catalog
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.core.target import Target, plan_for_targets
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
 

@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 
 from dpcore.areas import census_tables
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.cli import main
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.engines import COUNT_COLUMN, Source, get_engine
 from dpcore.data.engines.base import codes_fingerprint
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.flows.counts import ODCounts
 
 LEVELS = ["state", "county", "tract"]

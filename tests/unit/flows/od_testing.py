@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms.common import ODPlan, ODRelease
 from dpcore.flows.tree import hierarchy_from_prefixes, tree_levels

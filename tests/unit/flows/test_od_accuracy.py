@@ -14,7 +14,7 @@ from od_testing import classic_rho, level_matrix, tree_h, truth_matrix
 from scipy.stats import binom
 
 from dpcore import catalog
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.data.synthetic import synthetic_od_tree
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.diagnostics import empirical_errors

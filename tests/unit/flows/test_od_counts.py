@@ -11,7 +11,7 @@ import pytest
 from od_testing import make_states, n_children, tree_h
 
 from dpcore import catalog
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.tree import hierarchy_from_prefixes, tree_levels

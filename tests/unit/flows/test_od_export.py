@@ -17,7 +17,7 @@ import pytest
 from shapely.geometry import box
 
 from dpcore import catalog
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.data.synthetic import demo_od, synthetic_hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows import export as X

@@ -21,7 +21,7 @@ from od_testing import (
 )
 
 from dpcore import catalog, pipeline
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.flows.counts import ODCounts
 from dpcore.privacy import budget

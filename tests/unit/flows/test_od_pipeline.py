@@ -10,7 +10,7 @@ import pytest
 from od_testing import LedgerWatcher, NoDraw, make_states
 
 from dpcore import pipeline
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import BudgetError, ParameterError
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms.common import ODRelease

@@ -22,7 +22,7 @@ from od_testing import (
 )
 
 from dpcore import catalog
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms import vanilla_gauss

@@ -26,7 +26,7 @@ from od_testing import (
 )
 
 from dpcore import catalog
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.data.synthetic import demo_od, synthetic_od_tree
 from dpcore.estimate import topdown_opt
 from dpcore.flows.counts import ODCounts

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from dpcore import catalog
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data import synthetic
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.flows import export, figures
 from dpcore.flows.counts import ODCounts

@@ -100,7 +100,7 @@ def _features(path: Path) -> list[dict[str, Any]]:
 
 def us_names(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     """The US tract table with state and county names beside the codes, and the ``names`` argument
-    of :meth:`dpcore.areas.hierarchy.Hierarchy.from_frame` (names are public, from the lookup table)."""
+    of :meth:`dpcore.data.hierarchy.Hierarchy.from_frame` (names are public, from the lookup table)."""
     states, counties = _us_names()
     if not states:
         return df, {}

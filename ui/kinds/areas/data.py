@@ -12,13 +12,15 @@ from typing import Any
 
 import streamlit as st
 
-from dpcore.areas import census_tables, export
+from dpcore.areas import census_tables
 from dpcore.areas import figures as area_figures
-from dpcore.areas.hierarchy import Hierarchy, HierarchyCounts, require_public_area_list
+from dpcore.areas.counts import HierarchyCounts
 from dpcore.data import engines, synthetic
+from dpcore.data.area_boundaries import join_boundaries
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import guess_level_columns
+from dpcore.data.hierarchy import Hierarchy, require_public_area_list
 from dpcore.errors import DPCoreError, InputError
 from ui import fmt, frame, state
 from ui.kinds.areas import common
@@ -266,7 +268,7 @@ def _joins(h: Hierarchy, boundaries: dict[str, Any]) -> tuple[dict[str, Any], li
             continue
         gdf = b if hasattr(b, "geometry") else (
             read_boundaries(b) if isinstance(b, Path) else read_boundaries(b[0], b[1]))
-        j = export.join_boundaries(h, h.depth_of(lv), gdf)
+        j = join_boundaries(h, h.depth_of(lv), gdf)
         joins[lv] = j
         if j.missing_areas or j.extra_features:
             msgs.append(

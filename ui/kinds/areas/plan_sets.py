@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.areas import area_sets
-from dpcore.areas.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import DPCoreError
 from dpcore.privacy.calibration import interval_half_width
 from ui import fmt

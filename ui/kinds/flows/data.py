@@ -8,7 +8,6 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data import engines
 from dpcore.data.columns import (
     ATTRIBUTE_NAMES,
@@ -21,6 +20,7 @@ from dpcore.data.columns import (
     name_key,
     name_like,
 )
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import DPCoreError
 from dpcore.flows import figures as od_figures
 from ui import fmt, frame

@@ -13,10 +13,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas.hierarchy import Hierarchy
 from dpcore.data import engines, synthetic
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_upload
+from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import DPCoreError, InputError, ParameterError
 from dpcore.flows import export as od_export
 from dpcore.flows.counts import ODCounts

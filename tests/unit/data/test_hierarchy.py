@@ -1,4 +1,4 @@
-"""Unit tests of the public area tree (dpcore.areas.hierarchy): Hierarchy and HierarchyCounts.
+"""Unit tests of the public area tree (dpcore.data.hierarchy): Hierarchy and HierarchyCounts.
 
 Expected values are written out by hand from the small tables below (no recomputation with
 the code under test).
@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcore.areas.hierarchy import ROOT_LEVEL, Hierarchy, HierarchyCounts
+from dpcore.areas.counts import HierarchyCounts
+from dpcore.data.hierarchy import ROOT_LEVEL, Hierarchy
 from dpcore.errors import InputError, ParameterError
 
 # FIPS-like: county codes 001/003 repeat in every state (codes unique only within the state)

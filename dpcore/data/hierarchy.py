@@ -1,4 +1,5 @@
-"""Geographic hierarchies (nation → state → county → tract …) and counts on them.
+"""Public geography: hierarchies of areas (nation → state → county → tract …), shared by every kind
+that releases counts over areas (counts over areas, trips between them).
 
 A :class:`Hierarchy` is the **public** structure of a release: the level names, every area of
 every level and its parent.  It is stored as arrays, one per level, so that aggregation and the
@@ -19,8 +20,9 @@ appears under two parents is an error ("a child with two parents"), not a second
    lives must still be released, with noise; an area list taken from the data drops them, and
    that absence is not protected.  :class:`Hierarchy` is therefore built from a public area
    list, a boundary file, or a table the curator confirms lists every area (zero rows
-   included); :class:`HierarchyCounts` then maps the confidential rows onto it and rejects rows
-   whose area is not in the list.
+   included); the confidential counts (:class:`dpcore.areas.counts.HierarchyCounts`, the trips'
+   :class:`dpcore.flows.counts.ODCounts`) are then mapped onto it, and rows whose area is not in
+   the list are rejected.
 """
 
 from __future__ import annotations
@@ -41,8 +43,11 @@ __all__ = [
     "AreaSource",
     "CodeMode",
     "Hierarchy",
-    "HierarchyCounts",
+    "code_frame",
+    "hierarchy_info",
+    "plural",
     "require_public_area_list",
+    "row_list",
 ]
 
 #: Name of depth 0 (the grand total).
@@ -59,11 +64,16 @@ CodeMode = Literal["auto", "global", "within_parent"]
 AreaSource = Literal["area list", "table (confirmed public)", "data (not public)"]
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
+    """``n`` and ``word``, with an s unless there is one (for messages).
+
+    >>> plural(1, "row"), plural(1200, "row")
+    ('1 row', '1,200 rows')
+    """
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def _rows(mask: np.ndarray, limit: int = _MAX_EXAMPLES) -> str:
+def row_list(mask: np.ndarray, limit: int = _MAX_EXAMPLES) -> str:
     """'rows 2, 5, 9' in spreadsheet numbering (header = row 1)."""
     idx = np.flatnonzero(mask)[:limit] + 2
     more = int(mask.sum()) - len(idx)
@@ -71,7 +81,7 @@ def _rows(mask: np.ndarray, limit: int = _MAX_EXAMPLES) -> str:
     return f"row{'s' if mask.sum() > 1 else ''} {s}" + (f" and {more:,} more" if more > 0 else "")
 
 
-def _code_frame(df: pd.DataFrame, levels: Sequence[str], what: str) -> pd.DataFrame:
+def code_frame(df: pd.DataFrame, levels: Sequence[str], what: str) -> pd.DataFrame:
     """The level columns as stripped strings; missing codes are an error naming the rows."""
     missing_cols = [c for c in levels if c not in df.columns]
     if missing_cols:
@@ -85,13 +95,13 @@ def _code_frame(df: pd.DataFrame, levels: Sequence[str], what: str) -> pd.DataFr
         bad = (t.isna() | (t == "")).to_numpy()
         if bad.any():
             raise InputError(
-                f"{what}: the level column '{c}' has {_plural(int(bad.sum()), 'missing code')} "
-                f"({_rows(bad)}). Every row needs a code at every level: fill them in or drop those rows."
+                f"{what}: the level column '{c}' has {plural(int(bad.sum()), 'missing code')} "
+                f"({row_list(bad)}). Every row needs a code at every level: fill them in or drop those rows."
             )
         ctrl = t.str.contains(r"[\x00-\x1f]", regex=True).to_numpy(dtype=bool)
         if ctrl.any():
             raise InputError(
-                f"{what}: the level column '{c}' has codes with control characters ({_rows(ctrl)}). "
+                f"{what}: the level column '{c}' has codes with control characters ({row_list(ctrl)}). "
                 "Remove them from the codes."
             )
         out[c] = t.astype(object).to_numpy()
@@ -222,7 +232,7 @@ class Hierarchy:
                 "Give the code mode per level as 'auto', 'global' (unique across the level) or "
                 "'within_parent' (unique only under the same parent)."
             )
-        cf = _code_frame(df, levels, "The area list")
+        cf = code_frame(df, levels, "The area list")
         row_keys = _path_keys(cf)
 
         keys: list[np.ndarray] = []
@@ -403,7 +413,7 @@ class Hierarchy:
                 f"The data has {len(levels)} level columns but the area list has {self.depth} "
                 f"({', '.join(self.levels)}). Choose one column per level."
             )
-        cf = _code_frame(df, levels, what)
+        cf = code_frame(df, levels, what)
         rk = _path_keys(cf)[-1]
         leaf_keys = self.keys[-1]
         pos = np.searchsorted(leaf_keys, rk)
@@ -413,8 +423,8 @@ class Hierarchy:
             bad = ~found
             ex = list(dict.fromkeys(rk[bad].tolist()))[:3]
             raise InputError(
-                f"{_plural(int(bad.sum()), 'row')} of {what.lower() if what[0].isupper() else what} "
-                f"({_rows(bad)}) have areas that are not in the public area list "
+                f"{plural(int(bad.sum()), 'row')} of {what.lower() if what[0].isupper() else what} "
+                f"({row_list(bad)}) have areas that are not in the public area list "
                 f"(e.g. {', '.join(' / '.join(e.split(_SEP)) for e in ex)}). "
                 "Fix their codes, or use an area list that contains them."
             )
@@ -463,140 +473,19 @@ def _code_mode(codes: np.ndarray, parents: np.ndarray, parent_keys: np.ndarray |
         ex.append(f"'{code}' under " + " and ".join(
             "'" + " / ".join(str(parent_keys[p]).split(_SEP)) + "'" for p in ps))
     raise InputError(
-        f"The level '{level}' has {_plural(len(shared), 'code')} with two or more parents in "
+        f"The level '{level}' has {plural(len(shared), 'code')} with two or more parents in "
         f"'{parent_level}' ({'; '.join(ex)}). A child must have one parent: fix the parent codes of "
         "those rows, or, if these codes are only unique within their parent (like county 001 in "
         "every state), choose 'codes unique within parent' for this level."
     )
 
 
-@dataclass(frozen=True, eq=False)
-class HierarchyCounts:
-    """Confidential counts per finest area, on a public :class:`Hierarchy`.
-
-    ``leaf`` has shape ``(n_leaves,)`` for plain counts (people per area) or
-    ``(n_leaves, k)`` for group-size histograms (number of groups of size 1..k per area, the
-    last bucket top-coded "k or more").  It holds **true** values: never show or export it.
-    """
-
-    hierarchy: Hierarchy
-    leaf: np.ndarray
-    statistic: Literal["count", "group_sizes"] = "count"
-    n_rows: int = 0
-    count_columns: tuple[str, ...] = ()
-    size_labels: tuple[str, ...] = ()
-
-    @property
-    def k(self) -> int:
-        return 1 if self.leaf.ndim == 1 else int(self.leaf.shape[1])
-
-    @property
-    def n_groups(self) -> int:
-        """Number of groups N (public invariant of the group-size release)."""
-        return int(self.leaf.sum())
-
-    def levels(self) -> list[np.ndarray]:
-        """True values at every depth 0..L (confidential)."""
-        return self.hierarchy.aggregate(self.leaf)
-
-    @classmethod
-    def from_frame(
-        cls,
-        df: pd.DataFrame,
-        hierarchy: Hierarchy,
-        levels: Sequence[str],
-        count: str | Sequence[str] | None = None,
-        *,
-        group: str | None = None,
-        max_size: int = 7,
-    ) -> HierarchyCounts:
-        """Map a confidential table onto the public hierarchy.
-
-        * ``count`` is one column name: one row per area (or several rows per area, summed)
-          with whole non-negative counts; ``None``: one row per person (each counts 1).
-        * ``count`` is several columns: a group-size histogram per area, columns in size order
-          (sizes 1, 2, …, the last one "k or more").
-        * ``group`` (with ``count=None``): one row per person with a group id (household,
-          taxi); groups are counted by size, top-coded at ``max_size``.  A group must lie in one
-          area.
-        """
-        if not isinstance(df, pd.DataFrame):
-            raise InputError("The data must be a table (pandas DataFrame).")
-        if df.empty:
-            raise InputError("The table has no rows. Upload a file with a header and at least one data row.")
-        cols = [count] if isinstance(count, str) else list(count or [])
-        roles = list(levels) + cols + ([group] if group else [])
-        dup = sorted({c for c in roles if roles.count(c) > 1})
-        if dup:
-            raise ParameterError(
-                f"Column {', '.join(map(repr, dup))} is used twice (as a level, count or group id). "
-                "Give each column one role."
-            )
-        missing = [c for c in cols + ([group] if group else []) if c not in df.columns]
-        if missing:
-            raise InputError(f"The table has no column {', '.join(map(repr, missing))}. Choose the columns again.")
-        leaf_idx = hierarchy.leaf_index(df, levels)
-        n = hierarchy.n_leaves
-        if group is not None:
-            if cols:
-                raise ParameterError("Give either count columns or a group id column, not both.")
-            k = int(max_size)
-            if k < 1:
-                raise ParameterError("The largest group size must be at least 1.")
-            g = df[group].astype("string").str.strip()
-            bad = (g.isna() | (g == "")).to_numpy()
-            if bad.any():
-                raise InputError(
-                    f"The group id column '{group}' has {_plural(int(bad.sum()), 'missing value')} "
-                    f"({_rows(bad)}). Every person needs a group id: fill them in or drop those rows."
-                )
-            gcode, _ = pd.factorize(g)
-            frame = pd.DataFrame({"g": gcode, "leaf": leaf_idx})
-            per = frame.groupby("g", sort=False)["leaf"].agg(["nunique", "first", "size"])
-            split = per["nunique"] > 1
-            if split.any():
-                raise InputError(
-                    f"{_plural(int(split.sum()), 'group')} have members in two or more areas; a group "
-                    "(a household, a taxi) must lie in one finest area. Fix the group ids or the area codes."
-                )
-            size = np.minimum(per["size"].to_numpy(), k) - 1
-            leaf = np.zeros((n, k), dtype=np.int64)
-            np.add.at(leaf, (per["first"].to_numpy(), size), 1)
-            labels = tuple(str(s) for s in range(1, k)) + (f"{k}+",)
-            return cls(hierarchy, leaf, "group_sizes", len(df), (), labels)
-        if not cols:
-            leaf = np.bincount(leaf_idx, minlength=n).astype(np.int64)
-            return cls(hierarchy, leaf, "count", len(df), ())
-        vals = np.column_stack([_whole_counts(df[c], c) for c in cols])
-        leaf = np.zeros((n, len(cols)), dtype=np.int64)
-        np.add.at(leaf, leaf_idx, vals)
-        if len(cols) == 1:
-            return cls(hierarchy, leaf[:, 0].copy(), "count", len(df), tuple(cols))
-        return cls(hierarchy, leaf, "group_sizes", len(df), tuple(cols), tuple(cols))
-
-
-def _whole_counts(s: pd.Series, col: str) -> np.ndarray:
-    values = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
-    missing = np.isnan(values)
-    if missing.any():
-        raise InputError(
-            f"The count column '{col}' has {_plural(int(missing.sum()), 'value')} that are missing or "
-            f"not numbers ({_rows(missing)}). Fill in whole numbers, or choose the right count column."
-        )
-    bad = ~np.isfinite(values) | (values != np.round(values))
-    if bad.any():
-        raise InputError(
-            f"The count column '{col}' has {_plural(int(bad.sum()), 'value')} that are not whole numbers "
-            f"({_rows(bad)}). Counts of people must be whole numbers: fix or round them."
-        )
-    neg = values < 0
-    if neg.any():
-        raise InputError(
-            f"The count column '{col}' has {_plural(int(neg.sum()), 'negative value')} ({_rows(neg)}). "
-            "Counts must be 0 or more: fix those rows."
-        )
-    big = values >= 2**53
-    if big.any():
-        raise InputError(f"The count column '{col}' has values of 2^53 or more ({_rows(big)}); they cannot be "
-                         "counted exactly. Check those rows.")
-    return values.astype(np.int64)
+def hierarchy_info(h: Hierarchy) -> dict[str, Any]:
+    """The public area list as release records describe it (hierarchy and O/D records)."""
+    return {
+        "levels": h.level_names,
+        "areas_per_level": list(h.sizes),
+        "code_modes": ["-", *h.code_modes],
+        "area_list_source": h.source,
+        "structure_fingerprint": h.fingerprint(),
+    }

@@ -1,0 +1,103 @@
+"""Public boundaries joined to the areas of a public hierarchy, by code: what every map of areas
+(counts over areas, trips between them) draws from.
+
+A boundary file names its features by a code column (``GEOID``, ``STATEFP``...) or a feature id;
+:func:`join_boundaries` finds which column and which form of the area codes (own code, export label
+``01/001`` or joined path ``01001``) match best, and lists the areas without a boundary and the
+features that are no area, so that nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import geopandas
+import numpy as np
+import pandas as pd
+
+from dpcore.data.code_tables import code_text
+from dpcore.data.hierarchy import Hierarchy
+from dpcore.errors import InputError
+
+__all__ = ["BoundaryJoin", "join_boundaries"]
+
+
+@dataclass(frozen=True, eq=False)
+class BoundaryJoin:
+    """Boundaries of one level joined to the areas of the hierarchy by code.
+
+    ``frame`` holds the matched features (column ``node`` = area index at ``depth``);
+    ``missing_areas`` are areas without a boundary, ``extra_features`` boundary codes that are
+    not areas of the level.  Both are listed to the curator, never silently dropped.
+    """
+
+    depth: int
+    frame: geopandas.GeoDataFrame
+    key: str
+    key_style: str
+    missing_areas: list[str]
+    extra_features: list[str]
+
+
+def _candidate_columns(gdf: geopandas.GeoDataFrame) -> dict[str, pd.Series]:
+    out: dict[str, pd.Series] = {}
+    idx = pd.Series(gdf.index.astype(str), index=gdf.index)
+    if "id" in gdf.columns:
+        out["id"] = gdf["id"].astype("string").str.strip()
+    for c in gdf.columns:
+        if c == gdf.geometry.name:
+            continue
+        out[str(c)] = code_text(gdf[c]).set_axis(gdf.index)
+    out["(feature index)"] = idx
+    return out
+
+
+def join_boundaries(h: Hierarchy, depth: int, gdf: geopandas.GeoDataFrame, key: str | None = None) -> BoundaryJoin:
+    """Join boundary features to the areas at ``depth``.
+
+    The join key is a boundary column (or the feature ``id``) whose values equal either the
+    areas' own codes, their export labels (``01/001``) or their concatenated path codes
+    (``01001``, a GEOID).  With ``key=None`` the column and style with the most matches win.
+    """
+    if depth < 1 or depth > h.depth:
+        raise InputError(f"Boundaries belong to a level 1..{h.depth}, not depth {depth}.")
+    if gdf is None or len(gdf) == 0:
+        raise InputError("The boundary file has no features.")
+    styles = {
+        "code": h.codes(depth),
+        "label": h.labels(depth),
+        "joined": h.joined_codes(depth),
+    }
+    # own codes are ambiguous when they repeat within parents; prefer the path forms then
+    if h.code_modes[depth - 1] != "global":
+        styles.pop("code")
+    cands = _candidate_columns(gdf)
+    if key is not None and key not in cands:
+        raise InputError(f"The boundary file has no column '{key}'. Its columns: {', '.join(cands)}.")
+    best: tuple[int, str, str] | None = None
+    for col, vals in cands.items():
+        if key is not None and col != key:
+            continue
+        present = vals.dropna().to_numpy(dtype=object)
+        for style, codes in styles.items():
+            n = int(np.isin(codes, present).sum())
+            if best is None or n > best[0]:
+                best = (n, col, style)
+    assert best is not None
+    n, col, style = best
+    if n == 0:
+        raise InputError(
+            f"No boundary matches an area of level '{h.level_names[depth]}' "
+            f"(e.g. codes {', '.join(map(str, styles[style][:3]))}). Choose the boundary file of this "
+            "level, or a file whose features carry these codes (an id or a code column)."
+        )
+    vals = cands[col].fillna("").astype(str)
+    node = pd.Index(styles[style]).get_indexer(vals.to_numpy(dtype=object)).astype(np.int64)
+    matched = gdf.loc[node >= 0].copy()
+    matched["node"] = node[node >= 0]
+    matched = matched.drop_duplicates("node")  # a code drawn twice: the first feature is kept
+    have = np.zeros(h.sizes[depth], dtype=bool)
+    have[matched["node"].to_numpy()] = True
+    missing = h.labels(depth)[~have].astype(str).tolist()
+    extra = sorted(set(vals[node < 0].tolist()) - {""})
+    return BoundaryJoin(depth, matched, col, style, missing, extra)
