@@ -147,7 +147,7 @@ def test_ledger_entries_keep_their_labels_and_details(table: census_tables.Censu
     assert flows.label == f"O/D: {catalog.get('od', 'inftda').title}"
     assert {"kind", "mechanism", "neighbour", "max_trips", "orientation", "split", "split_weights",
             "levels"} <= set(flows.details)
-    assert (flows.details["neighbour"], flows.details["orientation"]) == ("bounded", "origin")
+    assert (flows.details["neighbour"], flows.details["orientation"]) == ("replace", "origin")
     # the census entries keep the labels and details keys their releases had before the catalogue
     assert priv.label == "census release (Privelet+)"
     assert {"mechanism", "plus_axes", "levels"} <= set(priv.details) and priv.details["plus_axes"] == ["age_band"]
