@@ -268,8 +268,8 @@ def test_hierarchy_order_is_checked_for_every_mechanism_but_used_by_intopt_only(
 
 def test_od_neighbour_checked_before_spending() -> None:
     led = Ledger(zcdp(1.0))
-    with pytest.raises(ParameterError, match="Neighbours"):
-        pipeline.release_od(_od_counts(), "inftda", zcdp(0.1), led, noise=NoDraw(0), neighbour="replace")
+    with pytest.raises(ParameterError, match="neighbour relation"):
+        pipeline.release_od(_od_counts(), "inftda", zcdp(0.1), led, noise=NoDraw(0), neighbour="sideways")
     assert not led.entries
 
 

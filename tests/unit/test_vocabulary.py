@@ -51,7 +51,7 @@ def test_the_aliases_are_read_as_the_units_relations() -> None:
 @pytest.mark.parametrize(("form", "default"), [("od", "replace"), ("hierarchy", "add_remove")])
 def test_release_neighbour_accepts_the_relations_and_the_aliases(form: str, default: str) -> None:
     parser = build_parser()
-    base = ["release", form, "--input", "x.csv", "--out", "out"] + (["--hierarchy", "h.csv"] if form == "od" else ["--levels", "a,b"])
+    base = ["release", form, "--input", "x.csv", "--out", "out"] + (["--hierarchy", "h.csv"] if form == "od" else ["--levels", "a,b", "--epsilon", "1"])
     assert parser.parse_args(base).neighbour == default  # the default is unchanged in meaning
     for given, meant in NEIGHBOUR_ALIASES.items():
         assert parser.parse_args([*base, "--neighbour", given]).neighbour == meant

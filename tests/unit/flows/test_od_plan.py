@@ -266,7 +266,7 @@ def test_pure_epsilon_uses_discrete_laplace_with_l1_scales(states: Hierarchy, ne
 
 def test_plan_refuses_bad_options_and_unknown_mechanisms(states: Hierarchy) -> None:
     z = budget.zcdp(0.5)
-    for kw in ({"neighbour": "replace"}, {"order": "up"}, {"tiebreak": "coin"}, {"max_trips": 0},
+    for kw in ({"neighbour": "sideways"}, {"order": "up"}, {"tiebreak": "coin"}, {"max_trips": 0},
                {"orientation": "both"}):
         with pytest.raises(ParameterError):
             catalog.get("od", "inftda").plan_tree(states, states, z, **kw)
