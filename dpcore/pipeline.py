@@ -150,7 +150,7 @@ def release_od(
 ) -> Any:
     """Release O/D counts (:class:`dpcore.flows.counts.ODCounts`), charging the ledger first.
 
-    ``options``: ``neighbour`` (``bounded`` or ``unbounded``: with the counts' ``max_trips``, the
+    ``options``: ``neighbour`` (``replace`` or ``add_remove``: with the counts' ``max_trips``, the
     unit of privacy), ``orientation``, ``split``, ``weights``, ``order``, ``tiebreak``.  Every
     option and the domain size are checked by building the catalogue's plan
     (:class:`dpcore.flows.mechanisms.base.ODMechanism`) before anything is spent; the ledger is charged with
@@ -161,10 +161,7 @@ def release_od(
     from dpcore import catalog
 
     _unknown_options(options, {"neighbour", "orientation", "split", "weights", "order", "tiebreak"})
-    neighbour = options.get("neighbour", "bounded")
-    if neighbour not in ("bounded", "unbounded"):
-        raise ParameterError("Neighbours are 'bounded' (replace one person; total public) or 'unbounded' "
-                             "(add or remove one person).")
+    neighbour = options.get("neighbour", "replace")  # od_unit refuses any other than replace/add_remove
     mech = catalog.get("od", mechanism)
     params = {k: options.get(k) for k in ("orientation", "split", "weights", "order", "tiebreak")}
     # (the plan refuses a VanillaGauss domain above VANILLA_MAX_CELLS and the MILP baseline's

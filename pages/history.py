@@ -32,9 +32,9 @@ datasets: list[tuple[str, str, str]] = []  # (kind, fingerprint, label)
 ds = state.dataset()
 datasets.append(("points", ds.fingerprint, f"Points: {ds.name}"))
 for fp in ss.get("census_ledgers", {}):
-    datasets.append(("census", fp, "Census table"))
+    datasets.append(("areas", fp, "Census table"))
 for fp in ss.get("od_ledgers", {}):
-    datasets.append(("od", fp, "O/D trips"))
+    datasets.append(("flows", fp, "O/D trips"))
 
 try:
     shared = state.session().store

@@ -269,7 +269,7 @@ def data_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost, cache: dict
     led = cache.get(fp)
     if led is not None:
         store = session_for(kind, fp).store
-        if led.dataset == store.resolve(store.key(kind, fp)):
+        if led.dataset == store.resolve(store.key(kind, fp)):  # cached: its key was migrated when opened
             return led
     led = cache[fp] = stored_ledger(kind, fp, default_cap)
     return led
@@ -285,7 +285,7 @@ def population_of(kind: str, fp: str) -> str | None:
     if (kind, fp) in names:
         return names[(kind, fp)]
     store = session_for(kind, fp).store
-    name = store.population_name(store.key(kind, fp))
+    name = store.population_name(store.data_key(kind, fp))
     if name is not None:
         names[(kind, fp)] = name
     return name

@@ -15,6 +15,7 @@ from dpcore.cli.common import (
     cli_progress,
     engine_args,
     engine_for,
+    neighbour_arg,
     open_budget,
     parse_params,
     split_list,
@@ -83,8 +84,9 @@ def add_hierarchy_parser(rsub: Any) -> argparse.ArgumentParser:
                          "with an optional 'level' column); their noisy totals go to area_queries.csv")
     hi.add_argument("--sets-weight", type=float, default=1.0,
                     help="matrix mechanism: weight of the --area-sets queries against the levels (default 1)")
-    hi.add_argument("--neighbour", default="add_remove", choices=["add_remove", "replace"],
-                    help="add_remove: the total is noised; replace: the total is public (default add_remove)")
+    hi.add_argument("--neighbour", default="add_remove", type=neighbour_arg, metavar="{add_remove,replace}",
+                    help="add_remove: the total is noised (default; alias unbounded); replace: the total is public "
+                         "(alias bounded)")
     hi.add_argument("--order", default="ascending", choices=["ascending", "descending"],
                     help="topdown_linf: zero the smallest (ascending) or largest noisy cells first")
     hi.add_argument("--codes", default="auto", choices=["auto", "global", "within_parent"],
@@ -135,7 +137,7 @@ def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str 
     if raw:  # the whole table as read: a budget kept under the earlier rule's key is found again
         from dpcore.core.session import Session
 
-        Session.open(args.budget_db or None).adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])
+        Session.open(args.budget_db or None).adopt_legacy("areas", fp, [census_tables.legacy_fingerprint(df)])
     return fp
 
 
@@ -188,7 +190,7 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     params = ({"level": args.geo_level or "", "marginals": args.marginals} if mech.name == "matrix"
               else {"plus_axes": tuple(plus)})
     plan = mech.plan(table.structure, cost, params, unit=census_unit())
-    bud = open_budget(args, make, plan.cost, "census", _table_key(args, df, levels, count_col, raw=small is None),
+    bud = open_budget(args, make, plan.cost, "areas", _table_key(args, df, levels, count_col, raw=small is None),
                       plan.unit, session=session)
     out = pipeline.release(plan, table, ledger=bud.ledger, session=bud.session)
     rel = out.inner
@@ -292,7 +294,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
-    bud = open_budget(args, make, plan.cost, "census",
+    bud = open_budget(args, make, plan.cost, "areas",
                       _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
     paths = export.write_hierarchy(out.inner, args.out, bud.ledger, joins)

@@ -14,6 +14,24 @@ from typing import Any
 
 from dpcore.errors import DPCoreError, ParameterError
 
+#: The neighbour relations ``--neighbour`` accepts: the units' own (``replace``, ``add_remove``) and,
+#: as aliases, the O/D paper's terms (Boninsegna & Silvestri, PoPETs 2025, Sec. 3): bounded DP
+#: replaces one person, unbounded DP adds or removes one.  The only place these aliases are named.
+NEIGHBOUR_ALIASES = {"replace": "replace", "add_remove": "add_remove", "bounded": "replace", "unbounded": "add_remove"}
+
+
+def neighbour_arg(value: str) -> str:
+    """``--neighbour``'s value as the unit's neighbour relation (an alias read as its relation).
+
+    >>> neighbour_arg("bounded"), neighbour_arg("add_remove")
+    ('replace', 'add_remove')
+    """
+    try:
+        return NEIGHBOUR_ALIASES[value]
+    except KeyError:
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {value!r} (choose from {', '.join(map(repr, NEIGHBOUR_ALIASES))})") from None
+
 
 def engine_args(p: argparse.ArgumentParser) -> None:
     """Add --engine and --spark-master to a command's parser."""

@@ -14,6 +14,7 @@ from dpcore.cli.common import (
     cli_progress,
     engine_args,
     engine_for,
+    neighbour_arg,
     open_budget,
     parse_params,
     split_list,
@@ -58,8 +59,9 @@ def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
     od.add_argument("--conversion", default="classic", choices=["classic", "cks"],
                     help="(ε, δ) → ρ: classic ρ = (√(ln(1/δ)+ε) − √ln(1/δ))² (the paper's Lemma 3, default) "
                          "or cks (Canonne-Kamath-Steinke, tighter: a larger ρ for the same (ε, δ))")
-    od.add_argument("--neighbour", default="bounded", choices=["bounded", "unbounded"],
-                    help="bounded: replace one person, the total is public (default); unbounded: add/remove one")
+    od.add_argument("--neighbour", default="replace", type=neighbour_arg, metavar="{replace,add_remove}",
+                    help="replace: replace one person, the total is public (default; alias bounded); add_remove: "
+                         "add or remove one person (alias unbounded)")
     od.add_argument("--orientation", default="destination", choices=["destination", "origin"],
                     help="which end is refined first in the O/D tree (default destination)")
     od.add_argument("--split", default="uniform",
@@ -391,7 +393,7 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
                                         max_trips=args.max_trips, distinct=not args.repeats)
         del df
     # the cap is read in the release's units (an ε at the same δ is converted like the release)
-    bud = open_budget(argparse.Namespace(**{**vars(args), "budget_cap": cap}), make, plan.cost, "od",
+    bud = open_budget(argparse.Namespace(**{**vars(args), "budget_cap": cap}), make, plan.cost, "flows",
                       counts.fingerprint, plan.unit, session=session)
     made = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
     rel = made.inner

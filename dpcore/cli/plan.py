@@ -17,7 +17,7 @@ import argparse
 import json
 from typing import Any
 
-from dpcore.cli.common import parse_params, split_list
+from dpcore.cli.common import neighbour_arg, parse_params, split_list
 from dpcore.errors import ParameterError
 
 KINDS = ("points", "hierarchy", "od")
@@ -50,7 +50,7 @@ def add_plan_parser(sub: Any) -> argparse.ArgumentParser:
                                    "(children spread evenly over their parents)")
     a.add_argument("--codes", default="auto", choices=["auto", "global", "within_parent"],
                    help="with --areas: are each level's codes unique across the level (see 'release hierarchy')")
-    a.add_argument("--neighbour", default="add_remove", choices=["add_remove", "replace"],
+    a.add_argument("--neighbour", default="add_remove", type=neighbour_arg, metavar="{add_remove,replace}",
                    help="one record added or removed (default) or replaced (the total is then public)")
     a.add_argument("--max-trips", type=int, default=1, help="od: most trips one person makes (default 1)")
     return p
@@ -108,8 +108,7 @@ def _domain(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
         return h, hierarchy_unit(args.neighbour), {}
     if args.max_trips < 1:
         raise ParameterError(f"--max-trips must be at least 1 (got {args.max_trips}).")
-    neighbour = "bounded" if args.neighbour == "replace" else "unbounded"
-    return h, od_unit(neighbour, args.max_trips), {}
+    return h, od_unit(args.neighbour, args.max_trips), {}
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

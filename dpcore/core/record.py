@@ -50,6 +50,7 @@ __all__ = [
     "approx_dp_reading",
     "budget_summary",
     "created_now",
+    "schema_of",
     "envelope",
     "header",
     "jsonable",
@@ -255,18 +256,31 @@ def record_schema(name: str = "release") -> dict[str, Any]:
     return json.loads(text)
 
 
-#: The schema of each record ``kind``.
+#: The schema of each record ``kind`` (the release form), and of a ``(kind, mechanism)`` pair whose
+#: body differs: the census marginal tables (the matrix mechanism) have a body of their own.
 _SCHEMA_OF_KIND = {"points": "release", "hierarchy": "hierarchy_release", "census": "census_release",
-                   "census_marginals": "census_marginals", "od": "od_release"}
+                   "od": "od_release", ("census", "matrix"): "census_marginals"}
+
+
+def schema_of(record: Mapping[str, Any]) -> str:
+    """The name of the schema a record follows, chosen by its ``kind`` and mechanism.
+
+    >>> schema_of({"kind": "census", "mechanism": {"name": "matrix"}}), schema_of({"kind": "od"})
+    ('census_marginals', 'od_release')
+    """
+    kind = str(record.get("kind"))
+    mech = record.get("mechanism")
+    name = mech.get("name") if isinstance(mech, Mapping) else mech
+    return _SCHEMA_OF_KIND.get((kind, str(name)), _SCHEMA_OF_KIND[kind])
 
 
 def validate_record(record: Mapping[str, Any], name: str | None = None) -> None:
     """Raise ``jsonschema.ValidationError`` if the record breaks its schema: ``name``, or by
-    default the schema of the record's ``kind``; every schema requires the shared header and
-    the top-level ``ledger``."""
+    default the schema of the record's ``kind`` and mechanism (:func:`schema_of`); every schema
+    requires the shared header and the top-level ``ledger``."""
     import jsonschema
 
-    jsonschema.validate(dict(record), record_schema(name or _SCHEMA_OF_KIND[str(record.get("kind"))]))
+    jsonschema.validate(dict(record), record_schema(name or schema_of(record)))
 
 
 def write_files(files: Mapping[str, bytes], out_dir: str | Path) -> list[Path]:

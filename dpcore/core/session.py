@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.privacy.budget import PrivacyCost, pure, zcdp
 from dpcore.privacy.ledger import Ledger
-from dpcore.privacy.ledger_store import LedgerStore, StoredLedger, default_store
+from dpcore.privacy.ledger_store import LEGACY_KINDS, LedgerStore, StoredLedger, default_store
 from dpcore.privacy.units import Unit
 
 __all__ = ["DEFAULT_EPSILON_CAP", "DEFAULT_RELEASE_SHARE", "DEFAULT_RHO_CAP", "Charge", "JsonLedger", "Session",
@@ -107,8 +107,10 @@ class JsonLedger(Ledger):
         self.path = Path(path)
 
     @classmethod
-    def open(cls, path: str | Path, key: str, cap: PrivacyCost, unit: Unit | None = None) -> JsonLedger:
-        """The ledger in ``path`` (checked against ``key``), or a new one with ``cap`` and ``unit``."""
+    def open(cls, path: str | Path, key: str, cap: PrivacyCost, unit: Unit | None = None, *,
+             earlier: tuple[str, ...] = ()) -> JsonLedger:
+        """The ledger in ``path`` (checked against ``key``, or one of the ``earlier`` keys of the same
+        data, which it then moves to ``key``), or a new one with ``cap`` and ``unit``."""
         path = Path(path)
         if not path.exists():
             return cls(path, cap, key, unit)
@@ -117,7 +119,7 @@ class JsonLedger(Ledger):
         except (OSError, ValueError, InputError) as e:
             raise ParameterError(f"Ledger file '{path}' is not a dpcore ledger ({e}). Point --ledger to the file an "
                                  "earlier run wrote, or a new path.") from None
-        if stored.dataset and stored.dataset != key:
+        if stored.dataset and stored.dataset != key and stored.dataset not in earlier:
             raise BudgetError(
                 f"The ledger file '{path}' keeps the budget of other data: a ledger file belongs to the data of its "
                 "first release. Use that data, or a new ledger file for this data.")
@@ -200,13 +202,17 @@ class Session:
         data is loaded, before its budget is opened.  (A budget already opened under the new key is
         left as it is, and so is the old one: the two are not merged.)"""
         store = self.store
-        for old in legacy:
-            store.migrate_plain_key(f"{kind}:{old}", store.key(kind, fingerprint))
+        key = store.data_key(kind, fingerprint)
+        for k in (kind, *LEGACY_KINDS.get(kind, ())):
+            for old in legacy:
+                store.migrate_plain_key(f"{k}:{old}", key, kind)
 
     def json_budget(self, path: str | Path, kind: str, fingerprint: str, *, default: PrivacyCost,
                     unit: Unit | None = None) -> JsonLedger:
-        """A budget kept in a JSON file, tied to this data's key."""
-        return JsonLedger.open(path, self.key(kind, fingerprint), default, unit)
+        """A budget kept in a JSON file, tied to this data's key (a file written under an earlier
+        version's key kind, :data:`~dpcore.privacy.ledger_store.LEGACY_KINDS`, is taken over)."""
+        earlier = tuple(self.key(k, fingerprint) for k in LEGACY_KINDS.get(kind, ()))
+        return JsonLedger.open(path, self.key(kind, fingerprint), default, unit, earlier=earlier)
 
     # -- the one place a budget is charged ----------------------------------------------------
     def release(self, ledger: Ledger | None, charge: Any, run: Callable[[], R]) -> R:

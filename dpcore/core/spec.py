@@ -491,7 +491,7 @@ def od_config(*, input_path: str, hierarchy_path: str, levels: list[str] | None 
               code_column: str | None = None, prefix_lengths: list[int] | None = None,
               origin: str | None = None, destination: str | None = None, count: str | None = None,
               user: str | None = None, max_trips: int = 1, repeats: bool = False, mechanism: str = "inftda",
-              definition: str, value: float, delta: float | None = None, neighbour: str = "bounded",
+              definition: str, value: float, delta: float | None = None, neighbour: str = "replace",
               orientation: str = "destination", split: str = "uniform", weights: list[float] | None = None,
               order: str = "ascending", engine: str = "auto", out: str = "release") -> ReleaseSpec:
     """The description of an O/D (trips) release the app made: the public hierarchy by one code column

@@ -98,7 +98,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--tiebreak", "mechanism", default="random"),
         _o("--epsilon", "budget"), _o("--delta", "budget", form="float"), _o("--rho", "budget"),
         _o("--pure", "budget", form="flag", default=False), _o("--conversion", "budget", default="classic"),
-        _o("--neighbour", "budget", default="bounded"), _o("--split", "budget", default="uniform"),
+        _o("--neighbour", "budget", default="replace"), _o("--split", "budget", default="uniform"),
         *_BUDGET,
         _o("--boundaries", "output", form="repeat", default=()), _o("--coordinates", "output"),
         _o("--coord-code", "output"), _o("--lat", "output"), _o("--lon", "output"),

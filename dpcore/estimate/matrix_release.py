@@ -48,7 +48,7 @@ __all__ = [
     "Calibration",
     "calibrate",
     "check_data",
-    "Release",
+    "StrategyAnswers",
     "release",
 ]
 
@@ -127,8 +127,11 @@ def _check_delta(v: Any) -> float:
 
 
 @dataclass(frozen=True)
-class Release:
-    """Output of :func:`release`.  Charge ``cost`` to the dataset's Ledger before publishing.
+class StrategyAnswers:
+    """The noisy answers of a strategy and the workload answers derived from them: the output of
+    :func:`release` (not a core release: a mechanism wraps these in its
+    :class:`~dpcore.core.mechanism.KindRelease`).  Charge ``cost`` to the dataset's Ledger before
+    publishing.
 
     Attributes
     ----------
@@ -346,7 +349,7 @@ def release(
     workload: Workload, strategy: Strategy, x: np.ndarray, source: NoiseSource, *,
     epsilon: float | None = None, delta: float | None = None, rho: float | None = None,
     calibration: str = "analytic", grid_slack: float = 1e-6,
-) -> Release:
+) -> StrategyAnswers:
     """Answer the workload with the matrix mechanism: ``y = Ax + z``, ``x̂ = A⁺y``, ``W x̂`` (§1.5).
 
     Privacy (choose one): ``rho`` → ρ-zCDP Gaussian; ``epsilon`` and ``delta`` → (ε, δ)-DP
@@ -399,7 +402,7 @@ def release(
     else:
         notes.append(f"{workload.m:,} queries are too many to list; answer them from x_hat.")
     full_rank = strategy.full_rank
-    return Release(
+    return StrategyAnswers(
         answers=answers, standard_errors=ses, x_hat=x_hat, x_hat_unbiased=full_rank,
         noise_variance=float(var), sensitivity=float(cal.effective_sensitivity if not cal.pure else cal.sensitivity),
         noise_scale=float(cal.scale), cost=cal.cost, guarantee=cal.guarantee, strategy=strategy,

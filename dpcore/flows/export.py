@@ -298,7 +298,7 @@ def _od_privacy(rel: ODRelease, delta: float) -> dict[str, Any]:
                                                        if p.distinct else " (repeats allowed)"))
     unit_desc = (f"{who}; neighbouring data sets "
                  + ("replace one person by another (the number of people is public)"
-                    if p.neighbour == "bounded" else "add or remove one person"))
+                    if p.neighbour == "replace" else "add or remove one person"))
     invariants: dict[str, Any] = {}
     if p.total_public and rel.public_total is not None:
         invariants["total"] = int(rel.public_total)  # type: ignore[arg-type]
@@ -341,7 +341,7 @@ def od_record(
     Public parameters and mechanism outputs only: the data-free plan (budget split,
     sensitivities, noise scales, expected errors), the public hierarchies, and the ledger's
     spends.  The only number that comes from the data unnoised is the total, and only when the
-    plan makes it public (bounded neighbours, one trip per person).  Never a true flow, a raw
+    plan makes it public (replace neighbours, one trip per person).  Never a true flow, a raw
     row or an input file name.  ``delta`` is the δ at which a zCDP cost is also read as
     (ε, δ)-DP; ``extra`` holds caller-supplied public parameters (e.g. how ρ was derived from
     (ε, δ)) and must not name input files.

@@ -3,9 +3,9 @@ and the library.
 
 One trip by default (every trip taken to be a different person); with a person column, one person
 making at most ``max_trips`` trips (Boninsegna & Silvestri, "Differentially private release of
-hierarchical origin/destination data with a TopDown approach", PoPETs 2025, Sec. 3).  O/D
-neighbours keep the flows' vocabulary: "bounded" (replace one; the total is public) or "unbounded"
-(add or remove one).
+hierarchical origin/destination data with a TopDown approach", PoPETs 2025, Sec. 3).  Neighbours
+are the units' own: ``"replace"`` (replace one; the total is public: the paper's bounded DP) or
+``"add_remove"`` (add or remove one: its unbounded DP).
 """
 
 from __future__ import annotations
@@ -13,22 +13,26 @@ from __future__ import annotations
 from dpcore.errors import ParameterError
 from dpcore.privacy.units import Unit
 
-__all__ = ["od_unit"]
+__all__ = ["check_neighbour", "od_unit"]
 
 
 def od_unit(neighbour: str, max_trips: int, persons: bool = False) -> Unit:
     """One person making at most ``max_trips`` trips when a person column bounds them (``persons``),
-    else one trip; "bounded" neighbours replace one, "unbounded" add or remove one.
+    else one trip; ``"replace"`` neighbours replace one, ``"add_remove"`` add or remove one.
 
-    >>> od_unit("bounded", 3, persons=True)
+    >>> od_unit("replace", 3, persons=True)
     Unit(entity='person', cap=3, neighbour='replace')
-    >>> od_unit("unbounded", 1)
+    >>> od_unit("add_remove", 1)
     Unit(entity='record', cap=None, neighbour='add_remove')
     """
-    if neighbour not in ("bounded", "unbounded"):
-        raise ParameterError("Neighbours are 'bounded' (replace one person; total public) or 'unbounded' "
-                             "(add or remove one person).")
-    n = "replace" if neighbour == "bounded" else "add_remove"
+    check_neighbour(neighbour)
     if persons or max_trips > 1:
-        return Unit("person", cap=max_trips, neighbour=n)
-    return Unit("record", neighbour=n)
+        return Unit("person", cap=max_trips, neighbour=neighbour)
+    return Unit("record", neighbour=neighbour)
+
+
+def check_neighbour(neighbour: str) -> None:
+    """Refuse a neighbour relation other than ``"replace"`` and ``"add_remove"``."""
+    if neighbour not in ("replace", "add_remove"):
+        raise ParameterError(f"Unknown neighbour relation {neighbour!r}: 'replace' (replace one person; the total "
+                             "is public) or 'add_remove' (add or remove one person).")

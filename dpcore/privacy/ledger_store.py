@@ -26,7 +26,10 @@ file shared by every session and process of the app on this machine.
   only).  A content fingerprint is a hash of the data, so a stored plain fingerprint would let
   whoever reads the database test guesses about the data (say, one person's location); the keyed
   hash does not without the secret.  Budgets stored under a plain key by earlier versions move to
-  their keyed name the first time they are opened.
+  their keyed name the first time they are opened.  The key kinds are the kinds of data,
+  ``points``, ``areas`` (hierarchy and census releases of one table share a budget) and ``flows``;
+  a budget stored under an earlier version's key kind (``census``, ``od``: :data:`LEGACY_KINDS`)
+  moves to its new key, with its spends, releases and binding, the first time it is opened.
 * **Populations.** Data sets that come from the same people (points, trips and census tables of
   one survey) can be bound to one named population (:meth:`LedgerStore.bind`); their releases then
   draw on one budget.  A data set is bound before its first release, and for good.
@@ -106,6 +109,10 @@ CREATE TABLE IF NOT EXISTS bindings (
 
 #: Prefix of keyed (HMAC) population keys; keys without it are plain keys of earlier versions.
 KEY_PREFIX = "k1:"
+
+#: The key kinds of budgets: the kinds of data.  Earlier versions keyed area data ``census`` and
+#: trips ``od``; a budget under such a key moves to the new key when it is opened.
+LEGACY_KINDS: dict[str, tuple[str, ...]] = {"points": (), "areas": ("census",), "flows": ("od",)}
 
 
 def _private_file(path: Path) -> None:
@@ -245,23 +252,47 @@ class LedgerStore:
             con.execute("INSERT INTO bindings VALUES (?, ?, ?)", (data_key, pop, name))
         return pop
 
+    def data_key(self, kind: str, fingerprint: str) -> str:
+        """The key of ``kind`` data with this fingerprint (:meth:`key`), after moving a budget
+        stored under an earlier version's plain key or key kind (:data:`LEGACY_KINDS`) to it."""
+        data_key = self.key(kind, fingerprint)
+        earlier = [f"{kind}:{fingerprint}"]
+        for k in LEGACY_KINDS.get(kind, ()):
+            earlier += [self.key(k, fingerprint), f"{k}:{fingerprint}"]
+        marks = ",".join("?" * len(earlier))
+        with contextlib.closing(self._connect()) as con:  # a read first: no write lock when nothing moves
+            found = {r[0] for r in con.execute(
+                f"SELECT fingerprint FROM datasets WHERE fingerprint IN ({marks}) "
+                f"UNION SELECT data_key FROM bindings WHERE data_key IN ({marks})", (*earlier, *earlier))}
+        for old in earlier:
+            if old in found:
+                self.migrate_plain_key(old, data_key, kind)
+        return data_key
+
     def budget_key(self, kind: str, fingerprint: str) -> str:
         """The key of the budget ``kind`` data with this fingerprint draws on (its population's
-        when bound), after moving a budget stored under an earlier version's plain key."""
-        data_key = self.key(kind, fingerprint)
-        self.migrate_plain_key(f"{kind}:{fingerprint}", data_key)
-        return self.resolve(data_key)
+        when bound), after moving a budget stored under an earlier version's key (:meth:`data_key`)."""
+        return self.resolve(self.data_key(kind, fingerprint))
 
-    def migrate_plain_key(self, plain: str, key: str) -> None:
-        """Move a budget stored under an earlier version's plain key to its keyed name."""
+    def migrate_plain_key(self, plain: str, key: str, kind: str | None = None) -> None:
+        """Move a budget stored under an earlier version's key ``plain`` (a plain key, or the keyed
+        name under an earlier key kind) to ``key``, with its spends, releases, cap changes and
+        population binding; ``kind`` (if given) becomes the budget's kind.  Nothing moves when
+        ``key`` already has a budget or a binding (the two are never merged)."""
         with self.transaction() as con:
-            if not con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (plain,)).fetchone():
-                return
-            if con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (key,)).fetchone():
+            def has(table: str, column: str, k: str) -> bool:
+                return con.execute(f"SELECT 1 FROM {table} WHERE {column} = ?", (k,)).fetchone() is not None
+
+            old = has("datasets", "fingerprint", plain) or has("bindings", "data_key", plain)
+            if not old or has("datasets", "fingerprint", key) or has("bindings", "data_key", key):
                 return
             con.execute("PRAGMA defer_foreign_keys = ON")
             for table in ("datasets", "spends", "releases", "cap_changes"):
                 con.execute(f"UPDATE {table} SET fingerprint = ? WHERE fingerprint = ?", (key, plain))
+            con.execute("UPDATE bindings SET data_key = ? WHERE data_key = ?", (key, plain))
+            if kind is not None:
+                con.execute("UPDATE datasets SET kind = ? WHERE fingerprint = ? AND kind != 'population'",
+                            (kind, key))
 
     def _connect(self, check_same_thread: bool = True) -> sqlite3.Connection:
         # autocommit mode (isolation_level=None): transactions are explicit BEGIN IMMEDIATE

@@ -148,7 +148,7 @@ def test_overspend_is_refused_with_a_clear_message(at: AppTest) -> None:
     from dpcore.privacy import budget
 
     demo = at.session_state["demo_session"]
-    other = demo.budget("census", entry.fingerprint, default=budget.pure(1.0))
+    other = demo.budget("areas", entry.fingerprint, default=budget.pure(1.0))
     demo.set_cap(other, budget.pure(0.7))
     at.number_input(key="_w_census_epsilon").set_value(0.5).run()
     at.run()

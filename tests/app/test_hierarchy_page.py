@@ -248,7 +248,7 @@ def test_release_config_reruns_on_the_apps_budget(tmp_path) -> None:
     (tmp_path / "release.toml").write_text(code.value, "utf-8")
     assert main(["run", str(tmp_path / "release.toml")]) == 0
     fp = at.session_state["hier_release"].fp
-    led = Session().budget("census", fp, default=budget.pure(1.0))
+    led = Session().budget("areas", fp, default=budget.pure(1.0))
     eps = cfg["budget"]["epsilon"]
     assert len(led.entries) == 2 and abs(led.spent - 2 * eps) < 1e-12
 

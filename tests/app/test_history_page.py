@@ -156,3 +156,26 @@ def test_history_is_empty_for_data_the_session_does_not_hold() -> None:
     h = session("history.py")  # this session loaded only the demo points
     assert not h.get("download_button")
     assert any("No release of the data loaded in this session" in i.value for i in h.info)
+
+
+@pytest.mark.parametrize(("ledgers", "earlier"), [("census_ledgers", "census"), ("od_ledgers", "od")])
+def test_history_lists_releases_kept_under_an_earlier_key_kind(ledgers: str, earlier: str) -> None:
+    """A budget and release stored by an earlier version under the key kind 'census' or 'od' are
+    listed under the kind of data ('areas', 'flows') with their spends and files."""
+    from dpcore.core.session import Charge, Session
+    from dpcore.privacy import budget
+    from dpcore.privacy.ledger_store import default_store
+
+    store = default_store()
+    old_key = store.key(earlier, "fp-old")
+    led = store.ledger(old_key, budget.pure(1.0), earlier)
+    Session.unaccounted().release(led, Charge(budget.pure(0.25), "old release", {}), lambda: None)
+    store.record_release(old_key, "0123456789ab", earlier, {"mechanism": "Old mechanism", "cost": "ε = 0.25"},
+                         {"release.csv": b"area,noisy_count\n1,2\n"})
+    h = AppTest.from_string(wrapper("history.py"), default_timeout=60)
+    h.session_state[ledgers] = {"fp-old": None}
+    h.run()
+    assert not h.exception, h.exception
+    assert any("0123456789ab" in e.label and "Old mechanism" in e.label for e in h.expander)
+    assert "Download release.csv" in [b.label for b in h.get("download_button")]
+    assert any("0.25 spent" in c.value for c in h.caption)

@@ -181,7 +181,7 @@ def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
     assert any("by the tighter conversion of Canonne, Kamath & Steinke" in m.value for m in at.markdown)
     # unbounded neighbours: the total is measured too
     step(at, "plan")
-    at.radio(key="_w_od_neighbour").set_value("unbounded").run()
+    at.radio(key="_w_od_neighbour").set_value("add_remove").run()
     ok(at)
     assert frame_with(at, "noise per cell (SD)")["table"].iloc[0] == "total of all trips"
     assert ledger(at).spent == 0
@@ -699,7 +699,7 @@ def test_the_release_history_does_not_store_the_uploaded_file_name(at: AppTest) 
     release(at)
     store = ledger_store.default_store()
     fp = at.session_state["od_model"]["fp"]
-    stored = store.releases(store.budget_key("od", fp))
+    stored = store.releases(store.budget_key("flows", fp))
     assert stored
     for row in stored:
         assert "alice_smith" not in json.dumps(row)
@@ -738,7 +738,7 @@ def test_target_planner_proposes_rho_and_split_and_use_sets_both(at: AppTest) ->
     expected = plan_for_targets(
         catalog.get("od", "inftda"), m["h"], [Target("finest", 20), Target("district", 100)], definition="zcdp",
         params={"split": "uniform", "orientation": "destination", "order": "ascending", "tiebreak": "random"},
-        unit=od_unit("bounded", c.max_trips, c.persons), distinct=c.distinct)
+        unit=od_unit("replace", c.max_trips, c.persons), distinct=c.distinct)
     proposal = [v.value for v in at.markdown if v.value.startswith("The smallest budget that meets your targets")]
     assert len(proposal) == 1 and f"ρ = {expected.rounded:g}" in proposal[0]
     table = frame_with(at, "your target")

@@ -24,10 +24,10 @@ def _marks_after_shared_open() -> None:
 
     state.init()
     fp = "0123456789abcdef"
-    led = state.stored_ledger("census", fp, budget.pure(1.0))  # a real table's budget, opened in the shared store
-    state.mark_demo("census", fp)  # e.g. a failed demo build passing the earlier (real) table's key
+    led = state.stored_ledger("areas", fp, budget.pure(1.0))  # a real table's budget, opened in the shared store
+    state.mark_demo("areas", fp)  # e.g. a failed demo build passing the earlier (real) table's key
     st.write(f"demo={state.is_demo('census', fp)} temporary={state.is_session_budget(led)}")
-    again = state.stored_ledger("census", fp, budget.pure(1.0))
+    again = state.stored_ledger("areas", fp, budget.pure(1.0))
     st.write(f"again temporary={state.is_session_budget(again)}")
 
 

@@ -217,7 +217,7 @@ def test_counts_that_do_not_match_the_plan_are_refused_by_check_data() -> None:
     trips = _od(12)
     mech = catalog.get("od", "inftda")
     plan = mech.plan((trips.origin_h, trips.destination_h), budget.zcdp(0.5), {},
-                     unit=od_unit("bounded", 3, persons=True))
+                     unit=od_unit("replace", 3, persons=True))
     with pytest.raises(ParameterError, match="trip"):
         mech.check_data(plan, trips)
 

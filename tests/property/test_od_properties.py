@@ -97,13 +97,13 @@ costs = st.sampled_from([budget.zcdp(0.005), budget.zcdp(0.5), budget.zcdp(50.0)
 
 @SETTINGS
 @given(od_data(), st.sampled_from(["inftda", "tda_l2"]), st.sampled_from(["destination", "origin"]),
-       st.sampled_from(["bounded", "unbounded"]), costs, st.sampled_from(["ascending", "descending"]),
+       st.sampled_from(["replace", "add_remove"]), costs, st.sampled_from(["ascending", "descending"]),
        st.sampled_from(["random", "index"]), st.integers(min_value=0, max_value=2**32 - 1))
 def test_topdown_releases_are_consistent_integral_positive(data, mechanism, orientation, neighbour, cost, order,
                                                            tiebreak, seed):
     ho, hd, df = data
     # one area on each side and a public total: plan() refuses (nothing to measure; test_od.py)
-    assume(ho.n_leaves * hd.n_leaves > 1 or neighbour == "unbounded")
+    assume(ho.n_leaves * hd.n_leaves > 1 or neighbour == "add_remove")
     c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
     n = int(df["n"].sum())
     src = Recorder(seed)
@@ -117,7 +117,7 @@ def test_topdown_releases_are_consistent_integral_positive(data, mechanism, orie
     assert lv == tree_levels(ho.depth, orientation)
     for t in range(T + 1):
         assert rel.values[t].dtype == np.int64 and (rel.values[t] > 0).all()
-    if neighbour == "bounded":
+    if neighbour == "replace":
         assert rel.values[0].tolist() == ([n] if n else []) and rel.public_total == n
     else:
         assert rel.public_total is None and rel.values[0].size <= 1
@@ -162,12 +162,12 @@ def test_vanilla_gauss_levels_are_sums_of_its_leaves(data, orientation, cost, se
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(od_data(), st.sampled_from(["destination", "origin"]), st.sampled_from(["bounded", "unbounded"]),
+@given(od_data(), st.sampled_from(["destination", "origin"]), st.sampled_from(["replace", "add_remove"]),
        st.integers(min_value=0, max_value=2**32 - 1))
 def test_milp_baseline_is_consistent_integral_positive(data, orientation, neighbour, seed):
     """The black-box MILP baseline (one solver call per node, so fewer examples)."""
     ho, hd, df = data
-    assume(ho.n_leaves * hd.n_leaves > 1 or neighbour == "unbounded")
+    assume(ho.n_leaves * hd.n_leaves > 1 or neighbour == "add_remove")
     c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d", count="n")
     rel = catalog.get("od", "tda_linf_milp").release_counts(
         c, budget.zcdp(0.5), NoiseSource(seed), neighbour=neighbour,
@@ -180,5 +180,5 @@ def test_milp_baseline_is_consistent_integral_positive(data, orientation, neighb
         agg = np.zeros((ho.sizes[o], hd.sizes[d]), dtype=np.int64)
         np.add.at(agg, (up(ho, oT, o)[rel.origins[-1]], up(hd, dT, d)[rel.destinations[-1]]), rel.values[-1])
         assert np.array_equal(agg, dense(rel, t)), t
-    if neighbour == "bounded":
+    if neighbour == "replace":
         assert rel.values[0].tolist() == ([int(df["n"].sum())] if df["n"].sum() else [])

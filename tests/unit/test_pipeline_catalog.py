@@ -148,7 +148,7 @@ def test_ledger_entries_keep_their_labels_and_details(table: census_tables.Censu
     assert flows.label == f"O/D: {catalog.get('od', 'inftda').title}"
     assert {"kind", "mechanism", "neighbour", "max_trips", "orientation", "split", "split_weights",
             "levels"} <= set(flows.details)
-    assert (flows.details["neighbour"], flows.details["orientation"]) == ("bounded", "origin")
+    assert (flows.details["neighbour"], flows.details["orientation"]) == ("replace", "origin")
     # the census entries keep the labels and details keys their releases had before the catalogue
     assert priv.label == "census release (Privelet+)"
     assert {"mechanism", "plus_axes", "levels"} <= set(priv.details) and priv.details["plus_axes"] == ["age_band"]
@@ -269,8 +269,8 @@ def test_hierarchy_order_is_checked_for_every_mechanism_but_used_by_intopt_only(
 
 def test_od_neighbour_checked_before_spending() -> None:
     led = Ledger(zcdp(1.0))
-    with pytest.raises(ParameterError, match="Neighbours"):
-        pipeline.release_od(_od_counts(), "inftda", zcdp(0.1), led, noise=NoDraw(0), neighbour="replace")
+    with pytest.raises(ParameterError, match="neighbour relation"):
+        pipeline.release_od(_od_counts(), "inftda", zcdp(0.1), led, noise=NoDraw(0), neighbour="sideways")
     assert not led.entries
 
 

@@ -271,7 +271,7 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dic
     """The machine-readable record: public parameters, strategy, expected errors; no true count."""
     p = rel.plan
     rec: dict[str, Any] = {
-        **header(SCHEMA, "census_marginals", rel.release_id, rel.created),
+        **header(SCHEMA, "census", rel.release_id, rel.created),
         "mechanism": {"name": "matrix", "title": "Matrix mechanism (marginals)",
                       "paper": "Li & Miklau, PVLDB 5(6) 2012, Sec. 4.2",
                       "strategy": p.info["strategy"], "strategy_queries": p.info["strategy_queries"]},

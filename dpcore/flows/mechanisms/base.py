@@ -4,7 +4,7 @@
 The domain is the public origin and destination hierarchies (one
 :class:`~dpcore.data.hierarchy.Hierarchy` for both, or a pair), the aggregate the sparse trip
 counts (:class:`~dpcore.flows.counts.ODCounts`), the unit of privacy one person making at most
-``cap`` trips (``max_trips``), added/removed (``unbounded``) or replaced (``bounded``)
+``cap`` trips (``max_trips``), added/removed (``add_remove``) or replaced (``replace``)
 (Boninsegna & Silvestri, PoPETs 2025, Sec. 3 and App. B).  A mechanism plans in the paper's
 terms (:meth:`ODMechanism.plan_tree` -> :class:`~.common.ODPlan`, the tree's levels with their
 noise and expected error), which :meth:`ODMechanism.plan` turns into the core
@@ -62,7 +62,6 @@ ORDER = Param("order", "Zeroing order", str, "ascending",
 TIEBREAK = Param("tiebreak", "Ties", str, "random", "Ties are broken at random (no area favoured) or by index.",
                  choices=("random", "index"))
 
-_NEIGHBOUR = {"add_remove": "unbounded", "replace": "bounded"}
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -116,7 +115,7 @@ class ODMechanism(Mechanism):
 
     # -- the plan in the paper's terms ----------------------------------------------------------
     def plan_tree(self, origin: Hierarchy, destination: Hierarchy | None = None, cost: PrivacyCost | None = None,
-                  *, neighbour: str = "bounded", max_trips: int = 1, distinct: bool = True,
+                  *, neighbour: str = "replace", max_trips: int = 1, distinct: bool = True,
                   orientation: str = "destination", split: str = "uniform", weights: Sequence[float] | None = None,
                   order: str = "ascending", tiebreak: str = "random", approx: tuple[float, float] | None = None,
                   beta: float = 0.05) -> ODPlan:
@@ -149,9 +148,9 @@ class ODMechanism(Mechanism):
                       o.order, o.tiebreak, tuple(levels), tuple(c.scales), made_by=self)
 
     def measured_levels(self, tree: ODTree, o: ODOptions) -> list[bool]:
-        """The TopDown walk measures the root unless the total is public (bounded neighbours, one trip
+        """The TopDown walk measures the root unless the total is public (replace neighbours, one trip
         each) and every level but the copy levels."""
-        root_measured = not (o.neighbour == "bounded" and o.max_trips == 1)
+        root_measured = not (o.neighbour == "replace" and o.max_trips == 1)
         return [root_measured] + [not tree.copy_level(t) for t in range(1, tree.depth + 1)]
 
     def check_size(self, tree: ODTree, measured: list[bool]) -> None:
@@ -195,7 +194,7 @@ class ODMechanism(Mechanism):
     def _plan(self, domain: Any, cost: PrivacyCost, params: dict[str, Any], unit: Unit,
               public: Mapping[str, Any]) -> Plan:
         origin, destination = _pair(domain)
-        inner = self.plan_tree(origin, destination, cost, neighbour=_NEIGHBOUR[unit.neighbour],
+        inner = self.plan_tree(origin, destination, cost, neighbour=unit.neighbour,
                                max_trips=unit.contribution, distinct=bool(public.get("distinct", True)),
                                orientation=params["orientation"], split=params["split"],
                                weights=params["weights"] or None, order=params["order"], tiebreak=params["tiebreak"])

@@ -22,13 +22,13 @@ one file each beside it (:mod:`~dpcore.flows.mechanisms.inftda`,
 
 Privacy (Boninsegna & Silvestri 2025, Sec. 3–4, App. B)
 -------------------------------------------------------
-Neighbours are ``"bounded"`` (replace one person: the total is public and exact when every
-person has exactly one trip) or ``"unbounded"`` (add or remove one person, the paper's
-Appendix B: the total is noised).
-With up to ``m`` trips per person the L2 sensitivity is ``√2·m`` (bounded) or ``m``
-(unbounded) at every level above the leaves, and at the leaves ``√(2m)`` / ``√m`` when a person's
+Neighbours are ``"replace"`` (replace one person, the paper's bounded DP: the total is public and
+exact when every person has exactly one trip) or ``"add_remove"`` (add or remove one person, the
+paper's unbounded DP of Appendix B: the total is noised).
+With up to ``m`` trips per person the L2 sensitivity is ``√2·m`` (replace) or ``m``
+(add/remove) at every level above the leaves, and at the leaves ``√(2m)`` / ``√m`` when a person's
 trips are distinct pairs (repeats allowed: as above the leaves); the L1 sensitivity is ``2m`` /
-``m``.  With ``m > 1`` the total is not invariant even under bounded neighbours (pitfall 3), so
+``m``.  With ``m > 1`` the total is not invariant even under replace neighbours (pitfall 3), so
 the root is measured (sensitivity ``m``).  The budget is split over the measured levels; a level
 in which every node has a single child ("copy level") is not measured and gets no share.  σ is
 computed from each level's share and sensitivity (never hard-coded ``T/ρ``).  The expected errors
@@ -52,6 +52,7 @@ from dpcore.estimate import topdown_opt
 from dpcore.flows.accuracy import linf_bounds, topdown_variances, typical_max
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.tree import Orientation, ancestors, check_pair, group_sum, level_name, tree_levels
+from dpcore.flows.unit import check_neighbour
 from dpcore.privacy import calibration
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
@@ -78,7 +79,7 @@ __all__ = [
     "topdown_walk",
 ]
 
-Neighbour = Literal["bounded", "unbounded"]
+Neighbour = Literal["replace", "add_remove"]
 
 # ---------------------------------------------------------------------------------------------
 # the plan: the O/D tree, budget, noise and analytic errors, before the data
@@ -141,7 +142,7 @@ class ODPlan:
 
     @property
     def total_public(self) -> bool:
-        return self.neighbour == "bounded" and self.max_trips == 1 and self.mechanism in (
+        return self.neighbour == "replace" and self.max_trips == 1 and self.mechanism in (
             "inftda", "tda_l2", "tda_linf_milp")
 
     @property
@@ -165,10 +166,10 @@ def sensitivity(neighbour: str, m: int, distinct: bool, leaf: bool) -> tuple[flo
     """(L1, L2) sensitivity of one tree level below the root (Boninsegna & Silvestri 2025, Sec. 3;
     erratum: m > 1 changes multiply the sensitivity).
 
-    >>> sensitivity("bounded", 1, True, leaf=False), sensitivity("unbounded", 4, True, leaf=True)
+    >>> sensitivity("replace", 1, True, leaf=False), sensitivity("add_remove", 4, True, leaf=True)
     ((2.0, 1.4142135623730951), (4.0, 2.0))
     """
-    if neighbour == "bounded":
+    if neighbour == "replace":
         l1 = 2.0 * m
         l2 = math.sqrt(2.0 * m) if (leaf and distinct) else math.sqrt(2.0) * m
     else:
@@ -179,9 +180,7 @@ def sensitivity(neighbour: str, m: int, distinct: bool, leaf: bool) -> tuple[flo
 
 def check_options(neighbour: str, order: str, tiebreak: str, max_trips: int) -> None:
     """Refuse an unknown neighbour relation, zeroing order or tie rule, or a cap below one trip."""
-    if neighbour not in ("bounded", "unbounded"):
-        raise ParameterError("Neighbours are 'bounded' (replace one person; total public) or 'unbounded' "
-                             "(add or remove one person).")
+    check_neighbour(neighbour)
     if order not in ("ascending", "descending"):
         raise ParameterError("The zeroing order is 'ascending' (fewer spurious flows) or 'descending' "
                              "(fewer missed flows).")
@@ -245,7 +244,7 @@ class ODTree:
 class ODOptions:
     """The options of an O/D plan besides the tree and the cost (checked by :func:`check_options`)."""
 
-    neighbour: str = "bounded"
+    neighbour: str = "replace"
     max_trips: int = 1
     distinct: bool = True
     orientation: str = "destination"

@@ -1,8 +1,8 @@
 """InfTDA: the TopDown release of O/D flows with the L∞ projection IntOpt.
 
 Boninsegna & Silvestri, "Differentially private release of hierarchical origin/destination data
-with a TopDown approach", PoPETs 2025, Sec. 4.1, Algorithms 1 (bounded neighbours), 2 (IntOpt)
-and 3 (unbounded neighbours, App. B).
+with a TopDown approach", PoPETs 2025, Sec. 4.1, Algorithms 1 (bounded DP: replace
+neighbours), 2 (IntOpt) and 3 (unbounded DP: add/remove neighbours, App. B).
 
 Parameters
     Which side of the O/D tree is split first, the budget split over the measured levels, and
@@ -11,7 +11,7 @@ Parameters
 
 Privacy
     Every tree level partitions the trips, so each is a histogram of the same sensitivity
-    (:func:`.common.sensitivity`: L2 ``√2·m`` bounded, ``m`` unbounded, ``√(2m)`` / ``√m`` at the
+    (:func:`.common.sensitivity`: L2 ``√2·m`` replace, ``m`` add/remove, ``√(2m)`` / ``√m`` at the
     leaves for distinct pairs); ρ-zCDP with discrete Gaussian noise (the paper) or pure ε with
     discrete Laplace noise (ours), the budget split over the measured levels, which compose
     sequentially.  IntOpt is post-processing.

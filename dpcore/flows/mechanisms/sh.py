@@ -8,9 +8,9 @@ Parameters
     finest pairs).
 
 Privacy
-    (ε, δ)-DP, one trip per person: discrete Laplace noise of scale ``t = Δ₁/ε`` (Δ₁ = 2 bounded,
-    1 unbounded) on the *observed* finest pairs only, and a threshold ``τ = 1 + t·ln(k/δ)``
-    (``k`` = 2 bounded, 1 unbounded pairs that one person changes): a pair of one person survives
+    (ε, δ)-DP, one trip per person: discrete Laplace noise of scale ``t = Δ₁/ε`` (Δ₁ = 2 replace,
+    1 add/remove) on the *observed* finest pairs only, and a threshold ``τ = 1 + t·ln(k/δ)``
+    (``k`` = 2 replace, 1 add/remove pairs that one person changes): a pair of one person survives
     with probability ``P(Z ≥ τ − 1) ≤ exp(−(τ − 1)/t)``, so ``k`` such pairs with at most δ.
     Its cost cannot be added to a pure-ε or zCDP ledger: :meth:`StabilityHistogram.cost` refuses
     it, so it is for comparisons (benchmarks, the library) only, never charged.
@@ -74,8 +74,8 @@ class StabilityHistogram(ODMechanism):
         if o.max_trips != 1:
             raise ParameterError("The stability histogram baseline supports one trip per person only.")
         T = tree.depth
-        l1 = 2.0 if o.neighbour == "bounded" else 1.0
-        k_cells = 2 if o.neighbour == "bounded" else 1
+        l1 = 2.0 if o.neighbour == "replace" else 1.0
+        k_cells = 2 if o.neighbour == "replace" else 1
         scale = calibration.laplace_scale_for_epsilon(eps, l1)
         # a pair of one person survives with P(Z ≥ τ − 1) ≤ exp(−(τ − 1)/t); k such pairs ≤ δ
         tau = 1.0 + float(scale) * math.log(k_cells / delta)

@@ -131,7 +131,7 @@ def test_pure_epsilon(files: dict[str, Path], capsys: pytest.CaptureFixture[str]
     rec = record(out)
     assert rec["privacy"]["cost"]["definition"] == "pure" and rec["privacy"]["cost"]["value"] == 2.0
     assert rec["privacy"]["noise"] == "discrete Laplace"
-    assert rec["privacy"]["neighbouring_relation"] == "unbounded"
+    assert rec["privacy"]["neighbouring_relation"] == "add_remove"  # the alias is read as the relation
     assert rec["total_public"] is False and rec["privacy"]["invariants"] == {}
     assert rec["budget"]["split"] == "geometric"
     assert sum(lv["share"] for lv in rec["privacy"]["levels"]) == pytest.approx(2.0)

@@ -195,7 +195,7 @@ def test_census_and_od_configs_round_trip(tmp_path: Path) -> None:
 
     od = od_config(input_path="trips.csv", hierarchy_path="blocks.csv", code_column="GEOID",
                    prefix_lengths=[2, 5, 11], origin="h_geocode", destination="w_geocode", count="S000",
-                   definition="zcdp", value=0.3, delta=1e-8, split="custom", weights=[1, 2], neighbour="unbounded")
+                   definition="zcdp", value=0.3, delta=1e-8, split="custom", weights=[1, 2], neighbour="add_remove")
     (tmp_path / "od.toml").write_text(od.to_toml(), "utf-8")
     loaded = ReleaseSpec.from_toml(tmp_path / "od.toml")
     assert loaded.input_path == str(tmp_path / "trips.csv") and loaded.domain["hierarchy"] == str(tmp_path / "blocks.csv")
@@ -203,7 +203,7 @@ def test_census_and_od_configs_round_trip(tmp_path: Path) -> None:
     assert od.to_argv() == [
         "release", "od", "--input=trips.csv", "--origin=h_geocode", "--destination=w_geocode", "--count=S000",
         "--hierarchy=blocks.csv", "--code-column=GEOID", "--prefix-lengths=2,5,11", "--delta=1e-08", "--rho=0.3",
-        "--neighbour=unbounded", "--split=1.0,2.0", "--budget-db", "--out=release"]
+        "--neighbour=add_remove", "--split=1.0,2.0", "--budget-db", "--out=release"]
     pure = od_config(input_path="trips.csv", hierarchy_path="areas.csv", levels=["state", "county"], user="person",
                      max_trips=3, definition="pure", value=1.0, mechanism="tda_l2")
     assert ReleaseSpec.from_toml(pure.to_toml()) == pure

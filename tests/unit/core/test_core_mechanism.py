@@ -276,7 +276,7 @@ def test_od_unit_sets_neighbours_and_cap() -> None:
     m = catalog.get("od", "inftda")
     h = _od_domain()
     p = m.plan(h, zcdp(0.5), unit=Unit("person", cap=2))
-    assert (p.inner.neighbour, p.inner.max_trips) == ("unbounded", 2)
+    assert (p.inner.neighbour, p.inner.max_trips) == ("add_remove", 2)
     trips = pd.DataFrame({"o": ["0101"], "d": ["0202"]})
     counts = ODCounts.from_frame(trips, h, origin="o", destination="d")  # one trip per person
     with pytest.raises(ParameterError, match="plan again"):

@@ -104,7 +104,7 @@ def test_keys_are_keyed_hashes_with_a_private_secret(tmp_path: Path) -> None:
     assert LedgerStore(store.path).key("points", "abc") == key  # the secret persists beside the database
     other = LedgerStore(tmp_path / "other.sqlite")
     assert other.key("points", "abc") != key  # another install, another secret
-    assert store.key("od", "abc") != key  # kinds never share a key by accident
+    assert store.key("flows", "abc") != key  # kinds never share a key by accident
     for f in (store.path, store.path.with_name(store.path.name + ".key")):
         assert stat.S_IMODE(f.stat().st_mode) == 0o600
 
@@ -128,11 +128,55 @@ def test_a_budget_under_an_earlier_plain_key_moves_to_its_keyed_name(tmp_path: P
     assert [r["release_id"] for r in store.releases(led.dataset)] == ["r1"]
 
 
+@pytest.mark.parametrize(("kind", "earlier"), [("areas", "census"), ("flows", "od")])
+def test_a_budget_under_an_earlier_key_kind_moves_to_the_kind_of_data(tmp_path: Path, kind: str, earlier: str) -> None:
+    """Area data was keyed 'census' and trips 'od' by earlier versions: opened under the kind of data,
+    the budget is found with its spends and releases, and the old key is gone (never two budgets)."""
+    store = _store(tmp_path)
+    old_key = store.key(earlier, "fp")
+    old = store.ledger(old_key, pure(1.0), earlier)
+    _run(Session.unaccounted(), old, pure(0.3))
+    _run(Session.unaccounted(), old, pure(0.2))
+    store.record_release(old_key, "r1", earlier, {"mechanism": "x"}, {"a.csv": b"1"})
+    led = Session(store).budget(kind, "fp", default=pure(1.0))
+    assert led.dataset == store.key(kind, "fp")
+    assert led.spent == pytest.approx(0.5) and [e.cost.value for e in led.entries] == [0.3, 0.2]
+    assert not store.has_ledger(old_key)
+    assert [r["release_id"] for r in store.releases(store.budget_key(kind, "fp"))] == ["r1"]
+    # a plain key of the earliest versions under the old key kind moves too
+    plain = store.ledger(f"{earlier}:fp2", pure(1.0), earlier)
+    _run(Session.unaccounted(), plain, pure(0.4))
+    assert Session(store).budget(kind, "fp2", default=pure(1.0)).spent == pytest.approx(0.4)
+
+
+def test_a_population_binding_under_an_earlier_key_kind_is_kept(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.bind(store.key("od", "fp"), "survey")
+    s = Session(store)
+    _run(s, s.budget("points", "p", default=pure(1.0), population="survey"), pure(0.6))
+    led = s.budget("flows", "fp", default=pure(1.0))  # found bound without naming the population
+    assert led.dataset == store.population_key("survey") and led.spent == pytest.approx(0.6)
+    assert store.population_name(store.data_key("flows", "fp")) == "survey"
+
+
+def test_a_ledger_file_written_under_an_earlier_key_kind_keeps_working(tmp_path: Path) -> None:
+    s = Session(_store(tmp_path))
+    path = tmp_path / "ledger.json"
+    old = JsonLedger.open(path, s.key("census", "fp"), pure(1.0))
+    _run(s, old, pure(0.3))
+    led = s.json_budget(path, "areas", "fp", default=pure(1.0))
+    assert led.spent == pytest.approx(0.3) and led.dataset == s.key("areas", "fp")
+    _run(s, led, pure(0.1))
+    assert json.loads(path.read_text())["dataset"] == s.key("areas", "fp")  # saved under the new key
+    with pytest.raises(BudgetError, match="other data"):  # still tied to its data
+        s.json_budget(path, "areas", "other", default=pure(1.0))
+
+
 # -- populations ----------------------------------------------------------------------------------
 def test_data_bound_to_one_population_draw_on_one_budget(tmp_path: Path) -> None:
     s = Session(_store(tmp_path))
     pts = s.budget("points", "p-fp", default=pure(1.0), population="survey 2026")
-    od = s.budget("od", "o-fp", default=pure(1.0), population="survey 2026")
+    od = s.budget("flows", "o-fp", default=pure(1.0), population="survey 2026")
     _run(s, pts, pure(0.6))
     with pytest.raises(BudgetError, match="Not enough privacy budget"):
         _run(s, od, pure(0.6))
@@ -140,7 +184,7 @@ def test_data_bound_to_one_population_draw_on_one_budget(tmp_path: Path) -> None
     # once bound, the data finds the population's budget without naming it
     assert s.budget("points", "p-fp", default=pure(1.0)).spent == pytest.approx(1.0)
     # unbound data keeps a budget of its own
-    assert s.budget("census", "c-fp", default=pure(1.0)).spent == 0
+    assert s.budget("areas", "c-fp", default=pure(1.0)).spent == 0
 
 
 def test_binding_after_a_release_or_to_a_second_population_is_refused(tmp_path: Path) -> None:
@@ -148,9 +192,9 @@ def test_binding_after_a_release_or_to_a_second_population_is_refused(tmp_path: 
     _run(s, s.budget("points", "fp", default=pure(1.0)), pure(0.1))
     with pytest.raises(DPCoreError, match="before its first release"):
         s.budget("points", "fp", default=pure(1.0), population="survey")
-    s.budget("od", "fp2", default=pure(1.0), population="A")
+    s.budget("flows", "fp2", default=pure(1.0), population="A")
     with pytest.raises(DPCoreError, match="already bound"):
-        s.budget("od", "fp2", default=pure(1.0), population="B")
+        s.budget("flows", "fp2", default=pure(1.0), population="B")
 
 
 # -- caps -------------------------------------------------------------------------------------------
@@ -266,9 +310,9 @@ def test_trips_with_a_person_column_protect_persons_even_at_one_trip_each() -> N
     with_people = ODCounts.from_frame(trips, h, origin="o", destination="d", user="who", max_trips=1)
     without = ODCounts.from_frame(trips, h, origin="o", destination="d")
     assert with_people.persons and not without.persons
-    assert od_unit("bounded", with_people.max_trips, with_people.persons) == Unit(
+    assert od_unit("replace", with_people.max_trips, with_people.persons) == Unit(
         "person", cap=1, neighbour="replace")
-    assert od_unit("bounded", without.max_trips, without.persons) == Unit("record", neighbour="replace")
+    assert od_unit("replace", without.max_trips, without.persons) == Unit("record", neighbour="replace")
 
 
 def test_switching_the_definition_cannot_raise_a_cap_unconfirmed(tmp_path: Path) -> None:

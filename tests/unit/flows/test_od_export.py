@@ -129,7 +129,7 @@ def test_record_validates_and_holds_the_plan(rel: ODRelease, hier: Hierarchy) ->
     assert rec["kind"] == "od"
     assert rec["mechanism"]["name"] == "inftda"
     assert rec["privacy"]["cost"]["value"] == 0.5
-    assert rec["privacy"]["neighbouring_relation"] == "bounded"
+    assert rec["privacy"]["neighbouring_relation"] == "replace"
     assert rec["privacy"]["unit_of_privacy"]["max_trips"] == 1
     ap = rec["privacy"]["approx_dp"]
     assert ap["delta"] == 1e-8
@@ -169,7 +169,7 @@ def test_schema_rejects_unknown_top_level_key(rel: ODRelease) -> None:
 def test_exported_files_hold_no_true_count(counts: ODCounts, hier: Hierarchy, tmp_path: Path) -> None:
     # unbounded neighbours: not even the total is public; tiny ρ (σ ≈ 25,000 per cell) so that a noisy
     # value equals a true one only by a (seeded, checked) chance of well under 1 %
-    r = _release(counts, budget.zcdp(1e-8), seed=5, neighbour="unbounded")
+    r = _release(counts, budget.zcdp(1e-8), seed=5, neighbour="add_remove")
     assert r.public_total is None
     ledger = Ledger(budget.zcdp(1.0), dataset="secret_trips_2024.csv")
     ledger.spend(budget.zcdp(1e-8), label="O/D")

@@ -34,7 +34,7 @@ def states() -> Hierarchy:
     return make_states()
 
 
-@pytest.mark.parametrize("neighbour", ["bounded", "unbounded"])
+@pytest.mark.parametrize("neighbour", ["replace", "add_remove"])
 def test_sh_noises_observed_pairs_and_suppresses_those_below_the_threshold(neighbour: str) -> None:
     """SH: discrete Laplace of scale GS₁/ε on the observed finest pairs only; pairs below
     τ = 1 + scale·ln(k/δ) (bounded: scale 2/ε, k = 2, i.e. τ = 1 + (2/ε) ln(2/δ)) are dropped;
@@ -44,8 +44,8 @@ def test_sh_noises_observed_pairs_and_suppresses_those_below_the_threshold(neigh
     df = random_trips(rng, h, h, 3000)
     c = ODCounts.from_frame(df, h, origin="o", destination="d")
     eps, delta = 1.0, 1e-6
-    scale = 2 / eps if neighbour == "bounded" else 1 / eps
-    tau = 1 + scale * math.log((2 if neighbour == "bounded" else 1) / delta)
+    scale = 2 / eps if neighbour == "replace" else 1 / eps
+    tau = 1 + scale * math.log((2 if neighbour == "replace" else 1) / delta)
     observed = set(zip(c.origin.tolist(), c.destination.tolist(), strict=True))
     released = 0
     for seed in range(5):

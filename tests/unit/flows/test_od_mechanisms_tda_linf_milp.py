@@ -34,5 +34,5 @@ def test_milp_plan_with_only_the_total_measured_is_accepted() -> None:
     """One area, unbounded: only the total is measured (every other level is a copy level); the
     MILP size check must not fail on an empty list of measured levels (found by hypothesis)."""
     h = hierarchy_from_prefixes(["0101"], [2, 4])
-    p = catalog.get("od", "tda_linf_milp").plan_tree(h, h, budget.zcdp(0.5), neighbour="unbounded")
+    p = catalog.get("od", "tda_linf_milp").plan_tree(h, h, budget.zcdp(0.5), neighbour="add_remove")
     assert [lv.measured for lv in p.levels] == [True] + [False] * 4

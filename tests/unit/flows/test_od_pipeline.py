@@ -33,7 +33,7 @@ def small_counts(states: Hierarchy) -> ODCounts:
 
 @pytest.mark.parametrize("opts", [
     {"orientation": "sideways"}, {"order": "random"}, {"split": "sideways"}, {"tiebreak": "coin"},
-    {"neighbour": "replace"}, {"split": "custom", "weights": [1.0]}, {"seed": 1}, {"approx": (1.0, 1e-6)},
+    {"neighbour": "sideways"}, {"split": "custom", "weights": [1.0]}, {"seed": 1}, {"approx": (1.0, 1e-6)},
 ])
 def test_pipeline_validates_before_spending(small_counts: ODCounts, opts: dict) -> None:
     led = Ledger(budget.zcdp(1.0))

@@ -151,7 +151,7 @@ def test_unbounded_m1_costs_like_the_paper_appendix_b() -> None:
     takes the target total ρ and spreads it over T + 1 measurements of sensitivity 1."""
     h = tree_h([2, 3])
     rho = 0.3
-    p = catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(rho), neighbour="unbounded")
+    p = catalog.get("od", "inftda").plan_tree(h, h, budget.zcdp(rho), neighbour="add_remove")
     T = p.depth
     assert all(lv.measured for lv in p.levels)
     for lv in p.levels:
@@ -214,12 +214,12 @@ def test_custom_split_shares_the_budget_in_proportion_to_the_weights(states: Hie
         catalog.get("od", "inftda").plan_tree(states, states, budget.zcdp(rho), split="custom")
     # unbounded measures the root too: 5 weights, top first
     pu = catalog.get("od", "inftda").plan_tree(
-        states, states, budget.zcdp(rho), neighbour="unbounded", split="custom",
+        states, states, budget.zcdp(rho), neighbour="add_remove", split="custom",
         weights=[4, 1, 1, 1, 1])
     assert pu.levels[0].share == pytest.approx(rho / 2, rel=1e-12)
     with pytest.raises(ParameterError, match="5 weights"):
         catalog.get("od", "inftda").plan_tree(
-            states, states, budget.zcdp(rho), neighbour="unbounded", split="custom", weights=w)
+            states, states, budget.zcdp(rho), neighbour="add_remove", split="custom", weights=w)
     for bad in ([1, -1, 1, 1], [0, 0, 0, 0], [1, 0, 1, 1]):  # negative, all zero, a zero share
         with pytest.raises(ParameterError):
             catalog.get("od", "inftda").plan_tree(
@@ -231,14 +231,14 @@ def test_custom_split_shares_the_budget_in_proportion_to_the_weights(states: Hie
     assert all(a < b for a, b in itertools.pairwise(g)) and math.fsum(g) <= rho
 
 
-@pytest.mark.parametrize("neighbour", ["bounded", "unbounded"])
+@pytest.mark.parametrize("neighbour", ["replace", "add_remove"])
 @pytest.mark.parametrize("m", [1, 2])
 def test_pure_epsilon_uses_discrete_laplace_with_l1_scales(states: Hierarchy, neighbour: str, m: int) -> None:
     eps = 0.9
     p = catalog.get("od", "inftda").plan_tree(
         states, states, budget.pure(eps), neighbour=neighbour, max_trips=m)
     measured = [lv for lv in p.levels if lv.measured]
-    assert len(measured) == 4 + (not (neighbour == "bounded" and m == 1))
+    assert len(measured) == 4 + (not (neighbour == "replace" and m == 1))
     total = Fraction(0)
     for lv, sc in zip(p.levels, p.scales, strict=True):
         if not lv.measured:
@@ -246,7 +246,7 @@ def test_pure_epsilon_uses_discrete_laplace_with_l1_scales(states: Hierarchy, ne
             continue
         assert lv.noise == "discrete_laplace"
         assert isinstance(sc, Fraction) and sc == Fraction(lv.l1_sensitivity) / Fraction(lv.share)
-        assert lv.l1_sensitivity == (m if lv.level == 0 else (2 * m if neighbour == "bounded" else m))
+        assert lv.l1_sensitivity == (m if lv.level == 0 else (2 * m if neighbour == "replace" else m))
         total += Fraction(lv.l1_sensitivity) / sc  # ε_ℓ = GS₁/scale
     assert total <= Fraction(eps)
     assert float(total) == pytest.approx(eps, rel=1e-12)
@@ -266,7 +266,7 @@ def test_pure_epsilon_uses_discrete_laplace_with_l1_scales(states: Hierarchy, ne
 
 def test_plan_refuses_bad_options_and_unknown_mechanisms(states: Hierarchy) -> None:
     z = budget.zcdp(0.5)
-    for kw in ({"neighbour": "replace"}, {"order": "up"}, {"tiebreak": "coin"}, {"max_trips": 0},
+    for kw in ({"neighbour": "sideways"}, {"order": "up"}, {"tiebreak": "coin"}, {"max_trips": 0},
                {"orientation": "both"}):
         with pytest.raises(ParameterError):
             catalog.get("od", "inftda").plan_tree(states, states, z, **kw)

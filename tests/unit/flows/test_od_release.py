@@ -55,7 +55,7 @@ def random_tree_data() -> dict[int, tuple[Hierarchy, pd.DataFrame]]:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("orientation", ["destination", "origin"])
 @pytest.mark.parametrize("mechanism", ["inftda", "tda_l2"])
-@pytest.mark.parametrize("neighbour", ["bounded", "unbounded"])
+@pytest.mark.parametrize("neighbour", ["replace", "add_remove"])
 @pytest.mark.parametrize("cost", [budget.zcdp(0.05), budget.pure(0.5)], ids=["rho", "pure"])
 def test_release_invariants_on_synthetic_trees(random_tree_data, seed, orientation, mechanism, neighbour, cost):
     h, flows = random_tree_data[seed]
@@ -64,7 +64,7 @@ def test_release_invariants_on_synthetic_trees(random_tree_data, seed, orientati
     assert c.total == n
     rel = catalog.get("od", mechanism).release_counts(
         c, cost, NoiseSource(seed), neighbour=neighbour, orientation=orientation)
-    bounded = neighbour == "bounded"
+    bounded = neighbour == "replace"
     check_tree_release(rel, n if bounded else None)
     assert rel.public_total == (n if bounded else None)
     assert rel.plan.mechanism == mechanism and rel.plan.orientation == orientation
@@ -126,7 +126,7 @@ def test_unbounded_root_is_noised_and_clamped_at_zero(states: Hierarchy) -> None
     roots = []
     for seed in range(16):
         rel = catalog.get("od", "inftda").release_counts(
-            c, budget.zcdp(1e-6), NoiseSource(seed), neighbour="unbounded")
+            c, budget.zcdp(1e-6), NoiseSource(seed), neighbour="add_remove")
         assert rel.public_total is None and rel.consistent
         check_tree_release(rel)
         root = rel.values[0].tolist()
@@ -148,7 +148,7 @@ def test_root_released_as_zero_returns_empty_levels(states: Hierarchy) -> None:
             return np.full(int(size), -1000, dtype=np.int64)
 
     src = RootToZero(0)
-    rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.1), src, neighbour="unbounded")
+    rel = catalog.get("od", "inftda").release_counts(c, budget.zcdp(0.1), src, neighbour="add_remove")
     assert [n for _, _, n in src.calls] == [1]
     assert all(v.size == 0 and v.dtype == np.int64 for v in rel.values) and rel.consistent
     assert rel.details["noised_cells"] == 0
@@ -239,13 +239,13 @@ def test_release_replays_algorithm_1(mechanism: str, orientation: str) -> None:
     df = random_trips(rng, ho, hd, 300)
     c = ODCounts.from_frame(df, ho, hd, origin="o", destination="d")
     n_segments = 0
-    for neighbour, order, cost in (("bounded", "ascending", budget.zcdp(0.2)),
-                                   ("unbounded", "descending", budget.pure(1.0))):
+    for neighbour, order, cost in (("replace", "ascending", budget.zcdp(0.2)),
+                                   ("add_remove", "descending", budget.pure(1.0))):
         src = Recorder(17)
         rel = catalog.get("od", mechanism).release_counts(
             c, cost, src, neighbour=neighbour, orientation=orientation, order=order,
             tiebreak="index")
-        check_tree_release(rel, 300 if neighbour == "bounded" else None)
+        check_tree_release(rel, 300 if neighbour == "replace" else None)
         truth = truths_of(c, rel)
         assert np.array_equal(truth[rel.depth], truth_matrix(df, ho, hd, 3, 3))
         for _t, x, cc, y in replay(rel, truth, src.outputs):

@@ -19,12 +19,12 @@ from dpcore.privacy import budget
 
 def expected_sens(neighbour: str, m: int, distinct: bool, leaf: bool) -> tuple[float, float]:
     """Spec §1.5 table with the m > 1 correction (§8.1 item 15)."""
-    if neighbour == "bounded":
+    if neighbour == "replace":
         return 2.0 * m, (math.sqrt(2 * m) if (leaf and distinct) else math.sqrt(2) * m)
     return float(m), (math.sqrt(m) if (leaf and distinct) else float(m))
 
 
-@pytest.mark.parametrize("neighbour", ["bounded", "unbounded"])
+@pytest.mark.parametrize("neighbour", ["replace", "add_remove"])
 @pytest.mark.parametrize("m", [1, 3])
 @pytest.mark.parametrize("distinct", [True, False])
 @pytest.mark.parametrize("orientation", ["destination", "origin"])
@@ -35,7 +35,7 @@ def test_per_level_sensitivities_and_root(neighbour: str, m: int, distinct: bool
         h, h, budget.zcdp(rho), neighbour=neighbour, max_trips=m, distinct=distinct,
         orientation=orientation)
     T = p.depth
-    root_measured = not (neighbour == "bounded" and m == 1)
+    root_measured = not (neighbour == "replace" and m == 1)
     assert p.levels[0].measured is root_measured
     assert p.total_public is (not root_measured)
     n_meas = T + root_measured
@@ -84,7 +84,7 @@ def test_sensitivity_by_brute_force(orientation: str, m: int, distinct: bool) ->
     cells_d = np.tile(np.arange(n_leaf), n_leaf)
     leaves_under = [np.bincount(up(h, L, k), minlength=h.sizes[k]) for k in range(L + 1)]
     checked_note: set[str] = set()
-    for neighbour in ("bounded", "unbounded"):
+    for neighbour in ("replace", "add_remove"):
         p = catalog.get("od", "inftda").plan_tree(
             h, h, budget.zcdp(1.0), neighbour=neighbour, max_trips=m, distinct=distinct,
             orientation=orientation)
@@ -95,7 +95,7 @@ def test_sensitivity_by_brute_force(orientation: str, m: int, distinct: bool) ->
                 H = np.zeros((len(sets), h.sizes[o] * h.sizes[d]))
                 for i, s in enumerate(sets):
                     np.add.at(H[i], node[list(s)], 1.0)
-                if neighbour == "bounded":  # replace the person: max over pairs of record sets
+                if neighbour == "replace":  # replace the person: max over pairs of record sets
                     diff = H[:, None, :] - H[None, :, :]
                     l2 = float(np.sqrt((diff ** 2).sum(-1)).max())
                     l1 = float(np.abs(diff).sum(-1).max())
@@ -105,23 +105,23 @@ def test_sensitivity_by_brute_force(orientation: str, m: int, distinct: bool) ->
                 lp = p.levels[t]
                 if t == 0:
                     # the total: fixed when every person has exactly m trips under replacement
-                    expect = 0.0 if (neighbour == "bounded" and exactly) else float(m)
+                    expect = 0.0 if (neighbour == "replace" and exactly) else float(m)
                     assert l2 == pytest.approx(expect) and l1 == pytest.approx(expect)
                     if lp.measured:
                         assert l2 <= lp.l2_sensitivity + 1e-12 and l1 <= lp.l1_sensitivity + 1e-12
                     else:  # only bounded m = 1, where the total is invariant (the paper's setting)
-                        assert neighbour == "bounded" and m == 1
+                        assert neighbour == "replace" and m == 1
                     continue
                 assert l2 <= lp.l2_sensitivity + 1e-12, (neighbour, exactly, t)
                 assert l1 == pytest.approx(lp.l1_sensitivity), (neighbour, exactly, t)
                 cap = (leaves_under[o][:, None] * leaves_under[d][None, :]).ravel()  # leaf cells per node
                 full = int((cap >= m).sum())
-                attained = t == len(lv) - 1 or not distinct or full >= (2 if neighbour == "bounded" else 1)
+                attained = t == len(lv) - 1 or not distinct or full >= (2 if neighbour == "replace" else 1)
                 if attained:
                     assert l2 == pytest.approx(lp.l2_sensitivity), (neighbour, exactly, t)
                 else:
                     assert l2 < lp.l2_sensitivity - 1e-9, (neighbour, exactly, t)
-                    if neighbour == "bounded" and m == 3 and cap.max() == 2:  # review note 1
+                    if neighbour == "replace" and m == 3 and cap.max() == 2:  # review note 1
                         assert l2 == pytest.approx(math.sqrt(10))
                         checked_note.add(orientation)
     assert bool(checked_note) == (distinct and m == 3)

@@ -136,7 +136,7 @@ def ledger(fp: str, default_cap: budget.PrivacyCost | None = None) -> Ledger:
     """The budget of a table (its population's, once bound), shared by both kinds of table."""
     # through data_ledger always: it opens the budget again when the table was bound to a population since
     ledgers = st.session_state.setdefault("census_ledgers", {})
-    return state.data_ledger("census", fp, default_cap or budget.pure(state.DEFAULT_CAP), ledgers)
+    return state.data_ledger("areas", fp, default_cap or budget.pure(state.DEFAULT_CAP), ledgers)
 
 
 def hier_entry() -> HierarchyEntry | None:

@@ -242,13 +242,13 @@ def _build(inputs: dict[str, Any]) -> None:
             # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
             fp = census_tables.fingerprint(df, inputs["levels"], inputs["count"] or None)
             if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
-                state.session().adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])
+                state.session().adopt_legacy("areas", fp, [census_tables.legacy_fingerprint(df)])
         head = (ss.get("hier_upload_df") if inputs.get("src") is not None else inputs["df"]).head(8)
         config = {k: v for k, v in inputs.items() if k not in ("df", "areas_df", "boundaries")}
         ss["hier_model"] = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
                             "name": inputs["name"], "inputs": config, "head": head, "demo": inputs["id"] == DEMO}
         if inputs["id"] == DEMO:
-            state.mark_demo("census", fp)  # the made-up demo's budget lives with the session
+            state.mark_demo("areas", fp)  # the made-up demo's budget lives with the session
         ss["hier_model_key"] = key
     except DPCoreError as e:
         st.error(str(e))

@@ -164,9 +164,9 @@ def _build(df, src, name, levels, count_col, ordinals, orders, areas_up, table_k
                                                          **ordinals_ui.public_orders(orders))
             # the used columns' content: the same key as DuckDB's sums of the same table would give
             fp = census_tables.fingerprint(df, levels, None if count_col == PER_PERSON else count_col)
-            state.session().adopt_legacy("census", fp, [census_tables.legacy_fingerprint(df)])  # earlier key rule
+            state.session().adopt_legacy("areas", fp, [census_tables.legacy_fingerprint(df)])  # earlier key rule
         if demo:
-            state.mark_demo("census", fp)  # the made-up census's budget lives with the session
+            state.mark_demo("areas", fp)  # the made-up census's budget lives with the session
         ss["census_table"], ss["census_fp"], ss["census_table_key"] = table, fp, table_key
         ss["census_table_source"] = SYNTHETIC if demo else UPLOAD  # Plan and Release use it only under this source
         ss["census_name"] = name

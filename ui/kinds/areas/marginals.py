@@ -138,7 +138,7 @@ def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: st
     p = core.inner
     entry = TableEntry(rel, fp, source, marginals.marginals_csv(rel), marginals.marginals_json(rel, led))
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
-    state.remember_release("census", fp, rel.release_id,
+    state.remember_release("areas", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
                             "tables": list(rel.tables)},
                            {"marginals.csv": entry.csv, "release.json": entry.json}, led)

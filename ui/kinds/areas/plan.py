@@ -53,7 +53,7 @@ def plan_step() -> None:
     st.subheader("2. Privacy budget")
     # persistent: the same table finds the same budget (its population's, once bound) on every step and
     # after restarts; shared with the census table's mechanisms
-    budget_ui.section("census", fp, ss.setdefault("census_ledgers", {}), key=f"hier_{fp}",
+    budget_ui.section("areas", fp, ss.setdefault("census_ledgers", {}), key=f"hier_{fp}",
                       definition_key=f"hier_def_{fp}", cap_key=f"hier_cap_{fp}_{{definition}}",
                       release_keys={d: f"hier_value_{d}" for d in budget_ui.DEFINITIONS}, delta_key="hier_delta",
                       release_max=MAX_VALUE)

@@ -54,7 +54,7 @@ def plan_step() -> None:
     st.subheader("2. Privacy budget")
     # persistent: the same table finds the same budget (its population's, once bound) on every step and after
     # restarts; shared with the hierarchy mechanisms of the same table
-    sec = budget_ui.section("census", fp, ss.setdefault("census_ledgers", {}), key=f"census_{fp}",
+    sec = budget_ui.section("areas", fp, ss.setdefault("census_ledgers", {}), key=f"census_{fp}",
                             definition_key=f"census_def_{fp}", cap_key="census_cap",
                             release_keys={"pure": "census_epsilon"} if mech == "privelet" else None,
                             release_in="pure", definition_label="Privacy definition of this dataset's budget",

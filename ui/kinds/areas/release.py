@@ -68,7 +68,7 @@ def release_now(job: dict[str, Any]) -> None:
     # callback at any such access (a second click), and a charged release must not be lost
     # the files, made once (the record with the ledger as of the charge): stored, then served by Export
     files = export.hierarchy_files(rel, led, job["joins"])
-    state.remember_release("census", job["fp"], rel.release_id,
+    state.remember_release("areas", job["fp"], rel.release_id,
                            {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
                             "levels": list(rel.hierarchy.level_names)}, files, led)
     ss[HIERARCHY_KEY] = HierarchyEntry(rel, job["fp"], job["name"], release_config(*job["config"]), job["plan"],
@@ -148,7 +148,7 @@ def _privelet_now(table: Any, core: Any, led: Any, fp: str, name: str) -> None:
     rel = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source()).inner
     entry = TableEntry(rel, fp, name, census_privelet.census_csv(rel), census_privelet.census_json(rel, led))
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
-    state.remember_release("census", fp, rel.release_id,
+    state.remember_release("areas", fp, rel.release_id,
                            {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
                             "levels": list(rel.structure.levels)},
                            {"release.csv": entry.csv, "release.json": entry.json}, led)

@@ -25,7 +25,7 @@ def sidebar() -> None:
     st.caption("These figures are about your confidential data: for you only, never exported.")
     st.markdown("#### Privacy budget")
     sidebar_ui.budget_panel(common.ledger(m["fp"]), st.session_state.get("hier_delta", 1e-6),
-                            population=state.population_of("census", m["fp"]))
+                            population=state.population_of("areas", m["fp"]))
     st.markdown("#### Current release")
     entry = common.hier_entry()
     if entry is None:
@@ -47,7 +47,7 @@ def _table() -> None:
                + (f" · attributes: {', '.join(s.ordinals)}" if s.ordinals else ""))
     st.caption("These figures are about your confidential data: for you only, never exported.")
     st.markdown("#### Privacy budget")
-    sidebar_ui.budget_panel(common.ledger(fp), 1e-6, population=state.population_of("census", fp))
+    sidebar_ui.budget_panel(common.ledger(fp), 1e-6, population=state.population_of("areas", fp))
     st.markdown("#### Current release")
     entry = common.table_entry()
     if entry is None:

@@ -30,8 +30,8 @@ DEMO, NYC, US, RI, UPLOAD = "demo", "nyc", "us", "ri", "upload"
 # every mechanism whose cost a ledger can add up ('sh' is (ε, δ)-DP: it cannot), InfTDA first
 #: the mechanisms a budget can account for (SH is (ε, δ)-DP: none), InfTDA first
 MECHS = sorted((n for n in catalog.names("od") if catalog.get("od", n).definitions), key=lambda n: n != "inftda")
-NEIGHBOURS = {"bounded": "Replace one person (bounded; the total is public and exact)",
-              "unbounded": "Add or remove one person (unbounded; the total is noised)"}
+NEIGHBOURS = {"replace": "Replace one person (the total is public and exact)",
+              "add_remove": "Add or remove one person (the total is noised)"}
 ORIENTATIONS = {"destination": "Destination tree (refine the destination first)",
                 "origin": "Origin tree (refine the origin first)"}
 SPLITS = {"uniform": "Uniform across tree levels (the paper)", "geometric": "Geometric (finer levels get more)",
@@ -40,7 +40,7 @@ SPLITS = {"uniform": "Uniform across tree levels (the paper)", "geometric": "Geo
 DEFAULTS: dict[str, Any] = {
     "mech": "inftda", "definition": "rho", "rho": state.DEFAULT_RHO, "eps": state.DEFAULT_EPSILON,
     "eps_pure": state.DEFAULT_EPSILON, "delta": 1e-8, "delta_read": 1e-8, "conversion": "classic",
-    "neighbour": "bounded", "orientation": "destination", "split": "uniform", "order": "ascending",
+    "neighbour": "replace", "orientation": "destination", "split": "uniform", "order": "ascending",
     "tiebreak": "random"}
 FIGURES_KEPT = 3  # figures kept in the session (the last ones drawn)
 MODELS_KEPT = 3  # counted data sets kept in the session (switching back does not count again)
@@ -239,7 +239,7 @@ def error_chart(pl: ODPlan, unit_: str) -> go.Figure:
 
 def ledger(m: dict[str, Any]) -> Ledger:
     """The budget the loaded trips draw on (their population's, once bound)."""
-    return state.data_ledger("od", m["fp"], budget.zcdp(state.DEFAULT_RHO_CAP), st.session_state["od_ledgers"])
+    return state.data_ledger("flows", m["fp"], budget.zcdp(state.DEFAULT_RHO_CAP), st.session_state["od_ledgers"])
 
 
 def shown_entry(m: dict[str, Any]) -> ODEntry | None:

@@ -48,4 +48,4 @@ def export_step() -> None:
     with st.expander("Release record (release.json)"):
         st.json(files["release.json"].decode("utf-8"), expanded=1)
     st.caption("Nothing in these files comes from your data unnoised, except the total number of trips when "
-               "the plan makes it public (bounded neighbours, one trip per person). No file name is written.")
+               "the plan makes it public (replace neighbours, one trip per person). No file name is written.")

@@ -169,7 +169,7 @@ def plan_step() -> None:
     st.subheader("Privacy budget")
     # persistent: the same trips find the same budget (their population's, once bound) on every step and after
     # restarts
-    budget_ui.section("od", fp, ss["od_ledgers"], key=f"od_{fp}", definition_key="od_definition",
+    budget_ui.section("flows", fp, ss["od_ledgers"], key=f"od_{fp}", definition_key="od_definition",
                       cap_key=f"od_cap_{fp}_{{definition}}", release_keys={"pure": "od_eps_pure", "zcdp": "od_rho"},
                       statements=("od_eps", "od_delta", "od_conversion"), default_statement=DEFAULTS["definition"],
                       delta_key="od_delta_read", default_delta=DEFAULTS["delta_read"],

@@ -81,7 +81,7 @@ def release_now(sel: Selection) -> None:
     files = od_export.od_files(rel, led, origin_xy=m["xy"] or None, delta=sel.delta, extra=extra)
     releases.setdefault(fp, []).append(ODEntry(rel, fp, m["view"], m, m["name"], sel.cost_label, sel.delta, sel.approx,
                                                files))
-    state.remember_release("od", fp, rel.release_id,
+    state.remember_release("flows", fp, rel.release_id,
                            {"mechanism": catalog.get("od", sel.mechanism).title, "cost": sel.cost_label,
                             "levels": [lv.name for lv in rel.plan.levels]},  # no file name (issue 18)
                            files, led)

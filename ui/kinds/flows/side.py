@@ -30,7 +30,7 @@ def sidebar() -> None:
     st.markdown("#### Privacy budget")
     led = ledger(m)
     delta = ss.get("od_delta_read" if ss.get("od_definition", "rho") != "approx" else "od_delta", 1e-8)
-    sidebar_ui.budget_panel(led, delta, population=state.population_of("od", m["fp"]))
+    sidebar_ui.budget_panel(led, delta, population=state.population_of("flows", m["fp"]))
     if led.definition == "zcdp" and led.spent:
         st.caption(f"By the paper's simpler conversion (its Lemma 3), the spent ρ reads as ε = "
                    f"{fmt.eps(budget.zcdp_to_approx_dp_classic(led.spent, delta))} at δ = {sci(delta)}.")

@@ -294,7 +294,7 @@ def count(inputs: dict[str, Any], source: str) -> dict[str, Any]:
     if not counts.fingerprint:  # the budget must follow the trips, never a fresh key
         raise InputError("The trips could not be fingerprinted, so their budget cannot be kept.")
     if inputs["key"] == (DEMO,):
-        state.mark_demo("od", counts.fingerprint)  # the made-up demo's budget lives with the session
+        state.mark_demo("flows", counts.fingerprint)  # the made-up demo's budget lives with the session
     return {"h": h, "counts": counts, "xy": xy, "boundaries": frames, "notes": notes,
             "fp": counts.fingerprint, "view": (h.fingerprint(), counts.max_trips, counts.distinct),
             "name": inputs["name"], "unit": inputs["unit"], "area_desc": area_desc,
