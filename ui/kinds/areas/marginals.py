@@ -131,12 +131,13 @@ def plan_section(table: CensusTable, led: Ledger) -> None:
         st.info(note)
 
 
-def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: str) -> None:
+def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: str, cfg: str | None) -> None:
     """The Release button's action (:func:`ui.state.release_button`): release the Plan step's plan
     (charged first; not planned again), store."""
     rel = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source()).inner
     p = core.inner
-    entry = TableEntry(rel, fp, source, marginals.marginals_csv(rel), marginals.marginals_json(rel, led))
+    entry = TableEntry(rel, fp, source, marginals.marginals_csv(rel), marginals.marginals_json(rel, led),
+                       config=cfg)
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("census", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),

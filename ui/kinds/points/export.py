@@ -11,19 +11,20 @@ import streamlit as st
 
 from dpcore.core import spec as config
 from dpcore.points import export, workload_io
-from ui import fmt, frame, state
+from ui import fmt, frame
+from ui.kinds.points import state as points_state
 
 
 def export_step() -> None:
     """The Export step for points (the page script is pages/export.py)."""
-    cur = state.current_release()
+    cur = points_state.current_release()
     if cur is None:
         frame.missing("Nothing has been released from this data yet.", "release", "Go to the Release step")
 
     rel = cur.release
-    led = state.ledger()
+    led = points_state.ledger()
     with st.spinner("Preparing the files …"):
-        files = state.release_files(cur)  # made once, with the release (the stored bytes)
+        files = points_state.release_files(cur)  # made once, with the release (the stored bytes)
 
     c1, c2, c3 = st.columns(3)
     c1.download_button("Download release.csv", files["release.csv"], "release.csv", "text/csv",
@@ -39,7 +40,7 @@ def export_step() -> None:
                            "text/csv", on_click="ignore", key="dl_workload_answers")
 
     with st.expander("Repeat this release in a pipeline (config file)"):
-        ds = state.dataset()
+        ds = points_state.dataset()
         t = ds.table
         # a path as typed in the app is relative to the app's folder: written absolute
         typed = ds.source is not None and not Path(ds.source.paths[0]).parent.name.startswith("dpcore-upload-")

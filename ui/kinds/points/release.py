@@ -25,7 +25,7 @@ def release_step() -> None:
     st.markdown(f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "
                 f"unit of privacy: {c.unit.label()}.")
     confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, led)
-    cur = state.current_release()
+    cur = points_state.current_release()
     if cur is None:
         st.caption("Nothing has been released from this data yet.")
         frame.link("plan", "Back to the plan")
@@ -43,12 +43,12 @@ def release_step() -> None:
 def release_now(plan: Plan, ledger: Ledger) -> None:
     """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
     files are counted here if needed), then release the Plan step's plan (charged first), store."""
-    agg, into, fp = state.aggregate(), st.session_state["releases"], state.dataset().fingerprint  # before the charge
+    agg, into, fp = points_state.aggregate(), st.session_state["releases"], points_state.dataset().fingerprint  # before the charge
     out = pipeline.release(plan, agg, ledger=ledger, session=state.session())
-    state.add_release(out, into=into, fp=fp, led=ledger)
+    points_state.add_release(out, into=into, fp=fp, led=ledger)
 
 
-def _map(cur: state.ReleaseEntry) -> None:
+def _map(cur: points_state.ReleaseEntry) -> None:
     """The released partition on a map that draws offline; hover shows each area's noisy count."""
     rel = cur.release
     c1, c2 = st.columns([3, 1])
@@ -129,7 +129,7 @@ def _share(p: float | None) -> str:
     return "< 0.1%" if 0 < p < 0.001 else f"{p:.1%}"
 
 
-def _errors(cur: state.ReleaseEntry) -> None:
+def _errors(cur: points_state.ReleaseEntry) -> None:
     """Expected error per level (publishable), then the curator-only error against the truth."""
     rel = cur.release
     n_cells = rel.grid.n_cells
@@ -186,7 +186,7 @@ def _errors(cur: state.ReleaseEntry) -> None:
     if cur.exports.get("empirical_id") != rel.release_id:
         try:
             with st.spinner("Answering 1,500 range queries …"):
-                cur.exports["empirical"] = diagnostics.empirical_errors(rel, state.aggregate(), n_per_size=500)
+                cur.exports["empirical"] = diagnostics.empirical_errors(rel, points_state.aggregate(), n_per_size=500)
                 cur.exports["empirical_id"] = rel.release_id
         except DPCoreError as e:  # the data could not be counted again (a file moved, an engine failed)
             st.error(f"The true counts are needed here and could not be made: {e}")
