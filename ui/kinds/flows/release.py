@@ -30,6 +30,7 @@ from ui.kinds.flows.common import (
     shown_entry,
     unit_words,
 )
+from ui.kinds.flows.export import release_config
 from ui.kinds.flows.plan import Selection, selection
 from ui.kinds.flows.sources import need_model
 from ui.kinds.flows.state import RELEASES_KEY, ODEntry
@@ -74,13 +75,14 @@ def release_now(sel: Selection) -> None:
     m, led = sel.model, sel.ledger
     fp = m["fp"]
     releases = st.session_state[RELEASES_KEY]
+    cfg = release_config(sel)  # before the charge
     # the Plan step's plan, released as it is (not planned again)
     rel = pipeline.release(sel.core, m["counts"], ledger=led, session=state.session()).inner
     extra = {"budget_input": sel.approx} if sel.approx else None
     # the files, made once (the record with the ledger as of the charge): stored, then served by Export
     files = od_export.od_files(rel, led, origin_xy=m["xy"] or None, delta=sel.delta, extra=extra)
     releases.setdefault(fp, []).append(ODEntry(rel, fp, m["view"], m, m["name"], sel.cost_label, sel.delta, sel.approx,
-                                               files))
+                                               files, config=cfg))
     state.remember_release("od", fp, rel.release_id,
                            {"mechanism": catalog.get("od", sel.mechanism).title, "cost": sel.cost_label,
                             "levels": [lv.name for lv in rel.plan.levels]},  # no file name (issue 18)

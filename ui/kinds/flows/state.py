@@ -32,3 +32,4 @@ class ODEntry:
     #: charge; the Export step and the history serve these bytes
     files: dict[str, bytes] = field(default_factory=dict)
     exports: dict[str, Any] = field(default_factory=dict)
+    config: str | None = None  # the release.toml that makes it again
