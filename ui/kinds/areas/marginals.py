@@ -22,7 +22,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
-from ui import fmt, plans, state
+from ui import fmt, plan_table, plans, state
 from ui.kinds.areas.state import TABLE_KEYS, TableEntry
 
 ss = st.session_state
@@ -108,15 +108,11 @@ def plan_section(table: CensusTable, led: Ledger) -> None:
     if core is None:
         st.info(error) if error and error.startswith("Choose") else st.error(error)
         return
-    p = core.inner
-    first = p.per_marginal[0]
-    st.markdown(f"A cell of the table **{first['marginal']}** is off by about **± "
-                f"{fmt.num(interval_half_width('normal', first['sd_mean']))} people** in 19 of 20 cases.")
-    st.dataframe(pd.DataFrame([{
-        "table": m["marginal"], "cells": fmt.count(m["cells"]), "SD of a cell": fmt.num(m["sd_mean"]),
-        "± 95 %": f"± {fmt.num(interval_half_width('normal', m['sd_max']))}"} for m in p.per_marginal]),
-        hide_index=True, key="census_mx_plan")
-    info = p.info
+    first = core.rows[0]
+    st.markdown(f"A cell of the table **{first.name}** is off by about **± {fmt.num(first.ci95)} people** in 19 "
+                "of 20 cases.")
+    plan_table.show(core, PLAN_COLUMNS, key="census_mx_plan")
+    info = core.inner.info
     rows = [("Strategy", f"{info['strategy']}, {fmt.count(info['strategy_queries'])} strategy queries"),
             ("Expected RMSE per table cell", fmt.num(info["expected_rmse_per_query"]))]
     if info["rmse_lower_bound"] is not None:
@@ -129,6 +125,15 @@ def plan_section(table: CensusTable, led: Ledger) -> None:
         st.caption("Analytic and data-free: SD = √(Var(noise) · w X⁺ wᵀ) for each table cell w.")
     for note in info["notes"]:
         st.info(note)
+
+
+#: the marginal tables' expected-error table, from the core plan's rows (one per table)
+PLAN_COLUMNS: tuple[plan_table.Column, ...] = (
+    ("table", lambda r: r.name, None),
+    ("cells", lambda r: fmt.count(r.n_counts), None),
+    ("SD of a cell", lambda r: fmt.num(r.sd), None),
+    ("± 95 %", lambda r: f"± {fmt.num(interval_half_width('normal', r.details['sd_max']))}", None),
+)
 
 
 def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: str, cfg: str | None) -> None:

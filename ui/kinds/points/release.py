@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore import pipeline
-from dpcore.core.mechanism import Plan
+from dpcore.core.mechanism import Plan, PlanRow
 from dpcore.errors import DPCoreError
 from dpcore.points import diagnostics, viz
+from dpcore.points.mechanisms.base import level_row
 from dpcore.privacy.ledger import Ledger
-from ui import confirm, fmt, frame, state
+from ui import confirm, fmt, frame, plan_table, state
 from ui.kinds.points import state as points_state
 
 
@@ -129,39 +133,55 @@ def _share(p: float | None) -> str:
     return "< 0.1%" if 0 < p < 0.001 else f"{p:.1%}"
 
 
+def released_plan(cur: points_state.ReleaseEntry) -> Plan:
+    """The plan of the release as made: the Plan step's plan with one row per released level (levels
+    sized by the data, e.g. by a noisy number of points, are the release's, not the preview's guess)."""
+    rel = cur.release
+    rows = tuple(level_row(lv, rel.grid.n_cells) for lv in rel.levels)
+    return dataclasses.replace(cur.envelope.plan, rows=rows)
+
+
+def _query_sd(share: float) -> Any:
+    """The column of a range query over ``share`` of the area: its noise SD (only released levels answer)."""
+    def read(r: PlanRow) -> str:
+        return fmt.num(r.details["range_query_sd"][f"{share:g}"]) if r.details.get("in_partition") else "–"
+    return read
+
+
+def release_columns(plan: Plan) -> tuple[plan_table.Column, ...]:
+    """The Release step's expected-error table of points, from the rows of the released plan: level, budget,
+    noise, counts, SD and ± per count, SD of range queries, and HTF's chance that noise decides a split."""
+    def cost_of(sym: str) -> Any:
+        return lambda r: r.cost.value if r.cost is not None and r.cost.symbol == sym else None
+
+    number = st.column_config.NumberColumn
+    cols: list[plan_table.Column] = [("level", lambda r: r.name, None)]
+    cols += [(sym, cost_of(sym), number(format="%.2g"))
+             for sym in dict.fromkeys(r.cost.symbol for r in plan.rows if r.cost is not None)]
+    cols += [
+        ("noise", lambda r: r.noise.replace("_", " "), None),
+        ("noise scale", lambda r: r.scale, number(format="%.3g")),
+        ("counts", lambda r: int(r.n_counts), number(format="localized")),
+        ("SD per count", lambda r: r.sd, number(format="%.3g")),
+        ("± per count (95%)", lambda r: int(round(r.ci95)), number(format="localized")),
+        ("SD, query of 2%", _query_sd(0.02), None),
+        ("SD, query of 6%", _query_sd(0.06), None),
+        ("SD, query of 10%", _query_sd(0.10), None),
+    ]
+    if any("p_stop_by_noise" in r.details for r in plan.rows):
+        cols.append(("chance that noise decides a split", lambda r: _share(r.details.get("p_stop_by_noise")), None))
+    return tuple(cols)
+
+
 def _errors(cur: points_state.ReleaseEntry) -> None:
     """Expected error per level (publishable), then the curator-only error against the truth."""
     rel = cur.release
-    n_cells = rel.grid.n_cells
     st.subheader("Expected error per level (from the mechanism, publishable)")
-    def query_sd(lv, share: float) -> str:  # only released levels answer queries: "–" otherwise
-        return fmt.num(lv.query_sd(share, n_cells)) if lv.in_partition else "–"
-
-    rows = []
-    for lv in rel.levels:
-        rows.append({
-            "level": lv.name,
-            lv.cost.symbol: lv.cost.value,
-            "noise": lv.noise.replace("_", " "),
-            "noise scale": lv.scale,
-            "counts": int(lv.n_counts),
-            "SD per count": lv.sd,
-            "± per count (95%)": int(round(lv.ci95)),
-            "SD, query of 2%": query_sd(lv, 0.02),
-            "SD, query of 6%": query_sd(lv, 0.06),
-            "SD, query of 10%": query_sd(lv, 0.10),
-        })
-    exp = pd.DataFrame(rows)
-    stop = "chance that noise decides a split"
-    if any("p_stop_by_noise" in lv.extra for lv in rel.levels):
-        exp[stop] = [_share(lv.extra.get("p_stop_by_noise")) for lv in rel.levels]
+    plan = released_plan(cur)
+    if any("p_stop_by_noise" in r.details for r in plan.rows):
         st.caption("Chance that noise decides a split: for a node holding the count expected under evenly "
                    "spread data, the chance that noise, not the data, decides whether it is split further.")
-    st.dataframe(exp, hide_index=True, width="stretch",
-                 column_config={lv_sym: st.column_config.NumberColumn(format="%.2g")
-                                for lv_sym in {lv.cost.symbol for lv in rel.levels}}
-                 | {c: st.column_config.NumberColumn(format="%.3g") for c in ["noise scale", "SD per count"]}
-                 | {c: st.column_config.NumberColumn(format="localized") for c in ["counts", "± per count (95%)"]})
+    plan_table.show(plan, release_columns(plan), width="stretch")
     counted = [lv for lv in rel.levels if lv.noise != "discrete_laplace_grid"]  # counts of points only
     fig = go.Figure(go.Bar(
         x=[lv.ci95 for lv in counted], y=[lv.name for lv in counted], orientation="h",
