@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import frame, sidebar, state
+from ui import frame, sidebar
+from ui.kinds.points import state as points_state
 
 # An emoji favicon is an inline SVG; a ":material/...:" one is fetched from fonts.gstatic.com.
 st.set_page_config(page_title="Private location statistics", page_icon="🗺️", layout="wide")
@@ -24,7 +25,7 @@ def _start() -> None:
     st.switch_page(frame.STEPS[0][0])
 
 
-state.init()
+points_state.init()
 start = st.Page(_start, title="Start", url_path="start", default=True, visibility="hidden")
 page = st.navigation({"": [start], "The path": _pages(frame.STEPS), "Tools": _pages(frame.TOOLS)})
 with frame.framed():
@@ -35,4 +36,4 @@ with frame.framed():
     finally:
         # after the page (also when it stops early): a step may change what the sidebar shows
         sidebar.render()
-        state.store_pending_history()  # last: the files of a large release, once its map is drawn
+        points_state.store_pending_history()  # last: the files of a large release, once its map is drawn

@@ -8,6 +8,7 @@ from dpcore import catalog
 from dpcore.errors import DPCoreError
 from dpcore.points import evaluate
 from ui import fmt, frame, kinds, state
+from ui.kinds.points import state as points_state
 
 REAL_DATA_WARNING = (
     "Choosing a mechanism by its error on your real data is itself a use of the data that is not "
@@ -29,9 +30,9 @@ if kinds.current_name() != "points":
     frame.missing("Compare scores the point mechanisms on range queries. For counts over areas and trips "
                   "between areas, the Plan step shows each mechanism's expected error per level before release. "
                   "To compare point mechanisms, choose Points on the Data step.", "data", "Go to the Data step")
-ds = state.dataset()
+ds = points_state.dataset()
 try:
-    grid = state.grid()
+    grid = points_state.grid()
 except DPCoreError as e:
     st.error(str(e))
     st.caption("Fix the area and grid on the Data page.")
@@ -116,7 +117,7 @@ if st.button("Run the comparison", type="primary", key="compare_run", disabled=n
         evaluate.check_settings(chosen, epsilons, sizes, int(n_queries), int(repeats), shape)
         bar = st.progress(0.0, text="Preparing the data …")
         if source == "loaded":
-            agg = state.aggregate()
+            agg = points_state.aggregate()
             label = ds.name
         else:
             agg = evaluate.synthetic_aggregate(grid, float(sigma), int(n_points))

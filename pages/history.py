@@ -18,6 +18,7 @@ from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger_store import LedgerStore
 from ui import fmt, frame, state
+from ui.kinds.points import state as points_state
 
 ss = st.session_state
 MIME = {".csv": "text/csv", ".json": "application/json", ".geojson": "application/geo+json"}
@@ -29,7 +30,7 @@ frame.heading("History", "Every release of the data loaded in this session, from
     "second tab or a restart continues the same budget.")
 
 datasets: list[tuple[str, str, str]] = []  # (kind, fingerprint, label)
-ds = state.dataset()
+ds = points_state.dataset()
 datasets.append(("points", ds.fingerprint, f"Points: {ds.name}"))
 for fp in ss.get("census_ledgers", {}):
     datasets.append(("areas", fp, "Census table"))

@@ -22,7 +22,7 @@ from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import detect_coordinate_columns, detect_user_column
 from dpcore.data.engines import base as engine_rules
 from dpcore.errors import DPCoreError, InputError
-from ui import fmt, state
+from ui import state
 
 ENGINE_LABELS = {
     "auto": f"Automatic (DuckDB above {engines.threshold() / 1e6:,.0f} MB)",
@@ -147,7 +147,7 @@ def route_large_upload(up: Any) -> bool | None:
     """Open a large points upload with DuckDB instead of reading it into memory: True when opened
     (the columns come next), False when refused (the message is kept as the upload's error), None
     for a small file, read as usual.  The copy is kept for the dataset once its points are counted
-    (:func:`path_columns_form`); until then it is the opened file's."""
+    (:func:`ui.kinds.points.data.path_columns_form`); until then it is the opened file's."""
     ss = st.session_state
     try:
         src = large_upload_source(up)
@@ -158,14 +158,14 @@ def route_large_upload(up: Any) -> bool | None:
         return None
     if open_path(src.paths[0], "duckdb", None, label=up.name):
         ss["upload_error"] = None
-        _forget_unused_copies(src)
+        forget_unused_copies(src)
         return True
     drop_copy(src)
     ss["upload_error"] = ss.pop("path_error", None)
     return False
 
 
-def _forget_unused_copies(keep: engines.Source | None = None) -> None:
+def forget_unused_copies(keep: engines.Source | None = None) -> None:
     """Delete the temporary copies of large uploads that neither the loaded dataset nor the file
     opened for counting (``keep``) uses; a copy in use is never deleted."""
     ss = st.session_state
@@ -194,57 +194,6 @@ def column_choice(cols: list[str], detected: tuple[str | None, str | None, str |
     user_col = c3.selectbox("Person / user id column (optional)", user_opts,
                             index=user_opts.index(user0) if user0 in cols else 0)
     return lat_col, lon_col, None if user_col == user_opts[0] else user_col
-
-
-def path_columns_form() -> None:
-    """Confirm the columns of an opened path, then count the points with the engine."""
-    ss = st.session_state
-    opened = ss.get("path_open")
-    if opened is None:
-        return
-    src, name, head = opened["src"], opened["engine"], opened["head"]
-    cols = [str(c) for c in head.columns]
-    lat0, lon0, user0 = opened["cols"]
-    st.info(f"Opened **{src.label}**: {len(src.paths)} {src.fmt.upper()} file{'s' if len(src.paths) != 1 else ''}, "
-            f"{src.n_bytes / 1e6:,.1f} MB, counted by **{name}**. Confirm the columns to count the points.")
-    if not (lat0 and lon0):
-        st.warning(f"No latitude/longitude columns were recognised by name in '{src.label}'. Choose them below.")
-    with st.form("path_columns"):
-        lat_col, lon_col, uc = column_choice(cols, (lat0, lon0, user0))
-        go = st.form_submit_button(f"Count the points with {name}", type="primary")
-    if not go:
-        return
-    cap = 10 if uc else None
-    g = state.grid()
-    probe = state.Dataset(src.label, None, False, "", source=src, engine=name,  # type: ignore[arg-type]
-                          spark_master=opened["master"])
-    try:
-        pc = state.engine_points(probe, g, cap, (lat_col, lon_col, uc), fingerprint=True)
-    except (DPCoreError, OSError) as e:
-        st.error(file_access.safe_message(str(e), [src.label, lat_col, lon_col, uc or ""]) if opened.get("redact")
-                 else str(e))
-        st.caption("Your earlier dataset and releases are kept.")
-        return
-    first = head.head(10)
-    table = state.SourceTable(
-        lon=pd.to_numeric(first[lon_col], errors="coerce").to_numpy(dtype=float),
-        lat=pd.to_numeric(first[lat_col], errors="coerce").to_numpy(dtype=float),
-        user=first[uc].to_numpy() if uc else None,
-        source_name=src.label, lat_column=lat_col, lon_column=lon_col, user_column=uc,
-        n_read=pc.n_read, dropped=dict(pc.dropped),
-    )
-    ds = state.Dataset(src.label, table, False, pc.fingerprint, source=src, engine=name,
-                       spark_master=opened["master"])
-    state.set_dataset(ds)
-    ss["path_open"] = None
-    _forget_unused_copies()  # the copy of an earlier large upload, if this one replaced it
-    ss["user_cap"] = cap
-    state.forget("_w_user_cap")
-    ss["aggregate"] = pc.aggregate  # this pass already counted the current grid
-    ss["aggregate_key"] = (ds.fingerprint, g, cap)
-    ss["path_open"] = None
-    ss["data_flash"] = f"Counted {fmt.count(pc.n_read)} rows with {name}."
-    st.rerun()
 
 
 def read_code_upload(up: Any) -> tuple[pd.DataFrame, engines.Source | None]:

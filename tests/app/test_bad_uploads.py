@@ -32,7 +32,7 @@ def wrapper(page: str, *, init: bool = True) -> str:
     return f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
-{"from ui import state; state.init()" if init else ""}
+{"from ui.kinds.points import state as points_state; points_state.init()" if init else ""}
 from ui import frame
 with frame.framed():  # as app.py runs a page
     exec(compile(open({str(path)!r}, encoding="utf-8").read(), {str(path)!r}, "exec"),

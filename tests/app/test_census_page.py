@@ -109,7 +109,8 @@ def test_release_spends_once_and_reruns_do_not_redraw(at: AppTest) -> None:
     assert "0.5 left after this" not in release_button(at).label  # 0.5 spent, 0.5 left → 0 after
     assert "the budget is used up after this" in release_button(at).label
     step(at, "export")
-    assert len(at.get("download_button")) == 2
+    assert [b.label for b in at.get("download_button")] == ["Download release.csv", "Download release.json",
+                                                            "Download release.toml"]
 
 
 def test_overspend_is_refused_with_a_clear_message(at: AppTest) -> None:
@@ -222,7 +223,8 @@ def test_matrix_marginals_zcdp_release_once_with_exports() -> None:
     assert list(rel.tables) == ["tract × age_band", "age_band"]
     assert len(rel.tables["tract × age_band"]) == 60 * 4
     step(at, "export")
-    assert [b.label for b in at.get("download_button")] == ["Download marginals.csv", "Download release.json"]
+    assert [b.label for b in at.get("download_button")] == ["Download marginals.csv", "Download release.json",
+                                                            "Download release.toml"]
     at.run()  # a rerun neither spends nor redraws
     ok(at)
     assert len(led.entries) == 1
@@ -321,3 +323,49 @@ def test_an_upload_above_the_size_limit_is_refused_before_reading(monkeypatch) -
     upload(at, "tracts.csv", GOOD)
     assert any("DPCORE_MAX_TABLE_BYTES" in e.value and "'tracts.csv'" in e.value for e in at.error)
     assert "census_upload_df" not in at.session_state or at.session_state["census_upload_df"] is None
+
+
+def offered_config(at: AppTest, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    """The Export step's release.toml of a ``kind`` release (its TOML, read): it parses as a release
+    description, and ``python -m dpcore run --dry-run`` on it prints the ``release <kind>`` command line."""
+    import tomllib
+
+    from dpcore.cli import main
+    from dpcore.core.spec import ReleaseSpec
+
+    [code] = [c for c in at.code if f'release = "{kind}"' in c.value]
+    assert ReleaseSpec.from_toml(code.value).kind == kind
+    (tmp_path / "release.toml").write_text(code.value, "utf-8")
+    capsys.readouterr()
+    assert main(["run", "--dry-run", str(tmp_path / "release.toml")]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"python -m dpcore release {kind} "), line
+    return tomllib.loads(code.value)
+
+
+def test_a_privelet_release_offers_its_release_toml(at: AppTest, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    step(at, "release")
+    release_button(at).click().run()
+    ok(at)
+    step(at, "export")
+    assert any(e.label == "Repeat this release in a pipeline (config file)" for e in at.expander)
+    cfg = offered_config(at, "census", tmp_path, capsys)
+    assert cfg["mechanism"]["name"] == "privelet"
+    assert cfg["input"]["levels"] == ["state", "county", "tract"] and cfg["input"]["count"] == "population"
+    assert cfg["budget"]["epsilon"] == pytest.approx(0.5) and cfg["budget"]["db"] is True
+
+
+def test_a_marginals_release_offers_its_release_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    at = census_data()
+    at.multiselect(key="census_ordinals").set_value(["age_band"]).run()
+    step(at, "plan")
+    at.radio(key="_w_census_mech").set_value("matrix").run()
+    ok(at)
+    step(at, "release")
+    at.button(key=release_widget_key("census_mx_release_button", at.session_state)).click().run()
+    ok(at)
+    step(at, "export")
+    cfg = offered_config(at, "census", tmp_path, capsys)
+    assert cfg["mechanism"]["name"] == "matrix" and cfg["mechanism"]["marginals"] == "tract*age_band;age_band"
+    assert cfg["input"]["ordinal"] == ["age_band"] and cfg["input"]["ordinal_order"]["age_band"]

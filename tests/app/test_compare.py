@@ -1,7 +1,7 @@
 """Headless tests of the Compare page (pages/compare.py) with Streamlit's AppTest.
 
 The page is run through a small wrapper script that initialises the session as
-app.py does (``state.init()``: the 100,000-point demo dataset, NYC bounds, a
+app.py does (``points_state.init()``: the 100,000-point demo dataset, NYC bounds, a
 1024 x 1024 grid) and then executes the page, so the page can be tested whether
 or not app.py's navigation lists it yet.  When it does, the last test also
 reaches it through the app.
@@ -24,8 +24,8 @@ WARNING_START = "Choosing a mechanism by its error on your real data is itself a
 WRAPPER = f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
-from ui import state
-state.init()
+from ui.kinds.points import state as points_state
+points_state.init()
 from ui import frame
 with frame.framed():  # as app.py runs a page
     try:
@@ -140,7 +140,7 @@ def test_defaults_run_without_error_on_the_demo(at: AppTest) -> None:
 
 
 def test_smaller_grid_offers_the_matrix_mechanism() -> None:
-    wrapper = WRAPPER.replace("state.init()\n", "state.init()\nimport streamlit as st\n"
+    wrapper = WRAPPER.replace("points_state.init()\n", "points_state.init()\nimport streamlit as st\n"
                                                  "st.session_state['grid_shape'] = (64, 64)\n")
     app = AppTest.from_string(wrapper, default_timeout=120)
     app.run()

@@ -232,12 +232,14 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
                                  "error per flow (RMSE) · measured", "error per flow (RMSE) · expected"]
     assert err["largest error · measured"].dtype.kind == "f"
     assert any("Do not publish" in w.value for w in at.warning)
-    # export: three downloads; the files hold the release only
+    # export: three downloads of the release, and its release.toml; the files hold the release only
     step(at, "export")
     labels = [b.proto.label for b in at.get("download_button")]
-    assert labels == ["Download release.csv", "Download release.json", "Download flows.geojson"]
+    assert labels == ["Download release.csv", "Download release.json", "Download flows.geojson",
+                      "Download release.toml"]
     files = downloads(media)
-    assert sorted(files) == ["flows.geojson", "release.csv", "release.json"]
+    assert sorted(files) == ["flows.geojson", "release.csv", "release.json", "release.toml"]
+    assert files.pop("release.toml").decode() == entry.config
     csv = pd.read_csv(io.BytesIO(files["release.csv"]), dtype={"noisy_count": int})
     assert list(csv.columns) == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert (csv["noisy_count"] > 0).all()
@@ -610,8 +612,12 @@ def test_the_exports_do_not_name_the_uploaded_file(at: AppTest, media: list) -> 
     release(at)
     step(at, "export")
     files = downloads(media)
-    assert sorted(files) == ["flows.geojson", "release.csv", "release.json"]
+    assert sorted(files) == ["flows.geojson", "release.csv", "release.json", "release.toml"]
+    # the config is the curator's (it names the input to read again, and says not to publish it)
+    config = files.pop("release.toml")
+    assert b"secret_client_trips.csv" in config and b"do not publish" in config
     fp = at.session_state["od_model"]["fp"]
+    assert fp.encode() not in config
     for name, data in files.items():
         assert b"secret_client" not in data, name
         assert fp.encode() not in data, name  # the data's fingerprint is a key, never published
@@ -793,3 +799,49 @@ def test_table_names_are_explained_with_the_datas_own_levels_and_the_formula_is_
         assert "V = σ²" not in captions  # the formula is not in the captions ...
         [how] = [e for e in at.expander if e.label == "How the expected error is computed"]
         assert "TopDown recursion" in texts(how.markdown)  # ... but behind the expander
+
+
+def offered_config(at: AppTest, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    """The Export step's release.toml of a trips release (its TOML, read): it parses as a release
+    description, and ``python -m dpcore run --dry-run`` on it prints the ``release od`` command line."""
+    import tomllib
+
+    from dpcore.cli import main
+    from dpcore.core.spec import ReleaseSpec
+
+    step(at, "export")
+    assert any(e.label == "Repeat this release in a pipeline (config file)" for e in at.expander)
+    [code] = [c for c in at.code if 'release = "od"' in c.value]
+    assert ReleaseSpec.from_toml(code.value).kind == "od"
+    (tmp_path / "release.toml").write_text(code.value, "utf-8")
+    capsys.readouterr()
+    assert main(["run", "--dry-run", str(tmp_path / "release.toml")]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("python -m dpcore release od "), line
+    return tomllib.loads(code.value)
+
+
+def test_a_trips_release_offers_its_release_toml(at: AppTest, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    release(at)
+    cfg = offered_config(at, tmp_path, capsys)
+    entry = entries(at)[-1]
+    assert cfg["mechanism"]["name"] == "inftda"
+    assert cfg["budget"]["rho"] == pytest.approx(entry.release.plan.cost.value) and cfg["budget"]["db"] is True
+    assert cfg["domain"]["levels"] == list(entry.model["h"].level_names[1:])
+
+
+def test_an_uploaded_trips_release_names_its_files_and_columns_in_release_toml(
+        at: AppTest, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    to_upload(at)
+    upload(at, trips_csv())
+    prefix_areas(at)
+    at.selectbox(key="_w_od_set_trips_person").set_value("person").run()
+    at.number_input(key="_w_od_set_trips_m").set_value(2).run()
+    ok(at)
+    release(at)
+    cfg = offered_config(at, tmp_path, capsys)
+    assert cfg["input"]["path"] == "trips.csv" and cfg["domain"]["hierarchy"] == "areas.csv"
+    assert (cfg["input"]["origin"], cfg["input"]["destination"]) == ("origin", "destination")
+    assert cfg["input"]["user"] == "person" and cfg["input"]["max_trips"] == 2
+    assert cfg["domain"]["code_column"] == "code" and cfg["domain"]["prefix_lengths"] == [1, 2, 4]

@@ -47,8 +47,8 @@ def page(name: str) -> AppTest:
     at = AppTest.from_string(f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
-from ui import state
-state.init()
+from ui.kinds.points import state as points_state
+points_state.init()
 from ui import frame
 with frame.framed():  # as app.py runs a page
     exec(compile(open({str(path)!r}, encoding="utf-8").read(), {str(path)!r}, "exec"),

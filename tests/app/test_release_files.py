@@ -1,5 +1,5 @@
 """A point release's files are made once, when the release is made: the record with the ledger as
-of the charge; the history keeps those bytes and the Export step serves them (ui.state)."""
+of the charge; the history keeps those bytes and the Export step serves them (ui.kinds.points.state)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dpcore.points import export
 from dpcore.privacy import budget
 from dpcore.privacy.ledger_store import LedgerStore
 from dpcore.privacy.noise import NoiseSource
-from ui import state
+from ui.kinds.points import state as points_state
 
 
 def _aggregate(rows: int = 8) -> Aggregate:
@@ -30,21 +30,21 @@ def test_a_point_release_builds_its_record_once_and_serves_the_stored_bytes(
     real = export.release_record
     monkeypatch.setattr(export, "release_record", lambda *a, **k: built.append(1) or real(*a, **k))
     if large:  # a large release stores its tables after the page is drawn: the record is still made at once
-        monkeypatch.setattr(state, "HISTORY_LATER_ABOVE", 0)
+        monkeypatch.setattr(points_state, "HISTORY_LATER_ABOVE", 0)
     store = LedgerStore(tmp_path / "budgets.db")
     led = store.ledger("points:k1", budget.pure(2.0), "points")
     rel = pipeline.release_points(_aggregate(), "ug", 0.5, {"public_n": 1000}, led, noise=NoiseSource(1))
-    into: list[state.ReleaseEntry] = []
-    entry = state.add_release(rel, into=into, fp="k1", led=led)
+    into: list[points_state.ReleaseEntry] = []
+    entry = points_state.add_release(rel, into=into, fp="k1", led=led)
     assert built == [1] and into == [entry]
     record = entry.exports["files"]["release.json"]
     # a later spend on the same budget does not change the record of this release
     led.spend(budget.pure(0.25), label="another release")
     if large:
         entry.exports.pop("history_pending")
-        state._store_history(entry, led)
-    files = state.release_files(entry)
-    assert state.release_files(entry) is files
+        points_state._store_history(entry, led)
+    files = points_state.release_files(entry)
+    assert points_state.release_files(entry) is files
     assert built == [1]  # built once per release
     assert files["release.json"] == record
     assert list(files) == ["release.csv", "release.geojson", "release.json"]

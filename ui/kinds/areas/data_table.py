@@ -171,5 +171,6 @@ def _build(df, src, name, levels, count_col, ordinals, orders, areas_up, table_k
         ss["census_table_source"] = SYNTHETIC if demo else UPLOAD  # Plan and Release use it only under this source
         ss["census_name"] = name
         ss["census_areas_kept"] = areas_up.file_id if areas_up is not None else None
+        ss["census_areas_name"] = areas_up.name if areas_up is not None else None  # for release.toml
     except DPCoreError as e:
         st.error(str(e))

@@ -11,10 +11,12 @@ import streamlit as st
 
 from dpcore.areas.unit import hierarchy_unit
 from dpcore.core import spec as config
+from dpcore.core.mechanism import Plan
 from dpcore.data import engines
 from ui import fmt, frame
 from ui.kinds.areas import common
 from ui.kinds.areas.common import US_TRACTS
+from ui.kinds.areas.data_table import PER_PERSON
 
 ss = st.session_state
 
@@ -59,13 +61,7 @@ def export_step() -> None:
     with st.expander("Release record (release.json)"):
         st.json(files["release.json"].decode("utf-8"), expanded=1)
     if entry.config:
-        with st.expander("Repeat this release in a pipeline (config file)"):
-            st.download_button("Download release.toml", entry.config, "release.toml", "application/toml",
-                               on_click="ignore", key="hier_dl_config")
-            st.code(entry.config, language="toml")
-            st.caption("The command line makes the same release from the same table (new noise), spending from "
-                       "this app's budget database on this computer (DPCORE_LEDGER_DB), keyed as the app keys "
-                       "the table.")
+        _config_expander(entry.config, "hier_dl_config", "table")
     if not rel.mechanism.consistent or not rel.mechanism.nonnegative:
         st.info(f"{rel.mechanism.title}: " + ("levels do not add up; " if not rel.mechanism.consistent else "")
                 + ("some counts may be negative or fractional." if not rel.mechanism.nonnegative else ""))
@@ -104,6 +100,48 @@ def release_config(inputs: dict[str, Any], sel: Any) -> str:
     return cfg.to_toml(header=header)
 
 
+def table_config(table: Any, core: Plan) -> str:
+    """release.toml of a census-table release (Privelet or the marginal tables) planned here as ``core``:
+    ``python -m dpcore run`` repeats it on the same budget."""
+    notes = []
+    if ss.get("census_source", "synthetic") == "synthetic":
+        path = "synthetic_census.csv"
+        notes.append("[input] path names the page's made-up synthetic census, which is not a file: give your "
+                     "table's path.")
+    else:
+        path = ss.get("census_upload_name") or "table.csv"
+        notes.append("[input] path is the uploaded file's name: put the file next to this config or give its path.")
+    areas = ss.get("census_areas_name")
+    if areas:
+        notes.append("[input] areas is the uploaded area list's name: put it next to this config.")
+    levels, count, ordinals = ss.get("census_columns_kept", (list(table.structure.level_names[1:]), None, []))
+    s = table.structure
+    orders = {str(o): [str(v) for v in b] for o, b in zip(s.ordinals, s.bins, strict=True)}
+    params = core.params
+    cfg = config.census_config(
+        input_path=path, levels=list(levels), count=None if count == PER_PERSON else count,
+        ordinals=list(ordinals), ordinal_orders=orders or None, areas_path=areas, mechanism=core.mechanism,
+        definition=core.cost.definition, value=core.cost.value, plus=list(params.get("plus_axes") or ()) or None,
+        marginals=params.get("marginals"), geo_level=params.get("level") or None,
+        engine="duckdb" if ss.get("census_src") is not None else "auto")
+    header = ("dpcore release config, written by the app (a census table with attributes).\n"
+              "Run: python -m dpcore run release.toml (paths are relative to this file).\n"
+              + "".join(n + "\n" for n in notes)
+              + "It names your input files and columns: keep it with your data, do not publish it.")
+    return cfg.to_toml(header=header)
+
+
+def _config_expander(text: str, key: str, what: str) -> None:
+    """The release.toml of a release, to download and read (the same expander for every kind)."""
+    with st.expander("Repeat this release in a pipeline (config file)"):
+        st.download_button("Download release.toml", text, "release.toml", "application/toml",
+                           on_click="ignore", key=key)
+        st.code(text, language="toml")
+        st.caption(f"The command line makes the same release from the same {what} (new noise), spending from "
+                   "this app's budget database on this computer (DPCORE_LEDGER_DB), keyed as the app keys "
+                   f"the {what}.")
+
+
 def _table_export() -> None:
     table, fp = common.table()
     entry = common.table_entry()
@@ -130,3 +168,5 @@ def _table_export() -> None:
     st.dataframe(pd.read_csv(io.BytesIO(entry.csv), dtype=str, nrows=12), hide_index=True, key=f"{key}_csv_preview")
     with st.expander("Release record (release.json)"):
         st.json(json.loads(entry.json), expanded=1)
+    if entry.config:
+        _config_expander(entry.config, f"{key}_dl_config", "table")

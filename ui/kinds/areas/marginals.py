@@ -22,7 +22,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
-from ui import fmt, plans, state
+from ui import fmt, plan_table, plans, state
 from ui.kinds.areas.state import TABLE_KEYS, TableEntry
 
 ss = st.session_state
@@ -108,15 +108,11 @@ def plan_section(table: CensusTable, led: Ledger) -> None:
     if core is None:
         st.info(error) if error and error.startswith("Choose") else st.error(error)
         return
-    p = core.inner
-    first = p.per_marginal[0]
-    st.markdown(f"A cell of the table **{first['marginal']}** is off by about **± "
-                f"{fmt.num(interval_half_width('normal', first['sd_mean']))} people** in 19 of 20 cases.")
-    st.dataframe(pd.DataFrame([{
-        "table": m["marginal"], "cells": fmt.count(m["cells"]), "SD of a cell": fmt.num(m["sd_mean"]),
-        "± 95 %": f"± {fmt.num(interval_half_width('normal', m['sd_max']))}"} for m in p.per_marginal]),
-        hide_index=True, key="census_mx_plan")
-    info = p.info
+    first = core.rows[0]
+    st.markdown(f"A cell of the table **{first.name}** is off by about **± {fmt.num(first.ci95)} people** in 19 "
+                "of 20 cases.")
+    plan_table.show(core, PLAN_COLUMNS, key="census_mx_plan")
+    info = core.inner.info
     rows = [("Strategy", f"{info['strategy']}, {fmt.count(info['strategy_queries'])} strategy queries"),
             ("Expected RMSE per table cell", fmt.num(info["expected_rmse_per_query"]))]
     if info["rmse_lower_bound"] is not None:
@@ -131,12 +127,22 @@ def plan_section(table: CensusTable, led: Ledger) -> None:
         st.info(note)
 
 
-def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: str) -> None:
+#: the marginal tables' expected-error table, from the core plan's rows (one per table)
+PLAN_COLUMNS: tuple[plan_table.Column, ...] = (
+    ("table", lambda r: r.name, None),
+    ("cells", lambda r: fmt.count(r.n_counts), None),
+    ("SD of a cell", lambda r: fmt.num(r.sd), None),
+    ("± 95 %", lambda r: f"± {fmt.num(interval_half_width('normal', r.details['sd_max']))}", None),
+)
+
+
+def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: str, cfg: str | None) -> None:
     """The Release button's action (:func:`ui.state.release_button`): release the Plan step's plan
     (charged first; not planned again), store."""
     rel = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source()).inner
     p = core.inner
-    entry = TableEntry(rel, fp, source, marginals.marginals_csv(rel), marginals.marginals_json(rel, led))
+    entry = TableEntry(rel, fp, source, marginals.marginals_csv(rel), marginals.marginals_json(rel, led),
+                       config=cfg)
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("areas", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),

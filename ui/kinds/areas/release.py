@@ -141,12 +141,13 @@ def _errors(entry: HierarchyEntry, m: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- census table with attributes
 
 
-def _privelet_now(table: Any, core: Any, led: Any, fp: str, name: str) -> None:
+def _privelet_now(table: Any, core: Any, led: Any, fp: str, name: str, cfg: str | None) -> None:
     """The Release button's action for Privelet: release the Plan step's plan (charged first), store."""
     from dpcore.areas.mechanisms import census_privelet
 
     rel = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source()).inner
-    entry = TableEntry(rel, fp, name, census_privelet.census_csv(rel), census_privelet.census_json(rel, led))
+    entry = TableEntry(rel, fp, name, census_privelet.census_csv(rel), census_privelet.census_json(rel, led),
+                       config=cfg)
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("areas", fp, rel.release_id,
                            {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
@@ -156,6 +157,7 @@ def _privelet_now(table: Any, core: Any, led: Any, fp: str, name: str) -> None:
 
 
 def _table_release() -> None:
+    from ui.kinds.areas.export import table_config
     from ui.kinds.areas.plan_table import selection as table_selection
 
     table, fp = common.table()
@@ -165,12 +167,13 @@ def _table_release() -> None:
     name = ss.get("census_name", "census table")
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{name}**, as planned on the Plan step; "
                 f"unit of privacy: **{common.unit_words(census_unit())}**.")
+    cfg = table_config(table, sel.plan) if sel.plan is not None else None  # read before the charge
     if sel.mech == "matrix":
         confirm.button("census_mx_release_button", sel.ledger, sel.cost, census_unit(), sel.error,
-                       marginals_ui.release_now, table, sel.plan, sel.ledger, fp, name)
+                       marginals_ui.release_now, table, sel.plan, sel.ledger, fp, name, cfg)
     else:
         confirm.button("census_release_button", sel.ledger, sel.cost, census_unit(), sel.error, _privelet_now,
-                       table, sel.plan, sel.ledger, fp, name)
+                       table, sel.plan, sel.ledger, fp, name, cfg)
     entry = common.table_entry()
     if entry is None:
         st.caption("Nothing has been released from this table yet.")

@@ -37,10 +37,12 @@ class HierarchyEntry:
 
 @dataclass(frozen=True, eq=False)
 class TableEntry:
-    """A census-table release of this session (Privelet or the marginal tables) and its two files."""
+    """A census-table release of this session (Privelet or the marginal tables), its two files and its
+    release.toml."""
 
     release: Any  # CensusRelease or MarginalsRelease
     fingerprint: str  # the table's content fingerprint
     source: str
     csv: bytes
     json: bytes
+    config: str | None = None  # the release.toml that makes it again

@@ -11,16 +11,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore import catalog
+from dpcore.core.mechanism import Plan, PlanRow
 from dpcore.flows import figures as od_figures
 from dpcore.flows.mechanisms.common import ODLevelPlan, ODPlan
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
-from ui import fmt, frame, state
+from ui import fmt, frame, plan_table, state
 from ui.kinds.flows.state import RELEASES_KEY, ODEntry
 from ui.state import persistent, store
 
@@ -165,50 +165,57 @@ def error_basis(pl: ODPlan, unit: str) -> None:
         st.markdown(f"Method: {pl.levels[-1].basis}.")
 
 
-def plan_table(pl: ODPlan, unit_: str, full: bool = False) -> pd.DataFrame:
-    """The data-free plan per table, numbers as numbers (they sort), rounded for people; ``full``
-    (the Release step) shows the possible pairs instead of the budget shares."""
-    return pd.DataFrame([{
-        "table": table_name(lv, unit_),
-        **({"possible pairs": lv.pairs} if full else
-           {"budget share": float(f"{lv.share:.2g}") if lv.measured else None}),
-        "noise per cell (SD)": people(lv.noise_sd) if lv.measured else None,
-        "error per flow (RMSE)": people(lv.sd),
-        "typical largest error": people(lv.max_abs),
-        "guaranteed 95 % bound": people(lv.bound),
-        "unreliable below": people(lv.unreliable_below),
-    } for lv in pl.levels])
+def row_table_name(r: PlanRow, unit: str) -> str:
+    """:func:`table_name` of a row of the core plan (its kind and levels are in ``details``)."""
+    d = r.details
+    if d["kind"] == "total":
+        return f"total of all {unit}" if d["measured"] else f"total of all {unit} · exact, public"
+    return f"{_side(d['origin_level'])} to {_side(d['destination_level'])}" + (
+        "" if d["measured"] else " · copy of the level above")
 
 
-def plan_columns(pl: ODPlan, unit_: str) -> dict[str, Any]:
-    """The column settings of :func:`plan_table` (Plan and Release steps): formats, help, widths."""
-    sym_ = "ε" if pl.cost is not None and pl.cost.definition == "pure" else "ρ"
-    # narrow number columns (their full names and help show on hover) and a wide name column
-    # (400 + 6 × 75 px): the table names and the last column ("unreliable below") fit a 1400-px
-    # window without scrolling sideways
+def plan_columns(plan: Plan, unit_: str, full: bool = False) -> tuple[plan_table.Column, ...]:
+    """The expected-error table's columns for trips (Plan and Release steps), read from the core plan's
+    rows (:mod:`ui.plan_table`): numbers as numbers (they sort), rounded for people; ``full`` (the
+    Release step) shows the possible pairs instead of the budget shares.  Narrow number columns (their
+    full names and help show on hover) and a wide name column (400 + 6 × 75 px): the table names and
+    the last column ("unreliable below") fit a 1400-px window without scrolling sideways."""
+    sym_ = plan.cost.symbol
+
     def num(label: str | None = None, **kw: Any) -> Any:
         return st.column_config.NumberColumn(label, width="small", **kw)
 
-    return {
-        "table": st.column_config.TextColumn(
+    def measured(r: PlanRow, x: float | None) -> float | None:
+        return x if r.details["measured"] else None
+
+    first: plan_table.Column = (
+        ("possible pairs", lambda r: int(r.n_counts),
+         num(format="localized", help="Origin areas × destination areas of this table.")) if full else
+        ("budget share", lambda r: measured(r, float(f"{r.details['share']:.2g}")),
+         num(f"budget share ({sym_})", format="%.2g",
+             help="The part of this release's budget spent on this table (none: not measured).")))
+    return (
+        ("table", lambda r: row_table_name(r, unit_), st.column_config.TextColumn(
             "table", width="large",
             help="The flows from each origin area to each destination area of two levels. release.csv names "
-                 "it origin>destination (e.g. region>district)."),
-        "possible pairs": num(format="localized", help="Origin areas × destination areas of this table."),
-        "budget share": num(f"budget share ({sym_})", format="%.2g",
-                            help="The part of this release's budget spent on this table (none: not measured)."),
-        "noise per cell (SD)": num(format="localized", help=f"Standard deviation of the noise added to each flow "
-                                                            f"of this table, in {unit_}."),
-        "error per flow (RMSE)": num(format="localized", help=f"Typical error of one released flow (root mean "
-                                                              f"square) after the tables are made consistent, in "
-                                                              f"{unit_}."),
-        "typical largest error": num(format="localized", help=f"About the largest error over all the table's "
-                                                              f"possible pairs, in {unit_}; can be exceeded."),
-        "guaranteed 95 % bound": num(format="localized", help=f"The largest error stays below this with probability "
-                                                              f"95 %, in {unit_} (InfTDA and the MILP baseline only)."),
-        "unreliable below": num(format="localized", help=f"Released flows below this many {unit_} (about twice the "
-                                                         "noise) may be noise."),
-    }
+                 "it origin>destination (e.g. region>district).")),
+        first,
+        ("noise per cell (SD)", lambda r: measured(r, people(r.details["noise_sd"])),
+         num(format="localized", help=f"Standard deviation of the noise added to each flow of this table, in "
+                                      f"{unit_}.")),
+        ("error per flow (RMSE)", lambda r: people(r.sd),
+         num(format="localized", help=f"Typical error of one released flow (root mean square) after the tables "
+                                      f"are made consistent, in {unit_}.")),
+        ("typical largest error", lambda r: people(r.max_abs),
+         num(format="localized", help=f"About the largest error over all the table's possible pairs, in {unit_}; "
+                                      "can be exceeded.")),
+        ("guaranteed 95 % bound", lambda r: people(r.details["bound_95"]),
+         num(format="localized", help=f"The largest error stays below this with probability 95 %, in {unit_} "
+                                      "(InfTDA and the MILP baseline only).")),
+        ("unreliable below", lambda r: people(r.details["unreliable_below"]),
+         num(format="localized", help=f"Released flows below this many {unit_} (about twice the noise) may be "
+                                      "noise.")),
+    )
 
 
 def error_chart(pl: ODPlan, unit_: str) -> go.Figure:

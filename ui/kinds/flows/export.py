@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io as _io
+from typing import Any
 
 import orjson
 import pandas as pd
 import streamlit as st
 
+from dpcore.core import spec
 from dpcore.flows.mechanisms.common import ODRelease
 from ui import fmt
 from ui.kinds.flows.common import missing, shown_entry
@@ -47,5 +49,50 @@ def export_step() -> None:
                    "properties.")
     with st.expander("Release record (release.json)"):
         st.json(files["release.json"].decode("utf-8"), expanded=1)
+    if entry.config:
+        with st.expander("Repeat this release in a pipeline (config file)"):
+            st.download_button("Download release.toml", entry.config, "release.toml", "application/toml",
+                               on_click="ignore", key="od_dl_config")
+            st.code(entry.config, language="toml")
+            st.caption("The command line makes the same release from the same trips (new noise), spending from "
+                       "this app's budget database on this computer (DPCORE_LEDGER_DB), keyed as the app keys "
+                       "the trips.")
     st.caption("Nothing in these files comes from your data unnoised, except the total number of trips when "
                "the plan makes it public (replace neighbours, one trip per person). No file name is written.")
+
+
+def release_config(sel: Any) -> str | None:
+    """release.toml of the trips release planned as ``sel`` (a :class:`ui.kinds.flows.plan.Selection`):
+    ``python -m dpcore run`` repeats it on the same budget; None without a plan."""
+    core, c = sel.core, sel.model.get("config")
+    if core is None or c is None:
+        return None
+    notes = []
+    if c["upload"]:
+        trips, areas = c["trips_file"] or "trips.csv", c["areas_file"] or "areas.csv"
+        notes.append("[input] path and [domain] hierarchy are the uploaded files' names: put the files next to "
+                     "this config or give their paths.")
+    else:
+        trips, areas = "trips.csv", "areas.csv"
+        notes.append("[input] path and [domain] hierarchy name the page's built-in data set, which is not a file "
+                     "here: give your trips' and area list's paths.")
+    cols = c["cols"]
+    if c["shape"] == "prefix":
+        code_col, lens_txt, _names = c["prefix"]
+        shape: dict[str, Any] = {"code_column": code_col,
+                                 "prefix_lengths": [int(x) for x in str(lens_txt).split(",") if x.strip()]}
+    else:
+        shape = {"levels": list(c["levels"])}
+    p = core.params
+    cfg = spec.od_config(
+        input_path=trips, hierarchy_path=areas, **shape, origin=cols["origin"], destination=cols["destination"],
+        count=cols.get("count"), user=cols.get("user"), max_trips=c["m"], repeats=not c["distinct"],
+        mechanism=core.mechanism, definition=sel.cost.definition, value=sel.cost.value,
+        delta=sel.delta if sel.cost.definition == "zcdp" else None, neighbour=sel.opts["neighbour"],
+        orientation=p.get("orientation", "destination"), split=sel.split, weights=sel.weights,
+        order=p.get("order", "ascending"), engine=c["engine"])
+    header = ("dpcore release config, written by the app (trips between areas).\n"
+              "Run: python -m dpcore run release.toml (paths are relative to this file).\n"
+              + "".join(n + "\n" for n in notes)
+              + "It names your input files and columns: keep it with your data, do not publish it.")
+    return cfg.to_toml(header=header)

@@ -19,7 +19,7 @@ from dpcore.flows.unit import od_unit
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, plans, state, target_ui
+from ui import budget_ui, fmt, frame, plan_table, plans, state, target_ui
 from ui.kinds.flows.common import (
     DEFAULTS,
     MECHS,
@@ -33,7 +33,6 @@ from ui.kinds.flows.common import (
     ledger,
     plan_caption,
     plan_columns,
-    plan_table,
     sci,
     setting,
 )
@@ -188,8 +187,7 @@ def plan_step() -> None:
     p = sel.plan
     assert p is not None
     st.subheader("Expected error per table (before release, from no data)")
-    st.dataframe(plan_table(p, unit), hide_index=True, key="od_plan_table", column_config=plan_columns(p, unit),
-                 placeholder="–", width="stretch")
+    plan_table.show(sel.core, plan_columns(sel.core, unit), key="od_plan_table", placeholder="–", width="stretch")
     st.plotly_chart(error_chart(p, unit), key="od_plan_chart", config={"displayModeBar": False})
     st.caption(plan_caption(p))
     error_basis(p, unit)

@@ -14,7 +14,7 @@ from dpcore.flows import export as od_export
 from dpcore.flows import figures as od_figures
 from dpcore.flows.diagnostics import empirical_errors
 from dpcore.flows.mechanisms.common import ODRelease
-from ui import confirm, fmt, frame, state
+from ui import confirm, fmt, frame, plan_table, state
 from ui.kinds.flows.common import (
     MAX_MAP_AREAS,
     error_basis,
@@ -25,11 +25,11 @@ from ui.kinds.flows.common import (
     people,
     plan_caption,
     plan_columns,
-    plan_table,
     short_name,
     shown_entry,
     unit_words,
 )
+from ui.kinds.flows.export import release_config
 from ui.kinds.flows.plan import Selection, selection
 from ui.kinds.flows.sources import need_model
 from ui.kinds.flows.state import RELEASES_KEY, ODEntry
@@ -74,13 +74,14 @@ def release_now(sel: Selection) -> None:
     m, led = sel.model, sel.ledger
     fp = m["fp"]
     releases = st.session_state[RELEASES_KEY]
+    cfg = release_config(sel)  # before the charge
     # the Plan step's plan, released as it is (not planned again)
     rel = pipeline.release(sel.core, m["counts"], ledger=led, session=state.session()).inner
     extra = {"budget_input": sel.approx} if sel.approx else None
     # the files, made once (the record with the ledger as of the charge): stored, then served by Export
     files = od_export.od_files(rel, led, origin_xy=m["xy"] or None, delta=sel.delta, extra=extra)
     releases.setdefault(fp, []).append(ODEntry(rel, fp, m["view"], m, m["name"], sel.cost_label, sel.delta, sel.approx,
-                                               files))
+                                               files, plan=sel.core, config=cfg))
     state.remember_release("flows", fp, rel.release_id,
                            {"mechanism": catalog.get("od", sel.mechanism).title, "cost": sel.cost_label,
                             "levels": [lv.name for lv in rel.plan.levels]},  # no file name (issue 18)
@@ -165,8 +166,8 @@ def _errors(entry: ODEntry) -> None:
     shown = rel.plan
     eunit = entry.model["unit"]
     st.markdown("**Expected error of the release** (analytic, from no data: publishable)")
-    st.dataframe(plan_table(shown, eunit, full=True), hide_index=True, key="od_err_plan", width="stretch",
-                 column_config=plan_columns(shown, eunit), placeholder="–")
+    plan_table.show(entry.plan, plan_columns(entry.plan, eunit, full=True), key="od_err_plan", width="stretch",
+                    placeholder="–")
     st.caption(plan_caption(shown))
     error_basis(shown, eunit)
     st.markdown("**:red[Not for publication]: measured error of the release against your data**")

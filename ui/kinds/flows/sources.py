@@ -299,4 +299,19 @@ def count(inputs: dict[str, Any], source: str) -> dict[str, Any]:
             "fp": counts.fingerprint, "view": (h.fingerprint(), counts.max_trips, counts.distinct),
             "name": inputs["name"], "unit": inputs["unit"], "area_desc": area_desc,
             "df": inputs["df"], "user": inputs["cols"].get("user"), "source": source, "demo": inputs["key"] == (DEMO,),
-            "areas_text": areas_line(list(h.level_names[1:]), list(h.sizes[1:]))}
+            "areas_text": areas_line(list(h.level_names[1:]), list(h.sizes[1:])),
+            "config": config_inputs(inputs, source, h)}
+
+
+def config_inputs(inputs: dict[str, Any], source: str, h: Hierarchy) -> dict[str, Any]:
+    """What a release.toml of these trips names (no data): the files as uploaded, the columns, the cap
+    per person and how the area list gives its levels."""
+    ss = st.session_state
+    a = inputs.get("areas") if source == UPLOAD else None
+    return {"upload": source == UPLOAD, "trips_file": ss.get("od_trips_name") if a else None,
+            "areas_file": ss.get("od_areas_name") if a else None, "cols": dict(inputs["cols"]),
+            "m": int(inputs.get("m", 1)), "distinct": bool(inputs.get("distinct", True)),
+            "shape": a["shape"] if a else "levels",
+            "levels": list(a["levels"]) if a and a["shape"] == "levels" else list(h.level_names[1:]),
+            "prefix": tuple(a["prefix"]) if a and a["shape"] == "prefix" else None,
+            "engine": "duckdb" if ss.get("od_trips_src") is not None and source == UPLOAD else "auto"}

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dpcore.core.mechanism import Plan
+
 #: the session key of the releases per set of trips
 RELEASES_KEY = "od_releases"
 
@@ -32,3 +34,5 @@ class ODEntry:
     #: charge; the Export step and the history serve these bytes
     files: dict[str, bytes] = field(default_factory=dict)
     exports: dict[str, Any] = field(default_factory=dict)
+    config: str | None = None  # the release.toml that makes it again
+    plan: Plan | None = None  # the Plan step's core plan, which the release is of (its rows: the error table)

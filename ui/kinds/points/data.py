@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.data import engines, maps
+from dpcore.data import engines, file_access, maps
 from dpcore.data.boundaries import boundary_bounds, read_boundaries
 from dpcore.data.columns import detect_coordinate_columns, detect_user_column
 from dpcore.data.domain import PRESETS, Bounds, Grid
@@ -16,6 +16,7 @@ from dpcore.data.tables import read_table
 from dpcore.errors import DPCoreError
 from dpcore.points import viz
 from ui import fmt, frame, source_ui, state
+from ui.kinds.points import state as points_state
 
 #: the NYC boroughs shipped with the shared data: the demo's context outlines on the Data step's preview
 NYC_BOROUGHS = state.SHARED_DATA / "boundaries" / "nyc_boroughs.geojson"
@@ -30,7 +31,7 @@ def data_step() -> None:
     if st.session_state.get("upload_error"):
         st.error(st.session_state["upload_error"])
         st.caption("Your earlier dataset and releases are kept.")
-    source_ui.path_columns_form()
+    path_columns_form()
     _columns_form()
     ds = _rows_read()
     _unit_of_privacy(ds.table)
@@ -66,7 +67,7 @@ def _source() -> Any:
     with col_b:
         st.write("")
         if st.button("Use the demo dataset", help="Made-up pickups over New York City (no real person)."):
-            state.load_demo()
+            points_state.load_demo()
             st.session_state.pop("upload_df", None)
             st.session_state.pop("upload_error", None)
             st.session_state.pop("path_open", None)
@@ -111,7 +112,7 @@ def _read_upload(up: Any) -> None:
             st.session_state["upload_cols"] = (lat, lon, detect_user_column(df))
             st.session_state["upload_error"] = None
             if table is not None:
-                state.set_dataset(state.Dataset(up.name, table, False, state.fingerprint(table)))
+                points_state.set_dataset(points_state.Dataset(up.name, table, False, points_state.fingerprint(table)))
                 st.session_state["user_cap"] = None
                 st.rerun()  # the sidebar was drawn before this page: redraw it with the new dataset
         except DPCoreError as e:
@@ -136,8 +137,8 @@ def _columns_form() -> None:
             if st.form_submit_button("Use these columns"):
                 try:
                     table = load_points(df, lat_col, lon_col, uc, source_name=st.session_state["upload_name"])
-                    state.set_dataset(state.Dataset(st.session_state["upload_name"], table, False,
-                                                    state.fingerprint(table)))
+                    points_state.set_dataset(points_state.Dataset(st.session_state["upload_name"], table, False,
+                                                    points_state.fingerprint(table)))
                     st.session_state["user_cap"] = 10 if uc else None
                     st.session_state["data_flash"] = f"Loaded {fmt.count(table.n_kept)} points."
                     st.rerun()
@@ -146,11 +147,11 @@ def _columns_form() -> None:
                     st.caption("Your earlier dataset and releases are kept.")
 
 
-def _rows_read() -> state.Dataset:
+def _rows_read() -> points_state.Dataset:
     """The rows read, kept and dropped (for the curator only)."""
     if st.session_state.get("data_flash"):
         st.success(st.session_state.pop("data_flash"))  # shown after the rerun that loads the data
-    ds = state.dataset()
+    ds = points_state.dataset()
     t = ds.table
     m1, m2, m3 = st.columns(3)
     m1.metric("Rows read", fmt.count(t.n_read))
@@ -193,7 +194,7 @@ def _area() -> tuple[Bounds | None, Bounds]:
     how = st.radio("Set the area from", ["A preset", "Numbers I type", "A boundary file"], horizontal=True,
                    key=state.persistent("bounds_how", "A preset"))
     state.store("bounds_how")
-    cur = state.bounds()
+    cur = points_state.bounds()
     new_bounds: Bounds | None = None
     try:
         if how == "A preset":
@@ -253,26 +254,26 @@ def _grid(new_bounds: Bounds | None, cur: Bounds) -> None:
         st.caption("The earlier grid is kept.")
 
 
-def _preview(ds: state.Dataset) -> None:
+def _preview(ds: points_state.Dataset) -> None:
     """The area on a map and, for the curator only, the true density and the first rows."""
     t = ds.table
     st.subheader("Preview")
     left, right = st.columns(2)
     with left:
         uploaded = st.session_state.get("boundaries")
-        outlines = uploaded if uploaded is not None else demo_outlines(state.bounds().as_tuple())
-        st.plotly_chart(viz.extent_figure(state.bounds(), outlines), width="stretch", key="extent_map")
+        outlines = uploaded if uploaded is not None else demo_outlines(points_state.bounds().as_tuple())
+        st.plotly_chart(viz.extent_figure(points_state.bounds(), outlines), width="stretch", key="extent_map")
         if uploaded is None and outlines is not None:
             st.caption("Grey: the New York City boroughs, for context (public outlines; upload a boundary file "
                        "to draw your own).")
     with right:
         try:
-            agg = state.aggregate_current() if ds.source is not None else state.aggregate()
+            agg = points_state.aggregate_current() if ds.source is not None else points_state.aggregate()
             if agg is None:  # points kept in their files: a count is a pass over them, made on request
                 st.info(f"The points are not counted for this area, grid and cap yet. A release counts them; to "
                         f"check them first, count them now ({ds.engine}).")
                 if st.button(f"Count the points for this grid with {ds.engine}", key="count_source"):
-                    state.aggregate()
+                    points_state.aggregate()
                     st.rerun()
             else:
                 st.markdown(":red[**Not for publication**] — your confidential data, for checking only.")
@@ -304,3 +305,54 @@ def demo_outlines(bounds: tuple[float, float, float, float]) -> dict[str, Any] |
 @st.cache_resource(show_spinner=False)
 def _boroughs() -> Any:
     return read_boundaries(NYC_BOROUGHS)
+
+
+def path_columns_form() -> None:
+    """Confirm the columns of an opened path, then count the points with the engine."""
+    ss = st.session_state
+    opened = ss.get("path_open")
+    if opened is None:
+        return
+    src, name, head = opened["src"], opened["engine"], opened["head"]
+    cols = [str(c) for c in head.columns]
+    lat0, lon0, user0 = opened["cols"]
+    st.info(f"Opened **{src.label}**: {len(src.paths)} {src.fmt.upper()} file{'s' if len(src.paths) != 1 else ''}, "
+            f"{src.n_bytes / 1e6:,.1f} MB, counted by **{name}**. Confirm the columns to count the points.")
+    if not (lat0 and lon0):
+        st.warning(f"No latitude/longitude columns were recognised by name in '{src.label}'. Choose them below.")
+    with st.form("path_columns"):
+        lat_col, lon_col, uc = source_ui.column_choice(cols, (lat0, lon0, user0))
+        go = st.form_submit_button(f"Count the points with {name}", type="primary")
+    if not go:
+        return
+    cap = 10 if uc else None
+    g = points_state.grid()
+    probe = points_state.Dataset(src.label, None, False, "", source=src, engine=name,  # type: ignore[arg-type]
+                                 spark_master=opened["master"])
+    try:
+        pc = points_state.engine_points(probe, g, cap, (lat_col, lon_col, uc), fingerprint=True)
+    except (DPCoreError, OSError) as e:
+        st.error(file_access.safe_message(str(e), [src.label, lat_col, lon_col, uc or ""]) if opened.get("redact")
+                 else str(e))
+        st.caption("Your earlier dataset and releases are kept.")
+        return
+    first = head.head(10)
+    table = points_state.SourceTable(
+        lon=pd.to_numeric(first[lon_col], errors="coerce").to_numpy(dtype=float),
+        lat=pd.to_numeric(first[lat_col], errors="coerce").to_numpy(dtype=float),
+        user=first[uc].to_numpy() if uc else None,
+        source_name=src.label, lat_column=lat_col, lon_column=lon_col, user_column=uc,
+        n_read=pc.n_read, dropped=dict(pc.dropped),
+    )
+    ds = points_state.Dataset(src.label, table, False, pc.fingerprint, source=src, engine=name,
+                              spark_master=opened["master"])
+    points_state.set_dataset(ds)
+    ss["path_open"] = None
+    source_ui.forget_unused_copies()  # the copy of an earlier large upload, if this one replaced it
+    ss["user_cap"] = cap
+    state.forget("_w_user_cap")
+    ss["aggregate"] = pc.aggregate  # this pass already counted the current grid
+    ss["aggregate_key"] = (ds.fingerprint, g, cap)
+    ss["path_open"] = None
+    ss["data_flash"] = f"Counted {fmt.count(pc.n_read)} rows with {name}."
+    st.rerun()

@@ -11,19 +11,21 @@ import streamlit as st
 
 from dpcore.core import spec as config
 from dpcore.points import export, workload_io
-from ui import fmt, frame, state
+from dpcore.points.release import PartitionRelease
+from ui import fmt, frame
+from ui.kinds.points import state as points_state
 
 
 def export_step() -> None:
     """The Export step for points (the page script is pages/export.py)."""
-    cur = state.current_release()
+    cur = points_state.current_release()
     if cur is None:
         frame.missing("Nothing has been released from this data yet.", "release", "Go to the Release step")
 
     rel = cur.release
-    led = state.ledger()
+    led = points_state.ledger()
     with st.spinner("Preparing the files …"):
-        files = state.release_files(cur)  # made once, with the release (the stored bytes)
+        files = points_state.release_files(cur)  # made once, with the release (the stored bytes)
 
     c1, c2, c3 = st.columns(3)
     c1.download_button("Download release.csv", files["release.csv"], "release.csv", "text/csv",
@@ -38,37 +40,7 @@ def export_step() -> None:
         st.download_button("Download workload_answers.csv", files["workload_answers.csv"], "workload_answers.csv",
                            "text/csv", on_click="ignore", key="dl_workload_answers")
 
-    with st.expander("Repeat this release in a pipeline (config file)"):
-        ds = state.dataset()
-        t = ds.table
-        # a path as typed in the app is relative to the app's folder: written absolute
-        typed = ds.source is not None and not Path(ds.source.paths[0]).parent.name.startswith("dpcore-upload-")
-        cfg = config.points_config(
-            input_path=os.path.abspath(os.path.expanduser(ds.source.label)) if typed else ds.name,
-            lat=t.lat_column, lon=t.lon_column, user=t.user_column, user_cap=rel.user_cap,
-            bounds=rel.grid.bounds.as_tuple(), grid=(rel.grid.rows, rel.grid.cols), mechanism=rel.mechanism,
-            params=rel.params, definition=rel.cost.definition, value=rel.cost.value,
-            delta=st.session_state.get("delta"), engine=ds.engine if ds.source is not None else "auto",
-            spark_master=ds.spark_master,
-        )
-        where = ("" if typed else
-                 "\n[input] path names the app's made-up demo data, which is not a file: give your file's path." if ds.is_demo
-                 else "\n[input] path is the name of the uploaded file: put the file next to this config or give its path.")
-        text = cfg.to_toml(header=(
-            f"dpcore release config, written by the app for release {rel.release_id} ({rel.created}).\n"
-            f"Run: python -m dpcore run release.toml (paths are relative to this file).{where}\n"
-            "It names your input file and columns: keep it with your data, do not publish it."))
-        st.download_button("Download release.toml", text, "release.toml", "application/toml", on_click="ignore",
-                           key="dl_config")
-        rects = rel.params.get("rectangles")
-        if rects:
-            st.download_button("Download workload.json (the uploaded query rectangles the config names)",
-                               json.dumps(workload_io.RectangleList(rects).to_list(), indent=1), "workload.json",
-                               "application/json", on_click="ignore", key="dl_config_workload")
-        st.code(text, language="toml")
-        st.caption("The command line makes the same release from the same data (new noise). Its budget is this "
-                   "app's budget database on this computer (DPCORE_LEDGER_DB), keyed by the points' content, so the "
-                   "app's releases and the pipeline's runs draw on one budget.")
+    _config(rel)
 
     rec = json.loads(files["release.json"])
     st.subheader("The release record")
@@ -104,6 +76,42 @@ def export_step() -> None:
             st.json(first)
         else:
             st.caption("Large release: the GeoJSON is built when you download it.")
+
+
+def _config(rel: PartitionRelease) -> None:
+    """The release.toml of the release (and the uploaded workload it names), in the expander every kind
+    shows: ``python -m dpcore run`` makes the same release on the same budget."""
+    with st.expander("Repeat this release in a pipeline (config file)"):
+        ds = points_state.dataset()
+        t = ds.table
+        # a path as typed in the app is relative to the app's folder: written absolute
+        typed = ds.source is not None and not Path(ds.source.paths[0]).parent.name.startswith("dpcore-upload-")
+        cfg = config.points_config(
+            input_path=os.path.abspath(os.path.expanduser(ds.source.label)) if typed else ds.name,
+            lat=t.lat_column, lon=t.lon_column, user=t.user_column, user_cap=rel.user_cap,
+            bounds=rel.grid.bounds.as_tuple(), grid=(rel.grid.rows, rel.grid.cols), mechanism=rel.mechanism,
+            params=rel.params, definition=rel.cost.definition, value=rel.cost.value,
+            delta=st.session_state.get("delta"), engine=ds.engine if ds.source is not None else "auto",
+            spark_master=ds.spark_master,
+        )
+        where = ("" if typed else
+                 "\n[input] path names the app's made-up demo data, which is not a file: give your file's path." if ds.is_demo
+                 else "\n[input] path is the name of the uploaded file: put the file next to this config or give its path.")
+        text = cfg.to_toml(header=(
+            f"dpcore release config, written by the app for release {rel.release_id} ({rel.created}).\n"
+            f"Run: python -m dpcore run release.toml (paths are relative to this file).{where}\n"
+            "It names your input file and columns: keep it with your data, do not publish it."))
+        st.download_button("Download release.toml", text, "release.toml", "application/toml", on_click="ignore",
+                           key="dl_config")
+        rects = rel.params.get("rectangles")
+        if rects:
+            st.download_button("Download workload.json (the uploaded query rectangles the config names)",
+                               json.dumps(workload_io.RectangleList(rects).to_list(), indent=1), "workload.json",
+                               "application/json", on_click="ignore", key="dl_config_workload")
+        st.code(text, language="toml")
+        st.caption("The command line makes the same release from the same data (new noise). Its budget is this "
+                   "app's budget database on this computer (DPCORE_LEDGER_DB), keyed by the points' content, so the "
+                   "app's releases and the pipeline's runs draw on one budget.")
 
 
 def _released(leaves: int, rects: int) -> str:

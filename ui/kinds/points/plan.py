@@ -26,9 +26,9 @@ __all__ = ["DEFAULT_N_GUESS", "plan_step", "use_when_line"]
 
 def plan_step() -> None:
     """The Plan step for points (the page script is pages/plan.py): choose, budget, see the plan."""
-    ds = state.dataset()
+    ds = points_state.dataset()
     try:
-        grid = state.grid()
+        grid = points_state.grid()
     except DPCoreError as e:
         st.error(str(e))
         frame.link("data", "Fix the area and grid on the Data step")
@@ -59,9 +59,9 @@ def plan_step() -> None:
 
 def _mechanism_choice() -> tuple[str, Mechanism]:
     """The mechanism list (auto, the default, first), with what it is and when to use it."""
-    names = sorted(catalog.names("points"), key=lambda n: n != state.DEFAULT_MECHANISM)  # the default first
+    names = sorted(catalog.names("points"), key=lambda n: n != points_state.DEFAULT_MECHANISM)  # the default first
     name = st.selectbox(
-        "Mechanism", names, key=state.persistent("mechanism", state.DEFAULT_MECHANISM),
+        "Mechanism", names, key=state.persistent("mechanism", points_state.DEFAULT_MECHANISM),
         format_func=lambda n: f"{catalog.get('points', n).title} — use it when: "
                               f"{use_when_line(catalog.get('points', n))}",
         help="Each mechanism with the one line that says when to use it. Auto, the default, chooses for you "
@@ -121,7 +121,7 @@ def _parameters(name: str, mech: Mechanism) -> dict[str, Any]:
     return raw
 
 
-def _plan_with_guess(ds: state.Dataset) -> PlannedRelease:
+def _plan_with_guess(ds: points_state.Dataset) -> PlannedRelease:
     """The plan of the choices made; for a mechanism sized by the number of points, after asking
     for a public guess of it (for this preview only)."""
     pr = points_state.planned()
@@ -248,12 +248,12 @@ def use_when_line(mech: Any) -> str:
     return line if line[1:2].isupper() else line[:1].lower() + line[1:]
 
 
-def _auto_reason(grid: Any, ds: state.Dataset, raw: dict[str, Any]) -> None:
+def _auto_reason(grid: Any, ds: points_state.Dataset, raw: dict[str, Any]) -> None:
     """Which mechanism auto will use and why, in one sentence (:func:`dpcore.points.recommend.app_default`),
     from the public inputs as they stand now: ε, the public number or guess of the points, the query sizes
     and the cap per person (the budget and guess widgets below are read from the session)."""
     ss = st.session_state
-    if state.ledger().definition != "pure":
+    if points_state.ledger().definition != "pure":
         st.warning("Auto is for pure ε-DP only (its rule was measured under it): choose another mechanism under "
                    "ρ-zCDP, or use pure ε-DP.", icon=":material/info:")
         return

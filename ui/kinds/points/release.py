@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore import pipeline
-from dpcore.core.mechanism import Plan
+from dpcore.core.mechanism import Plan, PlanRow
 from dpcore.errors import DPCoreError
 from dpcore.points import diagnostics, viz
+from dpcore.points.mechanisms.base import level_row
 from dpcore.privacy.ledger import Ledger
-from ui import confirm, fmt, frame, state
+from ui import confirm, fmt, frame, plan_table, state
 from ui.kinds.points import state as points_state
 
 
@@ -25,7 +29,7 @@ def release_step() -> None:
     st.markdown(f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "
                 f"unit of privacy: {c.unit.label()}.")
     confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, led)
-    cur = state.current_release()
+    cur = points_state.current_release()
     if cur is None:
         st.caption("Nothing has been released from this data yet.")
         frame.link("plan", "Back to the plan")
@@ -43,12 +47,12 @@ def release_step() -> None:
 def release_now(plan: Plan, ledger: Ledger) -> None:
     """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
     files are counted here if needed), then release the Plan step's plan (charged first), store."""
-    agg, into, fp = state.aggregate(), st.session_state["releases"], state.dataset().fingerprint  # before the charge
+    agg, into, fp = points_state.aggregate(), st.session_state["releases"], points_state.dataset().fingerprint  # before the charge
     out = pipeline.release(plan, agg, ledger=ledger, session=state.session())
-    state.add_release(out, into=into, fp=fp, led=ledger)
+    points_state.add_release(out, into=into, fp=fp, led=ledger)
 
 
-def _map(cur: state.ReleaseEntry) -> None:
+def _map(cur: points_state.ReleaseEntry) -> None:
     """The released partition on a map that draws offline; hover shows each area's noisy count."""
     rel = cur.release
     c1, c2 = st.columns([3, 1])
@@ -129,39 +133,55 @@ def _share(p: float | None) -> str:
     return "< 0.1%" if 0 < p < 0.001 else f"{p:.1%}"
 
 
-def _errors(cur: state.ReleaseEntry) -> None:
+def released_plan(cur: points_state.ReleaseEntry) -> Plan:
+    """The plan of the release as made: the Plan step's plan with one row per released level (levels
+    sized by the data, e.g. by a noisy number of points, are the release's, not the preview's guess)."""
+    rel = cur.release
+    rows = tuple(level_row(lv, rel.grid.n_cells) for lv in rel.levels)
+    return dataclasses.replace(cur.envelope.plan, rows=rows)
+
+
+def _query_sd(share: float) -> Any:
+    """The column of a range query over ``share`` of the area: its noise SD (only released levels answer)."""
+    def read(r: PlanRow) -> str:
+        return fmt.num(r.details["range_query_sd"][f"{share:g}"]) if r.details.get("in_partition") else "–"
+    return read
+
+
+def release_columns(plan: Plan) -> tuple[plan_table.Column, ...]:
+    """The Release step's expected-error table of points, from the rows of the released plan: level, budget,
+    noise, counts, SD and ± per count, SD of range queries, and HTF's chance that noise decides a split."""
+    def cost_of(sym: str) -> Any:
+        return lambda r: r.cost.value if r.cost is not None and r.cost.symbol == sym else None
+
+    number = st.column_config.NumberColumn
+    cols: list[plan_table.Column] = [("level", lambda r: r.name, None)]
+    cols += [(sym, cost_of(sym), number(format="%.2g"))
+             for sym in dict.fromkeys(r.cost.symbol for r in plan.rows if r.cost is not None)]
+    cols += [
+        ("noise", lambda r: r.noise.replace("_", " "), None),
+        ("noise scale", lambda r: r.scale, number(format="%.3g")),
+        ("counts", lambda r: int(r.n_counts), number(format="localized")),
+        ("SD per count", lambda r: r.sd, number(format="%.3g")),
+        ("± per count (95%)", lambda r: int(round(r.ci95)), number(format="localized")),
+        ("SD, query of 2%", _query_sd(0.02), None),
+        ("SD, query of 6%", _query_sd(0.06), None),
+        ("SD, query of 10%", _query_sd(0.10), None),
+    ]
+    if any("p_stop_by_noise" in r.details for r in plan.rows):
+        cols.append(("chance that noise decides a split", lambda r: _share(r.details.get("p_stop_by_noise")), None))
+    return tuple(cols)
+
+
+def _errors(cur: points_state.ReleaseEntry) -> None:
     """Expected error per level (publishable), then the curator-only error against the truth."""
     rel = cur.release
-    n_cells = rel.grid.n_cells
     st.subheader("Expected error per level (from the mechanism, publishable)")
-    def query_sd(lv, share: float) -> str:  # only released levels answer queries: "–" otherwise
-        return fmt.num(lv.query_sd(share, n_cells)) if lv.in_partition else "–"
-
-    rows = []
-    for lv in rel.levels:
-        rows.append({
-            "level": lv.name,
-            lv.cost.symbol: lv.cost.value,
-            "noise": lv.noise.replace("_", " "),
-            "noise scale": lv.scale,
-            "counts": int(lv.n_counts),
-            "SD per count": lv.sd,
-            "± per count (95%)": int(round(lv.ci95)),
-            "SD, query of 2%": query_sd(lv, 0.02),
-            "SD, query of 6%": query_sd(lv, 0.06),
-            "SD, query of 10%": query_sd(lv, 0.10),
-        })
-    exp = pd.DataFrame(rows)
-    stop = "chance that noise decides a split"
-    if any("p_stop_by_noise" in lv.extra for lv in rel.levels):
-        exp[stop] = [_share(lv.extra.get("p_stop_by_noise")) for lv in rel.levels]
+    plan = released_plan(cur)
+    if any("p_stop_by_noise" in r.details for r in plan.rows):
         st.caption("Chance that noise decides a split: for a node holding the count expected under evenly "
                    "spread data, the chance that noise, not the data, decides whether it is split further.")
-    st.dataframe(exp, hide_index=True, width="stretch",
-                 column_config={lv_sym: st.column_config.NumberColumn(format="%.2g")
-                                for lv_sym in {lv.cost.symbol for lv in rel.levels}}
-                 | {c: st.column_config.NumberColumn(format="%.3g") for c in ["noise scale", "SD per count"]}
-                 | {c: st.column_config.NumberColumn(format="localized") for c in ["counts", "± per count (95%)"]})
+    plan_table.show(plan, release_columns(plan), width="stretch")
     counted = [lv for lv in rel.levels if lv.noise != "discrete_laplace_grid"]  # counts of points only
     fig = go.Figure(go.Bar(
         x=[lv.ci95 for lv in counted], y=[lv.name for lv in counted], orientation="h",
@@ -186,7 +206,7 @@ def _errors(cur: state.ReleaseEntry) -> None:
     if cur.exports.get("empirical_id") != rel.release_id:
         try:
             with st.spinner("Answering 1,500 range queries …"):
-                cur.exports["empirical"] = diagnostics.empirical_errors(rel, state.aggregate(), n_per_size=500)
+                cur.exports["empirical"] = diagnostics.empirical_errors(rel, points_state.aggregate(), n_per_size=500)
                 cur.exports["empirical_id"] = rel.release_id
         except DPCoreError as e:  # the data could not be counted again (a file moved, an engine failed)
             st.error(f"The true counts are needed here and could not be made: {e}")

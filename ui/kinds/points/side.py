@@ -7,11 +7,12 @@ import streamlit as st
 from dpcore.errors import DPCoreError
 from ui import fmt, state
 from ui import sidebar as sidebar_ui
+from ui.kinds.points import state as points_state
 
 
 def sidebar() -> None:
     """Dataset, budget and current release of the points loaded (drawn inside st.sidebar)."""
-    ds = state.dataset()
+    ds = points_state.dataset()
     t = ds.table
     st.markdown("#### Dataset")
     st.markdown(f"**{ds.name}**" + (" (made-up demo data)" if ds.is_demo else ""))
@@ -22,7 +23,7 @@ def sidebar() -> None:
         st.caption(f"Dropped: {reasons}")
     try:
         # points kept in their files are counted on request (a pass over them), not on every edit
-        agg = state.aggregate_current() if ds.source is not None else state.aggregate()
+        agg = points_state.aggregate_current() if ds.source is not None else points_state.aggregate()
         if agg is None:
             st.caption("Not counted for this grid yet: the Data page's Count button (or a release) counts it.")
         elif agg.n_outside:
@@ -34,11 +35,11 @@ def sidebar() -> None:
     st.caption("These figures are about your confidential data: for you only, never exported.")
 
     st.markdown("#### Privacy budget")
-    sidebar_ui.budget_panel(state.ledger(), st.session_state.get("delta", 1e-6),
+    sidebar_ui.budget_panel(points_state.ledger(), st.session_state.get("delta", 1e-6),
             population=state.population_of("points", ds.fingerprint))
 
     st.markdown("#### Current release")
-    cur = state.current_release()
+    cur = points_state.current_release()
     if cur is None:
         st.caption("Nothing released yet.")
     else:

@@ -1,4 +1,9 @@
-"""Points: the app's own model of the Plan step, typed and frozen (as DP Wizard's ``AppState``).
+"""Points: the app's state of this kind, typed (as DP Wizard's ``AppState``).
+
+The loaded points (:class:`Dataset`, or a :class:`SourceTable` preview of points that stay in
+their files), the grid and the confidential frequency matrix counted over it (:func:`aggregate`),
+the dataset's ledger, the releases of this session (:class:`ReleaseEntry`) and their files in the
+release history.
 
 :class:`PlanChoice` is what the curator chose on the Plan step, read back from the session without
 widgets; :class:`PlannedRelease` is the one core :class:`~dpcore.core.mechanism.Plan` built from it
@@ -11,19 +16,275 @@ in the session under :data:`PLAN_KEY` and built again only when a choice changes
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import streamlit as st
 
 from dpcore import catalog
-from dpcore.core.mechanism import Plan
-from dpcore.data.domain import Grid
+from dpcore.core.mechanism import KindRelease, Plan
+from dpcore.data import engines, synthetic
+from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
+from dpcore.data.engines import base as engine_rules
+from dpcore.data.points import PointTable, load_points
 from dpcore.errors import DPCoreError
+from dpcore.points.release import PartitionRelease
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
 from ui import state
+
+DEFAULT_GRID = (1024, 1024)
+#: the points Plan step's mechanism in a new session: auto, chosen from public inputs (issue 19, item 5)
+DEFAULT_MECHANISM = "auto"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SourceTable:
+    """What the pages show of points that stay in their files (a large file or folder aggregated
+    by an engine): the counts of rows and the first rows, like :class:`dpcore.data.points.PointTable`, but
+    no full columns.  Curator-only."""
+
+    lon: np.ndarray  # the first rows only, for the preview
+    lat: np.ndarray
+    user: np.ndarray | None  # the first rows' ids, or None without a user column
+    source_name: str
+    lat_column: str
+    lon_column: str
+    user_column: str | None
+    n_read: int
+    dropped: dict[str, int]
+
+    @property
+    def n_kept(self) -> int:
+        return self.n_read - int(sum(self.dropped.values()))
+
+    @property
+    def n_dropped(self) -> int:
+        return int(sum(self.dropped.values()))
+
+
+@dataclass
+class Dataset:
+    """A loaded points table and what the curator said about it.
+
+    ``source``/``engine`` are set when the points stay in their files and an engine aggregates
+    them (``table`` is then a :class:`SourceTable`); ``None`` for points held in memory.
+    """
+
+    name: str
+    table: PointTable | SourceTable
+    is_demo: bool
+    fingerprint: str
+    n_guess: int | None = None  # public guess of the size, for previews (demo only)
+    source: engines.Source | None = None
+    engine: str = "numpy"
+    spark_master: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseEntry:
+    """A points release of this session: the envelope of :func:`dpcore.pipeline.release` (its plan is
+    the Plan step's), the points' release object, and the files and figures drawn from it (a cache)."""
+
+    envelope: KindRelease
+    dataset_fingerprint: str
+    exports: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def release(self) -> PartitionRelease:
+        return self.envelope.inner
+
+
+def fingerprint(table: PointTable) -> str:
+    """Content key of the points (keys the ledger; never shown or exported).
+
+    The engines' order-independent fingerprint (:func:`dpcore.data.engines.base.points_fingerprint`),
+    so the same points uploaded here or read from their files by DuckDB or Spark share one budget.
+    """
+    return engine_rules.points_fingerprint(table.lon, table.lat)
+
+
+def init() -> None:
+    """Initialise the session once: the demo dataset is loaded so a newcomer sees a map."""
+    ss = st.session_state
+    if "dataset" not in ss:
+        load_demo()
+    ss.setdefault("bounds", synthetic.DEMO_BOUNDS)
+    ss.setdefault("grid_shape", DEFAULT_GRID)
+    ss.setdefault("user_cap", None)
+    ss.setdefault("ledgers", {})
+    ss.setdefault("releases", [])
+    ss.setdefault("mechanism", DEFAULT_MECHANISM)
+    ss.setdefault("mech_params", {})
+    ss.setdefault("epsilon", state.DEFAULT_EPSILON)
+    ss.setdefault("boundaries", None)
+    ss.setdefault("boundaries_name", None)
+
+
+def load_demo() -> None:
+    df = synthetic.demo_points()
+    table = load_points(df, "lat", "lon", source_name=synthetic.DEMO_NAME)
+    set_dataset(Dataset(synthetic.DEMO_NAME, table, True, fingerprint(table), synthetic.DEMO_N))
+    state.mark_demo("points", st.session_state["dataset"].fingerprint)
+    st.session_state["bounds"] = synthetic.DEMO_BOUNDS
+
+
+def set_dataset(ds: Dataset) -> None:
+    ss = st.session_state
+    ss["dataset"] = ds
+    ss.pop("aggregate", None)
+    ss.pop("aggregate_key", None)
+
+
+def dataset() -> Dataset:
+    return st.session_state["dataset"]
+
+
+def grid() -> Grid:
+    rows, cols = st.session_state["grid_shape"]
+    return Grid(st.session_state["bounds"], int(rows), int(cols))
+
+
+def aggregate_key() -> tuple[Any, ...]:
+    ss = st.session_state
+    return (dataset().fingerprint, grid(), ss.get("user_cap"))
+
+
+def aggregate_current() -> Aggregate | None:
+    """The frequency matrix if it is counted for the current grid and cap, else None (nothing is
+    computed: for points kept in their files a count is a pass over them, made on request)."""
+    ss = st.session_state
+    return ss.get("aggregate") if ss.get("aggregate_key") == aggregate_key() else None
+
+
+def aggregate() -> Aggregate:
+    """The confidential frequency matrix of this session, recomputed only when its inputs change."""
+    ss = st.session_state
+    ds = dataset()
+    g = grid()
+    cap = ss.get("user_cap")
+    key = aggregate_key()
+    if ss.get("aggregate_key") != key:
+        t = ds.table
+        use_user = t.user_column is not None and cap is not None
+        if ds.source is not None:
+            ss["aggregate"] = engine_points(ds, g, cap if use_user else None).aggregate
+        else:
+            assert isinstance(t, PointTable)
+            ss["aggregate"] = aggregate_points(
+                t.lon, t.lat, g, user=t.user if use_user else None, user_cap=cap if use_user else None
+            )
+        ss["aggregate_key"] = key
+    return ss["aggregate"]
+
+
+def engine_points(ds: Dataset, g: Grid, cap: int | None,
+                  columns: tuple[str, str, str | None] | None = None, fingerprint: bool = False) -> engines.PointCounts:
+    """One pass of the dataset's engine over its files, with a progress bar (DuckDB reports its
+    own progress; Spark and numpy report stages).  ``columns`` (lat, lon, user) default to the
+    dataset's; the budget key (``fingerprint``) is computed only when asked, i.e. when loading."""
+    assert ds.source is not None
+    lat, lon, user = columns or (ds.table.lat_column, ds.table.lon_column, ds.table.user_column)
+    eng = engines.get_engine(ds.engine, spark_master=ds.spark_master)
+    bar = st.progress(0.0, text=f"Counting the points of {ds.name} with {ds.engine} …")
+    try:
+        return eng.points(ds.source, g, lat=lat, lon=lon, user=user, user_cap=cap if user else None,
+                          progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg),
+                          fingerprint=fingerprint)
+    finally:
+        bar.empty()
+
+
+
+def ledger() -> Ledger:
+    """The ledger of the loaded dataset (same data re-uploaded -> same ledger, in every session)."""
+    ss = st.session_state
+    return state.data_ledger("points", dataset().fingerprint, budget.pure(state.DEFAULT_CAP), ss["ledgers"])
+
+
+def current_release() -> ReleaseEntry | None:
+    """The latest release of the loaded dataset, if any."""
+    fp = dataset().fingerprint
+    for entry in reversed(st.session_state["releases"]):
+        if entry.dataset_fingerprint == fp:
+            return entry
+    return None
+
+
+#: releases with more areas than this keep their files in the history after the page is drawn
+HISTORY_LATER_ABOVE = 50_000
+
+
+def add_release(out: KindRelease, *, into: list[ReleaseEntry], fp: str, led: Ledger) -> ReleaseEntry:
+    """Keep the release in this session (the list ``into``, read from st.session_state before the
+    charge) and its files in the release history.
+
+    It reads and writes no st.session_state: Streamlit 1.67 may stop a callback at any access to it
+    (a second click asks for a rerun), and a release that is charged must not be lost after the
+    charge.  A large release (more than :data:`HISTORY_LATER_ABOVE` areas: a per-cell CSV of up to
+    a gigabyte to build and compress) is kept in the session at once and its files are stored by
+    :func:`store_pending_history` after the page has been drawn (storing is idempotent, so a run
+    stopped half-way stores them on the next run)."""
+    from dpcore.points import export
+
+    entry = ReleaseEntry(out, fp)
+    rel = entry.release
+    # the record, once, with the ledger as of the charge (the Export step and the history serve these bytes)
+    entry.exports["files"] = {"release.json": export.release_json(rel, led)}
+    into.append(entry)
+    if entry.release.n_rects > HISTORY_LATER_ABOVE:
+        entry.exports["history_pending"] = led
+    else:
+        _store_history(entry, led)
+    return entry
+
+
+#: releases with more areas than this have no stored release.geojson (offered built on request)
+GEOJSON_STORED_UP_TO = 200_000
+
+
+def release_files(entry: ReleaseEntry) -> dict[str, bytes]:
+    """The files of a point release, each made once: ``release.json`` when the release is made
+    (:func:`add_release`: the record with the ledger as of the charge), the tables the first time
+    they are needed (at release time, or after the page is drawn for a large release).  The Export
+    step and the release history serve these bytes; nothing is rebuilt from a later ledger."""
+    from dpcore.points import export
+
+    rel = entry.release
+    files = entry.exports["files"]
+    if "release.csv" not in files:
+        record = files.pop("release.json")
+        files["release.csv"] = export.release_csv(rel)
+        if rel.n_rects <= GEOJSON_STORED_UP_TO:
+            files["release.geojson"] = export.release_geojson(rel)
+        files["release.json"] = record  # in the order the CLI writes them
+        if export.has_workload_answers(rel):
+            files["workload_answers.csv"] = export.workload_answers_csv(rel)
+    return files
+
+
+def _store_history(entry: ReleaseEntry, led: Ledger) -> None:
+    rel = entry.release
+    state.remember_release("points", entry.dataset_fingerprint, rel.release_id,
+                     {"mechanism": rel.mechanism_title, "cost": rel.cost.label(),
+                      "grid": f"{rel.grid.rows} x {rel.grid.cols}", "params": rel.params}, release_files(entry), led)
+
+
+def store_pending_history() -> None:
+    """Store the files of large releases in the history (app.py calls it after the page and the
+    sidebar are drawn, so the map of a large release does not wait for a gigabyte of CSV)."""
+    for entry in st.session_state.get("releases", []):
+        led = entry.exports.get("history_pending")
+        if led is not None:
+            _store_history(entry, led)
+            entry.exports.pop("history_pending", None)
+
+
+def bounds() -> Bounds:
+    return st.session_state["bounds"]
+
 
 #: the preview's guess of the number of points when the data gives none (not used by a release)
 DEFAULT_N_GUESS = 100_000
@@ -72,9 +333,9 @@ class PlannedRelease:
 def choice() -> PlanChoice:
     """The Plan step's choices for the dataset loaded now, read from the session (no widgets)."""
     ss = st.session_state
-    ds = state.dataset()
-    name = ss.get("mechanism", state.DEFAULT_MECHANISM)
-    led = state.ledger()
+    ds = dataset()
+    name = ss.get("mechanism", DEFAULT_MECHANISM)
+    led = ledger()
     cost = (budget.pure(ss.get("epsilon", state.DEFAULT_EPSILON)) if led.definition == "pure"
             else budget.zcdp(ss.get("rho", state.DEFAULT_RHO)))
     cap_user = ss.get("user_cap")
@@ -84,24 +345,19 @@ def choice() -> PlanChoice:
     return PlanChoice(ds.fingerprint, name, dict(ss["mech_params"].get(name, {})), cost, unit, guess)
 
 
-def ledger() -> Ledger:
-    """The budget the plan is charged to (the loaded dataset's)."""
-    return state.ledger()
-
-
 def planned() -> PlannedRelease:
     """The plan of the current choices: the one kept in the session when they have not changed,
     else built once through the catalogue and kept."""
     c = choice()
     try:
-        grid: Grid | None = state.grid()
+        g: Grid | None = grid()
     except DPCoreError as e:
         return PlannedRelease(c, "", None, False, str(e), None)
-    key = c.key(grid)
+    key = c.key(g)
     kept = st.session_state.get(PLAN_KEY)
     if isinstance(kept, PlannedRelease) and kept.key == key:
         return kept
-    out = _build(c, grid, key)
+    out = _build(c, g, key)
     st.session_state[PLAN_KEY] = out
     return out
 
