@@ -257,10 +257,11 @@ def server_figure_times(cases, repeats: int = REPEATS) -> dict[str, tuple[float,
     """In-process: build the app's map figure and serialise it as st.plotly_chart does (best of 3)."""
     import plotly.io
 
-    from dpcore import pipeline
+    from dpcore import catalog, pipeline
     from dpcore.data import synthetic
     from dpcore.data.domain import Grid, aggregate_points
     from dpcore.points import viz
+    from dpcore.points.unit import points_unit
     from dpcore.privacy import budget
     from dpcore.privacy.ledger import Ledger
 
@@ -270,7 +271,8 @@ def server_figure_times(cases, repeats: int = REPEATS) -> dict[str, tuple[float,
         rows, cols = grid or (1024, 1024)
         g = Grid(synthetic.DEMO_BOUNDS, rows, cols)
         agg = aggregate_points(df["lon"].to_numpy(), df["lat"].to_numpy(), g)
-        rel = pipeline.release_points(agg, mech, 0.5, None, Ledger(budget.pure(100.0)))
+        plan = catalog.get("points", mech).plan(agg.grid, 0.5, None, unit=points_unit(agg.user_cap))
+        rel = pipeline.release(plan, agg, ledger=Ledger(budget.pure(100.0))).inner
         best, size = float("inf"), 0
         for _ in range(repeats):
             t0 = time.perf_counter()

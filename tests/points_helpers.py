@@ -5,12 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpcore import catalog
+from dpcore.core.mechanism import Plan
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.points.mechanisms.base import PointsMechanism
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.points.unit import points_unit
 from dpcore.privacy.noise import NoiseSource
 from dpcore.privacy.units import Unit
+
+
+def plan_points(aggregate: Aggregate, name: str, budget: Any, params: dict[str, Any] | None = None, *,
+                n_estimate: float | None = None) -> Plan:
+    """The catalogue's plan of point mechanism ``name`` on the aggregate's grid and unit
+    (:func:`dpcore.points.unit.points_unit`), as the app and the CLI build it; release it with
+    :func:`dpcore.pipeline.release`."""
+    unit = points_unit(aggregate.user_cap)
+    return catalog.get("points", name).plan(aggregate.grid, budget, params, unit=unit, n_estimate=n_estimate)
 
 
 def release_with(mech: PointsMechanism, aggregate: Aggregate, budget: Any, params: dict[str, Any] | None,

@@ -15,13 +15,14 @@ import orjson
 import pandas as pd
 import pytest
 import streamlit.testing.v1.app_test as app_test_module
+from flows_helpers import plan_od
 from streamlit.testing.v1 import AppTest
 
+from dpcore import pipeline
 from dpcore.errors import BudgetError
 from dpcore.flows import export as od_export
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms import vanilla_gauss
-from dpcore.pipeline import release_od
 from dpcore.privacy import budget
 from ui import state
 from ui.state import release_widget_key
@@ -306,7 +307,7 @@ def test_an_exhausted_budget_is_refused(at: AppTest) -> None:
     # the same refusal one level down, should the button be bypassed: nothing is spent
     counts = at.session_state["od_model"]["counts"]
     with pytest.raises(BudgetError, match="cap"):
-        release_od(counts, "inftda", budget.zcdp(0.3), led)
+        pipeline.release(plan_od(counts, "inftda", budget.zcdp(0.3)), counts, ledger=led)
     assert len(led.entries) == 1
     # the cap can be raised by the curator (policy permitting); then the button works again
     fp = at.session_state["od_model"]["fp"]

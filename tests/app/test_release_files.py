@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from points_helpers import plan_points
 
 from dpcore import pipeline
 from dpcore.data.domain import Aggregate, Bounds, Grid
@@ -33,9 +34,11 @@ def test_a_point_release_builds_its_record_once_and_serves_the_stored_bytes(
         monkeypatch.setattr(points_state, "HISTORY_LATER_ABOVE", 0)
     store = LedgerStore(tmp_path / "budgets.db")
     led = store.ledger("points:k1", budget.pure(2.0), "points")
-    rel = pipeline.release_points(_aggregate(), "ug", 0.5, {"public_n": 1000}, led, noise=NoiseSource(1))
+    agg = _aggregate()
+    envelope = pipeline.release(plan_points(agg, "ug", 0.5, {"public_n": 1000}), agg, ledger=led,
+                                noise=NoiseSource(1))
     into: list[points_state.ReleaseEntry] = []
-    entry = points_state.add_release(rel, into=into, fp="k1", led=led)
+    entry = points_state.add_release(envelope, into=into, fp="k1", led=led)
     assert built == [1] and into == [entry]
     record = entry.exports["files"]["release.json"]
     # a later spend on the same budget does not change the record of this release
@@ -48,7 +51,7 @@ def test_a_point_release_builds_its_record_once_and_serves_the_stored_bytes(
     assert built == [1]  # built once per release
     assert files["release.json"] == record
     assert list(files) == ["release.csv", "release.geojson", "release.json"]
-    assert files["release.csv"] == export.release_csv(rel)
+    assert files["release.csv"] == export.release_csv(envelope.inner)
     # the history keeps exactly these bytes
     for name, data in files.items():
-        assert store.release_file(rel.release_id, name) == data
+        assert store.release_file(envelope.release_id, name) == data

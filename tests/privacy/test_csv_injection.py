@@ -18,6 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from areas_helpers import plan_census, plan_hierarchy
+from flows_helpers import plan_od
+from points_helpers import plan_points
 
 import dpcore
 from dpcore import pipeline
@@ -138,11 +141,10 @@ def test_points_release_csv_is_unchanged() -> None:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    from dpcore.pipeline import release_points
-
     g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 4, 4)
     agg = Aggregate(g, np.zeros((4, 4), np.int64), 0, 0, 1, None)
-    rel = release_points(agg, "identity", 1.0, {}, Ledger(budget.pure(2.0)), noise=NoiseSource(1))
+    rel = pipeline.release(plan_points(agg, "identity", 1.0, {}), agg,
+                           ledger=Ledger(budget.pure(2.0)), noise=NoiseSource(1)).inner
     buf = io.BytesIO()
     pacsv.write_csv(pa.Table.from_pandas(pexport.release_frame(rel), preserve_index=False), buf,
                     pacsv.WriteOptions(quoting_style="none"))
@@ -152,8 +154,6 @@ def test_points_release_csv_is_unchanged() -> None:
 
 
 def test_points_workload_answers() -> None:
-    from dpcore.pipeline import release_points
-
     names = ["=HYPERLINK(A1)", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1;2)", "=a", "\"DPCSVESCAPED0_,=cmd|' /C calc'!A0\""]
     rects = "".join(f"{v},0,0,0.5,0.5,1,{g}\n"
                     for v, g in zip(names, ["@g", "=g", "g", "-g", "+g", "g"], strict=True))
@@ -161,7 +161,8 @@ def test_points_workload_answers() -> None:
               "rectangles": parse_rectangles("name,lon_min,lat_min,lon_max,lat_max,weight,group\n" + rects).to_list()}
     g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 4, 4)
     agg = Aggregate(g, np.zeros((4, 4), np.int64), 0, 0, 1, None)
-    rel = release_points(agg, "matrix", budget.zcdp(0.5), params, Ledger(budget.zcdp(1.0)), noise=NoiseSource(2))
+    rel = pipeline.release(plan_points(agg, "matrix", budget.zcdp(0.5), params), agg,
+                           ledger=Ledger(budget.zcdp(1.0)), noise=NoiseSource(2)).inner
     out = pexport.workload_answers_csv(rel)
     rows = fields(out)
     assert rows[1][1] == "'=HYPERLINK(A1)" and rows[1][2] == "'@g" and rows[3][1] == "'-2+3"
@@ -181,7 +182,8 @@ def test_hierarchy_and_area_sets(evil_hierarchy) -> None:
     h, counts = evil_hierarchy
     sets = area_sets.read_area_sets(b'query,area\n"=SUM(A1:A9)",@A\n-both,=1+2\n', h, "sets.csv")
     for mech, cost, opts in (("hay", budget.zcdp(0.5), {}), ("matrix", budget.zcdp(0.5), {"area_sets": sets})):
-        rel = pipeline.release_hierarchy(counts, mech, cost, Ledger(budget.zcdp(1.0)), noise=NoiseSource(3), **opts)
+        rel = pipeline.release(plan_hierarchy(counts, mech, cost, **opts), counts,
+                               ledger=Ledger(budget.zcdp(1.0)), noise=NoiseSource(3)).inner
         out = export.hierarchy_csv(rel)
         codes = {r[1] for r in fields(out)[1:]}
         assert {"'=1+2", "'-001", "'@A"} <= codes
@@ -198,7 +200,8 @@ def test_census_privelet_and_marginals() -> None:
     table = census_tables.CensusTable.from_frame(df, ["state", "county"], "pop", ordinals=["age"],
                                                  ordinal_orders={"age": ["=a", "+b"]})
     led = Ledger(budget.zcdp(5.0))
-    rel = pipeline.release_census(table, "privelet", budget.pure(1.0), led, noise=NoiseSource(4))
+    rel = pipeline.release(plan_census(table, "privelet", budget.pure(1.0)), table,
+                           ledger=led, noise=NoiseSource(4)).inner
     out = census_privelet.census_csv(rel)
     rows = fields(out)
     assert "'-001" in {v for r in rows for v in r}
@@ -217,7 +220,8 @@ def test_od_release_csv() -> None:
     labs = list(h.labels(h.depth))
     flows = pd.DataFrame({"o": np.repeat(labs, 3), "d": np.tile(labs, 3), "n": np.arange(9) * 10})
     counts = ODCounts.from_frame(flows, h, origin="o", destination="d", count="n")
-    rel = pipeline.release_od(counts, "inftda", budget.zcdp(0.5), Ledger(budget.zcdp(1.0)), noise=NoiseSource(6))
+    rel = pipeline.release(plan_od(counts, "inftda", budget.zcdp(0.5)), counts,
+                           ledger=Ledger(budget.zcdp(1.0)), noise=NoiseSource(6)).inner
     out = fexport.release_csv_bytes(rel)
     assert_no_formula(out, {"noisy_count", "noise_sd", "ci95_low", "ci95_high"})
     assert any(v.startswith("'") for r in fields(out)[1:] for v in r[1:3])

@@ -15,6 +15,9 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from areas_helpers import plan_census, plan_hierarchy
+from flows_helpers import plan_od
+from points_helpers import plan_points
 
 from dpcore import pipeline
 from dpcore.areas.census_tables import CensusTable
@@ -47,7 +50,7 @@ def _aggregate(total: int) -> Aggregate:
 def test_htf_refuses_too_many_points_without_charging(session) -> None:
     led = Ledger(budget.pure(2.0))
     with pytest.raises(ParameterError, match="fewer than"):
-        pipeline.release_points(_aggregate(MAX_POINTS), "htf", 0.5, {}, led, session=session)
+        _release(plan_points, _aggregate(MAX_POINTS), "htf", 0.5, led, session=session)
     assert led.spent == 0 and not led.entries
 
 
@@ -55,11 +58,11 @@ def test_htf_refuses_too_many_points_without_charging(session) -> None:
 def test_dawa_refuses_too_many_points_without_charging(session) -> None:
     led = Ledger(budget.pure(2.0))
     with pytest.raises(ParameterError, match="DAWA's exact bucket costs"):
-        pipeline.release_points(_aggregate(dawa.MAX_POINTS), "dawa", 0.5, {}, led, session=session)
+        _release(plan_points, _aggregate(dawa.MAX_POINTS), "dawa", 0.5, led, session=session)
     assert led.spent == 0 and not led.entries
     # one point fewer is released (exact costs), and charged once
-    rel = pipeline.release_points(_aggregate(dawa.MAX_POINTS - 1), "dawa", 0.5, {}, led, session=session,
-                                  noise=NoiseSource(7))
+    rel = _release(plan_points, _aggregate(dawa.MAX_POINTS - 1), "dawa", 0.5, led, session=session,
+                   noise=NoiseSource(7)).inner
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
     assert abs(float(rel.noisy.sum()) - (dawa.MAX_POINTS - 1)) < 1e4
 
@@ -82,10 +85,10 @@ def test_auto_runs_the_checks_of_every_mechanism_it_can_choose(monkeypatch, sess
     _table_with(monkeypatch, name)
     led = Ledger(budget.pure(2.0))
     with pytest.raises(ParameterError, match=words):
-        pipeline.release_points(_aggregate(total), "auto", 0.5, {}, led, session=session, noise=NoiseSource(8))
+        _release(plan_points, _aggregate(total), "auto", 0.5, led, session=session, noise=NoiseSource(8))
     assert led.spent == 0 and not led.entries
     # the same table on data every candidate accepts: released and charged once
-    pipeline.release_points(_aggregate(5000), "auto", 0.5, {}, led, session=session, noise=NoiseSource(8))
+    _release(plan_points, _aggregate(5000), "auto", 0.5, led, session=session, noise=NoiseSource(8))
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
 
 
@@ -123,6 +126,12 @@ def _od(total: int) -> ODCounts:
     return dataclasses.replace(c, count=np.array([total], dtype=np.int64))
 
 
+def _release(plan_of, data, name: str, cost, led: Ledger, *, session=None, noise=None, **params):
+    """Plan ``name`` for ``data`` with ``plan_of`` (the catalogue's plan, as the app builds it) and
+    release that plan through :func:`dpcore.pipeline.release`."""
+    return pipeline.release(plan_of(data, name, cost, **params), data, ledger=led, session=session, noise=noise)
+
+
 def _untouched(led: Ledger) -> None:
     assert led.spent == 0 and not led.entries
 
@@ -131,24 +140,24 @@ def _untouched(led: Ledger) -> None:
 # data, which the pipeline must decide before the session charges
 HUGE = 2**46  # five areas of 2^46: a total beyond the exact solver's 2^47
 REFUSED = {
-    "exact": (lambda led, s: pipeline.release_hierarchy(_hier_counts([HUGE] * 5), "exact", budget.pure(0.5),
+    "exact": (lambda led, s: _release(plan_hierarchy, _hier_counts([HUGE] * 5), "exact", budget.pure(0.5),
                                                         led, session=s), "exact solver"),
-    "exact_replace": (lambda led, s: pipeline.release_hierarchy(
+    "exact_replace": (lambda led, s: _release(plan_hierarchy,
         _hier_counts([HUGE] * 5), "exact", budget.pure(0.5), led, session=s, neighbour="replace"), "exact solver"),
-    "group_sizes": (lambda led, s: pipeline.release_hierarchy(
+    "group_sizes": (lambda led, s: _release(plan_hierarchy,
         _hier_counts(np.full((5, 2), HUGE), "group_sizes"), "dpc_approx", budget.pure(0.5), led, session=s,
         neighbour="replace"), "exact solver"),
-    "topdown_l2": (lambda led, s: pipeline.release_hierarchy(_hier_counts([2**56] * 5), "topdown_l2",
+    "topdown_l2": (lambda led, s: _release(plan_hierarchy, _hier_counts([2**56] * 5), "topdown_l2",
                                                              budget.zcdp(0.5), led, session=s), "exact integer"),
-    "topdown_linf": (lambda led, s: pipeline.release_hierarchy(_hier_counts([2**56] * 5), "topdown_linf",
+    "topdown_linf": (lambda led, s: _release(plan_hierarchy, _hier_counts([2**56] * 5), "topdown_linf",
                                                                budget.zcdp(0.5), led, session=s), "exact integer"),
-    "hierarchy_matrix": (lambda led, s: pipeline.release_hierarchy(_hier_counts([2**50] * 5), "matrix",
+    "hierarchy_matrix": (lambda led, s: _release(plan_hierarchy, _hier_counts([2**50] * 5), "matrix",
                                                                    budget.zcdp(0.5), led, session=s), "62 bits"),
-    "census_marginals": (lambda led, s: pipeline.release_census(_census([2**50] * 5), "matrix", budget.zcdp(0.5),
+    "census_marginals": (lambda led, s: _release(plan_census, _census([2**50] * 5), "matrix", budget.zcdp(0.5),
                                                                 led, session=s), "62 bits"),
-    "od_inftda": (lambda led, s: pipeline.release_od(_od(2**58), "inftda", budget.zcdp(0.5), led, session=s),
+    "od_inftda": (lambda led, s: _release(plan_od, _od(2**58), "inftda", budget.zcdp(0.5), led, session=s),
                   "exact integer"),
-    "od_tda_l2": (lambda led, s: pipeline.release_od(_od(2**58), "tda_l2", budget.zcdp(0.5), led, session=s),
+    "od_tda_l2": (lambda led, s: _release(plan_od, _od(2**58), "tda_l2", budget.zcdp(0.5), led, session=s),
                   "exact integer"),
 }
 
@@ -165,21 +174,21 @@ def test_data_refusals_of_every_kind_come_before_the_charge(case: str, session) 
 
 # the same mechanisms on ordinary data: released, and charged exactly once
 CHARGED = {
-    "exact": lambda led, s: pipeline.release_hierarchy(_hier_counts([5, 0, 7, 3, 9]), "exact", budget.zcdp(0.5),
+    "exact": lambda led, s: _release(plan_hierarchy, _hier_counts([5, 0, 7, 3, 9]), "exact", budget.zcdp(0.5),
                                                        led, session=s, noise=NoiseSource(1)),
-    "group_sizes": lambda led, s: pipeline.release_hierarchy(
+    "group_sizes": lambda led, s: _release(plan_hierarchy,
         _hier_counts([[1, 0], [2, 1], [0, 0], [3, 1], [1, 2]], "group_sizes"), "dpc_approx", budget.zcdp(0.5),
         led, session=s, noise=NoiseSource(1), neighbour="replace"),
-    "topdown_linf": lambda led, s: pipeline.release_hierarchy(_hier_counts([5, 0, 7, 3, 9]), "topdown_linf",
+    "topdown_linf": lambda led, s: _release(plan_hierarchy, _hier_counts([5, 0, 7, 3, 9]), "topdown_linf",
                                                               budget.zcdp(0.5), led, session=s, noise=NoiseSource(1)),
-    "hierarchy_matrix": lambda led, s: pipeline.release_hierarchy(_hier_counts([5, 0, 7, 3, 9]), "matrix",
+    "hierarchy_matrix": lambda led, s: _release(plan_hierarchy, _hier_counts([5, 0, 7, 3, 9]), "matrix",
                                                                   budget.zcdp(0.5), led, session=s,
                                                                   noise=NoiseSource(1)),
-    "census_privelet": lambda led, s: pipeline.release_census(_census([5, 0, 7, 3, 9]), "privelet",
+    "census_privelet": lambda led, s: _release(plan_census, _census([5, 0, 7, 3, 9]), "privelet",
                                                               budget.pure(0.5), led, session=s, noise=NoiseSource(1)),
-    "census_marginals": lambda led, s: pipeline.release_census(_census([5, 0, 7, 3, 9]), "matrix", budget.zcdp(0.5),
+    "census_marginals": lambda led, s: _release(plan_census, _census([5, 0, 7, 3, 9]), "matrix", budget.zcdp(0.5),
                                                                led, session=s, noise=NoiseSource(1)),
-    "od_inftda": lambda led, s: pipeline.release_od(_od(12), "inftda", budget.zcdp(0.5), led, session=s,
+    "od_inftda": lambda led, s: _release(plan_od, _od(12), "inftda", budget.zcdp(0.5), led, session=s,
                                                     noise=NoiseSource(1)),
 }
 

@@ -12,6 +12,8 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from areas_helpers import plan_census, plan_hierarchy
+from points_helpers import plan_points
 
 from dpcore import pipeline
 from dpcore.areas import census_tables, export
@@ -75,7 +77,7 @@ def test_points_exports() -> None:
     agg = aggregate_points(table.lon, table.lat, grid)
     led = Ledger(budget.pure(5.0), dataset=SECRET_NAME)
     for mech in ("identity", "ug", "privelet"):
-        rel = pipeline.release_points(agg, mech, 1.0, {}, led, noise=ShiftNoise(1))
+        rel = pipeline.release(plan_points(agg, mech, 1.0, {}), agg, ledger=led, noise=ShiftNoise(1)).inner
         rec = pexport.release_record(rel, led)
         validate_record(rec)
         assert_clean({"csv": pexport.release_csv(rel), "json": pexport.release_json(rel, led),
@@ -98,7 +100,8 @@ def test_hierarchy_exports(hier) -> None:
     for mech, cost, opts in (("exact", budget.pure(1.0), {}), ("hay", budget.zcdp(0.5), {}),
                              ("matrix", budget.zcdp(0.5), {"area_sets": sets})):
         led = Ledger(cost if cost.definition == "zcdp" else budget.pure(5.0), dataset=SECRET_NAME)
-        rel = pipeline.release_hierarchy(counts, mech, cost, led, noise=ShiftNoise(2), **opts)
+        rel = pipeline.release(plan_hierarchy(counts, mech, cost, **opts), counts,
+                               ledger=led, noise=ShiftNoise(2)).inner
         export.validate_hierarchy_record(export.hierarchy_record(rel, led))
         blobs = {"csv": export.hierarchy_csv(rel), "json": export.hierarchy_json(rel, led)}
         if mech == "matrix":
@@ -111,7 +114,8 @@ def test_census_exports() -> None:
                        "age": ["a", "b", "a", "b"], "pop": [TRUE[0], 1, TRUE[1], 2]})
     table = census_tables.CensusTable.from_frame(df, ["state", "county"], "pop", ordinals=["age"])
     led = Ledger(budget.zcdp(5.0), dataset=SECRET_NAME)
-    rel = pipeline.release_census(table, "privelet", budget.pure(1.0), led, noise=ShiftNoise(3))
+    rel = pipeline.release(plan_census(table, "privelet", budget.pure(1.0)), table,
+                           ledger=led, noise=ShiftNoise(3)).inner
     census_privelet.validate_census_record(census_privelet.census_record(rel, led))
     census_privelet.validate_census_record(census_privelet.census_record(rel))
     assert_clean({"csv": census_privelet.census_csv(rel), "json": census_privelet.census_json(rel, led)}, [*TRUE])

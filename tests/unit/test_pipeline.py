@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from points_helpers import plan_points
 
 from dpcore import pipeline
 from dpcore.data import queries
@@ -34,7 +35,8 @@ class CountingSource(NoiseSource):
 
 def test_release_charges_the_ledger_once_with_the_mechanism_and_params():
     led = Ledger(budget.pure(1.0))
-    rel = pipeline.release_points(aggregate(), "ug", 0.4, {"c": "10"}, led, noise=NoiseSource(1))
+    agg = aggregate()
+    rel = pipeline.release(plan_points(agg, "ug", 0.4, {"c": "10"}), agg, ledger=led, noise=NoiseSource(1)).inner
     assert led.spent == pytest.approx(0.4)
     (entry,) = led.entries
     assert entry.details["mechanism"] == "ug" and entry.details["params"]["c"] == 10.0
@@ -56,7 +58,8 @@ def test_refused_release_spends_nothing_and_draws_no_noise(mechanism, params, ep
     led.spend(budget.pure(0.5), "earlier")
     src = CountingSource(2)
     with pytest.raises(error):
-        pipeline.release_points(aggregate(), mechanism, epsilon, params, led, noise=src)
+        agg = aggregate()
+        pipeline.release(plan_points(agg, mechanism, epsilon, params), agg, ledger=led, noise=src)
     assert led.spent == pytest.approx(0.5) and len(led.entries) == 1
     assert src.calls == 0
 
@@ -70,7 +73,7 @@ def test_empirical_errors_match_a_known_error():
 
     agg = aggregate()
     led = Ledger(budget.pure(1.0))
-    rel = pipeline.release_points(agg, "identity", 0.5, {}, led, noise=PlusThree(3))
+    rel = pipeline.release(plan_points(agg, "identity", 0.5, {}), agg, ledger=led, noise=PlusThree(3)).inner
     rows = diagnostics.empirical_errors(rel, agg, n_per_size=100, seed=5)
     assert [r["query_size"] for r in rows] == [0.02, 0.06, 0.10, "all"]
     qs, tags = queries.random_rectangles(GRID, (0.02, 0.06, 0.10), 100, shape="random", seed=5)

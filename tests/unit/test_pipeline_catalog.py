@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from points_helpers import release_with
+from areas_helpers import plan_census, plan_hierarchy
+from flows_helpers import plan_od
+from points_helpers import plan_points, release_with
 
 from dpcore import catalog, pipeline
 from dpcore.areas import census_tables
@@ -79,20 +81,35 @@ def table() -> census_tables.CensusTable:
     return census_tables.CensusTable.from_frame(df, CENSUS_LEVELS, "population", ordinals=["age_band"])
 
 
-#: (kind, a pipeline call given a ledger, noise and session)
+def _release(plan: Plan, aggregate: Any, led: Ledger | None, noise: NoiseSource, s: Session | None) -> Any:
+    return pipeline.release(plan, aggregate, ledger=led, session=s, noise=noise).inner
+
+
+def _points(led: Ledger | None, noise: NoiseSource, s: Session | None, t: Any) -> Any:
+    agg = _aggregate()
+    return _release(plan_points(agg, "ug", 0.5, {"c": 10}), agg, led, noise, s)
+
+
+def _hierarchy(led: Ledger | None, noise: NoiseSource, s: Session | None, t: Any) -> Any:
+    counts = _hier_counts()
+    plan = plan_hierarchy(counts, "topdown_linf", pure(0.5), split="geometric", order="descending")
+    return _release(plan, counts, led, noise, s)
+
+
+def _od(led: Ledger | None, noise: NoiseSource, s: Session | None, t: Any) -> Any:
+    counts = _od_counts()
+    return _release(plan_od(counts, "inftda", zcdp(0.1), orientation="origin"), counts, led, noise, s)
+
+
+#: (kind, a pipeline release given a ledger, noise, session and the census table; planned once per call)
 RELEASES: dict[str, Callable[..., Any]] = {
-    "points": lambda led, noise, s, t: pipeline.release_points(_aggregate(), "ug", 0.5, {"c": 10}, led,
-                                                               noise=noise, session=s),
-    "hierarchy": lambda led, noise, s, t: pipeline.release_hierarchy(_hier_counts(), "topdown_linf", pure(0.5), led,
-                                                                     noise=noise, session=s, split="geometric",
-                                                                     order="descending"),
-    "od": lambda led, noise, s, t: pipeline.release_od(_od_counts(), "inftda", zcdp(0.1), led, noise=noise,
-                                                       session=s, orientation="origin"),
-    "census_privelet": lambda led, noise, s, t: pipeline.release_census(t, "privelet", pure(0.5), led, noise=noise,
-                                                                        session=s, plus_axes=["age_band"]),
-    "census_matrix": lambda led, noise, s, t: pipeline.release_census(t, "matrix", zcdp(0.1), led, noise=noise,
-                                                                      session=s, level="county",
-                                                                      marginals="county*age_band"),
+    "points": _points,
+    "hierarchy": _hierarchy,
+    "od": _od,
+    "census_privelet": lambda led, noise, s, t: _release(plan_census(t, "privelet", pure(0.5), plus_axes=["age_band"]),
+                                                         t, led, noise, s),
+    "census_matrix": lambda led, noise, s, t: _release(
+        plan_census(t, "matrix", zcdp(0.1), level="county", marginals="county*age_band"), t, led, noise, s),
 }
 
 
@@ -159,8 +176,9 @@ def test_ledger_entries_keep_their_labels_and_details(table: census_tables.Censu
 
 def test_matrix_hierarchy_details_keep_the_strategy() -> None:
     led = Ledger(zcdp(1.0))
-    pipeline.release_hierarchy(_hier_counts(), "matrix", zcdp(0.5), led, noise=NoiseSource(1), order="ascending",
-                               sets_weight=2.0)
+    counts = _hier_counts()
+    pipeline.release(plan_hierarchy(counts, "matrix", zcdp(0.5), sets_weight=2.0), counts, ledger=led,
+                     noise=NoiseSource(1))
     (entry,) = led.entries
     assert {"strategy", "level_weights", "area_sets"} <= set(entry.details) and "levels" not in entry.details
     assert entry.details["params"]["sets_weight"] == 2.0
@@ -201,24 +219,25 @@ def test_released_from_the_plan_without_planning_again(which: str, owner: Any, n
 
 def test_planned_releases_match_the_direct_ones(table: census_tables.CensusTable) -> None:
     """Releasing from the plan draws exactly what the one-call releases draw."""
-    via = pipeline.release_census(table, "privelet", pure(0.5), Ledger(pure(1.0)), noise=NoiseSource(4),
-                                  plus_axes=["age_band"])
+    via = pipeline.release(plan_census(table, "privelet", pure(0.5), plus_axes=["age_band"]), table,
+                           ledger=Ledger(pure(1.0)), noise=NoiseSource(4)).inner
     led = Ledger(zcdp(5.0))
     direct = census_privelet.release_census(table, 0.5, NoiseSource(4), plus_axes=["age_band"])
     np.testing.assert_array_equal(via.noisy, direct.noisy)
     assert via.level_sd == direct.level_sd and via.lam == direct.lam
     counts = _hier_counts()
-    via_h = pipeline.release_hierarchy(counts, "exact", pure(0.5), led, noise=NoiseSource(5), split="geometric")
+    via_h = pipeline.release(plan_hierarchy(counts, "exact", pure(0.5), split="geometric"), counts, ledger=led,
+                             noise=NoiseSource(5)).inner
     direct_h = catalog.get("hierarchy", "exact").release_counts(counts, pure(0.5), NoiseSource(5), split="geometric")
     for a, b in zip(via_h.values, direct_h.values, strict=True):
         np.testing.assert_array_equal(a, b)
     c = _od_counts()
-    via_o = pipeline.release_od(c, "tda_l2", zcdp(0.1), Ledger(zcdp(1.0)), noise=NoiseSource(6))
+    via_o = pipeline.release(plan_od(c, "tda_l2", zcdp(0.1)), c, ledger=Ledger(zcdp(1.0)), noise=NoiseSource(6)).inner
     direct_o = catalog.get("od", "tda_l2").release_counts(c, zcdp(0.1), NoiseSource(6))
     for a, b in zip(via_o.values, direct_o.values, strict=True):
         np.testing.assert_array_equal(a, b)
     agg = _aggregate()
-    via_p = pipeline.release_points(agg, "ag", 0.5, {}, led, noise=NoiseSource(7))
+    via_p = pipeline.release(plan_points(agg, "ag", 0.5, {}), agg, ledger=led, noise=NoiseSource(7)).inner
     direct_p = release_with(catalog.get("points", "ag"), agg, 0.5, {}, NoiseSource(7))
     np.testing.assert_array_equal(via_p.noisy, direct_p.noisy)
 
@@ -240,46 +259,50 @@ def test_census_checks_before_spending(mechanism: str, cost: Any, opts: dict,
                                        table: census_tables.CensusTable) -> None:
     led = Ledger(zcdp(1.0))
     with pytest.raises(ParameterError):
-        pipeline.release_census(table, mechanism, cost, led, noise=NoDraw(0), **opts)
+        pipeline.release(plan_census(table, mechanism, cost, **opts), table, ledger=led, noise=NoDraw(0))
     assert led.spent == 0 and not led.entries
 
 
 def test_census_unit_is_the_hierarchys_and_can_be_given(table: census_tables.CensusTable) -> None:
     led = Ledger(pure(2.0))
-    pipeline.release_census(table, "privelet", pure(0.5), led, noise=NoiseSource(1))
+    pipeline.release(plan_census(table, "privelet", pure(0.5)), table, ledger=led, noise=NoiseSource(1))
     # the census and hierarchy releases of one table share its budget: one unit for both
     assert led.entries[0].unit == census_unit() == hierarchy_unit("add_remove")
     person_budget = Ledger(pure(2.0), unit=Unit("person", cap=3))
-    pipeline.release_census(table, "privelet", pure(0.5), person_budget, noise=NoiseSource(1),
-                            unit=Unit("person", cap=3))
+    pipeline.release(plan_census(table, "privelet", pure(0.5), unit=Unit("person", cap=3)), table,
+                     ledger=person_budget, noise=NoiseSource(1))
     assert person_budget.spent == pytest.approx(0.5)
 
 
-def test_hierarchy_order_is_checked_for_every_mechanism_but_used_by_intopt_only() -> None:
+def test_hierarchy_order_is_intopts_parameter_and_checked_by_its_plan() -> None:
+    """IntOpt's zeroing order is a parameter of ``topdown_linf`` only: its plan refuses an unknown
+    order, the other mechanisms' plans refuse the name, and a bad neighbour word is refused by the
+    unit, all before anything is spent."""
     led = Ledger(pure(1.0))
-    with pytest.raises(ParameterError, match="zeroing order"):
-        pipeline.release_hierarchy(_hier_counts(), "exact", pure(0.1), led, noise=NoDraw(0), order="sideways")
+    counts = _hier_counts()
+    with pytest.raises(ParameterError, match="'order' must be one of ascending, descending"):
+        plan_hierarchy(counts, "topdown_linf", pure(0.1), order="sideways")
+    with pytest.raises(ParameterError, match="has no parameter 'order'"):
+        plan_hierarchy(counts, "exact", pure(0.1), order="descending")
     with pytest.raises(ParameterError, match="Neighbours"):
-        pipeline.release_hierarchy(_hier_counts(), "exact", pure(0.1), led, noise=NoDraw(0), neighbour="sideways")
+        plan_hierarchy(counts, "exact", pure(0.1), neighbour="sideways")
     assert not led.entries
-    rel = pipeline.release_hierarchy(_hier_counts(), "exact", pure(0.1), led, noise=NoiseSource(0),
-                                     order="descending")
+    rel = pipeline.release(plan_hierarchy(counts, "exact", pure(0.1)), counts, ledger=led, noise=NoiseSource(0)).inner
     assert rel.details.get("zeroing_order") is None and "order" not in led.entries[0].details["params"]
 
 
-def test_od_neighbour_checked_before_spending() -> None:
-    led = Ledger(zcdp(1.0))
+def test_od_neighbour_checked_by_the_unit_before_the_plan() -> None:
     with pytest.raises(ParameterError, match="neighbour relation"):
-        pipeline.release_od(_od_counts(), "inftda", zcdp(0.1), led, noise=NoDraw(0), neighbour="sideways")
-    assert not led.entries
+        plan_od(_od_counts(), "inftda", zcdp(0.1), neighbour="sideways")
 
 
 def test_points_n_estimate_only_adds_preview_rows() -> None:
     s1, s2 = SpySession(), SpySession()
     agg = _aggregate()
-    a = pipeline.release_points(agg, "ug", 0.5, {}, Ledger(pure(1.0)), noise=NoiseSource(8), session=s1)
-    b = pipeline.release_points(agg, "ug", 0.5, {}, Ledger(pure(1.0)), noise=NoiseSource(8), session=s2,
-                                n_estimate=200.0)
+    a = pipeline.release(plan_points(agg, "ug", 0.5, {}), agg, ledger=Ledger(pure(1.0)), noise=NoiseSource(8),
+                         session=s1).inner
+    b = pipeline.release(plan_points(agg, "ug", 0.5, {}, n_estimate=200.0), agg, ledger=Ledger(pure(1.0)),
+                         noise=NoiseSource(8), session=s2).inner
     np.testing.assert_array_equal(a.noisy, b.noisy)
     assert s1.charges[0].rows == () and s2.charges[0].rows
     assert s1.charges[0].details() == s2.charges[0].details()

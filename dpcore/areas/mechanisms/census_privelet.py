@@ -305,7 +305,7 @@ def release_census(table: CensusTable, epsilon: float, noise: NoiseSource, *, pl
     The noisy leaf matrix comes from :func:`dpcore.estimate.privelet.release` (ε-DP); every level's
     table is a sum of noisy leaves (post-processing), with the analytic SD of one area's
     total from :func:`dpcore.estimate.privelet.level_variances`.  A release that is published goes
-    through :func:`dpcore.pipeline.release_census`, which charges the session first.
+    through :func:`dpcore.pipeline.release` (the catalogue's plan), which charges the session first.
     """
     return release_planned(table, plan_census(table.structure, epsilon, plus_axes=plus_axes,
                                               sensitivity=sensitivity), noise)

@@ -177,7 +177,7 @@ class ODMechanism(Mechanism):
     def release_counts(self, counts: ODCounts, cost: PrivacyCost | None, noise: NoiseSource, *,
                        progress: Any = None, **options: Any) -> ODRelease:
         """Plan for ``counts`` (``options``: those of :meth:`plan_tree`) and release; charges no budget
-        (use :func:`dpcore.pipeline.release_od`, which does)."""
+        (release a catalogue plan with :func:`dpcore.pipeline.release`, which does)."""
         p = self.plan_tree(counts.origin_h, counts.destination_h, cost, max_trips=counts.max_trips,
                            distinct=counts.distinct, **options)
         return self.release_tree(counts, p, noise, progress=progress)

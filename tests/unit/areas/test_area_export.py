@@ -12,6 +12,7 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
+from areas_helpers import plan_hierarchy
 from scipy import special
 from shapely.geometry import box
 
@@ -215,7 +216,8 @@ def test_record_validates_and_holds_no_true_counts(counts: HierarchyCounts, mech
                         dataset="confidential_people_2020.csv")
     from dpcore import pipeline
 
-    r = pipeline.release_hierarchy(counts, mechanism, cost, led, noise=NoiseSource(5), neighbour=neighbour)
+    plan = plan_hierarchy(counts, mechanism, cost, neighbour=neighbour)
+    r = pipeline.release(plan, counts, ledger=led, noise=NoiseSource(5)).inner
     rec = X.hierarchy_record(r, led)
     X.validate_hierarchy_record(rec)
     text = X.hierarchy_json(r, led).decode()

@@ -11,17 +11,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from areas_helpers import plan_hierarchy
 from scipy import stats
 
 import dpcore
-from dpcore import catalog
+from dpcore import catalog, pipeline
 from dpcore.areas import area_sets, export
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms import matrix
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import matrix_errors, matrix_release
-from dpcore.pipeline import release_hierarchy
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
@@ -168,10 +168,10 @@ def test_refusals_before_anything_is_spent(monkeypatch: pytest.MonkeyPatch) -> N
     h, counts = irregular()
     led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match="add/remove"):
-        release_hierarchy(counts, "matrix", budget.zcdp(0.5), led, neighbour="replace")
+        pipeline.release(plan_hierarchy(counts, "matrix", budget.zcdp(0.5), neighbour="replace"), counts, ledger=led)
     monkeypatch.setattr(matrix, "MAX_LEAVES", 10)
     with pytest.raises(ParameterError, match="at most 10 finest areas"):
-        release_hierarchy(counts, "matrix", budget.zcdp(0.5), led)
+        pipeline.release(plan_hierarchy(counts, "matrix", budget.zcdp(0.5)), counts, ledger=led)
     with pytest.raises(ParameterError, match="matrix mechanism only"):
         catalog.get("hierarchy", "hay").plan_tree(h, budget.zcdp(0.5), area_sets=area_sets.read_area_sets(b"query,area\nq,01\n", h))
     assert led.spent == 0 and not led.entries
@@ -181,7 +181,8 @@ def test_pipeline_charges_once_and_the_record_validates(tmp_path: Path) -> None:
     h, counts = irregular()
     led = Ledger(budget.zcdp(1.0))
     sets = area_sets.read_area_sets(b"query,area\nA,02\nA,03\n", h)
-    rel = release_hierarchy(counts, "matrix", budget.zcdp(0.25), led, noise=NoiseSource(3), area_sets=sets)
+    plan = plan_hierarchy(counts, "matrix", budget.zcdp(0.25), area_sets=sets)
+    rel = pipeline.release(plan, counts, ledger=led, noise=NoiseSource(3)).inner
     assert led.spent == pytest.approx(0.25) and len(led.entries) == 1
     assert led.entries[0].details["strategy"] == "Eigen-Design"
     paths = export.write_hierarchy(rel, tmp_path, led)

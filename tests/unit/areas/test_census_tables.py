@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from areas_helpers import plan_census
 from scipy import special
 
 import dpcore
@@ -258,10 +259,11 @@ def test_ledger_refuses_before_noise_and_charges_once(table: census_tables.Censu
     from dpcore.privacy import budget
 
     led = Ledger(budget.pure(1.0))
-    pipeline.release_census(table, "privelet", budget.pure(0.7), led, noise=NoiseSource(seed=1))
+    pipeline.release(plan_census(table, "privelet", budget.pure(0.7)), table, ledger=led, noise=NoiseSource(seed=1))
     assert led.spent == pytest.approx(0.7) and len(led.entries) == 1
     with pytest.raises(DPCoreError, match="Not enough privacy budget"):
-        pipeline.release_census(table, "privelet", budget.pure(0.5), led, noise=NoiseSource(seed=1))
+        pipeline.release(plan_census(table, "privelet", budget.pure(0.5)), table, ledger=led,
+                         noise=NoiseSource(seed=1))
     assert len(led.entries) == 1
 
 
@@ -295,7 +297,8 @@ def test_exports_hold_no_truth(table: census_tables.CensusTable) -> None:
     from dpcore.privacy import budget
 
     led = Ledger(budget.pure(1.0), dataset="secret_file.csv")
-    rel = pipeline.release_census(table, "privelet", budget.pure(1.0), led, noise=NoiseSource(seed=4))
+    rel = pipeline.release(plan_census(table, "privelet", budget.pure(1.0)), table, ledger=led,
+                           noise=NoiseSource(seed=4)).inner
     df = pd.read_csv(pd.io.common.BytesIO(census_privelet.census_csv(rel)), dtype={c: str for c in LEVELS})
     assert list(df.columns[:4]) == ["level", *LEVELS]
     assert {"noisy_count", "sd", "ci95_low", "ci95_high"} <= set(df.columns)
@@ -438,9 +441,9 @@ def test_census_charges_before_drawing_and_refuses_without_drawing(table: census
             assert led.spent == pytest.approx(0.7), "noise drawn before the ledger was charged"
             return super().laplace_on_grid(values, scale, granularity_exp)
 
-    pipeline.release_census(table, "privelet", budget.pure(0.7), led, noise=Watch(seed=1))
+    pipeline.release(plan_census(table, "privelet", budget.pure(0.7)), table, ledger=led, noise=Watch(seed=1))
     with pytest.raises(DPCoreError, match="Not enough privacy budget"):
-        pipeline.release_census(table, "privelet", budget.pure(0.5), led, noise=_NoDraw(seed=1))
+        pipeline.release(plan_census(table, "privelet", budget.pure(0.5)), table, ledger=led, noise=_NoDraw(seed=1))
     assert len(led.entries) == 1
 
 

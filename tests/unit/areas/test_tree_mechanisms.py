@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 import pytest
+from areas_helpers import plan_hierarchy
 from scipy import special
 from scipy.optimize import isotonic_regression
 
@@ -594,7 +595,7 @@ def test_pure_scales_for_a_three_level_tree_by_hand() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# pipeline.release_hierarchy: validate, charge, then draw
+# pipeline.release of a hierarchy plan: validate, charge, then draw
 # ---------------------------------------------------------------------------------------------
 
 
@@ -617,7 +618,8 @@ class LedgerWatcher(NoiseSource):
 def test_pipeline_charges_before_any_noise(sparse_counts: HierarchyCounts, mechanism: str) -> None:
     led = Ledger(budget.pure(2.0))
     src = LedgerWatcher(led, 0.7)
-    rel = pipeline.release_hierarchy(sparse_counts, mechanism, budget.pure(0.7), led, noise=src, split="geometric")
+    plan = plan_hierarchy(sparse_counts, mechanism, budget.pure(0.7), split="geometric")
+    rel = pipeline.release(plan, sparse_counts, ledger=led, noise=src).inner
     assert not src.first  # noise was drawn, after the check
     (entry,) = led.entries
     assert entry.details["mechanism"] == mechanism and entry.details["split"] == "geometric"
@@ -629,17 +631,18 @@ def test_pipeline_charges_before_any_noise(sparse_counts: HierarchyCounts, mecha
 
 def test_pipeline_refuses_over_budget_without_drawing(sparse_counts: HierarchyCounts) -> None:
     led = Ledger(budget.pure(1.0))
-    pipeline.release_hierarchy(sparse_counts, "exact", budget.pure(0.6), led, noise=NoiseSource(0))
+    exact = plan_hierarchy(sparse_counts, "exact", budget.pure(0.6))
+    pipeline.release(exact, sparse_counts, ledger=led, noise=NoiseSource(0))
     with pytest.raises(BudgetError, match="0.4"):
-        pipeline.release_hierarchy(sparse_counts, "exact", budget.pure(0.6), led, noise=NoDraw(0))
+        pipeline.release(exact, sparse_counts, ledger=led, noise=NoDraw(0))
     assert led.spent == pytest.approx(0.6) and len(led.entries) == 1
     # a ρ-zCDP release against a pure ε ledger: refused, nothing drawn
     with pytest.raises(BudgetError, match="zCDP"):
-        pipeline.release_hierarchy(sparse_counts, "topdown_l2", budget.zcdp(0.01), led, noise=NoDraw(0))
-    # invalid parameters: refused before anything is spent
+        pipeline.release(plan_hierarchy(sparse_counts, "topdown_l2", budget.zcdp(0.01)), sparse_counts, ledger=led,
+                         noise=NoDraw(0))
+    # invalid parameters: refused by the plan, before anything is spent
     with pytest.raises(ParameterError):
-        pipeline.release_hierarchy(sparse_counts, "exact", budget.pure(0.1), led, noise=NoDraw(0),
-                                   split="custom", weights=[1.0])
+        plan_hierarchy(sparse_counts, "exact", budget.pure(0.1), split="custom", weights=[1.0])
     assert led.spent == pytest.approx(0.6) and len(led.entries) == 1
 
 
@@ -802,18 +805,12 @@ def test_bottom_up_errors_are_sums_of_leaf_noise(dense_tree: HierarchyCounts) ->
     assert np.all((np.abs(mae - expected) <= 5 * se)[ok]), (mae, expected, se)
 
 
-def test_bad_options_are_refused_before_anything_is_spent(sparse_counts: HierarchyCounts) -> None:
-    led = Ledger(budget.pure(1.0))
-
-    class NoDraw(NoiseSource):
-        def random_uint64(self, size):  # every sampler draws through here
-            raise AssertionError("noise drawn")
-
-    for opts in ({"order": "sideways"}, {"seed": 1}):
-        with pytest.raises(ParameterError):
-            pipeline.release_hierarchy(sparse_counts, "topdown_linf", budget.pure(0.3), led,
-                                       noise=NoDraw(1), **opts)
-    assert led.spent == 0 and not led.entries
+def test_bad_options_are_refused_by_the_plan(sparse_counts: HierarchyCounts) -> None:
+    """An unknown zeroing order and an unknown option are refused when the plan is built, before
+    there is anything to release or spend."""
+    for opts, words in (({"order": "sideways"}, "'order' must be one of"), ({"seed": 1}, "no parameter 'seed'")):
+        with pytest.raises(ParameterError, match=words):
+            plan_hierarchy(sparse_counts, "topdown_linf", budget.pure(0.3), **opts)
 
 
 @pytest.mark.parametrize(("mechanism", "cost"), [("independent", "pure"), ("exact", "zcdp"), ("topdown_l2", "zcdp")])

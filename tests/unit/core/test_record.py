@@ -12,6 +12,9 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
+from areas_helpers import plan_census, plan_hierarchy
+from flows_helpers import plan_od
+from points_helpers import plan_points
 
 from dpcore import pipeline
 from dpcore.areas import census_tables
@@ -48,7 +51,8 @@ def _points(cost: budget.PrivacyCost) -> tuple[dict[str, bytes], Ledger]:
     agg = Aggregate(grid=Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 8, 8), counts=counts, n_outside=0, n_capped=0,
                     sensitivity=1, user_cap=None)
     led = Ledger(budget.zcdp(1.0) if cost.definition == "zcdp" else budget.pure(2.0), dataset="k1:points")
-    rel = pipeline.release_points(agg, "ug", cost, {"public_n": 1000}, led, noise=NoiseSource(1))
+    rel = pipeline.release(plan_points(agg, "ug", cost, {"public_n": 1000}), agg,
+                           ledger=led, noise=NoiseSource(1)).inner
     return points_export.release_files(rel, led), led
 
 
@@ -56,7 +60,7 @@ def _hierarchy(cost: budget.PrivacyCost) -> tuple[dict[str, bytes], Ledger]:
     h = Hierarchy.from_frame(AREAS, ["state", "county"])
     counts = HierarchyCounts.from_frame(AREAS.assign(pop=[120, 40, 75, 300]), h, ["state", "county"], "pop")
     led = Ledger(budget.zcdp(1.0) if cost.definition == "zcdp" else budget.pure(2.0), dataset="k1:hier")
-    rel = pipeline.release_hierarchy(counts, "topdown_l2", cost, led, noise=NoiseSource(2))
+    rel = pipeline.release(plan_hierarchy(counts, "topdown_l2", cost), counts, ledger=led, noise=NoiseSource(2)).inner
     return area_export.hierarchy_files(rel, led), led
 
 
@@ -64,7 +68,7 @@ def _census(cost: budget.PrivacyCost) -> tuple[dict[str, bytes], Ledger]:
     table = census_tables.CensusTable.from_frame(synthetic.synthetic_census(), ["state", "county", "tract"],
                                                  "population")
     led = Ledger(budget.pure(2.0), dataset="k1:census")
-    rel = pipeline.release_census(table, "privelet", cost, led, noise=NoiseSource(3))
+    rel = pipeline.release(plan_census(table, "privelet", cost), table, ledger=led, noise=NoiseSource(3)).inner
     return census_privelet.census_files(rel, led), led
 
 
@@ -72,8 +76,8 @@ def _marginals(cost: budget.PrivacyCost) -> tuple[dict[str, bytes], Ledger]:
     table = census_tables.CensusTable.from_frame(synthetic.synthetic_census(age_bands=True),
                                                  ["state", "county", "tract"], "population", ordinals=["age_band"])
     led = Ledger(budget.zcdp(1.0) if cost.definition == "zcdp" else budget.pure(2.0), dataset="k1:census")
-    rel = pipeline.release_census(table, "matrix", cost, led, noise=NoiseSource(4), level="state",
-                                  marginals="state;age_band")
+    rel = pipeline.release(plan_census(table, "matrix", cost, level="state", marginals="state;age_band"), table,
+                           ledger=led, noise=NoiseSource(4)).inner
     return {"marginals.csv": marginals.marginals_csv(rel), "release.json": marginals.marginals_json(rel, led)}, led
 
 
@@ -85,7 +89,7 @@ def _od(cost: budget.PrivacyCost) -> tuple[dict[str, bytes], Ledger]:
                           "count": np.arange(n * n) * 7 + 50})
     counts = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
     led = Ledger(budget.zcdp(1.0) if cost.definition == "zcdp" else budget.pure(2.0), dataset="k1:od")
-    rel = pipeline.release_od(counts, "inftda", cost, led, noise=NoiseSource(5))
+    rel = pipeline.release(plan_od(counts, "inftda", cost), counts, ledger=led, noise=NoiseSource(5)).inner
     return od_export.od_files(rel, led), led
 
 
@@ -174,13 +178,11 @@ def test_the_approx_dp_reading_is_made_in_one_place() -> None:
 
 
 def test_a_release_makes_its_files_from_the_envelope_of_the_charge(tmp_path: Path) -> None:
-    from dpcore import catalog
-
     counts = np.random.default_rng(1).poisson(20, size=(8, 8)).astype(np.int64)
     agg = Aggregate(grid=Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 8, 8), counts=counts, n_outside=0, n_capped=0,
                     sensitivity=1, user_cap=None)
     led = Ledger(budget.pure(2.0), dataset="k1:points")
-    plan = catalog.get("points", "ug").plan(agg.grid, 0.5, {"public_n": 1000}, unit=pipeline.points_unit(agg))
+    plan = plan_points(agg, "ug", 0.5, {"public_n": 1000})
     kr = pipeline.release(plan, agg, ledger=led, noise=NoiseSource(1))
     files = kr.files(led)
     paths = write_files(files, tmp_path / "out")

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from points_helpers import plan_points
 
+from dpcore import pipeline
 from dpcore.areas.unit import hierarchy_unit
 from dpcore.core.session import Charge, JsonLedger, Session, default_cap
 from dpcore.data.domain import Bounds, Grid, aggregate_points
 from dpcore.errors import BudgetError, DPCoreError
 from dpcore.flows.unit import od_unit
-from dpcore.pipeline import release_points
 from dpcore.privacy.budget import pure, zcdp
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_store import KEY_PREFIX, LedgerStore
@@ -224,7 +225,7 @@ def test_the_release_and_its_ledger_entry_state_one_time_to_the_minute() -> None
     grid = Grid(Bounds(0, 0, 1, 1), 8, 8)
     agg = aggregate_points(np.array([0.1, 0.5, 0.9]), np.array([0.2, 0.5, 0.7]), grid)
     led = Ledger(pure(1.0))
-    rel = release_points(agg, "identity", 0.5, None, led, noise=NoiseSource(1))
+    rel = pipeline.release(plan_points(agg, "identity", 0.5), agg, ledger=led, noise=NoiseSource(1)).inner
     assert MINUTE.match(led.entries[0].time)
     assert rel.created == led.entries[0].time
 

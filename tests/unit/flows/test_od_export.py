@@ -14,9 +14,10 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
+from flows_helpers import plan_od
 from shapely.geometry import box
 
-from dpcore import catalog
+from dpcore import catalog, pipeline
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.data.synthetic import demo_od, synthetic_hierarchy
 from dpcore.errors import InputError, ParameterError
@@ -24,7 +25,6 @@ from dpcore.flows import export as X
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import tree_levels
-from dpcore.pipeline import release_od
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
@@ -70,7 +70,7 @@ def counts(hier: Hierarchy) -> ODCounts:
 def _release(counts: ODCounts, cost: budget.PrivacyCost, *, seed: int = 11, mech: str = "inftda",
              **opt: object) -> ODRelease:
     ledger = Ledger(budget.zcdp(10.0) if cost.definition == "zcdp" else budget.pure(10.0), dataset="x")
-    return release_od(counts, mech, cost, ledger, noise=NoiseSource(seed), **opt)
+    return pipeline.release(plan_od(counts, mech, cost, **opt), counts, ledger=ledger, noise=NoiseSource(seed)).inner
 
 
 @pytest.fixture(scope="module")

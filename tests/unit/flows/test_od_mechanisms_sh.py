@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from flows_helpers import plan_od
 from od_testing import (
     NoDraw,
     Recorder,
@@ -77,5 +78,5 @@ def test_sh_is_refused_by_the_pipeline(states: Hierarchy) -> None:
     c = ODCounts.from_frame(df, states, origin="o", destination="d")
     led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match=r"\(ε, δ\)"):
-        pipeline.release_od(c, "sh", budget.zcdp(0.1), led, noise=NoDraw(0))
+        pipeline.release(plan_od(c, "sh", budget.zcdp(0.1)), c, ledger=led, noise=NoDraw(0))
     assert led.spent == 0 and not led.entries

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from flows_helpers import plan_od
 from od_testing import tree_h
 
 from dpcore import catalog, pipeline
@@ -26,7 +27,7 @@ def test_milp_solver_call_limit_is_checked_before_spending(monkeypatch: pytest.M
     monkeypatch.setattr(tda_linf_milp, "MILP_MAX_SUBPROBLEMS", 2)  # level 2 has 3 surviving parents here
     led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match="solver calls"):
-        pipeline.release_od(c, "tda_linf_milp", budget.zcdp(0.5), led, noise=NoiseSource(0))
+        pipeline.release(plan_od(c, "tda_linf_milp", budget.zcdp(0.5)), c, ledger=led, noise=NoiseSource(0))
     assert led.spent == 0 and not led.entries, "budget charged, but no release was returned"
 
 

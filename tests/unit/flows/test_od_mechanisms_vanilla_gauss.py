@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from flows_helpers import plan_od
 from od_testing import (
     NoDraw,
     check_tree_release,
@@ -43,7 +44,7 @@ def test_vanilla_gauss_refuses_large_domains(states: Hierarchy, monkeypatch: pyt
         catalog.get("od", "vanilla_gauss").release_counts(c, budget.zcdp(0.5), NoDraw(0))
     led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError, match="36"):
-        pipeline.release_od(c, "vanilla_gauss", budget.zcdp(0.5), led, noise=NoDraw(0))
+        pipeline.release(plan_od(c, "vanilla_gauss", budget.zcdp(0.5)), c, ledger=led, noise=NoDraw(0))
     assert led.spent == 0 and not led.entries
     monkeypatch.setattr(vanilla_gauss, "VANILLA_MAX_CELLS", 36)
     rel = catalog.get("od", "vanilla_gauss").release_counts(c, budget.zcdp(0.5), NoiseSource(0))

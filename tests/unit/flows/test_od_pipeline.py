@@ -1,5 +1,5 @@
-"""``pipeline.release_od``: options and sizes are validated and the ledger charged before any noise
-is drawn; a pure-ε cost on a zCDP ledger and an exhausted budget are refused."""
+"""``pipeline.release`` of an O/D plan: options and sizes are validated (by the plan and its unit)
+and the ledger charged before any noise is drawn; a pure-ε cost on a zCDP ledger and an exhausted budget are refused."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pandas as pd
 import pytest
+from flows_helpers import plan_od
 from od_testing import LedgerWatcher, NoDraw, make_states
 
 from dpcore import pipeline
@@ -38,10 +39,11 @@ def small_counts(states: Hierarchy) -> ODCounts:
 def test_pipeline_validates_before_spending(small_counts: ODCounts, opts: dict) -> None:
     led = Ledger(budget.zcdp(1.0))
     with pytest.raises(ParameterError):
-        pipeline.release_od(small_counts, "inftda", budget.zcdp(0.1), led, noise=NoDraw(0), **opts)
+        pipeline.release(plan_od(small_counts, "inftda", budget.zcdp(0.1), **opts), small_counts, ledger=led,
+                         noise=NoDraw(0))
     assert led.spent == 0 and not led.entries
     with pytest.raises(ParameterError):
-        pipeline.release_od(small_counts, "bogus", budget.zcdp(0.1), led, noise=NoDraw(0))
+        pipeline.release(plan_od(small_counts, "bogus", budget.zcdp(0.1)), small_counts, ledger=led, noise=NoDraw(0))
     assert led.spent == 0 and not led.entries
 
 
@@ -50,8 +52,8 @@ def test_pipeline_charges_before_any_noise(small_counts: ODCounts, mechanism: st
     led = Ledger(budget.zcdp(1.0))
     src = LedgerWatcher(led, 0.3)
     seen = []
-    rel = pipeline.release_od(small_counts, mechanism, budget.zcdp(0.3), led, noise=src, orientation="origin",
-                              split="geometric", progress=lambda f, msg: seen.append(f))
+    plan = plan_od(small_counts, mechanism, budget.zcdp(0.3), orientation="origin", split="geometric")
+    rel = pipeline.release(plan, small_counts, ledger=led, noise=src, progress=lambda f, msg: seen.append(f)).inner
     assert not src.first  # noise was drawn, after the charge
     assert seen and isinstance(rel, ODRelease)
     (entry,) = led.entries
@@ -65,14 +67,16 @@ def test_pipeline_charges_before_any_noise(small_counts: ODCounts, mechanism: st
 def test_pipeline_pure_cost_on_a_zcdp_ledger_and_exhaustion(small_counts: ODCounts) -> None:
     led = Ledger(budget.zcdp(0.5))
     src = LedgerWatcher(led, 0.5 ** 2 / 2)
-    rel = pipeline.release_od(small_counts, "inftda", budget.pure(0.5), led, noise=src)
+    rel = pipeline.release(plan_od(small_counts, "inftda", budget.pure(0.5)), small_counts, ledger=led, noise=src).inner
     assert rel.plan.cost == budget.pure(0.5) and not src.first
     assert led.spent == pytest.approx(0.125)
-    pipeline.release_od(small_counts, "inftda", budget.zcdp(0.375), led, noise=NoiseSource(1))
+    pipeline.release(plan_od(small_counts, "inftda", budget.zcdp(0.375)), small_counts, ledger=led,
+                     noise=NoiseSource(1))
+    small = plan_od(small_counts, "inftda", budget.zcdp(0.01))
     with pytest.raises(BudgetError):
-        pipeline.release_od(small_counts, "inftda", budget.zcdp(0.01), led, noise=NoDraw(0))
+        pipeline.release(small, small_counts, ledger=led, noise=NoDraw(0))
     assert led.spent == pytest.approx(0.5) and len(led.entries) == 2
     pure_led = Ledger(budget.pure(1.0))
     with pytest.raises(BudgetError, match="zCDP"):
-        pipeline.release_od(small_counts, "inftda", budget.zcdp(0.01), pure_led, noise=NoDraw(0))
+        pipeline.release(small, small_counts, ledger=pure_led, noise=NoDraw(0))
     assert pure_led.spent == 0 and not pure_led.entries

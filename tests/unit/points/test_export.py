@@ -16,12 +16,11 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from points_helpers import release_with
+from points_helpers import plan_points, release_with
 
-from dpcore import catalog
+from dpcore import catalog, pipeline
 from dpcore.core.record import validate_record
 from dpcore.data.domain import Aggregate, Bounds, Grid, rect_sums
-from dpcore.pipeline import release_points
 from dpcore.points.export import (
     CSV_COLUMNS,
     release_csv,
@@ -198,7 +197,7 @@ EPS = 0.001  # scale 1000: P(noise = 0) ~ 5e-4 per count
 def test_exports_hold_no_true_values(tmp_path: Path, name: str, params: dict) -> None:
     agg = aggregate(TRUE_COUNTS, bounds=Bounds(0.0, 0.0, 1.0, 1.0), n_outside=N_OUTSIDE, n_capped=N_CAPPED)
     ledger = Ledger(pure(1.0), dataset=SECRET_NAME)
-    rel = release_points(agg, name, EPS, params, ledger, noise=NoiseSource(123))
+    rel = pipeline.release(plan_points(agg, name, EPS, params), agg, ledger=ledger, noise=NoiseSource(123)).inner
     true_blocks = rect_sums(agg.counts, rel.rects)
     # noise made every released count differ from its truth (fixed seed, scale >= 1000)
     assert np.all(rel.noisy != true_blocks)

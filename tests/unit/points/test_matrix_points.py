@@ -9,14 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from points_helpers import levels_of, release_with
+from points_helpers import levels_of, plan_points, release_with
 
-from dpcore import catalog
+from dpcore import catalog, pipeline
 from dpcore.core.record import validate_record
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_cache, matrix_errors, matrix_workload
-from dpcore.pipeline import release_points
 from dpcore.points.export import release_record, write_release
 from dpcore.points.mechanisms.matrix import MatrixMechanism
 from dpcore.privacy.budget import pure, zcdp
@@ -71,7 +70,7 @@ def test_large_grid_is_refused_before_anything_is_spent() -> None:
     agg = Aggregate(g, np.zeros((1024, 1024), dtype=np.int64), 0, 0, 1, None)
     led = Ledger(zcdp(1.0))
     with pytest.raises(ParameterError):
-        release_points(agg, "matrix", zcdp(0.5), {}, led, noise=NoiseSource(1))
+        pipeline.release(plan_points(agg, "matrix", zcdp(0.5), {}), agg, ledger=led, noise=NoiseSource(1))
     assert led.spent == 0
 
 
@@ -80,7 +79,8 @@ def test_release_charges_once_and_answers_match_matrix_mech(cost, k) -> None:
     rng = np.random.default_rng(3)
     agg = _agg(rng.poisson(30, (6, 5)), k)
     led = Ledger(zcdp(5.0) if cost.definition == "zcdp" else pure(5.0))
-    rel = release_points(agg, "matrix", cost, {"workload": "ranges_2d"}, led, noise=NoiseSource(7))
+    rel = pipeline.release(plan_points(agg, "matrix", cost, {"workload": "ranges_2d"}), agg,
+                           ledger=led, noise=NoiseSource(7)).inner
     assert len(led.entries) == 1 and led.spent == pytest.approx(cost.value)
     assert rel.cost == cost and rel.n_rects == 30
     # standard errors: sqrt(Var(z) · w X⁺ wᵀ) from matrix_errors' own formulas
@@ -105,7 +105,7 @@ def test_release_charges_once_and_answers_match_matrix_mech(cost, k) -> None:
 def test_exports_hold_answers_and_no_true_counts(tmp_path: Path) -> None:
     agg = _agg(TRUE)
     led = Ledger(zcdp(1.0), dataset="secret_patients_file.csv")
-    rel = release_points(agg, "matrix", zcdp(0.001), {}, led, noise=NoiseSource(5))
+    rel = pipeline.release(plan_points(agg, "matrix", zcdp(0.001), {}), agg, ledger=led, noise=NoiseSource(5)).inner
     paths = write_release(rel, tmp_path, led)
     names = sorted(p.name for p in paths)
     assert names == ["release.csv", "release.geojson", "release.json", "workload_answers.csv"]
@@ -147,7 +147,9 @@ def test_few_random_rectangles_still_estimate_every_cell() -> None:
     params = {"workload": "random_rectangles", "rect_count": 10}
     s = m.strategy(m.workload(_agg(counts).grid, m.resolve_params(params)), zcdp(0.5))
     assert all(f.gram_pinv()[2].shape[1] == 0 for f in (s.factors or (s,)))
-    rel = release_points(_agg(counts), "matrix", zcdp(0.5), params, Ledger(zcdp(1.0)), noise=NoiseSource(2))
+    agg = _agg(counts)
+    rel = pipeline.release(plan_points(agg, "matrix", zcdp(0.5), params), agg, ledger=Ledger(zcdp(1.0)),
+                           noise=NoiseSource(2)).inner
     d = rel.density()
     # noise scale 1 per strategy answer: the largest of 1,024 cell errors was 6.2 with this seed;
     # a cell the strategy cannot see would be off by thousands
@@ -181,7 +183,8 @@ def _uploaded_params() -> dict:
 def test_uploaded_rectangles_release_names_answers_and_records_the_rectangles(cost, tmp_path: Path) -> None:
     agg = _agg_unit(8, 8)
     led = Ledger(zcdp(1.0) if cost.definition == "zcdp" else pure(2.0))
-    rel = release_points(agg, "matrix", cost, _uploaded_params(), led, noise=NoiseSource(3))
+    rel = pipeline.release(plan_points(agg, "matrix", cost, _uploaded_params()), agg,
+                           ledger=led, noise=NoiseSource(3)).inner
     wa = rel.details["workload_answers"]
     assert wa["name"] == ["Old town, north", "Harbour", "West strip", "Beyond"]
     # cells whose centres lie inside (8 x 8 over [0, 1]²: centres at 1/16, 3/16, ...)
@@ -328,7 +331,7 @@ def test_previewed_noise_is_the_noise_drawn(cost, k, workload) -> None:
     plan = levels_of(m, agg.grid, cost, params, sensitivity=k)[0].extra["matrix"]
     src = _Recording(11)
     led = Ledger(zcdp(5.0) if cost.definition == "zcdp" else pure(5.0))
-    rel = release_points(agg, "matrix", cost, params, led, noise=src)
+    rel = pipeline.release(plan_points(agg, "matrix", cost, params), agg, ledger=led, noise=src).inner
     (name, scale, gexp, size), = src.calls  # one draw, for all strategy answers
     assert size == plan["strategy_queries"]
     assert float(scale) == plan["noise_scale"] == rel.details["matrix"]["noise_scale"]
@@ -357,7 +360,8 @@ def test_plan_and_release_load_the_strategy_once(monkeypatch) -> None:
     levels_of(m, agg.grid, zcdp(0.5), params)
     levels_of(m, agg.grid, zcdp(0.1), params)  # another ρ: the strategy is the same
     m.query_error(m.plan(agg.grid, zcdp(0.5), params), (0, 4, 0, 4))
-    release_points(agg, "matrix", zcdp(0.5), params, Ledger(zcdp(1.0)), noise=NoiseSource(1))
+    pipeline.release(plan_points(agg, "matrix", zcdp(0.5), params), agg,
+                     ledger=Ledger(zcdp(1.0)), noise=NoiseSource(1))
     assert len(loads) == 1
     # another definition is another design (an L1 strategy), not the memoised one
     mx = levels_of(m, agg.grid, pure(0.5), params)[0].extra["matrix"]
@@ -371,7 +375,7 @@ def test_ratio_is_null_when_the_svd_bound_is_zero(monkeypatch, tmp_path: Path) -
     monkeypatch.setattr(mmod, "_svd_bound", lambda w: 0.0)
     agg = _agg_unit(4, 4)
     led = Ledger(zcdp(1.0))
-    rel = release_points(agg, "matrix", zcdp(0.5), {}, led, noise=NoiseSource(1))
+    rel = pipeline.release(plan_points(agg, "matrix", zcdp(0.5), {}), agg, ledger=led, noise=NoiseSource(1)).inner
     assert rel.details["matrix"]["ratio_to_lower_bound"] is None
     assert rel.details["matrix"]["rmse_lower_bound"] == 0.0
     write_release(rel, tmp_path, led)
@@ -388,7 +392,6 @@ def test_ratio_is_null_when_the_svd_bound_is_zero(monkeypatch, tmp_path: Path) -
 def test_many_rectangles_on_a_large_grid_release_without_the_dense_matrix() -> None:
     """1,000 random rectangles on 256 × 256 (m·n = 65.5 M > the 50 M dense limit): the answers come
     from prefix sums; before, the release charged the ledger, drew the noise, then failed."""
-    from dpcore import pipeline as _p
     from dpcore.data.domain import Aggregate as _A
     from dpcore.data.domain import Bounds as _B
     from dpcore.data.domain import Grid as _G
@@ -400,9 +403,8 @@ def test_many_rectangles_on_a_large_grid_release_without_the_dense_matrix() -> N
     counts[100:120, 30:90] = 3
     agg = _A(g, counts, n_outside=0, n_capped=0, sensitivity=1, user_cap=None)
     led = Ledger(_b.zcdp(1.0))
-    rel = _p.release_points(agg, "matrix", _b.zcdp(0.5),
-                            {"workload": "random_rectangles", "rect_count": 1000, "rect_area": 0.01}, led,
-                            noise=_N(5))
+    params = {"workload": "random_rectangles", "rect_count": 1000, "rect_area": 0.01}
+    rel = pipeline.release(plan_points(agg, "matrix", _b.zcdp(0.5), params), agg, ledger=led, noise=_N(5)).inner
     wa = rel.details["workload_answers"]
     assert len(wa["answer"]) == 1000 and len(led.entries) == 1
     from dpcore.data.domain import prefix_sums, rect_sums_from_prefix

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from points_helpers import plan_points
 
 import dpcore
 
@@ -67,5 +68,5 @@ def test_release_does_not_touch_numpy_global_rng(monkeypatch: pytest.MonkeyPatch
         monkeypatch.setattr(np.random, name, boom)
     led = Ledger(budget.pure(3.0))
     for mech in ("ug", "identity", "uniform"):
-        rel = pipeline.release_points(agg, mech, 0.5, {}, led)
+        rel = pipeline.release(plan_points(agg, mech, 0.5, {}), agg, ledger=led).inner
         assert rel.n_rects >= 1

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from points_helpers import levels_of, release_with
+from points_helpers import levels_of, plan_points, release_with
 
 from dpcore import catalog, pipeline
 from dpcore.cli import main
@@ -72,7 +72,8 @@ def test_zcdp_record_states_the_approx_dp_reading_and_validates():
     rng = np.random.default_rng(0)
     agg = aggregate_points(rng.uniform(-74.0, -73.8, 5000), rng.uniform(40.6, 40.9, 5000), g)
     led = Ledger(budget.zcdp(1.0))
-    rel = pipeline.release_points(agg, "ug", budget.zcdp(0.25), {}, led, noise=noise.NoiseSource(3))
+    rel = pipeline.release(plan_points(agg, "ug", budget.zcdp(0.25), {}), agg,
+                           ledger=led, noise=noise.NoiseSource(3)).inner
     rec = export.release_record(rel, led)
     validate_record(rec)
     assert rec["privacy"]["definition"] == "rho-zCDP"
@@ -92,7 +93,7 @@ def test_pure_ledger_refuses_a_zcdp_release_before_drawing_noise():
             raise AssertionError("noise drawn before the budget check")
 
     with pytest.raises(BudgetError):
-        pipeline.release_points(agg, "identity", budget.zcdp(0.1), {}, led, noise=NoDraw(1))
+        pipeline.release(plan_points(agg, "identity", budget.zcdp(0.1), {}), agg, ledger=led, noise=NoDraw(1))
     assert led.spent == 0
 
 

@@ -15,9 +15,9 @@ import streamlit as st
 from dpcore import catalog, pipeline
 from dpcore.areas.census_tables import CensusTable
 from dpcore.areas.mechanisms import census_matrix as marginals
+from dpcore.areas.unit import census_unit
 from dpcore.core.mechanism import Plan
 from dpcore.errors import DPCoreError
-from dpcore.pipeline import census_unit
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
