@@ -10,7 +10,7 @@ from dpcore.core.mechanism import Plan
 from dpcore.flows.unit import od_unit
 
 
-def plan_od(counts: Any, name: str, cost: Any, *, neighbour: str = "bounded", **params: Any) -> Plan:
+def plan_od(counts: Any, name: str, cost: Any, *, neighbour: str = "replace", **params: Any) -> Plan:
     """The catalogue's plan of O/D mechanism ``name`` for ``counts`` (their two hierarchies and
     ``distinct``), under :func:`dpcore.flows.unit.od_unit` of ``neighbour`` and the counts' trip cap;
     ``params`` are the mechanism's parameters.  Release it with :func:`dpcore.pipeline.release`."""
