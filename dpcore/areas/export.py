@@ -8,6 +8,7 @@ No true count, no raw row and no input file name is ever written.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +18,8 @@ import orjson
 import pandas as pd
 
 from dpcore.areas.tree_plans import HierarchyRelease
-from dpcore.core.record import (
-    APPROX_DP_CONVERSION,
-    INTERVAL_COLUMNS,
-    approx_dp_reading,
-    header,
-    jsonable,
-    ledger_section,
-    validate_record,
-    write_files,
-)
+from dpcore.core.mechanism import Plan
+from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record, write_files
 from dpcore.data.area_boundaries import BoundaryJoin
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.data.hierarchy import hierarchy_info
@@ -36,6 +29,9 @@ __all__ = [
     "hierarchy_csv",
     "hierarchy_frame",
     "hierarchy_json",
+    "hierarchy_body",
+    "hierarchy_file_names",
+    "hierarchy_files",
     "hierarchy_record",
     "level_geojson",
     "validate_hierarchy_record",
@@ -116,12 +112,39 @@ def level_geojson(rel: HierarchyRelease, join: BoundaryJoin) -> bytes:
     return out.to_json(drop_id=True).encode("utf-8")
 
 
-def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
-                     files: list[str] | None = None) -> dict[str, Any]:
-    """The machine-readable record of how the release was made (no true values)."""
-    h = rel.hierarchy
+def hierarchy_body(rel: HierarchyRelease, files: Sequence[str]) -> dict[str, Any]:
+    """What only a hierarchy record has: the statistic, the budget split, the public area list,
+    the expected errors per level and the outputs (``files``: the release's file names)."""
     p = rel.plan
-    info = rel.mechanism
+    return {
+        "statistic": p.statistic,
+        "sizes": list(rel.size_labels),
+        "budget": {
+            "split": p.split,
+            "split_weights": list(p.split_weights),
+            "levels": [{"level": lv.level, "measured": lv.measured, "share": lv.share, "noise": lv.noise,
+                        "scale": lv.scale, "l1_sensitivity": lv.l1_sensitivity,
+                        "l2_sensitivity": lv.l2_sensitivity} for lv in p.levels],
+        },
+        "hierarchy": hierarchy_info(rel.hierarchy),
+        "expected_error": [{
+            "level": lv.level, "cells": lv.cells, "noise_sd": lv.noise_sd, "sd": lv.sd,
+            "mean_abs_error": lv.mean_abs, "typical_max_abs_error": lv.max_abs, "basis": lv.basis,
+        } for lv in p.levels],
+        "outputs": {
+            "files": list(files),
+            "csv_columns": ["level", "code", "parent", *(["size"] if p.statistic == "group_sizes" else []),
+                            "noisy_count", *INTERVAL_COLUMNS],
+            "intervals": "noise_sd = the analytic SD of the area's error; ci95_low/high (CSV and GeoJSON) = "
+                         "value ± 1.96 × noise_sd (a normal approximation, computed from public parameters "
+                         "only; clipped at 0 for non-negative mechanisms)",
+        },
+    }
+
+
+def _hierarchy_privacy(rel: HierarchyRelease) -> tuple[str, dict[str, Any]]:
+    """The unit of privacy of a hierarchy release and the kind's other privacy keys."""
+    p = rel.plan
     unit = ("one person (add or remove)" if p.neighbour == "add_remove"
             else "one person (replace one person by another; the total is public)")
     if p.statistic == "group_sizes":
@@ -132,82 +155,70 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None,
         invariants["total"] = rel.public_total
     if "public_groups_N" in rel.details:
         invariants["groups_N"] = rel.details["public_groups_N"]
-    rec: dict[str, Any] = {
-        **header(SCHEMA, "hierarchy", rel.release_id, rel.created),
-        "statistic": p.statistic,
-        "sizes": list(rel.size_labels),
-        "mechanism": {
-            "name": info.name, "title": info.title, "paper": info.reference,
-            "consistent": info.consistent, "integral": info.integral, "nonnegative": info.nonnegative,
-            "details": jsonable({k: v for k, v in rel.details.items() if k != "public_groups_N"}),
-        },
-        "privacy": {
-            "definition": "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP",
-            "cost": p.cost.to_dict(),
-            "unit_of_privacy": unit,
-            "neighbouring_relation": p.neighbour,
-            "noise": "discrete Laplace" if p.cost.definition == "pure" else "discrete Gaussian",
-            "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
-            "composition": ("one answer of the matrix mechanism's strategy with the whole budget; every level "
-                            "and every area-code set is post-processing of it" if p.mechanism == "matrix" else
-                            "sequential over the measured levels (parallel within a level: areas are disjoint)"),
-            "invariants": invariants,
-            "invariants_note": "Invariants are published exactly and are outside the DP guarantee.",
-        },
-        "budget": {
-            "split": p.split,
-            "split_weights": list(p.split_weights),
-            "levels": [{"level": lv.level, "measured": lv.measured, "share": lv.share, "noise": lv.noise,
-                        "scale": lv.scale, "l1_sensitivity": lv.l1_sensitivity,
-                        "l2_sensitivity": lv.l2_sensitivity} for lv in p.levels],
-        },
-        "hierarchy": hierarchy_info(h),
-        "expected_error": jsonable([{
-            "level": lv.level, "cells": lv.cells, "noise_sd": lv.noise_sd, "sd": lv.sd,
-            "mean_abs_error": lv.mean_abs, "typical_max_abs_error": lv.max_abs, "basis": lv.basis,
-        } for lv in p.levels]),
-        "outputs": {
-            "files": files or ["release.csv", "release.json"],
-            "csv_columns": ["level", "code", "parent", *(["size"] if p.statistic == "group_sizes" else []),
-                            "noisy_count", *INTERVAL_COLUMNS],
-            "intervals": "noise_sd = the analytic SD of the area's error; ci95_low/high (CSV and GeoJSON) = "
-                         "value ± 1.96 × noise_sd (a normal approximation, computed from public parameters "
-                         "only; clipped at 0 for non-negative mechanisms)",
-        },
-        "notes": [
-            "All values are outputs of the mechanism; no true count is published (except the invariants).",
-            "Expected errors are analytic: they come from the mechanism, the budget and the public area "
-            "list, not from the data.",
-        ],
+    return unit, {
+        "neighbouring_relation": p.neighbour,
+        "noise": "discrete Laplace" if p.cost.definition == "pure" else "discrete Gaussian",
+        "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
+        "composition": ("one answer of the matrix mechanism's strategy with the whole budget; every level "
+                        "and every area-code set is post-processing of it" if p.mechanism == "matrix" else
+                        "sequential over the measured levels (parallel within a level: areas are disjoint)"),
+        "invariants": invariants,
+        "invariants_note": "Invariants are published exactly and are outside the DP guarantee.",
     }
+
+
+def hierarchy_file_names(rel: HierarchyRelease, joins: Mapping[str, Any] | None = None) -> list[str]:
+    """The names of the files :func:`hierarchy_files` writes for ``rel`` and ``joins``."""
+    return ["release.csv", *(["area_queries.csv"] if rel.details.get("area_sets") else []),
+            *[f"{safe_file_stem(level)}.geojson" for level in (joins or {})], "release.json"]
+
+
+def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None, files: Sequence[str] | None = None, *,
+                     plan: Plan | None = None, joins: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The machine-readable record of how the release was made (no true values): the one
+    envelope (:func:`dpcore.core.record.build_record`) around :func:`hierarchy_body`.  ``files``
+    are the release's file names (default: those of :func:`hierarchy_files` with ``joins``);
+    ``plan`` is the core plan the release was made from (its rows go into the record)."""
+    p = rel.plan
+    info = rel.mechanism
+    unit, privacy = _hierarchy_privacy(rel)
+    notes = [
+        "All values are outputs of the mechanism; no true count is published (except the invariants).",
+        "Expected errors are analytic: they come from the mechanism, the budget and the public area "
+        "list, not from the data.",
+    ]
     if p.statistic == "group_sizes":
-        rec["notes"].append(
+        notes.append(
             "Group sizes: the number of groups N is public, so neighbouring datasets keep every group. "
             "A person who is the only member of their group cannot be removed without removing the group; "
             "such people are protected only against changes of group size, not against their absence "
             "(Fioretto, Van Hentenryck & Zhu, AIJ 2021)."
         )
-    if h.source == "data (not public)":
-        rec["notes"].append(
+    if rel.hierarchy.source == "data (not public)":
+        notes.append(
             "WARNING: the area list was taken from the data; areas without people are missing and that "
             "absence is not protected by differential privacy."
         )
-    reading = approx_dp_reading(p.cost)
-    if reading is not None:
-        rec["privacy"]["approx_dp"] = reading
-        rec["privacy"]["approx_dp_conversion"] = APPROX_DP_CONVERSION
-    rec["ledger"] = jsonable(ledger_section(ledger))
-    return rec
+    return build_record(
+        schema=SCHEMA, kind="hierarchy", release_id=rel.release_id, created=rel.created,
+        mechanism={"name": info.name, "title": info.title, "reference": info.reference,
+                   "consistent": info.consistent, "integral": info.integral, "nonnegative": info.nonnegative,
+                   "details": {k: v for k, v in rel.details.items() if k != "public_groups_N"}},
+        cost=p.cost, unit_of_privacy=unit, privacy=privacy,
+        body=hierarchy_body(rel, files if files is not None else hierarchy_file_names(rel, joins)),
+        notes=notes, ledger=ledger, plan=plan.rows_dict() if plan is not None else None,
+    )
 
 
-def hierarchy_json(rel: HierarchyRelease, ledger: Ledger | None = None, files: list[str] | None = None) -> bytes:
-    return orjson.dumps(hierarchy_record(rel, ledger, files),
+def hierarchy_json(rel: HierarchyRelease, ledger: Ledger | None = None, files: Sequence[str] | None = None, *,
+                   plan: Plan | None = None) -> bytes:
+    return orjson.dumps(hierarchy_record(rel, ledger, files, plan=plan),
                         option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 
 def validate_hierarchy_record(record: dict[str, Any]) -> None:
-    """Raise ``jsonschema.ValidationError`` if the record breaks the hierarchy-release schema."""
-    validate_record(record, "hierarchy_release")
+    """Raise ``jsonschema.ValidationError`` if the record breaks the envelope or the hierarchy body schema."""
+    validate_record(record)
 
 
 def safe_file_stem(level: str) -> str:
@@ -223,10 +234,10 @@ def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger |
 
 
 def hierarchy_files(rel: HierarchyRelease, ledger: Ledger | None = None,
-                    joins: dict[str, BoundaryJoin] | None = None) -> dict[str, bytes]:
+                    joins: dict[str, BoundaryJoin] | None = None, *, plan: Plan | None = None) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv``, ``area_queries.csv`` (area sets),
     ``LEVEL.geojson`` per joined level and ``release.json`` (the record, ``ledger`` as of the
-    charge).  Made once, when the release is made."""
+    charge, the rows of the core ``plan``).  Made once, when the release is made."""
     files: dict[str, bytes] = {"release.csv": hierarchy_csv(rel)}
     if rel.details.get("area_sets"):
         from dpcore.areas.area_sets import area_sets_csv
@@ -234,6 +245,5 @@ def hierarchy_files(rel: HierarchyRelease, ledger: Ledger | None = None,
         files["area_queries.csv"] = area_sets_csv(rel)
     for level, join in (joins or {}).items():
         files[f"{safe_file_stem(level)}.geojson"] = level_geojson(rel, join)
-    names = [*files, "release.json"]
-    files["release.json"] = hierarchy_json(rel, ledger, names)
+    files["release.json"] = hierarchy_json(rel, ledger, hierarchy_file_names(rel, joins), plan=plan)
     return files

@@ -294,27 +294,29 @@ class Release(Protocol):
 class KindRelease:
     """A :class:`Release` over a kind's own release object.
 
-    ``body`` makes the kind's part of the record from ``inner`` (the kind's existing record,
-    without a ledger: the envelope carries the budget).  Build it with :meth:`of`, which gives
-    ``inner`` the envelope's release id and creation time so both parts agree.
+    ``make_record`` is the kind's record: ``(inner, ledger, *, plan, **options) -> dict``, built
+    by :func:`dpcore.core.record.build_record` (the shared top and the kind's body); ``make_files``
+    the kind's files ``(inner, ledger, *, plan, **options) -> {name: bytes}``, whose
+    ``release.json`` is that same record.  Build it with :meth:`of`, which gives ``inner`` the
+    release id and creation time so every file states the same ones.
 
     >>> p = Plan("points", "identity", {}, pure(0.5), Unit(), (), label="Identity")
-    >>> r = KindRelease.of(p, {"noisy": [1, 2]}, lambda inner, ledger: {"values": inner["noisy"]})
-    >>> rec = r.record()
-    >>> rec["kind"], rec["body"], rec["budget"]["accounted"], len(r.release_id)
-    ('points', {'values': [1, 2]}, False, 12)
+    >>> def rec(inner, ledger, *, plan):
+    ...     return {"kind": plan.kind, "values": inner["noisy"], "ledger": _record.ledger_section(ledger)}
+    >>> r = KindRelease.of(p, {"noisy": [1, 2]}, rec)
+    >>> r.record()["values"], r.record()["ledger"]["accounted"], len(r.release_id)
+    ([1, 2], False, 12)
     """
 
     plan: Plan
     inner: Any
-    body: Callable[[Any, Ledger | None], dict[str, Any]] = field(repr=False)
+    make_record: Callable[..., dict[str, Any]] = field(repr=False)
     release_id: str
     created: str
-    #: the kind's files of ``inner``: ``(inner, ledger, **options) -> {name: bytes}`` (record included)
     make_files: Callable[..., dict[str, bytes]] | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, plan: Plan, inner: Any, body: Callable[[Any, Ledger | None], dict[str, Any]],
+    def of(cls, plan: Plan, inner: Any, record: Callable[..., dict[str, Any]],
            files: Callable[..., dict[str, bytes]] | None = None) -> KindRelease:
         rid, created = _record.new_release_id(), _record.created_now()
         if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
@@ -322,16 +324,17 @@ class KindRelease:
             stamp = {k: v for k, v in (("release_id", rid), ("created", created)) if k in names}
             if stamp:
                 inner = dataclasses.replace(inner, **stamp)
-        return cls(plan, inner, body, rid, created, files)
+        return cls(plan, inner, record, rid, created, files)
 
     def files(self, ledger: Ledger | None = None, **options: Any) -> dict[str, bytes]:
         """The release's files, name -> bytes, made from the kind's release with ``ledger`` as of the
         charge (``release.csv``, ``release.json`` and the kind's others; ``options`` are the kind's,
-        e.g. boundary joins or flow-line coordinates).  Write them with
-        :func:`dpcore.core.record.write_files`; the app stores the same bytes."""
+        e.g. boundary joins or flow-line coordinates).  ``release.json`` holds :meth:`record` with
+        the same ledger and options.  Write them with :func:`dpcore.core.record.write_files`; the
+        app stores the same bytes."""
         if self.make_files is None:
             raise NotImplementedError(f"The {self.kind} kind writes no files.")
-        return self.make_files(self.inner, ledger, **options)
+        return self.make_files(self.inner, ledger, plan=self.plan, **options)
 
     @property
     def kind(self) -> str:
@@ -345,14 +348,11 @@ class KindRelease:
     def cost(self) -> PrivacyCost:
         return self.plan.cost
 
-    def record(self, ledger: Ledger | None = None) -> dict[str, Any]:
-        """The JSON record: the envelope of :func:`dpcore.core.record.envelope` around the kind's body."""
-        p = self.plan
-        return _record.envelope(
-            kind=p.kind, mechanism=p.mechanism, params=_record.jsonable(p.params), cost=p.cost,
-            unit=p.unit.to_dict(), release_id=self.release_id, created=self.created,
-            plan=p.rows_dict(), body=self.body(self.inner, ledger), ledger=ledger,
-        )
+    def record(self, ledger: Ledger | None = None, **options: Any) -> dict[str, Any]:
+        """The JSON record, exactly as ``release.json`` of :meth:`files` with the same ``ledger``
+        and ``options``: the shared top of :func:`dpcore.core.record.build_record` (with the plan's
+        rows) and the kind's body."""
+        return self.make_record(self.inner, ledger, plan=self.plan, **options)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -45,13 +45,11 @@ from dpcore.privacy.ledger import Ledger, minute_now
 
 __all__ = [
     "APPROX_DP_CONVERSION",
-    "ENVELOPE",
     "INTERVAL_COLUMNS",
     "approx_dp_reading",
-    "budget_summary",
+    "build_record",
     "created_now",
     "schema_of",
-    "envelope",
     "header",
     "jsonable",
     "ledger_section",
@@ -70,8 +68,9 @@ APPROX_DP_CONVERSION = ("Canonne, Kamath & Steinke, The Discrete Gaussian for Di
                         "NeurIPS 2020, Prop. 12 / Cor. 13; epsilon_classic (where given): "
                         "rho + 2 sqrt(rho ln(1/delta)) (Bun & Steinke, TCC 2016, Prop. 1.3)")
 
-#: Name and version of the envelope format.
-ENVELOPE = "dpcore-release-envelope/1"
+#: The keys of every record's shared top (:func:`build_record`); a kind's body holds none of them.
+_SHARED_KEYS = frozenset({"schema", "software", "release_id", "created", "kind", "mechanism", "privacy",
+                          "plan", "notes", "ledger"})
 
 _DEFINITION = {"pure": "pure epsilon-DP", "zcdp": "rho-zCDP"}
 
@@ -97,32 +96,6 @@ def created_now(now: _dt.datetime | None = None) -> str:
     if now is None:
         return minute_now()  # the ledger's clock: a record and its ledger entry state one time
     return now.astimezone(_dt.UTC).replace(second=0, microsecond=0).isoformat(timespec="minutes")
-
-
-def budget_summary(ledger: Ledger | None) -> dict[str, Any]:
-    """The budget the release was spent from: cap, spent, remaining and number of entries.
-
-    Never the ledger's dataset name (it may name the input file).
-
-    >>> budget_summary(None)
-    {'accounted': False, 'note': 'not accounted: no budget ledger was given'}
-    >>> from dpcore.privacy.budget import pure
-    >>> led = Ledger(pure(1.0), dataset="trips.csv")
-    >>> _ = led.spend(pure(0.25), label="HTF")
-    >>> s = budget_summary(led)
-    >>> s["cap"]["label"], s["spent"], s["remaining"], s["entries"], "trips.csv" in str(s)
-    ('ε = 1', 0.25, 0.75, 1, False)
-    """
-    if ledger is None:
-        return {"accounted": False, "note": "not accounted: no budget ledger was given"}
-    return {
-        "accounted": True,
-        "definition": ledger.definition,
-        "cap": ledger.cap.to_dict(),
-        "spent": float(ledger.spent),
-        "remaining": float(ledger.remaining),
-        "entries": len(ledger.entries),
-    }
 
 
 def header(schema: str, kind: str, release_id: str, created: str) -> dict[str, Any]:
@@ -156,49 +129,76 @@ def ledger_section(ledger: Ledger | None) -> dict[str, Any]:
     return {"accounted": True, **d}
 
 
-def envelope(
+def build_record(
     *,
+    schema: str,
     kind: str,
-    mechanism: str,
-    cost: PrivacyCost,
-    unit: Mapping[str, Any],
+    release_id: str,
+    created: str,
+    mechanism: Mapping[str, Any],
+    cost: PrivacyCost | None,
+    unit_of_privacy: Any,
     body: Mapping[str, Any],
-    params: Mapping[str, Any] | None = None,
-    plan: Sequence[Mapping[str, Any]] = (),
-    release_id: str | None = None,
-    created: str | None = None,
+    notes: Sequence[str],
     ledger: Ledger | None = None,
+    privacy: Mapping[str, Any] | None = None,
+    plan: Sequence[Mapping[str, Any]] | None = None,
+    definition: str | None = None,
+    approx_dp_at: float | None = None,
 ) -> dict[str, Any]:
-    """The record of one release: the envelope around the kind's ``body``.
+    """The record of one release, for every kind: the shared top and the kind's ``body``.
 
-    ``unit`` describes the unit of privacy (``Unit.to_dict()``), ``plan`` the data-free rows
-    (``PlanRow.to_dict()``); ``release_id`` and ``created`` default to fresh ones.
+    The shared top is the header (:func:`header`), the mechanism (``name``, ``title``,
+    ``reference`` and the kind's other mechanism keys), the privacy section (``definition``,
+    ``cost``, ``unit_of_privacy``, the kind's other privacy keys in ``privacy``, and the (ε, δ)
+    reading of a zCDP cost from :func:`approx_dp_reading` with its one citation), the data-free
+    plan rows (``Plan.rows_dict()``, where the release has its core plan), the notes and the
+    ledger as of the charge (:func:`ledger_section`).  ``body`` holds what only the kind has
+    (levels, tables, invariants, outputs) at the record's top level.  ``definition`` overrides
+    the definition's name (a cost of None: an approximate-DP mechanism); ``approx_dp_at`` states
+    the reading at one δ (``approx_dp``, with the classic bound) beside the table of every δ
+    (``approx_dp_table``).  The result holds plain JSON values only, so it equals the
+    ``release.json`` written from it.
 
-    >>> from dpcore.privacy.budget import pure
-    >>> rec = envelope(kind="points", mechanism="ug", cost=pure(0.5),
-    ...                unit={"name": "record", "cap": None, "neighbour": "add_remove"},
-    ...                body={"cells": 16}, release_id="0123456789ab", created="2024-05-01T12:34+00:00")
-    >>> sorted(rec)
-    ['body', 'budget', 'created', 'envelope', 'kind', 'mechanism', 'plan', 'privacy', 'release_id', 'software']
-    >>> rec["privacy"]["definition"], rec["privacy"]["cost"]["value"], rec["budget"]["accounted"]
-    ('pure epsilon-DP', 0.5, False)
+    >>> from dpcore.privacy.budget import zcdp
+    >>> rec = build_record(schema="dpcore-release/1", kind="points", release_id="0123456789ab",
+    ...                    created="2024-05-01T12:34+00:00", cost=zcdp(0.5), unit_of_privacy="one record",
+    ...                    mechanism={"name": "ug", "title": "Uniform grid", "reference": "Qardaji et al. 2013"},
+    ...                    body={"levels": [(1, 2)]}, notes=["All counts are noisy."], plan=[{"level": 0}])
+    >>> list(rec)
+    ['schema', 'software', 'release_id', 'created', 'kind', 'mechanism', 'privacy', 'levels', 'plan', 'notes', 'ledger']
+    >>> rec["privacy"]["definition"], rec["levels"], rec["ledger"]["accounted"], len(rec["privacy"]["approx_dp"])
+    ('rho-zCDP', [[1, 2]], False, 4)
     """
-    return {
-        "envelope": ENVELOPE,
-        "software": {"name": "dpcore", "version": dpcore.__version__},
-        "release_id": release_id or new_release_id(),
-        "created": created or created_now(),
-        "kind": kind,
-        "mechanism": {"name": mechanism, "params": dict(params or {})},
-        "privacy": {
-            "definition": _DEFINITION[cost.definition],
-            "cost": cost.to_dict(),
-            "unit_of_privacy": dict(unit),
-        },
-        "budget": budget_summary(ledger),
-        "plan": [dict(r) for r in plan],
-        "body": dict(body),
+    priv: dict[str, Any] = {
+        "definition": definition or _DEFINITION[cost.definition],  # type: ignore[union-attr]
+        "cost": cost.to_dict() if cost is not None else None,
+        "unit_of_privacy": unit_of_privacy,
+        **(privacy or {}),
     }
+    if cost is not None and cost.definition == "zcdp":
+        if approx_dp_at is None:
+            priv["approx_dp"] = approx_dp_reading(cost)
+        else:
+            reading = approx_dp_reading(cost, {*APPROX_DP_DELTAS, float(approx_dp_at)}, classic=True) or []
+            priv["approx_dp"] = next(r for r in reading if r["delta"] == float(approx_dp_at))
+            priv["approx_dp_table"] = [{"delta": r["delta"], "epsilon": r["epsilon"]} for r in reading]
+        priv["approx_dp_conversion"] = APPROX_DP_CONVERSION
+    shared = ("name", "title", "reference")
+    rec: dict[str, Any] = {
+        **header(schema, kind, release_id, created),
+        "mechanism": {**{k: mechanism.get(k) for k in shared}, **{k: v for k, v in mechanism.items() if k not in shared}},
+        "privacy": priv,
+    }
+    clash = sorted(set(body) & _SHARED_KEYS)
+    if clash:
+        raise ValueError(f"A record body must not hold the shared keys {clash}.")
+    rec.update(body)
+    if plan is not None:
+        rec["plan"] = [dict(r) for r in plan]
+    rec["notes"] = list(notes)
+    rec["ledger"] = ledger_section(ledger)
+    return jsonable(rec)
 
 
 def approx_dp_reading(cost: PrivacyCost, deltas: Iterable[float] = APPROX_DP_DELTAS, *,
@@ -249,9 +249,11 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
-def record_schema(name: str = "release") -> dict[str, Any]:
-    """The JSON Schema ``dpcore/schemas/<name>.schema.json`` (``release``, ``hierarchy_release``,
-    ``census_release``, ``census_marginals``, ``od_release``)."""
+def record_schema(name: str = "envelope") -> dict[str, Any]:
+    """The JSON Schema ``dpcore/schemas/<name>.schema.json``: ``envelope`` (the shared top of
+    every record, which refers to the body schema of the record's kind and mechanism) or a body
+    schema (``release``, ``hierarchy_release``, ``census_release``, ``census_marginals``,
+    ``od_release``)."""
     text = resources.files("dpcore").joinpath(f"schemas/{name}.schema.json").read_text("utf-8")
     return json.loads(text)
 
@@ -274,13 +276,39 @@ def schema_of(record: Mapping[str, Any]) -> str:
     return _SCHEMA_OF_KIND.get((kind, str(name)), _SCHEMA_OF_KIND[kind])
 
 
+#: The body schemas the envelope refers to.
+_BODY_SCHEMAS = ("release", "hierarchy_release", "census_release", "census_marginals", "od_release")
+_SCHEMA_BASE = "https://dpcore.invalid/schemas/"
+
+
+def _registry() -> Any:
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    return Registry().with_resources(
+        (f"{_SCHEMA_BASE}{n}.schema.json", Resource.from_contents(record_schema(n), default_specification=DRAFT202012))
+        for n in _BODY_SCHEMAS
+    )
+
+
 def validate_record(record: Mapping[str, Any], name: str | None = None) -> None:
-    """Raise ``jsonschema.ValidationError`` if the record breaks its schema: ``name``, or by
-    default the schema of the record's ``kind`` and mechanism (:func:`schema_of`); every schema
-    requires the shared header and the top-level ``ledger``."""
+    """Raise ``jsonschema.ValidationError`` if the record breaks its schema: by default the
+    envelope (the shared top: header, mechanism, privacy, plan, notes, ledger) and, through it,
+    the body schema of the record's kind and mechanism; or only the schema ``name``.
+
+    >>> validate_record({"kind": "points"})
+    Traceback (most recent call last):
+    ...
+    jsonschema.exceptions.ValidationError: 'schema' is a required property
+    ...
+    """
     import jsonschema
 
-    jsonschema.validate(dict(record), record_schema(name or schema_of(record)))
+    schema = record_schema(name or "envelope")
+    cls = jsonschema.validators.validator_for(schema)
+    error = jsonschema.exceptions.best_match(cls(schema, registry=_registry()).iter_errors(dict(record)))
+    if error is not None:
+        raise error
 
 
 def write_files(files: Mapping[str, bytes], out_dir: str | Path) -> list[Path]:

@@ -18,23 +18,14 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from dpcore.core.record import (
-    APPROX_DP_CONVERSION,
-    INTERVAL_COLUMNS,
-    approx_dp_reading,
-    header,
-    jsonable,
-    ledger_section,
-    validate_record,
-    write_files,
-)
+from dpcore.core.mechanism import Plan
+from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record, write_files
 from dpcore.data.area_boundaries import join_boundaries
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.data.hierarchy import Hierarchy, hierarchy_info
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import match_leaves
-from dpcore.privacy.budget import APPROX_DP_DELTAS
 from dpcore.privacy.ledger import Ledger
 
 __all__ = [
@@ -42,6 +33,9 @@ __all__ = [
     "centroids_from_boundaries",
     "centroids_from_points",
     "flows_geojson",
+    "od_body",
+    "od_file_names",
+    "od_files",
     "od_json",
     "od_record",
     "release_csv_bytes",
@@ -281,17 +275,11 @@ def flows_geojson(
 # ---------------------------------------------------------------------------------------------
 
 
-def _od_privacy(rel: ODRelease, delta: float) -> dict[str, Any]:
-    """The record's privacy section: definition, cost, unit, noise, invariants, per-level noise and
-    the (ε, δ) reading of a zCDP cost (:func:`dpcore.core.record.approx_dp_reading`) at ``delta``."""
+def _od_privacy(rel: ODRelease) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """The privacy parts of an O/D record: the definition's name where the cost is not a zCDP or
+    pure one (None otherwise), the unit of privacy and the kind's other privacy keys (noise,
+    invariants, per-level noise; the approximate-DP reading of an (ε, δ) mechanism)."""
     p = rel.plan
-    pd_ = p.to_dict()
-    if p.cost is not None:
-        definition = "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP"
-        noise = "discrete Laplace" if p.cost.definition == "pure" else "discrete Gaussian"
-    else:
-        definition = "approximate (epsilon, delta)-DP"
-        noise = "discrete Laplace"
     who = "one person" if p.max_trips > 1 else "one trip (one person with one trip)"
     if p.max_trips > 1:
         who += (f" with up to {p.max_trips} trips" + (" (distinct origin/destination pairs)"
@@ -303,11 +291,8 @@ def _od_privacy(rel: ODRelease, delta: float) -> dict[str, Any]:
     if p.total_public and rel.public_total is not None:
         invariants["total"] = int(rel.public_total)  # type: ignore[arg-type]
     privacy: dict[str, Any] = {
-        "definition": definition,
-        "cost": p.cost.to_dict() if p.cost is not None else None,
         "neighbouring_relation": p.neighbour,
-        "unit_of_privacy": {"max_trips": p.max_trips, "distinct": p.distinct, "description": unit_desc},
-        "noise": noise,
+        "noise": "discrete Laplace" if p.cost is None or p.cost.definition == "pure" else "discrete Gaussian",
         "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
         "composition": "sequential over the measured tree levels (parallel within a level: its area pairs "
                        "partition the trips)",
@@ -316,55 +301,20 @@ def _od_privacy(rel: ODRelease, delta: float) -> dict[str, Any]:
         "levels": [{"tree_level": lv["level"], "level": lv["name"], "measured": lv["measured"],
                     "share": lv["share"], "noise": lv["noise"], "scale": lv["scale"],
                     "l1_sensitivity": lv["l1_sensitivity"], "l2_sensitivity": lv["l2_sensitivity"]}
-                   for lv in pd_["levels"]],
+                   for lv in p.to_dict()["levels"]],
     }
-    reading = approx_dp_reading(p.cost, {*APPROX_DP_DELTAS, float(delta)}, classic=True) if p.cost else None
-    if reading is not None:
-        privacy["approx_dp"] = next(r for r in reading if r["delta"] == float(delta))
-        privacy["approx_dp_table"] = [{"delta": r["delta"], "epsilon": r["epsilon"]} for r in reading]
-        privacy["approx_dp_conversion"] = APPROX_DP_CONVERSION
-    elif p.approx is not None:
+    if p.cost is None and p.approx is not None:
         privacy["approx_dp"] = {"delta": float(p.approx[1]), "epsilon": float(p.approx[0])}
-    return privacy
+    definition = "approximate (epsilon, delta)-DP" if p.cost is None else None
+    unit = {"max_trips": p.max_trips, "distinct": p.distinct, "description": unit_desc}
+    return definition, unit, privacy
 
 
-def od_record(
-    rel: ODRelease,
-    ledger: Ledger | None = None,
-    *,
-    delta: float = 1e-8,
-    extra: Mapping[str, Any] | None = None,
-    files: Sequence[str] | None = None,
-) -> dict[str, Any]:
-    """The machine-readable record of how the O/D release was made (schema ``dpcore-od-release/1``).
-
-    Public parameters and mechanism outputs only: the data-free plan (budget split,
-    sensitivities, noise scales, expected errors), the public hierarchies, and the ledger's
-    spends.  The only number that comes from the data unnoised is the total, and only when the
-    plan makes it public (replace neighbours, one trip per person).  Never a true flow, a raw
-    row or an input file name.  ``delta`` is the δ at which a zCDP cost is also read as
-    (ε, δ)-DP; ``extra`` holds caller-supplied public parameters (e.g. how ρ was derived from
-    (ε, δ)) and must not name input files.
-    """
-    if not 0.0 < float(delta) < 1.0:
-        raise ParameterError(f"δ must be between 0 and 1 (exclusive), got {delta}.")
+def od_body(rel: ODRelease, files: Sequence[str]) -> dict[str, Any]:
+    """What only an O/D record has: the budget split, the public hierarchies, the tree of O/D
+    tables, the invariants' flags, the expected errors and the outputs (``files``: the file names)."""
     p = rel.plan
-    info = rel.mechanism
-    pd_ = p.to_dict()
-    T = p.depth
-    total_public = bool(p.total_public and rel.public_total is not None)
-    privacy = _od_privacy(rel, delta)
-    # mechanism details are post-processing of the release, except for the stability histogram
-    # whose 'noised_cells' is the true number of observed pairs: never exported
-    details = {} if p.mechanism == "sh" else jsonable(dict(rel.details))
-    rec: dict[str, Any] = {
-        **header(SCHEMA, "od", rel.release_id, rel.created),
-        "mechanism": {
-            "name": info.name, "title": info.title, "paper": info.reference,
-            "consistent": info.consistent, "integral": True, "nonnegative": info.nonnegative,
-            "details": details,
-        },
-        "privacy": privacy,
+    return {
         "budget": {"split": p.split, "split_weights": list(p.split_weights)},
         "hierarchy": {
             "origin": hierarchy_info(rel.origin_h),
@@ -373,7 +323,7 @@ def od_record(
         },
         "tree": {
             "orientation": p.orientation,
-            "depth": T,
+            "depth": p.depth,
             "naming": ("A level named 'county' is the intra-level table (origin county → destination county); "
                        "'state>county' is a cross-level table: origin at state level, destination at county "
                        "level. Levels are listed from the total (tree level 0) down to the finest pairs."),
@@ -381,19 +331,19 @@ def od_record(
                         "origin_level": lv["origin_level"], "destination_level": lv["destination_level"],
                         "origin_depth": lv["origin_depth"], "destination_depth": lv["destination_depth"],
                         "possible_pairs": lv["pairs"], "branching": lv["branching"]}
-                       for lv in pd_["levels"]],
+                       for lv in p.to_dict()["levels"]],
         },
-        "total_public": total_public,
+        "total_public": bool(p.total_public and rel.public_total is not None),
         "zeroing_order": p.order,
         "tiebreak": p.tiebreak,
-        "expected_error": jsonable([{
+        "expected_error": [{
             "tree_level": lv.level, "level": lv.name, "possible_pairs": lv.pairs,
             "noise_sd": lv.noise_sd, "rmse": lv.sd, "mean_abs_error": lv.mean_abs,
             "typical_max_abs_error": lv.max_abs, "bound_95": lv.bound,
             "unreliable_below": lv.unreliable_below, "basis": lv.basis,
-        } for lv in p.levels]),
+        } for lv in p.levels],
         "outputs": {
-            "files": list(files) if files is not None else ["release.csv", "release.json"],
+            "files": list(files),
             "csv_columns": list(CSV_COLUMNS),
             "columns": {
                 "level": "the O/D table (tree level) of the flow: 'county' or 'state>county' (origin>destination)",
@@ -416,34 +366,82 @@ def od_record(
             "the input file names or paths",
             "empirical errors against the truth (curator-only diagnostics)",
         ],
-        "notes": [
-            "All flows are outputs of the mechanism; the released tables are consistent (each sums to its parent) "
-            "and flows released as 0 are omitted.",
-            "Expected errors are analytic: they come from the mechanism, the budget and the public area lists, "
-            "not from the data.",
-        ],
     }
+
+
+def od_file_names(origin_xy: Any = None, destination_xy: Any = None) -> list[str]:
+    """The names of the files :func:`od_files` writes: flow lines only with coordinates."""
+    with_lines = origin_xy is not None or destination_xy is not None
+    return ["release.csv", *(["flows.geojson"] if with_lines else []), "release.json"]
+
+
+def od_record(
+    rel: ODRelease,
+    ledger: Ledger | None = None,
+    *,
+    delta: float = 1e-8,
+    extra: Mapping[str, Any] | None = None,
+    files: Sequence[str] | None = None,
+    plan: Plan | None = None,
+    origin_xy: Any = None,
+    destination_xy: Any = None,
+    top: int | None = None,
+) -> dict[str, Any]:
+    """The machine-readable record of how the O/D release was made (schema ``dpcore-od-release/1``):
+    the one envelope (:func:`dpcore.core.record.build_record`) around :func:`od_body`.
+
+    Public parameters and mechanism outputs only: the data-free plan (budget split,
+    sensitivities, noise scales, expected errors), the public hierarchies, and the ledger's
+    spends.  The only number that comes from the data unnoised is the total, and only when the
+    plan makes it public (replace neighbours, one trip per person).  Never a true flow, a raw
+    row or an input file name.  ``delta`` is the δ at which a zCDP cost is also read as
+    (ε, δ)-DP; ``extra`` holds caller-supplied public parameters (e.g. how ρ was derived from
+    (ε, δ)) and must not name input files; ``files`` the file names (default: those
+    :func:`od_files` writes with ``origin_xy``/``destination_xy``; ``top`` changes no name);
+    ``plan`` the core plan the release was made from (its rows go into the record).
+    """
+    if not 0.0 < float(delta) < 1.0:
+        raise ParameterError(f"δ must be between 0 and 1 (exclusive), got {delta}.")
+    p = rel.plan
+    info = rel.mechanism
+    definition, unit, privacy = _od_privacy(rel)
+    notes = [
+        "All flows are outputs of the mechanism; the released tables are consistent (each sums to its parent) "
+        "and flows released as 0 are omitted.",
+        "Expected errors are analytic: they come from the mechanism, the budget and the public area lists, "
+        "not from the data.",
+    ]
     for side, h in (("origin", rel.origin_h), ("destination", rel.destination_h)):
         if h.source == "data (not public)":  # the area list must be public (Boninsegna & Silvestri 2025, Sec. 3)
-            rec["notes"].append(
+            notes.append(
                 f"WARNING: the {side} area list was taken from the data; areas without trips are missing and "
                 "that absence is not protected by differential privacy."
             )
-    rec["ledger"] = jsonable(ledger_section(ledger))
+    body = od_body(rel, files if files is not None else od_file_names(origin_xy, destination_xy))
     if extra:
-        rec["extra"] = jsonable(dict(extra))
-    return rec
+        body["extra"] = dict(extra)
+    return build_record(
+        schema=SCHEMA, kind="od", release_id=rel.release_id, created=rel.created,
+        # mechanism details are post-processing of the release, except for the stability histogram
+        # whose 'noised_cells' is the true number of observed pairs: never exported
+        mechanism={"name": info.name, "title": info.title, "reference": info.reference,
+                   "consistent": info.consistent, "integral": True, "nonnegative": info.nonnegative,
+                   "details": {} if p.mechanism == "sh" else dict(rel.details)},
+        cost=p.cost, definition=definition, unit_of_privacy=unit, privacy=privacy, approx_dp_at=float(delta),
+        body=body, notes=notes, ledger=ledger, plan=plan.rows_dict() if plan is not None else None,
+    )
 
 
 def od_json(rel: ODRelease, ledger: Ledger | None = None, *, delta: float = 1e-8,
-            extra: Mapping[str, Any] | None = None, files: Sequence[str] | None = None) -> bytes:
-    return orjson.dumps(od_record(rel, ledger, delta=delta, extra=extra, files=files),
+            extra: Mapping[str, Any] | None = None, files: Sequence[str] | None = None,
+            plan: Plan | None = None) -> bytes:
+    return orjson.dumps(od_record(rel, ledger, delta=delta, extra=extra, files=files, plan=plan),
                         option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 
 def validate_od_record(record: dict[str, Any]) -> None:
-    """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/od_release.schema.json``."""
-    validate_record(record, "od_release")
+    """Raise ``jsonschema.ValidationError`` if the record breaks the envelope or the O/D body schema."""
+    validate_record(record)
 
 
 def write_od(
@@ -475,6 +473,7 @@ def od_files(
     delta: float = 1e-8,
     extra: Mapping[str, Any] | None = None,
     top: int | None = None,
+    plan: Plan | None = None,
 ) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv``, ``flows.geojson`` (with coordinates)
     and ``release.json`` (the record, ``ledger`` as of the charge).  Made once, at release time."""
@@ -482,6 +481,6 @@ def od_files(
     if origin_xy is not None or destination_xy is not None:
         oxy = origin_xy if origin_xy is not None else destination_xy
         files["flows.geojson"] = orjson.dumps(flows_geojson(rel, oxy, destination_xy, top=top))  # type: ignore[arg-type]
-    names = [*files, "release.json"]
-    files["release.json"] = od_json(rel, ledger, delta=delta, extra=extra, files=names)
+    files["release.json"] = od_json(rel, ledger, delta=delta, extra=extra, plan=plan,
+                                    files=od_file_names(origin_xy, destination_xy))
     return files

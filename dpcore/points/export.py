@@ -16,14 +16,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from dpcore.core.record import (
-    APPROX_DP_CONVERSION,
-    approx_dp_reading,
-    header,
-    jsonable,
-    ledger_section,
-    write_files,
-)
+from dpcore.core.mechanism import Plan
+from dpcore.core.record import build_record, jsonable, write_files
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
 from dpcore.privacy.calibration import interval_half_width
@@ -173,32 +167,11 @@ def _workload_summary(release: PartitionRelease) -> dict[str, Any] | None:
     return jsonable(out)
 
 
-def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> dict[str, Any]:
-    """The machine-readable record of how the release was made (no true values)."""
+def release_body(release: PartitionRelease) -> dict[str, Any]:
+    """What only a points record has: the budget split over levels, the public domain and grid,
+    the levels, the released values, the outputs and the matrix mechanism's workload."""
     g = release.grid
-    levels = [lv.to_dict(g.n_cells, DEFAULT_QUERY_SIZES) for lv in release.levels]
-    rec: dict[str, Any] = {
-        **header("dpcore-release/1", "points", release.release_id, release.created),
-        "mechanism": {
-            "name": release.mechanism,
-            "title": release.mechanism_title,
-            "params": jsonable(release.params),
-        },
-        "privacy": {
-            "definition": "pure epsilon-DP" if release.cost.definition == "pure" else "rho-zCDP",
-            "cost": release.cost.to_dict(),
-            "unit_of_privacy": (
-                "one record (point)"
-                if release.user_cap is None
-                else f"one person, contributing at most {release.user_cap} records"
-            ),
-            "neighbouring_relation": "add or remove one unit of privacy",
-            "sensitivity_l1": release.sensitivity,
-            "sensitivity_l2": release.sensitivity,
-            "composition": "sequential over levels: the level budgets add up to the total",
-            "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
-            "noise": "discrete Laplace" if release.cost.definition == "pure" else "discrete Gaussian",
-        },
+    body: dict[str, Any] = {
         "budget": {
             "split": [
                 {"level": lv.level, "name": lv.name, **lv.cost.to_dict()} for lv in release.levels
@@ -214,7 +187,7 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
             "crs": "EPSG:4326",
             "source": "set by the curator (public), not derived from the data",
         },
-        "levels": levels,
+        "levels": [lv.to_dict(g.n_cells, DEFAULT_QUERY_SIZES) for lv in release.levels],
         "released_values": jsonable(release.public),
         "outputs": {
             "n_rectangles": release.n_rects,
@@ -224,25 +197,45 @@ def release_record(release: PartitionRelease, ledger: Ledger | None = None) -> d
             "count_columns": "noisy_count is the released count; ci95_low/high = noisy_count ± the "
             "95% half-width of the noise (public, from the mechanism's parameters)",
         },
-        "notes": [
-            "All counts are noisy. Negative counts are kept so that sums over areas stay unbiased.",
-            "Expected errors are analytic: they come from the mechanism and its parameters, not from the data.",
-        ],
     }
     summary = _workload_summary(release)
     if summary is not None:
-        rec["workload"] = summary
-    reading = approx_dp_reading(release.cost)
-    if reading is not None:
-        rec["privacy"]["approx_dp"] = reading
-        rec["privacy"]["approx_dp_conversion"] = APPROX_DP_CONVERSION
-    rec["ledger"] = jsonable(ledger_section(ledger))
-    return rec
+        body["workload"] = summary
+    return body
 
 
-def release_json(release: PartitionRelease, ledger: Ledger | None = None) -> bytes:
+def release_record(release: PartitionRelease, ledger: Ledger | None = None, *,
+                   plan: Plan | None = None) -> dict[str, Any]:
+    """The machine-readable record of how the release was made (no true values): the one
+    envelope (:func:`dpcore.core.record.build_record`) around :func:`release_body`; ``plan`` is
+    the core plan the release was made from (its rows go into the record)."""
+    return build_record(
+        schema="dpcore-release/1", kind="points", release_id=release.release_id, created=release.created,
+        mechanism={"name": release.mechanism, "title": release.mechanism_title,
+                   "reference": release.mechanism_reference, "params": jsonable(release.params)},
+        cost=release.cost,
+        unit_of_privacy=("one record (point)" if release.user_cap is None
+                         else f"one person, contributing at most {release.user_cap} records"),
+        privacy={
+            "neighbouring_relation": "add or remove one unit of privacy",
+            "sensitivity_l1": release.sensitivity,
+            "sensitivity_l2": release.sensitivity,
+            "composition": "sequential over levels: the level budgets add up to the total",
+            "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)",
+            "noise": "discrete Laplace" if release.cost.definition == "pure" else "discrete Gaussian",
+        },
+        body=release_body(release),
+        notes=[
+            "All counts are noisy. Negative counts are kept so that sums over areas stay unbiased.",
+            "Expected errors are analytic: they come from the mechanism and its parameters, not from the data.",
+        ],
+        ledger=ledger, plan=plan.rows_dict() if plan is not None else None,
+    )
+
+
+def release_json(release: PartitionRelease, ledger: Ledger | None = None, *, plan: Plan | None = None) -> bytes:
     return orjson.dumps(
-        release_record(release, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+        release_record(release, ledger, plan=plan), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
     )
 
 
@@ -252,14 +245,15 @@ def write_release(release: PartitionRelease, out_dir: str | Path, ledger: Ledger
     return write_files(release_files(release, ledger), out_dir)
 
 
-def release_files(release: PartitionRelease, ledger: Ledger | None = None) -> dict[str, bytes]:
+def release_files(release: PartitionRelease, ledger: Ledger | None = None, *,
+                  plan: Plan | None = None) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv``, ``release.geojson``, ``release.json``
     (the record, with ``ledger`` as of the charge) and ``workload_answers.csv`` for the matrix
     mechanism.  Made once, when the release is made; the app stores these bytes."""
     files = {
         "release.csv": release_csv(release),
         "release.geojson": release_geojson(release),
-        "release.json": release_json(release, ledger),
+        "release.json": release_json(release, ledger, plan=plan),
     }
     if has_workload_answers(release):
         files["workload_answers.csv"] = workload_answers_csv(release)

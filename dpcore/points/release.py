@@ -155,6 +155,8 @@ class PartitionRelease:
     details: dict[str, Any] = field(default_factory=dict)
     created: str = field(default_factory=created_now)  # the session restamps it with the charge time
     release_id: str = field(default_factory=new_release_id)
+    #: the mechanism's paper (authors, venue, year, section), stated in the record
+    mechanism_reference: str = ""
 
     @property
     def n_rects(self) -> int:

@@ -33,12 +33,8 @@ import pandas as pd
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.record import (
-    APPROX_DP_CONVERSION,
-    approx_dp_reading,
+    build_record,
     created_now,
-    header,
-    jsonable,
-    ledger_section,
     new_release_id,
     validate_record,
     write_files,
@@ -267,18 +263,10 @@ def marginals_csv(rel: MarginalsRelease) -> bytes:
     return csv_bytes(out[cols], lambda d: d.to_csv(index=False, float_format="%.6g").encode())
 
 
-def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dict[str, Any]:
-    """The machine-readable record: public parameters, strategy, expected errors; no true count."""
+def marginals_body(rel: MarginalsRelease) -> dict[str, Any]:
+    """What only a marginals record has: the table and its marginals, the expected errors, the outputs."""
     p = rel.plan
-    rec: dict[str, Any] = {
-        **header(SCHEMA, "census", rel.release_id, rel.created),
-        "mechanism": {"name": "matrix", "title": "Matrix mechanism (marginals)",
-                      "paper": "Li & Miklau, PVLDB 5(6) 2012, Sec. 4.2",
-                      "strategy": p.info["strategy"], "strategy_queries": p.info["strategy_queries"]},
-        "privacy": {"definition": "pure epsilon-DP" if p.cost.definition == "pure" else "rho-zCDP",
-                    "cost": p.cost.to_dict(), "unit_of_privacy": "one person (add or remove)",
-                    "guarantee": rel.guarantee, "noise": p.info["noise"],
-                    "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)"},
+    return {
         "table": {"geography_level": p.level, "axes": list(p.axes),
                   "marginals": [[p.axes[a] for a in t] for t in p.marginals],
                   "bins_source": dict(p.info.get("bins_source", {}))},
@@ -291,32 +279,45 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None) -> dic
         "outputs": {"files": ["marginals.csv", "release.json"],
                     "csv_columns": ["marginal", *p.axes, "noisy_count", "standard_error", "noise_sd", "ci95_low",
                                     "ci95_high"]},
-        "notes": ["All values are outputs of the mechanism; no true count is published.",
-                  "Standard errors are analytic (Var(z)·w X⁺ wᵀ per query), from public parameters only.",
-                  *p.info["notes"],
-                  *[f"The values of '{o}' come from {src}." for o, src in p.info.get("bins_source", {}).items()]],
     }
-    reading = approx_dp_reading(p.cost)
-    if reading is not None:
-        rec["privacy"]["approx_dp"] = reading
-        rec["privacy"]["approx_dp_conversion"] = APPROX_DP_CONVERSION
-    rec["ledger"] = jsonable(ledger_section(ledger))
-    return rec
+
+
+def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None, *, plan: Plan | None = None) -> dict[str, Any]:
+    """The machine-readable record (public parameters, strategy, expected errors; no true count):
+    the one envelope (:func:`dpcore.core.record.build_record`) around :func:`marginals_body`;
+    ``plan`` is the core plan the release was made from (its rows go into the record)."""
+    p = rel.plan
+    return build_record(
+        schema=SCHEMA, kind="census", release_id=rel.release_id, created=rel.created,
+        mechanism={"name": "matrix", "title": CensusMatrix.title, "reference": CensusMatrix.reference,
+                   "strategy": p.info["strategy"], "strategy_queries": p.info["strategy_queries"]},
+        cost=p.cost, unit_of_privacy="one person (add or remove)",
+        privacy={"guarantee": rel.guarantee, "noise": p.info["noise"],
+                 "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)"},
+        body=marginals_body(rel),
+        notes=["All values are outputs of the mechanism; no true count is published.",
+               "Standard errors are analytic (Var(z)·w X⁺ wᵀ per query), from public parameters only.",
+               *p.info["notes"],
+               *[f"The values of '{o}' come from {src}." for o, src in p.info.get("bins_source", {}).items()]],
+        ledger=ledger, plan=plan.rows_dict() if plan is not None else None,
+    )
 
 
 def validate_marginals_record(record: dict[str, Any]) -> None:
-    """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_marginals.schema.json``."""
-    validate_record(record, "census_marginals")
+    """Raise ``jsonschema.ValidationError`` if the record breaks the envelope or the marginals body schema."""
+    validate_record(record)
 
 
-def marginals_json(rel: MarginalsRelease, ledger: Ledger | None = None) -> bytes:
-    return orjson.dumps(marginals_record(rel, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+def marginals_json(rel: MarginalsRelease, ledger: Ledger | None = None, *, plan: Plan | None = None) -> bytes:
+    return orjson.dumps(marginals_record(rel, ledger, plan=plan),
+                        option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 
-def marginals_files(rel: MarginalsRelease, ledger: Ledger | None = None) -> dict[str, bytes]:
+def marginals_files(rel: MarginalsRelease, ledger: Ledger | None = None, *,
+                    plan: Plan | None = None) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``marginals.csv`` and ``release.json`` (the record,
-    ``ledger`` as of the charge).  Made once, when the release is made."""
-    return {"marginals.csv": marginals_csv(rel), "release.json": marginals_json(rel, ledger)}
+    ``ledger`` as of the charge, the rows of the core ``plan``).  Made once, when the release is made."""
+    return {"marginals.csv": marginals_csv(rel), "release.json": marginals_json(rel, ledger, plan=plan)}
 
 
 def write_marginals(rel: MarginalsRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
@@ -388,5 +389,5 @@ class CensusMatrix(Mechanism):
 
 
 __all__ = ["GEO_AXIS", "CensusMatrix", "MarginalsPlan", "MarginalsRelease", "axes_of", "check_data", "marginals_csv",
-           "marginals_files", "marginals_json", "marginals_record", "parse_marginals", "plan", "release",
+           "marginals_body", "marginals_files", "marginals_json", "marginals_record", "parse_marginals", "plan", "release",
            "validate_marginals_record", "workload", "write_marginals"]

@@ -39,10 +39,8 @@ import pandas as pd
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.record import (
+    build_record,
     created_now,
-    header,
-    jsonable,
-    ledger_section,
     new_release_id,
     validate_record,
     write_files,
@@ -65,6 +63,7 @@ __all__ = [
     "build_axes",
     "census_csv",
     "census_frame",
+    "census_body",
     "census_json",
     "census_record",
     "expected_error",
@@ -430,17 +429,9 @@ def census_csv(release: CensusRelease) -> bytes:
     return csv_bytes(census_frame(release), lambda d: d.to_csv(index=False).encode("utf-8"))
 
 
-def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[str, Any]:
-    """The JSON record of how the release was made: no true value, no file name."""
-    s = release.structure
-    rec: dict[str, Any] = {
-        **header("dpcore-census-release/1", "census", release.release_id, release.created),
-        "mechanism": {
-            "name": "privelet",
-            "title": "Privelet+" if release.plus_axes else "Privelet",
-            "reference": "X. Xiao, G. Wang, J. Gehrke, Differential Privacy via Wavelet Transforms, ICDE 2010",
-            "plus_axes": list(release.plus_axes),
-        },
+def census_body(release: CensusRelease) -> dict[str, Any]:
+    """What only a Privelet census record has: the parameters, the levels and the outputs."""
+    return {
         "params": {
             "epsilon": release.epsilon,
             "sensitivity": release.sensitivity,
@@ -448,26 +439,37 @@ def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[
             "lambda": release.lam,
             "axes": [dict(a) for a in release.axes],
         },
-        "privacy": {
-            "definition": "pure epsilon-DP",
-            "cost": release.cost.to_dict(),
-            "unit_of_privacy": "one person (one unit of count)",
-            "neighbouring_relation": "add or remove one person"
-            + ("" if release.sensitivity == 1 else f" (counts change by at most {release.sensitivity} in L1)"),
-            "sensitivity_l1": release.sensitivity,
-            "composition": "the whole epsilon is spent by this one release",
-        },
         "levels": [
             {"level": name, "n_areas": int(len(release.levels[name])), "sd": release.level_sd[name],
              "ci95_half_width": interval_half_width("normal", release.level_sd[name])}
-            for name in s.level_names
+            for name in release.structure.level_names
         ],
         "outputs": {
             "files": ["release.csv", "release.json"],
             "columns": "noisy_count is the released total of an area (sum of its noisy leaves); "
                        "ci95_low/high = noisy_count ± 1.96·sd (normal approximation of the noise)",
         },
-        "notes": [
+    }
+
+
+def census_record(release: CensusRelease, ledger: Ledger | None = None, *, plan: Plan | None = None) -> dict[str, Any]:
+    """The JSON record of how the release was made (no true value, no file name): the one
+    envelope (:func:`dpcore.core.record.build_record`) around :func:`census_body`; ``plan`` is
+    the core plan the release was made from (its rows go into the record)."""
+    s = release.structure
+    return build_record(
+        schema="dpcore-census-release/1", kind="census", release_id=release.release_id, created=release.created,
+        mechanism={"name": "privelet", "title": "Privelet+" if release.plus_axes else "Privelet",
+                   "reference": CensusPrivelet.reference, "plus_axes": list(release.plus_axes)},
+        cost=release.cost, unit_of_privacy="one person (one unit of count)",
+        privacy={
+            "neighbouring_relation": "add or remove one person"
+            + ("" if release.sensitivity == 1 else f" (counts change by at most {release.sensitivity} in L1)"),
+            "sensitivity_l1": release.sensitivity,
+            "composition": "the whole epsilon is spent by this one release",
+        },
+        body=census_body(release),
+        notes=[
             "All counts are noisy and unrounded; negative values are kept so sums stay unbiased.",
             "A parent's noisy total is the sum of its children's (consistent by construction).",
             "Expected errors are analytic: they come from the mechanism and the public structure, not the data.",
@@ -475,18 +477,18 @@ def census_record(release: CensusRelease, ledger: Ledger | None = None) -> dict[
                                     "was derived from the data: areas with no one are missing from this release."),
             *[f"The values of '{o}' come from {src}." for o, src in s.bins_origin().items()],
         ],
-    }
-    rec["ledger"] = jsonable(ledger_section(ledger))
-    return rec
+        ledger=ledger, plan=plan.rows_dict() if plan is not None else None,
+    )
 
 
 def validate_census_record(record: dict[str, Any]) -> None:
-    """Raise ``jsonschema.ValidationError`` if the record breaks ``schemas/census_release.schema.json``."""
-    validate_record(record, "census_release")
+    """Raise ``jsonschema.ValidationError`` if the record breaks the envelope or the Privelet census body schema."""
+    validate_record(record)
 
 
-def census_json(release: CensusRelease, ledger: Ledger | None = None) -> bytes:
-    return orjson.dumps(census_record(release, ledger), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+def census_json(release: CensusRelease, ledger: Ledger | None = None, *, plan: Plan | None = None) -> bytes:
+    return orjson.dumps(census_record(release, ledger, plan=plan),
+                        option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 
 def write_census(release: CensusRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
@@ -494,7 +496,8 @@ def write_census(release: CensusRelease, out_dir: str | Path, ledger: Ledger | N
     return write_files(census_files(release, ledger), out_dir)
 
 
-def census_files(release: CensusRelease, ledger: Ledger | None = None) -> dict[str, bytes]:
+def census_files(release: CensusRelease, ledger: Ledger | None = None, *,
+                 plan: Plan | None = None) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv`` and ``release.json`` (the record,
-    ``ledger`` as of the charge).  Made once, when the release is made."""
-    return {"release.csv": census_csv(release), "release.json": census_json(release, ledger)}
+    ``ledger`` as of the charge, the rows of the core ``plan``).  Made once, when the release is made."""
+    return {"release.csv": census_csv(release), "release.json": census_json(release, ledger, plan=plan)}

@@ -193,5 +193,6 @@ class Auto(PointsMechanism):
         if e_n is not None:
             public["noisy_point_count"] = int(n_used)
         return dataclasses.replace(
-            rel, mechanism=self.name, mechanism_title=f"Auto → {inner.title}", params=dict(params),
+            rel, mechanism=self.name, mechanism_title=f"Auto → {inner.title}",
+            mechanism_reference=f"{inner.reference}; the choice: {self.reference}", params=dict(params),
             cost=cost, levels=levels, public=public)

@@ -188,6 +188,7 @@ class PointsMechanism(Mechanism):
         return PartitionRelease(
             mechanism=self.name,
             mechanism_title=self.title,
+            mechanism_reference=self.reference,
             params=params,
             grid=aggregate.grid,
             cost=cost,

@@ -14,7 +14,7 @@ from dpcore import catalog
 from dpcore.areas import area_sets, census_tables
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, Release
-from dpcore.core.record import ENVELOPE
+from dpcore.core.record import validate_record
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.data.hierarchy import Hierarchy
@@ -27,8 +27,8 @@ from dpcore.privacy.units import Unit
 
 ALL = [(m.kind, m.name) for m in catalog.REGISTRY]
 ACCOUNTABLE = [(m.kind, m.name) for m in catalog.REGISTRY if m.definitions]
-ENVELOPE_KEYS = {"envelope", "software", "release_id", "created", "kind", "mechanism", "privacy", "budget",
-                 "plan", "body"}
+SHARED_KEYS = {"schema", "software", "release_id", "created", "kind", "mechanism", "privacy", "plan", "notes",
+               "ledger"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,11 +122,15 @@ def test_release_from_plan_and_record_envelope(kind: str, name: str) -> None:
     assert (rel.kind, rel.mechanism, rel.cost, rel.plan) == (kind, name, c.budget, p)
     assert rel.inner.release_id == rel.release_id  # the kind's release carries the envelope's id
     rec = rel.record()
-    assert set(rec) == ENVELOPE_KEYS and rec["envelope"] == ENVELOPE
-    assert rec["release_id"] == rel.release_id and rec["body"]["release_id"] == rel.release_id
-    assert rec["privacy"]["cost"] == c.budget.to_dict()
-    assert rec["budget"] == {"accounted": False, "note": "not accounted: no budget ledger was given"}
-    assert len(rec["plan"]) == len(p.rows)
+    assert SHARED_KEYS <= set(rec)
+    validate_record(rec)  # the envelope and, through it, the body schema of the kind and mechanism
+    assert (rec["release_id"], rec["created"]) == (rel.release_id, rel.created)
+    assert rec["mechanism"]["name"] == name and m.reference in rec["mechanism"]["reference"]
+    assert rec["privacy"]["cost"]["value"] == c.budget.value
+    assert rec["ledger"]["accounted"] is False
+    assert rec["plan"] == json.loads(json.dumps(p.rows_dict()))  # the rows of the plan it was made from
+    # the record is exactly what release.json holds (one builder for both)
+    assert json.loads(rel.files()["release.json"]) == rec
 
 
 @pytest.mark.parametrize(("kind", "name"), ALL)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 import dpcore
 from dpcore.core import record
 from dpcore.privacy.budget import pure, zcdp
@@ -25,23 +27,50 @@ def test_created_is_utc_to_the_minute() -> None:
     assert now.endswith("+00:00") and len(now) == len("2025-01-03T04:59+00:00")
 
 
-def test_envelope_keys_and_values() -> None:
-    rec = record.envelope(kind="od", mechanism="inftda", cost=zcdp(0.5), unit=UNIT, body={"levels": []},
-                          params={"split": "uniform"}, plan=[{"level": 0}])
-    assert rec["envelope"] == record.ENVELOPE
+def _build(**kw):
+    args = dict(schema="dpcore-od-release/1", kind="od", release_id="0123456789ab",
+                created="2025-01-03T04:59+00:00", cost=zcdp(0.5), unit_of_privacy=UNIT,
+                mechanism={"name": "inftda", "title": "InfTDA", "reference": "Boninsegna & Silvestri 2025",
+                           "details": {"split": "uniform"}},
+                privacy={"noise": "discrete Gaussian"}, body={"levels": [(0, 1)]}, notes=["noisy"],
+                plan=[{"level": 0}])
+    return record.build_record(**{**args, **kw})
+
+
+def test_the_shared_top_and_the_body() -> None:
+    rec = _build()
+    assert list(rec) == ["schema", "software", "release_id", "created", "kind", "mechanism", "privacy", "levels",
+                         "plan", "notes", "ledger"]
     assert rec["software"] == {"name": "dpcore", "version": dpcore.__version__}
-    assert rec["privacy"] == {"definition": "rho-zCDP", "cost": zcdp(0.5).to_dict(), "unit_of_privacy": UNIT}
-    assert rec["mechanism"] == {"name": "inftda", "params": {"split": "uniform"}}
-    assert rec["plan"] == [{"level": 0}] and rec["body"] == {"levels": []}
-    assert len(rec["release_id"]) == 12 and rec["created"].endswith("+00:00")
-    assert rec["budget"]["accounted"] is False
+    assert rec["mechanism"] == {"name": "inftda", "title": "InfTDA", "reference": "Boninsegna & Silvestri 2025",
+                                "details": {"split": "uniform"}}
+    p = rec["privacy"]
+    assert (p["definition"], p["cost"], p["unit_of_privacy"], p["noise"]) == (
+        "rho-zCDP", zcdp(0.5).to_dict(), UNIT, "discrete Gaussian")
+    assert p["approx_dp"] == record.approx_dp_reading(zcdp(0.5))
+    assert p["approx_dp_conversion"] == record.APPROX_DP_CONVERSION
+    assert rec["levels"] == [[0, 1]] and rec["plan"] == [{"level": 0}] and rec["notes"] == ["noisy"]
+    assert rec["ledger"]["accounted"] is False
+    assert "plan" not in _build(plan=None)
 
 
-def test_budget_summary_of_a_ledger_never_names_the_dataset() -> None:
+def test_a_pure_cost_has_no_approx_reading_and_one_delta_can_be_stated() -> None:
+    assert "approx_dp" not in _build(cost=pure(1.0))["privacy"]
+    p = _build(approx_dp_at=1e-8)["privacy"]
+    assert p["approx_dp"]["delta"] == 1e-8 and p["approx_dp"]["epsilon_classic"] > p["approx_dp"]["epsilon"]
+    assert 1e-8 in [r["delta"] for r in p["approx_dp_table"]]
+
+
+def test_a_body_cannot_override_the_shared_top() -> None:
+    with pytest.raises(ValueError, match="ledger"):
+        _build(body={"ledger": {}})
+
+
+def test_the_ledger_as_of_the_charge_never_names_the_dataset() -> None:
     led = Ledger(pure(2.0), dataset="secret_trips.csv")
     led.spend(pure(0.5), "first")
     led.spend(pure(0.25), "second")
-    rec = record.envelope(kind="points", mechanism="ug", cost=pure(0.25), unit=UNIT, body={}, ledger=led)
-    assert rec["budget"] == {"accounted": True, "definition": "pure", "cap": pure(2.0).to_dict(),
-                             "spent": 0.75, "remaining": 1.25, "entries": 2}
+    rec = _build(cost=pure(0.25), ledger=led)
+    assert rec["ledger"]["accounted"] is True and rec["ledger"]["spent"] == 0.75
+    assert len(rec["ledger"]["entries"]) == 2
     assert "secret_trips" not in str(rec)

@@ -104,7 +104,7 @@ def test_every_kind_record_validates_and_carries_the_shared_parts(kind: str, cos
         pytest.skip("Privelet is defined for pure ε-DP only")
     files, led = KINDS[kind](cost)
     rec = json.loads(files["release.json"])
-    validate_record(rec)  # the schema is the one of the record's kind and mechanism
+    validate_record(rec)  # the envelope, and through it the body schema of the record's kind and mechanism
     # the record's kind is the release form: the marginal tables are a census release by the matrix mechanism
     assert rec["kind"] == ("census" if kind == "census_marginals" else kind)
     assert schema_of(rec) == {"points": "release", "hierarchy": "hierarchy_release", "census": "census_release",
@@ -191,3 +191,95 @@ def test_a_release_makes_its_files_from_the_envelope_of_the_charge(tmp_path: Pat
     validate_record(rec)
     assert (rec["release_id"], rec["created"]) == (kr.release_id, kr.created)
     assert rec["ledger"]["entries"][-1]["cost"]["value"] == pytest.approx(0.5)
+
+
+SHARED = ("schema", "software", "release_id", "created", "kind", "mechanism", "privacy", "notes", "ledger")
+
+
+@pytest.mark.parametrize("key", SHARED)
+def test_a_record_missing_a_shared_key_fails_the_envelope(key: str) -> None:
+    rec = json.loads(_hierarchy(budget.pure(0.5))[0]["release.json"])
+    validate_record(rec)
+    with pytest.raises(jsonschema.ValidationError):
+        validate_record({k: v for k, v in rec.items() if k != key})
+
+
+@pytest.mark.parametrize("part", ["name", "title", "reference"])
+def test_a_record_missing_a_shared_mechanism_key_fails(part: str) -> None:
+    rec = json.loads(_od(budget.zcdp(0.25))[0]["release.json"])
+    rec["mechanism"].pop(part)
+    with pytest.raises(jsonschema.ValidationError):
+        validate_record(rec)
+
+
+BODY_SCHEMA = {"points": "release", "hierarchy": "hierarchy_release", "census": "census_release",
+               "census_marginals": "census_marginals", "od": "od_release"}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_the_body_of_one_kind_fails_every_other_kinds_schema(kind: str) -> None:
+    rec = json.loads(KINDS[kind](budget.pure(0.5))[0]["release.json"])
+    validate_record(rec, BODY_SCHEMA[kind])
+    for other, schema in BODY_SCHEMA.items():
+        if other == kind:
+            continue
+        with pytest.raises(jsonschema.ValidationError):
+            validate_record(rec, schema)
+        # the envelope picks the body schema from the record's kind (and mechanism for census)
+        relabelled = {**rec, "kind": "census" if other == "census_marginals" else other}
+        if other == "census_marginals":
+            relabelled["mechanism"] = {**rec["mechanism"], "name": "matrix"}
+        if kind == "census_marginals" and other == "census":
+            relabelled["mechanism"] = {**rec["mechanism"], "name": "privelet"}
+        with pytest.raises(jsonschema.ValidationError):
+            validate_record(relabelled)
+
+
+def test_census_records_pick_their_body_by_mechanism() -> None:
+    """The kind ``census`` holds two mechanisms with two bodies: the envelope chooses by the name."""
+    rec = json.loads(_marginals(budget.zcdp(0.25))[0]["release.json"])
+    assert (rec["kind"], rec["mechanism"]["name"]) in {("census_marginals", "matrix"), ("census", "matrix")}
+    validate_record({**rec, "kind": "census"})  # the marginals body under the kind's one name
+    with pytest.raises(jsonschema.ValidationError):
+        validate_record({**rec, "kind": "census", "mechanism": {**rec["mechanism"], "name": "privelet"}})
+    with pytest.raises(jsonschema.ValidationError):
+        validate_record({**rec, "kind": "census", "mechanism": {**rec["mechanism"], "name": "other"}})
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_kind_release_record_is_what_its_release_json_holds(kind: str) -> None:
+    """KindRelease.record(ledger) and release.json come from one builder, with the plan's rows."""
+    from dpcore import catalog
+
+    cost = budget.pure(0.5)
+    led = Ledger(budget.pure(2.0), dataset=f"k1:{kind}")
+    if kind == "points":
+        counts = np.random.default_rng(0).poisson(20, size=(8, 8)).astype(np.int64)
+        agg = Aggregate(grid=Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 8, 8), counts=counts, n_outside=0,
+                        n_capped=0, sensitivity=1, user_cap=None)
+        plan = catalog.get("points", "ug").plan(agg.grid, cost, {"public_n": 1000}, unit=pipeline.points_unit())
+    elif kind == "hierarchy":
+        h = Hierarchy.from_frame(AREAS, ["state", "county"])
+        agg = HierarchyCounts.from_frame(AREAS.assign(pop=[120, 40, 75, 300]), h, ["state", "county"], "pop")
+        plan = catalog.get("hierarchy", "topdown_l2").plan(h, cost)
+    elif kind in ("census", "census_marginals"):
+        agg = census_tables.CensusTable.from_frame(synthetic.synthetic_census(age_bands=True),
+                                                   ["state", "county", "tract"], "population", ordinals=["age_band"])
+        name, params = ("privelet", {}) if kind == "census" else ("matrix", {"level": "state",
+                                                                               "marginals": "state;age_band"})
+        plan = catalog.get("census", name).plan(agg.structure, cost, params)
+    else:
+        h = Hierarchy.from_frame(AREAS, ["state", "county"])
+        labels = h.labels(2).tolist()
+        n = len(labels)
+        flows = pd.DataFrame({"origin": np.repeat(labels, n), "destination": np.tile(labels, n),
+                              "count": np.arange(n * n) * 7 + 50})
+        agg = ODCounts.from_frame(flows, h, origin="origin", destination="destination", count="count")
+        plan = catalog.get("od", "inftda").plan(h, cost)
+    kr = pipeline.release(plan, agg, ledger=led, noise=NoiseSource(7))
+    rec = kr.record(led)
+    assert json.loads(kr.files(led)["release.json"]) == rec
+    validate_record(rec)
+    assert rec["plan"] == json.loads(json.dumps(plan.rows_dict()))
+    assert (rec["release_id"], rec["created"]) == (kr.release_id, kr.created)
+    assert rec["ledger"]["spent"] == pytest.approx(0.5)
