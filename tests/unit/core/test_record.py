@@ -37,6 +37,7 @@ from dpcore.errors import InputError
 from dpcore.flows import export as od_export
 from dpcore.flows.counts import ODCounts
 from dpcore.points import export as points_export
+from dpcore.points.unit import points_unit
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
@@ -257,7 +258,7 @@ def test_a_kind_release_record_is_what_its_release_json_holds(kind: str) -> None
         counts = np.random.default_rng(0).poisson(20, size=(8, 8)).astype(np.int64)
         agg = Aggregate(grid=Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 8, 8), counts=counts, n_outside=0,
                         n_capped=0, sensitivity=1, user_cap=None)
-        plan = catalog.get("points", "ug").plan(agg.grid, cost, {"public_n": 1000}, unit=pipeline.points_unit())
+        plan = catalog.get("points", "ug").plan(agg.grid, cost, {"public_n": 1000}, unit=points_unit())
     elif kind == "hierarchy":
         h = Hierarchy.from_frame(AREAS, ["state", "county"])
         agg = HierarchyCounts.from_frame(AREAS.assign(pop=[120, 40, 75, 300]), h, ["state", "county"], "pop")

@@ -13,7 +13,7 @@ from dpcore.cli.common import NEIGHBOUR_ALIASES, neighbour_arg
 from dpcore.cli.parser import build_parser
 from dpcore.errors import ParameterError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: the one module that may name the aliases
 ALIAS_TABLE = ROOT / "dpcore" / "cli" / "common.py"
 #: "bounded" or "unbounded" as a value (quoted), but not scipy's ``minimize_scalar(method="bounded")``
