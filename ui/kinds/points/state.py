@@ -30,6 +30,7 @@ from dpcore.data.engines import base as engine_rules
 from dpcore.data.points import PointTable, load_points
 from dpcore.errors import DPCoreError
 from dpcore.points.release import PartitionRelease
+from dpcore.points.unit import points_unit
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
@@ -340,7 +341,7 @@ def choice() -> PlanChoice:
             else budget.zcdp(ss.get("rho", state.DEFAULT_RHO)))
     cap_user = ss.get("user_cap")
     # whom this release protects (checked again when charging)
-    unit = Unit("person", cap=int(cap_user)) if ds.table.user_column is not None and cap_user else Unit("record")
+    unit = points_unit(int(cap_user) if ds.table.user_column is not None and cap_user else None)
     guess = int(ss.get(f"n_guess_{ds.fingerprint}", ds.n_guess or DEFAULT_N_GUESS))
     return PlanChoice(ds.fingerprint, name, dict(ss["mech_params"].get(name, {})), cost, unit, guess)
 
