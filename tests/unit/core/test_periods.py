@@ -1,0 +1,71 @@
+"""Public periods: labels, clipping to the range, assignment, and clear refusals."""
+
+import pandas as pd
+import pytest
+
+from dpcore.core.periods import (
+    assign_periods,
+    detect_time_column,
+    parse_period,
+    parse_time_range,
+    periods_in,
+    read_times,
+)
+from dpcore.errors import InputError, ParameterError
+
+
+def test_months_are_calendar_months_clipped_to_the_range():
+    ps = periods_in(*parse_time_range("2020-01-15,2020-03-10"), "month")
+    assert [p.label for p in ps] == ["2020-01", "2020-02", "2020-03"]
+    assert ps[0].start == pd.Timestamp("2020-01-15") and ps[0].end == pd.Timestamp("2020-02-01")
+    assert ps[-1].end == pd.Timestamp("2020-03-11")
+
+
+def test_fixed_length_steps_from_the_range_start():
+    ps = periods_in(*parse_time_range("2020-04-01T06:00,2020-04-02T00:00"), "6h")
+    assert [str(p.start) for p in ps] == ["2020-04-01 06:00:00", "2020-04-01 12:00:00", "2020-04-01 18:00:00"]
+    assert ps[1].label == "2020-04-01T1200"
+
+
+def test_periods_tile_the_range_without_gaps():
+    start, end = parse_time_range("2019-12-25,2020-01-20")
+    for period in ("day", "week", "month", "3d"):
+        ps = periods_in(start, end, period)
+        assert ps[0].start == start and ps[-1].end == end
+        assert all(a.end == b.start for a, b in zip(ps, ps[1:], strict=False))
+        assert len({p.label for p in ps}) == len(ps)
+
+
+def test_an_iso_week_label_uses_the_iso_year():
+    ps = periods_in(*parse_time_range("2020-12-28,2021-01-10"), "week")
+    assert [p.label for p in ps] == ["2020-W53", "2021-W01"]
+
+
+def test_assignment_is_by_half_open_interval():
+    ps = periods_in(*parse_time_range("2014-04-01,2014-04-02"), "day")
+    t = read_times(pd.Series(["2014-04-01 23:59:59", "2014-04-02 00:00:00", "2014-04-03 00:00:00"]))
+    assert assign_periods(t, ps).tolist() == [0, 1, -1]
+
+
+@pytest.mark.parametrize("text", ["fortnight", "0d", "-3h", ""])
+def test_a_bad_period_is_refused_with_the_choices(text):
+    with pytest.raises(ParameterError, match="day, week"):
+        parse_period(text)
+
+
+@pytest.mark.parametrize("text", ["2014-04-01", "2014-04-30,2014-04-01", "yesterday,today"])
+def test_a_bad_range_is_refused(text):
+    with pytest.raises(ParameterError, match="time range"):
+        parse_time_range(text)
+
+
+def test_unreadable_times_name_the_column_and_an_example():
+    with pytest.raises(InputError, match="'when'.*'soon'"):
+        read_times(pd.Series(["2014-04-01", "soon"]), "when")
+
+
+def test_the_real_time_columns_are_detected():
+    uber = pd.read_csv("../shared/data/points/uber_nyc_pickups_2014-04.csv.gz", nrows=50)
+    assert detect_time_column(uber) == "Date/Time"
+    taxi = pd.read_csv("../shared/data/od/nyc_green_taxi_trips_2020-04.csv.gz", nrows=50)
+    assert detect_time_column(taxi) == "lpep_pickup_datetime"
