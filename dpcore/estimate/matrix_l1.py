@@ -390,6 +390,78 @@ def _default_max_evals(n: int) -> int:
 # =============================================================================================
 
 
+def _square_weights(Q: np.ndarray, F: np.ndarray, B: np.ndarray, info: dict[str, Any]) -> np.ndarray | None:
+    """The optimal row weights of a square, well-conditioned design by the dual program (§7.3),
+    or ``None`` when ``Q`` is too ill-conditioned to invert (the caller then searches)."""
+    k = Q.shape[0]
+    lam = None
+    lu = sl.lu_factor(Q, check_finite=False)
+    rc = sl.lapack.dgecon(lu[0], np.abs(Q).sum(axis=0).max(), norm="1")[0]
+    if rc > 1e-12:
+        FQi = sl.lu_solve(lu, F.T, trans=1).T  # F Q⁻¹: c_i = ||(W Q⁻¹)[:, i]||²
+        c = np.einsum("ij,ij->j", FQi, FQi)
+        # rows the workload does not use (c_i = 0 up to round-off, ~ε² relative) get no
+        # weight in the program; they take the slack left in their columns afterwards
+        need = c > 1e-24 * c.max()
+        lam = np.zeros(k)
+        lam[need], f, gap, nit = _solve_square(c[need], B[need])
+        slack = 1.0 - B.T @ lam
+        for i in np.flatnonzero(~need):
+            cols = np.flatnonzero(B[i])
+            li = max(float((slack[cols] / B[i, cols]).min()), 0.0)
+            lam[i] = li
+            slack -= li * B[i]
+        # KKT: 2 c λ⁻³ = Bμ for some μ >= 0 on the tight columns (relative NNLS residual)
+        tight = np.flatnonzero(B[need].T @ lam[need] >= 1 - 1e-6)
+        rhs = 2.0 * c[need] / lam[need] ** 3
+        _, resid = nnls(B[need][:, tight], rhs, maxiter=50 * max(tight.size, 1))
+        info.update(method="dual", gap=gap, kkt=float(resid / np.linalg.norm(rhs)), nit=nit,
+                    unused_rows=int((~need).sum()))
+    return lam
+
+
+def _prune_and_snap(F: np.ndarray, Q: np.ndarray, B: np.ndarray, lam: np.ndarray, f: float,
+                    info: dict[str, Any]) -> tuple[np.ndarray, float]:
+    """Drop rows the optimiser switched off, then snap to the unweighted kept rows, each only
+    if the error rises by at most ``_TIE`` (relative)."""
+    pruned = 0
+    small = lam <= _PRUNE * lam.max()
+    if small.any():
+        lp = np.where(small, 0.0, lam)
+        lp /= (B.T @ lp).max()
+        fp = _objective(F, lp[:, None] * Q)
+        if fp <= f * (1 + _TIE):
+            lam, f, pruned = lp, fp, int(small.sum())
+    kept = (lam > 0).astype(float)
+    if np.ptp(lam[lam > 0]) > 0:
+        ls = kept / (B.T @ kept).max()
+        fs = _objective(F, ls[:, None] * Q)
+        if fs <= f * (1 + _TIE):
+            lam, f = ls, fs
+            info["snapped_to_unweighted"] = True
+    info["pruned_rows"] = pruned
+    info.setdefault("snapped_to_unweighted", False)
+    return lam, f
+
+
+def _l1_completion(F: np.ndarray, A: np.ndarray, f: float, info: dict[str, Any]) -> tuple[np.ndarray, float, int]:
+    """Append the L1 completion rows ``d_j e_j`` (§7.3) when they lower the error by more than
+    ``_COMPLETION_GAIN``; returns the design, its error and the number of rows added."""
+    n = A.shape[1]
+    rows = 0
+    dcol = 1.0 - np.abs(A).sum(axis=0)
+    idx = np.flatnonzero(dcol > 1e-9)
+    if idx.size:
+        D = np.zeros((idx.size, n))
+        D[np.arange(idx.size), idx] = dcol[idx]
+        Ac = np.vstack([A, D])
+        fc = _objective(F, Ac)
+        if fc < f * (1 - _COMPLETION_GAIN):
+            A, f, rows = Ac, fc, idx.size
+            info["objective"] = f
+    return A, f, rows
+
+
 def l1_reweight(
     workload: Workload | np.ndarray, design: Strategy, *, completion: bool = True,
     max_evals: int | None = None,
@@ -447,30 +519,7 @@ def l1_reweight(
     f_unw = float(colsum.max()) ** 2 * T1
     info: dict[str, Any] = {"design": design.kind, "unweighted": f_unw, "gap": math.nan,
                             "kkt": math.nan}
-    lam = None
-    if k == n:
-        lu = sl.lu_factor(Q, check_finite=False)
-        rc = sl.lapack.dgecon(lu[0], np.abs(Q).sum(axis=0).max(), norm="1")[0]
-        if rc > 1e-12:
-            FQi = sl.lu_solve(lu, F.T, trans=1).T  # F Q⁻¹: c_i = ||(W Q⁻¹)[:, i]||²
-            c = np.einsum("ij,ij->j", FQi, FQi)
-            # rows the workload does not use (c_i = 0 up to round-off, ~ε² relative) get no
-            # weight in the program; they take the slack left in their columns afterwards
-            need = c > 1e-24 * c.max()
-            lam = np.zeros(k)
-            lam[need], f, gap, nit = _solve_square(c[need], B[need])
-            slack = 1.0 - B.T @ lam
-            for i in np.flatnonzero(~need):
-                cols = np.flatnonzero(B[i])
-                li = max(float((slack[cols] / B[i, cols]).min()), 0.0)
-                lam[i] = li
-                slack -= li * B[i]
-            # KKT: 2 c λ⁻³ = Bμ for some μ >= 0 on the tight columns (relative NNLS residual)
-            tight = np.flatnonzero(B[need].T @ lam[need] >= 1 - 1e-6)
-            rhs = 2.0 * c[need] / lam[need] ** 3
-            _, resid = nnls(B[need][:, tight], rhs, maxiter=50 * max(tight.size, 1))
-            info.update(method="dual", gap=gap, kkt=float(resid / np.linalg.norm(rhs)), nit=nit,
-                        unused_rows=int((~need).sum()))
+    lam = _square_weights(Q, F, B, info) if k == n else None
     if lam is None:
         if not full_rank:
             info.update(method="none", objective=f_unw, gain=1.0, weights=np.ones(k) / colsum.max(),
@@ -490,23 +539,7 @@ def l1_reweight(
     # 0/1 matrix with Δ1 = 1 gets exact integer noise in release.  The result may lose full
     # column rank when the workload does not need every cell (it still spans W, §1.5; release
     # then reports x_hat_unbiased = False, P9); a workload that needs every cell keeps it.
-    pruned = 0
-    small = lam <= _PRUNE * lam.max()
-    if small.any():
-        lp = np.where(small, 0.0, lam)
-        lp /= (B.T @ lp).max()
-        fp = _objective(F, lp[:, None] * Q)
-        if fp <= f * (1 + _TIE):
-            lam, f, pruned = lp, fp, int(small.sum())
-    kept = (lam > 0).astype(float)
-    if np.ptp(lam[lam > 0]) > 0:
-        ls = kept / (B.T @ kept).max()
-        fs = _objective(F, ls[:, None] * Q)
-        if fs <= f * (1 + _TIE):
-            lam, f = ls, fs
-            info["snapped_to_unweighted"] = True
-    info["pruned_rows"] = pruned
-    info.setdefault("snapped_to_unweighted", False)
+    lam, f = _prune_and_snap(F, Q, B, lam, f, info)
     if not f <= f_unw:  # never worse than the unweighted design (also catches NaN)
         lam, f = np.ones(k) / colsum.max(), f_unw
     keep_rows = lam > 0
@@ -514,18 +547,7 @@ def l1_reweight(
     A /= np.abs(A).sum(axis=0).max()  # Δ1 = 1 (an exact no-op for a 0/1 design with Δ1 = 1)
     info.update(weights=lam, objective=f, program=f)
     # L1 completion (§7.3): d_j = max_k ||a_k||₁ − ||a_j||₁ on the slack columns
-    rows = 0
-    if completion:
-        dcol = 1.0 - np.abs(A).sum(axis=0)
-        idx = np.flatnonzero(dcol > 1e-9)
-        if idx.size:
-            D = np.zeros((idx.size, n))
-            D[np.arange(idx.size), idx] = dcol[idx]
-            Ac = np.vstack([A, D])
-            fc = _objective(F, Ac)
-            if fc < f * (1 - _COMPLETION_GAIN):
-                A, f, rows = Ac, fc, idx.size
-                info["objective"] = f
+    A, f, rows = _l1_completion(F, A, f, info) if completion else (A, f, 0)
     info.update(gain=f_unw / f, completion_rows=rows, evals=ev.evals,
                 seconds=time.perf_counter() - t0)
     return Strategy(f"weighted-{design.kind}", n, A=A, norm="l1", workload_hash=whash, info=info)
