@@ -568,6 +568,31 @@ def _objective(xs: list[I64], ys: list[I64 | None], w: list[float]) -> float:
 # public entry point
 
 
+def _check_root(root_value: int | None, ys: list[I64 | None]) -> int | None:
+    """The public root value N, checked (an integer in ``[0, 2^48]``, never with a root measurement)."""
+    if root_value is not None:
+        if isinstance(root_value, bool) or not isinstance(root_value, Integral):
+            raise ParameterError(f"root_value must be an integer (the public total); got "
+                                 f"{root_value!r}.")
+        N: int | None = int(root_value)
+        if root_value < 0:
+            raise ParameterError(f"root_value must be non-negative; got {root_value}.")
+        if root_value > _MAX_VALUE:
+            raise ParameterError("root_value beyond 2^48 is not supported.")
+        if ys[0] is not None:
+            raise ParameterError(
+                "Give either root_value (a public, exact root) or a root measurement noisy[0], "
+                "not both: a fixed root's measurement would be silently ignored.")
+    else:
+        N = None
+    return N
+
+
+def _check_max_widenings(max_widenings: int) -> None:
+    if isinstance(max_widenings, bool) or not isinstance(max_widenings, Integral) or max_widenings < 0:
+        raise ParameterError(f"max_widenings must be a non-negative integer; got {max_widenings!r}.")
+
+
 def solve_l2(
     parents: Sequence[np.ndarray],
     noisy: Sequence[np.ndarray | None],
@@ -637,28 +662,12 @@ def solve_l2(
     L = len(tree.sizes) - 1
     ys = _check_noisy(noisy, tree.sizes)
     w = _check_weights(weights, ys)
-    if root_value is not None:
-        if isinstance(root_value, bool) or not isinstance(root_value, Integral):
-            raise ParameterError(f"root_value must be an integer (the public total); got "
-                                 f"{root_value!r}.")
-        N: int | None = int(root_value)
-        if root_value < 0:
-            raise ParameterError(f"root_value must be non-negative; got {root_value}.")
-        if root_value > _MAX_VALUE:
-            raise ParameterError("root_value beyond 2^48 is not supported.")
-        if ys[0] is not None:
-            raise ParameterError(
-                "Give either root_value (a public, exact root) or a root measurement noisy[0], "
-                "not both: a fixed root's measurement would be silently ignored.")
-    else:
-        N = None
+    N = _check_root(root_value, ys)
     if half_widths is None:
         h = list(default_half_widths(w))
     else:
         h = _check_half_widths(half_widths, L + 1)
-    if isinstance(max_widenings, bool) or not isinstance(max_widenings, Integral) \
-            or max_widenings < 0:
-        raise ParameterError(f"max_widenings must be a non-negative integer; got {max_widenings!r}.")
+    _check_max_widenings(max_widenings)
 
     if L == 0:  # a single measured node with a free root: clamp at 0
         y0 = ys[0]
