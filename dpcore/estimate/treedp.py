@@ -405,6 +405,24 @@ def _attempt(tree: _Tree, ys: list[I64 | None], W: list, H: list[int],
              N: int | None) -> tuple[list[I64], list[_Level]] | None:
     """One bottom-up / top-down run with fixed windows.  None ⇒ WIDEN (empty window or N
     outside the root range).  The caller runs the certificate."""
+    up = _bottom_up(tree, ys, W, H)
+    if up is None:
+        return None
+    levels, tval, tcnt = up
+    root = levels[0]
+    if N is not None:
+        if not (int(root.a[0]) <= N <= int(root.b[0])):
+            return None
+        x0 = N
+    else:  # leftmost minimiser of the convex root table
+        x0 = int(root.a[0]) + int(tcnt[tval < 0].sum())
+    return _top_down(tree, levels, x0), levels
+
+
+def _bottom_up(tree: _Tree, ys: list[I64 | None], W: list,
+               H: list[int]) -> tuple[list[_Level], np.ndarray, I64] | None:
+    """The cost tables, leaves to root, as windows and sorted increments; ``None`` when a
+    window is empty (WIDEN).  Returns the levels and the root's table (increments, counts)."""
     L = len(tree.sizes) - 1
     levels: list[_Level | None] = [None] * (L + 1)
     yL = ys[L]
@@ -476,14 +494,13 @@ def _attempt(tree: _Tree, ys: list[I64 | None], W: list, H: list[int],
             np.cumsum(np.bincount(run_node, minlength=n), out=toff[1:])
         levels[d] = _Level(a, b, A, S, G, mg)
 
-    root = levels[0]
-    assert root is not None
-    if N is not None:
-        if not (int(root.a[0]) <= N <= int(root.b[0])):
-            return None
-        x0 = N
-    else:  # leftmost minimiser of the convex root table
-        x0 = int(root.a[0]) + int(tcnt[tval < 0].sum())
+    return [lv for lv in levels if lv is not None], tval, tcnt
+
+
+def _top_down(tree: _Tree, levels: list[_Level], x0: int) -> list[I64]:
+    """Each level's values from the root value ``x0`` down, splitting every parent's units among
+    its children by the merged tables (earlier child first on ties)."""
+    L = len(tree.sizes) - 1
     xs: list[I64] = [np.array([x0], dtype=np.int64)]
     for d in range(L):
         lv, child = levels[d], levels[d + 1]
@@ -514,7 +531,7 @@ def _attempt(tree: _Tree, ys: list[I64 | None], W: list, H: list[int],
             take = np.clip(t[mg.par] - start_local, 0, mg.cnt)
             got = np.bincount(mg.own, weights=take, minlength=tree.sizes[d + 1])
             xs.append(child.a + np.rint(got).astype(np.int64))
-    return xs, [lv for lv in levels if lv is not None]
+    return xs
 
 
 def _certified(xs: list[I64], levels: list[_Level], root_fixed: bool) -> bool:
