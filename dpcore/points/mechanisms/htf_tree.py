@@ -343,6 +343,54 @@ class _LevelObjective:
 # =============================================================================================
 
 
+def _split_kept(P: NDArray[np.int64], rects: NDArray[np.int64], S: NDArray[Any], U: NDArray[np.int64],
+                V: NDArray[np.int64], kept: NDArray[np.int64], cells: tuple[NDArray[np.int64], ...], i: int, d: int,
+                k: int, b: PathBudgets, p: dict[str, Any], noise: NoiseSource,
+                axis_rule: Callable[[int, int, dict[str, Any]], bool],
+                exact_float: bool) -> tuple[NDArray[np.int64], tuple[NDArray[np.int64], ...]]:
+    """Phase P for the kept nodes of one depth: the noisy split search along each node's axis
+    (Algorithm 1, or the exhaustive search) and the two children of each (Algorithm 2).
+    Returns the children and the non-empty cells re-labelled with their child."""
+    cell_node, cell_r, cell_c, cell_v = cells
+    m = rects.shape[0]
+    new_index = np.full(m, -1, dtype=np.int64)
+    new_index[kept] = np.arange(kept.size)
+    on = new_index[cell_node] >= 0
+    cell_node = new_index[cell_node[on]]
+    cell_r, cell_c, cell_v = cell_r[on], cell_c[on], cell_v[on]
+    kr = rects[kept]
+    kU, kV = U[kept], V[kept]
+    axis_x = np.full(kept.size, axis_rule(i, d, p))
+    extent = np.where(axis_x, kV, kU)
+    axis_x = np.where(extent < 2, ~axis_x, axis_x)  # fallback: other axis
+    coord = np.where(axis_x[cell_node], cell_c, cell_r)
+    ev = _LevelObjective(P, kr, S[kept], axis_x, cell_node, coord, cell_v, exact_float)
+    L = ev.L
+    if p["split_method"] == "exhaustive":
+        groups, inverse = np.unique(L - 1, return_inverse=True)
+        scales = [objective_scale(k, int(c), b.eps_prt_level, kept.size) for c in groups.tolist()]
+        add = _ObjectiveNoise(noise, inverse.astype(np.int64), scales)
+        ks, _ = exhaustive_split_points(L, ev, add)
+    else:
+        rounds = search_rounds(L, p["T"], p["adaptive_rounds"])
+        groups, inverse = np.unique(rounds, return_inverse=True)
+        scales = [objective_scale(k, 2 * int(r) + 1, b.eps_prt_level, kept.size)
+                  for r in groups.tolist()]
+        add = _ObjectiveNoise(noise, inverse.astype(np.int64), scales)
+        ks, _ = alg1_split_points(L, rounds, ev, add)
+    # Algorithm 2: child 1 = first k lines along the axis, child 2 = the rest
+    r0, r1, c0, c1 = (kr[:, j] for j in range(4))
+    cut_c = np.where(axis_x, c0 + ks, c1)
+    cut_r = np.where(axis_x, r1, r0 + ks)
+    children = np.empty((2 * kept.size, 4), dtype=np.int64)
+    children[0::2] = np.column_stack([r0, cut_r, c0, cut_c])
+    children[1::2] = np.column_stack([np.where(axis_x, r0, cut_r), r1,
+                                      np.where(axis_x, cut_c, c0), c1])
+    side = coord >= (ev.start + ks)[cell_node]
+    cell_node = 2 * cell_node + side
+    return children, (cell_node, cell_r, cell_c, cell_v)
+
+
 def grow_tree(counts: NDArray[np.int64], k: int, b: PathBudgets, p: dict[str, Any], noise: NoiseSource,
           axis_rule: Callable[[int, int, dict[str, Any]], bool]) -> dict[str, NDArray[Any]]:
     """Top-down pass: stop-test counts, pruning with the path remainder, split search.
@@ -426,42 +474,9 @@ def grow_tree(counts: NDArray[np.int64], k: int, b: PathBudgets, p: dict[str, An
         if i == 0 or kept.size == 0:
             break
         # ---- phase P for the kept nodes (Algorithm 2; only non-pruned nodes are split)
-        new_index = np.full(m, -1, dtype=np.int64)
-        new_index[kept] = np.arange(kept.size)
-        on = new_index[cell_node] >= 0
-        cell_node = new_index[cell_node[on]]
-        cell_r, cell_c, cell_v = cell_r[on], cell_c[on], cell_v[on]
-        kr = rects[kept]
-        kU, kV = U[kept], V[kept]
-        axis_x = np.full(kept.size, axis_rule(i, d, p))
-        extent = np.where(axis_x, kV, kU)
-        axis_x = np.where(extent < 2, ~axis_x, axis_x)  # fallback: other axis
-        coord = np.where(axis_x[cell_node], cell_c, cell_r)
-        ev = _LevelObjective(P, kr, S[kept], axis_x, cell_node, coord, cell_v, exact_float)
-        L = ev.L
-        if p["split_method"] == "exhaustive":
-            groups, inverse = np.unique(L - 1, return_inverse=True)
-            scales = [objective_scale(k, int(c), b.eps_prt_level, kept.size) for c in groups.tolist()]
-            add = _ObjectiveNoise(noise, inverse.astype(np.int64), scales)
-            ks, _ = exhaustive_split_points(L, ev, add)
-        else:
-            rounds = search_rounds(L, p["T"], p["adaptive_rounds"])
-            groups, inverse = np.unique(rounds, return_inverse=True)
-            scales = [objective_scale(k, 2 * int(r) + 1, b.eps_prt_level, kept.size)
-                      for r in groups.tolist()]
-            add = _ObjectiveNoise(noise, inverse.astype(np.int64), scales)
-            ks, _ = alg1_split_points(L, rounds, ev, add)
-        # Algorithm 2: child 1 = first k lines along the axis, child 2 = the rest
-        r0, r1, c0, c1 = (kr[:, j] for j in range(4))
-        cut_c = np.where(axis_x, c0 + ks, c1)
-        cut_r = np.where(axis_x, r1, r0 + ks)
-        children = np.empty((2 * kept.size, 4), dtype=np.int64)
-        children[0::2] = np.column_stack([r0, cut_r, c0, cut_c])
-        children[1::2] = np.column_stack([np.where(axis_x, r0, cut_r), r1,
-                                          np.where(axis_x, cut_c, c0), c1])
-        side = coord >= (ev.start + ks)[cell_node]
-        cell_node = 2 * cell_node + side
-        rects = children
+        rects, cells_of = _split_kept(P, rects, S, U, V, kept, (cell_node, cell_r, cell_c, cell_v), i, d, k, b, p,
+                                      noise, axis_rule, exact_float)
+        cell_node, cell_r, cell_c, cell_v = cells_of
     return {
         "rects": np.concatenate(out["rects"]),
         "level": np.concatenate(out["level"]),
