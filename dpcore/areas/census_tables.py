@@ -340,6 +340,130 @@ class CensusStructure:
                    tuple(bins_source))
 
 
+def _check_roles(df: pd.DataFrame, levels: list[str], count: str | None, ordinals: list[str],
+                 names: dict[str, str], areas: pd.DataFrame | None) -> None:
+    """Refuse a table whose columns cannot play the roles given (missing, used twice, empty)."""
+    if not isinstance(df, pd.DataFrame):
+        raise InputError("The census data must be a table (pandas DataFrame).")
+    if not levels:
+        raise ParameterError("Choose at least one level column (e.g. state), top level first.")
+    roles = levels + ordinals + ([count] if count else [])
+    dup = sorted({c for c in roles if roles.count(c) > 1})
+    if dup:
+        raise ParameterError(
+            f"Column {', '.join(map(repr, dup))} is used twice (as a level, count or ordinal). "
+            "Give each column one role."
+        )
+    _check_columns(df, levels, "level")
+    if count:
+        _check_columns(df, [count], "count")
+    _check_columns(df, ordinals, "ordinal")
+    if areas is None:
+        _check_columns(df, list(names.values()), "name")
+    unknown = [lv for lv in names if lv not in levels]
+    if unknown:
+        raise ParameterError(f"Names are given for {unknown}, which are not levels ({levels}).")
+    if df.empty:
+        raise InputError("The census table has no rows. Upload a file with a header and at least one data row.")
+
+
+def _count_weights(df: pd.DataFrame, count: str | None, n: int) -> np.ndarray:
+    """Each row's count: the count column (whole numbers ≥ 0, refused otherwise) or 1 per row."""
+    if count:
+        raw = df[count]
+        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+        missing = np.isnan(values)
+        if missing.any():
+            raise InputError(
+                f"The count column '{count}' has {_plural(int(missing.sum()), 'value')} that are "
+                f"missing or not numbers ({_rows(missing)}). Fill in whole numbers, or choose "
+                "the right count column."
+            )
+        bad = ~np.isfinite(values) | (values != np.round(values))
+        if bad.any():
+            raise InputError(
+                f"The count column '{count}' has {_plural(int(bad.sum()), 'value')} that are not whole "
+                f"numbers ({_rows(bad)}). Counts of people must be whole numbers: fix or round them."
+            )
+        neg = values < 0
+        if neg.any():
+            raise InputError(
+                f"The count column '{count}' has {_plural(int(neg.sum()), 'negative value')} "
+                f"({_rows(neg)}). Counts must be 0 or more: fix those rows."
+            )
+        return values.astype(np.int64)
+    return np.ones(n, dtype=np.int64)
+
+
+def _ordinal_bins(df: pd.DataFrame, ordinals: list[str], orders: dict[str, Sequence[Any]], require_orders: bool,
+                  orders_source: str, n: int) -> tuple[list[tuple[str, ...]], list[np.ndarray], tuple[str, ...]]:
+    """Each ordinal's public values in order, each row's bin index and where each order came from."""
+    if require_orders:
+        missing_orders = [o for o in ordinals if o not in orders]
+        if missing_orders:
+            raise ParameterError(
+                f"Give the public values of {', '.join(map(repr, missing_orders))} in their order (e.g. "
+                "0-17|18-64|65+): values taken from the data would drop a value nobody has from the release, "
+                "and that absence is not protected.")
+    bins_source = tuple(orders_source if o in orders else BINS_FROM_DATA for o in ordinals)
+    bins: list[tuple[str, ...]] = []
+    bin_idx: list[np.ndarray] = []
+    for o in ordinals:
+        s = df[o]
+        miss = s.isna().to_numpy()
+        if miss.any():
+            raise InputError(
+                f"The ordinal column '{o}' has {_plural(int(miss.sum()), 'missing value')} "
+                f"({_rows(miss)}). Fill them in or drop those rows."
+            )
+        vals = s.astype(str).str.strip().to_numpy()
+        if o in orders:
+            order = [str(v).strip() for v in orders[o]]
+            if len(set(order)) != len(order):
+                raise ParameterError(f"The order given for '{o}' repeats a value; list each value once.")
+        else:
+            order = sorted(set(vals.tolist()), key=_natural_key)
+        pos = {v: i for i, v in enumerate(order)}
+        idx = np.fromiter((pos.get(v, -1) for v in vals), np.int64, n)
+        out = idx < 0
+        if out.any():
+            ex = sorted(set(vals[out].tolist()))[:_MAX_EXAMPLES]
+            raise InputError(
+                f"The ordinal column '{o}' has values {ex} ({_rows(out)}) that are not in its public list of "
+                f"values {order}. Add them to the list if they are values of the attribute, or fix those rows."
+            )
+        bins.append(tuple(order))
+        bin_idx.append(idx)
+    return bins, bin_idx, bins_source
+
+
+def _name_maps(df: pd.DataFrame, data_paths: list[tuple[str, ...]], levels: list[str], names: dict[str, str],
+               areas: pd.DataFrame | None) -> dict[str, dict[tuple[str, ...], str]]:
+    """``{level: {code path: name}}`` from the public area list when there is one."""
+    # Names must come from the same source as the area list: names taken from the data
+    # would leave the empty areas of a public list without a name, which reveals them.
+    name_src, name_paths = df, data_paths
+    if names and areas is not None:
+        missing_names = [c for c in names.values() if c not in areas.columns]
+        if missing_names:
+            raise InputError(
+                f"The name column{'s' if len(missing_names) > 1 else ''} {', '.join(map(repr, missing_names))} "
+                "must be in the public area list (names taken from the data would reveal which areas "
+                "are empty). Add the names to the area list, or leave them out."
+            )
+        name_src = areas
+        name_paths = list(map(tuple, _codes(areas, levels, "The public area list").to_numpy().tolist()))
+    name_maps: dict[str, dict[tuple[str, ...], str]] = {}
+    for lv, col in names.items():
+        k = levels.index(lv) + 1
+        nm = name_src[col].astype("string").fillna("").str.strip().to_numpy()
+        m: dict[tuple[str, ...], str] = {}
+        for p, v in zip(name_paths, nm, strict=True):
+            m.setdefault(p[:k], str(v))
+        name_maps[lv] = m
+    return name_maps
+
+
 @dataclass(frozen=True)
 class CensusTable:
     """Confidential counts per leaf area (× ordinal bins), with the structure they live in.
@@ -404,95 +528,14 @@ class CensusTable:
         levels = [str(c) for c in levels]
         ordinals = [str(c) for c in ordinals]
         names = dict(names or {})
-        if not isinstance(df, pd.DataFrame):
-            raise InputError("The census data must be a table (pandas DataFrame).")
-        if not levels:
-            raise ParameterError("Choose at least one level column (e.g. state), top level first.")
-        roles = levels + ordinals + ([count] if count else [])
-        dup = sorted({c for c in roles if roles.count(c) > 1})
-        if dup:
-            raise ParameterError(
-                f"Column {', '.join(map(repr, dup))} is used twice (as a level, count or ordinal). "
-                "Give each column one role."
-            )
-        _check_columns(df, levels, "level")
-        if count:
-            _check_columns(df, [count], "count")
-        _check_columns(df, ordinals, "ordinal")
-        if areas is None:
-            _check_columns(df, list(names.values()), "name")
-        unknown = [lv for lv in names if lv not in levels]
-        if unknown:
-            raise ParameterError(f"Names are given for {unknown}, which are not levels ({levels}).")
-        if df.empty:
-            raise InputError("The census table has no rows. Upload a file with a header and at least one data row.")
+        _check_roles(df, levels, count, ordinals, names, areas)
 
         codes = _codes(df, levels, "The census table")
         n = len(df)
-        if count:
-            raw = df[count]
-            values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
-            missing = np.isnan(values)
-            if missing.any():
-                raise InputError(
-                    f"The count column '{count}' has {_plural(int(missing.sum()), 'value')} that are "
-                    f"missing or not numbers ({_rows(missing)}). Fill in whole numbers, or choose "
-                    "the right count column."
-                )
-            bad = ~np.isfinite(values) | (values != np.round(values))
-            if bad.any():
-                raise InputError(
-                    f"The count column '{count}' has {_plural(int(bad.sum()), 'value')} that are not whole "
-                    f"numbers ({_rows(bad)}). Counts of people must be whole numbers: fix or round them."
-                )
-            neg = values < 0
-            if neg.any():
-                raise InputError(
-                    f"The count column '{count}' has {_plural(int(neg.sum()), 'negative value')} "
-                    f"({_rows(neg)}). Counts must be 0 or more: fix those rows."
-                )
-            weights = values.astype(np.int64)
-        else:
-            weights = np.ones(n, dtype=np.int64)
+        weights = _count_weights(df, count, n)
 
-        # ordinal bins
-        orders = dict(ordinal_orders or {})
-        if require_orders:
-            missing_orders = [o for o in ordinals if o not in orders]
-            if missing_orders:
-                raise ParameterError(
-                    f"Give the public values of {', '.join(map(repr, missing_orders))} in their order (e.g. "
-                    "0-17|18-64|65+): values taken from the data would drop a value nobody has from the release, "
-                    "and that absence is not protected.")
-        bins_source = tuple(orders_source if o in orders else BINS_FROM_DATA for o in ordinals)
-        bins: list[tuple[str, ...]] = []
-        bin_idx: list[np.ndarray] = []
-        for o in ordinals:
-            s = df[o]
-            miss = s.isna().to_numpy()
-            if miss.any():
-                raise InputError(
-                    f"The ordinal column '{o}' has {_plural(int(miss.sum()), 'missing value')} "
-                    f"({_rows(miss)}). Fill them in or drop those rows."
-                )
-            vals = s.astype(str).str.strip().to_numpy()
-            if o in orders:
-                order = [str(v).strip() for v in orders[o]]
-                if len(set(order)) != len(order):
-                    raise ParameterError(f"The order given for '{o}' repeats a value; list each value once.")
-            else:
-                order = sorted(set(vals.tolist()), key=_natural_key)
-            pos = {v: i for i, v in enumerate(order)}
-            idx = np.fromiter((pos.get(v, -1) for v in vals), np.int64, n)
-            out = idx < 0
-            if out.any():
-                ex = sorted(set(vals[out].tolist()))[:_MAX_EXAMPLES]
-                raise InputError(
-                    f"The ordinal column '{o}' has values {ex} ({_rows(out)}) that are not in its public list of "
-                    f"values {order}. Add them to the list if they are values of the attribute, or fix those rows."
-                )
-            bins.append(tuple(order))
-            bin_idx.append(idx)
+        bins, bin_idx, bins_source = _ordinal_bins(df, ordinals, dict(ordinal_orders or {}), require_orders,
+                                                   orders_source, n)
 
         # leaf areas: from the public list, or (leak) from the data
         data_paths = list(map(tuple, codes.to_numpy().tolist()))
@@ -523,27 +566,7 @@ class CensusTable:
         counts = np.rint(counts).astype(np.int64).reshape(structure.shape)
         n_dup = int(n - len(np.unique(flat))) if count else 0
 
-        # Names must come from the same source as the area list: names taken from the data
-        # would leave the empty areas of a public list without a name, which reveals them.
-        name_src, name_paths = df, data_paths
-        if names and areas is not None:
-            missing_names = [c for c in names.values() if c not in areas.columns]
-            if missing_names:
-                raise InputError(
-                    f"The name column{'s' if len(missing_names) > 1 else ''} {', '.join(map(repr, missing_names))} "
-                    "must be in the public area list (names taken from the data would reveal which areas "
-                    "are empty). Add the names to the area list, or leave them out."
-                )
-            name_src = areas
-            name_paths = list(map(tuple, _codes(areas, levels, "The public area list").to_numpy().tolist()))
-        name_maps: dict[str, dict[tuple[str, ...], str]] = {}
-        for lv, col in names.items():
-            k = levels.index(lv) + 1
-            nm = name_src[col].astype("string").fillna("").str.strip().to_numpy()
-            m: dict[tuple[str, ...], str] = {}
-            for p, v in zip(name_paths, nm, strict=True):
-                m.setdefault(p[:k], str(v))
-            name_maps[lv] = m
+        name_maps = _name_maps(df, data_paths, levels, names, areas)
 
         added = len(structure.leaf_paths) - len(set(data_paths))
         return cls(structure, counts, name_maps, count, n, n_dup, added)
