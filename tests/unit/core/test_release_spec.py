@@ -91,8 +91,11 @@ def test_values_are_typed() -> None:
     assert od.domain["prefix_lengths"] == (2, 5, 11) and od.input["max_trips"] == 2 and od.budget["delta"] == 1e-8
     # defaults are not held: the grid of a points release is 1024 x 1024 unless it says otherwise
     assert "grid" not in ReleaseSpec.points(grid="1024,1024").domain
-    # every type of the table is used by some option
+    # every type of the table is used by some option, and each fits its option's command-line form
     assert {o.type for opts in OPTIONS.values() for o in opts} == set(TYPES)
+    fits = {"str": {"text", "number", "list", "ints", "floats", "split"}, "repeat": {"items", "table", "params"},
+            "int": {"int"}, "float": {"float"}, "flag": {"bool"}, "opt": {"opt"}}
+    assert all(o.type in fits[o.form] for opts in OPTIONS.values() for o in opts)
 
 
 def test_older_configs_still_read() -> None:
@@ -169,7 +172,8 @@ def test_dpcore_run_makes_a_python_description_as_the_command_line_does(tmp_path
                                                                                          index=False)
     spec = ReleaseSpec.points(input=str(tmp_path / "p.csv"), bounds=(0, 0, 1, 1), grid=(8, 8), mechanism="ug",
                               params={"c": 4}, epsilon=0.5, out=str(tmp_path / "a"))
-    made = dpcore.run(spec, session=Session.unaccounted())
+    (tmp_path / "release.toml").write_text(spec.to_toml(), "utf-8")
+    made = dpcore.run(tmp_path / "release.toml", session=Session.unaccounted())  # a config's path, or the spec
     assert made.release.plan.mechanism == "ug" and made.release.plan.params["c"] == 4
     assert main(["release", "points", *spec.to_argv()[2:]][:-1] + [f"--out={tmp_path / 'b'}", "--no-budget"]) == 0
     a, b = (tmp_path / "a" / "release.csv").read_bytes(), (tmp_path / "b" / "release.csv").read_bytes()
