@@ -16,9 +16,13 @@ def run(spec: Any, *, session: Any = None) -> Any:
     """Make the release a :class:`~dpcore.core.spec.ReleaseSpec` describes (what ``python -m dpcore run
     CONFIG`` and ``release KIND`` do): read its input, plan once, charge its budget through ``session``
     (default: the budget its ``[budget]`` names, the app's database unless it says otherwise), release,
-    write its files.  Returns the result with ``.release`` (the envelope,
-    :class:`~dpcore.core.mechanism.KindRelease`), ``.paths`` (the files written) and ``.summary``.
+    write its files.  ``spec`` may also be the path of a ``release.toml`` (a :class:`~pathlib.Path`).
+    Returns the result with ``.release`` (the envelope, :class:`~dpcore.core.mechanism.KindRelease`),
+    ``.paths`` (the files written) and ``.summary``.
     """
-    from dpcore.cli.run import make
+    from pathlib import Path
 
-    return make(spec, session=session)
+    from dpcore.cli.run import make
+    from dpcore.core.spec import ReleaseSpec
+
+    return make(ReleaseSpec.from_toml(spec) if isinstance(spec, Path) else spec, session=session)

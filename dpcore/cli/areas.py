@@ -20,6 +20,7 @@ from dpcore.cli.common import (
     parse_params,
     split_list,
 )
+from dpcore.cli.spec_args import arguments
 from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import InputError, ParameterError
 
@@ -151,7 +152,7 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
 
     The plan is built once (``catalog.get("census", name).plan``) from the table's public structure,
     before any budget is opened, and released through :func:`dpcore.pipeline.release`."""
-    args = spec.namespace()  # the options, defaults included
+    args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.areas import census_tables
     from dpcore.areas.mechanisms import census_matrix, census_privelet
@@ -216,7 +217,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     The plan is built once (``catalog.get("hierarchy", name).plan``) as soon as the public hierarchy
     is known, before the boundaries are read or any budget is opened, and released through
     :func:`dpcore.pipeline.release`."""
-    args = spec.namespace()  # the options, defaults included
+    args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.areas import export
     from dpcore.areas.counts import HierarchyCounts

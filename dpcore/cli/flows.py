@@ -19,6 +19,7 @@ from dpcore.cli.common import (
     parse_params,
     split_list,
 )
+from dpcore.cli.spec_args import arguments
 from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import DPCoreError, InputError, ParameterError
 
@@ -328,7 +329,7 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
 
     The plan is built once (``catalog.get("od", name).plan``) from the public hierarchy, before the
     trips are read or any budget is opened, and released through :func:`dpcore.pipeline.release`."""
-    args = spec.namespace()  # the options, defaults included
+    args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows import export as od_export

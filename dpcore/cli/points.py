@@ -21,6 +21,7 @@ from dpcore.cli.common import (
     parse_params,
     split_list,
 )
+from dpcore.cli.spec_args import arguments
 from dpcore.core.spec import ReleaseSpec
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import DPCoreError, ParameterError
@@ -194,7 +195,7 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
 
     The plan is built once (``catalog.get("points", name).plan``: parameters, cost and grid checked
     before any data is read) and released through :func:`dpcore.pipeline.release`."""
-    args = spec.namespace()  # the options, defaults included
+    args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.data.domain import Bounds, Grid
     from dpcore.points.export import write_release

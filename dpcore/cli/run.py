@@ -11,6 +11,7 @@ from typing import Any
 
 from dpcore.cli.common import Made
 from dpcore.cli.parser import build_parser
+from dpcore.cli.spec_args import argument_values
 from dpcore.core.spec import ReleaseSpec
 
 
@@ -40,7 +41,7 @@ def check_spec(sub: argparse.ArgumentParser, spec: ReleaseSpec) -> None:
     """What the parser of ``release KIND`` checks of a command line, checked of ``spec`` (read from a config,
     not parsed): the required options, the choices and the options that exclude each other, with the
     parser's own messages."""
-    values = spec.values()
+    values = argument_values(spec)
     given = {a.dest for a in sub._actions if values.get(a.dest, a.default) != a.default}  # noqa: SLF001
     for group in sub._mutually_exclusive_groups:  # noqa: SLF001 - argparse has no public list
         on = [a for a in group._group_actions if a.dest in given]  # noqa: SLF001

@@ -1,6 +1,8 @@
-"""Releases described by a TOML file: ``python -m dpcore run CONFIG``.
+"""Releases described in Python, on the command line or in a TOML file (``python -m dpcore run CONFIG``).
 
-A config names what to release and how, in sections a curator can read::
+A :class:`ReleaseSpec` says what to release and how: the kind (points, hierarchy, census or od), its
+input, engine, domain, mechanism with its parameters, budget and output, each section a mapping of
+typed values (numbers, booleans, strings, tuples, dicts).  A config writes the same sections::
 
     release = "points"            # points | hierarchy | census | od
 
@@ -31,74 +33,118 @@ A config names what to release and how, in sections a curator can read::
     [output]
     dir = "release"
 
-Every key is one option of ``python -m dpcore release KIND`` (``--lat-col`` is ``lat``, ``--user-cap``
-is ``user_cap``...; the table is :data:`dpcore.core.spec_options.OPTIONS`), so a config and a command line
-make the same release: both are read into one :class:`ReleaseSpec`, which the command line executes
-(:meth:`ReleaseSpec.from_args`, :meth:`ReleaseSpec.from_toml`) and writes back
-(:meth:`ReleaseSpec.to_argv`, :meth:`ReleaseSpec.to_toml`).  An unknown key is refused, naming the keys
-that section takes.  Paths are relative to the config file.  The app writes such a file for a release
-made by clicking (:func:`points_config`, :func:`hierarchy_config`, :func:`census_config`, :func:`od_config`).
+The same release in Python (every keyword is an option of ``release points``, by its name)::
 
-The description reads as a release, not as flags (:attr:`ReleaseSpec.input_path`,
-:attr:`~ReleaseSpec.mechanism_name`, :attr:`~ReleaseSpec.params`, :attr:`~ReleaseSpec.budget_definition`,
-:attr:`~ReleaseSpec.budget_value`, :attr:`~ReleaseSpec.output_dir`...), and :func:`dpcore.run` makes it.
+    ReleaseSpec.points(input="pings/", lat="lat", lon="lon", user="device_id", user_cap=10, engine="duckdb",
+                       bounds=(-74.06, 40.56, -73.70, 40.92), grid=(1024, 1024), mechanism="ug",
+                       params={"c": 10}, epsilon=0.5, budget_cap=1.0, ledger="ledger.json", out="release")
+
+Every key is one option of ``python -m dpcore release KIND`` (``--lat-col`` is ``lat``, ``--user-cap``
+is ``user_cap``...; the table, with the type of each value, is :data:`dpcore.core.spec_options.OPTIONS`),
+so a config, a command line and a description written in Python make the same release: the command
+line is read by :meth:`ReleaseSpec.from_args` (its one mapping of arguments to a description), a config
+by :meth:`ReleaseSpec.from_toml`, and a description is written back by :meth:`ReleaseSpec.to_argv` and
+:meth:`ReleaseSpec.to_toml`.  Older configs still read: a list given as text (``bounds = "0,0,1,1"``,
+``levels = "a,b"``) and parameters as ``KEY=VALUE`` items (``params = ["c=10"]``).  An unknown key is
+refused, naming the keys that section takes.  Paths are relative to the config file.  The app writes
+such a file for a release made by clicking (:func:`points_config`, :func:`hierarchy_config`,
+:func:`census_config`, :func:`od_config`), and :func:`dpcore.run` makes any of them.
 """
 
 from __future__ import annotations
 
-import json
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from dpcore.core.spec_options import KINDS, OPTIONS, SECTIONS, Option, find, valid_keys
+from dpcore.core.spec_options import (
+    KINDS,
+    OPTIONS,
+    SECTIONS,
+    Option,
+    find,
+    keyword,
+    keywords,
+    valid_keys,
+)
 from dpcore.errors import InputError, ParameterError
 
 __all__ = ["KINDS", "SECTIONS", "ReleaseSpec", "census_config", "hierarchy_config", "od_config", "points_config"]
 
 
-def _frozen(d: dict[str, Any] | None = None) -> MappingProxyType:
+def _frozen(d: Mapping[str, Any] | None = None) -> MappingProxyType:
     return MappingProxyType(dict(d or {}))
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return tuple((k, _hashable(x)) for k, x in v.items())
+    if isinstance(v, list | tuple):
+        return tuple(_hashable(x) for x in v)
+    return v
 
 
 @dataclass(frozen=True)
 class ReleaseSpec:
-    """One release, described once: what the app, ``release KIND`` and ``run CONFIG`` all make.
+    """One release, described once: what the app, ``release KIND``, ``run CONFIG`` and :func:`dpcore.run`
+    all make.
 
     ``kind`` is points, hierarchy, census or od; each section maps its keys (the config's names,
-    :data:`dpcore.core.spec_options.OPTIONS`) to the value the command line would hold for that option
-    (text as typed, numbers, on/off, a tuple of repeated items), and holds only what differs from the
-    option's default: two descriptions of one release compare equal.
+    :data:`dpcore.core.spec_options.OPTIONS`) to typed values: ``bounds`` four numbers, ``grid`` two
+    ints, ``levels`` a tuple of column names, ``params`` a dict, ``epsilon`` a float...  A section may
+    be given in any form a config or the command line gives (``"0,0,1,1"``, ``["c=10"]``); it holds
+    the typed value, and only what differs from the option's default, so that two descriptions of
+    one release compare equal.
 
     >>> s = ReleaseSpec.from_toml('release = "points"\\n[domain]\\nbounds = [0, 0, 1, 1]\\n'
     ...                           '[mechanism]\\nname = "ug"\\n[mechanism.params]\\nc = 10\\n')
-    >>> s.domain["bounds"], s.mechanism["params"]
-    ('0,0,1,1', ('c=10',))
+    >>> s.domain["bounds"], s.params
+    ((0, 0, 1, 1), {'c': 10})
     >>> ReleaseSpec.from_toml(s.to_toml()) == s
+    True
+    >>> s == ReleaseSpec("points", domain={"bounds": "0,0,1,1"}, mechanism={"name": "ug", "params": ["c=10"]})
     True
     >>> s.to_argv()
     ['release', 'points', '--bounds=0,0,1,1', '--mechanism=ug', '--param', 'c=10']
     """
 
     kind: str
-    input: MappingProxyType = field(default_factory=_frozen)
-    engine: MappingProxyType = field(default_factory=_frozen)
-    domain: MappingProxyType = field(default_factory=_frozen)
-    mechanism: MappingProxyType = field(default_factory=_frozen)
-    budget: MappingProxyType = field(default_factory=_frozen)
-    output: MappingProxyType = field(default_factory=_frozen)
-    options: MappingProxyType = field(default_factory=_frozen)
+    input: Mapping[str, Any] = field(default_factory=_frozen)
+    engine: Mapping[str, Any] = field(default_factory=_frozen)
+    domain: Mapping[str, Any] = field(default_factory=_frozen)
+    mechanism: Mapping[str, Any] = field(default_factory=_frozen)
+    budget: Mapping[str, Any] = field(default_factory=_frozen)
+    output: Mapping[str, Any] = field(default_factory=_frozen)
+    options: Mapping[str, Any] = field(default_factory=_frozen)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ParameterError(f"A release is one of {', '.join(KINDS)}; got {self.kind!r}.")
+        values: dict[Option, Any] = {}
         for sec in SECTIONS:
-            object.__setattr__(self, sec, _frozen(getattr(self, sec)))
+            body = getattr(self, sec)
+            if not isinstance(body, Mapping):
+                raise ParameterError(f"'{sec}' must be a section ([{sec}]) of keys and values, not {body!r}.")
+            for key, value in body.items():
+                opt = find(self.kind, sec, key)
+                if opt is None:
+                    raise ParameterError(f"[{sec}] {key} is not an option of 'release {self.kind}'. Options are: "
+                                         f"{', '.join(valid_keys(self.kind, sec))}.")
+                v = opt.read(value, f"[{sec}] {key}")
+                if v is not None:
+                    values[opt] = _merge(values[opt], v) if opt in values and opt.form == "repeat" else v
+        secs: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+        for opt in OPTIONS[self.kind]:  # the table's order: one canonical order of keys
+            if opt in values and values[opt] != opt.value_default:
+                secs[opt.section][opt.key] = values[opt]
+        for sec in SECTIONS:
+            object.__setattr__(self, sec, _frozen(secs[sec]))
 
     def __hash__(self) -> int:
-        return hash((self.kind, *(tuple(getattr(self, s).items()) for s in SECTIONS)))
+        return hash((self.kind, *(_hashable(getattr(self, s)) for s in SECTIONS)))
 
     # -- the release it describes -----------------------------------------------------------------
 
@@ -118,9 +164,10 @@ class ReleaseSpec:
         return self.mechanism.get("name", _default(self.kind, "mechanism", "name"))
 
     @property
-    def params(self) -> dict[str, str]:
-        """The mechanism's parameters as given (``[mechanism.params]``; text, resolved by the mechanism)."""
-        return dict(item.split("=", 1) for item in self.mechanism.get("params", ()))
+    def params(self) -> dict[str, Any]:
+        """The mechanism's parameters (``[mechanism.params]``: numbers, booleans, text; the mechanism
+        checks them when the release is planned)."""
+        return dict(self.mechanism.get("params", {}))
 
     @property
     def budget_definition(self) -> str:
@@ -133,7 +180,10 @@ class ReleaseSpec:
     @property
     def budget_value(self) -> float | None:
         """The ε or ρ asked for (for an O/D (ε, δ) target: its ε, converted to ρ when made)."""
-        v = self.budget.get("rho", self.budget.get("epsilon"))
+        key = "rho" if "rho" in self.budget else "epsilon"
+        v = self.budget.get(key)
+        if isinstance(v, str):
+            raise ParameterError(f"[budget] {key} '{v}' is not a number; use e.g. {key} = 0.5.")
         return None if v is None else float(v)
 
     @property
@@ -143,8 +193,9 @@ class ReleaseSpec:
 
     @property
     def budget_store(self) -> dict[str, Any]:
-        """Where the budget is kept: ``{"ledger": FILE}``, ``{"db": FILE or ""}`` (the app's database), or
-        ``{}`` (the app's database, the default); with ``population`` when the data is bound to one."""
+        """Where the budget is kept: ``{"ledger": FILE}``, ``{"db": FILE or True}`` (True: the app's
+        database), or ``{}`` (the app's database, the default); with ``population`` when the data is
+        bound to one."""
         return {k: self.budget[k] for k in ("ledger", "db", "population", "no_budget") if k in self.budget}
 
     @property
@@ -155,23 +206,80 @@ class ReleaseSpec:
     # -- building ------------------------------------------------------------------------------
 
     @classmethod
-    def _of_values(cls, kind: str, values: dict[Option, Any]) -> ReleaseSpec:
+    def points(cls, **options: Any) -> ReleaseSpec:
+        """A points release: ``input`` (a file, folder or glob), ``bounds`` (west, south, east, north),
+        ``grid`` (rows, cols), ``mechanism``, ``params``, ``epsilon`` or ``rho``, ``out``; and any option
+        of ``release points`` by its name (``lat``, ``lon``, ``user`` with ``user_cap``, ``engine``,
+        ``budget_cap``, ``ledger``, ``budget_db``, ``workload_file``...).
+
+        >>> s = ReleaseSpec.points(input="pings.csv", bounds=(-74.06, 40.56, -73.7, 40.92), grid=(256, 256),
+        ...                        mechanism="ug", params={"c": 10}, epsilon=0.5, out="release")
+        >>> s.domain["grid"], s.mechanism_name, s.params, s.budget_definition, s.budget_value
+        ((256, 256), 'ug', {'c': 10}, 'pure', 0.5)
+        """
+        return cls._build("points", options)
+
+    @classmethod
+    def hierarchy(cls, **options: Any) -> ReleaseSpec:
+        """Counts over a hierarchy of areas: ``input``, ``levels`` (top first), ``count`` (columns),
+        ``areas`` (the public area list), ``mechanism``, ``epsilon`` or ``rho``, ``split`` (a name or
+        weights), ``neighbour``, ``out``... (the options of ``release hierarchy``).
+
+        >>> s = ReleaseSpec.hierarchy(input="tracts.csv", levels=["state", "county", "tract"], count=["pop"],
+        ...                           areas="tracts.csv", mechanism="topdown_l2", rho=0.5, split=[1, 1, 2], out="o")
+        >>> s.input["levels"], s.budget["split"], s.budget_definition
+        (('state', 'county', 'tract'), (1, 1, 2), 'zcdp')
+        """
+        return cls._build("hierarchy", options)
+
+    @classmethod
+    def census(cls, **options: Any) -> ReleaseSpec:
+        """A census table: ``input``, ``levels``, ``count`` (a column of counts, or one row per person),
+        ``ordinal`` (attributes with ordered values) and ``ordinal_order``, ``areas``, ``mechanism``
+        (privelet, or matrix with ``marginals``), ``epsilon`` or ``rho``, ``out``...
+
+        >>> s = ReleaseSpec.census(input="people.csv", levels=["state", "county"], ordinal=["age"],
+        ...                        ordinal_order={"age": "young|old"}, epsilon=1.0, out="o")
+        >>> s.input["ordinal"], s.input["ordinal_order"], s.mechanism_name
+        (('age',), {'age': 'young|old'}, 'privelet')
+        """
+        return cls._build("census", options)
+
+    @classmethod
+    def od(cls, **options: Any) -> ReleaseSpec:
+        """Trips between areas: ``input``, ``origin``, ``destination``, ``user`` with ``max_trips`` (or
+        ``count``), ``hierarchy`` (the public area file) with ``levels`` or ``code_column`` and
+        ``prefix_lengths``, ``mechanism``, ``rho`` (or ``epsilon`` with ``delta``, or ``pure``), ``out``...
+
+        >>> s = ReleaseSpec.od(input="trips.csv", hierarchy="blocks.csv", code_column="GEOID",
+        ...                    prefix_lengths=(2, 5, 11), rho=0.3, out="o")
+        >>> s.domain["prefix_lengths"], s.mechanism_name, s.budget_definition
+        ((2, 5, 11), 'inftda', 'zcdp')
+        """
+        return cls._build("od", options)
+
+    @classmethod
+    def _build(cls, kind: str, options: dict[str, Any]) -> ReleaseSpec:
         secs: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
-        for opt in OPTIONS[kind]:  # the table's order: one canonical order of keys
-            if opt in values and values[opt] != opt.default:
-                secs[opt.section][opt.key] = values[opt]
+        for name, value in options.items():
+            opt = keyword(kind, name)
+            if opt is None:
+                raise ParameterError(f"{name} is not an option of a {kind} release. Options are: "
+                                     f"{', '.join(keywords(kind))}.")
+            secs[opt.section][opt.key] = value
         return cls(kind, **secs)
 
     @classmethod
     def from_args(cls, kind: str, namespace: Any) -> ReleaseSpec:
-        """The release ``release KIND`` was asked for, from its parsed arguments (paths as given)."""
+        """The release ``release KIND`` was asked for, from its parsed arguments (paths as given): the
+        command line's one mapping to a description (each option's value read by its row of
+        :data:`~dpcore.core.spec_options.OPTIONS`)."""
         if kind not in KINDS:
             raise ParameterError(f"A release is one of {', '.join(KINDS)}; got {kind!r}.")
-        values = {}
+        secs: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
         for opt in OPTIONS[kind]:
-            v = getattr(namespace, opt.dest, opt.default)
-            values[opt] = tuple(v) if isinstance(v, list) else v
-        return cls._of_values(kind, values)
+            secs[opt.section][opt.key] = opt.read(getattr(namespace, opt.dest, opt.default), opt.flag)
+        return cls(kind, **secs)
 
     @classmethod
     def from_toml(cls, text_or_path: str | Path, base_dir: str | Path | None = None) -> ReleaseSpec:
@@ -204,60 +312,27 @@ class ReleaseSpec:
             raise ParameterError("A config repeats a release, so it is always accounted: drop no_budget from "
                                  "[budget] (the release then draws on the budget database shared with the app, "
                                  "or on ledger = \"ledger.json\").")
-        values: dict[Option, Any] = {}
+        secs: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
         for sec in SECTIONS:
             for key, value in (cfg.get(sec) or {}).items():
                 opt = find(kind, sec, key)
-                if opt is None:
-                    raise ParameterError(f"[{sec}] {key} is not an option of 'release {kind}'. Options are: "
-                                         f"{', '.join(valid_keys(kind, sec))}.")
-                if opt.form == "repeat" and opt in values:  # [mechanism.params] and [options] param = ...
-                    values[opt] = values[opt] + _value(opt, sec, key, value, base)
-                else:
-                    values[opt] = _value(opt, sec, key, value, base)
-        return cls._of_values(kind, values)
+                secs[sec][key] = value if opt is None else opt.rebase(opt.read(value, f"[{sec}] {key}"), base)
+        return cls(kind, **secs)
 
     # -- writing -------------------------------------------------------------------------------
-
-    def values(self) -> dict[str, Any]:
-        """Every option of ``release KIND`` (attribute name -> value), defaults included: what the command
-        line's parser would make of :meth:`to_argv`."""
-        out = {}
-        for opt in OPTIONS[self.kind]:
-            v = getattr(self, opt.section).get(opt.key, opt.default)
-            out[opt.dest] = list(v) if isinstance(v, tuple) else v
-        return out
-
-    def namespace(self) -> Any:
-        """:meth:`values` as an :class:`argparse.Namespace` (what the release commands read)."""
-        import argparse
-
-        return argparse.Namespace(**self.values())
 
     def to_argv(self) -> list[str]:
         """The equivalent command line, ``['release', KIND, ...]`` (``run --dry-run`` prints it)."""
         argv = ["release", self.kind]
         for opt in OPTIONS[self.kind]:
             sec = getattr(self, opt.section)
-            if opt.key not in sec:
-                continue
-            v = sec[opt.key]
-            if opt.form == "flag":
-                argv += [opt.flag] if v else []
-            elif opt.form == "repeat":
-                argv += [x for item in v for x in (opt.flag, item)]
-            elif opt.form == "opt" and v == "":
-                argv.append(opt.flag)
-            else:
-                argv.append(f"{opt.flag}={_text(v)}")
+            if opt.key in sec:
+                argv += opt.argv(sec[opt.key])
         return argv
 
     def to_toml(self, header: str = "") -> str:
-        """TOML text of this release (``release`` first, then the sections), with an optional comment header.
-
-        Comma-separated lists are written as arrays, numbers as numbers, ``KEY=VALUE`` items as a table,
-        whenever :meth:`from_toml` reads them back to the same description.
-        """
+        """TOML text of this release (``release`` first, then the sections), with an optional comment header;
+        :meth:`from_toml` reads it back to an equal description."""
         import tomli_w
 
         doc: dict[str, Any] = {"release": self.kind}
@@ -267,9 +342,9 @@ class ReleaseSpec:
                 if opt.section != sec:
                     continue
                 if opt.key in getattr(self, sec):
-                    body[opt.key] = _display(opt, getattr(self, sec)[opt.key])
+                    body[opt.key] = opt.toml(getattr(self, sec)[opt.key])
                 elif opt.flag in _SHOWN and opt.default is not None:  # said even when it is the default
-                    body[opt.key] = _display(opt, opt.default)
+                    body[opt.key] = opt.toml(opt.value_default)
             if body:
                 doc[sec] = body
         lines = [f"# {line}" if line else "#" for line in header.splitlines()]
@@ -278,6 +353,11 @@ class ReleaseSpec:
 
 #: Options a written config states even at their default (a reader sees the engine, grid and mechanism).
 _SHOWN = {"--engine", "--grid", "--mechanism"}
+
+
+def _merge(a: Any, b: Any) -> Any:
+    """Two values of one repeatable option (``[mechanism.params]`` and ``[options] param = ...``)."""
+    return {**a, **b} if isinstance(a, dict) else (*a, *b)
 
 
 def _read(text_or_path: str | Path, base_dir: str | Path | None) -> tuple[str, str, Path]:
@@ -292,77 +372,6 @@ def _read(text_or_path: str | Path, base_dir: str | Path | None) -> tuple[str, s
             raise InputError(f"'{p.name}' is not UTF-8 text. Save it as UTF-8.") from None
         return text, p.name, Path(base_dir) if base_dir is not None else p.resolve().parent
     return text_or_path, "config", Path(base_dir) if base_dir is not None else Path()
-
-
-def _value(opt: Option, sec: str, key: str, value: Any, base: Path) -> Any:
-    """The command line's value of ``[sec] key = value`` (paths from ``base``)."""
-    where = f"[{sec}] {key}"
-    if opt.form == "flag":
-        if not isinstance(value, bool):
-            raise ParameterError(f"{where} is on or off: write {key} = true or {key} = false.")
-        return value
-    if opt.form == "repeat":
-        if isinstance(value, dict):
-            return tuple(f"{k}={_path(v, base) if opt.is_path else _text(v)}" for k, v in value.items())
-        items = value if isinstance(value, list) else [value]
-        return tuple(_path(v, base) if opt.is_path else _text(v) for v in items)
-    if opt.form == "opt" and isinstance(value, bool):
-        return "" if value else None  # db = true: the default database
-    if isinstance(value, bool) or isinstance(value, dict):
-        raise ParameterError(f"{where} takes a value (e.g. {key} = \"...\"), not "
-                             f"{'true/false' if isinstance(value, bool) else 'a table'}.")
-    text = ",".join(_text(v) for v in value) if isinstance(value, list) else _text(value)
-    if opt.form in ("int", "float"):
-        try:
-            return int(text) if opt.form == "int" else float(text)
-        except ValueError:
-            raise ParameterError(f"{where}: invalid {opt.form} value: {text!r}.") from None
-    return _path(text, base) if opt.is_path else text
-
-
-def _text(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, list | dict):
-        return json.dumps(v)
-    return str(v)
-
-
-def _path(text: Any, base: Path) -> str:
-    t = str(text)
-    p = Path(t).expanduser()
-    return t if p.is_absolute() else str(base / p)
-
-
-def _plain(text: str, bools: bool = False) -> Any:
-    """``text`` as a TOML number (or boolean) when it reads back to the same text, else the text."""
-    if bools and text in ("true", "false"):
-        return text == "true"
-    for kind in (int, float):
-        try:
-            v = kind(text)
-        except ValueError:
-            continue
-        if _text(v) == text and not (isinstance(v, float) and v != v):
-            return v
-    return text
-
-
-def _display(opt: Option, v: Any) -> Any:
-    """How a value is written in TOML (read back by :func:`_value` to ``v``)."""
-    if opt.form == "repeat":
-        pairs = [item.partition("=") for item in v]
-        if opt.flag in ("--ordinal", "--plus") or not all(eq for _, eq, _ in pairs) or \
-                len({k for k, _, _ in pairs}) < len(pairs) or any(k != k.strip() or not k for k, _, _ in pairs):
-            return list(v)
-        return {k: (val if opt.is_path else _plain(val, bools=True)) for k, _, val in pairs}
-    if opt.form == "opt" and v == "":
-        return True
-    if isinstance(v, str) and not opt.is_path:
-        if "," in v:
-            return [_plain(x) for x in v.split(",")]
-        return _plain(v)
-    return v
 
 
 def _clean(v: Any) -> Any:
@@ -449,15 +458,8 @@ def hierarchy_config(*, input_path: str, levels: list[str], count: list[str], gr
 
 def _spec(kind: str, sections: dict[str, dict[str, Any]]) -> ReleaseSpec:
     """The description of sections written as a config would (paths as given, None left out)."""
-    values: dict[Option, Any] = {}
-    for sec, body in sections.items():
-        for key, value in body.items():
-            if value is None:
-                continue
-            opt = find(kind, sec, key)
-            assert opt is not None, (sec, key)  # the app writes only options of the kind
-            values[opt] = _value(opt, sec, key, _clean(value), Path())
-    return ReleaseSpec._of_values(kind, values)  # noqa: SLF001 - the module's own constructor
+    return ReleaseSpec(kind, **{sec: {k: _clean(v) for k, v in body.items() if v is not None}
+                                for sec, body in sections.items()})
 
 
 def census_config(*, input_path: str, levels: list[str], count: str | None, ordinals: list[str],
