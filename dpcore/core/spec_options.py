@@ -58,7 +58,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--workload-file", "mechanism"),
         _o("--epsilon", "budget"), _o("--rho", "budget"), _o("--delta", "budget", form="float", default=1e-6),
         *_BUDGET,
-        _o("--out", "output", "dir"),
+        _o("--out", "output", "dir"), _o("--suppress", "output"),
     ),
     "census": (
         _o("--input", "input", "path"), _o("--levels", "input"), _o("--count", "input"),
@@ -84,6 +84,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--order", "budget", default="ascending"),
         *_BUDGET,
         _o("--boundaries", "output", form="repeat", default=()), _o("--out", "output", "dir"),
+        _o("--suppress", "output"),
     ),
     "od": (
         _o("--input", "input", "path"), _o("--origin", "input"), _o("--destination", "input"), _o("--count", "input"),
@@ -102,7 +103,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         *_BUDGET,
         _o("--boundaries", "output", form="repeat", default=()), _o("--coordinates", "output"),
         _o("--coord-code", "output"), _o("--lat", "output"), _o("--lon", "output"),
-        _o("--geojson-top", "output", form="int"), _o("--out", "output", "dir"),
+        _o("--geojson-top", "output", form="int"), _o("--out", "output", "dir"), _o("--suppress", "output"),
     ),
 }
 
