@@ -288,6 +288,14 @@ def compare_variances(periods: int, rho: float | None = None, *, periods_per_per
     * ``factorisation``: :func:`plan_prefix_sums` without the grid slack: the year to date
       ``Δ₂²·Σ_{k<T} c_k²`` and the worst single period ``Δ₂²·Σ_{k<T}(c_k − c_{k−1})²``.
 
+    ``horizon_rho_multiple`` is what a person present in every period spends, in multiples of the
+    ρ each design is run at: ``T`` for the leaves (``T`` releases), ``‖C·1‖²/‖c‖²`` for the
+    factorisation (about ``2T²/(π Σc²)``: 748 at ``T = 52``).  The factorisation's advantage holds
+    for event and person-period guarantees; a person in every period is far more exposed by it.
+
+    >>> round(compare_variances(52)["factorisation"]["horizon_rho_multiple"])
+    748
+
     >>> cmp = compare_variances(12)
     >>> round(cmp["factorisation"]["ytd"], 1), round(cmp["factorisation"]["period_max"], 2), cmp["ytd_ratio"] > 3
     (3.4, 2.36, True)
@@ -303,6 +311,10 @@ def compare_variances(periods: int, rho: float | None = None, *, periods_per_per
            "ytd_by_period": (d2 * prefix_variance_factors(T) * unit).tolist()}
     leaves = {"ytd": T * leaves_period * unit, "period_max": leaves_period * unit,
               "ytd_by_period": (np.arange(1, T + 1) * leaves_period * unit).tolist()}
+    # the ρ a person present in every period spends, in multiples of the ρ the design is run at
+    # (leaves: T releases of ρ each; factorisation: one release of ρ calibrated to one period's change)
+    fac["horizon_rho_multiple"] = sensitivity(T, T) ** 2 / sensitivity(T) ** 2
+    leaves["horizon_rho_multiple"] = float(T)
     return {"periods": T, "unit": "1/(2 rho)" if rho is None else "counts^2", "periods_per_person": periods_per_person,
             "factorisation": fac, "leaves": leaves, "ytd_ratio": leaves["ytd"] / fac["ytd"],
             "period_ratio": fac["period_max"] / leaves["period_max"]}

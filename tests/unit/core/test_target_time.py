@@ -92,3 +92,16 @@ def test_cli_plan_refuses_past_the_cap(capsys: pytest.CaptureFixture[str]) -> No
 def test_cli_plan_without_periods_is_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*PLAN, "--json"]) == 0
     assert "over_time" not in json.loads(capsys.readouterr().out)
+
+
+def test_cli_plan_statistic_compares_the_designs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*PLAN, "--periods", "52", "--statistic", "cumulative", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cum, rho = out["cumulative"], out["rounded"]
+    assert cum["method"] == "factorisation" and cum["rho"] == rho
+    assert cum["sd"]["leaves"]["ytd"] == pytest.approx(math.sqrt(52 / (2 * rho)))
+    assert cum["sd"]["factorisation"]["ytd"] == pytest.approx(math.sqrt(5.3939 / (2 * rho)), rel=1e-4)
+    assert main([*PLAN, "--periods", "52", "--period", "week", "--statistic", "window:3"]) == 0
+    assert "Recommended for the window statistic: leaves" in capsys.readouterr().out
+    assert main([*PLAN, "--statistic", "cumulative"]) == 2
+    assert "--periods P and --rho" in capsys.readouterr().err

@@ -127,3 +127,14 @@ def test_bad_inputs(kw: dict, needle: str) -> None:
     counts = kw.pop("counts")
     with pytest.raises(ParameterError, match=needle):
         release_prefix_sums(counts, 0.5, NoiseSource(seed=0), **kw)
+
+
+def test_a_person_in_every_period_is_exposed_by_the_factorisation() -> None:
+    """Releasing ρ by the factorisation protects one record (or person-period) at ρ, but a person present
+    in all T periods spends ρ·‖C·1‖²/‖c‖² (≈ 2T²/(π Σc²)), against T·ρ for T releases of the leaves."""
+    cmp = compare_variances(52)
+    C = factor_matrix(52)
+    assert cmp["factorisation"]["horizon_rho_multiple"] == pytest.approx(
+        np.sum(C.sum(axis=1) ** 2) / np.sum(C[:, 0] ** 2))
+    assert cmp["leaves"]["horizon_rho_multiple"] == 52
+    assert cmp["factorisation"]["horizon_rho_multiple"] > 10 * 52
