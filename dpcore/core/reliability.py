@@ -327,7 +327,7 @@ def _geojson(data: bytes, rule: ReliabilityRule, hit_keys: set[tuple[str, ...]],
         props = feat.get("properties") or {}
         if not all(k in props for k in key_cols):
             continue
-        hit = tuple(str(props[k]) for k in key_cols) in hit_keys
+        hit = tuple("" if props[k] is None else str(props[k]) for k in key_cols) in hit_keys
         props[rule.column] = hit
         if hit and rule.mode == "suppress":
             for c in (VALUE_COLUMN, *_INTERVAL):
@@ -337,7 +337,7 @@ def _geojson(data: bytes, rule: ReliabilityRule, hit_keys: set[tuple[str, ...]],
 
 
 #: Columns that name a released cell in some kind's ``release.csv`` (the GeoJSON join keys).
-_KEY_COLUMNS = ("id", "level", "code", "origin", "destination")
+_KEY_COLUMNS = ("id", "level", "code", "parent", "origin", "destination")
 
 
 def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | None) -> dict[str, bytes]:
@@ -371,20 +371,27 @@ def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | Non
         raise ParameterError("A reliability rule is applied to release.csv, and this release has none.")
     frame = _csv_frame(files["release.csv"])
     published, full, a = apply_to_frame(frame, rule)
+    keys = [c for c in _KEY_COLUMNS if c in frame.columns]
+    # one feature per row (points, hierarchy counts, flows); a group-size release has several rows
+    # (sizes) per feature, whose GeoJSON values are left as they are and the record says so
+    per_row = bool(keys) and not bool(frame.duplicated(keys).any())
+    hit_keys = set(map(tuple, frame.loc[a.hit, keys].to_numpy().tolist())) if per_row else set()
     out: dict[str, bytes] = {}
     for name, data in files.items():
         if name == "release.csv":
             out[name] = _csv_bytes(published)
             out[FULL_FILE] = _csv_bytes(full)
-        elif name.endswith(".geojson"):
-            keys = [c for c in _KEY_COLUMNS if c in frame.columns]
-            hit_keys = set(map(tuple, frame.loc[a.hit, keys].to_numpy().tolist())) if keys else set()
-            out[name] = _geojson(data, rule, hit_keys, keys) if keys else data
+        elif name.endswith(".geojson") and per_row:
+            out[name] = _geojson(data, rule, hit_keys, keys)
         elif name != "release.json":
             out[name] = data
     if "release.json" in files:
         cells = int(np.count_nonzero(frame[VALUE_COLUMN].ne("")))
-        out["release.json"] = _record(files["release.json"], rule, a, cells)
+        geo = [n for n in files if n.endswith(".geojson")]
+        note = None if per_row or not geo else (
+            f"{', '.join(geo)} unchanged: each feature holds several rows of release.csv, so its values are not "
+            "withheld there; read release.csv for the rule")
+        out["release.json"] = _record(files["release.json"], rule, a, cells, note)
     return out
 
 
@@ -416,11 +423,13 @@ def reliability_section(rule: ReliabilityRule, a: Assessment, cells: int) -> dic
     }
 
 
-def _record(data: bytes, rule: ReliabilityRule, a: Assessment, cells: int) -> bytes:
+def _record(data: bytes, rule: ReliabilityRule, a: Assessment, cells: int, geojson_note: str | None) -> bytes:
     import orjson
 
     rec = orjson.loads(data)
     rec["reliability"] = reliability_section(rule, a, cells)
+    if geojson_note:
+        rec["reliability"]["geojson"] = geojson_note
     files = rec.get("outputs", {}).get("files") if isinstance(rec.get("outputs"), dict) else None
     if isinstance(files, list) and FULL_FILE not in files:
         at = files.index("release.csv") + 1 if "release.csv" in files else len(files)

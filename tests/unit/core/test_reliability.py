@@ -154,3 +154,14 @@ def test_apply_to_files_without_rule_or_columns() -> None:
     assert apply_to_files(files, None) == files
     with pytest.raises(ParameterError, match="needs the columns noisy_count and noise_sd"):
         apply_to_files(files, "floor=5")
+
+
+def test_group_sizes_leave_the_geojson_and_say_so() -> None:
+    csv = b"level,code,parent,size,noisy_count,noise_sd\nc,1,,1,2,1\nc,1,,2,9,1\n"
+    gj = orjson.dumps({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "geometry": None, "properties": {"level": "c", "code": "1", "size_1": 2, "size_2": 9}}]})
+    files = {"release.csv": csv, "c.geojson": gj, "release.json": b"{}"}
+    out = apply_to_files(files, "floor=5")
+    assert out["c.geojson"] == gj
+    assert out["release.csv"].decode().splitlines()[1] == "c,1,,1,,1,true,floor"
+    assert "c.geojson unchanged" in orjson.loads(out["release.json"])["reliability"]["geojson"]
