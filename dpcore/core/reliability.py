@@ -45,6 +45,7 @@ many cells it suppressed or flagged (per reason) and which file keeps the values
 
 from __future__ import annotations
 
+import csv
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -213,9 +214,10 @@ class Assessment:
     def counts(self) -> dict[str, int]:
         """How many cells each reason hit (a cell with two reasons counts under both)."""
         out: dict[str, int] = {}
-        for r in self.reasons[self.hit]:
-            for code in str(r).split(";"):
-                out[code] = out.get(code, 0) + 1
+        texts, n = np.unique(self.reasons[self.hit].astype(str), return_counts=True)
+        for r, k in zip(texts.tolist(), n.tolist(), strict=True):
+            for code in r.split(";"):
+                out[code] = out.get(code, 0) + k
         return dict(sorted(out.items()))
 
 
@@ -236,6 +238,13 @@ def _greater(lhs: np.ndarray, rhs: np.ndarray, lhs_exact: Any, rhs_exact: Any, w
     return out
 
 
+def _floats(values: Any) -> np.ndarray:
+    """Numbers as float64, anything that is not a number (None, "") as NaN."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "fiu":
+        return values.astype(np.float64, copy=False)
+    return np.asarray(pd.to_numeric(pd.Series(values, dtype=object), errors="coerce"), dtype=np.float64)
+
+
 def assess(rule: ReliabilityRule, values: Sequence[float | None] | np.ndarray,
            sds: Sequence[float | None] | np.ndarray) -> Assessment:
     """Which cells ``rule`` finds unreliable, from their noisy ``values`` and noise ``sds`` alone.
@@ -248,8 +257,7 @@ def assess(rule: ReliabilityRule, values: Sequence[float | None] | np.ndarray,
     >>> a.hit.tolist(), a.reasons.tolist(), a.counts()
     ([False, True, True, True, False], ['', 'cv', 'floor', 'cv_no_sd', ''], {'cv': 1, 'cv_no_sd': 1, 'floor': 1})
     """
-    y = np.asarray(pd.to_numeric(pd.Series(values, dtype=object), errors="coerce"), dtype=np.float64)
-    sd = np.asarray(pd.to_numeric(pd.Series(sds, dtype=object), errors="coerce"), dtype=np.float64)
+    y, sd = _floats(values), _floats(sds)
     if y.shape != sd.shape:
         raise ParameterError(f"{y.size} values but {sd.size} SDs: give one SD per value.")
     has = ~np.isnan(y)
@@ -317,23 +325,190 @@ def _csv_bytes(frame: pd.DataFrame) -> bytes:
     return frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
 
 
-def _geojson(data: bytes, rule: ReliabilityRule, hit_keys: set[tuple[str, ...]], key_cols: list[str]) -> bytes:
-    """A GeoJSON whose features of withheld cells lose their value and interval (matched on the
-    CSV's key columns), and every feature gets the rule's yes/no property."""
+def _key_text(columns: Sequence[Sequence[Any]]) -> list[str]:
+    """One text key per row: the columns' values as text (None -> "") joined by a unit separator."""
+    texts = [["" if v is None else str(v) for v in col] for col in columns]
+    return ["\x1f".join(parts) for parts in zip(*texts, strict=True)] if len(texts) > 1 else (texts or [[]])[0]
+
+
+def _mark(props: list[dict[str, Any]], rule: ReliabilityRule, hit_keys: set[str], key_cols: list[str]) -> None:
+    """Give every feature's properties the rule's yes/no property; blank the withheld values."""
+    keys = _key_text([[p.get(k) for p in props] for k in key_cols])
+    hit = np.fromiter((k in hit_keys for k in keys), dtype=bool, count=len(keys))
+    for p, h in zip(props, hit.tolist(), strict=True):
+        p[rule.column] = h
+    if rule.mode == "suppress":
+        for i in np.flatnonzero(hit):
+            for c in (VALUE_COLUMN, *_INTERVAL):
+                if c in props[i]:
+                    props[i][c] = None
+
+
+_FEATURE = b'{"type":"Feature"'
+_PROPS = b'"properties":'
+
+
+def _geojson_by_line(lines: list[bytes], at: list[int], rule: ReliabilityRule, hit_keys: set[str],
+                     key_cols: list[str]) -> bytes:
+    """One feature per line whose last member is ``properties`` (the points writer's form): only
+    each feature's properties are parsed and written again, never its geometry."""
     import orjson
 
+    props, ends = [], []
+    for i in at:
+        line = lines[i]
+        body = line.rstrip(b",")
+        j = body.rfind(_PROPS)
+        if j < 0 or not body.endswith(b"}}"):
+            raise ValueError("not one feature per line")
+        props.append(orjson.loads(body[j + len(_PROPS):-1]))
+        ends.append((line[:j + len(_PROPS)], b"}" + line[len(body):]))
+    _mark(props, rule, hit_keys, key_cols)
+    for i, p, (head, tail) in zip(at, props, ends, strict=True):
+        lines[i] = head + orjson.dumps(p) + tail
+    return b"\n".join(lines)
+
+
+def _geojson_arrow(data: bytes, rule: ReliabilityRule, hit_keys: set[str], key_cols: list[str]) -> bytes | None:
+    """:func:`_geojson` vectorised in Arrow for a file of one feature per line ending ``}}``, whose
+    key properties are numbers (the points writer's form); None for any other file."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    if not data.endswith(b"\n") or b"\x1e" in data:
+        return None
+    try:
+        arr = pacsv.read_csv(io.BytesIO(data), read_options=pacsv.ReadOptions(column_names=["line"],
+                                                                               block_size=1 << 24),
+                             parse_options=pacsv.ParseOptions(delimiter="\x1e", quote_char=False),
+                             convert_options=pacsv.ConvertOptions(column_types={"line": pa.large_string()},
+                                                                  strings_can_be_null=False)
+                             ).column("line").combine_chunks()
+    except pa.ArrowInvalid:
+        return None
+    is_feat = pc.starts_with(arr, _FEATURE.decode())
+    feats = pc.filter(arr, is_feat)
+    if len(arr) != data.count(b"\n") or len(feats) < 2:
+        return None
+    parts = []
+    for k in key_cols:  # a number-valued member of the (flat) properties object
+        m = pc.extract_regex(feats, f'"properties":\\{{(?:[^{{}}]*,)?"{k}":(?P<v>-?[0-9][^,}}]*)')
+        if m.null_count:
+            return None
+        parts.append(pc.struct_field(m, [0]))
+    comma = pc.ends_with(feats, "}},")
+    if not pc.all(pc.or_(comma, pc.ends_with(feats, "}}"))).as_py():
+        return None
+    ends = (pc.if_else(comma, pc.utf8_slice_codeunits(feats, 0, -3), pc.utf8_slice_codeunits(feats, 0, -2)),
+            pc.if_else(comma, pa.scalar("}},", pa.large_string()), pa.scalar("}}", pa.large_string())))
+    sep = pa.scalar("\x1f", pa.large_string())
+    key = pc.binary_join_element_wise(*parts, sep) if len(parts) > 1 else parts[0]
+    hit = pc.is_in(pc.cast(key, pa.large_string()), value_set=pa.array(list(hit_keys), pa.large_string()))
+    flag = pc.if_else(hit, pa.scalar(f',"{rule.column}":true', pa.large_string()),
+                      pa.scalar(f',"{rule.column}":false', pa.large_string()))
+    new = pc.binary_join_element_wise(ends[0], flag, ends[1], pa.scalar("", pa.large_string()))
+    if rule.mode == "suppress":
+        names = "|".join((VALUE_COLUMN, *_INTERVAL))
+        withheld = pc.replace_substring_regex(pc.filter(new, hit), pattern=f'("(?:{names})":)[^,}}]*',
+                                              replacement="\\1null")
+        new = pc.replace_with_mask(new, hit, withheld)
+    out = pc.replace_with_mask(arr, is_feat, new)
+    return _joined(b"", out)[1:]
+
+
+def _geojson(data: bytes, rule: ReliabilityRule, hit_keys: set[str], key_cols: list[str]) -> bytes:
+    """A GeoJSON whose features of withheld cells lose their value and interval (matched on the
+    CSV's key columns), and every feature gets the rule's yes/no property.  A file with one
+    feature per line is edited line by line (a million-cell grid stays fast and small in memory)."""
+    import orjson
+
+    fast = _geojson_arrow(data, rule, hit_keys, key_cols)
+    if fast is not None:
+        return fast
+    lines = data.split(b"\n")
+    at = [i for i, line in enumerate(lines) if line.startswith(_FEATURE)]
+    if len(at) > 1:
+        try:
+            return _geojson_by_line(lines, at, rule, hit_keys, key_cols)
+        except (ValueError, orjson.JSONDecodeError):
+            pass  # another layout: parse the whole file
     doc = orjson.loads(data)
-    for feat in doc.get("features", []):
-        props = feat.get("properties") or {}
-        if not all(k in props for k in key_cols):
-            continue
-        hit = tuple("" if props[k] is None else str(props[k]) for k in key_cols) in hit_keys
-        props[rule.column] = hit
-        if hit and rule.mode == "suppress":
-            for c in (VALUE_COLUMN, *_INTERVAL):
-                if c in props:
-                    props[c] = None
+    feats = doc.get("features") or []
+    for f in feats:
+        if not isinstance(f.get("properties"), dict):
+            f["properties"] = {}
+    _mark([f["properties"] for f in feats], rule, hit_keys, key_cols)
     return orjson.dumps(doc) + b"\n"
+
+
+def _lines(data: bytes) -> Any:
+    """The lines after the header as one Arrow string column (read by Arrow's CSV reader with a
+    delimiter the file does not hold, so a line is one value)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    tbl = pacsv.read_csv(io.BytesIO(data), read_options=pacsv.ReadOptions(column_names=["line"], skip_rows=1),
+                         parse_options=pacsv.ParseOptions(delimiter="\x1e", quote_char=False),
+                         convert_options=pacsv.ConvertOptions(column_types={"line": pa.large_string()},
+                                                              strings_can_be_null=False))
+    return tbl.column("line").combine_chunks()
+
+
+def _joined(head: bytes, rows: Any) -> bytes:
+    """``head`` and the Arrow string rows as one text, a line each (the rows' buffer, not a Python list)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if len(rows) == 0:
+        return head + b"\n"
+    arr = pc.binary_join_element_wise(rows, pa.scalar("\n", pa.large_string()), pa.scalar("", pa.large_string()))
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    body = arr.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    return b"".join((head, b"\n", memoryview(body)))
+
+
+def _plain_csv(data: bytes, rule: ReliabilityRule) -> tuple[bytes, bytes, Assessment, pd.DataFrame]:
+    """The rule on a CSV with no quoted field (no ``"``) and ``\\n`` line ends, vectorised in Arrow:
+    ``(published, full, assessment, the key and value columns as text)``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    head = data.split(b"\n", 1)[0]
+    header = next(csv.reader([head.decode("utf-8")]))
+    check_rule_fits(rule, header)
+    want = [c for c in header if c in (VALUE_COLUMN, SD_COLUMN, *_KEY_COLUMNS)]
+    tbl = pacsv.read_csv(io.BytesIO(data), convert_options=pacsv.ConvertOptions(
+        include_columns=want, column_types={c: pa.string() for c in want}, strings_can_be_null=False))
+    rows = _lines(data)
+    if len(rows) != tbl.num_rows or len(set(header)) != len(header):
+        raise ValueError("not a plain CSV")
+    a = assess(rule, _numbers(tbl.column(VALUE_COLUMN)), _numbers(tbl.column(SD_COLUMN)))
+    hit = pa.array(a.hit)
+    flags = pc.if_else(hit, pa.scalar(",true,", pa.large_string()), pa.scalar(",false,", pa.large_string()))
+    sep = pa.scalar("", pa.large_string())
+    full_rows = pc.binary_join_element_wise(rows, flags, pa.array(a.reasons.tolist(), pa.large_string()), sep)
+    quote = '"' if head.startswith(b'"') else ""  # Arrow's writer quotes the header's names
+    head += f",{quote}{rule.column}{quote},{quote}{rule.reason_column}{quote}".encode()
+    full = _joined(head, full_rows)
+    cols = pd.DataFrame({c: tbl.column(c).to_pylist() for c in want if c in _KEY_COLUMNS or c == VALUE_COLUMN})
+    if rule.mode == "flag":
+        return full, full, a, cols
+    withheld = pc.filter(full_rows, hit)
+    for j in (header.index(c) for c in (VALUE_COLUMN, *_INTERVAL) if c in header):
+        withheld = pc.replace_substring_regex(withheld, pattern=f"^((?:[^,]*,){{{j}}})[^,]*", replacement="\\1")
+    return _joined(head, pc.replace_with_mask(full_rows, hit, withheld)), full, a, cols
+
+
+def _numbers(col: Any) -> np.ndarray:
+    """An Arrow text column as float64 (empty text -> NaN)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col)
+    return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
 
 
 #: Columns that name a released cell in some kind's ``release.csv`` (the GeoJSON join keys).
@@ -369,18 +544,25 @@ def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | Non
         return dict(files)
     if "release.csv" not in files:
         raise ParameterError("A reliability rule is applied to release.csv, and this release has none.")
-    frame = _csv_frame(files["release.csv"])
-    published, full, a = apply_to_frame(frame, rule)
+    data = files["release.csv"]
+    try:
+        if b'"' in data[data.find(b"\n"):] or b"\r" in data:
+            raise ValueError("quoted fields")
+        pub_b, full_b, a, frame = _plain_csv(data, rule)
+    except ValueError:  # quoted fields or odd line ends: the CSV reader's round trip
+        frame = _csv_frame(data)
+        published, full, a = apply_to_frame(frame, rule)
+        pub_b, full_b = _csv_bytes(published), _csv_bytes(full)
     keys = [c for c in _KEY_COLUMNS if c in frame.columns]
     # one feature per row (points, hierarchy counts, flows); a group-size release has several rows
     # (sizes) per feature, whose GeoJSON values are left as they are and the record says so
     per_row = bool(keys) and not bool(frame.duplicated(keys).any())
-    hit_keys = set(map(tuple, frame.loc[a.hit, keys].to_numpy().tolist())) if per_row else set()
+    hit_keys = {k for k, h in zip(_key_text([frame[k].tolist() for k in keys]), a.hit.tolist(), strict=True)
+                if h} if per_row else set()
     out: dict[str, bytes] = {}
     for name, data in files.items():
         if name == "release.csv":
-            out[name] = _csv_bytes(published)
-            out[FULL_FILE] = _csv_bytes(full)
+            out[name], out[FULL_FILE] = pub_b, full_b
         elif name.endswith(".geojson") and per_row:
             out[name] = _geojson(data, rule, hit_keys, keys)
         elif name != "release.json":

@@ -47,6 +47,16 @@ not practical: ``c_k`` has denominator ``4^k``, so ``4^{T−1}·C`` overflows 64
 ``T = 31``.  The rounding itself is a fixed error of at most ``2^{k−1}`` per answer, far below the
 noise (it is not counted in the variances).
 
+Use in a series release (``--cumulative``).  With the per-period counts of every cell stacked as
+``counts`` (periods × cells, the periods of the public range in order, empty periods as zeros),
+``rel = release_prefix_sums(counts, rho, noise_source, periods_per_person=w,
+per_period_sensitivity=Δ)`` is the whole series in one draw: charge ``rel.cost`` once through the
+session for the whole horizon, publish ``rel.prefix`` (cumulative counts) and ``rel.periods``
+(period counts that add up to them) with ``rel.prefix_sd`` / ``rel.period_sd`` as the SD columns,
+and record ``rel.plan.to_dict()``.  :func:`plan_prefix_sums` is the same without data (previews),
+:func:`recommend` the advice the plan shows.  Under pure ε-DP there is no factorisation here (its
+noise is Gaussian): refuse ``--cumulative`` with ``--epsilon``.
+
 >>> c = coefficients(4)
 >>> c.tolist()
 [1.0, 0.5, 0.375, 0.3125]

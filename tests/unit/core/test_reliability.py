@@ -165,3 +165,61 @@ def test_group_sizes_leave_the_geojson_and_say_so() -> None:
     assert out["c.geojson"] == gj
     assert out["release.csv"].decode().splitlines()[1] == "c,1,,1,,1,true,floor"
     assert "c.geojson unchanged" in orjson.loads(out["release.json"])["reliability"]["geojson"]
+
+
+@pytest.mark.parametrize("rule", ["floor=5", "flag:cv=0.3", "floor=2,cv=0.5,z=2"])
+def test_the_fast_path_writes_what_the_csv_reader_writes(rule: str) -> None:
+    """release.csv without quoted fields is edited line by line; the bytes equal the CSV reader's round trip."""
+    from dpcore.core.reliability import _csv_bytes, _csv_frame, _plain_csv
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(-3, 30, 300)
+    csv = ("level,code,parent,noisy_count,ci95_low,ci95_high,noise_sd\n" + "".join(
+        f"tract,{i:06d},{i // 10:03d},{v},{v - 4.1:.1f},{v + 4.1:.1f},2.0918\n" for i, v in enumerate(y))).encode()
+    pub, full, a, _ = _plain_csv(csv, parse_rule(rule))
+    want_pub, want_full, b = apply_to_frame(_csv_frame(csv), parse_rule(rule))
+    assert np.array_equal(a.hit, b.hit) and a.hit.any()
+    assert pub == _csv_bytes(want_pub) and full == _csv_bytes(want_full)
+
+
+def test_quoted_fields_take_the_csv_reader() -> None:
+    csv = b'level,code,name,noisy_count,noise_sd\nc,01,"Leeds, West",3,1\nc,02,"a ""b""",40,1\n'
+    out = apply_to_files({"release.csv": csv}, "floor=5")
+    assert out["release.csv"].decode().splitlines()[1:] == ['c,01,"Leeds, West",,1,true,floor',
+                                                           'c,02,"a ""b""",40,1,false,']
+
+
+@pytest.mark.parametrize("rule", ["floor=5", "flag:cv=0.3"])
+def test_the_arrow_geojson_path_equals_the_parsing_paths(rule: str) -> None:
+    """A points-style GeoJSON (one feature per line) is edited in Arrow; the result parses to what the
+    whole-file and line-by-line paths give."""
+    from dpcore.core.reliability import _geojson_arrow, _geojson_by_line, _mark
+
+    rng = np.random.default_rng(5)
+    y = rng.integers(-2, 12, 50)
+    feats = [b'{"type":"Feature","id":%d,"geometry":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]},'
+             b'"properties":{"id":%d,"level":%d,"noisy_count":%d,"ci95_low":%.1f,"ci95_high":%.1f,"noise_sd":2.5}}'
+             % (i, i, 1 + i % 2, v, v - 4.9, v + 4.9) for i, v in enumerate(y)]
+    data = b'{"type":"FeatureCollection","name":"x","features":[\n' + b",\n".join(feats) + b"\n]}\n"
+    r = parse_rule(rule)
+    hit = assess(r, y.astype(float), np.full(y.size, 2.5)).hit
+    keys = {f"{i}\x1f{1 + i % 2}" for i in np.flatnonzero(hit)}
+    fast = _geojson_arrow(data, r, keys, ["id", "level"])
+    assert fast is not None
+    doc = orjson.loads(data)
+    _mark([f["properties"] for f in doc["features"]], r, keys, ["id", "level"])
+    assert orjson.loads(fast) == doc
+    assert orjson.loads(_geojson_by_line(data.split(b"\n"), list(range(1, 51)), r, keys, ["id", "level"])) == doc
+    assert sum(f["properties"][r.column] for f in doc["features"]) == hit.sum() > 0
+    assert _geojson_arrow(orjson.dumps(doc) + b"\n", r, keys, ["id", "level"]) is None  # one line: not this form
+
+
+def test_a_quoted_header_keeps_the_fast_path_and_its_style() -> None:
+    """Arrow's CSV writer (points) quotes the header's names; the rows are plain."""
+    from dpcore.core.reliability import _plain_csv
+
+    csv = b'"id","level","noisy_count","noise_sd"\n0,1,3,1\n1,1,9,1\n'
+    pub, full, a, _ = _plain_csv(csv, parse_rule("floor=5"))
+    assert pub == b'"id","level","noisy_count","noise_sd","suppressed","suppression_reason"\n0,1,,1,true,floor\n' \
+                  b"1,1,9,1,false,\n"
+    assert apply_to_files({"release.csv": csv}, "floor=5")["release.csv"] == pub
