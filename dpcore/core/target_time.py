@@ -38,8 +38,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from dpcore.core.record import approx_dp_reading
 from dpcore.errors import BudgetError, ParameterError
-from dpcore.privacy.budget import PrivacyCost, zcdp_to_approx_dp, zcdp_to_approx_dp_classic
+from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import normal_z
 
 __all__ = ["TimePlan", "gaussian_target_rho", "horizon_figure", "plan_over_time"]
@@ -82,11 +83,13 @@ def horizon_figure(per_period: PrivacyCost, periods: int, delta: float = 1e-6) -
     total = per_period.value * P
     out: dict[str, Any] = {"definition": per_period.definition, "periods": P, "per_period": per_period.value,
                            "value": total, "delta": None, "epsilon": total if per_period.definition == "pure" else None,
-                           "epsilon_classic": None,
+                           "epsilon_classic": None, "epsilon_per_period": None,
                            "composition": "sequential over the periods for a person present in every period"}
     if per_period.definition == "zcdp":
-        out.update(delta=float(delta), epsilon=zcdp_to_approx_dp(total, delta),
-                   epsilon_classic=zcdp_to_approx_dp_classic(total, delta))
+        (reading,) = approx_dp_reading(PrivacyCost("zcdp", total), (delta,), classic=True)  # the records' reading
+        (one,) = approx_dp_reading(per_period, (delta,))
+        out.update(delta=float(delta), epsilon=reading["epsilon"], epsilon_classic=reading["epsilon_classic"],
+                   epsilon_per_period=one["epsilon"])
     return out
 
 
@@ -117,7 +120,7 @@ class TimePlan:
                  f"at this rate: {sym} = {h['value']:.4g} for a person present in every {self.period_name} "
                  "(sequential composition)."]
         if h["delta"] is not None:
-            one = zcdp_to_approx_dp(self.per_period.value, h["delta"])
+            one = h["epsilon_per_period"]
             lines.append(f"As (ε, δ)-DP at δ = {h['delta']:g}: ε ≈ {one:.3g} per {self.period_name}, ε ≈ "
                          f"{h['epsilon']:.3g} over the {self.periods} {self.period_name}s (classic bound "
                          f"{h['epsilon_classic']:.3g}).")
