@@ -11,6 +11,7 @@ from typing import Any
 from dpcore.cli.common import (
     Made,
     add_budget_args,
+    add_suppress_arg,
     budget_arg,
     cli_progress,
     engine_args,
@@ -19,6 +20,7 @@ from dpcore.cli.common import (
     open_budget,
     parse_params,
     split_list,
+    suppress_rule,
 )
 from dpcore.cli.spec_args import arguments
 from dpcore.core.spec import ReleaseSpec
@@ -103,6 +105,7 @@ def add_hierarchy_parser(rsub: Any) -> argparse.ArgumentParser:
                          "writes LEVEL.geojson (repeatable)")
     hi.add_argument("--out", required=True, help="output folder for release.csv, release.json, LEVEL.geojson")
     add_budget_args(hi)
+    add_suppress_arg(hi)
     engine_args(hi)
     return hi
 
@@ -222,6 +225,8 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     from dpcore.areas import export
     from dpcore.areas.counts import HierarchyCounts
     from dpcore.areas.unit import hierarchy_unit
+    from dpcore.core.record import write_files
+    from dpcore.core.reliability import apply_to_files
     from dpcore.data import area_boundaries
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
@@ -229,6 +234,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     from dpcore.privacy import budget
 
     make, cost = budget_arg(args)
+    rule = suppress_rule(args)
     levels = split_list(args.levels, "--levels", str, "state,county,tract")
     counts_cols = split_list(args.count, "--count", str, "POPULATION") if args.count else []
     split_text = str(args.split).strip()
@@ -298,7 +304,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     bud = open_budget(args, make, plan.cost, "areas",
                       _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
-    paths = export.write_hierarchy(out.inner, args.out, bud.ledger, joins)
+    paths = write_files(apply_to_files(export.hierarchy_files(out.inner, bud.ledger, joins), rule), args.out)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

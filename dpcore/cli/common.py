@@ -139,6 +139,23 @@ def add_budget_args(p: argparse.ArgumentParser) -> None:
                    help="charge nothing (the release record says 'not accounted'); for tests and dry runs only")
 
 
+def add_suppress_arg(p: argparse.ArgumentParser) -> None:
+    """``--suppress RULE``: the reliability rule of :mod:`dpcore.core.reliability` (points, hierarchy, od)."""
+    p.add_argument("--suppress", metavar="RULE",
+                   help="reliability rule, post-processing at no budget: \"floor=5\" (withhold noisy values below 5), "
+                        "\"cv=0.3\" (withhold values whose CV z·SD/value exceeds 0.3, z = 1.645 unless "
+                        "\"cv=0.3,z=1.96\"; values <= 0 always), both (\"floor=5,cv=0.3\"), or \"flag:cv=0.3\" to keep "
+                        "and mark them. release.csv gets the columns suppressed/flagged and the reason; every noisy "
+                        "value stays in release_full.csv (the data users' file)")
+
+
+def suppress_rule(args: argparse.Namespace) -> Any:
+    """The parsed ``--suppress`` rule (None without one), read before any data so a typo costs nothing."""
+    from dpcore.core.reliability import parse_rule
+
+    return parse_rule(getattr(args, "suppress", None))
+
+
 @dataclass
 class CliBudget:
     """The budget a CLI release draws on: the session, the ledger (None: not accounted) and where it is kept."""

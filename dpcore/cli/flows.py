@@ -11,6 +11,7 @@ from typing import Any
 from dpcore.cli.common import (
     Made,
     add_budget_args,
+    add_suppress_arg,
     cli_progress,
     engine_args,
     engine_for,
@@ -18,6 +19,7 @@ from dpcore.cli.common import (
     open_budget,
     parse_params,
     split_list,
+    suppress_rule,
 )
 from dpcore.cli.spec_args import arguments
 from dpcore.core.spec import ReleaseSpec
@@ -80,6 +82,7 @@ def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
     od.add_argument("--lon", help="longitude column of --coordinates (default: detected)")
     od.add_argument("--geojson-top", type=int, help="flows.geojson keeps only the largest N flows per level")
     od.add_argument("--out", required=True, help="output folder for release.csv, release.json, flows.geojson")
+    add_suppress_arg(od)
     add_budget_args(od)  # --budget-cap: ε with --pure, ρ with --rho, an ε at the same δ with --epsilon/--delta
     engine_args(od)
     return od
@@ -331,6 +334,8 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     trips are read or any budget is opened, and released through :func:`dpcore.pipeline.release`."""
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
+    from dpcore.core.record import write_files
+    from dpcore.core.reliability import apply_to_files
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows import export as od_export
     from dpcore.flows.counts import ODCounts
@@ -340,6 +345,7 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
 
     # everything that needs no data is checked before the trips are read or budget is spent
     make, cost, delta, given, cap = _od_cost(args)
+    rule = suppress_rule(args)
     info = catalog.get("od", args.mechanism)
     if not info.definitions:
         raise ParameterError(
@@ -398,8 +404,9 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
                       counts.fingerprint, plan.unit, session=session)
     made = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
     rel = made.inner
-    paths = od_export.write_od(rel, out, bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
+    files = od_export.od_files(rel, bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
                                top=args.geojson_top)
+    paths = write_files(apply_to_files(files, rule), out)
     if cost.definition == "zcdp":
         src = (f" from (ε = {given['epsilon']:g}, δ = {given['delta']:g}) by the {given['conversion']} conversion"
                if given["given"] == "epsilon, delta" else "")

@@ -5,10 +5,15 @@
     python -m dpcore plan od --levels state,county --sizes 1,5 --mechanism inftda --target "level=county,abs=20"
     python -m dpcore plan points --bounds -74.3,40.5,-73.7,40.9 --grid 64,64 --mechanism quadtree \
         --param height=6 --target "abs=10"
+    python -m dpcore plan hierarchy --levels county,tract --sizes 5,240 --mechanism exact --rho \
+        --target "level=tract,abs=20,coverage=0.9" --periods 52 --period week --horizon-cap 0.5
 
 Reads public inputs only (the grid, the public list of areas or the number of areas per level),
 never counts; prints the proposed ε (or ρ with --rho), the split over levels and each level's
-expected error (:func:`dpcore.core.target.plan_for_targets`), or JSON with --json.
+expected error (:func:`dpcore.core.target.plan_for_targets`), or JSON with --json.  With
+``--periods P`` the proposal is the budget of each period of a series, followed by the horizon
+figure for a person present in every period and, with ``--horizon-cap``, a refusal (exit 2) when
+that figure would pass the cap (:func:`dpcore.core.target_time.plan_over_time`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,18 @@ def add_plan_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--min-share", type=float, default=0.01,
                    help="least share of the total every level keeps when the planner chooses the split (default 0.01)")
     p.add_argument("--json", action="store_true", help="print the proposal as JSON")
+    t = p.add_argument_group("over time: the same target in every period of a series")
+    t.add_argument("--periods", type=int, help="number of periods released with this plan, e.g. 52 (weeks): the "
+                                               "budget proposed is per period, and the horizon figure is shown")
+    t.add_argument("--period", default="period", help="the period's name in the text, e.g. day, week, month")
+    t.add_argument("--horizon-cap", type=float, metavar="CAP",
+                   help="with --periods: the most a person present in every period may spend (ρ with --rho, else "
+                        "ε); a plan that would pass it is refused")
+    t.add_argument("--delta", type=float, default=1e-6, help="δ of the (ε, δ) reading of a ρ (default 1e-6)")
+    t.add_argument("--statistic", metavar="{period,cumulative,window:L}",
+                   help="with --periods and --rho: the statistic data users mainly read; the plan then compares each "
+                        "period released on its own with the square-root factorisation of the prefix sums (year to "
+                        "date, rolling windows of L periods) and recommends one")
     g = p.add_argument_group("points: the public grid")
     g.add_argument("--bounds", help="public domain 'west,south,east,north' in degrees")
     g.add_argument("--grid", default="1024,1024", help="grid 'rows,cols' (default 1024,1024)")
@@ -121,14 +138,59 @@ def cmd_plan(args: argparse.Namespace) -> int:
     targets = [parse_target(t) for t in args.target]
     mech = catalog.get(args.kind, args.mechanism)
     domain, unit, public = _domain(args)
+    if args.horizon_cap is not None and args.periods is None:
+        raise ParameterError("--horizon-cap is the cap of a series: give the number of periods with --periods, "
+                             "e.g. --periods 52.")
     prop = plan_for_targets(mech, domain, targets, definition="zcdp" if args.rho else "pure",
                             params=parse_params(args.param), unit=unit, optimise_split=not args.keep_split,
                             min_share=args.min_share, **public)
+    over_time = None
+    if args.periods is not None:
+        from dpcore.core.target_time import plan_over_time
+        from dpcore.privacy.budget import PrivacyCost
+
+        over_time = plan_over_time(PrivacyCost(prop.cost.definition, prop.rounded), args.periods,
+                                   horizon_cap=args.horizon_cap, delta=args.delta, period_name=args.period)
+    cumulative = _cumulative(args, prop.rounded) if args.statistic else None
     if args.json:
-        print(json.dumps(prop.to_dict(), indent=1, ensure_ascii=False))
+        out = prop.to_dict()
+        if over_time is not None:
+            out["over_time"] = over_time.to_dict()
+        if cumulative is not None:
+            out["cumulative"] = cumulative[0]
+        print(json.dumps(out, indent=1, ensure_ascii=False))
         return 0
     print(format_proposal(prop, mech.title))
+    if over_time is not None:
+        print(over_time.describe())
+    if cumulative is not None:
+        print(cumulative[1])
     return 0
+
+
+def _cumulative(args: argparse.Namespace, rho: float) -> tuple[dict[str, Any], str]:
+    """The two designs of a series compared at the per-period ``rho`` (:func:`dpcore.estimate.prefix_sums.recommend`),
+    as JSON and as text."""
+    from dpcore.estimate.prefix_sums import recommend
+
+    if args.periods is None or not args.rho:
+        raise ParameterError("--statistic compares designs of a series under zCDP: give --periods P and --rho.")
+    stat, _, window = str(args.statistic).partition(":")
+    try:
+        w = int(window) if window else None
+    except ValueError:
+        raise ParameterError(f"--statistic {args.statistic}: the window is a number of periods, e.g. window:4.") from None
+    rec = recommend(stat.strip(), args.periods, window=w)
+    cmp = rec["comparison"]
+    sd = {k: {m: (cmp[k][m] / (2 * rho)) ** 0.5 for m in ("ytd", "period_max")} for k in ("leaves", "factorisation")}
+    text = (f"Cumulative series at ρ = {rho:.4g}: year-to-date SD {sd['factorisation']['ytd']:.3g} with the square-root "
+            f"factorisation against {sd['leaves']['ytd']:.3g} for summed {args.period}s; one {args.period} "
+            f"{sd['factorisation']['period_max']:.3g} against {sd['leaves']['period_max']:.3g} (so a per-{args.period} "
+            f"target planned for the leaves is not met by the factorisation); a person present in every {args.period} "
+            f"spends {cmp['leaves']['horizon_rho_multiple']:.0f} ρ with the leaves, "
+            f"{cmp['factorisation']['horizon_rho_multiple']:.0f} ρ with the factorisation.\n"
+            f"Recommended for the {stat} statistic: {rec['method']} ({rec['reason'].split(':')[0]}).")
+    return {**rec, "rho": rho, "sd": sd}, text
 
 
 def format_proposal(prop: Any, title: str) -> str:

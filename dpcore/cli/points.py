@@ -13,6 +13,7 @@ from dpcore import catalog
 from dpcore.cli.common import (
     Made,
     add_budget_args,
+    add_suppress_arg,
     budget_arg,
     cli_progress,
     engine_args,
@@ -20,6 +21,7 @@ from dpcore.cli.common import (
     open_budget,
     parse_params,
     split_list,
+    suppress_rule,
 )
 from dpcore.cli.spec_args import arguments
 from dpcore.core.spec import ReleaseSpec
@@ -56,6 +58,7 @@ def add_points_parser(rsub: Any) -> argparse.ArgumentParser:
     pts.add_argument("--user-col", help="column identifying a person (unit of privacy)")
     pts.add_argument("--user-cap", type=int, help="at most this many records per person (with --user-col)")
     add_budget_args(pts)
+    add_suppress_arg(pts)
     engine_args(pts)
     return pts
 
@@ -197,14 +200,17 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     before any data is read) and released through :func:`dpcore.pipeline.release`."""
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
+    from dpcore.core.record import write_files
+    from dpcore.core.reliability import apply_to_files
     from dpcore.data.domain import Bounds, Grid
-    from dpcore.points.export import write_release
+    from dpcore.points.export import release_files
     from dpcore.points.unit import points_unit
     from dpcore.privacy import budget
 
     bounds = Bounds.parse(args.bounds)
     grid = Grid.parse(bounds, args.grid)
     mech = catalog.get("points", args.mechanism)
+    rule = suppress_rule(args)
     make, requested = budget_arg(args)
     raw = parse_params(args.param)
     if args.workload_file:
@@ -230,7 +236,7 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     bud = open_budget(args, make, plan.cost, "points", fp, plan.unit, session=session)
     out = pipeline.release(plan, agg, ledger=bud.ledger, session=bud.session)
     rel = out.inner
-    paths = write_release(rel, args.out, bud.ledger)
+    paths = write_files(apply_to_files(release_files(rel, bud.ledger), rule), args.out)
     cost = plan.cost
     reading = ""
     if cost.definition == "zcdp":

@@ -164,7 +164,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--epsilon", "budget", type="number"), _o("--rho", "budget", type="number"),
         _o("--delta", "budget", form="float", default=1e-6),
         *_BUDGET,
-        _o("--out", "output", "dir"),
+        _o("--out", "output", "dir"), _o("--suppress", "output"),
     ),
     "census": (
         _o("--input", "input", "path"), _o("--levels", "input", type="list"), _o("--count", "input"),
@@ -194,6 +194,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--order", "budget", default="ascending"),
         *_BUDGET,
         _o("--boundaries", "output", form="repeat", default=(), type="table"), _o("--out", "output", "dir"),
+        _o("--suppress", "output"),
     ),
     "od": (
         _o("--input", "input", "path"), _o("--origin", "input"), _o("--destination", "input"), _o("--count", "input"),
@@ -215,7 +216,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         *_BUDGET,
         _o("--boundaries", "output", form="repeat", default=(), type="table"), _o("--coordinates", "output"),
         _o("--coord-code", "output"), _o("--lat", "output"), _o("--lon", "output"),
-        _o("--geojson-top", "output", form="int"), _o("--out", "output", "dir"),
+        _o("--geojson-top", "output", form="int"), _o("--out", "output", "dir"), _o("--suppress", "output"),
     ),
 }
 
