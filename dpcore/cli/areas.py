@@ -20,6 +20,7 @@ from dpcore.cli.common import (
     parse_params,
     split_list,
 )
+from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import InputError, ParameterError
 
@@ -154,7 +155,6 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     args = spec.namespace()  # the options, defaults included
     from dpcore import catalog, pipeline
     from dpcore.areas import census_tables
-    from dpcore.areas.mechanisms import census_matrix, census_privelet
     from dpcore.areas.unit import census_unit
     from dpcore.data.code_tables import read_code_table
 
@@ -198,13 +198,13 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
         _areas_warning()
     folder = Path(args.out)
     if mech.name == "matrix":
-        paths = census_matrix.write_marginals(rel, folder, bud.ledger)
+        paths = write_files(out.files(bud.ledger), folder)
         info = plan.inner.info
         ratio = info["ratio_to_lower_bound"]
         return Made(out, paths, f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix "
                                 f"mechanism, {cost.label()}; RMSE per cell {info['expected_rmse_per_query']:.3g}"
                     + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {bud.left()}")
-    paths = census_privelet.write_census(rel, args.out, bud.ledger)
+    paths = write_files(out.files(bud.ledger), folder)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     return Made(out, paths, f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
                             f"{bud.left()}")
@@ -218,7 +218,6 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     :func:`dpcore.pipeline.release`."""
     args = spec.namespace()  # the options, defaults included
     from dpcore import catalog, pipeline
-    from dpcore.areas import export
     from dpcore.areas.counts import HierarchyCounts
     from dpcore.areas.unit import hierarchy_unit
     from dpcore.data import area_boundaries
@@ -297,7 +296,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     bud = open_budget(args, make, plan.cost, "areas",
                       _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
-    paths = export.write_hierarchy(out.inner, args.out, bud.ledger, joins)
+    paths = write_files(out.files(bud.ledger, joins=joins), args.out)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

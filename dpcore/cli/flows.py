@@ -19,6 +19,7 @@ from dpcore.cli.common import (
     parse_params,
     split_list,
 )
+from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import DPCoreError, InputError, ParameterError
 
@@ -331,7 +332,6 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     args = spec.namespace()  # the options, defaults included
     from dpcore import catalog, pipeline
     from dpcore.data.code_tables import read_code_table
-    from dpcore.flows import export as od_export
     from dpcore.flows.counts import ODCounts
     from dpcore.flows.tree import match_leaves
     from dpcore.flows.unit import od_unit
@@ -397,8 +397,8 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
                       counts.fingerprint, plan.unit, session=session)
     made = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
     rel = made.inner
-    paths = od_export.write_od(rel, out, bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
-                               top=args.geojson_top)
+    paths = write_files(made.files(bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
+                                   top=args.geojson_top), out)
     if cost.definition == "zcdp":
         src = (f" from (ε = {given['epsilon']:g}, δ = {given['delta']:g}) by the {given['conversion']} conversion"
                if given["given"] == "epsilon, delta" else "")

@@ -21,6 +21,7 @@ from dpcore.cli.common import (
     parse_params,
     split_list,
 )
+from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import DPCoreError, ParameterError
@@ -197,7 +198,6 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     args = spec.namespace()  # the options, defaults included
     from dpcore import catalog, pipeline
     from dpcore.data.domain import Bounds, Grid
-    from dpcore.points.export import write_release
     from dpcore.points.unit import points_unit
     from dpcore.privacy import budget
 
@@ -229,7 +229,8 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     bud = open_budget(args, make, plan.cost, "points", fp, plan.unit, session=session)
     out = pipeline.release(plan, agg, ledger=bud.ledger, session=bud.session)
     rel = out.inner
-    paths = write_release(rel, args.out, bud.ledger)
+    # the files, made once from the envelope with the ledger as of the charge, written whole
+    paths = write_files(out.files(bud.ledger), args.out)
     cost = plan.cost
     reading = ""
     if cost.definition == "zcdp":
