@@ -1,9 +1,12 @@
-"""Writers for a release: ``release.csv``, ``release.geojson`` and ``release.json``.
+"""The files of a points release: ``release.csv``, ``release.geojson`` and ``release.json``
+(:func:`release_files`, which :meth:`dpcore.core.mechanism.KindRelease.files` calls once, at
+release time; :func:`dpcore.core.record.write_files` writes them).
 
 Exports hold the release and its metadata only (DESIGN.md rule 5): noisy
 counts, their public error bars, the public grid and parameters, the privacy
 accounting.  Never a true count, a raw row, the dropped-row counts, or the
-input file name.  The record validates against ``schemas/release.schema.json``.
+input file name.  The record is the envelope (``schemas/envelope.schema.json``) with the
+points body (``schemas/release.schema.json``).
 """
 
 from __future__ import annotations
