@@ -36,7 +36,7 @@ Measured per tree level (``empirical_errors``; curator-only, never published)
     maximum, InfTDA's 95 % bound).
 Speed target (issue): the Rhode Island InfTDA release at ε = 1 end to end — read both files,
     build the hierarchy, aggregate, release with secure noise, write release.csv / release.json
-    / flows.geojson with ``dpcore.flows.export.write_od`` — in under a minute.  Measured once through
+    / flows.geojson with ``dpcore.flows.export.od_files`` and ``dpcore.core.record.write_files`` — in under a minute.  Measured once through
     the CLI (the README's worked example), then in fresh subprocesses (3 runs; 1 with ``--quick``)
     with per-step times and the peak memory (VmHWM; tracemalloc for one release).
 Synthetic (spec §5.2, §5.6, §9 item 6)
@@ -393,6 +393,7 @@ def e2e_probe(out_dir: str) -> int:
     t_all = time.perf_counter()
     t0 = time.perf_counter()
     try:
+        from dpcore.core.record import write_files
         from dpcore.flows import export as od_export
     except ImportError:
         od_export = None
@@ -421,7 +422,7 @@ def e2e_probe(out_dir: str) -> int:
         xy = od_export.centroids_from_points(h, xw["tabblk2010"], xw["blklondd"], xw["blklatdd"])
         steps["area coordinates (block internal points)"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        paths = od_export.write_od(rel, out_dir, origin_xy=xy, delta=DELTA)
+        paths = write_files(od_export.od_files(rel, origin_xy=xy, delta=DELTA), out_dir)
         steps["write release.csv, release.json, flows.geojson"] = time.perf_counter() - t0
         files = [f"{p.name} ({p.stat().st_size / 1e6:.1f} MB)" for p in paths]
     total = time.perf_counter() - t_all

@@ -53,8 +53,9 @@ def release(plan: Plan, aggregate: Any, *, ledger: Ledger | None = None, session
     if ledger is not None:
         ledger.check(plan.cost, plan.unit)
     mech.check_data(plan, aggregate)  # refusals that depend on the data come before the charge
+    # checked: the mechanism does not run check_data again (it does for a direct caller)
     out = (session or _LEDGER_ONLY).release(ledger, plan, lambda: mech.release(plan, aggregate, _noise(noise),
-                                                                               **options))
+                                                                               checked=True, **options))
     if dataclasses.is_dataclass(out.inner) and any(f.name == "created" for f in dataclasses.fields(out.inner)):
         out = dataclasses.replace(out, inner=dataclasses.replace(out.inner, created=out.created))
     return out

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import geopandas
@@ -19,7 +18,7 @@ import pandas as pd
 
 from dpcore.areas.tree_plans import HierarchyRelease
 from dpcore.core.mechanism import Plan
-from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record, write_files
+from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
 from dpcore.data.area_boundaries import BoundaryJoin
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.data.hierarchy import hierarchy_info
@@ -35,7 +34,6 @@ __all__ = [
     "hierarchy_record",
     "level_geojson",
     "validate_hierarchy_record",
-    "write_hierarchy",
 ]
 
 SCHEMA = "dpcore-hierarchy-release/1"
@@ -225,12 +223,6 @@ def safe_file_stem(level: str) -> str:
     """A level name usable as a file name (no path separators or odd characters)."""
     stem = re.sub(r"[^A-Za-z0-9_-]+", "_", str(level)).strip("_")
     return stem or "level"
-
-
-def write_hierarchy(rel: HierarchyRelease, out_dir: str | Path, ledger: Ledger | None = None,
-                    joins: dict[str, BoundaryJoin] | None = None) -> list[Path]:
-    """Write ``release.csv``, ``release.json`` and ``LEVEL.geojson`` per joined level."""
-    return write_files(hierarchy_files(rel, ledger, joins), out_dir)
 
 
 def hierarchy_files(rel: HierarchyRelease, ledger: Ledger | None = None,

@@ -23,6 +23,7 @@ from dpcore.cli.common import (
     suppress_rule,
 )
 from dpcore.cli.spec_args import arguments
+from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import InputError, ParameterError
 
@@ -158,7 +159,6 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.areas import census_tables
-    from dpcore.areas.mechanisms import census_matrix, census_privelet
     from dpcore.areas.unit import census_unit
     from dpcore.data.code_tables import read_code_table
 
@@ -202,13 +202,13 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
         _areas_warning()
     folder = Path(args.out)
     if mech.name == "matrix":
-        paths = census_matrix.write_marginals(rel, folder, bud.ledger)
+        paths = write_files(out.files(bud.ledger), folder)
         info = plan.inner.info
         ratio = info["ratio_to_lower_bound"]
         return Made(out, paths, f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix "
                                 f"mechanism, {cost.label()}; RMSE per cell {info['expected_rmse_per_query']:.3g}"
                     + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {bud.left()}")
-    paths = census_privelet.write_census(rel, args.out, bud.ledger)
+    paths = write_files(out.files(bud.ledger), folder)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     return Made(out, paths, f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
                             f"{bud.left()}")
@@ -222,10 +222,8 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     :func:`dpcore.pipeline.release`."""
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
-    from dpcore.areas import export
     from dpcore.areas.counts import HierarchyCounts
     from dpcore.areas.unit import hierarchy_unit
-    from dpcore.core.record import write_files
     from dpcore.core.reliability import apply_to_files
     from dpcore.data import area_boundaries
     from dpcore.data.boundaries import read_boundaries
@@ -304,7 +302,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     bud = open_budget(args, make, plan.cost, "areas",
                       _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
-    paths = write_files(apply_to_files(export.hierarchy_files(out.inner, bud.ledger, joins), rule), args.out)
+    paths = write_files(apply_to_files(out.files(bud.ledger, joins=joins), rule), args.out)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

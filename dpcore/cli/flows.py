@@ -22,6 +22,7 @@ from dpcore.cli.common import (
     suppress_rule,
 )
 from dpcore.cli.spec_args import arguments
+from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import DPCoreError, InputError, ParameterError
 
@@ -334,10 +335,8 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     trips are read or any budget is opened, and released through :func:`dpcore.pipeline.release`."""
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
-    from dpcore.core.record import write_files
     from dpcore.core.reliability import apply_to_files
     from dpcore.data.code_tables import read_code_table
-    from dpcore.flows import export as od_export
     from dpcore.flows.counts import ODCounts
     from dpcore.flows.tree import match_leaves
     from dpcore.flows.unit import od_unit
@@ -404,8 +403,8 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
                       counts.fingerprint, plan.unit, session=session)
     made = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
     rel = made.inner
-    files = od_export.od_files(rel, bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
-                               top=args.geojson_top)
+    files = made.files(bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
+                       top=args.geojson_top)
     paths = write_files(apply_to_files(files, rule), out)
     if cost.definition == "zcdp":
         src = (f" from (ε = {given['epsilon']:g}, δ = {given['delta']:g}) by the {given['conversion']} conversion"

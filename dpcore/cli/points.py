@@ -24,6 +24,7 @@ from dpcore.cli.common import (
     suppress_rule,
 )
 from dpcore.cli.spec_args import arguments
+from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import DPCoreError, ParameterError
@@ -200,10 +201,8 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     before any data is read) and released through :func:`dpcore.pipeline.release`."""
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
-    from dpcore.core.record import write_files
     from dpcore.core.reliability import apply_to_files
     from dpcore.data.domain import Bounds, Grid
-    from dpcore.points.export import release_files
     from dpcore.points.unit import points_unit
     from dpcore.privacy import budget
 
@@ -236,7 +235,8 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     bud = open_budget(args, make, plan.cost, "points", fp, plan.unit, session=session)
     out = pipeline.release(plan, agg, ledger=bud.ledger, session=bud.session)
     rel = out.inner
-    paths = write_files(apply_to_files(release_files(rel, bud.ledger), rule), args.out)
+    # the files, made once from the envelope with the ledger as of the charge, written whole
+    paths = write_files(apply_to_files(out.files(bud.ledger), rule), args.out)
     cost = plan.cost
     reading = ""
     if cost.definition == "zcdp":

@@ -478,9 +478,11 @@ privacy definition (CLI: --epsilon), or a mechanism that supports ρ-zCDP.
 
     # -- release --------------------------------------------------------------------------------
     @abstractmethod
-    def release(self, plan: Plan, aggregate: Any, noise: NoiseSource) -> Release:
+    def release(self, plan: Plan, aggregate: Any, noise: NoiseSource, *, checked: bool = False) -> Release:
         """Draw the noise for ``plan`` over ``aggregate`` (its true counts) and return the release.
-        Spends ``plan.cost``: the session charges it before calling."""
+        Spends ``plan.cost``: the session charges it before calling.  Runs :meth:`check_data`
+        first unless ``checked`` says the caller already has (:func:`dpcore.pipeline.release` runs
+        it once, before the charge, and passes ``checked=True``); a direct caller keeps the default."""
 
     def check_data(self, plan: Plan, aggregate: Any) -> None:
         """Refusals that depend on the data, run by the pipeline *before* the session charges.

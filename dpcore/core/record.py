@@ -276,7 +276,7 @@ def schema_of(record: Mapping[str, Any]) -> str:
     return _SCHEMA_OF_KIND.get((kind, str(name)), _SCHEMA_OF_KIND[kind])
 
 
-#: The body schemas the envelope refers to.
+#: The body schemas the envelope composes (and which refer back to its shared sections).
 _BODY_SCHEMAS = ("release", "hierarchy_release", "census_release", "census_marginals", "od_release")
 _SCHEMA_BASE = "https://dpcore.invalid/schemas/"
 
@@ -287,14 +287,16 @@ def _registry() -> Any:
 
     return Registry().with_resources(
         (f"{_SCHEMA_BASE}{n}.schema.json", Resource.from_contents(record_schema(n), default_specification=DRAFT202012))
-        for n in _BODY_SCHEMAS
+        for n in ("envelope", *_BODY_SCHEMAS)
     )
 
 
 def validate_record(record: Mapping[str, Any], name: str | None = None) -> None:
     """Raise ``jsonschema.ValidationError`` if the record breaks its schema: by default the
     envelope (the shared top: header, mechanism, privacy, plan, notes, ledger) and, through it,
-    the body schema of the record's kind and mechanism; or only the schema ``name``.
+    the body schema of the record's kind and mechanism (:func:`schema_of`), which the envelope
+    composes; or only the schema ``name`` (a body schema alone checks the kind's keys only).
+    A key that neither the envelope nor the body declares is refused.
 
     >>> validate_record({"kind": "points"})
     Traceback (most recent call last):
@@ -304,9 +306,19 @@ def validate_record(record: Mapping[str, Any], name: str | None = None) -> None:
     """
     import jsonschema
 
-    schema = record_schema(name or "envelope")
-    cls = jsonschema.validators.validator_for(schema)
-    error = jsonschema.exceptions.best_match(cls(schema, registry=_registry()).iter_errors(dict(record)))
+    def first_error(schema_name: str) -> Any:
+        schema = record_schema(schema_name)
+        cls = jsonschema.validators.validator_for(schema)
+        return jsonschema.exceptions.best_match(cls(schema, registry=_registry()).iter_errors(dict(record)))
+
+    error = first_error(name or "envelope")
+    if error is not None and name is None and error.validator == "unevaluatedProperties":
+        # a body that breaks its schema leaves its keys unevaluated in the envelope: name the cause
+        try:
+            body = schema_of(record)
+        except KeyError:
+            body = None
+        error = (first_error(body) if body is not None else None) or error
     if error is not None:
         raise error
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import warnings
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import geopandas
@@ -19,7 +18,7 @@ import orjson
 import pandas as pd
 
 from dpcore.core.mechanism import Plan
-from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record, write_files
+from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
 from dpcore.data.area_boundaries import join_boundaries
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.data.hierarchy import Hierarchy, hierarchy_info
@@ -41,7 +40,6 @@ __all__ = [
     "release_csv_bytes",
     "release_frame",
     "validate_od_record",
-    "write_od",
 ]
 
 SCHEMA = "dpcore-od-release/1"
@@ -442,26 +440,6 @@ def od_json(rel: ODRelease, ledger: Ledger | None = None, *, delta: float = 1e-8
 def validate_od_record(record: dict[str, Any]) -> None:
     """Raise ``jsonschema.ValidationError`` if the record breaks the envelope or the O/D body schema."""
     validate_record(record)
-
-
-def write_od(
-    rel: ODRelease,
-    out_dir: str | Path,
-    ledger: Ledger | None = None,
-    *,
-    origin_xy: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
-    destination_xy: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
-    delta: float = 1e-8,
-    extra: Mapping[str, Any] | None = None,
-    top: int | None = None,
-) -> list[Path]:
-    """Write ``release.csv``, ``release.json`` and, with coordinates, ``flows.geojson``.
-
-    ``top`` keeps only the largest ``top`` flows per level in ``flows.geojson`` (the CSV always
-    holds every released flow).
-    """
-    return write_files(od_files(rel, ledger, origin_xy=origin_xy, destination_xy=destination_xy, delta=delta,
-                                extra=extra, top=top), out_dir)
 
 
 def od_files(

@@ -1,15 +1,17 @@
-"""Writers for a release: ``release.csv``, ``release.geojson`` and ``release.json``.
+"""The files of a points release: ``release.csv``, ``release.geojson`` and ``release.json``
+(:func:`release_files`, which :meth:`dpcore.core.mechanism.KindRelease.files` calls once, at
+release time; :func:`dpcore.core.record.write_files` writes them).
 
 Exports hold the release and its metadata only (DESIGN.md rule 5): noisy
 counts, their public error bars, the public grid and parameters, the privacy
 accounting.  Never a true count, a raw row, the dropped-row counts, or the
-input file name.  The record validates against ``schemas/release.schema.json``.
+input file name.  The record is the envelope (``schemas/envelope.schema.json``) with the
+points body (``schemas/release.schema.json``).
 """
 
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,7 @@ import orjson
 import pandas as pd
 
 from dpcore.core.mechanism import Plan
-from dpcore.core.record import build_record, jsonable, write_files
+from dpcore.core.record import build_record, jsonable
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
 from dpcore.privacy.calibration import interval_half_width
@@ -205,10 +207,11 @@ def release_body(release: PartitionRelease) -> dict[str, Any]:
 
 
 def release_record(release: PartitionRelease, ledger: Ledger | None = None, *,
-                   plan: Plan | None = None) -> dict[str, Any]:
+                   plan: Plan | None = None, tables: bool = True) -> dict[str, Any]:
     """The machine-readable record of how the release was made (no true values): the one
     envelope (:func:`dpcore.core.record.build_record`) around :func:`release_body`; ``plan`` is
-    the core plan the release was made from (its rows go into the record)."""
+    the core plan the release was made from (its rows go into the record).  ``tables`` (the
+    option of :func:`release_files`) changes nothing in the record: it lists every file."""
     return build_record(
         schema="dpcore-release/1", kind="points", release_id=release.release_id, created=release.created,
         mechanism={"name": release.mechanism, "title": release.mechanism_title,
@@ -239,22 +242,39 @@ def release_json(release: PartitionRelease, ledger: Ledger | None = None, *, pla
     )
 
 
-def write_release(release: PartitionRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
-    """Write the three export files into ``out_dir`` (created if missing), plus
-    ``workload_answers.csv`` when the release has workload answers (matrix mechanism)."""
-    return write_files(release_files(release, ledger), out_dir)
+#: The order of a points release's files (the CLI writes them in this order; the app stores them so).
+FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv")
 
 
-def release_files(release: PartitionRelease, ledger: Ledger | None = None, *,
-                  plan: Plan | None = None) -> dict[str, bytes]:
-    """The release's files, name -> bytes: ``release.csv``, ``release.geojson``, ``release.json``
-    (the record, with ``ledger`` as of the charge) and ``workload_answers.csv`` for the matrix
-    mechanism.  Made once, when the release is made; the app stores these bytes."""
-    files = {
-        "release.csv": release_csv(release),
-        "release.geojson": release_geojson(release),
-        "release.json": release_json(release, ledger, plan=plan),
-    }
+def release_tables(release: PartitionRelease, *, geojson: bool = True) -> dict[str, bytes]:
+    """The files of a points release that do not depend on the ledger, name -> bytes:
+    ``release.csv``, ``release.geojson`` (unless ``geojson`` is False) and ``workload_answers.csv``
+    for the matrix mechanism.  The app makes them after the page of a large release is drawn; its
+    ``release.json`` was made at the charge (:func:`release_files` with ``tables=False``)."""
+    files = {"release.csv": release_csv(release)}
+    if geojson:
+        files["release.geojson"] = release_geojson(release)
     if has_workload_answers(release):
         files["workload_answers.csv"] = workload_answers_csv(release)
     return files
+
+
+def in_file_order(files: dict[str, bytes]) -> dict[str, bytes]:
+    """``files`` in :data:`FILE_ORDER`.
+
+    >>> list(in_file_order({"release.json": b"{}", "release.csv": b""}))
+    ['release.csv', 'release.json']
+    """
+    return {name: files[name] for name in FILE_ORDER if name in files}
+
+
+def release_files(release: PartitionRelease, ledger: Ledger | None = None, *,
+                  plan: Plan | None = None, tables: bool = True) -> dict[str, bytes]:
+    """The release's files, name -> bytes: ``release.csv``, ``release.geojson``, ``release.json``
+    (the record, with ``ledger`` as of the charge and the rows of the core ``plan``) and
+    ``workload_answers.csv`` for the matrix mechanism; with ``tables=False``, ``release.json`` only.
+    Made once, when the release is made (:meth:`dpcore.core.mechanism.KindRelease.files`); write
+    them with :func:`dpcore.core.record.write_files`, the app stores these bytes."""
+    files = release_tables(release) if tables else {}
+    files["release.json"] = release_json(release, ledger, plan=plan)
+    return in_file_order(files)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +42,6 @@ from dpcore.core.record import (
     created_now,
     new_release_id,
     validate_record,
-    write_files,
 )
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import ParameterError
@@ -72,7 +70,6 @@ __all__ = [
     "release_census",
     "release_planned",
     "validate_census_record",
-    "write_census",
 ]
 
 
@@ -399,8 +396,9 @@ class CensusPrivelet(Mechanism):
         self.check_plan(plan)
         check_structure(aggregate, plan)
 
-    def release(self, plan: Plan, aggregate: CensusTable, noise: NoiseSource) -> KindRelease:
-        self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
+    def release(self, plan: Plan, aggregate: CensusTable, noise: NoiseSource, *, checked: bool = False) -> KindRelease:
+        if not checked:  # a direct caller: the pipeline ran it before the charge and says so
+            self.check_data(plan, aggregate)
         inner = release_planned(aggregate, plan.inner, noise)  # no ledger: the session charges
         return KindRelease.of(plan, inner, census_record, census_files)
 
@@ -489,11 +487,6 @@ def validate_census_record(record: dict[str, Any]) -> None:
 def census_json(release: CensusRelease, ledger: Ledger | None = None, *, plan: Plan | None = None) -> bytes:
     return orjson.dumps(census_record(release, ledger, plan=plan),
                         option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
-
-
-def write_census(release: CensusRelease, out_dir: str | Path, ledger: Ledger | None = None) -> list[Path]:
-    """Write ``release.csv`` and ``release.json`` into ``out_dir`` (created if missing)."""
-    return write_files(census_files(release, ledger), out_dir)
 
 
 def census_files(release: CensusRelease, ledger: Ledger | None = None, *,

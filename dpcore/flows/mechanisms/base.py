@@ -225,10 +225,12 @@ class ODMechanism(Mechanism):
             )
         self.check_counts(aggregate, p)
 
-    def release(self, plan: Plan, aggregate: ODCounts, noise: NoiseSource, *, progress: Any = None) -> KindRelease:
+    def release(self, plan: Plan, aggregate: ODCounts, noise: NoiseSource, *, checked: bool = False,
+                progress: Any = None) -> KindRelease:
         """As :meth:`Mechanism.release`; ``progress(fraction, message)`` is called once per tree level."""
         from dpcore.flows import export as od_export  # with GeoPandas: loaded for a release only
 
-        self.check_data(plan, aggregate)  # the pipeline ran it before the charge; again for direct callers
+        if not checked:  # a direct caller: the pipeline ran it before the charge and says so
+            self.check_data(plan, aggregate)
         inner = self.release_tree(aggregate, plan.inner, noise, progress=progress)
         return KindRelease.of(plan, inner, od_export.od_record, od_export.od_files)

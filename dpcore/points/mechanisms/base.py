@@ -158,14 +158,16 @@ class PointsMechanism(Mechanism):
             )
         self.check_aggregate(aggregate)
 
-    def release(self, plan: Plan, aggregate: Aggregate, noise: _noise.NoiseSource) -> KindRelease:
+    def release(self, plan: Plan, aggregate: Aggregate, noise: _noise.NoiseSource, *,
+                checked: bool = False) -> KindRelease:
         """Draw the noise for ``plan`` over ``aggregate`` with the plan's parameters and cost (the
         plan resolved and checked them; levels sized by the data, e.g. a noisy number of points as
         in Qardaji, Yang & Li 2013's grids or HTF's height, are set inside the release, as each
         mechanism's paper prescribes).  Spends ``plan.cost``: the session charges it first."""
         from dpcore.points import export  # the record's writer: loaded for a release only
 
-        self.check_data(plan, aggregate)  # again, for a caller that did not run it first
+        if not checked:  # a direct caller: the pipeline ran it before the charge and says so
+            self.check_data(plan, aggregate)
         inner = self._release(aggregate, plan.cost, dict(plan.params), noise)
         return KindRelease.of(plan, inner, export.release_record, export.release_files)
 

@@ -20,6 +20,7 @@ from dpcore import catalog
 from dpcore.areas import export as X
 from dpcore.areas import tree_plans as TR
 from dpcore.areas.counts import HierarchyCounts
+from dpcore.core.record import write_files
 from dpcore.data.area_boundaries import join_boundaries
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError
@@ -289,7 +290,7 @@ def test_write_hierarchy_sanitises_level_names(tmp_path: Path, rel: TR.Hierarchy
     out = tmp_path / "deep" / "out"
     joins = {"../x": join_boundaries(h, 1, boxes(["01", "02", "06"])),
              "a b/c": join_boundaries(h, 2, boxes(["01001", "06007"], "GEOID"))}
-    paths = X.write_hierarchy(rel, out, Ledger(budget.pure(1.0)), joins)
+    paths = write_files(X.hierarchy_files(rel, Ledger(budget.pure(1.0)), joins), out)
     names = sorted(p.name for p in paths)
     assert names == ["a_b_c.geojson", "release.csv", "release.json", "x.geojson"]
     assert all(p.parent == out for p in paths)

@@ -19,6 +19,7 @@ from dpcore import catalog, pipeline
 from dpcore.areas import area_sets, export
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms import matrix
+from dpcore.core.record import write_files
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate import matrix_errors, matrix_release
@@ -185,7 +186,7 @@ def test_pipeline_charges_once_and_the_record_validates(tmp_path: Path) -> None:
     rel = pipeline.release(plan, counts, ledger=led, noise=NoiseSource(3)).inner
     assert led.spent == pytest.approx(0.25) and len(led.entries) == 1
     assert led.entries[0].details["strategy"] == "Eigen-Design"
-    paths = export.write_hierarchy(rel, tmp_path, led)
+    paths = write_files(export.hierarchy_files(rel, led), tmp_path)
     assert {p.name for p in paths} == {"release.csv", "area_queries.csv", "release.json"}
     rec = json.loads((tmp_path / "release.json").read_text())
     export.validate_hierarchy_record(rec)

@@ -18,6 +18,7 @@ from flows_helpers import plan_od
 from shapely.geometry import box
 
 from dpcore import catalog, pipeline
+from dpcore.core.record import write_files
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.data.synthetic import demo_od, synthetic_hierarchy
 from dpcore.errors import InputError, ParameterError
@@ -174,7 +175,7 @@ def test_exported_files_hold_no_true_count(counts: ODCounts, hier: Hierarchy, tm
     ledger = Ledger(budget.zcdp(1.0), dataset="secret_trips_2024.csv")
     ledger.spend(budget.zcdp(1e-8), label="O/D")
     xy = {d: X.centroids_from_boundaries(hier, d, g)[:2] for d, g in _squares(hier).items()}
-    paths = X.write_od(r, tmp_path / "out", ledger, origin_xy=xy)
+    paths = write_files(X.od_files(r, ledger, origin_xy=xy), tmp_path / "out")
     assert sorted(p.name for p in paths) == ["flows.geojson", "release.csv", "release.json"]
     rec = json.loads((tmp_path / "out" / "release.json").read_text("utf-8"))
     X.validate_od_record(rec)
@@ -191,7 +192,7 @@ def test_exported_files_hold_no_true_count(counts: ODCounts, hier: Hierarchy, tm
 
 def test_bounded_record_publishes_only_the_total(counts: ODCounts, tmp_path: Path) -> None:
     r = _release(counts, budget.zcdp(1e-8), seed=6)
-    paths = X.write_od(r, tmp_path, None)
+    paths = write_files(X.od_files(r, None), tmp_path)
     assert sorted(p.name for p in paths) == ["release.csv", "release.json"]  # no coordinates, no geojson
     truth = _true_values(counts)
     for p in paths:
@@ -228,7 +229,7 @@ def test_write_od_refuses_a_file_as_folder(rel: ODRelease, tmp_path: Path) -> No
     f = tmp_path / "out"
     f.write_text("x")
     with pytest.raises(InputError, match="is a file"):
-        X.write_od(rel, f)
+        write_files(X.od_files(rel), f)
 
 
 # ---------------------------------------------------------------------------------------------

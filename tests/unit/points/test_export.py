@@ -19,15 +19,15 @@ import pytest
 from points_helpers import plan_points, release_with
 
 from dpcore import catalog, pipeline
-from dpcore.core.record import validate_record
+from dpcore.core.record import validate_record, write_files
 from dpcore.data.domain import Aggregate, Bounds, Grid, rect_sums
 from dpcore.points.export import (
     CSV_COLUMNS,
     release_csv,
+    release_files,
     release_geojson,
     release_json,
     release_record,
-    write_release,
 )
 from dpcore.privacy.budget import pure
 from dpcore.privacy.ledger import Ledger
@@ -202,7 +202,7 @@ def test_exports_hold_no_true_values(tmp_path: Path, name: str, params: dict) ->
     # noise made every released count differ from its truth (fixed seed, scale >= 1000)
     assert np.all(rel.noisy != true_blocks)
 
-    paths = write_release(rel, tmp_path / "out", ledger)
+    paths = write_files(release_files(rel, ledger), tmp_path / "out")
     texts = {p.name: p.read_text("utf-8") for p in paths}
     extra = {"workload_answers.csv"} if name == "matrix" else set()  # its workload answers
     assert set(texts) == {"release.csv", "release.geojson", "release.json"} | extra
@@ -226,7 +226,7 @@ def test_exports_hold_no_true_values(tmp_path: Path, name: str, params: dict) ->
 
 def test_write_release_writes_three_files(tmp_path: Path, ug_release) -> None:
     out = tmp_path / "a" / "b"
-    paths = write_release(ug_release, out)
+    paths = write_files(release_files(ug_release), out)
     assert sorted(p.name for p in paths) == ["release.csv", "release.geojson", "release.json"]
     assert sorted(p.name for p in out.iterdir()) == ["release.csv", "release.geojson", "release.json"]
     for p in paths:

@@ -12,11 +12,11 @@ import pytest
 from points_helpers import levels_of, plan_points, release_with
 
 from dpcore import catalog, pipeline
-from dpcore.core.record import validate_record
+from dpcore.core.record import validate_record, write_files
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_cache, matrix_errors, matrix_workload
-from dpcore.points.export import release_record, write_release
+from dpcore.points.export import release_files, release_record
 from dpcore.points.mechanisms.matrix import MatrixMechanism
 from dpcore.privacy.budget import pure, zcdp
 from dpcore.privacy.ledger import Ledger
@@ -106,7 +106,7 @@ def test_exports_hold_answers_and_no_true_counts(tmp_path: Path) -> None:
     agg = _agg(TRUE)
     led = Ledger(zcdp(1.0), dataset="secret_patients_file.csv")
     rel = pipeline.release(plan_points(agg, "matrix", zcdp(0.001), {}), agg, ledger=led, noise=NoiseSource(5)).inner
-    paths = write_release(rel, tmp_path, led)
+    paths = write_files(release_files(rel, led), tmp_path)
     names = sorted(p.name for p in paths)
     assert names == ["release.csv", "release.geojson", "release.json", "workload_answers.csv"]
     texts = {p.name: p.read_text("utf-8") for p in paths}
@@ -195,7 +195,7 @@ def test_uploaded_rectangles_release_names_answers_and_records_the_rectangles(co
     info = rel.details["matrix"]
     assert any("clipped" in n and "row 5" in n for n in info["notes"])
     assert info["grouped_by"] == "group" and [g["group"] for g in info["groups"]] == ["core", "edge"]
-    paths = write_release(rel, tmp_path, led)
+    paths = write_files(release_files(rel, led), tmp_path)
     rec = json.loads((tmp_path / "release.json").read_text("utf-8"))
     validate_record(rec)
     assert rec["mechanism"]["params"]["workload"] == "uploaded"
@@ -378,7 +378,7 @@ def test_ratio_is_null_when_the_svd_bound_is_zero(monkeypatch, tmp_path: Path) -
     rel = pipeline.release(plan_points(agg, "matrix", zcdp(0.5), {}), agg, ledger=led, noise=NoiseSource(1)).inner
     assert rel.details["matrix"]["ratio_to_lower_bound"] is None
     assert rel.details["matrix"]["rmse_lower_bound"] == 0.0
-    write_release(rel, tmp_path, led)
+    write_files(release_files(rel, led), tmp_path)
     rec = json.loads((tmp_path / "release.json").read_text("utf-8"))
     assert rec["workload"]["ratio_to_lower_bound"] is None
     validate_record(rec)  # the schema allows null there (and still requires the key)

@@ -139,15 +139,14 @@ PLAN_COLUMNS: tuple[plan_table.Column, ...] = (
 def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: str, cfg: str | None) -> None:
     """The Release button's action (:func:`ui.state.release_button`): release the Plan step's plan
     (charged first; not planned again), store."""
-    rel = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source()).inner
-    p = core.inner
-    entry = TableEntry(rel, fp, source, marginals.marginals_csv(rel), marginals.marginals_json(rel, led),
-                       config=cfg)
+    out = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source())
+    rel, p = out.inner, core.inner
+    # the files, made once from the envelope with the ledger as of the charge: stored, served by Export
+    entry = TableEntry(rel, fp, source, out.files(led), config=cfg)
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("areas", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),
-                            "tables": list(rel.tables)},
-                           {"marginals.csv": entry.csv, "release.json": entry.json}, led)
+                            "tables": list(rel.tables)}, entry.files, led)
     ss[TABLE_KEYS["matrix"]] = entry
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore import pipeline
-from dpcore.areas import export, figures, tree_plans
+from dpcore.areas import figures, tree_plans
 from dpcore.areas.unit import census_unit
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
@@ -62,12 +62,13 @@ def release_now(job: dict[str, Any]) -> None:
 
     led = job["led"]
     # the Plan step's plan, released as it is (not planned again)
-    rel = pipeline.release(job["plan"], job["counts"], ledger=led, session=state.session(),
-                           noise=secure_source()).inner
+    out = pipeline.release(job["plan"], job["counts"], ledger=led, session=state.session(), noise=secure_source())
+    rel = out.inner
     # no st.session_state access until the release is in the history: Streamlit 1.67 may stop a
     # callback at any such access (a second click), and a charged release must not be lost
-    # the files, made once (the record with the ledger as of the charge): stored, then served by Export
-    files = export.hierarchy_files(rel, led, job["joins"])
+    # the files, made once from the envelope (the record with the ledger as of the charge and the
+    # plan's rows): stored, then served by Export
+    files = out.files(led, joins=job["joins"])
     state.remember_release("areas", job["fp"], rel.release_id,
                            {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
                             "levels": list(rel.hierarchy.level_names)}, files, led)
@@ -143,16 +144,14 @@ def _errors(entry: HierarchyEntry, m: dict[str, Any]) -> None:
 
 def _privelet_now(table: Any, core: Any, led: Any, fp: str, name: str, cfg: str | None) -> None:
     """The Release button's action for Privelet: release the Plan step's plan (charged first), store."""
-    from dpcore.areas.mechanisms import census_privelet
-
-    rel = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source()).inner
-    entry = TableEntry(rel, fp, name, census_privelet.census_csv(rel), census_privelet.census_json(rel, led),
-                       config=cfg)
+    out = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source())
+    rel = out.inner
+    # the files, made once from the envelope with the ledger as of the charge: stored, served by Export
+    entry = TableEntry(rel, fp, name, out.files(led), config=cfg)
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("areas", fp, rel.release_id,
                            {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),
-                            "levels": list(rel.structure.levels)},
-                           {"release.csv": entry.csv, "release.json": entry.json}, led)
+                            "levels": list(rel.structure.levels)}, entry.files, led)
     ss[TABLE_KEYS["privelet"]] = entry
 
 

@@ -43,6 +43,18 @@ class TableEntry:
     release: Any  # CensusRelease or MarginalsRelease
     fingerprint: str  # the table's content fingerprint
     source: str
-    csv: bytes
-    json: bytes
+    #: the release's files (name -> bytes: ``release.csv`` or ``marginals.csv``, and ``release.json``),
+    #: made once at release time with the ledger as of the charge; the Export step and the history
+    #: serve these bytes
+    files: dict[str, bytes]
     config: str | None = None  # the release.toml that makes it again
+
+    @property
+    def csv(self) -> bytes:
+        """The table file: ``marginals.csv`` (the matrix mechanism) or ``release.csv`` (Privelet)."""
+        return self.files.get("marginals.csv", self.files.get("release.csv", b""))
+
+    @property
+    def json(self) -> bytes:
+        """``release.json``: the record."""
+        return self.files["release.json"]

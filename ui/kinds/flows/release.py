@@ -10,7 +10,6 @@ import pandas as pd
 import streamlit as st
 
 from dpcore import catalog, pipeline
-from dpcore.flows import export as od_export
 from dpcore.flows import figures as od_figures
 from dpcore.flows.diagnostics import empirical_errors
 from dpcore.flows.mechanisms.common import ODRelease
@@ -76,10 +75,12 @@ def release_now(sel: Selection) -> None:
     releases = st.session_state[RELEASES_KEY]
     cfg = release_config(sel)  # before the charge
     # the Plan step's plan, released as it is (not planned again)
-    rel = pipeline.release(sel.core, m["counts"], ledger=led, session=state.session()).inner
+    out = pipeline.release(sel.core, m["counts"], ledger=led, session=state.session())
+    rel = out.inner
     extra = {"budget_input": sel.approx} if sel.approx else None
-    # the files, made once (the record with the ledger as of the charge): stored, then served by Export
-    files = od_export.od_files(rel, led, origin_xy=m["xy"] or None, delta=sel.delta, extra=extra)
+    # the files, made once from the envelope (the record with the ledger as of the charge and the plan's
+    # rows): stored, then served by Export
+    files = out.files(led, origin_xy=m["xy"] or None, delta=sel.delta, extra=extra)
     releases.setdefault(fp, []).append(ODEntry(rel, fp, m["view"], m, m["name"], sel.cost_label, sel.delta, sel.approx,
                                                files, plan=sel.core, config=cfg))
     state.remember_release("flows", fp, rel.release_id,

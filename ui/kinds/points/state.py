@@ -228,14 +228,13 @@ def add_release(out: KindRelease, *, into: list[ReleaseEntry], fp: str, led: Led
     a gigabyte to build and compress) is kept in the session at once and its files are stored by
     :func:`store_pending_history` after the page has been drawn (storing is idempotent, so a run
     stopped half-way stores them on the next run)."""
-    from dpcore.points import export
-
     entry = ReleaseEntry(out, fp)
-    rel = entry.release
-    # the record, once, with the ledger as of the charge (the Export step and the history serve these bytes)
-    entry.exports["files"] = {"release.json": export.release_json(rel, led)}
+    # the files, made once from the envelope with the ledger as of the charge (the Export step and the
+    # history serve these bytes); a large release's tables follow after the page is drawn
+    large = entry.release.n_rects > HISTORY_LATER_ABOVE
+    entry.exports["files"] = out.files(led, tables=not large)
     into.append(entry)
-    if entry.release.n_rects > HISTORY_LATER_ABOVE:
+    if large:
         entry.exports["history_pending"] = led
     else:
         _store_history(entry, led)
@@ -247,22 +246,20 @@ GEOJSON_STORED_UP_TO = 200_000
 
 
 def release_files(entry: ReleaseEntry) -> dict[str, bytes]:
-    """The files of a point release, each made once: ``release.json`` when the release is made
-    (:func:`add_release`: the record with the ledger as of the charge), the tables the first time
-    they are needed (at release time, or after the page is drawn for a large release).  The Export
-    step and the release history serve these bytes; nothing is rebuilt from a later ledger."""
+    """The files of a point release, each made once: all of them when the release is made
+    (:func:`add_release`: ``KindRelease.files`` with the ledger as of the charge), or, for a large
+    release, ``release.json`` then and the tables (which do not depend on the ledger) the first time
+    they are needed.  The Export step and the release history serve these bytes; nothing is rebuilt
+    from a later ledger."""
     from dpcore.points import export
 
     rel = entry.release
     files = entry.exports["files"]
     if "release.csv" not in files:
-        record = files.pop("release.json")
-        files["release.csv"] = export.release_csv(rel)
-        if rel.n_rects <= GEOJSON_STORED_UP_TO:
-            files["release.geojson"] = export.release_geojson(rel)
-        files["release.json"] = record  # in the order the CLI writes them
-        if export.has_workload_answers(rel):
-            files["workload_answers.csv"] = export.workload_answers_csv(rel)
+        tables = export.release_tables(rel, geojson=rel.n_rects <= GEOJSON_STORED_UP_TO)
+        ordered = export.in_file_order({**tables, "release.json": files["release.json"]})
+        files.clear()
+        files.update(ordered)  # in the order the CLI writes them
     return files
 
 
