@@ -1,0 +1,319 @@
+"""A series release: the same plan released once per public period, re-served, never re-noised.
+
+:func:`release_series` takes a plan built once (``catalog.get(kind, name).plan(...)``), the
+public periods (:func:`dpcore.core.periods.periods_in`, from the curator's range, so an empty
+period is released too) with each period's data, and releases every period through
+:func:`dpcore.pipeline.release` — charged through the one session to the period's ledger of the
+series budget (:class:`dpcore.privacy.series_ledger.SeriesBudget`).  Before anything is drawn for
+a period it looks for the release stored under (population, plan digest, period, period data):
+
+* found: its files are **re-served**, byte for byte, and nothing is charged (re-querying must not
+  average the noise away: LinkedIn's Audience Engagements API, Rogers et al. 2020, Sec. 4; Apple's
+  App Analytics reports);
+* a release of this plan and period from *other* data (late records): a new, charged release,
+  stated as a **correction** of the earlier one in series.json and in the stored record;
+* none: a new, charged release.
+
+The outputs are the kind's files per period (``S/<period>/``), ``series.csv`` (one row per period
+and released cell, area or pair: ``period, area, noisy_count, noise_sd, ci95_low, ci95_high`` then
+the kind's other columns) and ``series.json`` (one record, schema ``dpcore/schemas/series.schema.json``).
+When every period was re-served, the stored series files are re-served too.
+
+The kind's part comes as callables (``files_of``): the core imports no kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpcore.core.periods import Period
+from dpcore.core.record import jsonable, validate_record, write_files
+from dpcore.errors import ParameterError
+from dpcore.privacy.series_ledger import SeriesBudget, plan_digest
+from dpcore.privacy.units import TimeUnit
+
+__all__ = ["PeriodInput", "PeriodOutcome", "SeriesRelease", "cap_per_period", "plan_parts", "release_series",
+           "sample_periods", "series_csv", "SERIES_COLUMNS"]
+
+#: The first columns of series.csv, for every kind.
+SERIES_COLUMNS = ("period", "area", "noisy_count", "noise_sd", "ci95_low", "ci95_high")
+#: Progress callback: (fraction done, message).
+Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class PeriodInput:
+    """One public period and its data: a content ``fingerprint`` of the period's rows (never
+    published), whether it holds no record, and ``aggregate``, a callable building the period's
+    aggregate (called only when the period is released, not when it is re-served)."""
+
+    period: Period
+    fingerprint: str
+    empty: bool
+    aggregate: Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class PeriodOutcome:
+    """What became of one period: ``released``, ``re-served``, ``correction`` or ``not accounted``."""
+
+    period: Period
+    status: str
+    release_id: str | None
+    correction_of: str | None
+    files: Mapping[str, bytes] = field(repr=False)
+    spent: float | None = None
+
+
+@dataclass(frozen=True)
+class SeriesRelease:
+    """A series: the outcome of every period and the series files (``series.csv``, ``series.json``)."""
+
+    kind: str
+    unit: TimeUnit
+    outcomes: tuple[PeriodOutcome, ...]
+    files: Mapping[str, bytes] = field(repr=False)
+    reserved: bool = False
+
+    @property
+    def charged(self) -> int:
+        """How many periods were charged by this request."""
+        return sum(o.status in ("released", "correction") for o in self.outcomes)
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """series.json, parsed."""
+        return json.loads(self.files["series.json"])
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """Write ``out_dir/<period>/<files>``, ``series.csv`` and ``series.json``; returns the paths."""
+        out = Path(out_dir)
+        paths: list[Path] = []
+        for o in self.outcomes:
+            paths += write_files(o.files, out / o.period.label)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in self.files.items():
+            (out / name).write_bytes(data)
+            paths.append(out / name)
+        return paths
+
+
+def _domain_text(domain: Any) -> Any:
+    if isinstance(domain, tuple | list):
+        return [_domain_text(d) for d in domain]
+    fp = getattr(domain, "fingerprint", None)
+    if callable(fp):
+        try:
+            return str(fp())
+        except TypeError:
+            pass
+    if hasattr(domain, "labels") and hasattr(domain, "depth"):
+        h = hashlib.sha256()
+        for d in range(int(domain.depth) + 1):
+            h.update("\x1f".join(map(str, domain.labels(d))).encode("utf-8") + b"\x1e")
+        return h.hexdigest()
+    return repr(domain)
+
+
+def plan_parts(plan: Any) -> dict[str, Any]:
+    """The public description of a plan its digest is taken of: kind, mechanism, parameters, cost,
+    unit, the kind's facts, the expected error rows and the public domain.
+
+    Two requests with the same parts release the same thing (and so are re-served)."""
+    return {"details": jsonable(plan.details()), "cost": plan.cost.to_dict(),
+            "rows": [r.to_dict() for r in plan.rows], "domain": _domain_text(plan.domain),
+            "public": {k: repr(v) for k, v in sorted(dict(plan.public).items())}}
+
+
+def _keyed_hash(values: pd.Series, key: str) -> np.ndarray:
+    # SipHash-2-4 keyed with a secret (pandas' hash_pandas_object): deterministic for re-serving,
+    # unpredictable without the key, independent of the rows' order
+    return pd.util.hash_pandas_object(values.reset_index(drop=True), index=False, hash_key=key[:16]).to_numpy()
+
+
+def sample_periods(user: Sequence[Any] | np.ndarray, period: np.ndarray, max_periods: int, key: str) -> np.ndarray:
+    """Mask keeping each person's records in at most ``max_periods`` of the periods they touch.
+
+    Each (person, period) pair gets a keyed pseudo-random rank (SipHash under ``key``, a secret
+    of at least 16 characters); a person keeps the ``max_periods`` periods of lowest rank.  The
+    choice looks at nothing but the person and the period (not the records, not their order), so
+    it is made before anything else, as the unit ``person`` requires (records outside the range,
+    ``period < 0``, are dropped).
+
+    >>> u = np.array(["a", "a", "a", "b", "a"]); p = np.array([0, 1, 2, 0, 1])
+    >>> keep = sample_periods(u, p, 2, "0123456789abcdef")
+    >>> len(set(p[keep & (u == "a")])), bool(keep[3])
+    (2, True)
+    """
+    if max_periods < 1:
+        raise ParameterError("--max-periods must be at least 1.")
+    period = np.asarray(period, dtype=np.int64)
+    frame = pd.DataFrame({"u": pd.Series(np.asarray(user, dtype=object)).astype(str), "p": period})
+    pairs = frame.drop_duplicates()
+    pairs = pairs[pairs["p"] >= 0]
+    pairs = pairs.assign(r=_keyed_hash(pairs["u"] + "\x1f" + pairs["p"].astype(str), key))
+    rank = pairs.groupby("u")["r"].rank(method="first")
+    kept = pairs.loc[rank.to_numpy() <= max_periods, ["u", "p"]]
+    kept_keys = set(zip(kept["u"].to_numpy(), kept["p"].to_numpy(), strict=True))
+    return np.fromiter(((u, p) in kept_keys for u, p in zip(frame["u"].to_numpy(), period, strict=True)),
+                       dtype=bool, count=len(frame)) & (period >= 0)
+
+
+def cap_per_period(user: Sequence[Any] | np.ndarray, period: np.ndarray, cap: int, key: str) -> np.ndarray:
+    """Mask keeping at most ``cap`` records of each person in each period (a keyed random choice).
+
+    >>> u = np.array(["a"] * 5 + ["b"]); p = np.array([0, 0, 0, 1, 1, 0])
+    >>> keep = cap_per_period(u, p, 2, "0123456789abcdef")
+    >>> int(keep[:3].sum()), int(keep[3:5].sum()), bool(keep[5])
+    (2, 2, True)
+    """
+    frame = pd.DataFrame({"u": pd.Series(np.asarray(user, dtype=object)).astype(str),
+                          "p": np.asarray(period, dtype=np.int64)})
+    r = _keyed_hash(frame["u"] + "\x1f" + frame["p"].astype(str) + "\x1f" + pd.Series(np.arange(len(frame))).astype(str),
+                    key)
+    rank = frame.assign(r=r).groupby(["u", "p"])["r"].rank(method="first").to_numpy()
+    return (rank <= cap) & (frame["p"].to_numpy() >= 0)
+
+
+def _area(frame: pd.DataFrame) -> pd.Series:
+    if "origin" in frame.columns and "destination" in frame.columns:
+        return frame["origin"] + "->" + frame["destination"]
+    for col in ("id", "code", "cell"):
+        if col in frame.columns:
+            return frame[col]
+    return pd.Series(np.arange(len(frame)).astype(str))
+
+
+def series_csv(outcomes: Sequence[PeriodOutcome]) -> bytes:
+    """``series.csv``: every period's ``release.csv`` rows under one header, period first, then
+    ``area`` (the cell id, area code or ``origin->destination`` pair) and the noisy value with its
+    SD and 95 % interval, then the kind's other columns.  Built from the published bytes only."""
+    parts = []
+    for o in outcomes:
+        data = o.files.get("release.csv")
+        if data is None:
+            continue
+        df = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
+        df.insert(0, "area", _area(df))
+        df.insert(0, "period", o.period.label)
+        parts.append(df)
+    if not parts:
+        return (",".join(SERIES_COLUMNS) + "\n").encode("utf-8")
+    df = pd.concat(parts, ignore_index=True)
+    cols = [c for c in SERIES_COLUMNS if c in df.columns]
+    df = df[cols + [c for c in df.columns if c not in cols]]
+    return df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+
+
+def _series_record(plan: Any, unit: TimeUnit, outcomes: Sequence[PeriodOutcome], budget: SeriesBudget | None,
+                   digest: str, time: Mapping[str, Any]) -> dict[str, Any]:
+    per_cost = plan.cost.to_dict()
+    record: dict[str, Any] = {
+        "schema": "dpcore.series/1",
+        "kind": plan.kind,
+        "mechanism": plan.mechanism,
+        "time": dict(time),
+        "unit": unit.to_dict(),
+        "plan": {"digest": digest, "label": plan.label, "details": jsonable(plan.details()), "cost": per_cost,
+                 "rows": [r.to_dict() for r in plan.rows]},
+        "periods": [{**o.period.to_dict(), "status": o.status, "release_id": o.release_id,
+                     "correction_of": o.correction_of, "spent": o.spent,
+                     "files": [f"{o.period.label}/{n}" for n in o.files]} for o in outcomes],
+        "spend": {"per_period": per_cost, "composition": "parallel over periods" if unit.parallel else
+                  "sequential over periods (one horizon budget)",
+                  "accounted": budget is not None},
+        "files": ["series.csv", "series.json"] + [f"{o.period.label}/{n}" for o in outcomes for n in o.files],
+    }
+    if budget is not None:
+        record["spend"]["population"] = budget.name or "recognised from the data (keyed)"
+        record["spend"]["cap"] = budget.default_cap.to_dict()
+        record["horizon"] = budget.horizon()
+    return record
+
+
+def release_series(plan: Any, inputs: Sequence[PeriodInput],
+                   files_of: Callable[[Any, Any], Mapping[str, bytes]], *, unit: TimeUnit,
+                   budget: SeriesBudget | None, session: Any = None, noise: Any = None,
+                   progress: Progress | None = None, time: Mapping[str, Any] | None = None) -> SeriesRelease:
+    """Release ``plan`` once per period of ``inputs`` (re-serving what was released before).
+
+    Parameters
+    ----------
+    plan : dpcore.core.mechanism.Plan
+        Built once, through the catalogue; every period is released with it.
+    inputs : sequence of PeriodInput
+        The public periods in time order, each with its data.
+    files_of : callable
+        ``files_of(kind_release, ledger) -> {name: bytes}``: the kind's files of one period
+        (e.g. :func:`dpcore.points.export.release_files`).
+    unit : TimeUnit
+        The unit over time (its ``base`` is ``plan.unit``).
+    budget : SeriesBudget or None
+        The series budget (:meth:`dpcore.core.session.Session.series_budget`); None only with an
+        unaccounted session (nothing is charged, stored or re-served).
+    session, noise
+        As for :func:`dpcore.pipeline.release`.
+    progress : callable, optional
+        ``progress(fraction, message)`` after every period.
+    time : mapping, optional
+        The public time settings for series.json (time column, period, range).
+    """
+    from dpcore import pipeline
+
+    if unit.base != plan.unit:
+        raise ParameterError(f"The series' unit ({unit.label()}) does not protect what the plan protects "
+                             f"({plan.unit.label()}): plan with the series' unit.")
+    digest = plan_digest(plan_parts(plan))
+    outcomes: list[PeriodOutcome] = []
+    n = len(inputs)
+    for i, item in enumerate(inputs):
+        label = item.period.label
+        stored, other = (None, None) if budget is None else budget.stored(digest, label, item.fingerprint)
+        if stored is not None:
+            outcomes.append(PeriodOutcome(item.period, "re-served", stored.release_id, stored.correction_of,
+                                          stored.files))
+        else:
+            ledger = None if budget is None else budget.ledger(label)
+            made = pipeline.release(plan, item.aggregate(), ledger=ledger, session=session, noise=noise)
+            files = dict(files_of(made.inner, ledger))
+            if budget is None:
+                outcomes.append(PeriodOutcome(item.period, "not accounted", None, None, files))
+            else:
+                status = "correction" if other else "released"
+                rid = budget.keep(digest, label, item.fingerprint, files,
+                                  {"period": label, "status": status, "plan": digest, "correction_of": other},
+                                  correction_of=other, empty=item.empty)
+                outcomes.append(PeriodOutcome(item.period, status, rid, other, files, ledger.spent))
+        if progress is not None:
+            progress((i + 1) / max(n, 1), f"{outcomes[-1].status.capitalize()} {label} ({i + 1}/{n})")
+    return _finish(plan, unit, outcomes, budget, digest, dict(time or {}))
+
+
+def _finish(plan: Any, unit: TimeUnit, outcomes: list[PeriodOutcome], budget: SeriesBudget | None, digest: str,
+            time: dict[str, Any]) -> SeriesRelease:
+    """The series files: re-served when every period was and the series was kept before, else built and kept."""
+    series_id = None
+    if budget is not None:
+        ids = "|".join(f"{o.period.label}={o.release_id}" for o in outcomes)
+        series_id = budget.release_id(digest, "series", hashlib.sha256(ids.encode()).hexdigest())
+        if all(o.status == "re-served" for o in outcomes):
+            kept = budget.files(series_id)
+            if kept:
+                return SeriesRelease(plan.kind, unit, tuple(outcomes), kept, reserved=True)
+    record = _series_record(plan, unit, outcomes, budget, digest, time)
+    validate_record(record, "series")
+    files = {"series.csv": series_csv(outcomes),
+             "series.json": (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
+    if budget is not None and series_id is not None:
+        budget.store.record_release(budget.population, series_id, plan.kind,
+                                    {"series": True, "plan": digest, "order": list(files)}, files)
+    return SeriesRelease(plan.kind, unit, tuple(outcomes), files)
