@@ -20,6 +20,7 @@ from dpcore.cli.common import (
     parse_params,
     split_list,
 )
+from dpcore.cli.series import add_time_args, table_series, time_options
 from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import InputError, ParameterError
 
@@ -102,6 +103,7 @@ def add_hierarchy_parser(rsub: Any) -> argparse.ArgumentParser:
                          "writes LEVEL.geojson (repeatable)")
     hi.add_argument("--out", required=True, help="output folder for release.csv, release.json, LEVEL.geojson")
     add_budget_args(hi)
+    add_time_args(hi, user_args=True)
     engine_args(hi)
     return hi
 
@@ -248,8 +250,12 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
                              "give it with --areas (a CSV with the level columns: a gazetteer or the table of a "
                              "boundary file)")
 
+    over_time = time_options(args) is not None
+    if args.user_col or args.user_cap is not None:
+        raise ParameterError("A hierarchy release protects one counted record: its series are released with the "
+                             "unit event. Drop --user-col and --user-cap (person units are for points and od).")
     small = None
-    if args.engine != "numpy" and statistic == "count":
+    if args.engine != "numpy" and statistic == "count" and not over_time:
         small = _engine_table(args, levels, counts_cols[0] if counts_cols else None, bool(names and not args.areas))
     elif args.engine not in ("auto", "numpy"):
         raise ParameterError("Group-size histograms (several --count columns or --group-col) are aggregated in memory "
@@ -294,6 +300,20 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
+    if over_time:  # one release per public period of the rows' time column
+        def build(rows: Any) -> Any:
+            if rows.empty:  # an empty period: zero in every public area (released too)
+                import dataclasses
+
+                import numpy as np
+
+                return dataclasses.replace(counts, leaf=np.zeros_like(counts.leaf), n_rows=0)
+            return HierarchyCounts.from_frame(rows, h, levels, counts_cols or None, group=args.group_col,
+                                              max_size=args.max_size)
+
+        return table_series(args, plan, df, levels + ([args.group_col] if args.group_col else []),
+                            counts_cols[0] if len(counts_cols) == 1 else None, build,
+                            lambda rel, ledger: export.hierarchy_files(rel, ledger, joins), make, session)
     bud = open_budget(args, make, plan.cost, "areas",
                       _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
