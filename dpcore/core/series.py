@@ -275,9 +275,13 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
     digest = plan_digest(plan_parts(plan))
     outcomes: list[PeriodOutcome] = []
     n = len(inputs)
+    found = [(None, None) if budget is None else budget.stored(digest, i.period.label, i.fingerprint)
+             for i in inputs]
+    if budget is not None:  # every new period must fit before the first is charged
+        budget.precheck(plan.cost, [i.period.label for i, (s, _) in zip(inputs, found, strict=True) if s is None])
     for i, item in enumerate(inputs):
         label = item.period.label
-        stored, other = (None, None) if budget is None else budget.stored(digest, label, item.fingerprint)
+        stored, other = found[i]
         if stored is not None:
             outcomes.append(PeriodOutcome(item.period, "re-served", stored.release_id, stored.correction_of,
                                           stored.files))

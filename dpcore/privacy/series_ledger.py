@@ -263,6 +263,27 @@ class SeriesBudget:
                 f"{cap.symbol} = {two_significant(float(total))}, past the horizon cap {cap.label()}. Lower the "
                 "per-period budget, release fewer periods, or raise the horizon cap if your policy allows it.")
 
+    def precheck(self, cost: PrivacyCost, periods: Sequence[str]) -> None:
+        """Refuse, before anything is charged, a series whose new ``periods`` (each to cost ``cost``)
+        would not all fit: each period's own budget, and the horizon cap for all of them together."""
+        ledgers = {p: self.ledger(p) for p in (periods if self.unit.parallel else periods[:1])}
+        for ledger in ledgers.values():
+            ledger.check(cost, self.unit.base)
+        if not periods:
+            return
+        first = next(iter(ledgers.values()))
+        charge = first.charge_of(cost)
+        if not self.unit.parallel:
+            total = Fraction(first.spent) + Fraction(charge) * len(periods)
+            if total > Fraction(first.cap.value) * (1 + Fraction(1, 10**9)):
+                raise BudgetError(
+                    f"Releasing {len(periods)} periods at {cost.label()} each would spend "
+                    f"{cost.symbol} = {two_significant(float(total))} of this person's horizon budget "
+                    f"{first.cap.label()}. Lower the per-period budget or release fewer periods.")
+        if self.horizon_cap is not None:
+            with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
+                self.check_horizon(con, charge * len(periods), first.definition)
+
     def horizon(self) -> dict[str, Any]:
         """The horizon figure of this budget (:func:`horizon_figure`)."""
         per = self.per_period()
