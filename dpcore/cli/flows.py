@@ -44,9 +44,9 @@ def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
     od.add_argument("--origin", help="origin column of the trips (detected by name if omitted)")
     od.add_argument("--destination", help="destination column of the trips (detected by name if omitted)")
     od.add_argument("--count", help="count column (detected by name if omitted; none = one row per trip)")
-    od.add_argument("--user", "--user-col", dest="user",
+    od.add_argument("--user-col", "--user", dest="user",
                     help="person-id column: each person keeps at most --max-trips trips (per period in a series)")
-    od.add_argument("--max-trips", "--user-cap", dest="max_trips", type=int, default=1,
+    od.add_argument("--user-cap", "--max-trips", dest="max_trips", type=int, default=1,
                     help="most trips one person contributes (m, default 1; per period in a series)")
     od.add_argument("--repeats", action="store_true",
                     help="a person's trips may repeat the same pair (default: distinct pairs)")

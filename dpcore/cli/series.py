@@ -1,6 +1,6 @@
 """Command line, releases over time: the time options of ``release points|hierarchy|od`` (and of
 ``run CONFIG``), the series release of each kind (one release per public period, charged once per
-period, re-served when asked again: :mod:`dpcore.core.series`) and ``budgets`` (the office view)."""
+period, re-served when asked again: :mod:`dpcore.series`) and ``budgets`` (the office view)."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def period_index(df: pd.DataFrame, column: str, periods: list[Any]) -> np.ndarra
 
 def keep_for_unit(unit: Any, user: Any, pidx: np.ndarray, session: Any) -> np.ndarray:
     """Rows kept before anything else: in the range, and for ``person`` in at most w periods each."""
-    from dpcore.core.series import sample_periods
+    from dpcore.series import sample_periods
 
     keep = pidx >= 0
     if unit.scope == "person":
@@ -157,7 +157,7 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
                files_of: Callable[[Any, Any], dict[str, bytes]], make: Any, session: Any,
                cap: float | None = None) -> Made:
     """Open the series budget, release (or re-serve) every period, write the folders and series files."""
-    from dpcore.core.series import release_series
+    from dpcore.series import release_series
     from dpcore.core.session import Session, default_cap
 
     unit = time_unit(args, plan.unit)
@@ -206,7 +206,7 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
 
 def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, session: Any) -> Made:
     """``release points --time-col ...``: the points grouped by period once, one release per period."""
-    from dpcore.core.series import PeriodInput
+    from dpcore.series import PeriodInput
     from dpcore.data.columns import detect_coordinate_columns
     from dpcore.data.domain import aggregate_points
     from dpcore.data.engines.base import points_fingerprint
@@ -263,7 +263,7 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
                  make: Any, session: Any, user: str | None = None, cap: float | None = None) -> Made:
     """A series of a table kind (hierarchy, od): the rows grouped by period once, ``build(rows)`` the
     aggregate of one period's rows, ``columns``/``count`` what its content fingerprint reads."""
-    from dpcore.core.series import PeriodInput
+    from dpcore.series import PeriodInput
 
     periods = time_options(args)
     pidx = period_index(df, args.time_col, periods)

@@ -14,7 +14,7 @@ for good).  It lives in the budget database (:class:`~dpcore.privacy.ledger_stor
 Every budget reports the **horizon figure** for a person present in every period: the sum of the
 per-period charges (ε under pure DP, read as ρ = ε²/2 as well; ρ under zCDP), its (ε, δ) reading
 ε(δ) from ρ (Canonne, Kamath & Steinke 2020, Cor. 13, the conversion of
-:func:`~dpcore.privacy.budget.zcdp_to_approx_dp`), and a projection over a year of periods at the
+:func:`~dpcore.privacy.ledger.epsilon_readings`), and a projection over a year of periods at the
 mean rate so far.  An optional **horizon cap** refuses a charge that would take that sum past it.
 
 **Population identity.**  A late record changes a period's data and so the whole input's content
@@ -47,8 +47,8 @@ from fractions import Fraction
 from typing import Any
 
 from dpcore.errors import BudgetError, ParameterError
-from dpcore.privacy.budget import APPROX_DP_DELTAS, PrivacyCost, two_significant, zcdp_to_approx_dp
-from dpcore.privacy.ledger import LedgerEntry, minute_now
+from dpcore.privacy.budget import PrivacyCost, two_significant
+from dpcore.privacy.ledger import LedgerEntry, epsilon_readings, minute_now
 from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
 from dpcore.privacy.units import TimeUnit
 
@@ -123,15 +123,14 @@ def horizon_figure(charges: Sequence[float], definition: str, period: str, n_per
     rho = float(sum(Fraction(v) for v in values)) if definition == "zcdp" else \
         float(sum(Fraction(v) * Fraction(v) / 2 for v in values))
     out: dict[str, Any] = {"definition": definition, "periods": int(n_periods), "rho": rho,
-                           "epsilon": [{"delta": d, "epsilon": zcdp_to_approx_dp(rho, d) if rho > 0 else 0.0}
-                                       for d in APPROX_DP_DELTAS]}
+                           "epsilon": epsilon_readings(rho)}
     if definition == "pure":
         out["epsilon_pure"] = float(sum(Fraction(v) for v in values))
     year, name = periods_per_year(period)
     rate = rho / len(values) if values else 0.0
     proj = rate * year
     out["projection"] = {"periods": year, "rho": proj,
-                         "epsilon": zcdp_to_approx_dp(proj, DEFAULT_DELTA) if proj > 0 else 0.0,
+                         "epsilon": epsilon_readings(proj, (DEFAULT_DELTA,))[0]["epsilon"],
                          "delta": DEFAULT_DELTA,
                          "text": f"{year} {name} at this rate: ρ = {two_significant(proj)}"}
     out["cap"] = cap.to_dict() if cap is not None else None

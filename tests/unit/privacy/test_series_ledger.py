@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcore.core.series import cap_per_period, sample_periods
+from dpcore.series import cap_per_period, sample_periods
 from dpcore.core.session import Charge, Session
 from dpcore.errors import BudgetError, ParameterError
 from dpcore.privacy.budget import pure, zcdp, zcdp_to_approx_dp
