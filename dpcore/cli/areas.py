@@ -212,6 +212,28 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
                             f"{bud.left()}")
 
 
+def _hierarchy_series(args: argparse.Namespace, plan: Any, df: Any, levels: list[str], counts_cols: list[str],
+                      counts: Any, joins: dict[str, Any], make: Any, session: Any) -> Made:
+    """``release hierarchy --time-col ...``: one release per public period of the rows (an empty
+    period is released as zero in every public area)."""
+    import dataclasses
+
+    import numpy as np
+
+    from dpcore.areas import export
+    from dpcore.areas.counts import HierarchyCounts
+
+    def build(rows: Any) -> Any:
+        if rows.empty:
+            return dataclasses.replace(counts, leaf=np.zeros_like(counts.leaf), n_rows=0)
+        return HierarchyCounts.from_frame(rows, counts.hierarchy, levels, counts_cols or None, group=args.group_col,
+                                          max_size=args.max_size)
+
+    return table_series(args, plan, df, levels + ([args.group_col] if args.group_col else []),
+                        counts_cols[0] if len(counts_cols) == 1 else None, build,
+                        lambda rel, ledger: export.hierarchy_files(rel, ledger, joins), make, session)
+
+
 def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     """``release hierarchy``: counts over a geographic hierarchy, written to the output folder.
 
@@ -301,19 +323,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
     if over_time:  # one release per public period of the rows' time column
-        def build(rows: Any) -> Any:
-            if rows.empty:  # an empty period: zero in every public area (released too)
-                import dataclasses
-
-                import numpy as np
-
-                return dataclasses.replace(counts, leaf=np.zeros_like(counts.leaf), n_rows=0)
-            return HierarchyCounts.from_frame(rows, h, levels, counts_cols or None, group=args.group_col,
-                                              max_size=args.max_size)
-
-        return table_series(args, plan, df, levels + ([args.group_col] if args.group_col else []),
-                            counts_cols[0] if len(counts_cols) == 1 else None, build,
-                            lambda rel, ledger: export.hierarchy_files(rel, ledger, joins), make, session)
+        return _hierarchy_series(args, plan, df, levels, counts_cols, counts, joins, make, session)
     bud = open_budget(args, make, plan.cost, "areas",
                       _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)

@@ -157,8 +157,8 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
                files_of: Callable[[Any, Any], dict[str, bytes]], make: Any, session: Any,
                cap: float | None = None) -> Made:
     """Open the series budget, release (or re-serve) every period, write the folders and series files."""
-    from dpcore.series import release_series
     from dpcore.core.session import Session, default_cap
+    from dpcore.series import release_series
 
     unit = time_unit(args, plan.unit)
     if args.no_budget:
@@ -206,13 +206,13 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
 
 def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, session: Any) -> Made:
     """``release points --time-col ...``: the points grouped by period once, one release per period."""
-    from dpcore.series import PeriodInput
     from dpcore.data.columns import detect_coordinate_columns
     from dpcore.data.domain import aggregate_points
     from dpcore.data.engines.base import points_fingerprint
     from dpcore.data.points import load_points
     from dpcore.data.tables import read_table
     from dpcore.points.export import release_files
+    from dpcore.series import PeriodInput
 
     periods = time_options(args)
     path = Path(args.input)

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcore.series import cap_per_period, sample_periods
 from dpcore.core.session import Charge, Session
 from dpcore.errors import BudgetError, ParameterError
 from dpcore.privacy.budget import pure, zcdp, zcdp_to_approx_dp
 from dpcore.privacy.series_ledger import find_population, list_budgets
 from dpcore.privacy.units import TimeUnit, Unit
+from dpcore.series import cap_per_period, sample_periods
 
 PERSON = Unit("person", cap=2)
 
