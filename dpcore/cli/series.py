@@ -107,7 +107,7 @@ def time_unit(args: argparse.Namespace, base: Any) -> Any:
 def _sampling_key(session: Any) -> str:
     """A secret of this install for the keyed choices (caps, periods kept): the same data gets the
     same choice, so a repeated request finds its stored release; unaccounted: a fresh secret."""
-    if session is not None and getattr(session, "accounted", False):
+    if getattr(session, "accounted", False):
         return session.store.key("series-sampling", "v1")[3:19]
     from dpcore.privacy.noise import secret_key
 
@@ -136,6 +136,16 @@ def period_index(df: pd.DataFrame, column: str, periods: list[Any]) -> np.ndarra
     return assign_periods(read_times(df[column], column), periods)
 
 
+def series_session(args: argparse.Namespace, session: Any) -> Any:
+    """The session a series is charged through (opened before the data is read: its install secret
+    keys the sampling of periods, so the same data is sampled alike on every run)."""
+    from dpcore.core.session import Session
+
+    if session is not None:
+        return session
+    return Session.unaccounted() if args.no_budget else Session.open(args.budget_db or None)
+
+
 def keep_for_unit(unit: Any, user: Any, pidx: np.ndarray, session: Any) -> np.ndarray:
     """Rows kept before anything else: in the range, and for ``person`` in at most w periods each."""
     from dpcore.series import sample_periods
@@ -157,20 +167,18 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
                files_of: Callable[[Any, Any], dict[str, bytes]], make: Any, session: Any,
                cap: float | None = None) -> Made:
     """Open the series budget, release (or re-serve) every period, write the folders and series files."""
-    from dpcore.core.session import Session, default_cap
+    from dpcore.core.session import default_cap
     from dpcore.series import release_series
 
     unit = time_unit(args, plan.unit)
     if args.no_budget:
         if args.budget_cap is not None or args.population or args.horizon_cap is not None:
             raise ParameterError("--no-budget charges nothing: drop --budget-cap, --population and --horizon-cap.")
-        budget, session = None, session if session is not None else Session.unaccounted()
+        budget = None
     else:
         if args.ledger:
             raise ParameterError("A release over time keeps its budget in the budget database (one ledger per "
                                  "period): drop --ledger (use --budget-db FILE for another database).")
-        if session is None:
-            session = Session.open(args.budget_db or None)
         cap_value = cap if cap is not None else args.budget_cap
         default = make(cap_value) if cap_value is not None else default_cap(plan.cost)
         horizon = make(args.horizon_cap) if args.horizon_cap is not None else None
@@ -240,6 +248,8 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
                              "(empty or unreadable values) and try again.")
         lons, lats, users = table.lon, table.lat, table.user
     unit = time_unit(args, plan.unit)
+    session = series_session(args, session)
+    whole = points_fingerprint(lons, lats)  # the population's data, before any sampling
     keep = keep_for_unit(unit, users, pidx, session)
     lons, lats, pidx = lons[keep], lats[keep], pidx[keep]
     users = users[keep] if users is not None else None
@@ -254,7 +264,7 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
                            lambda: aggregate_points(lo, la, grid, user=us, user_cap=cap if us is not None else None))
 
     inputs = [period_input(i) for i in range(len(periods))]
-    return run_series(args, plan, periods, inputs, points_fingerprint(lons, lats),
+    return run_series(args, plan, periods, inputs, whole,
                       lambda rel, ledger: release_files(rel, ledger), make, session)
 
 
@@ -270,15 +280,16 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
     unit = time_unit(args, plan.unit)
     if unit.scope != "event" and not user:
         raise ParameterError(f"--unit {unit.scope} needs the person column (--user-col).")
+    session = series_session(args, session)
+    fp_cols = columns + ([user] if user else [])
+    whole = frame_fingerprint(df, fp_cols, count)  # the population's data, before any sampling
     keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session)
     df, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
     order, bounds = slices(pidx, len(periods))
-    fp_cols = columns + ([user] if user else [])
 
     def period_input(i: int) -> PeriodInput:
         rows = df.iloc[order[bounds[i]:bounds[i + 1]]]
         return PeriodInput(periods[i], frame_fingerprint(rows, fp_cols, count), rows.empty, lambda: build(rows))
 
     inputs = [period_input(i) for i in range(len(periods))]
-    return run_series(args, plan, periods, inputs, frame_fingerprint(df, fp_cols, count), files_of, make,
-                      session, cap=cap)
+    return run_series(args, plan, periods, inputs, whole, files_of, make, session, cap=cap)

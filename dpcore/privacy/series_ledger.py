@@ -107,13 +107,14 @@ def periods_per_year(period: str) -> tuple[int, str]:
 
 
 def horizon_figure(charges: Sequence[float], definition: str, period: str, n_periods: int,
-                   cap: PrivacyCost | None = None) -> dict[str, Any]:
+                   cap: PrivacyCost | None = None, max_periods: int | None = None) -> dict[str, Any]:
     """The horizon figure of per-period charges (one per period, in the ledger's unit).
 
     ``rho`` is the zCDP sum for a person present in every period (a pure ε charge reads as
     ρ = ε²/2, Bun & Steinke 2016, Prop. 1.4); ``epsilon`` its (ε, δ) readings; under pure DP
     ``epsilon_pure`` is the basic-composition sum.  ``projection`` is a year of periods at the
-    mean charge so far.
+    mean charge so far.  With ``max_periods`` w (unit ``person``: nobody touches more than w
+    periods), ``person_bound`` is the tighter loss of any one person: the w largest charges.
 
     >>> h = horizon_figure([0.01, 0.01], "zcdp", "week", 2)
     >>> h["rho"], h["projection"]["rho"], h["projection"]["text"]
@@ -134,6 +135,12 @@ def horizon_figure(charges: Sequence[float], definition: str, period: str, n_per
                          "delta": DEFAULT_DELTA,
                          "text": f"{year} {name} at this rate: ρ = {two_significant(proj)}"}
     out["cap"] = cap.to_dict() if cap is not None else None
+    if max_periods is not None:
+        top = sorted(values, reverse=True)[:max_periods]
+        bound = float(sum(Fraction(v) for v in top)) if definition == "zcdp" else \
+            float(sum(Fraction(v) * Fraction(v) / 2 for v in top))
+        out["person_bound"] = {"max_periods": int(max_periods), "rho": bound,
+                               "text": f"a person is in at most {max_periods} periods: ρ ≤ {two_significant(bound)}"}
     return out
 
 
@@ -288,7 +295,7 @@ class SeriesBudget:
         per = self.per_period()
         definition = self.ledger_definition()
         charges = list(per.values())
-        return horizon_figure(charges, definition, self.unit.period, len(per), self.horizon_cap)
+        return horizon_figure(charges, definition, self.unit.period, len(per), self.horizon_cap, self.unit.max_periods)
 
     def ledger_definition(self) -> str:
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
@@ -322,11 +329,14 @@ class SeriesBudget:
         return StoredPeriod(rid, same[0][2], self.files(rid)), other
 
     def files(self, release_id: str) -> dict[str, bytes]:
-        """The stored files of a release, as published."""
-        found = [r for r in self.store.releases(self.population) if r["release_id"] == release_id]
-        if not found:
-            return {}
-        names = found[0]["summary"].get("order") or found[0]["files"]
+        """The stored files of a release, as published, in the order they were kept ({} if none)."""
+        with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
+            row = con.execute("SELECT summary FROM releases WHERE release_id = ? AND fingerprint = ?",
+                              (release_id, self.population)).fetchone()
+            if row is None:
+                return {}
+            names = json.loads(row[0]).get("order") or [n for (n,) in con.execute(
+                "SELECT name FROM release_files WHERE release_id = ? ORDER BY rowid", (release_id,))]
         return {n: self.store.release_file(release_id, n) for n in names}
 
     def keep(self, plan_digest: str, period: str, fingerprint: str, files: Mapping[str, bytes],
@@ -422,7 +432,7 @@ def list_budgets(store: LedgerStore, delta: float = DEFAULT_DELTA) -> list[dict[
         out.append({"population": name or pop, "kind": kind, "unit": unit.to_dict(), "cap": cap.to_dict(),
                     "cap_per": "period" if unit.parallel else "horizon", "spent": spent, "periods": periods,
                     "horizon": horizon_figure([p["spent"] for p in periods], cap.definition, unit.period,
-                                              len(periods), hc),
+                                              len(periods), hc, unit.max_periods),
                     "releases": int(n_rel.get(pop, 0))})
     return out
 

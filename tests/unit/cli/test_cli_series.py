@@ -194,3 +194,35 @@ def test_a_config_runs_a_series(tmp_path: Path, capsys: pytest.CaptureFixture[st
     _run(["run", str(tmp_path / "r.toml")], capsys)
     assert json.loads((tmp_path / "S" / "series.json").read_bytes())["horizon"]["cap"]["value"] == 0.6
     assert "Re-served all 3 periods" in _run(["run", str(tmp_path / "r.toml")], capsys)
+
+
+def test_a_person_over_the_horizon_is_charged_sequentially(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(7)
+    n = 600
+    df = pd.DataFrame({"lat": rng.uniform(0.1, 0.9, n), "lon": rng.uniform(0.1, 0.9, n), "who": rng.integers(0, 40, n),
+                       "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 96, n), unit="h")})
+    df.to_csv(tmp_path / "p.csv", index=False)
+    argv = ["release", "points", "--input", str(tmp_path / "p.csv"), "--bounds=0,0,1,1", "--grid", "8,8",
+            "--mechanism", "ug", "--rho", "0.01", "--user-col", "who", "--user-cap", "3", "--unit", "person",
+            "--max-periods", "2", "--time-col", "when", "--time-range", "2024-01-01,2024-01-04",
+            "--budget-cap", "0.05", "--out", str(tmp_path / "S")]
+    _run(argv, capsys)
+    record = json.loads((tmp_path / "S" / "series.json").read_bytes())
+    assert record["unit"]["scope"] == "person" and record["unit"]["max_periods"] == 2
+    # four days charged to one horizon budget: 4 × 0.01 = 0.04 of 0.05; any one person is in ≤ 2 days
+    assert record["horizon"]["rho"] == pytest.approx(0.04)
+    assert record["horizon"]["person_bound"]["rho"] == pytest.approx(0.02)
+    (row,) = Session.open(None).budgets()
+    assert row["cap_per"] == "horizon" and row["spent"] == pytest.approx(0.04)
+    # a second series of another plan would pass the horizon budget (0.04 + 4 × 0.01 > 0.05): refused first
+    other = list(argv)
+    other[other.index("--rho") + 1], other[-1] = "0.011", str(tmp_path / "S2")
+    assert main(other) == 2
+    assert "Not enough privacy budget" in capsys.readouterr().err
+    (again,) = Session.open(None).budgets()
+    assert again["spent"] == pytest.approx(0.04)
+    # with --unit person, --max-periods is required; --unit event refuses a person column
+    assert main([*argv[:argv.index("--max-periods")], *argv[argv.index("--max-periods") + 2:]]) == 2
+    assert "--max-periods" in capsys.readouterr().err
+    assert main([*argv[:argv.index("--unit") + 1], "event", *argv[argv.index("--unit") + 2:]]) == 2
+    assert "person column" in capsys.readouterr().err
