@@ -195,7 +195,7 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
     if budget is None:
         tail = "not accounted (--no-budget): nothing was charged and the record says so."
     else:
-        h = budget.horizon()
+        h = series.record["horizon"]
         tail = (f"horizon (a person in every period) ρ = {h['rho']:.4g}; {h['projection']['text']}; "
                 f"budget database '{budget.store.path}'.")
     if counts["re-served"] == n:

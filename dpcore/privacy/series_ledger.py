@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -48,7 +49,7 @@ from typing import Any
 
 from dpcore.errors import BudgetError, ParameterError
 from dpcore.privacy.budget import PrivacyCost, two_significant
-from dpcore.privacy.ledger import LedgerEntry, epsilon_readings, minute_now
+from dpcore.privacy.ledger import Ledger, LedgerEntry, epsilon_readings, minute_now
 from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
 from dpcore.privacy.units import TimeUnit
 
@@ -161,15 +162,30 @@ class PeriodLedger(StoredLedger):
     """
 
     def __init__(self, budget: SeriesBudget, period: str, default_cap: PrivacyCost) -> None:
+        # StoredLedger's state without its creating transaction: the budget row is written in the
+        # first charge's transaction (one commit per period, not two); until then it reads as new
         key = f"{budget.population}@{period if budget.unit.parallel else HORIZON}"
-        super().__init__(budget.store, key, default_cap, "period", budget.unit.base)
+        Ledger.__init__(self, default_cap, dataset=key, unit=budget.unit.base)
+        self._lock = threading.RLock()
+        self._store, self._fp = budget.store, key
+        self._read = budget.store._connect(check_same_thread=False)  # noqa: SLF001
+        self._version = None
         self.series = budget
         self.period = str(period)
+        self._refresh()
+
+    def _load(self, con: Any) -> None:
+        if con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone() is None:
+            return  # not charged yet: the default cap, nothing spent
+        super()._load(con)
 
     def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
               unit: Any = None) -> LedgerEntry:
         details = {**dict(details or {}), "period": self.period}
         with self._lock, self._store.transaction() as con:
+            con.execute("INSERT OR IGNORE INTO datasets (fingerprint, kind, cap, created, unit) VALUES (?, ?, ?, ?, ?)",
+                        (self._fp, "period", json.dumps(self._check_cap(self._cap).to_dict()), minute_now(),
+                         json.dumps(self.series.unit.base.to_dict())))
             self._load(con)
             charged_cost, _ = self.charge_for(cost, unit)
             charge = self.charge_of(charged_cost)
@@ -177,8 +193,6 @@ class PeriodLedger(StoredLedger):
             entry = super(StoredLedger, self).spend(cost, label, details, unit)
             try:
                 con.execute("INSERT INTO spends VALUES (?, ?, ?)", (self._fp, entry.index, json.dumps(entry.to_dict())))
-                con.execute("UPDATE datasets SET unit = ? WHERE fingerprint = ? AND unit IS NULL",
-                            (json.dumps(entry.unit.to_dict()), self._fp))
             except BaseException:
                 self._load(con)
                 raise
@@ -272,12 +286,22 @@ class SeriesBudget:
     def precheck(self, cost: PrivacyCost, periods: Sequence[str]) -> None:
         """Refuse, before anything is charged, a series whose new ``periods`` (each to cost ``cost``)
         would not all fit: each period's own budget, and the horizon cap for all of them together."""
-        ledgers = {p: self.ledger(p) for p in (periods if self.unit.parallel else periods[:1])}
-        for ledger in ledgers.values():
-            ledger.check(cost, self.unit.base)
         if not periods:
             return
-        first = next(iter(ledgers.values()))
+        keys = sorted({f"{self.population}@{p if self.unit.parallel else HORIZON}" for p in periods})
+        have: set[str] = set()
+        with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                have |= {k for (k,) in con.execute(f"SELECT fingerprint FROM datasets WHERE fingerprint IN "
+                                                   f"({','.join('?' * len(chunk))})", chunk)}
+        fresh = Ledger(self.default_cap, unit=self.unit.base)  # a period not charged yet
+        fresh.check(cost, self.unit.base)
+        ledgers = [self.ledger(p) for p in periods if f"{self.population}@{p}" in have] if self.unit.parallel \
+            else [self.ledger(periods[0])]
+        for ledger in ledgers:
+            ledger.check(cost, self.unit.base)
+        first = ledgers[0] if not self.unit.parallel else fresh
         charge = first.charge_of(cost)
         if not self.unit.parallel:
             total = Fraction(first.spent) + Fraction(charge) * len(periods)
@@ -344,9 +368,10 @@ class SeriesBudget:
         """Store a period's files (published bytes) and its (period, data) pair; returns its release id.
         An empty period's pair is kept out of the population matching (every empty period is alike)."""
         rid = self.release_id(plan_digest, period, fingerprint)
-        self.store.record_release(self.population, rid, self.kind, {**dict(summary), "order": list(files)}, files)
         data = self.data_key(period, fingerprint)
         with self.store.transaction() as con:
+            self.store.record_release(self.population, rid, self.kind, {**dict(summary), "order": list(files)}, files,
+                                      con=con)
             con.execute("INSERT OR IGNORE INTO series_periods VALUES (?, ?, ?, ?, ?, ?, ?)",
                         (self.population, plan_digest, period, "" if empty else data, rid, correction_of,
                          minute_now()))
