@@ -47,6 +47,9 @@ __all__ = ["PeriodInput", "PeriodOutcome", "SeriesRelease", "cap_per_period", "p
 
 #: The first columns of series.csv, for every kind.
 SERIES_COLUMNS = ("period", "area", "noisy_count", "noise_sd", "ci95_low", "ci95_high")
+#: Periods whose files are stored in one transaction.  A crash loses at most this many stored
+#: releases (already charged): a rerun releases and charges them again, it never re-serves unpaid.
+KEEP_BATCH = 32
 #: Progress callback: (fraction done, message).
 Progress = Callable[[float, str], None]
 
@@ -100,7 +103,11 @@ class SeriesRelease:
         out = Path(out_dir)
         paths: list[Path] = []
         for o in self.outcomes:
-            paths += write_files(o.files, out / o.period.label)
+            folder = out / o.period.label
+            if all((folder / n).is_file() and (folder / n).read_bytes() == d for n, d in o.files.items()):
+                paths += [folder / n for n in o.files]  # already there, byte for byte (a re-served period)
+                continue
+            paths += write_files(o.files, folder)
         out.mkdir(parents=True, exist_ok=True)
         for name, data in self.files.items():
             (out / name).write_bytes(data)
@@ -300,30 +307,39 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
     digest = plan_digest(plan_parts(plan))
     outcomes: list[PeriodOutcome] = []
     n = len(inputs)
-    found = [(None, None) if budget is None else budget.stored(digest, i.period.label, i.fingerprint)
-             for i in inputs]
+    found = ([(None, None)] * len(inputs) if budget is None
+             else budget.stored_many(digest, [(i.period.label, i.fingerprint) for i in inputs]))
     if budget is not None:  # every new period must fit before the first is charged
         budget.precheck(plan.cost, [i.period.label for i, (s, _) in zip(inputs, found, strict=True) if s is None])
-    for i, item in enumerate(inputs):
-        label = item.period.label
-        stored, other = found[i]
-        if stored is not None:
-            outcomes.append(PeriodOutcome(item.period, "re-served", stored.release_id, stored.correction_of,
-                                          stored.files))
-        else:
-            ledger = None if budget is None else budget.ledger(label)
-            made = pipeline.release(plan, item.aggregate(), ledger=ledger, session=session, noise=noise)
-            files = dict(files_of(made.inner, ledger))
-            if budget is None:
-                outcomes.append(PeriodOutcome(item.period, "not accounted", None, None, files))
+    pending: list[Any] = []
+    try:
+        for i, item in enumerate(inputs):
+            label = item.period.label
+            stored, other = found[i]
+            if stored is not None:
+                outcomes.append(PeriodOutcome(item.period, "re-served", stored.release_id, stored.correction_of,
+                                              stored.files))
             else:
-                status = "correction" if other else "released"
-                rid = budget.keep(digest, label, item.fingerprint, files,
-                                  {"period": label, "status": status, "plan": digest, "correction_of": other},
-                                  correction_of=other, empty=item.empty)
-                outcomes.append(PeriodOutcome(item.period, status, rid, other, files, ledger.spent))
-        if progress is not None:
-            progress((i + 1) / max(n, 1), f"{outcomes[-1].status.capitalize()} {label} ({i + 1}/{n})")
+                ledger = None if budget is None else budget.ledger(label)
+                made = pipeline.release(plan, item.aggregate(), ledger=ledger, session=session, noise=noise)
+                files = dict(files_of(made.inner, ledger))
+                if budget is None:
+                    outcomes.append(PeriodOutcome(item.period, "not accounted", None, None, files))
+                else:
+                    status = "correction" if other else "released"
+                    pending.append((digest, label, item.fingerprint, files,
+                                    {"period": label, "status": status, "plan": digest, "correction_of": other},
+                                    other, item.empty))
+                    outcomes.append(PeriodOutcome(item.period, status, budget.release_id(digest, label, item.fingerprint),
+                                                  other, files, ledger.spent))
+                    if len(pending) >= KEEP_BATCH:
+                        budget.keep_many(pending)
+                        pending = []
+            if progress is not None:
+                progress((i + 1) / max(n, 1), f"{outcomes[-1].status.capitalize()} {label} ({i + 1}/{n})")
+    finally:  # what was charged is stored, even when a later period fails
+        if budget is not None and pending:
+            budget.keep_many(pending)
     return _finish(plan, unit, outcomes, budget, digest, dict(time or {}))
 
 

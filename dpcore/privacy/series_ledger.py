@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from dpcore.errors import BudgetError, ParameterError
+from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.privacy.budget import PrivacyCost, two_significant
 from dpcore.privacy.ledger import Ledger, LedgerEntry, epsilon_readings, minute_now
 from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
@@ -340,42 +340,82 @@ class SeriesBudget:
     def stored(self, plan_digest: str, period: str, fingerprint: str) -> tuple[StoredPeriod | None, str | None]:
         """The stored release of this plan, period and data (or None), and the id of the latest
         stored release of this plan and period made from other data (the one a new release corrects)."""
-        data = self.data_key(period, fingerprint)
+        return self.stored_many(plan_digest, [(period, fingerprint)])[0]
+
+    def stored_many(self, plan_digest: str, items: Sequence[tuple[str, str]]
+                    ) -> list[tuple[StoredPeriod | None, str | None]]:
+        """:meth:`stored` for many (period, fingerprint) pairs, read in one connection.
+
+        A stored release whose files were removed from the history is refused (InputError): it
+        can be neither re-served nor released again (that would re-noise the same data)."""
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
-            rows = con.execute("SELECT data, release_id, correction_of FROM series_periods WHERE population = ? AND "
-                               "plan = ? AND period = ? ORDER BY created DESC, rowid DESC",
-                               (self.population, plan_digest, period)).fetchall()
-        same = [r for r in rows if r[0] == data]
-        other = next((r[1] for r in rows if r[0] != data), None)
-        if not same:
-            return None, other
-        rid = same[0][1]
-        return StoredPeriod(rid, same[0][2], self.files(rid)), other
+            rows: dict[str, list[tuple[str, str, str | None]]] = {}
+            for period, data, rid, corr in con.execute(
+                    "SELECT period, data, release_id, correction_of FROM series_periods WHERE population = ? AND "
+                    "plan = ? ORDER BY created DESC, rowid DESC", (self.population, plan_digest)):
+                rows.setdefault(period, []).append((data, rid, corr))
+            found = []
+            for period, fingerprint in items:
+                data = self.data_key(period, fingerprint)
+                same = [r for r in rows.get(period, []) if r[0] == data]
+                other = next((r[1] for r in rows.get(period, []) if r[0] != data), None)
+                found.append((period, same[0] if same else None, other))
+            wanted = [r[1] for _, r, _ in found if r is not None]
+            files = self._files(con, wanted)
+        return [(StoredPeriod(r[1], r[2], files.get(r[1], {})) if r is not None else None, other)
+                for _, r, other in found]
+
+    def _files(self, con: Any, ids: Sequence[str]) -> dict[str, dict[str, bytes]]:
+        from dpcore.privacy.ledger_store import _unpack
+
+        out: dict[str, dict[str, bytes]] = {}
+        for i in range(0, len(ids), 400):
+            chunk = list(ids[i:i + 400])
+            marks = ",".join("?" * len(chunk))
+            order = {rid: json.loads(summary).get("order") for rid, summary in con.execute(
+                f"SELECT release_id, summary FROM releases WHERE release_id IN ({marks})", chunk)}
+            for rid, name, data, encoding, removed in con.execute(
+                    f"SELECT release_id, name, data, encoding, removed FROM release_files WHERE release_id IN ({marks}) "
+                    "ORDER BY rowid", chunk):
+                if removed is not None:
+                    raise InputError(
+                        f"The stored file {name!r} of the period release {rid} was removed from the history on "
+                        f"{removed.replace('T', ' ')} UTC, so it cannot be re-served, and releasing it again would "
+                        "re-noise the same data. Use another plan, or another population.")
+                out.setdefault(rid, {})[name] = _unpack(bytes(data), encoding)
+            for rid, names in order.items():
+                if names and rid in out:
+                    out[rid] = {n: out[rid][n] for n in names if n in out[rid]}
+        return out
 
     def files(self, release_id: str) -> dict[str, bytes]:
         """The stored files of a release, as published, in the order they were kept ({} if none)."""
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
-            row = con.execute("SELECT summary FROM releases WHERE release_id = ? AND fingerprint = ?",
-                              (release_id, self.population)).fetchone()
-            if row is None:
-                return {}
-            names = json.loads(row[0]).get("order") or [n for (n,) in con.execute(
-                "SELECT name FROM release_files WHERE release_id = ? ORDER BY rowid", (release_id,))]
-        return {n: self.store.release_file(release_id, n) for n in names}
+            return self._files(con, [release_id]).get(release_id, {})
 
     def keep(self, plan_digest: str, period: str, fingerprint: str, files: Mapping[str, bytes],
              summary: Mapping[str, Any], correction_of: str | None = None, empty: bool = False) -> str:
         """Store a period's files (published bytes) and its (period, data) pair; returns its release id.
-        An empty period's pair is kept out of the population matching (every empty period is alike)."""
-        rid = self.release_id(plan_digest, period, fingerprint)
-        data = self.data_key(period, fingerprint)
+        (An empty period's pair never identifies a population: :func:`find_population` is given the
+        non-empty periods only, every empty period being alike.)"""
+        return self.keep_many([(plan_digest, period, fingerprint, files, summary, correction_of, empty)])[0]
+
+    def keep_many(self, items: Sequence[tuple[str, str, str, Mapping[str, bytes], Mapping[str, Any], str | None,
+                                              bool]]) -> list[str]:
+        """:meth:`keep` for several periods in one transaction (one commit for a batch of periods:
+        a commit waits for the disk).  Each item is ``(plan_digest, period, fingerprint, files,
+        summary, correction_of, empty)``."""
+        ids = []
         with self.store.transaction() as con:
-            self.store.record_release(self.population, rid, self.kind, {**dict(summary), "order": list(files)}, files,
-                                      con=con)
-            con.execute("INSERT OR IGNORE INTO series_periods VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (self.population, plan_digest, period, "" if empty else data, rid, correction_of,
-                         minute_now()))
-        return rid
+            for plan, period, fingerprint, files, summary, correction_of, _empty in items:
+                rid = self.release_id(plan, period, fingerprint)
+                self.store.record_release(self.population, rid, self.kind, {**dict(summary), "order": list(files)},
+                                          files, con=con)
+                con.execute("INSERT OR IGNORE INTO series_periods VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (self.population, plan, period, self.data_key(period, fingerprint), rid, correction_of,
+                             minute_now()))
+                ids.append(rid)
+        return ids
 
 
 def _like(text: str) -> str:

@@ -125,6 +125,9 @@ def test_empty_periods_are_released_and_the_time_range_is_required(
     record = json.loads((tmp_path / "S" / "series.json").read_bytes())
     assert [p["period"] for p in record["periods"]] == ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]
     assert all((tmp_path / "S" / d / "release.csv").exists() for d in ("2024-01-03", "2024-01-04"))
+    first = _files(tmp_path / "S")
+    assert "Re-served all 4 periods" in _run([*base, "--time-range", "2024-01-01,2024-01-04"], capsys)
+    assert _files(tmp_path / "S") == first  # the empty days too: stored, re-served, never re-noised
 
 
 def test_a_hierarchy_series_over_weeks_and_budgets_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -90,9 +90,9 @@ def test_the_population_survives_a_late_record_in_one_period(tmp_path: Path) -> 
     assert (key, rule) == (budget.population, "matched")
     # other data: a population of its own
     assert find_population(store, "points", [("d1", "z")], "whole-3")[1] == "new"
-    # empty periods are never matched (every empty period is alike)
+    # a stored empty period is re-served like any other (the caller matches non-empty periods only)
     budget.keep("plan", "d3", "empty", {"release.csv": b"z"}, {}, empty=True)
-    assert find_population(store, "points", [("d3", "empty")], "whole-4")[1] == "new"
+    assert budget.stored("plan", "d3", "empty")[0].files == {"release.csv": b"z"}
     # a named population wins
     assert find_population(store, "points", [("d1", "a")], "w", name="Survey")[1] == "named"
 
