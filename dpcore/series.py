@@ -38,12 +38,13 @@ import pandas as pd
 
 from dpcore.core.periods import Period
 from dpcore.core.record import jsonable, validate_record, write_files
-from dpcore.errors import ParameterError
+from dpcore.errors import InputError, ParameterError
 from dpcore.privacy.series_ledger import SeriesBudget, plan_digest
 from dpcore.privacy.units import TimeUnit
 
-__all__ = ["PeriodInput", "PeriodOutcome", "SeriesRelease", "cap_per_period", "plan_parts", "release_series",
-           "sample_periods", "series_csv", "SERIES_COLUMNS"]
+__all__ = ["KEEP_BATCH", "SERIES_COLUMNS", "PeriodInput", "PeriodOutcome", "SeriesRelease", "cap_per_period",
+           "frame_fingerprint", "group_by_period", "keep_for_unit", "period_index", "plan_parts", "points_inputs",
+           "release_series", "sample_periods", "sampling_key", "series_csv", "table_inputs"]
 
 #: The first columns of series.csv, for every kind.
 SERIES_COLUMNS = ("period", "area", "noisy_count", "noise_sd", "ci95_low", "ci95_high")
@@ -190,6 +191,96 @@ def cap_per_period(user: Sequence[Any] | np.ndarray, period: np.ndarray, cap: in
                     key)
     rank = frame.assign(r=r).groupby(["u", "p"])["r"].rank(method="first").to_numpy()
     return (rank <= cap) & (frame["p"].to_numpy() >= 0)
+
+
+def sampling_key(session: Any) -> str:
+    """A secret of this install for the keyed choices (caps, periods kept): the same data gets the
+    same choice, so a repeated request finds its stored release; unaccounted: a fresh secret."""
+    if getattr(session, "accounted", False):
+        return session.store.key("series-sampling", "v1")[3:19]
+    from dpcore.privacy.noise import secret_key
+
+    return secret_key(8).hex()
+
+
+def frame_fingerprint(df: pd.DataFrame, columns: list[str], count: str | None = None) -> str:
+    """A content fingerprint of a period's rows (never published): the totals per combination of
+    ``columns``, sorted, hashed; independent of the rows' order and of other columns."""
+    if df.empty:
+        return "empty"
+    keys = df[columns].astype(str)
+    totals = (pd.to_numeric(df[count], errors="coerce").fillna(0).groupby([keys[c] for c in columns]).sum()
+              if count else keys.groupby(columns).size())
+    text = totals[totals != 0].sort_index().to_csv(header=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def period_index(df: pd.DataFrame, column: str, periods: list[Any]) -> np.ndarray:
+    """The period of each row (-1 outside the public range)."""
+    from dpcore.core.periods import assign_periods, read_times
+
+    if column not in df.columns:
+        raise InputError(f"The input has no time column '{column}' (the time column). Its columns: "
+                         f"{', '.join(map(str, list(df.columns)[:30]))}.")
+    return assign_periods(read_times(df[column], column), periods)
+
+
+def keep_for_unit(unit: Any, user: Any, pidx: np.ndarray, session: Any) -> np.ndarray:
+    """Rows kept before anything else: in the range, and for ``person`` in at most w periods each."""
+    keep = pidx >= 0
+    if unit.scope == "person":
+        keep &= sample_periods(user, pidx, unit.max_periods, sampling_key(session))
+    return keep
+
+
+def group_by_period(pidx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows grouped by period once: (order, bounds) with period i at order[bounds[i]:bounds[i+1]]."""
+    order = np.argsort(pidx, kind="stable")
+    bounds = np.searchsorted(pidx[order], np.arange(n + 1), side="left")
+    return order, bounds
+
+
+def points_inputs(lon: np.ndarray, lat: np.ndarray, user: np.ndarray | None, pidx: np.ndarray,
+                  periods: Sequence[Period], grid: Any, user_cap: int | None = None) -> list[PeriodInput]:
+    """One :class:`PeriodInput` per public period of points already read (``pidx``: each point's
+    period, :func:`period_index`; rows kept for the unit, :func:`keep_for_unit`): grouped by period
+    once, each period's frequency matrix built only when it is released.
+
+    >>> from dpcore.core.periods import parse_time_range, periods_in
+    >>> from dpcore.data.domain import Bounds, Grid
+    >>> ps = periods_in(*parse_time_range("2024-01-01,2024-01-02"), "day")
+    >>> grid = Grid.parse(Bounds.parse("0,0,1,1"), "2,2")
+    >>> ins = points_inputs(np.array([0.2, 0.7]), np.array([0.2, 0.7]), None, np.array([0, 0]), ps, grid)
+    >>> [(i.period.label, i.empty, int(i.aggregate().counts.sum())) for i in ins]
+    [('2024-01-01', False, 2), ('2024-01-02', True, 0)]
+    """
+    from dpcore.data.domain import aggregate_points
+    from dpcore.data.engines.base import points_fingerprint
+
+    order, bounds = group_by_period(pidx, len(periods))
+
+    def one(i: int) -> PeriodInput:
+        rows = order[bounds[i]:bounds[i + 1]]
+        lo, la = lon[rows], lat[rows]
+        us = user[rows] if user is not None else None
+        return PeriodInput(periods[i], points_fingerprint(lo, la) if rows.size else "empty", rows.size == 0,
+                           lambda: aggregate_points(lo, la, grid, user=us, user_cap=user_cap if us is not None else None))
+
+    return [one(i) for i in range(len(periods))]
+
+
+def table_inputs(frame: pd.DataFrame, pidx: np.ndarray, periods: Sequence[Period], columns: list[str],
+                 count: str | None, build: Callable[[pd.DataFrame], Any]) -> list[PeriodInput]:
+    """One :class:`PeriodInput` per public period of a table's rows (hierarchy rows, trips):
+    ``build(rows)`` makes one period's aggregate, :func:`frame_fingerprint` over ``columns`` and
+    ``count`` its content key."""
+    order, bounds = group_by_period(pidx, len(periods))
+
+    def one(i: int) -> PeriodInput:
+        rows = frame.iloc[order[bounds[i]:bounds[i + 1]]]
+        return PeriodInput(periods[i], frame_fingerprint(rows, columns, count), rows.empty, lambda: build(rows))
+
+    return [one(i) for i in range(len(periods))]
 
 
 def _area(table: Any) -> Any:

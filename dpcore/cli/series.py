@@ -5,7 +5,6 @@ period, re-served when asked again: :mod:`dpcore.series`) and ``budgets`` (the o
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from collections.abc import Callable
@@ -17,6 +16,13 @@ import pandas as pd
 
 from dpcore.cli.common import Made, cli_progress
 from dpcore.errors import InputError, ParameterError
+from dpcore.series import (
+    frame_fingerprint,
+    keep_for_unit,
+    period_index,
+    points_inputs,
+    table_inputs,
+)
 
 UNITS = ("event", "person-period", "person")
 
@@ -104,38 +110,6 @@ def time_unit(args: argparse.Namespace, base: Any) -> Any:
     return TimeUnit(scope, base, str(args.period).strip().lower(), args.max_periods)
 
 
-def _sampling_key(session: Any) -> str:
-    """A secret of this install for the keyed choices (caps, periods kept): the same data gets the
-    same choice, so a repeated request finds its stored release; unaccounted: a fresh secret."""
-    if getattr(session, "accounted", False):
-        return session.store.key("series-sampling", "v1")[3:19]
-    from dpcore.privacy.noise import secret_key
-
-    return secret_key(8).hex()
-
-
-def frame_fingerprint(df: pd.DataFrame, columns: list[str], count: str | None = None) -> str:
-    """A content fingerprint of a period's rows (never published): the totals per combination of
-    ``columns``, sorted, hashed; independent of the rows' order and of other columns."""
-    if df.empty:
-        return "empty"
-    keys = df[columns].astype(str)
-    totals = (pd.to_numeric(df[count], errors="coerce").fillna(0).groupby([keys[c] for c in columns]).sum()
-              if count else keys.groupby(columns).size())
-    text = totals[totals != 0].sort_index().to_csv(header=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def period_index(df: pd.DataFrame, column: str, periods: list[Any]) -> np.ndarray:
-    """The period of each row (-1 outside the public range)."""
-    from dpcore.core.periods import assign_periods, read_times
-
-    if column not in df.columns:
-        raise InputError(f"The input has no time column '{column}' (--time-col). Its columns: "
-                         f"{', '.join(map(str, list(df.columns)[:30]))}.")
-    return assign_periods(read_times(df[column], column), periods)
-
-
 def series_session(args: argparse.Namespace, session: Any) -> Any:
     """The session a series is charged through (opened before the data is read: its install secret
     keys the sampling of periods, so the same data is sampled alike on every run)."""
@@ -144,23 +118,6 @@ def series_session(args: argparse.Namespace, session: Any) -> Any:
     if session is not None:
         return session
     return Session.unaccounted() if args.no_budget else Session.open(args.budget_db or None)
-
-
-def keep_for_unit(unit: Any, user: Any, pidx: np.ndarray, session: Any) -> np.ndarray:
-    """Rows kept before anything else: in the range, and for ``person`` in at most w periods each."""
-    from dpcore.series import sample_periods
-
-    keep = pidx >= 0
-    if unit.scope == "person":
-        keep &= sample_periods(user, pidx, unit.max_periods, _sampling_key(session))
-    return keep
-
-
-def slices(pidx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The rows grouped by period once: (order, bounds) with period i at order[bounds[i]:bounds[i+1]]."""
-    order = np.argsort(pidx, kind="stable")
-    bounds = np.searchsorted(pidx[order], np.arange(n + 1), side="left")
-    return order, bounds
 
 
 def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: list[Any], whole_fp: str,
@@ -215,12 +172,10 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
 def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, session: Any) -> Made:
     """``release points --time-col ...``: the points grouped by period once, one release per period."""
     from dpcore.data.columns import detect_coordinate_columns
-    from dpcore.data.domain import aggregate_points
     from dpcore.data.engines.base import points_fingerprint
     from dpcore.data.points import load_points
     from dpcore.data.tables import read_table
     from dpcore.points.export import release_files
-    from dpcore.series import PeriodInput
 
     periods = time_options(args)
     path = Path(args.input)
@@ -253,17 +208,7 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
     keep = keep_for_unit(unit, users, pidx, session)
     lons, lats, pidx = lons[keep], lats[keep], pidx[keep]
     users = users[keep] if users is not None else None
-    order, bounds = slices(pidx, len(periods))
-    cap = args.user_cap if args.user_col else None
-
-    def period_input(i: int) -> PeriodInput:
-        rows = order[bounds[i]:bounds[i + 1]]
-        lo, la = lons[rows], lats[rows]
-        us = users[rows] if users is not None else None
-        return PeriodInput(periods[i], points_fingerprint(lo, la) if rows.size else "empty", rows.size == 0,
-                           lambda: aggregate_points(lo, la, grid, user=us, user_cap=cap if us is not None else None))
-
-    inputs = [period_input(i) for i in range(len(periods))]
+    inputs = points_inputs(lons, lats, users, pidx, periods, grid, args.user_cap if args.user_col else None)
     return run_series(args, plan, periods, inputs, whole,
                       lambda rel, ledger: release_files(rel, ledger), make, session)
 
@@ -273,8 +218,6 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
                  make: Any, session: Any, user: str | None = None, cap: float | None = None) -> Made:
     """A series of a table kind (hierarchy, od): the rows grouped by period once, ``build(rows)`` the
     aggregate of one period's rows, ``columns``/``count`` what its content fingerprint reads."""
-    from dpcore.series import PeriodInput
-
     periods = time_options(args)
     pidx = period_index(df, args.time_col, periods)
     unit = time_unit(args, plan.unit)
@@ -285,11 +228,5 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
     whole = frame_fingerprint(df, fp_cols, count)  # the population's data, before any sampling
     keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session)
     df, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
-    order, bounds = slices(pidx, len(periods))
-
-    def period_input(i: int) -> PeriodInput:
-        rows = df.iloc[order[bounds[i]:bounds[i + 1]]]
-        return PeriodInput(periods[i], frame_fingerprint(rows, fp_cols, count), rows.empty, lambda: build(rows))
-
-    inputs = [period_input(i) for i in range(len(periods))]
+    inputs = table_inputs(df, pidx, periods, fp_cols, count, build)
     return run_series(args, plan, periods, inputs, whole, files_of, make, session, cap=cap)
