@@ -429,23 +429,33 @@ def find_population(store: LedgerStore, kind: str, pairs: Sequence[tuple[str, st
     ``pairs`` are the (period label, content fingerprint) of the series' non-empty periods;
     ``whole`` the content fingerprint of the whole input.  See the module docstring for the rule.
     """
-    if name:
+    named = None
+    if name is not None:
         if not str(name).strip():
             raise ParameterError("A population needs a name (for example the survey the data comes from).")
-        return store.population_key(str(name).strip()), "named"
+        named = store.population_key(str(name).strip())
     _tables(store)
     keys = [store.key(f"series-{kind}", f"{p}:{fp}") for p, fp in pairs]
+    found: dict[str, int] = {}
     if keys:
         with contextlib.closing(store._connect()) as con:  # noqa: SLF001
-            found: dict[str, int] = {}
             for i in range(0, len(keys), 500):
                 chunk = keys[i:i + 500]
                 for pop, n in con.execute(
                         f"SELECT population, COUNT(DISTINCT period) FROM series_periods WHERE data IN "
                         f"({','.join('?' * len(chunk))}) GROUP BY population", chunk):
                     found[pop] = found.get(pop, 0) + int(n)
-        if found:
-            return max(sorted(found), key=lambda p: found[p]), "matched"
+    if named is not None:
+        others = sorted(p for p in found if p != named)
+        if others:
+            # the same people's periods already draw on another budget: a new name would start afresh
+            raise BudgetError(
+                f"Periods of this data were already released under another population's budget; naming it "
+                f"'{name}' now would give the same people a fresh budget. Release it without --population (it is "
+                "recognised from its periods), or under the name it was first released with.")
+        return named, "named"
+    if found:
+        return max(sorted(found), key=lambda p: found[p]), "matched"
     return store.key(f"series-{kind}", whole), "new"
 
 

@@ -93,8 +93,14 @@ def test_the_population_survives_a_late_record_in_one_period(tmp_path: Path) -> 
     # a stored empty period is re-served like any other (the caller matches non-empty periods only)
     budget.keep("plan", "d3", "empty", {"release.csv": b"z"}, {}, empty=True)
     assert budget.stored("plan", "d3", "empty")[0].files == {"release.csv": b"z"}
-    # a named population wins
-    assert find_population(store, "points", [("d1", "a")], "w", name="Survey")[1] == "named"
+    # a name for data already released under another budget is refused (it would start afresh) ...
+    with pytest.raises(BudgetError, match="fresh budget"):
+        find_population(store, "points", [("d1", "a")], "w", name="Survey")
+    # ... and accepted for new data, whose later releases then find the named population
+    named = session.series_budget("points", "w5", [("d1", "n")], unit, default=pure(1), population="Survey")
+    named.keep("plan", "d1", "n", {"release.csv": b"n"}, {})
+    assert find_population(store, "points", [("d1", "n"), ("d2", "m")], "w6") == (named.population, "matched")
+    assert find_population(store, "points", [("d1", "n")], "w6", name="Survey") == (named.population, "named")
 
 
 def test_time_unit_checks() -> None:
