@@ -508,7 +508,7 @@ def list_budgets(store: LedgerStore, delta: float = DEFAULT_DELTA) -> list[dict[
                     "cap_per": "period" if unit.parallel else "horizon", "spent": spent, "periods": periods,
                     "horizon": horizon_figure([p["spent"] for p in periods], cap.definition, unit.period,
                                               len(periods), hc, unit.max_periods),
-                    "releases": int(n_rel.get(pop, 0))})
+                    "releases": sum(p["releases"] for p in periods), "stored": int(n_rel.get(pop, 0))})
     return out
 
 
