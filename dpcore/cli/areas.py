@@ -22,6 +22,7 @@ from dpcore.cli.common import (
     split_list,
     suppress_rule,
 )
+from dpcore.cli.series import add_time_args, table_series, time_options
 from dpcore.cli.spec_args import arguments
 from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
@@ -107,6 +108,7 @@ def add_hierarchy_parser(rsub: Any) -> argparse.ArgumentParser:
     hi.add_argument("--out", required=True, help="output folder for release.csv, release.json, LEVEL.geojson")
     add_budget_args(hi)
     add_suppress_arg(hi)
+    add_time_args(hi, user_args=True)
     engine_args(hi)
     return hi
 
@@ -214,6 +216,28 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
                             f"{bud.left()}")
 
 
+def _hierarchy_series(args: argparse.Namespace, plan: Any, df: Any, levels: list[str], counts_cols: list[str],
+                      counts: Any, joins: dict[str, Any], make: Any, session: Any) -> Made:
+    """``release hierarchy --time-col ...``: one release per public period of the rows (an empty
+    period is released as zero in every public area)."""
+    import dataclasses
+
+    import numpy as np
+
+    from dpcore.areas import export
+    from dpcore.areas.counts import HierarchyCounts
+
+    def build(rows: Any) -> Any:
+        if rows.empty:
+            return dataclasses.replace(counts, leaf=np.zeros_like(counts.leaf), n_rows=0)
+        return HierarchyCounts.from_frame(rows, counts.hierarchy, levels, counts_cols or None, group=args.group_col,
+                                          max_size=args.max_size)
+
+    return table_series(args, plan, df, levels + ([args.group_col] if args.group_col else []),
+                        counts_cols[0] if len(counts_cols) == 1 else None, build,
+                        lambda rel, ledger: export.hierarchy_files(rel, ledger, joins), make, session)
+
+
 def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     """``release hierarchy``: counts over a geographic hierarchy, written to the output folder.
 
@@ -253,8 +277,12 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
                              "give it with --areas (a CSV with the level columns: a gazetteer or the table of a "
                              "boundary file)")
 
+    over_time = time_options(args) is not None
+    if args.user_col or args.user_cap is not None:
+        raise ParameterError("A hierarchy release protects one counted record: its series are released with the "
+                             "unit event. Drop --user-col and --user-cap (person units are for points and od).")
     small = None
-    if args.engine != "numpy" and statistic == "count":
+    if args.engine != "numpy" and statistic == "count" and not over_time:
         small = _engine_table(args, levels, counts_cols[0] if counts_cols else None, bool(names and not args.areas))
     elif args.engine not in ("auto", "numpy"):
         raise ParameterError("Group-size histograms (several --count columns or --group-col) are aggregated in memory "
@@ -299,6 +327,8 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
                   f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
                   f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
         joins[lv] = join
+    if over_time:  # one release per public period of the rows' time column
+        return _hierarchy_series(args, plan, df, levels, counts_cols, counts, joins, make, session)
     bud = open_budget(args, make, plan.cost, "areas",
                       _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)

@@ -21,6 +21,7 @@ from dpcore.cli.common import (
     split_list,
     suppress_rule,
 )
+from dpcore.cli.series import add_time_args, table_series, time_options
 from dpcore.cli.spec_args import arguments
 from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
@@ -47,8 +48,10 @@ def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
     od.add_argument("--origin", help="origin column of the trips (detected by name if omitted)")
     od.add_argument("--destination", help="destination column of the trips (detected by name if omitted)")
     od.add_argument("--count", help="count column (detected by name if omitted; none = one row per trip)")
-    od.add_argument("--user", help="person-id column: each person keeps at most --max-trips trips")
-    od.add_argument("--max-trips", type=int, default=1, help="most trips one person contributes (m, default 1)")
+    od.add_argument("--user-col", "--user", dest="user",
+                    help="person-id column: each person keeps at most --max-trips trips (per period in a series)")
+    od.add_argument("--user-cap", "--max-trips", dest="max_trips", type=int, default=1,
+                    help="most trips one person contributes (m, default 1; per period in a series)")
     od.add_argument("--repeats", action="store_true",
                     help="a person's trips may repeat the same pair (default: distinct pairs)")
     od.add_argument("--drop-unmatched", action="store_true",
@@ -85,6 +88,7 @@ def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
     od.add_argument("--out", required=True, help="output folder for release.csv, release.json, flows.geojson")
     add_suppress_arg(od)
     add_budget_args(od)  # --budget-cap: ε with --pure, ρ with --rho, an ε at the same δ with --epsilon/--delta
+    add_time_args(od)
     engine_args(od)
     return od
 
@@ -328,6 +332,26 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
     return xy or None
 
 
+def _read_trips(args: argparse.Namespace, h: Any) -> tuple[Any, str, str, str | None]:
+    """The trips table read in memory, its (origin, destination, count) columns, and the unmatched rows
+    dropped with --drop-unmatched (counted on stderr, for the curator only)."""
+    from dpcore.data.code_tables import read_code_table
+    from dpcore.flows.tree import match_leaves
+
+    df = read_code_table(Path(args.input))
+    origin, destination, count = _od_columns(args, [str(c) for c in df.columns])
+    if args.drop_unmatched:
+        keep = (match_leaves(h, df[origin]) >= 0) & (match_leaves(h, df[destination]) >= 0)
+        n_drop = int((~keep).sum())
+        if n_drop:
+            # a count of confidential rows: to stderr (for the curator), not to the stdout pipelines log
+            print(f"Dropped {n_drop:,} of {len(df):,} trip rows whose origin or destination is missing or not a "
+                  f"finest area ('{h.levels[-1]}') of the hierarchy (curator-only; not in the export).",
+                  file=sys.stderr)
+            df = df.loc[keep].reset_index(drop=True)
+    return df, origin, destination, count
+
+
 def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     """``release od``: origin/destination flows over a public hierarchy, written to the output folder.
 
@@ -336,9 +360,8 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.core.reliability import apply_to_files
-    from dpcore.data.code_tables import read_code_table
+    from dpcore.flows import export as od_export
     from dpcore.flows.counts import ODCounts
-    from dpcore.flows.tree import match_leaves
     from dpcore.flows.unit import od_unit
     from dpcore.privacy import budget
 
@@ -377,24 +400,24 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     xy = _od_coordinates(args, h, hier_df)
     del hier_df
 
+    if time_options(args) is not None:  # one release per public period of the trips' time column
+        df, origin, destination, count = _read_trips(args, h)
+
+        def build(rows: Any) -> Any:
+            return ODCounts.from_frame(rows, h, origin=origin, destination=destination, count=count, user=args.user,
+                                       max_trips=args.max_trips, distinct=not args.repeats)
+
+        def files_of(rel: Any, ledger: Any) -> dict[str, bytes]:
+            return od_export.od_files(rel, ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
+                                      top=args.geojson_top)
+
+        return table_series(args, plan, df, [origin, destination], count, build, files_of, make, session,
+                            user=args.user, cap=cap)
     routed = engine_for(args, args.input)
     if routed is not None:
         counts = _od_counts_by_engine(args, h, *routed)
     else:
-        path = Path(args.input)
-        df = read_code_table(path)
-        origin, destination, count = _od_columns(args, [str(c) for c in df.columns])
-        if args.drop_unmatched:
-            o = match_leaves(h, df[origin])
-            d = match_leaves(h, df[destination])
-            keep = (o >= 0) & (d >= 0)
-            n_drop = int((~keep).sum())
-            if n_drop:
-                # a count of confidential rows: to stderr (for the curator), not to the stdout pipelines log
-                print(f"Dropped {n_drop:,} of {len(df):,} trip rows whose origin or destination is missing or not a "
-                      f"finest area ('{h.levels[-1]}') of the hierarchy (curator-only; not in the export).",
-                      file=sys.stderr)
-                df = df.loc[keep].reset_index(drop=True)
+        df, origin, destination, count = _read_trips(args, h)
         counts = ODCounts.from_frame(df, h, origin=origin, destination=destination, count=count, user=args.user,
                                         max_trips=args.max_trips, distinct=not args.repeats)
         del df

@@ -23,6 +23,7 @@ from dpcore.cli.common import (
     split_list,
     suppress_rule,
 )
+from dpcore.cli.series import add_time_args, points_series, time_options
 from dpcore.cli.spec_args import arguments
 from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
@@ -60,6 +61,7 @@ def add_points_parser(rsub: Any) -> argparse.ArgumentParser:
     pts.add_argument("--user-cap", type=int, help="at most this many records per person (with --user-col)")
     add_budget_args(pts)
     add_suppress_arg(pts)
+    add_time_args(pts)
     engine_args(pts)
     return pts
 
@@ -230,6 +232,8 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     if args.user_col and args.user_cap is None:
         raise ParameterError("--user-col needs --user-cap, the most records one person may contribute (e.g. 10).")
     plan = mech.plan(grid, requested, raw, unit=points_unit(args.user_cap if args.user_col else None))
+    if time_options(args) is not None:  # a release over time: one release per public period
+        return points_series(args, plan, grid, make, session)
 
     agg, fp = _points_aggregate(args, grid, args.user_col, args.user_cap)
     bud = open_budget(args, make, plan.cost, "points", fp, plan.unit, session=session)

@@ -40,7 +40,8 @@ from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.privacy.budget import PrivacyCost, pure, zcdp
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_store import LEGACY_KINDS, LedgerStore, StoredLedger, default_store
-from dpcore.privacy.units import Unit
+from dpcore.privacy.series_ledger import SeriesBudget, find_population, list_budgets
+from dpcore.privacy.units import TimeUnit, Unit
 
 __all__ = ["DEFAULT_EPSILON_CAP", "DEFAULT_RELEASE_SHARE", "DEFAULT_RHO_CAP", "Charge", "JsonLedger", "Session",
            "default_cap", "default_release_budget"]
@@ -206,6 +207,29 @@ class Session:
         for k in (kind, *LEGACY_KINDS.get(kind, ())):
             for old in legacy:
                 store.migrate_plain_key(f"{k}:{old}", key, kind)
+
+    def series_budget(self, kind: str, fingerprint: str, periods: Sequence[tuple[str, str]], unit: TimeUnit, *,
+                      default: PrivacyCost, horizon_cap: PrivacyCost | None = None,
+                      population: str | None = None) -> SeriesBudget:
+        """The budget a series of releases over time of ``kind`` data draws on.
+
+        ``fingerprint`` is the whole input's content fingerprint and ``periods`` the (period label,
+        period content fingerprint) pairs of its non-empty periods: the population is the named one,
+        else the one an earlier series of the same periods' data was charged to (a late record in one
+        period keeps the others), else a new one (:func:`~dpcore.privacy.series_ledger.find_population`).
+        ``default`` is the cap of a new budget: per period for event and person-period units, of the
+        horizon for a person; ``horizon_cap`` optionally caps the horizon figure.  Each period's release
+        is charged to ``budget.ledger(period)`` through :meth:`release` (``dpcore.pipeline.release``).
+        """
+        if not self.accounted:
+            raise BudgetError("An unaccounted session keeps no series budget; release the series without one.")
+        key, _rule = find_population(self.store, kind, periods, fingerprint, population)
+        return SeriesBudget.open(self.store, key, kind, unit, default, horizon_cap, population)
+
+    def budgets(self) -> list[dict[str, Any]]:
+        """Every budget in this session's database, for the office view
+        (:func:`~dpcore.privacy.series_ledger.list_budgets`)."""
+        return list_budgets(self.store)
 
     def json_budget(self, path: str | Path, kind: str, fingerprint: str, *, default: PrivacyCost,
                     unit: Unit | None = None) -> JsonLedger:

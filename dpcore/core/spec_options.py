@@ -151,6 +151,11 @@ def _o(flag: str, section: str, key: str | None = None, form: str = "str", defau
 _BUDGET = (_o("--budget-cap", "budget", "cap", "float"), _o("--budget-db", "budget", "db", "opt"),
            _o("--ledger", "budget"), _o("--population", "budget"), _o("--no-budget", "budget", form="flag",
                                                                           default=False))
+#: Releases over time (issue 24): the time column is read from the input, the period and range are public
+#: like the domain, the unit over time and its caps belong to the budget.
+_TIME = (_o("--time-col", "input", "time"), _o("--period", "domain", default="day"),
+         _o("--time-range", "domain"), _o("--unit", "budget"), _o("--max-periods", "budget", form="int"),
+         _o("--horizon-cap", "budget", form="float"))
 _ENGINE = (_o("--engine", "engine", "name", default="auto"), _o("--spark-master", "engine"))
 
 OPTIONS: dict[str, tuple[Option, ...]] = {
@@ -163,7 +168,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--workload-file", "mechanism"),
         _o("--epsilon", "budget", type="number"), _o("--rho", "budget", type="number"),
         _o("--delta", "budget", form="float", default=1e-6),
-        *_BUDGET,
+        *_BUDGET, *_TIME,
         _o("--out", "output", "dir"), _o("--suppress", "output"),
     ),
     "census": (
@@ -192,7 +197,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--delta", "budget", form="float", default=1e-6),
         _o("--split", "budget", default="uniform", type="split"), _o("--neighbour", "budget", default="add_remove"),
         _o("--order", "budget", default="ascending"),
-        *_BUDGET,
+        *_BUDGET, *_TIME, _o("--user-col", "input", "user"), _o("--user-cap", "input", "user_cap", "int"),
         _o("--boundaries", "output", form="repeat", default=(), type="table"), _o("--out", "output", "dir"),
         _o("--suppress", "output"),
     ),
@@ -213,7 +218,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--rho", "budget", type="number"),
         _o("--pure", "budget", form="flag", default=False), _o("--conversion", "budget", default="classic"),
         _o("--neighbour", "budget", default="replace"), _o("--split", "budget", default="uniform", type="split"),
-        *_BUDGET,
+        *_BUDGET, *_TIME,
         _o("--boundaries", "output", form="repeat", default=(), type="table"), _o("--coordinates", "output"),
         _o("--coord-code", "output"), _o("--lat", "output"), _o("--lon", "output"),
         _o("--geojson-top", "output", form="int"), _o("--out", "output", "dir"), _o("--suppress", "output"),

@@ -40,7 +40,17 @@ from dpcore.privacy.budget import (
 )
 from dpcore.privacy.units import Unit, group_factor
 
-__all__ = ["CapChange", "Ledger", "LedgerEntry", "minute_now"]
+__all__ = ["CapChange", "Ledger", "LedgerEntry", "epsilon_readings", "minute_now"]
+
+
+def epsilon_readings(rho: float, deltas: tuple[float, ...] = APPROX_DP_DELTAS) -> list[dict[str, float]]:
+    """The (ε, δ)-DP readings of a ρ-zCDP total (Canonne, Kamath & Steinke 2020, Cor. 13), as a
+    ledger reports them: ``[{"delta", "epsilon"}]`` (ε = 0 for nothing spent).
+
+    >>> epsilon_readings(0.0, (1e-6,))
+    [{'delta': 1e-06, 'epsilon': 0.0}]
+    """
+    return [{"delta": d, "epsilon": zcdp_to_approx_dp(rho, d) if rho > 0 else 0.0} for d in deltas]
 
 
 def minute_now() -> str:

@@ -327,15 +327,16 @@ class LedgerStore:
 
     # -- releases ---------------------------------------------------------------------------
     def record_release(self, fingerprint: str, release_id: str, kind: str, summary: Mapping[str, Any],
-                       files: Mapping[str, bytes]) -> None:
+                       files: Mapping[str, bytes], con: sqlite3.Connection | None = None) -> None:
         """Keep a release's exported files (as published, gzip-compressed) for the history page.
 
         ``summary`` is public (mechanism, budget, parameters); ``files`` are the exports.
-        Recording the same release twice keeps the first copy.
+        Recording the same release twice keeps the first copy.  ``con``: an open transaction
+        (:meth:`transaction`) to record it in, with the caller's other writes.
         """
         created = minute_now()
         rows = [(release_id, str(n), sqlite3.Binary(_pack(bytes(d))), _GZIP, len(d)) for n, d in files.items()]
-        with self.transaction() as con:
+        with contextlib.nullcontext(con) if con is not None else self.transaction() as con:
             if con.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone():
                 return
             con.execute("INSERT INTO releases VALUES (?, ?, ?, ?, ?)",

@@ -139,3 +139,90 @@ def group_factor(budget_unit: Unit, release_unit: Unit) -> int:
                 "protects. Release with add/remove neighbours.")
         factor *= 2
     return factor
+
+
+Scope = Literal["event", "person-period", "person"]
+SCOPES = ("event", "person-period", "person")
+
+
+@dataclass(frozen=True)
+class TimeUnit:
+    """The unit of privacy of a series of releases over public periods.
+
+    ``scope`` says how one person's records across periods are protected:
+
+    * ``event`` — one record (point, trip) whatever the period; each period's release is one
+      ordinary record-level release, and disjoint periods compose in parallel (every record is in
+      exactly one period; McSherry 2009, "Privacy Integrated Queries", Thm. 4).
+    * ``person-period`` — one person's records within one period, at most ``base.cap`` of them
+      (Google's and Meta's user-day); the periods compose in parallel too, with a budget per
+      period.  A person present in every period loses the *sum* over the periods: the horizon
+      figure every budget shows.
+    * ``person`` — one person over the whole horizon; each person touches at most
+      ``max_periods`` periods (sampled before anything else) and ``base.cap`` records in each;
+      the releases compose sequentially (zCDP sums, Bun & Steinke 2016, Lemma 1.7) against one
+      horizon budget.
+
+    ``base`` is the unit each period's release protects (:class:`Unit`); ``period`` the period
+    text (``day``, ``week``, ``month``, ``6h``); a budget keeps one period length for good.
+
+    >>> u = TimeUnit("person-period", Unit("person", cap=3), "day")
+    >>> u.label()
+    'one person-day (at most 3 records each), add or remove'
+    >>> TimeUnit.from_dict(u.to_dict()) == u
+    True
+    >>> TimeUnit.from_dict(None) is None
+    True
+    """
+
+    scope: Scope = "event"
+    base: Unit = Unit()
+    period: str = "day"
+    max_periods: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ParameterError(f"The unit over time is one of {', '.join(SCOPES)} (got {self.scope!r}).")
+        if self.scope == "event" and self.base.entity != "record":
+            raise ParameterError("The unit 'event' protects one record: drop the person column (--user-col), or "
+                                 "choose --unit person-period or --unit person.")
+        if self.scope != "event" and self.base.entity != "person":
+            raise ParameterError(f"The unit {self.scope!r} protects a person: name the person column (--user-col) "
+                                 "and the most records one person may contribute per period (--user-cap).")
+        if self.max_periods is not None:
+            if self.scope != "person" or isinstance(self.max_periods, bool) or int(self.max_periods) < 1:
+                raise ParameterError("--max-periods (the most periods one person may touch) goes with --unit person "
+                                     f"and is a whole number of at least 1 (got {self.max_periods!r}).")
+            object.__setattr__(self, "max_periods", int(self.max_periods))
+        elif self.scope == "person":
+            raise ParameterError("--unit person needs --max-periods W, the most periods one person may touch "
+                                 "(each person's other periods are dropped by a keyed random choice).")
+
+    @property
+    def parallel(self) -> bool:
+        """Whether disjoint periods compose in parallel (event, person-period) rather than sequentially."""
+        return self.scope != "person"
+
+    def label(self) -> str:
+        """The unit in plain words."""
+        period = {"day": "day", "week": "week", "month": "month"}.get(self.period, f"period ({self.period})")
+        neighbour = ", add or remove" if self.base.neighbour == "add_remove" else ", replace one"
+        cap = f" (at most {self.base.cap} records each)" if self.base.cap else ""
+        if self.scope == "event":
+            return f"one record, per {period}{neighbour}"
+        if self.scope == "person-period":
+            return f"one person-{period}{cap}{neighbour}"
+        return (f"one person over the horizon (at most {self.max_periods} {period}s, {self.base.cap or 1} "
+                f"records per {period}){neighbour}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scope": self.scope, "base": self.base.to_dict(), "period": self.period,
+                "max_periods": self.max_periods, "label": self.label()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> TimeUnit | None:
+        """Inverse of :meth:`to_dict`; ``None`` for a budget that is not kept over time."""
+        if not d:
+            return None
+        return cls(d.get("scope", "event"), Unit.from_dict(d.get("base")), str(d.get("period", "day")),
+                   d.get("max_periods"))

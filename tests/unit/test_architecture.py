@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "dpcore"
 #: Layers, lowest first: a module may import its own layer and those before it, never one after it.
 LAYERS = [{"errors", "lazy", "__init__", "schemas"}, {"privacy"}, {"core", "estimate", "data"},
-          {"points", "areas", "flows"}, {"catalog", "pipeline"}, {"cli", "__main__"}]
+          {"points", "areas", "flows"}, {"catalog", "pipeline", "series"}, {"cli", "__main__"}]
 
 
 def _modules() -> dict[str, Path]:

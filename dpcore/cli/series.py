@@ -1,0 +1,232 @@
+"""Command line, releases over time: the time options of ``release points|hierarchy|od`` (and of
+``run CONFIG``), the series release of each kind (one release per public period, charged once per
+period, re-served when asked again: :mod:`dpcore.series`) and ``budgets`` (the office view)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpcore.cli.common import Made, cli_progress
+from dpcore.errors import InputError, ParameterError
+from dpcore.series import (
+    frame_fingerprint,
+    keep_for_unit,
+    period_index,
+    points_inputs,
+    table_inputs,
+)
+
+UNITS = ("event", "person-period", "person")
+
+
+def add_time_args(p: argparse.ArgumentParser, *, user_args: bool = False) -> None:
+    """The options of a release over time (every ``release`` command that can be a series)."""
+    g = p.add_argument_group("releases over time (a series: one release per public period)")
+    g.add_argument("--time-col", help="the time column (timestamps or dates): release one period at a time; "
+                                      "needs --time-range")
+    g.add_argument("--period", default="day",
+                   help="day (default), week (ISO), month, or a fixed length such as 6h, 3d, 2w")
+    g.add_argument("--time-range", metavar="START,END",
+                   help="the public time range, e.g. 2014-04-01,2014-04-30 (END's whole day included): the periods "
+                        "come from it, never from the data, so an empty period is released too")
+    g.add_argument("--unit", choices=UNITS,
+                   help="unit of privacy over time: event (one record; default without --user-col), person-period "
+                        "(one person's records in one period, capped by --user-cap; default with --user-col) or "
+                        "person (one person over the whole range, in at most --max-periods periods)")
+    g.add_argument("--max-periods", type=int,
+                   help="--unit person: the most periods one person may touch (the others are dropped by a keyed "
+                        "random choice before anything else)")
+    g.add_argument("--horizon-cap", type=float,
+                   help="refuse a period's release that would take the horizon figure (the sum over periods for a "
+                        "person present in all of them; ε with --epsilon, ρ with --rho) past this")
+    if user_args:
+        g.add_argument("--user-col", help="column identifying a person (with --unit person-period or person)")
+        g.add_argument("--user-cap", type=int, help="at most this many records per person and period")
+
+
+def add_budgets_parser(sub: Any) -> argparse.ArgumentParser:
+    b = sub.add_parser("budgets", help="list every budget in the budget database (the office view)")
+    b.add_argument("--json", action="store_true", help="print the list as JSON")
+    b.add_argument("--budget-db", metavar="FILE", help="the budget database (default: the app's)")
+    return b
+
+
+def cmd_budgets(args: argparse.Namespace) -> int:
+    """``budgets``: population, unit, periods, spent and cap per period, horizon figure, releases."""
+    from dpcore.core.session import Session
+
+    rows = Session.open(args.budget_db or None).budgets()
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print("No budgets yet.")
+    for r in rows:
+        unit = (r["unit"] or {}).get("label", "one record")
+        print(f"{r['population']}  [{r['kind']}]  {unit}")
+        per = f" per {r.get('cap_per', 'release set')}" if r["periods"] else ""
+        print(f"    cap {r['cap']['label']}{per}; spent {r['spent']:.4g}; {r['releases']} releases")
+        for p in r["periods"]:
+            print(f"    {p['period']}: spent {p['spent']:.4g} ({p['releases']} releases)")
+        h = r["horizon"]
+        eps = next((e["epsilon"] for e in h["epsilon"] if e["delta"] == 1e-6), 0.0)
+        print(f"    horizon (a person in every period): ρ = {h['rho']:.4g} (ε ≈ {eps:.3g} at δ = 1e-6); "
+              f"{h['projection']['text']}")
+    return 0
+
+
+def time_options(args: argparse.Namespace) -> Any:
+    """The parsed periods of a series (None without --time-col), after checking the time options."""
+    from dpcore.core.periods import parse_period, parse_time_range, periods_in
+
+    given = [f for f, v in (("--unit", args.unit), ("--max-periods", args.max_periods),
+                            ("--horizon-cap", args.horizon_cap)) if v is not None]
+    if not getattr(args, "time_col", None):
+        if args.time_range or given:
+            raise ParameterError(f"{', '.join(['--time-range'] * bool(args.time_range) + given)} describe a release "
+                                 "over time: give the time column with --time-col.")
+        return None
+    if not args.time_range:
+        raise ParameterError("--time-col needs --time-range START,END (public: the periods come from it, never from "
+                             "the data), e.g. --time-range 2014-04-01,2014-04-30.")
+    period = parse_period(args.period)
+    start, end = parse_time_range(args.time_range)
+    return periods_in(start, end, period)
+
+
+def time_unit(args: argparse.Namespace, base: Any) -> Any:
+    """The unit over time of the series: --unit (default event, or person-period with a person column)."""
+    from dpcore.privacy.units import TimeUnit
+
+    scope = args.unit or ("person-period" if base.entity == "person" else "event")
+    return TimeUnit(scope, base, str(args.period).strip().lower(), args.max_periods)
+
+
+def series_session(args: argparse.Namespace, session: Any) -> Any:
+    """The session a series is charged through (opened before the data is read: its install secret
+    keys the sampling of periods, so the same data is sampled alike on every run)."""
+    from dpcore.core.session import Session
+
+    if session is not None:
+        return session
+    return Session.unaccounted() if args.no_budget else Session.open(args.budget_db or None)
+
+
+def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: list[Any], whole_fp: str,
+               files_of: Callable[[Any, Any], dict[str, bytes]], make: Any, session: Any,
+               cap: float | None = None) -> Made:
+    """Open the series budget, release (or re-serve) every period, write the folders and series files."""
+    from dpcore.core.session import default_cap
+    from dpcore.series import release_series
+
+    unit = time_unit(args, plan.unit)
+    if args.no_budget:
+        if args.budget_cap is not None or args.population or args.horizon_cap is not None:
+            raise ParameterError("--no-budget charges nothing: drop --budget-cap, --population and --horizon-cap.")
+        budget = None
+    else:
+        if args.ledger:
+            raise ParameterError("A release over time keeps its budget in the budget database (one ledger per "
+                                 "period): drop --ledger (use --budget-db FILE for another database).")
+        cap_value = cap if cap is not None else args.budget_cap
+        default = make(cap_value) if cap_value is not None else default_cap(plan.cost)
+        horizon = make(args.horizon_cap) if args.horizon_cap is not None else None
+        pairs = [(i.period.label, i.fingerprint) for i in inputs if not i.empty]
+        budget = session.series_budget(plan.kind, whole_fp, pairs, unit, default=default, horizon_cap=horizon,
+                                       population=args.population)
+    show = cli_progress("Releasing the periods")
+    series = release_series(plan, inputs, files_of, unit=unit, budget=budget, session=session,
+                            progress=(lambda f, m: show(f, m)) if show else None,
+                            time={"column": args.time_col, "period": str(args.period), "range": args.time_range})
+    paths = series.write(args.out)
+    n = len(series.outcomes)
+    counts = {s: sum(o.status == s for o in series.outcomes) for s in ("released", "re-served", "correction")}
+    if budget is None:
+        tail = "not accounted (--no-budget): nothing was charged and the record says so."
+    else:
+        h = series.record["horizon"]
+        tail = (f"horizon (a person in every period) ρ = {h['rho']:.4g}; {h['projection']['text']}; "
+                f"budget database '{budget.store.path}'.")
+    if counts["re-served"] == n:
+        head = (f"Re-served all {n} periods from the stored releases (byte-identical, nothing charged); "
+                f"series files {'re-served' if series.reserved else 'rebuilt'}")
+    else:
+        parts = [f"{v} {k}" for k, v in counts.items() if v]
+        head = (f"Series of {n} periods ({plan.unit.label() if budget is None else unit.label()}): "
+                f"{', '.join(parts)}; {series.charged} charged {plan.cost.label()} each")
+    for o in series.outcomes:
+        if o.status == "correction":
+            print(f"Period {o.period.label}: its data changed since {o.correction_of}; released again as a "
+                  "correction (charged).", file=sys.stderr)
+    return Made(series, paths, f"{head}; {tail}")
+
+
+def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, session: Any) -> Made:
+    """``release points --time-col ...``: the points grouped by period once, one release per period."""
+    from dpcore.data.columns import detect_coordinate_columns
+    from dpcore.data.engines.base import points_fingerprint
+    from dpcore.data.points import load_points
+    from dpcore.data.tables import read_table
+    from dpcore.points.export import release_files
+
+    periods = time_options(args)
+    path = Path(args.input)
+    if not path.exists():
+        raise InputError(f"Input file '{path}' does not exist. Check the path given to --input.")
+    df = read_table(path, path.name)
+    pidx_all = period_index(df, args.time_col, periods)
+    df = df.loc[pidx_all >= 0].reset_index(drop=True)  # outside the public range: dropped first
+    pidx = pidx_all[pidx_all >= 0]
+    lat, lon = args.lat_col, args.lon_col
+    if lat is None or lon is None:
+        found_lat, found_lon = detect_coordinate_columns(df)
+        lat, lon = lat or found_lat, lon or found_lon
+    if df.empty:
+        lons = lats = np.zeros(0)
+        users = None
+    else:
+        table = load_points(df, lat, lon, user_col=args.user_col, source_name=path.name)
+        kept = ~(pd.to_numeric(df[lat], errors="coerce").isna() | pd.to_numeric(df[lon], errors="coerce").isna())
+        if args.user_col:
+            kept &= df[args.user_col].notna() & (df[args.user_col].astype(str).str.strip() != "")
+        pidx = pidx[kept.to_numpy()]
+        if pidx.size != table.lon.size:
+            raise InputError("Some coordinates could not be matched to their time; fix the coordinate columns "
+                             "(empty or unreadable values) and try again.")
+        lons, lats, users = table.lon, table.lat, table.user
+    unit = time_unit(args, plan.unit)
+    session = series_session(args, session)
+    whole = points_fingerprint(lons, lats)  # the population's data, before any sampling
+    keep = keep_for_unit(unit, users, pidx, session)
+    lons, lats, pidx = lons[keep], lats[keep], pidx[keep]
+    users = users[keep] if users is not None else None
+    inputs = points_inputs(lons, lats, users, pidx, periods, grid, args.user_cap if args.user_col else None)
+    return run_series(args, plan, periods, inputs, whole,
+                      lambda rel, ledger: release_files(rel, ledger), make, session)
+
+
+def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns: list[str], count: str | None,
+                 build: Callable[[pd.DataFrame], Any], files_of: Callable[[Any, Any], dict[str, bytes]],
+                 make: Any, session: Any, user: str | None = None, cap: float | None = None) -> Made:
+    """A series of a table kind (hierarchy, od): the rows grouped by period once, ``build(rows)`` the
+    aggregate of one period's rows, ``columns``/``count`` what its content fingerprint reads."""
+    periods = time_options(args)
+    pidx = period_index(df, args.time_col, periods)
+    unit = time_unit(args, plan.unit)
+    if unit.scope != "event" and not user:
+        raise ParameterError(f"--unit {unit.scope} needs the person column (--user-col).")
+    session = series_session(args, session)
+    fp_cols = columns + ([user] if user else [])
+    whole = frame_fingerprint(df, fp_cols, count)  # the population's data, before any sampling
+    keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session)
+    df, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
+    inputs = table_inputs(df, pidx, periods, fp_cols, count, build)
+    return run_series(args, plan, periods, inputs, whole, files_of, make, session, cap=cap)

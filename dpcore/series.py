@@ -1,0 +1,455 @@
+"""A series release: the same plan released once per public period, re-served, never re-noised.
+
+:func:`release_series` takes a plan built once (``catalog.get(kind, name).plan(...)``), the
+public periods (:func:`dpcore.core.periods.periods_in`, from the curator's range, so an empty
+period is released too) with each period's data, and releases every period through
+:func:`dpcore.pipeline.release` — charged through the one session to the period's ledger of the
+series budget (:class:`dpcore.privacy.series_ledger.SeriesBudget`).  Before anything is drawn for
+a period it looks for the release stored under (population, plan digest, period, period data):
+
+* found: its files are **re-served**, byte for byte, and nothing is charged (re-querying must not
+  average the noise away: LinkedIn's Audience Engagements API, Rogers et al. 2020, Sec. 4; Apple's
+  App Analytics reports);
+* a release of this plan and period from *other* data (late records): a new, charged release,
+  stated as a **correction** of the earlier one in series.json and in the stored record;
+* none: a new, charged release.
+
+The outputs are the kind's files per period (``S/<period>/``), ``series.csv`` (one row per period
+and released cell, area or pair: ``period, area, noisy_count, noise_sd, ci95_low, ci95_high`` then
+the kind's other columns) and ``series.json`` (one record, schema ``dpcore/schemas/series.schema.json``).
+When every period was re-served, the stored series files are re-served too.
+
+The kind's part comes as callables (``files_of``): the core imports no kind.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpcore.core.periods import Period
+from dpcore.core.record import jsonable, validate_record, write_files
+from dpcore.errors import InputError, ParameterError
+from dpcore.privacy.series_ledger import SeriesBudget, plan_digest
+from dpcore.privacy.units import TimeUnit
+
+__all__ = ["KEEP_BATCH", "SERIES_COLUMNS", "PeriodInput", "PeriodOutcome", "SeriesRelease", "cap_per_period",
+           "frame_fingerprint", "group_by_period", "keep_for_unit", "period_index", "plan_parts", "points_inputs",
+           "release_series", "sample_periods", "sampling_key", "series_csv", "table_inputs"]
+
+#: The first columns of series.csv, for every kind.
+SERIES_COLUMNS = ("period", "area", "noisy_count", "noise_sd", "ci95_low", "ci95_high")
+#: Periods whose files are stored in one transaction.  A crash loses at most this many stored
+#: releases (already charged): a rerun releases and charges them again, it never re-serves unpaid.
+KEEP_BATCH = 32
+#: Progress callback: (fraction done, message).
+Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class PeriodInput:
+    """One public period and its data: a content ``fingerprint`` of the period's rows (never
+    published), whether it holds no record, and ``aggregate``, a callable building the period's
+    aggregate (called only when the period is released, not when it is re-served)."""
+
+    period: Period
+    fingerprint: str
+    empty: bool
+    aggregate: Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class PeriodOutcome:
+    """What became of one period: ``released``, ``re-served``, ``correction`` or ``not accounted``."""
+
+    period: Period
+    status: str
+    release_id: str | None
+    correction_of: str | None
+    files: Mapping[str, bytes] = field(repr=False)
+    spent: float | None = None
+
+
+@dataclass(frozen=True)
+class SeriesRelease:
+    """A series: the outcome of every period and the series files (``series.csv``, ``series.json``)."""
+
+    kind: str
+    unit: TimeUnit
+    outcomes: tuple[PeriodOutcome, ...]
+    files: Mapping[str, bytes] = field(repr=False)
+    reserved: bool = False
+
+    @property
+    def charged(self) -> int:
+        """How many periods were charged by this request."""
+        return sum(o.status in ("released", "correction") for o in self.outcomes)
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """series.json, parsed."""
+        return json.loads(self.files["series.json"])
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """Write ``out_dir/<period>/<files>``, ``series.csv`` and ``series.json``; returns the paths."""
+        out = Path(out_dir)
+        paths: list[Path] = []
+        for o in self.outcomes:
+            folder = out / o.period.label
+            if all((folder / n).is_file() and (folder / n).read_bytes() == d for n, d in o.files.items()):
+                paths += [folder / n for n in o.files]  # already there, byte for byte (a re-served period)
+                continue
+            paths += write_files(o.files, folder)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in self.files.items():
+            (out / name).write_bytes(data)
+            paths.append(out / name)
+        return paths
+
+
+def _domain_text(domain: Any) -> Any:
+    if isinstance(domain, tuple | list):
+        return [_domain_text(d) for d in domain]
+    fp = getattr(domain, "fingerprint", None)
+    if callable(fp):
+        try:
+            return str(fp())
+        except TypeError:
+            pass
+    if hasattr(domain, "labels") and hasattr(domain, "depth"):
+        h = hashlib.sha256()
+        for d in range(int(domain.depth) + 1):
+            h.update("\x1f".join(map(str, domain.labels(d))).encode("utf-8") + b"\x1e")
+        return h.hexdigest()
+    return repr(domain)
+
+
+def plan_parts(plan: Any) -> dict[str, Any]:
+    """The public description of a plan its digest is taken of: kind, mechanism, parameters, cost,
+    unit, the kind's facts, the expected error rows and the public domain.
+
+    Two requests with the same parts release the same thing (and so are re-served)."""
+    return {"details": jsonable(plan.details()), "cost": plan.cost.to_dict(),
+            "rows": [r.to_dict() for r in plan.rows], "domain": _domain_text(plan.domain),
+            "public": {k: repr(v) for k, v in sorted(dict(plan.public).items())}}
+
+
+def _keyed_hash(values: pd.Series, key: str) -> np.ndarray:
+    # SipHash-2-4 keyed with a secret (pandas' hash_pandas_object): deterministic for re-serving,
+    # unpredictable without the key, independent of the rows' order
+    return pd.util.hash_pandas_object(values.reset_index(drop=True), index=False, hash_key=key[:16]).to_numpy()
+
+
+def sample_periods(user: Sequence[Any] | np.ndarray, period: np.ndarray, max_periods: int, key: str) -> np.ndarray:
+    """Mask keeping each person's records in at most ``max_periods`` of the periods they touch.
+
+    Each (person, period) pair gets a keyed pseudo-random rank (SipHash under ``key``, a secret
+    of at least 16 characters); a person keeps the ``max_periods`` periods of lowest rank.  The
+    choice looks at nothing but the person and the period (not the records, not their order), so
+    it is made before anything else, as the unit ``person`` requires (records outside the range,
+    ``period < 0``, are dropped).
+
+    >>> u = np.array(["a", "a", "a", "b", "a"]); p = np.array([0, 1, 2, 0, 1])
+    >>> keep = sample_periods(u, p, 2, "0123456789abcdef")
+    >>> len(set(p[keep & (u == "a")])), bool(keep[3])
+    (2, True)
+    """
+    if max_periods < 1:
+        raise ParameterError("--max-periods must be at least 1.")
+    period = np.asarray(period, dtype=np.int64)
+    frame = pd.DataFrame({"u": pd.Series(np.asarray(user, dtype=object)).astype(str), "p": period})
+    pairs = frame.drop_duplicates()
+    pairs = pairs[pairs["p"] >= 0]
+    pairs = pairs.assign(r=_keyed_hash(pairs["u"] + "\x1f" + pairs["p"].astype(str), key))
+    rank = pairs.groupby("u")["r"].rank(method="first")
+    kept = pairs.loc[rank.to_numpy() <= max_periods, ["u", "p"]]
+    kept_keys = set(zip(kept["u"].to_numpy(), kept["p"].to_numpy(), strict=True))
+    return np.fromiter(((u, p) in kept_keys for u, p in zip(frame["u"].to_numpy(), period, strict=True)),
+                       dtype=bool, count=len(frame)) & (period >= 0)
+
+
+def cap_per_period(user: Sequence[Any] | np.ndarray, period: np.ndarray, cap: int, key: str) -> np.ndarray:
+    """Mask keeping at most ``cap`` records of each person in each period (a keyed random choice).
+
+    >>> u = np.array(["a"] * 5 + ["b"]); p = np.array([0, 0, 0, 1, 1, 0])
+    >>> keep = cap_per_period(u, p, 2, "0123456789abcdef")
+    >>> int(keep[:3].sum()), int(keep[3:5].sum()), bool(keep[5])
+    (2, 2, True)
+    """
+    frame = pd.DataFrame({"u": pd.Series(np.asarray(user, dtype=object)).astype(str),
+                          "p": np.asarray(period, dtype=np.int64)})
+    r = _keyed_hash(frame["u"] + "\x1f" + frame["p"].astype(str) + "\x1f" + pd.Series(np.arange(len(frame))).astype(str),
+                    key)
+    rank = frame.assign(r=r).groupby(["u", "p"])["r"].rank(method="first").to_numpy()
+    return (rank <= cap) & (frame["p"].to_numpy() >= 0)
+
+
+def sampling_key(session: Any) -> str:
+    """A secret of this install for the keyed choices (caps, periods kept): the same data gets the
+    same choice, so a repeated request finds its stored release; unaccounted: a fresh secret."""
+    if getattr(session, "accounted", False):
+        return session.store.key("series-sampling", "v1")[3:19]
+    from dpcore.privacy.noise import secret_key
+
+    return secret_key(8).hex()
+
+
+def frame_fingerprint(df: pd.DataFrame, columns: list[str], count: str | None = None) -> str:
+    """A content fingerprint of a period's rows (never published): the totals per combination of
+    ``columns``, sorted, hashed; independent of the rows' order and of other columns."""
+    if df.empty:
+        return "empty"
+    keys = df[columns].astype(str)
+    totals = (pd.to_numeric(df[count], errors="coerce").fillna(0).groupby([keys[c] for c in columns]).sum()
+              if count else keys.groupby(columns).size())
+    text = totals[totals != 0].sort_index().to_csv(header=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def period_index(df: pd.DataFrame, column: str, periods: list[Any]) -> np.ndarray:
+    """The period of each row (-1 outside the public range)."""
+    from dpcore.core.periods import assign_periods, read_times
+
+    if column not in df.columns:
+        raise InputError(f"The input has no time column '{column}' (the time column). Its columns: "
+                         f"{', '.join(map(str, list(df.columns)[:30]))}.")
+    return assign_periods(read_times(df[column], column), periods)
+
+
+def keep_for_unit(unit: Any, user: Any, pidx: np.ndarray, session: Any) -> np.ndarray:
+    """Rows kept before anything else: in the range, and for ``person`` in at most w periods each."""
+    keep = pidx >= 0
+    if unit.scope == "person":
+        keep &= sample_periods(user, pidx, unit.max_periods, sampling_key(session))
+    return keep
+
+
+def group_by_period(pidx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows grouped by period once: (order, bounds) with period i at order[bounds[i]:bounds[i+1]]."""
+    order = np.argsort(pidx, kind="stable")
+    bounds = np.searchsorted(pidx[order], np.arange(n + 1), side="left")
+    return order, bounds
+
+
+def points_inputs(lon: np.ndarray, lat: np.ndarray, user: np.ndarray | None, pidx: np.ndarray,
+                  periods: Sequence[Period], grid: Any, user_cap: int | None = None) -> list[PeriodInput]:
+    """One :class:`PeriodInput` per public period of points already read (``pidx``: each point's
+    period, :func:`period_index`; rows kept for the unit, :func:`keep_for_unit`): grouped by period
+    once, each period's frequency matrix built only when it is released.
+
+    >>> from dpcore.core.periods import parse_time_range, periods_in
+    >>> from dpcore.data.domain import Bounds, Grid
+    >>> ps = periods_in(*parse_time_range("2024-01-01,2024-01-02"), "day")
+    >>> grid = Grid.parse(Bounds.parse("0,0,1,1"), "2,2")
+    >>> ins = points_inputs(np.array([0.2, 0.7]), np.array([0.2, 0.7]), None, np.array([0, 0]), ps, grid)
+    >>> [(i.period.label, i.empty, int(i.aggregate().counts.sum())) for i in ins]
+    [('2024-01-01', False, 2), ('2024-01-02', True, 0)]
+    """
+    from dpcore.data.domain import aggregate_points
+    from dpcore.data.engines.base import points_fingerprint
+
+    order, bounds = group_by_period(pidx, len(periods))
+
+    def one(i: int) -> PeriodInput:
+        rows = order[bounds[i]:bounds[i + 1]]
+        lo, la = lon[rows], lat[rows]
+        us = user[rows] if user is not None else None
+        return PeriodInput(periods[i], points_fingerprint(lo, la) if rows.size else "empty", rows.size == 0,
+                           lambda: aggregate_points(lo, la, grid, user=us, user_cap=user_cap if us is not None else None))
+
+    return [one(i) for i in range(len(periods))]
+
+
+def table_inputs(frame: pd.DataFrame, pidx: np.ndarray, periods: Sequence[Period], columns: list[str],
+                 count: str | None, build: Callable[[pd.DataFrame], Any]) -> list[PeriodInput]:
+    """One :class:`PeriodInput` per public period of a table's rows (hierarchy rows, trips):
+    ``build(rows)`` makes one period's aggregate, :func:`frame_fingerprint` over ``columns`` and
+    ``count`` its content key."""
+    order, bounds = group_by_period(pidx, len(periods))
+
+    def one(i: int) -> PeriodInput:
+        rows = frame.iloc[order[bounds[i]:bounds[i + 1]]]
+        return PeriodInput(periods[i], frame_fingerprint(rows, columns, count), rows.empty, lambda: build(rows))
+
+    return [one(i) for i in range(len(periods))]
+
+
+def _area(table: Any) -> Any:
+    import pyarrow.compute as pc
+
+    names = table.column_names
+    if "origin" in names and "destination" in names:
+        return pc.binary_join_element_wise(table["origin"], table["destination"], "->")
+    for col in ("id", "code", "cell"):
+        if col in names:
+            return table[col]
+    import pyarrow as pa
+
+    return pa.array([str(i) for i in range(table.num_rows)], pa.string())
+
+
+def _read_text_csv(data: bytes) -> Any:
+    """A release.csv as a table of text columns (every value as published)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    names = next(csv.reader(io.StringIO(data.split(b"\n", 1)[0].decode("utf-8"))))
+    return pacsv.read_csv(io.BytesIO(data), convert_options=pacsv.ConvertOptions(
+        column_types={n: pa.string() for n in names}, strings_can_be_null=False, quoted_strings_can_be_null=False))
+
+
+def series_csv(outcomes: Sequence[PeriodOutcome]) -> bytes:
+    """``series.csv``: every period's ``release.csv`` rows under one header, period first, then
+    ``area`` (the cell id, area code or ``origin->destination`` pair) and the noisy value with its
+    SD and 95 % interval, then the kind's other columns.  Built from the published bytes only
+    (a re-served period reads as it was published), with pyarrow (a year of days in a second)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    parts = []
+    for o in outcomes:
+        data = o.files.get("release.csv")
+        if data is None:
+            continue
+        t = _read_text_csv(data)
+        t = t.add_column(0, "area", _area(t)).add_column(0, "period", pa.array([o.period.label] * t.num_rows,
+                                                                                  pa.string()))
+        parts.append(t)
+    if not parts:
+        return (",".join(SERIES_COLUMNS) + "\n").encode("utf-8")
+    table = pa.concat_tables(parts, promote_options="default")
+    first = [c for c in SERIES_COLUMNS if c in table.column_names]
+    table = table.select(first + [c for c in table.column_names if c not in first])
+    buf = io.BytesIO()
+    header = io.StringIO()
+    csv.writer(header, lineterminator="\n").writerow(table.column_names)  # pyarrow would quote every name
+    buf.write(header.getvalue().encode("utf-8"))
+    pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="needed", include_header=False))
+    return buf.getvalue()
+
+
+def _series_record(plan: Any, unit: TimeUnit, outcomes: Sequence[PeriodOutcome], budget: SeriesBudget | None,
+                   digest: str, time: Mapping[str, Any]) -> dict[str, Any]:
+    per_cost = plan.cost.to_dict()
+    record: dict[str, Any] = {
+        "schema": "dpcore.series/1",
+        "kind": plan.kind,
+        "mechanism": plan.mechanism,
+        "time": dict(time),
+        "unit": unit.to_dict(),
+        "plan": {"digest": digest, "label": plan.label, "details": jsonable(plan.details()), "cost": per_cost,
+                 "rows": [r.to_dict() for r in plan.rows]},
+        "periods": [{**o.period.to_dict(), "status": o.status, "release_id": o.release_id,
+                     "correction_of": o.correction_of, "spent": o.spent,
+                     "files": [f"{o.period.label}/{n}" for n in o.files]} for o in outcomes],
+        "spend": {"per_period": per_cost, "composition": "parallel over periods" if unit.parallel else
+                  "sequential over periods (one horizon budget)",
+                  "accounted": budget is not None},
+        "files": ["series.csv", "series.json"] + [f"{o.period.label}/{n}" for o in outcomes for n in o.files],
+    }
+    if budget is not None:
+        record["spend"]["population"] = budget.name or "recognised from the data (keyed)"
+        record["spend"]["cap"] = budget.default_cap.to_dict()
+        record["horizon"] = budget.horizon()
+    return record
+
+
+def release_series(plan: Any, inputs: Sequence[PeriodInput],
+                   files_of: Callable[[Any, Any], Mapping[str, bytes]], *, unit: TimeUnit,
+                   budget: SeriesBudget | None, session: Any = None, noise: Any = None,
+                   progress: Progress | None = None, time: Mapping[str, Any] | None = None) -> SeriesRelease:
+    """Release ``plan`` once per period of ``inputs`` (re-serving what was released before).
+
+    Parameters
+    ----------
+    plan : dpcore.core.mechanism.Plan
+        Built once, through the catalogue; every period is released with it.
+    inputs : sequence of PeriodInput
+        The public periods in time order, each with its data.
+    files_of : callable
+        ``files_of(kind_release, ledger) -> {name: bytes}``: the kind's files of one period
+        (e.g. :func:`dpcore.points.export.release_files`).
+    unit : TimeUnit
+        The unit over time (its ``base`` is ``plan.unit``).
+    budget : SeriesBudget or None
+        The series budget (:meth:`dpcore.core.session.Session.series_budget`); None only with an
+        unaccounted session (nothing is charged, stored or re-served).
+    session, noise
+        As for :func:`dpcore.pipeline.release`.
+    progress : callable, optional
+        ``progress(fraction, message)`` after every period.
+    time : mapping, optional
+        The public time settings for series.json (time column, period, range).
+    """
+    from dpcore import pipeline
+
+    if unit.base != plan.unit:
+        raise ParameterError(f"The series' unit ({unit.label()}) does not protect what the plan protects "
+                             f"({plan.unit.label()}): plan with the series' unit.")
+    digest = plan_digest(plan_parts(plan))
+    outcomes: list[PeriodOutcome] = []
+    n = len(inputs)
+    found = ([(None, None)] * len(inputs) if budget is None
+             else budget.stored_many(digest, [(i.period.label, i.fingerprint) for i in inputs]))
+    if budget is not None:  # every new period must fit before the first is charged
+        budget.precheck(plan.cost, [i.period.label for i, (s, _) in zip(inputs, found, strict=True) if s is None])
+    pending: list[Any] = []
+    try:
+        for i, item in enumerate(inputs):
+            label = item.period.label
+            stored, other = found[i]
+            if stored is not None:
+                outcomes.append(PeriodOutcome(item.period, "re-served", stored.release_id, stored.correction_of,
+                                              stored.files))
+            else:
+                ledger = None if budget is None else budget.ledger(label)
+                made = pipeline.release(plan, item.aggregate(), ledger=ledger, session=session, noise=noise)
+                files = dict(files_of(made.inner, ledger))
+                if budget is None:
+                    outcomes.append(PeriodOutcome(item.period, "not accounted", None, None, files))
+                else:
+                    status = "correction" if other else "released"
+                    pending.append((digest, label, item.fingerprint, files,
+                                    {"period": label, "status": status, "plan": digest, "correction_of": other},
+                                    other, item.empty))
+                    outcomes.append(PeriodOutcome(item.period, status, budget.release_id(digest, label, item.fingerprint),
+                                                  other, files, ledger.spent))
+                    if len(pending) >= KEEP_BATCH:
+                        budget.keep_many(pending)
+                        pending = []
+            if progress is not None:
+                progress((i + 1) / max(n, 1), f"{outcomes[-1].status.capitalize()} {label} ({i + 1}/{n})")
+    finally:  # what was charged is stored, even when a later period fails
+        if budget is not None and pending:
+            budget.keep_many(pending)
+    return _finish(plan, unit, outcomes, budget, digest, dict(time or {}))
+
+
+def _finish(plan: Any, unit: TimeUnit, outcomes: list[PeriodOutcome], budget: SeriesBudget | None, digest: str,
+            time: dict[str, Any]) -> SeriesRelease:
+    """The series files: re-served when every period was and the series was kept before, else built and kept."""
+    series_id = None
+    if budget is not None:
+        ids = "|".join(f"{o.period.label}={o.release_id}" for o in outcomes)
+        series_id = budget.release_id(digest, "series", hashlib.sha256(ids.encode()).hexdigest())
+        if all(o.status == "re-served" for o in outcomes):
+            kept = budget.files(series_id)
+            if kept:
+                return SeriesRelease(plan.kind, unit, tuple(outcomes), kept, reserved=True)
+    record = _series_record(plan, unit, outcomes, budget, digest, time)
+    validate_record(record, "series")
+    files = {"series.csv": series_csv(outcomes),
+             "series.json": (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
+    if budget is not None and series_id is not None:
+        budget.store.record_release(budget.population, series_id, plan.kind,
+                                    {"series": True, "plan": digest, "order": list(files)}, files)
+    return SeriesRelease(plan.kind, unit, tuple(outcomes), files)

@@ -1,0 +1,231 @@
+"""``release points|hierarchy|od --time-col ...``: a series of releases over public periods, charged
+once per period, re-served byte for byte, corrected when a past period's data changes; ``budgets``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcore.cli import main
+from dpcore.core.record import validate_record
+from dpcore.core.session import Session
+
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+UBER = SHARED / "points" / "uber_nyc_pickups_2014-04.csv.gz"
+TAXI = SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz"
+ZONES = SHARED / "boundaries" / "nyc_taxi_zone_lookup.csv"
+needs_shared = pytest.mark.skipif(not (UBER.exists() and TAXI.exists()), reason="shared/data is not available")
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    rc = main(argv)
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return out.out
+
+
+@pytest.fixture(scope="module")
+def uber_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every 50th Uber pickup of April 2014 (about 11,000 points over 30 days)."""
+    df = pd.read_csv(UBER, skiprows=lambda i: i > 0 and i % 50 != 0)
+    path = tmp_path_factory.mktemp("uber") / "uber.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def _points_argv(src: Path, out: Path, *extra: str) -> list[str]:
+    return ["release", "points", "--input", str(src), "--bounds=-74.06,40.56,-73.70,40.92", "--grid", "256,256",
+            "--mechanism", "ug", "--epsilon", "0.1", "--time-col", "Date/Time", "--period", "day",
+            "--time-range", "2014-04-01,2014-04-30", "--out", str(out), *extra]
+
+
+@needs_shared
+def test_the_uber_days_are_released_once_and_re_served_byte_for_byte(
+        uber_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "S"
+    _run(_points_argv(uber_slice, out), capsys)
+    days = [f"2014-04-{d:02d}" for d in range(1, 31)]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == days
+    for d in days:
+        assert {p.name for p in (out / d).iterdir()} == {"release.csv", "release.json", "release.geojson"}
+    first = _files(out)
+    session = Session.open(None)
+    (row,) = session.budgets()
+    # each day charged once, ε = 0.1, in parallel: spent 0.1 of its own cap; horizon ρ = 30 · 0.1²/2
+    assert [p["spent"] for p in row["periods"]] == [0.1] * 30 and [p["period"] for p in row["periods"]] == days
+    assert row["spent"] == pytest.approx(0.1) and row["horizon"]["rho"] == pytest.approx(0.15)
+
+    text = _run(_points_argv(uber_slice, out), capsys)
+    assert "Re-served all 30 periods" in text and "nothing charged" in text
+    assert _files(out) == first  # every file byte-identical, series.csv and series.json included
+    (again,) = session.budgets()
+    assert again["periods"] == row["periods"] and again["releases"] == row["releases"]
+
+    series = pd.read_csv(out / "series.csv", dtype={"period": str})
+    assert list(series.columns[:6]) == ["period", "area", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
+    assert sorted(series["period"].unique()) == days
+    day1 = pd.read_csv(out / "2014-04-01" / "release.csv")
+    assert (series.loc[series["period"] == "2014-04-01", "noisy_count"].to_numpy() == day1["noisy_count"]).all()
+    record = json.loads((out / "series.json").read_bytes())
+    validate_record(record, "series")
+    assert [p["period"] for p in record["periods"]] == days
+    assert {p["status"] for p in record["periods"]} == {"released"}
+    assert record["unit"]["scope"] == "event" and record["spend"]["per_period"]["value"] == 0.1
+    assert record["horizon"]["rho"] == pytest.approx(0.15) and "365 days at this rate" in \
+        record["horizon"]["projection"]["text"]
+
+
+@needs_shared
+def test_a_late_record_in_a_past_day_is_a_charged_correction_the_rest_re_served(
+        uber_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _run(_points_argv(uber_slice, tmp_path / "S"), capsys)
+    before = _files(tmp_path / "S")
+    late = pd.read_csv(uber_slice)
+    late = pd.concat([late, pd.DataFrame({"Date/Time": ["4/3/2014 12:00:00"], "Lat": [40.75], "Lon": [-73.98],
+                                          "Base": ["B02512"]})])
+    late_path = tmp_path / "late.csv"
+    late.to_csv(late_path, index=False)
+    rc = main(_points_argv(late_path, tmp_path / "S2"))
+    out = capsys.readouterr()
+    assert rc == 0 and "29 re-served, 1 correction" in out.out and "2014-04-03" in out.err
+    after = _files(tmp_path / "S2")
+    for name, data in before.items():
+        if not name.startswith(("2014-04-03", "series")):
+            assert after[name] == data, name
+    record = json.loads(after["series.json"])
+    status = {p["period"]: (p["status"], p["correction_of"]) for p in record["periods"]}
+    assert status["2014-04-03"][0] == "correction" and status["2014-04-03"][1]
+    assert status["2014-04-02"] == ("re-served", None)
+    (row,) = Session.open(None).budgets()  # one population: the late record did not open a fresh budget
+    spent = {p["period"]: p["spent"] for p in row["periods"]}
+    assert spent["2014-04-03"] == pytest.approx(0.2) and spent["2014-04-02"] == pytest.approx(0.1)
+
+
+def test_empty_periods_are_released_and_the_time_range_is_required(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(3)
+    n = 400
+    df = pd.DataFrame({"lat": rng.uniform(0.1, 0.9, n), "lon": rng.uniform(0.1, 0.9, n),
+                       "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 48, n), unit="h")})
+    src = tmp_path / "p.csv"
+    df.to_csv(src, index=False)
+    base = ["release", "points", "--input", str(src), "--bounds=0,0,1,1", "--grid", "8,8", "--mechanism", "ug",
+            "--epsilon", "0.5", "--out", str(tmp_path / "S"), "--time-col", "when"]
+    assert main(base) == 2 and "--time-range" in capsys.readouterr().err
+    assert main([*base[:-2], "--unit", "event"]) == 2 and "--time-col" in capsys.readouterr().err
+    _run([*base, "--time-range", "2024-01-01,2024-01-04"], capsys)  # data on 2 of the 4 days
+    record = json.loads((tmp_path / "S" / "series.json").read_bytes())
+    assert [p["period"] for p in record["periods"]] == ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]
+    assert all((tmp_path / "S" / d / "release.csv").exists() for d in ("2024-01-03", "2024-01-04"))
+    first = _files(tmp_path / "S")
+    assert "Re-served all 4 periods" in _run([*base, "--time-range", "2024-01-01,2024-01-04"], capsys)
+    assert _files(tmp_path / "S") == first  # the empty days too: stored, re-served, never re-noised
+
+
+def test_a_hierarchy_series_over_weeks_and_budgets_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(4)
+    n = 1500
+    boro = rng.choice(["A", "B"], n)
+    df = pd.DataFrame({"boro": boro, "tract": [f"{b}{t}" for b, t in zip(boro, rng.integers(0, 4, n), strict=True)],
+                       "date": pd.Timestamp("2020-04-01") + pd.to_timedelta(rng.integers(0, 14 * 24, n), unit="h")})
+    src, areas = tmp_path / "h.csv", tmp_path / "areas.csv"
+    df.to_csv(src, index=False)
+    pd.DataFrame([(b, f"{b}{t}") for b in "AB" for t in range(4)], columns=["boro", "tract"]).to_csv(areas, index=False)
+    argv = ["release", "hierarchy", "--input", str(src), "--levels", "boro,tract", "--areas", str(areas),
+            "--epsilon", "0.25", "--time-col", "date", "--period", "week", "--time-range", "2020-04-01,2020-04-30",
+            "--population", "Survey", "--out", str(tmp_path / "H")]
+    _run(argv, capsys)
+    series = pd.read_csv(tmp_path / "H" / "series.csv", dtype=str)
+    assert sorted(series["period"].unique()) == [f"2020-W{w}" for w in range(14, 19)]
+    assert set(series.loc[series["level"] == "tract", "area"]) == {f"{b}{t}" for b in "AB" for t in range(4)}
+    capsys.readouterr()
+    assert main(["budgets", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["population"] == "Survey" and row["unit"]["scope"] == "event" and row["cap"]["value"] == 1.0
+    assert row["periods"] == [{"period": f"2020-W{w}", "spent": 0.25, "releases": 1} for w in range(14, 19)]
+    assert row["spent"] == pytest.approx(0.25)
+    assert row["horizon"]["rho"] == pytest.approx(5 * 0.25**2 / 2)
+    assert main(["budgets"]) == 0 and "2020-W16: spent 0.25" in capsys.readouterr().out
+
+
+@needs_shared
+def test_green_taxi_trips_by_iso_week_person_period(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    df = pd.read_csv(TAXI, usecols=["lpep_pickup_datetime", "PULocationID", "DOLocationID"])
+    df["person"] = np.random.default_rng(5).integers(0, 4000, len(df))  # a synthetic person id
+    src = tmp_path / "taxi.csv"
+    df.to_csv(src, index=False)
+    argv = ["release", "od", "--input", str(src), "--hierarchy", str(ZONES), "--levels", "Borough,LocationID",
+            "--origin", "PULocationID", "--destination", "DOLocationID", "--rho", "0.05", "--user-col", "person",
+            "--user-cap", "2", "--unit", "person-period", "--time-col", "lpep_pickup_datetime", "--period", "week",
+            "--time-range", "2020-04-01,2020-04-30", "--horizon-cap", "0.3", "--out", str(tmp_path / "O")]
+    text = _run(argv, capsys)
+    assert "5 released" in text
+    record = json.loads((tmp_path / "O" / "series.json").read_bytes())
+    assert record["unit"]["label"].startswith("one person-week (at most 2 records each)")
+    assert record["horizon"]["rho"] == pytest.approx(0.25) and record["horizon"]["cap"]["value"] == 0.3
+    series = pd.read_csv(tmp_path / "O" / "series.csv", dtype=str)
+    assert "->" in series["area"].iloc[0] and {"origin", "destination"} <= set(series.columns)
+    # a second request: re-served, nothing charged, still under the horizon cap
+    first = _files(tmp_path / "O")
+    assert "Re-served all 5 periods" in _run(argv, capsys)
+    assert _files(tmp_path / "O") == first
+    # another plan on the same weeks would pass the horizon cap (0.25 + 0.05 > 0.3 after one week)
+    rc = main([*argv[:argv.index("--rho") + 1], "0.06", *argv[argv.index("--rho") + 2:-1], str(tmp_path / "O2")])
+    assert rc == 2 and "horizon cap" in capsys.readouterr().err
+    (row,) = Session.open(None).budgets()  # refused before the first week was charged
+    assert [p["spent"] for p in row["periods"]] == [0.05] * 5
+
+
+def test_a_config_runs_a_series(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(6)
+    n = 200
+    df = pd.DataFrame({"lat": rng.uniform(0.1, 0.9, n), "lon": rng.uniform(0.1, 0.9, n),
+                       "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 72, n), unit="h")})
+    df.to_csv(tmp_path / "p.csv", index=False)
+    (tmp_path / "r.toml").write_text(
+        'release = "points"\n[input]\npath = "p.csv"\ntime = "when"\n[domain]\nbounds = [0, 0, 1, 1]\n'
+        'grid = [8, 8]\nperiod = "day"\ntime_range = "2024-01-01,2024-01-03"\n[mechanism]\nname = "ug"\n'
+        '[budget]\nepsilon = 0.2\nunit = "event"\nhorizon_cap = 0.6\n[output]\ndir = "S"\n')
+    _run(["run", str(tmp_path / "r.toml")], capsys)
+    assert json.loads((tmp_path / "S" / "series.json").read_bytes())["horizon"]["cap"]["value"] == 0.6
+    assert "Re-served all 3 periods" in _run(["run", str(tmp_path / "r.toml")], capsys)
+
+
+def test_a_person_over_the_horizon_is_charged_sequentially(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(7)
+    n = 600
+    df = pd.DataFrame({"lat": rng.uniform(0.1, 0.9, n), "lon": rng.uniform(0.1, 0.9, n), "who": rng.integers(0, 40, n),
+                       "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 96, n), unit="h")})
+    df.to_csv(tmp_path / "p.csv", index=False)
+    argv = ["release", "points", "--input", str(tmp_path / "p.csv"), "--bounds=0,0,1,1", "--grid", "8,8",
+            "--mechanism", "ug", "--rho", "0.01", "--user-col", "who", "--user-cap", "3", "--unit", "person",
+            "--max-periods", "2", "--time-col", "when", "--time-range", "2024-01-01,2024-01-04",
+            "--budget-cap", "0.05", "--out", str(tmp_path / "S")]
+    _run(argv, capsys)
+    record = json.loads((tmp_path / "S" / "series.json").read_bytes())
+    assert record["unit"]["scope"] == "person" and record["unit"]["max_periods"] == 2
+    # four days charged to one horizon budget: 4 × 0.01 = 0.04 of 0.05; any one person is in ≤ 2 days
+    assert record["horizon"]["rho"] == pytest.approx(0.04)
+    assert record["horizon"]["person_bound"]["rho"] == pytest.approx(0.02)
+    (row,) = Session.open(None).budgets()
+    assert row["cap_per"] == "horizon" and row["spent"] == pytest.approx(0.04)
+    # a second series of another plan would pass the horizon budget (0.04 + 4 × 0.01 > 0.05): refused first
+    other = list(argv)
+    other[other.index("--rho") + 1], other[-1] = "0.011", str(tmp_path / "S2")
+    assert main(other) == 2
+    assert "Not enough privacy budget" in capsys.readouterr().err
+    (again,) = Session.open(None).budgets()
+    assert again["spent"] == pytest.approx(0.04)
+    # with --unit person, --max-periods is required; --unit event refuses a person column
+    assert main([*argv[:argv.index("--max-periods")], *argv[argv.index("--max-periods") + 2:]]) == 2
+    assert "--max-periods" in capsys.readouterr().err
+    assert main([*argv[:argv.index("--unit") + 1], "event", *argv[argv.index("--unit") + 2:]]) == 2
+    assert "person column" in capsys.readouterr().err
