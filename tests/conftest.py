@@ -7,6 +7,8 @@ import os
 import pytest
 from hypothesis import settings
 
+from profile_plugin import pytest_configure  # noqa: F401 (DPCORE_TEST_PROFILE=DIR: where the time goes)
+
 # Property tests explore a fixed sequence of examples (DESIGN.md: statistical and random tests fix
 # their seed), so a run on a clean machine cannot fail on an example no earlier run saw.  Set
 # HYPOTHESIS_PROFILE=explore to search with fresh randomness when hunting bugs locally.
