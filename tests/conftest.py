@@ -6,7 +6,6 @@ import os
 
 import pytest
 from hypothesis import settings
-
 from profile_plugin import pytest_configure  # noqa: F401 (DPCORE_TEST_PROFILE=DIR: where the time goes)
 
 # Property tests explore a fixed sequence of examples (DESIGN.md: statistical and random tests fix
@@ -29,15 +28,32 @@ def pytest_xdist_make_scheduler(config, log):
     """
     if config.getoption("dist") != "loadfile":
         return None
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadFileScheduling
 
+    class SparkFirst(OrderedDict):
+        """The work queue, with the Spark unit put first whenever it is added."""
+
+        def __setitem__(self, key: str, value: dict[str, bool]) -> None:
+            super().__setitem__(key, value)
+            if key == "spark":
+                self.move_to_end(key, last=False)
+
     class FilesAndOneSparkWorker(LoadFileScheduling):
+        def __init__(self, config, log=None) -> None:  # noqa: ANN001 (xdist's signature)
+            super().__init__(config, log)
+            self.workqueue = SparkFirst()
+
         def _split_scope(self, nodeid: str) -> str:
             return "spark" if "spark" in nodeid.lower() else super()._split_scope(nodeid)
 
         def schedule(self) -> None:
-            # Files in collection order (tests/app and tests/e2e first: few tests, each slow), not
-            # xdist's default of most tests first, which left the browser files for the end.
+            # The Spark unit first (the largest: a JVM's start and every Spark test, about two
+            # minutes), then the files in collection order (tests/app and tests/e2e first: few tests,
+            # each slow), not xdist's default of most tests first, which left the browser files for
+            # the end.  The longest work first, so that neither worker is left alone with a long
+            # unit at the end (the longest-processing-time rule, Graham 1969).
             self.config.option.loadscopereorder = False
             super().schedule()
 
