@@ -8,6 +8,12 @@ import pytest
 from hypothesis import settings
 from profile_plugin import pytest_configure  # noqa: F401 (DPCORE_TEST_PROFILE=DIR: where the time goes)
 
+# One BLAS/OpenMP thread per test process, as ./test sets it (for a bare `pytest`; read when numpy
+# loads, which no import above does): pytest-xdist's workers already use every core, and
+# OpenBLAS's spinning threads took them from each other.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 # Property tests explore a fixed sequence of examples (DESIGN.md: statistical and random tests fix
 # their seed), so a run on a clean machine cannot fail on an example no earlier run saw.  Set
 # HYPOTHESIS_PROFILE=explore to search with fresh randomness when hunting bugs locally.
