@@ -106,6 +106,10 @@ def _ledger_db(tmp_path, monkeypatch):
 #: (through DPCORE_SPARK_MASTER) and the property tests share one local session.
 SPARK_TEST_MASTER = "local[2]"
 os.environ.setdefault("DPCORE_SPARK_MASTER", SPARK_TEST_MASTER)
+#: Two shuffle partitions for two local cores (the engine's default is 8): the tests' tables have
+#: tens of rows, and a Spark query on them was ~30 % faster with 2 (median of 4 alternating runs;
+#: benchmarks/results/test_suite_profile.md). Still more than one, so results are still merged.
+os.environ.setdefault("DPCORE_SPARK_PARTITIONS", "2")
 
 
 @pytest.fixture(scope="session")
