@@ -27,7 +27,8 @@ def pytest_xdist_make_scheduler(config, log):
     """``./test`` runs pytest-xdist with ``--dist loadfile``: a test file's tests run on one worker,
     so its module-scoped fixtures (the Streamlit server of each tests/e2e file, the fitted releases
     of the unit tests) are built once.  On top of that every test whose id names Spark runs on one
-    worker, so the suite starts one Spark session (one JVM), not one per worker.
+    worker, so the suite starts one Spark session (one JVM), not one per worker, and that unit is
+    handed out first.
 
     (``--dist loadgroup`` with ``xdist_group`` marks would say the same, but pytest-xdist 3.8 sets
     the group through ``item._nodeid``, which pytest 9 no longer reads.)
