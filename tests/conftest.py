@@ -6,6 +6,13 @@ import os
 
 import pytest
 from hypothesis import settings
+from profile_plugin import pytest_configure  # noqa: F401 (DPCORE_TEST_PROFILE=DIR: where the time goes)
+
+# One BLAS/OpenMP thread per test process, as ./test sets it (for a bare `pytest`; read when numpy
+# loads, which no import above does): pytest-xdist's workers already use every core, and
+# OpenBLAS's spinning threads took them from each other.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 # Property tests explore a fixed sequence of examples (DESIGN.md: statistical and random tests fix
 # their seed), so a run on a clean machine cannot fail on an example no earlier run saw.  Set
@@ -20,22 +27,40 @@ def pytest_xdist_make_scheduler(config, log):
     """``./test`` runs pytest-xdist with ``--dist loadfile``: a test file's tests run on one worker,
     so its module-scoped fixtures (the Streamlit server of each tests/e2e file, the fitted releases
     of the unit tests) are built once.  On top of that every test whose id names Spark runs on one
-    worker, so the suite starts one Spark session (one JVM), not one per worker.
+    worker, so the suite starts one Spark session (one JVM), not one per worker, and that unit is
+    handed out first.
 
     (``--dist loadgroup`` with ``xdist_group`` marks would say the same, but pytest-xdist 3.8 sets
     the group through ``item._nodeid``, which pytest 9 no longer reads.)
     """
     if config.getoption("dist") != "loadfile":
         return None
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadFileScheduling
 
+    class SparkFirst(OrderedDict):
+        """The work queue, with the Spark unit put first whenever it is added."""
+
+        def __setitem__(self, key: str, value: dict[str, bool]) -> None:
+            super().__setitem__(key, value)
+            if key == "spark":
+                self.move_to_end(key, last=False)
+
     class FilesAndOneSparkWorker(LoadFileScheduling):
+        def __init__(self, config, log=None) -> None:  # noqa: ANN001 (xdist's signature)
+            super().__init__(config, log)
+            self.workqueue = SparkFirst()
+
         def _split_scope(self, nodeid: str) -> str:
             return "spark" if "spark" in nodeid.lower() else super()._split_scope(nodeid)
 
         def schedule(self) -> None:
-            # Files in collection order (tests/app and tests/e2e first: few tests, each slow), not
-            # xdist's default of most tests first, which left the browser files for the end.
+            # The Spark unit first (the largest: a JVM's start and every Spark test, about two
+            # minutes), then the files in collection order (tests/app and tests/e2e first: few tests,
+            # each slow), not xdist's default of most tests first, which left the browser files for
+            # the end.  The longest work first, so that neither worker is left alone with a long
+            # unit at the end (the longest-processing-time rule, Graham 1969).
             self.config.option.loadscopereorder = False
             super().schedule()
 
@@ -82,6 +107,10 @@ def _ledger_db(tmp_path, monkeypatch):
 #: (through DPCORE_SPARK_MASTER) and the property tests share one local session.
 SPARK_TEST_MASTER = "local[2]"
 os.environ.setdefault("DPCORE_SPARK_MASTER", SPARK_TEST_MASTER)
+#: Two shuffle partitions for two local cores (the engine's default is 8): the tests' tables have
+#: tens of rows, and a Spark query on them was ~30 % faster with 2 (median of 4 alternating runs;
+#: benchmarks/results/test_suite_profile.md). Still more than one, so results are still merged.
+os.environ.setdefault("DPCORE_SPARK_PARTITIONS", "2")
 
 
 @pytest.fixture(scope="session")

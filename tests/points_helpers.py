@@ -24,16 +24,23 @@ def plan_points(aggregate: Aggregate, name: str, budget: Any, params: dict[str, 
     return catalog.get("points", name).plan(aggregate.grid, budget, params, unit=unit, n_estimate=n_estimate)
 
 
-def release_with(mech: PointsMechanism, aggregate: Aggregate, budget: Any, params: dict[str, Any] | None,
-                 noise: NoiseSource, *, n_estimate: float | None = None) -> PartitionRelease:
-    """Plan ``mech`` on the aggregate's grid and unit, then release that plan (no ledger: tests only).
-
-    The unit is the aggregate's (:func:`dpcore.points.unit.points_unit`), or one person of
-    ``aggregate.sensitivity`` records for counts capped without a person column (hand-made test data)."""
+def plan_with(mech: PointsMechanism, aggregate: Aggregate, budget: Any, params: dict[str, Any] | None, *,
+              n_estimate: float | None = None) -> Plan:
+    """The plan of ``mech`` on the aggregate's grid and unit: the aggregate's
+    (:func:`dpcore.points.unit.points_unit`), or one person of ``aggregate.sensitivity`` records for
+    counts capped without a person column (hand-made test data).  Data-free: neighbouring
+    aggregates on one grid with one cap share it."""
     unit = points_unit(aggregate.user_cap)
     if unit.contribution != aggregate.sensitivity:
         unit = Unit("person", cap=aggregate.sensitivity)
-    plan = mech.plan(aggregate.grid, budget, params, unit=unit, n_estimate=n_estimate)
+    return mech.plan(aggregate.grid, budget, params, unit=unit, n_estimate=n_estimate)
+
+
+def release_with(mech: PointsMechanism, aggregate: Aggregate, budget: Any, params: dict[str, Any] | None,
+                 noise: NoiseSource, *, n_estimate: float | None = None) -> PartitionRelease:
+    """Plan ``mech`` on the aggregate's grid and unit (:func:`plan_with`), then release that plan
+    (no ledger: tests only)."""
+    plan = plan_with(mech, aggregate, budget, params, n_estimate=n_estimate)
     return mech.release(plan, aggregate, noise).inner
 
 

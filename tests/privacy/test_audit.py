@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from points_helpers import levels_of, release_with
+from points_helpers import levels_of, plan_with
 from scipy import stats
 
 from dpcore import catalog
@@ -184,6 +184,17 @@ def around(a: float, b: float, sd: float) -> list[float]:
 def runs(release: Callable[[NoiseSource], float], seed: int, n: int = RUNS) -> np.ndarray:
     src = NoiseSource(seed)
     return np.array([release(src) for _ in range(n)], dtype=np.float64)
+
+
+def released(mech: Any, aggregate: Aggregate, budget_: Any, params: dict[str, Any] | None,
+             read: Callable[[Any], float]) -> Callable[[NoiseSource], float]:
+    """One full release of ``aggregate`` per call, read by ``read``: the mechanism's plan is made once
+    and released with fresh noise each time, as the app and the CLI release the one plan they made.
+    A plan is data-free and deterministic (no noise source reaches it), so planning per run, as
+    these tests did, computed the same plan 1,500 times (most of DAWA's time); every run still
+    draws all of the mechanism's noise and makes all of its data-dependent choices."""
+    plan = plan_with(mech, aggregate, budget_, params)
+    return lambda s: float(read(mech.release(plan, aggregate, s).inner))
 
 
 def zcdp_claim(rho: float) -> float:
@@ -309,8 +320,8 @@ def test_negative_control_undeclared_contribution_is_caught() -> None:
     mech = catalog.get("points", "identity")
     d = Aggregate(grid, np.array([[4, 1]], dtype=np.int64), 0, 0, 1, None)
     d2 = Aggregate(grid, np.array([[6, 1]], dtype=np.int64), 0, 0, 1, None)  # + 2 points, k says 1
-    x = runs(lambda s: release_with(mech, d, eps, {}, s).noisy[0], 106)
-    y = runs(lambda s: release_with(mech, d2, eps, {}, s).noisy[0], 107)
+    x = runs(released(mech, d, eps, {}, lambda r: r.noisy[0]), 106)
+    y = runs(released(mech, d2, eps, {}, lambda r: r.noisy[0]), 107)
     sd = math.sqrt(discrete_laplace_variance(1 / eps))
     eps_lb, where = epsilon_lower_bound(x, y, around(4, 6, sd))
     print(f"\nAUDIT negative control (undeclared contribution, Identity): eps_lb = {eps_lb:.3f} claim = {eps} "
@@ -335,8 +346,8 @@ D2_POINTS = _agg([[4, 1], [0, 2]])  # one more point in cell (0, 0)
 @pytest.mark.parametrize("cost", [budget.pure(1.0), budget.zcdp(0.5)], ids=["pure", "zcdp"])
 def test_identity_one_cell(cost: budget.PrivacyCost) -> None:
     mech = catalog.get("points", "identity")
-    x = runs(lambda s: release_with(mech, D_POINTS, cost, {}, s).noisy[0], 201)
-    y = runs(lambda s: release_with(mech, D2_POINTS, cost, {}, s).noisy[0], 202)
+    x = runs(released(mech, D_POINTS, cost, {}, lambda r: r.noisy[0]), 201)
+    y = runs(released(mech, D2_POINTS, cost, {}, lambda r: r.noisy[0]), 202)
     sd = levels_of(mech, D_POINTS.grid, cost, {})[0].sd
     if cost.definition == "pure":
         check("identity cell (ε=1)", x, y, around(3, 4, sd), cost.value)
@@ -348,8 +359,8 @@ def test_ug_noisy_total() -> None:
     """UG with its private point count (5 % of ε) sizing the grid: audit the sum of the blocks."""
     mech = catalog.get("points", "ug")
     eps = 1.0
-    x = runs(lambda s: release_with(mech, D_POINTS, eps, {}, s).noisy.sum(), 203)
-    y = runs(lambda s: release_with(mech, D2_POINTS, eps, {}, s).noisy.sum(), 204)
+    x = runs(released(mech, D_POINTS, eps, {}, lambda r: r.noisy.sum()), 203)
+    y = runs(released(mech, D2_POINTS, eps, {}, lambda r: r.noisy.sum()), 204)
     sd = math.sqrt(2 * discrete_laplace_variance(1 / eps))  # a fixed spread: the SD of 2 blocks' noise
     check("UG sum of blocks (ε=1)", x, y, around(6, 7, sd), eps)
 
@@ -368,8 +379,8 @@ def test_user_cap_two_points_per_person(mech_name: str) -> None:
 
     def out(agg: Aggregate) -> Callable[[NoiseSource], float]:
         if mech_name == "identity":
-            return lambda s: release_with(mech, agg, eps, {}, s).noisy[0]
-        return lambda s: release_with(mech, agg, eps, {}, s).noisy.sum()
+            return released(mech, agg, eps, {}, lambda r: r.noisy[0])
+        return released(mech, agg, eps, {}, lambda r: r.noisy.sum())
 
     x = runs(out(d), 213)
     y = runs(out(d2), 214)
@@ -380,8 +391,8 @@ def test_user_cap_two_points_per_person(mech_name: str) -> None:
 def test_privelet_points_one_cell() -> None:
     mech = catalog.get("points", "privelet")
     eps = 3.0
-    x = runs(lambda s: release_with(mech, D_POINTS, eps, {}, s).noisy[0], 205)
-    y = runs(lambda s: release_with(mech, D2_POINTS, eps, {}, s).noisy[0], 206)
+    x = runs(released(mech, D_POINTS, eps, {}, lambda r: r.noisy[0]), 205)
+    y = runs(released(mech, D2_POINTS, eps, {}, lambda r: r.noisy[0]), 206)
     sd = levels_of(mech, D_POINTS.grid, eps, {})[-1].sd
     check("Privelet points cell (ε=3)", x, y, around(3, 4, sd), eps)
 
@@ -390,8 +401,8 @@ def test_privelet_points_one_cell() -> None:
 def test_matrix_points_one_answer(cost: budget.PrivacyCost) -> None:
     mech = catalog.get("points", "matrix")
     d, d2 = _agg([[3, 1]]), _agg([[4, 1]])
-    x = runs(lambda s: release_with(mech, d, cost, {}, s).noisy[0], 207, 800)
-    y = runs(lambda s: release_with(mech, d2, cost, {}, s).noisy[0], 208, 800)
+    x = runs(released(mech, d, cost, {}, lambda r: r.noisy[0]), 207, 800)
+    y = runs(released(mech, d2, cost, {}, lambda r: r.noisy[0]), 208, 800)
     sd = levels_of(mech, d.grid, cost, {})[0].sd
     if cost.definition == "pure":
         check("matrix mechanism cell (ε=1)", x, y, around(3, 4, sd), cost.value)
@@ -409,8 +420,8 @@ def test_htf_root_count() -> None:
     eps = 4.0
     d, d2 = _agg([[3, 3, 0, 0]]), _agg([[3, 3, 0, 1]])
     b = htf.budget_breakdown(eps, mech.resolve_params(HTF_PARAMS), 1)
-    x = runs(lambda s: release_with(mech, d, eps, HTF_PARAMS, s).noisy[0], 209)
-    y = runs(lambda s: release_with(mech, d2, eps, HTF_PARAMS, s).noisy[0], 210)
+    x = runs(released(mech, d, eps, HTF_PARAMS, lambda r: r.noisy[0]), 209)
+    y = runs(released(mech, d2, eps, HTF_PARAMS, lambda r: r.noisy[0]), 210)
     sd = math.sqrt(discrete_laplace_variance(1 / b.by_height[1]))
     check("HTF root count (ε_data)", x, y, around(6, 7, sd), b.eps_data)
 
@@ -431,8 +442,8 @@ def test_htf_split_choice() -> None:
     d, d2 = _agg([[2, 0, 0, 2]]), _agg([[2, 0, 0, 3]])
     b = htf.budget_breakdown(eps, mech.resolve_params(HTF_PARAMS), 1)
     claim = b.eps_prt + b.by_height[1]
-    x = runs(lambda s: _htf_cut(release_with(mech, d, eps, HTF_PARAMS, s)), 211)
-    y = runs(lambda s: _htf_cut(release_with(mech, d2, eps, HTF_PARAMS, s)), 212)
+    x = runs(released(mech, d, eps, HTF_PARAMS, _htf_cut), 211)
+    y = runs(released(mech, d2, eps, HTF_PARAMS, _htf_cut), 212)
     check("HTF root split position (ε_prt + ε_root)", x, y, [], claim, categories=[0, 1, 2, 3])
 
 
@@ -444,8 +455,8 @@ def test_privtree_tree_shape() -> None:
     eps = 6.0
     d, d2 = _agg([[0] * 4] * 4), _agg([[1, 0, 0, 0]] + [[0] * 4] * 3)
     eps_tree, _ = mech.budgets(budget.pure(eps), mech.resolve_params({}))
-    x = runs(lambda s: float(release_with(mech, d, eps, {}, s).leaf.sum()), 215)
-    y = runs(lambda s: float(release_with(mech, d2, eps, {}, s).leaf.sum()), 216)
+    x = runs(released(mech, d, eps, {}, lambda r: r.leaf.sum()), 215)
+    y = runs(released(mech, d2, eps, {}, lambda r: r.leaf.sum()), 216)
     check("PrivTree tree shape (ε_tree)", x, y, [], eps_tree, categories=[1, 4, 7, 10, 13, 16])
 
 
@@ -460,8 +471,8 @@ def test_privtree_total(k: int) -> None:
     d = Aggregate(D_POINTS.grid, c, 0, 0, k, None if k == 1 else k)
     d2 = Aggregate(D_POINTS.grid, c + np.array([[k, 0], [0, 0]]), 0, 0, k, None if k == 1 else k)
     sd = levels_of(mech, d.grid, eps, {}, sensitivity=k)[1].sd  # one leaf's noise: a fixed, public spread
-    x = runs(lambda s: release_with(mech, d, eps, {}, s).noisy[0], 217 + 2 * k)
-    y = runs(lambda s: release_with(mech, d2, eps, {}, s).noisy[0], 218 + 2 * k)
+    x = runs(released(mech, d, eps, {}, lambda r: r.noisy[0]), 217 + 2 * k)
+    y = runs(released(mech, d2, eps, {}, lambda r: r.noisy[0]), 218 + 2 * k)
     check(f"PrivTree total, cap k={k} (ε=2)", x, y, around(6, 6 + k, sd), eps)
 
 
@@ -471,8 +482,8 @@ def test_auto_private_count() -> None:
     mech = catalog.get("points", "auto")
     eps, share = 2.0, 0.5
     p = {"count_share": share}
-    x = runs(lambda s: float(release_with(mech, D_POINTS, eps, p, s).public["noisy_point_count"]), 231)
-    y = runs(lambda s: float(release_with(mech, D2_POINTS, eps, p, s).public["noisy_point_count"]), 232)
+    x = runs(released(mech, D_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 231)
+    y = runs(released(mech, D2_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 232)
     sd = math.sqrt(discrete_laplace_variance(1 / (share * eps)))
     check("auto noisy count (share of ε)", x, y, around(6, 7, sd), share * eps)
 
@@ -482,8 +493,8 @@ def test_auto_total() -> None:
     ε in all."""
     mech = catalog.get("points", "auto")
     eps = 2.0
-    x = runs(lambda s: float(release_with(mech, D_POINTS, eps, {}, s).noisy[0]), 233)
-    y = runs(lambda s: float(release_with(mech, D2_POINTS, eps, {}, s).noisy[0]), 234)
+    x = runs(released(mech, D_POINTS, eps, {}, lambda r: r.noisy[0]), 233)
+    y = runs(released(mech, D2_POINTS, eps, {}, lambda r: r.noisy[0]), 234)
     sd = math.sqrt(discrete_laplace_variance(2 / eps))
     check("auto total (ε=2)", x, y, around(6, 7, sd), eps)
 
@@ -497,8 +508,8 @@ def test_dawa_partition_choice() -> None:
     mech = catalog.get("points", "dawa")
     eps = 8.0
     d, d2 = _agg([[3, 0], [0, 2]]), _agg([[4, 0], [0, 2]])
-    x = runs(lambda s: float(release_with(mech, d, eps, DAWA_PARAMS, s).n_rects), 225)
-    y = runs(lambda s: float(release_with(mech, d2, eps, DAWA_PARAMS, s).n_rects), 226)
+    x = runs(released(mech, d, eps, DAWA_PARAMS, lambda r: r.n_rects), 225)
+    y = runs(released(mech, d2, eps, DAWA_PARAMS, lambda r: r.n_rects), 226)
     check("DAWA partition (ε₁)", x, y, [], eps * 0.5, categories=[1, 2, 3, 4])
 
 
@@ -507,9 +518,9 @@ def test_dawa_total() -> None:
     thresholds' SD comes from a pilot sample of its own (seed 229), not from the audited ones."""
     mech = catalog.get("points", "dawa")
     eps = 3.0
-    x = runs(lambda s: float(release_with(mech, D_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 227)
-    y = runs(lambda s: float(release_with(mech, D2_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 228)
-    sd = float(np.std(runs(lambda s: float(release_with(mech, D_POINTS, eps, DAWA_PARAMS, s).noisy.sum()), 229, 300)))
+    x = runs(released(mech, D_POINTS, eps, DAWA_PARAMS, lambda r: r.noisy.sum()), 227)
+    y = runs(released(mech, D2_POINTS, eps, DAWA_PARAMS, lambda r: r.noisy.sum()), 228)
+    sd = float(np.std(runs(released(mech, D_POINTS, eps, DAWA_PARAMS, lambda r: r.noisy.sum()), 229, 300)))
     check("DAWA total (ε)", x, y, around(6, 7, sd), eps)
 
 

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from points_helpers import levels_of, release_with
+from points_helpers import levels_of, plan_with, release_with
 
 from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid
@@ -216,7 +216,8 @@ def test_stage_two_is_unbiased_with_the_planned_noise(monkeypatch: pytest.Monkey
     mech = catalog.get("points", "dawa")
     fixed = gh.optimal_dyadic_partition(gh.dyadic_deviation_costs(np.zeros(256, dtype=np.int64), 4))
     monkeypatch.setattr(gh, "optimal_dyadic_partition", lambda costs: fixed)  # one bucket: the grid
-    runs = [release_with(mech, agg, 2.0, {}, NoiseSource(seed=100 + i)) for i in range(400)]
+    plan = plan_with(mech, agg, 2.0, {})  # data-free: made once, released 400 times (as the app does)
+    runs = [mech.release(plan, agg, NoiseSource(seed=100 + i)).inner for i in range(400)]
     est = np.array([r.noisy.sum() for r in runs])
     sd = runs[0].sd.sum()
     assert runs[0].n_rects == 1
