@@ -18,11 +18,17 @@ from typing import Any
 import numpy as np
 
 from dpcore.areas.tree_plans import HierarchyRelease
-from dpcore.estimate.data_users import DataUserPack, estimates_csv, node_estimates, pack_files
+from dpcore.estimate.data_users import (
+    DATA_USER_FILES,
+    DataUserPack,
+    estimates_csv,
+    node_estimates,
+    pack_files,
+    section,
+)
 
 __all__ = ["DATA_USER_FILES", "data_users_section", "hierarchy_data_user_files", "hierarchy_pack"]
 
-DATA_USER_FILES = ("measurements.csv", "design.json", "estimates.csv")
 
 
 def _offers(rel: HierarchyRelease) -> bool:
@@ -97,12 +103,8 @@ def data_users_section(rel: HierarchyRelease) -> dict[str, Any] | None:
     """The record's ``data_users`` section: the files and which value the map shows."""
     if not _offers(rel):
         return None
-    return {
-        "files": list(DATA_USER_FILES),
-        "map_shows": "published",
-        "note": ("The map, release.csv and the GeoJSON show the published (post-processed) values; "
+    return section("The map, release.csv and the GeoJSON show the published (post-processed) values; "
                  "estimates.csv holds the unbiased generalised least-squares estimate of every area and "
                  "its exact variance, computed from measurements.csv (the noisy counts before "
                  "post-processing) and design.json. 'python -m dpcore interval' gives the estimate and "
-                 "interval of any union of finest areas."),
-    }
+                 "interval of any union of finest areas.")

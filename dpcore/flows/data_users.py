@@ -23,14 +23,19 @@ from typing import Any
 
 import numpy as np
 
-from dpcore.estimate.data_users import DataUserPack, estimates_csv, pack_files
+from dpcore.estimate.data_users import (
+    DATA_USER_FILES,
+    DataUserPack,
+    estimates_csv,
+    pack_files,
+    section,
+)
 from dpcore.estimate.gls import gls_estimate
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import ancestors
 
 __all__ = ["DATA_USER_FILES", "OD_MAX_CELLS", "data_users_section", "od_data_user_files", "od_pack"]
 
-DATA_USER_FILES = ("measurements.csv", "design.json", "estimates.csv")
 #: The largest full finest domain whose data users' files are written.
 OD_MAX_CELLS = 250_000
 
@@ -97,12 +102,8 @@ def data_users_section(rel: ODRelease) -> dict[str, Any] | None:
     """The record's ``data_users`` section: the files and which value the map shows."""
     if not _offers(rel):
         return None
-    return {
-        "files": list(DATA_USER_FILES),
-        "map_shows": "published",
-        "note": ("release.csv and flows.geojson show the published flows; estimates.csv holds the unbiased "
+    return section("release.csv and flows.geojson show the published flows; estimates.csv holds the unbiased "
                  "generalised least-squares estimate of every published flow and its exact variance, from "
                  "measurements.csv (every finest pair's noisy count, zeros included) and design.json (cells "
                  "coded ORIGIN>DESTINATION). 'python -m dpcore interval' gives the estimate and interval of "
-                 "any union of finest pairs."),
-    }
+                 "any union of finest pairs.")
