@@ -56,12 +56,11 @@ def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
     anc = [np.arange(h.n_leaves)]
     for d in range(h.depth - 1, -1, -1):
         anc.insert(0, np.asarray(h.parents[d])[anc[0]])
-    nodes: dict[str, list[int]] = {}
+    nodes: dict[str, np.ndarray] = {}
     for d in range(h.depth + 1):
         order = np.argsort(anc[d], kind="stable")
-        bounds = np.searchsorted(anc[d][order], np.arange(h.sizes[d] + 1))
-        for i, key in enumerate(keys[d]):
-            nodes[str(key)] = order[bounds[i]:bounds[i + 1]].tolist()
+        bounds = np.searchsorted(anc[d][order], np.arange(1, h.sizes[d]))
+        nodes.update(zip(keys[d].tolist(), np.split(order, bounds), strict=True))
     edges = [(str(keys[d][par]), str(keys[d + 1][c])) for d in range(h.depth)
              for c, par in enumerate(np.asarray(h.parents[d]))]
     level, node, value, family, scale, share = [], [], [], [], [], []

@@ -98,7 +98,7 @@ def design_dict(pack: DataUserPack) -> dict[str, Any]:
     """The content of ``design.json`` (schema ``dpcore-design/1``)."""
     d: dict[str, Any] = {
         "schema": DESIGN_SCHEMA, "kind": pack.kind, "cells": [str(c) for c in pack.cells],
-        "nodes": {str(k): [int(i) for i in v] for k, v in pack.nodes.items()},
+        "nodes": {str(k): np.asarray(v, dtype=np.int64) for k, v in pack.nodes.items()},
         "invariants": [dict(v) for v in pack.invariants],
         "independent": True, "statement": INDEPENDENT,
         "conditional_on_partition": bool(pack.conditional_on_partition),
@@ -114,7 +114,7 @@ def pack_files(pack: DataUserPack) -> tuple[dict[str, bytes], Measurements]:
     """``measurements.csv`` and ``design.json`` of ``pack``, and the :class:`Measurements` they
     describe (read by the same code as :func:`dpcore.estimate.gls.read_release`)."""
     frame, design = measurements_frame(pack), design_dict(pack)
-    files = {"measurements.csv": frame.to_csv(index=False, lineterminator="\n", float_format="%.17g").encode(),
+    files = {"measurements.csv": frame.to_csv(index=False, lineterminator="\n").encode(),
              "design.json": orjson.dumps(design, option=orjson.OPT_SERIALIZE_NUMPY)}
     return files, measurements_from(design, frame)
 
