@@ -109,3 +109,26 @@ def test_polygon_county_and_a_box(ri_release: Path, tmp_path: Path, capsys: pyte
     assert (second["warning"] is not None) == (second["cut_share"] > 0.2)
     assert ("warning: feature 1" in err) == (second["warning"] is not None)
     assert np.isfinite(second["sd"]) and second["sd"] > 0
+
+
+def test_polygon_on_a_grid_design_weighs_cut_cells_by_area(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A points-style design (cell_bounds): a box over cell a and half of cell b weighs them 1 and 0.5."""
+    from dpcore.estimate.data_users import DataUserPack, pack_files
+
+    cells = ["a", "b", "c"]
+    pack = DataUserPack("points", ["grid"] * 3, cells, np.array([40, 10, 7]), ["discrete_laplace"] * 3,
+                        [2.0] * 3, [1.0] * 3, cells, {c: [i] for i, c in enumerate(cells)},
+                        cell_bounds=[[0, 0, 1, 1], [1, 0, 2, 1], [2, 0, 3, 1]])
+    files, m = pack_files(pack)
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    poly = tmp_path / "area.geojson"
+    poly.write_text(geopandas.GeoDataFrame(geometry=[shapely.box(-0.5, -0.5, 1.5, 0.5)], crs="EPSG:4326").to_json(),
+                    "utf-8")
+    out, err = run_interval(capsys, "--release", str(tmp_path), "--polygon", str(poly), "--json")
+    (r,) = out
+    var = float(m.var[0])
+    assert r["estimate"] == pytest.approx(0.5 * 40 + 0.5 * 0.5 * 10)  # cell a half inside (y from -0.5), b a quarter
+    assert r["variance"] == pytest.approx((0.5 ** 2 + 0.25 ** 2) * var)
+    assert (r["inside"], r["touching"]) == (0.0, 50.0)
+    assert r["cells_cut"] == 2 and r["warning"] and "warning: feature 0" in err
