@@ -64,6 +64,7 @@ __all__ = [
     "Measurements",
     "TreeLayout",
     "gls_estimate",
+    "laminar_tree",
     "measurements_from",
     "read_release",
     "replicate_variance",
@@ -260,7 +261,7 @@ def _weights(m: Measurements, q: ArrayLike | Sequence[str]) -> NDArray[np.float6
     arr = np.asarray(q)
     if arr.dtype.kind in "US" or arr.dtype == object:
         w = np.zeros(m.n)
-        np.add.at(w, m.index([str(c) for c in arr]), 1.0)
+        w[m.index([str(c) for c in arr])] = 1.0  # a union: a code listed twice still counts once
         return w
     if arr.shape != (m.n,):
         raise ParameterError(f"A union is a list of cell codes or a weight vector of {m.n} entries.")
@@ -360,10 +361,11 @@ def replicates(m: Measurements, R: int = 80, seed: int = 0) -> NDArray[np.float6
     est = gls_estimate(m)
     out = np.empty((m.n, int(R)))
     sd = np.sqrt(m.var)
+    base = _tree_solve(m, np.zeros(m.n), np.zeros(m.var.size)) if m.tree is not None else None
     for r in range(int(R)):
         z = rng.standard_normal(m.var.size) * sd
-        if m.tree is not None:
-            e = _tree_solve(m, np.zeros(m.n), z) - _tree_solve(m, np.zeros(m.n), np.zeros_like(z))
+        if base is not None:  # the fit is affine in y: its linear part applied to z
+            e = _tree_solve(m, np.zeros(m.n), z) - base
         else:
             e = _cg_solve(m, m.A.T @ (z / m.var))
             if m.invariants:
@@ -423,6 +425,58 @@ def _tree_layout(design: Mapping[str, Any], node_ids: Mapping[str, int], rows: N
     return TreeLayout(parent, depth, row, cell, public)
 
 
+def laminar_tree(A: sp.csr_matrix, B: sp.csr_matrix | None = None,
+                 t: NDArray[np.float64] | None = None) -> TreeLayout | None:
+    """The tree of a design whose rows are nested sets (a laminar family), found from ``A`` alone.
+
+    At each cell, the rows containing it sorted by size (larger first, ties by row order: a node
+    with one child measures the same set twice) form a chain; the design is a tree exactly when
+    every row has the same next-larger row at each of its cells (its parent), and every row
+    without children measures one cell, each cell once (the leaves).  One invariant over all cells (a public
+    total) becomes a public root above the others; other invariants: None (conjugate gradients).
+
+    >>> A = sp.csr_matrix(np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], float))
+    >>> laminar_tree(A).parent.tolist()
+    [-1, 0, 1, 1, 0]
+    >>> laminar_tree(sp.csr_matrix(np.array([[1, 1, 0], [0, 1, 1], [1, 0, 0], [0, 1, 0], [0, 0, 1]], float)))
+    """
+    m, n = A.shape
+    coo = A.tocoo()
+    if np.any(coo.data != 1.0):
+        return None
+    size = np.bincount(coo.row, minlength=m)
+    order = np.lexsort((coo.row, -size[coo.row], coo.col))  # by cell, larger rows first, then row order
+    r, c = coo.row[order], coo.col[order]
+    same = c[1:] == c[:-1]
+    parent = np.full(m, -1, dtype=np.int64)
+    parent[r[1:][same]] = r[:-1][same]
+    cand = np.full(r.size, -1, dtype=np.int64)  # every entry's next-larger row at its cell
+    cand[1:][same] = r[:-1][same]
+    if np.any(cand != parent[r]):
+        return None  # not nested
+    leaf = np.bincount(parent[parent >= 0], minlength=m) == 0
+    if np.any(size[leaf] != 1) or np.unique(coo.col[leaf[coo.row]]).size != n or leaf.sum() != n:
+        return None  # every cell must be one leaf, measured alone
+    public = np.full(m, np.nan)
+    if B is not None and B.shape[0]:
+        if B.shape[0] != 1 or B.nnz != n or np.any(B.data != 1.0) or t is None:
+            return None
+        parent = np.r_[np.where(parent < 0, m, parent), -1]
+        public = np.r_[public, float(t[0])]
+    k = parent.size
+    depth = np.zeros(k, dtype=np.int64)
+    for _ in range(k):
+        new = np.where(parent >= 0, depth[np.maximum(parent, 0)] + 1, 0)
+        if np.array_equal(new, depth):
+            break
+        depth = new
+    row = np.r_[np.arange(m), np.full(k - m, -1)].astype(np.int64)
+    cell = np.full(k, -1, dtype=np.int64)
+    on_leaf = leaf[coo.row]
+    cell[coo.row[on_leaf]] = coo.col[on_leaf]
+    return TreeLayout(parent, depth, row, cell, public)
+
+
 def read_release(folder: Any) -> Measurements:
     """The measurements of a release folder (``measurements.csv`` and ``design.json``).
 
@@ -464,6 +518,8 @@ def measurements_from(design: Mapping[str, Any], meas: pd.DataFrame) -> Measurem
     B = indicator([str(v["node"]) for v in inv]) if inv else None
     t = np.array([float(v["value"]) for v in inv]) if inv else None
     tree = _tree_layout(design, node_ids, node_col, inv)
+    if tree is None and not design.get("edges"):
+        tree = laminar_tree(A, B, t)
     return Measurements(A, meas["value"].to_numpy(float), meas["variance"].to_numpy(float), cells, B=B, t=t,
                         tree=tree, families=meas["family"].astype(str).to_numpy())
 

@@ -206,6 +206,7 @@ def test_unmeasured_cells_and_unknown_codes_are_refused() -> None:
         union_interval(m, ["a", "zz"])
     with pytest.raises(ParameterError, match="coverage"):
         union_interval(m, ["a"], coverage=90)
+    assert union_interval(m, ["a", "a"])["estimate"] == union_interval(m, ["a"])["estimate"] == 1.0  # a set
 
 
 # -- replicates ---------------------------------------------------------------------------------
@@ -277,3 +278,23 @@ def test_discrete_quantile_below_sd_one() -> None:
     h = discrete_laplace_interval(t, 0.9)
     assert r["method"] == "exact discrete_laplace quantile"
     assert (r["low"], r["high"]) == (3.0 - h, 3.0 + h)
+
+
+@pytest.mark.parametrize("neighbour", ["add_remove", "replace"])
+def test_a_nested_design_without_edges_is_solved_as_a_tree(neighbour: str) -> None:
+    """The tree is found from the rows alone (laminar family), and agrees with dense algebra."""
+    import dataclasses
+
+    from dpcore.areas.data_users import hierarchy_pack
+    from dpcore.estimate.data_users import pack_files
+
+    rng = np.random.default_rng(12)
+    df = random_tree(rng, [(2, 3), (2, 4), (1, 3)])
+    c = counts_for(df, rng.integers(0, 30, len(df)))
+    rel = catalog.get("hierarchy", "hay").release_counts(c, budget.pure(1.0), NoiseSource(2), neighbour=neighbour)
+    _, m = pack_files(dataclasses.replace(hierarchy_pack(rel), edges=()))
+    assert m.tree is not None
+    x_ref, C_ref = dense_reference(m)
+    np.testing.assert_allclose(gls_estimate(m), x_ref, rtol=1e-8, atol=1e-8)
+    q = (rng.random(m.n) < 0.5).astype(float)
+    assert union_variance(m, q) == pytest.approx(q @ C_ref @ q, rel=1e-8, abs=1e-8)
