@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from dpcore.areas.data_users import DATA_USER_FILES, data_users_section, hierarchy_data_user_files
 from dpcore.areas.tree_plans import HierarchyRelease
 from dpcore.core.mechanism import Plan
 from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
@@ -114,7 +115,9 @@ def hierarchy_body(rel: HierarchyRelease, files: Sequence[str]) -> dict[str, Any
     """What only a hierarchy record has: the statistic, the budget split, the public area list,
     the expected errors per level and the outputs (``files``: the release's file names)."""
     p = rel.plan
+    users = data_users_section(rel)
     return {
+        **({"data_users": users} if users is not None else {}),
         "statistic": p.statistic,
         "sizes": list(rel.size_labels),
         "budget": {
@@ -168,7 +171,8 @@ def _hierarchy_privacy(rel: HierarchyRelease) -> tuple[str, dict[str, Any]]:
 def hierarchy_file_names(rel: HierarchyRelease, joins: Mapping[str, Any] | None = None) -> list[str]:
     """The names of the files :func:`hierarchy_files` writes for ``rel`` and ``joins``."""
     return ["release.csv", *(["area_queries.csv"] if rel.details.get("area_sets") else []),
-            *[f"{safe_file_stem(level)}.geojson" for level in (joins or {})], "release.json"]
+            *[f"{safe_file_stem(level)}.geojson" for level in (joins or {})],
+            *(DATA_USER_FILES if data_users_section(rel) is not None else ()), "release.json"]
 
 
 def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None, files: Sequence[str] | None = None, *,
@@ -228,7 +232,8 @@ def safe_file_stem(level: str) -> str:
 def hierarchy_files(rel: HierarchyRelease, ledger: Ledger | None = None,
                     joins: dict[str, BoundaryJoin] | None = None, *, plan: Plan | None = None) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv``, ``area_queries.csv`` (area sets),
-    ``LEVEL.geojson`` per joined level and ``release.json`` (the record, ``ledger`` as of the
+    ``LEVEL.geojson`` per joined level, the data users' ``measurements.csv``, ``design.json`` and
+    ``estimates.csv`` (:mod:`dpcore.areas.data_users`) and ``release.json`` (the record, ``ledger`` as of the
     charge, the rows of the core ``plan``).  Made once, when the release is made."""
     files: dict[str, bytes] = {"release.csv": hierarchy_csv(rel)}
     if rel.details.get("area_sets"):
@@ -237,5 +242,6 @@ def hierarchy_files(rel: HierarchyRelease, ledger: Ledger | None = None,
         files["area_queries.csv"] = area_sets_csv(rel)
     for level, join in (joins or {}).items():
         files[f"{safe_file_stem(level)}.geojson"] = level_geojson(rel, join)
+    files.update(hierarchy_data_user_files(rel))
     files["release.json"] = hierarchy_json(rel, ledger, hierarchy_file_names(rel, joins), plan=plan)
     return files

@@ -156,6 +156,9 @@ class HierarchyRelease:
     details: dict[str, Any] = field(default_factory=dict)
     release_id: str = field(default_factory=new_release_id)
     created: str = field(default_factory=created_now)  # the session restamps it with the charge time
+    #: The noisy counts of every level before post-processing (None: not measured), for the data
+    #: users' files (:mod:`dpcore.estimate.data_users`); empty when the mechanism does not expose them.
+    measurements: tuple[np.ndarray | None, ...] = field(default=(), repr=False)
 
     @property
     def mechanism(self) -> Any:

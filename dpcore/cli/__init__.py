@@ -11,6 +11,7 @@
         --mechanism topdown_l2 --target "level=tract,abs=50,coverage=0.95" [--rho] [--json]
     python -m dpcore release points ... --time-col "Date/Time" --period day --time-range 2014-04-01,2014-04-30
     python -m dpcore budgets [--json]
+    python -m dpcore interval --release OUT --codes codes.txt|--polygon area.geojson --coverage 0.9 --json
     python -m dpcore recommend points --grid 512 512 --epsilon 1 --n-guess 300000
     python -m dpcore evaluate points --input FILE|synthetic:SIGMA:N --bounds W,S,E,N \
         --grid R,C --mechanisms ug,identity --epsilon 0.1,0.3,0.5 --out DIR
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import sys
 
-from dpcore.cli import plan, points, recommend, run, series
+from dpcore.cli import interval, plan, points, recommend, run, series
 from dpcore.cli.parser import build_parser
 from dpcore.core.spec import KINDS, ReleaseSpec
 from dpcore.errors import DPCoreError, ParameterError
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             return recommend.cmd_recommend(args)
         if args.command == "budgets":
             return series.cmd_budgets(args)
+        if args.command == "interval":
+            return interval.cmd_interval(args)
         if args.command == "run":
             return run.cmd_run(parser, args)
         if args.command == "evaluate":

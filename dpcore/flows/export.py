@@ -23,6 +23,7 @@ from dpcore.data.area_boundaries import join_boundaries
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.data.hierarchy import Hierarchy, hierarchy_info
 from dpcore.errors import InputError, ParameterError
+from dpcore.flows.data_users import DATA_USER_FILES, data_users_section, od_data_user_files
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import match_leaves
 from dpcore.privacy.ledger import Ledger
@@ -312,7 +313,9 @@ def od_body(rel: ODRelease, files: Sequence[str]) -> dict[str, Any]:
     """What only an O/D record has: the budget split, the public hierarchies, the tree of O/D
     tables, the invariants' flags, the expected errors and the outputs (``files``: the file names)."""
     p = rel.plan
+    users = data_users_section(rel)
     return {
+        **({"data_users": users} if users is not None else {}),
         "budget": {"split": p.split, "split_weights": list(p.split_weights)},
         "hierarchy": {
             "origin": hierarchy_info(rel.origin_h),
@@ -367,10 +370,12 @@ def od_body(rel: ODRelease, files: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def od_file_names(origin_xy: Any = None, destination_xy: Any = None) -> list[str]:
-    """The names of the files :func:`od_files` writes: flow lines only with coordinates."""
+def od_file_names(origin_xy: Any = None, destination_xy: Any = None, rel: ODRelease | None = None) -> list[str]:
+    """The names of the files :func:`od_files` writes: flow lines only with coordinates, the data
+    users' files when ``rel`` offers them (:mod:`dpcore.flows.data_users`)."""
     with_lines = origin_xy is not None or destination_xy is not None
-    return ["release.csv", *(["flows.geojson"] if with_lines else []), "release.json"]
+    users = DATA_USER_FILES if rel is not None and data_users_section(rel) is not None else ()
+    return ["release.csv", *(["flows.geojson"] if with_lines else []), *users, "release.json"]
 
 
 def od_record(
@@ -415,7 +420,7 @@ def od_record(
                 f"WARNING: the {side} area list was taken from the data; areas without trips are missing and "
                 "that absence is not protected by differential privacy."
             )
-    body = od_body(rel, files if files is not None else od_file_names(origin_xy, destination_xy))
+    body = od_body(rel, files if files is not None else od_file_names(origin_xy, destination_xy, rel))
     if extra:
         body["extra"] = dict(extra)
     return build_record(
@@ -453,12 +458,13 @@ def od_files(
     top: int | None = None,
     plan: Plan | None = None,
 ) -> dict[str, bytes]:
-    """The release's files, name -> bytes: ``release.csv``, ``flows.geojson`` (with coordinates)
-    and ``release.json`` (the record, ``ledger`` as of the charge).  Made once, at release time."""
+    """The release's files, name -> bytes: ``release.csv``, ``flows.geojson`` (with coordinates),
+    the data users' files (:mod:`dpcore.flows.data_users`) and ``release.json`` (the record, ``ledger`` as of the charge).  Made once, at release time."""
     files: dict[str, bytes] = {"release.csv": release_csv_bytes(rel)}
     if origin_xy is not None or destination_xy is not None:
         oxy = origin_xy if origin_xy is not None else destination_xy
         files["flows.geojson"] = orjson.dumps(flows_geojson(rel, oxy, destination_xy, top=top))  # type: ignore[arg-type]
+    files.update(od_data_user_files(rel))
     files["release.json"] = od_json(rel, ledger, delta=delta, extra=extra, plan=plan,
-                                    files=od_file_names(origin_xy, destination_xy))
+                                    files=od_file_names(origin_xy, destination_xy, rel))
     return files

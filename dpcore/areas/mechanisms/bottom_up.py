@@ -69,4 +69,5 @@ class BottomUp(TreeMechanism):
         h = counts.hierarchy
         y = tree_plans.measure(counts.levels(), p, noise)
         values = h.aggregate(y[h.depth])
-        return HierarchyRelease(h, p, tuple(np.asarray(v) for v in values), None, (), {})
+        return HierarchyRelease(h, p, tuple(np.asarray(v) for v in values), None, (), {},
+                                measurements=tuple(y))

@@ -76,4 +76,5 @@ class ExactTreeDP(TreeMechanism):
         res = treedp.solve_l2(h.parents, y, tree_plans.dp_weights(p), root_value=public_total,
                               half_widths=tree_plans.half_widths(p))
         return HierarchyRelease(h, p, tuple(np.asarray(v) for v in res.values), public_total, (),
-                                {"widenings": res.widenings})
+                                {"widenings": res.widenings},
+                                measurements=tuple(y))

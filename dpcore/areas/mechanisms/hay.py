@@ -59,4 +59,5 @@ class HayLeastSquares(TreeMechanism):
         y = tree_plans.measure(counts.levels(), p, noise)
         var = [lv.noise_sd ** 2 if lv.measured else math.inf for lv in p.levels]
         values, _ = level_least_squares(h.parents, y, var, root_value=public_total)
-        return HierarchyRelease(h, p, tuple(np.asarray(v) for v in values), public_total, (), {})
+        return HierarchyRelease(h, p, tuple(np.asarray(v) for v in values), public_total, (), {},
+                                measurements=tuple(y))

@@ -62,4 +62,5 @@ class Independent(TreeMechanism):
         y = tree_plans.measure(true, p, noise)
         # the only unmeasured level is the public total (replace neighbours)
         values = [yy if yy is not None else true[d].copy() for d, yy in enumerate(y)]
-        return HierarchyRelease(counts.hierarchy, p, tuple(np.asarray(v) for v in values), public_total, (), {})
+        return HierarchyRelease(counts.hierarchy, p, tuple(np.asarray(v) for v in values), public_total, (), {},
+                                measurements=tuple(y))

@@ -77,4 +77,5 @@ class TopDownL2(TreeMechanism):
             h, y, public_total, noise,
             lambda yc, off, parent, tb: topdown_opt.l2_round_segments(yc, off, parent, tiebreak=tb))
         return HierarchyRelease(h, p, tuple(np.asarray(v) for v in values), public_total, (),
-                                {"zeroing_order": None})
+                                {"zeroing_order": None},
+                                measurements=tuple(y))

@@ -85,4 +85,5 @@ class TopDownLinf(TreeMechanism):
             h, y, public_total, noise,
             lambda yc, off, parent, tb: topdown_opt.intopt_segments(yc, off, parent, order=order, tiebreak=tb))
         return HierarchyRelease(h, p, tuple(np.asarray(v) for v in values), public_total, (),
-                                {"zeroing_order": order})
+                                {"zeroing_order": order},
+                                measurements=tuple(y))

@@ -363,6 +363,12 @@ class ODRelease:
     details: dict[str, Any] = field(default_factory=dict)
     release_id: str = field(default_factory=new_release_id)
     created: str = field(default_factory=created_now)  # the session restamps it with the charge time
+    #: The noisy counts before post-processing, per tree level: ``(origins, destinations, values)``
+    #: of the pairs measured (``origins``/``destinations`` None: every pair of the level's full
+    #: domain, row-major), or None where the level is not measured; empty when the mechanism does
+    #: not expose them (the stability histogram: its measured pairs are the true support).
+    measurements: tuple[tuple[np.ndarray | None, np.ndarray | None, np.ndarray] | None, ...] = field(
+        default=(), repr=False)
 
     @property
     def mechanism(self) -> Any:
@@ -490,8 +496,11 @@ def topdown_walk(counts: ODCounts, p: ODPlan, noise: NoiseSource, project: Proje
     T = p.depth
     lv = [(x.origin_depth, x.destination_depth) for x in p.levels]
     n = counts.total
+    measured: list[tuple[np.ndarray | None, np.ndarray | None, np.ndarray] | None] = [None] * (T + 1)
     if p.levels[0].measured:
-        root = max(n + int(draw(noise, p.levels[0].noise, p.scales[0], 1)[0]), 0)
+        noisy_root = n + int(draw(noise, p.levels[0].noise, p.scales[0], 1)[0])
+        measured[0] = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([noisy_root], np.int64))
+        root = max(noisy_root, 0)
         public_total = None
     else:
         root, public_total = n, n
@@ -518,6 +527,7 @@ def topdown_walk(counts: ODCounts, p: ODPlan, noise: NoiseSource, project: Proje
             y = cur_v[pos]
         else:
             x = counts.lookup(o, d, co, cd) + draw(noise, p.levels[t].noise, p.scales[t], co.size)
+            measured[t] = (co, cd, x.copy())
             noised += int(co.size)
             tb = noise.random_uint64(co.size) if p.tiebreak == "random" else None
             y = project(x, np.r_[0, np.cumsum(cnt)], cur_v, p, t, tb)
@@ -526,7 +536,8 @@ def topdown_walk(counts: ODCounts, p: ODPlan, noise: NoiseSource, project: Proje
         outs_o.append(cur_o), outs_d.append(cur_d), outs_v.append(cur_v)
     if progress is not None:
         progress(T / max(T, 1), "done")
-    return ODRelease(oh, dh, p, tuple(outs_o), tuple(outs_d), tuple(outs_v), public_total, {"noised_cells": noised})
+    return ODRelease(oh, dh, p, tuple(outs_o), tuple(outs_d), tuple(outs_v), public_total, {"noised_cells": noised},
+                     measurements=tuple(measured))
 
 
 def sum_up(counts: ODCounts, p: ODPlan, o: np.ndarray, d: np.ndarray, v: np.ndarray,

@@ -24,6 +24,7 @@ Release
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -106,5 +107,6 @@ class VanillaGauss(ODMechanism):
         leaf[counts.origin * nd + counts.destination] += counts.count
         nz = np.flatnonzero(leaf)
         o, d, v = nz // nd, nz % nd, leaf[nz]
-        del leaf
-        return sum_up(counts, p, o, d, v, {"noised_cells": int(cells)}, progress=progress)
+        rel = sum_up(counts, p, o, d, v, {"noised_cells": int(cells)}, progress=progress)
+        # the noisy finest pairs of the full domain (row-major), before the zeros are dropped
+        return dataclasses.replace(rel, measurements=tuple([None] * T + [(None, None, leaf)]))

@@ -1,0 +1,109 @@
+"""The data users' files of a hierarchy release (issue 25): measurements, design, GLS estimates.
+
+The consistent tree mechanisms (exact, topdown_l2, topdown_linf, hay, bottom_up) and the
+independent baseline keep their noisy level counts before post-processing
+(:attr:`~dpcore.areas.tree_plans.HierarchyRelease.measurements`).  From them and the public plan
+this module makes ``measurements.csv`` (one row per measured area), ``design.json`` (the finest
+areas, the finest areas under every area, the tree edges, the public total as an invariant) and
+``estimates.csv``: the generalised least-squares estimate of every area with its exact variance
+(two passes over the tree, :mod:`dpcore.estimate.gls`), beside the released value.  Nothing here
+is a true count: the values are the mechanism's noisy measurements, the total only when the
+release publishes it as an invariant (replace-one neighbours).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpcore.areas.tree_plans import HierarchyRelease
+from dpcore.estimate.data_users import (
+    DATA_USER_FILES,
+    DataUserPack,
+    estimates_csv,
+    node_estimates,
+    pack_files,
+    section,
+)
+
+__all__ = ["DATA_USER_FILES", "data_users_section", "hierarchy_data_user_files", "hierarchy_pack"]
+
+
+
+def _offers(rel: HierarchyRelease) -> bool:
+    """The release exposes its measurements (plain counts of a tree mechanism)."""
+    return bool(rel.measurements) and rel.plan.statistic == "count"
+
+
+def _node_keys(rel: HierarchyRelease) -> list[np.ndarray]:
+    """The design's node key of every area per depth: its export label, or ``level:label`` for the
+    coarser levels when labels repeat across levels (the finest keep their codes: they are the cells)."""
+    h = rel.hierarchy
+    labels = [np.asarray(h.labels(d)).astype(str) for d in range(h.depth + 1)]
+    flat = np.concatenate(labels)
+    if np.unique(flat).size == flat.size:
+        return labels
+    return [np.char.add(f"{h.level_names[d]}:", lab) if d < h.depth else lab for d, lab in enumerate(labels)]
+
+
+def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
+    """The measurements and design of ``rel`` (None when it does not expose measurements)."""
+    if not _offers(rel):
+        return None
+    h, p = rel.hierarchy, rel.plan
+    keys = _node_keys(rel)
+    anc = [np.arange(h.n_leaves)]
+    for d in range(h.depth - 1, -1, -1):
+        anc.insert(0, np.asarray(h.parents[d])[anc[0]])
+    nodes: dict[str, np.ndarray] = {}
+    for d in range(h.depth + 1):
+        order = np.argsort(anc[d], kind="stable")
+        bounds = np.searchsorted(anc[d][order], np.arange(1, h.sizes[d]))
+        nodes.update(zip(keys[d].tolist(), np.split(order, bounds), strict=True))
+    edges = [(str(keys[d][par]), str(keys[d + 1][c])) for d in range(h.depth)
+             for c, par in enumerate(np.asarray(h.parents[d]))]
+    level, node, value, family, scale, share = [], [], [], [], [], []
+    for d, y in enumerate(rel.measurements):
+        if y is None:
+            continue
+        lv = p.levels[d]
+        n = len(y)
+        level += [h.level_names[d]] * n
+        node += keys[d].tolist()
+        value.append(np.asarray(y))
+        family += [lv.noise] * n
+        scale += [float(p.scales[d])] * n
+        share += [lv.share] * n
+    invariants = ([{"node": str(keys[0][0]), "value": int(rel.public_total),
+                    "why": "the total is public under replace-one neighbours"}]
+                  if rel.public_total is not None else [])
+    return DataUserPack("hierarchy", level, node, np.concatenate(value), family, scale, share,
+                        keys[h.depth].tolist(), nodes, edges, invariants)
+
+
+def hierarchy_data_user_files(rel: HierarchyRelease) -> dict[str, bytes]:
+    """``measurements.csv``, ``design.json`` and ``estimates.csv`` of ``rel`` (empty when it does
+    not expose measurements: group-size histograms, the matrix mechanisms)."""
+    pack = hierarchy_pack(rel)
+    if pack is None:
+        return {}
+    files, m = pack_files(pack)
+    est, var = node_estimates(m)  # in design node order: depth by depth, as the pack lists them
+    h = rel.hierarchy
+    level = np.repeat(np.asarray(h.level_names, dtype=object), h.sizes)
+    code = np.concatenate([np.asarray(h.labels(d)).astype(str) for d in range(h.depth + 1)])
+    published = np.concatenate([np.asarray(v) for v in rel.values])
+    files["estimates.csv"] = estimates_csv(level, code, est, var, published)
+    return files
+
+
+def data_users_section(rel: HierarchyRelease) -> dict[str, Any] | None:
+    """The record's ``data_users`` section: the files and which value the map shows."""
+    if not _offers(rel):
+        return None
+    return section("The map, release.csv and the GeoJSON show the published (post-processed) values; "
+                 "estimates.csv holds the unbiased generalised least-squares estimate of every area and "
+                 "its exact variance, computed from measurements.csv (the noisy counts before "
+                 "post-processing) and design.json. 'python -m dpcore interval' gives the estimate and "
+                 "interval of any union of finest areas.")

@@ -1,0 +1,147 @@
+"""The data users' files of a release: ``measurements.csv``, ``design.json``, ``estimates.csv``.
+
+One format for every kind (issue 25): one row per noisy measurement *before* post-processing
+(``measurement_id, level, node, value, family, scale, variance, share, phase``), the design
+(the finest cells, the cells every measured node sums, tree edges, invariants, the statement
+that the noise draws are independent) and the generalised least-squares estimate of every
+published cell or node with its exact variance (:mod:`dpcore.estimate.gls`).  Everything here
+is public: noisy values, public parameters, the public cell list; never a true count (the
+invariants are the release's declared public totals).
+
+This module writes the files from arrays (the kinds' export modules call it) and reads them back
+(:func:`load_design`, behind :func:`dpcore.estimate.gls.read_release`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+from numpy.typing import NDArray
+
+from dpcore.errors import ParameterError
+from dpcore.estimate.gls import DESIGN_SCHEMA, Measurements, gls_estimate, measurements_from
+from dpcore.estimate.tree_inference import tree_least_squares
+
+__all__ = ["DATA_USER_FILES", "MEASUREMENT_COLUMNS", "DataUserPack", "design_dict", "estimates_csv",
+           "measurements_frame", "pack_files", "node_estimates", "section", "variance_of"]
+
+MEASUREMENT_COLUMNS = ("measurement_id", "level", "node", "value", "family", "scale", "variance", "share",
+                       "phase")
+INDEPENDENT = ("The noise draws of all measurements are independent of each other and of the data, with "
+               "mean 0 and the variance given (exact for the discrete Laplace and discrete Gaussian).")
+
+
+#: The data users' files every kind writes.
+DATA_USER_FILES = ("measurements.csv", "design.json", "estimates.csv")
+
+
+def section(note: str, map_shows: str = "published") -> dict[str, Any]:
+    """The record's ``data_users`` section: the files, which value the map shows, and ``note``."""
+    return {"files": list(DATA_USER_FILES), "map_shows": map_shows, "note": note}
+
+
+def variance_of(family: str, scale: Any) -> float:
+    """The exact variance of one draw of ``family`` with ``scale`` (``gaussian_grid``: σ²)."""
+    if family == "gaussian_grid":
+        return float(scale) ** 2
+    from dpcore.privacy.calibration import noise_variance
+
+    return float(noise_variance(family, scale))
+
+
+@dataclass(frozen=True)
+class DataUserPack:
+    """What a kind hands to the writers: the measurements (one entry per row) and the design."""
+
+    kind: str
+    level: Sequence[str]
+    node: Sequence[str]
+    value: NDArray[Any]
+    family: Sequence[str]
+    scale: Sequence[float]
+    share: Sequence[float]
+    cells: Sequence[str]
+    nodes: Mapping[str, Sequence[int]]
+    edges: Sequence[tuple[str, str]] = ()
+    invariants: Sequence[Mapping[str, Any]] = ()
+    conditional_on_partition: bool = False
+    cell_bounds: Sequence[Sequence[float]] | None = None
+
+    def variances(self) -> NDArray[np.float64]:
+        cache: dict[tuple[str, float], float] = {}
+        out = np.empty(len(self.family))
+        for i, (f, s) in enumerate(zip(self.family, self.scale, strict=True)):
+            key = (f, float(s))
+            if key not in cache:
+                cache[key] = variance_of(f, s)
+            out[i] = cache[key]
+        return out
+
+
+def measurements_frame(pack: DataUserPack) -> pd.DataFrame:
+    """The rows of ``measurements.csv`` (count phase only; columns :data:`MEASUREMENT_COLUMNS`)."""
+    value = np.asarray(pack.value)
+    return pd.DataFrame({
+        "measurement_id": np.arange(value.size), "level": list(pack.level), "node": list(pack.node),
+        "value": value, "family": list(pack.family), "scale": np.asarray(pack.scale, float),
+        "variance": pack.variances(), "share": np.asarray(pack.share, float), "phase": "count",
+    })
+
+
+def design_dict(pack: DataUserPack) -> dict[str, Any]:
+    """The content of ``design.json`` (schema ``dpcore-design/1``)."""
+    d: dict[str, Any] = {
+        "schema": DESIGN_SCHEMA, "kind": pack.kind, "cells": [str(c) for c in pack.cells],
+        "nodes": {str(k): np.asarray(v, dtype=np.int64) for k, v in pack.nodes.items()},
+        "invariants": [dict(v) for v in pack.invariants],
+        "independent": True, "statement": INDEPENDENT,
+        "conditional_on_partition": bool(pack.conditional_on_partition),
+    }
+    if pack.edges:
+        d["edges"] = [[str(a), str(b)] for a, b in pack.edges]
+    if pack.cell_bounds is not None:
+        d["cell_bounds"] = [[float(x) for x in b] for b in pack.cell_bounds]
+    return d
+
+
+def pack_files(pack: DataUserPack) -> tuple[dict[str, bytes], Measurements]:
+    """``measurements.csv`` and ``design.json`` of ``pack``, and the :class:`Measurements` they
+    describe (read by the same code as :func:`dpcore.estimate.gls.read_release`)."""
+    frame, design = measurements_frame(pack), design_dict(pack)
+    files = {"measurements.csv": frame.to_csv(index=False, lineterminator="\n").encode(),
+             "design.json": orjson.dumps(design, option=orjson.OPT_SERIALIZE_NUMPY)}
+    return files, measurements_from(design, frame)
+
+
+def estimates_csv(level: Sequence[str], code: Sequence[str], estimate: NDArray[np.float64],
+                  variance: NDArray[np.float64], published: NDArray[Any]) -> bytes:
+    """``estimates.csv``: ``level, code, estimate, variance, sd, published``."""
+    var = np.maximum(np.asarray(variance, float), 0.0)
+    frame = pd.DataFrame({"level": list(level), "code": list(code), "estimate": np.round(estimate, 6),
+                          "variance": np.round(var, 6), "sd": np.round(np.sqrt(var), 6),
+                          "published": np.asarray(published)})
+    return frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
+
+
+def node_estimates(m: Measurements) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """GLS estimate and exact variance of every node of a tree design (:class:`TreeLayout` order)."""
+    tr = m.tree
+    if tr is None:
+        raise ParameterError("Node estimates by two passes need a tree design.")
+    nodes = tr.parent.size
+    var = np.full(nodes, math.inf)
+    obs = np.zeros(nodes)
+    meas = tr.row >= 0
+    var[meas], obs[meas] = m.var[tr.row[meas]], np.asarray(m.y, float)[tr.row[meas]]
+    pub = ~np.isnan(tr.public)
+    var[pub], obs[pub] = 0.0, tr.public[pub]
+    est, post = tree_least_squares(tr.parent, tr.depth, obs, var)
+    leaf = tr.cell >= 0
+    assert np.allclose(est[leaf], gls_estimate(m)[tr.cell[leaf]], rtol=1e-9, atol=1e-6)
+    return est, post

@@ -1,0 +1,76 @@
+"""The data users' files of O/D releases (dpcore.flows.data_users): VanillaGauss writes every finest
+pair's noisy count, the TopDown variants keep their measurements on the release (not written), the
+stability histogram exposes none (its measured pairs are the true support)."""
+
+from __future__ import annotations
+
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+import pytest
+from od_testing import make_states, random_trips
+
+from dpcore import catalog
+from dpcore.data.hierarchy import Hierarchy
+from dpcore.estimate.gls import read_release, union_interval
+from dpcore.flows.counts import ODCounts
+from dpcore.flows.export import od_files, validate_od_record
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
+
+
+@pytest.fixture(scope="module")
+def counts() -> ODCounts:
+    h: Hierarchy = make_states()
+    df = random_trips(np.random.default_rng(2), h, h, 200)
+    return ODCounts.from_frame(df, h, origin="o", destination="d")
+
+
+def test_vanilla_gauss_writes_every_finest_pair_and_estimates(counts: ODCounts, tmp_path: Path) -> None:
+    rel = catalog.get("od", "vanilla_gauss").release_counts(counts, budget.zcdp(0.5), NoiseSource(3))
+    files = od_files(rel)
+    rec = orjson.loads(files["release.json"])
+    validate_od_record(rec)
+    assert rec["data_users"]["map_shows"] == "published"
+    assert {"measurements.csv", "design.json", "estimates.csv"} <= set(rec["outputs"]["files"]) <= set(files)
+    n = counts.origin_h.n_leaves * counts.destination_h.n_leaves
+    meas = pd.read_csv(BytesIO(files["measurements.csv"]))
+    assert len(meas) == n and set(meas["family"]) == {"discrete_gaussian"}
+    # the measurements are the noisy pairs before the zeros are dropped: their sums are the published values
+    est = pd.read_csv(BytesIO(files["estimates.csv"]), dtype={"code": str})
+    np.testing.assert_allclose(est["estimate"], est["published"], atol=1e-6)
+    assert est["published"].tolist() == np.concatenate(rel.values).tolist()
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    m = read_release(tmp_path)
+    cells = orjson.loads(files["design.json"])["cells"]
+    assert len(cells) == n and all(">" in c for c in cells)
+    r = union_interval(m, cells[:5], 0.9)
+    assert r["variance"] == pytest.approx(5 * meas["variance"].iloc[0])
+    assert r["estimate"] == pytest.approx(meas["value"].iloc[:5].sum())
+
+
+@pytest.mark.parametrize("mech", ["inftda", "tda_l2"])
+def test_topdown_variants_keep_their_measurements_on_the_release(counts: ODCounts, mech: str) -> None:
+    rel = catalog.get("od", mech).release_counts(counts, budget.zcdp(0.5), NoiseSource(3))
+    assert len(rel.measurements) == rel.depth + 1
+    for t in range(1, rel.depth + 1):
+        meas = rel.measurements[t]
+        if meas is None:
+            continue
+        o, d, x = meas
+        assert o.shape == d.shape == x.shape
+        # a level's released pairs are among its measured pairs (children of released parents)
+        n_d = counts.destination_h.sizes[rel.plan.levels[t].destination_depth]
+        assert set((rel.origins[t] * n_d + rel.destinations[t]).tolist()) <= set((o * n_d + d).tolist())
+    files = od_files(rel)
+    assert "measurements.csv" not in files and "data_users" not in orjson.loads(files["release.json"])
+
+
+def test_stability_histogram_exposes_no_measurements(counts: ODCounts) -> None:
+    rel = catalog.get("od", "sh").release_counts(counts, None, NoiseSource(3), approx=(1.0, 1e-6))
+    assert rel.measurements == ()
+    assert "measurements.csv" not in od_files(rel)
