@@ -10,6 +10,7 @@
     python -m dpcore plan hierarchy --levels state,county,tract --areas AREAS.csv \
         --mechanism topdown_l2 --target "level=tract,abs=50,coverage=0.95" [--rho] [--json]
     python -m dpcore recommend points --grid 512 512 --epsilon 1 --n-guess 300000
+    python -m dpcore synthesize --release OUT --out points.csv [--seed S]
     python -m dpcore evaluate points --input FILE|synthetic:SIGMA:N --bounds W,S,E,N \
         --grid R,C --mechanisms ug,identity --epsilon 0.1,0.3,0.5 --out DIR
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import sys
 
-from dpcore.cli import plan, points, recommend, run
+from dpcore.cli import plan, points, recommend, run, synthesize
 from dpcore.cli.parser import build_parser
 from dpcore.core.spec import KINDS, ReleaseSpec
 from dpcore.errors import DPCoreError, ParameterError
@@ -63,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             return plan.cmd_plan(args)
         if args.command == "recommend":
             return recommend.cmd_recommend(args)
+        if args.command == "synthesize":
+            return synthesize.cmd_synthesize(args)
         if args.command == "run":
             return run.cmd_run(parser, args)
         if args.command == "evaluate":

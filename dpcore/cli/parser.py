@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from dpcore import __version__
-from dpcore.cli import areas, flows, plan, points, recommend
+from dpcore.cli import areas, flows, plan, points, recommend, synthesize
 from dpcore.errors import ParameterError
 
 __all__ = ["build_parser"]
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub)
     plan.add_plan_parser(sub)
     recommend.add_recommend_parser(sub)
+    synthesize.add_synthesize_parser(sub)
     p.release_parsers = {"points": pts, "census": cen, "hierarchy": hi, "od": od}  # type: ignore[attr-defined]
 
     ev = sub.add_parser("evaluate", help="compare mechanisms on range queries (curator-only)")

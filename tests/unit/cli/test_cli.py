@@ -23,7 +23,7 @@ from dpcore.points.export import CSV_COLUMNS
 
 REPO = Path(dpcore.__file__).resolve().parents[1]
 BOUNDS = "-74.06,40.56,-73.70,40.92"
-FILES = ["release.csv", "release.geojson", "release.json"]
+FILES = ["design.json", "estimates.csv", "measurements.csv", "release.csv", "release.geojson", "release.json"]
 
 
 def write_points(path: Path, n: int = 300, seed: int = 0) -> Path:
