@@ -1,6 +1,6 @@
 """``python -m dpcore synthesize --release OUT --out points.csv``: synthetic points or trips that
 reproduce a points or od release (post-processing: no data read, no budget spent;
-:mod:`dpcore.synthesize`).  The README is written next to the file and printed."""
+:mod:`dpcore.core.synthesize`).  The README is written next to the file and printed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def add_synthesize_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def cmd_synthesize(args: argparse.Namespace) -> int:
-    from dpcore.synthesize import synthesize, write_synthetic
+    from dpcore.core.synthesize import synthesize, write_synthetic
 
     syn = synthesize(args.release, seed=args.seed)
     path, readme = write_synthetic(syn, args.out)

@@ -11,12 +11,12 @@ import pytest
 from dpcore import pipeline
 from dpcore.cli import main
 from dpcore.core.record import write_files
+from dpcore.core.synthesize import synthesize, whole_counts
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.flows.counts import ODCounts
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
-from dpcore.synthesize import synthesize, whole_counts
 
 
 def _points_release(tmp_path: Path, mechanism: str, params: dict, epsilon: float = 2.0) -> Path:

@@ -68,7 +68,9 @@ def _read(folder: Path) -> tuple[dict[str, Any], pd.DataFrame]:
         raise InputError(f"'{folder}' holds no release (release.json and release.csv). Give the --out folder "
                          "of a 'python -m dpcore release points|od' run as --release.")
     rec = json.loads(rec_path.read_text("utf-8"))
-    return rec, pd.read_csv(csv_path, dtype={"origin": str, "destination": str, "level": str})
+    full = folder / "release_full.csv"  # a reliability rule blanked values in release.csv: all are kept here
+    table = full if full.is_file() else csv_path
+    return rec, pd.read_csv(table, dtype={"origin": str, "destination": str, "level": str})
 
 
 def _points(rec: dict[str, Any], df: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
