@@ -20,6 +20,7 @@ import pandas as pd
 
 from dpcore.core.mechanism import Plan
 from dpcore.core.record import build_record, jsonable
+from dpcore.core.review import REVIEW_FILES
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.points.data_users import DATA_USER_FILES, data_user_files, data_users_section
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
@@ -245,7 +246,8 @@ def release_json(release: PartitionRelease, ledger: Ledger | None = None, *, pla
 
 
 #: The order of a points release's files (the CLI writes them in this order; the app stores them so).
-FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv", *DATA_USER_FILES)
+FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv", *DATA_USER_FILES,
+              *REVIEW_FILES)
 
 
 def release_tables(release: PartitionRelease, *, geojson: bool = True) -> dict[str, bytes]:
