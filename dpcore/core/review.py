@@ -312,6 +312,12 @@ def with_review(files: Mapping[str, bytes], threshold: float = CV_THRESHOLD) -> 
     if "release.json" not in out:
         return out
     rec = json.loads(out["release.json"])
-    out["deployment.yaml"] = deployment_yaml(rec)
-    out["review.html"] = review_html(rec, out.get("release_full.csv") or out.get("release.csv"), threshold)
+    try:
+        out["deployment.yaml"] = deployment_yaml(rec)
+        out["review.html"] = review_html(rec, out.get("release_full.csv") or out.get("release.csv"), threshold)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:  # made after the charge: never refuse
+        out.pop("deployment.yaml", None)
+        out["review.html"] = (f"<!DOCTYPE html><html><body><p>The review record could not be built from "
+                              f"release.json ({html.escape(repr(err))}); review release.json itself.</p>"
+                              "</body></html>\n").encode()
     return out

@@ -243,12 +243,28 @@ def _csv(df: pd.DataFrame) -> bytes:
 
 
 def data_user_files(release: PartitionRelease) -> dict[str, bytes]:
-    """The three data users' files of a points release, name -> bytes (:data:`DATA_USER_FILES`)."""
-    return {
-        "measurements.csv": _csv(measurement_frame(release)),
-        "design.json": orjson.dumps(design(release)),  # compact: a million cells stay ~100 bytes each
-        "estimates.csv": _csv(estimate_frame(release)),
-    }
+    """The three data users' files of a points release, name -> bytes (:data:`DATA_USER_FILES`).
+
+    They are made after the budget is charged, so they never refuse: a release whose rectangles are
+    not unions of its leaves gets files that offer no measurement and say why, with the published
+    values and their analytic variances as the estimates."""
+    try:
+        return {
+            "measurements.csv": _csv(measurement_frame(release)),
+            "design.json": orjson.dumps(design(release)),  # compact: a million cells stay ~100 bytes each
+            "estimates.csv": _csv(estimate_frame(release)),
+        }
+    except ValueError as err:
+        leaf_idx = release.leaf_index()
+        var = np.asarray(release.sd, dtype=np.float64) ** 2
+        none = {"schema": "dpcore-design/1", "kind": "points", "cells": _codes(leaf_idx), "nodes": {},
+                "invariants": [], "independent": True, "statement": "No measurement is offered.",
+                "conditional_on_partition": _conditional(release), "measurements_offered": False, "why": str(err),
+                "cell_bounds": np.round(release.grid.rect_lonlat(release.rects[leaf_idx]), 7).tolist()}
+        est = pd.DataFrame({"level": release.level.astype(np.int64), "code": np.arange(release.n_rects, dtype=np.int64),
+                            "estimate": release.noisy, "variance": var, "sd": np.sqrt(var), "published": release.noisy})
+        return {"measurements.csv": (",".join(MEASUREMENT_COLUMNS) + "\n").encode(),
+                "design.json": orjson.dumps(none), "estimates.csv": _csv(est[ESTIMATE_COLUMNS])}
 
 
 def data_users_section(release: PartitionRelease) -> dict[str, Any]:

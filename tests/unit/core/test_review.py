@@ -211,3 +211,10 @@ def test_the_reliability_rule_is_stated_in_the_review():
     files = apply_to_files(pipeline.release(plan, agg, ledger=led, noise=NoiseSource(3)).files(led), "cv=0.3")
     assert "No reliability rule" not in files["review.html"].decode()
     assert "cv" in read_yaml(files["deployment.yaml"].decode())["deployment"]["accounting"]["post_processing"]
+
+
+def test_an_odd_record_still_gets_a_review_page_saying_so():
+    from dpcore.core.review import with_review
+
+    out = with_review({"release.json": b'{"privacy": {"cost": {"definition": "pure"}}}'})  # no value: refused
+    assert "deployment.yaml" not in out and b"could not be built" in out["review.html"]

@@ -135,3 +135,18 @@ def test_data_user_files_hold_no_true_count():
     rel = release_with(catalog.get("points", "quadtree"), a, 0.01, {"height": 3}, NoiseSource(2))
     for name, data in data_user_files(rel).items():
         assert b"987654" not in data, name
+
+
+def test_files_are_still_written_when_no_design_can_be_made(monkeypatch):
+    """The files are made after the charge: they say why no measurement is offered instead of failing."""
+    from dpcore.points import data_users
+
+    rel, _ = files_of("quadtree")
+
+    def refuse(release):
+        raise ValueError("The release's rectangles are not unions of its leaves; no design can be written.")
+
+    monkeypatch.setattr(data_users, "leaves_within", refuse)
+    m, d, e = frames(data_user_files(rel))
+    assert len(m) == 0 and d["measurements_offered"] is False and "not unions" in d["why"]
+    assert np.allclose(e["estimate"], rel.noisy) and np.allclose(e["variance"], rel.sd ** 2)
