@@ -278,6 +278,9 @@ def review_html(rec: Mapping[str, Any], release_csv: bytes | None = None, thresh
                        "yes" if r["under_threshold"] else "no"] for r in g["levels"]],
                      ["level", "cells", "median noise SD", "median CV", f"CV < {threshold:g}"])
               + f"<p><b>{e(g['statement'])}</b></p>") if g else "<p>No per-level table (see release.json).</p>"
+    horizon = next((f"{k} = {json.dumps(v)[:200]}" for k, v in _find(rec, frozenset({"horizon", "periods", "n_periods"}))
+                    if v not in (None, [], {})), None)
+    budget += f" Horizon: {e(horizon)}." if horizon else " Horizon: one release (no series of periods is stated)."
     rel = rec.get("reliability")
     reliability = (f"Rule {e(json.dumps(rel.get('rule')))} ({e(str(rel.get('mode')))}): {rel.get('suppressed')} "
                    f"suppressed, {rel.get('flagged')} flagged; every noisy value is kept in "

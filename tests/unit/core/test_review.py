@@ -185,6 +185,7 @@ def test_every_kind_writes_a_registry_entry_and_a_review_page(make):
                  "What is not protected", "Sign-off", rec["release_id"]):
         assert part in page
     assert "Use at level" in page or "No level has" in page
+    assert "Horizon: " in page
 
 
 def test_public_totals_caps_and_unaccounted_releases_are_listed_as_unprotected():
@@ -218,3 +219,11 @@ def test_an_odd_record_still_gets_a_review_page_saying_so():
 
     out = with_review({"release.json": b'{"privacy": {"cost": {"definition": "pure"}}}'})  # no value: refused
     assert "deployment.yaml" not in out and b"could not be built" in out["review.html"]
+
+
+def test_a_series_horizon_is_stated():
+    from dpcore.core.review import review_html
+
+    rec = {"privacy": {"cost": {"definition": "zcdp", "value": 0.5}}, "ledger": {"accounted": False},
+           "series": {"horizon": 52}}
+    assert "Horizon: horizon = 52" in review_html(rec).decode()
