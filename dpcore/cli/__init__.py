@@ -13,6 +13,7 @@
     python -m dpcore budgets [--json]
     python -m dpcore interval --release OUT --codes codes.txt|--polygon area.geojson --coverage 0.9 --json
     python -m dpcore recommend points --grid 512 512 --epsilon 1 --n-guess 300000
+    python -m dpcore synthesize --release OUT --out points.csv [--seed S]
     python -m dpcore evaluate points --input FILE|synthetic:SIGMA:N --bounds W,S,E,N \
         --grid R,C --mechanisms ug,identity --epsilon 0.1,0.3,0.5 --out DIR
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import sys
 
-from dpcore.cli import interval, plan, points, recommend, run, series
+from dpcore.cli import interval, plan, points, recommend, run, series, synthesize
 from dpcore.cli.parser import build_parser
 from dpcore.core.spec import KINDS, ReleaseSpec
 from dpcore.errors import DPCoreError, ParameterError
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             return series.cmd_budgets(args)
         if args.command == "interval":
             return interval.cmd_interval(args)
+        if args.command == "synthesize":
+            return synthesize.cmd_synthesize(args)
         if args.command == "run":
             return run.cmd_run(parser, args)
         if args.command == "evaluate":

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from dpcore.core import record as _record
+from dpcore.core.review import with_review
 from dpcore.errors import ParameterError
 from dpcore.privacy.budget import PrivacyCost, pure
 from dpcore.privacy.ledger import Ledger
@@ -334,7 +335,8 @@ class KindRelease:
         app stores the same bytes."""
         if self.make_files is None:
             raise NotImplementedError(f"The {self.kind} kind writes no files.")
-        return self.make_files(self.inner, ledger, plan=self.plan, **options)
+        # every kind's files gain the review record (deployment.yaml, review.html; issue 25 item 7)
+        return with_review(self.make_files(self.inner, ledger, plan=self.plan, **options))
 
     @property
     def kind(self) -> str:

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpcore.core.review import with_review
 from dpcore.errors import ParameterError
 
 __all__ = ["DEFAULT_Z", "FULL_FILE", "REASONS", "Assessment", "ReliabilityRule", "apply_to_files", "apply_to_frame",
@@ -574,6 +575,7 @@ def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | Non
             f"{', '.join(geo)} unchanged: each feature holds several rows of release.csv, so its values are not "
             "withheld there; read release.csv for the rule")
         out["release.json"] = _record(files["release.json"], rule, a, cells, note)
+        out = with_review(out)  # the review record states the rule: made again from the new record
     return out
 
 

@@ -20,7 +20,9 @@ import pandas as pd
 
 from dpcore.core.mechanism import Plan
 from dpcore.core.record import build_record, jsonable
+from dpcore.core.review import REVIEW_FILES
 from dpcore.data.csv_safe import csv_bytes
+from dpcore.points.data_users import DATA_USER_FILES, data_user_files, data_users_section
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
@@ -196,11 +198,12 @@ def release_body(release: PartitionRelease) -> dict[str, Any]:
             "n_rectangles": release.n_rects,
             "n_leaves": int(release.leaf.sum()),
             "files": ["release.csv", "release.geojson", "release.json"]
-            + (["workload_answers.csv"] if has_workload_answers(release) else []),
+            + (["workload_answers.csv"] if has_workload_answers(release) else []) + list(DATA_USER_FILES),
             "count_columns": "noisy_count is the released count; ci95_low/high = noisy_count ± the "
             "95% half-width of the noise (public, from the mechanism's parameters)",
         },
     }
+    body["data_users"] = data_users_section(release)
     summary = _workload_summary(release)
     if summary is not None:
         body["workload"] = summary
@@ -244,7 +247,8 @@ def release_json(release: PartitionRelease, ledger: Ledger | None = None, *, pla
 
 
 #: The order of a points release's files (the CLI writes them in this order; the app stores them so).
-FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv")
+FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv", *DATA_USER_FILES,
+              *REVIEW_FILES)
 
 
 def release_tables(release: PartitionRelease, *, geojson: bool = True) -> dict[str, bytes]:
@@ -258,6 +262,7 @@ def release_tables(release: PartitionRelease, *, geojson: bool = True) -> dict[s
         files["release.geojson"] = release_geojson(release, frame)
     if has_workload_answers(release):
         files["workload_answers.csv"] = workload_answers_csv(release)
+    files.update(data_user_files(release))  # issue 25: measurements, design, estimates
     return files
 
 

@@ -157,6 +157,10 @@ class PartitionRelease:
     release_id: str = field(default_factory=new_release_id)
     #: the mechanism's paper (authors, venue, year, section), stated in the record
     mechanism_reference: str = ""
+    #: each rectangle's own count-phase noisy count *before* post-processing (NaN: no count of its
+    #: own), for mechanisms whose released ``noisy`` is post-processed (least-squares trees); None:
+    #: the leaves' released counts are the count-phase measurements (:mod:`dpcore.points.data_users`)
+    measured: NDArray[np.float64] | None = None
 
     @property
     def n_rects(self) -> int:

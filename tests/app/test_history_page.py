@@ -138,16 +138,18 @@ def test_history_shows_its_size_and_removes_old_files_keeping_the_budget() -> No
     entries = led.to_dict()
     h = history_of(at)
     assert any(c.value.startswith("Budget database: ") and "1 release files kept" not in c.value
-               and "2 release files kept" in c.value for c in h.caption)
-    assert [b.label for b in h.get("download_button")] == ["Download release.csv", "Download release.json"]
+               and "4 release files kept" in c.value for c in h.caption)  # + deployment.yaml, review.html
+    assert [b.label for b in h.get("download_button")] == ["Download release.csv", "Download release.json",
+                                                          "Download deployment.yaml", "Download review.html"]
     h.multiselect(key="hist_chosen").set_value([0]).run()
     h.button(key="hist_remove_chosen").click().run()
     assert not h.exception, h.exception
-    assert any("Removed 2 release files; the budget entries stay." in s.value for s in h.success)
+    assert any("Removed 4 release files; the budget entries stay." in s.value for s in h.success)
     assert not h.get("download_button")  # no longer downloadable ...
-    assert any("no longer downloadable: release.csv, release.json" in c.value for c in h.caption)  # ... and said so
+    assert any("no longer downloadable: release.csv, release.json, deployment.yaml, review.html" in c.value
+               for c in h.caption)  # ... and said so
     assert any(e.label.endswith("· files removed") for e in h.expander)
-    assert any("2 files removed" in c.value for c in h.caption)
+    assert any("4 files removed" in c.value for c in h.caption)
     assert led.to_dict() == entries and len(led.entries) == 1  # the budget is unchanged
 
 

@@ -467,7 +467,8 @@ def test_export_after_release_files_agree(at):
     # the page serves the files made once, with the release: the same tables, and the record
     # whose ledger is the one as of the charge
     served = entry.exports["files"]
-    assert list(served) == ["release.csv", "release.geojson", "release.json"]
+    assert list(served) == ["release.csv", "release.geojson", "release.json", "measurements.csv", "design.json",
+                            "estimates.csv", "deployment.yaml", "review.html"]  # + issue 25's files
     assert served["release.csv"] == export.release_csv(rel)
     assert json.loads(served["release.json"])["ledger"] == record["ledger"]
 

@@ -50,7 +50,8 @@ def test_a_point_release_builds_its_record_once_and_serves_the_stored_bytes(
     assert points_state.release_files(entry) is files
     assert built == [1]  # built once per release
     assert files["release.json"] == record
-    assert list(files) == ["release.csv", "release.geojson", "release.json"]
+    assert list(files) == ["release.csv", "release.geojson", "release.json", "measurements.csv", "design.json",
+                           "estimates.csv", "deployment.yaml", "review.html"]  # + data users' and review (issue 25)
     assert files["release.csv"] == export.release_csv(envelope.inner)
     # the history keeps exactly these bytes
     for name, data in files.items():

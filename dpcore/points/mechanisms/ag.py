@@ -275,6 +275,7 @@ class AdaptiveGrid(PointsMechanism):
             public=public,
             node_budget=np.concatenate([np.full(n1, e1.value), np.full(n2, e2.value)]),
             is_tree=True,
+            measured=np.concatenate([noisy1, noisy2]).astype(np.float64),  # raw, for the data users' files
         )
 
 

@@ -256,6 +256,7 @@ class KDTree(PointsMechanism):
                     "median_epsilon_per_level": eps_med, "budget_split": params["budget_split"]},
             node_budget=budgets,
             is_tree=True,
+            measured=noisy.astype(np.float64),  # the raw counts, for the data users' files
         )
 
 

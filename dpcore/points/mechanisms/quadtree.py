@@ -291,6 +291,7 @@ class Quadtree(PointsMechanism):
                     "budget_split": params["budget_split"]},
             node_budget=budgets,
             is_tree=True,
+            measured=noisy.astype(np.float64),  # the raw counts, for the data users' files
         )
 
 

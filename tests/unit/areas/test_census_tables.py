@@ -336,7 +336,7 @@ def test_cli_end_to_end(tmp_path: Path, capsys) -> None:
     cap = capsys.readouterr()
     assert "Released 3 state, 12 county, 60 tract" in cap.out
     assert "areas comes from the data" in cap.err
-    assert sorted(p.name for p in out.iterdir()) == ["release.csv", "release.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["deployment.yaml", "release.csv", "release.json", "review.html"]
     csv_bytes = (out / "release.csv").read_bytes()
     rel = pd.read_csv(out / "release.csv", dtype={c: str for c in LEVELS})
     assert set(rel["level"]) == {"total", *LEVELS}

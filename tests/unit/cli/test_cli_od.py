@@ -26,7 +26,7 @@ REPO = Path(dpcore.__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 RI_OD = DATA / "od" / "ri_lodes7_od_main_JT00_2019.csv.gz"
 RI_XWALK = DATA / "od" / "ri_lodes7_xwalk_2010blocks.csv.gz"
-FILES = ["flows.geojson", "release.csv", "release.json"]
+FILES = ["deployment.yaml", "flows.geojson", "release.csv", "release.json", "review.html"]  # + the review record
 
 # 2 regions × 3 districts × 4 zones; joined 6-digit codes RRDDZZ with leading zeros
 ZONES = [(f"{r:02d}", f"{d:02d}", f"{z:02d}") for r in (1, 2) for d in (1, 2, 3) for z in (1, 2, 3, 4)]

@@ -182,7 +182,9 @@ def test_a_release_makes_its_files_from_the_envelope_of_the_charge(tmp_path: Pat
     kr = pipeline.release(plan, agg, ledger=led, noise=NoiseSource(1))
     files = kr.files(led)
     paths = write_files(files, tmp_path / "out")
-    assert [p.name for p in paths] == ["release.csv", "release.geojson", "release.json"]  # the CLI's names
+    assert [p.name for p in paths] == ["release.csv", "release.geojson", "release.json",  # the CLI's names
+                                       "measurements.csv", "design.json", "estimates.csv",  # data users' (issue 25)
+                                       "deployment.yaml", "review.html"]  # the review record (issue 25)
     rec = json.loads((tmp_path / "out" / "release.json").read_bytes())
     validate_record(rec)
     assert (rec["release_id"], rec["created"]) == (kr.release_id, kr.created)

@@ -128,7 +128,8 @@ def test_apply_to_files_points_like_release() -> None:
              "release.json": orjson.dumps({"outputs": {"files": ["release.csv", "release.geojson", "release.json"]}}),
              "other.csv": b"x\n1\n"}
     out = apply_to_files(files, "floor=5")
-    assert list(out) == ["release.csv", FULL_FILE, "release.geojson", "other.csv", "release.json"]
+    assert list(out) == ["release.csv", FULL_FILE, "release.geojson", "other.csv", "release.json",
+                         "deployment.yaml", "review.html"]  # the review record, made again with the rule
     assert out["other.csv"] == files["other.csv"]
     pub = out["release.csv"].decode().splitlines()
     assert pub[0].endswith(",noise_sd,suppressed,suppression_reason")

@@ -205,7 +205,8 @@ def test_exports_hold_no_true_values(tmp_path: Path, name: str, params: dict) ->
     paths = write_files(release_files(rel, ledger), tmp_path / "out")
     texts = {p.name: p.read_text("utf-8") for p in paths}
     extra = {"workload_answers.csv"} if name == "matrix" else set()  # its workload answers
-    assert set(texts) == {"release.csv", "release.geojson", "release.json"} | extra
+    data_users = {"measurements.csv", "design.json", "estimates.csv"}  # issue 25: checked for secrets too
+    assert set(texts) == {"release.csv", "release.geojson", "release.json"} | extra | data_users
 
     _, rows = read_csv_rows(texts["release.csv"].encode())
     csv_noisy = np.array([float(r["noisy_count"]) for r in rows])
@@ -227,8 +228,9 @@ def test_exports_hold_no_true_values(tmp_path: Path, name: str, params: dict) ->
 def test_write_release_writes_three_files(tmp_path: Path, ug_release) -> None:
     out = tmp_path / "a" / "b"
     paths = write_files(release_files(ug_release), out)
-    assert sorted(p.name for p in paths) == ["release.csv", "release.geojson", "release.json"]
-    assert sorted(p.name for p in out.iterdir()) == ["release.csv", "release.geojson", "release.json"]
+    names = ["design.json", "estimates.csv", "measurements.csv", "release.csv", "release.geojson", "release.json"]
+    assert sorted(p.name for p in paths) == names
+    assert sorted(p.name for p in out.iterdir()) == names
     for p in paths:
         assert p.stat().st_size > 0
     assert p.parent == out

@@ -251,13 +251,15 @@ def release_files(entry: ReleaseEntry) -> dict[str, bytes]:
     release, ``release.json`` then and the tables (which do not depend on the ledger) the first time
     they are needed.  The Export step and the release history serve these bytes; nothing is rebuilt
     from a later ledger."""
+    from dpcore.core.review import with_review
     from dpcore.points import export
 
     rel = entry.release
     files = entry.exports["files"]
     if "release.csv" not in files:
         tables = export.release_tables(rel, geojson=rel.n_rects <= GEOJSON_STORED_UP_TO)
-        ordered = export.in_file_order({**tables, "release.json": files["release.json"]})
+        # the review page is made again with the table (its errors per level read release.csv)
+        ordered = export.in_file_order(with_review({**files, **tables}))
         files.clear()
         files.update(ordered)  # in the order the CLI writes them
     return files

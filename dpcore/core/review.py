@@ -1,0 +1,326 @@
+"""The review record of every release (issue 25, item 7): ``deployment.yaml`` and ``review.html``.
+
+``deployment.yaml`` states the release in the fields of the OpenDP Deployments Registry
+(``opendp/deployments-registry-data``, ``schemas/deployments-schema.yaml``: ``url_slug``, ``status``,
+``tier`` and ``deployment`` with ``basic``, ``dp_variant``, ``privacy_loss``, ``deployment_model``,
+``accounting``, ``implementation`` and ``administrative``; the schema's research basis: Ghazi,
+Nanayakkara & Vadhan, arXiv 2509.13509).  It is built from the record (``release.json``) alone
+(:func:`deployment`), so any kind's record gives one.  The fields a curator alone knows (the
+curator's name, intended use, region, the registry's authors) are left for the curator to fill and
+say so; ``status`` is ``Draft``.
+
+``review.html`` is a one-page summary a disclosure officer can sign: what was released, the budget
+and what it has been spent on, the errors per level and the finest level fit for use
+(:func:`level_guidance`: the finest level whose median coefficient of variation is under a threshold,
+0.3 by default, the Census "aggregate blocks" advice made per release), the reliability rule if any,
+what is not protected, and a sign-off block.  Both are written with the other files of the release
+(:func:`with_review`, called by :meth:`dpcore.core.mechanism.KindRelease.files` and by the
+reliability rule's file editor).  Nothing here reads data: the inputs are the record and the
+published table.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CV_THRESHOLD", "REVIEW_FILES", "deployment", "deployment_yaml", "level_guidance", "review_html",
+           "to_yaml", "with_review"]
+
+#: The review files every release gets.
+REVIEW_FILES = ("deployment.yaml", "review.html")
+
+#: The default threshold on a level's median coefficient of variation (noise SD / published count).
+CV_THRESHOLD = 0.3
+
+_TO_FILL = "(to be filled in by the curator)"
+_VARIANT = {"pure epsilon-DP": "Pure DP", "rho-zCDP": "Zero-concentrated DP",
+            "approximate (epsilon, delta)-DP": "Approximate DP"}
+
+
+def _find(obj: Any, keys: frozenset[str]) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) under ``obj`` whose key is in ``keys`` (depth first)."""
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            if k in keys:
+                yield k, v
+            yield from _find(v, keys)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _find(v, keys)
+
+
+def _parameters(rec: Mapping[str, Any]) -> dict[str, float]:
+    """The privacy parameters of the registry (epsilon, delta, rho) from the record's privacy section."""
+    priv = rec.get("privacy", {})
+    cost = priv.get("cost") or {}
+    if cost.get("definition") == "pure":
+        return {"epsilon": float(cost["value"])}
+    out: dict[str, float] = {}
+    if cost.get("definition") == "zcdp":
+        out["rho"] = float(cost["value"])
+        reading = priv.get("approx_dp")
+        row = reading[-1] if isinstance(reading, list) and reading else reading
+        if isinstance(row, Mapping):
+            out.update(epsilon=float(row["epsilon"]), delta=float(row["delta"]))
+    for k in ("epsilon", "delta"):
+        if k not in out and isinstance(priv.get(k), (int, float)):
+            out[k] = float(priv[k])
+    return out
+
+
+def unprotected(rec: Mapping[str, Any]) -> list[str]:
+    """The quantities of a release that DP does not protect or that were chosen outside its budget.
+
+    >>> unprotected({"kind": "od", "privacy": {"unit_of_privacy": "one person, at most 3 trips"},
+    ...              "total_public": True, "ledger": {"accounted": False}})[:2]
+    ['The public domain (grid, area hierarchy or O/D tree) and every parameter set by the curator.', 'The contribution cap of the unit of privacy: one person, at most 3 trips.']
+    """
+    out = ["The public domain (grid, area hierarchy or O/D tree) and every parameter set by the curator."]
+    unit = rec.get("privacy", {}).get("unit_of_privacy")
+    if unit:
+        out.append(f"The contribution cap of the unit of privacy: {unit if isinstance(unit, str) else json.dumps(unit)}.")
+    for key, val in _find(rec, frozenset({"invariants", "total_public", "public_total"})):
+        if val in (None, False, [], {}):
+            continue
+        out.append(f"Held exactly (invariant, not noisy): {key} = {json.dumps(val)[:300]}.")
+    du = rec.get("data_users", {})
+    if du.get("conditional_on_partition"):
+        out.append("The partition was chosen from the data, paid for from the budget; the published counts are "
+                   "unbiased only given that partition.")
+    if rec.get("reliability"):
+        out.append("The reliability rule's suppression pattern (post-processing of noisy values; protected, but "
+                   "it hides cells).")
+    if not rec.get("ledger", {}).get("accounted", True):
+        out.append("This release was charged to no budget (--no-budget): its cost is not recorded in any ledger.")
+    return out
+
+
+def deployment(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The registry entry of one release record (``release.json`` as a dict), as a dict.
+
+    >>> d = deployment({"kind": "points", "release_id": "0123456789ab", "created": "2024-05-01T12:34+00:00",
+    ...                 "software": {"name": "dpcore", "version": "1.0"},
+    ...                 "mechanism": {"name": "ug", "title": "Uniform grid", "reference": "Qardaji 2013"},
+    ...                 "privacy": {"definition": "pure epsilon-DP", "cost": {"definition": "pure", "value": 1.0},
+    ...                             "unit_of_privacy": "one record (point)"}, "notes": [], "ledger": {"accounted": False}})
+    >>> d["deployment"]["privacy_loss"]["privacy_parameters"], d["deployment"]["basic"]["publication_date"]
+    ({'epsilon': 1.0}, '2024-05-01')
+    """
+    priv = rec.get("privacy", {})
+    mech = rec.get("mechanism", {})
+    kind = rec.get("kind", "")
+    ledger = rec.get("ledger", {})
+    sw = rec.get("software", {})
+    composition = priv.get("composition") or "sequential: the costs of the release's measurements add up to its cost"
+    if ledger.get("accounted"):
+        composition += (f"; charged to a budget of {json.dumps(ledger.get('cap'))} ({ledger.get('definition')}), "
+                        f"spent {ledger.get('spent')} over {len(ledger.get('entries', []))} release(s) as of this one")
+    post = ["Every published value is computed from the noisy measurements only (post-processing, no budget)."]
+    post += [str(n) for n in rec.get("notes", [])]
+    if rec.get("reliability"):
+        post.append(f"Reliability rule: {json.dumps(rec['reliability'].get('rule'))}.")
+    return {
+        "url_slug": f"dpcore-{kind}-{rec.get('release_id', '')}",
+        "status": "Draft",
+        "tier": 3,
+        "deployment": {
+            "basic": {
+                "name": f"{mech.get('title') or mech.get('name')} release of {kind} ({rec.get('release_id')})",
+                "data_curators": [_TO_FILL],
+                "description": f"Differentially private {kind} counts made with dpcore ({mech.get('name')}).",
+                "intended_use": _TO_FILL,
+                "data_product_type": "Summary statistics",
+                "data_product_region": _TO_FILL,
+                "publication_date": str(rec.get("created", "1900-01-01"))[:10],
+            },
+            "dp_variant": {
+                "variant_name": _VARIANT.get(str(priv.get("definition")), "Custom"),
+                "data_domain": f"Records of the curator's {kind} table within the public domain stated in release.json.",
+                "unprotected_quantities": "\n".join(f"- {u}" for u in unprotected(rec)),
+            },
+            "privacy_loss": {
+                "privacy_unit": str(priv.get("unit_of_privacy")),
+                "privacy_unit_details": str(priv.get("neighbouring_relation", "add or remove one unit of privacy")),
+                "privacy_parameters": _parameters(rec),
+                "privacy_parameters_details": str(priv.get("approx_dp_conversion", "")) or "As stated in release.json.",
+            },
+            "deployment_model": {
+                "model_name": "Central",
+                "release_type": "Many releases" if len(ledger.get("entries", [])) > 1 else "One release",
+                "release_type_details": "Releases of the same data are charged to one budget (release.json: ledger).",
+                "data_source_type": "Static",
+                "access_type": "Non-interactive",
+            },
+            "accounting": {"post_processing": "\n".join(f"- {p}" for p in post), "composition": composition},
+            "implementation": {
+                "preprocessing_and_hyperparameter_tuning": "Parameters are set from public inputs in a data-free "
+                "plan before the data are read; data-dependent choices inside a mechanism are paid for from its "
+                "budget (release.json: plan, mechanism.params).",
+                "mechanisms": f"- {mech.get('title') or mech.get('name')}: {mech.get('reference', '')}\n"
+                              f"- Noise: {priv.get('noise', 'exact discrete samplers')}; "
+                              f"{priv.get('randomness', 'the operating system CSPRNG')}.\n"
+                              f"- Software: {sw.get('name', 'dpcore')} {sw.get('version', '')}.",
+                "justification": "See the expected errors per level in release.json and review.html.",
+            },
+            "administrative": {
+                "sources": "release.json (the machine-readable record of this release)",
+                "notes": f"Generated by {sw.get('name', 'dpcore')} {sw.get('version', '')} from release "
+                         f"{rec.get('release_id')}; fields marked '{_TO_FILL}' need the curator.",
+                "registry_authors": [_TO_FILL],
+            },
+        },
+    }
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(str(v), ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+
+
+def to_yaml(obj: Any, indent: int = 0) -> str:
+    """Block-style YAML of dicts, lists, strings (multi-line ones as literal blocks) and numbers.
+
+    >>> print(to_yaml({"a": 1, "b": ["x"], "c": {"d": "two\\nlines"}}), end="")
+    a: 1
+    b:
+      - "x"
+    c:
+      d: |-
+        two
+        lines
+    """
+    pad = " " * indent
+    lines: list[str] = []
+    items = obj.items() if isinstance(obj, Mapping) else [(None, v) for v in obj]
+    for k, v in items:
+        head = f"{pad}{k}:" if k is not None else f"{pad}-"
+        if isinstance(v, (Mapping, list)) and v:
+            lines.append(head + "\n" + to_yaml(v, indent + 2).rstrip("\n"))
+        elif isinstance(v, str) and "\n" in v:
+            body = "\n".join(f"{pad}  {ln}" if ln else "" for ln in v.split("\n"))
+            lines.append(f"{head} |-\n{body}")
+        else:
+            lines.append(f"{head} {_scalar(v) if not isinstance(v, (Mapping, list)) else json.dumps(v)}")
+    return "\n".join(lines) + "\n"
+
+
+def deployment_yaml(rec: Mapping[str, Any]) -> bytes:
+    """``deployment.yaml``: :func:`deployment` as YAML."""
+    head = "# OpenDP Deployments Registry entry (schemas/deployments-schema.yaml), generated by dpcore.\n"
+    return (head + to_yaml(deployment(rec))).encode("utf-8")
+
+
+def level_guidance(release_csv: bytes | None, threshold: float = CV_THRESHOLD) -> dict[str, Any] | None:
+    """Per level of ``release.csv`` (in the order the file lists them, coarse to fine): the number of
+    cells, the median noise SD and the median coefficient of variation ``noise_sd / max(count, 1)`` at
+    the published counts; and ``use_level``, the finest level whose median CV is under ``threshold``
+    (None when no level is).  None when the table has no ``level``, ``noisy_count`` and ``noise_sd``.
+
+    >>> g = level_guidance(b"level,noisy_count,noise_sd\\nstate,100,3\\ncounty,20,3\\ncounty,4,3\\n")
+    >>> g["use_level"], [r["median_cv"] for r in g["levels"]]
+    ('state', [0.03, 0.45])
+    """
+    if not release_csv:
+        return None
+    import pyarrow.csv as pacsv
+
+    try:
+        t = pacsv.read_csv(io.BytesIO(release_csv),
+                           convert_options=pacsv.ConvertOptions(include_columns=["level", "noisy_count", "noise_sd"],
+                                                                column_types={"level": "string"}))
+    except (KeyError, ValueError, OSError):  # a table without these columns (pyarrow's ArrowInvalid)
+        return None
+    level = np.asarray(t.column("level").to_pylist(), dtype=object)
+    count = np.asarray(t.column("noisy_count").to_numpy(zero_copy_only=False), dtype=np.float64)
+    sd = np.asarray(t.column("noise_sd").to_numpy(zero_copy_only=False), dtype=np.float64)
+    names = list(dict.fromkeys(level.tolist()))
+    rows, use = [], None
+    for name in names:
+        m = (level == name) & np.isfinite(sd) & np.isfinite(count)
+        if not m.any():
+            continue
+        cv = float(np.median(sd[m] / np.maximum(count[m], 1.0)))
+        rows.append({"level": str(name), "cells": int(m.sum()), "median_noise_sd": float(np.median(sd[m])),
+                     "median_cv": round(cv, 6), "under_threshold": cv < threshold})
+        if cv < threshold:
+            use = str(name)
+    return {"threshold": threshold, "levels": rows, "use_level": use,
+            "statement": (f"Use at level {use} or coarser: the finest level whose median coefficient of variation "
+                          f"is under {threshold:g}." if use is not None else
+                          f"No level has a median coefficient of variation under {threshold:g}: use sums of cells.")}
+
+
+def _table(rows: list[list[Any]], head: list[str]) -> str:
+    cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{cells}</tr>{body}</table>"
+
+
+def review_html(rec: Mapping[str, Any], release_csv: bytes | None = None, threshold: float = CV_THRESHOLD) -> bytes:
+    """``review.html``: the one-page summary a disclosure officer signs (see the module's docstring)."""
+    d = deployment(rec)["deployment"]
+    priv, ledger = rec.get("privacy", {}), rec.get("ledger", {})
+    g = level_guidance(release_csv, threshold)
+    e = html.escape
+    budget = (f"Charged to a budget of {e(json.dumps(ledger.get('cap')))}: spent {e(str(ledger.get('spent')))}, "
+              f"remaining {e(str(ledger.get('remaining')))}, over {len(ledger.get('entries', []))} release(s)."
+              if ledger.get("accounted") else e(str(ledger.get("note", "Not accounted."))))
+    levels = (_table([[r["level"], r["cells"], f"{r['median_noise_sd']:.4g}", f"{r['median_cv']:.3g}",
+                       "yes" if r["under_threshold"] else "no"] for r in g["levels"]],
+                     ["level", "cells", "median noise SD", "median CV", f"CV < {threshold:g}"])
+              + f"<p><b>{e(g['statement'])}</b></p>") if g else "<p>No per-level table (see release.json).</p>"
+    horizon = next((f"{k} = {json.dumps(v)[:200]}" for k, v in _find(rec, frozenset({"horizon", "periods", "n_periods"}))
+                    if v not in (None, [], {})), None)
+    budget += f" Horizon: {e(horizon)}." if horizon else " Horizon: one release (no series of periods is stated)."
+    rel = rec.get("reliability")
+    reliability = (f"Rule {e(json.dumps(rel.get('rule')))} ({e(str(rel.get('mode')))}): {rel.get('suppressed')} "
+                   f"suppressed, {rel.get('flagged')} flagged; every noisy value is kept in "
+                   f"{e(str(rel.get('values_in')))}." if rel else "No reliability rule was applied.")
+    params = ", ".join(f"{k} = {v:.6g}" for k, v in d["privacy_loss"]["privacy_parameters"].items())
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Disclosure review: release {e(str(rec.get('release_id')))}</title>
+<style>body{{font-family:sans-serif;max-width:50em;margin:1em auto;font-size:14px}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #999;padding:2px 6px;text-align:left}}.sign td{{height:2em;min-width:16em}}</style></head>
+<body><h1>Disclosure review</h1>
+<h2>What was released</h2><p>{e(d['basic']['name'])}, created {e(str(rec.get('created')))} by
+{e(str(rec.get('software', {}).get('name')))} {e(str(rec.get('software', {}).get('version')))}.
+Mechanism: {e(str(rec.get('mechanism', {}).get('title')))} ({e(str(rec.get('mechanism', {}).get('reference')))}).
+Files: {e(', '.join(map(str, rec.get('outputs', {}).get('files', []))))}.</p>
+<h2>Privacy and budget</h2><p>{e(str(priv.get('definition')))}: {e(params)}. Unit of privacy:
+{e(str(priv.get('unit_of_privacy')))}. {budget}</p>
+<h2>Errors per level</h2>{levels}
+<h2>Reliability</h2><p>{reliability}</p>
+<h2>What is not protected</h2><ul>{''.join(f'<li>{e(u)}</li>' for u in unprotected(rec))}</ul>
+<h2>Sign-off</h2><table class="sign"><tr><th>Reviewer</th><td></td></tr><tr><th>Approval id</th><td></td></tr>
+<tr><th>Date</th><td></td></tr><tr><th>Signature</th><td></td></tr></table>
+</body></html>
+"""
+    return page.encode("utf-8")
+
+
+def with_review(files: Mapping[str, bytes], threshold: float = CV_THRESHOLD) -> dict[str, bytes]:
+    """``files`` (a release's, name -> bytes) with ``deployment.yaml`` and ``review.html`` made (again)
+    from its ``release.json`` and published table (``release_full.csv`` where a reliability rule
+    blanked ``release.csv``).  Files without a ``release.json`` are returned unchanged."""
+    out = dict(files)
+    if "release.json" not in out:
+        return out
+    rec = json.loads(out["release.json"])
+    try:
+        out["deployment.yaml"] = deployment_yaml(rec)
+        out["review.html"] = review_html(rec, out.get("release_full.csv") or out.get("release.csv"), threshold)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:  # made after the charge: never refuse
+        out.pop("deployment.yaml", None)
+        out["review.html"] = (f"<!DOCTYPE html><html><body><p>The review record could not be built from "
+                              f"release.json ({html.escape(repr(err))}); review release.json itself.</p>"
+                              "</body></html>\n").encode()
+    return out

@@ -1,0 +1,152 @@
+"""The data users' files of a points release (issue 25): measurements.csv, design.json,
+estimates.csv, in the shared format (notes/data-users-format.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from points_helpers import release_with
+
+from dpcore import catalog
+from dpcore.core.record import validate_record
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.points.data_users import CONDITIONAL, NOT_OFFERED, data_user_files
+from dpcore.points.export import release_files
+from dpcore.privacy.budget import zcdp
+from dpcore.privacy.noise import NoiseSource
+
+BOUNDS = Bounds(-74.06, 40.56, -73.70, 40.92)
+
+#: every points mechanism with small, valid parameters
+PARAMS: dict[str, dict] = {
+    "identity": {}, "uniform": {}, "ug": {"public_n": 2000}, "ag": {"public_n": 2000},
+    "quadtree": {"height": 3}, "kdtree": {"height": 3}, "privtree": {}, "htf": {}, "dawa": {},
+    "privelet": {}, "matrix": {}, "auto": {"public_n": 2000},
+}
+
+
+def agg(seed: int = 0, shape: tuple[int, int] = (16, 16)) -> Aggregate:
+    counts = np.random.default_rng(seed).poisson(8, size=shape).astype(np.int64)
+    return Aggregate(grid=Grid(BOUNDS, *shape), counts=counts, n_outside=0, n_capped=0, sensitivity=1,
+                     user_cap=None)
+
+
+def files_of(name: str, seed: int = 1, budget=1.0) -> tuple[object, dict[str, bytes]]:
+    rel = release_with(catalog.get("points", name), agg(), budget, PARAMS[name], NoiseSource(seed))
+    return rel, release_files(rel)
+
+
+def frames(files: dict[str, bytes]) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    m = pd.read_csv(io.BytesIO(files["measurements.csv"]), dtype={"node": str})
+    e = pd.read_csv(io.BytesIO(files["estimates.csv"]), dtype={"code": str})
+    return m, json.loads(files["design.json"]), e
+
+
+def design_matrix(m: pd.DataFrame, d: dict) -> np.ndarray:
+    a = np.zeros((len(m), len(d["cells"])))
+    for i, node in enumerate(m["node"]):
+        a[i, d["nodes"][node]] = 1.0
+    return a
+
+
+def gls(a: np.ndarray, y: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense GLS (test only): x = (AᵀS⁻¹A)⁻¹AᵀS⁻¹y and its covariance."""
+    w = a.T / var
+    cov = np.linalg.inv(w @ a)
+    return cov @ (w @ y), cov
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_every_mechanism_writes_the_three_files_in_the_format(name):
+    rel, files = files_of(name)
+    m, d, e = frames(files)
+    assert list(m.columns) == ["measurement_id", "level", "node", "value", "family", "scale", "variance",
+                               "share", "phase"]
+    assert {"level", "code", "estimate", "variance", "sd", "published"} <= set(e.columns)
+    assert d["schema"] == "dpcore-design/1" and d["kind"] == "points" and d["independent"] is True
+    assert len(d["cell_bounds"]) == len(d["cells"]) == int(rel.leaf.sum())
+    assert d["cells"] == [str(i) for i in np.flatnonzero(rel.leaf)]  # release.csv's leaf ids, in order
+    assert len(e) == rel.n_rects and np.allclose(e["published"], rel.noisy)
+    base = rel.public.get("auto", {}).get("chosen", name)
+    if base in NOT_OFFERED:
+        assert len(m) == 0 and d["measurements_offered"] is False
+    else:
+        assert len(m) >= 1 and (m["phase"] == "count").all() and set(m["node"]) == set(d["nodes"])
+    assert d["conditional_on_partition"] == (base in CONDITIONAL or "noisy_point_count" in rel.public)
+    rec = json.loads(files["release.json"])
+    validate_record(rec)
+    assert rec["data_users"]["files"] == ["measurements.csv", "design.json", "estimates.csv"]
+    assert rec["data_users"]["map_shows"] == "published"
+
+
+@pytest.mark.parametrize("name", ["quadtree", "kdtree", "ag", "privtree", "htf", "ug", "identity"])
+def test_estimates_are_the_gls_of_the_measurements(name):
+    """A dense GLS from measurements.csv + design.json reproduces estimates.csv (value and variance)."""
+    rel, files = files_of(name, seed=3)
+    m, d, e = frames(files)
+    a = design_matrix(m, d)
+    x, cov = gls(a, m["value"].to_numpy(float), m["variance"].to_numpy())
+    node_of = {c: i for i, c in enumerate(d["cells"])}
+    # every published rectangle = the sum of the cells it covers: estimate and variance of that sum
+    from dpcore.points.data_users import leaves_within
+    node, leaf = leaves_within(rel)
+    q = np.zeros((rel.n_rects, len(d["cells"])))
+    q[node, leaf] = 1.0
+    assert len(node_of) == q.shape[1]
+    np.testing.assert_allclose(e["estimate"], q @ x, rtol=1e-7, atol=1e-6)
+    np.testing.assert_allclose(e["variance"], np.einsum("ij,jk,ik->i", q, cov, q), rtol=1e-7, atol=1e-9)
+
+
+def test_variance_is_exact_for_both_families():
+    _, files = files_of("identity", budget=1.0)
+    m, _, _ = frames(files)
+    t = float(m["scale"][0])
+    q = math.exp(-1 / t)
+    assert m["family"][0] == "discrete_laplace" and m["variance"][0] == pytest.approx(2 * q / (1 - q) ** 2)
+    _, files = files_of("identity", budget=zcdp(2.0))
+    m, _, _ = frames(files)
+    sigma = float(m["scale"][0])
+    assert m["family"][0] == "discrete_gaussian" and sigma < 1  # the exact sum, not sigma²
+    k = np.arange(-60, 61)
+    p = np.exp(-k**2 / (2 * sigma**2))
+    assert m["variance"][0] == pytest.approx((k**2 * p).sum() / p.sum(), rel=1e-12)
+    assert m["variance"][0] < sigma**2
+
+
+def test_tree_measurements_are_the_raw_counts_not_the_consistent_ones():
+    rel, files = files_of("quadtree", seed=5)
+    m, _, _ = frames(files)
+    raw = m["value"].to_numpy()
+    assert np.all(raw == np.round(raw))  # integers, before post-processing
+    published = rel.noisy[m["node"].astype(int).to_numpy()]
+    assert not np.allclose(raw, published)  # least squares moved them
+
+
+def test_data_user_files_hold_no_true_count():
+    a = agg(seed=9)
+    a.counts[:] = 0
+    a.counts[3, 4] = 987_654  # a distinctive true value
+    # a small budget: a noise draw of exactly 0 (which would publish the true count) is improbable
+    rel = release_with(catalog.get("points", "quadtree"), a, 0.01, {"height": 3}, NoiseSource(2))
+    for name, data in data_user_files(rel).items():
+        assert b"987654" not in data, name
+
+
+def test_files_are_still_written_when_no_design_can_be_made(monkeypatch):
+    """The files are made after the charge: they say why no measurement is offered instead of failing."""
+    from dpcore.points import data_users
+
+    rel, _ = files_of("quadtree")
+
+    def refuse(release):
+        raise ValueError("The release's rectangles are not unions of its leaves; no design can be written.")
+
+    monkeypatch.setattr(data_users, "leaves_within", refuse)
+    m, d, e = frames(data_user_files(rel))
+    assert len(m) == 0 and d["measurements_offered"] is False and "not unions" in d["why"]
+    assert np.allclose(e["estimate"], rel.noisy) and np.allclose(e["variance"], rel.sd ** 2)
