@@ -122,8 +122,11 @@ def series_session(args: argparse.Namespace, session: Any) -> Any:
 
 def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: list[Any], whole_fp: str,
                files_of: Callable[[Any, Any], dict[str, bytes]], make: Any, session: Any,
-               cap: float | None = None) -> Made:
-    """Open the series budget, release (or re-serve) every period, write the folders and series files."""
+               cap: float | None = None, oneoff: tuple[str, str] | None = None) -> Made:
+    """Open the series budget, release (or re-serve) every period, write the folders and series files.
+
+    ``oneoff``: the (kind, fingerprint) a one-off release of the same input is keyed by, whose budget
+    the series composes with (:mod:`dpcore.privacy.oneoff_links`)."""
     from dpcore.core.session import default_cap
     from dpcore.series import release_series
 
@@ -141,7 +144,7 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
         horizon = make(args.horizon_cap) if args.horizon_cap is not None else None
         pairs = [(i.period.label, i.fingerprint) for i in inputs if not i.empty]
         budget = session.series_budget(plan.kind, whole_fp, pairs, unit, default=default, horizon_cap=horizon,
-                                       population=args.population)
+                                       population=args.population, oneoff=[oneoff] if oneoff else [])
     show = cli_progress("Releasing the periods")
     series = release_series(plan, inputs, files_of, unit=unit, budget=budget, session=session,
                             progress=(lambda f, m: show(f, m)) if show else None,
@@ -182,9 +185,7 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
     if not path.exists():
         raise InputError(f"Input file '{path}' does not exist. Check the path given to --input.")
     df = read_table(path, path.name)
-    pidx_all = period_index(df, args.time_col, periods)
-    df = df.loc[pidx_all >= 0].reset_index(drop=True)  # outside the public range: dropped first
-    pidx = pidx_all[pidx_all >= 0]
+    pidx = period_index(df, args.time_col, periods)
     lat, lon = args.lat_col, args.lon_col
     if lat is None or lon is None:
         found_lat, found_lon = detect_coordinate_columns(df)
@@ -193,6 +194,7 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
         lons = lats = np.zeros(0)
         users = None
     else:
+        # the whole input is read as a one-off release reads it (its budget key), then the range kept
         table = load_points(df, lat, lon, user_col=args.user_col, source_name=path.name)
         kept = ~(pd.to_numeric(df[lat], errors="coerce").isna() | pd.to_numeric(df[lon], errors="coerce").isna())
         if args.user_col:
@@ -202,6 +204,10 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
             raise InputError("Some coordinates could not be matched to their time; fix the coordinate columns "
                              "(empty or unreadable values) and try again.")
         lons, lats, users = table.lon, table.lat, table.user
+    oneoff = ("points", points_fingerprint(lons, lats)) if lons.size else None
+    inside = pidx >= 0  # outside the public range: dropped first
+    lons, lats, pidx = lons[inside], lats[inside], pidx[inside]
+    users = users[inside] if users is not None else None
     unit = time_unit(args, plan.unit)
     session = series_session(args, session)
     whole = points_fingerprint(lons, lats)  # the population's data, before any sampling
@@ -210,12 +216,13 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
     users = users[keep] if users is not None else None
     inputs = points_inputs(lons, lats, users, pidx, periods, grid, args.user_cap if args.user_col else None)
     return run_series(args, plan, periods, inputs, whole,
-                      lambda rel, ledger: release_files(rel, ledger), make, session)
+                      lambda rel, ledger: release_files(rel, ledger), make, session, oneoff=oneoff)
 
 
 def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns: list[str], count: str | None,
                  build: Callable[[pd.DataFrame], Any], files_of: Callable[[Any, Any], dict[str, bytes]],
-                 make: Any, session: Any, user: str | None = None, cap: float | None = None) -> Made:
+                 make: Any, session: Any, user: str | None = None, cap: float | None = None,
+                 oneoff: tuple[str, str] | None = None) -> Made:
     """A series of a table kind (hierarchy, od): the rows grouped by period once, ``build(rows)`` the
     aggregate of one period's rows, ``columns``/``count`` what its content fingerprint reads."""
     periods = time_options(args)
@@ -229,4 +236,4 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
     keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session)
     df, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
     inputs = table_inputs(df, pidx, periods, fp_cols, count, build)
-    return run_series(args, plan, periods, inputs, whole, files_of, make, session, cap=cap)
+    return run_series(args, plan, periods, inputs, whole, files_of, make, session, cap=cap, oneoff=oneoff)

@@ -51,6 +51,7 @@ from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.privacy.budget import PrivacyCost, two_significant
 from dpcore.privacy.ledger import Ledger, LedgerEntry, epsilon_readings, minute_now
 from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
+from dpcore.privacy.oneoff_links import horizon_part, in_unit, linked_entries
 from dpcore.privacy.units import TimeUnit
 
 __all__ = ["PeriodLedger", "SeriesBudget", "StoredPeriod", "find_population", "horizon_figure", "list_budgets",
@@ -174,10 +175,19 @@ class PeriodLedger(StoredLedger):
         self.period = str(period)
         self._refresh()
 
+    #: What the linked one-off releases of the same data count in this period (part of ``spent``).
+    oneoff: float = 0.0
+
     def _load(self, con: Any) -> None:
-        if con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone() is None:
-            return  # not charged yet: the default cap, nothing spent
-        super()._load(con)
+        if con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone() is not None:
+            super()._load(con)
+        else:  # not charged yet: the default cap, nothing spent by the series
+            self._entries, self._spent = [], Fraction(0)
+        # one-off releases of the same data touch every period: they count as spent here
+        # (:mod:`dpcore.privacy.oneoff_links`)
+        extra = self.series.oneoff_charge(con, self._cap.definition)
+        self.oneoff = float(extra)
+        self._spent += extra
 
     def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
               unit: Any = None) -> LedgerEntry:
@@ -189,7 +199,7 @@ class PeriodLedger(StoredLedger):
             self._load(con)
             charged_cost, _ = self.charge_for(cost, unit)
             charge = self.charge_of(charged_cost)
-            self.series.check_horizon(con, charge, self.definition)
+            self.series.check_horizon(con, charge, self.definition, period=self.period)
             entry = super(StoredLedger, self).spend(cost, label, details, unit)
             try:
                 con.execute("INSERT INTO spends VALUES (?, ?, ?)", (self._fp, entry.index, json.dumps(entry.to_dict())))
@@ -263,12 +273,27 @@ class SeriesBudget:
             out[p] = out.get(p, Fraction(0)) + Fraction(e.charged)
         return {p: float(v) for p, v in sorted(out.items())}
 
-    def check_horizon(self, con: Any, charge: float, definition: str) -> None:
-        """Refuse (BudgetError) a charge that would take the horizon sum past the horizon cap."""
+    def oneoff_charge(self, con: Any, definition: str) -> Fraction:
+        """What the one-off releases linked to this population count in one period's ledger of
+        ``definition`` (:func:`~dpcore.privacy.oneoff_links.in_unit`, in the series' base unit)."""
+        return sum((in_unit(e.cost, e.unit, self.unit.base, definition) for e in linked_entries(con, self.population)),
+                   Fraction(0))
+
+    def oneoff_horizon(self, con: Any, definition: str, n_periods: int) -> Fraction:
+        """The linked one-off releases' share of the horizon figure over ``n_periods`` periods."""
+        return sum((horizon_part(e.cost, e.unit, definition, n_periods) for e in linked_entries(con, self.population)),
+                   Fraction(0))
+
+    def check_horizon(self, con: Any, charge: float, definition: str, period: str | None = None,
+                      new_periods: int = 1) -> None:
+        """Refuse (BudgetError) a charge that would take the horizon sum past the horizon cap (the
+        linked one-off releases counted, :meth:`oneoff_horizon`)."""
         if self.horizon_cap is None:
             return
         entries = self._entries(con)
         cap = self.horizon_cap
+        seen = {str(e.details.get("period", "")) for e in entries}
+        n = len(seen | ({period} if period is not None else set())) if period is not None else len(seen) + new_periods
         if cap.definition == "zcdp":
             to_rho = (lambda c: c) if definition == "zcdp" else (lambda c: c * c / 2)
             total = sum(Fraction(to_rho(e.charged)) for e in entries) + Fraction(to_rho(charge))
@@ -277,6 +302,7 @@ class SeriesBudget:
                 raise BudgetError(f"The horizon cap {cap.label()} is pure ε, but these releases are ρ-zCDP: give the "
                                   "horizon cap as ρ (--horizon-cap with --rho).")
             total = sum(Fraction(e.charged) for e in entries) + Fraction(charge)
+        total += self.oneoff_horizon(con, cap.definition, max(n, 1))
         if total > Fraction(cap.value) * (1 + Fraction(1, 10**9)):
             raise BudgetError(
                 f"This release would take the horizon figure (a person present in every period) to "
@@ -295,13 +321,14 @@ class SeriesBudget:
                 chunk = keys[i:i + 500]
                 have |= {k for (k,) in con.execute(f"SELECT fingerprint FROM datasets WHERE fingerprint IN "
                                                    f"({','.join('?' * len(chunk))})", chunk)}
-        fresh = Ledger(self.default_cap, unit=self.unit.base)  # a period not charged yet
-        fresh.check(cost, self.unit.base)
+        new = [p for p in periods if f"{self.population}@{p}" not in have]
+        if self.unit.parallel and new:  # a period not charged yet (its one-off share counted)
+            self.ledger(new[0]).check(cost, self.unit.base)
         ledgers = [self.ledger(p) for p in periods if f"{self.population}@{p}" in have] if self.unit.parallel \
             else [self.ledger(periods[0])]
         for ledger in ledgers:
             ledger.check(cost, self.unit.base)
-        first = ledgers[0] if not self.unit.parallel else fresh
+        first = ledgers[0] if not self.unit.parallel else self.ledger(periods[0])
         charge = first.charge_of(cost)
         if not self.unit.parallel:
             total = Fraction(first.spent) + Fraction(charge) * len(periods)
@@ -312,14 +339,26 @@ class SeriesBudget:
                     f"{first.cap.label()}. Lower the per-period budget or release fewer periods.")
         if self.horizon_cap is not None:
             with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
-                self.check_horizon(con, charge * len(periods), first.definition)
+                self.check_horizon(con, charge * len(periods), first.definition, new_periods=len(periods))
 
     def horizon(self) -> dict[str, Any]:
         """The horizon figure of this budget (:func:`horizon_figure`)."""
         per = self.per_period()
         definition = self.ledger_definition()
         charges = list(per.values())
-        return horizon_figure(charges, definition, self.unit.period, len(per), self.horizon_cap, self.unit.max_periods)
+        with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
+            extra = self.oneoff_horizon(con, definition, max(len(per), 1))
+        out = horizon_figure(charges, definition, self.unit.period, len(per), self.horizon_cap, self.unit.max_periods)
+        if extra:
+            add = float(extra) if definition == "zcdp" else float(extra) ** 2 / 2
+            out["oneoff"] = {"value": float(extra), "definition": definition,
+                             "text": "one-off releases of the same data, counted once (a group of the periods for "
+                                     "a record-level release)"}
+            out["rho"] += add
+            out["epsilon"] = epsilon_readings(out["rho"])
+            if definition == "pure":
+                out["epsilon_pure"] += float(extra)
+        return out
 
     def ledger_definition(self) -> str:
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001

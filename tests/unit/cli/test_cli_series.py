@@ -229,3 +229,22 @@ def test_a_person_over_the_horizon_is_charged_sequentially(tmp_path: Path, capsy
     assert "--max-periods" in capsys.readouterr().err
     assert main([*argv[:argv.index("--unit") + 1], "event", *argv[argv.index("--unit") + 2:]]) == 2
     assert "person column" in capsys.readouterr().err
+
+
+@needs_shared
+def test_a_one_off_release_and_a_series_of_the_same_file_share_one_budget(
+        uber_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "b.sqlite")
+    one = ["release", "points", "--input", str(uber_slice), "--bounds=-74.06,40.56,-73.70,40.92", "--grid", "64,64",
+           "--mechanism", "ug", "--budget-db", db, "--budget-cap", "1"]
+    _run([*one, "--epsilon", "0.7", "--out", str(tmp_path / "O")], capsys)
+    # every day's cap is 1 and the one-off's 0.7 counts in every day: 0.4 a day does not fit, 0.3 does
+    argv = _points_argv(uber_slice, tmp_path / "S", "--budget-db", db, "--budget-cap", "1")
+    argv[argv.index("0.1")] = "0.4"
+    assert main(argv) != 0
+    assert "Not enough privacy budget" in capsys.readouterr().err
+    argv[argv.index("0.4")] = "0.3"
+    _run(argv, capsys)
+    # and the one-off budget now sees the days' 0.3: 0.7 + 0.3 leaves nothing for another one-off
+    assert main([*one, "--epsilon", "0.05", "--out", str(tmp_path / "O2")]) != 0
+    assert "series of this data" in capsys.readouterr().err
