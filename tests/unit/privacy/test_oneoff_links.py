@@ -13,14 +13,15 @@ from dpcore.privacy.budget import pure, zcdp
 from dpcore.privacy.units import TimeUnit, Unit
 
 EVENT = TimeUnit("event", Unit(), "day")
+ONE = pure(1.0)
 
 
-def _series(session: Session, unit: TimeUnit = EVENT, cap=pure(1.0), **kw):
+def _series(session: Session, unit: TimeUnit = EVENT, cap=ONE, **kw):
     return session.series_budget("points", "whole", [("d1", "a")], unit, default=cap,
                                  oneoff=[("points", "fp-input")], **kw)
 
 
-def _oneoff(session: Session, cost, cap=pure(1.0), unit: Unit | None = None, population: str | None = None):
+def _oneoff(session: Session, cost, cap=ONE, unit: Unit | None = None, population: str | None = None):
     ledger = session.budget("points", "fp-input", default=cap, unit=unit or Unit(), population=population)
     session.release(ledger, Charge(cost, "one-off", unit=unit or Unit()), lambda: None)
     return ledger
