@@ -364,9 +364,11 @@ def _series_record(plan: Any, unit: TimeUnit, outcomes: Sequence[PeriodOutcome],
 
 
 def release_series(plan: Any, inputs: Sequence[PeriodInput],
-                   files_of: Callable[[Any, Any], Mapping[str, bytes]], *, unit: TimeUnit,
+                   files_of: Callable[[Any, Any], Mapping[str, bytes]] | None = None, *, unit: TimeUnit,
                    budget: SeriesBudget | None, session: Any = None, noise: Any = None,
-                   progress: Progress | None = None, time: Mapping[str, Any] | None = None) -> SeriesRelease:
+                   progress: Progress | None = None, time: Mapping[str, Any] | None = None,
+                   files_options: Mapping[str, Any] | None = None,
+                   edit_files: Callable[[dict[str, bytes]], dict[str, bytes]] | None = None) -> SeriesRelease:
     """Release ``plan`` once per period of ``inputs`` (re-serving what was released before).
 
     Parameters
@@ -375,9 +377,11 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
         Built once, through the catalogue; every period is released with it.
     inputs : sequence of PeriodInput
         The public periods in time order, each with its data.
-    files_of : callable
-        ``files_of(kind_release, ledger) -> {name: bytes}``: the kind's files of one period
-        (e.g. :func:`dpcore.points.export.release_files`).
+    files_of : callable, optional
+        Deprecated: ``files_of(kind_release.inner, ledger) -> {name: bytes}``.  By default (None)
+        each period's files are the envelope's, ``made.files(ledger, **files_options)``
+        (:meth:`dpcore.core.mechanism.KindRelease.files`, as one-off releases make them: the
+        record holds the plan's rows).
     unit : TimeUnit
         The unit over time (its ``base`` is ``plan.unit``).
     budget : SeriesBudget or None
@@ -389,6 +393,11 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
         ``progress(fraction, message)`` after every period.
     time : mapping, optional
         The public time settings for series.json (time column, period, range).
+    files_options : mapping, optional
+        The kind's file options (boundary joins, flow-line coordinates...), for ``made.files``.
+    edit_files : callable, optional
+        Post-processing of one period's files before they are kept (e.g. a reliability rule,
+        :func:`dpcore.core.reliability.apply_to_files`): what is stored is what is re-served.
     """
     from dpcore import pipeline
 
@@ -413,7 +422,10 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
             else:
                 ledger = None if budget is None else budget.ledger(label)
                 made = pipeline.release(plan, item.aggregate(), ledger=ledger, session=session, noise=noise)
-                files = dict(files_of(made.inner, ledger))
+                files = (dict(files_of(made.inner, ledger)) if files_of is not None
+                         else dict(made.files(ledger, **dict(files_options or {}))))
+                if edit_files is not None:
+                    files = dict(edit_files(files))
                 if budget is None:
                     outcomes.append(PeriodOutcome(item.period, "not accounted", None, None, files))
                 else:

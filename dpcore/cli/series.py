@@ -121,7 +121,7 @@ def series_session(args: argparse.Namespace, session: Any) -> Any:
 
 
 def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: list[Any], whole_fp: str,
-               files_of: Callable[[Any, Any], dict[str, bytes]], make: Any, session: Any,
+               files_options: dict[str, Any], make: Any, session: Any,
                cap: float | None = None, oneoff: tuple[str, str] | None = None) -> Made:
     """Open the series budget, release (or re-serve) every period, write the folders and series files.
 
@@ -146,7 +146,7 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
         budget = session.series_budget(plan.kind, whole_fp, pairs, unit, default=default, horizon_cap=horizon,
                                        population=args.population, oneoff=[oneoff] if oneoff else [])
     show = cli_progress("Releasing the periods")
-    series = release_series(plan, inputs, files_of, unit=unit, budget=budget, session=session,
+    series = release_series(plan, inputs, unit=unit, budget=budget, session=session, files_options=files_options,
                             progress=(lambda f, m: show(f, m)) if show else None,
                             time={"column": args.time_col, "period": str(args.period), "range": args.time_range})
     paths = series.write(args.out)
@@ -178,7 +178,6 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
     from dpcore.data.engines.base import points_fingerprint
     from dpcore.data.points import load_points
     from dpcore.data.tables import read_table
-    from dpcore.points.export import release_files
 
     periods = time_options(args)
     path = Path(args.input)
@@ -215,12 +214,11 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
     lons, lats, pidx = lons[keep], lats[keep], pidx[keep]
     users = users[keep] if users is not None else None
     inputs = points_inputs(lons, lats, users, pidx, periods, grid, args.user_cap if args.user_col else None)
-    return run_series(args, plan, periods, inputs, whole,
-                      lambda rel, ledger: release_files(rel, ledger), make, session, oneoff=oneoff)
+    return run_series(args, plan, periods, inputs, whole, {}, make, session, oneoff=oneoff)
 
 
 def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns: list[str], count: str | None,
-                 build: Callable[[pd.DataFrame], Any], files_of: Callable[[Any, Any], dict[str, bytes]],
+                 build: Callable[[pd.DataFrame], Any], files_options: dict[str, Any],
                  make: Any, session: Any, user: str | None = None, cap: float | None = None,
                  oneoff: tuple[str, str] | None = None) -> Made:
     """A series of a table kind (hierarchy, od): the rows grouped by period once, ``build(rows)`` the
@@ -236,4 +234,4 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
     keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session)
     df, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
     inputs = table_inputs(df, pidx, periods, fp_cols, count, build)
-    return run_series(args, plan, periods, inputs, whole, files_of, make, session, cap=cap, oneoff=oneoff)
+    return run_series(args, plan, periods, inputs, whole, files_options, make, session, cap=cap, oneoff=oneoff)

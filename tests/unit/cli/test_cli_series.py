@@ -248,3 +248,16 @@ def test_a_one_off_release_and_a_series_of_the_same_file_share_one_budget(
     # and the one-off budget now sees the days' 0.3: 0.7 + 0.3 leaves nothing for another one-off
     assert main([*one, "--epsilon", "0.05", "--out", str(tmp_path / "O2")]) != 0
     assert "series of this data" in capsys.readouterr().err
+
+
+@needs_shared
+def test_each_period_record_is_the_envelope_one_with_the_plan_rows(
+        uber_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "b.sqlite")
+    _run(_points_argv(uber_slice, tmp_path / "S", "--budget-db", db), capsys)
+    first = _files(tmp_path / "S")
+    one = json.loads((tmp_path / "S" / "2014-04-02" / "release.json").read_text("utf-8"))
+    series = json.loads((tmp_path / "S" / "series.json").read_text("utf-8"))
+    assert "plan" in one and one["plan"] == series["plan"]["rows"]  # files_of(inner) left the plan out
+    _run(_points_argv(uber_slice, tmp_path / "S", "--budget-db", db), capsys)  # re-served byte for byte
+    assert _files(tmp_path / "S") == first
