@@ -367,8 +367,7 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
                    files_of: Callable[[Any, Any], Mapping[str, bytes]] | None = None, *, unit: TimeUnit,
                    budget: SeriesBudget | None, session: Any = None, noise: Any = None,
                    progress: Progress | None = None, time: Mapping[str, Any] | None = None,
-                   files_options: Mapping[str, Any] | None = None,
-                   edit_files: Callable[[dict[str, bytes]], dict[str, bytes]] | None = None) -> SeriesRelease:
+                   files_options: Mapping[str, Any] | None = None, suppress: Any = None) -> SeriesRelease:
     """Release ``plan`` once per period of ``inputs`` (re-serving what was released before).
 
     Parameters
@@ -395,16 +394,25 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
         The public time settings for series.json (time column, period, range).
     files_options : mapping, optional
         The kind's file options (boundary joins, flow-line coordinates...), for ``made.files``.
-    edit_files : callable, optional
-        Post-processing of one period's files before they are kept (e.g. a reliability rule,
-        :func:`dpcore.core.reliability.apply_to_files`): what is stored is what is re-served.
+    suppress : ReliabilityRule or str, optional
+        A reliability rule (:func:`dpcore.core.reliability.parse_rule`) applied to every period's
+        files (:func:`~dpcore.core.reliability.apply_to_files`: ``release_full.csv`` per period for
+        data users, the rule's columns in ``release.csv`` and so in ``series.csv``).  Post-processing
+        of the noisy values: the stored release is the one before the rule, which is applied when the
+        files are served (new or re-served alike), so another rule re-serves the same noise.
     """
     from dpcore import pipeline
+    from dpcore.core.reliability import apply_to_files, parse_rule
 
     if unit.base != plan.unit:
         raise ParameterError(f"The series' unit ({unit.label()}) does not protect what the plan protects "
                              f"({plan.unit.label()}): plan with the series' unit.")
     digest = plan_digest(plan_parts(plan))
+    rule = parse_rule(suppress)
+
+    def served(files: Mapping[str, bytes]) -> dict[str, bytes]:
+        return apply_to_files(files, rule) if rule is not None else dict(files)
+
     outcomes: list[PeriodOutcome] = []
     n = len(inputs)
     found = ([(None, None)] * len(inputs) if budget is None
@@ -418,23 +426,21 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
             stored, other = found[i]
             if stored is not None:
                 outcomes.append(PeriodOutcome(item.period, "re-served", stored.release_id, stored.correction_of,
-                                              stored.files))
+                                              served(stored.files)))
             else:
                 ledger = None if budget is None else budget.ledger(label)
                 made = pipeline.release(plan, item.aggregate(), ledger=ledger, session=session, noise=noise)
                 files = (dict(files_of(made.inner, ledger)) if files_of is not None
                          else dict(made.files(ledger, **dict(files_options or {}))))
-                if edit_files is not None:
-                    files = dict(edit_files(files))
                 if budget is None:
-                    outcomes.append(PeriodOutcome(item.period, "not accounted", None, None, files))
+                    outcomes.append(PeriodOutcome(item.period, "not accounted", None, None, served(files)))
                 else:
                     status = "correction" if other else "released"
                     pending.append((digest, label, item.fingerprint, files,
                                     {"period": label, "status": status, "plan": digest, "correction_of": other},
                                     other, item.empty))
                     outcomes.append(PeriodOutcome(item.period, status, budget.release_id(digest, label, item.fingerprint),
-                                                  other, files, ledger.spent))
+                                                  other, served(files), ledger.spent))
                     if len(pending) >= KEEP_BATCH:
                         budget.keep_many(pending)
                         pending = []
@@ -443,21 +449,36 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
     finally:  # what was charged is stored, even when a later period fails
         if budget is not None and pending:
             budget.keep_many(pending)
-    return _finish(plan, unit, outcomes, budget, digest, dict(time or {}))
+    return _finish(plan, unit, outcomes, budget, digest, dict(time or {}), rule)
+
+
+def _reliability(rule: Any, outcomes: Sequence[PeriodOutcome]) -> dict[str, Any]:
+    """series.json's ``reliability``: the rule and its counts summed over the periods."""
+    totals = {"cells": 0, "suppressed": 0, "flagged": 0}
+    for o in outcomes:
+        rec = json.loads(o.files["release.json"]) if "release.json" in o.files else {}
+        for k in totals:
+            totals[k] += int(rec.get("reliability", {}).get(k, 0))
+    return {**rule.to_dict(), **totals, "columns": [rule.column, rule.reason_column],
+            "values_in": "<period>/release_full.csv"}
 
 
 def _finish(plan: Any, unit: TimeUnit, outcomes: list[PeriodOutcome], budget: SeriesBudget | None, digest: str,
-            time: dict[str, Any]) -> SeriesRelease:
+            time: dict[str, Any], rule: Any = None) -> SeriesRelease:
     """The series files: re-served when every period was and the series was kept before, else built and kept."""
     series_id = None
     if budget is not None:
         ids = "|".join(f"{o.period.label}={o.release_id}" for o in outcomes)
+        if rule is not None:  # the series files differ by rule (the periods' noise does not)
+            ids += "|rule=" + json.dumps(rule.to_dict(), sort_keys=True, default=str)
         series_id = budget.release_id(digest, "series", hashlib.sha256(ids.encode()).hexdigest())
         if all(o.status == "re-served" for o in outcomes):
             kept = budget.files(series_id)
             if kept:
                 return SeriesRelease(plan.kind, unit, tuple(outcomes), kept, reserved=True)
     record = _series_record(plan, unit, outcomes, budget, digest, time)
+    if rule is not None:
+        record["reliability"] = _reliability(rule, outcomes)
     validate_record(record, "series")
     files = {"series.csv": series_csv(outcomes),
              "series.json": (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpcore.cli.common import Made, cli_progress
+from dpcore.cli.common import Made, cli_progress, suppress_rule
 from dpcore.errors import InputError, ParameterError
 from dpcore.series import (
     frame_fingerprint,
@@ -147,6 +147,7 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
                                        population=args.population, oneoff=[oneoff] if oneoff else [])
     show = cli_progress("Releasing the periods")
     series = release_series(plan, inputs, unit=unit, budget=budget, session=session, files_options=files_options,
+                            suppress=suppress_rule(args),
                             progress=(lambda f, m: show(f, m)) if show else None,
                             time={"column": args.time_col, "period": str(args.period), "range": args.time_range})
     paths = series.write(args.out)

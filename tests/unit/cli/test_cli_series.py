@@ -261,3 +261,62 @@ def test_each_period_record_is_the_envelope_one_with_the_plan_rows(
     assert "plan" in one and one["plan"] == series["plan"]["rows"]  # files_of(inner) left the plan out
     _run(_points_argv(uber_slice, tmp_path / "S", "--budget-db", db), capsys)  # re-served byte for byte
     assert _files(tmp_path / "S") == first
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@needs_shared
+@pytest.mark.parametrize("mode", ["suppress", "flag"])
+def test_suppress_in_a_series_marks_series_csv_exactly_by_the_rule(
+        mode: str, uber_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fractions import Fraction
+
+    db = str(tmp_path / "b.sqlite")
+    argv = _points_argv(uber_slice, tmp_path / "S", "--budget-db", db, "--suppress", f"{mode}:floor=5,cv=0.3")
+    argv[argv.index("256,256")] = "16,16"
+    _run(argv, capsys)
+    col, why = ("suppressed", "suppression_reason") if mode == "suppress" else ("flagged", "flag_reason")
+    series = _csv_rows(tmp_path / "S" / "series.csv")
+    at, n_hit = 0, 0
+    for d in range(1, 31):
+        folder = tmp_path / "S" / f"2014-04-{d:02d}"
+        full = _csv_rows(folder / "release_full.csv")
+        for f in full:
+            s = series[at]
+            at += 1
+            assert s["period"] == folder.name and s["area"] == f["id"]
+            y, sd = Fraction(f["noisy_count"]), Fraction(f["noise_sd"])
+            hit = y < 5 or y <= 0 or Fraction("1.645") * sd > Fraction("0.3") * y
+            assert (s[col] == "true") == hit and s[why] == f[why]
+            assert (s["noisy_count"] == "") == (hit and mode == "suppress")
+            n_hit += hit
+    assert at == len(series) and 0 < n_hit < len(series)
+    rec = json.loads((tmp_path / "S" / "series.json").read_text("utf-8"))
+    validate_record(rec, "series")
+    assert rec["reliability"][col] == n_hit and rec["reliability"]["cells"] == len(series)
+    first = _files(tmp_path / "S")
+    _run(argv, capsys)  # the same rule: re-served byte for byte, nothing charged
+    assert _files(tmp_path / "S") == first
+    spent = Session.open(db).budgets()
+    assert sum(len(b["periods"]) for b in spent) == 30 and all(p["releases"] == 1 for b in spent for p in b["periods"])
+    # another rule re-serves the same noise (post-processing): nothing charged, the full values unchanged
+    argv[argv.index(f"{mode}:floor=5,cv=0.3")] = "floor=50"
+    _run(argv, capsys)
+    again = _files(tmp_path / "S")
+    assert again["series.csv"] != first["series.csv"]  # the new rule's columns
+    for d in ("2014-04-01", "2014-04-15"):
+        old = [r["noisy_count"] for r in _csv_rows(tmp_path / "S" / d / "release_full.csv")]
+        assert old == [r["noisy_count"] for r in _csv_rows_from(first[f"{d}/release_full.csv"])]
+    assert sum(p["releases"] for b in Session.open(db).budgets() for p in b["periods"]) == 30
+
+
+def _csv_rows_from(data: bytes) -> list[dict[str, str]]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
