@@ -42,7 +42,8 @@ from dpcore.errors import InputError, ParameterError
 from dpcore.privacy.series_ledger import SeriesBudget, plan_digest
 from dpcore.privacy.units import TimeUnit
 
-__all__ = ["KEEP_BATCH", "SERIES_COLUMNS", "PeriodInput", "PeriodOutcome", "SeriesRelease", "cap_per_period",
+__all__ = ["CUMULATIVE_COLUMNS", "KEEP_BATCH", "SERIES_COLUMNS", "CumulativeRelease", "PeriodInput", "PeriodOutcome",
+           "SeriesRelease", "cap_per_period", "release_cumulative", "series_csv_with_cumulative",
            "frame_fingerprint", "group_by_period", "keep_for_unit", "period_index", "plan_parts", "points_inputs",
            "release_series", "sample_periods", "sampling_key", "series_csv", "table_inputs"]
 
@@ -486,3 +487,113 @@ def _finish(plan: Any, unit: TimeUnit, outcomes: list[PeriodOutcome], budget: Se
         budget.store.record_release(budget.population, series_id, plan.kind,
                                     {"series": True, "plan": digest, "order": list(files)}, files)
     return SeriesRelease(plan.kind, unit, tuple(outcomes), files)
+
+
+#: The columns a cumulative series adds to series.csv (``--cumulative``).
+CUMULATIVE_COLUMNS = ("cumulative", "cumulative_sd", "cumulative_ci95_low", "cumulative_ci95_high")
+
+
+@dataclass(frozen=True)
+class CumulativeRelease:
+    """A cumulative series: ``table`` (period, area and :data:`CUMULATIVE_COLUMNS`, as published),
+    the plan's record (both figures and the recommendation), whether it was re-served, what it spent."""
+
+    table: pd.DataFrame
+    record: dict[str, Any]
+    status: str
+    release_id: str | None = None
+
+
+def _cumulative_table(labels: Sequence[str], areas: Sequence[str], rel: Any) -> pd.DataFrame:
+    from dpcore.privacy.calibration import normal_z
+
+    Z95 = normal_z(0.95)
+    T, n = rel.prefix.shape
+    sd = np.repeat(rel.prefix_sd, n)
+    value = rel.prefix.reshape(-1)
+    return pd.DataFrame({"period": np.repeat(np.asarray(labels, dtype=object), n),
+                         "area": np.tile(np.asarray(areas, dtype=object), T),
+                         "cumulative": value, "cumulative_sd": sd,
+                         "cumulative_ci95_low": value - Z95 * sd, "cumulative_ci95_high": value + Z95 * sd})
+
+
+def release_cumulative(counts: np.ndarray, labels: Sequence[str], areas: Sequence[str], rho: float, *,
+                       unit: TimeUnit, budget: SeriesBudget | None, fingerprint: str, session: Any = None,
+                       noise: Any = None, statistic: str = "cumulative") -> CumulativeRelease:
+    """Per-cell prefix sums over the periods by the square-root factorisation, charged once.
+
+    ``counts`` is periods × cells (the public periods in order, empty ones as zeros; cells in the
+    order of ``areas``).  One mechanism over the whole horizon
+    (:func:`dpcore.estimate.prefix_sums.release_prefix_sums`), ρ-zCDP only, calibrated to the
+    unit: one period's change (``w = 1``) of ``Δ = base.contribution`` for event and person-period
+    units, the person's ``max_periods`` periods for ``person``.  It is charged **once**, to
+    :meth:`~dpcore.privacy.series_ledger.SeriesBudget.cumulative_ledger` (every period counts it;
+    the horizon figure counts ``ρ·horizon_rho_multiple``, not ``T·ρ``), before the noise is drawn,
+    and kept: the same data and plan are re-served, never re-noised.  The record states the
+    year-to-date and per-period variances of both designs
+    (:func:`~dpcore.estimate.prefix_sums.compare_variances`) and the recommendation for ``statistic``.
+    """
+    from dpcore.core.session import Charge
+    from dpcore.estimate.prefix_sums import (
+        compare_variances,
+        plan_prefix_sums,
+        recommend,
+        release_prefix_sums,
+    )
+    from dpcore.privacy.budget import zcdp
+    from dpcore.privacy.series_ledger import CUMULATIVE
+
+    x = np.asarray(counts, dtype=np.float64)
+    T, cells = x.shape
+    w = unit.max_periods if unit.scope == "person" else 1
+    delta = float(unit.base.contribution)
+    plan = plan_prefix_sums(T, rho, cells=cells, periods_per_person=w, per_period_sensitivity=delta)
+    cmp = compare_variances(T, rho, periods_per_person=w, per_period_sensitivity=delta)
+    record = {"plan": plan.to_dict(), "comparison": {k: v for k, v in cmp.items()},
+              "recommendation": {k: v for k, v in recommend(statistic, T, periods_per_person=w).items()
+                                 if k != "comparison"},
+              "charge": {"cost": zcdp(rho).to_dict(), "once": True, "ledger": "cumulative" if unit.parallel
+                         else "horizon", "horizon_rho_multiple": cmp["factorisation"]["horizon_rho_multiple"]}}
+    details = {"mechanism": "prefix-sums", "periods": T, "cells": cells, "periods_per_person": w,
+               "per_period_sensitivity": delta, "sensitivity": plan.sensitivity,
+               "horizon_rho_multiple": cmp["factorisation"]["horizon_rho_multiple"]}
+    digest = plan_digest({"cumulative": details, "rho": rho, "labels": list(labels), "areas": list(areas)})
+    if budget is not None:
+        stored, _other = budget.stored(digest, CUMULATIVE, fingerprint)
+        if stored is not None:
+            table = pd.read_csv(io.BytesIO(stored.files["cumulative.csv"]), dtype={"period": str, "area": str})
+            return CumulativeRelease(table, record, "re-served", stored.release_id)
+    charge = Charge(zcdp(rho), f"cumulative series of {T} periods (square-root factorisation)", details, unit.base)
+    ledger = None if budget is None else budget.cumulative_ledger()
+
+    def run() -> Any:
+        return release_prefix_sums(x, rho, noise if noise is not None else _secure(), periods_per_person=w,
+                                   per_period_sensitivity=delta)
+
+    from dpcore.core.session import Session
+
+    # charged before the noise is drawn, through the one session (an unaccounted one still charges
+    # a ledger it is handed)
+    rel = (session if session is not None else Session.unaccounted()).release(ledger, charge, run)
+    table = _cumulative_table(labels, areas, rel)
+    rid = None
+    if budget is not None:
+        data = table.to_csv(index=False).encode("utf-8")
+        rid = budget.keep(digest, CUMULATIVE, fingerprint, {"cumulative.csv": data},
+                          {"period": CUMULATIVE, "status": "released", "plan": digest})
+        table = pd.read_csv(io.BytesIO(data), dtype={"period": str, "area": str})  # as published, like a re-serve
+    return CumulativeRelease(table, record, "released" if budget is not None else "not accounted", rid)
+
+
+def _secure() -> Any:
+    from dpcore.privacy.noise import secure_source
+
+    return secure_source()
+
+
+def series_csv_with_cumulative(series_bytes: bytes, cumulative: CumulativeRelease) -> bytes:
+    """series.csv with the cumulative columns joined on (period, area)."""
+    frame = pd.read_csv(io.BytesIO(series_bytes), dtype=str, keep_default_na=False)
+    cum = cumulative.table.astype({"period": str, "area": str})
+    merged = frame.merge(cum, on=["period", "area"], how="left")
+    return merged.to_csv(index=False).encode("utf-8")

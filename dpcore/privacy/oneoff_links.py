@@ -47,6 +47,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
+from typing import Any
 
 from dpcore.errors import BudgetError
 from dpcore.privacy.budget import PrivacyCost, two_significant
@@ -106,9 +107,21 @@ def in_unit(cost: PrivacyCost, unit: Unit, budget_unit: Unit, definition: str) -
     return _value(cost.for_group(g), definition)
 
 
-def horizon_part(cost: PrivacyCost, unit: Unit, definition: str, n_periods: int) -> Fraction:
+def horizon_part(cost: PrivacyCost, unit: Unit, definition: str, n_periods: int,
+                 details: Mapping[str, Any] | None = None) -> Fraction:
     """A one-off release's share of the horizon figure (a person present in each of ``n_periods``
-    periods): once for a person or group release, a group of ``n_periods`` for a record-level one."""
+    periods): once for a person or group release, a group of ``n_periods`` for a record-level one.
+
+    A cumulative series (``details["horizon_rho_multiple"]``: one mechanism over every period that
+    protects one record or person-period, :func:`dpcore.estimate.prefix_sums.compare_variances`)
+    counts ``ρ`` times that multiple (its sensitivity for a person in all its ``T`` periods, squared,
+    over the one it is calibrated to; below the group bound ``T²·ρ``), whatever ``n_periods``."""
+    multiple = (details or {}).get("horizon_rho_multiple")
+    if multiple is not None:
+        rho = Fraction(cost.to_zcdp().value)
+        if definition != "zcdp":
+            raise BudgetError("A cumulative series is ρ-zCDP and cannot be counted in a pure ε budget: use --rho.")
+        return rho * Fraction(float(multiple))
     if unit.entity == "record" and n_periods > 1:
         cost = cost.for_group(int(n_periods))
     return _value(cost, definition)
@@ -146,6 +159,16 @@ class LinkedLedger(StoredLedger):
     ``series_spent`` is the largest per-period series spend last checked against this budget's cap."""
 
     series_spent: float = 0.0
+    #: The details of the charge being checked (its horizon multiple, for a cumulative series).
+    _pending_details: Mapping[str, Any] | None = None
+
+    def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
+              unit: Unit | None = None) -> LedgerEntry:
+        self._pending_details = details
+        try:
+            return super().spend(cost, label, details, unit)
+        finally:
+            self._pending_details = None
 
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         super().check(cost, unit)
@@ -200,8 +223,8 @@ class LinkedLedger(StoredLedger):
         entries = [e for _c, es in ledgers.values() for e in es]
         n = len({str(e.details.get("period", "")) for e in entries}) or 1
         total = sum((_value(e.cost.for_group(e.group), d) for e in entries), Fraction(0))
-        total += sum((horizon_part(e.cost, e.unit, d, n) for e in others), Fraction(0))
-        total += horizon_part(cost, unit, d, n)
+        total += sum((horizon_part(e.cost, e.unit, d, n, e.details) for e in others), Fraction(0))
+        total += horizon_part(cost, unit, d, n, self._pending_details)
         if total > Fraction(hcap.value) * _TOL:
             raise BudgetError(
                 f"This one-off release would take the horizon figure of the series of this data to {hcap.symbol} = "

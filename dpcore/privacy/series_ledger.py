@@ -81,6 +81,8 @@ CREATE INDEX IF NOT EXISTS series_periods_by_data ON series_periods(period, data
 
 #: The key suffix of the one ledger of a person-over-the-horizon budget.
 HORIZON = "horizon"
+#: The period label (and ledger suffix) of a cumulative series' one charge.
+CUMULATIVE = "cumulative"
 #: The δ of the (ε, δ) reading shown first.
 DEFAULT_DELTA = 1e-6
 
@@ -257,6 +259,27 @@ class SeriesBudget:
         """The ledger the release of ``period`` (its label) is charged to."""
         return PeriodLedger(self, period, self.default_cap)
 
+    def cumulative_ledger(self) -> Ledger:
+        """The ledger a cumulative series (one factorised mechanism over every period,
+        :mod:`dpcore.estimate.prefix_sums`) is charged to, once.
+
+        * event, person-period: it protects one record or person-period (calibrated to one period's
+          change) and touches every period, like a one-off release of the same data: a ledger of its
+          own (key ``POP#cumulative``, the per-period cap) linked to the population
+          (:mod:`dpcore.privacy.oneoff_links`), so every period counts it and it must fit beside the
+          largest period spend, every period's cap and the horizon cap (its horizon share is
+          ``ρ·horizon_rho_multiple``, given in the charge's details);
+        * person: the horizon ledger itself (sequential composition; the mechanism is calibrated to
+          the person's ``max_periods`` periods).
+        """
+        if not self.unit.parallel:
+            return self.ledger(CUMULATIVE)
+        from dpcore.privacy.oneoff_links import LinkedLedger, link
+
+        key = f"{self.population}#{CUMULATIVE}"
+        link(self.store, self.population, [key])
+        return LinkedLedger(self.store, key, self.default_cap, "cumulative", self.unit.base)
+
     # -- horizon ------------------------------------------------------------------------------
     def _entries(self, con: Any) -> list[LedgerEntry]:
         rows = con.execute("SELECT entry FROM spends WHERE fingerprint LIKE ? ESCAPE '\\' ORDER BY fingerprint, idx",
@@ -281,8 +304,8 @@ class SeriesBudget:
 
     def oneoff_horizon(self, con: Any, definition: str, n_periods: int) -> Fraction:
         """The linked one-off releases' share of the horizon figure over ``n_periods`` periods."""
-        return sum((horizon_part(e.cost, e.unit, definition, n_periods) for e in linked_entries(con, self.population)),
-                   Fraction(0))
+        return sum((horizon_part(e.cost, e.unit, definition, n_periods, e.details)
+                    for e in linked_entries(con, self.population)), Fraction(0))
 
     def check_horizon(self, con: Any, charge: float, definition: str, period: str | None = None,
                       new_periods: int = 1) -> None:
