@@ -368,7 +368,9 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
                    files_of: Callable[[Any, Any], Mapping[str, bytes]] | None = None, *, unit: TimeUnit,
                    budget: SeriesBudget | None, session: Any = None, noise: Any = None,
                    progress: Progress | None = None, time: Mapping[str, Any] | None = None,
-                   files_options: Mapping[str, Any] | None = None, suppress: Any = None) -> SeriesRelease:
+                   files_options: Mapping[str, Any] | None = None, suppress: Any = None,
+                   cumulative: Callable[[], CumulativeRelease] | None = None,
+                   cumulative_cost: tuple[Any, float] | None = None) -> SeriesRelease:
     """Release ``plan`` once per period of ``inputs`` (re-serving what was released before).
 
     Parameters
@@ -401,6 +403,11 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
         data users, the rule's columns in ``release.csv`` and so in ``series.csv``).  Post-processing
         of the noisy values: the stored release is the one before the rule, which is applied when the
         files are served (new or re-served alike), so another rule re-serves the same noise.
+    cumulative : callable, optional
+        Releases (or re-serves) the cumulative series (:func:`release_cumulative`), called once
+        before the periods; its columns join series.csv and its record series.json.
+    cumulative_cost : (PrivacyCost, float), optional
+        Its cost and horizon share: the periods' pre-check counts them before anything is charged.
     """
     from dpcore import pipeline
     from dpcore.core.reliability import apply_to_files, parse_rule
@@ -418,8 +425,11 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
     n = len(inputs)
     found = ([(None, None)] * len(inputs) if budget is None
              else budget.stored_many(digest, [(i.period.label, i.fingerprint) for i in inputs]))
-    if budget is not None:  # every new period must fit before the first is charged
-        budget.precheck(plan.cost, [i.period.label for i, (s, _) in zip(inputs, found, strict=True) if s is None])
+    if budget is not None:  # every new period must fit before the first is charged (the cumulative's too)
+        once, share = cumulative_cost if cumulative_cost is not None and cumulative is not None else (None, 0.0)
+        budget.precheck(plan.cost, [i.period.label for i, (s, _) in zip(inputs, found, strict=True) if s is None],
+                        once, share)
+    cum = cumulative() if cumulative is not None else None
     pending: list[Any] = []
     try:
         for i, item in enumerate(inputs):
@@ -450,7 +460,7 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
     finally:  # what was charged is stored, even when a later period fails
         if budget is not None and pending:
             budget.keep_many(pending)
-    return _finish(plan, unit, outcomes, budget, digest, dict(time or {}), rule)
+    return _finish(plan, unit, outcomes, budget, digest, dict(time or {}), rule, cum)
 
 
 def _reliability(rule: Any, outcomes: Sequence[PeriodOutcome]) -> dict[str, Any]:
@@ -465,13 +475,15 @@ def _reliability(rule: Any, outcomes: Sequence[PeriodOutcome]) -> dict[str, Any]
 
 
 def _finish(plan: Any, unit: TimeUnit, outcomes: list[PeriodOutcome], budget: SeriesBudget | None, digest: str,
-            time: dict[str, Any], rule: Any = None) -> SeriesRelease:
+            time: dict[str, Any], rule: Any = None, cum: CumulativeRelease | None = None) -> SeriesRelease:
     """The series files: re-served when every period was and the series was kept before, else built and kept."""
     series_id = None
     if budget is not None:
         ids = "|".join(f"{o.period.label}={o.release_id}" for o in outcomes)
         if rule is not None:  # the series files differ by rule (the periods' noise does not)
             ids += "|rule=" + json.dumps(rule.to_dict(), sort_keys=True, default=str)
+        if cum is not None:
+            ids += f"|cumulative={cum.release_id}"
         series_id = budget.release_id(digest, "series", hashlib.sha256(ids.encode()).hexdigest())
         if all(o.status == "re-served" for o in outcomes):
             kept = budget.files(series_id)
@@ -480,8 +492,13 @@ def _finish(plan: Any, unit: TimeUnit, outcomes: list[PeriodOutcome], budget: Se
     record = _series_record(plan, unit, outcomes, budget, digest, time)
     if rule is not None:
         record["reliability"] = _reliability(rule, outcomes)
+    table = series_csv(outcomes)
+    if cum is not None:
+        record["cumulative"] = {**cum.record, "status": cum.status, "release_id": cum.release_id,
+                                "columns": list(CUMULATIVE_COLUMNS)}
+        table = series_csv_with_cumulative(table, cum)
     validate_record(record, "series")
-    files = {"series.csv": series_csv(outcomes),
+    files = {"series.csv": table,
              "series.json": (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
     if budget is not None and series_id is not None:
         budget.store.record_release(budget.population, series_id, plan.kind,
@@ -525,8 +542,8 @@ def release_cumulative(counts: np.ndarray, labels: Sequence[str], areas: Sequenc
     ``counts`` is periods × cells (the public periods in order, empty ones as zeros; cells in the
     order of ``areas``).  One mechanism over the whole horizon
     (:func:`dpcore.estimate.prefix_sums.release_prefix_sums`), ρ-zCDP only, calibrated to the
-    unit: one period's change (``w = 1``) of ``Δ = base.contribution`` for event and person-period
-    units, the person's ``max_periods`` periods for ``person``.  It is charged **once**, to
+    unit: one period's change (``w = 1``) of ``Δ = base.contribution`` (``√2·`` that for replace-one
+    neighbours) for event and person-period units, the person's ``max_periods`` periods for ``person``.  It is charged **once**, to
     :meth:`~dpcore.privacy.series_ledger.SeriesBudget.cumulative_ledger` (every period counts it;
     the horizon figure counts ``ρ·horizon_rho_multiple``, not ``T·ρ``), before the noise is drawn,
     and kept: the same data and plan are re-served, never re-noised.  The record states the
@@ -546,7 +563,9 @@ def release_cumulative(counts: np.ndarray, labels: Sequence[str], areas: Sequenc
     x = np.asarray(counts, dtype=np.float64)
     T, cells = x.shape
     w = unit.max_periods if unit.scope == "person" else 1
-    delta = float(unit.base.contribution)
+    # one unit adds at most ``contribution`` to the cells of one period (L2 ≤ L1); replacing it moves
+    # that much from some cells to others: √2 times as much in L2
+    delta = float(unit.base.contribution) * (float(np.sqrt(2.0)) if unit.base.neighbour == "replace" else 1.0)
     plan = plan_prefix_sums(T, rho, cells=cells, periods_per_person=w, per_period_sensitivity=delta)
     cmp = compare_variances(T, rho, periods_per_person=w, per_period_sensitivity=delta)
     record = {"plan": plan.to_dict(), "comparison": {k: v for k, v in cmp.items()},
@@ -592,8 +611,15 @@ def _secure() -> Any:
 
 
 def series_csv_with_cumulative(series_bytes: bytes, cumulative: CumulativeRelease) -> bytes:
-    """series.csv with the cumulative columns joined on (period, area)."""
+    """series.csv with the cumulative columns joined on (period, area): a cell of the cumulative
+    series that is no row of the periods' files (a grid cell of a coarser partition, a pair no
+    period published) gets a row of its own after its period's rows, the period columns empty.
+    The periods' values are kept as published (text)."""
     frame = pd.read_csv(io.BytesIO(series_bytes), dtype=str, keep_default_na=False)
     cum = cumulative.table.astype({"period": str, "area": str})
-    merged = frame.merge(cum, on=["period", "area"], how="left")
+    order = {p: i for i, p in enumerate(dict.fromkeys(cum["period"].tolist()))}
+    merged = frame.merge(cum, on=["period", "area"], how="outer", sort=False, indicator=True)
+    merged["_at"] = merged["period"].map(order).fillna(-1)
+    merged["_new"] = merged["_merge"].eq("right_only")
+    merged = merged.sort_values(["_at", "_new"], kind="stable").drop(columns=["_at", "_new", "_merge"])
     return merged.to_csv(index=False).encode("utf-8")

@@ -21,7 +21,7 @@ from dpcore.cli.common import (
     split_list,
     suppress_rule,
 )
-from dpcore.cli.series import add_time_args, table_series, time_options
+from dpcore.cli.series import add_time_args, pair_cells, table_series, time_options
 from dpcore.cli.spec_args import arguments
 from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
@@ -407,7 +407,9 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
                                        max_trips=args.max_trips, distinct=not args.repeats)
 
         options = {"origin_xy": xy, "delta": delta, "extra": {"budget_input": given}, "top": args.geojson_top}
+        whole = None if args.no_budget else ("flows", build(df).fingerprint)  # the one-off budget's key
         return table_series(args, plan, df, [origin, destination], count, build, options, make, session,
+                            oneoff=whole, cells_of=pair_cells,
                             user=args.user, cap=cap)
     routed = engine_for(args, args.input)
     if routed is not None:

@@ -332,11 +332,21 @@ class SeriesBudget:
                 f"{cap.symbol} = {two_significant(float(total))}, past the horizon cap {cap.label()}. Lower the "
                 "per-period budget, release fewer periods, or raise the horizon cap if your policy allows it.")
 
-    def precheck(self, cost: PrivacyCost, periods: Sequence[str]) -> None:
+    def precheck(self, cost: PrivacyCost, periods: Sequence[str], once: PrivacyCost | None = None,
+                 once_horizon: float = 0.0) -> None:
         """Refuse, before anything is charged, a series whose new ``periods`` (each to cost ``cost``)
-        would not all fit: each period's own budget, and the horizon cap for all of them together."""
+        would not all fit: each period's own budget, and the horizon cap for all of them together.
+
+        ``once`` is a release charged once beside them that touches every period (a cumulative
+        series, :meth:`cumulative_ledger`): each new period must fit ``cost`` plus ``once`` (a
+        person's horizon budget: ``once`` once), and the horizon cap its share ``once_horizon``."""
         if not periods:
             return
+        if once is not None and self.unit.parallel:
+            both = cost.to_zcdp().value + once.to_zcdp().value if cost.definition != once.definition \
+                else cost.value + once.value
+            cost = PrivacyCost("zcdp" if cost.definition != once.definition else cost.definition, both)
+            once = None
         keys = sorted({f"{self.population}@{p if self.unit.parallel else HORIZON}" for p in periods})
         have: set[str] = set()
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
@@ -355,6 +365,7 @@ class SeriesBudget:
         charge = first.charge_of(cost)
         if not self.unit.parallel:
             total = Fraction(first.spent) + Fraction(charge) * len(periods)
+            total += Fraction(first.charge_of(once)) if once is not None else 0
             if total > Fraction(first.cap.value) * (1 + Fraction(1, 10**9)):
                 raise BudgetError(
                     f"Releasing {len(periods)} periods at {cost.label()} each would spend "
@@ -362,7 +373,8 @@ class SeriesBudget:
                     f"{first.cap.label()}. Lower the per-period budget or release fewer periods.")
         if self.horizon_cap is not None:
             with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
-                self.check_horizon(con, charge * len(periods), first.definition, new_periods=len(periods))
+                self.check_horizon(con, charge * len(periods) + float(once_horizon), first.definition,
+                                   new_periods=len(periods))
 
     def horizon(self) -> dict[str, Any]:
         """The horizon figure of this budget (:func:`horizon_figure`)."""

@@ -83,4 +83,9 @@ def test_series_csv_gains_the_cumulative_columns() -> None:
     text = series_csv_with_cumulative(series, out).decode()
     assert text.splitlines()[0] == ("period,area,noisy_count,cumulative,cumulative_sd,cumulative_ci95_low,"
                                     "cumulative_ci95_high")
-    assert len(text.splitlines()) == 5
+    rows = [r.split(",") for r in text.splitlines()[1:]]
+    # every cumulative cell: the published rows first in their period, the other cells after them
+    assert [(r[0], r[1]) for r in rows] == [("w1", "a"), ("w1", "b"), ("w1", "c"), ("w2", "a"), ("w2", "b"),
+                                            ("w2", "c")] + [(p, a) for p in ("w3", "w4") for a in AREAS]
+    assert [r[2] for r in rows[:5]] == ["3", "0", "5", "1", ""]
+    assert float(rows[4][3]) == out.table["cumulative"].iloc[4]
