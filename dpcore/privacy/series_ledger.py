@@ -148,6 +148,23 @@ def horizon_figure(charges: Sequence[float], definition: str, period: str, n_per
     return out
 
 
+def with_oneoff(figure: dict[str, Any], extra: Fraction | float, definition: str) -> dict[str, Any]:
+    """A horizon figure with the linked one-off releases' share ``extra`` (in ``definition``'s unit,
+    :func:`~dpcore.privacy.oneoff_links.horizon_part`) added, and stated under ``oneoff``."""
+    if not extra:
+        return figure
+    out = dict(figure)
+    add = float(extra) if definition == "zcdp" else float(extra) ** 2 / 2
+    out["oneoff"] = {"value": float(extra), "definition": definition,
+                     "text": "one-off releases of the same data and a cumulative series, each counted once (a group "
+                             "of the periods for a record-level one-off; ρ·horizon_rho_multiple for a cumulative)"}
+    out["rho"] = figure["rho"] + add
+    out["epsilon"] = epsilon_readings(out["rho"])
+    if definition == "pure":
+        out["epsilon_pure"] = figure["epsilon_pure"] + float(extra)
+    return out
+
+
 @dataclass(frozen=True)
 class StoredPeriod:
     """A period released before: its release id, the one it corrected (if any) and its files."""
@@ -384,16 +401,7 @@ class SeriesBudget:
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
             extra = self.oneoff_horizon(con, definition, max(len(per), 1))
         out = horizon_figure(charges, definition, self.unit.period, len(per), self.horizon_cap, self.unit.max_periods)
-        if extra:
-            add = float(extra) if definition == "zcdp" else float(extra) ** 2 / 2
-            out["oneoff"] = {"value": float(extra), "definition": definition,
-                             "text": "one-off releases of the same data, counted once (a group of the periods for "
-                                     "a record-level release)"}
-            out["rho"] += add
-            out["epsilon"] = epsilon_readings(out["rho"])
-            if definition == "pure":
-                out["epsilon_pure"] += float(extra)
-        return out
+        return with_oneoff(out, extra, definition)
 
     def ledger_definition(self) -> str:
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
@@ -550,6 +558,7 @@ def list_budgets(store: LedgerStore, delta: float = DEFAULT_DELTA) -> list[dict[
         for fp, e in con.execute("SELECT fingerprint, entry FROM spends ORDER BY fingerprint, idx"):
             spends.setdefault(fp, []).append(LedgerEntry.from_dict(json.loads(e)))
         n_rel = dict(con.execute("SELECT fingerprint, COUNT(*) FROM releases GROUP BY fingerprint").fetchall())
+        linked = {pop: linked_entries(con, pop) for pop in series}
     out: list[dict[str, Any]] = []
     grouped: dict[str, list[tuple[str, PrivacyCost]]] = {}
     for fp, kind, cap, _unit in datasets:
@@ -559,6 +568,10 @@ def list_budgets(store: LedgerStore, delta: float = DEFAULT_DELTA) -> list[dict[
             continue
         entries = spends.get(fp, [])
         cost = PrivacyCost.from_dict(json.loads(cap))
+        base, hash_, what = fp.rpartition("#")
+        if hash_ and what == CUMULATIVE and base in series:  # a series' cumulative release, charged once
+            fp_name = f"{series[base][4] or base} (cumulative series)"
+            names.setdefault(fp, fp_name)
         spent = float(sum(Fraction(e.charged) for e in entries))
         out.append({"population": names.get(fp, fp), "kind": kind, "unit": json.loads(_unit) if _unit else None,
                     "cap": cost.to_dict(), "spent": spent, "periods": [],
@@ -572,16 +585,23 @@ def list_budgets(store: LedgerStore, delta: float = DEFAULT_DELTA) -> list[dict[
         for fp, _ in ledgers:
             for e in spends.get(fp, []):
                 per.setdefault(str(e.details.get("period", "")), []).append(e)
-        periods = [{"period": p, "spent": float(sum(Fraction(e.charged) for e in es)), "releases": len(es)}
-                   for p, es in sorted(per.items())]
         cap = ledgers[0][1]
+        own = {p: sum((Fraction(e.charged) for e in es), Fraction(0)) for p, es in sorted(per.items())}
+        # one-off releases of the same data (and a cumulative series) count in every period's ledger
+        # (parallel units) or once in the person's horizon ledger
+        extra = sum((in_unit(e.cost, e.unit, unit.base, cap.definition) for e in linked.get(pop, [])), Fraction(0))
+        periods = [{"period": p, "spent": float(v + (extra if unit.parallel else 0)), "releases": len(per[p])}
+                   for p, v in own.items()]
         spent = max((p["spent"] for p in periods), default=0.0) if unit.parallel else \
-            float(sum(Fraction(p["spent"]) for p in periods))
+            float(sum(own.values(), extra))
         hc = PrivacyCost.from_dict(json.loads(hcap)) if hcap else None
+        share = sum((horizon_part(e.cost, e.unit, cap.definition, max(len(own), 1), e.details)
+                     for e in linked.get(pop, [])), Fraction(0))
+        figure = with_oneoff(horizon_figure([float(v) for v in own.values()], cap.definition, unit.period, len(own),
+                                            hc, unit.max_periods), share, cap.definition)
         out.append({"population": name or pop, "kind": kind, "unit": unit.to_dict(), "cap": cap.to_dict(),
                     "cap_per": "period" if unit.parallel else "horizon", "spent": spent, "periods": periods,
-                    "horizon": horizon_figure([p["spent"] for p in periods], cap.definition, unit.period,
-                                              len(periods), hc, unit.max_periods),
+                    "horizon": figure,
                     "releases": sum(p["releases"] for p in periods), "stored": int(n_rel.get(pop, 0))})
     return out
 

@@ -128,3 +128,15 @@ def test_unlinked_data_keeps_its_own_budget(tmp_path: Path) -> None:
     session.release(ledger, Charge(pure(0.9), "one-off"), lambda: None)
     budget = _series(session)
     _period(session, budget, "d1", pure(1.0))  # other data: not linked, nothing counted
+
+
+def test_the_office_view_counts_the_oneoff_in_every_period_and_once_in_the_horizon(tmp_path: Path) -> None:
+    session = Session.open(tmp_path / "l.sqlite")
+    _oneoff(session, zcdp(0.1), cap=zcdp(1.0), unit=Unit("person", cap=2))
+    budget = _series(session, TimeUnit("person-period", Unit("person", cap=2), "day"), cap=zcdp(0.5))
+    _period(session, budget, "d1", zcdp(0.2))
+    _period(session, budget, "d2", zcdp(0.05))
+    (row,) = [r for r in session.budgets() if r["periods"]]
+    assert [p["spent"] for p in row["periods"]] == pytest.approx([0.3, 0.15]) and row["spent"] == pytest.approx(0.3)
+    assert row["horizon"]["rho"] == pytest.approx(0.2 + 0.05 + 0.1)  # a person-level one-off once
+    assert row["horizon"] == budget.horizon()
