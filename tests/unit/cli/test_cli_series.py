@@ -111,12 +111,7 @@ def test_a_late_record_in_a_past_day_is_a_charged_correction_the_rest_re_served(
 
 def test_empty_periods_are_released_and_the_time_range_is_required(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rng = np.random.default_rng(3)
-    n = 400
-    df = pd.DataFrame({"lat": rng.uniform(0.1, 0.9, n), "lon": rng.uniform(0.1, 0.9, n),
-                       "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 48, n), unit="h")})
-    src = tmp_path / "p.csv"
-    df.to_csv(src, index=False)
+    src = _small_points(tmp_path, 3, 400, 48)
     base = ["release", "points", "--input", str(src), "--bounds=0,0,1,1", "--grid", "8,8", "--mechanism", "ug",
             "--epsilon", "0.5", "--out", str(tmp_path / "S"), "--time-col", "when"]
     assert main(base) == 2 and "--time-range" in capsys.readouterr().err
@@ -130,15 +125,32 @@ def test_empty_periods_are_released_and_the_time_range_is_required(
     assert _files(tmp_path / "S") == first  # the empty days too: stored, re-served, never re-noised
 
 
-def test_a_hierarchy_series_over_weeks_and_budgets_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rng = np.random.default_rng(4)
-    n = 1500
+def _small_points(tmp_path: Path, seed: int = 8, n: int = 600, hours: int = 96) -> Path:
+    """``n`` random points in the unit square, timed over ``hours`` hours from 2024-01-01 (``p.csv``)."""
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"lat": rng.uniform(0.1, 0.9, n), "lon": rng.uniform(0.1, 0.9, n),
+                       "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, hours, n), unit="h")})
+    src = tmp_path / "p.csv"
+    df.to_csv(src, index=False)
+    return src
+
+
+def _tracts(tmp_path: Path, seed: int, n: int, tracts: int, days: int) -> tuple[Path, Path]:
+    """``n`` rows over two boroughs of ``tracts`` tracts each, dated over ``days`` days from 2020-04-01,
+    and the public list of the areas."""
+    rng = np.random.default_rng(seed)
     boro = rng.choice(["A", "B"], n)
-    df = pd.DataFrame({"boro": boro, "tract": [f"{b}{t}" for b, t in zip(boro, rng.integers(0, 4, n), strict=True)],
-                       "date": pd.Timestamp("2020-04-01") + pd.to_timedelta(rng.integers(0, 14 * 24, n), unit="h")})
+    df = pd.DataFrame({"boro": boro, "tract": [f"{b}{t}" for b, t in zip(boro, rng.integers(0, tracts, n), strict=True)],
+                       "date": pd.Timestamp("2020-04-01") + pd.to_timedelta(rng.integers(0, days * 24, n), unit="h")})
     src, areas = tmp_path / "h.csv", tmp_path / "areas.csv"
     df.to_csv(src, index=False)
-    pd.DataFrame([(b, f"{b}{t}") for b in "AB" for t in range(4)], columns=["boro", "tract"]).to_csv(areas, index=False)
+    pd.DataFrame([(b, f"{b}{t}") for b in "AB" for t in range(tracts)],
+                 columns=["boro", "tract"]).to_csv(areas, index=False)
+    return src, areas
+
+
+def test_a_hierarchy_series_over_weeks_and_budgets_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, areas = _tracts(tmp_path, 4, 1500, 4, 14)
     argv = ["release", "hierarchy", "--input", str(src), "--levels", "boro,tract", "--areas", str(areas),
             "--epsilon", "0.25", "--time-col", "date", "--period", "week", "--time-range", "2020-04-01,2020-04-30",
             "--population", "Survey", "--out", str(tmp_path / "H")]
@@ -322,14 +334,6 @@ def _csv_rows_from(data: bytes) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
 
 
-def _small_points(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(8)
-    n = 600
-    df = pd.DataFrame({"lat": rng.uniform(0.1, 0.9, n), "lon": rng.uniform(0.1, 0.9, n),
-                       "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 96, n), unit="h")})
-    src = tmp_path / "p.csv"
-    df.to_csv(src, index=False)
-    return src
 
 
 def test_cumulative_points_series_is_charged_once_and_re_served(
@@ -379,14 +383,7 @@ def test_cumulative_points_series_is_charged_once_and_re_served(
 
 
 def test_cumulative_hierarchy_series_joins_the_leaf_areas(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rng = np.random.default_rng(9)
-    n = 800
-    boro = rng.choice(["A", "B"], n)
-    df = pd.DataFrame({"boro": boro, "tract": [f"{b}{t}" for b, t in zip(boro, rng.integers(0, 3, n), strict=True)],
-                       "date": pd.Timestamp("2020-04-01") + pd.to_timedelta(rng.integers(0, 20 * 24, n), unit="h")})
-    src, areas = tmp_path / "h.csv", tmp_path / "areas.csv"
-    df.to_csv(src, index=False)
-    pd.DataFrame([(b, f"{b}{t}") for b in "AB" for t in range(3)], columns=["boro", "tract"]).to_csv(areas, index=False)
+    src, areas = _tracts(tmp_path, 9, 800, 3, 20)
     argv = ["release", "hierarchy", "--input", str(src), "--levels", "boro,tract", "--areas", str(areas),
             "--rho", "0.02", "--time-col", "date", "--period", "week", "--time-range", "2020-04-01,2020-04-20",
             "--cumulative", "--budget-db", str(tmp_path / "b.sqlite"), "--out", str(tmp_path / "H")]
