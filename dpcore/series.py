@@ -409,7 +409,6 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
     cumulative_cost : (PrivacyCost, float), optional
         Its cost and horizon share: the periods' pre-check counts them before anything is charged.
     """
-    from dpcore import pipeline
     from dpcore.core.reliability import apply_to_files, parse_rule
 
     if unit.base != plan.unit:
@@ -432,15 +431,14 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
     cum = cumulative() if cumulative is not None else None
     pending: list[Any] = []
     try:
-        for i, item in enumerate(inputs):
+        for i, made, ledger in _in_order(plan, inputs, found, budget, session, noise):
+            item = inputs[i]
             label = item.period.label
             stored, other = found[i]
             if stored is not None:
                 outcomes.append(PeriodOutcome(item.period, "re-served", stored.release_id, stored.correction_of,
                                               served(stored.files)))
             else:
-                ledger = None if budget is None else budget.ledger(label)
-                made = pipeline.release(plan, item.aggregate(), ledger=ledger, session=session, noise=noise)
                 files = (dict(files_of(made.inner, ledger)) if files_of is not None
                          else dict(made.files(ledger, **dict(files_options or {}))))
                 if budget is None:
@@ -472,6 +470,44 @@ def _reliability(rule: Any, outcomes: Sequence[PeriodOutcome]) -> dict[str, Any]
             totals[k] += int(rec.get("reliability", {}).get(k, 0))
     return {**rule.to_dict(), **totals, "columns": [rule.column, rule.reason_column],
             "values_in": "<period>/release_full.csv"}
+
+
+#: Periods charged in one transaction (one commit for the batch, every charge before any noise).
+CHARGE_BATCH = KEEP_BATCH
+
+
+def _in_order(plan: Any, inputs: Sequence[PeriodInput], found: Sequence[tuple[Any, Any]], budget: SeriesBudget | None,
+              session: Any, noise: Any) -> Any:
+    """``(index, release, ledger)`` of every period in time order (``(index, None, None)`` for a stored
+    one): the new periods released :data:`CHARGE_BATCH` at a time by
+    :func:`dpcore.pipeline.release_many`, all of a batch charged in one transaction before any of
+    its noise is drawn."""
+    from dpcore import pipeline
+
+    chunk: list[int] = []
+
+    def flush() -> Any:
+        if not chunk:
+            return
+        aggregates = [inputs[j].aggregate() for j in chunk]
+        if budget is None:
+            made = [pipeline.release(plan, a, ledger=None, session=session, noise=noise) for a in aggregates]
+            ledgers: list[Any] = [None] * len(chunk)
+        else:
+            ledgers = [budget.ledger(inputs[j].period.label) for j in chunk]
+            made = pipeline.release_many(plan, aggregates, ledgers=ledgers, session=session, noise=noise)
+        yield from zip(list(chunk), made, ledgers, strict=True)
+        chunk.clear()
+
+    for i in range(len(inputs)):
+        if found[i][0] is not None:
+            yield from flush()
+            yield i, None, None
+            continue
+        chunk.append(i)
+        if len(chunk) >= CHARGE_BATCH:
+            yield from flush()
+    yield from flush()
 
 
 def _finish(plan: Any, unit: TimeUnit, outcomes: list[PeriodOutcome], budget: SeriesBudget | None, digest: str,

@@ -272,6 +272,31 @@ class Session:
             out = dataclasses.replace(out, created=entry.time)
         return out
 
+    def release_many(self, ledgers: Sequence[Any], charge: Any, runs: Sequence[Callable[[], R]]) -> list[R]:
+        """Charge ``charge`` to each of ``ledgers`` (period ledgers of one series budget) in one
+        transaction, then run each release, stamped with its charge's time.
+
+        Every charge is committed before the first noise is drawn (a crash afterwards leaves periods
+        charged and not released, never a release without its charge); a refusal charges none of
+        them.  One commit for a batch of periods instead of one each (``benchmarks/series.py``).
+        """
+        if len(ledgers) != len(runs):
+            raise ParameterError("release_many needs one release per ledger.")
+        if not ledgers:
+            return []
+        budget = getattr(ledgers[0], "series", None)
+        if budget is None or not hasattr(budget, "spend_many"):
+            return [self.release(led, charge, run) for led, run in zip(ledgers, runs, strict=True)]
+        unit = charge.unit if charge.unit is not None else Unit()
+        entries = budget.spend_many(ledgers, charge.cost, charge.label, charge.details(), unit)
+        outs = []
+        for entry, run in zip(entries, runs, strict=True):
+            out = run()
+            if dataclasses.is_dataclass(out) and any(f.name == "created" for f in dataclasses.fields(out)):
+                out = dataclasses.replace(out, created=entry.time)
+            outs.append(out)
+        return outs
+
     # -- caps ---------------------------------------------------------------------------------
     def set_cap(self, ledger: Ledger, cap: PrivacyCost, *, confirm: bool = False) -> bool:
         """Change a budget's cap; the change is kept as a ledger event (when, old, new).

@@ -128,10 +128,15 @@ def horizon_part(cost: PrivacyCost, unit: Unit, definition: str, n_periods: int,
 
 
 def linked_entries(con: sqlite3.Connection, population: str) -> list[LedgerEntry]:
-    """The entries of every one-off budget linked to the series ``population``."""
-    ensure(con)
-    rows = con.execute("SELECT s.entry FROM series_links l JOIN spends s ON s.fingerprint = l.data_key "
-                       "WHERE l.population = ? ORDER BY s.fingerprint, s.idx", (population,)).fetchall()
+    """The entries of every one-off budget linked to the series ``population`` (none before any link
+    was made: the table is created by the first :func:`link`)."""
+    try:
+        rows = con.execute("SELECT s.entry FROM series_links l JOIN spends s ON s.fingerprint = l.data_key "
+                           "WHERE l.population = ? ORDER BY s.fingerprint, s.idx", (population,)).fetchall()
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        return []
     return [LedgerEntry.from_dict(json.loads(e)) for (e,) in rows]
 
 
@@ -179,8 +184,12 @@ class LinkedLedger(StoredLedger):
         self._linked_check(con, cost, unit)
 
     def _linked_check(self, con: sqlite3.Connection, cost: PrivacyCost, unit: Unit | None) -> None:
-        ensure(con)
-        pops = [p for (p,) in con.execute("SELECT population FROM series_links WHERE data_key = ?", (self._fp,))]
+        try:
+            pops = [p for (p,) in con.execute("SELECT population FROM series_links WHERE data_key = ?", (self._fp,))]
+        except sqlite3.OperationalError as e:
+            if "no such table" not in str(e):
+                raise
+            return  # no series was ever linked in this database
         release_unit = unit if unit is not None else (self._unit_of_privacy or Unit())
         own_unit = self._unit_of_privacy or release_unit
         charge = Fraction(self.charge_of(self.charge_for(cost, release_unit)[0]))

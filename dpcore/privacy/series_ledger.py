@@ -210,8 +210,14 @@ class PeriodLedger(StoredLedger):
 
     def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
               unit: Any = None) -> LedgerEntry:
-        details = {**dict(details or {}), "period": self.period}
         with self._lock, self._store.transaction() as con:
+            return self.spend_in(con, cost, label, details, unit)
+
+    def spend_in(self, con: Any, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
+                 unit: Any = None) -> LedgerEntry:
+        """:meth:`spend` inside the caller's open transaction (:meth:`SeriesBudget.spend_many`)."""
+        details = {**dict(details or {}), "period": self.period}
+        with self._lock:
             con.execute("INSERT OR IGNORE INTO datasets (fingerprint, kind, cap, created, unit) VALUES (?, ?, ?, ?, ?)",
                         (self._fp, "period", json.dumps(self._check_cap(self._cap).to_dict()), minute_now(),
                          json.dumps(self.series.unit.base.to_dict())))
@@ -275,6 +281,22 @@ class SeriesBudget:
     def ledger(self, period: str) -> PeriodLedger:
         """The ledger the release of ``period`` (its label) is charged to."""
         return PeriodLedger(self, period, self.default_cap)
+
+    def spend_many(self, ledgers: Sequence[PeriodLedger], cost: PrivacyCost, label: str,
+                   details: Mapping[str, Any] | None = None, unit: Any = None) -> list[LedgerEntry]:
+        """Charge ``cost`` to each of these period ledgers in **one** transaction (one commit for a
+        batch of periods, :meth:`dpcore.core.session.Session.release_many`): all are charged, or none
+        (a refusal rolls the batch back).  Each charge is checked as :meth:`PeriodLedger.spend` checks
+        it, the batch's earlier charges counted (the same transaction reads them)."""
+        if any(getattr(led, "series", None) is not self for led in ledgers):
+            raise ParameterError("spend_many charges the period ledgers of this series budget only.")
+        try:
+            with self.store.transaction() as con:
+                return [led.spend_in(con, cost, label, details, unit) for led in ledgers]
+        except BaseException:
+            for led in ledgers:  # rolled back: forget the batch's in-memory charges (reloaded on next read)
+                led._version = None  # noqa: SLF001 - the same package's ledger
+            raise
 
     def cumulative_ledger(self) -> Ledger:
         """The ledger a cumulative series (one factorised mechanism over every period,
