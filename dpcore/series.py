@@ -605,8 +605,10 @@ def release_cumulative(counts: np.ndarray, labels: Sequence[str], areas: Sequenc
     plan = plan_prefix_sums(T, rho, cells=cells, periods_per_person=w, per_period_sensitivity=delta)
     cmp = compare_variances(T, rho, periods_per_person=w, per_period_sensitivity=delta)
     record = {"plan": plan.to_dict(), "comparison": {k: v for k, v in cmp.items()},
-              "recommendation": {k: v for k, v in recommend(statistic, T, periods_per_person=w).items()
-                                 if k != "comparison"},
+              "recommendation": {**{k: v for k, v in recommend(statistic, T, periods_per_person=w).items()
+                                    if k != "comparison"},
+                                 "by_statistic": {st: recommend(st, T, periods_per_person=w)["method"]
+                                                  for st in ("period", "cumulative")}},
               "charge": {"cost": zcdp(rho).to_dict(), "once": True, "ledger": "cumulative" if unit.parallel
                          else "horizon", "horizon_rho_multiple": cmp["factorisation"]["horizon_rho_multiple"]}}
     details = {"mechanism": "prefix-sums", "periods": T, "cells": cells, "periods_per_person": w,

@@ -51,6 +51,7 @@ def test_cumulative_values_are_the_factorised_release_and_charged_once(tmp_path:
     # the record states both designs and the recommendation
     assert out.record["comparison"]["factorisation"]["ytd"] < out.record["comparison"]["leaves"]["ytd"]
     assert out.record["recommendation"]["method"] == "factorisation"
+    assert out.record["recommendation"]["by_statistic"] == {"period": "leaves", "cumulative": "factorisation"}
 
 
 def test_cumulative_and_periods_share_the_per_period_cap(tmp_path: Path) -> None:
