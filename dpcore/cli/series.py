@@ -91,8 +91,12 @@ def time_options(args: argparse.Namespace) -> Any:
     """The parsed periods of a series (None without --time-col), after checking the time options."""
     from dpcore.core.periods import parse_period, parse_time_range, periods_in
 
+    cumulative = bool(getattr(args, "cumulative", False))
     given = [f for f, v in (("--unit", args.unit), ("--max-periods", args.max_periods),
-                            ("--horizon-cap", args.horizon_cap)) if v is not None]
+                            ("--horizon-cap", args.horizon_cap), ("--cumulative", cumulative or None)) if v is not None]
+    if cumulative and getattr(args, "epsilon", None) is not None:  # refused before any data is read
+        raise ParameterError("--cumulative releases Gaussian noise (ρ-zCDP): give the budget with --rho instead of "
+                             "--epsilon.")
     if not getattr(args, "time_col", None):
         if args.time_range or given:
             raise ParameterError(f"{', '.join(['--time-range'] * bool(args.time_range) + given)} describe a release "

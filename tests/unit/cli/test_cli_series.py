@@ -352,6 +352,8 @@ def test_cumulative_points_series_is_charged_once_and_re_served(
             "--cumulative", "--out", str(tmp_path / "S")]
     assert main([*argv[:9], "--epsilon", "0.5", *argv[11:]]) == 2
     assert "--rho" in capsys.readouterr().err
+    no_time = argv[:argv.index("--time-col")] + argv[argv.index("--time-range") + 2:]
+    assert main(no_time) == 2 and "--cumulative describe a release over time" in capsys.readouterr().err
     _run(argv, capsys)
     record = json.loads((tmp_path / "S" / "series.json").read_bytes())
     validate_record(record, "series")
