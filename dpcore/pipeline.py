@@ -24,6 +24,7 @@ it sits above the kinds.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from dpcore.core.mechanism import KindRelease, Plan
@@ -59,6 +60,26 @@ def release(plan: Plan, aggregate: Any, *, ledger: Ledger | None = None, session
     if dataclasses.is_dataclass(out.inner) and any(f.name == "created" for f in dataclasses.fields(out.inner)):
         out = dataclasses.replace(out, inner=dataclasses.replace(out.inner, created=out.created))
     return out
+
+
+def release_many(plan: Plan, aggregates: Sequence[Any], *, ledgers: Sequence[Ledger], session: Session | None,
+                 noise: NoiseSource | None = None) -> list[KindRelease]:
+    """:func:`release` of ``plan`` over several aggregates, one per ledger (the periods of a series):
+    every check first (budget, data), then every charge in one transaction
+    (:meth:`dpcore.core.session.Session.release_many`), and only then the noise of each."""
+    from dpcore import catalog
+
+    mech = catalog.get(plan.kind, plan.mechanism)
+    mech.check_plan(plan)
+    for ledger, aggregate in zip(ledgers, aggregates, strict=True):
+        ledger.check(plan.cost, plan.unit)
+        mech.check_data(plan, aggregate)
+    source = _noise(noise)
+    runs = [(lambda agg=agg: mech.release(plan, agg, source, checked=True)) for agg in aggregates]
+    outs = (session or _LEDGER_ONLY).release_many(list(ledgers), plan, runs)
+    return [dataclasses.replace(o, inner=dataclasses.replace(o.inner, created=o.created))
+            if dataclasses.is_dataclass(o.inner) and any(f.name == "created" for f in dataclasses.fields(o.inner))
+            else o for o in outs]
 
 
 def _noise(noise: NoiseSource | None) -> NoiseSource:

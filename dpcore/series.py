@@ -42,7 +42,8 @@ from dpcore.errors import InputError, ParameterError
 from dpcore.privacy.series_ledger import SeriesBudget, plan_digest
 from dpcore.privacy.units import TimeUnit
 
-__all__ = ["KEEP_BATCH", "SERIES_COLUMNS", "PeriodInput", "PeriodOutcome", "SeriesRelease", "cap_per_period",
+__all__ = ["CUMULATIVE_COLUMNS", "KEEP_BATCH", "SERIES_COLUMNS", "CumulativeRelease", "PeriodInput", "PeriodOutcome",
+           "SeriesRelease", "cap_per_period", "release_cumulative", "series_csv_with_cumulative",
            "frame_fingerprint", "group_by_period", "keep_for_unit", "period_index", "plan_parts", "points_inputs",
            "release_series", "sample_periods", "sampling_key", "series_csv", "table_inputs"]
 
@@ -364,9 +365,12 @@ def _series_record(plan: Any, unit: TimeUnit, outcomes: Sequence[PeriodOutcome],
 
 
 def release_series(plan: Any, inputs: Sequence[PeriodInput],
-                   files_of: Callable[[Any, Any], Mapping[str, bytes]], *, unit: TimeUnit,
+                   files_of: Callable[[Any, Any], Mapping[str, bytes]] | None = None, *, unit: TimeUnit,
                    budget: SeriesBudget | None, session: Any = None, noise: Any = None,
-                   progress: Progress | None = None, time: Mapping[str, Any] | None = None) -> SeriesRelease:
+                   progress: Progress | None = None, time: Mapping[str, Any] | None = None,
+                   files_options: Mapping[str, Any] | None = None, suppress: Any = None,
+                   cumulative: Callable[[], CumulativeRelease] | None = None,
+                   cumulative_cost: tuple[Any, float] | None = None) -> SeriesRelease:
     """Release ``plan`` once per period of ``inputs`` (re-serving what was released before).
 
     Parameters
@@ -375,9 +379,11 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
         Built once, through the catalogue; every period is released with it.
     inputs : sequence of PeriodInput
         The public periods in time order, each with its data.
-    files_of : callable
-        ``files_of(kind_release, ledger) -> {name: bytes}``: the kind's files of one period
-        (e.g. :func:`dpcore.points.export.release_files`).
+    files_of : callable, optional
+        Deprecated: ``files_of(kind_release.inner, ledger) -> {name: bytes}``.  By default (None)
+        each period's files are the envelope's, ``made.files(ledger, **files_options)``
+        (:meth:`dpcore.core.mechanism.KindRelease.files`, as one-off releases make them: the
+        record holds the plan's rows).
     unit : TimeUnit
         The unit over time (its ``base`` is ``plan.unit``).
     budget : SeriesBudget or None
@@ -389,40 +395,61 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
         ``progress(fraction, message)`` after every period.
     time : mapping, optional
         The public time settings for series.json (time column, period, range).
+    files_options : mapping, optional
+        The kind's file options (boundary joins, flow-line coordinates...), for ``made.files``.
+    suppress : ReliabilityRule or str, optional
+        A reliability rule (:func:`dpcore.core.reliability.parse_rule`) applied to every period's
+        files (:func:`~dpcore.core.reliability.apply_to_files`: ``release_full.csv`` per period for
+        data users, the rule's columns in ``release.csv`` and so in ``series.csv``).  Post-processing
+        of the noisy values: the stored release is the one before the rule, which is applied when the
+        files are served (new or re-served alike), so another rule re-serves the same noise.
+    cumulative : callable, optional
+        Releases (or re-serves) the cumulative series (:func:`release_cumulative`), called once
+        before the periods; its columns join series.csv and its record series.json.
+    cumulative_cost : (PrivacyCost, float), optional
+        Its cost and horizon share: the periods' pre-check counts them before anything is charged.
     """
-    from dpcore import pipeline
+    from dpcore.core.reliability import apply_to_files, parse_rule
 
     if unit.base != plan.unit:
         raise ParameterError(f"The series' unit ({unit.label()}) does not protect what the plan protects "
                              f"({plan.unit.label()}): plan with the series' unit.")
     digest = plan_digest(plan_parts(plan))
+    rule = parse_rule(suppress)
+
+    def served(files: Mapping[str, bytes]) -> dict[str, bytes]:
+        return apply_to_files(files, rule) if rule is not None else dict(files)
+
     outcomes: list[PeriodOutcome] = []
     n = len(inputs)
     found = ([(None, None)] * len(inputs) if budget is None
              else budget.stored_many(digest, [(i.period.label, i.fingerprint) for i in inputs]))
-    if budget is not None:  # every new period must fit before the first is charged
-        budget.precheck(plan.cost, [i.period.label for i, (s, _) in zip(inputs, found, strict=True) if s is None])
+    if budget is not None:  # every new period must fit before the first is charged (the cumulative's too)
+        once, share = cumulative_cost if cumulative_cost is not None and cumulative is not None else (None, 0.0)
+        budget.precheck(plan.cost, [i.period.label for i, (s, _) in zip(inputs, found, strict=True) if s is None],
+                        once, share)
+    cum = cumulative() if cumulative is not None else None
     pending: list[Any] = []
     try:
-        for i, item in enumerate(inputs):
+        for i, made, ledger in _in_order(plan, inputs, found, budget, session, noise):
+            item = inputs[i]
             label = item.period.label
             stored, other = found[i]
             if stored is not None:
                 outcomes.append(PeriodOutcome(item.period, "re-served", stored.release_id, stored.correction_of,
-                                              stored.files))
+                                              served(stored.files)))
             else:
-                ledger = None if budget is None else budget.ledger(label)
-                made = pipeline.release(plan, item.aggregate(), ledger=ledger, session=session, noise=noise)
-                files = dict(files_of(made.inner, ledger))
+                files = (dict(files_of(made.inner, ledger)) if files_of is not None
+                         else dict(made.files(ledger, **dict(files_options or {}))))
                 if budget is None:
-                    outcomes.append(PeriodOutcome(item.period, "not accounted", None, None, files))
+                    outcomes.append(PeriodOutcome(item.period, "not accounted", None, None, served(files)))
                 else:
                     status = "correction" if other else "released"
                     pending.append((digest, label, item.fingerprint, files,
                                     {"period": label, "status": status, "plan": digest, "correction_of": other},
                                     other, item.empty))
                     outcomes.append(PeriodOutcome(item.period, status, budget.release_id(digest, label, item.fingerprint),
-                                                  other, files, ledger.spent))
+                                                  other, served(files), ledger.spent))
                     if len(pending) >= KEEP_BATCH:
                         budget.keep_many(pending)
                         pending = []
@@ -431,25 +458,206 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
     finally:  # what was charged is stored, even when a later period fails
         if budget is not None and pending:
             budget.keep_many(pending)
-    return _finish(plan, unit, outcomes, budget, digest, dict(time or {}))
+    return _finish(plan, unit, outcomes, budget, digest, dict(time or {}), rule, cum)
+
+
+def _reliability(rule: Any, outcomes: Sequence[PeriodOutcome]) -> dict[str, Any]:
+    """series.json's ``reliability``: the rule and its counts summed over the periods."""
+    totals = {"cells": 0, "suppressed": 0, "flagged": 0}
+    for o in outcomes:
+        rec = json.loads(o.files["release.json"]) if "release.json" in o.files else {}
+        for k in totals:
+            totals[k] += int(rec.get("reliability", {}).get(k, 0))
+    return {**rule.to_dict(), **totals, "columns": [rule.column, rule.reason_column],
+            "values_in": "<period>/release_full.csv"}
+
+
+#: Periods charged in one transaction (one commit for the batch, every charge before any noise).
+CHARGE_BATCH = KEEP_BATCH
+
+
+def _in_order(plan: Any, inputs: Sequence[PeriodInput], found: Sequence[tuple[Any, Any]], budget: SeriesBudget | None,
+              session: Any, noise: Any) -> Any:
+    """``(index, release, ledger)`` of every period in time order (``(index, None, None)`` for a stored
+    one): the new periods released :data:`CHARGE_BATCH` at a time by
+    :func:`dpcore.pipeline.release_many`, all of a batch charged in one transaction before any of
+    its noise is drawn."""
+    from dpcore import pipeline
+
+    chunk: list[int] = []
+
+    def flush() -> Any:
+        if not chunk:
+            return
+        aggregates = [inputs[j].aggregate() for j in chunk]
+        if budget is None:
+            made = [pipeline.release(plan, a, ledger=None, session=session, noise=noise) for a in aggregates]
+            ledgers: list[Any] = [None] * len(chunk)
+        else:
+            ledgers = [budget.ledger(inputs[j].period.label) for j in chunk]
+            made = pipeline.release_many(plan, aggregates, ledgers=ledgers, session=session, noise=noise)
+        yield from zip(list(chunk), made, ledgers, strict=True)
+        chunk.clear()
+
+    for i in range(len(inputs)):
+        if found[i][0] is not None:
+            yield from flush()
+            yield i, None, None
+            continue
+        chunk.append(i)
+        if len(chunk) >= CHARGE_BATCH:
+            yield from flush()
+    yield from flush()
 
 
 def _finish(plan: Any, unit: TimeUnit, outcomes: list[PeriodOutcome], budget: SeriesBudget | None, digest: str,
-            time: dict[str, Any]) -> SeriesRelease:
+            time: dict[str, Any], rule: Any = None, cum: CumulativeRelease | None = None) -> SeriesRelease:
     """The series files: re-served when every period was and the series was kept before, else built and kept."""
     series_id = None
     if budget is not None:
         ids = "|".join(f"{o.period.label}={o.release_id}" for o in outcomes)
+        if rule is not None:  # the series files differ by rule (the periods' noise does not)
+            ids += "|rule=" + json.dumps(rule.to_dict(), sort_keys=True, default=str)
+        if cum is not None:
+            ids += f"|cumulative={cum.release_id}"
         series_id = budget.release_id(digest, "series", hashlib.sha256(ids.encode()).hexdigest())
         if all(o.status == "re-served" for o in outcomes):
             kept = budget.files(series_id)
             if kept:
                 return SeriesRelease(plan.kind, unit, tuple(outcomes), kept, reserved=True)
     record = _series_record(plan, unit, outcomes, budget, digest, time)
+    if rule is not None:
+        record["reliability"] = _reliability(rule, outcomes)
+    table = series_csv(outcomes)
+    if cum is not None:
+        record["cumulative"] = {**cum.record, "status": cum.status, "release_id": cum.release_id,
+                                "columns": list(CUMULATIVE_COLUMNS)}
+        table = series_csv_with_cumulative(table, cum)
     validate_record(record, "series")
-    files = {"series.csv": series_csv(outcomes),
+    files = {"series.csv": table,
              "series.json": (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode("utf-8")}
     if budget is not None and series_id is not None:
         budget.store.record_release(budget.population, series_id, plan.kind,
                                     {"series": True, "plan": digest, "order": list(files)}, files)
     return SeriesRelease(plan.kind, unit, tuple(outcomes), files)
+
+
+#: The columns a cumulative series adds to series.csv (``--cumulative``).
+CUMULATIVE_COLUMNS = ("cumulative", "cumulative_sd", "cumulative_ci95_low", "cumulative_ci95_high")
+
+
+@dataclass(frozen=True)
+class CumulativeRelease:
+    """A cumulative series: ``table`` (period, area and :data:`CUMULATIVE_COLUMNS`, as published),
+    the plan's record (both figures and the recommendation), whether it was re-served, what it spent."""
+
+    table: pd.DataFrame
+    record: dict[str, Any]
+    status: str
+    release_id: str | None = None
+
+
+def _cumulative_table(labels: Sequence[str], areas: Sequence[str], rel: Any) -> pd.DataFrame:
+    from dpcore.privacy.calibration import normal_z
+
+    Z95 = normal_z(0.95)
+    T, n = rel.prefix.shape
+    sd = np.repeat(rel.prefix_sd, n)
+    value = rel.prefix.reshape(-1)
+    return pd.DataFrame({"period": np.repeat(np.asarray(labels, dtype=object), n),
+                         "area": np.tile(np.asarray(areas, dtype=object), T),
+                         "cumulative": value, "cumulative_sd": sd,
+                         "cumulative_ci95_low": value - Z95 * sd, "cumulative_ci95_high": value + Z95 * sd})
+
+
+def release_cumulative(counts: np.ndarray, labels: Sequence[str], areas: Sequence[str], rho: float, *,
+                       unit: TimeUnit, budget: SeriesBudget | None, fingerprint: str, session: Any = None,
+                       noise: Any = None, statistic: str = "cumulative") -> CumulativeRelease:
+    """Per-cell prefix sums over the periods by the square-root factorisation, charged once.
+
+    ``counts`` is periods × cells (the public periods in order, empty ones as zeros; cells in the
+    order of ``areas``).  One mechanism over the whole horizon
+    (:func:`dpcore.estimate.prefix_sums.release_prefix_sums`), ρ-zCDP only, calibrated to the
+    unit: one period's change (``w = 1``) of ``Δ = base.contribution`` (``√2·`` that for replace-one
+    neighbours) for event and person-period units, the person's ``max_periods`` periods for ``person``.  It is charged **once**, to
+    :meth:`~dpcore.privacy.series_ledger.SeriesBudget.cumulative_ledger` (every period counts it;
+    the horizon figure counts ``ρ·horizon_rho_multiple``, not ``T·ρ``), before the noise is drawn,
+    and kept: the same data and plan are re-served, never re-noised.  The record states the
+    year-to-date and per-period variances of both designs
+    (:func:`~dpcore.estimate.prefix_sums.compare_variances`) and the recommendation for ``statistic``.
+    """
+    from dpcore.core.session import Charge
+    from dpcore.estimate.prefix_sums import (
+        compare_variances,
+        plan_prefix_sums,
+        recommend,
+        release_prefix_sums,
+    )
+    from dpcore.privacy.budget import zcdp
+    from dpcore.privacy.series_ledger import CUMULATIVE
+
+    x = np.asarray(counts, dtype=np.float64)
+    T, cells = x.shape
+    w = unit.max_periods if unit.scope == "person" else 1
+    # one unit adds at most ``contribution`` to the cells of one period (L2 ≤ L1); replacing it moves
+    # that much from some cells to others: √2 times as much in L2
+    delta = float(unit.base.contribution) * (float(np.sqrt(2.0)) if unit.base.neighbour == "replace" else 1.0)
+    plan = plan_prefix_sums(T, rho, cells=cells, periods_per_person=w, per_period_sensitivity=delta)
+    cmp = compare_variances(T, rho, periods_per_person=w, per_period_sensitivity=delta)
+    record = {"plan": plan.to_dict(), "comparison": {k: v for k, v in cmp.items()},
+              "recommendation": {**{k: v for k, v in recommend(statistic, T, periods_per_person=w).items()
+                                    if k != "comparison"},
+                                 "by_statistic": {st: recommend(st, T, periods_per_person=w)["method"]
+                                                  for st in ("period", "cumulative")}},
+              "charge": {"cost": zcdp(rho).to_dict(), "once": True, "ledger": "cumulative" if unit.parallel
+                         else "horizon", "horizon_rho_multiple": cmp["factorisation"]["horizon_rho_multiple"]}}
+    details = {"mechanism": "prefix-sums", "periods": T, "cells": cells, "periods_per_person": w,
+               "per_period_sensitivity": delta, "sensitivity": plan.sensitivity,
+               "horizon_rho_multiple": cmp["factorisation"]["horizon_rho_multiple"]}
+    digest = plan_digest({"cumulative": details, "rho": rho, "labels": list(labels), "areas": list(areas)})
+    if budget is not None:
+        stored, _other = budget.stored(digest, CUMULATIVE, fingerprint)
+        if stored is not None:
+            table = pd.read_csv(io.BytesIO(stored.files["cumulative.csv"]), dtype={"period": str, "area": str})
+            return CumulativeRelease(table, record, "re-served", stored.release_id)
+    charge = Charge(zcdp(rho), f"cumulative series of {T} periods (square-root factorisation)", details, unit.base)
+    ledger = None if budget is None else budget.cumulative_ledger()
+
+    def run() -> Any:
+        return release_prefix_sums(x, rho, noise if noise is not None else _secure(), periods_per_person=w,
+                                   per_period_sensitivity=delta)
+
+    from dpcore.core.session import Session
+
+    # charged before the noise is drawn, through the one session (an unaccounted one still charges
+    # a ledger it is handed)
+    rel = (session if session is not None else Session.unaccounted()).release(ledger, charge, run)
+    table = _cumulative_table(labels, areas, rel)
+    rid = None
+    if budget is not None:
+        data = table.to_csv(index=False).encode("utf-8")
+        rid = budget.keep(digest, CUMULATIVE, fingerprint, {"cumulative.csv": data},
+                          {"period": CUMULATIVE, "status": "released", "plan": digest})
+        table = pd.read_csv(io.BytesIO(data), dtype={"period": str, "area": str})  # as published, like a re-serve
+    return CumulativeRelease(table, record, "released" if budget is not None else "not accounted", rid)
+
+
+def _secure() -> Any:
+    from dpcore.privacy.noise import secure_source
+
+    return secure_source()
+
+
+def series_csv_with_cumulative(series_bytes: bytes, cumulative: CumulativeRelease) -> bytes:
+    """series.csv with the cumulative columns joined on (period, area): a cell of the cumulative
+    series that is no row of the periods' files (a grid cell of a coarser partition, a pair no
+    period published) gets a row of its own after its period's rows, the period columns empty.
+    The periods' values are kept as published (text)."""
+    frame = pd.read_csv(io.BytesIO(series_bytes), dtype=str, keep_default_na=False)
+    cum = cumulative.table.astype({"period": str, "area": str})
+    order = {p: i for i, p in enumerate(dict.fromkeys(cum["period"].tolist()))}
+    merged = frame.merge(cum, on=["period", "area"], how="outer", sort=False, indicator=True)
+    merged["_at"] = merged["period"].map(order).fillna(-1)
+    merged["_new"] = merged["_merge"].eq("right_only")
+    merged = merged.sort_values(["_at", "_new"], kind="stable").drop(columns=["_at", "_new", "_merge"])
+    return merged.to_csv(index=False).encode("utf-8")

@@ -22,7 +22,7 @@ from dpcore.cli.common import (
     split_list,
     suppress_rule,
 )
-from dpcore.cli.series import add_time_args, table_series, time_options
+from dpcore.cli.series import add_time_args, leaf_cells, table_series, time_options
 from dpcore.cli.spec_args import arguments
 from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
@@ -224,7 +224,6 @@ def _hierarchy_series(args: argparse.Namespace, plan: Any, df: Any, levels: list
 
     import numpy as np
 
-    from dpcore.areas import export
     from dpcore.areas.counts import HierarchyCounts
 
     def build(rows: Any) -> Any:
@@ -235,7 +234,9 @@ def _hierarchy_series(args: argparse.Namespace, plan: Any, df: Any, levels: list
 
     return table_series(args, plan, df, levels + ([args.group_col] if args.group_col else []),
                         counts_cols[0] if len(counts_cols) == 1 else None, build,
-                        lambda rel, ledger: export.hierarchy_files(rel, ledger, joins), make, session)
+                        {"joins": joins}, make, session,
+                        oneoff=None if args.no_budget else ("areas", _table_key(args, df, levels, counts_cols or None)),
+                        cells_of=leaf_cells)
 
 
 def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:

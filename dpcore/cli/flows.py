@@ -21,7 +21,7 @@ from dpcore.cli.common import (
     split_list,
     suppress_rule,
 )
-from dpcore.cli.series import add_time_args, table_series, time_options
+from dpcore.cli.series import add_time_args, pair_cells, table_series, time_options
 from dpcore.cli.spec_args import arguments
 from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
@@ -360,7 +360,6 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.core.reliability import apply_to_files
-    from dpcore.flows import export as od_export
     from dpcore.flows.counts import ODCounts
     from dpcore.flows.unit import od_unit
     from dpcore.privacy import budget
@@ -407,11 +406,10 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
             return ODCounts.from_frame(rows, h, origin=origin, destination=destination, count=count, user=args.user,
                                        max_trips=args.max_trips, distinct=not args.repeats)
 
-        def files_of(rel: Any, ledger: Any) -> dict[str, bytes]:
-            return od_export.od_files(rel, ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
-                                      top=args.geojson_top)
-
-        return table_series(args, plan, df, [origin, destination], count, build, files_of, make, session,
+        options = {"origin_xy": xy, "delta": delta, "extra": {"budget_input": given}, "top": args.geojson_top}
+        whole = None if args.no_budget else ("flows", build(df).fingerprint)  # the one-off budget's key
+        return table_series(args, plan, df, [origin, destination], count, build, options, make, session,
+                            oneoff=whole, cells_of=pair_cells,
                             user=args.user, cap=cap)
     routed = engine_for(args, args.input)
     if routed is not None:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpcore.cli.common import Made, cli_progress
+from dpcore.cli.common import Made, cli_progress, suppress_rule
 from dpcore.errors import InputError, ParameterError
 from dpcore.series import (
     frame_fingerprint,
@@ -47,6 +47,10 @@ def add_time_args(p: argparse.ArgumentParser, *, user_args: bool = False) -> Non
     g.add_argument("--horizon-cap", type=float,
                    help="refuse a period's release that would take the horizon figure (the sum over periods for a "
                         "person present in all of them; ε with --epsilon, ρ with --rho) past this")
+    g.add_argument("--cumulative", action="store_true",
+                   help="also release every cell's cumulative (year-to-date) counts over the periods by the "
+                        "square-root factorisation: one mechanism for the whole range, charged once at --rho "
+                        "(zCDP only); series.csv gains cumulative, cumulative_sd and its 95 %% interval")
     if user_args:
         g.add_argument("--user-col", help="column identifying a person (with --unit person-period or person)")
         g.add_argument("--user-cap", type=int, help="at most this many records per person and period")
@@ -87,8 +91,12 @@ def time_options(args: argparse.Namespace) -> Any:
     """The parsed periods of a series (None without --time-col), after checking the time options."""
     from dpcore.core.periods import parse_period, parse_time_range, periods_in
 
+    cumulative = bool(getattr(args, "cumulative", False))
     given = [f for f, v in (("--unit", args.unit), ("--max-periods", args.max_periods),
-                            ("--horizon-cap", args.horizon_cap)) if v is not None]
+                            ("--horizon-cap", args.horizon_cap), ("--cumulative", cumulative or None)) if v is not None]
+    if cumulative and getattr(args, "epsilon", None) is not None:  # refused before any data is read
+        raise ParameterError("--cumulative releases Gaussian noise (ρ-zCDP): give the budget with --rho instead of "
+                             "--epsilon.")
     if not getattr(args, "time_col", None):
         if args.time_range or given:
             raise ParameterError(f"{', '.join(['--time-range'] * bool(args.time_range) + given)} describe a release "
@@ -121,9 +129,14 @@ def series_session(args: argparse.Namespace, session: Any) -> Any:
 
 
 def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: list[Any], whole_fp: str,
-               files_of: Callable[[Any, Any], dict[str, bytes]], make: Any, session: Any,
-               cap: float | None = None) -> Made:
-    """Open the series budget, release (or re-serve) every period, write the folders and series files."""
+               files_options: dict[str, Any], make: Any, session: Any,
+               cap: float | None = None, oneoff: tuple[str, str] | None = None,
+               cells_of: Callable[[Any], tuple[list[str], Any]] | None = None) -> Made:
+    """Open the series budget, release (or re-serve) every period, write the folders and series files.
+
+    ``oneoff``: the (kind, fingerprint) a one-off release of the same input is keyed by, whose budget
+    the series composes with (:mod:`dpcore.privacy.oneoff_links`); ``cells_of(aggregate) -> (ids,
+    values)`` the public cells of one period's aggregate, for ``--cumulative``."""
     from dpcore.core.session import default_cap
     from dpcore.series import release_series
 
@@ -141,9 +154,11 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
         horizon = make(args.horizon_cap) if args.horizon_cap is not None else None
         pairs = [(i.period.label, i.fingerprint) for i in inputs if not i.empty]
         budget = session.series_budget(plan.kind, whole_fp, pairs, unit, default=default, horizon_cap=horizon,
-                                       population=args.population)
+                                       population=args.population, oneoff=[oneoff] if oneoff else [])
+    cumulative, cumulative_cost = cumulative_step(args, plan, inputs, cells_of, unit, budget, whole_fp, session)
     show = cli_progress("Releasing the periods")
-    series = release_series(plan, inputs, files_of, unit=unit, budget=budget, session=session,
+    series = release_series(plan, inputs, unit=unit, budget=budget, session=session, files_options=files_options,
+                            suppress=suppress_rule(args), cumulative=cumulative, cumulative_cost=cumulative_cost,
                             progress=(lambda f, m: show(f, m)) if show else None,
                             time={"column": args.time_col, "period": str(args.period), "range": args.time_range})
     paths = series.write(args.out)
@@ -162,11 +177,49 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
         parts = [f"{v} {k}" for k, v in counts.items() if v]
         head = (f"Series of {n} periods ({plan.unit.label() if budget is None else unit.label()}): "
                 f"{', '.join(parts)}; {series.charged} charged {plan.cost.label()} each")
+    cum = series.record.get("cumulative")
+    if cum is not None:
+        head += (f"; cumulative series (square-root factorisation) {cum['status']}"
+                 + (f", charged once {plan.cost.label()}" if cum["status"] == "released" else ", nothing charged")
+                 + f" ({cum['recommendation']['reason'].split(':')[0]})")
     for o in series.outcomes:
         if o.status == "correction":
             print(f"Period {o.period.label}: its data changed since {o.correction_of}; released again as a "
                   "correction (charged).", file=sys.stderr)
     return Made(series, paths, f"{head}; {tail}")
+
+
+def cumulative_step(args: argparse.Namespace, plan: Any, inputs: list[Any],
+                    cells_of: Callable[[Any], tuple[list[str], Any]] | None, unit: Any, budget: Any, whole_fp: str,
+                    session: Any) -> tuple[Callable[[], Any] | None, tuple[Any, float] | None]:
+    """``--cumulative``: the release of every cell's cumulative counts (``dpcore.series.release_cumulative``),
+    at the series' ρ, charged once; refused under pure ε (the factorisation's noise is Gaussian).
+    Returns the release step and its (cost, horizon share) for the periods' pre-check."""
+    if not getattr(args, "cumulative", False):
+        return None, None
+    if plan.cost.definition != "zcdp":
+        raise ParameterError("--cumulative releases Gaussian noise (ρ-zCDP): give the budget with --rho instead of "
+                             "--epsilon.")
+    if cells_of is None:
+        raise ParameterError("--cumulative is not available for this release: drop --cumulative.")
+    from dpcore.series import release_cumulative
+
+    def run() -> Any:
+        ids: list[str] = []
+        rows = []
+        for item in inputs:
+            ids, values = cells_of(item.aggregate())
+            rows.append(np.asarray(values, dtype=np.float64).ravel())
+        if len(inputs) * max(len(ids), 1) > 50_000_000:
+            raise ParameterError(f"--cumulative over {len(inputs)} periods × {len(ids):,} cells is too large for one "
+                                 "release; use a coarser grid or fewer areas.")
+        return release_cumulative(np.vstack(rows), [i.period.label for i in inputs], ids, plan.cost.value, unit=unit,
+                                  budget=budget, fingerprint=whole_fp, session=session)
+
+    from dpcore.estimate.prefix_sums import compare_variances
+
+    multiple = compare_variances(len(inputs))["factorisation"]["horizon_rho_multiple"] if unit.parallel else 1.0
+    return run, (plan.cost, plan.cost.value * multiple)
 
 
 def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, session: Any) -> Made:
@@ -175,16 +228,13 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
     from dpcore.data.engines.base import points_fingerprint
     from dpcore.data.points import load_points
     from dpcore.data.tables import read_table
-    from dpcore.points.export import release_files
 
     periods = time_options(args)
     path = Path(args.input)
     if not path.exists():
         raise InputError(f"Input file '{path}' does not exist. Check the path given to --input.")
     df = read_table(path, path.name)
-    pidx_all = period_index(df, args.time_col, periods)
-    df = df.loc[pidx_all >= 0].reset_index(drop=True)  # outside the public range: dropped first
-    pidx = pidx_all[pidx_all >= 0]
+    pidx = period_index(df, args.time_col, periods)
     lat, lon = args.lat_col, args.lon_col
     if lat is None or lon is None:
         found_lat, found_lon = detect_coordinate_columns(df)
@@ -193,6 +243,7 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
         lons = lats = np.zeros(0)
         users = None
     else:
+        # the whole input is read as a one-off release reads it (its budget key), then the range kept
         table = load_points(df, lat, lon, user_col=args.user_col, source_name=path.name)
         kept = ~(pd.to_numeric(df[lat], errors="coerce").isna() | pd.to_numeric(df[lon], errors="coerce").isna())
         if args.user_col:
@@ -202,6 +253,10 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
             raise InputError("Some coordinates could not be matched to their time; fix the coordinate columns "
                              "(empty or unreadable values) and try again.")
         lons, lats, users = table.lon, table.lat, table.user
+    oneoff = ("points", points_fingerprint(lons, lats)) if lons.size else None
+    inside = pidx >= 0  # outside the public range: dropped first
+    lons, lats, pidx = lons[inside], lats[inside], pidx[inside]
+    users = users[inside] if users is not None else None
     unit = time_unit(args, plan.unit)
     session = series_session(args, session)
     whole = points_fingerprint(lons, lats)  # the population's data, before any sampling
@@ -209,13 +264,14 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
     lons, lats, pidx = lons[keep], lats[keep], pidx[keep]
     users = users[keep] if users is not None else None
     inputs = points_inputs(lons, lats, users, pidx, periods, grid, args.user_cap if args.user_col else None)
-    return run_series(args, plan, periods, inputs, whole,
-                      lambda rel, ledger: release_files(rel, ledger), make, session)
+    return run_series(args, plan, periods, inputs, whole, {}, make, session, oneoff=oneoff, cells_of=grid_cells)
 
 
 def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns: list[str], count: str | None,
-                 build: Callable[[pd.DataFrame], Any], files_of: Callable[[Any, Any], dict[str, bytes]],
-                 make: Any, session: Any, user: str | None = None, cap: float | None = None) -> Made:
+                 build: Callable[[pd.DataFrame], Any], files_options: dict[str, Any],
+                 make: Any, session: Any, user: str | None = None, cap: float | None = None,
+                 oneoff: tuple[str, str] | None = None,
+                 cells_of: Callable[[Any], tuple[list[str], Any]] | None = None) -> Made:
     """A series of a table kind (hierarchy, od): the rows grouped by period once, ``build(rows)`` the
     aggregate of one period's rows, ``columns``/``count`` what its content fingerprint reads."""
     periods = time_options(args)
@@ -229,4 +285,30 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
     keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session)
     df, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
     inputs = table_inputs(df, pidx, periods, fp_cols, count, build)
-    return run_series(args, plan, periods, inputs, whole, files_of, make, session, cap=cap)
+    return run_series(args, plan, periods, inputs, whole, files_options, make, session, cap=cap, oneoff=oneoff,
+                      cells_of=cells_of)
+
+
+def grid_cells(agg: Any) -> tuple[list[str], Any]:
+    """The fine grid cells of a period's frequency matrix (ids ``r<row>c<col>``, row south to north)."""
+    ny, nx = agg.counts.shape
+    return [f"r{r}c{c}" for r in range(ny) for c in range(nx)], agg.counts.ravel()
+
+
+def leaf_cells(counts: Any) -> tuple[list[str], Any]:
+    """The finest areas of a period's hierarchy counts (their codes); group sizes are refused."""
+    if counts.leaf.ndim != 1:
+        raise ParameterError("--cumulative releases counts per area; drop --group-col (group sizes), or --cumulative.")
+    h = counts.hierarchy
+    return [str(x) for x in h.labels(h.depth)], counts.leaf
+
+
+def pair_cells(counts: Any) -> tuple[list[str], Any]:
+    """Every finest (origin, destination) pair of a period's trips (``origin->destination``), dense."""
+    o_h, d_h = counts.origin_h, counts.destination_h
+    o_codes, d_codes = [str(x) for x in o_h.labels(o_h.depth)], [str(x) for x in d_h.labels(d_h.depth)]
+    dense = np.zeros(len(o_codes) * len(d_codes))
+    np.add.at(dense, np.asarray(counts.origin, dtype=np.int64) * len(d_codes) + np.asarray(counts.destination,
+                                                                                           dtype=np.int64),
+              np.asarray(counts.count, dtype=np.float64))
+    return [f"{o}->{d}" for o in o_codes for d in d_codes], dense

@@ -40,6 +40,7 @@ from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.privacy.budget import PrivacyCost, pure, zcdp
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_store import LEGACY_KINDS, LedgerStore, StoredLedger, default_store
+from dpcore.privacy.oneoff_links import LinkedLedger, link
 from dpcore.privacy.series_ledger import SeriesBudget, find_population, list_budgets
 from dpcore.privacy.units import TimeUnit, Unit
 
@@ -195,7 +196,8 @@ class Session:
         key = store.budget_key(kind, fingerprint)
         if population:
             key = store.bind(store.key(kind, fingerprint), population)
-        return store.ledger(key, default, kind if key == store.key(kind, fingerprint) else "population", unit)
+        # a one-off budget composes with the series of the same data (linked when a series is opened)
+        return LinkedLedger(store, key, default, kind if key == store.key(kind, fingerprint) else "population", unit)
 
     def adopt_legacy(self, kind: str, fingerprint: str, legacy: Sequence[str]) -> None:
         """Move budgets stored under the plain keys of an earlier fingerprint rule (``legacy``) of the
@@ -210,7 +212,7 @@ class Session:
 
     def series_budget(self, kind: str, fingerprint: str, periods: Sequence[tuple[str, str]], unit: TimeUnit, *,
                       default: PrivacyCost, horizon_cap: PrivacyCost | None = None,
-                      population: str | None = None) -> SeriesBudget:
+                      population: str | None = None, oneoff: Sequence[tuple[str, str]] = ()) -> SeriesBudget:
         """The budget a series of releases over time of ``kind`` data draws on.
 
         ``fingerprint`` is the whole input's content fingerprint and ``periods`` the (period label,
@@ -220,11 +222,19 @@ class Session:
         ``default`` is the cap of a new budget: per period for event and person-period units, of the
         horizon for a person; ``horizon_cap`` optionally caps the horizon figure.  Each period's release
         is charged to ``budget.ledger(period)`` through :meth:`release` (``dpcore.pipeline.release``).
+
+        ``oneoff`` are the (kind, content fingerprint) pairs under which a one-off release of the same
+        input is keyed (:meth:`budget`): their budgets are linked to the series' population, and so is a
+        named population's own one-off budget, so one-off releases and the series compose both ways
+        (:mod:`dpcore.privacy.oneoff_links`).
         """
         if not self.accounted:
             raise BudgetError("An unaccounted session keeps no series budget; release the series without one.")
         key, _rule = find_population(self.store, kind, periods, fingerprint, population)
-        return SeriesBudget.open(self.store, key, kind, unit, default, horizon_cap, population)
+        budget = SeriesBudget.open(self.store, key, kind, unit, default, horizon_cap, population)
+        keys = [self.store.budget_key(k, fp) for k, fp in oneoff if fp]
+        link(self.store, key, keys + ([key] if population else []))
+        return budget
 
     def budgets(self) -> list[dict[str, Any]]:
         """Every budget in this session's database, for the office view
@@ -261,6 +271,31 @@ class Session:
         if dataclasses.is_dataclass(out) and any(f.name == "created" for f in dataclasses.fields(out)):
             out = dataclasses.replace(out, created=entry.time)
         return out
+
+    def release_many(self, ledgers: Sequence[Any], charge: Any, runs: Sequence[Callable[[], R]]) -> list[R]:
+        """Charge ``charge`` to each of ``ledgers`` (period ledgers of one series budget) in one
+        transaction, then run each release, stamped with its charge's time.
+
+        Every charge is committed before the first noise is drawn (a crash afterwards leaves periods
+        charged and not released, never a release without its charge); a refusal charges none of
+        them.  One commit for a batch of periods instead of one each (``benchmarks/series.py``).
+        """
+        if len(ledgers) != len(runs):
+            raise ParameterError("release_many needs one release per ledger.")
+        if not ledgers:
+            return []
+        budget = getattr(ledgers[0], "series", None)
+        if budget is None or not hasattr(budget, "spend_many"):
+            return [self.release(led, charge, run) for led, run in zip(ledgers, runs, strict=True)]
+        unit = charge.unit if charge.unit is not None else Unit()
+        entries = budget.spend_many(ledgers, charge.cost, charge.label, charge.details(), unit)
+        outs = []
+        for entry, run in zip(entries, runs, strict=True):
+            out = run()
+            if dataclasses.is_dataclass(out) and any(f.name == "created" for f in dataclasses.fields(out)):
+                out = dataclasses.replace(out, created=entry.time)
+            outs.append(out)
+        return outs
 
     # -- caps ---------------------------------------------------------------------------------
     def set_cap(self, ledger: Ledger, cap: PrivacyCost, *, confirm: bool = False) -> bool:

@@ -155,7 +155,7 @@ _BUDGET = (_o("--budget-cap", "budget", "cap", "float"), _o("--budget-db", "budg
 #: like the domain, the unit over time and its caps belong to the budget.
 _TIME = (_o("--time-col", "input", "time"), _o("--period", "domain", default="day"),
          _o("--time-range", "domain"), _o("--unit", "budget"), _o("--max-periods", "budget", form="int"),
-         _o("--horizon-cap", "budget", form="float"))
+         _o("--horizon-cap", "budget", form="float"), _o("--cumulative", "mechanism", form="flag", default=False))
 _ENGINE = (_o("--engine", "engine", "name", default="auto"), _o("--spark-master", "engine"))
 
 OPTIONS: dict[str, tuple[Option, ...]] = {

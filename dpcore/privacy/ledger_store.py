@@ -565,6 +565,7 @@ class StoredLedger(Ledger):
                     f"This data now belongs to the population '{bound[0]}', whose budget its releases draw on. "
                     "Reload the page (or run the command again) to release from the population's budget.")
             self._load(con)
+            self._before_spend(con, cost, unit)
             entry = super().spend(cost, label, details, unit)
             try:
                 con.execute("INSERT INTO spends VALUES (?, ?, ?)",
@@ -576,6 +577,9 @@ class StoredLedger(Ledger):
                 self._load(con)  # the transaction rolls back: forget the in-memory charge too
                 raise
             return entry
+
+    def _before_spend(self, con: sqlite3.Connection, cost: PrivacyCost, unit: Unit | None) -> None:
+        """A subclass's further refusal of a charge, inside the charge's transaction (none here)."""
 
     def set_cap(self, cap: PrivacyCost) -> None:
         with self._lock, self._store.transaction() as con:

@@ -51,6 +51,7 @@ from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.privacy.budget import PrivacyCost, two_significant
 from dpcore.privacy.ledger import Ledger, LedgerEntry, epsilon_readings, minute_now
 from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
+from dpcore.privacy.oneoff_links import horizon_part, in_unit, linked_entries
 from dpcore.privacy.units import TimeUnit
 
 __all__ = ["PeriodLedger", "SeriesBudget", "StoredPeriod", "find_population", "horizon_figure", "list_budgets",
@@ -80,6 +81,8 @@ CREATE INDEX IF NOT EXISTS series_periods_by_data ON series_periods(period, data
 
 #: The key suffix of the one ledger of a person-over-the-horizon budget.
 HORIZON = "horizon"
+#: The period label (and ledger suffix) of a cumulative series' one charge.
+CUMULATIVE = "cumulative"
 #: The δ of the (ε, δ) reading shown first.
 DEFAULT_DELTA = 1e-6
 
@@ -145,6 +148,23 @@ def horizon_figure(charges: Sequence[float], definition: str, period: str, n_per
     return out
 
 
+def with_oneoff(figure: dict[str, Any], extra: Fraction | float, definition: str) -> dict[str, Any]:
+    """A horizon figure with the linked one-off releases' share ``extra`` (in ``definition``'s unit,
+    :func:`~dpcore.privacy.oneoff_links.horizon_part`) added, and stated under ``oneoff``."""
+    if not extra:
+        return figure
+    out = dict(figure)
+    add = float(extra) if definition == "zcdp" else float(extra) ** 2 / 2
+    out["oneoff"] = {"value": float(extra), "definition": definition,
+                     "text": "one-off releases of the same data and a cumulative series, each counted once (a group "
+                             "of the periods for a record-level one-off; ρ·horizon_rho_multiple for a cumulative)"}
+    out["rho"] = figure["rho"] + add
+    out["epsilon"] = epsilon_readings(out["rho"])
+    if definition == "pure":
+        out["epsilon_pure"] = figure["epsilon_pure"] + float(extra)
+    return out
+
+
 @dataclass(frozen=True)
 class StoredPeriod:
     """A period released before: its release id, the one it corrected (if any) and its files."""
@@ -174,22 +194,37 @@ class PeriodLedger(StoredLedger):
         self.period = str(period)
         self._refresh()
 
+    #: What the linked one-off releases of the same data count in this period (part of ``spent``).
+    oneoff: float = 0.0
+
     def _load(self, con: Any) -> None:
-        if con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone() is None:
-            return  # not charged yet: the default cap, nothing spent
-        super()._load(con)
+        if con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone() is not None:
+            super()._load(con)
+        else:  # not charged yet: the default cap, nothing spent by the series
+            self._entries, self._spent = [], Fraction(0)
+        # one-off releases of the same data touch every period: they count as spent here
+        # (:mod:`dpcore.privacy.oneoff_links`)
+        extra = self.series.oneoff_charge(con, self._cap.definition)
+        self.oneoff = float(extra)
+        self._spent += extra
 
     def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
               unit: Any = None) -> LedgerEntry:
-        details = {**dict(details or {}), "period": self.period}
         with self._lock, self._store.transaction() as con:
+            return self.spend_in(con, cost, label, details, unit)
+
+    def spend_in(self, con: Any, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
+                 unit: Any = None) -> LedgerEntry:
+        """:meth:`spend` inside the caller's open transaction (:meth:`SeriesBudget.spend_many`)."""
+        details = {**dict(details or {}), "period": self.period}
+        with self._lock:
             con.execute("INSERT OR IGNORE INTO datasets (fingerprint, kind, cap, created, unit) VALUES (?, ?, ?, ?, ?)",
                         (self._fp, "period", json.dumps(self._check_cap(self._cap).to_dict()), minute_now(),
                          json.dumps(self.series.unit.base.to_dict())))
             self._load(con)
             charged_cost, _ = self.charge_for(cost, unit)
             charge = self.charge_of(charged_cost)
-            self.series.check_horizon(con, charge, self.definition)
+            self.series.check_horizon(con, charge, self.definition, period=self.period)
             entry = super(StoredLedger, self).spend(cost, label, details, unit)
             try:
                 con.execute("INSERT INTO spends VALUES (?, ?, ?)", (self._fp, entry.index, json.dumps(entry.to_dict())))
@@ -247,6 +282,43 @@ class SeriesBudget:
         """The ledger the release of ``period`` (its label) is charged to."""
         return PeriodLedger(self, period, self.default_cap)
 
+    def spend_many(self, ledgers: Sequence[PeriodLedger], cost: PrivacyCost, label: str,
+                   details: Mapping[str, Any] | None = None, unit: Any = None) -> list[LedgerEntry]:
+        """Charge ``cost`` to each of these period ledgers in **one** transaction (one commit for a
+        batch of periods, :meth:`dpcore.core.session.Session.release_many`): all are charged, or none
+        (a refusal rolls the batch back).  Each charge is checked as :meth:`PeriodLedger.spend` checks
+        it, the batch's earlier charges counted (the same transaction reads them)."""
+        if any(getattr(led, "series", None) is not self for led in ledgers):
+            raise ParameterError("spend_many charges the period ledgers of this series budget only.")
+        try:
+            with self.store.transaction() as con:
+                return [led.spend_in(con, cost, label, details, unit) for led in ledgers]
+        except BaseException:
+            for led in ledgers:  # rolled back: forget the batch's in-memory charges (reloaded on next read)
+                led._version = None  # noqa: SLF001 - the same package's ledger
+            raise
+
+    def cumulative_ledger(self) -> Ledger:
+        """The ledger a cumulative series (one factorised mechanism over every period,
+        :mod:`dpcore.estimate.prefix_sums`) is charged to, once.
+
+        * event, person-period: it protects one record or person-period (calibrated to one period's
+          change) and touches every period, like a one-off release of the same data: a ledger of its
+          own (key ``POP#cumulative``, the per-period cap) linked to the population
+          (:mod:`dpcore.privacy.oneoff_links`), so every period counts it and it must fit beside the
+          largest period spend, every period's cap and the horizon cap (its horizon share is
+          ``ρ·horizon_rho_multiple``, given in the charge's details);
+        * person: the horizon ledger itself (sequential composition; the mechanism is calibrated to
+          the person's ``max_periods`` periods).
+        """
+        if not self.unit.parallel:
+            return self.ledger(CUMULATIVE)
+        from dpcore.privacy.oneoff_links import LinkedLedger, link
+
+        key = f"{self.population}#{CUMULATIVE}"
+        link(self.store, self.population, [key])
+        return LinkedLedger(self.store, key, self.default_cap, "cumulative", self.unit.base)
+
     # -- horizon ------------------------------------------------------------------------------
     def _entries(self, con: Any) -> list[LedgerEntry]:
         rows = con.execute("SELECT entry FROM spends WHERE fingerprint LIKE ? ESCAPE '\\' ORDER BY fingerprint, idx",
@@ -263,12 +335,27 @@ class SeriesBudget:
             out[p] = out.get(p, Fraction(0)) + Fraction(e.charged)
         return {p: float(v) for p, v in sorted(out.items())}
 
-    def check_horizon(self, con: Any, charge: float, definition: str) -> None:
-        """Refuse (BudgetError) a charge that would take the horizon sum past the horizon cap."""
+    def oneoff_charge(self, con: Any, definition: str) -> Fraction:
+        """What the one-off releases linked to this population count in one period's ledger of
+        ``definition`` (:func:`~dpcore.privacy.oneoff_links.in_unit`, in the series' base unit)."""
+        return sum((in_unit(e.cost, e.unit, self.unit.base, definition) for e in linked_entries(con, self.population)),
+                   Fraction(0))
+
+    def oneoff_horizon(self, con: Any, definition: str, n_periods: int) -> Fraction:
+        """The linked one-off releases' share of the horizon figure over ``n_periods`` periods."""
+        return sum((horizon_part(e.cost, e.unit, definition, n_periods, e.details)
+                    for e in linked_entries(con, self.population)), Fraction(0))
+
+    def check_horizon(self, con: Any, charge: float, definition: str, period: str | None = None,
+                      new_periods: int = 1) -> None:
+        """Refuse (BudgetError) a charge that would take the horizon sum past the horizon cap (the
+        linked one-off releases counted, :meth:`oneoff_horizon`)."""
         if self.horizon_cap is None:
             return
         entries = self._entries(con)
         cap = self.horizon_cap
+        seen = {str(e.details.get("period", "")) for e in entries}
+        n = len(seen | ({period} if period is not None else set())) if period is not None else len(seen) + new_periods
         if cap.definition == "zcdp":
             to_rho = (lambda c: c) if definition == "zcdp" else (lambda c: c * c / 2)
             total = sum(Fraction(to_rho(e.charged)) for e in entries) + Fraction(to_rho(charge))
@@ -277,17 +364,28 @@ class SeriesBudget:
                 raise BudgetError(f"The horizon cap {cap.label()} is pure ε, but these releases are ρ-zCDP: give the "
                                   "horizon cap as ρ (--horizon-cap with --rho).")
             total = sum(Fraction(e.charged) for e in entries) + Fraction(charge)
+        total += self.oneoff_horizon(con, cap.definition, max(n, 1))
         if total > Fraction(cap.value) * (1 + Fraction(1, 10**9)):
             raise BudgetError(
                 f"This release would take the horizon figure (a person present in every period) to "
                 f"{cap.symbol} = {two_significant(float(total))}, past the horizon cap {cap.label()}. Lower the "
                 "per-period budget, release fewer periods, or raise the horizon cap if your policy allows it.")
 
-    def precheck(self, cost: PrivacyCost, periods: Sequence[str]) -> None:
+    def precheck(self, cost: PrivacyCost, periods: Sequence[str], once: PrivacyCost | None = None,
+                 once_horizon: float = 0.0) -> None:
         """Refuse, before anything is charged, a series whose new ``periods`` (each to cost ``cost``)
-        would not all fit: each period's own budget, and the horizon cap for all of them together."""
+        would not all fit: each period's own budget, and the horizon cap for all of them together.
+
+        ``once`` is a release charged once beside them that touches every period (a cumulative
+        series, :meth:`cumulative_ledger`): each new period must fit ``cost`` plus ``once`` (a
+        person's horizon budget: ``once`` once), and the horizon cap its share ``once_horizon``."""
         if not periods:
             return
+        if once is not None and self.unit.parallel:
+            both = cost.to_zcdp().value + once.to_zcdp().value if cost.definition != once.definition \
+                else cost.value + once.value
+            cost = PrivacyCost("zcdp" if cost.definition != once.definition else cost.definition, both)
+            once = None
         keys = sorted({f"{self.population}@{p if self.unit.parallel else HORIZON}" for p in periods})
         have: set[str] = set()
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
@@ -295,16 +393,18 @@ class SeriesBudget:
                 chunk = keys[i:i + 500]
                 have |= {k for (k,) in con.execute(f"SELECT fingerprint FROM datasets WHERE fingerprint IN "
                                                    f"({','.join('?' * len(chunk))})", chunk)}
-        fresh = Ledger(self.default_cap, unit=self.unit.base)  # a period not charged yet
-        fresh.check(cost, self.unit.base)
+        new = [p for p in periods if f"{self.population}@{p}" not in have]
+        if self.unit.parallel and new:  # a period not charged yet (its one-off share counted)
+            self.ledger(new[0]).check(cost, self.unit.base)
         ledgers = [self.ledger(p) for p in periods if f"{self.population}@{p}" in have] if self.unit.parallel \
             else [self.ledger(periods[0])]
         for ledger in ledgers:
             ledger.check(cost, self.unit.base)
-        first = ledgers[0] if not self.unit.parallel else fresh
+        first = ledgers[0] if not self.unit.parallel else self.ledger(periods[0])
         charge = first.charge_of(cost)
         if not self.unit.parallel:
             total = Fraction(first.spent) + Fraction(charge) * len(periods)
+            total += Fraction(first.charge_of(once)) if once is not None else 0
             if total > Fraction(first.cap.value) * (1 + Fraction(1, 10**9)):
                 raise BudgetError(
                     f"Releasing {len(periods)} periods at {cost.label()} each would spend "
@@ -312,14 +412,18 @@ class SeriesBudget:
                     f"{first.cap.label()}. Lower the per-period budget or release fewer periods.")
         if self.horizon_cap is not None:
             with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
-                self.check_horizon(con, charge * len(periods), first.definition)
+                self.check_horizon(con, charge * len(periods) + float(once_horizon), first.definition,
+                                   new_periods=len(periods))
 
     def horizon(self) -> dict[str, Any]:
         """The horizon figure of this budget (:func:`horizon_figure`)."""
         per = self.per_period()
         definition = self.ledger_definition()
         charges = list(per.values())
-        return horizon_figure(charges, definition, self.unit.period, len(per), self.horizon_cap, self.unit.max_periods)
+        with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
+            extra = self.oneoff_horizon(con, definition, max(len(per), 1))
+        out = horizon_figure(charges, definition, self.unit.period, len(per), self.horizon_cap, self.unit.max_periods)
+        return with_oneoff(out, extra, definition)
 
     def ledger_definition(self) -> str:
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
@@ -476,6 +580,7 @@ def list_budgets(store: LedgerStore, delta: float = DEFAULT_DELTA) -> list[dict[
         for fp, e in con.execute("SELECT fingerprint, entry FROM spends ORDER BY fingerprint, idx"):
             spends.setdefault(fp, []).append(LedgerEntry.from_dict(json.loads(e)))
         n_rel = dict(con.execute("SELECT fingerprint, COUNT(*) FROM releases GROUP BY fingerprint").fetchall())
+        linked = {pop: linked_entries(con, pop) for pop in series}
     out: list[dict[str, Any]] = []
     grouped: dict[str, list[tuple[str, PrivacyCost]]] = {}
     for fp, kind, cap, _unit in datasets:
@@ -485,6 +590,10 @@ def list_budgets(store: LedgerStore, delta: float = DEFAULT_DELTA) -> list[dict[
             continue
         entries = spends.get(fp, [])
         cost = PrivacyCost.from_dict(json.loads(cap))
+        base, hash_, what = fp.rpartition("#")
+        if hash_ and what == CUMULATIVE and base in series:  # a series' cumulative release, charged once
+            fp_name = f"{series[base][4] or base} (cumulative series)"
+            names.setdefault(fp, fp_name)
         spent = float(sum(Fraction(e.charged) for e in entries))
         out.append({"population": names.get(fp, fp), "kind": kind, "unit": json.loads(_unit) if _unit else None,
                     "cap": cost.to_dict(), "spent": spent, "periods": [],
@@ -498,16 +607,23 @@ def list_budgets(store: LedgerStore, delta: float = DEFAULT_DELTA) -> list[dict[
         for fp, _ in ledgers:
             for e in spends.get(fp, []):
                 per.setdefault(str(e.details.get("period", "")), []).append(e)
-        periods = [{"period": p, "spent": float(sum(Fraction(e.charged) for e in es)), "releases": len(es)}
-                   for p, es in sorted(per.items())]
         cap = ledgers[0][1]
+        own = {p: sum((Fraction(e.charged) for e in es), Fraction(0)) for p, es in sorted(per.items())}
+        # one-off releases of the same data (and a cumulative series) count in every period's ledger
+        # (parallel units) or once in the person's horizon ledger
+        extra = sum((in_unit(e.cost, e.unit, unit.base, cap.definition) for e in linked.get(pop, [])), Fraction(0))
+        periods = [{"period": p, "spent": float(v + (extra if unit.parallel else 0)), "releases": len(per[p])}
+                   for p, v in own.items()]
         spent = max((p["spent"] for p in periods), default=0.0) if unit.parallel else \
-            float(sum(Fraction(p["spent"]) for p in periods))
+            float(sum(own.values(), extra))
         hc = PrivacyCost.from_dict(json.loads(hcap)) if hcap else None
+        share = sum((horizon_part(e.cost, e.unit, cap.definition, max(len(own), 1), e.details)
+                     for e in linked.get(pop, [])), Fraction(0))
+        figure = with_oneoff(horizon_figure([float(v) for v in own.values()], cap.definition, unit.period, len(own),
+                                            hc, unit.max_periods), share, cap.definition)
         out.append({"population": name or pop, "kind": kind, "unit": unit.to_dict(), "cap": cap.to_dict(),
                     "cap_per": "period" if unit.parallel else "horizon", "spent": spent, "periods": periods,
-                    "horizon": horizon_figure([p["spent"] for p in periods], cap.definition, unit.period,
-                                              len(periods), hc, unit.max_periods),
+                    "horizon": figure,
                     "releases": sum(p["releases"] for p in periods), "stored": int(n_rel.get(pop, 0))})
     return out
 

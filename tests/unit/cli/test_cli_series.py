@@ -111,12 +111,7 @@ def test_a_late_record_in_a_past_day_is_a_charged_correction_the_rest_re_served(
 
 def test_empty_periods_are_released_and_the_time_range_is_required(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rng = np.random.default_rng(3)
-    n = 400
-    df = pd.DataFrame({"lat": rng.uniform(0.1, 0.9, n), "lon": rng.uniform(0.1, 0.9, n),
-                       "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 48, n), unit="h")})
-    src = tmp_path / "p.csv"
-    df.to_csv(src, index=False)
+    src = _small_points(tmp_path, 3, 400, 48)
     base = ["release", "points", "--input", str(src), "--bounds=0,0,1,1", "--grid", "8,8", "--mechanism", "ug",
             "--epsilon", "0.5", "--out", str(tmp_path / "S"), "--time-col", "when"]
     assert main(base) == 2 and "--time-range" in capsys.readouterr().err
@@ -130,15 +125,32 @@ def test_empty_periods_are_released_and_the_time_range_is_required(
     assert _files(tmp_path / "S") == first  # the empty days too: stored, re-served, never re-noised
 
 
-def test_a_hierarchy_series_over_weeks_and_budgets_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rng = np.random.default_rng(4)
-    n = 1500
+def _small_points(tmp_path: Path, seed: int = 8, n: int = 600, hours: int = 96) -> Path:
+    """``n`` random points in the unit square, timed over ``hours`` hours from 2024-01-01 (``p.csv``)."""
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"lat": rng.uniform(0.1, 0.9, n), "lon": rng.uniform(0.1, 0.9, n),
+                       "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, hours, n), unit="h")})
+    src = tmp_path / "p.csv"
+    df.to_csv(src, index=False)
+    return src
+
+
+def _tracts(tmp_path: Path, seed: int, n: int, tracts: int, days: int) -> tuple[Path, Path]:
+    """``n`` rows over two boroughs of ``tracts`` tracts each, dated over ``days`` days from 2020-04-01,
+    and the public list of the areas."""
+    rng = np.random.default_rng(seed)
     boro = rng.choice(["A", "B"], n)
-    df = pd.DataFrame({"boro": boro, "tract": [f"{b}{t}" for b, t in zip(boro, rng.integers(0, 4, n), strict=True)],
-                       "date": pd.Timestamp("2020-04-01") + pd.to_timedelta(rng.integers(0, 14 * 24, n), unit="h")})
+    df = pd.DataFrame({"boro": boro, "tract": [f"{b}{t}" for b, t in zip(boro, rng.integers(0, tracts, n), strict=True)],
+                       "date": pd.Timestamp("2020-04-01") + pd.to_timedelta(rng.integers(0, days * 24, n), unit="h")})
     src, areas = tmp_path / "h.csv", tmp_path / "areas.csv"
     df.to_csv(src, index=False)
-    pd.DataFrame([(b, f"{b}{t}") for b in "AB" for t in range(4)], columns=["boro", "tract"]).to_csv(areas, index=False)
+    pd.DataFrame([(b, f"{b}{t}") for b in "AB" for t in range(tracts)],
+                 columns=["boro", "tract"]).to_csv(areas, index=False)
+    return src, areas
+
+
+def test_a_hierarchy_series_over_weeks_and_budgets_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, areas = _tracts(tmp_path, 4, 1500, 4, 14)
     argv = ["release", "hierarchy", "--input", str(src), "--levels", "boro,tract", "--areas", str(areas),
             "--epsilon", "0.25", "--time-col", "date", "--period", "week", "--time-range", "2020-04-01,2020-04-30",
             "--population", "Survey", "--out", str(tmp_path / "H")]
@@ -229,3 +241,211 @@ def test_a_person_over_the_horizon_is_charged_sequentially(tmp_path: Path, capsy
     assert "--max-periods" in capsys.readouterr().err
     assert main([*argv[:argv.index("--unit") + 1], "event", *argv[argv.index("--unit") + 2:]]) == 2
     assert "person column" in capsys.readouterr().err
+
+
+@needs_shared
+def test_a_one_off_release_and_a_series_of_the_same_file_share_one_budget(
+        uber_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "b.sqlite")
+    one = ["release", "points", "--input", str(uber_slice), "--bounds=-74.06,40.56,-73.70,40.92", "--grid", "64,64",
+           "--mechanism", "ug", "--budget-db", db, "--budget-cap", "1"]
+    _run([*one, "--epsilon", "0.7", "--out", str(tmp_path / "O")], capsys)
+    # every day's cap is 1 and the one-off's 0.7 counts in every day: 0.4 a day does not fit, 0.3 does
+    argv = _points_argv(uber_slice, tmp_path / "S", "--budget-db", db, "--budget-cap", "1")
+    argv[argv.index("0.1")] = "0.4"
+    assert main(argv) != 0
+    assert "Not enough privacy budget" in capsys.readouterr().err
+    argv[argv.index("0.4")] = "0.3"
+    _run(argv, capsys)
+    # and the one-off budget now sees the days' 0.3: 0.7 + 0.3 leaves nothing for another one-off
+    assert main([*one, "--epsilon", "0.05", "--out", str(tmp_path / "O2")]) != 0
+    assert "series of this data" in capsys.readouterr().err
+
+
+@needs_shared
+def test_each_period_record_is_the_envelope_one_with_the_plan_rows(
+        uber_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "b.sqlite")
+    _run(_points_argv(uber_slice, tmp_path / "S", "--budget-db", db), capsys)
+    first = _files(tmp_path / "S")
+    one = json.loads((tmp_path / "S" / "2014-04-02" / "release.json").read_text("utf-8"))
+    series = json.loads((tmp_path / "S" / "series.json").read_text("utf-8"))
+    assert "plan" in one and one["plan"] == series["plan"]["rows"]  # files_of(inner) left the plan out
+    _run(_points_argv(uber_slice, tmp_path / "S", "--budget-db", db), capsys)  # re-served byte for byte
+    assert _files(tmp_path / "S") == first
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@needs_shared
+@pytest.mark.parametrize("mode", ["suppress", "flag"])
+def test_suppress_in_a_series_marks_series_csv_exactly_by_the_rule(
+        mode: str, uber_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fractions import Fraction
+
+    db = str(tmp_path / "b.sqlite")
+    argv = _points_argv(uber_slice, tmp_path / "S", "--budget-db", db, "--suppress", f"{mode}:floor=5,cv=0.3")
+    argv[argv.index("256,256")] = "16,16"
+    _run(argv, capsys)
+    col, why = ("suppressed", "suppression_reason") if mode == "suppress" else ("flagged", "flag_reason")
+    series = _csv_rows(tmp_path / "S" / "series.csv")
+    at, n_hit = 0, 0
+    for d in range(1, 31):
+        folder = tmp_path / "S" / f"2014-04-{d:02d}"
+        full = _csv_rows(folder / "release_full.csv")
+        for f in full:
+            s = series[at]
+            at += 1
+            assert s["period"] == folder.name and s["area"] == f["id"]
+            y, sd = Fraction(f["noisy_count"]), Fraction(f["noise_sd"])
+            hit = y < 5 or y <= 0 or Fraction("1.645") * sd > Fraction("0.3") * y
+            assert (s[col] == "true") == hit and s[why] == f[why]
+            assert (s["noisy_count"] == "") == (hit and mode == "suppress")
+            n_hit += hit
+    assert at == len(series) and 0 < n_hit < len(series)
+    rec = json.loads((tmp_path / "S" / "series.json").read_text("utf-8"))
+    validate_record(rec, "series")
+    assert rec["reliability"][col] == n_hit and rec["reliability"]["cells"] == len(series)
+    first = _files(tmp_path / "S")
+    _run(argv, capsys)  # the same rule: re-served byte for byte, nothing charged
+    assert _files(tmp_path / "S") == first
+    spent = Session.open(db).budgets()
+    assert sum(len(b["periods"]) for b in spent) == 30 and all(p["releases"] == 1 for b in spent for p in b["periods"])
+    # another rule re-serves the same noise (post-processing): nothing charged, the full values unchanged
+    argv[argv.index(f"{mode}:floor=5,cv=0.3")] = "floor=50"
+    _run(argv, capsys)
+    again = _files(tmp_path / "S")
+    assert again["series.csv"] != first["series.csv"]  # the new rule's columns
+    for d in ("2014-04-01", "2014-04-15"):
+        old = [r["noisy_count"] for r in _csv_rows(tmp_path / "S" / d / "release_full.csv")]
+        assert old == [r["noisy_count"] for r in _csv_rows_from(first[f"{d}/release_full.csv"])]
+    assert sum(p["releases"] for b in Session.open(db).budgets() for p in b["periods"]) == 30
+
+
+def _csv_rows_from(data: bytes) -> list[dict[str, str]]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
+
+
+
+
+def test_cumulative_points_series_is_charged_once_and_re_served(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    from dpcore.estimate.prefix_sums import compare_variances, plan_prefix_sums
+    from dpcore.privacy.budget import zcdp
+    from dpcore.privacy.series_ledger import SeriesBudget
+    from dpcore.privacy.units import TimeUnit, Unit
+
+    src = _small_points(tmp_path)
+    db = str(tmp_path / "b.sqlite")
+    argv = ["release", "points", "--input", str(src), "--bounds=0,0,1,1", "--grid", "4,4", "--mechanism", "identity",
+            "--rho", "0.05", "--time-col", "when", "--time-range", "2024-01-01,2024-01-04", "--budget-db", db,
+            "--cumulative", "--out", str(tmp_path / "S")]
+    assert main([*argv[:9], "--epsilon", "0.5", *argv[11:]]) == 2
+    assert "--rho" in capsys.readouterr().err
+    no_time = argv[:argv.index("--time-col")] + argv[argv.index("--time-range") + 2:]
+    assert main(no_time) == 2 and "--cumulative describe a release over time" in capsys.readouterr().err
+    _run(argv, capsys)
+    record = json.loads((tmp_path / "S" / "series.json").read_bytes())
+    validate_record(record, "series")
+    cum = record["cumulative"]
+    assert cum["charge"]["cost"]["value"] == 0.05 and cum["charge"]["once"] and cum["status"] == "released"
+    plan = plan_prefix_sums(4, 0.05, cells=16)
+    assert cum["plan"]["sigma"] == pytest.approx(plan.sigma)
+    assert cum["comparison"]["factorisation"]["ytd"] == pytest.approx(compare_variances(4, 0.05)["factorisation"]["ytd"])
+    assert cum["recommendation"]["method"] in ("factorisation", "leaves")
+    series = pd.read_csv(tmp_path / "S" / "series.csv", dtype={"period": str, "area": str})
+    assert {"cumulative", "cumulative_sd", "cumulative_ci95_low", "cumulative_ci95_high"} <= set(series.columns)
+    grid_rows = series[series["area"].str.startswith("r")]
+    assert len(grid_rows) == 4 * 16 and grid_rows["cumulative"].notna().all()
+    sd = grid_rows.groupby("period")["cumulative_sd"].first().to_numpy()
+    assert sd == pytest.approx(np.sqrt(plan.prefix_variance))
+    # one charge of ρ = 0.05 for the whole series, counted in every day beside the day's own 0.05
+    store = Session.open(db).store
+    with sqlite3.connect(store.path) as con:
+        (pop,) = [r[0] for r in con.execute("SELECT population FROM series_budgets")]
+    budget = SeriesBudget.open(store, pop, "points", TimeUnit("event", Unit(), "day"), zcdp(0.5))
+    assert [e.charged for e in budget.cumulative_ledger().entries] == [0.05]
+    assert [budget.ledger(f"2024-01-0{d}").spent for d in range(1, 5)] == pytest.approx([0.1] * 4)
+    multiple = compare_variances(4)["factorisation"]["horizon_rho_multiple"]
+    assert record["horizon"]["rho"] == pytest.approx(4 * 0.05 + 0.05 * multiple)
+    first = _files(tmp_path / "S")
+    assert "Re-served all 4 periods" in _run(argv, capsys)
+    assert _files(tmp_path / "S") == first
+    assert len(budget.cumulative_ledger().entries) == 1
+
+
+def test_cumulative_hierarchy_series_joins_the_leaf_areas(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, areas = _tracts(tmp_path, 9, 800, 3, 20)
+    argv = ["release", "hierarchy", "--input", str(src), "--levels", "boro,tract", "--areas", str(areas),
+            "--rho", "0.02", "--time-col", "date", "--period", "week", "--time-range", "2020-04-01,2020-04-20",
+            "--cumulative", "--budget-db", str(tmp_path / "b.sqlite"), "--out", str(tmp_path / "H")]
+    _run(argv, capsys)
+    series = pd.read_csv(tmp_path / "H" / "series.csv", dtype={"period": str, "area": str, "level": str})
+    tracts = series[series["level"] == "tract"]
+    assert len(tracts) == 4 * 6 and tracts["cumulative"].notna().all()  # ISO weeks 14-17 × 6 tracts, joined
+    assert series.loc[series["level"] == "boro", "cumulative"].isna().all()
+    # the cumulative of the last week is the first week's plus the others' increments: monotone SDs
+    sd = tracts.groupby("period")["cumulative_sd"].first().to_numpy()
+    assert sd[0] < sd[1] < sd[2] < sd[3]
+
+
+
+def _taxi_argv(src: Path, db: str, out: Path, rho: str, *, series: bool) -> list[str]:
+    argv = ["release", "od", "--input", str(src), "--hierarchy", str(ZONES), "--levels", "Borough,LocationID",
+            "--origin", "PULocationID", "--destination", "DOLocationID", "--rho", rho, "--user-col", "person",
+            "--user-cap", "2", "--budget-db", db, "--out", str(out)]
+    if series:
+        argv += ["--unit", "person-period", "--time-col", "lpep_pickup_datetime", "--period", "week",
+                 "--time-range", "2020-04-01,2020-04-30"]
+    return argv
+
+
+@needs_shared
+def test_cumulative_od_series_after_a_one_off_of_the_same_trips(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    df = pd.read_csv(TAXI, usecols=["lpep_pickup_datetime", "PULocationID", "DOLocationID"], nrows=20000)
+    df["person"] = np.random.default_rng(5).integers(0, 4000, len(df))
+    src = tmp_path / "taxi.csv"
+    df.to_csv(src, index=False)
+    db = str(tmp_path / "b.sqlite")
+    # a one-off release of the same trips (ρ 0.3 of the default cap 0.5) counts in every week
+    _run(_taxi_argv(src, db, tmp_path / "one", "0.3", series=False), capsys)
+    # each week: 0.3 (one-off) + 0.15 (the cumulative, once for all weeks) + 0.15 (the week) > 0.5: refused
+    # before anything is charged
+    assert main([*_taxi_argv(src, db, tmp_path / "O", "0.15", series=True), "--cumulative"]) == 2
+    assert "Not enough privacy budget" in capsys.readouterr().err
+    assert [r for r in Session.open(db).budgets() if r["periods"] or r["releases"]] == \
+        [r for r in Session.open(db).budgets() if r["kind"] == "flows"]  # only the one-off's budget has spent
+    # at ρ = 0.1: 0.3 + 0.1 + 0.1 = 0.5 fits exactly
+    _run([*_taxi_argv(src, db, tmp_path / "O", "0.1", series=True), "--cumulative"], capsys)
+    record = json.loads((tmp_path / "O" / "series.json").read_bytes())
+    cum = record["cumulative"]
+    # 2 trips per person-week, replace-one neighbours (the O/D default): Δ = 2·√2
+    assert cum["plan"]["per_period_sensitivity"] == pytest.approx(2 * 2**0.5) and cum["plan"]["periods_per_person"] == 1
+    assert [p["spent"] for p in record["periods"]] == pytest.approx([0.5] * 5)  # each week's ledger, linked
+    series = pd.read_csv(tmp_path / "O" / "series.csv", dtype=str)
+    assert series["cumulative"].notna().any() and series["area"].str.contains("->").all()
+    # and no further one-off of the same trips fits (the weeks are full)
+    assert main(_taxi_argv(src, db, tmp_path / "one2", "0.01", series=False)) == 2
+    assert "series of this data" in capsys.readouterr().err
+
+
+def test_a_config_runs_a_cumulative_series(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _small_points(tmp_path)
+    (tmp_path / "r.toml").write_text(
+        'release = "points"\n[input]\npath = "p.csv"\ntime = "when"\n[domain]\nbounds = [0, 0, 1, 1]\n'
+        'grid = [4, 4]\nperiod = "day"\ntime_range = "2024-01-01,2024-01-04"\n[mechanism]\nname = "identity"\n'
+        'cumulative = true\n[budget]\nrho = 0.05\n[output]\ndir = "S"\n')
+    text = _run(["run", str(tmp_path / "r.toml")], capsys)
+    assert "cumulative series (square-root factorisation) released, charged once ρ = 0.05" in text
+    assert json.loads((tmp_path / "S" / "series.json").read_bytes())["cumulative"]["charge"]["cost"]["value"] == 0.05

@@ -159,3 +159,26 @@ def test_list_budgets_reports_one_off_and_series_budgets(tmp_path: Path) -> None
     assert s["spent"] == pytest.approx(0.05) and s["horizon"]["rho"] == pytest.approx(0.10)
     assert s["horizon"]["projection"]["rho"] == pytest.approx(0.05 * 52)
     assert rows[one.dataset]["spent"] == pytest.approx(0.3) and rows[one.dataset]["periods"] == []
+
+
+def test_a_batch_of_periods_is_charged_in_one_transaction_before_any_release_runs(tmp_path: Path) -> None:
+    session = Session.open(tmp_path / "l.sqlite")
+    budget = session.series_budget("points", "whole", [], TimeUnit("event", Unit(), "day"), default=pure(0.25),
+                                   horizon_cap=zcdp(0.0125))  # ρ: 10 days at ε = 0.05 (ρ 0.00125 each), not 12
+    ledgers = [budget.ledger(f"d{i}") for i in range(3)]
+    seen = []
+
+    def run() -> str:  # every charge of the batch is committed (read by another session) before any release
+        other = Session.open(tmp_path / "l.sqlite").series_budget(
+            "points", "whole", [], TimeUnit("event", Unit(), "day"), default=pure(0.25))
+        seen.append(other.per_period())
+        return "released"
+
+    out = session.release_many(ledgers, Charge(pure(0.05), "day", unit=Unit()), [run, run, run])
+    assert out == ["released"] * 3 and seen[0] == pytest.approx({"d0": 0.05, "d1": 0.05, "d2": 0.05})
+    # a batch one of whose charges would pass the horizon cap charges none of them
+    more = [budget.ledger(f"d{i}") for i in range(3, 12)]
+    with pytest.raises(BudgetError, match="horizon cap"):
+        session.release_many(more, Charge(pure(0.05), "day", unit=Unit()), [lambda: None] * len(more))
+    assert sorted(budget.per_period()) == ["d0", "d1", "d2"]
+    assert [led.spent for led in more] == [0.0] * len(more)

@@ -1,0 +1,241 @@
+"""One-off releases and series of the same data draw on one budget (composition both ways).
+
+A one-off release of a population's data (no time column) is one mechanism over *every* period:
+a record of period ``p`` is in it, and so is every person present in ``p``.  Without a link, a
+record's loss would be the one-off cap plus the per-period cap (a leak).  So a series budget
+(population ``P``, :class:`~dpcore.privacy.series_ledger.SeriesBudget`) is **linked** to the
+one-off budgets of the same data (table ``series_links``), and the two compose:
+
+* **series side** — every period ledger of ``P`` counts the linked one-off spends as spent
+  (converted to the series' base unit and definition: :func:`in_unit`), so a period must fit its
+  cap *after* the one-off spends.  Sequential composition of the one-off mechanism and the
+  period's mechanism on the period's records (Dwork & Roth 2014, Thm. 3.14; Bun & Steinke 2016,
+  Lemma 1.7); parallel composition across periods is untouched (each record is in one period).
+* **one-off side** (:class:`LinkedLedger`) — a one-off release must fit (i) its own cap given the
+  *largest* per-period series spend (a record or person-period is in exactly one period, so its
+  series loss is that period's, at most the maximum), and (ii) every charged period's cap and
+  (iii) the series' horizon cap, the one-off's charge counted as above.
+* **horizon** — a person present in every period meets a person-level one-off once; a
+  record-level one-off holds that person's one event per period, ``n`` records in one mechanism:
+  group privacy over ``n`` (``n·ε``, ``n²·ρ``; Dwork & Roth 2014, Thm. 2.2; Bun & Steinke 2016,
+  Prop. 1.9), :func:`horizon_part`.
+
+A unit that cannot be converted is refused (:func:`~dpcore.privacy.units.group_factor`): a
+record-level one-off cannot count towards a person-period series (a person with many records is
+protected by nothing), nor an event series towards a person-level one-off budget.
+
+**Which budgets are linked** (the same population rule both ways): the series links, when it is
+opened, the one-off budget key of its whole input (``Session.series_budget(oneoff=...)``, the key
+a one-off release of the same input draws on, after its population binding) and, when named, the
+named population's own key (a one-off ``--population NAME`` and a series ``--population NAME``
+are the same people).  A one-off release finds the series it is linked to by its budget key.
+
+>>> from dpcore.privacy.budget import pure, zcdp
+>>> from dpcore.privacy.units import Unit
+>>> float(in_unit(pure(0.2), Unit(), Unit(), "pure")), float(in_unit(pure(0.2), Unit("person", cap=2), Unit(), "pure"))
+(0.2, 0.4)
+>>> round(float(in_unit(pure(0.2), Unit(), Unit(), "zcdp")), 12)  # ρ = ε²/2
+0.02
+>>> round(float(horizon_part(zcdp(0.01), Unit(), "zcdp", 3)), 12)  # a record-level one-off: a group of 3
+0.09
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import Any
+
+from dpcore.errors import BudgetError
+from dpcore.privacy.budget import PrivacyCost, two_significant
+from dpcore.privacy.ledger import LedgerEntry, minute_now
+from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
+from dpcore.privacy.units import TimeUnit, Unit, group_factor
+
+__all__ = ["LinkedLedger", "horizon_part", "in_unit", "link", "linked_entries"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS series_links (
+    population TEXT NOT NULL,
+    data_key TEXT NOT NULL,
+    created TEXT NOT NULL,
+    PRIMARY KEY (population, data_key)
+);
+CREATE INDEX IF NOT EXISTS series_links_by_key ON series_links(data_key);
+"""
+_TOL = 1 + Fraction(1, 10**9)
+
+
+def ensure(con: sqlite3.Connection) -> None:
+    """Create the link table (idempotent)."""
+    for stmt in _SCHEMA.split(";"):
+        if stmt.strip():
+            con.execute(stmt)
+
+
+def link(store: LedgerStore, population: str, data_keys: Iterable[str]) -> None:
+    """Link the series population ``population`` to the one-off budget keys ``data_keys`` (for good)."""
+    keys = sorted({str(k) for k in data_keys if k})
+    if not keys:
+        return
+    with store.transaction() as con:
+        ensure(con)
+        con.executemany("INSERT OR IGNORE INTO series_links VALUES (?, ?, ?)",
+                        [(population, k, minute_now()) for k in keys])
+
+
+def _value(cost: PrivacyCost, definition: str) -> Fraction:
+    if cost.definition == definition:
+        return Fraction(cost.value)
+    if definition == "zcdp":
+        return Fraction(cost.to_zcdp().value)
+    raise BudgetError(f"A ρ-zCDP release ({cost.label()}) of this data cannot be counted in a pure ε budget of the "
+                      "same data (one-off releases and series share one budget): keep both under ρ (--rho).")
+
+
+def in_unit(cost: PrivacyCost, unit: Unit, budget_unit: Unit, definition: str) -> Fraction:
+    """A release of ``cost`` protecting ``unit`` as counted in a ``definition`` budget of ``budget_unit``
+    (group factor of :func:`~dpcore.privacy.units.group_factor`, ε read as ρ = ε²/2); refuses what
+    cannot be counted."""
+    try:
+        g = group_factor(budget_unit, unit)
+    except BudgetError as e:
+        raise BudgetError(f"One-off releases and the series of this data share one budget, but: {e}") from None
+    return _value(cost.for_group(g), definition)
+
+
+def horizon_part(cost: PrivacyCost, unit: Unit, definition: str, n_periods: int,
+                 details: Mapping[str, Any] | None = None) -> Fraction:
+    """A one-off release's share of the horizon figure (a person present in each of ``n_periods``
+    periods): once for a person or group release, a group of ``n_periods`` for a record-level one.
+
+    A cumulative series (``details["horizon_rho_multiple"]``: one mechanism over every period that
+    protects one record or person-period, :func:`dpcore.estimate.prefix_sums.compare_variances`)
+    counts ``ρ`` times that multiple (its sensitivity for a person in all its ``T`` periods, squared,
+    over the one it is calibrated to; below the group bound ``T²·ρ``), whatever ``n_periods``."""
+    multiple = (details or {}).get("horizon_rho_multiple")
+    if multiple is not None:
+        rho = Fraction(cost.to_zcdp().value)
+        if definition != "zcdp":
+            raise BudgetError("A cumulative series is ρ-zCDP and cannot be counted in a pure ε budget: use --rho.")
+        return rho * Fraction(float(multiple))
+    if unit.entity == "record" and n_periods > 1:
+        cost = cost.for_group(int(n_periods))
+    return _value(cost, definition)
+
+
+def linked_entries(con: sqlite3.Connection, population: str) -> list[LedgerEntry]:
+    """The entries of every one-off budget linked to the series ``population`` (none before any link
+    was made: the table is created by the first :func:`link`)."""
+    try:
+        rows = con.execute("SELECT s.entry FROM series_links l JOIN spends s ON s.fingerprint = l.data_key "
+                           "WHERE l.population = ? ORDER BY s.fingerprint, s.idx", (population,)).fetchall()
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        return []
+    return [LedgerEntry.from_dict(json.loads(e)) for (e,) in rows]
+
+
+def _series_state(con: sqlite3.Connection, population: str) -> tuple[TimeUnit | None, PrivacyCost | None,
+                                                                     dict[str, tuple[PrivacyCost, list[LedgerEntry]]]]:
+    row = con.execute("SELECT unit, horizon_cap FROM series_budgets WHERE population = ?", (population,)).fetchone()
+    if row is None:
+        return None, None, {}
+    unit = TimeUnit.from_dict(json.loads(row[0]))
+    hcap = PrivacyCost.from_dict(json.loads(row[1])) if row[1] else None
+    like = population.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "@%"
+    ledgers: dict[str, tuple[PrivacyCost, list[LedgerEntry]]] = {
+        fp: (PrivacyCost.from_dict(json.loads(cap)), []) for fp, cap in con.execute(
+            "SELECT fingerprint, cap FROM datasets WHERE fingerprint LIKE ? ESCAPE '\\'", (like,))}
+    for fp, e in con.execute("SELECT fingerprint, entry FROM spends WHERE fingerprint LIKE ? ESCAPE '\\' "
+                             "ORDER BY fingerprint, idx", (like,)):
+        if fp in ledgers:
+            ledgers[fp][1].append(LedgerEntry.from_dict(json.loads(e)))
+    return unit, hcap, ledgers
+
+
+class LinkedLedger(StoredLedger):
+    """A one-off budget (:meth:`dpcore.core.session.Session.budget`) that composes with the series
+    of the same data: a charge must also fit the linked series' periods and horizon (module docstring).
+    ``series_spent`` is the largest per-period series spend last checked against this budget's cap."""
+
+    series_spent: float = 0.0
+    #: The details of the charge being checked (its horizon multiple, for a cumulative series).
+    _pending_details: Mapping[str, Any] | None = None
+
+    def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
+              unit: Unit | None = None) -> LedgerEntry:
+        self._pending_details = details
+        try:
+            return super().spend(cost, label, details, unit)
+        finally:
+            self._pending_details = None
+
+    def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
+        super().check(cost, unit)
+        with contextlib.closing(self._store._connect()) as con:  # noqa: SLF001 - the same package's store
+            self._linked_check(con, cost, unit)
+
+    def _before_spend(self, con: sqlite3.Connection, cost: PrivacyCost, unit: Unit | None) -> None:
+        self._linked_check(con, cost, unit)
+
+    def _linked_check(self, con: sqlite3.Connection, cost: PrivacyCost, unit: Unit | None) -> None:
+        try:
+            pops = [p for (p,) in con.execute("SELECT population FROM series_links WHERE data_key = ?", (self._fp,))]
+        except sqlite3.OperationalError as e:
+            if "no such table" not in str(e):
+                raise
+            return  # no series was ever linked in this database
+        release_unit = unit if unit is not None else (self._unit_of_privacy or Unit())
+        own_unit = self._unit_of_privacy or release_unit
+        charge = Fraction(self.charge_of(self.charge_for(cost, release_unit)[0]))
+        for pop in pops:
+            s_unit, hcap, ledgers = _series_state(con, pop)
+            if s_unit is None:
+                continue
+            self._fit_own(ledgers, own_unit, charge)
+            others = linked_entries(con, pop)
+            for fp, (cap, entries) in ledgers.items():
+                total = sum((Fraction(e.charged) for e in entries), Fraction(0))
+                total += sum((in_unit(e.cost, e.unit, s_unit.base, cap.definition) for e in others), Fraction(0))
+                new = in_unit(cost, release_unit, s_unit.base, cap.definition)
+                if total + new > Fraction(cap.value) * _TOL:
+                    where = fp.rpartition("@")[2]
+                    raise BudgetError(
+                        f"This one-off release touches every period of the series of this data; period {where} has "
+                        f"{cap.symbol} = {two_significant(float(total))} spent of its cap {cap.label()}, so the "
+                        f"release ({cost.label()}) does not fit. Lower the release's budget, or release less.")
+            if hcap is not None:
+                self._fit_horizon(hcap, ledgers, others, cost, release_unit)
+
+    def _fit_own(self, ledgers: Mapping[str, tuple[PrivacyCost, list[LedgerEntry]]], own_unit: Unit,
+                 charge: Fraction) -> None:
+        worst = Fraction(0)
+        for _cap, entries in ledgers.values():
+            worst = max(worst, sum((in_unit(e.cost, e.unit, own_unit, self.definition) for e in entries),
+                                   Fraction(0)))
+        self.series_spent = float(worst)
+        if self._spent + worst + charge > self._limit():
+            raise BudgetError(
+                f"The series of this data spent up to {self._symbol()} = {two_significant(float(worst))} in one "
+                f"period, and this budget ({self._cap.label()}) has {self._symbol()} = "
+                f"{two_significant(float(self._spent))} spent: a record of that period would lose both, so this "
+                f"release ({two_significant(float(charge))}) does not fit. Lower its budget, or release less.")
+
+    def _fit_horizon(self, hcap: PrivacyCost, ledgers: Mapping[str, tuple[PrivacyCost, list[LedgerEntry]]],
+                     others: list[LedgerEntry], cost: PrivacyCost, unit: Unit) -> None:
+        d = hcap.definition
+        entries = [e for _c, es in ledgers.values() for e in es]
+        n = len({str(e.details.get("period", "")) for e in entries}) or 1
+        total = sum((_value(e.cost.for_group(e.group), d) for e in entries), Fraction(0))
+        total += sum((horizon_part(e.cost, e.unit, d, n, e.details) for e in others), Fraction(0))
+        total += horizon_part(cost, unit, d, n, self._pending_details)
+        if total > Fraction(hcap.value) * _TOL:
+            raise BudgetError(
+                f"This one-off release would take the horizon figure of the series of this data to {hcap.symbol} = "
+                f"{two_significant(float(total))}, past its horizon cap {hcap.label()}. Lower its budget.")
+
