@@ -28,7 +28,6 @@ of the uniform draw, not of the data.
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcore.errors import InputError
+from dpcore.privacy.noise import PublicGenerator, public_generator
 
 __all__ = ["Synthetic", "synthesize", "whole_counts", "write_synthetic"]
 
@@ -73,7 +73,7 @@ def _read(folder: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     return rec, pd.read_csv(table, dtype={"origin": str, "destination": str, "level": str})
 
 
-def _points(rec: dict[str, Any], df: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+def _points(rec: dict[str, Any], df: pd.DataFrame, rng: PublicGenerator) -> pd.DataFrame:
     leaves = df[df["leaf"].astype(str).str.lower() == "true"]
     n = whole_counts(leaves["noisy_count"].to_numpy())
     box = leaves[["west", "south", "east", "north"]].to_numpy(dtype=np.float64)
@@ -123,12 +123,11 @@ def synthesize(release: str | Path, *, seed: int | None = None) -> Synthetic:
     folder = Path(release)
     rec, df = _read(folder)
     kind = rec.get("kind")
-    if seed is None:
-        seed = secrets.randbelow(2**63)
-    if seed < 0:
+    if seed is not None and seed < 0:
         raise InputError("--seed must be a non-negative whole number.")
+    rng, seed = public_generator(seed)
     if kind == "points":
-        frame = _points(rec, df, np.random.default_rng(seed))
+        frame = _points(rec, df, rng)
         vals = df.loc[df["leaf"].astype(str).str.lower() == "true", "noisy_count"].to_numpy(dtype=np.float64)
     elif kind == "od":
         frame = _od(rec, df)

@@ -58,6 +58,7 @@ from scipy.stats import norm
 
 from dpcore.errors import ParameterError
 from dpcore.estimate.tree_inference import tree_least_squares
+from dpcore.privacy.noise import public_generator
 
 __all__ = [
     "DESIGN_SCHEMA",
@@ -357,7 +358,7 @@ def replicates(m: Measurements, R: int = 80, seed: int = 0) -> NDArray[np.float6
     """
     if int(R) < 2:
         raise ParameterError("Replicates need R >= 2 columns (80 is the ACS convention).")
-    rng = np.random.default_rng(seed)  # not privacy noise: data-free, public and reproducible
+    rng, _ = public_generator(seed)  # not privacy noise: data-free, public and reproducible
     est = gls_estimate(m)
     out = np.empty((m.n, int(R)))
     sd = np.sqrt(m.var)

@@ -55,7 +55,10 @@ def test_the_uber_days_are_released_once_and_re_served_byte_for_byte(
     days = [f"2014-04-{d:02d}" for d in range(1, 31)]
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == days
     for d in days:
-        assert {p.name for p in (out / d).iterdir()} == {"release.csv", "release.json", "release.geojson"}
+        assert {p.name for p in (out / d).iterdir()} == {
+            "release.csv", "release.json", "release.geojson",  # the release
+            "measurements.csv", "design.json", "estimates.csv",  # the data users' files
+            "deployment.yaml", "review.html"}  # the review record
     first = _files(out)
     session = Session.open(None)
     (row,) = session.budgets()
