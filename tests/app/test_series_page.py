@@ -4,9 +4,12 @@ the series files, and History's office view of every budget."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +97,66 @@ def test_series_release_then_reserve_byte_identical_and_history_table() -> None:
     row = table[table["periods"] == 6].iloc[0]
     assert row["kind"] == "points" and "per day" in row["unit"] and "per period" in row["cap"]
     assert row["releases"] == 6
+
+
+# ------------------------------------------------------------------ trips between areas
+
+SHARED = ROOT.parent / "shared" / "data"
+TAXI = SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz"
+ZONES = SHARED / "boundaries" / "nyc_taxi_zone_lookup.csv"
+
+
+def trips_session() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.session_state["kind"] = at.session_state["_w_kind"] = "flows"
+    return ok(at.run())
+
+
+def weekly(at: AppTest) -> AppTest:
+    at.toggle(key="_w_series_on_flows").set_value(True).run()
+    at.selectbox(key="_w_series_period_flows").set_value("week").run()
+    at.text_input(key="_w_series_start_flows").set_value("2020-04-01")
+    at.text_input(key="_w_series_end_flows").set_value("2020-04-30").run()
+    return ok(at)
+
+
+@pytest.mark.skipif(not TAXI.exists(), reason="shared/data is not available")
+def test_green_taxi_trips_by_iso_week_event_unit() -> None:
+    at = trips_session()
+    at.radio(key="_w_od_source").set_value("nyc").run()
+    ok(weekly(at))
+    assert at.selectbox(key="_w_series_col_flows").value == "lpep_pickup_datetime"
+    s = at.session_state["series_settings_flows"]
+    assert [p.label for p in s.periods()] == [f"2020-W{w}" for w in range(14, 19)] and s.scope == "event"
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_flows").click().run()
+    ok(at)
+    out = at.session_state["series_out_flows"]
+    assert [o.status for o in out.outcomes] == ["released"] * 5
+    rows = pd.read_csv(io.BytesIO(out.files["series.csv"]), dtype=str)
+    assert rows["area"].str.contains("->").all() and set(rows["period"]) == {f"2020-W{w}" for w in range(14, 19)}
+    assert any(el.proto.spec and "scattermap" in el.proto.spec for el in at.get("plotly_chart"))
+
+
+@pytest.mark.skipif(not TAXI.exists(), reason="shared/data is not available")
+def test_green_taxi_trips_person_period_with_a_synthetic_id() -> None:
+    df = pd.read_csv(TAXI, usecols=["lpep_pickup_datetime", "PULocationID", "DOLocationID"])
+    df["person"] = np.random.default_rng(5).integers(0, 4000, len(df))  # a synthetic person id
+    at = trips_session()
+    at.radio(key="_w_od_source").set_value("upload").run()
+    at.file_uploader(key="od_upload").set_value(("taxi.csv", df.to_csv(index=False).encode(), "text/csv")).run()
+    at.file_uploader(key="od_areas_upload").set_value(("zones.csv", ZONES.read_bytes(), "text/csv")).run()
+    at.multiselect(key="_w_od_set_areas_levels").set_value(["Borough", "LocationID"]).run()
+    at.selectbox(key="_w_od_set_trips_origin").set_value("PULocationID").run()
+    at.selectbox(key="_w_od_set_trips_destination").set_value("DOLocationID").run()
+    at.selectbox(key="_w_od_set_trips_person").set_value("person").run()
+    at.number_input(key="_w_od_set_trips_m").set_value(2).run()
+    ok(weekly(at))
+    s = at.session_state["series_settings_flows"]
+    assert s.scope == "person-period"  # a person column: the default unit over time
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_flows").click().run()
+    ok(at)
+    out = at.session_state["series_out_flows"]
+    assert out.record["unit"]["label"].startswith("one person-week (at most 2 records each)")
+    assert [o.status for o in out.outcomes] == ["released"] * 5

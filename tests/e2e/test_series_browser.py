@@ -1,0 +1,97 @@
+"""Releases over time in a real browser (issue 24): the Uber pickups of April 2014 released as 30
+daily periods (event unit), the time slider moved over the map, the chart of one area seen, and a
+second click that re-serves every period without charging.  A slice of the file (the first pickups
+of each day, written to a temp dir) keeps it fast; the periods come from the typed range.
+
+Navigation is by the sidebar links only (a page.goto() would start a new session)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_browser import MAP_TIMEOUT_MS, go_to
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="/usr/bin/chromium is missing"),
+    pytest.mark.filterwarnings("ignore:Session-scoped fixtures defined as instance methods"),
+]
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+UBER = SHARED / "points" / "uber_nyc_pickups_2014-04.csv.gz"
+SCREENS = Path(os.environ.get("E2E_SCREENS", "/tmp"))
+
+
+def uber_slice(per_day: int = 150) -> bytes:
+    """The first ``per_day`` pickups of every day of April 2014, as the file has them."""
+    df = pd.read_csv(UBER)
+    day = pd.to_datetime(df["Date/Time"], format="%m/%d/%Y %H:%M:%S").dt.day
+    return df[df.groupby(day).cumcount() < per_day].to_csv(index=False).encode()
+
+
+def wait_map(page) -> None:
+    page.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
+    page.wait_for_function(
+        """() => {
+            const gd = document.querySelector('.js-plotly-plot');
+            const m = gd && gd._fullLayout && gd._fullLayout.map && gd._fullLayout.map._subplot;
+            return !!(m && m.map && m.map.loaded());
+        }""",
+        timeout=MAP_TIMEOUT_MS,
+    )
+
+
+def turn_on_series(page, start: str, end: str) -> None:
+    """Data step: "Release over time", then the public range typed by the curator."""
+    main = page.get_by_test_id("stMain")
+    main.get_by_text("Release over time (one release per period)").click()
+    for name, value in (("Start of the public time range", start), ("End (its whole day included)", end)):
+        box = main.get_by_role("textbox", name=name)
+        box.fill(value)
+        box.press("Enter")
+
+
+@pytest.mark.skipif(not UBER.exists(), reason="the Uber pickups are missing")
+def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
+    page.set_default_timeout(90_000)
+    page.goto(app_url)
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_text("100,000 rows kept of 100,000 read").wait_for()
+    data = uber_slice()
+    n = data.count(b"\n") - 1
+    page.locator("input[type=file]").first.set_input_files(
+        files=[{"name": "uber_slice.csv", "mimeType": "text/csv", "buffer": data}])
+    sidebar.get_by_text(re.compile(rf"rows kept of {n:,} read")).wait_for()
+    main = page.get_by_test_id("stMain")
+    turn_on_series(page, "2014-04-01", "2014-04-30")
+    main.get_by_text("30 periods, 2014-04-01 to 2014-04-30; unit: one record, per day").wait_for()
+
+    go_to(page, "Plan")
+    main.get_by_text("Horizon, a person in every period (ρ)").wait_for()
+    go_to(page, "Release")
+    main.get_by_role("button", name=re.compile(r"^Release 30 periods — ε = .* each$")).click()
+    main.get_by_text(re.compile(r"^Released the series of 30 periods \(30 released\)")).wait_for(timeout=180_000)
+    wait_map(page)
+    page.screenshot(path=str(SCREENS / "series_uber_first.png"), full_page=True)
+
+    # the time slider: three steps to the right shows the 4th of April
+    main.get_by_role("slider").first.focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    main.get_by_text(re.compile(r"^2014-04-04: [\d,]+ released rows, released")).wait_for()
+    wait_map(page)
+    chart = main.locator(".js-plotly-plot").filter(has_text="noisy count per period with its 95 % interval")
+    chart.first.wait_for()
+    assert chart.first.locator(".scatterlayer .trace").count() == 3  # band top, band bottom, the series
+    page.screenshot(path=str(SCREENS / "series_uber_day4.png"), full_page=True)
+
+    # asking again re-serves every period, byte for byte, and charges nothing
+    main.get_by_role("button", name=re.compile(r"^Release 30 periods")).click()
+    main.get_by_text("Re-served all 30 periods from the stored releases: byte-identical, nothing charged.").wait_for()
+    go_to(page, "History")
+    main.get_by_text("Every budget in the database (the office view)").wait_for()
+    page.screenshot(path=str(SCREENS / "series_uber_history.png"), full_page=True)
