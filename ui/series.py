@@ -70,10 +70,17 @@ class SeriesKind:
     files_of: Callable[[Any, Any], Mapping[str, bytes]]
     figure: Callable[[pd.DataFrame, float | None, str], go.Figure]
     value: Callable[[pd.DataFrame], Any]  # what the colour scale reads (a density, a count)
+    scope: str = ""  # the loaded data's key: a series is shown only with the data it was released from
 
 
 def _key(kind: str, what: str) -> str:
     return f"series_{what}_{kind}"
+
+
+def result(kind: str, scope: str) -> Any:
+    """The series released in this session from the data ``scope`` of ``kind``, or None."""
+    kept = st.session_state.get(_key(kind, "out"))
+    return kept[1] if kept is not None and kept[0] == scope else None
 
 
 def active(kind: str) -> Settings | None:
@@ -197,7 +204,7 @@ def release_series_now(kind: SeriesKind, plan: Any, s: Settings, session: Any) -
     out = release_series(plan, inputs, kind.files_of, unit=unit, budget=bud, session=session,
                          progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m), time=s.time())
     bar.empty()
-    st.session_state[_key(kind.name, "out")] = out
+    st.session_state[_key(kind.name, "out")] = (kind.scope, out)
     return out
 
 
@@ -223,7 +230,7 @@ def release_step(kind: SeriesKind, plan: Any, plan_error: str | None, session: A
             release_series_now(kind, plan, s, session)
         except DPCoreError as e:
             st.error(str(e))
-    out = st.session_state.get(_key(kind.name, "out"))
+    out = result(kind.name, kind.scope)
     if out is None:
         st.caption("Nothing has been released over time from this data yet.")
         return
@@ -305,9 +312,9 @@ def _chart(rows: pd.DataFrame) -> None:
     st.plotly_chart(fig, width="stretch", key="series_chart")
 
 
-def export_step(kind: str) -> bool:
+def export_step(kind: str, scope: str) -> bool:
     """The Export step over time: series.csv, series.json and every period's files (a zip); whether shown."""
-    out = st.session_state.get(_key(kind, "out"))
+    out = result(kind, scope)
     if out is None:
         return False
     st.subheader("Series")
@@ -359,3 +366,18 @@ def budget_row(r: Mapping[str, Any]) -> dict[str, Any]:
             "cap": r["cap"]["label"] + (f" per {r['cap_per']}" if r.get("cap_per") else ""),
             "horizon ρ": fmt.eps(h["rho"]), "horizon ε": f"{fmt.eps(eps['epsilon'])} at δ = {eps['delta']:g}",
             "projection": h["projection"]["text"], "releases": r["releases"]}
+
+
+def sidebar_note(kind: str, scope: str) -> None:
+    """The sidebar's lines on the series of ``kind`` (its budget is per period, beside the one-off budget)."""
+    if active(kind) is None:
+        return
+    out = result(kind, scope)
+    st.markdown("#### Over time")
+    if out is None:
+        st.caption("Release over time is on: the Release step releases every period.")
+        return
+    per = out.record["spend"]["per_period"]
+    h = out.record.get("horizon") or {}
+    st.caption(f"{fmt.count(len(out.outcomes))} periods, {per.get('label', '')} each"
+               + (f"; horizon ρ = {fmt.eps(h['rho'])} for a person in every period" if h else "") + ".")

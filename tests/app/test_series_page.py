@@ -76,7 +76,7 @@ def test_series_release_then_reserve_byte_identical_and_history_table() -> None:
     assert button.label.startswith("Release 6 periods — ε = ")
     button.click().run()
     ok(at)
-    out = at.session_state["series_out_points"]
+    out = at.session_state["series_out_points"][1]
     assert [o.status for o in out.outcomes] == ["released"] * 6 and out.charged == 6
     assert at.select_slider(key="_w_series_period_shown_points").options == [f"2014-04-0{d}" for d in range(1, 7)]
     at.select_slider(key="_w_series_period_shown_points").set_value("2014-04-03").run()
@@ -84,7 +84,7 @@ def test_series_release_then_reserve_byte_identical_and_history_table() -> None:
     assert "2014-04-03" in at.caption[-1].value or any("2014-04-03:" in c.value for c in at.caption)
     at.button(key="series_release_points").click().run()
     ok(at)
-    again = at.session_state["series_out_points"]
+    again = at.session_state["series_out_points"][1]
     assert [o.status for o in again.outcomes] == ["re-served"] * 6 and again.charged == 0
     assert again.files == out.files and [o.files for o in again.outcomes] == [o.files for o in out.outcomes]
     assert any("Re-served all 6 periods" in s.value for s in at.success)
@@ -131,7 +131,7 @@ def test_green_taxi_trips_by_iso_week_event_unit() -> None:
     at.switch_page("pages/release.py").run()
     at.button(key="series_release_flows").click().run()
     ok(at)
-    out = at.session_state["series_out_flows"]
+    out = at.session_state["series_out_flows"][1]
     assert [o.status for o in out.outcomes] == ["released"] * 5
     rows = pd.read_csv(io.BytesIO(out.files["series.csv"]), dtype=str)
     assert rows["area"].str.contains("->").all() and set(rows["period"]) == {f"2020-W{w}" for w in range(14, 19)}
@@ -157,6 +157,6 @@ def test_green_taxi_trips_person_period_with_a_synthetic_id() -> None:
     at.switch_page("pages/release.py").run()
     at.button(key="series_release_flows").click().run()
     ok(at)
-    out = at.session_state["series_out_flows"]
+    out = at.session_state["series_out_flows"][1]
     assert out.record["unit"]["label"].startswith("one person-week (at most 2 records each)")
     assert [o.status for o in out.outcomes] == ["released"] * 5

@@ -11,9 +11,11 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_browser import MAP_TIMEOUT_MS, go_to
+from test_kinds_browser import pick_option
 
 pytestmark = [
     pytest.mark.e2e,
@@ -23,6 +25,9 @@ pytestmark = [
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 UBER = SHARED / "points" / "uber_nyc_pickups_2014-04.csv.gz"
+TAXI = SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz"
+ZONES = SHARED / "boundaries" / "nyc_taxi_zone_lookup.csv"
+OUTLINES = SHARED / "boundaries" / "nyc_taxi_zones.geojson"
 SCREENS = Path(os.environ.get("E2E_SCREENS", "/tmp"))
 
 
@@ -94,4 +99,59 @@ def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
     main.get_by_text("Re-served all 30 periods from the stored releases: byte-identical, nothing charged.").wait_for()
     go_to(page, "History")
     main.get_by_text("Every budget in the database (the office view)").wait_for()
+    main.get_by_test_id("stDataFrame").first.wait_for()
+    page.wait_for_timeout(1500)  # the table draws on a canvas
     page.screenshot(path=str(SCREENS / "series_uber_history.png"), full_page=True)
+
+
+def public_zones() -> pd.DataFrame:
+    """The public zone list (borough, then zone) with each zone's centroid from the TLC's zone outlines."""
+    import geopandas as gpd
+
+    zones = pd.read_csv(ZONES, dtype=str)[["Borough", "LocationID"]]
+    shapes = gpd.read_file(OUTLINES)
+    pts = shapes.to_crs(2263).geometry.centroid.to_crs(4326)
+    xy = pd.DataFrame({"LocationID": shapes["LocationID"].astype(int).astype(str), "lon": pts.x.round(5),
+                       "lat": pts.y.round(5)}).drop_duplicates("LocationID")
+    return zones.merge(xy, on="LocationID", how="left")
+
+
+@pytest.mark.skipif(not (TAXI.exists() and ZONES.exists() and OUTLINES.exists()),
+                    reason="the green taxi trips are missing")
+def test_green_taxi_trips_by_iso_week_person_period(app_url, page):
+    """A temp copy of the trips with a synthetic person id, uploaded with the public zone list;
+    released by ISO week with the unit person-week; the slider and the chart of one pair."""
+    page.set_default_timeout(90_000)
+    trips = pd.read_csv(TAXI, usecols=["lpep_pickup_datetime", "PULocationID", "DOLocationID"])
+    trips = trips.sample(n=8_000, random_state=4).reset_index(drop=True)
+    trips["person"] = np.random.default_rng(5).integers(0, 2_000, len(trips))  # a synthetic person id
+    zones = public_zones()
+    page.goto(app_url)
+    page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
+    main = page.get_by_test_id("stMain")
+    main.get_by_text("Trips between areas", exact=True).click()
+    main.get_by_text("Upload trips", exact=True).click()
+    inputs = main.locator("input[type=file]")
+    inputs.first.wait_for(state="attached")
+    inputs.nth(0).set_input_files(files=[{"name": "taxi.csv", "mimeType": "text/csv",
+                                          "buffer": trips.to_csv(index=False).encode()}])
+    main.get_by_text("taxi.csv").first.wait_for()
+    page.wait_for_timeout(2_000)  # the rerun that reads the trips, before the next upload
+    inputs.nth(1).set_input_files(files=[{"name": "zones.csv", "mimeType": "text/csv",
+                                          "buffer": zones.to_csv(index=False).encode()}])
+    pick_option(page, main.get_by_test_id("stSelectbox").filter(has_text="Person id column"), "person")
+    main.get_by_text(re.compile(r"one person with at most 1 trip")).first.wait_for()
+    turn_on_series(page, "2020-04-01", "2020-04-30")
+    pick_option(page, main.get_by_test_id("stSelectbox").filter(has_text="Period"), "week")
+    main.get_by_text("5 periods, 2020-W14 to 2020-W18; unit: one person-week").first.wait_for()
+
+    go_to(page, "Release")
+    main.get_by_role("button", name=re.compile(r"^Release 5 periods — ρ = .* each$")).click()
+    main.get_by_text(re.compile(r"^Released the series of 5 periods \(5 released\)")).wait_for(timeout=180_000)
+    wait_map(page)
+    main.get_by_role("slider").first.focus()
+    page.keyboard.press("ArrowRight")
+    main.get_by_text(re.compile(r"^2020-W15: [\d,]+ released rows, released")).wait_for()
+    chart = main.locator(".js-plotly-plot").filter(has_text="noisy count per period with its 95 % interval")
+    chart.first.wait_for()
+    page.screenshot(path=str(SCREENS / "series_taxi_week15.png"), full_page=True)

@@ -21,7 +21,7 @@ def export_step() -> None:
     m = need_model()
     if m is None:
         return
-    if series.active("flows") is not None and series.export_step("flows"):
+    if series.active("flows") is not None and series.export_step("flows", m["fp"]):
         return
     entry = shown_entry(m)
     if entry is None:

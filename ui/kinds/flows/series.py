@@ -89,5 +89,5 @@ def figure_of(m: dict[str, Any]) -> Any:
 def release_step(m: dict[str, Any], sel: Any) -> None:
     """The Release step when "Release over time" is on."""
     kind = series.SeriesKind(KIND, inputs_of(m), files_of(m, sel), figure_of(m),
-                             lambda rows: rows["noisy_count"] if len(rows) else [])
+                             lambda rows: rows["noisy_count"] if len(rows) else [], m["fp"])
     series.release_step(kind, sel.core, sel.error, state.session())

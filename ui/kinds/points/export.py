@@ -18,7 +18,7 @@ from ui.kinds.points import state as points_state
 
 def export_step() -> None:
     """The Export step for points (the page script is pages/export.py)."""
-    if series.active("points") is not None and series.export_step("points"):
+    if series.active("points") is not None and series.export_step("points", points_state.dataset().fingerprint):
         return
     cur = points_state.current_release()
     if cur is None:

@@ -89,9 +89,9 @@ def value(rows: pd.DataFrame) -> Any:
     return viz.rects_density(rows) if len(rows) else np.zeros(0)
 
 
-SERIES = series.SeriesKind(KIND, inputs, files_of, figure, value)
 
 
 def release_step(pr: Any) -> None:
     """The Release step when "Release over time" is on."""
-    series.release_step(SERIES, pr.plan, pr.error, state.session())
+    kind = series.SeriesKind(KIND, inputs, files_of, figure, value, points_state.dataset().fingerprint)
+    series.release_step(kind, pr.plan, pr.error, state.session())
