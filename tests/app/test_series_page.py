@@ -160,3 +160,41 @@ def test_green_taxi_trips_person_period_with_a_synthetic_id() -> None:
     out = at.session_state["series_out_flows"][1]
     assert out.record["unit"]["label"].startswith("one person-week (at most 2 records each)")
     assert [o.status for o in out.outcomes] == ["released"] * 5
+
+
+# ------------------------------------------------------------------ counts over areas (a hierarchy)
+
+
+def test_hierarchy_rows_by_day_with_an_empty_day() -> None:
+    """Person rows (state, county, day) with a public area list: released per day; a day without rows
+    is released too (zero in every public area, noised), as the range, not the data, gives the days."""
+    people = pd.DataFrame({"state": ["01", "01", "02", "01", "02"], "county": ["001", "003", "001", "001", "005"],
+                           "day": ["2024-01-01", "2024-01-01", "2024-01-01", "2024-01-03", "2024-01-03"]})
+    area_list = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", "001", "005"]})
+    at = ok(AppTest.from_file(APP, default_timeout=240).run())
+    at.radio(key="_w_kind").set_value("areas").run()
+    at.radio(key="_w_hier_source").set_value("upload").run()
+    at.file_uploader(key="hier_upload").set_value(("people.csv", people.to_csv(index=False).encode(),
+                                                   "text/csv")).run()
+    at.multiselect(key="w_levels").set_value(["state", "county"]).run()
+    at.multiselect(key="w_count").set_value([]).run()
+    at.radio(key="_w_hier_area_source").set_value("upload").run()
+    at.file_uploader(key="hier_areas_upload").set_value(("areas.csv", area_list.to_csv(index=False).encode(),
+                                                         "text/csv")).run()
+    ok(at)
+    at.toggle(key="_w_series_on_areas").set_value(True).run()
+    assert at.selectbox(key="_w_series_col_areas").value == "day"
+    at.text_input(key="_w_series_start_areas").set_value("2024-01-01")
+    at.text_input(key="_w_series_end_areas").set_value("2024-01-03").run()
+    ok(at)
+    at.switch_page("pages/plan.py").run()
+    ok(at)
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_areas").click().run()
+    ok(at)
+    out = at.session_state["series_out_areas"][1]
+    assert [o.status for o in out.outcomes] == ["released"] * 3
+    rows = pd.read_csv(io.BytesIO(out.files["series.csv"]), dtype=str)
+    # every public county in every day, the empty 2 January included
+    counties = rows[rows["level"] == "county"]
+    assert counties.groupby("period").size().to_dict() == {f"2024-01-0{d}": 4 for d in (1, 2, 3)}
