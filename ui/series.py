@@ -173,13 +173,17 @@ def plan_panel(kind: str, cost: budget.PrivacyCost) -> None:
     c2.metric("Horizon, a person in every period (ρ)", fmt.eps(h["rho"]),
               help="The zCDP sum over the periods (a pure ε reads as ρ = ε²/2; Bun & Steinke 2016, Prop. 1.4).")
     c3.metric(f"Its (ε, δ) reading at δ = {eps['delta']:g}", fmt.eps(eps["epsilon"]))
-    st.caption(h["projection"]["text"] + (f"; {h['person_bound']['text']}" if "person_bound" in h else "") + ".")
-    cap = st.number_input(f"Horizon cap ({cost.symbol}, optional; 0 for none)", min_value=0.0, format="%.4g",
-                          key=state.persistent(_key(kind, "hcap"), 0.0),
+    # the horizon cap reads the figure in the release's terms: ρ summed, or ε summed (basic composition)
+    total = h["rho"] if cost.definition == "zcdp" else h["epsilon_pure"]
+    st.caption(h["projection"]["text"] + (f"; {h['person_bound']['text']}" if "person_bound" in h else "")
+               + ("" if cost.definition == "zcdp" else f"; ε summed over the periods: {fmt.eps(total)}") + ".")
+    cap = st.number_input(f"Horizon cap ({cost.symbol} summed over the periods, optional; 0 for none)", min_value=0.0,
+                          format="%.4g", key=state.persistent(_key(kind, "hcap"), 0.0),
                           help="Refuse any period's release that would take the horizon figure past this.")
     state.store(_key(kind, "hcap"))
-    if cap and h["rho"] > (cap if cost.definition == "zcdp" else cap * cap / 2):
-        st.warning("This series would pass the horizon cap: lower the budget per period or shorten the range.")
+    if cap and total > cap * (1 + 1e-9):
+        st.warning(f"This series would take the horizon figure to {cost.symbol} = {fmt.eps(total)}, past the horizon "
+                   "cap: the release would be refused. Lower the budget per period or shorten the range.")
 
 
 def horizon_cap(kind: str, definition: str) -> budget.PrivacyCost | None:

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
+
+from dpcore.core.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "../../app.py"  # relative to this file
@@ -99,6 +102,23 @@ def test_series_release_then_reserve_byte_identical_and_history_table() -> None:
     assert row["releases"] == 6
 
 
+def test_a_series_past_the_horizon_cap_is_refused_before_anything_is_charged() -> None:
+    at = series_session()
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-04").run()
+    at.switch_page("pages/plan.py").run()
+    eps = at.session_state["epsilon"]
+    at.number_input(key="_w_series_hcap_points").set_value(3 * eps).run()  # 4 periods need 4 ε
+    ok(at)
+    assert any("past the horizon cap" in w.value for w in at.warning)
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_points").click().run()
+    assert any("horizon cap" in e.value for e in at.error)
+    assert "series_out_points" not in at.session_state  # nothing released
+    (row,) = [r for r in Session.open(None).budgets() if r["periods"] or r["spent"]] or [None]
+    assert row is None  # refused before the first period was charged
+
+
 # ------------------------------------------------------------------ trips between areas
 
 SHARED = ROOT.parent / "shared" / "data"
@@ -110,6 +130,14 @@ def trips_session() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=300)
     at.session_state["kind"] = at.session_state["_w_kind"] = "flows"
     return ok(at.run())
+
+
+def release_series(at: AppTest, kind: str) -> Any:
+    """Release every period from the Release step; the series made."""
+    at.switch_page("pages/release.py").run()
+    at.button(key=f"series_release_{kind}").click().run()
+    ok(at)
+    return at.session_state[f"series_out_{kind}"][1]
 
 
 def weekly(at: AppTest) -> AppTest:
@@ -128,10 +156,7 @@ def test_green_taxi_trips_by_iso_week_event_unit() -> None:
     assert at.selectbox(key="_w_series_col_flows").value == "lpep_pickup_datetime"
     s = at.session_state["series_settings_flows"]
     assert [p.label for p in s.periods()] == [f"2020-W{w}" for w in range(14, 19)] and s.scope == "event"
-    at.switch_page("pages/release.py").run()
-    at.button(key="series_release_flows").click().run()
-    ok(at)
-    out = at.session_state["series_out_flows"][1]
+    out = release_series(at, "flows")
     assert [o.status for o in out.outcomes] == ["released"] * 5
     rows = pd.read_csv(io.BytesIO(out.files["series.csv"]), dtype=str)
     assert rows["area"].str.contains("->").all() and set(rows["period"]) == {f"2020-W{w}" for w in range(14, 19)}
@@ -154,10 +179,7 @@ def test_green_taxi_trips_person_period_with_a_synthetic_id() -> None:
     ok(weekly(at))
     s = at.session_state["series_settings_flows"]
     assert s.scope == "person-period"  # a person column: the default unit over time
-    at.switch_page("pages/release.py").run()
-    at.button(key="series_release_flows").click().run()
-    ok(at)
-    out = at.session_state["series_out_flows"][1]
+    out = release_series(at, "flows")
     assert out.record["unit"]["label"].startswith("one person-week (at most 2 records each)")
     assert [o.status for o in out.outcomes] == ["released"] * 5
 
@@ -189,10 +211,7 @@ def test_hierarchy_rows_by_day_with_an_empty_day() -> None:
     ok(at)
     at.switch_page("pages/plan.py").run()
     ok(at)
-    at.switch_page("pages/release.py").run()
-    at.button(key="series_release_areas").click().run()
-    ok(at)
-    out = at.session_state["series_out_areas"][1]
+    out = release_series(at, "areas")
     assert [o.status for o in out.outcomes] == ["released"] * 3
     rows = pd.read_csv(io.BytesIO(out.files["series.csv"]), dtype=str)
     # every public county in every day, the empty 2 January included

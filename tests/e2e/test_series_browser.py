@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_browser import MAP_TIMEOUT_MS, go_to
-from test_kinds_browser import pick_option
+from test_browser import go_to
+from test_kinds_browser import pick_option, wait_for_map
 
 pytestmark = [
     pytest.mark.e2e,
@@ -36,18 +36,6 @@ def uber_slice(per_day: int = 150) -> bytes:
     df = pd.read_csv(UBER)
     day = pd.to_datetime(df["Date/Time"], format="%m/%d/%Y %H:%M:%S").dt.day
     return df[df.groupby(day).cumcount() < per_day].to_csv(index=False).encode()
-
-
-def wait_map(page) -> None:
-    page.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
-    page.wait_for_function(
-        """() => {
-            const gd = document.querySelector('.js-plotly-plot');
-            const m = gd && gd._fullLayout && gd._fullLayout.map && gd._fullLayout.map._subplot;
-            return !!(m && m.map && m.map.loaded());
-        }""",
-        timeout=MAP_TIMEOUT_MS,
-    )
 
 
 def turn_on_series(page, start: str, end: str) -> None:
@@ -80,7 +68,7 @@ def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
     go_to(page, "Release")
     main.get_by_role("button", name=re.compile(r"^Release 30 periods — ε = .* each$")).click()
     main.get_by_text(re.compile(r"^Released the series of 30 periods \(30 released\)")).wait_for(timeout=180_000)
-    wait_map(page)
+    wait_for_map(page)
     page.screenshot(path=str(SCREENS / "series_uber_first.png"), full_page=True)
 
     # the time slider: three steps to the right shows the 4th of April
@@ -88,7 +76,7 @@ def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
     for _ in range(3):
         page.keyboard.press("ArrowRight")
     main.get_by_text(re.compile(r"^2014-04-04: [\d,]+ released rows, released")).wait_for()
-    wait_map(page)
+    wait_for_map(page)
     chart = main.locator(".js-plotly-plot").filter(has_text="noisy count per period with its 95 % interval")
     chart.first.wait_for()
     assert chart.first.locator(".scatterlayer .trace").count() == 3  # band top, band bottom, the series
@@ -148,7 +136,7 @@ def test_green_taxi_trips_by_iso_week_person_period(app_url, page):
     go_to(page, "Release")
     main.get_by_role("button", name=re.compile(r"^Release 5 periods — ρ = .* each$")).click()
     main.get_by_text(re.compile(r"^Released the series of 5 periods \(5 released\)")).wait_for(timeout=180_000)
-    wait_map(page)
+    wait_for_map(page)
     main.get_by_role("slider").first.focus()
     page.keyboard.press("ArrowRight")
     main.get_by_text(re.compile(r"^2020-W15: [\d,]+ released rows, released")).wait_for()
