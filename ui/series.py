@@ -109,30 +109,42 @@ def time_controls(kind: str, frame: pd.DataFrame | None, base_unit: Any) -> Sett
     cols = [str(c) for c in frame.columns]
     found = detect_time_column(frame.head(500))
     c1, c2 = st.columns(2)
-    column = c1.selectbox("Time column", cols, key=state.seed(f"_w_series_col_{kind}", found or cols[0]),
+    column = c1.selectbox("Time column", cols, key=_kept(kind, "col", found or cols[0], cols),
                           help=f"Detected: {found}." if found else "No time column was detected; pick it.")
-    how = c2.selectbox("Period", PERIODS, key=state.seed(f"_w_series_period_{kind}", "day"),
+    how = c2.selectbox("Period", PERIODS, key=_kept(kind, "period", "day"),
                        help="Day, ISO week (Monday to Sunday), calendar month, or a fixed length such as 6h.")
     period = how if how != "fixed length" else c2.text_input(
-        "Fixed length", key=state.seed(f"_w_series_fixed_{kind}", "6h"), help="e.g. 90min, 6h, 3d or 2w.")
+        "Fixed length", key=_kept(kind, "fixed", "6h"), help="e.g. 90min, 6h, 3d or 2w.")
     r1, r2 = st.columns(2)
     help_range = ("The public time range, typed by you and never filled from the data (like the public area): the "
                   "periods come from it, so an empty period is released too. Records outside it are dropped.")
-    start = r1.text_input("Start of the public time range", key=state.seed(f"_w_series_start_{kind}", ""),
+    start = r1.text_input("Start of the public time range", key=_kept(kind, "start", ""),
                           placeholder="2014-04-01", help=help_range)
-    end = r2.text_input("End (its whole day included)", key=state.seed(f"_w_series_end_{kind}", ""),
+    end = r2.text_input("End (its whole day included)", key=_kept(kind, "end", ""),
                         placeholder="2014-04-30", help=help_range)
     default_scope = "person-period" if getattr(base_unit, "entity", "record") == "person" else "event"
-    scope = st.radio("Unit of privacy over time", list(UNITS), key=state.seed(f"_w_series_unit_{kind}", default_scope),
+    scope = st.radio("Unit of privacy over time", list(UNITS), key=_kept(kind, "unit", default_scope),
                      horizontal=True, captions=list(UNITS.values()),
                      help="Person-period and person need the person column and its cap (set above).")
     max_periods = None
     if scope == "person":
         max_periods = int(st.number_input("Most periods one person may touch", min_value=1, step=1,
-                                          key=state.seed(f"_w_series_maxp_{kind}", 7),
+                                          key=_kept(kind, "maxp", 7),
                                           help="Each person's other periods are dropped by a keyed random choice "
                                                "before anything else."))
+    for name in ("col", "period", "fixed", "start", "end", "unit", "maxp"):  # kept when the page is left
+        if f"_w_series_{name}_{kind}" in ss:
+            state.store(f"series_{name}_{kind}")
     return _checked(kind, Settings(column, str(period), start.strip(), end.strip(), scope, max_periods), base_unit)
+
+
+def _kept(kind: str, name: str, default: Any, options: list[Any] | None = None) -> str:
+    """The key of a time control whose value survives page switches (:func:`ui.state.persistent`);
+    a kept value that is not among ``options`` (another table's column) goes back to ``default``."""
+    key = state.persistent(f"series_{name}_{kind}", default)
+    if options is not None and st.session_state[key] not in options:
+        st.session_state[key] = default
+    return key
 
 
 def _checked(kind: str, s: Settings, base_unit: Any) -> Settings | None:
@@ -279,10 +291,11 @@ def series_frame(out: Any) -> pd.DataFrame:
 
 def _map_over_time(kind: SeriesKind, out: Any, rows: pd.DataFrame) -> None:
     labels = [o.period.label for o in out.outcomes]
-    shown = st.select_slider("Period shown", labels, key=state.seed(f"_w_series_period_shown_{kind.name}", labels[0]),
-                             help="Move along the periods; the colour scale is the same for every period.")
-    if shown not in labels:
-        shown = labels[0]
+    wkey = f"_w_series_period_shown_{kind.name}"
+    if st.session_state.get(wkey) not in labels:  # another series (other periods) since it was moved
+        st.session_state[wkey] = labels[0]
+    shown = labels[0] if len(labels) == 1 else st.select_slider(
+        "Period shown", labels, key=wkey, help="Move along the periods; the colour scale is the same for every period.")
     values = kind.value(rows)
     zmax = float(pd.Series(values).quantile(0.99)) if len(rows) else None
     part = rows[rows["period"] == shown]
@@ -299,6 +312,8 @@ def _chart(rows: pd.DataFrame) -> None:
         return
     totals = rows.groupby("area")["noisy_count"].sum().sort_values(ascending=False)
     areas = list(totals.index[:300])
+    if st.session_state.get("_w_series_area") not in areas:  # another series since it was chosen
+        st.session_state["_w_series_area"] = areas[0]
     area = st.selectbox("Area", areas, key="_w_series_area",
                         help="The 300 areas with the largest noisy totals, largest first (the files hold every one).")
     one = rows[rows["area"] == area].sort_values("period")

@@ -119,6 +119,20 @@ def test_a_series_past_the_horizon_cap_is_refused_before_anything_is_charged() -
     assert row is None  # refused before the first period was charged
 
 
+def test_a_shorter_range_re_serves_its_days_and_draws_without_a_slider() -> None:
+    at = series_session(days=3)
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-03").run()
+    first = release_series(at, "points")
+    at.select_slider(key="_w_series_period_shown_points").set_value("2014-04-03").run()
+    at.switch_page("pages/data.py").run()
+    at.text_input(key="_w_series_end_points").set_value("2014-04-01").run()
+    one = release_series(at, "points")
+    assert [o.status for o in one.outcomes] == ["re-served"] and one.charged == 0
+    assert one.outcomes[0].files == first.outcomes[0].files
+    assert not at.get("select_slider") and at.get("plotly_chart")
+
+
 # ------------------------------------------------------------------ trips between areas
 
 SHARED = ROOT.parent / "shared" / "data"

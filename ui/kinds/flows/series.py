@@ -25,7 +25,8 @@ def data_controls(m: dict[str, Any]) -> None:
     """The Data step's "Release over time" for trips (the trips table of the loaded data)."""
     c = m["counts"]
     base = od_unit(setting("neighbour"), c.max_trips, c.persons)
-    series.time_controls(KIND, m.get("df"), base)
+    # trips counted by DuckDB keep only their first rows in memory: a series of them is the CLI's
+    series.time_controls(KIND, None if m["config"].get("engine") == "duckdb" else m.get("df"), base)
 
 
 def inputs_of(m: dict[str, Any]) -> Any:
@@ -35,7 +36,7 @@ def inputs_of(m: dict[str, Any]) -> Any:
 
     def inputs(unit: TimeUnit, session: Any) -> tuple[list[Any], str]:
         s = series.active(KIND)
-        df = m.get("df")
+        df = None if m["config"].get("engine") == "duckdb" else m.get("df")
         if s is None or df is None:
             raise InputError("Load the trips with their time column on the Data step first.")
         cols = _cols(m)

@@ -20,10 +20,16 @@ KIND = "points"
 
 def upload_frame() -> pd.DataFrame | None:
     """The uploaded table of the loaded points (with its other columns), or None (demo, files on disk)."""
+    ss = st.session_state
     ds = points_state.dataset()
-    if ds.is_demo or ds.source is not None or st.session_state.get("upload_name") != ds.name:
+    if ds.is_demo or ds.source is not None:
         return None
-    return st.session_state.get("upload_df")
+    df = ss.get("upload_df") if ss.get("upload_name") == ds.name else None
+    if df is not None:  # kept with the dataset: the Data step forgets the upload once the page is left
+        ss["series_frame_points"] = (ds.fingerprint, df)
+        return df
+    kept = ss.get("series_frame_points")
+    return kept[1] if kept is not None and kept[0] == ds.fingerprint else None
 
 
 def data_controls() -> None:
