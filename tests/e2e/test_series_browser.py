@@ -63,10 +63,14 @@ def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
     turn_on_series(page, "2014-04-01", "2014-04-30")
     main.get_by_text("30 periods, 2014-04-01 to 2014-04-30; unit: one record, per day").wait_for()
 
-    go_to(page, "Plan")
+    go_to(page, "Plan")  # ε = 0.1 per day, as the command line
     main.get_by_text("Horizon, a person in every period (ρ)").wait_for()
+    box = main.get_by_role("spinbutton", name="Privacy budget of this release (ε)")
+    box.fill("0.1")
+    box.press("Enter")
+    main.get_by_text("Each of the 30 periods (day) is released with ε = 0.1").wait_for()
     go_to(page, "Release")
-    main.get_by_role("button", name=re.compile(r"^Release 30 periods — ε = .* each$")).click()
+    main.get_by_role("button", name="Release 30 periods — ε = 0.1 each").click()
     main.get_by_text(re.compile(r"^Released the series of 30 periods \(30 released\)")).wait_for(timeout=180_000)
     wait_for_map(page)
     page.screenshot(path=str(SCREENS / "series_uber_first.png"), full_page=True)
