@@ -17,7 +17,7 @@ import streamlit as st
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger_store import LedgerStore
-from ui import fmt, frame, state
+from ui import fmt, frame, series, state
 from ui.kinds.points import state as points_state
 
 ss = st.session_state
@@ -61,6 +61,11 @@ for kind, fp, label in datasets:
         budgets[key][1].append(label)
     elif not budgets[key][1]:
         budgets[key][1].append(label)
+
+st.subheader("Every budget in the database (the office view)")
+st.caption("Population, unit, periods, spent per period and cap, the horizon figure for a person present in every "
+           "period: read from the budget database, without uploading anything (as python -m dpcore budgets).")
+series.budgets_table()
 
 size = shared.storage()
 st.caption(f"Budget database: {_mb(size['database_bytes'])} on disk ({shared.path}); "

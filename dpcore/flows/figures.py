@@ -316,3 +316,58 @@ def od_heatmap(
         margin={"l": 10, "r": 10, "t": 10, "b": 10}, height=height, plot_bgcolor="white",
     )
     return fig
+
+
+def published_flow_map(rows: Any, labels: Sequence[Any], xy: tuple[Any, Any], *, top: int = 150,
+                       unit: str = "trips", boundaries: Any = None, height: int = 560,
+                       title: str | None = None) -> go.Figure:
+    """The ``top`` largest flows of one published table (rows ``origin, destination, noisy_count``
+    of a ``release.csv``: one period of a series) as lines between the public centroids ``xy``
+    (lon, lat arrays in the order of ``labels``), widths by class; flows within one area as circles.
+
+    Built from the published rows only, so a re-served period draws as it was published.
+    """
+    lon, lat = (np.asarray(a, dtype=float) for a in xy)
+    where = {str(k): i for i, k in enumerate(labels)}
+    o = np.array([where.get(str(k), -1) for k in rows["origin"]], dtype=np.int64)
+    d = np.array([where.get(str(k), -1) for k in rows["destination"]], dtype=np.int64)
+    v = np.asarray(rows["noisy_count"], dtype=float)
+    ok = (o >= 0) & (d >= 0) & (v > 0)
+    ok[ok] &= np.isfinite(lon[o[ok]]) & np.isfinite(lat[d[ok]])
+    fig = go.Figure()
+    lines = np.flatnonzero(ok & (o != d))
+    lines = lines[np.argsort(-v[lines], kind="stable")[: int(top)]]
+    cls, ranges = flow_classes(v[lines])
+    pick = np.rint(np.linspace(0, len(FLOW_WIDTHS) - 1, len(ranges))).astype(int) if len(ranges) > 1 else np.array([1])
+    for c, (lo, hi) in enumerate(ranges):
+        idx = lines[cls == c]
+        if idx.size == 0:
+            continue
+        nan = np.full(idx.size, np.nan)
+        xs = np.column_stack([lon[o[idx]], lon[d[idx]], nan]).ravel()
+        ys = np.column_stack([lat[o[idx]], lat[d[idx]], nan]).ravel()
+        txt = np.repeat([f"{rows['origin'].iloc[i]} → {rows['destination'].iloc[i]}: {_fmt(v[i])} {unit}"
+                         for i in idx], 3)
+        fig.add_trace(go.Scattermap(lon=np.where(np.isnan(xs), None, xs), lat=np.where(np.isnan(ys), None, ys),
+                                    mode="lines", line={"width": FLOW_WIDTHS[pick[c]], "color": FLOW_COLOURS[pick[c]]},
+                                    hovertext=txt, hoverinfo="text", connectgaps=False,
+                                    name=f"{_fmt(lo)}–{_fmt(hi)} {unit}" if lo != hi else f"{_fmt(lo)} {unit}"))
+    selfs = np.flatnonzero(ok & (o == d))
+    selfs = selfs[np.argsort(-v[selfs], kind="stable")[: int(top)]]
+    if selfs.size:
+        vs = v[selfs]
+        fig.add_trace(go.Scattermap(lon=lon[o[selfs]], lat=lat[o[selfs]], mode="markers",
+                                    marker={"size": 5.0 + 17.0 * np.sqrt(vs / vs.max()), "color": "#3b6fb6",
+                                            "opacity": 0.45},
+                                    hovertext=[f"within {rows['origin'].iloc[i]}: {_fmt(v[i])} {unit}" for i in selfs],
+                                    hoverinfo="text", name=f"within one area ({unit})"))
+    w_, s_, e_, n_ = _view([lon[np.isfinite(lon)]], [lat[np.isfinite(lat)]])
+    fig.add_trace(go.Scattermap(lon=[w_, e_], lat=[s_, n_], mode="markers", marker={"size": 1, "opacity": 0},
+                                hoverinfo="skip", showlegend=False, name="extent"))
+    fig.update_layout(map={"style": OFFLINE_STYLE, "fitbounds": "locations",
+                           "layers": _boundary_layers(boundaries, max(e_ - w_, n_ - s_))},
+                      margin={"l": 0, "r": 0, "t": 30 if title else 10, "b": 70}, height=height,
+                      title={"text": title or "", "font": {"size": 14}},
+                      legend={"title": {"text": f"noisy flow ({unit})"}, "orientation": "h", "x": 0.0, "y": 0.0,
+                              "xanchor": "left", "yanchor": "top", "bgcolor": "rgba(255,255,255,0.85)"})
+    return fig

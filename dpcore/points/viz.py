@@ -482,3 +482,49 @@ def release_map_figure(
                                      max_polygons=max_polygons)
         return fig, info | {"kind": "polygons"}
     return grid_image_figure(release, boundaries=boundaries, basemap=basemap, depth=depth)
+
+
+def rects_density(frame: Any) -> np.ndarray:
+    """Noisy density (points per km², negatives drawn as 0) of released rectangles given as a
+    table with ``west, south, east, north, noisy_count`` (a published ``release.csv``).
+
+    >>> import pandas as pd
+    >>> d = rects_density(pd.DataFrame({"west": [0.0], "south": [0.0], "east": [0.01], "north": [0.01],
+    ...                                 "noisy_count": [12.0]}))
+    >>> round(float(d[0]), 2)
+    9.75
+    """
+    w, s, e, n = (np.asarray(frame[c], dtype=np.float64) for c in ("west", "south", "east", "north"))
+    km2 = np.abs(e - w) * 111.32 * np.cos(np.radians((s + n) / 2)) * np.abs(n - s) * 110.57
+    return np.maximum(np.asarray(frame["noisy_count"], dtype=np.float64), 0) / np.maximum(km2, 1e-12)
+
+
+def rects_figure(frame: Any, bounds: Bounds, *, boundaries: dict[str, Any] | None = None, basemap: bool = False,
+                 zmax: float | None = None, height: int = 520, title: str | None = None) -> go.Figure:
+    """A published ``release.csv``'s leaves on a map that draws offline (one period of a series).
+
+    Built from the published table only (a re-served period draws as it was published):
+    ``frame`` holds ``west, south, east, north, noisy_count, ci95_low, ci95_high`` and optionally
+    ``leaf``; ``zmax`` fixes the colour scale (the same for every period of a series).
+    """
+    if "leaf" in frame.columns:
+        frame = frame[frame["leaf"].astype(str).str.lower().isin(("true", "1"))]
+    frame = frame.head(MAX_POLYGONS)
+    box = frame[["west", "south", "east", "north"]].to_numpy(dtype=np.float64).round(6).tolist()
+    fc = {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "id": i, "geometry": {"type": "Polygon",
+                                                  "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]}}
+        for i, (w, s, e, n) in enumerate(box)]}
+    dens = rects_density(frame)
+    custom = frame[["noisy_count", "ci95_low", "ci95_high"]].to_numpy(dtype=np.float64)
+    fig = go.Figure(go.Choroplethmap(
+        geojson=fc, locations=np.arange(len(box)), z=dens, customdata=custom, colorscale=COLORSCALE, zmin=0,
+        zmax=zmax if zmax and zmax > 0 else None,
+        marker={"opacity": 0.75, "line": {"width": 0.3 if len(box) <= 2500 else 0, "color": "#999"}},
+        colorbar={"title": {"text": "points<br>per km²"}, "thickness": 14},
+        hovertemplate=("noisy count: %{customdata[0]:,.0f}<br>95% interval: %{customdata[1]:,.0f} to "
+                       "%{customdata[2]:,.0f}<br>density: %{z:,.1f} per km²<extra></extra>"),
+    ))
+    if title:
+        fig.update_layout(title={"text": title, "font": {"size": 14}})
+    return _map_layout(fig, bounds, boundaries, basemap, height)

@@ -196,3 +196,21 @@ def test_heatmap_refuses_big_levels(demo):
     with pytest.raises(ParameterError):
         figures.od_heatmap(rel, 5)  # district > zone: 36 × 576
     assert figures.od_heatmap(rel, 3).data  # region > district: 4 × 36
+
+
+def test_published_flow_map_draws_the_largest_published_flows_between_public_centroids() -> None:
+    """One period of a series, from its published rows: lines for the ``top`` largest flows between
+    two areas (codes not in the public list and flows ≤ 0 are not drawn), circles within one area."""
+    import pandas as pd
+
+    labels = ["a", "b", "c"]
+    xy = (np.array([0.0, 1.0, 2.0]), np.array([0.0, 1.0, 0.0]))
+    rows = pd.DataFrame({"origin": ["a", "a", "b", "c", "zz", "b"], "destination": ["b", "c", "c", "c", "a", "a"],
+                         "noisy_count": [10, 3, 7, 5, 99, -2]})
+    fig = figures.published_flow_map(rows, labels, xy, top=2)
+    lines = [t for t in fig.data if t.mode == "lines"]
+    drawn = sorted(h for t in lines for h in t.hovertext[::3])
+    assert drawn == ["a → b: 10 trips", "b → c: 7 trips"]  # the 2 largest; 'zz' and -2 never drawn
+    (circles,) = [t for t in fig.data if t.mode == "markers" and t.name.startswith("within")]
+    assert list(circles.hovertext) == ["within c: 5 trips"]
+    assert fig.layout.map.style == figures.OFFLINE_STYLE

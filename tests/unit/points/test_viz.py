@@ -154,3 +154,20 @@ class TestExtentFigure:
         wide = extent_figure(Bounds(-125.0, 24.4, -66.9, 49.4)).layout.map.zoom
         city = extent_figure(BOUNDS).layout.map.zoom
         assert city > wide >= 0
+
+
+def test_rects_figure_draws_the_published_leaves_on_one_colour_scale() -> None:
+    """One period of a series from its release.csv rows: only leaves, the given zmax, offline style."""
+    import pandas as pd
+
+    from dpcore.data.maps import OFFLINE_STYLE
+    from dpcore.points.viz import rects_density, rects_figure
+
+    rows = pd.DataFrame({"west": [0.0, 0.0, 0.5], "south": [0.0, 0.0, 0.0], "east": [1.0, 0.5, 1.0],
+                         "north": [1.0, 1.0, 1.0], "noisy_count": [30, -4, 20], "ci95_low": [20, -14, 10],
+                         "ci95_high": [40, 6, 30], "leaf": [False, True, True]})
+    fig = rects_figure(rows, Bounds(0, 0, 1, 1), zmax=0.5)
+    (trace,) = fig.data
+    assert len(trace.geojson["features"]) == 2 and trace.zmax == 0.5
+    assert trace.z[0] == 0 and trace.z[1] == pytest.approx(rects_density(rows.iloc[[2]])[0])  # negatives drawn as 0
+    assert fig.layout.map.style == OFFLINE_STYLE

@@ -24,7 +24,9 @@ from dpcore.data.hierarchy import Hierarchy, require_public_area_list
 from dpcore.errors import DPCoreError, InputError
 from ui import fmt, frame, state
 from ui.kinds.areas import common
+from ui.kinds.areas import series as areas_series
 from ui.kinds.areas.common import US_COUNTIES, US_STATES, US_TRACTS, keep, kept
+from ui.kinds.areas.plan import selection
 from ui.source_ui import keep_copy, read_code_upload
 from ui.state import seed
 
@@ -90,6 +92,7 @@ def _hierarchy_data() -> None:
     head = m.get("head")
     if head is not None:
         st.dataframe(head, hide_index=True, key="hier_head")
+    areas_series.data_controls(m, selection(parse_only=True).unit)
 
 
 def extent_map(m: dict[str, Any]) -> None:
@@ -246,7 +249,8 @@ def _build(inputs: dict[str, Any]) -> None:
         head = (ss.get("hier_upload_df") if inputs.get("src") is not None else inputs["df"]).head(8)
         config = {k: v for k, v in inputs.items() if k not in ("df", "areas_df", "boundaries")}
         ss["hier_model"] = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,
-                            "name": inputs["name"], "inputs": config, "head": head, "demo": inputs["id"] == DEMO}
+                            "name": inputs["name"], "inputs": config, "head": head, "demo": inputs["id"] == DEMO,
+                            "df": inputs["df"] if inputs.get("src") is None else None}  # its time column
         if inputs["id"] == DEMO:
             state.mark_demo("areas", fp)  # the made-up demo's budget lives with the session
         ss["hier_model_key"] = key

@@ -13,7 +13,7 @@ from dpcore.areas.unit import hierarchy_unit
 from dpcore.core import spec as config
 from dpcore.core.mechanism import Plan
 from dpcore.data import engines
-from ui import fmt, frame
+from ui import fmt, frame, series
 from ui.kinds.areas import common
 from ui.kinds.areas.common import US_TRACTS
 from ui.kinds.areas.data_table import PER_PERSON
@@ -27,6 +27,8 @@ def export_step() -> None:
         _table_export()
         return
     m = common.model()
+    if m is not None and series.active("areas") is not None and series.export_step("areas", m["fp"]):
+        return
     entry = common.hier_entry()
     if m is None or entry is None:
         frame.missing("Nothing has been released from this data yet.", "release", "Go to the Release step")

@@ -22,7 +22,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, plan_table, plans, state, target_ui
+from ui import budget_ui, fmt, frame, plan_table, plans, series, state, target_ui
 from ui.kinds.areas import common
 from ui.kinds.areas.common import keep, kept
 
@@ -76,6 +76,7 @@ def plan_step() -> None:
         matrix_summary(sel.plan)
     with st.expander("Plan from the error you need", icon=":material/target:"):
         target_planner(h, counts, sel)
+    series.plan_panel("areas", sel.cost)
     frame.link("release", "Next: release →")
 
 

@@ -16,9 +16,10 @@ from dpcore.areas import figures, tree_plans
 from dpcore.areas.unit import census_unit
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
-from ui import confirm, fmt, frame, state
+from ui import confirm, fmt, frame, series, state
 from ui.kinds.areas import common
 from ui.kinds.areas import marginals as marginals_ui
+from ui.kinds.areas import series as areas_series
 from ui.kinds.areas.common import keep, kept, released_areas
 from ui.kinds.areas.plan import error_table, selection
 from ui.kinds.areas.state import HIERARCHY_KEY, TABLE_KEYS, HierarchyEntry, TableEntry
@@ -36,6 +37,10 @@ def release_step() -> None:
     if m is None:
         frame.missing("Load a table of counts over areas on the Data step first.", "data", "Go to the Data step")
     sel = selection()
+    if series.active("areas") is not None:  # "Release over time" is on: one release per period
+        areas_series.release_step(m, sel)
+        frame.link("export")
+        return
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
                 f"unit of privacy: **{common.unit_words(sel.unit)}**.")
     job = {"counts": m["counts"], "plan": sel.core, "led": sel.ledger, "fp": m["fp"], "name": m["name"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import fmt, state
+from ui import fmt, series, state
 from ui import sidebar as sidebar_ui
 from ui.kinds.areas import common
 
@@ -26,6 +26,7 @@ def sidebar() -> None:
     st.markdown("#### Privacy budget")
     sidebar_ui.budget_panel(common.ledger(m["fp"]), st.session_state.get("hier_delta", 1e-6),
                             population=state.population_of("areas", m["fp"]))
+    series.sidebar_note("areas", m["fp"])
     st.markdown("#### Current release")
     entry = common.hier_entry()
     if entry is None:

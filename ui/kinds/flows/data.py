@@ -24,6 +24,7 @@ from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import DPCoreError
 from dpcore.flows import figures as od_figures
 from ui import fmt, frame
+from ui.kinds.flows import series as flows_series
 from ui.kinds.flows import sources as src
 from ui.kinds.flows.common import (
     CHOOSE,
@@ -75,6 +76,7 @@ def data_step() -> None:
                                            if counts.max_trips > 1 or model["user"] else
                                            "**one trip** (each trip is a different person)") + ".")
     _area_list_and_summary(model)
+    flows_series.data_controls(model)
     frame.link("plan")
 
 
@@ -104,7 +106,7 @@ def _source_inputs(source: str) -> dict[str, Any] | None:
                    "no real person. The zone list is the made-up public geography.")
     elif source == NYC:
         df = src.session_table(NYC, lambda: pd.read_csv(src.NYC_TRIPS, dtype=str,
-                                                        usecols=["PULocationID", "DOLocationID"]), src.NYC_TRIPS)
+                                                        usecols=["lpep_pickup_datetime", "PULocationID", "DOLocationID"]), src.NYC_TRIPS)
         inputs = {"key": (NYC,), "name": "NYC green taxi trips, April 2020", "pub": src.nyc_public(), "df": df,
                   "unit": "trips", "cols": {"origin": "PULocationID", "destination": "DOLocationID"}, "trips": True}
         st.caption("One row per trip, pick-up zone to drop-off zone (NYC TLC). The area list is the TLC's public "

@@ -11,7 +11,7 @@ import streamlit as st
 
 from dpcore.core import spec
 from dpcore.flows.mechanisms.common import ODRelease
-from ui import fmt
+from ui import fmt, series
 from ui.kinds.flows.common import missing, shown_entry
 from ui.kinds.flows.sources import need_model
 
@@ -20,6 +20,8 @@ def export_step() -> None:
     """The Export step for trips between areas (the page script is pages/export.py)."""
     m = need_model()
     if m is None:
+        return
+    if series.active("flows") is not None and series.export_step("flows", m["fp"]):
         return
     entry = shown_entry(m)
     if entry is None:

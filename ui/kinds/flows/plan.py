@@ -19,7 +19,7 @@ from dpcore.flows.unit import od_unit
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, plan_table, plans, state, target_ui
+from ui import budget_ui, fmt, frame, plan_table, plans, series, state, target_ui
 from ui.kinds.flows.common import (
     DEFAULTS,
     MECHS,
@@ -191,6 +191,7 @@ def plan_step() -> None:
     st.plotly_chart(error_chart(p, unit), key="od_plan_chart", config={"displayModeBar": False})
     st.caption(plan_caption(p))
     error_basis(p, unit)
+    series.plan_panel("flows", sel.cost)
     with st.expander("Plan from the error you need", icon=":material/target:"):
         target_planner(sel)
     frame.link("release")

@@ -13,7 +13,8 @@ from dpcore import catalog, pipeline
 from dpcore.flows import figures as od_figures
 from dpcore.flows.diagnostics import empirical_errors
 from dpcore.flows.mechanisms.common import ODRelease
-from ui import confirm, fmt, frame, plan_table, state
+from ui import confirm, fmt, frame, plan_table, series, state
+from ui.kinds.flows import series as flows_series
 from ui.kinds.flows.common import (
     MAX_MAP_AREAS,
     error_basis,
@@ -40,6 +41,10 @@ def release_step() -> None:
     if m is None:
         return
     sel = selection(m)
+    if series.active("flows") is not None:  # "Release over time" is on: one release per period
+        flows_series.release_step(m, sel)
+        frame.link("export")
+        return
     st.markdown(f"**{catalog.get('od', sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
                 f"privacy: **{unit_words(sel.unit, m['unit'])}**.")
     confirm.button("od_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, sel)

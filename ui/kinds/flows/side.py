@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dpcore.privacy import budget
-from ui import fmt, state
+from ui import fmt, series, state
 from ui import sidebar as sidebar_ui
 from ui.kinds.flows.common import init, ledger, sci
 from ui.kinds.flows.sources import model
@@ -34,6 +34,7 @@ def sidebar() -> None:
     if led.definition == "zcdp" and led.spent:
         st.caption(f"By the paper's simpler conversion (its Lemma 3), the spent ρ reads as ε = "
                    f"{fmt.eps(budget.zcdp_to_approx_dp_classic(led.spent, delta))} at δ = {sci(delta)}.")
+    series.sidebar_note("flows", m["fp"])
     st.markdown("#### Current release")
     entries = ss[RELEASES_KEY].get(m["fp"], [])
     if not entries:

@@ -16,6 +16,7 @@ from dpcore.data.tables import read_table
 from dpcore.errors import DPCoreError
 from dpcore.points import viz
 from ui import fmt, frame, source_ui, state
+from ui.kinds.points import series as points_series
 from ui.kinds.points import state as points_state
 
 #: the NYC boroughs shipped with the shared data: the demo's context outlines on the Data step's preview
@@ -38,6 +39,7 @@ def data_step() -> None:
     new_bounds, cur = _area()
     _grid(new_bounds, cur)
     _preview(ds)
+    points_series.data_controls()
     frame.link("plan", "Next: plan the release →")
 
 

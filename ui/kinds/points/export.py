@@ -12,12 +12,14 @@ import streamlit as st
 from dpcore.core import spec as config
 from dpcore.points import export, workload_io
 from dpcore.points.release import PartitionRelease
-from ui import fmt, frame
+from ui import fmt, frame, series
 from ui.kinds.points import state as points_state
 
 
 def export_step() -> None:
     """The Export step for points (the page script is pages/export.py)."""
+    if series.active("points") is not None and series.export_step("points", points_state.dataset().fingerprint):
+        return
     cur = points_state.current_release()
     if cur is None:
         frame.missing("Nothing has been released from this data yet.", "release", "Go to the Release step")

@@ -16,7 +16,7 @@ from dpcore.errors import DPCoreError
 from dpcore.points import recommend
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
-from ui import budget_ui, fmt, frame, plan_table, state, target_ui
+from ui import budget_ui, fmt, frame, plan_table, series, state, target_ui
 from ui.kinds.points import plan_matrix
 from ui.kinds.points import state as points_state
 from ui.kinds.points.state import DEFAULT_N_GUESS, PlannedRelease
@@ -54,6 +54,7 @@ def plan_step() -> None:
     _expected_error(pr)
     _target(pr, sec.ledger, sec.definition)
     _query_box(pr)
+    series.plan_panel("points", pr.choice.cost)
     frame.link("release", "Next: release →")
 
 

@@ -16,7 +16,8 @@ from dpcore.errors import DPCoreError
 from dpcore.points import diagnostics, viz
 from dpcore.points.mechanisms.base import level_row
 from dpcore.privacy.ledger import Ledger
-from ui import confirm, fmt, frame, plan_table, state
+from ui import confirm, fmt, frame, plan_table, series, state
+from ui.kinds.points import series as points_series
 from ui.kinds.points import state as points_state
 
 
@@ -24,6 +25,10 @@ def release_step() -> None:
     """The Release step for points (the page script is pages/release.py): the plan of the Plan step,
     released as it is (:func:`dpcore.pipeline.release`); not planned again."""
     pr = points_state.planned()
+    if series.active("points") is not None:  # "Release over time" is on: one release per period
+        points_series.release_step(pr)
+        frame.link("export")
+        return
     led = points_state.ledger()
     c = pr.choice
     st.markdown(f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "

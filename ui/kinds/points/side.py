@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dpcore.errors import DPCoreError
-from ui import fmt, state
+from ui import fmt, series, state
 from ui import sidebar as sidebar_ui
 from ui.kinds.points import state as points_state
 
@@ -37,6 +37,7 @@ def sidebar() -> None:
     st.markdown("#### Privacy budget")
     sidebar_ui.budget_panel(points_state.ledger(), st.session_state.get("delta", 1e-6),
             population=state.population_of("points", ds.fingerprint))
+    series.sidebar_note("points", ds.fingerprint)
 
     st.markdown("#### Current release")
     cur = points_state.current_release()

@@ -1,0 +1,233 @@
+"""Releases over time in the app (issue 24): the Data step's time controls, the Plan step's horizon
+figure, the one-click series release (re-served byte for byte on a second click, nothing charged),
+the series files, and History's office view of every budget."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dpcore.core.session import Session
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = "../../app.py"  # relative to this file
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def timed_points(days: int = 5, per_day: int = 40, seed: int = 3) -> bytes:
+    """Points over NYC with a 'Date/Time' column, April 2014 (the Uber file's format)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for d in range(1, days + 1):
+        for _ in range(per_day):
+            lat, lon = 40.70 + 0.1 * rng.random(), -74.0 + 0.1 * rng.random()
+            rows.append(f"4/{d}/2014 {rng.integers(0, 24)}:{rng.integers(10, 60)}:00,{lat:.5f},{lon:.5f}")
+    return ("Date/Time,Lat,Lon\n" + "\n".join(rows) + "\n").encode()
+
+
+def series_session(days: int = 5) -> AppTest:
+    at = ok(AppTest.from_file(APP, default_timeout=240).run())
+    at.file_uploader(key="points_upload").set_value(("pickups.csv", timed_points(days), "text/csv")).run()
+    ok(at)
+    at.toggle(key="_w_series_on_points").set_value(True).run()
+    return ok(at)
+
+
+def test_time_controls_detect_the_column_and_take_the_range_from_the_curator() -> None:
+    at = series_session()
+    assert at.selectbox(key="_w_series_col_points").value == "Date/Time"
+    assert at.session_state["series_settings_points"] is None  # no range typed: no series yet
+    assert "public time range" in at.text_input(key="_w_series_start_points").help
+    assert "never filled from the data" in at.text_input(key="_w_series_start_points").help
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-07").run()
+    ok(at)
+    s = at.session_state["series_settings_points"]
+    assert len(s.periods()) == 7 and s.scope == "event"  # two empty days are periods too
+    at.selectbox(key="_w_series_period_points").set_value("week").run()
+    assert [p.label for p in at.session_state["series_settings_points"].periods()] == ["2014-W14", "2014-W15"]
+    at.text_input(key="_w_series_end_points").set_value("not a date").run()
+    assert at.error and at.session_state["series_settings_points"] is None
+
+
+def test_series_release_then_reserve_byte_identical_and_history_table() -> None:
+    at = series_session()
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-06").run()
+    ok(at)
+    at.switch_page("pages/plan.py").run()
+    ok(at)
+    labels = [m.label for m in at.metric]
+    assert "Horizon, a person in every period (ρ)" in labels
+    eps = at.session_state["epsilon"]
+    horizon = next(m for m in at.metric if m.label.startswith("Horizon")).value
+    assert float(horizon) == float(f"{6 * eps * eps / 2:.2g}")  # ρ = Σ ε²/2 over 6 periods (2 significant digits)
+    at.switch_page("pages/release.py").run()
+    ok(at)
+    button = at.button(key="series_release_points")
+    assert button.label.startswith("Release 6 periods — ε = ")
+    button.click().run()
+    ok(at)
+    out = at.session_state["series_out_points"][1]
+    assert [o.status for o in out.outcomes] == ["released"] * 6 and out.charged == 6
+    assert at.select_slider(key="_w_series_period_shown_points").options == [f"2014-04-0{d}" for d in range(1, 7)]
+    at.select_slider(key="_w_series_period_shown_points").set_value("2014-04-03").run()
+    ok(at)
+    assert "2014-04-03" in at.caption[-1].value or any("2014-04-03:" in c.value for c in at.caption)
+    at.button(key="series_release_points").click().run()
+    ok(at)
+    again = at.session_state["series_out_points"][1]
+    assert [o.status for o in again.outcomes] == ["re-served"] * 6 and again.charged == 0
+    assert again.files == out.files and [o.files for o in again.outcomes] == [o.files for o in out.outcomes]
+    assert any("Re-served all 6 periods" in s.value for s in at.success)
+    at.switch_page("pages/export.py").run()
+    ok(at)
+    assert {"series.csv", "series.json", "Every period's files (zip)"} <= {d.label for d in at.get("download_button")}
+    at.switch_page("pages/history.py").run()
+    ok(at)
+    table = next(d.value for d in at.dataframe if "horizon ρ" in d.value.columns)
+    row = table[table["periods"] == 6].iloc[0]
+    assert row["kind"] == "points" and "per day" in row["unit"] and "per period" in row["cap"]
+    assert row["releases"] == 6
+
+
+def test_a_series_past_the_horizon_cap_is_refused_before_anything_is_charged() -> None:
+    at = series_session()
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-04").run()
+    at.switch_page("pages/plan.py").run()
+    eps = at.session_state["epsilon"]
+    at.number_input(key="_w_series_hcap_points").set_value(3 * eps).run()  # 4 periods need 4 ε
+    ok(at)
+    assert any("past the horizon cap" in w.value for w in at.warning)
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_points").click().run()
+    assert any("horizon cap" in e.value for e in at.error)
+    assert "series_out_points" not in at.session_state  # nothing released
+    (row,) = [r for r in Session.open(None).budgets() if r["periods"] or r["spent"]] or [None]
+    assert row is None  # refused before the first period was charged
+
+
+def test_a_shorter_range_re_serves_its_days_and_draws_without_a_slider() -> None:
+    at = series_session(days=3)
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-03").run()
+    first = release_series(at, "points")
+    at.select_slider(key="_w_series_period_shown_points").set_value("2014-04-03").run()
+    at.switch_page("pages/data.py").run()
+    at.text_input(key="_w_series_end_points").set_value("2014-04-01").run()
+    one = release_series(at, "points")
+    assert [o.status for o in one.outcomes] == ["re-served"] and one.charged == 0
+    assert one.outcomes[0].files == first.outcomes[0].files
+    assert not at.get("select_slider") and at.get("plotly_chart")
+
+
+# ------------------------------------------------------------------ trips between areas
+
+SHARED = ROOT.parent / "shared" / "data"
+TAXI = SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz"
+ZONES = SHARED / "boundaries" / "nyc_taxi_zone_lookup.csv"
+
+
+def trips_session() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.session_state["kind"] = at.session_state["_w_kind"] = "flows"
+    return ok(at.run())
+
+
+def release_series(at: AppTest, kind: str) -> Any:
+    """Release every period from the Release step; the series made."""
+    at.switch_page("pages/release.py").run()
+    at.button(key=f"series_release_{kind}").click().run()
+    ok(at)
+    return at.session_state[f"series_out_{kind}"][1]
+
+
+def weekly(at: AppTest) -> AppTest:
+    at.toggle(key="_w_series_on_flows").set_value(True).run()
+    at.selectbox(key="_w_series_period_flows").set_value("week").run()
+    at.text_input(key="_w_series_start_flows").set_value("2020-04-01")
+    at.text_input(key="_w_series_end_flows").set_value("2020-04-30").run()
+    return ok(at)
+
+
+@pytest.mark.skipif(not TAXI.exists(), reason="shared/data is not available")
+def test_green_taxi_trips_by_iso_week_event_unit() -> None:
+    at = trips_session()
+    at.radio(key="_w_od_source").set_value("nyc").run()
+    ok(weekly(at))
+    assert at.selectbox(key="_w_series_col_flows").value == "lpep_pickup_datetime"
+    s = at.session_state["series_settings_flows"]
+    assert [p.label for p in s.periods()] == [f"2020-W{w}" for w in range(14, 19)] and s.scope == "event"
+    out = release_series(at, "flows")
+    assert [o.status for o in out.outcomes] == ["released"] * 5
+    rows = pd.read_csv(io.BytesIO(out.files["series.csv"]), dtype=str)
+    assert rows["area"].str.contains("->").all() and set(rows["period"]) == {f"2020-W{w}" for w in range(14, 19)}
+    assert any(el.proto.spec and "scattermap" in el.proto.spec for el in at.get("plotly_chart"))
+
+
+@pytest.mark.skipif(not TAXI.exists(), reason="shared/data is not available")
+def test_green_taxi_trips_person_period_with_a_synthetic_id() -> None:
+    df = pd.read_csv(TAXI, usecols=["lpep_pickup_datetime", "PULocationID", "DOLocationID"])
+    df["person"] = np.random.default_rng(5).integers(0, 4000, len(df))  # a synthetic person id
+    at = trips_session()
+    at.radio(key="_w_od_source").set_value("upload").run()
+    at.file_uploader(key="od_upload").set_value(("taxi.csv", df.to_csv(index=False).encode(), "text/csv")).run()
+    at.file_uploader(key="od_areas_upload").set_value(("zones.csv", ZONES.read_bytes(), "text/csv")).run()
+    at.multiselect(key="_w_od_set_areas_levels").set_value(["Borough", "LocationID"]).run()
+    at.selectbox(key="_w_od_set_trips_origin").set_value("PULocationID").run()
+    at.selectbox(key="_w_od_set_trips_destination").set_value("DOLocationID").run()
+    at.selectbox(key="_w_od_set_trips_person").set_value("person").run()
+    at.number_input(key="_w_od_set_trips_m").set_value(2).run()
+    ok(weekly(at))
+    s = at.session_state["series_settings_flows"]
+    assert s.scope == "person-period"  # a person column: the default unit over time
+    out = release_series(at, "flows")
+    assert out.record["unit"]["label"].startswith("one person-week (at most 2 records each)")
+    assert [o.status for o in out.outcomes] == ["released"] * 5
+
+
+# ------------------------------------------------------------------ counts over areas (a hierarchy)
+
+
+def test_hierarchy_rows_by_day_with_an_empty_day() -> None:
+    """Person rows (state, county, day) with a public area list: released per day; a day without rows
+    is released too (zero in every public area, noised), as the range, not the data, gives the days."""
+    people = pd.DataFrame({"state": ["01", "01", "02", "01", "02"], "county": ["001", "003", "001", "001", "005"],
+                           "day": ["2024-01-01", "2024-01-01", "2024-01-01", "2024-01-03", "2024-01-03"]})
+    area_list = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", "001", "005"]})
+    at = ok(AppTest.from_file(APP, default_timeout=240).run())
+    at.radio(key="_w_kind").set_value("areas").run()
+    at.radio(key="_w_hier_source").set_value("upload").run()
+    at.file_uploader(key="hier_upload").set_value(("people.csv", people.to_csv(index=False).encode(),
+                                                   "text/csv")).run()
+    at.multiselect(key="w_levels").set_value(["state", "county"]).run()
+    at.multiselect(key="w_count").set_value([]).run()
+    at.radio(key="_w_hier_area_source").set_value("upload").run()
+    at.file_uploader(key="hier_areas_upload").set_value(("areas.csv", area_list.to_csv(index=False).encode(),
+                                                         "text/csv")).run()
+    ok(at)
+    at.toggle(key="_w_series_on_areas").set_value(True).run()
+    assert at.selectbox(key="_w_series_col_areas").value == "day"
+    at.text_input(key="_w_series_start_areas").set_value("2024-01-01")
+    at.text_input(key="_w_series_end_areas").set_value("2024-01-03").run()
+    ok(at)
+    at.switch_page("pages/plan.py").run()
+    ok(at)
+    out = release_series(at, "areas")
+    assert [o.status for o in out.outcomes] == ["released"] * 3
+    rows = pd.read_csv(io.BytesIO(out.files["series.csv"]), dtype=str)
+    # every public county in every day, the empty 2 January included
+    counties = rows[rows["level"] == "county"]
+    assert counties.groupby("period").size().to_dict() == {f"2024-01-0{d}": 4 for d in (1, 2, 3)}

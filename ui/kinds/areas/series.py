@@ -1,0 +1,101 @@
+"""Counts over areas (a hierarchy) over time: what the hierarchy supplies to the shared series steps
+(:mod:`ui.series`): the table's time controls, the period inputs (as the CLI builds them) and one
+period's map of the finest level with boundaries."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from dpcore.errors import InputError
+from dpcore.privacy.units import TimeUnit
+from ui import series, state
+
+KIND = "areas"
+
+
+def data_controls(m: dict[str, Any], base_unit: Any) -> None:
+    """The Data step's "Release over time" for a hierarchy table read in memory."""
+    series.time_controls(KIND, m.get("df"), base_unit)
+
+
+def inputs_of(m: dict[str, Any]) -> Any:
+    """``inputs(unit, session)`` for the table of model ``m``: one input per public period (an empty
+    period is released as zero in every public area)."""
+    from dpcore.areas.counts import HierarchyCounts
+    from dpcore.series import frame_fingerprint, keep_for_unit, period_index, table_inputs
+
+    def inputs(unit: TimeUnit, session: Any) -> tuple[list[Any], str]:
+        s = series.active(KIND)
+        df = m.get("df")
+        if s is None or df is None:
+            raise InputError("Load the table with its time column on the Data step first.")
+        if unit.scope == "person":
+            raise InputError("A table of counts names no person, so it cannot follow one person over the periods: "
+                             "choose the unit event or person-period.")
+        cfg = m["inputs"]
+        levels, counts_cols, group = list(cfg["levels"]), list(cfg["count"]), cfg.get("group")
+        counts = m["counts"]
+        periods = s.periods()
+        pidx = period_index(df, s.column, periods)
+        fp_cols = levels + ([group] if group else [])
+        count = counts_cols[0] if len(counts_cols) == 1 else None
+        whole = frame_fingerprint(df, fp_cols, count)  # the population's data, before any sampling
+        keep = keep_for_unit(unit, None, pidx, session)
+        rows, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
+
+        def build(part: pd.DataFrame) -> Any:
+            if part.empty:
+                return dataclasses.replace(counts, leaf=np.zeros_like(counts.leaf), n_rows=0)
+            return HierarchyCounts.from_frame(part, m["h"], levels, counts_cols or None, group=group)
+
+        return table_inputs(rows, pidx, periods, fp_cols, count, build), whole
+
+    return inputs
+
+
+def figure_of(m: dict[str, Any]) -> Any:
+    """One period's finest mapped level from its published rows (boundaries from the Data step)."""
+    from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, zoom_box
+
+    h, joins = m["h"], m.get("joins") or {}
+    join = max(joins.values(), key=lambda j: j.depth) if joins else None
+    geo = None
+    if join is not None:
+        frame = join.frame[["geometry"]].assign(code=h.labels(join.depth)[join.frame["node"].to_numpy()])
+        geo = frame.__geo_interface__
+        w, s_, e, n = (float(x) for x in join.frame.total_bounds)
+
+    def figure(rows: pd.DataFrame, zmax: float | None, title: str) -> go.Figure:
+        if join is None:
+            top = rows[rows["level"] == h.level_names[-1]].nlargest(20, "noisy_count")
+            return go.Figure(go.Bar(x=top["noisy_count"], y=top["code"].astype(str), orientation="h")).update_layout(
+                title={"text": f"{title}: the 20 largest areas (no boundaries were given for a map)"}, height=520)
+        part = rows[rows["level"] == h.level_names[join.depth]]
+        fig = go.Figure(go.Choroplethmap(
+            geojson=geo, featureidkey="properties.code", locations=part["code"].astype(str), z=part["noisy_count"],
+            zmin=0, zmax=zmax if zmax and zmax > 0 else None, colorscale=COLORSCALE, marker={"opacity": 0.75},
+            customdata=part[["ci95_low", "ci95_high"]].to_numpy() if "ci95_low" in part else None,
+            hovertemplate="%{location}: %{z:,.0f}<extra></extra>"))
+        zoom, centre = zoom_box(w, s_, e, n, height_px=520)
+        return fig.update_layout(map={"style": OFFLINE_STYLE, "zoom": zoom, "center": centre}, height=520,
+                                 margin={"l": 0, "r": 0, "t": 30, "b": 0}, title={"text": title, "font": {"size": 14}})
+
+    return figure
+
+
+def release_step(m: dict[str, Any], sel: Any) -> None:
+    """The Release step when "Release over time" is on."""
+    from dpcore.areas import export
+
+    def files_of(rel: Any, ledger: Any) -> dict[str, bytes]:
+        return export.hierarchy_files(rel, ledger, dict(m["joins"]))
+
+    kind = series.SeriesKind(KIND, inputs_of(m), files_of, figure_of(m),
+                             lambda rows: rows["noisy_count"] if len(rows) else [], m["fp"])
+    series.release_step(kind, sel.core, sel.error, state.session())
+
