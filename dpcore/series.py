@@ -38,6 +38,7 @@ import pandas as pd
 
 from dpcore.core.periods import Period
 from dpcore.core.record import jsonable, validate_record, write_files
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError, ParameterError
 from dpcore.privacy.series_ledger import SeriesBudget, plan_digest
 from dpcore.privacy.units import TimeUnit
@@ -212,8 +213,9 @@ def frame_fingerprint(df: pd.DataFrame, columns: list[str], count: str | None = 
     keys = df[columns].astype(str)
     totals = (pd.to_numeric(df[count], errors="coerce").fillna(0).groupby([keys[c] for c in columns]).sum()
               if count else keys.groupby(columns).size())
-    text = totals[totals != 0].sort_index().to_csv(header=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    text = csv_bytes(totals[totals != 0].sort_index().reset_index(),
+                     lambda d: d.to_csv(index=False, header=False).encode("utf-8"))
+    return hashlib.sha256(text).hexdigest()
 
 
 def period_index(df: pd.DataFrame, column: str, periods: list[Any]) -> np.ndarray:
@@ -330,12 +332,18 @@ def series_csv(outcomes: Sequence[PeriodOutcome]) -> bytes:
     table = pa.concat_tables(parts, promote_options="default")
     first = [c for c in SERIES_COLUMNS if c in table.column_names]
     table = table.select(first + [c for c in table.column_names if c not in first])
-    buf = io.BytesIO()
-    header = io.StringIO()
-    csv.writer(header, lineterminator="\n").writerow(table.column_names)  # pyarrow would quote every name
-    buf.write(header.getvalue().encode("utf-8"))
-    pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="needed", include_header=False))
-    return buf.getvalue()
+
+    def write(df: pd.DataFrame) -> bytes:
+        buf = io.BytesIO()
+        header = io.StringIO()
+        csv.writer(header, lineterminator="\n").writerow(list(df.columns))  # pyarrow would quote every name
+        buf.write(header.getvalue().encode("utf-8"))
+        pacsv.write_csv(pa.Table.from_pandas(df, preserve_index=False), buf,
+                        pacsv.WriteOptions(quoting_style="needed", include_header=False))
+        return buf.getvalue()
+
+    # the cells are the published release.csv text (escaped there already); the helper checks again
+    return csv_bytes(table.to_pandas(), write, numbers_as_text=True)
 
 
 def _series_record(plan: Any, unit: TimeUnit, outcomes: Sequence[PeriodOutcome], budget: SeriesBudget | None,
@@ -635,7 +643,7 @@ def release_cumulative(counts: np.ndarray, labels: Sequence[str], areas: Sequenc
     table = _cumulative_table(labels, areas, rel)
     rid = None
     if budget is not None:
-        data = table.to_csv(index=False).encode("utf-8")
+        data = csv_bytes(table, lambda d: d.to_csv(index=False).encode("utf-8"))
         rid = budget.keep(digest, CUMULATIVE, fingerprint, {"cumulative.csv": data},
                           {"period": CUMULATIVE, "status": "released", "plan": digest})
         table = pd.read_csv(io.BytesIO(data), dtype={"period": str, "area": str})  # as published, like a re-serve
@@ -660,4 +668,4 @@ def series_csv_with_cumulative(series_bytes: bytes, cumulative: CumulativeReleas
     merged["_at"] = merged["period"].map(order).fillna(-1)
     merged["_new"] = merged["_merge"].eq("right_only")
     merged = merged.sort_values(["_at", "_new"], kind="stable").drop(columns=["_at", "_new", "_merge"])
-    return merged.to_csv(index=False).encode("utf-8")
+    return csv_bytes(merged, lambda d: d.to_csv(index=False).encode("utf-8"))

@@ -56,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.core.review import with_review
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import ParameterError
 
 __all__ = ["DEFAULT_Z", "FULL_FILE", "REASONS", "Assessment", "ReliabilityRule", "apply_to_files", "apply_to_frame",
@@ -323,7 +324,8 @@ def _csv_frame(data: bytes) -> pd.DataFrame:
 def _csv_bytes(frame: pd.DataFrame) -> bytes:
     # every cell is the text read from release.csv (already escaped against formulas) or one of
     # the rule's own safe words, so it is written back verbatim, quoted only where RFC 4180 needs it
-    return frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    return csv_bytes(frame, lambda d: d.to_csv(index=False, lineterminator="\n").encode("utf-8"),
+                     numbers_as_text=True)
 
 
 def _key_text(columns: Sequence[Sequence[Any]]) -> list[str]:

@@ -36,8 +36,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcore.data.csv_safe import csv_bytes
+from dpcore.data.synthetic import PublicGenerator, public_generator
 from dpcore.errors import InputError
-from dpcore.privacy.noise import PublicGenerator, public_generator
 
 __all__ = ["Synthetic", "synthesize", "whole_counts", "write_synthetic"]
 
@@ -142,7 +143,7 @@ def write_synthetic(syn: Synthetic, out: str | Path) -> tuple[Path, Path]:
     """Write the synthetic file ``out`` and its README next to it (``<stem>.README.txt``)."""
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    syn.frame.to_csv(path, index=False)
+    path.write_bytes(csv_bytes(syn.frame, lambda d: d.to_csv(index=False).encode("utf-8")))
     readme = path.with_name(f"{path.stem}.README.txt")
     readme.write_text(syn.readme, encoding="utf-8")
     return path, readme

@@ -93,7 +93,12 @@ def _formula_mask(vals: np.ndarray) -> np.ndarray:
     return np.asarray(hit.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def csv_bytes(df: pd.DataFrame, write: Callable[[pd.DataFrame], bytes]) -> bytes:
+#: A plain number written as text (``-3``, ``2.5e-4``): a spreadsheet reads it as that number, never
+#: as a formula, so text read back from a published CSV may keep it as it is.
+_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
+
+
+def csv_bytes(df: pd.DataFrame, write: Callable[[pd.DataFrame], bytes], *, numbers_as_text: bool = False) -> bytes:
     """Write ``df`` as CSV with ``write`` (the exporter's own pandas or pyarrow call), with every
     text cell and header name that could run as a formula escaped (:func:`escape_cell`).
 
@@ -108,6 +113,9 @@ def csv_bytes(df: pd.DataFrame, write: Callable[[pd.DataFrame], bytes]) -> bytes
     write : callable
         ``DataFrame -> bytes`` (UTF-8 CSV with a header row), e.g.
         ``lambda d: d.to_csv(index=False).encode("utf-8")``.
+    numbers_as_text : bool
+        The frame holds a published CSV read back as text (to be written back verbatim): a text
+        cell that is a plain number literal (``-3``) is a number and is left as it is.
 
     Examples
     --------
@@ -127,6 +135,8 @@ def csv_bytes(df: pd.DataFrame, write: Callable[[pd.DataFrame], bytes]) -> bytes
             continue
         vals = s.to_numpy(dtype=object)
         m = _formula_mask(vals)
+        if numbers_as_text and m.any():
+            m[m] = [not (isinstance(v, str) and _NUMBER.match(v)) for v in vals[m]]
         if m.any():
             vals = vals.copy()
             vals[m] = [escape_cell(v) for v in vals[m]]

@@ -8,7 +8,10 @@
 * :func:`demo_points`: the built-in demo, clusters over New York City.
 * :func:`synthetic_census`: a small state -> county -> tract hierarchy of counts.
 
-Seeded numpy generators are fine here: this is made-up data, not a release.
+* :func:`public_generator`: the seeded, public generator for post-processing draws that protect
+  nobody (data users' replicates, synthetic placement inside published cells).
+
+Seeded numpy generators are fine here: this is made-up data or public post-processing, not a release.
 """
 
 from __future__ import annotations
@@ -20,11 +23,38 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.domain import PRESETS, Bounds
+from dpcore.privacy.noise import secret_key
 
 DEMO_BOUNDS = PRESETS["New York City core (Manhattan, Brooklyn, Queens, Bronx)"]
 DEMO_NAME = "Demo: synthetic pickups over New York City"
 #: A public guess of the demo's size, used for error previews.
 DEMO_N = 100_000
+
+
+#: The type of :func:`public_generator`'s generator.
+PublicGenerator = np.random.Generator
+
+
+def public_generator(seed: int | None = None) -> tuple[PublicGenerator, int]:
+    """A seeded, *public* generator for draws that are not privacy noise, and its seed.
+
+    Post-processing of a published release may need randomness that protects nobody: the
+    data-free replicate draws of :func:`dpcore.estimate.gls.replicates` and the placement of
+    synthetic points inside their published cells (:mod:`dpcore.core.synthesize`).  Their seed
+    is recorded and may be published (anyone can re-run them from public output), so a
+    reproducible PRNG is right there and the CSPRNG of :class:`dpcore.privacy.noise.NoiseSource` is not needed.  They
+    are drawn here, beside the made-up demo data, and nowhere else; a release's noise comes only from
+    :mod:`dpcore.privacy.noise`.
+    Never use it for a release's noise.  ``seed=None`` draws a fresh seed from the OS (:func:`dpcore.privacy.noise.secret_key`).
+
+    >>> g, seed = public_generator(7)
+    >>> seed, g.integers(0, 10, 3).tolist() == public_generator(7)[0].integers(0, 10, 3).tolist()
+    (7, True)
+    """
+    if seed is None:
+        seed = int.from_bytes(secret_key(8), "big") >> 1
+    seed = int(seed)
+    return np.random.default_rng(seed), seed
 
 
 def gaussian_clusters(

@@ -56,9 +56,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.linalg import LinearOperator, cg
 from scipy.stats import norm
 
+from dpcore.data.synthetic import public_generator
 from dpcore.errors import ParameterError
 from dpcore.estimate.tree_inference import tree_least_squares
-from dpcore.privacy.noise import public_generator
 
 __all__ = [
     "DESIGN_SCHEMA",

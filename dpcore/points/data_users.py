@@ -34,6 +34,7 @@ import orjson
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.calibration import gaussian_sigma_for_rho, laplace_scale_for_epsilon
@@ -235,11 +236,14 @@ def _csv(df: pd.DataFrame) -> bytes:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    # pyarrow: a million rows in under a second (shortest round-trip text of floats); no text
-    # column starts like a formula (codes are digits, families fixed words)
-    buf = io.BytesIO()
-    pacsv.write_csv(pa.Table.from_pandas(df, preserve_index=False), buf, pacsv.WriteOptions(quoting_style="none"))
-    return buf.getvalue()
+    # pyarrow: a million rows in under a second (shortest round-trip text of floats); the helper
+    # finds no text column that starts like a formula (codes are digits, families fixed words)
+    def write(d: pd.DataFrame) -> bytes:
+        buf = io.BytesIO()
+        pacsv.write_csv(pa.Table.from_pandas(d, preserve_index=False), buf, pacsv.WriteOptions(quoting_style="none"))
+        return buf.getvalue()
+
+    return csv_bytes(df, write)
 
 
 def data_user_files(release: PartitionRelease) -> dict[str, bytes]:

@@ -80,8 +80,6 @@ __all__ = [
     "discrete_gaussian_variance",
     "discrete_gaussian_interval",
     "real_noise_epsilon",
-    "PublicGenerator",
-    "public_generator",
 ]
 
 #: Tests set this to ``True`` (e.g. with ``monkeypatch``) to send every element
@@ -552,30 +550,6 @@ def secure_source() -> NoiseSource:
     """The production noise source: ``NoiseSource(None)``, backed by :func:`os.urandom`."""
     return NoiseSource(None)
 
-
-#: The type of :func:`public_generator`'s generator.
-PublicGenerator = np.random.Generator
-
-
-def public_generator(seed: int | None = None) -> tuple[PublicGenerator, int]:
-    """A seeded, *public* generator for draws that are not privacy noise, and its seed.
-
-    Post-processing of a published release may need randomness that protects nobody: the
-    data-free replicate draws of :func:`dpcore.estimate.gls.replicates` and the placement of
-    synthetic points inside their published cells (:mod:`dpcore.core.synthesize`).  Their seed
-    is recorded and may be published (anyone can re-run them from public output), so a
-    reproducible PRNG is right there and the CSPRNG of :class:`NoiseSource` is not needed.  They
-    are drawn here so that every source of randomness in the library is in this one module.
-    Never use it for a release's noise.  ``seed=None`` draws a fresh seed from the OS.
-
-    >>> g, seed = public_generator(7)
-    >>> seed, g.integers(0, 10, 3).tolist() == public_generator(7)[0].integers(0, 10, 3).tolist()
-    (7, True)
-    """
-    if seed is None:
-        seed = int.from_bytes(os.urandom(8), "big") >> 1
-    seed = int(seed)
-    return np.random.default_rng(seed), seed
 
 
 # ---------------------------------------------------------------------------

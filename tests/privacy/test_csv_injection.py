@@ -260,3 +260,15 @@ def test_every_csv_writer_goes_through_the_helper() -> None:
                     and node.lineno not in ok):
                 bad.append(f"{path.relative_to(root)}:{node.lineno}")
     assert not bad, bad
+
+
+def test_published_text_keeps_its_numbers_and_escapes_the_rest() -> None:
+    """A published CSV read back as text (reliability rules, series.csv) keeps ``-3`` a number,
+    and a cell that could still run as a formula is escaped."""
+    from dpcore.data.csv_safe import csv_bytes
+
+    df = pd.DataFrame({"v": ["-3", "1e-5", "-.5", "=1", "-2+3", "'=1"]})
+    out = csv_bytes(df, lambda d: d.to_csv(index=False).encode("utf-8"), numbers_as_text=True).decode()
+    assert out.splitlines() == ["v", "-3", "1e-5", "-.5", "'=1", "'-2+3", "'=1"]
+    plain = csv_bytes(df, lambda d: d.to_csv(index=False).encode("utf-8")).decode()
+    assert plain.splitlines()[1] == "'-3"  # text that is not known to be a number is escaped
