@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpcore.areas.counts import whole_counts
 from dpcore.data.engines.base import codes_fingerprint
 from dpcore.errors import InputError, ParameterError
 
@@ -369,30 +370,7 @@ def _check_roles(df: pd.DataFrame, levels: list[str], count: str | None, ordinal
 
 def _count_weights(df: pd.DataFrame, count: str | None, n: int) -> np.ndarray:
     """Each row's count: the count column (whole numbers ≥ 0, refused otherwise) or 1 per row."""
-    if count:
-        raw = df[count]
-        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
-        missing = np.isnan(values)
-        if missing.any():
-            raise InputError(
-                f"The count column '{count}' has {_plural(int(missing.sum()), 'value')} that are "
-                f"missing or not numbers ({_rows(missing)}). Fill in whole numbers, or choose "
-                "the right count column."
-            )
-        bad = ~np.isfinite(values) | (values != np.round(values))
-        if bad.any():
-            raise InputError(
-                f"The count column '{count}' has {_plural(int(bad.sum()), 'value')} that are not whole "
-                f"numbers ({_rows(bad)}). Counts of people must be whole numbers: fix or round them."
-            )
-        neg = values < 0
-        if neg.any():
-            raise InputError(
-                f"The count column '{count}' has {_plural(int(neg.sum()), 'negative value')} "
-                f"({_rows(neg)}). Counts must be 0 or more: fix those rows."
-            )
-        return values.astype(np.int64)
-    return np.ones(n, dtype=np.int64)
+    return whole_counts(df[count], count) if count else np.ones(n, dtype=np.int64)
 
 
 def _ordinal_bins(df: pd.DataFrame, ordinals: list[str], orders: dict[str, Sequence[Any]], require_orders: bool,

@@ -117,7 +117,7 @@ class HierarchyCounts:
         if not cols:
             leaf = np.bincount(leaf_idx, minlength=n).astype(np.int64)
             return cls(hierarchy, leaf, "count", len(df), ())
-        vals = np.column_stack([_whole_counts(df[c], c) for c in cols])
+        vals = np.column_stack([whole_counts(df[c], c) for c in cols])
         leaf = np.zeros((n, len(cols)), dtype=np.int64)
         np.add.at(leaf, leaf_idx, vals)
         if len(cols) == 1:
@@ -125,7 +125,9 @@ class HierarchyCounts:
         return cls(hierarchy, leaf, "group_sizes", len(df), tuple(cols), tuple(cols))
 
 
-def _whole_counts(s: pd.Series, col: str) -> np.ndarray:
+def whole_counts(s: pd.Series, col: str) -> np.ndarray:
+    """The count column ``col`` as int64, refused with the rows when a value is missing, not a whole
+    number, negative or too large to count exactly (2^53)."""
     values = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
     missing = np.isnan(values)
     if missing.any():
