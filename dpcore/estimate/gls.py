@@ -54,11 +54,12 @@ import pandas as pd
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.linalg import LinearOperator, cg
-from scipy.stats import norm
 
 from dpcore.data.synthetic import public_generator
 from dpcore.errors import ParameterError
 from dpcore.estimate.tree_inference import tree_least_squares
+from dpcore.privacy.calibration import interval_half_width
+from dpcore.privacy.noise import discrete_gaussian_variance
 
 __all__ = [
     "DESIGN_SCHEMA",
@@ -283,24 +284,18 @@ def union_variance(m: Measurements, q: ArrayLike | Sequence[str]) -> float:
 
 def _discrete_half_width(var: float, family: str, coverage: float) -> int:
     """The smallest integer ``h`` with ``P(|η| ≤ h) ≥ coverage`` for one noise of ``family`` with
-    variance ``var`` (discrete Laplace in closed form; discrete Gaussian from its pmf)."""
+    variance ``var``: the scale with that variance, then the exact quantile of
+    :func:`dpcore.privacy.calibration.interval_half_width`."""
     if var <= 0:
         return 0
-    if family == "discrete_laplace":  # var = 2p/(1-p)^2  =>  p = ((var+1) - sqrt(2 var + 1)) / var
+    if family == "discrete_laplace":  # var = 2p/(1-p)^2  =>  p = ((var+1) - sqrt(2 var + 1)) / var, t = -1/ln p
         p = ((var + 1.0) - math.sqrt(2.0 * var + 1.0)) / var
-        h = 0
-        while 1.0 - 2.0 * p ** (h + 1) / (1.0 + p) < coverage:
-            h += 1
-        return h
-    from dpcore.privacy.noise import discrete_gaussian_pmf, discrete_gaussian_variance
-
+        return int(interval_half_width("discrete_laplace", -1.0 / math.log(p), coverage))
     lo, hi = 1e-3, 2.0  # σ with the discrete Gaussian's variance equal to var (< 1 here)
     for _ in range(60):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if discrete_gaussian_variance(mid) < var else (lo, mid)
-    pmf = discrete_gaussian_pmf(np.arange(50), 0.5 * (lo + hi))
-    mass = np.cumsum(np.concatenate([[pmf[0]], 2 * pmf[1:]]))
-    return int(np.searchsorted(mass, coverage - 1e-12))
+    return int(interval_half_width("discrete_gaussian", 0.5 * (lo + hi), coverage))
 
 
 def union_interval(m: Measurements, q: ArrayLike | Sequence[str], coverage: float = 0.9) -> dict[str, Any]:
@@ -323,7 +318,7 @@ def union_interval(m: Measurements, q: ArrayLike | Sequence[str], coverage: floa
     var = max(float(w @ _c_times(m, w)), 0.0)
     sd = math.sqrt(var)
     if sd >= 1.0:
-        half, method = float(norm.ppf(0.5 + coverage / 2.0)) * sd, "normal"
+        half, method = float(interval_half_width("normal", sd, coverage)), "normal"
     else:
         fam = "discrete_gaussian"
         if m.families is not None and len(m.families) and np.all(m.families == "discrete_laplace"):
