@@ -8,7 +8,8 @@ Records outside the range are dropped before anything else, as points outside th
 Periods are half-open ``[start, end)`` intervals in the time column's own clock (naive, no time
 zone is assumed). A day is a calendar day, a week an ISO week (Monday to Sunday, labelled
 ``2014-W14``), a month a calendar month (``2014-04``), and a fixed length (``6h``, ``3d``, ``2w``)
-steps from the range's start. The first and last period are clipped to the range, so a weekly
+is a whole multiple of its length from a fixed origin (Monday 5 January 1970), so that one label
+always names one interval, whichever range asked for it (the ledger keys periods by label). The first and last period are clipped to the range, so a weekly
 series over April 2014 has five periods: 1–6, 7–13, 14–20, 21–27 and 28–30 April.
 
 >>> ps = periods_in(*parse_time_range("2014-04-01,2014-04-30"), "week")
@@ -44,6 +45,9 @@ NAMED_PERIODS = ("day", "week", "month")
 _TIME_WORDS = ("date", "time", "datetime", "timestamp", "ts", "day", "pickup", "dropoff", "started", "ended")
 _FIXED = re.compile(r"^\s*(\d+)\s*(min|h|d|w)\s*$")
 _UNITS = {"min": "min", "h": "h", "d": "D", "w": "W"}
+#: Fixed-length periods are whole multiples of their length from this instant (a Monday, so ``1w``
+#: periods are ISO weeks and ``1d`` periods calendar days).
+_ORIGIN = pd.Timestamp("1970-01-05")
 
 
 @dataclass(frozen=True)
@@ -131,16 +135,27 @@ def periods_in(start: pd.Timestamp, end: pd.Timestamp, period: str | pd.Timedelt
     elif period == "month":
         edges = pd.date_range(start.normalize() + pd.Timedelta(days=1), end, freq="MS", inclusive="left")
     else:
-        n = int(np.ceil((end - start) / period))
+        # whole multiples of the length from a fixed origin, never from the range's start: a label
+        # then means one interval whatever range asked for it, so two ranges never charge
+        # overlapping intervals to two ledgers of different names
+        first = _ORIGIN + ((start - _ORIGIN) // period) * period
+        n = int(np.ceil((end - first) / period))
         if n > max_periods:
             raise ParameterError(f"The time range holds {n:,} periods of {period}; at most {max_periods:,} are "
                                  "allowed: choose a longer period or a shorter range.")
-        edges = pd.DatetimeIndex([start + i * period for i in range(1, n)])
+        edges = pd.DatetimeIndex([first + i * period for i in range(1, n)])
     bounds = [start, *[e for e in edges if start < e < end], end]
     if len(bounds) - 1 > max_periods:
         raise ParameterError(f"The time range holds {len(bounds) - 1:,} periods; at most {max_periods:,} are "
                              "allowed: choose a longer period or a shorter range.")
-    return [Period(_label(a, period), a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
+    return [Period(_label(_bucket(a, period), period), a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
+
+
+def _bucket(t: pd.Timestamp, period: str | pd.Timedelta) -> pd.Timestamp:
+    """The start of the whole period that holds ``t`` (a clipped first period keeps its period's name)."""
+    if isinstance(period, pd.Timedelta):
+        return _ORIGIN + ((t - _ORIGIN) // period) * period
+    return t
 
 
 def read_times(values: pd.Series | Iterable, column: str = "time") -> pd.DatetimeIndex:

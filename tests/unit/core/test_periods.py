@@ -69,3 +69,17 @@ def test_the_real_time_columns_are_detected():
     assert detect_time_column(uber) == "Date/Time"
     taxi = pd.read_csv("../shared/data/od/nyc_green_taxi_trips_2020-04.csv.gz", nrows=50)
     assert detect_time_column(taxi) == "lpep_pickup_datetime"
+
+
+def test_a_fixed_length_label_names_one_interval_whatever_the_range():
+    """Two ranges that start on different days must not give one instant two period names (each
+    name has its own ledger: a record would be charged twice the per-period cap)."""
+    a = {p.label: p for p in periods_in(*parse_time_range("2014-04-01,2014-04-30"), "3d")}
+    b = {p.label: p for p in periods_in(*parse_time_range("2014-04-02,2014-04-30"), "3d")}
+    for label in set(a) & set(b):
+        if a[label].start >= pd.Timestamp("2014-04-02"):
+            assert (a[label].start, a[label].end) == (b[label].start, b[label].end)
+    t = read_times(pd.Series(["2014-04-05 12:00"]))
+    pa, pb = periods_in(*parse_time_range("2014-04-01,2014-04-30"), "3d"), \
+        periods_in(*parse_time_range("2014-04-02,2014-04-30"), "3d")
+    assert pa[assign_periods(t, pa)[0]].label == pb[assign_periods(t, pb)[0]].label
