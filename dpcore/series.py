@@ -44,7 +44,7 @@ from dpcore.privacy.series_ledger import SeriesBudget, plan_digest
 from dpcore.privacy.units import TimeUnit
 
 __all__ = ["CUMULATIVE_COLUMNS", "KEEP_BATCH", "SERIES_COLUMNS", "CumulativeRelease", "PeriodInput", "PeriodOutcome",
-           "SeriesRelease", "cap_per_period", "release_cumulative", "series_csv_with_cumulative",
+           "SeriesRelease", "release_cumulative", "series_csv_with_cumulative",
            "frame_fingerprint", "group_by_period", "keep_for_unit", "period_index", "plan_parts", "points_inputs",
            "release_series", "sample_periods", "sampling_key", "series_csv", "table_inputs"]
 
@@ -151,14 +151,16 @@ def _keyed_hash(values: pd.Series, key: str) -> np.ndarray:
     return pd.util.hash_pandas_object(values.reset_index(drop=True), index=False, hash_key=key[:16]).to_numpy()
 
 
-def sample_periods(user: Sequence[Any] | np.ndarray, period: np.ndarray, max_periods: int, key: str) -> np.ndarray:
+def sample_periods(user: Sequence[Any] | np.ndarray, period: np.ndarray, max_periods: int, key: str,
+                   labels: Sequence[str] | np.ndarray | None = None) -> np.ndarray:
     """Mask keeping each person's records in at most ``max_periods`` of the periods they touch.
 
     Each (person, period) pair gets a keyed pseudo-random rank (SipHash under ``key``, a secret
-    of at least 16 characters); a person keeps the ``max_periods`` periods of lowest rank.  The
-    choice looks at nothing but the person and the period (not the records, not their order), so
-    it is made before anything else, as the unit ``person`` requires (records outside the range,
-    ``period < 0``, are dropped).
+    of at least 16 characters) of the person and the period's label (``labels``, one per row;
+    the period index when not given); a person keeps the ``max_periods`` periods of lowest rank.
+    The choice looks at nothing but the person and the period (not the records, not their order),
+    so it is made before anything else, as the unit ``person`` requires (records outside the
+    range, ``period < 0``, are dropped).
 
     >>> u = np.array(["a", "a", "a", "b", "a"]); p = np.array([0, 1, 2, 0, 1])
     >>> keep = sample_periods(u, p, 2, "0123456789abcdef")
@@ -168,31 +170,15 @@ def sample_periods(user: Sequence[Any] | np.ndarray, period: np.ndarray, max_per
     if max_periods < 1:
         raise ParameterError("--max-periods must be at least 1.")
     period = np.asarray(period, dtype=np.int64)
-    frame = pd.DataFrame({"u": pd.Series(np.asarray(user, dtype=object)).astype(str), "p": period})
+    name = pd.Series(np.asarray(labels, dtype=object)).astype(str) if labels is not None else pd.Series(period).astype(str)
+    frame = pd.DataFrame({"u": pd.Series(np.asarray(user, dtype=object)).astype(str), "p": period, "n": name})
     pairs = frame.drop_duplicates()
     pairs = pairs[pairs["p"] >= 0]
-    pairs = pairs.assign(r=_keyed_hash(pairs["u"] + "\x1f" + pairs["p"].astype(str), key))
+    pairs = pairs.assign(r=_keyed_hash(pairs["u"] + "\x1f" + pairs["n"], key))
     rank = pairs.groupby("u")["r"].rank(method="first")
-    kept = pairs.loc[rank.to_numpy() <= max_periods, ["u", "p"]]
-    kept_keys = set(zip(kept["u"].to_numpy(), kept["p"].to_numpy(), strict=True))
-    return np.fromiter(((u, p) in kept_keys for u, p in zip(frame["u"].to_numpy(), period, strict=True)),
-                       dtype=bool, count=len(frame)) & (period >= 0)
-
-
-def cap_per_period(user: Sequence[Any] | np.ndarray, period: np.ndarray, cap: int, key: str) -> np.ndarray:
-    """Mask keeping at most ``cap`` records of each person in each period (a keyed random choice).
-
-    >>> u = np.array(["a"] * 5 + ["b"]); p = np.array([0, 0, 0, 1, 1, 0])
-    >>> keep = cap_per_period(u, p, 2, "0123456789abcdef")
-    >>> int(keep[:3].sum()), int(keep[3:5].sum()), bool(keep[5])
-    (2, 2, True)
-    """
-    frame = pd.DataFrame({"u": pd.Series(np.asarray(user, dtype=object)).astype(str),
-                          "p": np.asarray(period, dtype=np.int64)})
-    r = _keyed_hash(frame["u"] + "\x1f" + frame["p"].astype(str) + "\x1f" + pd.Series(np.arange(len(frame))).astype(str),
-                    key)
-    rank = frame.assign(r=r).groupby(["u", "p"])["r"].rank(method="first").to_numpy()
-    return (rank <= cap) & (frame["p"].to_numpy() >= 0)
+    kept = pairs.loc[rank.to_numpy() <= max_periods, ["u", "p"]].assign(k=True)
+    hit = frame[["u", "p"]].merge(kept, on=["u", "p"], how="left")["k"].fillna(False).to_numpy(dtype=bool)
+    return hit & (period >= 0)
 
 
 def sampling_key(session: Any) -> str:
@@ -228,11 +214,15 @@ def period_index(df: pd.DataFrame, column: str, periods: list[Any]) -> np.ndarra
     return assign_periods(read_times(df[column], column), periods)
 
 
-def keep_for_unit(unit: Any, user: Any, pidx: np.ndarray, session: Any) -> np.ndarray:
-    """Rows kept before anything else: in the range, and for ``person`` in at most w periods each."""
+def keep_for_unit(unit: Any, user: Any, pidx: np.ndarray, session: Any, periods: Sequence[Any]) -> np.ndarray:
+    """Rows kept before anything else: in the range, and for ``person`` in at most w periods each.
+
+    The periods kept are chosen by their labels (``periods``), not their positions in this
+    request, so a request over another range keeps the same periods of each person."""
     keep = pidx >= 0
     if unit.scope == "person":
-        keep &= sample_periods(user, pidx, unit.max_periods, sampling_key(session))
+        labels = np.array([p.label for p in periods] + [""], dtype=object)[pidx]  # -1 -> "" (dropped)
+        keep &= sample_periods(user, np.where(keep, pidx, -1), unit.max_periods, sampling_key(session), labels)
     return keep
 
 

@@ -260,7 +260,7 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
     unit = time_unit(args, plan.unit)
     session = series_session(args, session)
     whole = points_fingerprint(lons, lats)  # the population's data, before any sampling
-    keep = keep_for_unit(unit, users, pidx, session)
+    keep = keep_for_unit(unit, users, pidx, session, periods)
     lons, lats, pidx = lons[keep], lats[keep], pidx[keep]
     users = users[keep] if users is not None else None
     inputs = points_inputs(lons, lats, users, pidx, periods, grid, args.user_cap if args.user_col else None)
@@ -282,7 +282,7 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
     session = series_session(args, session)
     fp_cols = columns + ([user] if user else [])
     whole = frame_fingerprint(df, fp_cols, count)  # the population's data, before any sampling
-    keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session)
+    keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session, periods)
     df, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
     inputs = table_inputs(df, pidx, periods, fp_cols, count, build)
     return run_series(args, plan, periods, inputs, whole, files_options, make, session, cap=cap, oneoff=oneoff,

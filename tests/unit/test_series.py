@@ -32,7 +32,7 @@ def test_release_series_from_python(tmp_path: Path) -> None:
     pidx = rng.integers(0, 4, 500)  # nothing on the fifth day
     plan = catalog.get("points", "ug").plan(grid, pure(0.2), {}, unit=points_unit())
     unit = TimeUnit("event", plan.unit, "day")
-    assert keep_for_unit(unit, None, pidx, None).all()
+    assert keep_for_unit(unit, None, pidx, None, periods).all()
     session = Session.open(tmp_path / "l.sqlite")
     inputs = points_inputs(lon, lat, None, pidx, periods, grid)
     budget = session.series_budget("points", "whole", [(i.period.label, i.fingerprint) for i in inputs if not i.empty],

@@ -13,7 +13,7 @@ from dpcore.errors import BudgetError, ParameterError
 from dpcore.privacy.budget import pure, zcdp, zcdp_to_approx_dp
 from dpcore.privacy.series_ledger import find_population, list_budgets
 from dpcore.privacy.units import TimeUnit, Unit
-from dpcore.series import cap_per_period, sample_periods
+from dpcore.series import sample_periods
 
 PERSON = Unit("person", cap=2)
 
@@ -134,12 +134,18 @@ def test_max_periods_sampling_bounds_each_persons_periods() -> None:
     assert {(u, p) for u, p in zip(users[keep3], periods[keep3], strict=True)} != kept_pairs
 
 
-def test_cap_per_period_keeps_at_most_k_records_per_person_and_period() -> None:
+def test_the_periods_a_person_keeps_follow_the_labels_not_the_positions() -> None:
+    """A request over another range numbers the periods differently; each person must keep the
+    same periods, or across two requests one person could be in more than w periods."""
     rng = np.random.default_rng(2)
-    users, periods = rng.integers(0, 50, 5000), rng.integers(0, 5, 5000)
-    keep = cap_per_period(users, periods, 4, "0123456789abcdef")
-    _, counts = np.unique(np.stack([users[keep], periods[keep]]), axis=1, return_counts=True)
-    assert counts.max() == 4
+    users = rng.integers(0, 50, 3000)
+    labels = np.array([f"2024-01-{d:02d}" for d in range(1, 11)])
+    day = rng.integers(0, 10, 3000)
+    keep_a = sample_periods(users, day, 3, "0123456789abcdef", labels[day])
+    keep_b = sample_periods(users, day + 5, 3, "0123456789abcdef", labels[day])  # same days, shifted positions
+    assert np.array_equal(keep_a, keep_b)
+    by_index = sample_periods(users, day + 5, 3, "0123456789abcdef")
+    assert not np.array_equal(keep_a, by_index)  # positions alone give another choice
 
 
 def test_list_budgets_reports_one_off_and_series_budgets(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def inputs_of(m: dict[str, Any]) -> Any:
         fp_cols = levels + ([group] if group else [])
         count = counts_cols[0] if len(counts_cols) == 1 else None
         whole = frame_fingerprint(df, fp_cols, count)  # the population's data, before any sampling
-        keep = keep_for_unit(unit, None, pidx, session)
+        keep = keep_for_unit(unit, None, pidx, session, periods)
         rows, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
 
         def build(part: pd.DataFrame) -> Any:

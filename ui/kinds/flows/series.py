@@ -46,7 +46,7 @@ def inputs_of(m: dict[str, Any]) -> Any:
         pidx = period_index(df, s.column, periods)
         fp_cols = [origin, destination] + ([user] if user else [])
         whole = frame_fingerprint(df, fp_cols, count)  # the population's data, before any sampling
-        keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session)
+        keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session, periods)
         rows, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
 
         def build(part: pd.DataFrame) -> Any:

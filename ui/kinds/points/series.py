@@ -68,7 +68,7 @@ def inputs(unit: TimeUnit, session: Any) -> tuple[list[Any], str]:
                              "(empty or unreadable values) and try again.")
         lons, lats, users = table.lon, table.lat, table.user
     whole = points_fingerprint(lons, lats)  # the population's data, before any sampling
-    keep = keep_for_unit(unit, users, pidx, session)
+    keep = keep_for_unit(unit, users, pidx, session, periods)
     users = users[keep] if users is not None else None
     cap = st.session_state.get("user_cap") if user_col else None
     return points_inputs(lons[keep], lats[keep], users, pidx[keep], periods, points_state.grid(), cap), whole
