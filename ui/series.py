@@ -70,7 +70,8 @@ class SeriesKind:
     files_of: Callable[[Any, Any], Mapping[str, bytes]]
     figure: Callable[[pd.DataFrame, float | None, str], go.Figure]
     value: Callable[[pd.DataFrame], Any]  # what the colour scale reads (a density, a count)
-    scope: str = ""  # the loaded data's key: a series is shown only with the data it was released from
+    scope: str = ""  # the loaded data's fingerprint, under which its one-off releases are charged (``name`` the
+    # ledger's kind): a series is shown only with the data it was released from, and composes with that budget
 
 
 def _key(kind: str, what: str) -> str:
@@ -215,8 +216,11 @@ def release_series_now(kind: SeriesKind, plan: Any, s: Settings, session: Any) -
     bar = st.progress(0.0, text="Reading the periods …")
     inputs, whole = kind.inputs(unit, session)
     pairs = [(i.period.label, i.fingerprint) for i in inputs if not i.empty]
+    # linked to the budget a one-off release of the same data draws on (the kind's ledger key and the
+    # loaded data's fingerprint), so one-off releases and series compose as on the command line
     bud = session.series_budget(plan.kind, whole, pairs, unit, default=default_cap(plan.cost),
-                                horizon_cap=horizon_cap(kind.name, plan.cost.definition))
+                                horizon_cap=horizon_cap(kind.name, plan.cost.definition),
+                                oneoff=[(kind.name, kind.scope)] if kind.scope else [])
     out = release_series(plan, inputs, kind.files_of, unit=unit, budget=bud, session=session,
                          progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m), time=s.time())
     bar.empty()

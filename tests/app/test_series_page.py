@@ -231,3 +231,27 @@ def test_hierarchy_rows_by_day_with_an_empty_day() -> None:
     # every public county in every day, the empty 2 January included
     counties = rows[rows["level"] == "county"]
     assert counties.groupby("period").size().to_dict() == {f"2024-01-0{d}": 4 for d in (1, 2, 3)}
+
+
+def test_a_series_in_the_app_shares_the_budget_of_one_off_releases_of_the_same_data() -> None:
+    """A one-off release of the upload touches every period: after a series it must fit under its cap
+    together with the largest period's spend (as on the command line), never on a budget of its own."""
+    from dpcore.errors import BudgetError
+    from dpcore.privacy.budget import pure
+
+    at = series_session(days=2)
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-02").run()
+    ok(at)
+    at.switch_page("pages/release.py").run()
+    ok(at)
+    at.button(key="series_release_points").click().run()
+    ok(at)
+    scope, out = at.session_state["series_out_points"]
+    assert out.charged == 2 and scope
+    eps = at.session_state["epsilon"]
+    one_off = Session.open(None).budget("points", scope, default=pure(1.0))
+    cap = one_off.cap.value
+    one_off.check(pure(cap - eps))  # fits beside the largest period's spend
+    with pytest.raises(BudgetError):
+        one_off.check(pure(cap - eps / 2))  # would not: the periods' spend counts
