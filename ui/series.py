@@ -284,12 +284,11 @@ def _outcome(out: Any, plan: Any) -> None:
 
 def series_frame(out: Any) -> pd.DataFrame:
     """series.csv as published, read once per series (period and area as text)."""
-    key = ("series_rows", id(out))
     kept = st.session_state.get("_series_rows")
-    if kept is not None and kept[0] == key:
+    if kept is not None and kept[0] is out:  # the object itself: an id may be reused once it is freed
         return kept[1]
     rows = pd.read_csv(io.BytesIO(out.files["series.csv"]), dtype={"period": str, "area": str})
-    st.session_state["_series_rows"] = (key, rows)
+    st.session_state["_series_rows"] = (out, rows)
     return rows
 
 

@@ -22,6 +22,7 @@ the minute in UTC.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import math
 import os
@@ -281,6 +282,7 @@ _BODY_SCHEMAS = ("release", "hierarchy_release", "census_release", "census_margi
 _SCHEMA_BASE = "https://dpcore.invalid/schemas/"
 
 
+@functools.cache
 def _registry() -> Any:
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
