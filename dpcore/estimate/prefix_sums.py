@@ -92,8 +92,9 @@ __all__ = ["PrefixPlan", "PrefixRelease", "STATISTICS", "coefficients", "compare
 STATISTICS = ("period", "cumulative", "window")
 #: The shortest rolling window for which the factorisation is recommended (issue 24, item 6).
 MIN_WINDOW = 4
-#: Most periods accepted (the factor is a dense T × T matrix).
-MAX_PERIODS = 20_000
+#: Most periods accepted: ten years of days.  The factor is a dense T × T matrix (two of them while
+#: it is built: about 0.26 GB at this size, 6.4 GB at 20,000) and ``C @ X`` costs T² per cell.
+MAX_PERIODS = 4_000
 
 
 def _periods(T: Any) -> int:
