@@ -93,22 +93,23 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_interval(args: argparse.Namespace) -> int:
-    from dpcore.estimate.gls import read_release, union_interval
+    from dpcore.estimate.gls import gls_estimate, read_release, union_interval
 
     folder = Path(args.release)
     if not 0.0 < args.coverage < 1.0:
         raise ParameterError(f"--coverage must be between 0 and 1 (got {args.coverage}); e.g. 0.9.")
     m = read_release(folder)
+    x = gls_estimate(m)  # once for every union
     out: list[dict[str, Any]] = []
     if args.codes:
         for codes in read_codes(args.codes):
-            out.append(_clean({**union_interval(m, codes, args.coverage), "cells": len(codes)}))
+            out.append(_clean({**union_interval(m, codes, args.coverage, estimate=x), "cells": len(codes)}))
     else:
         from dpcore.estimate.polygon_interval import polygon_interval
 
         shapes = _cell_shapes(folder, m.cells)
         for i, poly in enumerate(_polygons(args.polygon)):
-            r = _clean(polygon_interval(m, shapes, poly, args.coverage))
+            r = _clean(polygon_interval(m, shapes, poly, args.coverage, estimate=x))
             if r["warning"]:
                 print(f"warning: feature {i}: {r['warning']}", file=sys.stderr)
             out.append(r)

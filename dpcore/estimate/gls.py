@@ -298,12 +298,14 @@ def _discrete_half_width(var: float, family: str, coverage: float) -> int:
     return int(interval_half_width("discrete_gaussian", 0.5 * (lo + hi), coverage))
 
 
-def union_interval(m: Measurements, q: ArrayLike | Sequence[str], coverage: float = 0.9) -> dict[str, Any]:
+def union_interval(m: Measurements, q: ArrayLike | Sequence[str], coverage: float = 0.9, *,
+                   estimate: NDArray[np.float64] | None = None) -> dict[str, Any]:
     """The estimate of a weighted union of cells, its SD and a ``coverage`` interval.
 
     ``q``: cell codes (weight 1 each), ``{code: weight}``, or a weight vector over ``m.cells``.
     Normal quantile where the SD is at least 1, the exact discrete quantile below (module
-    docstring).  Returns ``estimate, variance, sd, low, high, coverage, method``.
+    docstring).  Returns ``estimate, variance, sd, low, high, coverage, method``.  ``estimate``:
+    :func:`gls_estimate` of ``m`` when already solved (one solve for many unions).
 
     >>> A = sp.csr_matrix(np.eye(2))
     >>> m = Measurements(A, np.array([40.0, 60.0]), np.full(2, 25.0), ["a", "b"])
@@ -314,7 +316,7 @@ def union_interval(m: Measurements, q: ArrayLike | Sequence[str], coverage: floa
     if not 0.0 < coverage < 1.0:
         raise ParameterError(f"The coverage must be between 0 and 1 (got {coverage}); e.g. 0.9.")
     w = _weights(m, q)
-    est = float(w @ gls_estimate(m))
+    est = float(w @ (gls_estimate(m) if estimate is None else estimate))
     var = max(float(w @ _c_times(m, w)), 0.0)
     sd = math.sqrt(var)
     if sd >= 1.0:

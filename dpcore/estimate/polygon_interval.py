@@ -54,15 +54,17 @@ def polygon_weights(cells: Sequence[shapely.Geometry] | NDArray[Any], polygon: s
 
 
 def polygon_interval(m: Measurements, cells: Sequence[shapely.Geometry] | NDArray[Any],
-                     polygon: shapely.Geometry, coverage: float = 0.9) -> dict[str, Any]:
+                     polygon: shapely.Geometry, coverage: float = 0.9, *,
+                     estimate: NDArray[np.float64] | None = None) -> dict[str, Any]:
     """:func:`~dpcore.estimate.gls.union_interval` of the cells under ``polygon`` weighted by
     their area share, plus ``inside`` and ``touching`` (bracket sums), ``cells_inside``,
-    ``cells_cut``, ``cut_share`` (the cut cells' part of the estimate) and ``warning``."""
+    ``cells_cut``, ``cut_share`` (the cut cells' part of the estimate) and ``warning``.
+    ``estimate``: :func:`~dpcore.estimate.gls.gls_estimate` of ``m`` when already solved (many polygons)."""
     idx, share = polygon_weights(cells, polygon)
     w = np.zeros(m.n)
     w[idx] = share
-    out = union_interval(m, w, coverage)
-    x = gls_estimate(m)
+    x = gls_estimate(m) if estimate is None else estimate
+    out = union_interval(m, w, coverage, estimate=x)
     full = share >= 1.0 - _INSIDE_TOL
     cut_part = float(np.sum(share[~full] * x[idx[~full]]))
     inside, touching = float(np.sum(x[idx[full]])), float(np.sum(x[idx]))
