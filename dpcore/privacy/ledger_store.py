@@ -434,8 +434,10 @@ _GZIP = "gzip"
 
 
 def _pack(data: bytes) -> bytes:
-    # mtime=0: the same file compresses to the same bytes
-    return gzip.compress(data, compresslevel=6, mtime=0)
+    # mtime=0: the same file compresses to the same bytes.  Level 1: a 1024 x 1024 release.csv
+    # (32 MB) packs in 0.36 s instead of 1.55 s at level 6, for 13 % more bytes (9.2 vs 8.1 MB);
+    # the curator waits for this after every release.  Any level reads back the same.
+    return gzip.compress(data, compresslevel=1, mtime=0)
 
 
 def _unpack(data: bytes, encoding: str | None) -> bytes:

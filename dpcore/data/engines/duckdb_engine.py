@@ -8,8 +8,10 @@ aggregation and spills to ``temp_directory`` when a window (the per-person cap) 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -174,9 +176,12 @@ _SPILL: list[str] = []
 
 
 def _spill_dir() -> str:
-    """One private (mode 0700) folder per process for DuckDB's spill files: they hold confidential rows."""
+    """One private (mode 0700) folder per process for DuckDB's spill files: they hold confidential
+    rows, so the folder is removed when the process ends (it was left behind before)."""
     if not _SPILL:
-        _SPILL.append(tempfile.mkdtemp(prefix="dpcore-duckdb-"))
+        folder = tempfile.mkdtemp(prefix="dpcore-duckdb-")
+        atexit.register(shutil.rmtree, folder, True)
+        _SPILL.append(folder)
     return _SPILL[0]
 
 

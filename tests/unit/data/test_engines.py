@@ -589,3 +589,14 @@ def test_a_gzipped_csv_without_a_gz_name_is_read(engine_name: str, tmp_path: Pat
     pc = get_engine(engine_name).points(Source.from_path(tmp_path / "p.csv"), GRID, lat="lat", lon="lon",
                                         user="uid", user_cap=1)
     assert pc.aggregate.counts.tolist() == [[1, 0], [0, 1]] and pc.dropped == {"missing user id": 1}
+
+
+def test_duckdb_spill_folder_is_private_and_removed_when_the_process_ends() -> None:
+    """DuckDB's spill files hold confidential rows: their folder is the process's own (mode 0700)
+    and does not outlive it."""
+    code = ("import os, stat; from dpcore.data.engines import duckdb_engine as d; f = d._spill_dir(); "
+            "print(f, oct(stat.S_IMODE(os.stat(f).st_mode)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3]).stdout.split()
+    assert out[1] == "0o700"
+    assert not Path(out[0]).exists()
