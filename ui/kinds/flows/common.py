@@ -24,8 +24,6 @@ from ui import fmt, frame, plan_table, state
 from ui.kinds.flows.state import RELEASES_KEY, ODEntry
 from ui.state import persistent, store
 
-SHARED = state.SHARED_DATA
-
 DEMO, NYC, US, RI, UPLOAD = "demo", "nyc", "us", "ri", "upload"
 # every mechanism whose cost a ledger can add up ('sh' is (ε, δ)-DP: it cannot), InfTDA first
 #: the mechanisms a budget can account for (SH is (ε, δ)-DP: none), InfTDA first

@@ -81,7 +81,7 @@ def data_step() -> None:
 
 
 def _source_choice() -> str:
-    """Which trips: the demo, the public data sets found in the shared data folder, or an upload."""
+    """Which trips: the demo, the public data sets shipped in assets/demo, or an upload."""
     options = {DEMO: "Made-up demo (576 zones, 60,000 trips)"}
     if src.NYC_TRIPS.exists() and src.NYC_LOOKUP.exists() and src.NYC_ZONES.exists():
         options[NYC] = "NYC green taxi trips, April 2020 (boroughs and taxi zones)"

@@ -22,18 +22,19 @@ from dpcore.flows import export as od_export
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.tree import hierarchy_from_prefixes, match_leaves
 from ui import fmt, state
-from ui.kinds.flows.common import DEMO, MODELS_KEPT, NONE, SHARED, UPLOAD, areas_line, init, missing
+from ui.demo_data import demo_file
+from ui.kinds.flows.common import DEMO, MODELS_KEPT, NONE, UPLOAD, areas_line, init, missing
 
-NYC_TRIPS = SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz"
-NYC_LOOKUP = SHARED / "boundaries" / "nyc_taxi_zone_lookup.csv"
-NYC_ZONES = SHARED / "boundaries" / "nyc_taxi_zones.geojson"
-NYC_BOROUGHS = SHARED / "boundaries" / "nyc_boroughs.geojson"
-US_FLOWS = SHARED / "od" / "us_county_commuting_flows_acs2009_2013.csv.gz"
-US_COUNTIES = SHARED / "boundaries" / "us_counties_2010_20m_fips.geojson"
-US_STATES = SHARED / "boundaries" / "us_states_2010_20m.geojson"
-RI_OD = SHARED / "od" / "ri_lodes7_od_main_JT00_2019.csv.gz"
-RI_XWALK = SHARED / "od" / "ri_lodes7_xwalk_2010blocks.csv.gz"
-RI_TRACTS = SHARED / "boundaries" / "ri_tracts_2020_tiger2023.geojson"
+NYC_TRIPS = demo_file("od/nyc_green_taxi_trips_2020-04.csv.gz")
+NYC_LOOKUP = demo_file("boundaries/nyc_taxi_zone_lookup.csv")
+NYC_ZONES = demo_file("boundaries/nyc_taxi_zones.geojson")
+NYC_BOROUGHS = demo_file("boundaries/nyc_boroughs.geojson")
+US_FLOWS = demo_file("od/us_county_commuting_flows_acs2009_2013.csv.gz")
+US_COUNTIES = demo_file("boundaries/us_counties_2010_20m_fips.geojson")
+US_STATES = demo_file("boundaries/us_states_2010_20m.geojson")
+RI_OD = demo_file("od/ri_lodes7_od_main_JT00_2019.csv.gz")
+RI_XWALK = demo_file("od/ri_lodes7_xwalk_2010blocks.csv.gz")
+RI_TRACTS = demo_file("boundaries/ri_tracts_2020_tiger2023.geojson")
 
 # ---------------------------------------------------------------------------------------------
 # public geography (cached across sessions: nothing confidential in here)
