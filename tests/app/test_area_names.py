@@ -9,40 +9,15 @@ import json
 from pathlib import Path
 
 import pandas as pd
+from app_steps import data_step, frame_with, ok, step
 from streamlit.testing.v1 import AppTest
 
 from dpcore.areas.export import level_geojson
 from ui.state import release_widget_key
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "app.py")
 DEMO = ROOT / "assets" / "demo"
 LOOKUP = DEMO / "boundaries" / "nyc_taxi_zone_lookup.csv"
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, at.exception
-    return at
-
-
-def data_step(kind: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=240)
-    at.session_state["kind"] = at.session_state["_w_kind"] = kind
-    ok(at.run())
-    at.switch_page("pages/data.py").run()
-    return ok(at)
-
-
-def step(at: AppTest, name: str) -> AppTest:
-    at.switch_page(f"pages/{name}.py").run()
-    return ok(at)
-
-
-def frame_with(at: AppTest, column: str) -> pd.DataFrame:
-    for d in at.dataframe:
-        if column in d.value.columns:
-            return d.value
-    raise AssertionError(f"no dataframe with a column {column!r}")
 
 
 def charts(at: AppTest) -> str:

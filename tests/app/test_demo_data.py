@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
+from app_steps import data_step, ok
 from streamlit.testing.v1 import AppTest
-
-ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "app.py")
 
 
 @pytest.fixture
@@ -33,19 +30,6 @@ def fresh_clone(tmp_path, monkeypatch):
     for name in [n for n in sys.modules if n == "ui" or n.startswith(("ui.", "pages"))]:
         del sys.modules[name]
     sys.modules.update(saved)
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, at.exception
-    return at
-
-
-def data_step(kind: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=240)
-    at.session_state["kind"] = at.session_state["_w_kind"] = kind
-    ok(at.run())
-    at.switch_page("pages/data.py").run()
-    return ok(at)
 
 
 def map_layers(at: AppTest, key: str) -> list[dict]:

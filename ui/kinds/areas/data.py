@@ -193,13 +193,7 @@ def _upload() -> dict[str, Any] | None:
                 st.error(str(e))
         if aup is not None and ss.get("hier_areas_id") == aup.file_id:
             areas_df = ss["hier_areas_df"]
-    bounds_up: dict[str, Any] = {}
-    with st.expander("Boundaries per level (optional, for the map and the GeoJSON export)"):
-        for lv in levels:
-            bup = st.file_uploader(f"Boundaries of '{lv}' (GeoJSON, GeoPackage, zipped shapefile)",
-                                   type=["geojson", "json", "gpkg", "zip"], key=f"hier_bounds_{lv}")
-            if bup is not None:
-                bounds_up[lv] = (bup.getvalue(), bup.name, bup.file_id)
+    bounds_up = _boundary_uploads(levels)
     if not levels:
         st.info("Choose the level columns (top level first) to continue.")
         return None
@@ -212,6 +206,18 @@ def _upload() -> dict[str, Any] | None:
             "src": ss.get("hier_src"), "levels": levels, "count": count,
             "group": None if group == "(none)" else group, "area_source": area_source,
             "areas_df": areas_df, "boundaries": bounds_up, "names": names}
+
+
+def _boundary_uploads(levels: list[str]) -> dict[str, Any]:
+    """The boundary file uploaded per level: level -> (bytes, name, file id)."""
+    bounds_up: dict[str, Any] = {}
+    with st.expander("Boundaries per level (optional, for the map, the area names and the GeoJSON export)"):
+        for lv in levels:
+            bup = st.file_uploader(f"Boundaries of '{lv}' (GeoJSON, GeoPackage, zipped shapefile)",
+                                   type=["geojson", "json", "gpkg", "zip"], key=f"hier_bounds_{lv}")
+            if bup is not None:
+                bounds_up[lv] = (bup.getvalue(), bup.name, bup.file_id)
+    return bounds_up
 
 
 def _name_columns(levels: list[str], cols: list[str]) -> dict[str, str]:
@@ -259,11 +265,12 @@ def _build(inputs: dict[str, Any]) -> None:
                 bar.empty()
                 df = cc.frame[[*inputs["levels"], "count"]].rename(columns={"count": engines.COUNT_COLUMN})
                 inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
+            # name columns of the table (a table DuckDB summed keeps only its levels: names from boundaries)
             chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
             if inputs["area_source"] == AREA_TABLE:
                 named, names = common.us_names(df) if inputs.get("named") else (df, {})
-                h = Hierarchy.from_frame(named, inputs["levels"], names={**names, **chosen},
-                                         source="table (confirmed public)")
+                names |= {lv: c for lv, c in chosen.items() if c in named.columns}
+                h = Hierarchy.from_frame(named, inputs["levels"], names=names, source="table (confirmed public)")
             else:
                 h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], names=chosen, source="area list")
             joins, join_msgs = _joins(h, inputs["boundaries"])
