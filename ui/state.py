@@ -9,9 +9,7 @@ when made, so a rerun never draws new noise.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -29,8 +27,6 @@ DEFAULT_EPSILON = default_release_budget("pure")
 DEFAULT_RHO_CAP = SESSION_RHO_CAP
 DEFAULT_RHO = default_release_budget("zcdp")
 DEFAULT_RELEASE = {"pure": DEFAULT_EPSILON, "zcdp": DEFAULT_RHO}
-#: the public data sets and boundaries the demos and the US, NYC and Rhode Island sources read
-SHARED_DATA = Path(os.environ.get("DPCORE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
 def session() -> Session:

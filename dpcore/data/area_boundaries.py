@@ -15,11 +15,12 @@ import geopandas
 import numpy as np
 import pandas as pd
 
+from dpcore.data.area_columns import name_column
 from dpcore.data.code_tables import code_text
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError
 
-__all__ = ["BoundaryJoin", "join_boundaries"]
+__all__ = ["BoundaryJoin", "boundary_names", "join_boundaries"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,3 +102,23 @@ def join_boundaries(h: Hierarchy, depth: int, gdf: geopandas.GeoDataFrame, key: 
     missing = h.labels(depth)[~have].astype(str).tolist()
     extra = sorted(set(vals[node < 0].tolist()) - {""})
     return BoundaryJoin(depth, matched, col, style, missing, extra)
+
+
+def boundary_names(h: Hierarchy, join: BoundaryJoin, column: str | None = None) -> np.ndarray | None:
+    """Display names of the areas at ``join.depth`` from their boundary features: the boundary
+    file's name column (``column``, else :func:`dpcore.data.area_columns.name_column`: ``NAME``,
+    ``zone`` …), ``""`` for an area without a boundary (it shows its code).  None when the file
+    names nothing.  Apply them with :meth:`dpcore.data.hierarchy.Hierarchy.with_names`.
+
+    >>> import geopandas, shapely
+    >>> h = Hierarchy.from_frame(pd.DataFrame({"state": ["01", "02"]}), ["state"])
+    >>> gdf = geopandas.GeoDataFrame({"STATE": ["01"], "NAME": ["Alabama"]}, geometry=[shapely.box(0, 0, 1, 1)])
+    >>> boundary_names(h, join_boundaries(h, 1, gdf)).tolist()
+    ['Alabama', '']
+    """
+    col = column or name_column(join.frame)
+    if col is None or col not in join.frame.columns:
+        return None
+    out = np.full(h.sizes[join.depth], "", dtype=object)
+    out[join.frame["node"].to_numpy()] = join.frame[col].astype("string").fillna("").str.strip().to_numpy(dtype=object)
+    return out

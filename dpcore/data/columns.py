@@ -241,10 +241,33 @@ def name_key(name: Any) -> str:
     return str(name).strip().lower()
 
 
+#: Words that say "how many" in a compound count name (``n_trips``, ``trip_count``).
+COUNT_WORDS = {"count", "counts", "cnt", "n", "num", "nb", "number", "total", "freq", "frequency", "volume"}
+#: What a count column may count: trips, or the people who make them.  ``passenger_count`` counts
+#: passengers of one trip, not trips, so it is not a count column.
+COUNTED_WORDS = {"trip", "trips", "flow", "flows", "ride", "rides", "journey", "journeys", "commute", "commutes",
+                 "commuter", "commuters", "job", "jobs", "worker", "workers", "person", "persons", "people", "od",
+                 "pair", "pairs", "row", "rows", "obs", "observations", "all"}
+
+
 def count_like(name: Any) -> bool:
-    """Named like a number of trips (count, n, trips, flow, S000, trip_count, n_trips, …)."""
+    """Named like a number of trips: count, n, trips, flow, S000, or a count word with only
+    trip-like words beside it (trip_count, n_trips, TripCount); not what counts something else
+    of one trip (``passenger_count``).
+
+    >>> [count_like(c) for c in ("S000", "n_trips", "TripCount", "passenger_count", "total_amount")]
+    [True, True, True, False, False]
+    """
     n = name_key(name)
-    return n in COUNT_NAMES or n.endswith(("_count", "_counts", "count")) or n.startswith(("count_", "n_", "num_"))
+    if n in COUNT_NAMES:
+        return True
+    toks = _tokens(name)
+    if len(toks) == 1:
+        tok = toks[0]
+        stem = next((tok[: -len(w)] for w in ("counts", "count", "cnt") if tok.endswith(w) and len(tok) > len(w)), None)
+        return stem in COUNTED_WORDS
+    counts = [t for t in toks if t in COUNT_WORDS]
+    return bool(counts) and all(t in COUNT_WORDS or t in COUNTED_WORDS for t in toks)
 
 
 def coord_like(name: Any) -> bool:

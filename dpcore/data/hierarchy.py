@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -272,6 +272,25 @@ class Hierarchy:
             nm = df[col].astype("string").fillna("").str.strip().to_numpy(dtype=object)
             name_arrays[d] = nm[firsts[d]]
         return cls(tuple(levels), tuple(keys), tuple(parents), tuple(out_modes), tuple(name_arrays), source)
+
+    def with_names(self, depth: int, names: Sequence[object]) -> Hierarchy:
+        """This hierarchy with display names for the areas at ``depth`` (one per area, in the
+        order of :meth:`labels`; an empty name shows the code).  Names are public display text
+        (a lookup's or a boundary file's): the structure and its fingerprint are unchanged.
+
+        >>> h = Hierarchy.from_frame(pd.DataFrame({"state": ["01", "02"]}), ["state"])
+        >>> h.with_names(1, ["Alabama", ""]).display_names(1).tolist()
+        ['Alabama', '02']
+        """
+        if not 1 <= depth <= self.depth:
+            raise ParameterError(f"Names belong to a level 1..{self.depth}, not depth {depth}.")
+        arr = pd.Series(list(names), dtype="string").fillna("").str.strip().to_numpy(dtype=object)
+        if len(arr) != self.sizes[depth]:
+            raise ParameterError(f"Give one name per area of '{self.level_names[depth]}': {self.sizes[depth]:,} "
+                                 f"areas, {len(arr):,} names.")
+        out = list(self.names)
+        out[depth - 1] = arr
+        return replace(self, names=tuple(out))
 
     # -- shape ----------------------------------------------------------------------------
 

@@ -18,13 +18,13 @@ import streamlit as st
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from ui import fmt, state
+from ui.demo_data import demo_file
 from ui.kinds.areas.state import HIERARCHY_KEY, TABLE_KEYS, HierarchyEntry, TableEntry
 
-SHARED = state.SHARED_DATA
-US_TRACTS = SHARED / "census" / "us_tract_population_2020_cenpop.csv.gz"
-US_STATES = SHARED / "boundaries" / "us_states_2010_20m.geojson"
-US_COUNTIES = SHARED / "boundaries" / "us_counties_2010_20m_fips.geojson"
-US_NAMES = SHARED / "census" / "us_state_county_population_2019.csv"
+US_TRACTS = demo_file("census/us_tract_population_2020_cenpop.csv.gz")
+US_STATES = demo_file("boundaries/us_states_2010_20m.geojson")
+US_COUNTIES = demo_file("boundaries/us_counties_2010_20m_fips.geojson")
+US_NAMES = demo_file("census/us_state_county_population_2019.csv")
 
 HIERARCHY, TABLE = "hierarchy", "census"
 #: the Data step's first question: which kind of table

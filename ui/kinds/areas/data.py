@@ -16,10 +16,10 @@ from dpcore.areas import census_tables
 from dpcore.areas import figures as area_figures
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.data import engines, synthetic
-from dpcore.data.area_boundaries import join_boundaries
+from dpcore.data.area_boundaries import boundary_names, join_boundaries
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
-from dpcore.data.columns import guess_level_columns
+from dpcore.data.columns import guess_level_columns, name_key, name_like
 from dpcore.data.hierarchy import Hierarchy, require_public_area_list
 from dpcore.errors import DPCoreError, InputError
 from ui import fmt, frame, state
@@ -36,6 +36,8 @@ US = "us"
 UPLOAD = "upload"
 AREA_TABLE = "table"
 AREA_UPLOAD = "upload"
+#: the name choice that takes a level's names from its boundary file (the default without a name column)
+BOUNDARY_NAMES = "(from the boundary file)"
 
 
 def data_step() -> None:
@@ -146,7 +148,7 @@ def _upload() -> dict[str, Any] | None:
             ss["hier_upload_df"] = new_df
             ss["hier_upload_name"] = up.name
             ss["hier_upload_error"] = None
-            for k in ("w_levels", "w_count", "w_group"):
+            for k in ("w_levels", "w_count", "w_group", *[k for k in ss if str(k).startswith("w_names_")]):
                 ss.pop(k, None)
         except DPCoreError as e:
             ss["hier_upload_error"] = str(e)
@@ -191,28 +193,58 @@ def _upload() -> dict[str, Any] | None:
                 st.error(str(e))
         if aup is not None and ss.get("hier_areas_id") == aup.file_id:
             areas_df = ss["hier_areas_df"]
-    bounds_up: dict[str, Any] = {}
-    with st.expander("Boundaries per level (optional, for the map and the GeoJSON export)"):
-        for lv in levels:
-            bup = st.file_uploader(f"Boundaries of '{lv}' (GeoJSON, GeoPackage, zipped shapefile)",
-                                   type=["geojson", "json", "gpkg", "zip"], key=f"hier_bounds_{lv}")
-            if bup is not None:
-                bounds_up[lv] = (bup.getvalue(), bup.name, bup.file_id)
+    bounds_up = _boundary_uploads(levels)
     if not levels:
         st.info("Choose the level columns (top level first) to continue.")
         return None
+    names = _name_columns(levels, [c for c in (areas_df.columns if areas_df is not None else cols)
+                                   if c not in levels and c not in count])
     if area_source == AREA_UPLOAD and areas_df is None:
         st.info("Upload the public area list to continue.")
         return None
     return {"id": ss.get("hier_upload_id"), "name": ss.get("hier_upload_name", "upload"), "df": df_up,
             "src": ss.get("hier_src"), "levels": levels, "count": count,
             "group": None if group == "(none)" else group, "area_source": area_source,
-            "areas_df": areas_df, "boundaries": bounds_up}
+            "areas_df": areas_df, "boundaries": bounds_up, "names": names}
+
+
+def _boundary_uploads(levels: list[str]) -> dict[str, Any]:
+    """The boundary file uploaded per level: level -> (bytes, name, file id)."""
+    bounds_up: dict[str, Any] = {}
+    with st.expander("Boundaries per level (optional, for the map, the area names and the GeoJSON export)"):
+        for lv in levels:
+            bup = st.file_uploader(f"Boundaries of '{lv}' (GeoJSON, GeoPackage, zipped shapefile)",
+                                   type=["geojson", "json", "gpkg", "zip"], key=f"hier_bounds_{lv}")
+            if bup is not None:
+                bounds_up[lv] = (bup.getvalue(), bup.name, bup.file_id)
+    return bounds_up
+
+
+def _name_columns(levels: list[str], cols: list[str]) -> dict[str, str]:
+    """The column naming each level's areas (level -> column, or :data:`BOUNDARY_NAMES`); by default a
+    column named like the level's name (``NAME``, ``county_name``), else the boundary file's names."""
+    opts = [BOUNDARY_NAMES, "(none)", *map(str, cols)]
+    names: dict[str, str] = {}
+    boxes = st.columns(min(len(levels), 4))
+    for i, lv in enumerate(levels):
+        guess = next((c for c in cols if name_like(c) and name_key(c).startswith(name_key(lv).removesuffix("fp"))),
+                     BOUNDARY_NAMES)
+        if st.session_state.get(f"w_names_{lv}", guess) not in opts:  # a column of an earlier file
+            st.session_state.pop(f"w_names_{lv}", None)
+        choice = boxes[i % len(boxes)].selectbox(
+            f"Names of the '{lv}' areas", opts, key=seed(f"w_names_{lv}", guess),
+            help="Shown on maps, hovers, the treemap, tables and in the GeoJSON's name; the codes stay in the "
+                 "code columns. 'From the boundary file' takes its NAME column (or the like) when this level "
+                 "has boundaries.")
+        if choice != "(none)":
+            names[lv] = choice
+    return names
 
 
 def _build(inputs: dict[str, Any]) -> None:
     """The confidential model of the inputs (once per inputs), or the error that prevents it."""
     key = (inputs["id"], tuple(inputs["levels"]), tuple(inputs["count"]), inputs.get("group"),
+           tuple(inputs.get("names", {}).items()),
            inputs["area_source"], ss.get("hier_areas_id") if inputs["areas_df"] is not None else None,
            tuple((lv, b[2] if isinstance(b, tuple) else str(b)) for lv, b in inputs["boundaries"].items()))
     if ss.get("hier_model_key") == key:
@@ -233,14 +265,20 @@ def _build(inputs: dict[str, Any]) -> None:
                 bar.empty()
                 df = cc.frame[[*inputs["levels"], "count"]].rename(columns={"count": engines.COUNT_COLUMN})
                 inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
+            # name columns of the table (a table DuckDB summed keeps only its levels: names from boundaries)
+            chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
             if inputs["area_source"] == AREA_TABLE:
                 named, names = common.us_names(df) if inputs.get("named") else (df, {})
+                names |= {lv: c for lv, c in chosen.items() if c in named.columns}
                 h = Hierarchy.from_frame(named, inputs["levels"], names=names, source="table (confirmed public)")
             else:
-                h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], source="area list")
+                h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], names=chosen, source="area list")
+            joins, join_msgs = _joins(h, inputs["boundaries"])
+            for lv, j in joins.items():  # names from the boundary file (NAME …) unless a column names them
+                nm = boundary_names(h, j) if inputs.get("names", {}).get(lv) == BOUNDARY_NAMES else None
+                h = h.with_names(j.depth, nm) if nm is not None else h
             counts = HierarchyCounts.from_frame(df, h, inputs["levels"], inputs["count"] or None,
                                                 group=inputs.get("group"))
-            joins, join_msgs = _joins(h, inputs["boundaries"])
             # the ledger belongs to the table's totals per top-level area, whatever finer levels or
             # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
             fp = census_tables.fingerprint(df, inputs["levels"], inputs["count"] or None)

@@ -24,8 +24,6 @@ from ui import fmt, frame, plan_table, state
 from ui.kinds.flows.state import RELEASES_KEY, ODEntry
 from ui.state import persistent, store
 
-SHARED = state.SHARED_DATA
-
 DEMO, NYC, US, RI, UPLOAD = "demo", "nyc", "us", "ri", "upload"
 # every mechanism whose cost a ledger can add up ('sh' is (ε, δ)-DP: it cannot), InfTDA first
 #: the mechanisms a budget can account for (SH is (ε, δ)-DP: none), InfTDA first
@@ -45,6 +43,8 @@ DEFAULTS: dict[str, Any] = {
 FIGURES_KEPT = 3  # figures kept in the session (the last ones drawn)
 MODELS_KEPT = 3  # counted data sets kept in the session (switching back does not count again)
 CHOOSE, NONE = "(choose)", "(none)"
+#: the name choice that takes a level's names from its boundary file (the default without a name column)
+BOUNDARY_NAMES = "(from the boundary file)"
 # default map level: the finest intra-level table small enough for the O/D matrix beside the map
 MAX_MAP_AREAS = od_figures.MAX_HEATMAP_SIDE
 

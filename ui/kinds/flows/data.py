@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.data import engines
+from dpcore.data.area_columns import AreaColumns, guess_area_columns
 from dpcore.data.columns import (
     ATTRIBUTE_NAMES,
     DEST_NAMES,
@@ -27,6 +28,7 @@ from ui import fmt, frame
 from ui.kinds.flows import series as flows_series
 from ui.kinds.flows import sources as src
 from ui.kinds.flows.common import (
+    BOUNDARY_NAMES,
     CHOOSE,
     DEMO,
     NONE,
@@ -81,7 +83,7 @@ def data_step() -> None:
 
 
 def _source_choice() -> str:
-    """Which trips: the demo, the public data sets found in the shared data folder, or an upload."""
+    """Which trips: the demo, the public data sets shipped in assets/demo, or an upload."""
     options = {DEMO: "Made-up demo (576 zones, 60,000 trips)"}
     if src.NYC_TRIPS.exists() and src.NYC_LOOKUP.exists() and src.NYC_ZONES.exists():
         options[NYC] = "NYC green taxi trips, April 2020 (boroughs and taxi zones)"
@@ -211,19 +213,19 @@ def _upload_inputs() -> dict[str, Any] | None:
     problems: list[str] = []
     waiting: list[str] = []
     t = _trip_columns([str(c) for c in tdf.columns], problems, waiting)
-    a = _area_columns([str(c) for c in adf.columns])
+    a = _area_columns(adf)
     kind, ocol, dcol, ccol, pcol, m, distinct = (t[k] for k in ("kind", "ocol", "dcol", "ccol", "pcol", "m",
                                                                 "distinct"))
     shape, lv_cols, prefix, lon_c, lat_c, bounds_up = (a[k] for k in ("shape", "lv_cols", "prefix", "lon_c",
                                                                       "lat_c", "bounds_up"))
     inputs = {"key": (UPLOAD, ss["od_trips_df_id"], ss["od_areas_df_id"], kind, ocol, dcol, ccol, pcol, m,
                       distinct, shape, tuple(lv_cols), prefix, lon_c, lat_c,
-                      tuple((k, v[2]) for k, v in sorted(bounds_up.items()))),
+                      tuple((k, v[2]) for k, v in sorted(bounds_up.items())), tuple(a["names"])),
               "name": ss.get("od_trips_name", "upload"), "pub": None, "df": tdf, "unit": "trips",
               "cols": {"origin": ocol, "destination": dcol, "count": ccol, "user": pcol}, "m": m,
               "distinct": distinct, "trips": kind == "trips",
               "areas": {"df": adf, "shape": shape, "levels": lv_cols, "prefix": prefix, "lon": lon_c,
-                        "lat": lat_c, "bounds": bounds_up}}
+                        "lat": lat_c, "bounds": bounds_up, "names": a["names"]}}
     if shape == "levels" and not lv_cols:
         waiting.append("Choose the level columns of the area list (top level first) to continue.")
     for msg in problems:
@@ -363,13 +365,24 @@ def _person_column(tcols: list[str], ocol: str, dcol: str, c3: Any,
     return pcol, m, distinct
 
 
-def _area_columns(acols: list[str]) -> dict[str, Any]:
-    """The public area list's columns: the levels (columns, or prefixes of one code), the centres and the
-    boundary files per level (optional, for the map)."""
+def area_guess(adf: pd.DataFrame) -> AreaColumns:
+    """The guessed levels and name columns of the uploaded area list (once per upload)."""
+    ss = st.session_state
+    key = ss.get("od_areas_df_id")
+    if ss.get("od_areas_guess", (None,))[0] != key:
+        ss["od_areas_guess"] = (key, guess_area_columns(adf))
+    return ss["od_areas_guess"][1]
+
+
+def _area_columns(adf: pd.DataFrame) -> dict[str, Any]:
+    """The public area list's columns: the levels (columns, or prefixes of one code), the names of their
+    areas, the centres and the boundary files per level (optional, for the map)."""
     ss = st.session_state
     st.markdown("**Public area list**")
-    a_codes = [c for c in acols if not (count_like(c) or coord_like(c) or name_like(c)
-                                        or name_key(c) in ATTRIBUTE_NAMES)] or acols
+    acols = [str(c) for c in adf.columns]
+    guess = area_guess(adf)
+    a_codes = guess.levels or [c for c in acols if not (count_like(c) or coord_like(c) or name_like(c)
+                                                        or name_key(c) in ATTRIBUTE_NAMES)] or acols
     shape = st.radio("The area list has", ["levels", "prefix"], horizontal=True,
                      key=keep_choice("set_areas_shape", ["levels", "prefix"], "levels"),
                      format_func={"levels": "one code column per level (top first)",
@@ -381,8 +394,8 @@ def _area_columns(acols: list[str]) -> dict[str, Any]:
     if shape == "levels":
         lv_cols = st.multiselect("Level columns, top level first", acols,
                                  key=keep_choice("set_areas_levels", acols, a_codes),
-                                 help="The code columns of the geography, top level first (e.g. region, "
-                                      "district, zone); not coordinates, names or counts.")
+                                 help="The code columns of the geography, top level first (fewest areas "
+                                      "first, e.g. borough, zone); not coordinates, names or counts.")
         kept("set_areas_levels")
     else:
         c1, c2, c3 = st.columns(3)
@@ -418,8 +431,30 @@ def _area_columns(acols: list[str]) -> dict[str, Any]:
             elif i in bfiles:
                 st.caption(f"Using {bfiles[i][1]} (uploaded earlier).")
     bounds_up = {i: v for i, v in bfiles.items() if i <= n_lv}
+    names = _name_columns(lv_cols if shape == "levels" else [], acols, guess)
     return {"shape": shape, "lv_cols": lv_cols, "prefix": prefix, "lon_c": lon_c, "lat_c": lat_c,
-            "bounds_up": bounds_up}
+            "bounds_up": bounds_up, "names": names}
+
+
+def _name_columns(levels: list[str], acols: list[str], guess: AreaColumns) -> dict[str, str]:
+    """The column naming each level's areas (level -> column, or :data:`BOUNDARY_NAMES`): the guessed
+    name column, else the boundary file's names; maps, tables and exports show the names."""
+    names: dict[str, str] = {}
+    if not levels:
+        st.caption("Area names come from the boundary file of each level (its NAME column), where one is given.")
+        return names
+    opts = [BOUNDARY_NAMES, NONE, *[c for c in acols if c not in levels]]
+    cols = st.columns(min(len(levels), 4))
+    for i, lv in enumerate(levels):
+        default = guess.names.get(lv, BOUNDARY_NAMES)
+        choice = cols[i % len(cols)].selectbox(
+            f"Names of the '{lv}' areas", opts, key=keep_choice(f"set_areas_name_{i}", opts, default),
+            help="Shown on maps, hovers, tables and in the exports' name fields; the codes stay in the code "
+                 "columns. 'From the boundary file' takes its NAME column (or the like) when this level has one.")
+        kept(f"set_areas_name_{i}")
+        if choice != NONE:
+            names[lv] = choice
+    return names
 
 
 def extent_map(model: dict[str, Any]) -> None:

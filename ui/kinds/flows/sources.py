@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.data import engines, synthetic
+from dpcore.data.area_boundaries import boundary_names, join_boundaries
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_upload
 from dpcore.data.hierarchy import Hierarchy
@@ -22,18 +23,28 @@ from dpcore.flows import export as od_export
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.tree import hierarchy_from_prefixes, match_leaves
 from ui import fmt, state
-from ui.kinds.flows.common import DEMO, MODELS_KEPT, NONE, SHARED, UPLOAD, areas_line, init, missing
+from ui.demo_data import demo_file
+from ui.kinds.flows.common import (
+    BOUNDARY_NAMES,
+    DEMO,
+    MODELS_KEPT,
+    NONE,
+    UPLOAD,
+    areas_line,
+    init,
+    missing,
+)
 
-NYC_TRIPS = SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz"
-NYC_LOOKUP = SHARED / "boundaries" / "nyc_taxi_zone_lookup.csv"
-NYC_ZONES = SHARED / "boundaries" / "nyc_taxi_zones.geojson"
-NYC_BOROUGHS = SHARED / "boundaries" / "nyc_boroughs.geojson"
-US_FLOWS = SHARED / "od" / "us_county_commuting_flows_acs2009_2013.csv.gz"
-US_COUNTIES = SHARED / "boundaries" / "us_counties_2010_20m_fips.geojson"
-US_STATES = SHARED / "boundaries" / "us_states_2010_20m.geojson"
-RI_OD = SHARED / "od" / "ri_lodes7_od_main_JT00_2019.csv.gz"
-RI_XWALK = SHARED / "od" / "ri_lodes7_xwalk_2010blocks.csv.gz"
-RI_TRACTS = SHARED / "boundaries" / "ri_tracts_2020_tiger2023.geojson"
+NYC_TRIPS = demo_file("od/nyc_green_taxi_trips_2020-04.csv.gz")
+NYC_LOOKUP = demo_file("boundaries/nyc_taxi_zone_lookup.csv")
+NYC_ZONES = demo_file("boundaries/nyc_taxi_zones.geojson")
+NYC_BOROUGHS = demo_file("boundaries/nyc_boroughs.geojson")
+US_FLOWS = demo_file("od/us_county_commuting_flows_acs2009_2013.csv.gz")
+US_COUNTIES = demo_file("boundaries/us_counties_2010_20m_fips.geojson")
+US_STATES = demo_file("boundaries/us_states_2010_20m.geojson")
+RI_OD = demo_file("od/ri_lodes7_od_main_JT00_2019.csv.gz")
+RI_XWALK = demo_file("od/ri_lodes7_xwalk_2010blocks.csv.gz")
+RI_TRACTS = demo_file("boundaries/ri_tracts_2020_tiger2023.geojson")
 
 # ---------------------------------------------------------------------------------------------
 # public geography (cached across sessions: nothing confidential in here)
@@ -230,8 +241,9 @@ def use(inputs: dict[str, Any] | None, source: str) -> dict[str, Any] | None:
 def _uploaded_areas(inputs: dict[str, Any]) -> tuple[Hierarchy, dict[int, Any], dict[int, Any], list[str]]:
     """The hierarchy, positions, outlines and notes of an uploaded public area list."""
     a = inputs["areas"]
+    named = {lv: col for lv, col in a.get("names", {}).items() if col != BOUNDARY_NAMES}
     if a["shape"] == "levels":
-        h = Hierarchy.from_frame(a["df"], a["levels"], source="area list")
+        h = Hierarchy.from_frame(a["df"], a["levels"], names=named, source="area list")
     else:
         code_col, lens_txt, names_txt = a["prefix"]
         try:
@@ -252,6 +264,9 @@ def _uploaded_areas(inputs: dict[str, Any]) -> tuple[Hierarchy, dict[int, Any], 
         if d > h.depth:
             continue
         gdf = read_boundaries(b[0], b[1])
+        if h.level_names[d] not in named:  # names from the boundary file (NAME, zone …) unless a column is chosen
+            nm = boundary_names(h, join_boundaries(h, d, gdf))
+            h = h.with_names(d, nm) if nm is not None else h
         lon, lat, unmatched = od_export.centroids_from_boundaries(h, d, gdf)
         xy[d] = (lon, lat)
         frames[d] = gdf

@@ -16,11 +16,15 @@ from dpcore.data.tables import read_table
 from dpcore.errors import DPCoreError
 from dpcore.points import viz
 from ui import fmt, frame, source_ui, state
+from ui.demo_data import demo_file
 from ui.kinds.points import series as points_series
 from ui.kinds.points import state as points_state
 
-#: the NYC boroughs shipped with the shared data: the demo's context outlines on the Data step's preview
-NYC_BOROUGHS = state.SHARED_DATA / "boundaries" / "nyc_boroughs.geojson"
+#: the NYC boroughs shipped with the demo data: the demo's context outlines on the Data step's preview
+NYC_BOROUGHS = demo_file("boundaries/nyc_boroughs.geojson")
+#: the real-data points demo: every 4th Uber pickup in NYC, April 2014 (public TLC records)
+UBER = demo_file("points/uber_nyc_pickups_2014-04_every4th.csv.gz")
+UBER_NAME = "NYC Uber pickups, April 2014 (every 4th)"
 BOUND_KEYS = ("_w_b_west", "_w_b_south", "_w_b_east", "_w_b_north")
 
 
@@ -68,15 +72,32 @@ def _source() -> Any:
             source_ui.path_picker()
     with col_b:
         st.write("")
-        if st.button("Use the demo dataset", help="Made-up pickups over New York City (no real person)."):
-            points_state.load_demo()
-            st.session_state.pop("upload_df", None)
+        made_up = st.button("Use the demo dataset", help="Made-up pickups over New York City (no real person).")
+        uber = UBER.exists() and st.button(
+            f"Use {UBER_NAME}", help="Public NYC TLC records (FiveThirtyEight FOIL): every 4th Uber pickup of "
+                                     "April 2014 with its time, shipped with the app (assets/demo).")
+        if made_up or uber:
             st.session_state.pop("upload_error", None)
             st.session_state.pop("path_open", None)
             state.forget(*BOUND_KEYS, "_w_user_cap")
+            if made_up:
+                points_state.load_demo()
+                st.session_state.pop("upload_df", None)
+            else:
+                _load_uber()
             st.session_state["user_cap"] = None
             st.rerun()
     return up
+
+
+def _load_uber() -> None:
+    """Load the shipped Uber pickups as an upload would be (their time column serves the series)."""
+    ss = st.session_state
+    df = read_table(UBER.read_bytes(), UBER.name)
+    table = load_points(df, "Lat", "Lon", None, source_name=UBER_NAME)
+    ss["upload_df"], ss["upload_name"], ss["upload_cols"] = df, UBER_NAME, ("Lat", "Lon", None)
+    points_state.set_dataset(points_state.Dataset(UBER_NAME, table, False, points_state.fingerprint(table)))
+    ss["bounds"] = PRESETS["New York City (all five boroughs)"]
 
 
 def _read_upload(up: Any) -> None:
@@ -296,7 +317,7 @@ def _preview(ds: points_state.Dataset) -> None:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def demo_outlines(bounds: tuple[float, float, float, float]) -> dict[str, Any] | None:
-    """The demo's context outlines, the NYC boroughs shipped in the shared data (simplified, clipped to the
+    """The demo's context outlines, the NYC boroughs shipped in assets/demo (simplified, clipped to the
     area), when no boundary file was uploaded; None when the file is absent or nothing of it is in view."""
     if not NYC_BOROUGHS.exists():
         return None

@@ -1,0 +1,40 @@
+"""Helpers for the AppTests that open a kind's Data step in a new session (imported as
+``app_steps``: ``tests/`` is on the path through its conftest).  Not a test module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def ok(at: AppTest) -> AppTest:
+    """``at`` after checking that its last run raised nothing."""
+    assert not at.exception, at.exception
+    return at
+
+
+def data_step(kind: str) -> AppTest:
+    """A new session of the app on the Data step with ``kind`` (points, areas, flows) chosen."""
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.session_state["kind"] = at.session_state["_w_kind"] = kind
+    ok(at.run())
+    at.switch_page("pages/data.py").run()
+    return ok(at)
+
+
+def step(at: AppTest, name: str) -> AppTest:
+    """Go to a step of the path (data, plan, release, export) as the navigation does."""
+    at.switch_page(f"pages/{name}.py").run()
+    return ok(at)
+
+
+def frame_with(at: AppTest, column: str) -> pd.DataFrame:
+    """The first dataframe shown with ``column`` (AppTest does not expose dataframe keys)."""
+    for d in at.dataframe:
+        if column in d.value.columns:
+            return d.value
+    raise AssertionError(f"no dataframe with a column {column!r}")
