@@ -296,7 +296,8 @@ def _read_text_csv(data: bytes) -> Any:
     import pyarrow.csv as pacsv
 
     names = next(csv.reader(io.StringIO(data.split(b"\n", 1)[0].decode("utf-8"))))
-    return pacsv.read_csv(io.BytesIO(data), convert_options=pacsv.ConvertOptions(
+    return pacsv.read_csv(io.BytesIO(data), read_options=pacsv.ReadOptions(use_threads=len(data) > 1 << 20),
+                          convert_options=pacsv.ConvertOptions(
         column_types={n: pa.string() for n in names}, strings_can_be_null=False, quoted_strings_can_be_null=False))
 
 

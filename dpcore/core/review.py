@@ -45,6 +45,8 @@ _VARIANT = {"pure epsilon-DP": "Pure DP", "rho-zCDP": "Zero-concentrated DP",
 
 def _find(obj: Any, keys: frozenset[str]) -> Iterator[tuple[str, Any]]:
     """Every (key, value) under ``obj`` whose key is in ``keys`` (depth first)."""
+    if isinstance(obj, str | int | float | bool | None):  # a leaf (most of a record): nothing under it
+        return
     if isinstance(obj, Mapping):
         for k, v in obj.items():
             if k in keys:
@@ -234,7 +236,8 @@ def level_guidance(release_csv: bytes | None, threshold: float = CV_THRESHOLD) -
     import pyarrow.csv as pacsv
 
     try:
-        t = pacsv.read_csv(io.BytesIO(release_csv),
+        # one thread for a small table: a thread pool's start costs more than the parsing
+        t = pacsv.read_csv(io.BytesIO(release_csv), read_options=pacsv.ReadOptions(use_threads=len(release_csv) > 1 << 20),
                            convert_options=pacsv.ConvertOptions(include_columns=["level", "noisy_count", "noise_sd"],
                                                                 column_types={"level": "string"}))
     except (KeyError, ValueError, OSError):  # a table without these columns (pyarrow's ArrowInvalid)

@@ -87,10 +87,15 @@ def _scale_variance(release: PartitionRelease, budgets: NDArray[np.float64]) -> 
     return scale[inverse.ravel()], var[inverse.ravel()], family
 
 
+#: Leaf × rectangle pairs up to which :func:`leaves_within` tests them directly (no labelled grid).
+_PAIRS = 1 << 20
+
+
 def leaves_within(release: PartitionRelease) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Pairs ``(rect, leaf position)``: the leaves (their position among the leaves, in id order)
     each rectangle of the release is made of.  One labelled grid per level (rectangles of one level
-    are disjoint), so the cost is O(levels × cells).
+    are disjoint), so the cost is O(levels × cells); a level with fewer leaf × rectangle pairs than
+    cells is tested pair by pair instead (vectorised).
 
     >>> from dpcore.data.domain import Bounds, Grid
     >>> from dpcore.privacy.budget import pure
@@ -108,13 +113,20 @@ def leaves_within(release: PartitionRelease) -> tuple[NDArray[np.int64], NDArray
     for lv in np.unique(release.level).tolist():
         idx = np.flatnonzero(release.level == lv)
         r = release.rects[idx]
-        diff = np.zeros((g.rows + 1, g.cols + 1), dtype=np.int64)
         lab = idx + 1
-        np.add.at(diff, (r[:, 0], r[:, 2]), lab)
-        np.add.at(diff, (r[:, 1], r[:, 2]), -lab)
-        np.add.at(diff, (r[:, 0], r[:, 3]), -lab)
-        np.add.at(diff, (r[:, 1], r[:, 3]), lab)
-        owner = np.cumsum(np.cumsum(diff, axis=0), axis=1)[corner[:, 0], corner[:, 1]] - 1
+        if corner.shape[0] * idx.size <= min(_PAIRS, (g.rows + 1) * (g.cols + 1)):
+            # few leaves and rectangles (a small release, such as one day of a series): test each
+            # leaf corner against each rectangle, the same label sums as the grid below
+            y, x = corner[:, :1], corner[:, 1:]
+            inside = (r[:, 0] <= y) & (y < r[:, 1]) & (r[:, 2] <= x) & (x < r[:, 3])
+            owner = inside.astype(np.int64) @ lab - 1
+        else:
+            diff = np.zeros((g.rows + 1, g.cols + 1), dtype=np.int64)
+            np.add.at(diff, (r[:, 0], r[:, 2]), lab)
+            np.add.at(diff, (r[:, 1], r[:, 2]), -lab)
+            np.add.at(diff, (r[:, 0], r[:, 3]), -lab)
+            np.add.at(diff, (r[:, 1], r[:, 3]), lab)
+            owner = np.cumsum(np.cumsum(diff, axis=0), axis=1)[corner[:, 0], corner[:, 1]] - 1
         hit = np.flatnonzero(owner >= 0)
         nodes.append(owner[hit])
         leaves.append(hit)

@@ -172,3 +172,18 @@ def test_points_files_read_back_through_the_shared_reader(name, tmp_path):
     assert m.cells == d["cells"]
     leaf_rows = e.set_index("code").loc[m.cells]
     np.testing.assert_allclose(gls_estimate(m), leaf_rows["estimate"], rtol=1e-7, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["quadtree", "ug", "privtree", "kdtree"])
+def test_leaves_within_pairwise_and_grid_agree(name, monkeypatch):
+    """The pair-by-pair test of small levels and the labelled grid give the same pairs."""
+    from dpcore.points import data_users
+
+    rel, _ = files_of(name, seed=6)
+    monkeypatch.setattr(data_users, "_PAIRS", 1 << 30)
+    pairwise = data_users.leaves_within(rel)
+    monkeypatch.setattr(data_users, "_PAIRS", 0)
+    grid = data_users.leaves_within(rel)
+    for a, b in zip(pairwise, grid, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert pairwise[0].size >= int(rel.leaf.sum())
