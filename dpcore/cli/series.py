@@ -259,7 +259,8 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
     users = users[inside] if users is not None else None
     unit = time_unit(args, plan.unit)
     session = series_session(args, session)
-    whole = points_fingerprint(lons, lats)  # the population's data, before any sampling
+    # the population's data, before any sampling (the one-off key's when the range kept every point)
+    whole = oneoff[1] if oneoff is not None and inside.all() else points_fingerprint(lons, lats)
     keep = keep_for_unit(unit, users, pidx, session, periods)
     lons, lats, pidx = lons[keep], lats[keep], pidx[keep]
     users = users[keep] if users is not None else None

@@ -45,16 +45,16 @@ _VARIANT = {"pure epsilon-DP": "Pure DP", "rho-zCDP": "Zero-concentrated DP",
 
 def _find(obj: Any, keys: frozenset[str]) -> Iterator[tuple[str, Any]]:
     """Every (key, value) under ``obj`` whose key is in ``keys`` (depth first)."""
-    if isinstance(obj, str | int | float | bool | None):  # a leaf (most of a record): nothing under it
-        return
     if isinstance(obj, Mapping):
         for k, v in obj.items():
             if k in keys:
                 yield k, v
-            yield from _find(v, keys)
+            if isinstance(v, dict | list | Mapping):  # a leaf (most of a record) has nothing under it
+                yield from _find(v, keys)
     elif isinstance(obj, list):
         for v in obj:
-            yield from _find(v, keys)
+            if isinstance(v, dict | list | Mapping):
+                yield from _find(v, keys)
 
 
 def _parameters(rec: Mapping[str, Any]) -> dict[str, float]:
