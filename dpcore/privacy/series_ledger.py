@@ -442,12 +442,22 @@ class SeriesBudget:
     def horizon(self) -> dict[str, Any]:
         """The horizon figure of this budget (:func:`horizon_figure`)."""
         per = self.per_period()
+        # unit person: a cumulative series is charged to the horizon ledger under the label
+        # "cumulative"; it is one mechanism over every period (calibrated to a person's
+        # max_periods), not one more period: counted once, beside the periods, never in their
+        # number, their rate or the person's w largest periods
+        cumulative = per.pop(CUMULATIVE, 0.0) if not self.unit.parallel else 0.0
         definition = self.ledger_definition()
         charges = list(per.values())
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
             extra = self.oneoff_horizon(con, definition, max(len(per), 1))
         out = horizon_figure(charges, definition, self.unit.period, len(per), self.horizon_cap, self.unit.max_periods)
-        return with_oneoff(out, extra, definition)
+        if cumulative and "person_bound" in out:
+            bound = out["person_bound"]["rho"] + (cumulative if definition == "zcdp" else cumulative**2 / 2)
+            out["person_bound"] = {**out["person_bound"], "rho": bound,
+                                   "text": f"a person is in at most {self.unit.max_periods} periods and the cumulative "
+                                           f"series: ρ ≤ {two_significant(bound)}"}
+        return with_oneoff(out, extra + Fraction(cumulative), definition)
 
     def ledger_definition(self) -> str:
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
