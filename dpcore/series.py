@@ -46,7 +46,7 @@ from dpcore.privacy.units import TimeUnit
 __all__ = ["CUMULATIVE_COLUMNS", "KEEP_BATCH", "SERIES_COLUMNS", "CumulativeRelease", "PeriodInput", "PeriodOutcome",
            "SeriesRelease", "release_cumulative", "series_csv_with_cumulative",
            "frame_fingerprint", "group_by_period", "keep_for_unit", "period_index", "plan_parts", "points_inputs",
-           "release_series", "sample_periods", "sampling_key", "series_csv", "table_inputs"]
+           "release_series", "sample_periods", "sampling_key", "series_csv", "shared_aggregates", "table_inputs"]
 
 #: The first columns of series.csv, for every kind.
 SERIES_COLUMNS = ("period", "area", "noisy_count", "noise_sd", "ci95_low", "ci95_high")
@@ -277,6 +277,36 @@ def table_inputs(frame: pd.DataFrame, pidx: np.ndarray, periods: Sequence[Period
         return PeriodInput(periods[i], frame_fingerprint(rows, columns, count), rows.empty, lambda: build(rows))
 
     return [one(i) for i in range(len(periods))]
+
+
+class _Twice:
+    """An aggregate builder for two users (the cumulative series, then its period's release): built
+    on the first call and kept, handed over and forgotten on the second."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build, self._kept, self._have = build, None, False
+
+    def __call__(self) -> Any:
+        if self._have:
+            out, self._kept, self._have = self._kept, None, False
+            return out
+        self._kept, self._have = self._build(), True
+        return self._kept
+
+
+def shared_aggregates(inputs: Sequence[PeriodInput]) -> list[PeriodInput]:
+    """``inputs`` whose aggregates are built once for a cumulative series and the periods' releases
+    (``--cumulative``), instead of twice; a period that is re-served keeps its aggregate until the
+    inputs are dropped.
+
+    >>> calls = []
+    >>> ins = shared_aggregates([PeriodInput(None, "fp", False, lambda: calls.append(1) or len(calls))])
+    >>> ins[0].aggregate(), ins[0].aggregate(), len(calls)
+    (1, 1, 1)
+    """
+    import dataclasses
+
+    return [dataclasses.replace(i, aggregate=_Twice(i.aggregate)) for i in inputs]
 
 
 def _area(table: Any) -> Any:

@@ -21,6 +21,7 @@ from dpcore.series import (
     keep_for_unit,
     period_index,
     points_inputs,
+    shared_aggregates,
     table_inputs,
 )
 
@@ -155,6 +156,8 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
         pairs = [(i.period.label, i.fingerprint) for i in inputs if not i.empty]
         budget = session.series_budget(plan.kind, whole_fp, pairs, unit, default=default, horizon_cap=horizon,
                                        population=args.population, oneoff=[oneoff] if oneoff else [])
+    if getattr(args, "cumulative", False):  # the cumulative and the periods build each aggregate once
+        inputs = shared_aggregates(inputs)
     cumulative, cumulative_cost = cumulative_step(args, plan, inputs, cells_of, unit, budget, whole_fp, session)
     show = cli_progress("Releasing the periods")
     series = release_series(plan, inputs, unit=unit, budget=budget, session=session, files_options=files_options,

@@ -109,3 +109,22 @@ def test_series_csv_gains_the_cumulative_columns() -> None:
                                             ("w2", "c")] + [(p, a) for p in ("w3", "w4") for a in AREAS]
     assert [r[2] for r in rows[:5]] == ["3", "0", "5", "1", ""]
     assert float(rows[4][3]) == out.table["cumulative"].iloc[4]
+
+
+def test_periods_under_a_cumulative_bear_both_releases(tmp_path: Path) -> None:
+    """Event unit, --cumulative on top of the periods: each period bears two releases (its own and the
+    cumulative, one mechanism over every period), so its ledger counts both, and the horizon figure
+    counts each period's charge once and the cumulative once at ρ·horizon_rho_multiple.
+    By hand: periods 0.05 each, cumulative 0.1: each period has spent 0.15; horizon
+    4·0.05 + 0.1·multiple."""
+    session = Session.open(tmp_path / "l.sqlite")
+    budget = _budget(session)
+    release_cumulative(COUNTS, LABELS, AREAS, 0.1, unit=EVENT, budget=budget, fingerprint="fp", session=session,
+                       noise=NoiseSource(seed=2))
+    for w in LABELS:
+        session.release(budget.ledger(w), Charge(zcdp(0.05), w, unit=Unit()), lambda: None)
+    assert all(budget.ledger(w).spent == pytest.approx(0.15) for w in LABELS)
+    multiple = compare_variances(4)["factorisation"]["horizon_rho_multiple"]
+    h = budget.horizon()
+    assert h["periods"] == 4 and h["rho"] == pytest.approx(4 * 0.05 + 0.1 * multiple)
+    assert "cumulative" in h["oneoff"]["text"]
