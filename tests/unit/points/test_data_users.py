@@ -157,9 +157,8 @@ def test_points_files_read_back_through_the_shared_reader(name, tmp_path):
     """measurements.csv and design.json of points are the format every kind shares: the one reader
     (gls.read_release) takes them, and its GLS estimate of the cells is estimates.csv's."""
     from dpcore.core.record import write_files
-    from dpcore.estimate.gls import gls_estimate, read_release
-
     from dpcore.errors import ParameterError
+    from dpcore.estimate.gls import gls_estimate, read_release
 
     rel, files = files_of(name, seed=4)
     write_files(files, tmp_path)
