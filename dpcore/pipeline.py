@@ -23,7 +23,6 @@ it sits above the kinds.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,11 +54,9 @@ def release(plan: Plan, aggregate: Any, *, ledger: Ledger | None = None, session
         ledger.check(plan.cost, plan.unit)
     mech.check_data(plan, aggregate)  # refusals that depend on the data come before the charge
     # checked: the mechanism does not run check_data again (it does for a direct caller)
-    out = (session or _LEDGER_ONLY).release(ledger, plan, lambda: mech.release(plan, aggregate, _noise(noise),
-                                                                               checked=True, **options))
-    if dataclasses.is_dataclass(out.inner) and any(f.name == "created" for f in dataclasses.fields(out.inner)):
-        out = dataclasses.replace(out, inner=dataclasses.replace(out.inner, created=out.created))
-    return out
+    # the session stamps the envelope and its inner release with the charge's time
+    return (session or _LEDGER_ONLY).release(ledger, plan, lambda: mech.release(plan, aggregate, _noise(noise),
+                                                                                checked=True, **options))
 
 
 def release_many(plan: Plan, aggregates: Sequence[Any], *, ledgers: Sequence[Ledger], session: Session | None,
@@ -76,10 +73,7 @@ def release_many(plan: Plan, aggregates: Sequence[Any], *, ledgers: Sequence[Led
         mech.check_data(plan, aggregate)
     source = _noise(noise)
     runs = [(lambda agg=agg: mech.release(plan, agg, source, checked=True)) for agg in aggregates]
-    outs = (session or _LEDGER_ONLY).release_many(list(ledgers), plan, runs)
-    return [dataclasses.replace(o, inner=dataclasses.replace(o.inner, created=o.created))
-            if dataclasses.is_dataclass(o.inner) and any(f.name == "created" for f in dataclasses.fields(o.inner))
-            else o for o in outs]
+    return (session or _LEDGER_ONLY).release_many(list(ledgers), plan, runs)
 
 
 def _noise(noise: NoiseSource | None) -> NoiseSource:

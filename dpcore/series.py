@@ -46,7 +46,8 @@ from dpcore.privacy.units import TimeUnit
 __all__ = ["CUMULATIVE_COLUMNS", "KEEP_BATCH", "SERIES_COLUMNS", "CumulativeRelease", "PeriodInput", "PeriodOutcome",
            "SeriesRelease", "release_cumulative", "series_csv_with_cumulative",
            "frame_fingerprint", "group_by_period", "keep_for_unit", "period_index", "plan_parts", "points_inputs",
-           "release_series", "sample_periods", "sampling_key", "series_csv", "table_inputs"]
+           "points_series_inputs", "release_series", "sample_periods", "sampling_key", "series_csv",
+           "shared_aggregates", "table_inputs", "table_series_inputs"]
 
 #: The first columns of series.csv, for every kind.
 SERIES_COLUMNS = ("period", "area", "noisy_count", "noise_sd", "ci95_low", "ci95_high")
@@ -228,8 +229,11 @@ def keep_for_unit(unit: Any, user: Any, pidx: np.ndarray, session: Any, periods:
 
 def group_by_period(pidx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows grouped by period once: (order, bounds) with period i at order[bounds[i]:bounds[i+1]]."""
-    order = np.argsort(pidx, kind="stable")
-    bounds = np.searchsorted(pidx[order], np.arange(n + 1), side="left")
+    # a stable sort of 16-bit keys is numpy's radix sort, O(rows): 4x faster on millions of rows,
+    # the same order (stable: ties keep their row order)
+    keys = pidx.astype(np.int16) if n < np.iinfo(np.int16).max else pidx
+    order = np.argsort(keys, kind="stable")
+    bounds = np.searchsorted(keys[order], np.arange(n + 1), side="left")
     return order, bounds
 
 
@@ -276,6 +280,92 @@ def table_inputs(frame: pd.DataFrame, pidx: np.ndarray, periods: Sequence[Period
     return [one(i) for i in range(len(periods))]
 
 
+def points_series_inputs(df: pd.DataFrame, column: str, periods: Sequence[Period], lat: str, lon: str,
+                         user_col: str | None, unit: Any, session: Any, grid: Any, user_cap: int | None = None,
+                         source_name: str = "") -> tuple[list[PeriodInput], str, str | None]:
+    """The period inputs of a table of points with a time column, as the CLI and the app build them:
+    ``(inputs, whole, oneoff)``.
+
+    The whole table is read as a one-off release reads it (``oneoff``: its points' fingerprint, the
+    key a one-off release of the same input draws on; None when empty); the points outside the public
+    range are dropped first (``whole``: the fingerprint of the rest, the population's data before any
+    sampling); for the unit ``person`` each person's periods are sampled before anything else
+    (:func:`keep_for_unit`); then one input per period (:func:`points_inputs`)."""
+    from dpcore.data.engines.base import points_fingerprint
+    from dpcore.data.points import load_points
+
+    pidx = period_index(df, column, list(periods))
+    if df.empty:
+        lons = lats = np.zeros(0)
+        users = None
+    else:
+        table = load_points(df, lat, lon, user_col=user_col, source_name=source_name)
+        kept = ~(pd.to_numeric(df[lat], errors="coerce").isna() | pd.to_numeric(df[lon], errors="coerce").isna())
+        if user_col:
+            kept &= df[user_col].notna() & (df[user_col].astype(str).str.strip() != "")
+        pidx = pidx[kept.to_numpy()]
+        if pidx.size != table.lon.size:
+            raise InputError("Some coordinates could not be matched to their time; fix the coordinate columns "
+                             "(empty or unreadable values) and try again.")
+        lons, lats, users = table.lon, table.lat, table.user
+    oneoff = points_fingerprint(lons, lats) if lons.size else None
+    inside = pidx >= 0  # outside the public range: dropped first
+    lons, lats, pidx = lons[inside], lats[inside], pidx[inside]
+    users = users[inside] if users is not None else None
+    # the population's data, before any sampling (the one-off key's when the range kept every point)
+    whole = oneoff if oneoff is not None and inside.all() else points_fingerprint(lons, lats)
+    keep = keep_for_unit(unit, users, pidx, session, periods)
+    users = users[keep] if users is not None else None
+    inputs = points_inputs(lons[keep], lats[keep], users, pidx[keep], periods, grid,
+                           user_cap if user_col else None)
+    return inputs, whole, oneoff
+
+
+def table_series_inputs(df: pd.DataFrame, column: str, periods: Sequence[Period], columns: list[str],
+                        count: str | None, build: Callable[[pd.DataFrame], Any], unit: Any, session: Any,
+                        user: str | None = None) -> tuple[list[PeriodInput], str]:
+    """The period inputs of a table kind (hierarchy rows, trips), as the CLI and the app build them:
+    ``(inputs, whole)``, ``whole`` the fingerprint of the table over ``columns`` (and ``user``) before
+    any sampling; the rows kept for the unit (:func:`keep_for_unit`), then one input per period
+    (:func:`table_inputs`, ``build(rows)`` one period's aggregate)."""
+    pidx = period_index(df, column, list(periods))
+    fp_cols = columns + ([user] if user else [])
+    whole = frame_fingerprint(df, fp_cols, count)
+    keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session, periods)
+    rows, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
+    return table_inputs(rows, pidx, periods, fp_cols, count, build), whole
+
+
+class _Twice:
+    """An aggregate builder for two users (the cumulative series, then its period's release): built
+    on the first call and kept, handed over and forgotten on the second."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build, self._kept, self._have = build, None, False
+
+    def __call__(self) -> Any:
+        if self._have:
+            out, self._kept, self._have = self._kept, None, False
+            return out
+        self._kept, self._have = self._build(), True
+        return self._kept
+
+
+def shared_aggregates(inputs: Sequence[PeriodInput]) -> list[PeriodInput]:
+    """``inputs`` whose aggregates are built once for a cumulative series and the periods' releases
+    (``--cumulative``), instead of twice; a period that is re-served keeps its aggregate until the
+    inputs are dropped.
+
+    >>> calls = []
+    >>> ins = shared_aggregates([PeriodInput(None, "fp", False, lambda: calls.append(1) or len(calls))])
+    >>> ins[0].aggregate(), ins[0].aggregate(), len(calls)
+    (1, 1, 1)
+    """
+    import dataclasses
+
+    return [dataclasses.replace(i, aggregate=_Twice(i.aggregate)) for i in inputs]
+
+
 def _area(table: Any) -> Any:
     import pyarrow.compute as pc
 
@@ -296,7 +386,8 @@ def _read_text_csv(data: bytes) -> Any:
     import pyarrow.csv as pacsv
 
     names = next(csv.reader(io.StringIO(data.split(b"\n", 1)[0].decode("utf-8"))))
-    return pacsv.read_csv(io.BytesIO(data), convert_options=pacsv.ConvertOptions(
+    return pacsv.read_csv(io.BytesIO(data), read_options=pacsv.ReadOptions(use_threads=len(data) > 1 << 20),
+                          convert_options=pacsv.ConvertOptions(
         column_types={n: pa.string() for n in names}, strings_can_be_null=False, quoted_strings_can_be_null=False))
 
 

@@ -16,13 +16,7 @@ import pandas as pd
 
 from dpcore.cli.common import Made, cli_progress, suppress_rule
 from dpcore.errors import InputError, ParameterError
-from dpcore.series import (
-    frame_fingerprint,
-    keep_for_unit,
-    period_index,
-    points_inputs,
-    table_inputs,
-)
+from dpcore.series import points_series_inputs, shared_aggregates, table_series_inputs
 
 UNITS = ("event", "person-period", "person")
 
@@ -155,6 +149,8 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
         pairs = [(i.period.label, i.fingerprint) for i in inputs if not i.empty]
         budget = session.series_budget(plan.kind, whole_fp, pairs, unit, default=default, horizon_cap=horizon,
                                        population=args.population, oneoff=[oneoff] if oneoff else [])
+    if getattr(args, "cumulative", False):  # the cumulative and the periods build each aggregate once
+        inputs = shared_aggregates(inputs)
     cumulative, cumulative_cost = cumulative_step(args, plan, inputs, cells_of, unit, budget, whole_fp, session)
     show = cli_progress("Releasing the periods")
     series = release_series(plan, inputs, unit=unit, budget=budget, session=session, files_options=files_options,
@@ -225,8 +221,6 @@ def cumulative_step(args: argparse.Namespace, plan: Any, inputs: list[Any],
 def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, session: Any) -> Made:
     """``release points --time-col ...``: the points grouped by period once, one release per period."""
     from dpcore.data.columns import detect_coordinate_columns
-    from dpcore.data.engines.base import points_fingerprint
-    from dpcore.data.points import load_points
     from dpcore.data.tables import read_table
 
     periods = time_options(args)
@@ -234,36 +228,15 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
     if not path.exists():
         raise InputError(f"Input file '{path}' does not exist. Check the path given to --input.")
     df = read_table(path, path.name)
-    pidx = period_index(df, args.time_col, periods)
     lat, lon = args.lat_col, args.lon_col
     if lat is None or lon is None:
         found_lat, found_lon = detect_coordinate_columns(df)
         lat, lon = lat or found_lat, lon or found_lon
-    if df.empty:
-        lons = lats = np.zeros(0)
-        users = None
-    else:
-        # the whole input is read as a one-off release reads it (its budget key), then the range kept
-        table = load_points(df, lat, lon, user_col=args.user_col, source_name=path.name)
-        kept = ~(pd.to_numeric(df[lat], errors="coerce").isna() | pd.to_numeric(df[lon], errors="coerce").isna())
-        if args.user_col:
-            kept &= df[args.user_col].notna() & (df[args.user_col].astype(str).str.strip() != "")
-        pidx = pidx[kept.to_numpy()]
-        if pidx.size != table.lon.size:
-            raise InputError("Some coordinates could not be matched to their time; fix the coordinate columns "
-                             "(empty or unreadable values) and try again.")
-        lons, lats, users = table.lon, table.lat, table.user
-    oneoff = ("points", points_fingerprint(lons, lats)) if lons.size else None
-    inside = pidx >= 0  # outside the public range: dropped first
-    lons, lats, pidx = lons[inside], lats[inside], pidx[inside]
-    users = users[inside] if users is not None else None
     unit = time_unit(args, plan.unit)
     session = series_session(args, session)
-    whole = points_fingerprint(lons, lats)  # the population's data, before any sampling
-    keep = keep_for_unit(unit, users, pidx, session, periods)
-    lons, lats, pidx = lons[keep], lats[keep], pidx[keep]
-    users = users[keep] if users is not None else None
-    inputs = points_inputs(lons, lats, users, pidx, periods, grid, args.user_cap if args.user_col else None)
+    inputs, whole, key = points_series_inputs(df, args.time_col, periods, lat, lon, args.user_col, unit, session, grid,
+                                              args.user_cap, path.name)
+    oneoff = ("points", key) if key is not None else None
     return run_series(args, plan, periods, inputs, whole, {}, make, session, oneoff=oneoff, cells_of=grid_cells)
 
 
@@ -275,16 +248,11 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
     """A series of a table kind (hierarchy, od): the rows grouped by period once, ``build(rows)`` the
     aggregate of one period's rows, ``columns``/``count`` what its content fingerprint reads."""
     periods = time_options(args)
-    pidx = period_index(df, args.time_col, periods)
     unit = time_unit(args, plan.unit)
     if unit.scope != "event" and not user:
         raise ParameterError(f"--unit {unit.scope} needs the person column (--user-col).")
     session = series_session(args, session)
-    fp_cols = columns + ([user] if user else [])
-    whole = frame_fingerprint(df, fp_cols, count)  # the population's data, before any sampling
-    keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session, periods)
-    df, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
-    inputs = table_inputs(df, pidx, periods, fp_cols, count, build)
+    inputs, whole = table_series_inputs(df, args.time_col, periods, columns, count, build, unit, session, user)
     return run_series(args, plan, periods, inputs, whole, files_options, make, session, cap=cap, oneoff=oneoff,
                       cells_of=cells_of)
 

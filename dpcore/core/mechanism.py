@@ -23,7 +23,6 @@ and ``plan.unit``, before it calls :meth:`Mechanism.release`.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -320,12 +319,7 @@ class KindRelease:
     def of(cls, plan: Plan, inner: Any, record: Callable[..., dict[str, Any]],
            files: Callable[..., dict[str, bytes]] | None = None) -> KindRelease:
         rid, created = _record.new_release_id(), _record.created_now()
-        if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
-            names = {f.name for f in dataclasses.fields(inner)}
-            stamp = {k: v for k, v in (("release_id", rid), ("created", created)) if k in names}
-            if stamp:
-                inner = dataclasses.replace(inner, **stamp)
-        return cls(plan, inner, record, rid, created, files)
+        return cls(plan, _record.with_fields(inner, release_id=rid, created=created), record, rid, created, files)
 
     def files(self, ledger: Ledger | None = None, **options: Any) -> dict[str, bytes]:
         """The release's files, name -> bytes, made from the kind's release with ``ledger`` as of the

@@ -158,6 +158,29 @@ def _bucket(t: pd.Timestamp, period: str | pd.Timedelta) -> pd.Timestamp:
     return t
 
 
+def _iso_times(s: pd.Series) -> pd.DatetimeIndex | None:
+    """``s`` read by pyarrow's ISO 8601 parser when every value is an ISO date or time without a
+    zone (``2014-04-01``, ``2014-04-01T06:30:00.5``, a space for the T; the same instants as pandas,
+    ten times faster on millions of rows); None otherwise (pandas reads it: US dates, zones).
+
+    >>> _iso_times(pd.Series(["2014-04-01 06:30:00", None])).tolist()
+    [Timestamp('2014-04-01 06:30:00'), NaT]
+    >>> _iso_times(pd.Series(["4/1/2014 0:11:00"])) is None, _iso_times(pd.Series(["2014-04-01T06:30Z"])) is None
+    (True, True)
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        arr = pa.array(s, from_pandas=True)
+        if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) or arr.null_count == len(arr):
+            return None
+        # the cast is strict: any other text (a zone, a US date, 2014-02-30) is an error, not a guess
+        return pd.DatetimeIndex(pc.cast(arr, pa.timestamp("ns")).to_numpy(zero_copy_only=False))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError, TypeError):
+        return None  # an impossible date (2014-02-30) or out of range: pandas reads it and says so
+
+
 def read_times(values: pd.Series | Iterable, column: str = "time") -> pd.DatetimeIndex:
     """Parse a time column (ISO text, US ``4/1/2014 0:11:00``, dates, or datetimes) without a time zone.
 
@@ -167,6 +190,8 @@ def read_times(values: pd.Series | Iterable, column: str = "time") -> pd.Datetim
     s = pd.Series(values)
     if pd.api.types.is_datetime64_any_dtype(s):
         out = pd.DatetimeIndex(s)
+    elif (fast := _iso_times(s)) is not None:
+        out = fast
     else:
         try:
             # one format inferred from the first value parses a column at once (3.5 M ISO times:

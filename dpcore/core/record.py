@@ -21,6 +21,7 @@ the minute in UTC.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
 import json
@@ -50,6 +51,8 @@ __all__ = [
     "approx_dp_reading",
     "build_record",
     "created_now",
+    "stamp_created",
+    "with_fields",
     "schema_of",
     "header",
     "jsonable",
@@ -84,6 +87,34 @@ def new_release_id() -> str:
     (12, True, True)
     """
     return uuid.uuid4().hex[:12]
+
+
+def with_fields(obj: Any, **values: Any) -> Any:
+    """``obj`` with ``values`` set on the fields it has (a dataclass; anything else as it is).
+
+    >>> import dataclasses
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class R:
+    ...     created: str = ""
+    >>> with_fields(R(), created="t", release_id="x"), with_fields(3, created="t")
+    (R(created='t'), 3)
+    """
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        return obj
+    names = {f.name for f in dataclasses.fields(obj)}
+    stamp = {k: v for k, v in values.items() if k in names}
+    return dataclasses.replace(obj, **stamp) if stamp else obj
+
+
+def stamp_created(obj: Any, created: str) -> Any:
+    """``obj`` (a release, or an envelope with its kind's release as ``inner``) stamped with the
+    time of its charge, the envelope and its ``inner`` alike: the one place a release's
+    ``created`` is set after the charge (:class:`dpcore.core.session.Session`)."""
+    obj = with_fields(obj, created=created)
+    inner = getattr(obj, "inner", None)
+    if inner is not None and dataclasses.is_dataclass(obj):
+        obj = dataclasses.replace(obj, inner=with_fields(inner, created=created))
+    return obj
 
 
 def created_now(now: _dt.datetime | None = None) -> str:

@@ -28,7 +28,6 @@ budget).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dpcore.core.record import stamp_created
 from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.privacy.budget import PrivacyCost, pure, zcdp
 from dpcore.privacy.ledger import Ledger
@@ -267,10 +267,7 @@ class Session:
         entry = ledger.spend(charge.cost, charge.label, charge.details(), unit)
         if isinstance(ledger, JsonLedger):
             ledger.save()
-        out = run()
-        if dataclasses.is_dataclass(out) and any(f.name == "created" for f in dataclasses.fields(out)):
-            out = dataclasses.replace(out, created=entry.time)
-        return out
+        return stamp_created(run(), entry.time)
 
     def release_many(self, ledgers: Sequence[Any], charge: Any, runs: Sequence[Callable[[], R]]) -> list[R]:
         """Charge ``charge`` to each of ``ledgers`` (period ledgers of one series budget) in one
@@ -289,13 +286,7 @@ class Session:
             return [self.release(led, charge, run) for led, run in zip(ledgers, runs, strict=True)]
         unit = charge.unit if charge.unit is not None else Unit()
         entries = budget.spend_many(ledgers, charge.cost, charge.label, charge.details(), unit)
-        outs = []
-        for entry, run in zip(entries, runs, strict=True):
-            out = run()
-            if dataclasses.is_dataclass(out) and any(f.name == "created" for f in dataclasses.fields(out)):
-                out = dataclasses.replace(out, created=entry.time)
-            outs.append(out)
-        return outs
+        return [stamp_created(run(), entry.time) for entry, run in zip(entries, runs, strict=True)]
 
     # -- caps ---------------------------------------------------------------------------------
     def set_cap(self, ledger: Ledger, cap: PrivacyCost, *, confirm: bool = False) -> bool:

@@ -66,7 +66,8 @@ from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width, noise_variance
 from dpcore.privacy.units import Unit
 
-__all__ = ["LevelOutcome", "Proposal", "Target", "parse_target", "plan_for_targets", "round_up", "row_half_width"]
+__all__ = ["LevelOutcome", "Proposal", "Target", "parse_target", "plan_for_targets", "round_down", "round_up",
+           "row_half_width"]
 
 #: Mechanisms whose error the plan cannot state without the data (refused, with the reason).
 DATA_DEPENDENT = {
@@ -137,8 +138,25 @@ def round_up(x: float, digits: int = 4) -> float:
     """
     if x <= 0 or not math.isfinite(x):
         return x
-    step = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    step = _step(x, digits)
     return round(math.ceil(x / step - 1e-9) * step, 12)
+
+
+def round_down(x: float, digits: int = 4) -> float:
+    """``x`` rounded down to ``digits`` significant digits (a budget typed from it stays within a cap).
+
+    >>> round_down(0.1 / 52), round_down(12.0)
+    (0.001923, 12.0)
+    """
+    if x <= 0 or not math.isfinite(x):
+        return x
+    step = _step(x, digits)
+    return round(math.floor(x / step) * step, 12)
+
+
+def _step(x: float, digits: int) -> float:
+    """The place value of the ``digits``-th significant digit of ``x`` (> 0)."""
+    return 10.0 ** (math.floor(math.log10(x)) - digits + 1)
 
 
 def _num(x: float) -> str:

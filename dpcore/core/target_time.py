@@ -17,18 +17,20 @@ every period, which the curator must see next to it (Google's and Meta's user-da
 nothing of a year).  A horizon cap (an office's annual budget for a population) refuses a plan
 whose horizon figure would pass it, with the per-period budget the cap allows.
 
-Worked example (:func:`gaussian_target_rho`): ±20 at 90 % with ``Δ₂ = 1`` needs ``σ = 20/1.645 =
+Worked example (the normal closed form ``σ = h/z``, ``ρ = Δ₂²/(2σ²)``): ±20 at 90 % with ``Δ₂ = 1`` needs ``σ = 20/1.645 =
 12.2``, so ``ρ_week = 1/(2σ²) = 0.0034`` (ε ≈ 0.44 at δ = 1e-6 by the classic bound, whose
 ``2√(ρ ln(1/δ))`` term alone is the 0.43 sometimes quoted) and ``ρ_year = 52 × 0.0034 = 0.176``
 (ε ≈ 3.3).  The planner's own figure uses the exact discrete
 Gaussian quantile (an integer error of at most 20 with probability 90 %), a little smaller.
 
 >>> from dpcore.privacy.budget import zcdp
->>> r = gaussian_target_rho(20, 0.90)
->>> round(r["sigma"], 1), round(r["rho"], 4), round(52 * r["rho"], 3)
+>>> from dpcore.privacy.calibration import normal_z
+>>> sigma = 20 / normal_z(0.90)
+>>> rho = 1 / (2 * sigma**2)
+>>> round(sigma, 1), round(rho, 4), round(52 * rho, 3)
 (12.2, 0.0034, 0.176)
->>> h = horizon_figure(zcdp(r["rho"]), 52)
->>> round(h["epsilon_classic"], 1), round(horizon_figure(zcdp(r["rho"]), 1)["epsilon_classic"], 2)
+>>> h = horizon_figure(zcdp(rho), 52)
+>>> round(h["epsilon_classic"], 1), round(horizon_figure(zcdp(rho), 1)["epsilon_classic"], 2)
 (3.3, 0.44)
 """
 
@@ -39,11 +41,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpcore.core.record import approx_dp_reading
+from dpcore.core.target import round_down
 from dpcore.errors import BudgetError, ParameterError
 from dpcore.privacy.budget import PrivacyCost
-from dpcore.privacy.calibration import normal_z
 
-__all__ = ["TimePlan", "gaussian_target_rho", "horizon_figure", "plan_over_time"]
+__all__ = ["TimePlan", "horizon_figure", "plan_over_time"]
 
 
 def _count(periods: Any) -> int:
@@ -51,22 +53,6 @@ def _count(periods: Any) -> int:
         raise ParameterError(f"The number of periods must be a whole number of at least 1 (got {periods!r}), "
                              "e.g. --periods 52 for a year of weeks.")
     return periods
-
-
-def gaussian_target_rho(half_width: float, coverage: float = 0.95, l2_sensitivity: float = 1.0) -> dict[str, float]:
-    """The closed form of one Gaussian count's target: ``σ = h/z_c`` and ``ρ = Δ₂²/(2σ²)``.
-
-    The normal reading (continuous Gaussian); the planner itself uses the exact discrete
-    quantile where a count is one draw.
-
-    >>> {k: round(v, 4) for k, v in gaussian_target_rho(20, 0.9).items()}
-    {'z': 1.6449, 'sigma': 12.1591, 'rho': 0.0034}
-    """
-    if not (isinstance(half_width, (int, float)) and math.isfinite(half_width) and half_width > 0):
-        raise ParameterError(f"The target error must be a positive number (got {half_width!r}), e.g. 20.")
-    z = normal_z(coverage)
-    sigma = half_width / z
-    return {"z": z, "sigma": sigma, "rho": l2_sensitivity**2 / (2.0 * sigma * sigma)}
 
 
 def horizon_figure(per_period: PrivacyCost, periods: int, delta: float = 1e-6) -> dict[str, Any]:
@@ -161,20 +147,10 @@ fewer weeks, or raise the cap (a recorded decision).
     tp = TimePlan(per_period, P, period_name, h, None if horizon_cap is None else float(horizon_cap))
     if tp.within_cap is False:
         sym = "ρ" if per_period.definition == "zcdp" else "ε"
-        allowed = _round_down(float(horizon_cap) / P)
+        allowed = round_down(float(horizon_cap) / P)
         raise BudgetError(
             f"{P} {period_name}s at {sym} = {per_period.value:.4g} each cost a person present in every "
             f"{period_name} {sym} = {h['value']:.4g}, above the horizon cap {sym} = {horizon_cap:g}. Within the cap "
             f"each {period_name} may spend at most {sym} = {allowed:.4g}: loosen the target error, release fewer "
             f"{period_name}s, or raise the cap (a recorded decision).")
     return tp
-
-
-def _round_down(x: float, digits: int = 4) -> float:
-    """``x`` rounded down to ``digits`` significant digits (a budget typed from it stays within the cap).
-
-    >>> _round_down(0.1 / 52)
-    0.001923
-    """
-    e = math.floor(math.log10(x)) - digits + 1
-    return math.floor(x / 10.0**e) * 10.0**e if e < 0 else math.floor(x / 10**e) * 10**e

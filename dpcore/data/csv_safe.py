@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,9 +74,29 @@ def escape_cell(value: str) -> str:
     return _LINE_START.sub(r"\1'", value)
 
 
-def _text_column(s: pd.Series) -> bool:
-    return bool(pd.api.types.is_object_dtype(s.dtype) or pd.api.types.is_string_dtype(s.dtype)
-                or isinstance(s.dtype, pd.CategoricalDtype))
+def _text_dtype(dtype: object) -> bool:
+    return bool(pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
+                or isinstance(dtype, pd.CategoricalDtype))
+
+
+def _arrow_bytes(table: Any, write: Callable[[Any], bytes], numbers_as_text: bool) -> bytes:
+    """:func:`csv_bytes` of a pyarrow Table: ``write(table)`` when no text cell or name could run as
+    a formula (checked by pyarrow's kernels, no copy); else the one pandas rule on a copy, written
+    back as a Table."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def risky(col: Any) -> bool:
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(pa.string())
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            return False
+        return bool(pc.any(pc.match_substring_regex(col, _PATTERN)).as_py())
+
+    if not any(_MASK.search(c) for c in table.column_names) and not any(risky(c) for c in table.columns):
+        return write(table)
+    return csv_bytes(table.to_pandas(), lambda d: write(pa.Table.from_pandas(d, preserve_index=False)),
+                     numbers_as_text=numbers_as_text)
 
 
 def _formula_mask(vals: np.ndarray) -> np.ndarray:
@@ -98,7 +119,7 @@ def _formula_mask(vals: np.ndarray) -> np.ndarray:
 _NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
 
 
-def csv_bytes(df: pd.DataFrame, write: Callable[[pd.DataFrame], bytes], *, numbers_as_text: bool = False) -> bytes:
+def csv_bytes(df: Any, write: Callable[[Any], bytes], *, numbers_as_text: bool = False) -> bytes:
     """Write ``df`` as CSV with ``write`` (the exporter's own pandas or pyarrow call), with every
     text cell and header name that could run as a formula escaped (:func:`escape_cell`).
 
@@ -108,8 +129,9 @@ def csv_bytes(df: pd.DataFrame, write: Callable[[pd.DataFrame], bytes], *, numbe
 
     Parameters
     ----------
-    df : pandas.DataFrame
-        The table to export (no index is written; ``write`` decides the format).
+    df : pandas.DataFrame or pyarrow.Table
+        The table to export (no index is written; ``write`` decides the format).  A Table is
+        handed to ``write`` as a Table (writers that build their columns as arrays skip pandas).
     write : callable
         ``DataFrame -> bytes`` (UTF-8 CSV with a header row), e.g.
         ``lambda d: d.to_csv(index=False).encode("utf-8")``.
@@ -126,13 +148,14 @@ def csv_bytes(df: pd.DataFrame, write: Callable[[pd.DataFrame], bytes], *, numbe
     '=1+2,-3
     "'=A1,B1",1
     """
+    if not isinstance(df, pd.DataFrame):  # a pyarrow Table, written by ``write`` as it is
+        return _arrow_bytes(df, write, numbers_as_text)
     cols = list(df.columns)
     head = [isinstance(c, str) and _MASK.search(c) is not None for c in cols]
     escaped: dict[int, np.ndarray] = {}
-    for j in range(df.shape[1]):
+    text = [j for j, dt in enumerate(df.dtypes) if _text_dtype(dt)]  # numbers are never escaped: not read
+    for j in text:
         s = df.iloc[:, j]
-        if not _text_column(s):
-            continue
         vals = s.to_numpy(dtype=object)
         m = _formula_mask(vals)
         if numbers_as_text and m.any():

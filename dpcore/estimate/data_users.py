@@ -26,34 +26,21 @@ from numpy.typing import NDArray
 
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import ParameterError
-from dpcore.estimate.gls import DESIGN_SCHEMA, Measurements, measurements_from
+from dpcore.estimate.data_user_format import (
+    DATA_USER_FILES,
+    DESIGN_SCHEMA,
+    MEASUREMENT_COLUMNS,
+    section,
+    variance_of,
+)
+from dpcore.estimate.gls import Measurements, measurements_from
 from dpcore.estimate.tree_inference import tree_least_squares
 
 __all__ = ["DATA_USER_FILES", "MEASUREMENT_COLUMNS", "DataUserPack", "design_dict", "estimates_csv",
            "measurements_frame", "pack_files", "node_estimates", "section", "variance_of"]
 
-MEASUREMENT_COLUMNS = ("measurement_id", "level", "node", "value", "family", "scale", "variance", "share",
-                       "phase")
 INDEPENDENT = ("The noise draws of all measurements are independent of each other and of the data, with "
                "mean 0 and the variance given (exact for the discrete Laplace and discrete Gaussian).")
-
-
-#: The data users' files every kind writes.
-DATA_USER_FILES = ("measurements.csv", "design.json", "estimates.csv")
-
-
-def section(note: str, map_shows: str = "published") -> dict[str, Any]:
-    """The record's ``data_users`` section: the files, which value the map shows, and ``note``."""
-    return {"files": list(DATA_USER_FILES), "map_shows": map_shows, "note": note}
-
-
-def variance_of(family: str, scale: Any) -> float:
-    """The exact variance of one draw of ``family`` with ``scale`` (``gaussian_grid``: σ²)."""
-    if family == "gaussian_grid":
-        return float(scale) ** 2
-    from dpcore.privacy.calibration import noise_variance
-
-    return float(noise_variance(family, scale))
 
 
 @dataclass(frozen=True)

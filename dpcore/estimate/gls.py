@@ -57,6 +57,7 @@ from scipy.sparse.linalg import LinearOperator, cg
 
 from dpcore.data.synthetic import public_generator
 from dpcore.errors import ParameterError
+from dpcore.estimate.data_user_format import DESIGN_SCHEMA
 from dpcore.estimate.tree_inference import tree_least_squares
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import discrete_gaussian_variance
@@ -75,8 +76,6 @@ __all__ = [
     "union_variance",
 ]
 
-#: The schema of design.json.
-DESIGN_SCHEMA = "dpcore-design/1"
 #: The relative residual at which conjugate gradients stop.
 CG_RTOL = 1e-12
 

@@ -27,6 +27,8 @@ value is a DP output or public.
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -35,15 +37,18 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcore.data.csv_safe import csv_bytes
+from dpcore.estimate.data_user_format import (
+    DATA_USER_FILES,
+    DESIGN_SCHEMA,
+    ESTIMATE_COLUMNS,
+    MEASUREMENT_COLUMNS,
+    noise_of,
+    section,
+)
 from dpcore.points.release import PartitionRelease
-from dpcore.privacy import noise as _noise
-from dpcore.privacy.calibration import gaussian_sigma_for_rho, laplace_scale_for_epsilon
 
 __all__ = ["DATA_USER_FILES", "CONDITIONAL", "data_user_files", "data_users_section", "leaves_within",
            "measurement_frame", "estimate_frame", "design"]
-
-#: The data users' files of every points release, in the order they are written.
-DATA_USER_FILES = ("measurements.csv", "design.json", "estimates.csv")
 
 #: Mechanisms whose partition depends on the data: their count phase is offered conditional on it.
 CONDITIONAL = frozenset({"privtree", "ag", "htf", "dawa", "ug", "kdtree"})
@@ -58,10 +63,6 @@ NOT_OFFERED = {
             "counts are their least-squares estimates.",
 }
 
-MEASUREMENT_COLUMNS = ["measurement_id", "level", "node", "value", "family", "scale", "variance", "share",
-                       "phase"]
-ESTIMATE_COLUMNS = ["level", "code", "estimate", "variance", "sd", "published"]
-
 
 def _base(release: PartitionRelease) -> str:
     """The mechanism that drew the counts (``auto``'s choice for ``auto``)."""
@@ -75,28 +76,26 @@ def _conditional(release: PartitionRelease) -> bool:
     return _base(release) in CONDITIONAL or (release.mechanism == "auto" and "noisy_point_count" in release.public)
 
 
-def _family(release: PartitionRelease) -> str:
-    return "discrete_laplace" if release.cost.definition == "pure" else "discrete_gaussian"
-
-
-def _scale_variance(release: PartitionRelease, budgets: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
-    """Each budget's noise scale (t or σ) and the noise's exact variance (one evaluation per value)."""
+def _scale_variance(release: PartitionRelease, budgets: NDArray[np.float64]) -> tuple[NDArray, NDArray, str]:
+    """Each budget's noise scale (t or σ), the noise's exact variance (one evaluation per distinct
+    budget) and the family (:func:`~dpcore.estimate.data_user_format.noise_of`, the release's rule)."""
     values, inverse = np.unique(budgets, return_inverse=True)
-    k = release.sensitivity
-    if release.cost.definition == "pure":
-        scale = [laplace_scale_for_epsilon(b, k) for b in values.tolist()]
-        var = [_noise.discrete_laplace_variance(t) for t in scale]
-    else:
-        scale = [gaussian_sigma_for_rho(b, k) for b in values.tolist()]
-        var = [_noise.discrete_gaussian_variance(s) for s in scale]
-    scale_a = np.array([float(s) for s in scale], dtype=np.float64)
-    return scale_a[inverse.ravel()], np.array(var, dtype=np.float64)[inverse.ravel()]
+    noise = [noise_of(release.cost.definition, b, release.sensitivity) for b in values.tolist()]
+    family = noise[0][0] if noise else noise_of(release.cost.definition, 1.0, 1)[0]
+    scale = np.array([float(s) for _, s, _ in noise], dtype=np.float64)
+    var = np.array([v for _, _, v in noise], dtype=np.float64)
+    return scale[inverse.ravel()], var[inverse.ravel()], family
+
+
+#: Leaf × rectangle pairs up to which :func:`leaves_within` tests them directly (no labelled grid).
+_PAIRS = 1 << 20
 
 
 def leaves_within(release: PartitionRelease) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Pairs ``(rect, leaf position)``: the leaves (their position among the leaves, in id order)
     each rectangle of the release is made of.  One labelled grid per level (rectangles of one level
-    are disjoint), so the cost is O(levels × cells).
+    are disjoint), so the cost is O(levels × cells); a level with fewer leaf × rectangle pairs than
+    cells is tested pair by pair instead (vectorised).
 
     >>> from dpcore.data.domain import Bounds, Grid
     >>> from dpcore.privacy.budget import pure
@@ -114,13 +113,20 @@ def leaves_within(release: PartitionRelease) -> tuple[NDArray[np.int64], NDArray
     for lv in np.unique(release.level).tolist():
         idx = np.flatnonzero(release.level == lv)
         r = release.rects[idx]
-        diff = np.zeros((g.rows + 1, g.cols + 1), dtype=np.int64)
         lab = idx + 1
-        np.add.at(diff, (r[:, 0], r[:, 2]), lab)
-        np.add.at(diff, (r[:, 1], r[:, 2]), -lab)
-        np.add.at(diff, (r[:, 0], r[:, 3]), -lab)
-        np.add.at(diff, (r[:, 1], r[:, 3]), lab)
-        owner = np.cumsum(np.cumsum(diff, axis=0), axis=1)[corner[:, 0], corner[:, 1]] - 1
+        if corner.shape[0] * idx.size <= min(_PAIRS, (g.rows + 1) * (g.cols + 1)):
+            # few leaves and rectangles (a small release, such as one day of a series): test each
+            # leaf corner against each rectangle, the same label sums as the grid below
+            y, x = corner[:, :1], corner[:, 1:]
+            inside = (r[:, 0] <= y) & (y < r[:, 1]) & (r[:, 2] <= x) & (x < r[:, 3])
+            owner = inside.astype(np.int64) @ lab - 1
+        else:
+            diff = np.zeros((g.rows + 1, g.cols + 1), dtype=np.int64)
+            np.add.at(diff, (r[:, 0], r[:, 2]), lab)
+            np.add.at(diff, (r[:, 1], r[:, 2]), -lab)
+            np.add.at(diff, (r[:, 0], r[:, 3]), -lab)
+            np.add.at(diff, (r[:, 1], r[:, 3]), lab)
+            owner = np.cumsum(np.cumsum(diff, axis=0), axis=1)[corner[:, 0], corner[:, 1]] - 1
         hit = np.flatnonzero(owner >= 0)
         nodes.append(owner[hit])
         leaves.append(hit)
@@ -146,24 +152,87 @@ def _measured(release: PartitionRelease) -> NDArray[np.float64] | None:
     return out
 
 
+@dataclass
+class _Parts:
+    """What the three files share, each computed once per release (a series of 365 daily
+    releases pays per release what is computed here)."""
+
+    release: PartitionRelease
+
+    @cached_property
+    def value(self) -> NDArray[np.float64] | None:
+        return _measured(self.release)
+
+    @cached_property
+    def within(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        return leaves_within(self.release)
+
+    @cached_property
+    def leaf_idx(self) -> NDArray[np.int64]:
+        return self.release.leaf_index()
+
+    @cached_property
+    def budgets(self) -> NDArray[np.float64]:
+        return self.release.budgets()
+
+    def measurement_columns(self) -> dict[str, Any]:
+        rel, value = self.release, self.value
+        idx = np.array([], dtype=np.int64) if value is None else np.flatnonzero(np.isfinite(value))
+        share = self.budgets[idx]
+        scale, var, family = _scale_variance(rel, share)
+        vals = value[idx] if value is not None else np.array([], dtype=np.float64)
+        return {"measurement_id": np.arange(idx.size, dtype=np.int64),
+                "level": rel.level[idx].astype(np.int64),
+                "node": idx.astype(np.int64),  # the rectangle's release.csv id (the same text as a code)
+                "value": np.round(vals).astype(np.int64),  # discrete noise on integer counts: integers
+                "family": family, "scale": scale, "variance": var, "share": share, "phase": "count"}
+
+    def estimate_columns(self) -> dict[str, Any]:
+        rel = self.release
+        if rel.measured is not None or _base(rel) in NOT_OFFERED:
+            est = np.asarray(rel.noisy, dtype=np.float64)
+            var = np.asarray(rel.sd, dtype=np.float64) ** 2
+        else:
+            _, leaf_var, _ = _scale_variance(rel, self.budgets[self.leaf_idx])
+            node, leaf = self.within
+            est = np.bincount(node, weights=rel.noisy[self.leaf_idx][leaf], minlength=rel.n_rects)
+            var = np.bincount(node, weights=leaf_var[leaf], minlength=rel.n_rects)
+        return _estimates(rel, est, var)
+
+    def design(self) -> dict[str, Any]:
+        rel, value = self.release, self.value
+        node, leaf = self.within
+        keep = np.zeros(node.size, dtype=bool) if value is None else np.isfinite(value)[node]
+        nodes = _node_cells(node[keep], leaf[keep])
+        conditional = _conditional(rel)
+        statement = ("The noise draws of all measurements are independent (exact discrete samplers); each "
+                     "measurement is the sum of the listed cells plus its own noise.")
+        if conditional:
+            statement += (" The partition was chosen from the data under its own budget: only the count phase is "
+                          "offered, and it is unbiased conditional on the published partition.")
+        out = _design_head(rel, self.leaf_idx, nodes, statement, conditional)
+        if value is None:
+            out["measurements_offered"] = False
+            out["why"] = NOT_OFFERED[_base(rel)]
+        return out
+
+
+def _estimates(release: PartitionRelease, est: NDArray[np.float64], var: NDArray[np.float64]) -> dict[str, Any]:
+    return {"level": release.level.astype(np.int64), "code": np.arange(release.n_rects, dtype=np.int64),
+            "estimate": est, "variance": var, "sd": np.sqrt(var), "published": np.asarray(release.noisy)}
+
+
+def _design_head(release: PartitionRelease, leaf_idx: NDArray[np.int64], nodes: dict[str, list[int]],
+                 statement: str, conditional: bool) -> dict[str, Any]:
+    """``design.json`` up to the measurements' statement (``cell_bounds`` last)."""
+    return {"schema": DESIGN_SCHEMA, "kind": "points", "cells": _codes(leaf_idx), "nodes": nodes, "invariants": [],
+            "independent": True, "statement": statement, "conditional_on_partition": conditional,
+            "cell_bounds": np.round(release.grid.rect_lonlat(release.rects[leaf_idx]), 7).tolist()}
+
+
 def measurement_frame(release: PartitionRelease) -> pd.DataFrame:
     """``measurements.csv``: one row per count-phase noisy measurement, before post-processing."""
-    value = _measured(release)
-    idx = np.array([], dtype=np.int64) if value is None else np.flatnonzero(np.isfinite(value))
-    budgets = release.budgets()[idx]
-    scale, var = _scale_variance(release, budgets)
-    vals = value[idx] if value is not None else np.array([], dtype=np.float64)
-    return pd.DataFrame({
-        "measurement_id": np.arange(idx.size, dtype=np.int64),
-        "level": release.level[idx].astype(np.int64),
-        "node": idx.astype(np.int64),  # the rectangle's release.csv id (the same text as a code)
-        "value": np.round(vals).astype(np.int64),  # discrete noise on integer counts: integers
-        "family": _family(release),
-        "scale": scale,
-        "variance": var,
-        "share": budgets,
-        "phase": "count",
-    })[MEASUREMENT_COLUMNS]
+    return pd.DataFrame(_Parts(release).measurement_columns())[list(MEASUREMENT_COLUMNS)]
 
 
 def estimate_frame(release: PartitionRelease) -> pd.DataFrame:
@@ -171,54 +240,18 @@ def estimate_frame(release: PartitionRelease) -> pd.DataFrame:
     variance, beside the released value.  Least-squares trees release these estimates already
     (exact variances); where the leaves are the measurements, a rectangle's estimate is the sum of
     its leaves' and its variance the sum of theirs (independent draws)."""
-    if release.measured is not None or _base(release) in NOT_OFFERED:
-        est = np.asarray(release.noisy, dtype=np.float64)
-        var = np.asarray(release.sd, dtype=np.float64) ** 2
-    else:
-        leaf_idx = release.leaf_index()
-        _, leaf_var = _scale_variance(release, release.budgets()[leaf_idx])
-        node, leaf = leaves_within(release)
-        est = np.bincount(node, weights=release.noisy[leaf_idx][leaf], minlength=release.n_rects)
-        var = np.bincount(node, weights=leaf_var[leaf], minlength=release.n_rects)
-    return pd.DataFrame({
-        "level": release.level.astype(np.int64), "code": np.arange(release.n_rects, dtype=np.int64),
-        "estimate": est, "variance": var, "sd": np.sqrt(var), "published": release.noisy,
-    })[ESTIMATE_COLUMNS]
+    return pd.DataFrame(_Parts(release).estimate_columns())[list(ESTIMATE_COLUMNS)]
 
 
 def design(release: PartitionRelease) -> dict[str, Any]:
     """``design.json``: the finest cells (the leaves, by ``release.csv`` id), the leaves each
     measured rectangle sums, each leaf's lon/lat rectangle, and the statements on the draws."""
-    leaf_idx = release.leaf_index()
-    value = _measured(release)
-    node, leaf = leaves_within(release)
-    measured = set() if value is None else set(np.flatnonzero(np.isfinite(value)).tolist())
-    keep = np.isin(node, sorted(measured))
-    nodes = _node_cells(node[keep], leaf[keep])
-    box = np.round(release.grid.rect_lonlat(release.rects[leaf_idx]), 7)
-    conditional = _conditional(release)
-    statement = ("The noise draws of all measurements are independent (exact discrete samplers); each "
-                 "measurement is the sum of the listed cells plus its own noise.")
-    if conditional:
-        statement += (" The partition was chosen from the data under its own budget: only the count phase is "
-                      "offered, and it is unbiased conditional on the published partition.")
-    out: dict[str, Any] = {
-        "schema": "dpcore-design/1", "kind": "points",
-        "cells": _codes(leaf_idx), "nodes": nodes, "invariants": [],
-        "independent": True, "statement": statement, "conditional_on_partition": conditional,
-        "cell_bounds": box.tolist(),
-    }
-    if value is None:
-        out["measurements_offered"] = False
-        out["why"] = NOT_OFFERED[_base(release)]
-    return out
+    return _Parts(release).design()
 
 
 def _codes(idx: NDArray[np.int64]) -> list[str]:
     """Release ids as the codes of ``release.csv`` (text)."""
-    import pyarrow as pa
-
-    return pa.array(np.asarray(idx, dtype=np.int64)).cast(pa.string()).to_pylist()
+    return np.asarray(idx, dtype=np.int64).astype(str).tolist()
 
 
 def _node_cells(node: NDArray[np.int64], leaf: NDArray[np.int64]) -> dict[str, list[int]]:
@@ -232,18 +265,24 @@ def _node_cells(node: NDArray[np.int64], leaf: NDArray[np.int64]) -> dict[str, l
     return {str(int(ns[0])): ls.tolist() for ns, ls in zip(np.split(node, cuts), np.split(leaf, cuts), strict=True)}
 
 
-def _csv(df: pd.DataFrame) -> bytes:
+def _csv(columns: dict[str, Any], names: tuple[str, ...]) -> bytes:
+    """The columns (arrays; a text value is repeated) as CSV, straight through pyarrow (no pandas:
+    a DataFrame and its conversion cost more than the writing for a small release)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    n = next(len(v) for v in columns.values() if isinstance(v, np.ndarray))
+    table = pa.table({c: pa.repeat(columns[c], n) if isinstance(columns[c], str) else pa.array(columns[c])
+                      for c in names})
+
     # pyarrow: a million rows in under a second (shortest round-trip text of floats); the helper
     # finds no text column that starts like a formula (codes are digits, families fixed words)
-    def write(d: pd.DataFrame) -> bytes:
+    def write(t: Any) -> bytes:
         buf = io.BytesIO()
-        pacsv.write_csv(pa.Table.from_pandas(d, preserve_index=False), buf, pacsv.WriteOptions(quoting_style="none"))
+        pacsv.write_csv(t, buf, pacsv.WriteOptions(quoting_style="none"))
         return buf.getvalue()
 
-    return csv_bytes(df, write)
+    return csv_bytes(table, write)
 
 
 def data_user_files(release: PartitionRelease) -> dict[str, bytes]:
@@ -252,32 +291,27 @@ def data_user_files(release: PartitionRelease) -> dict[str, bytes]:
     They are made after the budget is charged, so they never refuse: a release whose rectangles are
     not unions of its leaves gets files that offer no measurement and say why, with the published
     values and their analytic variances as the estimates."""
+    parts = _Parts(release)
     try:
         return {
-            "measurements.csv": _csv(measurement_frame(release)),
-            "design.json": orjson.dumps(design(release)),  # compact: a million cells stay ~100 bytes each
-            "estimates.csv": _csv(estimate_frame(release)),
+            "measurements.csv": _csv(parts.measurement_columns(), MEASUREMENT_COLUMNS),
+            "design.json": orjson.dumps(parts.design()),  # compact: a million cells stay ~100 bytes each
+            "estimates.csv": _csv(parts.estimate_columns(), ESTIMATE_COLUMNS),
         }
     except ValueError as err:
-        leaf_idx = release.leaf_index()
         var = np.asarray(release.sd, dtype=np.float64) ** 2
-        none = {"schema": "dpcore-design/1", "kind": "points", "cells": _codes(leaf_idx), "nodes": {},
-                "invariants": [], "independent": True, "statement": "No measurement is offered.",
-                "conditional_on_partition": _conditional(release), "measurements_offered": False, "why": str(err),
-                "cell_bounds": np.round(release.grid.rect_lonlat(release.rects[leaf_idx]), 7).tolist()}
-        est = pd.DataFrame({"level": release.level.astype(np.int64), "code": np.arange(release.n_rects, dtype=np.int64),
-                            "estimate": release.noisy, "variance": var, "sd": np.sqrt(var), "published": release.noisy})
+        none = {**_design_head(release, parts.leaf_idx, {}, "No measurement is offered.", _conditional(release)),
+                "measurements_offered": False, "why": str(err)}
+        none["cell_bounds"] = none.pop("cell_bounds")  # after the reason, as before
         return {"measurements.csv": (",".join(MEASUREMENT_COLUMNS) + "\n").encode(),
-                "design.json": orjson.dumps(none), "estimates.csv": _csv(est[ESTIMATE_COLUMNS])}
+                "design.json": orjson.dumps(none),
+                "estimates.csv": _csv(_estimates(release, np.asarray(release.noisy, dtype=np.float64), var),
+                                      ESTIMATE_COLUMNS)}
 
 
 def data_users_section(release: PartitionRelease) -> dict[str, Any]:
     """The record's ``data_users`` section: the files and which value the map and tables show."""
-    return {
-        "files": list(DATA_USER_FILES),
-        "map_shows": "published",
-        "published": "release.csv's noisy_count: the released counts (negative values kept, not rounded)",
-        "estimates": "estimates.csv: least-squares (GLS) estimates with exact variances from measurements.csv",
-        "measurements_offered": _measured(release) is not None,
-        "conditional_on_partition": _conditional(release),
-    }
+    return section(
+        published="release.csv's noisy_count: the released counts (negative values kept, not rounded)",
+        estimates="estimates.csv: least-squares (GLS) estimates with exact variances from measurements.csv",
+        measurements_offered=_measured(release) is not None, conditional_on_partition=_conditional(release))

@@ -36,10 +36,11 @@ CSV_COLUMNS = [
 COORD_DECIMALS = 7
 
 
-def release_frame(release: PartitionRelease) -> pd.DataFrame:
-    """One row per released rectangle (every level), in the CSV's column order."""
-    # rounded as numpy arrays, then one DataFrame: a column-by-column pandas assignment cost
-    # ~20 ms per release, which a series of 365 daily releases pays 365 times
+def release_columns(release: PartitionRelease) -> dict[str, np.ndarray]:
+    """The columns of ``release.csv`` as arrays, in the CSV's order (rounded as published)."""
+    # rounded as numpy arrays and written without pandas: a DataFrame and its conversion to
+    # pyarrow cost more than the writing for a small release, which a series of 365 daily
+    # releases pays 365 times
     t = release.table()
     for c in ("west", "south", "east", "north"):
         t[c] = np.round(t[c], COORD_DECIMALS)
@@ -47,26 +48,37 @@ def release_frame(release: PartitionRelease) -> pd.DataFrame:
     if np.all(np.mod(release.noisy, 1) == 0):
         for c in ("noisy_count", "ci95_low", "ci95_high"):
             t[c] = np.round(t[c]).astype(np.int64)
-    return pd.DataFrame({c: t[c] for c in CSV_COLUMNS})
+    return {c: t[c] for c in CSV_COLUMNS}
 
 
-def release_csv(release: PartitionRelease, frame: pd.DataFrame | None = None) -> bytes:
-    """``release.csv``: one row per released rectangle, header first (``frame``: its
-    :func:`release_frame`, when already made)."""
+def release_frame(release: PartitionRelease) -> pd.DataFrame:
+    """One row per released rectangle (every level), in the CSV's column order."""
+    return pd.DataFrame(release_columns(release))
+
+
+def _arrow(frame: pd.DataFrame | dict[str, np.ndarray]) -> Any:
     import pyarrow as pa
+
+    if isinstance(frame, pd.DataFrame):
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    return pa.table({c: pa.array(np.asarray(v)) for c, v in frame.items()})
+
+
+def release_csv(release: PartitionRelease, frame: pd.DataFrame | dict[str, np.ndarray] | None = None) -> bytes:
+    """``release.csv``: one row per released rectangle, header first (``frame``: its
+    :func:`release_frame` or :func:`release_columns`, when already made)."""
     import pyarrow.csv as pacsv
 
     # pyarrow writes a million rows in well under a second; pandas.to_csv takes ~7 s.
-    def write(df: pd.DataFrame) -> bytes:
+    def write(table: Any) -> bytes:
         buf = io.BytesIO()
-        pacsv.write_csv(pa.Table.from_pandas(df, preserve_index=False), buf,
-                        pacsv.WriteOptions(quoting_style="none"))
+        pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none"))
         return buf.getvalue()
 
-    return csv_bytes(release_frame(release) if frame is None else frame, write)
+    return csv_bytes(_arrow(release_columns(release) if frame is None else frame), write)
 
 
-def release_geojson(release: PartitionRelease, frame: pd.DataFrame | None = None) -> bytes:
+def release_geojson(release: PartitionRelease, frame: pd.DataFrame | dict[str, np.ndarray] | None = None) -> bytes:
     """A FeatureCollection of lon/lat rectangles with the CSV's properties (RFC 7946).
 
     Built with pyarrow's vectorised string kernels: a Python dict per feature
@@ -75,8 +87,8 @@ def release_geojson(release: PartitionRelease, frame: pd.DataFrame | None = None
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    df = release_frame(release) if frame is None else frame
-    txt = {c: pc.cast(pa.array(df[c].to_numpy()), pa.string()) for c in CSV_COLUMNS}
+    df = release_columns(release) if frame is None else frame
+    txt = {c: pc.cast(pa.array(np.asarray(df[c])), pa.string()) for c in CSV_COLUMNS}
     w, s, e, n = (txt[c] for c in ("west", "south", "east", "north"))
 
     def pt(x: pa.Array, y: pa.Array) -> list[Any]:
@@ -256,7 +268,7 @@ def release_tables(release: PartitionRelease, *, geojson: bool = True) -> dict[s
     ``release.csv``, ``release.geojson`` (unless ``geojson`` is False) and ``workload_answers.csv``
     for the matrix mechanism.  The app makes them after the page of a large release is drawn; its
     ``release.json`` was made at the charge (:func:`release_files` with ``tables=False``)."""
-    frame = release_frame(release)
+    frame = release_columns(release)
     files = {"release.csv": release_csv(release, frame)}
     if geojson:
         files["release.geojson"] = release_geojson(release, frame)

@@ -42,7 +42,6 @@ are the same people).  A one-off release finds the series it is linked to by its
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
@@ -177,8 +176,8 @@ class LinkedLedger(StoredLedger):
 
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         super().check(cost, unit)
-        with contextlib.closing(self._store._connect()) as con:  # noqa: SLF001 - the same package's store
-            self._linked_check(con, cost, unit)
+        with self._lock:  # the ledger's own read connection (StoredLedger), not a new one per check
+            self._linked_check(self._read, cost, unit)
 
     def _before_spend(self, con: sqlite3.Connection, cost: PrivacyCost, unit: Unit | None) -> None:
         self._linked_check(con, cost, unit)

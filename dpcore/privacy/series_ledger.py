@@ -186,9 +186,11 @@ class PeriodLedger(StoredLedger):
         # first charge's transaction (one commit per period, not two); until then it reads as new
         key = f"{budget.population}@{period if budget.unit.parallel else HORIZON}"
         Ledger.__init__(self, default_cap, dataset=key, unit=budget.unit.base)
-        self._lock = threading.RLock()
+        # the budget's one read connection and its lock, shared by its period ledgers (a year of
+        # daily periods would otherwise hold a connection, a file descriptor, per period)
+        self._lock = budget._lock  # noqa: SLF001 - the same module's budget
         self._store, self._fp = budget.store, key
-        self._read = budget.store._connect(check_same_thread=False)  # noqa: SLF001
+        self._read = budget._reader()  # noqa: SLF001
         self._version = None
         self.series = budget
         self.period = str(period)
@@ -196,6 +198,9 @@ class PeriodLedger(StoredLedger):
 
     #: What the linked one-off releases of the same data count in this period (part of ``spent``).
     oneoff: float = 0.0
+
+    def __del__(self) -> None:  # the read connection is the budget's: it stays open
+        pass
 
     def _load(self, con: Any) -> None:
         if con.execute("SELECT 1 FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone() is not None:
@@ -245,6 +250,21 @@ class SeriesBudget:
                  default_cap: PrivacyCost, horizon_cap: PrivacyCost | None, name: str | None) -> None:
         self.store, self.population, self.kind, self.unit = store, population, kind, unit
         self.default_cap, self.horizon_cap, self.name = default_cap, horizon_cap, name
+        self._lock = threading.RLock()
+        self._read: Any = None
+        self._ledgers: dict[str, PeriodLedger] = {}
+
+    def _reader(self) -> Any:
+        """The read connection of this budget's period ledgers (opened once)."""
+        with self._lock:
+            if self._read is None:
+                self._read = self.store._connect(check_same_thread=False)  # noqa: SLF001
+            return self._read
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._read is not None:
+                self._read.close()
 
     @classmethod
     def open(cls, store: LedgerStore, population: str, kind: str, unit: TimeUnit, default_cap: PrivacyCost,
@@ -279,8 +299,12 @@ class SeriesBudget:
             return cls(store, population, kind, have, default_cap, stored_cap, name)
 
     def ledger(self, period: str) -> PeriodLedger:
-        """The ledger the release of ``period`` (its label) is charged to."""
-        return PeriodLedger(self, period, self.default_cap)
+        """The ledger the release of ``period`` (its label) is charged to: built once per budget
+        object (checked before the series, then charged), every read reloading what changed."""
+        with self._lock:
+            if period not in self._ledgers:
+                self._ledgers[period] = PeriodLedger(self, period, self.default_cap)
+            return self._ledgers[period]
 
     def spend_many(self, ledgers: Sequence[PeriodLedger], cost: PrivacyCost, label: str,
                    details: Mapping[str, Any] | None = None, unit: Any = None) -> list[LedgerEntry]:
@@ -418,12 +442,22 @@ class SeriesBudget:
     def horizon(self) -> dict[str, Any]:
         """The horizon figure of this budget (:func:`horizon_figure`)."""
         per = self.per_period()
+        # unit person: a cumulative series is charged to the horizon ledger under the label
+        # "cumulative"; it is one mechanism over every period (calibrated to a person's
+        # max_periods), not one more period: counted once, beside the periods, never in their
+        # number, their rate or the person's w largest periods
+        cumulative = per.pop(CUMULATIVE, 0.0) if not self.unit.parallel else 0.0
         definition = self.ledger_definition()
         charges = list(per.values())
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
             extra = self.oneoff_horizon(con, definition, max(len(per), 1))
         out = horizon_figure(charges, definition, self.unit.period, len(per), self.horizon_cap, self.unit.max_periods)
-        return with_oneoff(out, extra, definition)
+        if cumulative and "person_bound" in out:
+            bound = out["person_bound"]["rho"] + (cumulative if definition == "zcdp" else cumulative**2 / 2)
+            out["person_bound"] = {**out["person_bound"], "rho": bound,
+                                   "text": f"a person is in at most {self.unit.max_periods} periods and the cumulative "
+                                           f"series: ρ ≤ {two_significant(bound)}"}
+        return with_oneoff(out, extra + Fraction(cumulative), definition)
 
     def ledger_definition(self) -> str:
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001

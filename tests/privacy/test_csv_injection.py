@@ -272,3 +272,22 @@ def test_published_text_keeps_its_numbers_and_escapes_the_rest() -> None:
     assert out.splitlines() == ["v", "-3", "1e-5", "-.5", "'=1", "'-2+3", "'=1"]
     plain = csv_bytes(df, lambda d: d.to_csv(index=False).encode("utf-8")).decode()
     assert plain.splitlines()[1] == "'-3"  # text that is not known to be a number is escaped
+
+
+def test_arrow_tables_are_escaped_like_frames() -> None:
+    """A writer that hands csv_bytes a pyarrow Table gets the same escaping as with a DataFrame."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    def write(t: pa.Table) -> bytes:
+        buf = io.BytesIO()
+        pacsv.write_csv(t, buf, pacsv.WriteOptions(quoting_style="needed"))
+        return buf.getvalue()
+
+    df = pd.DataFrame({"code": ["E1", *EVIL], "n": [4, -3, 2, -1, 0, 5, -6]})
+    out = csv_bytes(pa.Table.from_pandas(df, preserve_index=False), write)
+    assert out == csv_bytes(df, lambda d: write(pa.Table.from_pandas(d, preserve_index=False)))
+    assert_no_formula(out, {"n"})
+    safe = pa.table({"n": np.array([-3, 1]), "family": ["discrete_laplace"] * 2})
+    assert csv_bytes(safe, write) == write(safe)  # nothing to escape: the writer's bytes
+    assert csv_bytes(pa.table({"=x": [1]}), write).startswith(b"\"'=x\"")

@@ -77,6 +77,25 @@ def test_a_person_over_the_horizon_pays_the_cumulative_on_the_horizon_ledger(tmp
     assert out.record["plan"]["periods_per_person"] == 2 and out.record["plan"]["per_period_sensitivity"] == 2
 
 
+def test_a_persons_cumulative_is_counted_once_not_as_a_period(tmp_path: Path) -> None:
+    """Unit person: the cumulative (ρ = 0.1, on the horizon ledger) and three periods at 0.05 each.
+    By hand: horizon ρ = 3·0.05 + 0.1 = 0.25 over 3 periods (not 4); the projection's rate is the
+    periods' 0.05 (52 weeks: 2.6); a person in at most w = 2 periods loses at most 2·0.05 + 0.1 = 0.2
+    (the cumulative is not one of the w largest "periods")."""
+    session = Session.open(tmp_path / "l.sqlite")
+    unit = TimeUnit("person", Unit("person", cap=2), "week", max_periods=2)
+    budget = _budget(session, unit)
+    release_cumulative(COUNTS, LABELS, AREAS, 0.1, unit=unit, budget=budget, fingerprint="fp", session=session,
+                       noise=NoiseSource(seed=3))
+    for w in LABELS[:3]:
+        session.release(budget.ledger(w), Charge(zcdp(0.05), w, unit=unit.base), lambda: None)
+    h = budget.horizon()
+    assert h["periods"] == 3
+    assert h["rho"] == pytest.approx(0.25)
+    assert h["projection"]["rho"] == pytest.approx(52 * 0.05)
+    assert h["person_bound"]["rho"] == pytest.approx(0.2)
+
+
 def test_series_csv_gains_the_cumulative_columns() -> None:
     out = release_cumulative(COUNTS, LABELS, AREAS, 0.1, unit=EVENT, budget=None, fingerprint="fp",
                              noise=NoiseSource(seed=7))
@@ -90,3 +109,22 @@ def test_series_csv_gains_the_cumulative_columns() -> None:
                                             ("w2", "c")] + [(p, a) for p in ("w3", "w4") for a in AREAS]
     assert [r[2] for r in rows[:5]] == ["3", "0", "5", "1", ""]
     assert float(rows[4][3]) == out.table["cumulative"].iloc[4]
+
+
+def test_periods_under_a_cumulative_bear_both_releases(tmp_path: Path) -> None:
+    """Event unit, --cumulative on top of the periods: each period bears two releases (its own and the
+    cumulative, one mechanism over every period), so its ledger counts both, and the horizon figure
+    counts each period's charge once and the cumulative once at ρ·horizon_rho_multiple.
+    By hand: periods 0.05 each, cumulative 0.1: each period has spent 0.15; horizon
+    4·0.05 + 0.1·multiple."""
+    session = Session.open(tmp_path / "l.sqlite")
+    budget = _budget(session)
+    release_cumulative(COUNTS, LABELS, AREAS, 0.1, unit=EVENT, budget=budget, fingerprint="fp", session=session,
+                       noise=NoiseSource(seed=2))
+    for w in LABELS:
+        session.release(budget.ledger(w), Charge(zcdp(0.05), w, unit=Unit()), lambda: None)
+    assert all(budget.ledger(w).spent == pytest.approx(0.15) for w in LABELS)
+    multiple = compare_variances(4)["factorisation"]["horizon_rho_multiple"]
+    h = budget.horizon()
+    assert h["periods"] == 4 and h["rho"] == pytest.approx(4 * 0.05 + 0.1 * multiple)
+    assert "cumulative" in h["oneoff"]["text"]

@@ -452,3 +452,22 @@ def test_a_config_runs_a_cumulative_series(tmp_path: Path, capsys: pytest.Captur
     text = _run(["run", str(tmp_path / "r.toml")], capsys)
     assert "cumulative series (square-root factorisation) released, charged once ρ = 0.05" in text
     assert json.loads((tmp_path / "S" / "series.json").read_bytes())["cumulative"]["charge"]["cost"]["value"] == 0.05
+
+
+def test_a_one_off_hierarchy_release_and_a_series_of_the_same_file_share_one_budget(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The hierarchy's one-off and its series of the same rows draw on one budget (as points and
+    trips do): by hand, weekly cap 1 and a one-off ε = 0.7 leave 0.3 per week; 0.4 is refused, 0.3
+    fits, and then no further one-off fits (0.7 + 0.3 spent for a record of any week)."""
+    src, areas = _tracts(tmp_path, 5, 600, 3, 14)
+    db = str(tmp_path / "b.sqlite")
+    base = ["release", "hierarchy", "--input", str(src), "--levels", "boro,tract", "--areas", str(areas),
+            "--budget-db", db, "--budget-cap", "1"]
+    _run([*base, "--epsilon", "0.7", "--out", str(tmp_path / "O")], capsys)
+    series = [*base, "--time-col", "date", "--period", "week", "--time-range", "2020-04-01,2020-04-14",
+              "--out", str(tmp_path / "S")]
+    assert main([*series, "--epsilon", "0.4"]) != 0
+    assert "budget" in capsys.readouterr().err.lower()
+    _run([*series, "--epsilon", "0.3"], capsys)
+    assert main([*base, "--epsilon", "0.05", "--out", str(tmp_path / "O2")]) != 0
+    assert "series of this data" in capsys.readouterr().err

@@ -83,3 +83,20 @@ def test_a_fixed_length_label_names_one_interval_whatever_the_range():
     pa, pb = periods_in(*parse_time_range("2014-04-01,2014-04-30"), "3d"), \
         periods_in(*parse_time_range("2014-04-02,2014-04-30"), "3d")
     assert pa[assign_periods(t, pa)[0]].label == pb[assign_periods(t, pb)[0]].label
+
+
+def test_iso_times_read_by_pyarrow_are_pandas_instants() -> None:
+    """The fast ISO path gives the instants pandas gives; anything else is left to pandas."""
+    import pandas as pd
+
+    from dpcore.core.periods import _iso_times, read_times
+
+    iso = pd.Series(["2014-04-01", "2014-04-01T06:30", "2014-04-01 06:30:15", "2014-12-31T23:59:59.123456789", None])
+    fast = _iso_times(iso)
+    slow = pd.DatetimeIndex(pd.to_datetime(iso, errors="coerce", format="mixed"))
+    assert fast is not None and fast.as_unit("ns").asi8.tolist()[:4] == slow.as_unit("ns").asi8.tolist()[:4]
+    assert fast.isna().tolist() == [False] * 4 + [True]
+    for other in (["4/1/2014 0:11:00"], ["2014-04-01T06:30:00+02:00"], ["2014-02-30"], ["2014-04-01", "x"]):
+        assert _iso_times(pd.Series(other)) is None
+    with pytest.raises(InputError, match="not dates or times"):
+        read_times(pd.Series(["2014-04-01", "x"]), "t")

@@ -227,3 +227,18 @@ def test_a_series_horizon_is_stated():
     rec = {"privacy": {"cost": {"definition": "zcdp", "value": 0.5}}, "ledger": {"accounted": False},
            "series": {"horizon": 52}}
     assert "Horizon: horizon = 52" in review_html(rec).decode()
+
+
+def test_level_guidance_reads_small_and_large_tables_alike() -> None:
+    """A small published table is read by the csv module, a large one by pyarrow: the same columns."""
+    from dpcore.core import review
+
+    data = (b"id,level,noisy_count,noise_sd\n0,\"state, all\",100,3\n1,county,20,3.5\n2,county,-4,3.5\n"
+            b"3,county,,3.5\n4,tract,7,NaN\n")
+    small = review._small_columns(data)
+    large = review._arrow_columns(data)
+    assert small is not None and large is not None
+    assert small[0].tolist() == large[0].tolist() == ["state, all", "county", "county", "county", "tract"]
+    for a, b in zip(small[1:], large[1:], strict=True):
+        np.testing.assert_array_equal(a, b)  # NaN where empty or not a number, in both
+    assert review._small_columns(b"a,b\n1,2\n") is None and review._arrow_columns(b"a,b\n1,2\n") is None

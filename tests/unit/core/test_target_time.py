@@ -10,10 +10,17 @@ import pytest
 from dpcore import catalog
 from dpcore.cli import main
 from dpcore.core.target import Target, plan_for_targets
-from dpcore.core.target_time import gaussian_target_rho, horizon_figure, plan_over_time
+from dpcore.core.target_time import horizon_figure, plan_over_time
 from dpcore.data.domain import Bounds, Grid
 from dpcore.errors import BudgetError, ParameterError
 from dpcore.privacy.budget import pure, zcdp, zcdp_to_approx_dp
+from dpcore.privacy.calibration import normal_z
+
+
+def gaussian_target_rho(half_width: float, coverage: float) -> dict[str, float]:
+    """The normal closed form of one Gaussian count's target: σ = h/z, ρ = 1/(2σ²) (Δ₂ = 1)."""
+    sigma = half_width / normal_z(coverage)
+    return {"sigma": sigma, "rho": 1 / (2 * sigma**2)}
 
 
 def test_the_notes_worked_example() -> None:

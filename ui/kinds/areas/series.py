@@ -27,7 +27,7 @@ def inputs_of(m: dict[str, Any]) -> Any:
     """``inputs(unit, session)`` for the table of model ``m``: one input per public period (an empty
     period is released as zero in every public area)."""
     from dpcore.areas.counts import HierarchyCounts
-    from dpcore.series import frame_fingerprint, keep_for_unit, period_index, table_inputs
+    from dpcore.series import table_series_inputs
 
     def inputs(unit: TimeUnit, session: Any) -> tuple[list[Any], str]:
         s = series.active(KIND)
@@ -40,20 +40,15 @@ def inputs_of(m: dict[str, Any]) -> Any:
         cfg = m["inputs"]
         levels, counts_cols, group = list(cfg["levels"]), list(cfg["count"]), cfg.get("group")
         counts = m["counts"]
-        periods = s.periods()
-        pidx = period_index(df, s.column, periods)
         fp_cols = levels + ([group] if group else [])
         count = counts_cols[0] if len(counts_cols) == 1 else None
-        whole = frame_fingerprint(df, fp_cols, count)  # the population's data, before any sampling
-        keep = keep_for_unit(unit, None, pidx, session, periods)
-        rows, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
 
         def build(part: pd.DataFrame) -> Any:
             if part.empty:
                 return dataclasses.replace(counts, leaf=np.zeros_like(counts.leaf), n_rows=0)
             return HierarchyCounts.from_frame(part, m["h"], levels, counts_cols or None, group=group)
 
-        return table_inputs(rows, pidx, periods, fp_cols, count, build), whole
+        return table_series_inputs(df, s.column, s.periods(), fp_cols, count, build, unit, session)
 
     return inputs
 

@@ -32,7 +32,7 @@ def data_controls(m: dict[str, Any]) -> None:
 def inputs_of(m: dict[str, Any]) -> Any:
     """``inputs(unit, session)`` for the trips of model ``m``: one input per public period."""
     from dpcore.flows.counts import ODCounts
-    from dpcore.series import frame_fingerprint, keep_for_unit, period_index, table_inputs
+    from dpcore.series import table_series_inputs
 
     def inputs(unit: TimeUnit, session: Any) -> tuple[list[Any], str]:
         s = series.active(KIND)
@@ -42,18 +42,12 @@ def inputs_of(m: dict[str, Any]) -> Any:
         cols = _cols(m)
         origin, destination, count, user = cols["origin"], cols["destination"], cols.get("count"), cols.get("user")
         c = m["counts"]
-        periods = s.periods()
-        pidx = period_index(df, s.column, periods)
-        fp_cols = [origin, destination] + ([user] if user else [])
-        whole = frame_fingerprint(df, fp_cols, count)  # the population's data, before any sampling
-        keep = keep_for_unit(unit, df[user].to_numpy() if user else None, pidx, session, periods)
-        rows, pidx = df.loc[keep].reset_index(drop=True), pidx[keep]
 
         def build(part: pd.DataFrame) -> Any:
             return ODCounts.from_frame(part, m["h"], origin=origin, destination=destination, count=count, user=user,
                                        max_trips=c.max_trips, distinct=c.distinct)
 
-        return table_inputs(rows, pidx, periods, fp_cols, count, build), whole
+        return table_series_inputs(df, s.column, s.periods(), [origin, destination], count, build, unit, session, user)
 
     return inputs
 

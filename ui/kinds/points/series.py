@@ -40,38 +40,18 @@ def data_controls() -> None:
 def inputs(unit: TimeUnit, session: Any) -> tuple[list[Any], str]:
     """One input per public period of the uploaded points (rows outside the range dropped first;
     for the unit ``person`` each person's periods sampled before anything else)."""
-    from dpcore.data.engines.base import points_fingerprint
-    from dpcore.data.points import load_points
-    from dpcore.series import keep_for_unit, period_index, points_inputs
+    from dpcore.series import points_series_inputs
 
     s = series.active(KIND)
     df = upload_frame()
     if s is None or df is None:
         raise InputError("Upload the points with their time column on the Data step first.")
     t = points_state.dataset().table
-    periods = s.periods()
-    pidx = period_index(df, s.column, periods)
-    df, pidx = df.loc[pidx >= 0].reset_index(drop=True), pidx[pidx >= 0]
     user_col = t.user_column if unit.scope != "event" else None
-    if df.empty:
-        lons = lats = np.zeros(0)
-        users = None
-    else:
-        table = load_points(df, t.lat_column, t.lon_column, user_col, source_name=t.source_name)
-        kept = ~(pd.to_numeric(df[t.lat_column], errors="coerce").isna()
-                 | pd.to_numeric(df[t.lon_column], errors="coerce").isna())
-        if user_col:
-            kept &= df[user_col].notna() & (df[user_col].astype(str).str.strip() != "")
-        pidx = pidx[kept.to_numpy()]
-        if pidx.size != table.lon.size:
-            raise InputError("Some coordinates could not be matched to their time; fix the coordinate columns "
-                             "(empty or unreadable values) and try again.")
-        lons, lats, users = table.lon, table.lat, table.user
-    whole = points_fingerprint(lons, lats)  # the population's data, before any sampling
-    keep = keep_for_unit(unit, users, pidx, session, periods)
-    users = users[keep] if users is not None else None
     cap = st.session_state.get("user_cap") if user_col else None
-    return points_inputs(lons[keep], lats[keep], users, pidx[keep], periods, points_state.grid(), cap), whole
+    inputs, whole, _ = points_series_inputs(df, s.column, s.periods(), t.lat_column, t.lon_column, user_col, unit,
+                                            session, points_state.grid(), cap, t.source_name)
+    return inputs, whole
 
 
 def files_of(rel: Any, ledger: Any) -> dict[str, bytes]:
