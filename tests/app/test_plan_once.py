@@ -40,6 +40,11 @@ class Counter:
         monkeypatch.setattr(pipeline, "release", caught_release)
 
 
+#: the points tests' grid: more cells than the app stores a GeoJSON for (its large-release path, as
+#: at the default 1,024 x 1,024), a quarter of the default's work
+GRID = (512, 512)
+
+
 def ok(at: AppTest) -> AppTest:
     assert not at.exception, at.exception
     return at
@@ -65,6 +70,7 @@ def release_once(at: AppTest, button: str, counter: Counter) -> Plan:
 def test_points_release_is_the_plan_step_plan(monkeypatch: pytest.MonkeyPatch, mechanism: str) -> None:
     counter = Counter(monkeypatch)
     at = ok(AppTest.from_file(APP, default_timeout=120).run())
+    at.session_state["grid_shape"] = GRID
     step(at, "plan")
     at.selectbox(key="_w_mechanism").set_value(mechanism).run()
     shown = ok(at).session_state["points_plan"].plan
@@ -78,6 +84,7 @@ def test_points_release_is_the_plan_step_plan(monkeypatch: pytest.MonkeyPatch, m
 def test_points_release_without_visiting_the_plan_step_plans_once(monkeypatch: pytest.MonkeyPatch) -> None:
     counter = Counter(monkeypatch)
     at = ok(AppTest.from_file(APP, default_timeout=120).run())
+    at.session_state["grid_shape"] = GRID
     at.session_state["mechanism"] = "identity"
     step(at, "release")
     assert len(counter.built) == 1  # the Release step built the plan of the stored choices, once
