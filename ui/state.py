@@ -102,7 +102,7 @@ def data_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost, cache: dict
     led = cache.get(fp)
     if led is not None:
         store = session_for(kind, fp).store
-        if led.dataset == store.resolve(store.key(kind, fp)):  # cached: its key was migrated when opened
+        if led.dataset == store.budget_key(kind, fp):  # its binding and alias (key_aliases) as now
             return led
     led = cache[fp] = stored_ledger(kind, fp, default_cap)
     return led

@@ -182,7 +182,7 @@ class Made:
 
 
 def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: str, unit: Any = None,
-                session: Any = None) -> CliBudget:
+                session: Any = None, others: Any = ()) -> CliBudget:
     """The budget of ``kind`` data with content fingerprint ``fp`` (``cost`` sets the default cap's definition).
 
     The CLI is accounted by default, in the app's budget database, with the app's default cap for a
@@ -190,6 +190,9 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
     ``--no-budget`` charges nothing.  A ``--budget-cap`` that differs from an existing budget's cap is
     refused (a cap is changed, with confirmation, in the app).  ``session`` (default: the one of
     ``--budget-db``, or an unaccounted one with ``--no-budget``) is the session that charges.
+    ``others``: the data's further content fingerprints (:meth:`~dpcore.core.session.Session.adopt_keys`),
+    by any of which an existing budget is found.  A ``--ledger`` file is refused for data whose budget
+    the database already holds (the file would start it afresh).
     """
     from dpcore.core.session import Session, default_cap
 
@@ -208,11 +211,16 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
         if args.population:
             raise ParameterError("--population binds data in the budget database; it cannot be used with --ledger.")
         path = Path(args.ledger)
+        if session.holds_budget(kind, fp, others):
+            raise ParameterError(
+                "The budget database already holds a budget of this data: a --ledger file would start its budget "
+                "afresh. Drop --ledger to draw on that budget (give --budget-db FILE if it is kept elsewhere).")
         known = path.exists()
-        ledger = session.json_budget(path, kind, fp, default=cap, unit=unit)
+        ledger = session.json_budget(path, kind, fp, default=cap, unit=unit, others=others)
         where = f"'{path}'"
     else:
         store = session.store
+        session.adopt_keys(kind, fp, others)
         known = store.has_ledger(store.budget_key(kind, fp))
         ledger = session.budget(kind, fp, default=cap, unit=unit, population=args.population)
         where = f"the budget database '{store.path}'"
