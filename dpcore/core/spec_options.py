@@ -149,7 +149,8 @@ def _o(flag: str, section: str, key: str | None = None, form: str = "str", defau
 
 
 _BUDGET = (_o("--budget-cap", "budget", "cap", "float"), _o("--budget-db", "budget", "db", "opt"),
-           _o("--ledger", "budget"), _o("--population", "budget"), _o("--no-budget", "budget", form="flag",
+           _o("--ledger", "budget"), _o("--population", "budget"), _o("--matches-spent-data", "budget"),
+           _o("--no-budget", "budget", form="flag",
                                                                           default=False))
 #: Releases over time (issue 24): the time column is read from the input, the period and range are public
 #: like the domain, the unit over time and its caps belong to the budget.

@@ -93,3 +93,66 @@ def test_a_population_budget_protects_persons(tmp_path: Path, capsys: pytest.Cap
     assert rec["ledger"]["unit"]["entity"] == "person"
     line = assert_user_error(main(release_args(pts, tmp_path / "c", epsilon="0.2", extra=pop)), capsys)
     assert "person or group unit" in line  # record-level points cannot join the population
+
+
+def _points(path: Path, fmt: str, extra: tuple[float, float] | None = None) -> Path:
+    """300 points at full double precision (``fmt`` "r": as Python writes them; ".15g": as a
+    spreadsheet re-saves them); ``extra`` adds one point (lat, lon)."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    lat, lon = rng.uniform(40.6, 40.9, 300), rng.uniform(-74.0, -73.75, 300)
+    rows = [(float(a), float(o)) for a, o in zip(lat, lon, strict=True)] + ([extra] if extra else [])
+    path.write_text("lat,lon\n" + "".join(f"{a!r},{o!r}\n" if fmt == "r" else f"{a:.15g},{o:.15g}\n"
+                                          for a, o in rows), "utf-8")
+    return path
+
+
+def test_a_re_saved_points_file_finds_its_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 12: a %.15g round trip, and one point far outside the bounds, keep the budget (rounded
+    keys of every point and of the points inside the bounds are aliases of it)."""
+    from test_cli import release_args
+
+    exact = _points(tmp_path / "exact.csv", "r")
+    resaved = _points(tmp_path / "resaved.csv", ".15g")
+    far = _points(tmp_path / "far.csv", "r", extra=(10.0, 10.0))
+    assert exact.read_text() != resaved.read_text()
+    _ok(release_args(exact, tmp_path / "a", epsilon="0.7"), capsys)
+    for other in (resaved, far):
+        line = assert_user_error(main(release_args(other, tmp_path / "b", epsilon="0.7")), capsys)
+        assert "Not enough privacy budget" in line
+    _ok(release_args(far, tmp_path / "c", epsilon="0.3"), capsys)  # the same budget's 0.3 left
+
+
+def test_near_identical_points_are_asked_about_and_the_answer_is_kept(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 14: the same file minus one row would get a fresh budget; the CLI says so and refuses until
+    --matches-spent-data answers, records the answer, and never prints a count or a coordinate."""
+    from test_cli import release_args
+
+    full = _points(tmp_path / "full.csv", "r")
+    lines = full.read_text().splitlines()
+    short = tmp_path / "short.csv"
+    short.write_text("\n".join(lines[:-1]) + "\n", "utf-8")  # one row fewer
+    _ok(release_args(full, tmp_path / "a", epsilon="0.7"), capsys)
+    line = assert_user_error(main(release_args(short, tmp_path / "b", epsilon="0.5")), capsys)
+    assert "closely matches" in line and "--matches-spent-data" in line
+    assert "299" not in line and "300" not in line and "40." not in line  # nothing about the data
+    line = assert_user_error(main(release_args(short, tmp_path / "b", epsilon="0.5",
+                                               extra=["--matches-spent-data", "same"])), capsys)
+    assert "Not enough privacy budget" in line  # drew on the spent budget (0.3 left)
+    # recorded: asked no more, and still the same budget
+    line = assert_user_error(main(release_args(short, tmp_path / "c", epsilon="0.5")), capsys)
+    assert "Not enough privacy budget" in line
+
+
+def test_other_people_answered_once_keep_their_own_budget(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from test_cli import release_args
+
+    full = _points(tmp_path / "full.csv", "r")
+    short = tmp_path / "short.csv"
+    short.write_text("\n".join(full.read_text().splitlines()[:-1]) + "\n", "utf-8")
+    _ok(release_args(full, tmp_path / "a", epsilon="0.7"), capsys)
+    _ok(release_args(short, tmp_path / "b", epsilon="0.5", extra=["--matches-spent-data", "different"]), capsys)
+    _ok(release_args(short, tmp_path / "c", epsilon="0.5"), capsys)  # not asked again: its own budget
