@@ -139,6 +139,13 @@ def bind_population(kind: str, fp: str, name: str, default_cap: budget.PrivacyCo
     return led
 
 
+def person_once(fp: str) -> bool:
+    """Whether the curator confirmed that each person is counted once in the table with content
+    fingerprint ``fp`` (the checkbox of :func:`ui.budget_ui.section`): its releases then protect one
+    person and may draw on a population's budget (issue 26 item 15).  Unconfirmed: one counted record."""
+    return bool(st.session_state.get("person_once", {}).get(fp, False))
+
+
 def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any],
                      files: dict[str, bytes], ledger: Ledger | None = None) -> None:
     """Keep a release's exported files in the budget database for the Release history page.

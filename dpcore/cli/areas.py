@@ -253,6 +253,17 @@ def _hierarchy_series(args: argparse.Namespace, plan: Any, df: Any, levels: list
                         cells_of=leaf_cells)
 
 
+def _hierarchy_unit(args: argparse.Namespace, statistic: str, over_time: bool) -> Any:
+    """The unit of a hierarchy release: one record, or one person with --each-person-counted-once
+    (a one-off release only: a series of a table is released with the unit event)."""
+    from dpcore.areas.unit import hierarchy_unit
+
+    if over_time and args.each_person_counted_once:
+        raise ParameterError("--each-person-counted-once is for a one-off release: a series of a table is released "
+                             "with the unit event. Drop it, or drop the time options.")
+    return hierarchy_unit(args.neighbour, statistic, person_once=args.each_person_counted_once)
+
+
 def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     """``release hierarchy``: counts over a geographic hierarchy, written to the output folder.
 
@@ -262,7 +273,6 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.areas.counts import HierarchyCounts
-    from dpcore.areas.unit import hierarchy_unit
     from dpcore.core.reliability import apply_to_files
     from dpcore.data import area_boundaries
     from dpcore.data.boundaries import read_boundaries
@@ -332,11 +342,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     declared = {p.name for p in mech.params}  # order and sets_weight go to the mechanisms that take them
     params = {k: v for k, v in (("split", split), ("weights", weights), ("order", args.order),
                                 ("sets_weight", args.sets_weight)) if k in declared}
-    if over_time and args.each_person_counted_once:
-        raise ParameterError("--each-person-counted-once is for a one-off release: a series of a table is released "
-                             "with the unit event. Drop it, or drop the time options.")
-    plan = mech.plan(h, cost, params, unit=hierarchy_unit(args.neighbour, statistic,
-                                                          person_once=args.each_person_counted_once), **public)
+    plan = mech.plan(h, cost, params, unit=_hierarchy_unit(args, statistic, over_time), **public)
     joins = {}
     for lv, file in bounds_args.items():
         gdf = read_boundaries(file)

@@ -95,30 +95,17 @@ def add_evaluate_parser(evsub: Any) -> argparse.ArgumentParser:
     return ept
 
 
-def points_profile(table: Any) -> Any:
-    """What near-identical points are recognised by (:class:`dpcore.privacy.near_match.Profile`): the
-    coordinate (and person) column names, the number of points and their extent.  Curator-side:
-    stored only as keyed buckets, never printed or exported."""
-    import numpy as np
-
-    from dpcore.privacy.near_match import Profile
-
-    columns = tuple(str(c) for c in (table.lat_column, table.lon_column, table.user_column) if c)
-    lon, lat = np.asarray(table.lon, dtype=float), np.asarray(table.lat, dtype=float)
-    extent = (float(lon.min()), float(lat.min()), float(lon.max()), float(lat.max())) if lon.size else None
-    return Profile("points", columns, int(lon.size), extent)
-
-
 def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
                       user_cap: int | None) -> tuple[Any, str, list[str], Any]:
     """The confidential frequency matrix of --input, through the chosen engine, the points'
     content fingerprint (the app's budget key) and, for points read in memory, their tolerant keys
     (:func:`dpcore.data.engines.base.tolerant_points_fingerprints`, aliases of the same budget) and
-    profile (:func:`points_profile`)."""
+    profile (:func:`dpcore.privacy.near_match.points_profile`)."""
     from dpcore.data.columns import detect_coordinate_columns
     from dpcore.data.domain import aggregate_points
     from dpcore.data.engines.base import points_fingerprint, tolerant_points_fingerprints
     from dpcore.data.points import load_points_file
+    from dpcore.privacy.near_match import points_profile
 
     routed = engine_for(args, args.input)
     if routed is None:
@@ -129,7 +116,7 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
         if getattr(args, "no_budget", False):
             return agg, "", [], None
         return (agg, points_fingerprint(table.lon, table.lat),
-                tolerant_points_fingerprints(table.lon, table.lat, grid.bounds), points_profile(table))
+                tolerant_points_fingerprints(table.lon, table.lat, grid.bounds), points_profile(table.lon, table.lat, (table.lat_column, table.lon_column, table.user_column)))
     eng, src = routed
     lat, lon = args.lat_col, args.lon_col
     if lat is None or lon is None:

@@ -49,7 +49,7 @@ from dpcore.privacy.ledger_store import (
 )
 from dpcore.privacy.oneoff_links import LinkedLedger, link
 from dpcore.privacy.series_ledger import SeriesBudget, find_population, list_budgets
-from dpcore.privacy.units import TimeUnit, Unit
+from dpcore.privacy.units import TimeUnit, Unit, population_needs_persons
 
 __all__ = ["DEFAULT_EPSILON_CAP", "DEFAULT_RELEASE_SHARE", "DEFAULT_RHO_CAP", "Charge", "JsonLedger", "Session",
            "default_cap", "default_release_budget"]
@@ -203,7 +203,7 @@ class Session:
         data_key = store.data_key(kind, fingerprint)  # its own key, or the budget it is an alias of
         key = store.resolve(data_key)
         if population:
-            _population_needs_persons(unit)  # before the population's budget is opened with this unit
+            population_needs_persons(unit)  # before the population's budget is opened with this unit
             key = store.bind(data_key, population)
         # a one-off budget composes with the series of the same data (linked when a series is opened)
         return LinkedLedger(store, key, default, kind if key == data_key else "population", unit)
@@ -368,15 +368,4 @@ def _refuse_record_level_population(ledger: Ledger, unit: Unit) -> None:
     if unit.entity != "record" or not isinstance(store, LedgerStore):
         return
     if store.is_population(str(ledger.dataset)):
-        _population_needs_persons(unit)
-
-
-def _population_needs_persons(unit: Unit | None) -> None:
-    """The refusal of :func:`_refuse_record_level_population` (``unit`` None: not known yet)."""
-    if unit is not None and unit.entity == "record":
-        raise BudgetError(
-            "This data draws on a named population's budget, which protects every person across all of the "
-            f"population's data, but the release protects {unit.label()}: a person with many rows would be exposed "
-            "many times over. Release with a person or group unit (give the person column and its cap, e.g. "
-            "--user-col and --user-cap), or, for a count table in which each person is counted once, confirm it "
-            "(--each-person-counted-once on the command line).")
+        population_needs_persons(unit)

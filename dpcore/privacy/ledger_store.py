@@ -64,7 +64,7 @@ from dpcore.privacy import key_aliases
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import CapChange, Ledger, LedgerEntry, minute_now
 from dpcore.privacy.noise import secret_key
-from dpcore.privacy.units import Unit
+from dpcore.privacy.units import Unit, population_needs_persons
 
 __all__ = ["LedgerStore", "StoredLedger", "default_path", "default_store"]
 
@@ -556,6 +556,11 @@ class StoredLedger(Ledger):
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         self._refresh()
         super().check(cost, unit)
+
+    def charge_for(self, cost: PrivacyCost, unit: Unit | None = None) -> tuple[PrivacyCost, int]:
+        if unit is not None and unit.entity == "record" and self._store.is_population(self._fp):
+            population_needs_persons(unit)  # a population's budget protects persons (issue 26 item 15)
+        return super().charge_for(cost, unit)
 
     def to_dict(self) -> dict[str, Any]:
         self._refresh()

@@ -34,7 +34,8 @@ from typing import Any
 from dpcore.privacy import key_aliases
 from dpcore.privacy.ledger import minute_now
 
-__all__ = ["EXTENT_STEP", "SIZE_STEP", "Profile", "answer", "buckets", "matches", "remember", "spent"]
+__all__ = ["EXTENT_STEP", "SIZE_STEP", "Profile", "answer", "buckets", "matches", "points_profile", "remember",
+           "spent"]
 
 #: The size bucket's relative width (1 %) and the extent's cell (0.01°): a match is within one of either.
 SIZE_STEP = 0.01
@@ -58,6 +59,20 @@ class Profile:
     columns: tuple[str, ...]
     size: int
     extent: tuple[float, float, float, float] | None = None
+
+
+def points_profile(lon: Any, lat: Any, columns: Sequence[str | None]) -> Profile:
+    """The profile of points: the coordinate (and person) column names, the number of points and
+    their extent.  Curator-side: stored only as keyed buckets (:func:`remember`).
+
+    >>> points_profile([-74.0, -73.9], [40.7, 40.8], ("lat", "lon", None)).extent
+    (-74.0, 40.7, -73.9, 40.8)
+    """
+    import numpy as np
+
+    x, y = np.asarray(lon, dtype=float), np.asarray(lat, dtype=float)
+    extent = (float(x.min()), float(y.min()), float(x.max()), float(y.max())) if x.size else None
+    return Profile("points", tuple(str(c) for c in columns if c), int(x.size), extent)
 
 
 def buckets(profile: Profile, *, spread: bool) -> list[list[str]]:

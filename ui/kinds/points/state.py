@@ -207,6 +207,18 @@ def ledger() -> Ledger:
     return state.data_ledger("points", ds.fingerprint, budget.pure(state.DEFAULT_CAP), ss["ledgers"])
 
 
+def profile() -> Any:
+    """The loaded points' profile for the near-identical question (:mod:`ui.near_match_ui`), or None
+    for points kept in their files (an engine) and the demo."""
+    ds = dataset()
+    if ds.is_demo or ds.source is not None:
+        return None
+    from dpcore.privacy.near_match import points_profile
+
+    t = ds.table
+    return points_profile(t.lon, t.lat, (t.lat_column, t.lon_column, t.user_column))
+
+
 def _adopt_tolerant_keys(ds: Dataset, bounds: Any) -> None:
     """Lead the points' rounded keys (every point, and those inside ``bounds``) to their budget, once
     per data and bounds in this session: a re-saved file or one far-away point more finds it
