@@ -295,6 +295,8 @@ def tolerant_points_fingerprints(lon: np.ndarray, lat: np.ndarray, bounds: Any =
     >>> far = tolerant_points_fingerprints(np.append(lon, 10.0), np.append(lat, 10.0), box)
     >>> far[1] == a[0]   # a point outside the bounds: the key of the points inside them is the same
     True
+    >>> len(tolerant_points_fingerprints(lon, lat, SimpleNamespace(west=0.0, south=0.0, east=1.0, north=1.0)))
+    1
     """
     lon = np.asarray(lon, dtype=np.float64)
     lat = np.asarray(lat, dtype=np.float64)
@@ -305,10 +307,13 @@ def tolerant_points_fingerprints(lon: np.ndarray, lat: np.ndarray, bounds: Any =
         s1, s2 = fingerprint_sums(x, y)
         return hashlib.sha256(f"points:q{KEY_DECIMALS}:{x.size}:{s1}:{s2}".encode()).hexdigest()[:16]
 
+    if not lon.size:
+        return []
     keys = [key(qlon, qlat)]
     if bounds is not None:
         inside = (lon >= bounds.west) & (lon <= bounds.east) & (lat >= bounds.south) & (lat <= bounds.north)
-        keys.append(key(qlon[inside], qlat[inside]))
+        if inside.any():  # no point inside: a key every such data would share, so none
+            keys.append(key(qlon[inside], qlat[inside]))
     return keys
 
 
