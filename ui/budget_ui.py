@@ -250,6 +250,8 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
     defaults = default_cap or (budget.zcdp(state.DEFAULT_RHO_CAP) if statements else budget.pure(state.DEFAULT_CAP))
     labels = definitions or (STATEMENTS if statements else DEFINITIONS)
     led = population_input(kind, fp, defaults, cache, key, reset=() if statements else (definition_key,))
+    if kind == "areas":
+        _person_once_box(fp)
     population = state.population_of(kind, fp)
     whose = "population" if population else "dataset"
     definition = _definition(led, labels, whose, definition_key, default_statement, definition_label,
@@ -260,6 +262,16 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
     _cap_and_spent(led, c2, c3, cap_key, cap_label, population)
     delta = _approx_reading(led, cost, delta, approx, delta_key, default_delta, whose)
     return Section(led, cost, definition, delta, population, approx)
+
+
+def _person_once_box(fp: str) -> None:
+    """The confirmation that a table counts each person once (:func:`ui.state.person_once`)."""
+    wkey = f"_w_person_once_{fp}"
+    st.checkbox("Each person is counted once in this table", key=state.seed(wkey, state.person_once(fp)),
+                help="Tick only if nobody appears twice in the counts (one row per person, or counts of "
+                     "persons, not of visits or trips). The release then protects one person, as a population's "
+                     "budget requires; unticked, it protects one counted record.")
+    ss.setdefault("person_once", {})[fp] = bool(ss[wkey])
 
 
 def _definition(led: Ledger, labels: dict[str, str], whose: str, definition_key: str, default_statement: str,

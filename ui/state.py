@@ -98,7 +98,7 @@ def data_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost, cache: dict
     led = cache.get(fp)
     if led is not None:
         store = session_for(kind, fp).store
-        if led.dataset == store.resolve(store.key(kind, fp)):  # cached: its key was migrated when opened
+        if led.dataset == store.budget_key(kind, fp):  # its binding and alias (key_aliases) as now
             return led
     led = cache[fp] = stored_ledger(kind, fp, default_cap)
     return led
@@ -133,6 +133,13 @@ def bind_population(kind: str, fp: str, name: str, default_cap: budget.PrivacyCo
     led = cache[fp] = session_for(kind, fp).budget(kind, fp, default=default_cap, population=name)
     st.session_state.setdefault("population_names", {})[(kind, fp)] = name.strip()
     return led
+
+
+def person_once(fp: str) -> bool:
+    """Whether the curator confirmed that each person is counted once in the table with content
+    fingerprint ``fp`` (the checkbox of :func:`ui.budget_ui.section`): its releases then protect one
+    person and may draw on a population's budget (issue 26 item 15).  Unconfirmed: one counted record."""
+    return bool(st.session_state.get("person_once", {}).get(fp, False))
 
 
 def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any],

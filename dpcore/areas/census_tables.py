@@ -47,6 +47,7 @@ __all__ = [
     "CensusStructure",
     "CensusTable",
     "fingerprint",
+    "fingerprints",
     "parse_ordinal_order",
 ]
 
@@ -115,10 +116,22 @@ def legacy_fingerprint(df: pd.DataFrame) -> str:
 
 
 def fingerprint(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[str] | None = None) -> str:
-    """Budget key of a census or hierarchy table (never shown or exported).
+    """Budget key of a census or hierarchy table (never shown or exported): the first of
+    :func:`fingerprints`, the key of the top level.
 
-    Computed from the columns the release uses, and only from them: the codes of the **top**
-    level as canonical text and the count as a whole number, summed per top-level area
+    >>> a = pd.DataFrame({"state": ["01", "02"], "county": ["001", "001"], "pop": ["5", "7"], "note": ["x", "y"]})
+    >>> b = pd.DataFrame({"pop": [7, 5], "state": [2, 1]})          # reordered, typed, no note
+    >>> fingerprint(a, ["state", "county"], "pop") == fingerprint(b, ["state"], "pop")
+    True
+    """
+    return fingerprints(df, levels, count)[0]
+
+
+def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[str] | None = None) -> list[str]:
+    """The budget keys of a census or hierarchy table (never shown or exported), main key first.
+
+    Computed from the columns the release uses, and only from them: level codes as canonical text
+    and the count as a whole number, summed per area
     (:func:`dpcore.data.engines.base.codes_fingerprint`, an additive multiset hash).  The same
     people therefore find the same budget whatever the order of the rows or columns, the other
     columns of the file, its encoding, compression or format (``01`` in a CSV is ``1`` in a
@@ -127,46 +140,58 @@ def fingerprint(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[s
     combination (:meth:`dpcore.data.engines.base.Engine.code_counts`; finer levels and ordinals
     are summed out).
 
-    Only the top level is keyed so that releasing the same table at fewer or more finer levels
-    (state and county, then state, county and tract) draws on one budget: the totals per state
-    do not change with the levels below.  Levels with a single area are skipped (a constant column
-    on top is no new data).  Another top level is another key (a known gap, stated in SECURITY.md).
-    Two tables with equal totals in every top-level area share a budget (the safe direction).
+    * The **main key** is the top level's totals, so that releasing the same table at fewer or more
+      finer levels (state and county, then state, county and tract) draws on one budget.  The top
+      level is the first with more than one code **among the rows with a positive total**: a level
+      with a single such code (a constant column on top, the one state of a single-state table,
+      with or without an empty row of another state) says nothing about the people, so adding or
+      dropping it, or an empty row, must not open another budget (issue 26 item 11).
+    * The **other keys** are every such level's totals per area (its path of varying levels above
+      it) and the key of the earlier rule (top level counted over every row, empty ones included),
+      so that a budget is found by any of them (:meth:`dpcore.core.session.Session.adopt_keys`).
+      Two tables with equal totals at any level share a budget (the safe direction).
 
     Parameters
     ----------
     df : DataFrame
         The rows: one per person (``count=None``) or with a count column.
     levels : sequence of str
-        The level code columns, top first (the first with more than one area is keyed).
+        The level code columns, top first.
     count : str or sequence of str, optional
         The count column; several columns (a group-size histogram) are keyed per column position.
 
-    >>> a = pd.DataFrame({"state": ["01", "02"], "county": ["001", "001"], "pop": ["5", "7"], "note": ["x", "y"]})
-    >>> b = pd.DataFrame({"pop": [7, 5], "state": [2, 1]})          # reordered, typed, no note
-    >>> fingerprint(a, ["state", "county"], "pop") == fingerprint(b, ["state"], "pop")
+    >>> a = pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"], "pop": [5, 7, 0]})
+    >>> keys = fingerprints(a, ["state", "county"], "pop")
+    >>> keys[0] == fingerprints(a.iloc[:2], ["state", "county"], "pop")[0]   # the empty row changes nothing
     True
+    >>> len(keys)   # county's totals (the main key) and the earlier rule's key (state, over every row)
+    2
     """
     levels = [str(c) for c in levels]
     if not levels:
         raise ParameterError("Choose at least one level column (e.g. state), top level first.")
     _check_columns(df, levels, "level")
-    # The top level with more than one area: a level with a single code (a constant column added on
-    # top, or the one state of a single-state table) says nothing about the people, so adding or
-    # dropping it must not open another budget.
-    top = next((lv for lv in levels if df[lv].nunique(dropna=False) > 1), levels[-1])
     cols = [count] if isinstance(count, str) else [str(c) for c in (count or [])]
-    _check_columns(df, [top], "level")
     _check_columns(df, cols, "count")
-    if len(cols) <= 1:
-        w = _key_counts(df[cols[0]], cols[0]) if cols else None
-        return codes_fingerprint("table", [df[top]], w)
-    # a group-size histogram: one row per (area, size column), the column's position as a code
+    weights = [_key_counts(df[c], c) for c in cols]
+    positive = (np.sum(weights, axis=0) > 0) if cols else np.ones(len(df), dtype=bool)
+    varying = [lv for lv in levels if df.loc[positive, lv].nunique(dropna=False) > 1]
+    keys = [_level_key(df, varying[: i + 1], weights) for i in range(len(varying))] or \
+        [_level_key(df, [levels[-1]], weights)]
+    # the earlier rule: the first level with more than one code over every row (empty ones too)
+    earlier = next((lv for lv in levels if df[lv].nunique(dropna=False) > 1), levels[-1])
+    return list(dict.fromkeys([*keys, _level_key(df, [earlier], weights)]))
+
+
+def _level_key(df: pd.DataFrame, path: list[str], weights: list[np.ndarray]) -> str:
+    """:func:`codes_fingerprint` of the totals per area of the ``path`` levels (a group-size
+    histogram: one row per (area, size column), the column's position as a code)."""
+    if len(weights) <= 1:
+        return codes_fingerprint("table", [df[lv] for lv in path], weights[0] if weights else None)
     n = len(df)
-    codes = np.tile(df[top].to_numpy(dtype=object), len(cols))
-    size = np.repeat(np.array([f"#{i + 1}" for i in range(len(cols))], dtype=object), n)
-    w = np.concatenate([_key_counts(df[c], c) for c in cols])
-    return codes_fingerprint("table", [codes, size], w)
+    codes = [np.tile(df[lv].to_numpy(dtype=object), len(weights)) for lv in path]
+    size = np.repeat(np.array([f"#{i + 1}" for i in range(len(weights))], dtype=object), n)
+    return codes_fingerprint("table", [*codes, size], np.concatenate(weights))
 
 
 def _key_counts(s: pd.Series, col: str) -> np.ndarray:

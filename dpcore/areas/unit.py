@@ -14,8 +14,14 @@ from dpcore.privacy.units import Unit
 __all__ = ["census_unit", "hierarchy_unit"]
 
 
-def hierarchy_unit(neighbour: str = "add_remove", statistic: str = "count") -> Unit:
+def hierarchy_unit(neighbour: str = "add_remove", statistic: str = "count", *, person_once: bool = False) -> Unit:
     """The unit of privacy of a hierarchy release: one record, added/removed or replaced.
+
+    ``person_once``: the curator confirms that each person is counted once in the table (one row per
+    person, or counts in which nobody appears twice); one record is then one person, and the release
+    protects ``one person`` (contribution 1, the same noise), so it may draw on a person-level
+    population budget (issue 26 item 15).  Without the confirmation a count table protects one
+    counted record only.
 
     Group-size histograms (``statistic="group_sizes"``) are charged as replace-one whatever the
     neighbours they are computed under: they publish the exact number of groups, so they protect a
@@ -27,16 +33,20 @@ def hierarchy_unit(neighbour: str = "add_remove", statistic: str = "count") -> U
     if neighbour not in ("add_remove", "replace"):
         raise ParameterError("Neighbours are 'add_remove' (total noised) or 'replace' (total public).")
     replace = neighbour == "replace" or statistic == "group_sizes"
-    return Unit("record", neighbour="replace" if replace else "add_remove")
+    return Unit("person" if person_once else "record", neighbour="replace" if replace else "add_remove")
 
 
-def census_unit() -> Unit:
-    """The unit of privacy of a census-table release: one counted record (person), added or removed.
+def census_unit(*, person_once: bool = False) -> Unit:
+    """The unit of privacy of a census-table release: one counted record, added or removed; one
+    person when the curator confirms each person is counted once (``person_once``, as for
+    :func:`hierarchy_unit`).
 
     The same unit as a hierarchy release of the table (:func:`hierarchy_unit`): both kinds key the
     table's budget alike, so they must protect the same unit to share it.
 
     >>> census_unit() == hierarchy_unit("add_remove")
     True
+    >>> census_unit(person_once=True).label()
+    'one person, add or remove'
     """
-    return Unit("record")
+    return Unit("person" if person_once else "record")

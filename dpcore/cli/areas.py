@@ -59,6 +59,10 @@ def add_census_parser(rsub: Any) -> argparse.ArgumentParser:
     cbud.add_argument("--epsilon", type=str, help="pure ε-DP budget of this release")
     cbud.add_argument("--rho", type=str, help="ρ-zCDP budget of this release (matrix mechanism)")
     cen.add_argument("--out", required=True, help="output folder for release.csv (marginals.csv) and release.json")
+    cen.add_argument("--each-person-counted-once", action="store_true",
+                    help="confirm that each person is counted once in the table (one row per person, or counts in "
+                         "which nobody appears twice): the release then protects one person, and may draw on a "
+                         "person-level --population budget; without it a count table protects one counted record")
     add_budget_args(cen)
     engine_args(cen)
     return cen
@@ -106,6 +110,10 @@ def add_hierarchy_parser(rsub: Any) -> argparse.ArgumentParser:
                     help="boundaries of a level (GeoJSON, GeoPackage, zipped shapefile), joined by code; "
                          "writes LEVEL.geojson (repeatable)")
     hi.add_argument("--out", required=True, help="output folder for release.csv, release.json, LEVEL.geojson")
+    hi.add_argument("--each-person-counted-once", action="store_true",
+                    help="confirm that each person is counted once in the table (one row per person, or counts in "
+                         "which nobody appears twice): the release then protects one person, and may draw on a "
+                         "person-level --population budget; without it a count table protects one counted record")
     add_budget_args(hi)
     add_suppress_arg(hi)
     add_time_args(hi, user_args=True)
@@ -132,20 +140,21 @@ def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, 
 
 
 def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str | list[str] | None,
-               raw: bool = False) -> str:
-    """The budget key of the --input table, as the app keys it, whichever engine counts it: its used
-    columns' content (:func:`dpcore.areas.census_tables.fingerprint`), from the table read in memory
-    or from the engine's sums per area (``df`` is either; ``count`` its count column or columns)."""
+               raw: bool = False) -> list[str]:
+    """The budget keys of the --input table, main key first, as the app keys it, whichever engine
+    counts it: its used columns' content (:func:`dpcore.areas.census_tables.fingerprints`), from the
+    table read in memory or from the engine's sums per area (``df`` is either; ``count`` its count
+    column or columns)."""
     from dpcore.areas import census_tables
 
     if getattr(args, "no_budget", False):
-        return ""
-    fp = census_tables.fingerprint(df, levels, count)
-    if raw:  # the whole table as read: a budget kept under the earlier rule's key is found again
+        return [""]
+    keys = census_tables.fingerprints(df, levels, count)
+    if raw and not getattr(args, "ledger", None):  # a budget kept under the earlier rule's key is found again
         from dpcore.core.session import Session
 
-        Session.open(args.budget_db or None).adopt_legacy("areas", fp, [census_tables.legacy_fingerprint(df)])
-    return fp
+        Session.open(args.budget_db or None).adopt_legacy("areas", keys[0], [census_tables.legacy_fingerprint(df)])
+    return keys
 
 
 def _areas_warning() -> None:
@@ -163,6 +172,7 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     from dpcore.areas import census_tables
     from dpcore.areas.unit import census_unit
     from dpcore.data.code_tables import read_code_table
+    from dpcore.data.hierarchy import require_public_area_list
 
     make, cost = budget_arg(args)
     if args.mechanism == "privelet" and cost.definition != "pure":
@@ -180,6 +190,10 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
         df, count_col = small[0], small[0].columns[-1]  # the engine's sums (engines.COUNT_COLUMN)
     else:
         df = read_code_table(args.input)
+    # person rows cannot list every area: the hierarchy rule (DESIGN.md privacy rule 1, issue 26 item 17)
+    require_public_area_list(args.count is None, bool(args.areas),
+                             "give it with --areas (a CSV with the level columns: a gazetteer or the table of a "
+                             "boundary file)")
     areas = read_code_table(args.areas) if args.areas else None
     orders = {k: census_tables.parse_ordinal_order(val, k) for k, val in parse_params(args.ordinal_order).items()}
     unknown = [k for k in orders if k not in ordinals]
@@ -195,9 +209,9 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     mech = catalog.get("census", args.mechanism)
     params = ({"level": args.geo_level or "", "marginals": args.marginals} if mech.name == "matrix"
               else {"plus_axes": tuple(plus)})
-    plan = mech.plan(table.structure, cost, params, unit=census_unit())
-    bud = open_budget(args, make, plan.cost, "areas", _table_key(args, df, levels, count_col, raw=small is None),
-                      plan.unit, session=session)
+    plan = mech.plan(table.structure, cost, params, unit=census_unit(person_once=args.each_person_counted_once))
+    keys = _table_key(args, df, levels, count_col, raw=small is None)
+    bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:])
     out = pipeline.release(plan, table, ledger=bud.ledger, session=bud.session)
     rel = out.inner
     if areas is None:
@@ -235,8 +249,19 @@ def _hierarchy_series(args: argparse.Namespace, plan: Any, df: Any, levels: list
     return table_series(args, plan, df, levels + ([args.group_col] if args.group_col else []),
                         counts_cols[0] if len(counts_cols) == 1 else None, build,
                         {"joins": joins}, make, session,
-                        oneoff=None if args.no_budget else ("areas", _table_key(args, df, levels, counts_cols or None)),
+                        oneoff=None if args.no_budget else ("areas", _table_key(args, df, levels, counts_cols or None)[0]),
                         cells_of=leaf_cells)
+
+
+def _hierarchy_unit(args: argparse.Namespace, statistic: str, over_time: bool) -> Any:
+    """The unit of a hierarchy release: one record, or one person with --each-person-counted-once
+    (a one-off release only: a series of a table is released with the unit event)."""
+    from dpcore.areas.unit import hierarchy_unit
+
+    if over_time and args.each_person_counted_once:
+        raise ParameterError("--each-person-counted-once is for a one-off release: a series of a table is released "
+                             "with the unit event. Drop it, or drop the time options.")
+    return hierarchy_unit(args.neighbour, statistic, person_once=args.each_person_counted_once)
 
 
 def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
@@ -248,7 +273,6 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.areas.counts import HierarchyCounts
-    from dpcore.areas.unit import hierarchy_unit
     from dpcore.core.reliability import apply_to_files
     from dpcore.data import area_boundaries
     from dpcore.data.boundaries import read_boundaries
@@ -318,7 +342,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     declared = {p.name for p in mech.params}  # order and sets_weight go to the mechanisms that take them
     params = {k: v for k, v in (("split", split), ("weights", weights), ("order", args.order),
                                 ("sets_weight", args.sets_weight)) if k in declared}
-    plan = mech.plan(h, cost, params, unit=hierarchy_unit(args.neighbour, statistic), **public)
+    plan = mech.plan(h, cost, params, unit=_hierarchy_unit(args, statistic, over_time), **public)
     joins = {}
     for lv, file in bounds_args.items():
         gdf = read_boundaries(file)
@@ -330,8 +354,8 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
         joins[lv] = join
     if over_time:  # one release per public period of the rows' time column
         return _hierarchy_series(args, plan, df, levels, counts_cols, counts, joins, make, session)
-    bud = open_budget(args, make, plan.cost, "areas",
-                      _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
+    keys = _table_key(args, df, levels, counts_cols or None, raw=small is None)
+    bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:])
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
     paths = write_files(apply_to_files(out.files(bud.ledger, joins=joins), rule), args.out)
     reading = ""

@@ -135,6 +135,10 @@ def add_budget_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--population", metavar="NAME",
                    help="bind this data to a named population (before its first release): points, trips and census "
                         "tables of the same people then share one budget")
+    g.add_argument("--matches-spent-data", choices=["same", "different"],
+                   help="the answer when this data closely matches data whose budget has been spent (same columns, "
+                        "about the same size and extent): 'same' people (draw on that budget) or 'different' people "
+                        "(a budget of its own); asked once, and recorded")
     g.add_argument("--no-budget", action="store_true",
                    help="charge nothing (the release record says 'not accounted'); for tests and dry runs only")
 
@@ -182,7 +186,7 @@ class Made:
 
 
 def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: str, unit: Any = None,
-                session: Any = None) -> CliBudget:
+                session: Any = None, others: Any = (), profile: Any = None) -> CliBudget:
     """The budget of ``kind`` data with content fingerprint ``fp`` (``cost`` sets the default cap's definition).
 
     The CLI is accounted by default, in the app's budget database, with the app's default cap for a
@@ -190,6 +194,12 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
     ``--no-budget`` charges nothing.  A ``--budget-cap`` that differs from an existing budget's cap is
     refused (a cap is changed, with confirmation, in the app).  ``session`` (default: the one of
     ``--budget-db``, or an unaccounted one with ``--no-budget``) is the session that charges.
+    ``others``: the data's further content fingerprints (:meth:`~dpcore.core.session.Session.adopt_keys`),
+    by any of which an existing budget is found.  A ``--ledger`` file is refused for data whose budget
+    the database already holds (the file would start it afresh).  ``profile``
+    (:class:`dpcore.privacy.near_match.Profile`): data whose budget would be new and that closely
+    matches spent data is refused until ``--matches-spent-data`` answers whether it is the same
+    population (:func:`ask_near_match`).
     """
     from dpcore.core.session import Session, default_cap
 
@@ -208,11 +218,18 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
         if args.population:
             raise ParameterError("--population binds data in the budget database; it cannot be used with --ledger.")
         path = Path(args.ledger)
+        if session.holds_budget(kind, fp, others):
+            raise ParameterError(
+                "The budget database already holds a budget of this data: a --ledger file would start its budget "
+                "afresh. Drop --ledger to draw on that budget (give --budget-db FILE if it is kept elsewhere).")
         known = path.exists()
-        ledger = session.json_budget(path, kind, fp, default=cap, unit=unit)
+        ledger = session.json_budget(path, kind, fp, default=cap, unit=unit, others=others)
         where = f"'{path}'"
     else:
         store = session.store
+        session.adopt_keys(kind, fp, others)
+        if profile is not None and not args.population:
+            ask_near_match(args, store, store.data_key(kind, fp), profile)
         known = store.has_ledger(store.budget_key(kind, fp))
         ledger = session.budget(kind, fp, default=cap, unit=unit, population=args.population)
         where = f"the budget database '{store.path}'"
@@ -227,3 +244,24 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
     return CliBudget(session, ledger, where)
 
 
+
+
+def ask_near_match(args: argparse.Namespace, store: Any, data_key: str, profile: Any) -> None:
+    """Before a fresh budget: refuse data that closely matches spent data until the curator answers
+    whether it is the same population (``--matches-spent-data``), then record the answer and keep the
+    data's profile (:mod:`dpcore.privacy.near_match`; nothing about the data is printed or stored plain)."""
+    from dpcore.privacy import key_aliases, near_match
+
+    if not near_match.spent(store, store.resolve(data_key)):  # the budget would be new
+        found = near_match.matches(store, data_key, profile)
+        choice = getattr(args, "matches_spent_data", None)
+        if found and choice is None:
+            raise ParameterError(
+                "This data closely matches data whose budget has already been spent (the same columns, about the "
+                "same size and extent), but it is not the same file, so it would get a new budget. If it is the "
+                "same population (e.g. the same file with a row dropped), add --matches-spent-data same to draw on "
+                "that budget; if it is other people's data, add --matches-spent-data different. The answer is "
+                "recorded.")
+        if found:
+            near_match.answer(store, data_key, found, choice == "same")
+    near_match.remember(store, store.resolve(key_aliases.resolve(store, data_key)), profile)

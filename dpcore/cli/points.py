@@ -96,13 +96,16 @@ def add_evaluate_parser(evsub: Any) -> argparse.ArgumentParser:
 
 
 def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
-                      user_cap: int | None) -> tuple[Any, str]:
-    """The confidential frequency matrix of --input, through the chosen engine, and the points'
-    content fingerprint (the app's budget key)."""
+                      user_cap: int | None) -> tuple[Any, str, list[str], Any]:
+    """The confidential frequency matrix of --input, through the chosen engine, the points'
+    content fingerprint (the app's budget key) and, for points read in memory, their tolerant keys
+    (:func:`dpcore.data.engines.base.tolerant_points_fingerprints`, aliases of the same budget) and
+    profile (:func:`dpcore.privacy.near_match.points_profile`)."""
     from dpcore.data.columns import detect_coordinate_columns
     from dpcore.data.domain import aggregate_points
-    from dpcore.data.engines.base import points_fingerprint
+    from dpcore.data.engines.base import points_fingerprint, tolerant_points_fingerprints
     from dpcore.data.points import load_points_file
+    from dpcore.privacy.near_match import points_profile
 
     routed = engine_for(args, args.input)
     if routed is None:
@@ -110,8 +113,10 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
         table = load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col, user_col=user_col)
         agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
                                user_cap=user_cap if table.user is not None else None)
-        wanted = not getattr(args, "no_budget", False)
-        return agg, points_fingerprint(table.lon, table.lat) if wanted else ""
+        if getattr(args, "no_budget", False):
+            return agg, "", [], None
+        return (agg, points_fingerprint(table.lon, table.lat),
+                tolerant_points_fingerprints(table.lon, table.lat, grid.bounds), points_profile(table.lon, table.lat, (table.lat_column, table.lon_column, table.user_column)))
     eng, src = routed
     lat, lon = args.lat_col, args.lon_col
     if lat is None or lon is None:
@@ -123,7 +128,7 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
     pc = eng.points(src, grid, lat=lat, lon=lon, user=user_col, user_cap=user_cap,
                     progress=cli_progress("Counting points"),
                     fingerprint=not getattr(args, "no_budget", False))
-    return pc.aggregate, pc.fingerprint
+    return pc.aggregate, pc.fingerprint, [], None  # the engines' sums hold the exact key only
 
 
 #: Per kind: the heading of its part of the listing (the command that releases it).
@@ -235,8 +240,9 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     if time_options(args) is not None:  # a release over time: one release per public period
         return points_series(args, plan, grid, make, session)
 
-    agg, fp = _points_aggregate(args, grid, args.user_col, args.user_cap)
-    bud = open_budget(args, make, plan.cost, "points", fp, plan.unit, session=session)
+    agg, fp, others, profile = _points_aggregate(args, grid, args.user_col, args.user_cap)
+    bud = open_budget(args, make, plan.cost, "points", fp, plan.unit, session=session, others=others,
+                      profile=profile)
     out = pipeline.release(plan, agg, ledger=bud.ledger, session=bud.session)
     rel = out.inner
     # the files, made once from the envelope with the ledger as of the charge, written whole
@@ -277,7 +283,7 @@ def cmd_evaluate_points(args: argparse.Namespace) -> int:
         agg = evaluate.synthetic_aggregate(grid, spec.sigma, spec.n, seed=spec.seed)
         source = spec.label
     else:
-        agg, _ = _points_aggregate(args, grid, None, None)
+        agg = _points_aggregate(args, grid, None, None)[0]
         source = path.name
 
     def progress(done: int, total: int, what: str) -> None:

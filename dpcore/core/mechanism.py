@@ -330,7 +330,9 @@ class KindRelease:
         if self.make_files is None:
             raise NotImplementedError(f"The {self.kind} kind writes no files.")
         # every kind's files gain the review record (deployment.yaml, review.html; issue 25 item 7)
-        return with_review(self.make_files(self.inner, ledger, plan=self.plan, **options))
+        files = self.make_files(self.inner, ledger, plan=self.plan, **options)
+        # charged to no budget: every table a data user opens says so (issue 26 item 16)
+        return with_review(_record.mark_not_accounted(files) if ledger is None else files)
 
     @property
     def kind(self) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import functools
+import io
 import json
 import math
 import os
@@ -35,7 +36,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 import dpcore
+from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import InputError
 from dpcore.privacy.budget import (
     APPROX_DP_DELTAS,
@@ -57,6 +61,9 @@ __all__ = [
     "header",
     "jsonable",
     "ledger_section",
+    "mark_not_accounted",
+    "published_csv_bytes",
+    "published_csv_frame",
     "new_release_id",
     "record_schema",
     "validate_record",
@@ -77,6 +84,14 @@ _SHARED_KEYS = frozenset({"schema", "software", "release_id", "created", "kind",
                           "plan", "notes", "ledger"})
 
 _DEFINITION = {"pure": "pure epsilon-DP", "zcdp": "rho-zCDP"}
+
+#: What a release charged to no budget (``--no-budget``) says first: at the record's top
+#: (``accounted``), in its privacy section, as its first note, in ``release.csv`` (the column
+#: ``budget``) and in every GeoJSON file (the member ``budget``) (issue 26 item 16).
+NOT_ACCOUNTED = ("NOT ACCOUNTED: this release was charged to no budget (--no-budget); its privacy cost was "
+                 "counted against nobody's total, so it is a test or dry run, not a protected publication.")
+#: The value of the ``accounted`` column of a release charged to no budget.
+NOT_ACCOUNTED_CELL = "no (--no-budget: charged to no budget)"
 
 
 def new_release_id() -> str:
@@ -197,12 +212,18 @@ def build_record(
     ...                    created="2024-05-01T12:34+00:00", cost=zcdp(0.5), unit_of_privacy="one record",
     ...                    mechanism={"name": "ug", "title": "Uniform grid", "reference": "Qardaji et al. 2013"},
     ...                    body={"levels": [(1, 2)]}, notes=["All counts are noisy."], plan=[{"level": 0}])
-    >>> list(rec)
-    ['schema', 'software', 'release_id', 'created', 'kind', 'mechanism', 'privacy', 'levels', 'plan', 'notes', 'ledger']
+    >>> list(rec)  # doctest: +NORMALIZE_WHITESPACE
+    ['schema', 'software', 'release_id', 'created', 'kind', 'accounted', 'mechanism', 'privacy', 'levels', 'plan',
+     'notes', 'ledger']
     >>> rec["privacy"]["definition"], rec["levels"], rec["ledger"]["accounted"], len(rec["privacy"]["approx_dp"])
     ('rho-zCDP', [[1, 2]], False, 4)
+    >>> rec["accounted"], rec["privacy"]["accounted"], rec["notes"][0][:13]  # charged to no ledger
+    (False, False, 'NOT ACCOUNTED')
     """
+    accounted = ledger is not None
     priv: dict[str, Any] = {
+        "accounted": accounted,
+        **({} if accounted else {"not_accounted": NOT_ACCOUNTED}),
         "definition": definition or _DEFINITION[cost.definition],  # type: ignore[union-attr]
         "cost": cost.to_dict() if cost is not None else None,
         "unit_of_privacy": unit_of_privacy,
@@ -219,6 +240,7 @@ def build_record(
     shared = ("name", "title", "reference")
     rec: dict[str, Any] = {
         **header(schema, kind, release_id, created),
+        "accounted": accounted,
         "mechanism": {**{k: mechanism.get(k) for k in shared}, **{k: v for k, v in mechanism.items() if k not in shared}},
         "privacy": priv,
     }
@@ -228,9 +250,51 @@ def build_record(
     rec.update(body)
     if plan is not None:
         rec["plan"] = [dict(r) for r in plan]
-    rec["notes"] = list(notes)
+    rec["notes"] = ([] if accounted else [NOT_ACCOUNTED]) + list(notes)
     rec["ledger"] = ledger_section(ledger)
     return jsonable(rec)
+
+
+def published_csv_frame(data: bytes) -> pd.DataFrame:
+    """A published CSV read back as text, every cell as written (for post-processing that writes it
+    back with :func:`published_csv_bytes`)."""
+    return pd.read_csv(io.BytesIO(data), dtype=str, na_filter=False, keep_default_na=False)
+
+
+def published_csv_bytes(frame: pd.DataFrame) -> bytes:
+    """A frame of :func:`published_csv_frame` text written back: every cell is the published text
+    (already escaped against formulas) or post-processing's own safe words, so it is written
+    verbatim, quoted only where RFC 4180 needs it (:func:`dpcore.data.csv_safe.csv_bytes` checks again)."""
+    return csv_bytes(frame, lambda d: d.to_csv(index=False, lineterminator="\n").encode("utf-8"),
+                     numbers_as_text=True)
+
+
+def mark_not_accounted(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The files of a release charged to no budget, marked so in each table a data user opens:
+    ``release.csv`` gains the column ``accounted`` (:data:`NOT_ACCOUNTED_CELL` on every row) and
+    every GeoJSON file the top-level members ``accounted`` (false) and ``not_accounted``
+    (:data:`NOT_ACCOUNTED`; foreign members, RFC 7946 §6.1).
+    ``release.json`` says it itself (:func:`build_record`).
+
+    >>> out = mark_not_accounted({"release.csv": b"cell,noisy\\n1,3\\n", "a.geojson": b'{"type":"FeatureCollection"}'})
+    >>> out["release.csv"].decode().splitlines()
+    ['cell,noisy,accounted', '1,3,no (--no-budget: charged to no budget)']
+    >>> geo = json.loads(out["a.geojson"])
+    >>> geo["accounted"], geo["not_accounted"][:13], geo["type"]
+    (False, 'NOT ACCOUNTED', 'FeatureCollection')
+    """
+    out = dict(files)
+    if "release.csv" in out and out["release.csv"].strip():
+        frame = published_csv_frame(out["release.csv"])
+        frame["accounted"] = NOT_ACCOUNTED_CELL
+        out["release.csv"] = published_csv_bytes(frame)
+    member = ('{"accounted":false,"not_accounted":' + json.dumps(NOT_ACCOUNTED) + ",").encode("utf-8")
+    for name, data in files.items():
+        text = bytes(data).lstrip()
+        if name.endswith(".geojson") and text.startswith(b"{") and b'"not_accounted"' not in text[:400]:
+            rest = text[1:].lstrip()
+            out[name] = member[:-1] + b"}" if rest.startswith(b"}") else member + rest
+    return out
 
 
 def approx_dp_reading(cost: PrivacyCost, deltas: Iterable[float] = APPROX_DP_DELTAS, *,

@@ -55,8 +55,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpcore.core.record import published_csv_bytes, published_csv_frame
 from dpcore.core.review import with_review
-from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import ParameterError
 
 __all__ = ["DEFAULT_Z", "FULL_FILE", "REASONS", "Assessment", "ReliabilityRule", "apply_to_files", "apply_to_frame",
@@ -317,15 +317,8 @@ def apply_to_frame(frame: pd.DataFrame, rule: ReliabilityRule) -> tuple[pd.DataF
     return published, full, a
 
 
-def _csv_frame(data: bytes) -> pd.DataFrame:
-    return pd.read_csv(io.BytesIO(data), dtype=str, na_filter=False, keep_default_na=False)
-
-
-def _csv_bytes(frame: pd.DataFrame) -> bytes:
-    # every cell is the text read from release.csv (already escaped against formulas) or one of
-    # the rule's own safe words, so it is written back verbatim, quoted only where RFC 4180 needs it
-    return csv_bytes(frame, lambda d: d.to_csv(index=False, lineterminator="\n").encode("utf-8"),
-                     numbers_as_text=True)
+_csv_frame = published_csv_frame
+_csv_bytes = published_csv_bytes
 
 
 def _key_text(columns: Sequence[Sequence[Any]]) -> list[str]:

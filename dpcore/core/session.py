@@ -37,12 +37,19 @@ from typing import Any, TypeVar
 
 from dpcore.core.record import stamp_created
 from dpcore.errors import BudgetError, InputError, ParameterError
+from dpcore.privacy import key_aliases
 from dpcore.privacy.budget import PrivacyCost, pure, zcdp
 from dpcore.privacy.ledger import Ledger
-from dpcore.privacy.ledger_store import LEGACY_KINDS, LedgerStore, StoredLedger, default_store
+from dpcore.privacy.ledger_store import (
+    LEGACY_KINDS,
+    LedgerStore,
+    StoredLedger,
+    default_path,
+    default_store,
+)
 from dpcore.privacy.oneoff_links import LinkedLedger, link
 from dpcore.privacy.series_ledger import SeriesBudget, find_population, list_budgets
-from dpcore.privacy.units import TimeUnit, Unit
+from dpcore.privacy.units import TimeUnit, Unit, population_needs_persons
 
 __all__ = ["DEFAULT_EPSILON_CAP", "DEFAULT_RELEASE_SHARE", "DEFAULT_RHO_CAP", "Charge", "JsonLedger", "Session",
            "default_cap", "default_release_budget"]
@@ -193,11 +200,36 @@ class Session:
         draws on its budget, shared with every other kind of data bound to it.
         """
         store = self.store
-        key = store.budget_key(kind, fingerprint)
+        data_key = store.data_key(kind, fingerprint)  # its own key, or the budget it is an alias of
+        key = store.resolve(data_key)
         if population:
-            key = store.bind(store.key(kind, fingerprint), population)
+            population_needs_persons(unit)  # before the population's budget is opened with this unit
+            key = store.bind(data_key, population)
         # a one-off budget composes with the series of the same data (linked when a series is opened)
-        return LinkedLedger(store, key, default, kind if key == store.key(kind, fingerprint) else "population", unit)
+        return LinkedLedger(store, key, default, kind if key == data_key else "population", unit)
+
+    def adopt_keys(self, kind: str, fingerprint: str, others: Sequence[str]) -> None:
+        """Lead every key of one data set to one budget: ``fingerprint`` is its main content
+        fingerprint, ``others`` the further fingerprints of the same data (every level of a table,
+        the points inside the bounds, the rule of an earlier version).  When the main key has no
+        budget yet and another has, the data draws on that one; every key without a budget of its
+        own becomes an alias of it (:func:`dpcore.privacy.key_aliases.adopt`).  Call it when the
+        data is loaded, before its budget is opened.  An unaccounted session keeps no keys."""
+        if self._store is None and not self.accounted:
+            return
+        store = self.store
+        store.data_key(kind, fingerprint)  # a budget under an earlier version's key moves first
+        key_aliases.adopt(store, store.key(kind, fingerprint), [store.key(kind, fp) for fp in others if fp])
+
+    def holds_budget(self, kind: str, fingerprint: str, others: Sequence[str] = ()) -> bool:
+        """Whether the budget database already holds a budget (or a population binding) that
+        ``kind`` data with these fingerprints draws on.  A database that does not exist holds none
+        (and is not created by asking)."""
+        if self._store is None and (not self.accounted or not default_path().exists()):
+            return False
+        store = self.store
+        keys = [store.data_key(kind, fp) for fp in (fingerprint, *others) if fp]
+        return any(store.has_ledger(store.resolve(k)) or store.population_name(k) is not None for k in keys)
 
     def adopt_legacy(self, kind: str, fingerprint: str, legacy: Sequence[str]) -> None:
         """Move budgets stored under the plain keys of an earlier fingerprint rule (``legacy``) of the
@@ -242,10 +274,12 @@ class Session:
         return list_budgets(self.store)
 
     def json_budget(self, path: str | Path, kind: str, fingerprint: str, *, default: PrivacyCost,
-                    unit: Unit | None = None) -> JsonLedger:
+                    unit: Unit | None = None, others: Sequence[str] = ()) -> JsonLedger:
         """A budget kept in a JSON file, tied to this data's key (a file written under an earlier
-        version's key kind, :data:`~dpcore.privacy.ledger_store.LEGACY_KINDS`, is taken over)."""
+        version's key kind, :data:`~dpcore.privacy.ledger_store.LEGACY_KINDS`, or under one of the
+        data's ``others`` fingerprints (:meth:`adopt_keys`) is taken over)."""
         earlier = tuple(self.key(k, fingerprint) for k in LEGACY_KINDS.get(kind, ()))
+        earlier += tuple(self.key(kind, fp) for fp in others if fp)
         return JsonLedger.open(path, self.key(kind, fingerprint), default, unit, earlier=earlier)
 
     # -- the one place a budget is charged ----------------------------------------------------
@@ -264,6 +298,7 @@ class Session:
         # a charge that names no unit is taken as record-level: it is refused on a person or group
         # budget rather than charged as if it protected persons
         unit = charge.unit if charge.unit is not None else Unit()
+        _refuse_record_level_population(ledger, unit)
         entry = ledger.spend(charge.cost, charge.label, charge.details(), unit)
         if isinstance(ledger, JsonLedger):
             ledger.save()
@@ -310,3 +345,18 @@ class Session:
         if isinstance(ledger, JsonLedger):
             ledger.save()
         return True
+
+
+def _refuse_record_level_population(ledger: Ledger, unit: Unit) -> None:
+    """Refuse a record-level charge to a named population's budget (issue 26 item 15).
+
+    A population joins data sets of the same people (points, trips, tables); its cap is meant to hold
+    for every person.  A record-level release protects one row, so a person with 15 points would be
+    exposed at 15 times its cost: a population budget takes releases that protect a person or a group.
+    A count table is released as one person when the curator confirms each person is counted once
+    (``--each-person-counted-once``)."""
+    store = getattr(ledger, "store", None)
+    if unit.entity != "record" or not isinstance(store, LedgerStore):
+        return
+    if store.is_population(str(ledger.dataset)):
+        population_needs_persons(unit)

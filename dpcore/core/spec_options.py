@@ -149,7 +149,8 @@ def _o(flag: str, section: str, key: str | None = None, form: str = "str", defau
 
 
 _BUDGET = (_o("--budget-cap", "budget", "cap", "float"), _o("--budget-db", "budget", "db", "opt"),
-           _o("--ledger", "budget"), _o("--population", "budget"), _o("--no-budget", "budget", form="flag",
+           _o("--ledger", "budget"), _o("--population", "budget"), _o("--matches-spent-data", "budget"),
+           _o("--no-budget", "budget", form="flag",
                                                                           default=False))
 #: Releases over time (issue 24): the time column is read from the input, the period and range are public
 #: like the domain, the unit over time and its caps belong to the budget.
@@ -157,6 +158,8 @@ _TIME = (_o("--time-col", "input", "time"), _o("--period", "domain", default="da
          _o("--time-range", "domain"), _o("--unit", "budget"), _o("--max-periods", "budget", form="int"),
          _o("--horizon-cap", "budget", form="float"), _o("--cumulative", "mechanism", form="flag", default=False))
 _ENGINE = (_o("--engine", "engine", "name", default="auto"), _o("--spark-master", "engine"))
+#: A count table released as one person counted once (issue 26 item 15), confirmed by the curator.
+_PERSON_ONCE = _o("--each-person-counted-once", "budget", form="flag", default=False)
 
 OPTIONS: dict[str, tuple[Option, ...]] = {
     "points": (
@@ -181,7 +184,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--plus", "mechanism", form="repeat", default=()),
         _o("--marginals", "mechanism", default="1"), _o("--geo-level", "mechanism"),
         _o("--epsilon", "budget", type="number"), _o("--rho", "budget", type="number"),
-        *_BUDGET,
+        *_BUDGET, _PERSON_ONCE,
         _o("--out", "output", "dir"),
     ),
     "hierarchy": (
@@ -197,7 +200,8 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--delta", "budget", form="float", default=1e-6),
         _o("--split", "budget", default="uniform", type="split"), _o("--neighbour", "budget", default="add_remove"),
         _o("--order", "budget", default="ascending"),
-        *_BUDGET, *_TIME, _o("--user-col", "input", "user"), _o("--user-cap", "input", "user_cap", "int"),
+        *_BUDGET, _PERSON_ONCE, *_TIME, _o("--user-col", "input", "user"),
+        _o("--user-cap", "input", "user_cap", "int"),
         _o("--boundaries", "output", form="repeat", default=(), type="table"), _o("--out", "output", "dir"),
         _o("--suppress", "output"),
     ),

@@ -60,10 +60,11 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.errors import BudgetError, DPCoreError, InputError
+from dpcore.privacy import key_aliases
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import CapChange, Ledger, LedgerEntry, minute_now
 from dpcore.privacy.noise import secret_key
-from dpcore.privacy.units import Unit
+from dpcore.privacy.units import Unit, population_needs_persons
 
 __all__ = ["LedgerStore", "StoredLedger", "default_path", "default_store"]
 
@@ -227,6 +228,11 @@ class LedgerStore:
             row = con.execute("SELECT name FROM bindings WHERE data_key = ?", (data_key,)).fetchone()
         return str(row[0]) if row else None
 
+    def is_population(self, key: str) -> bool:
+        """Whether ``key`` is a named population's budget (data is bound to it)."""
+        with contextlib.closing(self._connect()) as con:
+            return con.execute("SELECT 1 FROM bindings WHERE population = ? LIMIT 1", (key,)).fetchone() is not None
+
     def bind(self, data_key: str, name: str) -> str:
         """Bind a data set to the named population (for good) and return the population's key.
 
@@ -254,7 +260,8 @@ class LedgerStore:
 
     def data_key(self, kind: str, fingerprint: str) -> str:
         """The key of ``kind`` data with this fingerprint (:meth:`key`), after moving a budget
-        stored under an earlier version's plain key or key kind (:data:`LEGACY_KINDS`) to it."""
+        stored under an earlier version's plain key or key kind (:data:`LEGACY_KINDS`) to it; or the
+        key of the budget it is an alias of (:mod:`dpcore.privacy.key_aliases`)."""
         data_key = self.key(kind, fingerprint)
         earlier = [f"{kind}:{fingerprint}"]
         for k in LEGACY_KINDS.get(kind, ()):
@@ -267,7 +274,7 @@ class LedgerStore:
         for old in earlier:
             if old in found:
                 self.migrate_plain_key(old, data_key, kind)
-        return data_key
+        return key_aliases.resolve(self, data_key)  # another key of the same data's budget (issue 26)
 
     def budget_key(self, kind: str, fingerprint: str) -> str:
         """The key of the budget ``kind`` data with this fingerprint draws on (its population's
@@ -551,6 +558,11 @@ class StoredLedger(Ledger):
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         self._refresh()
         super().check(cost, unit)
+
+    def charge_for(self, cost: PrivacyCost, unit: Unit | None = None) -> tuple[PrivacyCost, int]:
+        if unit is not None and unit.entity == "record" and self._store.is_population(self._fp):
+            population_needs_persons(unit)  # a population's budget protects persons (issue 26 item 15)
+        return super().charge_for(cost, unit)
 
     def to_dict(self) -> dict[str, Any]:
         self._refresh()

@@ -141,6 +141,30 @@ def group_factor(budget_unit: Unit, release_unit: Unit) -> int:
     return factor
 
 
+def population_needs_persons(unit: Unit | None) -> None:
+    """Refuse a record-level release on a named population's budget (issue 26 item 15); ``None`` (the
+    unit not known yet) passes.
+
+    A population joins data sets of the same people (points, trips, tables) and its cap is meant to
+    hold for every person; a release that protects one row leaves a person with 15 points exposed at
+    15 times its cost.  A count table in which each person is counted once is released as one person
+    when the curator confirms it.
+
+    >>> population_needs_persons(Unit("person", cap=3))
+    >>> population_needs_persons(Unit())
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.BudgetError: This data draws on a named population's budget, ...
+    """
+    if unit is not None and unit.entity == "record":
+        raise BudgetError(
+            "This data draws on a named population's budget, which protects every person across all of the "
+            f"population's data, but the release protects {unit.label()}: a person with many rows would be exposed "
+            "many times over. Release with a person or group unit (name the person column and its cap), or, for a "
+            "count table in which each person is counted once, confirm it (--each-person-counted-once on the "
+            "command line; 'Each person is counted once' in the app).")
+
+
 Scope = Literal["event", "person-period", "person"]
 SCOPES = ("event", "person-period", "person")
 

@@ -112,6 +112,9 @@ def census_ledger(at: AppTest):
 
 
 def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
+    """A population's budget protects persons (issue 26 item 15): record-level points are refused on
+    it with the reason, and a census table joins it once the curator confirms that each person is
+    counted once in it."""
     at = goto(app(), "mechanism")
     assert "Data that comes from the same people" in population_box(at).help
     bind(at, POP)
@@ -120,37 +123,28 @@ def test_points_and_census_bound_to_one_population_draw_on_one_budget() -> None:
     assert number_input(at, "Budget cap").label == f"Budget cap of the population {POP} (ε)"
     number_input(at, "Privacy budget of this release").set_value(0.6).run()
     goto(at, "release")
-    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
-    ok(at)
+    button = at.button(key=release_widget_key("release_button", at.session_state))
+    assert button.disabled and "person or group unit" in texts(at.error)  # the demo points: one record each
     pop = points_ledger(at)
-    assert pop.spent == pytest.approx(0.6) and len(at.session_state["releases"]) == 1
+    assert pop.spent == 0 and not at.session_state["releases"]
 
     goto(at, "census")
     assert census_ledger(at).dataset != pop.dataset  # the census table has a budget of its own ...
     bind(at, f"  {POP} ")  # ... until it is bound (the name is trimmed)
     led = census_ledger(at)
-    assert led.dataset == pop.dataset and led.spent == pytest.approx(0.6)
-    assert any(m.label == "Spent of the population's cap" and m.value == "ε = 0.6 of 1" for m in at.metric)
+    assert led.dataset == pop.dataset
+    at.number_input(key="_w_census_epsilon").set_value(0.6).run()
     goto(at, "census_release")
     button = at.button(key=release_widget_key("census_release_button", at.session_state))
-    assert button.disabled  # ε = 0.5 on top of the points' 0.6 passes the population's cap 1
-    assert "This release asks for ε = 0.5, more than the 0.4 left of the budget" in texts(at.warning)
+    assert button.disabled and "person or group unit" in texts(at.error)  # not confirmed: one counted record
     goto(at, "census")
-    at.number_input(key="_w_census_epsilon").set_value(0.4).run()
+    fp = at.session_state["census_fp"]
+    at.checkbox(key=f"_w_person_once_{fp}").check().run()
     goto(at, "census_release")
     at.button(key=release_widget_key("census_release_button", at.session_state)).click().run()
     ok(at)
-    assert pop.spent == pytest.approx(1.0) and [e.label for e in pop.entries][-1].startswith("census release")
-
-    goto(at, "mechanism")  # the points page now sees the census release in its budget
-    number_input(at, "Privacy budget of this release").set_value(0.1).run()
-    goto(at, "release")
-    assert at.button(key=release_widget_key("release_button", at.session_state)).disabled
-    assert "spent ε = 1 of 1" in "\n".join(p.proto.text for p in at.sidebar.get("progress"))
-
-    goto(at, "history")  # one budget, listed once, naming both data sets
-    [head] = [h.value for h in at.subheader if h.value.startswith(f"Population {POP}")]
-    assert "Points:" in head and "Census table" in head and "2 releases" in head
+    assert pop.spent == pytest.approx(0.6) and [e.label for e in pop.entries][-1].startswith("census release")
+    assert pop.unit is not None and pop.unit.entity == "person"
 
 
 # ---------------------------------------------------------------- (b) binding refused
@@ -322,3 +316,34 @@ def test_a_record_level_release_on_a_person_budget_is_refused_with_the_reason() 
     assert button.disabled and "unit of privacy" in button.label
     assert len(led.entries) == 1 and len(at.session_state["releases"]) == 1
     assert [t.value for t in at.title] == ["Release"]  # the page is alive
+
+
+# ---------------------------------------------------------------- (e) near-identical data (issue 26 item 14)
+
+
+def test_near_identical_points_ask_whether_they_are_the_same_population() -> None:
+    """The same points minus one row would start a fresh budget: the Release step asks first, shows
+    nothing about the data, and 'same people' leads the data to the spent budget (recorded)."""
+    full = _points_with_people()
+    short = b"".join(full.splitlines(keepends=True)[:-1])
+    at = app()
+    at.file_uploader(key="points_upload").set_value(("full.csv", full, "text/csv")).run()
+    goto(ok(at), "mechanism")
+    number_input(at, "Privacy budget of this release").set_value(0.7).run()
+    goto(at, "release")
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
+    spent = points_ledger(ok(at))
+    assert spent.spent == pytest.approx(0.7)
+
+    goto(at, "data")
+    at.file_uploader(key="points_upload").set_value(("short.csv", short, "text/csv")).run()
+    goto(ok(at), "release")
+    question = texts(at.warning)
+    assert "Is this the same population" in question and "3,000" not in question and "2,999" not in question
+    assert not [b for b in at.button if b.key and "release_button" in b.key]  # nothing to click before the answer
+    [same] = [b for b in at.button if b.key == "near_match_same"]
+    same.click().run()
+    ok(at)
+    assert "Is this the same population" not in texts(at.warning)
+    assert points_ledger(at).dataset == spent.dataset  # the spent budget: 0.3 left
+    assert at.button(key=release_widget_key("release_button", at.session_state)).disabled

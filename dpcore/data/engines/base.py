@@ -268,6 +268,55 @@ def points_fingerprint(lon: np.ndarray, lat: np.ndarray) -> str:
     return point_fingerprint(lon.size, s1, s2)
 
 
+#: Coordinates are rounded to this many decimal places of a degree (1e-7°, about 1 cm) in the
+#: tolerant keys of points (:func:`tolerant_points_fingerprints`): far below any grid's cell.
+KEY_DECIMALS = 7
+
+
+def tolerant_points_fingerprints(lon: np.ndarray, lat: np.ndarray, bounds: Any = None) -> list[str]:
+    """Further budget keys of points held in memory, besides :func:`points_fingerprint` (issue 26 item 12).
+
+    The exact key changes when a file is saved again with fewer digits (a spreadsheet writes
+    ``%.15g``) or when a point far outside the release is added.  These keys do not: the
+    coordinates are rounded to :data:`KEY_DECIMALS` decimals (``floor(x·10⁷ + 0.5) / 10⁷``, the same
+    double in every IEEE engine) before the same order-independent hash, over every point and, with
+    ``bounds`` (``west``, ``south``, ``east``, ``north``), over the points inside them, which is all a
+    release can use.  They are kept as aliases of the data's budget
+    (:meth:`dpcore.core.session.Session.adopt_keys`), so a budget is found by any of them.  A point
+    that lies within a rounding of 10⁻¹³° of a rounding boundary can still change them (for data
+    written with at most 7 decimals, never).  Keys, never published.
+
+    >>> lon, lat = np.array([-73.98765432101234, -73.9]), np.array([40.71234567890123, 40.8])
+    >>> a = tolerant_points_fingerprints(lon, lat)
+    >>> a == tolerant_points_fingerprints(np.array([float(f"{v:.15g}") for v in lon]), lat)  # re-saved
+    True
+    >>> from types import SimpleNamespace
+    >>> box = SimpleNamespace(west=-74.0, south=40.5, east=-73.5, north=41.0)
+    >>> far = tolerant_points_fingerprints(np.append(lon, 10.0), np.append(lat, 10.0), box)
+    >>> far[1] == a[0]   # a point outside the bounds: the key of the points inside them is the same
+    True
+    >>> len(tolerant_points_fingerprints(lon, lat, SimpleNamespace(west=0.0, south=0.0, east=1.0, north=1.0)))
+    1
+    """
+    lon = np.asarray(lon, dtype=np.float64)
+    lat = np.asarray(lat, dtype=np.float64)
+    scale = 10.0**KEY_DECIMALS
+    qlon, qlat = np.floor(lon * scale + 0.5) / scale, np.floor(lat * scale + 0.5) / scale
+
+    def key(x: np.ndarray, y: np.ndarray) -> str:
+        s1, s2 = fingerprint_sums(x, y)
+        return hashlib.sha256(f"points:q{KEY_DECIMALS}:{x.size}:{s1}:{s2}".encode()).hexdigest()[:16]
+
+    if not lon.size:
+        return []
+    keys = [key(qlon, qlat)]
+    if bounds is not None:
+        inside = (lon >= bounds.west) & (lon <= bounds.east) & (lat >= bounds.south) & (lat <= bounds.north)
+        if inside.any():  # no point inside: a key every such data would share, so none
+            keys.append(key(qlon[inside], qlat[inside]))
+    return keys
+
+
 def codes_fingerprint(tag: str, codes: Sequence[Any], count: Any = None) -> str:
     """Budget key of coded rows: a multiset hash of their totals per code combination.
 

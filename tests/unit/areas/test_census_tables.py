@@ -357,12 +357,30 @@ def test_cli_end_to_end(tmp_path: Path, capsys) -> None:
     assert len(err) == 1 and err[0].startswith("error:") and "budget" in err[0]
 
 
+def _public_areas(tmp_path: Path) -> str:
+    """The public list of the persons' four areas (two states of two counties each)."""
+    path = tmp_path / "areas.csv"
+    pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", "001", "003"]}).to_csv(path, index=False)
+    return str(path)
+
+
+def test_cli_person_rows_need_a_public_area_list(tmp_path: Path, capsys) -> None:
+    """One row per person cannot list the areas where nobody lives: ``release census`` refuses it as
+    its own area list, as ``release hierarchy`` does (issue 26 item 17)."""
+    path = tmp_path / "persons.csv"
+    persons(n=200).to_csv(path, index=False)
+    argv = ["release", "census", "--input", str(path), "--levels", "state,county", "--epsilon", "1", "--no-budget"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 2
+    assert "--areas" in capsys.readouterr().err and not (tmp_path / "a").exists()
+    assert main([*argv, "--areas", _public_areas(tmp_path), "--out", str(tmp_path / "b")]) == 0
+
+
 def test_cli_with_plus_and_ordinal(tmp_path: Path, capsys) -> None:
     path = tmp_path / "persons.csv"
     persons(n=500).to_csv(path, index=False)
     out = tmp_path / "o"
     assert main(["release", "census", "--input", str(path), "--levels", "state,county", "--ordinal", "age_band",
-                 "--plus", "age_band", "--epsilon", "1", "--out", str(out)]) == 0
+                 "--plus", "age_band", "--areas", _public_areas(tmp_path), "--epsilon", "1", "--out", str(out)]) == 0
     rec = json.loads((out / "release.json").read_text())
     assert rec["mechanism"]["plus_axes"] == ["age_band"] and rec["mechanism"]["title"] == "Privelet+"
     assert "age_band=65+" in pd.read_csv(out / "release.csv").columns
@@ -374,12 +392,14 @@ def test_cli_ordinal_order_releases_an_empty_bin(tmp_path: Path, capsys) -> None
     persons(n=300).to_csv(path, index=False)  # nobody is 100+
     out = tmp_path / "o"
     assert main(["release", "census", "--input", str(path), "--levels", "state,county", "--ordinal", "age_band",
-                 "--ordinal-order", "age_band=0-17|5-9|18-64|65+|100+", "--epsilon", "1", "--out", str(out)]) == 0
+                 "--ordinal-order", "age_band=0-17|5-9|18-64|65+|100+", "--areas", _public_areas(tmp_path),
+                 "--epsilon", "1", "--out", str(out)]) == 0
     assert "come from the data" not in capsys.readouterr().err
     cols = pd.read_csv(out / "release.csv").columns
     assert "age_band=100+" in cols  # the empty bin is released (with noise) like every other
     assert main(["release", "census", "--input", str(path), "--levels", "state,county", "--ordinal", "age_band",
-                 "--ordinal-order", "age=0-17", "--epsilon", "1", "--out", str(out)]) == 2
+                 "--ordinal-order", "age=0-17", "--areas", _public_areas(tmp_path), "--epsilon", "1",
+                 "--out", str(out)]) == 2
     assert "not an --ordinal column" in capsys.readouterr().err
 
 
@@ -502,7 +522,8 @@ def test_cli_ordinal_order_is_recorded_as_the_flag(tmp_path: Path) -> None:
     persons(n=300).to_csv(path, index=False)
     out = tmp_path / "o"
     assert main(["release", "census", "--input", str(path), "--levels", "state,county", "--ordinal", "age_band",
-                 "--ordinal-order", "age_band=0-17|5-9|18-64|65+", "--epsilon", "1", "--no-budget",
+                 "--ordinal-order", "age_band=0-17|5-9|18-64|65+", "--areas", _public_areas(tmp_path),
+                 "--epsilon", "1", "--no-budget",
                  "--out", str(out)]) == 0
     rec = json.loads((out / "release.json").read_text())
     [axis] = [a for a in rec["params"]["axes"] if a["name"] == "age_band"]

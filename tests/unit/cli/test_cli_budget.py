@@ -29,6 +29,8 @@ def test_a_release_is_accounted_by_default_with_the_apps_cap(tmp_path: Path, cap
     led = rec["ledger"]
     assert led["accounted"] is True and led["cap"]["value"] == 1.0 and led["spent"] == pytest.approx(0.6)
     assert led["unit"]["entity"] == "record" and "dataset" not in led
+    assert rec["accounted"] is True and not any("NOT ACCOUNTED" in n for n in rec["notes"])
+    assert "accounted" not in pd.read_csv(tmp_path / "a" / "release.csv").columns
     # the same points reordered, with the columns swapped, gzipped and renamed: the same budget
     df = pd.read_csv(pts).iloc[::-1][["lon", "lat"]]
     other = tmp_path / "renamed.csv.gz"
@@ -46,6 +48,15 @@ def test_no_budget_charges_nothing_and_the_record_says_so(tmp_path: Path, capsys
     rec = json.loads((tmp_path / "a" / "release.json").read_text("utf-8"))
     assert rec["ledger"] == {"accounted": False, "note": rec["ledger"]["note"]}
     assert "not accounted" in rec["ledger"]["note"]
+    # said first, where a data user looks (issue 26 item 16): the record's top, its privacy section,
+    # its first note, every row of release.csv and the GeoJSON
+    assert list(rec).index("accounted") < list(rec).index("mechanism") and rec["accounted"] is False
+    assert rec["privacy"]["accounted"] is False and "NOT ACCOUNTED" in rec["privacy"]["not_accounted"]
+    assert rec["notes"][0].startswith("NOT ACCOUNTED")
+    table = pd.read_csv(tmp_path / "a" / "release.csv")
+    assert table["accounted"].str.startswith("no (--no-budget").all() and len(table) > 0
+    geo = json.loads((tmp_path / "a" / "release.geojson").read_text("utf-8"))
+    assert geo["accounted"] is False and geo["not_accounted"].startswith("NOT ACCOUNTED") and geo["features"]
     _ok(release_args(pts, tmp_path / "c", epsilon="1"), capsys)  # the whole default budget is still there
     line = assert_user_error(main(release_args(pts, tmp_path / "d", extra=["--no-budget", "--budget-cap", "2"])),
                              capsys)
@@ -73,15 +84,19 @@ def test_a_ledger_file_belongs_to_the_data_it_was_made_for(tmp_path: Path, capsy
 
 def test_points_and_a_census_table_of_one_population_share_its_budget(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    pts = write_points(tmp_path / "points.csv")
+    rows = ["lat,lon,uid"] + [f"{40.6 + i * 0.001:.6f},{-73.9 + i * 0.0007:.6f},{i % 7}" for i in range(120)]
+    pts = tmp_path / "people.csv"
+    pts.write_text("\n".join(rows) + "\n", "utf-8")
+    person = ["--user-col", "uid", "--user-cap", "5"]
     tracts = write_tracts(tmp_path / "tracts.csv")
     pop = ["--population", "survey 2026"]
-    _ok(release_args(pts, tmp_path / "p", epsilon="0.5", extra=pop), capsys)
-    line = assert_user_error(main(hier_args(tracts, tmp_path / "h", *pop, budget_flag="--epsilon=0.6")), capsys)
+    once = "--each-person-counted-once"  # the table counts each person once: it protects one person
+    _ok(release_args(pts, tmp_path / "p", epsilon="0.5", extra=[*pop, *person]), capsys)
+    line = assert_user_error(main(hier_args(tracts, tmp_path / "h", *pop, once, budget_flag="--epsilon=0.6")), capsys)
     assert "Not enough privacy budget" in line  # 0.5 of the population's 1 is gone
-    _ok(hier_args(tracts, tmp_path / "h", *pop, budget_flag="--epsilon=0.5"), capsys)
+    _ok(hier_args(tracts, tmp_path / "h", *pop, once, budget_flag="--epsilon=0.5"), capsys)
     # once bound, the data finds the population's budget without naming it
-    line = assert_user_error(main(release_args(pts, tmp_path / "q", epsilon="0.1")), capsys)
+    line = assert_user_error(main(release_args(pts, tmp_path / "q", epsilon="0.1", extra=person)), capsys)
     assert "Not enough privacy budget" in line
 
 

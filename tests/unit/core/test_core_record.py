@@ -39,8 +39,8 @@ def _build(**kw):
 
 def test_the_shared_top_and_the_body() -> None:
     rec = _build()
-    assert list(rec) == ["schema", "software", "release_id", "created", "kind", "mechanism", "privacy", "levels",
-                         "plan", "notes", "ledger"]
+    assert list(rec) == ["schema", "software", "release_id", "created", "kind", "accounted", "mechanism", "privacy",
+                         "levels", "plan", "notes", "ledger"]
     assert rec["software"] == {"name": "dpcore", "version": dpcore.__version__}
     assert rec["mechanism"] == {"name": "inftda", "title": "InfTDA", "reference": "Boninsegna & Silvestri 2025",
                                 "details": {"split": "uniform"}}
@@ -49,8 +49,9 @@ def test_the_shared_top_and_the_body() -> None:
         "rho-zCDP", zcdp(0.5).to_dict(), UNIT, "discrete Gaussian")
     assert p["approx_dp"] == record.approx_dp_reading(zcdp(0.5))
     assert p["approx_dp_conversion"] == record.APPROX_DP_CONVERSION
-    assert rec["levels"] == [[0, 1]] and rec["plan"] == [{"level": 0}] and rec["notes"] == ["noisy"]
-    assert rec["ledger"]["accounted"] is False
+    assert rec["levels"] == [[0, 1]] and rec["plan"] == [{"level": 0}]
+    assert rec["notes"] == [record.NOT_ACCOUNTED, "noisy"]  # charged to no ledger: said first
+    assert rec["ledger"]["accounted"] is False and rec["accounted"] is False
     assert "plan" not in _build(plan=None)
 
 

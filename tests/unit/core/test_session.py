@@ -154,7 +154,7 @@ def test_a_population_binding_under_an_earlier_key_kind_is_kept(tmp_path: Path) 
     store = _store(tmp_path)
     store.bind(store.key("od", "fp"), "survey")
     s = Session(store)
-    _run(s, s.budget("points", "p", default=pure(1.0), population="survey"), pure(0.6))
+    _run(s, s.budget("points", "p", default=pure(1.0), population="survey"), pure(0.6), PERSON)
     led = s.budget("flows", "fp", default=pure(1.0))  # found bound without naming the population
     assert led.dataset == store.population_key("survey") and led.spent == pytest.approx(0.6)
     assert store.population_name(store.data_key("flows", "fp")) == "survey"
@@ -174,14 +174,35 @@ def test_a_ledger_file_written_under_an_earlier_key_kind_keeps_working(tmp_path:
 
 
 # -- populations ----------------------------------------------------------------------------------
+#: A population's budget protects persons (issue 26 item 15): its releases name a person unit.
+PERSON = Unit("person", cap=3)
+
+
+def test_a_population_budget_takes_person_or_group_releases_only(tmp_path: Path) -> None:
+    """A record-level release is refused on a named population's budget, whether it would open the
+    population (before anything is created) or is charged to one that exists."""
+    s = Session(_store(tmp_path))
+    with pytest.raises(BudgetError, match="person or group unit"):
+        s.budget("areas", "t", default=pure(1.0), unit=Unit("record"), population="survey")
+    assert not s.store.is_population(s.store.population_key("survey"))
+    led = s.budget("points", "p", default=pure(1.0), population="survey")
+    with pytest.raises(BudgetError, match="person or group unit"):
+        _run(s, led, pure(0.2))  # a charge naming no unit is record-level
+    assert led.spent == 0
+    _run(s, led, pure(0.2), Unit("person"))
+    table = s.budget("areas", "t", default=pure(1.0), unit=Unit("person"), population="survey")
+    _run(s, table, pure(0.2), Unit("person"))
+    assert led.spent == pytest.approx(0.4)
+
+
 def test_data_bound_to_one_population_draw_on_one_budget(tmp_path: Path) -> None:
     s = Session(_store(tmp_path))
     pts = s.budget("points", "p-fp", default=pure(1.0), population="survey 2026")
     od = s.budget("flows", "o-fp", default=pure(1.0), population="survey 2026")
-    _run(s, pts, pure(0.6))
+    _run(s, pts, pure(0.6), PERSON)
     with pytest.raises(BudgetError, match="Not enough privacy budget"):
-        _run(s, od, pure(0.6))
-    _run(s, od, pure(0.4))
+        _run(s, od, pure(0.6), PERSON)
+    _run(s, od, pure(0.4), PERSON)
     # once bound, the data finds the population's budget without naming it
     assert s.budget("points", "p-fp", default=pure(1.0)).spent == pytest.approx(1.0)
     # unbound data keeps a budget of its own
@@ -265,7 +286,7 @@ def test_a_budget_opened_before_its_data_was_bound_refuses_to_spend(tmp_path: Pa
     with pytest.raises(BudgetError, match="population 'survey'"):
         _run(s, stale, pure(0.5))
     assert stale.spent == 0
-    _run(s, s.budget("points", "fp", default=pure(1.0)), pure(0.5))  # reopened: the population's budget
+    _run(s, s.budget("points", "fp", default=pure(1.0)), pure(0.5), PERSON)  # reopened: the population's
 
 
 def test_a_lost_key_file_is_refused_not_replaced(tmp_path: Path) -> None:

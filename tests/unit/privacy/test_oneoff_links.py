@@ -112,14 +112,16 @@ def test_a_record_level_oneoff_cannot_count_towards_a_person_period_series(tmp_p
 
 def test_a_named_population_links_its_oneoff_and_its_series(tmp_path: Path) -> None:
     session = Session.open(tmp_path / "l.sqlite")
-    _oneoff(session, pure(0.5), population="survey")
+    person = Unit("person", cap=1)  # a named population protects persons (issue 26 item 15)
+    _oneoff(session, pure(0.5), unit=person, population="survey")
     # another input (no oneoff pairs), the same named population: linked by the name
-    budget = session.series_budget("points", "other", [("d1", "b")], EVENT, default=pure(1.0), population="survey")
+    budget = session.series_budget("points", "other", [("d1", "b")], TimeUnit("person-period", person, "day"),
+                                   default=pure(1.0), population="survey")
     with pytest.raises(BudgetError, match="Not enough privacy budget"):
         _period(session, budget, "d1", pure(0.6))
     _period(session, budget, "d1", pure(0.5))
     with pytest.raises(BudgetError):
-        _oneoff(session, pure(0.01), population="survey")
+        _oneoff(session, pure(0.01), unit=person, population="survey")
 
 
 def test_unlinked_data_keeps_its_own_budget(tmp_path: Path) -> None:

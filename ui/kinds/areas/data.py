@@ -281,9 +281,12 @@ def _build(inputs: dict[str, Any]) -> None:
                                                 group=inputs.get("group"))
             # the ledger belongs to the table's totals per top-level area, whatever finer levels or
             # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
-            fp = census_tables.fingerprint(df, inputs["levels"], inputs["count"] or None)
+            keys = census_tables.fingerprints(df, inputs["levels"], inputs["count"] or None)
+            fp = keys[0]
             if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
                 state.session().adopt_legacy("areas", fp, [census_tables.legacy_fingerprint(df)])
+            if inputs["id"] != DEMO:  # every level's key finds the budget (issue 26 item 11)
+                state.session().adopt_keys("areas", fp, keys[1:])
         head = (ss.get("hier_upload_df") if inputs.get("src") is not None else inputs["df"]).head(8)
         config = {k: v for k, v in inputs.items() if k not in ("df", "areas_df", "boundaries")}
         ss["hier_model"] = {"h": h, "counts": counts, "joins": joins, "join_msgs": join_msgs, "fp": fp,

@@ -157,14 +157,18 @@ def _build(df, src, name, levels, count_col, ordinals, orders, areas_up, table_k
             small = cc.frame[[*levels, *ordinals, "count"]].rename(columns={"count": engines.COUNT_COLUMN})
             table = census_tables.CensusTable.from_frame(small, levels, engines.COUNT_COLUMN, ordinals=ordinals,
                                                          areas=areas_df, **ordinals_ui.public_orders(orders))
-            fp = census_tables.fingerprint(small, levels, engines.COUNT_COLUMN)
+            keys = census_tables.fingerprints(small, levels, engines.COUNT_COLUMN)
+            fp = keys[0]
         else:
             table = census_tables.CensusTable.from_frame(df, levels, None if count_col == PER_PERSON else count_col,
                                                          ordinals=ordinals, areas=areas_df,
                                                          **ordinals_ui.public_orders(orders))
             # the used columns' content: the same key as DuckDB's sums of the same table would give
-            fp = census_tables.fingerprint(df, levels, None if count_col == PER_PERSON else count_col)
+            keys = census_tables.fingerprints(df, levels, None if count_col == PER_PERSON else count_col)
+            fp = keys[0]
             state.session().adopt_legacy("areas", fp, [census_tables.legacy_fingerprint(df)])  # earlier key rule
+        if not demo:  # every level's key finds the budget (an empty row, the earlier rule: issue 26 item 11)
+            state.session().adopt_keys("areas", fp, keys[1:])
         if demo:
             state.mark_demo("areas", fp)  # the made-up census's budget lives with the session
         ss["census_table"], ss["census_fp"], ss["census_table_key"] = table, fp, table_key

@@ -62,14 +62,16 @@ def selected_plan(table: CensusTable, led: Ledger) -> tuple[Plan | None, str | N
     spec = ";".join("*".join(axes[a] for a in labels[c]) for c in chosen)
     cost = selected_cost(led)
     # id(s): the kept plan holds the structure (its domain), so the id cannot be reused while it is kept
-    return plans.kept("census_mx_plan", plans.digest(id(s), level, spec, cost),
-                      lambda: _core_plan(table, level, spec, cost))
+    once = state.person_once(ss.get("census_fp", ""))
+    return plans.kept("census_mx_plan", plans.digest(id(s), level, spec, cost, once),
+                      lambda: _core_plan(table, level, spec, cost, once))
 
 
-def _core_plan(table: CensusTable, level: str, spec: str, cost: budget.PrivacyCost) -> tuple[Plan | None, str | None]:
+def _core_plan(table: CensusTable, level: str, spec: str, cost: budget.PrivacyCost,
+               once: bool = False) -> tuple[Plan | None, str | None]:
     try:
         return catalog.get("census", "matrix").plan(table.structure, cost, {"level": level, "marginals": spec},
-                                                    unit=census_unit()), None
+                                                    unit=census_unit(person_once=once)), None
     except DPCoreError as e:
         return None, str(e)
 

@@ -287,13 +287,15 @@ def selection(*, parse_only: bool = False) -> Selection:
                             "order": ss.get("hier_order", "ascending") if mech == "topdown_linf" else "ascending"}
     if is_matrix and ss.get("hier_sets") is not None and ss.get("hier_sets_key", (None,))[0] == h.fingerprint():
         opts.update(area_sets=ss["hier_sets"], sets_weight=float(ss.get("hier_sets_weight", 1.0)))
-    sel = Selection(mech, catalog.get("hierarchy", mech).title, cost, led, hierarchy_unit(neighbour, counts.statistic),
+    opts["person_once"] = state.person_once(fp)  # the unit: one person when confirmed (issue 26 item 15)
+    sel = Selection(mech, catalog.get("hierarchy", mech).title, cost, led,
+                    hierarchy_unit(neighbour, counts.statistic, person_once=opts["person_once"]),
                     split, n_measured, opts, None, ss.get("hier_delta", 1e-6), error)
     if parse_only or error is not None:
         return sel
     key = plans.digest(fp, h.fingerprint(), counts.statistic, counts.k, mech, cost, neighbour, split, weights,
                        opts["order"], ss.get("hier_sets_key") if "area_sets" in opts else None,
-                       opts.get("sets_weight"))
+                       opts.get("sets_weight"), opts["person_once"])
     core, error = plans.kept("hier_plan", key, lambda: _core_plan(h, counts, mech, cost, opts))
     return Selection(**{**sel.__dict__, "core": core, "error": error})
 
@@ -308,6 +310,7 @@ def _core_plan(h: Any, counts: Any, mech: str, cost: budget.PrivacyCost,
     if opts.get("area_sets") is not None:
         public["area_sets"] = opts["area_sets"]
     try:
-        return m.plan(h, cost, params, unit=hierarchy_unit(opts["neighbour"]), **public), None
+        unit = hierarchy_unit(opts["neighbour"], person_once=bool(opts.get("person_once")))
+        return m.plan(h, cost, params, unit=unit, **public), None
     except DPCoreError as e:
         return None, str(e)

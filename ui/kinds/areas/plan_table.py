@@ -144,15 +144,16 @@ def selection() -> TableSelection:
         return TableSelection(mech, "matrix mechanism (marginal tables)", cost, led, plan=p, error=error)
     eps = float(ss.get("census_epsilon", DEFAULT_EPSILON))
     plus = tuple(a for a in ss.get("census_plus", []) if a in [census_tables.GEO_AXIS, *table.structure.ordinals])
-    p, error = plans.kept("census_privelet_plan", plans.digest(fp, id(table.structure), eps, plus),
-                          lambda: _privelet_plan(table, eps, plus))
+    once = state.person_once(fp)
+    p, error = plans.kept("census_privelet_plan", plans.digest(fp, id(table.structure), eps, plus, once),
+                          lambda: _privelet_plan(table, eps, plus, once))
     return TableSelection(mech, "Privelet" + ("+" if plus else ""), budget.pure(eps), led, eps, plus, p, error)
 
 
-def _privelet_plan(table: Any, eps: float, plus: tuple[str, ...]) -> tuple[Plan | None, str | None]:
+def _privelet_plan(table: Any, eps: float, plus: tuple[str, ...], once: bool = False) -> tuple[Plan | None, str | None]:
     """Privelet's one core plan, through the catalogue, or why there is none."""
     try:
         return catalog.get("census", "privelet").plan(table.structure, budget.pure(eps), {"plus_axes": plus},
-                                                      unit=census_unit()), None
+                                                      unit=census_unit(person_once=once)), None
     except DPCoreError as e:
         return None, str(e)

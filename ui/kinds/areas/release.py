@@ -170,13 +170,13 @@ def _table_release() -> None:
     sel = table_selection()
     name = ss.get("census_name", "census table")
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{name}**, as planned on the Plan step; "
-                f"unit of privacy: **{common.unit_words(census_unit())}**.")
+                f"unit of privacy: **{common.unit_words(census_unit(person_once=state.person_once(fp)))}**.")
     cfg = table_config(table, sel.plan) if sel.plan is not None else None  # read before the charge
     if sel.mech == "matrix":
-        confirm.button("census_mx_release_button", sel.ledger, sel.cost, census_unit(), sel.error,
+        confirm.button("census_mx_release_button", sel.ledger, sel.cost, census_unit(person_once=state.person_once(fp)), sel.error,
                        marginals_ui.release_now, table, sel.plan, sel.ledger, fp, name, cfg)
     else:
-        confirm.button("census_release_button", sel.ledger, sel.cost, census_unit(), sel.error, _privelet_now,
+        confirm.button("census_release_button", sel.ledger, sel.cost, census_unit(person_once=state.person_once(fp)), sel.error, _privelet_now,
                        table, sel.plan, sel.ledger, fp, name, cfg)
     entry = common.table_entry()
     if entry is None:

@@ -16,7 +16,7 @@ from dpcore.errors import DPCoreError
 from dpcore.points import diagnostics, viz
 from dpcore.points.mechanisms.base import level_row
 from dpcore.privacy.ledger import Ledger
-from ui import confirm, fmt, frame, plan_table, series, state
+from ui import confirm, fmt, frame, near_match_ui, plan_table, series, state
 from ui.kinds.points import series as points_series
 from ui.kinds.points import state as points_state
 
@@ -30,6 +30,9 @@ def release_step() -> None:
         frame.link("export")
         return
     led = points_state.ledger()
+    if not near_match_ui.answered("points", points_state.dataset().fingerprint, points_state.profile(), led):
+        return  # the same population as spent data? asked first (issue 26 item 14)
+    led = points_state.ledger()  # "same people" leads the data to the matched budget
     c = pr.choice
     st.markdown(f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "
                 f"unit of privacy: {c.unit.label()}.")

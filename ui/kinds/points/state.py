@@ -202,7 +202,35 @@ def engine_points(ds: Dataset, g: Grid, cap: int | None,
 def ledger() -> Ledger:
     """The ledger of the loaded dataset (same data re-uploaded -> same ledger, in every session)."""
     ss = st.session_state
-    return state.data_ledger("points", dataset().fingerprint, budget.pure(state.DEFAULT_CAP), ss["ledgers"])
+    ds = dataset()
+    _adopt_tolerant_keys(ds, ss.get("bounds"))
+    return state.data_ledger("points", ds.fingerprint, budget.pure(state.DEFAULT_CAP), ss["ledgers"])
+
+
+def profile() -> Any:
+    """The loaded points' profile for the near-identical question (:mod:`ui.near_match_ui`), or None
+    for points kept in their files (an engine) and the demo."""
+    ds = dataset()
+    if ds.is_demo or ds.source is not None:
+        return None
+    from dpcore.privacy.near_match import points_profile
+
+    t = ds.table
+    return points_profile(t.lon, t.lat, (t.lat_column, t.lon_column, t.user_column))
+
+
+def _adopt_tolerant_keys(ds: Dataset, bounds: Any) -> None:
+    """Lead the points' rounded keys (every point, and those inside ``bounds``) to their budget, once
+    per data and bounds in this session: a re-saved file or one far-away point more finds it
+    (:func:`dpcore.data.engines.base.tolerant_points_fingerprints`, issue 26 item 12).  Points kept in
+    their files (an engine) and the demo have the exact key only."""
+    done = st.session_state.setdefault("points_keys_adopted", set())
+    mark = (ds.fingerprint, None if bounds is None else (bounds.west, bounds.south, bounds.east, bounds.north))
+    if mark in done or ds.is_demo or ds.source is not None or state.is_demo("points", ds.fingerprint):
+        return
+    keys = engine_rules.tolerant_points_fingerprints(ds.table.lon, ds.table.lat, bounds)
+    state.session().adopt_keys("points", ds.fingerprint, keys)
+    done.add(mark)
 
 
 def current_release() -> ReleaseEntry | None:
