@@ -258,8 +258,39 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
     cost, approx, delta = _release_budget(c1, definition, FAMILY[definition], statements, release_keys, release_in,
                                           release_max, release_label, default_delta)
     _cap_and_spent(led, c2, c3, cap_key, cap_label, population)
+    _over_budget(led, cost, whose)
     delta = _approx_reading(led, cost, delta, approx, delta_key, default_delta, whose)
     return Section(led, cost, definition, delta, population, approx)
+
+
+def over_budget_text(led: Ledger, cost: budget.PrivacyCost | None, whose: str = "dataset") -> str | None:
+    """The Plan step's warning when this release's budget is more than what is left of the cap, or None.
+
+    >>> from dpcore.privacy.budget import pure
+    >>> led = Ledger(pure(1.0))
+    >>> over_budget_text(led, pure(0.5)) is None
+    True
+    >>> _ = led.spend(pure(0.7), "first")
+    >>> over_budget_text(led, pure(0.5))
+    'This release asks for ε = 0.5, more than the ε = 0.3 left of the cap of this dataset: the Release step will refuse it. Lower it, or raise the cap if your policy allows it.'
+    """
+    if cost is None:
+        return None
+    try:
+        charge = led.charge_of(cost)
+    except DPCoreError as e:  # another definition than the budget's: the Release step says why
+        return str(e)
+    if led.can_spend(cost) or charge <= 0:
+        return None
+    sym = led.cap.symbol
+    return (f"This release asks for {cost.label()}, more than the {sym} = {fmt.eps(led.remaining)} left of the cap "
+            f"of this {whose}: the Release step will refuse it. Lower it, or raise the cap if your policy allows it.")
+
+
+def _over_budget(led: Ledger, cost: budget.PrivacyCost | None, whose: str) -> None:
+    text = over_budget_text(led, cost, whose)
+    if text is not None:
+        st.warning(text, icon=":material/warning:")
 
 
 def _definition(led: Ledger, labels: dict[str, str], whose: str, definition_key: str, default_statement: str,

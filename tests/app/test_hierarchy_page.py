@@ -125,7 +125,7 @@ def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> No
     rel_id = at.session_state["hier_release"].release.release_id
     button = at.button(key=release_widget_key("hier_release_button", at.session_state))
     assert button.disabled  # 0.8 + 0.8 > cap 1.0
-    assert "Not enough budget" in button.label and any("more than the 0.2 left" in w.value for w in at.warning)
+    assert "Not enough budget" in button.label and any("more than the 0.2 left" in c.value for c in at.caption)
     step(at, "data")
     # switching to an upload (nothing uploaded yet) says what to do and keeps the earlier release
     at.radio(key="_w_hier_source").set_value("upload").run()

@@ -305,7 +305,7 @@ def test_an_exhausted_budget_is_refused(at: AppTest) -> None:
     assert len(led.entries) == 1
     button = release_button(at)
     assert button.disabled and button.label.startswith("Not enough budget")
-    assert any("more than the 0.2 left" in w.value for w in at.warning)
+    assert any("more than the 0.2 left" in c.value for c in at.caption)
     # the same refusal one level down, should the button be bypassed: nothing is spent
     counts = at.session_state["od_model"]["counts"]
     with pytest.raises(BudgetError, match="cap"):

@@ -596,3 +596,53 @@ def test_the_release_that_uses_up_the_budget_is_confirmed_like_any_other(at):
     at.run()  # the next run: the button is replaced by a calm note, not an error
     assert not at.error
     assert any("used up" in i for i in texts(at.info))
+
+
+def _in_order(node) -> list[tuple[str, str]]:
+    """The main area's elements in drawing order: (type, text or label)."""
+    out: list[tuple[str, str]] = []
+    for child in getattr(node, "children", {}).values():
+        kind = type(child).__name__
+        text = getattr(child, "value", None) if kind not in ("Button",) else child.label
+        out.append((kind, str(text)))
+        out += _in_order(child)
+    return out
+
+
+def test_a_success_reads_as_a_success_and_the_plan_warns_first(at):
+    """Issue 26, item 6: after a release the confirmation comes first and the next release's state (a
+    disabled "Not enough budget" button) after it, as a calm caption, not a warning; and the Plan step
+    warns when the budget typed is more than what is left."""
+    goto(at, "plan")
+    number_input(at, "Privacy budget of this release (ε)").set_value(0.6).run()
+    assert not [w for w in texts(at.warning) if "left of the cap" in w]  # nothing spent yet
+    goto(at, "release")
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
+    assert not at.exception, at.exception
+    order = _in_order(at.main)
+    first_success = next(i for i, (k, _) in enumerate(order) if k == "Success")
+    button = next(i for i, (k, t) in enumerate(order) if k == "Button" and t.startswith("Not enough budget"))
+    assert first_success < button
+    assert "ε = 0.4 of 1 is left" in order[first_success][1]
+    assert not at.warning
+    assert any("Another release with ε = 0.6 would need more than the 0.4 left" in c for c in texts(at.caption))
+    goto(at, "plan")
+    assert any("This release asks for ε = 0.6, more than the ε = 0.4 left of the cap" in w for w in texts(at.warning))
+
+
+def test_export_explains_negative_counts_and_offers_a_clamped_file(at):
+    """Issue 26, item 9: the Export step says why negative counts are kept and offers the clamped file with
+    its bias stated; the file is the leaves with count_clamped = max(count, 0)."""
+    choose(at, "privtree")
+    number_input(at, "Privacy budget of this release (ε)").set_value(0.1).run()  # much noise: negatives
+    goto(at, "release")
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
+    assert not at.exception, at.exception
+    goto(at, "export")
+    rel = at.session_state["releases"][-1].release
+    n_neg = int((rel.noisy[rel.leaf] < 0).sum())
+    assert n_neg > 0
+    [why] = [m for m in texts(at.markdown) if "have a negative count" in m]
+    assert f"{n_neg:,} of the {int(rel.leaf.sum()):,} released areas" in why and "right on average" in why
+    assert any("biased upward" in c and "at most half its noise SD" in c for c in texts(at.caption))
+    [dl] = [b for b in at.get("download_button") if b.proto.label.startswith("Download release_clamped.csv")]

@@ -32,17 +32,18 @@ def release_step() -> None:
         return
     led = points_state.ledger()
     c = pr.choice
+    cur = points_state.current_release()  # a click's release was made in its callback, before this run
+    if cur is not None:  # the confirmation first; the next release comes after it
+        r = cur.release
+        confirm.released(f"{r.mechanism_title}: {fmt.count(int(r.leaf.sum()))} released areas", r.cost, led,
+                         r.release_id)
     st.markdown(f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "
                 f"unit of privacy: {c.unit.label()}.")
-    confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, led)
-    cur = points_state.current_release()
+    confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, led, after=cur is not None)
     if cur is None:
         st.caption("Nothing has been released from this data yet.")
         frame.link("plan", "Back to the plan")
         return
-    r = cur.release
-    confirm.released(f"{r.mechanism_title}: {fmt.count(int(r.leaf.sum()))} released areas", r.cost, led,
-                     r.release_id)
     st.subheader("Map", anchor="map")
     _map(cur)
     st.subheader("Errors", anchor="errors")
