@@ -15,7 +15,14 @@ import plotly.graph_objects as go
 
 from dpcore.areas.tree_plans import HierarchyRelease
 from dpcore.data.area_boundaries import BoundaryJoin
-from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, light_outlines, zoom_box
+from dpcore.data.maps import (
+    COLORSCALE,
+    OFFLINE_STYLE,
+    WEB_STYLE,
+    LogScale,
+    light_outlines,
+    zoom_box,
+)
 
 #: Beyond this many areas the treemap shows only the first levels below the chosen area.
 MAX_TREEMAP_NODES = 3000
@@ -102,21 +109,22 @@ def hierarchy_map(
     codes = h.labels(d)[idx]
     parents = h.parent_labels(d)[idx]
     if lo is not None:
-        custom = np.column_stack([names, codes, parents, np.round(lo[idx]), np.round(hi[idx])])
-        hover = ("<b>%{customdata[0]}</b> (%{customdata[1]})<br>noisy count %{z:,.0f}"
-                 "<br>95%% interval %{customdata[3]:,.0f} – %{customdata[4]:,.0f}"
+        custom = np.column_stack([names, codes, parents, np.round(zs), np.round(lo[idx]), np.round(hi[idx])])
+        hover = ("<b>%{customdata[0]}</b> (%{customdata[1]})<br>noisy count %{customdata[3]:,.0f}"
+                 "<br>95%% interval %{customdata[4]:,.0f} – %{customdata[5]:,.0f}"
                  "<br>in %{customdata[2]}<extra></extra>").replace("%%", "%")
     else:
-        custom = np.column_stack([names, codes, parents])
-        hover = ("<b>%{customdata[0]}</b> (%{customdata[1]})<br>noisy count %{z:,.0f}"
+        custom = np.column_stack([names, codes, parents, np.round(zs)])
+        hover = ("<b>%{customdata[0]}</b> (%{customdata[1]})<br>noisy count %{customdata[3]:,.0f}"
                  "<br>in %{customdata[2]}<extra></extra>")
     geo = frame[[frame.geometry.name]].copy()
     geo["id"] = idx.astype(str)
     gj = geo.set_index("id").__geo_interface__
+    scale = LogScale.of(zs)  # skewed counts (one county of ten million) show on a log scale (issue 26, item 5)
     fig = go.Figure(go.Choroplethmap(
-        geojson=gj, locations=idx.astype(str), z=zs, featureidkey="id", customdata=custom,
-        hovertemplate=hover, colorscale=COLORSCALE, marker={"line": {"width": 0.3, "color": "#555"}},
-        colorbar={"title": {"text": "people" if v.ndim == 1 else "groups"}},
+        geojson=gj, locations=idx.astype(str), z=scale.z(zs), zmin=scale.zmin, zmax=scale.zmax, featureidkey="id",
+        customdata=custom, hovertemplate=hover, colorscale=COLORSCALE, marker={"line": {"width": 0.3, "color": "#555"}},
+        colorbar=scale.colorbar(("people" if v.ndim == 1 else "groups") + " (log)"),
     ))
     layers = []
     if parent_join is not None:

@@ -383,3 +383,26 @@ def test_data_step_previews_the_public_areas_on_an_offline_map(at: AppTest) -> N
     assert len(layers) == len(joins) >= 1
     assert sum(len(lay["source"]["features"]) for lay in layers) == sum(len(j.frame) for j in joins.values())
     assert all(trace.get("lon", []) == [] for trace in spec["data"])  # no counts drawn
+
+
+def test_the_choropleth_colours_skewed_counts_on_a_log_scale(at: AppTest) -> None:
+    """Issue 26, item 5: the area map's colours are log10 of the released counts (one large area does not
+    leave the others in the first colour); the hover still shows each count itself."""
+    import math
+
+    release(at)
+    fig = json.loads(next(c for c in at.get("plotly_chart") if '"geojson"' in c.proto.spec).proto.spec)
+    tr = fig["data"][0]
+    assert tr["colorbar"]["title"]["text"] == "people (log)"
+    counts = [float(c[3]) for c in tr["customdata"]]
+    top = math.log10(max(counts))
+    assert tr["zmax"] == pytest.approx(top) and tr["zmin"] == pytest.approx(top - 4)
+    zs = tr["z"]
+    if isinstance(zs, dict):  # plotly's typed array: {"dtype": "f8", "bdata": base64}
+        import base64
+
+        import numpy as np
+        zs = np.frombuffer(base64.b64decode(zs["bdata"]), dtype=zs["dtype"]).tolist()
+    for z, c in zip(zs, counts, strict=True):
+        assert z == pytest.approx(max(math.log10(c), top - 4) if c > 0 else top - 4, abs=1e-6)
+    assert "%{customdata[3]:,.0f}" in tr["hovertemplate"]
