@@ -378,10 +378,16 @@ def _approx_reading(led: Ledger, cost: budget.PrivacyCost | None, delta: float |
     if cost is not None and cost.definition == "zcdp" and delta is not None:
         this_eps = budget.zcdp_to_approx_dp(cost.value, delta)
         total_eps = budget.zcdp_to_approx_dp(led.spent + cost.value, delta)
-        st.info(f"Read as (ε, δ)-DP with δ = {delta:.0e}: this release is ε = {fmt.eps(this_eps)}"
-                f" (ε = {fmt.eps(budget.zcdp_to_approx_dp_classic(cost.value, delta))} by the "
-                f"paper's Lemma 3); all releases of this {whose} including this one: ε = {fmt.eps(total_eps)} "
-                "(conversion of Canonne, Kamath & Steinke 2020).")
+        # plain words first; the conversions and the lemma behind "how is this computed" (issue 26, item 7)
+        st.info(f"Read as (ε, δ)-DP with δ = {delta:.0e}: this release is ε = {fmt.eps(this_eps)}; all releases of "
+                f"this {whose} including this one: ε = {fmt.eps(total_eps)}.")
+        with st.expander("How is this computed"):
+            st.markdown(
+                f"ρ-zCDP implies (ε, δ)-DP for every δ. The figures above use the conversion of Canonne, Kamath & "
+                f"Steinke (2020), the tightest known. The simpler bound ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, "
+                f"Prop. 1.3; Lemma 3 of the O/D paper) gives ε = "
+                f"{fmt.eps(budget.zcdp_to_approx_dp_classic(cost.value, delta))} for this release. Pure ε in a ρ "
+                "budget is charged ρ = ε²/2 (Bun & Steinke 2016, Prop. 1.4).")
     return delta
 
 
