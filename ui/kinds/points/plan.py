@@ -165,8 +165,8 @@ def _expected_error(pr: PlannedRelease) -> None:
     leaf = [r for r in plan.rows if r.details.get("in_partition")][-1]
     st.markdown(
         f"Each released count is off by at most **±{fmt.count(leaf.ci95)} points** in 19 of 20 cases "
-        f"(1 in 20 may be off by more). A query covering 10% of the area is off by about "
-        f"{query_reading(leaf)} from noise alone."
+        f"(1 in 20 may be off by more). From noise alone, a query covering 10% of the area is off by about "
+        f"{query_reading(leaf)}."
     )
     if plan.mechanism == "matrix":
         plan_matrix.strategy_report(plan_table.details(plan, "matrix"))

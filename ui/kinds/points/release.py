@@ -189,7 +189,7 @@ def _query_against_plan(cur: points_state.ReleaseEntry, released: Plan) -> None:
     now, before = leaf(released), leaf(cur.envelope.plan)
     if now is None:
         return
-    text = (f"A query covering 10% of the area is off by about {points_plan.query_reading(now)} from noise alone, "
+    text = (f"From noise alone, a query covering 10% of the area is off by about {points_plan.query_reading(now)}, "
             f"as released ({fmt.count(now.n_counts)} released areas).")
     if before is not None:
         text += f" The Plan step said {points_plan.query_reading(before)}."
