@@ -203,7 +203,19 @@ def test_upload_without_coordinate_columns_asks_for_them_and_keeps_dataset(at):
                for w in warnings), warnings
     assert at.session_state["dataset"].name == "good.csv"
     assert "300 rows kept of 300 read" in sidebar_text(at)
+    # no green "Read 2 rows" over the old data, no column pre-selected as coordinates, and the data still
+    # in use named (issue 26, item 10)
+    [status] = [t for k, t in _in_order(at.main) if k == "Status" and "names.csv" in t]
+    assert "no latitude and longitude columns were recognised" in status
+    assert any("the data in use (below and in the sidebar) is still 'good.csv'" in w for w in warnings)
+    lat = next(b for b in at.selectbox if b.label == "Latitude column")
+    assert lat.value is None
+    at.button(key="FormSubmitter:columns-Use these columns").click().run()
+    assert not at.exception
+    assert texts(at.error) == ["Choose the latitude and the longitude column above: none was recognised by its name."]
     # picking text columns as coordinates is refused with a clear error
+    next(b for b in at.selectbox if b.label == "Latitude column").set_value("name")
+    next(b for b in at.selectbox if b.label == "Longitude column").set_value("city")
     at.button(key="FormSubmitter:columns-Use these columns").click().run()
     assert not at.exception
     errors = texts(at.error)
@@ -603,7 +615,7 @@ def _in_order(node) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for child in getattr(node, "children", {}).values():
         kind = type(child).__name__
-        text = getattr(child, "value", None) if kind not in ("Button",) else child.label
+        text = getattr(child, "value", None) if kind not in ("Button", "Status") else child.label
         out.append((kind, str(text)))
         out += _in_order(child)
     return out
