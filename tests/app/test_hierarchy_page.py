@@ -106,8 +106,12 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     # the confirmation and the sidebar name the same count, labelled alike
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.success)
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.sidebar.markdown)
+    said = next(m.value for m in at.markdown if "unit of privacy: **one person, " in m.value)
+    unit = said.split("unit of privacy: **")[1].split("**")[0]
     step(at, "export")
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.markdown)
+    # the Export step names the unit of privacy in the Release step's words (issue 26, item 10)
+    assert any(f"unit of privacy: {unit}" in x.value for x in at.markdown) and unit.startswith("one person")
     ex = at.session_state["hier_release"].files  # made once, with the release: the Export step serves them
     csv = pd.read_csv(__import__("io").BytesIO(ex["release.csv"]), dtype=str)
     assert list(csv.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
