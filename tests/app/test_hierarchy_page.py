@@ -321,6 +321,11 @@ def test_us_tracts_show_state_and_county_names() -> None:
     step(at, "plan")
     at.selectbox(key="_w_hier_mech").set_value("bottom_up").run()
     release(at)
+    # the states map starts on the lower 48 and says which states are outside the view (issue 26, item 10)
+    at.selectbox(key="_w_hier_map_level").set_value("STATEFP").run()
+    ok(at)
+    far = [c.value for c in at.caption if c.value.startswith("Outside the first view")]
+    assert len(far) == 1 and "Alaska" in far[0] and "Hawaii" in far[0], far
     at.selectbox(key="_w_hier_map_level").set_value("COUNTYFP").run()
     ok(at)
     drill = at.selectbox(key="hier_drill_2")
@@ -329,6 +334,9 @@ def test_us_tracts_show_state_and_county_names() -> None:
     assert "Puerto Rico (72)" in drill.options
     [tree] = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if '"treemap"' in c.proto.spec]
     assert "California" in tree["data"][0]["labels"]  # a name, not the code 06
+    # the states' counties are in the treemap, so a click on a state zooms into its counties, not into an
+    # empty tile (issue 26, item 10)
+    assert any(str(x).startswith("Los Angeles County") for x in tree["data"][0]["labels"])
     assert "Puerto Rico" in tree["data"][0]["labels"] and "72" not in tree["data"][0]["labels"]
     drill.set_value("Puerto Rico (72)").run()
     ok(at)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -119,11 +120,24 @@ def _map(entry: HierarchyEntry, m: dict[str, Any]) -> None:
             if fkey not in figs:
                 figs[fkey] = figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size)
             cmap.plotly_chart(figs[fkey], key="hier_map", config={"displayModeBar": False})
+            _far_hint(cmap, joins[level], h, d, nodes)
         cmap.caption("Colour: noisy count of people. Hover: the noisy count and its 95 % interval (from the "
                      "mechanism's expected error, not from the data). Dark outlines: the level above.")
     tree_depth, tree_index = (d - 1, int(within)) if depths and nodes is not None else (0, 0)
     ctree.plotly_chart(figures.hierarchy_treemap(rel, tree_depth, tree_index), key="hier_treemap")
     ctree.caption("Treemap of the released counts (two levels below the selected area); tiles are named.")
+
+
+def _far_hint(where: Any, join: Any, h: Any, d: int, nodes: Any) -> None:
+    """Name the areas drawn outside the first view (Alaska, Hawaii ...), so that they are not taken for
+    missing."""
+    frame = join.frame if nodes is None else join.frame[join.frame["node"].isin(np.asarray(nodes))]
+    far = figures.far_areas(frame) if len(frame) else np.zeros(0, dtype=bool)
+    if far.any():
+        names = [str(n) for n in common.area_names(h, d)[frame["node"].to_numpy()[far]]]
+        shown = ", ".join(names[:4]) + (f" and {fmt.count(len(names) - 4)} more" if len(names) > 4 else "")
+        where.caption(f"Outside the first view, far from the rest: {shown}. Zoom out or pan to see "
+                      f"{'it' if len(names) == 1 else 'them'}.")
 
 
 def _errors(entry: HierarchyEntry, m: dict[str, Any]) -> None:

@@ -137,6 +137,10 @@ def _plan_with_guess(ds: points_state.Dataset) -> PlannedRelease:
              "points instead (where it has one).",
     )
     st.session_state[f"n_guess_{ds.fingerprint}"] = int(n_guess)
+    if not ds.is_demo and ds.n_guess is None:
+        # the guess is not filled in from the data: it is written into the plan, which is published
+        st.caption("The guess is not taken from your file: it is part of the published plan, so type a rounded "
+                   "figure that is public already (the number of rows read, in the sidebar, is confidential).")
     return points_state.planned()  # the same plan unless the guess changed
 
 
