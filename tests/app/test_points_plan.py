@@ -188,3 +188,11 @@ def test_plan_and_release_state_the_same_query_error_for_a_tree_shaped_by_the_da
     released = float(text.split("off by about ±")[1].split(" ")[0].replace(",", ""))
     most = float(planned.split("at most ±")[1].split(" ")[0].replace(",", ""))
     assert released <= most
+
+
+def test_dawa_plan_reads_its_query_error_as_an_upper_bound(at: AppTest) -> None:
+    """Issue 26, item 3: DAWA's preview is for the finest partition; the Plan step says the figure is an
+    upper bound and why, instead of stating it as the error to expect."""
+    choose(at, "dawa")
+    [said] = [m.value for m in at.markdown if "a query covering 10% of the area is off by about" in m.value]
+    assert " at most (for the finest partition, one area per cell;" in said

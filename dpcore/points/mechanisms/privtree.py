@@ -363,11 +363,12 @@ class PrivTree(PointsMechanism):
             return tree, count_level(1, f"Leaf counts ({int(n_leaves):,} leaves)", pure(eps_count), sensitivity,
                                      int(n_leaves), grid.n_cells / max(int(n_leaves), 1), True)
         if n_estimate is None:
-            return tree, count_level(
+            finest = count_level(
                 1, "Leaf counts", pure(eps_count), sensitivity, grid.n_cells, 1.0, True,
                 note="The tree's shape depends on the data: the number and size of the leaves are known only "
                      "after release. The noise of each leaf count is as shown; without a guess of the number "
                      "of points the range-query figures assume the finest tree (one leaf per cell), an upper bound.")
+            return tree, dataclasses.replace(finest, extra={"finest_partition": True})
         even, most = expected_leaves(grid, n_estimate, eps_tree, sensitivity, int(params["theta"]))
         n = max(int(round(even)), 1)
         leaves = count_level(

@@ -246,6 +246,9 @@ def query_reading(leaf: PlanRow, share: float = 0.10) -> str:
     sd = leaf.details["range_query_sd"][f"{share:g}"]
     text = f"±{fmt.count(interval_half_width('normal', sd))}"
     most = leaf.details.get("range_query_sd_at_most", {}).get(f"{share:g}")
+    if leaf.details.get("finest_partition"):
+        return (f"{text} at most (for the finest partition, one area per cell; the areas are chosen from the data "
+                "at release, and fewer, larger areas have less noise)")
     if most is None:
         return text
     return (f"{text} if the points were spread evenly (about {fmt.count(leaf.n_counts)} leaves for "
