@@ -146,7 +146,8 @@ def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
     # one sentence why trips do not default to the other kinds' language; the formulas, conversions and lemma
     # numbers behind "How is this computed" (issue 26, item 7)
     assert any(c.value == WHY_NOT_THE_SAME for c in at.caption)
-    how = " ".join(m.value for e in at.expander if e.label == "How is this computed" for m in e.markdown)
+    how = " ".join(m.value for e in at.expander if e.label in ("How is this computed", "How are these defaults chosen")
+                   for m in e.markdown)
     assert "ε = 1 at δ = 1e-8" in how and "Lemma 3" in how and "Canonne, Kamath & Steinke" in how
     reading = [i.value for i in at.info if i.value.startswith("Read as (ε, δ)-DP")]
     assert reading and not any("Lemma" in r or "Canonne" in r for r in reading)

@@ -175,7 +175,7 @@ def plan_step() -> None:
                       definition_help=DEFINITION_HELP, release_label="{sym} of this release",
                       release_max={"pure": 20.0, "zcdp": 10.0}, cap_label="Budget cap of this data set")
     st.caption(WHY_NOT_THE_SAME)
-    with st.expander("How is this computed"):
+    with st.expander("How are these defaults chosen"):
         st.markdown(f"Half the cap per release, as for every kind: here ρ = {fmt.eps(state.DEFAULT_RHO)} of a cap of "
                     f"ρ = {fmt.eps(state.DEFAULT_RHO_CAP)}, the zCDP reading ρ = ε²/2 of the other kinds' cap of "
                     "ε = 1 (Bun & Steinke 2016, Prop. 1.4). The paper's experiments state ε = 1 at δ = 1e-8: choose "
