@@ -24,7 +24,7 @@ SHAPES = {"random": "Random shape (sides in ratio up to 1:4)", "square": "Square
 frame.ensure()
 frame.heading("Compare", "Compare how far each mechanism's answers to range queries are from the truth, to choose a "
     "mechanism before you release. Nothing here spends your privacy budget or is published. "
-    "Next step: choose the mechanism on the Mechanism & budget page.")
+    "Next step: choose the best one on the Plan step.")
 
 if kinds.current_name() != "points":
     frame.missing("Compare scores the point mechanisms on range queries. For counts over areas and trips "
@@ -180,6 +180,12 @@ tabs = st.tabs([f"Queries of {s:.0%}" + ("" if sh == "random" else ", squares") 
 for tab, (sh, s) in zip(tabs, pairs, strict=True):
     with tab:
         st.dataframe(evaluate.summary_table(summary, s, sh, failures), width="stretch")
+best = evaluate.best_per_epsilon(summary)
+if best:
+    st.markdown("**Best at each budget** (the lowest MRE over the query sizes): " + "; ".join(
+        f"ε = {fmt.eps(e)}: **{catalog.get('points', n).title}** ({fmt.num(m)} %)" for e, n, m in best) + ".")
+    st.caption("Pick the best at the ε you plan to release with, and choose it on the Plan step. Auto, the Plan "
+               "step's default, makes this choice from public inputs by a rule measured the same way.")
 title = "MRE vs ε" + (" — not for publication (real data)" if res["real"] else " — synthetic stand-in")
 st.plotly_chart(evaluate.summary_figure(summary, title), key="compare_chart")
 with st.expander("Time of one release (seconds)"):

@@ -260,6 +260,7 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
     cost, approx, delta = _release_budget(c1, definition, FAMILY[definition], statements, release_keys, release_in,
                                           release_max, release_label, default_delta)
     _cap_and_spent(led, c2, c3, cap_key, cap_label, population)
+    _over_budget(led, cost, whose)
     delta = _approx_reading(led, cost, delta, approx, delta_key, default_delta, whose)
     return Section(led, cost, definition, delta, population, approx)
 
@@ -272,6 +273,36 @@ def _person_once_box(fp: str) -> None:
                      "persons, not of visits or trips). The release then protects one person, as a population's "
                      "budget requires; unticked, it protects one counted record.")
     ss.setdefault("person_once", {})[fp] = bool(ss[wkey])
+
+
+def over_budget_text(led: Ledger, cost: budget.PrivacyCost | None, whose: str = "dataset") -> str | None:
+    """The Plan step's warning when this release's budget is more than what is left of the cap, or None.
+
+    >>> from dpcore.privacy.budget import pure
+    >>> led = Ledger(pure(1.0))
+    >>> over_budget_text(led, pure(0.5)) is None
+    True
+    >>> _ = led.spend(pure(0.7), "first")
+    >>> over_budget_text(led, pure(0.5))
+    'This release asks for ε = 0.5, more than the ε = 0.3 left of the cap of this dataset: the Release step will refuse it. Lower it, or raise the cap if your policy allows it.'
+    """
+    if cost is None:
+        return None
+    try:
+        charge = led.charge_of(cost)
+    except DPCoreError as e:  # another definition than the budget's: the Release step says why
+        return str(e)
+    if led.can_spend(cost) or charge <= 0:
+        return None
+    sym = led.cap.symbol
+    return (f"This release asks for {cost.label()}, more than the {sym} = {fmt.eps(led.remaining)} left of the cap "
+            f"of this {whose}: the Release step will refuse it. Lower it, or raise the cap if your policy allows it.")
+
+
+def _over_budget(led: Ledger, cost: budget.PrivacyCost | None, whose: str) -> None:
+    text = over_budget_text(led, cost, whose)
+    if text is not None:
+        st.warning(text, icon=":material/warning:")
 
 
 def _definition(led: Ledger, labels: dict[str, str], whose: str, definition_key: str, default_statement: str,
@@ -359,10 +390,16 @@ def _approx_reading(led: Ledger, cost: budget.PrivacyCost | None, delta: float |
     if cost is not None and cost.definition == "zcdp" and delta is not None:
         this_eps = budget.zcdp_to_approx_dp(cost.value, delta)
         total_eps = budget.zcdp_to_approx_dp(led.spent + cost.value, delta)
-        st.info(f"Read as (ε, δ)-DP with δ = {delta:.0e}: this release is ε = {fmt.eps(this_eps)}"
-                f" (ε = {fmt.eps(budget.zcdp_to_approx_dp_classic(cost.value, delta))} by the "
-                f"paper's Lemma 3); all releases of this {whose} including this one: ε = {fmt.eps(total_eps)} "
-                "(conversion of Canonne, Kamath & Steinke 2020).")
+        # plain words first; the conversions and the lemma behind "how is this computed" (issue 26, item 7)
+        st.info(f"Read as (ε, δ)-DP with δ = {delta:.0e}: this release is ε = {fmt.eps(this_eps)}; all releases of "
+                f"this {whose} including this one: ε = {fmt.eps(total_eps)}.")
+        with st.expander("How is this computed"):
+            st.markdown(
+                f"ρ-zCDP implies (ε, δ)-DP for every δ. The figures above use the conversion of Canonne, Kamath & "
+                f"Steinke (2020), the tightest known. The simpler bound ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, "
+                f"Prop. 1.3; Lemma 3 of the O/D paper) gives ε = "
+                f"{fmt.eps(budget.zcdp_to_approx_dp_classic(cost.value, delta))} for this release. Pure ε in a ρ "
+                "budget is charged ρ = ε²/2 (Bun & Steinke 2016, Prop. 1.4).")
     return delta
 
 

@@ -2,8 +2,8 @@
 
 Before: what will be released and what it costs, and why it cannot be released when it cannot
 (the budget is used up, another unit of privacy than the budget's, a parameter to fix).  After: the
-same confirmation for points, areas and flows: what was released, what it cost, what is left, and a
-link down to the map.
+same confirmation for points, areas and flows, first on the step: what was released, what it cost,
+what is left, and a link down to the map; the next release's button and state come after it, calmly.
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from dpcore.privacy.units import Unit
 from ui import fmt, state
 
 
-def check(led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None) -> tuple[bool, str]:
-    """Whether the release can be made, and the button's label (which states the cost or the reason)."""
+def check(led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None, *, after: bool = False
+          ) -> tuple[bool, str]:
+    """Whether the release can be made, and the button's label (which states the cost or the reason).
+    ``after``: a release was just confirmed above, so a next release that cannot be made is a calm note
+    (st.caption), not a warning."""
     if plan_error is not None:
         st.error(plan_error)
         return False, "Release: fix the plan first"
@@ -35,14 +38,18 @@ def check(led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None) ->
     sym = led.cap.symbol
     as_charged = "" if (charged == cost and charge == cost.value) else f" (charged as {sym} = {fmt.eps(charge)})"
     if led.remaining <= 0:
-        st.info("The budget of this data is used up: nothing more can be released from it. What was published "
-                "is listed on the History page.")
+        (st.caption if after else st.info)(
+            "The budget of this data is used up: nothing more can be released from it. What was published "
+            "is listed on the History page.")
         return False, "Budget used up"
     try:
         led.check(cost, unit)
     except DPCoreError:
-        st.warning(f"This release asks for {cost.label()}{as_charged}, more than the {fmt.eps(led.remaining)} "
-                   "left of the budget. Lower it on the Plan step, or raise the cap there if your policy allows it.")
+        (st.caption if after else st.warning)(
+            (f"Another release with {cost.label()}{as_charged} would need more than the " if after else
+             f"This release asks for {cost.label()}{as_charged}, more than the ")
+            + f"{fmt.eps(led.remaining)} left of the budget. Lower it on the Plan step, or raise the cap there if "
+            "your policy allows it.")
         return False, f"Not enough budget: {cost.label()} asked, {fmt.eps(led.remaining)} left"
     after = max(led.remaining - charge, 0.0)
     tail = "the budget is used up after this" if after <= 1e-12 else f"{fmt.eps(after)} left after this"
@@ -50,9 +57,15 @@ def check(led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None) ->
 
 
 def button(key: str, led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None,
-           release: Any, *args: Any) -> None:
-    """The Release button (one release per click, :func:`ui.state.release_button`) with its checks."""
-    can, label = check(led, cost, unit, plan_error)
+           release: Any, *args: Any, after: bool = False) -> None:
+    """The Release button (one release per click, :func:`ui.state.release_button`) with its checks.
+
+    ``after``: a release of this data is confirmed above (:func:`released`), so the button is the next
+    release's, a secondary matter: it sits under a small heading, and a budget too small for it is a
+    calm caption rather than a warning over the confirmation."""
+    if after:
+        st.markdown("###### Another release from this data")
+    can, label = check(led, cost, unit, plan_error, after=after)
     state.release_button(key, label, release, *args, disabled=not can)
 
 

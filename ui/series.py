@@ -300,7 +300,7 @@ def _map_over_time(kind: SeriesKind, out: Any, rows: pd.DataFrame) -> None:
     shown = labels[0] if len(labels) == 1 else st.select_slider(
         "Period shown", labels, key=wkey, help="Move along the periods; the colour scale is the same for every period.")
     values = kind.value(rows)
-    zmax = float(pd.Series(values).quantile(0.99)) if len(rows) else None
+    zmax = float(pd.Series(values).max()) if len(rows) else None  # the top of every period's log scale
     part = rows[rows["period"] == shown]
     status = next(o.status for o in out.outcomes if o.period.label == shown)
     st.plotly_chart(kind.figure(part, zmax, f"{shown} ({status})"), width="stretch", key=f"series_map_{kind.name}")

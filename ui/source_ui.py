@@ -183,17 +183,29 @@ def forget_unused_copies(keep: engines.Source | None = None) -> None:
         copies.discard(folder)
 
 
-def column_choice(cols: list[str], detected: tuple[str | None, str | None, str | None]) -> tuple[str, str, str | None]:
+def column_choice(cols: list[str], detected: tuple[str | None, str | None, str | None]
+                  ) -> tuple[str | None, str | None, str | None]:
     """Latitude, longitude and (optional) person columns, starting from the detected ones; call
-    inside a form."""
+    inside a form.  A coordinate column that was not recognised starts empty (None), not as the
+    file's first column (a 'name' column offered as the latitude)."""
     lat0, lon0, user0 = detected
     c1, c2, c3 = st.columns(3)
-    lat_col = c1.selectbox("Latitude column", cols, index=cols.index(lat0) if lat0 in cols else 0)
-    lon_col = c2.selectbox("Longitude column", cols, index=cols.index(lon0) if lon0 in cols else min(1, len(cols) - 1))
+    lat_col = c1.selectbox("Latitude column", cols, index=cols.index(lat0) if lat0 in cols else None,
+                           placeholder="Choose the latitude column")
+    lon_col = c2.selectbox("Longitude column", cols, index=cols.index(lon0) if lon0 in cols else None,
+                           placeholder="Choose the longitude column")
     user_opts = ["(none: each row is one unit)"] + cols
     user_col = c3.selectbox("Person / user id column (optional)", user_opts,
                             index=user_opts.index(user0) if user0 in cols else 0)
     return lat_col, lon_col, None if user_col == user_opts[0] else user_col
+
+
+def columns_missing(lat_col: str | None, lon_col: str | None) -> bool:
+    """Say which coordinate column is still to be chosen (an error on the page); True if one is."""
+    missing = [w for w, c in (("latitude", lat_col), ("longitude", lon_col)) if not c]
+    if missing:
+        st.error(f"Choose the {' and the '.join(missing)} column above: none was recognised by its name.")
+    return bool(missing)
 
 
 def read_code_upload(up: Any) -> tuple[pd.DataFrame, engines.Source | None]:

@@ -127,7 +127,7 @@ class HierarchyCounts:
 
 def whole_counts(s: pd.Series, col: str) -> np.ndarray:
     """The count column ``col`` as int64, refused with the rows when a value is missing, not a whole
-    number, negative or too large to count exactly (2^53)."""
+    number, negative or too large to count exactly (2**53 or more)."""
     values = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
     missing = np.isnan(values)
     if missing.any():
@@ -149,6 +149,6 @@ def whole_counts(s: pd.Series, col: str) -> np.ndarray:
         )
     big = values >= 2**53
     if big.any():
-        raise InputError(f"The count column '{col}' has values of 2^53 or more ({row_list(big)}); they cannot be "
-                         "counted exactly. Check those rows.")
+        raise InputError(f"The count column '{col}' has values of {2**53:,} or more ({row_list(big)}), too large to be "
+                         "counted exactly; no real count is that large. Check those rows.")
     return values.astype(np.int64)

@@ -15,10 +15,19 @@ import plotly.graph_objects as go
 
 from dpcore.areas.tree_plans import HierarchyRelease
 from dpcore.data.area_boundaries import BoundaryJoin
-from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, light_outlines, zoom_box
+from dpcore.data.maps import (
+    COLORSCALE,
+    OFFLINE_STYLE,
+    WEB_STYLE,
+    LogScale,
+    light_outlines,
+    zoom_box,
+)
 
-#: Beyond this many areas the treemap shows only the first levels below the chosen area.
-MAX_TREEMAP_NODES = 3000
+#: Beyond this many areas the treemap shows only the first levels below the chosen area.  Room for the
+#: US states with their 3,221 counties: at 3,000 the counties were cut, and a click on a state zoomed into
+#: an empty tile (issue 26, item 10).
+MAX_TREEMAP_NODES = 4000
 
 
 def _view(frame: Any, height: int, width: int = 520) -> tuple[float, dict[str, float]]:
@@ -31,6 +40,18 @@ def _view(frame: Any, height: int, width: int = 520) -> tuple[float, dict[str, f
     still drawn: the view only starts on the bulk, and the curator can pan or zoom out.  With
     fewer than 8 areas every area is in the box.
     """
+    keep = ~far_areas(frame)
+    b = frame.geometry.bounds[keep]
+    west, east = float(b["minx"].min()), float(b["maxx"].max())
+    south, north = float(b["miny"].min()), float(b["maxy"].max())
+    zoom, centre = zoom_box(west, south, east, north, width_px=width, height_px=height)
+    return max(0.0, zoom - 0.15), centre
+
+
+def far_areas(frame: Any) -> np.ndarray:
+    """Which areas lie outside the bulk that the first view of a map frames (:func:`_view`): centres
+    beyond Tukey's fences (1.5 interquartile ranges, plus a degree) in longitude or latitude; none with
+    fewer than 8 areas.  The map says so, so that Alaska and Hawaii are not taken for missing."""
     pts = frame.geometry.representative_point()
     lon, lat = pts.x.to_numpy(), pts.y.to_numpy()
     keep = np.ones(len(lon), dtype=bool)
@@ -39,11 +60,7 @@ def _view(frame: Any, height: int, width: int = 520) -> tuple[float, dict[str, f
             q1, q3 = np.percentile(v, [25, 75])
             reach = 1.5 * (q3 - q1) + 1.0  # a degree (about 100 km) beyond the bulk is never cut
             keep &= (v >= q1 - reach) & (v <= q3 + reach)
-    b = frame.geometry.bounds[keep]
-    west, east = float(b["minx"].min()), float(b["maxx"].max())
-    south, north = float(b["miny"].min()), float(b["maxy"].max())
-    zoom, centre = zoom_box(west, south, east, north, width_px=width, height_px=height)
-    return max(0.0, zoom - 0.15), centre
+    return ~keep
 
 
 def extent_figure(frames: Sequence[Any], *, height: int = 420,
@@ -102,21 +119,22 @@ def hierarchy_map(
     codes = h.labels(d)[idx]
     parents = h.parent_labels(d)[idx]
     if lo is not None:
-        custom = np.column_stack([names, codes, parents, np.round(lo[idx]), np.round(hi[idx])])
-        hover = ("<b>%{customdata[0]}</b> (%{customdata[1]})<br>noisy count %{z:,.0f}"
-                 "<br>95%% interval %{customdata[3]:,.0f} – %{customdata[4]:,.0f}"
+        custom = np.column_stack([names, codes, parents, np.round(zs), np.round(lo[idx]), np.round(hi[idx])])
+        hover = ("<b>%{customdata[0]}</b> (%{customdata[1]})<br>noisy count %{customdata[3]:,.0f}"
+                 "<br>95%% interval %{customdata[4]:,.0f} – %{customdata[5]:,.0f}"
                  "<br>in %{customdata[2]}<extra></extra>").replace("%%", "%")
     else:
-        custom = np.column_stack([names, codes, parents])
-        hover = ("<b>%{customdata[0]}</b> (%{customdata[1]})<br>noisy count %{z:,.0f}"
+        custom = np.column_stack([names, codes, parents, np.round(zs)])
+        hover = ("<b>%{customdata[0]}</b> (%{customdata[1]})<br>noisy count %{customdata[3]:,.0f}"
                  "<br>in %{customdata[2]}<extra></extra>")
     geo = frame[[frame.geometry.name]].copy()
     geo["id"] = idx.astype(str)
     gj = geo.set_index("id").__geo_interface__
+    scale = LogScale.of(zs)  # skewed counts (one county of ten million) show on a log scale (issue 26, item 5)
     fig = go.Figure(go.Choroplethmap(
-        geojson=gj, locations=idx.astype(str), z=zs, featureidkey="id", customdata=custom,
-        hovertemplate=hover, colorscale=COLORSCALE, marker={"line": {"width": 0.3, "color": "#555"}},
-        colorbar={"title": {"text": "people" if v.ndim == 1 else "groups"}},
+        geojson=gj, locations=idx.astype(str), z=scale.z(zs), zmin=scale.zmin, zmax=scale.zmax, featureidkey="id",
+        customdata=custom, hovertemplate=hover, colorscale=COLORSCALE, marker={"line": {"width": 0.3, "color": "#555"}},
+        colorbar=scale.colorbar(("people" if v.ndim == 1 else "groups") + " (log)"),
     ))
     layers = []
     if parent_join is not None:

@@ -23,7 +23,19 @@ def add_run_parser(sub: Any) -> argparse.ArgumentParser:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, no usage dump
-        raise ParameterError(f"{message} (see 'python -m dpcore {self.prog.split()[-1]} --help')")
+        raise ParameterError(f"{message} (see '{help_command(self.prog)}')")
+
+
+def help_command(prog: str) -> str:
+    """The help command of a (sub)parser: its whole command after the program's name.
+
+    >>> help_command("dpcore")
+    'python -m dpcore --help'
+    >>> help_command("dpcore release points")
+    'python -m dpcore release points --help'
+    """
+    words = prog.split()[1:]
+    return " ".join(["python -m dpcore", *words, "--help"])
 
 
 def build_parser() -> argparse.ArgumentParser:

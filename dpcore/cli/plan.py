@@ -75,7 +75,6 @@ def add_plan_parser(sub: Any) -> argparse.ArgumentParser:
 
 def _even_hierarchy(levels: list[str], sizes: list[int]) -> Any:
     """A public hierarchy with ``sizes[d]`` areas at level ``d``, children spread evenly."""
-    import numpy as np
     import pandas as pd
 
     from dpcore.data.hierarchy import Hierarchy
@@ -88,11 +87,27 @@ def _even_hierarchy(levels: list[str], sizes: list[int]) -> Any:
                              "the next (every area splits into one or more).")
     if sizes[-1] > 5_000_000:
         raise ParameterError("--sizes: more than 5,000,000 finest areas; give the public area list with --areas.")
-    finest = np.arange(sizes[-1])
-    cols = {}
-    for d, n in enumerate(sizes):
-        cols[levels[d]] = (finest * n // sizes[-1]).astype(str)  # nested: floor(i·n/N) refines with n
-    return Hierarchy.from_frame(pd.DataFrame(cols), levels, codes="global", source="area list")
+    return Hierarchy.from_frame(pd.DataFrame(even_codes(levels, sizes)), levels, codes="global", source="area list")
+
+
+def even_codes(levels: list[str], sizes: list[int]) -> dict[str, Any]:
+    """Each finest area's code at every level, nested whatever the sizes: area ``j`` of a level of ``n``
+    areas lies in area ``floor(j·m/n)`` of the level of ``m`` areas above it (every one of those ``m`` is
+    hit, as ``m ≤ n``).  (``floor(i·m/N)`` from the finest index ``i`` directly does not nest unless the
+    sizes divide evenly: a county could then lie in two states.)
+
+    >>> codes = even_codes(["state", "county", "tract"], [2, 3, 7])
+    >>> codes["county"].tolist(), codes["state"].tolist()
+    (['0', '0', '0', '1', '1', '2', '2'], ['0', '0', '0', '0', '0', '1', '1'])
+    """
+    import numpy as np
+
+    code = np.arange(sizes[-1])
+    out: dict[str, Any] = {levels[-1]: code.astype(str)}
+    for d in range(len(sizes) - 2, -1, -1):
+        code = code * sizes[d] // sizes[d + 1]  # the parent of each area of level d + 1
+        out[levels[d]] = code.astype(str)
+    return {lv: out[lv] for lv in levels}
 
 
 def _domain(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:

@@ -8,11 +8,14 @@ local GeoJSON line layers; a web basemap (``open-street-map``) is an option the 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from dpcore.data.domain import Bounds
 
-__all__ = ["COLORSCALE", "OFFLINE_STYLE", "WEB_STYLE", "light_outlines", "zoom_box"]
+__all__ = ["COLORSCALE", "DECADES", "OFFLINE_STYLE", "WEB_STYLE", "LogScale", "light_outlines", "zoom_box"]
 
 OFFLINE_STYLE = "white-bg"
 WEB_STYLE = "open-street-map"
@@ -59,3 +62,61 @@ def light_outlines(frame: Any, bounds: Bounds | None = None, *, fraction: float 
         span = max(b[2] - b[0], b[3] - b[1])
     g = g.simplify(max(span, 1e-6) * fraction, preserve_topology=False)
     return g[~g.is_empty].__geo_interface__
+
+
+# -- one colour scale for every map: a log scale, so skewed counts show ------------------------------
+#
+# Counts over space are skewed (a few dense cells, or one county with ten million people): on a linear
+# scale up to the largest (or the 99th percentile) most areas share the first colour.  Every map colours
+# by log10 of the value over four decades below the largest, whatever the number of areas and whatever
+# the unit's size (points per km² on a world grid are tiny numbers); values at or below the bottom
+# (negative noisy counts among them, drawn as 0) take the first colour.  The colour bar is labelled in
+# the value's own unit.
+
+#: decades of values a map's colours span below the largest value
+DECADES = 4.0
+
+
+@dataclass(frozen=True)
+class LogScale:
+    """A log colour scale from ``top / 10^DECADES`` to ``top``: colour coordinate ``log10(v)`` clipped.
+
+    >>> sc = LogScale.of(np.array([-3.0, 0.0, 5.0, 1000.0]))
+    >>> sc.zmin, sc.zmax
+    (-1.0, 3.0)
+    >>> sc.z(np.array([-3.0, 0.0, 10.0, 1000.0])).tolist()
+    [-1.0, -1.0, 1.0, 3.0]
+    >>> sc.colorbar("people")["ticktext"]
+    ['≤ 0.1', '0.3', '1', '3', '10', '30', '100', '300', '1,000']
+    """
+
+    zmin: float
+    zmax: float
+
+    @classmethod
+    def of(cls, values: Any) -> LogScale:
+        """The scale of ``values``: up to the largest (1 if none is positive)."""
+        top = float(np.max(np.asarray(values, dtype=np.float64), initial=0.0))
+        zmax = math.log10(top) if top > 0 else 0.0
+        return cls(zmax - DECADES, zmax)
+
+    def z(self, values: Any) -> np.ndarray:
+        """The colour coordinate of each value: ``log10(v)`` within the scale (the bottom for v ≤ 0)."""
+        v = np.asarray(values, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.log10(np.where(v > 0, v, np.nan))
+        return np.clip(np.nan_to_num(out, nan=self.zmin), self.zmin, self.zmax)
+
+    def colorbar(self, title: str) -> dict[str, Any]:
+        """A plotly colour bar with ticks at 1 and 3 times the powers of ten, labelled in the unit."""
+        ticks = [k + math.log10(m) for k in range(math.floor(self.zmin), math.ceil(self.zmax) + 1) for m in (1, 3)]
+        ticks = [t for t in ticks if self.zmin - 1e-9 <= t <= self.zmax + 1e-9]
+        text = [_tick(10.0 ** t) for t in ticks]
+        if ticks and ticks[0] <= self.zmin + 1e-9:
+            text[0] = "≤ " + text[0]
+        return {"title": {"text": title}, "thickness": 14, "tickvals": ticks, "ticktext": text}
+
+
+def _tick(v: float) -> str:
+    """A tick label: "1,000", "30", "0.3", "0.003"."""
+    return f"{v:,.0f}" if v >= 1 else f"{v:.1g}"

@@ -408,6 +408,26 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     return out[SUMMARY_COLUMNS]
 
 
+def best_per_epsilon(summary: pd.DataFrame) -> list[tuple[float, str, float]]:
+    """Per budget ε: the mechanism with the lowest MRE averaged over the query sizes and shapes, and that MRE
+    (ties: the first in the summary's order).  CURATOR-ONLY when the summary was computed on real data.
+
+    >>> s = pd.DataFrame({"mechanism": ["a", "b", "a", "b"], "epsilon": [0.1, 0.1, 1.0, 1.0],
+    ...                   "mre_percent": [5.0, 3.0, 1.0, 2.0]})
+    >>> best_per_epsilon(s)
+    [(0.1, 'b', 3.0), (1.0, 'a', 1.0)]
+    """
+    if summary.empty:
+        return []
+    mean = summary.groupby(["epsilon", "mechanism"], sort=False)["mre_percent"].mean().reset_index()
+    out = []
+    for eps in sorted(mean["epsilon"].unique()):
+        rows = mean[mean["epsilon"] == eps]
+        best = rows.loc[rows["mre_percent"].idxmin()]
+        out.append((float(eps), str(best["mechanism"]), float(best["mre_percent"])))
+    return out
+
+
 # ---------------------------------------------------------------- tables and charts
 
 

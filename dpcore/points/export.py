@@ -24,6 +24,7 @@ from dpcore.core.review import REVIEW_FILES
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.points.data_users import DATA_USER_FILES, data_user_files, data_users_section
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
+from dpcore.privacy.budget import pure  # noqa: F401  (the doctest's release cost)
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 
@@ -111,6 +112,59 @@ def release_geojson(release: PartitionRelease, frame: pd.DataFrame | dict[str, n
 
 WORKLOAD_COLUMNS = ["query", "r0", "r1", "c0", "c1", "west", "south", "east", "north", "cells",
                     "answer", "standard_error", "ci95_low", "ci95_high"]
+
+
+#: the clamped file's name: post-processing offered on request, not one of the release's stored files
+CLAMPED_FILE = "release_clamped.csv"
+CLAMPED_COLUMNS = ["id", "level", "west", "south", "east", "north", "cells", "count_clamped", "noisy_count",
+                   "bias_at_most", "noise_sd"]
+
+
+def negative_counts(release: PartitionRelease) -> dict[str, Any]:
+    """How many released areas (the leaves, which tile the grid) have a negative noisy count, the smallest
+    count, and the largest upward bias a clamp at 0 can give one of them (half its noise SD, see
+    :func:`clamped_frame`); all from the release (public), nothing from the data.
+
+    >>> from dpcore.data.domain import Bounds, Grid
+    >>> g = Grid(Bounds(0, 0, 1, 1), 1, 2)
+    >>> r = PartitionRelease("x", "X", {}, g, pure(1.0), (), np.array([[0, 1, 0, 1], [0, 1, 1, 2]]),
+    ...                      np.zeros(2, dtype=np.int64), np.ones(2, dtype=bool), np.array([-3.0, 5.0]),
+    ...                      np.array([1.4, 1.4]), np.array([3.0, 3.0]), 1, None)
+    >>> negative_counts(r)
+    {'n_negative': 1, 'n_areas': 2, 'min': -3.0, 'bias_at_most': 0.7}
+    """
+    leaf = np.asarray(release.leaf, dtype=bool)
+    noisy = np.asarray(release.noisy, dtype=np.float64)[leaf]
+    sd = np.asarray(release.sd, dtype=np.float64)[leaf]
+    return {"n_negative": int(np.count_nonzero(noisy < 0)), "n_areas": int(noisy.size),
+            "min": float(noisy.min()) if noisy.size else 0.0,
+            "bias_at_most": float(sd.max() / 2) if sd.size else 0.0}
+
+
+def clamped_frame(release: PartitionRelease) -> pd.DataFrame:
+    """The released areas (the leaves) with their noisy counts clamped at 0: post-processing, no budget.
+
+    ``count_clamped = max(noisy_count, 0)``.  A clamp is biased upward: for a true count ``c`` and noise
+    ``X`` (symmetric, mean 0, SD σ) the bias is ``E[max(c + X, 0)] − c = E[max(−c − X, 0)] ≤ E[X⁺] =
+    E|X|/2 ≤ σ/2`` (Jensen: ``E|X| ≤ σ``), largest for an empty area.  ``bias_at_most`` = σ/2 per area; a
+    sum over areas can be off upward by up to the sum of theirs, which the unclamped counts avoid.
+    """
+    t = release.table(np.flatnonzero(np.asarray(release.leaf, dtype=bool)))
+    for c in ("west", "south", "east", "north"):
+        t[c] = np.round(t[c], COORD_DECIMALS)
+    noisy = np.asarray(t["noisy_count"], dtype=np.float64)
+    t["count_clamped"] = np.maximum(noisy, 0.0)
+    t["bias_at_most"] = np.round(np.asarray(t["noise_sd"], dtype=np.float64) / 2, 4)
+    t["noise_sd"] = np.round(t["noise_sd"], 4)
+    if np.all(np.mod(noisy, 1) == 0):
+        for c in ("noisy_count", "count_clamped"):
+            t[c] = np.round(np.asarray(t[c], dtype=np.float64)).astype(np.int64)
+    return pd.DataFrame({c: t[c] for c in CLAMPED_COLUMNS})
+
+
+def clamped_csv(release: PartitionRelease) -> bytes:
+    """:data:`CLAMPED_FILE`: :func:`clamped_frame` as CSV (through the one CSV writer)."""
+    return release_csv(release, clamped_frame(release))
 
 
 def has_workload_answers(release: PartitionRelease) -> bool:

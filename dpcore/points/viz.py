@@ -32,12 +32,14 @@ from dpcore.data.domain import (
     prefix_sums,
     rect_sums_from_prefix,
 )
-from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, zoom_box
+from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, LogScale, zoom_box
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.budget import two_significant
 from dpcore.privacy.calibration import interval_half_width
 
 MAX_POLYGONS = 10_000
+#: the one unit of every points map (polygons, image layers, a series' periods): noisy points per km²
+DENSITY_TITLE = "points<br>per km² (log)"
 
 
 def outline_geojson(bounds: Bounds) -> dict[str, Any]:
@@ -159,7 +161,7 @@ def partition_figure(
     height: int = 600,
     depth: int | None = None,
 ) -> tuple[go.Figure, dict[str, Any]]:
-    """The released partition coloured by noisy density (count per km²).
+    """The released partition coloured by noisy density (count per km², on the log scale of every map).
 
     ``depth`` shows a tree's partition at that depth (its nodes there plus the
     leaves above); None shows the leaves.  Returns the figure and facts for the
@@ -178,25 +180,27 @@ def partition_figure(
     budgets = np.nan_to_num(blocks["budget"])
     labels = {float(b): f"{sym} = {two_significant(float(b))}" for b in np.unique(budgets)}  # few distinct budgets
     budget_txt = np.where(np.isfinite(blocks["budget"]), [labels[float(b)] for b in budgets], "sum of several counts")
-    custom = np.empty((n, 6), dtype=object)
+    custom = np.empty((n, 7), dtype=object)
     for j, col in enumerate((blocks["noisy"], blocks["lo"], blocks["hi"], area_km2)):
         custom[:, j] = np.asarray(col, dtype=np.float64)
     custom[:, 4] = np.asarray(blocks["level"]).astype(int)
     custom[:, 5] = budget_txt
+    custom[:, 6] = dens
+    scale = LogScale.of(dens)  # the same unit and scale as the image maps (issue 26, item 5)
     fig = go.Figure(go.Choroplethmap(
         geojson=fc,
         locations=np.arange(n),
-        z=dens,
+        z=scale.z(dens),
         customdata=custom,
         colorscale=COLORSCALE,
-        zmin=0,
-        zmax=float(np.quantile(dens, 0.99)) if n > 1 and np.quantile(dens, 0.99) > 0 else None,
+        zmin=scale.zmin,
+        zmax=scale.zmax,
         marker={"opacity": opacity, "line": {"width": 0.3 if n <= 2500 else 0, "color": "#999"}},
-        colorbar={"title": {"text": "points<br>per km²"}, "thickness": 14},
+        colorbar=scale.colorbar(DENSITY_TITLE),
         hovertemplate=(
             "noisy count: %{customdata[0]:,.0f}<br>"
             "95% interval: %{customdata[1]:,.0f} to %{customdata[2]:,.0f}<br>"
-            "area: %{customdata[3]:,.3f} km²<br>density: %{z:,.1f} per km²<br>"
+            "area: %{customdata[3]:,.3f} km²<br>density: %{customdata[6]:,.1f} per km²<br>"
             "depth: %{customdata[4]} · budget: %{customdata[5]}<extra></extra>"
         ),
     ))
@@ -271,17 +275,6 @@ def stepped_colorscale(palette: np.ndarray) -> list[list[Any]]:
     for k, (r, g, b) in enumerate(palette.tolist()):
         out += [[k / n, f"rgb({r},{g},{b})"], [(k + 1) / n, f"rgb({r},{g},{b})"]]
     return out
-
-
-def colour_max(values: np.ndarray) -> float:
-    """Top of the colour scale: the 99th percentile of the values drawn as at least 0 (as the
-    polygon maps), from at most about a million of them; the largest value if that is 0."""
-    flat = np.ravel(values)
-    sample = np.maximum(flat[:: max(1, flat.size // 1_000_000)], 0.0)
-    top = float(np.quantile(sample, 0.99)) if sample.size else 0.0
-    if top <= 0:
-        top = float(np.max(flat, initial=0.0))
-    return top if top > 0 else 1.0
 
 
 def colour_levels(values: np.ndarray, vmax: float, levels: int = IMAGE_LEVELS) -> np.ndarray:
@@ -410,8 +403,9 @@ def grid_image_figure(
 
     Each pixel is one cell of the public grid, coloured by the released count of the area that
     holds it spread evenly over the area's cells (``PartitionRelease.density``, the uniformity
-    assumption of Qardaji, Yang & Li, ICDE 2013, §III), in :data:`IMAGE_LEVELS` equal steps up to
-    the 99th percentile; negative noisy counts are drawn as 0.  The grid is in lon/lat, so the
+    assumption of Qardaji, Yang & Li, ICDE 2013, §III), per km², in :data:`IMAGE_LEVELS` equal steps
+    of the log scale the polygon maps use (:class:`dpcore.data.maps.LogScale`: four decades up to the
+    largest); negative noisy counts are drawn as 0.  The grid is in lon/lat, so the
     image is cut into strips that MapLibre's Mercator stretch keeps in place (:func:`mercator_strips`);
     a heatmap on cartesian axes would lose the map context.  Hovering shows an invisible layer
     of at most ``hover_points`` points: each released area's noisy count and 95 % interval, or
@@ -423,8 +417,10 @@ def grid_image_figure(
     idx = release.frontier(depth) if depth is not None else release.leaf_index()
     g = release.grid
     values = release.spread(release.noisy, idx)  # = release.density(idx), faster on big grids
-    vmax = colour_max(values)
-    layers = grid_image_layers(values, g, vmax, opacity=opacity)
+    cell_km2 = g.cell_area_km2()
+    scale = LogScale.of(values / cell_km2)  # per km², log: the polygon maps' unit and scale (issue 26, item 5)
+    layers = grid_image_layers(scale.z(values / cell_km2) - scale.zmin, g, scale.zmax - scale.zmin, opacity=opacity)
+    vmax = scale.zmax
     palette = image_palette()
 
     blocks = _hover_blocks(release, idx, values, hover_points)
@@ -443,9 +439,9 @@ def grid_image_figure(
     size = float(np.clip(np.median(box[:, 2] - box[:, 0]) * px_per_deg, 4.0, 40.0))
     fig = go.Figure(go.Scattermap(
         lon=np.round(lon, 6), lat=np.round(lat, 6), mode="markers", customdata=custom,
-        marker={"size": size, "opacity": 0, "color": np.maximum(blocks["noisy"], 0) / cells,
-                "colorscale": stepped_colorscale(palette), "cmin": 0.0, "cmax": vmax,
-                "showscale": True, "colorbar": {"title": {"text": "points<br>per cell"}, "thickness": 14}},
+        marker={"size": size, "opacity": 0, "color": scale.z(np.maximum(blocks["noisy"], 0) / (cells * cell_km2)),
+                "colorscale": stepped_colorscale(palette), "cmin": scale.zmin, "cmax": scale.zmax,
+                "showscale": True, "colorbar": scale.colorbar(DENSITY_TITLE)},
         hovertemplate=("noisy count: %{customdata[0]:,.0f}<br>"
                        "95% interval: %{customdata[1]:,.0f} to %{customdata[2]:,.0f}<br>"
                        "%{customdata[3]}<extra></extra>"),
@@ -516,14 +512,15 @@ def rects_figure(frame: Any, bounds: Bounds, *, boundaries: dict[str, Any] | Non
                                                   "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]}}
         for i, (w, s, e, n) in enumerate(box)]}
     dens = rects_density(frame)
-    custom = frame[["noisy_count", "ci95_low", "ci95_high"]].to_numpy(dtype=np.float64)
+    custom = np.column_stack([frame[["noisy_count", "ci95_low", "ci95_high"]].to_numpy(dtype=np.float64), dens])
+    scale = LogScale.of([zmax] if zmax and zmax > 0 else dens)  # one scale for every period of a series
     fig = go.Figure(go.Choroplethmap(
-        geojson=fc, locations=np.arange(len(box)), z=dens, customdata=custom, colorscale=COLORSCALE, zmin=0,
-        zmax=zmax if zmax and zmax > 0 else None,
+        geojson=fc, locations=np.arange(len(box)), z=scale.z(dens), customdata=custom, colorscale=COLORSCALE,
+        zmin=scale.zmin, zmax=scale.zmax,
         marker={"opacity": 0.75, "line": {"width": 0.3 if len(box) <= 2500 else 0, "color": "#999"}},
-        colorbar={"title": {"text": "points<br>per km²"}, "thickness": 14},
+        colorbar=scale.colorbar(DENSITY_TITLE),
         hovertemplate=("noisy count: %{customdata[0]:,.0f}<br>95% interval: %{customdata[1]:,.0f} to "
-                       "%{customdata[2]:,.0f}<br>density: %{z:,.1f} per km²<extra></extra>"),
+                       "%{customdata[2]:,.0f}<br>density: %{customdata[3]:,.1f} per km²<extra></extra>"),
     ))
     if title:
         fig.update_layout(title={"text": title, "font": {"size": 14}})

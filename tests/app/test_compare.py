@@ -100,6 +100,14 @@ def test_run_on_synthetic_stand_in(at: AppTest) -> None:
     spec = json.loads(charts[0].proto.spec)
     assert {t["name"] for t in spec["data"]} == {"ug", "uniform"}
     assert "not for publication" not in spec["layout"]["title"]["text"]
+    # the best per budget is marked, with a sentence on which to pick (issue 26, item 10)
+    from dpcore.points import evaluate
+    best = evaluate.best_per_epsilon(res["summary"])
+    [line] = [m.value for m in at.markdown if m.value.startswith("**Best at each budget**")]
+    for eps, name, _ in best:
+        assert f"ε = {eps:.2g}: **{catalog.get('points', name).title}**" in line
+    assert any("Pick the best at the ε you plan to release with" in c.value for c in at.caption)
+    assert "Mechanism & budget" not in " ".join(m.value for m in at.markdown)
     # nothing spent: no ledger entry for the demo dataset
     assert all(not led.entries for led in at.session_state["ledgers"].values())
     # a rerun shows the stored results without recomputing them

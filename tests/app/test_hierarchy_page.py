@@ -106,8 +106,12 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     # the confirmation and the sidebar name the same count, labelled alike
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.success)
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.sidebar.markdown)
+    said = next(m.value for m in at.markdown if "unit of privacy: **one person, " in m.value)
+    unit = said.split("unit of privacy: **")[1].split("**")[0]
     step(at, "export")
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.markdown)
+    # the Export step names the unit of privacy in the Release step's words (issue 26, item 10)
+    assert any(f"unit of privacy: {unit}" in x.value for x in at.markdown) and unit.startswith("one person")
     ex = at.session_state["hier_release"].files  # made once, with the release: the Export step serves them
     csv = pd.read_csv(__import__("io").BytesIO(ex["release.csv"]), dtype=str)
     assert list(csv.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
@@ -125,7 +129,7 @@ def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> No
     rel_id = at.session_state["hier_release"].release.release_id
     button = at.button(key=release_widget_key("hier_release_button", at.session_state))
     assert button.disabled  # 0.8 + 0.8 > cap 1.0
-    assert "Not enough budget" in button.label and any("more than the 0.2 left" in w.value for w in at.warning)
+    assert "Not enough budget" in button.label and any("more than the 0.2 left" in c.value for c in at.caption)
     step(at, "data")
     # switching to an upload (nothing uploaded yet) says what to do and keeps the earlier release
     at.radio(key="_w_hier_source").set_value("upload").run()
@@ -317,6 +321,11 @@ def test_us_tracts_show_state_and_county_names() -> None:
     step(at, "plan")
     at.selectbox(key="_w_hier_mech").set_value("bottom_up").run()
     release(at)
+    # the states map starts on the lower 48 and says which states are outside the view (issue 26, item 10)
+    at.selectbox(key="_w_hier_map_level").set_value("STATEFP").run()
+    ok(at)
+    far = [c.value for c in at.caption if c.value.startswith("Outside the first view")]
+    assert len(far) == 1 and "Alaska" in far[0] and "Hawaii" in far[0], far
     at.selectbox(key="_w_hier_map_level").set_value("COUNTYFP").run()
     ok(at)
     drill = at.selectbox(key="hier_drill_2")
@@ -325,6 +334,9 @@ def test_us_tracts_show_state_and_county_names() -> None:
     assert "Puerto Rico (72)" in drill.options
     [tree] = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if '"treemap"' in c.proto.spec]
     assert "California" in tree["data"][0]["labels"]  # a name, not the code 06
+    # the states' counties are in the treemap, so a click on a state zooms into its counties, not into an
+    # empty tile (issue 26, item 10)
+    assert any(str(x).startswith("Los Angeles County") for x in tree["data"][0]["labels"])
     assert "Puerto Rico" in tree["data"][0]["labels"] and "72" not in tree["data"][0]["labels"]
     drill.set_value("Puerto Rico (72)").run()
     ok(at)
@@ -383,3 +395,26 @@ def test_data_step_previews_the_public_areas_on_an_offline_map(at: AppTest) -> N
     assert len(layers) == len(joins) >= 1
     assert sum(len(lay["source"]["features"]) for lay in layers) == sum(len(j.frame) for j in joins.values())
     assert all(trace.get("lon", []) == [] for trace in spec["data"])  # no counts drawn
+
+
+def test_the_choropleth_colours_skewed_counts_on_a_log_scale(at: AppTest) -> None:
+    """Issue 26, item 5: the area map's colours are log10 of the released counts (one large area does not
+    leave the others in the first colour); the hover still shows each count itself."""
+    import math
+
+    release(at)
+    fig = json.loads(next(c for c in at.get("plotly_chart") if '"geojson"' in c.proto.spec).proto.spec)
+    tr = fig["data"][0]
+    assert tr["colorbar"]["title"]["text"] == "people (log)"
+    counts = [float(c[3]) for c in tr["customdata"]]
+    top = math.log10(max(counts))
+    assert tr["zmax"] == pytest.approx(top) and tr["zmin"] == pytest.approx(top - 4)
+    zs = tr["z"]
+    if isinstance(zs, dict):  # plotly's typed array: {"dtype": "f8", "bdata": base64}
+        import base64
+
+        import numpy as np
+        zs = np.frombuffer(base64.b64decode(zs["bdata"]), dtype=zs["dtype"]).tolist()
+    for z, c in zip(zs, counts, strict=True):
+        assert z == pytest.approx(max(math.log10(c), top - 4) if c > 0 else top - 4, abs=1e-6)
+    assert "%{customdata[3]:,.0f}" in tr["hovertemplate"]

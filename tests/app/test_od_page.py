@@ -25,6 +25,7 @@ from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms import vanilla_gauss
 from dpcore.privacy import budget
 from ui import state
+from ui.kinds.flows.plan import WHY_NOT_THE_SAME
 from ui.state import release_widget_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +143,14 @@ def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
     assert at.radio(key="_w_od_definition").value == "rho"
     assert at.number_input(key="_w_od_rho").value == pytest.approx(state.DEFAULT_RHO)
     assert ledger(at).cap.value == pytest.approx(state.DEFAULT_RHO_CAP)
-    assert any("the same for every kind of data" in c.value and "ε = 1 at δ = 1e-8" in c.value for c in at.caption)
+    # one sentence why trips do not default to the other kinds' language; the formulas, conversions and lemma
+    # numbers behind "How is this computed" (issue 26, item 7)
+    assert any(c.value == WHY_NOT_THE_SAME for c in at.caption)
+    how = " ".join(m.value for e in at.expander if e.label in ("How is this computed", "How are these defaults chosen")
+                   for m in e.markdown)
+    assert "ε = 1 at δ = 1e-8" in how and "Lemma 3" in how and "Canonne, Kamath & Steinke" in how
+    reading = [i.value for i in at.info if i.value.startswith("Read as (ε, δ)-DP")]
+    assert reading and not any("Lemma" in r or "Canonne" in r for r in reading)
     paper_budget(at)
     plan = frame_with(at, "noise per cell (SD)")
     assert list(plan["table"]) == ["total of all trips · exact, public", "the whole territory to regions",
@@ -305,7 +313,7 @@ def test_an_exhausted_budget_is_refused(at: AppTest) -> None:
     assert len(led.entries) == 1
     button = release_button(at)
     assert button.disabled and button.label.startswith("Not enough budget")
-    assert any("more than the 0.2 left" in w.value for w in at.warning)
+    assert any("more than the 0.2 left" in c.value for c in at.caption)
     # the same refusal one level down, should the button be bypassed: nothing is spent
     counts = at.session_state["od_model"]["counts"]
     with pytest.raises(BudgetError, match="cap"):

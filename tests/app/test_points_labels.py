@@ -59,7 +59,7 @@ def test_release_labels_legend_axes_and_counts(at: AppTest) -> None:
     rel = at.session_state["releases"][-1].release
     specs = {el.proto.id.rsplit("-", 1)[-1]: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
     legend = specs["release_map"]["data"][0]["colorbar"]["title"]["text"]
-    assert legend == "points<br>per km²"
+    assert legend == "points<br>per km² (log)"  # one unit, one log scale on every points map (issue 26, item 5)
     bars = specs["level_error_chart"]["layout"]
     assert bars["xaxis"]["title"]["text"] == "± points per count (95% of counts)"
     assert bars["yaxis"]["title"]["text"] == "level"

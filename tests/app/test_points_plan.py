@@ -171,3 +171,28 @@ def test_the_default_release_is_auto_and_records_its_choice(at: AppTest) -> None
     choice = rel.public["auto"]
     assert choice["n_source"] == "noisy count" and choice["chosen"] in catalog.names("points")
     assert rel.mechanism_title.startswith("Auto → ")
+
+
+def test_plan_and_release_state_the_same_query_error_for_a_tree_shaped_by_the_data(at: AppTest) -> None:
+    """Issue 26, item 3: auto's PrivTree plan states the 10 % query's error for the leaves it expects (evenly
+    spread points, with an upper bound), not for the finest tree; the Release step repeats the Plan step's
+    figure, worded by the same function, beside the released one."""
+    said = [m.value for m in at.markdown if "a query covering 10% of the area is off by about" in m.value]
+    assert len(said) == 1 and "if the points were spread evenly" in said[0] and "at most ±" in said[0]
+    planned = said[0].split("is off by about ")[1].rsplit(".", 1)[0]
+    at.switch_page("pages/release.py").run()
+    at.button(key="release_button").click().run()
+    assert not at.exception, at.exception
+    [text] = [m.value for m in at.markdown if "as released (" in m.value]
+    assert f"The Plan step said {planned}." in text
+    released = float(text.split("off by about ±")[1].split(" ")[0].replace(",", ""))
+    most = float(planned.split("at most ±")[1].split(" ")[0].replace(",", ""))
+    assert released <= most
+
+
+def test_dawa_plan_reads_its_query_error_as_an_upper_bound(at: AppTest) -> None:
+    """Issue 26, item 3: DAWA's preview is for the finest partition; the Plan step says the figure is an
+    upper bound and why, instead of stating it as the error to expect."""
+    choose(at, "dawa")
+    [said] = [m.value for m in at.markdown if "a query covering 10% of the area is off by about" in m.value]
+    assert " at most (for the finest partition, one area per cell;" in said

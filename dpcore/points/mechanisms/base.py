@@ -73,6 +73,9 @@ class PointsMechanism(Mechanism):
     public_inputs = ("n_estimate",)
     #: whether the error preview needs a guess of the number of points
     needs_n_guess: ClassVar[bool] = False
+    #: whether a guess of the number of points, though not needed, makes the preview closer to the
+    #: release (PrivTree: how many leaves the tree is likely to make); the plan without one is an upper bound
+    n_guess_helps: ClassVar[bool] = False
     #: whether ``release`` returns a tree (``is_tree``) whose depth the Map page can browse
     is_tree: ClassVar[bool] = False
 

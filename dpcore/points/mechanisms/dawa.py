@@ -261,6 +261,9 @@ class DAWA(PointsMechanism):
                 "of buckets and levels is known only at release. Coarser buckets mean fewer levels and "
                 "less noise, plus the error of spreading a bucket evenly, which depends on the data.")
         levels = self._levels(e1, e2, sensitivity, tree, weights, grid.n_cells, note)
+        # the query figures of this preview are an upper bound (issue 26, item 3): say so where they are read
+        levels = tuple(dataclasses.replace(lv, extra={**lv.extra, "finest_partition": True}) if lv.in_partition
+                       else lv for lv in levels)
         return self._with_bound(levels, tree, per_query, weights, grid)
 
     @staticmethod

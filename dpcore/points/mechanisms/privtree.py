@@ -85,14 +85,19 @@ Release
 Expected error (the plan, data-free)
     What is known before release: the noise of one leaf count (discrete Laplace, scale
     ``k/ε_count``, its SD and 95 % half-width) and the split tests' noise (scale ``k·λ``) and bias δ.
-    The tree's shape — how many leaves, how large — depends on the data.  The plan's
-    range-query figures therefore assume the finest possible tree (every leaf a single cell),
-    an upper bound on the noise part of a query answered from whole leaves; the spread of
-    points inside a coarse leaf adds a data-dependent error the plan cannot state.
+    The tree's shape — how many leaves, how large — depends on the data.  Given a public guess of
+    the number of points (``n_estimate``), the plan's range-query figures assume the number of
+    leaves PrivTree makes for that many points spread evenly, and state an upper bound on the
+    expected number of leaves wherever the points are (:func:`expected_leaves`), with the query
+    figures it gives (``details.range_query_sd_at_most``); the release states the same formula
+    with the leaves it made.  Without a guess they assume the finest possible tree (every leaf a
+    single cell), a looser bound.  The spread of points inside a coarse leaf adds a
+    data-dependent error the plan cannot state.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 from typing import Any
@@ -103,13 +108,13 @@ from numpy.typing import NDArray
 from dpcore.data.domain import Aggregate, Grid, prefix_sums, rect_sums_from_prefix
 from dpcore.points.mechanisms.base import Param, PointsMechanism, count_level
 from dpcore.points.mechanisms.quadtree import quadrant_children
-from dpcore.points.release import LevelPlan, PartitionRelease
+from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost, pure
 from dpcore.privacy.calibration import interval_half_width, laplace_scale_for_epsilon, split_custom
 from dpcore.privacy.noise import NoiseSource
 
-__all__ = ["BETA", "PrivTree", "grow_privtree", "privtree_parameters", "split_probability"]
+__all__ = ["BETA", "PrivTree", "expected_leaves", "grow_privtree", "privtree_parameters", "split_probability"]
 
 #: Fanout of the quadtree (the paper's β).
 BETA = 4
@@ -210,6 +215,78 @@ def subtree_sums(parent: NDArray[np.int64], depth: NDArray[np.int64],
     return total
 
 
+# -- how many leaves, before release (data-free, from a public number of points) ----------------
+
+
+def _depth_sizes(rows: int, cols: int) -> list[dict[tuple[int, int], int]]:
+    """The node sizes of the full quadtree, per depth: ``{(rows, cols): number of nodes}`` (at most four
+    sizes per depth, as :func:`~dpcore.points.mechanisms.quadtree.quadrant_children` splits at
+    ``ceil(n/2)``), down to single cells."""
+    out = [{(int(rows), int(cols)): 1}]
+    while any(h > 1 or w > 1 for h, w in out[-1]):
+        nxt: dict[tuple[int, int], int] = {}
+        for (h, w), m in out[-1].items():
+            if h == 1 and w == 1:
+                continue
+            for hh in ((h + 1) // 2, h // 2) if h > 1 else (h,):
+                for ww in ((w + 1) // 2, w // 2) if w > 1 else (w,):
+                    nxt[(hh, ww)] = nxt.get((hh, ww), 0) + m
+        out.append(nxt)
+    return out
+
+
+def expected_leaves(grid: Grid, n_points: float, eps_tree: float, sensitivity: int = 1, theta: int = 0
+                    ) -> tuple[float, float]:
+    """How many leaves PrivTree makes for about ``n_points`` points, before release: (evenly spread, at most).
+
+    *Evenly spread*: the expected number of leaves if the points were spread evenly over the grid
+    (every node of depth ``d`` holding ``n·cells/N`` points), exact under that model:
+    ``Σ_v P(v reached)·(1 − f(b(v)))`` with ``f`` the split probability (:func:`split_probability`).
+    *At most*: an upper bound on the expected number of leaves for ANY placement of the points.
+    A node of depth ``d`` is *heavy* when ``c(v) > (d − 1)·δ + θ``; the nodes of one depth are
+    disjoint, so at most ``n/((d − 1)·δ + θ + 1)`` are heavy (and at most the nodes of that depth): ``H``
+    in all.  Any other node has the clamped ``b = θ − δ`` and splits with probability
+    ``p₀ = P(X ≥ δ + 1) = q^{δ+1}/(1+q) < 1/8`` (``q^δ ≤ 1/4``); its children are not heavy
+    either, so the internal nodes below a reached non-heavy node number ``E = p₀/(1 − 4p₀)`` in
+    expectation (a sub-critical branching process).  At most ``4H + 1`` non-heavy nodes are reached
+    from heavy ones (or are the root), so ``E[internal] ≤ H + (4H + 1)·E`` and, four children at most
+    per split, ``E[leaves] ≤ 1 + 3·E[internal]`` (and at most the cells).  Zhang, Xiao & Xie (SIGMOD 2016),
+    Sec. 3, give the split rule; the count of heavy nodes is the argument of their Lemma 3.2 on the
+    size of the tree.
+
+    >>> from dpcore.data.domain import Bounds
+    >>> g = Grid(Bounds(0, 0, 1, 1), 64, 64)
+    >>> even, most = expected_leaves(g, 10_000, 0.25)
+    >>> 1 <= even <= most <= g.n_cells
+    True
+    """
+    t, delta = privtree_parameters(eps_tree, sensitivity)
+    q = math.exp(-1.0 / float(t))
+    n = max(float(n_points), 0.0)
+    sizes = _depth_sizes(grid.rows, grid.cols)
+    even, heavy = 0.0, 0.0
+    reached = {(grid.rows, grid.cols): 1.0}  # expected number of nodes reached, by size
+    for d, level in enumerate(sizes):
+        nxt: dict[tuple[int, int], float] = {}
+        for (h, w), r in reached.items():
+            if h == 1 and w == 1:
+                even += r
+                continue
+            b = max(n * h * w / grid.n_cells - d * delta, theta - delta)
+            f = float(split_probability(np.array([b]), theta, t)[0])
+            even += r * (1.0 - f)
+            for hh in ((h + 1) // 2, h // 2) if h > 1 else (h,):
+                for ww in ((w + 1) // 2, w // 2) if w > 1 else (w,):
+                    nxt[(hh, ww)] = nxt.get((hh, ww), 0.0) + r * f  # expected nodes reached of that size
+        testable = sum(m for (h, w), m in level.items() if h > 1 or w > 1)
+        heavy += testable if d == 0 else min(testable, math.floor(n / ((d - 1) * delta + theta + 1)))
+        reached = nxt
+    p0 = q ** (delta + 1) / (1.0 + q)
+    e_light = p0 / (1.0 - 4.0 * p0)
+    most = min(1.0 + 3.0 * (heavy + (4.0 * heavy + 1.0) * e_light), float(grid.n_cells))
+    return min(even, most), most
+
+
 # -- the mechanism -------------------------------------------------------------------------------
 
 
@@ -234,6 +311,7 @@ class PrivTree(PointsMechanism):
     )
     definitions = ("pure",)
     is_tree = True
+    n_guess_helps = True
     params = (
         Param("tree_share", "Share of ε for the tree", float, 0.5,
               "Part of the budget spent on the split decisions; the rest counts the leaves "
@@ -255,7 +333,8 @@ class PrivTree(PointsMechanism):
 
     # -- plan ---------------------------------------------------------------------------------
     def _levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], sensitivity: int,
-                n_leaves: int | None = None, n_tests: int | None = None) -> tuple[LevelPlan, ...]:
+                n_leaves: int | None = None, n_tests: int | None = None, n_estimate: float | None = None
+                ) -> tuple[LevelPlan, ...]:
         eps_tree, eps_count = self.budgets(cost, params)
         t, delta = privtree_parameters(eps_tree, sensitivity)
         known = n_leaves is not None
@@ -280,21 +359,33 @@ class PrivTree(PointsMechanism):
             extra={"delta": int(delta), "theta": int(params["theta"]), "fanout": BETA,
                    "lambda": float(t) / int(sensitivity)},
         )
-        n = int(n_leaves) if known else grid.n_cells
+        if known:
+            return tree, count_level(1, f"Leaf counts ({int(n_leaves):,} leaves)", pure(eps_count), sensitivity,
+                                     int(n_leaves), grid.n_cells / max(int(n_leaves), 1), True)
+        if n_estimate is None:
+            finest = count_level(
+                1, "Leaf counts", pure(eps_count), sensitivity, grid.n_cells, 1.0, True,
+                note="The tree's shape depends on the data: the number and size of the leaves are known only "
+                     "after release. The noise of each leaf count is as shown; without a guess of the number "
+                     "of points the range-query figures assume the finest tree (one leaf per cell), an upper bound.")
+            return tree, dataclasses.replace(finest, extra={"finest_partition": True})
+        even, most = expected_leaves(grid, n_estimate, eps_tree, sensitivity, int(params["theta"]))
+        n = max(int(round(even)), 1)
         leaves = count_level(
-            1, f"Leaf counts ({n:,} leaves)" if known else "Leaf counts",
-            pure(eps_count), sensitivity, n, grid.n_cells / max(n, 1), True,
-            note=("" if known else
-                  "The tree's shape depends on the data: the number and size of the leaves are "
-                  "known only after release. The noise of each leaf count is as shown; the "
-                  "range-query figures assume the finest tree (one leaf per cell), an upper bound."),
-        )
-        return tree, leaves
+            1, f"Leaf counts (about {n:,} leaves if evenly spread)", pure(eps_count), sensitivity, n,
+            grid.n_cells / n, True,
+            note=(f"The tree's shape depends on the data. For about {float(n_estimate):,.0f} points spread evenly "
+                  f"PrivTree makes about {n:,} leaves (the range-query figures assume these); wherever the points "
+                  f"are, at most {most:,.0f} on average (the upper figures); fewer where they cluster."))
+        upper = dataclasses.replace(leaves, cells_per_count=grid.n_cells / max(most, 1.0))
+        extra = {"leaves_evenly_spread": float(even), "leaves_at_most": float(most), "n_estimate": float(n_estimate),
+                 "range_query_sd_at_most": {f"{s:g}": upper.query_sd(s, grid.n_cells) for s in DEFAULT_QUERY_SIZES}}
+        return tree, dataclasses.replace(leaves, extra=extra)
 
     def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
-        return self._levels(grid, cost, params, sensitivity)
+        return self._levels(grid, cost, params, sensitivity, n_estimate=n_estimate)
 
     # -- release ------------------------------------------------------------------------------
     def _release(

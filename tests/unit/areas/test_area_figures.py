@@ -49,3 +49,12 @@ def test_us_states_view_is_the_lower_48() -> None:
     drawn = {int(f["id"]) for f in fig.layout.map.layers[0].source["features"]}
     far = states.index[states["NAME"].isin(["Alaska", "Hawaii", "Puerto Rico"])]
     assert len(far) == 3 and set(far) <= drawn  # still drawn: the curator can pan or zoom out to them
+
+
+def test_far_areas_are_the_ones_the_first_view_leaves_out() -> None:
+    """Issue 26, item 10: the map names the areas outside its first view (Alaska and Hawaii here)."""
+    from dpcore.areas.figures import far_areas
+
+    far = far_areas(_grid_with_islands())
+    assert far[:48].sum() == 0 and far[48] and far[49]
+    assert not far_areas(_grid_with_islands().iloc[-4:]).any()  # fewer than 8 areas: all in view

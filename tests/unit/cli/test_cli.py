@@ -251,10 +251,12 @@ def test_missing_required_argument(tmp_path: Path, capsys: pytest.CaptureFixture
     rc = main(["release", "points", "--input", "x.csv"])
     line = assert_user_error(rc, capsys)
     assert "required" in line
+    assert "(see 'python -m dpcore release points --help')" in line  # the whole command (issue 26, item 10)
 
 
 def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
-    assert_user_error(main(["frobnicate"]), capsys)
+    line = assert_user_error(main(["frobnicate"]), capsys)
+    assert "(see 'python -m dpcore --help')" in line and "dpcore dpcore" not in line
 
 
 def test_missing_input_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

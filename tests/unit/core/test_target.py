@@ -144,6 +144,16 @@ def test_cli_plan_prints_budget_split_and_errors(capsys) -> None:
     assert "target ±10 for 95 % of tract: met" in out and "Release with this split: --split " in out
 
 
+def test_cli_plan_with_sizes_that_do_not_divide_evenly(capsys) -> None:
+    """Issue 26, item 10: --sizes 52,3221,85395 (the US states, counties, tracts) made counties with two
+    parents ("codes with two or more parents"); the areas spread evenly now nest whatever the sizes."""
+    rc = main(["plan", "hierarchy", "--levels", "state,county,tract", "--sizes", "52,3221,85395", "--mechanism",
+               "hay", "--target", "level=tract,abs=50,coverage=0.95"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "target ±50 for 95 % of tract: met" in out.out and "85,395 counts" in out.out
+
+
 def test_cli_plan_json_matches_the_library(capsys) -> None:
     rc = main(["plan", "points", "--bounds", "-74.3,40.5,-73.7,40.9", "--grid", "16,16", "--mechanism", "identity",
                "--target", "abs=3", "--rho", "--json"])

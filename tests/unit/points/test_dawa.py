@@ -260,3 +260,16 @@ def test_zcdp_refused_and_uploaded_workload() -> None:
     rects = [{"west": 0.0, "south": 0.0, "east": 0.5, "north": 0.5}]
     levels = levels_of(mech, grid, 1.0, {"workload": "uploaded", "rectangles": rects})
     assert levels[-1].in_partition
+
+
+def test_the_plan_marks_its_query_figures_as_the_finest_partitions_upper_bound() -> None:
+    """Issue 26, item 3: DAWA's preview assumes one bucket per cell; its leaf row says so, and the app reads
+    its query figure as an upper bound (ui.kinds.points.plan.query_reading)."""
+    from dpcore import catalog
+    from dpcore.data.domain import Bounds, Grid
+    from dpcore.points.unit import points_unit
+    from dpcore.privacy.budget import pure
+
+    plan = catalog.get("points", "dawa").plan(Grid(Bounds(0, 0, 1, 1), 16, 16), pure(0.5), {}, unit=points_unit())
+    [leaf] = [r for r in plan.rows if r.details.get("in_partition")]
+    assert leaf.details["finest_partition"] is True

@@ -261,3 +261,22 @@ def test_geojson_with_fractional_counts_and_tiny_coordinates() -> None:
     assert ring0[0] == pytest.approx([-1e-6, -1e-6], abs=1e-7)
     assert ring0[2] == pytest.approx([0.0, 1e-6], abs=1e-7)
     validate_record(release_record(rel))
+
+
+def test_clamped_export_sets_negative_leaves_to_zero_and_states_the_bias_bound() -> None:
+    """Issue 26, item 9: the clamped file is post-processing of the leaves: max(count, 0), the unclamped
+    count beside it, and each area's bias bound σ/2, which holds for the mean bias of clamping a count of 0."""
+    from dpcore.points.export import clamped_csv, clamped_frame, negative_counts
+    agg = aggregate(np.zeros((16, 16), dtype=np.int64))  # empty: half the noisy counts fall below 0
+    rel = release_with(catalog.get("points", "identity"), agg, 0.5, {}, NoiseSource(26))
+    neg = negative_counts(rel)
+    assert neg["n_areas"] == 256 and 0 < neg["n_negative"] < 256 and neg["min"] < 0
+    df = clamped_frame(rel)
+    assert len(df) == 256 and (df["count_clamped"] >= 0).all()
+    np.testing.assert_array_equal(df["count_clamped"], np.maximum(df["noisy_count"], 0))
+    assert int((df["noisy_count"] < 0).sum()) == neg["n_negative"]
+    # the bias of clamping an empty area, E[max(X, 0)], is within the stated bound (SE from the sample)
+    bias = df["count_clamped"].to_numpy(dtype=float)
+    assert bias.mean() - 4 * bias.std(ddof=1) / 16 <= df["bias_at_most"].iloc[0] == pytest.approx(neg["bias_at_most"], abs=1e-4)
+    header, rows = read_csv_rows(clamped_csv(rel))
+    assert header[:8] == ["id", "level", "west", "south", "east", "north", "cells", "count_clamped"] and len(rows) == 256

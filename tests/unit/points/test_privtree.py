@@ -322,3 +322,69 @@ def test_registered() -> None:
     assert catalog.get("points", "privtree").name == "privtree"
     d = MECH.describe()
     assert d["tree"] and d["privacy"] == "pure epsilon-DP"
+
+
+# ---------------------------------------------------------------------------------------------
+# the number of leaves before release (issue 26, item 3): the plan's query error, data-free
+# ---------------------------------------------------------------------------------------------
+
+def _mean_leaves(counts: np.ndarray, eps_tree: float, runs: int, seed: int) -> tuple[float, float]:
+    t, delta = privtree_parameters(eps_tree, 1)
+    src = NoiseSource(seed=seed)
+    n = np.array([int(grow_privtree(counts, 0, t, delta, src)["leaf"].sum()) for _ in range(runs)], dtype=float)
+    return float(n.mean()), float(n.std(ddof=1))
+
+
+def test_expected_leaves_of_evenly_spread_points_is_the_simulated_mean() -> None:
+    from dpcore.points.mechanisms.privtree import expected_leaves
+    counts = np.full((32, 32), 6, dtype=np.int64)  # exactly even: every node holds n·cells/N points
+    g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 32, 32)
+    even, most = expected_leaves(g, int(counts.sum()), 0.5)
+    runs = 300
+    mean, sd = _mean_leaves(counts, 0.5, runs, seed=26)
+    assert abs(mean - even) <= 4 * sd / math.sqrt(runs)  # 4 standard errors of the simulated mean
+    assert mean <= most
+
+
+@pytest.mark.parametrize("shape", ["one_cell", "blobs", "thresholds"])
+def test_expected_leaves_upper_bound_holds_wherever_the_points_are(shape: str) -> None:
+    from dpcore.points.mechanisms.privtree import expected_leaves
+    g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 32, 32)
+    counts = np.zeros((32, 32), dtype=np.int64)
+    if shape == "one_cell":
+        counts[3, 5] = 5000
+    elif shape == "blobs":
+        counts[2:6, 2:6] = 40
+        counts[20:30, 12:14] = 25
+    else:  # every 2 x 2 block just above the depth-4 split threshold: the bound's worst case
+        t, delta = privtree_parameters(0.5, 1)
+        counts[::2, ::2] = 3 * delta + 1
+    runs = 200
+    mean, sd = _mean_leaves(counts, 0.5, runs, seed=7)
+    _, most = expected_leaves(g, int(counts.sum()), 0.5)
+    assert mean - 4 * sd / math.sqrt(runs) <= most
+
+
+def test_uber_plan_states_the_query_error_the_release_has() -> None:
+    """The Plan step's figure (auto at ε = 0.5, 1,024 x 1,024 over the NYC core) is within a factor 1.5
+    of the released one, and its upper figure holds it; the finest-tree assumption was 8.6 times off."""
+    import pandas as pd
+
+    from dpcore.data.domain import PRESETS, aggregate_points
+    from dpcore.data.points import load_points
+    from dpcore.points.unit import points_unit
+    from dpcore.privacy.budget import pure
+    path = __import__("pathlib").Path(__file__).resolve().parents[4] / "shared/data/points/uber_nyc_pickups_2014-04.csv.gz"
+    if not path.exists():
+        pytest.skip("the shared Uber pickups are not here")
+    t = load_points(pd.read_csv(path, usecols=["Lat", "Lon"]), "Lat", "Lon", source_name="uber")
+    g = Grid(PRESETS["New York City core (Manhattan, Brooklyn, Queens, Bronx)"], 1024, 1024)
+    a = aggregate_points(t.lon, t.lat, g)
+    auto = catalog.get("points", "auto")
+    plan = auto.plan(g, pure(0.5), {}, unit=points_unit(), n_estimate=564_516)
+    leaf = [r for r in plan.rows if r.details.get("in_partition")][-1]
+    planned, most = leaf.details["range_query_sd"]["0.1"], leaf.details["range_query_sd_at_most"]["0.1"]
+    rel = auto.release(plan, a, NoiseSource(seed=26)).inner
+    released = [lv for lv in rel.levels if lv.in_partition][-1].query_sd(0.1, g.n_cells)
+    assert released <= most
+    assert 1 / 1.5 <= planned / released <= 1.5

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 import pytest
@@ -168,6 +170,10 @@ def test_rects_figure_draws_the_published_leaves_on_one_colour_scale() -> None:
                          "ci95_high": [40, 6, 30], "leaf": [False, True, True]})
     fig = rects_figure(rows, Bounds(0, 0, 1, 1), zmax=0.5)
     (trace,) = fig.data
-    assert len(trace.geojson["features"]) == 2 and trace.zmax == 0.5
-    assert trace.z[0] == 0 and trace.z[1] == pytest.approx(rects_density(rows.iloc[[2]])[0])  # negatives drawn as 0
+    # the log scale of every map (issue 26, item 5), topped at the series' zmax: negatives at its bottom
+    assert len(trace.geojson["features"]) == 2 and trace.zmax == pytest.approx(math.log10(0.5))
+    assert trace.zmin == pytest.approx(math.log10(0.5) - 4)
+    assert trace.z[0] == trace.zmin
+    assert trace.z[1] == pytest.approx(max(math.log10(rects_density(rows.iloc[[2]])[0]), trace.zmin))
+    assert trace.customdata[1][3] == pytest.approx(rects_density(rows.iloc[[2]])[0])
     assert fig.layout.map.style == OFFLINE_STYLE

@@ -16,6 +16,7 @@ from points_helpers import release_with
 from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.points.viz import (
+    IMAGE_LEVELS,
     colour_levels,
     display_blocks,
     grid_image_figure,
@@ -81,7 +82,7 @@ class TestImageLayer:
         img = decode(image_layers(fig)[0])
         assert img.mode == "P"
         pix = np.asarray(img)
-        expected = colour_levels(noisy_matrix(small), info["vmax"])
+        expected = log_levels(noisy_matrix(small), small.grid, info["vmax"])
         np.testing.assert_array_equal(pix, expected[::-1])  # grid row 0 is the south edge
 
     def test_colours_monotone_in_value(self, small) -> None:
@@ -99,8 +100,9 @@ class TestImageLayer:
         pal = image_palette().astype(np.float64) @ np.array([0.2126, 0.7152, 0.0722])
         assert np.all(np.diff(pal) < 0)
         bar = fig.data[0].marker
-        assert bar.showscale and bar.cmin == 0 and bar.cmax == pytest.approx(info["vmax"])
-        assert "per cell" in bar.colorbar.title.text and "points" in bar.colorbar.title.text
+        assert bar.showscale and bar.cmin == pytest.approx(info["vmax"] - 4) and bar.cmax == pytest.approx(info["vmax"])
+        # one unit and one log scale for every points map (issue 26, item 5): per km², as the polygons
+        assert "per km²" in bar.colorbar.title.text and "log" in bar.colorbar.title.text
 
     def test_colour_levels_steps(self) -> None:
         v = np.array([-5.0, 0.0, 0.99, 1.0, 3.5, 7.99, 8.0, 1e9])
@@ -145,9 +147,19 @@ class TestImageLayer:
         fig, info = grid_image_figure(rel)
         pix = np.concatenate([np.asarray(decode(lay)) for lay in image_layers(fig)])
         assert pix.shape == (64, 48)
-        expected = colour_levels(rel.density(), info["vmax"])[::-1]
+        expected = log_levels(rel.density(), rel.grid, info["vmax"])[::-1]
         np.testing.assert_array_equal(pix, expected)
         assert info["n_shown"] == int(rel.leaf.sum())
+
+
+def log_levels(values: np.ndarray, grid, zmax: float) -> np.ndarray:
+    """The palette index of per-cell values on the maps' log scale of densities per km²."""
+    from dpcore.data.maps import LogScale
+
+    dens = values / grid.cell_area_km2()
+    sc = LogScale.of(dens)
+    assert sc.zmax == pytest.approx(zmax)
+    return colour_levels(sc.z(dens) - sc.zmin, sc.zmax - sc.zmin)
 
 
 class TestStrips:
@@ -241,3 +253,31 @@ class TestHoverCap:
         fig, info = grid_image_figure(rel)
         assert info["hover_aggregated"] is False
         assert info["n_hover"] == int(rel.leaf.sum()) <= 2_500
+
+
+def test_polygons_and_image_of_one_release_share_unit_and_scale_and_skewed_counts_show() -> None:
+    """Issue 26, item 5: a tree release drawn as polygons (up to the polygon cap) and as an image (beyond
+    it) has one unit (points per km²) and one log scale; on skewed counts most released areas are not drawn
+    in the first colour (a linear scale up to the 99th percentile drew them nearly all blank)."""
+    from dpcore.points.viz import partition_figure
+
+    rng = np.random.default_rng(5)
+    counts = np.zeros((64, 64), dtype=np.int64)
+    counts[:] = rng.poisson(0.5, size=(64, 64))
+    counts[30:34, 30:34] += rng.poisson(3000, size=(4, 4))  # one dense centre: heavily skewed counts
+    agg = Aggregate(grid=Grid(BOUNDS, 64, 64), counts=counts, n_outside=0, n_capped=0, sensitivity=1, user_cap=None)
+    rel = release_with(catalog.get("points", "privtree"), agg, 1.0, {}, NoiseSource(5))
+    poly, _ = partition_figure(rel)
+    img, info = grid_image_figure(rel)
+    p, m = poly.data[0], img.data[0].marker
+    assert p.colorbar.title.text == m.colorbar.title.text == "points<br>per km² (log)"
+    assert (p.zmin, p.zmax) == pytest.approx((m.cmin, m.cmax))
+    assert list(p.colorbar.tickvals) == pytest.approx(list(m.colorbar.tickvals))
+    # skewed counts show: the areas between 1/1,000 and 1/16 of the top density, which a linear scale of
+    # 16 steps draws all in its first colour, take more than one colour, none the first
+    dens = np.asarray(p.customdata[:, 6], dtype=float)
+    mid = (dens >= dens.max() / 1000) & (dens < dens.max() / IMAGE_LEVELS)
+    assert mid.sum() >= 5
+    step = (p.zmax - p.zmin) / IMAGE_LEVELS
+    levels = np.floor((np.asarray(p.z, dtype=float)[mid] - p.zmin) / step)
+    assert levels.min() >= 1 and len(np.unique(levels)) >= 2

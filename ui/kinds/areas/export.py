@@ -53,7 +53,7 @@ def export_step() -> None:
 
     st.subheader("The release record")
     st.markdown(f"- **Mechanism:** {rel.mechanism.title}\n"
-                f"- **Privacy:** {rel.plan.cost.label()}; unit of privacy: {hierarchy_unit(rel.plan.neighbour, rel.plan.statistic).label()}\n"
+                f"- **Privacy:** {rel.plan.cost.label()}; unit of privacy: {common.unit_words(hierarchy_unit(rel.plan.neighbour, rel.plan.statistic))}\n"
                 f"- **Released:** {common.released_areas(rel.hierarchy)}, {rel.created}\n"
                 f"- **Budget of this dataset:** {led.cap.symbol} = {fmt.eps(led.spent)} spent of "
                 f"{fmt.eps(led.cap.value)}")

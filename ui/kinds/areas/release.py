@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -41,19 +42,21 @@ def release_step() -> None:
         areas_series.release_step(m, sel)
         frame.link("export")
         return
+    entry = common.hier_entry()  # a click's release was made in its callback, before this run
+    if entry is not None:  # the confirmation first; the next release comes after it
+        rel = entry.release
+        confirm.released(f"{rel.mechanism.title}: {released_areas(rel.hierarchy)}", rel.plan.cost, sel.ledger,
+                         rel.release_id)
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
                 f"unit of privacy: **{common.unit_words(sel.unit)}**.")
     job = {"counts": m["counts"], "plan": sel.core, "led": sel.ledger, "fp": m["fp"], "name": m["name"],
            "config": (m["inputs"], sel), "joins": dict(m["joins"])}
-    confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job)
-    entry = common.hier_entry()
+    confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job,
+                   after=entry is not None)
     if entry is None:
         st.caption("Nothing has been released from this data yet.")
         frame.link("plan", "Back to the plan")
         return
-    rel = entry.release
-    h = rel.hierarchy
-    confirm.released(f"{rel.mechanism.title}: {released_areas(h)}", rel.plan.cost, sel.ledger, rel.release_id)
     st.subheader("Map", anchor="map")
     _map(entry, m)
     st.subheader("Errors", anchor="errors")
@@ -117,11 +120,24 @@ def _map(entry: HierarchyEntry, m: dict[str, Any]) -> None:
             if fkey not in figs:
                 figs[fkey] = figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size)
             cmap.plotly_chart(figs[fkey], key="hier_map", config={"displayModeBar": False})
+            _far_hint(cmap, joins[level], h, d, nodes)
         cmap.caption("Colour: noisy count of people. Hover: the noisy count and its 95 % interval (from the "
                      "mechanism's expected error, not from the data). Dark outlines: the level above.")
     tree_depth, tree_index = (d - 1, int(within)) if depths and nodes is not None else (0, 0)
     ctree.plotly_chart(figures.hierarchy_treemap(rel, tree_depth, tree_index), key="hier_treemap")
     ctree.caption("Treemap of the released counts (two levels below the selected area); tiles are named.")
+
+
+def _far_hint(where: Any, join: Any, h: Any, d: int, nodes: Any) -> None:
+    """Name the areas drawn outside the first view (Alaska, Hawaii ...), so that they are not taken for
+    missing."""
+    frame = join.frame if nodes is None else join.frame[join.frame["node"].isin(np.asarray(nodes))]
+    far = figures.far_areas(frame) if len(frame) else np.zeros(0, dtype=bool)
+    if far.any():
+        names = [str(n) for n in common.area_names(h, d)[frame["node"].to_numpy()[far]]]
+        shown = ", ".join(names[:4]) + (f" and {fmt.count(len(names) - 4)} more" if len(names) > 4 else "")
+        where.caption(f"Outside the first view, far from the rest: {shown}. Zoom out or pan to see "
+                      f"{'it' if len(names) == 1 else 'them'}.")
 
 
 def _errors(entry: HierarchyEntry, m: dict[str, Any]) -> None:
@@ -160,6 +176,21 @@ def _privelet_now(table: Any, core: Any, led: Any, fp: str, name: str, cfg: str 
     ss[TABLE_KEYS["privelet"]] = entry
 
 
+def _table_confirmation(entry: Any, sel: Any) -> None:
+    """The confirmation of a census table's release (matrix mechanism or Privelet)."""
+    rel = entry.release
+    if sel.mech == "matrix":
+        n = len(rel.tables)
+        what = f"{n} table{'s' if n != 1 else ''} of {entry.source} with the matrix mechanism"
+        confirm.released(what, rel.plan.cost, sel.ledger, rel.release_id, below="See the released tables")
+        return
+    s = rel.structure
+    what = (f"{entry.source} with Privelet{'+' if rel.plus_axes else ''}: "
+            f"{fmt.count(sum(len(t) for t in rel.levels.values()))} areas at all levels "
+            f"({fmt.count(len(s.paths_at(len(s.levels))))} finest areas)")
+    confirm.released(what, rel.cost, sel.ledger, rel.release_id, below="See the released counts")
+
+
 def _table_release() -> None:
     from ui.kinds.areas.export import table_config
     from ui.kinds.areas.plan_table import selection as table_selection
@@ -172,32 +203,27 @@ def _table_release() -> None:
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{name}**, as planned on the Plan step; "
                 f"unit of privacy: **{common.unit_words(census_unit(person_once=state.person_once(fp)))}**.")
     cfg = table_config(table, sel.plan) if sel.plan is not None else None  # read before the charge
+    entry = common.table_entry()  # a click's release was made in its callback, before this run
+    if entry is not None:  # the confirmation first; the next release comes after it
+        _table_confirmation(entry, sel)
     if sel.mech == "matrix":
-        confirm.button("census_mx_release_button", sel.ledger, sel.cost, census_unit(person_once=state.person_once(fp)), sel.error,
-                       marginals_ui.release_now, table, sel.plan, sel.ledger, fp, name, cfg)
+        confirm.button("census_mx_release_button", sel.ledger, sel.cost, census_unit(person_once=state.person_once(fp)),
+                       sel.error, marginals_ui.release_now, table, sel.plan, sel.ledger, fp, name, cfg,
+                       after=entry is not None)
     else:
-        confirm.button("census_release_button", sel.ledger, sel.cost, census_unit(person_once=state.person_once(fp)), sel.error, _privelet_now,
-                       table, sel.plan, sel.ledger, fp, name, cfg)
-    entry = common.table_entry()
+        confirm.button("census_release_button", sel.ledger, sel.cost, census_unit(person_once=state.person_once(fp)),
+                       sel.error, _privelet_now, table, sel.plan, sel.ledger, fp, name, cfg, after=entry is not None)
     if entry is None:
         st.caption("Nothing has been released from this table yet.")
         frame.link("plan", "Back to the plan")
         return
     rel = entry.release
     if sel.mech == "matrix":
-        n = len(rel.tables)
-        what = f"{n} table{'s' if n != 1 else ''} of {entry.source} with the matrix mechanism"
-        confirm.released(what, rel.plan.cost, sel.ledger, rel.release_id, below="See the released tables")
         st.subheader("The released tables", anchor="map")
         marginals_ui.show_tables(entry, fp, "Table", rel.tables, 0, 2, "standard error", "census_mx")
         st.info("The published tables are noisy and unrounded: some cells are fractional and small cells can be "
                 "below zero, so that sums of cells stay unbiased.")
     else:
-        s = rel.structure
-        what = (f"{entry.source} with Privelet{'+' if rel.plus_axes else ''}: "
-                f"{fmt.count(sum(len(t) for t in rel.levels.values()))} areas at all levels "
-                f"({fmt.count(len(s.paths_at(len(s.levels))))} finest areas)")
-        confirm.released(what, rel.cost, sel.ledger, rel.release_id, below="See the released counts")
         st.subheader("The released counts", anchor="map")
         st.caption("No map: a census table comes without boundaries. The counts per level are below; the "
                    "hierarchy of areas (Data step) draws maps from boundaries.")

@@ -55,7 +55,7 @@ def inputs_of(m: dict[str, Any]) -> Any:
 
 def figure_of(m: dict[str, Any]) -> Any:
     """One period's finest mapped level from its published rows (boundaries from the Data step)."""
-    from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, zoom_box
+    from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, LogScale, zoom_box
 
     h, joins = m["h"], m.get("joins") or {}
     join = max(joins.values(), key=lambda j: j.depth) if joins else None
@@ -71,11 +71,13 @@ def figure_of(m: dict[str, Any]) -> Any:
             return go.Figure(go.Bar(x=top["noisy_count"], y=top["code"].astype(str), orientation="h")).update_layout(
                 title={"text": f"{title}: the 20 largest areas (no boundaries were given for a map)"}, height=520)
         part = rows[rows["level"] == h.level_names[join.depth]]
+        counts = part["noisy_count"].to_numpy(dtype=float)
+        scale = LogScale.of([zmax] if zmax and zmax > 0 else counts)  # one log scale for every period
         fig = go.Figure(go.Choroplethmap(
-            geojson=geo, featureidkey="properties.code", locations=part["code"].astype(str), z=part["noisy_count"],
-            zmin=0, zmax=zmax if zmax and zmax > 0 else None, colorscale=COLORSCALE, marker={"opacity": 0.75},
-            customdata=part[["ci95_low", "ci95_high"]].to_numpy() if "ci95_low" in part else None,
-            hovertemplate="%{location}: %{z:,.0f}<extra></extra>"))
+            geojson=geo, featureidkey="properties.code", locations=part["code"].astype(str), z=scale.z(counts),
+            zmin=scale.zmin, zmax=scale.zmax, colorscale=COLORSCALE, marker={"opacity": 0.75},
+            colorbar=scale.colorbar("people (log)"), customdata=counts,
+            hovertemplate="%{location}: %{customdata:,.0f}<extra></extra>"))
         zoom, centre = zoom_box(w, s_, e, n, height_px=520)
         return fig.update_layout(map={"style": OFFLINE_STYLE, "zoom": zoom, "center": centre}, height=520,
                                  margin={"l": 0, "r": 0, "t": 30, "b": 0}, title={"text": title, "font": {"size": 14}})

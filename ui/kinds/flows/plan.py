@@ -174,10 +174,13 @@ def plan_step() -> None:
                       delta_key="od_delta_read", default_delta=DEFAULTS["delta_read"],
                       definition_help=DEFINITION_HELP, release_label="{sym} of this release",
                       release_max={"pure": 20.0, "zcdp": 10.0}, cap_label="Budget cap of this data set")
-    st.caption(f"The defaults are the app's, the same for every kind of data: half the cap per release, here "
-               f"ρ = {fmt.eps(state.DEFAULT_RHO)} of a cap of {fmt.eps(state.DEFAULT_RHO_CAP)} (the zCDP reading "
-               "ρ = ε²/2 of a cap of ε = 1). The paper's experiments state ε = 1 at δ = 1e-8: choose '(ε, δ)-DP' "
-               "to state a release that way.")
+    st.caption(WHY_NOT_THE_SAME)
+    with st.expander("How are these defaults chosen"):
+        st.markdown(f"Half the cap per release, as for every kind: here ρ = {fmt.eps(state.DEFAULT_RHO)} of a cap of "
+                    f"ρ = {fmt.eps(state.DEFAULT_RHO_CAP)}, the zCDP reading ρ = ε²/2 of the other kinds' cap of "
+                    "ε = 1 (Bun & Steinke 2016, Prop. 1.4). The paper's experiments state ε = 1 at δ = 1e-8: choose "
+                    "'(ε, δ)-DP' to state a release that way; it is converted to ρ by the paper's Lemma 3 or by "
+                    "Canonne, Kamath & Steinke (2020).")
 
     _tree_options(m, mech, counts)
     sel = selection(m)
@@ -195,6 +198,13 @@ def plan_step() -> None:
     with st.expander("Plan from the error you need", icon=":material/target:"):
         target_planner(sel)
     frame.link("release")
+
+
+#: why trips do not default to the other kinds' budget language, in one sentence (issue 26, item 7)
+WHY_NOT_THE_SAME = (
+    "Trips default to ρ-zCDP with one trip replaced by another, where points and areas default to pure ε with one "
+    "record added or removed, because the O/D paper's mechanisms are built on Gaussian noise and a public total "
+    "number of trips; choose 'Pure ε-DP' here and 'Add or remove one person' below to use the other kinds' language.")
 
 
 def _tree_options(m: dict[str, Any], mech: str, counts: Any) -> None:

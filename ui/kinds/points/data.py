@@ -129,7 +129,11 @@ def _read_upload(up: Any) -> None:
                     # the red message below says why; no green "read" line above it
                     status.update(label=f"Could not use {up.name}", state="error")
                     raise
-                status.update(label=f"Read {fmt.count(len(df))} rows from {up.name}", state="complete")
+                if table is None:  # read, but not usable yet: no green "read" line over the old data
+                    status.update(label=f"Read {fmt.count(len(df))} rows from {up.name}, but no latitude and "
+                                        "longitude columns were recognised: choose them below", state="error")
+                else:
+                    status.update(label=f"Read {fmt.count(len(df))} rows from {up.name}", state="complete")
             st.session_state["upload_df"] = df
             st.session_state["upload_name"] = up.name
             st.session_state["upload_cols"] = (lat, lon, detect_user_column(df))
@@ -152,12 +156,14 @@ def _columns_form() -> None:
         if not (lat0 and lon0):
             st.warning(
                 f"No latitude/longitude columns were recognised by name in "
-                f"'{st.session_state.get('upload_name')}'. Choose them below."
+                f"'{st.session_state.get('upload_name')}'. Choose them below. Until then the data in use (below "
+                f"and in the sidebar) is still '{points_state.dataset().name}'."
             )
         with st.form("columns"):
             st.markdown("**Columns** (detected by name; change them if needed)")
             lat_col, lon_col, uc = source_ui.column_choice(cols, (lat0, lon0, user0))
-            if st.form_submit_button("Use these columns"):
+            if st.form_submit_button("Use these columns") and not source_ui.columns_missing(lat_col, lon_col):
+                assert lat_col is not None and lon_col is not None
                 try:
                     table = load_points(df, lat_col, lon_col, uc, source_name=st.session_state["upload_name"])
                     points_state.set_dataset(points_state.Dataset(st.session_state["upload_name"], table, False,
@@ -346,8 +352,9 @@ def path_columns_form() -> None:
     with st.form("path_columns"):
         lat_col, lon_col, uc = source_ui.column_choice(cols, (lat0, lon0, user0))
         go = st.form_submit_button(f"Count the points with {name}", type="primary")
-    if not go:
+    if not go or source_ui.columns_missing(lat_col, lon_col):
         return
+    assert lat_col is not None and lon_col is not None
     cap = 10 if uc else None
     g = points_state.grid()
     probe = points_state.Dataset(src.label, None, False, "", source=src, engine=name,  # type: ignore[arg-type]

@@ -42,6 +42,7 @@ def export_step() -> None:
         st.download_button("Download workload_answers.csv", files["workload_answers.csv"], "workload_answers.csv",
                            "text/csv", on_click="ignore", key="dl_workload_answers")
 
+    _negatives(rel)
     _config(rel)
 
     rec = json.loads(files["release.json"])
@@ -78,6 +79,29 @@ def export_step() -> None:
             st.json(first)
         else:
             st.caption("Large release: the GeoJSON is built when you download it.")
+
+
+def _negatives(rel: PartitionRelease) -> None:
+    """Why some released counts are negative, and the clamped file for users who need counts ≥ 0, with its
+    bias (post-processing of the release: costs nothing, reads no data)."""
+    neg = export.negative_counts(rel)
+    if not neg["n_negative"]:
+        return
+    st.subheader("Negative counts")
+    st.markdown(
+        f"{fmt.count(neg['n_negative'])} of the {fmt.count(neg['n_areas'])} released areas have a negative count "
+        f"(the smallest is {fmt.num(neg['min'])}). They are kept on purpose: the noise is as likely to push a count "
+        "up as down, so a sum over many areas is right on average. Setting them to 0 would push every sum up.")
+    st.download_button(
+        f"Download {export.CLAMPED_FILE} (counts below 0 set to 0)", lambda: export.clamped_csv(rel),
+        export.CLAMPED_FILE, "text/csv", on_click="ignore", key="dl_clamped",
+        help="For users who need counts of at least 0: the released areas with count_clamped = max(count, 0), "
+             "next to the unclamped count. Made from the release only: it costs no budget.")
+    st.caption(
+        f"The clamped counts are biased upward: each by at most half its noise SD (here at most "
+        f"{fmt.num(neg['bias_at_most'])} points per area, the most for empty areas), so a sum of k areas can be "
+        "too high by up to k times that. Sums and totals should use release.csv. The column bias_at_most gives "
+        "each area's bound.")
 
 
 def _config(rel: PartitionRelease) -> None:

@@ -21,7 +21,7 @@ from ui.kinds.points import plan_matrix
 from ui.kinds.points import state as points_state
 from ui.kinds.points.state import DEFAULT_N_GUESS, PlannedRelease
 
-__all__ = ["DEFAULT_N_GUESS", "plan_step", "use_when_line"]
+__all__ = ["DEFAULT_N_GUESS", "plan_step", "query_reading", "use_when_line"]
 
 
 def plan_step() -> None:
@@ -131,10 +131,16 @@ def _plan_with_guess(ds: points_state.Dataset) -> PlannedRelease:
     n_guess = st.number_input(
         "Rough number of points (a public guess, only for this preview)", min_value=1, step=1000,
         key=state.seed(f"_w_n_guess_{ds.fingerprint}", pr.choice.n_guess),
-        help="This mechanism sizes its grid from the number of points, which it measures privately "
-             "when releasing. The preview needs a guess; it is not used in the release.",
+        help="This mechanism sizes its grid or tree from the number of points, which it measures privately "
+             "(or, for PrivTree, finds from the data) when releasing. The preview needs a guess; it is not used "
+             "in the release. If the number is already public, give it as the mechanism's public number of "
+             "points instead (where it has one).",
     )
     st.session_state[f"n_guess_{ds.fingerprint}"] = int(n_guess)
+    if not ds.is_demo and ds.n_guess is None:
+        # the guess is not filled in from the data: it is written into the plan, which is published
+        st.caption("The guess is not taken from your file: it is part of the published plan, so type a rounded "
+                   "figure that is public already (the number of rows read, in the sidebar, is confidential).")
     return points_state.planned()  # the same plan unless the guess changed
 
 
@@ -161,11 +167,10 @@ def _expected_error(pr: PlannedRelease) -> None:
     assert plan is not None
     plan_table.show(plan, plan_table.budget_columns(plan) + QUERY_COLUMNS, width="stretch")
     leaf = [r for r in plan.rows if r.details.get("in_partition")][-1]
-    q10 = leaf.details["range_query_sd"]["0.1"]
     st.markdown(
         f"Each released count is off by at most **±{fmt.count(leaf.ci95)} points** in 19 of 20 cases "
-        f"(1 in 20 may be off by more). A query covering 10% of the area is off by about "
-        f"±{fmt.count(interval_half_width('normal', q10))} from noise alone."
+        f"(1 in 20 may be off by more). From noise alone, a query covering 10% of the area is off by about "
+        f"{query_reading(leaf)}."
     )
     if plan.mechanism == "matrix":
         plan_matrix.strategy_report(plan_table.details(plan, "matrix"))
@@ -230,6 +235,26 @@ def query_error(pr: PlannedRelease, rect: tuple[int, int, int, int]) -> dict[str
     (:meth:`dpcore.points.mechanisms.base.PointsMechanism.query_error`)."""
     assert pr.plan is not None
     return catalog.get("points", pr.plan.mechanism).query_error(pr.plan, rect)
+
+
+def query_reading(leaf: PlanRow, share: float = 0.10) -> str:
+    """The 95 % half-width of a range query over ``share`` of the area, from a plan's leaf row, in words: one
+    figure, or, where the leaves depend on the data (PrivTree planned for a number of points), the figure for
+    evenly spread points and the upper bound whatever their spread
+    (:func:`dpcore.points.mechanisms.privtree.expected_leaves`).  The Release step reads the Plan step's plan
+    with the same function, so both steps state the same planned figure."""
+    sd = leaf.details["range_query_sd"][f"{share:g}"]
+    text = f"±{fmt.count(interval_half_width('normal', sd))}"
+    most = leaf.details.get("range_query_sd_at_most", {}).get(f"{share:g}")
+    if leaf.details.get("finest_partition"):
+        return (f"{text} at most (for the finest partition, one area per cell; the areas are chosen from the data "
+                "at release, and fewer, larger areas have less noise)")
+    if most is None:
+        return text
+    return (f"{text} if the points were spread evenly (about {fmt.count(leaf.n_counts)} leaves for "
+            f"{fmt.count(leaf.details['n_estimate'])} points), at most ±{fmt.count(interval_half_width('normal', most))} "
+            "wherever they are (up to "
+            f"{fmt.count(leaf.details['leaves_at_most'])} leaves), and less where they cluster")
 
 
 def use_when_line(mech: Any) -> str:

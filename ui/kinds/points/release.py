@@ -17,6 +17,7 @@ from dpcore.points import diagnostics, viz
 from dpcore.points.mechanisms.base import level_row
 from dpcore.privacy.ledger import Ledger
 from ui import confirm, fmt, frame, near_match_ui, plan_table, series, state
+from ui.kinds.points import plan as points_plan
 from ui.kinds.points import series as points_series
 from ui.kinds.points import state as points_state
 
@@ -34,17 +35,18 @@ def release_step() -> None:
         return  # the same population as spent data? asked first (issue 26 item 14)
     led = points_state.ledger()  # "same people" leads the data to the matched budget
     c = pr.choice
+    cur = points_state.current_release()  # a click's release was made in its callback, before this run
+    if cur is not None:  # the confirmation first; the next release comes after it
+        r = cur.release
+        confirm.released(f"{r.mechanism_title}: {fmt.count(int(r.leaf.sum()))} released areas", r.cost, led,
+                         r.release_id)
     st.markdown(f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "
                 f"unit of privacy: {c.unit.label()}.")
-    confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, led)
-    cur = points_state.current_release()
+    confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, led, after=cur is not None)
     if cur is None:
         st.caption("Nothing has been released from this data yet.")
         frame.link("plan", "Back to the plan")
         return
-    r = cur.release
-    confirm.released(f"{r.mechanism_title}: {fmt.count(int(r.leaf.sum()))} released areas", r.cost, led,
-                     r.release_id)
     st.subheader("Map", anchor="map")
     _map(cur)
     st.subheader("Errors", anchor="errors")
@@ -181,6 +183,22 @@ def release_columns(plan: Plan) -> tuple[plan_table.Column, ...]:
     return tuple(cols)
 
 
+def _query_against_plan(cur: points_state.ReleaseEntry, released: Plan) -> None:
+    """The 10 % query's noise as released next to what the Plan step said, both from the same formula
+    (:func:`ui.kinds.points.plan.query_reading`): the released leaves, then the planned ones."""
+    def leaf(p: Plan) -> PlanRow | None:
+        rows = [r for r in p.rows if r.details.get("in_partition")]
+        return rows[-1] if rows else None
+    now, before = leaf(released), leaf(cur.envelope.plan)
+    if now is None:
+        return
+    text = (f"From noise alone, a query covering 10% of the area is off by about {points_plan.query_reading(now)}, "
+            f"as released ({fmt.count(now.n_counts)} released areas).")
+    if before is not None:
+        text += f" The Plan step said {points_plan.query_reading(before)}."
+    st.markdown(text)
+
+
 def _errors(cur: points_state.ReleaseEntry) -> None:
     """Expected error per level (publishable), then the curator-only error against the truth."""
     rel = cur.release
@@ -190,6 +208,7 @@ def _errors(cur: points_state.ReleaseEntry) -> None:
         st.caption("Chance that noise decides a split: for a node holding the count expected under evenly "
                    "spread data, the chance that noise, not the data, decides whether it is split further.")
     plan_table.show(plan, release_columns(plan), width="stretch")
+    _query_against_plan(cur, plan)
     counted = [lv for lv in rel.levels if lv.noise != "discrete_laplace_grid"]  # counts of points only
     fig = go.Figure(go.Bar(
         x=[lv.ci95 for lv in counted], y=[lv.name for lv in counted], orientation="h",

@@ -342,8 +342,9 @@ class PlanChoice:
 class PlannedRelease:
     """The Plan step's outcome: the one plan to release, or why there is none.
 
-    ``needs_guess``: the mechanism sizes its levels by the number of points, so its preview was
-    planned with the public guess ``choice.n_guess`` (the release sizes them from its noisy count)."""
+    ``needs_guess``: the mechanism sizes its levels by the number of points (or its preview is closer
+    to the release with a number of points), so its preview was planned with the public guess
+    ``choice.n_guess`` (the release sizes them from its noisy count, or from the data)."""
 
     choice: PlanChoice
     key: str
@@ -399,7 +400,8 @@ def _build(c: PlanChoice, grid: Grid, key: str) -> PlannedRelease:
             raise DPCoreError("Upload the query rectangles on the Plan step first.")
         with st.spinner("Planning (a matrix strategy for a big grid takes a minute) …"):
             plan = mech.plan(grid, c.cost, c.raw, unit=c.unit)
-            needs_guess = not plan.rows
+            # sized by n (no rows without a guess), or closer to the release with one (PrivTree's leaves)
+            needs_guess = not plan.rows or bool(getattr(mech, "n_guess_helps", False))
             if needs_guess:
                 plan = mech.plan(grid, c.cost, c.raw, unit=c.unit, n_estimate=c.n_guess)
     except DPCoreError as e:
