@@ -28,6 +28,7 @@ budget).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -36,9 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dpcore.errors import BudgetError, InputError, ParameterError
+from dpcore.errors import BudgetError, DPCoreError, InputError, ParameterError
 from dpcore.privacy.budget import PrivacyCost, pure, zcdp
 from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.ledger_journal import made
 from dpcore.privacy.ledger_store import LEGACY_KINDS, LedgerStore, StoredLedger, default_store
 from dpcore.privacy.oneoff_links import LinkedLedger, link
 from dpcore.privacy.series_ledger import SeriesBudget, find_population, list_budgets
@@ -147,9 +149,14 @@ class Session:
         curator's own machine); its releases say "not accounted" in their record.
     """
 
-    def __init__(self, store: LedgerStore | None = None, *, accounted: bool = True) -> None:
+    def __init__(self, store: LedgerStore | None = None, *, accounted: bool = True,
+                 deliver_to: str | None = None) -> None:
         self._store = store
         self.accounted = bool(accounted)
+        #: where this session's releases are delivered (``"app"``, ``"folder:PATH"``), or None: each
+        #: charge of the database is then journalled with it, in its own transaction, until its files
+        #: are stored and delivered (:mod:`dpcore.privacy.ledger_journal`; issue 26, item 20)
+        self.deliver_to = deliver_to
 
     @classmethod
     def open(cls, path: str | Path | None = None) -> Session:
@@ -264,10 +271,16 @@ class Session:
         # a charge that names no unit is taken as record-level: it is refused on a person or group
         # budget rather than charged as if it protected persons
         unit = charge.unit if charge.unit is not None else Unit()
-        entry = ledger.spend(charge.cost, charge.label, charge.details(), unit)
+        # a charge of the database made to be delivered is journalled in its own transaction
+        journal = self.deliver_to if isinstance(ledger, StoredLedger) and not hasattr(ledger, "series") else None
+        entry = ledger.spend(charge.cost, charge.label, charge.details(), unit,
+                             **({"journal": journal} if journal else {}))
         if isinstance(ledger, JsonLedger):
             ledger.save()
         out = run()
+        if journal and isinstance(getattr(out, "release_id", None), str):
+            with contextlib.suppress(DPCoreError):  # the charge stays journalled as not delivered
+                made(ledger.store, ledger.dataset, entry.index, out.release_id)
         if dataclasses.is_dataclass(out) and any(f.name == "created" for f in dataclasses.fields(out)):
             out = dataclasses.replace(out, created=entry.time)
         return out

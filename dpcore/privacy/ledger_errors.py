@@ -23,7 +23,12 @@ from typing import Any
 
 from dpcore.errors import DPCoreError, StorageError
 
-__all__ = ["connect", "damaged", "storage_error"]
+__all__ = ["MissingTable", "connect", "damaged", "storage_error"]
+
+
+class MissingTable(StorageError, sqlite3.OperationalError):
+    """A table or column the database lacks: SQLite's error (callers test for a table made on first
+    use, ``no such table`` stays in the message) and a :class:`StorageError` for the user."""
 
 
 def damaged(path: Path, detail: object) -> StorageError:
@@ -38,13 +43,16 @@ def storage_error(e: BaseException, path: Path, *, timeout: float | None = None)
     """The :class:`~dpcore.errors.StorageError` for SQLite's error ``e`` on the database at ``path``.
 
     ``timeout``: how long a lock was waited for (said in the message).  A missing table or column
-    (a database of an earlier version, which callers test for) stays SQLite's own error."""
+    (a table made on first use, which callers test for) is also SQLite's own error (:class:`MissingTable`)."""
     if isinstance(e, DPCoreError):
         return e
     text = str(e)
     low = text.lower()
     if low.startswith(("no such table", "no such column")):
-        return e
+        return MissingTable(
+            f"The budget database {path} lacks a part it needs ({text}): it was emptied or replaced while in use, or "
+            f"written by another version. Restore it from your backup, together with its key file {path.name}.key, "
+            "and run again.")
     if "full" in low or "no space" in low:
         return StorageError(
             f"The disk holding the budget database {path} is full: this change was not saved (nothing was charged "

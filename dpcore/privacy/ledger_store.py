@@ -64,6 +64,8 @@ from dpcore.errors import BudgetError, DPCoreError, InputError, StorageError
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import CapChange, Ledger, LedgerEntry, minute_now
 from dpcore.privacy.ledger_errors import connect, damaged, storage_error
+from dpcore.privacy.ledger_journal import JOURNAL_SCHEMA, journal_charge
+from dpcore.privacy.ledger_journal import stored as journal_stored
 from dpcore.privacy.ledger_keyfile import mark_budgets, open_secret
 from dpcore.privacy.units import Unit
 
@@ -177,7 +179,7 @@ class LedgerStore:
                 "set DPCORE_LEDGER_DB to a writable file path (the budget must be kept somewhere that survives "
                 "restarts).") from None
         with contextlib.closing(self._connect()) as con:
-            con.executescript(_SCHEMA)
+            con.executescript(_SCHEMA + JOURNAL_SCHEMA)
             if "unit" not in {r[1] for r in con.execute("PRAGMA table_info(datasets)")}:
                 con.execute("ALTER TABLE datasets ADD COLUMN unit TEXT")
             # columns added without a migration: rows of earlier versions read as uncompressed
@@ -365,6 +367,7 @@ class LedgerStore:
                         (release_id, fingerprint, kind, created, json.dumps(dict(summary), default=str)))
             con.executemany("INSERT INTO release_files (release_id, name, data, encoding, size) "
                             "VALUES (?, ?, ?, ?, ?)", rows)
+            journal_stored(con, release_id)  # its charge can now be re-served (ledger_journal)
 
     def releases(self, fingerprint: str) -> list[dict[str, Any]]:
         """Stored releases of a dataset, newest first: id, kind, created, summary, the names of the
@@ -585,7 +588,9 @@ class StoredLedger(Ledger):
 
     # -- writes in one transaction ------------------------------------------------------------
     def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
-              unit: Unit | None = None) -> LedgerEntry:
+              unit: Unit | None = None, *, journal: str | None = None) -> LedgerEntry:
+        """Charge ``cost`` (:meth:`Ledger.spend`) in one transaction; ``journal``: where the release's
+        files go, kept with the charge in the same transaction (:mod:`dpcore.privacy.ledger_journal`)."""
         with self._lock, self._store.transaction() as con:
             bound = con.execute("SELECT name FROM bindings WHERE data_key = ?", (self._fp,)).fetchone()
             if bound:
@@ -602,6 +607,8 @@ class StoredLedger(Ledger):
                 # a budget without a unit takes its first release's (Ledger.spend set it)
                 con.execute("UPDATE datasets SET unit = ? WHERE fingerprint = ? AND unit IS NULL",
                             (json.dumps(entry.unit.to_dict()), self._fp))
+                if journal is not None:
+                    journal_charge(con, self._fp, entry.index, journal)
             except BaseException:
                 self._load(con)  # the transaction rolls back: forget the in-memory charge too
                 raise
