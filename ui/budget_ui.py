@@ -13,6 +13,7 @@ One copy of the rules a page must keep (they were four, and had drifted):
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -258,6 +259,13 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
     cost, approx, delta = _release_budget(c1, definition, FAMILY[definition], statements, release_keys, release_in,
                                           release_max, release_label, default_delta)
     _cap_and_spent(led, c2, c3, cap_key, cap_label, population)
+    if not led.entries and not state.is_session_budget(led):  # issue 26, item 13: a new budget is said
+        st.info(f"New budget for this data: cap {led.cap.label()}. No earlier release of this "
+                f"{'population' if population else 'data'} is in the budget database, so its first release starts "
+                "here. If this data was released before (on another machine, or before the database was "
+                "restored), its spending is not counted: restore that budget database instead.")
+    with contextlib.suppress(DPCoreError):
+        state.remember_name(kind, fp)
     delta = _approx_reading(led, cost, delta, approx, delta_key, default_delta, whose)
     return Section(led, cost, definition, delta, population, approx)
 

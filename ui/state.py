@@ -9,6 +9,7 @@ when made, so a rerun never draws new noise.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from pathlib import Path
@@ -21,6 +22,8 @@ from dpcore.core.session import DEFAULT_RHO_CAP as SESSION_RHO_CAP
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.ledger_history import name_dataset
+from dpcore.privacy.ledger_journal import APP
 from dpcore.privacy.ledger_store import StoredLedger
 
 # the default caps and the default budget of one release (half the cap), the same for every kind
@@ -35,8 +38,39 @@ SHARED_DATA = Path(os.environ.get("DPCORE_SHARED_DATA", Path(__file__).resolve()
 
 def session() -> Session:
     """The app's session on the shared budget database: the only code that charges a budget
-    (:class:`dpcore.core.session.Session`); pages, the CLI and configs share its database."""
-    return Session()
+    (:class:`dpcore.core.session.Session`); pages, the CLI and configs share its database.  Its
+    charges are journalled until their files are stored (``deliver_to="app"``): a server stopped
+    between a charge and its files leaves the charge listed on History as charged, not delivered."""
+    return Session(deliver_to=APP)
+
+
+def remember_name(kind: str, fp: str) -> None:
+    """Keep, in the budget database, the name the curator knows ``kind`` data ``fp`` by (the uploaded
+    file's), so that History in any later session can name its budget (issue 26, item 8).  Called from
+    a page's body (not a release callback), once per data set and browser session; the demo's budget is
+    not kept.  Only in the database, never in an export."""
+    ss = st.session_state
+    done = ss.setdefault("named_data", set())
+    if (kind, fp) in done or is_demo(kind, fp):
+        return
+    name = _data_name(kind, fp)
+    if not name:
+        return
+    store = session().store
+    key = store.budget_key(kind, fp)
+    if store.has_ledger(key):
+        name_dataset(store, key, name)
+        done.add((kind, fp))
+
+
+def _data_name(kind: str, fp: str) -> str | None:
+    ss = st.session_state
+    if kind == "points":
+        ds = ss.get("dataset")
+        return getattr(ds, "name", None) if getattr(ds, "fingerprint", None) == fp else None
+    if kind == "areas":
+        return ss.get("census_name") if ss.get("census_fp") == fp else None
+    return ss.get("od_trips_name") if kind == "flows" else None
 
 
 #: Text shown beside the budget of made-up demo data.
@@ -66,6 +100,7 @@ def demo_session() -> Session:
     ss = st.session_state
     if "demo_session" not in ss:
         ss["demo_session"] = Session.temporary()
+        ss["demo_session"].deliver_to = APP
     return ss["demo_session"]
 
 
@@ -88,7 +123,10 @@ def stored_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost) -> Ledger
     bound to one).  The demo data's budget lives with this browser session (:func:`mark_demo`)."""
     if not is_demo(kind, fp):
         st.session_state.setdefault("shared_budgets", set()).add((kind, fp))  # see mark_demo
-    return session_for(kind, fp).budget(kind, fp, default=default_cap)
+    led = session_for(kind, fp).budget(kind, fp, default=default_cap)
+    with contextlib.suppress(DPCoreError):  # a name for History; never in the way of the budget
+        remember_name(kind, fp)
+    return led
 
 
 def data_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost, cache: dict[str, Ledger]) -> Ledger:

@@ -42,7 +42,7 @@ def test_a_full_disk_is_one_line_and_charges_nothing(tmp_path: Path, monkeypatch
     text = _one_line(e)
     assert "disk holding the budget database" in text and "Free some space" in text
     assert "cannot rollback" not in text
-    monkeypatch.undo()
+    monkeypatch.setattr(LedgerStore, "_connect", connect)  # not undo(): that also drops DPCORE_LEDGER_DB
     assert store.ledger(store.key("points", "fp"), budget.pure(1.0)).spent == pytest.approx(0.4)
 
 
