@@ -361,11 +361,18 @@ def _swap_in(tmp: Path, out: Path, files: Mapping[str, bytes]) -> None:
     """Put the complete folder ``tmp`` in the place of the existing ``out``, keeping ``out``'s files
     under other names (linked, not copied): the folder is never a mix of two releases' files.  A
     kill between the two renames leaves the new folder complete beside it (``.NAME.*``).  Where the
-    folder cannot be renamed (the working directory, a mount point) the files are replaced one by one.
+    folder cannot be renamed (the working directory, a mount point) or holds more than files (folders,
+    links: never moved) the files are replaced one by one.
     An error in the second rename puts the earlier folder back; only a kill exactly between the two
     renames leaves the earlier folder at ``.NAME.old.*/NAME`` and the new one, complete, at ``.NAME.*``."""
-    for other in out.iterdir():
-        if other.name not in files and other.is_file() and not (tmp / other.name).exists():
+    others = list(out.iterdir())
+    if any(o.is_symlink() or not o.is_file() for o in others):  # folders, links: never moved, replace files
+        for name in files:
+            os.replace(tmp / name, out / name)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    for other in others:
+        if other.name not in files and not (tmp / other.name).exists():
             try:
                 os.link(other, tmp / other.name)
             except OSError:

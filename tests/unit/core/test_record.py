@@ -387,6 +387,10 @@ def test_a_write_stopped_half_way_leaves_the_folder_as_it_was(tmp_path: Path, mo
     assert {p.name: p.read_bytes() for p in out.iterdir()} == {
         "release.csv": b"new\n", "release.json": b"{}", "notes.txt": b"mine"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rel"]  # nothing left beside it
+    (out / "sub").mkdir()
+    (out / "sub" / "keep.txt").write_bytes(b"kept")
+    write_files({"release.csv": b"third\n"}, out)  # a folder inside: files replaced, the folder untouched
+    assert (out / "sub" / "keep.txt").read_bytes() == b"kept" and (out / "release.csv").read_bytes() == b"third\n"
 
 
 def test_a_kill_while_the_files_are_moved_in_never_leaves_a_mix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
