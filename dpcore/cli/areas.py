@@ -334,8 +334,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     bud = open_budget(args, make, plan.cost, "areas",
                       _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
-    paths = deliver(bud, out, apply_to_files(out.files(bud.ledger, joins=joins), rule), args.out,
-                    name=input_name(args))
+    paths = deliver(bud, out, apply_to_files(out.files(bud.ledger, joins=joins), rule), args.out, name=input_name(args))
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

@@ -24,14 +24,11 @@ from __future__ import annotations
 import contextlib
 import json
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import LedgerEntry
 from dpcore.privacy.ledger_journal import undelivered
-
-if TYPE_CHECKING:  # the store imports nothing from here; a type only
-    from dpcore.privacy.ledger_store import LedgerStore
 
 __all__ = ["NAMES_SCHEMA", "datasets", "name_dataset"]
 
@@ -44,7 +41,7 @@ CREATE TABLE IF NOT EXISTS dataset_names (
 """
 
 
-def name_dataset(store: LedgerStore, key: str, name: str) -> None:
+def name_dataset(store: Any, key: str, name: str) -> None:
     """Remember that the curator knows the budget ``key`` by ``name`` (kept in the database only)."""
     name = str(name).strip()[:200]
     if not name:
@@ -54,7 +51,7 @@ def name_dataset(store: LedgerStore, key: str, name: str) -> None:
         con.execute("INSERT OR IGNORE INTO dataset_names VALUES (?, ?)", (key, name))
 
 
-def datasets(store: LedgerStore) -> list[dict[str, Any]]:
+def datasets(store: Any) -> list[dict[str, Any]]:
     """Every one-off budget of the database (periods of a series are listed by ``budgets``), oldest
     first: ``key``, ``kind``, ``names``, ``population`` (when data is bound to it), ``created``,
     ``last`` (time of the last charge), ``cap`` (a dict), ``spent``, ``charges``, ``releases``

@@ -36,10 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the store imports this module
-    from dpcore.privacy.ledger_store import LedgerStore
+from typing import Any
 
 __all__ = ["JOURNAL_SCHEMA", "delivered", "journal_charge", "made", "stored", "undelivered"]
 
@@ -64,7 +61,7 @@ def journal_charge(con: sqlite3.Connection, key: str, idx: int, target: str) -> 
     con.execute("INSERT OR REPLACE INTO deliveries VALUES (?, ?, ?, 'charged', NULL)", (key, int(idx), str(target)))
 
 
-def made(store: LedgerStore, key: str, idx: int, release_id: str) -> None:
+def made(store: Any, key: str, idx: int, release_id: str) -> None:
     """The charge ``idx`` of ``key`` made the release ``release_id`` (its files are not stored yet)."""
     with store.transaction() as con:
         con.execute("UPDATE deliveries SET state = 'made', release_id = ? WHERE fingerprint = ? AND idx = ? "
@@ -78,13 +75,13 @@ def stored(con: sqlite3.Connection, release_id: str) -> None:
                 "WHERE release_id = ? AND state IN ('charged', 'made')", (APP, str(release_id)))
 
 
-def delivered(store: LedgerStore, release_id: str) -> None:
+def delivered(store: Any, release_id: str) -> None:
     """The files of ``release_id`` were written whole where they were meant to go."""
     with store.transaction() as con:
         con.execute("UPDATE deliveries SET state = 'delivered' WHERE release_id = ?", (str(release_id),))
 
 
-def undelivered(store: LedgerStore, key: str | None = None) -> list[dict[str, Any]]:
+def undelivered(store: Any, key: str | None = None) -> list[dict[str, Any]]:
     """Charges not delivered (of budget ``key``, or of every budget): ``key``, ``idx`` (the ledger
     entry), ``target``, ``state`` (``charged``, ``made``: nothing stored, nothing to re-serve;
     ``stored``: its files can be re-served) and ``release_id``."""
