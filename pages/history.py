@@ -1,8 +1,8 @@
 """Release history: every dataset in the budget database, its releases, its files downloadable again.
 
-Every budget of the shared budget database is listed (issue 26, item 8), by the names the curator
-knew its data by (the uploaded file, recorded when it was loaded here or released on the command
-line), with when it was opened and last charged, spent and cap, and each release with its files:
+Every budget of the shared budget database is listed (issue 26, item 8), by the name the curator
+gave it here (kept in the database; an uploaded file's name is never stored: issue 18, item 8),
+with when it was opened and last charged, spent and cap, and each release with its files:
 the ones published at the time, stored, not recomputed, so downloading them again spends nothing.
 A charge whose files were never delivered (a server or a command stopped after the charge) is
 listed as "charged, not delivered", with its stored files to download when they were kept
@@ -36,14 +36,13 @@ frame.heading("History", "Every dataset in the budget database, whichever sessio
     "again spends nothing. The budget of a dataset follows its content, so re-uploading the same data, reloading "
     "the page, a second tab or a restart continues the same budget.")
 
-datasets: list[tuple[str, str, str, str | None]] = []  # (kind, fingerprint, label, the curator's name)
+datasets: list[tuple[str, str, str]] = []  # (kind, fingerprint, label)
 ds = points_state.dataset()
-datasets.append(("points", ds.fingerprint, f"Points: {ds.name}", ds.name))
+datasets.append(("points", ds.fingerprint, f"Points: {ds.name}"))
 for fp in ss.get("census_ledgers", {}):
-    name = ss.get("census_name") if fp == ss.get("census_fp") else None
-    datasets.append(("areas", fp, f"Census table: {name}" if name else "Census table", name))
+    datasets.append(("areas", fp, "Census table"))
 for fp in ss.get("od_ledgers", {}):
-    datasets.append(("flows", fp, "O/D trips", ss.get("od_trips_name")))
+    datasets.append(("flows", fp, "O/D trips"))
 
 try:
     shared = state.session().store
@@ -58,14 +57,12 @@ def _mb(n: int) -> str:
 
 def _loaded_budgets() -> dict[str, tuple[str, list[str], LedgerStore]]:
     """The budgets of the data loaded in this session (data bound to one population share one budget
-    and one history: listed once, naming its data); real data's names are kept for later sessions."""
+    and one history: listed once, naming its data)."""
     out: dict[str, tuple[str, list[str], LedgerStore]] = {}
-    for kind, fp, label, name in datasets:
+    for kind, fp, label in datasets:
         store = state.session_for(kind, fp).store
         key = store.budget_key(kind, fp)
         population = state.population_of(kind, fp)
-        if name and not store.temporary and store.has_ledger(key):
-            name_dataset(store, key, name)
         if key not in out:
             out[key] = (kind, [f"Population {population}"] if population else [], store)
         if population or not out[key][1]:
@@ -76,10 +73,15 @@ def _loaded_budgets() -> dict[str, tuple[str, list[str], LedgerStore]]:
 try:
     budgets = _loaded_budgets()
     # every other dataset of the shared database, loaded in this session or not (issue 26, item 8)
+    given = {}  # budget key -> the name the curator gave it
     for d in all_datasets(shared):
-        if d["key"] not in budgets:
-            names = d["names"] or [f"{d['kind']} data opened {d['created'].replace('T', ' ')} UTC (no name recorded)"]
-            budgets[d["key"]] = (d["kind"], names, shared)
+        given[d["key"]] = d["names"][0] if d["names"] and not d["names"][0].startswith("Population ") else ""
+        if d["key"] in budgets:
+            if given[d["key"]]:
+                budgets[d["key"]][1].insert(0, given[d["key"]])
+            continue
+        names = d["names"] or [f"{d['kind']} data, budget opened {d['created'][:16].replace('T', ' ')} UTC (unnamed)"]
+        budgets[d["key"]] = (d["kind"], names, shared)
 except DPCoreError as e:
     st.error(str(e))
     frame.stop()
@@ -94,6 +96,13 @@ st.caption(f"Budget database: {_mb(size['database_bytes'])} on disk ({shared.pat
            f"{fmt.count(size['files'])} release files kept, {_mb(size['files_bytes'])} compressed "
            f"({_mb(size['files_published_bytes'])} as published)"
            + (f"; {fmt.count(size['removed'])} files removed" if size["removed"] else "") + ".")
+
+def _rename(store: LedgerStore, key: str) -> None:
+    try:
+        name_dataset(store, key, ss[f"hist_name_{key}"])
+    except DPCoreError as e:
+        ss["hist_removed"] = (False, str(e))
+
 
 def _delivery(d: dict | None) -> str:
     """The "delivered" column of a charge: yes, or why not (:mod:`dpcore.privacy.ledger_journal`)."""
@@ -125,6 +134,10 @@ for key, (kind, labels, store) in budgets.items():
     st.caption(f"Budget: {led.cap.symbol} = {fmt.eps(led.spent)} spent of {fmt.eps(led.cap.value)} "
                f"({len(led.entries)} spend{'s' if len(led.entries) != 1 else ''}{last}).")
     pending = {d["idx"]: d for d in undelivered(store, key)}
+    if not store.temporary:
+        st.text_input("Name of this dataset (kept in the budget database, shown here in every session)",
+                      value=given.get(key, ""), key=f"hist_name_{key}", on_change=_rename, args=(store, key),
+                      placeholder="e.g. Taxi pickups, April 2014")
     if led.entries:
         st.dataframe(pd.DataFrame([{
             "#": e.index + 1, "time (UTC)": e.time[:16].replace("T", " "), "what": e.label,

@@ -13,7 +13,6 @@ One copy of the rules a page must keep (they were four, and had drifted):
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -264,8 +263,6 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
                 f"{'population' if population else 'data'} is in the budget database, so its first release starts "
                 "here. If this data was released before (on another machine, or before the database was "
                 "restored), its spending is not counted: restore that budget database instead.")
-    with contextlib.suppress(DPCoreError):
-        state.remember_name(kind, fp)
     delta = _approx_reading(led, cost, delta, approx, delta_key, default_delta, whose)
     return Section(led, cost, definition, delta, population, approx)
 

@@ -9,7 +9,6 @@ when made, so a rerun never draws new noise.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 from pathlib import Path
@@ -22,7 +21,6 @@ from dpcore.core.session import DEFAULT_RHO_CAP as SESSION_RHO_CAP
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
-from dpcore.privacy.ledger_history import name_dataset
 from dpcore.privacy.ledger_journal import APP
 from dpcore.privacy.ledger_store import StoredLedger
 
@@ -42,35 +40,6 @@ def session() -> Session:
     charges are journalled until their files are stored (``deliver_to="app"``): a server stopped
     between a charge and its files leaves the charge listed on History as charged, not delivered."""
     return Session(deliver_to=APP)
-
-
-def remember_name(kind: str, fp: str) -> None:
-    """Keep, in the budget database, the name the curator knows ``kind`` data ``fp`` by (the uploaded
-    file's), so that History in any later session can name its budget (issue 26, item 8).  Called from
-    a page's body (not a release callback), once per data set and browser session; the demo's budget is
-    not kept.  Only in the database, never in an export."""
-    ss = st.session_state
-    done = ss.setdefault("named_data", set())
-    if (kind, fp) in done or is_demo(kind, fp):
-        return
-    name = _data_name(kind, fp)
-    if not name:
-        return
-    store = session().store
-    key = store.budget_key(kind, fp)
-    if store.has_ledger(key):
-        name_dataset(store, key, name)
-        done.add((kind, fp))
-
-
-def _data_name(kind: str, fp: str) -> str | None:
-    ss = st.session_state
-    if kind == "points":
-        ds = ss.get("dataset")
-        return getattr(ds, "name", None) if getattr(ds, "fingerprint", None) == fp else None
-    if kind == "areas":
-        return ss.get("census_name") if ss.get("census_fp") == fp else None
-    return ss.get("od_trips_name") if kind == "flows" else None
 
 
 #: Text shown beside the budget of made-up demo data.
@@ -123,10 +92,7 @@ def stored_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost) -> Ledger
     bound to one).  The demo data's budget lives with this browser session (:func:`mark_demo`)."""
     if not is_demo(kind, fp):
         st.session_state.setdefault("shared_budgets", set()).add((kind, fp))  # see mark_demo
-    led = session_for(kind, fp).budget(kind, fp, default=default_cap)
-    with contextlib.suppress(DPCoreError):  # a name for History; never in the way of the budget
-        remember_name(kind, fp)
-    return led
+    return session_for(kind, fp).budget(kind, fp, default=default_cap)
 
 
 def data_ledger(kind: str, fp: str, default_cap: budget.PrivacyCost, cache: dict[str, Ledger]) -> Ledger:

@@ -17,7 +17,6 @@ from dpcore.cli.common import (
     deliver,
     engine_args,
     engine_for,
-    input_name,
     neighbour_arg,
     open_budget,
     parse_params,
@@ -205,13 +204,13 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
         _areas_warning()
     folder = Path(args.out)
     if mech.name == "matrix":
-        paths = deliver(bud, out, out.files(bud.ledger), folder, name=input_name(args))
+        paths = deliver(bud, out, out.files(bud.ledger), folder)
         info = plan.inner.info
         ratio = info["ratio_to_lower_bound"]
         return Made(out, paths, f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix "
                                 f"mechanism, {cost.label()}; RMSE per cell {info['expected_rmse_per_query']:.3g}"
                     + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {bud.left()}")
-    paths = deliver(bud, out, out.files(bud.ledger), folder, name=input_name(args))
+    paths = deliver(bud, out, out.files(bud.ledger), folder)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     return Made(out, paths, f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
                             f"{bud.left()}")
@@ -334,7 +333,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     bud = open_budget(args, make, plan.cost, "areas",
                       _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
-    paths = deliver(bud, out, apply_to_files(out.files(bud.ledger, joins=joins), rule), args.out, name=input_name(args))
+    paths = deliver(bud, out, apply_to_files(out.files(bud.ledger, joins=joins), rule), args.out)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

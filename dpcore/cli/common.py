@@ -238,19 +238,16 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
 
 
 
-def deliver(bud: CliBudget, out: Any, files: Mapping[str, bytes], folder: str | Path, *,
-            name: str | None = None) -> list[Path]:
+def deliver(bud: CliBudget, out: Any, files: Mapping[str, bytes], folder: str | Path) -> list[Path]:
     """Write a charged release's ``files`` into ``folder`` whole (:func:`~dpcore.core.record.write_files`),
     after keeping them in the budget database with the charge's journal
     (:mod:`dpcore.privacy.ledger_journal`): a run killed or a disk filled before the files are written
     leaves a charge listed as *charged, not delivered* that ``history --serve`` writes again, the same
-    bytes, with no new noise and no new charge.  ``name``: what the curator calls the data (the input
-    file's name; kept in the database only, for History).
+    bytes, with no new noise and no new charge.
 
     A failure to write says that the budget *was* charged, and how to get the files."""
     from dpcore.core.record import write_files
     from dpcore.privacy import ledger_journal
-    from dpcore.privacy.ledger_history import name_dataset
     from dpcore.privacy.ledger_store import StoredLedger
 
     ledger = bud.ledger
@@ -262,8 +259,6 @@ def deliver(bud: CliBudget, out: Any, files: Mapping[str, bytes], folder: str | 
         summary = {"mechanism": getattr(out.plan, "label", "") or out.mechanism, "cost": out.cost.label(),
                    "out": str(Path(folder).resolve())}
         store.record_release(ledger.dataset, rid, out.kind, summary, files)
-        if name:
-            name_dataset(store, ledger.dataset, name)
     except DPCoreError as e:  # not stored: the files are still written below
         kept = e
     try:
@@ -281,8 +276,3 @@ def deliver(bud: CliBudget, out: Any, files: Mapping[str, bytes], folder: str | 
         ledger_journal.delivered(store, rid)
     return paths
 
-
-def input_name(args: argparse.Namespace) -> str | None:
-    """The name of the input file (what the curator calls the data, for History), if there is one."""
-    given = getattr(args, "input", None)
-    return Path(str(given)).name if given and ":" not in str(given)[1:3] and "://" not in str(given) else None

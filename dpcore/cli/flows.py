@@ -16,7 +16,6 @@ from dpcore.cli.common import (
     deliver,
     engine_args,
     engine_for,
-    input_name,
     neighbour_arg,
     open_budget,
     parse_params,
@@ -427,7 +426,7 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     rel = made.inner
     files = made.files(bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
                        top=args.geojson_top)
-    paths = deliver(bud, made, apply_to_files(files, rule), out, name=input_name(args))
+    paths = deliver(bud, made, apply_to_files(files, rule), out)
     if cost.definition == "zcdp":
         src = (f" from (ε = {given['epsilon']:g}, δ = {given['delta']:g}) by the {given['conversion']} conversion"
                if given["given"] == "epsilon, delta" else "")

@@ -65,7 +65,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not rows:
         print(f"No budgets yet in {store.path}.")
     for d in rows:
-        name = "; ".join(d["names"]) or f"{d['kind']} data (no name recorded)"
+        name = "; ".join(d["names"]) or f"{d['kind']} data (unnamed)"
         cap = d["cap"]
         symbol = "ε" if cap["definition"] == "pure" else "ρ"
         print(f"{name}  [{d['kind']}]  opened {d['created'].replace('T', ' ')} UTC"

@@ -19,7 +19,6 @@ from dpcore.cli.common import (
     deliver,
     engine_args,
     engine_for,
-    input_name,
     open_budget,
     parse_params,
     split_list,
@@ -241,7 +240,7 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     out = pipeline.release(plan, agg, ledger=bud.ledger, session=bud.session)
     rel = out.inner
     # the files, made once from the envelope with the ledger as of the charge, written whole
-    paths = deliver(bud, out, apply_to_files(out.files(bud.ledger), rule), args.out, name=input_name(args))
+    paths = deliver(bud, out, apply_to_files(out.files(bud.ledger), rule), args.out)
     cost = plan.cost
     reading = ""
     if cost.definition == "zcdp":

@@ -2,8 +2,8 @@
 
 A budget is found by its data's keyed fingerprint, so a new browser session used to show no
 history until the same file was uploaded again.  :func:`datasets` lists every budget of the
-database instead, with the names the curator knew it by (table ``dataset_names``: the uploaded
-file's name or the population's, kept in this private database only, never in an export), when
+database instead, with the name the curator gave it (:func:`name_dataset`, table
+``dataset_names``; a population's own name), never an uploaded file's name (issue 18, item 8), when
 it was opened and last charged, spent and cap, its releases and its charges not delivered
 (:mod:`dpcore.privacy.ledger_journal`); the stored files of each release can be downloaded again
 from there.
@@ -14,9 +14,9 @@ from there.
 >>> store = LedgerStore(pathlib.Path(tempfile.mkdtemp()) / "l.sqlite")
 >>> led = store.ledger(store.key("points", "fp"), budget.pure(1.0), "points")
 >>> _ = led.spend(budget.pure(0.25), "first")
->>> name_dataset(store, led.dataset, "pickups.csv")
+>>> name_dataset(store, led.dataset, "Pickups, April")
 >>> [(d["names"], d["kind"], d["spent"], d["cap"]["value"]) for d in datasets(store)]
-[(['pickups.csv'], 'points', 0.25, 1.0)]
+[(['Pickups, April'], 'points', 0.25, 1.0)]
 """
 
 from __future__ import annotations
@@ -42,13 +42,14 @@ CREATE TABLE IF NOT EXISTS dataset_names (
 
 
 def name_dataset(store: Any, key: str, name: str) -> None:
-    """Remember that the curator knows the budget ``key`` by ``name`` (kept in the database only)."""
-    name = str(name).strip()[:200]
-    if not name:
-        return
+    """Name the budget ``key`` as the curator typed it (an empty name removes it); kept in the
+    database only, shown by History in every session."""
+    name = " ".join(str(name).split())[:200]
     with store.transaction() as con:
         con.execute(NAMES_SCHEMA)
-        con.execute("INSERT OR IGNORE INTO dataset_names VALUES (?, ?)", (key, name))
+        con.execute("DELETE FROM dataset_names WHERE fingerprint = ?", (key,))
+        if name:
+            con.execute("INSERT INTO dataset_names VALUES (?, ?)", (key, name))
 
 
 def datasets(store: Any) -> list[dict[str, Any]]:

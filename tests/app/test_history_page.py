@@ -185,13 +185,20 @@ def test_history_lists_releases_kept_under_an_earlier_key_kind(ledgers: str, ear
 
 def test_a_new_session_lists_every_dataset_of_the_database_by_name_and_serves_its_files() -> None:
     """Issue 26, item 8: History in a new browser session that loaded nothing lists the uploaded table's
-    budget by its file name, with spent and cap, and its release's files to download again."""
+    budget by the name the curator gave it (never the file's name), with spent and cap, and its
+    release's files to download again."""
     first = uploaded()
     first.button(key=release_widget_key("census_release_button", first.session_state)).click().run()
     assert not first.exception
     rel_id = first.session_state["census_release"].release.release_id
     h = session("history.py")  # a new session: only the demo points loaded
-    assert any(s.value.startswith("tracts.csv · 1 release") for s in h.subheader), [s.value for s in h.subheader]
+    assert any(s.value.startswith("areas data, budget opened") and "(unnamed) · 1 release" in s.value
+               for s in h.subheader), [s.value for s in h.subheader]
+    box = next(t for t in h.text_input if t.key.startswith("hist_name_"))
+    box.set_value("Tract populations 2020").run()
+    h = session("history.py")  # another new session
+    assert any(s.value.startswith("Tract populations 2020 · 1 release") for s in h.subheader)
+    assert not any("tracts.csv" in s.value for s in h.subheader)
     assert any("ε = 0.5 spent of 1" in c.value for c in h.caption)
     assert any(rel_id in e.label for e in h.expander)
     assert "Download release.csv" in [b.label for b in h.get("download_button")]

@@ -60,7 +60,7 @@ def test_a_run_killed_after_the_charge_is_listed_and_re_served(tmp_path: Path, m
     monkeypatch.setattr(record, "write_files", real)
     assert not (tmp_path / "out").exists()
     listed = _history([])
-    assert "points.csv" in listed and "charged, not delivered to" in listed and "--serve" in listed
+    assert "points data (unnamed)" in listed and "charged, not delivered to" in listed and "--serve" in listed
     rid = json.loads(_history(["--json"]))[0]["undelivered"][0]["release_id"]
     spent = _spent()
     assert spent == pytest.approx(0.25)
