@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,16 @@ def session() -> Session:
     (:class:`dpcore.core.session.Session`); pages, the CLI and configs share its database.  Its
     charges are journalled until their files are stored (``deliver_to="app"``): a server stopped
     between a charge and its files leaves the charge listed on History as charged, not delivered."""
-    return Session(deliver_to=APP)
+    out = Session(deliver_to=APP)
+    out.store.on_wait = _waiting  # a write waiting for another process's lock says so, in this session
+    return out
+
+
+def _waiting(message: str) -> None:
+    try:
+        st.toast(message)
+    except Exception:  # noqa: BLE001 - outside a page run (a thread, a test): the server log
+        print(message, file=sys.stderr)
 
 
 #: Text shown beside the budget of made-up demo data.

@@ -274,5 +274,8 @@ def deliver(bud: CliBudget, out: Any, files: Mapping[str, bytes], folder: str | 
                            f"be written to {folder}: {why}. {again}") from None
     with contextlib.suppress(DPCoreError):
         ledger_journal.delivered(store, rid)
+    if kept is not None:
+        print(f"warning: the release's files are written, but could not be kept in the budget database for "
+              f"History ({' '.join(str(kept).split())}); keep your own copy.", file=sys.stderr)
     return paths
 

@@ -25,7 +25,11 @@ file shared by every session and process of the app on this machine.
   with a per-install secret kept beside the database (``ledger.sqlite.key``, readable by its owner
   only).  A content fingerprint is a hash of the data, so a stored plain fingerprint would let
   whoever reads the database test guesses about the data (say, one person's location); the keyed
-  hash does not without the secret.  Budgets stored under a plain key by earlier versions move to
+  hash does not without the secret.  The key file also holds a check value of the secret and the
+  id of its database, both also stored in the database, so a replaced key file or an emptied or
+  deleted database is refused instead of opening fresh budgets (:mod:`dpcore.privacy.ledger_keyfile`);
+  every SQLite fault is a :class:`~dpcore.errors.StorageError` naming the fix
+  (:mod:`dpcore.privacy.ledger_errors`).  Budgets stored under a plain key by earlier versions move to
   their keyed name the first time they are opened.  The key kinds are the kinds of data,
   ``points``, ``areas`` (hierarchy and census releases of one table share a budget) and ``flows``;
   a budget stored under an earlier version's key kind (``census``, ``od``: :data:`LEGACY_KINDS`)

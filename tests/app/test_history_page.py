@@ -232,3 +232,16 @@ def test_a_new_budget_is_said_on_the_plan_step() -> None:
     at.button(key=release_widget_key("census_release_button", at.session_state)).click().run()
     at.switch_page("pages/plan.py").run()
     assert not any(i.value.startswith("New budget for this data") for i in at.info)
+
+
+def test_a_damaged_key_file_is_one_error_line_in_the_app() -> None:
+    """Issue 26, item 19: a storage fault is an st.error naming the fix, not a traceback."""
+    from dpcore.privacy.ledger_store import default_path
+
+    path = default_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_name(path.name + ".key").write_text("this is not hex\n")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    at.switch_page("pages/history.py").run()
+    assert not at.exception, at.exception
+    assert any("not a hex key" in e.value and "Restore it" in e.value for e in at.error), [e.value for e in at.error]
