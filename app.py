@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dpcore.errors import StorageError
 from ui import frame, sidebar
 from ui.kinds.points import state as points_state
 
@@ -33,7 +34,12 @@ with frame.framed():
         page.run()
     except frame.Stop:
         pass  # the page ended early and said why
+    except StorageError as e:  # the budget database or its key file: one line with the fix, no traceback
+        st.error(str(e))
     finally:
         # after the page (also when it stops early): a step may change what the sidebar shows
-        sidebar.render()
-        points_state.store_pending_history()  # last: the files of a large release, once its map is drawn
+        try:
+            sidebar.render()
+            points_state.store_pending_history()  # last: the files of a large release, once its map is drawn
+        except StorageError as e:
+            st.error(str(e))

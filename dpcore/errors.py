@@ -23,3 +23,8 @@ class ParameterError(DPCoreError):
 
 class BudgetError(DPCoreError):
     """A release would spend more privacy budget than the dataset's cap allows."""
+
+
+class StorageError(DPCoreError):
+    """The budget database or its key file cannot be used (full disk, held lock, damage, a replaced
+    or missing key file); the message names the file and what to do (free space, wait, restore)."""

@@ -261,6 +261,11 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
                                           release_max, release_label, default_delta)
     _cap_and_spent(led, c2, c3, cap_key, cap_label, population)
     _over_budget(led, cost, whose)
+    if not led.entries and not state.is_session_budget(led):  # issue 26, item 13: a new budget is said
+        st.info(f"New budget for this data: cap {led.cap.label()}. No earlier release of this "
+                f"{'population' if population else 'data'} is in the budget database, so its first release starts "
+                "here. If this data was released before (on another machine, or before the database was "
+                "restored), its spending is not counted: restore that budget database instead.")
     delta = _approx_reading(led, cost, delta, approx, delta_key, default_delta, whose)
     return Section(led, cost, definition, delta, population, approx)
 

@@ -10,6 +10,7 @@ when made, so a rerun never draws new noise.
 from __future__ import annotations
 
 import sqlite3
+import sys
 from typing import Any
 
 import streamlit as st
@@ -19,6 +20,7 @@ from dpcore.core.session import DEFAULT_RHO_CAP as SESSION_RHO_CAP
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.ledger_journal import APP
 from dpcore.privacy.ledger_store import StoredLedger
 
 # the default caps and the default budget of one release (half the cap), the same for every kind
@@ -31,8 +33,19 @@ DEFAULT_RELEASE = {"pure": DEFAULT_EPSILON, "zcdp": DEFAULT_RHO}
 
 def session() -> Session:
     """The app's session on the shared budget database: the only code that charges a budget
-    (:class:`dpcore.core.session.Session`); pages, the CLI and configs share its database."""
-    return Session()
+    (:class:`dpcore.core.session.Session`); pages, the CLI and configs share its database.  Its
+    charges are journalled until their files are stored (``deliver_to="app"``): a server stopped
+    between a charge and its files leaves the charge listed on History as charged, not delivered."""
+    out = Session(deliver_to=APP)
+    out.store.on_wait = _waiting  # a write waiting for another process's lock says so, in this session
+    return out
+
+
+def _waiting(message: str) -> None:
+    try:
+        st.toast(message)
+    except Exception:  # noqa: BLE001 - outside a page run (a thread, a test): the server log
+        print(message, file=sys.stderr)
 
 
 #: Text shown beside the budget of made-up demo data.
@@ -62,6 +75,7 @@ def demo_session() -> Session:
     ss = st.session_state
     if "demo_session" not in ss:
         ss["demo_session"] = Session.temporary()
+        ss["demo_session"].deliver_to = APP
     return ss["demo_session"]
 
 

@@ -11,6 +11,7 @@
         --mechanism topdown_l2 --target "level=tract,abs=50,coverage=0.95" [--rho] [--json]
     python -m dpcore release points ... --time-col "Date/Time" --period day --time-range 2014-04-01,2014-04-30
     python -m dpcore budgets [--json]
+    python -m dpcore history [--json] [--serve RELEASE_ID --out DIR]
     python -m dpcore interval --release OUT --codes codes.txt|--polygon area.geojson --coverage 0.9 --json
     python -m dpcore recommend points --grid 512 512 --epsilon 1 --n-guess 300000
     python -m dpcore synthesize --release OUT --out points.csv [--seed S]
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import sys
 
-from dpcore.cli import interval, plan, points, recommend, run, series, synthesize
+from dpcore.cli import history, interval, plan, points, recommend, run, series, synthesize
 from dpcore.cli.parser import build_parser
 from dpcore.core.spec import KINDS, ReleaseSpec
 from dpcore.errors import DPCoreError, ParameterError
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             return recommend.cmd_recommend(args)
         if args.command == "budgets":
             return series.cmd_budgets(args)
+        if args.command == "history":
+            return history.cmd_history(args)
         if args.command == "interval":
             return interval.cmd_interval(args)
         if args.command == "synthesize":

@@ -14,6 +14,7 @@ from dpcore.cli.common import (
     add_suppress_arg,
     budget_arg,
     cli_progress,
+    deliver,
     engine_args,
     engine_for,
     neighbour_arg,
@@ -24,7 +25,6 @@ from dpcore.cli.common import (
 )
 from dpcore.cli.series import add_time_args, leaf_cells, table_series, time_options
 from dpcore.cli.spec_args import arguments
-from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import InputError, ParameterError
 
@@ -218,13 +218,13 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
         _areas_warning()
     folder = Path(args.out)
     if mech.name == "matrix":
-        paths = write_files(out.files(bud.ledger), folder)
+        paths = deliver(bud, out, out.files(bud.ledger), folder)
         info = plan.inner.info
         ratio = info["ratio_to_lower_bound"]
         return Made(out, paths, f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix "
                                 f"mechanism, {cost.label()}; RMSE per cell {info['expected_rmse_per_query']:.3g}"
                     + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {bud.left()}")
-    paths = write_files(out.files(bud.ledger), folder)
+    paths = deliver(bud, out, out.files(bud.ledger), folder)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     return Made(out, paths, f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
                             f"{bud.left()}")
@@ -357,7 +357,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     keys = _table_key(args, df, levels, counts_cols or None, raw=small is None)
     bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:])
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
-    paths = write_files(apply_to_files(out.files(bud.ledger, joins=joins), rule), args.out)
+    paths = deliver(bud, out, apply_to_files(out.files(bud.ledger, joins=joins), rule), args.out)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

@@ -6,13 +6,15 @@ and checking it, charging a release against it and saving it as soon as it was c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpcore.errors import DPCoreError, ParameterError
+from dpcore.errors import DPCoreError, ParameterError, StorageError
 
 #: The neighbour relations ``--neighbour`` accepts: the units' own (``replace``, ``add_remove``) and,
 #: as aliases, the O/D paper's terms (Boninsegna & Silvestri, PoPETs 2025, Sec. 3): bounded DP
@@ -167,12 +169,16 @@ class CliBudget:
     session: Any
     ledger: Any
     where: str
+    #: the budget did not exist before this command (said on the summary line: issue 26, item 13)
+    new: bool = False
 
     def left(self) -> str:
         """The end of a release's summary line: what is left, and where it is recorded."""
         if self.ledger is None:
             return "not accounted (--no-budget): nothing was charged and the record says so."
-        return f"{self.ledger.remaining:.4g} of the budget left in {self.where}."
+        opened = (f"new budget for this data: cap {self.ledger.cap.label()} (no earlier release of this data in "
+                  f"{self.where}); ") if self.new else ""
+        return f"{opened}{self.ledger.remaining:.4g} of the budget left in {self.where}."
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,9 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
         return CliBudget(session if session is not None else Session.unaccounted(), None, "")
     if session is None:
         session = Session.open(args.budget_db or None)
+    if getattr(args, "out", None) and not args.ledger:
+        # the charge is journalled with its folder until the files are written (deliver)
+        session.deliver_to = f"folder:{Path(args.out).resolve()}"
     cap = make(args.budget_cap) if args.budget_cap is not None else default_cap(cost)
     if args.ledger:
         if args.population:
@@ -241,7 +250,7 @@ def open_budget(args: argparse.Namespace, make: Any, cost: Any, kind: str, fp: s
             "allows it.")
     # the release's own check (a ρ release against a pure-ε budget, another unit of privacy) is the
     # pipeline's one pre-charge check, ledger.check(plan.cost, plan.unit)
-    return CliBudget(session, ledger, where)
+    return CliBudget(session, ledger, where, new=not known)
 
 
 
@@ -265,3 +274,46 @@ def ask_near_match(args: argparse.Namespace, store: Any, data_key: str, profile:
         if found:
             near_match.answer(store, data_key, found, choice == "same")
     near_match.remember(store, store.resolve(key_aliases.resolve(store, data_key)), profile)
+
+
+def deliver(bud: CliBudget, out: Any, files: Mapping[str, bytes], folder: str | Path) -> list[Path]:
+    """Write a charged release's ``files`` into ``folder`` whole (:func:`~dpcore.core.record.write_files`),
+    after keeping them in the budget database with the charge's journal
+    (:mod:`dpcore.privacy.ledger_journal`): a run killed or a disk filled before the files are written
+    leaves a charge listed as *charged, not delivered* that ``history --serve`` writes again, the same
+    bytes, with no new noise and no new charge.
+
+    A failure to write says that the budget *was* charged, and how to get the files."""
+    from dpcore.core.record import write_files
+    from dpcore.privacy import ledger_journal
+    from dpcore.privacy.ledger_store import StoredLedger
+
+    ledger = bud.ledger
+    if not isinstance(ledger, StoredLedger) or not bud.session.deliver_to:
+        return write_files(files, folder)
+    store, rid = ledger.store, str(out.release_id)
+    kept: DPCoreError | None = None
+    try:
+        summary = {"mechanism": getattr(out.plan, "label", "") or out.mechanism, "cost": out.cost.label(),
+                   "out": str(Path(folder).resolve())}
+        store.record_release(ledger.dataset, rid, out.kind, summary, files)
+    except DPCoreError as e:  # not stored: the files are still written below
+        kept = e
+    try:
+        paths = write_files(files, folder)
+    except (OSError, DPCoreError) as e:
+        why = f"{e.strerror} ({e.filename})" if isinstance(e, OSError) and e.strerror else str(e)
+        again = (f"They are kept in the budget database as release {rid}: once that is fixed, write them with "
+                 f"'python -m dpcore history --serve {rid} --out {folder}' (the same files: no new noise, no new "
+                 "charge)." if kept is None else
+                 f"They could not be kept in the budget database either ({kept}); the release is lost and its "
+                 "budget stays spent.")
+        raise StorageError(f"The budget WAS charged ({out.cost.label()}) for this release, but its files could not "
+                           f"be written to {folder}: {why}. {again}") from None
+    with contextlib.suppress(DPCoreError):
+        ledger_journal.delivered(store, rid)
+    if kept is not None:
+        print(f"warning: the release's files are written, but could not be kept in the budget database for "
+              f"History ({' '.join(str(kept).split())}); keep your own copy.", file=sys.stderr)
+    return paths
+

@@ -13,6 +13,7 @@ from dpcore.cli.common import (
     add_budget_args,
     add_suppress_arg,
     cli_progress,
+    deliver,
     engine_args,
     engine_for,
     neighbour_arg,
@@ -23,7 +24,6 @@ from dpcore.cli.common import (
 )
 from dpcore.cli.series import add_time_args, pair_cells, table_series, time_options
 from dpcore.cli.spec_args import arguments
-from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
 from dpcore.errors import DPCoreError, InputError, ParameterError
 
@@ -426,7 +426,7 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     rel = made.inner
     files = made.files(bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
                        top=args.geojson_top)
-    paths = write_files(apply_to_files(files, rule), out)
+    paths = deliver(bud, made, apply_to_files(files, rule), out)
     if cost.definition == "zcdp":
         src = (f" from (ε = {given['epsilon']:g}, δ = {given['delta']:g}) by the {given['conversion']} conversion"
                if given["given"] == "epsilon, delta" else "")

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from dpcore import __version__
-from dpcore.cli import areas, flows, interval, plan, points, recommend, series, synthesize
+from dpcore.cli import areas, flows, history, interval, plan, points, recommend, series, synthesize
 from dpcore.errors import ParameterError
 
 __all__ = ["build_parser"]
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_plan_parser(sub)
     recommend.add_recommend_parser(sub)
     series.add_budgets_parser(sub)
+    history.add_history_parser(sub)
     interval.add_interval_parser(sub)
     synthesize.add_synthesize_parser(sub)
     p.release_parsers = {"points": pts, "census": cen, "hierarchy": hi, "od": od}  # type: ignore[attr-defined]

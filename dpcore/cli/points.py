@@ -16,6 +16,7 @@ from dpcore.cli.common import (
     add_suppress_arg,
     budget_arg,
     cli_progress,
+    deliver,
     engine_args,
     engine_for,
     open_budget,
@@ -25,7 +26,6 @@ from dpcore.cli.common import (
 )
 from dpcore.cli.series import add_time_args, points_series, time_options
 from dpcore.cli.spec_args import arguments
-from dpcore.core.record import write_files
 from dpcore.core.spec import ReleaseSpec
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import DPCoreError, ParameterError
@@ -246,7 +246,7 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     out = pipeline.release(plan, agg, ledger=bud.ledger, session=bud.session)
     rel = out.inner
     # the files, made once from the envelope with the ledger as of the charge, written whole
-    paths = write_files(apply_to_files(out.files(bud.ledger), rule), args.out)
+    paths = deliver(bud, out, apply_to_files(out.files(bud.ledger), rule), args.out)
     cost = plan.cost
     reading = ""
     if cost.definition == "zcdp":

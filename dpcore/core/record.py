@@ -444,9 +444,47 @@ def write_files(files: Mapping[str, bytes], out_dir: str | Path) -> list[Path]:
             os.replace(tmp, out)  # the whole folder appears at once
             tmp = None
         else:
-            for name in files:
-                os.replace(tmp / name, out / name)  # each file appears whole
+            _swap_in(tmp, out, files)
+            tmp = None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return [out / name for name in files]
+
+
+def _swap_in(tmp: Path, out: Path, files: Mapping[str, bytes]) -> None:
+    """Put the complete folder ``tmp`` in the place of the existing ``out``, keeping ``out``'s files
+    under other names (linked, not copied): the folder is never a mix of two releases' files.  A
+    kill between the two renames leaves the new folder complete beside it (``.NAME.*``).  Where the
+    folder cannot be renamed (the working directory, a mount point) or holds more than files (folders,
+    links: never moved) the files are replaced one by one.
+    An error in the second rename puts the earlier folder back; only a kill exactly between the two
+    renames leaves the earlier folder at ``.NAME.old.*/NAME`` and the new one, complete, at ``.NAME.*``."""
+    others = list(out.iterdir())
+    if any(o.is_symlink() or not o.is_file() for o in others):  # folders, links: never moved, replace files
+        for name in files:
+            os.replace(tmp / name, out / name)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    for other in others:
+        if other.name not in files and not (tmp / other.name).exists():
+            try:
+                os.link(other, tmp / other.name)
+            except OSError:
+                shutil.copy2(other, tmp / other.name)
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+    try:
+        os.replace(out, old / out.name)
+    except OSError:
+        shutil.rmtree(old, ignore_errors=True)
+        for name in files:
+            os.replace(tmp / name, out / name)  # each file appears whole
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        os.replace(old / out.name, out)  # put the earlier release back, whole
+        shutil.rmtree(old, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -28,6 +28,7 @@ budget).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -36,10 +37,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dpcore.core.record import stamp_created
-from dpcore.errors import BudgetError, InputError, ParameterError
+from dpcore.errors import BudgetError, DPCoreError, InputError, ParameterError
 from dpcore.privacy import key_aliases
 from dpcore.privacy.budget import PrivacyCost, pure, zcdp
 from dpcore.privacy.ledger import Ledger
+from dpcore.privacy.ledger_journal import made
 from dpcore.privacy.ledger_store import (
     LEGACY_KINDS,
     LedgerStore,
@@ -154,9 +156,14 @@ class Session:
         curator's own machine); its releases say "not accounted" in their record.
     """
 
-    def __init__(self, store: LedgerStore | None = None, *, accounted: bool = True) -> None:
+    def __init__(self, store: LedgerStore | None = None, *, accounted: bool = True,
+                 deliver_to: str | None = None) -> None:
         self._store = store
         self.accounted = bool(accounted)
+        #: where this session's releases are delivered (``"app"``, ``"folder:PATH"``), or None: each
+        #: charge of the database is then journalled with it, in its own transaction, until its files
+        #: are stored and delivered (:mod:`dpcore.privacy.ledger_journal`; issue 26, item 20)
+        self.deliver_to = deliver_to
 
     @classmethod
     def open(cls, path: str | Path | None = None) -> Session:
@@ -299,10 +306,17 @@ class Session:
         # budget rather than charged as if it protected persons
         unit = charge.unit if charge.unit is not None else Unit()
         _refuse_record_level_population(ledger, unit)
-        entry = ledger.spend(charge.cost, charge.label, charge.details(), unit)
+        # a charge of the database made to be delivered is journalled in its own transaction
+        journal = self.deliver_to if isinstance(ledger, StoredLedger) and not hasattr(ledger, "series") else None
+        entry = ledger.spend(charge.cost, charge.label, charge.details(), unit,
+                             **({"journal": journal} if journal else {}))
         if isinstance(ledger, JsonLedger):
             ledger.save()
-        return stamp_created(run(), entry.time)
+        out = run()
+        if journal and isinstance(getattr(out, "release_id", None), str):
+            with contextlib.suppress(DPCoreError):  # the charge stays journalled as not delivered
+                made(ledger.store, ledger.dataset, entry.index, out.release_id)
+        return stamp_created(out, entry.time)
 
     def release_many(self, ledgers: Sequence[Any], charge: Any, runs: Sequence[Callable[[], R]]) -> list[R]:
         """Charge ``charge`` to each of ``ledgers`` (period ledgers of one series budget) in one

@@ -25,7 +25,11 @@ file shared by every session and process of the app on this machine.
   with a per-install secret kept beside the database (``ledger.sqlite.key``, readable by its owner
   only).  A content fingerprint is a hash of the data, so a stored plain fingerprint would let
   whoever reads the database test guesses about the data (say, one person's location); the keyed
-  hash does not without the secret.  Budgets stored under a plain key by earlier versions move to
+  hash does not without the secret.  The key file also holds a check value of the secret and the
+  id of its database, both also stored in the database, so a replaced key file or an emptied or
+  deleted database is refused instead of opening fresh budgets (:mod:`dpcore.privacy.ledger_keyfile`);
+  every SQLite fault is a :class:`~dpcore.errors.StorageError` naming the fix
+  (:mod:`dpcore.privacy.ledger_errors`).  Budgets stored under a plain key by earlier versions move to
   their keyed name the first time they are opened.  The key kinds are the kinds of data,
   ``points``, ``areas`` (hierarchy and census releases of one table share a budget) and ``flows``;
   a budget stored under an earlier version's key kind (``census``, ``od``: :data:`LEGACY_KINDS`)
@@ -51,19 +55,23 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dpcore.errors import BudgetError, DPCoreError, InputError
+from dpcore.errors import BudgetError, DPCoreError, InputError, StorageError
 from dpcore.privacy import key_aliases
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import CapChange, Ledger, LedgerEntry, minute_now
-from dpcore.privacy.noise import secret_key
+from dpcore.privacy.ledger_errors import connect, damaged, storage_error
+from dpcore.privacy.ledger_journal import JOURNAL_SCHEMA, journal_charge
+from dpcore.privacy.ledger_journal import stored as journal_stored
+from dpcore.privacy.ledger_keyfile import mark_budgets, open_secret
 from dpcore.privacy.units import Unit, population_needs_persons
 
 __all__ = ["LedgerStore", "StoredLedger", "default_path", "default_store"]
@@ -124,6 +132,10 @@ def _private_file(path: Path) -> None:
 
 
 
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def default_path() -> Path:
     """``$DPCORE_LEDGER_DB``, else ``$XDG_DATA_HOME/dpcore/ledger.sqlite``."""
     env = os.environ.get("DPCORE_LEDGER_DB")
@@ -155,55 +167,44 @@ class LedgerStore:
         weakref.finalize(store, shutil.rmtree, folder, True)
         return store
 
+    #: Called with a one-line notice when a write waits for another process's lock (default: stderr).
+    on_wait: Callable[[str], None] | None = None
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.key_path = self.path.with_name(self.path.name + ".key")
+        #: seconds a write waits for another process's lock before it is refused (a notice says it waits)
+        self.timeout = float(os.environ.get("DPCORE_LEDGER_TIMEOUT") or 30.0)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _private_file(self.path)
-            with self._connect() as con:
-                con.executescript(_SCHEMA)
-                if "unit" not in {r[1] for r in con.execute("PRAGMA table_info(datasets)")}:
-                    con.execute("ALTER TABLE datasets ADD COLUMN unit TEXT")
-                # columns added without a migration: rows of earlier versions read as uncompressed
-                # (encoding NULL), of their stored length (size NULL) and not removed (removed NULL)
-                have = {r[1] for r in con.execute("PRAGMA table_info(release_files)")}
-                for column, decl in (("encoding", "TEXT"), ("size", "INTEGER"), ("removed", "TEXT")):
-                    if column not in have:
-                        con.execute(f"ALTER TABLE release_files ADD COLUMN {column} {decl}")
-            self._secret = self._load_secret()
-        except (OSError, sqlite3.Error) as e:
-            raise DPCoreError(
-                f"Cannot open the budget database at {self.path}: {e}. Set DPCORE_LEDGER_DB to a writable "
-                "file path (the budget must be kept somewhere that survives restarts)."
-            ) from None
+        except OSError as e:
+            raise StorageError(
+                f"Cannot create the budget database at {self.path}: {e.strerror or e}. Make its folder writable, or "
+                "set DPCORE_LEDGER_DB to a writable file path (the budget must be kept somewhere that survives "
+                "restarts).") from None
+        with contextlib.closing(self._connect()) as con:
+            con.executescript(_SCHEMA + JOURNAL_SCHEMA)
+            if "unit" not in {r[1] for r in con.execute("PRAGMA table_info(datasets)")}:
+                con.execute("ALTER TABLE datasets ADD COLUMN unit TEXT")
+            # columns added without a migration: rows of earlier versions read as uncompressed
+            # (encoding NULL), of their stored length (size NULL) and not removed (removed NULL)
+            have = {r[1] for r in con.execute("PRAGMA table_info(release_files)")}
+            for column, decl in (("encoding", "TEXT"), ("size", "INTEGER"), ("removed", "TEXT")):
+                if column not in have:
+                    con.execute(f"ALTER TABLE release_files ADD COLUMN {column} {decl}")
+        try:
+            with self.transaction() as con:  # one process at a time makes or upgrades the key file
+                self._secret, self._budgets_marked = open_secret(con, self.path, self.key_path)
+        except OSError as e:
+            raise StorageError(f"Cannot read or write the budget key file {self.key_path}: {e.strerror or e}. "
+                               "Check its permissions (it must stay beside the database).") from None
 
-    def _load_secret(self) -> bytes:
-        key_path = self.path.with_name(self.path.name + ".key")
-        if not key_path.exists():
-            with contextlib.closing(self._connect()) as con:
-                keyed = con.execute("SELECT 1 FROM datasets WHERE fingerprint LIKE ? LIMIT 1",
-                                    (KEY_PREFIX + "%",)).fetchone()
-            if keyed:
-                # a new secret would give every data set a fresh, empty budget
-                raise DPCoreError(
-                    f"The budget key file {key_path} is missing, but the budget database {self.path} holds budgets "
-                    "keyed with it. Restore the key file from the backup of the database (they go together); "
-                    "without it these budgets cannot be found, and a new key would start every data set afresh.")
-            # written whole to a private temporary file, then linked into place: a second process
-            # starting at the same moment finds either no key file or a complete one
-            tmp = key_path.with_name(f"{key_path.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(secret_key().hex())
-            with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
-                os.link(tmp, key_path)
-            tmp.unlink()
-        os.chmod(key_path, 0o600)
-        secret = bytes.fromhex(key_path.read_text().strip())
-        if len(secret) < 16:
-            raise DPCoreError(f"The budget key file {key_path} is damaged (too short). Restore it from a backup: "
-                              "without it the budgets in the database cannot be found.")
-        return secret
+    def _mark_budgets(self) -> None:
+        """Note in the key file, before a first budget is written, that budgets exist (item 18)."""
+        if not self._budgets_marked:
+            mark_budgets(self.key_path)
+            self._budgets_marked = True
 
     # -- keys -------------------------------------------------------------------------------
     def key(self, kind: str, fingerprint: str) -> str:
@@ -302,23 +303,50 @@ class LedgerStore:
                             (kind, key))
 
     def _connect(self, check_same_thread: bool = True) -> sqlite3.Connection:
-        # autocommit mode (isolation_level=None): transactions are explicit BEGIN IMMEDIATE
-        con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=check_same_thread)
+        # autocommit mode (isolation_level=None): transactions are explicit BEGIN IMMEDIATE;
+        # every SQLite error reaches the caller as a StorageError naming the fix (ledger_errors)
+        con = connect(self.path, self.timeout, check_same_thread)
         con.execute("PRAGMA foreign_keys = ON")
         return con
 
+    def _begin(self, con: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``; when another process holds the write lock, say so and wait up to
+        :attr:`timeout` seconds before refusing (a silent 30-second wait reads as a hang)."""
+        con.execute("PRAGMA busy_timeout = 200")
+        try:
+            sqlite3.Connection.execute(con, "BEGIN IMMEDIATE")  # the raw error: is it a lock?
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise storage_error(e, self.path) from None
+        notice = (f"Waiting for the budget database {self.path}: another release or process is writing to it "
+                  f"(up to {self.timeout:g} s)...")
+        (self.on_wait or _stderr)(notice)
+        con.execute(f"PRAGMA busy_timeout = {max(0, int(self.timeout * 1000) - 200)}")
+        try:
+            sqlite3.Connection.execute(con, "BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise storage_error(e, self.path, timeout=self.timeout) from None
+        finally:
+            con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """An exclusive-for-writes transaction: committed on success, rolled back on any error."""
+        """An exclusive-for-writes transaction: committed on success, rolled back on any error.
+
+        A full disk can make SQLite roll the transaction back itself; the ROLLBACK is then skipped
+        (it used to replace the cause with ``cannot rollback - no transaction is active``)."""
         con = self._connect()
         try:
-            con.execute("BEGIN IMMEDIATE")
+            self._begin(con)
             try:
                 yield con
+                con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.in_transaction:
+                    with contextlib.suppress(Exception):
+                        sqlite3.Connection.execute(con, "ROLLBACK")
                 raise
-            con.execute("COMMIT")
         finally:
             con.close()
 
@@ -350,6 +378,7 @@ class LedgerStore:
                         (release_id, fingerprint, kind, created, json.dumps(dict(summary), default=str)))
             con.executemany("INSERT INTO release_files (release_id, name, data, encoding, size) "
                             "VALUES (?, ?, ?, ?, ?)", rows)
+            journal_stored(con, release_id)  # its charge can now be re-served (ledger_journal)
 
     def releases(self, fingerprint: str) -> list[dict[str, Any]]:
         """Stored releases of a dataset, newest first: id, kind, created, summary, the names of the
@@ -477,12 +506,16 @@ class StoredLedger(Ledger):
         # per read and a connection per read)
         self._read = store._connect(check_same_thread=False)
         self._version: int | None = None
+        #: whether this object opened the budget (it did not exist): "new budget for this data"
+        self.created_new = False
         if not store.has_ledger(fingerprint):
+            store._mark_budgets()  # before the row: an emptied database is then refused, never reset
             with store.transaction() as con:
                 con.execute("INSERT OR IGNORE INTO datasets (fingerprint, kind, cap, created, unit) "
                             "VALUES (?, ?, ?, ?, ?)",
                             (fingerprint, kind, json.dumps(self._check_cap(default_cap).to_dict()),
                              minute_now(), json.dumps(unit.to_dict()) if unit else None))
+                self.created_new = con.execute("SELECT changes()").fetchone()[0] > 0
         # a budget from before units were recorded gets its unit from its next *charged* release
         # (Ledger.spend), never from a release that is only asked about and then refused
         self._refresh()
@@ -501,12 +534,15 @@ class StoredLedger(Ledger):
         row = con.execute("SELECT cap, unit FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone()
         if row is None:  # pragma: no cover - created in __init__ and never deleted
             raise InputError("This dataset's budget record has disappeared from the budget database.")
-        cap = PrivacyCost.from_dict(json.loads(row[0]))
-        unit = Unit.from_dict(json.loads(row[1])) if row[1] else None
-        entries = [LedgerEntry.from_dict(json.loads(e)) for (e,) in con.execute(
-            "SELECT entry FROM spends WHERE fingerprint = ? ORDER BY idx", (self._fp,))]
-        changes = [CapChange.from_dict(json.loads(c)) for (c,) in con.execute(
-            "SELECT change FROM cap_changes WHERE fingerprint = ? ORDER BY idx", (self._fp,))]
+        try:
+            cap = PrivacyCost.from_dict(json.loads(row[0]))
+            unit = Unit.from_dict(json.loads(row[1])) if row[1] else None
+            entries = [LedgerEntry.from_dict(json.loads(e)) for (e,) in con.execute(
+                "SELECT entry FROM spends WHERE fingerprint = ? ORDER BY idx", (self._fp,))]
+            changes = [CapChange.from_dict(json.loads(c)) for (c,) in con.execute(
+                "SELECT change FROM cap_changes WHERE fingerprint = ? ORDER BY idx", (self._fp,))]
+        except (ValueError, KeyError, TypeError) as e:  # a row that no longer reads as what was written
+            raise damaged(self._store.path, f"a ledger row of this budget does not read: {e}") from None
         spent = sum((Fraction(e.charged) for e in entries), Fraction(0))
         with self._lock:
             self._cap, self._entries, self._spent = cap, entries, spent
@@ -570,7 +606,9 @@ class StoredLedger(Ledger):
 
     # -- writes in one transaction ------------------------------------------------------------
     def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
-              unit: Unit | None = None) -> LedgerEntry:
+              unit: Unit | None = None, *, journal: str | None = None) -> LedgerEntry:
+        """Charge ``cost`` (:meth:`Ledger.spend`) in one transaction; ``journal``: where the release's
+        files go, kept with the charge in the same transaction (:mod:`dpcore.privacy.ledger_journal`)."""
         with self._lock, self._store.transaction() as con:
             bound = con.execute("SELECT name FROM bindings WHERE data_key = ?", (self._fp,)).fetchone()
             if bound:
@@ -587,6 +625,8 @@ class StoredLedger(Ledger):
                 # a budget without a unit takes its first release's (Ledger.spend set it)
                 con.execute("UPDATE datasets SET unit = ? WHERE fingerprint = ? AND unit IS NULL",
                             (json.dumps(entry.unit.to_dict()), self._fp))
+                if journal is not None:
+                    journal_charge(con, self._fp, entry.index, journal)
             except BaseException:
                 self._load(con)  # the transaction rolls back: forget the in-memory charge too
                 raise

@@ -167,10 +167,10 @@ class LinkedLedger(StoredLedger):
     _pending_details: Mapping[str, Any] | None = None
 
     def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
-              unit: Unit | None = None) -> LedgerEntry:
+              unit: Unit | None = None, *, journal: str | None = None) -> LedgerEntry:
         self._pending_details = details
         try:
-            return super().spend(cost, label, details, unit)
+            return super().spend(cost, label, details, unit, journal=journal)
         finally:
             self._pending_details = None
 

@@ -1,0 +1,86 @@
+"""Every dataset of the budget database, for History in any session (issue 26, item 8).
+
+A budget is found by its data's keyed fingerprint, so a new browser session used to show no
+history until the same file was uploaded again.  :func:`datasets` lists every budget of the
+database instead, with the name the curator gave it (:func:`name_dataset`, table
+``dataset_names``; a population's own name), never an uploaded file's name (issue 18, item 8), when
+it was opened and last charged, spent and cap, its releases and its charges not delivered
+(:mod:`dpcore.privacy.ledger_journal`); the stored files of each release can be downloaded again
+from there.
+
+>>> import tempfile, pathlib
+>>> from dpcore.privacy import budget
+>>> from dpcore.privacy.ledger_store import LedgerStore
+>>> store = LedgerStore(pathlib.Path(tempfile.mkdtemp()) / "l.sqlite")
+>>> led = store.ledger(store.key("points", "fp"), budget.pure(1.0), "points")
+>>> _ = led.spend(budget.pure(0.25), "first")
+>>> name_dataset(store, led.dataset, "Pickups, April")
+>>> [(d["names"], d["kind"], d["spent"], d["cap"]["value"]) for d in datasets(store)]
+[(['Pickups, April'], 'points', 0.25, 1.0)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from fractions import Fraction
+from typing import Any
+
+from dpcore.privacy.budget import PrivacyCost
+from dpcore.privacy.ledger import LedgerEntry
+from dpcore.privacy.ledger_journal import undelivered
+
+__all__ = ["NAMES_SCHEMA", "datasets", "name_dataset"]
+
+NAMES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS dataset_names (
+    fingerprint TEXT NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, name)
+);
+"""
+
+
+def name_dataset(store: Any, key: str, name: str) -> None:
+    """Name the budget ``key`` as the curator typed it (an empty name removes it); kept in the
+    database only, shown by History in every session."""
+    name = " ".join(str(name).split())[:200]
+    with store.transaction() as con:
+        con.execute(NAMES_SCHEMA)
+        con.execute("DELETE FROM dataset_names WHERE fingerprint = ?", (key,))
+        if name:
+            con.execute("INSERT INTO dataset_names VALUES (?, ?)", (key, name))
+
+
+def datasets(store: Any) -> list[dict[str, Any]]:
+    """Every one-off budget of the database (periods of a series are listed by ``budgets``), oldest
+    first: ``key``, ``kind``, ``names``, ``population`` (when data is bound to it), ``created``,
+    ``last`` (time of the last charge), ``cap`` (a dict), ``spent``, ``charges``, ``releases``
+    (as :meth:`LedgerStore.releases`) and ``undelivered`` (:func:`ledger_journal.undelivered`)."""
+    with contextlib.closing(store._connect()) as con:  # noqa: SLF001 - the store's own helper module
+        con.execute(NAMES_SCHEMA)
+        rows = con.execute("SELECT fingerprint, kind, cap, created FROM datasets WHERE kind != 'period' "
+                           "ORDER BY created, rowid").fetchall()
+        names: dict[str, list[str]] = {}
+        for key, name in con.execute("SELECT fingerprint, name FROM dataset_names ORDER BY rowid"):
+            names.setdefault(key, []).append(name)
+        for data_key, pop, name in con.execute("SELECT data_key, population, name FROM bindings"):
+            names.setdefault(pop, []).insert(0, f"Population {name}")
+            names[pop].extend(names.get(data_key, []))
+        spends: dict[str, list[LedgerEntry]] = {}
+        for key, e in con.execute("SELECT fingerprint, entry FROM spends ORDER BY fingerprint, idx"):
+            spends.setdefault(key, []).append(LedgerEntry.from_dict(json.loads(e)))
+    pending: dict[str, list[dict[str, Any]]] = {}
+    for d in undelivered(store):
+        pending.setdefault(d["key"], []).append(d)
+    out = []
+    for key, kind, cap, created in rows:
+        entries = spends.get(key, [])
+        if "@" in key or "#" in key:  # a series' period or cumulative budget: the office view lists those
+            continue
+        out.append({"key": key, "kind": kind, "names": list(dict.fromkeys(names.get(key, []))),
+                    "created": created, "last": entries[-1].time if entries else None,
+                    "cap": PrivacyCost.from_dict(json.loads(cap)).to_dict(),
+                    "spent": float(sum((Fraction(e.charged) for e in entries), Fraction(0))),
+                    "charges": len(entries), "releases": store.releases(key), "undelivered": pending.get(key, [])})
+    return out
