@@ -61,6 +61,7 @@ def add_census_parser(rsub: Any) -> argparse.ArgumentParser:
     cen.add_argument("--out", required=True, help="output folder for release.csv (marginals.csv) and release.json")
     add_budget_args(cen)
     engine_args(cen)
+    add_suppress_arg(cen)
     return cen
 
 
@@ -165,6 +166,10 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     from dpcore.data.code_tables import read_code_table
 
     make, cost = budget_arg(args)
+    rule = suppress_rule(args)
+    if rule is not None and args.mechanism == "matrix":
+        raise ParameterError("--suppress reads release.csv's noisy_count and noise_sd, which the matrix mechanism's "
+                             "marginal tables do not have; release them without --suppress (or use Privelet).")
     if args.mechanism == "privelet" and cost.definition != "pure":
         raise ParameterError("Privelet is pure ε-DP: give --epsilon, or choose --mechanism matrix for --rho.")
     levels = split_list(args.levels, "--levels", str, "state,county,tract")
@@ -210,7 +215,7 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
         return Made(out, paths, f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix "
                                 f"mechanism, {cost.label()}; RMSE per cell {info['expected_rmse_per_query']:.3g}"
                     + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {bud.left()}")
-    paths = write_files(out.files(bud.ledger), folder)
+    paths = write_files(out.files(bud.ledger, suppress=rule), folder)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     return Made(out, paths, f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
                             f"{bud.left()}")
@@ -249,7 +254,6 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     from dpcore import catalog, pipeline
     from dpcore.areas.counts import HierarchyCounts
     from dpcore.areas.unit import hierarchy_unit
-    from dpcore.core.reliability import apply_to_files
     from dpcore.data import area_boundaries
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
@@ -333,7 +337,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     bud = open_budget(args, make, plan.cost, "areas",
                       _table_key(args, df, levels, counts_cols or None, raw=small is None), plan.unit, session=session)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
-    paths = write_files(apply_to_files(out.files(bud.ledger, joins=joins), rule), args.out)
+    paths = write_files(out.files(bud.ledger, suppress=rule, joins=joins), args.out)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

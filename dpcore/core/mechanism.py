@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from dpcore.core import record as _record
-from dpcore.core.review import with_review
+from dpcore.core.reliability import apply_to_files
+from dpcore.core.review import CV_THRESHOLD, with_review
 from dpcore.errors import ParameterError
 from dpcore.privacy.budget import PrivacyCost, pure
 from dpcore.privacy.ledger import Ledger
@@ -327,16 +328,22 @@ class KindRelease:
                 inner = dataclasses.replace(inner, **stamp)
         return cls(plan, inner, record, rid, created, files)
 
-    def files(self, ledger: Ledger | None = None, **options: Any) -> dict[str, bytes]:
+    def files(self, ledger: Ledger | None = None, *, suppress: Any = None, cv_threshold: float = CV_THRESHOLD,
+              **options: Any) -> dict[str, bytes]:
         """The release's files, name -> bytes, made from the kind's release with ``ledger`` as of the
         charge (``release.csv``, ``release.json`` and the kind's others; ``options`` are the kind's,
         e.g. boundary joins or flow-line coordinates).  ``release.json`` holds :meth:`record` with
-        the same ledger and options.  Write them with :func:`dpcore.core.record.write_files`; the
-        app stores the same bytes."""
+        the same ledger and options, plus ``level_guidance`` (the "use at level L or coarser" line,
+        read from the published table: the finest level whose median CV is under ``cv_threshold``)
+        and, with a reliability rule ``suppress`` (:func:`dpcore.core.reliability.parse_rule`;
+        post-processing), the ``reliability`` section and ``release_full.csv``.  Every kind's files
+        gain the review record (``deployment.yaml``, ``review.html``; issue 25 item 7), made once,
+        after the rule.  Write them with :func:`dpcore.core.record.write_files`; the app stores the
+        same bytes."""
         if self.make_files is None:
             raise NotImplementedError(f"The {self.kind} kind writes no files.")
-        # every kind's files gain the review record (deployment.yaml, review.html; issue 25 item 7)
-        return with_review(self.make_files(self.inner, ledger, plan=self.plan, **options))
+        made = self.make_files(self.inner, ledger, plan=self.plan, **options)
+        return with_review(apply_to_files(made, suppress), cv_threshold)
 
     @property
     def kind(self) -> str:
@@ -350,10 +357,13 @@ class KindRelease:
     def cost(self) -> PrivacyCost:
         return self.plan.cost
 
-    def record(self, ledger: Ledger | None = None, **options: Any) -> dict[str, Any]:
-        """The JSON record, exactly as ``release.json`` of :meth:`files` with the same ``ledger``
-        and ``options``: the shared top of :func:`dpcore.core.record.build_record` (with the plan's
-        rows) and the kind's body."""
+    def record(self, ledger: Ledger | None = None, *, suppress: Any = None, cv_threshold: float = CV_THRESHOLD,
+               **options: Any) -> dict[str, Any]:
+        """The JSON record as ``release.json`` of :meth:`files` holds it with the same ``ledger`` and
+        ``options``: the shared top of :func:`dpcore.core.record.build_record` (with the plan's
+        rows) and the kind's body; ``release.json`` adds to it what is read from the published table
+        (``level_guidance`` at ``cv_threshold``, and the ``reliability`` section of a ``suppress`` rule)."""
+        del suppress, cv_threshold  # sections of the files, read from the published table
         return self.make_record(self.inner, ledger, plan=self.plan, **options)
 
 
