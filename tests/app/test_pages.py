@@ -596,3 +596,27 @@ def test_the_release_that_uses_up_the_budget_is_confirmed_like_any_other(at):
     at.run()  # the next run: the button is replaced by a calm note, not an error
     assert not at.error
     assert any("used up" in i for i in texts(at.info))
+
+
+def test_release_step_offers_the_polygon_interval_and_the_use_level_line(at):
+    """Issue 25 item 4 for points: the Release step offers the polygon upload and states the record's
+    "use at level" line; the stored files answer a polygon (the library the page calls) with every leaf
+    inside a box that covers the grid."""
+    from dpcore.estimate.release_interval import ReleaseIntervals
+
+    choose(at, "ug")
+    release(at)
+    cur = at.session_state["releases"][0]
+    files = cur.exports["files"]
+    g = json.loads(files["release.json"])["level_guidance"]
+    assert g["threshold"] == 0.3 and g["statement"].startswith(("Use at level", "No level"))
+    assert any(g["statement"] in c.value for c in at.caption)
+    assert any("Upload a polygon" in str(getattr(u, "proto", "")) for u in at.get("file_uploader"))
+    rel = cur.release
+    b = rel.grid.bounds
+    box = {"type": "Polygon", "coordinates": [[[b.west - 1, b.south - 1], [b.east + 1, b.south - 1],
+                                               [b.east + 1, b.north + 1], [b.west - 1, b.north + 1],
+                                               [b.west - 1, b.south - 1]]]}
+    [r] = ReleaseIntervals(files).of_polygons(json.dumps(box).encode())
+    assert r["cells_cut"] == 0 and r["cells_inside"] == len(json.loads(files["design.json"])["cells"])
+    assert r["low"] < r["estimate"] < r["high"]
