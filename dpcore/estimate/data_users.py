@@ -26,11 +26,18 @@ from numpy.typing import NDArray
 
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.errors import ParameterError
-from dpcore.estimate.gls import DESIGN_SCHEMA, Measurements, measurements_from
+from dpcore.estimate.gls import (
+    DESIGN_SCHEMA,
+    Measurements,
+    gls_estimate,
+    measurements_from,
+    replicates,
+)
 from dpcore.estimate.tree_inference import tree_least_squares
 
-__all__ = ["DATA_USER_FILES", "MEASUREMENT_COLUMNS", "DataUserPack", "design_dict", "estimates_csv",
-           "measurements_frame", "pack_files", "node_estimates", "section", "variance_of"]
+__all__ = ["DATA_USER_FILES", "MAX_REPLICATE_VALUES", "MEASUREMENT_COLUMNS", "REPLICATES", "REPLICATE_FILE",
+           "REPLICATE_SEED", "DataUserPack", "design_dict", "estimates_csv", "measurements_frame", "node_estimates",
+           "pack_files", "replicate_files", "replicates_csv", "replicates_info", "section", "variance_of"]
 
 MEASUREMENT_COLUMNS = ("measurement_id", "level", "node", "value", "family", "scale", "variance", "share",
                        "phase")
@@ -42,9 +49,79 @@ INDEPENDENT = ("The noise draws of all measurements are independent of each othe
 DATA_USER_FILES = ("measurements.csv", "design.json", "estimates.csv")
 
 
-def section(note: str, map_shows: str = "published") -> dict[str, Any]:
-    """The record's ``data_users`` section: the files, which value the map shows, and ``note``."""
-    return {"files": list(DATA_USER_FILES), "map_shows": map_shows, "note": note}
+#: The replicate file for spreadsheet users: R data-free replicate columns of every finest cell.
+REPLICATE_FILE = "replicates.csv"
+#: R, the number of replicate columns (the ACS convention), and the recorded, public seed of their draws.
+REPLICATES, REPLICATE_SEED = 80, 0
+#: The file is written up to this many values (cells × R: 50,000 cells at R = 80, about 60 MB of
+#: text); a larger release states how to draw the same replicates from its measurements instead.
+MAX_REPLICATE_VALUES = 4_000_000
+_FORMULA = ("Var = (1/R) * sum over r of (rep_r - estimate)^2, for one cell or for a union of cells after summing "
+            "each column (estimate and rep_1..rep_R) over its rows")
+
+
+def replicates_info(n_cells: int, R: int = REPLICATES, seed: int = REPLICATE_SEED) -> dict[str, Any]:
+    """The record's ``data_users.replicates``: the file (None when too large to write), R, the seed and
+    the spreadsheet formula.
+
+    >>> replicates_info(4)["file"], replicates_info(10**6)["file"]
+    ('replicates.csv', None)
+    """
+    written = int(n_cells) * int(R) <= MAX_REPLICATE_VALUES
+    info: dict[str, Any] = {"file": REPLICATE_FILE if written else None, "R": int(R), "seed": int(seed),
+                            "formula": _FORMULA}
+    if not written:
+        info["why"] = (f"{int(n_cells):,} cells x {int(R)} columns is over {MAX_REPLICATE_VALUES:,} values; the same "
+                       "replicates are drawn from measurements.csv and design.json by "
+                       f"dpcore.estimate.gls.replicates(read_release(OUT), R={int(R)}, seed={int(seed)})")
+    return info
+
+
+def section(note: str, map_shows: str = "published", n_cells: int | None = None) -> dict[str, Any]:
+    """The record's ``data_users`` section: the files, which value the map shows, and ``note``; with
+    ``n_cells`` (the finest cells) the replicate file (:func:`replicates_info`)."""
+    out: dict[str, Any] = {"files": list(DATA_USER_FILES), "map_shows": map_shows, "note": note}
+    if n_cells is not None:
+        out["replicates"] = replicates_info(n_cells)
+        if out["replicates"]["file"]:
+            out["files"].append(REPLICATE_FILE)
+    return out
+
+
+def replicates_csv(m: Measurements, R: int = REPLICATES, seed: int = REPLICATE_SEED) -> bytes:
+    """``replicates.csv``: one row per finest cell (``code`` as in design.json's ``cells``), its GLS
+    ``estimate`` and ``R`` data-free replicates ``rep_1..rep_R`` (:func:`dpcore.estimate.gls.replicates`;
+    post-processing of the published measurements with a public seed: no data, no budget).  Values
+    are rounded to 4 decimals.  The variance of a union: sum its rows column by column, then
+    ``(1/R) Σ_r (rep_r − estimate)²``.
+
+    >>> import scipy.sparse as sp
+    >>> m = Measurements(sp.csr_matrix(np.eye(2)), np.array([5.0, 7.0]), np.full(2, 4.0), ["a", "b"])
+    >>> print(replicates_csv(m, R=2).decode().splitlines()[0])
+    code,estimate,rep_1,rep_2
+    """
+    import io
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    reps = np.round(replicates(m, R=R, seed=seed), 4)
+    cols: dict[str, Any] = {"code": pa.array([str(c) for c in m.cells], pa.string()),
+                            "estimate": pa.array(np.round(gls_estimate(m), 4))}
+    cols.update({f"rep_{r + 1}": pa.array(reps[:, r]) for r in range(reps.shape[1])})
+
+    def write(d: pd.DataFrame) -> bytes:  # pyarrow: the float columns written fast; a plain header line
+        buf = io.BytesIO()
+        pacsv.write_csv(pa.Table.from_pandas(d, preserve_index=False), buf,
+                        pacsv.WriteOptions(include_header=False, quoting_style="needed"))
+        return (",".join(map(str, d.columns)) + "\n").encode() + buf.getvalue()
+
+    return csv_bytes(pa.table(cols).to_pandas(), write)
+
+
+def replicate_files(m: Measurements) -> dict[str, bytes]:
+    """``{"replicates.csv": ...}`` when :func:`replicates_info` writes it for ``m``'s cells, else ``{}``."""
+    return {REPLICATE_FILE: replicates_csv(m)} if replicates_info(m.n)["file"] else {}
 
 
 def variance_of(family: str, scale: Any) -> float:

@@ -35,6 +35,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcore.data.csv_safe import csv_bytes
+from dpcore.estimate.data_users import REPLICATE_FILE, replicate_files, replicates_info
+from dpcore.estimate.gls import measurements_from
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.calibration import gaussian_sigma_for_rho, laplace_scale_for_epsilon
@@ -253,9 +255,10 @@ def data_user_files(release: PartitionRelease) -> dict[str, bytes]:
     not unions of its leaves gets files that offer no measurement and say why, with the published
     values and their analytic variances as the estimates."""
     try:
-        return {
-            "measurements.csv": _csv(measurement_frame(release)),
-            "design.json": orjson.dumps(design(release)),  # compact: a million cells stay ~100 bytes each
+        frame, plan = measurement_frame(release), design(release)
+        files = {
+            "measurements.csv": _csv(frame),
+            "design.json": orjson.dumps(plan),  # compact: a million cells stay ~100 bytes each
             "estimates.csv": _csv(estimate_frame(release)),
         }
     except ValueError as err:
@@ -269,15 +272,21 @@ def data_user_files(release: PartitionRelease) -> dict[str, bytes]:
                             "estimate": release.noisy, "variance": var, "sd": np.sqrt(var), "published": release.noisy})
         return {"measurements.csv": (",".join(MEASUREMENT_COLUMNS) + "\n").encode(),
                 "design.json": orjson.dumps(none), "estimates.csv": _csv(est[ESTIMATE_COLUMNS])}
+    if replicates_info(len(plan["cells"]))["file"] and len(frame):  # small enough for a spreadsheet (item 5)
+        files.update(replicate_files(measurements_from(plan, frame)))
+    return files
 
 
 def data_users_section(release: PartitionRelease) -> dict[str, Any]:
     """The record's ``data_users`` section: the files and which value the map and tables show."""
+    offered = _measured(release) is not None
+    info = replicates_info(int(release.leaf.sum())) if offered else None
     return {
-        "files": list(DATA_USER_FILES),
+        "files": [*DATA_USER_FILES, *([REPLICATE_FILE] if info is not None and info["file"] else [])],
         "map_shows": "published",
         "published": "release.csv's noisy_count: the released counts (negative values kept, not rounded)",
         "estimates": "estimates.csv: least-squares (GLS) estimates with exact variances from measurements.csv",
-        "measurements_offered": _measured(release) is not None,
+        "measurements_offered": offered,
         "conditional_on_partition": _conditional(release),
+        **({"replicates": info} if info is not None else {}),
     }

@@ -22,6 +22,7 @@ from dpcore.core.mechanism import Plan
 from dpcore.core.record import build_record, jsonable
 from dpcore.core.review import REVIEW_FILES
 from dpcore.data.csv_safe import csv_bytes
+from dpcore.estimate.data_users import REPLICATE_FILE
 from dpcore.points.data_users import DATA_USER_FILES, data_user_files, data_users_section
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
 from dpcore.privacy.calibration import interval_half_width
@@ -198,7 +199,7 @@ def release_body(release: PartitionRelease) -> dict[str, Any]:
             "n_rectangles": release.n_rects,
             "n_leaves": int(release.leaf.sum()),
             "files": ["release.csv", "release.geojson", "release.json"]
-            + (["workload_answers.csv"] if has_workload_answers(release) else []) + list(DATA_USER_FILES),
+            + (["workload_answers.csv"] if has_workload_answers(release) else []) + data_users_section(release)["files"],
             "count_columns": "noisy_count is the released count; ci95_low/high = noisy_count ± the "
             "95% half-width of the noise (public, from the mechanism's parameters)",
         },
@@ -247,7 +248,7 @@ def release_json(release: PartitionRelease, ledger: Ledger | None = None, *, pla
 
 
 #: The order of a points release's files (the CLI writes them in this order; the app stores them so).
-FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv", *DATA_USER_FILES,
+FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv", *DATA_USER_FILES, REPLICATE_FILE,
               *REVIEW_FILES)
 
 

@@ -185,6 +185,7 @@ def test_a_release_makes_its_files_from_the_envelope_of_the_charge(tmp_path: Pat
     paths = write_files(files, tmp_path / "out")
     assert [p.name for p in paths] == ["release.csv", "release.geojson", "release.json",  # the CLI's names
                                        "measurements.csv", "design.json", "estimates.csv",  # data users' (issue 25)
+                                       "replicates.csv",  # R = 80 replicate columns for spreadsheets
                                        "deployment.yaml", "review.html"]  # the review record (issue 25)
     rec = json.loads((tmp_path / "out" / "release.json").read_bytes())
     validate_record(rec)
