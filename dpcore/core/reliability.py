@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -489,7 +489,8 @@ def _numbers(col: Any) -> np.ndarray:
 _KEY_COLUMNS = ("id", "level", "code", "parent", "origin", "destination")
 
 
-def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | None) -> dict[str, bytes]:
+def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | None, *,
+                   marked: Collection[str] = ()) -> dict[str, bytes]:
     """A release's files (name -> bytes, as every kind's ``*_files`` makes them) with ``rule`` applied.
 
     ``release.csv`` gets the rule's columns (and, under ``suppress``, blank values and intervals in
@@ -497,7 +498,8 @@ def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | Non
     noisy value with the same columns; GeoJSON files get the same withholding, matched on the
     cell's key properties; ``release.json`` gains the ``reliability`` section and the new file in
     ``outputs.files``.  Post-processing of published values only: no budget, no data.  A ``None``
-    rule returns the files unchanged.  The review record (``deployment.yaml``, ``review.html``)
+    rule returns the files unchanged.  ``marked``: GeoJSON files the kind already wrote with the rule
+    applied (the points writer, in its one pass), kept as they are.  The review record (``deployment.yaml``, ``review.html``)
     is not made here: :meth:`dpcore.core.mechanism.KindRelease.files` (``suppress=``) makes it once,
     after the rule.
 
@@ -539,7 +541,7 @@ def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | Non
     for name, data in files.items():
         if name == "release.csv":
             out[name], out[FULL_FILE] = pub_b, full_b
-        elif name.endswith(".geojson") and per_row:
+        elif name.endswith(".geojson") and per_row and name not in marked:
             out[name] = _geojson(data, rule, hit_keys, keys)
         elif name != "release.json":
             out[name] = data

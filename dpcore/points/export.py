@@ -20,6 +20,7 @@ import pandas as pd
 
 from dpcore.core.mechanism import Plan
 from dpcore.core.record import build_record, jsonable
+from dpcore.core.reliability import ReliabilityRule, assess
 from dpcore.core.review import REVIEW_FILES
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.estimate.data_users import REPLICATE_FILE
@@ -67,17 +68,27 @@ def release_csv(release: PartitionRelease, frame: pd.DataFrame | None = None) ->
     return csv_bytes(release_frame(release) if frame is None else frame, write)
 
 
-def release_geojson(release: PartitionRelease, frame: pd.DataFrame | None = None) -> bytes:
+def release_geojson(release: PartitionRelease, frame: pd.DataFrame | None = None,
+                    suppress: ReliabilityRule | None = None) -> bytes:
     """A FeatureCollection of lon/lat rectangles with the CSV's properties (RFC 7946).
 
     Built with pyarrow's vectorised string kernels: a Python dict per feature
-    takes ~40 s for a million cells, this takes a few seconds.
+    takes ~40 s for a million cells, this takes a few seconds.  With a reliability rule
+    (:mod:`dpcore.core.reliability`) the features carry its yes/no property and, under
+    ``suppress``, the withheld cells' value and interval are null: written in this one pass, as
+    :func:`~dpcore.core.reliability.apply_to_files` would edit the file afterwards (post-processing).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     df = release_frame(release) if frame is None else frame
     txt = {c: pc.cast(pa.array(df[c].to_numpy()), pa.string()) for c in CSV_COLUMNS}
+    hit = None
+    if suppress is not None:
+        hit = pa.array(assess(suppress, df["noisy_count"].to_numpy(float), df["noise_sd"].to_numpy(float)).hit)
+        if suppress.mode == "suppress":
+            for c in ("noisy_count", "ci95_low", "ci95_high"):
+                txt[c] = pc.if_else(hit, pa.scalar("null", pa.string()), txt[c])
     w, s, e, n = (txt[c] for c in ("west", "south", "east", "north"))
 
     def pt(x: pa.Array, y: pa.Array) -> list[Any]:
@@ -90,6 +101,8 @@ def release_geojson(release: PartitionRelease, frame: pd.DataFrame | None = None
                          ']]},"properties":{']
     for i, c in enumerate(CSV_COLUMNS):
         pieces += [("," if i else "") + f'"{c}":', txt[c]]
+    if hit is not None:
+        pieces += [f',"{suppress.column}":', pc.if_else(hit, pa.scalar("true"), pa.scalar("false"))]  # type: ignore[union-attr]
     pieces.append("}}")
     feats = pc.binary_join_element_wise(*pieces, "")
     head = ('{"type":"FeatureCollection","name":"dp_release_' + release.release_id
@@ -252,7 +265,8 @@ FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answer
               *REVIEW_FILES)
 
 
-def release_tables(release: PartitionRelease, *, geojson: bool = True) -> dict[str, bytes]:
+def release_tables(release: PartitionRelease, *, geojson: bool = True,
+                   suppress: ReliabilityRule | None = None) -> dict[str, bytes]:
     """The files of a points release that do not depend on the ledger, name -> bytes:
     ``release.csv``, ``release.geojson`` (unless ``geojson`` is False) and ``workload_answers.csv``
     for the matrix mechanism.  The app makes them after the page of a large release is drawn; its
@@ -260,7 +274,7 @@ def release_tables(release: PartitionRelease, *, geojson: bool = True) -> dict[s
     frame = release_frame(release)
     files = {"release.csv": release_csv(release, frame)}
     if geojson:
-        files["release.geojson"] = release_geojson(release, frame)
+        files["release.geojson"] = release_geojson(release, frame, suppress)
     if has_workload_answers(release):
         files["workload_answers.csv"] = workload_answers_csv(release)
     files.update(data_user_files(release))  # issue 25: measurements, design, estimates
@@ -277,12 +291,15 @@ def in_file_order(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def release_files(release: PartitionRelease, ledger: Ledger | None = None, *,
-                  plan: Plan | None = None, tables: bool = True) -> dict[str, bytes]:
+                  plan: Plan | None = None, tables: bool = True,
+                  suppress: ReliabilityRule | None = None) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv``, ``release.geojson``, ``release.json``
     (the record, with ``ledger`` as of the charge and the rows of the core ``plan``) and
     ``workload_answers.csv`` for the matrix mechanism; with ``tables=False``, ``release.json`` only.
     Made once, when the release is made (:meth:`dpcore.core.mechanism.KindRelease.files`); write
-    them with :func:`dpcore.core.record.write_files`, the app stores these bytes."""
-    files = release_tables(release) if tables else {}
+    them with :func:`dpcore.core.record.write_files`, the app stores these bytes.  ``suppress``: a
+    reliability rule written into ``release.geojson`` in its one pass (``KindRelease.files`` then
+    applies it to ``release.csv`` and ``release.json``)."""
+    files = release_tables(release, suppress=suppress) if tables else {}
     files["release.json"] = release_json(release, ledger, plan=plan)
     return in_file_order(files)
