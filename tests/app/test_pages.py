@@ -468,7 +468,7 @@ def test_export_after_release_files_agree(at):
     # whose ledger is the one as of the charge
     served = entry.exports["files"]
     assert list(served) == ["release.csv", "release.geojson", "release.json", "measurements.csv", "design.json",
-                            "estimates.csv", "deployment.yaml", "review.html"]  # + issue 25's files
+                            "estimates.csv", "replicates.csv", "deployment.yaml", "review.html"]  # + issue 25's files
     assert served["release.csv"] == export.release_csv(rel)
     assert json.loads(served["release.json"])["ledger"] == record["ledger"]
 
