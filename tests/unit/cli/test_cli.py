@@ -76,7 +76,9 @@ def test_release_each_mechanism(tmp_path: Path, points_csv: Path, mechanism: str
     assert rc == 0, captured.err
     assert captured.err == ""
     extra = ["workload_answers.csv"] if mechanism == "matrix" else []  # its workload answers
-    assert sorted(p.name for p in out.iterdir()) == FILES + extra
+    offered = json.loads((out / "release.json").read_text("utf-8"))["data_users"]["measurements_offered"]
+    expected = [n for n in FILES if offered or n != "replicates.csv"]  # replicates where measurements are offered
+    assert sorted(p.name for p in out.iterdir()) == sorted(expected + extra)
     rec = json.loads((out / "release.json").read_text("utf-8"))
     validate_record(rec)
     assert rec["mechanism"]["name"] == mechanism
