@@ -24,6 +24,7 @@ from dpcore.estimate.data_users import (
     estimates_csv,
     node_estimates,
     pack_files,
+    replicate_files,
     section,
 )
 
@@ -89,6 +90,7 @@ def hierarchy_data_user_files(rel: HierarchyRelease) -> dict[str, bytes]:
     if pack is None:
         return {}
     files, m = pack_files(pack)
+    files.update(replicate_files(m))  # replicates.csv, where small enough (issue 25 item 5)
     est, var = node_estimates(m)  # in design node order: depth by depth, as the pack lists them
     h = rel.hierarchy
     level = np.repeat(np.asarray(h.level_names, dtype=object), h.sizes)
@@ -106,4 +108,4 @@ def data_users_section(rel: HierarchyRelease) -> dict[str, Any] | None:
                  "estimates.csv holds the unbiased generalised least-squares estimate of every area and "
                  "its exact variance, computed from measurements.csv (the noisy counts before "
                  "post-processing) and design.json. 'python -m dpcore interval' gives the estimate and "
-                 "interval of any union of finest areas.")
+                 "interval of any union of finest areas.", n_cells=int(rel.hierarchy.sizes[-1]))

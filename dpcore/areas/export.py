@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from dpcore.areas.data_users import DATA_USER_FILES, data_users_section, hierarchy_data_user_files
+from dpcore.areas.data_users import data_users_section, hierarchy_data_user_files
 from dpcore.areas.tree_plans import HierarchyRelease
 from dpcore.core.mechanism import Plan
 from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
@@ -172,7 +172,7 @@ def hierarchy_file_names(rel: HierarchyRelease, joins: Mapping[str, Any] | None 
     """The names of the files :func:`hierarchy_files` writes for ``rel`` and ``joins``."""
     return ["release.csv", *(["area_queries.csv"] if rel.details.get("area_sets") else []),
             *[f"{safe_file_stem(level)}.geojson" for level in (joins or {})],
-            *(DATA_USER_FILES if data_users_section(rel) is not None else ()), "release.json"]
+            *((data_users_section(rel) or {}).get("files", ())), "release.json"]
 
 
 def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None, files: Sequence[str] | None = None, *,

@@ -65,6 +65,7 @@ def add_census_parser(rsub: Any) -> argparse.ArgumentParser:
                          "person-level --population budget; without it a count table protects one counted record")
     add_budget_args(cen)
     engine_args(cen)
+    add_suppress_arg(cen)
     return cen
 
 
@@ -175,6 +176,10 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     from dpcore.data.hierarchy import require_public_area_list
 
     make, cost = budget_arg(args)
+    rule = suppress_rule(args)
+    if rule is not None and args.mechanism == "matrix":
+        raise ParameterError("--suppress reads release.csv's noisy_count and noise_sd, which the matrix mechanism's "
+                             "marginal tables do not have; release them without --suppress (or use Privelet).")
     if args.mechanism == "privelet" and cost.definition != "pure":
         raise ParameterError("Privelet is pure ε-DP: give --epsilon, or choose --mechanism matrix for --rho.")
     levels = split_list(args.levels, "--levels", str, "state,county,tract")
@@ -224,7 +229,7 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
         return Made(out, paths, f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix "
                                 f"mechanism, {cost.label()}; RMSE per cell {info['expected_rmse_per_query']:.3g}"
                     + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {bud.left()}")
-    paths = deliver(bud, out, out.files(bud.ledger), folder)
+    paths = deliver(bud, out, out.files(bud.ledger, suppress=rule), folder)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     return Made(out, paths, f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
                             f"{bud.left()}")
@@ -273,7 +278,6 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.areas.counts import HierarchyCounts
-    from dpcore.core.reliability import apply_to_files
     from dpcore.data import area_boundaries
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
@@ -357,7 +361,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     keys = _table_key(args, df, levels, counts_cols or None, raw=small is None)
     bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:])
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
-    paths = deliver(bud, out, apply_to_files(out.files(bud.ledger, joins=joins), rule), args.out)
+    paths = deliver(bud, out, out.files(bud.ledger, suppress=rule, joins=joins), args.out)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

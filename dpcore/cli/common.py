@@ -146,7 +146,7 @@ def add_budget_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_suppress_arg(p: argparse.ArgumentParser) -> None:
-    """``--suppress RULE``: the reliability rule of :mod:`dpcore.core.reliability` (points, hierarchy, od)."""
+    """``--suppress RULE``: the reliability rule of :mod:`dpcore.core.reliability` (points, hierarchy, census, od)."""
     p.add_argument("--suppress", metavar="RULE",
                    help="reliability rule, post-processing at no budget: \"floor=5\" (withhold noisy values below 5), "
                         "\"cv=0.3\" (withhold values whose CV z·SD/value exceeds 0.3, z = 1.645 unless "

@@ -359,7 +359,6 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     trips are read or any budget is opened, and released through :func:`dpcore.pipeline.release`."""
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
-    from dpcore.core.reliability import apply_to_files
     from dpcore.flows.counts import ODCounts
     from dpcore.flows.unit import od_unit
     from dpcore.privacy import budget
@@ -424,9 +423,9 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
                       counts.fingerprint, plan.unit, session=session)
     made = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
     rel = made.inner
-    files = made.files(bud.ledger, origin_xy=xy, delta=delta, extra={"budget_input": given},
+    files = made.files(bud.ledger, suppress=rule, origin_xy=xy, delta=delta, extra={"budget_input": given},
                        top=args.geojson_top)
-    paths = deliver(bud, made, apply_to_files(files, rule), out)
+    paths = deliver(bud, made, files, out)
     if cost.definition == "zcdp":
         src = (f" from (ε = {given['epsilon']:g}, δ = {given['delta']:g}) by the {given['conversion']} conversion"
                if given["given"] == "epsilon, delta" else "")

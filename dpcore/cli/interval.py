@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from dpcore.errors import InputError, ParameterError
 
@@ -49,70 +46,39 @@ def read_codes(path: str | Path) -> list[list[str]]:
     return unions
 
 
-def _cell_shapes(folder: Path, cells: list[str]) -> np.ndarray:
-    """Every cell's shape: ``cell_bounds`` of design.json, else the finest level's GeoJSON."""
-    import geopandas
-    import orjson
-    import shapely
+def _release_files(folder: Path, shapes: bool) -> dict[str, bytes]:
+    """The files of a release folder an interval reads (and its GeoJSONs when polygons need shapes)."""
+    from dpcore.estimate.release_interval import INTERVAL_FILES
 
-    design = orjson.loads((folder / "design.json").read_bytes())
-    if design.get("cell_bounds"):
-        b = np.asarray(design["cell_bounds"], dtype=float)
-        return shapely.box(b[:, 0], b[:, 1], b[:, 2], b[:, 3])
-    pos = {c: i for i, c in enumerate(cells)}
-    best: np.ndarray | None = None
-    for f in sorted(folder.glob("*.geojson")):
-        g = geopandas.read_file(f)
-        if "code" not in g.columns:
-            continue
-        codes = g["code"].astype(str).to_numpy()
-        hit = np.array([c in pos for c in codes])
-        if hit.sum() and (best is None or hit.sum() > np.sum(~shapely.is_empty(best))):
-            shapes = np.full(len(cells), shapely.Polygon(), dtype=object)
-            shapes[[pos[c] for c in codes[hit]]] = g.geometry.to_numpy()[hit]
-            best = shapes
-    if best is None:
-        raise InputError(f"{folder} has no cell shapes: design.json gives no cell_bounds and no GeoJSON of the "
-                         "finest level is in the folder. Release with boundaries, or use --codes.")
-    return best
-
-
-def _polygons(path: str) -> list[Any]:
-    import geopandas
-
-    g = geopandas.read_file(path)
-    if g.empty:
-        raise InputError(f"{path} has no features: give a GeoJSON with one polygon per area.")
-    if g.crs is not None and not g.crs.equals("EPSG:4326"):
-        g = g.to_crs("EPSG:4326")
-    return list(g.geometry)
-
-
-def _clean(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+    if not all((folder / n).is_file() for n in INTERVAL_FILES):
+        raise ParameterError(f"{folder} has no design.json and measurements.csv: give the --out folder of a "
+                             "release made by a version that writes the data users' files.")
+    files = {n: (folder / n).read_bytes() for n in INTERVAL_FILES}
+    if shapes:
+        files.update({f.name: f.read_bytes() for f in sorted(folder.glob("*.geojson"))})
+    return files
 
 
 def cmd_interval(args: argparse.Namespace) -> int:
-    from dpcore.estimate.gls import gls_estimate, read_release, union_interval
+    from dpcore.estimate.gls import union_interval
+    from dpcore.estimate.release_interval import ReleaseIntervals, clean
 
     folder = Path(args.release)
     if not 0.0 < args.coverage < 1.0:
         raise ParameterError(f"--coverage must be between 0 and 1 (got {args.coverage}); e.g. 0.9.")
-    m = read_release(folder)
-    x = gls_estimate(m)  # once for every union
+    ri = ReleaseIntervals(_release_files(folder, shapes=bool(args.polygon)))  # the GLS estimate solved once
     out: list[dict[str, Any]] = []
     if args.codes:
         for codes in read_codes(args.codes):
-            out.append(_clean({**union_interval(m, codes, args.coverage, estimate=x), "cells": len(codes)}))
+            out.append(clean({**union_interval(ri.m, codes, args.coverage, estimate=ri.estimate), "cells": len(codes)}))
     else:
-        from dpcore.estimate.polygon_interval import polygon_interval
-
-        shapes = _cell_shapes(folder, m.cells)
-        for i, poly in enumerate(_polygons(args.polygon)):
-            r = _clean(polygon_interval(m, shapes, poly, args.coverage, estimate=x))
+        if not ri.design.get("cell_bounds") and not any(folder.glob("*.geojson")):
+            raise InputError(f"{folder} has no cell shapes: design.json gives no cell_bounds and no GeoJSON of the "
+                             "finest level is in the folder. Release with boundaries, or use --codes.")
+        out = ri.of_polygons(args.polygon, args.coverage)
+        for i, r in enumerate(out):
             if r["warning"]:
                 print(f"warning: feature {i}: {r['warning']}", file=sys.stderr)
-            out.append(r)
     if args.json:
         print(json.dumps(out, indent=1))
         return 0

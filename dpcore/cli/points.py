@@ -208,7 +208,6 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     before any data is read) and released through :func:`dpcore.pipeline.release`."""
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
-    from dpcore.core.reliability import apply_to_files
     from dpcore.data.domain import Bounds, Grid
     from dpcore.points.unit import points_unit
     from dpcore.privacy import budget
@@ -246,7 +245,7 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     out = pipeline.release(plan, agg, ledger=bud.ledger, session=bud.session)
     rel = out.inner
     # the files, made once from the envelope with the ledger as of the charge, written whole
-    paths = deliver(bud, out, apply_to_files(out.files(bud.ledger), rule), args.out)
+    paths = deliver(bud, out, out.files(bud.ledger, suppress=rule), args.out)
     cost = plan.cost
     reading = ""
     if cost.definition == "zcdp":

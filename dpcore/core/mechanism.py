@@ -23,6 +23,7 @@ and ``plan.unit``, before it calls :meth:`Mechanism.release`.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -30,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from dpcore.core import record as _record
-from dpcore.core.review import with_review
+from dpcore.core.reliability import apply_to_files, parse_rule
+from dpcore.core.review import CV_THRESHOLD, with_review
 from dpcore.errors import ParameterError
 from dpcore.privacy.budget import PrivacyCost, pure
 from dpcore.privacy.ledger import Ledger
@@ -321,18 +323,30 @@ class KindRelease:
         rid, created = _record.new_release_id(), _record.created_now()
         return cls(plan, _record.with_fields(inner, release_id=rid, created=created), record, rid, created, files)
 
-    def files(self, ledger: Ledger | None = None, **options: Any) -> dict[str, bytes]:
+    def files(self, ledger: Ledger | None = None, *, suppress: Any = None, cv_threshold: float = CV_THRESHOLD,
+              **options: Any) -> dict[str, bytes]:
         """The release's files, name -> bytes, made from the kind's release with ``ledger`` as of the
         charge (``release.csv``, ``release.json`` and the kind's others; ``options`` are the kind's,
         e.g. boundary joins or flow-line coordinates).  ``release.json`` holds :meth:`record` with
-        the same ledger and options.  Write them with :func:`dpcore.core.record.write_files`; the
-        app stores the same bytes."""
+        the same ledger and options, plus ``level_guidance`` (the "use at level L or coarser" line,
+        read from the published table: the finest level whose median CV is under ``cv_threshold``)
+        and, with a reliability rule ``suppress`` (:func:`dpcore.core.reliability.parse_rule`;
+        post-processing), the ``reliability`` section and ``release_full.csv``.  Every kind's files
+        gain the review record (``deployment.yaml``, ``review.html``; issue 25 item 7), made once,
+        after the rule.  Write them with :func:`dpcore.core.record.write_files`; the app stores the
+        same bytes."""
         if self.make_files is None:
             raise NotImplementedError(f"The {self.kind} kind writes no files.")
-        # every kind's files gain the review record (deployment.yaml, review.html; issue 25 item 7)
-        files = self.make_files(self.inner, ledger, plan=self.plan, **options)
-        # charged to no budget: every table a data user opens says so (issue 26 item 16)
-        return with_review(_record.mark_not_accounted(files) if ledger is None else files)
+        rule = parse_rule(suppress)
+        # a kind whose writer takes the rule marks its GeoJSON in the one write (points: a
+        # million features are not parsed and written again)
+        early = rule is not None and "suppress" in inspect.signature(self.make_files).parameters
+        made = self.make_files(self.inner, ledger, plan=self.plan, **({"suppress": rule} if early else {}), **options)
+        marked = [n for n in made if n.endswith(".geojson")] if early else []
+        files = apply_to_files(made, rule, marked=marked)
+        if ledger is None:  # charged to no budget: every table a data user opens says so (issue 26 item 16)
+            files = _record.mark_not_accounted(files)
+        return with_review(files, cv_threshold)
 
     @property
     def kind(self) -> str:
@@ -346,10 +360,13 @@ class KindRelease:
     def cost(self) -> PrivacyCost:
         return self.plan.cost
 
-    def record(self, ledger: Ledger | None = None, **options: Any) -> dict[str, Any]:
-        """The JSON record, exactly as ``release.json`` of :meth:`files` with the same ``ledger``
-        and ``options``: the shared top of :func:`dpcore.core.record.build_record` (with the plan's
-        rows) and the kind's body."""
+    def record(self, ledger: Ledger | None = None, *, suppress: Any = None, cv_threshold: float = CV_THRESHOLD,
+               **options: Any) -> dict[str, Any]:
+        """The JSON record as ``release.json`` of :meth:`files` holds it with the same ``ledger`` and
+        ``options``: the shared top of :func:`dpcore.core.record.build_record` (with the plan's
+        rows) and the kind's body; ``release.json`` adds to it what is read from the published table
+        (``level_guidance`` at ``cv_threshold``, and the ``reliability`` section of a ``suppress`` rule)."""
+        del suppress, cv_threshold  # sections of the files, read from the published table
         return self.make_record(self.inner, ledger, plan=self.plan, **options)
 
 

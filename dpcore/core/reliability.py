@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -56,7 +56,6 @@ import numpy as np
 import pandas as pd
 
 from dpcore.core.record import published_csv_bytes, published_csv_frame
-from dpcore.core.review import with_review
 from dpcore.errors import ParameterError
 
 __all__ = ["DEFAULT_Z", "FULL_FILE", "REASONS", "Assessment", "ReliabilityRule", "apply_to_files", "apply_to_frame",
@@ -341,28 +340,6 @@ def _mark(props: list[dict[str, Any]], rule: ReliabilityRule, hit_keys: set[str]
 
 
 _FEATURE = b'{"type":"Feature"'
-_PROPS = b'"properties":'
-
-
-def _geojson_by_line(lines: list[bytes], at: list[int], rule: ReliabilityRule, hit_keys: set[str],
-                     key_cols: list[str]) -> bytes:
-    """One feature per line whose last member is ``properties`` (the points writer's form): only
-    each feature's properties are parsed and written again, never its geometry."""
-    import orjson
-
-    props, ends = [], []
-    for i in at:
-        line = lines[i]
-        body = line.rstrip(b",")
-        j = body.rfind(_PROPS)
-        if j < 0 or not body.endswith(b"}}"):
-            raise ValueError("not one feature per line")
-        props.append(orjson.loads(body[j + len(_PROPS):-1]))
-        ends.append((line[:j + len(_PROPS)], b"}" + line[len(body):]))
-    _mark(props, rule, hit_keys, key_cols)
-    for i, p, (head, tail) in zip(at, props, ends, strict=True):
-        lines[i] = head + orjson.dumps(p) + tail
-    return b"\n".join(lines)
 
 
 def _geojson_arrow(data: bytes, rule: ReliabilityRule, hit_keys: set[str], key_cols: list[str]) -> bytes | None:
@@ -416,19 +393,13 @@ def _geojson_arrow(data: bytes, rule: ReliabilityRule, hit_keys: set[str], key_c
 def _geojson(data: bytes, rule: ReliabilityRule, hit_keys: set[str], key_cols: list[str]) -> bytes:
     """A GeoJSON whose features of withheld cells lose their value and interval (matched on the
     CSV's key columns), and every feature gets the rule's yes/no property.  A file with one
-    feature per line is edited line by line (a million-cell grid stays fast and small in memory)."""
+    feature per line and numeric keys (the points writer's) is edited in Arrow without parsing a
+    geometry (:func:`_geojson_arrow`); any other file is parsed whole."""
     import orjson
 
     fast = _geojson_arrow(data, rule, hit_keys, key_cols)
     if fast is not None:
         return fast
-    lines = data.split(b"\n")
-    at = [i for i, line in enumerate(lines) if line.startswith(_FEATURE)]
-    if len(at) > 1:
-        try:
-            return _geojson_by_line(lines, at, rule, hit_keys, key_cols)
-        except (ValueError, orjson.JSONDecodeError):
-            pass  # another layout: parse the whole file
     doc = orjson.loads(data)
     feats = doc.get("features") or []
     for f in feats:
@@ -511,7 +482,8 @@ def _numbers(col: Any) -> np.ndarray:
 _KEY_COLUMNS = ("id", "level", "code", "parent", "origin", "destination")
 
 
-def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | None) -> dict[str, bytes]:
+def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | None, *,
+                   marked: Collection[str] = ()) -> dict[str, bytes]:
     """A release's files (name -> bytes, as every kind's ``*_files`` makes them) with ``rule`` applied.
 
     ``release.csv`` gets the rule's columns (and, under ``suppress``, blank values and intervals in
@@ -519,7 +491,10 @@ def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | Non
     noisy value with the same columns; GeoJSON files get the same withholding, matched on the
     cell's key properties; ``release.json`` gains the ``reliability`` section and the new file in
     ``outputs.files``.  Post-processing of published values only: no budget, no data.  A ``None``
-    rule returns the files unchanged.
+    rule returns the files unchanged.  ``marked``: GeoJSON files the kind already wrote with the rule
+    applied (the points writer, in its one pass), kept as they are.  The review record (``deployment.yaml``, ``review.html``)
+    is not made here: :meth:`dpcore.core.mechanism.KindRelease.files` (``suppress=``) makes it once,
+    after the rule.
 
     >>> import orjson
     >>> files = {"release.csv": b"level,code,noisy_count,noise_sd\\n0,a,3,1.5\\n0,b,30,1.5\\n",
@@ -559,7 +534,7 @@ def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | Non
     for name, data in files.items():
         if name == "release.csv":
             out[name], out[FULL_FILE] = pub_b, full_b
-        elif name.endswith(".geojson") and per_row:
+        elif name.endswith(".geojson") and per_row and name not in marked:
             out[name] = _geojson(data, rule, hit_keys, keys)
         elif name != "release.json":
             out[name] = data
@@ -570,7 +545,6 @@ def apply_to_files(files: Mapping[str, bytes], rule: ReliabilityRule | str | Non
             f"{', '.join(geo)} unchanged: each feature holds several rows of release.csv, so its values are not "
             "withheld there; read release.csv for the rule")
         out["release.json"] = _record(files["release.json"], rule, a, cells, note)
-        out = with_review(out)  # the review record states the rule: made again from the new record
     return out
 
 
@@ -617,7 +591,12 @@ def _record(data: bytes, rule: ReliabilityRule, a: Assessment, cells: int, geojs
 
 
 def check_rule_fits(rule: ReliabilityRule | None, columns: Sequence[str]) -> None:
-    """Refuse, before any budget is spent, a rule for a release whose CSV has no value or SD column.
+    """Refuse a rule on a ``release.csv`` whose header (``columns``) has no value or no SD column.
+
+    It is called where the rule is applied (:func:`apply_to_files`, :func:`apply_to_frame`), i.e. on
+    the published table after the release is made and charged; every kind's ``release.csv`` has
+    both columns, and the CLI refuses the one table without them (census marginals) before any
+    data is read.
 
     >>> check_rule_fits(parse_rule("floor=5"), ["noisy_total"])
     Traceback (most recent call last):

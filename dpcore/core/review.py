@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["CV_THRESHOLD", "REVIEW_FILES", "deployment", "deployment_yaml", "level_guidance", "review_html",
-           "to_yaml", "with_review"]
+           "to_yaml", "with_guidance", "with_review"]
 
 #: The review files every release gets.
 REVIEW_FILES = ("deployment.yaml", "review.html")
@@ -272,8 +272,10 @@ def _arrow_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | N
 def level_guidance(release_csv: bytes | None, threshold: float = CV_THRESHOLD) -> dict[str, Any] | None:
     """Per level of ``release.csv`` (in the order the file lists them, coarse to fine): the number of
     cells, the median noise SD and the median coefficient of variation ``noise_sd / max(count, 1)`` at
-    the published counts; and ``use_level``, the finest level whose median CV is under ``threshold``
+    the expected count (read as the published count, its unbiased estimate: the guidance uses no data
+    beyond the release); and ``use_level``, the finest level whose median CV is under ``threshold``
     (None when no level is).  None when the table has no ``level``, ``noisy_count`` and ``noise_sd``.
+    Every release's ``release.json`` carries it as ``level_guidance`` (:func:`with_review`).
 
     >>> g = level_guidance(b"level,noisy_count,noise_sd\\nstate,100,3\\ncounty,20,3\\ncounty,4,3\\n")
     >>> g["use_level"], [r["median_cv"] for r in g["levels"]]
@@ -314,7 +316,8 @@ def review_html(rec: Mapping[str, Any], release_csv: bytes | None = None, thresh
     ``dep``: :func:`deployment` of ``rec``, when already made."""
     d = (dep if dep is not None else deployment(rec))["deployment"]
     priv, ledger = rec.get("privacy", {}), rec.get("ledger", {})
-    g = level_guidance(release_csv, threshold)
+    g = rec.get("level_guidance") or level_guidance(release_csv, threshold)
+    threshold = g["threshold"] if g else threshold
     e = html.escape
     budget = (f"Charged to a budget of {e(json.dumps(ledger.get('cap')))}: spent {e(str(ledger.get('spent')))}, "
               f"remaining {e(str(ledger.get('remaining')))}, over {len(ledger.get('entries', []))} release(s)."
@@ -352,11 +355,38 @@ Files: {e(', '.join(map(str, rec.get('outputs', {}).get('files', []))))}.</p>
     return page.encode("utf-8")
 
 
-def with_review(files: Mapping[str, bytes], threshold: float = CV_THRESHOLD) -> dict[str, bytes]:
-    """``files`` (a release's, name -> bytes) with ``deployment.yaml`` and ``review.html`` made (again)
-    from its ``release.json`` and published table (``release_full.csv`` where a reliability rule
-    blanked ``release.csv``).  Files without a ``release.json`` are returned unchanged."""
+def with_guidance(files: Mapping[str, bytes], threshold: float = CV_THRESHOLD) -> dict[str, bytes]:
+    """``files`` with ``release.json``'s ``level_guidance`` (:func:`level_guidance` of the published
+    table, ``release_full.csv`` where a reliability rule blanked ``release.csv``): the "use at level L
+    or coarser" line every kind's record carries.  Unchanged without a ``release.json`` or a table
+    with ``level``, ``noisy_count`` and ``noise_sd`` (a large points release whose tables come later).
+
+    >>> out = with_guidance({"release.json": b'{"kind": "hierarchy"}',
+    ...                      "release.csv": b"level,noisy_count,noise_sd\\nstate,100,3\\ncounty,5,3\\n"})
+    >>> json.loads(out["release.json"])["level_guidance"]["use_level"]
+    'state'
+    """
     out = dict(files)
+    if "release.json" not in out:
+        return out
+    g = level_guidance(out.get("release_full.csv") or out.get("release.csv"), threshold)
+    if g is None:
+        return out
+    rec = json.loads(out["release.json"])
+    if rec.get("level_guidance") != g:
+        import orjson
+
+        rec["level_guidance"] = g
+        out["release.json"] = orjson.dumps(rec, option=orjson.OPT_INDENT_2)
+    return out
+
+
+def with_review(files: Mapping[str, bytes], threshold: float = CV_THRESHOLD) -> dict[str, bytes]:
+    """``files`` (a release's, name -> bytes) with ``release.json``'s ``level_guidance``
+    (:func:`with_guidance`), ``deployment.yaml`` and ``review.html`` made (again) from its
+    ``release.json`` and published table (``release_full.csv`` where a reliability rule blanked
+    ``release.csv``).  Files without a ``release.json`` are returned unchanged."""
+    out = with_guidance(files, threshold)
     if "release.json" not in out:
         return out
     rec = json.loads(out["release.json"])

@@ -185,7 +185,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--marginals", "mechanism", default="1"), _o("--geo-level", "mechanism"),
         _o("--epsilon", "budget", type="number"), _o("--rho", "budget", type="number"),
         *_BUDGET, _PERSON_ONCE,
-        _o("--out", "output", "dir"),
+        _o("--out", "output", "dir"), _o("--suppress", "output"),
     ),
     "hierarchy": (
         _o("--input", "input", "path"), _o("--levels", "input", type="list"), _o("--count", "input", type="list"),

@@ -13,8 +13,8 @@ from typing import Any
 
 from dpcore.privacy.calibration import noise_for_cost, noise_variance
 
-__all__ = ["DATA_USER_FILES", "DESIGN_SCHEMA", "ESTIMATE_COLUMNS", "MEASUREMENT_COLUMNS", "noise_of", "section",
-           "variance_of"]
+__all__ = ["DATA_USER_FILES", "DESIGN_SCHEMA", "ESTIMATE_COLUMNS", "MAX_REPLICATE_VALUES", "MEASUREMENT_COLUMNS",
+           "REPLICATES", "REPLICATE_FILE", "REPLICATE_SEED", "noise_of", "replicates_info", "section", "variance_of"]
 
 #: The data users' files every kind writes, in the order they are written.
 DATA_USER_FILES = ("measurements.csv", "design.json", "estimates.csv")
@@ -26,21 +26,56 @@ MEASUREMENT_COLUMNS = ("measurement_id", "level", "node", "value", "family", "sc
 #: The columns of estimates.csv (the GLS estimate of every published cell or node).
 ESTIMATE_COLUMNS = ("level", "code", "estimate", "variance", "sd", "published")
 
+#: The replicate file for spreadsheet users: R data-free replicate columns of every finest cell.
+REPLICATE_FILE = "replicates.csv"
+#: R, the number of replicate columns (the ACS convention), and the recorded, public seed of their draws.
+REPLICATES, REPLICATE_SEED = 80, 0
+#: The file is written up to this many values (cells × R: 50,000 cells at R = 80, about 60 MB of
+#: text); a larger release states how to draw the same replicates from its measurements instead.
+MAX_REPLICATE_VALUES = 4_000_000
+_FORMULA = ("Var = (1/R) * sum over r of (rep_r - estimate)^2, for one cell or for a union of cells after summing "
+            "each column (estimate and rep_1..rep_R) over its rows")
 
-def section(note: str | None = None, map_shows: str = "published", **extra: Any) -> dict[str, Any]:
+
+def replicates_info(n_cells: int, R: int = REPLICATES, seed: int = REPLICATE_SEED) -> dict[str, Any]:
+    """The record's ``data_users.replicates``: the file (None when too large to write), R, the seed and
+    the spreadsheet formula.
+
+    >>> replicates_info(4)["file"], replicates_info(10**6)["file"]
+    ('replicates.csv', None)
+    """
+    written = int(n_cells) * int(R) <= MAX_REPLICATE_VALUES
+    info: dict[str, Any] = {"file": REPLICATE_FILE if written else None, "R": int(R), "seed": int(seed),
+                            "formula": _FORMULA}
+    if not written:
+        info["why"] = (f"{int(n_cells):,} cells x {int(R)} columns is over {MAX_REPLICATE_VALUES:,} values; the same "
+                       "replicates are drawn from measurements.csv and design.json by "
+                       f"dpcore.estimate.gls.replicates(read_release(OUT), R={int(R)}, seed={int(seed)})")
+    return info
+
+
+def section(note: str | None = None, map_shows: str = "published", n_cells: int | None = None,
+            **extra: Any) -> dict[str, Any]:
     """The record's ``data_users`` section: the files, which value the map shows, ``note`` (when
-    given) and the kind's ``extra`` statements, in that order.
+    given), the kind's ``extra`` statements and, with ``n_cells`` (the finest cells of a release
+    that offers measurements), the replicate file (:func:`replicates_info`), in that order.
 
     >>> section("GLS estimates in estimates.csv")
     {'files': ['measurements.csv', 'design.json', 'estimates.csv'], 'map_shows': 'published', \
 'note': 'GLS estimates in estimates.csv'}
     >>> list(section(measurements_offered=True))
     ['files', 'map_shows', 'measurements_offered']
+    >>> section(n_cells=4)["files"][-1]
+    'replicates.csv'
     """
     out: dict[str, Any] = {"files": list(DATA_USER_FILES), "map_shows": map_shows}
     if note is not None:
         out["note"] = note
     out.update(extra)
+    if n_cells is not None:
+        out["replicates"] = replicates_info(n_cells)
+        if out["replicates"]["file"]:
+            out["files"].append(REPLICATE_FILE)
     return out
 
 

@@ -29,18 +29,60 @@ from dpcore.errors import ParameterError
 from dpcore.estimate.data_user_format import (
     DATA_USER_FILES,
     DESIGN_SCHEMA,
+    MAX_REPLICATE_VALUES,
     MEASUREMENT_COLUMNS,
+    REPLICATE_FILE,
+    REPLICATE_SEED,
+    REPLICATES,
+    replicates_info,
     section,
     variance_of,
 )
-from dpcore.estimate.gls import Measurements, measurements_from
+from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, replicates
 from dpcore.estimate.tree_inference import tree_least_squares
 
-__all__ = ["DATA_USER_FILES", "MEASUREMENT_COLUMNS", "DataUserPack", "design_dict", "estimates_csv",
-           "measurements_frame", "pack_files", "node_estimates", "section", "variance_of"]
+__all__ = ["DATA_USER_FILES", "MAX_REPLICATE_VALUES", "MEASUREMENT_COLUMNS", "REPLICATES", "REPLICATE_FILE",
+           "REPLICATE_SEED", "DataUserPack", "design_dict", "estimates_csv", "measurements_frame", "node_estimates",
+           "pack_files", "replicate_files", "replicates_csv", "replicates_info", "section", "variance_of"]
 
 INDEPENDENT = ("The noise draws of all measurements are independent of each other and of the data, with "
                "mean 0 and the variance given (exact for the discrete Laplace and discrete Gaussian).")
+
+
+def replicates_csv(m: Measurements, R: int = REPLICATES, seed: int = REPLICATE_SEED) -> bytes:
+    """``replicates.csv``: one row per finest cell (``code`` as in design.json's ``cells``), its GLS
+    ``estimate`` and ``R`` data-free replicates ``rep_1..rep_R`` (:func:`dpcore.estimate.gls.replicates`;
+    post-processing of the published measurements with a public seed: no data, no budget).  Values
+    are rounded to 4 decimals.  The variance of a union: sum its rows column by column, then
+    ``(1/R) Σ_r (rep_r − estimate)²``.
+
+    >>> import scipy.sparse as sp
+    >>> m = Measurements(sp.csr_matrix(np.eye(2)), np.array([5.0, 7.0]), np.full(2, 4.0), ["a", "b"])
+    >>> print(replicates_csv(m, R=2).decode().splitlines()[0])
+    code,estimate,rep_1,rep_2
+    """
+    import io
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    reps = np.round(replicates(m, R=R, seed=seed), 4)
+    cols: dict[str, Any] = {"code": pa.array([str(c) for c in m.cells], pa.string()),
+                            "estimate": pa.array(np.round(gls_estimate(m), 4))}
+    cols.update({f"rep_{r + 1}": pa.array(reps[:, r]) for r in range(reps.shape[1])})
+
+    def write(d: pd.DataFrame) -> bytes:  # pyarrow: the float columns written fast; a plain header line
+        buf = io.BytesIO()
+        pacsv.write_csv(pa.Table.from_pandas(d, preserve_index=False), buf,
+                        pacsv.WriteOptions(include_header=False, quoting_style="needed"))
+        return (",".join(map(str, d.columns)) + "\n").encode() + buf.getvalue()
+
+    return csv_bytes(pa.table(cols).to_pandas(), write)
+
+
+def replicate_files(m: Measurements) -> dict[str, bytes]:
+    """``{"replicates.csv": ...}`` when :func:`replicates_info` writes it for ``m``'s cells, else ``{}``."""
+    return {REPLICATE_FILE: replicates_csv(m)} if replicates_info(m.n)["file"] else {}
 
 
 @dataclass(frozen=True)

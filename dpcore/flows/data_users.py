@@ -7,12 +7,12 @@ labels of release.csv) and ``estimates.csv`` the GLS estimate of every published
 exact variance.  The design is the identity, so the GLS estimate of a cell is its measurement and
 the covariance is diagonal: a flow's variance is the sum of its finest pairs' noise variances.
 
+The TopDown variants (InfTDA, TopDown L2, the MILP) measure a tree of pairs, refined only under
+surviving parents: their files are written by :mod:`dpcore.flows.data_users_tree`, with the design
+conditional on that tree and the caveat stated in the files.
+
 Not written (the record then has no ``data_users`` section):
 
-* the TopDown variants (InfTDA, TopDown L2, the MILP): they keep their measurements on the release
-  (:attr:`~dpcore.flows.mechanisms.common.ODRelease.measurements`), but which pairs are measured at
-  a level depends on the released (post-processed) parents, so an estimate would be conditional on
-  that partition and its cells are not the finest pairs; not offered yet;
 * the stability histogram: its measured pairs are the true observed pairs (confidential);
 * domains above :data:`OD_MAX_CELLS` pairs (the design would not be a file to hand to a user).
 """
@@ -27,10 +27,13 @@ from dpcore.estimate.data_users import (
     DATA_USER_FILES,
     DataUserPack,
     estimates_csv,
+    node_estimates,
     pack_files,
+    replicate_files,
     section,
 )
-from dpcore.estimate.gls import gls_estimate
+from dpcore.estimate.gls import Measurements, gls_estimate
+from dpcore.flows.data_users_tree import TREE_NOTE, measured_tree, published_nodes, tree_pack
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import ancestors
 
@@ -40,12 +43,26 @@ __all__ = ["DATA_USER_FILES", "OD_MAX_CELLS", "data_users_section", "od_data_use
 OD_MAX_CELLS = 250_000
 
 
-def _offers(rel: ODRelease) -> bool:
+def _leaf_only(rel: ODRelease) -> bool:
+    """VanillaGauss: one measurement, every finest pair of the full domain."""
     T = rel.depth
     if not rel.measurements or rel.measurements[T] is None or any(x is not None for x in rel.measurements[:T]):
         return False
     o, _, v = rel.measurements[T]
     return o is None and v.size <= OD_MAX_CELLS
+
+
+def _tree(rel: ODRelease) -> dict[str, Any] | None:
+    """The TopDown walk's measured tree (:func:`~dpcore.flows.data_users_tree.measured_tree`), when small enough."""
+    if _leaf_only(rel) or not rel.measurements:
+        return None
+    if sum(m[2].size for m in rel.measurements if m is not None) > OD_MAX_CELLS:
+        return None
+    return measured_tree(rel)
+
+
+def _offers(rel: ODRelease) -> bool:
+    return _leaf_only(rel) or _tree(rel) is not None
 
 
 def _pair_codes(rel: ODRelease, t: int, o: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -57,8 +74,9 @@ def _pair_codes(rel: ODRelease, t: int, o: np.ndarray, d: np.ndarray) -> np.ndar
 
 def od_pack(rel: ODRelease) -> DataUserPack | None:
     """The measurements and design of ``rel`` (None when not offered, module docstring)."""
-    if not _offers(rel):
-        return None
+    if not _leaf_only(rel):
+        tree = _tree(rel)
+        return tree_pack(rel, tree) if tree is not None else None
     T = rel.depth
     leaf = rel.measurements[T][2]
     nd = rel.destination_h.n_leaves
@@ -76,6 +94,10 @@ def od_data_user_files(rel: ODRelease) -> dict[str, bytes]:
     if pack is None:
         return {}
     files, m = pack_files(pack)
+    files.update(replicate_files(m))  # replicates.csv, where small enough (issue 25 item 5)
+    if not _leaf_only(rel):
+        files["estimates.csv"] = _tree_estimates(rel, m)
+        return files
     x = gls_estimate(m)
     nd = rel.destination_h.n_leaves
     idx = np.arange(m.n)
@@ -98,12 +120,34 @@ def od_data_user_files(rel: ODRelease) -> dict[str, bytes]:
     return files
 
 
+def _tree_estimates(rel: ODRelease, m: Measurements) -> bytes:
+    """estimates.csv of a TopDown release: every published pair's node estimate (two passes on the tree)."""
+    tree = _tree(rel)
+    assert tree is not None  # od_pack made the design from it
+    est, var = node_estimates(m)  # in design node order: the measured tree's, root first
+    level, code, e, v, pub = [], [], [], [], []
+    for t, lp in enumerate(rel.plan.levels):
+        node = published_nodes(rel, tree, t)
+        level += [lp.name] * node.size
+        code.append(_pair_codes(rel, t, rel.origins[t], rel.destinations[t]))
+        e.append(est[node])
+        v.append(var[node])
+        pub.append(rel.values[t])
+    return estimates_csv(level, np.concatenate(code), np.concatenate(e), np.concatenate(v), np.concatenate(pub))
+
+
 def data_users_section(rel: ODRelease) -> dict[str, Any] | None:
     """The record's ``data_users`` section: the files and which value the map shows."""
-    if not _offers(rel):
-        return None
+    if not _leaf_only(rel):
+        pack = od_pack(rel)
+        if pack is None:
+            return None
+        return section("release.csv and flows.geojson show the published flows; estimates.csv holds the "
+                       "generalised least-squares estimate of every published flow and its variance, from "
+                       "measurements.csv (every noisy count of the TopDown walk) and design.json (the measured "
+                       "tree). " + TREE_NOTE, n_cells=len(pack.cells))
     return section("release.csv and flows.geojson show the published flows; estimates.csv holds the unbiased "
                  "generalised least-squares estimate of every published flow and its exact variance, from "
                  "measurements.csv (every finest pair's noisy count, zeros included) and design.json (cells "
                  "coded ORIGIN>DESTINATION). 'python -m dpcore interval' gives the estimate and interval of "
-                 "any union of finest pairs.")
+                 "any union of finest pairs.", n_cells=int(rel.measurements[rel.depth][2].size))

@@ -23,7 +23,7 @@ from dpcore.data.area_boundaries import join_boundaries
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.data.hierarchy import Hierarchy, hierarchy_info
 from dpcore.errors import InputError, ParameterError
-from dpcore.flows.data_users import DATA_USER_FILES, data_users_section, od_data_user_files
+from dpcore.flows.data_users import data_users_section, od_data_user_files
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import match_leaves
 from dpcore.privacy.ledger import Ledger
@@ -374,7 +374,7 @@ def od_file_names(origin_xy: Any = None, destination_xy: Any = None, rel: ODRele
     """The names of the files :func:`od_files` writes: flow lines only with coordinates, the data
     users' files when ``rel`` offers them (:mod:`dpcore.flows.data_users`)."""
     with_lines = origin_xy is not None or destination_xy is not None
-    users = DATA_USER_FILES if rel is not None and data_users_section(rel) is not None else ()
+    users = (data_users_section(rel) or {}).get("files", ()) if rel is not None else ()
     return ["release.csv", *(["flows.geojson"] if with_lines else []), *users, "release.json"]
 
 

@@ -43,6 +43,7 @@ from dpcore.estimate.data_user_format import (
     ESTIMATE_COLUMNS,
     MEASUREMENT_COLUMNS,
     noise_of,
+    replicates_info,
     section,
 )
 from dpcore.points.release import PartitionRelease
@@ -293,9 +294,10 @@ def data_user_files(release: PartitionRelease) -> dict[str, bytes]:
     values and their analytic variances as the estimates."""
     parts = _Parts(release)
     try:
-        return {
-            "measurements.csv": _csv(parts.measurement_columns(), MEASUREMENT_COLUMNS),
-            "design.json": orjson.dumps(parts.design()),  # compact: a million cells stay ~100 bytes each
+        plan, meas = parts.design(), parts.measurement_columns()
+        files = {
+            "measurements.csv": _csv(meas, MEASUREMENT_COLUMNS),
+            "design.json": orjson.dumps(plan),  # compact: a million cells stay ~100 bytes each
             "estimates.csv": _csv(parts.estimate_columns(), ESTIMATE_COLUMNS),
         }
     except ValueError as err:
@@ -307,11 +309,20 @@ def data_user_files(release: PartitionRelease) -> dict[str, bytes]:
                 "design.json": orjson.dumps(none),
                 "estimates.csv": _csv(_estimates(release, np.asarray(release.noisy, dtype=np.float64), var),
                                       ESTIMATE_COLUMNS)}
+    if replicates_info(len(plan["cells"]))["file"] and meas["measurement_id"].size:  # small enough (item 5)
+        # the reader (SciPy) only where the file is written
+        from dpcore.estimate.data_users import replicate_files
+        from dpcore.estimate.gls import measurements_from
+
+        files.update(replicate_files(measurements_from(plan, pd.DataFrame(meas))))
+    return files
 
 
 def data_users_section(release: PartitionRelease) -> dict[str, Any]:
     """The record's ``data_users`` section: the files and which value the map and tables show."""
+    offered = _measured(release) is not None
     return section(
         published="release.csv's noisy_count: the released counts (negative values kept, not rounded)",
         estimates="estimates.csv: least-squares (GLS) estimates with exact variances from measurements.csv",
-        measurements_offered=_measured(release) is not None, conditional_on_partition=_conditional(release))
+        measurements_offered=offered, conditional_on_partition=_conditional(release),
+        n_cells=int(release.leaf.sum()) if offered else None)

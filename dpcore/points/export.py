@@ -20,8 +20,10 @@ import pandas as pd
 
 from dpcore.core.mechanism import Plan
 from dpcore.core.record import build_record, jsonable
+from dpcore.core.reliability import ReliabilityRule, assess
 from dpcore.core.review import REVIEW_FILES
 from dpcore.data.csv_safe import csv_bytes
+from dpcore.estimate.data_user_format import REPLICATE_FILE
 from dpcore.points.data_users import DATA_USER_FILES, data_user_files, data_users_section
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
 from dpcore.privacy.budget import pure  # noqa: F401  (the doctest's release cost)
@@ -79,17 +81,28 @@ def release_csv(release: PartitionRelease, frame: pd.DataFrame | dict[str, np.nd
     return csv_bytes(_arrow(release_columns(release) if frame is None else frame), write)
 
 
-def release_geojson(release: PartitionRelease, frame: pd.DataFrame | dict[str, np.ndarray] | None = None) -> bytes:
+def release_geojson(release: PartitionRelease, frame: pd.DataFrame | dict[str, np.ndarray] | None = None,
+                    suppress: ReliabilityRule | None = None) -> bytes:
     """A FeatureCollection of lon/lat rectangles with the CSV's properties (RFC 7946).
 
     Built with pyarrow's vectorised string kernels: a Python dict per feature
-    takes ~40 s for a million cells, this takes a few seconds.
+    takes ~40 s for a million cells, this takes a few seconds.  With a reliability rule
+    (:mod:`dpcore.core.reliability`) the features carry its yes/no property and, under
+    ``suppress``, the withheld cells' value and interval are null: written in this one pass, as
+    :func:`~dpcore.core.reliability.apply_to_files` would edit the file afterwards (post-processing).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     df = release_columns(release) if frame is None else frame
     txt = {c: pc.cast(pa.array(np.asarray(df[c])), pa.string()) for c in CSV_COLUMNS}
+    hit = None
+    if suppress is not None:
+        hit = pa.array(assess(suppress, np.asarray(df["noisy_count"], dtype=float),
+                              np.asarray(df["noise_sd"], dtype=float)).hit)
+        if suppress.mode == "suppress":
+            for c in ("noisy_count", "ci95_low", "ci95_high"):
+                txt[c] = pc.if_else(hit, pa.scalar("null", pa.string()), txt[c])
     w, s, e, n = (txt[c] for c in ("west", "south", "east", "north"))
 
     def pt(x: pa.Array, y: pa.Array) -> list[Any]:
@@ -102,6 +115,8 @@ def release_geojson(release: PartitionRelease, frame: pd.DataFrame | dict[str, n
                          ']]},"properties":{']
     for i, c in enumerate(CSV_COLUMNS):
         pieces += [("," if i else "") + f'"{c}":', txt[c]]
+    if hit is not None:
+        pieces += [f',"{suppress.column}":', pc.if_else(hit, pa.scalar("true"), pa.scalar("false"))]  # type: ignore[union-attr]
     pieces.append("}}")
     feats = pc.binary_join_element_wise(*pieces, "")
     head = ('{"type":"FeatureCollection","name":"dp_release_' + release.release_id
@@ -264,7 +279,7 @@ def release_body(release: PartitionRelease) -> dict[str, Any]:
             "n_rectangles": release.n_rects,
             "n_leaves": int(release.leaf.sum()),
             "files": ["release.csv", "release.geojson", "release.json"]
-            + (["workload_answers.csv"] if has_workload_answers(release) else []) + list(DATA_USER_FILES),
+            + (["workload_answers.csv"] if has_workload_answers(release) else []) + data_users_section(release)["files"],
             "count_columns": "noisy_count is the released count; ci95_low/high = noisy_count ± the "
             "95% half-width of the noise (public, from the mechanism's parameters)",
         },
@@ -313,11 +328,12 @@ def release_json(release: PartitionRelease, ledger: Ledger | None = None, *, pla
 
 
 #: The order of a points release's files (the CLI writes them in this order; the app stores them so).
-FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv", *DATA_USER_FILES,
+FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv", *DATA_USER_FILES, REPLICATE_FILE,
               *REVIEW_FILES)
 
 
-def release_tables(release: PartitionRelease, *, geojson: bool = True) -> dict[str, bytes]:
+def release_tables(release: PartitionRelease, *, geojson: bool = True,
+                   suppress: ReliabilityRule | None = None) -> dict[str, bytes]:
     """The files of a points release that do not depend on the ledger, name -> bytes:
     ``release.csv``, ``release.geojson`` (unless ``geojson`` is False) and ``workload_answers.csv``
     for the matrix mechanism.  The app makes them after the page of a large release is drawn; its
@@ -325,7 +341,7 @@ def release_tables(release: PartitionRelease, *, geojson: bool = True) -> dict[s
     frame = release_columns(release)
     files = {"release.csv": release_csv(release, frame)}
     if geojson:
-        files["release.geojson"] = release_geojson(release, frame)
+        files["release.geojson"] = release_geojson(release, frame, suppress)
     if has_workload_answers(release):
         files["workload_answers.csv"] = workload_answers_csv(release)
     files.update(data_user_files(release))  # issue 25: measurements, design, estimates
@@ -342,12 +358,15 @@ def in_file_order(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def release_files(release: PartitionRelease, ledger: Ledger | None = None, *,
-                  plan: Plan | None = None, tables: bool = True) -> dict[str, bytes]:
+                  plan: Plan | None = None, tables: bool = True,
+                  suppress: ReliabilityRule | None = None) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv``, ``release.geojson``, ``release.json``
     (the record, with ``ledger`` as of the charge and the rows of the core ``plan``) and
     ``workload_answers.csv`` for the matrix mechanism; with ``tables=False``, ``release.json`` only.
     Made once, when the release is made (:meth:`dpcore.core.mechanism.KindRelease.files`); write
-    them with :func:`dpcore.core.record.write_files`, the app stores these bytes."""
-    files = release_tables(release) if tables else {}
+    them with :func:`dpcore.core.record.write_files`, the app stores these bytes.  ``suppress``: a
+    reliability rule written into ``release.geojson`` in its one pass (``KindRelease.files`` then
+    applies it to ``release.csv`` and ``release.json``)."""
+    files = release_tables(release, suppress=suppress) if tables else {}
     files["release.json"] = release_json(release, ledger, plan=plan)
     return in_file_order(files)

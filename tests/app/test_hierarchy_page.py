@@ -418,3 +418,32 @@ def test_the_choropleth_colours_skewed_counts_on_a_log_scale(at: AppTest) -> Non
     for z, c in zip(zs, counts, strict=True):
         assert z == pytest.approx(max(math.log10(c), top - 4) if c > 0 else top - 4, abs=1e-6)
     assert "%{customdata[3]:,.0f}" in tr["hovertemplate"]
+
+
+def test_the_release_step_answers_a_union_of_areas_with_its_interval(at: AppTest) -> None:
+    """Issue 25 item 4: picking areas on the Release step shows the least-squares estimate and 90 %
+    interval of their union, as the library computes it from the stored files; a region and all its
+    districts are the same cells, so the same answer; the record's "use at level" line is shown."""
+    from dpcore.estimate.release_interval import ReleaseIntervals
+    from ui.intervals import answer_line
+
+    release(at)
+    entry = at.session_state["hier_release"]
+    rid = entry.release.release_id
+    ri = ReleaseIntervals(entry.files)
+    design = json.loads(entry.files["design.json"])
+    region = next(n for lv, n in ri.nodes() if lv == "region")
+    children = [c for p, c in design["edges"] if p == region]
+    box = at.multiselect(key=f"_w_interval_areas_{rid}")
+    box.set_value([region]).run()
+    ok(at)
+    want = answer_line(ri.of_nodes([region]), "1 area")
+    assert want in texts(at.markdown)
+    box.set_value(children).run()
+    ok(at)
+    r_children = ri.of_nodes(children)
+    assert r_children["cells"] == ri.of_nodes([region])["cells"]
+    assert r_children["estimate"] == pytest.approx(ri.of_nodes([region])["estimate"], rel=1e-6)
+    assert answer_line(r_children, f"{len(children)} areas") in texts(at.markdown)
+    g = json.loads(entry.files["release.json"])["level_guidance"]
+    assert any(g["statement"] in c.value for c in at.caption)

@@ -254,15 +254,18 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     assert (csv["noisy_count"] > 0).all()
     rec = json.loads(files["release.json"])
     od_export.validate_od_record(rec)
-    assert rec["outputs"]["files"] == ["release.csv", "flows.geojson", "release.json"]
+    users = rec["data_users"]["files"]  # InfTDA's measured tree (issue 25), kept in the history
+    assert users[:3] == ["measurements.csv", "design.json", "estimates.csv"]
+    assert rec["outputs"]["files"] == ["release.csv", "flows.geojson", *users, "release.json"]
     assert rec["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(led.spent)
     assert rec["extra"]["budget_input"]["conversion"] == "classic"
     # every area has a position; the total (level 1: total → region) has none
     assert len(json.loads(files["flows.geojson"])["features"]) == sum(v.size for v in rel.values[2:])
     # the Export step serves the bytes made with the release (and kept in the history, which also keeps
     # the review record, deployment.yaml and review.html, not offered on this step)
-    assert files == {k: v for k, v in entry.files.items() if k not in ("deployment.yaml", "review.html")}
-    assert set(entry.files) - set(files) == {"deployment.yaml", "review.html"}
+    kept = {"deployment.yaml", "review.html", *users}
+    assert files == {k: v for k, v in entry.files.items() if k not in kept}
+    assert set(entry.files) - set(files) == kept
 
 
 def test_a_second_click_on_release_spends_nothing(at: AppTest) -> None:

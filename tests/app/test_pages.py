@@ -481,7 +481,7 @@ def test_export_after_release_files_agree(at):
     # whose ledger is the one as of the charge
     served = entry.exports["files"]
     assert list(served) == ["release.csv", "release.geojson", "release.json", "measurements.csv", "design.json",
-                            "estimates.csv", "deployment.yaml", "review.html"]  # + issue 25's files
+                            "estimates.csv", "replicates.csv", "deployment.yaml", "review.html"]  # + issue 25's files
     assert served["release.csv"] == export.release_csv(rel)
     assert json.loads(served["release.json"])["ledger"] == record["ledger"]
 
@@ -668,3 +668,27 @@ def test_the_guess_of_the_number_of_points_says_it_is_not_taken_from_the_file(at
     goto(at, "plan")
     assert number_input(at, "Rough number of points").value == 100_000
     assert any("The guess is not taken from your file" in c for c in texts(at.caption))
+
+
+def test_release_step_offers_the_polygon_interval_and_the_use_level_line(at):
+    """Issue 25 item 4 for points: the Release step offers the polygon upload and states the record's
+    "use at level" line; the stored files answer a polygon (the library the page calls) with every leaf
+    inside a box that covers the grid."""
+    from dpcore.estimate.release_interval import ReleaseIntervals
+
+    choose(at, "ug")
+    release(at)
+    cur = at.session_state["releases"][0]
+    files = cur.exports["files"]
+    g = json.loads(files["release.json"])["level_guidance"]
+    assert g["threshold"] == 0.3 and g["statement"].startswith(("Use at level", "No level"))
+    assert any(g["statement"] in c.value for c in at.caption)
+    assert any("Upload a polygon" in str(getattr(u, "proto", "")) for u in at.get("file_uploader"))
+    rel = cur.release
+    b = rel.grid.bounds
+    box = {"type": "Polygon", "coordinates": [[[b.west - 1, b.south - 1], [b.east + 1, b.south - 1],
+                                               [b.east + 1, b.north + 1], [b.west - 1, b.north + 1],
+                                               [b.west - 1, b.south - 1]]]}
+    [r] = ReleaseIntervals(files).of_polygons(json.dumps(box).encode())
+    assert r["cells_cut"] == 0 and r["cells_inside"] == len(json.loads(files["design.json"])["cells"])
+    assert r["low"] < r["estimate"] < r["high"]

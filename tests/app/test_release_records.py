@@ -24,6 +24,7 @@ from test_plan_once import (  # the app tests' two steps: run without an excepti
 )
 
 from dpcore.core.record import jsonable, validate_record
+from dpcore.core.review import level_guidance
 from dpcore.privacy import budget
 from ui.state import release_widget_key
 
@@ -56,6 +57,7 @@ def _release_and_check(at: AppTest, caught: Caught, served: dict[str, bytes], bu
     at_release = dict(files)
     assert caught.options, "the files were not made by KindRelease.files"
     rec = json.loads(files["release.json"])
+    assert rec.pop("level_guidance", None) == level_guidance(files.get("release_full.csv") or files.get("release.csv"))
     assert rec == kr.record(as_of_charge, **caught.options[-1])  # the envelope, with the ledger of the charge
     assert rec["plan"] == jsonable(kr.plan.rows_dict()) and rec["plan"]
     assert rec["release_id"] == kr.release_id

@@ -52,6 +52,23 @@ def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
     assert page.locator(".js-plotly-plot .treemaplayer").count() >= 1  # the treemap beside the map
     page.screenshot(path=str(tmp_path / "hierarchy-map.png"), full_page=True)
 
+    # issue 25 item 4: upload a polygon and read its estimate and 90 % interval (a box over the whole
+    # geography: every finest area inside, none cut)
+    poly = tmp_path / "area.geojson"
+    poly.write_text(json.dumps({"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {},
+                    "geometry": {"type": "Polygon", "coordinates": [[[-179, -80], [179, -80], [179, 80], [-179, 80],
+                                                                      [-179, -80]]]}}]}))
+    uploader = main.get_by_test_id("stFileUploader").filter(has_text="Upload a polygon")
+    uploader.locator("input[type=file]").set_input_files(str(poly))
+    answer = main.get_by_text(re.compile(r"^Polygon 1: estimate")).first
+    answer.wait_for()
+    text = answer.inner_text()
+    m = re.search(r"estimate ([\d,.-]+) \(SD ([\d.e+-]+)\), 90% interval \[([\d,.-]+), ([\d,.-]+)\]; "
+                  r"cells inside 576, cut 0", text)
+    assert m, text
+    est, sd, low, high = (float(g.replace(",", "")) for g in m.groups())
+    assert low < est < high and 0 < sd and high - low == pytest.approx(2 * 1.6449 * sd, rel=0.02, abs=0.2)
+
     nav.get_by_role("link", name="Export").click()
     with page.expect_download() as info:
         main.get_by_role("button", name="Download release.csv").click()

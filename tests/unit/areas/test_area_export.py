@@ -293,7 +293,7 @@ def test_write_hierarchy_sanitises_level_names(tmp_path: Path, rel: TR.Hierarchy
     paths = write_files(X.hierarchy_files(rel, Ledger(budget.pure(1.0)), joins), out)
     names = sorted(p.name for p in paths)
     assert names == ["a_b_c.geojson", "design.json", "estimates.csv", "measurements.csv", "release.csv",
-                     "release.json", "x.geojson"]
+                     "release.json", "replicates.csv", "x.geojson"]
     assert all(p.parent == out for p in paths)
     assert sorted(p.name for p in out.iterdir()) == names
     assert not (tmp_path / "deep" / "x.geojson").exists()

@@ -24,7 +24,7 @@ from dpcore.points.export import CSV_COLUMNS
 REPO = Path(dpcore.__file__).resolve().parents[1]
 BOUNDS = "-74.06,40.56,-73.70,40.92"
 FILES = ["deployment.yaml", "design.json", "estimates.csv", "measurements.csv", "release.csv", "release.geojson",
-         "release.json", "review.html"]  # the data users' files and the review record (issue 25)
+         "release.json", "replicates.csv", "review.html"]  # the data users' files and the review record (issue 25)
 
 
 def write_points(path: Path, n: int = 300, seed: int = 0) -> Path:
@@ -76,7 +76,9 @@ def test_release_each_mechanism(tmp_path: Path, points_csv: Path, mechanism: str
     assert rc == 0, captured.err
     assert captured.err == ""
     extra = ["workload_answers.csv"] if mechanism == "matrix" else []  # its workload answers
-    assert sorted(p.name for p in out.iterdir()) == FILES + extra
+    offered = json.loads((out / "release.json").read_text("utf-8"))["data_users"]["measurements_offered"]
+    expected = [n for n in FILES if offered or n != "replicates.csv"]  # replicates where measurements are offered
+    assert sorted(p.name for p in out.iterdir()) == sorted(expected + extra)
     rec = json.loads((out / "release.json").read_text("utf-8"))
     validate_record(rec)
     assert rec["mechanism"]["name"] == mechanism
@@ -411,7 +413,8 @@ def test_hierarchy_exact_release(tmp_path: Path, tracts_csv: Path, capsys: pytes
     captured = capsys.readouterr()
     assert "Released 1 total, 3 STATEFP" in captured.out and captured.err == ""
     assert sorted(p.name for p in out.iterdir()) == ["deployment.yaml", "design.json", "estimates.csv",
-                                                     "measurements.csv", "release.csv", "release.json", "review.html"]
+                                                     "measurements.csv", "release.csv", "release.json",
+                                                     "replicates.csv", "review.html"]
     rows = read_release(out)
     assert list(rows[0]) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     src = list(csv.DictReader(tracts_csv.open(encoding="utf-8")))
@@ -509,7 +512,7 @@ def test_hierarchy_boundaries_write_level_geojson(tmp_path: Path, tracts_csv: Pa
     assert "01/001" in captured.err and "99001" in captured.err
     assert sorted(p.name for p in out.iterdir()) == ["COUNTYFP.geojson", "deployment.yaml", "design.json",
                                                      "estimates.csv", "measurements.csv", "release.csv",
-                                                     "release.json", "review.html"]
+                                                     "release.json", "replicates.csv", "review.html"]
     gj = json.loads((out / "COUNTYFP.geojson").read_text("utf-8"))
     assert len(gj["features"]) == len(geoids) - 1
     rows = {r["code"]: int(r["noisy_count"]) for r in read_release(out) if r["level"] == "COUNTYFP"}

@@ -28,6 +28,14 @@ RI_OD = DATA / "od" / "ri_lodes7_od_main_JT00_2019.csv.gz"
 RI_XWALK = DATA / "od" / "ri_lodes7_xwalk_2010blocks.csv.gz"
 FILES = ["deployment.yaml", "flows.geojson", "release.csv", "release.json", "review.html"]  # + the review record
 
+
+def files_in(out: Path) -> list[str]:
+    """The folder's files but the data users' ones the record lists (TopDown's measured tree, issue 25)."""
+    users = json.loads((out / "release.json").read_text("utf-8")).get("data_users", {}).get("files", [])
+    names = sorted(p.name for p in out.iterdir())
+    assert set(users) <= set(names)
+    return [n for n in names if n not in users]
+
 # 2 regions × 3 districts × 4 zones; joined 6-digit codes RRDDZZ with leading zeros
 ZONES = [(f"{r:02d}", f"{d:02d}", f"{z:02d}") for r in (1, 2) for d in (1, 2, 3) for z in (1, 2, 3, 4)]
 CODES = ["".join(t) for t in ZONES]
@@ -80,7 +88,7 @@ def test_release_od_writes_the_three_files(files: dict[str, Path], capsys: pytes
     rc = main(od_args(files, out, "--boundaries", f"zone={files['zones']}", "--names", "district=district_name"))
     captured = capsys.readouterr()
     assert rc == 0, captured.err
-    assert sorted(p.name for p in out.iterdir()) == FILES
+    assert files_in(out) == FILES
     assert "Released O/D flows with InfTDA" in captured.out
     assert "flows per level:" in captured.out and "of the budget left in the budget database" in captured.out
     assert "origin=origin, destination=destination, count=count" in captured.out  # detected, said so
@@ -92,7 +100,9 @@ def test_release_od_writes_the_three_files(files: dict[str, Path], capsys: pytes
     rec = record(out)
     assert rec["privacy"]["cost"] == {"definition": "zcdp", "value": 0.5, "label": rec["privacy"]["cost"]["label"]}
     assert rec["extra"]["budget_input"] == {"given": "rho", "rho": 0.5}
-    assert rec["outputs"]["files"] == ["release.csv", "flows.geojson", "release.json"]
+    users = ["measurements.csv", "design.json", "estimates.csv", "replicates.csv"]  # InfTDA's measured tree
+    assert rec["outputs"]["files"] == ["release.csv", "flows.geojson", *users, "release.json"]
+    assert rec["data_users"]["files"] == users
     gj = json.loads((out / "flows.geojson").read_text("utf-8"))
     levels = {f["properties"]["level"] for f in gj["features"]}
     assert levels == {"zone"}  # only the zone level has coordinates
@@ -325,7 +335,7 @@ def test_real_rhode_island_lodes(tmp_path: Path, capsys: pytest.CaptureFixture[s
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     assert "origin=h_geocode, destination=w_geocode, count=S000" in captured.out
-    assert sorted(p.name for p in out.iterdir()) == FILES
+    assert files_in(out) == FILES
     df = pd.read_csv(out / "release.csv", dtype={"origin": str, "destination": str})
     names = ["total>state", "state", "state>county", "county", "county>tract", "tract", "tract>block_group",
              "block_group", "block_group>block", "block"]

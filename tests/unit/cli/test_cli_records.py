@@ -18,6 +18,7 @@ from record_helpers import Caught
 
 from dpcore.cli import main
 from dpcore.core.record import INTERVAL_COLUMNS, jsonable, validate_record
+from dpcore.core.review import level_guidance
 
 
 @pytest.fixture
@@ -56,6 +57,9 @@ def test_the_cli_writes_the_envelope_of_the_charge(tmp_path: Path, kind: str, ca
     [options] = caught.options  # the files were made once, by KindRelease.files
     out = tmp_path / "out"
     rec = json.loads((out / "release.json").read_bytes())
+    validate_record(rec)
+    table = out / "release.csv"
+    assert rec.pop("level_guidance", None) == level_guidance(table.read_bytes() if table.exists() else None)
     assert rec == kr.record(as_of_charge, **options)
     assert "plan" in rec and rec["plan"] == jsonable(kr.plan.rows_dict())  # [] where the data sizes the levels
     assert rec["plan"] or kind == "points"  # UG sizes its grid from a noisy count: no rows before the data

@@ -57,7 +57,7 @@ def test_the_uber_days_are_released_once_and_re_served_byte_for_byte(
     for d in days:
         assert {p.name for p in (out / d).iterdir()} == {
             "release.csv", "release.json", "release.geojson",  # the release
-            "measurements.csv", "design.json", "estimates.csv",  # the data users' files
+            "measurements.csv", "design.json", "estimates.csv", "replicates.csv",  # the data users' files
             "deployment.yaml", "review.html"}  # the review record
     first = _files(out)
     session = Session.open(None)

@@ -112,3 +112,23 @@ def test_run_config_suppress(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["run", str(tmp_path / "r.toml")]) == 0, capsys.readouterr()
     rec = _check_folder(tmp_path / "out", None, "0.2")
     assert rec["reliability"]["rule"] == "cv=0.2"
+
+
+def test_release_census_suppress_and_the_matrix_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``release census --suppress`` (Privelet counts) follows the rule exactly, the review states it, and
+    the matrix mechanism's marginal tables (no noisy_count/noise_sd) are refused before any data is read."""
+    areas = pd.DataFrame({"state": ["1", "1", "2", "2"], "county": ["1a", "1b", "2a", "2b"]})
+    areas.to_csv(tmp_path / "areas.csv", index=False)
+    areas.assign(pop=[500, 70, 0, 3]).to_csv(tmp_path / "t.csv", index=False)
+    base = ["release", "census", "--input", str(tmp_path / "t.csv"), "--levels", "state,county", "--count", "pop",
+            "--areas", str(tmp_path / "areas.csv"), "--no-budget", "--suppress", "cv=0.3"]
+    out = tmp_path / "out"
+    assert main([*base, "--epsilon", "1", "--out", str(out)]) == 0, capsys.readouterr()
+    rec = _check_folder(out, None, "0.3")
+    assert rec["reliability"]["suppressed"] >= 1  # the empty county's CV is infinite or large
+    assert "No reliability rule" not in (out / "review.html").read_text("utf-8")
+    bad = tmp_path / "missing.csv"  # never read: the refusal comes first
+    rc = main(["release", "census", "--input", str(bad), "--levels", "state,county", "--count", "pop",
+               "--mechanism", "matrix", "--rho", "0.5", "--no-budget", "--suppress", "cv=0.3",
+               "--out", str(tmp_path / "m")])
+    assert rc != 0 and "matrix" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from dpcore.areas import area_sets, census_tables
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, Release
 from dpcore.core.record import validate_record
+from dpcore.core.review import level_guidance
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.data.hierarchy import Hierarchy
@@ -130,7 +131,10 @@ def test_release_from_plan_and_record_envelope(kind: str, name: str) -> None:
     assert rec["ledger"]["accounted"] is False
     assert rec["plan"] == json.loads(json.dumps(p.rows_dict()))  # the rows of the plan it was made from
     # the record is exactly what release.json holds (one builder for both)
-    assert json.loads(rel.files()["release.json"]) == rec
+    files = rel.files()
+    written = json.loads(files["release.json"])  # plus the "use at level L" guidance from the published table
+    assert written.pop("level_guidance", None) == level_guidance(files.get("release.csv"))
+    assert written == rec
 
 
 @pytest.mark.parametrize(("kind", "name"), ALL)

@@ -28,6 +28,7 @@ from dpcore.core.record import (
     validate_record,
     write_files,
 )
+from dpcore.core.review import level_guidance
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.data.hierarchy import Hierarchy
@@ -184,6 +185,7 @@ def test_a_release_makes_its_files_from_the_envelope_of_the_charge(tmp_path: Pat
     paths = write_files(files, tmp_path / "out")
     assert [p.name for p in paths] == ["release.csv", "release.geojson", "release.json",  # the CLI's names
                                        "measurements.csv", "design.json", "estimates.csv",  # data users' (issue 25)
+                                       "replicates.csv",  # R = 80 replicate columns for spreadsheets
                                        "deployment.yaml", "review.html"]  # the review record (issue 25)
     rec = json.loads((tmp_path / "out" / "release.json").read_bytes())
     validate_record(rec)
@@ -276,7 +278,11 @@ def test_a_kind_release_record_is_what_its_release_json_holds(kind: str) -> None
         plan = catalog.get("od", "inftda").plan(h, cost)
     kr = pipeline.release(plan, agg, ledger=led, noise=NoiseSource(7))
     rec = kr.record(led)
-    assert json.loads(kr.files(led)["release.json"]) == rec
+    files = kr.files(led)
+    written = json.loads(files["release.json"])
+    validate_record(written)  # with its level_guidance, read from the published table
+    assert written.pop("level_guidance", None) == level_guidance(files.get("release.csv"))
+    assert written == rec
     validate_record(rec)
     assert rec["plan"] == json.loads(json.dumps(plan.rows_dict()))
     assert (rec["release_id"], rec["created"]) == (kr.release_id, kr.created)

@@ -128,8 +128,8 @@ def test_apply_to_files_points_like_release() -> None:
              "release.json": orjson.dumps({"outputs": {"files": ["release.csv", "release.geojson", "release.json"]}}),
              "other.csv": b"x\n1\n"}
     out = apply_to_files(files, "floor=5")
-    assert list(out) == ["release.csv", FULL_FILE, "release.geojson", "other.csv", "release.json",
-                         "deployment.yaml", "review.html"]  # the review record, made again with the rule
+    # the review record is not made here: KindRelease.files(suppress=...) makes it once, after the rule
+    assert list(out) == ["release.csv", FULL_FILE, "release.geojson", "other.csv", "release.json"]
     assert out["other.csv"] == files["other.csv"]
     pub = out["release.csv"].decode().splitlines()
     assert pub[0].endswith(",noise_sd,suppressed,suppression_reason")
@@ -193,8 +193,8 @@ def test_quoted_fields_take_the_csv_reader() -> None:
 @pytest.mark.parametrize("rule", ["floor=5", "flag:cv=0.3"])
 def test_the_arrow_geojson_path_equals_the_parsing_paths(rule: str) -> None:
     """A points-style GeoJSON (one feature per line) is edited in Arrow; the result parses to what the
-    whole-file and line-by-line paths give."""
-    from dpcore.core.reliability import _geojson_arrow, _geojson_by_line, _mark
+    whole-file path gives."""
+    from dpcore.core.reliability import _geojson, _geojson_arrow, _mark
 
     rng = np.random.default_rng(5)
     y = rng.integers(-2, 12, 50)
@@ -210,7 +210,7 @@ def test_the_arrow_geojson_path_equals_the_parsing_paths(rule: str) -> None:
     doc = orjson.loads(data)
     _mark([f["properties"] for f in doc["features"]], r, keys, ["id", "level"])
     assert orjson.loads(fast) == doc
-    assert orjson.loads(_geojson_by_line(data.split(b"\n"), list(range(1, 51)), r, keys, ["id", "level"])) == doc
+    assert orjson.loads(_geojson(orjson.dumps(orjson.loads(data)), r, keys, ["id", "level"])) == doc  # parsed whole
     assert sum(f["properties"][r.column] for f in doc["features"]) == hit.sum() > 0
     assert _geojson_arrow(orjson.dumps(doc) + b"\n", r, keys, ["id", "level"]) is None  # one line: not this form
 
@@ -224,3 +224,29 @@ def test_a_quoted_header_keeps_the_fast_path_and_its_style() -> None:
     assert pub == b'"id","level","noisy_count","noise_sd","suppressed","suppression_reason"\n0,1,,1,true,floor\n' \
                   b"1,1,9,1,false,\n"
     assert apply_to_files({"release.csv": csv}, "floor=5")["release.csv"] == pub
+
+
+@pytest.mark.parametrize("rule", ["cv=0.3", "flag:floor=25"])
+def test_points_geojson_is_marked_in_its_one_write_as_the_rewrite_would(rule: str) -> None:
+    """``KindRelease.files(suppress=...)`` lets the points writer mark release.geojson in its one pass
+    (no rewrite of a million features); the result parses to what the file editor makes of the plain
+    files, and release.csv, release_full.csv and the record are the same."""
+    from points_helpers import plan_points
+
+    from dpcore import pipeline
+    from dpcore.core.session import Session
+    from dpcore.data.domain import Aggregate, Bounds, Grid
+    from dpcore.privacy.noise import NoiseSource
+
+    counts = np.random.default_rng(2).poisson(20, size=(8, 8)).astype(np.int64)
+    agg = Aggregate(grid=Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 8, 8), counts=counts, n_outside=0, n_capped=0,
+                    sensitivity=1, user_cap=None)
+    kr = pipeline.release(plan_points(agg, "quadtree", 0.5, {}), agg, session=Session.unaccounted(),
+                          noise=NoiseSource(3))
+    one = kr.files(suppress=rule)
+    plain = apply_to_files(kr.files(), rule)
+    assert orjson.loads(one["release.geojson"]) == orjson.loads(plain["release.geojson"])
+    assert orjson.loads(one["release.geojson"]) != orjson.loads(kr.files()["release.geojson"])
+    for name in ("release.csv", FULL_FILE):
+        assert one[name] == plain[name]
+    assert orjson.loads(one["release.json"]) == orjson.loads(plain["release.json"])  # keys in another order

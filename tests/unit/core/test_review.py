@@ -209,8 +209,11 @@ def test_use_level_is_the_finest_level_under_the_threshold():
 
 def test_the_reliability_rule_is_stated_in_the_review():
     plan, agg, led = _hierarchy()
-    files = apply_to_files(pipeline.release(plan, agg, ledger=led, noise=NoiseSource(3)).files(led), "cv=0.3")
+    made = pipeline.release(plan, agg, ledger=led, noise=NoiseSource(3))
+    files = made.files(led, suppress="cv=0.3")  # the rule and the review record in the one call
     assert "No reliability rule" not in files["review.html"].decode()
+    plain = apply_to_files(made.files(led), "cv=0.3")  # the rule alone leaves the review as it was
+    assert plain["review.html"] == made.files(led)["review.html"] != files["review.html"]
     assert "cv" in read_yaml(files["deployment.yaml"].decode())["deployment"]["accounting"]["post_processing"]
 
 

@@ -1,6 +1,6 @@
 """The data users' files of O/D releases (dpcore.flows.data_users): VanillaGauss writes every finest
-pair's noisy count, the TopDown variants keep their measurements on the release (not written), the
-stability histogram exposes none (its measured pairs are the true support)."""
+pair's noisy count, the TopDown variants write the tree of pairs they measured (conditional on that
+tree, and the files say so), the stability histogram exposes none (its measured pairs are the true support)."""
 
 from __future__ import annotations
 
@@ -66,8 +66,45 @@ def test_topdown_variants_keep_their_measurements_on_the_release(counts: ODCount
         # a level's released pairs are among its measured pairs (children of released parents)
         n_d = counts.destination_h.sizes[rel.plan.levels[t].destination_depth]
         assert set((rel.origins[t] * n_d + rel.destinations[t]).tolist()) <= set((o * n_d + d).tolist())
+
+
+
+@pytest.mark.parametrize(("mech", "neighbour"), [("inftda", "add_remove"), ("tda_l2", "add_remove"),
+                                                  ("inftda", "replace")])
+def test_topdown_variants_write_their_measured_tree(counts: ODCounts, mech: str, neighbour: str,
+                                                    tmp_path: Path) -> None:
+    """Every noisy count of the walk is a row of measurements.csv; the design is the measured tree
+    (cells: measured pairs without a measured child), conditional on it and saying so; the two-pass
+    least-squares estimates equal a dense solve; a public total is an invariant held exactly."""
+    rel = catalog.get("od", mech).release_counts(counts, budget.zcdp(0.5), NoiseSource(3), neighbour=neighbour)
     files = od_files(rel)
-    assert "measurements.csv" not in files and "data_users" not in orjson.loads(files["release.json"])
+    rec = orjson.loads(files["release.json"])
+    validate_od_record(rec)
+    assert {"measurements.csv", "design.json", "estimates.csv"} <= set(rec["data_users"]["files"])
+    assert "conditional" in rec["data_users"]["note"]
+    design = orjson.loads(files["design.json"])
+    assert design["conditional_on_partition"] is True and design["kind"] == "od"
+    meas = pd.read_csv(BytesIO(files["measurements.csv"]), dtype={"node": str})
+    n_meas = sum(m[2].size for m in rel.measurements if m is not None)
+    assert len(meas) == n_meas and (meas["phase"] == "count").all()
+    assert bool(design["invariants"]) == (rel.public_total is not None)
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    m = read_release(tmp_path)
+    assert m.tree is not None  # the exact two-pass solve
+    est = pd.read_csv(BytesIO(files["estimates.csv"]), dtype={"code": str})
+    assert est["published"].tolist() == np.concatenate(rel.values).tolist()
+    root = union_interval(m, np.ones(m.n), 0.9)
+    assert est["estimate"].iloc[0] == pytest.approx(root["estimate"], abs=1e-6)
+    if rel.public_total is not None:
+        assert root["estimate"] == pytest.approx(rel.public_total) and root["variance"] == pytest.approx(0, abs=1e-9)
+    # the two passes equal the dense least squares (invariants by a heavily weighted row)
+    A, y, w = m.A.toarray(), np.asarray(m.y, float), 1 / m.var
+    if m.B is not None:
+        A, y, w = np.vstack([A, m.B.toarray()]), np.r_[y, m.t], np.r_[w, np.full(m.B.shape[0], 1e12)]
+    dense = np.linalg.lstsq(A * np.sqrt(w)[:, None], y * np.sqrt(w), rcond=None)[0]
+    np.testing.assert_allclose(union_interval(m, np.eye(m.n)[0], 0.9)["estimate"], dense[0], atol=1e-4)
+    assert root["estimate"] == pytest.approx(dense.sum(), abs=1e-4)
 
 
 def test_stability_histogram_exposes_no_measurements(counts: ODCounts) -> None:

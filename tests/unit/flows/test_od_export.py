@@ -176,7 +176,8 @@ def test_exported_files_hold_no_true_count(counts: ODCounts, hier: Hierarchy, tm
     ledger.spend(budget.zcdp(1e-8), label="O/D")
     xy = {d: X.centroids_from_boundaries(hier, d, g)[:2] for d, g in _squares(hier).items()}
     paths = write_files(X.od_files(r, ledger, origin_xy=xy), tmp_path / "out")
-    assert sorted(p.name for p in paths) == ["flows.geojson", "release.csv", "release.json"]
+    users = ["design.json", "estimates.csv", "measurements.csv", "replicates.csv"]  # TopDown's tree, checked too
+    assert sorted(p.name for p in paths) == sorted(["flows.geojson", "release.csv", "release.json", *users])
     rec = json.loads((tmp_path / "out" / "release.json").read_text("utf-8"))
     X.validate_od_record(rec)
     assert rec["total_public"] is False and rec["privacy"]["invariants"] == {}
@@ -193,7 +194,8 @@ def test_exported_files_hold_no_true_count(counts: ODCounts, hier: Hierarchy, tm
 def test_bounded_record_publishes_only_the_total(counts: ODCounts, tmp_path: Path) -> None:
     r = _release(counts, budget.zcdp(1e-8), seed=6)
     paths = write_files(X.od_files(r, None), tmp_path)
-    assert sorted(p.name for p in paths) == ["release.csv", "release.json"]  # no coordinates, no geojson
+    users = ["design.json", "estimates.csv", "measurements.csv", "replicates.csv"]  # TopDown's tree, checked too
+    assert sorted(p.name for p in paths) == sorted(["release.csv", "release.json", *users])  # no geojson
     truth = _true_values(counts)
     for p in paths:
         leaked = truth & _numbers(p.read_text("utf-8"))

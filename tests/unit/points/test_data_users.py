@@ -80,7 +80,10 @@ def test_every_mechanism_writes_the_three_files_in_the_format(name):
     assert d["conditional_on_partition"] == (base in CONDITIONAL or "noisy_point_count" in rel.public)
     rec = json.loads(files["release.json"])
     validate_record(rec)
-    assert rec["data_users"]["files"] == ["measurements.csv", "design.json", "estimates.csv"]
+    offered = base not in NOT_OFFERED
+    assert rec["data_users"]["files"] == ["measurements.csv", "design.json", "estimates.csv",
+                                          *(["replicates.csv"] if offered else [])]
+    assert ("replicates.csv" in files) == offered
     assert rec["data_users"]["map_shows"] == "published"
 
 

@@ -206,6 +206,8 @@ def test_exports_hold_no_true_values(tmp_path: Path, name: str, params: dict) ->
     texts = {p.name: p.read_text("utf-8") for p in paths}
     extra = {"workload_answers.csv"} if name == "matrix" else set()  # its workload answers
     data_users = {"measurements.csv", "design.json", "estimates.csv"}  # issue 25: checked for secrets too
+    if json.loads(texts["release.json"])["data_users"].get("replicates", {}).get("file"):
+        data_users.add("replicates.csv")  # the spreadsheet replicates, where measurements are offered
     assert set(texts) == {"release.csv", "release.geojson", "release.json"} | extra | data_users
 
     _, rows = read_csv_rows(texts["release.csv"].encode())
@@ -228,7 +230,8 @@ def test_exports_hold_no_true_values(tmp_path: Path, name: str, params: dict) ->
 def test_write_release_writes_three_files(tmp_path: Path, ug_release) -> None:
     out = tmp_path / "a" / "b"
     paths = write_files(release_files(ug_release), out)
-    names = ["design.json", "estimates.csv", "measurements.csv", "release.csv", "release.geojson", "release.json"]
+    names = ["design.json", "estimates.csv", "measurements.csv", "release.csv", "release.geojson", "release.json",
+             "replicates.csv"]
     assert sorted(p.name for p in paths) == names
     assert sorted(p.name for p in out.iterdir()) == names
     for p in paths:

@@ -109,7 +109,7 @@ def test_exports_hold_answers_and_no_true_counts(tmp_path: Path) -> None:
     paths = write_files(release_files(rel, led), tmp_path)
     names = sorted(p.name for p in paths)
     assert names == ["design.json", "estimates.csv", "measurements.csv",  # the data users' (issue 25)
-                     "release.csv", "release.geojson", "release.json", "workload_answers.csv"]
+                     "release.csv", "release.geojson", "release.json", "workload_answers.csv"]  # no measurements
     texts = {p.name: p.read_text("utf-8") for p in paths}
     lines = texts["workload_answers.csv"].splitlines()
     assert lines[0].split(",")[-4:] == ['"answer"', '"standard_error"', '"ci95_low"', '"ci95_high"']

@@ -17,7 +17,7 @@ from dpcore.areas import figures, tree_plans
 from dpcore.areas.unit import census_unit
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
-from ui import confirm, fmt, frame, series, state
+from ui import confirm, fmt, frame, intervals, series, state
 from ui.kinds.areas import common
 from ui.kinds.areas import marginals as marginals_ui
 from ui.kinds.areas import series as areas_series
@@ -61,6 +61,7 @@ def release_step() -> None:
     _map(entry, m)
     st.subheader("Errors", anchor="errors")
     _errors(entry, m)
+    intervals.section(lambda: entry.files, rel.release_id, pick=True)
     frame.link("export")
 
 

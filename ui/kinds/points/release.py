@@ -16,7 +16,7 @@ from dpcore.errors import DPCoreError
 from dpcore.points import diagnostics, viz
 from dpcore.points.mechanisms.base import level_row
 from dpcore.privacy.ledger import Ledger
-from ui import confirm, fmt, frame, near_match_ui, plan_table, series, state
+from ui import confirm, fmt, frame, intervals, near_match_ui, plan_table, series, state
 from ui.kinds.points import plan as points_plan
 from ui.kinds.points import series as points_series
 from ui.kinds.points import state as points_state
@@ -51,6 +51,7 @@ def release_step() -> None:
     _map(cur)
     st.subheader("Errors", anchor="errors")
     _errors(cur)
+    intervals.section(lambda: points_state.release_files(cur), r.release_id, pick=False, stored=cur.exports["files"])
     frame.link("export")
 
 

@@ -1,0 +1,176 @@
+"""The data user's interval from a release's files: any union of areas or a drawn polygon (issue 25).
+
+A release's data users' files (``measurements.csv``, ``design.json``; see
+:mod:`dpcore.estimate.data_users`) are all a data user needs: :class:`ReleaseIntervals` reads them
+once (name -> bytes, as the app stores them and the CLI writes them), solves the generalised
+least-squares estimate once (:func:`dpcore.estimate.gls.gls_estimate`), and then answers any number
+of questions:
+
+* :meth:`ReleaseIntervals.of_nodes`: the union of measured nodes (areas of any level; a node sums
+  its finest cells, and a cell under two chosen nodes counts once), by
+  :func:`dpcore.estimate.gls.union_interval`;
+* :meth:`ReleaseIntervals.of_polygons`: one answer per polygon of a GeoJSON, by
+  :func:`dpcore.estimate.polygon_interval.polygon_interval` (cut cells weighted by their area
+  share, with the bracket ``[inside, touching]``).
+
+Cell shapes are ``design.json``'s ``cell_bounds`` (points) or, for areas, the finest level's
+GeoJSON among the files (features with a ``code`` property).  Nothing here reads data or draws
+noise: every input is a published file.
+
+>>> import orjson
+>>> design = {"schema": "dpcore-design/1", "kind": "hierarchy", "cells": ["a", "b"],
+...           "nodes": {"t": [0, 1], "a": [0], "b": [1]}, "invariants": [], "edges": [["t", "a"], ["t", "b"]],
+...           "cell_bounds": [[0, 0, 1, 1], [1, 0, 2, 1]]}
+>>> meas = (b"measurement_id,level,node,value,family,scale,variance,share,phase\\n"
+...         b"0,total,t,10,discrete_gaussian,1,1,0.5,count\\n1,leaf,a,4,discrete_gaussian,1,1,0.5,count\\n"
+...         b"2,leaf,b,5,discrete_gaussian,1,1,0.5,count\\n")
+>>> ri = ReleaseIntervals({"design.json": orjson.dumps(design), "measurements.csv": meas})
+>>> ri.nodes()
+[('total', 't'), ('leaf', 'a'), ('leaf', 'b')]
+>>> r = ri.of_nodes(["a", "b"])
+>>> round(r["estimate"], 3), r["cells"]
+(9.667, 2)
+>>> square = b'{"type":"FeatureCollection","features":[{"type":"Feature","properties":{},' \\
+...          b'"geometry":{"type":"Polygon","coordinates":[[[0.5,0],[2,0],[2,1],[0.5,1],[0.5,0]]]}}]}'
+>>> [p] = ri.of_polygons(square)
+>>> p["cells_inside"], p["cells_cut"]
+(1, 1)
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+from numpy.typing import NDArray
+
+from dpcore.errors import InputError, ParameterError
+from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, union_interval
+from dpcore.estimate.polygon_interval import polygon_interval
+
+__all__ = ["INTERVAL_FILES", "ReleaseIntervals", "cell_shapes", "clean", "offers_intervals", "read_polygons"]
+
+#: The files an interval is computed from.
+INTERVAL_FILES = ("measurements.csv", "design.json")
+
+
+def offers_intervals(files: Mapping[str, bytes]) -> bool:
+    """Whether a release's files hold the data users' measurements (every file an interval needs)."""
+    return all(name in files for name in INTERVAL_FILES)
+
+
+def clean(d: Mapping[str, Any]) -> dict[str, Any]:
+    """An answer with non-finite floats as None (JSON has no NaN).
+
+    >>> clean({"sd": float("nan"), "estimate": 1.0})
+    {'sd': None, 'estimate': 1.0}
+    """
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def cell_shapes(design: Mapping[str, Any], files: Mapping[str, bytes]) -> NDArray[Any]:
+    """Every finest cell's shape, in the order of ``design["cells"]``: the rectangles of
+    ``cell_bounds`` (points), else the GeoJSON among ``files`` whose ``code`` properties name the
+    most cells (an area's boundary; cells without one get an empty shape)."""
+    import shapely
+
+    if design.get("cell_bounds"):
+        b = np.asarray(design["cell_bounds"], dtype=float)
+        return shapely.box(b[:, 0], b[:, 1], b[:, 2], b[:, 3])
+    cells = [str(c) for c in design["cells"]]
+    pos = {c: i for i, c in enumerate(cells)}
+    best, best_hits = None, 0
+    for name in sorted(n for n in files if n.endswith(".geojson")):
+        feats = orjson.loads(files[name]).get("features") or []
+        codes = [str((f.get("properties") or {}).get("code")) for f in feats]
+        hits = [i for i, c in enumerate(codes) if c in pos and feats[i].get("geometry")]
+        if len(hits) > best_hits:
+            shapes = np.full(len(cells), shapely.Polygon(), dtype=object)
+            shapes[[pos[codes[i]] for i in hits]] = shapely.from_geojson(
+                [orjson.dumps(feats[i]["geometry"]).decode() for i in hits])
+            best, best_hits = shapes, len(hits)
+    if best is None:
+        raise InputError("This release has no cell shapes: design.json gives no cell_bounds and no GeoJSON of the "
+                         "finest level is among its files. Release with boundaries, or choose areas by code.")
+    return best
+
+
+def read_polygons(data: bytes | str) -> list[Any]:
+    """The (multi)polygons of a GeoJSON (bytes, or a path), in longitude/latitude (EPSG:4326).
+
+    >>> [p] = read_polygons(b'{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]}')
+    >>> p.area
+    0.5
+    """
+    import geopandas
+
+    try:
+        g = geopandas.read_file(io.BytesIO(data) if isinstance(data, bytes) else data)
+    except Exception as err:  # pyogrio/fiona raise their own errors for a file that is not GeoJSON
+        raise InputError(f"The polygon file could not be read as GeoJSON ({err}); give a GeoJSON of polygons "
+                         "in longitude/latitude.") from err
+    if g.empty:
+        raise InputError("The polygon file has no features: give a GeoJSON with one polygon per area.")
+    if g.crs is not None and not g.crs.equals("EPSG:4326"):
+        g = g.to_crs("EPSG:4326")
+    polys = [p for p in g.geometry if p is not None and p.geom_type in ("Polygon", "MultiPolygon")]
+    if not polys:
+        raise InputError("The polygon file holds no Polygon or MultiPolygon; draw an area, not points or lines.")
+    return polys
+
+
+class ReleaseIntervals:
+    """One release's measurements with their GLS estimate, solved once; then intervals for any unions.
+
+    Parameters
+    ----------
+    files : mapping of str to bytes
+        The release's files (at least ``measurements.csv`` and ``design.json``; a GeoJSON of the
+        finest areas for polygons over areas).
+    """
+
+    def __init__(self, files: Mapping[str, bytes]) -> None:
+        if not offers_intervals(files):
+            raise ParameterError("This release has no measurements.csv and design.json (the data users' files), so "
+                                 "no interval can be computed from it; release it with this version.")
+        self.design = orjson.loads(files["design.json"])
+        self.frame = pd.read_csv(io.BytesIO(files["measurements.csv"]), dtype={"node": str, "level": str})
+        self.m: Measurements = measurements_from(self.design, self.frame)
+        self.estimate = gls_estimate(self.m)
+        self._files = files
+        self._shapes: NDArray[Any] | None = None
+
+    def nodes(self) -> list[tuple[str, str]]:
+        """``(level, node)`` of every measured node, in the order of ``measurements.csv`` (coarse first)."""
+        rows = self.frame.loc[self.frame["phase"] == "count", ["level", "node"]].drop_duplicates("node")
+        return list(zip(rows["level"].astype(str), rows["node"].astype(str), strict=True))
+
+    def of_nodes(self, nodes: Sequence[str], coverage: float = 0.9) -> dict[str, Any]:
+        """The union of ``nodes`` (codes of ``design.json``'s nodes, any level): each finest cell under
+        them weighs 1 once.  Adds ``cells`` (how many finest cells the union covers)."""
+        cover = self.design["nodes"]
+        unknown = [c for c in nodes if str(c) not in cover]
+        if unknown or not nodes:
+            raise ParameterError(f"Choose areas of this release (unknown: {', '.join(map(str, unknown[:5]))})."
+                                 if unknown else "Choose at least one area.")
+        w = np.zeros(self.m.n)
+        w[np.unique(np.concatenate([np.asarray(cover[str(c)], dtype=np.int64) for c in nodes]))] = 1.0
+        return clean({**union_interval(self.m, w, coverage, estimate=self.estimate), "cells": int(w.sum())})
+
+    def shapes(self) -> NDArray[Any]:
+        """The finest cells' shapes (:func:`cell_shapes`), built on first use."""
+        if self._shapes is None:
+            self._shapes = cell_shapes(self.design, self._files)
+        return self._shapes
+
+    def of_polygons(self, geojson: bytes | str, coverage: float = 0.9) -> list[dict[str, Any]]:
+        """One answer per polygon of ``geojson`` (:func:`read_polygons`): the estimate, ``sd``, ``low``,
+        ``high``, the bracket ``inside``/``touching`` and a ``warning`` when cut cells carry over 20 %."""
+        shapes = self.shapes()
+        return [clean(polygon_interval(self.m, shapes, p, coverage, estimate=self.estimate))
+                for p in read_polygons(geojson)]
