@@ -343,10 +343,9 @@ class KindRelease:
         early = rule is not None and "suppress" in inspect.signature(self.make_files).parameters
         made = self.make_files(self.inner, ledger, plan=self.plan, **({"suppress": rule} if early else {}), **options)
         marked = [n for n in made if n.endswith(".geojson")] if early else []
-        files = apply_to_files(made, rule, marked=marked)
         if ledger is None:  # charged to no budget: every table a data user opens says so (issue 26 item 16)
-            files = _record.mark_not_accounted(files)
-        return with_review(files, cv_threshold)
+            made = _record.mark_not_accounted(made)
+        return with_review(apply_to_files(made, rule, marked=marked), cv_threshold)
 
     @property
     def kind(self) -> str:
