@@ -487,16 +487,7 @@ def plan_for_targets(mechanism: Mechanism, domain: Any, targets: Sequence[Target
     >>> round(p.total, 3), p.levels[0].half_width, p.levels[0].method, p.levels[0].met
     (0.832, 3.0, 'exact', True)
     """
-    if not targets:
-        raise ParameterError("State at least one target, e.g. --target \"level=tract,abs=50,coverage=0.95\".")
-    if definition not in ("pure", "zcdp"):
-        raise ParameterError(f"The budget is ε ('pure') or ρ ('zcdp'), not {definition!r}.")
-    if not 0.0 < min_share < 1.0:
-        raise ParameterError(f"min_share must lie strictly between 0 and 1 (got {min_share!r}): every measured level "
-                             "needs some budget, e.g. 0.01.")
-    key = (mechanism.kind, mechanism.name)
-    if key in DATA_DEPENDENT:
-        raise ParameterError(f"No target-error plan for {mechanism.title}: {DATA_DEPENDENT[key]}")
+    _check_request(mechanism, targets, definition, min_share)
     notes: list[str] = []
     pl = _Planner(mechanism, domain, definition, params or {}, unit, public, targets)
     first = pl.plan(1.0)
@@ -526,13 +517,7 @@ def plan_for_targets(mechanism: Mechanism, domain: Any, targets: Sequence[Target
                              "the total each; state a target for them to control their error.")
     final = pl.plan(best_total, _scaled(best_w, best_total))
     out_params = dict(final.params)
-    levels = []
-    for i, r in enumerate(final.rows):
-        t = targets[rows_of.index(i)] if i in rows_of else None
-        cov = t.coverage if t else 0.95
-        h, method = row_half_width(r, cov, definition)
-        levels.append(LevelOutcome(r.name, int(r.n_counts), r.cost.value if r.cost is not None else None,
-                                   float(r.sd), cov, h, method, t))
+    levels = _outcomes(final, targets, rows_of, definition)
     if any(lv.method == "normal" and lv.target for lv in levels):
         notes.append("Levels marked 'normal' combine several Gaussian noises (post-processing or sums): their error "
                      "is normal with the plan's SD.")
@@ -543,6 +528,32 @@ def plan_for_targets(mechanism: Mechanism, domain: Any, targets: Sequence[Target
                                     if "depend" in r.note and ("data" in r.note or "noisy" in r.note)))
     return Proposal(mechanism.kind, mechanism.name, final.cost, out_params, how, tuple(levels),
                     tuple(dict.fromkeys(notes)), final, row_notes)
+
+
+def _check_request(mechanism: Mechanism, targets: Sequence[Target], definition: str, min_share: float) -> None:
+    """Refuse, before any plan is made, what :func:`plan_for_targets` cannot answer."""
+    if not targets:
+        raise ParameterError("State at least one target, e.g. --target \"level=tract,abs=50,coverage=0.95\".")
+    if definition not in ("pure", "zcdp"):
+        raise ParameterError(f"The budget is ε ('pure') or ρ ('zcdp'), not {definition!r}.")
+    if not 0.0 < min_share < 1.0:
+        raise ParameterError(f"min_share must lie strictly between 0 and 1 (got {min_share!r}): every measured level "
+                             "needs some budget, e.g. 0.01.")
+    key = (mechanism.kind, mechanism.name)
+    if key in DATA_DEPENDENT:
+        raise ParameterError(f"No target-error plan for {mechanism.title}: {DATA_DEPENDENT[key]}")
+
+
+def _outcomes(final: Plan, targets: Sequence[Target], rows_of: Sequence[int], definition: str) -> list[LevelOutcome]:
+    """Each level of the final plan with its half-width at its target's coverage (95 % without one)."""
+    levels = []
+    for i, r in enumerate(final.rows):
+        t = targets[rows_of.index(i)] if i in rows_of else None
+        cov = t.coverage if t else 0.95
+        h, method = row_half_width(r, cov, definition)
+        levels.append(LevelOutcome(r.name, int(r.n_counts), r.cost.value if r.cost is not None else None,
+                                   float(r.sd), cov, h, method, t))
+    return levels
 
 
 def _optimise(pl: _Planner, k: int, first: Plan, given: float, min_share: float,

@@ -142,6 +142,31 @@ def extent_figure(boundaries: Any, xy: Coords, *, height: int = 420,
     return fig
 
 
+def _arc_trace(ends: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], txt: np.ndarray, lw: float,
+               colour: str, label: str, rank: int) -> go.Scattermap:
+    """One width class of flows: each a gentle arc (a quadratic Bézier) bending to the right of the
+    direction of travel, ending in a dot at the destination, with ``txt`` as its hover."""
+    ax, ay, bx, by = ends
+    cx = (ax + bx) / 2 + 2 * BEND * (by - ay)
+    cy = (ay + by) / 2 - 2 * BEND * (bx - ax)
+    s_ = ARC[None, :]
+    lon = (1 - s_) ** 2 * ax[:, None] + 2 * (1 - s_) * s_ * cx[:, None] + s_ ** 2 * bx[:, None]
+    lat = (1 - s_) ** 2 * ay[:, None] + 2 * (1 - s_) * s_ * cy[:, None] + s_ ** 2 * by[:, None]
+    n = ax.size
+    nan = np.full((n, 1), np.nan)
+    lon = np.hstack([lon, nan]).ravel()
+    lat = np.hstack([lat, nan]).ravel()
+    hover = np.column_stack([np.repeat(txt[:, None], ARC.size, axis=1), np.full((n, 1), "", dtype=object)]).ravel()
+    dot = np.zeros(ARC.size + 1)
+    dot[ARC.size - 1] = lw + 3.0  # a dot at the destination end
+    return go.Scattermap(
+        lon=np.where(np.isnan(lon), None, lon), lat=np.where(np.isnan(lat), None, lat),
+        mode="lines+markers", line={"width": lw, "color": colour},
+        marker={"size": np.tile(dot, n), "color": colour}, hovertext=hover, hoverinfo="text",
+        name=label, legendrank=rank, connectgaps=False,
+    )
+
+
 def flow_map(
     rel: ODRelease,
     t: int,
@@ -203,30 +228,10 @@ def flow_map(
         idx = lines[cls == c]
         if idx.size == 0:
             continue
-        ax, ay, bx, by = x0[idx], y0[idx], x1[idx], y1[idx]
-        # a gentle arc (quadratic Bézier) bending to the right of the direction of travel
-        cx = (ax + bx) / 2 + 2 * BEND * (by - ay)
-        cy = (ay + by) / 2 - 2 * BEND * (bx - ax)
-        s_ = ARC[None, :]
-        lon = (1 - s_) ** 2 * ax[:, None] + 2 * (1 - s_) * s_ * cx[:, None] + s_ ** 2 * bx[:, None]
-        lat = (1 - s_) ** 2 * ay[:, None] + 2 * (1 - s_) * s_ * cy[:, None] + s_ ** 2 * by[:, None]
-        nan = np.full((idx.size, 1), np.nan)
-        lon = np.hstack([lon, nan]).ravel()
-        lat = np.hstack([lat, nan]).ravel()
-        txt = np.array([f"{names_o[o[i]]} → {names_d[d[i]]}: {_fmt(v[i])} {unit}" for i in idx], dtype=object)
-        hover = np.column_stack([np.repeat(txt[:, None], ARC.size, axis=1),
-                                 np.full((idx.size, 1), "", dtype=object)]).ravel()
-        lw, colour = FLOW_WIDTHS[pick[c]], FLOW_COLOURS[pick[c]]
-        dot = np.zeros(ARC.size + 1)
-        dot[ARC.size - 1] = lw + 3.0  # a dot at the destination end
-        size = np.tile(dot, idx.size)
         label = f"{_fmt(lo)} {unit}" if lo == hi else f"{_fmt(lo)}–{_fmt(hi)} {unit}"
-        fig.add_trace(go.Scattermap(
-            lon=np.where(np.isnan(lon), None, lon), lat=np.where(np.isnan(lat), None, lat),
-            mode="lines+markers", line={"width": lw, "color": colour},
-            marker={"size": size, "color": colour}, hovertext=hover, hoverinfo="text",
-            name=label, legendrank=100 - c, connectgaps=False,
-        ))
+        txt = np.array([f"{names_o[o[i]]} → {names_d[d[i]]}: {_fmt(v[i])} {unit}" for i in idx], dtype=object)
+        fig.add_trace(_arc_trace((x0[idx], y0[idx], x1[idx], y1[idx]), txt, FLOW_WIDTHS[pick[c]],
+                                 FLOW_COLOURS[pick[c]], label, 100 - c))
     if selfs.size:  # on top of the lines, translucent so that lines show through
         vs = v[selfs].astype(float)
         size = 5.0 + 17.0 * np.sqrt(vs / vs.max())

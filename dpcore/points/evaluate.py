@@ -310,27 +310,37 @@ def evaluate(
                     failures[name] = _reason(e, eps, r)
                     done += 1
                     continue
-                n_leaves = int(np.count_nonzero(rel.leaf))
-                choice = str(rel.public.get("auto", {}).get("chosen", ""))  # what auto chose ("" otherwise)
-                for sh, ws, qs, tags, true in loads:
-                    est = rel.answer(qs)
-                    for s in sizes:
-                        m = tags == s
-                        t, e = true[m], est[m]
-                        rows.append({
-                            "mechanism": name, "epsilon": eps, "shape": sh, "query_size": s,
-                            "repeat": r, "n_queries": int(m.sum()),
-                            "mre_percent": metrics.mre(t, e, smoothing), "mae": metrics.mae(t, e),
-                            "rmse": metrics.rmse(t, e), "max_abs_error": metrics.max_abs(t, e),
-                            "release_seconds": dt, "n_leaves": n_leaves, "workload_seed": ws,
-                            "noise_seed": ns, "choice": choice,
-                        })
+                rows += _scores(rel, loads, sizes, smoothing,
+                                {"mechanism": name, "epsilon": eps, "repeat": r, "release_seconds": dt,
+                                 "noise_seed": ns})
                 done += 1
     if progress is not None:
         progress(total, total, "done")
     df = pd.DataFrame(rows, columns=LONG_COLUMNS)
     df["noise_seed"] = df["noise_seed"].astype("Int64")
     return df
+
+
+def _scores(rel: Any, loads: Sequence[tuple[str, int, Any, Any, Any]], sizes: Sequence[float], smoothing: float,
+            fixed: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row of :data:`LONG_COLUMNS` per workload shape and query size: the release's errors on it."""
+    n_leaves = int(np.count_nonzero(rel.leaf))
+    choice = str(rel.public.get("auto", {}).get("chosen", ""))  # what auto chose ("" otherwise)
+    rows = []
+    for sh, ws, qs, tags, true in loads:
+        est = rel.answer(qs)
+        for s in sizes:
+            m = tags == s
+            t, e = true[m], est[m]
+            rows.append({
+                "mechanism": fixed["mechanism"], "epsilon": fixed["epsilon"], "shape": sh, "query_size": s,
+                "repeat": fixed["repeat"], "n_queries": int(m.sum()),
+                "mre_percent": metrics.mre(t, e, smoothing), "mae": metrics.mae(t, e),
+                "rmse": metrics.rmse(t, e), "max_abs_error": metrics.max_abs(t, e),
+                "release_seconds": fixed["release_seconds"], "n_leaves": n_leaves, "workload_seed": ws,
+                "noise_seed": fixed["noise_seed"], "choice": choice,
+            })
+    return rows
 
 
 def _timed_release(mech: PointsMechanism, plans: dict[tuple[str, float], Any], aggregate: Aggregate, eps: float,
