@@ -19,6 +19,7 @@ Not written (the record then has no ``data_users`` section):
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -52,13 +53,19 @@ def _leaf_only(rel: ODRelease) -> bool:
     return o is None and v.size <= OD_MAX_CELLS
 
 
+#: per release (immutable, compared by identity): its measured tree and its pack, made once although
+#: the files, the record and the export's file list each ask for them
+_TREES: weakref.WeakKeyDictionary[ODRelease, Any] = weakref.WeakKeyDictionary()
+_PACKS: weakref.WeakKeyDictionary[ODRelease, Any] = weakref.WeakKeyDictionary()
+
+
 def _tree(rel: ODRelease) -> dict[str, Any] | None:
     """The TopDown walk's measured tree (:func:`~dpcore.flows.data_users_tree.measured_tree`), when small enough."""
-    if _leaf_only(rel) or not rel.measurements:
-        return None
-    if sum(m[2].size for m in rel.measurements if m is not None) > OD_MAX_CELLS:
-        return None
-    return measured_tree(rel)
+    if rel not in _TREES:
+        small = (not _leaf_only(rel) and bool(rel.measurements)
+                 and sum(m[2].size for m in rel.measurements if m is not None) <= OD_MAX_CELLS)
+        _TREES[rel] = measured_tree(rel) if small else None
+    return _TREES[rel]
 
 
 def _offers(rel: ODRelease) -> bool:
@@ -74,6 +81,12 @@ def _pair_codes(rel: ODRelease, t: int, o: np.ndarray, d: np.ndarray) -> np.ndar
 
 def od_pack(rel: ODRelease) -> DataUserPack | None:
     """The measurements and design of ``rel`` (None when not offered, module docstring)."""
+    if rel not in _PACKS:
+        _PACKS[rel] = _make_pack(rel)
+    return _PACKS[rel]
+
+
+def _make_pack(rel: ODRelease) -> DataUserPack | None:
     if not _leaf_only(rel):
         tree = _tree(rel)
         return tree_pack(rel, tree) if tree is not None else None

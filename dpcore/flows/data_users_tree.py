@@ -112,15 +112,24 @@ def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
     parent, n = tree["parent"], codes.size
     leaf = np.ones(n, dtype=bool)
     leaf[parent[parent >= 0]] = False
-    cell_of = np.full(n, -1, np.int64)
-    cell_of[leaf] = np.arange(int(leaf.sum()))
-    members: list[list[int]] = [[] for _ in range(n)]
-    for c in np.flatnonzero(leaf):  # each cell under every ancestor (the tree has a few levels)
-        node = int(c)
-        while node >= 0:
-            members[node].append(int(cell_of[c]))
-            node = int(parent[node])
+    cells = np.flatnonzero(leaf)
+    # each cell under every ancestor, a level at a time (the tree has a few levels): (node, cell)
+    # pairs, then grouped by node with its cells in increasing order
+    cur_cells = np.arange(cells.size)
+    nodes_at, cells_at = [cells], [cur_cells]
+    cur_nodes = parent[cells]
+    while (keep := cur_nodes >= 0).any():
+        cur_nodes, cur_cells = cur_nodes[keep], cur_cells[keep]
+        nodes_at.append(cur_nodes)
+        cells_at.append(cur_cells)
+        cur_nodes = parent[cur_nodes]
+    node_of, cell_of = np.concatenate(nodes_at), np.concatenate(cells_at)
+    order = np.lexsort((cell_of, node_of))
+    bounds = np.searchsorted(node_of[order], np.arange(n + 1))
+    flat = cell_of[order].tolist()
+    members = [flat[bounds[i]:bounds[i + 1]] for i in range(n)]
     measured = ~np.isnan(tree["value"])
+    has_parent = np.flatnonzero(parent >= 0)
     lv, scales = rel.plan.levels, rel.plan.scales
     lvl = tree["level"][measured]
     invariants = ([{"node": str(codes[0]), "value": int(rel.public_total),
@@ -130,7 +139,7 @@ def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
         "od", [lv[t].name for t in lvl], codes[measured].tolist(), tree["value"][measured].astype(np.int64),
         [lv[t].noise for t in lvl], [float(scales[t]) for t in lvl], [lv[t].share for t in lvl],
         codes[leaf].tolist(), {str(c): members[i] for i, c in enumerate(codes)},
-        [(str(codes[p]), str(codes[i])) for i, p in enumerate(parent) if p >= 0], invariants,
+        list(zip(codes[parent[has_parent]].tolist(), codes[has_parent].tolist(), strict=True)), invariants,
         conditional_on_partition=True)
 
 
