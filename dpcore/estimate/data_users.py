@@ -66,9 +66,10 @@ def replicates_csv(m: Measurements, R: int = REPLICATES, seed: int = REPLICATE_S
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    reps = np.round(replicates(m, R=R, seed=seed), 4)
+    est = gls_estimate(m)
+    reps = np.round(replicates(m, R=R, seed=seed, estimate=est), 4)
     cols: dict[str, Any] = {"code": pa.array([str(c) for c in m.cells], pa.string()),
-                            "estimate": pa.array(np.round(gls_estimate(m), 4))}
+                            "estimate": pa.array(np.round(est, 4))}
     cols.update({f"rep_{r + 1}": pa.array(reps[:, r]) for r in range(reps.shape[1])})
 
     def write(d: pd.DataFrame) -> bytes:  # pyarrow: the float columns written fast; a plain header line

@@ -331,7 +331,8 @@ def union_interval(m: Measurements, q: ArrayLike | Sequence[str], coverage: floa
 
 # -- replicates --------------------------------------------------------------------------------
 
-def replicates(m: Measurements, R: int = 80, seed: int = 0) -> NDArray[np.float64]:
+def replicates(m: Measurements, R: int = 80, seed: int = 0, *,
+               estimate: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
     """``R`` data-free replicate columns of the estimate, shape ``(n, R)``.
 
     Replicate ``r`` is ``x̂ + e⁽ʳ⁾`` with ``e⁽ʳ⁾`` the GLS fit of pure noise
@@ -355,7 +356,7 @@ def replicates(m: Measurements, R: int = 80, seed: int = 0) -> NDArray[np.float6
     if int(R) < 2:
         raise ParameterError("Replicates need R >= 2 columns (80 is the ACS convention).")
     rng, _ = public_generator(seed)  # not privacy noise: data-free, public and reproducible
-    est = gls_estimate(m)
+    est = gls_estimate(m) if estimate is None else estimate  # a caller that has it solves once
     out = np.empty((m.n, int(R)))
     sd = np.sqrt(m.var)
     base = _tree_solve(m, np.zeros(m.n), np.zeros(m.var.size)) if m.tree is not None else None

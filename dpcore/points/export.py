@@ -257,6 +257,7 @@ def release_body(release: PartitionRelease) -> dict[str, Any]:
     """What only a points record has: the budget split over levels, the public domain and grid,
     the levels, the released values, the outputs and the matrix mechanism's workload."""
     g = release.grid
+    users = data_users_section(release)
     body: dict[str, Any] = {
         "budget": {
             "split": [
@@ -279,12 +280,12 @@ def release_body(release: PartitionRelease) -> dict[str, Any]:
             "n_rectangles": release.n_rects,
             "n_leaves": int(release.leaf.sum()),
             "files": ["release.csv", "release.geojson", "release.json"]
-            + (["workload_answers.csv"] if has_workload_answers(release) else []) + data_users_section(release)["files"],
+            + (["workload_answers.csv"] if has_workload_answers(release) else []) + users["files"],
             "count_columns": "noisy_count is the released count; ci95_low/high = noisy_count ± the "
             "95% half-width of the noise (public, from the mechanism's parameters)",
         },
     }
-    body["data_users"] = data_users_section(release)
+    body["data_users"] = users
     summary = _workload_summary(release)
     if summary is not None:
         body["workload"] = summary
