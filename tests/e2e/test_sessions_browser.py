@@ -33,7 +33,7 @@ def open_census(context, app_url, name: str, data: bytes):
     main = page.get_by_test_id("stMain")
     main.get_by_text("Counts over areas", exact=True).click()
     main.get_by_text(re.compile(r"^A census table with attributes")).click()
-    main.get_by_text("Upload a file").click()
+    main.get_by_role("radiogroup", name="Source").get_by_text("Upload a file").click()  # the census form's, not the points step's
     main.get_by_text("Upload a census table, or use the built-in synthetic census.").wait_for()
     main.locator('input[type="file"]').first.set_input_files(
         files=[{"name": name, "mimeType": "text/csv", "buffer": data}])
