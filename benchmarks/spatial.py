@@ -440,7 +440,8 @@ def parse_args(argv: Iterable[str] | None = None) -> argparse.Namespace:
     a.epsilons = [float(e) for e in a.epsilons.split(",")]
     a.ns = [n for n in NS if n <= a.max_n]
     if a.quick:
-        a.datasets = [d for d in a.datasets if d in ("tight_wide", "uber")] or a.datasets[:1]
+        if a.datasets == list(DATASETS):  # datasets named on the command line are kept
+            a.datasets = [d for d in a.datasets if d in ("tight_wide", "uber")] or a.datasets[:1]
         a.ns = [10_000, 100_000]
         a.epsilons = [0.1, 1.0]
         a.out = a.out + "_quick"

@@ -55,8 +55,10 @@ Privacy cost (pure ε-DP; ε₁ + ε₂ ≤ ε by sequential composition), step 
     only).  One point changes by one the count of each node on the path from its bucket to the
     root; node ``v`` gets ``ε_v ≤ s_v ε₂`` (shares rounded down to ``2^(−q/16)``, so few
     samplers serve all nodes) and discrete Laplace noise of scale ``k/ε_v``.  Shares along every
-    root-to-leaf path add up to at most 1, so any one point's path spends at most ``ε₂``
-    (sequential composition along the path; nodes off the path do not change).
+    root-to-leaf path add up to at most 1.  One point moves the counts on its path only, by 1
+    each, and costs ``Σ_{v on path} ε_v/k ≤ ε₂/k``; a person's ``k`` points (on up to ``k``
+    different paths) cost at most ``ε₂`` (sequential composition; nodes off the paths do not
+    change).
     *Spreading.*  Least squares and spreading a bucket over its cells are post-processing.
 
 Release
@@ -269,7 +271,8 @@ class DAWAFree(DAWA):
         return self.make_release(
             aggregate, cost, params, levels, rects=rects.astype(np.int64),
             level=np.full(n, levels[-1].level, dtype=np.int64), leaf=np.ones(n, dtype=bool),
-            noisy=est[owner] * share, sd=sd[owner] * share, ci95=ci[owner] * share, public=public)
+            noisy=est[owner] * share, sd=sd[owner] * share, ci95=ci[owner] * share, public=public,
+            node_budget=eps[0][owner])  # each rectangle: its bucket's own budget
 
     @staticmethod
     def _counts(tree: gh.BucketTree, eps: list[NDArray[np.float64]], true_b: NDArray[np.int64], k: int,
