@@ -209,10 +209,7 @@ class DAWAFree(DAWA):
     def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
                     n_estimate: float | None) -> tuple[LevelPlan, ...]:
         e1, e2 = self.budgets(cost, params)
-        rr, cc, inside = self._hilbert(grid)
-        bucket_of_cell = np.empty(grid.shape, dtype=np.int64)
-        bucket_of_cell[rr[inside], cc[inside]] = np.arange(grid.n_cells)
-        tree, eps, per_query = self._allocate(grid, params, e2, bucket_of_cell, np.ones(grid.n_cells, dtype=np.int64))
+        tree, eps, per_query = self._allocate(grid, params, e2, self._finest_buckets(grid), np.ones(grid.n_cells, dtype=np.int64))
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the buckets and "
                 "their budgets are known only at release.")
         levels = self._stage2_levels(e1, e2, sensitivity, tree, eps, per_query, grid.n_cells, note)

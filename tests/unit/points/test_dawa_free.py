@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from points_helpers import release_with
+from points_helpers import RecordingNoise, release_with
 
 from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid
@@ -124,19 +124,10 @@ def test_release_tiles_the_grid_and_spends_at_most_epsilon(shape: tuple[int, int
     """The leaves tile the grid once (padding dropped); every node's scale is the exact
     rational ``k/ε_v`` and every root-to-leaf path spends at most ε₂."""
 
-    class Recording(NoiseSource):
-        def __init__(self, seed: int) -> None:
-            super().__init__(seed)
-            self.scales: list[object] = []
-
-        def discrete_laplace(self, scale, size):
-            self.scales.append(scale)
-            return super().discrete_laplace(scale, size)
-
     rng = np.random.default_rng(7)
     agg = _agg(rng.poisson(3.0, shape) * (rng.random(shape) < 0.3))
     mech = catalog.get("points", "dawa_free")
-    noise = Recording(3)
+    noise = RecordingNoise(3)
     rel = release_with(mech, agg, 1.0, {"start_offsets": 4}, noise)
     cover = np.zeros(shape, dtype=int)
     for r0, r1, c0, c1 in rel.rects.tolist():
