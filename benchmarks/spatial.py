@@ -468,7 +468,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         "default parameters, no public n; seeded benchmark noise.",
         "- Releases: 5 per setting, 16 at ε = 1 on clustered data. Real data above their size are resampled "
         "with replacement and jittered (σ = half a cell): 'real-shaped', not real (column `source`).",
-        "- Everything in the CSV: benchmarks/results/spatial.csv (one row per setting × mechanism × release × "
+        f"- Everything in the CSV: benchmarks/results/{csv.name} (one row per setting × mechanism × release × "
         "query size).",
     ]
     md = out.with_suffix(".md")

@@ -13,6 +13,8 @@ linearised by the Hilbert curve, the 1-D algorithm runs on the sequence):
    recursion, ``O(n)`` after ``O(n log n)`` exact integer costs, and every bucket is a square
    or a 2 : 1 rectangle of the grid (aligned Hilbert blocks).  The paper and its public code
    allow any start; aligned buckets are a subset, so a region may need a few more buckets.
+   :mod:`dpcore.points.mechanisms.dawa_free` (``dawa_free``) is the variant with free starts
+   and per-node budgets; both are kept and compared in ``benchmarks/spatial.py``.
 2. **Workload-aware counts** (Sec. 4), ``ε₂ = ε − ε₁``.  A binary hierarchy of queries over the
    buckets, with each level's budget share tuned to the workload (GreedyH's aim, made per
    level in closed form, :mod:`dpcore.estimate.greedy_h`); noisy node counts, least-squares
