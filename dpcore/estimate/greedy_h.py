@@ -357,34 +357,51 @@ def dyadic_pieces(start: NDArray[np.int64], length: NDArray[np.int64]) -> tuple[
 
 
 # -- stage 2, node by node (Sec. 4, GreedyH) -----------------------------------------------------
-def node_decomposition(tree: BucketTree, coverage: NDArray[np.float64]) -> list[NDArray[np.float64]]:
-    """As :func:`level_decomposition`, per node: entry ``ℓ`` counts, for every node of level
-    ``ℓ``, its uses in the query's canonical decomposition (partial buckets at level 0 as their
-    squared covered share)."""
-    out = [np.zeros(tree.n_nodes(lv)) for lv in range(tree.height + 1)]
+def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: NDArray[np.float64]
+                       ) -> list[tuple[NDArray[np.int64], NDArray[np.float64]]]:
+    """As :func:`level_decomposition`, per node and sparse: for each level ``ℓ``, the nodes of the
+    query's canonical decomposition and their uses (partial buckets at level 0 as their squared
+    covered share).  ``buckets`` (increasing) are the buckets the query touches, ``coverage``
+    the share of each it covers.
+
+    >>> [(i.tolist(), v.tolist()) for i, v in node_decomposition(BucketTree(4), np.array([1, 2, 3]),
+    ...                                                             np.array([0.5, 1.0, 1.0]))]
+    [([1], [0.25]), ([1], [1.0]), ([], [])]
+    """
+    b = np.asarray(buckets, dtype=np.int64)
     f = np.asarray(coverage, dtype=np.float64)
     full = f >= 1.0
     part = (f > 0) & ~full
-    out[0][part] += f[part] ** 2
-    if not full.any():
-        return out
-    edge = np.diff(np.concatenate([[0], full.astype(np.int8), [0]]))
-    lo = np.flatnonzero(edge == 1)
-    hi = np.flatnonzero(edge == -1)
-    hi[hi == tree.m] = 1 << tree.height
+    idx: list[list[NDArray[np.int64]]] = [[] for _ in range(tree.height + 1)]
+    idx[0].append(b[part])
+    val: list[list[NDArray[np.float64]]] = [[] for _ in range(tree.height + 1)]
+    val[0].append(f[part] ** 2)
+    fb = b[full]
+    if fb.size:
+        cut = np.flatnonzero(np.diff(fb) != 1) + 1
+        lo = fb[np.concatenate([[0], cut])]
+        hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1
+        hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
+        for lv in range(tree.height + 1):
+            live = lo < hi
+            if lv == tree.height:
+                idx[lv].append(np.zeros(int(live.sum()), dtype=np.int64))
+                val[lv].append(np.ones(int(live.sum())))
+                break
+            nodes = tree.n_nodes(lv)  # nodes past the last hold only the padding: not counted
+            take_lo = live & (lo % 2 == 1)
+            take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
+            at = np.concatenate([lo[take_lo], hi[take_hi] - 1])
+            idx[lv].append(at[at < nodes])
+            val[lv].append(np.ones(idx[lv][-1].size))
+            lo = (lo + take_lo) // 2
+            hi = (hi - take_hi) // 2
+    out = []
     for lv in range(tree.height + 1):
-        live = lo < hi
-        if lv == tree.height:
-            np.add.at(out[lv], np.zeros(int(live.sum()), dtype=np.int64), 1.0)
-            break
-        take_lo = live & (lo % 2 == 1)
-        take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
-        nodes = tree.n_nodes(lv)  # nodes past the last hold only the padding: not counted
-        at_lo, at_hi = lo[take_lo], hi[take_hi] - 1
-        np.add.at(out[lv], at_lo[at_lo < nodes], 1.0)
-        np.add.at(out[lv], at_hi[at_hi < nodes], 1.0)
-        lo = (lo + take_lo) // 2
-        hi = (hi - take_hi) // 2
+        i = np.concatenate(idx[lv]) if idx[lv] else np.zeros(0, dtype=np.int64)
+        v = np.concatenate(val[lv]) if val[lv] else np.zeros(0)
+        u, inv = np.unique(i, return_inverse=True)
+        out.append((u, np.bincount(inv.ravel(), weights=v, minlength=u.size)))
     return out
 
 

@@ -164,15 +164,12 @@ class DAWAFree(DAWA):
         uses = [np.zeros(tree.n_nodes(lv)) for lv in range(tree.height + 1)]
         per_query = []
         for r0, r1, c0, c1 in rects.tolist():
-            cov = np.bincount(bucket_of_cell[r0:r1, c0:c1].ravel(), minlength=m)
-            dec = gh.node_decomposition(tree, cov / np.maximum(sizes, 1))
-            idx, val = [], []
-            for lv, d in enumerate(dec):
-                uses[lv] += d
-                nz = np.flatnonzero(d)
-                idx.append(nz + offsets[lv])
-                val.append(d[nz])
-            per_query.append((np.concatenate(idx), np.concatenate(val)))
+            ids, cells = np.unique(bucket_of_cell[r0:r1, c0:c1], return_counts=True)
+            dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
+            for lv, (i, v) in enumerate(dec):
+                np.add.at(uses[lv], i, v)
+            per_query.append((np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
+                              np.concatenate([v for _, v in dec])))
         return tree, uses, per_query
 
     def _stage2_levels(self, e1: float, e2: float, k: int, tree: gh.BucketTree, eps: list[NDArray[np.float64]],

@@ -155,3 +155,14 @@ def test_start_offsets_must_be_a_power_of_two() -> None:
     mech = catalog.get("points", "dawa_free")
     with pytest.raises(ParameterError, match="power of two"):
         mech.plan(Grid(B, 8, 8), 1.0, {"start_offsets": 3})
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_node_decomposition_adds_up_to_the_level_decomposition(seed: int) -> None:
+    """Per node (sparse) and per level (dawa's) agree: the same canonical decomposition."""
+    rng = np.random.default_rng(seed)
+    tree = gh.BucketTree(32)
+    cov = np.where(rng.random(32) < 0.6, 1.0, rng.random(32)) * (rng.random(32) < 0.8)
+    ids = np.flatnonzero(cov > 0)
+    per_node = gh.node_decomposition(tree, ids, cov[ids])
+    assert [float(v.sum()) for _, v in per_node] == pytest.approx(gh.level_decomposition(tree, cov).tolist())
