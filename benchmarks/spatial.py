@@ -440,7 +440,8 @@ def parse_args(argv: Iterable[str] | None = None) -> argparse.Namespace:
     a.epsilons = [float(e) for e in a.epsilons.split(",")]
     a.ns = [n for n in NS if n <= a.max_n]
     if a.quick:
-        a.datasets = [d for d in a.datasets if d in ("tight_wide", "uber")] or a.datasets[:1]
+        if a.datasets == list(DATASETS):  # datasets named on the command line are kept
+            a.datasets = [d for d in a.datasets if d in ("tight_wide", "uber")] or a.datasets[:1]
         a.ns = [10_000, 100_000]
         a.epsilons = [0.1, 1.0]
         a.out = a.out + "_quick"
@@ -467,7 +468,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         "default parameters, no public n; seeded benchmark noise.",
         "- Releases: 5 per setting, 16 at ε = 1 on clustered data. Real data above their size are resampled "
         "with replacement and jittered (σ = half a cell): 'real-shaped', not real (column `source`).",
-        "- Everything in the CSV: benchmarks/results/spatial.csv (one row per setting × mechanism × release × "
+        f"- Everything in the CSV: benchmarks/results/{csv.name} (one row per setting × mechanism × release × "
         "query size).",
     ]
     md = out.with_suffix(".md")

@@ -56,3 +56,15 @@ def levels_of(mech: PointsMechanism, grid: Grid, budget: Any, params: dict[str, 
     if plan.inner or not mech.needs_n_guess:
         return tuple(plan.inner)
     return mech.plan_levels(grid, plan.cost, dict(plan.params), sensitivity=sensitivity, n_estimate=n_estimate)
+
+
+class RecordingNoise(NoiseSource):
+    """A seeded noise source that records the scale of every discrete Laplace draw."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.scales: list[object] = []
+
+    def discrete_laplace(self, scale, size):  # type: ignore[override]
+        self.scales.append(scale)
+        return super().discrete_laplace(scale, size)

@@ -221,9 +221,9 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     if args.workload_file:
         from dpcore.points.workload_io import read_rectangles
 
-        if mech.name not in ("matrix", "dawa"):
-            raise ParameterError(f"--workload-file is for the matrix and DAWA mechanisms (--mechanism matrix "
-                                 f"or dawa), not '{mech.name}'.")
+        if mech.name not in ("matrix", "dawa", "dawa_free"):
+            raise ParameterError(f"--workload-file is for the matrix and DAWA mechanisms (--mechanism matrix, "
+                                 f"dawa or dawa_free), not '{mech.name}'.")
         if raw.get("workload", "uploaded") != "uploaded":
             raise ParameterError(f"--workload-file gives uploaded rectangles, but --param workload={raw['workload']} "
                                  "asks for another workload; drop one of the two.")

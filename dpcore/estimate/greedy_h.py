@@ -37,10 +37,16 @@ from dpcore.errors import ParameterError
 __all__ = [
     "BucketTree",
     "dyadic_deviation_costs",
+    "dyadic_pieces",
+    "free_interval_costs",
+    "free_start_step",
     "hilbert_cells",
     "level_decomposition",
     "level_weights",
+    "node_decomposition",
+    "node_shares",
     "optimal_dyadic_partition",
+    "optimal_interval_partition",
     "workload_variance_bound",
 ]
 
@@ -229,3 +235,205 @@ def workload_variance_bound(per_query: NDArray[np.float64], level_variance: NDAr
 def cube_root_rule_variance(counts: NDArray[np.float64], total_variance: float) -> float:
     """``Σ N_ℓ σ²/w_ℓ²`` at the optimum ``w ∝ N^(1/3)``: ``σ² (Σ N_ℓ^(1/3))³`` (for tests)."""
     return float(total_variance * math.pow(float(np.cbrt(np.asarray(counts)).sum()), 3))
+
+
+# -- free bucket starts (Sec. 3.3, the reference's intervals of power-of-two length) -----------
+def free_start_step(length: int, offsets: int) -> int:
+    """Spacing of the starts of the candidate buckets of ``length`` cells: every start for
+    ``length <= offsets``, else multiples of ``length / offsets`` (``offsets`` a power of two).
+
+    >>> [free_start_step(n, 4) for n in (1, 2, 4, 8, 64)]
+    [1, 1, 1, 2, 16]
+    """
+    return max(1, length // offsets)
+
+
+def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) -> list[NDArray[np.int64]]:
+    """``round(2^frac_bits · dev(x, b))`` (as :func:`dyadic_deviation_costs`) for every interval
+    ``b`` of length ``2^ℓ`` starting at a multiple of :func:`free_start_step`: entry ``ℓ`` holds
+    the starts ``0, s, 2s, .. ≤ len(x) − 2^ℓ`` in order.  ``offsets = 1`` gives the aligned
+    intervals; ``offsets >= len(x)`` every start (Li et al. 2014, Sec. 3.3).  The work is about
+    ``offsets · len(x)`` per length (strided views, chunked to bound memory).
+    """
+    x = np.asarray(x, dtype=np.int64)
+    n = x.size
+    if n == 0 or n & (n - 1) or offsets < 1 or offsets & (offsets - 1):
+        raise ParameterError("The L1 partition needs a power-of-two number of cells and of start offsets.")
+    scale = 1 << frac_bits
+    if 4 * scale * n * int(x.sum()) + n >= 2**63:
+        raise ParameterError(
+            f"Too many points ({int(x.sum()):,}) for exact L1 costs on {n:,} cells; split the data.")
+    prefix = np.concatenate([[0], np.cumsum(x)])
+    out: list[NDArray[np.int64]] = []
+    length = 1
+    while length <= n:
+        step = free_start_step(length, offsets)
+        starts = np.arange(0, n - length + 1, step)
+        sums = prefix[starts + length] - prefix[starts]
+        num = np.empty(starts.size, dtype=np.int64)
+        rows = max(1, (1 << 22) // length)
+        for a in range(0, starts.size, rows):
+            s = starts[a:a + rows]
+            win = np.lib.stride_tricks.as_strided(x[int(s[0]):], shape=(s.size, length),
+                                                  strides=(step * x.itemsize, x.itemsize), writeable=False)
+            num[a:a + rows] = np.abs(win * length - sums[a:a + rows, None]).sum(axis=1)
+        out.append((2 * num * scale + length) // (2 * length))
+        length *= 2
+    return out
+
+
+def optimal_interval_partition(costs: list[NDArray[np.int64]], offsets: int) -> tuple[
+        NDArray[np.int64], NDArray[np.int64]]:
+    """The partition of ``0 .. n`` into the intervals of :func:`free_interval_costs` of least
+    total cost; returns the buckets' starts and lengths in order.
+
+    Dynamic programme over the end ``e`` of the last bucket (exact integers):
+    ``best(e) = min_ℓ best(e − 2^ℓ) + cost_ℓ(e − 2^ℓ)`` over the lengths whose start
+    ``e − 2^ℓ`` is allowed (a multiple of its step, i.e. ``ℓ ≤ tz(e) + log2 offsets``).  Lengths
+    are tried longest first and only a strictly smaller total replaces the best, so the result is
+    the least partition in the fixed order "total cost, then the last bucket's length (longer
+    first), then the same order on the rest": a total order on partitions that ignores the
+    costs, which the privacy argument of :mod:`dpcore.points.mechanisms.dawa_free` needs.
+
+    >>> starts, lengths = optimal_interval_partition([np.array([0, 0, 0, 0]), np.array([5, 0, 5]),
+    ...                                                np.array([9])], 2)
+    >>> starts.tolist(), lengths.tolist()
+    ([0, 1, 3], [1, 2, 1])
+    """
+    top = len(costs) - 1
+    n = 1 << top
+    shift = max(0, offsets.bit_length() - 1)
+    table = [c.tolist() for c in costs]
+    steps = [max(0, lv - shift) for lv in range(top + 1)]  # log2 of each length's start step
+    best = [0] * (n + 1)
+    last = [0] * (n + 1)
+    for e in range(1, n + 1):
+        tz = (e & -e).bit_length() - 1
+        hi = min(top, tz + shift, e.bit_length() - 1)
+        bv, bl = None, 0
+        for lv in range(hi, -1, -1):
+            s = e - (1 << lv)
+            v = best[s] + table[lv][s >> steps[lv]]
+            if bv is None or v < bv:
+                bv, bl = v, lv
+        best[e], last[e] = bv, bl
+    starts, lengths = [], []
+    e = n
+    while e > 0:
+        ln = 1 << last[e]
+        e -= ln
+        starts.append(e)
+        lengths.append(ln)
+    return np.array(starts[::-1], dtype=np.int64), np.array(lengths[::-1], dtype=np.int64)
+
+
+def dyadic_pieces(start: NDArray[np.int64], length: NDArray[np.int64]) -> tuple[
+        NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Every interval ``[start, start + length)`` cut into its maximal aligned dyadic blocks
+    (at most ``2 log2 length`` each): their starts, lengths and the interval each belongs to.
+
+    >>> s, ln, owner = dyadic_pieces(np.array([3]), np.array([8]))
+    >>> s.tolist(), ln.tolist(), owner.tolist()
+    ([3, 4, 8, 10], [1, 4, 2, 1], [0, 0, 0, 0])
+    """
+    pos = np.asarray(start, dtype=np.int64).copy()
+    end = pos + np.asarray(length, dtype=np.int64)
+    owner = np.arange(pos.size)
+    out_s, out_l, out_o = [], [], []
+    while pos.size:
+        low = pos & -pos  # the largest block the start's alignment allows (0: any)
+        room = end - pos
+        big = np.where(low == 0, room, low)
+        size = np.left_shift(1, np.floor(np.log2(np.minimum(big, room))).astype(np.int64))
+        out_s.append(pos.copy())
+        out_l.append(size)
+        out_o.append(owner)
+        pos = pos + size
+        live = pos < end
+        pos, end, owner = pos[live], end[live], owner[live]
+    s, ln, o = np.concatenate(out_s), np.concatenate(out_l), np.concatenate(out_o)
+    order = np.lexsort((s, o))
+    return s[order], ln[order], o[order]
+
+
+# -- stage 2, node by node (Sec. 4, GreedyH) -----------------------------------------------------
+def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: NDArray[np.float64]
+                       ) -> list[tuple[NDArray[np.int64], NDArray[np.float64]]]:
+    """As :func:`level_decomposition`, per node and sparse: for each level ``ℓ``, the nodes of the
+    query's canonical decomposition and their uses (partial buckets at level 0 as their squared
+    covered share).  ``buckets`` (increasing) are the buckets the query touches, ``coverage``
+    the share of each it covers.
+
+    >>> [(i.tolist(), v.tolist()) for i, v in node_decomposition(BucketTree(4), np.array([1, 2, 3]),
+    ...                                                             np.array([0.5, 1.0, 1.0]))]
+    [([1], [0.25]), ([1], [1.0]), ([], [])]
+    """
+    b = np.asarray(buckets, dtype=np.int64)
+    f = np.asarray(coverage, dtype=np.float64)
+    full = f >= 1.0
+    part = (f > 0) & ~full
+    idx: list[list[NDArray[np.int64]]] = [[] for _ in range(tree.height + 1)]
+    idx[0].append(b[part])
+    val: list[list[NDArray[np.float64]]] = [[] for _ in range(tree.height + 1)]
+    val[0].append(f[part] ** 2)
+    fb = b[full]
+    if fb.size:
+        cut = np.flatnonzero(np.diff(fb) != 1) + 1
+        lo = fb[np.concatenate([[0], cut])]
+        hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1
+        hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
+        for lv in range(tree.height + 1):
+            live = lo < hi
+            if lv == tree.height:
+                idx[lv].append(np.zeros(int(live.sum()), dtype=np.int64))
+                val[lv].append(np.ones(int(live.sum())))
+                break
+            nodes = tree.n_nodes(lv)  # nodes past the last hold only the padding: not counted
+            take_lo = live & (lo % 2 == 1)
+            take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
+            at = np.concatenate([lo[take_lo], hi[take_hi] - 1])
+            idx[lv].append(at[at < nodes])
+            val[lv].append(np.ones(idx[lv][-1].size))
+            lo = (lo + take_lo) // 2
+            hi = (hi - take_hi) // 2
+    out = []
+    for lv in range(tree.height + 1):
+        i = np.concatenate(idx[lv]) if idx[lv] else np.zeros(0, dtype=np.int64)
+        v = np.concatenate(val[lv]) if val[lv] else np.zeros(0)
+        u, inv = np.unique(i, return_inverse=True)
+        out.append((u, np.bincount(inv.ravel(), weights=v, minlength=u.size)))
+    return out
+
+
+def node_shares(tree: BucketTree, uses: list[NDArray[np.float64]]) -> list[NDArray[np.float64]]:
+    """Each node's share of the budget, chosen node by node from the leaves up (GreedyH's order,
+    Li et al. 2014, Sec. 4.2) to minimise the workload's decomposition variance
+    ``Σ_v N_v / w_v²`` under "every root-to-leaf path spends at most the whole budget".
+
+    At a node with ``N_v`` uses whose subtrees cost ``C`` at their whole budget, giving the node
+    ``a`` and the subtrees ``1 − a`` costs ``N_v/a² + C/(1 − a)²``, least at
+    ``a = N_v^⅓ / (N_v^⅓ + C^⅓)`` with value ``(N_v^⅓ + C^⅓)³`` (exact, not a search over a
+    few ratios as GreedyH's).  A leaf keeps all that reaches it; leaves get at least
+    :data:`LEAF_FLOOR` of the most-used node's uses so every bucket is measured; an unused inner
+    node gets 0 (not measured).  Shares along every root-to-leaf path add up to 1.
+
+    >>> t = BucketTree(2)
+    >>> [s.round(3).tolist() for s in node_shares(t, [np.array([1.0, 1.0]), np.array([8.0])])]
+    [[0.386, 0.386], [0.614]]
+    """
+    top = max(float(u.max()) for u in uses if u.size) or 1.0
+    cost = np.maximum(uses[0], LEAF_FLOOR * top)
+    own: list[NDArray[np.float64]] = [np.ones_like(cost)]
+    for lv in range(1, tree.height + 1):
+        child = np.add.reduceat(cost, np.arange(0, cost.size, 2))
+        a = np.cbrt(uses[lv]) / (np.cbrt(uses[lv]) + np.cbrt(child))
+        own.append(a)
+        cost = (np.cbrt(uses[lv]) + np.cbrt(child)) ** 3
+    shares = [np.zeros(0)] * (tree.height + 1)
+    above = np.ones(1)  # what reaches each node of the level from its ancestors
+    for lv in range(tree.height, -1, -1):
+        if lv < tree.height:
+            above = np.repeat(above, 2)[: tree.n_nodes(lv)]
+        shares[lv] = above * own[lv]
+        above = above * (1.0 - own[lv])
+    return shares

@@ -52,7 +52,7 @@ __all__ = ["DATA_USER_FILES", "CONDITIONAL", "data_user_files", "data_users_sect
            "measurement_frame", "estimate_frame", "design"]
 
 #: Mechanisms whose partition depends on the data: their count phase is offered conditional on it.
-CONDITIONAL = frozenset({"privtree", "ag", "htf", "dawa", "ug", "kdtree"})
+CONDITIONAL = frozenset({"privtree", "ag", "htf", "dawa", "dawa_free", "ug", "kdtree"})
 
 #: Mechanisms whose measurements are not sums of released rectangles (none offered), and why.
 NOT_OFFERED = {
@@ -62,6 +62,8 @@ NOT_OFFERED = {
               "released counts are the least-squares reconstruction from them.",
     "dawa": "DAWA measures groups of its buckets, which are not released rectangles; the released "
             "counts are their least-squares estimates.",
+    "dawa_free": "DAWA (free starts) measures groups of its buckets, which are not released rectangles (a "
+                 "bucket is several rectangles); the released counts are their least-squares estimates.",
 }
 
 

@@ -15,6 +15,7 @@ from dpcore.points.mechanisms.ag import AdaptiveGrid
 from dpcore.points.mechanisms.auto import Auto
 from dpcore.points.mechanisms.base import KIND, PointsMechanism
 from dpcore.points.mechanisms.dawa import DAWA
+from dpcore.points.mechanisms.dawa_free import DAWAFree
 from dpcore.points.mechanisms.htf import HTF
 from dpcore.points.mechanisms.identity import Identity
 from dpcore.points.mechanisms.kdtree import KDTree
@@ -29,7 +30,7 @@ __all__ = ["KIND", "MECHANISMS", "register"]
 
 
 def _mechanisms() -> tuple[PointsMechanism, ...]:
-    choosable = (HTF(), PrivTree(), DAWA(), AdaptiveGrid(), UniformGrid(), Quadtree(), KDTree(), Privelet(),
+    choosable = (HTF(), PrivTree(), DAWA(), DAWAFree(), AdaptiveGrid(), UniformGrid(), Quadtree(), KDTree(), Privelet(),
                  MatrixMechanism(), Identity(), Uniform())
     # ``auto`` (last) chooses among the others from public inputs
     return (*choosable, Auto({m.name: m for m in choosable}))

@@ -57,7 +57,7 @@ TABLE_NS = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
 TABLE_EPSILONS = (0.01, 0.1, 1.0)
 #: Mechanisms whose defaults size a grid or tree from n and take a public one (``public_n``).
 TAKES_PUBLIC_N = ("ag", "ug", "htf")
-NAMES = {"privtree": "PrivTree", "ag": "AG", "ug": "UG", "dawa": "DAWA", "uniform": "Uniform",
+NAMES = {"privtree": "PrivTree", "ag": "AG", "ug": "UG", "dawa": "DAWA", "dawa_free": "DAWA (free starts)", "uniform": "Uniform",
          "identity": "Identity", "htf": "HTF", "quadtree": "Quadtree", "kdtree": "KD-tree",
          "privelet": "Privelet", "matrix": "the matrix mechanism"}
 

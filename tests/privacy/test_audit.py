@@ -502,26 +502,33 @@ def test_auto_total() -> None:
 DAWA_PARAMS = {"partition_share": 0.5}
 
 
-def test_dawa_partition_choice() -> None:
+@pytest.mark.parametrize("name", ["dawa", "dawa_free"])
+def test_dawa_partition_choice(name: str) -> None:
     """DAWA's buckets are chosen by the noisy-min over the intervals that hold the changed cell
-    (ε₁ = ε/2 here): the number of buckets is a function of the partition alone."""
-    mech = catalog.get("points", "dawa")
+    (ε₁ = ε/2 here): the number of buckets is a function of the partition alone.  ``dawa_free``'s
+    intervals start anywhere (2 × 2 grid: every start), its stage 2 shares the budget per node."""
+    mech = catalog.get("points", name)
     eps = 8.0
     d, d2 = _agg([[3, 0], [0, 2]]), _agg([[4, 0], [0, 2]])
-    x = runs(released(mech, d, eps, DAWA_PARAMS, lambda r: r.n_rects), 225)
-    y = runs(released(mech, d2, eps, DAWA_PARAMS, lambda r: r.n_rects), 226)
-    check("DAWA partition (ε₁)", x, y, [], eps * 0.5, categories=[1, 2, 3, 4])
+    if name == "dawa":
+        read, cats = (lambda r: r.n_rects), [1, 2, 3, 4]
+    else:  # a bucket is several rectangles: read the partition's shape (number of buckets, largest)
+        read, cats = (lambda r: 8 * r.public["buckets"] + r.public["bucket_cells"]["max"]), [33, 26, 18, 12]
+    x = runs(released(mech, d, eps, DAWA_PARAMS, read), 225)
+    y = runs(released(mech, d2, eps, DAWA_PARAMS, read), 226)
+    check(f"{name} partition (ε₁)", x, y, [], eps * 0.5, categories=cats)
 
 
-def test_dawa_total() -> None:
+@pytest.mark.parametrize("name", ["dawa", "dawa_free"])
+def test_dawa_total(name: str) -> None:
     """The released total (sum of the bucket estimates) depends on both stages: ε in all.  The
     thresholds' SD comes from a pilot sample of its own (seed 229), not from the audited ones."""
-    mech = catalog.get("points", "dawa")
+    mech = catalog.get("points", name)
     eps = 3.0
     x = runs(released(mech, D_POINTS, eps, DAWA_PARAMS, lambda r: r.noisy.sum()), 227)
     y = runs(released(mech, D2_POINTS, eps, DAWA_PARAMS, lambda r: r.noisy.sum()), 228)
     sd = float(np.std(runs(released(mech, D_POINTS, eps, DAWA_PARAMS, lambda r: r.noisy.sum()), 229, 300)))
-    check("DAWA total (ε)", x, y, around(6, 7, sd), eps)
+    check(f"{name} total (ε)", x, y, around(6, 7, sd), eps)
 
 
 # ---------------------------------------------------------------------------------------------

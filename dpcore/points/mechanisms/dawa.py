@@ -13,6 +13,8 @@ linearised by the Hilbert curve, the 1-D algorithm runs on the sequence):
    recursion, ``O(n)`` after ``O(n log n)`` exact integer costs, and every bucket is a square
    or a 2 : 1 rectangle of the grid (aligned Hilbert blocks).  The paper and its public code
    allow any start; aligned buckets are a subset, so a region may need a few more buckets.
+   :mod:`dpcore.points.mechanisms.dawa_free` (``dawa_free``) is the variant with free starts
+   and per-node budgets; both are kept and compared in ``benchmarks/spatial.py``.
 2. **Workload-aware counts** (Sec. 4), ``ε₂ = ε − ε₁``.  A binary hierarchy of queries over the
    buckets, with each level's budget share tuned to the workload (GreedyH's aim, made per
    level in closed form, :mod:`dpcore.estimate.greedy_h`); noisy node counts, least-squares
@@ -247,14 +249,19 @@ class DAWA(PointsMechanism):
         rr, cc = gh.hilbert_cells(gh.hilbert_order_for(grid.rows, grid.cols))
         return rr, cc, (rr < grid.rows) & (cc < grid.cols)
 
+    @classmethod
+    def _finest_buckets(cls, grid: Grid) -> NDArray[np.int64]:
+        """The finest partition, for the plan: every cell its own bucket, numbered in Hilbert order."""
+        rr, cc, inside = cls._hilbert(grid)
+        bucket_of_cell = np.empty(grid.shape, dtype=np.int64)
+        bucket_of_cell[rr[inside], cc[inside]] = np.arange(grid.n_cells)
+        return bucket_of_cell
+
     # -- plan --------------------------------------------------------------------------------------
     def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
               n_estimate: float | None) -> tuple[LevelPlan, ...]:
         e1, e2 = self.budgets(cost, params)
-        rr, cc, inside = self._hilbert(grid)
-        # the finest partition: every cell of the grid its own bucket, in Hilbert order
-        bucket_of_cell = np.empty(grid.shape, dtype=np.int64)
-        bucket_of_cell[rr[inside], cc[inside]] = np.arange(grid.n_cells)
+        bucket_of_cell = self._finest_buckets(grid)
         tree, per_query, weights = self._design(bucket_of_cell, np.ones(grid.n_cells, dtype=np.int64),
                                                 self._workload(grid, params))
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the number "

@@ -25,7 +25,7 @@ BOUNDS = Bounds(-74.06, 40.56, -73.70, 40.92)
 #: every points mechanism with small, valid parameters
 PARAMS: dict[str, dict] = {
     "identity": {}, "uniform": {}, "ug": {"public_n": 2000}, "ag": {"public_n": 2000},
-    "quadtree": {"height": 3}, "kdtree": {"height": 3}, "privtree": {}, "htf": {}, "dawa": {},
+    "quadtree": {"height": 3}, "kdtree": {"height": 3}, "privtree": {}, "htf": {}, "dawa": {}, "dawa_free": {},
     "privelet": {}, "matrix": {}, "auto": {"public_n": 2000},
 }
 

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from points_helpers import levels_of, plan_with, release_with
+from points_helpers import RecordingNoise, levels_of, plan_with, release_with
 
 from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid
@@ -81,20 +81,11 @@ def test_noise_scales_are_exact_fractions() -> None:
     """Both stages draw with the exact rational scales (``2kΔ/ε₁`` and ``k/(w_ℓ ε₂)``), so the
     spent ε is the stated one, not one a float quotient rounded down would give."""
 
-    class Recording(NoiseSource):
-        def __init__(self, seed: int) -> None:
-            super().__init__(seed)
-            self.scales: list[object] = []
-
-        def discrete_laplace(self, scale, size):
-            self.scales.append(scale)
-            return super().discrete_laplace(scale, size)
-
     mech = catalog.get("points", "dawa")
     for k, eps, share in ((1, 0.3, 0.25), (3, 0.7, 0.35)):
         agg = _clustered(16, 2000, seed=k)
         agg = Aggregate(agg.grid, agg.counts, 0, 0, k, None)
-        noise = Recording(k)
+        noise = RecordingNoise(k)
         rel = release_with(mech, agg, eps, {"partition_share": share}, noise)
         e1, _ = D.DAWA.budgets(D.pure(eps), mech.resolve_params({"partition_share": share}))
         assert all(isinstance(t, Fraction) for t in noise.scales), noise.scales

@@ -1,0 +1,168 @@
+"""DAWA with free bucket starts and node-by-node budgets (Li, Hay, Miklau & Wang, PVLDB 2014):
+the interval costs, the partition's dynamic programme against brute force, the pieces, the
+node shares and the release."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from points_helpers import RecordingNoise, release_with
+
+from dpcore import catalog
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.errors import ParameterError
+from dpcore.estimate import greedy_h as gh
+from dpcore.points.mechanisms import dawa_free as F
+from dpcore.privacy.noise import NoiseSource
+
+B = Bounds(0.0, 0.0, 1.0, 1.0)
+
+
+def _agg(counts: np.ndarray, k: int = 1) -> Aggregate:
+    counts = np.asarray(counts, dtype=np.int64)
+    return Aggregate(Grid(B, *counts.shape), counts, 0, 0, k, None)
+
+
+def _starts(n: int, length: int, offsets: int) -> list[int]:
+    return list(range(0, n - length + 1, gh.free_start_step(length, offsets)))
+
+
+@pytest.mark.parametrize("offsets", [1, 2, 4, 16])
+def test_free_costs_are_the_rounded_l1_deviation(offsets: int) -> None:
+    rng = np.random.default_rng(offsets)
+    x = rng.integers(0, 9, 16)
+    for lv, c in enumerate(gh.free_interval_costs(x, 4, offsets)):
+        ln = 1 << lv
+        want = [math.floor(16 * float(np.abs(x[s:s + ln] - x[s:s + ln].mean()).sum()) + 0.5)
+                for s in _starts(16, ln, offsets)]
+        assert c.tolist() == want, lv
+
+
+def _partitions(n: int, offsets: int, start: int = 0):
+    """Every partition of [start, n) into the candidate intervals, as (start, length) lists."""
+    if start == n:
+        yield []
+        return
+    ln = 1
+    while start + ln <= n:
+        if start % gh.free_start_step(ln, offsets) == 0:
+            for rest in _partitions(n, offsets, start + ln):
+                yield [(start, ln), *rest]
+        ln *= 2
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("offsets", [1, 2, 8])
+def test_partition_dp_matches_brute_force_and_its_tie_order(seed: int, offsets: int) -> None:
+    """The least total cost over every partition; among equal totals the fixed order of the
+    docstring (last bucket longer first, then the rest), which ignores the costs."""
+    rng = np.random.default_rng(seed)
+    costs = [rng.integers(0, 4, len(_starts(8, 1 << lv, offsets))) for lv in range(4)]
+
+    def total(p):
+        return sum(int(costs[ln.bit_length() - 1][s // gh.free_start_step(ln, offsets)]) for s, ln in p)
+
+    def key(p):  # the order: total, then bucket lengths from the end, longer first
+        return (total(p), [-ln for _, ln in reversed(p)])
+
+    best = min(_partitions(8, offsets), key=key)
+    s, ln = gh.optimal_interval_partition(costs, offsets)
+    assert list(zip(s.tolist(), ln.tolist(), strict=True)) == best
+
+
+def test_pieces_tile_each_bucket_with_aligned_blocks() -> None:
+    rng = np.random.default_rng(1)
+    starts = np.sort(rng.choice(256, 12, replace=False))
+    lengths = np.minimum(np.diff(np.append(starts, 256)), 64)
+    s, ln, owner = gh.dyadic_pieces(starts, lengths)
+    assert np.all(s % ln == 0) and np.all(ln & (ln - 1) == 0)
+    for b in range(starts.size):
+        mine = owner == b
+        cells = np.concatenate([np.arange(a, a + n) for a, n in zip(s[mine], ln[mine], strict=True)])
+        assert cells.tolist() == list(range(starts[b], starts[b] + lengths[b]))
+
+
+@pytest.mark.parametrize("m", [1, 2, 5, 16])
+def test_node_shares_spend_one_budget_per_path_and_minimise_the_decomposition(m: int) -> None:
+    rng = np.random.default_rng(m)
+    tree = gh.BucketTree(m)
+    uses = [rng.integers(1, 5, tree.n_nodes(lv)).astype(float) for lv in range(tree.height + 1)]
+    shares = gh.node_shares(tree, uses)
+    for leaf in range(m):  # every root-to-leaf path spends exactly the whole budget
+        path = [shares[lv][leaf >> lv] for lv in range(tree.height + 1)]
+        assert math.fsum(path) == pytest.approx(1.0, abs=1e-12)
+    if tree.height == 1 and m == 2:  # two leaves: the closed form beats every other split
+        n0 = np.maximum(uses[0], gh.LEAF_FLOOR * max(float(u.max()) for u in uses))
+
+        def var(a: float) -> float:
+            return float((n0 / (1 - a) ** 2).sum() + uses[1][0] / a ** 2)
+
+        assert all(var(shares[1][0]) <= var(a) + 1e-9 for a in np.linspace(0.01, 0.99, 99))
+
+
+def test_node_epsilons_round_down_to_few_values() -> None:
+    eps = F.node_epsilons([np.array([0.3, 0.7, 0.0, 1.0])], 2.0)[0]
+    assert eps[2] == 0.0
+    assert np.all(eps[[0, 1, 3]] <= np.array([0.3, 0.7, 1.0]) * 2.0 * (1 - F.PATH_MARGIN))
+    assert np.all(eps[[0, 1, 3]] > np.array([0.3, 0.7, 1.0]) * 2.0 * 2 ** (-1 / F.SHARE_STEPS) * (1 - 1e-6))
+
+
+def _clustered(side: int, n: int, seed: int) -> Aggregate:
+    rng = np.random.default_rng(seed)
+    r = np.clip(rng.normal(side * 0.3, side * 0.08, n), 0, side - 1).astype(int)
+    c = np.clip(rng.normal(side * 0.6, side * 0.1, n), 0, side - 1).astype(int)
+    counts = np.zeros((side, side), dtype=np.int64)
+    np.add.at(counts, (r, c), 1)
+    return _agg(counts)
+
+
+@pytest.mark.parametrize("shape", [(16, 16), (12, 20)])
+def test_release_tiles_the_grid_and_spends_at_most_epsilon(shape: tuple[int, int]) -> None:
+    """The leaves tile the grid once (padding dropped); every node's scale is the exact
+    rational ``k/ε_v`` and every root-to-leaf path spends at most ε₂."""
+
+    rng = np.random.default_rng(7)
+    agg = _agg(rng.poisson(3.0, shape) * (rng.random(shape) < 0.3))
+    mech = catalog.get("points", "dawa_free")
+    noise = RecordingNoise(3)
+    rel = release_with(mech, agg, 1.0, {"start_offsets": 4}, noise)
+    cover = np.zeros(shape, dtype=int)
+    for r0, r1, c0, c1 in rel.rects.tolist():
+        cover[r0:r1, c0:c1] += 1
+    assert np.all(cover == 1)
+    assert all(isinstance(t, Fraction) for t in noise.scales)
+    e1, e2 = mech.budgets(F.pure(1.0), mech.resolve_params({}))
+    assert e1 + e2 <= 1.0
+    spent = [Fraction(1) / t for t in noise.scales[len(gh.free_interval_costs(np.zeros(256, dtype=np.int64), 4, 4)):]]
+    assert max(spent) <= Fraction(e2)
+    assert rel.public["buckets"] <= rel.public["rectangles"]
+    assert rel.noisy.sum() == pytest.approx(agg.counts.sum(), abs=8 * 4 / e2 + 8 * 64 / e1)
+
+
+def test_release_is_close_at_large_epsilon() -> None:
+    agg = _clustered(32, 5000, 2)
+    mech = catalog.get("points", "dawa_free")
+    rel = release_with(mech, agg, 100.0, {}, NoiseSource(1))
+    q = np.array([[0, 16, 0, 16], [8, 24, 10, 30], [0, 32, 0, 32]])
+    true = np.array([agg.counts[a:b, c:d].sum() for a, b, c, d in q])
+    assert np.all(np.abs(rel.answer(q) - true) <= 0.02 * true + 5)
+
+
+def test_start_offsets_must_be_a_power_of_two() -> None:
+    mech = catalog.get("points", "dawa_free")
+    with pytest.raises(ParameterError, match="power of two"):
+        mech.plan(Grid(B, 8, 8), 1.0, {"start_offsets": 3})
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_node_decomposition_adds_up_to_the_level_decomposition(seed: int) -> None:
+    """Per node (sparse) and per level (dawa's) agree: the same canonical decomposition."""
+    rng = np.random.default_rng(seed)
+    tree = gh.BucketTree(32)
+    cov = np.where(rng.random(32) < 0.6, 1.0, rng.random(32)) * (rng.random(32) < 0.8)
+    ids = np.flatnonzero(cov > 0)
+    per_node = gh.node_decomposition(tree, ids, cov[ids])
+    assert [float(v.sum()) for _, v in per_node] == pytest.approx(gh.level_decomposition(tree, cov).tolist())
