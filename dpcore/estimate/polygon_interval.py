@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from dpcore.errors import ParameterError
 from dpcore.estimate.gls import Measurements, gls_estimate, union_interval
 
-__all__ = ["CUT_WARNING_SHARE", "polygon_interval", "polygon_weights"]
+__all__ = ["CUT_WARNING_SHARE", "CellIndex", "polygon_interval", "polygon_weights"]
 
 #: Warn when cut cells carry more than this share of the estimate.
 CUT_WARNING_SHARE = 0.2
@@ -32,28 +32,53 @@ CUT_WARNING_SHARE = 0.2
 _INSIDE_TOL = 1e-9
 
 
-def polygon_weights(cells: Sequence[shapely.Geometry] | NDArray[Any], polygon: shapely.Geometry,
+class CellIndex:
+    """The finest cells' shapes with their spatial index (an STR-tree) and areas, built once per release.
+
+    Each polygon is then two index queries, ``covers`` (cells wholly inside, weight 1) and
+    ``intersects`` (cells touching it), and one vectorised intersection of the cut cells alone
+    (shapely 2's vectorised predicates; no Python loop per cell).
+    """
+
+    def __init__(self, cells: Sequence[shapely.Geometry] | NDArray[Any]) -> None:
+        self.geoms = np.asarray(cells, dtype=object)
+        self.tree = shapely.STRtree(self.geoms)
+        self.area = shapely.area(self.geoms)
+
+    def __len__(self) -> int:
+        return int(self.geoms.size)
+
+
+def polygon_weights(cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any], polygon: shapely.Geometry,
                     ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The cells the polygon touches and the share of each cell's area inside it.
+
+    ``cells``: their shapes, or a :class:`CellIndex` of them (many polygons over one release).
 
     >>> cells = shapely.box([0, 1], [0, 0], [1, 2], [1, 1])
     >>> idx, share = polygon_weights(cells, shapely.box(0.5, 0, 2, 1))
     >>> idx.tolist(), share.round(3).tolist()
     ([0, 1], [0.5, 1.0])
     """
-    geoms = np.asarray(cells, dtype=object)
     if polygon is None or polygon.is_empty or polygon.area <= 0:
         raise ParameterError("The polygon is empty or has no area; draw an area (a Polygon or MultiPolygon).")
-    tree = shapely.STRtree(geoms)
-    idx = np.sort(tree.query(polygon, predicate="intersects")).astype(np.int64)
-    area = shapely.area(geoms[idx])
-    inside = shapely.area(shapely.intersection(geoms[idx], polygon))
-    share = np.divide(inside, area, out=np.zeros_like(inside), where=area > 0)
-    keep = share > 0
-    return idx[keep], np.clip(share[keep], 0.0, 1.0)
+    index = cells if isinstance(cells, CellIndex) else CellIndex(cells)
+    full = index.tree.query(polygon, predicate="covers")
+    touch = index.tree.query(polygon, predicate="intersects")
+    covered = np.zeros(len(index), dtype=bool)
+    covered[full] = True
+    cut = touch[~covered[touch]]
+    area = index.area[cut]
+    inside = shapely.area(shapely.intersection(index.geoms[cut], polygon))
+    part = np.divide(inside, area, out=np.zeros_like(inside), where=area > 0)
+    idx = np.concatenate([full, cut]).astype(np.int64)
+    share = np.concatenate([np.where(index.area[full] > 0, 1.0, 0.0), np.clip(part, 0.0, 1.0)])
+    order = np.argsort(idx, kind="stable")
+    keep = share[order] > 0
+    return idx[order][keep], share[order][keep]
 
 
-def polygon_interval(m: Measurements, cells: Sequence[shapely.Geometry] | NDArray[Any],
+def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any],
                      polygon: shapely.Geometry, coverage: float = 0.9, *,
                      estimate: NDArray[np.float64] | None = None) -> dict[str, Any]:
     """:func:`~dpcore.estimate.gls.union_interval` of the cells under ``polygon`` weighted by

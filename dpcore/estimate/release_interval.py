@@ -51,7 +51,7 @@ from numpy.typing import NDArray
 
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, union_interval
-from dpcore.estimate.polygon_interval import polygon_interval
+from dpcore.estimate.polygon_interval import CellIndex, polygon_interval
 
 __all__ = ["INTERVAL_FILES", "ReleaseIntervals", "cell_shapes", "clean", "offers_intervals", "read_polygons"]
 
@@ -143,7 +143,7 @@ class ReleaseIntervals:
         self.m: Measurements = measurements_from(self.design, self.frame)
         self.estimate = gls_estimate(self.m)
         self._files = files
-        self._shapes: NDArray[Any] | None = None
+        self._shapes: CellIndex | None = None
 
     def nodes(self) -> list[tuple[str, str]]:
         """``(level, node)`` of every measured node, in the order of ``measurements.csv`` (coarse first)."""
@@ -162,10 +162,10 @@ class ReleaseIntervals:
         w[np.unique(np.concatenate([np.asarray(cover[str(c)], dtype=np.int64) for c in nodes]))] = 1.0
         return clean({**union_interval(self.m, w, coverage, estimate=self.estimate), "cells": int(w.sum())})
 
-    def shapes(self) -> NDArray[Any]:
-        """The finest cells' shapes (:func:`cell_shapes`), built on first use."""
+    def shapes(self) -> CellIndex:
+        """The finest cells' shapes (:func:`cell_shapes`) with their spatial index, built on first use."""
         if self._shapes is None:
-            self._shapes = cell_shapes(self.design, self._files)
+            self._shapes = CellIndex(cell_shapes(self.design, self._files))
         return self._shapes
 
     def of_polygons(self, geojson: bytes | str, coverage: float = 0.9) -> list[dict[str, Any]]:
