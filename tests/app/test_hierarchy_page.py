@@ -120,6 +120,12 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     assert rec["hierarchy"]["area_list_source"] == "table (confirmed public)"
     assert rec["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(0.5)
     assert {n for n in ex if n.endswith(".geojson")} == {"region.geojson", "district.geojson", "zone.geojson"}
+    # the data users' and review files are offered as for every kind (issue 25): one button each, in order
+    users = ["measurements.csv", "design.json", "estimates.csv", "replicates.csv", "deployment.yaml", "review.html"]
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert [x for x in labels if x.removeprefix("Download ") in users] == [f"Download {n}" for n in users]
+    assert set(users) <= set(ex) and rec["data_users"]["files"] == users[:4]
+    assert any("**estimates.csv**: the unbiased least-squares estimate" in m.value for m in at.markdown)
 
 
 def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> None:
