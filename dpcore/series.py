@@ -499,7 +499,7 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
         Its cost and horizon share: the periods' pre-check counts them before anything is charged.
     """
     from dpcore.core.reliability import apply_to_files, parse_rule
-    from dpcore.core.review import with_review
+    from dpcore.core.review import with_review, without_review
 
     if unit.base != plan.unit:
         raise ParameterError(f"The series' unit ({unit.label()}) does not protect what the plan protects "
@@ -507,8 +507,10 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
     digest = plan_digest(plan_parts(plan))
     rule = parse_rule(suppress)
 
-    def served(files: Mapping[str, bytes]) -> dict[str, bytes]:  # the review record states the rule
-        return with_review(apply_to_files(files, rule)) if rule is not None else dict(files)
+    def served(files: Mapping[str, bytes]) -> dict[str, bytes]:
+        """The stored files (before the rule, reviewed) as ``KindRelease.files(suppress=rule)`` makes them:
+        the rule applied to the files without their review, then the review made once, stating the rule."""
+        return with_review(apply_to_files(without_review(files), rule)) if rule is not None else dict(files)
 
     outcomes: list[PeriodOutcome] = []
     n = len(inputs)
