@@ -80,8 +80,15 @@ def test_demo_shows_levels_and_expected_error_before_release(at: AppTest) -> Non
 def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) -> None:
     step(at, "plan")
     at.selectbox(key="_w_hier_mech").set_value("exact").run()
+    # the curator's threshold of the record's "use at level L or coarser" line, beside the Release button
+    step(at, "release")
+    assert at.number_input(key="_w_cv_threshold").value == pytest.approx(0.3)  # the default, as before
+    at.number_input(key="_w_cv_threshold").set_value(0.02).run()
     release(at)
     entry = at.session_state["hier_release"]
+    guidance = json.loads(entry.files["release.json"])["level_guidance"]
+    assert guidance["threshold"] == pytest.approx(0.02) and "under 0.02" in guidance["statement"]
+    assert guidance["statement"].encode() in entry.files["review.html"]
     rel = entry.release
     led = next(iter(at.session_state["census_ledgers"].values()))
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
