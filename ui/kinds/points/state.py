@@ -285,13 +285,14 @@ def release_files(entry: ReleaseEntry) -> dict[str, bytes]:
     from a later ledger."""
     from dpcore.core.review import with_review
     from dpcore.points import export
+    from dpcore.points.data_users import match_written
 
     rel = entry.release
     files = entry.exports["files"]
     if "release.csv" not in files:
         tables = export.release_tables(rel, geojson=rel.n_rects <= GEOJSON_STORED_UP_TO)
         # the review page is made again with the table (its errors per level read release.csv)
-        ordered = export.in_file_order(with_review({**files, **tables},
+        ordered = export.in_file_order(with_review(match_written({**files, **tables}),
                                                    entry.exports.get("cv_threshold", CV_THRESHOLD)))
         files.clear()
         files.update(ordered)  # in the order the CLI writes them
