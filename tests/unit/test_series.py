@@ -78,3 +78,22 @@ def test_a_rule_serves_the_files_a_one_off_release_with_the_rule_has() -> None:
     assert list(rec) == list(ref) and rec["reliability"] == ref["reliability"]
     assert rec["level_guidance"] == ref["level_guidance"]
     assert served["release.csv"] == one["release.csv"]  # the same noise: the same flagged table
+
+
+def test_the_curators_cv_threshold_words_every_new_periods_record() -> None:
+    import orjson
+
+    from dpcore.privacy.noise import NoiseSource
+
+    rng = np.random.default_rng(3)
+    grid = Grid.parse(Bounds.parse("0,0,1,1"), "4,4")
+    periods = periods_in(*parse_time_range("2024-01-01,2024-01-02"), "day")
+    lon, lat, pidx = rng.uniform(0, 1, 200), rng.uniform(0, 1, 200), rng.integers(0, 2, 200)
+    plan = catalog.get("points", "quadtree").plan(grid, pure(0.5), {"height": 2}, unit=points_unit())
+    for cv, rule in ((0.05, None), (7.0, "flag:cv=0.3")):
+        series = release_series(plan, points_inputs(lon, lat, None, pidx, periods, grid),
+                                unit=TimeUnit("event", plan.unit, "day"), budget=None, session=Session.unaccounted(),
+                                noise=NoiseSource(1), suppress=rule, cv_threshold=cv)
+        for o in series.outcomes:
+            g = orjson.loads(o.files["release.json"])["level_guidance"]
+            assert g["threshold"] == cv and f"under {cv:g}" in g["statement"]
