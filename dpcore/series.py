@@ -499,8 +499,7 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
     cumulative_cost : (PrivacyCost, float), optional
         Its cost and horizon share: the periods' pre-check counts them before anything is charged.
     cv_threshold : float, optional
-        The threshold of each new period's "use at level L or coarser" line (``level_guidance``;
-        :data:`dpcore.core.review.CV_THRESHOLD` by default); a re-served period keeps its record.
+        Each new period's ``level_guidance`` threshold (default :data:`dpcore.core.review.CV_THRESHOLD`).
     """
     from dpcore.core.reliability import apply_to_files, parse_rule
     from dpcore.core.review import CV_THRESHOLD, with_review, without_review
@@ -509,14 +508,10 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
         raise ParameterError(f"The series' unit ({unit.label()}) does not protect what the plan protects "
                              f"({plan.unit.label()}): plan with the series' unit.")
     digest = plan_digest(plan_parts(plan))
-    rule = parse_rule(suppress)
+    rule, cv = parse_rule(suppress), CV_THRESHOLD if cv_threshold is None else float(cv_threshold)
 
-    def served(files: Mapping[str, bytes]) -> dict[str, bytes]:
-        """The stored files (before the rule, reviewed) as ``KindRelease.files(suppress=rule)`` makes them:
-        the rule applied to the files without their review, then the review made once, stating the rule."""
+    def served(files: Mapping[str, bytes]) -> dict[str, bytes]:  # as KindRelease.files(suppress=rule): reviewed once
         return with_review(apply_to_files(without_review(files), rule), cv) if rule is not None else dict(files)
-
-    cv = CV_THRESHOLD if cv_threshold is None else float(cv_threshold)
 
     outcomes: list[PeriodOutcome] = []
     n = len(inputs)
