@@ -73,7 +73,7 @@ def study(mech: str, counts: HierarchyCounts, unions: list[np.ndarray], releases
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mechanisms", default="topdown_l2,bottom_up")
+    ap.add_argument("--mechanisms", default="exact,topdown_l2,topdown_linf,hay,bottom_up")
     ap.add_argument("--releases", type=int, default=20)
     ap.add_argument("--unions", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)

@@ -12,9 +12,12 @@ Measured (``time.perf_counter``)
     * making the release's files;
     * ``ReleaseIntervals(files)``: parsing measurements.csv and design.json, building the design and
       solving the least-squares estimate once (per release);
-    * the first polygon (it also builds the cells' rectangles and their spatial index), then the
-      median and max of ``--queries`` further polygons (boxes of 0.1 % to 10 % of the area, cut cells
-      weighted by area share) and of unions of 1 to 10,000 random cells.
+    * the first polygon (it also builds the cells' rectangles, their spatial index and the tree's
+      data-free bottom-up pass), then the median and max of ``--queries`` further polygons (boxes of
+      0.1 % to 10 % of the area, cut cells weighted by area share) and of unions of 1 to 10,000 random
+      cells.  A query runs the two passes on its cells and their ancestors only
+      (``dpcore.estimate.tree_inference.SparseTreeFit``) and a polygon's coverage is two queries of the
+      cells' STR-tree (``dpcore.estimate.polygon_interval.CellIndex``).
 Target: one interval in under 1 s (issue 25).
 
 Run from the repository root::
@@ -25,6 +28,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "interval_points.md"))
     args = ap.parse_args(argv)
     n = args.size
+    load0 = os.getloadavg()[0]
     grid = Grid(BOUNDS, n, n)
     agg = Aggregate(grid=grid, counts=grid_counts(n, args.seed), n_outside=0, n_capped=0, sensitivity=1,
                     user_cap=None)
@@ -104,11 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# One interval on a {n:,}² points release (benchmarks/interval_points.py)", "",
              f"Quadtree of height {args.height}, ε = 1, public synthetic counts (seed {args.seed}); {ri.m.n:,} cells, "
              f"{ri.m.A.shape[0]:,} measurements; times in seconds (time.perf_counter) on a shared 2-core "
-             "machine under load from other jobs.", "",
+             f"machine ({os.cpu_count()} CPUs seen), load average {load0:.1f} at the start and "
+             f"{os.getloadavg()[0]:.1f} at the end (other jobs' test suites).", "",
              "| step | seconds |", "|---|---|",
              f"| make the release's files (KindRelease.files) | {t1 - t0:.1f} |",
              f"| ReleaseIntervals(files): read, build the design, solve GLS once | {t2 - t1:.1f} |",
-             f"| first polygon (builds the cells' rectangles and index) | {t4 - t3:.2f} |",
+             f"| first polygon (builds the cells' rectangles, their index, the tree's data-free pass) | {t4 - t3:.2f} |",
              f"| further polygons (0.1 %–10 % of the area), median / max | {np.median(poly_t):.3f} / "
              f"{np.max(poly_t):.3f} |",
              f"| unions of 1–10,000 cells, median / max | {np.median(union_t):.3f} / {np.max(union_t):.3f} |", "",

@@ -459,7 +459,8 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
                    progress: Progress | None = None, time: Mapping[str, Any] | None = None,
                    files_options: Mapping[str, Any] | None = None, suppress: Any = None,
                    cumulative: Callable[[], CumulativeRelease] | None = None,
-                   cumulative_cost: tuple[Any, float] | None = None) -> SeriesRelease:
+                   cumulative_cost: tuple[Any, float] | None = None, cv_threshold: float | None = None,
+                   ) -> SeriesRelease:
     """Release ``plan`` once per period of ``inputs`` (re-serving what was released before).
 
     Parameters
@@ -497,18 +498,20 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
         before the periods; its columns join series.csv and its record series.json.
     cumulative_cost : (PrivacyCost, float), optional
         Its cost and horizon share: the periods' pre-check counts them before anything is charged.
+    cv_threshold : float, optional
+        Each new period's ``level_guidance`` threshold (default :data:`dpcore.core.review.CV_THRESHOLD`).
     """
     from dpcore.core.reliability import apply_to_files, parse_rule
-    from dpcore.core.review import with_review
+    from dpcore.core.review import CV_THRESHOLD, with_review, without_review
 
     if unit.base != plan.unit:
         raise ParameterError(f"The series' unit ({unit.label()}) does not protect what the plan protects "
                              f"({plan.unit.label()}): plan with the series' unit.")
     digest = plan_digest(plan_parts(plan))
-    rule = parse_rule(suppress)
+    rule, cv = parse_rule(suppress), CV_THRESHOLD if cv_threshold is None else float(cv_threshold)
 
-    def served(files: Mapping[str, bytes]) -> dict[str, bytes]:  # the review record states the rule
-        return with_review(apply_to_files(files, rule)) if rule is not None else dict(files)
+    def served(files: Mapping[str, bytes]) -> dict[str, bytes]:  # as KindRelease.files(suppress=rule): reviewed once
+        return with_review(apply_to_files(without_review(files), rule), cv) if rule is not None else dict(files)
 
     outcomes: list[PeriodOutcome] = []
     n = len(inputs)
@@ -530,7 +533,7 @@ def release_series(plan: Any, inputs: Sequence[PeriodInput],
                                               served(stored.files)))
             else:
                 files = (dict(files_of(made.inner, ledger)) if files_of is not None
-                         else dict(made.files(ledger, **dict(files_options or {}))))
+                         else dict(made.files(ledger, cv_threshold=cv, **dict(files_options or {}))))
                 if budget is None:
                     outcomes.append(PeriodOutcome(item.period, "not accounted", None, None, served(files)))
                 else:

@@ -12,6 +12,7 @@ from typing import Any
 
 import streamlit as st
 
+from dpcore.core.review import CV_THRESHOLD
 from dpcore.errors import DPCoreError
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import Ledger
@@ -66,7 +67,27 @@ def button(key: str, led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str
     if after:
         st.markdown("###### Another release from this data")
     can, label = check(led, cost, unit, plan_error, after=after)
+    _threshold_input()
     state.release_button(key, label, release, *args, disabled=not can)
+
+
+def cv_threshold() -> float:
+    """The curator's threshold behind the record's "use at level L or coarser" line (``level_guidance``:
+    the finest level whose median coefficient of variation is under it), as set beside the Release
+    button; :data:`dpcore.core.review.CV_THRESHOLD` until changed.  A release's action reads it before
+    the charge and passes it to ``KindRelease.files(cv_threshold=...)``."""
+    return float(st.session_state.get("cv_threshold", CV_THRESHOLD))
+
+
+def _threshold_input() -> None:
+    """The input of :func:`cv_threshold` (one setting for every kind, kept across pages)."""
+    st.number_input(
+        "Reliability threshold of the record (median coefficient of variation)", min_value=0.01, max_value=10.0,
+        step=0.05, format="%.2f", key=state.persistent("cv_threshold", CV_THRESHOLD),
+        help="release.json and review.html say \"use at level L or coarser\": the finest level whose median "
+             "noise SD / published count is under this threshold (0.3: the SD is under 30 % of a typical count). "
+             "It only words the record: it changes no count and spends nothing.")
+    state.store("cv_threshold")
 
 
 def released(what: str, cost: PrivacyCost, led: Ledger, release_id: str, *, below: str = "See it on the map") -> None:

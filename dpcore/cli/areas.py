@@ -14,6 +14,7 @@ from dpcore.cli.common import (
     add_suppress_arg,
     budget_arg,
     cli_progress,
+    cv_threshold,
     deliver,
     engine_args,
     engine_for,
@@ -176,7 +177,7 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     from dpcore.data.hierarchy import require_public_area_list
 
     make, cost = budget_arg(args)
-    rule = suppress_rule(args)
+    rule, cv = suppress_rule(args), cv_threshold(args)
     if rule is not None and args.mechanism == "matrix":
         raise ParameterError("--suppress reads release.csv's noisy_count and noise_sd, which the matrix mechanism's "
                              "marginal tables do not have; release them without --suppress (or use Privelet).")
@@ -223,13 +224,13 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
         _areas_warning()
     folder = Path(args.out)
     if mech.name == "matrix":
-        paths = deliver(bud, out, out.files(bud.ledger), folder)
+        paths = deliver(bud, out, out.files(bud.ledger, cv_threshold=cv), folder)
         info = plan.inner.info
         ratio = info["ratio_to_lower_bound"]
         return Made(out, paths, f"Released {len(rel.tables)} tables ({', '.join(rel.tables)}) with the matrix "
                                 f"mechanism, {cost.label()}; RMSE per cell {info['expected_rmse_per_query']:.3g}"
                     + (f" ({ratio:.4f} × the lower bound)" if ratio is not None else "") + f"; {bud.left()}")
-    paths = deliver(bud, out, out.files(bud.ledger, suppress=rule), folder)
+    paths = deliver(bud, out, out.files(bud.ledger, suppress=rule, cv_threshold=cv), folder)
     counts = ", ".join(f"{len(rel.levels[n]):,} {n}" for n in table.structure.levels)
     return Made(out, paths, f"Released {counts} with Privelet{'+' if rel.plus_axes else ''}, {cost.label()}; "
                             f"{bud.left()}")
@@ -285,7 +286,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     from dpcore.privacy import budget
 
     make, cost = budget_arg(args)
-    rule = suppress_rule(args)
+    rule, cv = suppress_rule(args), cv_threshold(args)
     levels = split_list(args.levels, "--levels", str, "state,county,tract")
     counts_cols = split_list(args.count, "--count", str, "POPULATION") if args.count else []
     split_text = str(args.split).strip()
@@ -361,7 +362,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     keys = _table_key(args, df, levels, counts_cols or None, raw=small is None)
     bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:])
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
-    paths = deliver(bud, out, out.files(bud.ledger, suppress=rule, joins=joins), args.out)
+    paths = deliver(bud, out, out.files(bud.ledger, suppress=rule, joins=joins, cv_threshold=cv), args.out)
     reading = ""
     if cost.definition == "zcdp":
         reading = f" (≈ ε = {budget.zcdp_to_approx_dp(cost.value, args.delta):.3g} at δ = {args.delta:g})"

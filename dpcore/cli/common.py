@@ -153,6 +153,25 @@ def add_suppress_arg(p: argparse.ArgumentParser) -> None:
                         "\"cv=0.3,z=1.96\"; values <= 0 always), both (\"floor=5,cv=0.3\"), or \"flag:cv=0.3\" to keep "
                         "and mark them. release.csv gets the columns suppressed/flagged and the reason; every noisy "
                         "value stays in release_full.csv (the data users' file)")
+    p.add_argument("--cv-threshold", type=float, default=0.3, metavar="CV",
+                   help="the threshold of the record's \"use at level L or coarser\" line (release.json's "
+                        "level_guidance, review.html): the finest level whose median coefficient of variation "
+                        "noise_sd / count is under it (default 0.3); it only words the record")
+
+
+def cv_threshold(args: argparse.Namespace) -> float:
+    """``--cv-threshold``: the threshold of the record's "use at level L or coarser" line, checked before any
+    data is read (a typo costs nothing)."""
+    import math
+
+    from dpcore.core.review import CV_THRESHOLD
+
+    value = getattr(args, "cv_threshold", None)
+    value = CV_THRESHOLD if value is None else float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ParameterError(f"--cv-threshold must be a positive number (got {value}); e.g. 0.3: the record names "
+                             "the finest level whose median noise SD is under 30 % of its typical count.")
+    return value
 
 
 def suppress_rule(args: argparse.Namespace) -> Any:

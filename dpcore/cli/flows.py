@@ -13,6 +13,7 @@ from dpcore.cli.common import (
     add_budget_args,
     add_suppress_arg,
     cli_progress,
+    cv_threshold,
     deliver,
     engine_args,
     engine_for,
@@ -365,7 +366,7 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
 
     # everything that needs no data is checked before the trips are read or budget is spent
     make, cost, delta, given, cap = _od_cost(args)
-    rule = suppress_rule(args)
+    rule, cv = suppress_rule(args), cv_threshold(args)
     info = catalog.get("od", args.mechanism)
     if not info.definitions:
         raise ParameterError(
@@ -423,7 +424,7 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
                       counts.fingerprint, plan.unit, session=session)
     made = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
     rel = made.inner
-    files = made.files(bud.ledger, suppress=rule, origin_xy=xy, delta=delta, extra={"budget_input": given},
+    files = made.files(bud.ledger, suppress=rule, cv_threshold=cv, origin_xy=xy, delta=delta, extra={"budget_input": given},
                        top=args.geojson_top)
     paths = deliver(bud, made, files, out)
     if cost.definition == "zcdp":

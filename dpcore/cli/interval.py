@@ -7,7 +7,7 @@
 ``codes.txt`` holds one union per line: finest-level codes as in ``release.csv``, separated by
 commas (empty lines are skipped).  A polygon file gives one answer per feature: cells inside
 weigh 1, cut cells their area share (cell shapes: ``design.json``'s ``cell_bounds``, or the
-finest level's GeoJSON in ``OUT``).  Each answer has ``estimate``, ``sd``, ``low``, ``high``
+finest level's GeoJSON in ``OUT``; ``--density FILE``: their share of a public density instead).  Each answer has ``estimate``, ``sd``, ``low``, ``high``
 (the unbiased GLS estimate of :mod:`dpcore.estimate.gls`, not the published value).  Reads no
 data: only the public release files.
 """
@@ -32,6 +32,9 @@ def add_interval_parser(sub: Any) -> argparse.ArgumentParser:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--codes", help="a text file, one union per line: finest-level codes separated by commas")
     what.add_argument("--polygon", help="a GeoJSON file: one answer per (multi)polygon feature")
+    p.add_argument("--density", help="with --polygon: a public GeoJSON density the curator supplies (polygons with "
+                                     "a numeric 'density' property, fixed before the data): cut cells weigh their "
+                                     "share of it instead of their area share")
     p.add_argument("--coverage", type=float, default=0.9, help="the interval's coverage (default 0.9)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per union, in order")
     return p
@@ -61,13 +64,15 @@ def _release_files(folder: Path, shapes: bool) -> dict[str, bytes]:
 
 def cmd_interval(args: argparse.Namespace) -> int:
     from dpcore.estimate.gls import union_interval
-    from dpcore.estimate.release_interval import ReleaseIntervals, clean
+    from dpcore.estimate.release_interval import ReleaseIntervals, clean, read_density
 
     folder = Path(args.release)
     if not 0.0 < args.coverage < 1.0:
         raise ParameterError(f"--coverage must be between 0 and 1 (got {args.coverage}); e.g. 0.9.")
     ri = ReleaseIntervals(_release_files(folder, shapes=bool(args.polygon)))  # the GLS estimate solved once
     out: list[dict[str, Any]] = []
+    if args.density and not args.polygon:
+        raise ParameterError("--density apportions the cut cells of a --polygon; drop it with --codes.")
     if args.codes:
         for codes in read_codes(args.codes):
             out.append(clean({**union_interval(ri.m, codes, args.coverage, estimate=ri.estimate), "cells": len(codes)}))
@@ -75,7 +80,8 @@ def cmd_interval(args: argparse.Namespace) -> int:
         if not ri.design.get("cell_bounds") and not any(folder.glob("*.geojson")):
             raise InputError(f"{folder} has no cell shapes: design.json gives no cell_bounds and no GeoJSON of the "
                              "finest level is in the folder. Release with boundaries, or use --codes.")
-        out = ri.of_polygons(args.polygon, args.coverage)
+        density = read_density(args.density) if args.density else None
+        out = ri.of_polygons(args.polygon, args.coverage, density)
         for i, r in enumerate(out):
             if r["warning"]:
                 print(f"warning: feature {i}: {r['warning']}", file=sys.stderr)

@@ -16,6 +16,7 @@ from dpcore.cli.common import (
     add_suppress_arg,
     budget_arg,
     cli_progress,
+    cv_threshold,
     deliver,
     engine_args,
     engine_for,
@@ -215,7 +216,7 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     bounds = Bounds.parse(args.bounds)
     grid = Grid.parse(bounds, args.grid)
     mech = catalog.get("points", args.mechanism)
-    rule = suppress_rule(args)
+    rule, cv = suppress_rule(args), cv_threshold(args)
     make, requested = budget_arg(args)
     raw = parse_params(args.param)
     if args.workload_file:
@@ -245,7 +246,7 @@ def execute_points(spec: ReleaseSpec, session: Any = None) -> Made:
     out = pipeline.release(plan, agg, ledger=bud.ledger, session=bud.session)
     rel = out.inner
     # the files, made once from the envelope with the ledger as of the charge, written whole
-    paths = deliver(bud, out, out.files(bud.ledger, suppress=rule), args.out)
+    paths = deliver(bud, out, out.files(bud.ledger, suppress=rule, cv_threshold=cv), args.out)
     cost = plan.cost
     reading = ""
     if cost.definition == "zcdp":

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpcore.cli.common import Made, cli_progress, suppress_rule
+from dpcore.cli.common import Made, cli_progress, cv_threshold, suppress_rule
 from dpcore.errors import InputError, ParameterError
 from dpcore.series import points_series_inputs, shared_aggregates, table_series_inputs
 
@@ -155,6 +155,7 @@ def run_series(args: argparse.Namespace, plan: Any, periods: list[Any], inputs: 
     show = cli_progress("Releasing the periods")
     series = release_series(plan, inputs, unit=unit, budget=budget, session=session, files_options=files_options,
                             suppress=suppress_rule(args), cumulative=cumulative, cumulative_cost=cumulative_cost,
+                            cv_threshold=cv_threshold(args),
                             progress=(lambda f, m: show(f, m)) if show else None,
                             time={"column": args.time_col, "period": str(args.period), "range": args.time_range})
     paths = series.write(args.out)

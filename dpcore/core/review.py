@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["CV_THRESHOLD", "REVIEW_FILES", "deployment", "deployment_yaml", "level_guidance", "review_html",
-           "to_yaml", "with_guidance", "with_review"]
+           "to_yaml", "with_guidance", "with_review", "without_review"]
 
 #: The review files every release gets.
 REVIEW_FILES = ("deployment.yaml", "review.html")
@@ -378,6 +378,25 @@ def with_guidance(files: Mapping[str, bytes], threshold: float = CV_THRESHOLD) -
 
         rec["level_guidance"] = g
         out["release.json"] = orjson.dumps(rec, option=orjson.OPT_INDENT_2)
+    return out
+
+
+def without_review(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """``files`` without what :func:`with_review` adds (``deployment.yaml``, ``review.html`` and
+    ``release.json``'s ``level_guidance``): stored files to apply a reliability rule to, then review
+    once, as :meth:`dpcore.core.mechanism.KindRelease.files` does with ``suppress=``.
+
+    >>> out = without_review({"release.json": b'{"kind": "points", "level_guidance": {}}', "review.html": b""})
+    >>> list(out), json.loads(out["release.json"])
+    (['release.json'], {'kind': 'points'})
+    """
+    out = {k: v for k, v in files.items() if k not in REVIEW_FILES}
+    if "release.json" in out:
+        rec = json.loads(out["release.json"])
+        if rec.pop("level_guidance", None) is not None:
+            import orjson
+
+            out["release.json"] = orjson.dumps(rec, option=orjson.OPT_INDENT_2)
     return out
 
 

@@ -172,7 +172,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--epsilon", "budget", type="number"), _o("--rho", "budget", type="number"),
         _o("--delta", "budget", form="float", default=1e-6),
         *_BUDGET, *_TIME,
-        _o("--out", "output", "dir"), _o("--suppress", "output"),
+        _o("--out", "output", "dir"), _o("--suppress", "output"), _o("--cv-threshold", "output", form="float", default=0.3),
     ),
     "census": (
         _o("--input", "input", "path"), _o("--levels", "input", type="list"), _o("--count", "input"),
@@ -185,7 +185,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--marginals", "mechanism", default="1"), _o("--geo-level", "mechanism"),
         _o("--epsilon", "budget", type="number"), _o("--rho", "budget", type="number"),
         *_BUDGET, _PERSON_ONCE,
-        _o("--out", "output", "dir"), _o("--suppress", "output"),
+        _o("--out", "output", "dir"), _o("--suppress", "output"), _o("--cv-threshold", "output", form="float", default=0.3),
     ),
     "hierarchy": (
         _o("--input", "input", "path"), _o("--levels", "input", type="list"), _o("--count", "input", type="list"),
@@ -203,7 +203,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         *_BUDGET, _PERSON_ONCE, *_TIME, _o("--user-col", "input", "user"),
         _o("--user-cap", "input", "user_cap", "int"),
         _o("--boundaries", "output", form="repeat", default=(), type="table"), _o("--out", "output", "dir"),
-        _o("--suppress", "output"),
+        _o("--suppress", "output"), _o("--cv-threshold", "output", form="float", default=0.3),
     ),
     "od": (
         _o("--input", "input", "path"), _o("--origin", "input"), _o("--destination", "input"), _o("--count", "input"),
@@ -225,7 +225,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         *_BUDGET, *_TIME,
         _o("--boundaries", "output", form="repeat", default=(), type="table"), _o("--coordinates", "output"),
         _o("--coord-code", "output"), _o("--lat", "output"), _o("--lon", "output"),
-        _o("--geojson-top", "output", form="int"), _o("--out", "output", "dir"), _o("--suppress", "output"),
+        _o("--geojson-top", "output", form="int"), _o("--out", "output", "dir"), _o("--suppress", "output"), _o("--cv-threshold", "output", form="float", default=0.3),
     ),
 }
 

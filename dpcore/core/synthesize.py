@@ -74,15 +74,49 @@ def _read(folder: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     return rec, pd.read_csv(table, dtype={"origin": str, "destination": str, "level": str})
 
 
-def _points(rec: dict[str, Any], df: pd.DataFrame, rng: PublicGenerator) -> pd.DataFrame:
+def _points(rec: dict[str, Any], df: pd.DataFrame, rng: PublicGenerator, mask: Any = None) -> tuple[pd.DataFrame, int]:
+    """The synthetic points of the leaves, and how many leaves with points lie outside ``mask``."""
     leaves = df[df["leaf"].astype(str).str.lower() == "true"]
     n = whole_counts(leaves["noisy_count"].to_numpy())
     box = leaves[["west", "south", "east", "north"]].to_numpy(dtype=np.float64)
     at = np.repeat(np.arange(len(leaves)), n)
+    lon, lat = _uniform(box, at, rng)
+    outside = 0
+    if mask is not None:
+        lon, lat, outside = _in_mask(box, at, n, lon, lat, mask, rng)
+    return pd.DataFrame({"lon": lon, "lat": lat, "cell": leaves["id"].to_numpy()[at]}), outside
+
+
+def _uniform(box: NDArray[np.float64], at: NDArray[np.int64], rng: PublicGenerator
+             ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     u = rng.random((at.size, 2))
-    lon = box[at, 0] + u[:, 0] * (box[at, 2] - box[at, 0])
-    lat = box[at, 1] + u[:, 1] * (box[at, 3] - box[at, 1])
-    return pd.DataFrame({"lon": lon, "lat": lat, "cell": leaves["id"].to_numpy()[at]})
+    return (box[at, 0] + u[:, 0] * (box[at, 2] - box[at, 0]), box[at, 1] + u[:, 1] * (box[at, 3] - box[at, 1]))
+
+
+#: Rejection rounds inside a mask before the last points of a cell go to a point of its part of the mask.
+MASK_ROUNDS = 200
+
+
+def _in_mask(box: NDArray[np.float64], at: NDArray[np.int64], n: NDArray[np.int64], lon: NDArray[np.float64],
+             lat: NDArray[np.float64], mask: Any, rng: PublicGenerator
+             ) -> tuple[NDArray[np.float64], NDArray[np.float64], int]:
+    """Points drawn uniformly in each cell's part of the public ``mask`` (rejection, vectorised): a cell
+    keeps its count; a cell outside the mask keeps the uniform draw over the cell (counted)."""
+    import shapely
+
+    shapely.prepare(mask)
+    cells = shapely.box(box[:, 0], box[:, 1], box[:, 2], box[:, 3])
+    overlap = shapely.area(shapely.intersection(cells, mask)) > 0
+    todo = np.flatnonzero(overlap[at])
+    for _ in range(MASK_ROUNDS):
+        todo = todo[~shapely.contains_xy(mask, lon[todo], lat[todo])]
+        if todo.size == 0:
+            break
+        lon[todo], lat[todo] = _uniform(box, at[todo], rng)
+    if todo.size:  # a sliver of the mask in the cell: a point of it (inside the cell and the mask)
+        spot = shapely.point_on_surface(shapely.intersection(cells[at[todo]], mask))
+        lon[todo], lat[todo] = shapely.get_x(spot), shapely.get_y(spot)
+    return lon, lat, int(np.sum(~overlap & (n > 0)))
 
 
 def _od(rec: dict[str, Any], df: pd.DataFrame) -> pd.DataFrame:
@@ -94,9 +128,12 @@ def _od(rec: dict[str, Any], df: pd.DataFrame) -> pd.DataFrame:
                          "origin": rows["origin"].to_numpy()[at], "destination": rows["destination"].to_numpy()[at]})
 
 
-def _readme(kind: str, rec: dict[str, Any], seed: int, n: int, exact: bool) -> str:
+def _readme(kind: str, rec: dict[str, Any], seed: int, n: int, exact: bool, mask: tuple[str, int] | None = None) -> str:
     what = "points, each drawn uniformly inside its published leaf's lon/lat rectangle" if kind == "points" \
         else "trips, one row per trip of each released origin/destination pair of the finest level"
+    if mask is not None:
+        what += (f" and inside the curator's public mask ({mask[0]}, fixed before the data); "
+                 f"{mask[1]:,} leaves with points lie outside the mask and keep the draw over the whole leaf")
     reproduced = ("Every published count of the finest level is reproduced exactly, and every coarser published "
                   "count that is the sum of the finest ones below it." if exact else
                   "Some published values are negative or not whole numbers; a synthetic file can only hold whole "
@@ -115,11 +152,14 @@ def _readme(kind: str, rec: dict[str, Any], seed: int, n: int, exact: bool) -> s
     ])
 
 
-def synthesize(release: str | Path, *, seed: int | None = None) -> Synthetic:
+def synthesize(release: str | Path, *, seed: int | None = None, mask: Any = None,
+               mask_name: str = "mask") -> Synthetic:
     """The synthetic points (points release) or trips (od release) of the release folder ``release``.
 
     ``seed`` (any non-negative integer) makes the file reproducible; by default a fresh one is drawn
-    and recorded in the README.
+    and recorded in the README.  ``mask`` (points only): a public (multi)polygon in lon/lat the curator
+    gives, fixed before the data (land, streets, buildings): each leaf's points are drawn uniformly in
+    its part of the mask (``mask_name`` names it in the README).  Counts are unchanged either way.
     """
     folder = Path(release)
     rec, df = _read(folder)
@@ -127,8 +167,11 @@ def synthesize(release: str | Path, *, seed: int | None = None) -> Synthetic:
     if seed is not None and seed < 0:
         raise InputError("--seed must be a non-negative whole number.")
     rng, seed = public_generator(seed)
+    if mask is not None and kind != "points":
+        raise InputError("A mask places synthetic points; trips are drawn between released areas: drop --mask.")
+    outside = 0
     if kind == "points":
-        frame = _points(rec, df, rng)
+        frame, outside = _points(rec, df, rng, mask)
         vals = df.loc[df["leaf"].astype(str).str.lower() == "true", "noisy_count"].to_numpy(dtype=np.float64)
     elif kind == "od":
         frame = _od(rec, df)
@@ -136,7 +179,8 @@ def synthesize(release: str | Path, *, seed: int | None = None) -> Synthetic:
     else:
         raise InputError(f"Synthetic files are made from points and od releases; '{folder}' is a {kind} release.")
     exact = bool(np.array_equal(vals, whole_counts(vals)))
-    return Synthetic(frame, int(seed), _readme(str(kind), rec, int(seed), len(frame), exact), str(kind))
+    masked = (mask_name, outside) if mask is not None else None
+    return Synthetic(frame, int(seed), _readme(str(kind), rec, int(seed), len(frame), exact, masked), str(kind))
 
 
 def write_synthetic(syn: Synthetic, out: str | Path) -> tuple[Path, Path]:

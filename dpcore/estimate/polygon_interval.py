@@ -24,54 +24,119 @@ from numpy.typing import NDArray
 from dpcore.errors import ParameterError
 from dpcore.estimate.gls import Measurements, gls_estimate, union_interval
 
-__all__ = ["CUT_WARNING_SHARE", "polygon_interval", "polygon_weights"]
+__all__ = ["CUT_WARNING_SHARE", "CellIndex", "Density", "polygon_interval", "polygon_weights"]
 
 #: Warn when cut cells carry more than this share of the estimate.
 CUT_WARNING_SHARE = 0.2
-#: An area share at least 1 − this counts as inside.
-_INSIDE_TOL = 1e-9
 
 
-def polygon_weights(cells: Sequence[shapely.Geometry] | NDArray[Any], polygon: shapely.Geometry,
-                    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+class CellIndex:
+    """The finest cells' shapes with their spatial index (an STR-tree) and areas, built once per release.
+
+    Each polygon is then two index queries, ``covers`` (cells wholly inside, weight 1) and
+    ``intersects`` (cells touching it), and one vectorised intersection of the cut cells alone
+    (shapely 2's vectorised predicates; no Python loop per cell).
+    """
+
+    def __init__(self, cells: Sequence[shapely.Geometry] | NDArray[Any]) -> None:
+        self.geoms = np.asarray(cells, dtype=object)
+        self.tree = shapely.STRtree(self.geoms)
+        self.area = shapely.area(self.geoms)
+
+    def __len__(self) -> int:
+        return int(self.geoms.size)
+
+
+class Density:
+    """A public density the curator supplies (fixed before the data): value ``values[k]`` over
+    ``shapes[k]`` (lon/lat polygons), 0 elsewhere, e.g. land (1) and water (0), or housing units.
+
+    A cut cell then weighs the share of its density inside the polygon,
+    ``Σ_k d_k·|c ∩ P ∩ D_k| / Σ_k d_k·|c ∩ D_k|``, instead of its area share; a cell without density
+    keeps its area share.  Vectorised over (cut cell, density shape) pairs from an STR-tree.
+    """
+
+    def __init__(self, shapes: Sequence[shapely.Geometry] | NDArray[Any], values: Sequence[float] | NDArray[Any]
+                 ) -> None:
+        self.shapes = np.asarray(shapes, dtype=object)
+        self.values = np.asarray(values, dtype=np.float64)
+        if self.values.shape != self.shapes.shape or not np.all(np.isfinite(self.values) & (self.values >= 0)):
+            raise ParameterError("A density gives one finite value of at least 0 for each of its shapes.")
+        self.tree = shapely.STRtree(self.shapes)
+
+    def shares(self, cells: NDArray[Any], polygon: shapely.Geometry, fallback: NDArray[np.float64]
+               ) -> NDArray[np.float64]:
+        """The density share of each of ``cells`` inside ``polygon`` (``fallback`` where a cell has none)."""
+        i, k = self.tree.query(cells, predicate="intersects")
+        part = shapely.intersection(cells[i], self.shapes[k])
+        den = np.bincount(i, weights=self.values[k] * shapely.area(part), minlength=cells.size)
+        num = np.bincount(i, weights=self.values[k] * shapely.area(shapely.intersection(part, polygon)),
+                          minlength=cells.size)
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), fallback)
+
+
+def polygon_weights(cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any], polygon: shapely.Geometry,
+                    density: Density | None = None) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The cells the polygon touches and the share of each cell's area inside it.
+
+    ``cells``: their shapes, or a :class:`CellIndex` of them (many polygons over one release).
+    ``density``: a public :class:`Density`: cut cells weigh their share of it instead of their area share.
 
     >>> cells = shapely.box([0, 1], [0, 0], [1, 2], [1, 1])
     >>> idx, share = polygon_weights(cells, shapely.box(0.5, 0, 2, 1))
     >>> idx.tolist(), share.round(3).tolist()
     ([0, 1], [0.5, 1.0])
     """
-    geoms = np.asarray(cells, dtype=object)
+    idx, share, _ = _coverage(cells, polygon, density)
+    keep = share > 0
+    return idx[keep], share[keep]
+
+
+def _coverage(cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any], polygon: shapely.Geometry,
+              density: Density | None) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.bool_]]:
+    """Every cell sharing area with the polygon (sorted), its weight, and whether it lies wholly inside."""
     if polygon is None or polygon.is_empty or polygon.area <= 0:
         raise ParameterError("The polygon is empty or has no area; draw an area (a Polygon or MultiPolygon).")
-    tree = shapely.STRtree(geoms)
-    idx = np.sort(tree.query(polygon, predicate="intersects")).astype(np.int64)
-    area = shapely.area(geoms[idx])
-    inside = shapely.area(shapely.intersection(geoms[idx], polygon))
-    share = np.divide(inside, area, out=np.zeros_like(inside), where=area > 0)
-    keep = share > 0
-    return idx[keep], np.clip(share[keep], 0.0, 1.0)
+    index = cells if isinstance(cells, CellIndex) else CellIndex(cells)
+    full = index.tree.query(polygon, predicate="covers")
+    touch = index.tree.query(polygon, predicate="intersects")
+    covered = np.zeros(len(index), dtype=bool)
+    covered[full] = True
+    cut = touch[~covered[touch]]
+    area = index.area[cut]
+    inside = shapely.area(shapely.intersection(index.geoms[cut], polygon))
+    part = np.clip(np.divide(inside, area, out=np.zeros_like(inside), where=area > 0), 0.0, 1.0)
+    cut, part = cut[part > 0], part[part > 0]  # a cell touching only along an edge is not under it
+    full = full[index.area[full] > 0]
+    if density is not None and cut.size:
+        part = np.clip(density.shares(index.geoms[cut], polygon, part), 0.0, 1.0)
+    idx = np.concatenate([full, cut]).astype(np.int64)
+    share = np.concatenate([np.ones(full.size), part])
+    whole = np.concatenate([np.ones(full.size, dtype=bool), np.zeros(cut.size, dtype=bool)])
+    order = np.argsort(idx, kind="stable")
+    return idx[order], share[order], whole[order]
 
 
-def polygon_interval(m: Measurements, cells: Sequence[shapely.Geometry] | NDArray[Any],
+def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any],
                      polygon: shapely.Geometry, coverage: float = 0.9, *,
-                     estimate: NDArray[np.float64] | None = None) -> dict[str, Any]:
+                     estimate: NDArray[np.float64] | None = None, density: Density | None = None) -> dict[str, Any]:
     """:func:`~dpcore.estimate.gls.union_interval` of the cells under ``polygon`` weighted by
     their area share, plus ``inside`` and ``touching`` (bracket sums), ``cells_inside``,
     ``cells_cut``, ``cut_share`` (the cut cells' part of the estimate) and ``warning``.
-    ``estimate``: :func:`~dpcore.estimate.gls.gls_estimate` of ``m`` when already solved (many polygons)."""
-    idx, share = polygon_weights(cells, polygon)
+    ``estimate``: :func:`~dpcore.estimate.gls.gls_estimate` of ``m`` when already solved (many polygons);
+    ``density``: a public :class:`Density` to apportion cut cells by (default: their area share)."""
+    idx, share, full = _coverage(cells, polygon, density)
     w = np.zeros(m.n)
     w[idx] = share
     x = gls_estimate(m) if estimate is None else estimate
     out = union_interval(m, w, coverage, estimate=x)
-    full = share >= 1.0 - _INSIDE_TOL
     cut_part = float(np.sum(share[~full] * x[idx[~full]]))
     inside, touching = float(np.sum(x[idx[full]])), float(np.sum(x[idx]))
     cut_share = abs(cut_part) / abs(out["estimate"]) if out["estimate"] != 0 else (1.0 if cut_part else 0.0)
     warning = None
     if cut_share > CUT_WARNING_SHARE:
-        warning = (f"cut cells carry {cut_share:.0%} of the estimate: their apportionment by area is not "
+        by = "the public density" if density is not None else "area"
+        warning = (f"cut cells carry {cut_share:.0%} of the estimate: their apportionment by {by} is not "
                    "measured by the interval; read the bracket [inside, touching]")
     out.update({"inside": inside, "touching": touching, "cells_inside": int(full.sum()),
                 "cells_cut": int((~full).sum()), "cut_share": cut_share, "warning": warning})

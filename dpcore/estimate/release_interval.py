@@ -51,9 +51,10 @@ from numpy.typing import NDArray
 
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, union_interval
-from dpcore.estimate.polygon_interval import polygon_interval
+from dpcore.estimate.polygon_interval import CellIndex, Density, polygon_interval
 
-__all__ = ["INTERVAL_FILES", "ReleaseIntervals", "cell_shapes", "clean", "offers_intervals", "read_polygons"]
+__all__ = ["INTERVAL_FILES", "ReleaseIntervals", "cell_shapes", "clean", "offers_intervals", "read_density",
+           "read_polygons"]
 
 #: The files an interval is computed from.
 INTERVAL_FILES = ("measurements.csv", "design.json")
@@ -100,6 +101,33 @@ def cell_shapes(design: Mapping[str, Any], files: Mapping[str, bytes]) -> NDArra
     return best
 
 
+def read_density(data: bytes | str) -> Density:
+    """A public density (:class:`~dpcore.estimate.polygon_interval.Density`) from a GeoJSON of polygons
+    in lon/lat, each with its ``density`` property (1 where the property is missing: a mask).
+
+    >>> d = read_density(b'{"type":"Feature","properties":{"density":2.5},'
+    ...                  b'"geometry":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]}}')
+    >>> d.values.tolist()
+    [2.5]
+    """
+    import geopandas
+
+    try:
+        g = geopandas.read_file(io.BytesIO(data) if isinstance(data, bytes) else data)
+    except Exception as err:  # pyogrio/fiona raise their own errors for a file that is not GeoJSON
+        raise InputError(f"The density file could not be read as GeoJSON ({err}); give polygons in "
+                         "longitude/latitude with a numeric 'density' property.") from err
+    if g.crs is not None and not g.crs.equals("EPSG:4326"):
+        g = g.to_crs("EPSG:4326")
+    g = g[g.geometry.notna() & g.geometry.geom_type.isin(["Polygon", "MultiPolygon"])]
+    if g.empty:
+        raise InputError("The density file holds no polygons: give areas with a numeric 'density' property.")
+    values = pd.to_numeric(g["density"], errors="coerce") if "density" in g else pd.Series(1.0, index=g.index)
+    if values.isna().any():
+        raise InputError("Every density polygon needs a number in its 'density' property (or none of them: a mask).")
+    return Density(g.geometry.to_numpy(), values.to_numpy(float))
+
+
 def read_polygons(data: bytes | str) -> list[Any]:
     """The (multi)polygons of a GeoJSON (bytes, or a path), in longitude/latitude (EPSG:4326).
 
@@ -143,7 +171,7 @@ class ReleaseIntervals:
         self.m: Measurements = measurements_from(self.design, self.frame)
         self.estimate = gls_estimate(self.m)
         self._files = files
-        self._shapes: NDArray[Any] | None = None
+        self._shapes: CellIndex | None = None
 
     def nodes(self) -> list[tuple[str, str]]:
         """``(level, node)`` of every measured node, in the order of ``measurements.csv`` (coarse first)."""
@@ -162,15 +190,17 @@ class ReleaseIntervals:
         w[np.unique(np.concatenate([np.asarray(cover[str(c)], dtype=np.int64) for c in nodes]))] = 1.0
         return clean({**union_interval(self.m, w, coverage, estimate=self.estimate), "cells": int(w.sum())})
 
-    def shapes(self) -> NDArray[Any]:
-        """The finest cells' shapes (:func:`cell_shapes`), built on first use."""
+    def shapes(self) -> CellIndex:
+        """The finest cells' shapes (:func:`cell_shapes`) with their spatial index, built on first use."""
         if self._shapes is None:
-            self._shapes = cell_shapes(self.design, self._files)
+            self._shapes = CellIndex(cell_shapes(self.design, self._files))
         return self._shapes
 
-    def of_polygons(self, geojson: bytes | str, coverage: float = 0.9) -> list[dict[str, Any]]:
+    def of_polygons(self, geojson: bytes | str, coverage: float = 0.9, density: Density | None = None
+                    ) -> list[dict[str, Any]]:
         """One answer per polygon of ``geojson`` (:func:`read_polygons`): the estimate, ``sd``, ``low``,
-        ``high``, the bracket ``inside``/``touching`` and a ``warning`` when cut cells carry over 20 %."""
+        ``high``, the bracket ``inside``/``touching`` and a ``warning`` when cut cells carry over 20 %.
+        ``density``: a public density to apportion cut cells by (:func:`read_density`)."""
         shapes = self.shapes()
-        return [clean(polygon_interval(self.m, shapes, p, coverage, estimate=self.estimate))
+        return [clean(polygon_interval(self.m, shapes, p, coverage, estimate=self.estimate, density=density))
                 for p in read_polygons(geojson)]

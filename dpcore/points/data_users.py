@@ -42,6 +42,7 @@ from dpcore.estimate.data_user_format import (
     DESIGN_SCHEMA,
     ESTIMATE_COLUMNS,
     MEASUREMENT_COLUMNS,
+    REPLICATE_FILE,
     noise_of,
     replicates_info,
     section,
@@ -49,7 +50,7 @@ from dpcore.estimate.data_user_format import (
 from dpcore.points.release import PartitionRelease
 
 __all__ = ["DATA_USER_FILES", "CONDITIONAL", "data_user_files", "data_users_section", "leaves_within",
-           "measurement_frame", "estimate_frame", "design"]
+           "match_written", "measurement_frame", "estimate_frame", "design"]
 
 #: Mechanisms whose partition depends on the data: their count phase is offered conditional on it.
 CONDITIONAL = frozenset({"privtree", "ag", "htf", "dawa", "dawa_free", "ug", "kdtree"})
@@ -328,3 +329,36 @@ def data_users_section(release: PartitionRelease) -> dict[str, Any]:
         estimates="estimates.csv: least-squares (GLS) estimates with exact variances from measurements.csv",
         measurements_offered=offered, conditional_on_partition=_conditional(release),
         n_cells=int(release.leaf.sum()) if offered else None)
+
+
+def match_written(files: dict[str, bytes]) -> dict[str, bytes]:
+    """``files`` with ``release.json``'s ``data_users`` section (and ``outputs.files``) as the data users'
+    files were actually written.
+
+    The record is made at the charge, before the data users' files (a large release's come after the
+    page is drawn), and :func:`data_users_section` does not build the design to see whether it can be
+    made (seconds on a million leaves).  When no design could be made (design.json then says why) or no
+    measurement was written, there is no ``replicates.csv``: the record then does not list it and says
+    why, and names the reason no measurement is offered.  Unchanged when they agree (the usual case).
+    """
+    if "release.json" not in files or "measurements.csv" not in files:
+        return files
+    rec = orjson.loads(files["release.json"])
+    users = rec.get("data_users")
+    if not users:
+        return files
+    changed = False
+    if users.get("measurements_offered") and files["measurements.csv"].count(b"\n") <= 1:  # a header alone
+        made = orjson.loads(files["design.json"])
+        if made.get("measurements_offered") is False:
+            users["measurements_offered"], users["why"], changed = False, made.get("why"), True
+    rep = users.get("replicates") or {}
+    if rep.get("file") and rep["file"] not in files:
+        rep["file"] = None
+        rep["why"] = "no measurement was written (see measurements_offered), so no replicate can be drawn"
+        users["files"] = [f for f in users["files"] if f != REPLICATE_FILE]
+        rec["outputs"]["files"] = [f for f in rec["outputs"]["files"] if f != REPLICATE_FILE]
+        changed = True
+    if changed:
+        files = {**files, "release.json": orjson.dumps(rec, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)}
+    return files

@@ -24,7 +24,12 @@ from dpcore.core.reliability import ReliabilityRule, assess
 from dpcore.core.review import REVIEW_FILES
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.estimate.data_user_format import REPLICATE_FILE
-from dpcore.points.data_users import DATA_USER_FILES, data_user_files, data_users_section
+from dpcore.points.data_users import (
+    DATA_USER_FILES,
+    data_user_files,
+    data_users_section,
+    match_written,
+)
 from dpcore.points.release import DEFAULT_QUERY_SIZES, PartitionRelease
 from dpcore.privacy.budget import pure  # noqa: F401  (the doctest's release cost)
 from dpcore.privacy.calibration import interval_half_width
@@ -370,4 +375,4 @@ def release_files(release: PartitionRelease, ledger: Ledger | None = None, *,
     applies it to ``release.csv`` and ``release.json``)."""
     files = release_tables(release, suppress=suppress) if tables else {}
     files["release.json"] = release_json(release, ledger, plan=plan)
-    return in_file_order(files)
+    return in_file_order(match_written(files))

@@ -80,8 +80,15 @@ def test_demo_shows_levels_and_expected_error_before_release(at: AppTest) -> Non
 def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) -> None:
     step(at, "plan")
     at.selectbox(key="_w_hier_mech").set_value("exact").run()
+    # the curator's threshold of the record's "use at level L or coarser" line, beside the Release button
+    step(at, "release")
+    assert at.number_input(key="_w_cv_threshold").value == pytest.approx(0.3)  # the default, as before
+    at.number_input(key="_w_cv_threshold").set_value(0.02).run()
     release(at)
     entry = at.session_state["hier_release"]
+    guidance = json.loads(entry.files["release.json"])["level_guidance"]
+    assert guidance["threshold"] == pytest.approx(0.02) and "under 0.02" in guidance["statement"]
+    assert guidance["statement"].encode() in entry.files["review.html"]
     rel = entry.release
     led = next(iter(at.session_state["census_ledgers"].values()))
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
@@ -120,6 +127,12 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     assert rec["hierarchy"]["area_list_source"] == "table (confirmed public)"
     assert rec["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(0.5)
     assert {n for n in ex if n.endswith(".geojson")} == {"region.geojson", "district.geojson", "zone.geojson"}
+    # the data users' and review files are offered as for every kind (issue 25): one button each, in order
+    users = ["measurements.csv", "design.json", "estimates.csv", "replicates.csv", "deployment.yaml", "review.html"]
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert [x for x in labels if x.removeprefix("Download ") in users] == [f"Download {n}" for n in users]
+    assert set(users) <= set(ex) and rec["data_users"]["files"] == users[:4]
+    assert any("**estimates.csv**: the unbiased least-squares estimate" in m.value for m in at.markdown)
 
 
 def test_budget_refusal_and_switching_source_keep_the_release(at: AppTest) -> None:

@@ -241,31 +241,30 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
                                  "error per flow (RMSE) · measured", "error per flow (RMSE) · expected"]
     assert err["largest error · measured"].dtype.kind == "f"
     assert any("Do not publish" in w.value for w in at.warning)
-    # export: three downloads of the release, and its release.toml; the files hold the release only
+    # export: three downloads of the release, the data users' and review files (issue 25, offered as
+    # for every kind) and its release.toml; the files hold the release only
     step(at, "export")
     labels = [b.proto.label for b in at.get("download_button")]
+    measured = orjson.loads(entry.files["release.json"])["data_users"]["files"]  # InfTDA's measured tree
+    assert measured[:3] == ["measurements.csv", "design.json", "estimates.csv"]
+    users = [*measured, "deployment.yaml", "review.html"]
     assert labels == ["Download release.csv", "Download release.json", "Download flows.geojson",
-                      "Download release.toml"]
+                      *(f"Download {n}" for n in users), "Download release.toml"]
     files = downloads(media)
-    assert sorted(files) == ["flows.geojson", "release.csv", "release.json", "release.toml"]
+    assert sorted(files) == sorted(["flows.geojson", "release.csv", "release.json", "release.toml", *users])
     assert files.pop("release.toml").decode() == entry.config
     csv = pd.read_csv(io.BytesIO(files["release.csv"]), dtype={"noisy_count": int})
     assert list(csv.columns) == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert (csv["noisy_count"] > 0).all()
     rec = json.loads(files["release.json"])
     od_export.validate_od_record(rec)
-    users = rec["data_users"]["files"]  # InfTDA's measured tree (issue 25), kept in the history
-    assert users[:3] == ["measurements.csv", "design.json", "estimates.csv"]
-    assert rec["outputs"]["files"] == ["release.csv", "flows.geojson", *users, "release.json"]
+    assert rec["outputs"]["files"] == ["release.csv", "flows.geojson", *measured, "release.json"]
     assert rec["ledger"]["entries"][0]["cost"]["value"] == pytest.approx(led.spent)
     assert rec["extra"]["budget_input"]["conversion"] == "classic"
     # every area has a position; the total (level 1: total → region) has none
     assert len(json.loads(files["flows.geojson"])["features"]) == sum(v.size for v in rel.values[2:])
-    # the Export step serves the bytes made with the release (and kept in the history, which also keeps
-    # the review record, deployment.yaml and review.html, not offered on this step)
-    kept = {"deployment.yaml", "review.html", *users}
-    assert files == {k: v for k, v in entry.files.items() if k not in kept}
-    assert set(entry.files) - set(files) == kept
+    # the Export step serves the bytes made with the release (and kept in the history): every one of them
+    assert files == dict(entry.files)
 
 
 def test_a_second_click_on_release_spends_nothing(at: AppTest) -> None:
@@ -626,7 +625,9 @@ def test_the_exports_do_not_name_the_uploaded_file(at: AppTest, media: list) -> 
     release(at)
     step(at, "export")
     files = downloads(media)
-    assert sorted(files) == ["flows.geojson", "release.csv", "release.json", "release.toml"]
+    # every file the release made is offered (the data users' and review files too), with its config
+    assert sorted(files) == sorted([*entries(at)[-1].files, "release.toml"])
+    assert {"release.csv", "release.json", "deployment.yaml", "review.html"} <= set(files)
     # the config is the curator's (it names the input to read again, and says not to publish it)
     config = files.pop("release.toml")
     assert b"secret_client_trips.csv" in config and b"do not publish" in config

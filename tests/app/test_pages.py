@@ -443,8 +443,10 @@ def test_export_after_release_files_agree(at):
     assert not at.info
     # (the clamped file, offered when some counts are negative, is post-processing: tested on its own)
     labels = [b.label for b in at.download_button if not b.label.startswith("Download release_clamped.csv")]
+    users = ["measurements.csv", "design.json", "estimates.csv", "replicates.csv", "deployment.yaml", "review.html"]
     assert labels == ["Download release.csv", "Download release.geojson", "Download release.json",
-                      "Download release.toml"]
+                      *(f"Download {n}" for n in users), "Download release.toml"]  # + data users' files (issue 25)
+    assert any("**measurements.csv**: every noisy measurement before post-processing" in m.value for m in at.markdown)
     # the config of the click-made release names what was released
     import tomllib
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.linalg import null_space
 
-from dpcore.estimate.tree_inference import tree_least_squares
+from dpcore.estimate.tree_inference import SparseTreeFit, tree_least_squares
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -102,3 +102,18 @@ def test_tree_least_squares_is_consistent_and_equals_dense_wls(tree):
     np.testing.assert_allclose(post, ref_p, rtol=1e-9, atol=1e-9)
     # never above the node's own noise variance
     assert np.all(post <= var)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forests(), st.data())
+def test_sparse_fit_equals_the_full_two_passes_at_its_nodes(tree, data):
+    """SparseTreeFit (both passes on the chosen nodes and their ancestors) reads the same values as
+    tree_least_squares of the observations that are 0 outside the chosen nodes."""
+    parent, depth, _, var = tree
+    chosen = np.asarray(sorted(data.draw(st.sets(st.integers(0, parent.size - 1), min_size=1))), dtype=np.int64)
+    obs = np.asarray(data.draw(st.lists(st.floats(-50.0, 50.0), min_size=chosen.size, max_size=chosen.size)))
+    full_obs = np.zeros(parent.size)
+    full_obs[chosen] = obs
+    full = tree_least_squares(parent, depth, full_obs, var)[0]
+    got = SparseTreeFit(parent, depth, var).at(chosen, obs)
+    np.testing.assert_allclose(got, full[chosen], rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(full).max())))

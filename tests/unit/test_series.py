@@ -51,3 +51,49 @@ def test_release_series_from_python(tmp_path: Path) -> None:
     # unaccounted: released, not stored, said so in the record
     free = _series(Session.unaccounted(), None, lon, lat, pidx, periods, grid, plan)
     assert {o.status for o in free.outcomes} == {"not accounted"} and free.record["spend"]["accounted"] is False
+
+
+def test_a_rule_serves_the_files_a_one_off_release_with_the_rule_has() -> None:
+    """A period served under a reliability rule reads as ``KindRelease.files(suppress=)`` makes a release's
+    files: the same files in the same order, the same record sections in the same order (the review
+    record is made once, after the rule, not kept from before it)."""
+    import orjson
+
+    from dpcore import pipeline
+    from dpcore.privacy.noise import NoiseSource
+
+    rng = np.random.default_rng(2)
+    grid = Grid.parse(Bounds.parse("0,0,1,1"), "8,8")
+    periods = periods_in(*parse_time_range("2024-01-01,2024-01-01"), "day")
+    lon, lat, pidx = rng.uniform(0, 1, 300), rng.uniform(0, 1, 300), np.zeros(300, dtype=np.int64)
+    plan = catalog.get("points", "quadtree").plan(grid, pure(0.5), {"height": 2}, unit=points_unit())
+    inputs = points_inputs(lon, lat, None, pidx, periods, grid)
+    series = release_series(plan, inputs, unit=TimeUnit("event", plan.unit, "day"), budget=None,
+                            session=Session.unaccounted(), noise=NoiseSource(4), suppress="flag:cv=0.3")
+    served = dict(series.outcomes[0].files)
+    one = pipeline.release(plan, inputs[0].aggregate(), session=Session.unaccounted(),
+                           noise=NoiseSource(4)).files(None, suppress="flag:cv=0.3")
+    assert list(served) == list(one)
+    rec, ref = orjson.loads(served["release.json"]), orjson.loads(one["release.json"])
+    assert list(rec) == list(ref) and rec["reliability"] == ref["reliability"]
+    assert rec["level_guidance"] == ref["level_guidance"]
+    assert served["release.csv"] == one["release.csv"]  # the same noise: the same flagged table
+
+
+def test_the_curators_cv_threshold_words_every_new_periods_record() -> None:
+    import orjson
+
+    from dpcore.privacy.noise import NoiseSource
+
+    rng = np.random.default_rng(3)
+    grid = Grid.parse(Bounds.parse("0,0,1,1"), "4,4")
+    periods = periods_in(*parse_time_range("2024-01-01,2024-01-02"), "day")
+    lon, lat, pidx = rng.uniform(0, 1, 200), rng.uniform(0, 1, 200), rng.integers(0, 2, 200)
+    plan = catalog.get("points", "quadtree").plan(grid, pure(0.5), {"height": 2}, unit=points_unit())
+    for cv, rule in ((0.05, None), (7.0, "flag:cv=0.3")):
+        series = release_series(plan, points_inputs(lon, lat, None, pidx, periods, grid),
+                                unit=TimeUnit("event", plan.unit, "day"), budget=None, session=Session.unaccounted(),
+                                noise=NoiseSource(1), suppress=rule, cv_threshold=cv)
+        for o in series.outcomes:
+            g = orjson.loads(o.files["release.json"])["level_guidance"]
+            assert g["threshold"] == cv and f"under {cv:g}" in g["statement"]

@@ -132,3 +132,15 @@ def test_polygon_on_a_grid_design_weighs_cut_cells_by_area(tmp_path: Path, capsy
     assert r["variance"] == pytest.approx((0.5 ** 2 + 0.25 ** 2) * var)
     assert (r["inside"], r["touching"]) == (0.0, 50.0)
     assert r["cells_cut"] == 2 and r["warning"] and "warning: feature 0" in err
+    # a public density the curator supplies (here all of it in the cells' lower halves): cell a's density is
+    # wholly under the polygon (weight 1), b's half (0.5); the bracket stays geometric
+    dens = tmp_path / "density.geojson"
+    dens.write_text(geopandas.GeoDataFrame({"density": [3.0]}, geometry=[shapely.box(0, 0, 2, 0.5)],
+                                           crs="EPSG:4326").to_json(), "utf-8")
+    out, err = run_interval(capsys, "--release", str(tmp_path), "--polygon", str(poly), "--density", str(dens),
+                            "--json")
+    (r,) = out
+    assert r["estimate"] == pytest.approx(1.0 * 40 + 0.5 * 10)
+    assert r["variance"] == pytest.approx((1.0 ** 2 + 0.5 ** 2) * var)
+    assert (r["inside"], r["touching"], r["cells_cut"]) == (0.0, 50.0, 2) and "public density" in r["warning"]
+    assert main(["interval", "--release", str(tmp_path), "--codes", str(poly), "--density", str(dens)]) == 2

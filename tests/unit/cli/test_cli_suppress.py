@@ -132,3 +132,31 @@ def test_release_census_suppress_and_the_matrix_refusal(tmp_path: Path, capsys: 
                "--mechanism", "matrix", "--rho", "0.5", "--no-budget", "--suppress", "cv=0.3",
                "--out", str(tmp_path / "m")])
     assert rc != 0 and "matrix" in capsys.readouterr().err
+
+
+def test_cv_threshold_sets_the_records_level_guidance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--cv-threshold`` is the threshold of release.json's "use at level L or coarser" line (and of
+    review.html's); a threshold that is no positive number is refused before any data is read."""
+    from dpcore.core.review import level_guidance
+
+    rng = np.random.default_rng(2)
+    pd.DataFrame({"lat": rng.uniform(0, 1, 2000), "lon": rng.uniform(0, 1, 2000)}).to_csv(
+        tmp_path / "pts.csv", index=False)
+    base = ["release", "points", "--input", str(tmp_path / "pts.csv"), "--bounds=0,0,1,1", "--grid", "8,8",
+            "--mechanism", "quadtree", "--param", "height=3", "--epsilon", "0.5", "--no-budget"]
+    for cv in (None, "0.05", "5"):
+        out = tmp_path / f"out{cv}"
+        assert main([*base, "--out", str(out), *(["--cv-threshold", cv] if cv else [])]) == 0, capsys.readouterr()
+        g = json.loads((out / "release.json").read_text("utf-8"))["level_guidance"]
+        assert g["threshold"] == (0.3 if cv is None else float(cv))
+        assert g == level_guidance((out / "release.csv").read_bytes(), g["threshold"])  # read from the table
+        assert g["statement"] in (out / "review.html").read_text("utf-8")
+    # 5 admits every level (the finest is named), 0.05 fewer: the line follows the threshold
+    depth = {lv["level"]: i for i, lv in enumerate(g["levels"])}
+    loose = json.loads((tmp_path / "out5" / "release.json").read_text("utf-8"))["level_guidance"]
+    tight = json.loads((tmp_path / "out0.05" / "release.json").read_text("utf-8"))["level_guidance"]
+    assert loose["use_level"] == g["levels"][-1]["level"]
+    assert tight["use_level"] is None or depth[tight["use_level"]] < depth[loose["use_level"]]
+    assert main([*base, "--out", str(tmp_path / "bad"), "--cv-threshold", "0"]) == 2
+    assert "--cv-threshold must be a positive number" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

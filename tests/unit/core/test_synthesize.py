@@ -78,6 +78,35 @@ def test_the_seed_reproduces_the_file_and_a_fresh_one_is_recorded(tmp_path):
     assert f"Seed: {c.seed} " in c.readme and c.seed != synthesize(out).seed
 
 
+def test_a_public_mask_places_the_points_and_keeps_every_count(tmp_path, capsys):
+    """--mask: each leaf's points are drawn inside its part of the curator's public mask (a triangle
+    here, cutting cells); a leaf outside the mask keeps the draw over the leaf, and says so."""
+    import json
+
+    import shapely
+
+    out = _points_release(tmp_path, "identity", {})
+    tri = [[-74.06, 40.56], [-73.70, 40.56], [-74.06, 40.92], [-74.06, 40.56]]
+    mask = tmp_path / "land.geojson"
+    mask.write_text(json.dumps({"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {},
+                                "geometry": {"type": "Polygon", "coordinates": [tri]}}]}), "utf-8")
+    dest = tmp_path / "points.csv"
+    assert main(["synthesize", "--release", str(out), "--out", str(dest), "--seed", "2", "--mask", str(mask)]) == 0
+    said = capsys.readouterr().out
+    syn, rel = pd.read_csv(dest), pd.read_csv(out / "release.csv")
+    leaves = rel[rel["leaf"]].set_index("id")
+    np.testing.assert_array_equal(syn["cell"].value_counts().reindex(leaves.index, fill_value=0).to_numpy(),
+                                  whole_counts(leaves["noisy_count"].to_numpy()))
+    poly = shapely.Polygon(tri)
+    cells = shapely.box(*leaves.loc[syn["cell"], ["west", "south", "east", "north"]].to_numpy().T)
+    in_mask = shapely.area(shapely.intersection(cells, poly)) > 0
+    inside = shapely.contains_xy(poly, syn["lon"], syn["lat"]) | shapely.intersects_xy(poly.boundary, syn["lon"], syn["lat"])
+    assert inside[in_mask].all() and 0 < in_mask.sum() < len(syn)
+    assert shapely.intersects_xy(cells, syn["lon"], syn["lat"]).all()  # still in its own leaf
+    away = syn.loc[~in_mask, "cell"].nunique()  # leaves with points and no part of the mask
+    assert f"{away:,} leaves with points lie outside the mask" in said and "land.geojson" in said
+
+
 ZONES = [(r, d, z) for r in ("01", "02") for d in ("001", "003") for z in ("1", "2", "3")]
 
 

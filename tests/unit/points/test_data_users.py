@@ -154,6 +154,38 @@ def test_files_are_still_written_when_no_design_can_be_made(monkeypatch):
     assert np.allclose(e["estimate"], rel.noisy) and np.allclose(e["variance"], rel.sd ** 2)
 
 
+def _record_lists_only_written_files(files: dict[str, bytes]) -> dict:
+    rec = json.loads(files["release.json"])
+    users = rec["data_users"]
+    assert set(users["files"]) <= set(files) and set(rec["outputs"]["files"]) <= set(files)
+    assert (users.get("replicates") or {}).get("file") in (set(files) | {None})
+    return users
+
+
+@pytest.mark.parametrize("case", ["no design", "no measurement"])
+def test_the_record_lists_only_the_data_users_files_written(monkeypatch, case):
+    """No replicates.csv is written without a design or without a measurement: the record's data_users
+    section (and outputs.files) then does not list it, and says why; with both, it lists it."""
+    from dpcore.points import data_users
+
+    rel, files = files_of("quadtree")
+    users = _record_lists_only_written_files(files)
+    assert "replicates.csv" in files and users["replicates"]["file"] == "replicates.csv"
+    if case == "no design":
+        def refuse(release):
+            raise ValueError("The release's rectangles are not unions of its leaves; no design can be written.")
+
+        monkeypatch.setattr(data_users, "leaves_within", refuse)
+    else:
+        monkeypatch.setattr(data_users, "_measured", lambda release: np.full(release.n_rects, np.nan))
+    files = release_files(rel)
+    assert "replicates.csv" not in files
+    users = _record_lists_only_written_files(files)
+    assert users["replicates"]["file"] is None and users["replicates"]["why"]
+    if case == "no design":
+        assert users["measurements_offered"] is False and "not unions" in users["why"]
+
+
 @pytest.mark.parametrize("name", ["quadtree", "ug", "privelet"])
 def test_points_files_read_back_through_the_shared_reader(name, tmp_path):
     """measurements.csv and design.json of points are the format every kind shares: the one reader

@@ -13,7 +13,7 @@ from dpcore.areas.unit import hierarchy_unit
 from dpcore.core import spec as config
 from dpcore.core.mechanism import Plan
 from dpcore.data import engines
-from ui import fmt, frame, series
+from ui import data_user_downloads, fmt, frame, series
 from ui.kinds.areas import common
 from ui.kinds.areas.common import US_TRACTS
 from ui.kinds.areas.data_table import PER_PERSON
@@ -50,6 +50,7 @@ def export_step() -> None:
         if name.endswith(".geojson"):
             st.download_button(f"Download {name}", data, name, "application/geo+json",
                                on_click="ignore", key=f"hier_dl_geo_{name}")
+    data_user_downloads.offer(files, "hier")
 
     st.subheader("The release record")
     st.markdown(f"- **Mechanism:** {rel.mechanism.title}\n"

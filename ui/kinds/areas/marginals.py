@@ -22,7 +22,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
-from ui import fmt, plan_table, plans, state
+from ui import confirm, fmt, plan_table, plans, state
 from ui.kinds.areas.state import TABLE_KEYS, TableEntry
 
 ss = st.session_state
@@ -141,10 +141,11 @@ PLAN_COLUMNS: tuple[plan_table.Column, ...] = (
 def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: str, cfg: str | None) -> None:
     """The Release button's action (:func:`ui.state.release_button`): release the Plan step's plan
     (charged first; not planned again), store."""
+    cv = confirm.cv_threshold()  # before the charge
     out = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source())
     rel, p = out.inner, core.inner
     # the files, made once from the envelope with the ledger as of the charge: stored, served by Export
-    entry = TableEntry(rel, fp, source, out.files(led), config=cfg)
+    entry = TableEntry(rel, fp, source, out.files(led, cv_threshold=cv), config=cfg)
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("areas", fp, rel.release_id,
                            {"mechanism": "matrix mechanism (marginals)", "cost": p.cost.label(),

@@ -50,7 +50,7 @@ def release_step() -> None:
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
                 f"unit of privacy: **{common.unit_words(sel.unit)}**.")
     job = {"counts": m["counts"], "plan": sel.core, "led": sel.ledger, "fp": m["fp"], "name": m["name"],
-           "config": (m["inputs"], sel), "joins": dict(m["joins"])}
+           "config": (m["inputs"], sel), "joins": dict(m["joins"]), "cv": confirm.cv_threshold()}
     confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job,
                    after=entry is not None)
     if entry is None:
@@ -77,7 +77,7 @@ def release_now(job: dict[str, Any]) -> None:
     # callback at any such access (a second click), and a charged release must not be lost
     # the files, made once from the envelope (the record with the ledger as of the charge and the
     # plan's rows): stored, then served by Export
-    files = out.files(led, joins=job["joins"])
+    files = out.files(led, joins=job["joins"], cv_threshold=job["cv"])
     state.remember_release("areas", job["fp"], rel.release_id,
                            {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
                             "levels": list(rel.hierarchy.level_names)}, files, led)
@@ -166,10 +166,11 @@ def _errors(entry: HierarchyEntry, m: dict[str, Any]) -> None:
 
 def _privelet_now(table: Any, core: Any, led: Any, fp: str, name: str, cfg: str | None) -> None:
     """The Release button's action for Privelet: release the Plan step's plan (charged first), store."""
+    cv = confirm.cv_threshold()  # before the charge
     out = pipeline.release(core, table, ledger=led, session=state.session(), noise=secure_source())
     rel = out.inner
     # the files, made once from the envelope with the ledger as of the charge: stored, served by Export
-    entry = TableEntry(rel, fp, name, out.files(led), config=cfg)
+    entry = TableEntry(rel, fp, name, out.files(led, cv_threshold=cv), config=cfg)
     # the history first: Streamlit 1.67 may stop a callback at an st.session_state access
     state.remember_release("areas", fp, rel.release_id,
                            {"mechanism": "Privelet" + ("+" if rel.plus_axes else ""), "cost": rel.cost.label(),

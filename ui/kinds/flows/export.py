@@ -11,7 +11,7 @@ import streamlit as st
 
 from dpcore.core import spec
 from dpcore.flows.mechanisms.common import ODRelease
-from ui import fmt, series
+from ui import data_user_downloads, fmt, series
 from ui.kinds.flows.common import missing, shown_entry
 from ui.kinds.flows.sources import need_model
 
@@ -40,6 +40,7 @@ def export_step() -> None:
                            "application/geo+json", on_click="ignore", key="od_dl_geojson")
     else:
         c3.caption("No flows.geojson: the areas have no positions (see the Data step).")
+    data_user_downloads.offer(files, "od")
     st.markdown("**release.csv** (first rows): every released flow of every level; flows released as 0 are "
                 "not listed.")
     st.dataframe(pd.read_csv(_io.BytesIO(files["release.csv"]), dtype=str, nrows=12), hide_index=True,

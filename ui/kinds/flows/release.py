@@ -80,14 +80,14 @@ def release_now(sel: Selection) -> None:
     m, led = sel.model, sel.ledger
     fp = m["fp"]
     releases = st.session_state[RELEASES_KEY]
-    cfg = release_config(sel)  # before the charge
+    cfg, cv = release_config(sel), confirm.cv_threshold()  # before the charge
     # the Plan step's plan, released as it is (not planned again)
     out = pipeline.release(sel.core, m["counts"], ledger=led, session=state.session())
     rel = out.inner
     extra = {"budget_input": sel.approx} if sel.approx else None
     # the files, made once from the envelope (the record with the ledger as of the charge and the plan's
     # rows): stored, then served by Export
-    files = out.files(led, origin_xy=m["xy"] or None, delta=sel.delta, extra=extra)
+    files = out.files(led, origin_xy=m["xy"] or None, delta=sel.delta, extra=extra, cv_threshold=cv)
     releases.setdefault(fp, []).append(ODEntry(rel, fp, m["view"], m, m["name"], sel.cost_label, sel.delta, sel.approx,
                                                files, plan=sel.core, config=cfg))
     state.remember_release("flows", fp, rel.release_id,

@@ -12,7 +12,7 @@ import streamlit as st
 from dpcore.core import spec as config
 from dpcore.points import export, workload_io
 from dpcore.points.release import PartitionRelease
-from ui import fmt, frame, series
+from ui import data_user_downloads, fmt, frame, series
 from ui.kinds.points import state as points_state
 
 
@@ -41,6 +41,7 @@ def export_step() -> None:
     if "workload_answers.csv" in files:
         st.download_button("Download workload_answers.csv", files["workload_answers.csv"], "workload_answers.csv",
                            "text/csv", on_click="ignore", key="dl_workload_answers")
+    data_user_downloads.offer(files, "points")
 
     _negatives(rel)
     _config(rel)

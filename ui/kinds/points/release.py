@@ -59,8 +59,9 @@ def release_now(plan: Plan, ledger: Ledger) -> None:
     """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
     files are counted here if needed), then release the Plan step's plan (charged first), store."""
     agg, into, fp = points_state.aggregate(), st.session_state["releases"], points_state.dataset().fingerprint  # before the charge
+    cv = confirm.cv_threshold()
     out = pipeline.release(plan, agg, ledger=ledger, session=state.session())
-    points_state.add_release(out, into=into, fp=fp, led=ledger)
+    points_state.add_release(out, into=into, fp=fp, led=ledger, cv_threshold=cv)
 
 
 def _map(cur: points_state.ReleaseEntry) -> None:

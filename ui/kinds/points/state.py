@@ -24,6 +24,7 @@ import streamlit as st
 
 from dpcore import catalog
 from dpcore.core.mechanism import KindRelease, Plan
+from dpcore.core.review import CV_THRESHOLD
 from dpcore.data import engines, synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
 from dpcore.data.engines import base as engine_rules
@@ -246,7 +247,8 @@ def current_release() -> ReleaseEntry | None:
 HISTORY_LATER_ABOVE = 50_000
 
 
-def add_release(out: KindRelease, *, into: list[ReleaseEntry], fp: str, led: Ledger) -> ReleaseEntry:
+def add_release(out: KindRelease, *, into: list[ReleaseEntry], fp: str, led: Ledger,
+                cv_threshold: float = CV_THRESHOLD) -> ReleaseEntry:
     """Keep the release in this session (the list ``into``, read from st.session_state before the
     charge) and its files in the release history.
 
@@ -255,12 +257,14 @@ def add_release(out: KindRelease, *, into: list[ReleaseEntry], fp: str, led: Led
     charge.  A large release (more than :data:`HISTORY_LATER_ABOVE` areas: a per-cell CSV of up to
     a gigabyte to build and compress) is kept in the session at once and its files are stored by
     :func:`store_pending_history` after the page has been drawn (storing is idempotent, so a run
-    stopped half-way stores them on the next run)."""
+    stopped half-way stores them on the next run).  ``cv_threshold``: the curator's threshold of the
+    record's level guidance (:func:`ui.confirm.cv_threshold`)."""
     entry = ReleaseEntry(out, fp)
     # the files, made once from the envelope with the ledger as of the charge (the Export step and the
     # history serve these bytes); a large release's tables follow after the page is drawn
     large = entry.release.n_rects > HISTORY_LATER_ABOVE
-    entry.exports["files"] = out.files(led, tables=not large)
+    entry.exports["cv_threshold"] = cv_threshold
+    entry.exports["files"] = out.files(led, tables=not large, cv_threshold=cv_threshold)
     into.append(entry)
     if large:
         entry.exports["history_pending"] = led
@@ -281,13 +285,15 @@ def release_files(entry: ReleaseEntry) -> dict[str, bytes]:
     from a later ledger."""
     from dpcore.core.review import with_review
     from dpcore.points import export
+    from dpcore.points.data_users import match_written
 
     rel = entry.release
     files = entry.exports["files"]
     if "release.csv" not in files:
         tables = export.release_tables(rel, geojson=rel.n_rects <= GEOJSON_STORED_UP_TO)
         # the review page is made again with the table (its errors per level read release.csv)
-        ordered = export.in_file_order(with_review({**files, **tables}))
+        ordered = export.in_file_order(with_review(match_written({**files, **tables}),
+                                                   entry.exports.get("cv_threshold", CV_THRESHOLD)))
         files.clear()
         files.update(ordered)  # in the order the CLI writes them
     return files

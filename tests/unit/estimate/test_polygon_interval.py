@@ -1,0 +1,61 @@
+"""Tests of dpcore.estimate.polygon_interval's cell coverage (vectorised, through a spatial index).
+
+The reference is the plain definition outside the code under test: each cell's share is the area of
+its intersection with the polygon over its own area, computed cell by cell with shapely.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import shapely
+
+from dpcore.estimate.polygon_interval import CellIndex, Density, polygon_weights
+
+
+def grid_cells(n: int) -> np.ndarray:
+    x, y = np.meshgrid(np.arange(n, dtype=float), np.arange(n, dtype=float))
+    return shapely.box(x.ravel(), y.ravel(), x.ravel() + 1, y.ravel() + 1)
+
+
+def test_shares_equal_the_cell_by_cell_definition() -> None:
+    cells = grid_cells(12)
+    index = CellIndex(cells)
+    polygons = [shapely.Polygon([(0.5, 0.2), (11.3, 3.7), (4.1, 10.9)]),  # a triangle cutting cells
+                shapely.box(2, 2, 6, 5),  # edges on cell borders: whole cells, none cut
+                shapely.box(3, 3, 4, 4).buffer(2.5)]  # round, with cells wholly inside
+    for poly in polygons:
+        ref = np.array([c.intersection(poly).area / c.area for c in cells])
+        idx, share = polygon_weights(index, poly)
+        assert idx.tolist() == np.flatnonzero(ref > 0).tolist()
+        np.testing.assert_allclose(share, ref[ref > 0], rtol=0, atol=1e-12)
+        idx2, share2 = polygon_weights(cells, poly)  # shapes without an index: the same answer
+        assert np.array_equal(idx, idx2) and np.array_equal(share, share2)
+    idx, share = polygon_weights(index, shapely.box(2, 2, 6, 5))
+    assert len(idx) == 12 and np.all(share == 1.0)
+
+
+def test_density_shares_equal_the_cell_by_cell_definition() -> None:
+    """With a public density (value d_k on shape D_k, 0 elsewhere) a cut cell weighs
+    Σ d_k |c ∩ P ∩ D_k| / Σ d_k |c ∩ D_k| (its area share where it has no density); whole cells weigh 1."""
+    cells = grid_cells(10)
+    shapes = [shapely.box(0, 0, 10, 3.5), shapely.Polygon([(2, 4), (9, 4.5), (5, 9.5)])]
+    values = [2.0, 0.5]
+    density = Density(shapes, values)
+    poly = shapely.Polygon([(0.3, 0.6), (8.7, 2.2), (6.2, 8.8), (1.1, 6.4)])
+    ref = []
+    for c in cells:
+        geo = c.intersection(poly).area / c.area
+        if poly.covers(c):
+            ref.append(1.0)
+            continue
+        den = sum(v * c.intersection(d).area for d, v in zip(shapes, values, strict=True))
+        num = sum(v * c.intersection(d).intersection(poly).area for d, v in zip(shapes, values, strict=True))
+        ref.append(num / den if den > 0 else geo)
+    ref = np.array(ref)
+    idx, share = polygon_weights(CellIndex(cells), poly, density)
+    assert idx.tolist() == np.flatnonzero(ref > 0).tolist()
+    np.testing.assert_allclose(share, ref[ref > 0], rtol=0, atol=1e-12)
+    pidx, pshare = polygon_weights(cells, poly)
+    by_area = dict(zip(pidx.tolist(), pshare.tolist(), strict=True))
+    moved = [abs(w - by_area.get(i, 0.0)) for i, w in zip(idx.tolist(), share.tolist(), strict=True)]
+    assert max(moved) > 0.1  # the density moves some cut cells' weights away from their area shares
