@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FORMULA_PREFIXES", "csv_bytes", "escape_cell", "is_formula"]
+__all__ = ["FORMULA_PREFIXES", "csv_bytes", "escape_cell", "is_formula", "pandas_csv"]
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP), with the
 #: full-width forms of ``= + - @`` (U+FF1D, U+FF0B, U+FF0D, U+FF20).
@@ -171,3 +171,64 @@ def csv_bytes(df: Any, write: Callable[[Any], bytes], *, numbers_as_text: bool =
     for j, vals in escaped.items():
         esc.isetitem(j, pd.Series(vals, index=esc.index, dtype=object))
     return write(esc)
+
+
+def _plain_column(col: pd.Series) -> Any:
+    """A column as pyarrow writes it with pandas' text: a float64 column as numpy's ``str`` of each
+    value (what pandas writes; formatted once per distinct value), ints and text as they are; None
+    for a type whose text could differ (booleans, dates, categories, nullable numbers)."""
+    import pyarrow as pa
+
+    kind = col.dtype.kind
+    if col.dtype == np.float64:
+        v = col.to_numpy()
+        nan = np.isnan(v)
+        uniq, inv = np.unique(np.where(nan, 0.0, v), return_inverse=True)
+        text = uniq.astype(str)[inv].astype(object)
+        text[nan] = ""  # pandas' empty na_rep
+        return pa.array(text, type=pa.string())
+    if isinstance(col.dtype, np.dtype) and kind in "iu":
+        return pa.array(col.to_numpy())
+    if _text_dtype(col.dtype) and not isinstance(col.dtype, pd.CategoricalDtype):
+        return pa.array(col.to_numpy(dtype=object), type=pa.string(), from_pandas=True)
+    return None
+
+
+def pandas_csv(df: pd.DataFrame) -> bytes:
+    """``df.to_csv(index=False, lineterminator="\\n").encode("utf-8")``, byte for byte, written faster.
+
+    pandas formats every float with numpy's ``str`` (about 1 µs a value) and writes the rows through
+    Python; here each distinct float is formatted once (the same numpy call) and pyarrow writes
+    the rows, unquoted.  Wherever pandas would quote a field (a comma, a double quote or a line
+    break in it) pyarrow refuses, and so does a column whose text pyarrow would write differently:
+    then pandas writes the frame itself.  Give it the frame :func:`csv_bytes` hands to its writer.
+
+    >>> df = pd.DataFrame({"code": ["a", "b"], "n": [3, -1], "sd": [0.1, 1e-05]})
+    >>> pandas_csv(df) == df.to_csv(index=False, lineterminator="\\n").encode("utf-8")
+    True
+    >>> pandas_csv(df.assign(code=["a,b", "c"])).decode().splitlines()[1]
+    '"a,b",3,0.1'
+    """
+    import io
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    def by_pandas() -> bytes:
+        return df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+
+    names = list(df.columns)
+    if len(names) < 2 or len(set(names)) != len(names) or not all(
+            isinstance(c, str) and not any(ch in c for ch in ',"\r\n') for c in names):
+        return by_pandas()  # one column (pandas quotes an empty row), or a header pandas would quote
+    buf = io.BytesIO()
+    buf.write((",".join(names) + "\n").encode("utf-8"))
+    try:
+        cols = [_plain_column(df.iloc[:, j]) for j in range(len(names))]
+        if any(c is None for c in cols):
+            return by_pandas()
+        pacsv.write_csv(pa.table(cols, names=names), buf,
+                        pacsv.WriteOptions(include_header=False, quoting_style="none"))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a field pandas would quote, or not all text
+        return by_pandas()
+    return buf.getvalue()

@@ -163,12 +163,13 @@ class Measurements:
 # -- solves ------------------------------------------------------------------------------------
 
 def _tree_solve(m: Measurements, b: NDArray[np.float64], y: NDArray[np.float64] | None) -> NDArray[np.float64]:
-    """The constrained GLS fit on the tree: with ``y`` the estimate; with ``b`` (``y`` None) ``C b``."""
+    """The constrained GLS fit on the tree: with ``y`` the estimate; with ``b`` (``y`` None) ``C b``.
+    ``y`` may be a matrix (one row per measurement): then one estimate per column, in one pass."""
     tr = m.tree
     assert tr is not None
     nodes = tr.parent.size
     var = np.full(nodes, np.inf)
-    obs = np.zeros(nodes)
+    obs = np.zeros((nodes, *(() if y is None else np.shape(y)[1:])))
     meas = tr.row >= 0
     var[meas] = m.var[tr.row[meas]]
     pub = ~np.isnan(tr.public)
@@ -178,9 +179,9 @@ def _tree_solve(m: Measurements, b: NDArray[np.float64], y: NDArray[np.float64] 
         obs[leaf] = var[leaf] * b[tr.cell[leaf]]
     else:
         obs[meas] = y[tr.row[meas]]
-        obs[pub] = tr.public[pub]
+        obs[pub] = tr.public[pub] if obs.ndim == 1 else tr.public[pub][:, None]
     est, _ = tree_least_squares(tr.parent, tr.depth, obs, var)
-    out = np.empty(m.n)
+    out = np.empty((m.n, *obs.shape[1:]))
     out[tr.cell[leaf]] = est[leaf]
     return out
 
@@ -380,16 +381,19 @@ def replicates(m: Measurements, R: int = 80, seed: int = 0, *,
     est = gls_estimate(m) if estimate is None else estimate  # a caller that has it solves once
     out = np.empty((m.n, int(R)))
     sd = np.sqrt(m.var)
-    base = _tree_solve(m, np.zeros(m.n), np.zeros(m.var.size)) if m.tree is not None else None
+    if m.tree is not None:  # the fit is affine in y: its linear part applied to z, all columns in one pass
+        base = _tree_solve(m, np.zeros(m.n), np.zeros(m.var.size))
+        z = np.empty((m.var.size, int(R)))
+        for r in range(int(R)):  # column by column: the same draws as one solve per replicate
+            z[:, r] = rng.standard_normal(m.var.size) * sd
+        out[:] = est[:, None] + (_tree_solve(m, np.zeros(m.n), z) - base[:, None])
+        return out
     for r in range(int(R)):
         z = rng.standard_normal(m.var.size) * sd
-        if base is not None:  # the fit is affine in y: its linear part applied to z
-            e = _tree_solve(m, np.zeros(m.n), z) - base
-        else:
-            e = _cg_solve(m, m.A.T @ (z / m.var))
-            if m.invariants:
-                cbt, gram = _invariant_factors(m)
-                e = e - cbt @ np.linalg.solve(gram, m.B @ e)
+        e = _cg_solve(m, m.A.T @ (z / m.var))
+        if m.invariants:
+            cbt, gram = _invariant_factors(m)
+            e = e - cbt @ np.linalg.solve(gram, m.B @ e)
         out[:, r] = est + e
     return out
 

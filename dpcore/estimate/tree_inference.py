@@ -113,26 +113,37 @@ def _subtree_estimate(leaf: NDArray[np.bool_], sig2: NDArray[np.float64], s: NDA
                       y: NDArray[np.float64], Z: NDArray[np.float64]) -> NDArray[np.float64]:
     """Bottom-up ``z`` of nodes from their own observations ``y`` (variance ``sig2``) and their
     children's sums ``Z`` (variance ``s``): a leaf or public root keeps ``y``, a measured node the
-    inverse-variance combination, an unmeasured one ``Z`` (:func:`tree_least_squares`)."""
+    inverse-variance combination, an unmeasured one ``Z`` (:func:`tree_least_squares`).  ``y`` and
+    ``Z`` may carry one column per right-hand side (replicates); the per-node factors broadcast."""
+    col = (slice(None),) + (None,) * (y.ndim - 1)
     measured = np.isfinite(sig2)
     public = sig2 == 0.0
     sig2_ = np.where(measured, sig2, 1.0)  # placeholder where unused: no inf/inf
     s_ = np.where(leaf, 1.0, s)
-    y = np.where(measured, y, 0.0)
-    comb = (y * s + Z * sig2_) / (sig2_ + s_)
-    return np.where(leaf | public, y, np.where(measured, comb, Z))
+    y = np.where(measured[col], y, 0.0)
+    comb = (y * s[col] + Z * sig2_[col]) / (sig2_ + s_)[col]
+    return np.where((leaf | public)[col], y, np.where(measured[col], comb, Z))
+
+
+def _to_parents(p: NDArray[np.int64], vals: NDArray[np.float64], n: int) -> NDArray[np.float64]:
+    """``out[q] = Σ_{i: p_i = q} vals_i`` (rows of a matrix summed alike), added in index order."""
+    if vals.ndim == 1:
+        return np.bincount(p, weights=vals, minlength=n)
+    out = np.zeros((n, vals.shape[1]))
+    np.add.at(out, p, vals)
+    return out
 
 
 def _bottom_up(
     par: NDArray[np.int64], var: NDArray[np.float64], by_depth: list[NDArray[np.int64]],
     noisy: NDArray[np.float64] | None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Subtree estimates ``z`` (empty without data), their variances ``V`` and the
-    per-parent sums ``Z = Σ_c z_c`` and ``S = Σ_c V_c`` (0 for leaves)."""
+    """Subtree estimates ``z`` (empty without data; one column per column of ``noisy``), their
+    variances ``V`` and the per-parent sums ``Z = Σ_c z_c`` and ``S = Σ_c V_c`` (0 for leaves)."""
     n = par.size
-    z = np.zeros(n) if noisy is not None else np.empty(0)
+    z = np.zeros((n, *noisy.shape[1:])) if noisy is not None else np.empty(0)
     V = np.zeros(n)
-    Z = np.zeros(n)
+    Z = np.zeros_like(z) if noisy is not None else np.zeros(n)
     S = np.zeros(n)
     has_kids = np.bincount(par[par >= 0], minlength=n) > 0
     for idx in reversed(by_depth):
@@ -152,7 +163,7 @@ def _bottom_up(
             p = par[has_parent]
             S += np.bincount(p, weights=V[has_parent], minlength=n)
             if noisy is not None:
-                Z += np.bincount(p, weights=z[has_parent], minlength=n)
+                Z += _to_parents(p, z[has_parent], n)
     return z, V, Z, S
 
 
@@ -182,7 +193,9 @@ def tree_least_squares(
     noisy : array of float, or None
         The noisy count of every node (ignored where the node is not measured, and may be NaN
         there; a public root's entry is its exact value).  ``None``: variances only (the
-        returned counts are then those of all-zero observations).
+        returned counts are then those of all-zero observations).  A matrix with one row per
+        node solves each column as its own observation vector, in one pass (the same numbers
+        as one call per column: replicates solve 80 at once).
     variance : array of float
         The noise variance of every node's count: ``> 0``; ``inf`` for a node that is not
         measured (never a leaf); ``0`` for a root whose value is public and exact.
@@ -212,25 +225,37 @@ def tree_least_squares(
     >>> t, p = tree_least_squares(parent, depth, [15, 7, 10, 5, 1, -3, 8], [0.0] + [1.0] * 6)
     >>> t.round(4).tolist()
     [15.0, 6.6667, 8.3333, 5.3333, 1.3333, -1.3333, 9.6667]
+
+Two observation vectors as the columns of one matrix, each solved as above:
+
+    >>> cols = np.array([[19, 7, 10, 5, 1, -3, 8], [12, 7, 10, 5, 1, -3, 8]]).T
+    >>> t, p = tree_least_squares(parent, depth, cols, [1.0] * 7)
+    >>> t.shape, t[:, 0].round(4).tolist()[:3], t[:, 1].round(4).tolist()[:3]
+    ((7, 2), [17.2857, 7.8095, 9.4762], [13.2857, 5.8095, 7.4762])
+    >>> bool(np.array_equal(t[:, 1], tree_least_squares(parent, depth, cols[:, 1], [1.0] * 7)[0]))
+    True
     """
     par, _, var, by_depth = _check_tree(parent, depth, variance)
     y = None
     if noisy is not None:
-        y = np.asarray(noisy, dtype=np.float64).ravel()
-        if y.size != par.size:
-            raise ParameterError(f"noisy must have one entry per node (got {y.size} for {par.size} nodes).")
+        y = np.asarray(noisy, dtype=np.float64)
+        y = y.ravel() if y.ndim < 2 else y
+        if y.ndim > 2 or y.shape[0] != par.size:
+            raise ParameterError(f"noisy must have one entry (or one row) per node (got {y.shape[0] if y.ndim else 1} "
+                                 f"for {par.size} nodes).")
         if not np.all(np.isfinite(y[np.isfinite(var)])):
             raise ParameterError("Noisy counts must be finite numbers.")
     if par.size == 0:
-        return np.zeros(0), var.copy()
+        return np.zeros((0, *y.shape[1:]) if y is not None else 0), var.copy()
     z, V, Z, S = _bottom_up(par, var, by_depth, y)
     est = z.copy() if y is not None else np.zeros(par.size)  # roots keep their subtree estimate
+    col = (slice(None),) + (None,) * (est.ndim - 1)
     P = V.copy()
     for idx in by_depth[1:]:
         p = par[idx]
         w = V[idx] / S[p]
         if y is not None:
-            est[idx] = z[idx] + w * (est[p] - Z[p])
+            est[idx] = z[idx] + w[col] * (est[p] - Z[p])
         P[idx] = V[idx] * (1.0 - w) + w * w * P[p]
     # clip float rounding outside the (provable) bounds 0 ≤ P ≤ σ²
     return est, np.maximum(np.minimum(P, var), 0.0)

@@ -61,6 +61,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from areas_helpers import plan_hierarchy
+from flows_helpers import plan_od
 from points_helpers import levels_of, plan_with
 from scipy import stats
 
@@ -87,9 +89,13 @@ def plan_hier(h: Any, mechanism: str, cost: Any, **options: Any) -> Any:
     return catalog.get("hierarchy", mechanism).plan_tree(h, cost, **options)
 
 
-def release_hier(counts: Any, mechanism: str, cost: Any, noise: Any, **options: Any) -> Any:
-    """Plan and release ``counts`` with the catalogue's hierarchy mechanism ``mechanism`` (no charge)."""
-    return catalog.get("hierarchy", mechanism).release_counts(counts, cost, noise, **options)
+def hier_released(counts: Any, mechanism: str, cost: Any, read: Callable[[Any], float]) -> Callable[[NoiseSource], float]:
+    """One release of ``counts`` by the catalogue's hierarchy mechanism ``mechanism`` per call (no
+    charge), read by ``read``: planned once, released per run (as :func:`released` for points; the
+    same draws as planning per run, which spent most of these tests' time re-planning)."""
+    mech = catalog.get("hierarchy", mechanism)
+    plan = plan_hierarchy(counts, mechanism, cost)
+    return lambda s: float(read(mech.release(plan, counts, s).inner))
 
 #: Family-wise probability that a test's ε_lb is not a valid lower bound (Bonferroni).
 ALPHA = 1e-6
@@ -547,16 +553,16 @@ HC_D, HC_D2 = _hier_counts([2, 1, 3]), _hier_counts([2, 1, 4])  # one more perso
 
 def test_hierarchy_exact_total() -> None:
     cost = budget.pure(3.0)
-    x = runs(lambda s: release_hier(HC_D, "exact", cost, s).values[0][0], 301, 1_000)
-    y = runs(lambda s: release_hier(HC_D2, "exact", cost, s).values[0][0], 302, 1_000)
+    x = runs(hier_released(HC_D, "exact", cost, lambda r: r.values[0][0]), 301, 1_000)
+    y = runs(hier_released(HC_D2, "exact", cost, lambda r: r.values[0][0]), 302, 1_000)
     sd = plan_hier(HC_D.hierarchy, "exact", cost).levels[0].sd
     check("hierarchy exact root total (ε=3)", x, y, around(6, 7, sd), cost.value)
 
 
 def test_hierarchy_topdown_linf_leaf() -> None:
     cost = budget.zcdp(0.5)
-    x = runs(lambda s: release_hier(HC_D, "topdown_linf", cost, s).values[2][2], 303, 1_000)
-    y = runs(lambda s: release_hier(HC_D2, "topdown_linf", cost, s).values[2][2], 304, 1_000)
+    x = runs(hier_released(HC_D, "topdown_linf", cost, lambda r: r.values[2][2]), 303, 1_000)
+    y = runs(hier_released(HC_D2, "topdown_linf", cost, lambda r: r.values[2][2]), 304, 1_000)
     sd = plan_hier(HC_D.hierarchy, "topdown_linf", cost).levels[2].sd
     check("hierarchy topdown_linf leaf b1 (ρ=0.5)", x, y, around(3, 4, sd), zcdp_claim_audit(cost.value),
           delta=AUDIT_DELTA)
@@ -581,8 +587,10 @@ def test_od_inftda_one_flow_bounded() -> None:
     o_i, d_i = oh.find(2, "A0.0"), dh.find(2, "B1.1")
 
     def flow(counts: ODCounts) -> Callable[[NoiseSource], float]:
+        mech, plan = catalog.get("od", "inftda"), plan_od(counts, "inftda", cost)  # planned once per dataset
+
         def one(s: NoiseSource) -> float:
-            rel = catalog.get("od", "inftda").release_counts(counts, cost, s)
+            rel = mech.release(plan, counts, s).inner
             return float(rel.matrix(rel.depth)[o_i, d_i])
         return one
 
@@ -603,8 +611,9 @@ def _census_table(extra: int) -> census_tables.CensusTable:
 def test_census_privelet_one_county() -> None:
     eps = 3.0
     t, t2 = _census_table(0), _census_table(1)
-    x = runs(lambda s: census_privelet.release_census(t, eps, s).noisy.ravel()[0], 501)
-    y = runs(lambda s: census_privelet.release_census(t2, eps, s).noisy.ravel()[0], 502)
+    plan = census_privelet.plan_census(t.structure, eps)  # data-free: one plan, released per run
+    x = runs(lambda s: census_privelet.release_planned(t, plan, s).noisy.ravel()[0], 501)
+    y = runs(lambda s: census_privelet.release_planned(t2, plan, s).noisy.ravel()[0], 502)
     sd = float(np.sqrt(census_privelet._node_vars(census_privelet.build(t)[1], eps, 1)[-1][0]))
     check("census Privelet county c1 (ε=3)", x, y, around(5, 6, sd), eps)
 

@@ -10,6 +10,7 @@ gradient at the GLS estimate must vanish (float64, relative to the gradient at t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,11 +24,15 @@ from dpcore.estimate.gls import gls_estimate, read_release
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
 
-mbi = pytest.importorskip("mbi")
-jax = pytest.importorskip("jax")
+
+@pytest.fixture(scope="module")
+def pgm() -> tuple[Any, Any]:
+    """Private-PGM (``mbi``) and jax, imported when the test runs, not when it is collected (jax's
+    import took 2 s of every worker's collection); the test is skipped where they are missing."""
+    return pytest.importorskip("mbi"), pytest.importorskip("jax")
 
 
-def linear_measurements(folder: Path) -> tuple[object, list[object]]:
+def linear_measurements(folder: Path, mbi: Any) -> tuple[object, list[object]]:
     """The release's measurements as mbi ``LinearMeasurement``s over the domain {cell: n}."""
     import jax.numpy as jnp
 
@@ -44,7 +49,8 @@ def linear_measurements(folder: Path) -> tuple[object, list[object]]:
     return domain, out
 
 
-def test_measurements_load_into_private_pgm_and_gls_minimises_its_loss(tmp_path: Path) -> None:
+def test_measurements_load_into_private_pgm_and_gls_minimises_its_loss(tmp_path: Path, pgm: tuple[Any, Any]) -> None:
+    mbi, jax = pgm
     jax.config.update("jax_enable_x64", True)
     from mbi import CliqueVector, Factor, marginal_loss
 
@@ -56,7 +62,7 @@ def test_measurements_load_into_private_pgm_and_gls_minimises_its_loss(tmp_path:
     folder.mkdir()
     for name, data in hierarchy_data_user_files(rel).items():
         (folder / name).write_bytes(data)
-    domain, ms = linear_measurements(folder)
+    domain, ms = linear_measurements(folder, mbi)
     assert len(ms) == 3 and [np.size(m.noisy_measurement) for m in ms] == [1, 3, 8]
     loss = marginal_loss.from_linear_measurements(ms, domain)
 
