@@ -1,7 +1,7 @@
-"""The data user's interval on the Release step of points and areas (issue 25 item 4).
+"""The data user's interval on the Release step of points, areas and trips (issue 25 item 4).
 
 Pick areas of any level or upload a polygon (GeoJSON) and read its unbiased estimate and 90 %
-interval, computed from the release's published measurements by
+interval (trips: pick origin→destination flows of any table; no polygon, a pair has no one shape), computed from the release's published measurements by
 :class:`dpcore.estimate.release_interval.ReleaseIntervals` (least squares solved once per
 release, kept with it).  Post-processing of published files: no data, no budget.  The record's
 "use at level L or coarser" line (``level_guidance`` of ``release.json``) is shown beside it.
@@ -70,29 +70,31 @@ def _guidance(files: Mapping[str, bytes]) -> None:
 
 
 def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pick: bool,
-            stored: Mapping[str, bytes] | None = None) -> None:
-    """The interval section of a Release step: a multiselect of areas (``pick``) and a polygon upload.
-    ``files_of`` gives the release's files (called only when needed, so a large release's tables are
-    made only when a polygon is uploaded); ``stored``: the files made so far (their record's guidance)."""
-    st.subheader(f"Estimate and {COVERAGE:.0%} interval for your area", anchor="interval")
-    st.caption("For any union of areas or a drawn polygon: the unbiased least-squares estimate from the release's "
-               "measurements (measurements.csv), not the published value, with its interval. Computed from the "
-               "published files only: no data read, no budget spent.")
+            stored: Mapping[str, bytes] | None = None, polygon: bool = True, noun: str = "area") -> None:
+    """The interval section of a Release step: a multiselect of areas (``pick``) and a polygon upload
+    (``polygon``).  ``files_of`` gives the release's files (called only when needed, so a large release's
+    tables are made only when a polygon is uploaded); ``stored``: the files made so far (their record's
+    guidance); ``noun``: what a picked node is ("area"; "flow" for trips)."""
+    st.subheader(f"Estimate and {COVERAGE:.0%} interval for your {noun}", anchor="interval")
+    st.caption(f"For any union of {fmt.plural(noun)}{' or a drawn polygon' if polygon else ''}: the unbiased "
+               "least-squares estimate from the release's measurements (measurements.csv), not the published value, "
+               "with its interval. Computed from the published files only: no data read, no budget spent.")
     picked: list[str] = []
     if stored is not None:
         _guidance(stored)
     if pick:
         files = files_of()
         if not offers_intervals(files):
-            st.caption("This release has no measurements file, so no interval for a union of areas.")
+            st.caption(f"This release has no measurements file, so no interval for a union of {fmt.plural(noun)}.")
             return
         if stored is None:
             _guidance(files)
         nodes = pickable(_intervals(files, release_id).nodes())
         label = {n: f"{lv} · {n}" for lv, n in nodes}
-        picked = st.multiselect("Areas (their union)", list(label), format_func=label.get,
-                                key=f"_w_interval_areas_{release_id}", placeholder="Choose areas of any level")
-    up = st.file_uploader("Upload a polygon (GeoJSON in longitude/latitude; one answer per polygon)",
+        picked = st.multiselect(f"{fmt.plural(noun).capitalize()} (their union)", list(label), format_func=label.get,
+                                key=f"_w_interval_areas_{release_id}",
+                                placeholder=f"Choose {fmt.plural(noun)} of any level")
+    up = None if not polygon else st.file_uploader("Upload a polygon (GeoJSON in longitude/latitude; one answer per polygon)",
                           type=["geojson", "json"], key=f"_w_interval_polygon_{release_id}")
     if not picked and up is None:
         return
@@ -103,7 +105,7 @@ def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pic
     try:
         ri = _intervals(files, release_id)
         if picked:
-            st.markdown(answer_line(ri.of_nodes(picked, COVERAGE), f"{len(picked)} {fmt.plural('area', len(picked))}"))
+            st.markdown(answer_line(ri.of_nodes(picked, COVERAGE), f"{len(picked)} {fmt.plural(noun, len(picked))}"))
         if up is not None:
             _polygons(ri.of_polygons(up.getvalue(), COVERAGE))
     except DPCoreError as e:

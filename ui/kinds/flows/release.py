@@ -1,5 +1,6 @@
 """Trips between areas, Release step: the Release button and its confirmation, then the map of the
-largest flows with the O/D matrix, and the errors (expected, then measured for the curator only)."""
+largest flows with the O/D matrix, the errors (expected, then measured for the curator only), and the
+data user's estimate and 90 % interval for a union of released flows (:func:`ui.intervals.section`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dpcore import catalog, pipeline
 from dpcore.flows import figures as od_figures
 from dpcore.flows.diagnostics import empirical_errors
 from dpcore.flows.mechanisms.common import ODRelease
-from ui import confirm, fmt, frame, plan_table, series, state
+from ui import confirm, fmt, frame, intervals, plan_table, series, state
 from ui.kinds.flows import series as flows_series
 from ui.kinds.flows.common import (
     MAX_MAP_AREAS,
@@ -67,6 +68,8 @@ def release_step() -> None:
     _map(entry)
     st.subheader("Errors", anchor="errors")
     _errors(entry)
+    # flows of any table (origin>destination pairs of the O/D tree); a pair has no one shape: no polygon
+    intervals.section(lambda: entry.files, entry.release.release_id, pick=True, polygon=False, noun="flow")
     frame.link("export")
 
 
