@@ -185,12 +185,13 @@ class PointTally:
     def groups(self) -> pd.DataFrame:
         """The tallies as the ``(st, cell, kept, n)`` groups of :func:`point_result`."""
         cells = np.flatnonzero(self.counts)
-        bad = [s for s in range(1, self.by_st.size) if self.by_st[s]]
-        st = [0] * (cells.size + 2) + bad
-        cell = [*cells.tolist(), -1, -2] + [-2] * len(bad)
-        kept = [True] * (cells.size + 1) + [False] * (1 + len(bad))
-        n = [*self.counts[cells].tolist(), self.n_outside, self.n_capped] + [int(self.by_st[s]) for s in bad]
-        df = pd.DataFrame({"st": st, "cell": cell, "kept": kept, "n": n})
+        bad = np.flatnonzero(self.by_st[1:]) + 1
+        df = pd.DataFrame({
+            "st": np.concatenate([np.zeros(cells.size + 2, dtype=np.int64), bad]),
+            "cell": np.concatenate([cells, [-1, -2], np.full(bad.size, -2)]).astype(np.int64),
+            "kept": np.concatenate([np.ones(cells.size + 1, dtype=bool), np.zeros(1 + bad.size, dtype=bool)]),
+            "n": np.concatenate([self.counts[cells], [self.n_outside, self.n_capped], self.by_st[bad]]).astype(np.int64),
+        })
         return df.loc[df["n"] > 0].reset_index(drop=True)  # no valid row: no (0, ...) group
 
 
