@@ -158,13 +158,20 @@ class PointTally:
     ([1, 0, 0, 1], 1, [3, 1])
     """
 
-    def __init__(self, grid: Grid, fingerprint: bool) -> None:
+    def __init__(self, grid: Grid, fingerprint: bool, tolerant: bool = False) -> None:
         self.grid = grid
         self.counts = np.zeros(grid.n_cells, dtype=np.int64)
         self.by_st = np.zeros(8, dtype=np.int64)
         self.n_outside = 0
         self.n_capped = 0
         self.sums = [0, 0, 0] if fingerprint else None
+        #: with ``tolerant``, the sums also hold the tolerant keys' ``(q1, q2, ni, i1, i2)``: the
+        #: fingerprint hashes of the coordinates rounded to ``base.KEY_DECIMALS`` decimals over every
+        #: valid row, then the count and hashes over those inside the bounds
+        #: (:func:`base.tolerant_points_fingerprints` computes the same from points in memory)
+        self.tolerant = bool(fingerprint and tolerant)
+        if self.tolerant:
+            self.sums += [0, 0, 0, 0, 0]
 
     def add(self, x: np.ndarray, y: np.ndarray, st: np.ndarray, kept: np.ndarray | None = None) -> None:
         st = np.asarray(st, dtype=np.int64)
@@ -175,12 +182,24 @@ class PointTally:
             self.sums[0] += int(ok.sum())
             self.sums[1] += s1
             self.sums[2] += s2
+            if self.tolerant:
+                self._add_tolerant(x[ok], y[ok])
         if kept is not None:
             self.n_capped += int((ok & ~kept).sum())
             ok &= kept
         row, col, inside = self.grid.cell_index(x[ok], y[ok])
         self.n_outside += int((~inside).sum())
         self.counts += np.bincount(row[inside] * self.grid.cols + col[inside], minlength=self.grid.n_cells)
+
+    def _add_tolerant(self, x: np.ndarray, y: np.ndarray) -> None:
+        scale = 10.0**base.KEY_DECIMALS
+        qx, qy = np.floor(x * scale + 0.5) / scale, np.floor(y * scale + 0.5) / scale
+        b = self.grid.bounds
+        inside = (x >= b.west) & (x <= b.east) & (y >= b.south) & (y <= b.north)
+        q1, q2 = base.fingerprint_sums(qx, qy)
+        i1, i2 = base.fingerprint_sums(qx[inside], qy[inside])
+        for j, v in enumerate((q1, q2, int(inside.sum()), i1, i2), start=3):
+            self.sums[j] += v
 
     def groups(self) -> pd.DataFrame:
         """The tallies as the ``(st, cell, kept, n)`` groups of :func:`point_result`."""

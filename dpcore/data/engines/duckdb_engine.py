@@ -151,6 +151,7 @@ class DuckDBEngine:
             common.check_point_columns(list(types), lat, lon, user, src.label)
             cols = ((lat, types[lat]), (lon, types[lon]), (user, types[user]) if user else None)
             q = sql.point_rows_query(sql.DUCKDB, *cols, user_cap)
+            # PointTally(..., tolerant=True) adds the rounded keys' sums (issue 26 item 12) to the exact ones
             tally = common.PointTally(grid, fingerprint)
             self._stream(con, q, prog, f"Counting points with DuckDB ({src.label})", tally)
             sums = tally.sums

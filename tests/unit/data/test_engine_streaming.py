@@ -103,3 +103,26 @@ def test_cli_progress_is_quiet_in_a_log_for_a_short_step(capsys: pytest.CaptureF
     show(0.5, "Counting points")
     show(1.0, "Counted 3 rows")
     assert capsys.readouterr().err == ""
+
+
+def test_the_tally_can_sum_the_tolerant_keys_as_the_in_memory_path_makes_them() -> None:
+    """Issue 26 item 12 keys a points file also by its rounded coordinates: the streamed tally
+    holds the sums those keys are made of, batch by batch, equal to the in-memory computation."""
+    import hashlib
+
+    from dpcore.data.engines import base
+    from dpcore.data.engines.common import PointTally
+
+    rng = np.random.default_rng(8)
+    x, y = rng.uniform(-74.2, -73.6, 3000), rng.uniform(40.4, 41.0, 3000)
+    st = (rng.random(3000) < 0.05).astype(np.int64)  # a few rows missing a coordinate
+    tally = PointTally(GRID, fingerprint=True, tolerant=True)
+    for part in np.array_split(np.arange(3000), 7):
+        tally.add(x[part], y[part], st[part])
+    ok = st == 0
+    n, s1, s2, q1, q2, ni, i1, i2 = tally.sums
+    assert base.point_fingerprint(n, s1, s2) == base.points_fingerprint(x[ok], y[ok])
+    keys = [hashlib.sha256(f"points:q{base.KEY_DECIMALS}:{a}:{b}:{c}".encode()).hexdigest()[:16]
+            for a, b, c in ((n, q1, q2), (ni, i1, i2))]
+    assert keys == base.tolerant_points_fingerprints(x[ok], y[ok], GRID.bounds)
+    assert 0 < ni < n
