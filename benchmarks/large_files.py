@@ -61,7 +61,7 @@ SEED = 20261129
 CHUNK = 4_000_000
 SIZES = {"10M": 10_000_000, "48M": 48_000_000}
 BOUNDS = "-74.06,40.56,-73.70,40.92"
-ARGS = ["--bounds=" + BOUNDS, "--grid", "1024,1024", "--mechanism", "ug", "--epsilon", "1", "--no-budget"]
+ARGS = ["--bounds=" + BOUNDS, "--mechanism", "ug", "--epsilon", "1", "--no-budget"]
 TARGET_RATIO = 2.0
 TARGET_1GB_S = 60.0
 
@@ -134,11 +134,11 @@ def worker(argv: list[str]) -> int:
     return main(argv)
 
 
-def run_once(path: str, engine: str, out: Path) -> dict[str, Any]:
+def run_once(path: str, engine: str, out: Path, grid: str) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(ROOT)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "release", "points", "--input", path,
-           *ARGS, "--engine", engine, "--out", str(out)]
+           *ARGS, "--grid", grid, "--engine", engine, "--out", str(out)]
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -151,6 +151,7 @@ def run_once(path: str, engine: str, out: Path) -> dict[str, Any]:
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{engine} on {path} failed:\n" + "\n".join(t for _, t in lines[-20:]))
     stamps = [0.0] + [s for s, t in lines if "%" in t] + [seconds]
+    counted = [t for _, t in lines if t.strip().startswith("Counted ")]  # the engine's own time
     release = out / "release.csv"
     return {"engine": engine, "seconds": round(seconds, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
             "peak_rss_gb": round(usage.ru_maxrss / 1e6, 2),
@@ -158,14 +159,15 @@ def run_once(path: str, engine: str, out: Path) -> dict[str, Any]:
             "progress_lines": sum("%" in t for _, t in lines),
             "longest_silence_s": round(max(b - a for a, b in zip(stamps, stamps[1:], strict=False)), 1),
             "release_sha256": hashlib.sha256(release.read_bytes()).hexdigest()[:12],
+            "engine_s": float(counted[-1].split(" in ")[-1].split(" s")[0]) if counted else None,
             "stderr_tail": [t for _, t in lines[-4:]]}
 
 
-def runs(data: dict[str, Any], engine: str, repeat: int) -> dict[str, Any]:
+def runs(data: dict[str, Any], engine: str, repeat: int, grid: str) -> dict[str, Any]:
     each = []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="dpcore-bench-") as tmp:
-            each.append(run_once(data["path"], engine, Path(tmp) / "out"))
+            each.append(run_once(data["path"], engine, Path(tmp) / "out", grid))
         print(f"  {engine} {data['size']}: {each[-1]['seconds']} s (load {each[-1]['load_before']})", flush=True)
     best = sorted(each, key=lambda r: r["seconds"])[len(each) // 2]
     return {**best, "size": data["size"], "rows": data["rows"], "runs": [r["seconds"] for r in each],
@@ -195,13 +197,14 @@ def machine() -> dict[str, Any]:
 
 def render(res: dict[str, Any]) -> str:
     m = res["machine"]
-    rows = ["| input | rows | MB | engine | seconds (median) | runs | CPU s | peak RSS GB | load before/after | "
-            "progress lines | longest silence s | release.csv sha256 |",
-            "|---|---:|---:|---|---:|---|---:|---:|---|---:|---:|---|"]
+    rows = ["| input | rows | MB | engine | seconds (median) | runs | CPU s | DuckDB count s | peak RSS GB | "
+            "load before/after | progress lines | longest silence s | release.csv sha256 |",
+            "|---|---:|---:|---|---:|---|---:|---:|---:|---|---:|---:|---|"]
     for r in res["runs"]:
         d = res["data"][r["size"]]
         rows.append(f"| points_{r['size']}.csv | {r['rows']:,} | {d['bytes'] / 1e6:,.0f} | {r['engine']} | "
-                    f"{r['median_s']} | {', '.join(map(str, r['runs']))} | {r['median_cpu_s']} | {r['peak_rss_gb']} | "
+                    f"{r['median_s']} | {', '.join(map(str, r['runs']))} | {r['median_cpu_s']} | {r.get('engine_s') or '-'} | "
+                    f"{r['peak_rss_gb']} | "
                     f"{r['load_before']} / {r['load_after']} | {r['progress_lines']} | {r['longest_silence_s']} | "
                     f"`{r['release_sha256']}` |")
     checks = [f"* {c}" for c in res["checks"]]
@@ -211,11 +214,12 @@ def render(res: dict[str, Any]) -> str:
         f"{m['ram_gb']} GB RAM; Python {m['python']}, duckdb {m['duckdb']}, numpy {m['numpy']}, pandas {m['pandas']}; "
         f"bytecode {m['bytecode']}. Run under `nice -n 10` on a machine shared with other jobs: the load average "
         "before and after each run is in the table.", "",
-        f"Command: `release points --input FILE {' '.join(ARGS)} --engine ENGINE --out DIR` (CLI `main`, noise "
+        f"Command: `release points --input FILE {' '.join(ARGS)} --grid {res['grid']} --engine ENGINE --out DIR` (CLI `main`, noise "
         "seeded for the comparison). Inputs: CSV `lat,lon`, at most 6 decimals, generated by the script outside "
         "the repository.", "", *rows, "", "## Checks", "", *checks, "",
         "*seconds*: the worker subprocess's wall time (start-up, imports, reading, aggregation, release, writing); "
         "*CPU s*: its user + system CPU time over all its threads (os.wait4), less sensitive to the machine's load. "
+        "*DuckDB count s*: the engine's own time, from its last progress line (the in-memory path prints none). "
         "*progress lines*: lines with a percentage on stderr, which is a pipe (a log), and the longest gap "
         "between them (or the start and end of the run).", ""])
 
@@ -245,6 +249,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-1gb", action="store_true")
     ap.add_argument("--generate-only", action="store_true")
+    ap.add_argument("--grid", default="256,256", help="the release's grid (1024,1024: the release and its files "
+                                                      "of a million cells weigh as much as the read)")
     args = ap.parse_args()
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -253,15 +259,16 @@ def main() -> None:
     if args.generate_only:
         return
     subprocess.run([sys.executable, "-m", "compileall", "-q", "dpcore"], cwd=ROOT, check=True)
-    res: dict[str, Any] = {"machine": machine(), "data": data, "runs": []}
+    res: dict[str, Any] = {"machine": machine(), "grid": args.grid, "data": data, "runs": []}
     for engine in ("numpy", "duckdb"):
-        res["runs"].append(runs(data["10M"], engine, args.repeat))
+        res["runs"].append(runs(data["10M"], engine, args.repeat, args.grid))
     if "48M" in data:
-        res["runs"].append(runs(data["48M"], "auto", 1))
+        res["runs"].append(runs(data["48M"], "auto", 1, args.grid))
     res["checks"] = checks(res)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "large_files.json").write_text(json.dumps(res, indent=2) + "\n")
-    (RESULTS / "large_files.md").write_text(render(res))
+    name = "large_files" if args.grid == "256,256" else f"large_files_grid{args.grid.split(',')[0]}"
+    (RESULTS / f"{name}.json").write_text(json.dumps(res, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(render(res))
     print("\n".join(res["checks"]))
 
 
