@@ -110,12 +110,11 @@ def rows_on_disk(folder: Path) -> int:
         return -1
 
 
-def make_file(path: Path, size: str, index: int, n: int, with_uid: bool) -> None:
+def draw_points(rng: Any, n: int) -> tuple[Any, Any]:
+    """``n`` synthetic points (lon, lat) from ``rng``: 60 % from the hotspots, 38 % uniform over the
+    bounds, 2 % outside them (see the module docstring)."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    rng = np.random.default_rng((SEED, SIZES[size] // 1_000_000, index))
     w, s, e, nth = BOUNDS
     kind = rng.choice(3, size=n, p=[0.60, 0.38, 0.02])
     lon = np.empty(n)
@@ -136,6 +135,16 @@ def make_file(path: Path, size: str, index: int, n: int, with_uid: bool) -> None
     inside = (x >= w) & (x <= e) & (y >= s) & (y <= nth)
     x[inside] = np.where(rng.random(int(inside.sum())) < 0.5, w - 0.25, e + 0.25)
     lon[out], lat[out] = x, y
+    return lon, lat
+
+
+def make_file(path: Path, size: str, index: int, n: int, with_uid: bool) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng((SEED, SIZES[size] // 1_000_000, index))
+    lon, lat = draw_points(rng, n)
     cols = {"lon": pa.array(lon), "lat": pa.array(lat)}
     if with_uid:
         cols["uid"] = pa.array(rng.integers(0, N_USERS, size=n, dtype=np.int64))

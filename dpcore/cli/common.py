@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import math
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +46,16 @@ def engine_args(p: argparse.ArgumentParser) -> None:
                                           "e.g. spark://host:7077 or yarn")
 
 
+#: Seconds between progress lines when stderr is not a terminal (a pipeline's log).
+LOG_EVERY_SECONDS = 5.0
+
+
 def cli_progress(what: str) -> Any:
-    """Progress on stderr: a live percentage on a terminal, nothing in a pipeline's log."""
+    """Progress on stderr: a live percentage on a terminal; elsewhere (a pipeline's log) a line every
+    :data:`LOG_EVERY_SECONDS` once a step has run that long, and its last line, so a long
+    aggregation shows it is alive and a short one prints nothing."""
     if not sys.stderr.isatty():
-        return None
+        return _log_progress(what)
     last = [-1]
 
     def show(frac: float, msg: str) -> None:
@@ -58,6 +65,37 @@ def cli_progress(what: str) -> Any:
             print(f"\r  {msg[:90]:<90} {pct:3d} %", end="" if pct < 100 else "\n", file=sys.stderr, flush=True)
 
     return show
+
+
+def _log_progress(what: str, clock: Any = None) -> Any:
+    """The progress callback for a log: whole lines, one every :data:`LOG_EVERY_SECONDS` (``clock``:
+    the seconds' source, :func:`time.monotonic`).
+
+    >>> import io, contextlib
+    >>> ticks = iter([0.0, 1.0, 6.0, 7.0, 8.0])
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     show = _log_progress("Counting", clock=lambda: next(ticks))
+    ...     for f in (0.1, 0.5, 0.6, 1.0):
+    ...         show(f, "Counting points")
+    >>> print(err.getvalue(), end="")
+      Counting points: 50 % (6 s)
+      Counting points: 100 % (8 s)
+    """
+    now = clock or time.monotonic
+    start = now()
+    last = [start, False]  # time of the last line, whether one was printed
+
+    def log(frac: float, msg: str) -> None:
+        t = now()
+        done = frac >= 1.0
+        if t - last[0] >= LOG_EVERY_SECONDS or (done and (last[1] or t - start >= LOG_EVERY_SECONDS)):
+            last[0], last[1] = t, True
+            text = (msg or what)[:120]
+            text = text if text.endswith("%") else f"{text}: {int(frac * 100)} %"  # DuckDB's own percentage
+            print(f"  {text} ({t - start:.0f} s)", file=sys.stderr, flush=True)
+
+    return log
 
 
 def engine_for(args: argparse.Namespace, path_text: str) -> tuple[Any, Any] | None:

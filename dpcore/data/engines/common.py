@@ -141,6 +141,79 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
     return base.PointCounts(agg, n_read, dropped, fp, engine)
 
 
+class PointTally:
+    """Sums over the rows of :func:`dpcore.data.engines.sql.point_rows_query`, streamed in batches.
+
+    Each batch's valid rows (``st`` 0, and ``kept`` under a cap) are binned with the grid's own
+    :meth:`Grid.cell_index` (the in-memory path's function, so the cells are the same by
+    construction), the other rows counted by status, and with ``fingerprint`` the budget key's
+    exact integer sums (:func:`base.fingerprint_sums`, Python ints) added over every valid row.
+    Memory: the grid's counts and one batch.
+
+    >>> import numpy as np
+    >>> from dpcore.data.domain import Bounds, Grid
+    >>> t = PointTally(Grid(Bounds(0.0, 0.0, 2.0, 2.0), 2, 2), fingerprint=False)
+    >>> t.add(np.array([0.5, 1.5, 3.0, np.nan]), np.array([0.5, 1.5, 0.5, 1.0]), np.array([0, 0, 0, 1]))
+    >>> t.counts.tolist(), t.n_outside, t.by_st[:2].tolist()
+    ([1, 0, 0, 1], 1, [3, 1])
+    """
+
+    def __init__(self, grid: Grid, fingerprint: bool, tolerant: bool = False) -> None:
+        self.grid = grid
+        self.counts = np.zeros(grid.n_cells, dtype=np.int64)
+        self.by_st = np.zeros(8, dtype=np.int64)
+        self.n_outside = 0
+        self.n_capped = 0
+        self.sums = [0, 0, 0] if fingerprint else None
+        #: with ``tolerant``, the sums also hold the tolerant keys' ``(q1, q2, ni, i1, i2)``: the
+        #: fingerprint hashes of the coordinates rounded to ``base.KEY_DECIMALS`` decimals over every
+        #: valid row, then the count and hashes over those inside the bounds
+        #: (:func:`base.tolerant_points_fingerprints` computes the same from points in memory)
+        self.tolerant = bool(fingerprint and tolerant)
+        if self.tolerant:
+            self.sums += [0, 0, 0, 0, 0]
+
+    def add(self, x: np.ndarray, y: np.ndarray, st: np.ndarray, kept: np.ndarray | None = None) -> None:
+        st = np.asarray(st, dtype=np.int64)
+        self.by_st += np.bincount(st, minlength=self.by_st.size)[: self.by_st.size]
+        ok = st == sql.ST_OK
+        if self.sums is not None:
+            s1, s2 = base.fingerprint_sums(x[ok], y[ok])
+            self.sums[0] += int(ok.sum())
+            self.sums[1] += s1
+            self.sums[2] += s2
+            if self.tolerant:
+                self._add_tolerant(x[ok], y[ok])
+        if kept is not None:
+            self.n_capped += int((ok & ~kept).sum())
+            ok &= kept
+        row, col, inside = self.grid.cell_index(x[ok], y[ok])
+        self.n_outside += int((~inside).sum())
+        self.counts += np.bincount(row[inside] * self.grid.cols + col[inside], minlength=self.grid.n_cells)
+
+    def _add_tolerant(self, x: np.ndarray, y: np.ndarray) -> None:
+        scale = 10.0**base.KEY_DECIMALS
+        qx, qy = np.floor(x * scale + 0.5) / scale, np.floor(y * scale + 0.5) / scale
+        b = self.grid.bounds
+        inside = (x >= b.west) & (x <= b.east) & (y >= b.south) & (y <= b.north)
+        q1, q2 = base.fingerprint_sums(qx, qy)
+        i1, i2 = base.fingerprint_sums(qx[inside], qy[inside])
+        for j, v in enumerate((q1, q2, int(inside.sum()), i1, i2), start=3):
+            self.sums[j] += v
+
+    def groups(self) -> pd.DataFrame:
+        """The tallies as the ``(st, cell, kept, n)`` groups of :func:`point_result`."""
+        cells = np.flatnonzero(self.counts)
+        bad = np.flatnonzero(self.by_st[1:]) + 1
+        df = pd.DataFrame({
+            "st": np.concatenate([np.zeros(cells.size + 2, dtype=np.int64), bad]),
+            "cell": np.concatenate([cells, [-1, -2], np.full(bad.size, -2)]).astype(np.int64),
+            "kept": np.concatenate([np.ones(cells.size + 1, dtype=bool), np.zeros(1 + bad.size, dtype=bool)]),
+            "n": np.concatenate([self.counts[cells], [self.n_outside, self.n_capped], self.by_st[bad]]).astype(np.int64),
+        })
+        return df.loc[df["n"] > 0].reset_index(drop=True)  # no valid row: no (0, ...) group
+
+
 def code_result(df: pd.DataFrame, keys: list[str], count: str | None, user: str | None, cap: int | None,
                 engine: str, label: str, prog: base.Progress, drop_missing: bool = False) -> base.CodeCounts:
     """Assemble the answer from the ``code_counts_query`` groups (rows with a missing code are
