@@ -148,9 +148,9 @@ class DuckDBEngine:
             df = self._run(con, q, prog, f"Counting points with DuckDB ({src.label})")
             cols = ((lat, types[lat]), (lon, types[lon]), (user, types[user]) if user else None)
 
-            def sums() -> tuple[int, int, int]:
+            def sums() -> tuple[int, ...]:
                 # fetchone: Python ints (fetchdf would turn the 128-bit sums into inexact floats)
-                return con.execute(sql.fingerprint_query(sql.DUCKDB, *cols)).fetchone()
+                return con.execute(sql.fingerprint_query(sql.DUCKDB, *cols, grid.bounds)).fetchone()
 
             return common.point_result(df, grid, user, user_cap, self.name, src.label,
                                        lambda which: con.execute(sql.point_examples_query(

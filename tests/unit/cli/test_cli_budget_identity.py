@@ -124,6 +124,22 @@ def test_a_re_saved_points_file_finds_its_budget(tmp_path: Path, capsys: pytest.
     _ok(release_args(far, tmp_path / "c", epsilon="0.3"), capsys)  # the same budget's 0.3 left
 
 
+def test_a_file_read_by_duckdb_finds_the_budget_of_the_same_points_read_in_memory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 12 for large files: DuckDB computes the same rounded keys as the in-memory read, so a
+    re-saved copy with one far-away point, counted by DuckDB, draws on the budget the in-memory
+    release spent (before, engines kept the exact key only and opened a fresh budget)."""
+    from test_cli import release_args
+
+    exact = _points(tmp_path / "exact.csv", "r")
+    far = _points(tmp_path / "far.csv", ".15g", extra=(10.0, 10.0))
+    _ok(release_args(exact, tmp_path / "a", epsilon="0.7"), capsys)
+    duck = ["--engine", "duckdb"]
+    line = assert_user_error(main(release_args(far, tmp_path / "b", epsilon="0.7", extra=duck)), capsys)
+    assert "Not enough privacy budget" in line
+    _ok(release_args(far, tmp_path / "c", epsilon="0.3", extra=duck), capsys)
+
+
 def test_near_identical_points_are_asked_about_and_the_answer_is_kept(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """Item 14: the same file minus one row would get a fresh budget; the CLI says so and refuses until

@@ -82,6 +82,9 @@ class Dataset:
     source: engines.Source | None = None
     engine: str = "numpy"
     spark_master: str | None = None
+    #: for points kept in their files: the engine's tolerant keys (every point, and those inside the
+    #: bounds they were counted with; :attr:`dpcore.data.engines.PointCounts.keys`)
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -223,12 +226,14 @@ def _adopt_tolerant_keys(ds: Dataset, bounds: Any) -> None:
     """Lead the points' rounded keys (every point, and those inside ``bounds``) to their budget, once
     per data and bounds in this session: a re-saved file or one far-away point more finds it
     (:func:`dpcore.data.engines.base.tolerant_points_fingerprints`, issue 26 item 12).  Points kept in
-    their files (an engine) and the demo have the exact key only."""
+    their files (an engine) have the keys their engine computed when they were counted, with the bounds
+    of that count; the demo has the exact key only."""
     done = st.session_state.setdefault("points_keys_adopted", set())
     mark = (ds.fingerprint, None if bounds is None else (bounds.west, bounds.south, bounds.east, bounds.north))
-    if mark in done or ds.is_demo or ds.source is not None or state.is_demo("points", ds.fingerprint):
+    if mark in done or ds.is_demo or state.is_demo("points", ds.fingerprint):
         return
-    keys = engine_rules.tolerant_points_fingerprints(ds.table.lon, ds.table.lat, bounds)
+    keys = (list(ds.keys) if ds.source is not None
+            else engine_rules.tolerant_points_fingerprints(ds.table.lon, ds.table.lat, bounds))
     state.session().adopt_keys("points", ds.fingerprint, keys)
     done.add(mark)
 
