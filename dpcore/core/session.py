@@ -274,11 +274,13 @@ class Session:
         """
         if not self.accounted:
             raise BudgetError("An unaccounted session keeps no series budget; release the series without one.")
-        if population is not None:  # a named population protects persons, series too (issue 26 item 15)
+        keys = [self.store.budget_key(k, fp) for k, fp in oneoff if fp]
+        # a named population protects persons, series too (issue 26 item 15): named here, or the one the
+        # data's one-off budget is bound to (the series would be linked to it)
+        if population is not None or any(self.store.is_population(k) for k in keys):
             series_population_needs_persons(unit.scope)
         key, _rule = find_population(self.store, kind, periods, fingerprint, population)
         budget = SeriesBudget.open(self.store, key, kind, unit, default, horizon_cap, population)
-        keys = [self.store.budget_key(k, fp) for k, fp in oneoff if fp]
         link(self.store, key, keys + ([key] if population else []))
         return budget
 
