@@ -406,9 +406,13 @@ def _build(c: PlanChoice, grid: Grid, key: str) -> PlannedRelease:
         with st.spinner("Planning (a matrix strategy for a big grid takes a minute) …"):
             plan = mech.plan(grid, c.cost, c.raw, unit=c.unit)
             # sized by n (no rows without a guess), or closer to the release with one (PrivTree's leaves)
-            needs_guess = not plan.rows or bool(getattr(mech, "n_guess_helps", False))
-            if needs_guess:
-                plan = mech.plan(grid, c.cost, c.raw, unit=c.unit, n_estimate=c.n_guess)
+            # a public number of points given to the mechanism is the one number: no second box asks for a
+            # guess (issue 26 item 10: two "number of points" boxes)
+            public_n = int(c.raw.get("public_n", 0) or 0)
+            sized = not plan.rows or bool(getattr(mech, "n_guess_helps", False))
+            if sized:
+                plan = mech.plan(grid, c.cost, c.raw, unit=c.unit, n_estimate=public_n or c.n_guess)
+            needs_guess = sized and not public_n
     except DPCoreError as e:
         return PlannedRelease(c, key, None, False, str(e), grid)
     return PlannedRelease(c, key, plan, needs_guess, None, grid)
