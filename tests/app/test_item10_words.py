@@ -5,18 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
+from app_steps import counties_csv as counties
 from app_steps import data_step, ok, step
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "assets" / "demo"
-
-
-def counties() -> bytes:
-    t = pd.read_csv(DEMO / "census" / "us_state_county_population_2019.csv", dtype=str)
-    t = t[(t["level"] == "county") & t["state_fips"].isin(["13", "48"])]
-    return pd.DataFrame({"STATEFP": t["state_fips"], "COUNTYFP": t["county_fips"],
-                         "population": t["popestimate2019"]}).to_csv(index=False).encode()
 
 
 def test_the_planner_names_levels_in_plain_words() -> None:

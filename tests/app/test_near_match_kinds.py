@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from app_steps import counties_csv as counties
 from app_steps import data_step, ok, step
 from streamlit.testing.v1 import AppTest
 
@@ -18,13 +19,6 @@ DEMO = ROOT / "assets" / "demo"
 
 def texts(items) -> str:
     return "\n".join(str(x.value) for x in items)
-
-
-def counties(drop: int = 0) -> bytes:
-    t = pd.read_csv(DEMO / "census" / "us_state_county_population_2019.csv", dtype=str)
-    t = t[(t["level"] == "county") & t["state_fips"].isin(["13", "48"])]
-    return pd.DataFrame({"STATEFP": t["state_fips"], "COUNTYFP": t["county_fips"],
-                         "population": t["popestimate2019"]}).iloc[drop:].to_csv(index=False).encode()
 
 
 def trips(drop: int = 0) -> bytes:
