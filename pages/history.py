@@ -13,7 +13,6 @@ session, in a database of its own.
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import pandas as pd
 import streamlit as st
@@ -162,7 +161,7 @@ for key, (kind, labels, store) in budgets.items():
         if r["files"]:
             listed.append((store, key, r["release_id"], title))
         with st.expander(title + (" · files removed" if r["removed"] and not r["files"] else "")):
-            st.code(json.dumps(summ, indent=1, ensure_ascii=False), language="json")
+            st.markdown("  \n".join(fmt.summary_lines(summ)))  # plain lines, not raw JSON (issue 26 item 10)
             if r["removed"]:
                 when = sorted(set(r["removed"].values()))[-1].replace("T", " ")
                 st.caption(f"Removed from the history on {when} UTC to save space, no longer downloadable: "

@@ -9,6 +9,7 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+DEMO = Path(__file__).resolve().parents[1] / "assets" / "demo"
 
 
 def ok(at: AppTest) -> AppTest:
@@ -38,3 +39,12 @@ def frame_with(at: AppTest, column: str) -> pd.DataFrame:
         if column in d.value.columns:
             return d.value
     raise AssertionError(f"no dataframe with a column {column!r}")
+
+
+def counties_csv(drop: int = 0) -> bytes:
+    """The Georgia and Texas counties of the demo's population table as an upload (STATEFP, COUNTYFP,
+    population); ``drop`` leaves out that many first rows."""
+    t = pd.read_csv(DEMO / "census" / "us_state_county_population_2019.csv", dtype=str)
+    t = t[(t["level"] == "county") & t["state_fips"].isin(["13", "48"])]
+    return pd.DataFrame({"STATEFP": t["state_fips"], "COUNTYFP": t["county_fips"],
+                         "population": t["popestimate2019"]}).iloc[drop:].to_csv(index=False).encode()

@@ -39,3 +39,26 @@ def plural(word: str, n: int = 2) -> str:
     if low.endswith(("s", "x", "z", "ch", "sh")):
         return word + "es"
     return word + "s"
+
+
+#: how a stored release's summary keys read in History (``order`` is the files' order: not shown)
+_SUMMARY_WORDS = {"mechanism": "Mechanism", "cost": "Budget", "grid": "Grid (rows x columns)", "params": "Parameters",
+                  "levels": "Tables", "out": "Written to", "periods": "Periods", "unit": "Unit of privacy"}
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """A stored release's summary as lines a curator reads (History), not raw JSON (issue 26 item 10).
+
+    >>> summary_lines({"mechanism": "PrivTree", "cost": "ε = 0.5", "params": {"theta": 0, "fanout": 4},
+    ...                "levels": ["total", "zone"], "order": ["release.csv"]})
+    ['**Mechanism:** PrivTree', '**Budget:** ε = 0.5', '**Parameters:** theta 0, fanout 4', '**Tables:** total, zone']
+    """
+    def text(v: object) -> str:
+        if isinstance(v, dict):
+            return ", ".join(f"{str(k).replace('_', ' ')} {text(x)}" for k, x in v.items()) or "none"
+        if isinstance(v, list | tuple):
+            return ", ".join(text(x) for x in v) or "none"
+        return str(v)
+
+    return [f"**{_SUMMARY_WORDS.get(k, str(k).replace('_', ' ').capitalize())}:** {text(v)}"
+            for k, v in summary.items() if k != "order"]

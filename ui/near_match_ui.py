@@ -17,6 +17,11 @@ from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_store import StoredLedger
 from ui import state
 
+#: What the match is made of, per kind (nothing about either data set is shown).
+_ALIKE = {"points": "the same columns, about the same size and extent",
+          "areas": "the same levels, about the same total and number of areas",
+          "flows": "the same areas, about the same number of trips and of pairs with trips"}
+
 #: The answers' button labels.
 SAME = "Same people: draw on that budget"
 OTHER = "Other people: a budget of its own"
@@ -41,7 +46,7 @@ def answered(kind: str, fp: str, profile: near_match.Profile | None, led: Ledger
     if not found:
         return True
     st.warning("**Is this the same population as data released before?** This data closely matches data whose "
-               "budget has already been spent (the same columns, about the same size and extent), but it is not "
+               f"budget has already been spent ({_ALIKE.get(kind, _ALIKE['points'])}), but it is not "
                "the same file, so it would start a new budget. If it is the same people (say, the same file with "
                "a row dropped), its releases must draw on that budget. Your answer is recorded.")
     c1, c2 = st.columns(2)

@@ -60,9 +60,43 @@ def budget_columns(plan: Plan, *, unit_word: str = "points") -> tuple[Column, ..
     )
 
 
+#: the pixel widths of Streamlit's named column widths, and the width of a header's character (px)
+_NAMED_WIDTHS = {"small": 75, "medium": 200, "large": 400}
+_HEADER_CHAR_PX, _HEADER_PAD_PX = 7.5, 30
+
+
+def header_width(label: str) -> int:
+    """The width (px) a column needs to show its header ``label`` whole (no cut header, issue 26
+    item 10); a help icon is part of the padding.
+
+    >>> header_width("± per count (95%)")
+    158
+    """
+    return int(round(len(label) * _HEADER_CHAR_PX + _HEADER_PAD_PX))
+
+
+def fit_headers(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` (label -> column configuration) with every column at least as wide as its header:
+    a named width ("small" …) narrower than the header becomes the header's width in pixels.
+
+    >>> fit_headers({"noise scale": st.column_config.NumberColumn(width="small")})["noise scale"]["width"]
+    112
+    """
+    out = {}
+    for label, c in config.items():
+        if isinstance(c, dict):
+            w = c.get("width")
+            px = _NAMED_WIDTHS.get(w, w) if isinstance(w, str) else w
+            if isinstance(px, int | float) and px < header_width(label):
+                c = {**c, "width": header_width(label)}
+        out[label] = c
+    return out
+
+
 def show(plan: Plan, columns: tuple[Column, ...], *, key: str | None = None, **options: Any) -> None:
-    """Draw the expected-error table of ``plan`` (one row per level); ``options`` go to ``st.dataframe``."""
-    config = {label: c for label, _, c in columns if c is not None}
+    """Draw the expected-error table of ``plan`` (one row per level), every header whole
+    (:func:`fit_headers`); ``options`` go to ``st.dataframe``."""
+    config = fit_headers({label: c for label, _, c in columns if c is not None})
     st.dataframe(frame(plan, columns), hide_index=True, key=key, column_config=config or None, **options)
 
 

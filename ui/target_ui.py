@@ -66,7 +66,8 @@ def _target_inputs(key: str, level: str, label: str, word: str) -> target.Target
 def planner(mechanism: Mechanism, domain: Any, definition: str, params: Mapping[str, Any],
             public: Mapping[str, Any], *, on_use: Callable[[target.Proposal], None], key: str,
             unit: Unit | None = None, levels: Sequence[str] = (), word: str = "people",
-            finest_label: str = "each released count") -> target.Proposal | None:
+            finest_label: str = "each released count",
+            level_label: Callable[[str], str] = str) -> target.Proposal | None:
     """The "Plan from the error you need" section; returns the proposal shown, or None.
 
     Parameters
@@ -90,6 +91,9 @@ def planner(mechanism: Mechanism, domain: Any, definition: str, params: Mapping[
         Names of the plan's levels the curator may target besides the released counts.
     word
         What the counts count ("points", "people", "trips").
+    level_label
+        A level's name as the curator reads it (``county (COUNTYFP)`` for a raw column name): the
+        levels are shown by it, never by their raw column names alone.
     """
     why = refusal(mechanism)
     if why is not None:
@@ -99,9 +103,9 @@ def planner(mechanism: Mechanism, domain: Any, definition: str, params: Mapping[
                "meets it, from the same error formulas as the plan above (no data is used).")
     names = [FINEST] + [lv for lv in levels if lv.strip().lower() not in target.FINEST]
     chosen = st.multiselect("Levels with a target", names, default=[FINEST], key=f"{key}_levels",
-                            format_func=lambda n: finest_label if n == FINEST else n)
+                            format_func=lambda n: finest_label if n == FINEST else level_label(n))
     try:
-        targets = [_target_inputs(key, lv, finest_label if lv == FINEST else lv, word) for lv in chosen]
+        targets = [_target_inputs(key, lv, finest_label if lv == FINEST else level_label(lv), word) for lv in chosen]
     except DPCoreError as e:
         st.error(str(e))
         return None
@@ -126,7 +130,7 @@ def planner(mechanism: Mechanism, domain: Any, definition: str, params: Mapping[
     if prop is None:
         st.info(f"No budget to propose: {error}", icon=":material/info:")
         return None
-    _show(prop, word, finest_label)
+    _show(prop, word, level_label)
     st.button(f"Use this budget ({prop.cost.symbol} = {prop.rounded:g})", key=f"{key}_use", type="primary",
               on_click=on_use, args=(prop,),
               help="Sets the budget of this release" + (" and the split over levels" if split_params(prop) else "")
@@ -143,7 +147,7 @@ def _domain_key(domain: Any) -> Any:
     return fp() if callable(fp) else domain
 
 
-def _show(prop: target.Proposal, word: str, finest_label: str) -> None:
+def _show(prop: target.Proposal, word: str, level_label: Callable[[str], str]) -> None:
     sym = prop.cost.symbol
     how = {"given": "with the mechanism's own split", "independent": "with each level's share set to what it needs",
            "optimised": "with the split over levels chosen by the planner"}[prop.split]
@@ -151,7 +155,7 @@ def _show(prop: target.Proposal, word: str, finest_label: str) -> None:
     rows = []
     for lv in prop.levels:
         rows.append({
-            "level": lv.level,
+            "level": level_label(lv.level),
             "counts": fmt.count(lv.n_counts),
             f"{sym} of the level": fmt.eps(lv.budget) if lv.budget is not None else "–",
             "error at the proposal": f"± {fmt.num(lv.half_width)} {word} for {lv.coverage:.0%}",

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.csv_safe import csv_bytes
-from dpcore.data.hierarchy import Hierarchy
+from dpcore.data.hierarchy import Hierarchy, data_rows
+from dpcore.data.text import parser_problem
 from dpcore.errors import InputError, ParameterError
 from dpcore.privacy.calibration import interval_half_width
 
@@ -86,7 +87,7 @@ def read_area_sets(data: bytes | str | pd.DataFrame, h: Hierarchy, filename: str
             df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False)
         except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError, ValueError) as e:
             raise InputError(
-                f"Could not read the query file {filename}: {str(e).splitlines()[0] if str(e) else type(e).__name__}. "
+                f"Could not read the query file {filename}: {parser_problem(e)}. "
                 "Save it as a UTF-8 CSV with a header row 'query,area'."
             ) from None
     have = [str(c) if len(str(c)) <= 40 else str(c)[:37] + "..." for c in df.columns][:20]
@@ -100,7 +101,7 @@ def read_area_sets(data: bytes | str | pd.DataFrame, h: Hierarchy, filename: str
     a = df[acol].astype(str).str.strip()
     bad = np.flatnonzero((q == "").to_numpy() | (a == "").to_numpy())
     if bad.size:
-        raise InputError(f"Rows {_row_list(bad)} of the query file have an empty query name or area code; fill or "
+        raise InputError(f"{_row_list(bad).capitalize()} of the query file have an empty query name or area code; fill or "
                          "delete them.")
     level_of = {name.lower(): d for d, name in enumerate(h.level_names)}
     depth_rows: np.ndarray | None = None
@@ -131,14 +132,14 @@ def read_area_sets(data: bytes | str | pd.DataFrame, h: Hierarchy, filename: str
             depth[r], hits[r] = found[0]
     if ambiguous:
         raise InputError(
-            f"Rows {_row_list(np.array(ambiguous))} of the query file name codes found at more than one level "
+            f"{_row_list(np.array(ambiguous)).capitalize()} of the query file name codes found at more than one level "
             f"(e.g. '{a.iloc[ambiguous[0]]}'). Add a 'level' column ({', '.join(h.level_names[1:])})."
         )
     missing = np.flatnonzero(hits < 0)
     if missing.size:
         example = h.labels(h.depth)[0]
         raise InputError(
-            f"Rows {_row_list(missing)} of the query file name areas that are not in the hierarchy "
+            f"{_row_list(missing).capitalize()} of the query file name areas that are not in the hierarchy "
             f"(e.g. '{a.iloc[int(missing[0])]}'). Use the area codes of the exports, e.g. '{example}'."
         )
     names = list(dict.fromkeys(q.to_numpy()))
@@ -157,8 +158,7 @@ def read_area_sets(data: bytes | str | pd.DataFrame, h: Hierarchy, filename: str
 
 
 def _row_list(idx: np.ndarray, limit: int = 5) -> str:
-    shown = ", ".join(str(int(i) + 2) for i in idx[:limit])  # +2: 1-based, after the header line
-    return shown + (f" and {idx.size - limit:,} more" if idx.size > limit else "")
+    return data_rows(np.asarray(idx), limit)  # "data rows 1, 4": one numbering in every message
 
 
 def area_sets_csv(rel: Any) -> bytes:

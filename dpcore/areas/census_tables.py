@@ -40,6 +40,7 @@ import pandas as pd
 from dpcore.areas.counts import whole_counts
 from dpcore.data.engines.base import codes_fingerprint
 from dpcore.errors import InputError, ParameterError
+from dpcore.privacy import near_match
 
 __all__ = [
     "GEO_AXIS",
@@ -578,3 +579,9 @@ class CensusTable:
     def total(self) -> int:
         """True total (confidential)."""
         return int(self.counts.sum())
+
+    def profile(self) -> near_match.Profile:
+        """What near-identical tables are recognised by (issue 26 item 14; curator-side, stored only as
+        keyed buckets): the levels and ordinals, the total and the areas with people."""
+        s = self.structure
+        return near_match.counts_profile("areas", [*s.levels, *s.ordinals, "census table"], self.counts)

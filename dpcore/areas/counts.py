@@ -17,6 +17,7 @@ import pandas as pd
 
 from dpcore.data.hierarchy import Hierarchy, plural, row_list
 from dpcore.errors import InputError, ParameterError
+from dpcore.privacy import near_match
 
 __all__ = ["HierarchyCounts"]
 
@@ -48,6 +49,11 @@ class HierarchyCounts:
     def levels(self) -> list[np.ndarray]:
         """True values at every depth 0..L (confidential)."""
         return self.hierarchy.aggregate(self.leaf)
+
+    def profile(self) -> near_match.Profile:
+        """What near-identical tables are recognised by (issue 26 item 14; curator-side, stored only as
+        keyed buckets): the levels, the statistic, the total and the areas with people."""
+        return near_match.counts_profile("areas", [*self.hierarchy.levels, self.statistic], self.leaf)
 
     @classmethod
     def from_frame(

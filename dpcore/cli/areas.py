@@ -217,7 +217,8 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
               else {"plus_axes": tuple(plus)})
     plan = mech.plan(table.structure, cost, params, unit=census_unit(person_once=args.each_person_counted_once))
     keys = _table_key(args, df, levels, count_col, raw=small is None)
-    bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:])
+    bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:],
+                      profile=table.profile())  # near-identical tables are asked about (issue 26 item 14)
     out = pipeline.release(plan, table, ledger=bud.ledger, session=bud.session)
     rel = out.inner
     if areas is None:
@@ -360,7 +361,8 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     if over_time:  # one release per public period of the rows' time column
         return _hierarchy_series(args, plan, df, levels, counts_cols, counts, joins, make, session)
     keys = _table_key(args, df, levels, counts_cols or None, raw=small is None)
-    bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:])
+    bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:],
+                      profile=counts.profile())  # near-identical tables are asked about (issue 26 item 14)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
     paths = deliver(bud, out, out.files(bud.ledger, suppress=rule, joins=joins, cv_threshold=cv), args.out)
     reading = ""

@@ -324,7 +324,7 @@ def ask_near_match(args: argparse.Namespace, store: Any, data_key: str, profile:
         if found and choice is None:
             raise ParameterError(
                 "This data closely matches data whose budget has already been spent (the same columns, about the "
-                "same size and extent), but it is not the same file, so it would get a new budget. If it is the "
+                "same size, and the same extent or about as many areas), but it is not the same file, so it would get a new budget. If it is the "
                 "same population (e.g. the same file with a row dropped), add --matches-spent-data same to draw on "
                 "that budget; if it is other people's data, add --matches-spent-data different. The answer is "
                 "recorded.")

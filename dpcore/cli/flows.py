@@ -421,7 +421,8 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
         del df
     # the cap is read in the release's units (an ε at the same δ is converted like the release)
     bud = open_budget(argparse.Namespace(**{**vars(args), "budget_cap": cap}), make, plan.cost, "flows",
-                      counts.fingerprint, plan.unit, session=session)
+                      counts.fingerprint, plan.unit, session=session,
+                      profile=counts.profile())  # near-identical trips are asked about (issue 26 item 14)
     made = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
     rel = made.inner
     files = made.files(bud.ledger, suppress=rule, cv_threshold=cv, origin_xy=xy, delta=delta, extra={"budget_input": given},

@@ -99,8 +99,9 @@ def add_evaluate_parser(evsub: Any) -> argparse.ArgumentParser:
 def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
                       user_cap: int | None) -> tuple[Any, str, list[str], Any]:
     """The confidential frequency matrix of --input, through the chosen engine, the points'
-    content fingerprint (the app's budget key) and, for points read in memory, their tolerant keys
-    (:func:`dpcore.data.engines.base.tolerant_points_fingerprints`, aliases of the same budget) and
+    content fingerprint (the app's budget key), their tolerant keys
+    (:func:`dpcore.data.engines.base.tolerant_points_fingerprints`, aliases of the same budget, computed
+    the same way by every engine) and, for points read in memory, their
     profile (:func:`dpcore.privacy.near_match.points_profile`)."""
     from dpcore.data.columns import detect_coordinate_columns
     from dpcore.data.domain import aggregate_points
@@ -129,7 +130,8 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
     pc = eng.points(src, grid, lat=lat, lon=lon, user=user_col, user_cap=user_cap,
                     progress=cli_progress("Counting points"),
                     fingerprint=not getattr(args, "no_budget", False))
-    return pc.aggregate, pc.fingerprint, [], None  # the engines' sums hold the exact key only
+    # the engines compute the same tolerant keys as the in-memory read (issue 26 item 12)
+    return pc.aggregate, pc.fingerprint, list(pc.keys), None
 
 
 #: Per kind: the heading of its part of the listing (the command that releases it).

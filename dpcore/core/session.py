@@ -51,7 +51,12 @@ from dpcore.privacy.ledger_store import (
 )
 from dpcore.privacy.oneoff_links import LinkedLedger, link
 from dpcore.privacy.series_ledger import SeriesBudget, find_population, list_budgets
-from dpcore.privacy.units import TimeUnit, Unit, population_needs_persons
+from dpcore.privacy.units import (
+    TimeUnit,
+    Unit,
+    population_needs_persons,
+    series_population_needs_persons,
+)
 
 __all__ = ["DEFAULT_EPSILON_CAP", "DEFAULT_RELEASE_SHARE", "DEFAULT_RHO_CAP", "Charge", "JsonLedger", "Session",
            "default_cap", "default_release_budget"]
@@ -269,9 +274,13 @@ class Session:
         """
         if not self.accounted:
             raise BudgetError("An unaccounted session keeps no series budget; release the series without one.")
+        keys = [self.store.budget_key(k, fp) for k, fp in oneoff if fp]
+        # a named population protects persons, series too (issue 26 item 15): named here, or the one the
+        # data's one-off budget is bound to (the series would be linked to it)
+        if population is not None or any(self.store.is_population(k) for k in keys):
+            series_population_needs_persons(unit.scope)
         key, _rule = find_population(self.store, kind, periods, fingerprint, population)
         budget = SeriesBudget.open(self.store, key, kind, unit, default, horizon_cap, population)
-        keys = [self.store.budget_key(k, fp) for k, fp in oneoff if fp]
         link(self.store, key, keys + ([key] if population else []))
         return budget
 

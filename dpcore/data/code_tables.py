@@ -31,6 +31,7 @@ from dpcore.data.text import (
     decode_text,
     gunzip_limited,
     looks_binary,
+    parser_problem,
     sniff_delimiter,
 )
 from dpcore.errors import InputError
@@ -110,7 +111,7 @@ def read_code_table(data: bytes | str | Path, filename: str | None = None) -> pd
     try:
         df = pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=True)
     except (pd.errors.ParserError, ValueError) as e:
-        raise InputError(f"{label} could not be read as CSV ({str(e).splitlines()[0]}). "
+        raise InputError(f"{label} could not be read as CSV ({parser_problem(e)}). "
                          "Check that every row has as many fields as the header.") from None
     df.columns = [str(c).strip() for c in df.columns]
     if df.empty:
@@ -137,7 +138,7 @@ def _code_list(data: bytes, label: str) -> pd.DataFrame:
     try:
         df = pd.read_csv(io.StringIO(text), dtype=str, sep=",")
     except pd.errors.ParserError as e:
-        raise InputError(f"{label} could not be read as a list of area codes ({str(e).splitlines()[0]}). Give one "
+        raise InputError(f"{label} could not be read as a list of area codes ({parser_problem(e)}). Give one "
                          "code per row, or one column per level separated by commas.") from None
     df.columns = [str(c).strip() for c in df.columns]
     return df

@@ -73,12 +73,23 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+def data_rows(positions: Sequence[int] | np.ndarray, limit: int = _MAX_EXAMPLES) -> str:
+    """'data rows 1, 4, 8' from 0-based positions: every message about rows of a file numbers them
+    this one way, 1-based and the header not counted (the first row below the header is data row 1),
+    and says so by the word "data" (issue 26 item 10: one message counted file lines, another data rows).
+
+    >>> data_rows([0, 3, 7]), data_rows([2]), data_rows(range(9), limit=2)
+    ('data rows 1, 4, 8', 'data row 3', 'data rows 1, 2 and 7 more')
+    """
+    idx = [int(i) + 1 for i in positions]
+    shown = ", ".join(map(str, idx[:limit]))
+    more = len(idx) - min(len(idx), limit)
+    return f"data row{'s' if len(idx) > 1 else ''} {shown}" + (f" and {more:,} more" if more > 0 else "")
+
+
 def row_list(mask: np.ndarray, limit: int = _MAX_EXAMPLES) -> str:
-    """'rows 2, 5, 9' in spreadsheet numbering (header = row 1)."""
-    idx = np.flatnonzero(mask)[:limit] + 2
-    more = int(mask.sum()) - len(idx)
-    s = ", ".join(map(str, idx.tolist()))
-    return f"row{'s' if mask.sum() > 1 else ''} {s}" + (f" and {more:,} more" if more > 0 else "")
+    """:func:`data_rows` of the rows where ``mask`` is true."""
+    return data_rows(np.flatnonzero(mask), limit)
 
 
 def code_frame(df: pd.DataFrame, levels: Sequence[str], what: str) -> pd.DataFrame:

@@ -31,6 +31,7 @@ from dpcore.data.text import (
     damaged_gzip,
     decode_sample,
     looks_like_json,
+    parser_problem,
     sep_name,
     single_column_error,
     sniff_delimiter,
@@ -312,9 +313,8 @@ def _read_csv(
             "row and at least one data row."
         ) from err
     except pd.errors.ParserError as err:
-        reason = str(err).strip().removeprefix("Error tokenizing data. C error: ").rstrip(".")
         raise InputError(
-            f"{label} could not be read as CSV ({reason}; lines counted from the header). "
+            f"{label} could not be read as CSV ({parser_problem(err)}). "
             f"Check that every row has as many values as the header, that values containing "
             f"{sep_name(sep)} are quoted, and that every quote is closed."
         ) from err

@@ -58,6 +58,7 @@ __all__ = [
     "decode_text",
     "gunzip_limited",
     "gzip_limit",
+    "parser_problem",
     "looks_binary",
     "looks_like_json",
     "sniff_delimiter",
@@ -280,6 +281,25 @@ def sniff_delimiter(text: str, preferred: str | None) -> str | None:
     return best
 
 
+_PANDAS_FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def parser_problem(err: BaseException) -> str:
+    """pandas' CSV parser error in the words of every other message: its "line L" counts the file's
+    lines (the header is line 1), which is data row L - 1 (issue 26 item 10: one numbering).
+
+    >>> parser_problem(ValueError("Error tokenizing data. C error: Expected 2 fields in line 4, saw 3"))
+    'data row 3 has 3 values where the header names 2'
+    """
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    text = text.removeprefix("Error tokenizing data. C error: ").rstrip(".")
+    m = _PANDAS_FIELDS.search(text)
+    if m is None:
+        return text
+    n, line, saw = (int(g) for g in m.groups())
+    return f"data row {line - 1} has {saw} values where the header names {n}"
+
+
 def check_header_width(text: str, sep: str, label: str) -> None:
     """InputError when a row of the sample has more values than the header names.
 
@@ -290,16 +310,16 @@ def check_header_width(text: str, sep: str, label: str) -> None:
     reader = csv.reader(io.StringIO(text), delimiter=sep)
     try:
         header = next(reader)
-        for row in itertools.islice(reader, 1000):
+        for i, row in enumerate(itertools.islice(reader, 1000), start=1):
             width = len(row)
             while width and not row[width - 1].strip():
                 width -= 1
             if width > len(header):
                 shown = sep.join(header)
                 shown = shown if len(shown) <= 60 else shown[:57] + "..."
-                raise InputError(
-                    f"Line {reader.line_num} of {label} has {width} values but the header "
-                    f"(line 1: '{shown}') names only {len(header)} "
+                raise InputError(  # rows numbered as in every message: data rows, the header not counted
+                    f"Data row {i} of {label} has {width} values but the header "
+                    f"('{shown}') names only {len(header)} "
                     f"{'column' if len(header) == 1 else 'columns'}. If the file starts with a "
                     "title or notes, delete those lines so that the column names come first; "
                     "otherwise add the missing names to the header."

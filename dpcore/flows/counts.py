@@ -23,6 +23,7 @@ from dpcore.data.hierarchy import Hierarchy, plural, row_list
 from dpcore.data.persons import canonical_id
 from dpcore.errors import InputError, ParameterError
 from dpcore.flows.tree import _text, ancestors, check_pair, group_sum, leaf_lookup
+from dpcore.privacy import near_match
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = ["MAX_COUNT", "ODCounts"]
@@ -65,6 +66,12 @@ class ODCounts:
     @property
     def n_pairs(self) -> int:
         return int(self.count.size)
+
+    def profile(self) -> near_match.Profile:
+        """What near-identical trips are recognised by (issue 26 item 14; curator-side, stored only as
+        keyed buckets): the origin levels, trips or persons, the total and the pairs with trips."""
+        return near_match.counts_profile("flows", [*self.origin_h.levels, "persons" if self.persons else "trips"],
+                                         self.count)
 
     @classmethod
     def from_frame(

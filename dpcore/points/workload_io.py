@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.domain import Grid
+from dpcore.data.hierarchy import data_rows
 from dpcore.data.text import SNIFF_BYTES, check_text_head, looks_binary
 from dpcore.errors import InputError
 
@@ -72,11 +73,8 @@ _BOUNDS = ("west", "south", "east", "north")
 
 
 def _rows(idx: Iterable[int], limit: int = _MAX_EXAMPLES) -> str:
-    """'rows 2, 5, 9' in spreadsheet numbering (header = row 1) from 0-based data indices."""
-    idx = [int(i) + 2 for i in idx]
-    shown = ", ".join(map(str, idx[:limit]))
-    more = len(idx) - min(len(idx), limit)
-    return f"row{'s' if len(idx) > 1 else ''} {shown}" + (f" and {more:,} more" if more > 0 else "")
+    """'data rows 1, 4, 8' from 0-based data indices (:func:`dpcore.data.hierarchy.data_rows`)."""
+    return data_rows(list(idx), limit)
 
 
 class RectangleList(tuple):

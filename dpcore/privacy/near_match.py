@@ -2,10 +2,11 @@
 
 A content key finds the same data, not *almost* the same data: the same file minus one row is
 other data to every key, and would get a fresh budget.  So each data set's budget keeps a
-**profile** (its kind, its column names, its size and, for points, its extent), and data whose
-budget would be new is compared with the profiles of the budgets that have been spent.  A close
-match (the same kind and columns, the size within about 2 % and each edge of the extent within
-about 0.02°) is put to the curator, who answers once: the same population (the data then draws on
+**profile** (its kind, its column names, its size and, for points, its extent; for counts over
+areas and trips, the number of areas or pairs with a positive count), and data whose budget would
+be new is compared with the profiles of the budgets that have been spent.  A close match (the same
+kind and columns, the size and the number of areas within about 2 % each and each edge of the
+extent within about 0.02°) is put to the curator, who answers once: the same population (the data then draws on
 that budget, as one more key of it: :mod:`dpcore.privacy.key_aliases`) or other people (the data
 keeps a budget of its own, and the pair is not asked about again).  The answer is recorded.
 
@@ -19,6 +20,9 @@ release, record or export contains the profile or the answer.
 >>> p = Profile("points", ("lat", "lon"), 1000, (-74.0, 40.6, -73.7, 40.9))
 >>> [len(g) for g in buckets(p, spread=True)]
 [1, 3, 3, 3, 3, 3]
+>>> t = counts_profile("areas", ("state", "county", "pop"), [[5, 0], [7, 3]])
+>>> (t.size, t.codes, [len(g) for g in buckets(t, spread=True)])
+(15, 2, [1, 3, 3])
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ from typing import Any
 from dpcore.privacy import key_aliases
 from dpcore.privacy.ledger import minute_now
 
-__all__ = ["EXTENT_STEP", "SIZE_STEP", "Profile", "answer", "buckets", "matches", "points_profile", "remember",
-           "spent"]
+__all__ = ["EXTENT_STEP", "SIZE_STEP", "Profile", "answer", "buckets", "counts_profile", "matches", "points_profile",
+           "remember", "spent"]
 
 #: The size bucket's relative width (1 %) and the extent's cell (0.01°): a match is within one of either.
 SIZE_STEP = 0.01
@@ -52,13 +56,15 @@ _SCHEMA = (
 class Profile:
     """What near-identical data is recognised by (curator-side, stored only as keyed buckets).
 
-    ``kind`` the kind of data, ``columns`` the file's column names, ``size`` its rows (points,
-    trips) or total count (a table), ``extent`` the points' (west, south, east, north) or None."""
+    ``kind`` the kind of data, ``columns`` the file's column names, ``size`` its rows (points) or
+    total count (a table, trips), ``extent`` the points' (west, south, east, north) or None, ``codes``
+    the number of areas (or origin/destination pairs) with a positive count, or None (points)."""
 
     kind: str
     columns: tuple[str, ...]
     size: int
     extent: tuple[float, float, float, float] | None = None
+    codes: int | None = None
 
 
 def points_profile(lon: Any, lat: Any, columns: Sequence[str | None]) -> Profile:
@@ -75,13 +81,35 @@ def points_profile(lon: Any, lat: Any, columns: Sequence[str | None]) -> Profile
     return Profile("points", tuple(str(c) for c in columns if c), int(x.size), extent)
 
 
+def counts_profile(kind: str, columns: Sequence[str | None], counts: Any) -> Profile:
+    """The profile of counts over areas or trips (issue 26 item 14): the column names, the total count
+    and the number of areas or pairs (rows of ``counts``, the true counts per finest area or pair,
+    further axes summed) with a positive total.  Curator-side: stored only as keyed buckets.
+
+    >>> counts_profile("flows", ("origin", "destination", None), [4, 0, 1]).codes
+    2
+    """
+    import numpy as np
+
+    c = np.asarray(counts, dtype=np.int64)
+    per = c.reshape(c.shape[0], -1).sum(axis=1) if c.ndim > 1 else c
+    return Profile(kind, tuple(str(x) for x in columns if x), int(c.sum()), None, int(np.count_nonzero(per > 0)))
+
+
+def _bucket(n: int) -> int:
+    """The 1 % (log) bucket of a whole number."""
+    return math.floor(math.log(max(int(n), 1)) / math.log1p(SIZE_STEP))
+
+
 def buckets(profile: Profile, *, spread: bool) -> list[list[str]]:
-    """The profile's buckets as text, one group per feature: columns, size and the extent's four
-    edges; with ``spread`` each group also holds the neighbouring buckets (a match is within one)."""
+    """The profile's buckets as text, one group per feature: columns, size, then the number of areas
+    or the extent's four edges; with ``spread`` each group also holds the neighbouring buckets (a match is within one)."""
     near = (-1, 0, 1) if spread else (0,)
-    size = math.floor(math.log(max(int(profile.size), 1)) / math.log1p(SIZE_STEP))
+    size = _bucket(profile.size)
     groups = [[f"{profile.kind}|columns|" + "\x1f".join(sorted(map(str, profile.columns)))],
               [f"{profile.kind}|size|{size + d}" for d in near]]
+    if profile.codes is not None:
+        groups.append([f"{profile.kind}|codes|{_bucket(profile.codes) + d}" for d in near])
     for name, v in zip(("west", "south", "east", "north"), profile.extent or (), strict=False):
         cell = math.floor(float(v) / EXTENT_STEP)
         groups.append([f"{profile.kind}|{name}|{cell + d}" for d in near])

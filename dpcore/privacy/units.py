@@ -165,6 +165,26 @@ def population_needs_persons(unit: Unit | None) -> None:
             "command line; 'Each person is counted once' in the app).")
 
 
+def series_population_needs_persons(scope: str) -> None:
+    """Refuse a series over time with the unit ``event`` on a named population's budget (issue 26
+    item 15, for series): as for one-off releases (:func:`population_needs_persons`), a population's
+    cap is meant to hold for every person, and an event series protects one record in each period.
+
+    >>> series_population_needs_persons("person-period")
+    >>> series_population_needs_persons("event")
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.BudgetError: A named population's budget protects every person across all of its data, ...
+    """
+    if scope == "event":
+        raise BudgetError(
+            "A named population's budget protects every person across all of its data, but a series with the unit "
+            "'event' protects one record per period: a person with many records would be exposed many times over. "
+            "Release the series with a person unit (--unit person-period or person, with the person column and "
+            "its cap), or without --population (a series then keeps a budget of its own, found again from its "
+            "periods).")
+
+
 Scope = Literal["event", "person-period", "person"]
 SCOPES = ("event", "person-period", "person")
 

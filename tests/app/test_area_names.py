@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from app_steps import data_step, frame_with, ok, step
+from app_steps import counties_csv, data_step, frame_with, ok, step
 from streamlit.testing.v1 import AppTest
 
 from dpcore.areas.export import level_geojson
@@ -65,13 +65,6 @@ def test_uploaded_taxi_trips_are_guessed_right_and_zones_shown_by_name() -> None
     ok(at)
     spec = charts(at)
     assert "East Harlem North" in spec or "Central Harlem" in spec  # hovers and axes by name
-
-
-def counties_csv() -> bytes:
-    t = pd.read_csv(DEMO / "census" / "us_state_county_population_2019.csv", dtype=str)
-    t = t[(t["level"] == "county") & t["state_fips"].isin(["13", "48"])]
-    return pd.DataFrame({"STATEFP": t["state_fips"], "COUNTYFP": t["county_fips"],
-                         "population": t["popestimate2019"]}).to_csv(index=False).encode()
 
 
 def test_uploaded_counties_are_named_from_their_boundary_files() -> None:

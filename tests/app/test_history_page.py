@@ -95,6 +95,8 @@ def test_a_new_session_continues_the_budget_of_real_data_and_lists_the_release()
     labels = [b.label for b in h.get("download_button")]
     assert labels.count("Download release.csv") == 2 and labels.count("Download release.json") == 2
     assert any(rel_id in e.label for e in h.expander)
+    # each release reads as plain lines, not raw JSON (issue 26 item 10)
+    assert not h.code and any(m.value.startswith("**Mechanism:** ") for m in h.markdown)
 
 
 def state_is_session_budget(led) -> bool:

@@ -122,7 +122,7 @@ def test_uploaded_rectangles_preview_error_keeps_earlier_release_and_export(at: 
     at.file_uploader(key="matrix_rects_upload").set_value(("nyc.csv", NYC_RECTS, "text/csv")).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("5 rectangles from nyc.csv" in c.value for c in at.caption)
-    assert any("clipped" in w.value and "row 6" in w.value for w in at.warning)
+    assert any("clipped" in w.value and "data row 5" in w.value for w in at.warning)
     groups = next(d.value for d in at.dataframe if "worst SE" in d.value.columns and "queries" in d.value.columns)
     assert list(groups.iloc[:, 0]) == ["Manhattan", "outer"] and list(groups["queries"]) == [2, 3]
     comp = next(d.value for d in at.dataframe if "× this strategy" in d.value.columns)
@@ -144,7 +144,7 @@ def test_uploaded_rectangles_preview_error_keeps_earlier_release_and_export(at: 
     bad = b"lon_min,lat_min,lon_max,lat_max\n-73.9,40.8,-74.0,40.9\n"
     at.file_uploader(key="matrix_rects_upload").set_value(("bad.csv", bad, "text/csv")).run()
     assert not at.exception
-    assert any("row 2" in e.value and "Swap" in e.value for e in at.error)
+    assert any("data row 1" in e.value and "Swap" in e.value for e in at.error)
     assert any("Still using the 5 rectangles of nyc.csv" in c.value for c in at.caption)
     assert len(at.session_state["releases"]) == 1
     _goto(at, "release")

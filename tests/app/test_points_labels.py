@@ -43,6 +43,14 @@ def test_plan_table_and_sentence(at: AppTest, mechanism: str) -> None:
     released = table[table["2% of area: ± (95%)"] != "–"]
     assert len(released) >= 1
     assert all(v.startswith("± ") and v[2:].replace(",", "").isdigit() for v in released["10% of area: ± (95%)"])
+    # no cut headers (issue 26 item 10): every configured column is at least as wide as its header
+    import json
+
+    from ui.plan_table import header_width
+    config = json.loads(at.dataframe[0].proto.columns)
+    widths = {label: c.get("width") for label, c in config.items() if label in table.columns}
+    assert widths["± per count (95%)"] >= header_width("± per count (95%)"), widths
+    assert all(not isinstance(w, str) or w != "small" or header_width(label) <= 75 for label, w in widths.items())
     if mechanism == "htf":
         assert len(unreleased) >= 1  # the height estimate and the split search
     text = "\n".join(m.value for m in at.markdown)

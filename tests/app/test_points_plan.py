@@ -152,6 +152,8 @@ def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: App
     _, why = recommend.app_default(grid, 0.01, 3_000, DEFAULT_QUERY_SIZES)
     [reason] = auto_reasons(at)
     assert reason == why
+    # ... and is the one number of points: no second box asks for a guess (issue 26 item 10)
+    assert not [n for n in at.number_input if n.label.startswith("Rough number of points")]
 
 
 def test_auto_under_zcdp_says_it_is_for_pure_dp(at: AppTest) -> None:

@@ -175,8 +175,8 @@ EXPECT: dict[tuple[str, str], tuple[str, ...]] = {
     ("read_boundaries", "json, not geojson"): ("not GeoJSON",),
     ("read_table", "invalid json"): ("not valid JSON",),
     ("read_boundaries", "point without coordinates"): ("none has a geometry",),
-    ("read_census_file", "ragged rows"): ("Expected 2 fields in line 3",),
-    ("read_area_sets", "ragged rows"): ("Expected 2 fields in line 3",),
+    ("read_census_file", "ragged rows"): ("data row 2 has 4 values",),
+    ("read_area_sets", "ragged rows"): ("data row 2 has 4 values",),
 }
 
 
@@ -278,7 +278,7 @@ def test_levels_in_the_wrong_order_are_refused() -> None:
 
 def test_missing_and_control_codes_name_the_rows() -> None:
     df = pd.DataFrame({"s": ["01", None, "02"], "c": ["1", "2", "3"]})
-    with pytest.raises(InputError, match=r"missing code.*row 3"):
+    with pytest.raises(InputError, match=r"missing code.*data row 2"):
         Hierarchy.from_frame(df, ["s", "c"])
     df = pd.DataFrame({"s": ["01", "0\x1f2"], "c": ["1", "2"]})
     with pytest.raises(InputError, match="control characters"):
@@ -296,7 +296,7 @@ def test_tree_over_the_size_limit_is_refused_before_the_work(monkeypatch: pytest
 
 def test_od_codes_not_in_the_hierarchy_name_the_rows() -> None:
     trips = pd.DataFrame({"o": ["001", "002", "999"], "d": ["003", "777", "001"]})
-    with pytest.raises(InputError, match=r"1 row of the trips \(row 4\).*origin.*999.*Fix the codes"):
+    with pytest.raises(InputError, match=r"1 row of the trips \(data row 3\).*origin.*999.*Fix the codes"):
         ODCounts.from_frame(trips, _H, origin="o", destination="d")
     trips = pd.DataFrame({"o": ["001", None], "d": ["003", "001"]})
     with pytest.raises(InputError, match="missing code"):

@@ -166,6 +166,9 @@ class PointCounts:
     dropped: dict[str, int]
     fingerprint: str
     engine: str
+    #: the tolerant keys (:func:`tolerant_points_fingerprints` with the grid's bounds), computed with
+    #: ``fingerprint``; the same in every engine
+    keys: tuple[str, ...] = ()
 
     @property
     def n_kept(self) -> int:
@@ -273,15 +276,41 @@ def points_fingerprint(lon: np.ndarray, lat: np.ndarray) -> str:
 KEY_DECIMALS = 7
 
 
+def quantised(v: np.ndarray) -> np.ndarray:
+    """Coordinates rounded to :data:`KEY_DECIMALS` decimals: ``floor(v·10⁷ + 0.5) / 10⁷``, three IEEE
+    operations that the SQL engines write the same way (:func:`dpcore.data.engines.sql.fingerprint_query`),
+    so every engine gets the same doubles."""
+    scale = 10.0**KEY_DECIMALS
+    return np.floor(np.asarray(v, dtype=np.float64) * scale + 0.5) / scale
+
+
+def tolerant_key(n: int, s1: int, s2: int) -> str:
+    """A tolerant budget key from the sums of :func:`fingerprint_sums` over ``n`` quantised points."""
+    return hashlib.sha256(f"points:q{KEY_DECIMALS}:{int(n)}:{int(s1)}:{int(s2)}".encode()).hexdigest()[:16]
+
+
+def tolerant_keys_of_sums(every: tuple[int, int, int], inside: tuple[int, int, int] | None) -> list[str]:
+    """The tolerant keys from ``(n, s1, s2)`` over every valid point and over those inside the bounds
+    (None: no bounds).  No point inside gives no key (every such data would share it); no point, none."""
+    if not int(every[0]):
+        return []
+    keys = [tolerant_key(*every)]
+    if inside is not None and int(inside[0]):
+        keys.append(tolerant_key(*inside))
+    return keys
+
+
 def tolerant_points_fingerprints(lon: np.ndarray, lat: np.ndarray, bounds: Any = None) -> list[str]:
-    """Further budget keys of points held in memory, besides :func:`points_fingerprint` (issue 26 item 12).
+    """Further budget keys of points, besides :func:`points_fingerprint` (issue 26 item 12).
 
     The exact key changes when a file is saved again with fewer digits (a spreadsheet writes
     ``%.15g``) or when a point far outside the release is added.  These keys do not: the
-    coordinates are rounded to :data:`KEY_DECIMALS` decimals (``floor(x·10⁷ + 0.5) / 10⁷``, the same
-    double in every IEEE engine) before the same order-independent hash, over every point and, with
+    coordinates are rounded to :data:`KEY_DECIMALS` decimals (:func:`quantised`, the same double in
+    every IEEE engine) before the same order-independent hash, over every point and, with
     ``bounds`` (``west``, ``south``, ``east``, ``north``), over the points inside them, which is all a
-    release can use.  They are kept as aliases of the data's budget
+    release can use.  The DuckDB and Spark engines compute the same keys in SQL
+    (:attr:`PointCounts.keys`), so the same data finds the same budget whichever engine read it.
+    They are kept as aliases of the data's budget
     (:meth:`dpcore.core.session.Session.adopt_keys`), so a budget is found by any of them.  A point
     that lies within a rounding of 10⁻¹³° of a rounding boundary can still change them (for data
     written with at most 7 decimals, never).  Keys, never published.
@@ -300,21 +329,13 @@ def tolerant_points_fingerprints(lon: np.ndarray, lat: np.ndarray, bounds: Any =
     """
     lon = np.asarray(lon, dtype=np.float64)
     lat = np.asarray(lat, dtype=np.float64)
-    scale = 10.0**KEY_DECIMALS
-    qlon, qlat = np.floor(lon * scale + 0.5) / scale, np.floor(lat * scale + 0.5) / scale
-
-    def key(x: np.ndarray, y: np.ndarray) -> str:
-        s1, s2 = fingerprint_sums(x, y)
-        return hashlib.sha256(f"points:q{KEY_DECIMALS}:{x.size}:{s1}:{s2}".encode()).hexdigest()[:16]
-
-    if not lon.size:
-        return []
-    keys = [key(qlon, qlat)]
+    qlon, qlat = quantised(lon), quantised(lat)
+    every = (lon.size, *fingerprint_sums(qlon, qlat))
+    inside_sums = None
     if bounds is not None:
         inside = (lon >= bounds.west) & (lon <= bounds.east) & (lat >= bounds.south) & (lat <= bounds.north)
-        if inside.any():  # no point inside: a key every such data would share, so none
-            keys.append(key(qlon[inside], qlat[inside]))
-    return keys
+        inside_sums = (int(inside.sum()), *fingerprint_sums(qlon[inside], qlat[inside]))
+    return tolerant_keys_of_sums(every, inside_sums)
 
 
 def codes_fingerprint(tag: str, codes: Sequence[Any], count: Any = None) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -89,9 +89,10 @@ def check_code_columns(available: list[str], keys: list[str], count: str | None,
 def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int | None, engine: str,
                  label: str, examples: Callable[[str], pd.DataFrame], lat: str, lon: str,
                  prog: base.Progress, t0: float,
-                 fingerprint: Callable[[], tuple[int, int, int]] | None) -> base.PointCounts:
+                 fingerprint: Callable[[], Sequence[int]] | None) -> base.PointCounts:
     """Assemble the answer from the ``points_query`` groups (status, cell, kept, n); ``fingerprint``
-    runs the ``fingerprint_query`` (exact integer sums) when the budget key is wanted."""
+    runs the ``fingerprint_query`` (exact integer sums) when the budget key is wanted: ``(n, s1, s2)``,
+    then with the grid's bounds the tolerant keys' sums ``(q1, q2, ni, i1, i2)``."""
     st = df["st"].to_numpy(dtype=np.int64)
     cell = df["cell"].to_numpy(dtype=np.int64)
     kept = df["kept"].to_numpy(dtype=bool)
@@ -132,13 +133,14 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
         sensitivity=int(user_cap) if user is not None else 1,
         user_cap=int(user_cap) if user is not None else None,
     )
-    fp = ""
+    fp, keys = "", ()
     if fingerprint is not None:
         prog(0.97, "Fingerprinting the points (the budget key)")
-        fn, s1, s2 = fingerprint()
-        fp = base.point_fingerprint(int(fn), int(s1 or 0), int(s2 or 0))
+        sums = [int(v or 0) for v in fingerprint()]
+        fp = base.point_fingerprint(*sums[:3])
+        keys = tuple(base.tolerant_keys_of_sums((sums[0], *sums[3:5]), tuple(sums[5:8])) if len(sums) >= 8 else ())
     prog(1.0, f"Counted {n_read:,} rows with {engine} in {time.perf_counter() - t0:.1f} s")
-    return base.PointCounts(agg, n_read, dropped, fp, engine)
+    return base.PointCounts(agg, n_read, dropped, fp, engine, keys)
 
 
 class PointTally:

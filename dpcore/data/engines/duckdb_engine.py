@@ -152,7 +152,7 @@ class DuckDBEngine:
             cols = ((lat, types[lat]), (lon, types[lon]), (user, types[user]) if user else None)
             q = sql.point_rows_query(sql.DUCKDB, *cols, user_cap)
             # PointTally(..., tolerant=True) adds the rounded keys' sums (issue 26 item 12) to the exact ones
-            tally = common.PointTally(grid, fingerprint)
+            tally = common.PointTally(grid, fingerprint, tolerant=True)
             self._stream(con, q, prog, f"Counting points with DuckDB ({src.label})", tally)
             sums = tally.sums
             return common.point_result(tally.groups(), grid, user, user_cap, self.name, src.label,

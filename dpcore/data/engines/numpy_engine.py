@@ -72,8 +72,9 @@ class NumpyEngine:
         agg = aggregate_points(table.lon, table.lat, grid, user=table.user if use_user else None,
                                user_cap=user_cap if use_user else None)
         fp = base.points_fingerprint(table.lon, table.lat) if fingerprint else ""
+        keys = tuple(base.tolerant_points_fingerprints(table.lon, table.lat, grid.bounds)) if fingerprint else ()
         prog(1.0, f"Counted {table.n_read:,} rows in memory in {time.perf_counter() - t0:.1f} s")
-        return base.PointCounts(agg, table.n_read, dict(table.dropped), fp, self.name)
+        return base.PointCounts(agg, table.n_read, dict(table.dropped), fp, self.name, keys)
 
     def code_counts(self, src: base.Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,

@@ -157,11 +157,11 @@ class SparkEngine:
             eq = sql.point_examples_query(sql.SPARK, (lat, types[lat]), (lon, types[lon]), which)
             return self._collect(spark, eq, view, base.Progress(None), "examples")
 
-        def sums() -> tuple[int, int, int]:
+        def sums() -> tuple[int, ...]:
             fq = sql.fingerprint_query(sql.SPARK, (lat, types[lat]), (lon, types[lon]),
-                                       (user, types[user]) if user else None)
+                                       (user, types[user]) if user else None, grid.bounds)
             out = self._collect(spark, fq, view, base.Progress(None), "fingerprint")
-            return int(out["n"].iloc[0]), int(out["s1"].iloc[0] or 0), int(out["s2"].iloc[0] or 0)
+            return tuple(int(out[c].iloc[0] or 0) for c in ("n", "s1", "s2", "q1", "q2", "ni", "i1", "i2"))
 
         return common.point_result(out, grid, user, user_cap, self.name, src.label, examples, lat, lon, prog, t0,
                                    sums if fingerprint else None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dpcore.data import persons
-from dpcore.data.domain import Grid
+from dpcore.data.domain import Bounds, Grid
 from dpcore.data.engines import base
 from dpcore.data.text import WHITESPACE
 
@@ -156,10 +156,17 @@ def linspace_step(lo: float, hi: float, n: int) -> float:
     return (hi - lo) / n
 
 
-def _fp_hash(d: Dialect, a: float, b: float) -> str:
+def _fp_hash(d: Dialect, a: float, b: float, x: str = "x", y: str = "y") -> str:
     """``floor(frac(x * a + y * b) * 2^31)``: one of the fingerprint's integer hashes."""
-    v = f"x * {d.num(a)} + y * {d.num(b)}"
+    v = f"{x} * {d.num(a)} + {y} * {d.num(b)}"
     return f"CAST({d.floor(f'({v} - {d.floor(v)}) * {d.num(base.FP_SCALE)}')} AS BIGINT)"
+
+
+def _quantised(d: Dialect, v: str) -> str:
+    """:func:`dpcore.data.engines.base.quantised` of ``v``: ``floor(v * 10^7 + 0.5) / 10^7``, the same
+    three IEEE operations (Spark's floor is a BIGINT, exact here: |v| * 10^7 < 2^53)."""
+    scale = d.num(10.0**base.KEY_DECIMALS)
+    return f"(CAST({d.floor(f'{v} * {scale} + {d.num(0.5)}')} AS DOUBLE) / {scale})"
 
 
 # status codes of a point row (cell >= 0 or -1 outside for a valid row)
@@ -228,17 +235,33 @@ SELECT x, y, CAST(st AS TINYINT) AS st, (st = {ST_OK} AND rk <= {int(cap)}) AS k
 """
 
 
-def fingerprint_query(d: Dialect, lat: tuple[str, str], lon: tuple[str, str], user: tuple[str, str] | None) -> str:
+def fingerprint_query(d: Dialect, lat: tuple[str, str], lon: tuple[str, str], user: tuple[str, str] | None,
+                      bounds: Bounds | None = None) -> str:
     """``(n, s1, s2)`` over the valid rows (with ``user``, rows without an id are not valid): the
-    engine-independent budget key's sums.
+    engine-independent budget key's sums; with ``bounds`` also ``(q1, q2)`` over the same rows with
+    quantised coordinates and ``(ni, i1, i2)`` over those inside ``bounds`` (the tolerant keys of
+    :func:`dpcore.data.engines.base.tolerant_points_fingerprints`, which numpy computes in memory).
 
     A query of its own: per-cell sums in the grouped scan made it 3-5 times slower (about 1 M
-    groups of 128-bit sums), while these three totals cost one light pass.
+    groups of 128-bit sums), while these totals cost one light pass.
     """
-    return f"""
+    exact = f"count(*) AS n, sum({_fp_hash(d, base.FP_A1, base.FP_B1)}) AS s1, sum({_fp_hash(d, base.FP_A2, base.FP_B2)}) AS s2"
+    if bounds is None:
+        return f"""
 {_point_rows(d, lat, lon, user)}
-SELECT count(*) AS n, sum({_fp_hash(d, base.FP_A1, base.FP_B1)}) AS s1, sum({_fp_hash(d, base.FP_A2, base.FP_B2)}) AS s2
+SELECT {exact}
 FROM s WHERE st = {ST_OK}
+"""
+    inside = (f"x >= {d.num(bounds.west)} AND x <= {d.num(bounds.east)} AND y >= {d.num(bounds.south)} "
+              f"AND y <= {d.num(bounds.north)}")
+    h1, h2 = (_fp_hash(d, a, b, "qx", "qy") for a, b in ((base.FP_A1, base.FP_B1), (base.FP_A2, base.FP_B2)))
+    return f"""
+{_point_rows(d, lat, lon, user)},
+q AS (SELECT x, y, {_quantised(d, "x")} AS qx, {_quantised(d, "y")} AS qy, ({inside}) AS inb FROM s WHERE st = {ST_OK})
+SELECT {exact}, sum({h1}) AS q1, sum({h2}) AS q2,
+       sum(CASE WHEN inb THEN 1 ELSE 0 END) AS ni, sum(CASE WHEN inb THEN {h1} ELSE 0 END) AS i1,
+       sum(CASE WHEN inb THEN {h2} ELSE 0 END) AS i2
+FROM q
 """
 
 

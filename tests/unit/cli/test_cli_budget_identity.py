@@ -124,6 +124,22 @@ def test_a_re_saved_points_file_finds_its_budget(tmp_path: Path, capsys: pytest.
     _ok(release_args(far, tmp_path / "c", epsilon="0.3"), capsys)  # the same budget's 0.3 left
 
 
+def test_a_file_read_by_duckdb_finds_the_budget_of_the_same_points_read_in_memory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 12 for large files: DuckDB computes the same rounded keys as the in-memory read, so a
+    re-saved copy with one far-away point, counted by DuckDB, draws on the budget the in-memory
+    release spent (before, engines kept the exact key only and opened a fresh budget)."""
+    from test_cli import release_args
+
+    exact = _points(tmp_path / "exact.csv", "r")
+    far = _points(tmp_path / "far.csv", ".15g", extra=(10.0, 10.0))
+    _ok(release_args(exact, tmp_path / "a", epsilon="0.7"), capsys)
+    duck = ["--engine", "duckdb"]
+    line = assert_user_error(main(release_args(far, tmp_path / "b", epsilon="0.7", extra=duck)), capsys)
+    assert "Not enough privacy budget" in line
+    _ok(release_args(far, tmp_path / "c", epsilon="0.3", extra=duck), capsys)
+
+
 def test_near_identical_points_are_asked_about_and_the_answer_is_kept(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """Item 14: the same file minus one row would get a fresh budget; the CLI says so and refuses until
@@ -156,3 +172,58 @@ def test_other_people_answered_once_keep_their_own_budget(tmp_path: Path,
     _ok(release_args(full, tmp_path / "a", epsilon="0.7"), capsys)
     _ok(release_args(short, tmp_path / "b", epsilon="0.5", extra=["--matches-spent-data", "different"]), capsys)
     _ok(release_args(short, tmp_path / "c", epsilon="0.5"), capsys)  # not asked again: its own budget
+
+
+def _counties(path: Path, drop: int = 0) -> Path:
+    """200 counties of one state with about 1,000 people each; ``drop`` leaves out that many rows."""
+    rows = [{"state": "01", "county": f"{c:03d}", "pop": 900 + (37 * c) % 200} for c in range(1, 201)]
+    pd.DataFrame(rows[drop:]).to_csv(path, index=False)
+    return path
+
+
+def _trips(tmp_path: Path, drop: int = 0) -> tuple[Path, Path]:
+    """A public list of 6 districts in 2 regions and 2,000 trips between them (``drop`` rows fewer)."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    codes = [f"{r:02d}{d:02d}" for r in (1, 2) for d in (1, 2, 3)]
+    areas = tmp_path / "areas.csv"
+    pd.DataFrame({"region": [c[:2] for c in codes], "district": [c[2:] for c in codes], "code": codes}).to_csv(
+        areas, index=False)
+    trips = tmp_path / f"trips{drop}.csv"
+    pd.DataFrame({"origin": rng.choice(codes, 2000), "destination": rng.choice(codes, 2000)})[drop:].to_csv(
+        trips, index=False)
+    return trips, areas
+
+
+def _od(trips: Path, areas: Path, out: Path, rho: str, *extra: str) -> list[str]:
+    return ["release", "od", "--input", str(trips), "--hierarchy", str(areas), "--levels", "region,district",
+            "--rho", rho, "--budget-cap", "1", "--out", str(out), *extra]
+
+
+@pytest.mark.parametrize("kind", ["hierarchy", "census", "od"])
+def test_near_identical_tables_and_trips_are_asked_about(kind: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 14 for areas and trips: the same table or trips file minus one row would get a fresh
+    budget; the CLI refuses until --matches-spent-data answers, and 'same' draws on the spent budget."""
+    if kind == "od":
+        full, areas = _trips(tmp_path)
+        short, _ = _trips(tmp_path, drop=1)
+
+        def args(inp: Path, out: str, amount: str, *extra: str) -> list[str]:
+            return _od(inp, areas, tmp_path / out, amount, *extra)
+    else:
+        full, short = _counties(tmp_path / "full.csv"), _counties(tmp_path / "short.csv", drop=1)
+
+        def args(inp: Path, out: str, amount: str, *extra: str) -> list[str]:
+            if kind == "hierarchy":
+                return _hier(inp, tmp_path / out, amount, *extra)
+            return ["release", "census", "--input", str(inp), "--levels", "state,county", "--count", "pop",
+                    f"--epsilon={amount}", "--out", str(tmp_path / out), *extra]
+    _ok(args(full, "a", "0.7"), capsys)
+    line = assert_user_error(main(args(short, "b", "0.4")), capsys)
+    assert "closely matches" in line and "--matches-spent-data" in line
+    assert "199" not in line and "1999" not in line  # nothing about the data
+    line = assert_user_error(main(args(short, "b", "0.4", "--matches-spent-data", "same")), capsys)
+    assert "not enough" in line.lower()  # drew on the spent budget (0.3 left)
+    _ok(args(short, "c", "0.05"), capsys)  # recorded: not asked again, the same budget's remainder

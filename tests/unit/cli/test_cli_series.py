@@ -156,7 +156,10 @@ def test_a_hierarchy_series_over_weeks_and_budgets_json(tmp_path: Path, capsys: 
     src, areas = _tracts(tmp_path, 4, 1500, 4, 14)
     argv = ["release", "hierarchy", "--input", str(src), "--levels", "boro,tract", "--areas", str(areas),
             "--epsilon", "0.25", "--time-col", "date", "--period", "week", "--time-range", "2020-04-01,2020-04-30",
-            "--population", "Survey", "--out", str(tmp_path / "H")]
+            "--out", str(tmp_path / "H")]
+    # a named population protects persons; a hierarchy series protects one record per period (item 15)
+    assert main([*argv, "--population", "Survey"]) == 2
+    assert "protects one record per period" in capsys.readouterr().err
     _run(argv, capsys)
     series = pd.read_csv(tmp_path / "H" / "series.csv", dtype=str)
     assert sorted(series["period"].unique()) == [f"2020-W{w}" for w in range(14, 19)]
@@ -164,7 +167,7 @@ def test_a_hierarchy_series_over_weeks_and_budgets_json(tmp_path: Path, capsys: 
     capsys.readouterr()
     assert main(["budgets", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
-    assert row["population"] == "Survey" and row["unit"]["scope"] == "event" and row["cap"]["value"] == 1.0
+    assert row["unit"]["scope"] == "event" and row["cap"]["value"] == 1.0
     assert row["periods"] == [{"period": f"2020-W{w}", "spent": 0.25, "releases": 1} for w in range(14, 19)]
     assert row["spent"] == pytest.approx(0.25)
     assert row["horizon"]["rho"] == pytest.approx(5 * 0.25**2 / 2)

@@ -600,3 +600,32 @@ def test_duckdb_spill_folder_is_private_and_removed_when_the_process_ends() -> N
                          cwd=Path(__file__).resolve().parents[3]).stdout.split()
     assert out[1] == "0o700"
     assert not Path(out[0]).exists()
+
+
+@pytest.mark.parametrize("engine_name", ["numpy", "duckdb", pytest.param("spark", marks=pytest.mark.spark)])
+def test_every_engine_computes_the_tolerant_keys_of_the_in_memory_read(
+        engine_name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Issue 26 item 12: points read by an engine get the same rounded keys (every point, and those
+    inside the bounds) as the same points read in memory, so the same data finds the same budget
+    whichever engine read it; a re-saved copy (%.15g) and one far-away point more keep them."""
+    from dpcore.data.engines.base import tolerant_points_fingerprints
+    from dpcore.data.points import load_points_file
+
+    eng = request.getfixturevalue("spark_engine") if engine_name == "spark" else get_engine(engine_name)
+    lon = np.array([-73.98765432101234, -73.61234567890123, -73.25000000000001, -73.5, -73.9])
+    lat = np.array([40.71234567890123, 40.3333333333333, 40.75, 40.5, 40.2])
+    full = pd.DataFrame({"lat": lat, "lon": lon})
+    (tmp_path / "a.csv").write_text(full.to_csv(index=False, float_format="%.17g"))
+    resaved = pd.DataFrame({"lat": [float(f"{v:.15g}") for v in lat], "lon": [float(f"{v:.15g}") for v in lon]})
+    far = pd.concat([resaved, pd.DataFrame({"lat": [10.0], "lon": [10.0]})])
+    (tmp_path / "b.csv").write_text(far.to_csv(index=False, float_format="%.15g"))
+    memory = load_points_file(tmp_path / "a.csv", "a.csv", lat_col="lat", lon_col="lon")
+    expected = tolerant_points_fingerprints(memory.lon, memory.lat, GRID.bounds)
+    assert len(expected) == 2
+    a = eng.points(Source.from_path(tmp_path / "a.csv"), GRID, lat="lat", lon="lon")
+    b = eng.points(Source.from_path(tmp_path / "b.csv"), GRID, lat="lat", lon="lon")
+    assert list(a.keys) == expected
+    assert b.keys[1] == expected[1]  # re-saved, with a point outside the bounds: the inside key holds
+    assert b.fingerprint != a.fingerprint  # while the exact key changed
+    c = eng.points(Source.from_path(tmp_path / "a.csv"), GRID, lat="lat", lon="lon", fingerprint=False)
+    assert c.keys == ()

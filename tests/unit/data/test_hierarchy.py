@@ -110,7 +110,7 @@ def test_missing_codes_are_an_error_naming_the_rows() -> None:
         Hierarchy.from_frame(df, LEVELS)
     msg = str(ei.value)
     assert "'county'" in msg and "2 missing codes" in msg
-    assert "rows 4, 7" in msg  # spreadsheet numbering: header is row 1
+    assert "data rows 3, 6" in msg  # data rows: the header not counted
 
 
 def test_control_characters_and_missing_columns_are_errors() -> None:
@@ -245,7 +245,7 @@ def test_leaf_index_maps_rows_and_rejects_unknown_areas(fips: Hierarchy) -> None
     with pytest.raises(InputError) as ei:
         fips.leaf_index(bad, ["s", "c", "t"])
     msg = str(ei.value)
-    assert "2 rows" in msg and "rows 3, 4" in msg
+    assert "2 rows" in msg and "data rows 2, 3" in msg
     assert "01 / 007 / 0100" in msg and "04 / 001 / 0100" in msg
     assert "not in the public area list" in msg
     with pytest.raises(ParameterError, match="2 level columns"):
@@ -317,11 +317,11 @@ def test_a_group_spanning_two_areas_is_an_error(fips: Hierarchy) -> None:
 
 
 @pytest.mark.parametrize(("values", "what", "rows"), [
-    (["10", "0", "5", "7", "x", "100", "20", "1"], "missing or not numbers", "row 6"),
-    ([10, 0, 5, 7, 3, None, 20, 1], "missing or not numbers", "row 7"),
-    ([10, 0, 5.5, 7, 3, 100, 20, 1.25], "not whole numbers", "rows 4, 9"),
-    ([10, 0, 5, -7, 3, 100, 20, 1], "negative", "row 5"),
-    ([10, 0, 5, 7, 3, 2.0**53, 20, 1], "9,007,199,254,740,992 or more", "row 7"),
+    (["10", "0", "5", "7", "x", "100", "20", "1"], "missing or not numbers", "data row 5"),
+    ([10, 0, 5, 7, 3, None, 20, 1], "missing or not numbers", "data row 6"),
+    ([10, 0, 5.5, 7, 3, 100, 20, 1.25], "not whole numbers", "data rows 3, 8"),
+    ([10, 0, 5, -7, 3, 100, 20, 1], "negative", "data row 4"),
+    ([10, 0, 5, 7, 3, 2.0**53, 20, 1], "9,007,199,254,740,992 or more", "data row 6"),
 ])
 def test_bad_counts_are_input_errors_naming_rows(fips: Hierarchy, values: list, what: str, rows: str) -> None:
     df = FIPS.copy()

@@ -104,7 +104,7 @@ def test_single_column_file():
 
 
 def test_ragged_rows():
-    with pytest.raises(InputError, match="Line 4 of 'ragged.csv' has 4 values") as err:
+    with pytest.raises(InputError, match="Data row 3 of 'ragged.csv' has 4 values") as err:
         read_table(b"lat,lon\n1,2\n3,4\n5,6,7,8\n", "ragged.csv")
     assert_actionable(err, "'lat,lon'")
 
@@ -113,7 +113,7 @@ def test_parse_error_beyond_the_sample():
     rows = b"1.5,2.5\n" * 10_000  # > SNIFF_BYTES, so the sniffer does not see the bad row
     with pytest.raises(InputError, match="could not be read as CSV") as err:
         read_table(b"lat,lon\n" + rows + b"5,6,7,8\n", "ragged.csv")
-    assert_actionable(err, "'ragged.csv'", "line 10002")
+    assert_actionable(err, "'ragged.csv'", "data row 10001 has 4 values")
 
 
 def test_unclosed_quote():
@@ -132,8 +132,8 @@ def test_trailing_delimiters_do_not_shift_columns():
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [
-        (b"Exported from X\nlat,lon,name\n1,2,a\n", "Line 2 of 'wide.csv' has 3 values"),
-        (b"lat,lon\n1,2,3,4\n5,6\n", "Line 2 of 'wide.csv' has 4 values"),
+        (b"Exported from X\nlat,lon,name\n1,2,a\n", "Data row 1 of 'wide.csv' has 3 values"),
+        (b"lat,lon\n1,2,3,4\n5,6\n", "Data row 1 of 'wide.csv' has 4 values"),
     ],
 )
 def test_rows_wider_than_header(content, fragment):

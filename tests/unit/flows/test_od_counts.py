@@ -54,7 +54,7 @@ def test_hierarchy_from_prefixes_cuts_codes_into_levels(states: Hierarchy) -> No
             hierarchy_from_prefixes(["0101"], bad)
     with pytest.raises(ParameterError, match="one level name per prefix"):
         hierarchy_from_prefixes(["0101"], [2, 4], ["state"])
-    with pytest.raises(InputError, match=r"rows 4, 5.*4 characters"):
+    with pytest.raises(InputError, match=r"data rows 3, 4.*4 characters"):
         hierarchy_from_prefixes(["0101", "0102", "101", "10203"], [2, 4])
     with pytest.raises(InputError, match="4 characters"):
         hierarchy_from_prefixes([101, 102], [2, 4])  # leading zeros lost
@@ -84,10 +84,10 @@ def test_counts_from_frame_and_lookup(states: Hierarchy) -> None:
 
 def test_counts_unknown_codes_name_the_rows(states: Hierarchy) -> None:
     df = pd.DataFrame({"o": ["0101", "0999", "0102", "0999"], "d": ["0101", "0102", "0102", "0101"]})
-    with pytest.raises(InputError, match=r"2 rows.*rows 3, 5.*origin.*0999"):
+    with pytest.raises(InputError, match=r"2 rows.*data rows 2, 4.*origin.*0999"):
         ODCounts.from_frame(df, states, origin="o", destination="d")
     df = pd.DataFrame({"o": ["0101", "0102"], "d": ["0101", "02"]})
-    with pytest.raises(InputError, match=r"row 3.*destination.*02"):
+    with pytest.raises(InputError, match=r"data row 2.*destination.*02"):
         ODCounts.from_frame(df, states, origin="o", destination="d")
 
 
@@ -105,7 +105,7 @@ def test_counts_path_labels_and_geoids() -> None:
 @pytest.mark.parametrize("bad", [[1, -1, 2], [1, 1.5, 2], [1, np.nan, 2], [1, "x", 2]])
 def test_counts_must_be_whole_non_negative(states: Hierarchy, bad: list) -> None:
     df = pd.DataFrame({"o": ["0101"] * 3, "d": ["0102"] * 3, "n": bad})
-    with pytest.raises(InputError, match=r"count column 'n'.*row 3"):
+    with pytest.raises(InputError, match=r"count column 'n'.*data row 2"):
         ODCounts.from_frame(df, states, origin="o", destination="d", count="n")
 
 
@@ -166,7 +166,7 @@ def test_counts_refuse_bad_options(states: Hierarchy) -> None:
         ODCounts.from_frame(df, states, origin="x", destination="d")
     with pytest.raises(InputError, match="empty"):
         ODCounts.from_frame(df.iloc[:0], states, origin="o", destination="d")
-    with pytest.raises(InputError, match="person id column 'u' is empty in row 3"):
+    with pytest.raises(InputError, match="person id column 'u' is empty in data row 2"):
         ODCounts.from_frame(pd.DataFrame({"o": ["0101"] * 2, "d": ["0102"] * 2, "u": ["a", None]}), states,
                                origin="o", destination="d", user="u")
     with pytest.raises(ParameterError, match="same number of levels"):
@@ -187,7 +187,7 @@ def test_counts_too_large_to_add_exactly_are_refused() -> None:
     with pytest.raises(InputError, match="cannot be added exactly"):
         ODCounts.from_frame(df, h, origin="o", destination="d", count="n")
     df["n"] = [1e19, 1.0]
-    with pytest.raises(InputError, match="row 2 alone"):
+    with pytest.raises(InputError, match="data row 1 alone"):
         ODCounts.from_frame(df, h, origin="o", destination="d", count="n")
 
 

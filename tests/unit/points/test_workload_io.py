@@ -56,15 +56,15 @@ def test_round_trip_through_params_json_and_a_release_record(tmp_path) -> None:
 @pytest.mark.parametrize("text, match", [
     ("lon_min,lat_min,lon_max\n0,0,1\n", r"no column for north"),
     ("xmin,ymin,xmax,ymax\n", r"holds no rectangle"),
-    ("xmin,ymin,xmax,ymax\n0,0,1,1\n0.6,0,0.2,1\n", r"xmin is larger than xmax in row 3.*Swap"),
-    ("xmin,ymin,xmax,ymax\n0,0.9,1,0.1\n", r"ymin is larger than ymax in row 2"),
-    ("xmin,ymin,xmax,ymax\n0,0,0,1\n", r"equals xmax in row 2.*no area"),
-    ("xmin,ymin,xmax,ymax\n0,0,abc,1\n", r"'xmax' \(east\) is not a number in row 2"),
-    ("xmin,ymin,xmax,ymax\n0,0,1,1\n0,,1,1\n", r"'ymin' \(south\) is empty in row 3"),
-    ("xmin,ymin,xmax,ymax\n0,0,1,nan\n", r"'ymax' \(north\) is not a number in row 2"),
-    ("xmin,ymin,xmax,ymax\n-74.0,40.7,-73.9,95\n", r"Latitudes must lie in -90..90.*row 2.*swapped"),
-    ("xmin,ymin,xmax,ymax\n-190,0,1,1\n", r"Longitudes must lie in -180..180.*row 2"),
-    ("xmin,ymin,xmax,ymax,weight\n0,0,1,1,-2\n", r"'weight' must be a positive number.*row 2"),
+    ("xmin,ymin,xmax,ymax\n0,0,1,1\n0.6,0,0.2,1\n", r"xmin is larger than xmax in data row 2.*Swap"),
+    ("xmin,ymin,xmax,ymax\n0,0.9,1,0.1\n", r"ymin is larger than ymax in data row 1"),
+    ("xmin,ymin,xmax,ymax\n0,0,0,1\n", r"equals xmax in data row 1.*no area"),
+    ("xmin,ymin,xmax,ymax\n0,0,abc,1\n", r"'xmax' \(east\) is not a number in data row 1"),
+    ("xmin,ymin,xmax,ymax\n0,0,1,1\n0,,1,1\n", r"'ymin' \(south\) is empty in data row 2"),
+    ("xmin,ymin,xmax,ymax\n0,0,1,nan\n", r"'ymax' \(north\) is not a number in data row 1"),
+    ("xmin,ymin,xmax,ymax\n-74.0,40.7,-73.9,95\n", r"Latitudes must lie in -90..90.*data row 1.*swapped"),
+    ("xmin,ymin,xmax,ymax\n-190,0,1,1\n", r"Longitudes must lie in -180..180.*data row 1"),
+    ("xmin,ymin,xmax,ymax,weight\n0,0,1,1,-2\n", r"'weight' must be a positive number.*data row 1"),
     ("", r"empty"),
 ])
 def test_bad_inputs_name_the_row_and_the_fix(text, match) -> None:
@@ -115,7 +115,7 @@ def test_partly_outside_is_clipped_with_a_warning_naming_rows() -> None:
     m = map_to_grid(r, GRID)
     np.testing.assert_array_equal(m.cells[0], [2, 4, 0, 2])
     assert m.clipped.tolist() == [0]
-    assert "clipped" in m.warnings[0] and "row 2" in m.warnings[0]
+    assert "clipped" in m.warnings[0] and "data row 1" in m.warnings[0]
 
 
 def test_outside_or_no_centre_is_refused_naming_rows() -> None:
@@ -128,5 +128,5 @@ def test_outside_or_no_centre_is_refused_naming_rows() -> None:
     with pytest.raises(InputError) as e:
         map_to_grid(r, GRID)
     msg = str(e.value)
-    assert "wholly outside the grid's area" in msg.lower() and "rows 3, 5" in msg
-    assert "no cell centre" in msg and "row 4" in msg and "finer grid" in msg
+    assert "wholly outside the grid's area" in msg.lower() and "data rows 2, 4" in msg
+    assert "no cell centre" in msg and "data row 3" in msg and "finer grid" in msg

@@ -124,6 +124,19 @@ def test_a_named_population_links_its_oneoff_and_its_series(tmp_path: Path) -> N
         _oneoff(session, pure(0.01), unit=person, population="survey")
 
 
+def test_an_event_series_cannot_join_the_population_its_data_is_bound_to(tmp_path: Path) -> None:
+    """Item 15 for series: data bound to a named population (one-off, person unit) cannot be released
+    as an event series linked to that population, which would charge records to a person budget."""
+    session = Session.open(tmp_path / "l.sqlite")
+    person = Unit("person", cap=1)
+    _oneoff(session, pure(0.2), unit=person, population="survey")
+    with pytest.raises(BudgetError, match="protects one record per period"):
+        session.series_budget("points", "whole", [("d1", "a")], TimeUnit("event", Unit(), "day"),
+                              default=pure(1.0), oneoff=[("points", "fp-input")])
+    session.series_budget("points", "whole", [("d1", "a")], TimeUnit("person-period", person, "day"),
+                          default=pure(1.0), oneoff=[("points", "fp-input")])
+
+
 def test_unlinked_data_keeps_its_own_budget(tmp_path: Path) -> None:
     session = Session.open(tmp_path / "l.sqlite")
     ledger = session.budget("points", "other-data", default=pure(1.0), unit=Unit())

@@ -73,9 +73,23 @@ def test_the_horizon_cap_refuses_what_would_pass_it(tmp_path: Path) -> None:
 
 def test_a_budget_keeps_its_unit_and_period(tmp_path: Path) -> None:
     session = Session.open(tmp_path / "l.sqlite")
-    session.series_budget("points", "w", [], TimeUnit("event", Unit(), "day"), default=pure(1), population="P")
+    session.series_budget("points", "w", [], TimeUnit("event", Unit(), "day"), default=pure(1))
     with pytest.raises(BudgetError, match="accounted as one record, per day"):
-        session.series_budget("points", "w", [], TimeUnit("event", Unit(), "week"), default=pure(1), population="P")
+        session.series_budget("points", "w", [], TimeUnit("event", Unit(), "week"), default=pure(1))
+
+
+def test_a_named_population_refuses_an_event_series(tmp_path: Path) -> None:
+    """Issue 26 item 15 for series: a named population's budget protects persons, so a series that
+    protects one record per period (unit 'event') cannot open or join it; a person unit can."""
+    session = Session.open(tmp_path / "l.sqlite")
+    with pytest.raises(BudgetError, match="protects one record per period"):
+        session.series_budget("points", "w", [("d1", "a")], TimeUnit("event", Unit(), "day"), default=pure(1),
+                              population="Survey")
+    person_day = TimeUnit("person-period", Unit("person", cap=2), "day")
+    session.series_budget("points", "w", [("d1", "a")], person_day, default=pure(1), population="Survey")
+    with pytest.raises(BudgetError, match="protects one record per period"):  # nor join it once opened
+        session.series_budget("areas", "t", [("d1", "b")], TimeUnit("event", Unit(), "day"), default=pure(1),
+                              population="Survey")
 
 
 def test_the_population_survives_a_late_record_in_one_period(tmp_path: Path) -> None:
@@ -97,7 +111,8 @@ def test_the_population_survives_a_late_record_in_one_period(tmp_path: Path) -> 
     with pytest.raises(BudgetError, match="fresh budget"):
         find_population(store, "points", [("d1", "a")], "w", name="Survey")
     # ... and accepted for new data, whose later releases then find the named population
-    named = session.series_budget("points", "w5", [("d1", "n")], unit, default=pure(1), population="Survey")
+    person_day = TimeUnit("person-period", Unit("person", cap=2), "day")  # a population protects persons
+    named = session.series_budget("points", "w5", [("d1", "n")], person_day, default=pure(1), population="Survey")
     named.keep("plan", "d1", "n", {"release.csv": b"n"}, {})
     assert find_population(store, "points", [("d1", "n"), ("d2", "m")], "w6") == (named.population, "matched")
     assert find_population(store, "points", [("d1", "n")], "w6", name="Survey") == (named.population, "named")

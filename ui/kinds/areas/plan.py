@@ -162,7 +162,7 @@ def target_planner(h: Any, counts: Any, sel: Selection) -> None:
     word = "groups" if counts.statistic == "group_sizes" else "people"
     prop = target_ui.planner(mech, h, sel.cost.definition, params, public, on_use=_use_budget, key="hier_target",
                              unit=sel.unit, levels=names[:-1], word=word,
-                             finest_label=f"each {common.level_label(names[-1])}")
+                             finest_label=f"each {common.level_label(names[-1])}", level_label=common.level_label)
     if prop is not None:
         _budget_warnings(prop, sel.ledger)
 

@@ -17,7 +17,7 @@ from dpcore.areas import figures, tree_plans
 from dpcore.areas.unit import census_unit
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
-from ui import confirm, fmt, frame, intervals, series, state
+from ui import confirm, fmt, frame, intervals, near_match_ui, series, state
 from ui.kinds.areas import common
 from ui.kinds.areas import marginals as marginals_ui
 from ui.kinds.areas import series as areas_series
@@ -42,6 +42,8 @@ def release_step() -> None:
         areas_series.release_step(m, sel)
         frame.link("export")
         return
+    if not near_match_ui.answered("areas", m["fp"], m["counts"].profile(), sel.ledger):
+        return  # the same population as spent data? asked first (issue 26 item 14)
     entry = common.hier_entry()  # a click's release was made in its callback, before this run
     if entry is not None:  # the confirmation first; the next release comes after it
         rel = entry.release
@@ -201,6 +203,8 @@ def _table_release() -> None:
     if table is None:
         frame.missing("Load a census table on the Data step first.", "data", "Go to the Data step")
     sel = table_selection()
+    if not near_match_ui.answered("areas", fp, table.profile(), sel.ledger):
+        return  # the same population as spent data? asked first (issue 26 item 14)
     name = ss.get("census_name", "census table")
     st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{name}**, as planned on the Plan step; "
                 f"unit of privacy: **{common.unit_words(census_unit(person_once=state.person_once(fp)))}**.")

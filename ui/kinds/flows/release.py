@@ -14,7 +14,7 @@ from dpcore import catalog, pipeline
 from dpcore.flows import figures as od_figures
 from dpcore.flows.diagnostics import empirical_errors
 from dpcore.flows.mechanisms.common import ODRelease
-from ui import confirm, fmt, frame, intervals, plan_table, series, state
+from ui import confirm, fmt, frame, intervals, near_match_ui, plan_table, series, state
 from ui.kinds.flows import series as flows_series
 from ui.kinds.flows.common import (
     MAX_MAP_AREAS,
@@ -46,6 +46,8 @@ def release_step() -> None:
         flows_series.release_step(m, sel)
         frame.link("export")
         return
+    if not near_match_ui.answered("flows", m["fp"], m["counts"].profile(), sel.ledger):
+        return  # the same population as spent data? asked first (issue 26 item 14)
     entry = shown_entry(m)  # a click's release was made in its callback, before this run
     st.session_state["od_shown"] = entry
     if entry is not None:  # the confirmation first; the next release comes after it

@@ -126,12 +126,12 @@ def _map(cur: points_state.ReleaseEntry) -> None:
                 ],
             })
             st.dataframe(per_depth, hide_index=True, width="stretch",  # narrow columns: fits its side column
-                         column_config={
+                         column_config=plan_table.fit_headers({  # every header whole
                              "depth": st.column_config.NumberColumn(width="small"),
                              "nodes": st.column_config.NumberColumn(format="localized", width="small"),
                              "leaves": st.column_config.NumberColumn(format="localized", width="small"),
                              f"{rel.cost.symbol} per count": st.column_config.NumberColumn(
-                                 format="%.2g", width="small", help="median over the nodes of that depth")})
+                                 format="%.2g", width="small", help="median over the nodes of that depth")}))
             phases = [lv for lv in rel.levels if not lv.in_partition and "depth" not in lv.extra]
             if phases:
                 st.caption("Budget of the other phases: "

@@ -83,6 +83,9 @@ class Dataset:
     source: engines.Source | None = None
     engine: str = "numpy"
     spark_master: str | None = None
+    #: for points kept in their files: the engine's tolerant keys (every point, and those inside the
+    #: bounds they were counted with; :attr:`dpcore.data.engines.PointCounts.keys`)
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -224,12 +227,14 @@ def _adopt_tolerant_keys(ds: Dataset, bounds: Any) -> None:
     """Lead the points' rounded keys (every point, and those inside ``bounds``) to their budget, once
     per data and bounds in this session: a re-saved file or one far-away point more finds it
     (:func:`dpcore.data.engines.base.tolerant_points_fingerprints`, issue 26 item 12).  Points kept in
-    their files (an engine) and the demo have the exact key only."""
+    their files (an engine) have the keys their engine computed when they were counted, with the bounds
+    of that count; the demo has the exact key only."""
     done = st.session_state.setdefault("points_keys_adopted", set())
     mark = (ds.fingerprint, None if bounds is None else (bounds.west, bounds.south, bounds.east, bounds.north))
-    if mark in done or ds.is_demo or ds.source is not None or state.is_demo("points", ds.fingerprint):
+    if mark in done or ds.is_demo or state.is_demo("points", ds.fingerprint):
         return
-    keys = engine_rules.tolerant_points_fingerprints(ds.table.lon, ds.table.lat, bounds)
+    keys = (list(ds.keys) if ds.source is not None
+            else engine_rules.tolerant_points_fingerprints(ds.table.lon, ds.table.lat, bounds))
     state.session().adopt_keys("points", ds.fingerprint, keys)
     done.add(mark)
 
@@ -407,9 +412,13 @@ def _build(c: PlanChoice, grid: Grid, key: str) -> PlannedRelease:
         with st.spinner("Planning (a matrix strategy for a big grid takes a minute) …"):
             plan = mech.plan(grid, c.cost, c.raw, unit=c.unit)
             # sized by n (no rows without a guess), or closer to the release with one (PrivTree's leaves)
-            needs_guess = not plan.rows or bool(getattr(mech, "n_guess_helps", False))
-            if needs_guess:
-                plan = mech.plan(grid, c.cost, c.raw, unit=c.unit, n_estimate=c.n_guess)
+            # a public number of points given to the mechanism is the one number: no second box asks for a
+            # guess (issue 26 item 10: two "number of points" boxes)
+            public_n = int(c.raw.get("public_n", 0) or 0)
+            sized = not plan.rows or bool(getattr(mech, "n_guess_helps", False))
+            if sized:
+                plan = mech.plan(grid, c.cost, c.raw, unit=c.unit, n_estimate=public_n or c.n_guess)
+            needs_guess = sized and not public_n
     except DPCoreError as e:
         return PlannedRelease(c, key, None, False, str(e), grid)
     return PlannedRelease(c, key, plan, needs_guess, None, grid)
