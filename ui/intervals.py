@@ -31,7 +31,7 @@ def _intervals(files: Mapping[str, bytes], release_id: str) -> ReleaseIntervals:
     cache = st.session_state.setdefault("_release_intervals", {})
     if release_id not in cache:
         cache.clear()  # one release at a time: the solve of an earlier one is not kept
-        with st.spinner("Solving the least-squares estimate of the release's measurements …"):
+        with st.spinner("Reading the release's measurements …"):
             cache[release_id] = ReleaseIntervals(files)
     return cache[release_id]
 

@@ -39,6 +39,7 @@ noise: every input is a published file.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Mapping, Sequence
@@ -167,15 +168,33 @@ class ReleaseIntervals:
             raise ParameterError("This release has no measurements.csv and design.json (the data users' files), so "
                                  "no interval can be computed from it; release it with this version.")
         self.design = orjson.loads(files["design.json"])
-        self.frame = pd.read_csv(io.BytesIO(files["measurements.csv"]), dtype={"node": str, "level": str})
-        self.m: Measurements = measurements_from(self.design, self.frame)
-        self.estimate = gls_estimate(self.m)
         self._files = files
         self._shapes: CellIndex | None = None
 
+    # The measurements are read, the design built and the GLS estimate solved on the first interval
+    # asked, not when the release is shown: listing the nodes to pick reads three columns only.
+    @functools.cached_property
+    def frame(self) -> pd.DataFrame:
+        """``measurements.csv`` as a frame (node and level codes as text)."""
+        return pd.read_csv(io.BytesIO(self._files["measurements.csv"]), dtype={"node": str, "level": str})
+
+    @functools.cached_property
+    def m(self) -> Measurements:
+        """The release's linear measurements (:func:`~dpcore.estimate.gls.measurements_from`)."""
+        return measurements_from(self.design, self.frame)
+
+    @functools.cached_property
+    def estimate(self) -> NDArray[np.float64]:
+        """The GLS estimate of every finest cell, solved once."""
+        return gls_estimate(self.m)
+
     def nodes(self) -> list[tuple[str, str]]:
         """``(level, node)`` of every measured node, in the order of ``measurements.csv`` (coarse first)."""
-        rows = self.frame.loc[self.frame["phase"] == "count", ["level", "node"]].drop_duplicates("node")
+        f = self.__dict__.get("frame")
+        if f is None:
+            f = pd.read_csv(io.BytesIO(self._files["measurements.csv"]), usecols=["phase", "level", "node"],
+                            dtype=str)
+        rows = f.loc[f["phase"] == "count", ["level", "node"]].drop_duplicates("node")
         return list(zip(rows["level"].astype(str), rows["node"].astype(str), strict=True))
 
     def of_nodes(self, nodes: Sequence[str], coverage: float = 0.9) -> dict[str, Any]:

@@ -120,7 +120,7 @@ def node_epsilons(shares: list[NDArray[np.float64]], e2: float) -> list[NDArray[
     0 for an unmeasured node.  Every root-to-leaf path then spends less than ``ε₂``.
 
     >>> [e.tolist() for e in node_epsilons([np.array([0.5, 0.0])], 1.0)]
-    [[0.4787446097648049, 0.0]]
+    [[0.47880164034928685, 0.0]]
     """
     out = []
     for s in shares:
