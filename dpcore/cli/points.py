@@ -101,8 +101,8 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
     """The confidential frequency matrix of --input, through the chosen engine, the points'
     content fingerprint (the app's budget key), their tolerant keys
     (:func:`dpcore.data.engines.base.tolerant_points_fingerprints`, aliases of the same budget, computed
-    the same way by every engine) and, for points read in memory, their
-    profile (:func:`dpcore.privacy.near_match.points_profile`)."""
+    the same way by every engine) and their near-match profile
+    (:func:`dpcore.privacy.near_match.points_profile`; DuckDB and Spark compute it in their pass)."""
     from dpcore.data.columns import detect_coordinate_columns
     from dpcore.data.domain import aggregate_points
     from dpcore.data.engines.base import points_fingerprint, tolerant_points_fingerprints
@@ -131,7 +131,7 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
                     progress=cli_progress("Counting points"),
                     fingerprint=not getattr(args, "no_budget", False))
     # the engines compute the same tolerant keys as the in-memory read (issue 26 item 12)
-    return pc.aggregate, pc.fingerprint, list(pc.keys), None
+    return pc.aggregate, pc.fingerprint, list(pc.keys), pc.profile
 
 
 #: Per kind: the heading of its part of the listing (the command that releases it).

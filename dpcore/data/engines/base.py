@@ -60,6 +60,7 @@ import pandas as pd
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.data.persons import canonical_id, frac_key
 from dpcore.errors import InputError, ParameterError
+from dpcore.privacy.near_match import Profile
 
 ProgressCallback = Callable[[float, str], None]
 
@@ -169,6 +170,9 @@ class PointCounts:
     #: the tolerant keys (:func:`tolerant_points_fingerprints` with the grid's bounds), computed with
     #: ``fingerprint``; the same in every engine
     keys: tuple[str, ...] = ()
+    #: the near-match profile (:func:`dpcore.privacy.near_match.points_profile`: columns, number of
+    #: valid points, their extent), computed with ``fingerprint``; None without it
+    profile: Profile | None = None
 
     @property
     def n_kept(self) -> int:

@@ -17,6 +17,7 @@ from dpcore.data.engines import base, sql
 from dpcore.data.points import DROP_MISSING_COORDINATE, DROP_MISSING_USER
 from dpcore.data.text import SNIFF_BYTES, sniff_delimiter
 from dpcore.errors import InputError
+from dpcore.privacy.near_match import Profile
 
 
 def first_line(e: BaseException) -> str:
@@ -136,11 +137,17 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
     fp, keys = "", ()
     if fingerprint is not None:
         prog(0.97, "Fingerprinting the points (the budget key)")
-        sums = [int(v or 0) for v in fingerprint()]
+        values = list(fingerprint())
+        sums = [int(v or 0) for v in values[:8]]
         fp = base.point_fingerprint(*sums[:3])
         keys = tuple(base.tolerant_keys_of_sums((sums[0], *sums[3:5]), tuple(sums[5:8])) if len(sums) >= 8 else ())
+        # the valid points' extent (west, south, east, north) after the sums: the near-match profile
+        extent = tuple(float(v) for v in values[8:12]) if len(values) >= 12 and sums[0] else None
+        profile = Profile("points", tuple(c for c in (lat, lon, user) if c), sums[0], extent)
+    else:
+        profile = None
     prog(1.0, f"Counted {n_read:,} rows with {engine} in {time.perf_counter() - t0:.1f} s")
-    return base.PointCounts(agg, n_read, dropped, fp, engine, keys)
+    return base.PointCounts(agg, n_read, dropped, fp, engine, keys, profile)
 
 
 class PointTally:
@@ -174,6 +181,8 @@ class PointTally:
         self.tolerant = bool(fingerprint and tolerant)
         if self.tolerant:
             self.sums += [0, 0, 0, 0, 0]
+        #: the valid points' (west, south, east, north) with ``tolerant`` (the near-match profile)
+        self.extent = [np.inf, np.inf, -np.inf, -np.inf]
 
     def add(self, x: np.ndarray, y: np.ndarray, st: np.ndarray, kept: np.ndarray | None = None) -> None:
         st = np.asarray(st, dtype=np.int64)
@@ -193,7 +202,18 @@ class PointTally:
         self.n_outside += int((~inside).sum())
         self.counts += np.bincount(row[inside] * self.grid.cols + col[inside], minlength=self.grid.n_cells)
 
+    @property
+    def fingerprint_values(self) -> list[float] | None:
+        """The sums, then with ``tolerant`` the valid points' extent (what ``point_result`` reads)."""
+        if self.sums is None:
+            return None
+        return [*self.sums, *self.extent] if self.tolerant else list(self.sums)
+
     def _add_tolerant(self, x: np.ndarray, y: np.ndarray) -> None:
+        if x.size:
+            e = self.extent
+            e[:] = [min(e[0], float(x.min())), min(e[1], float(y.min())), max(e[2], float(x.max())),
+                    max(e[3], float(y.max()))]
         scale = 10.0**base.KEY_DECIMALS
         qx, qy = np.floor(x * scale + 0.5) / scale, np.floor(y * scale + 0.5) / scale
         b = self.grid.bounds

@@ -154,7 +154,7 @@ class DuckDBEngine:
             # PointTally(..., tolerant=True) adds the rounded keys' sums (issue 26 item 12) to the exact ones
             tally = common.PointTally(grid, fingerprint, tolerant=True)
             self._stream(con, q, prog, f"Counting points with DuckDB ({src.label})", tally)
-            sums = tally.sums
+            sums = tally.fingerprint_values
             return common.point_result(tally.groups(), grid, user, user_cap, self.name, src.label,
                                        lambda which: con.execute(sql.point_examples_query(
                                            sql.DUCKDB, cols[0], cols[1], which)).fetchdf(),

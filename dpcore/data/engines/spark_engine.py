@@ -161,7 +161,8 @@ class SparkEngine:
             fq = sql.fingerprint_query(sql.SPARK, (lat, types[lat]), (lon, types[lon]),
                                        (user, types[user]) if user else None, grid.bounds)
             out = self._collect(spark, fq, view, base.Progress(None), "fingerprint")
-            return tuple(int(out[c].iloc[0] or 0) for c in ("n", "s1", "s2", "q1", "q2", "ni", "i1", "i2"))
+            sums = tuple(int(out[c].iloc[0] or 0) for c in ("n", "s1", "s2", "q1", "q2", "ni", "i1", "i2"))
+            return (*sums, *(float(out[c].iloc[0] or 0.0) for c in ("x0", "y0", "x1", "y1")))
 
         return common.point_result(out, grid, user, user_cap, self.name, src.label, examples, lat, lon, prog, t0,
                                    sums if fingerprint else None)

@@ -260,7 +260,8 @@ FROM s WHERE st = {ST_OK}
 q AS (SELECT x, y, {_quantised(d, "x")} AS qx, {_quantised(d, "y")} AS qy, ({inside}) AS inb FROM s WHERE st = {ST_OK})
 SELECT {exact}, sum({h1}) AS q1, sum({h2}) AS q2,
        sum(CASE WHEN inb THEN 1 ELSE 0 END) AS ni, sum(CASE WHEN inb THEN {h1} ELSE 0 END) AS i1,
-       sum(CASE WHEN inb THEN {h2} ELSE 0 END) AS i2
+       sum(CASE WHEN inb THEN {h2} ELSE 0 END) AS i2,
+       min(x) AS x0, min(y) AS y0, max(x) AS x1, max(y) AS y1
 FROM q
 """
 

@@ -162,6 +162,25 @@ def test_near_identical_points_are_asked_about_and_the_answer_is_kept(tmp_path: 
     assert "Not enough privacy budget" in line
 
 
+def test_near_identical_points_counted_by_duckdb_are_asked_about(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 14 for large files: the engines compute the near-match profile in their pass, so the same
+    file minus one row, counted by DuckDB, is asked about as an in-memory read is (before, an engine's
+    read had no profile and opened a fresh budget without a word)."""
+    from test_cli import release_args
+
+    full = _points(tmp_path / "full.csv", "r")
+    short = tmp_path / "short.csv"
+    short.write_text("\n".join(full.read_text().splitlines()[:-1]) + "\n", "utf-8")
+    _ok(release_args(full, tmp_path / "a", epsilon="0.7"), capsys)
+    duck = ["--engine", "duckdb"]
+    line = assert_user_error(main(release_args(short, tmp_path / "b", epsilon="0.5", extra=duck)), capsys)
+    assert "closely matches" in line and "--matches-spent-data" in line
+    line = assert_user_error(main(release_args(short, tmp_path / "b", epsilon="0.5",
+                                               extra=[*duck, "--matches-spent-data", "same"])), capsys)
+    assert "Not enough privacy budget" in line
+
+
 def test_other_people_answered_once_keep_their_own_budget(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     from test_cli import release_args
