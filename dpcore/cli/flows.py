@@ -359,7 +359,7 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     trips are read or any budget is opened, and released through :func:`dpcore.pipeline.release`."""
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
-    from dpcore.flows.counts import ODCounts
+    from dpcore.flows.counts import ODCounts, trips_fingerprint
     from dpcore.flows.unit import od_unit
     from dpcore.privacy import budget
 
@@ -401,12 +401,13 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     if time_options(args) is not None:  # one release per public period of the trips' time column
         df, origin, destination, count = _read_trips(args, h)
 
-        def build(rows: Any) -> Any:
+        def build(rows: Any) -> Any:  # the periods' budgets are keyed by their rows (series.frame_fingerprint)
             return ODCounts.from_frame(rows, h, origin=origin, destination=destination, count=count, user=args.user,
-                                       max_trips=args.max_trips, distinct=not args.repeats)
+                                       max_trips=args.max_trips, distinct=not args.repeats, fingerprint=False)
 
         options = {"origin_xy": xy, "delta": delta, "extra": {"budget_input": given}, "top": args.geojson_top}
-        whole = None if args.no_budget else ("flows", build(df).fingerprint)  # the one-off budget's key
+        # the one-off budget's key: the trips' fingerprint alone (no whole-table aggregate for it)
+        whole = None if args.no_budget else ("flows", trips_fingerprint(df, origin, destination, count))
         return table_series(args, plan, df, [origin, destination], count, build, options, make, session,
                             oneoff=whole, cells_of=pair_cells,
                             user=args.user, cap=cap)
@@ -415,8 +416,10 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
         counts = _od_counts_by_engine(args, h, *routed)
     else:
         df, origin, destination, count = _read_trips(args, h)
+        # the fingerprint keys the budget only: under --no-budget it is not computed
         counts = ODCounts.from_frame(df, h, origin=origin, destination=destination, count=count, user=args.user,
-                                        max_trips=args.max_trips, distinct=not args.repeats)
+                                     max_trips=args.max_trips, distinct=not args.repeats,
+                                     fingerprint=not args.no_budget)
         del df
     # the cap is read in the release's units (an ε at the same δ is converted like the release)
     bud = open_budget(argparse.Namespace(**{**vars(args), "budget_cap": cap}), make, plan.cost, "flows",
