@@ -89,7 +89,10 @@ _FORCE_EXACT = False
 #: Largest accepted scale / sigma: keeps every output far inside int64.
 _MAX_SCALE = Fraction(10**15)
 
-_TWO_M53 = 2.0**-53
+#: Largest geometric scale t drawn from 32-bit uniform prefixes (above, 53-bit ones): a 32-bit
+#: prefix leaves the float decision undecided with probability about t * 22 * 2^-32 (5e-6 at
+#: 2^10), each then settled exactly on the slow path.
+_SHORT_PREFIX_MAX_SCALE = Fraction(2**10)
 _REL_MARGIN = 1e-12  # relative float error margin (actual error is ~1e-15)
 _ABS_MARGIN = 1e-12
 _EXP_ABS_MARGIN = 2.0**-60
@@ -246,6 +249,85 @@ def _uniform_below_exp(source: NoiseSource, unif: _LazyUniform, gamma: Fraction)
             unif.refine(source)
 
 
+def _coins_by_table(a: np.ndarray, v: np.ndarray, top: int, shift_f: float,
+                    inv_2s2: float) -> tuple[np.ndarray, np.ndarray]:
+    """The discrete Gaussian's coins ``U < exp(-gamma(a))``, ``gamma(a) = (a - sigma^2/t)^2 / (2 sigma^2)``,
+    for 32-bit prefixes ``v`` of the uniforms, from integer thresholds per ``a = 0..top``: accepted
+    where ``v < A_a`` (then ``(v + 1) 2^-32 <= e - margin``), rejected where ``v >= B_a`` (then
+    ``v 2^-32 >= e + margin``), ``e`` the float ``exp(-gamma)`` and the margin certified as in the
+    float decision elsewhere; returns ``(accepted, undecided indices)``."""
+    k = np.arange(top + 1, dtype=np.float64)
+    k -= shift_f
+    k *= k
+    k *= inv_2s2  # gamma per |Y|
+    e = np.exp(-k)
+    margin = e * (_REL_MARGIN * (k + 1.0)) + _EXP_ABS_MARGIN
+    accept_below = np.floor((e - margin) * 2.0**32).astype(np.int64)
+    reject_from = np.ceil((e + margin) * 2.0**32).astype(np.int64)
+    vi = v.astype(np.int64)
+    accept = vi < accept_below.take(a)
+    undecided = np.flatnonzero(~accept & (vi < reject_from.take(a)))
+    return accept, undecided
+
+
+def _coins_by_log(a: np.ndarray, v: np.ndarray, shift_f: float, inv_2s2: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_coins_by_table` element by element (small batches, or ``|Y|`` too spread for a
+    table): ``U < exp(-gamma)`` iff ``-ln U > gamma``; on ``U``'s interval ``[v, v + 1) 2^-32``,
+    ``-ln U`` lies in ``(w, w + 1/v]`` with ``w = -ln((v + 1) 2^-32) <= 32 ln 2``."""
+    m = v.size
+    gamma = a.astype(np.float64)
+    gamma -= shift_f
+    gamma *= gamma
+    gamma *= inv_2s2
+    w = v.astype(np.float64)
+    width = np.divide(1.0 + _REL_MARGIN, w, out=np.full(m, np.inf), where=w > 0)
+    w += 1.0
+    w *= 2.0**-32
+    np.log(w, out=w)
+    np.negative(w, out=w)
+    margin = gamma * _REL_MARGIN
+    margin += 23.0 * _REL_MARGIN + _ABS_MARGIN
+    accept = w - margin > gamma
+    w += width
+    w += margin
+    return accept, np.flatnonzero(~accept & (w > gamma))
+
+
+#: Markers in a batch of discrete Laplace proposals (no draw comes near them).
+_UNDECIDED = np.iinfo(np.int64).min
+_REJECT = _UNDECIDED + 1
+#: Smallest batch for which the proposals' and the Gaussian coins' lookup tables are used.
+_TABLE_MIN_BATCH = 1 << 14
+
+
+@lru_cache(maxsize=64)
+def _laplace_table(t: Fraction) -> np.ndarray:
+    """Proposal of :meth:`NoiseSource._laplace_proposals` per (sign ``B``, top 16 bits ``j`` of the
+    uniform's prefix): ``(1 - 2B) G`` where ``G = floor(-t ln U)`` is the same for every ``U`` in
+    ``[j 2^-16, (j + 1) 2^-16)``, certified in float as in :meth:`NoiseSource._geometric` (the two
+    ends, widened by a margin far above the float error, floor alike); :data:`_REJECT` for
+    ``B = 1, G = 0``; :data:`_UNDECIDED` where ``G`` changes inside the bucket (about
+    ``t (1 + ln(2^16 / t)) / 2^16`` of them: 0.2 % at t = 10), which the caller draws exactly.
+
+    >>> tab = _laplace_table(Fraction(10))
+    >>> int(tab[2**16 - 1]), int(tab[2**17 - 1]), int(tab[0]) == _UNDECIDED
+    (0, -9223372036854775807, True)
+    """
+    tf = float(t)
+    j = np.arange(1 << 16, dtype=np.float64)
+    margin = (tf * 16 * 0.6931471805599453 + 1.0) * _REL_MARGIN + _ABS_MARGIN
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z_top = -tf * np.log(j * 2.0**-16)  # +inf at j = 0
+        z_bottom = -tf * np.log((j + 1.0) * 2.0**-16)
+    hi = np.floor(z_top + margin)
+    lo = np.maximum(np.floor(z_bottom - margin), 0.0)
+    g = np.where(lo == hi, lo, -1.0).astype(np.int64)
+    tab = np.concatenate([g, np.where(g == 0, _REJECT, -g)])
+    tab[np.concatenate([g < 0, g < 0])] = _UNDECIDED
+    tab.setflags(write=False)
+    return tab
+
+
 def _geometric_exact(
     source: NoiseSource, unif: _LazyUniform, t: Fraction, lo_hint: int, hi_hint: int | None
 ) -> int:
@@ -335,46 +417,100 @@ class NoiseSource:
             return np.frombuffer(os.urandom(8 * n), dtype=np.uint64).copy()
         return self._bitgen.random_raw(n).astype(np.uint64, copy=False)
 
-    def _uniform53(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """53-bit prefixes ``u`` and the float ends of ``[u 2^-53, (u+1) 2^-53)`` (exact)."""
-        u = self.random_uint64(n) >> np.uint64(11)
-        lo = u.astype(np.float64) * _TWO_M53
-        hi = (u + np.uint64(1)).astype(np.float64) * _TWO_M53
-        return u, lo, hi
+    def _prefixes(self, n: int, bits: int) -> np.ndarray:
+        """``n`` uniform ``bits``-bit integers (``bits`` = 32: two per 64-bit word; 53: one per word)."""
+        if bits == 32:
+            return self.random_uint64((n + 1) // 2).view(np.uint32)[:n]
+        return self.random_uint64(n) >> np.uint64(64 - bits)
 
     # -- geometric / discrete Laplace ----------------------------------------
 
-    def _geometric(self, t: Fraction, n: int, exact_only: bool) -> np.ndarray:
-        """``n`` draws of ``G`` with ``P(G = k) = (1 - q) q^k``, ``q = exp(-1/t)``.
+    def _geometric(self, t: Fraction, u: np.ndarray, bits: int, exact_only: bool) -> np.ndarray:
+        """Draws of ``G`` with ``P(G = k) = (1 - q) q^k``, ``q = exp(-1/t)``, one per prefix in ``u``.
 
-        Inversion: ``G = floor(-t ln U)`` for ``U`` uniform.  Decided in float
-        when both margined ends of ``U``'s 2^-53 interval floor to the same
-        integer; otherwise exactly by :func:`_geometric_exact`.
+        Inversion: ``G = floor(-t ln U)`` for ``U`` uniform, known through its ``bits``-bit prefix
+        ``u`` (``U`` in ``[u 2^-b, (u+1) 2^-b)``).  One logarithm gives ``z = -t ln(u 2^-b)``,
+        the largest value of ``-t ln U`` on the interval; the smallest is above ``z - t/u``
+        (since ``ln(1 + 1/u) <= 1/u``).  ``G`` is decided in float when both ends, widened by a
+        certified margin, floor to the same integer; otherwise exactly by :func:`_geometric_exact`
+        (which draws more bits of the same ``U``).
         """
-        u, lo, hi = self._uniform53(n)
+        n = u.size
         tf = float(t)
-        with np.errstate(divide="ignore"):
-            z_min = -tf * np.log(hi)  # z = -t ln U is decreasing in U
-            z_max = -tf * np.log(lo)  # +inf where lo == 0
-        k_lo = np.maximum(np.floor(z_min - (z_min * _REL_MARGIN + _ABS_MARGIN)), 0.0)
-        k_hi = np.floor(z_max + (z_max * _REL_MARGIN + _ABS_MARGIN))
-        if exact_only:
-            undecided = np.arange(n)
-            k_lo = np.maximum(np.floor(z_min), 0.0)
-            k_hi = np.floor(z_max)
-        else:
-            undecided = np.flatnonzero(k_lo != k_hi)
-        out = k_lo.astype(np.int64)
+        z = u.astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            width = np.divide(tf * (1.0 + _REL_MARGIN), z)  # >= t ln(1 + 1/u); +inf where u == 0
+            z *= 2.0**-bits
+            np.log(z, out=z)
+            z *= -tf  # +inf where u == 0
+            if bits <= 32:  # |z| <= b t ln 2 where u >= 1: one absolute margin covers z's float error
+                margin: float | np.ndarray = (tf * bits * 0.6931471805599453 + 1.0) * _REL_MARGIN + _ABS_MARGIN
+            else:
+                margin = z * _REL_MARGIN + _ABS_MARGIN
+            k_hi = np.add(z, margin)
+            np.floor(k_hi, out=k_hi)
+            z -= width
+            z -= margin
+            k_lo = np.floor(z, out=z)  # nan where u == 0 (inf - inf): undecided
+        undecided = np.arange(n) if exact_only else np.flatnonzero(~(k_lo == k_hi))
+        out = k_hi.astype(np.int64) if undecided.size == 0 else np.where(k_lo == k_hi, k_hi, 0.0).astype(np.int64)
         for i in undecided:
-            hint_hi = int(k_hi[i]) if math.isfinite(k_hi[i]) else None
-            unif = _LazyUniform(int(u[i]), 53)
-            out[i] = _geometric_exact(self, unif, t, int(k_lo[i]), hint_hi)
+            lo_hint = int(k_lo[i]) if math.isfinite(k_lo[i]) and k_lo[i] > 0 else 0
+            hi_hint = int(k_hi[i]) if math.isfinite(k_hi[i]) else None
+            out[i] = _geometric_exact(self, _LazyUniform(int(u[i]), bits), t, lo_hint, hi_hint)
         return out
 
+    def _laplace_proposals(self, t: Fraction, m: int, exact_only: bool) -> np.ndarray:
+        """``m`` proposals ``(1 - 2B) V`` (geometric ``V``, fair sign ``B``, one random word each),
+        :data:`_REJECT` where ``B = 1, V = 0``.
+
+        For ``t <= 2^10`` a 32-bit word gives ``B`` (its top bit) and a 31-bit prefix of ``V``'s
+        uniform; above, a 64-bit word gives ``B`` (its lowest bit) and a 53-bit prefix (so few
+        prefixes straddle a step of ``V`` either way).  For large batches most proposals are read
+        from :func:`_laplace_table` by ``B`` and the prefix's top 16 bits; the rest (the buckets
+        in which ``V`` is not constant) by :meth:`_geometric`.
+        """
+        if t <= _SHORT_PREFIX_MAX_SCALE:
+            w = self._prefixes(m, 32)
+            u, bits, sign = w & np.uint32(0x7FFFFFFF), 31, w >> np.uint32(31)
+            index = w >> np.uint32(15)  # B then the top 16 bits of the prefix
+        else:
+            w = self.random_uint64(m)
+            u, bits, sign = w >> np.uint64(11), 53, w & np.uint64(1)
+            index = (w >> np.uint64(48)) | (sign << np.uint64(16))
+        if exact_only or m < _TABLE_MIN_BATCH:
+            rest = np.arange(m)
+            y = np.empty(m, dtype=np.int64)
+        else:
+            y = _laplace_table(t).take(index.astype(np.intp))
+            rest = np.flatnonzero(y == _UNDECIDED)
+        if rest.size:
+            v = self._geometric(t, u[rest], bits, exact_only)
+            negative = sign[rest].astype(bool)
+            y[rest] = np.where(negative, np.where(v == 0, _REJECT, -v), v)
+        return y
+
     def _discrete_laplace(self, t: Fraction, n: int, exact_only: bool = False) -> np.ndarray:
-        """``n`` discrete Laplace draws with exact scale ``t``: ``G1 - G2``."""
-        g = self._geometric(t, 2 * n, exact_only)
-        return g[:n] - g[n:]
+        """``n`` discrete Laplace draws with exact scale ``t``, by sign and magnitude.
+
+        A geometric ``V`` (:meth:`_geometric`) and a fair sign ``B`` give ``(1 - 2B) V``, except
+        that ``B = 1, V = 0`` (a second way to make 0) is rejected: the sign step of CKS20
+        Algorithm 2, so ``P(Y = y)`` is proportional to ``q^|y|``.  One geometric per accepted
+        draw with probability ``(1 + q)/2`` (instead of two for ``G1 - G2``).  Batched like
+        :meth:`_discrete_gaussian`: each round proposes enough for the missing draws at the
+        acceptance rate ``(1 + q)/2`` and keeps the first accepted ones, in order.
+        """
+        out = np.empty(n, dtype=np.int64)
+        rate = (1.0 + math.exp(-1.0 / float(t))) / 2.0
+        filled = 0
+        while filled < n:
+            need = n - filled
+            m = int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16
+            y = self._laplace_proposals(t, m, exact_only)
+            good = y[y != _REJECT][:need]
+            out[filled:filled + good.size] = good
+            filled += good.size
+        return out
 
     def discrete_laplace(self, scale, size: int | tuple) -> np.ndarray:
         """Draw exact discrete Laplace noise.
@@ -382,9 +518,10 @@ class NoiseSource:
         .. math:: P(X = k) = \\frac{1 - q}{1 + q} q^{|k|}, \\quad q = e^{-1/t},
                   \\quad k \\in \\mathbb{Z}
 
-        sampled as :math:`G_1 - G_2` with :math:`G_i` i.i.d. geometric,
-        :math:`P(G = k) = (1 - q) q^k`.  Adding it to an integer query of L1
-        sensitivity :math:`\\Delta` gives :math:`\\varepsilon = \\Delta / t`.
+        sampled as a fair sign times a geometric :math:`V`, :math:`P(V = k) = (1 - q) q^k`,
+        rejecting the negative zero (Canonne, Kamath & Steinke 2020, Algorithm 2's sign
+        step).  Adding it to an integer query of L1 sensitivity :math:`\\Delta` gives
+        :math:`\\varepsilon = \\Delta / t`.
 
         Parameters
         ----------
@@ -405,32 +542,47 @@ class NoiseSource:
     # -- discrete Gaussian --------------------------------------------------
 
     def _discrete_gaussian(self, sigma: Fraction, n: int, exact_only: bool = False) -> np.ndarray:
-        """CKS20 Algorithm 3, vectorised over the still-rejected elements."""
+        """CKS20 Algorithm 3, vectorised and batched: each round proposes enough discrete Laplace
+        candidates for the still-missing outputs at the acceptance rate seen so far, and the
+        first accepted ones fill them in order (accepted proposals are i.i.d. draws of the target,
+        so which of them are kept may depend on their count, never on their values).  The
+        acceptance coin ``U < exp(-gamma)``, ``gamma = (|Y| - sigma^2/t)^2 / (2 sigma^2)``, is read
+        as ``-ln U > gamma`` on the interval of a 32-bit prefix of ``U`` (one logarithm, no
+        exponential), in float with a certified margin, and exactly (:func:`_uniform_below_exp`,
+        more bits of the same ``U``) where the margin does not decide.
+        """
         s2 = sigma * sigma
         t = Fraction(math.floor(sigma) + 1)
         shift = s2 / t  # exact sigma^2 / t
-        s2f = float(s2)
+        inv_2s2 = 1.0 / (2.0 * float(s2))
         shift_f = float(shift)
         out = np.empty(n, dtype=np.int64)
-        pending = np.arange(n)
-        while pending.size:
-            m = pending.size
+        filled, proposed, accepted = 0, 0, 0
+        expected = _dgauss_acceptance(sigma)
+        while filled < n:
+            need = n - filled
+            # proposals for the expected acceptance rate (then the rate seen so far), with room
+            # for its spread: one round almost always
+            rate = expected if accepted == 0 else accepted / proposed
+            m = int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16
             y = self._discrete_laplace(t, m, exact_only)
-            u, lo, hi = self._uniform53(m)
-            d = np.abs(y).astype(np.float64) - shift_f
-            gamma_f = d * d / (2.0 * s2f)
-            e = np.exp(-gamma_f)
-            margin = e * (_REL_MARGIN * (gamma_f + 1.0)) + _EXP_ABS_MARGIN
-            accept = hi <= e - margin
+            v = self._prefixes(m, 32)
+            a = np.abs(y)
+            top = int(a.max()) if m else 0
             if exact_only:
-                undecided = np.arange(m)
+                accept, undecided = np.zeros(m, dtype=bool), np.arange(m)
+            elif m >= _TABLE_MIN_BATCH and top < 4 * m:
+                accept, undecided = _coins_by_table(a, v, top, shift_f, inv_2s2)
             else:
-                undecided = np.flatnonzero(~accept & (lo < e + margin))
+                accept, undecided = _coins_by_log(a, v, shift_f, inv_2s2)
             for i in undecided:
-                gamma = (abs(int(y[i])) - shift) ** 2 / (2 * s2)
-                accept[i] = _uniform_below_exp(self, _LazyUniform(int(u[i]), 53), gamma)
-            out[pending[accept]] = y[accept]
-            pending = pending[~accept]
+                exact_gamma = (abs(int(y[i])) - shift) ** 2 / (2 * s2)
+                accept[i] = _uniform_below_exp(self, _LazyUniform(int(v[i]), 32), exact_gamma)
+            good = y[accept][:need]
+            out[filled:filled + good.size] = good
+            filled += good.size
+            proposed += m
+            accepted += int(np.count_nonzero(accept))
         return out
 
     def discrete_gaussian(self, sigma, size: int | tuple) -> np.ndarray:
@@ -621,6 +773,24 @@ def _dgauss_half_weights(sigma: Fraction) -> tuple[np.ndarray, float]:
     w.setflags(write=False)
     z = float(w[0] + 2.0 * np.sum(w[1:]))
     return w, z
+
+
+@lru_cache(maxsize=256)
+def _dgauss_acceptance(sigma: Fraction) -> float:
+    """Acceptance rate of CKS20 Algorithm 3 with ``t = floor(sigma) + 1`` (only sizes the batches).
+
+    The proposal's pmf times the acceptance probability is
+    ``tanh(1/(2t)) exp(-sigma^2/(2t^2)) exp(-y^2/(2 sigma^2))`` (CKS20, proof of Theorem 6), so
+    the rate is ``tanh(1/(2t)) exp(-sigma^2/(2t^2)) Z`` with ``Z`` the discrete Gaussian's
+    normaliser (clipped to [0.05, 1]: any value only changes the batch sizes, never a draw).
+
+    >>> round(_dgauss_acceptance(Fraction(10)), 3)
+    0.753
+    """
+    sf = float(sigma)
+    t = math.floor(sigma) + 1
+    rate = math.tanh(0.5 / t) * math.exp(-sf * sf / (2.0 * t * t)) * _dgauss_normaliser(sigma)
+    return min(max(rate, 0.05), 1.0)
 
 
 def _dgauss_normaliser(sigma: Fraction) -> float:
