@@ -146,6 +146,38 @@ def test_chi_square_exact_slow_path(monkeypatch, case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
+def test_chi_square_small_batches(case):
+    """Batches below the lookup tables' size take the logarithm path (proposals and coins): the
+    same distribution (40 batches of 2,500, one chi-square test at ALPHA)."""
+    src = NoiseSource(SEEDS[case] + 900)
+    kind, param = case
+    draw = src.discrete_laplace if kind == "laplace" else src.discrete_gaussian
+    assert 2_500 < noise._TABLE_MIN_BATCH
+    x = np.concatenate([draw(param, 2_500) for _ in range(40)])
+    assert _chi2_pvalue(x, *case) >= ALPHA
+
+
+def test_laplace_table_matches_the_exact_geometric():
+    """Every decided bucket of the proposal table holds floor(-t ln U) for both ends of the bucket
+    (checked with 60-digit decimals), signed, and the negative zero is marked for rejection."""
+    for t in [Fraction(1, 2), Fraction(10), Fraction(1000)]:
+        tab = noise._laplace_table(t)
+        half = 1 << 16
+        rng = np.random.default_rng(3)
+        for j in rng.choice(np.arange(1, half), 300, replace=False).tolist() + [half - 1]:
+            g = int(tab[j])
+            if g == noise._UNDECIDED:
+                continue
+            with decimal.localcontext() as ctx:
+                ctx.prec = 60
+                tt = decimal.Decimal(t.numerator) / decimal.Decimal(t.denominator)
+                ends = [decimal.Decimal(j) / half, (decimal.Decimal(j + 1) / half) - decimal.Decimal(10) ** -50]
+                floors = {int((-tt * e.ln()).to_integral_value(rounding=decimal.ROUND_FLOOR)) for e in ends}
+            assert floors == {g}
+            assert int(tab[half + j]) == (noise._REJECT if g == 0 else -g)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
 def test_mean_and_variance(fast_samples, case):
     kind, param = case
     x = fast_samples[case].astype(np.float64)
