@@ -252,9 +252,9 @@ def _uniform_below_exp(source: NoiseSource, unif: _LazyUniform, gamma: Fraction)
 def _coins_by_table(a: np.ndarray, v: np.ndarray, top: int, shift_f: float,
                     inv_2s2: float) -> tuple[np.ndarray, np.ndarray]:
     """The discrete Gaussian's coins ``U < exp(-gamma(a))``, ``gamma(a) = (a - sigma^2/t)^2 / (2 sigma^2)``,
-    for 32-bit prefixes ``v`` of the uniforms, from integer thresholds per ``a = 0..top``: accepted
-    where ``v < A_a`` (then ``(v + 1) 2^-32 <= e - margin``), rejected where ``v >= B_a`` (then
-    ``v 2^-32 >= e + margin``), ``e`` the float ``exp(-gamma)`` and the margin certified as in the
+    for ``b``-bit prefixes ``v`` of the uniforms (``b`` = :data:`_COIN_BITS`), from integer thresholds
+    per ``a = 0..top``: accepted where ``v < A_a`` (then ``(v + 1) 2^-b <= e - margin``), rejected
+    where ``v >= B_a`` (then ``v 2^-b >= e + margin``), ``e`` the float ``exp(-gamma)`` and the margin certified as in the
     float decision elsewhere; returns ``(accepted, undecided indices)``."""
     k = np.arange(top + 1, dtype=np.float64)
     k -= shift_f
@@ -262,8 +262,8 @@ def _coins_by_table(a: np.ndarray, v: np.ndarray, top: int, shift_f: float,
     k *= inv_2s2  # gamma per |Y|
     e = np.exp(-k)
     margin = e * (_REL_MARGIN * (k + 1.0)) + _EXP_ABS_MARGIN
-    accept_below = np.floor((e - margin) * 2.0**32).astype(np.int64)
-    reject_from = np.ceil((e + margin) * 2.0**32).astype(np.int64)
+    accept_below = np.floor((e - margin) * 2.0**_COIN_BITS).astype(np.int64)
+    reject_from = np.ceil((e + margin) * 2.0**_COIN_BITS).astype(np.int64)
     vi = v.astype(np.int64)
     accept = vi < accept_below.take(a)
     undecided = np.flatnonzero(~accept & (vi < reject_from.take(a)))
@@ -272,8 +272,8 @@ def _coins_by_table(a: np.ndarray, v: np.ndarray, top: int, shift_f: float,
 
 def _coins_by_log(a: np.ndarray, v: np.ndarray, shift_f: float, inv_2s2: float) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_coins_by_table` element by element (small batches, or ``|Y|`` too spread for a
-    table): ``U < exp(-gamma)`` iff ``-ln U > gamma``; on ``U``'s interval ``[v, v + 1) 2^-32``,
-    ``-ln U`` lies in ``(w, w + 1/v]`` with ``w = -ln((v + 1) 2^-32) <= 32 ln 2``."""
+    table): ``U < exp(-gamma)`` iff ``-ln U > gamma``; on ``U``'s interval ``[v, v + 1) 2^-b``,
+    ``-ln U`` lies in ``(w, w + 1/v]`` with ``w = -ln((v + 1) 2^-b) <= b ln 2``."""
     m = v.size
     gamma = a.astype(np.float64)
     gamma -= shift_f
@@ -282,11 +282,11 @@ def _coins_by_log(a: np.ndarray, v: np.ndarray, shift_f: float, inv_2s2: float) 
     w = v.astype(np.float64)
     width = np.divide(1.0 + _REL_MARGIN, w, out=np.full(m, np.inf), where=w > 0)
     w += 1.0
-    w *= 2.0**-32
+    w *= 2.0**-_COIN_BITS
     np.log(w, out=w)
     np.negative(w, out=w)
     margin = gamma * _REL_MARGIN
-    margin += 23.0 * _REL_MARGIN + _ABS_MARGIN
+    margin += (_COIN_BITS + 1.0) * _REL_MARGIN + _ABS_MARGIN
     accept = w - margin > gamma
     w += width
     w += margin
@@ -298,6 +298,11 @@ _UNDECIDED = np.iinfo(np.int64).min
 _REJECT = _UNDECIDED + 1
 #: Smallest batch for which the proposals' and the Gaussian coins' lookup tables are used.
 _TABLE_MIN_BATCH = 1 << 14
+#: Bits of the discrete Gaussian's coin read at first (more are drawn only when they do not decide).
+_COIN_BITS = 16
+#: Most proposals in one round of the batched samplers: larger requests take several rounds,
+#: whose arrays stay in the processor's caches.
+_ROUND_MAX = 1 << 18
 
 
 @lru_cache(maxsize=64)
@@ -418,7 +423,9 @@ class NoiseSource:
         return self._bitgen.random_raw(n).astype(np.uint64, copy=False)
 
     def _prefixes(self, n: int, bits: int) -> np.ndarray:
-        """``n`` uniform ``bits``-bit integers (``bits`` = 32: two per 64-bit word; 53: one per word)."""
+        """``n`` uniform ``bits``-bit integers (``bits`` = 16: four per 64-bit word; 32: two; 53: one)."""
+        if bits == 16:
+            return self.random_uint64((n + 3) // 4).view(np.uint16)[:n]
         if bits == 32:
             return self.random_uint64((n + 1) // 2).view(np.uint32)[:n]
         return self.random_uint64(n) >> np.uint64(64 - bits)
@@ -505,7 +512,7 @@ class NoiseSource:
         filled = 0
         while filled < n:
             need = n - filled
-            m = int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16
+            m = min(int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16, _ROUND_MAX)
             y = self._laplace_proposals(t, m, exact_only)
             good = y[y != _REJECT][:need]
             out[filled:filled + good.size] = good
@@ -542,14 +549,17 @@ class NoiseSource:
     # -- discrete Gaussian --------------------------------------------------
 
     def _discrete_gaussian(self, sigma: Fraction, n: int, exact_only: bool = False) -> np.ndarray:
-        """CKS20 Algorithm 3, vectorised and batched: each round proposes enough discrete Laplace
-        candidates for the still-missing outputs at the acceptance rate seen so far, and the
-        first accepted ones fill them in order (accepted proposals are i.i.d. draws of the target,
-        so which of them are kept may depend on their count, never on their values).  The
-        acceptance coin ``U < exp(-gamma)``, ``gamma = (|Y| - sigma^2/t)^2 / (2 sigma^2)``, is read
-        as ``-ln U > gamma`` on the interval of a 32-bit prefix of ``U`` (one logarithm, no
-        exponential), in float with a certified margin, and exactly (:func:`_uniform_below_exp`,
-        more bits of the same ``U``) where the margin does not decide.
+        """CKS20 Algorithm 3, vectorised and batched.
+
+        Each round makes enough discrete Laplace proposals (:meth:`_laplace_proposals`, whose
+        negative zeros are rejected here with the Gaussian's coin) for the missing outputs at the
+        expected acceptance rate, and the first accepted ones fill them in order (accepted
+        proposals are i.i.d. draws of the target, so which are kept may depend on their count,
+        never on their values).  The coin ``U < exp(-gamma)``,
+        ``gamma = (|Y| - sigma^2/t)^2 / (2 sigma^2)``, reads a 16-bit prefix of ``U``: decided
+        against certified float bounds (:func:`_coins_by_table`, :func:`_coins_by_log`) except
+        when ``exp(-gamma)`` falls in the prefix's interval (about 1 in 65,536), then exactly
+        (:func:`_uniform_below_exp`, more bits of the same ``U``).
         """
         s2 = sigma * sigma
         t = Fraction(math.floor(sigma) + 1)
@@ -558,26 +568,30 @@ class NoiseSource:
         shift_f = float(shift)
         out = np.empty(n, dtype=np.int64)
         filled, proposed, accepted = 0, 0, 0
-        expected = _dgauss_acceptance(sigma)
+        expected = _dgauss_acceptance(sigma) * (1.0 + math.exp(-1.0 / float(t))) / 2.0
         while filled < n:
             need = n - filled
             # proposals for the expected acceptance rate (then the rate seen so far), with room
-            # for its spread: one round almost always
+            # for its spread: one round almost always (rounds of at most _ROUND_MAX)
             rate = expected if accepted == 0 else accepted / proposed
-            m = int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16
-            y = self._discrete_laplace(t, m, exact_only)
-            v = self._prefixes(m, 32)
+            m = min(int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16, _ROUND_MAX)
+            y = self._laplace_proposals(t, m, exact_only)
+            v = self._prefixes(m, _COIN_BITS)
+            proposal = y != _REJECT
             a = np.abs(y)
+            a[~proposal] = 0  # rejected anyway; keeps the table small
             top = int(a.max()) if m else 0
             if exact_only:
-                accept, undecided = np.zeros(m, dtype=bool), np.arange(m)
+                accept, undecided = np.zeros(m, dtype=bool), np.flatnonzero(proposal)
             elif m >= _TABLE_MIN_BATCH and top < 4 * m:
                 accept, undecided = _coins_by_table(a, v, top, shift_f, inv_2s2)
             else:
                 accept, undecided = _coins_by_log(a, v, shift_f, inv_2s2)
+            accept &= proposal
             for i in undecided:
-                exact_gamma = (abs(int(y[i])) - shift) ** 2 / (2 * s2)
-                accept[i] = _uniform_below_exp(self, _LazyUniform(int(v[i]), 32), exact_gamma)
+                if proposal[i]:
+                    exact_gamma = (abs(int(y[i])) - shift) ** 2 / (2 * s2)
+                    accept[i] = _uniform_below_exp(self, _LazyUniform(int(v[i]), _COIN_BITS), exact_gamma)
             good = y[accept][:need]
             out[filled:filled + good.size] = good
             filled += good.size
