@@ -117,7 +117,7 @@ def report(rows: list[dict[str, Any]], repeats: int, loads: tuple[Any, Any], odp
     lines = [
         "# Exact noise samplers at the limit of os.urandom",
         "",
-        f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- Machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}, Python "
         f"{platform.python_version()}, numpy {np.__version__}; shared with other jobs: load average (1, 5, 15 min) "
         f"{', '.join(f'{x:.1f}' for x in loads[0])} before and {', '.join(f'{x:.1f}' for x in loads[1])} after.",

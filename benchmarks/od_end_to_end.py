@@ -121,7 +121,7 @@ def report(runs: list[dict[str, Any]], budget: bool, loads: tuple[Any, Any]) -> 
     lines = [
         "# O/D end to end: Rhode Island LODES with InfTDA from the CLI",
         "",
-        f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- Machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}, Python "
         f"{platform.python_version()}; shared with other jobs: load average (1, 5, 15 min) "
         f"{', '.join(f'{x:.1f}' for x in loads[0])} before and {', '.join(f'{x:.1f}' for x in loads[1])} after.",

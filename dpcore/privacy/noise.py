@@ -69,6 +69,7 @@ from functools import lru_cache
 import numpy as np
 
 from dpcore.errors import ParameterError
+from dpcore.privacy import noise_tables as _nt
 
 __all__ = [
     "NoiseSource",
@@ -93,9 +94,6 @@ _MAX_SCALE = Fraction(10**15)
 #: prefix leaves the float decision undecided with probability about t * 22 * 2^-32 (5e-6 at
 #: 2^10), each then settled exactly on the slow path.
 _SHORT_PREFIX_MAX_SCALE = Fraction(2**10)
-_REL_MARGIN = 1e-12  # relative float error margin (actual error is ~1e-15)
-_ABS_MARGIN = 1e-12
-_EXP_ABS_MARGIN = 2.0**-60
 _START_PREC = 30  # decimal digits for the first exact bound on e^{-gamma}
 _PREC_STEP = 20
 _LOG2E_LOWER = Fraction(144, 100)  # < log2(e) = 1.4427...
@@ -249,90 +247,6 @@ def _uniform_below_exp(source: NoiseSource, unif: _LazyUniform, gamma: Fraction)
             unif.refine(source)
 
 
-def _coins_by_table(a: np.ndarray, v: np.ndarray, top: int, shift_f: float,
-                    inv_2s2: float) -> tuple[np.ndarray, np.ndarray]:
-    """The discrete Gaussian's coins ``U < exp(-gamma(a))``, ``gamma(a) = (a - sigma^2/t)^2 / (2 sigma^2)``,
-    for ``b``-bit prefixes ``v`` of the uniforms (``b`` = :data:`_COIN_BITS`), from integer thresholds
-    per ``a = 0..top``: accepted where ``v < A_a`` (then ``(v + 1) 2^-b <= e - margin``), rejected
-    where ``v >= B_a`` (then ``v 2^-b >= e + margin``), ``e`` the float ``exp(-gamma)`` and the margin certified as in the
-    float decision elsewhere; returns ``(accepted, undecided indices)``."""
-    k = np.arange(top + 1, dtype=np.float64)
-    k -= shift_f
-    k *= k
-    k *= inv_2s2  # gamma per |Y|
-    e = np.exp(-k)
-    margin = e * (_REL_MARGIN * (k + 1.0)) + _EXP_ABS_MARGIN
-    accept_below = np.floor((e - margin) * 2.0**_COIN_BITS).astype(np.int64)
-    reject_from = np.ceil((e + margin) * 2.0**_COIN_BITS).astype(np.int64)
-    vi = v.astype(np.int64)
-    accept = vi < accept_below.take(a)
-    undecided = np.flatnonzero(~accept & (vi < reject_from.take(a)))
-    return accept, undecided
-
-
-def _coins_by_log(a: np.ndarray, v: np.ndarray, shift_f: float, inv_2s2: float) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_coins_by_table` element by element (small batches, or ``|Y|`` too spread for a
-    table): ``U < exp(-gamma)`` iff ``-ln U > gamma``; on ``U``'s interval ``[v, v + 1) 2^-b``,
-    ``-ln U`` lies in ``(w, w + 1/v]`` with ``w = -ln((v + 1) 2^-b) <= b ln 2``."""
-    m = v.size
-    gamma = a.astype(np.float64)
-    gamma -= shift_f
-    gamma *= gamma
-    gamma *= inv_2s2
-    w = v.astype(np.float64)
-    width = np.divide(1.0 + _REL_MARGIN, w, out=np.full(m, np.inf), where=w > 0)
-    w += 1.0
-    w *= 2.0**-_COIN_BITS
-    np.log(w, out=w)
-    np.negative(w, out=w)
-    margin = gamma * _REL_MARGIN
-    margin += (_COIN_BITS + 1.0) * _REL_MARGIN + _ABS_MARGIN
-    accept = w - margin > gamma
-    w += width
-    w += margin
-    return accept, np.flatnonzero(~accept & (w > gamma))
-
-
-#: Markers in a batch of discrete Laplace proposals (no draw comes near them).
-_UNDECIDED = np.iinfo(np.int64).min
-_REJECT = _UNDECIDED + 1
-#: Smallest batch for which the proposals' and the Gaussian coins' lookup tables are used.
-_TABLE_MIN_BATCH = 1 << 14
-#: Bits of the discrete Gaussian's coin read at first (more are drawn only when they do not decide).
-_COIN_BITS = 16
-#: Most proposals in one round of the batched samplers: larger requests take several rounds,
-#: whose arrays stay in the processor's caches.
-_ROUND_MAX = 1 << 18
-
-
-@lru_cache(maxsize=64)
-def _laplace_table(t: Fraction) -> np.ndarray:
-    """Proposal of :meth:`NoiseSource._laplace_proposals` per (sign ``B``, top 16 bits ``j`` of the
-    uniform's prefix): ``(1 - 2B) G`` where ``G = floor(-t ln U)`` is the same for every ``U`` in
-    ``[j 2^-16, (j + 1) 2^-16)``, certified in float as in :meth:`NoiseSource._geometric` (the two
-    ends, widened by a margin far above the float error, floor alike); :data:`_REJECT` for
-    ``B = 1, G = 0``; :data:`_UNDECIDED` where ``G`` changes inside the bucket (about
-    ``t (1 + ln(2^16 / t)) / 2^16`` of them: 0.2 % at t = 10), which the caller draws exactly.
-
-    >>> tab = _laplace_table(Fraction(10))
-    >>> int(tab[2**16 - 1]), int(tab[2**17 - 1]), int(tab[0]) == _UNDECIDED
-    (0, -9223372036854775807, True)
-    """
-    tf = float(t)
-    j = np.arange(1 << 16, dtype=np.float64)
-    margin = (tf * 16 * 0.6931471805599453 + 1.0) * _REL_MARGIN + _ABS_MARGIN
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z_top = -tf * np.log(j * 2.0**-16)  # +inf at j = 0
-        z_bottom = -tf * np.log((j + 1.0) * 2.0**-16)
-    hi = np.floor(z_top + margin)
-    lo = np.maximum(np.floor(z_bottom - margin), 0.0)
-    g = np.where(lo == hi, lo, -1.0).astype(np.int64)
-    tab = np.concatenate([g, np.where(g == 0, _REJECT, -g)])
-    tab[np.concatenate([g < 0, g < 0])] = _UNDECIDED
-    tab.setflags(write=False)
-    return tab
-
-
 def _geometric_exact(
     source: NoiseSource, unif: _LazyUniform, t: Fraction, lo_hint: int, hi_hint: int | None
 ) -> int:
@@ -446,14 +360,14 @@ class NoiseSource:
         tf = float(t)
         z = u.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
-            width = np.divide(tf * (1.0 + _REL_MARGIN), z)  # >= t ln(1 + 1/u); +inf where u == 0
+            width = np.divide(tf * (1.0 + _nt.REL_MARGIN), z)  # >= t ln(1 + 1/u); +inf where u == 0
             z *= 2.0**-bits
             np.log(z, out=z)
             z *= -tf  # +inf where u == 0
             if bits <= 32:  # |z| <= b t ln 2 where u >= 1: one absolute margin covers z's float error
-                margin: float | np.ndarray = (tf * bits * 0.6931471805599453 + 1.0) * _REL_MARGIN + _ABS_MARGIN
+                margin: float | np.ndarray = (tf * bits * 0.6931471805599453 + 1.0) * _nt.REL_MARGIN + _nt.ABS_MARGIN
             else:
-                margin = z * _REL_MARGIN + _ABS_MARGIN
+                margin = z * _nt.REL_MARGIN + _nt.ABS_MARGIN
             k_hi = np.add(z, margin)
             np.floor(k_hi, out=k_hi)
             z -= width
@@ -469,13 +383,12 @@ class NoiseSource:
 
     def _laplace_proposals(self, t: Fraction, m: int, exact_only: bool) -> np.ndarray:
         """``m`` proposals ``(1 - 2B) V`` (geometric ``V``, fair sign ``B``, one random word each),
-        :data:`_REJECT` where ``B = 1, V = 0``.
+        :data:`~dpcore.privacy.noise_tables.REJECT` where ``B = 1, V = 0``.
 
-        For ``t <= 2^10`` a 32-bit word gives ``B`` (its top bit) and a 31-bit prefix of ``V``'s
-        uniform; above, a 64-bit word gives ``B`` (its lowest bit) and a 53-bit prefix (so few
-        prefixes straddle a step of ``V`` either way).  For large batches most proposals are read
-        from :func:`_laplace_table` by ``B`` and the prefix's top 16 bits; the rest (the buckets
-        in which ``V`` is not constant) by :meth:`_geometric`.
+        ``t <= 2^10``: a 32-bit word gives ``B`` (top bit) and a 31-bit prefix of ``V``'s uniform;
+        above, a 64-bit word gives ``B`` (lowest bit) and a 53-bit prefix.  Large batches read most
+        proposals from :func:`~dpcore.privacy.noise_tables.laplace_table` (by ``B`` and the prefix's top 16 bits), the rest by
+        :meth:`_geometric`.
         """
         if t <= _SHORT_PREFIX_MAX_SCALE:
             w = self._prefixes(m, 32)
@@ -485,16 +398,16 @@ class NoiseSource:
             w = self.random_uint64(m)
             u, bits, sign = w >> np.uint64(11), 53, w & np.uint64(1)
             index = (w >> np.uint64(48)) | (sign << np.uint64(16))
-        if exact_only or m < _TABLE_MIN_BATCH:
+        if exact_only or m < _nt.TABLE_MIN_BATCH:
             rest = np.arange(m)
             y = np.empty(m, dtype=np.int64)
         else:
-            y = _laplace_table(t).take(index.astype(np.intp))
-            rest = np.flatnonzero(y == _UNDECIDED)
+            y = _nt.laplace_table(t).take(index.astype(np.intp))
+            rest = np.flatnonzero(y == _nt.UNDECIDED)
         if rest.size:
             v = self._geometric(t, u[rest], bits, exact_only)
             negative = sign[rest].astype(bool)
-            y[rest] = np.where(negative, np.where(v == 0, _REJECT, -v), v)
+            y[rest] = np.where(negative, np.where(v == 0, _nt.REJECT, -v), v)
         return y
 
     def _discrete_laplace(self, t: Fraction, n: int, exact_only: bool = False) -> np.ndarray:
@@ -512,9 +425,9 @@ class NoiseSource:
         filled = 0
         while filled < n:
             need = n - filled
-            m = min(int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16, _ROUND_MAX)
+            m = min(int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16, _nt.ROUND_MAX)
             y = self._laplace_proposals(t, m, exact_only)
-            good = y[y != _REJECT][:need]
+            good = y[y != _nt.REJECT][:need]
             out[filled:filled + good.size] = good
             filled += good.size
         return out
@@ -557,7 +470,7 @@ class NoiseSource:
         proposals are i.i.d. draws of the target, so which are kept may depend on their count,
         never on their values).  The coin ``U < exp(-gamma)``,
         ``gamma = (|Y| - sigma^2/t)^2 / (2 sigma^2)``, reads a 16-bit prefix of ``U``: decided
-        against certified float bounds (:func:`_coins_by_table`, :func:`_coins_by_log`) except
+        against certified float bounds (:mod:`dpcore.privacy.noise_tables`) except
         when ``exp(-gamma)`` falls in the prefix's interval (about 1 in 65,536), then exactly
         (:func:`_uniform_below_exp`, more bits of the same ``U``).
         """
@@ -568,30 +481,30 @@ class NoiseSource:
         shift_f = float(shift)
         out = np.empty(n, dtype=np.int64)
         filled, proposed, accepted = 0, 0, 0
-        expected = _dgauss_acceptance(sigma) * (1.0 + math.exp(-1.0 / float(t))) / 2.0
+        expected = _nt.dgauss_acceptance(sigma) * (1.0 + math.exp(-1.0 / float(t))) / 2.0
         while filled < n:
             need = n - filled
             # proposals for the expected acceptance rate (then the rate seen so far), with room
-            # for its spread: one round almost always (rounds of at most _ROUND_MAX)
+            # for its spread: one round almost always (rounds of at most _nt.ROUND_MAX)
             rate = expected if accepted == 0 else accepted / proposed
-            m = min(int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16, _ROUND_MAX)
+            m = min(int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16, _nt.ROUND_MAX)
             y = self._laplace_proposals(t, m, exact_only)
-            v = self._prefixes(m, _COIN_BITS)
-            proposal = y != _REJECT
+            v = self._prefixes(m, _nt.COIN_BITS)
+            proposal = y != _nt.REJECT
             a = np.abs(y)
             a[~proposal] = 0  # rejected anyway; keeps the table small
             top = int(a.max()) if m else 0
             if exact_only:
                 accept, undecided = np.zeros(m, dtype=bool), np.flatnonzero(proposal)
-            elif m >= _TABLE_MIN_BATCH and top < 4 * m:
-                accept, undecided = _coins_by_table(a, v, top, shift_f, inv_2s2)
+            elif m >= _nt.TABLE_MIN_BATCH and top < 4 * m:
+                accept, undecided = _nt.coins_by_table(a, v, top, shift_f, inv_2s2)
             else:
-                accept, undecided = _coins_by_log(a, v, shift_f, inv_2s2)
+                accept, undecided = _nt.coins_by_log(a, v, shift_f, inv_2s2)
             accept &= proposal
             for i in undecided:
                 if proposal[i]:
                     exact_gamma = (abs(int(y[i])) - shift) ** 2 / (2 * s2)
-                    accept[i] = _uniform_below_exp(self, _LazyUniform(int(v[i]), _COIN_BITS), exact_gamma)
+                    accept[i] = _uniform_below_exp(self, _LazyUniform(int(v[i]), _nt.COIN_BITS), exact_gamma)
             good = y[accept][:need]
             out[filled:filled + good.size] = good
             filled += good.size
@@ -787,24 +700,6 @@ def _dgauss_half_weights(sigma: Fraction) -> tuple[np.ndarray, float]:
     w.setflags(write=False)
     z = float(w[0] + 2.0 * np.sum(w[1:]))
     return w, z
-
-
-@lru_cache(maxsize=256)
-def _dgauss_acceptance(sigma: Fraction) -> float:
-    """Acceptance rate of CKS20 Algorithm 3 with ``t = floor(sigma) + 1`` (only sizes the batches).
-
-    The proposal's pmf times the acceptance probability is
-    ``tanh(1/(2t)) exp(-sigma^2/(2t^2)) exp(-y^2/(2 sigma^2))`` (CKS20, proof of Theorem 6), so
-    the rate is ``tanh(1/(2t)) exp(-sigma^2/(2t^2)) Z`` with ``Z`` the discrete Gaussian's
-    normaliser (clipped to [0.05, 1]: any value only changes the batch sizes, never a draw).
-
-    >>> round(_dgauss_acceptance(Fraction(10)), 3)
-    0.753
-    """
-    sf = float(sigma)
-    t = math.floor(sigma) + 1
-    rate = math.tanh(0.5 / t) * math.exp(-sf * sf / (2.0 * t * t)) * _dgauss_normaliser(sigma)
-    return min(max(rate, 0.05), 1.0)
 
 
 def _dgauss_normaliser(sigma: Fraction) -> float:

@@ -18,7 +18,7 @@ import pytest
 from scipy import stats
 
 from dpcore.errors import ParameterError
-from dpcore.privacy import noise
+from dpcore.privacy import noise, noise_tables
 from dpcore.privacy.noise import (
     NoiseSource,
     discrete_gaussian_interval,
@@ -152,7 +152,7 @@ def test_chi_square_small_batches(case):
     src = NoiseSource(SEEDS[case] + 900)
     kind, param = case
     draw = src.discrete_laplace if kind == "laplace" else src.discrete_gaussian
-    assert 2_500 < noise._TABLE_MIN_BATCH
+    assert 2_500 < noise_tables.TABLE_MIN_BATCH
     x = np.concatenate([draw(param, 2_500) for _ in range(40)])
     assert _chi2_pvalue(x, *case) >= ALPHA
 
@@ -161,12 +161,12 @@ def test_laplace_table_matches_the_exact_geometric():
     """Every decided bucket of the proposal table holds floor(-t ln U) for both ends of the bucket
     (checked with 60-digit decimals), signed, and the negative zero is marked for rejection."""
     for t in [Fraction(1, 2), Fraction(10), Fraction(1000)]:
-        tab = noise._laplace_table(t)
+        tab = noise_tables.laplace_table(t)
         half = 1 << 16
         rng = np.random.default_rng(3)
         for j in rng.choice(np.arange(1, half), 300, replace=False).tolist() + [half - 1]:
             g = int(tab[j])
-            if g == noise._UNDECIDED:
+            if g == noise_tables.UNDECIDED:
                 continue
             with decimal.localcontext() as ctx:
                 ctx.prec = 60
@@ -174,7 +174,7 @@ def test_laplace_table_matches_the_exact_geometric():
                 ends = [decimal.Decimal(j) / half, (decimal.Decimal(j + 1) / half) - decimal.Decimal(10) ** -50]
                 floors = {int((-tt * e.ln()).to_integral_value(rounding=decimal.ROUND_FLOOR)) for e in ends}
             assert floors == {g}
-            assert int(tab[half + j]) == (noise._REJECT if g == 0 else -g)
+            assert int(tab[half + j]) == (noise_tables.REJECT if g == 0 else -g)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
