@@ -25,15 +25,15 @@ Why not ``numpy.random.laplace``?
     bits): no floating-point rounding ever decides an output.
 
 How exactness is obtained while staying vectorised
-    A uniform real :math:`U \\in [0, 1)` is represented by its first 53 random
-    bits ``u``: :math:`U \\in [u 2^{-53}, (u + 1) 2^{-53})`; further bits are drawn
-    lazily when needed.  Each decision (a geometric inversion
+    A uniform real :math:`U \\in [0, 1)` is represented by its first ``b`` random
+    bits ``u`` (``b`` = 16, 31 or 53: few bytes a draw): :math:`U \\in [u 2^{-b}, (u + 1) 2^{-b})`;
+    further bits are drawn lazily when needed.  Each decision (a geometric inversion
     :math:`G = \\lfloor -t \\ln U \\rfloor`, or a Bernoulli
     :math:`[U < e^{-\\gamma}]`) is first attempted in float64 with a certified
     error margin far larger than the floating-point error; it is accepted only
     when *every* point of the interval, margin included, gives the same answer.
-    The rare undecided elements (probability around :math:`10^{-11}` per
-    decision for moderate scales) go to an exact per-element slow path that
+    The rare undecided elements (about :math:`t \\cdot 10^{-8}` per geometric,
+    :math:`2^{-16}` per Gaussian coin) go to an exact per-element slow path that
     compares :math:`U` with :math:`e^{-\\gamma}` (:math:`\\gamma` an exact
     :class:`fractions.Fraction`) by interval refinement: :mod:`decimal` bounds on
     :math:`e^{-\\gamma}` at increasing precision, more random bits for :math:`U`,
@@ -44,7 +44,7 @@ Randomness source
     :class:`NoiseSource` with ``seed=None`` (the default and the only setting
     for real releases, see :func:`secure_source`) reads all bits from
     :func:`os.urandom`, the operating system's CSPRNG, in one bulk call per
-    array.  An integer seed selects numpy's PCG64, which is *not*
+    batch (rounds of at most 2^18 proposals).  An integer seed selects numpy's PCG64, which is *not*
     cryptographically secure and exists only so tests are reproducible.  The
     source is never seeded from the clock and numpy's global RNG is never used.
 
@@ -90,8 +90,8 @@ _FORCE_EXACT = False
 #: Largest accepted scale / sigma: keeps every output far inside int64.
 _MAX_SCALE = Fraction(10**15)
 
-#: Largest geometric scale t drawn from 32-bit uniform prefixes (above, 53-bit ones): a 32-bit
-#: prefix leaves the float decision undecided with probability about t * 22 * 2^-32 (5e-6 at
+#: Largest geometric scale t drawn from 31-bit uniform prefixes (above, 53-bit ones): a 31-bit
+#: prefix leaves the float decision undecided with probability about t * 22 * 2^-31 (1e-5 at
 #: 2^10), each then settled exactly on the slow path.
 _SHORT_PREFIX_MAX_SCALE = Fraction(2**10)
 _START_PREC = 30  # decimal digits for the first exact bound on e^{-gamma}
