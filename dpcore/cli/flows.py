@@ -166,8 +166,9 @@ def _od_cost(args: argparse.Namespace) -> tuple[Any, Any, float, dict[str, Any],
     return budget.zcdp, budget.zcdp(rho), delta, given, cap
 
 
-def _read_od_hierarchy_file(path: str) -> Any:
-    """The public area list as text columns (CSV/Parquet via read_code_table; GeoJSON properties)."""
+def _read_od_hierarchy_file(path: str, columns: Any = None) -> Any:
+    """The public area list as text columns (CSV/Parquet via read_code_table, ``columns`` choosing
+    which from a CSV's header; GeoJSON properties)."""
     import pandas as pd
 
     from dpcore.data.boundaries import read_boundaries
@@ -183,7 +184,26 @@ def _read_od_hierarchy_file(path: str) -> Any:
         for c in df.columns:  # codes as text: 7 not 7.0, leading zeros as stored
             df[c] = code_text(df[c]).set_axis(df.index)
         return df
-    return read_code_table(p)
+    return read_code_table(p, columns=columns)
+
+
+def _hierarchy_columns(args: argparse.Namespace, names: dict[str, str]) -> Any:
+    """The hierarchy file's columns that the release reads (a chooser for read_code_table): with
+    --code-column, that column, the --names columns and, when --coordinates is the same file, its
+    code, latitude and longitude columns; None (every column) with --levels or when a named column
+    is missing (so that the error lists the file's columns)."""
+    if args.levels or not args.code_column:
+        return None
+
+    def needed(cols: list[str]) -> list[str] | None:
+        want = [args.code_column, *names.values()]
+        if args.coordinates and Path(args.coordinates).resolve() == Path(args.hierarchy).resolve():
+            want += [args.coord_code or _find_column(
+                         cols, [c for c in (args.code_column, "tabblk2010", "GEOID", "code", "id") if c]),
+                     args.lat or _find_column(cols, _LAT_COLUMNS), args.lon or _find_column(cols, _LON_COLUMNS)]
+        return want if all(c is not None and c in cols for c in want) else None
+
+    return needed
 
 
 def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -200,7 +220,7 @@ def _od_hierarchy(args: argparse.Namespace) -> tuple[Any, Any]:
     if not args.levels and not (args.code_column and args.prefix_lengths):
         raise ParameterError("Say how the hierarchy file is read: --levels state,county,... (one code column per "
                              "level, top first) or --code-column COL --prefix-lengths 2,5,11,12,15.")
-    df = _read_od_hierarchy_file(args.hierarchy)
+    df = _read_od_hierarchy_file(args.hierarchy, _hierarchy_columns(args, names))
     if args.levels:
         if args.level_names:
             raise ParameterError("--level-names goes with --prefix-lengths; with --levels the columns name the levels.")
@@ -339,8 +359,14 @@ def _read_trips(args: argparse.Namespace, h: Any) -> tuple[Any, str, str, str | 
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows.tree import match_leaves
 
-    df = read_code_table(Path(args.input))
-    origin, destination, count = _od_columns(args, [str(c) for c in df.columns])
+    found: list[tuple[str, str, str | None]] = []
+
+    def needed(names: list[str]) -> list[str]:  # the trips' columns, chosen from the header alone
+        found.append(_od_columns(args, names))
+        return [c for c in (*found[0], args.user, getattr(args, "time_col", None)) if c]
+
+    df = read_code_table(Path(args.input), columns=needed)
+    origin, destination, count = found[0] if found else _od_columns(args, [str(c) for c in df.columns])
     if args.drop_unmatched:
         keep = (match_leaves(h, df[origin]) >= 0) & (match_leaves(h, df[destination]) >= 0)
         n_drop = int((~keep).sum())
@@ -360,7 +386,7 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     trips are read or any budget is opened, and released through :func:`dpcore.pipeline.release`."""
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
-    from dpcore.flows.counts import ODCounts
+    from dpcore.flows.counts import ODCounts, trips_fingerprint
     from dpcore.flows.unit import od_unit
     from dpcore.privacy import budget
 
@@ -402,12 +428,13 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
     if time_options(args) is not None:  # one release per public period of the trips' time column
         df, origin, destination, count = _read_trips(args, h)
 
-        def build(rows: Any) -> Any:
+        def build(rows: Any) -> Any:  # the periods' budgets are keyed by their rows (series.frame_fingerprint)
             return ODCounts.from_frame(rows, h, origin=origin, destination=destination, count=count, user=args.user,
-                                       max_trips=args.max_trips, distinct=not args.repeats)
+                                       max_trips=args.max_trips, distinct=not args.repeats, fingerprint=False)
 
         options = {"origin_xy": xy, "delta": delta, "extra": {"budget_input": given}, "top": args.geojson_top}
-        whole = None if args.no_budget else ("flows", build(df).fingerprint)  # the one-off budget's key
+        # the one-off budget's key: the trips' fingerprint alone (no whole-table aggregate for it)
+        whole = None if args.no_budget else ("flows", trips_fingerprint(df, origin, destination, count))
         return table_series(args, plan, df, [origin, destination], count, build, options, make, session,
                             oneoff=whole, cells_of=pair_cells,
                             user=args.user, cap=cap)
@@ -416,8 +443,10 @@ def execute_od(spec: ReleaseSpec, session: Any = None) -> Made:
         counts = _od_counts_by_engine(args, h, *routed)
     else:
         df, origin, destination, count = _read_trips(args, h)
+        # the fingerprint keys the budget only: under --no-budget it is not computed
         counts = ODCounts.from_frame(df, h, origin=origin, destination=destination, count=count, user=args.user,
-                                        max_trips=args.max_trips, distinct=not args.repeats)
+                                     max_trips=args.max_trips, distinct=not args.repeats,
+                                     fingerprint=not args.no_budget)
         del df
     # the cap is read in the release's units (an ε at the same δ is converted like the release)
     bud = open_budget(argparse.Namespace(**{**vars(args), "budget_cap": cap}), make, plan.cost, "flows",

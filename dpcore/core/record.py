@@ -39,7 +39,7 @@ from typing import Any
 import pandas as pd
 
 import dpcore
-from dpcore.data.csv_safe import csv_bytes, pandas_csv
+from dpcore.data.csv_safe import append_constant_column, csv_bytes, pandas_csv
 from dpcore.errors import InputError
 from dpcore.privacy.budget import (
     APPROX_DP_DELTAS,
@@ -284,9 +284,13 @@ def mark_not_accounted(files: Mapping[str, bytes]) -> dict[str, bytes]:
     """
     out = dict(files)
     if "release.csv" in out and out["release.csv"].strip():
-        frame = published_csv_frame(out["release.csv"])
-        frame["accounted"] = NOT_ACCOUNTED_CELL
-        out["release.csv"] = published_csv_bytes(frame)
+        # a plain file gains the column line by line (same bytes as the round trip through pandas)
+        quick = append_constant_column(bytes(out["release.csv"]), "accounted", NOT_ACCOUNTED_CELL)
+        if quick is None:
+            frame = published_csv_frame(out["release.csv"])
+            frame["accounted"] = NOT_ACCOUNTED_CELL
+            quick = published_csv_bytes(frame)
+        out["release.csv"] = quick
     member = ('{"accounted":false,"not_accounted":' + json.dumps(NOT_ACCOUNTED) + ",").encode("utf-8")
     for name, data in files.items():
         text = bytes(data).lstrip()

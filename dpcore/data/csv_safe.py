@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FORMULA_PREFIXES", "csv_bytes", "escape_cell", "is_formula", "pandas_csv"]
+__all__ = ["FORMULA_PREFIXES", "append_constant_column", "csv_bytes", "escape_cell", "is_formula", "pandas_csv"]
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP), with the
 #: full-width forms of ``= + - @`` (U+FF1D, U+FF0B, U+FF0D, U+FF20).
@@ -232,3 +232,57 @@ def pandas_csv(df: pd.DataFrame) -> bytes:
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # a field pandas would quote, or not all text
         return by_pandas()
     return buf.getvalue()
+
+
+# a field of a file without quotes that starts like a formula: at a line start or after a comma
+_FIELD_START = re.compile(f"(?:^|,)(?={_START})", re.MULTILINE)
+
+
+def append_constant_column(data: bytes, name: str, cell: str) -> bytes | None:
+    """A published CSV with one more column ``name`` holding ``cell`` on every row, by appending
+    text to each line, or None when the shortcut cannot be sure of giving the bytes that reading
+    the file back as text and writing it again with pandas (through :func:`csv_bytes` with
+    ``numbers_as_text``) gives.
+
+    It is sure for a UTF-8 file with a header of two or more unique, non-empty names (pandas takes a
+    line of spaces in a one-column file for a blank line), a line feed after every line, no
+    double quote or carriage return (so no field is quoted and none spans lines), no empty line,
+    the header's number of fields on every line, and no header name or field that
+    :func:`csv_bytes` would escape (a field may start with a sign only as a plain number).
+    ``name`` and ``cell`` must need neither quoting nor escaping (else None).  A release with
+    600,000 rows takes milliseconds this way, against seconds through pandas.
+
+    >>> append_constant_column(b"a,b\\n1,-2\\nx,y\\n", "c", "no")
+    b'a,b,c\\n1,-2,no\\nx,y,no\\n'
+    >>> append_constant_column(b'a,b\\n"1,5",2\\n', "c", "no") is None   # a quoted field
+    True
+    >>> append_constant_column(b"a,b\\n=1+2,2\\n", "c", "no") is None   # a formula: pandas escapes it
+    True
+    """
+    for extra in (name, cell):
+        if not extra or any(ch in extra for ch in ',"\r\n') or _MASK.search(extra):
+            return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if (not text.endswith("\n") or '"' in text or "\r" in text or text.startswith(("\n", "\ufeff"))
+            or "\n\n" in text):
+        return None
+    head, _, body = text.partition("\n")
+    names = head.split(",")
+    if len(names) < 2 or "" in names or len(set(names)) != len(names) or name in names or any(_MASK.search(c) for c in names):
+        return None
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(raw == ord("\n"))
+    commas = np.flatnonzero(raw == ord(","))
+    per_line = np.diff(np.searchsorted(commas, ends), prepend=0)
+    if np.any(per_line != len(names) - 1):
+        return None
+    for m in _FIELD_START.finditer(body):
+        start = m.end()
+        stop = min(i for i in (body.find(",", start), body.find("\n", start)) if i >= 0)
+        if not _NUMBER.match(body[start:stop]):
+            return None
+    suffix = ("," + cell + "\n").encode("utf-8")
+    return (head + "," + name + "\n").encode("utf-8") + body.encode("utf-8").replace(b"\n", suffix)

@@ -26,7 +26,7 @@ from dpcore.flows.tree import _text, ancestors, check_pair, group_sum, leaf_look
 from dpcore.privacy import near_match
 from dpcore.privacy.noise import NoiseSource
 
-__all__ = ["MAX_COUNT", "ODCounts"]
+__all__ = ["MAX_COUNT", "ODCounts", "trips_fingerprint"]
 
 #: Largest total number of trips: counts are read as floats, which are exact up to 2⁵³.
 MAX_COUNT = 2**53
@@ -87,6 +87,7 @@ class ODCounts:
         max_trips: int = 1,
         distinct: bool = True,
         noise: NoiseSource | None = None,
+        fingerprint: bool = True,
     ) -> ODCounts:
         """Counts from trip rows (one per trip, optional person id) or from ``count`` rows.
 
@@ -94,6 +95,8 @@ class ODCounts:
         the rule of :func:`dpcore.data.engines.base.cap_groups`; with ``distinct`` a person's repeated
         pairs count once first).  ``noise`` is not used (kept for callers).  Without it,
         every trip is taken to be a different person (``max_trips`` must be 1).
+        ``fingerprint=False`` leaves :attr:`fingerprint` empty (for a release charged to no budget, or
+        one whose budget is keyed otherwise): hashing every pair is a large part of reading the trips.
         """
         destination_h = destination_h or origin_h
         check_pair(origin_h, destination_h)
@@ -121,21 +124,7 @@ class ODCounts:
         key = o * nd + d
         dropped = 0
         if count is not None:
-            c = pd.to_numeric(df[count], errors="coerce").to_numpy(dtype=float)
-            bad = ~np.isfinite(c) | (c < 0) | (c != np.floor(c))
-            if bad.any():
-                raise InputError(
-                    f"The count column '{count}' has {plural(int(bad.sum()), 'value')} that are not whole "
-                    f"numbers ≥ 0 ({row_list(bad)}). Fix or drop those rows."
-                )
-            too_big = c > MAX_COUNT
-            if too_big.any() or float(c.sum()) > MAX_COUNT:
-                raise InputError(
-                    f"The count column '{count}' adds up to more than {MAX_COUNT:,} trips"
-                    + (f" ({row_list(too_big)} alone exceed it)" if too_big.any() else "")
-                    + ". Counts that large cannot be added exactly; check the column (is it really a count?)."
-                )
-            w = c.astype(np.int64)
+            w = _whole_counts(df, count)
         else:
             w = np.ones(len(df), dtype=np.int64)
             if user is not None:
@@ -156,7 +145,7 @@ class ODCounts:
                 w = kept["count"].to_numpy(dtype=np.int64)
         uniq, tot = group_sum(key, w)
         # before the cap (w is then all ones): the budget belongs to the trips, not to one sample
-        fp = _trips_fingerprint(df[origin], df[destination], w if count is not None else None)
+        fp = _trips_fingerprint(df[origin], df[destination], w if count is not None else None) if fingerprint else ""
         return cls(origin_h, destination_h, (uniq // nd).astype(np.int64), (uniq % nd).astype(np.int64),
                    tot, m, bool(distinct), dropped, fp, user is not None)
 
@@ -212,6 +201,39 @@ class ODCounts:
         pos = np.searchsorted(keys, q)
         pos_c = np.minimum(pos, keys.size - 1)
         return np.where(keys[pos_c] == q, c[pos_c], 0)
+
+
+def _whole_counts(df: pd.DataFrame, count: str) -> np.ndarray:
+    """The count column as whole numbers ≥ 0 (InputError naming the rows otherwise)."""
+    c = pd.to_numeric(df[count], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(c) | (c < 0) | (c != np.floor(c))
+    if bad.any():
+        raise InputError(
+            f"The count column '{count}' has {plural(int(bad.sum()), 'value')} that are not whole "
+            f"numbers ≥ 0 ({row_list(bad)}). Fix or drop those rows."
+        )
+    too_big = c > MAX_COUNT
+    if too_big.any() or float(c.sum()) > MAX_COUNT:
+        raise InputError(
+            f"The count column '{count}' adds up to more than {MAX_COUNT:,} trips"
+            + (f" ({row_list(too_big)} alone exceed it)" if too_big.any() else "")
+            + ". Counts that large cannot be added exactly; check the column (is it really a count?)."
+        )
+    return c.astype(np.int64)
+
+
+def trips_fingerprint(df: pd.DataFrame, origin: str, destination: str, count: str | None = None) -> str:
+    """The budget key :meth:`ODCounts.from_frame` gives the trips ``df`` (its :attr:`ODCounts.fingerprint`),
+    without aggregating them: the key of a series' one-off budget needs only this.
+
+    >>> df = pd.DataFrame({"o": ["01", "02", "01"], "d": ["02", "01", "02"], "n": [1, 4, 2]})
+    >>> trips_fingerprint(df, "o", "d", "n") == trips_fingerprint(df.iloc[::-1], "o", "d", "n")
+    True
+    >>> trips_fingerprint(df, "o", "d", "n") == trips_fingerprint(df, "o", "d")
+    False
+    """
+    w = _whole_counts(df, count) if count is not None else None
+    return _trips_fingerprint(df[origin], df[destination], w)
 
 
 def _trips_fingerprint(origin: Any, destination: Any, count: np.ndarray | None) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
+from functools import lru_cache
 from numbers import Real
 from typing import Any, Literal, get_args
 
@@ -327,24 +328,99 @@ def _classic_epsilon(rho: float, log_inv_delta: float) -> float:
     return rho + 2.0 * math.sqrt(rho * log_inv_delta)
 
 
-def _zcdp_to_approx_dp(rho: float, delta: float) -> float:
-    from scipy.optimize import minimize_scalar
+_GOLDEN = 0.5 * (3.0 - math.sqrt(5.0))
+_SQRT_EPS = math.sqrt(2.2e-16)
 
+
+def _bounded_brent(f: Any, a: float, b: float, xatol: float, maxiter: int = 500) -> tuple[float, bool]:
+    """The minimum ``f(x)`` found on ``[a, b]`` by Brent's method (parabolic steps safeguarded by
+    golden-section ones; Brent, "Algorithms for Minimization without Derivatives", 1973, ch. 5),
+    and whether it converged (within ``maxiter`` evaluations, no NaN).
+
+    The steps and the stopping rule are those of SciPy's ``minimize_scalar(method="bounded")``
+    (``fminbound``), so the same points are evaluated and the same value is returned, without
+    importing ``scipy.optimize`` (over a second of a command-line release's start-up).
+
+    >>> fx, ok = _bounded_brent(lambda x: (x - 1.0) ** 2 + 3.0, -5.0, 5.0, 1e-12)
+    >>> ok, abs(fx - 3.0) < 1e-15
+    (True, True)
+    """
+    fulc = a + _GOLDEN * (b - a)
+    nfc = xf = x = fulc
+    rat = e = 0.0
+    fx = f(x)
+    num, fu = 1, np.inf
+    ffulc = fnfc = fx
+    xm = 0.5 * (a + b)
+    tol1 = _SQRT_EPS * np.abs(xf) + xatol / 3.0
+    tol2 = 2.0 * tol1
+    converged = True
+    while np.abs(xf - xm) > (tol2 - 0.5 * (b - a)):
+        golden = True
+        if np.abs(e) > tol1:  # try a parabola through the three best points
+            golden = False
+            r = (xf - nfc) * (fx - ffulc)
+            q = (xf - fulc) * (fx - fnfc)
+            p = (xf - fulc) * q - (xf - nfc) * r
+            q = 2.0 * (q - r)
+            if q > 0.0:
+                p = -p
+            q = np.abs(q)
+            r, e = e, rat
+            if (np.abs(p) < np.abs(0.5 * q * r)) and (p > q * (a - xf)) and (p < q * (b - xf)):
+                rat = (p + 0.0) / q
+                x = xf + rat
+                if ((x - a) < tol2) or ((b - x) < tol2):
+                    rat = tol1 * (np.sign(xm - xf) + ((xm - xf) == 0))
+            else:
+                golden = True
+        if golden:
+            e = (a - xf) if xf >= xm else (b - xf)
+            rat = _GOLDEN * e
+        x = xf + (np.sign(rat) + (rat == 0)) * np.maximum(np.abs(rat), tol1)
+        fu = f(x)
+        num += 1
+        if fu <= fx:
+            if x >= xf:
+                a = xf
+            else:
+                b = xf
+            fulc, ffulc = nfc, fnfc
+            nfc, fnfc = xf, fx
+            xf, fx = x, fu
+        else:
+            if x < xf:
+                a = x
+            else:
+                b = x
+            if (fu <= fnfc) or (nfc == xf):
+                fulc, ffulc = nfc, fnfc
+                nfc, fnfc = x, fu
+            elif (fu <= ffulc) or (fulc == xf) or (fulc == nfc):
+                fulc, ffulc = x, fu
+        xm = 0.5 * (a + b)
+        tol1 = _SQRT_EPS * np.abs(xf) + xatol / 3.0
+        tol2 = 2.0 * tol1
+        if num >= maxiter:
+            converged = False
+            break
+    if np.isnan(xf) or np.isnan(fx) or np.isnan(fu):
+        converged = False
+    return float(fx), converged
+
+
+@lru_cache(maxsize=1024)
+def _zcdp_to_approx_dp(rho: float, delta: float) -> float:
+    """Cached: a record reads the same ρ at several δ, and more than once (release.json, the review)."""
     log_inv_delta = -math.log(delta)
     values = _cks_objective(_T_GRID, rho, log_inv_delta)
     i = int(np.argmin(values))
     best = float(values[i])
     lo = _T_GRID[max(i - 1, 0)]
     hi = _T_GRID[min(i + 1, len(_T_GRID) - 1)]
-    res = minimize_scalar(
-        _cks_objective,
-        bounds=(float(lo), float(hi)),
-        args=(rho, log_inv_delta),
-        method="bounded",
-        options={"xatol": 1e-12},
-    )
-    if res.success and math.isfinite(float(res.fun)):
-        best = min(best, float(res.fun))
+    fun, ok = _bounded_brent(lambda t: _cks_objective(t, rho, log_inv_delta), float(lo), float(hi), 1e-12)
+    if ok and math.isfinite(fun):
+        best = min(best, fun)
     # (0, δ)-DP is the strongest (ε, δ) statement; a negative infimum (tiny ρ) means just that.
     return max(0.0, min(best, _classic_epsilon(rho, log_inv_delta)))
 

@@ -25,15 +25,15 @@ Why not ``numpy.random.laplace``?
     bits): no floating-point rounding ever decides an output.
 
 How exactness is obtained while staying vectorised
-    A uniform real :math:`U \\in [0, 1)` is represented by its first 53 random
-    bits ``u``: :math:`U \\in [u 2^{-53}, (u + 1) 2^{-53})`; further bits are drawn
-    lazily when needed.  Each decision (a geometric inversion
+    A uniform real :math:`U \\in [0, 1)` is represented by its first ``b`` random
+    bits ``u`` (``b`` = 16, 31 or 53: few bytes a draw): :math:`U \\in [u 2^{-b}, (u + 1) 2^{-b})`;
+    further bits are drawn lazily when needed.  Each decision (a geometric inversion
     :math:`G = \\lfloor -t \\ln U \\rfloor`, or a Bernoulli
     :math:`[U < e^{-\\gamma}]`) is first attempted in float64 with a certified
     error margin far larger than the floating-point error; it is accepted only
     when *every* point of the interval, margin included, gives the same answer.
-    The rare undecided elements (probability around :math:`10^{-11}` per
-    decision for moderate scales) go to an exact per-element slow path that
+    The rare undecided elements (about :math:`t \\cdot 10^{-8}` per geometric,
+    :math:`2^{-16}` per Gaussian coin) go to an exact per-element slow path that
     compares :math:`U` with :math:`e^{-\\gamma}` (:math:`\\gamma` an exact
     :class:`fractions.Fraction`) by interval refinement: :mod:`decimal` bounds on
     :math:`e^{-\\gamma}` at increasing precision, more random bits for :math:`U`,
@@ -44,7 +44,7 @@ Randomness source
     :class:`NoiseSource` with ``seed=None`` (the default and the only setting
     for real releases, see :func:`secure_source`) reads all bits from
     :func:`os.urandom`, the operating system's CSPRNG, in one bulk call per
-    array.  An integer seed selects numpy's PCG64, which is *not*
+    batch (rounds of at most 2^18 proposals).  An integer seed selects numpy's PCG64, which is *not*
     cryptographically secure and exists only so tests are reproducible.  The
     source is never seeded from the clock and numpy's global RNG is never used.
 
@@ -69,6 +69,7 @@ from functools import lru_cache
 import numpy as np
 
 from dpcore.errors import ParameterError
+from dpcore.privacy import noise_tables as _nt
 
 __all__ = [
     "NoiseSource",
@@ -89,10 +90,10 @@ _FORCE_EXACT = False
 #: Largest accepted scale / sigma: keeps every output far inside int64.
 _MAX_SCALE = Fraction(10**15)
 
-_TWO_M53 = 2.0**-53
-_REL_MARGIN = 1e-12  # relative float error margin (actual error is ~1e-15)
-_ABS_MARGIN = 1e-12
-_EXP_ABS_MARGIN = 2.0**-60
+#: Largest geometric scale t drawn from 31-bit uniform prefixes (above, 53-bit ones): a 31-bit
+#: prefix leaves the float decision undecided with probability about t * 22 * 2^-31 (1e-5 at
+#: 2^10), each then settled exactly on the slow path.
+_SHORT_PREFIX_MAX_SCALE = Fraction(2**10)
 _START_PREC = 30  # decimal digits for the first exact bound on e^{-gamma}
 _PREC_STEP = 20
 _LOG2E_LOWER = Fraction(144, 100)  # < log2(e) = 1.4427...
@@ -335,46 +336,101 @@ class NoiseSource:
             return np.frombuffer(os.urandom(8 * n), dtype=np.uint64).copy()
         return self._bitgen.random_raw(n).astype(np.uint64, copy=False)
 
-    def _uniform53(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """53-bit prefixes ``u`` and the float ends of ``[u 2^-53, (u+1) 2^-53)`` (exact)."""
-        u = self.random_uint64(n) >> np.uint64(11)
-        lo = u.astype(np.float64) * _TWO_M53
-        hi = (u + np.uint64(1)).astype(np.float64) * _TWO_M53
-        return u, lo, hi
+    def _prefixes(self, n: int, bits: int) -> np.ndarray:
+        """``n`` uniform ``bits``-bit integers (``bits`` = 16: four per 64-bit word; 32: two; 53: one)."""
+        if bits == 16:
+            return self.random_uint64((n + 3) // 4).view(np.uint16)[:n]
+        if bits == 32:
+            return self.random_uint64((n + 1) // 2).view(np.uint32)[:n]
+        return self.random_uint64(n) >> np.uint64(64 - bits)
 
     # -- geometric / discrete Laplace ----------------------------------------
 
-    def _geometric(self, t: Fraction, n: int, exact_only: bool) -> np.ndarray:
-        """``n`` draws of ``G`` with ``P(G = k) = (1 - q) q^k``, ``q = exp(-1/t)``.
+    def _geometric(self, t: Fraction, u: np.ndarray, bits: int, exact_only: bool) -> np.ndarray:
+        """Draws of ``G`` with ``P(G = k) = (1 - q) q^k``, ``q = exp(-1/t)``, one per prefix in ``u``.
 
-        Inversion: ``G = floor(-t ln U)`` for ``U`` uniform.  Decided in float
-        when both margined ends of ``U``'s 2^-53 interval floor to the same
-        integer; otherwise exactly by :func:`_geometric_exact`.
+        Inversion: ``G = floor(-t ln U)`` for ``U`` uniform, known through its ``bits``-bit prefix
+        ``u`` (``U`` in ``[u 2^-b, (u+1) 2^-b)``).  One logarithm gives ``z = -t ln(u 2^-b)``,
+        the largest value of ``-t ln U`` on the interval; the smallest is above ``z - t/u``
+        (since ``ln(1 + 1/u) <= 1/u``).  ``G`` is decided in float when both ends, widened by a
+        certified margin, floor to the same integer; otherwise exactly by :func:`_geometric_exact`
+        (which draws more bits of the same ``U``).
         """
-        u, lo, hi = self._uniform53(n)
+        n = u.size
         tf = float(t)
-        with np.errstate(divide="ignore"):
-            z_min = -tf * np.log(hi)  # z = -t ln U is decreasing in U
-            z_max = -tf * np.log(lo)  # +inf where lo == 0
-        k_lo = np.maximum(np.floor(z_min - (z_min * _REL_MARGIN + _ABS_MARGIN)), 0.0)
-        k_hi = np.floor(z_max + (z_max * _REL_MARGIN + _ABS_MARGIN))
-        if exact_only:
-            undecided = np.arange(n)
-            k_lo = np.maximum(np.floor(z_min), 0.0)
-            k_hi = np.floor(z_max)
-        else:
-            undecided = np.flatnonzero(k_lo != k_hi)
-        out = k_lo.astype(np.int64)
+        z = u.astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            width = np.divide(tf * (1.0 + _nt.REL_MARGIN), z)  # >= t ln(1 + 1/u); +inf where u == 0
+            z *= 2.0**-bits
+            np.log(z, out=z)
+            z *= -tf  # +inf where u == 0
+            if bits <= 32:  # |z| <= b t ln 2 where u >= 1: one absolute margin covers z's float error
+                margin: float | np.ndarray = (tf * bits * 0.6931471805599453 + 1.0) * _nt.REL_MARGIN + _nt.ABS_MARGIN
+            else:
+                margin = z * _nt.REL_MARGIN + _nt.ABS_MARGIN
+            k_hi = np.add(z, margin)
+            np.floor(k_hi, out=k_hi)
+            z -= width
+            z -= margin
+            k_lo = np.floor(z, out=z)  # nan where u == 0 (inf - inf): undecided
+        undecided = np.arange(n) if exact_only else np.flatnonzero(~(k_lo == k_hi))
+        out = k_hi.astype(np.int64) if undecided.size == 0 else np.where(k_lo == k_hi, k_hi, 0.0).astype(np.int64)
         for i in undecided:
-            hint_hi = int(k_hi[i]) if math.isfinite(k_hi[i]) else None
-            unif = _LazyUniform(int(u[i]), 53)
-            out[i] = _geometric_exact(self, unif, t, int(k_lo[i]), hint_hi)
+            lo_hint = int(k_lo[i]) if math.isfinite(k_lo[i]) and k_lo[i] > 0 else 0
+            hi_hint = int(k_hi[i]) if math.isfinite(k_hi[i]) else None
+            out[i] = _geometric_exact(self, _LazyUniform(int(u[i]), bits), t, lo_hint, hi_hint)
         return out
 
+    def _laplace_proposals(self, t: Fraction, m: int, exact_only: bool) -> np.ndarray:
+        """``m`` proposals ``(1 - 2B) V`` (geometric ``V``, fair sign ``B``, one random word each),
+        :data:`~dpcore.privacy.noise_tables.REJECT` where ``B = 1, V = 0``.
+
+        ``t <= 2^10``: a 32-bit word gives ``B`` (top bit) and a 31-bit prefix of ``V``'s uniform;
+        above, a 64-bit word gives ``B`` (lowest bit) and a 53-bit prefix.  Large batches read most
+        proposals from :func:`~dpcore.privacy.noise_tables.laplace_table` (by ``B`` and the prefix's top 16 bits), the rest by
+        :meth:`_geometric`.
+        """
+        if t <= _SHORT_PREFIX_MAX_SCALE:
+            w = self._prefixes(m, 32)
+            u, bits, sign = w & np.uint32(0x7FFFFFFF), 31, w >> np.uint32(31)
+            index = w >> np.uint32(15)  # B then the top 16 bits of the prefix
+        else:
+            w = self.random_uint64(m)
+            u, bits, sign = w >> np.uint64(11), 53, w & np.uint64(1)
+            index = (w >> np.uint64(48)) | (sign << np.uint64(16))
+        if exact_only or m < _nt.TABLE_MIN_BATCH:
+            rest = np.arange(m)
+            y = np.empty(m, dtype=np.int64)
+        else:
+            y = _nt.laplace_table(t).take(index.astype(np.intp))
+            rest = np.flatnonzero(y == _nt.UNDECIDED)
+        if rest.size:
+            v = self._geometric(t, u[rest], bits, exact_only)
+            negative = sign[rest].astype(bool)
+            y[rest] = np.where(negative, np.where(v == 0, _nt.REJECT, -v), v)
+        return y
+
     def _discrete_laplace(self, t: Fraction, n: int, exact_only: bool = False) -> np.ndarray:
-        """``n`` discrete Laplace draws with exact scale ``t``: ``G1 - G2``."""
-        g = self._geometric(t, 2 * n, exact_only)
-        return g[:n] - g[n:]
+        """``n`` discrete Laplace draws with exact scale ``t``, by sign and magnitude.
+
+        A geometric ``V`` (:meth:`_geometric`) and a fair sign ``B`` give ``(1 - 2B) V``, except
+        that ``B = 1, V = 0`` (a second way to make 0) is rejected: the sign step of CKS20
+        Algorithm 2, so ``P(Y = y)`` is proportional to ``q^|y|``.  One geometric per accepted
+        draw with probability ``(1 + q)/2`` (instead of two for ``G1 - G2``).  Batched like
+        :meth:`_discrete_gaussian`: each round proposes enough for the missing draws at the
+        acceptance rate ``(1 + q)/2`` and keeps the first accepted ones, in order.
+        """
+        out = np.empty(n, dtype=np.int64)
+        rate = (1.0 + math.exp(-1.0 / float(t))) / 2.0
+        filled = 0
+        while filled < n:
+            need = n - filled
+            m = min(int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16, _nt.ROUND_MAX)
+            y = self._laplace_proposals(t, m, exact_only)
+            good = y[y != _nt.REJECT][:need]
+            out[filled:filled + good.size] = good
+            filled += good.size
+        return out
 
     def discrete_laplace(self, scale, size: int | tuple) -> np.ndarray:
         """Draw exact discrete Laplace noise.
@@ -382,9 +438,10 @@ class NoiseSource:
         .. math:: P(X = k) = \\frac{1 - q}{1 + q} q^{|k|}, \\quad q = e^{-1/t},
                   \\quad k \\in \\mathbb{Z}
 
-        sampled as :math:`G_1 - G_2` with :math:`G_i` i.i.d. geometric,
-        :math:`P(G = k) = (1 - q) q^k`.  Adding it to an integer query of L1
-        sensitivity :math:`\\Delta` gives :math:`\\varepsilon = \\Delta / t`.
+        sampled as a fair sign times a geometric :math:`V`, :math:`P(V = k) = (1 - q) q^k`,
+        rejecting the negative zero (Canonne, Kamath & Steinke 2020, Algorithm 2's sign
+        step).  Adding it to an integer query of L1 sensitivity :math:`\\Delta` gives
+        :math:`\\varepsilon = \\Delta / t`.
 
         Parameters
         ----------
@@ -405,32 +462,54 @@ class NoiseSource:
     # -- discrete Gaussian --------------------------------------------------
 
     def _discrete_gaussian(self, sigma: Fraction, n: int, exact_only: bool = False) -> np.ndarray:
-        """CKS20 Algorithm 3, vectorised over the still-rejected elements."""
+        """CKS20 Algorithm 3, vectorised and batched.
+
+        Each round makes enough discrete Laplace proposals (:meth:`_laplace_proposals`, whose
+        negative zeros are rejected here with the Gaussian's coin) for the missing outputs at the
+        expected acceptance rate, and the first accepted ones fill them in order (accepted
+        proposals are i.i.d. draws of the target, so which are kept may depend on their count,
+        never on their values).  The coin ``U < exp(-gamma)``,
+        ``gamma = (|Y| - sigma^2/t)^2 / (2 sigma^2)``, reads a 16-bit prefix of ``U``: decided
+        against certified float bounds (:mod:`dpcore.privacy.noise_tables`) except
+        when ``exp(-gamma)`` falls in the prefix's interval (about 1 in 65,536), then exactly
+        (:func:`_uniform_below_exp`, more bits of the same ``U``).
+        """
         s2 = sigma * sigma
         t = Fraction(math.floor(sigma) + 1)
         shift = s2 / t  # exact sigma^2 / t
-        s2f = float(s2)
+        inv_2s2 = 1.0 / (2.0 * float(s2))
         shift_f = float(shift)
         out = np.empty(n, dtype=np.int64)
-        pending = np.arange(n)
-        while pending.size:
-            m = pending.size
-            y = self._discrete_laplace(t, m, exact_only)
-            u, lo, hi = self._uniform53(m)
-            d = np.abs(y).astype(np.float64) - shift_f
-            gamma_f = d * d / (2.0 * s2f)
-            e = np.exp(-gamma_f)
-            margin = e * (_REL_MARGIN * (gamma_f + 1.0)) + _EXP_ABS_MARGIN
-            accept = hi <= e - margin
+        filled, proposed, accepted = 0, 0, 0
+        expected = _nt.dgauss_acceptance(sigma) * (1.0 + math.exp(-1.0 / float(t))) / 2.0
+        while filled < n:
+            need = n - filled
+            # proposals for the expected acceptance rate (then the rate seen so far), with room
+            # for its spread: one round almost always (rounds of at most _nt.ROUND_MAX)
+            rate = expected if accepted == 0 else accepted / proposed
+            m = min(int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16, _nt.ROUND_MAX)
+            y = self._laplace_proposals(t, m, exact_only)
+            v = self._prefixes(m, _nt.COIN_BITS)
+            proposal = y != _nt.REJECT
+            a = np.abs(y)
+            a[~proposal] = 0  # rejected anyway; keeps the table small
+            top = int(a.max()) if m else 0
             if exact_only:
-                undecided = np.arange(m)
+                accept, undecided = np.zeros(m, dtype=bool), np.flatnonzero(proposal)
+            elif m >= _nt.TABLE_MIN_BATCH and top < 4 * m:
+                accept, undecided = _nt.coins_by_table(a, v, top, shift_f, inv_2s2)
             else:
-                undecided = np.flatnonzero(~accept & (lo < e + margin))
+                accept, undecided = _nt.coins_by_log(a, v, shift_f, inv_2s2)
+            accept &= proposal
             for i in undecided:
-                gamma = (abs(int(y[i])) - shift) ** 2 / (2 * s2)
-                accept[i] = _uniform_below_exp(self, _LazyUniform(int(u[i]), 53), gamma)
-            out[pending[accept]] = y[accept]
-            pending = pending[~accept]
+                if proposal[i]:
+                    exact_gamma = (abs(int(y[i])) - shift) ** 2 / (2 * s2)
+                    accept[i] = _uniform_below_exp(self, _LazyUniform(int(v[i]), _nt.COIN_BITS), exact_gamma)
+            good = y[accept][:need]
+            out[filled:filled + good.size] = good
+            filled += good.size
+            proposed += m
+            accepted += int(np.count_nonzero(accept))
         return out
 
     def discrete_gaussian(self, sigma, size: int | tuple) -> np.ndarray:

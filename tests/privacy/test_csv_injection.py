@@ -291,3 +291,30 @@ def test_arrow_tables_are_escaped_like_frames() -> None:
     safe = pa.table({"n": np.array([-3, 1]), "family": ["discrete_laplace"] * 2})
     assert csv_bytes(safe, write) == write(safe)  # nothing to escape: the writer's bytes
     assert csv_bytes(pa.table({"=x": [1]}), write).startswith(b"\"'=x\"")
+
+
+@pytest.mark.parametrize("text", [
+    "level,origin,noisy\nstate,44,-3\nblock,440010101001000,2.5e-4\n",  # plain numbers with signs: kept
+    "level,origin,noisy\nstate,=1+2,3\n",  # a formula: only the round trip escapes it
+    "level,=h,noisy\nstate,44,3\n",  # a formula header name
+    'level,origin,noisy\nstate,"a,b",3\n',  # a quoted field
+    "level,origin,noisy\nstate,-inf,3\n",  # a sign that is no plain number
+    "level,origin,noisy\nstate, +4,3\n",  # space then a sign
+    "level,origin\nstate,44,3\n",  # a row longer than the header
+    "level,level\nstate,44\n",  # a duplicate name
+])
+def test_appended_column_matches_the_round_trip(text: str) -> None:
+    """``mark_not_accounted``'s shortcut (a column appended line by line) gives the bytes of the
+    round trip through pandas, or declines."""
+    from dpcore.core.record import NOT_ACCOUNTED_CELL, published_csv_bytes, published_csv_frame
+    from dpcore.data.csv_safe import append_constant_column
+
+    data = text.encode()
+    quick = append_constant_column(data, "accounted", NOT_ACCOUNTED_CELL)
+    if quick is None:
+        assert text.count("\n") > 1 and not text.startswith("level,origin,noisy\nstate,44")
+        return
+    frame = published_csv_frame(data)
+    frame["accounted"] = NOT_ACCOUNTED_CELL
+    assert quick == published_csv_bytes(frame)
+    assert text.startswith("level,origin,noisy\nstate,44")  # only the plain file takes the shortcut

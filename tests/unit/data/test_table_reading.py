@@ -278,3 +278,19 @@ def test_progress_reports_chunks(monkeypatch):
     assert calls[-1][1] == "Read 10,500 rows from 'big.csv.gz'"
     # same table as without progress (chunks concatenated with a fresh index)
     pd.testing.assert_frame_equal(df, read_table(content, "big.csv.gz"))
+
+
+def test_code_table_reads_the_chosen_columns_as_a_full_read_does() -> None:
+    """``columns`` picks columns from the header (names stripped); they hold what a full read holds,
+    and a header with a repeated name is read in full."""
+    from dpcore.data.code_tables import read_code_table
+
+    data = b"a, b ,c,d\n01,x,,3\n002,y,NA,4\n"
+    full = read_code_table(data, "t.csv")
+    seen: list[list[str]] = []
+    part = read_code_table(data, "t.csv", columns=lambda names: seen.append(names) or ["b", "c"])
+    assert seen == [["a", "b", "c", "d"]] and list(part.columns) == ["b", "c"]
+    pd.testing.assert_frame_equal(part, full[["b", "c"]])
+    assert list(read_code_table(data, "t.csv", columns=lambda names: None).columns) == ["a", "b", "c", "d"]
+    dup = b"a,a,c\n1,2,3\n"
+    assert list(read_code_table(dup, "t.csv", columns=lambda names: ["c"]).columns) == ["a", "a.1", "c"]

@@ -13,7 +13,7 @@ from od_testing import make_states, n_children, tree_h
 from dpcore import catalog
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
-from dpcore.flows.counts import ODCounts
+from dpcore.flows.counts import ODCounts, trips_fingerprint
 from dpcore.flows.tree import hierarchy_from_prefixes, tree_levels
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
@@ -213,3 +213,21 @@ def test_fingerprint_follows_the_trips_not_their_encoding() -> None:
     assert all(c.fingerprint == base for c in same)
     more = pd.concat([trips, trips.iloc[:1]], ignore_index=True)
     assert ODCounts.from_frame(more, h, origin="o", destination="d").fingerprint != base
+
+
+def test_fingerprint_alone_and_skipped() -> None:
+    """``trips_fingerprint`` is the key ``from_frame`` computes (trip rows and count rows), without
+    the aggregate; ``fingerprint=False`` (a release charged to no budget) leaves it empty and the
+    counts unchanged."""
+    h = hierarchy_from_prefixes(["0101", "0102", "0201"], [2, 4])
+    trips = pd.DataFrame({"o": ["0101", "0201", "0101", "0102"], "d": ["0102", "0101", "0102", "0201"],
+                          "n": [3, 1, 0, 2]})
+    for count in (None, "n"):
+        full = ODCounts.from_frame(trips, h, origin="o", destination="d", count=count)
+        assert trips_fingerprint(trips, "o", "d", count) == full.fingerprint != ""
+        bare = ODCounts.from_frame(trips, h, origin="o", destination="d", count=count, fingerprint=False)
+        assert bare.fingerprint == ""
+        assert [bare.origin.tolist(), bare.destination.tolist(), bare.count.tolist()] == \
+            [full.origin.tolist(), full.destination.tolist(), full.count.tolist()]
+    with pytest.raises(InputError, match="not whole"):
+        trips_fingerprint(trips.assign(n=[1.5, 1, 1, 1]), "o", "d", "n")

@@ -69,7 +69,9 @@ def test_release_invariants_on_synthetic_trees(random_tree_data, seed, orientati
     assert rel.public_total == (n if bounded else None)
     assert rel.plan.mechanism == mechanism and rel.plan.orientation == orientation
     if not bounded:
-        assert rel.values[0].size == 1 and rel.values[0][0] != n  # noised (P(Z = 0) is tiny here)
+        # noised: the total is a measured level with noise (a draw of 0 is not rare at these scales:
+        # P(Z = 0) = tanh(1/(2t)), about 5 % at t = 10, so the value alone cannot show it)
+        assert rel.values[0].size == 1 and rel.plan.levels[0].measured and rel.plan.scales[0] > 0
 
 
 @pytest.mark.parametrize("orientation", ["destination", "origin"])
