@@ -21,7 +21,7 @@ from dpcore.areas.tree_plans import HierarchyRelease
 from dpcore.core.mechanism import Plan
 from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
 from dpcore.data.area_boundaries import BoundaryJoin
-from dpcore.data.csv_safe import csv_bytes
+from dpcore.data.csv_safe import csv_bytes, frame_csv
 from dpcore.data.hierarchy import hierarchy_info
 from dpcore.privacy.ledger import Ledger
 
@@ -80,7 +80,7 @@ def _intervals(sd: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.n
 
 
 def hierarchy_csv(rel: HierarchyRelease) -> bytes:
-    return csv_bytes(hierarchy_frame(rel), lambda d: d.to_csv(index=False, lineterminator="\n").encode("utf-8"))
+    return csv_bytes(hierarchy_frame(rel), frame_csv)
 
 
 def level_geojson(rel: HierarchyRelease, join: BoundaryJoin) -> bytes:

@@ -39,7 +39,7 @@ from typing import Any
 import pandas as pd
 
 import dpcore
-from dpcore.data.csv_safe import csv_bytes
+from dpcore.data.csv_safe import csv_bytes, frame_csv
 from dpcore.errors import InputError
 from dpcore.privacy.budget import (
     APPROX_DP_DELTAS,
@@ -265,8 +265,7 @@ def published_csv_bytes(frame: pd.DataFrame) -> bytes:
     """A frame of :func:`published_csv_frame` text written back: every cell is the published text
     (already escaped against formulas) or post-processing's own safe words, so it is written
     verbatim, quoted only where RFC 4180 needs it (:func:`dpcore.data.csv_safe.csv_bytes` checks again)."""
-    return csv_bytes(frame, lambda d: d.to_csv(index=False, lineterminator="\n").encode("utf-8"),
-                     numbers_as_text=True)
+    return csv_bytes(frame, frame_csv, numbers_as_text=True)
 
 
 def mark_not_accounted(files: Mapping[str, bytes]) -> dict[str, bytes]:

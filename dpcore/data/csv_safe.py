@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FORMULA_PREFIXES", "csv_bytes", "escape_cell", "is_formula"]
+__all__ = ["FORMULA_PREFIXES", "csv_bytes", "escape_cell", "frame_csv", "is_formula"]
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP), with the
 #: full-width forms of ``= + - @`` (U+FF1D, U+FF0B, U+FF0D, U+FF20).
@@ -171,3 +171,73 @@ def csv_bytes(df: Any, write: Callable[[Any], bytes], *, numbers_as_text: bool =
     for j, vals in escaped.items():
         esc.isetitem(j, pd.Series(vals, index=esc.index, dtype=object))
     return write(esc)
+
+
+#: Rows :func:`frame_csv` formats at a time (bounds the text copies of a large frame).
+_CHUNK = 500_000
+# a text cell Python's csv module would quote (QUOTE_MINIMAL with delimiter "," and "\n")
+_NEEDS_QUOTE = '[,"\r\n]'
+
+
+def frame_csv(df: pd.DataFrame) -> bytes:
+    r"""``df.to_csv(index=False, lineterminator="\n").encode("utf-8")``, byte for byte, formatted by
+    column instead of by row (pandas' writer runs Python's csv module cell by cell: about 2 s a
+    million rows of seven columns).  Numbers are written as pandas writes them (``astype(str)``:
+    integers as ``str``, floats as their shortest repr, NaN as an empty cell); a frame whose text
+    or header could need quoting, or of another type, is handed to pandas.
+
+    >>> df = pd.DataFrame({"code": ["01", None], "n": [3, -1], "x": [0.5, float("nan")]})
+    >>> frame_csv(df) == df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    True
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def pandas_csv() -> bytes:
+        return df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+
+    names = [str(c) for c in df.columns]
+    kinds = [dt.kind if isinstance(dt, np.dtype) else "T" if _text_dtype(dt) else "?" for dt in df.dtypes]
+    if len(names) < 2 or any(k not in "iufOT" for k in kinds) or any(re.search(_NEEDS_QUOTE, c) for c in names) \
+            or df.columns.duplicated().any():
+        return pandas_csv()
+    parts = [(",".join(names) + "\n").encode("utf-8")]
+    for lo in range(0, len(df), _CHUNK):
+        cols = []
+        for j, k in enumerate(kinds):
+            v = df.iloc[lo:lo + _CHUNK, j]
+            if k in "iu":
+                cols.append(pa.array(v.to_numpy().astype(str), type=pa.string()))
+                continue
+            a = v.to_numpy() if k == "f" else v.to_numpy(dtype=object)
+            miss = pd.isna(a)
+            try:  # text columns must hold text only (pandas would str() anything else)
+                col = pa.array(np.where(miss, "", _float_text(a) if k == "f" else a), type=pa.string())
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                return pandas_csv()
+            if k != "f" and pc.any(pc.match_substring_regex(col, _NEEDS_QUOTE)).as_py():
+                return pandas_csv()
+            cols.append(col)
+        line = pc.binary_join_element_wise(pc.binary_join_element_wise(*cols, ","), "", "\n")
+        parts.append(b"".join(memoryview(b) for b in _string_data(line)))
+    return b"".join(parts)
+
+
+def _string_data(arr: object) -> list[object]:
+    """The UTF-8 bytes of a pyarrow string array without nulls, in order (its data buffer)."""
+    chunks = arr.chunks if hasattr(arr, "chunks") else [arr]
+    out = []
+    for c in chunks:
+        if not len(c):
+            continue
+        offsets = np.frombuffer(c.buffers()[1], dtype=np.int32)[c.offset:c.offset + len(c) + 1]
+        out.append(c.buffers()[2][int(offsets[0]):int(offsets[-1])])
+    return out
+
+
+def _float_text(a: np.ndarray) -> np.ndarray:
+    """``a.astype(str)`` (pandas' float cells): for float64 Python's ``repr``, which is the same
+    shortest round-trip text about ten times faster than numpy's."""
+    if a.dtype != np.float64:
+        return a.astype(str)
+    return np.array(list(map(float.__repr__, a.tolist())), dtype=object)

@@ -316,7 +316,10 @@ class Hierarchy:
             d = levels.index(lv)
             nm = df[col].astype("string").fillna("").str.strip().to_numpy(dtype=object)
             name_arrays[d] = nm[np.unique(paths[d][0], return_index=True)[1]]  # each area's first row
-        return cls(tuple(levels), tuple(keys), tuple(parents), tuple(out_modes), tuple(name_arrays), source)
+        h = cls(tuple(levels), tuple(keys), tuple(parents), tuple(out_modes), tuple(name_arrays), source)
+        # each area's own code, known here without splitting its key (what codes() would make)
+        h.__dict__["_labels_cache"] = {("codes", d + 1): ids[d][1][paths[d][2]] for d in range(len(levels))}
+        return h
 
     def with_names(self, depth: int, names: Sequence[object]) -> Hierarchy:
         """This hierarchy with display names for the areas at ``depth`` (one per area, in the

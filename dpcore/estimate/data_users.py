@@ -24,7 +24,7 @@ import orjson
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcore.data.csv_safe import csv_bytes
+from dpcore.data.csv_safe import csv_bytes, frame_csv
 from dpcore.errors import ParameterError
 from dpcore.estimate.data_user_format import (
     DATA_USER_FILES,
@@ -145,7 +145,7 @@ def pack_files(pack: DataUserPack) -> tuple[dict[str, bytes], Measurements]:
     """``measurements.csv`` and ``design.json`` of ``pack``, and the :class:`Measurements` they
     describe (read by the same code as :func:`dpcore.estimate.gls.read_release`)."""
     frame, design = measurements_frame(pack), design_dict(pack)
-    files = {"measurements.csv": csv_bytes(frame, lambda d: d.to_csv(index=False, lineterminator="\n").encode()),
+    files = {"measurements.csv": csv_bytes(frame, frame_csv),
              "design.json": orjson.dumps(design, option=orjson.OPT_SERIALIZE_NUMPY)}
     return files, measurements_from(design, frame)
 
@@ -157,7 +157,7 @@ def estimates_csv(level: Sequence[str], code: Sequence[str], estimate: NDArray[n
     frame = pd.DataFrame({"level": list(level), "code": list(code), "estimate": np.round(estimate, 6),
                           "variance": np.round(var, 6), "sd": np.round(np.sqrt(var), 6),
                           "published": np.asarray(published)})
-    return csv_bytes(frame, lambda d: d.to_csv(index=False, lineterminator="\n").encode("utf-8"))
+    return csv_bytes(frame, frame_csv)
 
 
 def node_estimates(m: Measurements) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
