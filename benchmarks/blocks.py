@@ -73,7 +73,8 @@ def timed(cmd: list[str]) -> dict[str, Any]:
     out = {"seconds": secs, "peak_gb": int(rss.group(1)) / 2**20 if rss else None, "rc": p.returncode,
            "load_before": round(load, 1), "when": datetime.datetime.now().isoformat(timespec="seconds")}
     if p.returncode:
-        out["error"] = (p.stderr.strip().splitlines() or ["?"])[-25]
+        lines = p.stderr.split("\tCommand being timed")[0].strip().splitlines()
+        out["error"] = lines[-1] if lines else f"exit code {p.returncode}"
     return out
 
 
