@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.areas.counts import whole_counts
-from dpcore.data.engines.base import codes_fingerprint
+from dpcore.data.engines.base import canonical_codes, coded_fingerprint, codes_fingerprint
 from dpcore.errors import InputError, ParameterError
 from dpcore.privacy import near_match
 
@@ -177,18 +177,26 @@ def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[
     weights = [_key_counts(df[c], c) for c in cols]
     positive = (np.sum(weights, axis=0) > 0) if cols else np.ones(len(df), dtype=bool)
     varying = [lv for lv in levels if df.loc[positive, lv].nunique(dropna=False) > 1]
-    keys = [_level_key(df, varying[: i + 1], weights) for i in range(len(varying))] or \
-        [_level_key(df, [levels[-1]], weights)]
+    coded: dict[str, Any] = {}  # each level's canonical codes, made once for all the keys
+    paths = [varying[: i + 1] for i in range(len(varying))] or [[levels[-1]]]
     # the earlier rule: the first level with more than one code over every row (empty ones too)
     earlier = next((lv for lv in levels if df[lv].nunique(dropna=False) > 1), levels[-1])
-    return list(dict.fromkeys([*keys, _level_key(df, [earlier], weights)]))
+    made: dict[tuple[str, ...], str] = {}
+    for path in [*paths, [earlier]]:
+        if tuple(path) not in made:
+            made[tuple(path)] = _level_key(df, path, weights, coded)
+    return list(dict.fromkeys(made[tuple(p)] for p in [*paths, [earlier]]))
 
 
-def _level_key(df: pd.DataFrame, path: list[str], weights: list[np.ndarray]) -> str:
+def _level_key(df: pd.DataFrame, path: list[str], weights: list[np.ndarray], coded: dict[str, Any]) -> str:
     """:func:`codes_fingerprint` of the totals per area of the ``path`` levels (a group-size
-    histogram: one row per (area, size column), the column's position as a code)."""
+    histogram: one row per (area, size column), the column's position as a code); ``coded``
+    caches each level's :func:`canonical_codes`."""
     if len(weights) <= 1:
-        return codes_fingerprint("table", [df[lv] for lv in path], weights[0] if weights else None)
+        for lv in path:
+            if lv not in coded:
+                coded[lv] = canonical_codes(df[lv])
+        return coded_fingerprint("table", [coded[lv] for lv in path], weights[0] if weights else None, len(df))
     n = len(df)
     codes = [np.tile(df[lv].to_numpy(dtype=object), len(weights)) for lv in path]
     size = np.repeat(np.array([f"#{i + 1}" for i in range(len(weights))], dtype=object), n)

@@ -45,6 +45,7 @@ __all__ = [
     "Hierarchy",
     "code_frame",
     "hierarchy_info",
+    "level_ids",
     "plural",
     "require_public_area_list",
     "row_list",
@@ -119,14 +120,67 @@ def code_frame(df: pd.DataFrame, levels: Sequence[str], what: str) -> pd.DataFra
     return pd.DataFrame(out)
 
 
-def _path_keys(codes: pd.DataFrame) -> list[np.ndarray]:
-    """Row-level path keys per depth 1..L (depth d joins the first d codes with ``_SEP``)."""
+def _check_codes(t: pd.Series, rows: np.ndarray, col: str, what: str) -> None:
+    """Refuse missing codes and control characters (``t``: distinct stripped codes, ``rows``: the
+    index of each row's code in ``t``, -1 where missing)."""
+    bad_u = (t.isna() | (t == "")).to_numpy(dtype=bool)
+    bad = (rows < 0) | bad_u[np.maximum(rows, 0)] if len(t) else rows < 0
+    if bad.any():
+        raise InputError(
+            f"{what}: the level column '{col}' has {plural(int(bad.sum()), 'missing code')} "
+            f"({row_list(bad)}). Every row needs a code at every level: fill them in or drop those rows."
+        )
+    ctrl_u = t.str.contains(r"[\x00-\x1f]", regex=True).to_numpy(dtype=bool)
+    if ctrl_u.any():
+        raise InputError(
+            f"{what}: the level column '{col}' has codes with control characters ({row_list(ctrl_u[rows])}). "
+            "Remove them from the codes."
+        )
+
+
+def level_ids(df: pd.DataFrame, levels: Sequence[str], what: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each level column as integer codes: ``(ids, codes)`` with ``codes`` the sorted distinct
+    stripped codes (object array, as :func:`code_frame` makes them) and ``codes[ids[i]]`` row
+    ``i``'s.  The text work runs once per distinct value; missing codes are an error.
+
+    >>> ids, codes = level_ids(pd.DataFrame({"c": ["02", " 01", "02"]}), ["c"], "The table")[0]
+    >>> codes.tolist(), ids.tolist()
+    (['01', '02'], [1, 0, 1])
+    """
+    code_frame(df.iloc[:0], levels, what)  # the columns exist
+    out = []
+    for c in levels:
+        raw, uniq = pd.factorize(df[c].reset_index(drop=True), use_na_sentinel=True)
+        t = code_text(pd.Series(uniq))
+        _check_codes(t, raw, c, what)
+        codes, inv = np.unique(t.astype(object).to_numpy(), return_inverse=True)  # "01" and " 01" are one code
+        out.append((inv.reshape(-1)[raw].astype(np.int64, copy=False), codes.astype(object)))
+    return out
+
+
+def _paths(ids: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per depth 1..L: ``(row_path, parent, own)`` - every row's path index (paths numbered in
+    their sorted order, as the string keys sort), and per path its parent's index one depth up
+    and its own code index.  Paths are pairs (parent path, own code) packed in one int64."""
+    out = []
+    prev = np.zeros(len(ids[0][0]) if ids else 0, dtype=np.int64)
+    for own_ids, codes in ids:
+        packed = prev * len(codes) + own_ids  # < 2**63: at most MAX_AREA_ROWS**2
+        row_path, uniq = pd.factorize(packed, sort=True)
+        uniq = np.asarray(uniq, dtype=np.int64)
+        out.append((row_path.astype(np.int64, copy=False), uniq // len(codes), uniq % len(codes)))
+        prev = out[-1][0]
+    return out
+
+
+def _path_keys(ids: list[tuple[np.ndarray, np.ndarray]], paths: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+               ) -> list[np.ndarray]:
+    """The sorted path key strings of the distinct paths per depth 1..L (depth d joins the first d
+    codes with ``_SEP``)."""
     keys: list[np.ndarray] = []
-    cur: pd.Series | None = None
-    for c in codes.columns:
-        col = codes[c].astype(str)
-        cur = col if cur is None else cur + _SEP + col
-        keys.append(cur.to_numpy(dtype=object))
+    for (_, codes), (_, parent, own) in zip(ids, paths, strict=True):
+        own_text = codes[own]
+        keys.append(own_text if not keys else keys[-1][parent] + _SEP + own_text)
     return keys
 
 
@@ -243,35 +297,26 @@ class Hierarchy:
                 "Give the code mode per level as 'auto', 'global' (unique across the level) or "
                 "'within_parent' (unique only under the same parent)."
             )
-        cf = code_frame(df, levels, "The area list")
-        row_keys = _path_keys(cf)
-
-        keys: list[np.ndarray] = []
+        ids = level_ids(df, levels, "The area list")
+        paths = _paths(ids)
+        keys = _path_keys(ids, paths)
         parents: list[np.ndarray] = []
         out_modes: list[str] = []
-        firsts: list[np.ndarray] = []
         for d, lv in enumerate(levels):
-            uniq, first = np.unique(row_keys[d], return_index=True)
-            keys.append(uniq)
-            firsts.append(first)
-            if d == 0:
-                parents.append(np.zeros(len(uniq), dtype=np.int64))
-            else:
-                pk = row_keys[d - 1][first]
-                parents.append(np.searchsorted(keys[d - 1], pk).astype(np.int64))
-            own = cf[lv].to_numpy()[first]
+            _, parent, own = paths[d]
+            parents.append(np.zeros(len(own), dtype=np.int64) if d == 0 else parent)
             # Paths refine paths, so a level never has fewer areas than the one above it.  A coarser
             # level listed under a finer one with codes unique across its level (states under 5-digit
             # counties) shows as exactly one child per area, with codes that repeat.
-            n_codes = len(set(own.tolist()))
-            if d and out_modes[d - 1] == "global" and len(uniq) == len(keys[d - 1]) and n_codes < len(uniq):
+            n_codes = int(np.count_nonzero(np.bincount(own, minlength=len(ids[d][1]))))
+            if d and out_modes[d - 1] == "global" and len(own) == len(keys[d - 1]) and n_codes < len(own):
                 raise InputError(
                     f"Every area of '{levels[d - 1]}' has exactly one '{lv}', and the {len(keys[d - 1]):,} "
                     f"'{levels[d - 1]}' areas share only {n_codes:,} '{lv}' codes, so the levels do not nest "
                     "in this order. List the level columns from the top (largest areas) down to the finest "
                     f"(if each '{levels[d - 1]}' really holds a single '{lv}', drop the level '{lv}')."
                 )
-            out_modes.append(_code_mode(own, parents[-1], keys[d - 1] if d else None,
+            out_modes.append(_code_mode(ids[d][1], own, parents[-1], keys[d - 1] if d else None,
                                         lv, levels[d - 1] if d else None, modes[d]))
         name_arrays: list[np.ndarray | None] = [None] * len(levels)
         for lv, col in (names or {}).items():
@@ -281,8 +326,11 @@ class Hierarchy:
                 raise InputError(f"The name column '{col}' is not in the table.")
             d = levels.index(lv)
             nm = df[col].astype("string").fillna("").str.strip().to_numpy(dtype=object)
-            name_arrays[d] = nm[firsts[d]]
-        return cls(tuple(levels), tuple(keys), tuple(parents), tuple(out_modes), tuple(name_arrays), source)
+            name_arrays[d] = nm[np.unique(paths[d][0], return_index=True)[1]]  # each area's first row
+        h = cls(tuple(levels), tuple(keys), tuple(parents), tuple(out_modes), tuple(name_arrays), source)
+        # each area's own code, known here without splitting its key (what codes() would make)
+        h.__dict__["_labels_cache"] = {("codes", d + 1): ids[d][1][paths[d][2]] for d in range(len(levels))}
+        return h
 
     def with_names(self, depth: int, names: Sequence[object]) -> Hierarchy:
         """This hierarchy with display names for the areas at ``depth`` (one per area, in the
@@ -443,15 +491,21 @@ class Hierarchy:
                 f"The data has {len(levels)} level columns but the area list has {self.depth} "
                 f"({', '.join(self.levels)}). Choose one column per level."
             )
-        cf = code_frame(df, levels, what)
-        rk = _path_keys(cf)[-1]
+        ids = level_ids(df, levels, what)
+        paths = _paths(ids)
+        uk = _path_keys(ids, paths)[-1]  # the rows' distinct paths, sorted
+        row_path = paths[-1][0]
         leaf_keys = self.keys[-1]
-        pos = np.searchsorted(leaf_keys, rk)
-        pos_c = np.minimum(pos, len(leaf_keys) - 1)
-        found = leaf_keys[pos_c] == rk
+        if len(uk) == len(leaf_keys) and bool((uk == leaf_keys).all()):
+            return row_path  # the rows list exactly the public areas (the table is the area list)
+        upos = np.searchsorted(leaf_keys, uk)
+        ufound = leaf_keys[np.minimum(upos, len(leaf_keys) - 1)] == uk
+        pos = upos[row_path]
+        found = ufound[row_path]
         if not found.all():
             bad = ~found
-            ex = list(dict.fromkeys(rk[bad].tolist()))[:3]
+            rk = uk[row_path[bad]]
+            ex = list(dict.fromkeys(rk.tolist()))[:3]
             raise InputError(
                 f"{plural(int(bad.sum()), 'row')} of {what.lower() if what[0].isupper() else what} "
                 f"({row_list(bad)}) have areas that are not in the public area list "
@@ -475,35 +529,36 @@ class Hierarchy:
         return out
 
 
-def _code_mode(codes: np.ndarray, parents: np.ndarray, parent_keys: np.ndarray | None, level: str,
-               parent_level: str | None, mode: str) -> str:
+def _code_mode(code_texts: np.ndarray, own: np.ndarray, parents: np.ndarray, parent_keys: np.ndarray | None,
+               level: str, parent_level: str | None, mode: str) -> str:
     """Decide (or check) whether a level's codes are unique across the level.
 
-    ``codes[i]``/``parents[i]`` describe the distinct areas of the level.  A code under two
-    parents is legitimate when codes are local to their parent (county ``001`` in every state),
-    an error ("a child with two parents") when they are meant to be unique.  ``auto`` treats
-    the level as local when at least a fifth of its codes repeat under several parents; a few
-    repeats are far more likely a typo in the parent column, so they are reported.
+    ``code_texts[own[i]]``/``parents[i]`` describe the distinct areas of the level (distinct
+    (parent, code) pairs).  A code under two parents is legitimate when codes are local to their
+    parent (county ``001`` in every state), an error ("a child with two parents") when they are
+    meant to be unique.  ``auto`` treats the level as local when at least a fifth of its codes
+    repeat under several parents; a few repeats are far more likely a typo in the parent column,
+    so they are reported.
     """
     if parent_keys is None:
         return "global"
-    s = pd.DataFrame({"code": codes, "parent": parents})
-    per_code = s.groupby("code", sort=False)["parent"].nunique()
-    shared = per_code[per_code > 1]
-    if shared.empty:
+    per_code = np.bincount(own, minlength=len(code_texts))  # areas are distinct pairs: parents per code
+    shared = np.flatnonzero(per_code > 1)
+    if not shared.size:
         return "global" if mode != "within_parent" else "within_parent"
     if mode == "within_parent":
         return "within_parent"
-    frac = len(shared) / max(len(per_code), 1)
+    frac = shared.size / max(int(np.count_nonzero(per_code)), 1)
     if mode == "auto" and frac >= 0.2:
         return "within_parent"
     ex = []
-    for code in shared.index[:3]:
-        ps = s.loc[s["code"] == code, "parent"].unique()[:2]
-        ex.append(f"'{code}' under " + " and ".join(
+    first_area = np.unique(own, return_index=True)[1][np.searchsorted(np.unique(own), shared)]
+    for code in shared[np.argsort(first_area, kind="stable")][:3]:  # in the order the areas come
+        ps = parents[own == code][:2]
+        ex.append(f"'{code_texts[code]}' under " + " and ".join(
             "'" + " / ".join(str(parent_keys[p]).split(_SEP)) + "'" for p in ps))
     raise InputError(
-        f"The level '{level}' has {plural(len(shared), 'code')} with two or more parents in "
+        f"The level '{level}' has {plural(shared.size, 'code')} with two or more parents in "
         f"'{parent_level}' ({'; '.join(ex)}). A child must have one parent: fix the parent codes of "
         "those rows, or, if these codes are only unique within their parent (like county 001 in "
         "every state), choose 'codes unique within parent' for this level."

@@ -58,7 +58,7 @@ def canonical_id(values: pd.Series | np.ndarray) -> np.ndarray:
         out = s.astype("string").str.strip(WHITESPACE)
         num = out.str.fullmatch(NUMERIC_ID).fillna(False).astype(bool)
         if num.any():
-            out[num] = out[num].str.split(".").str[0].astype("int64").astype("string")
+            out[num] = out[num].str.replace(r"\.0*$", "", regex=True).astype("int64").astype("string")  # vectorised
         boolean = out.str.lower().isin(["true", "false"]).fillna(False).astype(bool)
         if boolean.any():  # pandas reads True/true/TRUE as one boolean
             out[boolean] = out[boolean].str.lower()

@@ -415,22 +415,30 @@ def _tree_layout(design: Mapping[str, Any], node_ids: Mapping[str, int], rows: N
         return None
     nodes = design["nodes"]
     k = len(node_ids)
+    names = list(node_ids)
+    index = pd.Index(names)  # node_ids numbers the nodes in their order: a position is an id
+
+    def ids_of(values: Any) -> NDArray[np.int64]:
+        out = index.get_indexer(pd.Index([str(x) for x in values], dtype=object)).astype(np.int64)
+        if (out < 0).any():
+            raise KeyError(str(np.asarray(values, dtype=object)[out < 0][0]))
+        return out
+
     parent = np.full(k, -1, dtype=np.int64)
-    for a, b in edges:
-        parent[node_ids[str(b)]] = node_ids[str(a)]
+    pairs = np.asarray(edges, dtype=object).reshape(-1, 2)
+    parent[ids_of(pairs[:, 1])] = ids_of(pairs[:, 0])
     row = np.full(k, -1, dtype=np.int64)
-    ids = np.fromiter((node_ids[str(c)] for c in rows), dtype=np.int64, count=len(rows)) if len(rows) else rows
+    ids = ids_of(rows) if len(rows) else rows
     if len(np.unique(ids)) != len(ids):
         return None  # a node measured twice: conjugate gradients
     row[ids] = np.arange(len(ids))
     has_kids = np.bincount(parent[parent >= 0], minlength=k) > 0
     cell = np.full(k, -1, dtype=np.int64)
-    names = list(node_ids)
-    for v in np.flatnonzero(~has_kids):
-        members = nodes[names[v]]
-        if len(members) != 1 or row[v] < 0:
-            return None
-        cell[v] = members[0]
+    leaves = np.flatnonzero(~has_kids)
+    members = [nodes[names[v]] for v in leaves.tolist()]
+    if any(len(m) != 1 for m in members) or (row[leaves] < 0).any():
+        return None
+    cell[leaves] = np.fromiter((m[0] for m in members), dtype=np.int64, count=len(members))
     if sorted(cell[cell >= 0].tolist()) != list(range(len(design["cells"]))):
         return None
     public = np.full(k, np.nan)

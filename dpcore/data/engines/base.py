@@ -375,30 +375,71 @@ def codes_fingerprint(tag: str, codes: Sequence[Any], count: Any = None) -> str:
     True
     """
     n = len(codes[0]) if codes else 0
-    cols = [f"k{i}" for i in range(len(codes))]
-    frame = pd.DataFrame({c: _canonical_codes(v) for c, v in zip(cols, codes, strict=True)})
-    w = np.ones(n, dtype=np.int64) if count is None else np.asarray(count, dtype=np.int64)
-    if w.shape != (n,) or any(len(v) != n for v in codes):
+    if any(len(v) != n for v in codes) or (count is not None and np.shape(count) != (n,)):
         raise ParameterError("The code and count columns of a fingerprint must have one value per row.")
-    frame["w"] = w
-    agg = frame.groupby(cols, sort=False)["w"].sum().reset_index() if cols else frame
-    agg = agg.loc[agg["w"].to_numpy() > 0]
-    texts = agg["w"].astype(str)
-    for c in reversed(cols):
-        texts = agg[c].astype(str) + SEP + texts
-    md5 = hashlib.md5
-    digests = b"".join([md5(t.encode("utf-8")).digest() for t in texts.tolist()])
-    words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
-    s1, s2 = (int(words[:, j].sum(dtype=np.uint64)) for j in (0, 1))  # numpy wraps mod 2**64
-    return hashlib.sha256(f"codes:v1:{tag}:{len(cols)}:{len(agg)}:{s1}:{s2}".encode()).hexdigest()[:16]
+    return coded_fingerprint(tag, [canonical_codes(v) for v in codes], count, n)
 
 
-def _canonical_codes(values: Any) -> np.ndarray:
-    """Canonical text of a code column ("" where missing), computed once per distinct value."""
+#: A code column as integer ids (one per row) and the canonical text of each id.
+CodedColumn = tuple[np.ndarray, np.ndarray]
+
+
+def canonical_codes(values: Any) -> CodedColumn:
+    """A code column as integer ids of its canonical text: ``(ids, texts)``, ``texts[ids[i]]`` the
+    canonical text of row ``i`` (:func:`dpcore.data.persons.canonical_id`; "" where missing).
+    The text work runs once per distinct value; rows equal as canonical text share an id.
+
+    >>> ids, texts = canonical_codes(["01", "1", " 2", None])
+    >>> texts[ids].tolist()
+    ['1', '1', '2', '']
+    """
     v = values if hasattr(values, "dtype") else np.asarray(values, dtype=object)
     idx, uniq = pd.factorize(pd.Series(v).reset_index(drop=True), use_na_sentinel=True)
     canon = pd.Series(canonical_id(pd.Series(uniq)), dtype=object).fillna("").to_numpy(dtype=object)
-    return np.where(idx >= 0, canon[np.maximum(idx, 0)] if len(canon) else "", "")
+    ids, texts = pd.factorize(np.append(canon, ""))  # the last one: the missing value's id
+    return ids[idx].astype(np.int64, copy=False), np.asarray(texts, dtype=object)
+
+
+def coded_fingerprint(tag: str, coded: Sequence[CodedColumn], count: Any, n: int) -> str:
+    """:func:`codes_fingerprint` of ``n`` rows whose code columns are already
+    :func:`canonical_codes` (a caller keying several level paths canonicalises each column once).
+    Rows are grouped by their integer ids and summed exactly (int64); only the groups with a
+    positive total are written as text and hashed.
+
+    >>> a = [canonical_codes(["01", "01", "02"]), canonical_codes(["001", "003", "001"])]
+    >>> coded_fingerprint("table", a, [5, 0, 7], 3) == codes_fingerprint("table", [[2, 1], [1, 1]], [7, 5])
+    True
+    """
+    w = np.ones(n, dtype=np.int64) if count is None else np.asarray(count, dtype=np.int64)
+    if coded:
+        group = np.zeros(n, dtype=np.int64)
+        for ids, texts in coded:  # mixed radix, re-numbered after each column: never overflows
+            group = pd.factorize(group * len(texts) + ids)[0].astype(np.int64, copy=False)
+        n_groups = int(group.max()) + 1 if n else 0
+        totals = _group_sums(group, w, n_groups)
+        rep = np.empty(n_groups, dtype=np.int64)
+        rep[group] = np.arange(n)  # any row of a group: they share their codes
+        keep = totals > 0
+        rep, totals = rep[keep], totals[keep]
+        texts_out = np.array([str(t) for t in totals.tolist()], dtype=object)
+        for ids, texts in reversed(coded):
+            texts_out = texts[ids[rep]] + SEP + texts_out
+    else:
+        texts_out = np.array([str(t) for t in w[w > 0].tolist()], dtype=object)
+    md5 = hashlib.md5
+    digests = b"".join([md5(t.encode("utf-8")).digest() for t in texts_out.tolist()])
+    words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
+    s1, s2 = (int(words[:, j].sum(dtype=np.uint64)) for j in (0, 1))  # numpy wraps mod 2**64
+    return hashlib.sha256(f"codes:v1:{tag}:{len(coded)}:{len(texts_out)}:{s1}:{s2}".encode()).hexdigest()[:16]
+
+
+def _group_sums(group: np.ndarray, w: np.ndarray, n_groups: int) -> np.ndarray:
+    """Exact int64 sums of ``w`` per group (bincount's float64 is exact below 2**53)."""
+    if not w.size or int(np.abs(w).sum()) < 2**53:
+        return np.rint(np.bincount(group, weights=w, minlength=n_groups)).astype(np.int64)
+    out = np.zeros(n_groups, dtype=np.int64)
+    np.add.at(out, group, w)
+    return out
 
 
 @dataclass
