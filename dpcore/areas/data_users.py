@@ -9,6 +9,12 @@ areas, the finest areas under every area, the tree edges, the public total as an
 (two passes over the tree, :mod:`dpcore.estimate.gls`), beside the released value.  Nothing here
 is a true count: the values are the mechanism's noisy measurements, the total only when the
 release publishes it as an invariant (replace-one neighbours).
+
+Not written (the record then has no ``data_users`` section, as for O/D domains over
+:data:`dpcore.flows.data_users.OD_MAX_CELLS`): hierarchies of more than :data:`MAX_AREAS` areas in
+all.  ``design.json`` lists the finest areas under every area (areas × depth numbers), which at
+8 million census blocks took more memory and time than the release itself (issue 28:
+benchmarks/results/blocks.md); release the tracts or block groups for the data users' files.
 """
 
 from __future__ import annotations
@@ -28,13 +34,18 @@ from dpcore.estimate.data_users import (
     section,
 )
 
-__all__ = ["DATA_USER_FILES", "data_users_section", "hierarchy_data_user_files", "hierarchy_pack"]
+__all__ = ["DATA_USER_FILES", "MAX_AREAS", "data_users_section", "hierarchy_data_user_files", "hierarchy_pack"]
 
+
+
+#: The most areas (all levels) whose data users' files are written.
+MAX_AREAS = 2_000_000
 
 
 def _offers(rel: HierarchyRelease) -> bool:
-    """The release exposes its measurements (plain counts of a tree mechanism)."""
-    return bool(rel.measurements) and rel.plan.statistic == "count"
+    """The release exposes its measurements (plain counts of a tree mechanism) and is small enough."""
+    return (bool(rel.measurements) and rel.plan.statistic == "count"
+            and int(sum(rel.hierarchy.sizes)) <= MAX_AREAS)
 
 
 def _node_keys(rel: HierarchyRelease) -> list[np.ndarray]:

@@ -163,6 +163,26 @@ def test_group_sizes_write_no_data_user_files() -> None:
     assert "data_users" not in rec
 
 
+def test_hierarchies_over_the_area_limit_write_no_data_user_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over :data:`MAX_AREAS` areas (8 M census blocks: design.json took more memory than the release)
+    the release has no data users' files and its record no ``data_users`` section; at the limit it has."""
+    from dpcore.areas import data_users
+
+    rng = np.random.default_rng(8)
+    df = random_tree(rng, [(2, 3), (1, 3)])
+    c = counts_for(df, rng.integers(0, 30, len(df)))
+    rel = catalog.get("hierarchy", "exact").release_counts(c, budget.pure(1.0), NoiseSource(1))
+    n_areas = int(sum(rel.hierarchy.sizes))
+    monkeypatch.setattr(data_users, "MAX_AREAS", n_areas)
+    assert "measurements.csv" in hierarchy_files(rel)
+    monkeypatch.setattr(data_users, "MAX_AREAS", n_areas - 1)
+    files = hierarchy_files(rel)
+    assert not {"measurements.csv", "design.json", "estimates.csv"} & set(files)
+    rec = orjson.loads(files["release.json"])
+    validate_hierarchy_record(rec)
+    assert "data_users" not in rec
+
+
 @pytest.mark.parametrize("mech", MECHS)
 def test_every_tree_mechanism_writes_the_files_and_the_record_says_what_the_map_shows(mech: str) -> None:
     rng = np.random.default_rng(8)
