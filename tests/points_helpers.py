@@ -68,3 +68,17 @@ class RecordingNoise(NoiseSource):
     def discrete_laplace(self, scale, size):  # type: ignore[override]
         self.scales.append(scale)
         return super().discrete_laplace(scale, size)
+
+
+def secret_value(secret: str) -> str:
+    """A regular expression matching the whole number ``secret`` as a value in an export (``7``,
+    ``7.0``), not a digit run of another number (``17``, ``7.25``: a noisy value whose integer part
+    happens to equal a true count says nothing about it).
+
+    >>> import re
+    >>> [bool(re.search(secret_value("7"), t)) for t in ("a,7,b", "7.0", "17", "7.25", "0.7")]
+    [True, True, False, False, False]
+    """
+    import re
+
+    return rf"(?<![\d.]){re.escape(secret)}(?:\.0+)?(?![\d.])"
