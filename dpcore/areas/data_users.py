@@ -39,7 +39,7 @@ __all__ = ["DATA_USER_FILES", "MAX_AREAS", "data_users_section", "hierarchy_data
 
 
 #: The most areas (all levels) whose data users' files are written.
-MAX_AREAS = 2_000_000
+MAX_AREAS = 1_000_000
 
 
 def _offers(rel: HierarchyRelease) -> bool:
