@@ -104,18 +104,7 @@ def code_frame(df: pd.DataFrame, levels: Sequence[str], what: str) -> pd.DataFra
     out = {}
     for c in levels:
         t = code_text(df[c])
-        bad = (t.isna() | (t == "")).to_numpy()
-        if bad.any():
-            raise InputError(
-                f"{what}: the level column '{c}' has {plural(int(bad.sum()), 'missing code')} "
-                f"({row_list(bad)}). Every row needs a code at every level: fill them in or drop those rows."
-            )
-        ctrl = t.str.contains(r"[\x00-\x1f]", regex=True).to_numpy(dtype=bool)
-        if ctrl.any():
-            raise InputError(
-                f"{what}: the level column '{c}' has codes with control characters ({row_list(ctrl)}). "
-                "Remove them from the codes."
-            )
+        _check_codes(t, np.arange(len(t)), c, what)  # every row its own code
         out[c] = t.astype(object).to_numpy()
     return pd.DataFrame(out)
 
