@@ -141,6 +141,9 @@ def pick_option(page, selectbox, name: str) -> None:
 def release(page, prefix: str, confirmation: str | re.Pattern) -> None:
     """The Release step: click the button, wait for the confirmation and the map."""
     go_to(page, "Release")
+    # click only once the step has finished running: a click while the script still draws the step
+    # can be lost (the confirmation then never comes; one clean-clone run failed so)
+    page.get_by_test_id("stStatusWidgetRunningIcon").wait_for(state="hidden", timeout=RELEASE_TIMEOUT_MS)
     page.get_by_test_id("stMain").get_by_role("button", name=re.compile("^" + re.escape(prefix))).click()
     page.get_by_test_id("stMain").get_by_text(confirmation).first.wait_for(timeout=RELEASE_TIMEOUT_MS)
     wait_for_map(page)
