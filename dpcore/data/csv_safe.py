@@ -183,8 +183,14 @@ def _plain_column(col: pd.Series) -> Any:
     if col.dtype == np.float64:
         v = col.to_numpy()
         nan = np.isnan(v)
-        uniq, inv = np.unique(np.where(nan, 0.0, v), return_inverse=True)
-        text = uniq.astype(str)[inv].astype(object)
+        w = np.where(nan, 0.0, v)
+        head = w[:4096]
+        if w.size > 4096 and np.unique(head).size > head.size // 2:
+            text = w.astype(str).astype(object)  # mostly distinct values: sorting them does not pay
+        else:
+            # distinct bit patterns, so that -0.0 keeps its sign as pandas writes it ("-0.0")
+            uniq, inv = np.unique(w.view(np.int64), return_inverse=True)
+            text = uniq.view(np.float64).astype(str)[inv].astype(object)
         text[nan] = ""  # pandas' empty na_rep
         return pa.array(text, type=pa.string())
     if isinstance(col.dtype, np.dtype) and kind in "iu":

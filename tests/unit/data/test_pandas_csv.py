@@ -48,3 +48,14 @@ def test_a_plain_frame_is_written_without_pandas(monkeypatch) -> None:
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", refuse)
     assert pandas_csv(df) == want
+
+
+def test_signed_zeros_and_mostly_distinct_floats_as_pandas_writes_them() -> None:
+    """-0.0 stays "-0.0" (equal to 0.0, it once shared 0.0's text), on both the few-distinct-values
+    path and the mostly-distinct path of long columns."""
+    rng = np.random.default_rng(0)
+    for n in (50, 10_000):
+        df = pd.DataFrame({"i": np.arange(n), "few": np.round(rng.normal(size=n), 1),
+                           "many": rng.normal(size=n) * 1000})
+        df.loc[1, "few"], df.loc[2, "few"], df.loc[3, "many"] = -0.0, 0.0, np.nan
+        assert pandas_csv(df) == df.to_csv(index=False, lineterminator="\n").encode("utf-8")
