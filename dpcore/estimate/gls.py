@@ -423,7 +423,9 @@ def _tree_layout(design: Mapping[str, Any], node_ids: Mapping[str, int], rows: N
     nodes = design["nodes"]
     k = len(node_ids)
     names = list(node_ids)
-    index = pd.Index(names)  # node_ids numbers the nodes in their order: a position is an id
+    # node_ids numbers the nodes in their order: a position is an id.  Object dtype, as the looked-up
+    # codes: matching them against pandas' Arrow string index cast them first (twice the time)
+    index = pd.Index(names, dtype=object)
 
     def ids_of(values: Any) -> NDArray[np.int64]:
         out = index.get_indexer(pd.Index([str(x) for x in values], dtype=object)).astype(np.int64)

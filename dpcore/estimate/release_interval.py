@@ -195,7 +195,8 @@ class ReleaseIntervals:
             f = pd.read_csv(io.BytesIO(self._files["measurements.csv"]), usecols=["phase", "level", "node"],
                             dtype=str)
         rows = f.loc[f["phase"] == "count", ["level", "node"]].drop_duplicates("node")
-        return list(zip(rows["level"].astype(str), rows["node"].astype(str), strict=True))
+        # tolist: one conversion per column (iterating an Arrow-backed column boxes element by element)
+        return list(zip(rows["level"].astype(str).tolist(), rows["node"].astype(str).tolist(), strict=True))
 
     def of_nodes(self, nodes: Sequence[str], coverage: float = 0.9) -> dict[str, Any]:
         """The union of ``nodes`` (codes of ``design.json``'s nodes, any level): each finest cell under

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 import pytest
-from test_kinds_browser import pick_option
+from browser_steps import click, download, go_to, pick_option, wait_for_map, wait_idle
 
 from dpcore.core.record import validate_record
 from dpcore.points import export
@@ -32,7 +32,6 @@ pytestmark = [
 N_POINTS = 2_000
 NYC_CORE = (-74.06, 40.56, -73.70, 40.92)  # west, south, east, north: the app's default area
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
-MAP_TIMEOUT_MS = 90_000  # WebGL is software-rendered here
 
 
 def points_csv(n: int, seed: int = 7) -> bytes:
@@ -42,22 +41,6 @@ def points_csv(n: int, seed: int = 7) -> bytes:
     lon = rng.uniform(w + 0.01, e - 0.01, n)
     lines = ["lat,lon"] + [f"{a:.6f},{b:.6f}" for a, b in zip(lat, lon, strict=True)]
     return ("\n".join(lines) + "\n").encode()
-
-
-def go_to(page, label: str) -> None:
-    """Click a sidebar link (its icon is a ligature like "map", so match the label inside its text)."""
-    page.locator('[data-testid="stSidebarNav"] a', has_text=label).first.click()
-    page.get_by_test_id("stMain").get_by_role("heading", name=label, exact=True).first.wait_for()
-
-
-def download(page, label: str, tmp_path) -> bytes:
-    with page.expect_download() as info:
-        page.get_by_role("button", name=label).click()
-    d = info.value
-    assert d.suggested_filename == label.removeprefix("Download ")
-    target = tmp_path / d.suggested_filename
-    d.save_as(target)
-    return target.read_bytes()
 
 
 def test_upload_release_map_export_offline(app_url, page, tmp_path):
@@ -70,6 +53,7 @@ def test_upload_release_map_export_offline(app_url, page, tmp_path):
     sidebar.get_by_text("100,000 rows kept of 100,000 read").wait_for()
 
     # ---- Data: upload 2,000 points
+    wait_idle(page)
     page.locator("input[type=file]").first.set_input_files(
         files=[{"name": "points.csv", "mimeType": "text/csv", "buffer": points_csv(N_POINTS)}]
     )
@@ -81,20 +65,12 @@ def test_upload_release_map_export_offline(app_url, page, tmp_path):
     pick_option(page, page.get_by_test_id("stSelectbox").first, "UG (uniform grid sized from the data volume)")
     page.get_by_text("Counts on a coarser regular grid").first.wait_for(state="attached")
     go_to(page, "Release")
-    page.get_by_role("button", name=re.compile(r"^Release with ε = ")).click()
+    click(page, page.get_by_role("button", name=re.compile(r"^Release with ε = ")))
     page.get_by_text(re.compile(r"^Released UG")).first.wait_for()
     sidebar.get_by_text(re.compile(r"spent ε = 0\.5 of 1")).wait_for()
 
     # ---- Map: wait until MapLibre has drawn it
-    page.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
-    page.wait_for_function(
-        """() => {
-            const gd = document.querySelector('.js-plotly-plot');
-            const m = gd && gd._fullLayout && gd._fullLayout.map && gd._fullLayout.map._subplot;
-            return !!(m && m.map && m.map.loaded());
-        }""",
-        timeout=MAP_TIMEOUT_MS,
-    )
+    wait_for_map(page)
     shot = tmp_path / "map.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 0

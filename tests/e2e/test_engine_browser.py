@@ -10,7 +10,7 @@ import tomllib
 import numpy as np
 import pandas as pd
 import pytest
-from test_browser import download, go_to
+from browser_steps import click, download, enter, go_to, pick_option
 
 from dpcore.cli import main
 
@@ -37,26 +37,25 @@ def test_folder_counted_by_duckdb_then_config_rerun(app_url, app_ledger_db, page
     sidebar.get_by_text("100,000 rows kept of 100,000 read").wait_for()
 
     # ---- Data: a folder on this computer, DuckDB, the person column detected by name
-    page.get_by_text("Files on this computer (large data)").click()
-    page.get_by_role("textbox", name=re.compile(r"^A CSV or Parquet file in ")).fill(str(folder))
-    page.keyboard.press("Enter")
-    page.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Engine", exact=True)).click()
-    page.get_by_role("option", name=re.compile("^DuckDB")).click()
-    page.locator(".st-key-open_path button").click()
+    click(page, page.get_by_text("Files on this computer (large data)"))
+    enter(page, page.get_by_role("textbox", name=re.compile(r"^A CSV or Parquet file in ")), str(folder))
+    pick_option(page, page.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Engine", exact=True)),
+                re.compile("^DuckDB"))
+    click(page, page.locator(".st-key-open_path button"))
     page.get_by_text("3 PARQUET files").wait_for()
-    page.get_by_role("button", name="Count the points with duckdb").click()
+    click(page, page.get_by_role("button", name="Count the points with duckdb"))
     page.get_by_text(f"Counted {n:,} rows with duckdb").wait_for()
     sidebar.get_by_text(f"{n:,} rows kept of {n:,} read").wait_for()
 
     # ---- Plan: defaults; Release
     go_to(page, "Release")
-    page.get_by_role("button", name=re.compile(r"^Release with ε = ")).click()
+    click(page, page.get_by_role("button", name=re.compile(r"^Release with ε = ")))
     page.get_by_text(re.compile(r"^Released ")).first.wait_for()
     sidebar.get_by_text(re.compile(r"spent ε = 0\.5 of 1")).wait_for()
 
     # ---- Export: the config of this release
     go_to(page, "Export")
-    page.get_by_text("Repeat this release in a pipeline").click()
+    click(page, page.get_by_text("Repeat this release in a pipeline"))
     text = download(page, "Download release.toml", tmp_path).decode()
     cfg = tomllib.loads(text)
     assert cfg["release"] == "points" and cfg["engine"]["name"] == "duckdb"

@@ -10,6 +10,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
+from browser_steps import click, wait_for_map, wait_idle
 
 from dpcore.areas.export import validate_hierarchy_record
 
@@ -20,7 +21,6 @@ pytestmark = [
 ]
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
-MAP_TIMEOUT_MS = 90_000
 
 
 def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
@@ -30,24 +30,18 @@ def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
     page.goto(app_url)
     page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
     main = page.get_by_test_id("stMain")
-    main.get_by_text("Counts over areas").first.click()  # the Data step's kind of data
+    click(page, main.get_by_text("Counts over areas").first)  # the Data step's kind of data
     main.get_by_text(re.compile(r"4 regions, 36 districts, 576 zones")).wait_for()
 
     nav = page.get_by_test_id("stSidebarNav")
-    nav.get_by_role("link", name="Plan").click()
+    click(page, nav.get_by_role("link", name="Plan"))
     main.get_by_text(re.compile(r"Use it when:")).wait_for()
-    nav.get_by_role("link", name="Release").click()
-    main.get_by_role("button", name=re.compile(r"^Release with ε = 0\.5")).click()
+    click(page, nav.get_by_role("link", name="Release"))
+    click(page, main.get_by_role("button", name=re.compile(r"^Release with ε = 0\.5")))
     main.get_by_text(re.compile(r"617 areas at all levels \(576 finest areas\)")).first.wait_for()
     main.get_by_text(re.compile(r"ε = 0\.5 of 1 is left")).wait_for(state="attached")
 
-    main.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
-    page.wait_for_function(
-        """() => {
-            const gd = document.querySelector('.js-plotly-plot');
-            const m = gd && gd._fullLayout && gd._fullLayout.map && gd._fullLayout.map._subplot;
-            return !!(m && m.map && m.map.loaded());
-        }""", timeout=MAP_TIMEOUT_MS)
+    wait_for_map(page, main)
     assert page.evaluate("() => document.querySelector('.js-plotly-plot').data[0].geojson.features.length") == 4
     assert page.locator(".js-plotly-plot .treemaplayer").count() >= 1  # the treemap beside the map
     page.screenshot(path=str(tmp_path / "hierarchy-map.png"), full_page=True)
@@ -59,6 +53,7 @@ def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
                     "geometry": {"type": "Polygon", "coordinates": [[[-179, -80], [179, -80], [179, 80], [-179, 80],
                                                                       [-179, -80]]]}}]}))
     uploader = main.get_by_test_id("stFileUploader").filter(has_text="Upload a polygon")
+    wait_idle(page)
     uploader.locator("input[type=file]").set_input_files(str(poly))
     answer = main.get_by_text(re.compile(r"^Polygon 1: estimate")).first
     answer.wait_for()
@@ -69,12 +64,12 @@ def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
     est, sd, low, high = (float(g.replace(",", "")) for g in m.groups())
     assert low < est < high and 0 < sd and high - low == pytest.approx(2 * 1.6449 * sd, rel=0.02, abs=0.2)
 
-    nav.get_by_role("link", name="Export").click()
+    click(page, nav.get_by_role("link", name="Export"))
     with page.expect_download() as info:
-        main.get_by_role("button", name="Download release.csv").click()
+        click(page, main.get_by_role("button", name="Download release.csv"))
     csv = pd.read_csv(io.BytesIO(open(info.value.path(), "rb").read()), dtype={"noisy_count": int})
     with page.expect_download() as info:
-        main.get_by_role("button", name="Download release.json").click()
+        click(page, main.get_by_role("button", name="Download release.json"))
     record = json.loads(open(info.value.path(), "rb").read())
     validate_hierarchy_record(record)
     assert list(csv.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]

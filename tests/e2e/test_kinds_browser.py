@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from browser_steps import MAP_TIMEOUT_MS, click, download, go_to, pick_option, wait_for_map
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from dpcore.areas.export import validate_hierarchy_record
@@ -36,7 +37,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Session-scoped fixtures defined as instance methods"),
 ]
 
-MAP_TIMEOUT_MS = 90_000  # WebGL is software-rendered here
 RELEASE_TIMEOUT_MS = 120_000  # TopDown on 85,395 tracts
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("DPCORE_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -47,48 +47,19 @@ US_COUNTIES = SHARED / "boundaries" / "us_counties_2010_20m_fips.geojson"
 SHOTS = os.environ.get("E2E_SHOTS")
 
 
-def go_to(page, label: str) -> None:
-    """Click a step's link in the sidebar (by its label), then wait for the step's heading."""
-    page.locator('[data-testid="stSidebarNav"] a', has_text=label).first.click()
-    page.get_by_test_id("stMain").get_by_role("heading", name=label, exact=True).first.wait_for()
-
-
 def choose(page, radio: str, option: str | re.Pattern) -> None:
     """Click one option of the radio labelled ``radio`` on the current step."""
     label = page.get_by_test_id("stWidgetLabel").get_by_text(radio, exact=True)
     group = page.get_by_test_id("stMain").get_by_test_id("stRadio").filter(has=label).first
-    group.get_by_text(option, exact=True).first.click() if isinstance(option, str) else \
-        group.get_by_text(option).first.click()
+    click(page, group.get_by_text(option, exact=True).first if isinstance(option, str) else
+          group.get_by_text(option).first)
 
 
 def pick(page, label: str, option: str) -> None:
     """Choose ``option`` in the select box labelled ``label``."""
     name = page.get_by_test_id("stWidgetLabel").get_by_text(label, exact=True)
-    page.get_by_test_id("stMain").get_by_test_id("stSelectbox").filter(has=name).first.click()
+    click(page, page.get_by_test_id("stMain").get_by_test_id("stSelectbox").filter(has=name).first)
     page.get_by_role("option", name=option, exact=True).click()
-
-
-def wait_for_map(page) -> None:
-    """Wait until MapLibre has drawn the first map of the page."""
-    page.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
-    page.wait_for_function(
-        """() => {
-            const gd = document.querySelector('.js-plotly-plot');
-            const m = gd && gd._fullLayout && gd._fullLayout.map && gd._fullLayout.map._subplot;
-            return !!(m && m.map && m.map.loaded());
-        }""",
-        timeout=MAP_TIMEOUT_MS,
-    )
-
-
-def download(page, label: str, tmp_path) -> bytes:
-    with page.expect_download() as info:
-        page.get_by_test_id("stMain").get_by_role("button", name=label).click()
-    d = info.value
-    assert d.suggested_filename == label.removeprefix("Download ")
-    target = tmp_path / d.suggested_filename
-    d.save_as(target)
-    return target.read_bytes()
 
 
 def shot(page, name: str) -> None:
@@ -122,29 +93,12 @@ def start(page, app_url, kind: str) -> None:
     choose(page, "What is the data?", kind)
 
 
-def pick_option(page, selectbox, name: str) -> None:
-    """Pick the option ``name`` in ``selectbox``.  A click that lands while the page is still running
-    (here: right after the planner's proposal) can leave the list closed, so it is opened again, up
-    to three times."""
-    for attempt in range(3):
-        selectbox.click()
-        try:
-            page.get_by_role("option", name=name).click(timeout=15_000)
-            return
-        except PlaywrightTimeoutError:
-            if attempt == 2:
-                raise
-            page.keyboard.press("Escape")
-            page.wait_for_timeout(500)
-
-
 def release(page, prefix: str, confirmation: str | re.Pattern) -> None:
     """The Release step: click the button, wait for the confirmation and the map."""
     go_to(page, "Release")
-    # click only once the step has finished running: a click while the script still draws the step
-    # can be lost (the confirmation then never comes; one clean-clone run failed so)
-    page.get_by_test_id("stStatusWidgetRunningIcon").wait_for(state="hidden", timeout=RELEASE_TIMEOUT_MS)
-    page.get_by_test_id("stMain").get_by_role("button", name=re.compile("^" + re.escape(prefix))).click()
+    # click only once the step has finished running (browser_steps.click): a click while the script
+    # still draws the step can be lost (the confirmation then never comes; one clean-clone run failed so)
+    click(page, page.get_by_test_id("stMain").get_by_role("button", name=re.compile("^" + re.escape(prefix))))
     page.get_by_test_id("stMain").get_by_text(confirmation).first.wait_for(timeout=RELEASE_TIMEOUT_MS)
     wait_for_map(page)
 
@@ -159,13 +113,13 @@ def test_points_htf_on_the_demo(app_url, page, tmp_path):
     # ---- Plan: the recommended mechanism proposes a budget for the default target; HTF cannot
     go_to(page, "Plan")
     main.get_by_text(re.compile(r"^Auto will use ")).first.wait_for()
-    main.get_by_text("Plan from the error you need").first.click()  # open the target-error planner
+    click(page, main.get_by_text("Plan from the error you need").first)  # open the target-error planner
     proposal = main.get_by_text(re.compile(r"^The smallest budget that meets your targets")).first
-    main.get_by_role("button", name="Propose a budget").click()
+    click(page, main.get_by_role("button", name="Propose a budget"))
     try:  # the planner's search runs trial plans: slower when the other test worker is busy
         proposal.wait_for(timeout=RELEASE_TIMEOUT_MS)
     except PlaywrightTimeoutError:  # a click that landed while the page was still running is lost: click again
-        main.get_by_role("button", name="Propose a budget").click()
+        click(page, main.get_by_role("button", name="Propose a budget"))
         proposal.wait_for(timeout=RELEASE_TIMEOUT_MS)
     shot(page, "points-plan")
     pick_option(page, page.get_by_test_id("stSelectbox").first, "HTF (homogeneous tree)")

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from browser_steps import click, enter, go_to, pick_option, wait_idle
 
 pytestmark = [
     pytest.mark.e2e,
@@ -34,41 +34,21 @@ def nyc_questions() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def choose(page, selectbox, option: re.Pattern[str]) -> None:
-    """Pick ``option`` in ``selectbox``. A click that lands while the page is still drawing can leave
-    the list closed (seen once in a full suite run), so the list is opened again, up to three times."""
-    for attempt in range(3):
-        selectbox.click()
-        try:
-            page.get_by_role("option", name=option).click(timeout=20_000)
-            return
-        except PlaywrightTimeoutError:
-            if attempt == 2:
-                raise
-            page.keyboard.press("Escape")
-
-
-def go_to(page, label: str) -> None:
-    page.locator('[data-testid="stSidebarNav"] a', has_text=label).first.click()
-    page.get_by_test_id("stMain").get_by_role("heading", name=label, exact=True).first.wait_for()
-
-
 def test_uploaded_workload_report_release_and_named_answers(app_url, page, tmp_path):
     page.set_default_timeout(120_000)
     page.goto(app_url)
     for label in ("Grid rows (north–south)", "Grid columns (west–east)"):
-        box = page.get_by_role("spinbutton", name=label)
-        box.fill("16")
-        box.press("Enter")
+        enter(page, page.get_by_role("spinbutton", name=label), "16")
         page.wait_for_timeout(1000)
     go_to(page, "Plan")
-    choose(page, page.get_by_test_id("stSelectbox").first, re.compile("^Matrix mechanism"))
-    page.get_by_text("ρ-zCDP (discrete Gaussian noise)").click()
+    pick_option(page, page.get_by_test_id("stSelectbox").first, re.compile("^Matrix mechanism"), timeout=20_000)
+    click(page, page.get_by_text("ρ-zCDP (discrete Gaussian noise)"))
     page.get_by_text("Queries to optimise for").wait_for()
     page.wait_for_timeout(1000)
-    choose(page, page.get_by_test_id("stSelectbox").filter(has_text="Queries to optimise for"),
-           re.compile("^uploaded rectangles"))
+    pick_option(page, page.get_by_test_id("stSelectbox").filter(has_text="Queries to optimise for"),
+                re.compile("^uploaded rectangles"), timeout=20_000)
     page.get_by_text("once your rectangles are uploaded").wait_for()
+    wait_idle(page)
     page.locator("input[type=file]").first.set_input_files(
         files=[{"name": "nyc_questions.csv", "mimeType": "text/csv", "buffer": nyc_questions()}])
     page.get_by_text("Other strategies under the same budget").wait_for()
@@ -80,11 +60,11 @@ def test_uploaded_workload_report_release_and_named_answers(app_url, page, tmp_p
     page.screenshot(path=str(tmp_path / "matrix.png"))
 
     go_to(page, "Release")
-    page.get_by_role("button", name=re.compile(r"^Release with ρ = ")).click()
+    click(page, page.get_by_role("button", name=re.compile(r"^Release with ρ = ")))
     page.get_by_text(re.compile(r"^Released Matrix")).first.wait_for()
     go_to(page, "Export")
     with page.expect_download() as info:
-        page.get_by_role("button", name="Download workload_answers.csv").click()
+        click(page, page.get_by_role("button", name="Download workload_answers.csv"))
     target = tmp_path / "workload_answers.csv"
     info.value.save_as(target)
     answers = pd.read_csv(io.BytesIO(target.read_bytes()))

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
+from browser_steps import click, go_to, wait_for_map, wait_idle
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from dpcore.flows.export import validate_od_record
@@ -22,13 +23,6 @@ pytestmark = [
 ]
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
-MAP_TIMEOUT_MS = 90_000
-
-
-def go_to(page, title: str) -> None:
-    """Click a step's link in the sidebar navigation, then wait for its page title."""
-    page.locator('[data-testid="stSidebarNav"] a', has_text=title).first.click()
-    page.get_by_test_id("stMain").get_by_role("heading", name=title, exact=True).first.wait_for()
 
 
 def test_od_release_map_export(app_url, page, tmp_path):
@@ -39,7 +33,7 @@ def test_od_release_map_export(app_url, page, tmp_path):
     page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
     main = page.get_by_test_id("stMain")
     # ---- Data: the kind of data is "Trips between areas"; the made-up demo is loaded
-    main.get_by_text("Trips between areas", exact=True).click()
+    click(page, main.get_by_text("Trips between areas", exact=True))
     main.get_by_text(re.compile(r"4 regions, 36 districts, 576 zones")).wait_for()
     side = page.get_by_test_id("stSidebar")
     side.get_by_text(re.compile(r"60,000 trips, 28,377 observed pairs")).wait_for()
@@ -55,6 +49,7 @@ def test_od_release_map_export(app_url, page, tmp_path):
     # clicks that land before the page shows the release (a double click, an impatient curator)
     # release once (the button's one-time token)
     button.wait_for()
+    wait_idle(page)  # the burst starts on the drawn step; its later clicks land while the release runs
     button.evaluate("b => { b.click(); for (const ms of [30, 100, 200]) setTimeout(() => b.click(), ms); }")
     confirmation = main.get_by_text(re.compile(r"^Released InfTDA .* with ρ = 0\.25 .*ρ = 0\.25 of 0\.5 is left"))
     released = side.get_by_text(re.compile(r"flows released in the finest table"))
@@ -81,13 +76,7 @@ def test_od_release_map_export(app_url, page, tmp_path):
     assert side.get_by_text(re.compile(r"^#2 ")).count() == 0
 
     # ---- the map, below the confirmation on the Release step
-    main.locator(".js-plotly-plot .maplibregl-canvas").first.wait_for(timeout=MAP_TIMEOUT_MS)
-    page.wait_for_function(
-        """() => {
-            const gd = document.querySelector('.js-plotly-plot');
-            const m = gd && gd._fullLayout && gd._fullLayout.map && gd._fullLayout.map._subplot;
-            return !!(m && m.map && m.map.loaded());
-        }""", timeout=MAP_TIMEOUT_MS)
+    wait_for_map(page, main)
     traces = page.evaluate("() => document.querySelector('.js-plotly-plot').data.map(t => [t.type, t.mode])")
     assert {t for t, _ in traces} == {"scattermap"}
     assert sum(1 for _, m in traces if m == "lines+markers") >= 2  # flow lines in width classes
@@ -98,15 +87,15 @@ def test_od_release_map_export(app_url, page, tmp_path):
     # ---- Export
     go_to(page, "Export")
     with page.expect_download() as info:
-        main.get_by_role("button", name="Download release.csv").click()
+        click(page, main.get_by_role("button", name="Download release.csv"))
     assert info.value.suggested_filename == "release.csv"
     csv = pd.read_csv(io.BytesIO(open(info.value.path(), "rb").read()), dtype={"noisy_count": int})
     with page.expect_download() as info:
-        main.get_by_role("button", name="Download release.json").click()
+        click(page, main.get_by_role("button", name="Download release.json"))
     record = json.loads(open(info.value.path(), "rb").read())
     validate_od_record(record)
     with page.expect_download() as info:  # built on the click (deferred), then kept
-        main.get_by_role("button", name="Download flows.geojson").click()
+        click(page, main.get_by_role("button", name="Download flows.geojson"))
     geo = json.loads(open(info.value.path(), "rb").read())
     assert list(csv.columns) == ["level", "origin", "destination", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]
     assert (csv["noisy_count"] > 0).all()

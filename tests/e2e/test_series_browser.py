@@ -14,8 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_browser import go_to
-from test_kinds_browser import pick_option, wait_for_map
+from browser_steps import click, enter, go_to, pick_option, wait_for_map, wait_idle
 
 pytestmark = [
     pytest.mark.e2e,
@@ -41,11 +40,9 @@ def uber_slice(per_day: int = 150) -> bytes:
 def turn_on_series(page, start: str, end: str) -> None:
     """Data step: "Release over time", then the public range typed by the curator."""
     main = page.get_by_test_id("stMain")
-    main.get_by_text("Release over time (one release per period)").click()
+    click(page, main.get_by_text("Release over time (one release per period)"))
     for name, value in (("Start of the public time range", start), ("End (its whole day included)", end)):
-        box = main.get_by_role("textbox", name=name)
-        box.fill(value)
-        box.press("Enter")
+        enter(page, main.get_by_role("textbox", name=name), value)
 
 
 @pytest.mark.skipif(not UBER.exists(), reason="the Uber pickups are missing")
@@ -56,6 +53,7 @@ def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
     sidebar.get_by_text("100,000 rows kept of 100,000 read").wait_for()
     data = uber_slice()
     n = data.count(b"\n") - 1
+    wait_idle(page)
     page.locator("input[type=file]").first.set_input_files(
         files=[{"name": "uber_slice.csv", "mimeType": "text/csv", "buffer": data}])
     sidebar.get_by_text(re.compile(rf"rows kept of {n:,} read")).wait_for()
@@ -65,12 +63,10 @@ def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
 
     go_to(page, "Plan")  # ε = 0.1 per day, as the issue's command line
     main.get_by_text("Horizon, a person in every period (ρ)").wait_for()
-    box = main.get_by_role("spinbutton", name="Privacy budget of this release (ε)")
-    box.fill("0.1")
-    box.press("Enter")
+    enter(page, main.get_by_role("spinbutton", name="Privacy budget of this release (ε)"), "0.1")
     main.get_by_text("Each of the 30 periods (day) is released with ε = 0.1").wait_for()
     go_to(page, "Release")
-    main.get_by_role("button", name="Release 30 periods — ε = 0.1 each").click()
+    click(page, main.get_by_role("button", name="Release 30 periods — ε = 0.1 each"))
     main.get_by_text(re.compile(r"^Released the series of 30 periods \(30 released\)")).wait_for(timeout=180_000)
     wait_for_map(page)
     page.screenshot(path=str(SCREENS / "series_uber_first.png"), full_page=True)
@@ -87,7 +83,7 @@ def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
     page.screenshot(path=str(SCREENS / "series_uber_day4.png"), full_page=True)
 
     # asking again re-serves every period, byte for byte, and charges nothing
-    main.get_by_role("button", name=re.compile(r"^Release 30 periods")).click()
+    click(page, main.get_by_role("button", name=re.compile(r"^Release 30 periods")))
     main.get_by_text("Re-served all 30 periods from the stored releases: byte-identical, nothing charged.").wait_for()
     go_to(page, "History")
     main.get_by_text("Every budget in the database (the office view)").wait_for()
@@ -121,14 +117,16 @@ def test_green_taxi_trips_by_iso_week_person_period(app_url, page):
     page.goto(app_url)
     page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
     main = page.get_by_test_id("stMain")
-    main.get_by_text("Trips between areas", exact=True).click()
-    main.get_by_text("Upload trips", exact=True).click()
+    click(page, main.get_by_text("Trips between areas", exact=True))
+    click(page, main.get_by_text("Upload trips", exact=True))
     inputs = main.locator("input[type=file]")
     inputs.first.wait_for(state="attached")
+    wait_idle(page)
     inputs.nth(0).set_input_files(files=[{"name": "taxi.csv", "mimeType": "text/csv",
                                           "buffer": trips.to_csv(index=False).encode()}])
     main.get_by_text("taxi.csv").first.wait_for()
     page.wait_for_timeout(2_000)  # the rerun that reads the trips, before the next upload
+    wait_idle(page)
     inputs.nth(1).set_input_files(files=[{"name": "zones.csv", "mimeType": "text/csv",
                                           "buffer": zones.to_csv(index=False).encode()}])
     pick_option(page, main.get_by_test_id("stSelectbox").filter(has_text="Person id column"), "person")
@@ -138,7 +136,7 @@ def test_green_taxi_trips_by_iso_week_person_period(app_url, page):
     main.get_by_text("5 periods, 2020-W14 to 2020-W18; unit: one person-week").first.wait_for()
 
     go_to(page, "Release")
-    main.get_by_role("button", name=re.compile(r"^Release 5 periods — ρ = .* each$")).click()
+    click(page, main.get_by_role("button", name=re.compile(r"^Release 5 periods — ρ = .* each$")))
     main.get_by_text(re.compile(r"^Released the series of 5 periods \(5 released\)")).wait_for(timeout=180_000)
     wait_for_map(page)
     main.get_by_role("slider").first.focus()

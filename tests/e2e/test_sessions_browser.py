@@ -9,6 +9,7 @@ import os
 import re
 
 import pytest
+from browser_steps import click, go_to, wait_idle
 
 pytestmark = [
     pytest.mark.e2e,
@@ -19,11 +20,6 @@ SHARED = b"state,county,tract,population\n07,001,000100,50\n07,001,000200,70\n07
 OTHER = b"state,county,tract,population\n08,001,000100,40\n08,001,000200,60\n08,003,000100,80\n"
 
 
-def go_to(page, label: str) -> None:
-    page.locator('[data-testid="stSidebarNav"] a', has_text=label).first.click()
-    page.get_by_test_id("stMain").get_by_role("heading", name=label, exact=True).first.wait_for()
-
-
 def open_census(context, app_url, name: str, data: bytes):
     """A new session: Data step → counts over areas → a census table → upload ``data``."""
     page = context.new_page()
@@ -31,10 +27,11 @@ def open_census(context, app_url, name: str, data: bytes):
     page.goto(app_url)
     page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
     main = page.get_by_test_id("stMain")
-    main.get_by_text("Counts over areas", exact=True).click()
-    main.get_by_text(re.compile(r"^A census table with attributes")).click()
-    main.get_by_role("radiogroup", name="Source").get_by_text("Upload a file").click()  # the census form's, not the points step's
+    click(page, main.get_by_text("Counts over areas", exact=True))
+    click(page, main.get_by_text(re.compile(r"^A census table with attributes")))
+    click(page, main.get_by_role("radiogroup", name="Source").get_by_text("Upload a file"))  # the census form's, not the points step's
     main.get_by_text("Upload a census table, or use the built-in synthetic census.").wait_for()
+    wait_idle(page)
     main.locator('input[type="file"]').first.set_input_files(
         files=[{"name": name, "mimeType": "text/csv", "buffer": data}])
     main.get_by_text(re.compile(rf"Source: {re.escape(name)}, 3 rows")).wait_for()
@@ -47,7 +44,7 @@ def test_two_sessions_keep_data_releases_and_budgets_apart(app_url, browser):
         # session A releases its table with ε = 0.5
         a, a_main, a_side = open_census(a_ctx, app_url, "tracts.csv", SHARED)
         go_to(a, "Release")
-        a_main.get_by_role("button", name=re.compile(r"^Release with ε = 0\.5")).click()
+        click(a, a_main.get_by_role("button", name=re.compile(r"^Release with ε = 0\.5")))
         a_main.get_by_text(re.compile(r"^Released tracts\.csv with Privelet.*ε = 0\.5 of 1 is left")).wait_for()
         a_side.get_by_text(re.compile(r"spent ε = 0\.5 of 1")).wait_for()
 

@@ -208,11 +208,18 @@ class DAWA(PointsMechanism):
     @staticmethod
     def _design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], rects: NDArray[np.int64]
                 ) -> tuple[gh.BucketTree, NDArray[np.float64], NDArray[np.float64]]:
-        """The tree over the buckets, the workload's nodes per level (per query) and the weights."""
+        """The tree over the buckets, the workload's nodes per level (per query) and the weights.
+        A rectangle the workload repeats (a small grid has few distinct ones) is decomposed once."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
         per_query = np.zeros((len(rects), tree.height + 1))
-        for q, (r0, r1, c0, c1) in enumerate(rects.tolist()):
+        seen: dict[tuple[int, ...], int] = {}  # rectangle -> the first query that decomposed it
+        for q, rect in enumerate(map(tuple, rects.tolist())):
+            if rect in seen:
+                per_query[q] = per_query[seen[rect]]
+                continue
+            seen[rect] = q
+            r0, r1, c0, c1 = rect
             cov = np.bincount(bucket_of_cell[r0:r1, c0:c1].ravel(), minlength=m)
             per_query[q] = gh.level_decomposition(tree, cov / np.maximum(sizes, 1))
         weights = gh.level_weights(per_query.sum(axis=0))

@@ -168,19 +168,26 @@ class DAWAFree(DAWA):
     def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], rects: NDArray[np.int64]
                      ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], list[tuple[NDArray, NDArray]]]:
         """The tree, every node's uses by the workload (per level) and each query's uses (sparse:
-        flat node index and count, levels from the leaves up)."""
+        flat node index and count, levels from the leaves up).  A rectangle the workload repeats (a
+        small grid has few distinct ones) is decomposed once; the uses still add up query by query,
+        in the workload's order, so the sums are the same to the bit."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
         offsets = np.cumsum([0] + [tree.n_nodes(lv) for lv in range(tree.height + 1)])
         uses = [np.zeros(tree.n_nodes(lv)) for lv in range(tree.height + 1)]
         per_query = []
-        for r0, r1, c0, c1 in rects.tolist():
-            ids, cells = np.unique(bucket_of_cell[r0:r1, c0:c1], return_counts=True)
-            dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
+        seen: dict[tuple[int, ...], tuple[list[tuple[NDArray, NDArray]], tuple[NDArray, NDArray]]] = {}
+        for rect in map(tuple, rects.tolist()):
+            if rect not in seen:
+                r0, r1, c0, c1 = rect
+                ids, cells = np.unique(bucket_of_cell[r0:r1, c0:c1], return_counts=True)
+                dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
+                seen[rect] = dec, (np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
+                                   np.concatenate([v for _, v in dec]))
+            dec, flat = seen[rect]
             for lv, (i, v) in enumerate(dec):
                 np.add.at(uses[lv], i, v)
-            per_query.append((np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
-                              np.concatenate([v for _, v in dec])))
+            per_query.append(flat)
         return tree, uses, per_query
 
     def _stage2_levels(self, e1: float, e2: float, k: int, tree: gh.BucketTree, eps: list[NDArray[np.float64]],
@@ -202,7 +209,11 @@ class DAWAFree(DAWA):
         leaf = count_level(len(rows), f"Buckets: {tree.m:,} (the least-funded bucket shown)", pure(leaf_min), k,
                            tree.m, n_cells / tree.m, True, note=note)
         var = np.concatenate([_variances(e, k) for e in eps])
-        bound = np.sqrt(np.array([float((var[i] * v).sum()) for i, v in per_query])) if per_query else np.zeros(1)
+        once: dict[int, float] = {}  # a repeated rectangle's uses are one object (_node_design): one sum
+        for i, v in per_query:
+            if id(i) not in once:
+                once[id(i)] = float((var[i] * v).sum())
+        bound = np.sqrt(np.array([once[id(i)] for i, _ in per_query])) if per_query else np.zeros(1)
         extra = {"node_budgets": stats,
                  "workload_noise_sd_bound": {"mean": float(np.sqrt(np.mean(bound ** 2))), "max": float(bound.max())}}
         rows.append(dataclasses.replace(leaf, extra=extra))
