@@ -178,4 +178,6 @@ class AdaptiveGridPooled(AdaptiveGrid):
         est = sum_up(est, parent, depth)
         ratio = np.divide(sd, rel.sd, out=np.ones_like(sd), where=rel.sd > 0)
         public = {**rel.public, "pooled_cells": int(np.count_nonzero(pooled & rel.leaf))}
-        return dataclasses.replace(rel, noisy=est, sd=sd, ci95=rel.ci95 * ratio, public=public)
+        # AG's least-squares estimates and exact SDs stay available to the data users' files
+        details = {**rel.details, "least_squares": (rel.noisy, rel.sd)}
+        return dataclasses.replace(rel, noisy=est, sd=sd, ci95=rel.ci95 * ratio, public=public, details=details)
