@@ -9,6 +9,9 @@ released leaves it covers (the leaves tile the grid; they are the finest cells o
   :attr:`~dpcore.points.release.PartitionRelease.measured`; their released counts are the
   least-squares (GLS) estimates of :mod:`dpcore.estimate.tree_inference` (Hay, Rastogi, Miklau &
   Suciu, VLDB 2010, section 4), with the exact variances, so ``estimates.csv`` states them;
+  ``ag_pool`` releases AG's measurements too but pools sparse cells after least squares: its
+  ``estimates.csv`` gives AG's least-squares estimates (``details["least_squares"]``) beside the
+  pooled released counts;
 * every other mechanism whose leaves carry a count of their own (``identity``, ``ug``,
   ``uniform``, ``privtree``, ``htf``): the leaves' released counts are the measurements (one per
   leaf), the estimate of a leaf is its measurement and that of a coarser rectangle the sum of
@@ -53,7 +56,7 @@ __all__ = ["DATA_USER_FILES", "CONDITIONAL", "data_user_files", "data_users_sect
            "match_written", "measurement_frame", "estimate_frame", "design"]
 
 #: Mechanisms whose partition depends on the data: their count phase is offered conditional on it.
-CONDITIONAL = frozenset({"privtree", "ag", "htf", "dawa", "dawa_free", "ug", "kdtree"})
+CONDITIONAL = frozenset({"privtree", "ag", "ag_pool", "htf", "dawa", "dawa_free", "ug", "kdtree"})
 
 #: Mechanisms whose measurements are not sums of released rectangles (none offered), and why.
 NOT_OFFERED = {
@@ -193,7 +196,10 @@ class _Parts:
 
     def estimate_columns(self) -> dict[str, Any]:
         rel = self.release
-        if rel.measured is not None or _base(rel) in NOT_OFFERED:
+        if "least_squares" in rel.details:  # released values post-processed beyond least squares (ag_pool)
+            est, sd = (np.asarray(a, dtype=np.float64) for a in rel.details["least_squares"])
+            var = sd**2
+        elif rel.measured is not None or _base(rel) in NOT_OFFERED:
             est = np.asarray(rel.noisy, dtype=np.float64)
             var = np.asarray(rel.sd, dtype=np.float64) ** 2
         else:

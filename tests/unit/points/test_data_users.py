@@ -24,7 +24,7 @@ BOUNDS = Bounds(-74.06, 40.56, -73.70, 40.92)
 
 #: every points mechanism with small, valid parameters
 PARAMS: dict[str, dict] = {
-    "identity": {}, "uniform": {}, "ug": {"public_n": 2000}, "ag": {"public_n": 2000},
+    "identity": {}, "uniform": {}, "ug": {"public_n": 2000}, "ag": {"public_n": 2000}, "ag_pool": {"public_n": 2000},
     "quadtree": {"height": 3}, "kdtree": {"height": 3}, "privtree": {}, "htf": {}, "dawa": {}, "dawa_free": {},
     "privelet": {}, "matrix": {}, "auto": {"public_n": 2000},
 }
@@ -87,7 +87,7 @@ def test_every_mechanism_writes_the_three_files_in_the_format(name):
     assert rec["data_users"]["map_shows"] == "published"
 
 
-@pytest.mark.parametrize("name", ["quadtree", "kdtree", "ag", "privtree", "htf", "ug", "identity"])
+@pytest.mark.parametrize("name", ["quadtree", "kdtree", "ag", "ag_pool", "privtree", "htf", "ug", "identity"])
 def test_estimates_are_the_gls_of_the_measurements(name):
     """A dense GLS from measurements.csv + design.json reproduces estimates.csv (value and variance)."""
     rel, files = files_of(name, seed=3)
