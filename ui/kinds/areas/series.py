@@ -110,7 +110,7 @@ def release_step(m: dict[str, Any], sel: Any) -> None:
     from dpcore.areas import export
 
     def files_of(rel: Any, ledger: Any) -> dict[str, bytes]:
-        return export.hierarchy_files(rel, ledger, dict(m["joins"]))
+        return export.hierarchy_files(rel, ledger, dict(m["joins"]), plan=sel.core)  # the record states its unit
 
     kind = series.SeriesKind(KIND, inputs_of(m), files_of, figure_of(m),
                              lambda rows: rows["noisy_count"] if len(rows) else [], m["fp"])
