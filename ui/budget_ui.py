@@ -217,7 +217,8 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
             statements: tuple[str, str, str] | None = None, default_statement: str = "rho",
             definition_label: str = "Privacy definition", definitions: dict[str, str] | None = None,
             definition_help: str | None = DEFINITION_HELP, release_label: str = "Privacy budget of this release ({sym})",
-            release_max: float | dict[str, float] = 100.0, cap_label: str = "Budget cap of this dataset") -> Section:
+            release_max: float | dict[str, float] = 100.0, cap_label: str = "Budget cap of this dataset",
+            over_time: bool = False) -> Section:
     """The budget block of a Plan step, the same for every kind: the population box, the privacy
     definition (fixed once budget was spent; an unused budget switched with :func:`switch_definition`),
     this release's budget, the cap (:func:`cap_input`), what was spent, and the (ε, δ) reading of a
@@ -246,11 +247,18 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
     statements
         Persistent names of the ε, δ and conversion of an (ε, δ) statement converted to ρ: offers the
         definitions of :data:`STATEMENTS` (trips between areas, after the O/D paper's Lemma 3).
+    over_time
+        A table released over time: its unit follows the series' own confirmation (each person counted
+        once in each period, on the Data step), not the table's checkbox, which is then not shown.
     """
     defaults = default_cap or (budget.zcdp(state.DEFAULT_RHO_CAP) if statements else budget.pure(state.DEFAULT_CAP))
     labels = definitions or (STATEMENTS if statements else DEFINITIONS)
     led = population_input(kind, fp, defaults, cache, key, reset=() if statements else (definition_key,))
-    if kind == "areas":
+    if kind == "areas" and over_time:
+        st.caption("Unit over time: " + ("one person per period" if state.person_once(fp, per_period=True) else
+                                         "one counted record per period")
+                   + " ('Each person is counted once in each period' under Release over time on the Data step).")
+    elif kind == "areas":
         _person_once_box(fp)
     population = state.population_of(kind, fp)
     whose = "population" if population else "dataset"

@@ -41,6 +41,24 @@ def plural(word: str, n: int = 2) -> str:
     return word + "s"
 
 
+#: plain words for raw column names of public geography (shown as "county (COUNTYFP)")
+PLAIN_LEVELS = {"STATEFP": "state", "COUNTYFP": "county", "TRACTCE": "tract", "BLKGRPCE": "block group",
+                "GEOID": "area", "LocationID": "zone", "total": "total"}
+
+
+def level_label(level: str, n: int = 1) -> str:
+    """A level of areas in plain words, for every kind's pages and planners (issue 26 item 10):
+    ``county (COUNTYFP)`` for a raw column name, else the name itself (pluralised for ``n`` ≠ 1).
+
+    >>> level_label("COUNTYFP"), level_label("COUNTYFP", 3), level_label("district", 2), level_label("LocationID")
+    ('county (COUNTYFP)', 'counties (COUNTYFP)', 'districts', 'zone (LocationID)')
+    """
+    plain = PLAIN_LEVELS.get(level)
+    if plain is None or plain == level:
+        return plural(level, n)
+    return f"{plural(plain, n)} ({level})"
+
+
 #: how a stored release's summary keys read in History (``order`` is the files' order: not shown)
 _SUMMARY_WORDS = {"mechanism": "Mechanism", "cost": "Budget", "grid": "Grid (rows x columns)", "params": "Parameters",
                   "levels": "Tables", "out": "Written to", "periods": "Periods", "unit": "Unit of privacy"}

@@ -10,6 +10,7 @@ The table is data-free: it is what the release will spend and add, before any da
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -93,11 +94,53 @@ def fit_headers(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: the widest a text column is made to show its cells whole (Streamlit's "large"); longer cells wrap
+MAX_TEXT_PX = _NAMED_WIDTHS["large"]
+#: one wrapped line of a cell and a row's padding (px), and the row height past which Streamlit's
+#: table wraps text (4rem, px)
+_LINE_PX, _ROW_PAD_PX, _WRAP_FROM_PX = 20, 12, 64
+
+
+def fit_cells(table: pd.DataFrame, config: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """``config`` with every text column wide enough for its longest cell (no cut cell text, issue 26
+    item 10), up to :data:`MAX_TEXT_PX`; a cell longer than that wraps: the row height returned (else
+    None) holds its lines, and is past the 4rem from which Streamlit's table wraps text.
+
+    Cells are measured as :func:`header_width` measures a header.  Only columns of text (a configured
+    column that does not hold numbers) are widened; numbers keep their configured width.
+
+    >>> t = pd.DataFrame({"level": ["Leaf counts (about 6,598 leaves if evenly spread)", "Depth 0"]})
+    >>> cfg, height = fit_cells(t, {"level": st.column_config.TextColumn(width="medium")})
+    >>> cfg["level"]["width"], height
+    (398, None)
+    >>> cfg, height = fit_cells(pd.DataFrame({"level": ["x" * 120]}), {"level": {"width": "medium"}})
+    >>> cfg["level"]["width"], height
+    (400, 72)
+    """
+    out, lines = dict(config), 1
+    for label, c in config.items():
+        if not isinstance(c, dict) or label not in table.columns or pd.api.types.is_numeric_dtype(table[label]):
+            continue
+        cells = [str(v) for v in table[label] if v is not None]
+        need = max([header_width(v) for v in cells] + [0])
+        w = c.get("width")
+        px = _NAMED_WIDTHS.get(w, w) if isinstance(w, str) else w
+        if isinstance(px, int | float) and px >= need:
+            continue
+        out[label] = {**c, "width": min(need, MAX_TEXT_PX)}
+        if need > MAX_TEXT_PX:
+            lines = max(lines, math.ceil((need - _HEADER_PAD_PX) / (MAX_TEXT_PX - _HEADER_PAD_PX)))
+    return out, (max(lines * _LINE_PX + _ROW_PAD_PX, _WRAP_FROM_PX + 1) if lines > 1 else None)
+
+
 def show(plan: Plan, columns: tuple[Column, ...], *, key: str | None = None, **options: Any) -> None:
     """Draw the expected-error table of ``plan`` (one row per level), every header whole
-    (:func:`fit_headers`); ``options`` go to ``st.dataframe``."""
-    config = fit_headers({label: c for label, _, c in columns if c is not None})
-    st.dataframe(frame(plan, columns), hide_index=True, key=key, column_config=config or None, **options)
+    (:func:`fit_headers`) and every text cell whole (:func:`fit_cells`); ``options`` go to ``st.dataframe``."""
+    table = frame(plan, columns)
+    config, row_height = fit_cells(table, fit_headers({label: c for label, _, c in columns if c is not None}))
+    if row_height is not None:
+        options.setdefault("row_height", row_height)
+    st.dataframe(table, hide_index=True, key=key, column_config=config or None, **options)
 
 
 def details(plan: Plan, name: str) -> Mapping[str, Any] | None:

@@ -89,8 +89,12 @@ def active(kind: str) -> Settings | None:
     return st.session_state.get(_key(kind, "settings"))
 
 
-def time_controls(kind: str, frame: pd.DataFrame | None, base_unit: Any) -> Settings | None:
-    """The Data step's "Release over time": time column, period, public range and unit over time."""
+def time_controls(kind: str, frame: pd.DataFrame | None, base_unit: Any,
+                  unit_choice: Callable[[Any], tuple[str, Any]] | None = None) -> Settings | None:
+    """The Data step's "Release over time": time column, period, public range and unit over time.
+
+    ``unit_choice(base_unit) -> (scope, base unit)`` draws a kind's own unit control in place of the
+    choice of the three scopes (a count table names no person: :mod:`ui.kinds.areas.series`)."""
     from dpcore.core.periods import detect_time_column
 
     ss = st.session_state
@@ -123,10 +127,13 @@ def time_controls(kind: str, frame: pd.DataFrame | None, base_unit: Any) -> Sett
                           placeholder="2014-04-01", help=help_range)
     end = r2.text_input("End (its whole day included)", key=_kept(kind, "end", ""),
                         placeholder="2014-04-30", help=help_range)
-    default_scope = "person-period" if getattr(base_unit, "entity", "record") == "person" else "event"
-    scope = st.radio("Unit of privacy over time", list(UNITS), key=_kept(kind, "unit", default_scope),
-                     horizontal=True, captions=list(UNITS.values()),
-                     help="Person-period and person need the person column and its cap (set above).")
+    if unit_choice is not None:
+        scope, base_unit = unit_choice(base_unit)
+    else:
+        default_scope = "person-period" if getattr(base_unit, "entity", "record") == "person" else "event"
+        scope = st.radio("Unit of privacy over time", list(UNITS), key=_kept(kind, "unit", default_scope),
+                         horizontal=True, captions=list(UNITS.values()),
+                         help="Person-period and person need the person column and its cap (set above).")
     max_periods = None
     if scope == "person":
         max_periods = int(st.number_input("Most periods one person may touch", min_value=1, step=1,

@@ -149,11 +149,15 @@ def bind_population(kind: str, fp: str, name: str, default_cap: budget.PrivacyCo
     return led
 
 
-def person_once(fp: str) -> bool:
+def person_once(fp: str, *, per_period: bool = False) -> bool:
     """Whether the curator confirmed that each person is counted once in the table with content
     fingerprint ``fp`` (the checkbox of :func:`ui.budget_ui.section`): its releases then protect one
-    person and may draw on a population's budget (issue 26 item 15).  Unconfirmed: one counted record."""
-    return bool(st.session_state.get("person_once", {}).get(fp, False))
+    person and may draw on a population's budget (issue 26 item 15).  Unconfirmed: one counted record.
+
+    ``per_period``: the confirmation of a release over time, that each person is counted once in each
+    period's rows (:mod:`ui.kinds.areas.series`); kept apart from the table's, since a person present
+    in several periods is counted more than once in the whole table."""
+    return bool(st.session_state.get("series_person_once" if per_period else "person_once", {}).get(fp, False))
 
 
 def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any],

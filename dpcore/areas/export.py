@@ -18,6 +18,7 @@ import pandas as pd
 
 from dpcore.areas.data_users import data_users_section, hierarchy_data_user_files
 from dpcore.areas.tree_plans import HierarchyRelease
+from dpcore.areas.unit import unit_of_privacy_words
 from dpcore.core.mechanism import Plan
 from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
 from dpcore.data.area_boundaries import BoundaryJoin
@@ -184,6 +185,7 @@ def hierarchy_record(rel: HierarchyRelease, ledger: Ledger | None = None, files:
     p = rel.plan
     info = rel.mechanism
     unit, privacy = _hierarchy_privacy(rel)
+    unit = unit_of_privacy_words(plan.unit if plan is not None else None, unit)
     notes = [
         "All values are outputs of the mechanism; no true count is published (except the invariants).",
         "Expected errors are analytic: they come from the mechanism, the budget and the public area "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dpcore.errors import ParameterError
 from dpcore.privacy.units import Unit
 
-__all__ = ["census_unit", "hierarchy_unit"]
+__all__ = ["census_unit", "hierarchy_unit", "unit_of_privacy_words"]
 
 
 def hierarchy_unit(neighbour: str = "add_remove", statistic: str = "count", *, person_once: bool = False) -> Unit:
@@ -50,3 +50,20 @@ def census_unit(*, person_once: bool = False) -> Unit:
     'one person, add or remove'
     """
     return Unit("person" if person_once else "record")
+
+
+def unit_of_privacy_words(unit: Unit | None, person_words: str) -> str:
+    """The record's ``unit_of_privacy`` of an area release: ``person_words`` (the unit as one person)
+    when the release protects one person, or when its unit is not known (``None``); for a release of
+    one counted record (the curator did not confirm each person is counted once, issue 26 item 15)
+    the same words of one counted record, so that the record claims no more than its charge.
+
+    >>> unit_of_privacy_words(Unit("person"), "one person (add or remove)")
+    'one person (add or remove)'
+    >>> unit_of_privacy_words(Unit(), "one person (add or remove)")
+    'one counted record (add or remove); one person only where each person is counted once, which was not confirmed'
+    """
+    if unit is None or unit.entity != "record" or not person_words.startswith("one person ("):
+        return person_words
+    return ("one counted record " + person_words.removeprefix("one person ")
+            + "; one person only where each person is counted once, which was not confirmed")

@@ -114,8 +114,9 @@ def add_hierarchy_parser(rsub: Any) -> argparse.ArgumentParser:
     hi.add_argument("--out", required=True, help="output folder for release.csv, release.json, LEVEL.geojson")
     hi.add_argument("--each-person-counted-once", action="store_true",
                     help="confirm that each person is counted once in the table (one row per person, or counts in "
-                         "which nobody appears twice): the release then protects one person, and may draw on a "
-                         "person-level --population budget; without it a count table protects one counted record")
+                         "which nobody appears twice; over time, in each period's rows): the release then protects "
+                         "one person (a series: one person-period), and may draw on a person-level --population "
+                         "budget; without it a count table protects one counted record")
     add_budget_args(hi)
     add_suppress_arg(hi)
     add_time_args(hi, user_args=True)
@@ -261,14 +262,21 @@ def _hierarchy_series(args: argparse.Namespace, plan: Any, df: Any, levels: list
 
 
 def _hierarchy_unit(args: argparse.Namespace, statistic: str, over_time: bool) -> Any:
-    """The unit of a hierarchy release: one record, or one person with --each-person-counted-once
-    (a one-off release only: a series of a table is released with the unit event)."""
+    """The unit of a hierarchy release: one record, or one person with --each-person-counted-once.
+
+    Over time the confirmation is about each period's rows: every period's release protects one
+    person, so the series is a person-period one (issue 26 item 15) and may join a person-level
+    ``--population``; a table names no person, so ``--unit person`` (one person followed over the
+    periods) cannot be, and ``--unit event`` contradicts the confirmation."""
     from dpcore.areas.unit import hierarchy_unit
 
-    if over_time and args.each_person_counted_once:
-        raise ParameterError("--each-person-counted-once is for a one-off release: a series of a table is released "
-                             "with the unit event. Drop it, or drop the time options.")
-    return hierarchy_unit(args.neighbour, statistic, person_once=args.each_person_counted_once)
+    once = args.each_person_counted_once
+    if over_time and once and args.unit not in (None, "person-period"):
+        why = ("a table names no person, so it cannot follow one over the periods" if args.unit == "person" else
+               "--unit event protects one record per period; drop --each-person-counted-once for that")
+        raise ParameterError(f"--each-person-counted-once releases each period's table as one person: the unit over "
+                             f"time is person-period (its default), not --unit {args.unit} ({why}).")
+    return hierarchy_unit(args.neighbour, statistic, person_once=once)
 
 
 def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:

@@ -250,7 +250,10 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
     aggregate of one period's rows, ``columns``/``count`` what its content fingerprint reads."""
     periods = time_options(args)
     unit = time_unit(args, plan.unit)
-    if unit.scope != "event" and not user:
+    # a count table confirmed to count each person once per period (--each-person-counted-once) is a
+    # person-period series without a person column: its base unit is one person, uncapped
+    confirmed = plan.unit.entity == "person" and plan.unit.cap is None and unit.scope == "person-period"
+    if unit.scope != "event" and not user and not confirmed:
         raise ParameterError(f"--unit {unit.scope} needs the person column (--user-col).")
     session = series_session(args, session)
     inputs, whole = table_series_inputs(df, args.time_col, periods, columns, count, build, unit, session, user)

@@ -181,7 +181,9 @@ def series_population_needs_persons(scope: str) -> None:
             "A named population's budget protects every person across all of its data, but a series with the unit "
             "'event' protects one record per period: a person with many records would be exposed many times over. "
             "Release the series with a person unit (--unit person-period or person, with the person column and "
-            "its cap), or without --population (a series then keeps a budget of its own, found again from its "
+            "its cap); for a count table in which each person is counted once in each period, confirm it "
+            "(--each-person-counted-once on the command line; 'Each person is counted once in each period' in the "
+            "app); or release without --population (a series then keeps a budget of its own, found again from its "
             "periods).")
 
 

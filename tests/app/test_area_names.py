@@ -43,7 +43,7 @@ def test_uploaded_taxi_trips_are_guessed_right_and_zones_shown_by_name() -> None
     # 7 boroughs, then 265 zones; Zone names the zones; service_zone (not nested) is no level
     assert at.multiselect(key="_w_od_set_areas_levels").value == ["Borough", "LocationID"]
     assert at.selectbox(key="_w_od_set_areas_name_1").value == "Zone"
-    assert any("7 Boroughs, 265 LocationIDs" in s.value for s in at.success), [s.value for s in at.success]
+    assert any("7 Boroughs, 265 zones (LocationID)" in s.value for s in at.success), [s.value for s in at.success]
     preview = frame_with(at, "LocationID code")  # names in the table, codes in the code column
     assert (preview["LocationID"] != preview["LocationID code"]).all()
     h = at.session_state["od_model"]["h"]

@@ -188,3 +188,40 @@ def test_paths_outside_the_data_folder_are_refused_and_values_not_echoed(tmp_pat
         _count(at)
     shown = " ".join(e.value for e in at.error)
     assert shown and "SECRET-VALUE" not in shown, shown
+
+
+def test_the_inside_key_follows_the_bounds_of_the_release_not_of_the_count(tmp_path: Path) -> None:
+    """Issue 26 item 12: points kept in their files are keyed also by the points inside the bounds,
+    and those must be the bounds the release uses, as in the CLI.  Opened (and counted) with the
+    default bounds, which hold one extra point, then released after the curator typed smaller bounds
+    that leave it out: the same points without the extra one, released by the CLI with those bounds,
+    draw on the app's budget (before, the app kept the key of the bounds it counted with, and the CLI
+    found no budget)."""
+    from dpcore.core.session import Session
+    from dpcore.privacy import budget
+
+    rng = np.random.default_rng(11)
+    lat, lon = rng.uniform(40.61, 40.69, 300), rng.uniform(-73.99, -73.91, 300)
+    inner = pd.DataFrame({"lat": lat, "lon": lon})
+    with_extra = pd.concat([inner, pd.DataFrame({"lat": [40.85], "lon": [-73.75]})], ignore_index=True)
+    opened, alone = tmp_path / "with_extra.csv", tmp_path / "inner.csv"
+    with_extra.to_csv(opened, index=False, float_format="%.17g")
+    inner.to_csv(alone, index=False, float_format="%.15g")  # re-saved as a spreadsheet would
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    _count(_open(at, opened))
+    assert at.session_state["bounds"].contains(np.array([-73.75]), np.array([40.85]))[0]  # counted with the extra point
+    goto(at, "data")
+    at.radio(key="_w_bounds_how").set_value("Numbers I type").run()
+    box = {"_w_b_west": -74.0, "_w_b_south": 40.6, "_w_b_east": -73.9, "_w_b_north": 40.7}
+    for key, value in box.items():
+        at.number_input(key=key).set_value(value).run()
+    assert not at.exception, at.exception
+    assert at.session_state["bounds"].as_tuple() == (-74.0, 40.6, -73.9, 40.7)
+    release(at)
+    assert len(at.session_state["releases"]) == 1
+    eps = float(at.session_state["releases"][-1].release.cost.value)
+    out = tmp_path / "cli"
+    assert main(["release", "points", "--input", str(alone), "--bounds=-74.0,40.6,-73.9,40.7", "--grid", "8,8",
+                 "--mechanism", "identity", "--epsilon=0.1", "--out", str(out)]) == 0
+    led = Session().budget("points", at.session_state["dataset"].fingerprint, default=budget.pure(1.0))
+    assert abs(led.spent - (eps + 0.1)) < 1e-12, led.spent  # the CLI drew on the app's budget, not a fresh one

@@ -92,7 +92,9 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     rel = entry.release
     led = next(iter(at.session_state["census_ledgers"].values()))
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
-    assert any("unit of privacy: **one person, " in m.value for m in at.markdown)  # the Data step's words
+    # not confirmed that each person is counted once: one counted record, as release.json says (item 15)
+    assert any("unit of privacy: **one counted record, " in m.value for m in at.markdown)
+    assert json.loads(entry.files["release.json"])["privacy"]["unit_of_privacy"].startswith("one counted record")
     h: Hierarchy = rel.hierarchy
     for d in range(h.depth):
         sums = np.zeros(h.sizes[d], dtype=np.int64)
@@ -113,12 +115,12 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     # the confirmation and the sidebar name the same count, labelled alike
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.success)
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.sidebar.markdown)
-    said = next(m.value for m in at.markdown if "unit of privacy: **one person, " in m.value)
+    said = next(m.value for m in at.markdown if "unit of privacy: **one counted record, " in m.value)
     unit = said.split("unit of privacy: **")[1].split("**")[0]
     step(at, "export")
     assert any("617 areas at all levels (576 finest areas)" in x.value for x in at.markdown)
     # the Export step names the unit of privacy in the Release step's words (issue 26, item 10)
-    assert any(f"unit of privacy: {unit}" in x.value for x in at.markdown) and unit.startswith("one person")
+    assert any(f"unit of privacy: {unit}" in x.value for x in at.markdown) and unit.startswith("one counted record")
     ex = at.session_state["hier_release"].files  # made once, with the release: the Export step serves them
     csv = pd.read_csv(__import__("io").BytesIO(ex["release.csv"]), dtype=str)
     assert list(csv.columns) == ["level", "code", "parent", "noisy_count", "noise_sd", "ci95_low", "ci95_high"]

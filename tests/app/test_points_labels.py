@@ -46,11 +46,16 @@ def test_plan_table_and_sentence(at: AppTest, mechanism: str) -> None:
     # no cut headers (issue 26 item 10): every configured column is at least as wide as its header
     import json
 
-    from ui.plan_table import header_width
+    from ui.plan_table import MAX_TEXT_PX, header_width
     config = json.loads(at.dataframe[0].proto.columns)
     widths = {label: c.get("width") for label, c in config.items() if label in table.columns}
     assert widths["± per count (95%)"] >= header_width("± per count (95%)"), widths
     assert all(not isinstance(w, str) or w != "small" or header_width(label) <= 75 for label, w in widths.items())
+    # no cut cells either: the level column fits its longest name ("Leaf counts (about 6,598 leaves if evenly
+    # spread)" for PrivTree), or the rows are tall enough to wrap it
+    longest = header_width(max(table["level"], key=len))
+    assert isinstance(widths["level"], int) and widths["level"] >= min(longest, MAX_TEXT_PX), (widths, longest)
+    assert longest <= MAX_TEXT_PX or at.dataframe[0].proto.row_height > 64
     if mechanism == "htf":
         assert len(unreleased) >= 1  # the height estimate and the split search
     text = "\n".join(m.value for m in at.markdown)

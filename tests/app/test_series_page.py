@@ -201,12 +201,14 @@ def test_green_taxi_trips_person_period_with_a_synthetic_id() -> None:
 # ------------------------------------------------------------------ counts over areas (a hierarchy)
 
 
-def test_hierarchy_rows_by_day_with_an_empty_day() -> None:
-    """Person rows (state, county, day) with a public area list: released per day; a day without rows
-    is released too (zero in every public area, noised), as the range, not the data, gives the days."""
+AREA_LIST = b"state,county\n01,001\n01,003\n02,001\n02,005\n"
+
+
+def hierarchy_by_day() -> AppTest:
+    """Person rows (state, county, day) with a public area list, released over the days 1 to 3 January
+    2024 (no rows on the 2nd)."""
     people = pd.DataFrame({"state": ["01", "01", "02", "01", "02"], "county": ["001", "003", "001", "001", "005"],
                            "day": ["2024-01-01", "2024-01-01", "2024-01-01", "2024-01-03", "2024-01-03"]})
-    area_list = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", "001", "005"]})
     at = ok(AppTest.from_file(APP, default_timeout=240).run())
     at.radio(key="_w_kind").set_value("areas").run()
     at.radio(key="_w_hier_source").set_value("upload").run()
@@ -215,14 +217,19 @@ def test_hierarchy_rows_by_day_with_an_empty_day() -> None:
     at.multiselect(key="w_levels").set_value(["state", "county"]).run()
     at.multiselect(key="w_count").set_value([]).run()
     at.radio(key="_w_hier_area_source").set_value("upload").run()
-    at.file_uploader(key="hier_areas_upload").set_value(("areas.csv", area_list.to_csv(index=False).encode(),
-                                                         "text/csv")).run()
+    at.file_uploader(key="hier_areas_upload").set_value(("areas.csv", AREA_LIST, "text/csv")).run()
     ok(at)
     at.toggle(key="_w_series_on_areas").set_value(True).run()
     assert at.selectbox(key="_w_series_col_areas").value == "day"
     at.text_input(key="_w_series_start_areas").set_value("2024-01-01")
     at.text_input(key="_w_series_end_areas").set_value("2024-01-03").run()
-    ok(at)
+    return ok(at)
+
+
+def test_hierarchy_rows_by_day_with_an_empty_day() -> None:
+    """Released per day; a day without rows is released too (zero in every public area, noised), as the
+    range, not the data, gives the days."""
+    at = hierarchy_by_day()
     at.switch_page("pages/plan.py").run()
     ok(at)
     out = release_series(at, "areas")
@@ -255,3 +262,46 @@ def test_a_series_in_the_app_shares_the_budget_of_one_off_releases_of_the_same_d
     one_off.check(pure(cap - eps))  # fits beside the largest period's spend
     with pytest.raises(BudgetError):
         one_off.check(pure(cap - eps / 2))  # would not: the periods' spend counts
+
+
+def test_a_hierarchy_series_joins_a_population_once_each_person_is_counted_once_in_each_period() -> None:
+    """Issue 26 item 15 for series: a table bound to a population (whose budget protects persons) is
+    released over time only when the curator confirms each person is counted once in each period
+    (the unit over time is then one person-day); unconfirmed, the refusal names the option.  The
+    confirmation is the series' own: the table's one-off checkbox is not shown over time."""
+    from dpcore.errors import BudgetError
+    from dpcore.privacy.budget import pure
+    from dpcore.privacy.units import Unit
+
+    at = hierarchy_by_day()
+    fp = at.session_state["hier_model"]["fp"]
+    assert at.checkbox(key=f"_w_series_person_once_{fp}").value is False
+    assert at.session_state["series_settings_areas"].scope == "event"
+    at.switch_page("pages/plan.py").run()
+    [box] = [t for t in at.text_input if t.label == "Population (optional)"]
+    box.input("Travel survey 2023").run()
+    ok(at)
+    assert f"_w_person_once_{fp}" not in [c.key for c in at.checkbox]  # the series' confirmation rules
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_areas").click().run()
+    assert not at.exception, at.exception
+    refused = " ".join(e.value for e in at.error)
+    assert "protects one record per period" in refused and "Each person is counted once in each period" in refused
+    assert at.session_state.get("series_out_areas") is None  # nothing charged, nothing released
+
+    at.switch_page("pages/data.py").run()
+    at.file_uploader(key="hier_areas_upload").set_value(("areas.csv", AREA_LIST, "text/csv")).run()  # a new page
+    at.checkbox(key=f"_w_series_person_once_{fp}").check().run()
+    ok(at)
+    assert at.session_state["series_settings_areas"].scope == "person-period"
+    at.switch_page("pages/plan.py").run()
+    ok(at)
+    out = release_series(at, "areas")
+    assert [o.status for o in out.outcomes] == ["released"] * 3
+    assert out.record["unit"]["scope"] == "person-period" and out.record["unit"]["label"].startswith("one person-day")
+    eps = out.record["spend"]["per_period"]["value"]
+    pop = Session.open(None).budget("areas", fp, default=pure(1.0))  # the population's budget
+    person = Unit("person")
+    pop.check(pure(pop.cap.value - eps), person)  # the days' spend counts on it ...
+    with pytest.raises(BudgetError):
+        pop.check(pure(pop.cap.value - eps / 2), person)

@@ -30,6 +30,7 @@ import orjson
 import pandas as pd
 
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
+from dpcore.areas.unit import unit_of_privacy_words
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.record import (
     build_record,
@@ -289,7 +290,8 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None, *, pla
         schema=SCHEMA, kind="census", release_id=rel.release_id, created=rel.created,
         mechanism={"name": "matrix", "title": CensusMatrix.title, "reference": CensusMatrix.reference,
                    "strategy": p.info["strategy"], "strategy_queries": p.info["strategy_queries"]},
-        cost=p.cost, unit_of_privacy="one person (add or remove)",
+        cost=p.cost, unit_of_privacy=unit_of_privacy_words(plan.unit if plan is not None else None,
+                                                           "one person (add or remove)"),
         privacy={"guarantee": rel.guarantee, "noise": p.info["noise"],
                  "randomness": "exact discrete samplers driven by the operating system's CSPRNG (os.urandom)"},
         body=marginals_body(rel),

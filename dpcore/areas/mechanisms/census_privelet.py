@@ -36,6 +36,7 @@ import orjson
 import pandas as pd
 
 from dpcore.areas.census_tables import GEO_AXIS, CensusStructure, CensusTable
+from dpcore.areas.unit import unit_of_privacy_words
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.core.record import (
     build_record,
@@ -459,7 +460,8 @@ def census_record(release: CensusRelease, ledger: Ledger | None = None, *, plan:
         schema="dpcore-census-release/1", kind="census", release_id=release.release_id, created=release.created,
         mechanism={"name": "privelet", "title": "Privelet+" if release.plus_axes else "Privelet",
                    "reference": CensusPrivelet.reference, "plus_axes": list(release.plus_axes)},
-        cost=release.cost, unit_of_privacy="one person (one unit of count)",
+        cost=release.cost, unit_of_privacy=unit_of_privacy_words(plan.unit if plan is not None else None,
+                                                                 "one person (one unit of count)"),
         privacy={
             "neighbouring_relation": "add or remove one person"
             + ("" if release.sensitivity == 1 else f" (counts change by at most {release.sensitivity} in L1)"),

@@ -246,3 +246,22 @@ def test_near_identical_tables_and_trips_are_asked_about(kind: str, tmp_path: Pa
     line = assert_user_error(main(args(short, "b", "0.4", "--matches-spent-data", "same")), capsys)
     assert "not enough" in line.lower()  # drew on the spent budget (0.3 left)
     _ok(args(short, "c", "0.05"), capsys)  # recorded: not asked again, the same budget's remainder
+
+
+def test_a_table_record_claims_one_person_only_when_confirmed(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 15: a count table not confirmed to count each person once is charged as one counted record;
+    its release.json says so (it said 'one person' whatever was confirmed), and says one person once
+    --each-person-counted-once confirms it."""
+    table = _one_state(tmp_path / "table.csv")
+    for extra, words in (((), "one counted record"), (("--each-person-counted-once",), "one person (")):
+        out = tmp_path / f"h{len(extra)}"
+        _ok(_hier(table, out, "0.1", *extra), capsys)
+        rec = json.loads((out / "release.json").read_text("utf-8"))
+        assert rec["privacy"]["unit_of_privacy"].startswith(words), rec["privacy"]["unit_of_privacy"]
+        assert rec["ledger"]["entries"][-1]["unit"]["entity"] == ("person" if extra else "record")
+        census = ["release", "census", "--input", str(table), "--levels", "state,county", "--count", "pop",
+                  "--epsilon=0.1", "--areas", str(table), "--out", str(tmp_path / f"c{len(extra)}"), *extra]
+        _ok(census, capsys)
+        rec = json.loads((tmp_path / f"c{len(extra)}" / "release.json").read_text("utf-8"))
+        assert rec["privacy"]["unit_of_privacy"].startswith(words), rec["privacy"]["unit_of_privacy"]

@@ -474,3 +474,35 @@ def test_a_one_off_hierarchy_release_and_a_series_of_the_same_file_share_one_bud
     _run([*series, "--epsilon", "0.3"], capsys)
     assert main([*base, "--epsilon", "0.05", "--out", str(tmp_path / "O2")]) != 0
     assert "series of this data" in capsys.readouterr().err
+
+
+def test_a_hierarchy_series_joins_a_person_level_population_once_each_person_is_confirmed_counted_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 item 15 for series: a population opened by person-level points over weeks is joined by a
+    hierarchy series only when the curator confirms each person is counted once in each period
+    (--each-person-counted-once: each week's release protects one person, the unit over time
+    person-week); without it the refusal names the option.  One budget: each week spends both."""
+    src, areas = _tracts(tmp_path, 4, 600, 3, 14)
+    rng = np.random.default_rng(6)
+    pts = tmp_path / "pts.csv"
+    pd.DataFrame({"lat": rng.uniform(0.1, 0.9, 300), "lon": rng.uniform(0.1, 0.9, 300),
+                  "person": rng.integers(0, 60, 300),
+                  "date": pd.Timestamp("2020-04-01") + pd.to_timedelta(rng.integers(0, 14 * 24, 300), unit="h")}
+                 ).to_csv(pts, index=False)
+    weeks = ["--time-col", "date", "--period", "week", "--time-range", "2020-04-01,2020-04-14",
+             "--population", "Survey"]
+    _run(["release", "points", "--input", str(pts), "--bounds=0,0,1,1", "--grid", "4,4", "--mechanism", "ug",
+          "--epsilon", "0.2", "--user-col", "person", "--user-cap", "2", "--out", str(tmp_path / "P"), *weeks], capsys)
+    hier = ["release", "hierarchy", "--input", str(src), "--levels", "boro,tract", "--areas", str(areas),
+            "--epsilon", "0.3", "--out", str(tmp_path / "H"), *weeks]
+    assert main(hier) == 2
+    err = capsys.readouterr().err
+    assert "protects one record per period" in err and "--each-person-counted-once" in err
+    assert main([*hier, "--each-person-counted-once", "--unit", "event"]) == 2  # the confirmation makes it persons
+    assert "--unit event" in capsys.readouterr().err
+    _run([*hier, "--each-person-counted-once"], capsys)
+    record = json.loads((tmp_path / "H" / "series.json").read_bytes())
+    assert record["unit"]["scope"] == "person-period" and record["unit"]["base"]["entity"] == "person"
+    (row,) = Session.open(None).budgets()  # the population's budget, not one of its own
+    assert row["population"] == "Survey" and row["unit"]["scope"] == "person-period"
+    assert [p["spent"] for p in row["periods"]] == pytest.approx([0.5, 0.5, 0.5])  # 0.2 (points) + 0.3 (table)

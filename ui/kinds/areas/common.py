@@ -31,9 +31,8 @@ HIERARCHY, TABLE = "hierarchy", "census"
 TABLES = {HIERARCHY: "A hierarchy of areas (people per area: tracts in counties in states)",
           TABLE: "A census table with attributes (people per area and age band …)"}
 
-#: plain words for the Census Bureau's column names (shown as "county (COUNTYFP)")
-PLAIN = {"STATEFP": "state", "COUNTYFP": "county", "TRACTCE": "tract", "BLKGRPCE": "block group",
-         "GEOID": "area", "total": "total"}
+#: a level in plain words, ``county (COUNTYFP)`` for a raw column name (shared by every kind)
+level_label = fmt.level_label
 
 
 def which() -> str:
@@ -48,14 +47,6 @@ def keep(key: str, default: Any) -> str:
 
 def kept(key: str) -> Any:
     return state.store(f"hier_{key}")
-
-
-def level_label(level: str, n: int = 1) -> str:
-    """A level in plain words: ``county (COUNTYFP)`` for a raw column name, else the name itself."""
-    plain = PLAIN.get(level)
-    if plain is None or plain == level:
-        return fmt.plural(level, n)
-    return f"{fmt.plural(plain, n)} ({level})"
 
 
 def sizes_line(levels: list[str], sizes: list[int]) -> str:
@@ -167,6 +158,8 @@ def released_areas(h: Any) -> str:
 
 
 def unit_words(unit: Any) -> str:
-    """The unit of privacy in the Data step's words (each person counted), with its neighbours:
-    ``unit`` is the release's :class:`~dpcore.privacy.units.Unit` (one record: one counted person)."""
-    return "one person, " + ("added or removed" if unit.neighbour == "add_remove" else "changed (replace one)")
+    """The unit of privacy of ``unit`` (the release's :class:`~dpcore.privacy.units.Unit`) with its
+    neighbours: one person when the curator confirmed each person is counted once, else one counted
+    record (issue 26 item 15: as the release record and the budget state it)."""
+    who = "one person" if unit.entity == "person" else "one counted record"
+    return f"{who}, " + ("added or removed" if unit.neighbour == "add_remove" else "changed (replace one)")

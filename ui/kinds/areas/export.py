@@ -9,7 +9,6 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dpcore.areas.unit import hierarchy_unit
 from dpcore.core import spec as config
 from dpcore.core.mechanism import Plan
 from dpcore.data import engines
@@ -54,7 +53,7 @@ def export_step() -> None:
 
     st.subheader("The release record")
     st.markdown(f"- **Mechanism:** {rel.mechanism.title}\n"
-                f"- **Privacy:** {rel.plan.cost.label()}; unit of privacy: {common.unit_words(hierarchy_unit(rel.plan.neighbour, rel.plan.statistic))}\n"
+                f"- **Privacy:** {rel.plan.cost.label()}; unit of privacy: {common.unit_words(entry.plan.unit)}\n"
                 f"- **Released:** {common.released_areas(rel.hierarchy)}, {rel.created}\n"
                 f"- **Budget of this dataset:** {led.cap.symbol} = {fmt.eps(led.spent)} spent of "
                 f"{fmt.eps(led.cap.value)}")
@@ -163,7 +162,7 @@ def _table_export() -> None:
     cost = rel.plan.cost if matrix else rel.cost
     st.subheader("The release record")
     st.markdown(f"- **Mechanism:** {'matrix mechanism (marginal tables)' if matrix else 'Privelet' + ('+' if rel.plus_axes else '')}\n"
-                f"- **Privacy:** {cost.label()}; unit of privacy: one person, added or removed\n"
+                f"- **Privacy:** {cost.label()}; unit of privacy: {json.loads(entry.json)['privacy']['unit_of_privacy']}\n"
                 f"- **Released:** {entry.source}, release {rel.release_id}")
     st.info("The published counts are noisy and unrounded: some are fractional and small ones can be below "
             "zero, so that sums stay unbiased.")

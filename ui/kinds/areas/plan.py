@@ -56,7 +56,7 @@ def plan_step() -> None:
     budget_ui.section("areas", fp, ss.setdefault("census_ledgers", {}), key=f"hier_{fp}",
                       definition_key=f"hier_def_{fp}", cap_key=f"hier_cap_{fp}_{{definition}}",
                       release_keys={d: f"hier_value_{d}" for d in budget_ui.DEFINITIONS}, delta_key="hier_delta",
-                      release_max=MAX_VALUE)
+                      release_max=MAX_VALUE, over_time=series.active("areas") is not None)
 
     _unit_and_split(h, counts, mech_name)
     is_matrix = mech_name == "matrix"
@@ -287,7 +287,8 @@ def selection(*, parse_only: bool = False) -> Selection:
                             "order": ss.get("hier_order", "ascending") if mech == "topdown_linf" else "ascending"}
     if is_matrix and ss.get("hier_sets") is not None and ss.get("hier_sets_key", (None,))[0] == h.fingerprint():
         opts.update(area_sets=ss["hier_sets"], sets_weight=float(ss.get("hier_sets_weight", 1.0)))
-    opts["person_once"] = state.person_once(fp)  # the unit: one person when confirmed (issue 26 item 15)
+    # the unit: one person when confirmed, for the table or, over time, for each period (issue 26 item 15)
+    opts["person_once"] = state.person_once(fp, per_period=series.active("areas") is not None)
     sel = Selection(mech, catalog.get("hierarchy", mech).title, cost, led,
                     hierarchy_unit(neighbour, counts.statistic, person_once=opts["person_once"]),
                     split, n_measured, opts, None, ss.get("hier_delta", 1e-6), error)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import streamlit as st
 
 from dpcore.errors import InputError
 from dpcore.privacy.units import TimeUnit
@@ -18,9 +19,28 @@ from ui import series, state
 KIND = "areas"
 
 
+#: the series' confirmation that each person is counted once in each period (issue 26 item 15)
+PERSON_ONCE = "Each person is counted once in each period"
+
+
 def data_controls(m: dict[str, Any], base_unit: Any) -> None:
     """The Data step's "Release over time" for a hierarchy table read in memory."""
-    series.time_controls(KIND, m.get("df"), base_unit)
+    series.time_controls(KIND, m.get("df"), base_unit, unit_choice=lambda base: _unit_choice(m["fp"], base))
+
+
+def _unit_choice(fp: str, base_unit: Any) -> tuple[str, Any]:
+    """A table names no person: its series protects one record per period (the unit event), or, when
+    the curator confirms each person is counted once in each period's rows, one person per period
+    (person-period, uncapped), which may draw on a population's budget as a one-off release of a
+    confirmed table does (:func:`ui.state.person_once`)."""
+    wkey = f"_w_series_person_once_{fp}"
+    once = st.checkbox(PERSON_ONCE, key=state.seed(wkey, state.person_once(fp, per_period=True)),
+                       help="Tick only if nobody appears twice in one period's rows (one row per person and period, "
+                            "or counts of persons, not of visits or trips). Each period's release then protects one "
+                            "person (the unit over time is one person-period), as a population's budget requires; "
+                            "unticked, each period protects one counted record (the unit event).")
+    st.session_state.setdefault("series_person_once", {})[fp] = bool(once)
+    return ("person-period" if once else "event"), dataclasses.replace(base_unit, entity="person" if once else "record")
 
 
 def inputs_of(m: dict[str, Any]) -> Any:
@@ -90,7 +110,7 @@ def release_step(m: dict[str, Any], sel: Any) -> None:
     from dpcore.areas import export
 
     def files_of(rel: Any, ledger: Any) -> dict[str, bytes]:
-        return export.hierarchy_files(rel, ledger, dict(m["joins"]))
+        return export.hierarchy_files(rel, ledger, dict(m["joins"]), plan=sel.core)  # the record states its unit
 
     kind = series.SeriesKind(KIND, inputs_of(m), files_of, figure_of(m),
                              lambda rows: rows["noisy_count"] if len(rows) else [], m["fp"])

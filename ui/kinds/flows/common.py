@@ -114,18 +114,25 @@ def figure(key: tuple[Any, ...], build: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def counted(n: int, word: str) -> str:
-    """'36 districts', '1 region'."""
-    return f"{fmt.count(n)} {fmt.plural(word, n)}"
-
-
 def areas_line(levels: list[str], sizes: list[int]) -> str:
-    """'4 regions, 36 districts, 576 zones'."""
-    return ", ".join(counted(n, lv) for lv, n in zip(levels, sizes, strict=True))
+    """'4 regions, 36 districts, 576 zones'; 'counties (COUNTYFP)' for a raw column name."""
+    return ", ".join(f"{fmt.count(n)} {fmt.level_label(lv, n)}" for lv, n in zip(levels, sizes, strict=True))
 
 
-def _side(level: str) -> str:
-    return "the whole territory" if level == "total" else fmt.plural(level)
+def _side(level: str, n: int = 2) -> str:
+    return "the whole territory" if level == "total" else fmt.level_label(level, n)
+
+
+def level_label(name: str) -> str:
+    """A level of the O/D plan as the curator reads it (the planner's levels, issue 26 item 10): an
+    intra-level table by its level (:func:`ui.fmt.level_label`, ``county (COUNTYFP)``), a cross-level
+    one ``origin>destination`` as 'region to district' (as the plan table's :func:`table_name`, singular).
+
+    >>> level_label("district"), level_label("STATEFP>COUNTYFP"), level_label("total>region")
+    ('district', 'state (STATEFP) to county (COUNTYFP)', 'the whole territory to region')
+    """
+    origin, sep, destination = name.partition(">")
+    return f"{_side(origin, 1)} to {_side(destination, 1)}" if sep else fmt.level_label(name)
 
 
 def table_name(lp: ODLevelPlan, unit: str) -> str:

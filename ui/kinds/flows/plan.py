@@ -31,6 +31,7 @@ from ui.kinds.flows.common import (
     keep,
     kept,
     ledger,
+    level_label,
     plan_caption,
     plan_columns,
     sci,
@@ -258,9 +259,12 @@ def target_planner(sel: Selection) -> None:
     params = {"split": sel.split, "weights": tuple(sel.weights or ()), **{k: v for k, v in sel.opts.items()
                                                                            if k != "neighbour"}}
     names = [lv.name for lv in p.levels]
+    finest = level_label(names[-1])  # "zone", or "tract (TRACTCE)" for a raw column name (no nested brackets)
+    finest = f"each pair of the finest table ({finest})" if "(" not in finest else f"each pair of the finest table: {finest}"
     prop = target_ui.planner(catalog.get("od", sel.mechanism), m["h"], sel.cost.definition, params,
                              {"distinct": m["counts"].distinct}, on_use=_use_budget, key="od_target", unit=sel.unit,
-                             levels=names[:-1], word=m["unit"], finest_label=f"each pair of the finest table ({names[-1]})")
+                             levels=names[:-1], word=m["unit"], level_label=level_label,
+                             finest_label=finest)
     if prop is not None and prop.cost.value > sel.ledger.remaining:
         st.warning(f"The proposal is more than the budget left ({prop.cost.symbol} = {fmt.eps(sel.ledger.remaining)}): "
                    "loosen the target, or raise the cap.")

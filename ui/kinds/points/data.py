@@ -375,7 +375,7 @@ def path_columns_form() -> None:
         n_read=pc.n_read, dropped=dict(pc.dropped),
     )
     ds = points_state.Dataset(src.label, table, False, pc.fingerprint, source=src, engine=name,
-                              spark_master=opened["master"], keys=pc.keys)
+                              spark_master=opened["master"], keys=pc.keys, keys_bounds=g.bounds)
     points_state.set_dataset(ds)
     ss["path_open"] = None
     source_ui.forget_unused_copies()  # the copy of an earlier large upload, if this one replaced it

@@ -83,9 +83,10 @@ class Dataset:
     source: engines.Source | None = None
     engine: str = "numpy"
     spark_master: str | None = None
-    #: for points kept in their files: the engine's tolerant keys (every point, and those inside the
-    #: bounds they were counted with; :attr:`dpcore.data.engines.PointCounts.keys`)
+    #: for points kept in their files: the engine's tolerant keys (every point, and those inside
+    #: ``keys_bounds``, the bounds of the count that computed them; :attr:`dpcore.data.engines.PointCounts.keys`)
     keys: tuple[str, ...] = ()
+    keys_bounds: Bounds | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,7 +176,11 @@ def aggregate() -> Aggregate:
         t = ds.table
         use_user = t.user_column is not None and cap is not None
         if ds.source is not None:
-            ss["aggregate"] = engine_points(ds, g, cap if use_user else None).aggregate
+            # new bounds: the keys of the points inside them come with this count (issue 26 item 12)
+            pc = engine_points(ds, g, cap if use_user else None, fingerprint=ds.keys_bounds != g.bounds)
+            if ds.keys_bounds != g.bounds:
+                ds.keys, ds.keys_bounds = pc.keys, g.bounds
+            ss["aggregate"] = pc.aggregate
         else:
             assert isinstance(t, PointTable)
             ss["aggregate"] = aggregate_points(
@@ -226,15 +231,22 @@ def profile() -> Any:
 def _adopt_tolerant_keys(ds: Dataset, bounds: Any) -> None:
     """Lead the points' rounded keys (every point, and those inside ``bounds``) to their budget, once
     per data and bounds in this session: a re-saved file or one far-away point more finds it
-    (:func:`dpcore.data.engines.base.tolerant_points_fingerprints`, issue 26 item 12).  Points kept in
-    their files (an engine) have the keys their engine computed when they were counted, with the bounds
-    of that count; the demo has the exact key only."""
+    (:func:`dpcore.data.engines.base.tolerant_points_fingerprints`, issue 26 item 12), as the CLI does
+    with the bounds of its release.  Points kept in their files (an engine) have the keys their engine
+    computed in its last count with new bounds (:func:`aggregate`): until the current bounds are
+    counted, only the key of every point (which no bounds change) is led; a release counts them
+    first.  The demo has the exact key only."""
     done = st.session_state.setdefault("points_keys_adopted", set())
     mark = (ds.fingerprint, None if bounds is None else (bounds.west, bounds.south, bounds.east, bounds.north))
     if mark in done or ds.is_demo or state.is_demo("points", ds.fingerprint):
         return
-    keys = (list(ds.keys) if ds.source is not None
-            else engine_rules.tolerant_points_fingerprints(ds.table.lon, ds.table.lat, bounds))
+    if ds.source is None:
+        keys = engine_rules.tolerant_points_fingerprints(ds.table.lon, ds.table.lat, bounds)
+    elif ds.keys_bounds == bounds:
+        keys = list(ds.keys)
+    else:  # counted with other bounds: the inside key is not known yet
+        state.session().adopt_keys("points", ds.fingerprint, list(ds.keys[:1]))
+        return
     state.session().adopt_keys("points", ds.fingerprint, keys)
     done.add(mark)
 
