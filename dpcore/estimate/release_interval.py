@@ -147,10 +147,27 @@ def read_polygons(data: bytes | str) -> list[Any]:
         raise InputError("The polygon file has no features: give a GeoJSON with one polygon per area.")
     if g.crs is not None and not g.crs.equals("EPSG:4326"):
         g = g.to_crs("EPSG:4326")
-    polys = [p for p in g.geometry if p is not None and p.geom_type in ("Polygon", "MultiPolygon")]
+    polys = [_valid(p) for p in g.geometry if p is not None and p.geom_type in ("Polygon", "MultiPolygon")]
     if not polys:
         raise InputError("The polygon file holds no Polygon or MultiPolygon; draw an area, not points or lines.")
     return polys
+
+
+def _valid(p: Any) -> Any:
+    """``p``, or its polygonal part made valid (a lasso drawn across itself is a bow tie: two areas).
+
+    >>> import shapely
+    >>> round(_valid(shapely.Polygon([(0, 0), (2, 2), (2, 0), (0, 2)])).area, 6)
+    2.0
+    """
+    import shapely
+
+    if p.is_valid:
+        return p
+    fixed = shapely.make_valid(p)
+    if fixed.geom_type == "GeometryCollection":
+        fixed = shapely.union_all([g for g in fixed.geoms if g.geom_type in ("Polygon", "MultiPolygon")])
+    return fixed
 
 
 class ReleaseIntervals:
