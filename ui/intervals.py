@@ -210,11 +210,15 @@ def _drawn(files_of: Callable[[], Mapping[str, bytes]], release_id: str) -> byte
     files = files_of()
     if not offers_intervals(files):
         return None
-    try:
-        fig = draw_figure(_intervals(files, release_id))
-    except DPCoreError as e:  # no cell shapes (areas released without boundaries): say so, keep the page
-        st.caption(str(e))
-        return None
+    kept = st.session_state.get("_interval_draw_figure")
+    if kept is None or kept[0] != release_id:  # made once per release (a million cells' centres take a while)
+        try:
+            kept = (release_id, draw_figure(_intervals(files, release_id)))
+        except DPCoreError as e:  # no cell shapes (areas released without boundaries): say so, keep the page
+            st.caption(str(e))
+            return None
+        st.session_state["_interval_draw_figure"] = kept
+    fig = kept[1]
     event = st.plotly_chart(fig, width="stretch", key=f"_w_interval_lasso_{release_id}", on_select="rerun",
                             selection_mode=("lasso", "box"), config={"displaylogo": False})
     drawn = selection_geojson((event or {}).get("selection"))
