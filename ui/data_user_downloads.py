@@ -17,6 +17,8 @@ import streamlit as st
 #: The files offered here, in order, with their media type and what each holds.
 OFFERED: dict[str, tuple[str, str]] = {
     "measurements.csv": ("text/csv", "every noisy measurement before post-processing (for your own inference)"),
+    "measurements.parquet": ("application/vnd.apache.parquet", "every noisy measurement before post-processing "
+                             "(for your own inference), as Parquet: a large release's measurements"),
     "design.json": ("application/json", "which cells each measurement sums, the public totals, and the "
                                         "statement that the noise draws are independent"),
     "estimates.csv": ("text/csv", "the unbiased least-squares estimate of every cell, with its variance "

@@ -1,7 +1,11 @@
 """The data user's interval on the Release step of points, areas and trips (issue 25 item 4).
 
-Pick areas of any level or upload a polygon (GeoJSON) and read its unbiased estimate and 90 %
-interval (trips: pick origin→destination flows of any table; no polygon, a pair has no one shape), computed from the release's published measurements by
+Pick areas of any level, upload a polygon (GeoJSON) or draw one (a lasso or a box on the release's
+cells, :func:`draw_figure`; the drawing becomes a GeoJSON, :func:`selection_geojson`, answered by the
+same code as an upload) and read its unbiased estimate and 90 % interval; cut cells weigh their area
+share, or their share of a public density the curator uploads (:func:`dpcore.estimate.release_interval.read_density`,
+as ``interval --density``).  Trips: pick origin→destination flows of any table; no polygon, a pair has
+no one shape.  Computed from the release's published measurements by
 :class:`dpcore.estimate.release_interval.ReleaseIntervals` (least squares solved once per
 release, kept with it).  Post-processing of published files: no data, no budget.  The record's
 "use at level L or coarser" line (``level_guidance`` of ``release.json``) is shown beside it.
@@ -10,20 +14,24 @@ release, kept with it).  Post-processing of published files: no data, no budget.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore.errors import DPCoreError
-from dpcore.estimate.release_interval import ReleaseIntervals, offers_intervals
+from dpcore.estimate.release_interval import ReleaseIntervals, offers_intervals, read_density
 from ui import fmt
 
 #: The interval's coverage on the page.
 COVERAGE = 0.9
 #: At most this many areas are offered to pick (the coarser levels first); finer ones: a polygon.
 MAX_PICK = 5_000
+#: At most this many cell centres are drawn to lasso on (an even stride over the cells beyond).
+MAX_DRAW_POINTS = 5_000
 
 
 def _intervals(files: Mapping[str, bytes], release_id: str) -> ReleaseIntervals:
@@ -69,34 +77,98 @@ def _guidance(files: Mapping[str, bytes]) -> None:
         st.caption(f"{g['statement']} (stated in release.json and review.html)")
 
 
+def selection_geojson(selection: Mapping[str, Any] | None) -> bytes | None:
+    """The lasso and box selections of a chart drawn by :func:`draw_figure` (x = longitude,
+    y = latitude) as a GeoJSON FeatureCollection, one polygon per selection in the order drawn;
+    None when nothing is drawn (a lasso of fewer than 3 points is no area).
+
+    ``selection`` is the ``selection`` of ``st.plotly_chart(..., on_select="rerun")``: ``lasso`` holds
+    ``{"x": [...], "y": [...]}`` of each lasso's vertices, ``box`` ``{"x": [x0, x1], "y": [y0, y1]}``.
+
+    >>> sel = {"lasso": [{"x": [0, 2, 2], "y": [0, 0, 1]}], "box": [{"x": [3, 1], "y": [0, 1]}]}
+    >>> g = json.loads(selection_geojson(sel))
+    >>> [f["geometry"]["coordinates"][0] for f in g["features"]]
+    [[[0.0, 0.0], [2.0, 0.0], [2.0, 1.0], [0.0, 0.0]], [[1.0, 0.0], [3.0, 0.0], [3.0, 1.0], [1.0, 1.0], [1.0, 0.0]]]
+    >>> selection_geojson({"lasso": [{"x": [0, 1], "y": [0, 1]}], "box": []}) is None
+    True
+    """
+    rings: list[list[list[float]]] = []
+    for lasso in (selection or {}).get("lasso") or []:
+        xy = [[float(x), float(y)] for x, y in zip(lasso.get("x") or [], lasso.get("y") or [], strict=False)]
+        if len(xy) >= 3:
+            rings.append(xy + [xy[0]])
+    for box in (selection or {}).get("box") or []:
+        xs, ys = sorted(map(float, box.get("x") or [])), sorted(map(float, box.get("y") or []))
+        if len(xs) == 2 and len(ys) == 2 and xs[0] < xs[1] and ys[0] < ys[1]:
+            (x0, x1), (y0, y1) = xs, ys
+            rings.append([[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0]])
+    if not rings:
+        return None
+    feats = [{"type": "Feature", "properties": {"drawn": i + 1}, "geometry": {"type": "Polygon", "coordinates": [r]}}
+             for i, r in enumerate(rings)]
+    return json.dumps({"type": "FeatureCollection", "features": feats}).encode()
+
+
+def draw_figure(ri: ReleaseIntervals, max_points: int = MAX_DRAW_POINTS) -> go.Figure:
+    """The release's finest cells as points at their centres on plain longitude/latitude axes, with
+    the lasso chosen: a drawn lasso or box comes back as a path in these coordinates (a tile map's
+    selection returns its points only, not the drawn path).  At most ``max_points`` centres (an even
+    stride over the cells, no randomness), and the cells' outer bounds as a frame; no tiles: it draws
+    offline.  Only public shapes are drawn (the cells of design.json or the areas' boundaries)."""
+    import shapely
+
+    geoms = ri.shapes().geoms
+    keep = ~shapely.is_empty(geoms)
+    centre = shapely.get_coordinates(shapely.centroid(geoms[keep]))
+    step = max(1, -(-centre.shape[0] // max_points))
+    centre = centre[::step]
+    w, s, e, n = shapely.total_bounds(geoms[keep])
+    fig = go.Figure([
+        go.Scatter(x=[w, e, e, w, w], y=[s, s, n, n, s], mode="lines", line={"color": "#888", "width": 1},
+                   hoverinfo="skip", showlegend=False),
+        go.Scatter(x=centre[:, 0], y=centre[:, 1], mode="markers", name="cells",
+                   marker={"size": 4, "color": "#1f4e79", "opacity": 0.45},
+                   hovertemplate="%{x:.4f}, %{y:.4f}<extra>cell centre</extra>", showlegend=False),
+    ])
+    mid = math.cos(math.radians(max(min((s + n) / 2, 85.0), -85.0)))
+    fig.update_layout(
+        dragmode="lasso", height=420, margin={"l": 10, "r": 10, "t": 30, "b": 10}, plot_bgcolor="white",
+        title={"text": "Draw with the lasso (or a box) around your area", "font": {"size": 14}},
+        xaxis={"title": {"text": "longitude"}, "showgrid": False, "zeroline": False},
+        yaxis={"title": {"text": "latitude"}, "showgrid": False, "zeroline": False, "scaleanchor": "x",
+               "scaleratio": 1 / mid},
+    )
+    return fig
+
+
 def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pick: bool,
             stored: Mapping[str, bytes] | None = None, polygon: bool = True, noun: str = "area") -> None:
-    """The interval section of a Release step: a multiselect of areas (``pick``) and a polygon upload
-    (``polygon``).  ``files_of`` gives the release's files (called only when needed, so a large release's
-    tables are made only when a polygon is uploaded); ``stored``: the files made so far (their record's
-    guidance); ``noun``: what a picked node is ("area"; "flow" for trips)."""
+    """The interval section of a Release step: a multiselect of areas (``pick``), a polygon upload, a
+    drawn polygon and a public density (``polygon``).  ``files_of`` gives the release's files (called
+    only when needed, so a large release's tables are made only when a polygon is asked for);
+    ``stored``: the files made so far (their record's guidance); ``noun``: what a picked node is
+    ("area"; "flow" for trips)."""
     st.subheader(f"Estimate and {COVERAGE:.0%} interval for your {noun}", anchor="interval")
-    st.caption(f"For any union of {fmt.plural(noun)}{' or a drawn polygon' if polygon else ''}: the unbiased "
-               "least-squares estimate from the release's measurements (measurements.csv), not the published value, "
-               "with its interval. Computed from the published files only: no data read, no budget spent.")
-    picked: list[str] = []
+    st.caption(f"For any union of {fmt.plural(noun)}{' or a drawn or uploaded polygon' if polygon else ''}: the "
+               "unbiased least-squares estimate from the release's measurements (measurements file), not the "
+               "published value, with its interval. Computed from the published files only: no data read, no "
+               "budget spent.")
     if stored is not None:
         _guidance(stored)
-    if pick:
-        files = files_of()
-        if not offers_intervals(files):
-            st.caption(f"This release has no measurements file, so no interval for a union of {fmt.plural(noun)}.")
-            return
-        if stored is None:
-            _guidance(files)
-        nodes = pickable(_intervals(files, release_id).nodes())
-        label = {n: f"{lv} · {n}" for lv, n in nodes}
-        picked = st.multiselect(f"{fmt.plural(noun).capitalize()} (their union)", list(label), format_func=label.get,
-                                key=f"_w_interval_areas_{release_id}",
-                                placeholder=f"Choose {fmt.plural(noun)} of any level")
-    up = None if not polygon else st.file_uploader("Upload a polygon (GeoJSON in longitude/latitude; one answer per polygon)",
-                          type=["geojson", "json"], key=f"_w_interval_polygon_{release_id}")
-    if not picked and up is None:
+    picked = _pick(files_of, release_id, noun, guide=stored is None) if pick else []
+    if picked is None:
+        return
+    up = drawn = density = None
+    if polygon:
+        up = st.file_uploader("Upload a polygon (GeoJSON in longitude/latitude; one answer per polygon)",
+                              type=["geojson", "json"], key=f"_w_interval_polygon_{release_id}")
+        drawn = _drawn(files_of, release_id)
+        density = st.file_uploader("Public density for cut cells (optional): GeoJSON polygons with a numeric "
+                                   "'density' property, fixed before the data (e.g. land 1, water 0)",
+                                   type=["geojson", "json"], key=f"_w_interval_density_{release_id}",
+                                   help="Without it a cell the polygon cuts weighs the share of its area inside; "
+                                        "with it, the share of this density inside (as `interval --density`).")
+    if not picked and up is None and drawn is None:
         return
     files = files_of()
     if not offers_intervals(files):
@@ -106,18 +178,64 @@ def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pic
         ri = _intervals(files, release_id)
         if picked:
             st.markdown(answer_line(ri.of_nodes(picked, COVERAGE), f"{len(picked)} {fmt.plural(noun, len(picked))}"))
+        dens = read_density(density.getvalue()) if density is not None else None
         if up is not None:
-            _polygons(ri.of_polygons(up.getvalue(), COVERAGE))
+            _polygons(ri.of_polygons(up.getvalue(), COVERAGE, dens), "Polygon")
+        if drawn is not None:
+            _polygons(ri.of_polygons(drawn, COVERAGE, dens), "Drawn polygon")
     except DPCoreError as e:
         st.error(str(e))
 
 
-def _polygons(rows: list[dict[str, Any]]) -> None:
+def _pick(files_of: Callable[[], Mapping[str, bytes]], release_id: str, noun: str, guide: bool) -> list[str] | None:
+    """The multiselect of nodes to sum (None: the release has no measurements, said on the page)."""
+    files = files_of()
+    if not offers_intervals(files):
+        st.caption(f"This release has no measurements file, so no interval for a union of {fmt.plural(noun)}.")
+        return None
+    if guide:
+        _guidance(files)
+    nodes = pickable(_intervals(files, release_id).nodes())
+    label = {n: f"{lv} · {n}" for lv, n in nodes}
+    return st.multiselect(f"{fmt.plural(noun).capitalize()} (their union)", list(label), format_func=label.get,
+                          key=f"_w_interval_areas_{release_id}", placeholder=f"Choose {fmt.plural(noun)} of any level")
+
+
+def _drawn(files_of: Callable[[], Mapping[str, bytes]], release_id: str) -> bytes | None:
+    """The toggle "Draw a polygon" and, when on, the cells to draw on; the drawing as GeoJSON (or None)."""
+    if not st.toggle("Draw a polygon on the release's cells", key=f"_w_interval_draw_{release_id}",
+                     help="Lasso (or box) around an area on a plain longitude/latitude view of the cells; "
+                          "hold Shift to draw several, one answer each."):
+        return None
+    files = files_of()
+    if not offers_intervals(files):
+        return None
+    kept = st.session_state.get("_interval_draw_figure")
+    if kept is None or kept[0] != release_id:  # made once per release (a million cells' centres take a while)
+        try:
+            kept = (release_id, draw_figure(_intervals(files, release_id)))
+        except DPCoreError as e:  # no cell shapes (areas released without boundaries): say so, keep the page
+            st.caption(str(e))
+            return None
+        st.session_state["_interval_draw_figure"] = kept
+    fig = kept[1]
+    event = st.plotly_chart(fig, width="stretch", key=f"_w_interval_lasso_{release_id}", on_select="rerun",
+                            selection_mode=("lasso", "box"), config={"displaylogo": False})
+    drawn = selection_geojson((event or {}).get("selection"))
+    if drawn is None:
+        st.caption("Nothing drawn yet: drag a lasso around your area on the cells above.")
+    else:
+        st.download_button("Download the drawn polygon (GeoJSON)", drawn, "drawn_polygon.geojson",
+                           "application/geo+json", key=f"_w_interval_drawn_dl_{release_id}", on_click="ignore")
+    return drawn
+
+
+def _polygons(rows: list[dict[str, Any]], what: str) -> None:
     for i, r in enumerate(rows):
-        st.markdown(answer_line(r, f"Polygon {i + 1}") + f"; cells inside {fmt.count(r['cells_inside'])}, "
+        st.markdown(answer_line(r, f"{what} {i + 1}") + f"; cells inside {fmt.count(r['cells_inside'])}, "
                     f"cut {fmt.count(r['cells_cut'])}, bracket [{r['inside']:,.1f}, {r['touching']:,.1f}]")
         if r.get("warning"):
-            st.warning(f"Polygon {i + 1}: {r['warning']}")
+            st.warning(f"{what} {i + 1}: {r['warning']}")
     if len(rows) > 1:
         st.dataframe(pd.DataFrame(rows)[["estimate", "sd", "low", "high", "inside", "touching", "cut_share"]],
                      width="stretch")

@@ -94,13 +94,14 @@ def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
                         keys[h.depth].tolist(), nodes, edges, invariants)
 
 
-def hierarchy_data_user_files(rel: HierarchyRelease) -> dict[str, bytes]:
-    """``measurements.csv``, ``design.json`` and ``estimates.csv`` of ``rel`` (empty when it does
-    not expose measurements: group-size histograms, the matrix mechanisms)."""
+def hierarchy_data_user_files(rel: HierarchyRelease, parquet_above: int | None = None) -> dict[str, bytes]:
+    """``measurements.csv`` (Parquet above ``parquet_above`` rows: :func:`dpcore.estimate.data_users.pack_files`),
+    ``design.json`` and ``estimates.csv`` of ``rel`` (empty when it does not expose measurements:
+    group-size histograms, the matrix mechanisms)."""
     pack = hierarchy_pack(rel)
     if pack is None:
         return {}
-    files, m = pack_files(pack)
+    files, m = pack_files(pack, parquet_above)
     files.update(replicate_files(m))  # replicates.csv, where small enough (issue 25 item 5)
     est, var = node_estimates(m)  # in design node order: depth by depth, as the pack lists them
     h = rel.hierarchy

@@ -24,6 +24,7 @@ from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
 from dpcore.data.area_boundaries import BoundaryJoin
 from dpcore.data.csv_safe import csv_bytes, pandas_csv
 from dpcore.data.hierarchy import hierarchy_info
+from dpcore.estimate.data_user_format import name_written
 from dpcore.privacy.ledger import Ledger
 
 __all__ = [
@@ -232,11 +233,14 @@ def safe_file_stem(level: str) -> str:
 
 
 def hierarchy_files(rel: HierarchyRelease, ledger: Ledger | None = None,
-                    joins: dict[str, BoundaryJoin] | None = None, *, plan: Plan | None = None) -> dict[str, bytes]:
+                    joins: dict[str, BoundaryJoin] | None = None, *, plan: Plan | None = None,
+                    parquet_above: int | None = None) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv``, ``area_queries.csv`` (area sets),
     ``LEVEL.geojson`` per joined level, the data users' ``measurements.csv``, ``design.json`` and
     ``estimates.csv`` (:mod:`dpcore.areas.data_users`) and ``release.json`` (the record, ``ledger`` as of the
-    charge, the rows of the core ``plan``).  Made once, when the release is made."""
+    charge, the rows of the core ``plan``).  Made once, when the release is made.  The measurements are
+    ``measurements.parquet`` above ``parquet_above`` rows (default
+    :data:`~dpcore.estimate.data_user_format.PARQUET_ROWS`), and the record names it."""
     files: dict[str, bytes] = {"release.csv": hierarchy_csv(rel)}
     if rel.details.get("area_sets"):
         from dpcore.areas.area_sets import area_sets_csv
@@ -244,6 +248,6 @@ def hierarchy_files(rel: HierarchyRelease, ledger: Ledger | None = None,
         files["area_queries.csv"] = area_sets_csv(rel)
     for level, join in (joins or {}).items():
         files[f"{safe_file_stem(level)}.geojson"] = level_geojson(rel, join)
-    files.update(hierarchy_data_user_files(rel))
+    files.update(hierarchy_data_user_files(rel, parquet_above))
     files["release.json"] = hierarchy_json(rel, ledger, hierarchy_file_names(rel, joins), plan=plan)
-    return files
+    return name_written(files)  # the record names measurements.parquet where a large release wrote it

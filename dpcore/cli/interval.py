@@ -3,7 +3,8 @@
     python -m dpcore interval --release OUT --codes codes.txt --coverage 0.9 --json
     python -m dpcore interval --release OUT --polygon area.geojson --coverage 0.9 --json
 
-``OUT`` is the ``--out`` folder of a release (its ``measurements.csv`` and ``design.json``).
+``OUT`` is the ``--out`` folder of a release (its ``measurements.csv``, or ``measurements.parquet``
+for a large release, and ``design.json``).
 ``codes.txt`` holds one union per line: finest-level codes as in ``release.csv``, separated by
 commas (empty lines are skipped).  A polygon file gives one answer per feature: cells inside
 weigh 1, cut cells their area share (cell shapes: ``design.json``'s ``cell_bounds``, or the
@@ -28,7 +29,7 @@ __all__ = ["add_interval_parser", "cmd_interval", "read_codes"]
 def add_interval_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("interval", help="estimate and interval of unions of cells or polygons, from a release's "
                                         "measurements (no data read, no budget spent)")
-    p.add_argument("--release", required=True, help="the release's --out folder (measurements.csv, design.json)")
+    p.add_argument("--release", required=True, help="the release's --out folder (measurements.csv or .parquet, design.json)")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--codes", help="a text file, one union per line: finest-level codes separated by commas")
     what.add_argument("--polygon", help="a GeoJSON file: one answer per (multi)polygon feature")
@@ -51,12 +52,12 @@ def read_codes(path: str | Path) -> list[list[str]]:
 
 def _release_files(folder: Path, shapes: bool) -> dict[str, bytes]:
     """The files of a release folder an interval reads (and its GeoJSONs when polygons need shapes)."""
-    from dpcore.estimate.release_interval import INTERVAL_FILES
+    from dpcore.estimate.release_interval import INTERVAL_FILES, offers_intervals
 
-    if not all((folder / n).is_file() for n in INTERVAL_FILES):
-        raise ParameterError(f"{folder} has no design.json and measurements.csv: give the --out folder of a "
-                             "release made by a version that writes the data users' files.")
-    files = {n: (folder / n).read_bytes() for n in INTERVAL_FILES}
+    files = {n: (folder / n).read_bytes() for n in INTERVAL_FILES if (folder / n).is_file()}
+    if not offers_intervals(files):
+        raise ParameterError(f"{folder} has no design.json and measurements.csv (or measurements.parquet): give the "
+                             "--out folder of a release made by a version that writes the data users' files.")
     if shapes:
         files.update({f.name: f.read_bytes() for f in sorted(folder.glob("*.geojson"))})
     return files

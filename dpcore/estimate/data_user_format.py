@@ -5,19 +5,35 @@ One rule in one place, for every kind: :mod:`dpcore.estimate.data_users` (hierar
 :mod:`dpcore.points.data_users` and the reader :mod:`dpcore.estimate.gls` take these from here.
 The module imports nothing heavy (no SciPy), so a kind that only writes the files does not pay
 for the reader.
+
+Large measurement files are Parquet: above :data:`PARQUET_ROWS` rows a release writes
+``measurements.parquet`` instead of ``measurements.csv`` (the same columns; a million rows of CSV are
+about 60 MB of text and seconds to parse), ``design.json``'s ``measurements_file`` and the record name
+the file written (:func:`name_written`), and every reader takes either (:func:`measurements_in`,
+:func:`read_measurements`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from dpcore.privacy.calibration import noise_for_cost, noise_variance
 
-__all__ = ["DATA_USER_FILES", "DESIGN_SCHEMA", "ESTIMATE_COLUMNS", "MAX_REPLICATE_VALUES", "MEASUREMENT_COLUMNS",
-           "REPLICATES", "REPLICATE_FILE", "REPLICATE_SEED", "noise_of", "replicates_info", "section", "variance_of"]
+__all__ = ["DATA_USER_FILES", "DESIGN_SCHEMA", "ESTIMATE_COLUMNS", "MAX_REPLICATE_VALUES", "MEASUREMENTS_CSV",
+           "MEASUREMENTS_PARQUET", "MEASUREMENT_COLUMNS", "MEASUREMENT_FILES", "PARQUET_ROWS", "REPLICATES",
+           "REPLICATE_FILE", "REPLICATE_SEED", "measurements_in", "measurements_name", "name_written", "noise_of",
+           "parquet_bytes", "read_measurements", "replicates_info", "section", "variance_of"]
 
 #: The data users' files every kind writes, in the order they are written.
 DATA_USER_FILES = ("measurements.csv", "design.json", "estimates.csv")
+#: The measurements' file: CSV, or Parquet above :data:`PARQUET_ROWS` rows (the same columns).
+MEASUREMENTS_CSV, MEASUREMENTS_PARQUET = "measurements.csv", "measurements.parquet"
+MEASUREMENT_FILES = (MEASUREMENTS_CSV, MEASUREMENTS_PARQUET)
+#: Above this many rows the measurements are written as ``measurements.parquet`` (measured: 1.2 M rows
+#: are 71 MB of CSV and 3.7 MB of Parquet, which also reads faster).
+PARQUET_ROWS = 1_000_000
 #: The schema of design.json.
 DESIGN_SCHEMA = "dpcore-design/1"
 #: The columns of measurements.csv (one row per noisy measurement, before post-processing).
@@ -101,3 +117,94 @@ def noise_of(definition: str, budget: float, sensitivity: float) -> tuple[str, A
     """
     family, scale = noise_for_cost(definition, budget, sensitivity)
     return family, scale, variance_of(family, scale)
+
+
+def measurements_name(rows: int, parquet_above: int | None = None) -> str:
+    """The measurements' file name for ``rows`` rows: Parquet above ``parquet_above`` (default
+    :data:`PARQUET_ROWS`), else CSV.
+
+    >>> measurements_name(10), measurements_name(10, parquet_above=9)
+    ('measurements.csv', 'measurements.parquet')
+    """
+    return MEASUREMENTS_PARQUET if rows > (PARQUET_ROWS if parquet_above is None else parquet_above) \
+        else MEASUREMENTS_CSV
+
+
+def measurements_in(files: Mapping[str, Any] | Sequence[str], design: Mapping[str, Any] | None = None
+                    ) -> str | None:
+    """The measurements' file among a release's file names (or a name -> bytes mapping): the one
+    ``design`` (``design.json``) names when it is there (a folder may keep an older release's other
+    file), else the first of :data:`MEASUREMENT_FILES` present; None without one.
+
+    >>> measurements_in(["design.json", "measurements.parquet"]), measurements_in({"release.csv": b""})
+    ('measurements.parquet', None)
+    >>> measurements_in(MEASUREMENT_FILES, {"measurements_file": "measurements.parquet"})
+    'measurements.parquet'
+    """
+    named = (design or {}).get("measurements_file")
+    if named in MEASUREMENT_FILES and named in files:
+        return str(named)
+    return next((n for n in MEASUREMENT_FILES if n in files), None)
+
+
+def parquet_bytes(table: Any) -> bytes:
+    """A pyarrow Table or pandas DataFrame as Parquet bytes (zstd; no index column)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not isinstance(table, pa.Table):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def read_measurements(data: bytes | str | Path, name: str = MEASUREMENTS_CSV,
+                      columns: Sequence[str] | None = None) -> Any:
+    """The measurements as a pandas DataFrame from the bytes (or path) of ``measurements.csv`` or
+    ``measurements.parquet`` (``name``: which; a path's own suffix decides), ``node`` and ``level`` as
+    text (codes as in ``release.csv``), only ``columns`` when given.
+
+    >>> f = read_measurements(b"measurement_id,level,node,value\\n0,1,007,5\\n")
+    >>> f["node"].tolist(), f["value"].tolist()
+    (['007'], [5])
+    """
+    import io
+
+    import pandas as pd
+
+    if isinstance(data, (str, Path)):
+        name, data = Path(data).name, Path(data).read_bytes()
+    cols = list(columns) if columns is not None else None
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        frame = pq.read_table(io.BytesIO(data), columns=cols).to_pandas()
+        for c in ("node", "level"):
+            if c in frame:
+                frame[c] = frame[c].astype(str)
+        return frame
+    return pd.read_csv(io.BytesIO(data), usecols=cols, dtype={"node": str, "level": str})
+
+
+def name_written(files: dict[str, bytes]) -> dict[str, bytes]:
+    """``files`` with ``release.json`` naming ``measurements.parquet`` where that file was written
+    instead of ``measurements.csv`` (``outputs.files`` and the ``data_users`` section); unchanged otherwise.
+
+    The record is made before (or without knowing) how many measurements there are; this puts the
+    name of the file actually written in it.
+    """
+    import orjson
+
+    if MEASUREMENTS_PARQUET not in files or "release.json" not in files:
+        return files
+    rec = orjson.loads(files["release.json"])
+    outputs = rec.get("outputs") or {}
+    if isinstance(outputs.get("files"), list):
+        outputs["files"] = [MEASUREMENTS_PARQUET if f == MEASUREMENTS_CSV else f for f in outputs["files"]]
+    if rec.get("data_users"):
+        text = orjson.dumps(rec["data_users"]).decode().replace(MEASUREMENTS_CSV, MEASUREMENTS_PARQUET)
+        rec["data_users"] = orjson.loads(text)
+    return {**files, "release.json": orjson.dumps(rec, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)}

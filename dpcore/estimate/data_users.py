@@ -31,9 +31,12 @@ from dpcore.estimate.data_user_format import (
     DESIGN_SCHEMA,
     MAX_REPLICATE_VALUES,
     MEASUREMENT_COLUMNS,
+    MEASUREMENTS_PARQUET,
     REPLICATE_FILE,
     REPLICATE_SEED,
     REPLICATES,
+    measurements_name,
+    parquet_bytes,
     replicates_info,
     section,
     variance_of,
@@ -141,12 +144,16 @@ def design_dict(pack: DataUserPack) -> dict[str, Any]:
     return d
 
 
-def pack_files(pack: DataUserPack) -> tuple[dict[str, bytes], Measurements]:
-    """``measurements.csv`` and ``design.json`` of ``pack``, and the :class:`Measurements` they
-    describe (read by the same code as :func:`dpcore.estimate.gls.read_release`)."""
+def pack_files(pack: DataUserPack, parquet_above: int | None = None) -> tuple[dict[str, bytes], Measurements]:
+    """``measurements.csv`` (``measurements.parquet`` above ``parquet_above`` rows, default
+    :data:`~dpcore.estimate.data_user_format.PARQUET_ROWS`) and ``design.json`` of ``pack`` (its
+    ``measurements_file`` names the one written), and the :class:`Measurements` they describe (read
+    by the same code as :func:`dpcore.estimate.gls.read_release`)."""
     frame, design = measurements_frame(pack), design_dict(pack)
-    files = {"measurements.csv": csv_bytes(frame, pandas_csv),
-             "design.json": orjson.dumps(design, option=orjson.OPT_SERIALIZE_NUMPY)}
+    name = measurements_name(len(frame), parquet_above)
+    design["measurements_file"] = name
+    data = parquet_bytes(frame) if name == MEASUREMENTS_PARQUET else csv_bytes(frame, pandas_csv)
+    files = {name: data, "design.json": orjson.dumps(design, option=orjson.OPT_SERIALIZE_NUMPY)}
     return files, measurements_from(design, frame)
 
 

@@ -55,7 +55,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from dpcore.data.synthetic import public_generator
 from dpcore.errors import ParameterError
-from dpcore.estimate.data_user_format import DESIGN_SCHEMA
+from dpcore.estimate.data_user_format import DESIGN_SCHEMA, measurements_in, read_measurements
 from dpcore.estimate.tree_inference import SparseTreeFit, tree_least_squares
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import discrete_gaussian_variance
@@ -519,19 +519,20 @@ def laminar_tree(A: sp.csr_matrix, B: sp.csr_matrix | None = None,
 
 
 def read_release(folder: Any) -> Measurements:
-    """The measurements of a release folder (``measurements.csv`` and ``design.json``).
+    """The measurements of a release folder (``measurements.csv`` or ``measurements.parquet``, and
+    ``design.json``).
 
     Invariants of the design become ``B x = t``; when the design has ``edges`` forming a tree
     with one measurement per node, every cell a leaf and invariants only at roots, the exact
     two-pass solve is used (:class:`TreeLayout`).
     """
     folder = Path(folder)
-    if not (folder / "design.json").is_file() or not (folder / "measurements.csv").is_file():
-        raise ParameterError(f"{folder} has no design.json and measurements.csv: give the --out folder of a "
-                             "release made by a version that writes the data users' files.")
-    design = orjson.loads((folder / "design.json").read_bytes())
-    meas = pd.read_csv(folder / "measurements.csv", dtype={"node": str, "level": str})
-    return measurements_from(design, meas)
+    design = orjson.loads((folder / "design.json").read_bytes()) if (folder / "design.json").is_file() else None
+    name = measurements_in([p.name for p in folder.glob("measurements.*")], design) if design is not None else None
+    if name is None:
+        raise ParameterError(f"{folder} has no design.json and measurements.csv (or measurements.parquet): give the "
+                             "--out folder of a release made by a version that writes the data users' files.")
+    return measurements_from(design, read_measurements(folder / name))
 
 
 def measurements_from(design: Mapping[str, Any], meas: pd.DataFrame) -> Measurements:

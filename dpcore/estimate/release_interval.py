@@ -1,6 +1,7 @@
 """The data user's interval from a release's files: any union of areas or a drawn polygon (issue 25).
 
-A release's data users' files (``measurements.csv``, ``design.json``; see
+A release's data users' files (``measurements.csv`` or, for a large release, ``measurements.parquet``,
+and ``design.json``; see
 :mod:`dpcore.estimate.data_users`) are all a data user needs: :class:`ReleaseIntervals` reads them
 once (name -> bytes, as the app stores them and the CLI writes them), solves the generalised
 least-squares estimate once (:func:`dpcore.estimate.gls.gls_estimate`), and then answers any number
@@ -51,19 +52,25 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcore.errors import InputError, ParameterError
+from dpcore.estimate.data_user_format import MEASUREMENT_FILES, measurements_in, read_measurements
 from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, union_interval
 from dpcore.estimate.polygon_interval import CellIndex, Density, polygon_interval
 
 __all__ = ["INTERVAL_FILES", "ReleaseIntervals", "cell_shapes", "clean", "offers_intervals", "read_density",
            "read_polygons"]
 
-#: The files an interval is computed from.
-INTERVAL_FILES = ("measurements.csv", "design.json")
+#: The files an interval is computed from: the design and the measurements (CSV, or Parquet for a
+#: large release: :data:`~dpcore.estimate.data_user_format.MEASUREMENT_FILES`).
+INTERVAL_FILES = ("design.json", *MEASUREMENT_FILES)
 
 
 def offers_intervals(files: Mapping[str, bytes]) -> bool:
-    """Whether a release's files hold the data users' measurements (every file an interval needs)."""
-    return all(name in files for name in INTERVAL_FILES)
+    """Whether a release's files hold the data users' measurements (every file an interval needs).
+
+    >>> offers_intervals({"design.json": b"{}", "measurements.parquet": b""}), offers_intervals({"design.json": b""})
+    (True, False)
+    """
+    return "design.json" in files and measurements_in(files) is not None
 
 
 def clean(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,10 +154,27 @@ def read_polygons(data: bytes | str) -> list[Any]:
         raise InputError("The polygon file has no features: give a GeoJSON with one polygon per area.")
     if g.crs is not None and not g.crs.equals("EPSG:4326"):
         g = g.to_crs("EPSG:4326")
-    polys = [p for p in g.geometry if p is not None and p.geom_type in ("Polygon", "MultiPolygon")]
+    polys = [_valid(p) for p in g.geometry if p is not None and p.geom_type in ("Polygon", "MultiPolygon")]
     if not polys:
         raise InputError("The polygon file holds no Polygon or MultiPolygon; draw an area, not points or lines.")
     return polys
+
+
+def _valid(p: Any) -> Any:
+    """``p``, or its polygonal part made valid (a lasso drawn across itself is a bow tie: two areas).
+
+    >>> import shapely
+    >>> round(_valid(shapely.Polygon([(0, 0), (2, 2), (2, 0), (0, 2)])).area, 6)
+    2.0
+    """
+    import shapely
+
+    if p.is_valid:
+        return p
+    fixed = shapely.make_valid(p)
+    if fixed.geom_type == "GeometryCollection":
+        fixed = shapely.union_all([g for g in fixed.geoms if g.geom_type in ("Polygon", "MultiPolygon")])
+    return fixed
 
 
 class ReleaseIntervals:
@@ -165,18 +189,20 @@ class ReleaseIntervals:
 
     def __init__(self, files: Mapping[str, bytes]) -> None:
         if not offers_intervals(files):
-            raise ParameterError("This release has no measurements.csv and design.json (the data users' files), so "
-                                 "no interval can be computed from it; release it with this version.")
+            raise ParameterError("This release has no measurements.csv (or measurements.parquet) and design.json (the "
+                                 "data users' files), so no interval can be computed from it; release it with this "
+                                 "version.")
         self.design = orjson.loads(files["design.json"])
         self._files = files
+        self._measurements = measurements_in(files, self.design)
         self._shapes: CellIndex | None = None
 
     # The measurements are read, the design built and the GLS estimate solved on the first interval
     # asked, not when the release is shown: listing the nodes to pick reads three columns only.
     @functools.cached_property
     def frame(self) -> pd.DataFrame:
-        """``measurements.csv`` as a frame (node and level codes as text)."""
-        return pd.read_csv(io.BytesIO(self._files["measurements.csv"]), dtype={"node": str, "level": str})
+        """The measurements (``measurements.csv`` or ``.parquet``) as a frame (node and level codes as text)."""
+        return read_measurements(self._files[self._measurements], self._measurements)
 
     @functools.cached_property
     def m(self) -> Measurements:
@@ -189,11 +215,10 @@ class ReleaseIntervals:
         return gls_estimate(self.m)
 
     def nodes(self) -> list[tuple[str, str]]:
-        """``(level, node)`` of every measured node, in the order of ``measurements.csv`` (coarse first)."""
+        """``(level, node)`` of every measured node, in the order of the measurements (coarse first)."""
         f = self.__dict__.get("frame")
         if f is None:
-            f = pd.read_csv(io.BytesIO(self._files["measurements.csv"]), usecols=["phase", "level", "node"],
-                            dtype=str)
+            f = read_measurements(self._files[self._measurements], self._measurements, ["phase", "level", "node"])
         rows = f.loc[f["phase"] == "count", ["level", "node"]].drop_duplicates("node")
         # tolist: one conversion per column (iterating an Arrow-backed column boxes element by element)
         return list(zip(rows["level"].astype(str).tolist(), rows["node"].astype(str).tolist(), strict=True))

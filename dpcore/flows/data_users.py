@@ -101,12 +101,13 @@ def _make_pack(rel: ODRelease) -> DataUserPack | None:
                         [lv.share] * n, codes, {c: [i] for i, c in enumerate(codes)})
 
 
-def od_data_user_files(rel: ODRelease) -> dict[str, bytes]:
-    """``measurements.csv``, ``design.json`` and ``estimates.csv`` of ``rel`` (empty when not offered)."""
+def od_data_user_files(rel: ODRelease, parquet_above: int | None = None) -> dict[str, bytes]:
+    """``measurements.csv`` (Parquet above ``parquet_above`` rows: :func:`dpcore.estimate.data_users.pack_files`),
+    ``design.json`` and ``estimates.csv`` of ``rel`` (empty when not offered)."""
     pack = od_pack(rel)
     if pack is None:
         return {}
-    files, m = pack_files(pack)
+    files, m = pack_files(pack, parquet_above)
     files.update(replicate_files(m))  # replicates.csv, where small enough (issue 25 item 5)
     if not _leaf_only(rel):
         files["estimates.csv"] = _tree_estimates(rel, m)

@@ -21,6 +21,7 @@ from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.data.hierarchy import Hierarchy, hierarchy_info
 from dpcore.errors import InputError, ParameterError
+from dpcore.estimate.data_user_format import name_written
 from dpcore.flows.data_users import data_users_section, od_data_user_files
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import match_leaves
@@ -463,14 +464,17 @@ def od_files(
     extra: Mapping[str, Any] | None = None,
     top: int | None = None,
     plan: Plan | None = None,
+    parquet_above: int | None = None,
 ) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv``, ``flows.geojson`` (with coordinates),
-    the data users' files (:mod:`dpcore.flows.data_users`) and ``release.json`` (the record, ``ledger`` as of the charge).  Made once, at release time."""
+    the data users' files (:mod:`dpcore.flows.data_users`; ``measurements.parquet`` above
+    ``parquet_above`` rows) and ``release.json`` (the record, ``ledger`` as of the charge).  Made once,
+    at release time."""
     files: dict[str, bytes] = {"release.csv": release_csv_bytes(rel)}
     if origin_xy is not None or destination_xy is not None:
         oxy = origin_xy if origin_xy is not None else destination_xy
         files["flows.geojson"] = orjson.dumps(flows_geojson(rel, oxy, destination_xy, top=top))  # type: ignore[arg-type]
-    files.update(od_data_user_files(rel))
+    files.update(od_data_user_files(rel, parquet_above))
     files["release.json"] = od_json(rel, ledger, delta=delta, extra=extra, plan=plan,
                                     files=od_file_names(origin_xy, destination_xy, rel))
-    return files
+    return name_written(files)  # the record names measurements.parquet where a large release wrote it

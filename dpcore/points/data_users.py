@@ -45,8 +45,12 @@ from dpcore.estimate.data_user_format import (
     DESIGN_SCHEMA,
     ESTIMATE_COLUMNS,
     MEASUREMENT_COLUMNS,
+    MEASUREMENTS_PARQUET,
     REPLICATE_FILE,
+    measurements_name,
+    name_written,
     noise_of,
+    parquet_bytes,
     replicates_info,
     section,
 )
@@ -275,15 +279,21 @@ def _node_cells(node: NDArray[np.int64], leaf: NDArray[np.int64]) -> dict[str, l
     return {str(int(ns[0])): ls.tolist() for ns, ls in zip(np.split(node, cuts), np.split(leaf, cuts), strict=True)}
 
 
-def _csv(columns: dict[str, Any], names: tuple[str, ...]) -> bytes:
-    """The columns (arrays; a text value is repeated) as CSV, straight through pyarrow (no pandas:
-    a DataFrame and its conversion cost more than the writing for a small release)."""
+def _table(columns: dict[str, Any], names: tuple[str, ...]) -> Any:
+    """The columns (arrays; a text value is repeated) as a pyarrow Table (no pandas: a DataFrame and
+    its conversion cost more than the writing for a small release)."""
     import pyarrow as pa
-    import pyarrow.csv as pacsv
 
     n = next(len(v) for v in columns.values() if isinstance(v, np.ndarray))
-    table = pa.table({c: pa.repeat(columns[c], n) if isinstance(columns[c], str) else pa.array(columns[c])
-                      for c in names})
+    return pa.table({c: pa.repeat(columns[c], n) if isinstance(columns[c], str) else pa.array(columns[c])
+                     for c in names})
+
+
+def _csv(columns: dict[str, Any], names: tuple[str, ...]) -> bytes:
+    """The columns (:func:`_table`) as CSV, straight through pyarrow."""
+    import pyarrow.csv as pacsv
+
+    table = _table(columns, names)
 
     # pyarrow: a million rows in under a second (shortest round-trip text of floats); the helper
     # finds no text column that starts like a formula (codes are digits, families fixed words)
@@ -295,8 +305,10 @@ def _csv(columns: dict[str, Any], names: tuple[str, ...]) -> bytes:
     return csv_bytes(table, write)
 
 
-def data_user_files(release: PartitionRelease) -> dict[str, bytes]:
-    """The three data users' files of a points release, name -> bytes (:data:`DATA_USER_FILES`).
+def data_user_files(release: PartitionRelease, parquet_above: int | None = None) -> dict[str, bytes]:
+    """The three data users' files of a points release, name -> bytes (:data:`DATA_USER_FILES`;
+    ``measurements.parquet`` instead of ``measurements.csv`` above ``parquet_above`` measurements,
+    default :data:`~dpcore.estimate.data_user_format.PARQUET_ROWS`, named in ``design.json``).
 
     They are made after the budget is charged, so they never refuse: a release whose rectangles are
     not unions of its leaves gets files that offer no measurement and say why, with the published
@@ -304,8 +316,11 @@ def data_user_files(release: PartitionRelease) -> dict[str, bytes]:
     parts = _Parts(release)
     try:
         plan, meas = parts.design(), parts.measurement_columns()
+        name = measurements_name(meas["measurement_id"].size, parquet_above)
+        plan["measurements_file"] = name
         files = {
-            "measurements.csv": _csv(meas, MEASUREMENT_COLUMNS),
+            name: (parquet_bytes(_table(meas, MEASUREMENT_COLUMNS)) if name == MEASUREMENTS_PARQUET
+                   else _csv(meas, MEASUREMENT_COLUMNS)),
             "design.json": orjson.dumps(plan),  # compact: a million cells stay ~100 bytes each
             "estimates.csv": _csv(parts.estimate_columns(), ESTIMATE_COLUMNS),
         }
@@ -347,6 +362,7 @@ def match_written(files: dict[str, bytes]) -> dict[str, bytes]:
     measurement was written, there is no ``replicates.csv``: the record then does not list it and says
     why, and names the reason no measurement is offered.  Unchanged when they agree (the usual case).
     """
+    files = name_written(files)  # measurements.parquet named where a large release wrote it
     if "release.json" not in files or "measurements.csv" not in files:
         return files
     rec = orjson.loads(files["release.json"])

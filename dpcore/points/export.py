@@ -23,7 +23,7 @@ from dpcore.core.record import build_record, jsonable
 from dpcore.core.reliability import ReliabilityRule, assess
 from dpcore.core.review import REVIEW_FILES
 from dpcore.data.csv_safe import csv_bytes
-from dpcore.estimate.data_user_format import REPLICATE_FILE
+from dpcore.estimate.data_user_format import MEASUREMENTS_PARQUET, REPLICATE_FILE
 from dpcore.points.data_users import (
     DATA_USER_FILES,
     data_user_files,
@@ -334,23 +334,25 @@ def release_json(release: PartitionRelease, ledger: Ledger | None = None, *, pla
 
 
 #: The order of a points release's files (the CLI writes them in this order; the app stores them so).
-FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv", *DATA_USER_FILES, REPLICATE_FILE,
-              *REVIEW_FILES)
+FILE_ORDER = ("release.csv", "release.geojson", "release.json", "workload_answers.csv", DATA_USER_FILES[0],
+              MEASUREMENTS_PARQUET, *DATA_USER_FILES[1:], REPLICATE_FILE, *REVIEW_FILES)
 
 
 def release_tables(release: PartitionRelease, *, geojson: bool = True,
-                   suppress: ReliabilityRule | None = None) -> dict[str, bytes]:
+                   suppress: ReliabilityRule | None = None, parquet_above: int | None = None) -> dict[str, bytes]:
     """The files of a points release that do not depend on the ledger, name -> bytes:
     ``release.csv``, ``release.geojson`` (unless ``geojson`` is False) and ``workload_answers.csv``
     for the matrix mechanism.  The app makes them after the page of a large release is drawn; its
-    ``release.json`` was made at the charge (:func:`release_files` with ``tables=False``)."""
+    ``release.json`` was made at the charge (:func:`release_files` with ``tables=False``).  The
+    measurements are ``measurements.parquet`` above ``parquet_above`` rows
+    (:func:`dpcore.points.data_users.data_user_files`)."""
     frame = release_columns(release)
     files = {"release.csv": release_csv(release, frame)}
     if geojson:
         files["release.geojson"] = release_geojson(release, frame, suppress)
     if has_workload_answers(release):
         files["workload_answers.csv"] = workload_answers_csv(release)
-    files.update(data_user_files(release))  # issue 25: measurements, design, estimates
+    files.update(data_user_files(release, parquet_above))  # issue 25: measurements, design, estimates
     return files
 
 
@@ -365,7 +367,7 @@ def in_file_order(files: dict[str, bytes]) -> dict[str, bytes]:
 
 def release_files(release: PartitionRelease, ledger: Ledger | None = None, *,
                   plan: Plan | None = None, tables: bool = True,
-                  suppress: ReliabilityRule | None = None) -> dict[str, bytes]:
+                  suppress: ReliabilityRule | None = None, parquet_above: int | None = None) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv``, ``release.geojson``, ``release.json``
     (the record, with ``ledger`` as of the charge and the rows of the core ``plan``) and
     ``workload_answers.csv`` for the matrix mechanism; with ``tables=False``, ``release.json`` only.
@@ -373,6 +375,6 @@ def release_files(release: PartitionRelease, ledger: Ledger | None = None, *,
     them with :func:`dpcore.core.record.write_files`, the app stores these bytes.  ``suppress``: a
     reliability rule written into ``release.geojson`` in its one pass (``KindRelease.files`` then
     applies it to ``release.csv`` and ``release.json``)."""
-    files = release_tables(release, suppress=suppress) if tables else {}
+    files = release_tables(release, suppress=suppress, parquet_above=parquet_above) if tables else {}
     files["release.json"] = release_json(release, ledger, plan=plan)
     return in_file_order(match_written(files))

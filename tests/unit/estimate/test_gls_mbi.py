@@ -1,7 +1,8 @@
 """The data users' files load into Private-PGM (``mbi``, McKenna, Sheldon & Miklau, ICML 2019) as
 linear measurements, and our GLS estimate is the minimiser of Private-PGM's own L2 loss.
 
-One attribute ``cell`` (the finest cells of design.json); every level of measurements.csv is one
+One attribute ``cell`` (the finest cells of design.json); every level of measurements.csv (or of
+measurements.parquet, which a large release writes instead; the test writes both) is one
 ``LinearMeasurement`` whose query sums the cells of each measured node (the design's rows) and whose
 ``stddev`` is √variance.  Private-PGM's loss is ``½ Σ ((Qμ − y)/σ)²``: the GLS objective, so its
 gradient at the GLS estimate must vanish (float64, relative to the gradient at the published values).
@@ -20,6 +21,7 @@ from dpcore import catalog
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.data_users import hierarchy_data_user_files
 from dpcore.data.hierarchy import Hierarchy
+from dpcore.estimate.data_user_format import measurements_in, read_measurements
 from dpcore.estimate.gls import gls_estimate, read_release
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
@@ -37,7 +39,7 @@ def linear_measurements(folder: Path, mbi: Any) -> tuple[object, list[object]]:
     import jax.numpy as jnp
 
     m = read_release(folder)
-    meas = pd.read_csv(folder / "measurements.csv", dtype={"node": str})
+    meas = read_measurements(folder / measurements_in([p.name for p in folder.iterdir()]))
     domain = mbi.Domain(["cell"], [m.n])
     out = []
     for _, rows in meas.groupby("level", sort=False):
@@ -49,7 +51,9 @@ def linear_measurements(folder: Path, mbi: Any) -> tuple[object, list[object]]:
     return domain, out
 
 
-def test_measurements_load_into_private_pgm_and_gls_minimises_its_loss(tmp_path: Path, pgm: tuple[Any, Any]) -> None:
+@pytest.mark.parametrize("parquet_above", [None, 0], ids=["csv", "parquet"])
+def test_measurements_load_into_private_pgm_and_gls_minimises_its_loss(tmp_path: Path, pgm: tuple[Any, Any],
+                                                                       parquet_above: int | None) -> None:
     mbi, jax = pgm
     jax.config.update("jax_enable_x64", True)
     from mbi import CliqueVector, Factor, marginal_loss
@@ -60,7 +64,9 @@ def test_measurements_load_into_private_pgm_and_gls_minimises_its_loss(tmp_path:
     rel = catalog.get("hierarchy", "topdown_l2").release_counts(counts, budget.zcdp(0.5), NoiseSource(4))
     folder = tmp_path / "out"
     folder.mkdir()
-    for name, data in hierarchy_data_user_files(rel).items():
+    files = hierarchy_data_user_files(rel, parquet_above)
+    assert ("measurements.parquet" in files) == (parquet_above == 0) != ("measurements.csv" in files)
+    for name, data in files.items():
         (folder / name).write_bytes(data)
     domain, ms = linear_measurements(folder, mbi)
     assert len(ms) == 3 and [np.size(m.noisy_measurement) for m in ms] == [1, 3, 8]
