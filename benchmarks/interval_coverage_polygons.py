@@ -62,7 +62,7 @@ from dpcore.core.session import Session  # noqa: E402
 from dpcore.data.domain import Bounds, Grid, aggregate_points  # noqa: E402
 from dpcore.estimate.apportionment import apportionment_variance, overdispersion  # noqa: E402
 from dpcore.estimate.gls import gls_estimate, measurements_from, union_variance  # noqa: E402
-from dpcore.estimate.polygon_interval import CellIndex, polygon_interval, polygon_weights  # noqa: E402
+from dpcore.estimate.polygon_interval import CellIndex, Density, polygon_interval, polygon_weights  # noqa: E402
 from dpcore.estimate.release_interval import cell_shapes  # noqa: E402
 from dpcore.points.data_users import design, measurement_frame  # noqa: E402
 from dpcore.points.unit import points_unit  # noqa: E402
@@ -111,6 +111,26 @@ def load(days: str) -> tuple[np.ndarray, np.ndarray]:
     return lon[keep], lat[keep]
 
 
+def prior_density(lon: np.ndarray, lat: np.ndarray, grid: Grid, index: CellIndex, polys: list,
+                  factor: int = 4, alpha: float = 0.5) -> Density:
+    """A density from other pickups (``lon``, ``lat``: the "last year's public release" stand-in) over
+    the ``factor``² sub-cells of every cell a polygon cuts: each sub-cell's count plus ``alpha`` (a
+    pseudo-count fixed in advance, not fitted, so that no sub-cell is ruled out)."""
+    fine = Grid(BOUNDS, grid.rows * factor, grid.cols * factor)
+    counts = aggregate_points(lon, lat, fine).counts
+    cut = set()
+    for p in polys:
+        touch = index.tree.query(p, predicate="intersects")
+        cut.update(np.setdiff1d(touch, index.tree.query(p, predicate="covers")).tolist())
+    b = shapely.bounds(index.geoms[np.fromiter(sorted(cut), dtype=np.int64)])
+    r0 = np.rint((b[:, 1] - BOUNDS.south) / grid.dlat).astype(np.int64) * factor
+    c0 = np.rint((b[:, 0] - BOUNDS.west) / grid.dlon).astype(np.int64) * factor
+    dr, dc = (a.ravel() for a in np.meshgrid(np.arange(factor), np.arange(factor), indexing="ij"))
+    rr, cc = (r0[:, None] + dr).ravel(), (c0[:, None] + dc).ravel()
+    box = fine.rect_lonlat(np.column_stack([rr, rr + 1, cc, cc + 1]))
+    return Density(shapely.box(box[:, 0], box[:, 1], box[:, 2], box[:, 3]), counts[rr, cc] + alpha)
+
+
 def true_rho(counts: np.ndarray) -> float:
     """Diagnostic only: the moment ρ of the split of 2×2 blocks of ``counts`` (a square grid) into cells."""
     k = counts.shape[0] // 2
@@ -127,8 +147,10 @@ def mean_se(a: np.ndarray, axis: int) -> tuple[float, float]:
     return float(a.mean()), float(u.std(ddof=1) / math.sqrt(u.size))
 
 
-def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list) -> dict:
-    """Every (release, polygon) answer's coverage on a ``size``² quadtree, per apportionment model."""
+def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
+        prior: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+    """Every (release, polygon) answer's coverage on a ``size``² quadtree, per apportionment model;
+    ``prior``: other pickups whose :func:`prior_density` apportions the cut cells instead of area."""
     grid = Grid(BOUNDS, size, size)
     agg = aggregate_points(lon, lat, grid)
     height = int(round(math.log2(size)))
@@ -141,8 +163,9 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list)
     assert np.all(rects[:, 1] - rects[:, 0] == 1) and np.all(rects[:, 3] - rects[:, 2] == 1)
     leaf_truth = agg.counts[rects[:, 0], rects[:, 2]].astype(float)
     parts, points_in, noise_sd = [], np.zeros(len(polys)), np.zeros(len(polys))
+    density = None if prior is None else prior_density(*prior, grid, index, polys)
     for i, p in enumerate(polys):
-        idx, share = polygon_weights(index, p)
+        idx, share = polygon_weights(index, p, density)
         parts.append((idx, share, share < 1.0 - 1e-9))
         w = np.zeros(m0.n)
         w[idx] = share
@@ -166,7 +189,7 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list)
             for k in MODELS:
                 cover[k][r, i] = abs(est - points_in[i]) <= z * math.sqrt(noise_sd[i] ** 2 + app[k])
             if r == 0 and i < 3:  # the same answer as the library's
-                lib = polygon_interval(m, index, polys[i], 0.9, estimate=x)
+                lib = polygon_interval(m, index, polys[i], 0.9, estimate=x, density=density)
                 assert math.isclose(lib["sd"], math.sqrt(noise_sd[i] ** 2 + app["overdispersed"]), rel_tol=1e-6)
             zerr[r, i] = (est - truth_w[i]) / noise_sd[i]
             cover["estimand"][r, i] = abs(zerr[r, i]) <= z
@@ -218,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first", type=int, default=50, help="also report the first N polygons alone (issue 25: 50)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--days", default="1-30", help="days of April kept (1-15: the development run)")
+    ap.add_argument("--density-days", default=None, help="apportion cut cells by the pickups of these days "
+                    "(e.g. 1-15, with --days 16-30: a stand-in for last year's public release)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "interval_coverage_polygons.md"))
     args = ap.parse_args(argv)
     load0, t0 = os.getloadavg()[0], time.perf_counter()
@@ -225,11 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     polys = drawn_polygons(args.polygons, args.seed, lon, lat)
     sizes = [int(v) for v in args.sizes.split(",")]
     reps = [int(v) for v in args.releases.split(",")]
-    results = [run(s, reps[min(i, len(reps) - 1)], lon, lat, polys) for i, s in enumerate(sizes)]
+    prior = load(args.density_days) if args.density_days else None
+    results = [run(s, reps[min(i, len(reps) - 1)], lon, lat, polys, prior) for i, s in enumerate(sizes)]
     pin = results[0]["points_in"]
     lines = ["# Coverage of the 90 % polygon intervals on the NYC pickups release "
              "(benchmarks/interval_coverage_polygons.py)", "",
              f"{results[0]['total']:,} Uber pickups (April 2014, days {args.days}) in the box {BOUNDS.as_tuple()}; "
+             + (f"cut cells apportioned by the pickups of days {args.density_days} (4×4 sub-cells, + 0.5 each: a "
+                "stand-in for last year's public release; not the released data); " if args.density_days else "") +
              f"quadtree down to every cell, ε = 1; {len(polys)} drawn polygons (seed {args.seed}, fixed before the "
              f"releases, around random pickups; {int(np.median(pin)):,} pickups inside the median one, "
              f"{int(pin.min()):,} to {int(pin.max()):,}).", ""]
