@@ -142,8 +142,10 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
         count inside the polygon).
     rho : float, optional
         The over-dispersion; by default :func:`~dpcore.estimate.apportionment.overdispersion` of ``m``
-        (pass it when asking many polygons of one release).  Where the release holds nothing to
-        estimate it from, the binomial is used and the warning says so.
+        (pass it when asking many polygons of one release: it reads every measurement).  Where the
+        release holds nothing to estimate it from, the binomial is used and the warning says so.  It
+        is estimated against area shares: with a ``density`` that already follows the points it is
+        likely too large (the interval too wide).
     estimate : array, optional
         :func:`~dpcore.estimate.gls.gls_estimate` of ``m`` when already solved (many polygons).
 

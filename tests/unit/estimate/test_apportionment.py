@@ -145,3 +145,17 @@ def test_default_estimates_rho_from_the_release() -> None:
     z = norm.ppf(0.95)
     assert r["high"] - r["estimate"] == pytest.approx(z * r["sd"])
     assert r["sd"] ** 2 == pytest.approx(r["noise_sd"] ** 2 + r["apportionment_sd"] ** 2)
+
+
+def test_only_the_smallest_groups_count() -> None:
+    """A total over all cells (a coarser level) is not a finest group: adding it changes nothing."""
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 50, 64)
+    m = group_measurements(counts, 0.0, rng)
+    A = sp.vstack([m.A, sp.csr_matrix(np.ones((1, 64)))]).tocsr()
+    total = Measurements(A, np.r_[m.y, counts.sum()], np.r_[m.var, 1e-9], m.cells)
+    areas = np.ones(64)
+    assert overdispersion(total, areas) == pytest.approx(overdispersion(m, areas))
+    # only the cells' own measurements are used: a group whose cell has none is left out
+    part = Measurements(A[1:], total.y[1:], total.var[1:], m.cells)
+    assert overdispersion(part, areas) != pytest.approx(overdispersion(m, areas))
