@@ -30,10 +30,11 @@ measurements ``y_k`` of group ``p``, area shares ``a_k``, ``Y = Σ_k y_k``, ``V 
 so ``ρ̂ = Σ_p (T_p − N_p − g_p Y_p) / Σ_p g_p (Y_p² − Y_p − V_p)`` (ratio of unbiased sums),
 clipped to ``[0, 1]``.  Nothing here reads data: the measurements are published.  The assumption
 (stated with every answer): a finest cell's points are spread over it as unevenly as its group's
-points over its cells, and a polygon's edge splits a cell like a group is split.  On the NYC
-pickups (benchmarks/results/interval_coverage_polygons.md) the true ρ one level finer is larger
-(the points cluster more at finer scales) but a polygon's straight edges split less unevenly than
-quadrants do; the coverage measured there is the check.
+points over its cells, and a polygon's edge splits a cell like a group is split.  It is an
+assumption a release cannot check: on the NYC pickups (benchmarks/results/interval_coverage_polygons.md)
+the true ρ one level finer is about 1.5 times the release's (points cluster more at finer scales),
+and the 90 % interval covers the pickups inside drawn polygons about 86 % of the time, against 20 %
+for the noise alone and 31 % for the binomial.
 """
 
 from __future__ import annotations
