@@ -233,7 +233,9 @@ def _drawn(files_of: Callable[[], Mapping[str, bytes]], release_id: str) -> byte
 def _polygons(rows: list[dict[str, Any]], what: str) -> None:
     for i, r in enumerate(rows):
         st.markdown(answer_line(r, f"{what} {i + 1}") + f"; cells inside {fmt.count(r['cells_inside'])}, "
-                    f"cut {fmt.count(r['cells_cut'])}, bracket [{r['inside']:,.1f}, {r['touching']:,.1f}]")
+                    f"cut {fmt.count(r['cells_cut'])}, bracket [{r['inside']:,.1f}, {r['touching']:,.1f}]; "
+                    f"SD from the noise {fmt.num(r['noise_sd'])}, from the cut cells' apportionment "
+                    f"({r['apportionment']}) {fmt.num(r['apportionment_sd'])}")
         if r.get("warning"):
             st.warning(f"{what} {i + 1}: {r['warning']}")
     if len(rows) > 1:

@@ -11,6 +11,16 @@ weigh 1, cut cells their area share (cell shapes: ``design.json``'s ``cell_bound
 finest level's GeoJSON in ``OUT``; ``--density FILE``: their share of a public density instead).  Each answer has ``estimate``, ``sd``, ``low``, ``high``
 (the unbiased GLS estimate of :mod:`dpcore.estimate.gls`, not the published value).  Reads no
 data: only the public release files.
+
+A polygon's interval is for the count inside it: ``sd`` adds to the noise the cut cells'
+apportionment error as modelled by ``--apportionment`` (:mod:`dpcore.estimate.apportionment`):
+``overdispersed`` (default; beta-binomial with the over-dispersion estimated from the release's
+finest split), ``binomial``, or ``none`` (the noise alone, the interval of the area-weighted cells,
+as before this option).  A polygon's answer also has ``noise_sd`` and ``apportionment_sd`` (the
+two parts of ``sd``: ``sd² = noise_sd² + apportionment_sd²``), ``apportionment`` (the model used),
+``rho`` (its over-dispersion), the bracket ``inside`` and ``touching`` (the estimates of the cells
+wholly inside and of every cell touching the polygon), ``cells_inside``, ``cells_cut``,
+``cut_share`` and ``warning``.
 """
 
 from __future__ import annotations
@@ -36,6 +46,10 @@ def add_interval_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--density", help="with --polygon: a public GeoJSON density the curator supplies (polygons with "
                                      "a numeric 'density' property, fixed before the data): cut cells weigh their "
                                      "share of it instead of their area share")
+    p.add_argument("--apportionment", choices=("overdispersed", "binomial", "none"), default=None,
+                   help="with --polygon: the cut cells' apportionment error added to the interval: overdispersed "
+                        "(default; beta-binomial, over-dispersion estimated from the release), binomial, or none "
+                        "(the noise alone)")
     p.add_argument("--coverage", type=float, default=0.9, help="the interval's coverage (default 0.9)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per union, in order")
     return p
@@ -74,6 +88,8 @@ def cmd_interval(args: argparse.Namespace) -> int:
     out: list[dict[str, Any]] = []
     if args.density and not args.polygon:
         raise ParameterError("--density apportions the cut cells of a --polygon; drop it with --codes.")
+    if args.codes and args.apportionment:
+        raise ParameterError("--apportionment models the cut cells of a --polygon; drop it with --codes.")
     if args.codes:
         for codes in read_codes(args.codes):
             out.append(clean({**union_interval(ri.m, codes, args.coverage, estimate=ri.estimate), "cells": len(codes)}))
@@ -82,7 +98,7 @@ def cmd_interval(args: argparse.Namespace) -> int:
             raise InputError(f"{folder} has no cell shapes: design.json gives no cell_bounds and no GeoJSON of the "
                              "finest level is in the folder. Release with boundaries, or use --codes.")
         density = read_density(args.density) if args.density else None
-        out = ri.of_polygons(args.polygon, args.coverage, density)
+        out = ri.of_polygons(args.polygon, args.coverage, density, args.apportionment or "overdispersed")
         for i, r in enumerate(out):
             if r["warning"]:
                 print(f"warning: feature {i}: {r['warning']}", file=sys.stderr)

@@ -3,8 +3,12 @@
 Cells wholly inside the polygon weigh 1; a cut cell weighs the share of its area inside (the
 counts are assumed spread evenly within a cell: apportionment).  The estimate is
 ``Σ w_i x̂_i`` with the GLS estimates ``x̂`` and its noise SD ``√(wᵀCw)``
-(:func:`dpcore.estimate.gls.union_interval`).  Apportionment error cannot be measured from
-the release, so the answer also gives the bracket ``[Σ_inside x̂, Σ_touching x̂]`` and a warning
+(:func:`dpcore.estimate.gls.union_interval`).  The count inside the polygon also differs from
+``Σ w_i x_i`` by the apportionment error of the cut cells; by default the interval adds its
+modelled variance (:mod:`dpcore.estimate.apportionment`: beta-binomial, with the over-dispersion
+estimated from the release's own finest split), so that it is an interval for the count inside
+the polygon, not only for the area-weighted cells.  That model is an assumption, not a
+measurement, so the answer also gives the bracket ``[Σ_inside x̂, Σ_touching x̂]`` and a warning
 when the cut cells carry more than 20 % of the estimate.
 
 Cell shapes are the rectangles of ``design.json``'s ``cell_bounds`` (points releases, lon/lat);
@@ -14,6 +18,7 @@ is negligible).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +27,9 @@ import shapely
 from numpy.typing import NDArray
 
 from dpcore.errors import ParameterError
+from dpcore.estimate.apportionment import APPORTIONMENTS, apportionment_variance, overdispersion
 from dpcore.estimate.gls import Measurements, gls_estimate, union_interval
+from dpcore.privacy.calibration import interval_half_width
 
 __all__ = ["CUT_WARNING_SHARE", "CellIndex", "Density", "polygon_interval", "polygon_weights"]
 
@@ -119,25 +126,72 @@ def _coverage(cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any], poly
 
 def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any],
                      polygon: shapely.Geometry, coverage: float = 0.9, *,
-                     estimate: NDArray[np.float64] | None = None, density: Density | None = None) -> dict[str, Any]:
-    """:func:`~dpcore.estimate.gls.union_interval` of the cells under ``polygon`` weighted by
-    their area share, plus ``inside`` and ``touching`` (bracket sums), ``cells_inside``,
-    ``cells_cut``, ``cut_share`` (the cut cells' part of the estimate) and ``warning``.
-    ``estimate``: :func:`~dpcore.estimate.gls.gls_estimate` of ``m`` when already solved (many polygons);
-    ``density``: a public :class:`Density` to apportion cut cells by (default: their area share)."""
-    idx, share, full = _coverage(cells, polygon, density)
+                     estimate: NDArray[np.float64] | None = None, density: Density | None = None,
+                     apportionment: str = "overdispersed", rho: float | None = None) -> dict[str, Any]:
+    """The estimate and ``coverage`` interval of the count inside ``polygon``.
+
+    :func:`~dpcore.estimate.gls.union_interval` of the cells under ``polygon`` weighted by their
+    area share (``density``: by their share of a public :class:`Density`), widened by the cut
+    cells' apportionment variance (:mod:`dpcore.estimate.apportionment`).
+
+    Parameters
+    ----------
+    apportionment : {"overdispersed", "binomial", "none"}
+        The cut cells' apportionment model: beta-binomial with ``rho`` (default), binomial
+        (``rho = 0``), or none (the noise alone: an interval for the area-weighted cells, not for the
+        count inside the polygon).
+    rho : float, optional
+        The over-dispersion; by default :func:`~dpcore.estimate.apportionment.overdispersion` of ``m``
+        (pass it when asking many polygons of one release: it reads every measurement).  Where the
+        release holds nothing to estimate it from, the binomial is used and the warning says so.  It
+        is estimated against area shares: with a ``density`` that already follows the points it is
+        likely too large (the interval too wide).
+    estimate : array, optional
+        :func:`~dpcore.estimate.gls.gls_estimate` of ``m`` when already solved (many polygons).
+
+    Returns
+    -------
+    dict
+        ``estimate``, ``variance``, ``sd``, ``low``, ``high`` (the interval: noise and apportionment),
+        ``coverage``, ``method``; ``noise_sd`` and ``apportionment_sd`` (the two parts of ``sd``),
+        ``apportionment`` (the model used) and ``rho``; ``inside`` and ``touching`` (the bracket
+        sums), ``cells_inside``, ``cells_cut``, ``cut_share`` (the cut cells' part of the estimate)
+        and ``warning``.
+    """
+    if apportionment not in APPORTIONMENTS:
+        raise ParameterError(f"Unknown apportionment {apportionment!r}: choose one of {', '.join(APPORTIONMENTS)}.")
+    index = cells if isinstance(cells, CellIndex) else CellIndex(cells)
+    idx, share, full = _coverage(index, polygon, density)
     w = np.zeros(m.n)
     w[idx] = share
     x = gls_estimate(m) if estimate is None else estimate
     out = union_interval(m, w, coverage, estimate=x)
-    cut_part = float(np.sum(share[~full] * x[idx[~full]]))
+    cut_x, cut_w = x[idx[~full]], share[~full]
+    used, note = apportionment, ""
+    if apportionment == "overdispersed" and rho is None and cut_x.size:
+        rho = overdispersion(m, index.area)
+        if rho is None:
+            used, note = "binomial", ("; the release measures no groups of cells to estimate the over-dispersion "
+                                      "from, so the binomial apportionment variance is used (likely too small)")
+    r = float(rho or 0.0) if used == "overdispersed" else 0.0
+    app_var = 0.0 if used == "none" else apportionment_variance(cut_x, cut_w, r)
+    if app_var > 0:
+        var = out["variance"] + app_var
+        half = max(float(interval_half_width("normal", math.sqrt(var), coverage)), out["high"] - out["estimate"])
+        out.update({"variance": var, "sd": math.sqrt(var), "low": out["estimate"] - half,
+                    "high": out["estimate"] + half, "method": out["method"] + f" + {used} apportionment"})
+    cut_part = float(np.sum(cut_w * cut_x))
     inside, touching = float(np.sum(x[idx[full]])), float(np.sum(x[idx]))
     cut_share = abs(cut_part) / abs(out["estimate"]) if out["estimate"] != 0 else (1.0 if cut_part else 0.0)
     warning = None
-    if cut_share > CUT_WARNING_SHARE:
+    if cut_share > CUT_WARNING_SHARE or note:
         by = "the public density" if density is not None else "area"
-        warning = (f"cut cells carry {cut_share:.0%} of the estimate: their apportionment by {by} is not "
-                   "measured by the interval; read the bracket [inside, touching]")
-    out.update({"inside": inside, "touching": touching, "cells_inside": int(full.sum()),
+        how = ("is not measured by the interval" if used == "none" else
+               f"enters the interval only as modelled ({used}, rho {r:.3f})")
+        warning = (f"cut cells carry {cut_share:.0%} of the estimate: their apportionment by {by} {how}; "
+                   f"read the bracket [inside, touching]{note}")
+    out.update({"noise_sd": math.sqrt(out["variance"] - app_var), "apportionment_sd": math.sqrt(app_var),
+                "apportionment": used, "rho": r if used == "overdispersed" else (0.0 if used == "binomial" else None),
+                "inside": inside, "touching": touching, "cells_inside": int(full.sum()),
                 "cells_cut": int((~full).sum()), "cut_share": cut_share, "warning": warning})
     return out

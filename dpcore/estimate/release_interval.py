@@ -12,7 +12,8 @@ of questions:
   :func:`dpcore.estimate.gls.union_interval`;
 * :meth:`ReleaseIntervals.of_polygons`: one answer per polygon of a GeoJSON, by
   :func:`dpcore.estimate.polygon_interval.polygon_interval` (cut cells weighted by their area
-  share, with the bracket ``[inside, touching]``).
+  share, the interval widened by their modelled apportionment error, with the bracket
+  ``[inside, touching]``).
 
 Cell shapes are ``design.json``'s ``cell_bounds`` (points) or, for areas, the finest level's
 GeoJSON among the files (features with a ``code`` property).  Nothing here reads data or draws
@@ -52,6 +53,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcore.errors import InputError, ParameterError
+from dpcore.estimate.apportionment import overdispersion
 from dpcore.estimate.data_user_format import MEASUREMENT_FILES, measurements_in, read_measurements
 from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, union_interval
 from dpcore.estimate.polygon_interval import CellIndex, Density, polygon_interval
@@ -241,11 +243,20 @@ class ReleaseIntervals:
             self._shapes = CellIndex(cell_shapes(self.design, self._files))
         return self._shapes
 
-    def of_polygons(self, geojson: bytes | str, coverage: float = 0.9, density: Density | None = None
-                    ) -> list[dict[str, Any]]:
+    @functools.cached_property
+    def rho(self) -> float | None:
+        """The release's over-dispersion of points within a cell
+        (:func:`~dpcore.estimate.apportionment.overdispersion`), estimated once."""
+        return overdispersion(self.m, self.shapes().area)
+
+    def of_polygons(self, geojson: bytes | str, coverage: float = 0.9, density: Density | None = None,
+                    apportionment: str = "overdispersed") -> list[dict[str, Any]]:
         """One answer per polygon of ``geojson`` (:func:`read_polygons`): the estimate, ``sd``, ``low``,
-        ``high``, the bracket ``inside``/``touching`` and a ``warning`` when cut cells carry over 20 %.
-        ``density``: a public density to apportion cut cells by (:func:`read_density`)."""
+        ``high`` (noise and the cut cells' ``apportionment`` error: ``"overdispersed"``, ``"binomial"``
+        or ``"none"``), the bracket ``inside``/``touching`` and a ``warning`` when cut cells carry over
+        20 %.  ``density``: a public density to apportion cut cells by (:func:`read_density`)."""
         shapes = self.shapes()
-        return [clean(polygon_interval(self.m, shapes, p, coverage, estimate=self.estimate, density=density))
-                for p in read_polygons(geojson)]
+        polys = read_polygons(geojson)
+        rho = self.rho if apportionment == "overdispersed" else None
+        return [clean(polygon_interval(self.m, shapes, p, coverage, estimate=self.estimate, density=density,
+                                       apportionment=apportionment, rho=rho)) for p in polys]

@@ -125,22 +125,35 @@ def test_polygon_on_a_grid_design_weighs_cut_cells_by_area(tmp_path: Path, capsy
     poly = tmp_path / "area.geojson"
     poly.write_text(geopandas.GeoDataFrame(geometry=[shapely.box(-0.5, -0.5, 1.5, 0.5)], crs="EPSG:4326").to_json(),
                     "utf-8")
-    out, err = run_interval(capsys, "--release", str(tmp_path), "--polygon", str(poly), "--json")
+    out, err = run_interval(capsys, "--release", str(tmp_path), "--polygon", str(poly), "--json",
+                            "--apportionment", "none")
     (r,) = out
     var = float(m.var[0])
     assert r["estimate"] == pytest.approx(0.5 * 40 + 0.5 * 0.5 * 10)  # cell a half inside (y from -0.5), b a quarter
     assert r["variance"] == pytest.approx((0.5 ** 2 + 0.25 ** 2) * var)
     assert (r["inside"], r["touching"]) == (0.0, 50.0)
     assert r["cells_cut"] == 2 and r["warning"] and "warning: feature 0" in err
+    assert (r["apportionment"], r["apportionment_sd"], r["rho"]) == ("none", 0.0, None)
+    # the default adds the cut cells' apportionment variance: a flat grid has no groups of cells to estimate the
+    # over-dispersion from, so the binomial x·w·(1 − w) (40·0.5·0.5 + 10·0.25·0.75), and the warning says so
+    out, err = run_interval(capsys, "--release", str(tmp_path), "--polygon", str(poly), "--json")
+    (d,) = out
+    assert d["apportionment"] == "binomial" and d["rho"] == 0.0 and "no groups of cells" in d["warning"]
+    assert d["apportionment_sd"] ** 2 == pytest.approx(40 * 0.25 + 10 * 0.25 * 0.75)
+    assert d["variance"] == pytest.approx(r["variance"] + d["apportionment_sd"] ** 2)
+    assert d["noise_sd"] == pytest.approx(r["sd"]) and d["estimate"] == r["estimate"]
+    z = norm.ppf(0.95)
+    assert (d["low"], d["high"]) == pytest.approx((d["estimate"] - z * d["sd"], d["estimate"] + z * d["sd"]))
     # a public density the curator supplies (here all of it in the cells' lower halves): cell a's density is
     # wholly under the polygon (weight 1), b's half (0.5); the bracket stays geometric
     dens = tmp_path / "density.geojson"
     dens.write_text(geopandas.GeoDataFrame({"density": [3.0]}, geometry=[shapely.box(0, 0, 2, 0.5)],
                                            crs="EPSG:4326").to_json(), "utf-8")
     out, err = run_interval(capsys, "--release", str(tmp_path), "--polygon", str(poly), "--density", str(dens),
-                            "--json")
+                            "--json", "--apportionment", "none")
     (r,) = out
     assert r["estimate"] == pytest.approx(1.0 * 40 + 0.5 * 10)
     assert r["variance"] == pytest.approx((1.0 ** 2 + 0.5 ** 2) * var)
     assert (r["inside"], r["touching"], r["cells_cut"]) == (0.0, 50.0, 2) and "public density" in r["warning"]
     assert main(["interval", "--release", str(tmp_path), "--codes", str(poly), "--density", str(dens)]) == 2
+    assert main(["interval", "--release", str(tmp_path), "--codes", str(poly), "--apportionment", "none"]) == 2
