@@ -13,6 +13,8 @@ Families (``FAMILIES``)
     ``patches``   1 to 30 rectangles of uniform density (side 2 to 50 % of the square);
     ``heavy``     1 to 5 centres with heavy-tailed (Student t, 1 to 3 degrees of freedom) spread;
     ``mixture``   two or three of the above, with random weights;
+    ``smooth``    near-uniform: uniform, a gentle linear gradient, or 1 to 3 very wide Gaussians
+                  (σ 100 to 400 cells of 512) over a uniform floor (added in a second round);
     ``tracts``    US Census 2020 tract centroids (population-weighted) inside a random box around a
                   random populated place, jittered by 0.1 to 2 % of the box (real-shaped, not real).
 """
@@ -27,6 +29,8 @@ import pandas as pd
 
 TRACTS = Path("/work/shared/data/census/us_tract_population_2020_cenpop.csv.gz")
 FAMILIES = ("clusters", "roads", "rings", "patches", "heavy", "mixture", "tracts")
+#: Added in a second round (instances 1000 on): near-uniform data, which the first seven lacked.
+LATER = ("smooth",)
 _CELL = 1 / 512
 
 
@@ -168,6 +172,24 @@ def tracts(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     return _fill(n, draw)
 
 
+def smooth(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    kind = int(rng.integers(0, 3))
+    if kind == 0:
+        return _fill(n, _uniform(rng))
+    if kind == 1:  # density 1 + a·(x - 1/2), a in [-1.5, 1.5]: by rejection
+        a = rng.uniform(-1.5, 1.5)
+
+        def draw(k: int) -> tuple:
+            x, y, u = rng.random(k), rng.random(k), rng.random(k)
+            keep = u * (1 + abs(a) / 2) < 1 + a * (x - 0.5)
+            return x[keep], y[keep]
+        return _fill(n, draw)
+    wide = [(float(w), _gauss(rng, *rng.uniform(0.2, 0.8, 2), _loguniform(rng, 100, 400) * _CELL))
+            for w in _weights(rng, int(rng.integers(1, 4)))]
+    floor = rng.uniform(0.3, 0.8)
+    return _split(rng, n, [*((w * (1 - floor), f) for w, f in wide), (floor, _uniform(rng))])
+
+
 _SIMPLE = {"clusters": clusters, "roads": roads, "rings": rings, "patches": patches, "heavy": heavy}
 
 
@@ -180,7 +202,7 @@ def mixture(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 GENERATORS: dict[str, Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]]] = {
-    **_SIMPLE, "mixture": mixture, "tracts": tracts}
+    **_SIMPLE, "mixture": mixture, "tracts": tracts, "smooth": smooth}
 
 
 def points(family: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

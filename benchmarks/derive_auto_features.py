@@ -85,7 +85,7 @@ def _release(config: str, agg, eps: float, n_hat: float, noise: NoiseSource):
 
 def train_setting(inst: int, setting: int, releases: int, n_queries: int) -> list[dict]:
     """Rows of one (instance, n, ε, grid): features and every configuration's MRE per release."""
-    family = gens.FAMILIES[inst % len(gens.FAMILIES)]
+    family = gens.FAMILIES[inst % len(gens.FAMILIES)] if inst < 1000 else gens.LATER[inst % len(gens.LATER)]
     rng = np.random.default_rng(_hash("setting", inst, setting))
     side = int(rng.choice(GRIDS))
     n = int(np.exp(rng.uniform(np.log(1e3), np.log(2e6))))
@@ -116,19 +116,19 @@ def train_setting(inst: int, setting: int, releases: int, n_queries: int) -> lis
     return rows
 
 
-def train(instances: int, settings: int, releases: int, n_queries: int) -> None:
+def train(instances: int, settings: int, releases: int, n_queries: int, first: int = 0) -> None:
     done = set()
     if TRAIN_CSV.exists():
         d = pd.read_csv(TRAIN_CSV, usecols=["instance", "n", "epsilon"])
         done = set(d["instance"].astype(int))
     t0 = time.perf_counter()
-    for inst in range(instances):
+    for inst in range(first, first + instances):
         if inst in done:
             continue
         rows = [row for s in range(settings) for row in train_setting(inst, s, releases, n_queries)]
         pd.DataFrame(rows).to_csv(TRAIN_CSV, mode="a", header=not TRAIN_CSV.exists(), index=False,
                                   float_format="%.6g")
-        print(f"[{time.perf_counter() - t0:6.0f} s] instance {inst} ({gens.FAMILIES[inst % len(gens.FAMILIES)]}): "
+        print(f"[{time.perf_counter() - t0:6.0f} s] instance {inst} ({rows[0]['family'] if rows else '-'}): "
               f"{len(rows)} rows", flush=True)
 
 
@@ -198,7 +198,7 @@ def select(lr: pd.DataFrame) -> tuple[str, tuple[float, float], dict, pd.DataFra
         for q in ((0.33, 0.67), (0.25, 0.75), (0.5, 0.9), (0.1, 0.5)):
             edges = (round(float(vals.quantile(q[0])), 3), round(float(vals.quantile(q[1])), 3))
             cv = []
-            for fam in gens.FAMILIES:
+            for fam in sorted(set(lr["family"])):
                 tr, te = lr[lr["family"] != fam], lr[lr["family"] == fam]
                 cv.append(score(te, fit(tr, feature, edges), feature, edges))
             s = pd.concat(cv)
@@ -236,6 +236,8 @@ def heldout(csv: Path) -> pd.DataFrame:
     st = per.groupby([*keys, "mechanism"])["mre_percent"].agg(["mean", "median", "max", "count"]).reset_index()
     out = []
     for k, g in st.groupby(keys):
+        fixed = {m: float(g.loc[g["mechanism"] == m, "mean"].iloc[0]) for m in ("privtree", "ag")
+                 if (g["mechanism"] == m).any()}
         a = g[g["mechanism"] == "auto"]
         others = g[~g["mechanism"].isin(("auto", "matrix"))]
         if a.empty or others.empty:
@@ -245,6 +247,7 @@ def heldout(csv: Path) -> pd.DataFrame:
         out.append({**dict(zip(keys, k, strict=True)), "compared": ", ".join(sorted(others["mechanism"])),
                     "auto_mean": a["mean"], "best": b["mechanism"],
                     "best_mean": b["mean"], "ratio": a["mean"] / b["mean"], "releases": int(a["count"]),
+                    **{f"{m}_ratio": v / b["mean"] for m, v in fixed.items()},
                     "worst_over_median": a["max"] / a["median"]})
     return pd.DataFrame(out)
 
@@ -256,6 +259,12 @@ def report(lr: pd.DataFrame, cv: pd.DataFrame, ho: list[tuple[str, pd.DataFrame]
            f"(feature `{rf.FEATURE}`, cuts {rf.SHAPE_EDGES}); features cost {FEATURE_SHARE:.0%} of ε; training "
            "on `benchmarks/auto_generators.py` only. "
            f"Machine load when written: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min, 2 cores shared).", ""]
+    out += ["Two rounds. Round 1 trained on seven families (instances 0–106); its held-out results are kept in "
+            "`auto_features_round1.md`. They showed `auto` missing on the `uniform` data set, which no training "
+            "family resembled, so round 2 added the `smooth` family (near-uniform data; instances 1000–1014) and "
+            "re-derived the table with no other change. Round 2's numbers on the `uniform` data set are therefore "
+            "not a blind test; nothing else was tuned on the reported data sets (the rule's cells are chosen on "
+            "training releases only).", ""]
     rel = lr.drop_duplicates(["instance", "grid", "n", "epsilon", "release"])
     out += [f"## Training ({lr['instance'].nunique()} instances of {lr['family'].nunique()} families, "
             f"{len(rel)} releases with features, {lr['config'].nunique()} configurations)", "",
@@ -280,6 +289,9 @@ def report(lr: pd.DataFrame, cv: pd.DataFrame, ho: list[tuple[str, pd.DataFrame]
                 f"- `auto` within 10 % of the best mechanism's mean MRE: {int((r <= 1.1).sum())} of {len(r)} settings "
                 f"({(r <= 1.1).mean():.0%}; target ≥ 90 %: **{'met' if ok1 else 'NOT met'}**); median {r.median():.2f}x, "
                 f"worst {r.max():.2f}x.",
+                *[f"- For comparison, always `{m}` (at its defaults, no feature share): within 10 % in "
+                  f"{int((h[f'{m}_ratio'] <= 1.1).sum())} of {len(h)}, worst {h[f'{m}_ratio'].max():.2f}x."
+                  for m in ("privtree", "ag") if f"{m}_ratio" in h],
                 f"- Every setting at ε = 1 on clustered data within 10 %: **{'met' if ok2 else 'NOT met'}** "
                 f"({int((clus['ratio'] <= 1.1).sum())} of {len(clus)}).",
                 f"- Worst of 16 releases within 3x the median (ε = 1, clustered): **{'met' if ok3 else 'NOT met'}**"
@@ -304,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", action="store_true")
     ap.add_argument("--instances", type=int, default=84)
+    ap.add_argument("--first", type=int, default=0, help="first instance id (1000 on: the later families)")
     ap.add_argument("--settings", type=int, default=4, help="(n, ε, grid) draws per instance")
     ap.add_argument("--releases", type=int, default=3)
     ap.add_argument("--queries", type=int, default=300, help="queries per size and release")
@@ -311,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", nargs="*", default=None, help="head-to-head CSVs (held out) to validate on")
     a = ap.parse_args(argv)
     if a.train:
-        train(a.instances, a.settings, a.releases, a.queries)
+        train(a.instances, a.settings, a.releases, a.queries, a.first)
     if a.write or a.report is not None:
         lr = long_regrets(pd.read_csv(TRAIN_CSV))
         feature, edges, table, cv = select(lr)
