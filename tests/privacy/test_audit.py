@@ -487,11 +487,23 @@ def test_auto_private_count() -> None:
     mechanism; audit that count alone against the share (0.5 of ε = 2 here, so it is visible)."""
     mech = catalog.get("points", "auto")
     eps, share = 2.0, 0.5
-    p = {"count_share": share}
+    p = {"count_share": share, "feature_share": 0}  # the data-free auto (issue 19)
     x = runs(released(mech, D_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 231)
     y = runs(released(mech, D2_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 232)
     sd = math.sqrt(discrete_laplace_variance(1 / (share * eps)))
     check("auto noisy count (share of ε)", x, y, around(6, 7, sd), share * eps)
+
+
+def test_auto_feature_count() -> None:
+    """``auto`` with features (issue 27) publishes the features' noisy count, bought with half of
+    its feature share: ``feature_share · ε / 2`` (0.5 of ε = 2 here, so it is visible)."""
+    mech = catalog.get("points", "auto")
+    eps, share = 2.0, 0.5
+    p = {"feature_share": share}
+    x = runs(released(mech, D_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 235)
+    y = runs(released(mech, D2_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 236)
+    sd = math.sqrt(discrete_laplace_variance(1 / (share * eps / 2)))
+    check("auto feature count (half the feature share)", x, y, around(6, 7, sd), share * eps / 2)
 
 
 def test_auto_total() -> None:

@@ -1,4 +1,23 @@
-"""``auto``: the recommended point mechanism, chosen from public inputs only (issue 19, item 5).
+"""``auto``: the recommended point mechanism, chosen from private features of the data (issue 27,
+item 1) or, with ``feature_share = 0``, from public inputs only (issue 19, item 5).
+
+With features (the default, ``feature_share = 0.05``)
+    Pythia (Kotsogiannis, Machanavajjhala, Hay & Miklau, SIGMOD 2017, Sec. 4–5): ``auto`` spends
+    ``feature_share·ε`` on noisy features of the data (:mod:`dpcore.points.mechanisms.features`: a
+    noisy count and a noisy coarse histogram, from which concentration, sparsity and the entropy of
+    the top blocks), then chooses a mechanism AND its parameters (AG's constants, PrivTree's θ and
+    tree share, UG's c) with the rule of :mod:`dpcore.points.recommend_features`, learned on
+    synthetic training shapes only (``benchmarks/derive_auto_features.py``; held-out validation in
+    ``benchmarks/results/auto_features.md``), and releases it with ``ε − feature_share·ε``.  The
+    features are part of ``auto``'s own release (published in its record with the reason); the
+    cost is ONE spend of ε: ε_f + (ε − ε_f) (sequential composition, Dwork & Roth 2014, Thm. 3.16;
+    the split is ``split_custom``'s, so the parts never add up to more than ε).  The choice is a
+    function of the noisy features and public inputs only (post-processing, Dwork & Roth 2014,
+    Prop. 2.1), so the chosen mechanism's guarantee at its share holds unchanged.  A public n
+    (``public_n``) replaces the noisy count for the scale and for the mechanisms that size
+    themselves from n; the shape is still read from the noisy histogram.
+
+Without features (``feature_share = 0``): the data-free rule below.
 
 No single mechanism wins across data shape, scale and ε (Hay et al., "Principled Evaluation of
 Differentially Private Algorithms using DPBench", SIGMOD 2016), and choosing by the error on the
@@ -34,7 +53,10 @@ Refusals before the charge
 
 Release record
     ``mechanism`` is ``auto``; ``released_values.auto`` names the choice, its parameters, the
-    reason in one sentence, the n used and whether it was public or the noisy count.
+    reason in one sentence, the n used and whether it was public, the noisy count or the noisy
+    features, which rule chose; with features also the noisy features themselves
+    (``features``), their ε (``feature_epsilon``), the configuration and the table entry.  The
+    noisy count that chose is ``noisy_point_count``.
 """
 
 from __future__ import annotations
@@ -48,7 +70,14 @@ import numpy as np
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
 from dpcore.points import recommend as rule
+from dpcore.points import recommend_features as frule
 from dpcore.points.mechanisms.base import Param, PointsMechanism, count_level, noisy_counts, part
+from dpcore.points.mechanisms.features import (
+    ShapeFeatures,
+    coarse_blocks,
+    feature_budgets,
+    private_features,
+)
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import split_custom
@@ -57,22 +86,28 @@ from dpcore.privacy.noise import NoiseSource
 
 class Auto(PointsMechanism):
     name = "auto"
-    title = "Auto (recommended from public inputs)"
-    summary = ("Picks the mechanism that did best in the benchmark for your number of points, ε and query "
-               "sizes, without looking at the data (a public n, or a noisy count from 5 % of ε).")
-    when_to_use = ("When you do not know which mechanism suits your data: the rule was measured on 8 data "
-                   "shapes from 1,000 to 10 million points (benchmarks/results/auto.md).")
-    reference = ("Rule derived from a DPBench-style head-to-head (Hay et al., SIGMOD 2016); the count as in "
+    title = "Auto (recommended from private features)"
+    summary = ("Spends 5 % of ε on noisy features of your data (how many points, how concentrated) and picks "
+               "the mechanism and its settings that did best on similar synthetic shapes; with a feature "
+               "share of 0 it chooses from public inputs only.")
+    when_to_use = ("When you do not know which mechanism suits your data: the rule was learned on 7 families "
+                   "of synthetic shapes and checked on held-out data (benchmarks/results/auto_features.md).")
+    reference = ("Private features and a learned rule as in Pythia (Kotsogiannis et al., SIGMOD 2017); "
+                 "data-free rule from a DPBench-style head-to-head (Hay et al., SIGMOD 2016); the count as in "
                  "Qardaji, Yang & Li, ICDE 2013")
     definitions = ("pure",)
     #: the preview of the choice needs a guess of n (the release counts privately without a public n)
     needs_n_guess = True
     params = (
+        Param("feature_share", "Share of ε for the data's features", float, 0.05,
+              "Part of the budget spent on a noisy count and a coarse noisy histogram, which choose the "
+              "mechanism and its settings. 0 = choose from public inputs and a noisy count only.",
+              minimum=0.0, maximum=0.5, advanced=True),
         Param("public_n", "Public number of points (0 = count privately)", int, 0,
               "Only if the number of points is already public; then choosing costs nothing.", minimum=0),
         Param("count_share", "Share of ε for counting the points", float, 0.05,
               "Part of the budget spent on a noisy number of points, which chooses the mechanism. "
-              "Not used when a public number of points is given.", minimum=0.001, maximum=0.5, advanced=True),
+              "Only with a feature share of 0, and not when a public number of points is given.", minimum=0.001, maximum=0.5, advanced=True),
         Param("query_sizes", "Query sizes (area fractions)", tuple, DEFAULT_QUERY_SIZES,
               "The sizes of the range queries you care about, e.g. 0.02, 0.06, 0.1.", item=float),
     )
@@ -86,22 +121,38 @@ class Auto(PointsMechanism):
         p["query_sizes"] = sizes
         return p
 
+    def uses_features(self, params: dict[str, Any]) -> bool:
+        return float(params["feature_share"]) > 0
+
     def budgets(self, cost: PrivacyCost, params: dict[str, Any]) -> tuple[PrivacyCost | None, PrivacyCost]:
-        """Budget of the count (None with a public n) and of the chosen mechanism; they add up to ε."""
-        if params["public_n"] > 0:
+        """Budget of what chooses (the features, or the count; None with neither) and of the chosen
+        mechanism; they add up to ε."""
+        if self.uses_features(params):
+            share = float(params["feature_share"])
+        elif params["public_n"] > 0:
             return None, cost
-        v_n, v_m = split_custom(cost.value, [params["count_share"], 1 - params["count_share"]])
+        else:
+            share = float(params["count_share"])
+        v_n, v_m = split_custom(cost.value, [share, 1 - share])
         return part(cost, v_n), part(cost, v_m)
 
     def choose(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], n: float, sensitivity: int
                ) -> rule.Recommendation:
-        """The rule's choice for ``n`` points (public, guessed or noisy): public inputs only.  Looked up
-        at the whole ε, as the benchmark's mechanisms also spent their count shares inside it."""
+        """The data-free rule's choice for ``n`` points (public, guessed or noisy): public inputs only.
+        Looked up at the whole ε, as the benchmark's mechanisms also spent their count shares inside it."""
         return rule.recommend(grid, cost.value, n_guess=max(float(n), 0.0), query_sizes=params["query_sizes"],
                               sensitivity=sensitivity)
 
+    def choose_from_features(self, features: ShapeFeatures, cost: PrivacyCost, params: dict[str, Any],
+                             sensitivity: int) -> frule.FeatureChoice:
+        """The feature rule's choice (post-processing of the noisy features and public inputs).  A public
+        n replaces the noisy count; the rule is looked up at the whole ε, as it was trained."""
+        if params["public_n"] > 0:
+            features = dataclasses.replace(features, noisy_total=float(params["public_n"]))
+        return frule.choose(features, cost.value, params["query_sizes"], sensitivity=sensitivity)
+
     def __init__(self, candidates: Mapping[str, PointsMechanism]) -> None:
-        #: the mechanisms the rule may name (the points kind's list without ``auto``; given, not
+        #: the mechanisms the rules may name (the points kind's list without ``auto``; given, not
         #: imported, as the kind module imports this one)
         self.candidates = dict(candidates)
 
@@ -110,17 +161,44 @@ class Auto(PointsMechanism):
             raise ParameterError(f"The recommendation names '{name}', which is not a registered mechanism.")
         return self.candidates[name]
 
-    def chosen_params(self, rec: rule.Recommendation, params: dict[str, Any], n: float) -> dict[str, Any]:
-        mech = self.mechanism(rec.mechanism)
-        raw = dict(rec.params)
+    def chosen_params(self, name: str, raw_params: Mapping[str, Any], n: float) -> dict[str, Any]:
+        mech = self.mechanism(name)
+        raw = dict(raw_params)
         if any(p.name == "public_n" for p in mech.params):
             raw["public_n"] = max(int(round(n)), 1)
         return mech.resolve_params(raw)
 
-    def _count_level(self, grid: Grid, e_n: PrivacyCost, sensitivity: int, level: int) -> LevelPlan:
-        return count_level(level, "Number of points (chooses the mechanism)", e_n, sensitivity, 1,
-                           float(grid.n_cells), False,
-                           note="Published with the release; chooses the mechanism, not used to answer queries.")
+    def _chooser_levels(self, grid: Grid, e_n: PrivacyCost, params: dict[str, Any], sensitivity: int,
+                        level: int) -> tuple[LevelPlan, ...]:
+        """The levels that buy the choice: the count (data-free rule) or the features' count and histogram."""
+        if not self.uses_features(params):
+            return (count_level(level, "Number of points (chooses the mechanism)", e_n, sensitivity, 1,
+                                float(grid.n_cells), False,
+                                note="Published with the release; chooses the mechanism, not used to answer queries."),)
+        v_total, v_hist = feature_budgets(e_n.value)
+        br, bc = coarse_blocks(grid.rows, grid.cols)
+        note = "Published with the release; chooses the mechanism and its settings, not used to answer queries."
+        return (count_level(level, "Number of points (feature: chooses the mechanism)", part(e_n, v_total),
+                            sensitivity, 1, float(grid.n_cells), False, note=note),
+                count_level(level + 1, f"Coarse {br} × {bc} histogram (features: choose the mechanism)",
+                            part(e_n, v_hist), sensitivity, br * bc, grid.n_cells / (br * bc), False, note=note))
+
+    def _preview(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], n: float, sensitivity: int
+                 ) -> tuple[str, dict[str, Any], str]:
+        """(mechanism, raw parameters, note) of the plan's preview for ``n`` points."""
+        if self.uses_features(params):
+            config = frule.preview(n, cost.value, params["query_sizes"], sensitivity=sensitivity)
+            mech, extra = frule.CONFIGS[config]
+            note = (f"For about {float(n):,.0f} points of a middling shape auto would choose "
+                    f"{rule.NAMES.get(mech, mech)}; the release chooses from its noisy features "
+                    f"({params['feature_share']:.0%} of ε: a noisy count and a coarse histogram).")
+            return mech, dict(extra), note
+        rec = self.choose(grid, cost, params, n, sensitivity)
+        name = rule.NAMES.get(rec.mechanism, rec.mechanism)
+        note = (f"Auto chose {name}. {rec.reason}" if params["public_n"] > 0 else
+                f"For the guess of {float(n):,.0f} points auto would choose {name}; the release chooses from "
+                f"its noisy count. {rec.reason}")
+        return rec.mechanism, dict(rec.params), note
 
     # -- plan --------------------------------------------------------------------------------
     def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
@@ -131,33 +209,28 @@ class Auto(PointsMechanism):
             raise ParameterError(
                 "Auto chooses the mechanism from the number of points. Give a rough public guess of the "
                 "number of points to preview its choice (without a public number it counts them privately).")
-        rec = self.choose(grid, cost, params, float(n), sensitivity)
-        inner = self.mechanism(rec.mechanism)
-        chosen = self.chosen_params(rec, params, float(n))
+        name, raw, note = self._preview(grid, cost, params, float(n), sensitivity)
+        inner = self.mechanism(name)
+        chosen = self.chosen_params(name, raw, float(n))
         inner.check_public(grid, e_m, chosen)
         levels = inner.plan_levels(grid, e_m, chosen, sensitivity=sensitivity, n_estimate=float(n))
-        note = (f"Auto chose {rule.NAMES.get(rec.mechanism, rec.mechanism)}. {rec.reason}"
-                if e_n is None else
-                f"For the guess of {float(n):,.0f} points auto would choose "
-                f"{rule.NAMES.get(rec.mechanism, rec.mechanism)}; the release chooses from its noisy count. "
-                f"{rec.reason}")
-        levels = tuple(dataclasses.replace(lv, extra={**lv.extra, "auto_choice": rec.mechanism}) for lv in levels)
+        levels = tuple(dataclasses.replace(lv, extra={**lv.extra, "auto_choice": name}) for lv in levels)
         first = dataclasses.replace(levels[0], note=(levels[0].note + " " if levels[0].note else "") + note)
         levels = (first, *levels[1:])
         if e_n is None:
             return levels
-        return (*levels, self._count_level(grid, e_n, sensitivity, max(lv.level for lv in levels) + 1))
+        return (*levels, *self._chooser_levels(grid, e_n, params, sensitivity, max(lv.level for lv in levels) + 1))
 
     # -- release -----------------------------------------------------------------------------
     def choosable(self) -> tuple[str, ...]:
-        """Every mechanism the rule can name (the table's entries), in the points kind's order."""
-        named = {entry[0] for entry in rule.TABLE.values()}
+        """Every mechanism the rules can name (both tables' entries), in the points kind's order."""
+        named = {entry[0] for entry in rule.TABLE.values()} | {m for m, _ in frule.CONFIGS.values()}
         return tuple(name for name in self.candidates if name in named) + tuple(
             sorted(named - set(self.candidates)))
 
     def check_aggregate(self, aggregate: Aggregate) -> None:
-        """Every mechanism the rule can choose accepts the data (HTF's and DAWA's limits on the
-        number of points, ...): the choice comes from the noisy count, after the charge, so each
+        """Every mechanism the rules can choose accepts the data (HTF's and DAWA's limits on the
+        number of points, ...): the choice comes from noisy features, after the charge, so each
         candidate's own check runs here, before it."""
         for name in self.choosable():
             inner = self.mechanism(name)
@@ -167,31 +240,51 @@ class Auto(PointsMechanism):
                 raise ParameterError(
                     f"Auto may choose {rule.NAMES.get(name, name)} for these data, which refuses them: {e}") from e
 
-    def _release(self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
-                 ) -> PartitionRelease:
+    def _decide(self, aggregate: Aggregate, cost: PrivacyCost, e_n: PrivacyCost | None, params: dict[str, Any],
+                noise: NoiseSource) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """Buy what chooses (with ``e_n``) and choose: (mechanism, its raw parameters, the record's facts)."""
         grid, k = aggregate.grid, int(aggregate.sensitivity)
-        e_n, e_m = self.budgets(cost, params)
+        if self.uses_features(params):
+            assert e_n is not None
+            f = private_features(aggregate, e_n.value, noise)
+            fc = self.choose_from_features(f, cost, params, k)
+            public_n = params["public_n"] > 0
+            n_used = float(params["public_n"]) if public_n else f.noisy_total
+            facts = {"reason": fc.reason, "n_used": n_used, "features": f.to_dict(), "config": fc.config,
+                     "n_source": "public number of points" if public_n else "noisy features",
+                     "table_entry": fc.to_dict()["table_entry"], "feature_epsilon": e_n.value,
+                     "rule": "private features (dpcore.points.recommend_features)"}
+            return fc.mechanism, fc.params, facts
         if e_n is None:
             n_used, source = float(params["public_n"]), "public number of points"
         else:
             n_used = float(noisy_counts(np.array([aggregate.total]), e_n, k, noise)[0])
             source = "noisy count"
         rec = self.choose(grid, cost, params, n_used, k)
-        inner = self.mechanism(rec.mechanism)
-        inner_params = self.chosen_params(rec, params, n_used)
+        facts = {"reason": rec.reason, "n_used": n_used, "n_source": source,
+                 "table_entry": rec.to_dict()["table_entry"], "rule": "public inputs (dpcore.points.recommend)"}
+        return rec.mechanism, rec.params, facts
+
+    def _release(self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
+                 ) -> PartitionRelease:
+        grid, k = aggregate.grid, int(aggregate.sensitivity)
+        e_n, e_m = self.budgets(cost, params)
+        name, raw, facts = self._decide(aggregate, cost, e_n, params, noise)
+        inner = self.mechanism(name)
+        inner_params = self.chosen_params(name, raw, facts["n_used"])
         # the candidates' data checks ran before the charge (check_aggregate); the choice's public
         # checks run here, on the parameters the rule gave it
         inner.check_public(grid, e_m, inner_params)
         rel = inner._release(aggregate, e_m, inner_params, noise)
         levels = rel.levels
         if e_n is not None:
-            levels = (*levels, self._count_level(grid, e_n, k, max(lv.level for lv in levels) + 1))
-        choice = {"chosen": rec.mechanism, "chosen_title": inner.title, "chosen_params": inner_params,
-                  "reason": rec.reason, "n_used": n_used, "n_source": source,
-                  "table_entry": rec.to_dict()["table_entry"], "epsilon_chosen": e_m.value}
+            levels = (*levels, *self._chooser_levels(grid, e_n, params, k, max(lv.level for lv in levels) + 1))
+        choice = {"chosen": name, "chosen_title": inner.title, "chosen_params": inner_params,
+                  **facts, "epsilon_chosen": e_m.value}
         public = {**rel.public, "auto": choice}
-        if e_n is not None:
-            public["noisy_point_count"] = int(n_used)
+        if e_n is not None:  # the choice read noisy data: the count it bought is published with it
+            public["noisy_point_count"] = int(facts["features"]["noisy_total"] if "features" in facts
+                                              else facts["n_used"])
         return dataclasses.replace(
             rel, mechanism=self.name, mechanism_title=f"Auto → {inner.title}",
             mechanism_reference=f"{inner.reference}; the choice: {self.reference}", params=dict(params),

@@ -96,7 +96,7 @@ def test_app_default() -> None:
 
 def test_public_n_same_choice_for_different_data() -> None:
     a, b = _uniform(20_000), _clustered(3_000)
-    for params in ({"public_n": 100_000, "query_sizes": "0.1"}, {"public_n": 500}):
+    for params in ({"public_n": 100_000, "query_sizes": "0.1", "feature_share": 0}, {"public_n": 500, "feature_share": 0}):
         ra = release_with(AUTO, a, 0.1, params, NoiseSource(1))
         rb = release_with(AUTO, b, 0.1, params, NoiseSource(2))
         assert ra.public["auto"]["chosen"] == rb.public["auto"]["chosen"]
@@ -111,8 +111,8 @@ def test_private_count_is_the_only_data_it_reads(monkeypatch: pytest.MonkeyPatch
     count and two very different data sets get the same choice."""
     fixed = np.array([123_456])
     monkeypatch.setattr(auto_module, "noisy_counts", lambda true, cost, k, noise: fixed)
-    ra = release_with(AUTO, _uniform(20_000), 1.0, {}, NoiseSource(3))
-    rb = release_with(AUTO, _clustered(500), 1.0, {}, NoiseSource(4))
+    ra = release_with(AUTO, _uniform(20_000), 1.0, {"feature_share": 0}, NoiseSource(3))
+    rb = release_with(AUTO, _clustered(500), 1.0, {"feature_share": 0}, NoiseSource(4))
     assert ra.public["auto"]["chosen"] == rb.public["auto"]["chosen"] == recommend.lookup(123_456, 1.0).mechanism
     assert ra.public["auto"]["n_used"] == 123_456.0 and ra.public["auto"]["n_source"] == "noisy count"
 
@@ -122,8 +122,8 @@ def test_private_count_is_the_only_data_it_reads(monkeypatch: pytest.MonkeyPatch
 
 def test_cost_is_the_chosen_mechanisms_plus_the_count_share() -> None:
     eps = 1.0
-    assert AUTO.cost(eps, AUTO.resolve_params({})) == budget.pure(eps)
-    rel = release_with(AUTO, _uniform(20_000), eps, {}, NoiseSource(5))
+    assert AUTO.cost(eps, AUTO.resolve_params({"feature_share": 0})) == budget.pure(eps)
+    rel = release_with(AUTO, _uniform(20_000), eps, {"feature_share": 0}, NoiseSource(5))
     count = [lv for lv in rel.levels if lv.name.startswith("Number of points (chooses")]
     assert len(count) == 1 and count[0].cost.value == pytest.approx(0.05 * eps)
     others = sum(lv.cost.value for lv in rel.levels if lv is not count[0])
@@ -138,7 +138,7 @@ def test_cost_is_the_chosen_mechanisms_plus_the_count_share() -> None:
 
 
 def test_public_n_spends_nothing_on_the_count() -> None:
-    rel = release_with(AUTO, _uniform(5_000), 0.5, {"public_n": 5_000}, NoiseSource(6))
+    rel = release_with(AUTO, _uniform(5_000), 0.5, {"public_n": 5_000, "feature_share": 0}, NoiseSource(6))
     assert sum(lv.cost.value for lv in rel.levels) == pytest.approx(0.5)
     assert not any("chooses the mechanism" in lv.name for lv in rel.levels)
 
@@ -152,13 +152,13 @@ def test_zcdp_refused() -> None:
 
 
 def test_plan_is_the_chosen_mechanisms() -> None:
-    levels = levels_of(AUTO, GRID, 0.1, {"public_n": 100_000, "query_sizes": "0.1"})
+    levels = levels_of(AUTO, GRID, 0.1, {"public_n": 100_000, "query_sizes": "0.1", "feature_share": 0})
     ag = levels_of(catalog.get("points", "ag"), GRID, 0.1, {"public_n": 100_000})
     assert [(lv.name, lv.cost) for lv in levels] == [(lv.name, lv.cost) for lv in ag]
     assert "Auto chose AG" in levels[0].note
     with pytest.raises(ParameterError, match="guess of the number of points"):
         levels_of(AUTO, GRID, 1.0, {})
-    guessed = levels_of(AUTO, GRID, 1.0, {}, n_estimate=300_000)
+    guessed = levels_of(AUTO, GRID, 1.0, {"feature_share": 0}, n_estimate=300_000)
     assert guessed[-1].name.startswith("Number of points") and "noisy count" in guessed[0].note
 
 
@@ -186,7 +186,7 @@ def test_cli_release_auto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
                                            zip(rng.uniform(0.1, 0.9, 400), rng.uniform(0.1, 0.9, 400), strict=True)))
     out = tmp_path / "out"
     rc = main(["release", "points", "--input", str(inp), "--bounds", "0,0,1,1", "--grid", "16,16",
-               "--mechanism", "auto", "--epsilon", "1", "--param", "public_n=400", "--out", str(out), "--no-budget"])
+               "--mechanism", "auto", "--epsilon", "1", "--param", "public_n=400", "--param", "feature_share=0", "--out", str(out), "--no-budget"])
     assert rc == 0, capsys.readouterr().err
     rec = json.loads((out / "release.json").read_text("utf-8"))
     assert rec["mechanism"]["name"] == "auto"
@@ -197,7 +197,8 @@ def test_cli_release_auto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 def test_evaluate_reports_auto_with_its_choice() -> None:
     agg = _clustered(5_000)
-    res = evaluate.evaluate(agg, ["auto", "ug"], [1.0], [0.1], 50, 2, noise_seed=7)
+    res = evaluate.evaluate(agg, ["auto", "ug"], [1.0], [0.1], 50, 2, noise_seed=7,
+                            params={"auto": {"feature_share": 0}})
     a = res[res["mechanism"] == "auto"]
     # 5,000 ± a few points stays in the 10^4 row of the table
     assert set(a["choice"]) == {recommend.lookup(5_000, 1.0, (0.1,)).mechanism}

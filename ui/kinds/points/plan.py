@@ -290,13 +290,19 @@ def _auto_reason(grid: Any, ds: points_state.Dataset, raw: dict[str, Any]) -> No
     cap = ss.get("user_cap")
     k = int(cap) if ds.table.user_column is not None and cap else 1
     try:
-        sizes = catalog.get("points", "auto").resolve_params(raw)["query_sizes"]
-        _, why = recommend.app_default(grid, eps, float(n), sizes, sensitivity=k)
+        resolved = catalog.get("points", "auto").resolve_params(raw)
+        _, why = recommend.app_default(grid, eps, float(n), resolved["query_sizes"], sensitivity=k)
     except DPCoreError as e:
         st.error(str(e))
         return
-    how = ("" if public_n else " The release counts the points privately (5 % of ε) and may choose another "
-           "if the count lands elsewhere; the guess below is for this preview only.")
+    share = float(resolved["feature_share"])
+    if share > 0:  # issue 27: the release reads private features of the data's shape first
+        how = (f" The release first spends {share:.0%} of ε on noisy features of the data (a count and a coarse "
+               "histogram) and may choose another mechanism or other settings for their shape"
+               + ("." if public_n else "; the guess below is for this preview only."))
+    else:
+        how = ("" if public_n else " The release counts the points privately (5 % of ε) and may choose another "
+               "if the count lands elsewhere; the guess below is for this preview only.")
     st.info(why + how, icon=":material/recommend:")
 
 

@@ -1,0 +1,150 @@
+"""``auto`` from private features (issue 27, item 1): privacy of the features, the choice, the record."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from points_helpers import levels_of, release_with
+
+from dpcore import catalog
+from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
+from dpcore.points import recommend_features as frule
+from dpcore.points.mechanisms import auto as auto_module
+from dpcore.points.mechanisms import features as feat
+from dpcore.privacy import budget
+from dpcore.privacy.noise import NoiseSource
+
+GRID = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 64, 64)
+AUTO = catalog.get("points", "auto")
+
+
+def _uniform(n: int, seed: int = 0) -> Aggregate:
+    rng = np.random.default_rng(seed)
+    return aggregate_points(rng.random(n), rng.random(n), GRID)
+
+
+def _clustered(n: int, seed: int = 1) -> Aggregate:
+    rng = np.random.default_rng(seed)
+    x = np.clip(rng.normal(0.3, 0.01, n), 0, 0.999)
+    y = np.clip(rng.normal(0.7, 0.01, n), 0, 0.999)
+    return aggregate_points(x, y, GRID)
+
+
+def _feature_levels(rel):
+    return [lv for lv in rel.levels if "feature" in lv.name]
+
+
+# -- privacy ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("eps", "share"), [(1.0, 0.05), (0.1, 0.2)])
+def test_features_use_the_stated_share_and_the_total_is_epsilon(eps: float, share: float) -> None:
+    params = {"feature_share": share}
+    assert AUTO.cost(eps, AUTO.resolve_params(params)) == budget.pure(eps)
+    rel = release_with(AUTO, _uniform(20_000), eps, params, NoiseSource(11))
+    fl = _feature_levels(rel)
+    assert [lv.n_counts for lv in fl] == [1, 16 * 16]  # the count and the coarse histogram
+    assert sum(lv.cost.value for lv in fl) == pytest.approx(share * eps)
+    assert fl[0].cost.value == pytest.approx(fl[1].cost.value)
+    assert sum(lv.cost.value for lv in rel.levels) == pytest.approx(eps)
+    assert sum(lv.cost.value for lv in rel.levels) <= eps
+    a = rel.public["auto"]
+    assert a["feature_epsilon"] == pytest.approx(share * eps)
+    assert a["epsilon_chosen"] == pytest.approx((1 - share) * eps)
+    assert rel.cost == budget.pure(eps)
+
+
+def test_features_noise_scale_is_k_over_epsilon() -> None:
+    """A cap of k records per person: the count and the disjoint blocks have L1 sensitivity k."""
+    agg = _uniform(5_000)
+    agg3 = Aggregate(agg.grid, agg.counts, 0, 0, 3, 3)
+    rel = release_with(AUTO, agg3, 1.0, {}, NoiseSource(2))
+    for lv in _feature_levels(rel):
+        assert lv.sensitivity == 3 and lv.scale == pytest.approx(3 / lv.cost.value)
+
+
+def _fixed(total: float, value: float) -> feat.ShapeFeatures:
+    f = feat.ShapeFeatures(total, 0.5, 0.5, 0.5, 16, 16, 0.05, 1)
+    return feat.ShapeFeatures(**{**f.to_dict(), frule.FEATURE: value})
+
+
+def test_choice_depends_only_on_the_noisy_features(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fix the noisy features: two very different data sets get the same choice, the one the table
+    names for those features; the choice follows the features when they change."""
+    lo, hi = frule.SHAPE_EDGES
+    choices = {}
+    for value in (lo / 2, (lo + hi) / 2, min(hi * 1.5, 1.0)):
+        fixed = _fixed(50_000.0, value)
+        monkeypatch.setattr(auto_module, "private_features", lambda agg, e, noise, fixed=fixed: fixed)
+        ra = release_with(AUTO, _uniform(20_000), 1.0, {}, NoiseSource(3))
+        rb = release_with(AUTO, _clustered(800), 1.0, {}, NoiseSource(4))
+        want = frule.choose(fixed, 1.0, AUTO.resolve_params({})["query_sizes"])
+        assert ra.public["auto"]["config"] == rb.public["auto"]["config"] == want.config
+        assert ra.public["auto"]["chosen"] == want.mechanism
+        assert ra.public["auto"]["n_used"] == 50_000.0
+        assert ra.public["auto"]["chosen_params"].get("public_n", 50_000) == 50_000
+        choices[value] = want.key
+    assert len(set(choices.values())) == 3  # three shape classes, three table entries
+
+
+def test_feature_share_zero_is_the_data_free_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*a, **k):
+        raise AssertionError("features bought with a feature share of 0")
+    monkeypatch.setattr(auto_module, "private_features", boom)
+    rel = release_with(AUTO, _uniform(5_000), 0.5, {"feature_share": 0, "public_n": 5_000}, NoiseSource(6))
+    assert not _feature_levels(rel) and rel.public["auto"]["rule"].startswith("public inputs")
+    assert "features" not in rel.public["auto"]
+
+
+# -- record ----------------------------------------------------------------------------------------
+
+
+def test_record_has_the_features_and_the_reason() -> None:
+    rel = release_with(AUTO, _clustered(20_000), 1.0, {}, NoiseSource(8))
+    a = rel.public["auto"]
+    assert a["rule"].startswith("private features") and a["n_source"] == "noisy features"
+    assert set(a["features"]) >= {"noisy_total", "concentration", "sparsity", "top_entropy", "epsilon"}
+    assert a["reason"].startswith(f"The noisy features read about {a['features']['noisy_total']:,.0f} points")
+    assert frule.NAMES.get(a["chosen"], a["chosen"]) in a["reason"]
+    assert a["config"] in frule.CONFIGS and frule.CONFIGS[a["config"]][0] == a["chosen"]
+    assert rel.public["noisy_point_count"] == int(a["features"]["noisy_total"])
+
+
+def test_plan_shows_the_feature_levels() -> None:
+    levels = levels_of(AUTO, GRID, 1.0, {}, n_estimate=30_000)
+    assert [lv.name.split(" (")[0] for lv in levels[-2:]] == ["Number of points", "Coarse 16 × 16 histogram"]
+    assert "noisy features" in levels[0].note
+    assert sum(lv.cost.value for lv in levels) == pytest.approx(1.0)
+
+
+# -- behaviour (seeded) ----------------------------------------------------------------------------
+
+
+def test_features_from_exact_histograms() -> None:
+    u = feat.features_from_noisy(25_600.0, np.full((16, 16), 100))
+    assert u.concentration == pytest.approx(26 / 256) and u.sparsity == 0.0 and u.top_entropy == pytest.approx(1.0)
+    h = np.zeros((16, 16))
+    h[3, 4] = 1000
+    c = feat.features_from_noisy(1000.0, h)
+    assert c.concentration == 1.0 and c.sparsity == pytest.approx(255 / 256) and c.top_entropy == 0.0
+
+
+def test_noisy_features_tell_clustered_from_uniform() -> None:
+    """ε_f = 0.5 (ε 10, share 5 %): each block gets discrete Laplace of scale 1/0.25 = 4 (SD 5.7);
+    20,000 uniform points put about 78 ± 9 in each of 256 blocks, so the top 26 blocks hold about
+    0.12 of the mass (< 0.15 with room for noise), while the cluster (σ = 0.01) sits in one to four blocks
+    (> 0.9 even after the 255 other blocks' clipped noise, about 255·2.3 ≈ 600 of 20,600)."""
+    fu = feat.private_features(_uniform(20_000), 0.5, NoiseSource(21))
+    fc = feat.private_features(_clustered(20_000), 0.5, NoiseSource(22))
+    assert fu.concentration < 0.15 < 0.9 < fc.concentration
+    assert abs(fu.noisy_total - 20_000) < 40 and abs(fc.noisy_total - 20_000) < 40  # scale 4: P(|X|>40) ≈ 1e-4
+
+
+def test_seeded_release_is_reproducible_and_answers() -> None:
+    agg = _clustered(20_000)
+    ra = release_with(AUTO, agg, 1.0, {}, NoiseSource(5))
+    rb = release_with(AUTO, agg, 1.0, {}, NoiseSource(5))
+    assert ra.public["auto"] == rb.public["auto"]
+    np.testing.assert_array_equal(ra.noisy, rb.noisy)
+    total = ra.answer(np.array([[0, 64, 0, 64]]))[0]
+    assert abs(total - 20_000) < 2_000
