@@ -151,8 +151,7 @@ def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: App
     at.number_input(key="param_auto_public_n").set_value(3_000).run()
     _, why = recommend.app_default(grid, 0.01, 3_000, DEFAULT_QUERY_SIZES)
     [reason] = auto_reasons(at)
-    # issue 27: the default auto still reads the shape privately (noisy features), and says so
-    assert reason.startswith(why) and "noisy features of the data" in reason and "guess below" not in reason
+    assert reason == why
     # ... and is the one number of points: no second box asks for a guess (issue 26 item 10)
     assert not [n for n in at.number_input if n.label.startswith("Rough number of points")]
 
@@ -172,9 +171,8 @@ def test_the_default_release_is_auto_and_records_its_choice(at: AppTest) -> None
     rel = at.session_state["releases"][-1].release
     assert rel.mechanism == "auto" and rel.cost.value == pytest.approx(0.5)
     choice = rel.public["auto"]
-    # issue 27: the default auto chooses from its noisy features (count and coarse histogram)
-    assert choice["n_source"] == "noisy features" and choice["chosen"] in catalog.names("points")
-    assert choice["feature_epsilon"] == pytest.approx(0.05 * 0.5) and "concentration" in choice["features"]
+    # the default auto is the data-free one (issue 27's features are offered, not the default)
+    assert choice["n_source"] == "noisy count" and choice["chosen"] in catalog.names("points")
     assert rel.mechanism_title.startswith("Auto → ")
 
 

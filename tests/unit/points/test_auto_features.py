@@ -16,6 +16,8 @@ from dpcore.privacy.noise import NoiseSource
 
 GRID = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 64, 64)
 AUTO = catalog.get("points", "auto")
+#: the features at the share Pythia spends (the default is the data-free auto, feature_share = 0)
+FEATURES = {"feature_share": 0.05}
 
 
 def _uniform(n: int, seed: int = 0) -> Aggregate:
@@ -58,7 +60,7 @@ def test_features_noise_scale_is_k_over_epsilon() -> None:
     """A cap of k records per person: the count and the disjoint blocks have L1 sensitivity k."""
     agg = _uniform(5_000)
     agg3 = Aggregate(agg.grid, agg.counts, 0, 0, 3, 3)
-    rel = release_with(AUTO, agg3, 1.0, {}, NoiseSource(2))
+    rel = release_with(AUTO, agg3, 1.0, FEATURES, NoiseSource(2))
     for lv in _feature_levels(rel):
         assert lv.sensitivity == 3 and lv.scale == pytest.approx(3 / lv.cost.value)
 
@@ -76,9 +78,9 @@ def test_choice_depends_only_on_the_noisy_features(monkeypatch: pytest.MonkeyPat
     for value in (lo / 2, (lo + hi) / 2, min(hi * 1.5, 1.0)):
         fixed = _fixed(50_000.0, value)
         monkeypatch.setattr(auto_module, "private_features", lambda agg, e, noise, fixed=fixed: fixed)
-        ra = release_with(AUTO, _uniform(20_000), 1.0, {}, NoiseSource(3))
-        rb = release_with(AUTO, _clustered(800), 1.0, {}, NoiseSource(4))
-        want = frule.choose(fixed, 1.0, AUTO.resolve_params({})["query_sizes"])
+        ra = release_with(AUTO, _uniform(20_000), 1.0, FEATURES, NoiseSource(3))
+        rb = release_with(AUTO, _clustered(800), 1.0, FEATURES, NoiseSource(4))
+        want = frule.choose(fixed, 1.0, AUTO.resolve_params(FEATURES)["query_sizes"])
         assert ra.public["auto"]["config"] == rb.public["auto"]["config"] == want.config
         assert ra.public["auto"]["chosen"] == want.mechanism
         assert ra.public["auto"]["n_used"] == 50_000.0
@@ -100,7 +102,7 @@ def test_feature_share_zero_is_the_data_free_auto(monkeypatch: pytest.MonkeyPatc
 
 
 def test_record_has_the_features_and_the_reason() -> None:
-    rel = release_with(AUTO, _clustered(20_000), 1.0, {}, NoiseSource(8))
+    rel = release_with(AUTO, _clustered(20_000), 1.0, FEATURES, NoiseSource(8))
     a = rel.public["auto"]
     assert a["rule"].startswith("private features") and a["n_source"] == "noisy features"
     assert set(a["features"]) >= {"noisy_total", "concentration", "sparsity", "top_entropy", "epsilon"}
@@ -111,7 +113,7 @@ def test_record_has_the_features_and_the_reason() -> None:
 
 
 def test_plan_shows_the_feature_levels() -> None:
-    levels = levels_of(AUTO, GRID, 1.0, {}, n_estimate=30_000)
+    levels = levels_of(AUTO, GRID, 1.0, FEATURES, n_estimate=30_000)
     assert [lv.name.split(" (")[0] for lv in levels[-2:]] == ["Number of points", "Coarse 16 × 16 histogram"]
     assert "noisy features" in levels[0].note
     assert sum(lv.cost.value for lv in levels) == pytest.approx(1.0)
@@ -142,8 +144,8 @@ def test_noisy_features_tell_clustered_from_uniform() -> None:
 
 def test_seeded_release_is_reproducible_and_answers() -> None:
     agg = _clustered(20_000)
-    ra = release_with(AUTO, agg, 1.0, {}, NoiseSource(5))
-    rb = release_with(AUTO, agg, 1.0, {}, NoiseSource(5))
+    ra = release_with(AUTO, agg, 1.0, FEATURES, NoiseSource(5))
+    rb = release_with(AUTO, agg, 1.0, FEATURES, NoiseSource(5))
     assert ra.public["auto"] == rb.public["auto"]
     np.testing.assert_array_equal(ra.noisy, rb.noisy)
     total = ra.answer(np.array([[0, 64, 0, 64]]))[0]
