@@ -9,7 +9,9 @@ import os
 import re
 
 import pytest
-from test_kinds_browser import RELEASE_TIMEOUT_MS, go_to, pick_option, start
+from browser_steps import click, go_to, pick_option
+from browser_steps import wait_idle as idle
+from test_kinds_browser import RELEASE_TIMEOUT_MS, start
 
 pytestmark = [
     pytest.mark.e2e,
@@ -22,11 +24,6 @@ pytestmark = [
 LASSO = [(-74.00, 40.62), (-73.82, 40.64), (-73.78, 40.78), (-73.92, 40.86), (-74.02, 40.74)]
 
 
-def idle(page) -> None:
-    """Wait until the script has finished running (a click while it draws can be lost)."""
-    page.get_by_test_id("stStatusWidgetRunningIcon").wait_for(state="hidden", timeout=RELEASE_TIMEOUT_MS)
-
-
 def test_lasso_on_the_points_release_reads_its_interval(app_url, page):
     start(page, app_url, "Points")
     main = page.get_by_test_id("stMain")
@@ -36,11 +33,11 @@ def test_lasso_on_the_points_release_reads_its_interval(app_url, page):
     page.get_by_text("Counts on a coarser regular grid").first.wait_for(state="attached")
     go_to(page, "Release")
     idle(page)
-    main.get_by_role("button", name=re.compile(r"^Release with ε = ")).click()
+    click(page, main.get_by_role("button", name=re.compile(r"^Release with ε = ")))
     main.get_by_text(re.compile(r"^Released UG")).first.wait_for(timeout=RELEASE_TIMEOUT_MS)
     idle(page)
 
-    main.get_by_text("Draw a polygon on the release's cells").click()
+    click(page, main.get_by_text("Draw a polygon on the release's cells"))
     chart = main.locator(".js-plotly-plot").filter(has_text="Draw with the lasso")
     chart.wait_for(timeout=RELEASE_TIMEOUT_MS)
     idle(page)
