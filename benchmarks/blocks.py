@@ -70,7 +70,9 @@ def timed(cmd: list[str]) -> dict[str, Any]:
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", p.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
     secs = sum(float(x) * 60**i for i, x in enumerate(reversed(wall.group(1).split(":")))) if wall else None
+    cpu = [re.search(rf"{w} time \(seconds\): ([0-9.]+)", p.stderr) for w in ("User", "System")]
     out = {"seconds": secs, "peak_gb": int(rss.group(1)) / 2**20 if rss else None, "rc": p.returncode,
+           "cpu_s": round(sum(float(m.group(1)) for m in cpu), 1) if all(cpu) else None,
            "load_before": round(load, 1), "when": datetime.datetime.now().isoformat(timespec="seconds")}
     if p.returncode:
         lines = p.stderr.split("\tCommand being timed")[0].strip().splitlines()
@@ -128,14 +130,16 @@ def render(res: dict[str, Any]) -> str:
         "skewed sizes, 30 % empty blocks), Parquet. Floor: pandas read + one noisy sum per level + CSV write, "
         "in the same run. Mechanisms: `python -m dpcore release hierarchy ... --epsilon 1 "
         "--input-lists-all-areas` with a fresh budget database (every file written, the release stored).", "",
-        "| rows | run | seconds | × floor | peak RSS GB | load before | when |", "|---:|---|---:|---:|---:|---:|---|",
+        "| rows | run | seconds | × floor | CPU s (user+sys) | peak RSS GB | load before | when |",
+        "|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in sorted(res["runs"], key=lambda r: (r["rows"], r["when"])):
         ratio = f"{r['ratio']:.2f}" if r.get("ratio") else "-"
         secs = f"{r['seconds']:.1f}" if r.get("seconds") else "-"
         gb = f"{r['peak_gb']:.2f}" if r.get("peak_gb") else "-"
+        cpu = f"{r['cpu_s']:.1f}" if r.get("cpu_s") else "-"
         lines.append(f"| {r['rows']:,} | {r['mechanism']}{' (error)' if 'error' in r else ''} | {secs} | {ratio} | "
-                     f"{gb} | {r['load_before']} | {r['when']} |")
+                     f"{cpu} | {gb} | {r['load_before']} | {r['when']} |")
     notes = res.get("notes") or []
     if notes:
         lines += ["", "## Notes", ""] + [f"* {n}" for n in notes]

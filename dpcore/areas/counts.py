@@ -65,6 +65,7 @@ class HierarchyCounts:
         *,
         group: str | None = None,
         max_size: int = 7,
+        leaf: np.ndarray | None = None,
     ) -> HierarchyCounts:
         """Map a confidential table onto the public hierarchy.
 
@@ -75,6 +76,9 @@ class HierarchyCounts:
         * ``group`` (with ``count=None``): one row per person with a group id (household,
           taxi); groups are counted by size, top-coded at ``max_size``.  A group must lie in one
           area.
+        * ``leaf``: each row's finest area when already known (:meth:`Hierarchy.frame_rows` of the
+          frame the hierarchy was built from, which ``df`` must then be); else mapped here
+          (:meth:`Hierarchy.leaf_index`).
         """
         if not isinstance(df, pd.DataFrame):
             raise InputError("The data must be a table (pandas DataFrame).")
@@ -91,7 +95,9 @@ class HierarchyCounts:
         missing = [c for c in cols + ([group] if group else []) if c not in df.columns]
         if missing:
             raise InputError(f"The table has no column {', '.join(map(repr, missing))}. Choose the columns again.")
-        leaf_idx = hierarchy.leaf_index(df, levels)
+        if leaf is not None and len(leaf) != len(df):
+            raise ParameterError("The rows' finest areas (leaf) must have one value per row of the table.")
+        leaf_idx = hierarchy.leaf_index(df, levels) if leaf is None else np.asarray(leaf, dtype=np.int64)
         n = hierarchy.n_leaves
         if group is not None:
             if cols:

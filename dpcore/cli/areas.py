@@ -156,7 +156,8 @@ def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str 
     if raw and not getattr(args, "ledger", None):  # a budget kept under the earlier rule's key is found again
         from dpcore.core.session import Session
 
-        Session.open(args.budget_db or None).adopt_legacy("areas", keys[0], [census_tables.legacy_fingerprint(df)])
+        Session.open(args.budget_db or None).adopt_legacy(
+            "areas", keys[0], lambda: [census_tables.legacy_fingerprint(df)])
     return keys
 
 
@@ -342,7 +343,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
                   "--input-lists-all-areas that the table lists every area (empty ones included).",
                   file=sys.stderr)
     counts = HierarchyCounts.from_frame(df, h, levels, counts_cols or None, group=args.group_col,
-                                        max_size=args.max_size)
+                                        max_size=args.max_size, leaf=None if args.areas else h.frame_rows())
     public: dict[str, Any] = {"statistic": counts.statistic, "k": counts.k}
     if args.area_sets:
         if mech.name != "matrix":

@@ -243,14 +243,22 @@ class Session:
         keys = [store.data_key(kind, fp) for fp in (fingerprint, *others) if fp]
         return any(store.has_ledger(store.resolve(k)) or store.population_name(k) is not None for k in keys)
 
-    def adopt_legacy(self, kind: str, fingerprint: str, legacy: Sequence[str]) -> None:
+    def adopt_legacy(self, kind: str, fingerprint: str, legacy: Sequence[str] | Callable[[], Sequence[str]]) -> None:
         """Move budgets stored under the plain keys of an earlier fingerprint rule (``legacy``) of the
         same data to this data's key, so an upgrade never hands out a fresh budget.  Call it when the
         data is loaded, before its budget is opened.  (A budget already opened under the new key is
-        left as it is, and so is the old one: the two are not merged.)"""
+        left as it is, and so is the old one: the two are not merged.)  ``legacy`` may be a function
+        giving the earlier keys: it is called only when the database holds a plain key of ``kind``
+        (:meth:`~dpcore.privacy.ledger_store.LedgerStore.holds_plain_keys`), the only case where
+        anything can move."""
         store = self.store
+        kinds = (kind, *LEGACY_KINDS.get(kind, ()))
+        if callable(legacy):
+            if not store.holds_plain_keys(kinds):
+                return
+            legacy = legacy()
         key = store.data_key(kind, fingerprint)
-        for k in (kind, *LEGACY_KINDS.get(kind, ())):
+        for k in kinds:
             for old in legacy:
                 store.migrate_plain_key(f"{k}:{old}", key, kind)
 

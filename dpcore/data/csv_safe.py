@@ -178,21 +178,20 @@ def _plain_column(col: pd.Series) -> Any:
     value (what pandas writes; formatted once per distinct value), ints and text as they are; None
     for a type whose text could differ (booleans, dates, categories, nullable numbers)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     kind = col.dtype.kind
     if col.dtype == np.float64:
         v = col.to_numpy()
         nan = np.isnan(v)
         w = np.where(nan, 0.0, v)
-        head = w[:4096]
-        if w.size > 4096 and np.unique(head).size > head.size // 2:
-            text = w.astype(str).astype(object)  # mostly distinct values: sorting them does not pay
-        else:
-            # distinct bit patterns, so that -0.0 keeps its sign as pandas writes it ("-0.0")
-            uniq, inv = np.unique(w.view(np.int64), return_inverse=True)
-            text = uniq.view(np.float64).astype(str)[inv].astype(object)
-        text[nan] = ""  # pandas' empty na_rep
-        return pa.array(text, type=pa.string())
+        # distinct bit patterns (so that -0.0 keeps its sign as pandas writes it, "-0.0"), found by
+        # hashing: no sort, and each distinct value formatted once
+        inv, uniq = pd.factorize(w.view(np.int64))
+        text = pa.array(uniq.view(np.float64).astype(str), type=pa.string()).take(pa.array(inv))
+        if nan.any():
+            text = pc.if_else(pa.array(nan), "", text)  # pandas' empty na_rep
+        return text
     if isinstance(col.dtype, np.dtype) and kind in "iu":
         return pa.array(col.to_numpy())
     if _text_dtype(col.dtype) and not isinstance(col.dtype, pd.CategoricalDtype):

@@ -142,9 +142,29 @@ def level_ids(df: pd.DataFrame, levels: Sequence[str], what: str) -> list[tuple[
         raw, uniq = pd.factorize(df[c].reset_index(drop=True), use_na_sentinel=True)
         t = code_text(pd.Series(uniq))
         _check_codes(t, raw, c, what)
-        codes, inv = np.unique(t.astype(object).to_numpy(), return_inverse=True)  # "01" and " 01" are one code
-        out.append((inv.reshape(-1)[raw].astype(np.int64, copy=False), codes.astype(object)))
+        codes, inv = _sorted_distinct(t)  # "01" and " 01" are one code
+        out.append((inv[raw], codes))
     return out
+
+
+def _sorted_distinct(t: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(t, return_inverse=True)`` (distinct texts, each value's index among them) of text without missing values, for many values:
+    Arrow finds the distinct texts by hashing and sorts them as UTF-8 bytes, which is the order of
+    their code points (Python's order of str), instead of numpy sorting Python objects.
+
+    >>> codes, inv = _sorted_distinct(pd.Series(["b", "a", "b", "é", "z"]))
+    >>> codes.tolist(), inv.tolist()
+    (['a', 'b', 'z', 'é'], [1, 0, 1, 3, 2])
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(pa.array(t, type=pa.string(), from_pandas=True))
+    order = pc.array_sort_indices(enc.dictionary).to_numpy()
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    codes = np.asarray(enc.dictionary.take(pa.array(order)).to_numpy(zero_copy_only=False), dtype=object)
+    return codes, rank[enc.indices.to_numpy()]
 
 
 def _paths(ids: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -319,7 +339,21 @@ class Hierarchy:
         h = cls(tuple(levels), tuple(keys), tuple(parents), tuple(out_modes), tuple(name_arrays), source)
         # each area's own code, known here without splitting its key (what codes() would make)
         h.__dict__["_labels_cache"] = {("codes", d + 1): ids[d][1][paths[d][2]] for d in range(len(levels))}
+        h.__dict__["_frame_rows"] = paths[-1][0]  # each row's finest area, for frame_rows()
         return h
+
+    def frame_rows(self) -> np.ndarray | None:
+        """The finest area of each row of the frame this hierarchy was built from
+        (:meth:`from_frame`), what :meth:`leaf_index` of that frame gives, without mapping the rows
+        a second time; None for a hierarchy not built from a frame, or once handed out (the array is
+        released here: a table of 8 M rows need not keep it).  Only for that same, unchanged frame.
+
+        >>> df = pd.DataFrame({"state": ["02", "01", "02"]})
+        >>> h = Hierarchy.from_frame(df, ["state"])
+        >>> h.frame_rows().tolist() == h.leaf_index(df, ["state"]).tolist(), h.frame_rows()
+        (True, None)
+        """
+        return self.__dict__.pop("_frame_rows", None)
 
     def with_names(self, depth: int, names: Sequence[object]) -> Hierarchy:
         """This hierarchy with display names for the areas at ``depth`` (one per area, in the

@@ -59,7 +59,7 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -301,6 +301,17 @@ class LedgerStore:
             if kind is not None:
                 con.execute("UPDATE datasets SET kind = ? WHERE fingerprint = ? AND kind != 'population'",
                             (kind, key))
+
+    def holds_plain_keys(self, kinds: Sequence[str]) -> bool:
+        """Whether a budget or binding is stored under a plain key of an earlier version (``kind:...``,
+        not a keyed name) of one of ``kinds``: only then can :meth:`migrate_plain_key` move anything,
+        so a caller may skip computing an earlier rule's fingerprint (seconds for a large table)."""
+        pattern = " OR ".join(["fingerprint LIKE ?"] * len(kinds))
+        like = [f"{k}:%" for k in kinds]
+        with contextlib.closing(self._connect()) as con:
+            return bool(kinds) and con.execute(
+                f"SELECT 1 FROM datasets WHERE {pattern} UNION ALL SELECT 1 FROM bindings WHERE "
+                f"{pattern.replace('fingerprint', 'data_key')} LIMIT 1", (*like, *like)).fetchone() is not None
 
     def _connect(self, check_same_thread: bool = True) -> sqlite3.Connection:
         # autocommit mode (isolation_level=None): transactions are explicit BEGIN IMMEDIATE;

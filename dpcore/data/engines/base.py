@@ -393,11 +393,51 @@ def canonical_codes(values: Any) -> CodedColumn:
     >>> texts[ids].tolist()
     ['1', '1', '2', '']
     """
+    fast = _number_codes(values)
+    if fast is not None:
+        return fast
     v = values if hasattr(values, "dtype") else np.asarray(values, dtype=object)
     idx, uniq = pd.factorize(pd.Series(v).reset_index(drop=True), use_na_sentinel=True)
     canon = pd.Series(canonical_id(pd.Series(uniq)), dtype=object).fillna("").to_numpy(dtype=object)
     ids, texts = pd.factorize(np.append(canon, ""))  # the last one: the missing value's id
     return ids[idx].astype(np.int64, copy=False), np.asarray(texts, dtype=object)
+
+
+def _number_codes(values: Any) -> CodedColumn | None:
+    """:func:`canonical_codes` of a column of whole numbers without a missing value: integers, or
+    text of ASCII digits only (at most 18, the census codes' case), whose canonical text is the
+    number's (``"0042"`` is ``"42"``: :func:`dpcore.data.persons.canonical_id`).  The rows are
+    factorized as int64 (hashing 8 M numbers, not 8 M strings) and only the distinct numbers are
+    written as text.  None for any other column (the general path decides).
+
+    >>> ids, texts = _number_codes(pd.Series(["007", "7", "10"], dtype="string[pyarrow]"))
+    >>> texts[ids].tolist()
+    ['7', '7', '10']
+    >>> _number_codes(pd.Series(["7", " 8"], dtype="string[pyarrow]")) is None   # blank: the general path
+    True
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    dtype = getattr(values, "dtype", None)
+    if dtype is None:
+        return None
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":
+        nums = np.asarray(values)
+    elif isinstance(dtype, pd.StringDtype) or str(dtype).startswith(("string", "large_string")):
+        arr = pa.array(values) if not isinstance(values, pa.Array) else values
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        if not pa.types.is_string(arr.type) and not pa.types.is_large_string(arr.type):
+            return None
+        if len(arr) == 0 or arr.null_count or not pc.all(pc.match_substring_regex(arr, "^[0-9]{1,18}$")).as_py():
+            return None
+        nums = pc.cast(arr, pa.int64()).to_numpy()
+    else:
+        return None
+    ids, uniq = pd.factorize(nums)
+    texts = np.asarray(pc.cast(pa.array(uniq), pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+    return ids.astype(np.int64, copy=False), np.append(texts, "")  # the last one: the missing value's id
 
 
 def coded_fingerprint(tag: str, coded: Sequence[CodedColumn], count: Any, n: int) -> str:
@@ -410,6 +450,9 @@ def coded_fingerprint(tag: str, coded: Sequence[CodedColumn], count: Any, n: int
     >>> coded_fingerprint("table", a, [5, 0, 7], 3) == codes_fingerprint("table", [[2, 1], [1, 1]], [7, 5])
     True
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     w = np.ones(n, dtype=np.int64) if count is None else np.asarray(count, dtype=np.int64)
     if coded:
         group = np.zeros(n, dtype=np.int64)
@@ -421,16 +464,27 @@ def coded_fingerprint(tag: str, coded: Sequence[CodedColumn], count: Any, n: int
         rep[group] = np.arange(n)  # any row of a group: they share their codes
         keep = totals > 0
         rep, totals = rep[keep], totals[keep]
-        texts_out = np.array([str(t) for t in totals.tolist()], dtype=object)
-        for ids, texts in reversed(coded):
-            texts_out = texts[ids[rep]] + SEP + texts_out
+        parts = [pa.array(texts, type=pa.string()).take(pa.array(ids[rep])) for ids, texts in coded]
+        joined = pc.binary_join_element_wise(*parts, pc.cast(pa.array(totals), pa.string()), SEP)
     else:
-        texts_out = np.array([str(t) for t in w[w > 0].tolist()], dtype=object)
-    md5 = hashlib.md5
-    digests = b"".join([md5(t.encode("utf-8")).digest() for t in texts_out.tolist()])
-    words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
+        joined = pc.cast(pa.array(w[w > 0]), pa.string())
+    words = np.frombuffer(_md5_each(joined), dtype="<u8").reshape(-1, 2)
     s1, s2 = (int(words[:, j].sum(dtype=np.uint64)) for j in (0, 1))  # numpy wraps mod 2**64
-    return hashlib.sha256(f"codes:v1:{tag}:{len(coded)}:{len(texts_out)}:{s1}:{s2}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"codes:v1:{tag}:{len(coded)}:{len(words)}:{s1}:{s2}".encode()).hexdigest()[:16]
+
+
+def _md5_each(texts: Any) -> bytes:
+    """The md5 digests of a pyarrow string array's values (UTF-8), concatenated (the values are
+    read as bytes: no Python string and no encoding per value).
+
+    >>> import pyarrow as pa
+    >>> _md5_each(pa.array(["a", "bc"])) == hashlib.md5(b"a").digest() + hashlib.md5(b"bc").digest()
+    True
+    """
+    import pyarrow as pa
+
+    md5 = hashlib.md5
+    return b"".join([md5(b).digest() for b in texts.cast(pa.large_binary()).to_pylist()])
 
 
 def _group_sums(group: np.ndarray, w: np.ndarray, n_groups: int) -> np.ndarray:

@@ -284,7 +284,7 @@ def _build(inputs: dict[str, Any]) -> None:
             keys = census_tables.fingerprints(df, inputs["levels"], inputs["count"] or None)
             fp = keys[0]
             if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
-                state.session().adopt_legacy("areas", fp, [census_tables.legacy_fingerprint(df)])
+                state.session().adopt_legacy("areas", fp, lambda: [census_tables.legacy_fingerprint(df)])
             if inputs["id"] != DEMO:  # every level's key finds the budget (issue 26 item 11)
                 state.session().adopt_keys("areas", fp, keys[1:])
         head = (ss.get("hier_upload_df") if inputs.get("src") is not None else inputs["df"]).head(8)

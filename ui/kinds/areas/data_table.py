@@ -166,7 +166,7 @@ def _build(df, src, name, levels, count_col, ordinals, orders, areas_up, table_k
             # the used columns' content: the same key as DuckDB's sums of the same table would give
             keys = census_tables.fingerprints(df, levels, None if count_col == PER_PERSON else count_col)
             fp = keys[0]
-            state.session().adopt_legacy("areas", fp, [census_tables.legacy_fingerprint(df)])  # earlier key rule
+            state.session().adopt_legacy("areas", fp, lambda: [census_tables.legacy_fingerprint(df)])  # earlier key rule
         if not demo:  # every level's key finds the budget (an empty row, the earlier rule: issue 26 item 11)
             state.session().adopt_keys("areas", fp, keys[1:])
         if demo:
