@@ -70,11 +70,13 @@ def _guidance(files: Mapping[str, bytes]) -> None:
 
 
 def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pick: bool,
-            stored: Mapping[str, bytes] | None = None, polygon: bool = True, noun: str = "area") -> None:
+            stored: Mapping[str, bytes] | None = None, polygon: bool = True, noun: str = "area",
+            on_demand: bool = False) -> None:
     """The interval section of a Release step: a multiselect of areas (``pick``) and a polygon upload
     (``polygon``).  ``files_of`` gives the release's files (called only when needed, so a large release's
     tables are made only when a polygon is uploaded); ``stored``: the files made so far (their record's
-    guidance); ``noun``: what a picked node is ("area"; "flow" for trips)."""
+    guidance); ``noun``: what a picked node is ("area"; "flow" for trips); ``on_demand``: a large release,
+    whose measurements are read only after a click (not on every visit of the step)."""
     st.subheader(f"Estimate and {COVERAGE:.0%} interval for your {noun}", anchor="interval")
     st.caption(f"For any union of {fmt.plural(noun)}{' or a drawn polygon' if polygon else ''}: the unbiased "
                "least-squares estimate from the release's measurements (measurements.csv), not the published value, "
@@ -82,6 +84,10 @@ def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pic
     picked: list[str] = []
     if stored is not None:
         _guidance(stored)
+    if on_demand and release_id not in st.session_state.get("_release_intervals", {}):
+        if not st.button("Read the measurements (a large release: this takes a while)",
+                         key=f"interval_read_{release_id}"):
+            return
     if pick:
         files = files_of()
         if not offers_intervals(files):
