@@ -29,6 +29,7 @@ from ui.kinds.areas.common import US_COUNTIES, US_STATES, US_TRACTS, keep, kept
 from ui.kinds.areas.plan import selection
 from ui.source_ui import keep_copy, read_code_upload
 from ui.state import seed
+from ui.steps import Steps
 
 ss = st.session_state
 DEMO = "demo"
@@ -38,6 +39,8 @@ AREA_TABLE = "table"
 AREA_UPLOAD = "upload"
 #: the name choice that takes a level's names from its boundary file (the default without a name column)
 BOUNDARY_NAMES = "(from the boundary file)"
+#: A table of more rows than this shows the steps of reading it (st.status).
+PROGRESS_ROWS = 200_000
 
 
 def data_step() -> None:
@@ -250,6 +253,7 @@ def _build(inputs: dict[str, Any]) -> None:
     if ss.get("hier_model_key") == key:
         return
     df = inputs["df"]
+    steps = Steps(f"Reading {inputs['name']} …", inputs.get("src") is not None or len(df) > PROGRESS_ROWS)
     try:
         with st.spinner("Checking the hierarchy …"):
             require_public_area_list(not inputs["count"], inputs["area_source"] != AREA_TABLE)
@@ -267,20 +271,24 @@ def _build(inputs: dict[str, Any]) -> None:
                 inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
             # name columns of the table (a table DuckDB summed keeps only its levels: names from boundaries)
             chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
+            steps.say("Building the hierarchy of areas …")
             if inputs["area_source"] == AREA_TABLE:
                 named, names = common.us_names(df) if inputs.get("named") else (df, {})
                 names |= {lv: c for lv, c in chosen.items() if c in named.columns}
                 h = Hierarchy.from_frame(named, inputs["levels"], names=names, source="table (confirmed public)")
             else:
                 h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], names=chosen, source="area list")
+            steps.say("Matching the boundaries …")
             joins, join_msgs = _joins(h, inputs["boundaries"])
             for lv, j in joins.items():  # names from the boundary file (NAME …) unless a column names them
                 nm = boundary_names(h, j) if inputs.get("names", {}).get(lv) == BOUNDARY_NAMES else None
                 h = h.with_names(j.depth, nm) if nm is not None else h
+            steps.say("Counting the people per area …")
             counts = HierarchyCounts.from_frame(df, h, inputs["levels"], inputs["count"] or None,
                                                 group=inputs.get("group"))
             # the ledger belongs to the table's totals per top-level area, whatever finer levels or
             # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
+            steps.say("Keying the table's budget …")
             keys = census_tables.fingerprints(df, inputs["levels"], inputs["count"] or None)
             fp = keys[0]
             if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
@@ -295,7 +303,9 @@ def _build(inputs: dict[str, Any]) -> None:
         if inputs["id"] == DEMO:
             state.mark_demo("areas", fp)  # the made-up demo's budget lives with the session
         ss["hier_model_key"] = key
+        steps.done(f"Read {inputs['name']}: {fmt.count(h.n_nodes)} areas")
     except DPCoreError as e:
+        steps.failed("Could not read the table")
         st.error(str(e))
         earlier = common.model()
         st.caption("Fix the input and the page picks it up; "

@@ -6,7 +6,6 @@ a census table's release (Privelet, marginal tables) is shown as its tables.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ import streamlit as st
 from dpcore import pipeline
 from dpcore.areas import figures, tree_plans
 from dpcore.areas.unit import census_unit
+from dpcore.errors import DPCoreError
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
 from ui import confirm, fmt, frame, intervals, near_match_ui, series, state
@@ -25,6 +25,7 @@ from ui.kinds.areas import series as areas_series
 from ui.kinds.areas.common import keep, kept, released_areas
 from ui.kinds.areas.plan import error_table, selection
 from ui.kinds.areas.state import HIERARCHY_KEY, TABLE_KEYS, HierarchyEntry, TableEntry
+from ui.steps import Steps
 
 ss = st.session_state
 MAX_POLYGONS = viz.MAX_POLYGONS
@@ -76,10 +77,14 @@ def release_now(job: dict[str, Any]) -> None:
     from ui.kinds.areas.export import release_config
 
     led = job["led"]
-    steps = _Steps(job["counts"].hierarchy.n_nodes)
+    steps = Steps("Releasing …", job["counts"].hierarchy.n_nodes > PROGRESS_NODES)
     # the Plan step's plan, released as it is (not planned again)
     steps.say("Drawing the noise and making the levels consistent …")
-    out = pipeline.release(job["plan"], job["counts"], ledger=led, session=state.session(), noise=secure_source())
+    try:
+        out = pipeline.release(job["plan"], job["counts"], ledger=led, session=state.session(), noise=secure_source())
+    except DPCoreError:
+        steps.failed("Nothing was released")
+        raise
     rel = out.inner
     # no st.session_state access until the release is in the history: Streamlit 1.67 may stop a
     # callback at any such access (a second click), and a charged release must not be lost
@@ -94,29 +99,6 @@ def release_now(job: dict[str, Any]) -> None:
     steps.done(f"Released {released_areas(rel.hierarchy)}")
     ss[HIERARCHY_KEY] = HierarchyEntry(rel, job["fp"], job["name"], release_config(*job["config"]), job["plan"],
                                        files)
-
-
-class _Steps:
-    """Progress of a large release, one line a step with the seconds each took (st.status; a release of at
-    most :data:`PROGRESS_NODES` areas is quick and shows none)."""
-
-    def __init__(self, n_nodes: int) -> None:
-        self.box = st.status("Releasing …", expanded=True) if n_nodes > PROGRESS_NODES else None
-        self.t0 = self.last = time.perf_counter()
-
-    def say(self, line: str) -> None:
-        if self.box is not None:
-            now = time.perf_counter()
-            if now - self.t0 > 0.01:
-                self.box.write(f"done in {now - self.last:.1f} s")
-            self.box.write(line)
-            self.box.update(label=line)
-            self.last = now
-
-    def done(self, what: str) -> None:
-        if self.box is not None:
-            self.box.update(label=f"{what} in {time.perf_counter() - self.t0:.1f} s", state="complete",
-                            expanded=False)
 
 
 def _map(entry: HierarchyEntry, m: dict[str, Any]) -> None:
