@@ -121,8 +121,7 @@ def _demo() -> dict[str, Any]:
 
 def _us() -> dict[str, Any]:
     if "hier_us" not in ss:
-        with st.spinner("Reading the US tract table …"):
-            ss["hier_us"] = read_code_table(US_TRACTS)
+        ss["hier_us"] = _public_table(str(US_TRACTS))
     us_bounds = {lv: path for lv, path in (("STATEFP", US_STATES), ("COUNTYFP", US_COUNTIES)) if path.exists()}
     st.caption("The Census Bureau's tract file lists every tract, the 614 empty ones included, so it serves "
                "as the public area list. State and county boundaries are the 2010 cartographic files; four "
@@ -314,6 +313,20 @@ def _build(inputs: dict[str, Any]) -> None:
         frame.stop()  # not st.stop(): the sidebar is drawn after the page
 
 
+@st.cache_resource(show_spinner="Reading the US tract table …", max_entries=2)
+def _public_table(path: str) -> Any:
+    """A public table shipped with the app (the US tracts), read once per server and shared by every
+    session (read only: sessions make their own frames from it)."""
+    return read_code_table(Path(path))
+
+
+@st.cache_resource(show_spinner="Matching the public boundaries …", max_entries=8)
+def _public_join(path: str, depth: int, fingerprint: str, _h: Hierarchy) -> Any:
+    """A public boundary file shipped with the app joined to the areas of a level, once per server for
+    a hierarchy (``fingerprint``: its codes) and shared by every session (public, read only)."""
+    return join_boundaries(_h, depth, read_boundaries(Path(path)))
+
+
 def _joins(h: Hierarchy, boundaries: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The boundaries matched to the areas per level, and what did not match (listed, not dropped)."""
     joins: dict[str, Any] = {}
@@ -321,9 +334,11 @@ def _joins(h: Hierarchy, boundaries: dict[str, Any]) -> tuple[dict[str, Any], li
     for lv, b in boundaries.items():
         if lv not in h.levels:
             continue
-        gdf = b if hasattr(b, "geometry") else (
-            read_boundaries(b) if isinstance(b, Path) else read_boundaries(b[0], b[1]))
-        j = join_boundaries(h, h.depth_of(lv), gdf)
+        if isinstance(b, Path):  # a public file shipped with the app: read and matched once per server
+            j = _public_join(str(b), h.depth_of(lv), h.fingerprint(), h)
+        else:
+            gdf = b if hasattr(b, "geometry") else read_boundaries(b[0], b[1])
+            j = join_boundaries(h, h.depth_of(lv), gdf)
         joins[lv] = j
         if j.missing_areas or j.extra_features:
             msgs.append(
