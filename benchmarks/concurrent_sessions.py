@@ -13,9 +13,9 @@ every session walks the path on the demo points (100,000 synthetic points over N
   reports ``loaded()``.
 
 Times are wall-clock seconds from the click (or navigation) in this process.  A click after which
-nothing happens within :data:`LOST_AFTER_S` seconds (no heading of the next step, no confirmation)
-is counted as **lost** and clicked again (the step's time runs on from the first click).  The
-single-session baseline walks the same path alone (``--single`` times, one after another); then
+nothing happens within :data:`LOST_AFTER_S` seconds (no heading of the next step, no confirmation),
+or that cannot be made in that time (the sidebar's link stays disabled), is counted as **lost** and
+made again (the step's time runs on from the first click).  The single-session baseline walks the same path alone (``--single`` times, one after another); then
 ``--sessions`` sessions walk it at once (``--rounds`` times).
 
 Run from the repository root (after ``python -m compileall dpcore ui``)::
@@ -69,14 +69,23 @@ async def _click_until(page, click, shown: str, lost: list[int]) -> float:
     """Click, wait until ``shown`` holds (then until idle); a click without effect in LOST_AFTER_S is
     counted in ``lost`` and made again.  Returns the seconds from the first click."""
     t0 = time.perf_counter()
-    await click()
-    while not await _until(page, shown, LOST_AFTER_S):
+    clicked = await _try(click)
+    while not (clicked and await _until(page, shown, LOST_AFTER_S)):
         if time.perf_counter() - t0 > STEP_TIMEOUT_S:
             raise TimeoutError(f"step not shown in {STEP_TIMEOUT_S:.0f} s: {shown[:80]}")
         lost[0] += 1
-        await click()
+        clicked = await _try(click)
     await _until(page, IDLE, STEP_TIMEOUT_S)
     return time.perf_counter() - t0
+
+
+async def _try(click) -> bool:
+    """Make a click; False when it could not be made in LOST_AFTER_S (the link stayed disabled)."""
+    try:
+        await click()
+        return True
+    except Exception:  # noqa: BLE001 - Playwright's timeout: counted as a lost click by the caller
+        return False
 
 
 def _heading(name: str) -> str:
@@ -97,17 +106,17 @@ async def walk(browser, base: str) -> dict:
             raise TimeoutError("the Data step was not shown")
         await _until(page, IDLE, STEP_TIMEOUT_S)
         out["data"] = time.perf_counter() - t0
-        out["plan"] = await _click_until(page, lambda: page.locator(NAV, has_text="Plan").first.click(),
+        out["plan"] = await _click_until(page, lambda: page.locator(NAV, has_text="Plan").first.click(timeout=LOST_AFTER_S * 1000),
                                          _heading("Plan"), lost)
         released_button = ("() => [...document.querySelectorAll('[data-testid=\"stMain\"] button')]"
                            ".some(b => b.innerText.startsWith('Release with'))")
         out["release page"] = await _click_until(
-            page, lambda: page.locator(NAV, has_text="Release").first.click(), released_button, lost)
+            page, lambda: page.locator(NAV, has_text="Release").first.click(timeout=LOST_AFTER_S * 1000), released_button, lost)
         button = page.get_by_test_id("stMain").get_by_role("button", name=re.compile("^Release with")).first
         confirmed = ("() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
                      " return !!m && m.innerText.includes('Released '); }")
         t_click = time.perf_counter()
-        out["release"] = await _click_until(page, lambda: button.click(), confirmed, lost)
+        out["release"] = await _click_until(page, lambda: button.click(timeout=LOST_AFTER_S * 1000), confirmed, lost)
         await _until(page, MAP_LOADED, STEP_TIMEOUT_S)
         out["release drawn"] = time.perf_counter() - t_click
         out["lost"] = lost[0]
