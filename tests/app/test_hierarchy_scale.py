@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_hierarchy_page import areas, ok, step
 
+from ui import data_user_downloads
 from ui.kinds.areas import drill
 from ui.kinds.areas import release as areas_release
 from ui.state import release_widget_key
@@ -31,6 +32,7 @@ def at(monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setattr(drill, "MAX_ROWS", ROWS)
     monkeypatch.setattr(drill, "MAX_OPTIONS", OPTIONS)
     monkeypatch.setattr(areas_release, "PROGRESS_NODES", 100)
+    monkeypatch.setattr(data_user_downloads, "LAZY_BYTES", 10_000)
     app = areas()
     app.radio(key="_w_hier_source").set_value("upload").run()
     app.file_uploader(key="hier_upload").set_value(("blocks.csv", blocks().to_csv(index=False).encode(),
@@ -79,3 +81,13 @@ def test_a_large_release_shows_its_steps_and_sends_a_level_at_a_time(at: AppTest
     # a code that is not there says so and shows the whole state's blocks, capped
     at.text_input(key="hier_drill_4_code").set_value("09z99").run()
     assert any("No tract" in w.value or "No TRACT" in w.value for w in ok(at).warning), [w.value for w in at.warning]
+
+
+def test_large_files_are_handed_over_on_the_click_only(at: AppTest) -> None:
+    step(at, "export")
+    buttons = {b.proto.label: b.proto for b in at.get("download_button")}
+    files = at.session_state["hier_release"].files
+    assert len(files["release.csv"]) > 10_000 and len(files["release.json"]) > 10_000
+    # deferred: no file registered with the page for the large files, only for the small ones
+    assert buttons["Download release.csv"].deferred_file_id and not buttons["Download release.csv"].url
+    assert buttons["Download deployment.yaml"].url and not buttons["Download deployment.yaml"].deferred_file_id
