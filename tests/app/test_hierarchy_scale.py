@@ -56,6 +56,8 @@ def sent(at: AppTest) -> list[int]:
 
 
 def test_a_large_release_shows_its_steps_and_sends_a_level_at_a_time(at: AppTest) -> None:
+    """The release's steps, then no table, choice or chart larger than its cap, the blocks of a tract
+    reached by narrowing down, and the release's large files deferred on the Export step."""
     [status] = at.status  # the release's steps, closed once it is made
     assert status.state == "complete" and status.label.startswith("Released 2,476 areas at all levels")
     assert "interval_read_" in " ".join(b.key for b in at.button)  # measurements read on a click only
@@ -81,9 +83,7 @@ def test_a_large_release_shows_its_steps_and_sends_a_level_at_a_time(at: AppTest
     # a code that is not there says so and shows the whole state's blocks, capped
     at.text_input(key="hier_drill_4_code").set_value("09z99").run()
     assert any("No tract" in w.value or "No TRACT" in w.value for w in ok(at).warning), [w.value for w in at.warning]
-
-
-def test_large_files_are_handed_over_on_the_click_only(at: AppTest) -> None:
+    # Export: the large files are handed over on the click only (one release for both checks: ~20 s)
     step(at, "export")
     buttons = {b.proto.label: b.proto for b in at.get("download_button")}
     files = at.session_state["hier_release"].files
