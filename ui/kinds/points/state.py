@@ -136,7 +136,7 @@ def _demo_table() -> tuple[PointTable, str]:
     return table, fingerprint(table)
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
+@st.cache_resource(show_spinner=False, max_entries=2)  # a 4,096² grid's counts are 134 MB
 def _demo_aggregate(bounds: tuple[float, float, float, float], rows: int, cols: int) -> Aggregate:
     """The demo points counted on a grid, once per server and grid (the same made-up data for every
     session; releases read it, none changes it)."""
