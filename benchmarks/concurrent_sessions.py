@@ -13,9 +13,10 @@ every session walks the path on the demo points (100,000 synthetic points over N
   reports ``loaded()``.
 
 Times are wall-clock seconds from the click (or navigation) in this process.  A click after which
-nothing happens within :data:`LOST_AFTER_S` seconds (no heading of the next step, no confirmation),
-or that cannot be made in that time (the sidebar's link stays disabled), is counted as **lost** and
-made again (the step's time runs on from the first click).  The single-session baseline walks the same path alone (``--single`` times, one after another); then
+nothing happens within :data:`LOST_AFTER_S` seconds (neither the next step's heading or the
+confirmation, nor the app running), after which the app ran and stopped without showing them, or
+that cannot be made in that time (the sidebar's link stays disabled), is counted as **lost** and made
+again (the step's time runs on from the first click).  The single-session baseline walks the same path alone (``--single`` times, one after another); then
 ``--sessions`` sessions walk it at once (``--rounds`` times).
 
 Run from the repository root (after ``python -m compileall dpcore ui``)::
@@ -69,14 +70,27 @@ async def _click_until(page, click, shown: str, lost: list[int]) -> float:
     """Click, wait until ``shown`` holds (then until idle); a click without effect in LOST_AFTER_S is
     counted in ``lost`` and made again.  Returns the seconds from the first click."""
     t0 = time.perf_counter()
-    clicked = await _try(click)
-    while not (clicked and await _until(page, shown, LOST_AFTER_S)):
+    while not (await _try(click) and await _answered(page, shown)):
         if time.perf_counter() - t0 > STEP_TIMEOUT_S:
             raise TimeoutError(f"step not shown in {STEP_TIMEOUT_S:.0f} s: {shown[:80]}")
         lost[0] += 1
-        clicked = await _try(click)
     await _until(page, IDLE, STEP_TIMEOUT_S)
     return time.perf_counter() - t0
+
+
+async def _answered(page, shown: str) -> bool:
+    """Whether a click was answered: ``shown`` holds, or the app starts running within LOST_AFTER_S
+    and ``shown`` holds once it stops (a slow answer is not a lost click; a run that ends without it,
+    or no run at all, is)."""
+    running = ("() => { const w = document.querySelector('[data-testid=\"stStatusWidget\"]');"
+               " return !!w && w.offsetParent !== null; }")
+    either = f"() => ({shown})() || ({running})()"
+    if not await _until(page, either, LOST_AFTER_S):
+        return False
+    await _until(page, IDLE, STEP_TIMEOUT_S)  # the run the click started has ended
+    if not await page.evaluate(shown):
+        await _until(page, shown, 2.0)  # drawn just after the run
+    return bool(await page.evaluate(shown))
 
 
 async def _try(click) -> bool:
