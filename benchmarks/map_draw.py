@@ -253,7 +253,7 @@ def leaves_from_caption(cap: str) -> int:
     return int(head.rsplit(" ", 1)[-1].replace(",", ""))
 
 
-def server_figure_times(cases, repeats: int = REPEATS) -> dict[str, tuple[float, float]]:
+def server_figure_times(cases, repeats: int = REPEATS) -> dict[str, tuple[float, float, tuple[int, int] | None]]:
     """In-process: build the app's map figure and serialise it as st.plotly_chart does (best of 3)."""
     import plotly.io
 
@@ -276,11 +276,11 @@ def server_figure_times(cases, repeats: int = REPEATS) -> dict[str, tuple[float,
         best, size = float("inf"), 0
         for _ in range(repeats):
             t0 = time.perf_counter()
-            fig, _info = viz.release_map_figure(rel)
+            fig, info = viz.release_map_figure(rel)
             spec = plotly.io.to_json(fig, validate=False)
             best = min(best, time.perf_counter() - t0)
             size = len(spec)
-        out[label] = (best, size)
+        out[label] = (best, size, info.get("image_shape"))
     return out
 
 
@@ -336,12 +336,12 @@ def main() -> None:
         rs = results[label]
         polys = {r["polygons"] for r in rs}
         leaves = {leaves_from_caption(r["caption"]) for r in rs}
-        grid = dict((c[0], c[3]) for c in cases)[label] or (1024, 1024)
-        drawn = (f"image {grid[0]:,} × {grid[1]:,} px ({max(r['images'] for r in rs)} strips)"
+        shape = server[label][2] or dict((c[0], c[3]) for c in cases)[label] or (1024, 1024)
+        drawn = (f"image {shape[0]:,} × {shape[1]:,} px ({max(r['images'] for r in rs)} strips)"
                  if any(r["images"] for r in rs) else
                  f"{'/'.join(f'{n:,}' for n in sorted(polys))} polygons")
         hover = "/".join(f"{n:,}" for n in sorted({r["hover"] for r in rs}))
-        sb, size = server[label]
+        sb, size, _shape = server[label]
         lines.append(
             f"| {label} | {'/'.join(f'{n:,}' for n in sorted(leaves))} | {drawn} | {hover} "
             f"| {med(rs, 'draw'):.2f} ({min(r['draw'] for r in rs):.2f}) | {med(rs, 'confirmed'):.2f} "

@@ -10,7 +10,7 @@ Everything offered is a published file of the release: no data read, no budget s
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import streamlit as st
 
@@ -53,6 +53,22 @@ def _why_not(files: Mapping[str, bytes]) -> str | None:
     return users.get("why") if users.get("measurements_offered") is False else None
 
 
+#: A file larger than this is handed to Streamlit only when its download button is clicked (a
+#: release of a million blocks has files of about 100 MB each: registered and hashed on every run of
+#: the Export step otherwise; issue 28 item 1).
+LAZY_BYTES = 8_000_000
+
+
+def served(data: bytes, limit: int | None = None) -> bytes | Callable[[], bytes]:
+    """``data`` for ``st.download_button``: the bytes, or above ``limit`` (:data:`LAZY_BYTES`) a callable
+    Streamlit calls on the click (deferred download).
+
+    >>> served(b"abc"), served(b"abcd", limit=3)() == b"abcd"
+    (b'abc', True)
+    """
+    return data if len(data) <= (LAZY_BYTES if limit is None else limit) else (lambda: data)
+
+
 def offer(files: Mapping[str, bytes], key: str) -> None:
     """Download buttons for the data users' and review files among ``files`` (``key``: the kind's
     widget-key prefix), each with what it holds; nothing when the release has none of them."""
@@ -62,7 +78,7 @@ def offer(files: Mapping[str, bytes], key: str) -> None:
     st.subheader("For data users and reviewers")
     for row in range(0, len(names), 3):  # rows of three, read left to right
         for col, name in zip(st.columns(3), names[row:row + 3], strict=False):
-            col.download_button(f"Download {name}", files[name], name, OFFERED[name][0], on_click="ignore",
+            col.download_button(f"Download {name}", served(files[name]), name, OFFERED[name][0], on_click="ignore",
                                 key=f"{key}_dl_users_{name}")
     st.markdown("\n".join(f"- **{name}**: {OFFERED[name][1]}" for name in names))
     why = _why_not(files)

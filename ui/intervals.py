@@ -142,12 +142,14 @@ def draw_figure(ri: ReleaseIntervals, max_points: int = MAX_DRAW_POINTS) -> go.F
 
 
 def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pick: bool,
-            stored: Mapping[str, bytes] | None = None, polygon: bool = True, noun: str = "area") -> None:
+            stored: Mapping[str, bytes] | None = None, polygon: bool = True, noun: str = "area",
+            on_demand: bool = False) -> None:
     """The interval section of a Release step: a multiselect of areas (``pick``), a polygon upload, a
     drawn polygon and a public density (``polygon``).  ``files_of`` gives the release's files (called
     only when needed, so a large release's tables are made only when a polygon is asked for);
     ``stored``: the files made so far (their record's guidance); ``noun``: what a picked node is
-    ("area"; "flow" for trips)."""
+    ("area"; "flow" for trips); ``on_demand``: a large release, whose measurements are read only after
+    a click (not on every visit of the step)."""
     st.subheader(f"Estimate and {COVERAGE:.0%} interval for your {noun}", anchor="interval")
     st.caption(f"For any union of {fmt.plural(noun)}{' or a drawn or uploaded polygon' if polygon else ''}: the "
                "unbiased least-squares estimate from the release's measurements (measurements file), not the "
@@ -155,6 +157,10 @@ def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pic
                "budget spent.")
     if stored is not None:
         _guidance(stored)
+    if on_demand and release_id not in st.session_state.get("_release_intervals", {}):
+        if not st.button("Read the measurements (a large release: this takes a while)",
+                         key=f"interval_read_{release_id}"):
+            return
     picked = _pick(files_of, release_id, noun, guide=stored is None) if pick else []
     if picked is None:
         return

@@ -9,8 +9,10 @@ when made, so a rerun never draws new noise.
 
 from __future__ import annotations
 
+import queue
 import sqlite3
 import sys
+import threading
 from typing import Any
 
 import streamlit as st
@@ -74,9 +76,44 @@ def demo_session() -> Session:
     """This browser session's own budget database (temporary, removed with the session)."""
     ss = st.session_state
     if "demo_session" not in ss:
-        ss["demo_session"] = Session.temporary()
+        ss["demo_session"] = _fresh_temporary()
         ss["demo_session"].deliver_to = APP
     return ss["demo_session"]
+
+
+#: Fresh temporary budget databases made ahead for the next browser sessions (issue 28 item 5: making
+#: one, an SQLite schema written to disk, was half of a new session's first page on a busy machine).
+SPARE_DEMO_SESSIONS = 2
+
+
+@st.cache_resource(show_spinner=False)
+def _spares() -> tuple[queue.Queue, threading.Lock]:
+    """The server's queue of unused temporary sessions and the lock of its refill."""
+    return queue.Queue(), threading.Lock()
+
+
+def _fresh_temporary() -> Session:
+    """A new temporary session (:meth:`Session.temporary`), each handed to one browser session only:
+    one made ahead when there is one, then another made in the background for the next."""
+    spares, lock = _spares()
+    try:
+        out = spares.get_nowait()
+    except queue.Empty:
+        out = Session.temporary()
+    threading.Thread(target=_refill, args=(spares, lock), daemon=True).start()
+    return out
+
+
+def _refill(spares: queue.Queue, lock: threading.Lock) -> None:
+    if not lock.acquire(blocking=False):
+        return  # another refill is running
+    try:
+        while spares.qsize() < SPARE_DEMO_SESSIONS:
+            spares.put(Session.temporary())
+    except Exception:  # noqa: BLE001 - the next session makes its own (the disk is full ...)
+        return
+    finally:
+        lock.release()
 
 
 def session_for(kind: str, fp: str) -> Session:

@@ -250,6 +250,10 @@ Z_RLE = 3
 #: costs the browser time to draw the map: in headless Chromium with software WebGL, 10,000 points took
 #: about 0.4 s more than 2,500 to draw a 1,024 × 1,024 image map (benchmarks/results/map_draw.md).
 HOVER_POINTS = 2_500
+#: The image layer has at most this many pixels a side when the released areas are coarser than its
+#: pixels (:func:`image_factor`): a UG release on a 4,096² grid is 4,761 areas, which a 1,024² image
+#: draws as well as a 4,096² one at a sixteenth of the pixels the browser decodes and uploads.
+MAX_IMAGE_SIDE = 1_024
 #: Plotly's ``YlOrRd`` (ColorBrewer), light to dark: the same colours as the polygon maps.
 _YLORRD = ((255, 255, 204), (255, 237, 160), (254, 217, 118), (254, 178, 76), (253, 141, 60),
            (252, 78, 42), (227, 26, 28), (189, 0, 38), (128, 0, 38))
@@ -389,6 +393,29 @@ def grid_image_layers(values: np.ndarray, grid: Grid, vmax: float, *, levels: in
     return layers
 
 
+def image_factor(rects: np.ndarray, rows: int, cols: int, max_side: int | None = None) -> int:
+    """How many grid cells a side one pixel of the image covers: 1 (a pixel per cell), or the
+    smallest ``f`` dividing the grid that brings it to at most ``max_side`` pixels a side, when every
+    released area (``rects``, ``(r0, r1, c0, c1)`` in cells) is at least ``2 f`` cells a side, so that
+    each area keeps pixels of its own colour and only its edge pixels mix it with a neighbour's
+    (``max_side``: :data:`MAX_IMAGE_SIDE`).
+
+    >>> ug = np.array([[0, 64, 0, 64], [64, 4096, 0, 4096], [0, 64, 64, 4096]])
+    >>> image_factor(ug, 4096, 4096), image_factor(ug[:, [0, 1, 0, 1]] // 64, 4096, 4096)
+    (4, 1)
+    """
+    max_side = MAX_IMAGE_SIDE if max_side is None else max_side
+    f = max(-(-rows // max_side), -(-cols // max_side))
+    while f > 1 and (rows % f or cols % f):
+        f += 1
+        if f > min(rows, cols):
+            return 1
+    if f <= 1 or not len(rects):
+        return 1
+    smallest = min(int((rects[:, 1] - rects[:, 0]).min()), int((rects[:, 3] - rects[:, 2]).min()))
+    return f if smallest >= 2 * f else 1
+
+
 def grid_image_figure(
     release: PartitionRelease,
     *,
@@ -419,7 +446,13 @@ def grid_image_figure(
     values = release.spread(release.noisy, idx)  # = release.density(idx), faster on big grids
     cell_km2 = g.cell_area_km2()
     scale = LogScale.of(values / cell_km2)  # per km², log: the polygon maps' unit and scale (issue 26, item 5)
-    layers = grid_image_layers(scale.z(values / cell_km2) - scale.zmin, g, scale.zmax - scale.zmin, opacity=opacity)
+    f = image_factor(release.rects[idx], g.rows, g.cols)
+    shown, shown_grid = values, g
+    if f > 1:  # areas coarser than the pixels: the mean density of each f x f block of cells
+        shown = values.reshape(g.rows // f, f, g.cols // f, f).mean(axis=(1, 3))
+        shown_grid = Grid(g.bounds, g.rows // f, g.cols // f)
+    layers = grid_image_layers(scale.z(shown / cell_km2) - scale.zmin, shown_grid, scale.zmax - scale.zmin,
+                               opacity=opacity)
     vmax = scale.zmax
     palette = image_palette()
 
@@ -450,7 +483,7 @@ def grid_image_figure(
     fig = _map_layout(fig, g.bounds, boundaries, basemap, height)
     # assigned, not update_layout: an update merges list items into the existing layers by position
     fig.layout.map.layers = layers + [lay.to_plotly_json() for lay in fig.layout.map.layers]
-    info = {"kind": "image", "image_shape": (g.rows, g.cols), "n_strips": len(layers), "vmax": vmax,
+    info = {"kind": "image", "image_shape": (shown_grid.rows, shown_grid.cols), "n_strips": len(layers), "vmax": vmax,
             "png_bytes": sum(len(lay["source"]) for lay in layers) * 3 // 4,
             "n_hover": len(cells), "hover_aggregated": bool(blocks["aggregated"].any()),
             "hover_cells": int(np.median(cells)),

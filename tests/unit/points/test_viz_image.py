@@ -281,3 +281,35 @@ def test_polygons_and_image_of_one_release_share_unit_and_scale_and_skewed_count
     step = (p.zmax - p.zmin) / IMAGE_LEVELS
     levels = np.floor((np.asarray(p.z, dtype=float)[mid] - p.zmin) / step)
     assert levels.min() >= 1 and len(np.unique(levels)) >= 2
+
+
+class TestCoarseImage:
+    """Released areas coarser than the pixels (a UG release on a large grid) are drawn on a smaller
+    image, each pixel the mean density of the cells it covers; a pixel per cell otherwise."""
+
+    def test_ug_on_a_large_grid_is_drawn_with_fewer_pixels(self, monkeypatch) -> None:
+        from dpcore.points import viz
+
+        monkeypatch.setattr(viz, "MAX_IMAGE_SIDE", 32)
+        rel = release("ug", 128, 128, seed=3, eps=0.01)
+        sides = np.concatenate([rel.rects[rel.leaf_index(), 1] - rel.rects[rel.leaf_index(), 0],
+                                rel.rects[rel.leaf_index(), 3] - rel.rects[rel.leaf_index(), 2]])
+        assert sides.min() >= 8  # coarser than 4 x 4 cells
+        fig, info = grid_image_figure(rel)
+        assert info["image_shape"] == (32, 32)
+        pix = np.asarray(decode(image_layers(fig)[0]))
+        dens = rel.spread(rel.noisy, rel.leaf_index()).reshape(32, 4, 32, 4).mean(axis=(1, 3))
+        from dpcore.data.maps import LogScale
+
+        full = rel.spread(rel.noisy, rel.leaf_index()) / rel.grid.cell_area_km2()
+        sc = LogScale.of(full)  # the scale of the cells, as the colour bar shows
+        expected = colour_levels(sc.z(dens / rel.grid.cell_area_km2()) - sc.zmin, sc.zmax - sc.zmin)
+        np.testing.assert_array_equal(pix, expected[::-1])
+
+    def test_cells_as_fine_as_the_grid_keep_a_pixel_each(self, monkeypatch) -> None:
+        from dpcore.points import viz
+
+        monkeypatch.setattr(viz, "MAX_IMAGE_SIDE", 32)
+        fig, info = grid_image_figure(release("identity", 128, 128, seed=3))
+        assert info["image_shape"] == (128, 128)
+        assert decode(image_layers(fig)[0]).size == (128, 128)

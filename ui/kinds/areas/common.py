@@ -102,7 +102,13 @@ def us_names(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
 
 def area_names(h: Any, depth: int) -> np.ndarray:
     """Names to show for the areas of a level: ``Alabama (01)`` where a name is known, else the code."""
-    lab, nm = h.labels(depth), h.display_names(depth)
+    return area_names_of(h, depth, 0, h.sizes[depth])
+
+
+def area_names_of(h: Any, depth: int, lo: int, hi: int) -> np.ndarray:
+    """:func:`area_names` of the areas ``lo`` .. ``hi - 1`` of a level only (a county's tracts, not the
+    nation's)."""
+    lab, nm = h.labels(depth)[lo:hi], h.display_names(depth)[lo:hi]
     return np.array([str(c) if str(n) == str(c) else f"{n} ({c})" for n, c in zip(nm, lab, strict=True)], dtype=object)
 
 

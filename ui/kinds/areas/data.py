@@ -29,6 +29,7 @@ from ui.kinds.areas.common import US_COUNTIES, US_STATES, US_TRACTS, keep, kept
 from ui.kinds.areas.plan import selection
 from ui.source_ui import keep_copy, read_code_upload
 from ui.state import seed
+from ui.steps import Steps
 
 ss = st.session_state
 DEMO = "demo"
@@ -38,6 +39,8 @@ AREA_TABLE = "table"
 AREA_UPLOAD = "upload"
 #: the name choice that takes a level's names from its boundary file (the default without a name column)
 BOUNDARY_NAMES = "(from the boundary file)"
+#: A table of more rows than this shows the steps of reading it (st.status).
+PROGRESS_ROWS = 200_000
 
 
 def data_step() -> None:
@@ -118,8 +121,7 @@ def _demo() -> dict[str, Any]:
 
 def _us() -> dict[str, Any]:
     if "hier_us" not in ss:
-        with st.spinner("Reading the US tract table …"):
-            ss["hier_us"] = read_code_table(US_TRACTS)
+        ss["hier_us"] = _public_table(str(US_TRACTS))
     us_bounds = {lv: path for lv, path in (("STATEFP", US_STATES), ("COUNTYFP", US_COUNTIES)) if path.exists()}
     st.caption("The Census Bureau's tract file lists every tract, the 614 empty ones included, so it serves "
                "as the public area list. State and county boundaries are the 2010 cartographic files; four "
@@ -250,6 +252,7 @@ def _build(inputs: dict[str, Any]) -> None:
     if ss.get("hier_model_key") == key:
         return
     df = inputs["df"]
+    steps = Steps(f"Reading {inputs['name']} …", inputs.get("src") is not None or len(df) > PROGRESS_ROWS)
     try:
         with st.spinner("Checking the hierarchy …"):
             require_public_area_list(not inputs["count"], inputs["area_source"] != AREA_TABLE)
@@ -267,20 +270,24 @@ def _build(inputs: dict[str, Any]) -> None:
                 inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
             # name columns of the table (a table DuckDB summed keeps only its levels: names from boundaries)
             chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
+            steps.say("Building the hierarchy of areas …")
             if inputs["area_source"] == AREA_TABLE:
                 named, names = common.us_names(df) if inputs.get("named") else (df, {})
                 names |= {lv: c for lv, c in chosen.items() if c in named.columns}
                 h = Hierarchy.from_frame(named, inputs["levels"], names=names, source="table (confirmed public)")
             else:
                 h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], names=chosen, source="area list")
+            steps.say("Matching the boundaries …")
             joins, join_msgs = _joins(h, inputs["boundaries"])
             for lv, j in joins.items():  # names from the boundary file (NAME …) unless a column names them
                 nm = boundary_names(h, j) if inputs.get("names", {}).get(lv) == BOUNDARY_NAMES else None
                 h = h.with_names(j.depth, nm) if nm is not None else h
+            steps.say("Counting the people per area …")
             counts = HierarchyCounts.from_frame(df, h, inputs["levels"], inputs["count"] or None,
                                                 group=inputs.get("group"))
             # the ledger belongs to the table's totals per top-level area, whatever finer levels or
             # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
+            steps.say("Keying the table's budget …")
             keys = census_tables.fingerprints(df, inputs["levels"], inputs["count"] or None)
             fp = keys[0]
             if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
@@ -295,13 +302,29 @@ def _build(inputs: dict[str, Any]) -> None:
         if inputs["id"] == DEMO:
             state.mark_demo("areas", fp)  # the made-up demo's budget lives with the session
         ss["hier_model_key"] = key
+        steps.done(f"Read {inputs['name']}: {fmt.count(h.n_nodes)} areas")
     except DPCoreError as e:
+        steps.failed("Could not read the table")
         st.error(str(e))
         earlier = common.model()
         st.caption("Fix the input and the page picks it up; "
                    + (f"meanwhile the earlier table ({earlier['name']}) and its releases are kept." if earlier
                       else "earlier releases are kept."))
         frame.stop()  # not st.stop(): the sidebar is drawn after the page
+
+
+@st.cache_resource(show_spinner="Reading the US tract table …", max_entries=2)
+def _public_table(path: str) -> Any:
+    """A public table shipped with the app (the US tracts), read once per server and shared by every
+    session (read only: sessions make their own frames from it)."""
+    return read_code_table(Path(path))
+
+
+@st.cache_resource(show_spinner="Matching the public boundaries …", max_entries=8)
+def _public_join(path: str, depth: int, fingerprint: str, _h: Hierarchy) -> Any:
+    """A public boundary file shipped with the app joined to the areas of a level, once per server for
+    a hierarchy (``fingerprint``: its codes) and shared by every session (public, read only)."""
+    return join_boundaries(_h, depth, read_boundaries(Path(path)))
 
 
 def _joins(h: Hierarchy, boundaries: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -311,9 +334,11 @@ def _joins(h: Hierarchy, boundaries: dict[str, Any]) -> tuple[dict[str, Any], li
     for lv, b in boundaries.items():
         if lv not in h.levels:
             continue
-        gdf = b if hasattr(b, "geometry") else (
-            read_boundaries(b) if isinstance(b, Path) else read_boundaries(b[0], b[1]))
-        j = join_boundaries(h, h.depth_of(lv), gdf)
+        if isinstance(b, Path):  # a public file shipped with the app: read and matched once per server
+            j = _public_join(str(b), h.depth_of(lv), h.fingerprint(), h)
+        else:
+            gdf = b if hasattr(b, "geometry") else read_boundaries(b[0], b[1])
+            j = join_boundaries(h, h.depth_of(lv), gdf)
         joins[lv] = j
         if j.missing_areas or j.extra_features:
             msgs.append(

@@ -13,6 +13,7 @@ from dpcore.core import spec as config
 from dpcore.core.mechanism import Plan
 from dpcore.data import engines
 from ui import data_user_downloads, fmt, frame, series
+from ui.data_user_downloads import served
 from ui.kinds.areas import common
 from ui.kinds.areas.common import US_TRACTS
 from ui.kinds.areas.data_table import PER_PERSON
@@ -35,9 +36,9 @@ def export_step() -> None:
     led = common.ledger(m["fp"])
     files = entry.files  # made once, with the release (the bytes stored in the history)
     c1, c2 = st.columns(2)
-    c1.download_button("Download release.csv", files["release.csv"], "release.csv", "text/csv", on_click="ignore",
+    c1.download_button("Download release.csv", served(files["release.csv"]), "release.csv", "text/csv", on_click="ignore",
                        key="hier_dl_csv", type="primary")
-    c2.download_button("Download release.json", files["release.json"], "release.json", "application/json",
+    c2.download_button("Download release.json", served(files["release.json"]), "release.json", "application/json",
                        on_click="ignore", key="hier_dl_json", type="primary")
     if "area_queries.csv" in files:
         sets = files["area_queries.csv"]
@@ -47,7 +48,7 @@ def export_step() -> None:
         st.dataframe(pd.read_csv(io.BytesIO(sets), nrows=50), hide_index=True, key="hier_sets_preview")
     for name, data in files.items():
         if name.endswith(".geojson"):
-            st.download_button(f"Download {name}", data, name, "application/geo+json",
+            st.download_button(f"Download {name}", served(data), name, "application/geo+json",
                                on_click="ignore", key=f"hier_dl_geo_{name}")
     data_user_downloads.offer(files, "hier")
 

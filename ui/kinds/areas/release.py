@@ -15,18 +15,22 @@ import streamlit as st
 from dpcore import pipeline
 from dpcore.areas import figures, tree_plans
 from dpcore.areas.unit import census_unit
+from dpcore.errors import DPCoreError
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
 from ui import confirm, fmt, frame, intervals, near_match_ui, series, state
-from ui.kinds.areas import common
+from ui.kinds.areas import common, drill
 from ui.kinds.areas import marginals as marginals_ui
 from ui.kinds.areas import series as areas_series
 from ui.kinds.areas.common import keep, kept, released_areas
 from ui.kinds.areas.plan import error_table, selection
 from ui.kinds.areas.state import HIERARCHY_KEY, TABLE_KEYS, HierarchyEntry, TableEntry
+from ui.steps import Steps
 
 ss = st.session_state
 MAX_POLYGONS = viz.MAX_POLYGONS
+#: A release of more areas than this shows its steps while it is made.
+PROGRESS_NODES = 50_000
 
 
 def release_step() -> None:
@@ -63,7 +67,8 @@ def release_step() -> None:
     _map(entry, m)
     st.subheader("Errors", anchor="errors")
     _errors(entry, m)
-    intervals.section(lambda: entry.files, rel.release_id, pick=True)
+    intervals.section(lambda: entry.files, rel.release_id, pick=True,
+                      on_demand=rel.hierarchy.n_nodes > PROGRESS_NODES)
     frame.link("export")
 
 
@@ -72,63 +77,91 @@ def release_now(job: dict[str, Any]) -> None:
     from ui.kinds.areas.export import release_config
 
     led = job["led"]
+    steps = Steps("Releasing …", job["counts"].hierarchy.n_nodes > PROGRESS_NODES)
     # the Plan step's plan, released as it is (not planned again)
-    out = pipeline.release(job["plan"], job["counts"], ledger=led, session=state.session(), noise=secure_source())
+    steps.say("Drawing the noise and making the levels consistent …")
+    try:
+        out = pipeline.release(job["plan"], job["counts"], ledger=led, session=state.session(), noise=secure_source())
+    except DPCoreError:
+        steps.failed("Nothing was released")
+        raise
     rel = out.inner
     # no st.session_state access until the release is in the history: Streamlit 1.67 may stop a
     # callback at any such access (a second click), and a charged release must not be lost
     # the files, made once from the envelope (the record with the ledger as of the charge and the
     # plan's rows): stored, then served by Export
+    steps.say("Writing the files (release.csv, release.json, the data users' files) …")
     files = out.files(led, joins=job["joins"], cv_threshold=job["cv"])
+    steps.say("Keeping the release in the history …")
     state.remember_release("areas", job["fp"], rel.release_id,
                            {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
                             "levels": list(rel.hierarchy.level_names)}, files, led)
+    steps.done(f"Released {released_areas(rel.hierarchy)}")
     ss[HIERARCHY_KEY] = HierarchyEntry(rel, job["fp"], job["name"], release_config(*job["config"]), job["plan"],
                                        files)
 
 
 def _map(entry: HierarchyEntry, m: dict[str, Any]) -> None:
+    """The release by level: a map where the level has boundaries, else a table; inside the area the
+    curator chooses (:mod:`ui.kinds.areas.drill`), never more areas than the browser can take."""
     rel = entry.release
-    h, counts, joins = rel.hierarchy, m["counts"], m["joins"]
+    h, joins = rel.hierarchy, m["joins"]
     st.caption(f"{rel.mechanism.title}, {rel.plan.cost.label()} · released {rel.created.replace('+00:00', '')} UTC")
-    depths = [h.depth_of(lv) for lv in h.levels if lv in joins]
     cmap, ctree = st.columns([3, 2])
-    nodes, within, d = None, "(all)", 0
-    if not depths:
-        cmap.info("No boundaries were given, so there is no map; the treemap shows the hierarchy.")
+    if not joins:
+        cmap.info("No boundaries were given, so there is no map: the released counts are listed per level "
+                  "and the treemap shows the hierarchy.")
+    shown = drill.levels_shown(h, joins)
+    wkey = keep("map_level", shown[0])
+    if ss.get(wkey) not in shown:  # a level of another table
+        ss[wkey] = shown[0]
+    level = cmap.selectbox("Level", shown, format_func=common.level_label, key=wkey)
+    kept("map_level")
+    d = h.depth_of(level)
+    at, idx = drill.choose_area(h, d, cmap)
+    nodes = None if at == 0 else h.descendants(at, idx, d)
+    size = None
+    if m["counts"].statistic == "group_sizes":
+        sz = cmap.selectbox("Group size", ["all sizes", *rel.size_labels], key="hier_map_size")
+        size = None if sz == "all sizes" else rel.size_labels.index(sz)
+    if level in joins:
+        _choropleth(entry, cmap, level, d, nodes, (at, idx), size, joins)
     else:
-        level = cmap.selectbox("Level", [h.level_names[x] for x in depths], format_func=common.level_label,
-                               key=keep("map_level", h.level_names[depths[0]]))
-        kept("map_level")
-        d = h.depth_of(level)
-        parent_join = joins.get(h.level_names[d - 1]) if d > 1 else None
-        if d > 1:
-            par_names = common.area_names(h, d - 1)
-            opts = ["(all)", *range(len(par_names))] if len(par_names) <= 5000 else ["(all)"]
-            within = cmap.selectbox(f"Show the {common.level_label(level, 2)} inside", opts, key=f"hier_drill_{d}",
-                                    format_func=lambda i: "all areas" if i == "(all)" else str(par_names[i]))
-            if within != "(all)":
-                nodes = h.descendants(d - 1, int(within), d)
-        size = None
-        if counts.statistic == "group_sizes":
-            sz = cmap.selectbox("Group size", ["all sizes", *rel.size_labels], key="hier_map_size")
-            size = None if sz == "all sizes" else rel.size_labels.index(sz)
-        n_poly = len(joins[level].frame) if nodes is None else len(nodes)
-        if n_poly > MAX_POLYGONS:
-            cmap.info(f"{fmt.count(n_poly)} areas are too many to draw at once: choose an area above to see "
-                      "the areas inside it.")
-        else:
-            figs = entry.exports.setdefault("figs", {})  # a rerun does not rebuild the same map
-            fkey = (level, None if nodes is None else int(within), size)
-            if fkey not in figs:
-                figs[fkey] = figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size)
-            cmap.plotly_chart(figs[fkey], key="hier_map", config={"displayModeBar": False})
-            _far_hint(cmap, joins[level], h, d, nodes)
-        cmap.caption("Colour: noisy count of people. Hover: the noisy count and its 95 % interval (from the "
-                     "mechanism's expected error, not from the data). Dark outlines: the level above.")
-    tree_depth, tree_index = (d - 1, int(within)) if depths and nodes is not None else (0, 0)
+        _level_table(rel, cmap, d, nodes, size)
+    tree_depth, tree_index = (at, idx) if at else (0, 0)
     ctree.plotly_chart(figures.hierarchy_treemap(rel, tree_depth, tree_index), key="hier_treemap")
     ctree.caption("Treemap of the released counts (two levels below the selected area); tiles are named.")
+
+
+def _choropleth(entry: HierarchyEntry, cmap: Any, level: str, d: int, nodes: Any, within: tuple[int, int],
+                size: int | None, joins: dict[str, Any]) -> None:
+    rel, h = entry.release, entry.release.hierarchy
+    n_poly = len(joins[level].frame) if nodes is None else len(nodes)
+    if n_poly > MAX_POLYGONS:
+        cmap.info(f"{fmt.count(n_poly)} areas are too many to draw at once: choose an area above to see "
+                  "the areas inside it.")
+        return
+    figs = entry.exports.setdefault("figs", {})  # a rerun does not rebuild the same map
+    fkey = (level, within, size)
+    if fkey not in figs:
+        parent_join = joins.get(h.level_names[d - 1]) if d > 1 else None
+        figs[fkey] = figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size)
+    cmap.plotly_chart(figs[fkey], key="hier_map", config={"displayModeBar": False})
+    _far_hint(cmap, joins[level], h, d, nodes)
+    cmap.caption("Colour: noisy count of people. Hover: the noisy count and its 95 % interval (from the "
+                 "mechanism's expected error, not from the data). Dark outlines: the level above.")
+
+
+def _level_table(rel: Any, cmap: Any, d: int, nodes: Any, size: int | None) -> None:
+    """The released counts of a level without boundaries, inside the chosen area, capped."""
+    table, total = drill.area_table(rel, d, nodes, size)
+    cmap.dataframe(table, hide_index=True, key="hier_level_table",
+                   column_config={"noisy count": st.column_config.NumberColumn(format="%.0f")})
+    if total > len(table):
+        cmap.caption(f"The first {fmt.count(len(table))} of {fmt.count(total)} areas: choose an area above to "
+                     "see the areas inside it (all of them are in release.csv on the Export step).")
+    else:
+        cmap.caption("The 95 % interval comes from the mechanism's expected error, not from the data.")
 
 
 def _far_hint(where: Any, join: Any, h: Any, d: int, nodes: Any) -> None:

@@ -101,11 +101,15 @@ def _map(cur: points_state.ReleaseEntry) -> None:
         shown = "released areas" if depth is None else f"areas at depth {depth}"
         cap = f"{rel.mechanism_title}, {rel.cost.label()}: {fmt.count(info['n_shown'])} {shown}"
         if info["kind"] == "image":
-            cap += (f", drawn at full resolution: one pixel per grid cell ({fmt.count(rel.grid.rows)} × "
-                    f"{fmt.count(rel.grid.cols)}); zoom in to see single cells. Hover shows "
-                    + (f"sums over {fmt.count(info['n_hover'])} blocks of about {fmt.count(info['hover_cells'])} "
-                       "cells with their 95% interval" if info["hover_aggregated"] else
-                       "each released count with its 95% interval"))
+            rows, cols = info["image_shape"]
+            cap += ((f", drawn at full resolution: one pixel per grid cell ({fmt.count(rows)} × "
+                     f"{fmt.count(cols)}); zoom in to see single cells. ") if rows == rel.grid.rows else
+                    (f", drawn as an image of {fmt.count(rows)} × {fmt.count(cols)} pixels (each pixel "
+                     f"{fmt.count(rel.grid.rows // rows)} × {fmt.count(rel.grid.cols // cols)} grid cells, "
+                     "finer than the released areas). ")) + "Hover shows " + (
+                f"sums over {fmt.count(info['n_hover'])} blocks of about {fmt.count(info['hover_cells'])} "
+                "cells with their 95% interval" if info["hover_aggregated"] else
+                "each released count with its 95% interval")
         elif info["aggregated"]:
             cap += (f", drawn as {fmt.count(info['n_polygons'])} blocks (sums of the released counts) "
                     "so the map stays fast; the export holds every area")

@@ -129,10 +129,25 @@ def init() -> None:
     ss.setdefault("boundaries_name", None)
 
 
+@st.cache_resource(show_spinner=False)
+def _demo_table() -> tuple[PointTable, str]:
+    """The made-up demo points (seeded, the same in every session) and their fingerprint, made once per
+    server (issue 28 item 5: a new session's first page made them again)."""
+    table = load_points(synthetic.demo_points(), "lat", "lon", source_name=synthetic.DEMO_NAME)
+    return table, fingerprint(table)
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)  # a 4,096² grid's counts are 134 MB
+def _demo_aggregate(bounds: tuple[float, float, float, float], rows: int, cols: int) -> Aggregate:
+    """The demo points counted on a grid, once per server and grid (the same made-up data for every
+    session; releases read it, none changes it)."""
+    table, _ = _demo_table()
+    return aggregate_points(table.lon, table.lat, Grid(Bounds(*bounds), rows, cols))
+
+
 def load_demo() -> None:
-    df = synthetic.demo_points()
-    table = load_points(df, "lat", "lon", source_name=synthetic.DEMO_NAME)
-    set_dataset(Dataset(synthetic.DEMO_NAME, table, True, fingerprint(table), synthetic.DEMO_N))
+    table, fp = _demo_table()
+    set_dataset(Dataset(synthetic.DEMO_NAME, table, True, fp, synthetic.DEMO_N))
     state.mark_demo("points", st.session_state["dataset"].fingerprint)
     st.session_state["bounds"] = synthetic.DEMO_BOUNDS
 
@@ -181,6 +196,8 @@ def aggregate() -> Aggregate:
             if ds.keys_bounds != g.bounds:
                 ds.keys, ds.keys_bounds = pc.keys, g.bounds
             ss["aggregate"] = pc.aggregate
+        elif ds.is_demo and not use_user and ds.table is _demo_table()[0]:
+            ss["aggregate"] = _demo_aggregate(g.bounds.as_tuple(), g.rows, g.cols)
         else:
             assert isinstance(t, PointTable)
             ss["aggregate"] = aggregate_points(
