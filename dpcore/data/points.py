@@ -309,6 +309,44 @@ def _user_ids(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return stripped.astype(object).where(~missing, None).to_numpy(dtype=object), missing
 
 
+def _check_chosen_columns(df: pd.DataFrame, lat_col: str, lon_col: str, user_col: str | None) -> None:
+    """Check 1 of :func:`load_points`: the chosen columns exist, are used once and are distinct."""
+    _check_column(df, lat_col, "latitude")
+    _check_column(df, lon_col, "longitude")
+    if user_col is not None:
+        _check_column(df, user_col, "user id")
+    if lat_col == lon_col:
+        raise InputError(
+            f"Column '{lat_col}' was chosen for both latitude and longitude. Choose two "
+            f"different columns (columns: {_list_columns(list(df.columns))})."
+        )
+    if user_col is not None and user_col in (lat_col, lon_col):
+        raise InputError(
+            f"Column '{user_col}' was chosen both as a coordinate and as the user id. Choose "
+            "a user-id column that is neither the latitude nor the longitude column."
+        )
+
+
+def _rows_with_user(df: pd.DataFrame, user_col: str | None, keep: np.ndarray, dropped: dict[str, int],
+                    label: str) -> tuple[np.ndarray | None, np.ndarray]:
+    """The user ids of the kept rows and the rows kept once rows without a user id are dropped
+    (counted in ``dropped``); ``(None, keep)`` without a user column."""
+    if user_col is None:
+        return None, keep
+    ids, no_user = _user_ids(df[user_col])
+    lost = no_user & keep
+    if lost.any():
+        dropped[DROP_MISSING_USER] = int(lost.sum())
+        keep = keep & ~no_user
+    if not keep.any():
+        raise InputError(
+            f"{label} has no rows with both coordinates and a user id: column "
+            f"'{user_col}' is empty in every row that has coordinates. Choose the "
+            "user-id column again, or choose none to protect single records."
+        )
+    return ids[keep], keep
+
+
 def load_points(
     df: pd.DataFrame,
     lat_col: str,
@@ -359,20 +397,7 @@ def load_points(
     PointTable
     """
     label = f"'{source_name}'" if source_name else "The table"
-    _check_column(df, lat_col, "latitude")
-    _check_column(df, lon_col, "longitude")
-    if user_col is not None:
-        _check_column(df, user_col, "user id")
-    if lat_col == lon_col:
-        raise InputError(
-            f"Column '{lat_col}' was chosen for both latitude and longitude. Choose two "
-            f"different columns (columns: {_list_columns(list(df.columns))})."
-        )
-    if user_col is not None and user_col in (lat_col, lon_col):
-        raise InputError(
-            f"Column '{user_col}' was chosen both as a coordinate and as the user id. Choose "
-            "a user-id column that is neither the latitude nor the longitude column."
-        )
+    _check_chosen_columns(df, lat_col, lon_col, user_col)
     n_read = len(df)
     if n_read == 0:
         raise InputError(
@@ -396,20 +421,7 @@ def load_points(
             f"empty '{lat_col}' or '{lon_col}'. Check that you chose the coordinate columns."
         )
 
-    user: np.ndarray | None = None
-    if user_col is not None:
-        ids, no_user = _user_ids(df[user_col])
-        lost = no_user & keep
-        if lost.any():
-            dropped[DROP_MISSING_USER] = int(lost.sum())
-            keep &= ~no_user
-        if not keep.any():
-            raise InputError(
-                f"{label} has no rows with both coordinates and a user id: column "
-                f"'{user_col}' is empty in every row that has coordinates. Choose the "
-                "user-id column again, or choose none to protect single records."
-            )
-        user = ids[keep]
+    user, keep = _rows_with_user(df, user_col, keep, dropped, label)
 
     all_kept = bool(keep.all())
     return PointTable(
