@@ -162,7 +162,8 @@ def spent(store: Any, key: str) -> bool:
 
 def answer(store: Any, data_key: str, others: Sequence[str], same: bool) -> None:
     """Record the curator's answer about ``data_key`` and the matched budgets ``others``: ``same``
-    leads the data to the first of them (a budget it opened but never spent is dropped first);
+    leads the data to the first of them (a budget it opened and never used but for its cap is retired
+    into it: :func:`dpcore.privacy.key_aliases.adopt`);
     otherwise the data keeps its own budget and is not asked about these again."""
     with store.transaction() as con:
         _ensure(con)

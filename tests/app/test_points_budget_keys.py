@@ -35,7 +35,7 @@ def _spent() -> dict[str, float]:
     return {d["key"]: float(d["spent"]) for d in datasets(Session().store) if d["charges"]}
 
 
-@pytest.mark.parametrize("how", ["upload", "duckdb"])
+@pytest.mark.parametrize("how", ["upload", "duckdb", pytest.param("spark", marks=pytest.mark.spark)])
 def test_points_released_by_the_cli_with_bounds_keep_their_budget_in_the_app(tmp_path: Path, how: str) -> None:
     rng = np.random.default_rng(11)
     inner = pd.DataFrame({"lat": rng.uniform(40.61, 40.69, 300), "lon": rng.uniform(-73.99, -73.91, 300)})
@@ -51,8 +51,8 @@ def test_points_released_by_the_cli_with_bounds_keep_their_budget_in_the_app(tmp
     at = AppTest.from_file(APP, default_timeout=120).run()
     if how == "upload":
         upload(at, "with_far.csv", loaded.read_bytes())
-    else:
-        _count(_open(at, loaded))
+    else:  # kept in the file, counted by an engine (its keys computed in the count)
+        _count(_open(at, loaded, engine=how))
     far = at.session_state["bounds"].contains(np.array([-73.75]), np.array([40.85]))[0]
     assert far and "spent ε = 0 of 1" in sidebar_text(at)  # loaded with the far point: its own, new budget
     goto(at, "data")
