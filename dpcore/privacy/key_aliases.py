@@ -8,28 +8,66 @@ rule itself.  So data is keyed by **several** fingerprints (every level of a tab
 the bounds and all of them, the rule of earlier versions), and the budget keeps all of them: a key
 that matches any key of an existing budget draws on that budget (issue 26, items 11 and 12).
 
-* :func:`adopt` is called when the data is loaded, before its budget is opened: it finds the budget
-  that the data's main key or any of its other keys already leads to (the main key first, then the
-  others in the order given) and records every key of the data without a budget of its own as an
-  alias of it (table ``key_aliases``).
+* :func:`adopt` is called when the data is loaded, before its budget is opened, and again whenever
+  the data gets a new key (points whose bounds change): it finds the budgets that the data's keys
+  lead to, chooses one, and records every key of the data without a budget of its own as an alias
+  of it (table ``key_aliases``).
 * :func:`resolve` is what :meth:`LedgerStore.data_key` applies: the budget key an alias leads to.
 
-A key that has its own budget or population binding is never made an alias (its spends would stop
-counting), and a recorded alias is never moved: two budgets are never merged, so matching more
-keys can only make more data share a budget (the safe direction).  Aliases are keyed hashes like
-every key (:meth:`LedgerStore.key`): they say nothing about the data without the install's secret.
+**Which budget.** The first (in the order ``key, *aliases``) that has been *used*, else the first
+found, else ``key``.  A budget is used when any row of the database other than its own ``datasets``
+row and the records that move with it refers to it (a charge, a cap change, a release, a binding,
+a series link, ...: :func:`pristine`).  The app opens the data's budget when the file is loaded, before
+the curator may change the bounds; the key of the points inside the new bounds may then lead to a
+budget that another release of the same points (the CLI's, say) has already spent.  So the
+budgets of the data's keys that are **pristine** (never used) are *retired* into the chosen one in the
+same transaction (:func:`_retire`): the row is deleted, its key becomes an alias of the chosen
+budget and the aliases, names, profiles and near-match answers that led to it are moved to the
+chosen budget.  Nothing is lost (a pristine budget has no charge, cap change or release), and
+matching more keys only makes more data share a budget (the safe direction).  Two used budgets are
+never merged (each keeps its charges; the data draws on the first), and a recorded alias is never
+moved unless its budget is retired.
+
+**Why not open budgets at the first charge instead?**  Every reader of a budget (the Plan step's
+cap box, the sidebar, the cap change, History, the CLI's "new budget" notice, the series' links)
+would then need a budget that does not exist yet, and a cap changed before the first release would
+have nowhere to go; retiring an unused row touches one function.  A process still holding a retired
+budget (another tab, a concurrent run) cannot charge it: its row is gone, so its next read or charge
+is refused with "reload" (:class:`~dpcore.privacy.ledger_store.StoredLedger`), and it cannot open it
+afresh (a key that is an alias is never given a budget row).
+
+**Every table is classified** (:data:`COLUMNS`: each column of each table of the budget database, by
+what it says about a budget key), and a database holding a table or column that is not classified
+(a later version's) retires nothing, as before.  A test checks that every table the library creates
+is classified, so a new table cannot be forgotten.
+
+Aliases are keyed hashes like every key (:meth:`LedgerStore.key`): they say nothing about the data
+without the install's secret.
+
+>>> import tempfile, pathlib
+>>> from dpcore.privacy import budget
+>>> from dpcore.privacy.ledger_store import LedgerStore
+>>> store = LedgerStore(pathlib.Path(tempfile.mkdtemp()) / "ledger.sqlite")
+>>> spent = store.ledger("k1:cli", budget.pure(1.0), "points")
+>>> _ = spent.spend(budget.pure(0.3), "released by the CLI")
+>>> opened = store.ledger("k1:app", budget.pure(1.0), "points")   # opened at load, never charged
+>>> adopt(store, "k1:app", ["k1:cli"])                           # a key of the app's data leads to the CLI's
+'k1:cli'
+>>> store.has_ledger("k1:app"), resolve(store, "k1:app")
+(False, 'k1:cli')
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from dpcore.privacy.ledger import minute_now
 
-__all__ = ["adopt", "ensure", "resolve"]
+__all__ = ["BUDGET", "COLUMNS", "FOLLOW", "NONE", "USE", "adopt", "ensure", "leads_to", "pristine", "resolve",
+           "unclassified"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS key_aliases (
@@ -39,10 +77,95 @@ CREATE TABLE IF NOT EXISTS key_aliases (
 )
 """
 
+#: A budget's own row (``datasets.fingerprint``): deleted when the budget is retired.
+BUDGET = "budget"
+#: A use of the budget: a budget named in such a column is never retired.
+USE = "use"
+#: A record about the data that moves to the chosen budget when its budget is retired.
+FOLLOW = "follow"
+#: Holds no budget key.
+NONE = "none"
+
+#: Every column of every table of the budget database, by what it holds about a budget key.  The
+#: one place the tables are classified: :func:`pristine` and :func:`_retire` read it, and a
+#: database with a table or column missing here retires nothing (:func:`unclassified`).
+COLUMNS: dict[str, dict[str, str]] = {
+    # dpcore.privacy.ledger_store
+    "datasets": {"fingerprint": BUDGET, "kind": NONE, "cap": NONE, "created": NONE, "unit": NONE},
+    "spends": {"fingerprint": USE, "idx": NONE, "entry": NONE},
+    "cap_changes": {"fingerprint": USE, "idx": NONE, "change": NONE},
+    "releases": {"release_id": NONE, "fingerprint": USE, "kind": NONE, "created": NONE, "summary": NONE},
+    # a release's files hang on its release id (and so on a ``releases`` row, a use)
+    "release_files": {"release_id": NONE, "name": NONE, "data": NONE, "encoding": NONE, "size": NONE,
+                      "removed": NONE},
+    "bindings": {"data_key": USE, "population": USE, "name": NONE},
+    # dpcore.privacy.ledger_journal, ledger_keyfile
+    "deliveries": {"fingerprint": USE, "idx": NONE, "target": NONE, "state": NONE, "release_id": NONE},
+    "meta": {"name": NONE, "value": NONE},
+    # dpcore.privacy.oneoff_links, series_ledger
+    "series_links": {"population": USE, "data_key": USE, "created": NONE},
+    "series_budgets": {"population": USE, "kind": NONE, "unit": NONE, "horizon_cap": NONE, "name": NONE,
+                       "created": NONE},
+    "series_periods": {"population": USE, "plan": NONE, "period": NONE, "data": USE, "release_id": NONE,
+                       "correction_of": NONE, "created": NONE},
+    # this module: a key that is itself an alias is not a budget to retire
+    "key_aliases": {"alias": USE, "data_key": FOLLOW, "created": NONE},
+    # dpcore.privacy.ledger_history, near_match: what the curator said and the profile follow the data
+    "dataset_names": {"fingerprint": FOLLOW, "name": NONE},
+    "data_profiles": {"data_key": FOLLOW, "tokens": NONE, "created": NONE},
+    "identity_answers": {"data_key": FOLLOW, "other": FOLLOW, "same": NONE, "created": NONE},
+}
+
 
 def ensure(con: sqlite3.Connection) -> None:
     """Create the alias table (idempotent)."""
     con.execute(_SCHEMA)
+
+
+def _columns(con: sqlite3.Connection) -> dict[str, list[str]]:
+    """The database's tables and their columns (SQLite's own tables left out)."""
+    tables = [r[0] for r in con.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")]
+    return {t: [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+
+
+def unclassified(con: sqlite3.Connection) -> list[str]:
+    """The ``table.column`` of the database missing from :data:`COLUMNS` (sorted; none: every one known)."""
+    return sorted(f"{t}.{c}" for t, cols in _columns(con).items() for c in cols if c not in COLUMNS.get(t, {}))
+
+
+def _present(con: sqlite3.Connection, role: str) -> Iterator[tuple[str, str]]:
+    have = _columns(con)
+    for table, cols in COLUMNS.items():
+        for column, r in cols.items():
+            if r == role and column in have.get(table, ()):
+                yield table, column
+
+
+def pristine(con: sqlite3.Connection, key: str, ignoring: Collection[str] = ()) -> bool:
+    """Whether the budget ``key`` was never used: no column of role :data:`USE` names it (tables in
+    ``ignoring`` aside), and every table of the database is classified (a table this version does not
+    know might hold a use)."""
+    if unclassified(con):
+        return False
+    return not any(con.execute(f'SELECT 1 FROM "{t}" WHERE "{c}" = ? LIMIT 1', (key,)).fetchone()
+                   for t, c in _present(con, USE) if t not in ignoring)
+
+
+def _retire(con: sqlite3.Connection, old: str, into: str) -> None:
+    """Retire the pristine budget ``old`` into ``into`` (inside the caller's transaction): its row goes,
+    its key and the records that followed it (:data:`FOLLOW`) lead to ``into``."""
+    con.execute("DELETE FROM datasets WHERE fingerprint = ?", (old,))
+    moved: dict[str, list[str]] = {}
+    for t, c in _present(con, FOLLOW):
+        con.execute(f'UPDATE OR IGNORE "{t}" SET "{c}" = ? WHERE "{c}" = ?', (into, old))
+        con.execute(f'DELETE FROM "{t}" WHERE "{c}" = ?', (old,))  # what ``into`` already had stays
+        moved.setdefault(t, []).append(c)
+    for t, cols in moved.items():  # a record about ``into`` and itself says nothing (an answer about the pair)
+        for a, b in zip(cols, cols[1:], strict=False):
+            con.execute(f'DELETE FROM "{t}" WHERE "{a}" = "{b}"')
+    con.execute("DELETE FROM key_aliases WHERE alias = data_key")
+    con.execute("INSERT OR REPLACE INTO key_aliases VALUES (?, ?, ?)", (old, into, minute_now()))
 
 
 def _owns(con: sqlite3.Connection, key: str) -> bool:
@@ -59,34 +182,49 @@ def _target(con: sqlite3.Connection, key: str) -> str | None:
     return str(row[0]) if row else None
 
 
+def leads_to(con: sqlite3.Connection, key: str) -> str | None:
+    """The budget key the alias ``key`` leads to, or None when ``key`` is no alias.  An alias of an
+    alias (an earlier version retired a budget without moving its aliases) is followed to its end."""
+    seen, found = {key}, _target(con, key)
+    while found is not None and found not in seen:
+        seen.add(found)
+        further = _target(con, found)
+        if further is None or further in seen:
+            break
+        found = further
+    return found
+
+
 def resolve(store: Any, key: str) -> str:
     """The key of the budget ``key`` leads to: its own, or the one it is an alias of."""
     with contextlib.closing(store._connect()) as con:  # noqa: SLF001 - the store's own connection settings
-        return _target(con, key) or key
+        return leads_to(con, key) or key
 
 
 def adopt(store: Any, key: str, aliases: Sequence[str]) -> str:
     """Record the keys of one data set (``key`` its main key, ``aliases`` its others) and return the
     key of the budget they lead to.
 
-    The budget is the one the first of ``key, *aliases`` with a budget, binding or alias leads to;
-    when none has one, ``key`` (the budget opened next is then found by every key).  Every key of
-    the data without a budget of its own becomes an alias of that budget, in one transaction.
+    The budgets the keys lead to (each key's own budget or binding, else the budget its alias leads
+    to) are found in the order ``key, *aliases``; the chosen one is the first used (not
+    :func:`pristine`), else the first, else ``key`` (the budget opened next is then found by every
+    key).  The others that are pristine are retired into it (:func:`_retire`); used ones stay apart.
+    Every key of the data without a budget of its own becomes an alias of the chosen budget.  All in
+    one transaction.
     """
     keys = list(dict.fromkeys([str(key), *(str(a) for a in aliases if a)]))
     with store.transaction() as con:
         ensure(con)
-        chosen = None
+        budgets: list[str] = []
         for k in keys:
-            if _owns(con, k):
-                chosen = k
-                break
-            t = _target(con, k)
-            if t is not None:
-                chosen = t
-                break
-        chosen = chosen or str(key)
-        now = minute_now()
+            b = k if _owns(con, k) else leads_to(con, k)
+            if b is not None and b not in budgets:
+                budgets.append(b)
+        unused = [b for b in budgets if pristine(con, b)] if len(budgets) > 1 else budgets
+        chosen = next((b for b in budgets if b not in unused), budgets[0] if budgets else str(key))
+        for b in unused:
+            if b != chosen:
+                _retire(con, b, chosen)
         con.executemany("INSERT OR IGNORE INTO key_aliases VALUES (?, ?, ?)",
-                        [(k, chosen, now) for k in keys if k != chosen and not _owns(con, k)])
+                        [(k, chosen, minute_now()) for k in keys if k != chosen and not _owns(con, k)])
     return chosen

@@ -495,6 +495,13 @@ def _unpack(data: bytes, encoding: str | None) -> bytes:
     raise InputError(f"A stored release file has an unknown encoding {encoding!r} (written by a newer version?).")
 
 
+#: Said when a budget held open was retired unused into the budget another key of the same data
+#: leads to (:func:`dpcore.privacy.key_aliases.adopt`): nothing is charged to it.
+_MERGED = ("This data's budget was never used and has been merged into the budget that another key of the same "
+           "data leads to (the same points or table released before); nothing was charged. Reload the page (or "
+           "run the command again) to draw on that budget.")
+
+
 class StoredLedger(Ledger):
     """A :class:`~dpcore.privacy.ledger.Ledger` whose state lives in a :class:`LedgerStore`.
 
@@ -522,6 +529,8 @@ class StoredLedger(Ledger):
         if not store.has_ledger(fingerprint):
             store._mark_budgets()  # before the row: an emptied database is then refused, never reset
             with store.transaction() as con:
+                if key_aliases.leads_to(con, fingerprint) is not None:  # retired meanwhile (key_aliases.adopt)
+                    raise BudgetError(_MERGED)
                 con.execute("INSERT OR IGNORE INTO datasets (fingerprint, kind, cap, created, unit) "
                             "VALUES (?, ?, ?, ?, ?)",
                             (fingerprint, kind, json.dumps(self._check_cap(default_cap).to_dict()),
@@ -543,7 +552,9 @@ class StoredLedger(Ledger):
     # -- sync -------------------------------------------------------------------------------
     def _load(self, con: sqlite3.Connection) -> None:
         row = con.execute("SELECT cap, unit FROM datasets WHERE fingerprint = ?", (self._fp,)).fetchone()
-        if row is None:  # pragma: no cover - created in __init__ and never deleted
+        if row is None:  # created in __init__; deleted only when retired unused (key_aliases.adopt)
+            if key_aliases.leads_to(con, self._fp) is not None:
+                raise BudgetError(_MERGED)
             raise InputError("This dataset's budget record has disappeared from the budget database.")
         try:
             cap = PrivacyCost.from_dict(json.loads(row[0]))

@@ -265,3 +265,31 @@ def test_a_table_record_claims_one_person_only_when_confirmed(tmp_path: Path,
         _ok(census, capsys)
         rec = json.loads((tmp_path / f"c{len(extra)}" / "release.json").read_text("utf-8"))
         assert rec["privacy"]["unit_of_privacy"].startswith(words), rec["privacy"]["unit_of_privacy"]
+
+
+def test_a_budget_opened_unused_gives_way_to_the_spent_one_another_key_leads_to(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 12, CLI side of the app's load-time budget: the same points with one far-away point were
+    loaded in the app (which opens their budget, unused, under their key of every point) after a CLI
+    release with bounds spent the budget of the points inside them.  A CLI run of a re-saved copy of the
+    loaded file, whose keys lead to both, draws on the spent budget (before: on the first found, the
+    unused one, a second cap for the same points)."""
+    from test_cli import release_args
+
+    from dpcore.core.session import Session
+    from dpcore.data.engines.base import points_fingerprint, tolerant_points_fingerprints
+    from dpcore.data.points import load_points_file
+    from dpcore.privacy.budget import pure
+
+    inner = _points(tmp_path / "inner.csv", "r")
+    loaded = _points(tmp_path / "loaded.csv", "r", extra=(10.0, 10.0))
+    resaved = _points(tmp_path / "resaved.csv", ".15g", extra=(10.0, 10.0))
+    _ok(release_args(inner, tmp_path / "a", epsilon="0.7"), capsys)
+    table = load_points_file(loaded, loaded.name)  # the app's load: its keys, its budget opened unused
+    session, fp = Session(), points_fingerprint(table.lon, table.lat)
+    session.adopt_keys("points", fp, tolerant_points_fingerprints(table.lon, table.lat))
+    assert session.budget("points", fp, default=pure(1.0)).spent == 0
+    line = assert_user_error(main(release_args(resaved, tmp_path / "b", epsilon="0.7")), capsys)
+    assert "Not enough privacy budget" in line
+    _ok(release_args(resaved, tmp_path / "c", epsilon="0.3"), capsys)  # the spent budget's 0.3 left
+    assert session.budget("points", fp, default=pure(1.0)).spent == pytest.approx(1.0)  # the app finds it too

@@ -59,9 +59,10 @@ def release_now(plan: Plan, ledger: Ledger) -> None:
     """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
     files are counted here if needed), then release the Plan step's plan (charged first), store."""
     agg, into, fp = points_state.aggregate(), st.session_state["releases"], points_state.dataset().fingerprint  # before the charge
-    # points kept in their files get the key of the points inside these bounds with this count: the
-    # budget is found again through it (as the CLI finds it) before the charge
-    ledger = points_state.ledger() if points_state.dataset().source is not None else ledger
+    # the budget is found again before the charge: points kept in their files get the key of the points
+    # inside these bounds with this count (as the CLI finds it), and a key may have led the data to a
+    # budget spent before, into which the unused one opened at load was merged (key_aliases.adopt)
+    ledger = points_state.ledger()
     cv = confirm.cv_threshold()
     out = pipeline.release(plan, agg, ledger=ledger, session=state.session())
     points_state.add_release(out, into=into, fp=fp, led=ledger, cv_threshold=cv)

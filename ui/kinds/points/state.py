@@ -252,11 +252,12 @@ def _adopt_tolerant_keys(ds: Dataset, bounds: Any) -> None:
     with the bounds of its release.  Points kept in their files (an engine) have the keys their engine
     computed in its last count with new bounds (:func:`aggregate`): until the current bounds are
     counted, only the key of every point (which no bounds change) is led; a release counts them
-    first and leads the new key then.  Known gap (issue 26 item 12): the data's own budget is opened
-    when the file is loaded, and budgets are never merged (:mod:`dpcore.privacy.key_aliases`), so a
-    key of bounds set after loading that already leads to another budget (e.g. a CLI release with
-    those bounds of the same points and one far-away point fewer) stays apart from this one.  The
-    demo has the exact key only."""
+    first and leads the new key then.  The data's own budget is opened when the file is loaded; when a
+    key of bounds set afterwards leads to a budget already used (e.g. a CLI release with those bounds of
+    the same points and one far-away point fewer) and the data's own budget is still unused, that one is
+    retired into the used one (:func:`dpcore.privacy.key_aliases.adopt`), and :func:`ui.state.data_ledger`
+    then hands out the used budget (the sidebar and the release draw on it).  Two budgets both already
+    charged stay apart (the data draws on its own).  The demo has the exact key only."""
     done = st.session_state.setdefault("points_keys_adopted", set())
     mark = (ds.fingerprint, None if bounds is None else (bounds.west, bounds.south, bounds.east, bounds.north))
     if mark in done or ds.is_demo or state.is_demo("points", ds.fingerprint):
