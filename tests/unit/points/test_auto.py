@@ -49,8 +49,9 @@ def test_table_is_complete_and_names_registered_mechanisms() -> None:
 @pytest.mark.parametrize(("n", "eps", "sizes", "expected"), [
     (300_000, 1.0, (0.02, 0.06, 0.1), "privtree"),
     (1_000, 0.01, (0.02, 0.06, 0.1), "uniform"),
-    (100_000, 0.1, (0.1,), "ag"),
-    (100_000, 0.1, (0.001,), "privtree"),
+    (100_000, 0.1, (0.1,), "ag_pool"),
+    (100_000, 1.0, (0.001,), "privtree"),
+    (1_000_000, 0.01, (0.1,), "ag"),
     (5_000_000, 0.05, (0.02, 0.06, 0.1), "privtree"),
 ])
 def test_rule_choices_for_fixed_inputs(n: float, eps: float, sizes: tuple[float, ...], expected: str) -> None:
@@ -79,9 +80,11 @@ def test_lookup_keys_and_reason() -> None:
         recommend.size_class_of(2.0)
 
 
-def test_ag_gets_the_public_n() -> None:
+def test_ag_and_ag_pool_get_the_public_n() -> None:
     rec = recommend.lookup(100_000, 0.1, (0.1,))
-    assert rec.mechanism == "ag" and rec.params == {"public_n": 100_000}
+    assert rec.mechanism == "ag_pool" and rec.params == {"public_n": 100_000}
+    rec = recommend.lookup(1_000_000, 0.01, (0.1,))
+    assert rec.mechanism == "ag" and rec.params == {"public_n": 1_000_000}
 
 
 def test_app_default() -> None:
@@ -153,9 +156,9 @@ def test_zcdp_refused() -> None:
 
 def test_plan_is_the_chosen_mechanisms() -> None:
     levels = levels_of(AUTO, GRID, 0.1, {"public_n": 100_000, "query_sizes": "0.1", "feature_share": 0})
-    ag = levels_of(catalog.get("points", "ag"), GRID, 0.1, {"public_n": 100_000})
+    ag = levels_of(catalog.get("points", "ag_pool"), GRID, 0.1, {"public_n": 100_000})
     assert [(lv.name, lv.cost) for lv in levels] == [(lv.name, lv.cost) for lv in ag]
-    assert "Auto chose AG" in levels[0].note
+    assert "Auto chose AG with pooled sparse cells" in levels[0].note
     with pytest.raises(ParameterError, match="guess of the number of points"):
         levels_of(AUTO, GRID, 1.0, {})
     guessed = levels_of(AUTO, GRID, 1.0, {"feature_share": 0}, n_estimate=300_000)
@@ -174,7 +177,7 @@ def test_cli_recommend(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["recommend", "points", "--grid", "512,512", "--epsilon", "0.1", "--n-guess", "1e5",
                "--query-sizes", "0.1", "--json"])
     d = json.loads(capsys.readouterr().out)
-    assert rc == 0 and d["mechanism"] == "ag" and d["table_entry"]["query_sizes"] == "10%"
+    assert rc == 0 and d["mechanism"] == "ag_pool" and d["table_entry"]["query_sizes"] == "10%"
     rc = main(["recommend", "points", "--grid", "512", "--epsilon", "1", "--n-guess", "10"])
     assert rc == 2 and "--grid" in capsys.readouterr().err
 
