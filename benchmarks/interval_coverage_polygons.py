@@ -60,9 +60,19 @@ sys.path.insert(0, str(ROOT))
 from dpcore import catalog, pipeline  # noqa: E402
 from dpcore.core.session import Session  # noqa: E402
 from dpcore.data.domain import Bounds, Grid, aggregate_points  # noqa: E402
-from dpcore.estimate.apportionment import apportionment_variance, overdispersion  # noqa: E402
+from dpcore.estimate.apportionment import (  # noqa: E402
+    apportionment_variance,
+    shape_factors,
+    subcell_overdispersion,
+)
 from dpcore.estimate.gls import gls_estimate, measurements_from, union_variance  # noqa: E402
-from dpcore.estimate.polygon_interval import CellIndex, Density, polygon_interval, polygon_weights  # noqa: E402
+from dpcore.estimate.polygon_interval import (  # noqa: E402
+    CellIndex,
+    Density,
+    piece_grids,
+    polygon_interval,
+    polygon_weights,
+)
 from dpcore.estimate.release_interval import cell_shapes  # noqa: E402
 from dpcore.points.data_users import design, measurement_frame  # noqa: E402
 from dpcore.points.unit import points_unit  # noqa: E402
@@ -97,7 +107,7 @@ def drawn_polygons(n: int, seed: int, lon: np.ndarray, lat: np.ndarray) -> list[
     return out
 
 
-MODELS = ("none", "binomial", "overdispersed")
+MODELS = ("none", "binomial", "finest", "overdispersed")
 
 
 def load(days: str) -> tuple[np.ndarray, np.ndarray]:
@@ -166,28 +176,35 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
     density = None if prior is None else prior_density(*prior, grid, index, polys)
     for i, p in enumerate(polys):
         idx, share = polygon_weights(index, p, density)
-        parts.append((idx, share, share < 1.0 - 1e-9))
+        cut = share < 1.0 - 1e-9
+        parts.append((idx, share, cut, piece_grids(index.geoms[idx[cut]], p)))
         w = np.zeros(m0.n)
         w[idx] = share
         noise_sd[i] = math.sqrt(union_variance(m0, w))
         points_in[i] = float(shapely.contains_xy(p, lon, lat).sum())
-    truth_w = np.array([share @ leaf_truth[idx] for idx, share, _ in parts])
+    truth_w = np.array([share @ leaf_truth[idx] for idx, share, *_ in parts])
     z = norm.ppf(0.95)
     R, P = releases, len(polys)
     cover = {k: np.zeros((R, P)) for k in (*MODELS, "estimand", "bracket")}
-    zerr, rhos = np.zeros((R, P)), np.zeros(R)
+    zerr, rhos, subs, alphas = np.zeros((R, P)), np.zeros(R), np.zeros(R), np.zeros(R)
+    width = {k: np.zeros((R, P)) for k in MODELS}
     for r in range(R):
         rel = first if r == 0 else pipeline.release(plan, agg, session=Session.unaccounted(),
                                                     noise=NoiseSource(1000 + r)).inner
         m = measurements_from(plan_design, measurement_frame(rel))
         x = gls_estimate(m)
-        rhos[r] = rho = overdispersion(m, index.area)
-        for i, (idx, share, cut) in enumerate(parts):
+        model = subcell_overdispersion(m, index.area)
+        rhos[r], subs[r], alphas[r] = model.levels[0][0], model.rho, model.exponent
+        for i, (idx, share, cut, grid_in) in enumerate(parts):
             est = float(share @ x[idx])
+            piece = np.minimum(1.0, model.rho * shape_factors(grid_in, model.exponent))
             app = {"none": 0.0, "binomial": apportionment_variance(x[idx[cut]], share[cut]),
-                   "overdispersed": apportionment_variance(x[idx[cut]], share[cut], rho)}
+                   "finest": apportionment_variance(x[idx[cut]], share[cut], rhos[r]),
+                   "overdispersed": apportionment_variance(x[idx[cut]], share[cut], piece)}
             for k in MODELS:
-                cover[k][r, i] = abs(est - points_in[i]) <= z * math.sqrt(noise_sd[i] ** 2 + app[k])
+                sd = math.sqrt(noise_sd[i] ** 2 + app[k])
+                cover[k][r, i] = abs(est - points_in[i]) <= z * sd
+                width[k][r, i] = 2 * z * sd
             if r == 0 and i < 3:  # the same answer as the library's
                 lib = polygon_interval(m, index, polys[i], 0.9, estimate=x, density=density)
                 assert math.isclose(lib["sd"], math.sqrt(noise_sd[i] ** 2 + app["overdispersed"]), rel_tol=1e-6)
@@ -196,7 +213,8 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
             lo, hi = float(np.sum(x[idx[~cut]])) - z * noise_sd[i], float(np.sum(x[idx])) + z * noise_sd[i]
             cover["bracket"][r, i] = lo <= points_in[i] <= hi
     fine = aggregate_points(lon, lat, Grid(BOUNDS, 2 * size, 2 * size)).counts
-    return {"size": size, "height": height, "R": R, "cover": cover, "zerr": zerr, "rho": rhos,
+    return {"size": size, "height": height, "R": R, "cover": cover, "zerr": zerr, "rho": rhos, "sub": subs,
+            "alpha": alphas, "levels": model.levels, "width": width,
             "rho_finer": true_rho(fine), "rho_split": true_rho(agg.counts), "points_in": points_in,
             "total": int(agg.counts.sum()), "app_over_noise": float(np.median(np.abs(points_in - truth_w) / noise_sd))}
 
@@ -208,24 +226,31 @@ def verdict(c: float) -> str:
 def table(res: dict, first: int) -> list[str]:
     """One results table (one grid size); ``first``: also the coverage over the first polygons alone."""
     cv, R = res["cover"], res["R"]
+    levels = ", ".join(f"{r:.4f}" for r, _ in res["levels"])
     rows = [f"### {res['size']}² cells (height {res['height']}), {R} releases", "",
-            f"ρ̂ from the release's finest split: {res['rho'].mean():.4f} (range {res['rho'].min():.4f} to "
-            f"{res['rho'].max():.4f}); diagnostic, from the true counts (never used): ρ at the released split "
-            f"{res['rho_split']:.4f}, one level finer (the cells' own quarters) {res['rho_finer']:.4f}.  Median "
-            f"|apportionment error| / noise SD over the polygons: {res['app_over_noise']:.2f}.", "",
+            f"ρ̂ at the release's splits, finest first (last release): {levels}; the finest split's ρ̂ "
+            f"{res['rho'].mean():.4f} (range {res['rho'].min():.4f} to {res['rho'].max():.4f}); power-law exponent "
+            f"α {res['alpha'].mean():.3f} (range {res['alpha'].min():.3f} to {res['alpha'].max():.3f}); ρ one level "
+            f"below, extrapolated {res['sub'].mean():.4f} (range {res['sub'].min():.4f} to {res['sub'].max():.4f}).  "
+            f"Diagnostic, from the true counts (never used): ρ at the released split {res['rho_split']:.4f}, one "
+            f"level finer (the cells' own quarters) {res['rho_finer']:.4f}.  Median |apportionment error| / noise "
+            f"SD over the polygons: {res['app_over_noise']:.2f}.", "",
             "| interval (apportionment) | truth | coverage of the 90 % interval | SE (over polygons) | "
-            f"within 90 ± 2 % | the first {first} polygons alone (SE) |", "|---|---|---|---|---|---|"]
-    names = {"none": "none (noise alone; the old interval)", "binomial": "binomial",
-             "overdispersed": "overdispersed (the default)"}
+            f"within 90 ± 2 % | the first {first} polygons alone (SE) | mean width (median) |",
+            "|---|---|---|---|---|---|---|"]
+    names = {"none": "none (noise alone; the first interval)", "binomial": "binomial",
+             "finest": "overdispersed, ρ of the finest split (the default before)",
+             "overdispersed": "overdispersed, sub-cell ρ and piece shapes (the default)"}
     for k in MODELS:
         c, se = mean_se(cv[k], axis=0)
         c1, se1 = mean_se(cv[k][:, :first], axis=0)
+        wd = res["width"][k]
         rows.append(f"| {names[k]} | pickups inside the polygon | {c:.4f} | {se:.4f} | {verdict(c)} | "
-                    f"{c1:.4f} ({se1:.4f}) |")
+                    f"{c1:.4f} ({se1:.4f}) | {wd.mean():,.0f} ({np.median(wd):,.0f}) |")
     c, se = mean_se(cv["estimand"], axis=1)
     zb, zse = mean_se(res["zerr"], axis=1)
     rows += [f"| none | cell counts weighted by area share (its estimand) | {c:.4f} | {se:.4f} (over releases) | "
-             f"{verdict(c)} | – |", "",
+             f"{verdict(c)} | – | – |", "",
              f"Mean standardised error against the estimand {zb:+.4f} (SE {zse:.4f}, within 2 SE: "
              f"{'yes' if abs(zb) <= 2 * zse else 'NO'}).  The pickups lie in the bracket [cells inside − z·sd, "
              f"cells touching + z·sd] in {cv['bracket'].mean():.1%} of the pairs (SE {mean_se(cv['bracket'], 0)[1]:.1%}).",

@@ -39,19 +39,26 @@ for the noise alone and 31 % for the binomial.
 
 from __future__ import annotations
 
+import functools
+import math
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcore.estimate.gls import Measurements
 
-__all__ = ["APPORTIONMENTS", "apportionment_variance", "overdispersion"]
+__all__ = ["APPORTIONMENTS", "SubcellRho", "apportionment_variance", "overdispersion", "overdispersion_levels",
+           "shape_factors", "subcell_overdispersion"]
 
 #: The apportionment models of a polygon's interval: the default first.
 APPORTIONMENTS = ("overdispersed", "binomial", "none")
 
 
-def apportionment_variance(counts: NDArray[np.float64], share: NDArray[np.float64], rho: float = 0.0) -> float:
-    """``Σ_i x_i w_i (1 − w_i) (1 + (x_i − 1) ρ)`` over cut cells (counts clipped at 0, ``x − 1`` too).
+def apportionment_variance(counts: NDArray[np.float64], share: NDArray[np.float64],
+                           rho: float | NDArray[np.float64] = 0.0) -> float:
+    """``Σ_i x_i w_i (1 − w_i) (1 + (x_i − 1) ρ_i)`` over cut cells (counts clipped at 0, ``x − 1`` too);
+    ``rho``: one for all, or one per cut cell.
 
     >>> apportionment_variance(np.array([10.0, 4.0]), np.array([0.5, 0.25]))  # binomial
     3.25
@@ -75,24 +82,102 @@ def _cell_measurements(m: Measurements) -> tuple[NDArray[np.float64], NDArray[np
     return np.where(prec > 0, ysum / safe, 0.0), np.where(prec > 0, 1.0 / safe, np.inf)
 
 
-def _finest_groups(m: Measurements) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """``(group, cell)`` pairs of the smallest measured groups of cells: a row of ``A`` over two or
-    more cells that holds no smaller such row (for each of its cells, no row over two or more cells
-    is smaller).  Linear in the non-zeros of ``A``: no sort."""
+def _level_groups(m: Measurements, depth: int) -> list[tuple[NDArray[np.int64], NDArray[np.int64]]]:
+    """``(group, cell)`` pairs of the measured groups of cells at each of the ``depth`` finest levels: at
+    level 1 a row of ``A`` over two or more cells that holds no smaller such row; at level ``k`` the
+    smallest rows strictly larger than each cell's level-``k − 1`` group.  One row per group (a group
+    measured twice counts once).  Linear in the non-zeros of ``A`` per level: no sort."""
     csr = m.A.tocsr()
-    size = np.diff(csr.indptr)
+    size = np.diff(csr.indptr).astype(np.int64)
     csc = csr.tocsc()
     rows_of = csc.indices  # the rows holding each column, column by column
-    big = np.where(size[rows_of] >= 2, size[rows_of].astype(np.int64), np.iinfo(np.int64).max)
-    smallest = np.minimum.reduceat(big, csc.indptr[:-1])  # every cell is in some row (Measurements checks)
+    col_of = np.repeat(np.arange(m.n, dtype=np.int64), np.diff(csc.indptr))
     row = np.repeat(np.arange(size.size, dtype=np.int64), size)
     col = csr.indices.astype(np.int64)
-    multi = size[row] >= 2
-    row, col = row[multi], col[multi]
-    bad = np.zeros(size.size, dtype=bool)
-    bad[row[smallest[col] < size[row]]] = True
-    keep = ~bad[row]
-    return row[keep], col[keep]
+    prev, out = np.ones(m.n, dtype=np.int64), []
+    top = np.iinfo(np.int64).max
+    for _ in range(depth):
+        big = np.where(size[rows_of] > prev[col_of], size[rows_of], top)
+        smallest = np.minimum.reduceat(big, csc.indptr[:-1])  # every cell is in some row (Measurements checks)
+        bad = np.zeros(size.size, dtype=bool)
+        bad[row[(smallest[col] != size[row]) | (size[row] < 2)]] = True
+        keep = ~bad[row]
+        r, c = row[keep], col[keep]
+        if r.size == 0:
+            break
+        first = np.full(size.size, m.n, dtype=np.int64)  # one row per group: keyed by its first cell
+        np.minimum.at(first, r, c)
+        owner = np.full(m.n, -1, dtype=np.int64)
+        owner[first[r]] = r  # the kept rows of one cell set share their first cell: the last one wins
+        one = owner[first[r]] == r
+        out.append((r[one], c[one]))
+        prev = np.where(smallest < top, smallest, prev)
+    return out
+
+
+def _dm_rho(inv: NDArray[np.int64], y: NDArray[np.float64], s2: NDArray[np.float64], area: NDArray[np.float64],
+            k: int) -> float | None:
+    """The Dirichlet-multinomial moment ``ρ̂`` (module docstring) of ``k`` groups, unit ``j`` in group
+    ``inv[j]`` with measurement ``y[j]``, its variance ``s2[j]`` and area ``area[j]``; clipped to ``[0, 1]``."""
+    tot_area = np.bincount(inv, weights=area, minlength=k)
+    use = (tot_area > 0)[inv]
+    inv, y, s2, area = inv[use], y[use], s2[use], area[use]
+    if inv.size == 0:
+        return None
+    a = area / tot_area[inv]
+    Y = np.bincount(inv, weights=y, minlength=k)
+    V = np.bincount(inv, weights=s2, minlength=k)
+    g = 1.0 - np.bincount(inv, weights=a * a, minlength=k)
+    T = np.bincount(inv, weights=(y - a * Y[inv]) ** 2, minlength=k)
+    N = np.bincount(inv, weights=s2 * (1.0 - 2.0 * a), minlength=k) + V * (1.0 - g)
+    on = np.bincount(inv, minlength=k) > 0  # the groups used
+    den = float(np.sum((g * (Y * Y - Y - V))[on]))
+    if not den > 0:
+        return None
+    return float(np.clip(np.sum((T - N - g * Y)[on]) / den, 0.0, 1.0))
+
+
+def overdispersion_levels(m: Measurements, areas: NDArray[np.float64], depth: int = 3
+                          ) -> list[tuple[float, float]]:
+    """``(ρ̂, side)`` of the release's ``depth`` finest splits, finest first: the over-dispersion of how
+    each measured group splits into its parts (cells at the finest split, the finest groups one level
+    up, ...; module docstring), and ``side``, the square root of the parts' mean area.  Stops at the
+    first level with nothing to estimate from (a flat grid: an empty list).
+
+    A part is the sum of its cells' own measurements (independent, their variances add); a group
+    with a part whose cells are not all measured is left out.
+
+    >>> import scipy.sparse as sp
+    >>> A = sp.csr_matrix(np.vstack([np.eye(4), np.ones((1, 4))]))  # four cells and their group
+    >>> m = Measurements(A, np.array([100.0, 0, 0, 0, 100]), np.full(5, 1e-9), list("abcd"))
+    >>> [(round(r, 6), s) for r, s in overdispersion_levels(m, np.ones(4))]  # one split: all in one cell
+    [(1.0, 1.0)]
+    """
+    y, s2 = _cell_measurements(m)
+    area = np.asarray(areas, dtype=np.float64)
+    unit_of = np.arange(m.n, dtype=np.int64)  # each cell's part at the level being read (first: itself)
+    out: list[tuple[float, float]] = []
+    for r, c in _level_groups(m, depth):
+        units, u = np.unique(unit_of[c], return_inverse=True)
+        uy = np.bincount(unit_of, weights=y, minlength=m.n)[units]
+        us2 = np.bincount(unit_of, weights=np.where(np.isfinite(s2), s2, 0.0), minlength=m.n)[units]
+        whole = np.bincount(unit_of, weights=np.isfinite(s2).astype(float), minlength=m.n)[units] == \
+            np.bincount(unit_of, minlength=m.n)[units]
+        uarea = np.bincount(unit_of, weights=area, minlength=m.n)[units]
+        pairs = np.unique(np.column_stack([r, units[u]]), axis=0)  # (group, part) once each
+        groups, inv = np.unique(pairs[:, 0], return_inverse=True)
+        j = np.searchsorted(units, pairs[:, 1])
+        ok_group = np.bincount(inv, weights=whole[j].astype(float), minlength=groups.size) == \
+            np.bincount(inv, minlength=groups.size)
+        keep = ok_group[inv]
+        rho = _dm_rho(inv[keep], uy[j][keep], us2[j][keep], uarea[j][keep], groups.size)
+        if rho is None:
+            break
+        out.append((rho, float(np.sqrt(np.mean(uarea[j][keep])))))
+        unit_of = np.arange(m.n, dtype=np.int64)
+        unit_of[c] = -1 - r  # the next level's parts: this level's groups (cells outside any stay alone)
+        unit_of = np.unique(unit_of, return_inverse=True)[1].astype(np.int64)
+    return out
 
 
 def overdispersion(m: Measurements, areas: NDArray[np.float64]) -> float | None:
@@ -111,28 +196,115 @@ def overdispersion(m: Measurements, areas: NDArray[np.float64]) -> float | None:
     >>> overdispersion(m, np.ones(4))  # spread exactly evenly: less than binomial, clipped
     0.0
     """
-    r, c = _finest_groups(m)
-    y, s2 = _cell_measurements(m)
-    area = np.asarray(areas, dtype=np.float64)
-    ok = np.isfinite(s2[c])
-    groups, inv = np.unique(r, return_inverse=True)
-    k = groups.size
-    if k == 0:
+    levels = overdispersion_levels(m, areas, depth=1)
+    return levels[0][0] if levels else None
+
+
+@dataclass(frozen=True)
+class SubcellRho:
+    """The over-dispersion of a cell's own points, extrapolated from the release's splits (module docstring).
+
+    ``rho``: ``ρ`` of the split of a finest cell into its quarters; ``exponent``: ``α`` of the power law
+    ``ρ ∝ side^−α`` fitted to ``levels`` (``(ρ̂, side)`` of the release's splits, finest first), also the
+    exponent of the pair-correlation kernel that scales each cut piece (``None``: one split only, no
+    extrapolation and no shape factor); ``how``: a sentence for the answer.
+    """
+
+    rho: float
+    exponent: float | None
+    levels: tuple[tuple[float, float], ...]
+    how: str
+
+
+def subcell_overdispersion(m: Measurements, areas: NDArray[np.float64], depth: int = 3) -> SubcellRho | None:
+    """:class:`SubcellRho` of the release: ``ρ̂`` at its ``depth`` finest splits
+    (:func:`overdispersion_levels`), the power law through them (least squares of ``log ρ̂`` on
+    ``log side``; ``α`` clipped to ``[0, MAX_EXPONENT]``), and ``ρ`` one level below the finest,
+    ``ρ̂₁·2^α`` (anchored at the best-measured split), at most 1.  ``None`` when the release has no split.
+
+    >>> import scipy.sparse as sp
+    >>> A = sp.csr_matrix(np.vstack([np.eye(4), np.ones((1, 4))]))
+    >>> m = Measurements(A, np.array([100.0, 0, 0, 0, 100]), np.full(5, 1e-9), list("abcd"))
+    >>> s = subcell_overdispersion(m, np.ones(4))
+    >>> round(s.rho, 6), s.exponent  # one split: its ρ̂ as it is
+    (1.0, None)
+    """
+    levels = overdispersion_levels(m, areas, depth)
+    if not levels:
         return None
-    whole = np.bincount(inv, weights=ok.astype(float), minlength=k) == np.bincount(inv, minlength=k)
-    tot_area = np.bincount(inv, weights=area[c], minlength=k)
-    use = (whole & (tot_area > 0))[inv]
-    if not np.any(use):
-        return None
-    inv, c = inv[use], c[use]
-    a = area[c] / tot_area[inv]
-    Y = np.bincount(inv, weights=y[c], minlength=k)
-    V = np.bincount(inv, weights=s2[c], minlength=k)
-    g = 1.0 - np.bincount(inv, weights=a * a, minlength=k)
-    T = np.bincount(inv, weights=(y[c] - a * Y[inv]) ** 2, minlength=k)
-    N = np.bincount(inv, weights=s2[c] * (1.0 - 2.0 * a), minlength=k) + V * (1.0 - g)
-    on = np.bincount(inv, minlength=k) > 0  # the groups used
-    den = float(np.sum((g * (Y * Y - Y - V))[on]))
-    if not den > 0:
-        return None
-    return float(np.clip(np.sum((T - N - g * Y)[on]) / den, 0.0, 1.0))
+    rho1, side1 = levels[0]
+    fit = [(r, s) for r, s in levels if r > 0 and s > 0]
+    if len(fit) < 2 or rho1 <= 0:
+        return SubcellRho(rho1, None, tuple(levels), "the release's finest split (one split: no trend to extrapolate)")
+    lr, ls = np.log([r for r, _ in fit]), np.log([s for _, s in fit])
+    alpha = float(np.clip(-np.polyfit(ls, lr, 1)[0], 0.0, MAX_EXPONENT))
+    rho = float(min(1.0, rho1 * 2.0 ** alpha))
+    return SubcellRho(rho, alpha, tuple(levels),
+                      f"the power law rho ~ side^-{alpha:.2f} through the release's {len(fit)} finest splits, "
+                      f"one level below the finest (rho {rho1:.3f} there), each cut piece scaled by its shape")
+
+
+#: The largest exponent of the power law (a pair correlation ``r^−α`` is integrable in the plane for α < 2).
+MAX_EXPONENT = 1.5
+#: Side of the sub-grid on which a cut piece's shape is read (``SUBGRID²`` sub-cells per cut cell).
+SUBGRID = 8
+
+
+def _gauss(n: int, a: float, b: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    x, w = np.polynomial.legendre.leggauss(n)
+    return (a + b + (b - a) * x) / 2.0, w * (b - a) / 2.0
+
+
+@functools.lru_cache(maxsize=32)
+def _kernel(alpha: float, k: int = SUBGRID) -> NDArray[np.float64]:
+    """The ``k²×k²`` matrix of the mean of ``r^−α`` between two uniform points of two sub-cells (side 1)
+    of a ``k×k`` grid: over the offset ``(i, j)`` of the sub-cells, ``∫∫ (1−|u|)(1−|v|)
+    ((i+u)² + (j+v)²)^{−α/2} du dv`` on ``[−1, 1]²`` (the difference of two uniform points has the
+    triangular density), by Gauss-Legendre on each half; the singular ``(0, 0)`` by Duffy's (1982)
+    transform ``u = t, v = ts`` (the ``t^{1−α}`` left is integrable)."""
+    x, w = (np.concatenate(p) for p in zip(_gauss(24, -1.0, 0.0), _gauss(24, 0.0, 1.0), strict=True))
+    tri = (1.0 - np.abs(x))[:, None] * (1.0 - np.abs(x))[None, :] * w[:, None] * w[None, :]
+    off = np.arange(k, dtype=np.float64)
+    d2 = (off[:, None, None, None] + x[None, None, :, None]) ** 2 + (off[None, :, None, None] + x[None, None, None, :]) ** 2
+    table = np.sum(tri * np.where(d2 > 0, d2, 1.0) ** (-alpha / 2.0), axis=(2, 3))
+    t, wt = _gauss(48, 0.0, 1.0)
+    s, ws = _gauss(48, 0.0, 1.0)
+    f = (1.0 - t[:, None]) * (1.0 - t[:, None] * s[None, :]) * t[:, None] ** (1.0 - alpha) * (1.0 + s * s)[None, :] ** (-alpha / 2.0)
+    table[0, 0] = 8.0 * float(wt @ f @ ws)  # 4 quadrants × 2 triangles
+    i, j = np.divmod(np.arange(k * k), k)
+    return table[np.abs(i[:, None] - i[None, :]), np.abs(j[:, None] - j[None, :])]
+
+
+def _share_variance(inside: NDArray[np.float64], kern: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``fᵀKf / (w(1 − w))`` of each row of ``inside`` (sub-cell shares, flattened), ``f = inside − w``."""
+    w = inside.mean(axis=1)
+    f = inside - w[:, None]
+    q = np.einsum("ij,jk,ik->i", f, kern, f)
+    return q, w * (1.0 - w)
+
+
+def shape_factors(inside: NDArray[np.float64], alpha: float) -> NDArray[np.float64]:
+    """Each cut piece's ``ρ`` relative to its cell's split into quarters, under the pair correlation
+    ``g(r) − 1 ∝ r^−α`` (module docstring): ``G(piece) / G(quarters)`` with
+    ``G(A) = ∫∫ f_A(u) f_A(v) r^−α / (w(1 − w))``, ``f_A = 1_A − w``, read on the ``k×k`` sub-grid
+    ``inside`` (one row per piece: 1 where a sub-cell's centre is in the polygon).  A piece too thin
+    for the sub-grid (no centre in, or none out) takes the thinnest strip's factor (one row of sub-cells).
+
+    >>> k = SUBGRID
+    >>> half = (np.arange(k * k) // k < k // 2).astype(float)  # the cell's left half
+    >>> float(shape_factors(half[None, :], 0.6)[0]) > 1  # a half varies more than a quarter
+    True
+    >>> quarter = ((np.arange(k * k) // k < k // 2) & (np.arange(k * k) % k < k // 2)).astype(float)
+    >>> round(float(shape_factors(quarter[None, :], 0.6)[0]), 6)  # the quarters themselves
+    1.0
+    """
+    inside = np.atleast_2d(np.asarray(inside, dtype=np.float64))
+    k = int(round(math.sqrt(inside.shape[1])))
+    kern = _kernel(round(max(float(alpha), 0.05), 3), k)
+    i, j = np.divmod(np.arange(k * k), k)
+    quarters = np.stack([((i < k // 2) == a) & ((j < k // 2) == b) for a in (0, 1) for b in (0, 1)]).astype(float)
+    q, g = _share_variance(quarters, kern)
+    ref = q.sum() / g.sum()  # the pooled estimator over the four quarters (as the release's splits are read)
+    strip_q, strip_g = _share_variance((i == 0).astype(float)[None, :], kern)
+    q, g = _share_variance(inside, kern)
+    return np.where(g > 0, q / np.where(g > 0, g, 1.0), strip_q[0] / strip_g[0]) / ref

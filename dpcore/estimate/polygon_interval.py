@@ -27,11 +27,18 @@ import shapely
 from numpy.typing import NDArray
 
 from dpcore.errors import ParameterError
-from dpcore.estimate.apportionment import APPORTIONMENTS, apportionment_variance, overdispersion
+from dpcore.estimate.apportionment import (
+    APPORTIONMENTS,
+    SUBGRID,
+    SubcellRho,
+    apportionment_variance,
+    shape_factors,
+    subcell_overdispersion,
+)
 from dpcore.estimate.gls import Measurements, gls_estimate, union_interval
 from dpcore.privacy.calibration import interval_half_width
 
-__all__ = ["CUT_WARNING_SHARE", "CellIndex", "Density", "polygon_interval", "polygon_weights"]
+__all__ = ["CUT_WARNING_SHARE", "CellIndex", "Density", "piece_grids", "polygon_interval", "polygon_weights"]
 
 #: Warn when cut cells carry more than this share of the estimate.
 CUT_WARNING_SHARE = 0.2
@@ -124,10 +131,29 @@ def _coverage(cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any], poly
     return idx[order], share[order], whole[order]
 
 
+def piece_grids(geoms: NDArray[Any], polygon: shapely.Geometry, k: int = SUBGRID) -> NDArray[np.float64]:
+    """Each cut cell's piece under ``polygon`` on a ``k×k`` sub-grid of its bounding box: one row per
+    cell, 1 where a sub-cell's centre lies in the polygon (row-major over the cell's x, then y), for
+    :func:`~dpcore.estimate.apportionment.shape_factors`.  One vectorised point-in-polygon test.
+
+    >>> piece_grids(shapely.box([0], [0], [1], [1]), shapely.box(0, 0, 0.5, 1), k=2).tolist()
+    [[1.0, 1.0, 0.0, 0.0]]
+    """
+    b = shapely.bounds(np.asarray(geoms, dtype=object)).reshape(-1, 4)
+    t = (np.arange(k) + 0.5) / k
+    gx = np.repeat(t, k)  # the sub-cell (i, j) at flat position i·k + j: x from i, y from j
+    gy = np.tile(t, k)
+    x = b[:, [0]] + (b[:, [2]] - b[:, [0]]) * gx[None, :]
+    y = b[:, [1]] + (b[:, [3]] - b[:, [1]]) * gy[None, :]
+    shapely.prepare(polygon)
+    return shapely.contains_xy(polygon, x, y).astype(np.float64)
+
+
 def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any],
                      polygon: shapely.Geometry, coverage: float = 0.9, *,
                      estimate: NDArray[np.float64] | None = None, density: Density | None = None,
-                     apportionment: str = "overdispersed", rho: float | None = None) -> dict[str, Any]:
+                     apportionment: str = "overdispersed", rho: float | SubcellRho | None = None
+                     ) -> dict[str, Any]:
     """The estimate and ``coverage`` interval of the count inside ``polygon``.
 
     :func:`~dpcore.estimate.gls.union_interval` of the cells under ``polygon`` weighted by their
@@ -169,12 +195,17 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
     cut_x, cut_w = x[idx[~full]], share[~full]
     used, note = apportionment, ""
     if apportionment == "overdispersed" and rho is None and cut_x.size:
-        rho = overdispersion(m, index.area)
+        rho = subcell_overdispersion(m, index.area)
         if rho is None:
             used, note = "binomial", ("; the release measures no groups of cells to estimate the over-dispersion "
                                       "from, so the binomial apportionment variance is used (likely too small)")
-    r = float(rho or 0.0) if used == "overdispersed" else 0.0
-    app_var = 0.0 if used == "none" else apportionment_variance(cut_x, cut_w, r)
+    model = rho if isinstance(rho, SubcellRho) else None
+    r = (model.rho if model else float(rho or 0.0)) if used == "overdispersed" else 0.0
+    piece_rho: float | NDArray[np.float64] = r
+    if model is not None and model.exponent is not None and cut_x.size:
+        grids = piece_grids(index.geoms[idx[~full]], polygon)
+        piece_rho = np.minimum(1.0, r * shape_factors(grids, model.exponent))
+    app_var = 0.0 if used == "none" else apportionment_variance(cut_x, cut_w, piece_rho)
     if app_var > 0:
         var = out["variance"] + app_var
         half = max(float(interval_half_width("normal", math.sqrt(var), coverage)), out["high"] - out["estimate"])
@@ -192,6 +223,17 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
                    f"read the bracket [inside, touching]{note}")
     out.update({"noise_sd": math.sqrt(out["variance"] - app_var), "apportionment_sd": math.sqrt(app_var),
                 "apportionment": used, "rho": r if used == "overdispersed" else (0.0 if used == "binomial" else None),
+                "rho_how": _rho_how(used, model, rho),
                 "inside": inside, "touching": touching, "cells_inside": int(full.sum()),
                 "cells_cut": int((~full).sum()), "cut_share": cut_share, "warning": warning})
     return out
+
+
+def _rho_how(used: str, model: SubcellRho | None, rho: float | SubcellRho | None) -> str | None:
+    """How the answer's ``rho`` was found (the ``rho_how`` field)."""
+    if used != "overdispersed":
+        return None
+    if model is None:
+        return "given" if rho is not None else None
+    levels = ", ".join(f"{r:.3f}" for r, _ in model.levels)
+    return f"{model.how} (rho at the release's splits, finest first: {levels})"
