@@ -62,6 +62,8 @@ from dpcore.core.session import Session  # noqa: E402
 from dpcore.data.domain import Bounds, Grid, aggregate_points  # noqa: E402
 from dpcore.estimate.apportionment import (  # noqa: E402
     apportionment_variance,
+    correlated_variance,
+    piece_covariance,
     shape_factors,
     subcell_overdispersion,
 )
@@ -69,6 +71,7 @@ from dpcore.estimate.gls import gls_estimate, measurements_from, union_variance 
 from dpcore.estimate.polygon_interval import (  # noqa: E402
     CellIndex,
     Density,
+    grid_positions,
     piece_grids,
     polygon_interval,
     polygon_weights,
@@ -107,7 +110,7 @@ def drawn_polygons(n: int, seed: int, lon: np.ndarray, lat: np.ndarray) -> list[
     return out
 
 
-MODELS = ("none", "binomial", "finest", "overdispersed")
+MODELS = ("none", "binomial", "finest", "shapes", "overdispersed")
 
 
 def load(days: str) -> tuple[np.ndarray, np.ndarray]:
@@ -158,13 +161,13 @@ def mean_se(a: np.ndarray, axis: int) -> tuple[float, float]:
 
 
 def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
-        prior: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+        prior: tuple[np.ndarray, np.ndarray] | None = None, epsilon: float = 1.0) -> dict:
     """Every (release, polygon) answer's coverage on a ``size``² quadtree, per apportionment model;
     ``prior``: other pickups whose :func:`prior_density` apportions the cut cells instead of area."""
     grid = Grid(BOUNDS, size, size)
     agg = aggregate_points(lon, lat, grid)
     height = int(round(math.log2(size)))
-    plan = catalog.get("points", "quadtree").plan(grid, pure(1.0), {"height": height}, unit=points_unit(None))
+    plan = catalog.get("points", "quadtree").plan(grid, pure(epsilon), {"height": height}, unit=points_unit(None))
     first = pipeline.release(plan, agg, session=Session.unaccounted(), noise=NoiseSource(1000)).inner
     plan_design = design(first)  # data-free for this plan: the same cells and nodes in every release
     m0 = measurements_from(plan_design, measurement_frame(first))
@@ -174,10 +177,14 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
     leaf_truth = agg.counts[rects[:, 0], rects[:, 2]].astype(float)
     parts, points_in, noise_sd = [], np.zeros(len(polys)), np.zeros(len(polys))
     density = None if prior is None else prior_density(*prior, grid, index, polys)
+    alpha0 = subcell_overdispersion(m0, index.area).exponent  # the pieces' shapes read at the first release's α
     for i, p in enumerate(polys):
         idx, share = polygon_weights(index, p, density)
         cut = share < 1.0 - 1e-9
-        parts.append((idx, share, cut, piece_grids(index.geoms[idx[cut]], p)))
+        grid_in = piece_grids(index.geoms[idx[cut]], p)
+        pieces = (shape_factors(grid_in, alpha0),
+                  *piece_covariance(grid_in, grid_positions(index.geoms[idx[cut]]), alpha0)[1:])
+        parts.append((idx, share, cut, pieces))
         w = np.zeros(m0.n)
         w[idx] = share
         noise_sd[i] = math.sqrt(union_variance(m0, w))
@@ -195,12 +202,13 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
         x = gls_estimate(m)
         model = subcell_overdispersion(m, index.area)
         rhos[r], subs[r], alphas[r] = model.levels[0][0], model.rho, model.exponent
-        for i, (idx, share, cut, grid_in) in enumerate(parts):
+        for i, (idx, share, cut, pieces) in enumerate(parts):
             est = float(share @ x[idx])
-            piece = np.minimum(1.0, model.rho * shape_factors(grid_in, model.exponent))
-            app = {"none": 0.0, "binomial": apportionment_variance(x[idx[cut]], share[cut]),
-                   "finest": apportionment_variance(x[idx[cut]], share[cut], rhos[r]),
-                   "overdispersed": apportionment_variance(x[idx[cut]], share[cut], piece)}
+            xc, wc = x[idx[cut]], share[cut]
+            app = {"none": 0.0, "binomial": apportionment_variance(xc, wc),
+                   "finest": apportionment_variance(xc, wc, rhos[r]),
+                   "shapes": apportionment_variance(xc, wc, np.minimum(1.0, model.rho * pieces[0])),
+                   "overdispersed": correlated_variance(xc, wc, model.rho, None, None, alpha0, pieces)}
             for k in MODELS:
                 sd = math.sqrt(noise_sd[i] ** 2 + app[k])
                 cover[k][r, i] = abs(est - points_in[i]) <= z * sd
@@ -240,7 +248,8 @@ def table(res: dict, first: int) -> list[str]:
             "|---|---|---|---|---|---|---|"]
     names = {"none": "none (noise alone; the first interval)", "binomial": "binomial",
              "finest": "overdispersed, ρ of the finest split (the default before)",
-             "overdispersed": "overdispersed, sub-cell ρ and piece shapes (the default)"}
+             "shapes": "overdispersed, sub-cell ρ and piece shapes, cells independent",
+             "overdispersed": "overdispersed, sub-cell ρ, piece shapes, neighbours correlated (the default)"}
     for k in MODELS:
         c, se = mean_se(cv[k], axis=0)
         c1, se1 = mean_se(cv[k][:, :first], axis=0)
@@ -268,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--days", default="1-30", help="days of April kept (1-15: the development run)")
     ap.add_argument("--density-days", default=None, help="apportion cut cells by the pickups of these days "
                     "(e.g. 1-15, with --days 16-30: a stand-in for last year's public release)")
+    ap.add_argument("--epsilon", type=float, default=1.0, help="ε of each release (2 on half the pickups keeps the "
+                    "full month's ratio of apportionment error to noise: a development setting)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "interval_coverage_polygons.md"))
     args = ap.parse_args(argv)
     load0, t0 = os.getloadavg()[0], time.perf_counter()
@@ -276,14 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(v) for v in args.sizes.split(",")]
     reps = [int(v) for v in args.releases.split(",")]
     prior = load(args.density_days) if args.density_days else None
-    results = [run(s, reps[min(i, len(reps) - 1)], lon, lat, polys, prior) for i, s in enumerate(sizes)]
+    results = [run(s, reps[min(i, len(reps) - 1)], lon, lat, polys, prior, args.epsilon) for i, s in enumerate(sizes)]
     pin = results[0]["points_in"]
     lines = ["# Coverage of the 90 % polygon intervals on the NYC pickups release "
              "(benchmarks/interval_coverage_polygons.py)", "",
              f"{results[0]['total']:,} Uber pickups (April 2014, days {args.days}) in the box {BOUNDS.as_tuple()}; "
              + (f"cut cells apportioned by the pickups of days {args.density_days} (4×4 sub-cells, + 0.5 each: a "
                 "stand-in for last year's public release; not the released data); " if args.density_days else "") +
-             f"quadtree down to every cell, ε = 1; {len(polys)} drawn polygons (seed {args.seed}, fixed before the "
+             f"quadtree down to every cell, ε = {args.epsilon:g}; {len(polys)} drawn polygons (seed {args.seed}, fixed before the "
              f"releases, around random pickups; {int(np.median(pin)):,} pickups inside the median one, "
              f"{int(pin.min()):,} to {int(pin.max()):,}).", ""]
     for res in results:

@@ -42,13 +42,15 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcore.estimate.gls import Measurements
 
-__all__ = ["APPORTIONMENTS", "SubcellRho", "apportionment_variance", "overdispersion", "overdispersion_levels",
+__all__ = ["APPORTIONMENTS", "SubcellRho", "apportionment_variance", "correlated_variance", "overdispersion",
+           "piece_covariance", "overdispersion_levels",
            "shape_factors", "subcell_overdispersion"]
 
 #: The apportionment models of a polygon's interval: the default first.
@@ -80,6 +82,34 @@ def _cell_measurements(m: Measurements) -> tuple[NDArray[np.float64], NDArray[np
     ysum = np.bincount(cols, weights=np.asarray(m.y, dtype=np.float64)[one] / m.var[one], minlength=m.n)
     safe = np.where(prec > 0, prec, 1.0)
     return np.where(prec > 0, ysum / safe, 0.0), np.where(prec > 0, 1.0 / safe, np.inf)
+
+
+def correlated_variance(counts: NDArray[np.float64], share: NDArray[np.float64], rho: float,
+                        inside: NDArray[np.float64] | None, cell_xy: NDArray[np.int64] | None, alpha: float,
+                        pieces: tuple[NDArray[Any], ...] | None = None) -> float:
+    """The cut cells' apportionment variance with each piece's ``ρ`` scaled by its shape and the
+    pieces of neighbouring cells correlated (:func:`piece_covariance`; module docstring):
+    ``Σ x_i w_i(1 − w_i) + Σ_i x_i(x_i − 1) min(ρ·d_i, w_i(1 − w_i)) + 2ρ Σ_{a<b} x_a x_b c_ab``
+    (``d_i``: the shape factor times ``w_i(1 − w_i)``; the correlated part at least 0).  ``pieces``:
+    ``(shape_factors, *piece_covariance[1:])`` of ``inside`` when already computed (many releases).
+
+    >>> k = SUBGRID
+    >>> left = (np.arange(k * k) // k < k // 2).astype(float)
+    >>> one = correlated_variance(np.array([50.0]), np.array([0.5]), 0.2, left[None, :], None, 0.6)
+    >>> two = correlated_variance(np.array([50.0, 50]), np.array([0.5, 0.5]), 0.2, np.stack([left, left]),
+    ...                           np.array([[0, 0], [0, 1]]), 0.6)
+    >>> two > 2 * one  # the two pieces err together
+    True
+    """
+    x = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+    w = np.clip(np.asarray(share, dtype=np.float64), 0.0, 1.0)
+    g = w * (1.0 - w)
+    if pieces is None:
+        assert inside is not None
+        pieces = (shape_factors(inside, alpha), *piece_covariance(inside, cell_xy, alpha)[1:])
+    factor, a, b, c = pieces
+    pair = np.sum(x * np.maximum(x - 1.0, 0.0) * np.minimum(rho * factor * g, g)) + 2.0 * rho * np.sum(x[a] * x[b] * c)
+    return float(np.sum(x * g) + max(float(pair), 0.0))
 
 
 def _level_groups(m: Measurements, depth: int) -> list[tuple[NDArray[np.int64], NDArray[np.int64]]]:
@@ -255,24 +285,35 @@ def _gauss(n: int, a: float, b: float) -> tuple[NDArray[np.float64], NDArray[np.
     return (a + b + (b - a) * x) / 2.0, w * (b - a) / 2.0
 
 
+#: How many cells away a cut piece's correlation with another cut piece is counted (``REACH`` on each side).
+REACH = 2
+
+
 @functools.lru_cache(maxsize=32)
-def _kernel(alpha: float, k: int = SUBGRID) -> NDArray[np.float64]:
-    """The ``k²×k²`` matrix of the mean of ``r^−α`` between two uniform points of two sub-cells (side 1)
-    of a ``k×k`` grid: over the offset ``(i, j)`` of the sub-cells, ``∫∫ (1−|u|)(1−|v|)
-    ((i+u)² + (j+v)²)^{−α/2} du dv`` on ``[−1, 1]²`` (the difference of two uniform points has the
-    triangular density), by Gauss-Legendre on each half; the singular ``(0, 0)`` by Duffy's (1982)
-    transform ``u = t, v = ts`` (the ``t^{1−α}`` left is integrable)."""
-    x, w = (np.concatenate(p) for p in zip(_gauss(24, -1.0, 0.0), _gauss(24, 0.0, 1.0), strict=True))
+def kernel_table(alpha: float, k: int = SUBGRID, reach: int = REACH) -> NDArray[np.float64]:
+    """The mean of ``r^−α`` between two uniform points of two sub-cells (side 1) at offset ``(i, j)``,
+    ``0 ≤ i, j < k·(reach + 1)``: ``∫∫ (1−|u|)(1−|v|) ((i+u)² + (j+v)²)^{−α/2} du dv`` on ``[−1, 1]²``
+    (the difference of two uniform points has the triangular density), by Gauss-Legendre on each
+    half; the singular ``(0, 0)`` by Duffy's (1982) transform ``u = t, v = ts`` (the ``t^{1−α}`` left
+    is integrable)."""
+    x, w = (np.concatenate(p) for p in zip(_gauss(16, -1.0, 0.0), _gauss(16, 0.0, 1.0), strict=True))
     tri = (1.0 - np.abs(x))[:, None] * (1.0 - np.abs(x))[None, :] * w[:, None] * w[None, :]
-    off = np.arange(k, dtype=np.float64)
+    off = np.arange(k * (reach + 1), dtype=np.float64)
     d2 = (off[:, None, None, None] + x[None, None, :, None]) ** 2 + (off[None, :, None, None] + x[None, None, None, :]) ** 2
-    table = np.sum(tri * np.where(d2 > 0, d2, 1.0) ** (-alpha / 2.0), axis=(2, 3))
+    table = np.einsum("abij,ij->ab", np.where(d2 > 0, d2, 1.0) ** (-alpha / 2.0), tri)
     t, wt = _gauss(48, 0.0, 1.0)
     s, ws = _gauss(48, 0.0, 1.0)
     f = (1.0 - t[:, None]) * (1.0 - t[:, None] * s[None, :]) * t[:, None] ** (1.0 - alpha) * (1.0 + s * s)[None, :] ** (-alpha / 2.0)
     table[0, 0] = 8.0 * float(wt @ f @ ws)  # 4 quadrants × 2 triangles
+    return table
+
+
+def _kernel(alpha: float, k: int = SUBGRID, shift: tuple[int, int] = (0, 0)) -> NDArray[np.float64]:
+    """The ``k²×k²`` kernel between the sub-cells of a cell and those of the cell ``shift`` cells away
+    (flat index ``i·k + j``, ``i`` along x)."""
+    table = kernel_table(round(max(float(alpha), 0.05), 3), k)
     i, j = np.divmod(np.arange(k * k), k)
-    return table[np.abs(i[:, None] - i[None, :]), np.abs(j[:, None] - j[None, :])]
+    return table[np.abs(k * shift[0] + i[:, None] - i[None, :]), np.abs(k * shift[1] + j[:, None] - j[None, :])]
 
 
 def _share_variance(inside: NDArray[np.float64], kern: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -300,11 +341,67 @@ def shape_factors(inside: NDArray[np.float64], alpha: float) -> NDArray[np.float
     """
     inside = np.atleast_2d(np.asarray(inside, dtype=np.float64))
     k = int(round(math.sqrt(inside.shape[1])))
-    kern = _kernel(round(max(float(alpha), 0.05), 3), k)
+    alpha = round(max(float(alpha), 0.05), 3)
+    kern = _kernel(alpha, k)
+    q, g = _share_variance(inside, kern)
+    thin_q, thin_g, ref = _references(alpha, k)
+    return np.where(g > 0, q / np.where(g > 0, g, 1.0), thin_q / thin_g) / ref
+
+
+@functools.lru_cache(maxsize=32)
+def _references(alpha: float, k: int) -> tuple[float, float, float]:
+    """The thinnest strip's ``fᵀKf`` and ``w(1 − w)``, and the quarters' pooled ``Σ fᵀKf / Σ w(1 − w)``
+    (the release's splits are read with that pooled estimator)."""
+    kern = _kernel(alpha, k)
     i, j = np.divmod(np.arange(k * k), k)
     quarters = np.stack([((i < k // 2) == a) & ((j < k // 2) == b) for a in (0, 1) for b in (0, 1)]).astype(float)
     q, g = _share_variance(quarters, kern)
-    ref = q.sum() / g.sum()  # the pooled estimator over the four quarters (as the release's splits are read)
-    strip_q, strip_g = _share_variance((i == 0).astype(float)[None, :], kern)
-    q, g = _share_variance(inside, kern)
-    return np.where(g > 0, q / np.where(g > 0, g, 1.0), strip_q[0] / strip_g[0]) / ref
+    thin_q, thin_g = _share_variance((i == 0).astype(float)[None, :], kern)
+    return float(thin_q[0]), float(thin_g[0]), float(q.sum() / g.sum())
+
+
+def piece_covariance(inside: NDArray[np.float64], cell_xy: NDArray[np.int64] | None, alpha: float,
+                     reach: int = REACH) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64],
+                                                  NDArray[np.float64]]:
+    """The cut pieces' share covariances relative to a cell's quarters, under the pair correlation
+    ``g(r) − 1 ∝ r^−α`` (module docstring): ``diag[i] = shape_factors · w_i(1 − w_i)`` and, for the
+    pairs ``(a, b)`` of cut cells at most ``reach`` cells apart (``cell_xy``: their integer grid
+    positions; ``None``: no pairs), ``cross = f_aᵀK_{ab}f_b / ref`` (counted once per pair).
+
+    >>> k = SUBGRID
+    >>> left = (np.arange(k * k) // k < k // 2).astype(float)
+    >>> d, a, b, c = piece_covariance(np.stack([left, left]), np.array([[0, 0], [0, 1]]), 0.6)
+    >>> a.tolist(), b.tolist(), bool(c[0] > 0)  # two cells cut alike, one above the other: correlated
+    ([0], [1], True)
+    """
+    inside = np.atleast_2d(np.asarray(inside, dtype=np.float64))
+    k = int(round(math.sqrt(inside.shape[1])))
+    alpha = round(max(float(alpha), 0.05), 3)
+    w = inside.mean(axis=1)
+    diag = shape_factors(inside, alpha) * w * (1.0 - w)
+    none = np.zeros(0, dtype=np.int64)
+    if cell_xy is None or inside.shape[0] < 2:
+        return diag, none, none, np.zeros(0)
+    ref = _references(alpha, k)[2]
+    xy = np.asarray(cell_xy, dtype=np.int64)
+    xy = xy - xy.min(axis=0)
+    span = int(xy[:, 1].max()) + 2 * reach + 1
+    key = xy[:, 0] * span + xy[:, 1]
+    order = np.argsort(key)
+    f = inside - w[:, None]
+    out_a, out_b, out_c = [], [], []
+    for dx in range(0, reach + 1):
+        for dy in range(-reach, reach + 1):
+            if dx == 0 and dy <= 0:
+                continue  # each unordered pair once
+            want = key + dx * span + dy
+            pos = np.clip(np.searchsorted(key[order], want), 0, key.size - 1)
+            hit = key[order][pos] == want
+            a, b = np.flatnonzero(hit), order[pos[hit]]
+            if a.size:
+                out_a.append(a)
+                out_b.append(b)
+                out_c.append(np.einsum("ij,jk,ik->i", f[a], _kernel(alpha, k, (-dx, -dy)), f[b]) / ref)
+    if not out_a:
+        return diag, none, none, np.zeros(0)
+    return diag, np.concatenate(out_a), np.concatenate(out_b), np.concatenate(out_c)

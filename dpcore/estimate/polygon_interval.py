@@ -32,13 +32,13 @@ from dpcore.estimate.apportionment import (
     SUBGRID,
     SubcellRho,
     apportionment_variance,
-    shape_factors,
+    correlated_variance,
     subcell_overdispersion,
 )
 from dpcore.estimate.gls import Measurements, gls_estimate, union_interval
 from dpcore.privacy.calibration import interval_half_width
 
-__all__ = ["CUT_WARNING_SHARE", "CellIndex", "Density", "piece_grids", "polygon_interval", "polygon_weights"]
+__all__ = ["CUT_WARNING_SHARE", "CellIndex", "Density", "grid_positions", "piece_grids", "polygon_interval", "polygon_weights"]
 
 #: Warn when cut cells carry more than this share of the estimate.
 CUT_WARNING_SHARE = 0.2
@@ -149,6 +149,22 @@ def piece_grids(geoms: NDArray[Any], polygon: shapely.Geometry, k: int = SUBGRID
     return shapely.contains_xy(polygon, x, y).astype(np.float64)
 
 
+def grid_positions(geoms: NDArray[Any]) -> NDArray[np.int64] | None:
+    """The integer grid positions (column, row) of cells of one size (``None`` when their sizes
+    differ or a cell has no area: then no two cut cells are taken as neighbours).
+
+    >>> grid_positions(shapely.box([0, 2], [0, 1], [1, 3], [1, 2])).tolist()
+    [[0, 0], [2, 1]]
+    """
+    b = shapely.bounds(np.asarray(geoms, dtype=object)).reshape(-1, 4)
+    if b.shape[0] == 0 or not np.all(np.isfinite(b)):
+        return None
+    dx, dy = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
+    if dx[0] <= 0 or dy[0] <= 0 or not (np.allclose(dx, dx[0], rtol=1e-6) and np.allclose(dy, dy[0], rtol=1e-6)):
+        return None
+    return np.column_stack([np.rint((b[:, 0] - b[0, 0]) / dx[0]), np.rint((b[:, 1] - b[0, 1]) / dy[0])]).astype(np.int64)
+
+
 def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any],
                      polygon: shapely.Geometry, coverage: float = 0.9, *,
                      estimate: NDArray[np.float64] | None = None, density: Density | None = None,
@@ -201,11 +217,14 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
                                       "from, so the binomial apportionment variance is used (likely too small)")
     model = rho if isinstance(rho, SubcellRho) else None
     r = (model.rho if model else float(rho or 0.0)) if used == "overdispersed" else 0.0
-    piece_rho: float | NDArray[np.float64] = r
-    if model is not None and model.exponent is not None and cut_x.size:
-        grids = piece_grids(index.geoms[idx[~full]], polygon)
-        piece_rho = np.minimum(1.0, r * shape_factors(grids, model.exponent))
-    app_var = 0.0 if used == "none" else apportionment_variance(cut_x, cut_w, piece_rho)
+    if used == "none":
+        app_var = 0.0
+    elif model is not None and model.exponent is not None and cut_x.size:
+        geoms = index.geoms[idx[~full]]
+        app_var = correlated_variance(cut_x, cut_w, r, piece_grids(geoms, polygon), grid_positions(geoms),
+                                      model.exponent)
+    else:
+        app_var = apportionment_variance(cut_x, cut_w, r)
     if app_var > 0:
         var = out["variance"] + app_var
         half = max(float(interval_half_width("normal", math.sqrt(var), coverage)), out["high"] - out["estimate"])
