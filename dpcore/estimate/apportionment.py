@@ -7,34 +7,61 @@ that error, both conditional on the cell's count ``x_i``:
 
 * **binomial**: each point of the cell falls inside independently with probability ``w_i``, so
   ``y_i ~ Binomial(x_i, w_i)`` and ``Var(y_i − w_i x_i) = x_i w_i (1 − w_i)``;
-* **overdispersed** (beta-binomial): points cluster (along streets, at entrances), so two points
+* **overdispersed** (beta-binomial, below with the pieces' shapes and neighbours): points cluster (along streets, at entrances), so two points
   of one cell fall on the same side more often than independent points would: with the
   intra-cell correlation ``ρ`` (Skellam, J. R. Stat. Soc. B 10, 1948, §2; the design effect
   ``1 + (x − 1)ρ`` of cluster sampling, Kish, *Survey Sampling*, 1965, §5.4)
   ``Var = x_i w_i (1 − w_i) (1 + (x_i − 1) ρ)``: ``ρ = 0`` is the binomial, ``ρ = 1`` all the
   cell's points at one spot.
 
-Cut cells are taken as independent, and ``x_i`` is replaced by the GLS estimate clipped at 0.
+``x_i`` is replaced by the GLS estimate clipped at 0.
 
-``ρ`` from the release alone (:func:`overdispersion`): the release measures the finest cells and
-the smallest groups of them (a quadtree's parents of its leaves, 2×2 cells).  How unevenly a
-group's count is spread over its cells, against their area shares, is the same kind of
+``ρ`` at one split, from the release alone (:func:`overdispersion`): the release measures the
+finest cells and groups of them (a quadtree's parents of its leaves, 2×2 cells).  How unevenly a
+group's count is spread over its parts, against their area shares, is the same kind of
 apportionment one level up, and the Dirichlet-multinomial moment estimator (Mosimann,
-Biometrika 49, 1962, §3) gives its ``ρ``.  With the raw (independent, exact-variance) cell
-measurements ``y_k`` of group ``p``, area shares ``a_k``, ``Y = Σ_k y_k``, ``V = Σ_k σ_k²``,
+Biometrika 49, 1962, §3) gives its ``ρ``.  With the raw (independent, exact-variance) measurements
+``y_k`` of the parts of group ``p``, area shares ``a_k``, ``Y = Σ_k y_k``, ``V = Σ_k σ_k²``,
 ``g = 1 − Σ_k a_k²`` and true count ``n``:
 
 .. math:: E\\,Σ_k (y_k − a_k Y)^2 = g\\,n\\,(1 + (n − 1)ρ) + N,\\quad
           N = Σ_k σ_k^2 (1 − 2a_k) + V Σ_k a_k^2,\\quad E[Y^2 − Y − V] = n(n − 1),
 
 so ``ρ̂ = Σ_p (T_p − N_p − g_p Y_p) / Σ_p g_p (Y_p² − Y_p − V_p)`` (ratio of unbiased sums),
-clipped to ``[0, 1]``.  Nothing here reads data: the measurements are published.  The assumption
-(stated with every answer): a finest cell's points are spread over it as unevenly as its group's
-points over its cells, and a polygon's edge splits a cell like a group is split.  It is an
-assumption a release cannot check: on the NYC pickups (benchmarks/results/interval_coverage_polygons.md)
-the true ρ one level finer is about 1.5 times the release's (points cluster more at finer scales),
-and the 90 % interval covers the pickups inside drawn polygons about 86 % of the time, against 20 %
-for the noise alone and 31 % for the binomial.
+clipped to ``[0, 1]``.  Nothing here reads data: the measurements are published.
+
+**The ρ inside a cell** (the default, :func:`subcell_overdispersion`).  A cut cell needs the ρ of
+its *own* points, one level below anything released, and points cluster more finely than cells
+show (on the NYC pickups the true ρ of a cell's quarters is about 1.5 times the finest released
+split's; with that split's ρ the 90 % interval covered 86 %).  Two steps, both from the release:
+
+1. *A scaling law.*  ``ρ̂`` is read at the release's three finest splits (:func:`overdispersion_levels`:
+   the parts of side ``s``, ``2s``, ``4s``): Greig-Smith's blocked-quadrat analysis
+   (Annals of Botany 16, 1952: the variance of counts in contiguous blocks of doubling size)
+   in Dirichlet-multinomial form.  A clustered pattern whose pair correlation is a power,
+   ``g(r) − 1 ∝ r^−α`` (a self-similar pattern: its correlation integral scales as a power,
+   Grassberger & Procaccia, Physica D 9, 1983: the correlation integral ``C(r) ∝ r^ν``), has ``ρ(s) ∝ s^−α`` at every split of the same
+   shape.  The least-squares line of ``log ρ̂`` on ``log s`` gives ``α`` (clipped to
+   ``[0, MAX_EXPONENT]``), and ``ρ`` of a cell's quarters is ``ρ̂₁·2^α``, anchored at the finest,
+   best-measured split.
+2. *The pieces' shapes, and neighbours.*  Under second-order intensity-reweighted stationarity
+   (Baddeley, Møller & Waagepetersen, Statistica Neerlandica 54, 2000, §2: the pair intensity
+   ``λ(u)λ(v)g(u − v)``), with ``λ`` the cells' counts over their areas, the covariance of the
+   errors of two cut pieces ``A ⊂ C`` and ``B ⊂ D`` given the cells' counts is, from the second
+   moment of counts in regions (Illian, Penttinen, Stoyan & Stoyan, *Statistical Analysis and
+   Modelling of Spatial Point Patterns*, 2008, pp. 223–243, the second-order characteristics),
+   ``x_C x_D κ ∫_C∫_D f_A(u) f_B(v) |u − v|^−α du dv / (|C||D|)``, ``f_A = 1_A − w_A`` on ``C``
+   (the binomial term added on the diagonal).  ``κ`` is fixed by step 1: a cell's quarters have
+   ``ρ = ρ_sub``.  So a piece's own ``ρ`` is ``ρ_sub·G(A)/G(quarters)`` (:func:`shape_factors`: a
+   straight half of a cell varies more than a quarter, a sliver less), and cut cells up to
+   ``REACH`` cells apart are correlated (:func:`piece_covariance`: a polygon's edge cuts its cells
+   alike, so their errors add up).  The integrals are read on a ``SUBGRID × SUBGRID`` grid of
+   each cut cell, with the exact mean of ``r^−α`` between two sub-cells (:func:`kernel_table`).
+
+The assumptions (stated with every answer, ``rho_how``): the clustering inside a cell follows the
+power law of the release's splits, and is the same everywhere up to the local count.  A release
+cannot check them; they were checked on held-out point sets only (other days of the pickups,
+benchmarks/results/interval_coverage_polygons.md) before the reported run.
 """
 
 from __future__ import annotations

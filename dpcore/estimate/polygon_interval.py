@@ -6,14 +6,16 @@ counts are assumed spread evenly within a cell: apportionment).  The estimate is
 (:func:`dpcore.estimate.gls.union_interval`).  The count inside the polygon also differs from
 ``Σ w_i x_i`` by the apportionment error of the cut cells; by default the interval adds its
 modelled variance (:mod:`dpcore.estimate.apportionment`: beta-binomial, with the over-dispersion
-estimated from the release's own finest split), so that it is an interval for the count inside
+inside a cell extrapolated from the release's own splits, scaled by each cut piece's shape, and
+neighbouring cut cells correlated), so that it is an interval for the count inside
 the polygon, not only for the area-weighted cells.  That model is an assumption, not a
 measurement, so the answer also gives the bracket ``[Σ_inside x̂, Σ_touching x̂]`` and a warning
 when the cut cells carry more than 20 % of the estimate.
 
 Cell shapes are the rectangles of ``design.json``'s ``cell_bounds`` (points releases, lon/lat);
 area shares are taken in those coordinates (within one small cell the distortion of lon/lat
-is negligible).
+is negligible); cells of one size (within 1e-3 of a cell: ``design.json`` rounds the bounds) are
+placed on their grid to find neighbouring cut cells.
 """
 
 from __future__ import annotations
@@ -160,7 +162,7 @@ def grid_positions(geoms: NDArray[Any]) -> NDArray[np.int64] | None:
     if b.shape[0] == 0 or not np.all(np.isfinite(b)):
         return None
     dx, dy = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
-    if dx[0] <= 0 or dy[0] <= 0 or not (np.allclose(dx, dx[0], rtol=1e-6) and np.allclose(dy, dy[0], rtol=1e-6)):
+    if dx[0] <= 0 or dy[0] <= 0 or not (np.allclose(dx, dx[0], rtol=1e-3) and np.allclose(dy, dy[0], rtol=1e-3)):
         return None
     return np.column_stack([np.rint((b[:, 0] - b[0, 0]) / dx[0]), np.rint((b[:, 1] - b[0, 1]) / dy[0])]).astype(np.int64)
 
@@ -182,12 +184,15 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
         The cut cells' apportionment model: beta-binomial with ``rho`` (default), binomial
         (``rho = 0``), or none (the noise alone: an interval for the area-weighted cells, not for the
         count inside the polygon).
-    rho : float, optional
-        The over-dispersion; by default :func:`~dpcore.estimate.apportionment.overdispersion` of ``m``
-        (pass it when asking many polygons of one release: it reads every measurement).  Where the
-        release holds nothing to estimate it from, the binomial is used and the warning says so.  It
-        is estimated against area shares: with a ``density`` that already follows the points it is
-        likely too large (the interval too wide).
+    rho : float or SubcellRho, optional
+        The over-dispersion.  By default :func:`~dpcore.estimate.apportionment.subcell_overdispersion`
+        of ``m`` (pass it when asking many polygons of one release: it reads every measurement): the
+        ρ of a cell's own points, extrapolated from the release's splits by a power law, with each
+        cut piece scaled by its shape and neighbouring cut cells correlated.  A float is one ρ for
+        every cut cell, independent (the beta-binomial alone).  Where the release holds nothing to
+        estimate it from, the binomial is used and the warning says so.  It is estimated against
+        area shares: with a ``density`` that already follows the points it is likely too large (the
+        interval too wide).
     estimate : array, optional
         :func:`~dpcore.estimate.gls.gls_estimate` of ``m`` when already solved (many polygons).
 
@@ -196,7 +201,8 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
     dict
         ``estimate``, ``variance``, ``sd``, ``low``, ``high`` (the interval: noise and apportionment),
         ``coverage``, ``method``; ``noise_sd`` and ``apportionment_sd`` (the two parts of ``sd``),
-        ``apportionment`` (the model used) and ``rho``; ``inside`` and ``touching`` (the bracket
+        ``apportionment`` (the model used), ``rho`` (ρ of a cell's quarters) and ``rho_how`` (how it was
+        found); ``inside`` and ``touching`` (the bracket
         sums), ``cells_inside``, ``cells_cut``, ``cut_share`` (the cut cells' part of the estimate)
         and ``warning``.
     """

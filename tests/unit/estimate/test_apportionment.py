@@ -273,3 +273,33 @@ def test_neighbouring_pieces_widen_the_interval() -> None:
     across = np.column_stack([np.arange(n), np.zeros(n, dtype=int)])  # a row of cells, each cut in its left half
     alternating = correlated_variance(x, w, 0.2, np.tile(left, (n, 1)), across, 0.6)
     assert together > 1.2 * alone and alternating < alone
+
+
+def test_default_polygon_interval_uses_the_subcell_model() -> None:
+    """On a quadtree release (three splits and more) the default interval adds the correlated, shape-scaled
+    apportionment variance with the extrapolated ρ, and says how ρ was found; a given ρ keeps the plain
+    beta-binomial of independent cells."""
+    rng = np.random.default_rng(21)
+    k = 16
+    counts = cascade(rng, k, 256 * 100, {s: 0.1 * s ** -0.5 for s in (8, 4, 2, 1)})
+    m = quadtree_measurements(counts, 4.0, rng)
+    cells = grid_cells(k)
+    poly = shapely.Polygon([(1.3, 2.2), (13.6, 1.4), (14.2, 12.7), (2.1, 14.9)])
+    r = polygon_interval(m, CellIndex(cells), poly, 0.9)
+    model = subcell_overdispersion(m, shapely.area(cells))
+    assert model is not None and model.exponent is not None
+    assert r["apportionment"] == "overdispersed" and r["rho"] == pytest.approx(model.rho)
+    assert "power law" in r["rho_how"] and r["cells_cut"] > 20
+    from dpcore.estimate.gls import gls_estimate
+    from dpcore.estimate.polygon_interval import grid_positions, piece_grids, polygon_weights
+
+    idx, share = polygon_weights(cells, poly)
+    full = share >= 1.0
+    x = gls_estimate(m)
+    geoms = cells[idx[~full]]
+    want = correlated_variance(x[idx[~full]], share[~full], model.rho, piece_grids(geoms, poly),
+                               grid_positions(geoms), model.exponent)
+    assert r["apportionment_sd"] ** 2 == pytest.approx(want)
+    plain = polygon_interval(m, CellIndex(cells), poly, 0.9, rho=model.rho)
+    assert plain["rho_how"] == "given"
+    assert plain["apportionment_sd"] ** 2 == pytest.approx(apportionment_variance(x[idx[~full]], share[~full], model.rho))
