@@ -17,10 +17,10 @@ Polygons
     (the plan fixes the design): computed once.
 Intervals (``dpcore.estimate.polygon_interval.polygon_interval``, one per apportionment model)
     ``none`` (the noise alone), ``binomial``, ``finest`` (beta-binomial with the ρ of each release's
-    finest split: the default before), ``shapes`` (the ρ of a cell's own quarters extrapolated by the
-    power law through the release's three finest splits, each cut piece scaled by its shape, cells
-    independent) and ``overdispersed`` (the default: the same with neighbouring cut cells correlated;
-    ``dpcore.estimate.apportionment``); the benchmark computes them from the same parts as the library
+    finest split: the default before), ``overdispersed`` (the default: the ρ of a cell's own quarters
+    extrapolated by the power law through the release's three finest splits, each cut piece scaled
+    by its shape, cells independent) and ``neighbours`` (the same with neighbouring cut cells
+    correlated; ``dpcore.estimate.apportionment``); the benchmark computes them from the same parts as the library
     (asserted equal on the first release) so that a 1,024² grid is not a tree solve per polygon and
     release; the pieces' shapes are read once, at the first release's exponent α (it moves by about
     0.002 between releases).
@@ -117,7 +117,7 @@ def drawn_polygons(n: int, seed: int, lon: np.ndarray, lat: np.ndarray) -> list[
     return out
 
 
-MODELS = ("none", "binomial", "finest", "shapes", "overdispersed")
+MODELS = ("none", "binomial", "finest", "overdispersed", "neighbours")
 
 
 def load(days: str) -> tuple[np.ndarray, np.ndarray]:
@@ -214,8 +214,8 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
             xc, wc = x[idx[cut]], share[cut]
             app = {"none": 0.0, "binomial": apportionment_variance(xc, wc),
                    "finest": apportionment_variance(xc, wc, rhos[r]),
-                   "shapes": apportionment_variance(xc, wc, np.minimum(1.0, model.rho * pieces[0])),
-                   "overdispersed": correlated_variance(xc, wc, model.rho, None, None, alpha0, pieces)}
+                   "overdispersed": apportionment_variance(xc, wc, np.minimum(1.0, model.rho * pieces[0])),
+                   "neighbours": correlated_variance(xc, wc, model.rho, None, None, alpha0, pieces)}
             for k in MODELS:
                 sd = math.sqrt(noise_sd[i] ** 2 + app[k])
                 cover[k][r, i] = abs(est - points_in[i]) <= z * sd
@@ -255,8 +255,8 @@ def table(res: dict, first: int) -> list[str]:
             "|---|---|---|---|---|---|---|"]
     names = {"none": "none (noise alone; the first interval)", "binomial": "binomial",
              "finest": "overdispersed, ρ of the finest split (the default before)",
-             "shapes": "overdispersed, sub-cell ρ and piece shapes, cells independent",
-             "overdispersed": "overdispersed, sub-cell ρ, piece shapes, neighbours correlated (the default)"}
+             "overdispersed": "overdispersed, sub-cell ρ and piece shapes (the default)",
+             "neighbours": "the same with neighbouring cut cells correlated (neighbours=True)"}
     for k in MODELS:
         c, se = mean_se(cv[k], axis=0)
         c1, se1 = mean_se(cv[k][:, :first], axis=0)

@@ -6,16 +6,15 @@ counts are assumed spread evenly within a cell: apportionment).  The estimate is
 (:func:`dpcore.estimate.gls.union_interval`).  The count inside the polygon also differs from
 ``Σ w_i x_i`` by the apportionment error of the cut cells; by default the interval adds its
 modelled variance (:mod:`dpcore.estimate.apportionment`: beta-binomial, with the over-dispersion
-inside a cell extrapolated from the release's own splits, scaled by each cut piece's shape, and
-neighbouring cut cells correlated), so that it is an interval for the count inside
+inside a cell extrapolated from the release's own splits and scaled by each cut piece's shape), so that it is an interval for the count inside
 the polygon, not only for the area-weighted cells.  That model is an assumption, not a
 measurement, so the answer also gives the bracket ``[Σ_inside x̂, Σ_touching x̂]`` and a warning
 when the cut cells carry more than 20 % of the estimate.
 
 Cell shapes are the rectangles of ``design.json``'s ``cell_bounds`` (points releases, lon/lat);
 area shares are taken in those coordinates (within one small cell the distortion of lon/lat
-is negligible); cells of one size (within 1e-3 of a cell: ``design.json`` rounds the bounds) are
-placed on their grid to find neighbouring cut cells.
+is negligible); with ``neighbours``, cells of one size (within 1e-3 of a cell: ``design.json``
+rounds the bounds) are placed on their grid to find neighbouring cut cells.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from dpcore.estimate.apportionment import (
     SubcellRho,
     apportionment_variance,
     correlated_variance,
+    shape_factors,
     subcell_overdispersion,
 )
 from dpcore.estimate.gls import Measurements, gls_estimate, union_interval
@@ -170,8 +170,8 @@ def grid_positions(geoms: NDArray[Any]) -> NDArray[np.int64] | None:
 def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any],
                      polygon: shapely.Geometry, coverage: float = 0.9, *,
                      estimate: NDArray[np.float64] | None = None, density: Density | None = None,
-                     apportionment: str = "overdispersed", rho: float | SubcellRho | None = None
-                     ) -> dict[str, Any]:
+                     apportionment: str = "overdispersed", rho: float | SubcellRho | None = None,
+                     neighbours: bool = False) -> dict[str, Any]:
     """The estimate and ``coverage`` interval of the count inside ``polygon``.
 
     :func:`~dpcore.estimate.gls.union_interval` of the cells under ``polygon`` weighted by their
@@ -187,12 +187,15 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
     rho : float or SubcellRho, optional
         The over-dispersion.  By default :func:`~dpcore.estimate.apportionment.subcell_overdispersion`
         of ``m`` (pass it when asking many polygons of one release: it reads every measurement): the
-        ρ of a cell's own points, extrapolated from the release's splits by a power law, with each
-        cut piece scaled by its shape and neighbouring cut cells correlated.  A float is one ρ for
-        every cut cell, independent (the beta-binomial alone).  Where the release holds nothing to
+        ρ of a cell's own points, extrapolated from the release's splits by a power law, each cut
+        piece's ρ scaled by its shape.  A float is one ρ for every cut cell (the beta-binomial alone).  Where the release holds nothing to
         estimate it from, the binomial is used and the warning says so.  It is estimated against
         area shares: with a ``density`` that already follows the points it is likely too large (the
         interval too wide).
+    neighbours : bool
+        Also correlate cut cells up to two cells apart under the same model
+        (:func:`~dpcore.estimate.apportionment.correlated_variance`); off by default: on held-out
+        pickups it over-covered (91.5–93 % for a 90 % interval; benchmarks/results/interval_coverage_polygons.md).
     estimate : array, optional
         :func:`~dpcore.estimate.gls.gls_estimate` of ``m`` when already solved (many polygons).
 
@@ -227,8 +230,11 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
         app_var = 0.0
     elif model is not None and model.exponent is not None and cut_x.size:
         geoms = index.geoms[idx[~full]]
-        app_var = correlated_variance(cut_x, cut_w, r, piece_grids(geoms, polygon), grid_positions(geoms),
-                                      model.exponent)
+        grids = piece_grids(geoms, polygon)
+        if neighbours:
+            app_var = correlated_variance(cut_x, cut_w, r, grids, grid_positions(geoms), model.exponent)
+        else:
+            app_var = apportionment_variance(cut_x, cut_w, np.minimum(1.0, r * shape_factors(grids, model.exponent)))
     else:
         app_var = apportionment_variance(cut_x, cut_w, r)
     if app_var > 0:

@@ -276,9 +276,9 @@ def test_neighbouring_pieces_widen_the_interval() -> None:
 
 
 def test_default_polygon_interval_uses_the_subcell_model() -> None:
-    """On a quadtree release (three splits and more) the default interval adds the correlated, shape-scaled
-    apportionment variance with the extrapolated ρ, and says how ρ was found; a given ρ keeps the plain
-    beta-binomial of independent cells."""
+    """On a quadtree release (three splits and more) the default interval adds the shape-scaled apportionment
+    variance with the extrapolated ρ and says how ρ was found; ``neighbours`` adds the correlations of
+    neighbouring cut cells; a given ρ keeps the plain beta-binomial."""
     rng = np.random.default_rng(21)
     k = 16
     counts = cascade(rng, k, 256 * 100, {s: 0.1 * s ** -0.5 for s in (8, 4, 2, 1)})
@@ -297,9 +297,13 @@ def test_default_polygon_interval_uses_the_subcell_model() -> None:
     full = share >= 1.0
     x = gls_estimate(m)
     geoms = cells[idx[~full]]
-    want = correlated_variance(x[idx[~full]], share[~full], model.rho, piece_grids(geoms, poly),
-                               grid_positions(geoms), model.exponent)
+    grids = piece_grids(geoms, poly)
+    want = apportionment_variance(x[idx[~full]], share[~full],
+                                  np.minimum(1.0, model.rho * shape_factors(grids, model.exponent)))
     assert r["apportionment_sd"] ** 2 == pytest.approx(want)
+    both = polygon_interval(m, CellIndex(cells), poly, 0.9, neighbours=True)
+    want = correlated_variance(x[idx[~full]], share[~full], model.rho, grids, grid_positions(geoms), model.exponent)
+    assert both["apportionment_sd"] ** 2 == pytest.approx(want) and want > r["apportionment_sd"] ** 2
     plain = polygon_interval(m, CellIndex(cells), poly, 0.9, rho=model.rho)
     assert plain["rho_how"] == "given"
     assert plain["apportionment_sd"] ** 2 == pytest.approx(apportionment_variance(x[idx[~full]], share[~full], model.rho))
