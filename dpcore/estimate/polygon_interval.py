@@ -6,14 +6,15 @@ counts are assumed spread evenly within a cell: apportionment).  The estimate is
 (:func:`dpcore.estimate.gls.union_interval`).  The count inside the polygon also differs from
 ``Σ w_i x_i`` by the apportionment error of the cut cells; by default the interval adds its
 modelled variance (:mod:`dpcore.estimate.apportionment`: beta-binomial, with the over-dispersion
-estimated from the release's own finest split), so that it is an interval for the count inside
+inside a cell extrapolated from the release's own splits and scaled by each cut piece's shape), so that it is an interval for the count inside
 the polygon, not only for the area-weighted cells.  That model is an assumption, not a
 measurement, so the answer also gives the bracket ``[Σ_inside x̂, Σ_touching x̂]`` and a warning
 when the cut cells carry more than 20 % of the estimate.
 
 Cell shapes are the rectangles of ``design.json``'s ``cell_bounds`` (points releases, lon/lat);
 area shares are taken in those coordinates (within one small cell the distortion of lon/lat
-is negligible).
+is negligible); with ``neighbours``, cells of one size (within 1e-3 of a cell: ``design.json``
+rounds the bounds) are placed on their grid to find neighbouring cut cells.
 """
 
 from __future__ import annotations
@@ -27,11 +28,19 @@ import shapely
 from numpy.typing import NDArray
 
 from dpcore.errors import ParameterError
-from dpcore.estimate.apportionment import APPORTIONMENTS, apportionment_variance, overdispersion
+from dpcore.estimate.apportionment import (
+    APPORTIONMENTS,
+    SUBGRID,
+    SubcellRho,
+    apportionment_variance,
+    correlated_variance,
+    shape_factors,
+    subcell_overdispersion,
+)
 from dpcore.estimate.gls import Measurements, gls_estimate, union_interval
 from dpcore.privacy.calibration import interval_half_width
 
-__all__ = ["CUT_WARNING_SHARE", "CellIndex", "Density", "polygon_interval", "polygon_weights"]
+__all__ = ["CUT_WARNING_SHARE", "CellIndex", "Density", "grid_positions", "piece_grids", "polygon_interval", "polygon_weights"]
 
 #: Warn when cut cells carry more than this share of the estimate.
 CUT_WARNING_SHARE = 0.2
@@ -124,10 +133,45 @@ def _coverage(cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any], poly
     return idx[order], share[order], whole[order]
 
 
+def piece_grids(geoms: NDArray[Any], polygon: shapely.Geometry, k: int = SUBGRID) -> NDArray[np.float64]:
+    """Each cut cell's piece under ``polygon`` on a ``k×k`` sub-grid of its bounding box: one row per
+    cell, 1 where a sub-cell's centre lies in the polygon (row-major over the cell's x, then y), for
+    :func:`~dpcore.estimate.apportionment.shape_factors`.  One vectorised point-in-polygon test.
+
+    >>> piece_grids(shapely.box([0], [0], [1], [1]), shapely.box(0, 0, 0.5, 1), k=2).tolist()
+    [[1.0, 1.0, 0.0, 0.0]]
+    """
+    b = shapely.bounds(np.asarray(geoms, dtype=object)).reshape(-1, 4)
+    t = (np.arange(k) + 0.5) / k
+    gx = np.repeat(t, k)  # the sub-cell (i, j) at flat position i·k + j: x from i, y from j
+    gy = np.tile(t, k)
+    x = b[:, [0]] + (b[:, [2]] - b[:, [0]]) * gx[None, :]
+    y = b[:, [1]] + (b[:, [3]] - b[:, [1]]) * gy[None, :]
+    shapely.prepare(polygon)
+    return shapely.contains_xy(polygon, x, y).astype(np.float64)
+
+
+def grid_positions(geoms: NDArray[Any]) -> NDArray[np.int64] | None:
+    """The integer grid positions (column, row) of cells of one size (``None`` when their sizes
+    differ or a cell has no area: then no two cut cells are taken as neighbours).
+
+    >>> grid_positions(shapely.box([0, 2], [0, 1], [1, 3], [1, 2])).tolist()
+    [[0, 0], [2, 1]]
+    """
+    b = shapely.bounds(np.asarray(geoms, dtype=object)).reshape(-1, 4)
+    if b.shape[0] == 0 or not np.all(np.isfinite(b)):
+        return None
+    dx, dy = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
+    if dx[0] <= 0 or dy[0] <= 0 or not (np.allclose(dx, dx[0], rtol=1e-3) and np.allclose(dy, dy[0], rtol=1e-3)):
+        return None
+    return np.column_stack([np.rint((b[:, 0] - b[0, 0]) / dx[0]), np.rint((b[:, 1] - b[0, 1]) / dy[0])]).astype(np.int64)
+
+
 def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any],
                      polygon: shapely.Geometry, coverage: float = 0.9, *,
                      estimate: NDArray[np.float64] | None = None, density: Density | None = None,
-                     apportionment: str = "overdispersed", rho: float | None = None) -> dict[str, Any]:
+                     apportionment: str = "overdispersed", rho: float | SubcellRho | None = None,
+                     neighbours: bool = False) -> dict[str, Any]:
     """The estimate and ``coverage`` interval of the count inside ``polygon``.
 
     :func:`~dpcore.estimate.gls.union_interval` of the cells under ``polygon`` weighted by their
@@ -140,12 +184,18 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
         The cut cells' apportionment model: beta-binomial with ``rho`` (default), binomial
         (``rho = 0``), or none (the noise alone: an interval for the area-weighted cells, not for the
         count inside the polygon).
-    rho : float, optional
-        The over-dispersion; by default :func:`~dpcore.estimate.apportionment.overdispersion` of ``m``
-        (pass it when asking many polygons of one release: it reads every measurement).  Where the
-        release holds nothing to estimate it from, the binomial is used and the warning says so.  It
-        is estimated against area shares: with a ``density`` that already follows the points it is
-        likely too large (the interval too wide).
+    rho : float or SubcellRho, optional
+        The over-dispersion.  By default :func:`~dpcore.estimate.apportionment.subcell_overdispersion`
+        of ``m`` (pass it when asking many polygons of one release: it reads every measurement): the
+        ρ of a cell's own points, extrapolated from the release's splits by a power law, each cut
+        piece's ρ scaled by its shape.  A float is one ρ for every cut cell (the beta-binomial alone).  Where the release holds nothing to
+        estimate it from, the binomial is used and the warning says so.  It is estimated against
+        area shares: with a ``density`` that already follows the points it is likely too large (the
+        interval too wide).
+    neighbours : bool
+        Also correlate cut cells up to two cells apart under the same model
+        (:func:`~dpcore.estimate.apportionment.correlated_variance`); off by default: on held-out
+        pickups it over-covered (91.5–93 % for a 90 % interval; benchmarks/results/interval_coverage_polygons.md).
     estimate : array, optional
         :func:`~dpcore.estimate.gls.gls_estimate` of ``m`` when already solved (many polygons).
 
@@ -154,7 +204,8 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
     dict
         ``estimate``, ``variance``, ``sd``, ``low``, ``high`` (the interval: noise and apportionment),
         ``coverage``, ``method``; ``noise_sd`` and ``apportionment_sd`` (the two parts of ``sd``),
-        ``apportionment`` (the model used) and ``rho``; ``inside`` and ``touching`` (the bracket
+        ``apportionment`` (the model used), ``rho`` (ρ of a cell's quarters) and ``rho_how`` (how it was
+        found); ``inside`` and ``touching`` (the bracket
         sums), ``cells_inside``, ``cells_cut``, ``cut_share`` (the cut cells' part of the estimate)
         and ``warning``.
     """
@@ -169,12 +220,23 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
     cut_x, cut_w = x[idx[~full]], share[~full]
     used, note = apportionment, ""
     if apportionment == "overdispersed" and rho is None and cut_x.size:
-        rho = overdispersion(m, index.area)
+        rho = subcell_overdispersion(m, index.area)
         if rho is None:
             used, note = "binomial", ("; the release measures no groups of cells to estimate the over-dispersion "
                                       "from, so the binomial apportionment variance is used (likely too small)")
-    r = float(rho or 0.0) if used == "overdispersed" else 0.0
-    app_var = 0.0 if used == "none" else apportionment_variance(cut_x, cut_w, r)
+    model = rho if isinstance(rho, SubcellRho) else None
+    r = (model.rho if model else float(rho or 0.0)) if used == "overdispersed" else 0.0
+    if used == "none":
+        app_var = 0.0
+    elif model is not None and model.exponent is not None and cut_x.size:
+        geoms = index.geoms[idx[~full]]
+        grids = piece_grids(geoms, polygon)
+        if neighbours:
+            app_var = correlated_variance(cut_x, cut_w, r, grids, grid_positions(geoms), model.exponent)
+        else:
+            app_var = apportionment_variance(cut_x, cut_w, np.minimum(1.0, r * shape_factors(grids, model.exponent)))
+    else:
+        app_var = apportionment_variance(cut_x, cut_w, r)
     if app_var > 0:
         var = out["variance"] + app_var
         half = max(float(interval_half_width("normal", math.sqrt(var), coverage)), out["high"] - out["estimate"])
@@ -192,6 +254,17 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
                    f"read the bracket [inside, touching]{note}")
     out.update({"noise_sd": math.sqrt(out["variance"] - app_var), "apportionment_sd": math.sqrt(app_var),
                 "apportionment": used, "rho": r if used == "overdispersed" else (0.0 if used == "binomial" else None),
+                "rho_how": _rho_how(used, model, rho),
                 "inside": inside, "touching": touching, "cells_inside": int(full.sum()),
                 "cells_cut": int((~full).sum()), "cut_share": cut_share, "warning": warning})
     return out
+
+
+def _rho_how(used: str, model: SubcellRho | None, rho: float | SubcellRho | None) -> str | None:
+    """How the answer's ``rho`` was found (the ``rho_how`` field)."""
+    if used != "overdispersed":
+        return None
+    if model is None:
+        return "given" if rho is not None else None
+    levels = ", ".join(f"{r:.3f}" for r, _ in model.levels)
+    return f"{model.how} (rho at the release's splits, finest first: {levels})"

@@ -53,7 +53,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcore.errors import InputError, ParameterError
-from dpcore.estimate.apportionment import overdispersion
+from dpcore.estimate.apportionment import SubcellRho, subcell_overdispersion
 from dpcore.estimate.data_user_format import MEASUREMENT_FILES, measurements_in, read_measurements
 from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, union_interval
 from dpcore.estimate.polygon_interval import CellIndex, Density, polygon_interval
@@ -244,10 +244,10 @@ class ReleaseIntervals:
         return self._shapes
 
     @functools.cached_property
-    def rho(self) -> float | None:
+    def rho(self) -> SubcellRho | None:
         """The release's over-dispersion of points within a cell
-        (:func:`~dpcore.estimate.apportionment.overdispersion`), estimated once."""
-        return overdispersion(self.m, self.shapes().area)
+        (:func:`~dpcore.estimate.apportionment.subcell_overdispersion`), estimated once."""
+        return subcell_overdispersion(self.m, self.shapes().area)
 
     def of_polygons(self, geojson: bytes | str, coverage: float = 0.9, density: Density | None = None,
                     apportionment: str = "overdispersed") -> list[dict[str, Any]]:

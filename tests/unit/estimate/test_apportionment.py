@@ -26,7 +26,14 @@ import shapely
 from scipy.stats import norm
 
 from dpcore.errors import ParameterError
-from dpcore.estimate.apportionment import apportionment_variance, overdispersion
+from dpcore.estimate.apportionment import (
+    SUBGRID,
+    apportionment_variance,
+    correlated_variance,
+    overdispersion,
+    shape_factors,
+    subcell_overdispersion,
+)
 from dpcore.estimate.gls import Measurements
 from dpcore.estimate.polygon_interval import CellIndex, polygon_interval
 
@@ -159,3 +166,144 @@ def test_only_the_smallest_groups_count() -> None:
     # only the cells' own measurements are used: a group whose cell has none is left out
     part = Measurements(A[1:], total.y[1:], total.var[1:], m.cells)
     assert overdispersion(part, areas) != pytest.approx(overdispersion(m, areas))
+
+
+def quadtree_measurements(counts: np.ndarray, noise_var: float, rng: np.random.Generator) -> Measurements:
+    """A quadtree on a ``k x k`` grid (``k`` a power of 2): every cell and every block of 2^L × 2^L cells,
+    each measured with its own noise (variance ``noise_var``)."""
+    k = counts.shape[0]
+    i, j = np.divmod(np.arange(k * k), k)
+    rows = [sp.identity(k * k, format="csr")]
+    L = 1
+    while (1 << L) <= k:
+        g = (i >> L) * (k >> L) + (j >> L)
+        rows.append(sp.csr_matrix((np.ones(k * k), (g, np.arange(k * k)))))
+        L += 1
+    A = sp.vstack(rows).tocsr()
+    y = A @ counts.ravel().astype(float)
+    var = np.full(A.shape[0], max(noise_var, 1e-9))
+    if noise_var > 0:
+        y = y + rng.normal(0.0, math.sqrt(noise_var), y.size)
+    return Measurements(A, y, var, [str(c) for c in range(k * k)])
+
+
+def cascade(rng: np.random.Generator, k: int, n: int, rho_of_side: dict[int, float]) -> np.ndarray:
+    """Counts on a ``k x k`` grid from a random cascade: each block's points split into its four quarters
+    by a Dirichlet-multinomial whose intra-class correlation is ``rho_of_side[side of the quarters]``
+    (Dirichlet(θ, θ, θ, θ) has ``ρ = 1 / (4θ + 1)``; Mosimann 1962): the ρ of each split is known."""
+    counts = np.array([[n]])
+    side = k
+    while counts.shape[0] < k:
+        side //= 2
+        theta = (1.0 / rho_of_side[side] - 1.0) / 4.0
+        p = rng.dirichlet(np.full(4, theta), size=counts.size)
+        parts = rng.multinomial(counts.ravel(), p).reshape(counts.shape + (2, 2))
+        counts = parts.transpose(0, 2, 1, 3).reshape(2 * counts.shape[0], 2 * counts.shape[1])
+    return counts
+
+
+@pytest.mark.parametrize("noise_var", [0.0, 50.0])
+def test_subcell_rho_extrapolates_a_power_law_of_the_splits(noise_var: float) -> None:
+    """On a cascade whose splits' ρ follow ρ(side) = 0.12·side^−0.5 (side of the parts, in cells), the three
+    finest splits are each estimated without bias and the power law through them gives the ρ of the split
+    one level below the cells, 0.12·2^0.5 (means over seeds within 3 SEs of the seeds' spread)."""
+    k, alpha = 32, 0.5
+    law = {s: 0.12 * s ** -alpha for s in (16, 8, 4, 2, 1)}
+    fits, levels = [], []
+    for seed in range(12):
+        rng = np.random.default_rng(200 + seed)
+        counts = cascade(rng, k, 256 * 300, law)
+        model = subcell_overdispersion(quadtree_measurements(counts, noise_var, rng), np.ones(k * k))
+        assert model is not None and len(model.levels) == 3
+        assert [s for _, s in model.levels] == pytest.approx([1.0, 2.0, 4.0])
+        fits.append((model.rho, model.exponent))
+        levels.append([r for r, _ in model.levels])
+    lv = np.asarray(levels)
+    assert np.all(np.abs(lv.mean(axis=0) - [law[1], law[2], law[4]]) <= 3 * lv.std(axis=0, ddof=1) / math.sqrt(12))
+    f = np.asarray(fits)
+    target = (0.12 * 2 ** alpha, alpha)
+    assert np.all(np.abs(f.mean(axis=0) - target) <= 3 * f.std(axis=0, ddof=1) / math.sqrt(12))
+
+
+def test_shape_factors_are_symmetric_and_order_the_shapes() -> None:
+    k = SUBGRID
+    i, j = np.divmod(np.arange(k * k), k)
+    half, strip, diag = (i < k // 2), (i < 1), (i + j < k - 1)
+    corner = (i + j < 3)
+    shapes = np.stack([half, strip, diag, corner]).astype(float)
+    for alpha in (0.2, 0.8, 1.4):
+        f = shape_factors(shapes, alpha)
+        # a piece and its complement share their error (f_A = −f_{A^c}); a transposed piece is the same shape
+        assert shape_factors(1.0 - shapes, alpha) == pytest.approx(f)
+        flip = shapes.reshape(-1, k, k).transpose(0, 2, 1).reshape(-1, k * k)
+        assert shape_factors(flip, alpha) == pytest.approx(f)
+        assert f[0] > f[2] > 1.0 > f[3] > f[1] > 0  # a straight half > a diagonal half > quarters > slivers
+    # a piece with no sub-cell centre inside takes the thinnest strip's factor
+    assert shape_factors(np.zeros((1, k * k)), 0.8)[0] == pytest.approx(shape_factors(strip[None, :].astype(float), 0.8)[0])
+
+
+def test_kernel_matches_direct_integration() -> None:
+    """The mean of r^−α between two uniform points of one unit square and of two squares side by side,
+    against scipy's adaptive quadrature of the same triangular-density integral."""
+    from scipy.integrate import dblquad
+
+    from dpcore.estimate.apportionment import kernel_table
+
+    for alpha in (0.4, 1.2):
+        table = kernel_table(alpha)
+        for i, j in ((0, 0), (1, 0), (2, 1)):
+            def f(v: float, u: float, i: int = i, j: int = j, a: float = alpha) -> float:
+                return (1 - abs(u)) * (1 - abs(v)) * ((i + u) ** 2 + (j + v) ** 2) ** (-a / 2)
+
+            ref = sum(dblquad(f, u0, u0 + 1, v0, v0 + 1, epsabs=1e-8)[0] for u0 in (-1, 0) for v0 in (-1, 0))
+            assert table[i, j] == pytest.approx(ref, rel=2e-3)
+
+
+def test_neighbouring_pieces_widen_the_interval() -> None:
+    """Cells cut alike along a straight edge err together: the correlated variance of a row of them exceeds
+    the sum of their own, and a row cut on alternating sides is below it (negative correlations)."""
+    k = SUBGRID
+    i = np.arange(k * k) // k
+    left = (i < k // 2).astype(float)
+    n = 6
+    x, w = np.full(n, 80.0), np.full(n, 0.5)
+    row = np.column_stack([np.zeros(n, dtype=int), np.arange(n)])  # a column of cells, each cut in its left half
+    alone = correlated_variance(x, w, 0.2, np.tile(left, (n, 1)), None, 0.6)
+    together = correlated_variance(x, w, 0.2, np.tile(left, (n, 1)), row, 0.6)
+    across = np.column_stack([np.arange(n), np.zeros(n, dtype=int)])  # a row of cells, each cut in its left half
+    alternating = correlated_variance(x, w, 0.2, np.tile(left, (n, 1)), across, 0.6)
+    assert together > 1.2 * alone and alternating < alone
+
+
+def test_default_polygon_interval_uses_the_subcell_model() -> None:
+    """On a quadtree release (three splits and more) the default interval adds the shape-scaled apportionment
+    variance with the extrapolated ρ and says how ρ was found; ``neighbours`` adds the correlations of
+    neighbouring cut cells; a given ρ keeps the plain beta-binomial."""
+    rng = np.random.default_rng(21)
+    k = 16
+    counts = cascade(rng, k, 256 * 100, {s: 0.1 * s ** -0.5 for s in (8, 4, 2, 1)})
+    m = quadtree_measurements(counts, 4.0, rng)
+    cells = grid_cells(k)
+    poly = shapely.Polygon([(1.3, 2.2), (13.6, 1.4), (14.2, 12.7), (2.1, 14.9)])
+    r = polygon_interval(m, CellIndex(cells), poly, 0.9)
+    model = subcell_overdispersion(m, shapely.area(cells))
+    assert model is not None and model.exponent is not None
+    assert r["apportionment"] == "overdispersed" and r["rho"] == pytest.approx(model.rho)
+    assert "power law" in r["rho_how"] and r["cells_cut"] > 20
+    from dpcore.estimate.gls import gls_estimate
+    from dpcore.estimate.polygon_interval import grid_positions, piece_grids, polygon_weights
+
+    idx, share = polygon_weights(cells, poly)
+    full = share >= 1.0
+    x = gls_estimate(m)
+    geoms = cells[idx[~full]]
+    grids = piece_grids(geoms, poly)
+    want = apportionment_variance(x[idx[~full]], share[~full],
+                                  np.minimum(1.0, model.rho * shape_factors(grids, model.exponent)))
+    assert r["apportionment_sd"] ** 2 == pytest.approx(want)
+    both = polygon_interval(m, CellIndex(cells), poly, 0.9, neighbours=True)
+    want = correlated_variance(x[idx[~full]], share[~full], model.rho, grids, grid_positions(geoms), model.exponent)
+    assert both["apportionment_sd"] ** 2 == pytest.approx(want) and want > r["apportionment_sd"] ** 2
+    plain = polygon_interval(m, CellIndex(cells), poly, 0.9, rho=model.rho)
+    assert plain["rho_how"] == "given"
+    assert plain["apportionment_sd"] ** 2 == pytest.approx(apportionment_variance(x[idx[~full]], share[~full], model.rho))
