@@ -25,8 +25,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``./test`` runs pytest-xdist with ``--dist loadfile``: a test file's tests run on one worker,
-    so its module-scoped fixtures (the Streamlit server of each tests/e2e file, the fitted releases
-    of the unit tests) are built once.  On top of that every test whose id names Spark runs on one
+    so its module-scoped fixtures (the fitted releases of the unit tests) are built once.  The
+    browser tests share one Streamlit server per worker (tests/e2e/conftest.py) and are handed out
+    one test at a time.  On top of that every test whose id names Spark runs on one
     worker, so the suite starts one Spark session (one JVM), not one per worker, and that unit is
     handed out first.
 
@@ -53,7 +54,14 @@ def pytest_xdist_make_scheduler(config, log):
             self.workqueue = SparkFirst()
 
         def _split_scope(self, nodeid: str) -> str:
-            return "spark" if "spark" in nodeid.lower() else super()._split_scope(nodeid)
+            if "spark" in nodeid.lower():
+                return "spark"
+            if nodeid.startswith("tests/e2e/"):
+                # one unit per browser test: they share their worker's Streamlit server and chromium
+                # (tests/e2e/conftest.py), so a file's tests need not run on one worker, and a file
+                # of several long flows (test_kinds_browser.py) no longer holds one worker alone
+                return nodeid
+            return super()._split_scope(nodeid)
 
         def schedule(self) -> None:
             # The Spark unit first (the largest: a JVM's start and every Spark test, about two

@@ -13,6 +13,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,9 +54,10 @@ def app_ledger_db(app_url) -> str:
     return _LEDGER_DBS[app_url]
 
 
-@pytest.fixture(scope="module")
-def app_url():
-    """Start `streamlit run app.py` on a free port; yield its URL; stop it afterwards."""
+@contextmanager
+def _streamlit_server() -> Iterator[str]:
+    """Start `streamlit run app.py` on a free port with a budget database of its own; yield its URL;
+    stop it afterwards."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [
@@ -96,6 +99,28 @@ def app_url():
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """The URL of the app served by one Streamlit server per test process (per xdist worker), shared
+    by the browser files: a server's start and its first session's imports are paid once, not once
+    per file.
+
+    Safe to share because every browser test opens sessions of its own (a new Playwright context),
+    the made-up demos' budgets live with the browser session (``ui.state.mark_demo``), and the real
+    data each file releases (its own uploads, the US tracts, Rhode Island's LODES) is released by no
+    other file, so no file's budget reading depends on another's releases.  A file whose test needs
+    a server no session has used yet asks for ``fresh_app_url`` instead."""
+    with _streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def fresh_app_url():
+    """The URL of a Streamlit server of this module's own, started for it (no session has run on it)."""
+    with _streamlit_server() as url:
+        yield url
 
 
 # ---- when E2E_SCREENS names a folder, a failed test leaves a full-page screenshot of its page there

@@ -1,8 +1,8 @@
 """Every page URL works as a fresh deep link, also as the first request a new server gets.
 
-The module has a server of its own (``app_url`` is module-scoped), so the first page opened here
-is the first session that server runs: the case where Streamlit's legacy ``pages/`` discovery
-would run the page script without ``app.py`` (see ``ui/frame.py``).
+The module has a server of its own (``fresh_app_url``, not the browser files' shared one), so the
+first page opened here is the first session that server runs: the case where Streamlit's legacy
+``pages/`` discovery would run the page script without ``app.py`` (see ``ui/frame.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ pytestmark = [
 URLS = ["plan"] + [url for *_, url in STEPS + TOOLS if url != "plan"]
 
 
-def test_every_page_url_opens_fresh_with_the_apps_frame(app_url, browser):
+def test_every_page_url_opens_fresh_with_the_apps_frame(fresh_app_url, browser):
+    app_url = fresh_app_url
     for url in URLS:
         context = browser.new_context(viewport={"width": 1400, "height": 900})
         try:
