@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dpcore.data.limits import check_bytes
@@ -38,7 +39,7 @@ from dpcore.data.text import (
 )
 from dpcore.errors import InputError
 
-__all__ = ["code_text", "read_code_table", "read_code_upload"]
+__all__ = ["PANDAS_NA_WORDS", "code_text", "read_code_table", "read_code_upload", "text_numbers"]
 
 
 def code_text(values: Any) -> pd.Series:
@@ -54,6 +55,29 @@ def code_text(values: Any) -> pd.Series:
         out[whole] = s[whole].astype("int64").astype("string")
         return out.str.strip(WHITESPACE)
     return s.astype("string").str.strip(WHITESPACE)
+
+
+def text_numbers(values: Any) -> np.ndarray:
+    """``pd.to_numeric(values, errors="coerce")`` as float64 (NaN where a value is missing or not a
+    number), the same numbers, parsed by pyarrow where every value is a number literal it reads
+    (about twenty times faster on a column of text; pandas otherwise).
+
+    >>> text_numbers(pd.Series(["1", "2.5", None, "-3e2"], dtype="str")).tolist()
+    [1.0, 2.5, nan, -300.0]
+    >>> text_numbers(pd.Series([" 4", "x"], dtype="str")).tolist()  # pyarrow refuses: pandas reads them
+    [4.0, nan]
+    """
+    s = values if isinstance(values, pd.Series) else pd.Series(values)
+    if isinstance(s.dtype, pd.StringDtype) and s.dtype.storage == "pyarrow":
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:  # correctly rounded, as pandas' parser: the same float for every literal both read
+            return np.asarray(pc.cast(pa.array(s.array), pa.float64()).to_numpy(zero_copy_only=False),
+                              dtype=np.float64)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a word, spaces, '0x10': pandas decides
+            pass
+    return pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
 
 
 _ENGINE_FIX = "Sum a large table with an engine instead (--engine duckdb; the app does above 200 MB)."
@@ -172,7 +196,7 @@ def _arrow_read(raw: bytes, sep: str, columns: list[str]) -> pd.DataFrame | None
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    if raw.count(b"\r") != raw.count(b"\r\n"):
+    if b"\r" in raw and raw.count(b"\r") != raw.count(b"\r\n"):
         return None
     try:
         table = pacsv.read_csv(
@@ -180,13 +204,13 @@ def _arrow_read(raw: bytes, sep: str, columns: list[str]) -> pd.DataFrame | None
             read_options=pacsv.ReadOptions(use_threads=len(raw) > _THREADS_ABOVE),
             parse_options=pacsv.ParseOptions(delimiter=sep),
             convert_options=pacsv.ConvertOptions(
-                include_columns=columns, column_types={c: pa.string() for c in columns},
+                include_columns=columns, column_types={c: pa.large_string() for c in columns},
                 null_values=list(PANDAS_NA_WORDS), strings_can_be_null=True, quoted_strings_can_be_null=True))
     except (pa.ArrowException, KeyError):
         return None
     if table.column_names != columns:
         return None
-    return table.to_pandas()
+    return table.to_pandas()  # large_string: pandas' own text storage, no copy
 
 
 def _upload_head(data: bytes, n: int = SNIFF_BYTES) -> bytes:

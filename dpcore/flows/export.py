@@ -25,6 +25,7 @@ from dpcore.core.record import (
     mark_not_accounted,
     validate_record,
 )
+from dpcore.data.code_tables import text_numbers
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.data.hierarchy import Hierarchy, hierarchy_info
 from dpcore.errors import InputError, ParameterError
@@ -119,8 +120,8 @@ def centroids_from_points(
     NaN.  Coordinates are averaged in degrees (areas of a hierarchy are small and do not cross
     the antimeridian in practice).
     """
-    x = pd.to_numeric(pd.Series(lon).reset_index(drop=True), errors="coerce").to_numpy(dtype=float)
-    y = pd.to_numeric(pd.Series(lat).reset_index(drop=True), errors="coerce").to_numpy(dtype=float)
+    x = text_numbers(pd.Series(lon).reset_index(drop=True))
+    y = text_numbers(pd.Series(lat).reset_index(drop=True))
     pos = match_leaves(h, codes)
     if not (len(pos) == len(x) == len(y)):
         raise InputError("The point codes, longitudes and latitudes must have the same length.")
