@@ -82,3 +82,27 @@ def test_what_pyarrow_could_read_otherwise_goes_to_pandas() -> None:
     assert read_code_table(latin, "t.csv")["a"].tolist() == ["Zürich"]
     with pytest.raises(InputError, match="data row 2 has 3 values"):
         read_code_table(b"a,b\n1,2\n3,4,5\n", "t.csv")
+
+
+def test_gunzip_of_one_member_in_memory_and_the_stream_for_the_rest() -> None:
+    """One gzip member is decompressed by zlib from memory; several members, zero padding, damage and
+    bombs go through the capped stream: the same bytes, the same refusals."""
+    import gzip
+
+    from dpcore.data import text
+
+    body = b"a,b\n" + b"".join(b"%d,%d\n" % (i, i * 7) for i in range(50_000))
+    one = gzip.compress(body)
+    assert text._gunzip_one_member(one) == body == text.gunzip_limited(one, "t.csv.gz")
+    two = gzip.compress(body[:1000]) + gzip.compress(body[1000:])
+    assert text._gunzip_one_member(two) is None and text.gunzip_limited(two, "t.csv.gz") == body
+    padded = one + b"\0" * 16
+    assert text._gunzip_one_member(padded) is None and text.gunzip_limited(padded, "t.csv.gz") == body
+    for damaged in (one[:-9], one[:-4] + b"\0\0\0\0"):  # cut short; a wrong length in the trailer
+        assert text._gunzip_one_member(damaged) is None
+        with pytest.raises(InputError, match="damaged or incomplete gzip"):
+            text.gunzip_limited(damaged, "t.csv.gz")
+    bomb = gzip.compress(b"\0" * (text.ZIP_RATIO_FLOOR + text.MAX_ZIP_RATIO * 200_000))
+    assert text._gunzip_one_member(bomb) is None
+    with pytest.raises(InputError, match="expands to more than"):
+        text.gunzip_limited(bomb, "t.csv.gz")
