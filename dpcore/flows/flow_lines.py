@@ -151,8 +151,8 @@ class _AreaText:
         return self._get(("name", id(h), depth), lambda: _json_each(h.display_names(depth).tolist()))
 
 
-def _level_text(rel: ODRelease, lines: LevelLines, text: _AreaText) -> bytes:
-    """The features of one level, each followed by a comma."""
+def _level_text(rel: ODRelease, lines: LevelLines, text: _AreaText) -> Any:
+    """The features of one level, each followed by a comma (a pyarrow buffer: no copy)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -178,7 +178,7 @@ def _level_text(rel: ODRelease, lines: LevelLines, text: _AreaText) -> bytes:
             parts += [lit(f',"{side}_name":'.encode()), text.names(h, depth).take(idx)]
     joined = pc.binary_join_element_wise(*parts, lit(b"}},"), lit(b""))
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)[joined.offset: joined.offset + len(joined) + 1]
-    return joined.buffers()[2].to_pybytes()[offsets[0]: offsets[-1]]
+    return joined.buffers()[2][int(offsets[0]): int(offsets[-1])]
 
 
 def flows_geojson_bytes(
@@ -217,7 +217,9 @@ def flows_geojson_bytes(
     b'{"accounted":false,"type":"FeatureCollection","features":[{"type":"F'
     """
     text = _AreaText()
-    body = b"".join(_level_text(rel, lines, text) for lines in flow_line_levels(
-        rel, origin_xy, destination_xy, levels=levels, top=top))
+    parts = [_level_text(rel, lines, text) for lines in flow_line_levels(
+        rel, origin_xy, destination_xy, levels=levels, top=top)]
+    if parts:
+        parts[-1] = parts[-1][: len(parts[-1]) - 1]  # the last feature's comma
     head = orjson.dumps(dict(members or {}))[:-1] + b"," if members else b"{"
-    return head + b'"type":"FeatureCollection","features":[' + body[:-1] + b"]}"
+    return b"".join([head + b'"type":"FeatureCollection","features":[', *parts, b"]}"])  # one copy
