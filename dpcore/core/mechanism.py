@@ -340,8 +340,13 @@ class KindRelease:
         rule = parse_rule(suppress)
         # a kind whose writer takes the rule marks its GeoJSON in the one write (points: a
         # million features are not parsed and written again)
-        early = rule is not None and "suppress" in inspect.signature(self.make_files).parameters
-        made = self.make_files(self.inner, ledger, plan=self.plan, **({"suppress": rule} if early else {}), **options)
+        takes = inspect.signature(self.make_files).parameters
+        early = rule is not None and "suppress" in takes
+        # a writer that marks a release charged to no budget itself (O/D: release.csv and
+        # flows.geojson in their one write) is asked to; mark_not_accounted keeps what it marked
+        unmarked = {"accounted": False} if ledger is None and "accounted" in takes else {}
+        made = self.make_files(self.inner, ledger, plan=self.plan, **({"suppress": rule} if early else {}),
+                               **unmarked, **options)
         marked = [n for n in made if n.endswith(".geojson")] if early else []
         if ledger is None:  # charged to no budget: every table a data user opens says so (issue 26 item 16)
             made = _record.mark_not_accounted(made)

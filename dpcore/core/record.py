@@ -283,7 +283,9 @@ def mark_not_accounted(files: Mapping[str, bytes]) -> dict[str, bytes]:
     (False, 'NOT ACCOUNTED', 'FeatureCollection')
     """
     out = dict(files)
-    if "release.csv" in out and out["release.csv"].strip():
+    csv_head = bytes(out.get("release.csv", b"")[:4096]).split(b"\n", 1)[0].rstrip(b"\r")
+    # a file its writer marked already (the O/D writer does, in its one write) is kept as it is
+    if "release.csv" in out and out["release.csv"].strip() and b"accounted" not in csv_head.split(b","):
         # a plain file gains the column line by line (same bytes as the round trip through pandas)
         quick = append_constant_column(bytes(out["release.csv"]), "accounted", NOT_ACCOUNTED_CELL)
         if quick is None:
@@ -293,8 +295,10 @@ def mark_not_accounted(files: Mapping[str, bytes]) -> dict[str, bytes]:
         out["release.csv"] = quick
     member = ('{"accounted":false,"not_accounted":' + json.dumps(NOT_ACCOUNTED) + ",").encode("utf-8")
     for name, data in files.items():
+        if not name.endswith(".geojson") or b'"not_accounted"' in bytes(data[:400]):
+            continue
         text = bytes(data).lstrip()
-        if name.endswith(".geojson") and text.startswith(b"{") and b'"not_accounted"' not in text[:400]:
+        if text.startswith(b"{") and b'"not_accounted"' not in text[:400]:
             rest = text[1:].lstrip()
             out[name] = member[:-1] + b"}" if rest.startswith(b"}") else member + rest
     return out

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dpcore.data.limits import check_bytes
@@ -38,7 +39,7 @@ from dpcore.data.text import (
 )
 from dpcore.errors import InputError
 
-__all__ = ["code_text", "read_code_table", "read_code_upload"]
+__all__ = ["PANDAS_NA_WORDS", "code_text", "read_code_table", "read_code_upload", "text_numbers"]
 
 
 def code_text(values: Any) -> pd.Series:
@@ -54,6 +55,29 @@ def code_text(values: Any) -> pd.Series:
         out[whole] = s[whole].astype("int64").astype("string")
         return out.str.strip(WHITESPACE)
     return s.astype("string").str.strip(WHITESPACE)
+
+
+def text_numbers(values: Any) -> np.ndarray:
+    """``pd.to_numeric(values, errors="coerce")`` as float64 (NaN where a value is missing or not a
+    number), the same numbers, parsed by pyarrow where every value is a number literal it reads
+    (about twenty times faster on a column of text; pandas otherwise).
+
+    >>> text_numbers(pd.Series(["1", "2.5", None, "-3e2"], dtype="str")).tolist()
+    [1.0, 2.5, nan, -300.0]
+    >>> text_numbers(pd.Series([" 4", "x"], dtype="str")).tolist()  # pyarrow refuses: pandas reads them
+    [4.0, nan]
+    """
+    s = values if isinstance(values, pd.Series) else pd.Series(values)
+    if isinstance(s.dtype, pd.StringDtype) and s.dtype.storage == "pyarrow":
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:  # correctly rounded, as pandas' parser: the same float for every literal both read
+            return np.asarray(pc.cast(pa.array(s.array), pa.float64()).to_numpy(zero_copy_only=False),
+                              dtype=np.float64)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a word, spaces, '0x10': pandas decides
+            pass
+    return pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
 
 
 _ENGINE_FIX = "Sum a large table with an engine instead (--engine duckdb; the app does above 200 MB)."
@@ -101,10 +125,15 @@ def read_code_table(data: bytes | str | Path, filename: str | None = None,
     if looks_binary(raw[:SNIFF_BYTES]):
         raise InputError(f"{label} is not a text file. Upload a CSV (optionally .gz) or Parquet file.")
     check_text_head(raw[:SNIFF_BYTES], label, whole=len(raw) <= SNIFF_BYTES)
-    text = decode_text(raw, label)
-    header = text.split("\n", 1)[0]
-    head = text[:SNIFF_BYTES]
-    if len(text) > SNIFF_BYTES and "\n" in head:
+    # ASCII reads the same as UTF-8 and Latin-1 (decode_text's choices): no need to decode it all
+    text = None if raw.isascii() else decode_text(raw, label)
+    if text is None:
+        end = raw.find(b"\n")
+        header, head = raw[: end if end >= 0 else len(raw)].decode("ascii"), raw[:SNIFF_BYTES].decode("ascii")
+    else:
+        end = text.find("\n")
+        header, head = text[: end if end >= 0 else len(text)], text[:SNIFF_BYTES]
+    if (len(raw) if text is None else len(text)) > SNIFF_BYTES and "\n" in head:
         head = head[: head.rindex("\n")]  # the last line may be cut
     # the delimiter that splits the header and the rows alike (as for every table), else the one
     # the header uses most
@@ -116,17 +145,27 @@ def read_code_table(data: bytes | str | Path, filename: str | None = None,
             "the columns."
         )
     try:
+        names: list[str] | None = None
+        if columns is not None or text is None:
+            try:
+                names = [str(c) for c in pd.read_csv(io.StringIO(head), sep=sep, dtype=str, nrows=0).columns]
+            except (pd.errors.ParserError, ValueError):
+                if columns is not None:
+                    raise
+        stripped = [c.strip() for c in names or []]
+        # repeated names (pandas renames them 'a.1') are read in full, as before
+        plain = names is not None and len(set(stripped)) == len(stripped) and not any(
+            re.fullmatch(r".+\.\d+", c) for c in stripped)
         usecols = None
         if columns is not None:
-            names = [str(c) for c in pd.read_csv(io.StringIO(head), sep=sep, dtype=str, nrows=0).columns]
-            stripped = [c.strip() for c in names]
             chosen = columns(stripped)
-            # repeated names (pandas renames them 'a.1') are read in full, as before
-            if chosen is not None and len(set(stripped)) == len(stripped) and not any(
-                    re.fullmatch(r".+\.\d+", c) for c in stripped):
+            if chosen is not None and plain:
                 wanted = set(chosen)
-                usecols = [c for c in names if c.strip() in wanted]
-        df = pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=True, usecols=usecols)
+                usecols = [c for c in names or [] if c.strip() in wanted]
+        df = _arrow_read(raw, sep, usecols or names or []) if text is None and plain else None
+        if df is None:
+            df = pd.read_csv(io.BytesIO(raw) if text is None else io.StringIO(text), sep=sep, dtype=str,
+                             keep_default_na=True, usecols=usecols)
     except (pd.errors.ParserError, ValueError) as e:
         raise InputError(f"{label} could not be read as CSV ({parser_problem(e)}). "
                          "Check that every row has as many fields as the header.") from None
@@ -135,6 +174,43 @@ def read_code_table(data: bytes | str | Path, filename: str | None = None,
         raise InputError(f"{label} has a header but no data rows. Add the rows below the header and upload "
                          "it again.")
     return df
+
+
+#: The words pandas reads as missing by default (``keep_default_na``; the pandas documentation of
+#: ``read_csv``'s ``na_values``), given to pyarrow so that both read a code table alike.
+PANDAS_NA_WORDS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+                   "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+
+#: Inputs above this many bytes are parsed by pyarrow on every core (below, one thread costs less
+#: time in all: a 22 MB LODES file takes 0.18 s of CPU on one, 0.31 s on two).
+_THREADS_ABOVE = 32 << 20
+
+
+def _arrow_read(raw: bytes, sep: str, columns: list[str]) -> pd.DataFrame | None:
+    """``columns`` of an ASCII CSV read by pyarrow as pandas reads them with ``dtype=str`` (the same
+    missing-value words, text columns; about three times faster), or None where the two could
+    differ: a carriage return that is not part of a line break (pandas and pyarrow split such
+    lines differently) or a file pyarrow refuses (a row whose number of fields is not the
+    header's, a line break inside quotes, a column name it cannot find), which pandas then reads
+    or refuses with its own message."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    if b"\r" in raw and raw.count(b"\r") != raw.count(b"\r\n"):
+        return None
+    try:
+        table = pacsv.read_csv(
+            pa.py_buffer(raw),
+            read_options=pacsv.ReadOptions(use_threads=len(raw) > _THREADS_ABOVE),
+            parse_options=pacsv.ParseOptions(delimiter=sep),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=columns, column_types={c: pa.large_string() for c in columns},
+                null_values=list(PANDAS_NA_WORDS), strings_can_be_null=True, quoted_strings_can_be_null=True))
+    except (pa.ArrowException, KeyError):
+        return None
+    if table.column_names != columns:
+        return None
+    return table.to_pandas()  # large_string: pandas' own text storage, no copy
 
 
 def _upload_head(data: bytes, n: int = SNIFF_BYTES) -> bytes:

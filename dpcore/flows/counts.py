@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpcore.data.code_tables import text_numbers
 from dpcore.data.engines import base as _engine_rules
 from dpcore.data.hierarchy import Hierarchy, plural, row_list
 from dpcore.data.persons import canonical_id
@@ -205,7 +206,7 @@ class ODCounts:
 
 def _whole_counts(df: pd.DataFrame, count: str) -> np.ndarray:
     """The count column as whole numbers ≥ 0 (InputError naming the rows otherwise)."""
-    c = pd.to_numeric(df[count], errors="coerce").to_numpy(dtype=float)
+    c = text_numbers(df[count])
     bad = ~np.isfinite(c) | (c < 0) | (c != np.floor(c))
     if bad.any():
         raise InputError(

@@ -17,12 +17,21 @@ import orjson
 import pandas as pd
 
 from dpcore.core.mechanism import Plan
-from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
+from dpcore.core.record import (
+    INTERVAL_COLUMNS,
+    NOT_ACCOUNTED,
+    NOT_ACCOUNTED_CELL,
+    build_record,
+    mark_not_accounted,
+    validate_record,
+)
+from dpcore.data.code_tables import text_numbers
 from dpcore.data.csv_safe import csv_bytes
 from dpcore.data.hierarchy import Hierarchy, hierarchy_info
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate.data_user_format import name_written
 from dpcore.flows.data_users import data_users_section, od_data_user_files
+from dpcore.flows.flow_lines import COORD_DECIMALS, flow_line_levels, flows_geojson_bytes
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import match_leaves
 from dpcore.privacy.ledger import Ledger
@@ -48,8 +57,6 @@ __all__ = [
 SCHEMA = "dpcore-od-release/1"
 #: Equal-area projection (World Cylindrical Equal Area) for area-weighted centroids.
 _EQUAL_AREA = "EPSG:6933"
-#: Decimal places of exported coordinates (~1 cm); centroids of public boundaries.
-COORD_DECIMALS = 6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,8 +120,8 @@ def centroids_from_points(
     NaN.  Coordinates are averaged in degrees (areas of a hierarchy are small and do not cross
     the antimeridian in practice).
     """
-    x = pd.to_numeric(pd.Series(lon).reset_index(drop=True), errors="coerce").to_numpy(dtype=float)
-    y = pd.to_numeric(pd.Series(lat).reset_index(drop=True), errors="coerce").to_numpy(dtype=float)
+    x = text_numbers(pd.Series(lon).reset_index(drop=True))
+    y = text_numbers(pd.Series(lat).reset_index(drop=True))
     pos = match_leaves(h, codes)
     if not (len(pos) == len(x) == len(y)):
         raise InputError("The point codes, longitudes and latitudes must have the same length.")
@@ -146,6 +153,17 @@ def centroids_from_points(
 CSV_COLUMNS = ["level", "origin", "destination", "noisy_count", *INTERVAL_COLUMNS]
 
 
+def _intervals(rel: ODRelease, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``noise_sd``, ``ci95_low``, ``ci95_high`` of the released flows ``v`` (every level below the
+    total, in order)."""
+    n = [len(rel.values[t]) for t in range(1, rel.depth + 1)]
+    lvs = rel.plan.levels[1:]
+    sd = np.repeat([lv.sd if np.isfinite(lv.sd) else lv.noise_sd for lv in lvs], n).astype(np.float64)
+    bound = np.repeat([lv.bound for lv in lvs], n).astype(np.float64)
+    v = np.asarray(v, dtype=np.float64)
+    return np.round(sd, 4), np.round(np.maximum(v - bound, 0.0), 3), np.round(v + bound, 3)
+
+
 def release_frame(rel: ODRelease) -> pd.DataFrame:
     """Every released flow of every tree level below the total: ``level, origin, destination,
     noisy_count, noise_sd, ci95_low, ci95_high`` (export labels; flows released as 0 are not listed).
@@ -155,58 +173,72 @@ def release_frame(rel: ODRelease) -> pd.DataFrame:
     mechanisms; simultaneous over the level, so valid for each flow), clipped at 0, and empty for
     mechanisms without such a bound."""
     df = rel.to_frame()
-    n = [len(rel.values[t]) for t in range(1, rel.depth + 1)]
-    lvs = rel.plan.levels[1:]
-    sd = np.repeat([lv.sd if np.isfinite(lv.sd) else lv.noise_sd for lv in lvs], n).astype(np.float64)
-    bound = np.repeat([lv.bound for lv in lvs], n).astype(np.float64)
-    v = df["noisy_count"].to_numpy(dtype=np.float64)
-    df["noise_sd"] = np.round(sd, 4)
-    df["ci95_low"] = np.round(np.maximum(v - bound, 0.0), 3)
-    df["ci95_high"] = np.round(v + bound, 3)
+    df["noise_sd"], df["ci95_low"], df["ci95_high"] = _intervals(rel, df["noisy_count"].to_numpy())
     return df[CSV_COLUMNS]
 
 
-def release_csv_bytes(rel: ODRelease) -> bytes:
-    """``release.csv``: the rows of :func:`release_frame`, header first (UTF-8, ``\\n``)."""
+def _release_table(rel: ODRelease) -> Any:
+    """:func:`release_frame` as a pyarrow Table, built from the per-depth labels (each area's label
+    converted once, then taken flow by flow) without a frame."""
+    import pyarrow as pa
+
+    ts = range(1, rel.depth + 1)
+    levels = rel.plan.levels
+    memo: dict[tuple[int, int], Any] = {}
+
+    def labels(h: Hierarchy, depth: int, idx: np.ndarray) -> Any:
+        key = (id(h), depth)
+        if key not in memo:
+            memo[key] = pa.array(h.labels(depth), type=pa.string())
+        return memo[key].take(pa.array(idx))
+
+    names = pa.array([levels[t].name for t in ts], type=pa.string())
+    level = names.take(pa.array(np.repeat(np.arange(len(ts)), [len(rel.values[t]) for t in ts])))
+    origin = pa.concat_arrays([labels(rel.origin_h, levels[t].origin_depth, rel.origins[t]) for t in ts])
+    destination = pa.concat_arrays([labels(rel.destination_h, levels[t].destination_depth, rel.destinations[t])
+                                    for t in ts])
+    v = np.concatenate([rel.values[t] for t in ts])
+    cols = [level, origin, destination, pa.array(v), *(pa.array(c, from_pandas=True) for c in _intervals(rel, v))]
+    return pa.table(cols, names=CSV_COLUMNS)
+
+
+def release_csv_bytes(rel: ODRelease, *, accounted: bool = True) -> bytes:
+    """``release.csv``: the rows of :func:`release_frame`, header first (UTF-8, ``\\n``).
+
+    ``accounted=False`` (a release charged to no budget) adds the column ``accounted``
+    (:data:`dpcore.core.record.NOT_ACCOUNTED_CELL` on every row) in the one write, the bytes that
+    :func:`dpcore.core.record.mark_not_accounted` gives the file without it."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    table = _release_table(rel)
+    plain: list[bool] = []  # whether pyarrow wrote the rows: one line a row, no field quoted
+
     # pyarrow writes 600k rows in a fraction of a second (pandas.to_csv: a few seconds); labels
     # stay text (leading zeros kept)
-    def write(df: pd.DataFrame) -> bytes:
-        text = ("level", "origin", "destination")
-        table = pa.table({c: (pa.array(df[c].to_numpy(dtype=object), type=pa.string()) if c in text
-                              else pa.array(df[c].to_numpy(), from_pandas=True)) for c in CSV_COLUMNS})
+    def write(t: Any) -> bytes:
         buf = io.BytesIO()
         try:
             # pyarrow always quotes the header; written here as pandas does
             buf.write((",".join(CSV_COLUMNS) + "\n").encode("utf-8"))
-            pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="none", include_header=False))
+            pacsv.write_csv(t, buf, pacsv.WriteOptions(quoting_style="none", include_header=False))
         except pa.ArrowInvalid:  # a label with a comma, quote or line break: pandas quotes just those
-            return df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+            return t.to_pandas().to_csv(index=False, lineterminator="\n").encode("utf-8")
+        plain.append(True)
         return buf.getvalue()
 
     # labels starting like a formula are escaped (dpcore.data.csv_safe)
-    return csv_bytes(release_frame(rel), write)
-
-
-def _tree_level_indices(rel: ODRelease, levels: Sequence[int | str] | None) -> list[int]:
-    names = [lp.name for lp in rel.plan.levels]
-    if levels is None:
-        return list(range(1, rel.depth + 1))
-    out = []
-    for lv in levels:
-        if isinstance(lv, str) and not lv.strip().lstrip("-").isdigit():
-            if lv not in names:
-                raise ParameterError(f"There is no O/D level '{lv}'; choose from {', '.join(names[1:])}.")
-            t = names.index(lv)
-        else:
-            t = int(lv)
-            if not 0 <= t <= rel.depth:
-                raise ParameterError(f"Tree level {t} does not exist (the O/D tree has levels 0..{rel.depth}).")
-        if t not in out:
-            out.append(t)
-    return out
+    data = csv_bytes(table, write)
+    if accounted:
+        return data
+    if plain and not any(np.isneginf(table.column(c).to_numpy(zero_copy_only=False)).any() for c in CSV_COLUMNS[3:]):
+        # every line is one row of unquoted fields (pyarrow refused anything else) whose text fields
+        # csv_bytes has escaped and whose numbers are plain ("-inf" alone would be escaped on a
+        # round trip): the column is appended line by line
+        head, _, body = data.partition(b"\n")
+        cell = ("," + NOT_ACCOUNTED_CELL + "\n").encode("utf-8")
+        return head + b",accounted\n" + body.replace(b"\n", cell)
+    return mark_not_accounted({"release.csv": data})["release.csv"]
 
 
 def flows_geojson(
@@ -226,51 +258,28 @@ def flows_geojson(
     (export labels) and ``noisy_count``.  ``levels`` are tree levels (default: all below the
     total); levels whose origin or destination depth has no coordinates, and flows with an end
     without coordinates (NaN), are skipped.  ``top`` keeps the ``top`` largest flows per level.
+    :func:`dpcore.flows.flow_lines.flows_geojson_bytes` writes the same collection as JSON text
+    without a dict per flow (what ``release od`` writes).
     """
-    dest_xy = origin_xy if destination_xy is None else destination_xy
-    if top is not None and int(top) < 1:
-        raise ParameterError("'top' must be a positive number of flows per level (or None for all).")
     feats: list[dict[str, Any]] = []
-    for t in _tree_level_indices(rel, levels):
-        if t == 0:
-            continue  # the total is one number, not a flow between two areas
-        lp = rel.plan.levels[t]
-        od_, dd = lp.origin_depth, lp.destination_depth
-        if od_ not in origin_xy or dd not in dest_xy:
-            continue
-        ox, oy = (np.asarray(a, dtype=float) for a in origin_xy[od_])
-        dx, dy = (np.asarray(a, dtype=float) for a in dest_xy[dd])
-        if ox.shape[0] != rel.origin_h.sizes[od_] or dx.shape[0] != rel.destination_h.sizes[dd]:
-            raise ParameterError(
-                f"The coordinates of level '{lp.name}' do not fit the hierarchy: expected "
-                f"{rel.origin_h.sizes[od_]:,} origin and {rel.destination_h.sizes[dd]:,} destination areas."
-            )
-        o, d, v = rel.origins[t], rel.destinations[t], rel.values[t]
-        x0, y0, x1, y1 = ox[o], oy[o], dx[d], dy[d]
-        ok = np.isfinite(x0) & np.isfinite(y0) & np.isfinite(x1) & np.isfinite(y1)
-        sel = np.flatnonzero(ok)
-        if top is not None and sel.size > int(top):
-            # largest first; ties kept in (origin, destination) order (stable sort)
-            sel = sel[np.argsort(-v[sel], kind="stable")[: int(top)]]
-        if sel.size == 0:
-            continue
+    for lines in flow_line_levels(rel, origin_xy, destination_xy, levels=levels, top=top):
+        t, sel, od_, dd = lines.tree_level, lines.sel, lines.origin_depth, lines.destination_depth
+        o, d = rel.origins[t][sel], rel.destinations[t][sel]
         # nested [[x0, y0], [x1, y1]] lists straight from one (n, 2, 2) array: no per-flow indexing
-        coords = np.round(np.stack([x0[sel], y0[sel], x1[sel], y1[sel]], axis=1), COORD_DECIMALS)
-        lines = coords.reshape(-1, 2, 2).tolist()
-        lab_o = rel.origin_h.labels(od_)[o[sel]].tolist()
-        lab_d = rel.destination_h.labels(dd)[d[sel]].tolist()
-        vals = v[sel].tolist()
-        name = lp.name
-        # one comprehension builds each feature whole (two passes over 115,000 flows took 0.5 s)
+        coords = np.round(np.stack([lines.ox[o], lines.oy[o], lines.dx[d], lines.dy[d]], axis=1), COORD_DECIMALS)
+        lab_o = rel.origin_h.labels(od_)[o].tolist()
+        lab_d = rel.destination_h.labels(dd)[d].tolist()
+        name = lines.name
         level_feats = [
             {"type": "Feature", "geometry": {"type": "LineString", "coordinates": c},
              "properties": {"level": name, "origin": a, "destination": b, "noisy_count": n}}
-            for c, a, b, n in zip(lines, lab_o, lab_d, vals, strict=True)
+            for c, a, b, n in zip(coords.reshape(-1, 2, 2).tolist(), lab_o, lab_d, rel.values[t][sel].tolist(),
+                                  strict=True)
         ]
         # public display names (e.g. --names county=NAME), where the area list has them
         for side, h, depth, idx in (("origin", rel.origin_h, od_, o), ("destination", rel.destination_h, dd, d)):
             if depth > 0 and h.names[depth - 1] is not None:
-                for f, nm in zip(level_feats, h.display_names(depth)[idx[sel]].tolist(), strict=True):
+                for f, nm in zip(level_feats, h.display_names(depth)[idx].tolist(), strict=True):
                     f["properties"][f"{side}_name"] = nm
         feats.extend(level_feats)
     return {"type": "FeatureCollection", "features": feats}
@@ -465,15 +474,20 @@ def od_files(
     top: int | None = None,
     plan: Plan | None = None,
     parquet_above: int | None = None,
+    accounted: bool = True,
 ) -> dict[str, bytes]:
     """The release's files, name -> bytes: ``release.csv``, ``flows.geojson`` (with coordinates),
     the data users' files (:mod:`dpcore.flows.data_users`; ``measurements.parquet`` above
     ``parquet_above`` rows) and ``release.json`` (the record, ``ledger`` as of the charge).  Made once,
-    at release time."""
-    files: dict[str, bytes] = {"release.csv": release_csv_bytes(rel)}
+    at release time.  ``accounted=False`` (a release charged to no budget, ``ledger`` None) marks
+    ``release.csv`` and ``flows.geojson`` in the one write, as
+    :func:`dpcore.core.record.mark_not_accounted` would mark them afterwards."""
+    files: dict[str, bytes] = {"release.csv": release_csv_bytes(rel, accounted=accounted)}
     if origin_xy is not None or destination_xy is not None:
         oxy = origin_xy if origin_xy is not None else destination_xy
-        files["flows.geojson"] = orjson.dumps(flows_geojson(rel, oxy, destination_xy, top=top))  # type: ignore[arg-type]
+        members = None if accounted else {"accounted": False, "not_accounted": NOT_ACCOUNTED}
+        files["flows.geojson"] = flows_geojson_bytes(rel, oxy, destination_xy, top=top,  # type: ignore[arg-type]
+                                                     members=members)
     files.update(od_data_user_files(rel, parquet_above))
     files["release.json"] = od_json(rel, ledger, delta=delta, extra=extra, plan=plan,
                                     files=od_file_names(origin_xy, destination_xy, rel))
