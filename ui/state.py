@@ -24,6 +24,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_journal import APP
 from dpcore.privacy.ledger_store import StoredLedger
+from ui import clicks
 
 # the default caps and the default budget of one release (half the cap), the same for every kind
 DEFAULT_CAP = DEFAULT_EPSILON_CAP
@@ -264,7 +265,9 @@ def release_button(key: str, label: str, release: Any, *args: Any, disabled: boo
     widget change) waits for the release; but Streamlit 1.67 may still stop a callback at any read
     or write of st.session_state.  So ``release`` reads what it needs from st.session_state before
     the charge, puts the release in the history (no session state) right after it, and touches
-    st.session_state again only at the end: a charged release is never lost half-way.  Each drawing of the button
+    st.session_state again only at the end: a charged release is never lost half-way.  The callback runs
+    :func:`ui.clicks.atomic`: a request that arrives meanwhile (a second click, a reconnecting browser)
+    waits for its end instead of stopping it before the charge, which lost the click.  Each drawing of the button
     carries a one-time token: a second click on the button as drawn before the release (a double
     click) finds its token used and releases nothing.  A :class:`DPCoreError` from ``release`` is
     shown under the button on the next run.
@@ -279,7 +282,7 @@ def release_button(key: str, label: str, release: Any, *args: Any, disabled: boo
     # releases nothing, instead of finding the new token (seen in a browser: a burst of clicks made
     # two releases).
     st.button(label, type="primary", key=release_widget_key(key), disabled=disabled, help=help,
-              on_click=_release_once, args=(key, token, release, args))
+              on_click=clicks.atomic(_release_once), args=(key, token, release, args))
     err = ss.pop(f"{key}_error", None)
     if err:
         st.error(err)
