@@ -228,7 +228,24 @@ def persistent(key: str, default: Any) -> str:
     wkey = f"_w_{key}"
     if wkey not in ss:
         ss[wkey] = ss.get(key, default)
+    ss.setdefault("_persisted", {})[wkey] = key  # kept first thing on the next run (keep_widget_values)
     return wkey
+
+
+def keep_widget_values() -> None:
+    """Copy every :func:`persistent` widget's value to its key; app.py calls it first on every run.
+
+    :func:`store` does it after the widget, but a run stopped before that line (another click
+    arrived: a page change right after choosing a mechanism) left the choice in the widget's key,
+    which Streamlit then drops with the page: the choice was lost (issue 28 item 5).  The widgets'
+    new values are in st.session_state before the script starts, and :func:`ui.clicks.held` keeps a
+    request from stopping this copy half-way.  (A change the server has not yet taken when a page
+    change arrives is merged into the page change by Streamlit and never reaches the app.)"""
+    with clicks.held():
+        ss = st.session_state
+        for wkey, key in list(ss.get("_persisted", {}).items()):
+            if wkey in ss:
+                ss[key] = ss[wkey]
 
 
 def store(key: str) -> Any:
