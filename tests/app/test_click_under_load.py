@@ -66,3 +66,48 @@ def test_the_request_that_arrived_meanwhile_is_served_after_the_release(monkeypa
     assert not at.exception, at.exception
     assert len(at.session_state["releases"]) == 1
     assert [t.value for t in at.title] == ["Plan"]
+
+
+def test_a_new_session_draws_the_public_area_map_without_building_it_again(monkeypatch):
+    """The Data step's map of the public area and the shipped outlines is made once per server and area;
+    the true density preview (confidential) is made once per count, in the session only."""
+    import json
+
+    from dpcore.points import viz
+
+    built: list[str] = []
+    real_extent, real_density = viz.extent_figure, viz.true_density_figure
+    monkeypatch.setattr(viz, "extent_figure", lambda *a, **k: built.append("extent") or real_extent(*a, **k))
+    monkeypatch.setattr(viz, "true_density_figure", lambda *a, **k: built.append("density") or real_density(*a, **k))
+    first = AppTest.from_file(APP, default_timeout=120).run()
+    first.run()  # a rerun of the same page
+    second = AppTest.from_file(APP, default_timeout=120).run()
+    assert not first.exception and not second.exception
+    assert built.count("extent") == 1
+    assert built.count("density") == 2  # once per session, not per run
+    specs = [json.loads(at.get("plotly_chart")[0].proto.spec) for at in (first, second)]
+    assert specs[0] == specs[1] and specs[0]["layout"]["map"]["style"] == "white-bg"
+
+
+def test_a_choice_made_just_before_a_page_change_is_kept(monkeypatch):
+    """The mechanism picked on the Plan step, then at once the Release link: the run of the choice is
+    stopped by the page change before it reaches the line that kept the choice, and the release would
+    be made with Auto instead of UG."""
+    from ui import frame
+
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("pages/plan.py").run()
+    real, sent = frame.heading, []
+
+    def busy(*args):
+        if not sent:  # the Release link, clicked while the Plan step's run is under way
+            release = st.Page("pages/release.py", url_path="release")._script_hash
+            get_script_run_ctx().script_requests.request_rerun(RerunData(query_string="", page_script_hash=release))
+            sent.append(release)
+        return real(*args)
+
+    monkeypatch.setattr(frame, "heading", busy)
+    at.selectbox(key="_w_mechanism").set_value("ug").run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["Release"]
+    assert at.session_state["mechanism"] == "ug"
