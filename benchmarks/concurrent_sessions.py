@@ -16,7 +16,8 @@ Times are wall-clock seconds from the click (or navigation) in this process.  A 
 nothing happens within :data:`LOST_AFTER_S` seconds (neither the next step's heading or the
 confirmation, nor the app running), after which the app ran and stopped without showing them, or
 that cannot be made in that time (the sidebar's link stays disabled), is counted as **lost** and made
-again (the step's time runs on from the first click).  The single-session baseline walks the same path alone (``--single`` times, one after another); then
+again (the step's time runs on from the first click); the results say why each was counted
+(:data:`REASONS`: not made, no run in 20 s, a run that ended without the answer).  The single-session baseline walks the same path alone (``--single`` times, one after another); then
 ``--sessions`` sessions walk it at once (``--rounds`` times).
 
 Run from the repository root (after ``python -m compileall dpcore ui``)::
@@ -47,6 +48,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "concurrent_sessions.md"
 STEPS = ("data", "plan", "release page", "release")
 LOST_AFTER_S = 20.0
+#: why the clicks counted as lost were: "not made" (Playwright could not click in LOST_AFTER_S: the
+#: element stayed disabled, covered or detached), "no run in 20 s", "run ended without it"
+REASONS: dict[str, int] = {}
 STEP_TIMEOUT_S = 300.0
 NAV = '[data-testid="stSidebarNav"] a'
 IDLE = ("() => { const w = document.querySelector('[data-testid=\"stStatusWidget\"]');"
@@ -70,27 +74,33 @@ async def _click_until(page, click, shown: str, lost: list[int]) -> float:
     """Click, wait until ``shown`` holds (then until idle); a click without effect in LOST_AFTER_S is
     counted in ``lost`` and made again.  Returns the seconds from the first click."""
     t0 = time.perf_counter()
-    while not (await _try(click) and await _answered(page, shown)):
+    while True:
+        made = await _try(click)
+        why = (await _answered(page, shown)) if made else "not made"
+        if why is True:
+            break
         if time.perf_counter() - t0 > STEP_TIMEOUT_S:
             raise TimeoutError(f"step not shown in {STEP_TIMEOUT_S:.0f} s: {shown[:80]}")
         lost[0] += 1
+        REASONS[why] = REASONS.get(why, 0) + 1
     await _until(page, IDLE, STEP_TIMEOUT_S)
     return time.perf_counter() - t0
 
 
-async def _answered(page, shown: str) -> bool:
+async def _answered(page, shown: str) -> bool | str:
     """Whether a click was answered: ``shown`` holds, or the app starts running within LOST_AFTER_S
     and ``shown`` holds once it stops (a slow answer is not a lost click; a run that ends without it,
-    or no run at all, is)."""
+    or no run at all, is).  Not answered: why, for :data:`REASONS` ("no run in 20 s": neither shown
+    nor running within LOST_AFTER_S; "run ended without it": the app ran and stopped without it)."""
     running = ("() => { const w = document.querySelector('[data-testid=\"stStatusWidget\"]');"
                " return !!w && w.offsetParent !== null; }")
     either = f"() => ({shown})() || ({running})()"
     if not await _until(page, either, LOST_AFTER_S):
-        return False
+        return f"no run in {LOST_AFTER_S:.0f} s"
     await _until(page, IDLE, STEP_TIMEOUT_S)  # the run the click started has ended
     if not await page.evaluate(shown):
         await _until(page, shown, 2.0)  # drawn just after the run
-    return bool(await page.evaluate(shown))
+    return True if await page.evaluate(shown) else "run ended without it"
 
 
 async def _try(click) -> bool:
@@ -176,6 +186,10 @@ def _line(r: dict) -> str:
     return ", ".join(f"{k} {r[k]:.2f} s" for k in (*STEPS, "release drawn")) + f", lost clicks {r['lost']}"
 
 
+def _reasons() -> str:
+    return "; ".join(f"{k}: {v}" for k, v in sorted(REASONS.items())) or "none"
+
+
 def _cpu() -> str:
     try:
         return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
@@ -215,8 +229,8 @@ each step waits for). Times are wall-clock seconds from the click. "release draw
 the Release button until the map reports loaded().
 - Target (issue 28 item 5): each step's median at most 2x a single session's, no lost click. \
 Lost clicks (no effect within {LOST_AFTER_S:.0f} s, clicked again): **{lost}** of \
-{len(done) * 3} clicks of the walks that finished; walks that did not finish (a step not shown in \
-{STEP_TIMEOUT_S:.0f} s): **{failed}** of {len(together)} (not in the medians).
+{len(done) * 3} clicks of the walks that finished (why, every walk: {_reasons()}); walks that did not finish (a \
+step not shown in {STEP_TIMEOUT_S:.0f} s): **{failed}** of {len(together)} (not in the medians).
 - Command: `nice -n 10 python benchmarks/concurrent_sessions.py --sessions {a.sessions} --single {a.single} \
 --rounds {a.rounds}` (total run time {time.perf_counter() - t_start:.0f} s)
 

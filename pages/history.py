@@ -23,7 +23,7 @@ from dpcore.privacy.ledger_history import datasets as all_datasets
 from dpcore.privacy.ledger_history import name_dataset
 from dpcore.privacy.ledger_journal import undelivered
 from dpcore.privacy.ledger_store import LedgerStore
-from ui import fmt, frame, series, state
+from ui import clicks, fmt, frame, series, state
 from ui.kinds.points import state as points_state
 
 ss = st.session_state
@@ -135,7 +135,7 @@ for key, (kind, labels, store) in budgets.items():
     pending = {d["idx"]: d for d in undelivered(store, key)}
     if not store.temporary:
         st.text_input("Name of this dataset (kept in the budget database, shown here in every session)",
-                      value=given.get(key, ""), key=f"hist_name_{key}", on_change=_rename, args=(store, key),
+                      value=given.get(key, ""), key=f"hist_name_{key}", on_change=clicks.atomic(_rename), args=(store, key),
                       placeholder="e.g. Taxi pickups, April 2014")
     if led.entries:
         st.dataframe(pd.DataFrame([{

@@ -22,7 +22,7 @@ import streamlit as st
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
-from ui import fmt, state
+from ui import clicks, fmt, state
 
 ss = st.session_state
 
@@ -77,7 +77,7 @@ def cap_input(led: Ledger, key: str, container: Any = None, *, label: str = "Bud
         ss[key] = ss[shown] = float(led.cap.value)
 
     box.number_input(f"{label} ({led.cap.symbol})", min_value=min_value, max_value=100.0, step=step,
-                     format=fmt_str, key=key, on_change=changed, help=help)
+                     format=fmt_str, key=key, on_change=clicks.atomic(changed), help=help)
     if ss.get(f"{key}__error"):
         box.error(ss.pop(f"{key}__error"))
     if ss.get(pending) is not None:
@@ -98,8 +98,8 @@ def cap_input(led: Ledger, key: str, container: Any = None, *, label: str = "Bud
             ss[pending] = None
 
         c1, c2 = box.columns(2)
-        c1.button("Raise the cap", key=f"{key}__confirm", on_click=confirm, type="primary")
-        c2.button("Keep the cap", key=f"{key}__cancel", on_click=cancel)
+        c1.button("Raise the cap", key=f"{key}__confirm", on_click=clicks.atomic(confirm), type="primary")
+        c2.button("Keep the cap", key=f"{key}__cancel", on_click=clicks.atomic(cancel))
 
 
 POPULATION_HELP = ("Data that comes from the same people (the points, trips and census tables of one survey) "
@@ -147,7 +147,7 @@ def population_input(kind: str, fp: str, default_cap: budget.PrivacyCost, cache:
         ss[wkey] = current or ""
 
     left, right = box.columns(2, vertical_alignment="center")
-    left.text_input("Population (optional)", key=wkey, on_change=changed, placeholder="e.g. Travel survey 2023",
+    left.text_input("Population (optional)", key=wkey, on_change=clicks.atomic(changed), placeholder="e.g. Travel survey 2023",
                     help=POPULATION_HELP)
     if bound:
         right.caption(f"population: **{bound}**. This data draws on the population's budget, shared with all the "

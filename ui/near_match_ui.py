@@ -15,7 +15,7 @@ import streamlit as st
 from dpcore.privacy import key_aliases, near_match
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_store import StoredLedger
-from ui import state
+from ui import clicks, state
 
 #: What the match is made of, per kind (nothing about either data set is shown).
 _ALIKE = {"points": "the same columns, about the same size and extent",
@@ -50,8 +50,10 @@ def answered(kind: str, fp: str, profile: near_match.Profile | None, led: Ledger
                "the same file, so it would start a new budget. If it is the same people (say, the same file with "
                "a row dropped), its releases must draw on that budget. Your answer is recorded.")
     c1, c2 = st.columns(2)
-    c1.button(SAME, key="near_match_same", on_click=_answer, args=(store, data_key, found, True, profile))
-    c2.button(OTHER, key="near_match_other", on_click=_answer, args=(store, data_key, found, False, profile))
+    c1.button(SAME, key="near_match_same", on_click=clicks.atomic(_answer),
+              args=(store, data_key, found, True, profile))
+    c2.button(OTHER, key="near_match_other", on_click=clicks.atomic(_answer),
+              args=(store, data_key, found, False, profile))
     return False
 
 

@@ -24,6 +24,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_journal import APP
 from dpcore.privacy.ledger_store import StoredLedger
+from ui import clicks
 
 # the default caps and the default budget of one release (half the cap), the same for every kind
 DEFAULT_CAP = DEFAULT_EPSILON_CAP
@@ -227,7 +228,24 @@ def persistent(key: str, default: Any) -> str:
     wkey = f"_w_{key}"
     if wkey not in ss:
         ss[wkey] = ss.get(key, default)
+    ss.setdefault("_persisted", {})[wkey] = key  # kept first thing on the next run (keep_widget_values)
     return wkey
+
+
+def keep_widget_values() -> None:
+    """Copy every :func:`persistent` widget's value to its key; app.py calls it first on every run.
+
+    :func:`store` does it after the widget, but a run stopped before that line (another click
+    arrived: a page change right after choosing a mechanism) left the choice in the widget's key,
+    which Streamlit then drops with the page: the choice was lost (issue 28 item 5).  The widgets'
+    new values are in st.session_state before the script starts, and :func:`ui.clicks.held` keeps a
+    request from stopping this copy half-way.  (A change the server has not yet taken when a page
+    change arrives is merged into the page change by Streamlit and never reaches the app.)"""
+    with clicks.held():
+        ss = st.session_state
+        for wkey, key in list(ss.get("_persisted", {}).items()):
+            if wkey in ss:
+                ss[key] = ss[wkey]
 
 
 def store(key: str) -> Any:
@@ -264,7 +282,9 @@ def release_button(key: str, label: str, release: Any, *args: Any, disabled: boo
     widget change) waits for the release; but Streamlit 1.67 may still stop a callback at any read
     or write of st.session_state.  So ``release`` reads what it needs from st.session_state before
     the charge, puts the release in the history (no session state) right after it, and touches
-    st.session_state again only at the end: a charged release is never lost half-way.  Each drawing of the button
+    st.session_state again only at the end: a charged release is never lost half-way.  The callback runs
+    :func:`ui.clicks.atomic`: a request that arrives meanwhile (a second click, a reconnecting browser)
+    waits for its end instead of stopping it before the charge, which lost the click.  Each drawing of the button
     carries a one-time token: a second click on the button as drawn before the release (a double
     click) finds its token used and releases nothing.  A :class:`DPCoreError` from ``release`` is
     shown under the button on the next run.
@@ -279,7 +299,7 @@ def release_button(key: str, label: str, release: Any, *args: Any, disabled: boo
     # releases nothing, instead of finding the new token (seen in a browser: a burst of clicks made
     # two releases).
     st.button(label, type="primary", key=release_widget_key(key), disabled=disabled, help=help,
-              on_click=_release_once, args=(key, token, release, args))
+              on_click=clicks.atomic(_release_once), args=(key, token, release, args))
     err = ss.pop(f"{key}_error", None)
     if err:
         st.error(err)

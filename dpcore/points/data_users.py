@@ -102,11 +102,31 @@ def _scale_variance(release: PartitionRelease, budgets: NDArray[np.float64]) -> 
 _PAIRS = 1 << 20
 
 
+def _labels_at(r: NDArray[np.int64], lab: NDArray[np.int64], ys: NDArray[np.int64], xs: NDArray[np.int64],
+               points: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The label of the rectangle of ``r`` (disjoint, ``(r0, r1, c0, c1)`` in cells) holding each point
+    ``(row, col)``, 0 for none: a labelled grid whose rows and columns are the bands between the
+    rectangles' own edges ``ys``/``xs`` (sorted, unique), not the grid's cells, so a coarse level costs
+    its edges, not the grid (a 2-D difference array summed twice, then one look-up per point)."""
+    i0, i1 = np.searchsorted(ys, r[:, 0]), np.searchsorted(ys, r[:, 1])
+    j0, j1 = np.searchsorted(xs, r[:, 2]), np.searchsorted(xs, r[:, 3])
+    diff = np.zeros((ys.size + 1, xs.size + 1), dtype=np.int64)
+    np.add.at(diff, (i0, j0), lab)
+    np.add.at(diff, (i1, j0), -lab)
+    np.add.at(diff, (i0, j1), -lab)
+    np.add.at(diff, (i1, j1), lab)
+    labels = np.cumsum(np.cumsum(diff, axis=0), axis=1)
+    iy = np.searchsorted(ys, points[:, 0], side="right") - 1  # the band holding the point; -1: before all
+    ix = np.searchsorted(xs, points[:, 1], side="right") - 1
+    return np.where((iy >= 0) & (ix >= 0), labels[np.maximum(iy, 0), np.maximum(ix, 0)], 0)
+
+
 def leaves_within(release: PartitionRelease) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Pairs ``(rect, leaf position)``: the leaves (their position among the leaves, in id order)
     each rectangle of the release is made of.  One labelled grid per level (rectangles of one level
-    are disjoint), so the cost is O(levels × cells); a level with fewer leaf × rectangle pairs than
-    cells is tested pair by pair instead (vectorised).
+    are disjoint) on the bands between that level's own edges (:func:`_labels_at`), so a level costs
+    at most its edges squared, never more than the grid's cells; a level with fewer leaf × rectangle
+    pairs than bands is tested pair by pair instead (vectorised).
 
     >>> from dpcore.data.domain import Bounds, Grid
     >>> from dpcore.privacy.budget import pure
@@ -117,7 +137,6 @@ def leaves_within(release: PartitionRelease) -> tuple[NDArray[np.int64], NDArray
     >>> [a.tolist() for a in leaves_within(r)]
     [[0, 0, 1, 2], [0, 1, 0, 1]]
     """
-    g = release.grid
     leaf_idx = release.leaf_index()
     corner = release.rects[leaf_idx][:, [0, 2]]
     nodes, leaves = [], []
@@ -125,19 +144,15 @@ def leaves_within(release: PartitionRelease) -> tuple[NDArray[np.int64], NDArray
         idx = np.flatnonzero(release.level == lv)
         r = release.rects[idx]
         lab = idx + 1
-        if corner.shape[0] * idx.size <= min(_PAIRS, (g.rows + 1) * (g.cols + 1)):
+        ys, xs = np.unique(r[:, :2]), np.unique(r[:, 2:])  # this level's row and column edges
+        if corner.shape[0] * idx.size <= min(_PAIRS, (ys.size + 1) * (xs.size + 1)):
             # few leaves and rectangles (a small release, such as one day of a series): test each
             # leaf corner against each rectangle, the same label sums as the grid below
             y, x = corner[:, :1], corner[:, 1:]
             inside = (r[:, 0] <= y) & (y < r[:, 1]) & (r[:, 2] <= x) & (x < r[:, 3])
             owner = inside.astype(np.int64) @ lab - 1
         else:
-            diff = np.zeros((g.rows + 1, g.cols + 1), dtype=np.int64)
-            np.add.at(diff, (r[:, 0], r[:, 2]), lab)
-            np.add.at(diff, (r[:, 1], r[:, 2]), -lab)
-            np.add.at(diff, (r[:, 0], r[:, 3]), -lab)
-            np.add.at(diff, (r[:, 1], r[:, 3]), lab)
-            owner = np.cumsum(np.cumsum(diff, axis=0), axis=1)[corner[:, 0], corner[:, 1]] - 1
+            owner = _labels_at(r, lab, ys, xs, corner) - 1
         hit = np.flatnonzero(owner >= 0)
         nodes.append(owner[hit])
         leaves.append(hit)

@@ -18,7 +18,7 @@ from dpcore.areas.unit import census_unit
 from dpcore.errors import DPCoreError
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
-from ui import confirm, fmt, frame, intervals, near_match_ui, series, state
+from ui import charts, confirm, fmt, frame, intervals, near_match_ui, series, state
 from ui.kinds.areas import common, drill
 from ui.kinds.areas import marginals as marginals_ui
 from ui.kinds.areas import series as areas_series
@@ -145,7 +145,8 @@ def _choropleth(entry: HierarchyEntry, cmap: Any, level: str, d: int, nodes: Any
     fkey = (level, within, size)
     if fkey not in figs:
         parent_join = joins.get(h.level_names[d - 1]) if d > 1 else None
-        figs[fkey] = figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size)
+        figs[fkey] = charts.built(figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join,
+                                                        size=size))
     cmap.plotly_chart(figs[fkey], key="hier_map", config={"displayModeBar": False})
     _far_hint(cmap, joins[level], h, d, nodes)
     cmap.caption("Colour: noisy count of people. Hover: the noisy count and its 95 % interval (from the "

@@ -20,7 +20,7 @@ from dpcore.flows import figures as od_figures
 from dpcore.flows.mechanisms.common import ODLevelPlan, ODPlan
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
-from ui import fmt, frame, plan_table, state
+from ui import charts, fmt, frame, plan_table, state
 from ui.kinds.flows.state import RELEASES_KEY, ODEntry
 from ui.state import persistent, store
 
@@ -103,7 +103,7 @@ def figure(key: tuple[Any, ...], build: Any) -> Any:
     if key in figs:
         figs[key] = figs.pop(key)  # most recently used last
     else:
-        figs[key] = build()
+        figs[key] = charts.built(build())  # its dict made once, not on every rerun
         while len(figs) > FIGURES_KEPT:
             figs.pop(next(iter(figs)))
     return figs[key]

@@ -15,7 +15,7 @@ from dpcore.data.points import load_points
 from dpcore.data.tables import read_table
 from dpcore.errors import DPCoreError
 from dpcore.points import viz
-from ui import fmt, frame, source_ui, state
+from ui import charts, fmt, frame, source_ui, state
 from ui.demo_data import demo_file
 from ui.kinds.points import series as points_series
 from ui.kinds.points import state as points_state
@@ -290,9 +290,12 @@ def _preview(ds: points_state.Dataset) -> None:
     left, right = st.columns(2)
     with left:
         uploaded = st.session_state.get("boundaries")
-        outlines = uploaded if uploaded is not None else demo_outlines(points_state.bounds().as_tuple())
-        st.plotly_chart(viz.extent_figure(points_state.bounds(), outlines), width="stretch", key="extent_map")
-        if uploaded is None and outlines is not None:
+        if uploaded is not None:
+            fig, demo_context = viz.extent_figure(points_state.bounds(), uploaded), False
+        else:
+            fig, demo_context = _public_extent(points_state.bounds().as_tuple())
+        st.plotly_chart(fig, width="stretch", key="extent_map")
+        if demo_context:
             st.caption("Grey: the New York City boroughs, for context (public outlines; upload a boundary file "
                        "to draw your own).")
     with right:
@@ -310,8 +313,7 @@ def _preview(ds: points_state.Dataset) -> None:
                     st.warning(f"{fmt.count(agg.n_outside)} of {fmt.count(t.n_kept)} points lie outside the area "
                                "and will not be counted. Widen the area if they matter.")
                 with st.expander("True point density (not for publication)"):
-                    st.plotly_chart(viz.true_density_figure(agg.counts, agg.grid), width="stretch",
-                                    key="density_preview")
+                    st.plotly_chart(_density_figure(agg), width="stretch", key="density_preview")
         except DPCoreError as e:
             st.error(str(e))
         if ds.source is not None:
@@ -329,6 +331,26 @@ def demo_outlines(bounds: tuple[float, float, float, float]) -> dict[str, Any] |
         return None
     gj = maps.light_outlines(_boroughs(), Bounds(*bounds))
     return gj if gj.get("features") else None
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _public_extent(bounds: tuple[float, float, float, float]) -> tuple[charts.BuiltFigure, bool]:
+    """The area's outline with the shipped demo outlines, and whether any of them is in view: public
+    (typed or preset bounds and a shipped file), so made once per server and area for every session
+    (issue 28 item 5: each new session's first page built and serialised it again).  Read-only:
+    st.plotly_chart only reads it."""
+    outlines = demo_outlines(bounds)
+    return charts.built(viz.extent_figure(Bounds(*bounds), outlines)), outlines is not None
+
+
+def _density_figure(agg: Any) -> charts.BuiltFigure:
+    """CURATOR-ONLY: the true density preview, made once per count in this session's state (never in a
+    cache shared between sessions: it is made of the true counts)."""
+    ss = st.session_state
+    kept = ss.get("_density_figure")
+    if kept is None or kept[0] is not agg:
+        kept = ss["_density_figure"] = (agg, charts.built(viz.true_density_figure(agg.counts, agg.grid)))
+    return kept[1]
 
 
 @st.cache_resource(show_spinner=False)

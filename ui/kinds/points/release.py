@@ -16,7 +16,7 @@ from dpcore.errors import DPCoreError
 from dpcore.points import diagnostics, viz
 from dpcore.points.mechanisms.base import level_row
 from dpcore.privacy.ledger import Ledger
-from ui import confirm, fmt, frame, intervals, near_match_ui, plan_table, series, state
+from ui import charts, confirm, fmt, frame, intervals, near_match_ui, plan_table, series, state
 from ui.kinds.points import plan as points_plan
 from ui.kinds.points import series as points_series
 from ui.kinds.points import state as points_state
@@ -90,7 +90,8 @@ def _map(cur: points_state.ReleaseEntry) -> None:
     if cur.exports.get("map_key") != key:
         fig, info = viz.release_map_figure(rel, boundaries=st.session_state.get("boundaries"),
                                          basemap=basemap, depth=depth)
-        cur.exports["map_fig"], cur.exports["map_info"], cur.exports["map_key"] = fig, info, key
+        # its dict made once: st.plotly_chart copied and serialised it on every rerun (issue 28 item 5)
+        cur.exports["map_fig"], cur.exports["map_info"], cur.exports["map_key"] = charts.built(fig), info, key
     fig, info = cur.exports["map_fig"], cur.exports["map_info"]
 
     if rel.is_tree:

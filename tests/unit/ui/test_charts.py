@@ -1,0 +1,39 @@
+"""ui.charts.built: the dict st.plotly_chart asks for on every rerun is made once, and the browser gets
+the same figure as before (issue 28 item 5)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from dpcore.data.domain import Bounds, Grid
+from dpcore.points import viz
+from dpcore.points.release import PartitionRelease
+from dpcore.privacy.budget import pure
+from ui import charts
+
+
+def _release() -> PartitionRelease:
+    """A 2-level quadtree on a 4 x 4 grid: the root and its four quadrants (the leaves)."""
+    g = Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 4, 4)
+    rects = np.array([[0, 4, 0, 4], [0, 2, 0, 2], [0, 2, 2, 4], [2, 4, 0, 2], [2, 4, 2, 4]])
+    noisy = np.array([100.0, 30.0, -2.0, 40.0, 32.0])
+    return PartitionRelease("quadtree", "Quadtree", {}, g, pure(1), (), rects, np.array([0, 1, 1, 1, 1]),
+                            np.array([False, True, True, True, True]), noisy, np.ones(5), np.ones(5), 1, None)
+
+
+def test_the_built_figure_serialises_to_the_same_json_as_the_figure() -> None:
+    fig, _ = viz.release_map_figure(_release())
+    assert fig.data[0].customdata.dtype == object  # numbers and words: what made orjson give up
+    before = json.loads(pio.to_json(fig.to_dict(), validate=False))
+    after = json.loads(pio.to_json(charts.built(fig).to_dict(), validate=False))
+    assert after == before
+
+
+def test_the_dict_is_made_once_and_not_copied_on_every_run() -> None:
+    b = charts.built(go.Figure(go.Scatter(x=[1, 2], y=[3, 4])))
+    assert b.to_dict() is b.to_dict()
+    assert charts.built(b) is b
