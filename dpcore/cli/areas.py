@@ -143,21 +143,24 @@ def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, 
 
 
 def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str | list[str] | None,
-               raw: bool = False) -> list[str]:
+               raw: bool = False, session: Any = None) -> list[str]:
     """The budget keys of the --input table, main key first, as the app keys it, whichever engine
     counts it: its used columns' content (:func:`dpcore.areas.census_tables.fingerprints`), from the
     table read in memory or from the engine's sums per area (``df`` is either; ``count`` its count
-    column or columns)."""
+    column or columns; ``session`` the one that charges, default that of ``--budget-db``)."""
     from dpcore.areas import census_tables
 
     if getattr(args, "no_budget", False):
         return [""]
-    keys = census_tables.fingerprints(df, levels, count)
-    if raw and not getattr(args, "ledger", None):  # a budget kept under the earlier rule's key is found again
-        from dpcore.core.session import Session
+    if getattr(args, "ledger", None):  # a ledger file: the earlier version's level keys too
+        return census_tables.fingerprints(df, levels, count)
+    from dpcore.core.session import Session
 
-        Session.open(args.budget_db or None).adopt_legacy(
-            "areas", keys[0], lambda: [census_tables.legacy_fingerprint(df)])
+    session = session if session is not None else Session.open(args.budget_db or None)
+    # the finer levels' keys of the earlier version only where a database may hold them
+    keys = census_tables.fingerprints(df, levels, count, v1_levels=session.may_hold_v1_level_keys())
+    if raw:  # a budget kept under the earlier rule's key is found again
+        session.adopt_legacy("areas", keys[0], lambda: [census_tables.legacy_fingerprint(df)])
     return keys
 
 
@@ -218,7 +221,7 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     params = ({"level": args.geo_level or "", "marginals": args.marginals} if mech.name == "matrix"
               else {"plus_axes": tuple(plus)})
     plan = mech.plan(table.structure, cost, params, unit=census_unit(person_once=args.each_person_counted_once))
-    keys = _table_key(args, df, levels, count_col, raw=small is None)
+    keys = _table_key(args, df, levels, count_col, raw=small is None, session=session)
     bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:],
                       profile=table.profile())  # near-identical tables are asked about (issue 26 item 14)
     out = pipeline.release(plan, table, ledger=bud.ledger, session=bud.session)
@@ -369,7 +372,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
         joins[lv] = join
     if over_time:  # one release per public period of the rows' time column
         return _hierarchy_series(args, plan, df, levels, counts_cols, counts, joins, make, session)
-    keys = _table_key(args, df, levels, counts_cols or None, raw=small is None)
+    keys = _table_key(args, df, levels, counts_cols or None, raw=small is None, session=session)
     bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:],
                       profile=counts.profile())  # near-identical tables are asked about (issue 26 item 14)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
