@@ -373,6 +373,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     if over_time:  # one release per public period of the rows' time column
         return _hierarchy_series(args, plan, df, levels, counts_cols, counts, joins, make, session)
     keys = _table_key(args, df, levels, counts_cols or None, raw=small is None, session=session)
+    del df, small  # the rows are counted and keyed: their memory is free for the release (8 M blocks)
     bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:],
                       profile=counts.profile())  # near-identical tables are asked about (issue 26 item 14)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)

@@ -239,8 +239,9 @@ def _number(text: str) -> float:
         return float("nan")
 
 
-def _small_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(level, noisy_count, noise_sd) of a small published table, or None without those columns."""
+def _small_columns(data: bytes) -> tuple[tuple[np.ndarray, list[Any]], np.ndarray, np.ndarray] | None:
+    """(level, noisy_count, noise_sd) of a small published table, or None without those columns;
+    ``level`` is ``(index per row, names in order of first appearance)``."""
     rows = csv.reader(io.StringIO(data.decode("utf-8")))
     head = next(rows, None)
     if head is None or not set(_GUIDE) <= set(head):
@@ -250,12 +251,13 @@ def _small_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | N
         parsed = [(r[i], _number(r[j]), _number(r[k])) for r in rows if r]
     except IndexError:  # a short row: not a table of this kind
         return None
-    level = np.array([p[0] for p in parsed], dtype=object)
-    return (level, np.array([p[1] for p in parsed], dtype=np.float64),
+    order: dict[str, int] = {}
+    idx = np.array([order.setdefault(p[0], len(order)) for p in parsed], dtype=np.int64)
+    return ((idx, list(order)), np.array([p[1] for p in parsed], dtype=np.float64),
             np.array([p[2] for p in parsed], dtype=np.float64))
 
 
-def _arrow_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _arrow_columns(data: bytes) -> tuple[tuple[np.ndarray, list[Any]], np.ndarray, np.ndarray] | None:
     """:func:`_small_columns` of a large table, read by pyarrow (in parallel)."""
     import pyarrow.csv as pacsv
 
@@ -264,7 +266,12 @@ def _arrow_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | N
             include_columns=list(_GUIDE), column_types={"level": "string"}))
     except (KeyError, ValueError, OSError):  # a table without these columns (pyarrow's ArrowInvalid)
         return None
-    return (np.asarray(t.column("level").to_pylist(), dtype=object),
+    import pyarrow.compute as pc
+
+    # each row's level as an index into the names, in order of first appearance (a missing one a
+    # name of its own): no Python string per row of 8 M census blocks, integer masks per level
+    enc = pc.dictionary_encode(t.column("level").combine_chunks(), null_encoding="encode")
+    return ((enc.indices.to_numpy(zero_copy_only=False), enc.dictionary.to_pylist()),
             np.asarray(t.column("noisy_count").to_numpy(zero_copy_only=False), dtype=np.float64),
             np.asarray(t.column("noise_sd").to_numpy(zero_copy_only=False), dtype=np.float64))
 
@@ -286,11 +293,11 @@ def level_guidance(release_csv: bytes | None, threshold: float = CV_THRESHOLD) -
     columns = _small_columns(release_csv) if len(release_csv) <= _SMALL else _arrow_columns(release_csv)
     if columns is None:
         return None
-    level, count, sd = columns
-    names = list(dict.fromkeys(level.tolist()))
+    (level, names), count, sd = columns
+    finite = np.isfinite(sd) & np.isfinite(count)
     rows, use = [], None
-    for name in names:
-        m = (level == name) & np.isfinite(sd) & np.isfinite(count)
+    for j, name in enumerate(names):
+        m = (level == j) & finite
         if not m.any():
             continue
         cv = float(np.median(sd[m] / np.maximum(count[m], 1.0)))
