@@ -296,6 +296,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
     from dpcore.data.hierarchy import Hierarchy, require_public_area_list
+    from dpcore.data.memory import release_unused
     from dpcore.privacy import budget
 
     make, cost = budget_arg(args)
@@ -347,6 +348,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
                   file=sys.stderr)
     counts = HierarchyCounts.from_frame(df, h, levels, counts_cols or None, group=args.group_col,
                                         max_size=args.max_size, leaf=None if args.areas else h.frame_rows())
+    release_unused()  # building the hierarchy's temporaries
     public: dict[str, Any] = {"statistic": counts.statistic, "k": counts.k}
     if args.area_sets:
         if mech.name != "matrix":
@@ -374,9 +376,11 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
         return _hierarchy_series(args, plan, df, levels, counts_cols, counts, joins, make, session)
     keys = _table_key(args, df, levels, counts_cols or None, raw=small is None, session=session)
     del df, small  # the rows are counted and keyed: their memory is free for the release (8 M blocks)
+    release_unused()
     bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:],
                       profile=counts.profile())  # near-identical tables are asked about (issue 26 item 14)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
+    release_unused()  # the mechanism's working arrays, before the files are written
     paths = deliver(bud, out, out.files(bud.ledger, suppress=rule, joins=joins, cv_threshold=cv), args.out)
     reading = ""
     if cost.definition == "zcdp":
