@@ -283,6 +283,23 @@ def _hierarchy_unit(args: argparse.Namespace, statistic: str, over_time: bool) -
     return hierarchy_unit(args.neighbour, statistic, person_once=once)
 
 
+def _boundary_joins(h: Any, bounds_args: dict[str, str]) -> dict[str, Any]:
+    """``--boundaries LEVEL=FILE``: each level's boundaries joined to its areas, with a warning
+    naming areas without a boundary and features without an area."""
+    from dpcore.data import area_boundaries
+    from dpcore.data.boundaries import read_boundaries
+
+    joins = {}
+    for lv, file in bounds_args.items():
+        join = area_boundaries.join_boundaries(h, h.depth_of(lv), read_boundaries(file))
+        if join.missing_areas or join.extra_features:
+            print(f"warning: boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
+                  f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
+                  f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
+        joins[lv] = join
+    return joins
+
+
 def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     """``release hierarchy``: counts over a geographic hierarchy, written to the output folder.
 
@@ -292,8 +309,6 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.areas.counts import HierarchyCounts
-    from dpcore.data import area_boundaries
-    from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
     from dpcore.data.hierarchy import Hierarchy, require_public_area_list
     from dpcore.data.memory import release_unused
@@ -363,15 +378,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     params = {k: v for k, v in (("split", split), ("weights", weights), ("order", args.order),
                                 ("sets_weight", args.sets_weight)) if k in declared}
     plan = mech.plan(h, cost, params, unit=_hierarchy_unit(args, statistic, over_time), **public)
-    joins = {}
-    for lv, file in bounds_args.items():
-        gdf = read_boundaries(file)
-        join = area_boundaries.join_boundaries(h, h.depth_of(lv), gdf)
-        if join.missing_areas or join.extra_features:
-            print(f"warning: boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
-                  f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
-                  f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
-        joins[lv] = join
+    joins = _boundary_joins(h, bounds_args)
     if over_time:  # one release per public period of the rows' time column
         return _hierarchy_series(args, plan, df, levels, counts_cols, counts, joins, make, session)
     keys = _table_key(args, df, levels, counts_cols or None, raw=small is None, session=session)
