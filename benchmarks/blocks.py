@@ -22,6 +22,7 @@ Measured
 Run from the repository root (under ``nice`` on a shared machine)::
 
     nice -n 10 .venv/bin/python benchmarks/blocks.py --rows 1000000
+    nice -n 10 .venv/bin/python benchmarks/blocks.py --rows 8000000     # all five mechanisms, then a table
     nice -n 10 .venv/bin/python benchmarks/blocks.py --rows 8000000 --mechanisms exact,topdown_l2
 
 Results accumulate in ``results/blocks.json`` (a run replaces the earlier one of the same rows
@@ -40,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +93,8 @@ def machine() -> dict[str, Any]:
             "numpy": numpy.__version__, "pandas": pandas.__version__, "pyarrow": pyarrow.__version__}
 
 
-def run(rows: int, mechanisms: list[str], data_dir: Path) -> list[dict[str, Any]]:
+def run(rows: int, mechanisms: list[str], data_dir: Path,
+        save: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
     from benchmarks.blocks_data import write
 
     data = data_dir / f"blocks_{rows}.parquet"
@@ -102,7 +105,8 @@ def run(rows: int, mechanisms: list[str], data_dir: Path) -> list[dict[str, Any]
     with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
         floor = timed([sys.executable, "-c", FLOOR, str(data), f"{tmp}/floor.csv"])
         floor.update(rows=rows, mechanism="floor")
-        print(f"floor: {floor['seconds']} s, {floor['peak_gb']:.2f} GB (load {floor['load_before']})", flush=True)
+        print(f"floor: {floor['seconds']} s, {floor['peak_gb']:.2f} GB, CPU {floor['cpu_s']} s "
+              f"(load {floor['load_before']})", flush=True)
         out.append(floor)
         for m in mechanisms:
             r = timed([sys.executable, "-m", "dpcore", "release", "hierarchy", "--input", str(data), "--levels", LEVELS,
@@ -110,11 +114,29 @@ def run(rows: int, mechanisms: list[str], data_dir: Path) -> list[dict[str, Any]
                        "--out", f"{tmp}/{m}", "--budget-db", f"{tmp}/{m}.sqlite"])
             r.update(rows=rows, mechanism=m, floor_s=floor["seconds"])
             r["ratio"] = r["seconds"] / floor["seconds"] if r["seconds"] and floor["seconds"] else None
-            print(f"{m}: {r['seconds']} s, {r['peak_gb']:.2f} GB, {r['ratio']:.2f}x the floor "
+            r["cpu_ratio"] = r["cpu_s"] / floor["cpu_s"] if r["cpu_s"] and floor["cpu_s"] else None
+            print(f"{m}: {r['seconds']} s, {r['peak_gb']:.2f} GB, {r['ratio']:.2f}x the floor, CPU {r['cpu_s']} s "
                   f"(load {r['load_before']}){' ERROR ' + r['error'] if 'error' in r else ''}", flush=True)
             out.append(r)
+            if save is not None:
+                save(out)  # each run kept as soon as it is measured
             shutil.rmtree(f"{tmp}/{m}", ignore_errors=True)
     return out
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """This run's results as a plain-text table (the targets: 3x the floor, 4 GB peak)."""
+    def num(v: Any, fmt: str) -> str:
+        return format(v, fmt) if isinstance(v, (int, float)) else "-"
+
+    lines = [f"{'run':<13}{'wall s':>8}{'x floor':>9}{'CPU s':>8}{'CPU x floor':>13}{'peak GB':>9}{'load':>6}  target"]
+    for r in runs:
+        ok = r["mechanism"] == "floor" or (bool(r.get("ratio")) and r["ratio"] <= 3 and r["peak_gb"] <= 4)
+        lines.append(f"{r['mechanism']:<13}{num(r['seconds'], '.1f'):>8}{num(r.get('ratio'), '.2f'):>9}"
+                     f"{num(r['cpu_s'], '.1f'):>8}{num(r.get('cpu_ratio'), '.2f'):>13}{num(r['peak_gb'], '.2f'):>9}"
+                     f"{r['load_before']:>6}  {'-' if r['mechanism'] == 'floor' else 'met' if ok else 'NOT met'}"
+                     f"{' ERROR ' + r['error'] if 'error' in r else ''}")
+    return "\n".join(lines)
 
 
 def render(res: dict[str, Any]) -> str:
@@ -156,15 +178,23 @@ def main() -> int:
     path = RESULTS / "blocks.json"
     res: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"runs": []}
     res["machine"] = machine()
+    earlier = list(res["runs"])
+
+    def save(new: list[dict[str, Any]]) -> None:
+        done = {(r["rows"], r["mechanism"]) for r in new}
+        res["runs"] = [r for r in earlier if (r["rows"], r["mechanism"]) not in done] + new
+        res["updated"] = datetime.date.today().isoformat()
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(res, indent=1) + "\n")
+        (RESULTS / "blocks.md").write_text(render(res))
+
     if not a.render_only:
         a.data_dir.mkdir(parents=True, exist_ok=True)
-        new = run(a.rows, [m.strip() for m in a.mechanisms.split(",") if m.strip()], a.data_dir)
-        done = {(r["rows"], r["mechanism"]) for r in new}
-        res["runs"] = [r for r in res["runs"] if (r["rows"], r["mechanism"]) not in done] + new
-    res["updated"] = datetime.date.today().isoformat()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res, indent=1) + "\n")
-    (RESULTS / "blocks.md").write_text(render(res))
+        new = run(a.rows, [m.strip() for m in a.mechanisms.split(",") if m.strip()], a.data_dir, save)
+        print(table(new))
+    else:
+        new = []
+    save(new)
     return 0
 
 

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.areas.counts import whole_counts
+from dpcore.data.code_words import chained_keys, code_words
 from dpcore.data.engines.base import canonical_codes, coded_fingerprint, codes_fingerprint
 from dpcore.errors import InputError, ParameterError
 from dpcore.privacy import near_match
@@ -128,7 +129,8 @@ def fingerprint(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[s
     return fingerprints(df, levels, count)[0]
 
 
-def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[str] | None = None) -> list[str]:
+def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[str] | None = None, *,
+                 v1_levels: bool = True) -> list[str]:
     """The budget keys of a census or hierarchy table (never shown or exported), main key first.
 
     Computed from the columns the release uses, and only from them: level codes as canonical text
@@ -151,6 +153,13 @@ def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[
       it) and the key of the earlier rule (top level counted over every row, empty ones included),
       so that a budget is found by any of them (:meth:`dpcore.core.session.Session.adopt_keys`).
       Two tables with equal totals at any level share a budget (the safe direction).
+    * The main key and the earlier rule's key are ``codes:v1`` keys (an md5 per area,
+      :func:`dpcore.data.engines.base.codes_fingerprint`); the finer levels' keys are ``codes:v2``
+      (:func:`dpcore.data.code_words.chained_keys`, vectorised: the finest level of 8 M census
+      blocks would take seconds of md5 calls), followed, with ``v1_levels``, by their ``codes:v1``
+      keys of earlier versions, which a budget database written by an earlier version may hold
+      (:meth:`dpcore.core.session.Session.may_hold_v1_level_keys`).  A group-size histogram (several
+      count columns) keeps ``codes:v1`` keys throughout.
 
     Parameters
     ----------
@@ -160,6 +169,9 @@ def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[
         The level code columns, top first.
     count : str or sequence of str, optional
         The count column; several columns (a group-size histogram) are keyed per column position.
+    v1_levels : bool
+        Also the finer levels' keys of the earlier rule (``codes:v1``); the default, since only a
+        budget database created by this version is known to hold none.
 
     >>> a = pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"], "pop": [5, 7, 0]})
     >>> keys = fingerprints(a, ["state", "county"], "pop")
@@ -167,6 +179,9 @@ def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[
     True
     >>> len(keys)   # county's totals (the main key) and the earlier rule's key (state, over every row)
     2
+    >>> b = pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"], "pop": [5, 7, 1]})
+    >>> len(fingerprints(b, ["state", "county"], "pop")), len(fingerprints(b, ["state", "county"], "pop", v1_levels=False))
+    (3, 2)
     """
     levels = [str(c) for c in levels]
     if not levels:
@@ -182,10 +197,17 @@ def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[
     # the earlier rule: the first level with more than one code over every row (empty ones too)
     earlier = next((lv for lv in levels if _varies(df[lv])), levels[-1])
     made: dict[tuple[str, ...], str] = {}
-    for path in [*paths, [earlier]]:
+    v2 = paths[1:] if len(weights) <= 1 else []  # the finer levels' keys, codes:v2
+    for path in [paths[0], *([] if v2 and not v1_levels else paths[1:]), [earlier]]:
         if tuple(path) not in made:
             made[tuple(path)] = _level_key(df, path, weights, coded)
-    return list(dict.fromkeys(made[tuple(p)] for p in [*paths, [earlier]]))
+    if v2:
+        words = [code_words(df[lv]) for lv in paths[-1]]
+        v2_keys = chained_keys("table", words, weights[0] if weights else None, [len(p) for p in v2])
+    else:
+        v2_keys = []
+    v1_finer = [made[tuple(p)] for p in paths[1:] if tuple(p) in made]
+    return list(dict.fromkeys([made[tuple(paths[0])], *v2_keys, made[(earlier,)], *v1_finer]))
 
 
 def _varies(s: pd.Series) -> bool:

@@ -143,21 +143,24 @@ def _engine_table(args: argparse.Namespace, keys: list[str], count: str | None, 
 
 
 def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str | list[str] | None,
-               raw: bool = False) -> list[str]:
+               raw: bool = False, session: Any = None) -> list[str]:
     """The budget keys of the --input table, main key first, as the app keys it, whichever engine
     counts it: its used columns' content (:func:`dpcore.areas.census_tables.fingerprints`), from the
     table read in memory or from the engine's sums per area (``df`` is either; ``count`` its count
-    column or columns)."""
+    column or columns; ``session`` the one that charges, default that of ``--budget-db``)."""
     from dpcore.areas import census_tables
 
     if getattr(args, "no_budget", False):
         return [""]
-    keys = census_tables.fingerprints(df, levels, count)
-    if raw and not getattr(args, "ledger", None):  # a budget kept under the earlier rule's key is found again
-        from dpcore.core.session import Session
+    if getattr(args, "ledger", None):  # a ledger file: the earlier version's level keys too
+        return census_tables.fingerprints(df, levels, count)
+    from dpcore.core.session import Session
 
-        Session.open(args.budget_db or None).adopt_legacy(
-            "areas", keys[0], lambda: [census_tables.legacy_fingerprint(df)])
+    session = session if session is not None else Session.open(args.budget_db or None)
+    # the finer levels' keys of the earlier version only where a database may hold them
+    keys = census_tables.fingerprints(df, levels, count, v1_levels=session.may_hold_v1_level_keys())
+    if raw:  # a budget kept under the earlier rule's key is found again
+        session.adopt_legacy("areas", keys[0], lambda: [census_tables.legacy_fingerprint(df)])
     return keys
 
 
@@ -218,7 +221,7 @@ def execute_census(spec: ReleaseSpec, session: Any = None) -> Made:
     params = ({"level": args.geo_level or "", "marginals": args.marginals} if mech.name == "matrix"
               else {"plus_axes": tuple(plus)})
     plan = mech.plan(table.structure, cost, params, unit=census_unit(person_once=args.each_person_counted_once))
-    keys = _table_key(args, df, levels, count_col, raw=small is None)
+    keys = _table_key(args, df, levels, count_col, raw=small is None, session=session)
     bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:],
                       profile=table.profile())  # near-identical tables are asked about (issue 26 item 14)
     out = pipeline.release(plan, table, ledger=bud.ledger, session=bud.session)
@@ -280,6 +283,23 @@ def _hierarchy_unit(args: argparse.Namespace, statistic: str, over_time: bool) -
     return hierarchy_unit(args.neighbour, statistic, person_once=once)
 
 
+def _boundary_joins(h: Any, bounds_args: dict[str, str]) -> dict[str, Any]:
+    """``--boundaries LEVEL=FILE``: each level's boundaries joined to its areas, with a warning
+    naming areas without a boundary and features without an area."""
+    from dpcore.data import area_boundaries
+    from dpcore.data.boundaries import read_boundaries
+
+    joins = {}
+    for lv, file in bounds_args.items():
+        join = area_boundaries.join_boundaries(h, h.depth_of(lv), read_boundaries(file))
+        if join.missing_areas or join.extra_features:
+            print(f"warning: boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
+                  f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
+                  f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
+        joins[lv] = join
+    return joins
+
+
 def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     """``release hierarchy``: counts over a geographic hierarchy, written to the output folder.
 
@@ -289,10 +309,9 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     args = arguments(spec)  # the options, defaults included, as the parser gives them
     from dpcore import catalog, pipeline
     from dpcore.areas.counts import HierarchyCounts
-    from dpcore.data import area_boundaries
-    from dpcore.data.boundaries import read_boundaries
     from dpcore.data.code_tables import read_code_table
     from dpcore.data.hierarchy import Hierarchy, require_public_area_list
+    from dpcore.data.memory import release_unused
     from dpcore.privacy import budget
 
     make, cost = budget_arg(args)
@@ -344,6 +363,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
                   file=sys.stderr)
     counts = HierarchyCounts.from_frame(df, h, levels, counts_cols or None, group=args.group_col,
                                         max_size=args.max_size, leaf=None if args.areas else h.frame_rows())
+    release_unused()  # building the hierarchy's temporaries
     public: dict[str, Any] = {"statistic": counts.statistic, "k": counts.k}
     if args.area_sets:
         if mech.name != "matrix":
@@ -358,21 +378,16 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
     params = {k: v for k, v in (("split", split), ("weights", weights), ("order", args.order),
                                 ("sets_weight", args.sets_weight)) if k in declared}
     plan = mech.plan(h, cost, params, unit=_hierarchy_unit(args, statistic, over_time), **public)
-    joins = {}
-    for lv, file in bounds_args.items():
-        gdf = read_boundaries(file)
-        join = area_boundaries.join_boundaries(h, h.depth_of(lv), gdf)
-        if join.missing_areas or join.extra_features:
-            print(f"warning: boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
-                  f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
-                  f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
-        joins[lv] = join
+    joins = _boundary_joins(h, bounds_args)
     if over_time:  # one release per public period of the rows' time column
         return _hierarchy_series(args, plan, df, levels, counts_cols, counts, joins, make, session)
-    keys = _table_key(args, df, levels, counts_cols or None, raw=small is None)
+    keys = _table_key(args, df, levels, counts_cols or None, raw=small is None, session=session)
+    del df, small  # the rows are counted and keyed: their memory is free for the release (8 M blocks)
+    release_unused()
     bud = open_budget(args, make, plan.cost, "areas", keys[0], plan.unit, session=session, others=keys[1:],
                       profile=counts.profile())  # near-identical tables are asked about (issue 26 item 14)
     out = pipeline.release(plan, counts, ledger=bud.ledger, session=bud.session)
+    release_unused()  # the mechanism's working arrays, before the files are written
     paths = deliver(bud, out, out.files(bud.ledger, suppress=rule, joins=joins, cv_threshold=cv), args.out)
     reading = ""
     if cost.definition == "zcdp":

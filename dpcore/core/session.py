@@ -233,6 +233,14 @@ class Session:
         store.data_key(kind, fingerprint)  # a budget under an earlier version's key moves first
         key_aliases.adopt(store, store.key(kind, fingerprint), [store.key(kind, fp) for fp in others if fp])
 
+    def may_hold_v1_level_keys(self) -> bool:
+        """Whether this session's budget database may hold a table's finer-level keys of the earlier
+        rule (:func:`dpcore.privacy.key_aliases.may_hold_v1_level_keys`): then a table is keyed by
+        them too.  An unaccounted session keeps no keys."""
+        if self._store is None and not self.accounted:
+            return False
+        return key_aliases.may_hold_v1_level_keys(self.store)
+
     def holds_budget(self, kind: str, fingerprint: str, others: Sequence[str] = ()) -> bool:
         """Whether the budget database already holds a budget (or a population binding) that
         ``kind`` data with these fingerprints draws on.  A database that does not exist holds none

@@ -99,19 +99,40 @@ def _arrow_bytes(table: Any, write: Callable[[Any], bytes], numbers_as_text: boo
                      numbers_as_text=numbers_as_text)
 
 
+def _arrow_text(col: pd.Series) -> Any:
+    """The pyarrow array behind a column of pandas' Arrow-backed text (pandas 3's default ``str``),
+    without a copy; None for any other column (object text, categories, numbers).
+
+    >>> _arrow_text(pd.Series(["a", None], dtype="string[pyarrow]")).to_pylist(), _arrow_text(pd.Series([1]))
+    (['a', None], None)
+    """
+    import pyarrow as pa
+
+    if not (isinstance(col.dtype, pd.StringDtype) and col.dtype.storage == "pyarrow"):
+        return None
+    arr = pa.array(col.array)
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+def _text_mask(arr: Any) -> np.ndarray:
+    """:func:`_formula_mask` of a pyarrow text array (missing values are not formulas)."""
+    import pyarrow.compute as pc
+
+    hit = pc.match_substring_regex(arr, _PATTERN)
+    return np.asarray(hit.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
 def _formula_mask(vals: np.ndarray) -> np.ndarray:
     """Rows of a text column whose cell is a formula at its start or after a line break (vectorised through pyarrow when the column
     holds only text, which a 10^6-row export checks in milliseconds)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     try:
         arr = pa.array(vals, type=pa.string(), from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # numbers mixed in: only the text is checked
         return np.fromiter((isinstance(v, str) and _MASK.search(v) is not None for v in vals),
                            dtype=bool, count=len(vals))
-    hit = pc.match_substring_regex(arr, _PATTERN)
-    return np.asarray(hit.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    return _text_mask(arr)
 
 
 #: A plain number written as text (``-3``, ``2.5e-4``): a spreadsheet reads it as that number, never
@@ -156,8 +177,11 @@ def csv_bytes(df: Any, write: Callable[[Any], bytes], *, numbers_as_text: bool =
     text = [j for j, dt in enumerate(df.dtypes) if _text_dtype(dt)]  # numbers are never escaped: not read
     for j in text:
         s = df.iloc[:, j]
-        vals = s.to_numpy(dtype=object)
-        m = _formula_mask(vals)
+        arr = _arrow_text(s)  # Arrow-backed text is checked where it is, with no Python string per cell
+        vals = s.to_numpy(dtype=object) if arr is None else None
+        m = _formula_mask(vals) if arr is None else _text_mask(arr)
+        if m.any() and vals is None:
+            vals = s.to_numpy(dtype=object)
         if numbers_as_text and m.any():
             m[m] = [not (isinstance(v, str) and _NUMBER.match(v)) for v in vals[m]]
         if m.any():
@@ -195,7 +219,8 @@ def _plain_column(col: pd.Series) -> Any:
     if isinstance(col.dtype, np.dtype) and kind in "iu":
         return pa.array(col.to_numpy())
     if _text_dtype(col.dtype) and not isinstance(col.dtype, pd.CategoricalDtype):
-        return pa.array(col.to_numpy(dtype=object), type=pa.string(), from_pandas=True)
+        arr = _arrow_text(col)
+        return pa.array(col.to_numpy(dtype=object), type=pa.string(), from_pandas=True) if arr is None else arr
     return None
 
 

@@ -538,10 +538,22 @@ class Hierarchy:
         return pos.astype(np.int64)
 
     def fingerprint(self) -> str:
-        """Hash of the public structure (for records and caches)."""
+        """Hash of the public structure (for records and caches): the level names, then each depth's
+        keys joined by the separator, hashed 100,000 keys at a time (the same bytes as one join,
+        without a text of all 8 M block keys in memory).
+
+        >>> h = Hierarchy.from_frame(pd.DataFrame({"s": ["1", "1", "2"], "c": ["a", "b", "c"]}), ["s", "c"])
+        >>> g = hashlib.sha256("|".join(h.levels).encode())
+        >>> for k in h.keys:
+        ...     g.update(_SEP.join(k.tolist()).encode())
+        >>> h.fingerprint() == g.hexdigest()[:16]
+        True
+        """
         h = hashlib.sha256("|".join(self.levels).encode())
+        step = 100_000
         for k in self.keys:
-            h.update(_SEP.join(k.tolist()).encode())
+            for i in range(0, len(k), step):
+                h.update(((_SEP if i else "") + _SEP.join(k[i:i + step].tolist())).encode())
         return h.hexdigest()[:16]
 
     def summary(self) -> list[dict[str, Any]]:

@@ -66,8 +66,8 @@ from typing import Any
 
 from dpcore.privacy.ledger import minute_now
 
-__all__ = ["BUDGET", "COLUMNS", "FOLLOW", "NONE", "USE", "adopt", "ensure", "leads_to", "pristine", "resolve",
-           "unclassified"]
+__all__ = ["BUDGET", "COLUMNS", "FOLLOW", "LEVEL_KEYS_V2", "NONE", "USE", "adopt", "ensure", "is_new", "leads_to",
+           "mark_level_keys_v2", "may_hold_v1_level_keys", "pristine", "resolve", "unclassified"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS key_aliases (
@@ -166,6 +166,45 @@ def _retire(con: sqlite3.Connection, old: str, into: str) -> None:
             con.execute(f'DELETE FROM "{t}" WHERE "{a}" = "{b}"')
     con.execute("DELETE FROM key_aliases WHERE alias = data_key")
     con.execute("INSERT OR REPLACE INTO key_aliases VALUES (?, ?, ?)", (old, into, minute_now()))
+
+
+#: The ``meta`` row of a database created by a version that keys a table's finer levels with
+#: ``codes:v2`` (:mod:`dpcore.data.code_words`): no key of an earlier version can be in it.
+LEVEL_KEYS_V2 = "level_keys_v2"
+
+
+def is_new(con: sqlite3.Connection) -> bool:
+    """Whether the database of ``con`` was never opened before: no check value (written when a
+    database is first opened), no budget, binding or alias.  Ask before the check value is written."""
+    def empty(table: str) -> bool:
+        try:
+            return con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
+        except sqlite3.OperationalError:  # no such table yet
+            return True
+
+    try:
+        checked = con.execute("SELECT 1 FROM meta WHERE name = 'check'").fetchone() is not None
+    except sqlite3.OperationalError:
+        checked = False
+    return not checked and all(empty(t) for t in ("datasets", "bindings", "key_aliases"))
+
+
+def mark_level_keys_v2(con: sqlite3.Connection) -> None:
+    """Note in a new database (:func:`is_new`) that every key in it is of this version."""
+    con.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (LEVEL_KEYS_V2, minute_now()))
+
+
+def may_hold_v1_level_keys(store: Any) -> bool:
+    """Whether the database may hold a table's finer-level keys of the earlier rule (``codes:v1``):
+    true unless it was created by a version that keys them with ``codes:v2`` (:data:`LEVEL_KEYS_V2`).
+    Only then does a table need its ``codes:v1`` level keys, whose md5 per area takes seconds for
+    millions of census blocks, to find a budget opened under one of them."""
+    with contextlib.closing(store._connect()) as con:  # noqa: SLF001 - the store's own connection settings
+        try:
+            row = con.execute("SELECT 1 FROM meta WHERE name = ?", (LEVEL_KEYS_V2,)).fetchone()
+        except sqlite3.OperationalError:  # no meta table: a database of an earlier version
+            return True
+    return row is None
 
 
 def _owns(con: sqlite3.Connection, key: str) -> bool:

@@ -195,7 +195,10 @@ class LedgerStore:
                     con.execute(f"ALTER TABLE release_files ADD COLUMN {column} {decl}")
         try:
             with self.transaction() as con:  # one process at a time makes or upgrades the key file
+                new = key_aliases.is_new(con)
                 self._secret, self._budgets_marked = open_secret(con, self.path, self.key_path)
+                if new:  # every key this database will hold is of this version (codes:v2 level keys)
+                    key_aliases.mark_level_keys_v2(con)
         except OSError as e:
             raise StorageError(f"Cannot read or write the budget key file {self.key_path}: {e.strerror or e}. "
                                "Check its permissions (it must stay beside the database).") from None

@@ -419,6 +419,27 @@ def _number_codes(values: Any) -> CodedColumn | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    nums = number_values(values)
+    if nums is None:
+        return None
+    ids, uniq = pd.factorize(nums)
+    texts = np.asarray(pc.cast(pa.array(uniq), pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+    return ids.astype(np.int64, copy=False), np.append(texts, "")  # the last one: the missing value's id
+
+
+def number_values(values: Any) -> np.ndarray | None:
+    """A code column of whole numbers without a missing value as its numbers (integers, or text of
+    ASCII digits only, at most 18: the census codes' case, read as int64), or None for any other
+    column.  Its canonical text is each number's (:func:`dpcore.data.persons.canonical_id`).
+
+    >>> number_values(pd.Series(["007", "10"], dtype="string[pyarrow]")).tolist()
+    [7, 10]
+    >>> number_values(pd.Series(["7", " 8"], dtype="string[pyarrow]")) is None
+    True
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     dtype = getattr(values, "dtype", None)
     if dtype is None:
         return None
@@ -435,9 +456,7 @@ def _number_codes(values: Any) -> CodedColumn | None:
         nums = pc.cast(arr, pa.int64()).to_numpy()
     else:
         return None
-    ids, uniq = pd.factorize(nums)
-    texts = np.asarray(pc.cast(pa.array(uniq), pa.string()).to_numpy(zero_copy_only=False), dtype=object)
-    return ids.astype(np.int64, copy=False), np.append(texts, "")  # the last one: the missing value's id
+    return nums
 
 
 def coded_fingerprint(tag: str, coded: Sequence[CodedColumn], count: Any, n: int) -> str:
@@ -459,7 +478,7 @@ def coded_fingerprint(tag: str, coded: Sequence[CodedColumn], count: Any, n: int
         for ids, texts in coded:  # mixed radix, re-numbered after each column: never overflows
             group = pd.factorize(group * len(texts) + ids)[0].astype(np.int64, copy=False)
         n_groups = int(group.max()) + 1 if n else 0
-        totals = _group_sums(group, w, n_groups)
+        totals = group_sums(group, w, n_groups)
         rep = np.empty(n_groups, dtype=np.int64)
         rep[group] = np.arange(n)  # any row of a group: they share their codes
         keep = totals > 0
@@ -487,7 +506,7 @@ def _md5_each(texts: Any) -> bytes:
     return b"".join([md5(b).digest() for b in texts.cast(pa.large_binary()).to_pylist()])
 
 
-def _group_sums(group: np.ndarray, w: np.ndarray, n_groups: int) -> np.ndarray:
+def group_sums(group: np.ndarray, w: np.ndarray, n_groups: int) -> np.ndarray:
     """Exact int64 sums of ``w`` per group (bincount's float64 is exact below 2**53)."""
     if not w.size or int(np.abs(w).sum()) < 2**53:
         return np.rint(np.bincount(group, weights=w, minlength=n_groups)).astype(np.int64)

@@ -3,8 +3,8 @@
 * ``release.csv`` of a small block-shaped table is byte-identical, for every consistent hierarchy
   mechanism, to what the code before the speed-ups wrote (the SHA-256 digests below were made with
   it, with every noise source seeded by the test, as here);
-* the budget keys are the same (a budget opened before the change is found again), whether a
-  level's codes go the fast way (text of digits, integers) or the general one.
+* the budget keys of the earlier code are still made (a budget opened before the change is found
+  again), whether a level's codes go the fast way (text of digits, integers) or the general one.
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ def test_release_csv_is_byte_identical(mechanism: str, tmp_path: Path, seeded: N
 
 def test_budget_keys_are_those_of_the_earlier_code(tmp_path: Path) -> None:
     df = read_code_table(_blocks(tmp_path / "blocks.parquet"))
-    assert census_tables.fingerprints(df, ["STATE", "COUNTY", "TRACT", "BLOCK"], "POP") == KEYS
+    keys = census_tables.fingerprints(df, ["STATE", "COUNTY", "TRACT", "BLOCK"], "POP")
+    # the main key first; the finer levels' codes:v2 keys come before these (tests/unit/cli/test_cli_blocks_keys.py)
+    assert keys[0] == KEYS[0] and [k for k in keys if k in KEYS] == KEYS
 
 
 def test_fast_codes_key_as_the_general_path() -> None:

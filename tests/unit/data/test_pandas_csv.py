@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,3 +60,17 @@ def test_signed_zeros_and_mostly_distinct_floats_as_pandas_writes_them() -> None
                            "many": rng.normal(size=n) * 1000})
         df.loc[1, "few"], df.loc[2, "few"], df.loc[3, "many"] = -0.0, 0.0, np.nan
         assert pandas_csv(df) == df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+
+
+@pytest.mark.parametrize("numbers_as_text", [False, True])
+def test_arrow_backed_text_is_escaped_and_written_as_object_text(numbers_as_text: bool) -> None:
+    """A column of pandas' Arrow-backed text (pandas 3's ``str``) is checked and written from its
+    Arrow array: the same bytes as the same column of Python strings, formulas escaped."""
+    from dpcore.data.csv_safe import csv_bytes
+
+    for vals in (["E1", "=1+2", None, "-3", "+A1"], ["E1", "a\n=cmd", "x,y", None, "-3"]):
+        obj = pd.DataFrame({"code": pd.Series(vals, dtype=object), "n": [1, 2, 3, 4, 5]})
+        arrow = obj.astype({"code": "string[pyarrow]"})
+        want = csv_bytes(obj, pandas_csv, numbers_as_text=numbers_as_text)
+        assert csv_bytes(arrow, pandas_csv, numbers_as_text=numbers_as_text) == want
+        assert b"'=" in want
