@@ -23,7 +23,9 @@ budget that another release of the same points (the CLI's, say) has already spen
 budgets of the data's keys that are **pristine** (never used) are *retired* into the chosen one in the
 same transaction (:func:`_retire`): the row is deleted, its key becomes an alias of the chosen
 budget and the aliases, names, profiles and near-match answers that led to it are moved to the
-chosen budget.  Nothing is lost (a pristine budget has no charge, cap change or release), and
+chosen budget.  A budget whose only use is a change of its cap (typed in the app before the bounds
+changed) is retired too, and a lower cap it promised holds for the chosen budget from then on
+(:func:`_carry_cap`).  Nothing is lost (such a budget has no charge, release or link), and
 matching more keys only makes more data share a budget (the safe direction).  Two used budgets are
 never merged (each keeps its charges; the data draws on the first), and a recorded alias is never
 moved unless its budget is retired.
@@ -60,13 +62,16 @@ without the install's secret.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from collections.abc import Collection, Iterator, Sequence
+from fractions import Fraction
 from typing import Any
 
-from dpcore.privacy.ledger import minute_now
+from dpcore.privacy.budget import PrivacyCost, float_up
+from dpcore.privacy.ledger import CapChange, LedgerEntry, minute_now
 
-__all__ = ["BUDGET", "COLUMNS", "FOLLOW", "LEVEL_KEYS_V2", "NONE", "USE", "adopt", "ensure", "is_new", "leads_to",
+__all__ = ["BUDGET", "CAP", "COLUMNS", "FOLLOW", "LEVEL_KEYS_V2", "NONE", "USE", "adopt", "ensure", "is_new", "leads_to",
            "mark_level_keys_v2", "may_hold_v1_level_keys", "pristine", "resolve", "unclassified"]
 
 _SCHEMA = """
@@ -81,6 +86,9 @@ CREATE TABLE IF NOT EXISTS key_aliases (
 BUDGET = "budget"
 #: A use of the budget: a budget named in such a column is never retired.
 USE = "use"
+#: A change of the budget's cap: a use, except that a budget used only so (a cap typed or a switch
+#: between ε and ρ before any release) is still retired, its cap carried (:func:`_carry_cap`).
+CAP = "cap"
 #: A record about the data that moves to the chosen budget when its budget is retired.
 FOLLOW = "follow"
 #: Holds no budget key.
@@ -93,7 +101,7 @@ COLUMNS: dict[str, dict[str, str]] = {
     # dpcore.privacy.ledger_store
     "datasets": {"fingerprint": BUDGET, "kind": NONE, "cap": NONE, "created": NONE, "unit": NONE},
     "spends": {"fingerprint": USE, "idx": NONE, "entry": NONE},
-    "cap_changes": {"fingerprint": USE, "idx": NONE, "change": NONE},
+    "cap_changes": {"fingerprint": CAP, "idx": NONE, "change": NONE},
     "releases": {"release_id": NONE, "fingerprint": USE, "kind": NONE, "created": NONE, "summary": NONE},
     # a release's files hang on its release id (and so on a ``releases`` row, a use)
     "release_files": {"release_id": NONE, "name": NONE, "data": NONE, "encoding": NONE, "size": NONE,
@@ -143,18 +151,49 @@ def _present(con: sqlite3.Connection, role: str) -> Iterator[tuple[str, str]]:
 
 
 def pristine(con: sqlite3.Connection, key: str, ignoring: Collection[str] = ()) -> bool:
-    """Whether the budget ``key`` was never used: no column of role :data:`USE` names it (tables in
-    ``ignoring`` aside), and every table of the database is classified (a table this version does not
-    know might hold a use)."""
+    """Whether the budget ``key`` was never used: no column of role :data:`USE` or :data:`CAP` names it
+    (tables in ``ignoring`` aside), and every table of the database is classified (a table this
+    version does not know might hold a use)."""
     if unclassified(con):
         return False
     return not any(con.execute(f'SELECT 1 FROM "{t}" WHERE "{c}" = ? LIMIT 1', (key,)).fetchone()
-                   for t, c in _present(con, USE) if t not in ignoring)
+                   for t, c in (*_present(con, USE), *_present(con, CAP)) if t not in ignoring)
+
+
+def _retirable(con: sqlite3.Connection, key: str) -> bool:
+    """Whether the budget ``key`` may be retired: pristine but for changes of its cap."""
+    return pristine(con, key, ignoring=[t for t, _ in _present(con, CAP)])
+
+
+def _carry_cap(con: sqlite3.Connection, old: str, into: str) -> None:
+    """Keep the promise of a cap the curator set on the budget ``old`` that is being retired: when
+    ``old``'s cap was changed and is below ``into``'s in the same definition, ``into`` takes it (as a
+    cap change of ``into``, never below what ``into`` has spent, so that nothing spent is disowned).
+    A cap of another definition (ε against ρ) is not comparable and ``into`` keeps its own; ``old``'s
+    cap changes go with it."""
+    changed = con.execute("SELECT 1 FROM cap_changes WHERE fingerprint = ? LIMIT 1", (old,)).fetchone()
+    rows = {k: con.execute("SELECT cap FROM datasets WHERE fingerprint = ?", (k,)).fetchone() for k in (old, into)}
+    con.execute("DELETE FROM cap_changes WHERE fingerprint = ?", (old,))
+    if not changed or rows[old] is None or rows[into] is None:
+        return
+    low, cap = (PrivacyCost.from_dict(json.loads(rows[k][0])) for k in (old, into))
+    if low.definition != cap.definition or low.value >= cap.value:
+        return
+    spent = sum(Fraction(LedgerEntry.from_dict(json.loads(e)).charged) for (e,) in con.execute(
+        "SELECT entry FROM spends WHERE fingerprint = ?", (into,)))
+    new = PrivacyCost(cap.definition, max(low.value, float_up(spent)) if spent else low.value)
+    if new.value >= cap.value:
+        return
+    idx = con.execute("SELECT COUNT(*) FROM cap_changes WHERE fingerprint = ?", (into,)).fetchone()[0]
+    con.execute("UPDATE datasets SET cap = ? WHERE fingerprint = ?", (json.dumps(new.to_dict()), into))
+    con.execute("INSERT INTO cap_changes VALUES (?, ?, ?)",
+                (into, idx, json.dumps(CapChange(minute_now(), cap, new).to_dict())))
 
 
 def _retire(con: sqlite3.Connection, old: str, into: str) -> None:
     """Retire the pristine budget ``old`` into ``into`` (inside the caller's transaction): its row goes,
     its key and the records that followed it (:data:`FOLLOW`) lead to ``into``."""
+    _carry_cap(con, old, into)
     con.execute("DELETE FROM datasets WHERE fingerprint = ?", (old,))
     moved: dict[str, list[str]] = {}
     for t, c in _present(con, FOLLOW):
@@ -259,7 +298,7 @@ def adopt(store: Any, key: str, aliases: Sequence[str]) -> str:
             b = k if _owns(con, k) else leads_to(con, k)
             if b is not None and b not in budgets:
                 budgets.append(b)
-        unused = [b for b in budgets if pristine(con, b)] if len(budgets) > 1 else budgets
+        unused = [b for b in budgets if _retirable(con, b)] if len(budgets) > 1 else budgets
         chosen = next((b for b in budgets if b not in unused), budgets[0] if budgets else str(key))
         for b in unused:
             if b != chosen:

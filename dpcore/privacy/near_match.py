@@ -163,15 +163,11 @@ def spent(store: Any, key: str) -> bool:
 def answer(store: Any, data_key: str, others: Sequence[str], same: bool) -> None:
     """Record the curator's answer about ``data_key`` and the matched budgets ``others``: ``same``
     leads the data to the first of them (a budget it opened and never used but for its cap is retired
-    into it: :func:`dpcore.privacy.key_aliases.adopt`);
+    into it, the lower cap kept: :func:`dpcore.privacy.key_aliases.adopt`);
     otherwise the data keeps its own budget and is not asked about these again."""
     with store.transaction() as con:
         _ensure(con)
         con.executemany("INSERT OR REPLACE INTO identity_answers VALUES (?, ?, ?, ?)",
                         [(data_key, o, int(same), minute_now()) for o in others])
-        if same and others and key_aliases.pristine(con, data_key, ignoring=("cap_changes",)):
-            # opened (a page drew it) and never used but for its cap: the curator says its data is the
-            # matched budget's, so its cap changes go and adopt retires it into that budget
-            con.execute("DELETE FROM cap_changes WHERE fingerprint = ?", (data_key,))
     if same and others:
         key_aliases.adopt(store, others[0], [data_key])

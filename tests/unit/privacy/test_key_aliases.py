@@ -12,7 +12,7 @@ import pytest
 
 from dpcore.errors import BudgetError
 from dpcore.privacy import key_aliases, near_match, oneoff_links, series_ledger
-from dpcore.privacy.budget import pure
+from dpcore.privacy.budget import pure, zcdp
 from dpcore.privacy.ledger_history import datasets, name_dataset
 from dpcore.privacy.ledger_store import LedgerStore
 
@@ -52,7 +52,6 @@ def test_an_unused_budget_is_retired_into_the_used_budget_another_key_leads_to(s
 
 USES = {
     "spend": lambda s, k: _spent(s, k),
-    "cap change": lambda s, k: s.ledger(k, ONE, "points").set_cap(pure(0.8)),
     "release": lambda s, k: s.record_release(k, "r1", "points", {}, {"release.csv": b"x"}),
     "binding": lambda s, k: s.bind(k, "survey"),
     "series link": lambda s, k: oneoff_links.link(s, "k1:series", [k]),
@@ -129,3 +128,37 @@ def test_the_same_people_answer_moves_the_aliases_of_the_dropped_budget(store: L
     near_match.answer(store, "k1:d", ["k1:o"], True)
     assert not store.has_ledger("k1:d")
     assert key_aliases.resolve(store, "k1:every") == "k1:o" and key_aliases.resolve(store, "k1:d") == "k1:o"
+
+
+def test_a_budget_used_only_by_a_cap_change_is_retired_and_its_lower_cap_kept(store: LedgerStore) -> None:
+    """The curator typed a cap on the app's budget before any release (or switched ε and ρ), then set
+    bounds whose key leads to the CLI's spent budget: the app's budget is retired all the same (else the
+    same points would draw on two caps), and the lower cap it promised now holds for the CLI's budget."""
+    _spent(store, "k1:cli", 0.8)
+    key_aliases.adopt(store, "k1:cli", ["k1:inside"])
+    store.ledger("k1:app", ONE, "points").set_cap(pure(0.9))
+    assert key_aliases.adopt(store, "k1:app", ["k1:inside"]) == "k1:cli"
+    assert not store.has_ledger("k1:app")
+    merged = store.ledger(key_aliases.resolve(store, "k1:app"), ONE)
+    assert merged.cap == pure(0.9) and [c.new for c in merged.cap_changes] == [pure(0.9)]
+    with pytest.raises(BudgetError):
+        merged.spend(pure(0.2), "over the lower cap")
+    merged.spend(pure(0.1), "within it")
+
+
+def test_a_carried_cap_is_never_below_what_the_chosen_budget_spent(store: LedgerStore) -> None:
+    _spent(store, "k1:cli", 0.8)
+    store.ledger("k1:app", ONE, "points").set_cap(pure(0.5))
+    assert key_aliases.adopt(store, "k1:app", ["k1:cli"]) == "k1:cli"
+    merged = store.ledger("k1:cli", ONE)
+    assert merged.cap.value == pytest.approx(0.8) and merged.remaining == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_cap_of_another_definition_or_a_higher_one_leaves_the_chosen_cap(store: LedgerStore) -> None:
+    _spent(store, "k1:cli", 0.4)
+    store.ledger("k1:rho", ONE, "points").set_cap(zcdp(0.01))
+    store.ledger("k1:high", ONE, "points").set_cap(pure(3.0))
+    assert key_aliases.adopt(store, "k1:rho", ["k1:high", "k1:cli"]) == "k1:cli"
+    assert not store.has_ledger("k1:rho") and not store.has_ledger("k1:high")
+    merged = store.ledger("k1:cli", ONE)
+    assert merged.cap == ONE and merged.cap_changes == ()
