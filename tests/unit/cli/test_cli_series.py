@@ -3,6 +3,7 @@ once per period, re-served byte for byte, corrected when a past period's data ch
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -406,8 +407,8 @@ def test_cumulative_hierarchy_series_joins_the_leaf_areas(tmp_path: Path, capsys
 
 
 
-def _taxi_argv(src: Path, db: str, out: Path, rho: str, *, series: bool) -> list[str]:
-    argv = ["release", "od", "--input", str(src), "--hierarchy", str(ZONES), "--levels", "Borough,LocationID",
+def _taxi_argv(src: Path, db: str, out: Path, rho: str, *, series: bool, zones: Path = ZONES) -> list[str]:
+    argv = ["release", "od", "--input", str(src), "--hierarchy", str(zones), "--levels", "Borough,LocationID",
             "--origin", "PULocationID", "--destination", "DOLocationID", "--rho", rho, "--user-col", "person",
             "--user-cap", "2", "--budget-db", db, "--out", str(out)]
     if series:
@@ -419,21 +420,30 @@ def _taxi_argv(src: Path, db: str, out: Path, rho: str, *, series: bool) -> list
 @needs_shared
 def test_cumulative_od_series_after_a_one_off_of_the_same_trips(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    df = pd.read_csv(TAXI, usecols=["lpep_pickup_datetime", "PULocationID", "DOLocationID"], nrows=20000)
+    df = pd.read_csv(TAXI, usecols=["lpep_pickup_datetime", "PULocationID", "DOLocationID"])
     df["person"] = np.random.default_rng(5).integers(0, 4000, len(df))
+    # the month's trips within two boroughs (63 zones, ~3,000 trips, every week): every file is written
+    # per week and for the cumulative, and the whole city's 265² zone pairs made this test spend most
+    # of its time writing CSV
+    zones = pd.read_csv(ZONES)
+    zones = zones[zones["Borough"].isin(["Bronx", "Staten Island"])]
+    zones.to_csv(tmp_path / "zones.csv", index=False)
+    df = df[df["PULocationID"].isin(zones["LocationID"]) & df["DOLocationID"].isin(zones["LocationID"])]
+    assert len(df) > 2000
     src = tmp_path / "taxi.csv"
     df.to_csv(src, index=False)
     db = str(tmp_path / "b.sqlite")
+    argv = functools.partial(_taxi_argv, zones=tmp_path / "zones.csv")
     # a one-off release of the same trips (ρ 0.3 of the default cap 0.5) counts in every week
-    _run(_taxi_argv(src, db, tmp_path / "one", "0.3", series=False), capsys)
+    _run(argv(src, db, tmp_path / "one", "0.3", series=False), capsys)
     # each week: 0.3 (one-off) + 0.15 (the cumulative, once for all weeks) + 0.15 (the week) > 0.5: refused
     # before anything is charged
-    assert main([*_taxi_argv(src, db, tmp_path / "O", "0.15", series=True), "--cumulative"]) == 2
+    assert main([*argv(src, db, tmp_path / "O", "0.15", series=True), "--cumulative"]) == 2
     assert "Not enough privacy budget" in capsys.readouterr().err
     assert [r for r in Session.open(db).budgets() if r["periods"] or r["releases"]] == \
         [r for r in Session.open(db).budgets() if r["kind"] == "flows"]  # only the one-off's budget has spent
     # at ρ = 0.1: 0.3 + 0.1 + 0.1 = 0.5 fits exactly
-    _run([*_taxi_argv(src, db, tmp_path / "O", "0.1", series=True), "--cumulative"], capsys)
+    _run([*argv(src, db, tmp_path / "O", "0.1", series=True), "--cumulative"], capsys)
     record = json.loads((tmp_path / "O" / "series.json").read_bytes())
     cum = record["cumulative"]
     # 2 trips per person-week, replace-one neighbours (the O/D default): Δ = 2·√2
@@ -442,7 +452,7 @@ def test_cumulative_od_series_after_a_one_off_of_the_same_trips(
     series = pd.read_csv(tmp_path / "O" / "series.csv", dtype=str)
     assert series["cumulative"].notna().any() and series["area"].str.contains("->").all()
     # and no further one-off of the same trips fits (the weeks are full)
-    assert main(_taxi_argv(src, db, tmp_path / "one2", "0.01", series=False)) == 2
+    assert main(argv(src, db, tmp_path / "one2", "0.01", series=False)) == 2
     assert "series of this data" in capsys.readouterr().err
 
 
