@@ -166,6 +166,18 @@ def read_table(
     magic = binary_format(head)
     json_like = looks_like_json(head)
 
+    fmt = _checked_format(src, fmt, magic, json_like)
+    if progress is not None:
+        progress(0.0, f"Reading {src.label}")
+    df = _read_as(src, fmt, magic, json_like, max_rows, progress)
+    if progress is not None:
+        progress(1.0, f"Read {len(df):,} rows from {src.label}")
+    return df
+
+
+def _checked_format(src: Source, fmt: str | None, magic: tuple[str, str] | None, json_like: bool) -> str:
+    """The format to read ``src`` as: the name's (``fmt``), refused for spreadsheets, GIS files and
+    compressed Parquet/GeoJSON, or, without a usable extension, the content's (:func:`read_table`)."""
     if fmt == "spreadsheet":
         raise InputError(
             f"{src.label} is a spreadsheet, which cannot be read directly. Save it as CSV "
@@ -195,8 +207,12 @@ def read_table(
         else:
             fmt = "csv"
 
-    if progress is not None:
-        progress(0.0, f"Reading {src.label}")
+    return fmt
+
+
+def _read_as(src: Source, fmt: str, magic: tuple[str, str] | None, json_like: bool, max_rows: int | None,
+             progress: ProgressCallback | None) -> pd.DataFrame:
+    """Read ``src`` as ``fmt``, refusing content of another format (:func:`read_table`)."""
     if fmt == "parquet":
         if magic is None or magic[0] != "parquet":
             found = magic[1] if magic is not None else "a text file"
@@ -230,8 +246,6 @@ def read_table(
             "\t" if src.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else None
         )
         df = _read_csv(src, max_rows=max_rows, progress=progress, preferred_sep=preferred)
-    if progress is not None:
-        progress(1.0, f"Read {len(df):,} rows from {src.label}")
     return df
 
 
