@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.errors import BudgetError, DPCoreError, InputError, StorageError
-from dpcore.privacy import key_aliases
+from dpcore.privacy import budget_groups, key_aliases
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import CapChange, Ledger, LedgerEntry, minute_now
 from dpcore.privacy.ledger_errors import connect, damaged, storage_error
@@ -619,6 +619,8 @@ class StoredLedger(Ledger):
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         self._refresh()
         super().check(cost, unit)
+        with self._lock:  # the group of used budgets of the same data (key_aliases.adopt) as spend counts it
+            budget_groups.fit(self._read, self._fp, cost, unit if unit is not None else (self._unit_of_privacy or Unit()))
 
     def charge_for(self, cost: PrivacyCost, unit: Unit | None = None) -> tuple[PrivacyCost, int]:
         if unit is not None and unit.entity == "record" and self._store.is_population(self._fp):
@@ -642,6 +644,8 @@ class StoredLedger(Ledger):
                     f"This data now belongs to the population '{bound[0]}', whose budget its releases draw on. "
                     "Reload the page (or run the command again) to release from the population's budget.")
             self._load(con)
+            # other used budgets of the same data count with this one (dpcore.privacy.budget_groups)
+            budget_groups.fit(con, self._fp, cost, unit if unit is not None else (self._unit_of_privacy or Unit()))
             self._before_spend(con, cost, unit)
             entry = super().spend(cost, label, details, unit)
             try:
