@@ -44,7 +44,7 @@ from dpcore.privacy.budget import CAP_TOLERANCE, PrivacyCost, two_significant
 from dpcore.privacy.ledger import LedgerEntry, minute_now
 from dpcore.privacy.units import Unit, group_factor
 
-__all__ = ["ensure", "fit", "members", "record"]
+__all__ = ["ensure", "fit", "left", "members", "record"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS budget_groups (
@@ -122,17 +122,31 @@ def _state(con: sqlite3.Connection, key: str) -> tuple[PrivacyCost, Unit | None,
             entries)
 
 
+_State = tuple[PrivacyCost, Unit | None, list[LedgerEntry]]
+
+
+def _group(con: sqlite3.Connection, key: str) -> dict[str, _State]:
+    """The members of ``key``'s group that have a budget row, with their caps, units and spends."""
+    return {m: s for m in members(con, key) if (s := _state(con, m)) is not None}
+
+
+def _parts(group: dict[str, _State], m: str, base: Unit) -> dict[str, Fraction]:
+    """What each member of ``group`` spent, counted under member ``m``'s cap (of ``base`` units)."""
+    cap = group[m][0]
+    return {o: sum((Fraction(e.charged) if o == m else _counted(e.cost, e.unit, base, cap) for e in es),
+                   Fraction(0)) for o, (_c, _u, es) in group.items()}
+
+
 def fit(con: sqlite3.Connection, key: str, cost: PrivacyCost, unit: Unit) -> None:
     """Refuse (:class:`~dpcore.errors.BudgetError`) a charge of ``cost`` protecting ``unit`` to the budget
     ``key`` unless, for every budget of its group, the spends of every member plus the charge fit that
     member's cap (so the smallest cap holds for all).  Nothing when ``key`` is in no group."""
-    group = {m: s for m in members(con, key) if (s := _state(con, m)) is not None}
+    group = _group(con, key)
     if len(group) < 2:
         return
     for m, (cap, m_unit, _entries) in group.items():
         base = m_unit or unit
-        parts = {o: sum((Fraction(e.charged) if o == m else _counted(e.cost, e.unit, base, cap) for e in es),
-                        Fraction(0)) for o, (_c, _u, es) in group.items()}
+        parts = _parts(group, m, base)
         new = _counted(cost, unit, base, cap)
         total = sum(parts.values(), Fraction(0))
         if total + new > Fraction(cap.value) * (1 + CAP_TOLERANCE):
@@ -144,3 +158,25 @@ def fit(con: sqlite3.Connection, key: str, cost: PrivacyCost, unit: Unit) -> Non
                 f"{two_significant(float(total))} is spent of the cap {cap.label()}, so this release "
                 f"({cost.label()}) does not fit ({cap.symbol} = {two_significant(float(left), down=True)} is left). "
                 "Lower the release's budget, or release less.")
+
+
+def left(con: sqlite3.Connection, key: str) -> Fraction | None:
+    """What the group of ``key`` leaves for a charge of ``key`` in its own definition and unit: the least
+    a member's cap leaves after the spends of every member, counted over the members whose cap has
+    ``key``'s definition and unit (0 when a spend cannot be counted under one of them; a member of
+    another definition or unit is left to :func:`fit`).  None when ``key`` is in no group."""
+    group = _group(con, key)
+    if len(group) < 2 or key not in group:
+        return None
+    own_cap, own_unit, _entries = group[key]
+    least: Fraction | None = None
+    for m, (cap, m_unit, _es) in group.items():
+        if cap.definition != own_cap.definition or (m != key and m_unit not in (None, own_unit)):
+            continue
+        try:
+            total = sum(_parts(group, m, m_unit or own_unit or Unit()).values(), Fraction(0))
+        except BudgetError:
+            return Fraction(0)
+        here = max(Fraction(0), Fraction(cap.value) - total)
+        least = here if least is None else min(least, here)
+    return least

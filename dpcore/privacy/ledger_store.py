@@ -598,8 +598,13 @@ class StoredLedger(Ledger):
 
     @property
     def remaining(self) -> float:
+        """What is left under the cap, and under the caps of the other used budgets of the same data that
+        count with this one (:func:`dpcore.privacy.budget_groups.left`; :meth:`check` is the rule)."""
         self._refresh()
-        return super().remaining
+        with self._lock:
+            group = budget_groups.left(self._read, self._fp)
+        own = super().remaining
+        return own if group is None else min(own, float(group))
 
     @property
     def entries(self) -> tuple[LedgerEntry, ...]:

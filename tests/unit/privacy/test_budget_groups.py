@@ -38,6 +38,7 @@ def test_two_used_budgets_of_the_same_data_share_the_smallest_cap(store: LedgerS
     cli.spend(pure(0.3), "CLI, --bounds B")
     assert key_aliases.adopt(store, "k1:app", ["k1:inside-b"]) == "k1:app"
     assert _members(store, "k1:app") == _members(store, "k1:cli") == ["k1:app", "k1:cli"]
+    assert app.remaining == pytest.approx(0.1) and cli.remaining == pytest.approx(0.1)  # was 0.4 and 0.7
     for led in (app, cli):
         with pytest.raises(BudgetError, match="shared with another budget of the same data") as err:
             led.check(pure(0.2))
@@ -77,6 +78,7 @@ def test_a_zcdp_spend_cannot_be_counted_under_a_pure_cap_of_the_group(store: Led
         budget_groups.record(con, ["k1:app", "k1:cli"])
     with pytest.raises(BudgetError, match="cannot be counted under the pure ε cap"):
         cli.check(zcdp(0.01))
+    assert app.remaining == 0
     with pytest.raises(BudgetError, match="cannot be counted under the pure ε cap"):
         app.spend(pure(0.01), "pure, but the group holds a ρ spend")
     assert app.spent == pytest.approx(0.6) and cli.spent == pytest.approx(0.3)
