@@ -153,7 +153,7 @@ def fit(con: sqlite3.Connection, key: str, cost: PrivacyCost, unit: Unit) -> Non
             elsewhere = total - parts.get(key, Fraction(0))
             left = max(Fraction(0), Fraction(cap.value) - total)
             raise BudgetError(
-                f"{_SHARED}s, e.g. the same points with other bounds), which has {cap.symbol} = "
+                f"{_SHARED}, e.g. the same points with other bounds), which has {cap.symbol} = "
                 f"{two_significant(float(elsewhere))} spent; together {cap.symbol} = "
                 f"{two_significant(float(total))} is spent of the cap {cap.label()}, so this release "
                 f"({cost.label()}) does not fit ({cap.symbol} = {two_significant(float(left), down=True)} is left). "

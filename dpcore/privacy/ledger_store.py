@@ -602,7 +602,7 @@ class StoredLedger(Ledger):
         count with this one (:func:`dpcore.privacy.budget_groups.left`; :meth:`check` is the rule)."""
         self._refresh()
         with self._lock:
-            group = budget_groups.left(self._read, self._fp)
+            group = self._in_group(budget_groups.left, self._read)
         own = super().remaining
         return own if group is None else min(own, float(group))
 
@@ -625,7 +625,15 @@ class StoredLedger(Ledger):
         self._refresh()
         super().check(cost, unit)
         with self._lock:  # the group of used budgets of the same data (key_aliases.adopt) as spend counts it
-            budget_groups.fit(self._read, self._fp, cost, unit if unit is not None else (self._unit_of_privacy or Unit()))
+            self._in_group(budget_groups.fit, self._read, cost, unit if unit is not None else (self._unit_of_privacy or Unit()))
+
+    def _in_group(self, rule: Callable[..., Any], con: sqlite3.Connection, *args: Any) -> Any:
+        """``rule(con, key, *args)`` of :mod:`dpcore.privacy.budget_groups`, a damaged row of another budget
+        of the group reported as a damaged database (restore it, never start afresh)."""
+        try:
+            return rule(con, self._fp, *args)
+        except (ValueError, KeyError, TypeError) as e:
+            raise damaged(self._store.path, f"a ledger row of a budget counted with this one does not read: {e}") from None
 
     def charge_for(self, cost: PrivacyCost, unit: Unit | None = None) -> tuple[PrivacyCost, int]:
         if unit is not None and unit.entity == "record" and self._store.is_population(self._fp):
@@ -650,7 +658,7 @@ class StoredLedger(Ledger):
                     "Reload the page (or run the command again) to release from the population's budget.")
             self._load(con)
             # other used budgets of the same data count with this one (dpcore.privacy.budget_groups)
-            budget_groups.fit(con, self._fp, cost, unit if unit is not None else (self._unit_of_privacy or Unit()))
+            self._in_group(budget_groups.fit, con, cost, unit if unit is not None else (self._unit_of_privacy or Unit()))
             self._before_spend(con, cost, unit)
             entry = super().spend(cost, label, details, unit)
             try:

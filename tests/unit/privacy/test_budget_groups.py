@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcore.errors import BudgetError
+from dpcore.errors import BudgetError, StorageError
 from dpcore.privacy import budget_groups, key_aliases
 from dpcore.privacy.budget import pure, zcdp
 from dpcore.privacy.ledger_store import LedgerStore
@@ -103,3 +103,17 @@ def test_one_used_budget_forms_no_group(store: LedgerStore) -> None:
     key_aliases.adopt(store, "k1:app", ["k1:cli"])
     assert _members(store, "k1:cli") == []
     store.ledger("k1:cli", ONE, "points").spend(pure(0.7), "the rest of its own cap")
+
+
+def test_a_damaged_row_of_another_member_is_a_damaged_database(store: LedgerStore) -> None:
+    """Never a traceback, never counted as nothing: restore the database."""
+    store.ledger("k1:app", ONE, "points").spend(pure(0.2), "app")
+    cli = store.ledger("k1:cli", ONE, "points")
+    cli.spend(pure(0.2), "CLI")
+    key_aliases.adopt(store, "k1:app", ["k1:cli"])
+    with store.transaction() as con:
+        con.execute("UPDATE spends SET entry = '{' WHERE fingerprint = 'k1:app'")
+    with pytest.raises(StorageError, match="damaged"):
+        cli.check(pure(0.1))
+    with pytest.raises(StorageError, match="damaged"):
+        cli.spend(pure(0.1), "refused")
