@@ -28,7 +28,9 @@ changed) is retired too, and a lower cap it promised holds for the chosen budget
 (:func:`_carry_cap`).  Nothing is lost (such a budget has no charge, release or link), and
 matching more keys only makes more data share a budget (the safe direction).  Two used budgets are
 never merged (each keeps its charges; the data draws on the first), and a recorded alias is never
-moved unless its budget is retired.
+moved unless its budget is retired; but they are recorded as one **group**
+(:mod:`dpcore.privacy.budget_groups`): from then on a charge of either must fit the smallest cap
+of the group with the spends of both, so the same people are never bounded by two caps.
 
 **Why not open budgets at the first charge instead?**  Every reader of a budget (the Plan step's
 cap box, the sidebar, the cap change, History, the CLI's "new budget" notice, the series' links)
@@ -68,6 +70,7 @@ from collections.abc import Collection, Iterator, Sequence
 from fractions import Fraction
 from typing import Any
 
+from dpcore.privacy import budget_groups
 from dpcore.privacy.budget import PrivacyCost, float_up
 from dpcore.privacy.ledger import CapChange, LedgerEntry, minute_now
 
@@ -116,6 +119,8 @@ COLUMNS: dict[str, dict[str, str]] = {
                        "created": NONE},
     "series_periods": {"population": USE, "plan": NONE, "period": NONE, "data": USE, "release_id": NONE,
                        "correction_of": NONE, "created": NONE},
+    # dpcore.privacy.budget_groups: a budget counted with other used budgets of the same data is used
+    "budget_groups": {"member": USE, "group_id": NONE, "created": NONE},
     # this module: a key that is itself an alias is not a budget to retire
     "key_aliases": {"alias": USE, "data_key": FOLLOW, "created": NONE},
     # dpcore.privacy.ledger_history, near_match: what the curator said and the profile follow the data
@@ -279,6 +284,12 @@ def resolve(store: Any, key: str) -> str:
         return leads_to(con, key) or key
 
 
+def _drawn_on(con: sqlite3.Connection, key: str) -> str:
+    """The budget ``key``'s releases are charged to: its population's when it is bound, else its own."""
+    row = con.execute("SELECT population FROM bindings WHERE data_key = ?", (key,)).fetchone()
+    return str(row[0]) if row else key
+
+
 def adopt(store: Any, key: str, aliases: Sequence[str]) -> str:
     """Record the keys of one data set (``key`` its main key, ``aliases`` its others) and return the
     key of the budget they lead to.
@@ -286,7 +297,8 @@ def adopt(store: Any, key: str, aliases: Sequence[str]) -> str:
     The budgets the keys lead to (each key's own budget or binding, else the budget its alias leads
     to) are found in the order ``key, *aliases``; the chosen one is the first used (not
     :func:`pristine`), else the first, else ``key`` (the budget opened next is then found by every
-    key).  The others that are pristine are retired into it (:func:`_retire`); used ones stay apart.
+    key).  The others that are pristine are retired into it (:func:`_retire`); used ones stay apart,
+    recorded as one group whose spends count together (:func:`dpcore.privacy.budget_groups.record`).
     Every key of the data without a budget of its own becomes an alias of the chosen budget.  All in
     one transaction.
     """
@@ -303,6 +315,9 @@ def adopt(store: Any, key: str, aliases: Sequence[str]) -> str:
         for b in unused:
             if b != chosen:
                 _retire(con, b, chosen)
+        used = [b for b in budgets if b not in unused]
+        if len(used) > 1:  # the same data's used budgets stay apart but count together from now on
+            budget_groups.record(con, [_drawn_on(con, b) for b in used])
         con.executemany("INSERT OR IGNORE INTO key_aliases VALUES (?, ?, ?)",
                         [(k, chosen, minute_now()) for k in keys if k != chosen and not _owns(con, k)])
     return chosen

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.errors import BudgetError, DPCoreError, InputError, StorageError
-from dpcore.privacy import key_aliases
+from dpcore.privacy import budget_groups, key_aliases
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import CapChange, Ledger, LedgerEntry, minute_now
 from dpcore.privacy.ledger_errors import connect, damaged, storage_error
@@ -598,8 +598,13 @@ class StoredLedger(Ledger):
 
     @property
     def remaining(self) -> float:
+        """What is left under the cap, and under the caps of the other used budgets of the same data that
+        count with this one (:func:`dpcore.privacy.budget_groups.left`; :meth:`check` is the rule)."""
         self._refresh()
-        return super().remaining
+        with self._lock:
+            group = self._in_group(budget_groups.left, self._read)
+        own = super().remaining
+        return own if group is None else min(own, float(group))
 
     @property
     def entries(self) -> tuple[LedgerEntry, ...]:
@@ -619,6 +624,16 @@ class StoredLedger(Ledger):
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         self._refresh()
         super().check(cost, unit)
+        with self._lock:  # the group of used budgets of the same data (key_aliases.adopt) as spend counts it
+            self._in_group(budget_groups.fit, self._read, cost, unit if unit is not None else (self._unit_of_privacy or Unit()))
+
+    def _in_group(self, rule: Callable[..., Any], con: sqlite3.Connection, *args: Any) -> Any:
+        """``rule(con, key, *args)`` of :mod:`dpcore.privacy.budget_groups`, a damaged row of another budget
+        of the group reported as a damaged database (restore it, never start afresh)."""
+        try:
+            return rule(con, self._fp, *args)
+        except (ValueError, KeyError, TypeError) as e:
+            raise damaged(self._store.path, f"a ledger row of a budget counted with this one does not read: {e}") from None
 
     def charge_for(self, cost: PrivacyCost, unit: Unit | None = None) -> tuple[PrivacyCost, int]:
         if unit is not None and unit.entity == "record" and self._store.is_population(self._fp):
@@ -642,6 +657,8 @@ class StoredLedger(Ledger):
                     f"This data now belongs to the population '{bound[0]}', whose budget its releases draw on. "
                     "Reload the page (or run the command again) to release from the population's budget.")
             self._load(con)
+            # other used budgets of the same data count with this one (dpcore.privacy.budget_groups)
+            self._in_group(budget_groups.fit, con, cost, unit if unit is not None else (self._unit_of_privacy or Unit()))
             self._before_spend(con, cost, unit)
             entry = super().spend(cost, label, details, unit)
             try:

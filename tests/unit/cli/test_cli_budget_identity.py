@@ -11,6 +11,7 @@ import pytest
 from test_cli import assert_user_error
 
 from dpcore.cli import main
+from dpcore.errors import BudgetError
 
 
 def _ok(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -293,3 +294,36 @@ def test_a_budget_opened_unused_gives_way_to_the_spent_one_another_key_leads_to(
     assert "Not enough privacy budget" in line
     _ok(release_args(resaved, tmp_path / "c", epsilon="0.3"), capsys)  # the spent budget's 0.3 left
     assert session.budget("points", fp, default=pure(1.0)).spent == pytest.approx(1.0)  # the app finds it too
+
+
+def test_the_apps_used_budget_and_the_clis_count_together(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Privacy review of item 12: the CLI spent 0.6 on the points inside its bounds; the app spent 0.3 on
+    the same points with one far-away point (its own budget: its keys then led to no other).  A CLI run
+    of a re-saved copy of the app's file has keys that lead to both used budgets: they form one group,
+    so 0.2 more is refused (0.6 + 0.3 + 0.2 > 1; before: 0.8 of one cap), on either side; 0.1 fits."""
+    from test_cli import release_args
+
+    from dpcore.core.session import Charge, Session
+    from dpcore.data.engines.base import points_fingerprint, tolerant_points_fingerprints
+    from dpcore.data.points import load_points_file
+    from dpcore.privacy.budget import pure
+
+    inner = _points(tmp_path / "inner.csv", "r")
+    loaded = _points(tmp_path / "loaded.csv", "r", extra=(10.0, 10.0))
+    resaved = _points(tmp_path / "resaved.csv", ".15g", extra=(10.0, 10.0))
+    _ok(release_args(inner, tmp_path / "a", epsilon="0.6"), capsys)
+    table = load_points_file(loaded, loaded.name)  # the app's load: its keys lead to no budget yet
+    session, fp = Session(), points_fingerprint(table.lon, table.lat)
+    session.adopt_keys("points", fp, tolerant_points_fingerprints(table.lon, table.lat))
+    app = session.budget("points", fp, default=pure(1.0))
+    session.release(app, Charge(pure(0.3), "released in the app"), lambda: None)
+    line = assert_user_error(main(release_args(resaved, tmp_path / "b", epsilon="0.2")), capsys)
+    assert "shared with another budget of the same data" in line
+    line = assert_user_error(main(release_args(inner, tmp_path / "c", epsilon="0.2")), capsys)
+    assert "shared with another budget of the same data" in line
+    with pytest.raises(BudgetError, match="shared with another budget"):
+        app.check(pure(0.2))
+    _ok(release_args(inner, tmp_path / "d", epsilon="0.1"), capsys)
+    with pytest.raises(BudgetError, match="shared with another budget"):
+        app.check(pure(0.05))

@@ -70,6 +70,12 @@ def test_a_used_budget_is_never_retired(store: LedgerStore, use: str) -> None:
     assert store.has_ledger("k1:cli") and store.ledger("k1:cli", ONE).spent == pytest.approx(0.4)
     assert key_aliases.resolve(store, "k1:app") == "k1:app" and key_aliases.resolve(store, "k1:inside") == "k1:cli"
     assert store.has_ledger("k1:app") or use == "binding"
+    # but they count together (key_aliases.adopt recorded them as one group): 0.4 + 0.3 + 0.4 > 1
+    cli = store.ledger("k1:cli", ONE)
+    if use == "spend":
+        with pytest.raises(BudgetError, match="shared with another budget of the same data"):
+            cli.check(pure(0.4))
+    cli.check(pure(0.3 if use == "spend" else 0.6))
 
 
 def test_two_unused_budgets_become_one(store: LedgerStore) -> None:
