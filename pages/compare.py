@@ -1,10 +1,11 @@
-"""Compare: the page's script now lives in ui/compare_page.py (run here as a script until it is split into functions)."""
+"""Compare: the mechanisms' error on random range queries, to choose one (curator-only; ui.compare_page draws it)."""
 
 from __future__ import annotations
 
-import runpy
-from pathlib import Path
+from ui import compare_page, frame
 
-import ui
-
-runpy.run_path(str(Path(ui.__file__).parent / "compare_page.py"))
+frame.ensure()
+frame.heading("Compare", "Compare how far each mechanism's answers to range queries are from the truth, to choose a "
+    "mechanism before you release. Nothing here spends your privacy budget or is published. "
+    "Next step: choose the best one on the Plan step.")
+compare_page.compare_step()

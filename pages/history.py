@@ -1,10 +1,12 @@
-"""History: the page's script now lives in ui/history_page.py (run here as a script until it is split into functions)."""
+"""History: every dataset in the budget database, its releases, its files downloadable again (ui.history_page draws it)."""
 
 from __future__ import annotations
 
-import runpy
-from pathlib import Path
+from ui import frame, history_page
 
-import ui
-
-runpy.run_path(str(Path(ui.__file__).parent / "history_page.py"))
+frame.ensure()
+frame.heading("History", "Every dataset in the budget database, whichever session loaded it: when its budget was "
+    "opened, what was spent of its cap, every release with its files exactly as published. Downloading them "
+    "again spends nothing. The budget of a dataset follows its content, so re-uploading the same data, reloading "
+    "the page, a second tab or a restart continues the same budget.")
+history_page.history_step()
