@@ -121,6 +121,31 @@ def _mean_abs(plan: LevelPlan) -> float:
     return math.sqrt(2 / math.pi) * plan.sd
 
 
+def area_block_sums(rects: NDArray[np.int64], per_area: NDArray[np.float64], row_edges: NDArray[np.int64],
+                    col_edges: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Sums over the blocks ``row_edges[i]:row_edges[i + 1]`` × ``col_edges[j]:col_edges[j + 1]`` (a
+    ``(rows, cols)`` array) of the values ``per_area`` of the areas ``rects`` (``(r0, r1, c0, c1)``,
+    disjoint) each spread evenly over its cells, without visiting the cells: an area adds its value
+    per cell times its overlap with the block, a row overlap times a column overlap, so the sums are
+    one product of two ``areas × blocks`` tables (for few areas on a large grid: UG's 4,761 areas
+    on a 4,096² grid).
+
+    >>> rects = np.array([[0, 4, 0, 2], [0, 4, 2, 4]])   # two halves of a 4 x 4 grid
+    >>> area_block_sums(rects, np.array([8.0, 4.0]), np.array([0, 2, 4]), np.array([0, 1, 4]))
+    array([[2., 4.],
+           [2., 4.]])
+    """
+    per_cell = np.asarray(per_area, dtype=np.float64) / ((rects[:, 1] - rects[:, 0]) * (rects[:, 3] - rects[:, 2]))
+
+    def overlap(lo: NDArray[np.int64], hi: NDArray[np.int64], edges: NDArray[np.int64]) -> NDArray[np.float64]:
+        e = np.asarray(edges, dtype=np.int64)
+        return np.maximum(np.minimum(hi[:, None], e[None, 1:]) - np.maximum(lo[:, None], e[None, :-1]), 0).astype(
+            np.float64)
+
+    return (overlap(rects[:, 0], rects[:, 1], row_edges) * per_cell[:, None]).T @ overlap(
+        rects[:, 2], rects[:, 3], col_edges)
+
+
 @dataclass(frozen=True)
 class PartitionRelease:
     """A released partition of the public grid into rectangles with noisy counts.
@@ -217,6 +242,13 @@ class PartitionRelease:
         np.add.at(diff, (r[:, 0], r[:, 3]), -per_cell)
         np.add.at(diff, (r[:, 1], r[:, 3]), per_cell)
         return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
+
+    def block_sums(self, per_area: NDArray[np.float64], idx: NDArray[np.int64], row_edges: NDArray[np.int64],
+                   col_edges: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Sums of :meth:`spread` ``(per_area, idx)`` over the blocks ``row_edges[i]:row_edges[i + 1]`` ×
+        ``col_edges[j]:col_edges[j + 1]``, without the grid (:func:`area_block_sums`)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        return area_block_sums(self.rects[idx], np.asarray(per_area[idx], dtype=np.float64), row_edges, col_edges)
 
     def answer(self, queries: NDArray[np.int64]) -> NDArray[np.float64]:
         """Answers to range queries ``(r0, r1, c0, c1)`` from the leaves (uniform spread)."""

@@ -345,6 +345,11 @@ def is_lattice(release: PartitionRelease, idx: np.ndarray) -> bool:
     return len(rows) * len(cols) == len(idx)  # distinct disjoint areas: every band pair is one area
 
 
+#: Up to this many area × block-edge overlaps, hover block sums are computed from the areas
+#: (:meth:`PartitionRelease.block_sums`, e.g. UG's 4,761 areas on a 4,096² grid) instead of the cells.
+_FEW_OVERLAPS = 2_000_000
+
+
 def _hover_blocks(release: PartitionRelease, idx: np.ndarray, values: np.ndarray,
                   hover_points: int) -> dict[str, np.ndarray]:
     """:func:`display_blocks` for the hover layer, reusing the per-cell ``values``: block sums by
@@ -356,17 +361,22 @@ def _hover_blocks(release: PartitionRelease, idx: np.ndarray, values: np.ndarray
     mr, mc = display_shape(g, hover_points)
     re, ce = block_edges(g.rows, mr), block_edges(g.cols, mc)
 
-    def block_sums(a: np.ndarray) -> np.ndarray:
+    few = len(idx) * (len(re) + len(ce)) <= _FEW_OVERLAPS  # few areas: sums from the areas, not the cells
+
+    def block_sums(per_area: np.ndarray, per_cell: np.ndarray | None = None) -> np.ndarray:
+        if few:
+            return release.block_sums(per_area, idx, re, ce).ravel()
+        a = release.spread(per_area, idx) if per_cell is None else per_cell
         return np.add.reduceat(np.add.reduceat(a, re[:-1], axis=0), ce[:-1], axis=1).ravel()
 
-    noisy = block_sums(values)
+    noisy = block_sums(release.noisy, values)
     rects = block_rects(g, mr, mc)
     cells = ((rects[:, 1] - rects[:, 0]) * (rects[:, 3] - rects[:, 2])).astype(np.float64)
     sd_areas = release.sd if len(idx) == release.n_rects else release.sd[idx]
     if len(idx) == g.n_cells and sd_areas.min() == sd_areas.max():
         var = sd_areas[0] ** 2 * cells  # one area per cell, all with the same noise (Identity)
     else:
-        var = block_sums(release.spread(release.sd ** 2, idx))
+        var = block_sums(release.sd ** 2)
     sd = np.sqrt(np.maximum(var, 0))
     half = interval_half_width("normal", sd)  # a block sums many areas' noise
     return {"rects": rects, "noisy": noisy, "lo": noisy - half, "hi": noisy + half, "cells": cells,

@@ -248,6 +248,23 @@ class TestHoverCap:
         # every cell is in exactly one block: the block sums add up to the whole release
         assert custom[:, 0].astype(float).sum() == pytest.approx(float(rel.noisy[rel.leaf].sum()))
 
+    @pytest.mark.parametrize("mech", ["ug", "identity"])
+    def test_hover_block_sums_from_the_areas_equal_those_from_the_cells(self, mech: str, monkeypatch) -> None:
+        """Few areas on a large grid: the block sums come from the areas' overlaps with the blocks, never
+        from the cells; they equal the sums over the cells (prefix sums of the spread, display_blocks)."""
+        import dpcore.points.viz as viz
+
+        rel = release(mech, 200, 160, seed=6)
+        assert len(rel.leaf_index()) > 100
+        fast, _ = grid_image_figure(rel, hover_points=100)
+        monkeypatch.setattr(viz, "_FEW_OVERLAPS", 0)  # the cells' path
+        slow, _ = grid_image_figure(rel, hover_points=100)
+        blocks = display_blocks(rel, 100)
+        for fig in (fast, slow):
+            custom = np.asarray(fig.data[0].customdata)
+            for col, key in enumerate(("noisy", "lo", "hi")):
+                np.testing.assert_allclose(custom[:, col].astype(float), blocks[key], rtol=1e-9, atol=1e-6)
+
     def test_a_coarse_release_within_the_cap_hovers_per_area(self) -> None:
         rel = release("ug", 60, 40, seed=5)  # 2,400 cells: UG releases at most that many areas
         fig, info = grid_image_figure(rel)
