@@ -291,7 +291,7 @@ def points_series_inputs(df: pd.DataFrame, column: str, periods: Sequence[Period
     range are dropped first (``whole``: the fingerprint of the rest, the population's data before any
     sampling); for the unit ``person`` each person's periods are sampled before anything else
     (:func:`keep_for_unit`); then one input per period (:func:`points_inputs`)."""
-    from dpcore.data.engines.base import points_fingerprint
+    from dpcore.data.engines.base import points_fingerprint, tolerant_points_fingerprints
     from dpcore.data.points import load_points
 
     pidx = period_index(df, column, list(periods))
@@ -309,6 +309,9 @@ def points_series_inputs(df: pd.DataFrame, column: str, periods: Sequence[Period
                              "(empty or unreadable values) and try again.")
         lons, lats, users = table.lon, table.lat, table.user
     oneoff = points_fingerprint(lons, lats) if lons.size else None
+    if oneoff is not None:  # the one-off's further keys (the points inside the bounds, ...): a budget they
+        # lead to is the one-off budget the series composes with, as a one-off release finds it (issue 26 item 12)
+        session.adopt_keys("points", oneoff, tolerant_points_fingerprints(lons, lats, grid.bounds))
     inside = pidx >= 0  # outside the public range: dropped first
     lons, lats, pidx = lons[inside], lats[inside], pidx[inside]
     users = users[inside] if users is not None else None

@@ -270,6 +270,26 @@ def test_a_one_off_release_and_a_series_of_the_same_file_share_one_budget(
 
 
 @needs_shared
+def test_a_series_of_the_same_points_and_one_far_away_point_shares_the_one_off_budget(
+        uber_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The series' file holds the one-off's points and one point far outside the bounds: its exact key
+    is new, but its key of the points inside the bounds leads to the one-off's budget (issue 26 item
+    12), so the days still count the one-off's 0.7 (before, the series opened a budget of its own)."""
+    db = str(tmp_path / "b.sqlite")
+    one = ["release", "points", "--input", str(uber_slice), "--bounds=-74.06,40.56,-73.70,40.92", "--grid", "64,64",
+           "--mechanism", "ug", "--budget-db", db, "--budget-cap", "1"]
+    _run([*one, "--epsilon", "0.7", "--out", str(tmp_path / "O")], capsys)
+    df = pd.read_csv(uber_slice)
+    far = df.iloc[[0]].copy()
+    far["Lat"], far["Lon"] = 10.0, 10.0
+    pd.concat([df, far]).to_csv(tmp_path / "plus_far.csv", index=False)
+    argv = _points_argv(tmp_path / "plus_far.csv", tmp_path / "S", "--budget-db", db, "--budget-cap", "1")
+    argv[argv.index("0.1")] = "0.4"
+    assert main(argv) != 0
+    assert "Not enough privacy budget" in capsys.readouterr().err
+
+
+@needs_shared
 def test_each_period_record_is_the_envelope_one_with_the_plan_rows(
         uber_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "b.sqlite")
