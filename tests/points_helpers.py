@@ -82,3 +82,25 @@ def secret_value(secret: str) -> str:
     import re
 
     return rf"(?<![\d.]){re.escape(secret)}(?:\.0+)?(?![\d.])"
+
+
+def uniform_aggregate(grid: Grid, n: int, seed: int = 0) -> Aggregate:
+    """``n`` points uniform over the unit square (seeded), counted on ``grid``."""
+    import numpy as np
+
+    from dpcore.data.domain import aggregate_points
+
+    rng = np.random.default_rng(seed)
+    return aggregate_points(rng.random(n), rng.random(n), grid)
+
+
+def clustered_aggregate(grid: Grid, n: int, seed: int = 1, spread: float = 0.02) -> Aggregate:
+    """``n`` points in one normal cluster at (0.3, 0.7) of SD ``spread`` (seeded), counted on ``grid``."""
+    import numpy as np
+
+    from dpcore.data.domain import aggregate_points
+
+    rng = np.random.default_rng(seed)
+    x = np.clip(rng.normal(0.3, spread, n), 0, 0.999)
+    y = np.clip(rng.normal(0.7, spread, n), 0, 0.999)
+    return aggregate_points(x, y, grid)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from points_helpers import levels_of, release_with
+from points_helpers import clustered_aggregate, levels_of, release_with, uniform_aggregate
 
 from dpcore import catalog
 from dpcore.cli import main
-from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
+from dpcore.data.domain import Bounds, Grid
 from dpcore.errors import ParameterError
 from dpcore.points import evaluate, recommend
 from dpcore.points.mechanisms import auto as auto_module
@@ -21,18 +21,6 @@ from dpcore.privacy.noise import NoiseSource
 
 GRID = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 64, 64)
 AUTO = catalog.get("points", "auto")
-
-
-def _uniform(n: int, seed: int = 0) -> Aggregate:
-    rng = np.random.default_rng(seed)
-    return aggregate_points(rng.random(n), rng.random(n), GRID)
-
-
-def _clustered(n: int, seed: int = 1) -> Aggregate:
-    rng = np.random.default_rng(seed)
-    x = np.clip(rng.normal(0.3, 0.02, n), 0, 0.999)
-    y = np.clip(rng.normal(0.7, 0.02, n), 0, 0.999)
-    return aggregate_points(x, y, GRID)
 
 
 # -- the rule ------------------------------------------------------------------------------------
@@ -98,7 +86,7 @@ def test_app_default() -> None:
 
 
 def test_public_n_same_choice_for_different_data() -> None:
-    a, b = _uniform(20_000), _clustered(3_000)
+    a, b = uniform_aggregate(GRID, 20_000), clustered_aggregate(GRID, 3_000)
     for params in ({"public_n": 100_000, "query_sizes": "0.1", "feature_share": 0}, {"public_n": 500, "feature_share": 0}):
         ra = release_with(AUTO, a, 0.1, params, NoiseSource(1))
         rb = release_with(AUTO, b, 0.1, params, NoiseSource(2))
@@ -114,8 +102,8 @@ def test_private_count_is_the_only_data_it_reads(monkeypatch: pytest.MonkeyPatch
     count and two very different data sets get the same choice."""
     fixed = np.array([123_456])
     monkeypatch.setattr(auto_module, "noisy_counts", lambda true, cost, k, noise: fixed)
-    ra = release_with(AUTO, _uniform(20_000), 1.0, {"feature_share": 0}, NoiseSource(3))
-    rb = release_with(AUTO, _clustered(500), 1.0, {"feature_share": 0}, NoiseSource(4))
+    ra = release_with(AUTO, uniform_aggregate(GRID, 20_000), 1.0, {"feature_share": 0}, NoiseSource(3))
+    rb = release_with(AUTO, clustered_aggregate(GRID, 500), 1.0, {"feature_share": 0}, NoiseSource(4))
     assert ra.public["auto"]["chosen"] == rb.public["auto"]["chosen"] == recommend.lookup(123_456, 1.0).mechanism
     assert ra.public["auto"]["n_used"] == 123_456.0 and ra.public["auto"]["n_source"] == "noisy count"
 
@@ -126,7 +114,7 @@ def test_private_count_is_the_only_data_it_reads(monkeypatch: pytest.MonkeyPatch
 def test_cost_is_the_chosen_mechanisms_plus_the_count_share() -> None:
     eps = 1.0
     assert AUTO.cost(eps, AUTO.resolve_params({"feature_share": 0})) == budget.pure(eps)
-    rel = release_with(AUTO, _uniform(20_000), eps, {"feature_share": 0}, NoiseSource(5))
+    rel = release_with(AUTO, uniform_aggregate(GRID, 20_000), eps, {"feature_share": 0}, NoiseSource(5))
     count = [lv for lv in rel.levels if lv.name.startswith("Number of points (chooses")]
     assert len(count) == 1 and count[0].cost.value == pytest.approx(0.05 * eps)
     others = sum(lv.cost.value for lv in rel.levels if lv is not count[0])
@@ -141,7 +129,7 @@ def test_cost_is_the_chosen_mechanisms_plus_the_count_share() -> None:
 
 
 def test_public_n_spends_nothing_on_the_count() -> None:
-    rel = release_with(AUTO, _uniform(5_000), 0.5, {"public_n": 5_000, "feature_share": 0}, NoiseSource(6))
+    rel = release_with(AUTO, uniform_aggregate(GRID, 5_000), 0.5, {"public_n": 5_000, "feature_share": 0}, NoiseSource(6))
     assert sum(lv.cost.value for lv in rel.levels) == pytest.approx(0.5)
     assert not any("chooses the mechanism" in lv.name for lv in rel.levels)
 
@@ -199,7 +187,7 @@ def test_cli_release_auto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_evaluate_reports_auto_with_its_choice() -> None:
-    agg = _clustered(5_000)
+    agg = clustered_aggregate(GRID, 5_000)
     res = evaluate.evaluate(agg, ["auto", "ug"], [1.0], [0.1], 50, 2, noise_seed=7,
                             params={"auto": {"feature_share": 0}})
     a = res[res["mechanism"] == "auto"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from points_helpers import levels_of, release_with
+from points_helpers import clustered_aggregate, levels_of, release_with, uniform_aggregate
 
 from dpcore import catalog
-from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
+from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.points import recommend_features as frule
 from dpcore.points.mechanisms import auto as auto_module
 from dpcore.points.mechanisms import features as feat
@@ -18,18 +18,6 @@ GRID = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 64, 64)
 AUTO = catalog.get("points", "auto")
 #: the features at the share Pythia spends (the default is the data-free auto, feature_share = 0)
 FEATURES = {"feature_share": 0.05}
-
-
-def _uniform(n: int, seed: int = 0) -> Aggregate:
-    rng = np.random.default_rng(seed)
-    return aggregate_points(rng.random(n), rng.random(n), GRID)
-
-
-def _clustered(n: int, seed: int = 1) -> Aggregate:
-    rng = np.random.default_rng(seed)
-    x = np.clip(rng.normal(0.3, 0.01, n), 0, 0.999)
-    y = np.clip(rng.normal(0.7, 0.01, n), 0, 0.999)
-    return aggregate_points(x, y, GRID)
 
 
 def _feature_levels(rel):
@@ -43,7 +31,7 @@ def _feature_levels(rel):
 def test_features_use_the_stated_share_and_the_total_is_epsilon(eps: float, share: float) -> None:
     params = {"feature_share": share}
     assert AUTO.cost(eps, AUTO.resolve_params(params)) == budget.pure(eps)
-    rel = release_with(AUTO, _uniform(20_000), eps, params, NoiseSource(11))
+    rel = release_with(AUTO, uniform_aggregate(GRID, 20_000), eps, params, NoiseSource(11))
     fl = _feature_levels(rel)
     assert [lv.n_counts for lv in fl] == [1, 16 * 16]  # the count and the coarse histogram
     assert sum(lv.cost.value for lv in fl) == pytest.approx(share * eps)
@@ -58,7 +46,7 @@ def test_features_use_the_stated_share_and_the_total_is_epsilon(eps: float, shar
 
 def test_features_noise_scale_is_k_over_epsilon() -> None:
     """A cap of k records per person: the count and the disjoint blocks have L1 sensitivity k."""
-    agg = _uniform(5_000)
+    agg = uniform_aggregate(GRID, 5_000)
     agg3 = Aggregate(agg.grid, agg.counts, 0, 0, 3, 3)
     rel = release_with(AUTO, agg3, 1.0, FEATURES, NoiseSource(2))
     for lv in _feature_levels(rel):
@@ -78,8 +66,8 @@ def test_choice_depends_only_on_the_noisy_features(monkeypatch: pytest.MonkeyPat
     for value in (lo / 2, (lo + hi) / 2, min(hi * 1.5, 1.0)):
         fixed = _fixed(50_000.0, value)
         monkeypatch.setattr(auto_module, "private_features", lambda agg, e, noise, fixed=fixed: fixed)
-        ra = release_with(AUTO, _uniform(20_000), 1.0, FEATURES, NoiseSource(3))
-        rb = release_with(AUTO, _clustered(800), 1.0, FEATURES, NoiseSource(4))
+        ra = release_with(AUTO, uniform_aggregate(GRID, 20_000), 1.0, FEATURES, NoiseSource(3))
+        rb = release_with(AUTO, clustered_aggregate(GRID, 800, spread=0.01), 1.0, FEATURES, NoiseSource(4))
         want = frule.choose(fixed, 1.0, AUTO.resolve_params(FEATURES)["query_sizes"])
         assert ra.public["auto"]["config"] == rb.public["auto"]["config"] == want.config
         assert ra.public["auto"]["chosen"] == want.mechanism
@@ -93,7 +81,7 @@ def test_feature_share_zero_is_the_data_free_auto(monkeypatch: pytest.MonkeyPatc
     def boom(*a, **k):
         raise AssertionError("features bought with a feature share of 0")
     monkeypatch.setattr(auto_module, "private_features", boom)
-    rel = release_with(AUTO, _uniform(5_000), 0.5, {"feature_share": 0, "public_n": 5_000}, NoiseSource(6))
+    rel = release_with(AUTO, uniform_aggregate(GRID, 5_000), 0.5, {"feature_share": 0, "public_n": 5_000}, NoiseSource(6))
     assert not _feature_levels(rel) and rel.public["auto"]["rule"].startswith("public inputs")
     assert "features" not in rel.public["auto"]
 
@@ -102,7 +90,7 @@ def test_feature_share_zero_is_the_data_free_auto(monkeypatch: pytest.MonkeyPatc
 
 
 def test_record_has_the_features_and_the_reason() -> None:
-    rel = release_with(AUTO, _clustered(20_000), 1.0, FEATURES, NoiseSource(8))
+    rel = release_with(AUTO, clustered_aggregate(GRID, 20_000, spread=0.01), 1.0, FEATURES, NoiseSource(8))
     a = rel.public["auto"]
     assert a["rule"].startswith("private features") and a["n_source"] == "noisy features"
     assert set(a["features"]) >= {"noisy_total", "concentration", "sparsity", "top_entropy", "epsilon"}
@@ -136,14 +124,14 @@ def test_noisy_features_tell_clustered_from_uniform() -> None:
     20,000 uniform points put about 78 ± 9 in each of 256 blocks, so the top 26 blocks hold about
     0.12 of the mass (< 0.15 with room for noise), while the cluster (σ = 0.01) sits in one to four blocks
     (> 0.9 even after the 255 other blocks' clipped noise, about 255·2.3 ≈ 600 of 20,600)."""
-    fu = feat.private_features(_uniform(20_000), 0.5, NoiseSource(21))
-    fc = feat.private_features(_clustered(20_000), 0.5, NoiseSource(22))
+    fu = feat.private_features(uniform_aggregate(GRID, 20_000), 0.5, NoiseSource(21))
+    fc = feat.private_features(clustered_aggregate(GRID, 20_000, spread=0.01), 0.5, NoiseSource(22))
     assert fu.concentration < 0.15 < 0.9 < fc.concentration
     assert abs(fu.noisy_total - 20_000) < 40 and abs(fc.noisy_total - 20_000) < 40  # scale 4: P(|X|>40) ≈ 1e-4
 
 
 def test_seeded_release_is_reproducible_and_answers() -> None:
-    agg = _clustered(20_000)
+    agg = clustered_aggregate(GRID, 20_000, spread=0.01)
     ra = release_with(AUTO, agg, 1.0, FEATURES, NoiseSource(5))
     rb = release_with(AUTO, agg, 1.0, FEATURES, NoiseSource(5))
     assert ra.public["auto"] == rb.public["auto"]
