@@ -309,7 +309,7 @@ def points_series_inputs(df: pd.DataFrame, column: str, periods: Sequence[Period
                              "(empty or unreadable values) and try again.")
         lons, lats, users = table.lon, table.lat, table.user
     oneoff = points_fingerprint(lons, lats) if lons.size else None
-    if oneoff is not None:  # the one-off's further keys (the points inside the bounds, ...): a budget they
+    if oneoff is not None and session.accounted:  # the one-off's further keys (the points inside the bounds, ...): a budget they
         # lead to is the one-off budget the series composes with, as a one-off release finds it (issue 26 item 12)
         session.adopt_keys("points", oneoff, tolerant_points_fingerprints(lons, lats, grid.bounds))
     inside = pidx >= 0  # outside the public range: dropped first

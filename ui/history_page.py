@@ -238,12 +238,12 @@ def _removal_form(budgets: Budgets, shared: LedgerStore, listed: list[tuple[Ledg
         before = c1.date_input("Releases made before", value=dt.date.today() - dt.timedelta(days=30), key="hist_before")
         everything = c1.checkbox("Also releases of data not loaded in this session", key="hist_everything",
                                  help="Every release in the budget database, e.g. of data loaded in earlier sessions.")
-        c1.button("Remove their files", key="hist_remove_before", on_click=_remove,
+        c1.button("Remove their files", key="hist_remove_before", on_click=clicks.atomic(_remove),
                   args=(before, [], everything, budgets, shared))
         chosen = c2.multiselect("Or these releases", list(range(len(listed))), format_func=lambda i: listed[i][3],
                                 key="hist_chosen")
         c2.button("Remove the chosen releases' files", key="hist_remove_chosen", disabled=not chosen,
-                  on_click=_remove, args=(None, [(listed[i][0], listed[i][2]) for i in chosen], False, budgets, shared))
+                  on_click=clicks.atomic(_remove), args=(None, [(listed[i][0], listed[i][2]) for i in chosen], False, budgets, shared))
         if ss.get("hist_removed"):
             done, msg = ss.pop("hist_removed")
             (st.success if done else st.error)(msg)

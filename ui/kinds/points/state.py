@@ -266,8 +266,10 @@ def _adopt_tolerant_keys(ds: Dataset, bounds: Any) -> None:
         keys = engine_rules.tolerant_points_fingerprints(ds.table.lon, ds.table.lat, bounds)
     elif ds.keys_bounds == bounds:
         keys = list(ds.keys)
-    else:  # counted with other bounds: the inside key is not known yet
-        state.session().adopt_keys("points", ds.fingerprint, list(ds.keys[:1]))
+    else:  # counted with other bounds: the inside key is not known yet (the every-point key, once)
+        if (ds.fingerprint, "every") not in done:
+            state.session().adopt_keys("points", ds.fingerprint, list(ds.keys[:1]))
+            done.add((ds.fingerprint, "every"))
         return
     state.session().adopt_keys("points", ds.fingerprint, keys)
     done.add(mark)
