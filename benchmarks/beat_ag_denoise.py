@@ -52,13 +52,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
+from beat_ag_study import setting_args, settings  # noqa: E402
 from scipy import ndimage  # noqa: E402
-from spatial import DATASET_INFO, SIZES, SMOOTHING, _hash, make_points  # noqa: E402
+from spatial import SIZES, SMOOTHING, _hash  # noqa: E402
 
 from dpcore import catalog  # noqa: E402
 from dpcore.core import metrics  # noqa: E402
 from dpcore.data import queries  # noqa: E402
-from dpcore.data.domain import Grid, aggregate_points, prefix_sums, rect_sums_from_prefix  # noqa: E402
+from dpcore.data.domain import Grid, prefix_sums, rect_sums_from_prefix  # noqa: E402
 from dpcore.points.unit import points_unit  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
 
@@ -246,30 +247,19 @@ def one_setting(agg, grid: Grid, eps: float, releases: int, tag: str, mechs: lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", default="roads,single_tight,earthquakes,gauss_paper")
+    ap = setting_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), 2, "beat_ag_denoise.md")
     ap.add_argument("--mechs", default="ag,ag_pool,c2=2.5,pool c2=2.5")
-    ap.add_argument("--ns", default="10000,100000")
-    ap.add_argument("--epsilons", default="0.1,1")
-    ap.add_argument("--releases", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "beat_ag_denoise.md"))
     ap.add_argument("--smoothed-pools", action="store_true", help="add the sp variants (pools spread by a blur)")
     a = ap.parse_args(argv)
     global SMOOTHED_POOLS
     SMOOTHED_POOLS = a.smoothed_pools
     mechs = a.mechs.split(",")
     rows: list[tuple[str, int, float, dict[str, float]]] = []
-    for ds in a.datasets.split(","):
-        grid = Grid(DATASET_INFO[ds].bounds, 256, 256)
-        for n in (int(x) for x in a.ns.split(",")):
-            lon, lat, _ = make_points(ds, n, grid)
-            agg = aggregate_points(lon, lat, grid)
-            for eps in (float(x) for x in a.epsilons.split(",")):
-                acc = one_setting(agg, grid, eps, a.releases, f"{ds}:{n}", mechs)
-                rows.append((ds, n, eps, acc))
-                best = sorted(acc, key=acc.get)[:4]
-                print(ds, n, eps, f"ag {acc['ag']:.2f}", " ".join(f"{k}={acc[k] / acc['ag']:.3f}" for k in best),
-                      flush=True)
+    for ds, n, grid, agg, eps in settings(a):
+        acc = one_setting(agg, grid, eps, a.releases, f"{ds}:{n}", mechs)
+        rows.append((ds, n, eps, acc))
+        best = sorted(acc, key=acc.get)[:4]
+        print(ds, n, eps, f"ag {acc['ag']:.2f}", " ".join(f"{k}={acc[k] / acc['ag']:.3f}" for k in best), flush=True)
     names = list(rows[0][3])
     lines = [f"# {__doc__.splitlines()[0]}", "",
              f"- Command: `benchmarks/beat_ag_denoise.py --datasets {a.datasets} --mechs '{a.mechs}' "
