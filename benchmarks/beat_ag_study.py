@@ -69,14 +69,31 @@ def one_setting(agg, grid: Grid, eps: float, variant: str, releases: int, tag: s
     return total, uniform
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def setting_args(ap: argparse.ArgumentParser, releases: int, out: str) -> argparse.ArgumentParser:
+    """The settings of the beat-AG studies: training shapes, n 10^4 and 10^5, ε 0.1 and 1 (256²)."""
     ap.add_argument("--datasets", default="roads,single_tight,earthquakes,gauss_paper")
-    ap.add_argument("--variants", default="ag,agh")
     ap.add_argument("--ns", default="10000,100000")
     ap.add_argument("--epsilons", default="0.1,1")
-    ap.add_argument("--releases", type=int, default=3)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "beat_ag_study_training.md"))
+    ap.add_argument("--releases", type=int, default=releases)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / out))
+    return ap
+
+
+def settings(a: argparse.Namespace):
+    """``(dataset, n, grid, aggregate, ε)`` of every setting of :func:`setting_args`' arguments, the data
+    made once per dataset and n."""
+    for ds in a.datasets.split(","):
+        grid = Grid(DATASET_INFO[ds].bounds, 256, 256)
+        for n in (int(x) for x in a.ns.split(",")):
+            lon, lat, _ = make_points(ds, n, grid)
+            agg = aggregate_points(lon, lat, grid)
+            for eps in (float(x) for x in a.epsilons.split(",")):
+                yield ds, n, grid, agg, eps
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = setting_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), 3, "beat_ag_study_training.md")
+    ap.add_argument("--variants", default="ag,agh")
     a = ap.parse_args(argv)
     variants = a.variants.split(";") if ";" in a.variants else a.variants.split(",")
     sizes = " / ".join(f"{100 * s:g} %" for s in SIZES)
@@ -87,21 +104,16 @@ def main(argv: list[str] | None = None) -> int:
              "| dataset | n | ε | variant | MRE | ratio | total per size | uniformity-only per size |",
              "|---|---:|---:|---|---:|---:|---|---|"]
     ratios: dict[str, list[float]] = {v: [] for v in variants}
-    for ds in a.datasets.split(","):
-        grid = Grid(DATASET_INFO[ds].bounds, 256, 256)
-        for n in (int(x) for x in a.ns.split(",")):
-            lon, lat, _ = make_points(ds, n, grid)
-            agg = aggregate_points(lon, lat, grid)
-            for eps in (float(x) for x in a.epsilons.split(",")):
-                base = None
-                for v in variants:
-                    tot, uni = one_setting(agg, grid, eps, v, a.releases, f"{ds}:{n}")
-                    base = tot.mean() if base is None else base
-                    ratios[v].append(tot.mean() / base)
-                    lines.append(f"| {ds} | {n:,} | {eps:g} | {v} | {tot.mean():.1f} | {tot.mean() / base:.2f} | "
-                                 + " / ".join(f"{x:.1f}" for x in tot) + " | "
-                                 + " / ".join(f"{x:.1f}" for x in uni) + " |")
-                    print(lines[-1], flush=True)
+    for ds, n, grid, agg, eps in settings(a):
+        base = None
+        for v in variants:
+            tot, uni = one_setting(agg, grid, eps, v, a.releases, f"{ds}:{n}")
+            base = tot.mean() if base is None else base
+            ratios[v].append(tot.mean() / base)
+            lines.append(f"| {ds} | {n:,} | {eps:g} | {v} | {tot.mean():.1f} | {tot.mean() / base:.2f} | "
+                         + " / ".join(f"{x:.1f}" for x in tot) + " | "
+                         + " / ".join(f"{x:.1f}" for x in uni) + " |")
+            print(lines[-1], flush=True)
     lines += ["", "| variant | geometric mean ratio | worst ratio |", "|---|---:|---:|"]
     lines += [f"| {v} | {np.exp(np.mean(np.log(r))):.3f} | {max(r):.3f} |" for v, r in ratios.items()]
     Path(a.out).write_text("\n".join(lines) + "\n")
