@@ -4,27 +4,33 @@ Pythia (Kotsogiannis, Machanavajjhala, Hay & Miklau, "Pythia: Data Dependent Dif
 Private Algorithm Selection", SIGMOD 2017, Sec. 4–5) spends a small share of ε on noisy features
 and chooses the algorithm with a rule learned on public training data; DPBench (Hay et al.,
 SIGMOD 2016, Sec. 6) showed that the data's shape, not only its scale, decides which algorithm
-wins.  This module is that rule for the point mechanisms: a table from
+wins.  This module is that rule for the point mechanisms.  For every candidate CONFIGURATION
+(:data:`CONFIGS`: a mechanism and its parameters: AG's constants, PrivTree's θ and tree share,
+UG, ``ag_pool``, DAWA, identity, uniform) and query-size class (0.1 %, 1 %, 10 % or mixed, as
+:func:`dpcore.points.recommend.size_class`) a small linear regression predicts the candidate's
+log error ratio to the best candidate (its log REGRET) from the terms of :func:`design`:
 
-* the SCALE class: ``noisy_total · ε / k`` (k records per unit) in decades, 10^2 … 10^6, and
-* the SHAPE class of one noisy feature (:data:`FEATURE`, from
-  :mod:`dpcore.points.mechanisms.features`), cut at :data:`SHAPE_EDGES`, and
-* the query-size class (0.1 %, 1 %, 10 % or mixed, as :mod:`dpcore.points.recommend`),
+* the scale ``L = log10(noisy_total · ε / k)`` (k records per unit) and the grid's side
+  ``g = log2(√(rows·cols))``, public;
+* the noisy shape features ``sparsity``, ``concentration``, ``top_entropy``
+  (:mod:`dpcore.points.mechanisms.features`); if :data:`SHRINK` (chosen by cross-validation),
+  each is shrunk toward its training centre by the share ``w = 1 / (1 + r²)`` of signal in it,
+  ``r`` the coarse blocks' noise SD over the mean block count (public: ε, k, the grid and the
+  noisy total), so that at small n·ε the rule falls back on the scale alone;
 
-to a candidate CONFIGURATION (:data:`CONFIGS`: a mechanism and its parameters: AG's constants,
-PrivTree's θ and tree share, UG's c).
+and ``auto`` takes the candidate with the smallest prediction, after adding :data:`MARGIN` to
+every NON-DEFAULT parameter variant (a variant must promise to beat its mechanism's defaults by
+that much: "right mechanism, wrong parameters" was the commonest miss of the earlier table).
 
 How it was learned (``benchmarks/derive_auto_features.py``)
     On the training generators of ``benchmarks/auto_generators.py`` only (clusters of many sizes,
     roads and towns, rings, uniform patches, heavy tails, mixtures, US tract centroids jittered,
-    near-uniform "smooth" data;
-    never the head-to-head's data sets), at random n, ε and grids (64² … 512²): for every
-    release the noisy features were bought exactly as ``auto`` buys them and every configuration
-    released with the rest of ε (and the noisy count as its ``public_n``).  Each configuration's
-    error over the best configuration's on that release is its regret; a cell of the table names
-    the configuration with the smallest mean log regret over the training releases that fall in
-    it (cells with too few releases use their scale class's pooled choice).  The table is written
-    by that script (``--write``); validation on the held-out head-to-head is in
+    near-uniform "smooth" data; never the head-to-head's data sets nor the fresh held-out family
+    of ``benchmarks/auto_fresh.py``), at random n, ε and grids (64² … 512²): for every release the
+    noisy features were bought exactly as ``auto`` buys them and every configuration released with
+    the rest of ε.  Ridge least squares per (configuration, size class); the margin by
+    leave-one-family-out cross-validation.  :data:`COEF` and :data:`TRAINING` are written by that
+    script (``--write``); its cross-validation and the held-out evaluation are in
     ``benchmarks/results/auto_features.md``.
 
 Privacy
@@ -33,25 +39,27 @@ Privacy
 >>> from dpcore.points.mechanisms.features import features_from_noisy
 >>> import numpy as np
 >>> f = features_from_noisy(50_000.0, np.full((16, 16), 195.0), epsilon=0.05)
->>> r = choose(f, 1.0, (0.02, 0.06, 0.1))
->>> r.mechanism in {m for m, _ in CONFIGS.values()} and r.key[0] == scale_class(50_000.0, 1.0)
+>>> r = choose(f, 1.0, (0.02, 0.06, 0.1), grid_shape=(256, 256))
+>>> r.config in CONFIGS and r.mechanism == CONFIGS[r.config][0]
 True
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dpcore.errors import ParameterError
 from dpcore.points.mechanisms.features import ShapeFeatures
-from dpcore.points.recommend import NAMES, TAKES_PUBLIC_N, _sizes_text, size_class_of
+from dpcore.points.recommend import NAMES, TAKES_PUBLIC_N, _sizes_text, size_class
 from dpcore.points.release import DEFAULT_QUERY_SIZES
 
-__all__ = ["CONFIGS", "FEATURE", "SCALE_LABELS", "SHAPE_EDGES", "SHAPE_LABELS", "TABLE", "FeatureChoice", "choose", "preview",
-           "scale_class", "shape_class"]
+__all__ = ["CONFIGS", "COEF", "DEFAULT_OF", "MARGIN", "SHRINK", "TERMS", "TRAINING", "FeatureChoice", "choose", "design",
+           "preview", "reliability"]
 
 #: The candidates: configuration name -> (mechanism, parameters other than its defaults).
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -63,95 +71,135 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "ag_coarse": ("ag", {"c": 20.0, "c2": 10.0}),
     "ug": ("ug", {}),
     "uniform": ("uniform", {}),
+    "ag_pool": ("ag_pool", {}),
+    "identity": ("identity", {}),
+    "dawa": ("dawa", {}),
 }
-#: Scale classes: decades of noisy n · ε per unit, labelled by their centre.
-SCALE_LABELS = (100, 1_000, 10_000, 100_000, 1_000_000)
-SHAPE_LABELS = ("spread", "mixed", "concentrated")
+#: The parameter variants and their mechanism's default configuration (the margin applies to them).
+DEFAULT_OF = {"privtree_s03": "privtree", "privtree_t30": "privtree", "ag_fine": "ag", "ag_coarse": "ag"}
+#: The regression's terms, in :func:`design`'s order.
+TERMS = ("1", "L", "L^2", "g", "g·L", "sparsity", "concentration", "top_entropy")
+#: Training means the shrunk features are pulled toward (sparsity, concentration, top entropy).
+FEATURE_CENTRE = (0.4, 0.5, 0.9)
+#: The coarse histogram's share of the feature budget in training (half; the other half counted).
+_HIST_SHARE = 0.5
 
 # Generated by benchmarks/derive_auto_features.py --write; do not edit by hand.
 # <table>
-FEATURE = 'sparsity'
-SHAPE_EDGES: tuple[float, float] = (0.16, 0.453)
-TABLE: dict[tuple[int, str, str], tuple[str, int, float, float]] = {
-    (100, 'spread', '0.1%'): ('privtree_s03', 205, 1.191, 0.483),
-    (100, 'spread', '1%'): ('privtree_s03', 205, 1.295, 0.415),
-    (100, 'spread', '10%'): ('privtree_s03', 205, 1.412, 0.41),
-    (100, 'spread', 'mixed'): ('privtree_s03', 205, 1.282, 0.434),
-    (100, 'mixed', '0.1%'): ('privtree_s03', 205, 1.191, 0.483),
-    (100, 'mixed', '1%'): ('privtree_s03', 205, 1.295, 0.415),
-    (100, 'mixed', '10%'): ('privtree_s03', 205, 1.412, 0.41),
-    (100, 'mixed', 'mixed'): ('privtree_s03', 205, 1.282, 0.434),
-    (100, 'concentrated', '0.1%'): ('privtree_s03', 187, 1.191, 0.487),
-    (100, 'concentrated', '1%'): ('privtree_s03', 187, 1.289, 0.422),
-    (100, 'concentrated', '10%'): ('privtree_s03', 187, 1.39, 0.428),
-    (100, 'concentrated', 'mixed'): ('privtree_s03', 187, 1.273, 0.455),
-    (1000, 'spread', '0.1%'): ('privtree_s03', 411, 1.134, 0.526),
-    (1000, 'spread', '1%'): ('privtree_s03', 411, 1.243, 0.372),
-    (1000, 'spread', '10%'): ('privtree_s03', 411, 1.37, 0.294),
-    (1000, 'spread', 'mixed'): ('privtree_s03', 411, 1.205, 0.377),
-    (1000, 'mixed', '0.1%'): ('privtree_s03', 114, 1.157, 0.465),
-    (1000, 'mixed', '1%'): ('ag_coarse', 114, 1.294, 0.272),
-    (1000, 'mixed', '10%'): ('ag_coarse', 114, 1.347, 0.289),
-    (1000, 'mixed', 'mixed'): ('ag_coarse', 114, 1.233, 0.307),
-    (1000, 'concentrated', '0.1%'): ('privtree_s03', 297, 1.126, 0.549),
-    (1000, 'concentrated', '1%'): ('privtree_s03', 297, 1.219, 0.428),
-    (1000, 'concentrated', '10%'): ('privtree_s03', 297, 1.34, 0.34),
-    (1000, 'concentrated', 'mixed'): ('privtree_s03', 297, 1.191, 0.424),
-    (10000, 'spread', '0.1%'): ('privtree_s03', 457, 1.128, 0.534),
-    (10000, 'spread', '1%'): ('privtree_s03', 457, 1.195, 0.414),
-    (10000, 'spread', '10%'): ('ag', 457, 1.298, 0.398),
-    (10000, 'spread', 'mixed'): ('privtree_s03', 457, 1.149, 0.505),
-    (10000, 'mixed', '0.1%'): ('privtree_s03', 312, 1.113, 0.538),
-    (10000, 'mixed', '1%'): ('privtree_s03', 312, 1.192, 0.401),
-    (10000, 'mixed', '10%'): ('ag', 312, 1.212, 0.462),
-    (10000, 'mixed', 'mixed'): ('privtree_s03', 312, 1.13, 0.532),
-    (10000, 'concentrated', '0.1%'): ('privtree', 120, 1.104, 0.667),
-    (10000, 'concentrated', '1%'): ('privtree_s03', 120, 1.149, 0.475),
-    (10000, 'concentrated', '10%'): ('privtree_s03', 120, 1.3, 0.367),
-    (10000, 'concentrated', 'mixed'): ('privtree', 120, 1.144, 0.542),
-    (100000, 'spread', '0.1%'): ('privtree_s03', 93, 1.142, 0.548),
-    (100000, 'spread', '1%'): ('ag_coarse', 93, 1.131, 0.527),
-    (100000, 'spread', '10%'): ('ag_coarse', 93, 1.081, 0.763),
-    (100000, 'spread', 'mixed'): ('privtree_s03', 93, 1.14, 0.57),
-    (100000, 'mixed', '0.1%'): ('privtree_s03', 126, 1.158, 0.548),
-    (100000, 'mixed', '1%'): ('ag', 126, 1.149, 0.532),
-    (100000, 'mixed', '10%'): ('ag', 126, 1.16, 0.595),
-    (100000, 'mixed', 'mixed'): ('privtree_s03', 126, 1.149, 0.556),
-    (100000, 'concentrated', '0.1%'): ('privtree_s03', 106, 1.093, 0.642),
-    (100000, 'concentrated', '1%'): ('privtree_s03', 106, 1.115, 0.547),
-    (100000, 'concentrated', '10%'): ('privtree_s03', 106, 1.256, 0.415),
-    (100000, 'concentrated', 'mixed'): ('privtree_s03', 106, 1.108, 0.594),
-    (1000000, 'spread', '0.1%'): ('privtree_s03', 66, 1.181, 0.621),
-    (1000000, 'spread', '1%'): ('privtree_s03', 66, 1.218, 0.379),
-    (1000000, 'spread', '10%'): ('ag_coarse', 66, 1.303, 0.515),
-    (1000000, 'spread', 'mixed'): ('privtree_s03', 66, 1.177, 0.606),
-    (1000000, 'mixed', '0.1%'): ('privtree_s03', 66, 1.181, 0.621),
-    (1000000, 'mixed', '1%'): ('privtree_s03', 66, 1.218, 0.379),
-    (1000000, 'mixed', '10%'): ('ag_coarse', 66, 1.303, 0.515),
-    (1000000, 'mixed', 'mixed'): ('privtree_s03', 66, 1.177, 0.606),
-    (1000000, 'concentrated', '0.1%'): ('privtree_s03', 66, 1.181, 0.621),
-    (1000000, 'concentrated', '1%'): ('privtree_s03', 66, 1.218, 0.379),
-    (1000000, 'concentrated', '10%'): ('ag_coarse', 66, 1.303, 0.515),
-    (1000000, 'concentrated', 'mixed'): ('privtree_s03', 66, 1.177, 0.606),
+MARGIN = 0.1
+SHRINK = True
+COEF: dict[tuple[str, str], tuple[float, ...]] = {
+    ('ag', '0.1%'): (-0.43918, 0.083447, 0.039694, 0.23421, -0.064808, 0.11046, 0.18675, -0.54213),
+    ('ag', '1%'): (-0.27729, -0.024499, 0.03845, 0.24631, -0.059462, 0.57636, 0.35386, -0.7602),
+    ('ag', '10%'): (-0.01034, -0.092905, 0.025585, 0.179, -0.035246, 0.6377, 0.30755, -0.96808),
+    ('ag', 'mixed'): (-0.33144, 0.029097, 0.034362, 0.22483, -0.05625, 0.35056, 0.27169, -0.76953),
+    ('ag_coarse', '0.1%'): (-0.46222, 0.10254, 0.033731, 0.24078, -0.065381, 0.058862, 0.32026, -0.030949),
+    ('ag_coarse', '1%'): (-0.30743, 0.038135, 0.028321, 0.24626, -0.059924, 0.25716, 0.29134, -0.37352),
+    ('ag_coarse', '10%'): (-0.18314, 0.024258, 0.017845, 0.19041, -0.041004, 0.25976, 0.23312, -0.14862),
+    ('ag_coarse', 'mixed'): (-0.37119, 0.078313, 0.025185, 0.22747, -0.056843, 0.182, 0.28613, -0.21101),
+    ('ag_fine', '0.1%'): (-0.34235, 0.036369, 0.038785, 0.23588, -0.057008, 0.21106, 0.33539, -0.9707),
+    ('ag_fine', '1%'): (-0.031202, -0.10409, 0.041401, 0.21479, -0.046894, 0.70489, 0.56328, -0.9759),
+    ('ag_fine', '10%'): (0.23181, -0.2011, 0.031377, 0.1316, -0.017133, 0.80348, 0.71832, -0.96739),
+    ('ag_fine', 'mixed'): (-0.1002, -0.038825, 0.03289, 0.18923, -0.04099, 0.48224, 0.46138, -1.0794),
+    ('ag_pool', '0.1%'): (-0.20774, 0.074603, 0.0021563, 0.044083, -0.011158, -0.39308, 0.044901, -0.67201),
+    ('ag_pool', '1%'): (-0.29231, 0.045879, 0.0093016, 0.063906, -0.012009, 0.30043, -0.074232, -0.72426),
+    ('ag_pool', '10%'): (0.14352, -0.049643, 0.0060636, 0.028746, 0.0020466, 0.86845, 0.34932, -0.66035),
+    ('ag_pool', 'mixed'): (-0.12821, 0.017113, 0.0018791, 0.051203, -0.0061822, 0.15415, 0.15266, -0.88481),
+    ('dawa', '0.1%'): (-0.55587, 0.13974, 0.008765, 0.16177, -0.018194, 0.5364, -0.45143, 0.5439),
+    ('dawa', '1%'): (-0.048382, 0.15821, -0.01038, 0.12446, -0.0064505, 0.39461, -0.40441, 0.70043),
+    ('dawa', '10%'): (0.7695, 0.14591, -0.041197, 0.034406, 0.015748, 0.19709, -0.37773, 0.33325),
+    ('dawa', 'mixed'): (0.091877, 0.16734, -0.025597, 0.11345, -0.0048155, 0.68389, -0.29876, 0.47453),
+    ('identity', '0.1%'): (-1.02, -0.31698, -0.058006, 0.86668, -0.034707, 1.2854, 1.1362, -0.42967),
+    ('identity', '1%'): (-1.1316, -0.32662, -0.048172, 0.80228, -0.021882, 1.3135, 1.0169, -0.65758),
+    ('identity', '10%'): (-1.2104, -0.2581, -0.053088, 0.7221, -0.0082762, 0.96721, 0.84855, -0.91901),
+    ('identity', 'mixed'): (-1.1513, -0.28707, -0.062294, 0.76835, -0.0097693, 1.4102, 0.81098, -0.61465),
+    ('privtree', '0.1%'): (-0.33392, 0.144, 0.0051157, 0.1163, -0.0331, -0.37027, 0.27678, -0.55043),
+    ('privtree', '1%'): (-0.3806, 0.15473, 0.008798, 0.13357, -0.036951, -0.62469, 0.16104, -0.73936),
+    ('privtree', '10%'): (-0.39239, 0.19868, 0.015374, 0.11974, -0.035852, -0.91945, -0.20229, -0.67989),
+    ('privtree', 'mixed'): (-0.43396, 0.17728, 0.0013302, 0.13211, -0.035291, -0.45542, 0.18611, -0.64741),
+    ('privtree_s03', '0.1%'): (-0.13608, 0.11595, -0.005142, 0.058682, -0.016585, 0.10221, 0.095149, -0.22628),
+    ('privtree_s03', '1%'): (-0.14963, 0.11495, -0.0023102, 0.074922, -0.019988, -0.059393, -0.060115, -0.3665),
+    ('privtree_s03', '10%'): (-0.1865, 0.087736, 0.0071703, 0.067992, -0.015698, -0.35652, -0.20611, -0.29057),
+    ('privtree_s03', 'mixed'): (-0.24912, 0.13518, -0.0042039, 0.078944, -0.02068, 0.017881, -0.05099, -0.27104),
+    ('privtree_t30', '0.1%'): (-0.32239, 0.16505, -0.00089296, 0.10734, -0.029436, -0.23494, 0.13742, -0.56731),
+    ('privtree_t30', '1%'): (-0.3231, 0.15724, 0.0047608, 0.12316, -0.032693, -0.48441, 0.018758, -0.73592),
+    ('privtree_t30', '10%'): (-0.39723, 0.2068, 0.010034, 0.10936, -0.030566, -0.78596, -0.35772, -0.63037),
+    ('privtree_t30', 'mixed'): (-0.3859, 0.17881, -0.0020296, 0.11802, -0.030085, -0.30262, -0.014222, -0.64128),
+    ('ug', '0.1%'): (-0.10044, 0.17987, -0.012758, 0.046397, 0.00014958, 0.95664, 0.026722, -0.84653),
+    ('ug', '1%'): (-0.00075729, 0.079889, -0.012318, 0.05831, 0.0095715, 0.75958, 0.23528, -1.0284),
+    ('ug', '10%'): (0.22586, 0.04148, -0.015278, 0.037816, 0.018015, 0.33258, 0.2129, -0.92073),
+    ('ug', 'mixed'): (-0.032229, 0.11538, -0.014809, 0.065758, 0.0039386, 0.90436, 0.18385, -1.1307),
+    ('uniform', '0.1%'): (-0.86032, 0.11038, 0.16608, 0.074751, -0.014438, 1.6987, 0.67978, -0.23389),
+    ('uniform', '1%'): (-0.79377, 0.3031, 0.17233, 0.088794, -0.016095, 1.8208, 0.47257, -0.51029),
+    ('uniform', '10%'): (-0.48682, 0.53256, 0.15323, 0.095531, -0.019808, 1.6172, 0.84405, -1.1712),
+    ('uniform', 'mixed'): (-0.49877, 0.28846, 0.12374, 0.09269, -0.0038957, 2.7923, 0.79396, -0.91112),
+}
+TRAINING: dict[tuple[str, str], tuple[int, float, float]] = {
+    ('ag', '0.1%'): (1, 1.108, 0.0),
+    ('ag', '1%'): (16, 1.06, 0.75),
+    ('ag', '10%'): (91, 1.18, 0.527),
+    ('ag', 'mixed'): (4, 1.106, 0.5),
+    ('ag_coarse', '10%'): (7, 1.443, 0.571),
+    ('ag_pool', '0.1%'): (299, 1.122, 0.649),
+    ('ag_pool', '1%'): (290, 1.172, 0.59),
+    ('ag_pool', '10%'): (196, 1.39, 0.357),
+    ('ag_pool', 'mixed'): (267, 1.184, 0.603),
+    ('dawa', '0.1%'): (6, 1.004, 1.0),
+    ('identity', '0.1%'): (9, 1.51, 0.444),
+    ('identity', '1%'): (7, 1.562, 0.286),
+    ('identity', '10%'): (6, 1.42, 0.167),
+    ('identity', 'mixed'): (7, 1.524, 0.429),
+    ('privtree', '0.1%'): (5, 1.148, 0.4),
+    ('privtree', '1%'): (26, 1.171, 0.423),
+    ('privtree', '10%'): (20, 1.267, 0.25),
+    ('privtree', 'mixed'): (42, 1.167, 0.429),
+    ('privtree_s03', '0.1%'): (17, 1.09, 0.706),
+    ('privtree_s03', '1%'): (4, 1.067, 0.5),
+    ('privtree_s03', '10%'): (24, 1.389, 0.292),
+    ('privtree_s03', 'mixed'): (24, 1.5, 0.333),
+    ('ug', '0.1%'): (4, 1.28, 0.25),
+    ('ug', '1%'): (2, 1.948, 0.0),
+    ('ug', '10%'): (1, 1.637, 0.0),
+    ('ug', 'mixed'): (2, 1.9, 0.0),
+    ('uniform', '0.1%'): (7, 1.117, 0.571),
+    ('uniform', '1%'): (3, 1.076, 0.667),
+    ('uniform', '10%'): (3, 1.634, 0.0),
+    ('uniform', 'mixed'): (2, 1.229, 0.0),
 }
 # </table>
 
 
-def scale_class(noisy_total: float, epsilon_per_unit: float) -> int:
-    """The scale class (a :data:`SCALE_LABELS` entry) of ``noisy_total · ε`` on a log scale.
+def reliability(noisy_total: float, feature_epsilon: float, sensitivity: int, blocks: int,
+                hist_share: float = _HIST_SHARE) -> float:
+    """The share ``1 / (1 + r²)`` of signal in a coarse block's noisy count, ``r`` its noise SD
+    (discrete Laplace at ``hist_share · feature_epsilon``, sensitivity k: about ``√2·k/ε_h``) over
+    the mean block count ``noisy_total / blocks`` (public inputs and noisy outputs only).
 
-    >>> scale_class(20_000, 0.1), scale_class(5, 0.1), scale_class(1e9, 1.0)
-    (1000, 100, 1000000)
+    >>> round(reliability(1_000_000, 0.05, 1, 256), 3), reliability(1_000, 0.0005, 1, 256) < 1e-6
+    (1.0, True)
     """
-    v = max(float(noisy_total), 1.0) * float(epsilon_per_unit)
-    i = int(round(math.log10(max(v, 1e-9)))) - 2
-    return SCALE_LABELS[min(max(i, 0), len(SCALE_LABELS) - 1)]
+    e_h = max(float(hist_share) * float(feature_epsilon), 1e-12)
+    sd = math.sqrt(2.0) * max(int(sensitivity), 1) / e_h
+    mean_block = max(float(noisy_total), 1.0) / max(int(blocks), 1)
+    r = sd / mean_block
+    return 1.0 / (1.0 + r * r)
 
 
-def shape_class(value: float) -> str:
-    """The shape class of the feature's value (cut at :data:`SHAPE_EDGES`)."""
-    lo, hi = SHAPE_EDGES
-    return SHAPE_LABELS[0] if value < lo else SHAPE_LABELS[1] if value < hi else SHAPE_LABELS[2]
+def design(scale: np.ndarray, grid_side: np.ndarray, sparsity: np.ndarray, concentration: np.ndarray,
+           top_entropy: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """The regression's design matrix (rows: releases; columns: :data:`TERMS`).  ``scale`` is
+    ``log10(n·ε/k)``, ``grid_side`` is ``log2`` of the grid's side, ``weight`` the features'
+    :func:`reliability` (each feature enters as ``weight · (feature − its training centre)``; a
+    weight of 1 leaves them as they are).
+
+    >>> design(np.array([3.0]), np.array([8.0]), np.array([0.4]), np.array([0.5]), np.array([0.9]),
+    ...        np.array([1.0])).round(2).tolist()
+    [[1.0, 3.0, 9.0, 8.0, 24.0, 0.0, 0.0, 0.0]]
+    """
+    L, g, w = (np.asarray(a, dtype=np.float64) for a in (scale, grid_side, weight))
+    sp, co, te = (w * (np.asarray(v, dtype=np.float64) - c)
+                  for v, c in zip((sparsity, concentration, top_entropy), FEATURE_CENTRE, strict=True))
+    return np.column_stack([np.ones_like(L), L, L * L, g, g * L, sp, co, te])
 
 
 @dataclass(frozen=True)
@@ -162,7 +210,9 @@ class FeatureChoice:
     mechanism: str
     params: dict[str, Any]
     reason: str
-    key: tuple[int, str, str]
+    size_class: str
+    predicted_regret: float
+    predictions: dict[str, float]
     releases: int
     mean_regret: float
     within_10: float
@@ -170,8 +220,9 @@ class FeatureChoice:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config, "mechanism": self.mechanism, "params": dict(self.params),
-                "reason": self.reason,
-                "table_entry": {"scale": self.key[0], "shape": self.key[1], "query_sizes": self.key[2]},
+                "reason": self.reason, "query_size_class": self.size_class,
+                "predicted_regret": round(self.predicted_regret, 4),
+                "predicted_regrets": {k: round(v, 4) for k, v in self.predictions.items()},
                 "training_releases": self.releases, "training_mean_regret": self.mean_regret,
                 "training_within_10_percent": self.within_10}
 
@@ -181,47 +232,71 @@ def _params_text(params: dict[str, Any]) -> str:
     return "" if not shown else " (" + ", ".join(f"{k} {v:g}" for k, v in shown.items()) + ")"
 
 
-def _size_class(query_sizes: Sequence[float]) -> str:
-    classes = {size_class_of(float(s)) for s in (query_sizes or DEFAULT_QUERY_SIZES)}
-    return classes.pop() if len(classes) == 1 else "mixed"
+def _predict(scale: float, side: float, features: Sequence[float], weight: float, sc: str,
+             allowed: Collection[str] | None) -> dict[str, float]:
+    """Predicted regret (ratio, margin included) of every allowed configuration with coefficients."""
+    x = design(np.array([scale]), np.array([side]), *(np.array([v]) for v in features), np.array([weight]))[0]
+    out = {}
+    for config in CONFIGS:
+        coef = COEF.get((config, sc))
+        if coef is None or (allowed is not None and config not in allowed):
+            continue
+        out[config] = float(math.exp(float(x @ np.asarray(coef)))) * (1.0 + MARGIN if config in DEFAULT_OF else 1.0)
+    if not out:
+        raise ParameterError("No candidate of auto's feature rule is allowed here; run "
+                             "benchmarks/derive_auto_features.py --write or allow more mechanisms.")
+    return out
+
+
+def _grid_side(grid_shape: tuple[int, int]) -> float:
+    rows, cols = (max(int(v), 1) for v in grid_shape)
+    return 0.5 * math.log2(rows * cols)
 
 
 def preview(n: float, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUERY_SIZES, *,
-            sensitivity: int = 1) -> str:
-    """The configuration for about ``n`` points of a middling shape: the plan's preview, before
-    the features are bought (public inputs only)."""
-    if not TABLE:
-        raise ParameterError("The feature rule's table is empty; run benchmarks/derive_auto_features.py --write.")
-    key = (scale_class(n, float(epsilon) / max(int(sensitivity), 1)), SHAPE_LABELS[1], _size_class(query_sizes))
-    return TABLE[key][0]
+            sensitivity: int = 1, grid_shape: tuple[int, int] = (256, 256),
+            allowed: Collection[str] | None = None) -> str:
+    """The configuration for about ``n`` points of a middling shape (the features at their training
+    centre): the plan's preview, before the features are bought (public inputs only)."""
+    scale = math.log10(max(float(n), 1.0) * float(epsilon) / max(int(sensitivity), 1))
+    pred = _predict(scale, _grid_side(grid_shape), FEATURE_CENTRE, 1.0, size_class(query_sizes), allowed)
+    return min(pred, key=pred.__getitem__)
 
 
 def choose(features: ShapeFeatures, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUERY_SIZES, *,
-           sensitivity: int = 1) -> FeatureChoice:
-    """The table's configuration for these noisy ``features`` at ``epsilon`` (the whole ε of the
-    release, features included) with ``sensitivity`` records per unit, for ``query_sizes``.
+           sensitivity: int = 1, grid_shape: tuple[int, int] = (256, 256),
+           allowed: Collection[str] | None = None, hist_share: float = _HIST_SHARE) -> FeatureChoice:
+    """The configuration with the smallest predicted regret for these noisy ``features`` at
+    ``epsilon`` (the whole ε of the release, features included), ``sensitivity`` records per unit,
+    ``query_sizes``, on a grid of ``grid_shape``; only ``allowed`` configurations (default: all).
+    ``hist_share`` is the share of the features' ε the coarse histogram had (½, or 1 with a public n).
 
     Reads nothing but its arguments (post-processing).  ``params`` carry ``public_n`` (the noisy
     count, rounded, at least 1) for the mechanisms that size themselves from n."""
-    if not TABLE:
-        raise ParameterError("The feature rule's table is empty; run benchmarks/derive_auto_features.py --write.")
     eps = float(epsilon)
     if not math.isfinite(eps) or eps <= 0:
         raise ParameterError(f"ε must be a positive number (got {epsilon!r}).")
     k = max(int(sensitivity), 1)
     sizes = tuple(float(s) for s in (query_sizes or DEFAULT_QUERY_SIZES))
-    sc = _size_class(sizes)
-    value = float(getattr(features, FEATURE))
-    key = (scale_class(features.noisy_total, eps / k), shape_class(value), sc)
-    config, releases, regret, within = TABLE[key]
+    sc = size_class(sizes)
+    total = max(float(features.noisy_total), 1.0)
+    scale = math.log10(total * eps / k)
+    w = reliability(total, features.epsilon, k, features.coarse_rows * features.coarse_cols, hist_share) \
+        if SHRINK else 1.0
+    shape = (features.sparsity, features.concentration, features.top_entropy)
+    pred = _predict(scale, _grid_side(grid_shape), shape, w, sc, allowed)
+    config = min(pred, key=pred.__getitem__)
     mech, extra = CONFIGS[config]
     params = dict(extra)
     if mech in TAKES_PUBLIC_N:
         params["public_n"] = max(int(round(features.noisy_total)), 1)
+    releases, regret, within = TRAINING.get((config, sc), (0, 1.0, 0.0))
+    runner = sorted(pred, key=pred.__getitem__)[1:2]
     title = NAMES.get(mech, mech)
-    reason = (f"The noisy features read about {max(features.noisy_total, 0):,.0f} points with {FEATURE} "
-              f"{value:.2f} ({key[1]} data; n·ε/k ≈ 10^{int(math.log10(key[0]))}); on {releases:,} training "
-              f"releases of that class (synthetic shapes, never the reported data) with queries of "
-              f"{_sizes_text(sizes)}, {title}{_params_text(extra)} had the smallest mean error ratio to the "
-              f"best candidate ({regret:.2f}×; within 10 % of the best in {within:.0%}).")
-    return FeatureChoice(config, mech, params, reason, key, releases, regret, within)
+    reason = (f"The noisy features read about {max(features.noisy_total, 0):,.0f} points with sparsity "
+              f"{features.sparsity:.2f} and concentration {features.concentration:.2f}"
+              + (f" (trusted at {w:.0%} against their noise)" if SHRINK else "") + f"; for queries of {_sizes_text(sizes)} the rule learned on synthetic shapes "
+              f"(never the reported data) predicts {title}{_params_text(extra)} within {pred[config]:.2f}× of the "
+              f"best candidate" + (f" (next: {runner[0]}, {pred[runner[0]]:.2f}×)" if runner else "")
+              + f"; on {releases:,} training releases it averaged {regret:.2f}× the best.")
+    return FeatureChoice(config, mech, params, reason, sc, pred[config], pred, releases, regret, within)
