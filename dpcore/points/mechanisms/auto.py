@@ -5,8 +5,8 @@ With features (``feature_share > 0``; about 0.05 as Pythia spends)
     Pythia (Kotsogiannis, Machanavajjhala, Hay & Miklau, SIGMOD 2017, Sec. 4–5): ``auto`` spends
     ``feature_share·ε`` on noisy features of the data (:mod:`dpcore.points.mechanisms.features`: a
     noisy count and a noisy coarse histogram, from which concentration, sparsity and the entropy of
-    the top blocks), then chooses a mechanism AND its parameters (AG's constants, PrivTree's θ and
-    tree share, UG's c) with the rule of :mod:`dpcore.points.recommend_features`, learned on
+    the top blocks), then chooses a mechanism AND its parameters (among PrivTree, AG, ``ag_pool``,
+    UG, DAWA, identity and uniform; AG's constants, PrivTree's θ and tree share) with the rule of :mod:`dpcore.points.recommend_features`, learned on
     synthetic training shapes only (``benchmarks/derive_auto_features.py``; held-out validation in
     ``benchmarks/results/auto_features.md``), and releases it with ``ε − feature_share·ε``.  The
     features are part of ``auto``'s own release (published in its record with the reason); the
@@ -18,12 +18,12 @@ With features (``feature_share > 0``; about 0.05 as Pythia spends)
     themselves from n, and then nothing is spent on a count: the whole feature share buys the
     coarse histogram (the shape is still read from it, with half the noise of the shared split).
 
-Without features (``feature_share = 0``, the default): the data-free rule below.  Measured on
-held-out data sets (``benchmarks/results/auto_features.md``), the features' rule is the more robust
-(worst 1.37x the best mechanism against 2.81x, on near-uniform data) but the data-free rule is the
-more accurate on clustered data, which is what location data is (within 10 % of the best in 13 of
-16 clustered settings against 6 of 16: the 5 % spent on features and a PrivTree variant chosen
-where plain PrivTree wins cost 5-15 %).  So features are offered, not the default.
+Without features (``feature_share = 0``, the default): the data-free rule below.  On a fresh
+held-out family (``benchmarks/auto_fresh.py``, 108 settings; ``benchmarks/results/auto_features.md``)
+the feature rule is within 10 % of the best mechanism in 60 settings against the data-free rule's
+48 (26 against 20 of 32 at ε = 1 on clustered data), but its geometric-mean ratio to the best is
+no better (1.242x against 1.235x: noisy features at n·ε ≈ 10 cost up to 3.8x) and one of its
+worst-of-16 releases is 3.6x its median.  So features are offered, not the default.
 
 No single mechanism wins across data shape, scale and ε (Hay et al., "Principled Evaluation of
 Differentially Private Algorithms using DPBench", SIGMOD 2016), and choosing by the error on the
@@ -61,7 +61,8 @@ Release record
     ``mechanism`` is ``auto``; ``released_values.auto`` names the choice, its parameters, the
     reason in one sentence, the n used and whether it was public, the noisy count or the noisy
     features, which rule chose; with features also the noisy features themselves
-    (``features``), their ε (``feature_epsilon``), the configuration and the table entry.  The
+    (``features``), their ε (``feature_epsilon``), the configuration and the rule's predicted
+    regret of every allowed candidate (``prediction``).  The
     noisy count that chose is ``noisy_point_count``.
 """
 
@@ -88,7 +89,6 @@ from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelea
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import split_custom
 from dpcore.privacy.noise import NoiseSource
-
 
 #: the default share of ε of the noisy count that chooses (data-free rule, no public n)
 DEFAULT_COUNT_SHARE = 0.05
