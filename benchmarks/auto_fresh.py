@@ -65,7 +65,6 @@ import pandas as pd  # noqa: E402
 import spatial  # noqa: E402
 
 from dpcore import catalog  # noqa: E402
-from dpcore.core import metrics  # noqa: E402
 from dpcore.data import queries  # noqa: E402
 from dpcore.data.domain import Bounds, Grid, aggregate_points  # noqa: E402
 from dpcore.errors import ParameterError  # noqa: E402
@@ -79,7 +78,7 @@ UNIT = Bounds(0.0, 0.0, 1.0, 1.0)
 GRID = 256
 NS = (1_000, 10_000, 100_000, 1_000_000)
 EPSILONS = (0.01, 0.1, 1.0)
-SIZES = (0.001, 0.01, 0.1)
+SIZES = spatial.SIZES
 QUERIES = 300
 COMPARED = ("privtree", "ag", "ag_pool", "ug", "uniform", "dawa", "identity")
 #: the labels that get 16 releases at ε = 1 on clustered data (their worst of 16 is a target)
@@ -248,15 +247,8 @@ def run(mechanisms: dict[str, tuple[str, dict]], log: Callable[[str], None]) -> 
                         plan = mech.plan(grid, eps, dict(params) or None, unit=points_unit(None))
                         rel = mech.release(plan, agg, NoiseSource(ns)).inner
                         dt = time.perf_counter() - t1
-                        ws, qs, tags, true = loads[r]
-                        est = rel.answer(qs)
-                        for s in SIZES:
-                            m = tags == s
-                            rows.append({**base, "query_size": s, "n_queries": int(m.sum()), "release": r,
-                                         "status": "ok", "reason": "", "mre_percent": metrics.mre(true[m], est[m], 20.0),
-                                         "mae": metrics.mae(true[m], est[m]), "rmse": metrics.rmse(true[m], est[m]),
-                                         "release_seconds": dt, "n_leaves": int(np.count_nonzero(rel.leaf)),
-                                         "noise_seed": ns, "workload_seed": ws})
+                        rows += spatial.score_rows(rel, loads[r], {**base, "release": r, "release_seconds": dt,
+                                                                   "noise_seed": ns})
                 except ParameterError as exc:
                     rows = [{**base, "query_size": np.nan, "n_queries": 0, "release": -1, "status": "skipped",
                              "reason": str(exc).replace("\n", " ")}]
