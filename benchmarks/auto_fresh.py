@@ -124,7 +124,7 @@ def street_grid(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarra
         s = np.array([b[1] for b in blocks])[i]
         a, b = c[:, 0] + s * rng.uniform(-1, 1, m), c[:, 1] + s * rng.uniform(-1, 1, m)
         return cx + ca * a - sa * b, cy + sa * a + ca * b
-    return gens._split(rng, n, [(0.8, streets), (0.2, dense)])
+    return gens.split(rng, n, [(0.8, streets), (0.2, dense)])
 
 
 def coast(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -144,7 +144,7 @@ def coast(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     def town(m: int) -> tuple:
         x = towns[rng.integers(0, towns.size, m)] + rng.normal(0, 0.004, m)
         return x, shore(x) + np.abs(rng.normal(0, 0.004, m))
-    return gens._split(rng, n, [(0.6, inland), (0.4, town)])
+    return gens.split(rng, n, [(0.6, inland), (0.4, town)])
 
 
 _real: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -187,7 +187,7 @@ def _real_shaped(name: str, load: Callable[[], tuple], jitter: float) -> Callabl
         def draw(m: int) -> tuple:
             i = rng.choice(lon.size, size=m, p=p)
             return (lon[i] - ox) / side + rng.normal(0, jitter, m), (lat[i] - oy) / side + rng.normal(0, jitter, m)
-        return gens._fill(n, draw)
+        return gens.fill(n, draw)
     return draw_all
 
 
