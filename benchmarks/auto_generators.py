@@ -43,7 +43,7 @@ def _keep(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x[ok], y[ok]
 
 
-def _fill(n: int, draw: Callable[[int], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def fill(n: int, draw: Callable[[int], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Exactly ``n`` points inside the square from ``draw(k)`` (redrawing those outside)."""
     xs, ys, need = [], [], n
     for _ in range(200):
@@ -65,11 +65,11 @@ def _weights(rng: np.random.Generator, k: int) -> np.ndarray:
     return w / w.sum()
 
 
-def _split(rng: np.random.Generator, n: int, parts: list[tuple[float, Callable[[int], tuple]]]
+def split(rng: np.random.Generator, n: int, parts: list[tuple[float, Callable[[int], tuple]]]
            ) -> tuple[np.ndarray, np.ndarray]:
     w = np.array([p[0] for p in parts], float)
     sizes = rng.multinomial(n, w / w.sum())
-    got = [_fill(int(m), f) for (_, f), m in zip(parts, sizes, strict=True) if m > 0]
+    got = [fill(int(m), f) for (_, f), m in zip(parts, sizes, strict=True) if m > 0]
     return np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got])
 
 
@@ -87,7 +87,7 @@ def clusters(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     parts = [(float(wi), _gauss(rng, rng.uniform(0.05, 0.95), rng.uniform(0.05, 0.95),
                                 _loguniform(rng, 0.3, 60) * _CELL)) for wi in w]
     bg = rng.uniform(0, 0.4)
-    return _split(rng, n, [*((wi * (1 - bg), f) for wi, f in parts), (bg, _uniform(rng))])
+    return split(rng, n, [*((wi * (1 - bg), f) for wi, f in parts), (bg, _uniform(rng))])
 
 
 def _line(rng: np.random.Generator) -> Callable[[int], tuple]:
@@ -109,7 +109,7 @@ def roads(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
              for w in _weights(rng, max(towns_n, 1))][:towns_n]
     share_t, bg = rng.uniform(0, 0.5) if towns else 0.0, rng.uniform(0, 0.2)
     parts = [(w * (1 - share_t - bg), f) for w, f in lines] + [(w * share_t, f) for w, f in towns]
-    return _split(rng, n, [*parts, (bg, _uniform(rng))])
+    return split(rng, n, [*parts, (bg, _uniform(rng))])
 
 
 def rings(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +123,7 @@ def rings(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         return draw
     parts = [(float(w), ring()) for w in _weights(rng, int(rng.integers(1, 7)))]
     bg = rng.uniform(0, 0.2)
-    return _split(rng, n, [*((w * (1 - bg), f) for w, f in parts), (bg, _uniform(rng))])
+    return split(rng, n, [*((w * (1 - bg), f) for w, f in parts), (bg, _uniform(rng))])
 
 
 def patches(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -133,7 +133,7 @@ def patches(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         return lambda k: (x0 + w * rng.random(k), y0 + h * rng.random(k))
     parts = [(float(w), patch()) for w in _weights(rng, int(rng.integers(1, 31)))]
     bg = rng.uniform(0, 0.3)
-    return _split(rng, n, [*((w * (1 - bg), f) for w, f in parts), (bg, _uniform(rng))])
+    return split(rng, n, [*((w * (1 - bg), f) for w, f in parts), (bg, _uniform(rng))])
 
 
 def heavy(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -141,7 +141,7 @@ def heavy(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         cx, cy = rng.uniform(0.1, 0.9, 2)
         s, df = _loguniform(rng, 0.5, 20) * _CELL, rng.uniform(1, 3)
         return lambda k: (cx + s * rng.standard_t(df, k), cy + s * rng.standard_t(df, k))
-    return _split(rng, n, [(float(w), centre()) for w in _weights(rng, int(rng.integers(1, 6)))])
+    return split(rng, n, [(float(w), centre()) for w in _weights(rng, int(rng.integers(1, 6)))])
 
 
 _tract_cache: list[np.ndarray] = []
@@ -169,13 +169,13 @@ def tracts(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         pick = idx[rng.choice(idx.size, size=k, p=q)]
         return ((lon[pick] - x0) / (2 * half) + rng.normal(0, jitter, k),
                 (lat[pick] - y0) / (2 * half) + rng.normal(0, jitter, k))
-    return _fill(n, draw)
+    return fill(n, draw)
 
 
 def smooth(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     kind = int(rng.integers(0, 3))
     if kind == 0:
-        return _fill(n, _uniform(rng))
+        return fill(n, _uniform(rng))
     if kind == 1:  # density 1 + a·(x - 1/2), a in [-1.5, 1.5]: by rejection
         a = rng.uniform(-1.5, 1.5)
 
@@ -183,11 +183,11 @@ def smooth(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
             x, y, u = rng.random(k), rng.random(k), rng.random(k)
             keep = u * (1 + abs(a) / 2) < 1 + a * (x - 0.5)
             return x[keep], y[keep]
-        return _fill(n, draw)
+        return fill(n, draw)
     wide = [(float(w), _gauss(rng, *rng.uniform(0.2, 0.8, 2), _loguniform(rng, 100, 400) * _CELL))
             for w in _weights(rng, int(rng.integers(1, 4)))]
     floor = rng.uniform(0.3, 0.8)
-    return _split(rng, n, [*((w * (1 - floor), f) for w, f in wide), (floor, _uniform(rng))])
+    return split(rng, n, [*((w * (1 - floor), f) for w, f in wide), (floor, _uniform(rng))])
 
 
 _SIMPLE = {"clusters": clusters, "roads": roads, "rings": rings, "patches": patches, "heavy": heavy}

@@ -83,8 +83,10 @@ def _release(config: str, agg, eps: float, n_hat: float, noise: NoiseSource):
     return mech.release(mech.plan(agg.grid, eps, params, unit=points_unit(None)), agg, noise).inner
 
 
-def train_setting(inst: int, setting: int, releases: int, n_queries: int) -> list[dict]:
-    """Rows of one (instance, n, ε, grid): features and every configuration's MRE per release."""
+def train_setting(inst: int, setting: int, releases: int, n_queries: int,
+                  configs: tuple[str, ...] | None = None) -> list[dict]:
+    """Rows of one (instance, n, ε, grid): features and every configuration's MRE per release (or
+    only ``configs``': the data, workloads, features and noise seeds are the same either way)."""
     family = gens.FAMILIES[inst % len(gens.FAMILIES)] if inst < 1000 else gens.LATER[inst % len(gens.LATER)]
     rng = np.random.default_rng(_hash("setting", inst, setting))
     side = int(rng.choice(GRIDS))
@@ -100,7 +102,7 @@ def train_setting(inst: int, setting: int, releases: int, n_queries: int) -> lis
         f = private_features(agg, FEATURE_SHARE * eps, NoiseSource(_hash("f", inst, setting, r)))
         base = {"instance": inst, "family": family, "grid": side, "n": n, "epsilon": eps, "release": r,
                 **{k: getattr(f, k) for k in ("noisy_total", *FEATURES)}}
-        for config in rf.CONFIGS:
+        for config in configs or tuple(rf.CONFIGS):
             try:
                 rel = _release(config, agg, (1 - FEATURE_SHARE) * eps, f.noisy_total,
                                NoiseSource(_hash("n", inst, setting, r, config)))
@@ -116,16 +118,23 @@ def train_setting(inst: int, setting: int, releases: int, n_queries: int) -> lis
     return rows
 
 
-def train(instances: int, settings: int, releases: int, n_queries: int, first: int = 0) -> None:
-    done = set()
+def train(instances: int, settings: int, releases: int, n_queries: int, first: int = 0,
+          configs: tuple[str, ...] | None = None) -> None:
+    """Append the sweep's rows; with ``configs``, only those configurations, on every instance that
+    lacks them (a candidate added later is released on the same data, workloads and features)."""
+    done: set[int] = set()
     if TRAIN_CSV.exists():
-        d = pd.read_csv(TRAIN_CSV, usecols=["instance", "n", "epsilon"])
-        done = set(d["instance"].astype(int))
+        d = pd.read_csv(TRAIN_CSV, usecols=["instance", "config"])
+        if configs:
+            have = d.groupby("instance")["config"].agg(set)
+            done = {int(i) for i, c in have.items() if set(configs) <= c}
+        else:
+            done = set(d["instance"].astype(int))
     t0 = time.perf_counter()
     for inst in range(first, first + instances):
         if inst in done:
             continue
-        rows = [row for s in range(settings) for row in train_setting(inst, s, releases, n_queries)]
+        rows = [row for s in range(settings) for row in train_setting(inst, s, releases, n_queries, configs)]
         pd.DataFrame(rows).to_csv(TRAIN_CSV, mode="a", header=not TRAIN_CSV.exists(), index=False,
                                   float_format="%.6g")
         print(f"[{time.perf_counter() - t0:6.0f} s] instance {inst} ({rows[0]['family'] if rows else '-'}): "
@@ -134,86 +143,141 @@ def train(instances: int, settings: int, releases: int, n_queries: int, first: i
 
 # ------------------------------------------------------------------------------------ derivation
 
+KEYS = ["instance", "grid", "n", "epsilon", "release"]
+MARGINS = (0.0, 0.03, 0.06, 0.1)
+RIDGE = 1.0
+
 
 def long_regrets(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (release, size class, config) with its log regret against the best config."""
-    keys = ["instance", "grid", "n", "epsilon", "release"]
+    """One row per (release, size class, config) with its log regret against the best config, on
+    the releases where every configuration of :data:`rf.CONFIGS` ran (later candidates ran on
+    release 0 of each setting only)."""
+    df = df.drop_duplicates([*KEYS, "config"])
+    df = df[df["config"].isin(rf.CONFIGS)]
+    full = df.groupby(KEYS)["config"].transform("nunique") == len(rf.CONFIGS)
+    df = df[full]
     parts = []
     for sc in ("0.1%", "1%", "10%", "mixed"):
-        d = df[[*keys, "family", "noisy_total", *FEATURES, "config", f"mre_{sc}"]].rename(
+        d = df[[*KEYS, "family", "noisy_total", *FEATURES, "config", f"mre_{sc}"]].rename(
             columns={f"mre_{sc}": "mre"})
-        d = d.assign(size_class=sc)
-        parts.append(d)
+        parts.append(d.assign(size_class=sc))
     out = pd.concat(parts, ignore_index=True)
-    best = out.groupby([*keys, "size_class"])["mre"].transform("min")
+    best = out.groupby([*KEYS, "size_class"])["mre"].transform("min")
     out["logr"] = np.log(np.maximum(out["mre"], 1e-9) / np.maximum(best, 1e-9))
-    out["scale"] = [rf.scale_class(t, e) for t, e in zip(out["noisy_total"], out["epsilon"], strict=True)]
     return out
 
 
-def _shape(values: pd.Series, edges: tuple[float, float]) -> np.ndarray:
-    return np.where(values < edges[0], rf.SHAPE_LABELS[0], np.where(values < edges[1], rf.SHAPE_LABELS[1],
-                                                                    rf.SHAPE_LABELS[2]))
+def design_of(t: pd.DataFrame, shrink: bool) -> np.ndarray:
+    """:func:`rf.design` of training rows: features bought with FEATURE_SHARE·ε, half on the histogram."""
+    total = np.maximum(t["noisy_total"].to_numpy(float), 1.0)
+    eps = t["epsilon"].to_numpy(float)
+    blocks = np.minimum(t["grid"].to_numpy(int), 16) ** 2
+    w = np.array([rf.reliability(n, FEATURE_SHARE * e, 1, b) if shrink else 1.0
+                  for n, e, b in zip(total, eps, blocks, strict=True)])
+    return rf.design(np.log10(total * eps), np.log2(t["grid"].to_numpy(float)), t["sparsity"], t["concentration"],
+                     t["top_entropy"], w)
 
 
-def fit(lr: pd.DataFrame, feature: str, edges: tuple[float, float]) -> dict:
-    """The table: (scale, shape, size class) -> (config, releases, geo-mean regret, share within 10 %)."""
-    lr = lr.assign(shape=_shape(lr[feature], edges))
-    cell = lr.groupby(["scale", "shape", "size_class", "config"])["logr"].agg(["mean", "count"]).reset_index()
-    pooled = lr.groupby(["scale", "size_class", "config"])["logr"].mean().reset_index()
-    table = {}
-    for sc_ in rf.SCALE_LABELS:
-        for sh in rf.SHAPE_LABELS:
-            for sz in ("0.1%", "1%", "10%", "mixed"):
-                c = cell[(cell["scale"] == sc_) & (cell["shape"] == sh) & (cell["size_class"] == sz)]
-                here = (lr["scale"] == sc_) & (lr["shape"] == sh) & (lr["size_class"] == sz)
-                if len(c) and c["count"].max() >= MIN_CELL:
-                    choice = c.sort_values("mean")["config"].iloc[0]
-                else:  # too few releases: the scale class's pooled choice, and its pooled numbers
-                    here = (lr["scale"] == sc_) & (lr["size_class"] == sz)
-                    p = pooled[(pooled["scale"] == sc_) & (pooled["size_class"] == sz)]
-                    if p.empty:  # a scale class without training: the nearest one with some
-                        near = min(set(pooled["scale"]), key=lambda s, sc_=sc_: abs(np.log10(s / sc_)))
-                        p = pooled[(pooled["scale"] == near) & (pooled["size_class"] == sz)]
-                    choice = p.sort_values("logr")["config"].iloc[0]
-                mine = lr[here & (lr["config"] == choice)]
-                table[(int(sc_), sh, sz)] = (str(choice), int(len(mine)),
-                                             round(float(np.exp(mine["logr"].mean())) if len(mine) else 1.0, 3),
-                                             round(float((mine["logr"] <= np.log(1.1)).mean()) if len(mine) else 0.0, 3))
-    return table
+def fit(lr: pd.DataFrame, shrink: bool) -> dict[tuple[str, str], np.ndarray]:
+    """Ridge least squares of the log regret on the design, per (configuration, size class)."""
+    coef = {}
+    for (config, sc), g in lr.groupby(["config", "size_class"]):
+        A, y = design_of(g, shrink), g["logr"].to_numpy()
+        coef[(str(config), str(sc))] = np.linalg.solve(A.T @ A + RIDGE * np.eye(A.shape[1]), A.T @ y)
+    return coef
 
 
-def score(lr: pd.DataFrame, table: dict, feature: str, edges: tuple[float, float]) -> pd.Series:
-    """Log regret of the table's choice on every (release, size class) of ``lr``."""
-    lr = lr.assign(shape=_shape(lr[feature], edges))
-    pick = [table[(int(a), b, c)][0] for a, b, c in zip(lr["scale"], lr["shape"], lr["size_class"], strict=True)]
-    return lr[lr["config"].to_numpy() == np.array(pick)]["logr"]
+def picks(lr: pd.DataFrame, coef: dict, margin: float, shrink: bool) -> pd.DataFrame:
+    """The rows of ``lr`` the rule picks (one per release and size class)."""
+    rel = lr.drop_duplicates([*KEYS, "size_class"])
+    out = []
+    for sc, g in rel.groupby("size_class"):
+        A = design_of(g, shrink)
+        configs = [c for c in rf.CONFIGS if (c, sc) in coef]
+        P = np.column_stack([A @ coef[(c, sc)] + (np.log1p(margin) if c in rf.DEFAULT_OF else 0.0)
+                             for c in configs])
+        out.append(g[[*KEYS, "size_class"]].assign(config=np.array(configs)[P.argmin(axis=1)]))
+    return lr.merge(pd.concat(out), on=[*KEYS, "size_class", "config"])
 
 
-def select(lr: pd.DataFrame) -> tuple[str, tuple[float, float], dict, pd.DataFrame]:
-    """Feature and cuts by leave-one-family-out cross-validation, then the table on all training."""
-    results = []
-    for feature in FEATURES:
-        vals = lr.drop_duplicates(["instance", "grid", "n", "epsilon", "release"])[feature]
-        for q in ((0.33, 0.67), (0.25, 0.75), (0.5, 0.9), (0.1, 0.5)):
-            edges = (round(float(vals.quantile(q[0])), 3), round(float(vals.quantile(q[1])), 3))
-            cv = []
-            for fam in sorted(set(lr["family"])):
-                tr, te = lr[lr["family"] != fam], lr[lr["family"] == fam]
-                cv.append(score(te, fit(tr, feature, edges), feature, edges))
-            s = pd.concat(cv)
-            results.append({"feature": feature, "edges": edges, "cv_mean_log_regret": float(s.mean()),
-                            "cv_within_10": float((s <= np.log(1.1)).mean())})
-    res = pd.DataFrame(results).sort_values("cv_mean_log_regret")
-    best = res.iloc[0]
-    edges = tuple(best["edges"])
-    return str(best["feature"]), edges, fit(lr, str(best["feature"]), edges), res
+def _datafree(lr: pd.DataFrame) -> pd.DataFrame:
+    """The data-free rule's picks (its noisy n taken from the features' count)."""
+    from dpcore.points import recommend as rec
+    sizes = {"0.1%": (0.001,), "1%": (0.01,), "10%": (0.1,), "mixed": SIZES}
+    rel = lr.drop_duplicates([*KEYS, "size_class"])
+    ch = [rec.lookup(max(t, 0.0), e, sizes[s]).mechanism
+          for t, e, s in zip(rel["noisy_total"], rel["epsilon"], rel["size_class"], strict=True)]
+    return lr.merge(rel[[*KEYS, "size_class"]].assign(config=ch), on=[*KEYS, "size_class", "config"])
 
 
-def write_table(feature: str, edges: tuple[float, float], table: dict) -> None:
-    lines = [f"FEATURE = {feature!r}", f"SHAPE_EDGES: tuple[float, float] = {edges!r}",
-             "TABLE: dict[tuple[int, str, str], tuple[str, int, float, float]] = {"]
-    lines += [f"    {k!r}: {v!r}," for k, v in table.items()]
+def _summary(name: str, m: pd.DataFrame) -> dict:
+    mixed = m[m["size_class"] == "mixed"]
+    return {"rule": name, "geo_regret": float(np.exp(m["logr"].mean())),
+            "within_10": float((m["logr"] <= np.log(1.1)).mean()),
+            "mixed_geo_regret": float(np.exp(mixed["logr"].mean())),
+            "mixed_within_10": float((mixed["logr"] <= np.log(1.1)).mean()),
+            **{f"fam_{f}": float(np.exp(g["logr"].mean())) for f, g in mixed.groupby("family")}}
+
+
+def select(lr: pd.DataFrame) -> tuple[float, bool, dict, pd.DataFrame, pd.DataFrame]:
+    """The margin and the shrinking by leave-one-family-out cross-validation; the coefficients on
+    all training.  Returns (margin, shrink, coefficients, CV table, the CV picks of the chosen rule)."""
+    fams = sorted(set(lr["family"]))
+    rows, cv_picks = [], {}
+    for shrink in (False, True):
+        folds = [(fit(lr[lr["family"] != f], shrink), lr[lr["family"] == f]) for f in fams]
+        for margin in MARGINS:
+            m = pd.concat([picks(te, coef, margin, shrink) for coef, te in folds])
+            cv_picks[(margin, shrink)] = m
+            rows.append({**_summary(f"regression, margin {margin:g}" + (", features shrunk" if shrink else ""), m),
+                         "margin": margin, "shrink": shrink})
+    reg = pd.DataFrame(rows)
+    best = reg.loc[reg["geo_regret"].idxmin()]
+    margin, shrink = float(best["margin"]), bool(best["shrink"])
+    rows = [r for r in rows if r["shrink"] == shrink]
+    rows.append(_summary("data-free rule (recommend.py)", _datafree(lr)))
+    for c in ("privtree", "ag_pool"):
+        rows.append(_summary(f"always {c}", lr[lr["config"] == c]))
+    oracle = lr.loc[lr.groupby([*KEYS, "size_class"])["logr"].idxmin()]
+    rows.append(_summary("oracle (best config of each release)", oracle))
+    res = pd.DataFrame(rows).drop(columns=["margin", "shrink"], errors="ignore")
+    return margin, shrink, fit(lr, shrink), res, cv_picks[(margin, shrink)]
+
+
+def misses(lr: pd.DataFrame, m: pd.DataFrame) -> list[str]:
+    """Why the CV picks miss (regret > 1.1, size class mixed): wrong mechanism or wrong parameters,
+    and how the misses fall with the scale n·ε (where the features are noisiest)."""
+    mixed = m[m["size_class"] == "mixed"].copy()
+    best = lr[lr["size_class"] == "mixed"]
+    best = best.loc[best.groupby(KEYS)["logr"].idxmin(), [*KEYS, "config"]].rename(columns={"config": "best"})
+    mixed = mixed.merge(best, on=KEYS)
+    fam = {c: rf.CONFIGS[c][0] for c in rf.CONFIGS}
+    miss = mixed[mixed["logr"] > np.log(1.1)]
+    wrong_mech = (miss["config"].map(fam) != miss["best"].map(fam)).sum()
+    scale = np.log10(np.maximum(mixed["noisy_total"], 1) * mixed["epsilon"])
+    lines = [f"- Cross-validated picks (mixed sizes): {len(miss)} of {len(mixed)} releases more than 10 % above "
+             f"the best configuration; in {wrong_mech} the best was another MECHANISM, in {len(miss) - wrong_mech} "
+             "the right mechanism with other parameters."]
+    for lo, hi in ((-9, 2), (2, 3), (3, 4), (4, 9)):
+        sel = (scale >= lo) & (scale < hi)
+        if sel.any():
+            g = mixed[sel]
+            lines.append(f"- n·ε in [10^{max(lo, 1)}, 10^{min(hi, 7)}): {int(sel.sum())} releases, "
+                         f"geo-mean regret {np.exp(g['logr'].mean()):.2f}x, within 10 % in "
+                         f"{(g['logr'] <= np.log(1.1)).mean():.0%}")
+    return lines
+
+
+def write_table(margin: float, shrink: bool, coef: dict, lr: pd.DataFrame) -> None:
+    chosen = picks(lr, coef, margin, shrink)
+    training = {}
+    for (config, sc), g in chosen.groupby(["config", "size_class"]):
+        training[(str(config), str(sc))] = (int(len(g)), round(float(np.exp(g["logr"].mean())), 3),
+                                            round(float((g["logr"] <= np.log(1.1)).mean()), 3))
+    lines = [f"MARGIN = {margin!r}", f"SHRINK = {shrink!r}", "COEF: dict[tuple[str, str], tuple[float, ...]] = {"]
+    lines += [f"    {k!r}: ({', '.join(f'{v:.5g}' for v in c)})," for k, c in sorted(coef.items())]
+    lines += ["}", "TRAINING: dict[tuple[str, str], tuple[int, float, float]] = {"]
+    lines += [f"    {k!r}: {v!r}," for k, v in sorted(training.items())]
     lines.append("}")
     text = MODULE.read_text()
     new, count = re.subn(r"# <table>\n.*?# </table>", "# <table>\n" + "\n".join(lines) + "\n# </table>", text,
@@ -225,90 +289,122 @@ def write_table(feature: str, edges: tuple[float, float], table: dict) -> None:
 
 # ------------------------------------------------------------------------------------ validation
 
+#: the data sets that are not clustered (the target at ε = 1 is on clustered data)
+NOT_CLUSTERED = ("uniform", "f_smooth")
 
-def heldout(csv: Path) -> pd.DataFrame:
-    """auto against the best other mechanism per head-to-head setting (pooled query sizes)."""
+
+def heldout(csv: Path, compared_releases: int | None = None, compared: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Every ``auto*`` label against the best other mechanism per setting (pooled query sizes);
+    with ``compared_releases`` the others' means use their first that many releases only, with
+    ``compared`` only those mechanisms are the others."""
     df = pd.read_csv(csv)
     ok = df[df["status"] == "ok"].copy()
+    is_auto = ok["mechanism"].str.startswith("auto")
+    if compared is not None:
+        ok, is_auto = ok[is_auto | ok["mechanism"].isin(compared)], is_auto[is_auto | ok["mechanism"].isin(compared)]
+    if compared_releases is not None:
+        ok = ok[is_auto | (ok["release"] < compared_releases)]
     ok["n_nom"] = (10 ** np.round(np.log10(ok["n"]))).astype(int)
     keys = ["dataset", "n_nom", "grid_rows", "epsilon"]
     per = ok.groupby([*keys, "mechanism", "release"])["mre_percent"].mean().reset_index()
     st = per.groupby([*keys, "mechanism"])["mre_percent"].agg(["mean", "median", "max", "count"]).reset_index()
+    labels = sorted(m for m in set(st["mechanism"]) if m.startswith("auto"))
     out = []
     for k, g in st.groupby(keys):
-        fixed = {m: float(g.loc[g["mechanism"] == m, "mean"].iloc[0]) for m in ("privtree", "ag")
-                 if (g["mechanism"] == m).any()}
-        a = g[g["mechanism"] == "auto"]
-        others = g[~g["mechanism"].isin(("auto", "matrix"))]
-        if a.empty or others.empty:
+        others = g[~g["mechanism"].str.startswith("auto") & (g["mechanism"] != "matrix")]
+        if others.empty or not g["mechanism"].isin(labels).any():
             continue
         b = others.loc[others["mean"].idxmin()]
-        a = a.iloc[0]
-        out.append({**dict(zip(keys, k, strict=True)), "compared": ", ".join(sorted(others["mechanism"])),
-                    "auto_mean": a["mean"], "best": b["mechanism"],
-                    "best_mean": b["mean"], "ratio": a["mean"] / b["mean"], "releases": int(a["count"]),
-                    **{f"{m}_ratio": v / b["mean"] for m, v in fixed.items()},
-                    "worst_over_median": a["max"] / a["median"]})
+        row = {**dict(zip(keys, k, strict=True)), "compared": ", ".join(sorted(others["mechanism"])),
+               "best": b["mechanism"], "best_mean": b["mean"]}
+        for lab in labels:
+            a = g[g["mechanism"] == lab]
+            if len(a):
+                a = a.iloc[0]
+                row |= {f"{lab}_mean": a["mean"], f"{lab}_ratio": a["mean"] / b["mean"],
+                        f"{lab}_releases": int(a["count"]), f"{lab}_worst_over_median": a["max"] / a["median"]}
+        for m in ("privtree", "ag_pool"):
+            if (others["mechanism"] == m).any():
+                row[f"always_{m}_ratio"] = float(others.loc[others["mechanism"] == m, "mean"].iloc[0]) / b["mean"]
+        out.append(row)
     return pd.DataFrame(out)
 
 
-def report(lr: pd.DataFrame, cv: pd.DataFrame, ho: list[tuple[str, pd.DataFrame]]) -> str:
+def verdict(h: pd.DataFrame, label: str) -> list[str]:
+    """The issue's three targets for one ``auto`` label on one held-out table."""
+    r = h[f"{label}_ratio"].dropna()
+    clus = h[(h["epsilon"] == 1.0) & ~h["dataset"].isin(NOT_CLUSTERED)].dropna(subset=[f"{label}_ratio"])
+    w = clus[f"{label}_worst_over_median"]
+    w16 = w[clus[f"{label}_releases"] >= 16]
+    ok1, ok2 = (r <= 1.1).mean() >= 0.9, bool((clus[f"{label}_ratio"] <= 1.1).all())
+    return [f"- `{label}` within 10 % of the best mechanism's mean MRE: **{int((r <= 1.1).sum())} of {len(r)}** "
+            f"settings ({(r <= 1.1).mean():.0%}; target ≥ 90 %: {'met' if ok1 else 'NOT met'}); median "
+            f"{r.median():.2f}x, worst {r.max():.2f}x.",
+            f"- At ε = 1 on clustered data: **{int((clus[f'{label}_ratio'] <= 1.1).sum())} of {len(clus)}** within "
+            f"10 % (target: all; {'met' if ok2 else 'NOT met'}).",
+            f"- Worst of 16 releases over the median (ε = 1, clustered, {len(w16)} settings with 16 releases): "
+            + (f"within 3x in {int((w16 <= 3).sum())} of {len(w16)}, largest {w16.max():.2f}x." if len(w16) else "–")]
+
+
+def heldout_section(name: str, h: pd.DataFrame) -> list[str]:
+    labels = [c[:-6] for c in h.columns if c.endswith("_ratio") and c.startswith("auto")]
+    out = [f"## Held out: `{name}`", "",
+           f"- Best among: {', '.join(sorted(set(', '.join(h['compared']).split(', '))))}.", ""]
+    for lab in labels:
+        out += verdict(h, lab)
+    for m in ("privtree", "ag_pool"):
+        if f"always_{m}_ratio" in h:
+            r = h[f"always_{m}_ratio"]
+            out.append(f"- For comparison, always `{m}` (its defaults, full ε): within 10 % in {int((r <= 1.1).sum())} "
+                       f"of {len(r)}, worst {r.max():.2f}x.")
+    out += ["", "| data set | n | ε | best | best mean | " + " | ".join(f"{lab} ratio" for lab in labels) + " |",
+            "|---|---:|---:|---|---:|" + "---:|" * len(labels)]
+    for x in h.sort_values(["dataset", "epsilon", "n_nom"]).to_dict("records"):
+        out.append(f"| {x['dataset']} | 10^{np.log10(x['n_nom']):.0f} | {x['epsilon']:g} | {x['best']} | "
+                   f"{x['best_mean']:.3g} | " + " | ".join(f"{x.get(f'{lab}_ratio', np.nan):.2f}x" for lab in labels)
+                   + " |")
+    return [*out, ""]
+
+
+def report(lr: pd.DataFrame, cv: pd.DataFrame, margin: float, shrink: bool, why: list[str],
+           ho: list[tuple[str, pd.DataFrame]]) -> str:
     load = os.getloadavg()
-    out = ["# `auto` from private features (Pythia-style), learned and validated", "",
+    rel = lr.drop_duplicates(KEYS)
+    out = ["# `auto` from private features (Pythia-style): learned, cross-validated, held out", "",
            "Made by `benchmarks/derive_auto_features.py --report`. Rule: `dpcore/points/recommend_features.py` "
-           f"(feature `{rf.FEATURE}`, cuts {rf.SHAPE_EDGES}); features cost {FEATURE_SHARE:.0%} of ε; training "
-           "on `benchmarks/auto_generators.py` only. "
-           f"Machine load when written: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min, 2 cores shared).", ""]
-    out += ["Two rounds. Round 1 trained on seven families (instances 0–106); its held-out results are kept in "
-            "`auto_features_round1.md`. They showed `auto` missing on the `uniform` data set, which no training "
-            "family resembled, so round 2 added the `smooth` family (near-uniform data; instances 1000–1014) and "
-            "re-derived the table with no other change. Round 2's numbers on the `uniform` data set are therefore "
-            "not a blind test; nothing else was tuned on the reported data sets (the rule's cells are chosen on "
-            "training releases only).", ""]
-    rel = lr.drop_duplicates(["instance", "grid", "n", "epsilon", "release"])
-    out += [f"## Training ({lr['instance'].nunique()} instances of {lr['family'].nunique()} families, "
-            f"{len(rel)} releases with features, {lr['config'].nunique()} configurations)", "",
-            "Feature and cuts chosen by leave-one-family-out cross-validation (mean log regret of the "
-            "table's choice on the left-out family, every size class):", "",
-            "| feature | cuts | CV geo-mean regret | CV within 10 % |", "|---|---|---:|---:|"]
-    for r in cv.itertuples():
-        out.append(f"| {r.feature} | {r.edges} | {np.exp(r.cv_mean_log_regret):.3f}x | {r.cv_within_10:.0%} |")
-    out.append("")
+           "(a ridge regression per candidate and query-size class predicts its log error ratio to the best "
+           "candidate from the scale n·ε, the grid and the noisy shape features"
+           + (", shrunk by their reliability" if shrink else "") + f"; argmin, parameter variants need a margin of "
+           f"{margin:.0%}); features cost {FEATURE_SHARE:.0%} of ε in "
+           "training. Training on `benchmarks/auto_generators.py` only. "
+           f"Machine load when written: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min, 2 cores shared).",
+           "",
+           f"## Training ({lr['instance'].nunique()} instances of {lr['family'].nunique()} families, {len(rel)} "
+           f"releases on which all {lr['config'].nunique()} configurations ran)", "",
+           "Leave-one-family-out cross-validation (the rule fitted without a family, scored on it; per release, "
+           "regret = the pick's MRE over the best configuration's on that release; `mixed` = MRE pooled over "
+           "0.1 %, 1 %, 10 % queries; family columns: geo-mean regret on mixed sizes):", "",
+           "| rule | geo-mean regret | within 10 % | mixed: regret | mixed: within 10 % | "
+           + " | ".join(c[4:] for c in cv.columns if c.startswith("fam_")) + " |",
+           "|---|---:|---:|---:|---:|" + "---:|" * sum(c.startswith("fam_") for c in cv.columns)]
+    for r in cv.to_dict("records"):
+        out.append(f"| {r['rule']} | {r['geo_regret']:.3f}x | {r['within_10']:.0%} | {r['mixed_geo_regret']:.3f}x | "
+                   f"{r['mixed_within_10']:.0%} | "
+                   + " | ".join(f"{r[c]:.2f}x" for c in cv.columns if c.startswith("fam_")) + " |")
+    out += ["", "### Why the rule misses (cross-validated picks)", "", *why, ""]
+    out += ["## The held-out sets", "",
+            "`spatial_256.csv` is the head-to-head's 256² run: its data sets were looked at four times while "
+            "`auto` was built, so it is kept for comparison only, and it has the data-free `auto` only (the "
+            "feature rule was not run on it). `auto_fresh.csv` is the fresh family of `benchmarks/auto_fresh.py`, "
+            "frozen in a commit before this rule was derived (9 data sets: five training families at unseen "
+            "seeds, one of them near-uniform, two shapes no training family has and two real-shaped sets used nowhere "
+            "else; 256², n 10^3–10^6, ε 0.01/0.1/1); its `auto` rows were made after the rule was committed and "
+            "read once. There `auto` is the default (data-free rule, 5 % of ε on a count) and `auto_features` "
+            "the feature rule (5 % of ε on features); the compared mechanisms' means use 5 releases, `auto`'s "
+            "16 at ε = 1 on clustered data.", ""]
     for name, h in ho:
-        if h.empty:
-            continue
-        r = h["ratio"]
-        clus = h[(h["epsilon"] == 1.0) & (h["dataset"] != "uniform")]
-        w = clus["worst_over_median"]
-        ok1 = (r <= 1.1).mean() >= 0.9
-        ok2 = bool((clus["ratio"] <= 1.1).all())
-        ok3 = bool(len(w) and (w <= 3).all())
-        out += [f"## Held out: `{name}`", "",
-                f"- Best among: {', '.join(sorted(set(', '.join(h['compared']).split(', '))))} (seeded releases; "
-                "`auto` with its defaults, 5 % of ε on features).",
-                f"- `auto` within 10 % of the best mechanism's mean MRE: {int((r <= 1.1).sum())} of {len(r)} settings "
-                f"({(r <= 1.1).mean():.0%}; target ≥ 90 %: **{'met' if ok1 else 'NOT met'}**); median {r.median():.2f}x, "
-                f"worst {r.max():.2f}x.",
-                *[f"- For comparison, always `{m}` (at its defaults, no feature share): within 10 % in "
-                  f"{int((h[f'{m}_ratio'] <= 1.1).sum())} of {len(h)}, worst {h[f'{m}_ratio'].max():.2f}x."
-                  for m in ("privtree", "ag") if f"{m}_ratio" in h],
-                f"- Every setting at ε = 1 on clustered data within 10 %: **{'met' if ok2 else 'NOT met'}** "
-                f"({int((clus['ratio'] <= 1.1).sum())} of {len(clus)}).",
-                f"- Worst of 16 releases within 3x the median (ε = 1, clustered): **{'met' if ok3 else 'NOT met'}**"
-                + (f" (largest {w.max():.2f}x)." if len(w) else "."), "",
-                "| data set | n | grid | ε | auto mean | best | best mean | ratio | worst/median |",
-                "|---|---:|---:|---:|---:|---|---:|---:|---:|"]
-        for x in h.sort_values(["dataset", "epsilon", "n_nom"]).itertuples():
-            out.append(f"| {x.dataset} | 10^{np.log10(x.n_nom):.0f} | {x.grid_rows} | {x.epsilon:g} | "
-                       f"{x.auto_mean:.3g} | {x.best} | {x.best_mean:.3g} | {x.ratio:.2f}x | {x.worst_over_median:.2f}x |")
-        out.append("")
-    out += ["## The table (scale n·ε/k, shape class, query sizes → configuration; training releases, "
-            "geo-mean regret, share within 10 %)", "",
-            "| n·ε | shape | sizes | configuration | releases | regret | within 10 % |",
-            "|---:|---|---|---|---:|---:|---:|"]
-    for (s, sh, sz), (c, n, g, w) in rf.TABLE.items():
-        out.append(f"| 10^{np.log10(s):.0f} | {sh} | {sz} | {c} | {n} | {g:.3f}x | {w:.0%} |")
-    out.append("")
+        if not h.empty:
+            out += heldout_section(name, h)
     return "\n".join(out)
 
 
@@ -320,21 +416,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", type=int, default=4, help="(n, ε, grid) draws per instance")
     ap.add_argument("--releases", type=int, default=3)
     ap.add_argument("--queries", type=int, default=300, help="queries per size and release")
+    ap.add_argument("--configs", default="", help="comma-separated configurations to add to the sweep")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--report", nargs="*", default=None, help="head-to-head CSVs (held out) to validate on")
+    ap.add_argument("--fresh", action="store_true", help="also report the fresh held-out (results/auto_fresh.csv)")
     a = ap.parse_args(argv)
     if a.train:
-        train(a.instances, a.settings, a.releases, a.queries, a.first)
+        configs = tuple(c.strip() for c in a.configs.split(",") if c.strip()) or None
+        train(a.instances, a.settings, a.releases, a.queries, a.first, configs)
     if a.write or a.report is not None:
         lr = long_regrets(pd.read_csv(TRAIN_CSV))
-        feature, edges, table, cv = select(lr)
+        margin, shrink, coef, cv, cv_picks = select(lr)
         print(cv.to_string())
+        why = misses(lr, cv_picks)
+        print("\n".join(why))
         if a.write:
-            write_table(feature, edges, table)
-            print(f"wrote feature {feature} cuts {edges} and {len(table)} cells into {MODULE.relative_to(ROOT)}")
+            write_table(margin, shrink, coef, lr)
+            print(f"wrote margin {margin} and {len(coef)} coefficient rows into {MODULE.relative_to(ROOT)}")
         if a.report is not None:
             ho = [(Path(c).name, heldout(Path(c))) for c in a.report]
-            text = report(lr, cv, ho)
+            if a.fresh:
+                import auto_fresh
+                ho.append(("auto_fresh.csv (fresh, read once)",
+                           heldout(RESULTS / "auto_fresh.csv", 5, auto_fresh.COMPARED)))
+            text = report(lr, cv, margin, shrink, why, ho)
             print(text)
             (RESULTS / "auto_features.md").write_text(text)
     return 0

@@ -177,6 +177,21 @@ def append_rows(csv: Path, rows: list[dict]) -> None:
     df.to_csv(csv, mode="a", header=not csv.exists(), index=False, float_format="%.6g")
 
 
+def score_rows(rel, load: tuple, base: dict) -> list[dict]:
+    """One CSV row per query size of a release ``rel`` on ``load`` = (workload seed, queries,
+    their size tags, true answers): MRE (sanity bound :data:`SMOOTHING`), MAE, RMSE."""
+    ws, qs, tags, true = load
+    est = rel.answer(qs)
+    rows = []
+    for s in SIZES:
+        m = tags == s
+        rows.append({**base, "query_size": s, "n_queries": int(m.sum()), "status": "ok", "reason": "",
+                     "mre_percent": metrics.mre(true[m], est[m], SMOOTHING), "mae": metrics.mae(true[m], est[m]),
+                     "rmse": metrics.rmse(true[m], est[m]), "n_leaves": int(np.count_nonzero(rel.leaf)),
+                     "workload_seed": ws})
+    return rows
+
+
 def run(args: argparse.Namespace, csv: Path, log) -> None:
     grid_template = int(args.grid)
     names = catalog.names("points")
@@ -223,17 +238,8 @@ def run(args: argparse.Namespace, csv: Path, log) -> None:
                         t1 = time.perf_counter()
                         rel = mech.release(mech.plan(agg.grid, eps, None, unit=points_unit(agg.user_cap)), agg, NoiseSource(ns)).inner
                         dt = time.perf_counter() - t1
-                        ws, qs, tags, true = loads[r]
-                        est = rel.answer(qs)
-                        for s in SIZES:
-                            m = tags == s
-                            rows.append({**base, "query_size": s, "n_queries": int(m.sum()), "release": r,
-                                         "status": "ok", "reason": "",
-                                         "mre_percent": metrics.mre(true[m], est[m], SMOOTHING),
-                                         "mae": metrics.mae(true[m], est[m]),
-                                         "rmse": metrics.rmse(true[m], est[m]), "release_seconds": dt,
-                                         "n_leaves": int(np.count_nonzero(rel.leaf)), "noise_seed": ns,
-                                         "workload_seed": ws})
+                        rows += score_rows(rel, loads[r], {**base, "release": r, "release_seconds": dt,
+                                                           "noise_seed": ns})
                 except ParameterError as exc:
                     reason = str(exc).replace("\n", " ")
                     log(f"  skip {mech_name} at {name} n={n:,} ε={eps:g}: {reason}")

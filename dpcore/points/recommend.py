@@ -51,7 +51,8 @@ from typing import Any
 from dpcore.errors import ParameterError
 from dpcore.points.release import DEFAULT_QUERY_SIZES
 
-__all__ = ["SIZE_CLASSES", "TABLE", "Recommendation", "app_default", "lookup", "recommend", "size_class_of"]
+__all__ = ["SIZE_CLASSES", "TABLE", "Recommendation", "app_default", "lookup", "recommend", "size_class",
+           "size_class_of"]
 
 #: Query-size classes of the table: the benchmark's sizes and "mixed" (pooled over them).
 SIZE_CLASSES = ("0.1%", "1%", "10%", "mixed")
@@ -144,6 +145,17 @@ def size_class_of(size: float) -> str:
     return min(_CLASS_SIZES, key=lambda c: abs(math.log10(s) - math.log10(_CLASS_SIZES[c])))
 
 
+def size_class(query_sizes: Sequence[float]) -> str:
+    """The table's class of a set of query sizes: their common class, or ``mixed`` if they fall in
+    more than one (the default sizes are empty -> :data:`DEFAULT_QUERY_SIZES`).
+
+    >>> size_class((0.02, 0.06, 0.1)), size_class((0.008, 0.012)), size_class(())
+    ('mixed', '1%', 'mixed')
+    """
+    classes = {size_class_of(float(s)) for s in (query_sizes or DEFAULT_QUERY_SIZES)}
+    return classes.pop() if len(classes) == 1 else "mixed"
+
+
 def _nearest(value: float, grid: Sequence[float]) -> float:
     return min(grid, key=lambda g: abs(math.log10(value) - math.log10(g)))
 
@@ -207,8 +219,7 @@ def lookup(n: float, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUER
     k = max(int(sensitivity), 1)
     e_unit = eps / k
     sizes = tuple(float(s) for s in (query_sizes or DEFAULT_QUERY_SIZES))
-    classes = {size_class_of(s) for s in sizes}
-    sc = classes.pop() if len(classes) == 1 else "mixed"
+    sc = size_class(sizes)
     n_key = int(_nearest(max(n, 1.0), TABLE_NS))
     e_key = float(_nearest(e_unit, TABLE_EPSILONS))
     outside = []

@@ -4,27 +4,33 @@ Pythia (Kotsogiannis, Machanavajjhala, Hay & Miklau, "Pythia: Data Dependent Dif
 Private Algorithm Selection", SIGMOD 2017, Sec. 4–5) spends a small share of ε on noisy features
 and chooses the algorithm with a rule learned on public training data; DPBench (Hay et al.,
 SIGMOD 2016, Sec. 6) showed that the data's shape, not only its scale, decides which algorithm
-wins.  This module is that rule for the point mechanisms: a table from
+wins.  This module is that rule for the point mechanisms.  For every candidate CONFIGURATION
+(:data:`CONFIGS`: a mechanism and its parameters: AG's constants, PrivTree's θ and tree share,
+UG, ``ag_pool``, DAWA, identity, uniform) and query-size class (0.1 %, 1 %, 10 % or mixed, as
+:func:`dpcore.points.recommend.size_class`) a small linear regression predicts the candidate's
+log error ratio to the best candidate (its log REGRET) from the terms of :func:`design`:
 
-* the SCALE class: ``noisy_total · ε / k`` (k records per unit) in decades, 10^2 … 10^6, and
-* the SHAPE class of one noisy feature (:data:`FEATURE`, from
-  :mod:`dpcore.points.mechanisms.features`), cut at :data:`SHAPE_EDGES`, and
-* the query-size class (0.1 %, 1 %, 10 % or mixed, as :mod:`dpcore.points.recommend`),
+* the scale ``L = log10(noisy_total · ε / k)`` (k records per unit) and the grid's side
+  ``g = log2(√(rows·cols))``, public;
+* the noisy shape features ``sparsity``, ``concentration``, ``top_entropy``
+  (:mod:`dpcore.points.mechanisms.features`); if :data:`SHRINK` (chosen by cross-validation),
+  each is shrunk toward its training centre by the share ``w = 1 / (1 + r²)`` of signal in it,
+  ``r`` the coarse blocks' noise SD over the mean block count (public: ε, k, the grid and the
+  noisy total), so that at small n·ε the rule falls back on the scale alone;
 
-to a candidate CONFIGURATION (:data:`CONFIGS`: a mechanism and its parameters: AG's constants,
-PrivTree's θ and tree share, UG's c).
+and ``auto`` takes the candidate with the smallest prediction, after adding :data:`MARGIN` to
+every NON-DEFAULT parameter variant (a variant must promise to beat its mechanism's defaults by
+that much: "right mechanism, wrong parameters" was the commonest miss of the earlier table).
 
 How it was learned (``benchmarks/derive_auto_features.py``)
     On the training generators of ``benchmarks/auto_generators.py`` only (clusters of many sizes,
     roads and towns, rings, uniform patches, heavy tails, mixtures, US tract centroids jittered,
-    near-uniform "smooth" data;
-    never the head-to-head's data sets), at random n, ε and grids (64² … 512²): for every
-    release the noisy features were bought exactly as ``auto`` buys them and every configuration
-    released with the rest of ε (and the noisy count as its ``public_n``).  Each configuration's
-    error over the best configuration's on that release is its regret; a cell of the table names
-    the configuration with the smallest mean log regret over the training releases that fall in
-    it (cells with too few releases use their scale class's pooled choice).  The table is written
-    by that script (``--write``); validation on the held-out head-to-head is in
+    near-uniform "smooth" data; never the head-to-head's data sets nor the fresh held-out family
+    of ``benchmarks/auto_fresh.py``), at random n, ε and grids (64² … 512²): for every release the
+    noisy features were bought exactly as ``auto`` buys them and every configuration released with
+    the rest of ε.  Ridge least squares per (configuration, size class); the margin by
+    leave-one-family-out cross-validation.  :data:`COEF` and :data:`TRAINING` are written by that
+    script (``--write``); its cross-validation and the held-out evaluation are in
     ``benchmarks/results/auto_features.md``.
 
 Privacy
@@ -33,25 +39,27 @@ Privacy
 >>> from dpcore.points.mechanisms.features import features_from_noisy
 >>> import numpy as np
 >>> f = features_from_noisy(50_000.0, np.full((16, 16), 195.0), epsilon=0.05)
->>> r = choose(f, 1.0, (0.02, 0.06, 0.1))
->>> r.mechanism in {m for m, _ in CONFIGS.values()} and r.key[0] == scale_class(50_000.0, 1.0)
+>>> r = choose(f, 1.0, (0.02, 0.06, 0.1), grid_shape=(256, 256))
+>>> r.config in CONFIGS and r.mechanism == CONFIGS[r.config][0]
 True
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dpcore.errors import ParameterError
 from dpcore.points.mechanisms.features import ShapeFeatures
-from dpcore.points.recommend import NAMES, TAKES_PUBLIC_N, _sizes_text, size_class_of
+from dpcore.points.recommend import NAMES, TAKES_PUBLIC_N, _sizes_text, size_class
 from dpcore.points.release import DEFAULT_QUERY_SIZES
 
-__all__ = ["CONFIGS", "FEATURE", "SCALE_LABELS", "SHAPE_EDGES", "SHAPE_LABELS", "TABLE", "FeatureChoice", "choose", "preview",
-           "scale_class", "shape_class"]
+__all__ = ["CONFIGS", "COEF", "DEFAULT_OF", "MARGIN", "SHRINK", "TERMS", "TRAINING", "FeatureChoice", "choose", "design",
+           "preview", "reliability"]
 
 #: The candidates: configuration name -> (mechanism, parameters other than its defaults).
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -63,95 +71,135 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "ag_coarse": ("ag", {"c": 20.0, "c2": 10.0}),
     "ug": ("ug", {}),
     "uniform": ("uniform", {}),
+    "ag_pool": ("ag_pool", {}),
+    "identity": ("identity", {}),
+    "dawa": ("dawa", {}),
 }
-#: Scale classes: decades of noisy n · ε per unit, labelled by their centre.
-SCALE_LABELS = (100, 1_000, 10_000, 100_000, 1_000_000)
-SHAPE_LABELS = ("spread", "mixed", "concentrated")
+#: The parameter variants and their mechanism's default configuration (the margin applies to them).
+DEFAULT_OF = {"privtree_s03": "privtree", "privtree_t30": "privtree", "ag_fine": "ag", "ag_coarse": "ag"}
+#: The regression's terms, in :func:`design`'s order.
+TERMS = ("1", "L", "L^2", "g", "g·L", "sparsity", "concentration", "top_entropy")
+#: Training means the shrunk features are pulled toward (sparsity, concentration, top entropy).
+FEATURE_CENTRE = (0.4, 0.5, 0.9)
+#: The coarse histogram's share of the feature budget in training (half; the other half counted).
+_HIST_SHARE = 0.5
 
 # Generated by benchmarks/derive_auto_features.py --write; do not edit by hand.
 # <table>
-FEATURE = 'sparsity'
-SHAPE_EDGES: tuple[float, float] = (0.16, 0.453)
-TABLE: dict[tuple[int, str, str], tuple[str, int, float, float]] = {
-    (100, 'spread', '0.1%'): ('privtree_s03', 205, 1.191, 0.483),
-    (100, 'spread', '1%'): ('privtree_s03', 205, 1.295, 0.415),
-    (100, 'spread', '10%'): ('privtree_s03', 205, 1.412, 0.41),
-    (100, 'spread', 'mixed'): ('privtree_s03', 205, 1.282, 0.434),
-    (100, 'mixed', '0.1%'): ('privtree_s03', 205, 1.191, 0.483),
-    (100, 'mixed', '1%'): ('privtree_s03', 205, 1.295, 0.415),
-    (100, 'mixed', '10%'): ('privtree_s03', 205, 1.412, 0.41),
-    (100, 'mixed', 'mixed'): ('privtree_s03', 205, 1.282, 0.434),
-    (100, 'concentrated', '0.1%'): ('privtree_s03', 187, 1.191, 0.487),
-    (100, 'concentrated', '1%'): ('privtree_s03', 187, 1.289, 0.422),
-    (100, 'concentrated', '10%'): ('privtree_s03', 187, 1.39, 0.428),
-    (100, 'concentrated', 'mixed'): ('privtree_s03', 187, 1.273, 0.455),
-    (1000, 'spread', '0.1%'): ('privtree_s03', 411, 1.134, 0.526),
-    (1000, 'spread', '1%'): ('privtree_s03', 411, 1.243, 0.372),
-    (1000, 'spread', '10%'): ('privtree_s03', 411, 1.37, 0.294),
-    (1000, 'spread', 'mixed'): ('privtree_s03', 411, 1.205, 0.377),
-    (1000, 'mixed', '0.1%'): ('privtree_s03', 114, 1.157, 0.465),
-    (1000, 'mixed', '1%'): ('ag_coarse', 114, 1.294, 0.272),
-    (1000, 'mixed', '10%'): ('ag_coarse', 114, 1.347, 0.289),
-    (1000, 'mixed', 'mixed'): ('ag_coarse', 114, 1.233, 0.307),
-    (1000, 'concentrated', '0.1%'): ('privtree_s03', 297, 1.126, 0.549),
-    (1000, 'concentrated', '1%'): ('privtree_s03', 297, 1.219, 0.428),
-    (1000, 'concentrated', '10%'): ('privtree_s03', 297, 1.34, 0.34),
-    (1000, 'concentrated', 'mixed'): ('privtree_s03', 297, 1.191, 0.424),
-    (10000, 'spread', '0.1%'): ('privtree_s03', 457, 1.128, 0.534),
-    (10000, 'spread', '1%'): ('privtree_s03', 457, 1.195, 0.414),
-    (10000, 'spread', '10%'): ('ag', 457, 1.298, 0.398),
-    (10000, 'spread', 'mixed'): ('privtree_s03', 457, 1.149, 0.505),
-    (10000, 'mixed', '0.1%'): ('privtree_s03', 312, 1.113, 0.538),
-    (10000, 'mixed', '1%'): ('privtree_s03', 312, 1.192, 0.401),
-    (10000, 'mixed', '10%'): ('ag', 312, 1.212, 0.462),
-    (10000, 'mixed', 'mixed'): ('privtree_s03', 312, 1.13, 0.532),
-    (10000, 'concentrated', '0.1%'): ('privtree', 120, 1.104, 0.667),
-    (10000, 'concentrated', '1%'): ('privtree_s03', 120, 1.149, 0.475),
-    (10000, 'concentrated', '10%'): ('privtree_s03', 120, 1.3, 0.367),
-    (10000, 'concentrated', 'mixed'): ('privtree', 120, 1.144, 0.542),
-    (100000, 'spread', '0.1%'): ('privtree_s03', 93, 1.142, 0.548),
-    (100000, 'spread', '1%'): ('ag_coarse', 93, 1.131, 0.527),
-    (100000, 'spread', '10%'): ('ag_coarse', 93, 1.081, 0.763),
-    (100000, 'spread', 'mixed'): ('privtree_s03', 93, 1.14, 0.57),
-    (100000, 'mixed', '0.1%'): ('privtree_s03', 126, 1.158, 0.548),
-    (100000, 'mixed', '1%'): ('ag', 126, 1.149, 0.532),
-    (100000, 'mixed', '10%'): ('ag', 126, 1.16, 0.595),
-    (100000, 'mixed', 'mixed'): ('privtree_s03', 126, 1.149, 0.556),
-    (100000, 'concentrated', '0.1%'): ('privtree_s03', 106, 1.093, 0.642),
-    (100000, 'concentrated', '1%'): ('privtree_s03', 106, 1.115, 0.547),
-    (100000, 'concentrated', '10%'): ('privtree_s03', 106, 1.256, 0.415),
-    (100000, 'concentrated', 'mixed'): ('privtree_s03', 106, 1.108, 0.594),
-    (1000000, 'spread', '0.1%'): ('privtree_s03', 66, 1.181, 0.621),
-    (1000000, 'spread', '1%'): ('privtree_s03', 66, 1.218, 0.379),
-    (1000000, 'spread', '10%'): ('ag_coarse', 66, 1.303, 0.515),
-    (1000000, 'spread', 'mixed'): ('privtree_s03', 66, 1.177, 0.606),
-    (1000000, 'mixed', '0.1%'): ('privtree_s03', 66, 1.181, 0.621),
-    (1000000, 'mixed', '1%'): ('privtree_s03', 66, 1.218, 0.379),
-    (1000000, 'mixed', '10%'): ('ag_coarse', 66, 1.303, 0.515),
-    (1000000, 'mixed', 'mixed'): ('privtree_s03', 66, 1.177, 0.606),
-    (1000000, 'concentrated', '0.1%'): ('privtree_s03', 66, 1.181, 0.621),
-    (1000000, 'concentrated', '1%'): ('privtree_s03', 66, 1.218, 0.379),
-    (1000000, 'concentrated', '10%'): ('ag_coarse', 66, 1.303, 0.515),
-    (1000000, 'concentrated', 'mixed'): ('privtree_s03', 66, 1.177, 0.606),
+MARGIN = 0.1
+SHRINK = True
+COEF: dict[tuple[str, str], tuple[float, ...]] = {
+    ('ag', '0.1%'): (0.023913, 0.0068911, 0.035147, 0.15469, -0.046076, 0.037199, -0.12534, -0.44259),
+    ('ag', '1%'): (0.14625, -0.079674, 0.036933, 0.1734, -0.044869, 0.44431, -0.012824, -0.62934),
+    ('ag', '10%'): (0.25941, -0.10311, 0.031639, 0.14058, -0.034448, 0.51986, -0.10474, -0.9233),
+    ('ag', 'mixed'): (0.070967, -0.027421, 0.03492, 0.15998, -0.044385, 0.23283, -0.071637, -0.64221),
+    ('ag_coarse', '0.1%'): (0.08945, -0.016055, 0.029433, 0.14961, -0.041954, -0.021485, 0.14218, 0.029092),
+    ('ag_coarse', '1%'): (0.18187, -0.049556, 0.023316, 0.16908, -0.041876, 0.18829, 0.18003, -0.25754),
+    ('ag_coarse', '10%'): (0.15742, -0.036083, 0.017358, 0.1503, -0.034344, 0.27948, 0.22559, -0.14903),
+    ('ag_coarse', 'mixed'): (0.075646, -0.013604, 0.024563, 0.16034, -0.041814, 0.08048, 0.16114, -0.10002),
+    ('ag_fine', '0.1%'): (0.13048, -0.034097, 0.034886, 0.15379, -0.038627, 0.13713, -0.084998, -0.87352),
+    ('ag_fine', '1%'): (0.32421, -0.14677, 0.040966, 0.15454, -0.034879, 0.53244, 0.083361, -0.88603),
+    ('ag_fine', '10%'): (0.45584, -0.25937, 0.045881, 0.11256, -0.016987, 0.64015, 0.12475, -0.96628),
+    ('ag_fine', 'mixed'): (0.27009, -0.0986, 0.03597, 0.13689, -0.031572, 0.33669, 0.013311, -0.97298),
+    ('ag_pool', '0.1%'): (-0.1743, 0.057091, 0.0094848, 0.048187, -0.013306, -0.39836, -0.30435, -0.57333),
+    ('ag_pool', '1%'): (-0.29176, 0.047448, 0.016693, 0.079764, -0.018972, 0.2503, -0.24774, -0.56361),
+    ('ag_pool', '10%'): (0.17369, -0.10444, 0.030244, 0.056009, -0.0097304, 0.83107, -0.021865, -0.53213),
+    ('ag_pool', 'mixed'): (-0.036944, -0.010602, 0.01679, 0.056639, -0.013168, 0.11695, -0.22481, -0.71131),
+    ('dawa', '0.1%'): (-0.59153, 0.21157, 0.012142, 0.16547, -0.031522, 0.4895, -0.01037, 0.68026),
+    ('dawa', '1%'): (0.12586, 0.19798, -0.0091241, 0.098172, -0.013839, 0.37847, 0.15959, 0.88259),
+    ('dawa', '10%'): (1.1311, 0.1003, -0.032058, -0.00082435, 0.011641, 0.1824, 0.042691, 0.45551),
+    ('dawa', 'mixed'): (0.39547, 0.1457, -0.014596, 0.078832, -0.011133, 0.63228, 0.033104, 0.6125),
+    ('identity', '0.1%'): (-0.89006, -0.25842, -0.056789, 0.82689, -0.03635, 1.0976, 0.74672, -0.54304),
+    ('identity', '1%'): (-1.106, -0.2487, -0.046715, 0.77861, -0.026547, 1.1648, 0.6455, -0.67745),
+    ('identity', '10%'): (-1.5067, -0.14113, -0.045512, 0.76383, -0.026683, 0.83255, 0.33698, -1.0756),
+    ('identity', 'mixed'): (-1.268, -0.17433, -0.059134, 0.77745, -0.024073, 1.2666, 0.56713, -0.64469),
+    ('privtree', '0.1%'): (-0.15665, 0.086564, 0.011678, 0.087362, -0.025758, -0.49555, -0.20199, -0.45134),
+    ('privtree', '1%'): (-0.12686, 0.076095, 0.012213, 0.10153, -0.026266, -0.69448, -0.27803, -0.63487),
+    ('privtree', '10%'): (-0.36704, 0.15649, 0.018091, 0.13353, -0.033721, -0.89721, -0.49428, -0.52655),
+    ('privtree', 'mixed'): (-0.32963, 0.14395, 0.0071863, 0.12001, -0.032144, -0.54859, -0.25945, -0.5285),
+    ('privtree_s03', '0.1%'): (-0.10522, 0.10414, 0.00015635, 0.052049, -0.016502, 0.018447, -0.10033, -0.079848),
+    ('privtree_s03', '1%'): (-0.034117, 0.10114, -0.0021172, 0.059572, -0.017141, -0.10015, -0.19032, -0.25992),
+    ('privtree_s03', '10%'): (-0.062047, 0.061888, 0.0070144, 0.058964, -0.012553, -0.26122, -0.37808, -0.22884),
+    ('privtree_s03', 'mixed'): (-0.18285, 0.1354, -0.0024488, 0.069718, -0.020576, -0.019778, -0.16193, -0.14945),
+    ('privtree_t30', '0.1%'): (-0.26261, 0.14025, 0.006325, 0.092951, -0.027044, -0.34273, -0.27311, -0.4074),
+    ('privtree_t30', '1%'): (-0.16079, 0.11956, 0.0061546, 0.098161, -0.026113, -0.54799, -0.24627, -0.57937),
+    ('privtree_t30', '10%'): (-0.25728, 0.14283, 0.011934, 0.10691, -0.026264, -0.71266, -0.43479, -0.48774),
+    ('privtree_t30', 'mixed'): (-0.27576, 0.15068, 0.0037561, 0.10431, -0.028398, -0.37911, -0.30172, -0.48924),
+    ('ug', '0.1%'): (0.40701, 0.074495, -0.012304, -0.016915, 0.0093747, 0.96492, 0.51335, -0.63936),
+    ('ug', '1%'): (0.64191, -0.030476, -0.012218, -0.024318, 0.020071, 0.76789, 0.70315, -0.77893),
+    ('ug', '10%'): (0.99146, -0.11822, -0.0090964, -0.051702, 0.028549, 0.31009, 0.70727, -0.75127),
+    ('ug', 'mixed'): (0.67867, -0.031457, -0.010573, -0.021102, 0.015754, 0.88043, 0.61656, -0.87078),
+    ('uniform', '0.1%'): (-0.56839, 0.20648, 0.13112, 0.05229, -0.024133, 1.519, 3.5689, 0.31854),
+    ('uniform', '1%'): (-0.26182, 0.37454, 0.1275, 0.034455, -0.020965, 1.5954, 4.2784, 0.32579),
+    ('uniform', '10%'): (0.16051, 0.55495, 0.11269, 0.031501, -0.024254, 1.2871, 4.8875, -0.29521),
+    ('uniform', 'mixed'): (0.10058, 0.32096, 0.10055, 0.026717, -0.012937, 2.5114, 3.8003, -0.31088),
+}
+TRAINING: dict[tuple[str, str], tuple[int, float, float]] = {
+    ('ag', '0.1%'): (3, 1.046, 0.667),
+    ('ag', '1%'): (35, 1.222, 0.457),
+    ('ag', '10%'): (145, 1.224, 0.49),
+    ('ag', 'mixed'): (11, 1.23, 0.273),
+    ('ag_coarse', '1%'): (1, 1.0, 1.0),
+    ('ag_coarse', '10%'): (9, 1.353, 0.556),
+    ('ag_pool', '0.1%'): (508, 1.151, 0.61),
+    ('ag_pool', '1%'): (501, 1.196, 0.581),
+    ('ag_pool', '10%'): (379, 1.421, 0.34),
+    ('ag_pool', 'mixed'): (473, 1.232, 0.562),
+    ('dawa', '0.1%'): (6, 1.004, 1.0),
+    ('identity', '0.1%'): (23, 1.201, 0.652),
+    ('identity', '1%'): (22, 1.216, 0.591),
+    ('identity', '10%'): (15, 1.38, 0.2),
+    ('identity', 'mixed'): (22, 1.181, 0.682),
+    ('privtree', '0.1%'): (16, 1.112, 0.438),
+    ('privtree', '1%'): (42, 1.209, 0.381),
+    ('privtree', '10%'): (27, 1.282, 0.333),
+    ('privtree', 'mixed'): (63, 1.186, 0.429),
+    ('privtree_s03', '0.1%'): (27, 1.152, 0.704),
+    ('privtree_s03', '1%'): (4, 1.256, 0.25),
+    ('privtree_s03', '10%'): (32, 1.337, 0.219),
+    ('privtree_s03', 'mixed'): (29, 1.176, 0.586),
+    ('ug', '0.1%'): (20, 1.143, 0.65),
+    ('ug', '1%'): (1, 1.615, 0.0),
+    ('ug', 'mixed'): (9, 1.117, 0.667),
+    ('uniform', '0.1%'): (13, 1.203, 0.615),
+    ('uniform', '1%'): (10, 1.483, 0.5),
+    ('uniform', '10%'): (9, 2.104, 0.111),
+    ('uniform', 'mixed'): (9, 1.837, 0.333),
 }
 # </table>
 
 
-def scale_class(noisy_total: float, epsilon_per_unit: float) -> int:
-    """The scale class (a :data:`SCALE_LABELS` entry) of ``noisy_total · ε`` on a log scale.
+def reliability(noisy_total: float, feature_epsilon: float, sensitivity: int, blocks: int,
+                hist_share: float = _HIST_SHARE) -> float:
+    """The share ``1 / (1 + r²)`` of signal in a coarse block's noisy count, ``r`` its noise SD
+    (discrete Laplace at ``hist_share · feature_epsilon``, sensitivity k: about ``√2·k/ε_h``) over
+    the mean block count ``noisy_total / blocks`` (public inputs and noisy outputs only).
 
-    >>> scale_class(20_000, 0.1), scale_class(5, 0.1), scale_class(1e9, 1.0)
-    (1000, 100, 1000000)
+    >>> round(reliability(1_000_000, 0.05, 1, 256), 3), reliability(1_000, 0.0005, 1, 256) < 1e-6
+    (1.0, True)
     """
-    v = max(float(noisy_total), 1.0) * float(epsilon_per_unit)
-    i = int(round(math.log10(max(v, 1e-9)))) - 2
-    return SCALE_LABELS[min(max(i, 0), len(SCALE_LABELS) - 1)]
+    e_h = max(float(hist_share) * float(feature_epsilon), 1e-12)
+    sd = math.sqrt(2.0) * max(int(sensitivity), 1) / e_h
+    mean_block = max(float(noisy_total), 1.0) / max(int(blocks), 1)
+    r = sd / mean_block
+    return 1.0 / (1.0 + r * r)
 
 
-def shape_class(value: float) -> str:
-    """The shape class of the feature's value (cut at :data:`SHAPE_EDGES`)."""
-    lo, hi = SHAPE_EDGES
-    return SHAPE_LABELS[0] if value < lo else SHAPE_LABELS[1] if value < hi else SHAPE_LABELS[2]
+def design(scale: np.ndarray, grid_side: np.ndarray, sparsity: np.ndarray, concentration: np.ndarray,
+           top_entropy: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """The regression's design matrix (rows: releases; columns: :data:`TERMS`).  ``scale`` is
+    ``log10(n·ε/k)``, ``grid_side`` is ``log2`` of the grid's side, ``weight`` the features'
+    :func:`reliability` (each feature enters as ``weight · (feature − its training centre)``; a
+    weight of 1 leaves them as they are).
+
+    >>> design(np.array([3.0]), np.array([8.0]), np.array([0.4]), np.array([0.5]), np.array([0.9]),
+    ...        np.array([1.0])).round(2).tolist()
+    [[1.0, 3.0, 9.0, 8.0, 24.0, 0.0, 0.0, 0.0]]
+    """
+    L, g, w = (np.asarray(a, dtype=np.float64) for a in (scale, grid_side, weight))
+    sp, co, te = (w * (np.asarray(v, dtype=np.float64) - c)
+                  for v, c in zip((sparsity, concentration, top_entropy), FEATURE_CENTRE, strict=True))
+    return np.column_stack([np.ones_like(L), L, L * L, g, g * L, sp, co, te])
 
 
 @dataclass(frozen=True)
@@ -162,7 +210,9 @@ class FeatureChoice:
     mechanism: str
     params: dict[str, Any]
     reason: str
-    key: tuple[int, str, str]
+    size_class: str
+    predicted_regret: float
+    predictions: dict[str, float]
     releases: int
     mean_regret: float
     within_10: float
@@ -170,8 +220,9 @@ class FeatureChoice:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config, "mechanism": self.mechanism, "params": dict(self.params),
-                "reason": self.reason,
-                "table_entry": {"scale": self.key[0], "shape": self.key[1], "query_sizes": self.key[2]},
+                "reason": self.reason, "query_size_class": self.size_class,
+                "predicted_regret": round(self.predicted_regret, 4),
+                "predicted_regrets": {k: round(v, 4) for k, v in self.predictions.items()},
                 "training_releases": self.releases, "training_mean_regret": self.mean_regret,
                 "training_within_10_percent": self.within_10}
 
@@ -181,47 +232,71 @@ def _params_text(params: dict[str, Any]) -> str:
     return "" if not shown else " (" + ", ".join(f"{k} {v:g}" for k, v in shown.items()) + ")"
 
 
-def _size_class(query_sizes: Sequence[float]) -> str:
-    classes = {size_class_of(float(s)) for s in (query_sizes or DEFAULT_QUERY_SIZES)}
-    return classes.pop() if len(classes) == 1 else "mixed"
+def _predict(scale: float, side: float, features: Sequence[float], weight: float, sc: str,
+             allowed: Collection[str] | None) -> dict[str, float]:
+    """Predicted regret (ratio, margin included) of every allowed configuration with coefficients."""
+    x = design(np.array([scale]), np.array([side]), *(np.array([v]) for v in features), np.array([weight]))[0]
+    out = {}
+    for config in CONFIGS:
+        coef = COEF.get((config, sc))
+        if coef is None or (allowed is not None and config not in allowed):
+            continue
+        out[config] = float(math.exp(float(x @ np.asarray(coef)))) * (1.0 + MARGIN if config in DEFAULT_OF else 1.0)
+    if not out:
+        raise ParameterError("No candidate of auto's feature rule is allowed here; run "
+                             "benchmarks/derive_auto_features.py --write or allow more mechanisms.")
+    return out
+
+
+def _grid_side(grid_shape: tuple[int, int]) -> float:
+    rows, cols = (max(int(v), 1) for v in grid_shape)
+    return 0.5 * math.log2(rows * cols)
 
 
 def preview(n: float, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUERY_SIZES, *,
-            sensitivity: int = 1) -> str:
-    """The configuration for about ``n`` points of a middling shape: the plan's preview, before
-    the features are bought (public inputs only)."""
-    if not TABLE:
-        raise ParameterError("The feature rule's table is empty; run benchmarks/derive_auto_features.py --write.")
-    key = (scale_class(n, float(epsilon) / max(int(sensitivity), 1)), SHAPE_LABELS[1], _size_class(query_sizes))
-    return TABLE[key][0]
+            sensitivity: int = 1, grid_shape: tuple[int, int] = (256, 256),
+            allowed: Collection[str] | None = None) -> str:
+    """The configuration for about ``n`` points of a middling shape (the features at their training
+    centre): the plan's preview, before the features are bought (public inputs only)."""
+    scale = math.log10(max(float(n), 1.0) * float(epsilon) / max(int(sensitivity), 1))
+    pred = _predict(scale, _grid_side(grid_shape), FEATURE_CENTRE, 1.0, size_class(query_sizes), allowed)
+    return min(pred, key=pred.__getitem__)
 
 
 def choose(features: ShapeFeatures, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUERY_SIZES, *,
-           sensitivity: int = 1) -> FeatureChoice:
-    """The table's configuration for these noisy ``features`` at ``epsilon`` (the whole ε of the
-    release, features included) with ``sensitivity`` records per unit, for ``query_sizes``.
+           sensitivity: int = 1, grid_shape: tuple[int, int] = (256, 256),
+           allowed: Collection[str] | None = None, hist_share: float = _HIST_SHARE) -> FeatureChoice:
+    """The configuration with the smallest predicted regret for these noisy ``features`` at
+    ``epsilon`` (the whole ε of the release, features included), ``sensitivity`` records per unit,
+    ``query_sizes``, on a grid of ``grid_shape``; only ``allowed`` configurations (default: all).
+    ``hist_share`` is the share of the features' ε the coarse histogram had (½, or 1 with a public n).
 
     Reads nothing but its arguments (post-processing).  ``params`` carry ``public_n`` (the noisy
     count, rounded, at least 1) for the mechanisms that size themselves from n."""
-    if not TABLE:
-        raise ParameterError("The feature rule's table is empty; run benchmarks/derive_auto_features.py --write.")
     eps = float(epsilon)
     if not math.isfinite(eps) or eps <= 0:
         raise ParameterError(f"ε must be a positive number (got {epsilon!r}).")
     k = max(int(sensitivity), 1)
     sizes = tuple(float(s) for s in (query_sizes or DEFAULT_QUERY_SIZES))
-    sc = _size_class(sizes)
-    value = float(getattr(features, FEATURE))
-    key = (scale_class(features.noisy_total, eps / k), shape_class(value), sc)
-    config, releases, regret, within = TABLE[key]
+    sc = size_class(sizes)
+    total = max(float(features.noisy_total), 1.0)
+    scale = math.log10(total * eps / k)
+    w = reliability(total, features.epsilon, k, features.coarse_rows * features.coarse_cols, hist_share) \
+        if SHRINK else 1.0
+    shape = (features.sparsity, features.concentration, features.top_entropy)
+    pred = _predict(scale, _grid_side(grid_shape), shape, w, sc, allowed)
+    config = min(pred, key=pred.__getitem__)
     mech, extra = CONFIGS[config]
     params = dict(extra)
     if mech in TAKES_PUBLIC_N:
         params["public_n"] = max(int(round(features.noisy_total)), 1)
+    releases, regret, within = TRAINING.get((config, sc), (0, 1.0, 0.0))
+    runner = sorted(pred, key=pred.__getitem__)[1:2]
     title = NAMES.get(mech, mech)
-    reason = (f"The noisy features read about {max(features.noisy_total, 0):,.0f} points with {FEATURE} "
-              f"{value:.2f} ({key[1]} data; n·ε/k ≈ 10^{int(math.log10(key[0]))}); on {releases:,} training "
-              f"releases of that class (synthetic shapes, never the reported data) with queries of "
-              f"{_sizes_text(sizes)}, {title}{_params_text(extra)} had the smallest mean error ratio to the "
-              f"best candidate ({regret:.2f}×; within 10 % of the best in {within:.0%}).")
-    return FeatureChoice(config, mech, params, reason, key, releases, regret, within)
+    reason = (f"The noisy features read about {max(features.noisy_total, 0):,.0f} points with sparsity "
+              f"{features.sparsity:.2f} and concentration {features.concentration:.2f}"
+              + (f" (trusted at {w:.0%} against their noise)" if SHRINK else "") + f"; for queries of {_sizes_text(sizes)} the rule learned on synthetic shapes "
+              f"(never the reported data) predicts {title}{_params_text(extra)} within {pred[config]:.2f}× of the "
+              f"best candidate" + (f" (next: {runner[0]}, {pred[runner[0]]:.2f}×)" if runner else "")
+              + f"; on {releases:,} training releases it averaged {regret:.2f}× the best.")
+    return FeatureChoice(config, mech, params, reason, sc, pred[config], pred, releases, regret, within)

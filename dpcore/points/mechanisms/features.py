@@ -6,7 +6,8 @@ of the data (its scale and how far it is from uniform) and chooses the algorithm
 learned on public training data.  The features here are that idea for a 2-D grid:
 
 * ``noisy_total``: the number of points, discrete Laplace at half of the feature budget
-  (sensitivity k, one unit adds or removes at most k points);
+  (sensitivity k, one unit adds or removes at most k points); with a PUBLIC number of points there
+  is no count: the public number stands in and the whole feature budget goes to the histogram;
 * a COARSE histogram (at most :data:`COARSE` × :data:`COARSE` blocks of the public grid), discrete
   Laplace at the other half (the blocks are disjoint: L1 sensitivity k), from which, by
   post-processing only:
@@ -20,7 +21,8 @@ learned on public training data.  The features here are that idea for a 2-D grid
 
 Privacy
     The two noisy releases compose sequentially: ``ε_f/2 + ε_f/2 = ε_f`` (the split is
-    :func:`~dpcore.privacy.calibration.split_custom`'s: the parts never add up to more).  Noise
+    :func:`~dpcore.privacy.calibration.split_custom`'s: the parts never add up to more); with a
+    public n the histogram alone spends ``ε_f``.  Noise
     only from :class:`~dpcore.privacy.noise.NoiseSource` (through
     :func:`~dpcore.points.mechanisms.base.noisy_counts`); every feature after it is a function of
     the two noisy outputs and public inputs (the grid, ε_f, k).
@@ -43,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcore.data.domain import Aggregate
+from dpcore.data.domain import Aggregate, block_edges
 from dpcore.points.mechanisms.base import noisy_counts
 from dpcore.privacy.budget import pure
 from dpcore.privacy.calibration import split_custom
@@ -75,10 +77,6 @@ class ShapeFeatures:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
-def _edges(n: int, parts: int) -> np.ndarray:
-    return np.linspace(0, n, parts + 1).round().astype(np.int64)[:-1]
-
-
 def coarse_blocks(rows: int, cols: int, side: int = COARSE) -> tuple[int, int]:
     """Blocks a side of the coarse histogram of a ``rows`` × ``cols`` grid (public).
 
@@ -88,13 +86,17 @@ def coarse_blocks(rows: int, cols: int, side: int = COARSE) -> tuple[int, int]:
     return min(side, int(rows)), min(side, int(cols))
 
 
-def feature_budgets(epsilon: float) -> tuple[float, float]:
-    """(ε of the count, ε of the coarse histogram): half and half, adding up to at most ``epsilon``.
+def feature_budgets(epsilon: float, *, count: bool = True) -> tuple[float, float]:
+    """(ε of the count, ε of the coarse histogram): half and half, adding up to at most ``epsilon``;
+    without a count (a public n) the histogram gets all of it.
 
-    >>> feature_budgets(0.1)
-    [0.05, 0.05]
+    >>> feature_budgets(0.1), feature_budgets(0.1, count=False)
+    ((0.05, 0.05), (0.0, 0.1))
     """
-    return split_custom(float(epsilon), [0.5, 0.5])
+    if not count:
+        return 0.0, float(epsilon)
+    e_total, e_hist = split_custom(float(epsilon), [0.5, 0.5])
+    return e_total, e_hist
 
 
 def coarse_counts(counts: np.ndarray, side: int = COARSE) -> np.ndarray:
@@ -105,7 +107,7 @@ def coarse_counts(counts: np.ndarray, side: int = COARSE) -> np.ndarray:
     """
     r, c = counts.shape
     br, bc = coarse_blocks(r, c, side)
-    rows, cols = _edges(r, br), _edges(c, bc)
+    rows, cols = block_edges(r, br)[:-1], block_edges(c, bc)[:-1]
     return np.add.reduceat(np.add.reduceat(np.asarray(counts, dtype=np.int64), rows, axis=0), cols, axis=1)
 
 
@@ -136,11 +138,17 @@ def features_from_noisy(noisy_total: float, noisy_hist: np.ndarray, *, epsilon: 
                          int(h.shape[0]), int(h.shape[1]) if h.ndim > 1 else 1, float(epsilon), int(sensitivity))
 
 
-def private_features(aggregate: Aggregate, epsilon: float, noise: NoiseSource) -> ShapeFeatures:
+def private_features(aggregate: Aggregate, epsilon: float, noise: NoiseSource, *,
+                     public_n: int | None = None) -> ShapeFeatures:
     """Buy the features with ``epsilon`` (pure ε-DP; half on the count, half on the coarse
-    histogram) from the confidential ``aggregate``; the only data access of ``auto``'s choice."""
+    histogram) from the confidential ``aggregate``; the only data access of ``auto``'s choice.
+    With a ``public_n`` (already public, so free) nothing is spent on the count: it stands in for
+    the noisy total and the histogram gets the whole ``epsilon``."""
     k = int(aggregate.sensitivity)
-    e_total, e_hist = feature_budgets(epsilon)
-    total = float(noisy_counts(np.array([aggregate.total]), pure(e_total), k, noise)[0])
+    e_total, e_hist = feature_budgets(epsilon, count=public_n is None)
+    if public_n is None:
+        total = float(noisy_counts(np.array([aggregate.total]), pure(e_total), k, noise)[0])
+    else:
+        total = float(public_n)
     hist = noisy_counts(coarse_counts(aggregate.counts), pure(e_hist), k, noise)
     return features_from_noisy(total, hist, epsilon=float(epsilon), sensitivity=k)

@@ -53,28 +53,88 @@ def test_features_noise_scale_is_k_over_epsilon() -> None:
         assert lv.sensitivity == 3 and lv.scale == pytest.approx(3 / lv.cost.value)
 
 
-def _fixed(total: float, value: float) -> feat.ShapeFeatures:
-    f = feat.ShapeFeatures(total, 0.5, 0.5, 0.5, 16, 16, 0.05, 1)
-    return feat.ShapeFeatures(**{**f.to_dict(), frule.FEATURE: value})
+def _fixed(total: float, sparsity: float, concentration: float, top_entropy: float) -> feat.ShapeFeatures:
+    return feat.ShapeFeatures(total, concentration, sparsity, top_entropy, 16, 16, 0.05, 1)
+
+
+#: a uniform-looking and a clustered-looking set of noisy features (what the coarse histogram shows)
+SPREAD, CLUSTERED = (0.0, 0.1, 1.0), (0.95, 0.99, 0.2)
 
 
 def test_choice_depends_only_on_the_noisy_features(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fix the noisy features: two very different data sets get the same choice, the one the table
-    names for those features; the choice follows the features when they change."""
-    lo, hi = frule.SHAPE_EDGES
-    choices = {}
-    for value in (lo / 2, (lo + hi) / 2, min(hi * 1.5, 1.0)):
-        fixed = _fixed(50_000.0, value)
-        monkeypatch.setattr(auto_module, "private_features", lambda agg, e, noise, fixed=fixed: fixed)
+    """Fix the noisy features: two very different data sets get the same choice, the rule's argmin
+    for those features; the predictions follow the features when they change."""
+    preds = []
+    for shape in (SPREAD, CLUSTERED):
+        fixed = _fixed(50_000.0, *shape)
+        monkeypatch.setattr(auto_module, "private_features", lambda agg, e, noise, public_n=None, fixed=fixed: fixed)
         ra = release_with(AUTO, uniform_aggregate(GRID, 20_000), 1.0, FEATURES, NoiseSource(3))
         rb = release_with(AUTO, clustered_aggregate(GRID, 800, spread=0.01), 1.0, FEATURES, NoiseSource(4))
-        want = frule.choose(fixed, 1.0, AUTO.resolve_params(FEATURES)["query_sizes"])
+        p = AUTO.resolve_params(FEATURES)
+        want = frule.choose(fixed, 1.0, p["query_sizes"], grid_shape=(64, 64),
+                            allowed=AUTO.allowed_configs(GRID, budget.pure(1.0), p, 50_000.0))
         assert ra.public["auto"]["config"] == rb.public["auto"]["config"] == want.config
+        assert want.config == min(want.predictions, key=want.predictions.__getitem__)
         assert ra.public["auto"]["chosen"] == want.mechanism
         assert ra.public["auto"]["n_used"] == 50_000.0
-        assert ra.public["auto"]["chosen_params"].get("public_n", 50_000) == 50_000
-        choices[value] = want.key
-    assert len(set(choices.values())) == 3  # three shape classes, three table entries
+        if want.mechanism in frule.TAKES_PUBLIC_N:
+            assert ra.public["auto"]["chosen_params"]["public_n"] == 50_000
+        else:
+            assert "public_n" not in ra.public["auto"]["chosen_params"]
+        preds.append(want.predictions)
+    assert preds[0] != preds[1]
+
+
+def test_public_n_gives_the_whole_feature_share_to_the_histogram(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a public n nothing is spent on a count: one histogram level with the whole share, and
+    the public n stands in for the total."""
+    seen = {}
+
+    def spy(agg, e, noise, public_n=None):
+        seen["args"] = (e, public_n)
+        return feat.private_features(agg, e, noise, public_n=public_n)
+    monkeypatch.setattr(auto_module, "private_features", spy)
+    params = {"feature_share": 0.1, "public_n": 20_000}
+    rel = release_with(AUTO, uniform_aggregate(GRID, 20_000), 1.0, params, NoiseSource(12))
+    fl = _feature_levels(rel)
+    assert [lv.n_counts for lv in fl] == [16 * 16]
+    assert fl[0].cost.value == pytest.approx(0.1)
+    assert sum(lv.cost.value for lv in rel.levels) == pytest.approx(1.0)
+    assert seen["args"] == (pytest.approx(0.1), 20_000)
+    a = rel.public["auto"]
+    assert a["features"]["noisy_total"] == 20_000.0 and a["n_used"] == 20_000.0
+    assert a["n_source"] == "public number of points"
+    levels = levels_of(AUTO, GRID, 1.0, params)
+    assert [lv.name.split(" (")[0] for lv in levels if "feature" in lv.name] == ["Coarse 16 × 16 histogram"]
+
+
+def test_private_features_with_a_public_n_spend_nothing_on_the_count() -> None:
+    """The same noise stream: with a public n the histogram's noise has half the scale (ε_f, not
+    ε_f/2), and no draw goes to a count."""
+    agg = uniform_aggregate(GRID, 20_000)
+    f = feat.private_features(agg, 0.2, NoiseSource(5), public_n=12_345)
+    assert f.noisy_total == 12_345.0
+    assert feat.feature_budgets(0.2, count=False) == (0.0, 0.2)
+
+
+def test_candidates_a_grid_refuses_are_never_chosen() -> None:
+    """The public checks run before the features are bought: DAWA refuses grids above 2048², so
+    on 4096² it is not a candidate; PrivTree is."""
+    big = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 4096, 4096)
+    p = AUTO.resolve_params(FEATURES)
+    allowed = AUTO.allowed_configs(big, budget.pure(1.0), p, 1e6)
+    assert "dawa" not in allowed and "privtree" in allowed
+    assert "dawa" in AUTO.allowed_configs(GRID, budget.pure(1.0), p, 1e6)
+    only = frule.choose(_fixed(1e6, *CLUSTERED), 1.0, grid_shape=(4096, 4096), allowed=("privtree", "ug"))
+    assert only.config in {"privtree", "ug"} and set(only.predictions) == {"privtree", "ug"}
+
+
+def test_reliability_falls_with_the_noise() -> None:
+    """r = √2·k/ε_h over the mean block count: 1,000 points in 256 blocks at ε_h = 0.0005 is all
+    noise; a million points at ε_h = 0.025 all signal; a cap of k records is k times the noise."""
+    assert frule.reliability(1_000, 0.001, 1, 256) < 1e-4
+    assert frule.reliability(1_000_000, 0.05, 1, 256) > 0.99
+    assert frule.reliability(50_000, 0.05, 3, 256) < frule.reliability(50_000, 0.05, 1, 256)
 
 
 def test_feature_share_zero_is_the_data_free_auto(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,6 +157,7 @@ def test_record_has_the_features_and_the_reason() -> None:
     assert a["reason"].startswith(f"The noisy features read about {a['features']['noisy_total']:,.0f} points")
     assert frule.NAMES.get(a["chosen"], a["chosen"]) in a["reason"]
     assert a["config"] in frule.CONFIGS and frule.CONFIGS[a["config"]][0] == a["chosen"]
+    assert a["prediction"]["predicted_regret"] == min(a["prediction"]["predicted_regrets"].values())
     assert rel.public["noisy_point_count"] == int(a["features"]["noisy_total"])
 
 

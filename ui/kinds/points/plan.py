@@ -297,12 +297,14 @@ def _auto_reason(grid: Any, ds: points_state.Dataset, raw: dict[str, Any]) -> No
         return
     share = float(resolved["feature_share"])
     if share > 0:  # issue 27: the release reads private features of the data's shape first
-        how = (f" The release first spends {share:.0%} of ε on noisy features of the data (a count and a coarse "
-               "histogram) and may choose another mechanism or other settings for their shape"
+        bought = "a coarse histogram; your public number of points replaces a count" if public_n else \
+            "a count and a coarse histogram"
+        how = (f" The release first spends {share:.0%} of ε on noisy features of the data ({bought}) and may "
+               "choose another mechanism or other settings for their shape"
                + ("." if public_n else "; the guess below is for this preview only."))
     else:
-        how = ("" if public_n else " The release counts the points privately (5 % of ε) and may choose another "
-               "if the count lands elsewhere; the guess below is for this preview only.")
+        how = ("" if public_n else f" The release counts the points privately ({float(resolved['count_share']):.0%} "
+               "of ε) and may choose another if the count lands elsewhere; the guess below is for this preview only.")
     st.info(why + how, icon=":material/recommend:")
 
 
