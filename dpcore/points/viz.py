@@ -32,6 +32,7 @@ from dpcore.data.domain import (
     prefix_sums,
     rect_sums_from_prefix,
 )
+from dpcore.data.domain import block_sums as block_sums_of_cells
 from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, LogScale, zoom_box
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.budget import two_significant
@@ -368,7 +369,7 @@ def _hover_blocks(release: PartitionRelease, idx: np.ndarray, values: np.ndarray
         if not cells_path:
             return release.block_sums(per_area, idx, re, ce).ravel()
         a = release.spread(per_area, idx) if per_cell is None else per_cell
-        return np.add.reduceat(np.add.reduceat(a, re[:-1], axis=0), ce[:-1], axis=1).ravel()
+        return block_sums_of_cells(a, re, ce).ravel()
 
     noisy = block_sums(release.noisy, values)
     rects = block_rects(g, mr, mc)
