@@ -23,7 +23,7 @@ from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.ledger_journal import APP
-from dpcore.privacy.ledger_store import StoredLedger
+from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
 from ui import clicks
 
 # the default caps and the default budget of one release (half the cap), the same for every kind
@@ -34,14 +34,26 @@ DEFAULT_RHO = default_release_budget("zcdp")
 DEFAULT_RELEASE = {"pure": DEFAULT_EPSILON, "zcdp": DEFAULT_RHO}
 
 
+class _AppSession(Session):
+    """:class:`Session` whose database, once opened, says in the page when a write waits for another
+    process's lock (a toast in the session that writes)."""
+
+    @property
+    def store(self) -> LedgerStore:
+        out = super().store
+        out.on_wait = _waiting
+        return out
+
+
 def session() -> Session:
     """The app's session on the shared budget database: the only code that charges a budget
     (:class:`dpcore.core.session.Session`); pages, the CLI and configs share its database.  Its
     charges are journalled until their files are stored (``deliver_to="app"``): a server stopped
-    between a charge and its files leaves the charge listed on History as charged, not delivered."""
-    out = Session(deliver_to=APP)
-    out.store.on_wait = _waiting  # a write waiting for another process's lock says so, in this session
-    return out
+    between a charge and its files leaves the charge listed on History as charged, not delivered.
+    The database is opened when first used, not here: a release of the demo (whose budget lives in
+    the browser session's own database) never opens it (issue 28 item 5: opening it, an SQLite
+    schema check and a write transaction, was in the first release's click on a new server)."""
+    return _AppSession(deliver_to=APP)
 
 
 def _waiting(message: str) -> None:

@@ -32,6 +32,7 @@ from dpcore.data.domain import (
     prefix_sums,
     rect_sums_from_prefix,
 )
+from dpcore.data.domain import block_sums as block_sums_of_cells
 from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, LogScale, zoom_box
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.budget import two_significant
@@ -345,29 +346,30 @@ def is_lattice(release: PartitionRelease, idx: np.ndarray) -> bool:
     return len(rows) * len(cols) == len(idx)  # distinct disjoint areas: every band pair is one area
 
 
-#: Up to this many area × block-edge overlaps, hover block sums are computed from the areas
-#: (:meth:`PartitionRelease.block_sums`, e.g. UG's 4,761 areas on a 4,096² grid) instead of the cells.
-_FEW_OVERLAPS = 2_000_000
+#: Hover block sums come from the areas (O(areas)) when the grid has at least this many cells per area
+#: (UG's 4,761 areas on a 4,096² grid), else from the grid's per-cell values (O(cells): Identity).
+_CELLS_PER_AREA = 16
 
 
-def _hover_blocks(release: PartitionRelease, idx: np.ndarray, values: np.ndarray,
+def _hover_blocks(release: PartitionRelease, idx: np.ndarray, values: np.ndarray | None,
                   hover_points: int) -> dict[str, np.ndarray]:
-    """:func:`display_blocks` for the hover layer, reusing the per-cell ``values``: block sums by
-    ``np.add.reduceat`` instead of prefix sums (the same numbers, a fraction of the time on a
-    4,096 × 4,096 grid)."""
+    """:func:`display_blocks` for the hover layer: block sums from the areas' overlaps with the blocks
+    (:meth:`PartitionRelease.block_sums`, e.g. UG's 4,761 areas on a 4,096² grid), or, for areas of a
+    few cells (Identity: one each), by ``np.add.reduceat`` over the per-cell ``values`` (the grid's values, None
+    when they were not made: the image was made from the areas); the same numbers as
+    :func:`display_blocks`' prefix sums, a fraction of the time on a 4,096 × 4,096 grid."""
     if len(idx) <= hover_points:
         return display_blocks(release, hover_points, idx)
     g = release.grid
     mr, mc = display_shape(g, hover_points)
     re, ce = block_edges(g.rows, mr), block_edges(g.cols, mc)
-
-    few = len(idx) * (len(re) + len(ce)) <= _FEW_OVERLAPS  # few areas: sums from the areas, not the cells
+    cells_path = values is not None and g.n_cells < _CELLS_PER_AREA * len(idx)  # Identity: the cells are the areas
 
     def block_sums(per_area: np.ndarray, per_cell: np.ndarray | None = None) -> np.ndarray:
-        if few:
+        if not cells_path:
             return release.block_sums(per_area, idx, re, ce).ravel()
         a = release.spread(per_area, idx) if per_cell is None else per_cell
-        return np.add.reduceat(np.add.reduceat(a, re[:-1], axis=0), ce[:-1], axis=1).ravel()
+        return block_sums_of_cells(a, re, ce).ravel()
 
     noisy = block_sums(release.noisy, values)
     rects = block_rects(g, mr, mc)
@@ -453,14 +455,22 @@ def grid_image_figure(
     """
     idx = release.frontier(depth) if depth is not None else release.leaf_index()
     g = release.grid
-    values = release.spread(release.noisy, idx)  # = release.density(idx), faster on big grids
     cell_km2 = g.cell_area_km2()
-    scale = LogScale.of(values / cell_km2)  # per km², log: the polygon maps' unit and scale (issue 26, item 5)
     f = image_factor(release.rects[idx], g.rows, g.cols)
-    shown, shown_grid = values, g
-    if f > 1:  # areas coarser than the pixels: the mean density of each f x f block of cells
-        shown = values.reshape(g.rows // f, f, g.cols // f, f).mean(axis=(1, 3))
+    values: np.ndarray | None = None
+    if f > 1:  # areas coarser than the pixels: the mean density of each f x f block of cells, from the
+        # areas' overlaps with the blocks (the grid's cells are never made: 16.8 M on a 4,096² grid)
+        r = release.rects[idx]
+        top = float(np.max(release.noisy[idx] / ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]))))
+        shown = release.block_sums(release.noisy, idx, np.arange(0, g.rows + 1, f), np.arange(0, g.cols + 1, f))
+        shown /= f * f
         shown_grid = Grid(g.bounds, g.rows // f, g.cols // f)
+    else:
+        values = release.spread(release.noisy, idx)  # = release.density(idx), faster on big grids
+        top = float(np.max(values))
+        shown, shown_grid = values, g
+    # per km², log: the polygon maps' unit and scale (issue 26, item 5), up to the densest cell
+    scale = LogScale.of(np.array([top / cell_km2]))
     layers = grid_image_layers(scale.z(shown / cell_km2) - scale.zmin, shown_grid, scale.zmax - scale.zmin,
                                opacity=opacity)
     vmax = scale.zmax

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcore.data.domain import Aggregate, Grid, block_rects, rect_sums
+from dpcore.data.domain import Aggregate, Grid, block_edges, block_rects, block_sums
 from dpcore.errors import ParameterError
 from dpcore.points.mechanisms.base import (
     Param,
@@ -118,5 +118,7 @@ class UniformGrid(PointsMechanism):
         public["grid_side"] = m
         levels = self._levels(grid, e_n, e_g, m, k)
         rects = block_rects(grid, m, m)
-        noisy = noisy_counts(rect_sums(aggregate.counts, rects), e_g, k, noise)
+        # the blocks' true counts in block_rects' order, by one pass over the cells (no prefix sums)
+        true = block_sums(aggregate.counts, block_edges(grid.rows, m), block_edges(grid.cols, m)).ravel()
+        noisy = noisy_counts(true, e_g, k, noise)
         return self.flat_release(aggregate, cost, params, levels, rects, noisy, public)

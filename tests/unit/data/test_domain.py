@@ -19,6 +19,7 @@ from dpcore.data.domain import (
     aggregate_points,
     block_edges,
     block_rects,
+    block_sums,
     cap_user_contributions,
     rect_sums,
     validate_rects,
@@ -533,6 +534,15 @@ class TestBlocks:
             [0, 2, 0, 2], [0, 2, 2, 4], [0, 2, 4, 6],
             [2, 4, 0, 2], [2, 4, 2, 4], [2, 4, 4, 6],
         ]
+
+    @pytest.mark.parametrize("rows,cols,mr,mc", [(10, 7, 3, 2), (16, 16, 4, 4), (5, 9, 5, 9), (3, 8, 1, 1), (97, 64, 13, 13)])
+    def test_block_sums_are_the_sums_over_block_rects(self, rows: int, cols: int, mr: int, mc: int) -> None:
+        """UG counts its blocks with block_sums (one pass over the cells): the same integers, in the same
+        order, as rect_sums over block_rects."""
+        m = np.random.default_rng(rows).poisson(2.0, size=(rows, cols)).astype(np.int64)
+        got = block_sums(m, block_edges(rows, mr), block_edges(cols, mc)).ravel()
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, rect_sums(m, block_rects(Grid(UNIT, rows, cols), mr, mc)))
 
 
 def random_rects(rng: np.random.Generator, rows: int, cols: int, k: int) -> np.ndarray:

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from dpcore.data.domain import Bounds, Grid
-from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
+from dpcore.points import release as release_mod
+from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease, area_block_sums
 from dpcore.privacy.budget import pure
 
 
@@ -160,6 +161,54 @@ class TestAnswer:
         qs = all_rects(6, 7)
         expected = [d[a:b, c:e].sum() for a, b, c, e in qs.tolist()]
         np.testing.assert_allclose(rel.answer(qs), expected, atol=1e-9)
+
+
+def guillotine(rng: np.random.Generator, rows: int, cols: int, splits: int) -> np.ndarray:
+    """A random partition of a rows x cols grid into rectangles, by random cuts of random pieces."""
+    rects = [(0, rows, 0, cols)]
+    for _ in range(splits):
+        i = int(rng.integers(len(rects)))
+        r0, r1, c0, c1 = rects[i]
+        if r1 - r0 >= 2 and (c1 - c0 < 2 or rng.random() < 0.5):
+            m = int(rng.integers(r0 + 1, r1))
+            rects[i:i + 1] = [(r0, m, c0, c1), (m, r1, c0, c1)]
+        elif c1 - c0 >= 2:
+            m = int(rng.integers(c0 + 1, c1))
+            rects[i:i + 1] = [(r0, r1, c0, m), (r0, r1, m, c1)]
+    return np.array(rects, dtype=np.int64)
+
+
+class TestFromTheAreas:
+    """Block sums and query answers computed from the areas' overlaps (never the grid's cells) equal
+    the sums over the brute-force per-cell density, for any partition and any blocks."""
+
+    @pytest.mark.parametrize("rows, cols", [(37, 53), (64, 64), (100, 7)])
+    def test_block_sums_of_random_partitions(self, rows: int, cols: int) -> None:
+        rng = np.random.default_rng(rows * cols)
+        g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), rows, cols)
+        rects = guillotine(rng, rows, cols, 60)
+        rel = make_release(g, rects, rng.normal(50, 30, len(rects)))
+        d = brute_density(g, rel)
+        for m_rows, m_cols in [(1, 1), (3, 5), (rows, cols), (7, 2)]:
+            re = np.round(np.linspace(0, rows, m_rows + 1)).astype(np.int64)
+            ce = np.round(np.linspace(0, cols, m_cols + 1)).astype(np.int64)
+            expected = np.add.reduceat(np.add.reduceat(d, re[:-1], axis=0), ce[:-1], axis=1)
+            np.testing.assert_allclose(area_block_sums(rel.rects, rel.noisy, re, ce), expected, atol=1e-9)
+
+    @pytest.mark.parametrize("per_cell", [0, 10**9])
+    def test_answers_from_the_areas_and_from_the_cells_agree(self, per_cell: int, monkeypatch) -> None:
+        """per_cell 0: always the prefix sums of the density; 10**9: always the areas' overlaps."""
+        monkeypatch.setattr(release_mod, "FEW_OVERLAPS_PER_CELL", per_cell)
+        rng = np.random.default_rng(4)
+        g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 11, 9)
+        rects = guillotine(rng, 11, 9, 25)
+        rel = make_release(g, rects, rng.integers(-20, 100, len(rects)).astype(float))
+        d = brute_density(g, rel)
+        qs = all_rects(11, 9)
+        expected = [d[a:b, c:e].sum() for a, b, c, e in qs.tolist()]
+        got = rel.answer(qs)
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, expected, atol=1e-9)
 
 
 class TestTable:

@@ -257,7 +257,7 @@ class TestHoverCap:
         rel = release(mech, 200, 160, seed=6)
         assert len(rel.leaf_index()) > 100
         fast, _ = grid_image_figure(rel, hover_points=100)
-        monkeypatch.setattr(viz, "_FEW_OVERLAPS", 0)  # the cells' path
+        monkeypatch.setattr(viz, "_CELLS_PER_AREA", 10**12)  # the cells' path
         slow, _ = grid_image_figure(rel, hover_points=100)
         blocks = display_blocks(rel, 100)
         for fig in (fast, slow):

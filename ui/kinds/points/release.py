@@ -49,6 +49,7 @@ def release_step() -> None:
         return
     st.subheader("Map", anchor="map")
     _map(cur)
+    points_state.store_pending_history()  # the release's tables, once its map is on the page
     st.subheader("Errors", anchor="errors")
     _errors(cur)
     intervals.section(lambda: points_state.release_files(cur), r.release_id, pick=False, stored=cur.exports["files"])

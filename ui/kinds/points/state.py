@@ -284,33 +284,28 @@ def current_release() -> ReleaseEntry | None:
     return None
 
 
-#: releases with more areas than this keep their files in the history after the page is drawn
-HISTORY_LATER_ABOVE = 50_000
-
-
 def add_release(out: KindRelease, *, into: list[ReleaseEntry], fp: str, led: Ledger,
                 cv_threshold: float = CV_THRESHOLD) -> ReleaseEntry:
     """Keep the release in this session (the list ``into``, read from st.session_state before the
-    charge) and its files in the release history.
+    charge); its files follow in the release history once its map is on the page.
 
     It reads and writes no st.session_state: Streamlit 1.67 may stop a callback at any access to it
     (a second click asks for a rerun), and a release that is charged must not be lost after the
-    charge.  A large release (more than :data:`HISTORY_LATER_ABOVE` areas: a per-cell CSV of up to
-    a gigabyte to build and compress) is kept in the session at once and its files are stored by
-    :func:`store_pending_history` after the page has been drawn (storing is idempotent, so a run
-    stopped half-way stores them on the next run).  ``cv_threshold``: the curator's threshold of the
-    record's level guidance (:func:`ui.confirm.cv_threshold`)."""
+    charge.  The charge (journalled with the release's id, :mod:`dpcore.privacy.ledger_journal`:
+    History lists it as charged until its files are stored) and ``release.json`` (the record, with
+    the ledger as of the charge) are made here, before anything is shown; the tables
+    (``release.csv``, the GeoJSON, the data users' files: 0.2–0.5 s for UG's 4,761 areas, up to a
+    gigabyte of CSV for a million cells) are made once from this release and stored with it by
+    :func:`store_pending_history`, which the Release step calls right after the map (and app.py after
+    every run, for a run stopped before: storing is idempotent, so a run stopped half-way stores them
+    on the next run) — before any download or History read of this session (issue 28 item 5: the map
+    of a UG release at 4,096² waited for its files).  ``cv_threshold``: the curator's threshold of
+    the record's level guidance (:func:`ui.confirm.cv_threshold`)."""
     entry = ReleaseEntry(out, fp)
-    # the files, made once from the envelope with the ledger as of the charge (the Export step and the
-    # history serve these bytes); a large release's tables follow after the page is drawn
-    large = entry.release.n_rects > HISTORY_LATER_ABOVE
     entry.exports["cv_threshold"] = cv_threshold
-    entry.exports["files"] = out.files(led, tables=not large, cv_threshold=cv_threshold)
+    entry.exports["files"] = out.files(led, tables=False, cv_threshold=cv_threshold)
+    entry.exports["history_pending"] = led
     into.append(entry)
-    if large:
-        entry.exports["history_pending"] = led
-    else:
-        _store_history(entry, led)
     return entry
 
 
@@ -319,11 +314,11 @@ GEOJSON_STORED_UP_TO = 200_000
 
 
 def release_files(entry: ReleaseEntry) -> dict[str, bytes]:
-    """The files of a point release, each made once: all of them when the release is made
-    (:func:`add_release`: ``KindRelease.files`` with the ledger as of the charge), or, for a large
-    release, ``release.json`` then and the tables (which do not depend on the ledger) the first time
-    they are needed.  The Export step and the release history serve these bytes; nothing is rebuilt
-    from a later ledger."""
+    """The files of a point release, each made once: ``release.json`` when the release is made
+    (:func:`add_release`: ``KindRelease.files`` with the ledger as of the charge), the tables (which
+    do not depend on the ledger) the first time they are needed (:func:`store_pending_history` right
+    after the map, or a download before it).  The Export step and the release history serve these
+    bytes; nothing is rebuilt from a later ledger."""
     from dpcore.core.review import with_review
     from dpcore.points import export
     from dpcore.points.data_users import match_written
@@ -348,8 +343,9 @@ def _store_history(entry: ReleaseEntry, led: Ledger) -> None:
 
 
 def store_pending_history() -> None:
-    """Store the files of large releases in the history (app.py calls it after the page and the
-    sidebar are drawn, so the map of a large release does not wait for a gigabyte of CSV)."""
+    """Store the files of releases not yet stored in the history (:func:`add_release`): the Release
+    step calls it right after the map, app.py after every run (so the map does not wait for the
+    tables: a gigabyte of CSV for a million cells)."""
     for entry in st.session_state.get("releases", []):
         led = entry.exports.get("history_pending")
         if led is not None:
