@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dpcore.errors import StorageError
-from ui import frame, sidebar
+from ui import clicks, frame, sidebar
 from ui import state as ui_state
 from ui.kinds.points import state as points_state
 
@@ -41,7 +41,9 @@ with frame.framed():
     finally:
         # after the page (also when it stops early): a step may change what the sidebar shows
         try:
+            # first, and not stopped by a rerun request (a page change to History must find the files)
+            with clicks.held():
+                points_state.store_pending_history()
             sidebar.render()
-            points_state.store_pending_history()  # last: the files of a large release, once its map is drawn
         except StorageError as e:
             st.error(str(e))

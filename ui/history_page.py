@@ -37,6 +37,8 @@ Budgets = dict[str, tuple[str, list[str], LedgerStore]]
 
 def history_step() -> None:
     """The History page below its heading: every budget, its releases and files, the removal form."""
+    with clicks.held():  # this session's last release, if its files still wait (its map's run stopped early)
+        points_state.store_pending_history()
     datasets: list[tuple[str, str, str]] = []  # (kind, fingerprint, label)
     ds = points_state.dataset()
     datasets.append(("points", ds.fingerprint, f"Points: {ds.name}"))
@@ -142,7 +144,8 @@ def _undelivered_note(d: dict) -> None:
                    f"dpcore history --serve {d['release_id']} --out DIR. The same files: no new noise, no new charge.")
     else:
         st.warning(f"Charge #{d['idx'] + 1} was charged, not delivered to {where}: the run stopped before its files "
-                   "were kept, so there is nothing to serve again. The budget it spent stays spent.")
+                   "were kept (or an open session is still storing them: look again in a moment), so there is "
+                   "nothing to serve yet. The budget it spent stays spent.")
 
 
 def _budget_history(key: str, kind: str, labels: list[str], store: LedgerStore, given: dict[str, str],

@@ -211,23 +211,26 @@ def person_once(fp: str, *, per_period: bool = False) -> bool:
 
 
 def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any],
-                     files: dict[str, bytes], ledger: Ledger | None = None) -> None:
+                     files: dict[str, bytes], ledger: Ledger | None = None) -> bool:
     """Keep a release's exported files in the budget database for the Release history page.
 
     ``ledger``: the budget the release was charged to; its database keeps the files (the demo's
     stay with the browser session).  Pass it from a release callback: without it the database is
     found through st.session_state, which Streamlit 1.67 may stop a callback at.
     A failure to store is shown as a warning: the release itself (already charged) is kept.
+    Returns whether the files were stored (a caller keeps them pending otherwise, to try again).
     """
     try:
         if isinstance(ledger, StoredLedger):
             ledger.store.record_release(ledger.dataset, release_id, kind, summary, files)
-            return
+            return True
         store = session_for(kind, fp).store
         store.record_release(store.budget_key(kind, fp), release_id, kind, summary, files)
+        return True
     except (DPCoreError, OSError, sqlite3.Error) as e:
         st.warning(f"The release was made but could not be stored in the release history: {e}. Download its "
                    "files now.")
+        return False
 
 
 def persistent(key: str, default: Any) -> str:

@@ -83,8 +83,11 @@ def _base(release: PartitionRelease) -> str:
 
 
 def _conditional(release: PartitionRelease) -> bool:
-    # auto chooses its mechanism from a noisy count when no public count is given: data-dependent too
-    return _base(release) in CONDITIONAL or (release.mechanism == "auto" and "noisy_point_count" in release.public)
+    # auto chooses its mechanism from a noisy count (no public count given) or from noisy features:
+    # data-dependent too
+    chose = release.public.get("auto", {}) if release.mechanism == "auto" else {}
+    return _base(release) in CONDITIONAL or (release.mechanism == "auto"
+                                             and ("noisy_point_count" in release.public or "features" in chose))
 
 
 def _scale_variance(release: PartitionRelease, budgets: NDArray[np.float64]) -> tuple[NDArray, NDArray, str]:

@@ -265,11 +265,13 @@ def preview(n: float, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUE
 
 def choose(features: ShapeFeatures, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUERY_SIZES, *,
            sensitivity: int = 1, grid_shape: tuple[int, int] = (256, 256),
-           allowed: Collection[str] | None = None, hist_share: float = _HIST_SHARE) -> FeatureChoice:
+           allowed: Collection[str] | None = None, hist_share: float = _HIST_SHARE,
+           n_public: bool = False) -> FeatureChoice:
     """The configuration with the smallest predicted regret for these noisy ``features`` at
     ``epsilon`` (the whole ε of the release, features included), ``sensitivity`` records per unit,
     ``query_sizes``, on a grid of ``grid_shape``; only ``allowed`` configurations (default: all).
-    ``hist_share`` is the share of the features' ε the coarse histogram had (½, or 1 with a public n).
+    ``hist_share`` is the share of the features' ε the coarse histogram had (½, or 1 with a public n);
+    ``n_public``: the features' total is the curator's public number of points (the reason says so).
 
     Reads nothing but its arguments (post-processing).  ``params`` carry ``public_n`` (the noisy
     count, rounded, at least 1) for the mechanisms that size themselves from n."""
@@ -293,7 +295,9 @@ def choose(features: ShapeFeatures, epsilon: float, query_sizes: Sequence[float]
     releases, regret, within = TRAINING.get((config, sc), (0, 1.0, 0.0))
     runner = sorted(pred, key=pred.__getitem__)[1:2]
     title = NAMES.get(mech, mech)
-    reason = (f"The noisy features read about {max(features.noisy_total, 0):,.0f} points with sparsity "
+    read = (f"For {max(features.noisy_total, 0):,.0f} points (public) the noisy features read sparsity " if n_public
+            else f"The noisy features read about {max(features.noisy_total, 0):,.0f} points with sparsity ")
+    reason = (read +
               f"{features.sparsity:.2f} and concentration {features.concentration:.2f}"
               + (f" (trusted at {w:.0%} against their noise)" if SHRINK else "") + f"; for queries of {_sizes_text(sizes)} the rule learned on synthetic shapes "
               f"(never the reported data) predicts {title}{_params_text(extra)} within {pred[config]:.2f}× of the "

@@ -221,7 +221,7 @@ def test_a_charge_whose_files_were_not_stored_is_listed_as_not_delivered(monkeyp
     monkeypatch.setattr(LedgerStore, "record_release", kept)  # not undo(): that also drops DPCORE_LEDGER_DB
     assert census_ledger(at).spent == pytest.approx(0.5)  # charged
     h = session("history.py")
-    assert any("charged, not delivered to the app" in w.value and "nothing to serve again" in w.value
+    assert any("charged, not delivered to the app" in w.value and "nothing to serve yet" in w.value
                for w in h.warning), [w.value for w in h.warning]
 
 

@@ -179,7 +179,7 @@ class Auto(PointsMechanism):
         return frule.choose(features, cost.value, params["query_sizes"], sensitivity=sensitivity,
                             grid_shape=(grid.rows, grid.cols),
                             allowed=self.allowed_configs(grid, cost, params, features.noisy_total),
-                            hist_share=1.0 if public_n else 0.5)
+                            hist_share=1.0 if public_n else 0.5, n_public=public_n)
 
     def __init__(self, candidates: Mapping[str, PointsMechanism]) -> None:
         #: the mechanisms the rules may name (the points kind's list without ``auto``; given, not
@@ -226,7 +226,9 @@ class Auto(PointsMechanism):
             mech, extra = frule.CONFIGS[config]
             note = (f"For about {float(n):,.0f} points of a middling shape auto would choose "
                     f"{rule.NAMES.get(mech, mech)}; the release chooses from its noisy features "
-                    f"({params['feature_share']:.0%} of ε: a noisy count and a coarse histogram).")
+                    f"({params['feature_share']:.0%} of ε: "
+                    + ("a coarse histogram; the number of points is public)." if params["public_n"] > 0
+                       else "a noisy count and a coarse histogram)."))
             return mech, dict(extra), note
         rec = self.choose(grid, cost, params, n, sensitivity)
         name = rule.NAMES.get(rec.mechanism, rec.mechanism)
@@ -318,7 +320,8 @@ class Auto(PointsMechanism):
         choice = {"chosen": name, "chosen_title": inner.title, "chosen_params": inner_params,
                   **facts, "epsilon_chosen": e_m.value}
         public = {**rel.public, "auto": choice}
-        if e_n is not None:  # the choice read noisy data: the count it bought is published with it
+        if e_n is not None and facts["n_source"] != "public number of points":
+            # the choice bought a noisy count: it is published with the release
             public["noisy_point_count"] = int(facts["features"]["noisy_total"] if "features" in facts
                                               else facts["n_used"])
         return dataclasses.replace(

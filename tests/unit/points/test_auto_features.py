@@ -8,6 +8,7 @@ from points_helpers import clustered_aggregate, levels_of, release_with, uniform
 
 from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.points import data_users
 from dpcore.points import recommend_features as frule
 from dpcore.points.mechanisms import auto as auto_module
 from dpcore.points.mechanisms import features as feat
@@ -104,6 +105,11 @@ def test_public_n_gives_the_whole_feature_share_to_the_histogram(monkeypatch: py
     a = rel.public["auto"]
     assert a["features"]["noisy_total"] == 20_000.0 and a["n_used"] == 20_000.0
     assert a["n_source"] == "public number of points"
+    # no count was bought: none is published as one, the reason calls the n public, and the
+    # data users' files still say the partition was chosen from noisy data (the histogram)
+    assert "noisy_point_count" not in rel.public
+    assert a["reason"].startswith("For 20,000 points (public)")
+    assert data_users.data_users_section(rel)["conditional_on_partition"] is True
     levels = levels_of(AUTO, GRID, 1.0, params)
     assert [lv.name.split(" (")[0] for lv in levels if "feature" in lv.name] == ["Coarse 16 × 16 histogram"]
 

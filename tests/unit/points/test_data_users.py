@@ -77,7 +77,8 @@ def test_every_mechanism_writes_the_three_files_in_the_format(name):
         assert len(m) == 0 and d["measurements_offered"] is False
     else:
         assert len(m) >= 1 and (m["phase"] == "count").all() and set(m["node"]) == set(d["nodes"])
-    assert d["conditional_on_partition"] == (base in CONDITIONAL or "noisy_point_count" in rel.public)
+    assert d["conditional_on_partition"] == (base in CONDITIONAL or "noisy_point_count" in rel.public
+                                             or "features" in rel.public.get("auto", {}))
     rec = json.loads(files["release.json"])
     validate_record(rec)
     offered = base not in NOT_OFFERED

@@ -49,11 +49,11 @@ def release_step() -> None:
         return
     st.subheader("Map", anchor="map")
     _map(cur)
-    points_state.store_pending_history()  # the release's tables, once its map is on the page
     st.subheader("Errors", anchor="errors")
     _errors(cur)
     intervals.section(lambda: points_state.release_files(cur), r.release_id, pick=False, stored=cur.exports["files"])
     frame.link("export")
+    points_state.store_pending_history()  # the release's tables, once its map and errors are on the page
 
 
 def release_now(plan: Plan, ledger: Ledger) -> None:

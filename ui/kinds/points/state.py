@@ -335,9 +335,9 @@ def release_files(entry: ReleaseEntry) -> dict[str, bytes]:
     return files
 
 
-def _store_history(entry: ReleaseEntry, led: Ledger) -> None:
+def _store_history(entry: ReleaseEntry, led: Ledger) -> bool:
     rel = entry.release
-    state.remember_release("points", entry.dataset_fingerprint, rel.release_id,
+    return state.remember_release("points", entry.dataset_fingerprint, rel.release_id,
                      {"mechanism": rel.mechanism_title, "cost": rel.cost.label(),
                       "grid": f"{rel.grid.rows} x {rel.grid.cols}", "params": rel.params}, release_files(entry), led)
 
@@ -345,11 +345,11 @@ def _store_history(entry: ReleaseEntry, led: Ledger) -> None:
 def store_pending_history() -> None:
     """Store the files of releases not yet stored in the history (:func:`add_release`): the Release
     step calls it right after the map, app.py after every run (so the map does not wait for the
-    tables: a gigabyte of CSV for a million cells)."""
+    tables: a gigabyte of CSV for a million cells).  A release whose files could not be stored (a
+    warning said so) stays pending and is tried again on the next run."""
     for entry in st.session_state.get("releases", []):
         led = entry.exports.get("history_pending")
-        if led is not None:
-            _store_history(entry, led)
+        if led is not None and _store_history(entry, led):
             entry.exports.pop("history_pending", None)
 
 
