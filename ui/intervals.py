@@ -24,7 +24,7 @@ import streamlit as st
 
 from dpcore.errors import DPCoreError
 from dpcore.estimate.release_interval import ReleaseIntervals, offers_intervals, read_density
-from ui import fmt
+from ui import charts, fmt
 
 #: The interval's coverage on the page.
 COVERAGE = 0.9
@@ -219,7 +219,7 @@ def _drawn(files_of: Callable[[], Mapping[str, bytes]], release_id: str) -> byte
     kept = st.session_state.get("_interval_draw_figure")
     if kept is None or kept[0] != release_id:  # made once per release (a million cells' centres take a while)
         try:
-            kept = (release_id, draw_figure(_intervals(files, release_id)))
+            kept = (release_id, charts.built(draw_figure(_intervals(files, release_id))))  # its dict made once
         except DPCoreError as e:  # no cell shapes (areas released without boundaries): say so, keep the page
             st.caption(str(e))
             return None

@@ -19,6 +19,8 @@ rounds the bounds) are placed on their grid to find neighbouring cut cells.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -79,6 +81,19 @@ class Density:
         if self.values.shape != self.shapes.shape or not np.all(np.isfinite(self.values) & (self.values >= 0)):
             raise ParameterError("A density gives one finite value of at least 0 for each of its shapes.")
         self.tree = shapely.STRtree(self.shapes)
+
+    @functools.cached_property
+    def key(self) -> str:
+        """A digest of the shapes and values: two densities with the same key apportion alike.
+
+        >>> a = Density(shapely.box([0], [0], [1], [1]), [1.0])
+        >>> a.key == Density(shapely.box([0], [0], [1], [1]), [1.0]).key != Density(shapely.box([0], [0], [1], [1]), [2.0]).key
+        True
+        """
+        h = hashlib.sha256(self.values.tobytes())
+        for wkb in shapely.to_wkb(self.shapes):
+            h.update(wkb)
+        return h.hexdigest()
 
     def shares(self, cells: NDArray[Any], polygon: shapely.Geometry, fallback: NDArray[np.float64]
                ) -> NDArray[np.float64]:

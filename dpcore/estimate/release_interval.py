@@ -179,6 +179,10 @@ def _valid(p: Any) -> Any:
     return fixed
 
 
+#: At most this many polygon answers are kept per release (then the kept ones are dropped).
+MAX_KEPT_ANSWERS = 256
+
+
 class ReleaseIntervals:
     """One release's measurements with their GLS estimate, solved once; then intervals for any unions.
 
@@ -198,6 +202,7 @@ class ReleaseIntervals:
         self._files = files
         self._measurements = measurements_in(files, self.design)
         self._shapes: CellIndex | None = None
+        self._answers: dict[tuple[Any, ...], dict[str, Any]] = {}  # polygon answers, keyed by the polygon
 
     # The measurements are read, the design built and the GLS estimate solved on the first interval
     # asked, not when the release is shown: listing the nodes to pick reads three columns only.
@@ -254,9 +259,21 @@ class ReleaseIntervals:
         """One answer per polygon of ``geojson`` (:func:`read_polygons`): the estimate, ``sd``, ``low``,
         ``high`` (noise and the cut cells' ``apportionment`` error: ``"overdispersed"``, ``"binomial"``
         or ``"none"``), the bracket ``inside``/``touching`` and a ``warning`` when cut cells carry over
-        20 %.  ``density``: a public density to apportion cut cells by (:func:`read_density`)."""
-        shapes = self.shapes()
+        20 %.  ``density``: a public density to apportion cut cells by (:func:`read_density`).
+
+        Each answer is kept, keyed by the polygon (its WKB), the coverage, the model and the density's
+        :attr:`~dpcore.estimate.polygon_interval.Density.key`: a polygon asked again (the app's reruns)
+        is not recomputed.  Copies are returned."""
+        import shapely
+
         polys = read_polygons(geojson)
-        rho = self.rho if apportionment == "overdispersed" else None
-        return [clean(polygon_interval(self.m, shapes, p, coverage, estimate=self.estimate, density=density,
-                                       apportionment=apportionment, rho=rho)) for p in polys]
+        ask = (float(coverage), apportionment, None if density is None else density.key)
+        keys = [(shapely.to_wkb(p), *ask) for p in polys]
+        for key, p in zip(keys, polys, strict=True):
+            if key not in self._answers:  # an app rerun asks the same polygons again: answered once
+                if len(self._answers) >= MAX_KEPT_ANSWERS:
+                    self._answers.clear()
+                rho = self.rho if apportionment == "overdispersed" else None
+                self._answers[key] = clean(polygon_interval(self.m, self.shapes(), p, coverage, estimate=self.estimate,
+                                                            density=density, apportionment=apportionment, rho=rho))
+        return [dict(self._answers[k]) for k in keys]

@@ -7,9 +7,11 @@ its intersection with the polygon over its own area, computed cell by cell with 
 from __future__ import annotations
 
 import numpy as np
+import orjson
 import shapely
 
 from dpcore.estimate.polygon_interval import CellIndex, Density, polygon_weights
+from dpcore.estimate.release_interval import ReleaseIntervals
 
 
 def grid_cells(n: int) -> np.ndarray:
@@ -59,3 +61,40 @@ def test_density_shares_equal_the_cell_by_cell_definition() -> None:
     by_area = dict(zip(pidx.tolist(), pshare.tolist(), strict=True))
     moved = [abs(w - by_area.get(i, 0.0)) for i, w in zip(idx.tolist(), share.tolist(), strict=True)]
     assert max(moved) > 0.1  # the density moves some cut cells' weights away from their area shares
+
+
+def _tiny_release() -> ReleaseIntervals:
+    design = {"schema": "dpcore-design/1", "kind": "hierarchy", "cells": ["a", "b"],
+              "nodes": {"t": [0, 1], "a": [0], "b": [1]}, "invariants": [], "edges": [["t", "a"], ["t", "b"]],
+              "cell_bounds": [[0, 0, 1, 1], [1, 0, 2, 1]]}
+    meas = (b"measurement_id,level,node,value,family,scale,variance,share,phase\n"
+            b"0,total,t,10,discrete_gaussian,1,1,0.5,count\n1,leaf,a,4,discrete_gaussian,1,1,0.5,count\n"
+            b"2,leaf,b,5,discrete_gaussian,1,1,0.5,count\n")
+    return ReleaseIntervals({"design.json": orjson.dumps(design), "measurements.csv": meas})
+
+
+def _square(x0: float) -> bytes:
+    ring = [[x0, 0], [2, 0], [2, 1], [x0, 1], [x0, 0]]
+    return ('{"type":"FeatureCollection","features":[{"type":"Feature","properties":{},'
+            f'"geometry":{{"type":"Polygon","coordinates":[{ring}]}}}}]}}').encode()
+
+
+def test_polygon_answers_are_kept_by_polygon_and_recomputed_for_another_question(monkeypatch) -> None:
+    """The app asks the same polygon on every rerun: the release's intervals object answers it once."""
+    import dpcore.estimate.release_interval as ri_mod
+
+    calls = []
+    real = ri_mod.polygon_interval
+    monkeypatch.setattr(ri_mod, "polygon_interval", lambda *a, **k: calls.append(1) or real(*a, **k))
+    ri = _tiny_release()
+    first = ri.of_polygons(_square(0.5))
+    first[0]["estimate"] = -1.0  # a caller changing its copy does not change the kept answer
+    again = ri.of_polygons(_square(0.5))
+    assert len(calls) == 1 and again[0]["estimate"] != -1.0
+    ri.of_polygons(_square(0.5), 0.95)  # another coverage, another model, another polygon: new answers
+    ri.of_polygons(_square(0.5), apportionment="none")
+    ri.of_polygons(_square(0.25))
+    dens = Density(shapely.box([0], [0], [1], [1]), [1.0])
+    ri.of_polygons(_square(0.5), density=dens)
+    ri.of_polygons(_square(0.5), density=Density(shapely.box([0], [0], [1], [1]), [1.0]))  # the same density
+    assert len(calls) == 5
