@@ -36,12 +36,37 @@ from dpcore.core.session import Session  # noqa: E402
 from dpcore.data.domain import Grid, aggregate_points  # noqa: E402
 from dpcore.estimate.apportionment import shape_factors, subcell_overdispersion  # noqa: E402
 from dpcore.estimate.gls import gls_estimate, measurements_from, union_variance  # noqa: E402
-from dpcore.estimate.polygon_interval import CellIndex, piece_grids, polygon_weights  # noqa: E402
+from dpcore.estimate.polygon_interval import (  # noqa: E402
+    CellIndex,
+    lattice_counts,
+    lattice_shares,
+    piece_grids,
+    polygon_weights,
+)
 from dpcore.estimate.release_interval import cell_shapes  # noqa: E402
 from dpcore.points.data_users import design, measurement_frame  # noqa: E402
 from dpcore.points.unit import points_unit  # noqa: E402
 from dpcore.privacy.budget import pure  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
+
+
+def lattice_share(grid: Grid, geoms: np.ndarray, polygon: shapely.Geometry, step: float, cell_of_rc: np.ndarray,
+                  cells: np.ndarray) -> np.ndarray:
+    """Each cut cell's share of the lattice positions (multiples of ``step`` degrees) that fall in it
+    (by the grid's own binning) and lie inside ``polygon``."""
+    b = shapely.bounds(geoms)
+    k = int(math.ceil(max(grid.dlon, grid.dlat) / step)) + 2
+    off = np.arange(k) - 1
+    ix = np.floor(b[:, [0]] / step) + off[None, :]
+    iy = np.floor(b[:, [1]] / step) + off[None, :]
+    lon = np.round(np.repeat(ix, k, axis=1) * step, 10)
+    lat = np.round(np.tile(iy, (1, k)) * step, 10)
+    r, c, ok = grid.cell_index(lon.ravel(), lat.ravel())
+    mine = ok & (cell_of_rc[np.clip(r, 0, grid.rows - 1), np.clip(c, 0, grid.cols - 1)] == np.repeat(cells, k * k))
+    mine = mine.reshape(lon.shape)
+    inside = shapely.contains_xy(polygon, lon, lat) & mine
+    n = mine.sum(axis=1)
+    return np.where(n > 0, inside.sum(axis=1) / np.maximum(n, 1), 0.5)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,8 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--days", default="1-30")
     ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--jitter", type=float, default=0.0, help="move each pickup uniformly by up to ± this many "
+                    "degrees (a thought experiment: is the lattice of the rounded coordinates the cause?)")
+    ap.add_argument("--lattice", type=float, default=0.0, help="also weigh cut cells by their share of the "
+                    "lattice of coordinates this many degrees apart (0.0001: the pickups' 4 decimals)")
+    ap.add_argument("--quick", action="store_true", help="skip the noise (the apportionment statistics only)")
     args = ap.parse_args(argv)
     lon, lat = load(args.days)
+    if args.jitter:
+        rng = np.random.default_rng(5)
+        lon = np.clip(lon + rng.uniform(-args.jitter, args.jitter, lon.size), BOUNDS.west, BOUNDS.east - 1e-9)
+        lat = np.clip(lat + rng.uniform(-args.jitter, args.jitter, lat.size), BOUNDS.south, BOUNDS.north - 1e-9)
     polys = drawn_polygons(args.polygons, args.seed, lon, lat)
     grid = Grid(BOUNDS, args.size, args.size)
     agg = aggregate_points(lon, lat, grid)
@@ -70,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     truth = agg.counts[rects[:, 0], rects[:, 2]].astype(float)
     x = gls_estimate(m)
     model = subcell_overdispersion(m, index.area)
+    lat_model = subcell_overdispersion(m, lattice_counts(index.geoms, args.lattice)) if args.lattice else model
+    if args.lattice:
+        print(f"rho from the lattice counts: rho_sub {lat_model.rho:.4f} alpha {lat_model.exponent:.3f} "
+              f"levels {[round(r, 4) for r, _ in lat_model.levels]}")
     print(f"size {args.size}, seed {args.seed}: rho_sub {model.rho:.4f} alpha {model.exponent:.3f} levels {model.levels}")
     # distinct pickup locations per occupied cell
     key = np.unique(np.column_stack([pt_cell, np.rint(lon * 1e4), np.rint(lat * 1e4)]), axis=0)
@@ -78,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"distinct locations per occupied cell: median {np.median(locs[occ]):.0f}, mean {locs[occ].mean():.1f}; "
           f"weighted by pickups {np.sum(locs * truth) / truth.sum():.1f}")
     z = norm.ppf(0.95)
-    rows = []
+    rows, lat_rows, lat_diff = [], [], 0
     cells_a, cells_v, cells_x, cells_vhat = [], [], [], []
     for p in polys:
         idx, share = polygon_weights(index, p)
@@ -95,10 +133,21 @@ def main(argv: list[str] | None = None) -> int:
         v = xc * g * (1 + np.maximum(xc - 1, 0) * rho_i)
         xh = np.maximum(x[idx[cut]], 0)
         vh = xh * g * (1 + np.maximum(xh - 1, 0) * rho_i)
+        if args.lattice:
+            wl = lattice_share(grid, index.geoms[idx[cut]], p, args.lattice, cell_of_rc, idx[cut])
+            wl2 = lattice_shares(index.geoms[idx[cut]], p, args.lattice, wc)
+            lat_diff += int(np.sum(np.abs(wl - wl2) > 1e-9))
+            wl = wl2  # the library's (the grid's binning differs at a tie: a position on a cell's edge)
+            gl = wl * (1 - wl)
+            a_l = y_cut - wl * xc
+            rho_l = np.minimum(1.0, lat_model.rho * shape_factors(grids, lat_model.exponent))
+            v_l = xc * gl * (1 + np.maximum(xc - 1, 0) * rho_l)
+            lat_rows.append((float(a_l.sum()), float(v_l.sum()), float((a_l * a_l).sum()), float((a_l * a_l).sum()),
+                             float(np.sum(a_l * a_l)), float(np.sum(v_l))))
         cells_a.append(a), cells_v.append(v), cells_x.append(xc), cells_vhat.append(vh)
         w = np.zeros(m.n)
         w[idx] = share
-        noise = math.sqrt(union_variance(m, w))
+        noise = 1.0 if args.quick else math.sqrt(union_variance(m, w))
         est = float(share @ x[idx])
         e = est - float(share @ truth[idx])
         rows.append((n_in, by_cells, float(a.sum()), float(v.sum()), float(vh.sum()), float((a * a).sum()), noise, e,
@@ -117,6 +166,18 @@ def main(argv: list[str] | None = None) -> int:
                   f"share of sum v {np.sum(v[k]) / np.sum(v):.3f}")
     print(f"per polygon: sum A^2 / sum V {np.sum(A * A) / np.sum(V):.3f}; sum A^2 / sum S (cross terms) "
           f"{np.sum(A * A) / np.sum(S):.3f}; median A^2/S {np.median(A * A / np.maximum(S, 1e-9)):.3f}")
+    if lat_rows:
+        L = np.array(lat_rows)
+        print(f"cut cells whose lattice share by the grid's binning differs from the library's: {lat_diff}")
+        print(f"lattice shares: per cut cell sum a^2/sum v {L[:, 4].sum() / L[:, 5].sum():.3f}; per polygon sum A^2/sum V "
+              f"{np.sum(L[:, 0] ** 2) / L[:, 1].sum():.3f}; sum A^2/sum S {np.sum(L[:, 0] ** 2) / L[:, 2].sum():.3f}; "
+              f"mean A/sqrt(V) {np.mean(L[:, 0] / np.sqrt(L[:, 1])):+.3f}")
+        if not args.quick:
+            sd = np.sqrt(noise ** 2 + L[:, 1])
+            pc = norm.cdf((z * sd - L[:, 0]) / noise) - norm.cdf((-z * sd - L[:, 0]) / noise)
+            print(f"lattice shares, model with true x: expected coverage {pc.mean():.4f} (SE {pc.std(ddof=1) / math.sqrt(pc.size):.4f})")
+    if args.quick:
+        return 0
     print(f"noise: e/noise sd: mean {np.mean(e / noise):+.3f} sd {np.std(e / noise):.3f}")
     frac = V / (V + noise ** 2)
     for name, var in [("model, true x", V), ("model, x_hat", Vh), ("model x_hat, *1.5", 1.5 * Vh)]:
