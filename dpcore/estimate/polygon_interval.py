@@ -11,6 +11,23 @@ the polygon, not only for the area-weighted cells.  That model is an assumption,
 measurement, so the answer also gives the bracket ``[Σ_inside x̂, Σ_touching x̂]`` and a warning
 when the cut cells carry more than 20 % of the estimate.
 
+**Points on a lattice** (``precision``).  Coordinates are often published rounded (the NYC pickups
+to 4 decimals: a lattice 0.0001° apart, about 8 × 11 m), so the points of a cell can only sit on
+its lattice positions, and a cut cell's points inside are those of the positions inside, not an
+area share of them.  Where a cell spans few positions that matters, and not as noise: the area
+share errs the same way in consecutive cells along a polygon's edge (the lattice's phase against
+the cells drifts slowly: a 1,024² cell of the 0.3° box is 2.93 positions wide, so the phase moves
+0.07 of a position per cell), so the cut cells' errors add up instead of averaging out, which no
+model of independent cells (nor the isotropic neighbours' term) describes.  Measured on training
+polygons of the pickups (benchmarks/interval_polygons_diagnose.py, seed 11, never the reported
+polygons): at 1,024² the squared apportionment error of a polygon was 2.08 times the sum of its
+cut cells' own squared errors (1.2 at 256², where a cell spans 11.7 positions); with the points
+moved off the lattice by up to half a position (a thought experiment) 1.25; weighing cut cells by
+their share of the lattice positions inside (:func:`lattice_shares`) 0.96: the correlation is the
+lattice's, and it goes with the lattice shares.  A release cannot see the lattice (that would read
+the data), so the precision is a public fact the curator or data user states (the file's
+decimals); without it the area share is used.
+
 Cell shapes are the rectangles of ``design.json``'s ``cell_bounds`` (points releases, lon/lat);
 area shares are taken in those coordinates (within one small cell the distortion of lon/lat
 is negligible); with ``neighbours``, cells of one size (within 1e-3 of a cell: ``design.json``

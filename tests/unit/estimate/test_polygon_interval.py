@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 import orjson
+import pytest
 import shapely
 
-from dpcore.estimate.polygon_interval import CellIndex, Density, polygon_weights
+from dpcore.estimate.polygon_interval import (
+    CellIndex,
+    Density,
+    lattice_counts,
+    lattice_shares,
+    polygon_weights,
+)
 from dpcore.estimate.release_interval import ReleaseIntervals
 
 
@@ -98,3 +105,63 @@ def test_polygon_answers_are_kept_by_polygon_and_recomputed_for_another_question
     ri.of_polygons(_square(0.5), density=dens)
     ri.of_polygons(_square(0.5), density=Density(shapely.box([0], [0], [1], [1]), [1.0]))  # the same density
     assert len(calls) == 5
+    ri.of_polygons(_square(0.5), precision=0.1)  # weighed by the lattice: another question
+    ri.of_polygons(_square(0.5), precision=0.1)
+    assert len(calls) == 6
+
+
+def test_lattice_shares_count_the_positions_inside_like_the_binning_does() -> None:
+    """Each cut cell's share of the lattice positions (multiples of the precision, a cell holding those
+    on its west and south edges, as points are binned) inside the polygon, against a position-by-position count."""
+    step = 0.1
+    edges = np.arange(9) * 0.29  # 8 cells of 2.9 positions a side: 2 or 3 positions per axis
+    xs, ys = np.meshgrid(edges[:-1], edges[:-1], indexing="ij")
+    cells = shapely.box(xs.ravel(), ys.ravel(), xs.ravel() + 0.29, ys.ravel() + 0.29)
+    poly = shapely.Polygon([(0.13, 0.07), (2.1, 0.4), (1.6, 2.2), (0.3, 1.5)])
+    got = lattice_shares(cells, poly, step, np.full(cells.size, -1.0))
+    k = np.arange(-1, 30)
+    px, py = (a.ravel() * step for a in np.meshgrid(k, k, indexing="ij"))
+    for c, share in zip(cells, got, strict=True):
+        w, s, e, n = c.bounds
+        mine = (px >= w - 1e-9) & (px < e - 1e-9) & (py >= s - 1e-9) & (py < n - 1e-9)
+        inside = mine & shapely.contains_xy(poly, px, py)
+        assert share == pytest.approx(inside.sum() / mine.sum())
+    assert lattice_counts(cells, step).tolist() == [float(np.sum(
+        (px >= c.bounds[0] - 1e-9) & (px < c.bounds[2] - 1e-9) & (py >= c.bounds[1] - 1e-9) & (py < c.bounds[3] - 1e-9)))
+        for c in cells]
+
+
+def test_lattice_shares_remove_the_edge_error_of_points_on_a_lattice() -> None:
+    """One point on every lattice position: weighed by their lattice share, the cut cells give the points
+    inside exactly; by area share they err, the same way in every cell along the edge (the errors add up)."""
+    step, side = 0.1, 0.29
+    edges = np.arange(11) * side
+    xs, ys = np.meshgrid(edges[:-1], edges[:-1], indexing="ij")
+    cells = shapely.box(xs.ravel(), ys.ravel(), xs.ravel() + side, ys.ravel() + side)
+    k = np.arange(0, 29)
+    px, py = (a.ravel() * step for a in np.meshgrid(k, k, indexing="ij"))
+    counts = np.array([np.sum((px >= c.bounds[0] - 1e-9) & (px < c.bounds[2] - 1e-9) & (py >= c.bounds[1] - 1e-9)
+                              & (py < c.bounds[3] - 1e-9)) for c in cells], dtype=float)
+    poly = shapely.box(-0.05, -0.05, 2.95, 1.12)  # an edge just above lattice row 11, in the 4th row of cells
+    truth = float(shapely.contains_xy(poly, px, py).sum())
+    idx, w = polygon_weights(cells, poly, precision=step)
+    assert float(w @ counts[idx]) == pytest.approx(truth)
+    idx, w = polygon_weights(cells, poly)
+    assert abs(float(w @ counts[idx]) - truth) > 10  # 10 cells along the edge, each 1.24 points short
+
+
+def test_precision_is_positive_and_not_given_with_a_density() -> None:
+    import scipy.sparse as sp
+
+    from dpcore.errors import ParameterError
+    from dpcore.estimate.gls import Measurements
+    from dpcore.estimate.polygon_interval import polygon_interval
+
+    cells = shapely.box([0, 1], [0, 0], [1, 2], [1, 1])
+    m = Measurements(sp.csr_matrix(np.eye(2)), np.array([5.0, 5.0]), np.ones(2), ["a", "b"])
+    poly = shapely.box(0.5, 0, 2, 1)
+    for bad in ({"precision": 0.0}, {"precision": float("nan")},
+                {"precision": 0.1, "density": Density(shapely.box([0], [0], [1], [1]), [1.0])}):
+        with pytest.raises(ParameterError, match="precision"):
+            polygon_interval(m, cells, poly, **bad)
+    assert polygon_interval(m, cells, poly, precision=0.1)["cells_cut"] == 1
