@@ -150,6 +150,9 @@ def _coverage(cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any], poly
     """Every cell sharing area with the polygon (sorted), its weight, and whether it lies wholly inside."""
     if polygon is None or polygon.is_empty or polygon.area <= 0:
         raise ParameterError("The polygon is empty or has no area; draw an area (a Polygon or MultiPolygon).")
+    if precision is not None and (density is not None or not (math.isfinite(precision) and precision > 0)):
+        raise ParameterError("The coordinates' precision is a positive number of degrees (e.g. 0.0001 for 4 decimals), "
+                             "and is not given together with a public density: choose one.")
     index = cells if isinstance(cells, CellIndex) else CellIndex(cells)
     full = index.tree.query(polygon, predicate="covers")
     touch = index.tree.query(polygon, predicate="intersects")
@@ -307,9 +310,6 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
     """
     if apportionment not in APPORTIONMENTS:
         raise ParameterError(f"Unknown apportionment {apportionment!r}: choose one of {', '.join(APPORTIONMENTS)}.")
-    if precision is not None and (density is not None or not (math.isfinite(precision) and precision > 0)):
-        raise ParameterError("The coordinates' precision is a positive number of degrees (e.g. 0.0001 for 4 decimals), "
-                             "and is not given together with a public density: choose one.")
     index = cells if isinstance(cells, CellIndex) else CellIndex(cells)
     idx, share, full = _coverage(index, polygon, density, precision)
     w = np.zeros(m.n)
