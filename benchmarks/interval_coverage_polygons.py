@@ -19,8 +19,10 @@ Intervals (``dpcore.estimate.polygon_interval.polygon_interval``, one per apport
     ``none`` (the noise alone), ``binomial``, ``finest`` (beta-binomial with the ρ of each release's
     finest split: the default before), ``overdispersed`` (the default: the ρ of a cell's own quarters
     extrapolated by the power law through the release's three finest splits, each cut piece scaled
-    by its shape, cells independent) and ``neighbours`` (the same with neighbouring cut cells
-    correlated; ``dpcore.estimate.apportionment``); the benchmark computes them from the same parts as the library
+    by its shape, cells independent), ``neighbours`` (the same with neighbouring cut cells
+    correlated; ``dpcore.estimate.apportionment``) and ``lattice`` (the default with the cut cells
+    weighed by their share of the lattice of the coordinates' ``--precision``, 0.0001°: the pickups
+    file gives 4 decimals; its own noise SD, ρ read against the parts' lattice positions); the benchmark computes them from the same parts as the library
     (asserted equal on the first release) so that a 1,024² grid is not a tree solve per polygon and
     release; the pieces' shapes are read once, at the first release's exponent α (it moves by about
     0.002 between releases).

@@ -64,7 +64,11 @@ split's; with that split's ρ the 90 % interval covered 86 %).  Two steps, both 
    quarters hardly do.  It is offered (``polygon_interval(..., neighbours=True)``), not the default.
 
 The assumptions (stated with every answer, ``rho_how``): the clustering inside a cell follows the
-power law of the release's splits, and is the same everywhere up to the local count.  A release
+power law of the release's splits, and is the same everywhere up to the local count; and the cut
+cells' errors are independent, which fails where the points sit on a coarse lattice of rounded
+coordinates (an edge then splits the lattice alike in consecutive cells: the errors add up; the
+``precision`` of :func:`~dpcore.estimate.polygon_interval.polygon_interval` weighs cut cells by
+their share of the lattice instead, module docstring there).  A release
 cannot check them; they were checked on held-out point sets only (other days of the pickups,
 benchmarks/results/interval_coverage_polygons.md) before the reported run.
 """
