@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cut cells whose lattice share by the grid's binning differs from the library's: {lat_diff}")
         print(f"lattice shares: per cut cell sum a^2/sum v {L[:, 4].sum() / L[:, 5].sum():.3f}; per polygon sum A^2/sum V "
               f"{np.sum(L[:, 0] ** 2) / L[:, 1].sum():.3f}; sum A^2/sum S {np.sum(L[:, 0] ** 2) / L[:, 2].sum():.3f}; "
-              f"mean A/sqrt(V) {np.mean(L[:, 0] / np.sqrt(L[:, 1])):+.3f}")
+              f"mean A/sqrt(V) {np.mean(L[L[:, 1] > 0, 0] / np.sqrt(L[L[:, 1] > 0, 1])):+.3f}")
         if not args.quick:
             sd = np.sqrt(noise ** 2 + L[:, 1])
             pc = norm.cdf((z * sd - L[:, 0]) / noise) - norm.cdf((-z * sd - L[:, 0]) / noise)
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             if k.any():
                 print(f"   apportionment share of variance [{lo}, {hi}): {k.sum()} polygons, coverage {pc[k].mean():.3f}, "
                       f"A^2/V {np.sum(A[k] ** 2) / np.sum(V[k]):.3f}")
-    zA = A / np.sqrt(V)
+    zA = A[V > 0] / np.sqrt(V[V > 0])  # polygons with a cut cell holding pickups
     print("A/sqrt(V) quantiles 5,25,50,75,95:", np.round(np.quantile(zA, [0.05, 0.25, 0.5, 0.75, 0.95]), 2),
           f"mean {zA.mean():+.3f} (SE {zA.std(ddof=1) / math.sqrt(zA.size):.3f})")
     return 0
