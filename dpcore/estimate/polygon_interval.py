@@ -150,9 +150,8 @@ def _coverage(cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any], poly
     """Every cell sharing area with the polygon (sorted), its weight, and whether it lies wholly inside."""
     if polygon is None or polygon.is_empty or polygon.area <= 0:
         raise ParameterError("The polygon is empty or has no area; draw an area (a Polygon or MultiPolygon).")
-    if precision is not None and (density is not None or not (math.isfinite(precision) and precision > 0)):
-        raise ParameterError("The coordinates' precision is a positive number of degrees (e.g. 0.0001 for 4 decimals), "
-                             "and is not given together with a public density: choose one.")
+    if precision is not None:
+        _check_precision(precision, density)
     index = cells if isinstance(cells, CellIndex) else CellIndex(cells)
     full = index.tree.query(polygon, predicate="covers")
     touch = index.tree.query(polygon, predicate="intersects")
@@ -188,6 +187,12 @@ def _lattice_axis(lo: NDArray[np.float64], hi: NDArray[np.float64], step: float)
     return first, int(n.max()) if n.size else 0
 
 
+def _check_precision(precision: float, density: Density | None = None) -> None:
+    if density is not None or not (math.isfinite(precision) and precision > 0):
+        raise ParameterError("The coordinates' precision is a positive number of degrees (e.g. 0.0001 for 4 decimals), "
+                             "and is not given together with a public density: choose one.")
+
+
 def lattice_counts(geoms: NDArray[Any], precision: float) -> NDArray[np.float64]:
     """How many positions of the coordinates' lattice (multiples of ``precision`` in longitude and in
     latitude) each cell holds: the cells' "areas" when the points can only lie on the lattice.
@@ -195,6 +200,7 @@ def lattice_counts(geoms: NDArray[Any], precision: float) -> NDArray[np.float64]
     >>> lattice_counts(shapely.box([0, 0.25], [0, 0], [0.25, 0.5], [0.1, 0.1]), 0.1).tolist()  # 3×1 and 2×1
     [3.0, 2.0]
     """
+    _check_precision(precision)
     b = shapely.bounds(np.asarray(geoms, dtype=object)).reshape(-1, 4)
     nx = np.ceil(b[:, 2] / precision - 1e-6) - np.ceil(b[:, 0] / precision - 1e-6)
     ny = np.ceil(b[:, 3] / precision - 1e-6) - np.ceil(b[:, 1] / precision - 1e-6)
