@@ -16,8 +16,8 @@ data: only the public release files.
 A polygon's interval is for the count inside it: ``sd`` adds to the noise the cut cells'
 apportionment error as modelled by ``--apportionment`` (:mod:`dpcore.estimate.apportionment`):
 ``overdispersed`` (default; beta-binomial with the over-dispersion inside a cell extrapolated from
-the release's three finest splits by a power law, each cut piece scaled by its shape, neighbouring
-cut cells correlated), ``binomial``, or ``none`` (the noise alone, the interval of the area-weighted cells,
+the release's three finest splits by a power law, each cut piece scaled by its shape, cut cells
+independent), ``binomial``, or ``none`` (the noise alone, the interval of the area-weighted cells,
 as before this option).  A polygon's answer also has ``noise_sd`` and ``apportionment_sd`` (the
 two parts of ``sd``: ``sd² = noise_sd² + apportionment_sd²``), ``apportionment`` (the model used),
 ``rho`` (its over-dispersion, of a cell's quarters), ``rho_how`` (how it was found), the bracket ``inside`` and ``touching`` (the estimates of the cells
