@@ -19,8 +19,10 @@ Intervals (``dpcore.estimate.polygon_interval.polygon_interval``, one per apport
     ``none`` (the noise alone), ``binomial``, ``finest`` (beta-binomial with the ρ of each release's
     finest split: the default before), ``overdispersed`` (the default: the ρ of a cell's own quarters
     extrapolated by the power law through the release's three finest splits, each cut piece scaled
-    by its shape, cells independent) and ``neighbours`` (the same with neighbouring cut cells
-    correlated; ``dpcore.estimate.apportionment``); the benchmark computes them from the same parts as the library
+    by its shape, cells independent), ``neighbours`` (the same with neighbouring cut cells
+    correlated; ``dpcore.estimate.apportionment``) and ``lattice`` (the default with the cut cells
+    weighed by their share of the lattice of the coordinates' ``--precision``, 0.0001°: the pickups
+    file gives 4 decimals; its own noise SD, ρ read against the parts' lattice positions); the benchmark computes them from the same parts as the library
     (asserted equal on the first release) so that a 1,024² grid is not a tree solve per polygon and
     release; the pieces' shapes are read once, at the first release's exponent α (it moves by about
     0.002 between releases).
@@ -79,6 +81,7 @@ from dpcore.estimate.polygon_interval import (  # noqa: E402
     CellIndex,
     Density,
     grid_positions,
+    lattice_counts,
     piece_grids,
     polygon_interval,
     polygon_weights,
@@ -117,7 +120,7 @@ def drawn_polygons(n: int, seed: int, lon: np.ndarray, lat: np.ndarray) -> list[
     return out
 
 
-MODELS = ("none", "binomial", "finest", "overdispersed", "neighbours")
+MODELS = ("none", "binomial", "finest", "overdispersed", "neighbours", "lattice")
 
 
 def load(days: str) -> tuple[np.ndarray, np.ndarray]:
@@ -168,7 +171,7 @@ def mean_se(a: np.ndarray, axis: int) -> tuple[float, float]:
 
 
 def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
-        prior: tuple[np.ndarray, np.ndarray] | None = None, epsilon: float = 1.0) -> dict:
+        prior: tuple[np.ndarray, np.ndarray] | None = None, epsilon: float = 1.0, precision: float = 1e-4) -> dict:
     """Every (release, polygon) answer's coverage on a ``size``² quadtree, per apportionment model;
     ``prior``: other pickups whose :func:`prior_density` apportions the cut cells instead of area."""
     grid = Grid(BOUNDS, size, size)
@@ -185,6 +188,9 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
     parts, points_in, noise_sd = [], np.zeros(len(polys)), np.zeros(len(polys))
     density = None if prior is None else prior_density(*prior, grid, index, polys)
     alpha0 = subcell_overdispersion(m0, index.area).exponent  # the pieces' shapes read at the first release's α
+    lattice = lattice_counts(index.geoms, precision)
+    alpha0_l = subcell_overdispersion(m0, lattice).exponent
+    lat_parts, lat_sd = [], np.zeros(len(polys))
     for i, p in enumerate(polys):
         idx, share = polygon_weights(index, p, density)
         cut = share < 1.0 - 1e-9
@@ -195,6 +201,12 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
         w = np.zeros(m0.n)
         w[idx] = share
         noise_sd[i] = math.sqrt(union_variance(m0, w))
+        idx_l, share_l = polygon_weights(index, p, precision=precision)
+        cut_l = share_l < 1.0 - 1e-9
+        lat_parts.append((idx_l, share_l, cut_l, shape_factors(piece_grids(index.geoms[idx_l[cut_l]], p), alpha0_l)))
+        w = np.zeros(m0.n)
+        w[idx_l] = share_l
+        lat_sd[i] = math.sqrt(union_variance(m0, w))
         points_in[i] = float(shapely.contains_xy(p, lon, lat).sum())
     truth_w = np.array([share @ leaf_truth[idx] for idx, share, *_ in parts])
     z = norm.ppf(0.95)
@@ -208,6 +220,7 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
         m = measurements_from(plan_design, measurement_frame(rel))
         x = gls_estimate(m)
         model = subcell_overdispersion(m, index.area)
+        lat_model = subcell_overdispersion(m, lattice)
         rhos[r], subs[r], alphas[r] = model.levels[0][0], model.rho, model.exponent
         for i, (idx, share, cut, pieces) in enumerate(parts):
             est = float(share @ x[idx])
@@ -216,13 +229,19 @@ def run(size: int, releases: int, lon: np.ndarray, lat: np.ndarray, polys: list,
                    "finest": apportionment_variance(xc, wc, rhos[r]),
                    "overdispersed": apportionment_variance(xc, wc, np.minimum(1.0, model.rho * pieces[0])),
                    "neighbours": correlated_variance(xc, wc, model.rho, None, None, alpha0, pieces)}
+            idx_l, share_l, cut_l, factor_l = lat_parts[i]
+            app["lattice"] = apportionment_variance(x[idx_l[cut_l]], share_l[cut_l], np.minimum(1.0, lat_model.rho * factor_l))
             for k in MODELS:
-                sd = math.sqrt(noise_sd[i] ** 2 + app[k])
-                cover[k][r, i] = abs(est - points_in[i]) <= z * sd
+                sd = math.sqrt((lat_sd[i] if k == "lattice" else noise_sd[i]) ** 2 + app[k])
+                e = float(share_l @ x[idx_l]) if k == "lattice" else est
+                cover[k][r, i] = abs(e - points_in[i]) <= z * sd
                 width[k][r, i] = 2 * z * sd
             if r == 0 and i < 3:  # the same answer as the library's
                 lib = polygon_interval(m, index, polys[i], 0.9, estimate=x, density=density)
                 assert math.isclose(lib["sd"], math.sqrt(noise_sd[i] ** 2 + app["overdispersed"]), rel_tol=1e-6)
+                if density is None:
+                    lib = polygon_interval(m, index, polys[i], 0.9, estimate=x, precision=precision)
+                    assert math.isclose(lib["sd"], math.sqrt(lat_sd[i] ** 2 + app["lattice"]), rel_tol=1e-6)
             zerr[r, i] = (est - truth_w[i]) / noise_sd[i]
             cover["estimand"][r, i] = abs(zerr[r, i]) <= z
             lo, hi = float(np.sum(x[idx[~cut]])) - z * noise_sd[i], float(np.sum(x[idx])) + z * noise_sd[i]
@@ -256,7 +275,8 @@ def table(res: dict, first: int) -> list[str]:
     names = {"none": "none (noise alone; the first interval)", "binomial": "binomial",
              "finest": "overdispersed, ρ of the finest split (the default before)",
              "overdispersed": "overdispersed, sub-cell ρ and piece shapes (the default)",
-             "neighbours": "the same with neighbouring cut cells correlated (neighbours=True)"}
+             "neighbours": "the same with neighbouring cut cells correlated (neighbours=True)",
+             "lattice": "the default, cut cells weighed by their share of the coordinates' lattice (precision=0.0001)"}
     for k in MODELS:
         c, se = mean_se(cv[k], axis=0)
         c1, se1 = mean_se(cv[k][:, :first], axis=0)
@@ -286,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(e.g. 1-15, with --days 16-30: a stand-in for last year's public release)")
     ap.add_argument("--epsilon", type=float, default=1.0, help="ε of each release (2 on half the pickups keeps the "
                     "full month's ratio of apportionment error to noise: a development setting)")
+    ap.add_argument("--precision", type=float, default=1e-4, help="the coordinates' public precision in degrees "
+                    "(the pickups file gives 4 decimals) for the lattice row")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "interval_coverage_polygons.md"))
     args = ap.parse_args(argv)
     load0, t0 = os.getloadavg()[0], time.perf_counter()
@@ -294,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(v) for v in args.sizes.split(",")]
     reps = [int(v) for v in args.releases.split(",")]
     prior = load(args.density_days) if args.density_days else None
-    results = [run(s, reps[min(i, len(reps) - 1)], lon, lat, polys, prior, args.epsilon) for i, s in enumerate(sizes)]
+    results = [run(s, reps[min(i, len(reps) - 1)], lon, lat, polys, prior, args.epsilon, args.precision)
+               for i, s in enumerate(sizes)]
     pin = results[0]["points_in"]
     lines = ["# Coverage of the 90 % polygon intervals on the NYC pickups release "
              "(benchmarks/interval_coverage_polygons.py)", "",

@@ -24,7 +24,7 @@ import streamlit as st
 
 from dpcore.errors import DPCoreError
 from dpcore.estimate.release_interval import ReleaseIntervals, offers_intervals, read_density
-from ui import fmt
+from ui import charts, fmt
 
 #: The interval's coverage on the page.
 COVERAGE = 0.9
@@ -164,7 +164,7 @@ def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pic
     picked = _pick(files_of, release_id, noun, guide=stored is None) if pick else []
     if picked is None:
         return
-    up = drawn = density = None
+    up = drawn = density = precision = None
     if polygon:
         up = st.file_uploader("Upload a polygon (GeoJSON in longitude/latitude; one answer per polygon)",
                               type=["geojson", "json"], key=f"_w_interval_polygon_{release_id}")
@@ -174,6 +174,12 @@ def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pic
                                    type=["geojson", "json"], key=f"_w_interval_density_{release_id}",
                                    help="Without it a cell the polygon cuts weighs the share of its area inside; "
                                         "with it, the share of this density inside (as `interval --density`).")
+        precision = st.number_input("Coordinates' precision in degrees (optional; e.g. 0.0001 for 4 decimals)",
+                                    min_value=0.0, value=None, step=0.0001, format="%.6f",
+                                    key=f"_w_interval_precision_{release_id}",
+                                    help="A public fact about the points' file: coordinates rounded to it lie on a "
+                                         "lattice, and a cell the polygon cuts then weighs its share of the lattice "
+                                         "positions inside (as `interval --precision`); not with a density.") or None
     if not picked and up is None and drawn is None:
         return
     files = files_of()
@@ -186,9 +192,9 @@ def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pic
             st.markdown(answer_line(ri.of_nodes(picked, COVERAGE), f"{len(picked)} {fmt.plural(noun, len(picked))}"))
         dens = read_density(density.getvalue()) if density is not None else None
         if up is not None:
-            _polygons(ri.of_polygons(up.getvalue(), COVERAGE, dens), "Polygon")
+            _polygons(ri.of_polygons(up.getvalue(), COVERAGE, dens, precision=precision), "Polygon")
         if drawn is not None:
-            _polygons(ri.of_polygons(drawn, COVERAGE, dens), "Drawn polygon")
+            _polygons(ri.of_polygons(drawn, COVERAGE, dens, precision=precision), "Drawn polygon")
     except DPCoreError as e:
         st.error(str(e))
 
@@ -219,7 +225,7 @@ def _drawn(files_of: Callable[[], Mapping[str, bytes]], release_id: str) -> byte
     kept = st.session_state.get("_interval_draw_figure")
     if kept is None or kept[0] != release_id:  # made once per release (a million cells' centres take a while)
         try:
-            kept = (release_id, draw_figure(_intervals(files, release_id)))
+            kept = (release_id, charts.built(draw_figure(_intervals(files, release_id))))  # its dict made once
         except DPCoreError as e:  # no cell shapes (areas released without boundaries): say so, keep the page
             st.caption(str(e))
             return None

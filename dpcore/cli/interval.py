@@ -8,15 +8,16 @@ for a large release, and ``design.json``).
 ``codes.txt`` holds one union per line: finest-level codes as in ``release.csv``, separated by
 commas (empty lines are skipped).  A polygon file gives one answer per feature: cells inside
 weigh 1, cut cells their area share (cell shapes: ``design.json``'s ``cell_bounds``, or the
-finest level's GeoJSON in ``OUT``; ``--density FILE``: their share of a public density instead).  Each answer has ``estimate``, ``sd``, ``low``, ``high``
+finest level's GeoJSON in ``OUT``; ``--density FILE``: their share of a public density instead;
+``--precision DEG``: their share of the lattice of positions coordinates given to that precision can take).  Each answer has ``estimate``, ``sd``, ``low``, ``high``
 (the unbiased GLS estimate of :mod:`dpcore.estimate.gls`, not the published value).  Reads no
 data: only the public release files.
 
 A polygon's interval is for the count inside it: ``sd`` adds to the noise the cut cells'
 apportionment error as modelled by ``--apportionment`` (:mod:`dpcore.estimate.apportionment`):
 ``overdispersed`` (default; beta-binomial with the over-dispersion inside a cell extrapolated from
-the release's three finest splits by a power law, each cut piece scaled by its shape, neighbouring
-cut cells correlated), ``binomial``, or ``none`` (the noise alone, the interval of the area-weighted cells,
+the release's three finest splits by a power law, each cut piece scaled by its shape, cut cells
+independent), ``binomial``, or ``none`` (the noise alone, the interval of the area-weighted cells,
 as before this option).  A polygon's answer also has ``noise_sd`` and ``apportionment_sd`` (the
 two parts of ``sd``: ``sd² = noise_sd² + apportionment_sd²``), ``apportionment`` (the model used),
 ``rho`` (its over-dispersion, of a cell's quarters), ``rho_how`` (how it was found), the bracket ``inside`` and ``touching`` (the estimates of the cells
@@ -51,6 +52,9 @@ def add_interval_parser(sub: Any) -> argparse.ArgumentParser:
                    help="with --polygon: the cut cells' apportionment error added to the interval: overdispersed "
                         "(default; beta-binomial, over-dispersion estimated from the release), binomial, or none "
                         "(the noise alone)")
+    p.add_argument("--precision", type=float, default=None,
+                   help="with --polygon: the points' coordinates' public precision in degrees (e.g. 0.0001 for 4 "
+                        "decimals): cut cells weigh their share of that lattice of positions instead of their area share")
     p.add_argument("--coverage", type=float, default=0.9, help="the interval's coverage (default 0.9)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per union, in order")
     return p
@@ -89,8 +93,8 @@ def cmd_interval(args: argparse.Namespace) -> int:
     out: list[dict[str, Any]] = []
     if args.density and not args.polygon:
         raise ParameterError("--density apportions the cut cells of a --polygon; drop it with --codes.")
-    if args.codes and args.apportionment:
-        raise ParameterError("--apportionment models the cut cells of a --polygon; drop it with --codes.")
+    if args.codes and (args.apportionment or args.precision is not None):
+        raise ParameterError("--apportionment and --precision model the cut cells of a --polygon; drop them with --codes.")
     if args.codes:
         for codes in read_codes(args.codes):
             out.append(clean({**union_interval(ri.m, codes, args.coverage, estimate=ri.estimate), "cells": len(codes)}))
@@ -99,7 +103,7 @@ def cmd_interval(args: argparse.Namespace) -> int:
             raise InputError(f"{folder} has no cell shapes: design.json gives no cell_bounds and no GeoJSON of the "
                              "finest level is in the folder. Release with boundaries, or use --codes.")
         density = read_density(args.density) if args.density else None
-        out = ri.of_polygons(args.polygon, args.coverage, density, args.apportionment or "overdispersed")
+        out = ri.of_polygons(args.polygon, args.coverage, density, args.apportionment or "overdispersed", args.precision)
         for i, r in enumerate(out):
             if r["warning"]:
                 print(f"warning: feature {i}: {r['warning']}", file=sys.stderr)

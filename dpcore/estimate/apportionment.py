@@ -64,7 +64,11 @@ split's; with that split's ρ the 90 % interval covered 86 %).  Two steps, both 
    quarters hardly do.  It is offered (``polygon_interval(..., neighbours=True)``), not the default.
 
 The assumptions (stated with every answer, ``rho_how``): the clustering inside a cell follows the
-power law of the release's splits, and is the same everywhere up to the local count.  A release
+power law of the release's splits, and is the same everywhere up to the local count; and the cut
+cells' errors are independent, which fails where the points sit on a coarse lattice of rounded
+coordinates (an edge then splits the lattice alike in consecutive cells: the errors add up; the
+``precision`` of :func:`~dpcore.estimate.polygon_interval.polygon_interval` weighs cut cells by
+their share of the lattice instead, module docstring there).  A release
 cannot check them; they were checked on held-out point sets only (other days of the pickups,
 benchmarks/results/interval_coverage_polygons.md) before the reported run.
 """
@@ -138,7 +142,7 @@ def correlated_variance(counts: NDArray[np.float64], share: NDArray[np.float64],
     g = w * (1.0 - w)
     if pieces is None:
         assert inside is not None
-        pieces = (shape_factors(inside, alpha), *piece_covariance(inside, cell_xy, alpha)[1:])
+        pieces = _pieces(inside, cell_xy, alpha)  # the shape factors read once
     factor, a, b, c = pieces
     pair = np.sum(x * np.maximum(x - 1.0, 0.0) * np.minimum(rho * factor * g, g)) + 2.0 * rho * np.sum(x[a] * x[b] * c)
     return float(np.sum(x * g) + max(float(pair), 0.0))
@@ -407,13 +411,22 @@ def piece_covariance(inside: NDArray[np.float64], cell_xy: NDArray[np.int64] | N
     ([0], [1], True)
     """
     inside = np.atleast_2d(np.asarray(inside, dtype=np.float64))
+    w = inside.mean(axis=1)
+    factor, a, b, c = _pieces(inside, cell_xy, alpha, reach)
+    return factor * w * (1.0 - w), a, b, c
+
+
+def _pieces(inside: NDArray[np.float64], cell_xy: NDArray[np.int64] | None, alpha: float, reach: int = REACH
+            ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """:func:`shape_factors` of ``inside`` and the cross terms ``(a, b, cross)`` of :func:`piece_covariance`."""
+    inside = np.atleast_2d(np.asarray(inside, dtype=np.float64))
     k = int(round(math.sqrt(inside.shape[1])))
     alpha = round(max(float(alpha), 0.05), 3)
     w = inside.mean(axis=1)
-    diag = shape_factors(inside, alpha) * w * (1.0 - w)
+    factor = shape_factors(inside, alpha)
     none = np.zeros(0, dtype=np.int64)
     if cell_xy is None or inside.shape[0] < 2:
-        return diag, none, none, np.zeros(0)
+        return factor, none, none, np.zeros(0)
     ref = _references(alpha, k)[2]
     xy = np.asarray(cell_xy, dtype=np.int64)
     xy = xy - xy.min(axis=0)
@@ -435,5 +448,5 @@ def piece_covariance(inside: NDArray[np.float64], cell_xy: NDArray[np.int64] | N
                 out_b.append(b)
                 out_c.append(np.einsum("ij,jk,ik->i", f[a], _kernel(alpha, k, (-dx, -dy)), f[b]) / ref)
     if not out_a:
-        return diag, none, none, np.zeros(0)
-    return diag, np.concatenate(out_a), np.concatenate(out_b), np.concatenate(out_c)
+        return factor, none, none, np.zeros(0)
+    return factor, np.concatenate(out_a), np.concatenate(out_b), np.concatenate(out_c)

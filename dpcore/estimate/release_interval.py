@@ -56,7 +56,7 @@ from dpcore.errors import InputError, ParameterError
 from dpcore.estimate.apportionment import SubcellRho, subcell_overdispersion
 from dpcore.estimate.data_user_format import MEASUREMENT_FILES, measurements_in, read_measurements
 from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, union_interval
-from dpcore.estimate.polygon_interval import CellIndex, Density, polygon_interval
+from dpcore.estimate.polygon_interval import CellIndex, Density, lattice_counts, polygon_interval
 
 __all__ = ["INTERVAL_FILES", "ReleaseIntervals", "cell_shapes", "clean", "offers_intervals", "read_density",
            "read_polygons"]
@@ -179,6 +179,10 @@ def _valid(p: Any) -> Any:
     return fixed
 
 
+#: At most this many polygon answers are kept per release (then the kept ones are dropped).
+MAX_KEPT_ANSWERS = 256
+
+
 class ReleaseIntervals:
     """One release's measurements with their GLS estimate, solved once; then intervals for any unions.
 
@@ -198,6 +202,8 @@ class ReleaseIntervals:
         self._files = files
         self._measurements = measurements_in(files, self.design)
         self._shapes: CellIndex | None = None
+        self._answers: dict[tuple[Any, ...], dict[str, Any]] = {}  # polygon answers, keyed by the polygon
+        self._lattice_rho: dict[float, SubcellRho | None] = {}
 
     # The measurements are read, the design built and the GLS estimate solved on the first interval
     # asked, not when the release is shown: listing the nodes to pick reads three columns only.
@@ -249,14 +255,37 @@ class ReleaseIntervals:
         (:func:`~dpcore.estimate.apportionment.subcell_overdispersion`), estimated once."""
         return subcell_overdispersion(self.m, self.shapes().area)
 
+    def lattice_rho(self, precision: float) -> SubcellRho | None:
+        """:attr:`rho` read against the cells' positions on the coordinates' lattice
+        (:func:`~dpcore.estimate.polygon_interval.lattice_counts`), estimated once per ``precision``."""
+        if precision not in self._lattice_rho:
+            self._lattice_rho[precision] = subcell_overdispersion(self.m, lattice_counts(self.shapes().geoms, precision))
+        return self._lattice_rho[precision]
+
     def of_polygons(self, geojson: bytes | str, coverage: float = 0.9, density: Density | None = None,
-                    apportionment: str = "overdispersed") -> list[dict[str, Any]]:
+                    apportionment: str = "overdispersed", precision: float | None = None) -> list[dict[str, Any]]:
         """One answer per polygon of ``geojson`` (:func:`read_polygons`): the estimate, ``sd``, ``low``,
         ``high`` (noise and the cut cells' ``apportionment`` error: ``"overdispersed"``, ``"binomial"``
         or ``"none"``), the bracket ``inside``/``touching`` and a ``warning`` when cut cells carry over
-        20 %.  ``density``: a public density to apportion cut cells by (:func:`read_density`)."""
-        shapes = self.shapes()
+        20 %.  ``density``: a public density to apportion cut cells by (:func:`read_density`);
+        ``precision``: the coordinates' public precision in degrees (cut cells weigh their share of its
+        lattice; :func:`~dpcore.estimate.polygon_interval.polygon_interval`).
+
+        Each answer is kept, keyed by the polygon (its WKB), the coverage, the model and the density's
+        :attr:`~dpcore.estimate.polygon_interval.Density.key`: a polygon asked again (the app's reruns)
+        is not recomputed.  Copies are returned."""
+        import shapely
+
         polys = read_polygons(geojson)
-        rho = self.rho if apportionment == "overdispersed" else None
-        return [clean(polygon_interval(self.m, shapes, p, coverage, estimate=self.estimate, density=density,
-                                       apportionment=apportionment, rho=rho)) for p in polys]
+        ask = (float(coverage), apportionment, None if density is None else density.key, precision)
+        keys = [(shapely.to_wkb(p), *ask) for p in polys]
+        for key, p in zip(keys, polys, strict=True):
+            if key not in self._answers:  # an app rerun asks the same polygons again: answered once
+                if len(self._answers) >= MAX_KEPT_ANSWERS:
+                    self._answers.clear()
+                rho = None if apportionment != "overdispersed" or (precision and density is not None) else \
+                    self.rho if precision is None else self.lattice_rho(precision)
+                self._answers[key] = clean(polygon_interval(self.m, self.shapes(), p, coverage, estimate=self.estimate,
+                                                            density=density, apportionment=apportionment, rho=rho,
+                                                            precision=precision))
+        return [dict(self._answers[k]) for k in keys]

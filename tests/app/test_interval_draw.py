@@ -120,3 +120,17 @@ def test_a_density_that_is_not_geojson_is_an_error_on_the_page(released: AppTest
                                                                          "application/geo+json")).run())
     assert any("density file could not be read" in e.value for e in released.error)
     ok(released.file_uploader(key=f"_w_interval_density_{rid}").clear().run())
+
+
+def test_a_stated_coordinate_precision_weighs_the_cut_cells_by_the_lattice(released: AppTest) -> None:
+    """The precision moves the cut cells' weights as the library's (``interval --precision``)."""
+    rid = _draw(released, [LASSO])
+    ok(released.number_input(key=f"_w_interval_precision_{rid}").set_value(0.001).run())
+    ri = ReleaseIntervals(released.session_state["releases"][0].exports["files"])
+    polys = selection_geojson({"lasso": [LASSO], "box": []})
+    [lattice] = ri.of_polygons(polys, 0.9, precision=0.001)
+    [by_area] = ri.of_polygons(polys, 0.9)
+    [line] = [m.value for m in released.markdown if m.value.startswith("Drawn polygon 1")]
+    assert line.startswith(answer_line(lattice, "Drawn polygon 1")), line
+    assert lattice["estimate"] != pytest.approx(by_area["estimate"])
+    ok(released.number_input(key=f"_w_interval_precision_{rid}").set_value(None).run())

@@ -157,3 +157,15 @@ def test_polygon_on_a_grid_design_weighs_cut_cells_by_area(tmp_path: Path, capsy
     assert (r["inside"], r["touching"], r["cells_cut"]) == (0.0, 50.0, 2) and "public density" in r["warning"]
     assert main(["interval", "--release", str(tmp_path), "--codes", str(poly), "--density", str(dens)]) == 2
     assert main(["interval", "--release", str(tmp_path), "--codes", str(poly), "--apportionment", "none"]) == 2
+    # the coordinates' precision 0.25: a cell holds 4×4 lattice positions; a box to x 1.4, y 0.4 holds 2 of a's
+    # 4 rows (area share 0.4) and 2×2 of b's positions (area share 0.16)
+    lat = tmp_path / "lattice.geojson"
+    lat.write_text(geopandas.GeoDataFrame(geometry=[shapely.box(-0.5, -0.5, 1.4, 0.4)], crs="EPSG:4326").to_json(),
+                   "utf-8")
+    out, _ = run_interval(capsys, "--release", str(tmp_path), "--polygon", str(lat), "--precision", "0.25",
+                          "--json", "--apportionment", "none")
+    assert out[0]["estimate"] == pytest.approx(0.5 * 40 + 0.25 * 10)
+    out, _ = run_interval(capsys, "--release", str(tmp_path), "--polygon", str(lat), "--json", "--apportionment", "none")
+    assert out[0]["estimate"] == pytest.approx(0.4 * 40 + 0.16 * 10)
+    assert main(["interval", "--release", str(tmp_path), "--codes", str(poly), "--precision", "0.25"]) == 2
+    assert main(["interval", "--release", str(tmp_path), "--polygon", str(lat), "--precision", "0"]) == 2

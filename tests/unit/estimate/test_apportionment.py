@@ -31,6 +31,7 @@ from dpcore.estimate.apportionment import (
     apportionment_variance,
     correlated_variance,
     overdispersion,
+    piece_covariance,
     shape_factors,
     subcell_overdispersion,
 )
@@ -307,3 +308,22 @@ def test_default_polygon_interval_uses_the_subcell_model() -> None:
     plain = polygon_interval(m, CellIndex(cells), poly, 0.9, rho=model.rho)
     assert plain["rho_how"] == "given"
     assert plain["apportionment_sd"] ** 2 == pytest.approx(apportionment_variance(x[idx[~full]], share[~full], model.rho))
+
+
+def test_correlated_variance_reads_the_shapes_once_and_answers_as_from_its_parts(monkeypatch) -> None:
+    """Given the pieces or not, the same variance (shape factors, then the cross terms of piece_covariance);
+    without them the shape factors are computed once, not a second time inside piece_covariance."""
+    import dpcore.estimate.apportionment as app
+
+    k = SUBGRID
+    rng = np.random.default_rng(3)
+    inside = (rng.random((6, k * k)) < 0.5).astype(float)
+    xy = np.array([[0, 0], [0, 1], [1, 0], [1, 1], [3, 3], [2, 1]])
+    x, w = rng.integers(5, 60, 6).astype(float), inside.mean(axis=1) * 0.9 + 0.05
+    pieces = (shape_factors(inside, 0.5), *piece_covariance(inside, xy, 0.5)[1:])
+    calls = []
+    real = app.shape_factors
+    monkeypatch.setattr(app, "shape_factors", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    got = correlated_variance(x, w, 0.2, inside, xy, 0.5)
+    assert len(calls) == 1
+    assert got == pytest.approx(correlated_variance(x, w, 0.2, None, None, 0.5, pieces), rel=1e-12)
