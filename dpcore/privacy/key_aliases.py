@@ -175,8 +175,10 @@ def _carry_cap(con: sqlite3.Connection, old: str, into: str) -> None:
     ``old``'s cap was changed and is below ``into``'s in the same definition, ``into`` takes it (as a
     cap change of ``into``, never below what ``into`` has spent, so that nothing spent is disowned).
     A cap of another definition (ε against ρ) is not comparable and ``into`` keeps its own; ``old``'s
-    cap changes go with it."""
+    cap changes go with it.  When ``into`` is a key bound to a population (no budget row of its own),
+    the population's budget, which its releases draw on, takes the cap."""
     changed = con.execute("SELECT 1 FROM cap_changes WHERE fingerprint = ? LIMIT 1", (old,)).fetchone()
+    into = _drawn_on(con, into)
     rows = {k: con.execute("SELECT cap FROM datasets WHERE fingerprint = ?", (k,)).fetchone() for k in (old, into)}
     con.execute("DELETE FROM cap_changes WHERE fingerprint = ?", (old,))
     if not changed or rows[old] is None or rows[into] is None:

@@ -168,3 +168,18 @@ def test_a_cap_of_another_definition_or_a_higher_one_leaves_the_chosen_cap(store
     assert not store.has_ledger("k1:rho") and not store.has_ledger("k1:high")
     merged = store.ledger("k1:cli", ONE)
     assert merged.cap == ONE and merged.cap_changes == ()
+
+
+def test_a_lower_cap_is_carried_to_the_population_a_chosen_binding_draws_on(store: LedgerStore) -> None:
+    """The CLI's data is bound to a population (its key has a binding, no budget row of its own); the
+    app's budget of the same data, its cap lowered to 0.5 before any release, is retired into it: the
+    population's budget takes the lower cap (before: dropped, the population kept ε = 1)."""
+    from dpcore.privacy.units import Unit
+
+    pop = store.bind("k1:cli", "survey")
+    store.ledger(pop, ONE, "population", Unit("person")).spend(pure(0.2), "released", unit=Unit("person"))
+    store.ledger("k1:app", ONE, "points").set_cap(pure(0.5))
+    assert key_aliases.adopt(store, "k1:app", ["k1:cli"]) == "k1:cli"
+    assert not store.has_ledger("k1:app")
+    merged = store.ledger(pop, ONE)
+    assert merged.cap == pure(0.5) and [c.new for c in merged.cap_changes] == [pure(0.5)]
