@@ -183,9 +183,10 @@ def fit(con: sqlite3.Connection, key: str, cost: PrivacyCost, unit: Unit) -> Non
 
 def left(con: sqlite3.Connection, key: str) -> Fraction | None:
     """What the group of ``key`` leaves for a charge of ``key`` in its own definition and unit: the least
-    a member's cap leaves after the spends of every member and the series of the same data, counted over the members whose cap has
-    ``key``'s definition and unit (0 when a spend cannot be counted under one of them; a member of
-    another definition or unit is left to :func:`fit`).  None when ``key`` is in no group."""
+    a member's cap leaves after the spends of every member and what the series of the same data add
+    (:func:`_series`), over the members whose cap has ``key``'s definition and unit (0 when a spend
+    cannot be counted under one of them; a member of another definition or unit is left to
+    :func:`fit`).  None when ``key`` is in no group."""
     group = _group(con, key)
     if len(group) < 2 or key not in group:
         return None

@@ -13,7 +13,9 @@ one-off budgets of the same data (table ``series_links``), and the two compose:
   Lemma 1.7); parallel composition across periods is untouched (each record is in one period).
 * **one-off side** (:class:`LinkedLedger`) — a one-off release must fit (i) its own cap given the
   *largest* per-period series spend (a record or person-period is in exactly one period, so its
-  series loss is that period's, at most the maximum), and (ii) every charged period's cap and
+  series loss is that period's, at most the maximum) and the other budgets linked to the series
+  (its cumulative release, a named population's budget:
+  :func:`dpcore.privacy.linked_series.share`), and (ii) every charged period's cap and
   (iii) the series' horizon cap, the one-off's charge counted as above.
 * **horizon** — a person present in every period meets a person-level one-off once; a
   record-level one-off holds that person's one event per period, ``n`` records in one mechanism:
@@ -28,7 +30,8 @@ protected by nothing), nor an event series towards a person-level one-off budget
 opened, the one-off budget key of its whole input (``Session.series_budget(oneoff=...)``, the key
 a one-off release of the same input draws on, after its population binding) and, when named, the
 named population's own key (a one-off ``--population NAME`` and a series ``--population NAME``
-are the same people).  A one-off release finds the series it is linked to by its budget key.
+are the same people); and every budget of a group of used budgets of the same data that one of
+them is in (:mod:`dpcore.privacy.budget_groups`).  A one-off release finds the series it is linked to by its budget key.
 
 >>> from dpcore.privacy.budget import pure, zcdp
 >>> from dpcore.privacy.units import Unit
