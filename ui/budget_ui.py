@@ -259,7 +259,7 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
                                          "one counted record per period")
                    + " ('Each person is counted once in each period' under Release over time on the Data step).")
     elif kind == "areas":
-        _person_once_box(fp)
+        person_once_box(fp)
     population = state.population_of(kind, fp)
     whose = "population" if population else "dataset"
     definition = _definition(led, labels, whose, definition_key, default_statement, definition_label,
@@ -278,14 +278,28 @@ def section(kind: str, fp: str, cache: dict[str, Ledger], *, key: str, definitio
     return Section(led, cost, definition, delta, population, approx)
 
 
-def _person_once_box(fp: str) -> None:
-    """The confirmation that a table counts each person once (:func:`ui.state.person_once`)."""
-    wkey = f"_w_person_once_{fp}"
-    st.checkbox("Each person is counted once in this table", key=state.seed(wkey, state.person_once(fp)),
-                help="Tick only if nobody appears twice in the counts (one row per person, or counts of "
-                     "persons, not of visits or trips). The release then protects one person, as a population's "
-                     "budget requires; unticked, it protects one counted record.")
-    ss.setdefault("person_once", {})[fp] = bool(ss[wkey])
+#: The table's confirmation and the series' (each period's rows): (widget key prefix, state key, label, help).
+_PERSON_ONCE = {
+    False: ("_w_person_once_", "person_once", "Each person is counted once in this table",
+            "Tick only if nobody appears twice in the counts (one row per person, or counts of persons, not of "
+            "visits or trips). The release then protects one person, as a population's budget requires; unticked, "
+            "it protects one counted record."),
+    True: ("_w_series_person_once_", "series_person_once", "Each person is counted once in each period",
+           "Tick only if nobody appears twice in one period's rows (one row per person and period, or counts of "
+           "persons, not of visits or trips). Each period's release then protects one person (the unit over time "
+           "is one person-period), as a population's budget requires; unticked, each period protects one counted "
+           "record (the unit event)."),
+}
+
+
+def person_once_box(fp: str, *, per_period: bool = False) -> bool:
+    """The confirmation that a table counts each person once (``per_period``: in each period's rows, for
+    a release over time), kept for :func:`ui.state.person_once`; returns it."""
+    prefix, name, label, help_text = _PERSON_ONCE[per_period]
+    wkey = prefix + fp
+    st.checkbox(label, key=state.seed(wkey, state.person_once(fp, per_period=per_period)), help=help_text)
+    ss.setdefault(name, {})[fp] = once = bool(ss[wkey])
+    return once
 
 
 def over_budget_text(led: Ledger, cost: budget.PrivacyCost | None, whose: str = "dataset") -> str | None:

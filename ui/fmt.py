@@ -59,6 +59,15 @@ def level_label(level: str, n: int = 1) -> str:
     return f"{plural(plain, n)} ({level})"
 
 
+def sizes_line(levels: list[str], sizes: list[int]) -> str:
+    """The areas per level, pluralised (:func:`level_label`), for the areas and O/D pages.
+
+    >>> sizes_line(["region", "district", "COUNTYFP"], [4, 36, 1])
+    '4 regions, 36 districts, 1 county (COUNTYFP)'
+    """
+    return ", ".join(f"{count(n)} {level_label(lv, n)}" for lv, n in zip(levels, sizes, strict=True))
+
+
 #: how a stored release's summary keys read in History (``order`` is the files' order: not shown)
 _SUMMARY_WORDS = {"mechanism": "Mechanism", "cost": "Budget", "grid": "Grid (rows x columns)", "params": "Parameters",
                   "levels": "Tables", "out": "Written to", "periods": "Periods", "unit": "Unit of privacy"}

@@ -252,7 +252,7 @@ def table_series(args: argparse.Namespace, plan: Any, df: pd.DataFrame, columns:
     unit = time_unit(args, plan.unit)
     # a count table confirmed to count each person once per period (--each-person-counted-once) is a
     # person-period series without a person column: its base unit is one person, uncapped
-    confirmed = plan.unit.entity == "person" and plan.unit.cap is None and unit.scope == "person-period"
+    confirmed = bool(getattr(args, "each_person_counted_once", False)) and unit.scope == "person-period"
     if unit.scope != "event" and not user and not confirmed:
         raise ParameterError(f"--unit {unit.scope} needs the person column (--user-col).")
     session = series_session(args, session)

@@ -265,10 +265,12 @@ def pandas_csv(df: pd.DataFrame) -> bytes:
 
 
 # a field of a file without quotes that starts like a formula: at a line start or after a comma
-_FIELD_START = re.compile(f"(?:^|,)(?={_START})", re.MULTILINE)
+# the start of a field that begins like a formula but is not a plain number (the field runs to the
+# next comma or line end): one search over the whole text, in C
+_UNSAFE_FIELD = re.compile(f"(?:^|,)(?={_START})(?!{_NUMBER.pattern[1:-1]}(?:,|$))", re.MULTILINE)
 
 
-def append_constant_column(data: bytes, name: str, cell: str) -> bytes | None:
+def append_constant_column(data: bytes, name: str, cell: str, *, vouched: bool = False) -> bytes | None:
     """A published CSV with one more column ``name`` holding ``cell`` on every row, by appending
     text to each line, or None when the shortcut cannot be sure of giving the bytes that reading
     the file back as text and writing it again with pandas (through :func:`csv_bytes` with
@@ -279,8 +281,13 @@ def append_constant_column(data: bytes, name: str, cell: str) -> bytes | None:
     double quote or carriage return (so no field is quoted and none spans lines), no empty line,
     the header's number of fields on every line, and no header name or field that
     :func:`csv_bytes` would escape (a field may start with a sign only as a plain number).
-    ``name`` and ``cell`` must need neither quoting nor escaping (else None).  A release with
-    600,000 rows takes milliseconds this way, against seconds through pandas.
+    ``name`` and ``cell`` must need neither quoting nor escaping (else None).  The fields are
+    checked by one search over the text (a second or less for 600,000 rows of an O/D release),
+    against several seconds through pandas.
+
+    ``vouched``: the caller's writer guarantees all of this of ``data`` (one unquoted row per line
+    under a header of unique names, fields escaped by :func:`csv_bytes`, numbers plain: pyarrow's
+    unquoted write of the O/D release), so the text is not scanned; ``name`` and ``cell`` still are.
 
     >>> append_constant_column(b"a,b\\n1,-2\\nx,y\\n", "c", "no")
     b'a,b,c\\n1,-2,no\\nx,y,no\\n'
@@ -292,6 +299,10 @@ def append_constant_column(data: bytes, name: str, cell: str) -> bytes | None:
     for extra in (name, cell):
         if not extra or any(ch in extra for ch in ',"\r\n') or _MASK.search(extra):
             return None
+    suffix = ("," + cell + "\n").encode("utf-8")
+    if vouched:
+        head_bytes, _, body_bytes = data.partition(b"\n")
+        return head_bytes + ("," + name + "\n").encode("utf-8") + body_bytes.replace(b"\n", suffix)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -309,10 +320,6 @@ def append_constant_column(data: bytes, name: str, cell: str) -> bytes | None:
     per_line = np.diff(np.searchsorted(commas, ends), prepend=0)
     if np.any(per_line != len(names) - 1):
         return None
-    for m in _FIELD_START.finditer(body):
-        start = m.end()
-        stop = min(i for i in (body.find(",", start), body.find("\n", start)) if i >= 0)
-        if not _NUMBER.match(body[start:stop]):
-            return None
-    suffix = ("," + cell + "\n").encode("utf-8")
+    if _UNSAFE_FIELD.search(body):
+        return None
     return (head + "," + name + "\n").encode("utf-8") + body.encode("utf-8").replace(b"\n", suffix)

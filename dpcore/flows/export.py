@@ -26,7 +26,7 @@ from dpcore.core.record import (
     validate_record,
 )
 from dpcore.data.code_tables import text_numbers
-from dpcore.data.csv_safe import csv_bytes
+from dpcore.data.csv_safe import append_constant_column, csv_bytes
 from dpcore.data.hierarchy import Hierarchy, hierarchy_info
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate.data_user_format import name_written
@@ -235,9 +235,9 @@ def release_csv_bytes(rel: ODRelease, *, accounted: bool = True) -> bytes:
         # every line is one row of unquoted fields (pyarrow refused anything else) whose text fields
         # csv_bytes has escaped and whose numbers are plain ("-inf" alone would be escaped on a
         # round trip): the column is appended line by line
-        head, _, body = data.partition(b"\n")
-        cell = ("," + NOT_ACCOUNTED_CELL + "\n").encode("utf-8")
-        return head + b",accounted\n" + body.replace(b"\n", cell)
+        out = append_constant_column(data, "accounted", NOT_ACCOUNTED_CELL, vouched=True)
+        if out is not None:
+            return out
     return mark_not_accounted({"release.csv": data})["release.csv"]
 
 

@@ -19,6 +19,13 @@ are counted in each cap's definition and unit as a linked series counts one-off 
 2016, Prop. 1.4); a ρ-zCDP spend cannot be counted under a pure ε cap (zCDP gives no pure ε
 guarantee), and a charge is then refused.  The charge itself is recorded only in the budget charged.
 
+**Series of the same data.**  A series linked to one member (:mod:`dpcore.privacy.oneoff_links`) is
+data of every member: when the group is recorded (and when a series is linked to a member later),
+every series of a member is linked to every member (:func:`dpcore.privacy.linked_series.spread`),
+so each period counts the spends of all members, and :func:`fit` counts, under each member's cap,
+what the series add for a record of one period (each series' largest period, plus what else covers
+every period: :func:`dpcore.privacy.linked_series.share`).
+
 >>> import tempfile, pathlib
 >>> from dpcore.privacy import budget
 >>> from dpcore.privacy.ledger_store import LedgerStore
@@ -40,6 +47,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from dpcore.errors import BudgetError
+from dpcore.privacy import linked_series
 from dpcore.privacy.budget import CAP_TOLERANCE, PrivacyCost, two_significant
 from dpcore.privacy.ledger import LedgerEntry, minute_now
 from dpcore.privacy.units import Unit, group_factor
@@ -80,6 +88,9 @@ def record(con: sqlite3.Connection, keys: Sequence[str]) -> None:
         con.execute(f"UPDATE budget_groups SET group_id = ? WHERE group_id IN ({','.join('?' * len(found))})",
                     (gid, *found))
     con.executemany("INSERT OR IGNORE INTO budget_groups VALUES (?, ?, ?)", [(k, gid, minute_now()) for k in keys])
+    # a series of one member is a series of the same data as every member's: link it to all of them
+    linked_series.spread(con, [str(m) for (m,) in con.execute(
+        "SELECT member FROM budget_groups WHERE group_id = ? ORDER BY member", (gid,))])
 
 
 def members(con: sqlite3.Connection, key: str) -> list[str]:
@@ -137,24 +148,34 @@ def _parts(group: dict[str, _State], m: str, base: Unit) -> dict[str, Fraction]:
                    Fraction(0)) for o, (_c, _u, es) in group.items()}
 
 
+def _series(con: sqlite3.Connection, group: dict[str, _State], base: Unit, cap: PrivacyCost) -> Fraction:
+    """What the series linked to the members of ``group`` add for a record of one period, counted under
+    ``cap`` (of ``base`` units): :func:`dpcore.privacy.linked_series.share`."""
+    return linked_series.share(con, list(group), lambda e: _counted(e.cost, e.unit, base, cap))
+
+
 def fit(con: sqlite3.Connection, key: str, cost: PrivacyCost, unit: Unit) -> None:
     """Refuse (:class:`~dpcore.errors.BudgetError`) a charge of ``cost`` protecting ``unit`` to the budget
-    ``key`` unless, for every budget of its group, the spends of every member plus the charge fit that
-    member's cap (so the smallest cap holds for all).  Nothing when ``key`` is in no group."""
+    ``key`` unless, for every budget of its group, the spends of every member, what the series of the
+    same data add (:func:`_series`) and the charge fit that member's cap (so the smallest cap holds for
+    all).  Nothing when ``key`` is in no group."""
     group = _group(con, key)
     if len(group) < 2:
         return
     for m, (cap, m_unit, _entries) in group.items():
         base = m_unit or unit
         parts = _parts(group, m, base)
+        series = _series(con, group, base, cap)
         new = _counted(cost, unit, base, cap)
-        total = sum(parts.values(), Fraction(0))
+        total = sum(parts.values(), series)
         if total + new > Fraction(cap.value) * (1 + CAP_TOLERANCE):
-            elsewhere = total - parts.get(key, Fraction(0))
+            elsewhere = total - series - parts.get(key, Fraction(0))
             left = max(Fraction(0), Fraction(cap.value) - total)
+            periods = (f", and the series of the same data {cap.symbol} = {two_significant(float(series))} (its "
+                       "largest period: a record of that period loses every release)") if series else ""
             raise BudgetError(
                 f"{_SHARED}, e.g. the same points with other bounds), which has {cap.symbol} = "
-                f"{two_significant(float(elsewhere))} spent; together {cap.symbol} = "
+                f"{two_significant(float(elsewhere))} spent{periods}; together {cap.symbol} = "
                 f"{two_significant(float(total))} is spent of the cap {cap.label()}, so this release "
                 f"({cost.label()}) does not fit ({cap.symbol} = {two_significant(float(left), down=True)} is left). "
                 "Lower the release's budget, or release less.")
@@ -162,9 +183,10 @@ def fit(con: sqlite3.Connection, key: str, cost: PrivacyCost, unit: Unit) -> Non
 
 def left(con: sqlite3.Connection, key: str) -> Fraction | None:
     """What the group of ``key`` leaves for a charge of ``key`` in its own definition and unit: the least
-    a member's cap leaves after the spends of every member, counted over the members whose cap has
-    ``key``'s definition and unit (0 when a spend cannot be counted under one of them; a member of
-    another definition or unit is left to :func:`fit`).  None when ``key`` is in no group."""
+    a member's cap leaves after the spends of every member and what the series of the same data add
+    (:func:`_series`), over the members whose cap has ``key``'s definition and unit (0 when a spend
+    cannot be counted under one of them; a member of another definition or unit is left to
+    :func:`fit`).  None when ``key`` is in no group."""
     group = _group(con, key)
     if len(group) < 2 or key not in group:
         return None
@@ -174,7 +196,8 @@ def left(con: sqlite3.Connection, key: str) -> Fraction | None:
         if cap.definition != own_cap.definition or (m != key and m_unit not in (None, own_unit)):
             continue
         try:
-            total = sum(_parts(group, m, m_unit or own_unit or Unit()).values(), Fraction(0))
+            base = m_unit or own_unit or Unit()
+            total = sum(_parts(group, m, base).values(), _series(con, group, base, cap))
         except BudgetError:
             return Fraction(0)
         here = max(Fraction(0), Fraction(cap.value) - total)

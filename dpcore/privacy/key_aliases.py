@@ -65,13 +65,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
 from collections.abc import Collection, Iterator, Sequence
 from fractions import Fraction
 from typing import Any
 
 from dpcore.privacy import budget_groups
-from dpcore.privacy.budget import PrivacyCost, float_up
+from dpcore.privacy.budget import CAP_TOLERANCE, PrivacyCost, float_down, float_up
 from dpcore.privacy.ledger import CapChange, LedgerEntry, minute_now
 
 __all__ = ["BUDGET", "CAP", "COLUMNS", "FOLLOW", "LEVEL_KEYS_V2", "NONE", "USE", "adopt", "ensure", "is_new", "leads_to",
@@ -170,19 +171,41 @@ def _retirable(con: sqlite3.Connection, key: str) -> bool:
     return pristine(con, key, ignoring=[t for t, _ in _present(con, CAP)])
 
 
+def _same_loss(cap: PrivacyCost, definition: str) -> PrivacyCost:
+    """``cap`` read as a cap of ``definition``, rounded down (never a larger cap): pure ε-DP is
+    ρ = ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4), so a pure cap ε keeps a ρ cap when ε = √(2ρ).
+
+    >>> from dpcore.privacy.budget import pure, zcdp
+    >>> _same_loss(zcdp(0.5), "pure").value < 1.0 < _same_loss(zcdp(0.5), "pure").value + 1e-12
+    True
+    >>> _same_loss(pure(0.2), "zcdp").value <= 0.02, _same_loss(pure(0.2), "pure") == pure(0.2)
+    (True, True)
+    """
+    if cap.definition == definition:
+        return cap
+    if definition == "zcdp":
+        return PrivacyCost("zcdp", float_down(Fraction(cap.value) ** 2 / 2))
+    return PrivacyCost("pure", math.nextafter(math.sqrt(2 * cap.value), 0.0))
+
+
 def _carry_cap(con: sqlite3.Connection, old: str, into: str) -> None:
     """Keep the promise of a cap the curator set on the budget ``old`` that is being retired: when
     ``old``'s cap was changed and is below ``into``'s in the same definition, ``into`` takes it (as a
     cap change of ``into``, never below what ``into`` has spent, so that nothing spent is disowned).
-    A cap of another definition (ε against ρ) is not comparable and ``into`` keeps its own; ``old``'s
-    cap changes go with it."""
+    A cap of the other definition is read in ``into``'s (:func:`_same_loss`): a ρ cap as the pure ε
+    whose ρ = ε²/2 is that cap, a pure ε cap as ρ = ε²/2 (the most a ρ budget can keep of a pure
+    promise: zCDP gives no pure ε guarantee).  ``old``'s cap changes go with it.  When ``into`` is a
+    key bound to a population (no budget row of its own), the population's budget, which its releases
+    draw on, takes the cap."""
     changed = con.execute("SELECT 1 FROM cap_changes WHERE fingerprint = ? LIMIT 1", (old,)).fetchone()
+    into = _drawn_on(con, into)
     rows = {k: con.execute("SELECT cap FROM datasets WHERE fingerprint = ?", (k,)).fetchone() for k in (old, into)}
     con.execute("DELETE FROM cap_changes WHERE fingerprint = ?", (old,))
     if not changed or rows[old] is None or rows[into] is None:
         return
-    low, cap = (PrivacyCost.from_dict(json.loads(rows[k][0])) for k in (old, into))
-    if low.definition != cap.definition or low.value >= cap.value:
+    old_cap, cap = (PrivacyCost.from_dict(json.loads(rows[k][0])) for k in (old, into))
+    low = _same_loss(old_cap, cap.definition)
+    if low.value >= cap.value * (1 - CAP_TOLERANCE):  # a switch ε ↔ ρ and back is no lower cap
         return
     spent = sum(Fraction(LedgerEntry.from_dict(json.loads(e)).charged) for (e,) in con.execute(
         "SELECT entry FROM spends WHERE fingerprint = ?", (into,)))

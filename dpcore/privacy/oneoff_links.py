@@ -13,7 +13,9 @@ one-off budgets of the same data (table ``series_links``), and the two compose:
   Lemma 1.7); parallel composition across periods is untouched (each record is in one period).
 * **one-off side** (:class:`LinkedLedger`) — a one-off release must fit (i) its own cap given the
   *largest* per-period series spend (a record or person-period is in exactly one period, so its
-  series loss is that period's, at most the maximum), and (ii) every charged period's cap and
+  series loss is that period's, at most the maximum) and the other budgets linked to the series
+  (its cumulative release, a named population's budget:
+  :func:`dpcore.privacy.linked_series.share`), and (ii) every charged period's cap and
   (iii) the series' horizon cap, the one-off's charge counted as above.
 * **horizon** — a person present in every period meets a person-level one-off once; a
   record-level one-off holds that person's one event per period, ``n`` records in one mechanism:
@@ -28,7 +30,8 @@ protected by nothing), nor an event series towards a person-level one-off budget
 opened, the one-off budget key of its whole input (``Session.series_budget(oneoff=...)``, the key
 a one-off release of the same input draws on, after its population binding) and, when named, the
 named population's own key (a one-off ``--population NAME`` and a series ``--population NAME``
-are the same people).  A one-off release finds the series it is linked to by its budget key.
+are the same people); and every budget of a group of used budgets of the same data that one of
+them is in (:mod:`dpcore.privacy.budget_groups`).  A one-off release finds the series it is linked to by its budget key.
 
 >>> from dpcore.privacy.budget import pure, zcdp
 >>> from dpcore.privacy.units import Unit
@@ -49,6 +52,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpcore.errors import BudgetError
+from dpcore.privacy import budget_groups, linked_series
 from dpcore.privacy.budget import PrivacyCost, two_significant
 from dpcore.privacy.ledger import LedgerEntry, minute_now
 from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
@@ -76,7 +80,8 @@ def ensure(con: sqlite3.Connection) -> None:
 
 
 def link(store: LedgerStore, population: str, data_keys: Iterable[str]) -> None:
-    """Link the series population ``population`` to the one-off budget keys ``data_keys`` (for good)."""
+    """Link the series population ``population`` to the one-off budget keys ``data_keys`` (for good), and
+    to every budget of their groups (:mod:`dpcore.privacy.budget_groups`)."""
     keys = sorted({str(k) for k in data_keys if k})
     if not keys:
         return
@@ -84,6 +89,9 @@ def link(store: LedgerStore, population: str, data_keys: Iterable[str]) -> None:
         ensure(con)
         con.executemany("INSERT OR IGNORE INTO series_links VALUES (?, ?, ?)",
                         [(population, k, minute_now()) for k in keys])
+        # a budget counted with other used budgets of the same data (budget_groups): the series is
+        # their data too, so it is linked to every member and every member's series to it
+        linked_series.spread(con, sorted({m for k in keys for m in budget_groups.members(con, k)}))
 
 
 def _value(cost: PrivacyCost, definition: str) -> Fraction:
@@ -146,21 +154,14 @@ def _series_state(con: sqlite3.Connection, population: str) -> tuple[TimeUnit | 
         return None, None, {}
     unit = TimeUnit.from_dict(json.loads(row[0]))
     hcap = PrivacyCost.from_dict(json.loads(row[1])) if row[1] else None
-    like = population.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "@%"
-    ledgers: dict[str, tuple[PrivacyCost, list[LedgerEntry]]] = {
-        fp: (PrivacyCost.from_dict(json.loads(cap)), []) for fp, cap in con.execute(
-            "SELECT fingerprint, cap FROM datasets WHERE fingerprint LIKE ? ESCAPE '\\'", (like,))}
-    for fp, e in con.execute("SELECT fingerprint, entry FROM spends WHERE fingerprint LIKE ? ESCAPE '\\' "
-                             "ORDER BY fingerprint, idx", (like,)):
-        if fp in ledgers:
-            ledgers[fp][1].append(LedgerEntry.from_dict(json.loads(e)))
-    return unit, hcap, ledgers
+    return unit, hcap, linked_series.period_ledgers(con, population)
 
 
 class LinkedLedger(StoredLedger):
     """A one-off budget (:meth:`dpcore.core.session.Session.budget`) that composes with the series
     of the same data: a charge must also fit the linked series' periods and horizon (module docstring).
-    ``series_spent`` is the largest per-period series spend last checked against this budget's cap."""
+    ``series_spent`` is what the linked series added (their largest period spend, and the other budgets
+    linked to them) when this budget's cap was last checked."""
 
     series_spent: float = 0.0
     #: The details of the charge being checked (its horizon multiple, for a cumulative series).
@@ -192,11 +193,12 @@ class LinkedLedger(StoredLedger):
         release_unit = unit if unit is not None else (self._unit_of_privacy or Unit())
         own_unit = self._unit_of_privacy or release_unit
         charge = Fraction(self.charge_of(self.charge_for(cost, release_unit)[0]))
+        if pops:
+            self._fit_own(con, own_unit, charge)
         for pop in pops:
             s_unit, hcap, ledgers = _series_state(con, pop)
             if s_unit is None:
                 continue
-            self._fit_own(ledgers, own_unit, charge)
             others = linked_entries(con, pop)
             for fp, (cap, entries) in ledgers.items():
                 total = sum((Fraction(e.charged) for e in entries), Fraction(0))
@@ -211,17 +213,16 @@ class LinkedLedger(StoredLedger):
             if hcap is not None:
                 self._fit_horizon(hcap, ledgers, others, cost, release_unit)
 
-    def _fit_own(self, ledgers: Mapping[str, tuple[PrivacyCost, list[LedgerEntry]]], own_unit: Unit,
-                 charge: Fraction) -> None:
-        worst = Fraction(0)
-        for _cap, entries in ledgers.values():
-            worst = max(worst, sum((in_unit(e.cost, e.unit, own_unit, self.definition) for e in entries),
-                                   Fraction(0)))
+    def _fit_own(self, con: sqlite3.Connection, own_unit: Unit, charge: Fraction) -> None:
+        """This budget's spends, what the linked series add for a record of one period (their largest
+        period and what else is linked to them: :func:`dpcore.privacy.linked_series.share`) and the
+        charge must fit this budget's cap."""
+        worst = linked_series.share(con, [self._fp], lambda e: in_unit(e.cost, e.unit, own_unit, self.definition))
         self.series_spent = float(worst)
         if self._spent + worst + charge > self._limit():
             raise BudgetError(
                 f"The series of this data spent up to {self._symbol()} = {two_significant(float(worst))} in one "
-                f"period, and this budget ({self._cap.label()}) has {self._symbol()} = "
+                f"period (with the other releases counted in every period), and this budget ({self._cap.label()}) has {self._symbol()} = "
                 f"{two_significant(float(self._spent))} spent: a record of that period would lose both, so this "
                 f"release ({two_significant(float(charge))}) does not fit. Lower its budget, or release less.")
 

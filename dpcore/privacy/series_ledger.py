@@ -51,6 +51,7 @@ from dpcore.errors import BudgetError, InputError, ParameterError
 from dpcore.privacy.budget import PrivacyCost, two_significant
 from dpcore.privacy.ledger import Ledger, LedgerEntry, epsilon_readings, minute_now
 from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
+from dpcore.privacy.linked_series import like
 from dpcore.privacy.oneoff_links import horizon_part, in_unit, linked_entries
 from dpcore.privacy.units import TimeUnit
 
@@ -346,7 +347,7 @@ class SeriesBudget:
     # -- horizon ------------------------------------------------------------------------------
     def _entries(self, con: Any) -> list[LedgerEntry]:
         rows = con.execute("SELECT entry FROM spends WHERE fingerprint LIKE ? ESCAPE '\\' ORDER BY fingerprint, idx",
-                           (_like(self.population) + "@%",)).fetchall()
+                           (like(self.population),)).fetchall()
         return [LedgerEntry.from_dict(json.loads(e)) for (e,) in rows]
 
     def per_period(self) -> dict[str, float]:
@@ -462,7 +463,7 @@ class SeriesBudget:
     def ledger_definition(self) -> str:
         with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
             row = con.execute("SELECT cap FROM datasets WHERE fingerprint LIKE ? ESCAPE '\\' LIMIT 1",
-                              (_like(self.population) + "@%",)).fetchone()
+                              (like(self.population),)).fetchone()
         return PrivacyCost.from_dict(json.loads(row[0])).definition if row else self.default_cap.definition
 
     # -- stored periods ------------------------------------------------------------------------
@@ -554,10 +555,6 @@ class SeriesBudget:
                              minute_now()))
                 ids.append(rid)
         return ids
-
-
-def _like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def find_population(store: LedgerStore, kind: str, pairs: Sequence[tuple[str, str]], whole: str,

@@ -315,8 +315,8 @@ def test_error_bars_follow_the_hierarchy_with_axis_titles(at: AppTest) -> None:
 
 
 def test_plain_words_for_level_names_and_counts() -> None:
-    from ui.fmt import plural
-    from ui.kinds.areas.common import level_label, sizes_line
+    from ui.fmt import plural, sizes_line
+    from ui.kinds.areas.common import level_label
 
     assert [plural(w) for w in ("region", "county", "box", "day")] == ["regions", "counties", "boxes", "days"]
     assert level_label("COUNTYFP", 3221) == "counties (COUNTYFP)" and level_label("STATEFP") == "state (STATEFP)"

@@ -318,3 +318,26 @@ def test_appended_column_matches_the_round_trip(text: str) -> None:
     frame["accounted"] = NOT_ACCOUNTED_CELL
     assert quick == published_csv_bytes(frame)
     assert text.startswith("level,origin,noisy\nstate,44")  # only the plain file takes the shortcut
+
+
+@pytest.mark.parametrize(("text", "plain"), [
+    ("noisy,origin\n-3,44\n+.5,-1e5\n", True),  # signed numbers at a line's start and its end
+    ("noisy,origin\n-3,44\n-3x,1\n", False),  # a sign not followed by a number to the field's end
+    ("noisy,origin\n1,\uff0d4\n", False),  # a full-width minus
+    ("noisy,origin\n1,2\n@3,4\n", False),  # an at sign on the last line
+])
+def test_the_appended_column_scans_every_field_once(text: str, plain: bool) -> None:
+    """The fields are checked by one search over the text (not a loop per signed field): a signed
+    field anywhere must be a plain number for the shortcut, whose bytes are the round trip's; ``vouched``
+    (the O/D writer's pyarrow output) skips the scan and appends the same way."""
+    from dpcore.core.record import NOT_ACCOUNTED_CELL, published_csv_bytes, published_csv_frame
+    from dpcore.data.csv_safe import append_constant_column
+
+    data = text.encode()
+    quick = append_constant_column(data, "accounted", NOT_ACCOUNTED_CELL)
+    assert (quick is not None) == plain
+    if plain:
+        frame = published_csv_frame(data)
+        frame["accounted"] = NOT_ACCOUNTED_CELL
+        assert quick == published_csv_bytes(frame)
+        assert append_constant_column(data, "accounted", NOT_ACCOUNTED_CELL, vouched=True) == quick

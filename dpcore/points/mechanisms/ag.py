@@ -231,6 +231,13 @@ class AdaptiveGrid(PointsMechanism):
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
+        return self._release_tree(aggregate, cost, params, noise)[0]
+
+    def _release_tree(
+        self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
+    ) -> tuple[PartitionRelease, NDArray[np.int64]]:
+        """The release and the parent index of each of its rectangles (-1 for a first-level cell),
+        for post-processing of the two-level tree (:mod:`dpcore.points.mechanisms.ag_pool`)."""
         grid = aggregate.grid
         k = aggregate.sensitivity
         e_n, e_g, e1, e2 = self._budgets(cost, params)
@@ -276,7 +283,7 @@ class AdaptiveGrid(PointsMechanism):
             node_budget=np.concatenate([np.full(n1, e1.value), np.full(n2, e2.value)]),
             is_tree=True,
             measured=np.concatenate([noisy1, noisy2]).astype(np.float64),  # raw, for the data users' files
-        )
+        ), parent
 
 
 def _areas(rects: NDArray[np.int64]) -> NDArray[np.int64]:

@@ -129,22 +129,6 @@ def sum_up(est: NDArray[np.float64], parent: NDArray[np.int64], depth: NDArray[n
     return est
 
 
-def first_level_parent(rects: NDArray[np.int64], depth: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The parent index of each node of AG's two-level release (-1 for first-level cells): the
-    first-level cells are a row-major block grid, so a sub-cell's corner locates its cell.
-
-    >>> rects = np.array([[0, 2, 0, 2], [0, 2, 2, 4], [0, 1, 2, 3], [1, 2, 2, 4], [0, 2, 0, 2]])
-    >>> first_level_parent(rects, np.array([0, 0, 1, 1, 1])).tolist()
-    [-1, -1, 1, 1, 0]
-    """
-    top = rects[depth == 0]
-    row_edges = np.unique(top[:, 0])
-    col_edges = np.unique(top[:, 2])
-    r = np.searchsorted(row_edges, rects[:, 0], side="right") - 1
-    c = np.searchsorted(col_edges, rects[:, 2], side="right") - 1
-    return np.where(depth == 0, -1, r * col_edges.size + c).astype(np.int64)
-
-
 class AdaptiveGridPooled(AdaptiveGrid):
     name = "ag_pool"
     title = "AG with pooled sparse cells"
@@ -170,9 +154,8 @@ class AdaptiveGridPooled(AdaptiveGrid):
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
     ) -> PartitionRelease:
-        rel = super()._release(aggregate, cost, params, noise)
+        rel, parent = self._release_tree(aggregate, cost, params, noise)
         depth = rel.level
-        parent = first_level_parent(rel.rects, depth)
         area = ((rel.rects[:, 1] - rel.rects[:, 0]) * (rel.rects[:, 3] - rel.rects[:, 2])).astype(np.float64)
         est, sd, pooled = pool_sparse(rel.noisy, rel.sd, parent, depth, area, params["pool_threshold"])
         est = sum_up(est, parent, depth)

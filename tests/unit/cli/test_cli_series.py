@@ -536,3 +536,21 @@ def test_a_hierarchy_series_joins_a_person_level_population_once_each_person_is_
     (row,) = Session.open(None).budgets()  # the population's budget, not one of its own
     assert row["population"] == "Survey" and row["unit"]["scope"] == "person-period"
     assert [p["spent"] for p in row["periods"]] == pytest.approx([0.5, 0.5, 0.5])  # 0.2 (points) + 0.3 (table)
+
+
+def test_a_table_series_is_counted_once_by_the_flag_not_by_the_unit_shape() -> None:
+    """``table_series`` reads "each person counted once" from --each-person-counted-once: a plan whose
+    unit merely looks like one person (uncapped) without the flag still needs the person column for a
+    person-period series (before: taken as confirmed from the unit's shape)."""
+    import argparse
+
+    from dpcore.cli.series import table_series
+    from dpcore.errors import ParameterError
+    from dpcore.privacy.units import Unit
+
+    args = argparse.Namespace(unit="person-period", max_periods=None, horizon_cap=None, time_col="t",
+                              time_range="2024-01-01,2024-01-14", period="week", epsilon=None, no_budget=True,
+                              each_person_counted_once=False)
+    plan = argparse.Namespace(unit=Unit("person"))
+    with pytest.raises(ParameterError, match="needs the person column"):
+        table_series(args, plan, pd.DataFrame({"t": []}), [], None, lambda rows: rows, {}, None, None)

@@ -72,13 +72,22 @@ def test_same_noisy_counts_as_ag_and_plain_ag_without_pooling() -> None:
     assert not np.allclose(pooled.noisy, ag.noisy)
 
 
+def _contains(rel) -> np.ndarray:
+    """The test's own parents of AG's release: the first-level cell that holds each sub-cell (-1: none)."""
+    top = np.flatnonzero(rel.level == 0)
+    r, p = rel.rects[:, None, :], rel.rects[top][None, :, :]
+    inside = (p[..., 0] <= r[..., 0]) & (r[..., 1] <= p[..., 1]) & (p[..., 2] <= r[..., 2]) & (r[..., 3] <= p[..., 3])
+    return np.where(rel.level == 0, -1, top[inside.argmax(axis=1)])
+
+
 def test_parents_of_ags_tree() -> None:
-    rel = release_with(AG, _clustered(), 1.0, {}, NoiseSource(5))
-    parent = A.first_level_parent(rel.rects, rel.level)
-    kids = np.flatnonzero(rel.level == 1)
-    r, p = rel.rects[kids], rel.rects[parent[kids]]
-    assert ((p[:, 0] <= r[:, 0]) & (r[:, 1] <= p[:, 1]) & (p[:, 2] <= r[:, 2]) & (r[:, 3] <= p[:, 3])).all()
-    assert (parent[rel.level == 0] == -1).all()
+    """The parents AG's release builds (and AG with pooling uses) are the cells holding each sub-cell."""
+    agg = _clustered()
+    rel = release_with(AG, agg, 1.0, {}, NoiseSource(5))
+    same, parent = AG._release_tree(agg, rel.cost, rel.params, NoiseSource(5))  # the same draws
+    np.testing.assert_array_equal(same.rects, rel.rects)
+    np.testing.assert_array_equal(parent, _contains(rel))
+    assert (parent[rel.level == 0] == -1).all() and (parent[rel.level == 1] >= 0).all()
 
 
 def test_release_is_consistent_and_tiles_the_grid() -> None:
@@ -88,7 +97,7 @@ def test_release_is_consistent_and_tiles_the_grid() -> None:
     for r0, r1, c0, c1 in rel.rects[rel.leaf]:
         cover[r0:r1, c0:c1] += 1
     assert (cover == 1).all()
-    parent = A.first_level_parent(rel.rects, rel.level)
+    parent = _contains(rel)
     kids = np.flatnonzero(rel.level == 1)
     sums = np.bincount(parent[kids], rel.noisy[kids], minlength=rel.n_rects)
     np.testing.assert_allclose(sums[rel.level == 0], rel.noisy[rel.level == 0], atol=1e-9)

@@ -117,3 +117,69 @@ def test_a_damaged_row_of_another_member_is_a_damaged_database(store: LedgerStor
         cli.check(pure(0.1))
     with pytest.raises(StorageError, match="damaged"):
         cli.spend(pure(0.1), "refused")
+
+
+# -- a group with a series of the same data (privacy review after issue 26) --------------------------
+
+def _group_with_series(tmp_path: Path, link_first: bool):
+    """The app spent ε 0.3 on A, the CLI 0.1 on C, a daily event series of the same points (linked to
+    A, before or after the group is recorded) 0.5 in day d1; every cap ε = 1."""
+    from dpcore.core.session import Charge, Session
+    from dpcore.privacy.units import TimeUnit, Unit
+
+    session = Session.open(tmp_path / "l.sqlite")
+
+    def oneoff(fp: str, cost):
+        ledger = session.budget("points", fp, default=ONE, unit=Unit())
+        session.release(ledger, Charge(cost, "one-off", unit=Unit()), lambda: None)
+        return ledger
+
+    def series():
+        return session.series_budget("points", "whole", [("d1", "a")], TimeUnit("event", Unit(), "day"),
+                                     default=ONE, oneoff=[("points", "fp-app")])
+
+    app, cli = oneoff("fp-app", pure(0.3)), oneoff("fp-cli", pure(0.1))
+    budget = series() if link_first else None
+    session.adopt_keys("points", "fp-app", ["fp-cli"])  # a key of the app's points leads to the CLI's budget
+    budget = budget or series()
+    assert _members(session.store, app.dataset) == sorted([app.dataset, cli.dataset])
+    session.release(budget.ledger("d1"), Charge(pure(0.5), "d1", unit=Unit()), lambda: None)
+    return session, app, cli, budget
+
+
+@pytest.mark.parametrize("link_first", [True, False], ids=["series-then-group", "group-then-series"])
+def test_a_group_member_counts_the_series_linked_to_another_member(tmp_path: Path, link_first: bool) -> None:
+    """A record of day d1 loses A's 0.3, C's 0.1 and d1's 0.5 (sequential composition): 0.9 of the
+    smallest cap.  So 0.2 more fits on neither one-off budget (before: C checked only A + C = 0.6 and
+    A only its own 0.3 + d1's 0.5, so both took it: 1.1); 0.1 does."""
+    from dpcore.core.session import Charge
+    from dpcore.privacy.units import Unit
+
+    session, app, cli, _budget = _group_with_series(tmp_path, link_first)
+    for led in (cli, app):
+        with pytest.raises(BudgetError, match="series of the same data ε = 0.5"):
+            led.check(pure(0.2))
+        with pytest.raises(BudgetError, match="series"):
+            session.release(led, Charge(pure(0.2), "too much", unit=Unit()), lambda: None)
+    assert app.spent == pytest.approx(0.3) and cli.spent == pytest.approx(0.1)
+    assert cli.remaining == pytest.approx(0.1) and app.remaining == pytest.approx(0.1)
+    session.release(cli, Charge(pure(0.1), "fits: 1.0", unit=Unit()), lambda: None)
+    with pytest.raises(BudgetError):
+        app.check(pure(0.01))
+
+
+@pytest.mark.parametrize("link_first", [True, False], ids=["series-then-group", "group-then-series"])
+def test_the_series_of_one_member_counts_every_member(tmp_path: Path, link_first: bool) -> None:
+    """The series linked to A counts C's 0.1 in every period too (before: only A's 0.3, so d1 took 0.15
+    more, 1.05 in all, and a new day 0.7, 1.1)."""
+    from dpcore.core.session import Charge
+    from dpcore.privacy.units import Unit
+
+    session, _app, _cli, budget = _group_with_series(tmp_path, link_first)
+    assert budget.ledger("d1").spent == pytest.approx(0.9)  # 0.5 + A's 0.3 + C's 0.1
+    assert budget.ledger("d2").spent == pytest.approx(0.4)
+    with pytest.raises(BudgetError):
+        session.release(budget.ledger("d1"), Charge(pure(0.15), "d1 again", unit=Unit()), lambda: None)
+    with pytest.raises(BudgetError):
+        session.release(budget.ledger("d2"), Charge(pure(0.7), "d2", unit=Unit()), lambda: None)
+    session.release(budget.ledger("d2"), Charge(pure(0.6), "d2 fits: 1.0", unit=Unit()), lambda: None)

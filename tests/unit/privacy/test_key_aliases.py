@@ -160,11 +160,42 @@ def test_a_carried_cap_is_never_below_what_the_chosen_budget_spent(store: Ledger
     assert merged.cap.value == pytest.approx(0.8) and merged.remaining == pytest.approx(0.0, abs=1e-9)
 
 
-def test_a_cap_of_another_definition_or_a_higher_one_leaves_the_chosen_cap(store: LedgerStore) -> None:
+def test_a_higher_cap_or_a_mere_switch_of_definition_leaves_the_chosen_cap(store: LedgerStore) -> None:
+    """ε = 1 switched to the same loss in ρ (ρ = 0.5) and a raise to 3 promise nothing lower."""
     _spent(store, "k1:cli", 0.4)
-    store.ledger("k1:rho", ONE, "points").set_cap(zcdp(0.01))
+    store.ledger("k1:rho", ONE, "points").set_cap(zcdp(0.5))
     store.ledger("k1:high", ONE, "points").set_cap(pure(3.0))
     assert key_aliases.adopt(store, "k1:rho", ["k1:high", "k1:cli"]) == "k1:cli"
     assert not store.has_ledger("k1:rho") and not store.has_ledger("k1:high")
     merged = store.ledger("k1:cli", ONE)
     assert merged.cap == ONE and merged.cap_changes == ()
+
+
+@pytest.mark.parametrize(("lowered", "chosen", "carried"), [
+    (zcdp(0.08), ONE, 0.4),                # ρ 0.08 holds under a pure cap ε = √(2·0.08) = 0.4
+    (pure(0.4), zcdp(0.5), 0.4 ** 2 / 2),  # ε 0.4 read as ρ = 0.08 (zCDP keeps no pure promise)
+], ids=["rho-into-pure", "pure-into-rho"])
+def test_a_lower_cap_of_the_other_definition_is_carried_at_the_same_loss(
+        store: LedgerStore, lowered, chosen, carried: float) -> None:
+    """Before, a lower cap of the other definition was dropped (the chosen budget kept ε = 1 / ρ = 0.5)."""
+    store.ledger("k1:cli", chosen, "points").spend(pure(0.1), "released")
+    store.ledger("k1:app", ONE, "points").set_cap(lowered)
+    assert key_aliases.adopt(store, "k1:app", ["k1:cli"]) == "k1:cli"
+    merged = store.ledger("k1:cli", chosen)
+    assert merged.cap.definition == chosen.definition and merged.cap.value == pytest.approx(carried, rel=1e-9)
+    assert merged.cap.value <= carried * (1 + 1e-15)  # rounded down, never a larger cap
+
+
+def test_a_lower_cap_is_carried_to_the_population_a_chosen_binding_draws_on(store: LedgerStore) -> None:
+    """The CLI's data is bound to a population (its key has a binding, no budget row of its own); the
+    app's budget of the same data, its cap lowered to 0.5 before any release, is retired into it: the
+    population's budget takes the lower cap (before: dropped, the population kept ε = 1)."""
+    from dpcore.privacy.units import Unit
+
+    pop = store.bind("k1:cli", "survey")
+    store.ledger(pop, ONE, "population", Unit("person")).spend(pure(0.2), "released", unit=Unit("person"))
+    store.ledger("k1:app", ONE, "points").set_cap(pure(0.5))
+    assert key_aliases.adopt(store, "k1:app", ["k1:cli"]) == "k1:cli"
+    assert not store.has_ledger("k1:app")
+    merged = store.ledger(pop, ONE)
+    assert merged.cap == pure(0.5) and [c.new for c in merged.cap_changes] == [pure(0.5)]

@@ -155,3 +155,16 @@ def test_the_office_view_counts_the_oneoff_in_every_period_and_once_in_the_horiz
     assert [p["spent"] for p in row["periods"]] == pytest.approx([0.3, 0.15]) and row["spent"] == pytest.approx(0.3)
     assert row["horizon"]["rho"] == pytest.approx(0.2 + 0.05 + 0.1)  # a person-level one-off once
     assert row["horizon"] == budget.horizon()
+
+
+def test_a_oneoff_counts_the_cumulative_release_of_its_series(tmp_path: Path) -> None:
+    """A cumulative release of the series covers every period like a one-off: a record of day d1 loses
+    the one-off's spends, d1's 0.3 and the cumulative's 0.4.  Under the one-off's cap ρ 0.8 (periods:
+    ρ 2) a one-off of 0.2 fits, 0.5 does not (before: 0.3 + 0.5 = 0.8 was taken, 1.2 with the cumulative)."""
+    session = Session.open(tmp_path / "l.sqlite")
+    budget = _series(session, cap=zcdp(2.0))
+    _period(session, budget, "d1", zcdp(0.3))
+    session.release(budget.cumulative_ledger(), Charge(zcdp(0.4), "cumulative", unit=Unit()), lambda: None)
+    with pytest.raises(BudgetError, match="spent up to ρ = 0.7 in one period"):
+        _oneoff(session, zcdp(0.5), cap=zcdp(0.8))
+    assert _oneoff(session, zcdp(0.1), cap=zcdp(0.8)).series_spent == pytest.approx(0.7)

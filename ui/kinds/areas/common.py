@@ -49,11 +49,6 @@ def kept(key: str) -> Any:
     return state.store(f"hier_{key}")
 
 
-def sizes_line(levels: list[str], sizes: list[int]) -> str:
-    """``4 regions, 36 districts, 576 zones``: the areas per level, pluralised."""
-    return ", ".join(f"{fmt.count(n)} {level_label(lv, n)}" for lv, n in zip(levels, sizes, strict=True))
-
-
 #: the boundary files' LSAD abbreviations that do not read as words
 _LSAD_WORDS = {"Muno": "Municipio", "Muny": "Municipio", "CA": "Census Area", "Cty&Bor": "City and Borough"}
 

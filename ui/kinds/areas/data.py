@@ -76,11 +76,11 @@ def _hierarchy_data() -> None:
     if m is None:
         return
     if inputs is None:
-        st.caption(f"In use until then: {m['name']} ({common.sizes_line(m['h'].level_names[1:], m['h'].sizes[1:])}).")
+        st.caption(f"In use until then: {m['name']} ({fmt.sizes_line(m['h'].level_names[1:], m['h'].sizes[1:])}).")
         return
     h, counts = m["h"], m["counts"]
     st.subheader("3. Public areas")
-    st.success(f"{m['name']}: " + common.sizes_line(h.level_names[1:], h.sizes[1:])
+    st.success(f"{m['name']}: " + fmt.sizes_line(h.level_names[1:], h.sizes[1:])
                + (f"; group sizes {', '.join(counts.size_labels)}" if counts.statistic == "group_sizes" else ""))
     st.caption(f"Area list: {h.source}. Codes: " + ", ".join(
         f"{common.level_label(lv)} {'unique' if md == 'global' else 'unique within the area above'}"

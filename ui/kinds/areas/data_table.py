@@ -92,10 +92,10 @@ def data_step() -> None:
         return
     s = table.structure
     if source == UPLOAD and ss.get("census_upload_error"):  # no green line under the red one: say what is in use
-        st.caption(f"In use: {name} (" + common.sizes_line(s.level_names[1:], [len(s.paths_at(d)) for d in
+        st.caption(f"In use: {name} (" + fmt.sizes_line(s.level_names[1:], [len(s.paths_at(d)) for d in
                                                                                 range(1, len(s.level_names))]) + ").")
         return
-    st.success(f"{name}: " + common.sizes_line(s.level_names[1:], [len(s.paths_at(d)) for d in
+    st.success(f"{name}: " + fmt.sizes_line(s.level_names[1:], [len(s.paths_at(d)) for d in
                                                                        range(1, len(s.level_names))]))
     if not s.public_areas:
         st.warning(

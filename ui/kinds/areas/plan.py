@@ -45,7 +45,7 @@ def plan_step() -> None:
     if m is None:
         frame.missing("Load a table of counts over areas on the Data step first.", "data", "Go to the Data step")
     h, counts, fp = m["h"], m["counts"], m["fp"]
-    st.caption(f"Data: **{m['name']}** · {common.sizes_line(h.level_names[1:], h.sizes[1:])}")
+    st.caption(f"Data: **{m['name']}** · {fmt.sizes_line(h.level_names[1:], h.sizes[1:])}")
 
     # ---------------------------------------------------------------- mechanism
     mech_name = _mechanism(counts)

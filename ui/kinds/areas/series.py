@@ -10,17 +10,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
 
 from dpcore.errors import InputError
 from dpcore.privacy.units import TimeUnit
-from ui import series, state
+from ui import budget_ui, series, state
 
 KIND = "areas"
-
-
-#: the series' confirmation that each person is counted once in each period (issue 26 item 15)
-PERSON_ONCE = "Each person is counted once in each period"
 
 
 def data_controls(m: dict[str, Any], base_unit: Any) -> None:
@@ -33,13 +28,7 @@ def _unit_choice(fp: str, base_unit: Any) -> tuple[str, Any]:
     the curator confirms each person is counted once in each period's rows, one person per period
     (person-period, uncapped), which may draw on a population's budget as a one-off release of a
     confirmed table does (:func:`ui.state.person_once`)."""
-    wkey = f"_w_series_person_once_{fp}"
-    once = st.checkbox(PERSON_ONCE, key=state.seed(wkey, state.person_once(fp, per_period=True)),
-                       help="Tick only if nobody appears twice in one period's rows (one row per person and period, "
-                            "or counts of persons, not of visits or trips). Each period's release then protects one "
-                            "person (the unit over time is one person-period), as a population's budget requires; "
-                            "unticked, each period protects one counted record (the unit event).")
-    st.session_state.setdefault("series_person_once", {})[fp] = bool(once)
+    once = budget_ui.person_once_box(fp, per_period=True)
     return ("person-period" if once else "event"), dataclasses.replace(base_unit, entity="person" if once else "record")
 
 

@@ -21,7 +21,7 @@ def sidebar() -> None:
         return
     h = m["h"]
     st.markdown(f"**{m['name']}**")
-    st.caption(common.sizes_line(h.level_names[1:], h.sizes[1:]) + f" · {fmt.count(m['counts'].n_rows)} rows read")
+    st.caption(fmt.sizes_line(h.level_names[1:], h.sizes[1:]) + f" · {fmt.count(m['counts'].n_rows)} rows read")
     st.caption("These figures are about your confidential data: for you only, never exported.")
     st.markdown("#### Privacy budget")
     sidebar_ui.budget_panel(common.ledger(m["fp"]), st.session_state.get("hier_delta", 1e-6),
@@ -44,7 +44,7 @@ def _table() -> None:
         return
     s = table.structure
     st.markdown(f"**{st.session_state.get('census_name', 'census table')}**")
-    st.caption(common.sizes_line(s.level_names[1:], [len(s.paths_at(d)) for d in range(1, len(s.level_names))])
+    st.caption(fmt.sizes_line(s.level_names[1:], [len(s.paths_at(d)) for d in range(1, len(s.level_names))])
                + (f" · attributes: {', '.join(s.ordinals)}" if s.ordinals else ""))
     st.caption("These figures are about your confidential data: for you only, never exported.")
     st.markdown("#### Privacy budget")

@@ -114,11 +114,6 @@ def figure(key: tuple[Any, ...], build: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def areas_line(levels: list[str], sizes: list[int]) -> str:
-    """'4 regions, 36 districts, 576 zones'; 'counties (COUNTYFP)' for a raw column name."""
-    return ", ".join(f"{fmt.count(n)} {fmt.level_label(lv, n)}" for lv, n in zip(levels, sizes, strict=True))
-
-
 def _side(level: str, n: int = 2) -> str:
     return "the whole territory" if level == "total" else fmt.level_label(level, n)
 

@@ -30,7 +30,6 @@ from ui.kinds.flows.common import (
     MODELS_KEPT,
     NONE,
     UPLOAD,
-    areas_line,
     init,
     missing,
 )
@@ -314,7 +313,7 @@ def count(inputs: dict[str, Any], source: str) -> dict[str, Any]:
             "fp": counts.fingerprint, "view": (h.fingerprint(), counts.max_trips, counts.distinct),
             "name": inputs["name"], "unit": inputs["unit"], "area_desc": area_desc,
             "df": inputs["df"], "user": inputs["cols"].get("user"), "source": source, "demo": inputs["key"] == (DEMO,),
-            "areas_text": areas_line(list(h.level_names[1:]), list(h.sizes[1:])),
+            "areas_text": fmt.sizes_line(list(h.level_names[1:]), list(h.sizes[1:])),
             "config": config_inputs(inputs, source, h)}
 
 

@@ -15,7 +15,6 @@ from dpcore.core.mechanism import Plan, PlanRow
 from dpcore.errors import DPCoreError
 from dpcore.points import diagnostics, viz
 from dpcore.points.mechanisms.base import level_row
-from dpcore.privacy.ledger import Ledger
 from ui import charts, confirm, fmt, frame, intervals, near_match_ui, plan_table, series, state
 from ui.kinds.points import plan as points_plan
 from ui.kinds.points import series as points_series
@@ -42,7 +41,7 @@ def release_step() -> None:
                          r.release_id)
     st.markdown(f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "
                 f"unit of privacy: {c.unit.label()}.")
-    confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, led, after=cur is not None)
+    confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, after=cur is not None)
     if cur is None:
         st.caption("Nothing has been released from this data yet.")
         frame.link("plan", "Back to the plan")
@@ -56,7 +55,7 @@ def release_step() -> None:
     points_state.store_pending_history()  # the release's tables, once its map and errors are on the page
 
 
-def release_now(plan: Plan, ledger: Ledger) -> None:
+def release_now(plan: Plan) -> None:
     """The Release button's action (:func:`ui.state.release_button`): count (points kept in their
     files are counted here if needed), then release the Plan step's plan (charged first), store."""
     agg, into, fp = points_state.aggregate(), st.session_state["releases"], points_state.dataset().fingerprint  # before the charge
