@@ -119,6 +119,13 @@ os.environ.setdefault("DPCORE_SPARK_MASTER", SPARK_TEST_MASTER)
 #: tens of rows, and a Spark query on them was ~30 % faster with 2 (median of 4 alternating runs;
 #: benchmarks/results/test_suite_profile.md). Still more than one, so results are still merged.
 os.environ.setdefault("DPCORE_SPARK_PARTITIONS", "2")
+#: The Spark JVM of the tests runs for minutes on tables of tens of rows: its optimising JIT compiler
+#: (C2) was most of its CPU (40 of 90 s in one sample), compiling code that then ran a few times.
+#: The client compiler alone (TieredStopAtLevel=1) and one GC thread (SerialGC) halved the JVM's CPU
+#: for the Spark tests of tests/unit/data/test_engines.py (113 s to 58 s; test_suite_profile.md).
+#: JVM flags only: what Spark computes and the queries it plans are unchanged.
+os.environ.setdefault(
+    "PYSPARK_SUBMIT_ARGS", "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
 
 
 @pytest.fixture(scope="session")
