@@ -189,18 +189,29 @@ def _sorted_distinct(t: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes, rank[enc.indices.to_numpy()]
 
 
-def _paths(ids: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _paths(ids: list[tuple[np.ndarray, np.ndarray]], keep: set[int] | None = None,
+           ) -> list[tuple[np.ndarray | None, np.ndarray, np.ndarray]]:
     """Per depth 1..L: ``(row_path, parent, own)`` - every row's path index (paths numbered in
     their sorted order, as the string keys sort), and per path its parent's index one depth up
-    and its own code index.  Paths are pairs (parent path, own code) packed in one int64."""
-    out = []
+    and its own code index.  Paths are pairs (parent path, own code) packed in one int64.
+
+    With ``keep`` (0-based depths), only those depths keep ``row_path`` (the others are None) and
+    ``ids`` loses its per-row arrays as they are used (``(None, codes)``): 8 M rows' int64 arrays
+    per level need not outlive the paths."""
+    out: list[tuple[np.ndarray | None, np.ndarray, np.ndarray]] = []
     prev = np.zeros(len(ids[0][0]) if ids else 0, dtype=np.int64)
-    for own_ids, codes in ids:
+    for d in range(len(ids)):
+        own_ids, codes = ids[d]
         packed = prev * len(codes) + own_ids  # < 2**63: at most MAX_AREA_ROWS**2
+        if keep is not None:
+            ids[d] = (None, codes)  # type: ignore[assignment]
+        del own_ids, prev
         row_path, uniq = pd.factorize(packed, sort=True)
+        del packed
         uniq = np.asarray(uniq, dtype=np.int64)
-        out.append((row_path.astype(np.int64, copy=False), uniq // len(codes), uniq % len(codes)))
-        prev = out[-1][0]
+        prev = row_path.astype(np.int64, copy=False)
+        del row_path
+        out.append((prev if keep is None or d in keep else None, uniq // len(codes), uniq % len(codes)))
     return out
 
 
@@ -337,7 +348,8 @@ class Hierarchy:
                 "'within_parent' (unique only under the same parent)."
             )
         ids = level_ids(df, levels, "The area list")
-        paths = _paths(ids)
+        named = {levels.index(lv) for lv in (names or {}) if lv in levels}
+        paths = _paths(ids, keep={len(levels) - 1} | named)  # the rows' finest areas, and named levels' areas
         keys = _path_keys(ids, paths)
         parents: list[np.ndarray] = []
         out_modes: list[str] = []
