@@ -95,14 +95,14 @@ def _intervals(sd: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.n
                                        np.round(hi, 3)), strict=True))
 
 
-def hierarchy_csv(rel: HierarchyRelease, step: int = CSV_STEP) -> bytes:
+def hierarchy_csv(rel: HierarchyRelease, step: int | None = None) -> bytes:
     """``release.csv``: :func:`hierarchy_frame` through :func:`~dpcore.data.csv_safe.csv_bytes`, made
-    and written ``step`` rows at a time (the same bytes as the whole frame written at once: each
+    and written ``step`` rows at a time (default :data:`CSV_STEP`) (the same bytes as the whole frame written at once: each
     cell is escaped and formatted on its own, and every part has the whole frame's column types)."""
     import io
 
     buf = io.BytesIO()
-    for j, part in enumerate(_frame_parts(rel, step)):
+    for j, part in enumerate(_frame_parts(rel, step or CSV_STEP)):
         data = csv_bytes(part, pandas_csv)
         buf.write(data if j == 0 else memoryview(data)[data.index(b"\n") + 1:])  # the header once
         del data
