@@ -46,32 +46,46 @@ def _values_column(v: np.ndarray) -> np.ndarray:
     return v if np.issubdtype(v.dtype, np.integer) else np.round(v.astype(float), 6)
 
 
+#: Rows of ``release.csv`` made and written at a time (:func:`hierarchy_csv`): the rows of 8 M census
+#: blocks are never one frame.
+CSV_STEP = 1_000_000
+
+
 def hierarchy_frame(rel: HierarchyRelease) -> pd.DataFrame:
     """One row per area and level (root included): ``level, code, parent, noisy_count``.
 
     Group-size releases have one row per area, level and size: ``level, code, parent, size,
     noisy_count``.
     """
+    return pd.concat(list(_frame_parts(rel, None)), ignore_index=True)
+
+
+def _frame_parts(rel: HierarchyRelease, step: int | None) -> Any:
+    """The rows of :func:`hierarchy_frame`, level by level and at most ``step`` rows a frame (None:
+    one frame a level), with the column types the whole frame has (a level of whole numbers among
+    rounded ones is written as the concatenated frame writes it)."""
     h = rel.hierarchy
-    parts = []
+    count_type = np.result_type(*(_values_column(rel.values[d][:1]).dtype for d in range(h.depth + 1)))
     for d in range(h.depth + 1):
         v = rel.values[d]
         lab = h.labels(d)
         par = h.parent_labels(d)
         lo, hi = rel.interval(d)
         sd = np.broadcast_to(np.asarray(rel.sd(d), dtype=np.float64), (len(lab),))
-        if v.ndim == 1:
-            parts.append(pd.DataFrame({"level": h.level_names[d], "code": lab, "parent": par,
-                                       "noisy_count": _values_column(v), **_intervals(sd, lo, hi)}))
-        else:
-            k = v.shape[1]
-            parts.append(pd.DataFrame({
-                "level": h.level_names[d], "code": np.repeat(lab, k), "parent": np.repeat(par, k),
-                "size": np.tile(np.array(rel.size_labels, dtype=object), len(lab)),
-                "noisy_count": _values_column(v.ravel()),
-                **_intervals(np.repeat(sd, k), lo.ravel(), hi.ravel()),
-            }))
-    return pd.concat(parts, ignore_index=True)
+        k = 1 if v.ndim == 1 else v.shape[1]
+        areas = len(lab) if step is None else max(1, step // k)
+        for i in range(0, len(lab), areas):
+            a = slice(i, i + areas)
+            count = _values_column(v[a].ravel()).astype(count_type, copy=False)
+            if v.ndim == 1:
+                yield pd.DataFrame({"level": h.level_names[d], "code": lab[a], "parent": par[a],
+                                    "noisy_count": count, **_intervals(sd[a], lo[a], hi[a])})
+            else:
+                yield pd.DataFrame({
+                    "level": h.level_names[d], "code": np.repeat(lab[a], k), "parent": np.repeat(par[a], k),
+                    "size": np.tile(np.array(rel.size_labels, dtype=object), len(lab[a])),
+                    "noisy_count": count, **_intervals(np.repeat(sd[a], k), lo[a].ravel(), hi[a].ravel()),
+                })
 
 
 def _intervals(sd: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
@@ -81,8 +95,18 @@ def _intervals(sd: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.n
                                        np.round(hi, 3)), strict=True))
 
 
-def hierarchy_csv(rel: HierarchyRelease) -> bytes:
-    return csv_bytes(hierarchy_frame(rel), pandas_csv)
+def hierarchy_csv(rel: HierarchyRelease, step: int | None = None) -> bytes:
+    """``release.csv``: :func:`hierarchy_frame` through :func:`~dpcore.data.csv_safe.csv_bytes`, made
+    and written ``step`` rows at a time (default :data:`CSV_STEP`) (the same bytes as the whole frame written at once: each
+    cell is escaped and formatted on its own, and every part has the whole frame's column types)."""
+    import io
+
+    buf = io.BytesIO()
+    for j, part in enumerate(_frame_parts(rel, step or CSV_STEP)):
+        data = csv_bytes(part, pandas_csv)
+        buf.write(data if j == 0 else memoryview(data)[data.index(b"\n") + 1:])  # the header once
+        del data
+    return buf.getvalue()
 
 
 def level_geojson(rel: HierarchyRelease, join: BoundaryJoin) -> bytes:

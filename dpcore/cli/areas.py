@@ -350,6 +350,7 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
         df, counts_cols = small[0], [small[0].columns[-1]]  # the engine's sums (engines.COUNT_COLUMN)
     else:
         df = read_code_table(args.input)
+        release_unused()  # the reader's buffers, before the hierarchy's arrays (8 M blocks)
     if args.areas:
         area_df = read_code_table(args.areas)
         h = Hierarchy.from_frame(area_df, levels, codes=args.codes, names=names, source="area list")

@@ -229,6 +229,8 @@ def _yaml_of(dep: Mapping[str, Any]) -> bytes:
 #: Tables up to this many bytes are read by the csv module: pyarrow's reader costs a millisecond to
 #: start, more than a series' daily table takes to read (365 of them a year).
 _SMALL = 1 << 16
+#: Bytes of a large published table parsed at a time (:func:`_arrow_columns`).
+_BLOCK = 1 << 24
 _GUIDE = ("level", "noisy_count", "noise_sd")
 
 
@@ -258,19 +260,29 @@ def _small_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
 
 
 def _arrow_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`_small_columns` of a large table, read by pyarrow (in parallel)."""
+    """:func:`_small_columns` of a large table, read by pyarrow a block at a time (the rows of 8 M
+    census blocks are never parsed into one table: only the three columns' numbers are kept)."""
     import pyarrow.csv as pacsv
 
+    names: dict[Any, int] = {}  # the levels in the order the file lists them
+    codes, count, sd = [], [], []
     try:
-        t = pacsv.read_csv(io.BytesIO(data), convert_options=pacsv.ConvertOptions(
-            include_columns=list(_GUIDE), column_types={"level": "string"}))
+        reader = pacsv.open_csv(io.BytesIO(data), read_options=pacsv.ReadOptions(block_size=_BLOCK),
+                                convert_options=pacsv.ConvertOptions(
+            include_columns=list(_GUIDE), column_types={"level": "string", "noisy_count": "float64",
+                                                       "noise_sd": "float64"}))
+        for batch in reader:
+            # the levels as codes into their names: no text object per row
+            enc = batch.column("level").dictionary_encode(null_encoding="encode")
+            local = np.array([names.setdefault(v, len(names)) for v in enc.dictionary.to_pylist()], dtype=np.int64)
+            codes.append(local[enc.indices.to_numpy(zero_copy_only=False)])
+            count.append(batch.column("noisy_count").to_numpy(zero_copy_only=False))
+            sd.append(batch.column("noise_sd").to_numpy(zero_copy_only=False))
     except (KeyError, ValueError, OSError):  # a table without these columns (pyarrow's ArrowInvalid)
         return None
-    # the levels as codes into their names (in the order the file lists them): no text object per row
-    enc = t.column("level").combine_chunks().dictionary_encode(null_encoding="encode")
-    return (enc.indices.to_numpy(zero_copy_only=False), np.asarray(enc.dictionary.to_pylist(), dtype=object),
-            np.asarray(t.column("noisy_count").to_numpy(zero_copy_only=False), dtype=np.float64),
-            np.asarray(t.column("noise_sd").to_numpy(zero_copy_only=False), dtype=np.float64))
+    return (np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64), np.asarray(list(names), dtype=object),
+            np.asarray(np.concatenate(count) if count else [], dtype=np.float64),
+            np.asarray(np.concatenate(sd) if sd else [], dtype=np.float64))
 
 
 def level_guidance(release_csv: bytes | None, threshold: float = CV_THRESHOLD) -> dict[str, Any] | None:

@@ -135,6 +135,10 @@ def _formula_mask(vals: np.ndarray) -> np.ndarray:
     return _text_mask(arr)
 
 
+#: Distinct floats formatted at a time by :func:`pandas_csv` (numpy's fixed-width text of 8 M values
+#: would take 1 GB).
+_FORMAT_STEP = 1_000_000
+
 #: A plain number written as text (``-3``, ``2.5e-4``): a spreadsheet reads it as that number, never
 #: as a formula, so text read back from a published CSV may keep it as it is.
 _NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
@@ -212,7 +216,12 @@ def _plain_column(col: pd.Series) -> Any:
         # distinct bit patterns (so that -0.0 keeps its sign as pandas writes it, "-0.0"), found by
         # hashing: no sort, and each distinct value formatted once
         inv, uniq = pd.factorize(w.view(np.int64))
-        text = pa.array(uniq.view(np.float64).astype(str), type=pa.string()).take(pa.array(inv))
+        uniq = uniq.view(np.float64)
+        # formatted a million at a time: numpy's text of 8 M values is a 1 GB fixed-width array
+        text = pa.chunked_array([pa.array(uniq[i:i + _FORMAT_STEP].astype(str), type=pa.string())
+                                 for i in range(0, len(uniq), _FORMAT_STEP)] or [pa.array([], pa.string())]
+                                ).combine_chunks().take(pa.array(inv))
+        del inv, uniq
         if nan.any():
             text = pc.if_else(pa.array(nan), "", text)  # pandas' empty na_rep
         return text

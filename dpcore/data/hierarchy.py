@@ -60,6 +60,8 @@ _MAX_EXAMPLES = 5
 #: Most rows a table may have to build a hierarchy from (checked before any work): the 2020 US
 #: census blocks (8.2 M) fit; beyond, aggregate to one row per finest area first.
 MAX_AREA_ROWS = 20_000_000
+#: Paths whose key texts are made at a time (:func:`_path_keys`).
+_KEY_STEP = 1_000_000
 
 CodeMode = Literal["auto", "global", "within_parent"]
 AreaSource = Literal["area list", "table (confirmed public)", "data (not public)"]
@@ -139,12 +141,32 @@ def level_ids(df: pd.DataFrame, levels: Sequence[str], what: str) -> list[tuple[
     code_frame(df.iloc[:0], levels, what)  # the columns exist
     out = []
     for c in levels:
-        raw, uniq = pd.factorize(df[c].reset_index(drop=True), use_na_sentinel=True)
-        t = code_text(pd.Series(uniq))
+        raw, uniq = _factorize(df[c])
+        t = code_text(uniq)
         _check_codes(t, raw, c, what)
         codes, inv = _sorted_distinct(t)  # "01" and " 01" are one code
         out.append((inv[raw], codes))
     return out
+
+
+def _factorize(col: pd.Series) -> tuple[np.ndarray, pd.Series]:
+    """``pd.factorize(col)`` (each row's index among the distinct values, -1 where missing, and the
+    distinct values): a column of Arrow-backed text (pandas 3's ``str``) is encoded by Arrow, whose
+    distinct texts stay Arrow text (pandas makes a Python string of each of 8 M distinct codes).
+
+    >>> raw, uniq = _factorize(pd.Series(["b", None, "a", "b"], dtype="string[pyarrow]"))
+    >>> raw.tolist(), uniq.tolist()
+    ([0, -1, 1, 0], ['b', 'a'])
+    """
+    import pyarrow as pa
+
+    if not (isinstance(col.dtype, pd.StringDtype) and col.dtype.storage == "pyarrow"):
+        raw, uniq = pd.factorize(col.reset_index(drop=True), use_na_sentinel=True)
+        return raw, pd.Series(uniq)
+    arr = pa.array(col.array)
+    enc = (arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr).dictionary_encode()
+    raw = enc.indices.fill_null(-1).to_numpy().astype(np.int64)
+    return raw, pd.Series(pd.arrays.ArrowStringArray(enc.dictionary))
 
 
 def _sorted_distinct(t: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -167,18 +189,29 @@ def _sorted_distinct(t: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes, rank[enc.indices.to_numpy()]
 
 
-def _paths(ids: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _paths(ids: list[tuple[np.ndarray, np.ndarray]], keep: set[int] | None = None,
+           ) -> list[tuple[np.ndarray | None, np.ndarray, np.ndarray]]:
     """Per depth 1..L: ``(row_path, parent, own)`` - every row's path index (paths numbered in
     their sorted order, as the string keys sort), and per path its parent's index one depth up
-    and its own code index.  Paths are pairs (parent path, own code) packed in one int64."""
-    out = []
+    and its own code index.  Paths are pairs (parent path, own code) packed in one int64.
+
+    With ``keep`` (0-based depths), only those depths keep ``row_path`` (the others are None) and
+    ``ids`` loses its per-row arrays as they are used (``(None, codes)``): 8 M rows' int64 arrays
+    per level need not outlive the paths."""
+    out: list[tuple[np.ndarray | None, np.ndarray, np.ndarray]] = []
     prev = np.zeros(len(ids[0][0]) if ids else 0, dtype=np.int64)
-    for own_ids, codes in ids:
+    for d in range(len(ids)):
+        own_ids, codes = ids[d]
         packed = prev * len(codes) + own_ids  # < 2**63: at most MAX_AREA_ROWS**2
+        if keep is not None:
+            ids[d] = (None, codes)  # type: ignore[assignment]
+        del own_ids, prev
         row_path, uniq = pd.factorize(packed, sort=True)
+        del packed
         uniq = np.asarray(uniq, dtype=np.int64)
-        out.append((row_path.astype(np.int64, copy=False), uniq // len(codes), uniq % len(codes)))
-        prev = out[-1][0]
+        prev = row_path.astype(np.int64, copy=False)
+        del row_path
+        out.append((prev if keep is None or d in keep else None, uniq // len(codes), uniq % len(codes)))
     return out
 
 
@@ -188,8 +221,16 @@ def _path_keys(ids: list[tuple[np.ndarray, np.ndarray]], paths: list[tuple[np.nd
     codes with ``_SEP``)."""
     keys: list[np.ndarray] = []
     for (_, codes), (_, parent, own) in zip(ids, paths, strict=True):
-        own_text = codes[own]
-        keys.append(own_text if not keys else keys[-1][parent] + _SEP + own_text)
+        if not keys:
+            keys.append(codes[own])
+            continue
+        out = np.empty(len(own), dtype=object)
+        # a million paths at a time: the texts made on the way (parent key + separator) never
+        # exist for all 8 M census blocks at once, only the keys themselves
+        for i in range(0, len(own), _KEY_STEP):
+            part = slice(i, i + _KEY_STEP)
+            out[part] = keys[-1][parent[part]] + _SEP + codes[own[part]]
+        keys.append(out)
     return keys
 
 
@@ -307,7 +348,8 @@ class Hierarchy:
                 "'within_parent' (unique only under the same parent)."
             )
         ids = level_ids(df, levels, "The area list")
-        paths = _paths(ids)
+        named = {levels.index(lv) for lv in (names or {}) if lv in levels}
+        paths = _paths(ids, keep={len(levels) - 1} | named)  # the rows' finest areas, and named levels' areas
         keys = _path_keys(ids, paths)
         parents: list[np.ndarray] = []
         out_modes: list[str] = []

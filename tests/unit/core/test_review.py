@@ -232,10 +232,13 @@ def test_a_series_horizon_is_stated():
     assert "Horizon: horizon = 52" in review_html(rec).decode()
 
 
-def test_level_guidance_reads_small_and_large_tables_alike() -> None:
-    """A small published table is read by the csv module, a large one by pyarrow: the same columns."""
+@pytest.mark.parametrize("block", [1 << 24, 40])
+def test_level_guidance_reads_small_and_large_tables_alike(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small published table is read by the csv module, a large one by pyarrow a block at a time
+    (40 bytes: a block of a row or two, the levels' order kept across blocks): the same columns."""
     from dpcore.core import review
 
+    monkeypatch.setattr(review, "_BLOCK", block)
     data = (b"id,level,noisy_count,noise_sd\n0,\"state, all\",100,3\n1,county,20,3.5\n2,county,-4,3.5\n"
             b"3,county,,3.5\n4,tract,7,NaN\n")
     small = review._small_columns(data)

@@ -271,10 +271,12 @@ def _build(inputs: dict[str, Any]) -> None:
             # name columns of the table (a table DuckDB summed keeps only its levels: names from boundaries)
             chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
             steps.say("Building the hierarchy of areas …")
+            leaf = None
             if inputs["area_source"] == AREA_TABLE:
                 named, names = common.us_names(df) if inputs.get("named") else (df, {})
                 names |= {lv: c for lv, c in chosen.items() if c in named.columns}
                 h = Hierarchy.from_frame(named, inputs["levels"], names=names, source="table (confirmed public)")
+                leaf = h.frame_rows()  # the rows of df (named has them in order): not mapped a second time
             else:
                 h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], names=chosen, source="area list")
             steps.say("Matching the boundaries …")
@@ -284,7 +286,7 @@ def _build(inputs: dict[str, Any]) -> None:
                 h = h.with_names(j.depth, nm) if nm is not None else h
             steps.say("Counting the people per area …")
             counts = HierarchyCounts.from_frame(df, h, inputs["levels"], inputs["count"] or None,
-                                                group=inputs.get("group"))
+                                                group=inputs.get("group"), leaf=leaf)
             # the ledger belongs to the table's totals per top-level area, whatever finer levels or
             # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
             steps.say("Keying the table's budget …")
