@@ -178,13 +178,13 @@ def _coverage(cells: CellIndex | Sequence[shapely.Geometry] | NDArray[Any], poly
 MAX_LATTICE = 4096
 
 
-def _lattice_axis(lo: NDArray[np.float64], hi: NDArray[np.float64], step: float) -> tuple[NDArray[np.float64], int]:
-    """The first lattice index ``k`` with ``k·step ≥ lo`` of each cell and the largest count of
-    positions ``k·step`` in ``[lo, hi)`` (half-open, as points are binned; within 1e-6 of a step of
-    an edge counts as on it: ``design.json`` rounds the bounds)."""
+def _lattice_first_count(lo: NDArray[np.float64], hi: NDArray[np.float64], step: float
+                         ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """The first lattice index ``k`` with ``k·step ≥ lo`` of each cell and its count of positions
+    ``k·step`` in ``[lo, hi)`` (half-open, as points are binned; within 1e-6 of a step of an edge
+    counts as on it: ``design.json`` rounds the bounds)."""
     first = np.ceil(lo / step - 1e-6)
-    n = np.ceil(hi / step - 1e-6) - first
-    return first, int(n.max()) if n.size else 0
+    return first, np.maximum(np.ceil(hi / step - 1e-6) - first, 0).astype(np.int64)
 
 
 def _check_precision(precision: float, density: Density | None = None) -> None:
@@ -201,10 +201,17 @@ def lattice_counts(geoms: NDArray[Any], precision: float) -> NDArray[np.float64]
     [3.0, 2.0]
     """
     _check_precision(precision)
-    b = shapely.bounds(np.asarray(geoms, dtype=object)).reshape(-1, 4)
-    nx = np.ceil(b[:, 2] / precision - 1e-6) - np.ceil(b[:, 0] / precision - 1e-6)
-    ny = np.ceil(b[:, 3] / precision - 1e-6) - np.ceil(b[:, 1] / precision - 1e-6)
-    return np.maximum(nx, 0.0) * np.maximum(ny, 0.0)
+    geoms = np.asarray(geoms, dtype=object).reshape(-1)
+    b = shapely.bounds(geoms).reshape(-1, 4)
+    box = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    if np.any(np.abs(shapely.area(geoms) - box) > 1e-9 * np.maximum(box, 1e-300)):
+        # the lattice is counted over each cell's bounding box: right for a grid's cells only
+        raise ParameterError("The coordinates' precision applies to a release of grid cells (rectangles, as a "
+                             "points release has); these areas are not rectangles: leave the precision out "
+                             "(cut areas then weigh their share of the area, or give a public density).")
+    nx = _lattice_first_count(b[:, 0], b[:, 2], precision)[1]
+    ny = _lattice_first_count(b[:, 1], b[:, 3], precision)[1]
+    return (nx * ny).astype(np.float64)
 
 
 def lattice_shares(geoms: NDArray[Any], polygon: shapely.Geometry, precision: float,
@@ -217,19 +224,24 @@ def lattice_shares(geoms: NDArray[Any], polygon: shapely.Geometry, precision: fl
     >>> lattice_shares(cell, shapely.box(-1, -1, 0.15, 1), 0.1, np.array([0.5])).tolist()  # area: 0.5
     [0.6666666666666666]
     """
-    b = shapely.bounds(np.asarray(geoms, dtype=object)).reshape(-1, 4)
-    fx, kx = _lattice_axis(b[:, 0], b[:, 2], precision)
-    fy, ky = _lattice_axis(b[:, 1], b[:, 3], precision)
     n = lattice_counts(geoms, precision)
-    use = (n > 0) & (n <= MAX_LATTICE)
-    if kx * ky == 0 or kx * ky > MAX_LATTICE or not use.any():
-        return np.asarray(fallback, dtype=np.float64)
-    ix, iy = np.repeat(np.arange(kx), ky), np.tile(np.arange(ky), kx)
-    x, y = (fx[:, None] + ix[None, :]) * precision, (fy[:, None] + iy[None, :]) * precision
-    mine = (x < b[:, [2]] - 1e-6 * precision) & (y < b[:, [3]] - 1e-6 * precision)  # the cell's own positions
+    out = np.array(fallback, dtype=np.float64)
+    # each cell on its own: one cell with a fine lattice falls back to its area share, not its neighbours
+    use = np.flatnonzero((n > 0) & (n <= MAX_LATTICE))
+    if use.size == 0:
+        return out
+    b = shapely.bounds(np.asarray(geoms, dtype=object).reshape(-1)[use]).reshape(-1, 4)
+    fx, nx = _lattice_first_count(b[:, 0], b[:, 2], precision)
+    fy, ny = _lattice_first_count(b[:, 1], b[:, 3], precision)
     shapely.prepare(polygon)
-    inside = (shapely.contains_xy(polygon, x, y) & mine).sum(axis=1)
-    return np.where(use, inside / np.where(n > 0, n, 1.0), fallback)
+    shape = nx * 65_536 + ny  # cells of one lattice shape together (a grid has few): no padding
+    for s in np.unique(shape):
+        g = np.flatnonzero(shape == s)
+        kx, ky = int(nx[g[0]]), int(ny[g[0]])
+        ix, iy = np.repeat(np.arange(kx), ky), np.tile(np.arange(ky), kx)
+        x, y = (fx[g, None] + ix[None, :]) * precision, (fy[g, None] + iy[None, :]) * precision
+        out[use[g]] = shapely.contains_xy(polygon, x, y).sum(axis=1) / (kx * ky)
+    return out
 
 
 def piece_grids(geoms: NDArray[Any], polygon: shapely.Geometry, k: int = SUBGRID) -> NDArray[np.float64]:
@@ -351,6 +363,9 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
     inside, touching = float(np.sum(x[idx[full]])), float(np.sum(x[idx]))
     cut_share = abs(cut_part) / abs(out["estimate"]) if out["estimate"] != 0 else (1.0 if cut_part else 0.0)
     warning = None
+    weights = ("public density" if density is not None else
+               f"lattice at precision {precision:g}° (area where a cell's lattice is finer than "
+               f"{MAX_LATTICE:,} positions)" if precision is not None else "area")
     if cut_share > CUT_WARNING_SHARE or note:
         by = ("the public density" if density is not None else
               "the coordinates' lattice" if precision is not None else "area")
@@ -362,7 +377,8 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
                 "apportionment": used, "rho": r if used == "overdispersed" else (0.0 if used == "binomial" else None),
                 "rho_how": _rho_how(used, model, rho),
                 "inside": inside, "touching": touching, "cells_inside": int(full.sum()),
-                "cells_cut": int((~full).sum()), "cut_share": cut_share, "warning": warning})
+                "cells_cut": int((~full).sum()), "cut_share": cut_share, "cut_weights": weights,
+                "warning": warning})
     return out
 
 

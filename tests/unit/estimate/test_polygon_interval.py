@@ -165,3 +165,38 @@ def test_precision_is_positive_and_not_given_with_a_density() -> None:
         with pytest.raises(ParameterError, match="precision"):
             polygon_interval(m, cells, poly, **bad)
     assert polygon_interval(m, cells, poly, precision=0.1)["cells_cut"] == 1
+
+
+def test_precision_is_refused_for_cells_that_are_not_rectangles() -> None:
+    """The lattice is counted over a cell's bounding box: a triangle cut at x < 0.15 (precision 0.1)
+    holds 5 of its 6 positions there, the box 6 of 9; the precision is refused, not misapplied."""
+    from dpcore.errors import ParameterError
+    from dpcore.estimate.polygon_interval import lattice_shares
+
+    triangle = shapely.Polygon([(0, 0), (0.3, 0), (0, 0.3)])
+    with pytest.raises(ParameterError, match="not rectangles"):
+        lattice_shares(np.array([triangle]), shapely.box(-1, -1, 0.15, 1), 0.1, np.array([0.5]))
+
+
+def test_a_cell_with_a_fine_lattice_falls_back_alone() -> None:
+    """A cell of 10⁴ positions (over MAX_LATTICE) takes its area share; its neighbour of 3 × 1 positions keeps its lattice
+    share (before, the one large cell sent every cut cell back to area shares)."""
+    from dpcore.estimate.polygon_interval import lattice_shares
+
+    cells = shapely.box([0, 10], [0, 0], [0.3, 20], [0.1, 10])
+    cut = shapely.box(-1, -1, 0.15, 11)  # x < 0.15 cuts the first (area share 0.5), not the second
+    shares = lattice_shares(cells, cut, 0.1, np.array([0.5, 0.25]))
+    assert shares.tolist() == [pytest.approx(2 / 3), 0.25]
+
+
+def test_the_answer_names_the_cut_cells_weights() -> None:
+    import scipy.sparse as sp
+
+    from dpcore.estimate.gls import Measurements
+    from dpcore.estimate.polygon_interval import polygon_interval
+
+    cells = shapely.box([0, 1], [0, 0], [1, 2], [1, 1])
+    m = Measurements(sp.csr_matrix(np.eye(2)), np.array([5.0, 5.0]), np.ones(2), ["a", "b"])
+    poly = shapely.box(0.5, 0, 2, 1)
+    assert polygon_interval(m, cells, poly)["cut_weights"] == "area"
+    assert polygon_interval(m, cells, poly, precision=0.1)["cut_weights"].startswith("lattice at precision 0.1°")
