@@ -105,6 +105,7 @@ def _clear_streamlit_caches(request):
 #: (real data's geography, figures, anything a test may monkeypatch or read from DPCORE_SHARED_DATA)
 #: is cleared as before.
 KEPT_RESOURCES = frozenset({
+    "ui.kinds.flows.sources._demo_od",
     "ui.kinds.flows.sources.demo_public",
     "ui.kinds.points.state._demo_table",
     "ui.kinds.points.state._demo_aggregate",
