@@ -107,6 +107,7 @@ def _clear_streamlit_caches(request):
 KEPT_RESOURCES = frozenset({
     "ui.kinds.flows.sources._demo_od",
     "ui.kinds.flows.sources.demo_public",
+    "ui.kinds.areas.data._demo_geography",
     "ui.kinds.points.state._demo_table",
     "ui.kinds.points.state._demo_aggregate",
     "ui.state._spares",
