@@ -170,7 +170,6 @@ def test_one_failing_mechanism_keeps_the_others_results(at: AppTest, monkeypatch
     def boom(*args, **kwargs):
         raise RuntimeError("out of memory (forced by the test)")
 
-
     monkeypatch.setattr(catalog.get("points", "privtree"), "_release", boom)
     # the mechanisms that finish are two cheap ones (DAWA here planned on the demo's 1,024² grid took
     # most of the test's CPU, and what is tested is that a failure keeps the others' results)
