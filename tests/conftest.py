@@ -90,10 +90,48 @@ def _clear_streamlit_caches(request):
     import streamlit as st
 
     st.cache_data.clear()
-    st.cache_resource.clear()
+    _clear_resources_but_the_demos()
     yield
     st.cache_data.clear()
-    st.cache_resource.clear()
+    _clear_resources_but_the_demos()
+
+
+#: The st.cache_resource functions an app test keeps from the one before: the made-up demo data
+#: (seeded, read from no file and no environment variable) and the queue of fresh temporary budget
+#: databases made ahead for new sessions.  They are the same for every session by design (the app
+#: shares them between browser sessions; none is changed by its users), so a test that finds them
+#: made by an earlier one runs as a second browser session on the same server does; making them again
+#: for every test was about a tenth of tests/app's CPU (2026-11-29 profile).  Every other resource
+#: (real data's geography, figures, anything a test may monkeypatch or read from DPCORE_SHARED_DATA)
+#: is cleared as before.
+KEPT_RESOURCES = frozenset({
+    "ui.kinds.flows.sources._demo_od",
+    "ui.kinds.flows.sources.demo_public",
+    "ui.kinds.areas.data._demo_geography",
+    "ui.kinds.points.state._demo_table",
+    "ui.kinds.points.state._demo_aggregate",
+    "ui.state._spares",
+})
+
+
+def _clear_resources_but_the_demos() -> None:
+    """``st.cache_resource.clear()``, except the global caches of :data:`KEPT_RESOURCES` (Streamlit has
+    no public call for that; on another Streamlit version without these internals everything is cleared)."""
+    import streamlit as st
+
+    try:
+        from streamlit.runtime.caching.cache_resource_api import _resource_caches as caches
+        lock, by_session = caches._caches_lock, caches._function_caches
+    except (ImportError, AttributeError):
+        st.cache_resource.clear()
+        return
+    with lock:
+        kept = {k: c for k, c in by_session.get(None, {}).items() if c.display_name in KEPT_RESOURCES}
+        doomed = [c for per in by_session.values() for k, c in per.items() if c is not kept.get(k)]
+        caches._function_caches = {None: kept}
+    for c in doomed:  # as ResourceCaches.clear_all: release each cache's values
+        c.mark_detached()
+        c.clear()
 
 
 @pytest.fixture(autouse=True)

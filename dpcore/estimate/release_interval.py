@@ -223,13 +223,19 @@ class ReleaseIntervals:
         return gls_estimate(self.m)
 
     def nodes(self) -> list[tuple[str, str]]:
-        """``(level, node)`` of every measured node, in the order of the measurements (coarse first)."""
+        """``(level, node)`` of every measured node, in the order of the measurements (coarse first).
+
+        Read once: the Release step lists them on every rerun of its page."""
+        return list(self._nodes)
+
+    @functools.cached_property
+    def _nodes(self) -> tuple[tuple[str, str], ...]:
         f = self.__dict__.get("frame")
         if f is None:
             f = read_measurements(self._files[self._measurements], self._measurements, ["phase", "level", "node"])
         rows = f.loc[f["phase"] == "count", ["level", "node"]].drop_duplicates("node")
         # tolist: one conversion per column (iterating an Arrow-backed column boxes element by element)
-        return list(zip(rows["level"].astype(str).tolist(), rows["node"].astype(str).tolist(), strict=True))
+        return tuple(zip(rows["level"].astype(str).tolist(), rows["node"].astype(str).tolist(), strict=True))
 
     def of_nodes(self, nodes: Sequence[str], coverage: float = 0.9) -> dict[str, Any]:
         """The union of ``nodes`` (codes of ``design.json``'s nodes, any level): each finest cell under

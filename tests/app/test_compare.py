@@ -171,23 +171,25 @@ def test_one_failing_mechanism_keeps_the_others_results(at: AppTest, monkeypatch
         raise RuntimeError("out of memory (forced by the test)")
 
     monkeypatch.setattr(catalog.get("points", "privtree"), "_release", boom)
-    small_settings(at, ["ug", "privtree", "dawa"])
+    # the mechanisms that finish are two cheap ones (DAWA here planned on the demo's 1,024² grid took
+    # most of the test's CPU, and what is tested is that a failure keeps the others' results)
+    small_settings(at, ["ug", "privtree", "uniform"])
     run(at)
     res = at.session_state["compare_result"]
     assert list(res["failures"]) == ["privtree"]
     assert "RuntimeError: out of memory (forced by the test)" in res["failures"]["privtree"]
-    assert set(res["summary"]["mechanism"]) == {"ug", "dawa"}  # the finished results are kept
+    assert set(res["summary"]["mechanism"]) == {"ug", "uniform"}  # the finished results are kept
     assert len(res["results"]) == 2 * 2 * 2 * 2  # mechanisms x ε x repeats x sizes
     warnings = [w.value for w in at.warning]
     assert len(warnings) == 1 and catalog.get("points", "privtree").title in warnings[0]
     mre_tables = [d.value for d in at.dataframe if "not run because" in d.value.columns]
     assert len(mre_tables) == 2  # one per query size
     t = mre_tables[0]
-    assert list(t.index) == ["ug", "dawa", "privtree"]
+    assert list(t.index) == ["ug", "uniform", "privtree"]
     assert t.loc["privtree", "ε = 0.1"] == "–" and "out of memory" in t.loc["privtree", "not run because"]
-    assert "±" in t.loc["dawa", "ε = 0.5"] and t.loc["dawa", "not run because"] == ""
+    assert "±" in t.loc["uniform", "ε = 0.5"] and t.loc["uniform", "not run because"] == ""
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert {tr["name"] for tr in spec["data"]} == {"ug", "dawa"}
+    assert {tr["name"] for tr in spec["data"]} == {"ug", "uniform"}
 
 
 def test_nothing_chosen_disables_run(at: AppTest) -> None:

@@ -111,9 +111,17 @@ def extent_map(m: dict[str, Any]) -> None:
     st.plotly_chart(ss["hier_extent"][1], key="hier_extent_map", config={"displayModeBar": False})
 
 
+@st.cache_resource(show_spinner=False)
+def _demo_geography() -> tuple[Any, dict[str, Any]]:
+    """The made-up demo geography and its counts (:func:`dpcore.data.synthetic.synthetic_hierarchy`:
+    seeded, the same in every session), made once per server as the other demos (issue 28 item 5);
+    read only, never changed."""
+    return synthetic.synthetic_hierarchy()
+
+
 def _demo() -> dict[str, Any]:
     if "hier_demo" not in ss:
-        ss["hier_demo"] = synthetic.synthetic_hierarchy()
+        ss["hier_demo"] = _demo_geography()
     df_demo, bounds_demo = ss["hier_demo"]
     return {"id": DEMO, "name": "demo geography (made up)", "df": df_demo, "levels": ["region", "district", "zone"],
             "count": ["population"], "area_source": AREA_TABLE, "boundaries": bounds_demo, "areas_df": None}

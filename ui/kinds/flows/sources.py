@@ -62,9 +62,17 @@ def _xy_from_boundaries(h: Hierarchy, frames: dict[int, Any]) -> tuple[dict[int,
     return xy, notes
 
 
+@st.cache_resource(show_spinner="Making the demo trips …")
+def _demo_od() -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """The made-up O/D demo (:func:`dpcore.data.synthetic.demo_od`: seeded, the same in every session),
+    made once per server, as the points demo (issue 28 item 5: every new session made it again, and
+    its geography a second time); read only, never changed."""
+    return synthetic.demo_od()
+
+
 @st.cache_resource(show_spinner="Building the demo geography …")
 def demo_public() -> dict[str, Any]:
-    areas, _flows, bounds = synthetic.demo_od()
+    areas, _flows, bounds = _demo_od()
     h = Hierarchy.from_frame(areas, ["region", "district", "zone"], source="area list")
     frames = {1: bounds["region"], 2: bounds["district"], 3: bounds["zone"]}
     xy, notes = _xy_from_boundaries(h, frames)
@@ -175,7 +183,7 @@ def demo_inputs() -> dict[str, Any]:
     """The made-up demo: its public geography and its trips (made once per session)."""
     ss = st.session_state
     if "od_demo_flows" not in ss:
-        ss["od_demo_flows"] = synthetic.demo_od()[1]
+        ss["od_demo_flows"] = _demo_od()[1]
     return {"key": (DEMO,), "name": "O/D demo (made up)", "pub": demo_public(), "df": ss["od_demo_flows"],
             "unit": "trips", "cols": {"origin": "origin", "destination": "destination", "count": "count"}}
 
