@@ -120,3 +120,12 @@ def test_the_spec_round_trips(tmp_path: Path) -> None:
                         grid=(4, 4), mechanism="ug", params={}, definition="pure", value=1.0,
                         coordinate_precision=0.0001)
     assert ReleaseSpec.from_toml(app.to_toml()) == app and "--coordinate-precision=0.0001" in app.to_argv()
+
+
+def test_a_release_over_time_refuses_it_plainly(points: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Not yet recorded for series: said, not silently dropped."""
+    out = tmp_path / "out"
+    assert _release(points, out, "--coordinate-precision=0.01", "--time-col", "t", "--period", "day",
+                    "--time-range", "2014-04-01,2014-04-02") == 2
+    assert "not yet recorded for a release over time" in capsys.readouterr().err and not out.exists()
