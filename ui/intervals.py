@@ -24,7 +24,7 @@ import streamlit as st
 
 from dpcore.errors import DPCoreError
 from dpcore.estimate.release_interval import ReleaseIntervals, offers_intervals, read_density
-from ui import charts, fmt
+from ui import charts, fmt, state
 
 #: The interval's coverage on the page.
 COVERAGE = 0.9
@@ -164,22 +164,7 @@ def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pic
     picked = _pick(files_of, release_id, noun, guide=stored is None) if pick else []
     if picked is None:
         return
-    up = drawn = density = precision = None
-    if polygon:
-        up = st.file_uploader("Upload a polygon (GeoJSON in longitude/latitude; one answer per polygon)",
-                              type=["geojson", "json"], key=f"_w_interval_polygon_{release_id}")
-        drawn = _drawn(files_of, release_id)
-        density = st.file_uploader("Public density for cut cells (optional): GeoJSON polygons with a numeric "
-                                   "'density' property, fixed before the data (e.g. land 1, water 0)",
-                                   type=["geojson", "json"], key=f"_w_interval_density_{release_id}",
-                                   help="Without it a cell the polygon cuts weighs the share of its area inside; "
-                                        "with it, the share of this density inside (as `interval --density`).")
-        precision = st.number_input("Coordinates' precision in degrees (optional; e.g. 0.0001 for 4 decimals)",
-                                    min_value=0.0, value=None, step=0.0001, format="%.6f",
-                                    key=f"_w_interval_precision_{release_id}",
-                                    help="A public fact about the points' file: coordinates rounded to it lie on a "
-                                         "lattice, and a cell the polygon cuts then weighs its share of the lattice "
-                                         "positions inside (as `interval --precision`); not with a density.") or None
+    up, drawn, density, precision = _polygon_inputs(files_of, release_id, stored) if polygon else (None,) * 4
     if not picked and up is None and drawn is None:
         return
     files = files_of()
@@ -197,6 +182,43 @@ def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pic
             _polygons(ri.of_polygons(drawn, COVERAGE, dens, precision=precision), "Drawn polygon")
     except DPCoreError as e:
         st.error(str(e))
+
+
+def recorded_precision(stored: Mapping[str, bytes] | None) -> float | None:
+    """The points' coordinate precision the curator recorded in ``release.json`` (``data_users``), or None.
+
+    >>> recorded_precision({"release.json": b'{"data_users": {"coordinate_precision": {"degrees": 0.0001}}}'})
+    0.0001
+    >>> recorded_precision({"release.json": b'{"data_users": {}}'}), recorded_precision(None)
+    (None, None)
+    """
+    if not stored or "release.json" not in stored:
+        return None
+    stated = (json.loads(stored["release.json"]).get("data_users") or {}).get("coordinate_precision") or {}
+    return None if stated.get("degrees") is None else float(stated["degrees"])
+
+
+def _polygon_inputs(files_of: Callable[[], Mapping[str, bytes]], release_id: str,
+                    stored: Mapping[str, bytes] | None) -> tuple[Any, bytes | None, Any, float | None]:
+    """The polygon upload, the drawn polygon, the public density and the coordinates' precision (pre-filled
+    with the precision the release records, :func:`recorded_precision`)."""
+    up = st.file_uploader("Upload a polygon (GeoJSON in longitude/latitude; one answer per polygon)",
+                          type=["geojson", "json"], key=f"_w_interval_polygon_{release_id}")
+    drawn = _drawn(files_of, release_id)
+    density = st.file_uploader("Public density for cut cells (optional): GeoJSON polygons with a numeric "
+                               "'density' property, fixed before the data (e.g. land 1, water 0)",
+                               type=["geojson", "json"], key=f"_w_interval_density_{release_id}",
+                               help="Without it a cell the polygon cuts weighs the share of its area inside; "
+                                    "with it, the share of this density inside (as `interval --density`).")
+    recorded = recorded_precision(stored)
+    precision = st.number_input(
+        "Coordinates' precision in degrees (optional; e.g. 0.0001 for 4 decimals)", min_value=0.0, value=None, step=0.0001,
+        format="%.6f", key=state.seed(f"_w_interval_precision_{release_id}", recorded),
+        help="A public fact about the points' file: coordinates rounded to it lie on a lattice, and a cell the "
+             "polygon cuts then weighs its share of the lattice positions inside (as `interval --precision`); not "
+             "with a density." + (f" Pre-filled with the precision the curator recorded ({recorded:g}°)."
+                                  if recorded is not None else "")) or None
+    return up, drawn, density, precision
 
 
 def _pick(files_of: Callable[[], Mapping[str, bytes]], release_id: str, noun: str, guide: bool) -> list[str] | None:
@@ -247,7 +269,8 @@ def _polygons(rows: list[dict[str, Any]], what: str) -> None:
         st.markdown(answer_line(r, f"{what} {i + 1}") + f"; cells inside {fmt.count(r['cells_inside'])}, "
                     f"cut {fmt.count(r['cells_cut'])}, bracket [{r['inside']:,.1f}, {r['touching']:,.1f}]; "
                     f"SD from the noise {fmt.num(r['noise_sd'])}, from the cut cells' apportionment "
-                    f"({r['apportionment']}) {fmt.num(r['apportionment_sd'])}")
+                    f"({r['apportionment']}) {fmt.num(r['apportionment_sd'])}; cut cells weighed by "
+                    f"{r.get('weighting', 'area shares')}")
         if r.get("warning"):
             st.warning(f"{what} {i + 1}: {r['warning']}")
     if len(rows) > 1:

@@ -9,7 +9,9 @@ for a large release, and ``design.json``).
 commas (empty lines are skipped).  A polygon file gives one answer per feature: cells inside
 weigh 1, cut cells their area share (cell shapes: ``design.json``'s ``cell_bounds``, or the
 finest level's GeoJSON in ``OUT``; ``--density FILE``: their share of a public density instead;
-``--precision DEG``: their share of the lattice of positions coordinates given to that precision can take).  Each answer has ``estimate``, ``sd``, ``low``, ``high``
+``--precision DEG``: their share of the lattice of positions coordinates given to that precision can take;
+without it, the coordinate precision the curator recorded in the release, ``release points
+--coordinate-precision``, if any).  Each polygon answer states its ``weighting`` and ``precision``.  Each answer has ``estimate``, ``sd``, ``low``, ``high``
 (the unbiased GLS estimate of :mod:`dpcore.estimate.gls`, not the published value).  Reads no
 data: only the public release files.
 
@@ -54,7 +56,9 @@ def add_interval_parser(sub: Any) -> argparse.ArgumentParser:
                         "(the noise alone)")
     p.add_argument("--precision", type=float, default=None,
                    help="with --polygon: the points' coordinates' public precision in degrees (e.g. 0.0001 for 4 "
-                        "decimals): cut cells weigh their share of that lattice of positions instead of their area share")
+                        "decimals): cut cells weigh their share of that lattice of positions instead of their area "
+                        "share; default: the precision the release records (release points --coordinate-precision), "
+                        "else area shares")
     p.add_argument("--coverage", type=float, default=0.9, help="the interval's coverage (default 0.9)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per union, in order")
     return p
@@ -112,5 +116,5 @@ def cmd_interval(args: argparse.Namespace) -> int:
         return 0
     for i, r in enumerate(out):
         print(f"{i + 1}: estimate {r['estimate']:.1f}, sd {r['sd']:.2f}, {args.coverage:.0%} interval "
-              f"[{r['low']:.1f}, {r['high']:.1f}]")
+              f"[{r['low']:.1f}, {r['high']:.1f}]" + (f"; cut cells weighed by {r['weighting']}" if "weighting" in r else ""))
     return 0

@@ -405,9 +405,10 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
                   bounds: tuple[float, float, float, float], grid: tuple[int, int], mechanism: str,
                   params: dict[str, Any], definition: str, value: float,
                   delta: float | None = None, engine: str = "auto", spark_master: str | None = None,
-                  out: str = "release") -> ReleaseSpec:
+                  out: str = "release", coordinate_precision: float | None = None) -> ReleaseSpec:
     """The description of a points release the app made (its ``to_toml()`` is the app's release.toml).
-    The budget is the app's database (``db = true``), whose cap the app manages, so no ``cap`` is written."""
+    The budget is the app's database (``db = true``), whose cap the app manages, so no ``cap`` is written.
+    ``coordinate_precision``: the points' coordinate precision the curator stated (degrees, public)."""
     inp: dict[str, Any] = {"path": input_path, "lat": lat, "lon": lon}
     if user:
         inp["user"] = user
@@ -422,8 +423,10 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
     eng: dict[str, Any] = {"name": engine}
     if engine == "spark" and spark_master:
         eng["spark_master"] = spark_master
-    return _spec("points", {"input": inp, "engine": eng,
-                            "domain": {"bounds": [float(x) for x in bounds], "grid": [int(grid[0]), int(grid[1])]},
+    dom: dict[str, Any] = {"bounds": [float(x) for x in bounds], "grid": [int(grid[0]), int(grid[1])]}
+    if coordinate_precision is not None:
+        dom["coordinate_precision"] = float(coordinate_precision)
+    return _spec("points", {"input": inp, "engine": eng, "domain": dom,
                             "mechanism": mech, "budget": bud, "output": {"dir": out}})
 
 

@@ -167,6 +167,8 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         _o("--user-col", "input", "user"), _o("--user-cap", "input", "user_cap", "int"),
         *_ENGINE,
         _o("--bounds", "domain", type="floats"), _o("--grid", "domain", default="1024,1024", type="ints"),
+        # the points' coordinate precision (degrees): a public fact of the data's format, stated by the curator
+        _o("--coordinate-precision", "domain", type="number"),
         _o("--mechanism", "mechanism", "name"), _o("--param", "mechanism", "params", "repeat", (), "params"),
         _o("--workload-file", "mechanism"),
         _o("--epsilon", "budget", type="number"), _o("--rho", "budget", type="number"),

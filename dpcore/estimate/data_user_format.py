@@ -15,16 +15,18 @@ the file written (:func:`name_written`), and every reader takes either (:func:`m
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dpcore.errors import ParameterError
 from dpcore.privacy.calibration import noise_for_cost, noise_variance
 
 __all__ = ["DATA_USER_FILES", "DESIGN_SCHEMA", "ESTIMATE_COLUMNS", "MAX_REPLICATE_VALUES", "MEASUREMENTS_CSV",
-           "MEASUREMENTS_PARQUET", "MEASUREMENT_COLUMNS", "MEASUREMENT_FILES", "PARQUET_ROWS", "REPLICATES",
-           "REPLICATE_FILE", "REPLICATE_SEED", "measurements_in", "measurements_name", "name_written", "noise_of",
-           "parquet_bytes", "read_measurements", "replicates_info", "section", "variance_of"]
+           "MEASUREMENTS_PARQUET", "MEASUREMENT_COLUMNS", "MEASUREMENT_FILES", "PARQUET_ROWS", "PRECISION_SOURCE",
+           "REPLICATES", "REPLICATE_FILE", "REPLICATE_SEED", "coordinate_precision", "measurements_in", "measurements_name", "name_written", "noise_of",
+           "parquet_bytes", "precision_statement", "read_measurements", "replicates_info", "section", "variance_of"]
 
 #: The data users' files every kind writes, in the order they are written.
 DATA_USER_FILES = ("measurements.csv", "design.json", "estimates.csv")
@@ -41,6 +43,51 @@ MEASUREMENT_COLUMNS = ("measurement_id", "level", "node", "value", "family", "sc
                        "phase")
 #: The columns of estimates.csv (the GLS estimate of every published cell or node).
 ESTIMATE_COLUMNS = ("level", "code", "estimate", "variance", "sd", "published")
+
+#: Where a points release's coordinate precision comes from (release.json and design.json state it).
+PRECISION_SOURCE = ("stated by the curator as public knowledge of the data's format (e.g. its documented rounding); "
+                    "not read from the data")
+
+
+def coordinate_precision(value: Any, where: str = "--coordinate-precision") -> float | None:
+    """The points' coordinate precision in degrees as the curator states it (None: not stated).
+
+    A public fact of the data's format (coordinates rounded to 4 decimals: 0.0001), never read from
+    the data; it changes no noise and no charge, only how the data users' polygon intervals weigh
+    cut cells (:func:`dpcore.estimate.polygon_interval.lattice_shares`).  ``where`` names the input.
+
+    >>> coordinate_precision("0.0001"), coordinate_precision(None), coordinate_precision("")
+    (0.0001, None, None)
+    >>> coordinate_precision("-1")
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.ParameterError: --coordinate-precision must be a positive number of degrees (got -1): e.g. 0.0001 \
+for coordinates rounded to 4 decimals, as the data's documentation states (never measured from the data); or leave it out.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        p = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        p = math.nan
+    if not (math.isfinite(p) and p > 0):
+        raise ParameterError(f"{where} must be a positive number of degrees (got {value}): e.g. 0.0001 for "
+                             "coordinates rounded to 4 decimals, as the data's documentation states (never "
+                             "measured from the data); or leave it out.")
+    return p
+
+
+def precision_statement(precision: float) -> dict[str, Any]:
+    """The record's statement of a points release's coordinate precision (``data_users``).
+
+    >>> precision_statement(0.0001)["degrees"]
+    0.0001
+    """
+    return {"degrees": float(precision), "source": PRECISION_SOURCE,
+            "intervals": "polygon intervals (dpcore interval --polygon, ReleaseIntervals.of_polygons, the app) "
+                         "weigh a cut cell by its share of the lattice of positions at this precision unless "
+                         "given another --precision; without it, by its area share"}
+
 
 #: The replicate file for spreadsheet users: R data-free replicate columns of every finest cell.
 REPLICATE_FILE = "replicates.csv"

@@ -59,7 +59,7 @@ from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, u
 from dpcore.estimate.polygon_interval import CellIndex, Density, lattice_counts, polygon_interval
 
 __all__ = ["INTERVAL_FILES", "ReleaseIntervals", "cell_shapes", "clean", "offers_intervals", "read_density",
-           "read_polygons"]
+           "read_polygons", "weighting"]
 
 #: The files an interval is computed from: the design and the measurements (CSV, or Parquet for a
 #: large release: :data:`~dpcore.estimate.data_user_format.MEASUREMENT_FILES`).
@@ -275,7 +275,9 @@ class ReleaseIntervals:
         or ``"none"``), the bracket ``inside``/``touching`` and a ``warning`` when cut cells carry over
         20 %.  ``density``: a public density to apportion cut cells by (:func:`read_density`);
         ``precision``: the coordinates' public precision in degrees (cut cells weigh their share of its
-        lattice; :func:`~dpcore.estimate.polygon_interval.polygon_interval`).
+        lattice; :func:`~dpcore.estimate.polygon_interval.polygon_interval`); when not given, the precision
+        the curator recorded for the release (:attr:`recorded_precision`), unless a ``density`` is given.
+        Each answer states its ``weighting`` (:func:`weighting`) and the ``precision`` it used.
 
         Each answer is kept, keyed by the polygon (its WKB), the coverage, the model and the density's
         :attr:`~dpcore.estimate.polygon_interval.Density.key`: a polygon asked again (the app's reruns)
@@ -283,6 +285,10 @@ class ReleaseIntervals:
         import shapely
 
         polys = read_polygons(geojson)
+        given = precision
+        if precision is None and density is None:
+            precision = self.recorded_precision
+        how = weighting(density is not None, precision, recorded=given is None)
         ask = (float(coverage), apportionment, None if density is None else density.key, precision)
         keys = [(shapely.to_wkb(p), *ask) for p in polys]
         for key, p in zip(keys, polys, strict=True):
@@ -294,4 +300,27 @@ class ReleaseIntervals:
                 self._answers[key] = clean(polygon_interval(self.m, self.shapes(), p, coverage, estimate=self.estimate,
                                                             density=density, apportionment=apportionment, rho=rho,
                                                             precision=precision))
-        return [dict(self._answers[k]) for k in keys]
+        return [{**self._answers[k], "weighting": how, "precision": precision} for k in keys]
+
+    @property
+    def recorded_precision(self) -> float | None:
+        """The points' coordinate precision the curator stated when releasing (``design.json``'s
+        ``coordinate_precision``, a public fact of the data's format), or None."""
+        p = self.design.get("coordinate_precision")
+        return None if p is None else float(p)
+
+
+def weighting(density: bool, precision: float | None, recorded: bool = False) -> str:
+    """How a polygon answer weighs its cut cells (the answer's ``weighting``).
+
+    >>> weighting(False, 0.0001, recorded=True)
+    "lattice shares at precision 0.0001° (the release's recorded coordinate precision)"
+    >>> weighting(False, None), weighting(True, None)
+    ('area shares', 'public density shares')
+    """
+    if density:
+        return "public density shares"
+    if precision is None:
+        return "area shares"
+    return f"lattice shares at precision {precision:g}° (" + (
+        "the release's recorded coordinate precision)" if recorded else "as given)")

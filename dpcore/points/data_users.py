@@ -46,18 +46,21 @@ from dpcore.estimate.data_user_format import (
     ESTIMATE_COLUMNS,
     MEASUREMENT_COLUMNS,
     MEASUREMENTS_PARQUET,
+    PRECISION_SOURCE,
     REPLICATE_FILE,
+    coordinate_precision,
     measurements_name,
     name_written,
     noise_of,
     parquet_bytes,
+    precision_statement,
     replicates_info,
     section,
 )
 from dpcore.points.release import PartitionRelease
 
 __all__ = ["DATA_USER_FILES", "CONDITIONAL", "data_user_files", "data_users_section", "leaves_within",
-           "match_written", "measurement_frame", "estimate_frame", "design"]
+           "match_written", "measurement_frame", "estimate_frame", "design", "stating_precision"]
 
 #: Mechanisms whose partition depends on the data: their count phase is offered conditional on it.
 CONDITIONAL = frozenset({"privtree", "ag", "ag_pool", "htf", "dawa", "dawa_free", "ug", "kdtree"})
@@ -257,9 +260,13 @@ def _estimates(release: PartitionRelease, est: NDArray[np.float64], var: NDArray
 def _design_head(release: PartitionRelease, leaf_idx: NDArray[np.int64], nodes: dict[str, list[int]],
                  statement: str, conditional: bool) -> dict[str, Any]:
     """``design.json`` up to the measurements' statement (``cell_bounds`` last)."""
-    return {"schema": DESIGN_SCHEMA, "kind": "points", "cells": _codes(leaf_idx), "nodes": nodes, "invariants": [],
-            "independent": True, "statement": statement, "conditional_on_partition": conditional,
-            "cell_bounds": np.round(release.grid.rect_lonlat(release.rects[leaf_idx]), 7).tolist()}
+    head = {"schema": DESIGN_SCHEMA, "kind": "points", "cells": _codes(leaf_idx), "nodes": nodes, "invariants": [],
+            "independent": True, "statement": statement, "conditional_on_partition": conditional}
+    if release.coordinate_precision is not None:  # the curator's public statement (never read from the data)
+        head["coordinate_precision"] = float(release.coordinate_precision)
+        head["coordinate_precision_source"] = PRECISION_SOURCE
+    head["cell_bounds"] = np.round(release.grid.rect_lonlat(release.rects[leaf_idx]), 7).tolist()
+    return head
 
 
 def measurement_frame(release: PartitionRelease) -> pd.DataFrame:
@@ -367,6 +374,8 @@ def data_users_section(release: PartitionRelease) -> dict[str, Any]:
         published="release.csv's noisy_count: the released counts (negative values kept, not rounded)",
         estimates="estimates.csv: least-squares (GLS) estimates with exact variances from measurements.csv",
         measurements_offered=offered, conditional_on_partition=_conditional(release),
+        **({} if release.coordinate_precision is None
+           else {"coordinate_precision": precision_statement(release.coordinate_precision)}),
         n_cells=int(release.leaf.sum()) if offered else None)
 
 
@@ -402,3 +411,28 @@ def match_written(files: dict[str, bytes]) -> dict[str, bytes]:
     if changed:
         files = {**files, "release.json": orjson.dumps(rec, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)}
     return files
+
+
+def stating_precision(out: Any, value: Any, where: str = "--coordinate-precision") -> Any:
+    """A points release (a :class:`~dpcore.core.mechanism.KindRelease` around a
+    :class:`~dpcore.points.release.PartitionRelease`, or the latter) with the coordinate precision the
+    curator states (:func:`~dpcore.estimate.data_user_format.coordinate_precision`: a public fact of the
+    data's format, checked and never read from the data), which its record and ``design.json`` then
+    state; unchanged when none is given.  No noise, no charge: post-processing of public facts.
+
+    >>> import dataclasses
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class R:
+    ...     coordinate_precision: float | None = None
+    >>> stating_precision(R(), "0.001"), stating_precision(R(), None)
+    (R(coordinate_precision=0.001), R(coordinate_precision=None))
+    """
+    import dataclasses
+
+    p = coordinate_precision(value, where)
+    if p is None:
+        return out
+    inner = getattr(out, "inner", None)
+    if inner is not None:
+        return dataclasses.replace(out, inner=dataclasses.replace(inner, coordinate_precision=p))
+    return dataclasses.replace(out, coordinate_precision=p)

@@ -242,6 +242,10 @@ class PartitionRelease:
     #: own), for mechanisms whose released ``noisy`` is post-processed (least-squares trees); None:
     #: the leaves' released counts are the count-phase measurements (:mod:`dpcore.points.data_users`)
     measured: NDArray[np.float64] | None = None
+    #: the points' coordinate precision in degrees (e.g. 0.0001: rounded to 4 decimals) as the curator
+    #: states it, a public fact of the data's format (its documentation), never read from the data;
+    #: recorded for the data users' intervals (:mod:`dpcore.points.data_users`); changes no noise
+    coordinate_precision: float | None = None
 
     @property
     def n_rects(self) -> int:

@@ -134,3 +134,25 @@ def test_a_stated_coordinate_precision_weighs_the_cut_cells_by_the_lattice(relea
     assert line.startswith(answer_line(lattice, "Drawn polygon 1")), line
     assert lattice["estimate"] != pytest.approx(by_area["estimate"])
     ok(released.number_input(key=f"_w_interval_precision_{rid}").set_value(None).run())
+
+
+def test_the_curators_coordinate_precision_reaches_the_record_and_the_interval() -> None:
+    """The Data step's "Coordinates are rounded to … degrees" (a public fact) is recorded in release.json and
+    design.json, and pre-fills the polygon section's precision, which the answers then use."""
+    at = ok(AppTest.from_file(APP, default_timeout=240).run())
+    ok(at.number_input(key="_w_coordinate_precision").set_value(0.001).run())
+    step(at, "plan")
+    ok(at.selectbox(key="_w_mechanism").set_value("ug").run())
+    step(at, "release")
+    ok(at.button(key=release_widget_key("release_button", at.session_state)).click().run())
+    entry = at.session_state["releases"][0]
+    rec = json.loads(entry.exports["files"]["release.json"])
+    assert rec["data_users"]["coordinate_precision"]["degrees"] == 0.001
+    rid = entry.release.release_id
+    assert at.number_input(key=f"_w_interval_precision_{rid}").value == 0.001
+    files = entry.exports["files"]
+    assert json.loads(files["design.json"])["coordinate_precision"] == 0.001
+    ok(at.toggle(key=f"_w_interval_draw_{rid}").set_value(True).run())
+    _draw(at, [LASSO])
+    [line] = [m.value for m in at.markdown if m.value.startswith("Drawn polygon 1")]
+    assert "lattice shares at precision 0.001°" in line

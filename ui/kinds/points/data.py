@@ -42,6 +42,7 @@ def data_step() -> None:
     _unit_of_privacy(ds.table)
     new_bounds, cur = _area()
     _grid(new_bounds, cur)
+    coordinate_precision_input()
     _preview(ds)
     points_series.data_controls()
     frame.link("plan", "Next: plan the release →")
@@ -281,6 +282,20 @@ def _grid(new_bounds: Bounds | None, cur: Bounds) -> None:
     except DPCoreError as e:
         st.error(str(e))
         st.caption("The earlier grid is kept.")
+
+
+def coordinate_precision_input() -> None:
+    """The points' coordinate precision the curator states (optional, degrees): a public fact from the data's
+    documentation, never measured from the file; the release records it for the data users' intervals."""
+    st.number_input(
+        "Coordinates are rounded to … degrees (public: from the data's documentation, not measured)",
+        min_value=0.0, value=None, step=0.0001, format="%.6f", key=state.persistent("coordinate_precision", None),
+        placeholder="optional, e.g. 0.0001 for 4 decimals",
+        help="State it only if the data's documentation says so (e.g. coordinates published with 4 decimals: "
+             "0.0001); it is never read from your file. It changes no noise and no budget: the release records it, "
+             "and a polygon's interval then weighs a cell the polygon cuts by its share of the positions such "
+             "coordinates can take (as `release points --coordinate-precision`). Leave empty if unknown.")
+    state.store("coordinate_precision")
 
 
 def _preview(ds: points_state.Dataset) -> None:

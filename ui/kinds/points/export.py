@@ -119,7 +119,7 @@ def _config(rel: PartitionRelease) -> None:
             bounds=rel.grid.bounds.as_tuple(), grid=(rel.grid.rows, rel.grid.cols), mechanism=rel.mechanism,
             params=rel.params, definition=rel.cost.definition, value=rel.cost.value,
             delta=st.session_state.get("delta"), engine=ds.engine if ds.source is not None else "auto",
-            spark_master=ds.spark_master,
+            spark_master=ds.spark_master, coordinate_precision=rel.coordinate_precision,
         )
         where = ("" if typed else
                  "\n[input] path names the app's made-up demo data, which is not a file: give your file's path." if ds.is_demo

@@ -13,7 +13,9 @@ import streamlit as st
 from dpcore import pipeline
 from dpcore.core.mechanism import Plan, PlanRow
 from dpcore.errors import DPCoreError
+from dpcore.estimate.data_user_format import coordinate_precision
 from dpcore.points import diagnostics, viz
+from dpcore.points.data_users import stating_precision
 from dpcore.points.mechanisms.base import level_row
 from ui import charts, confirm, fmt, frame, intervals, near_match_ui, plan_table, series, state
 from ui.kinds.points import plan as points_plan
@@ -64,7 +66,11 @@ def release_now(plan: Plan) -> None:
     # budget spent before, into which the unused one opened at load was merged (key_aliases.adopt)
     ledger = points_state.ledger()
     cv = confirm.cv_threshold()
+    # the curator's stated coordinate precision (Data step; public, never read from the data), checked before the charge
+    precision = coordinate_precision(st.session_state.get("coordinate_precision") or None,
+                                     "The coordinates' precision (Data step)")
     out = pipeline.release(plan, agg, ledger=ledger, session=state.session())
+    out = stating_precision(out, precision)  # recorded in release.json and design.json: no noise, no charge
     points_state.add_release(out, into=into, fp=fp, led=ledger, cv_threshold=cv)
 
 
