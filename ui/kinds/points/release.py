@@ -50,11 +50,12 @@ def release_step() -> None:
         return
     st.subheader("Map", anchor="map")
     _map(cur)
+    # the release's tables, once its map is on the page: the record's level guidance below reads them
+    points_state.store_pending_history()
     st.subheader("Errors", anchor="errors")
     _errors(cur)
     intervals.section(lambda: points_state.release_files(cur), r.release_id, pick=False, stored=cur.exports["files"])
     frame.link("export")
-    points_state.store_pending_history()  # the release's tables, once its map and errors are on the page
 
 
 def release_now(plan: Plan) -> None:
