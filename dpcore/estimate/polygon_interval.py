@@ -363,9 +363,6 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
     inside, touching = float(np.sum(x[idx[full]])), float(np.sum(x[idx]))
     cut_share = abs(cut_part) / abs(out["estimate"]) if out["estimate"] != 0 else (1.0 if cut_part else 0.0)
     warning = None
-    weights = ("public density" if density is not None else
-               f"lattice at precision {precision:g}° (area where a cell's lattice is finer than "
-               f"{MAX_LATTICE:,} positions)" if precision is not None else "area")
     if cut_share > CUT_WARNING_SHARE or note:
         by = ("the public density" if density is not None else
               "the coordinates' lattice" if precision is not None else "area")
@@ -377,8 +374,7 @@ def polygon_interval(m: Measurements, cells: CellIndex | Sequence[shapely.Geomet
                 "apportionment": used, "rho": r if used == "overdispersed" else (0.0 if used == "binomial" else None),
                 "rho_how": _rho_how(used, model, rho),
                 "inside": inside, "touching": touching, "cells_inside": int(full.sum()),
-                "cells_cut": int((~full).sum()), "cut_share": cut_share, "cut_weights": weights,
-                "warning": warning})
+                "cells_cut": int((~full).sum()), "cut_share": cut_share, "warning": warning})
     return out
 
 

@@ -188,15 +188,3 @@ def test_a_cell_with_a_fine_lattice_falls_back_alone() -> None:
     shares = lattice_shares(cells, cut, 0.1, np.array([0.5, 0.25]))
     assert shares.tolist() == [pytest.approx(2 / 3), 0.25]
 
-
-def test_the_answer_names_the_cut_cells_weights() -> None:
-    import scipy.sparse as sp
-
-    from dpcore.estimate.gls import Measurements
-    from dpcore.estimate.polygon_interval import polygon_interval
-
-    cells = shapely.box([0, 1], [0, 0], [1, 2], [1, 1])
-    m = Measurements(sp.csr_matrix(np.eye(2)), np.array([5.0, 5.0]), np.ones(2), ["a", "b"])
-    poly = shapely.box(0.5, 0, 2, 1)
-    assert polygon_interval(m, cells, poly)["cut_weights"] == "area"
-    assert polygon_interval(m, cells, poly, precision=0.1)["cut_weights"].startswith("lattice at precision 0.1°")
