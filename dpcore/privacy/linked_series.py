@@ -86,8 +86,9 @@ def share(con: sqlite3.Connection, keys: Sequence[str], count: Callable[[LedgerE
     their spends for a record of one period, each entry counted by ``count`` (module docstring): per
     series its largest ledger, plus the spends of the budgets linked to it other than ``keys``.
 
-    ``pending`` adds charges not written yet to the series ledgers they name (``P@PERIOD``: a
-    period charge being checked before it is made, :meth:`~dpcore.privacy.series_ledger.PeriodLedger.check`)."""
+    ``pending`` adds charges not written yet to the ledgers they name (``P@PERIOD``: a period charge
+    being checked before it is made, :meth:`~dpcore.privacy.series_ledger.PeriodLedger.check`; or
+    another budget linked to the series, :class:`~dpcore.privacy.oneoff_links.LinkedLedger`)."""
     total, others = Fraction(0), set()
     for pop in populations(con, keys):
         ledgers = {fp: list(entries) for fp, (_cap, entries) in period_ledgers(con, pop).items()}
@@ -100,6 +101,7 @@ def share(con: sqlite3.Connection, keys: Sequence[str], count: Callable[[LedgerE
     for k in sorted(others):
         total += sum((count(LedgerEntry.from_dict(json.loads(e))) for (e,) in con.execute(
             "SELECT entry FROM spends WHERE fingerprint = ? ORDER BY idx", (k,))), Fraction(0))
+        total += sum((count(e) for e in (pending or {}).get(k, ())), Fraction(0))
     return total
 
 

@@ -230,6 +230,12 @@ class LinkedLedger(StoredLedger):
                         f"release ({cost.label()}) does not fit. Lower the release's budget, or release less.")
             if hcap is not None:
                 self._fit_horizon(hcap, ledgers, others, cost, release_unit)
+            # the other budgets linked to the series (another one-off budget of the same data, a cumulative
+            # series) must still hold their own rule with this charge counted
+            _charged, group = self.charge_for(cost, release_unit)
+            entry = LedgerEntry(len(self._entries), "pending", cost, float(charge), "",
+                                dict(self._pending_details or {}), release_unit, group)
+            fit_series(con, pop, {self._fp: [entry]}, s_unit.base)
 
     def _fit_own(self, con: sqlite3.Connection, own_unit: Unit, charge: Fraction) -> None:
         """This budget's spends, what the linked series add for a record of one period (their largest
@@ -306,14 +312,14 @@ def fit_series(con: sqlite3.Connection, population: str,
                               f"series of the same data (a record of a period is in both): {e}{fix}") from None
         if spent + worst > Fraction(cap.value) * _TOL:
             raise BudgetError(
-                f"This series' release would pass the cap of {name} ({cap.label()}), which counts every series of "
-                f"the same data (a record of a period is in both): it has {cap.symbol} = "
+                f"This release would pass the cap of {name} ({cap.label()}), which counts every series of the same "
+                f"data and what else is linked to them (a record of a period is in all): it has {cap.symbol} = "
                 f"{two_significant(float(spent))} spent and the series would add {cap.symbol} = "
                 f"{two_significant(float(worst))} for a record of one period ({cap.symbol} = "
-                f"{two_significant(float(spent + worst))} in all). Release the series with a smaller ε (or ρ) per "
-                "period, or raise that budget's cap if your policy allows it.")
+                f"{two_significant(float(spent + worst))} in all). Release with a smaller ε (or ρ), or raise that "
+                "budget's cap if your policy allows it.")
         try:
             budget_groups.fit(con, key, None, unit, pending)
         except BudgetError as e:
-            raise BudgetError(f"This series' release does not fit {name}'s group of budgets of the same data: {e}"
+            raise BudgetError(f"This release does not fit {name}'s group of budgets of the same data: {e}"
                               ) from None

@@ -148,3 +148,19 @@ def test_a_budgets_row_says_why_a_series_cannot_be_counted(tmp_path: Path, capsy
 
     assert cmd_budgets(argparse.Namespace(budget_db=str(tmp_path / "l.sqlite"), json=False)) == 0
     assert "cannot be counted: " in capsys.readouterr().out
+
+
+def test_a_charge_of_one_linked_budget_must_fit_the_other_linked_budgets_caps(tmp_path: Path) -> None:
+    """O cap ρ 0.5 spent 0.1; P's period 0.3; P's cumulative release 0.3 fits its own rule (0.3 + 0.3 +
+    0.1 ≤ 1.0) but a record of that period would lose 0.7 against O's cap 0.5: refused; 0.1 fits."""
+    session = Session.open(tmp_path / "l.sqlite")
+    _oneoff(session, zcdp(0.1), cap=zcdp(0.5))
+    p = _series(session, cap=zcdp(1.0))
+    _period(session, p, "2026-01", zcdp(0.3))
+    cumulative = p.cumulative_ledger()
+    with pytest.raises(BudgetError, match="one-off budget of this data"):
+        cumulative.check(zcdp(0.3), p.unit.base)
+    with pytest.raises(BudgetError, match="one-off budget of this data"):
+        session.release(cumulative, Charge(zcdp(0.3), "cumulative", unit=p.unit.base), lambda: None)
+    assert cumulative.spent == 0.0
+    session.release(cumulative, Charge(zcdp(0.1), "cumulative", unit=p.unit.base), lambda: None)
