@@ -391,7 +391,8 @@ def budget_row(r: Mapping[str, Any]) -> dict[str, Any]:
     return {"population": str(r["population"])[:24], "kind": r["kind"],
             "unit": (r.get("unit") or {}).get("label", "one record"),
             "periods": len(r["periods"]),
-            "spent": fmt.eps(r["spent"]) + (" (most of any period)" if r.get("cap_per") == "period" else ""),
+            "spent": fmt.eps(r["spent"]) + (" (most of any period)" if r.get("cap_per") == "period" else "")
+            + (f"; {r['counted']}" if r.get("counted") else ""),
             "cap": r["cap"]["label"] + (f" per {r['cap_per']}" if r.get("cap_per") else ""),
             "horizon ρ": fmt.eps(h["rho"]), "horizon ε": f"{fmt.eps(eps['epsilon'])} at δ = {eps['delta']:g}",
             "projection": h["projection"]["text"], "releases": r["releases"]}

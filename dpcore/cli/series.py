@@ -72,6 +72,8 @@ def cmd_budgets(args: argparse.Namespace) -> int:
         print(f"{r['population']}  [{r['kind']}]  {unit}")
         per = f" per {r.get('cap_per', 'release set')}" if r["periods"] else ""
         print(f"    cap {r['cap']['label']}{per}; spent {r['spent']:.4g}; {r['releases']} releases")
+        if r.get("counted"):  # a linked release of another definition or unit: its periods refuse every charge
+            print(f"    {r['counted']}")
         for p in r["periods"]:
             print(f"    {p['period']}: spent {p['spent']:.4g} ({p['releases']} releases)")
         h = r["horizon"]

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 from dpcore.errors import BudgetError
@@ -148,25 +148,30 @@ def _parts(group: dict[str, _State], m: str, base: Unit) -> dict[str, Fraction]:
                    Fraction(0)) for o, (_c, _u, es) in group.items()}
 
 
-def _series(con: sqlite3.Connection, group: dict[str, _State], base: Unit, cap: PrivacyCost) -> Fraction:
+def _series(con: sqlite3.Connection, group: dict[str, _State], base: Unit, cap: PrivacyCost,
+            pending: Mapping[str, Sequence[LedgerEntry]] | None = None) -> Fraction:
     """What the series linked to the members of ``group`` add for a record of one period, counted under
     ``cap`` (of ``base`` units): :func:`dpcore.privacy.linked_series.share`."""
-    return linked_series.share(con, list(group), lambda e: _counted(e.cost, e.unit, base, cap))
+    return linked_series.share(con, list(group), lambda e: _counted(e.cost, e.unit, base, cap), pending)
 
 
-def fit(con: sqlite3.Connection, key: str, cost: PrivacyCost, unit: Unit) -> None:
+def fit(con: sqlite3.Connection, key: str, cost: PrivacyCost | None, unit: Unit,
+        pending: Mapping[str, Sequence[LedgerEntry]] | None = None) -> None:
     """Refuse (:class:`~dpcore.errors.BudgetError`) a charge of ``cost`` protecting ``unit`` to the budget
     ``key`` unless, for every budget of its group, the spends of every member, what the series of the
     same data add (:func:`_series`) and the charge fit that member's cap (so the smallest cap holds for
-    all).  Nothing when ``key`` is in no group."""
+    all).  Nothing when ``key`` is in no group.
+
+    ``cost`` None re-checks the group without a charge of its own, after (or, with ``pending``, before)
+    a charge of a series of the same data (:func:`dpcore.privacy.oneoff_links.fit_series`)."""
     group = _group(con, key)
     if len(group) < 2:
         return
     for m, (cap, m_unit, _entries) in group.items():
         base = m_unit or unit
         parts = _parts(group, m, base)
-        series = _series(con, group, base, cap)
-        new = _counted(cost, unit, base, cap)
+        series = _series(con, group, base, cap, pending)
+        new = _counted(cost, unit, base, cap) if cost is not None else Fraction(0)
         total = sum(parts.values(), series)
         if total + new > Fraction(cap.value) * (1 + CAP_TOLERANCE):
             elsewhere = total - series - parts.get(key, Fraction(0))
@@ -177,7 +182,7 @@ def fit(con: sqlite3.Connection, key: str, cost: PrivacyCost, unit: Unit) -> Non
                 f"{_SHARED}, e.g. the same points with other bounds), which has {cap.symbol} = "
                 f"{two_significant(float(elsewhere))} spent{periods}; together {cap.symbol} = "
                 f"{two_significant(float(total))} is spent of the cap {cap.label()}, so this release "
-                f"({cost.label()}) does not fit ({cap.symbol} = {two_significant(float(left), down=True)} is left). "
+                f"({cost.label() if cost is not None else 'of the series'}) does not fit ({cap.symbol} = {two_significant(float(left), down=True)} is left). "
                 "Lower the release's budget, or release less.")
 
 

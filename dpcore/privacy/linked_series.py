@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 
 from dpcore.privacy.budget import PrivacyCost
@@ -80,19 +80,28 @@ def period_ledgers(con: sqlite3.Connection, population: str) -> Ledgers:
     return ledgers
 
 
-def share(con: sqlite3.Connection, keys: Sequence[str], count: Callable[[LedgerEntry], Fraction]) -> Fraction:
+def share(con: sqlite3.Connection, keys: Sequence[str], count: Callable[[LedgerEntry], Fraction],
+          pending: Mapping[str, Sequence[LedgerEntry]] | None = None) -> Fraction:
     """What the series linked to the one-off budgets ``keys`` (one budget, or a group's members) add to
     their spends for a record of one period, each entry counted by ``count`` (module docstring): per
-    series its largest ledger, plus the spends of the budgets linked to it other than ``keys``."""
+    series its largest ledger, plus the spends of the budgets linked to it other than ``keys``.
+
+    ``pending`` adds charges not written yet to the ledgers they name (``P@PERIOD``: a period charge
+    being checked before it is made, :meth:`~dpcore.privacy.series_ledger.PeriodLedger.check`; or
+    another budget linked to the series, :class:`~dpcore.privacy.oneoff_links.LinkedLedger`)."""
     total, others = Fraction(0), set()
     for pop in populations(con, keys):
-        ledgers = period_ledgers(con, pop)
-        total += max((sum((count(e) for e in entries), Fraction(0)) for _cap, entries in ledgers.values()),
+        ledgers = {fp: list(entries) for fp, (_cap, entries) in period_ledgers(con, pop).items()}
+        for fp, extra in (pending or {}).items():
+            if fp.rpartition("@")[0] == pop:
+                ledgers.setdefault(fp, []).extend(extra)
+        total += max((sum((count(e) for e in entries), Fraction(0)) for entries in ledgers.values()),
                      default=Fraction(0))
         others.update(k for k in _linked_keys(con, pop) if k not in keys)
     for k in sorted(others):
         total += sum((count(LedgerEntry.from_dict(json.loads(e))) for (e,) in con.execute(
             "SELECT entry FROM spends WHERE fingerprint = ? ORDER BY idx", (k,))), Fraction(0))
+        total += sum((count(e) for e in (pending or {}).get(k, ())), Fraction(0))
     return total
 
 

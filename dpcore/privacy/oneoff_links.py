@@ -11,6 +11,10 @@ one-off budgets of the same data (table ``series_links``), and the two compose:
   cap *after* the one-off spends.  Sequential composition of the one-off mechanism and the
   period's mechanism on the period's records (Dwork & Roth 2014, Thm. 3.14; Bun & Steinke 2016,
   Lemma 1.7); parallel composition across periods is untouched (each record is in one period).
+  A period charge must also keep every linked one-off budget within its own rule below (its cap,
+  its group's lowest cap, the other series of the same data counted: :func:`fit_series`, in the
+  charge's transaction and in the pre-charge check), so the limit does not depend on the order of
+  the releases.
 * **one-off side** (:class:`LinkedLedger`) — a one-off release must fit (i) its own cap given the
   *largest* per-period series spend (a record or person-period is in exactly one period, so its
   series loss is that period's, at most the maximum) and the other budgets linked to the series
@@ -47,7 +51,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -58,7 +62,7 @@ from dpcore.privacy.ledger import LedgerEntry, minute_now
 from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
 from dpcore.privacy.units import TimeUnit, Unit, group_factor
 
-__all__ = ["LinkedLedger", "horizon_part", "in_unit", "link", "linked_entries"]
+__all__ = ["LinkedLedger", "fit_series", "horizon_part", "in_unit", "link", "linked_entries"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS series_links (
@@ -175,6 +179,20 @@ class LinkedLedger(StoredLedger):
         finally:
             self._pending_details = None
 
+    @property
+    def remaining(self) -> float:
+        """What is left under the cap after this budget's spends and what the linked series add for a
+        record of one period (:meth:`_fit_own`'s rule; 0 when they cannot be counted here)."""
+        own = super().remaining
+        with self._lock:
+            unit = self._unit_of_privacy or Unit()
+            try:
+                worst = linked_series.share(self._read, [self._fp], lambda e: in_unit(e.cost, e.unit, unit,
+                                                                                     self._cap.definition))
+            except BudgetError:
+                return 0.0
+            return max(0.0, min(own, float(Fraction(self._cap.value) - self._spent - worst)))
+
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         super().check(cost, unit)
         with self._lock:  # the ledger's own read connection (StoredLedger), not a new one per check
@@ -212,6 +230,12 @@ class LinkedLedger(StoredLedger):
                         f"release ({cost.label()}) does not fit. Lower the release's budget, or release less.")
             if hcap is not None:
                 self._fit_horizon(hcap, ledgers, others, cost, release_unit)
+            # the other budgets linked to the series (another one-off budget of the same data, a cumulative
+            # series) must still hold their own rule with this charge counted
+            _charged, group = self.charge_for(cost, release_unit)
+            entry = LedgerEntry(len(self._entries), "pending", cost, float(charge), "",
+                                dict(self._pending_details or {}), release_unit, group)
+            fit_series(con, pop, {self._fp: [entry]}, s_unit.base)
 
     def _fit_own(self, con: sqlite3.Connection, own_unit: Unit, charge: Fraction) -> None:
         """This budget's spends, what the linked series add for a record of one period (their largest
@@ -239,3 +263,63 @@ class LinkedLedger(StoredLedger):
                 f"This one-off release would take the horizon figure of the series of this data to {hcap.symbol} = "
                 f"{two_significant(float(total))}, past its horizon cap {hcap.label()}. Lower its budget.")
 
+
+
+def _budget_name(con: sqlite3.Connection, key: str) -> str:
+    """How a refusal names the one-off budget ``key`` (a population's name, a cumulative series)."""
+    row = con.execute("SELECT name FROM bindings WHERE population = ? LIMIT 1", (key,)).fetchone()
+    if row is not None:
+        return f"the budget of the population '{row[0]}'"
+    if key.endswith("#cumulative"):
+        return "the budget of the cumulative series of this data"
+    return "the one-off budget of this data"
+
+
+def fit_series(con: sqlite3.Connection, population: str,
+               pending: Mapping[str, Sequence[LedgerEntry]] | None = None, base: Unit | None = None) -> None:
+    """Refuse (:class:`~dpcore.errors.BudgetError`) the state of the series ``population`` unless every
+    one-off budget linked to it still holds its own rule (:meth:`LinkedLedger._fit_own`: its spends and
+    what the series of the same data add for a record of one period within its cap) and its group's
+    (:func:`dpcore.privacy.budget_groups.fit`), with no charge of its own.
+
+    The series side of the rule a one-off charge meets, so the limit does not depend on the order of
+    the releases: run inside a period charge's transaction after its row is written, or, with
+    ``pending`` (the charges not written yet, by ledger key ``P@PERIOD``), before it.  A budget without a
+    unit yet (nothing charged to it) counts in ``base``, the series' unit (its first release takes one)."""
+    try:
+        keys = [str(k) for (k,) in con.execute(
+            "SELECT l.data_key FROM series_links l JOIN datasets d ON d.fingerprint = l.data_key "
+            "WHERE l.population = ? ORDER BY l.data_key", (population,)).fetchall()]
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        return  # no series was ever linked in this database
+    for key in keys:
+        cap_text, unit_text = con.execute("SELECT cap, unit FROM datasets WHERE fingerprint = ?", (key,)).fetchone()
+        cap = PrivacyCost.from_dict(json.loads(cap_text))
+        unit = (Unit.from_dict(json.loads(unit_text)) if unit_text else None) or base or Unit()
+        spent = sum((Fraction(LedgerEntry.from_dict(json.loads(e)).charged) for (e,) in con.execute(
+            "SELECT entry FROM spends WHERE fingerprint = ?", (key,))), Fraction(0))
+        name = _budget_name(con, key)
+        try:
+            worst = linked_series.share(con, [key], lambda e, u=unit, d=cap.definition: in_unit(e.cost, e.unit, u, d),
+                                        pending)
+        except BudgetError as e:
+            fix = (" A ρ-zCDP series cannot be counted under a pure ε cap (zCDP gives no pure ε guarantee): release "
+                   "the series under pure ε (--epsilon) to count it under that cap."
+                   if cap.definition == "pure" and "ρ-zCDP" in str(e) else "")
+            raise BudgetError(f"This series cannot be counted under {name} ({cap.label()}), which counts every "
+                              f"series of the same data (a record of a period is in both): {e}{fix}") from None
+        if spent + worst > Fraction(cap.value) * _TOL:
+            raise BudgetError(
+                f"This release would pass the cap of {name} ({cap.label()}), which counts every series of the same "
+                f"data and what else is linked to them (a record of a period is in all): it has {cap.symbol} = "
+                f"{two_significant(float(spent))} spent and the series would add {cap.symbol} = "
+                f"{two_significant(float(worst))} for a record of one period ({cap.symbol} = "
+                f"{two_significant(float(spent + worst))} in all). Release with a smaller ε (or ρ), or raise that "
+                "budget's cap if your policy allows it.")
+        try:
+            budget_groups.fit(con, key, None, unit, pending)
+        except BudgetError as e:
+            raise BudgetError(f"This release does not fit {name}'s group of budgets of the same data: {e}"
+                              ) from None

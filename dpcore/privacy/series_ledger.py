@@ -52,7 +52,7 @@ from dpcore.privacy.budget import PrivacyCost, two_significant
 from dpcore.privacy.ledger import Ledger, LedgerEntry, epsilon_readings, minute_now
 from dpcore.privacy.ledger_store import LedgerStore, StoredLedger
 from dpcore.privacy.linked_series import like
-from dpcore.privacy.oneoff_links import horizon_part, in_unit, linked_entries
+from dpcore.privacy.oneoff_links import fit_series, horizon_part, in_unit, linked_entries
 from dpcore.privacy.units import TimeUnit
 
 __all__ = ["PeriodLedger", "SeriesBudget", "StoredPeriod", "find_population", "horizon_figure", "list_budgets",
@@ -199,6 +199,9 @@ class PeriodLedger(StoredLedger):
 
     #: What the linked one-off releases of the same data count in this period (part of ``spent``).
     oneoff: float = 0.0
+    #: Why the linked releases cannot be counted in this period's ledger (another definition or unit:
+    #: the period then reads as used up), or None.
+    uncountable: str | None = None
 
     def __del__(self) -> None:  # the read connection is the budget's: it stays open
         pass
@@ -210,9 +213,44 @@ class PeriodLedger(StoredLedger):
             self._entries, self._spent = [], Fraction(0)
         # one-off releases of the same data touch every period: they count as spent here
         # (:mod:`dpcore.privacy.oneoff_links`)
-        extra = self.series.oneoff_charge(con, self._cap.definition)
+        try:
+            extra = self.series.oneoff_charge(con, self._cap.definition)
+        except BudgetError as e:
+            # a linked budget of another definition or unit (e.g. linked later, budget_groups.spread):
+            # nothing more can be charged here, and reads must not fail: the period reads as used up
+            self.uncountable = str(e)
+            extra = max(Fraction(0), Fraction(self._cap.value) - self._spent)
+        else:
+            self.uncountable = None
         self.oneoff = float(extra)
         self._spent += extra
+
+    def _pending(self, costs: Sequence[PrivacyCost], unit: Any) -> dict[str, list[LedgerEntry]]:
+        """The charges ``costs`` (protecting ``unit``) as unwritten entries of this ledger, for
+        :func:`~dpcore.privacy.oneoff_links.fit_series`."""
+        release_unit = unit if unit is not None else (self._unit_of_privacy or self.series.unit.base)
+        out = []
+        for cost in costs:
+            charged, group = self.charge_for(cost, release_unit)
+            out.append(LedgerEntry(len(self._entries) + len(out), "pending", cost, self.charge_of(charged), "",
+                                   {"period": self.period}, release_unit, group))
+        return {self._fp: out}
+
+    def check(self, cost: PrivacyCost, unit: Any = None) -> None:
+        """:meth:`StoredLedger.check`, and the caps of the one-off budgets linked to the series (their own,
+        their group's: :func:`~dpcore.privacy.oneoff_links.fit_series`) with this charge counted."""
+        self.check_own(cost, unit)
+        with self._lock:
+            fit_series(self._read, self.series.population, self._pending([cost], unit), self.series.unit.base)
+
+    def check_own(self, cost: PrivacyCost, unit: Any = None) -> None:
+        """:meth:`StoredLedger.check` alone (this period's cap), refusing a period whose linked releases
+        cannot be counted here (:attr:`uncountable`)."""
+        self._refresh()
+        with self._lock:
+            if self.uncountable is not None:
+                raise BudgetError(self.uncountable)
+        super().check(cost, unit)
 
     def spend(self, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
               unit: Any = None) -> LedgerEntry:
@@ -220,22 +258,30 @@ class PeriodLedger(StoredLedger):
             return self.spend_in(con, cost, label, details, unit)
 
     def spend_in(self, con: Any, cost: PrivacyCost, label: str, details: Mapping[str, Any] | None = None,
-                 unit: Any = None) -> LedgerEntry:
-        """:meth:`spend` inside the caller's open transaction (:meth:`SeriesBudget.spend_many`)."""
+                 unit: Any = None, *, linked: bool = True) -> LedgerEntry:
+        """:meth:`spend` inside the caller's open transaction (:meth:`SeriesBudget.spend_many`).
+        ``linked`` False leaves the linked budgets' caps (:func:`~dpcore.privacy.oneoff_links.fit_series`)
+        to the caller, once for a batch, before it commits."""
         details = {**dict(details or {}), "period": self.period}
         with self._lock:
             con.execute("INSERT OR IGNORE INTO datasets (fingerprint, kind, cap, created, unit) VALUES (?, ?, ?, ?, ?)",
                         (self._fp, "period", json.dumps(self._check_cap(self._cap).to_dict()), minute_now(),
                          json.dumps(self.series.unit.base.to_dict())))
             self._load(con)
+            if self.uncountable is not None:
+                raise BudgetError(self.uncountable)
             charged_cost, _ = self.charge_for(cost, unit)
             charge = self.charge_of(charged_cost)
             self.series.check_horizon(con, charge, self.definition, period=self.period)
             entry = super(StoredLedger, self).spend(cost, label, details, unit)
             try:
                 con.execute("INSERT INTO spends VALUES (?, ?, ?)", (self._fp, entry.index, json.dumps(entry.to_dict())))
+                # the linked one-off budgets' caps (their own, their group's), the charge counted: the
+                # rule their own charges meet, run from the series side (oneoff_links.fit_series)
+                if linked:
+                    fit_series(con, self.series.population, base=self.series.unit.base)
             except BaseException:
-                self._load(con)
+                self._version = None  # the transaction rolls back: forget the in-memory charge too
                 raise
             return entry
 
@@ -317,7 +363,9 @@ class SeriesBudget:
             raise ParameterError("spend_many charges the period ledgers of this series budget only.")
         try:
             with self.store.transaction() as con:
-                return [led.spend_in(con, cost, label, details, unit) for led in ledgers]
+                entries = [led.spend_in(con, cost, label, details, unit, linked=False) for led in ledgers]
+                fit_series(con, self.population, base=self.unit.base)  # the linked budgets' caps, the whole batch counted
+                return entries
         except BaseException:
             for led in ledgers:  # rolled back: forget the batch's in-memory charges (reloaded on next read)
                 led._version = None  # noqa: SLF001 - the same package's ledger
@@ -420,12 +468,23 @@ class SeriesBudget:
                                                    f"({','.join('?' * len(chunk))})", chunk)}
         new = [p for p in periods if f"{self.population}@{p}" not in have]
         if self.unit.parallel and new:  # a period not charged yet (its one-off share counted)
-            self.ledger(new[0]).check(cost, self.unit.base)
+            self.ledger(new[0]).check_own(cost, self.unit.base)
         ledgers = [self.ledger(p) for p in periods if f"{self.population}@{p}" in have] if self.unit.parallel \
             else [self.ledger(periods[0])]
         for ledger in ledgers:
-            ledger.check(cost, self.unit.base)
+            ledger.check_own(cost, self.unit.base)
         first = ledgers[0] if not self.unit.parallel else self.ledger(periods[0])
+        # the linked one-off budgets' caps (oneoff_links.fit_series), every new charge counted: a
+        # period's (its largest counts), or a person's all in the one horizon ledger
+        pending: dict[str, list[LedgerEntry]] = {}
+        if self.unit.parallel:
+            for led in ledgers + ([self.ledger(new[0])] if new else []):
+                pending.update(led._pending([cost], self.unit.base))  # noqa: SLF001 - the same module's ledger
+        else:
+            pending = first._pending([cost] * len(periods) + ([once] if once is not None else []),  # noqa: SLF001
+                                     self.unit.base)
+        with contextlib.closing(self.store._connect()) as con:  # noqa: SLF001
+            fit_series(con, self.population, pending, self.unit.base)
         charge = first.charge_of(cost)
         if not self.unit.parallel:
             total = Fraction(first.spent) + Fraction(charge) * len(periods)
@@ -600,7 +659,10 @@ def list_budgets(store: LedgerStore, delta: float = DEFAULT_DELTA) -> list[dict[
     One record per budget: ``population`` (a name, or the keyed key), ``kind``, ``unit``, ``cap``
     (per period for event and person-period series, of the horizon otherwise), ``spent`` (the most
     any period spent; the total for one-off budgets and person series), ``periods`` (each
-    ``{period, spent, releases}``), ``horizon`` (:func:`horizon_figure`) and ``releases``.
+    ``{period, spent, releases}``), ``horizon`` (:func:`horizon_figure`) and ``releases``; a series
+    whose linked one-off releases cannot be counted in its definition or unit has ``counted``
+    (``"cannot be counted: <reason>"``, the linked releases left out of its figures; its periods
+    refuse every charge).
     """
     _tables(store)
     with contextlib.closing(store._connect()) as con:  # noqa: SLF001
@@ -642,20 +704,26 @@ def list_budgets(store: LedgerStore, delta: float = DEFAULT_DELTA) -> list[dict[
         own = {p: sum((Fraction(e.charged) for e in es), Fraction(0)) for p, es in sorted(per.items())}
         # one-off releases of the same data (and a cumulative series) count in every period's ledger
         # (parallel units) or once in the person's horizon ledger
-        extra = sum((in_unit(e.cost, e.unit, unit.base, cap.definition) for e in linked.get(pop, [])), Fraction(0))
+        try:
+            extra = sum((in_unit(e.cost, e.unit, unit.base, cap.definition) for e in linked.get(pop, [])),
+                        Fraction(0))
+            share = sum((horizon_part(e.cost, e.unit, cap.definition, max(len(own), 1), e.details)
+                         for e in linked.get(pop, [])), Fraction(0))
+            counted = None
+        except BudgetError as e:  # a linked budget of another definition or unit: listed, never failing the list
+            extra, share, counted = Fraction(0), Fraction(0), f"cannot be counted: {e}"
         periods = [{"period": p, "spent": float(v + (extra if unit.parallel else 0)), "releases": len(per[p])}
                    for p, v in own.items()]
         spent = max((p["spent"] for p in periods), default=0.0) if unit.parallel else \
             float(sum(own.values(), extra))
         hc = PrivacyCost.from_dict(json.loads(hcap)) if hcap else None
-        share = sum((horizon_part(e.cost, e.unit, cap.definition, max(len(own), 1), e.details)
-                     for e in linked.get(pop, [])), Fraction(0))
         figure = with_oneoff(horizon_figure([float(v) for v in own.values()], cap.definition, unit.period, len(own),
                                             hc, unit.max_periods), share, cap.definition)
         out.append({"population": name or pop, "kind": kind, "unit": unit.to_dict(), "cap": cap.to_dict(),
                     "cap_per": "period" if unit.parallel else "horizon", "spent": spent, "periods": periods,
                     "horizon": figure,
-                    "releases": sum(p["releases"] for p in periods), "stored": int(n_rel.get(pop, 0))})
+                    "releases": sum(p["releases"] for p in periods), "stored": int(n_rel.get(pop, 0)),
+                    **({"counted": counted} if counted else {})})
     return out
 
 
