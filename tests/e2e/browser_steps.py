@@ -10,6 +10,7 @@ step still drew).  So every click below first waits until Streamlit's running ic
 from __future__ import annotations
 
 import re
+import time
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
@@ -23,6 +24,28 @@ RUNNING_ICON = "stStatusWidgetRunningIcon"
 def wait_idle(page, timeout: float = IDLE_TIMEOUT_MS) -> None:
     """Wait until the app's script has finished running (the running icon hidden or absent)."""
     page.get_by_test_id(RUNNING_ICON).wait_for(state="hidden", timeout=timeout)
+
+
+def settle(page, shown, *, quiet_ms: int = 2_000, timeout: float = IDLE_TIMEOUT_MS) -> bool:
+    """Wait until ``shown`` (a locator) is visible, or until the app has stayed idle for ``quiet_ms``
+    (no run started since: every run a click asked for has ended, callbacks included, since
+    Streamlit shows the running icon from the start of a run, before its callbacks).  Returns
+    whether ``shown`` was seen.  A condition, not a fixed wait: it replaces "wait 20 s for the
+    confirmation, then look again" where the confirmation may legitimately not be drawn."""
+    icon = page.get_by_test_id(RUNNING_ICON)
+    idle_since = None
+    deadline = time.monotonic() + timeout / 1000
+    while time.monotonic() < deadline:
+        if shown.first.is_visible():
+            return True
+        if icon.first.is_visible():
+            idle_since = None
+        elif idle_since is None:
+            idle_since = time.monotonic()
+        elif (time.monotonic() - idle_since) * 1000 >= quiet_ms:
+            return shown.first.is_visible()
+        page.wait_for_timeout(100)
+    raise PlaywrightTimeoutError(f"the app neither showed {shown} nor stayed idle within {timeout} ms")
 
 
 def click(page, locator, **kwargs) -> None:

@@ -111,7 +111,8 @@ def app_url():
     the made-up demos' budgets live with the browser session (``ui.state.mark_demo``), and the real
     data each file releases (its own uploads, the US tracts, Rhode Island's LODES) is released by no
     other file, so no file's budget reading depends on another's releases.  A file whose test needs
-    a server no session has used yet asks for ``fresh_app_url`` instead."""
+    a server no session has used yet asks for ``fresh_app_url`` instead (test_deep_links: the first
+    request a new server gets)."""
     with _streamlit_server() as url:
         yield url
 

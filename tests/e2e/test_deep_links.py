@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from browser_steps import settle
 
 from ui.frame import STEPS, TOOLS
 
@@ -39,7 +40,8 @@ def test_every_page_url_opens_fresh_with_the_apps_frame(fresh_app_url, browser):
             sidebar.get_by_text("The path").wait_for()
             for panel in ("Dataset", "Privacy budget", "Current release"):
                 sidebar.get_by_role("heading", name=panel).first.wait_for()
-            page.wait_for_timeout(500)  # a late "Page not found" would come with the first run
+            # a late "Page not found" would come with the first run: wait until that run has ended
+            settle(page, page.get_by_text("Page not found"), quiet_ms=300)
             assert page.get_by_text("Page not found").count() == 0, url
             assert page.get_by_test_id("stException").count() == 0, url
             assert page.url.rstrip("/").endswith(f"/{url}"), (url, page.url)

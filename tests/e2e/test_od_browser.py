@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
-from browser_steps import click, go_to, wait_for_map, wait_idle
+from browser_steps import click, go_to, settle, wait_for_map, wait_idle
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from dpcore.flows.export import validate_od_record
@@ -53,13 +53,12 @@ def test_od_release_map_export(app_url, page, tmp_path):
     button.evaluate("b => { b.click(); for (const ms of [30, 100, 200]) setTimeout(() => b.click(), ms); }")
     confirmation = main.get_by_text(re.compile(r"^Released InfTDA .* with ρ = 0\.25 .*ρ = 0\.25 of 0\.5 is left"))
     released = side.get_by_text(re.compile(r"flows released in the finest table"))
-    try:
-        confirmation.wait_for(timeout=20_000)
-        released.wait_for(timeout=20_000)
-    except PlaywrightTimeoutError:
-        # Under a burst of clicks the release runs in the first click's callback while the later
-        # clicks' runs draw the page (Streamlit 1.67 does not wait for a callback that touches no
-        # session state); the release itself is stored, and a fresh run of the page shows it.
+    # Under a burst of clicks the release runs in the first click's callback while the later
+    # clicks' runs draw the page (Streamlit 1.67 does not wait for a callback that touches no
+    # session state); the release itself is stored, and a fresh run of the page shows it.  So wait
+    # for the confirmation or for every run of the burst to have ended (the app idle for 2 s), and
+    # only then leave the step: a navigation before the click's run has started could lose it.
+    if not (settle(page, confirmation) and settle(page, released)):
         for attempt in range(3):
             go_to(page, "History")
             go_to(page, "Release")
@@ -71,7 +70,7 @@ def test_od_release_map_export(app_url, page, tmp_path):
                 if attempt == 2:
                     raise
     side.get_by_text(re.compile(r"By the paper's simpler conversion \(its Lemma 3\)")).wait_for()
-    page.wait_for_timeout(1500)  # a second release would show by now
+    settle(page, side.get_by_text(re.compile(r"^#2 ")), quiet_ms=1_500)  # a second release would show by now
     assert side.get_by_text(re.compile(r"^#1 ")).count() == 1
     assert side.get_by_text(re.compile(r"^#2 ")).count() == 0
 

@@ -15,7 +15,7 @@ from dpcore.core.record import NOT_ACCOUNTED_CELL, mark_not_accounted
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.flows import export as X
 from dpcore.flows.counts import ODCounts
-from dpcore.flows.flow_lines import flows_geojson_bytes
+from dpcore.flows.flow_lines import feature_count, flows_geojson_bytes
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
@@ -70,6 +70,17 @@ def test_geojson_bytes_are_the_dumped_collection(named: ODRelease, options: dict
     xy = _xy(named)
     dest = {2: (xy[2][0] + 1.0, xy[2][1])}
     assert flows_geojson_bytes(named, {2: xy[2]}, dest) == orjson.dumps(X.flows_geojson(named, {2: xy[2]}, dest))
+
+
+def test_feature_count_is_the_parsed_number_of_features() -> None:
+    """Counted without parsing, also when an area's name holds the bytes a feature begins with."""
+    areas = AREAS.assign(nm=['{"type":"Feature",', "Ånchor", None, '"type":"Feature"'])
+    rel = _release(areas, ["st", "co"], _grid(["A1", "A2", "B1", "B2"]), names={"co": "nm"})
+    for options in ({}, {"top": 2}, {"levels": [1]}):
+        got = flows_geojson_bytes(rel, _xy(rel, nan_at=1), **options, members={"accounted": False})
+        assert feature_count(got) == len(orjson.loads(got)["features"]) > 0
+    none = {d: (np.full(n, np.nan), np.zeros(n)) for d, n in enumerate(rel.origin_h.sizes)}
+    assert feature_count(flows_geojson_bytes(rel, none)) == 0
 
 
 def test_geojson_bytes_with_no_flow_and_with_members(named: ODRelease) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import io as _io
 from typing import Any
 
-import orjson
 import pandas as pd
 import streamlit as st
 
 from dpcore.core import spec
+from dpcore.flows.flow_lines import feature_count
 from dpcore.flows.mechanisms.common import ODRelease
 from ui import data_user_downloads, fmt, series
 from ui.kinds.flows.common import missing, shown_entry
@@ -46,7 +46,7 @@ def export_step() -> None:
     st.dataframe(pd.read_csv(_io.BytesIO(files["release.csv"]), dtype=str, nrows=12), hide_index=True,
                  key="od_csv_preview", width="stretch")
     if "flows.geojson" in files:
-        n_lines = len(orjson.loads(files["flows.geojson"])["features"])
+        n_lines = feature_count(files["flows.geojson"])
         st.caption(f"flows.geojson: {fmt.count(n_lines)} flow lines, one per released flow of every level "
                    "with positions at both ends (origin centre → destination centre), with the CSV's columns as "
                    "properties.")
