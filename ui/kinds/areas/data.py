@@ -283,10 +283,12 @@ def _build(inputs: dict[str, Any]) -> None:
             if inputs["area_source"] == AREA_TABLE:
                 named, names = common.us_names(df) if inputs.get("named") else (df, {})
                 names |= {lv: c for lv, c in chosen.items() if c in named.columns}
-                h = Hierarchy.from_frame(named, inputs["levels"], names=names, source="table (confirmed public)")
+                h = Hierarchy.from_frame(named, inputs["levels"], names=names, source="table (confirmed public)",
+                                         progress=steps.progress())
                 leaf = h.frame_rows()  # the rows of df (named has them in order): not mapped a second time
             else:
-                h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], names=chosen, source="area list")
+                h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], names=chosen, source="area list",
+                                         progress=steps.progress())
             steps.say("Matching the boundaries …")
             joins, join_msgs = _joins(h, inputs["boundaries"])
             for lv, j in joins.items():  # names from the boundary file (NAME …) unless a column names them
@@ -298,7 +300,7 @@ def _build(inputs: dict[str, Any]) -> None:
             # the ledger belongs to the table's totals per top-level area, whatever finer levels or
             # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
             steps.say("Keying the table's budget …")
-            keys = census_tables.fingerprints(df, inputs["levels"], inputs["count"] or None)
+            keys = census_tables.fingerprints(df, inputs["levels"], inputs["count"] or None, progress=steps.progress())
             fp = keys[0]
             if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
                 state.session().adopt_legacy("areas", fp, lambda: [census_tables.legacy_fingerprint(df)])
