@@ -250,13 +250,9 @@ def _level_key(df: pd.DataFrame, path: list[str], weights: list[np.ndarray], cod
 
 
 def _key_counts(s: pd.Series, col: str) -> np.ndarray:
-    """Whole counts >= 0 of a count column, for the key (the table refuses other values first)."""
-    values = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(values) | (values < 0) | (values != np.floor(values))
-    if bad.any():
-        raise InputError(f"The count column '{col}' has {_plural(int(bad.sum()), 'value')} that are not whole "
-                         f"numbers ≥ 0 ({_rows(bad)}). Fix or drop those rows.")
-    return values.astype(np.int64)
+    """Whole counts >= 0 of a count column, for the key, refused as the counts refuse them
+    (:func:`dpcore.areas.counts.whole_counts`): the app keys a table before it counts it."""
+    return whole_counts(s, col)
 
 
 # ---------------------------------------------------------------------------------------------

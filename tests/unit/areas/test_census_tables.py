@@ -562,3 +562,13 @@ def test_budget_keys_report_each_key_and_stay_the_same() -> None:
     # the main key (state), the finer levels' earlier keys (county, tract), then the codes:v2 keys
     assert [m.split("per '")[1].split("'")[0] for m in lines if "per '" in m] == ["state", "county", "tract"]
     assert any("2 finer levels" in m for m in lines) and len(said) == 5
+
+
+def test_budget_keys_refuse_bad_counts_as_the_counts_do() -> None:
+    """The app keys a table before it counts it, so the keys refuse a bad count with the counts' own
+    message (:func:`dpcore.areas.counts.whole_counts`: which rows, what is wrong)."""
+    df = pd.DataFrame({"state": ["01", "02", "02"], "pop": [5, -2, 3]})
+    with pytest.raises(InputError, match=r"'pop' has 1 negative value \(data row 2\)"):
+        census_tables.fingerprints(df, ["state"], "pop")
+    with pytest.raises(InputError, match=r"'pop' has 1 value that are missing or not numbers \(data row 3\)"):
+        census_tables.fingerprints(df.assign(pop=["5", "2", "x"]), ["state"], "pop")

@@ -21,6 +21,7 @@ from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import guess_level_columns, name_key, name_like
 from dpcore.data.hierarchy import Hierarchy, require_public_area_list
+from dpcore.data.memory import release_unused
 from dpcore.errors import DPCoreError, InputError
 from ui import fmt, frame, state
 from ui.kinds.areas import common
@@ -153,6 +154,7 @@ def _upload() -> dict[str, Any] | None:
             # above the engine threshold the table stays in a file that DuckDB sums; the page
             # works on its first rows until the counts are made
             new_df, big = read_code_upload(up)
+            release_unused()  # the reader's buffers (as the command line: 8 M blocks)
             ss["hier_src"] = big
             keep_copy(big, "hier_upload_tmp")
             ss["hier_upload_df"] = new_df
@@ -278,6 +280,13 @@ def _build(inputs: dict[str, Any]) -> None:
                 inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
             # name columns of the table (a table DuckDB summed keeps only its levels: names from boundaries)
             chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
+            # the ledger belongs to the table's totals per top-level area, whatever finer levels or
+            # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not;
+            # keyed before the hierarchy is built, so that the keys' temporaries and the hierarchy's
+            # arrays are not in memory at once (8 M blocks)
+            steps.say("Keying the table's budget …")
+            keys = census_tables.fingerprints(df, inputs["levels"], inputs["count"] or None, progress=steps.progress())
+            release_unused()  # the keys' temporaries, before the hierarchy's arrays
             steps.say("Building the hierarchy of areas …")
             leaf = None
             if inputs["area_source"] == AREA_TABLE:
@@ -297,10 +306,7 @@ def _build(inputs: dict[str, Any]) -> None:
             steps.say("Counting the people per area …")
             counts = HierarchyCounts.from_frame(df, h, inputs["levels"], inputs["count"] or None,
                                                 group=inputs.get("group"), leaf=leaf)
-            # the ledger belongs to the table's totals per top-level area, whatever finer levels or
-            # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
-            steps.say("Keying the table's budget …")
-            keys = census_tables.fingerprints(df, inputs["levels"], inputs["count"] or None, progress=steps.progress())
+            release_unused()  # building the hierarchy's temporaries, before the page and the release
             fp = keys[0]
             if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
                 state.session().adopt_legacy("areas", fp, lambda: [census_tables.legacy_fingerprint(df)])
