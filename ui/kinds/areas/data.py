@@ -154,7 +154,6 @@ def _upload() -> dict[str, Any] | None:
             # above the engine threshold the table stays in a file that DuckDB sums; the page
             # works on its first rows until the counts are made
             new_df, big = read_code_upload(up)
-            release_unused()  # the reader's buffers (as the command line: 8 M blocks)
             ss["hier_src"] = big
             keep_copy(big, "hier_upload_tmp")
             ss["hier_upload_df"] = new_df
