@@ -70,6 +70,8 @@ def main() -> int:
     step("levels", lambda: at.multiselect(key="w_levels").set_value(["STATE", "COUNTY", "TRACT", "BLOCK"]).run())
     step("area source", lambda: at.radio(key="_w_hier_area_source").set_value("table").run())
     print("areas per level", at.session_state["hier_model"]["h"].sizes)
+    for box in at.status:  # the Data step's phases as the curator saw them, each with its seconds
+        print(box.label, *(f"  {c.value}" for c in box.caption), sep="\n")
     step("plan", lambda: (at.switch_page("pages/plan.py"), at.run())[1])
     step("release page", lambda: (at.switch_page("pages/release.py"), at.run())[1])
     step("release click", lambda: at.button(key=release_widget_key("hier_release_button", at.session_state)).click().run())

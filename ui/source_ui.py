@@ -21,6 +21,7 @@ from dpcore.data import engines, file_access
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import detect_coordinate_columns, detect_user_column
 from dpcore.data.engines import base as engine_rules
+from dpcore.data.memory import release_unused
 from dpcore.errors import DPCoreError, InputError
 from ui import state
 
@@ -220,4 +221,5 @@ def read_code_upload(up: Any) -> tuple[pd.DataFrame, engines.Source | None]:
     except DPCoreError:
         drop_copy(big)
         raise
+    release_unused()  # the reader's buffers, as the command line (8 M census blocks)
     return df, big

@@ -8,6 +8,7 @@ too (the status is drawn at the top of the page for that run).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -29,6 +30,23 @@ class Steps:
         self.box.write(line)
         self.box.update(label=line)
         self.last, self.said = now, True
+
+    def progress(self) -> Callable[[float, str], None] | None:
+        """The progress callback a library step takes (``progress=`` of
+        :meth:`dpcore.data.hierarchy.Hierarchy.from_frame`, :func:`dpcore.areas.census_tables.fingerprints`):
+        each phase it reports shows as the status's label and as a line with the seconds since the
+        step began, so a step of a minute (8 M census blocks) moves every few seconds; None when
+        nothing is shown (the library then reports nothing)."""
+        box = self.box
+        if box is None:
+            return None
+        start = time.perf_counter()
+
+        def show(frac: float, line: str) -> None:
+            box.update(label=line)
+            box.caption(f"{line} ({time.perf_counter() - start:.0f} s, {min(max(frac, 0.0), 1.0):.0%})")
+
+        return show
 
     def done(self, what: str) -> None:
         if self.box is not None:

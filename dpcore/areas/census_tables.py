@@ -40,6 +40,7 @@ import pandas as pd
 from dpcore.areas.counts import whole_counts
 from dpcore.data.code_words import chained_keys, code_words
 from dpcore.data.engines.base import canonical_codes, coded_fingerprint, codes_fingerprint
+from dpcore.data.hierarchy import Progress, phases
 from dpcore.errors import InputError, ParameterError
 from dpcore.privacy import near_match
 
@@ -130,7 +131,7 @@ def fingerprint(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[s
 
 
 def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[str] | None = None, *,
-                 v1_levels: bool = True) -> list[str]:
+                 v1_levels: bool = True, progress: Progress | None = None) -> list[str]:
     """The budget keys of a census or hierarchy table (never shown or exported), main key first.
 
     Computed from the columns the release uses, and only from them: level codes as canonical text
@@ -172,6 +173,9 @@ def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[
     v1_levels : bool
         Also the finer levels' keys of the earlier rule (``codes:v1``); the default, since only a
         budget database created by this version is known to hold none.
+    progress : callable, optional
+        ``progress(fraction, line)``, told each key as it starts and ``1.0`` at the end (8 M census
+        blocks take tens of seconds).
 
     >>> a = pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"], "pop": [5, 7, 0]})
     >>> keys = fingerprints(a, ["state", "county"], "pop")
@@ -198,15 +202,20 @@ def fingerprints(df: pd.DataFrame, levels: Sequence[str], count: str | Sequence[
     earlier = next((lv for lv in levels if _varies(df[lv])), levels[-1])
     made: dict[tuple[str, ...], str] = {}
     v2 = paths[1:] if len(weights) <= 1 else []  # the finer levels' keys, codes:v2
-    for path in [paths[0], *([] if v2 and not v1_levels else paths[1:]), [earlier]]:
-        if tuple(path) not in made:
-            made[tuple(path)] = _level_key(df, path, weights, coded)
+    todo = list(dict.fromkeys(tuple(p) for p in [paths[0], *([] if v2 and not v1_levels else paths[1:]), [earlier]]))
+    say = phases(progress, len(todo) + bool(v2))
+    for path in todo:
+        say(f"Keying the table's budget: the totals per '{path[-1]}' …")
+        made[path] = _level_key(df, list(path), weights, coded)
     if v2:
+        say(f"Keying the table's budget: the totals per area of {len(v2)} finer levels …")
         words = [code_words(df[lv]) for lv in paths[-1]]
         v2_keys = chained_keys("table", words, weights[0] if weights else None, [len(p) for p in v2])
     else:
         v2_keys = []
     v1_finer = [made[tuple(p)] for p in paths[1:] if tuple(p) in made]
+    if progress is not None:
+        progress(1.0, "Keyed the table's budget")
     return list(dict.fromkeys([made[tuple(paths[0])], *v2_keys, made[(earlier,)], *v1_finer]))
 
 
@@ -241,13 +250,9 @@ def _level_key(df: pd.DataFrame, path: list[str], weights: list[np.ndarray], cod
 
 
 def _key_counts(s: pd.Series, col: str) -> np.ndarray:
-    """Whole counts >= 0 of a count column, for the key (the table refuses other values first)."""
-    values = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(values) | (values < 0) | (values != np.floor(values))
-    if bad.any():
-        raise InputError(f"The count column '{col}' has {_plural(int(bad.sum()), 'value')} that are not whole "
-                         f"numbers ≥ 0 ({_rows(bad)}). Fix or drop those rows.")
-    return values.astype(np.int64)
+    """Whole counts >= 0 of a count column, for the key, refused as the counts refuse them
+    (:func:`dpcore.areas.counts.whole_counts`): the app keys a table before it counts it."""
+    return whole_counts(s, col)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -153,12 +153,13 @@ def _table_key(args: argparse.Namespace, df: Any, levels: list[str], count: str 
     if getattr(args, "no_budget", False):
         return [""]
     if getattr(args, "ledger", None):  # a ledger file: the earlier version's level keys too
-        return census_tables.fingerprints(df, levels, count)
+        return census_tables.fingerprints(df, levels, count, progress=cli_progress("Keying the budget"))
     from dpcore.core.session import Session
 
     session = session if session is not None else Session.open(args.budget_db or None)
     # the finer levels' keys of the earlier version only where a database may hold them
-    keys = census_tables.fingerprints(df, levels, count, v1_levels=session.may_hold_v1_level_keys())
+    keys = census_tables.fingerprints(df, levels, count, v1_levels=session.may_hold_v1_level_keys(),
+                                      progress=cli_progress("Keying the budget"))
     if raw:  # a budget kept under the earlier rule's key is found again
         session.adopt_legacy("areas", keys[0], lambda: [census_tables.legacy_fingerprint(df)])
     return keys
@@ -353,10 +354,12 @@ def execute_hierarchy(spec: ReleaseSpec, session: Any = None) -> Made:
         release_unused()  # the reader's buffers, before the hierarchy's arrays (8 M blocks)
     if args.areas:
         area_df = read_code_table(args.areas)
-        h = Hierarchy.from_frame(area_df, levels, codes=args.codes, names=names, source="area list")
+        h = Hierarchy.from_frame(area_df, levels, codes=args.codes, names=names, source="area list",
+                                 progress=cli_progress("Building the hierarchy"))
     else:
         source = "table (confirmed public)" if args.input_lists_all_areas else "data (not public)"
-        h = Hierarchy.from_frame(df, levels, codes=args.codes, names=names, source=source)
+        h = Hierarchy.from_frame(df, levels, codes=args.codes, names=names, source=source,
+                                 progress=cli_progress("Building the hierarchy"))
         if not args.input_lists_all_areas:
             print("warning: the list of areas comes from the input table; if an area of the public geography "
                   "is missing from it, its absence is not protected. Give --areas, or confirm with "

@@ -28,7 +28,7 @@ appears under two parents is an error ("a child with two parents"), not a second
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -64,7 +64,38 @@ MAX_AREA_ROWS = 20_000_000
 _KEY_STEP = 1_000_000
 
 CodeMode = Literal["auto", "global", "within_parent"]
+#: A progress callback, as the engines take it (:class:`dpcore.data.engines.base.ProgressCallback`):
+#: the fraction done (0 to 1) and a line saying what runs now.
+Progress = Callable[[float, str], None]
+#: A phase's line, said as it starts (:func:`phases`).
+Say = Callable[[str], None]
 AreaSource = Literal["area list", "table (confirmed public)", "data (not public)"]
+
+
+def phases(progress: Progress | None, total: int) -> Say:
+    """A ``say(line)`` for work in ``total`` phases: each call tells ``progress`` the fraction of
+    the phases done before it and the line (nothing without ``progress``); the caller ends with
+    ``progress(1.0, ...)``.  Long library steps (a hierarchy of 8 M census blocks) use it so that a
+    command line or a page shows every few seconds what runs.
+
+    >>> said = []
+    >>> say = phases(lambda f, m: said.append((f, m)), 4)
+    >>> say("codes"); say("areas")
+    >>> said
+    [(0.0, 'codes'), (0.25, 'areas')]
+    """
+    done = [0]
+
+    def say(line: str) -> None:
+        if progress is not None:
+            progress(min(done[0] / max(total, 1), 1.0), line)
+        done[0] += 1
+
+    return say
+
+
+def _quiet(line: str) -> None:
+    """The ``say`` of work without a progress callback."""
 
 
 def plural(n: int, word: str) -> str:
@@ -129,10 +160,12 @@ def _check_codes(t: pd.Series, rows: np.ndarray, col: str, what: str) -> None:
         )
 
 
-def level_ids(df: pd.DataFrame, levels: Sequence[str], what: str) -> list[tuple[np.ndarray, np.ndarray]]:
+def level_ids(df: pd.DataFrame, levels: Sequence[str], what: str, say: Say = _quiet,
+              ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each level column as integer codes: ``(ids, codes)`` with ``codes`` the sorted distinct
     stripped codes (object array, as :func:`code_frame` makes them) and ``codes[ids[i]]`` row
-    ``i``'s.  The text work runs once per distinct value; missing codes are an error.
+    ``i``'s.  The text work runs once per distinct value; missing codes are an error.  ``say``
+    (:func:`phases`) is told each level as it starts.
 
     >>> ids, codes = level_ids(pd.DataFrame({"c": ["02", " 01", "02"]}), ["c"], "The table")[0]
     >>> codes.tolist(), ids.tolist()
@@ -140,7 +173,8 @@ def level_ids(df: pd.DataFrame, levels: Sequence[str], what: str) -> list[tuple[
     """
     code_frame(df.iloc[:0], levels, what)  # the columns exist
     out = []
-    for c in levels:
+    for i, c in enumerate(levels):
+        say(f"Reading the codes of '{c}' ({i + 1} of {len(levels)} levels, {len(df):,} rows) …")
         raw, uniq = _factorize(df[c])
         t = code_text(uniq)
         _check_codes(t, raw, c, what)
@@ -189,18 +223,20 @@ def _sorted_distinct(t: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes, rank[enc.indices.to_numpy()]
 
 
-def _paths(ids: list[tuple[np.ndarray, np.ndarray]], keep: set[int] | None = None,
-           ) -> list[tuple[np.ndarray | None, np.ndarray, np.ndarray]]:
+def _paths(ids: list[tuple[np.ndarray, np.ndarray]], keep: set[int] | None = None, say: Say = _quiet,
+           levels: Sequence[str] = ()) -> list[tuple[np.ndarray | None, np.ndarray, np.ndarray]]:
     """Per depth 1..L: ``(row_path, parent, own)`` - every row's path index (paths numbered in
     their sorted order, as the string keys sort), and per path its parent's index one depth up
     and its own code index.  Paths are pairs (parent path, own code) packed in one int64.
 
     With ``keep`` (0-based depths), only those depths keep ``row_path`` (the others are None) and
     ``ids`` loses its per-row arrays as they are used (``(None, codes)``): 8 M rows' int64 arrays
-    per level need not outlive the paths."""
+    per level need not outlive the paths.  ``say`` (:func:`phases`) is told each depth (named by
+    ``levels``) as it starts."""
     out: list[tuple[np.ndarray | None, np.ndarray, np.ndarray]] = []
     prev = np.zeros(len(ids[0][0]) if ids else 0, dtype=np.int64)
     for d in range(len(ids)):
+        say(f"Finding the areas of '{levels[d] if d < len(levels) else d + 1}' ({d + 1} of {len(ids)} levels) …")
         own_ids, codes = ids[d]
         packed = prev * len(codes) + own_ids  # < 2**63: at most MAX_AREA_ROWS**2
         if keep is not None:
@@ -216,11 +252,13 @@ def _paths(ids: list[tuple[np.ndarray, np.ndarray]], keep: set[int] | None = Non
 
 
 def _path_keys(ids: list[tuple[np.ndarray, np.ndarray]], paths: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-               ) -> list[np.ndarray]:
+               say: Say = _quiet, levels: Sequence[str] = ()) -> list[np.ndarray]:
     """The sorted path key strings of the distinct paths per depth 1..L (depth d joins the first d
-    codes with ``_SEP``)."""
+    codes with ``_SEP``); ``say`` (:func:`phases`) is told each depth as it starts."""
     keys: list[np.ndarray] = []
-    for (_, codes), (_, parent, own) in zip(ids, paths, strict=True):
+    for d, ((_, codes), (_, parent, own)) in enumerate(zip(ids, paths, strict=True)):
+        lv = levels[d] if d < len(levels) else str(d + 1)
+        say(f"Keying the {len(own):,} areas of '{lv}' ({d + 1} of {len(ids)} levels) …")
         if not keys:
             keys.append(codes[own])
             continue
@@ -315,6 +353,7 @@ class Hierarchy:
         codes: CodeMode | Sequence[CodeMode] = "auto",
         names: Mapping[str, str] | None = None,
         source: AreaSource = "area list",
+        progress: Progress | None = None,
     ) -> Hierarchy:
         """Build the hierarchy from a table with one code column per level (top first).
 
@@ -322,7 +361,15 @@ class Hierarchy:
         finest area.  ``codes`` says whether each level's codes are unique across the level
         (``"global"``) or only within their parent (``"within_parent"``); ``"auto"`` decides per
         level and raises an error for the ambiguous case of a few codes under two parents.
-        ``names`` maps a level to a column of display names.
+        ``names`` maps a level to a column of display names.  ``progress(fraction, line)`` is told
+        each phase as it starts (per level: its codes, its areas, their keys, the code check; a
+        national table of 8 M census blocks takes about a minute) and ``1.0`` at the end.
+
+        >>> lines = []
+        >>> h = Hierarchy.from_frame(pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"]}),
+        ...                          ["state", "county"], progress=lambda f, m: lines.append(m))
+        >>> len(lines), lines[0], lines[-1]
+        (9, "Reading the codes of 'state' (1 of 2 levels, 3 rows) …", 'Built the areas: 2 state, 3 county')
         """
         levels = [str(c) for c in levels]
         if not levels:
@@ -347,13 +394,15 @@ class Hierarchy:
                 "Give the code mode per level as 'auto', 'global' (unique across the level) or "
                 "'within_parent' (unique only under the same parent)."
             )
-        ids = level_ids(df, levels, "The area list")
+        say = phases(progress, 4 * len(levels))
+        ids = level_ids(df, levels, "The area list", say)
         named = {levels.index(lv) for lv in (names or {}) if lv in levels}
-        paths = _paths(ids, keep={len(levels) - 1} | named)  # the rows' finest areas, and named levels' areas
-        keys = _path_keys(ids, paths)
+        paths = _paths(ids, keep={len(levels) - 1} | named, say=say, levels=levels)  # rows' finest areas, named levels'
+        keys = _path_keys(ids, paths, say, levels)
         parents: list[np.ndarray] = []
         out_modes: list[str] = []
         for d, lv in enumerate(levels):
+            say(f"Checking the codes of '{lv}' ({d + 1} of {len(levels)} levels) …")
             _, parent, own = paths[d]
             parents.append(np.zeros(len(own), dtype=np.int64) if d == 0 else parent)
             # Paths refine paths, so a level never has fewer areas than the one above it.  A coarser
@@ -382,6 +431,8 @@ class Hierarchy:
         # each area's own code, known here without splitting its key (what codes() would make)
         h.__dict__["_labels_cache"] = {("codes", d + 1): ids[d][1][paths[d][2]] for d in range(len(levels))}
         h.__dict__["_frame_rows"] = paths[-1][0]  # each row's finest area, for frame_rows()
+        if progress is not None:
+            progress(1.0, "Built the areas: " + ", ".join(f"{n:,} {lv}" for lv, n in zip(levels, h.sizes[1:], strict=True)))
         return h
 
     def frame_rows(self) -> np.ndarray | None:

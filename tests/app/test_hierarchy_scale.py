@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from test_hierarchy_page import areas, ok, step
 
 from ui import data_user_downloads
+from ui.kinds.areas import data as areas_data
 from ui.kinds.areas import drill
 from ui.kinds.areas import release as areas_release
 from ui.state import release_widget_key
@@ -27,19 +28,24 @@ def blocks() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*LEVELS, "POP"])
 
 
-@pytest.fixture
-def at(monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    monkeypatch.setattr(drill, "MAX_ROWS", ROWS)
-    monkeypatch.setattr(drill, "MAX_OPTIONS", OPTIONS)
-    monkeypatch.setattr(areas_release, "PROGRESS_NODES", 100)
-    monkeypatch.setattr(data_user_downloads, "LAZY_BYTES", 10_000)
+def read_blocks() -> AppTest:
+    """The areas page with :func:`blocks` uploaded, its levels and count chosen, the table as the area list."""
     app = areas()
     app.radio(key="_w_hier_source").set_value("upload").run()
     app.file_uploader(key="hier_upload").set_value(("blocks.csv", blocks().to_csv(index=False).encode(),
                                                     "text/csv")).run()
     app.multiselect(key="w_levels").set_value(LEVELS).run()
     app.multiselect(key="w_count").set_value(["POP"]).run()
-    app.radio(key="_w_hier_area_source").set_value("table").run()
+    return app.radio(key="_w_hier_area_source").set_value("table").run()
+
+
+@pytest.fixture
+def at(monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setattr(drill, "MAX_ROWS", ROWS)
+    monkeypatch.setattr(drill, "MAX_OPTIONS", OPTIONS)
+    monkeypatch.setattr(areas_release, "PROGRESS_NODES", 100)
+    monkeypatch.setattr(data_user_downloads, "LAZY_BYTES", 10_000)
+    app = read_blocks()
     assert ok(app).session_state["hier_model"]["h"].sizes == [1, 3, 12, 60, 2400]
     step(app, "release")
     app.button(key=release_widget_key("hier_release_button", app.session_state)).click().run()
@@ -91,3 +97,19 @@ def test_a_large_release_shows_its_steps_and_sends_a_level_at_a_time(at: AppTest
     # deferred: no file registered with the page for the large files, only for the small ones
     assert buttons["Download release.csv"].deferred_file_id and not buttons["Download release.csv"].url
     assert buttons["Download deployment.yaml"].url and not buttons["Download deployment.yaml"].deferred_file_id
+
+
+def test_the_data_step_shows_each_phase_of_a_large_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table above the Data step's progress threshold (lowered to 100 rows here) shows each phase of
+    building its hierarchy and keying its budget in the step's status as it runs (issue 28 item 1:
+    at 8 M blocks these take about a minute), then closes it with the areas read."""
+    monkeypatch.setattr(areas_data, "PROGRESS_ROWS", 100)
+    app = read_blocks()
+    [status] = ok(app).status
+    assert status.state == "complete" and status.label.startswith("Read blocks.csv: 2,476 areas in")
+    lines = [c.value for c in status.caption]
+    for verb in ("Reading the codes of", "Finding the areas of", "Keying the", "Checking the codes of"):
+        assert [lv for lv in LEVELS if any(m.startswith(f"{verb} ") and f"'{lv}'" in m for m in lines)] == LEVELS
+    assert any(m.startswith("Built the areas: 3 STATE, 12 COUNTY, 60 TRACT, 2,400 BLOCK (") for m in lines)
+    assert any(m.startswith("Keying the table's budget: the totals per 'BLOCK'") for m in lines)
+    assert any(m.startswith("Keyed the table's budget (") and m.endswith(", 100%)") for m in lines)

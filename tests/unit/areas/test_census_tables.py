@@ -547,3 +547,28 @@ def test_cli_ordinal_order_is_recorded_as_the_flag(tmp_path: Path) -> None:
     assert axis["bins_source"] == census_tables.BINS_FLAG
     assert main(["release", "census", "--input", str(path), "--levels", "state,county", "--ordinal", "age_band",
                  "--ordinal-order", "age_band=0-17||65+", "--epsilon", "1", "--no-budget", "--out", str(out)]) == 2
+
+
+def test_budget_keys_report_each_key_and_stay_the_same() -> None:
+    """``progress`` of :func:`census_tables.fingerprints` is told each key as it is made and 1.0 at the
+    end, and the keys are those made without it (issue 28 item 1: the app's Data step at 8 M blocks)."""
+    df = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", "001", "005"],
+                       "tract": ["a", "b", "c", "d"], "pop": [5, 7, 0, 2]})
+    said: list[tuple[float, str]] = []
+    keys = census_tables.fingerprints(df, ["state", "county", "tract"], "pop", progress=lambda f, m: said.append((f, m)))
+    assert keys == census_tables.fingerprints(df, ["state", "county", "tract"], "pop")
+    assert [f for f, _ in said] == sorted(f for f, _ in said) and said[-1] == (1.0, "Keyed the table's budget")
+    lines = [m for _, m in said]
+    # the main key (state), the finer levels' earlier keys (county, tract), then the codes:v2 keys
+    assert [m.split("per '")[1].split("'")[0] for m in lines if "per '" in m] == ["state", "county", "tract"]
+    assert any("2 finer levels" in m for m in lines) and len(said) == 5
+
+
+def test_budget_keys_refuse_bad_counts_as_the_counts_do() -> None:
+    """The app keys a table before it counts it, so the keys refuse a bad count with the counts' own
+    message (:func:`dpcore.areas.counts.whole_counts`: which rows, what is wrong)."""
+    df = pd.DataFrame({"state": ["01", "02", "02"], "pop": [5, -2, 3]})
+    with pytest.raises(InputError, match=r"'pop' has 1 negative value \(data row 2\)"):
+        census_tables.fingerprints(df, ["state"], "pop")
+    with pytest.raises(InputError, match=r"'pop' has 1 value that are missing or not numbers \(data row 3\)"):
+        census_tables.fingerprints(df.assign(pop=["5", "2", "x"]), ["state"], "pop")

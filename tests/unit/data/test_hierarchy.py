@@ -342,3 +342,16 @@ def test_counts_frame_errors(fips: Hierarchy) -> None:
         HierarchyCounts.from_frame(FIPS.assign(hh="a"), fips, LEVELS, ["pop"], group="hh")
     with pytest.raises(InputError):
         HierarchyCounts.from_frame([1, 2], fips, LEVELS, "pop")  # type: ignore[arg-type]
+
+
+def test_building_reports_each_phase_and_the_same_tree(fips: Hierarchy) -> None:
+    """``progress`` is told every phase of every level in order, fractions rising to 1.0, and the
+    tree is the one built without it (issue 28 item 1: the app's Data step at 8 M blocks)."""
+    said: list[tuple[float, str]] = []
+    h = Hierarchy.from_frame(FIPS, LEVELS, progress=lambda f, m: said.append((f, m)))
+    assert [k.tolist() for k in h.keys] == [k.tolist() for k in fips.keys] and h.frame_rows() is not None
+    fracs, lines = [f for f, _ in said], [m for _, m in said]
+    assert len(said) == 4 * len(LEVELS) + 1 and fracs == sorted(fracs) and fracs[0] == 0.0 and fracs[-1] == 1.0
+    for verb in ("Reading the codes of", "Finding the areas of", "Keying the", "Checking the codes of"):
+        assert [lv for lv in LEVELS if any(m.startswith(verb) and f"'{lv}'" in m for m in lines)] == LEVELS, verb
+    assert lines[-1] == "Built the areas: " + ", ".join(f"{n:,} {lv}" for lv, n in zip(LEVELS, h.sizes[1:], strict=True))

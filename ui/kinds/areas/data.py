@@ -21,6 +21,7 @@ from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import guess_level_columns, name_key, name_like
 from dpcore.data.hierarchy import Hierarchy, require_public_area_list
+from dpcore.data.memory import release_unused
 from dpcore.errors import DPCoreError, InputError
 from ui import fmt, frame, state
 from ui.kinds.areas import common
@@ -278,15 +279,24 @@ def _build(inputs: dict[str, Any]) -> None:
                 inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
             # name columns of the table (a table DuckDB summed keeps only its levels: names from boundaries)
             chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
+            # the ledger belongs to the table's totals per top-level area, whatever finer levels or
+            # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not;
+            # keyed before the hierarchy is built, so that the keys' temporaries and the hierarchy's
+            # arrays are not in memory at once (8 M blocks)
+            steps.say("Keying the table's budget …")
+            keys = census_tables.fingerprints(df, inputs["levels"], inputs["count"] or None, progress=steps.progress())
+            release_unused()  # the keys' temporaries, before the hierarchy's arrays
             steps.say("Building the hierarchy of areas …")
             leaf = None
             if inputs["area_source"] == AREA_TABLE:
                 named, names = common.us_names(df) if inputs.get("named") else (df, {})
                 names |= {lv: c for lv, c in chosen.items() if c in named.columns}
-                h = Hierarchy.from_frame(named, inputs["levels"], names=names, source="table (confirmed public)")
+                h = Hierarchy.from_frame(named, inputs["levels"], names=names, source="table (confirmed public)",
+                                         progress=steps.progress())
                 leaf = h.frame_rows()  # the rows of df (named has them in order): not mapped a second time
             else:
-                h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], names=chosen, source="area list")
+                h = Hierarchy.from_frame(inputs["areas_df"], inputs["levels"], names=chosen, source="area list",
+                                         progress=steps.progress())
             steps.say("Matching the boundaries …")
             joins, join_msgs = _joins(h, inputs["boundaries"])
             for lv, j in joins.items():  # names from the boundary file (NAME …) unless a column names them
@@ -295,10 +305,7 @@ def _build(inputs: dict[str, Any]) -> None:
             steps.say("Counting the people per area …")
             counts = HierarchyCounts.from_frame(df, h, inputs["levels"], inputs["count"] or None,
                                                 group=inputs.get("group"), leaf=leaf)
-            # the ledger belongs to the table's totals per top-level area, whatever finer levels or
-            # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not
-            steps.say("Keying the table's budget …")
-            keys = census_tables.fingerprints(df, inputs["levels"], inputs["count"] or None)
+            release_unused()  # building the hierarchy's temporaries, before the page and the release
             fp = keys[0]
             if inputs.get("src") is None:  # the table as read: find a budget kept under the earlier key rule
                 state.session().adopt_legacy("areas", fp, lambda: [census_tables.legacy_fingerprint(df)])

@@ -15,6 +15,7 @@ import streamlit as st
 from dpcore import pipeline
 from dpcore.areas import figures, tree_plans
 from dpcore.areas.unit import census_unit
+from dpcore.data.memory import release_unused
 from dpcore.errors import DPCoreError
 from dpcore.points import viz
 from dpcore.privacy.noise import secure_source
@@ -90,8 +91,10 @@ def release_now(job: dict[str, Any]) -> None:
     # callback at any such access (a second click), and a charged release must not be lost
     # the files, made once from the envelope (the record with the ledger as of the charge and the
     # plan's rows): stored, then served by Export
+    release_unused()  # the mechanism's working arrays, before the files are written (as the command line)
     steps.say("Writing the files (release.csv, release.json, the data users' files) …")
     files = out.files(led, joins=job["joins"], cv_threshold=job["cv"])
+    release_unused()  # the files' temporaries
     steps.say("Keeping the release in the history …")
     state.remember_release("areas", job["fp"], rel.release_id,
                            {"mechanism": rel.mechanism.title, "cost": rel.plan.cost.label(),
