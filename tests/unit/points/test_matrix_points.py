@@ -369,6 +369,31 @@ def test_plan_and_release_load_the_strategy_once(monkeypatch) -> None:
     assert mx["pure_dp_fallback"] and mx["strategy"] != "kron-eigen"
 
 
+def test_memoised_error_figures_give_the_same_release_and_are_not_shared() -> None:
+    """The error report of a level is made once per workload, budget and sensitivity: a release
+    made from the memo equals, to the bit, one made with the memo cleared (the figures made
+    afresh), and a caller changing its release's figures does not change the next release's."""
+    from dpcore.points.mechanisms import matrix as mmod
+
+    m = MatrixMechanism()
+    agg = _agg(TRUE, k=2)
+    params = m.resolve_params({"workload": "ranges_2d"})
+
+    def release():
+        rel = m._release(agg, zcdp(0.5), dict(params), NoiseSource(3))
+        return rel, json.dumps({"noisy": rel.noisy.tolist(), "sd": rel.sd.tolist(), "ci95": rel.ci95.tolist(),
+                                "levels": repr(rel.levels), "matrix": rel.details["matrix"]}, sort_keys=True)
+
+    mmod.clear_memo()
+    first, fresh = release()
+    first.details["matrix"]["groups"].clear()
+    first.details["matrix"]["by_size"]["cells"].append(-1.0)
+    first.sd[:] = -1.0
+    again = release()[1]  # from the memo
+    mmod.clear_memo()
+    assert again == fresh == release()[1]
+
+
 def test_ratio_is_null_when_the_svd_bound_is_zero(monkeypatch, tmp_path: Path) -> None:
     from dpcore.points.mechanisms import matrix as mmod
 
