@@ -342,3 +342,14 @@ def test_counts_frame_errors(fips: Hierarchy) -> None:
         HierarchyCounts.from_frame(FIPS.assign(hh="a"), fips, LEVELS, ["pop"], group="hh")
     with pytest.raises(InputError):
         HierarchyCounts.from_frame([1, 2], fips, LEVELS, "pop")  # type: ignore[arg-type]
+
+
+def test_level_columns_missing_or_named_twice_are_refused_by_name() -> None:
+    """The level columns are checked by name before any code is read (not by cleaning the codes of
+    no rows); a level column named twice is a dpcore error too (it was pandas' ValueError)."""
+    df = pd.DataFrame([["01", "01001"], ["02", "02001"]], columns=["state", "county"])
+    with pytest.raises(InputError, match=r"has no column 'tract'\. Its columns are: state, county"):
+        Hierarchy.from_frame(df, ["state", "tract"])
+    twice = pd.DataFrame([["01", "01001", "x"]], columns=["state", "county", "county"])
+    with pytest.raises(InputError, match="more than one column named 'county'"):
+        Hierarchy.from_frame(twice, ["state", "county"])
