@@ -313,8 +313,9 @@ class MatrixMechanism(PointsMechanism):
         return s, tuple(notes)
 
     def _design(self, q: _Queries, cost: PrivacyCost) -> _Design:
-        """The memoised design of a workload for a privacy definition (public inputs only)."""
-        return _MEMO.get((q.key(), cost.definition), lambda: self._make_design(q, cost))
+        """The memoised design of a workload for a privacy definition (public inputs only); the
+        uploaded group names are in the key, as the design's error profile is grouped by them."""
+        return _MEMO.get((q.key(), q.groups, cost.definition), lambda: self._make_design(q, cost))
 
     def _make_design(self, q: _Queries, cost: PrivacyCost) -> _Design:
         w = q.workload
