@@ -25,6 +25,7 @@ inputs only (the workload), never data.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from dataclasses import dataclass
@@ -161,11 +162,15 @@ class _Design:
 
 
 _MEMO = matrix_cache.DesignMemo(_MEMO_SIZE)
+#: The data-free error figures of a level (:meth:`MatrixMechanism._errors`) per workload, budget and
+#: sensitivity: a plan and its release, or a series of releases, make them once.
+_ERRORS = matrix_cache.DesignMemo(4 * _MEMO_SIZE)
 
 
 def clear_memo() -> None:
     """Forget the memoised designs (tests; the disk cache stays)."""
     _MEMO.clear()
+    _ERRORS.clear()
 
 
 class MatrixMechanism(PointsMechanism):
@@ -308,8 +313,9 @@ class MatrixMechanism(PointsMechanism):
         return s, tuple(notes)
 
     def _design(self, q: _Queries, cost: PrivacyCost) -> _Design:
-        """The memoised design of a workload for a privacy definition (public inputs only)."""
-        return _MEMO.get((q.key(), cost.definition), lambda: self._make_design(q, cost))
+        """The memoised design of a workload for a privacy definition (public inputs only); the
+        uploaded group names are in the key, as the design's error profile is grouped by them."""
+        return _MEMO.get((q.key(), q.groups, cost.definition), lambda: self._make_design(q, cost))
 
     def _make_design(self, q: _Queries, cost: PrivacyCost) -> _Design:
         w = q.workload
@@ -407,21 +413,32 @@ class MatrixMechanism(PointsMechanism):
         return out
 
     # -- plan --------------------------------------------------------------------------------
-    def _level(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], sensitivity: int,
-               q: _Queries | None = None) -> tuple[LevelPlan, np.ndarray, _Queries, _Design]:
-        q = q if q is not None else self._queries(grid, params)
-        d = self._design(q, cost)
+    def _errors(self, grid: Grid, q: _Queries, d: _Design, cost: PrivacyCost, params: dict[str, Any],
+                sensitivity: int) -> tuple[dict[str, Any], dict[str, float], np.ndarray]:
+        """The level's data-free error figures: :meth:`_summary`, the exact SD of a centred
+        rectangle of each default size and each cell estimate's SD."""
         info = self._summary(grid, q, d, cost, params, sensitivity)
-        s = d.strategy
         cell_sd = np.sqrt(info["noise_variance"] * d.cell_q)
-        sd = float(np.sqrt(np.mean(cell_sd**2)))
         exact = {}
         for f in DEFAULT_QUERY_SIZES:  # a centred rectangle of that share of the area, grid-shaped
             h = max(1, min(grid.rows, round(math.sqrt(f) * grid.rows)))
             wd = max(1, min(grid.cols, round(math.sqrt(f) * grid.cols)))
             r0, c0 = (grid.rows - h) // 2, (grid.cols - wd) // 2
-            qf = self._rect_quadform(s, grid, (r0, r0 + h, c0, c0 + wd))
+            qf = self._rect_quadform(d.strategy, grid, (r0, r0 + h, c0, c0 + wd))
             exact[f"{f:g}"] = math.sqrt(info["noise_variance"] * qf)
+        return info, exact, cell_sd
+
+    def _level(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], sensitivity: int,
+               q: _Queries | None = None) -> tuple[LevelPlan, np.ndarray, _Queries, _Design]:
+        q = q if q is not None else self._queries(grid, params)
+        d = self._design(q, cost)
+        # memoised per public input (the per-query error report took ~60 % of a release's CPU when
+        # it was made again for every release); each caller gets its own copy to change
+        key = (q.key(), q.notes, q.groups, cost.definition, cost.value, int(sensitivity), grid.rows, grid.cols,
+               params["workload"])
+        info, exact, cell_sd = _ERRORS.get(key, lambda: self._errors(grid, q, d, cost, params, sensitivity))
+        info, exact, cell_sd = copy.deepcopy(info), dict(exact), cell_sd.copy()
+        sd = float(np.sqrt(np.mean(cell_sd**2)))
         lv = LevelPlan(
             level=0,
             name=f"Cell estimates of a {grid.rows:,} x {grid.cols:,} grid from {info['strategy_queries']:,} "

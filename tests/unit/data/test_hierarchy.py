@@ -355,3 +355,14 @@ def test_building_reports_each_phase_and_the_same_tree(fips: Hierarchy) -> None:
     for verb in ("Reading the codes of", "Finding the areas of", "Keying the", "Checking the codes of"):
         assert [lv for lv in LEVELS if any(m.startswith(verb) and f"'{lv}'" in m for m in lines)] == LEVELS, verb
     assert lines[-1] == "Built the areas: " + ", ".join(f"{n:,} {lv}" for lv, n in zip(LEVELS, h.sizes[1:], strict=True))
+
+
+def test_level_columns_missing_or_named_twice_are_refused_by_name() -> None:
+    """The level columns are checked by name before any code is read (not by cleaning the codes of
+    no rows); a level column named twice is a dpcore error too (it was pandas' ValueError)."""
+    df = pd.DataFrame([["01", "01001"], ["02", "02001"]], columns=["state", "county"])
+    with pytest.raises(InputError, match=r"has no column 'tract'\. Its columns are: state, county"):
+        Hierarchy.from_frame(df, ["state", "tract"])
+    twice = pd.DataFrame([["01", "01001", "x"]], columns=["state", "county", "county"])
+    with pytest.raises(InputError, match="more than one column named 'county'"):
+        Hierarchy.from_frame(twice, ["state", "county"])

@@ -369,6 +369,45 @@ def test_plan_and_release_load_the_strategy_once(monkeypatch) -> None:
     assert mx["pure_dp_fallback"] and mx["strategy"] != "kron-eigen"
 
 
+def test_memoised_error_figures_give_the_same_release_and_are_not_shared() -> None:
+    """The error report of a level is made once per workload, budget and sensitivity: a release
+    made from the memo equals, to the bit, one made with the memo cleared (the figures made
+    afresh), and a caller changing its release's figures does not change the next release's."""
+    from dpcore.points.mechanisms import matrix as mmod
+
+    m = MatrixMechanism()
+    agg = _agg(TRUE, k=2)
+    params = m.resolve_params({"workload": "ranges_2d"})
+
+    def release():
+        rel = m._release(agg, zcdp(0.5), dict(params), NoiseSource(3))
+        return rel, json.dumps({"noisy": rel.noisy.tolist(), "sd": rel.sd.tolist(), "ci95": rel.ci95.tolist(),
+                                "levels": repr(rel.levels), "matrix": rel.details["matrix"]}, sort_keys=True)
+
+    mmod.clear_memo()
+    first, fresh = release()
+    first.details["matrix"]["groups"].clear()
+    first.details["matrix"]["by_size"]["cells"].append(-1.0)
+    first.sd[:] = -1.0
+    again = release()[1]  # from the memo
+    mmod.clear_memo()
+    assert again == fresh == release()[1]
+
+
+def test_same_rectangles_under_other_group_names_report_their_own_groups() -> None:
+    """The memoised design holds the error profile per group: two uploads of the same rectangles
+    with other group names each report their own groups (the second showed the first's)."""
+    from dpcore.points.workload_io import parse_rectangles
+
+    m, g = MatrixMechanism(), Grid(Bounds(0.0, 0.0, 1.0, 1.0), 4, 4)
+    csv = "name,lon_min,lat_min,lon_max,lat_max,group\na,0.1,0.5,0.5,0.9,core\nb,0.5,0.0,1.0,0.5,edge\n"
+    for names in (("core", "edge"), ("north", "south")):
+        text = csv.replace("core", names[0]).replace("edge", names[1])
+        params = {"workload": "uploaded", "rectangles": parse_rectangles(text).to_list()}
+        mx = levels_of(m, g, zcdp(0.5), params)[0].extra["matrix"]
+        assert [r["group"] for r in mx["groups"]] == list(names)
+
+
 def test_ratio_is_null_when_the_svd_bound_is_zero(monkeypatch, tmp_path: Path) -> None:
     from dpcore.points.mechanisms import matrix as mmod
 
