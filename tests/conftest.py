@@ -97,20 +97,20 @@ def _clear_streamlit_caches(request):
 
 
 #: The st.cache_resource functions an app test keeps from the one before: the made-up demo data
-#: (seeded, read from no file and no environment variable) and the queue of fresh temporary budget
-#: databases made ahead for new sessions.  They are the same for every session by design (the app
+#: (seeded, read from no file and no environment variable).  They are the same for every session by
+#: design (the app
 #: shares them between browser sessions; none is changed by its users), so a test that finds them
 #: made by an earlier one runs as a second browser session on the same server does; making them again
 #: for every test was about a tenth of tests/app's CPU (2026-11-29 profile).  Every other resource
 #: (real data's geography, figures, anything a test may monkeypatch or read from DPCORE_SHARED_DATA)
-#: is cleared as before.
+#: is cleared as before, and so is the queue of temporary budget databases made ahead for new
+#: sessions (a spare made during one test, under its environment, must not serve the next).
 KEPT_RESOURCES = frozenset({
     "ui.kinds.flows.sources._demo_od",
     "ui.kinds.flows.sources.demo_public",
     "ui.kinds.areas.data._demo_geography",
     "ui.kinds.points.state._demo_table",
     "ui.kinds.points.state._demo_aggregate",
-    "ui.state._spares",
 })
 
 

@@ -19,6 +19,8 @@ IDLE_TIMEOUT_MS = 180_000
 MAP_TIMEOUT_MS = 90_000  # WebGL is software-rendered here
 #: Shown by Streamlit's status widget while the script runs; hidden (or absent) when it is idle.
 RUNNING_ICON = "stStatusWidgetRunningIcon"
+#: The stApp element's data-test-script-state when no run is going (set at once, unlike the icon).
+SCRIPT_IDLE = "notRunning"
 
 
 def wait_idle(page, timeout: float = IDLE_TIMEOUT_MS) -> None:
@@ -28,17 +30,19 @@ def wait_idle(page, timeout: float = IDLE_TIMEOUT_MS) -> None:
 
 def settle(page, shown, *, quiet_ms: int = 2_000, timeout: float = IDLE_TIMEOUT_MS) -> bool:
     """Wait until ``shown`` (a locator) is visible, or until the app has stayed idle for ``quiet_ms``
-    (no run started since: every run a click asked for has ended, callbacks included, since
-    Streamlit shows the running icon from the start of a run, before its callbacks).  Returns
+    (no run started since: every run a click asked for has ended, callbacks included: the app's
+    script state says "running" from the start of a run, before its callbacks).  Returns
     whether ``shown`` was seen.  A condition, not a fixed wait: it replaces "wait 20 s for the
     confirmation, then look again" where the confirmation may legitimately not be drawn."""
-    icon = page.get_by_test_id(RUNNING_ICON)
+    app = page.get_by_test_id("stApp")
     idle_since = None
     deadline = time.monotonic() + timeout / 1000
     while time.monotonic() < deadline:
         if shown.first.is_visible():
             return True
-        if icon.first.is_visible():
+        # the app's script state, not the running icon: Streamlit shows the icon only once a run has
+        # lasted 500 ms, so a quiet period read from it could end inside a run
+        if app.first.get_attribute("data-test-script-state") != SCRIPT_IDLE:
             idle_since = None
         elif idle_since is None:
             idle_since = time.monotonic()
