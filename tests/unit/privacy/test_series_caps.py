@@ -97,10 +97,9 @@ def test_a_zcdp_series_linked_to_a_pure_oneoff_is_refused_at_series_time(tmp_pat
     assert p.per_period() == {}
 
 
-def test_a_series_linked_to_a_member_it_cannot_count_reads_as_used_up(tmp_path: Path) -> None:
-    """Group {A pure, C ρ with a ρ spend}; A's pure series P is then linked to C: its periods read as
-    used up (not an error), a charge is refused with the definition message, and the office view
-    lists every budget."""
+def _uncountable_series(tmp_path: Path):
+    """Group {A pure, C ρ with a ρ spend} recorded after A's pure series P spent in 2026-01: P is then
+    linked to C, which it cannot count.  Returns (session, P)."""
     session = Session.open(tmp_path / "l.sqlite")
     a = session.budget("points", "fp-a", default=ONE, unit=Unit())
     c = _oneoff(session, zcdp(0.1), cap=zcdp(0.5), fp="fp-c")
@@ -108,6 +107,14 @@ def test_a_series_linked_to_a_member_it_cannot_count_reads_as_used_up(tmp_path: 
     _period(session, p, "2026-01", pure(0.3))
     with session.store.transaction() as con:
         budget_groups.record(con, [a._fp, c._fp])  # noqa: SLF001 - the budgets' keys
+    return session, p
+
+
+def test_a_series_linked_to_a_member_it_cannot_count_reads_as_used_up(tmp_path: Path) -> None:
+    """Group {A pure, C ρ with a ρ spend}; A's pure series P is then linked to C: its periods read as
+    used up (not an error), a charge is refused with the definition message, and the office view
+    lists every budget."""
+    session, p = _uncountable_series(tmp_path)
     led = p.ledger("2026-01")
     assert led.spent == pytest.approx(1.0) and led.remaining == 0.0
     with pytest.raises(BudgetError, match="ρ-zCDP"):
@@ -135,13 +142,7 @@ def test_a_budgets_row_says_why_a_series_cannot_be_counted(tmp_path: Path, capsy
     from dpcore.cli.series import cmd_budgets
     from ui.series import budget_row
 
-    session = Session.open(tmp_path / "l.sqlite")
-    a = session.budget("points", "fp-a", default=ONE, unit=Unit())
-    c = _oneoff(session, zcdp(0.1), cap=zcdp(0.5), fp="fp-c")
-    p = _series(session, oneoff="fp-a")
-    _period(session, p, "2026-01", pure(0.3))
-    with session.store.transaction() as con:
-        budget_groups.record(con, [a._fp, c._fp])  # noqa: SLF001 - the budgets' keys
+    session, p = _uncountable_series(tmp_path)
     row = next(r for r in list_budgets(session.store) if r["periods"])
     assert "cannot be counted" in budget_row(row)["spent"]
     import argparse
