@@ -208,41 +208,48 @@ def fresh_points(name: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(x, 0, np.nextafter(1, 0))[:n], np.clip(y, 0, np.nextafter(1, 0))[:n]
 
 
-def releases_for(name: str, eps: float, label: str) -> int:
-    return 16 if (eps == 1.0 and FRESH[name][2] and label in SIXTEEN) else 5
+def releases_for(name: str, eps: float, label: str, family: dict[str, tuple[str, int, bool]] | None = None,
+                 sixteen: tuple[str, ...] = SIXTEEN) -> int:
+    return 16 if (eps == 1.0 and (family or FRESH)[name][2] and label in sixteen) else 5
 
 
-def run(mechanisms: dict[str, tuple[str, dict]], log: Callable[[str], None]) -> None:
-    """Release every (label -> (mechanism, params)) on every fresh setting not yet in the CSV."""
+def run(mechanisms: dict[str, tuple[str, dict]], log: Callable[[str], None], *,
+        family: dict[str, tuple[str, int, bool]] | None = None,
+        points_of: Callable[[str, int], tuple[np.ndarray, np.ndarray]] | None = None,
+        csv: Path = CSV, prefix: str = "fresh", sixteen: tuple[str, ...] = SIXTEEN) -> None:
+    """Release every (label -> (mechanism, params)) on every fresh setting not yet in the CSV
+    (by default this file's family; another held-out family passes its own ``family``,
+    ``points_of``, ``csv``, seed ``prefix`` and the labels with 16 releases)."""
+    family, points_of = family or FRESH, points_of or fresh_points
     done = set()
-    if CSV.exists():
-        d = pd.read_csv(CSV, usecols=["dataset", "n", "epsilon", "mechanism"])
+    if csv.exists():
+        d = pd.read_csv(csv, usecols=["dataset", "n", "epsilon", "mechanism"])
         done = {(a, int(b), round(float(c), 12), m) for a, b, c, m in d.drop_duplicates().itertuples(index=False)}
     grid = Grid(UNIT, GRID, GRID)
-    for name in FRESH:
+    for name in family:
         for n in NS:
             todo = [(e, lab) for e in EPSILONS for lab in mechanisms if (name, n, round(e, 12), lab) not in done]
             if not todo:
                 continue
             t0 = time.perf_counter()
-            x, y = fresh_points(name, n)
+            x, y = points_of(name, n)
             agg = aggregate_points(x, y, grid)
             loads = []
             for r in range(16):
-                ws = _hash("fresh-workload", r)
+                ws = _hash(f"{prefix}-workload", r)
                 qs, tags = queries.random_rectangles(grid, SIZES, QUERIES, shape="random", seed=ws)
                 loads.append((ws, qs, tags, queries.true_answers(agg.counts, qs)))
             for eps, label in todo:
                 mech_name, params = mechanisms[label]
                 mech = catalog.get("points", mech_name)
-                base = {"dataset": name, "data_shape": FRESH[name][0], "source": f"seed {FRESH[name][1]}",
+                base = {"dataset": name, "data_shape": family[name][0], "source": f"seed {family[name][1]}",
                         "n": agg.total, "grid_rows": GRID, "grid_cols": GRID, "west": 0.0, "south": 0.0,
                         "east": 1.0, "north": 1.0, "epsilon": eps, "unit": "record", "sensitivity": 1,
                         "query_shape": "random", "mechanism": label}
                 rows: list[dict] = []
                 try:
-                    for r in range(releases_for(name, eps, label)):
-                        ns = _hash("fresh-noise", name, n, eps, label, r)
+                    for r in range(releases_for(name, eps, label, family, sixteen)):
+                        ns = _hash(f"{prefix}-noise", name, n, eps, label, r)
                         t1 = time.perf_counter()
                         plan = mech.plan(grid, eps, dict(params) or None, unit=points_unit(None))
                         rel = mech.release(plan, agg, NoiseSource(ns)).inner
@@ -252,7 +259,7 @@ def run(mechanisms: dict[str, tuple[str, dict]], log: Callable[[str], None]) -> 
                 except ParameterError as exc:
                     rows = [{**base, "query_size": np.nan, "n_queries": 0, "release": -1, "status": "skipped",
                              "reason": str(exc).replace("\n", " ")}]
-                spatial.append_rows(CSV, rows)
+                spatial.append_rows(csv, rows)
             log(f"{name} n={n:,}: {len(todo)} (ε, mechanism) pairs in {time.perf_counter() - t0:.1f} s")
 
 
