@@ -55,6 +55,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 CSV = auto_fresh.RESULTS / "auto_fresh2.csv"
+#: the auto labels' rows (a file of their own: they run after, or beside, the compared mechanisms)
+CSV_AUTO = auto_fresh.RESULTS / "auto_fresh2_auto.csv"
 SIXTEEN = ("auto_datafree", "auto_features")
 #: the frozen family: name -> (generator, seed, clustered)
 FRESH2: dict[str, tuple[str, int, bool]] = {
@@ -168,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if a.run:
         mechs = auto_labels() if a.auto else {m: (m, {}) for m in auto_fresh.COMPARED}
-        auto_fresh.run(mechs, log, family=FRESH2, points_of=fresh2_points, csv=CSV, prefix="fresh2", sixteen=SIXTEEN)
+        auto_fresh.run(mechs, log, family=FRESH2, points_of=fresh2_points, csv=CSV_AUTO if a.auto else CSV,
+                       prefix="fresh2", sixteen=SIXTEEN)
     return 0
 
 

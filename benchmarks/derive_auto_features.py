@@ -65,6 +65,8 @@ SIZE_CLASS = {0.001: "0.1%", 0.01: "1%", 0.1: "10%"}
 SMOOTHING = 20.0
 GRIDS = (64, 128, 256, 512)
 FEATURE_SHARE = 0.05
+#: the share of ε the FITTED features were bought with (``--share``; 0.05 = the sweep's own features)
+FIT_SHARE = {"share": FEATURE_SHARE}
 FEATURES = ("concentration", "sparsity", "top_entropy")
 MIN_CELL = 30
 UNIT = Bounds(0.0, 0.0, 1.0, 1.0)
@@ -141,11 +143,61 @@ def train(instances: int, settings: int, releases: int, n_queries: int, first: i
               f"{len(rows)} rows", flush=True)
 
 
+def features_csv(share: float) -> Path:
+    """The training releases' features bought at another ``share`` of ε (``--features-at``)."""
+    return RESULTS / f"auto_features_train_f{share:g}.csv"
+
+
+def features_at(share: float) -> None:
+    """The features of every training release bought again with ``share·ε`` (fresh noise seeds
+    ``f{share}``; the data regenerated from the same seeds), so a smaller share can be fitted and
+    cross-validated against the same configurations' errors (those were released with 95 % of ε;
+    at ``(1 − share)·ε`` every configuration would gain alike, so the regrets are kept)."""
+    out = features_csv(share)
+    have = set(pd.read_csv(out)["instance"]) if out.exists() else set()
+    keys = pd.read_csv(TRAIN_CSV, usecols=KEYS).drop_duplicates()
+    t0 = time.perf_counter()
+    for inst, g in keys.groupby("instance"):
+        if inst in have:
+            continue
+        family = gens.FAMILIES[inst % len(gens.FAMILIES)] if inst < 1000 else gens.LATER[inst % len(gens.LATER)]
+        x, y, rows = None, None, []
+        for setting in range(8):
+            rng = np.random.default_rng(_hash("setting", inst, setting))
+            side = int(rng.choice(GRIDS))
+            n = int(np.exp(rng.uniform(np.log(1e3), np.log(2e6))))
+            eps = float(np.exp(rng.uniform(np.log(0.01), np.log(1.0))))
+            rel = g[(g["grid"] == side) & (g["n"] == n)]
+            if rel.empty:
+                continue
+            x, y = gens.points(family, n, _hash("data", inst))
+            agg = aggregate_points(x, y, Grid(UNIT, side, side))
+            for r in sorted(set(rel["release"].astype(int))):
+                f = private_features(agg, share * eps, NoiseSource(_hash(f"f{share:g}", inst, setting, r)))
+                rows.append({"instance": inst, "grid": side, "n": n, "epsilon": eps, "release": r,
+                             **{k: getattr(f, k) for k in ("noisy_total", *FEATURES)}})
+        pd.DataFrame(rows).to_csv(out, mode="a", header=not out.exists(), index=False, float_format="%.6g")
+        print(f"[{time.perf_counter() - t0:6.0f} s] instance {inst}: {len(rows)} releases", flush=True)
+
+
 # ------------------------------------------------------------------------------------ derivation
 
 KEYS = ["instance", "grid", "n", "epsilon", "release"]
 MARGINS = (0.0, 0.03, 0.06, 0.1)
 RIDGE = 1.0
+
+
+def with_features_at(df: pd.DataFrame, share: float) -> pd.DataFrame:
+    """The sweep's rows with their features replaced by those bought at ``share`` (``--features-at``)."""
+    if share == FEATURE_SHARE:
+        return df
+    f = pd.read_csv(features_csv(share))
+    f["epsilon"] = f["epsilon"].round(9)
+    df = df.drop(columns=["noisy_total", *FEATURES]).assign(epsilon=df["epsilon"].round(9))
+    out = df.merge(f, on=KEYS, how="inner")
+    if len(out) < len(df):
+        raise SystemExit(f"features at {share:g} cover {len(out)} of {len(df)} rows; run --features-at {share:g}")
+    return out
 
 
 def long_regrets(df: pd.DataFrame) -> pd.DataFrame:
@@ -168,11 +220,11 @@ def long_regrets(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def design_of(t: pd.DataFrame, shrink: bool) -> np.ndarray:
-    """:func:`rf.design` of training rows: features bought with FEATURE_SHARE·ε, half on the histogram."""
+    """:func:`rf.design` of training rows: features bought with FIT_SHARE·ε, half on the histogram."""
     total = np.maximum(t["noisy_total"].to_numpy(float), 1.0)
     eps = t["epsilon"].to_numpy(float)
     blocks = np.minimum(t["grid"].to_numpy(int), 16) ** 2
-    w = np.array([rf.reliability(n, FEATURE_SHARE * e, 1, b) if shrink else 1.0
+    w = np.array([rf.reliability(n, FIT_SHARE["share"] * e, 1, b) if shrink else 1.0
                   for n, e, b in zip(total, eps, blocks, strict=True)])
     return rf.design(np.log10(total * eps), np.log2(t["grid"].to_numpy(float)), t["sparsity"], t["concentration"],
                      t["top_entropy"], w)
@@ -210,9 +262,25 @@ def _datafree(lr: pd.DataFrame) -> pd.DataFrame:
     return lr.merge(rel[[*KEYS, "size_class"]].assign(config=ch), on=[*KEYS, "size_class", "config"])
 
 
-def _summary(name: str, m: pd.DataFrame) -> dict:
+#: the mechanisms the held-out reports compare ``auto`` with (``benchmarks/auto_fresh.py``)
+COMPARED = ("privtree", "ag", "ag_pool", "ug", "uniform", "dawa", "identity")
+SETTING = ["instance", "grid", "n", "epsilon"]
+
+
+def setting_ratio(m: pd.DataFrame, lr: pd.DataFrame) -> pd.Series:
+    """As the held-out target reads it, per training setting (mixed sizes): the mean MRE of the
+    picks over the setting's releases over the smallest of :data:`COMPARED`'s release means."""
     mixed = m[m["size_class"] == "mixed"]
-    return {"rule": name, "geo_regret": float(np.exp(m["logr"].mean())),
+    ref = lr[(lr["size_class"] == "mixed") & lr["config"].isin(COMPARED)]
+    best = ref.groupby([*SETTING, "config"])["mre"].mean().groupby(SETTING).min()
+    return (mixed.groupby(SETTING)["mre"].mean() / best).dropna()
+
+
+def _summary(name: str, m: pd.DataFrame, lr: pd.DataFrame | None = None) -> dict:
+    mixed = m[m["size_class"] == "mixed"]
+    sr = setting_ratio(m, lr) if lr is not None else pd.Series(dtype=float)
+    return {"rule": name, "settings_within_10": float((sr <= 1.1).mean()) if len(sr) else np.nan,
+            "geo_regret": float(np.exp(m["logr"].mean())),
             "within_10": float((m["logr"] <= np.log(1.1)).mean()),
             "mixed_geo_regret": float(np.exp(mixed["logr"].mean())),
             "mixed_within_10": float((mixed["logr"] <= np.log(1.1)).mean()),
@@ -229,17 +297,17 @@ def select(lr: pd.DataFrame) -> tuple[float, bool, dict, pd.DataFrame, pd.DataFr
         for margin in MARGINS:
             m = pd.concat([picks(te, coef, margin, shrink) for coef, te in folds])
             cv_picks[(margin, shrink)] = m
-            rows.append({**_summary(f"regression, margin {margin:g}" + (", features shrunk" if shrink else ""), m),
+            rows.append({**_summary(f"regression, margin {margin:g}" + (", features shrunk" if shrink else ""), m, lr),
                          "margin": margin, "shrink": shrink})
     reg = pd.DataFrame(rows)
     best = reg.loc[reg["geo_regret"].idxmin()]
     margin, shrink = float(best["margin"]), bool(best["shrink"])
     rows = [r for r in rows if r["shrink"] == shrink]
-    rows.append(_summary("data-free rule (recommend.py)", _datafree(lr)))
+    rows.append(_summary("data-free rule (recommend.py)", _datafree(lr), lr))
     for c in ("privtree", "ag_pool"):
-        rows.append(_summary(f"always {c}", lr[lr["config"] == c]))
+        rows.append(_summary(f"always {c}", lr[lr["config"] == c], lr))
     oracle = lr.loc[lr.groupby([*KEYS, "size_class"])["logr"].idxmin()]
-    rows.append(_summary("oracle (best config of each release)", oracle))
+    rows.append(_summary("oracle (best config of each release)", oracle, lr))
     res = pd.DataFrame(rows).drop(columns=["margin", "shrink"], errors="ignore")
     return margin, shrink, fit(lr, shrink), res, cv_picks[(margin, shrink)]
 
@@ -274,7 +342,7 @@ def write_table(margin: float, shrink: bool, coef: dict, lr: pd.DataFrame) -> No
     for (config, sc), g in chosen.groupby(["config", "size_class"]):
         training[(str(config), str(sc))] = (int(len(g)), round(float(np.exp(g["logr"].mean())), 3),
                                             round(float((g["logr"] <= np.log(1.1)).mean()), 3))
-    lines = [f"MARGIN = {margin!r}", f"SHRINK = {shrink!r}", "COEF: dict[tuple[str, str], tuple[float, ...]] = {"]
+    lines = [f"FEATURE_SHARE = {FIT_SHARE['share']!r}", f"MARGIN = {margin!r}", f"SHRINK = {shrink!r}", "COEF: dict[tuple[str, str], tuple[float, ...]] = {"]
     lines += [f"    {k!r}: ({', '.join(f'{v:.5g}' for v in c)})," for k, c in sorted(coef.items())]
     lines += ["}", "TRAINING: dict[tuple[str, str], tuple[int, float, float]] = {"]
     lines += [f"    {k!r}: {v!r}," for k, v in sorted(training.items())]
@@ -293,11 +361,12 @@ def write_table(margin: float, shrink: bool, coef: dict, lr: pd.DataFrame) -> No
 NOT_CLUSTERED = ("uniform", "f_smooth")
 
 
-def heldout(csv: Path, compared_releases: int | None = None, compared: tuple[str, ...] | None = None) -> pd.DataFrame:
+def heldout(csv: Path | list[Path], compared_releases: int | None = None,
+            compared: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Every ``auto*`` label against the best other mechanism per setting (pooled query sizes);
     with ``compared_releases`` the others' means use their first that many releases only, with
-    ``compared`` only those mechanisms are the others."""
-    df = pd.read_csv(csv)
+    ``compared`` only those mechanisms are the others; several CSVs are read as one."""
+    df = pd.concat([pd.read_csv(c) for c in (csv if isinstance(csv, list) else [csv])], ignore_index=True)
     ok = df[df["status"] == "ok"].copy()
     is_auto = ok["mechanism"].str.startswith("auto")
     if compared is not None:
@@ -375,7 +444,7 @@ def report(lr: pd.DataFrame, cv: pd.DataFrame, margin: float, shrink: bool, why:
            "(a ridge regression per candidate and query-size class predicts its log error ratio to the best "
            "candidate from the scale n·ε, the grid and the noisy shape features"
            + (", shrunk by their reliability" if shrink else "") + f"; argmin, parameter variants need a margin of "
-           f"{margin:.0%}); features cost {FEATURE_SHARE:.0%} of ε in "
+           f"{margin:.0%}); features cost {FIT_SHARE['share']:.0%} of ε in "
            "training. Training on `benchmarks/auto_generators.py` only. "
            f"Machine load when written: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min, 2 cores shared).",
            "",
@@ -383,14 +452,10 @@ def report(lr: pd.DataFrame, cv: pd.DataFrame, margin: float, shrink: bool, why:
            f"releases on which all {lr['config'].nunique()} configurations ran)", "",
            "Leave-one-family-out cross-validation (the rule fitted without a family, scored on it; per release, "
            "regret = the pick's MRE over the best configuration's on that release; `mixed` = MRE pooled over "
-           "0.1 %, 1 %, 10 % queries; family columns: geo-mean regret on mixed sizes):", "",
-           "| rule | geo-mean regret | within 10 % | mixed: regret | mixed: within 10 % | "
-           + " | ".join(c[4:] for c in cv.columns if c.startswith("fam_")) + " |",
-           "|---|---:|---:|---:|---:|" + "---:|" * sum(c.startswith("fam_") for c in cv.columns)]
-    for r in cv.to_dict("records"):
-        out.append(f"| {r['rule']} | {r['geo_regret']:.3f}x | {r['within_10']:.0%} | {r['mixed_geo_regret']:.3f}x | "
-                   f"{r['mixed_within_10']:.0%} | "
-                   + " | ".join(f"{r[c]:.2f}x" for c in cv.columns if c.startswith("fam_")) + " |")
+           "0.1 %, 1 %, 10 % queries; family columns: geo-mean regret on mixed sizes; `settings within 10 %`: as "
+           "the held-out target reads it, per training setting the mean MRE of the picks over its releases within "
+           "10 % of the smallest of the seven compared mechanisms' means, mixed sizes):", "",
+           *cv_table(cv)]
     out += ["", "### Why the rule misses (cross-validated picks)", "", *why, ""]
     out += ["## The held-out sets", "",
             "`spatial_256.csv` is the head-to-head's 256² run: its data sets were looked at four times while "
@@ -408,6 +473,41 @@ def report(lr: pd.DataFrame, cv: pd.DataFrame, margin: float, shrink: bool, why:
     return "\n".join(out)
 
 
+def cv_table(cv: pd.DataFrame) -> list[str]:
+    """The cross-validation table's lines (as in :func:`report`)."""
+    fam = [c for c in cv.columns if c.startswith("fam_")]
+    out = ["| rule | settings within 10 % | geo-mean regret | within 10 % | mixed: regret | mixed: within 10 % | "
+           + " | ".join(c[4:] for c in fam) + " |", "|---|---:|---:|---:|---:|---:|" + "---:|" * len(fam)]
+    for r in cv.to_dict("records"):
+        out.append(f"| {r['rule']} | {r['settings_within_10']:.0%} | {r['geo_regret']:.3f}x | {r['within_10']:.0%} | "
+                   f"{r['mixed_geo_regret']:.3f}x | {r['mixed_within_10']:.0%} | "
+                   + " | ".join(f"{r[c]:.2f}x" for c in fam) + " |")
+    return out
+
+
+def section(title: str, shares: tuple[float, ...], heldout_csvs: list[tuple[str, list[Path]]],
+            ceiling_lines: list[str]) -> str:
+    """A dated section for ``auto_features.md``: the cross-validation at each feature share (the
+    features bought again at that share, the configurations' errors kept), the ceiling (from
+    ``benchmarks/auto_ceiling.py``) and the held-out tables."""
+    import auto_fresh
+    load = os.getloadavg()
+    out = [f"## {title}", "", f"Machine load when written: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}.", ""]
+    raw = pd.read_csv(TRAIN_CSV)
+    for share in shares:
+        FIT_SHARE["share"] = share
+        lr = long_regrets(with_features_at(raw, share))
+        margin, shrink, _, cv, cv_picks = select(lr)
+        out += [f"### Cross-validation, features at {share:.0%} of ε (margin chosen: {margin:g}, "
+                f"shrunk: {shrink})", "", *cv_table(cv), "", *misses(lr, cv_picks), ""]
+    out += ["### The ceiling (training family, `benchmarks/auto_ceiling.py`)", "", *ceiling_lines, ""]
+    for name, csv in heldout_csvs:
+        h = heldout(csv, 5, auto_fresh.COMPARED)
+        if not h.empty:
+            out += heldout_section(name, h)
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", action="store_true")
@@ -417,15 +517,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--releases", type=int, default=3)
     ap.add_argument("--queries", type=int, default=300, help="queries per size and release")
     ap.add_argument("--configs", default="", help="comma-separated configurations to add to the sweep")
+    ap.add_argument("--features-at", type=float, default=0.0,
+                    help="buy the training releases' features again at this share of ε (e.g. 0.02)")
+    ap.add_argument("--share", type=float, default=FEATURE_SHARE,
+                    help="fit on the features bought at this share of ε (made by --features-at)")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--report", nargs="*", default=None, help="head-to-head CSVs (held out) to validate on")
     ap.add_argument("--fresh", action="store_true", help="also report the fresh held-out (results/auto_fresh.csv)")
+    ap.add_argument("--section", default="", help="APPEND a section of this title to auto_features.md: the "
+                    "cross-validation at 5 %% and 2 %% shares, the ceiling and the second fresh held-out family")
     a = ap.parse_args(argv)
     if a.train:
         configs = tuple(c.strip() for c in a.configs.split(",") if c.strip()) or None
         train(a.instances, a.settings, a.releases, a.queries, a.first, configs)
+    if a.features_at > 0:
+        features_at(a.features_at)
+    if a.section:
+        import auto_ceiling
+        import auto_fresh2
+        ceil = auto_ceiling.report_lines(auto_ceiling.ceiling(pd.read_csv(auto_ceiling.CSV)))
+        held = ([("auto_fresh2.csv (second fresh family, read once)", [auto_fresh2.CSV, auto_fresh2.CSV_AUTO])]
+                if auto_fresh2.CSV_AUTO.exists() else [])
+        text = section(a.section, (0.05, 0.02), held, ceil)
+        print(text)
+        with (RESULTS / "auto_features.md").open("a") as fh:
+            fh.write("\n" + text + "\n")
+        return 0
     if a.write or a.report is not None:
-        lr = long_regrets(pd.read_csv(TRAIN_CSV))
+        FIT_SHARE["share"] = a.share
+        lr = long_regrets(with_features_at(pd.read_csv(TRAIN_CSV), a.share))
         margin, shrink, coef, cv, cv_picks = select(lr)
         print(cv.to_string())
         why = misses(lr, cv_picks)
