@@ -58,8 +58,8 @@ from dpcore.points.mechanisms.features import ShapeFeatures
 from dpcore.points.recommend import NAMES, TAKES_PUBLIC_N, _sizes_text, size_class
 from dpcore.points.release import DEFAULT_QUERY_SIZES
 
-__all__ = ["CONFIGS", "COEF", "DEFAULT_OF", "FEATURE_SHARE", "MARGIN", "SHRINK", "TERMS", "TRAINING", "FeatureChoice", "choose", "design",
-           "preview", "reliability"]
+__all__ = ["CONFIGS", "COEF", "DEFAULT_OF", "FEATURE_SHARE", "MARGIN", "SHRINK", "TERMS", "TRAINING", "FeatureChoice",
+           "app_reason", "choose", "design", "preview", "reliability"]
 
 #: The candidates: configuration name -> (mechanism, parameters other than its defaults).
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -263,6 +263,23 @@ def preview(n: float, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUE
     scale = math.log10(max(float(n), 1.0) * float(epsilon) / max(int(sensitivity), 1))
     pred = _predict(scale, _grid_side(grid_shape), FEATURE_CENTRE, 1.0, size_class(query_sizes), allowed)
     return min(pred, key=pred.__getitem__)
+
+
+def app_reason(n: float, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUERY_SIZES, *,
+               sensitivity: int = 1, grid_shape: tuple[int, int] = (256, 256),
+               allowed: Collection[str] | None = None) -> str:
+    """For the app's Plan step: one sentence naming :func:`preview`'s configuration for about ``n``
+    points of a middling shape (public inputs only).
+
+    >>> app_reason(100_000, 0.5).startswith("Auto will use ")
+    True
+    """
+    config = preview(n, epsilon, query_sizes, sensitivity=sensitivity, grid_shape=grid_shape, allowed=allowed)
+    mech, extra = CONFIGS[config]
+    sizes = tuple(float(s) for s in (query_sizes or DEFAULT_QUERY_SIZES))
+    return (f"Auto will use {NAMES.get(mech, mech)}{_params_text(extra)} for about {float(n):,.0f} points of a "
+            f"middling shape at ε = {float(epsilon):g}: the candidate its rule, learned on synthetic shapes only, "
+            f"predicts closest to the best for queries of {_sizes_text(sizes)}.")
 
 
 def choose(features: ShapeFeatures, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUERY_SIZES, *,

@@ -126,10 +126,19 @@ def auto_reasons(at: AppTest) -> list[str]:
     return [i.value for i in at.info if i.value.startswith("Auto will use")]
 
 
-def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: AppTest) -> None:
-    from dpcore.points import recommend
+def _feature_preview(grid: Grid, eps: float, n: float) -> str:
+    """The sentence the Plan step shows for auto's default (the feature rule's preview, issue 27)."""
+    from dpcore.points import recommend_features
     from dpcore.points.release import DEFAULT_QUERY_SIZES
+    from dpcore.privacy import budget
 
+    auto = catalog.get("points", "auto")
+    params = auto.resolve_params({"public_n": int(n)} if n else None)
+    return recommend_features.app_reason(n, eps, DEFAULT_QUERY_SIZES, grid_shape=(grid.rows, grid.cols),
+                                         allowed=auto.allowed_configs(grid, budget.pure(eps), params, n))
+
+
+def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: AppTest) -> None:
     assert at.session_state["mechanism"] == "auto"
     box = at.selectbox(key="_w_mechanism")
     assert box.value == "auto" and box.options[0].startswith(catalog.get("points", "auto").title)
@@ -137,21 +146,21 @@ def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: App
     assert len(box.options) == len(catalog.names("points"))
     assert all(" — use it when: " in o and len(o) < 160 for o in box.options), box.options
     grid = Grid(at.session_state["bounds"], *at.session_state["grid_shape"])
-    _, why = recommend.app_default(grid, 0.5, 100_000, DEFAULT_QUERY_SIZES)  # the demo's public guess
+    why = _feature_preview(grid, 0.5, 100_000)  # the demo's public guess
     [reason] = auto_reasons(at)
-    assert reason.startswith(why) and "Auto will use PrivTree" in reason
-    # the plan step's n-guess box feeds the sentence: ten million points at ε = 0.01 (a table edge)
+    assert reason.startswith(why) and "spends 5% of ε on noisy features" in reason
+    # the plan step's n-guess box feeds the sentence: ten million points at ε = 0.01
     number_input(at, "Rough number of points").set_value(10_000_000).run()
     number_input(at, "Privacy budget of this release (ε)").set_value(0.01).run()
     assert not at.exception, at.exception
-    _, why = recommend.app_default(grid, 0.01, 10_000_000, DEFAULT_QUERY_SIZES)
+    why = _feature_preview(grid, 0.01, 10_000_000)
     [reason] = auto_reasons(at)
-    assert reason.startswith(why) and "about 10,000,000 points at ε = 0.01" in reason
-    # a public number of points: the choice costs nothing and the sentence says it for that number
+    assert reason.startswith(why) and "about 10,000,000 points" in reason and "ε = 0.01" in reason
+    # a public number of points: no count is bought (the sentence says so) and it is the preview's number
     at.number_input(key="param_auto_public_n").set_value(3_000).run()
-    _, why = recommend.app_default(grid, 0.01, 3_000, DEFAULT_QUERY_SIZES)
+    why = _feature_preview(grid, 0.01, 3_000)
     [reason] = auto_reasons(at)
-    assert reason == why
+    assert reason.startswith(why) and "your public number of points replaces a count" in reason
     # ... and is the one number of points: no second box asks for a guess (issue 26 item 10)
     assert not [n for n in at.number_input if n.label.startswith("Rough number of points")]
 
@@ -171,8 +180,9 @@ def test_the_default_release_is_auto_and_records_its_choice(at: AppTest) -> None
     rel = at.session_state["releases"][-1].release
     assert rel.mechanism == "auto" and rel.cost.value == pytest.approx(0.5)
     choice = rel.public["auto"]
-    # the default auto is the data-free one (issue 27's features are offered, not the default)
-    assert choice["n_source"] == "noisy count" and choice["chosen"] in catalog.names("points")
+    # the default auto reads private features first (issue 27): they are in the record with their ε
+    assert choice["n_source"] == "noisy features" and choice["chosen"] in catalog.names("points")
+    assert choice["feature_epsilon"] == pytest.approx(0.5 * 0.05) and "concentration" in choice["features"]
     assert rel.mechanism_title.startswith("Auto → ")
 
 

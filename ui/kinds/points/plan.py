@@ -13,7 +13,8 @@ import streamlit as st
 from dpcore import catalog
 from dpcore.core.mechanism import Mechanism, Param, PlanRow
 from dpcore.errors import DPCoreError
-from dpcore.points import recommend
+from dpcore.points import recommend, recommend_features
+from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from ui import budget_ui, fmt, frame, plan_table, series, state, target_ui
@@ -290,12 +291,18 @@ def _auto_reason(grid: Any, ds: points_state.Dataset, raw: dict[str, Any]) -> No
     cap = ss.get("user_cap")
     k = int(cap) if ds.table.user_column is not None and cap else 1
     try:
-        resolved = catalog.get("points", "auto").resolve_params(raw)
-        _, why = recommend.app_default(grid, eps, float(n), resolved["query_sizes"], sensitivity=k)
+        auto = catalog.get("points", "auto")
+        resolved = auto.resolve_params(raw)
+        share = float(resolved["feature_share"])
+        if share > 0:  # the feature rule's preview, for a middling shape (the plan's own preview)
+            why = recommend_features.app_reason(
+                float(n), eps, resolved["query_sizes"], sensitivity=k, grid_shape=(grid.rows, grid.cols),
+                allowed=auto.allowed_configs(grid, budget.pure(eps), resolved, float(n)))
+        else:
+            _, why = recommend.app_default(grid, eps, float(n), resolved["query_sizes"], sensitivity=k)
     except DPCoreError as e:
         st.error(str(e))
         return
-    share = float(resolved["feature_share"])
     if share > 0:  # issue 27: the release reads private features of the data's shape first
         bought = "a coarse histogram; your public number of points replaces a count" if public_n else \
             "a count and a coarse histogram"
