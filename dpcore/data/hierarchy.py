@@ -183,7 +183,7 @@ def level_ids(df: pd.DataFrame, levels: Sequence[str], what: str, say: Say = _qu
     _check_columns(df, levels, what)  # (not code_frame of no rows: ~10 ms of pandas per column for nothing)
     out = []
     for i, c in enumerate(levels):
-        say(f"Reading the codes of '{c}' ({i + 1} of {len(levels)} levels, {len(df):,} rows) …")
+        say(f"Reading the codes of '{c}' ({i + 1} of {len(levels)} levels) …")  # no row count: logs are public
         raw, uniq = _factorize(df[c])
         t = code_text(uniq)
         _check_codes(t, raw, c, what)
@@ -378,7 +378,7 @@ class Hierarchy:
         >>> h = Hierarchy.from_frame(pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"]}),
         ...                          ["state", "county"], progress=lambda f, m: lines.append(m))
         >>> len(lines), lines[0], lines[-1]
-        (9, "Reading the codes of 'state' (1 of 2 levels, 3 rows) …", 'Built the areas: 2 state, 3 county')
+        (9, "Reading the codes of 'state' (1 of 2 levels) …", 'Built the areas: 2 state, 3 county')
         """
         levels = [str(c) for c in levels]
         if not levels:
