@@ -53,7 +53,9 @@ LOG_EVERY_SECONDS = 5.0
 def cli_progress(what: str) -> Any:
     """Progress on stderr: a live percentage on a terminal; elsewhere (a pipeline's log) a line every
     :data:`LOG_EVERY_SECONDS` once a step has run that long, and its last line, so a long
-    aggregation shows it is alive and a short one prints nothing."""
+    aggregation shows it is alive and a short one prints nothing.  The library's lines name the
+    phase, the bytes read, levels and areas (as public as the release, which lists every area),
+    never the number of rows: a pipeline's log is no curator-only place."""
     if not sys.stderr.isatty():
         return _log_progress(what)
     last = [-1]

@@ -286,8 +286,9 @@ def mark_not_accounted(files: Mapping[str, bytes]) -> dict[str, bytes]:
     csv_head = bytes(out.get("release.csv", b"")[:4096]).split(b"\n", 1)[0].rstrip(b"\r")
     # a file its writer marked already (the O/D writer does, in its one write) is kept as it is
     if "release.csv" in out and out["release.csv"].strip() and b"accounted" not in csv_head.split(b","):
-        # a plain file gains the column line by line (same bytes as the round trip through pandas)
-        quick = append_constant_column(bytes(out["release.csv"]), "accounted", NOT_ACCOUNTED_CELL)
+        # a plain file gains the column line by line (same bytes as the round trip through pandas);
+        # any kind's file, possibly a stored one: not vouched for, so every field is checked
+        quick = append_constant_column(bytes(out["release.csv"]), "accounted", NOT_ACCOUNTED_CELL, vouched=False)
         if quick is None:
             frame = published_csv_frame(out["release.csv"])
             frame["accounted"] = NOT_ACCOUNTED_CELL

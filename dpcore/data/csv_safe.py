@@ -279,7 +279,7 @@ def pandas_csv(df: pd.DataFrame) -> bytes:
 _UNSAFE_FIELD = re.compile(f"(?:^|,)(?={_START})(?!{_NUMBER.pattern[1:-1]}(?:,|$))", re.MULTILINE)
 
 
-def append_constant_column(data: bytes, name: str, cell: str, *, vouched: bool = False) -> bytes | None:
+def append_constant_column(data: bytes, name: str, cell: str, *, vouched: bool) -> bytes | None:
     """A published CSV with one more column ``name`` holding ``cell`` on every row, by appending
     text to each line, or None when the shortcut cannot be sure of giving the bytes that reading
     the file back as text and writing it again with pandas (through :func:`csv_bytes` with
@@ -294,15 +294,19 @@ def append_constant_column(data: bytes, name: str, cell: str, *, vouched: bool =
     checked by one search over the text (a second or less for 600,000 rows of an O/D release),
     against several seconds through pandas.
 
-    ``vouched``: the caller's writer guarantees all of this of ``data`` (one unquoted row per line
-    under a header of unique names, fields escaped by :func:`csv_bytes`, numbers plain: pyarrow's
-    unquoted write of the O/D release), so the text is not scanned; ``name`` and ``cell`` still are.
+    ``vouched`` (required, no default: every caller says which contract it takes): ``False`` for
+    bytes of unknown origin (any kind's ``release.csv``, a stored file), which are checked as above.
+    ``True`` only for bytes the caller has just written itself and whose writer guarantees all of
+    this (one unquoted row per line under a header of unique names, fields escaped by
+    :func:`csv_bytes`, numbers plain, no ``-inf``: pyarrow's unquoted write of the O/D release):
+    the text is then not scanned (the second of that search on an O/D release is saved), so a wrong vouch would
+    publish its fields as they are, formulas included; ``name`` and ``cell`` are still checked.
 
-    >>> append_constant_column(b"a,b\\n1,-2\\nx,y\\n", "c", "no")
+    >>> append_constant_column(b"a,b\\n1,-2\\nx,y\\n", "c", "no", vouched=False)
     b'a,b,c\\n1,-2,no\\nx,y,no\\n'
-    >>> append_constant_column(b'a,b\\n"1,5",2\\n', "c", "no") is None   # a quoted field
+    >>> append_constant_column(b'a,b\\n"1,5",2\\n', "c", "no", vouched=False) is None   # a quoted field
     True
-    >>> append_constant_column(b"a,b\\n=1+2,2\\n", "c", "no") is None   # a formula: pandas escapes it
+    >>> append_constant_column(b"a,b\\n=1+2,2\\n", "c", "no", vouched=False) is None   # a formula: escaped
     True
     """
     for extra in (name, cell):

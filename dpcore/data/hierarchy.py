@@ -157,16 +157,66 @@ def _check_codes(t: pd.Series, rows: np.ndarray, col: str, what: str) -> None:
     bad_u = (t.isna() | (t == "")).to_numpy(dtype=bool)
     bad = (rows < 0) | bad_u[np.maximum(rows, 0)] if len(t) else rows < 0
     if bad.any():
-        raise InputError(
-            f"{what}: the level column '{col}' has {plural(int(bad.sum()), 'missing code')} "
-            f"({row_list(bad)}). Every row needs a code at every level: fill them in or drop those rows."
-        )
+        raise _missing_codes(bad, col, what)
     ctrl_u = t.str.contains(r"[\x00-\x1f]", regex=True).to_numpy(dtype=bool)
     if ctrl_u.any():
         raise InputError(
             f"{what}: the level column '{col}' has codes with control characters ({row_list(ctrl_u[rows])}). "
             "Remove them from the codes."
         )
+
+
+def _missing_codes(bad: np.ndarray, col: str, what: str) -> InputError:
+    """The refusal of the rows ``bad`` without a code in the level column ``col``."""
+    return InputError(f"{what}: the level column '{col}' has {plural(int(bad.sum()), 'missing code')} "
+                      f"({row_list(bad)}). Every row needs a code at every level: fill them in or drop those rows.")
+
+
+def check_area_frame(df: pd.DataFrame, levels: Sequence[str], *, codes: CodeMode | Sequence[CodeMode] = "auto",
+                     names: Mapping[str, str] | None = None, what: str = "The area list",
+                     ) -> tuple[list[str], list[str]]:
+    """The refusals of :meth:`Hierarchy.from_frame` that need no area built, in a fraction of a
+    second at 8 M rows: the levels and code modes, an empty table or one of more than
+    :data:`MAX_AREA_ROWS` rows, missing level or name columns, and missing codes (Arrow keeps the
+    missing values apart: no text is read).  The app runs it before keying a table's budget (tens
+    of seconds at 8 M census blocks), so that such a table is refused at once; codes that are
+    blank, hold control characters, or do not nest are refused by the build itself.  Returns the
+    levels as text and the code mode of each.
+
+    >>> check_area_frame(pd.DataFrame({"state": ["01", "02"], "county": ["001", "001"]}), ["state", "county"])
+    (['state', 'county'], ['auto', 'auto'])
+    >>> check_area_frame(pd.DataFrame({"state": ["01", None]}), ["state"])
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.InputError: The area list: the level column 'state' has 1 missing code (data row 2). ...
+    """
+    levels = [str(c) for c in levels]
+    if not levels:
+        raise ParameterError("Choose at least one level column (e.g. state), top level first.")
+    if len(set(levels)) != len(levels):
+        raise ParameterError(f"The levels {levels} repeat a column; name each level once.")
+    if ROOT_LEVEL in levels:
+        raise ParameterError(f"A level column is called '{ROOT_LEVEL}', the name of the grand total. Rename that column.")
+    modes = [codes] * len(levels) if isinstance(codes, str) else list(codes)
+    if len(modes) != len(levels) or any(m not in ("auto", "global", "within_parent") for m in modes):
+        raise ParameterError("Give the code mode per level as 'auto', 'global' (unique across the level) or "
+                             "'within_parent' (unique only under the same parent).")
+    if not isinstance(df, pd.DataFrame) or df.empty:
+        raise InputError(f"{what} is empty. Give one row per finest area with its code at every level.")
+    if len(df) > MAX_AREA_ROWS:
+        raise InputError(
+            f"{what} has {len(df):,} rows, more than the {MAX_AREA_ROWS:,} a hierarchy is built from. Give one row "
+            "per finest area (aggregate person rows to counts per area first), or use a coarser finest level.")
+    _check_columns(df, levels, what)
+    for lv, col in (names or {}).items():
+        if lv not in levels:
+            raise ParameterError(f"Names are given for '{lv}', which is not a level ({', '.join(levels)}).")
+        if col not in df.columns:
+            raise InputError(f"The name column '{col}' is not in the table.")
+    for c in levels:
+        if df[c].isna().any():  # then every row without a code, blank ones too, as the build names them
+            raise _missing_codes((code_text(df[c]).fillna("") == "").to_numpy(dtype=bool), c, what)
+    return levels, [str(m) for m in modes]
 
 
 def level_ids(df: pd.DataFrame, levels: Sequence[str], what: str, say: Say = _quiet,
@@ -183,7 +233,7 @@ def level_ids(df: pd.DataFrame, levels: Sequence[str], what: str, say: Say = _qu
     _check_columns(df, levels, what)  # (not code_frame of no rows: ~10 ms of pandas per column for nothing)
     out = []
     for i, c in enumerate(levels):
-        say(f"Reading the codes of '{c}' ({i + 1} of {len(levels)} levels, {len(df):,} rows) …")
+        say(f"Reading the codes of '{c}' ({i + 1} of {len(levels)} levels) …")  # no row count: logs are public
         raw, uniq = _factorize(df[c])
         t = code_text(uniq)
         _check_codes(t, raw, c, what)
@@ -378,31 +428,9 @@ class Hierarchy:
         >>> h = Hierarchy.from_frame(pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"]}),
         ...                          ["state", "county"], progress=lambda f, m: lines.append(m))
         >>> len(lines), lines[0], lines[-1]
-        (9, "Reading the codes of 'state' (1 of 2 levels, 3 rows) …", 'Built the areas: 2 state, 3 county')
+        (9, "Reading the codes of 'state' (1 of 2 levels) …", 'Built the areas: 2 state, 3 county')
         """
-        levels = [str(c) for c in levels]
-        if not levels:
-            raise ParameterError("Choose at least one level column (e.g. state), top level first.")
-        if len(set(levels)) != len(levels):
-            raise ParameterError(f"The levels {levels} repeat a column; name each level once.")
-        if ROOT_LEVEL in levels:
-            raise ParameterError(
-                f"A level column is called '{ROOT_LEVEL}', the name of the grand total. Rename that column."
-            )
-        if not isinstance(df, pd.DataFrame) or df.empty:
-            raise InputError("The area list is empty. Give one row per finest area with its code at every level.")
-        if len(df) > MAX_AREA_ROWS:
-            raise InputError(
-                f"The area list has {len(df):,} rows, more than the {MAX_AREA_ROWS:,} a hierarchy is built from. "
-                "Give one row per finest area (aggregate person rows to counts per area first), or use a coarser "
-                "finest level."
-            )
-        modes = [codes] * len(levels) if isinstance(codes, str) else list(codes)
-        if len(modes) != len(levels) or any(m not in ("auto", "global", "within_parent") for m in modes):
-            raise ParameterError(
-                "Give the code mode per level as 'auto', 'global' (unique across the level) or "
-                "'within_parent' (unique only under the same parent)."
-            )
+        levels, modes = check_area_frame(df, levels, codes=codes, names=names)  # before any work
         say = phases(progress, 4 * len(levels))
         ids = level_ids(df, levels, "The area list", say)
         named = {levels.index(lv) for lv in (names or {}) if lv in levels}
@@ -428,11 +456,7 @@ class Hierarchy:
             out_modes.append(_code_mode(ids[d][1], own, parents[-1], keys[d - 1] if d else None,
                                         lv, levels[d - 1] if d else None, modes[d]))
         name_arrays: list[np.ndarray | None] = [None] * len(levels)
-        for lv, col in (names or {}).items():
-            if lv not in levels:
-                raise ParameterError(f"Names are given for '{lv}', which is not a level ({', '.join(levels)}).")
-            if col not in df.columns:
-                raise InputError(f"The name column '{col}' is not in the table.")
+        for lv, col in (names or {}).items():  # levels and columns checked (check_area_frame)
             d = levels.index(lv)
             nm = df[col].astype("string").fillna("").str.strip().to_numpy(dtype=object)
             name_arrays[d] = nm[np.unique(paths[d][0], return_index=True)[1]]  # each area's first row

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.boundaries import first_line, geojson_problem, is_wgs84
-from dpcore.data.limits import check_bytes
+from dpcore.data.limits import check_bytes, size_text
 from dpcore.data.text import (
     SNIFF_BYTES,
     TEXT_LEAD,
@@ -171,7 +171,7 @@ def read_table(
         progress(0.0, f"Reading {src.label}")
     df = _read_as(src, fmt, magic, json_like, max_rows, progress)
     if progress is not None:
-        progress(1.0, f"Read {len(df):,} rows from {src.label}")
+        progress(1.0, f"Read {src.label} ({size_text(src.size)})")  # bytes, never the rows: logs are public
     return df
 
 
@@ -299,13 +299,12 @@ def _read_csv(
             if progress is None:
                 return pd.read_csv(stream, nrows=max_rows, **kwargs)
             chunks: list[pd.DataFrame] = []
-            n = 0
             with pd.read_csv(stream, chunksize=CSV_CHUNK_ROWS, nrows=max_rows, **kwargs) as reader:
                 for chunk in reader:
                     chunks.append(chunk)
-                    n += len(chunk)
                     fraction = fh.tell() / src.size if src.size else 1.0
-                    progress(min(max(fraction, 0.0), 0.99), f"Read {n:,} rows from {label}")
+                    progress(min(max(fraction, 0.0), 0.99),
+                             f"Read {size_text(fh.tell())} of {size_text(src.size)} from {label}")
             if not chunks:  # header only: keep the columns for the error message
                 fh.seek(0)
                 if compressed:

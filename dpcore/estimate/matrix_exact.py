@@ -57,10 +57,29 @@ def _scaled_ints(a: np.ndarray) -> tuple[np.ndarray, int]:
     return M.reshape(a.shape), e
 
 
-def _exact_rows(mats: list[np.ndarray], x: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
-    """``round(A x / 2^k)`` (ties to even) for the given rows, in exact integer arithmetic."""
+#: Most strategy entries whose exact integers (:func:`_strategy_ints`) a strategy keeps (a Kronecker
+#: strategy's factors; not a large explicit matrix, whose integers are Python objects).
+_KEEP_INTS = 1 << 20
+
+
+def _strategy_ints(strategy, mats: list[np.ndarray]) -> list[tuple[np.ndarray, int]]:
+    """The strategy's matrices as exact scaled integers (:func:`_scaled_ints`): public, so kept by
+    the strategy (:meth:`~dpcore.estimate.matrix_strategy.Strategy.derived`) when small, not made
+    again for every release of its plan."""
+    def make() -> list[tuple[np.ndarray, int]]:
+        return [_scaled_ints(m) for m in mats]
+
+    if sum(m.size for m in mats) > _KEEP_INTS or not hasattr(strategy, "derived"):
+        return make()
+    return strategy.derived("exact_ints", make)
+
+
+def _exact_rows(mats: list[np.ndarray], x: np.ndarray, rows: np.ndarray, k: int,
+                ints: list[tuple[np.ndarray, int]] | None = None) -> np.ndarray:
+    """``round(A x / 2^k)`` (ties to even) for the given rows, in exact integer arithmetic
+    (``ints``: the matrices' :func:`_scaled_ints`, made here when not given)."""
     Mx, ex = _scaled_ints(x)
-    ints = [_scaled_ints(m) for m in mats]
+    ints = ints if ints is not None else [_scaled_ints(m) for m in mats]
     shape_out = tuple(m.shape[0] for m in mats)
     T0 = Mx.reshape(tuple(m.shape[1] for m in mats))
     out = np.empty(len(rows), dtype=np.int64)
@@ -170,5 +189,5 @@ def grid_units(strategy, x: np.ndarray, k: int) -> np.ndarray:
         sure = ~unsure
         out[sure] = units[sure].astype(np.int64)
         rows = np.flatnonzero(unsure)
-        out[rows] = _exact_rows(mats, xv, rows, k)
+        out[rows] = _exact_rows(mats, xv, rows, k, _strategy_ints(strategy, mats))
     return out

@@ -293,6 +293,21 @@ def _prepare(
         raise InputError("The data vector contains NaN or infinity; counts must be finite numbers.")
     if strategy.n != workload.n:
         raise ParameterError(f"Strategy has {strategy.n} cells but the workload has {workload.n}.")
+    integral = bool(np.all(xv == np.round(xv)))
+    key = ("answered", workload.content_hash(), epsilon, delta, rho, calibration, grid_slack, integral)
+    used, cal, k, notes = strategy.derived(key, lambda: _answered(
+        workload, strategy, epsilon=epsilon, delta=delta, rho=rho, calibration=calibration,
+        grid_slack=grid_slack, integral=integral))
+    return xv, used, cal, k, list(notes)
+
+
+def _answered(
+    workload: Workload, strategy: Strategy, *, epsilon: float | None, delta: float | None, rho: float | None,
+    calibration: str, grid_slack: float, integral: bool,
+) -> tuple[Strategy, Calibration, int, tuple[str, ...]]:
+    """The data-free part of :func:`_prepare` (kept per strategy, :meth:`Strategy.derived`): the
+    strategy answered (an L1 one under pure ε), its calibration, the grid exponent and the notes;
+    ``integral`` says whether the counts are whole numbers."""
     notes: list[str] = []
     pure_mode = epsilon is not None and delta is None and rho is None
     if rho is not None and (epsilon is not None or delta is not None):
@@ -300,7 +315,7 @@ def _prepare(
     if not pure_mode and rho is None and (epsilon is None or delta is None):
         raise ParameterError("Give rho, or epsilon and delta, or epsilon alone for pure ε-DP.")
     if pure_mode and strategy.norm != "l1":
-        strategy = l1_strategy(workload)
+        strategy = strategy.derived(("l1_strategy", workload.content_hash()), lambda: l1_strategy(workload))
         notes.append(
             "Pure ε-DP: the L2-optimised strategy was replaced by an L1 strategy "
             f"({strategy.kind}{'-' + strategy.factors[0].kind if strategy.factors else ''}); "
@@ -309,12 +324,12 @@ def _prepare(
     if not pure_mode and strategy.norm != "l2":
         notes.append("Gaussian noise on an L1-designed strategy: valid but not error-optimal.")
     cal = calibrate(strategy, epsilon=epsilon, delta=delta, rho=rho, calibration=calibration,
-                    grid_slack=grid_slack, integral_data=bool(np.all(xv == np.round(xv))))
+                    grid_slack=grid_slack, integral_data=integral)
     # round(Ax / 2^k) of the exact product, not of fl(Ax): the calibration's one grid step per
     # changed answer holds only for the exact value (issue 18, item 3c; matrix_exact).  The noise
     # is drawn on the grid and added to those units in integers; the float y is post-processing.
     k = 0 if cal.distribution == "discrete_laplace" else cal.grid_exponent
-    return xv, strategy, cal, int(k), notes
+    return strategy, cal, int(k), tuple(notes)
 
 
 def check_data(
@@ -388,7 +403,9 @@ def release(
         bool(workload.factors) or workload.rects is not None or workload.W is not None
         or workload.m * workload.n <= _MAX_MATRIX_ENTRIES)
     if listable:
-        v = query_variances_per_p(workload, strategy) / strategy.sensitivity() ** 2 * var
+        per_p = strategy.derived(("query_variances_per_p", workload.content_hash()),
+                                 lambda: query_variances_per_p(workload, strategy))  # data-free: once a plan
+        v = per_p / strategy.sensitivity() ** 2 * var
         ses = np.sqrt(v)
         if workload.factors and len(workload.factors) == 2:
             X = x_hat.reshape(workload.shape)

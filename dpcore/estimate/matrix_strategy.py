@@ -20,7 +20,7 @@ The optimised designs are in :mod:`dpcore.estimate.matrix_design` (L2) and
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,10 @@ _EPS = np.finfo(float).eps
 def _rank_tol(n: int) -> float:
     """Relative eigenvalue threshold ``10 n ε_mach`` (ours), not a coarse 1e-10."""
     return 10.0 * n * _EPS
+
+
+#: Values :meth:`Strategy.derived` keeps per strategy (calibrations at a few budgets, variances).
+DERIVED_KEPT = 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,6 +159,24 @@ class Strategy:
         for ax, f in enumerate(self.factors):
             T = np.moveaxis(np.tensordot(f.A, T, axes=([1], [ax])), 0, ax)
         return T.reshape(-1)
+
+    def derived(self, key: Any, make: Callable[[], Any]) -> Any:
+        """A value computed from this public strategy and the public inputs named in ``key`` (a
+        calibration, the workload's variances), made once per strategy, so that the releases of one
+        plan redo no data-free work; never data.  At most :data:`DERIVED_KEPT` are kept (the oldest
+        goes first).
+
+        >>> s = Strategy("identity", 2, A=np.eye(2))
+        >>> s.derived("two", lambda: 2), s.derived("two", lambda: 3)
+        (2, 2)
+        """
+        memo = self._memo.setdefault("derived", {})
+        if key not in memo:
+            value = make()
+            while len(memo) >= DERIVED_KEPT:
+                memo.pop(next(iter(memo)), None)
+            memo[key] = value
+        return memo[key]
 
     def solve(self, y: np.ndarray) -> np.ndarray:
         """Least squares ``x̂ = A⁺ y`` (Kronecker: ``A⁺ = ⊗ A_k⁺``, one axis at a time)."""

@@ -65,6 +65,7 @@ Transforms are vectorised: every 1-D transform acts on the first axis of a
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import numbers
@@ -600,6 +601,21 @@ def _noise_plan(axes: tuple[Axis, ...], epsilon, sensitivity) -> _NoisePlan:
     return _NoisePlan(lam, classes, weights, exps)
 
 
+@functools.lru_cache(maxsize=8)
+def _class_plan(axes: tuple[Axis, ...], epsilon: float, sensitivity: int) -> tuple[_NoisePlan, np.ndarray, np.ndarray]:
+    """The noise plan (:func:`_noise_plan`) and the coefficients of each weight class (``order``
+    grouped by class, class ``j`` at ``order[bounds[j]:bounds[j + 1]]``): public inputs only, made
+    once for the releases of one grid and budget (read only)."""
+    plan = _noise_plan(axes, epsilon, sensitivity)
+    cls = plan.classes.reshape(-1)
+    n_cls = len(plan.weights)
+    order = np.argsort(cls.astype(np.uint16 if n_cls < 65536 else np.int64), kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(cls, minlength=n_cls))))
+    for a in (plan.classes, order, bounds):
+        a.setflags(write=False)
+    return plan, order, bounds
+
+
 # ---------------------------------------------------------------------------------------------
 # release
 # ---------------------------------------------------------------------------------------------
@@ -638,13 +654,9 @@ def release(
         raise ParameterError("x must be a numeric array of counts.")
     if arr.size and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
         raise ParameterError("x must hold whole-number counts.")
-    plan = _noise_plan(axes, epsilon, sensitivity)
+    plan, order, bounds = _class_plan(axes, epsilon, sensitivity)
     coeffs = forward(arr, axes)
     flat = coeffs.reshape(-1)
-    cls = plan.classes.reshape(-1)
-    n_cls = len(plan.weights)
-    order = np.argsort(cls.astype(np.uint16 if n_cls < 65536 else np.int64), kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(cls, minlength=n_cls))))
     # the grid values come from the exact coefficients (float ones can be off by more than a step)
     units = exact_grid_units(arr, [a._tf for a in axes], plan.classes, plan.exponents).reshape(-1)
     for j, (w, k) in enumerate(zip(plan.weights, plan.exponents, strict=True)):

@@ -88,13 +88,18 @@ def share(con: sqlite3.Connection, keys: Sequence[str], count: Callable[[LedgerE
 
     ``pending`` adds charges not written yet to the ledgers they name (``P@PERIOD``: a period charge
     being checked before it is made, :meth:`~dpcore.privacy.series_ledger.PeriodLedger.check`; or
-    another budget linked to the series, :class:`~dpcore.privacy.oneoff_links.LinkedLedger`)."""
+    another budget linked to the series, :class:`~dpcore.privacy.oneoff_links.LinkedLedger`).  A
+    series with ledgers in ``pending`` (a charge of its periods, before or, with no entries, just
+    after it is written) counts the largest of *those*: the charge reaches only the records of its
+    periods, so a period it does not touch (one already past a cap lowered since) refuses nothing."""
     total, others = Fraction(0), set()
     for pop in populations(con, keys):
         ledgers = {fp: list(entries) for fp, (_cap, entries) in period_ledgers(con, pop).items()}
-        for fp, extra in (pending or {}).items():
-            if fp.rpartition("@")[0] == pop:
-                ledgers.setdefault(fp, []).extend(extra)
+        charged = [fp for fp in (pending or {}) if fp.rpartition("@")[0] == pop]
+        for fp in charged:
+            ledgers.setdefault(fp, []).extend((pending or {})[fp])
+        if charged:
+            ledgers = {fp: ledgers[fp] for fp in charged}
         total += max((sum((count(e) for e in entries), Fraction(0)) for entries in ledgers.values()),
                      default=Fraction(0))
         others.update(k for k in _linked_keys(con, pop) if k not in keys)

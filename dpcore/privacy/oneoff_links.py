@@ -283,9 +283,12 @@ def fit_series(con: sqlite3.Connection, population: str,
     (:func:`dpcore.privacy.budget_groups.fit`), with no charge of its own.
 
     The series side of the rule a one-off charge meets, so the limit does not depend on the order of
-    the releases: run inside a period charge's transaction after its row is written, or, with
-    ``pending`` (the charges not written yet, by ledger key ``P@PERIOD``), before it.  A budget without a
-    unit yet (nothing charged to it) counts in ``base``, the series' unit (its first release takes one)."""
+    the releases: run with ``pending`` (by ledger key ``P@PERIOD``) the charges not written yet, before
+    a period charge, or no entries for the ledgers just charged, inside its transaction after its row
+    is written.  Only the records of the charged periods are counted for the series (each record is in
+    one period: :func:`dpcore.privacy.linked_series.share`), so a period over a cap lowered since does
+    not refuse the others'.  Without ``pending``, every period.  A budget without a unit yet (nothing
+    charged to it) counts in ``base``, the series' unit (its first release takes one)."""
     try:
         keys = [str(k) for (k,) in con.execute(
             "SELECT l.data_key FROM series_links l JOIN datasets d ON d.fingerprint = l.data_key "

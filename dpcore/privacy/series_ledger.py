@@ -278,8 +278,8 @@ class PeriodLedger(StoredLedger):
                 con.execute("INSERT INTO spends VALUES (?, ?, ?)", (self._fp, entry.index, json.dumps(entry.to_dict())))
                 # the linked one-off budgets' caps (their own, their group's), the charge counted: the
                 # rule their own charges meet, run from the series side (oneoff_links.fit_series)
-                if linked:
-                    fit_series(con, self.series.population, base=self.series.unit.base)
+                if linked:  # this period's records (the charge is written: no entry pending)
+                    fit_series(con, self.series.population, {self._fp: []}, self.series.unit.base)
             except BaseException:
                 self._version = None  # the transaction rolls back: forget the in-memory charge too
                 raise
@@ -364,7 +364,8 @@ class SeriesBudget:
         try:
             with self.store.transaction() as con:
                 entries = [led.spend_in(con, cost, label, details, unit, linked=False) for led in ledgers]
-                fit_series(con, self.population, base=self.unit.base)  # the linked budgets' caps, the whole batch counted
+                # the linked budgets' caps, the whole batch counted (written), for the records of its periods
+                fit_series(con, self.population, {led.dataset: [] for led in ledgers}, self.unit.base)
                 return entries
         except BaseException:
             for led in ledgers:  # rolled back: forget the batch's in-memory charges (reloaded on next read)

@@ -302,6 +302,40 @@ def test_person_rows_cannot_serve_as_their_own_area_list() -> None:
     assert model["h"].sizes == [1, 2, 4] and model["h"].source == "area list"
 
 
+def test_a_table_the_hierarchy_refuses_is_refused_before_its_budget_is_keyed(monkeypatch) -> None:
+    """Keying a table's budget takes tens of seconds at 8 M rows: a table with a missing code, a
+    missing level or name column, or more rows than a hierarchy takes is refused by the checks that
+    need no areas built (dpcore.data.hierarchy.check_area_frame), before any key is computed."""
+    from dpcore.areas import census_tables
+
+    keyed: list[int] = []
+    real = census_tables.fingerprints
+
+    def fingerprints(df, *args, **kwargs):
+        keyed.append(len(df))
+        return real(df, *args, **kwargs)
+
+    monkeypatch.setattr(census_tables, "fingerprints", fingerprints)
+    table = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", None, "001", "003"],
+                          "pop": [5, 7, 0, 3]})
+    at = areas()
+    keyed.clear()  # the demo's keys
+    at.radio(key="_w_hier_source").set_value("upload").run()
+    at.file_uploader(key="hier_upload").set_value(("t.csv", table.to_csv(index=False).encode(), "text/csv")).run()
+    at.multiselect(key="w_levels").set_value(["state", "county"]).run()
+    at.multiselect(key="w_count").set_value(["pop"]).run()
+    at.radio(key="_w_hier_area_source").set_value("table").run()
+    ok(at)
+    assert any("'county' has 1 missing code" in e.value for e in at.error), [e.value for e in at.error]
+    assert keyed == []
+    # the code filled in: keyed and built
+    table.loc[1, "county"] = "003"
+    at.file_uploader(key="hier_upload").set_value(("t.csv", table.to_csv(index=False).encode(), "text/csv")).run()
+    ok(at)
+    assert not at.error and keyed == [4]
+    assert at.session_state["hier_model"]["h"].sizes == [1, 2, 4]
+
+
 def test_error_bars_follow_the_hierarchy_with_axis_titles(at: AppTest) -> None:
     """The expected-error chart lists the levels top down (not alphabetically) and names its axes."""
     step(at, "plan")

@@ -310,7 +310,7 @@ def test_appended_column_matches_the_round_trip(text: str) -> None:
     from dpcore.data.csv_safe import append_constant_column
 
     data = text.encode()
-    quick = append_constant_column(data, "accounted", NOT_ACCOUNTED_CELL)
+    quick = append_constant_column(data, "accounted", NOT_ACCOUNTED_CELL, vouched=False)
     if quick is None:
         assert text.count("\n") > 1 and not text.startswith("level,origin,noisy\nstate,44")
         return
@@ -334,10 +334,24 @@ def test_the_appended_column_scans_every_field_once(text: str, plain: bool) -> N
     from dpcore.data.csv_safe import append_constant_column
 
     data = text.encode()
-    quick = append_constant_column(data, "accounted", NOT_ACCOUNTED_CELL)
+    quick = append_constant_column(data, "accounted", NOT_ACCOUNTED_CELL, vouched=False)
     assert (quick is not None) == plain
     if plain:
         frame = published_csv_frame(data)
         frame["accounted"] = NOT_ACCOUNTED_CELL
         assert quick == published_csv_bytes(frame)
         assert append_constant_column(data, "accounted", NOT_ACCOUNTED_CELL, vouched=True) == quick
+
+
+def test_appending_a_column_needs_the_caller_to_say_whether_it_vouches() -> None:
+    """``vouched`` has no default: a caller passing unchecked bytes cannot fall into either contract
+    silently (``True`` skips the field scan, so a wrong vouch would publish a formula unescaped; the
+    scan costs about a second on an O/D release of 600,000 rows, which is why its writer vouches)."""
+    import inspect
+
+    from dpcore.data.csv_safe import append_constant_column
+
+    assert inspect.signature(append_constant_column).parameters["vouched"].default is inspect.Parameter.empty
+    with pytest.raises(TypeError, match="vouched"):
+        append_constant_column(b"a,b\n1,2\n", "c", "no")  # type: ignore[call-arg]
+    assert append_constant_column(b"a,b\n=1+2,2\n", "c", "no", vouched=False) is None

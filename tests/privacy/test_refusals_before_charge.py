@@ -92,6 +92,31 @@ def test_auto_runs_the_checks_of_every_mechanism_it_can_choose(monkeypatch, sess
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
 
 
+@pytest.mark.parametrize("session", [None, Session()], ids=["no-session", "session"])
+def test_auto_runs_the_public_checks_of_every_mechanism_it_can_choose(monkeypatch, session) -> None:
+    """The data-free rule's table names DAWA with free starts (grids of 512² at most) for about 1,000
+    points and PrivTree elsewhere.  The plan's guess (a million points) previews PrivTree; the noisy
+    count of 1,000 points would choose DAWA after the charge.  So the public checks of every
+    mechanism the table can name run before any charge: the refusal leaves the ledger untouched."""
+    table = {key: ("dawa_free" if key[0] == 1000 else "privtree", *v[1:]) for key, v in recommend.TABLE.items()}
+    monkeypatch.setattr(recommend, "TABLE", table)
+
+    def points(side: int) -> Aggregate:
+        counts = np.zeros((side, side), dtype=np.int64)
+        counts[0, 0] = 1000
+        return Aggregate(grid=Grid(Bounds(0.0, 0.0, 1.0, 1.0), side, side), counts=counts, n_outside=0,
+                         n_capped=0, sensitivity=1, user_cap=None)
+
+    led = Ledger(budget.pure(2.0))
+    with pytest.raises(ParameterError, match="Auto may choose DAWA .free starts.*512 × 512"):
+        _release(plan_points, points(1024), "auto", 1.0, led, session=session, noise=NoiseSource(8), n_estimate=1e6)
+    _untouched(led)
+    # a grid every mechanism of the table accepts: released (DAWA chosen from the noisy count), charged once
+    rel = _release(plan_points, points(32), "auto", 1.0, led, session=session, noise=NoiseSource(8), n_estimate=1e6)
+    assert rel.inner.public["auto"]["chosen"] == "dawa_free"
+    assert len(led.entries) == 1 and led.spent == pytest.approx(1.0)
+
+
 def test_points_counts_for_another_grid_are_refused_without_charging() -> None:
     from dpcore import catalog
 

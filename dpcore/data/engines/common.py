@@ -146,7 +146,7 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
         profile = Profile("points", tuple(c for c in (lat, lon, user) if c), sums[0], extent)
     else:
         profile = None
-    prog(1.0, f"Counted {n_read:,} rows with {engine} in {time.perf_counter() - t0:.1f} s")
+    prog(1.0, f"Counted the rows with {engine} in {time.perf_counter() - t0:.1f} s")  # never their number: logs
     return base.PointCounts(agg, n_read, dropped, fp, engine, keys, profile)
 
 
@@ -250,7 +250,7 @@ def code_result(df: pd.DataFrame, keys: list[str], count: str | None, user: str 
     good = df.loc[~(bk | bw | bu)]
     frame = finish_frame(good.rename(columns={f"k{i}": k for i, k in enumerate(keys)}), keys)
     n_capped = int(frame["count_all"].sum() - frame["count"].sum()) if user is not None else 0
-    prog(1.0, f"Counted {int(n.sum()):,} rows with {engine}")
+    prog(1.0, f"Counted the rows with {engine}")  # never their number: progress lines end up in logs
     return base.CodeCounts(frame, tuple(keys), int(n.sum()), n_capped, engine, n_missing if drop_missing else 0)
 
 

@@ -73,7 +73,7 @@ class NumpyEngine:
                                user_cap=user_cap if use_user else None)
         fp = base.points_fingerprint(table.lon, table.lat) if fingerprint else ""
         keys = tuple(base.tolerant_points_fingerprints(table.lon, table.lat, grid.bounds)) if fingerprint else ()
-        prog(1.0, f"Counted {table.n_read:,} rows in memory in {time.perf_counter() - t0:.1f} s")
+        prog(1.0, f"Counted the rows in memory in {time.perf_counter() - t0:.1f} s")  # never their number: logs
         return base.PointCounts(agg, table.n_read, dict(table.dropped), fp, self.name, keys)
 
     def code_counts(self, src: base.Source, keys: list[str], *, count: str | None = None, user: str | None = None,
@@ -122,5 +122,5 @@ def code_counts_of_frame(df: pd.DataFrame, keys: list[str], *, count: str | None
         out["count_all"] = out["count"]
     out = common.finish_frame(out, keys)
     n_capped = int(out["count_all"].sum() - out["count"].sum()) if user is not None else 0
-    prog(1.0, f"Counted {len(df):,} rows in memory")
+    prog(1.0, "Counted the rows in memory")  # never their number: progress lines end up in logs
     return base.CodeCounts(out, tuple(keys), len(df), n_capped, engine, n_missing if drop_missing else 0)

@@ -65,9 +65,12 @@ Plan (before release)
     count lands in another row of the table, and says so.
 
 Refusals before the charge
-    The choice is made after the budget is charged (from the noisy count), so the data checks of
-    *every* mechanism the table can name (HTF's and DAWA's limits on the number of points, ...)
-    run before it (:meth:`Auto.check_aggregate`).
+    The choice is made after the budget is charged (from the noisy count or features), so the
+    checks of *every* mechanism the rule can name run before it: their data checks (HTF's and
+    DAWA's limits on the number of points, ...; :meth:`Auto.check_aggregate`) and their public
+    checks of the grid and budget (:meth:`Auto.check_public`, run by every plan).  The public
+    checks see no n but a public one: the noisy count is data, so a candidate's public check must
+    hold for every n (HTF's checks its deepest tree).  Nothing after the charge refuses.
 
 Release record
     ``mechanism`` is ``auto``; ``released_values.auto`` names the choice, its parameters, the
@@ -167,20 +170,52 @@ class Auto(PointsMechanism):
         return rule.recommend(grid, cost.value, n_guess=max(float(n), 0.0), query_sizes=params["query_sizes"],
                               sensitivity=sensitivity)
 
-    def allowed_configs(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], n: float) -> tuple[str, ...]:
-        """The feature rule's configurations whose mechanism accepts this grid and budget (public
-        checks only, run BEFORE the features are bought, so a choice is never refused after the charge)."""
+    def _checked_params(self, name: str, raw: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+        """A candidate's parameters for its public check: the rule's, with the curator's public n;
+        without one, no n at all (the noisy count is data, bought after the charge): a candidate's
+        public check must hold for every n then, as HTF's checks its deepest tree."""
+        if params["public_n"] > 0:
+            return self.chosen_params(name, raw, float(params["public_n"]))
+        return self.mechanism(name).resolve_params(dict(raw))
+
+    def _refusal(self, name: str, raw: Mapping[str, Any], grid: Grid, e_m: PrivacyCost, params: dict[str, Any]
+                 ) -> ParameterError | None:
+        """The candidate's refusal of this grid and budget (its public check), or None."""
+        try:
+            self.mechanism(name).check_public(grid, e_m, self._checked_params(name, raw, params))
+        except ParameterError as e:
+            return e
+        return None
+
+    def allowed_configs(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any]) -> tuple[str, ...]:
+        """The feature rule's configurations whose mechanism accepts this grid and budget: public
+        checks only, without the data's n (:meth:`_checked_params`), so the plan and the release
+        allow the same ones and a choice is never refused after the charge."""
         _, e_m = self.budgets(cost, params)
-        allowed = []
-        for config, (mech, extra) in frule.CONFIGS.items():
-            if mech not in self.candidates:
-                continue
-            try:
-                self.mechanism(mech).check_public(grid, e_m, self.chosen_params(mech, extra, max(n, 1.0)))
-            except ParameterError:
-                continue
-            allowed.append(config)
-        return tuple(allowed)
+        return tuple(config for config, (mech, extra) in frule.CONFIGS.items()
+                     if mech in self.candidates and self._refusal(mech, extra, grid, e_m, params) is None)
+
+    def check_public(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any]) -> None:
+        """Every plan runs this before any charge: the public checks of every mechanism the rule can
+        choose, since the choice comes from the noisy count or features, after the charge.  The
+        feature rule passes over the configurations refused here (and refuses when none is left);
+        the data-free rule refuses if any mechanism its table names refuses (it has no second choice).
+        With a public n and no features, the choice is known: the plan checks it."""
+        if self.uses_features(params):
+            if not self.allowed_configs(grid, cost, params):
+                raise ParameterError("No mechanism auto's feature rule can choose accepts this grid and budget; "
+                                     "choose a coarser grid or a mechanism yourself.")
+            return
+        if params["public_n"] > 0:
+            return
+        _, e_m = self.budgets(cost, params)
+        table = {entry[0] for entry in rule.TABLE.values()}
+        for name in (c for c in self.choosable() if c in table):
+            err = self._refusal(name, {}, grid, e_m, params)
+            if err is not None:
+                raise ParameterError(
+                    f"Auto may choose {rule.NAMES.get(name, name)} from the noisy count, which refuses these "
+                    f"settings: {err} Choose a mechanism yourself, or give a public number of points.") from err
 
     def choose_from_features(self, features: ShapeFeatures, grid: Grid, cost: PrivacyCost, params: dict[str, Any],
                              sensitivity: int) -> frule.FeatureChoice:
@@ -190,7 +225,7 @@ class Auto(PointsMechanism):
         public_n = params["public_n"] > 0
         return frule.choose(features, cost.value, params["query_sizes"], sensitivity=sensitivity,
                             grid_shape=(grid.rows, grid.cols),
-                            allowed=self.allowed_configs(grid, cost, params, features.noisy_total),
+                            allowed=self.allowed_configs(grid, cost, params),
                             hist_share=1.0 if public_n else 0.5, n_public=public_n)
 
     def __init__(self, candidates: Mapping[str, PointsMechanism]) -> None:
@@ -234,7 +269,7 @@ class Auto(PointsMechanism):
         if self.uses_features(params):
             config = frule.preview(n, cost.value, params["query_sizes"], sensitivity=sensitivity,
                                    grid_shape=(grid.rows, grid.cols),
-                                   allowed=self.allowed_configs(grid, cost, params, n))
+                                   allowed=self.allowed_configs(grid, cost, params))
             mech, extra = frule.CONFIGS[config]
             note = (f"For about {float(n):,.0f} points of a middling shape auto would choose "
                     f"{rule.NAMES.get(mech, mech)}; the release chooses from its noisy features "
@@ -322,9 +357,8 @@ class Auto(PointsMechanism):
         name, raw, facts = self._decide(aggregate, cost, e_n, params, noise)
         inner = self.mechanism(name)
         inner_params = self.chosen_params(name, raw, facts["n_used"])
-        # the candidates' data checks ran before the charge (check_aggregate); the choice's public
-        # checks run here, on the parameters the rule gave it
-        inner.check_public(grid, e_m, inner_params)
+        # nothing here may refuse: every candidate's data checks (check_aggregate) and public checks
+        # (check_public, without the noisy n) ran before the charge
         rel = inner._release(aggregate, e_m, inner_params, noise)
         levels = rel.levels
         if e_n is not None:

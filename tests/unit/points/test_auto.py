@@ -198,3 +198,32 @@ def test_evaluate_reports_auto_with_its_choice() -> None:
     md = evaluate.summary_markdown(summary)
     assert "`auto` chose" in md and summary.loc[summary["mechanism"] == "auto", "choice"].iloc[0] != ""
     assert math.isfinite(float(a["mre_percent"].mean()))
+
+
+@pytest.mark.parametrize("side", [8, 1024, 4096])
+@pytest.mark.parametrize("eps", [0.001, 1.0])
+def test_no_candidates_public_check_depends_on_n(side: int, eps: float) -> None:
+    """``auto`` runs its candidates' public checks before the charge without the noisy n
+    (``Auto.check_public``), so each must accept or refuse a grid and budget whatever n it is
+    given later: the same verdict at no n and at n from 1 to 10^9, for every mechanism and
+    parameter set either rule can name."""
+    from dpcore.points import recommend_features as frule
+
+    grid = Grid(Bounds(0.0, 0.0, 1.0, 1.0), side, side)
+    named = {(m, ()) for m, *_ in recommend.TABLE.values()} | {(m, tuple(x.items())) for m, x in frule.CONFIGS.values()}
+    for name, extra in sorted(named):
+        verdicts = {_public_verdict(name, dict(extra), grid, eps, n) for n in (1, 10**4, 10**9)}
+        assert verdicts == {_public_verdict(name, dict(extra), grid, eps, None)}, (name, extra)
+
+
+def _public_verdict(name: str, raw: dict, grid: Grid, eps: float, n: int | None) -> str:
+    """``name``'s public check of ``grid`` at ``eps`` with parameters ``raw`` and ``n`` as its public n
+    (None: none): "accepted" or the refusal's message."""
+    mech = catalog.get("points", name)
+    if n is not None and name in recommend.TAKES_PUBLIC_N:
+        raw = {**raw, "public_n": n}
+    try:
+        mech.check_public(grid, budget.pure(eps), mech.resolve_params(raw))
+    except ParameterError as e:
+        return str(e)
+    return "accepted"

@@ -84,7 +84,7 @@ def test_choice_depends_only_on_the_noisy_features(monkeypatch: pytest.MonkeyPat
         rb = release_with(AUTO, clustered_aggregate(GRID, 800, spread=0.01), 1.0, FEATURES, NoiseSource(4))
         p = AUTO.resolve_params(FEATURES)
         want = frule.choose(fixed, 1.0, p["query_sizes"], grid_shape=(64, 64),
-                            allowed=AUTO.allowed_configs(GRID, budget.pure(1.0), p, 50_000.0))
+                            allowed=AUTO.allowed_configs(GRID, budget.pure(1.0), p))
         assert ra.public["auto"]["config"] == rb.public["auto"]["config"] == want.config
         assert want.config == min(want.predictions, key=want.predictions.__getitem__)
         assert ra.public["auto"]["chosen"] == want.mechanism
@@ -139,9 +139,9 @@ def test_candidates_a_grid_refuses_are_never_chosen() -> None:
     on 4096² it is not a candidate; PrivTree is."""
     big = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 4096, 4096)
     p = AUTO.resolve_params(FEATURES)
-    allowed = AUTO.allowed_configs(big, budget.pure(1.0), p, 1e6)
+    allowed = AUTO.allowed_configs(big, budget.pure(1.0), p)
     assert "dawa" not in allowed and "privtree" in allowed
-    assert "dawa" in AUTO.allowed_configs(GRID, budget.pure(1.0), p, 1e6)
+    assert "dawa" in AUTO.allowed_configs(GRID, budget.pure(1.0), p)
     only = frule.choose(_fixed(1e6, *CLUSTERED), 1.0, grid_shape=(4096, 4096), allowed=("privtree", "ug"))
     assert only.config in {"privtree", "ug"} and set(only.predictions) == {"privtree", "ug"}
 

@@ -168,3 +168,28 @@ def test_a_oneoff_counts_the_cumulative_release_of_its_series(tmp_path: Path) ->
     with pytest.raises(BudgetError, match="spent up to ρ = 0.7 in one period"):
         _oneoff(session, zcdp(0.5), cap=zcdp(0.8))
     assert _oneoff(session, zcdp(0.1), cap=zcdp(0.8)).series_spent == pytest.approx(0.7)
+
+
+def test_a_period_past_a_lowered_cap_refuses_only_charges_of_its_own_records(tmp_path: Path) -> None:
+    """The series side counts the records of the periods it charges (each record is in one period):
+    after the one-off cap is lowered below period d1's spend, d1 takes nothing more, but d2's
+    records (0.1, then 0.4 more) still fit the cap, and a charge that would take them past it is
+    refused; before, every period was refused on d1's state (the series "would add 0.9")."""
+    session = Session.open(tmp_path / "l.sqlite")
+    oneoff = session.budget("points", "fp-input", default=pure(2.0), unit=Unit())
+    budget = _series(session)
+    _period(session, budget, "d1", pure(0.9))
+    assert session.set_cap(oneoff, pure(0.5))  # lowering needs no confirmation
+    _period(session, budget, "d2", pure(0.1))
+    budget.precheck(pure(0.4), ["d2", "d3"])  # a batch: d2's 0.1 + 0.4 and d3's 0.4 fit 0.5
+    session.release_many([budget.ledger("d2"), budget.ledger("d3")], Charge(pure(0.4), "batch", unit=Unit()),
+                         [lambda: None, lambda: None])
+    assert budget.ledger("d2").spent == pytest.approx(0.5) and budget.ledger("d3").spent == pytest.approx(0.4)
+    for period, cost in (("d1", 0.01), ("d2", 0.01), ("d3", 0.2)):
+        with pytest.raises(BudgetError, match="one-off budget of this data"):
+            _period(session, budget, period, pure(cost))
+    with pytest.raises(BudgetError, match="one-off budget of this data"):
+        budget.precheck(pure(0.2), ["d3", "d4"])
+    assert budget.ledger("d1").spent == pytest.approx(0.9)  # nothing charged by the refusals
+    with pytest.raises(BudgetError, match="spent up to ε = 0.9"):  # a one-off reaches d1's records
+        session.release(oneoff, Charge(pure(0.01), "one-off", unit=Unit()), lambda: None)

@@ -20,7 +20,7 @@ from dpcore.data.area_boundaries import boundary_names, join_boundaries
 from dpcore.data.boundaries import read_boundaries
 from dpcore.data.code_tables import read_code_table
 from dpcore.data.columns import guess_level_columns, name_key, name_like
-from dpcore.data.hierarchy import Hierarchy, require_public_area_list
+from dpcore.data.hierarchy import Hierarchy, check_area_frame, require_public_area_list
 from dpcore.data.memory import release_unused
 from dpcore.errors import DPCoreError, InputError
 from ui import fmt, frame, state
@@ -279,6 +279,12 @@ def _build(inputs: dict[str, Any]) -> None:
                 inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
             # name columns of the table (a table DuckDB summed keeps only its levels: names from boundaries)
             chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
+            # the hierarchy's refusals that need no area built (missing codes or columns, too many rows)
+            # come before the keys, which take tens of seconds at 8 M rows
+            if inputs["area_source"] == AREA_TABLE:
+                check_area_frame(df, inputs["levels"])  # its name columns: those the table has
+            else:
+                check_area_frame(inputs["areas_df"], inputs["levels"], names=chosen)
             # the ledger belongs to the table's totals per top-level area, whatever finer levels or
             # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not;
             # keyed before the hierarchy is built, so that the keys' temporaries and the hierarchy's

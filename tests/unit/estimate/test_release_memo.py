@@ -1,0 +1,74 @@
+"""The matrix mechanism's and Privelet's releases make their data-free part once per plan (a
+strategy's L1 replacement, calibration and workload variances; Privelet's noise plan and weight
+classes), keyed by public inputs only, and a seeded release gives the same numbers with it kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpcore.estimate import matrix_release
+from dpcore.estimate import privelet as pv
+from dpcore.estimate.matrix_design import design_strategy
+from dpcore.estimate.matrix_workload import all_range_workload, range_2d_workload
+from dpcore.privacy.noise import NoiseSource
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
+    calls: list[int] = []
+    real = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("budget", [{"epsilon": 1.0}, {"rho": 0.5}], ids=["pure", "zcdp"])
+def test_matrix_release_makes_its_data_free_part_once_per_strategy(monkeypatch, budget) -> None:
+    w = all_range_workload(16)
+    s = design_strategy(w)  # an L2 design: under pure ε replaced by an L1 strategy, once
+    x = np.random.default_rng(3).poisson(20, 16).astype(float)
+    fresh = [matrix_release.release(w, design_strategy(w), x, NoiseSource(11), **budget) for _ in range(2)]
+    made = {n: _counting(monkeypatch, matrix_release, n) for n in ("calibrate", "l1_strategy", "query_variances_per_p")}
+    kept = [matrix_release.release(w, s, x, NoiseSource(11), **budget) for _ in range(3)]
+    assert len(made["calibrate"]) == 1 and len(made["query_variances_per_p"]) == 1
+    assert len(made["l1_strategy"]) == (1 if "epsilon" in budget else 0)
+    for a in kept:  # the same numbers as releases that made everything afresh
+        np.testing.assert_array_equal(a.answers, fresh[0].answers)
+        np.testing.assert_array_equal(a.standard_errors, fresh[0].standard_errors)
+        assert (a.noise_variance, a.cost, a.notes) == (fresh[0].noise_variance, fresh[0].cost, fresh[0].notes)
+    # another budget is another calibration; the L1 strategy and its variances per unit of noise are kept
+    matrix_release.release(w, s, x, NoiseSource(11), **{k: v / 2 for k, v in budget.items()})
+    assert len(made["calibrate"]) == 2 and len(made["query_variances_per_p"]) == 1
+    assert len(made["l1_strategy"]) == (1 if "epsilon" in budget else 0)
+
+
+def test_matrix_exact_units_keep_the_strategys_integers() -> None:
+    """Rows whose rounding float arithmetic cannot decide are computed exactly from the strategy's
+    integers, made once per strategy; the units equal a fresh computation's."""
+    from dpcore.estimate import matrix_exact
+
+    w = range_2d_workload(4, 4)
+    s = design_strategy(w)
+    x = np.full(16, 2.0**52)  # large counts: every answer is past 2^50 and taken exactly
+    first = matrix_exact.grid_units(s, x, -3)
+    assert "exact_ints" in s._memo["derived"]  # noqa: SLF001 - the memo this test is about
+    np.testing.assert_array_equal(matrix_exact.grid_units(s, x, -3), first)
+    np.testing.assert_array_equal(matrix_exact.grid_units(design_strategy(w), x, -3), first)
+
+
+def test_privelet_makes_its_noise_plan_once_per_grid_and_budget(monkeypatch) -> None:
+    pv._class_plan.cache_clear()
+    made = _counting(monkeypatch, pv, "_noise_plan")
+    axes = (pv.Axis.ordinal("row", 24), pv.Axis.ordinal("col", 40, transform=False))
+    x = np.random.default_rng(5).poisson(4, (24, 40))
+    a, b = (pv.release(x, axes, 0.5, NoiseSource(9)) for _ in range(2))
+    assert len(made) == 1
+    np.testing.assert_array_equal(a.noisy, b.noisy)
+    pv._class_plan.cache_clear()
+    np.testing.assert_array_equal(pv.release(x, axes, 0.5, NoiseSource(9)).noisy, a.noisy)  # made afresh
+    pv.release(x, axes, 0.25, NoiseSource(9))  # another budget: another plan
+    assert len(made) == 3
