@@ -94,7 +94,8 @@ def test_auto_runs_the_checks_of_every_mechanism_it_can_choose(monkeypatch, sess
 
 @pytest.mark.parametrize("session", [None, Session()], ids=["no-session", "session"])
 def test_auto_runs_the_public_checks_of_every_mechanism_it_can_choose(monkeypatch, session) -> None:
-    """The data-free rule's table names DAWA with free starts (grids of 512² at most) for about 1,000
+    """The data-free rule (``feature_share=0``; the feature rule passes over refused configurations)
+    names in its table DAWA with free starts (grids of 512² at most) for about 1,000
     points and PrivTree elsewhere.  The plan's guess (a million points) previews PrivTree; the noisy
     count of 1,000 points would choose DAWA after the charge.  So the public checks of every
     mechanism the table can name run before any charge: the refusal leaves the ledger untouched."""
@@ -109,12 +110,18 @@ def test_auto_runs_the_public_checks_of_every_mechanism_it_can_choose(monkeypatc
 
     led = Ledger(budget.pure(2.0))
     with pytest.raises(ParameterError, match="Auto may choose DAWA .free starts.*512 × 512"):
-        _release(plan_points, points(1024), "auto", 1.0, led, session=session, noise=NoiseSource(8), n_estimate=1e6)
+        _release(plan_points, points(1024), "auto", 1.0, led, session=session, noise=NoiseSource(8), n_estimate=1e6,
+                 params={"feature_share": 0.0})
     _untouched(led)
     # a grid every mechanism of the table accepts: released (DAWA chosen from the noisy count), charged once
-    rel = _release(plan_points, points(32), "auto", 1.0, led, session=session, noise=NoiseSource(8), n_estimate=1e6)
+    rel = _release(plan_points, points(32), "auto", 1.0, led, session=session, noise=NoiseSource(8), n_estimate=1e6,
+                 params={"feature_share": 0.0})
     assert rel.inner.public["auto"]["chosen"] == "dawa_free"
     assert len(led.entries) == 1 and led.spent == pytest.approx(1.0)
+    # the feature rule (the default) passes over DAWA on the large grid: released, charged once more
+    rel = _release(plan_points, points(1024), "auto", 0.5, led, session=session, noise=NoiseSource(8), n_estimate=1e6)
+    assert rel.inner.public["auto"]["chosen"] != "dawa_free"
+    assert len(led.entries) == 2 and led.spent == pytest.approx(1.5)
 
 
 def test_points_counts_for_another_grid_are_refused_without_charging() -> None:
