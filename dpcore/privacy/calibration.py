@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Any, Literal
 
@@ -95,13 +96,31 @@ def gaussian_sigma_for_rho(rho: float, l2_sensitivity: float) -> float:
         "The L2 sensitivity Δ₂",
         "It is the most one unit of privacy can change the counts (1 for one point per person).",
     )
-    # Δ₂/sqrt(2ρ) in floats may round down by an ulp, which would spend a hair more than ρ:
-    # step the float up until its exact square clears the exact bound σ² ≥ Δ₂²/(2ρ).
-    target = Fraction(s) ** 2 / (2 * Fraction(r))
+    return _sigma_for_rho(float(r), float(s))
+
+
+@lru_cache(maxsize=4096)
+def _sigma_for_rho(r: float, s: float) -> float:
+    """:func:`gaussian_sigma_for_rho` of checked floats (a plan and its release ask for the same σ of
+    every level again, and the target planner for many).
+
+    ``Δ₂/sqrt(2ρ)`` in floats may round down by an ulp, which would spend a hair more than ρ: the
+    float is stepped up until its exact square clears the exact bound ``σ² ≥ Δ₂²/(2ρ)``, compared in
+    integers (``σ = a/b``, ``Δ₂ = c/d``, ``ρ = e/f`` exactly: ``a²·2e·d² ≥ c²·f·b²``).
+
+    >>> _sigma_for_rho(0.5, 1.0), _sigma_for_rho(0.1, 1.0) ** 2 >= 1 / 0.2
+    (1.0, True)
+    """
+    c, d = s.as_integer_ratio()
+    e, f = r.as_integer_ratio()
+    need = c * c * f
+    have = 2 * e * d * d
     sigma = s / math.sqrt(2.0 * r)
-    while Fraction(sigma) ** 2 < target:
+    while True:
+        a, b = sigma.as_integer_ratio()
+        if a * a * have >= need * b * b:
+            return sigma
         sigma = math.nextafter(sigma, math.inf)
-    return sigma
 
 
 def laplace_scale_for_epsilon(epsilon: float, l1_sensitivity: float) -> Fraction:

@@ -729,7 +729,12 @@ def discrete_gaussian_variance(sigma) -> float:
     :math:`4\\pi^2\\sigma^4 e^{-2\\pi^2\\sigma^2}` (far below float precision),
     so :math:`\\sigma^2` is returned.
     """
-    s = _as_positive_fraction(sigma, "sigma")
+    return _dgauss_variance(_as_positive_fraction(sigma, "sigma"))
+
+
+@lru_cache(maxsize=4096)
+def _dgauss_variance(s: Fraction) -> float:
+    """:func:`discrete_gaussian_variance` of a checked σ (a plan and its release ask again per level)."""
     if float(s) > _DGAUSS_SUM_MAX_SIGMA:
         return float(s * s)
     w, z = _dgauss_half_weights(s)

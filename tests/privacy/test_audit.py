@@ -44,8 +44,9 @@ Negative controls
     claim for both, at the same sample sizes as the real tests.
 
 Sample sizes: 400,000 draws per dataset for the noise-only tests (vectorised sampler calls),
-800 to ``RUNS`` (1,500) full releases per dataset for the mechanism tests (fewer for the slower
-mechanisms: matrix, hierarchy, O/D, census marginals).  With these sizes the bounds are loose
+500 to ``RUNS`` (1,500) full releases per dataset for the mechanism tests (fewer for the slower
+mechanisms: matrix, hierarchy, O/D, census marginals; for auto's noisy count, sized by its power:
+``AUTO_COUNT_RUNS``).  With these sizes the bounds are loose
 for mechanisms with much noise or large claimed ε (ρ-zCDP at δ = 1e-6 claims ε ≈ 5.2, beyond
 what ~1,000 runs can certify); the audit is a guard against gross errors (noise for the wrong
 sensitivity, an unaccounted data-dependent choice), which the negative controls show it catches.  Each test prints its ε_lb and the
@@ -482,14 +483,40 @@ def test_privtree_total(k: int) -> None:
     check(f"PrivTree total, cap k={k} (ε=2)", x, y, around(6, 6 + k, sd), eps)
 
 
+#: Releases per dataset of the two audits of auto's noisy count: a single discrete Laplace draw read off
+#: the release, whose audit is the noise-only one (the statistic's law is that of the noise).  Sized
+#: by its power against the planted bug it targets, the count's noise scale halved (true ε twice the
+#: claim): over 300 simulated audits of that law with these thresholds, the halved scale is caught in
+#: all 300 at 500 releases for the count share (claim 1.0; median ε_lb 1.31) and in 298 at 1,000 for
+#: the feature count (claim 0.5; 0.87 at 750, 0.30 at 500), as in all 300 at RUNS.  With the bug
+#: planted in the mechanism (its count drawn for twice its budget), these tests fail at these sizes
+#: and seeds (ε_lb 1.37 > 1.0 and 0.59 > 0.5); test_negative_control_auto_count_sizes_catch_a_halved_scale
+#: checks the noise-only form.
+AUTO_COUNT_RUNS = 500
+AUTO_FEATURE_RUNS = 1_000
+
+
+def test_negative_control_auto_count_sizes_catch_a_halved_scale() -> None:
+    """At AUTO_COUNT_RUNS and AUTO_FEATURE_RUNS, the law of the two auto audits' statistic (the true
+    count 6 or 7 plus one discrete Laplace draw) with its scale halved is caught, with the tests'
+    thresholds (from the correct scale)."""
+    for claim, n, seed in ((1.0, AUTO_COUNT_RUNS, 108), (0.5, AUTO_FEATURE_RUNS, 109)):
+        src = NoiseSource(seed)
+        x = 6 + src.discrete_laplace(1 / (2 * claim), n)
+        y = 7 + src.discrete_laplace(1 / (2 * claim), n)
+        eps_lb, where = epsilon_lower_bound(x, y, around(6, 7, math.sqrt(discrete_laplace_variance(1 / claim))))
+        print(f"\nAUDIT negative control (auto count, halved scale, n = {n}): eps_lb = {eps_lb:.3f} claim = {claim}")
+        assert eps_lb > claim, where
+
+
 def test_auto_private_count() -> None:
     """``auto`` without a public n releases a noisy count (its count share of ε) that chooses the
     mechanism; audit that count alone against the share (0.5 of ε = 2 here, so it is visible)."""
     mech = catalog.get("points", "auto")
     eps, share = 2.0, 0.5
     p = {"count_share": share, "feature_share": 0}  # the data-free auto (issue 19)
-    x = runs(released(mech, D_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 231)
-    y = runs(released(mech, D2_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 232)
+    x = runs(released(mech, D_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 231, AUTO_COUNT_RUNS)
+    y = runs(released(mech, D2_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 232, AUTO_COUNT_RUNS)
     sd = math.sqrt(discrete_laplace_variance(1 / (share * eps)))
     check("auto noisy count (share of ε)", x, y, around(6, 7, sd), share * eps)
 
@@ -500,8 +527,8 @@ def test_auto_feature_count() -> None:
     mech = catalog.get("points", "auto")
     eps, share = 2.0, 0.5
     p = {"feature_share": share}
-    x = runs(released(mech, D_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 235)
-    y = runs(released(mech, D2_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 236)
+    x = runs(released(mech, D_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 235, AUTO_FEATURE_RUNS)
+    y = runs(released(mech, D2_POINTS, eps, p, lambda r: r.public["noisy_point_count"]), 236, AUTO_FEATURE_RUNS)
     sd = math.sqrt(discrete_laplace_variance(1 / (share * eps / 2)))
     check("auto feature count (half the feature share)", x, y, around(6, 7, sd), share * eps / 2)
 
