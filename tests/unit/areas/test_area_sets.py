@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +12,11 @@ import pytest
 from areas_helpers import plan_hierarchy
 from scipy import stats
 
-import dpcore
 from dpcore import catalog, pipeline
 from dpcore.areas import area_sets, export
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms import matrix
+from dpcore.cli import main
 from dpcore.core.record import write_files
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
@@ -27,7 +25,6 @@ from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
-ROOT = Path(dpcore.__file__).resolve().parents[1]
 LEVELS = ["state", "county", "tract"]
 
 
@@ -214,27 +211,30 @@ def test_pure_epsilon_uses_an_l1_strategy_and_says_so() -> None:
     assert rel.consistent
 
 
-def test_cli_release_with_area_sets(tmp_path: Path) -> None:
+def test_cli_release_with_area_sets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Through the CLI's ``main(argv)`` in this process (tests/unit/test_bad_inputs.py runs the real
+    ``python -m dpcore`` process)."""
     h, counts = irregular()
     rows = [{"state": p[0], "county": p[1], "tract": p[2], "pop": int(v)}
             for p, v in zip(h.paths(3), counts.levels()[3], strict=True)]
     pd.DataFrame(rows).to_csv(tmp_path / "t.csv", index=False)
     (tmp_path / "sets.csv").write_text("query,area\nA,02\nA,03/001\n")
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "dpcore", "release", "hierarchy", "--input", str(tmp_path / "t.csv"),
-                        "--levels", "state,county,tract", "--count", "pop", "--input-lists-all-areas",
-                        "--mechanism", "matrix", "--rho", "0.5", "--split", "queries",
-                        "--area-sets", str(tmp_path / "sets.csv"), "--out", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
+    rc = main(["release", "hierarchy", "--input", str(tmp_path / "t.csv"),
+               "--levels", "state,county,tract", "--count", "pop", "--input-lists-all-areas",
+               "--mechanism", "matrix", "--rho", "0.5", "--split", "queries",
+               "--area-sets", str(tmp_path / "sets.csv"), "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
     assert (out / "area_queries.csv").exists()
     rec = json.loads((out / "release.json").read_text())
     assert rec["budget"]["split"] == "queries"
-    r2 = subprocess.run([sys.executable, "-m", "dpcore", "release", "hierarchy", "--input", str(tmp_path / "t.csv"),
-                         "--levels", "state,county,tract", "--count", "pop", "--input-lists-all-areas",
-                         "--mechanism", "hay", "--rho", "0.5", "--area-sets", str(tmp_path / "sets.csv"),
-                         "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
-    assert r2.returncode != 0 and "matrix mechanism only" in r2.stderr and "Traceback" not in r2.stderr
+    capsys.readouterr()
+    rc2 = main(["release", "hierarchy", "--input", str(tmp_path / "t.csv"),
+                "--levels", "state,county,tract", "--count", "pop", "--input-lists-all-areas",
+                "--mechanism", "hay", "--rho", "0.5", "--area-sets", str(tmp_path / "sets.csv"),
+                "--out", str(out)])
+    err2 = capsys.readouterr().err
+    assert rc2 != 0 and "matrix mechanism only" in err2 and "Traceback" not in err2
 
 
 def test_area_sets_weight_is_in_units_of_one_level() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import math
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -20,7 +19,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import dpcore
 from dpcore.data.domain import Bounds, Grid
 from dpcore.data.engines import AUTO_THRESHOLD_BYTES, Source, choose, get_engine
 from dpcore.data.engines.base import points_fingerprint
@@ -158,37 +156,6 @@ def test_unknown_engine_names() -> None:
         choose("polars", 0)
     with pytest.raises(ParameterError, match=r"Unknown engine 'polars'\. Choose one of: numpy, duckdb, spark"):
         get_engine("polars")
-
-
-@pytest.mark.spark
-def test_spark_bad_master_fails_fast(tmp_path: Path) -> None:
-    """A master URL Spark cannot parse is a ParameterError naming it.
-
-    In a fresh process (a fresh JVM), so the result does not depend on whether this test run
-    already holds a Spark session (getOrCreate would hand that one back; see the skipped test below).
-    """
-    if shutil.which("java") is None:
-        pytest.skip("the Spark engine needs Java 17+ and 'java' is not on PATH (CI installs it)")
-    pytest.importorskip("pyspark")
-    code = textwrap.dedent("""
-        import sys
-        from dpcore.data.domain import Bounds, Grid
-        from dpcore.data.engines import Source, get_engine
-        from dpcore.errors import ParameterError
-        eng = get_engine("spark", spark_master="not-a-master://x")  # lazy: the session starts on use
-        try:
-            eng.points(Source.from_path(sys.argv[1]), Grid(Bounds(0, 0, 1, 1), 1, 1), lat="lat", lon="lon")
-        except ParameterError as e:
-            print("ParameterError:", e)
-    """)
-    data = tmp_path / "p.csv"
-    data.write_text("lat,lon\n0.5,0.5\n")
-    try:
-        out = subprocess.run([sys.executable, "-c", code, str(data)], capture_output=True, text=True, timeout=90,
-                             cwd=Path(dpcore.__file__).resolve().parents[1])
-    except subprocess.TimeoutExpired:
-        pytest.skip("Spark did not fail fast on a bad master URL (over 90 s)")
-    assert "ParameterError: Spark could not start with master 'not-a-master://x'" in out.stdout, out.stderr[-2000:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,16 +490,6 @@ def test_decimal_commas_are_read_in_memory_and_refused_with_a_hint_by_sql_engine
         eng.points(src, GRID, lat="lat", lon="lon")
 
 
-# last in the file: it stops the shared Spark session (one SparkContext per process)
-@pytest.mark.spark
-def test_spark_other_master_is_not_silently_the_running_one(spark_engine: Any) -> None:
-    from dpcore.data.engines.spark_engine import session
-
-    assert session(SPARK_MASTER).sparkContext.master == SPARK_MASTER
-    with pytest.raises(ParameterError, match="not-a-master://x"):
-        session("not-a-master://x")
-
-
 def test_an_upload_with_ids_too_long_for_floats_is_refused_not_merged() -> None:
     """pandas reads 19-digit ids with a blank as float64; two people would become one."""
     from dpcore.data.points import load_points
@@ -629,3 +586,24 @@ def test_every_engine_computes_the_tolerant_keys_of_the_in_memory_read(
     assert b.fingerprint != a.fingerprint  # while the exact key changed
     c = eng.points(Source.from_path(tmp_path / "a.csv"), GRID, lat="lat", lon="lon", fingerprint=False)
     assert c.keys == ()
+
+
+# last in the file, so after every other Spark test of the run (tests/conftest.py runs them on one worker in
+# collection order): it stops the shared Spark session (one SparkContext per process), and a Spark test
+# after it would start another (two did)
+@pytest.mark.spark
+def test_spark_other_master_is_not_silently_the_running_one(spark_engine: Any, tmp_path: Path) -> None:
+    """Another master stops the running session instead of getting it back from getOrCreate; a master
+    URL Spark cannot parse is then a ParameterError naming it, from the engine's first query (the
+    session starts lazily).  In this process, whose JVM is already up (a fresh ``python`` and JVM
+    for the bad master alone cost about 12 s of CPU; test_suite_profile.md)."""
+    from dpcore.data.engines.spark_engine import session
+
+    assert session(SPARK_MASTER).sparkContext.master == SPARK_MASTER
+    data = tmp_path / "p.csv"
+    data.write_text("lat,lon\n0.5,0.5\n")
+    eng = get_engine("spark", spark_master="not-a-master://x")  # lazy: the session starts on use
+    with pytest.raises(ParameterError, match=r"Spark could not start with master 'not-a-master://x'"):
+        eng.points(Source.from_path(data), Grid(Bounds(0, 0, 1, 1), 1, 1), lat="lat", lon="lon")
+    with pytest.raises(ParameterError, match="not-a-master://x"):
+        session("not-a-master://x")
