@@ -20,6 +20,7 @@ from dpcore.points.viz import (
     colour_levels,
     display_blocks,
     grid_image_figure,
+    hover_integers,
     image_palette,
     mercator_strips,
     release_map_figure,
@@ -124,9 +125,11 @@ class TestImageLayer:
         assert info["hover_aggregated"] is False and info["n_hover"] == 40 * 30
         custom = np.asarray(tr.customdata)
         t = small.table(small.leaf_index())
-        np.testing.assert_allclose(custom[:, 0].astype(float), t["noisy_count"])
-        np.testing.assert_allclose(custom[:, 1].astype(float), t["ci95_low"])
-        np.testing.assert_allclose(custom[:, 2].astype(float), t["ci95_high"])
+        # the whole numbers the hover shows (its ",.0f" format), and the cells of each
+        np.testing.assert_array_equal(custom[:, 0], hover_integers(t["noisy_count"]))
+        np.testing.assert_array_equal(custom[:, 1], hover_integers(t["ci95_low"]))
+        np.testing.assert_array_equal(custom[:, 2], hover_integers(t["ci95_high"]))
+        assert custom.dtype.kind == "i" and (custom[:, 3] == 1).all() and "one cell" in tr.hovertemplate
         box = small.grid.rect_lonlat(small.rects)
         np.testing.assert_allclose(tr.lon, (box[:, 0] + box[:, 2]) / 2, atol=1e-6)
         np.testing.assert_allclose(tr.lat, (box[:, 1] + box[:, 3]) / 2, atol=1e-6)
@@ -138,9 +141,10 @@ class TestImageLayer:
         assert info["hover_aggregated"] is True and info["n_hover"] <= 500
         blocks = display_blocks(rel, 500)
         custom = np.asarray(fig.data[0].customdata)
-        np.testing.assert_allclose(custom[:, 0].astype(float), blocks["noisy"], atol=1e-6)
-        np.testing.assert_allclose(custom[:, 1].astype(float), blocks["lo"], atol=1e-6)
-        np.testing.assert_allclose(custom[:, 2].astype(float), blocks["hi"], atol=1e-6)
+        for col, key in enumerate(("noisy", "lo", "hi")):
+            np.testing.assert_array_equal(custom[:, col], hover_integers(blocks[key]))
+        np.testing.assert_array_equal(custom[:, 3], blocks["cells"])
+        assert "sum over %{customdata[3]:,.0f} cells" in fig.data[0].hovertemplate
 
     def test_coarse_grid_release_drawn_at_the_fine_grid(self) -> None:
         rel = release("ug", 64, 48, seed=3)
@@ -243,8 +247,8 @@ class TestHoverCap:
         assert info["n_hover"] == len(blocks["noisy"])
         assert info["hover_cells"] == int(np.median(blocks["cells"]))
         custom = np.asarray(tr.customdata)
-        np.testing.assert_allclose(custom[:, 0].astype(float), blocks["noisy"], atol=1e-6)
-        np.testing.assert_allclose(custom[:, 1].astype(float), blocks["lo"], atol=1e-6)
+        np.testing.assert_array_equal(custom[:, 0], hover_integers(blocks["noisy"]))
+        np.testing.assert_array_equal(custom[:, 1], hover_integers(blocks["lo"]))
         # every cell is in exactly one block: the block sums add up to the whole release
         assert custom[:, 0].astype(float).sum() == pytest.approx(float(rel.noisy[rel.leaf].sum()))
 
@@ -263,7 +267,8 @@ class TestHoverCap:
         for fig in (fast, slow):
             custom = np.asarray(fig.data[0].customdata)
             for col, key in enumerate(("noisy", "lo", "hi")):
-                np.testing.assert_allclose(custom[:, col].astype(float), blocks[key], rtol=1e-9, atol=1e-6)
+                # whole numbers as shown; a sum at a half may round either way by the path's last bit
+                np.testing.assert_allclose(custom[:, col], blocks[key], rtol=0, atol=0.5 + 1e-6)
 
     def test_a_coarse_release_within_the_cap_hovers_per_area(self) -> None:
         rel = release("ug", 60, 40, seed=5)  # 2,400 cells: UG releases at most that many areas
