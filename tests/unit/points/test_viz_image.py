@@ -335,3 +335,24 @@ class TestCoarseImage:
         fig, info = grid_image_figure(release("identity", 128, 128, seed=3))
         assert info["image_shape"] == (128, 128)
         assert decode(image_layers(fig)[0]).size == (128, 128)
+
+
+def test_hover_words_of_areas_of_one_cell_and_larger_ones() -> None:
+    """The hover's numbers are sent as integers and its words in the template; areas of one cell mixed with
+    larger ones say which each is (through ``text``), as before."""
+    from dpcore.points.release import PartitionRelease
+    from dpcore.privacy.budget import pure
+
+    g = Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 4, 4)
+    rects = np.array([[0, 1, 0, 1], [0, 1, 1, 2], [1, 2, 0, 2], [0, 2, 2, 4], [2, 4, 0, 4]])
+    noisy = np.array([2.5, -0.4, 7.0, 1234.5, 9.49])
+    rel = PartitionRelease("x", "X", {}, g, pure(1), (), rects, np.zeros(5, dtype=int), np.ones(5, dtype=bool),
+                           noisy, np.ones(5), np.ones(5), 1, None)
+    fig, info = grid_image_figure(rel)
+    tr = fig.data[0]
+    assert info["hover_aggregated"] is False and "%{text}" in tr.hovertemplate
+    assert list(tr.text) == ["one cell", "one cell", "one released area of 2 cells",
+                             "one released area of 4 cells", "one released area of 8 cells"]
+    custom = np.asarray(tr.customdata)
+    assert custom.dtype.kind == "i" and custom[:, 0].tolist() == [3, 0, 7, 1235, 9]
+    assert custom[:, 3].tolist() == [1, 1, 2, 4, 8]
