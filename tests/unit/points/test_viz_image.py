@@ -20,6 +20,7 @@ from dpcore.points.viz import (
     colour_levels,
     display_blocks,
     grid_image_figure,
+    hover_integers,
     image_palette,
     mercator_strips,
     release_map_figure,
@@ -124,9 +125,11 @@ class TestImageLayer:
         assert info["hover_aggregated"] is False and info["n_hover"] == 40 * 30
         custom = np.asarray(tr.customdata)
         t = small.table(small.leaf_index())
-        np.testing.assert_allclose(custom[:, 0].astype(float), t["noisy_count"])
-        np.testing.assert_allclose(custom[:, 1].astype(float), t["ci95_low"])
-        np.testing.assert_allclose(custom[:, 2].astype(float), t["ci95_high"])
+        # the whole numbers the hover shows (its ",.0f" format), and the cells of each
+        np.testing.assert_array_equal(custom[:, 0], hover_integers(t["noisy_count"]))
+        np.testing.assert_array_equal(custom[:, 1], hover_integers(t["ci95_low"]))
+        np.testing.assert_array_equal(custom[:, 2], hover_integers(t["ci95_high"]))
+        assert custom.dtype.kind == "i" and (custom[:, 3] == 1).all() and "one cell" in tr.hovertemplate
         box = small.grid.rect_lonlat(small.rects)
         np.testing.assert_allclose(tr.lon, (box[:, 0] + box[:, 2]) / 2, atol=1e-6)
         np.testing.assert_allclose(tr.lat, (box[:, 1] + box[:, 3]) / 2, atol=1e-6)
@@ -138,9 +141,10 @@ class TestImageLayer:
         assert info["hover_aggregated"] is True and info["n_hover"] <= 500
         blocks = display_blocks(rel, 500)
         custom = np.asarray(fig.data[0].customdata)
-        np.testing.assert_allclose(custom[:, 0].astype(float), blocks["noisy"], atol=1e-6)
-        np.testing.assert_allclose(custom[:, 1].astype(float), blocks["lo"], atol=1e-6)
-        np.testing.assert_allclose(custom[:, 2].astype(float), blocks["hi"], atol=1e-6)
+        for col, key in enumerate(("noisy", "lo", "hi")):
+            np.testing.assert_array_equal(custom[:, col], hover_integers(blocks[key]))
+        np.testing.assert_array_equal(custom[:, 3], blocks["cells"])
+        assert "sum over %{customdata[3]:,.0f} cells" in fig.data[0].hovertemplate
 
     def test_coarse_grid_release_drawn_at_the_fine_grid(self) -> None:
         rel = release("ug", 64, 48, seed=3)
@@ -243,8 +247,8 @@ class TestHoverCap:
         assert info["n_hover"] == len(blocks["noisy"])
         assert info["hover_cells"] == int(np.median(blocks["cells"]))
         custom = np.asarray(tr.customdata)
-        np.testing.assert_allclose(custom[:, 0].astype(float), blocks["noisy"], atol=1e-6)
-        np.testing.assert_allclose(custom[:, 1].astype(float), blocks["lo"], atol=1e-6)
+        np.testing.assert_array_equal(custom[:, 0], hover_integers(blocks["noisy"]))
+        np.testing.assert_array_equal(custom[:, 1], hover_integers(blocks["lo"]))
         # every cell is in exactly one block: the block sums add up to the whole release
         assert custom[:, 0].astype(float).sum() == pytest.approx(float(rel.noisy[rel.leaf].sum()))
 
@@ -263,7 +267,8 @@ class TestHoverCap:
         for fig in (fast, slow):
             custom = np.asarray(fig.data[0].customdata)
             for col, key in enumerate(("noisy", "lo", "hi")):
-                np.testing.assert_allclose(custom[:, col].astype(float), blocks[key], rtol=1e-9, atol=1e-6)
+                # whole numbers as shown; a sum at a half may round either way by the path's last bit
+                np.testing.assert_allclose(custom[:, col], blocks[key], rtol=0, atol=0.5 + 1e-6)
 
     def test_a_coarse_release_within_the_cap_hovers_per_area(self) -> None:
         rel = release("ug", 60, 40, seed=5)  # 2,400 cells: UG releases at most that many areas
@@ -330,3 +335,24 @@ class TestCoarseImage:
         fig, info = grid_image_figure(release("identity", 128, 128, seed=3))
         assert info["image_shape"] == (128, 128)
         assert decode(image_layers(fig)[0]).size == (128, 128)
+
+
+def test_hover_words_of_areas_of_one_cell_and_larger_ones() -> None:
+    """The hover's numbers are sent as integers and its words in the template; areas of one cell mixed with
+    larger ones say which each is (through ``text``), as before."""
+    from dpcore.points.release import PartitionRelease
+    from dpcore.privacy.budget import pure
+
+    g = Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 4, 4)
+    rects = np.array([[0, 1, 0, 1], [0, 1, 1, 2], [1, 2, 0, 2], [0, 2, 2, 4], [2, 4, 0, 4]])
+    noisy = np.array([2.5, -0.4, 7.0, 1234.5, 9.49])
+    rel = PartitionRelease("x", "X", {}, g, pure(1), (), rects, np.zeros(5, dtype=int), np.ones(5, dtype=bool),
+                           noisy, np.ones(5), np.ones(5), 1, None)
+    fig, info = grid_image_figure(rel)
+    tr = fig.data[0]
+    assert info["hover_aggregated"] is False and "%{text}" in tr.hovertemplate
+    assert list(tr.text) == ["one cell", "one cell", "one released area of 2 cells",
+                             "one released area of 4 cells", "one released area of 8 cells"]
+    custom = np.asarray(tr.customdata)
+    assert custom.dtype.kind == "i" and custom[:, 0].tolist() == [3, 0, 7, 1235, 9]
+    assert custom[:, 3].tolist() == [1, 1, 2, 4, 8]
