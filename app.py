@@ -31,6 +31,10 @@ def _start() -> None:
 points_state.init()
 start = st.Page(_start, title="Start", url_path="start", default=True, visibility="hidden")
 page = st.navigation({"": [start], "The path": _pages(frame.STEPS), "Tools": _pages(frame.TOOLS)})
+if page is start:
+    # the root URL: straight on to the Data step, drawing no sidebar in a run that is replaced at once
+    # (issue 28 item 5: the fresh session's first page drew the sidebar twice)
+    _start()
 with frame.framed():
     try:
         page.run()

@@ -20,6 +20,13 @@ again (the step's time runs on from the first click); the results say why each w
 (:data:`REASONS`: not made, no run in 20 s, a run that ended without the answer).  The single-session baseline walks the same path alone (``--single`` times, one after another); then
 ``--sessions`` sessions walk it at once (``--rounds`` times).
 
+``--mode``: on a 2-core machine ten headless browsers take the cores the server needs (each fresh
+page costs its browser several CPU-seconds), so the default ``browsers`` mode measures the machine
+more than the server.  ``protocol`` puts every session on the server through Streamlit's own
+websocket protocol without a browser (benchmarks/session_protocol.py: the server's side of each
+step); ``mixed`` measures one real browser while the nine other sessions are protocol sessions, as
+if the other users' browsers ran on their own machines.
+
 Run from the repository root (after ``python -m compileall dpcore ui``)::
 
     nice -n 10 .venv/bin/python benchmarks/concurrent_sessions.py --sessions 10 --single 3 --rounds 1
@@ -42,6 +49,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import session_protocol  # noqa: E402
 from map_draw import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, loadavg, streamlit_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,13 +157,27 @@ async def walk(browser, base: str) -> dict:
         await ctx.close()
 
 
-async def run(sessions: int, single: int, rounds: int) -> tuple[list[dict], list[dict], str]:
+async def _protocol_walk(base: str) -> dict:
+    """A session without a browser (benchmarks/session_protocol.py): the server's side of each step."""
+    try:
+        out = await asyncio.wait_for(session_protocol.walk(base), STEP_TIMEOUT_S)
+    except (TimeoutError, StopIteration, KeyError) as e:
+        return {"failed": f"protocol session: {type(e).__name__} {e}"}
+    return out | {"release drawn": float("nan"), "lost": 0, "protocol": True}
+
+
+async def run(sessions: int, single: int, rounds: int, mode: str = "browsers") -> tuple[list[dict], list[dict], str]:
+    """``mode``: "browsers" (every session a browser), "protocol" (every session a protocol session: the
+    server's side only), "mixed" (one browser measured while the other sessions are protocol sessions:
+    the browser's steps as a user sees them, with the other users' browsers on their own machines)."""
     from playwright.async_api import async_playwright
 
     alone: list[dict] = []
     together: list[dict] = []
 
-    async def safe(browser, base: str) -> dict:
+    async def safe(browser, base: str, i: int = 0) -> dict:
+        if mode == "protocol" or (mode == "mixed" and i > 0):
+            return await _protocol_walk(base)
         try:
             return await walk(browser, base)
         except TimeoutError as e:  # recorded, not fatal: a step that never came is a result too
@@ -168,10 +190,10 @@ async def run(sessions: int, single: int, rounds: int) -> tuple[list[dict], list
             with streamlit_server() as (base, _log):
                 await walk(browser, base)  # the server's first session imports the app: not counted
                 for i in range(single):
-                    alone.append(await walk(browser, base))
+                    alone.append(await (_protocol_walk(base) if mode == "protocol" else walk(browser, base)))
                     print(f"single {i + 1}: " + _line(alone[-1]), flush=True)
                 for r in range(rounds):
-                    got = await asyncio.gather(*[safe(browser, base) for _ in range(sessions)])
+                    got = await asyncio.gather(*[safe(browser, base, i) for i in range(sessions)])
                     together += got
                     for g in got:
                         print(f"round {r + 1}: " + _line(g), flush=True)
@@ -183,7 +205,9 @@ async def run(sessions: int, single: int, rounds: int) -> tuple[list[dict], list
 def _line(r: dict) -> str:
     if "failed" in r:
         return f"did not finish: {r['failed']}"
-    return ", ".join(f"{k} {r[k]:.2f} s" for k in (*STEPS, "release drawn")) + f", lost clicks {r['lost']}"
+    who = "protocol session: " if r.get("protocol") else ""
+    steps = STEPS if r.get("protocol") else (*STEPS, "release drawn")
+    return who + ", ".join(f"{k} {r[k]:.2f} s" for k in steps) + f", lost clicks {r['lost']}"
 
 
 def _reasons() -> str:
@@ -203,18 +227,24 @@ def main() -> None:
     ap.add_argument("--single", type=int, default=3, help="single-session walks (the baseline)")
     ap.add_argument("--rounds", type=int, default=1, help="rounds of --sessions walks at once")
     ap.add_argument("--note", default="", help="a line about the machine's state, for the results file")
+    ap.add_argument("--mode", choices=("browsers", "protocol", "mixed"), default="browsers",
+                    help="browsers: every session a browser; protocol: every session a browserless protocol "
+                         "session (the server's side of each step); mixed: one browser measured, the other "
+                         "sessions protocol sessions")
+    ap.add_argument("--out", default=str(RESULTS), help="the results file")
     a = ap.parse_args()
     t_start, load_before = time.perf_counter(), loadavg()
-    alone, together, chromium = asyncio.run(run(a.sessions, a.single, a.rounds))
+    alone, together, chromium = asyncio.run(run(a.sessions, a.single, a.rounds, a.mode))
     rows = []
-    done = [r for r in together if "failed" not in r]
-    for s in (*STEPS, "release drawn"):
+    # the medians are over the measured kind of session: protocol ones in "protocol", browsers otherwise
+    done = [r for r in together if "failed" not in r and bool(r.get("protocol")) == (a.mode == "protocol")]
+    for s in (*STEPS, "release drawn") if a.mode != "protocol" else STEPS:
         m1 = statistics.median(r[s] for r in alone)
         mn = statistics.median(r[s] for r in done) if done else float("nan")
         worst = max((r[s] for r in done), default=float("nan"))
         rows.append(f"| {s} | {m1:.2f} | {mn:.2f} | {worst:.2f} | {mn / m1:.1f}x |")
     lost = sum(r["lost"] for r in done)
-    failed = len(together) - len(done)
+    failed = sum("failed" in r for r in together)
     table = "\n".join(["| step | single session, median (s) | "
                        f"{a.sessions} sessions at once, median (s) | {a.sessions} at once, slowest (s) | ratio |",
                        "|---|---:|---:|---:|---:|", *rows])
@@ -231,7 +261,9 @@ the Release button until the map reports loaded().
 Lost clicks (no effect within {LOST_AFTER_S:.0f} s, clicked again): **{lost}** of \
 {len(done) * 3} clicks of the walks that finished (why, every walk: {_reasons()}); walks that did not finish (a \
 step not shown in {STEP_TIMEOUT_S:.0f} s): **{failed}** of {len(together)} (not in the medians).
-- Command: `nice -n 10 python benchmarks/concurrent_sessions.py --sessions {a.sessions} --single {a.single} \
+- Mode: **{a.mode}** (see `--mode`); the medians are over the {'protocol' if a.mode == 'protocol' else 'browser'} \
+sessions.
+- Command: `python benchmarks/concurrent_sessions.py --mode {a.mode} --sessions {a.sessions} --single {a.single} \
 --rounds {a.rounds}` (total run time {time.perf_counter() - t_start:.0f} s)
 
 {table}
@@ -241,8 +273,8 @@ Every walk:
 """ + "\n".join(f"- single: {_line(r)}" for r in alone) + "\n" + \
         "\n".join(f"- together: {_line(r)}" for r in together) + "\n"
     print(table)
-    RESULTS.write_text(md, encoding="utf-8")
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    Path(a.out).write_text(md, encoding="utf-8")
+    print(f"wrote {a.out}")
 
 
 if __name__ == "__main__":

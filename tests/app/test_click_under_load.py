@@ -70,7 +70,8 @@ def test_the_request_that_arrived_meanwhile_is_served_after_the_release(monkeypa
 
 def test_a_new_session_draws_the_public_area_map_without_building_it_again(monkeypatch):
     """The Data step's map of the public area and the shipped outlines is made once per server and area;
-    the true density preview (confidential) is made once per count, in the session only."""
+    the true density preview (confidential) is made only when its expander is opened, once per count, in
+    the session only."""
     import json
 
     from dpcore.points import viz
@@ -84,7 +85,15 @@ def test_a_new_session_draws_the_public_area_map_without_building_it_again(monke
     second = AppTest.from_file(APP, default_timeout=120).run()
     assert not first.exception and not second.exception
     assert built.count("extent") == 1
+    assert built.count("density") == 0  # the expander is closed: nothing made, nothing sent
+    assert len(first.get("plotly_chart")) == 1
+    for at in (first, second):
+        at.session_state["_w_density_open"] = True  # the curator opens the expander
+        at.run()
+        at.run()  # a rerun of the same page
+        assert not at.exception
     assert built.count("density") == 2  # once per session, not per run
+    assert len(first.get("plotly_chart")) == 2
     specs = [json.loads(at.get("plotly_chart")[0].proto.spec) for at in (first, second)]
     assert specs[0] == specs[1] and specs[0]["layout"]["map"]["style"] == "white-bg"
 

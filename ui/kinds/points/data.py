@@ -327,15 +327,27 @@ def _preview(ds: points_state.Dataset) -> None:
                 if agg.n_outside:
                     st.warning(f"{fmt.count(agg.n_outside)} of {fmt.count(t.n_kept)} points lie outside the area "
                                "and will not be counted. Widen the area if they matter.")
-                with st.expander("True point density (not for publication)"):
-                    st.plotly_chart(_density_figure(agg), width="stretch", key="density_preview")
+                # made and sent only when opened (issue 28 item 5: the closed expander's figure was
+                # 0.8 MB of every fresh session's first page and most of its run on the server)
+                density = st.expander("True point density (not for publication)", key="_w_density_open",
+                                      on_change="rerun")
+                if density.open:
+                    with density:
+                        st.plotly_chart(_density_figure(agg), width="stretch", key="density_preview")
         except DPCoreError as e:
             st.error(str(e))
         if ds.source is not None:
             st.caption(f"Counted by {ds.engine} from {ds.source.label} ({len(ds.source.paths)} file"
                        f"{'s' if len(ds.source.paths) != 1 else ''}); the points stay in their files.")
         st.markdown("First rows (not for publication)")
-        st.dataframe(pd.DataFrame({"latitude": t.lat[:10], "longitude": t.lon[:10]}), hide_index=True)
+        _first_rows(t.lat[:10], t.lon[:10])
+
+
+def _first_rows(lat: Any, lon: Any) -> None:
+    """CURATOR-ONLY: the first points as a small markdown table; a data grid here made every fresh session's
+    first page load and run about 1.5 MB more of the browser's scripts for ten rows (issue 28 item 5)."""
+    body = "".join(f"| {a:.6f} | {o:.6f} |\n" for a, o in zip(lat, lon, strict=True))
+    st.markdown("| latitude | longitude |\n|---:|---:|\n" + body)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
