@@ -31,9 +31,11 @@ Expected error
     The plan rows are ``ag_pool``'s (AG's noise); the prior moves no mass between leaves, so a
     query made of whole leaves has ``ag_pool``'s answer.  Where a query cuts a leaf it trades
     the uniformity error for the prior's error, which is smaller when density varies smoothly
-    across leaves (measured on 256² grids: 0.67× AG's mean relative error on the training
-    shapes, 0.78× on the held-out shapes at ε 0.1, 0.95× at ε 1, where ``ag_pool`` alone was
-    0.82× and 0.97×; results/beat_ag_denoise_heldout.md).  At ε 1 an oracle that knows the true
+    across leaves.  Measured on 256² grids (10^4 and 10^5 points): 0.67× AG's mean relative
+    error on the training shapes (results/beat_ag_denoise.md); in the head-to-head on the
+    held-out shapes (uber, many_small, tight_wide; results/spatial_256_agpost_quick.md) 0.70× AG
+    at ε 0.1 (geometric mean, 0.47-0.91×; ``ag_pool`` 0.79×) and 0.96× at ε 1 (0.78-1.02×;
+    ``ag_pool`` 0.98×), losing to ``ag_pool`` by up to 6 % on dense data at ε 1.  At ε 1 an oracle that knows the true
     density inside every leaf reaches only about 0.77× AG, so no within-leaf prior gets far
     below that there.  The map and the exported tables show the leaves' counts (unchanged).
 """
