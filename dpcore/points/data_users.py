@@ -9,7 +9,7 @@ released leaves it covers (the leaves tile the grid; they are the finest cells o
   :attr:`~dpcore.points.release.PartitionRelease.measured`; their released counts are the
   least-squares (GLS) estimates of :mod:`dpcore.estimate.tree_inference` (Hay, Rastogi, Miklau &
   Suciu, VLDB 2010, section 4), with the exact variances, so ``estimates.csv`` states them;
-  ``ag_pool`` releases AG's measurements too but pools sparse cells after least squares: its
+  ``ag_pool`` (and ``ag_pool_smooth``, the same counts) releases AG's measurements too but pools sparse cells after least squares: its
   ``estimates.csv`` gives AG's least-squares estimates (``details["least_squares"]``) beside the
   pooled released counts;
 * every other mechanism whose leaves carry a count of their own (``identity``, ``ug``,
@@ -63,7 +63,7 @@ __all__ = ["DATA_USER_FILES", "CONDITIONAL", "data_user_files", "data_users_sect
            "match_written", "measurement_frame", "estimate_frame", "design", "stating_precision"]
 
 #: Mechanisms whose partition depends on the data: their count phase is offered conditional on it.
-CONDITIONAL = frozenset({"privtree", "ag", "ag_pool", "htf", "dawa", "dawa_free", "ug", "kdtree"})
+CONDITIONAL = frozenset({"privtree", "ag", "ag_pool", "ag_pool_smooth", "htf", "dawa", "dawa_free", "ug", "kdtree"})
 
 #: Mechanisms whose measurements are not sums of released rectangles (none offered), and why.
 NOT_OFFERED = {

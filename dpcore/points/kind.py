@@ -13,6 +13,7 @@ from __future__ import annotations
 from dpcore.core.registry import Registry
 from dpcore.points.mechanisms.ag import AdaptiveGrid
 from dpcore.points.mechanisms.ag_pool import AdaptiveGridPooled
+from dpcore.points.mechanisms.ag_pool_smooth import AdaptiveGridPooledSmooth
 from dpcore.points.mechanisms.auto import Auto
 from dpcore.points.mechanisms.base import KIND, PointsMechanism
 from dpcore.points.mechanisms.dawa import DAWA
@@ -32,7 +33,7 @@ __all__ = ["KIND", "MECHANISMS", "register"]
 
 def _mechanisms() -> tuple[PointsMechanism, ...]:
     choosable = (HTF(), PrivTree(), DAWA(), DAWAFree(), AdaptiveGrid(), AdaptiveGridPooled(),
-                 UniformGrid(), Quadtree(), KDTree(), Privelet(),
+                 AdaptiveGridPooledSmooth(), UniformGrid(), Quadtree(), KDTree(), Privelet(),
                  MatrixMechanism(), Identity(), Uniform())
     # ``auto`` (last) chooses among the others from public inputs
     return (*choosable, Auto({m.name: m for m in choosable}))

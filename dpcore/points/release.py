@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from dpcore.core.record import created_now, new_release_id
 from dpcore.data.domain import Grid, prefix_sums, rect_sums_from_prefix
+from dpcore.points.within_leaf import within_leaf_density
 from dpcore.privacy.budget import PrivacyCost
 
 #: Area fractions of the range queries the expected error is reported for
@@ -246,6 +247,10 @@ class PartitionRelease:
     #: states it, a public fact of the data's format (its documentation), never read from the data;
     #: recorded for the data users' intervals (:mod:`dpcore.points.data_users`); changes no noise
     coordinate_precision: float | None = None
+    #: how a leaf's count lies within the leaf when a query cuts it (:mod:`dpcore.points.within_leaf`):
+    #: ``"uniform"`` (evenly) or ``"piecewise_linear"`` (``ag_pool_smooth``); a data-free rule over the
+    #: released counts that keeps every leaf's count, so tables and exports do not depend on it
+    within_leaf: str = "uniform"
 
     @property
     def n_rects(self) -> int:
@@ -270,10 +275,14 @@ class PartitionRelease:
         return np.flatnonzero(self.leaf)
 
     def density(self, idx: NDArray[np.int64] | None = None) -> NDArray[np.float64]:
-        """Estimated count per fine cell: each leaf's noisy count spread uniformly.
+        """Estimated count per fine cell: each leaf's noisy count spread by the release's
+        :attr:`within_leaf` rule (uniformly, for most mechanisms).
 
-        ``idx`` picks another tiling of the grid, e.g. a tree's :meth:`frontier`.
+        ``idx`` picks another tiling of the grid, e.g. a tree's :meth:`frontier`, spread uniformly.
         """
+        if idx is None and self.within_leaf != "uniform":
+            leaves = self.leaf_index()
+            return within_leaf_density(self.within_leaf, self.rects[leaves], self.noisy[leaves], self.grid.shape)
         return self.spread(self.noisy, self.leaf_index() if idx is None else idx)
 
     def spread(self, per_area: NDArray[np.float64], idx: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -311,12 +320,14 @@ class PartitionRelease:
         return area_block_sums(self.rects[idx], np.asarray(per_area[idx], dtype=np.float64), row_edges, col_edges)
 
     def answer(self, queries: NDArray[np.int64]) -> NDArray[np.float64]:
-        """Answers to range queries ``(r0, r1, c0, c1)`` from the leaves (uniform spread): from the
-        overlaps of the queries with the leaves when there are few of both for the grid
-        (:func:`area_rect_sums`: UG's 4,761 areas on a 4,096² grid), else from the density's prefix sums."""
+        """Answers to range queries ``(r0, r1, c0, c1)`` from the leaves (spread by :attr:`within_leaf`):
+        from the overlaps of the queries with the leaves when there are few of both for the grid and
+        the spread is uniform (:func:`area_rect_sums`: UG's 4,761 areas on a 4,096² grid), else from
+        the density's prefix sums."""
         q = np.asarray(queries, dtype=np.int64).reshape(-1, 4)
         idx = self.leaf_index()
-        if len(q) * len(idx) <= FEW_OVERLAPS_PER_CELL * self.grid.n_cells:
+        few = len(q) * len(idx) <= FEW_OVERLAPS_PER_CELL * self.grid.n_cells
+        if few and self.within_leaf == "uniform":
             return area_rect_sums(self.rects[idx], self.noisy[idx], q)
         return rect_sums_from_prefix(prefix_sums(self.density()), q).astype(np.float64)
 
