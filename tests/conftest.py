@@ -162,18 +162,8 @@ os.environ.setdefault("DPCORE_SPARK_PARTITIONS", "2")
 #: The client compiler alone (TieredStopAtLevel=1) and one GC thread (SerialGC) halved the JVM's CPU
 #: for the Spark tests of tests/unit/data/test_engines.py (113 s to 58 s; test_suite_profile.md).
 #: JVM flags only: what Spark computes and the queries it plans are unchanged.
-#: Two Spark settings for tables of tens of rows (these do change the physical plans, not what they compute;
-#: users' runs keep both on): no adaptive query execution (it re-plans each query
-#: at its shuffle, to coalesce partitions these tables do not have) and no whole-stage code generation
-#: (Spark compiles each query's generated Java with Janino before running it on a few rows; its operators
-#: then evaluate the same expressions one by one, as Spark's own tests run both ways).  The two
-#: together, in runs side by side on the loaded machine: 59.7 to 55.8 s of CPU for six rounds of points
-#: and coded counts on 40 rows, 46.5 to 44.8 s for the Spark tests of test_content_keys.py, 33.9 to 33.3 s
-#: for the [spark] case of tests/app/test_points_budget_keys.py, JVM start
-#: included (test_suite_profile.md, 2026-11-29 16:40).
 os.environ.setdefault(
-    "PYSPARK_SUBMIT_ARGS", "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' "
-    "--conf spark.sql.adaptive.enabled=false --conf spark.sql.codegen.wholeStage=false pyspark-shell")
+    "PYSPARK_SUBMIT_ARGS", "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
 
 
 @pytest.fixture(scope="session")
