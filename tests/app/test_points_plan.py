@@ -135,7 +135,7 @@ def _feature_preview(grid: Grid, eps: float, n: float) -> str:
     auto = catalog.get("points", "auto")
     params = auto.resolve_params({"public_n": int(n)} if n else None)
     return recommend_features.app_reason(n, eps, DEFAULT_QUERY_SIZES, grid_shape=(grid.rows, grid.cols),
-                                         allowed=auto.allowed_configs(grid, budget.pure(eps), params, n))
+                                         allowed=auto.allowed_configs(grid, budget.pure(eps), params))
 
 
 def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: AppTest) -> None:

@@ -297,7 +297,7 @@ def _auto_reason(grid: Any, ds: points_state.Dataset, raw: dict[str, Any]) -> No
         if share > 0:  # the feature rule's preview, for a middling shape (the plan's own preview)
             why = recommend_features.app_reason(
                 float(n), eps, resolved["query_sizes"], sensitivity=k, grid_shape=(grid.rows, grid.cols),
-                allowed=auto.allowed_configs(grid, budget.pure(eps), resolved, float(n)))
+                allowed=auto.allowed_configs(grid, budget.pure(eps), resolved))
         else:
             _, why = recommend.app_default(grid, eps, float(n), resolved["query_sizes"], sensitivity=k)
     except DPCoreError as e:
