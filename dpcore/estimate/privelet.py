@@ -576,15 +576,25 @@ def _floor_log2(x: Fraction) -> int:
 
 
 @dataclass(frozen=True)
-class _NoisePlan:
-    lam: Fraction
+class _ClassPlan:
+    """The ε-free part of the noise plan: public, depends on the axes only (arrays read only)."""
+
     classes: np.ndarray  # class id of every coefficient (shape of forward's output)
     weights: list[Fraction | None]  # exact weight of each class; None = +inf (no noise)
     exponents: list[int | None]  # grid exponent k of each class
+    order: np.ndarray  # coefficients grouped by class: class j at order[bounds[j]:bounds[j + 1]]
+    bounds: np.ndarray
 
 
-def _noise_plan(axes: tuple[Axis, ...], epsilon, sensitivity) -> _NoisePlan:
-    lam = _lam_exact(axes, epsilon, sensitivity)
+@dataclass(frozen=True)
+class _NoisePlan:
+    lam: Fraction
+    classes: np.ndarray
+    weights: list[Fraction | None]
+    exponents: list[int | None]
+
+
+def _build_class_plan(axes: tuple[Axis, ...]) -> _ClassPlan:
     per_axis = [a._tf.weight_classes() for a in axes]
     rho = _rho(axes)
     n_s = math.prod(a._tf.support for a in axes)
@@ -598,22 +608,26 @@ def _noise_plan(axes: tuple[Axis, ...], epsilon, sensitivity) -> _NoisePlan:
     classes = combo_class[np.ix_(*(cls for cls, _ in per_axis))]
     weights = list(index)
     exps = [None if w is None else _floor_log2(ROUNDING_SHARE * rho / (n_s * w)) for w in weights]
-    return _NoisePlan(lam, classes, weights, exps)
+    cls = classes.reshape(-1)
+    order = np.argsort(cls.astype(np.uint16 if len(weights) < 65536 else np.int64), kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(cls, minlength=len(weights)))))
+    for a in (classes, order, bounds):
+        a.setflags(write=False)
+    return _ClassPlan(classes, weights, exps, order, bounds)
 
 
 @functools.lru_cache(maxsize=8)
-def _class_plan(axes: tuple[Axis, ...], epsilon: float, sensitivity: int) -> tuple[_NoisePlan, np.ndarray, np.ndarray]:
-    """The noise plan (:func:`_noise_plan`) and the coefficients of each weight class (``order``
-    grouped by class, class ``j`` at ``order[bounds[j]:bounds[j + 1]]``): public inputs only, made
-    once for the releases of one grid and budget (read only)."""
-    plan = _noise_plan(axes, epsilon, sensitivity)
-    cls = plan.classes.reshape(-1)
-    n_cls = len(plan.weights)
-    order = np.argsort(cls.astype(np.uint16 if n_cls < 65536 else np.int64), kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(cls, minlength=n_cls))))
-    for a in (plan.classes, order, bounds):
-        a.setflags(write=False)
-    return plan, order, bounds
+def _class_plan(axes: tuple[Axis, ...]) -> _ClassPlan:
+    """The weight classes, their grids and the coefficients of each class (:func:`_build_class_plan`):
+    public inputs only and free of ε, made once per grid (read only)."""
+    return _build_class_plan(axes)
+
+
+def _noise_plan(axes: tuple[Axis, ...], epsilon, sensitivity) -> _NoisePlan:
+    """λ (ε and Δ checked on every call, never cached) with the grid's weight classes."""
+    lam = _lam_exact(axes, epsilon, sensitivity)
+    cp = _class_plan(axes)
+    return _NoisePlan(lam, cp.classes, cp.weights, cp.exponents)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -654,7 +668,8 @@ def release(
         raise ParameterError("x must be a numeric array of counts.")
     if arr.size and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
         raise ParameterError("x must hold whole-number counts.")
-    plan, order, bounds = _class_plan(axes, epsilon, sensitivity)
+    lam = _lam_exact(axes, epsilon, sensitivity)  # checked on every call, before the (cached) plan
+    plan = _class_plan(axes)
     coeffs = forward(arr, axes)
     flat = coeffs.reshape(-1)
     # the grid values come from the exact coefficients (float ones can be off by more than a step)
@@ -662,13 +677,13 @@ def release(
     for j, (w, k) in enumerate(zip(plan.weights, plan.exponents, strict=True)):
         if w is None:
             continue  # weight +inf: the coefficient is always exactly 0 and gets no noise
-        idx = order[bounds[j] : bounds[j + 1]]
+        idx = plan.order[plan.bounds[j] : plan.bounds[j + 1]]
         u = units[idx]
         if u.dtype != object and (u.size == 0 or int(np.abs(u).max()) < 2**53):
             # exact in float64: laplace_on_grid's rounding gives back exactly these units
-            flat[idx] = noise.laplace_on_grid(np.ldexp(u.astype(np.float64), k), plan.lam / w, k)
+            flat[idx] = noise.laplace_on_grid(np.ldexp(u.astype(np.float64), k), lam / w, k)
         else:
-            drawn = noise.discrete_laplace(plan.lam / w / Fraction(2) ** k, idx.size)
+            drawn = noise.discrete_laplace(lam / w / Fraction(2) ** k, idx.size)
             flat[idx] = np.ldexp((u.astype(object) + drawn.astype(object)).astype(np.float64), k)
     noisy = inverse(coeffs, axes)
     finite = [k for k in plan.exponents if k is not None]
@@ -676,7 +691,7 @@ def release(
         noisy=noisy,
         epsilon=float(epsilon),
         sensitivity=int(sensitivity),
-        lam=float(plan.lam),
+        lam=float(lam),
         granularity_exp=min(finite) if finite else 0,
         axes=axes,
     )

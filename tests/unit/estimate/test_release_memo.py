@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dpcore.errors import ParameterError
 from dpcore.estimate import matrix_release
 from dpcore.estimate import privelet as pv
 from dpcore.estimate.matrix_design import design_strategy
@@ -60,9 +61,10 @@ def test_matrix_exact_units_keep_the_strategys_integers() -> None:
     np.testing.assert_array_equal(matrix_exact.grid_units(design_strategy(w), x, -3), first)
 
 
-def test_privelet_makes_its_noise_plan_once_per_grid_and_budget(monkeypatch) -> None:
+def test_privelet_makes_its_class_plan_once_per_grid_for_every_budget(monkeypatch) -> None:
+    """The cached plan is free of ε: another budget reuses it (only λ is recomputed)."""
     pv._class_plan.cache_clear()
-    made = _counting(monkeypatch, pv, "_noise_plan")
+    made = _counting(monkeypatch, pv, "_build_class_plan")
     axes = (pv.Axis.ordinal("row", 24), pv.Axis.ordinal("col", 40, transform=False))
     x = np.random.default_rng(5).poisson(4, (24, 40))
     a, b = (pv.release(x, axes, 0.5, NoiseSource(9)) for _ in range(2))
@@ -70,5 +72,16 @@ def test_privelet_makes_its_noise_plan_once_per_grid_and_budget(monkeypatch) -> 
     np.testing.assert_array_equal(a.noisy, b.noisy)
     pv._class_plan.cache_clear()
     np.testing.assert_array_equal(pv.release(x, axes, 0.5, NoiseSource(9)).noisy, a.noisy)  # made afresh
-    pv.release(x, axes, 0.25, NoiseSource(9))  # another budget: another plan
-    assert len(made) == 3
+    c = pv.release(x, axes, 0.25, NoiseSource(9))  # another budget: the same class plan, another λ
+    assert len(made) == 2 and c.lam == 2 * a.lam
+    assert not pv._class_plan(axes).classes.flags.writeable
+
+
+@pytest.mark.parametrize("bad", [{"epsilon": True}, {"epsilon": 1.0, "sensitivity": True}])
+def test_privelet_checks_the_budget_on_every_call_with_the_plan_cached(bad) -> None:
+    """``True == 1``: a cache keyed by ε once let ``epsilon=True`` past the checks after ε = 1."""
+    axes = (pv.Axis.ordinal("row", 8),)
+    x = np.arange(8)
+    pv.release(x, axes, 1, NoiseSource(1), sensitivity=1)  # the plan is cached
+    with pytest.raises(ParameterError):
+        pv.release(x, axes, bad["epsilon"], NoiseSource(1), sensitivity=bad.get("sensitivity", 1))
