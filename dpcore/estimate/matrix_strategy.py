@@ -51,6 +51,16 @@ def _rank_tol(n: int) -> float:
 DERIVED_KEPT = 16
 
 
+def _read_only(value: Any) -> Any:
+    """``value`` with its numpy arrays (also those in a tuple or list) made read only."""
+    if isinstance(value, np.ndarray):
+        value.setflags(write=False)
+    elif isinstance(value, tuple | list):
+        for v in value:
+            _read_only(v)
+    return value
+
+
 @dataclass(frozen=True, eq=False)
 class Strategy:
     """A strategy matrix ``A`` (``p × n``), or a Kronecker product of factor strategies.
@@ -164,19 +174,25 @@ class Strategy:
         """A value computed from this public strategy and the public inputs named in ``key`` (a
         calibration, the workload's variances), made once per strategy, so that the releases of one
         plan redo no data-free work; never data.  At most :data:`DERIVED_KEPT` are kept (the oldest
-        goes first).
+        goes first).  Kept numpy arrays (also inside a tuple or list) are made read only, as they are
+        shared by every caller.
 
         >>> s = Strategy("identity", 2, A=np.eye(2))
         >>> s.derived("two", lambda: 2), s.derived("two", lambda: 3)
         (2, 2)
+        >>> s.derived("v", lambda: np.zeros(2)).flags.writeable
+        False
         """
         memo = self._memo.setdefault("derived", {})
-        if key not in memo:
-            value = make()
-            while len(memo) >= DERIVED_KEPT:
-                memo.pop(next(iter(memo)), None)
-            memo[key] = value
-        return memo[key]
+        try:
+            return memo[key]
+        except KeyError:
+            pass
+        value = _read_only(make())
+        while len(memo) >= DERIVED_KEPT:
+            memo.pop(next(iter(memo), None), None)
+        memo[key] = value
+        return value  # not memo[key]: another thread may have evicted it meanwhile
 
     def solve(self, y: np.ndarray) -> np.ndarray:
         """Least squares ``x̂ = A⁺ y`` (Kronecker: ``A⁺ = ⊗ A_k⁺``, one axis at a time)."""

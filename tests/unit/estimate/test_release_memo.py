@@ -85,3 +85,13 @@ def test_privelet_checks_the_budget_on_every_call_with_the_plan_cached(bad) -> N
     pv.release(x, axes, 1, NoiseSource(1), sensitivity=1)  # the plan is cached
     with pytest.raises(ParameterError):
         pv.release(x, axes, bad["epsilon"], NoiseSource(1), sensitivity=bad.get("sensitivity", 1))
+
+
+def test_strategy_keeps_its_derived_arrays_read_only() -> None:
+    """Kept arrays are shared by every release of the plan: read only, also inside a tuple or list."""
+    from dpcore.estimate.matrix_strategy import Strategy
+
+    s = Strategy("identity", 2, A=np.eye(2))
+    kept = s.derived("pair", lambda: (np.zeros(2), [np.ones(3)], 4))
+    assert not kept[0].flags.writeable and not kept[1][0].flags.writeable
+    assert s.derived("pair", lambda: None) is kept
