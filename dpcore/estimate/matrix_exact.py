@@ -69,17 +69,16 @@ def _strategy_ints(strategy, mats: list[np.ndarray]) -> list[tuple[np.ndarray, i
     def make() -> list[tuple[np.ndarray, int]]:
         return [_scaled_ints(m) for m in mats]
 
-    if sum(m.size for m in mats) > _KEEP_INTS or not hasattr(strategy, "derived"):
+    if sum(m.size for m in mats) > _KEEP_INTS:
         return make()
     return strategy.derived("exact_ints", make)
 
 
 def _exact_rows(mats: list[np.ndarray], x: np.ndarray, rows: np.ndarray, k: int,
-                ints: list[tuple[np.ndarray, int]] | None = None) -> np.ndarray:
+                ints: list[tuple[np.ndarray, int]]) -> np.ndarray:
     """``round(A x / 2^k)`` (ties to even) for the given rows, in exact integer arithmetic
-    (``ints``: the matrices' :func:`_scaled_ints`, made here when not given)."""
+    (``ints``: the matrices' :func:`_scaled_ints`, :func:`_strategy_ints`)."""
     Mx, ex = _scaled_ints(x)
-    ints = ints if ints is not None else [_scaled_ints(m) for m in mats]
     shape_out = tuple(m.shape[0] for m in mats)
     T0 = Mx.reshape(tuple(m.shape[1] for m in mats))
     out = np.empty(len(rows), dtype=np.int64)
