@@ -336,6 +336,44 @@ def test_a_table_the_hierarchy_refuses_is_refused_before_its_budget_is_keyed(mon
     assert at.session_state["hier_model"]["h"].sizes == [1, 2, 4]
 
 
+def test_a_refused_area_list_costs_no_count_of_a_large_upload(monkeypatch) -> None:
+    """The area list's checks (dpcore.data.hierarchy.check_area_frame) need no counts: a list with a
+    missing code is refused before DuckDB counts a large upload; the code filled in, it is counted."""
+    from dpcore.data.engines.duckdb_engine import DuckDBEngine
+
+    counted: list[int] = []
+    real = DuckDBEngine.code_counts
+
+    def code_counts(self, *args, **kwargs):
+        counted.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(DuckDBEngine, "code_counts", code_counts)
+    monkeypatch.setenv("DPCORE_AUTO_ENGINE_BYTES", "100")
+    table = pd.DataFrame({"state": ["01", "01", "02"] * 4, "county": ["001", "003", "001"] * 4,
+                          "pop": range(12)})  # over the 100 bytes: a file DuckDB counts
+    area_list = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["001", "003", None, "005"]})
+    at = areas()
+    at.radio(key="_w_hier_source").set_value("upload").run()
+    at.file_uploader(key="hier_upload").set_value(("t.csv", table.to_csv(index=False).encode(), "text/csv")).run()
+    assert at.session_state["hier_src"] is not None
+    at.multiselect(key="w_levels").set_value(["state", "county"]).run()
+    at.multiselect(key="w_count").set_value(["pop"]).run()
+    at.radio(key="_w_hier_area_source").set_value("upload").run()
+    counted.clear()
+    at.file_uploader(key="hier_areas_upload").set_value(("areas.csv", area_list.to_csv(index=False).encode(),
+                                                         "text/csv")).run()
+    ok(at)
+    assert any("'county' has 1 missing code" in e.value for e in at.error), [e.value for e in at.error]
+    assert counted == []
+    area_list.loc[2, "county"] = "001"
+    at.file_uploader(key="hier_areas_upload").set_value(("areas.csv", area_list.to_csv(index=False).encode(),
+                                                         "text/csv")).run()
+    ok(at)
+    assert not at.error and counted == [1]
+    assert at.session_state["hier_model"]["h"].sizes == [1, 2, 4]
+
+
 def test_error_bars_follow_the_hierarchy_with_axis_titles(at: AppTest) -> None:
     """The expected-error chart lists the levels top down (not alphabetically) and names its axes."""
     step(at, "plan")

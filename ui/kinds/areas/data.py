@@ -265,6 +265,13 @@ def _build(inputs: dict[str, Any]) -> None:
     try:
         with st.spinner("Checking the hierarchy …"):
             require_public_area_list(not inputs["count"], inputs["area_source"] != AREA_TABLE)
+            # name columns of the table (a table DuckDB summed keeps only its levels: names from boundaries)
+            chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
+            # the hierarchy's refusals that need no area built (missing codes or columns, too many rows)
+            # come before the keys, which take tens of seconds at 8 M rows; an area list's need no
+            # counts either, so a refused list costs no DuckDB count of a large upload
+            if inputs["area_source"] != AREA_TABLE:
+                check_area_frame(inputs["areas_df"], inputs["levels"], names=chosen)
             if inputs.get("src") is not None:  # a large upload: DuckDB sums the rows per area
                 if len(inputs["count"]) > 1 or inputs.get("group"):
                     raise InputError(
@@ -277,14 +284,8 @@ def _build(inputs: dict[str, Any]) -> None:
                 bar.empty()
                 df = cc.frame[[*inputs["levels"], "count"]].rename(columns={"count": engines.COUNT_COLUMN})
                 inputs = {**inputs, "count": [engines.COUNT_COLUMN]}
-            # name columns of the table (a table DuckDB summed keeps only its levels: names from boundaries)
-            chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
-            # the hierarchy's refusals that need no area built (missing codes or columns, too many rows)
-            # come before the keys, which take tens of seconds at 8 M rows
-            if inputs["area_source"] == AREA_TABLE:
+            if inputs["area_source"] == AREA_TABLE:  # the table's own checks, on the frame DuckDB summed
                 check_area_frame(df, inputs["levels"])  # its name columns: those the table has
-            else:
-                check_area_frame(inputs["areas_df"], inputs["levels"], names=chosen)
             # the ledger belongs to the table's totals per top-level area, whatever finer levels or
             # area list are chosen, and whether DuckDB summed the file (df is then its sums) or not;
             # keyed before the hierarchy is built, so that the keys' temporaries and the hierarchy's
