@@ -52,17 +52,34 @@ def leaf_labels(rects: NDArray[np.int64], shape: tuple[int, int]) -> NDArray[np.
     return np.rint(_spread(r, np.arange(len(r), dtype=np.float64), shape)).astype(np.int64)
 
 
-def _box_mean(dens: NDArray[np.float64], half_r: NDArray[np.int64], half_c: NDArray[np.int64]) -> NDArray[np.float64]:
+def _box_mean(dens: NDArray[np.float64], half_r: NDArray[np.integer], half_c: NDArray[np.integer]) -> NDArray[np.float64]:
     """Mean of ``dens`` over the window ``±half_r`` rows × ``±half_c`` columns of every cell (clipped
-    at the grid's edges), from one summed-area table."""
+    at the grid's edges), from one summed-area table; grid-sized indices are int32 and clipped in
+    place (a 2,048² grid's four index grids: 64 MB, not 128 MB plus temporaries)."""
     rows, cols = dens.shape
     P = prefix_sums(dens)
-    ri = np.arange(rows, dtype=np.int64)[:, None]
-    ci = np.arange(cols, dtype=np.int64)[None, :]
-    r0, r1 = np.clip(ri - half_r, 0, rows), np.clip(ri + half_r + 1, 0, rows)
-    c0, c1 = np.clip(ci - half_c, 0, cols), np.clip(ci + half_c + 1, 0, cols)
-    s = P[r1, c1] - P[r0, c1] - P[r1, c0] + P[r0, c0]
-    return s / ((r1 - r0) * (c1 - c0))
+    half_r = np.asarray(half_r, dtype=np.int32)
+    half_c = np.asarray(half_c, dtype=np.int32)
+    ri = np.arange(rows, dtype=np.int32)[:, None]
+    ci = np.arange(cols, dtype=np.int32)[None, :]
+    r0 = np.subtract(ri, half_r, dtype=np.int32)
+    np.clip(r0, 0, rows, out=r0)
+    r1 = np.add(ri, half_r, dtype=np.int32)
+    r1 += 1
+    np.clip(r1, 0, rows, out=r1)
+    c0 = np.subtract(ci, half_c, dtype=np.int32)
+    np.clip(c0, 0, cols, out=c0)
+    c1 = np.add(ci, half_c, dtype=np.int32)
+    c1 += 1
+    np.clip(c1, 0, cols, out=c1)
+    s = P[r1, c1]
+    s -= P[r0, c1]
+    s -= P[r1, c0]
+    s += P[r0, c0]
+    r1 -= r0
+    c1 -= c0
+    s /= np.multiply(r1, c1, dtype=np.float64)  # exact: below 2^53
+    return s
 
 
 def piecewise_linear(rects: NDArray[np.int64], counts: NDArray[np.float64],
@@ -80,7 +97,8 @@ def piecewise_linear(rects: NDArray[np.int64], counts: NDArray[np.float64],
     lab = leaf_labels(r, shape)
     h, w = r[:, 1] - r[:, 0], r[:, 3] - r[:, 2]
     flat = (counts / (h * w))[lab]
-    tent = np.maximum(_box_mean(flat, (h // 2)[lab], (w // 2)[lab]), 0.0)
+    tent = _box_mean(flat, (h // 2).astype(np.int32)[lab], (w // 2).astype(np.int32)[lab])
+    np.maximum(tent, 0.0, out=tent)
     s = np.bincount(lab.ravel(), tent.ravel(), minlength=len(r))
     ok = (s > 1e-12) & (counts > 0)
     scale = np.divide(counts, s, out=np.zeros(len(r)), where=ok)

@@ -87,3 +87,20 @@ def test_negative_or_empty_leaves_keep_their_even_spread() -> None:
 def test_unknown_rule_is_refused() -> None:
     with pytest.raises(ParameterError, match="within-leaf rule"):
         within_leaf_density("cubic", np.array([[0, 1, 0, 1]]), np.array([1.0]), (1, 1))
+
+
+def test_the_smoothed_density_is_computed_once_per_release(pair: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole-grid filter runs once per release, not once per answer() / density() call, and a
+    caller that writes into density()'s grid does not change later answers."""
+    import dpcore.points.release as release_module
+
+    agg, _, _ = pair
+    s = release_with(SMOOTH, agg, 0.5, {}, NoiseSource(7))
+    calls = []
+    real = release_module.within_leaf_density
+    monkeypatch.setattr(release_module, "within_leaf_density", lambda *a: calls.append(1) or real(*a))
+    cut = np.array([[1, 7, 3, 9], [33, 47, 40, 58]])
+    first = s.answer(cut)
+    s.density()[:] = 0.0
+    np.testing.assert_array_equal(s.answer(cut), first)
+    assert len(calls) == 1
