@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcore.core.record import created_now, new_release_id
-from dpcore.data.domain import Grid, prefix_sums, rect_sums_from_prefix
+from dpcore.data.domain import Grid, paint_rects, prefix_sums, rect_sums_from_prefix
 from dpcore.points.within_leaf import within_leaf_density
 from dpcore.privacy.budget import PrivacyCost
 
@@ -314,13 +314,7 @@ class PartitionRelease:
             return out.reshape(g.shape)
         r = self.rects[idx]
         per_cell = np.asarray(per_area[idx], dtype=np.float64) / ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]))
-        # 2-D difference array: add per_cell on each rectangle in O(k + cells)
-        diff = np.zeros((g.rows + 1, g.cols + 1), dtype=np.float64)
-        np.add.at(diff, (r[:, 0], r[:, 2]), per_cell)
-        np.add.at(diff, (r[:, 1], r[:, 2]), -per_cell)
-        np.add.at(diff, (r[:, 0], r[:, 3]), -per_cell)
-        np.add.at(diff, (r[:, 1], r[:, 3]), per_cell)
-        return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
+        return paint_rects(r, per_cell, g.shape)  # O(k + cells)
 
     def block_sums(self, per_area: NDArray[np.float64], idx: NDArray[np.int64], row_edges: NDArray[np.int64],
                    col_edges: NDArray[np.int64]) -> NDArray[np.float64]:

@@ -29,6 +29,7 @@ from dpcore.data.domain import (
     Grid,
     block_edges,
     block_rects,
+    paint_rects,
     prefix_sums,
     rect_sums_from_prefix,
 )
@@ -115,13 +116,7 @@ def display_blocks(release: PartitionRelease, max_polygons: int = MAX_POLYGONS,
     if len(idx) == g.n_cells:
         var_cell[r[:, 0], r[:, 2]] = release.sd[idx] ** 2 / area
     else:
-        d = np.zeros((g.rows + 1, g.cols + 1))
-        v = release.sd[idx] ** 2 / area
-        np.add.at(d, (r[:, 0], r[:, 2]), v)
-        np.add.at(d, (r[:, 1], r[:, 2]), -v)
-        np.add.at(d, (r[:, 0], r[:, 3]), -v)
-        np.add.at(d, (r[:, 1], r[:, 3]), v)
-        var_cell = np.cumsum(np.cumsum(d, axis=0), axis=1)[:-1, :-1]
+        var_cell = paint_rects(r, release.sd[idx] ** 2 / area, g.shape)
     noisy = rect_sums_from_prefix(prefix_sums(dens), rects)
     sd = np.sqrt(np.maximum(rect_sums_from_prefix(prefix_sums(var_cell), rects), 0))
     half = interval_half_width("normal", sd)  # a block sums many leaves' noise

@@ -22,24 +22,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcore.data.domain import prefix_sums
+from dpcore.data.domain import paint_rects, prefix_sums
 from dpcore.errors import ParameterError
 
 __all__ = ["RULES", "leaf_labels", "piecewise_linear", "within_leaf_density"]
 
 #: The within-leaf rules a release may state (``PartitionRelease.within_leaf``).
 RULES = ("uniform", "piecewise_linear")
-
-
-def _spread(rects: NDArray[np.int64], per_cell: NDArray[np.float64], shape: tuple[int, int]) -> NDArray[np.float64]:
-    """Grid with ``per_cell[i]`` on every cell of the (disjoint) rectangle ``rects[i]``."""
-    rows, cols = shape
-    diff = np.zeros((rows + 1, cols + 1), dtype=np.float64)
-    np.add.at(diff, (rects[:, 0], rects[:, 2]), per_cell)
-    np.add.at(diff, (rects[:, 1], rects[:, 2]), -per_cell)
-    np.add.at(diff, (rects[:, 0], rects[:, 3]), -per_cell)
-    np.add.at(diff, (rects[:, 1], rects[:, 3]), per_cell)
-    return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
 
 
 def leaf_labels(rects: NDArray[np.int64], shape: tuple[int, int]) -> NDArray[np.int64]:
@@ -49,7 +38,7 @@ def leaf_labels(rects: NDArray[np.int64], shape: tuple[int, int]) -> NDArray[np.
     [[0, 1, 1], [0, 1, 1]]
     """
     r = np.asarray(rects, dtype=np.int64).reshape(-1, 4)
-    return np.rint(_spread(r, np.arange(len(r), dtype=np.float64), shape)).astype(np.int64)
+    return np.rint(paint_rects(r, np.arange(len(r), dtype=np.float64), shape)).astype(np.int64)
 
 
 def _box_mean(dens: NDArray[np.float64], half_r: NDArray[np.integer], half_c: NDArray[np.integer]) -> NDArray[np.float64]:
@@ -107,15 +96,13 @@ def piecewise_linear(rects: NDArray[np.int64], counts: NDArray[np.float64],
 
 def within_leaf_density(rule: str, rects: NDArray[np.int64], counts: NDArray[np.float64],
                         shape: tuple[int, int]) -> NDArray[np.float64]:
-    """Fine density of the leaves under ``rule`` (one of :data:`RULES`).
+    """Fine density of the leaves under a non-uniform ``rule`` of :data:`RULES` (the ``"uniform"``
+    rule is the leaves' even spread, :meth:`~dpcore.points.release.PartitionRelease.spread`).
 
-    >>> within_leaf_density("uniform", np.array([[0, 1, 0, 2]]), np.array([4.0]), (1, 2)).tolist()
+    >>> within_leaf_density("piecewise_linear", np.array([[0, 1, 0, 2]]), np.array([4.0]), (1, 2)).tolist()
     [[2.0, 2.0]]
     """
-    r = np.asarray(rects, dtype=np.int64).reshape(-1, 4)
-    if rule == "piecewise_linear":
-        return piecewise_linear(r, counts, shape)
-    if rule != "uniform":
-        raise ParameterError(f"Unknown within-leaf rule {rule!r}; use one of {', '.join(RULES)}.")
-    c = np.asarray(counts, dtype=np.float64)
-    return _spread(r, c / ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])), shape)
+    if rule != "piecewise_linear":
+        raise ParameterError(f"No fine-density filter for the within-leaf rule {rule!r}; the filtered rule is "
+                             "'piecewise_linear' ('uniform' is the leaves' even spread, PartitionRelease.spread).")
+    return piecewise_linear(rects, counts, shape)
