@@ -3,9 +3,11 @@
 A :class:`~dpcore.points.release.PartitionRelease` answers a query that cuts a leaf by a rule for
 the leaf's count inside it.  ``"uniform"`` (every mechanism's default) spreads it evenly over the
 leaf's cells.  ``"piecewise_linear"`` (``ag_pool_smooth``) lets the density slope towards the
-neighbouring leaves: the even spread ``D`` is box-filtered over a window of each cell's own leaf's
-height and width (on a regular tiling of equal leaves, the bilinear "tent" interpolation of the
-leaves' densities between their centres), clamped at 0, and rescaled inside every leaf so that the
+neighbouring leaves: the even spread ``D`` is box-filtered over a window centred on each cell of
+``2·(h // 2) + 1`` rows × ``2·(w // 2) + 1`` columns, where ``h × w`` is the cell's own leaf (the leaf's
+height and width when they are odd, one more cell when even; clipped at the grid's edges; on a
+regular tiling of equal leaves, close to the bilinear "tent" interpolation of the leaves' densities
+between their centres), clamped at 0, and rescaled inside every leaf so that the
 leaf keeps exactly its released count; a leaf whose filtered density sums to 0, or whose released
 count is not positive, keeps its even spread.  The idea of answering from a smoothed fine
 estimate rather than from flat leaves is SNH's (Zeighami, Ahuja, Ghinita & Shahabi, PVLDB 2022,
