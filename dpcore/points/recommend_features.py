@@ -59,7 +59,7 @@ from dpcore.points.recommend import NAMES, TAKES_PUBLIC_N, _sizes_text, size_cla
 from dpcore.points.release import DEFAULT_QUERY_SIZES
 
 __all__ = ["CONFIGS", "COEF", "DEFAULT_OF", "FEATURE_SHARE", "MARGIN", "SHRINK", "TERMS", "TRAINING", "FeatureChoice",
-           "app_reason", "choose", "design", "preview", "reliability"]
+           "choose", "design", "preview", "preview_sentence", "reliability"]
 
 #: The candidates: configuration name -> (mechanism, parameters other than its defaults).
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -265,20 +265,18 @@ def preview(n: float, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUE
     return min(pred, key=pred.__getitem__)
 
 
-def app_reason(n: float, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUERY_SIZES, *,
-               sensitivity: int = 1, grid_shape: tuple[int, int] = (256, 256),
-               allowed: Collection[str] | None = None) -> str:
-    """For the app's Plan step: one sentence naming :func:`preview`'s configuration for about ``n``
-    points of a middling shape (public inputs only).
+def preview_sentence(mechanism: str, extra: dict[str, Any], n: float, epsilon: float,
+                     query_sizes: Sequence[float] = DEFAULT_QUERY_SIZES) -> str:
+    """For the app's Plan step: one sentence naming the preview's choice (``mechanism`` with raw
+    parameters ``extra``, e.g. from :meth:`~dpcore.points.mechanisms.auto.Auto.preview`) for about
+    ``n`` points of a middling shape at ``epsilon``.
 
-    >>> app_reason(100_000, 0.5).startswith("Auto will use ")
+    >>> preview_sentence("ug", {}, 100_000, 0.5).startswith("Auto will use ")
     True
     """
-    config = preview(n, epsilon, query_sizes, sensitivity=sensitivity, grid_shape=grid_shape, allowed=allowed)
-    mech, extra = CONFIGS[config]
     sizes = tuple(float(s) for s in (query_sizes or DEFAULT_QUERY_SIZES))
-    return (f"Auto will use {NAMES.get(mech, mech)}{_params_text(extra)} for about {float(n):,.0f} points of a "
-            f"middling shape at ε = {float(epsilon):g}: the candidate its rule, learned on synthetic shapes only, "
+    return (f"Auto will use {NAMES.get(mechanism, mechanism)}{_params_text(extra)} for about {float(n):,.0f} points "
+            f"of a middling shape at ε = {float(epsilon):g}: the candidate its rule, learned on synthetic shapes only, "
             f"predicts closest to the best for queries of {_sizes_text(sizes)}.")
 
 

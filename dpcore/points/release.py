@@ -8,6 +8,7 @@ are post-processing and cost no budget.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcore.core.record import created_now, new_release_id
-from dpcore.data.domain import Grid, prefix_sums, rect_sums_from_prefix
+from dpcore.data.domain import Grid, paint_rects, prefix_sums, rect_sums_from_prefix
 from dpcore.points.within_leaf import within_leaf_density
 from dpcore.privacy.budget import PrivacyCost
 
@@ -281,9 +282,18 @@ class PartitionRelease:
         ``idx`` picks another tiling of the grid, e.g. a tree's :meth:`frontier`, spread uniformly.
         """
         if idx is None and self.within_leaf != "uniform":
-            leaves = self.leaf_index()
-            return within_leaf_density(self.within_leaf, self.rects[leaves], self.noisy[leaves], self.grid.shape)
+            return self._within_leaf_density.copy()
         return self.spread(self.noisy, self.leaf_index() if idx is None else idx)
+
+    @functools.cached_property
+    def _within_leaf_density(self) -> NDArray[np.float64]:
+        """The leaves' fine density under a non-uniform :attr:`within_leaf` rule, computed once per
+        release (a whole-grid filter: seconds and hundreds of MB at 2,048²); read-only, since the
+        release's fields never change (a frozen dataclass)."""
+        leaves = self.leaf_index()
+        d = within_leaf_density(self.within_leaf, self.rects[leaves], self.noisy[leaves], self.grid.shape)
+        d.flags.writeable = False
+        return d
 
     def spread(self, per_area: NDArray[np.float64], idx: NDArray[np.int64]) -> NDArray[np.float64]:
         """Grid-shaped array: the value of each area ``idx`` (``per_area`` holds one value per
@@ -304,13 +314,7 @@ class PartitionRelease:
             return out.reshape(g.shape)
         r = self.rects[idx]
         per_cell = np.asarray(per_area[idx], dtype=np.float64) / ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]))
-        # 2-D difference array: add per_cell on each rectangle in O(k + cells)
-        diff = np.zeros((g.rows + 1, g.cols + 1), dtype=np.float64)
-        np.add.at(diff, (r[:, 0], r[:, 2]), per_cell)
-        np.add.at(diff, (r[:, 1], r[:, 2]), -per_cell)
-        np.add.at(diff, (r[:, 0], r[:, 3]), -per_cell)
-        np.add.at(diff, (r[:, 1], r[:, 3]), per_cell)
-        return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
+        return paint_rects(r, per_cell, g.shape)  # O(k + cells)
 
     def block_sums(self, per_area: NDArray[np.float64], idx: NDArray[np.int64], row_edges: NDArray[np.int64],
                    col_edges: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -329,7 +333,8 @@ class PartitionRelease:
         few = len(q) * len(idx) <= FEW_OVERLAPS_PER_CELL * self.grid.n_cells
         if few and self.within_leaf == "uniform":
             return area_rect_sums(self.rects[idx], self.noisy[idx], q)
-        return rect_sums_from_prefix(prefix_sums(self.density()), q).astype(np.float64)
+        dens = self._within_leaf_density if self.within_leaf != "uniform" else self.density()
+        return rect_sums_from_prefix(prefix_sums(dens), q).astype(np.float64)
 
     def expected_query_sd(self, fraction: float) -> float:
         """Noise SD of a query of area ``fraction``, from the leaf level's plan."""

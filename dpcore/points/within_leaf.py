@@ -3,9 +3,11 @@
 A :class:`~dpcore.points.release.PartitionRelease` answers a query that cuts a leaf by a rule for
 the leaf's count inside it.  ``"uniform"`` (every mechanism's default) spreads it evenly over the
 leaf's cells.  ``"piecewise_linear"`` (``ag_pool_smooth``) lets the density slope towards the
-neighbouring leaves: the even spread ``D`` is box-filtered over a window of each cell's own leaf's
-height and width (on a regular tiling of equal leaves, the bilinear "tent" interpolation of the
-leaves' densities between their centres), clamped at 0, and rescaled inside every leaf so that the
+neighbouring leaves: the even spread ``D`` is box-filtered over a window centred on each cell of
+``2·(h // 2) + 1`` rows × ``2·(w // 2) + 1`` columns, where ``h × w`` is the cell's own leaf (the leaf's
+height and width when they are odd, one more cell when even; clipped at the grid's edges; on a
+regular tiling of equal leaves, close to the bilinear "tent" interpolation of the leaves' densities
+between their centres), clamped at 0, and rescaled inside every leaf so that the
 leaf keeps exactly its released count; a leaf whose filtered density sums to 0, or whose released
 count is not positive, keeps its even spread.  The idea of answering from a smoothed fine
 estimate rather than from flat leaves is SNH's (Zeighami, Ahuja, Ghinita & Shahabi, PVLDB 2022,
@@ -22,24 +24,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcore.data.domain import prefix_sums
+from dpcore.data.domain import paint_rects, prefix_sums
 from dpcore.errors import ParameterError
 
 __all__ = ["RULES", "leaf_labels", "piecewise_linear", "within_leaf_density"]
 
 #: The within-leaf rules a release may state (``PartitionRelease.within_leaf``).
 RULES = ("uniform", "piecewise_linear")
-
-
-def _spread(rects: NDArray[np.int64], per_cell: NDArray[np.float64], shape: tuple[int, int]) -> NDArray[np.float64]:
-    """Grid with ``per_cell[i]`` on every cell of the (disjoint) rectangle ``rects[i]``."""
-    rows, cols = shape
-    diff = np.zeros((rows + 1, cols + 1), dtype=np.float64)
-    np.add.at(diff, (rects[:, 0], rects[:, 2]), per_cell)
-    np.add.at(diff, (rects[:, 1], rects[:, 2]), -per_cell)
-    np.add.at(diff, (rects[:, 0], rects[:, 3]), -per_cell)
-    np.add.at(diff, (rects[:, 1], rects[:, 3]), per_cell)
-    return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
 
 
 def leaf_labels(rects: NDArray[np.int64], shape: tuple[int, int]) -> NDArray[np.int64]:
@@ -49,20 +40,37 @@ def leaf_labels(rects: NDArray[np.int64], shape: tuple[int, int]) -> NDArray[np.
     [[0, 1, 1], [0, 1, 1]]
     """
     r = np.asarray(rects, dtype=np.int64).reshape(-1, 4)
-    return np.rint(_spread(r, np.arange(len(r), dtype=np.float64), shape)).astype(np.int64)
+    return np.rint(paint_rects(r, np.arange(len(r), dtype=np.float64), shape)).astype(np.int64)
 
 
-def _box_mean(dens: NDArray[np.float64], half_r: NDArray[np.int64], half_c: NDArray[np.int64]) -> NDArray[np.float64]:
+def _box_mean(dens: NDArray[np.float64], half_r: NDArray[np.integer], half_c: NDArray[np.integer]) -> NDArray[np.float64]:
     """Mean of ``dens`` over the window ``±half_r`` rows × ``±half_c`` columns of every cell (clipped
-    at the grid's edges), from one summed-area table."""
+    at the grid's edges), from one summed-area table; grid-sized indices are int32 and clipped in
+    place (a 2,048² grid's four index grids: 64 MB, not 128 MB plus temporaries)."""
     rows, cols = dens.shape
     P = prefix_sums(dens)
-    ri = np.arange(rows, dtype=np.int64)[:, None]
-    ci = np.arange(cols, dtype=np.int64)[None, :]
-    r0, r1 = np.clip(ri - half_r, 0, rows), np.clip(ri + half_r + 1, 0, rows)
-    c0, c1 = np.clip(ci - half_c, 0, cols), np.clip(ci + half_c + 1, 0, cols)
-    s = P[r1, c1] - P[r0, c1] - P[r1, c0] + P[r0, c0]
-    return s / ((r1 - r0) * (c1 - c0))
+    half_r = np.asarray(half_r, dtype=np.int32)
+    half_c = np.asarray(half_c, dtype=np.int32)
+    ri = np.arange(rows, dtype=np.int32)[:, None]
+    ci = np.arange(cols, dtype=np.int32)[None, :]
+    r0 = np.subtract(ri, half_r, dtype=np.int32)
+    np.clip(r0, 0, rows, out=r0)
+    r1 = np.add(ri, half_r, dtype=np.int32)
+    r1 += 1
+    np.clip(r1, 0, rows, out=r1)
+    c0 = np.subtract(ci, half_c, dtype=np.int32)
+    np.clip(c0, 0, cols, out=c0)
+    c1 = np.add(ci, half_c, dtype=np.int32)
+    c1 += 1
+    np.clip(c1, 0, cols, out=c1)
+    s = P[r1, c1]
+    s -= P[r0, c1]
+    s -= P[r1, c0]
+    s += P[r0, c0]
+    r1 -= r0
+    c1 -= c0
+    s /= np.multiply(r1, c1, dtype=np.float64)  # exact: below 2^53
+    return s
 
 
 def piecewise_linear(rects: NDArray[np.int64], counts: NDArray[np.float64],
@@ -80,7 +88,8 @@ def piecewise_linear(rects: NDArray[np.int64], counts: NDArray[np.float64],
     lab = leaf_labels(r, shape)
     h, w = r[:, 1] - r[:, 0], r[:, 3] - r[:, 2]
     flat = (counts / (h * w))[lab]
-    tent = np.maximum(_box_mean(flat, (h // 2)[lab], (w // 2)[lab]), 0.0)
+    tent = _box_mean(flat, (h // 2).astype(np.int32)[lab], (w // 2).astype(np.int32)[lab])
+    np.maximum(tent, 0.0, out=tent)
     s = np.bincount(lab.ravel(), tent.ravel(), minlength=len(r))
     ok = (s > 1e-12) & (counts > 0)
     scale = np.divide(counts, s, out=np.zeros(len(r)), where=ok)
@@ -89,15 +98,13 @@ def piecewise_linear(rects: NDArray[np.int64], counts: NDArray[np.float64],
 
 def within_leaf_density(rule: str, rects: NDArray[np.int64], counts: NDArray[np.float64],
                         shape: tuple[int, int]) -> NDArray[np.float64]:
-    """Fine density of the leaves under ``rule`` (one of :data:`RULES`).
+    """Fine density of the leaves under a non-uniform ``rule`` of :data:`RULES` (the ``"uniform"``
+    rule is the leaves' even spread, :meth:`~dpcore.points.release.PartitionRelease.spread`).
 
-    >>> within_leaf_density("uniform", np.array([[0, 1, 0, 2]]), np.array([4.0]), (1, 2)).tolist()
+    >>> within_leaf_density("piecewise_linear", np.array([[0, 1, 0, 2]]), np.array([4.0]), (1, 2)).tolist()
     [[2.0, 2.0]]
     """
-    r = np.asarray(rects, dtype=np.int64).reshape(-1, 4)
-    if rule == "piecewise_linear":
-        return piecewise_linear(r, counts, shape)
-    if rule != "uniform":
-        raise ParameterError(f"Unknown within-leaf rule {rule!r}; use one of {', '.join(RULES)}.")
-    c = np.asarray(counts, dtype=np.float64)
-    return _spread(r, c / ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])), shape)
+    if rule != "piecewise_linear":
+        raise ParameterError(f"No fine-density filter for the within-leaf rule {rule!r}; the filtered rule is "
+                             "'piecewise_linear' ('uniform' is the leaves' even spread, PartitionRelease.spread).")
+    return piecewise_linear(rects, counts, shape)

@@ -134,8 +134,8 @@ def _feature_preview(grid: Grid, eps: float, n: float) -> str:
 
     auto = catalog.get("points", "auto")
     params = auto.resolve_params({"public_n": int(n)} if n else None)
-    return recommend_features.app_reason(n, eps, DEFAULT_QUERY_SIZES, grid_shape=(grid.rows, grid.cols),
-                                         allowed=auto.allowed_configs(grid, budget.pure(eps), params))
+    mech, extra, _ = auto.preview(grid, budget.pure(eps), params, float(n), 1)
+    return recommend_features.preview_sentence(mech, extra, n, eps, DEFAULT_QUERY_SIZES)
 
 
 def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: AppTest) -> None:

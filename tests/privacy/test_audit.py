@@ -72,10 +72,11 @@ from dpcore.areas import census_tables
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms import census_matrix as marginals
 from dpcore.areas.mechanisms import census_privelet
-from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.data.domain import Aggregate, Bounds, Grid, rect_sums
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.flows.counts import ODCounts
 from dpcore.points.mechanisms import htf
+from dpcore.points.within_leaf import piecewise_linear
 from dpcore.privacy import budget, calibration
 from dpcore.privacy.noise import (
     NoiseSource,
@@ -595,7 +596,11 @@ def test_ag_pool_smooth_cut_answer() -> None:
     (5, 5) (10 in D, 11 in D') and (7, 7) (30); the query is the one cell (5, 5), a part of its
     leaf the prior tilts towards the denser neighbour (its answer is about 0.6x ``ag_pool``'s
     even share).  Claim ε (post-processing of ``ag_pool``'s release).  Thresholds: the mean and
-    SD of a pilot sample of their own (seed 242).  500 releases per dataset."""
+    SD of a pilot sample of their own (seed 242).  500 releases per dataset.
+
+    Negative control, from the same releases: the same prior over the same released leaves fed
+    the TRUE leaf counts (not post-processing: it reads the data) must show a loss above the claim
+    with these samples and thresholds, so the audit has the power to see a leak through the prior."""
     mech = catalog.get("points", "ag_pool_smooth")
     eps = 2.0
     base = np.zeros((40, 40), dtype=np.int64)
@@ -603,14 +608,23 @@ def test_ag_pool_smooth_cut_answer() -> None:
     d, d2 = _agg(base.tolist()), _agg((base + np.pad([[1]], ((5, 34), (5, 34)))).tolist())
     q = np.array([[5, 6, 5, 6]])
 
-    def cut(r: Any) -> float:
-        return float(r.answer(q)[0])
+    def both(agg: Aggregate, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(released cut answer, control's answer) of ``n`` releases of ``agg``."""
+        plan, src = plan_with(mech, agg, eps, {}), NoiseSource(seed)
+        out = np.empty((n, 2))
+        for i in range(n):
+            r = mech.release(plan, agg, src).inner
+            leaves = r.rects[r.leaf_index()]
+            out[i] = r.answer(q)[0], piecewise_linear(leaves, rect_sums(agg.counts, leaves), agg.grid.shape)[5, 5]
+        return out[:, 0], out[:, 1]
 
-    x = runs(released(mech, d, eps, {}, cut), 240, 500)
-    y = runs(released(mech, d2, eps, {}, cut), 241, 500)
-    pilot = runs(released(mech, d, eps, {}, cut), 242, 150)
+    (x, xc), (y, yc), (pilot, pilot_c) = both(d, 240, 500), both(d2, 241, 500), both(d, 242, 150)
     m, sd = float(np.mean(pilot)), float(np.std(pilot))
     check("ag_pool_smooth cut-leaf answer (ε)", x, y, around(m, m, sd), eps)
+    mc, sdc = float(np.mean(pilot_c)), float(np.std(pilot_c))
+    control, where = epsilon_lower_bound(xc, yc, around(mc, mc, sdc))
+    print(f"\nAUDIT ag_pool_smooth control (true leaf counts): eps_lb = {control:.3f} ({where})")
+    assert control > eps, f"the control's true-count prior shows only ε_lb = {control:.3f} ≤ {eps}: the audit lacks power"
 
 
 def test_ag_pool_second_level_sizing() -> None:

@@ -13,7 +13,8 @@ Within-leaf prior (post-processing)
     leaves' centres on a regular tiling), clamped at 0 and rescaled inside every leaf to keep its
     released count (a leaf whose count is not positive keeps its even spread; ``ag_pool``'s
     leaves are never negative: a pool's sum is clamped at 0 and kept cells are above 2 SD).
-    The filter is fixed (window = the leaf's height × width); it was chosen among eight
+    The filter is fixed (a window of ``2·(h // 2) + 1`` × ``2·(w // 2) + 1`` cells for a leaf of
+    ``h × w``: the leaf's height × width when odd, one more cell when even); it was chosen among eight
     data-free post-processings on the head-to-head's training shapes (roads, single_tight,
     earthquakes, gauss_paper; benchmarks/beat_ag_denoise.py, results/beat_ag_denoise.md), not
     on the held-out ones.

@@ -263,9 +263,11 @@ class Auto(PointsMechanism):
         return (count_level(level, "Number of points (feature: chooses the mechanism)", part(e_n, v_total),
                             sensitivity, 1, float(grid.n_cells), False, note=note), hist)
 
-    def _preview(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], n: float, sensitivity: int
-                 ) -> tuple[str, dict[str, Any], str]:
-        """(mechanism, raw parameters, note) of the plan's preview for ``n`` points."""
+    def preview(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], n: float, sensitivity: int
+                ) -> tuple[str, dict[str, Any], str]:
+        """(mechanism, raw parameters, note) of the plan's preview for ``n`` points (public inputs
+        only: with features, :func:`~dpcore.points.recommend_features.preview`'s configuration for a
+        middling shape; else the count rule's choice); the app's Plan step states the same choice."""
         if self.uses_features(params):
             config = frule.preview(n, cost.value, params["query_sizes"], sensitivity=sensitivity,
                                    grid_shape=(grid.rows, grid.cols),
@@ -293,7 +295,7 @@ class Auto(PointsMechanism):
             raise ParameterError(
                 "Auto chooses the mechanism from the number of points. Give a rough public guess of the "
                 "number of points to preview its choice (without a public number it counts them privately).")
-        name, raw, note = self._preview(grid, cost, params, float(n), sensitivity)
+        name, raw, note = self.preview(grid, cost, params, float(n), sensitivity)
         inner = self.mechanism(name)
         chosen = self.chosen_params(name, raw, float(n))
         inner.check_public(grid, e_m, chosen)

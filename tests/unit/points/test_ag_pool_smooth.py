@@ -9,7 +9,7 @@ import pytest
 from points_helpers import release_with
 
 from dpcore import catalog
-from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.data.domain import Aggregate, Bounds, Grid, paint_rects
 from dpcore.errors import ParameterError
 from dpcore.points import export
 from dpcore.points.within_leaf import leaf_labels, piecewise_linear, within_leaf_density
@@ -73,7 +73,7 @@ def test_prior_follows_a_ramp_better_than_flat_leaves() -> None:
     rects = np.array([[r, r + 4, c, c + 4] for r in range(0, side, 4) for c in range(0, side, 4)])
     counts = np.array([truth[r0:r1, c0:c1].sum() for r0, r1, c0, c1 in rects])
     smooth = piecewise_linear(rects, counts, (side, side))
-    flat = within_leaf_density("uniform", rects, counts, (side, side))
+    flat = paint_rects(rects, counts / 16, (side, side))  # the leaves' even spread
     assert np.abs(smooth - truth).sum() < 0.5 * np.abs(flat - truth).sum()
 
 
@@ -84,6 +84,24 @@ def test_negative_or_empty_leaves_keep_their_even_spread() -> None:
     assert d[:, 2:].sum() == pytest.approx(8.0) and (d[:, 2:] >= 0).all()
 
 
-def test_unknown_rule_is_refused() -> None:
-    with pytest.raises(ParameterError, match="within-leaf rule"):
-        within_leaf_density("cubic", np.array([[0, 1, 0, 1]]), np.array([1.0]), (1, 1))
+def test_unknown_or_unfiltered_rule_is_refused() -> None:
+    for rule in ("cubic", "uniform"):
+        with pytest.raises(ParameterError, match="within-leaf rule"):
+            within_leaf_density(rule, np.array([[0, 1, 0, 1]]), np.array([1.0]), (1, 1))
+
+
+def test_the_smoothed_density_is_computed_once_per_release(pair: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole-grid filter runs once per release, not once per answer() / density() call, and a
+    caller that writes into density()'s grid does not change later answers."""
+    import dpcore.points.release as release_module
+
+    agg, _, _ = pair
+    s = release_with(SMOOTH, agg, 0.5, {}, NoiseSource(7))
+    calls = []
+    real = release_module.within_leaf_density
+    monkeypatch.setattr(release_module, "within_leaf_density", lambda *a: calls.append(1) or real(*a))
+    cut = np.array([[1, 7, 3, 9], [33, 47, 40, 58]])
+    first = s.answer(cut)
+    s.density()[:] = 0.0
+    np.testing.assert_array_equal(s.answer(cut), first)
+    assert len(calls) == 1

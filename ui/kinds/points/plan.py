@@ -294,10 +294,9 @@ def _auto_reason(grid: Any, ds: points_state.Dataset, raw: dict[str, Any]) -> No
         auto = catalog.get("points", "auto")
         resolved = auto.resolve_params(raw)
         share = float(resolved["feature_share"])
-        if share > 0:  # the feature rule's preview, for a middling shape (the plan's own preview)
-            why = recommend_features.app_reason(
-                float(n), eps, resolved["query_sizes"], sensitivity=k, grid_shape=(grid.rows, grid.cols),
-                allowed=auto.allowed_configs(grid, budget.pure(eps), resolved))
+        if share > 0:  # the feature rule's preview, for a middling shape: the plan's own (Auto.preview)
+            mech, extra, _ = auto.preview(grid, budget.pure(eps), resolved, float(n), k)
+            why = recommend_features.preview_sentence(mech, extra, float(n), eps, resolved["query_sizes"])
         else:
             _, why = recommend.app_default(grid, eps, float(n), resolved["query_sizes"], sensitivity=k)
     except DPCoreError as e:
