@@ -45,7 +45,7 @@ def browser_context_args(browser_context_args):
 
 
 @pytest.fixture(scope="session")
-def _worker_context(browser, browser_context_args, app_url):
+def worker_context(browser, browser_context_args, app_url):
     """One browser context per test process for the tests' pages, with a page of the app's host kept
     open: with ``--process-per-site`` every test's page then runs in that warm renderer (the second and
     later page loads and steps cost about a quarter less chromium CPU than in a context of their own).
@@ -59,10 +59,10 @@ def _worker_context(browser, browser_context_args, app_url):
 
 
 @pytest.fixture
-def page(_worker_context):
+def page(worker_context):
     """A new page (a new Streamlit session) in the worker's context; its local storage is cleared and
     the page closed afterwards."""
-    page = _worker_context.new_page()
+    page = worker_context.new_page()
     yield page
     try:
         page.evaluate("() => localStorage.clear()")
