@@ -9,6 +9,7 @@ step still drew).  So every click below first waits until Streamlit's running ic
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -21,6 +22,9 @@ MAP_TIMEOUT_MS = 90_000  # WebGL is software-rendered here
 RUNNING_ICON = "stStatusWidgetRunningIcon"
 #: The stApp element's data-test-script-state when no run is going (set at once, unlike the icon).
 SCRIPT_IDLE = "notRunning"
+#: A folder for screenshots of the pages the tests reach, for a reader (no test reads them); unset,
+#: none is taken: each costs chromium a repaint and a PNG encoding.
+SCREENS = os.environ.get("E2E_SCREENS")
 
 
 def wait_idle(page, timeout: float = IDLE_TIMEOUT_MS) -> None:
@@ -111,3 +115,10 @@ def wait_for_map(page, within=None) -> None:
         }""",
         timeout=MAP_TIMEOUT_MS,
     )
+
+
+def keep_screenshot(page, name: str, **kwargs) -> None:
+    """A screenshot of ``page`` into ``E2E_SCREENS`` as ``name`` when that folder is set."""
+    if SCREENS:
+        os.makedirs(SCREENS, exist_ok=True)
+        page.screenshot(path=os.path.join(SCREENS, name), **kwargs)

@@ -24,12 +24,12 @@ pytestmark = [
 URLS = ["plan"] + [url for *_, url in STEPS + TOOLS if url != "plan"]
 
 
-def test_every_page_url_opens_fresh_with_the_apps_frame(fresh_app_url, browser):
+def test_every_page_url_opens_fresh_with_the_apps_frame(fresh_app_url, worker_context):
+    """Each URL in a new page (a new Streamlit session) of the worker's browser context."""
     app_url = fresh_app_url
     for url in URLS:
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = worker_context.new_page()
         try:
-            page = context.new_page()
             page.set_default_timeout(60_000)
             page.goto(f"{app_url}/{url}")
             title = next(t for _, t, _, u in STEPS + TOOLS if u == url)
@@ -46,4 +46,4 @@ def test_every_page_url_opens_fresh_with_the_apps_frame(fresh_app_url, browser):
             assert page.get_by_test_id("stException").count() == 0, url
             assert page.url.rstrip("/").endswith(f"/{url}"), (url, page.url)
         finally:
-            context.close()
+            page.close()

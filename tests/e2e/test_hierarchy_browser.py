@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
-from browser_steps import click, wait_for_map, wait_idle
+from browser_steps import click, keep_screenshot, wait_for_map, wait_idle
 
 from dpcore.areas.export import validate_hierarchy_record
 
@@ -44,7 +44,7 @@ def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
     wait_for_map(page, main)
     assert page.evaluate("() => document.querySelector('.js-plotly-plot').data[0].geojson.features.length") == 4
     assert page.locator(".js-plotly-plot .treemaplayer").count() >= 1  # the treemap beside the map
-    page.screenshot(path=str(tmp_path / "hierarchy-map.png"), full_page=True)
+    keep_screenshot(page, "hierarchy-map.png", full_page=True)
 
     # issue 25 item 4: upload a polygon and read its estimate and 90 % interval (a box over the whole
     # geography: every finest area inside, none cut)

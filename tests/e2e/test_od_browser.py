@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
-from browser_steps import click, go_to, settle, wait_for_map, wait_idle
+from browser_steps import click, go_to, keep_screenshot, settle, wait_for_map, wait_idle
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from dpcore.flows.export import validate_od_record
@@ -25,7 +25,7 @@ pytestmark = [
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
-def test_od_release_map_export(app_url, page, tmp_path):
+def test_od_release_map_export(app_url, page):
     page.set_default_timeout(60_000)
     requests: list[str] = []
     page.on("request", lambda req: requests.append(req.url))
@@ -81,7 +81,7 @@ def test_od_release_map_export(app_url, page, tmp_path):
     assert sum(1 for _, m in traces if m == "lines+markers") >= 2  # flow lines in width classes
     style = page.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.map.style")
     assert style == "white-bg"
-    page.screenshot(path=str(tmp_path / "od-map.png"))
+    keep_screenshot(page, "od-map.png")
 
     # ---- Export
     go_to(page, "Export")

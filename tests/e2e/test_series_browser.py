@@ -14,7 +14,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from browser_steps import click, enter, go_to, pick_option, wait_for_map, wait_idle
+from browser_steps import (
+    SCREENS,
+    click,
+    enter,
+    go_to,
+    keep_screenshot,
+    pick_option,
+    wait_for_map,
+    wait_idle,
+)
 
 pytestmark = [
     pytest.mark.e2e,
@@ -27,7 +36,6 @@ UBER = SHARED / "points" / "uber_nyc_pickups_2014-04.csv.gz"
 TAXI = SHARED / "od" / "nyc_green_taxi_trips_2020-04.csv.gz"
 ZONES = SHARED / "boundaries" / "nyc_taxi_zone_lookup.csv"
 OUTLINES = SHARED / "boundaries" / "nyc_taxi_zones.geojson"
-SCREENS = Path(os.environ.get("E2E_SCREENS", "/tmp"))
 
 
 def uber_slice(per_day: int = 150) -> bytes:
@@ -69,7 +77,7 @@ def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
     click(page, main.get_by_role("button", name="Release 30 periods — ε = 0.1 each"))
     main.get_by_text(re.compile(r"^Released the series of 30 periods \(30 released\)")).wait_for(timeout=180_000)
     wait_for_map(page)
-    page.screenshot(path=str(SCREENS / "series_uber_first.png"), full_page=True)
+    keep_screenshot(page, "series_uber_first.png", full_page=True)
 
     # the time slider: three steps to the right shows the 4th of April
     main.get_by_role("slider").first.focus()
@@ -80,7 +88,7 @@ def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
     chart = main.locator(".js-plotly-plot").filter(has_text="noisy count per period with its 95 % interval")
     chart.first.wait_for()
     assert chart.first.locator(".scatterlayer .trace").count() == 3  # band top, band bottom, the series
-    page.screenshot(path=str(SCREENS / "series_uber_day4.png"), full_page=True)
+    keep_screenshot(page, "series_uber_day4.png", full_page=True)
 
     # asking again re-serves every period, byte for byte, and charges nothing
     click(page, main.get_by_role("button", name=re.compile(r"^Release 30 periods")))
@@ -88,8 +96,9 @@ def test_uber_pickups_30_days_slider_chart_and_reserve(app_url, page):
     go_to(page, "History")
     main.get_by_text("Every budget in the database (the office view)").wait_for()
     main.get_by_test_id("stDataFrame").first.wait_for()
-    page.wait_for_timeout(1500)  # the table draws on a canvas
-    page.screenshot(path=str(SCREENS / "series_uber_history.png"), full_page=True)
+    if SCREENS:
+        page.wait_for_timeout(1500)  # the table draws on a canvas
+        keep_screenshot(page, "series_uber_history.png", full_page=True)
 
 
 def public_zones() -> pd.DataFrame:
@@ -144,4 +153,4 @@ def test_green_taxi_trips_by_iso_week_person_period(app_url, page):
     main.get_by_text(re.compile(r"^2020-W15: [\d,]+ released rows, released")).wait_for()
     chart = main.locator(".js-plotly-plot").filter(has_text="noisy count per period with its 95 % interval")
     chart.first.wait_for()
-    page.screenshot(path=str(SCREENS / "series_taxi_week15.png"), full_page=True)
+    keep_screenshot(page, "series_taxi_week15.png", full_page=True)
