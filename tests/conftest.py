@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from hypothesis import settings
@@ -132,6 +133,18 @@ def _clear_resources_but_the_demos() -> None:
     for c in doomed:  # as ResourceCaches.clear_all: release each cache's values
         c.mark_detached()
         c.clear()
+
+
+@pytest.fixture(autouse=True)
+def _main_module_kept():
+    """``sys.modules["__main__"]`` as it was before the test.  Streamlit's script runner (AppTest)
+    puts the app's script there and leaves it; a later test of the same worker that starts a
+    ``spawn`` process (tests/unit/privacy/test_ledger_store.py) then had the child run app.py as its
+    main module, outside any Streamlit session (NoSessionContext), and the child died."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
 
 
 @pytest.fixture(autouse=True)
