@@ -81,6 +81,11 @@ EPSILONS = (0.01, 0.1, 1.0)
 SIZES = spatial.SIZES
 QUERIES = 300
 COMPARED = ("privtree", "ag", "ag_pool", "ug", "uniform", "dawa", "identity")
+#: the candidates added to ``auto`` on 2026-11-29 (issue 27): run on both fresh families after the
+#: rule with them was committed, into their own CSVs (:func:`csv13`), so the frozen files stay as read
+NEW_COMPARED = ("ag_pool_smooth", "dawa_free")
+#: the label of ``auto``'s rule with 13 candidates (the feature rule at its share, read at run time)
+AUTO13 = "auto_features13"
 #: the labels that get 16 releases at ε = 1 on clustered data (their worst of 16 is a target)
 SIXTEEN = ("auto", "auto_features")
 #: the frozen family: name -> (generator, seed, clustered)
@@ -263,18 +268,34 @@ def run(mechanisms: dict[str, tuple[str, dict]], log: Callable[[str], None], *,
             log(f"{name} n={n:,}: {len(todo)} (ε, mechanism) pairs in {time.perf_counter() - t0:.1f} s")
 
 
+def csv13(csv: Path) -> Path:
+    """The CSV beside ``csv`` holding :data:`NEW_COMPARED` and :data:`AUTO13`'s rows."""
+    return csv.with_name(csv.stem + "_13.csv")
+
+
+def new_labels(auto: bool) -> dict[str, tuple[str, dict]]:
+    """With ``auto``: :data:`AUTO13` (``auto`` at its default feature share); else :data:`NEW_COMPARED`."""
+    if auto:
+        from dpcore.points import recommend_features as rf
+        return {AUTO13: ("auto", {"feature_share": rf.FEATURE_SHARE})}
+    return {m: (m, {}) for m in NEW_COMPARED}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", action="store_true")
     ap.add_argument("--auto", action="store_true",
                     help="run auto at its defaults and auto_features (feature_share 0.05), after the rule is final")
+    ap.add_argument("--new", action="store_true", help="run NEW_COMPARED (with --auto: AUTO13) into auto_fresh_13.csv")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
 
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t0:7.1f} s] {msg}", flush=True)
 
-    if a.run:
+    if a.run and a.new:
+        run(new_labels(a.auto), log, csv=csv13(CSV), sixteen=(*SIXTEEN, AUTO13))
+    elif a.run:
         mechs = {m: (m, {}) for m in COMPARED}
         if a.auto:
             mechs = {"auto": ("auto", {}), "auto_features": ("auto", {"feature_share": 0.05})}

@@ -162,13 +162,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", action="store_true")
     ap.add_argument("--auto", action="store_true", help="run the auto labels (after the rule is final)")
+    ap.add_argument("--new", action="store_true",
+                    help="run auto_fresh.NEW_COMPARED (with --auto: auto_fresh.AUTO13) into auto_fresh2_13.csv")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
 
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t0:7.1f} s] {msg}", flush=True)
 
-    if a.run:
+    if a.run and a.new:
+        auto_fresh.run(auto_fresh.new_labels(a.auto), log, family=FRESH2, points_of=fresh2_points,
+                       csv=auto_fresh.csv13(CSV), prefix="fresh2", sixteen=(*SIXTEEN, auto_fresh.AUTO13))
+    elif a.run:
         mechs = auto_labels() if a.auto else {m: (m, {}) for m in auto_fresh.COMPARED}
         auto_fresh.run(mechs, log, family=FRESH2, points_of=fresh2_points, csv=CSV_AUTO if a.auto else CSV,
                        prefix="fresh2", sixteen=SIXTEEN)

@@ -262,8 +262,9 @@ def _datafree(lr: pd.DataFrame) -> pd.DataFrame:
     return lr.merge(rel[[*KEYS, "size_class"]].assign(config=ch), on=[*KEYS, "size_class", "config"])
 
 
-#: the mechanisms the held-out reports compare ``auto`` with (``benchmarks/auto_fresh.py``)
-COMPARED = ("privtree", "ag", "ag_pool", "ug", "uniform", "dawa", "identity")
+#: the mechanisms the training's setting-level score compares with (``benchmarks/auto_fresh.py``'s
+#: COMPARED and NEW_COMPARED: every candidate mechanism at its defaults)
+COMPARED = ("privtree", "ag", "ag_pool", "ug", "uniform", "dawa", "identity", "ag_pool_smooth", "dawa_free")
 SETTING = ["instance", "grid", "n", "epsilon"]
 
 
@@ -287,9 +288,12 @@ def _summary(name: str, m: pd.DataFrame, lr: pd.DataFrame | None = None) -> dict
             **{f"fam_{f}": float(np.exp(g["logr"].mean())) for f, g in mixed.groupby("family")}}
 
 
-def select(lr: pd.DataFrame) -> tuple[float, bool, dict, pd.DataFrame, pd.DataFrame]:
+def select(lr: pd.DataFrame, ref: pd.DataFrame | None = None) -> tuple[float, bool, dict, pd.DataFrame, pd.DataFrame]:
     """The margin and the shrinking by leave-one-family-out cross-validation; the coefficients on
-    all training.  Returns (margin, shrink, coefficients, CV table, the CV picks of the chosen rule)."""
+    all training.  ``ref``: the rows whose best is the setting-level reference (default ``lr``; a
+    study of fewer candidates passes every candidate's rows, so the best mechanism stays the same).
+    Returns (margin, shrink, coefficients, CV table, the CV picks of the chosen rule)."""
+    ref = lr if ref is None else ref
     fams = sorted(set(lr["family"]))
     rows, cv_picks = [], {}
     for shrink in (False, True):
@@ -297,19 +301,45 @@ def select(lr: pd.DataFrame) -> tuple[float, bool, dict, pd.DataFrame, pd.DataFr
         for margin in MARGINS:
             m = pd.concat([picks(te, coef, margin, shrink) for coef, te in folds])
             cv_picks[(margin, shrink)] = m
-            rows.append({**_summary(f"regression, margin {margin:g}" + (", features shrunk" if shrink else ""), m, lr),
+            rows.append({**_summary(f"regression, margin {margin:g}" + (", features shrunk" if shrink else ""), m, ref),
                          "margin": margin, "shrink": shrink})
     reg = pd.DataFrame(rows)
     best = reg.loc[reg["geo_regret"].idxmin()]
     margin, shrink = float(best["margin"]), bool(best["shrink"])
     rows = [r for r in rows if r["shrink"] == shrink]
-    rows.append(_summary("data-free rule (recommend.py)", _datafree(lr), lr))
-    for c in ("privtree", "ag_pool"):
-        rows.append(_summary(f"always {c}", lr[lr["config"] == c], lr))
-    oracle = lr.loc[lr.groupby([*KEYS, "size_class"])["logr"].idxmin()]
-    rows.append(_summary("oracle (best config of each release)", oracle, lr))
+    rows.append(_summary("data-free rule (recommend.py)", _datafree(ref), ref))
+    for c in ("privtree", "ag_pool", "ag_pool_smooth"):
+        if (ref["config"] == c).any():
+            rows.append(_summary(f"always {c}", ref[ref["config"] == c], ref))
+    oracle = ref.loc[ref.groupby([*KEYS, "size_class"])["logr"].idxmin()]
+    rows.append(_summary("oracle (best config of each release)", oracle, ref))
     res = pd.DataFrame(rows).drop(columns=["margin", "shrink"], errors="ignore")
     return margin, shrink, fit(lr, shrink), res, cv_picks[(margin, shrink)]
+
+
+#: the candidate sets compared by ``--candidates`` (issue 27: are the two candidates added on
+#: 2026-11-29 worth their place?), as configurations left out of :data:`rf.CONFIGS`
+LEFT_OUT = {"11 candidates (before)": ("ag_pool_smooth", "dawa_free"), "+ ag_pool_smooth": ("dawa_free",),
+            "+ dawa_free": ("ag_pool_smooth",), "all 13": ()}
+
+
+def candidates_study(lr: pd.DataFrame) -> list[str]:
+    """Leave-one-family-out cross-validation of the rule fitted on each candidate set of
+    :data:`LEFT_OUT`, every one scored against the best of ALL configurations on the same training
+    releases (those on which all ran): the evidence for which candidates the rule keeps."""
+    out = ["| candidates | margin | settings within 10 % | geo-mean regret | within 10 % | mixed: regret | "
+           "mixed: within 10 % | picks of the new ones (mixed) |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for name, left in LEFT_OUT.items():
+        sub = lr[~lr["config"].isin(left)]
+        margin, _, _, cv, m = select(sub, ref=lr)
+        r = cv.iloc[[i for i, x in enumerate(cv["rule"]) if x.startswith(f"regression, margin {margin:g}")][0]]
+        mixed = m[m["size_class"] == "mixed"]
+        new = ", ".join(f"{c} {int((mixed['config'] == c).sum())}" for c in ("ag_pool_smooth", "dawa_free")
+                        if c not in left) or "–"
+        out.append(f"| {name} | {margin:g} | {r['settings_within_10']:.1%} | {r['geo_regret']:.3f}x | "
+                   f"{r['within_10']:.1%} | {r['mixed_geo_regret']:.3f}x | {r['mixed_within_10']:.1%} | "
+                   f"{new} of {len(mixed)} |")
+    return out
 
 
 def misses(lr: pd.DataFrame, m: pd.DataFrame) -> list[str]:
@@ -508,6 +538,35 @@ def section(title: str, shares: tuple[float, ...], heldout_csvs: list[tuple[str,
     return "\n".join(out)
 
 
+def section13(title: str) -> str:
+    """A dated section for ``auto_features.md`` on the 13-candidate rule: its cross-validation, the
+    candidate sets compared (:func:`candidates_study`), and both fresh families read once, each
+    against the best of the seven mechanisms compared before (as the earlier numbers) and against
+    the best of all nine candidate mechanisms (``auto_fresh.NEW_COMPARED`` included)."""
+    import auto_fresh
+    import auto_fresh2
+    load = os.getloadavg()
+    lr = long_regrets(pd.read_csv(TRAIN_CSV))
+    margin, shrink, _, cv, cv_picks = select(lr)
+    out = [f"## {title}", "", f"Machine load when written: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}.", "",
+           f"### Cross-validation, 13 candidates (margin chosen: {margin:g}, shrunk: {shrink}; "
+           f"{lr.drop_duplicates(KEYS).shape[0]} training releases on which all ran)", "",
+           *cv_table(cv), "", *misses(lr, cv_picks), "",
+           "### Which candidates (leave-one-family-out, training only; scored against the best of all 13)", "",
+           *candidates_study(lr), ""]
+    fams = (("auto_fresh.csv (first fresh family)", auto_fresh.CSV, []),
+            ("auto_fresh2.csv (second fresh family)", auto_fresh2.CSV, [auto_fresh2.CSV_AUTO]))
+    for name, csv, more in fams:
+        csvs = [csv, *more, auto_fresh.csv13(csv)]
+        for label, compared in (("the seven compared before", auto_fresh.COMPARED),
+                                ("all nine candidate mechanisms",
+                                 (*auto_fresh.COMPARED, *auto_fresh.NEW_COMPARED))):
+            h = heldout(csvs, 5, compared)
+            if not h.empty:
+                out += heldout_section(f"{name}, best of {label}", h)
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", action="store_true")
@@ -526,7 +585,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true", help="also report the fresh held-out (results/auto_fresh.csv)")
     ap.add_argument("--section", default="", help="APPEND a section of this title to auto_features.md: the "
                     "cross-validation at 5 %% and 2 %% shares, the ceiling and the second fresh held-out family")
+    ap.add_argument("--section13", default="", help="APPEND a section of this title to auto_features.md: the "
+                    "13-candidate rule's cross-validation, the candidate sets and both fresh families")
+    ap.add_argument("--candidates", action="store_true", help="print the candidate sets' cross-validation")
     a = ap.parse_args(argv)
+    if a.candidates:
+        print("\n".join(candidates_study(long_regrets(pd.read_csv(TRAIN_CSV)))))
+    if a.section13:
+        text = section13(a.section13)
+        print(text)
+        with (RESULTS / "auto_features.md").open("a") as fh:
+            fh.write("\n" + text + "\n")
+        return 0
     if a.train:
         configs = tuple(c.strip() for c in a.configs.split(",") if c.strip()) or None
         train(a.instances, a.settings, a.releases, a.queries, a.first, configs)

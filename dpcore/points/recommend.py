@@ -60,8 +60,8 @@ _CLASS_SIZES = {"0.1%": 0.001, "1%": 0.01, "10%": 0.1}
 TABLE_NS = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
 TABLE_EPSILONS = (0.01, 0.1, 1.0)
 #: Mechanisms whose defaults size a grid or tree from n and take a public one (``public_n``).
-TAKES_PUBLIC_N = ("ag", "ag_pool", "ug", "htf")
-NAMES = {"privtree": "PrivTree", "ag": "AG", "ag_pool": "AG with pooled sparse cells", "ug": "UG", "dawa": "DAWA", "dawa_free": "DAWA (free starts)", "uniform": "Uniform",
+TAKES_PUBLIC_N = ("ag", "ag_pool", "ag_pool_smooth", "ug", "htf")
+NAMES = {"privtree": "PrivTree", "ag": "AG", "ag_pool": "AG with pooled sparse cells", "ag_pool_smooth": "AG with pooled cells, smoothed", "ug": "UG", "dawa": "DAWA", "dawa_free": "DAWA (free starts)", "uniform": "Uniform",
          "identity": "Identity", "htf": "HTF", "quadtree": "Quadtree", "kdtree": "KD-tree",
          "privelet": "Privelet", "matrix": "the matrix mechanism"}
 

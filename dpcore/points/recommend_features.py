@@ -74,6 +74,8 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "ag_pool": ("ag_pool", {}),
     "identity": ("identity", {}),
     "dawa": ("dawa", {}),
+    "dawa_free": ("dawa_free", {}),
+    "ag_pool_smooth": ("ag_pool_smooth", {}),
 }
 #: The parameter variants and their mechanism's default configuration (the margin applies to them).
 DEFAULT_OF = {"privtree_s03": "privtree", "privtree_t30": "privtree", "ag_fine": "ag", "ag_coarse": "ag"}
