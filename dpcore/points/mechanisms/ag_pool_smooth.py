@@ -29,7 +29,8 @@ Privacy
     (ρ-zCDP) at ``ag_pool``'s cost, which is AG's.
 
 Expected error
-    The plan rows are ``ag_pool``'s (AG's noise); the prior moves no mass between leaves, so a
+    The plan rows are ``ag_pool``'s (AG's noise): they do NOT model the prior, and each leaf row's
+    note says so (:data:`PRIOR_NOTE`).  The prior moves no mass between leaves, so a
     query made of whole leaves has ``ag_pool``'s answer.  Where a query cuts a leaf it trades
     the uniformity error for the prior's error, which is smaller when density varies smoothly
     across leaves.  Measured on 256² grids (10^4 and 10^5 points): 0.67× AG's mean relative
@@ -46,14 +47,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dpcore.data.domain import Aggregate
+from dpcore.data.domain import Aggregate, Grid
 from dpcore.points.mechanisms.ag_pool import AdaptiveGridPooled
-from dpcore.points.release import PartitionRelease
+from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
 
 #: the within-leaf rule this mechanism's releases state (:mod:`dpcore.points.within_leaf`)
 WITHIN_LEAF = "piecewise_linear"
+#: what the leaf rows' expected error leaves out (appended to their notes)
+PRIOR_NOTE = ("Expected error of whole cells only (AG's noise): a query that cuts a cell is answered by the "
+              "sloping within-cell density, whose error these figures do not model (measured on held-out "
+              "shapes: 0.70x AG's mean relative error at ε 0.1, 0.96x at ε 1).")
 
 
 class AdaptiveGridPooledSmooth(AdaptiveGridPooled):
@@ -69,6 +74,13 @@ class AdaptiveGridPooledSmooth(AdaptiveGridPooled):
     )
     reference = ("Qardaji, Yang & Li, 'Differentially private grids for geospatial data', ICDE 2013 "
                  "(with pooling and a piecewise-linear within-cell prior, after Zeighami et al., PVLDB 2022)")
+
+    def _levels(self, grid: Grid, e_n: PrivacyCost | None, e1: PrivacyCost, e2: PrivacyCost,
+                n_first: int, n_second: int, sensitivity: int, preview: bool) -> tuple[LevelPlan, ...]:
+        """AG's levels, the leaf level's note saying that its figures leave the prior out."""
+        levels = super()._levels(grid, e_n, e1, e2, n_first, n_second, sensitivity, preview)
+        return tuple(dataclasses.replace(lv, note=(lv.note + " " if lv.note else "") + PRIOR_NOTE)
+                     if lv.in_partition else lv for lv in levels)
 
     def _release(
         self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource

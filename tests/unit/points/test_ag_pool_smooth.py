@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from points_helpers import release_with
+from points_helpers import levels_of, release_with
 
 from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid, paint_rects
 from dpcore.errors import ParameterError
 from dpcore.points import export
+from dpcore.points.mechanisms.ag_pool_smooth import PRIOR_NOTE
 from dpcore.points.within_leaf import leaf_labels, piecewise_linear, within_leaf_density
 from dpcore.privacy.noise import NoiseSource
 
@@ -105,3 +106,15 @@ def test_the_smoothed_density_is_computed_once_per_release(pair: tuple, monkeypa
     s.density()[:] = 0.0
     np.testing.assert_array_equal(s.answer(cut), first)
     assert len(calls) == 1
+
+
+def test_leaf_rows_say_the_prior_is_not_in_their_expected_error(pair: tuple) -> None:
+    """The plan's and the release's leaf rows carry AG's noise figures (the same as ``ag_pool``'s)
+    and say that the within-leaf prior's error is not in them; the other rows are ``ag_pool``'s."""
+    agg, s, p = pair
+    for smooth, pool in ((levels_of(SMOOTH, agg.grid, 0.5, {}, n_estimate=9_000),
+                          levels_of(POOL, agg.grid, 0.5, {}, n_estimate=9_000)), (s.levels, p.levels)):
+        assert [lv.sd for lv in smooth] == [lv.sd for lv in pool]
+        for a, b in zip(smooth, pool, strict=True):
+            assert a.note == ((b.note + " " if b.note else "") + PRIOR_NOTE if b.in_partition else b.note)
+        assert any(lv.in_partition for lv in smooth)
