@@ -437,8 +437,8 @@ def verdict(h: pd.DataFrame, label: str) -> list[str]:
     w16 = w[clus[f"{label}_releases"] >= 16]
     ok1, ok2 = (r <= 1.1).mean() >= 0.9, bool((clus[f"{label}_ratio"] <= 1.1).all())
     return [f"- `{label}` within 10 % of the best mechanism's mean MRE: **{int((r <= 1.1).sum())} of {len(r)}** "
-            f"settings ({(r <= 1.1).mean():.0%}; target ≥ 90 %: {'met' if ok1 else 'NOT met'}); median "
-            f"{r.median():.2f}x, worst {r.max():.2f}x.",
+            f"settings ({(r <= 1.1).mean():.0%}; target ≥ 90 %: {'met' if ok1 else 'NOT met'}); geometric mean "
+            f"{np.exp(np.log(r).mean()):.3f}x, median {r.median():.2f}x, worst {r.max():.2f}x.",
             f"- At ε = 1 on clustered data: **{int((clus[f'{label}_ratio'] <= 1.1).sum())} of {len(clus)}** within "
             f"10 % (target: all; {'met' if ok2 else 'NOT met'}).",
             f"- Worst of 16 releases over the median (ε = 1, clustered, {len(w16)} settings with 16 releases): "
