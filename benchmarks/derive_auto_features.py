@@ -422,7 +422,7 @@ def heldout(csv: Path | list[Path], compared_releases: int | None = None,
                 a = a.iloc[0]
                 row |= {f"{lab}_mean": a["mean"], f"{lab}_ratio": a["mean"] / b["mean"],
                         f"{lab}_releases": int(a["count"]), f"{lab}_worst_over_median": a["max"] / a["median"]}
-        for m in ("privtree", "ag_pool"):
+        for m in ("privtree", "ag_pool", "ag_pool_smooth"):
             if (others["mechanism"] == m).any():
                 row[f"always_{m}_ratio"] = float(others.loc[others["mechanism"] == m, "mean"].iloc[0]) / b["mean"]
         out.append(row)
@@ -451,7 +451,7 @@ def heldout_section(name: str, h: pd.DataFrame) -> list[str]:
            f"- Best among: {', '.join(sorted(set(', '.join(h['compared']).split(', '))))}.", ""]
     for lab in labels:
         out += verdict(h, lab)
-    for m in ("privtree", "ag_pool"):
+    for m in ("privtree", "ag_pool", "ag_pool_smooth"):
         if f"always_{m}_ratio" in h:
             r = h[f"always_{m}_ratio"]
             out.append(f"- For comparison, always `{m}` (its defaults, full ε): within 10 % in {int((r <= 1.1).sum())} "

@@ -6,8 +6,8 @@ and chooses the algorithm with a rule learned on public training data; DPBench (
 SIGMOD 2016, Sec. 6) showed that the data's shape, not only its scale, decides which algorithm
 wins.  This module is that rule for the point mechanisms.  For every candidate CONFIGURATION
 (:data:`CONFIGS`: a mechanism and its parameters: AG's constants, PrivTree's θ and tree share,
-UG, ``ag_pool``, DAWA, identity, uniform) and query-size class (0.1 %, 1 %, 10 % or mixed, as
-:func:`dpcore.points.recommend.size_class`) a small linear regression predicts the candidate's
+UG, ``ag_pool``, ``ag_pool_smooth``, DAWA, ``dawa_free``, identity, uniform) and query-size
+class (0.1 %, 1 %, 10 % or mixed, as :func:`dpcore.points.recommend.size_class`) a small linear regression predicts the candidate's
 log error ratio to the best candidate (its log REGRET) from the terms of :func:`design`:
 
 * the scale ``L = log10(noisy_total · ε / k)`` (k records per unit) and the grid's side
