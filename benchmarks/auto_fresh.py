@@ -39,7 +39,13 @@ Settings
     machine's load: the first version gave every mechanism 16 releases at ε = 1 and compared HTF;
     rows already made that way are kept, and the report reads releases 0–4 of the compared ones.)
 
+    The 13-candidate rule (2026-11-29, evening): ``--new`` runs :data:`NEW_COMPARED` (5 releases,
+    as the compared ones), and ``--new --auto`` the label :data:`AUTO13` after that rule was
+    committed, into ``auto_fresh_13.csv`` (the file above is left as it was read).
+
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run            # the compared mechanisms
+    nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run --new      # ag_pool_smooth, dawa_free
+    nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run --new --auto  # auto_features13
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run --auto     # auto, auto_features (rule final)
     /work/main/.venv/bin/python benchmarks/auto_fresh.py --report                    # -> results/auto_fresh.md
 """

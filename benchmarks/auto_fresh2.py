@@ -35,6 +35,7 @@ Settings
 
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh2.py --run          # the compared mechanisms
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh2.py --run --auto   # the auto labels (rule final)
+    nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh2.py --run --new [--auto]  # 13 candidates: auto_fresh2_13.csv
 """
 
 from __future__ import annotations

@@ -27,6 +27,11 @@ Three steps, each resumable from its CSV:
     nice -n 10 /work/main/.venv/bin/python benchmarks/derive_auto_features.py --train --instances 84
     /work/main/.venv/bin/python benchmarks/derive_auto_features.py --write
     /work/main/.venv/bin/python benchmarks/derive_auto_features.py --report benchmarks/results/spatial_256_quick.csv
+
+A candidate added later (2026-11-29: ``ag_pool_smooth``, ``dawa_free``) is released on the same
+data, workloads and features with ``--train --configs NAME,... --releases 1`` (release 0 of every
+setting); ``--candidates`` compares candidate sets by cross-validation; ``--section13 TITLE``
+appends the cross-validation, the candidate sets and both fresh families to ``auto_features.md``.
 """
 
 from __future__ import annotations
