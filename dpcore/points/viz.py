@@ -34,7 +34,14 @@ from dpcore.data.domain import (
     rect_sums_from_prefix,
 )
 from dpcore.data.domain import block_sums as block_sums_of_cells
-from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, LogScale, choropleth_figure, zoom_box
+from dpcore.data.maps import (
+    COLORSCALE,
+    OFFLINE_STYLE,
+    WEB_STYLE,
+    LogScale,
+    choropleth_figure,
+    zoom_box,
+)
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.budget import two_significant
 from dpcore.privacy.calibration import interval_half_width
