@@ -37,19 +37,25 @@ class BuiltFigure(go.Figure):
 
 
 #: Keys whose values are plain GeoJSON (ours, or a boundary file's), left as they are by :func:`_plain`
-#: (walking the coordinates of thousands of polygons cost 0.2 s) and by plotly's typed-array encoding.
+#: (walking the coordinates of thousands of polygons cost 0.2 s).
 _GEOJSON_KEYS = frozenset({"geojson", "source"})
+#: Keys under which plotly's ``to_dict`` leaves numpy arrays as they are (``is_skipped_key``).
+_UNTYPED_KEYS = frozenset({"geojson", "layer", "layers", "range"})
 
 
-def _plain(value: Any) -> Any:
-    """``value`` with numpy arrays of Python objects turned into lists (orjson writes those); every
-    dict and every list of containers is new, so encoding the result leaves ``value`` unchanged."""
+def _plain(value: Any, typed: Any = None) -> Any:
+    """``value`` with numpy arrays of Python objects turned into lists (orjson writes those) and, given
+    ``typed`` (plotly's ``to_typed_array_spec``), other numpy arrays as plotly's typed arrays, as
+    ``to_dict`` sends them; every dict and every list of containers is new, so ``value`` is unchanged."""
     if isinstance(value, dict):
-        return {k: (v if k in _GEOJSON_KEYS else _plain(v)) for k, v in value.items()}
+        return {k: (v if k in _GEOJSON_KEYS else _plain(v, None if k in _UNTYPED_KEYS else typed))
+                for k, v in value.items()}
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], (dict, list, tuple, np.ndarray)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray) and value.dtype == object:
-        return value.tolist()
+        return [_plain(v, typed) for v in value]
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return value.tolist()
+        return value if typed is None else typed(value)
     return value
 
 
@@ -70,11 +76,9 @@ def _figure_dict(fig: go.Figure) -> dict[str, Any]:
     new dicts and lists (:func:`_plain`) around the figure's own values, which are only read."""
     data, layout = getattr(fig, "_data", None), getattr(fig, "_layout", None)
     try:
-        from _plotly_utils.utils import convert_to_base64  # what to_dict applies (plotly >= 6)
+        from _plotly_utils.utils import to_typed_array_spec  # what to_dict applies (plotly >= 6)
     except ImportError:  # another plotly: its own (copying) dict
         return _plain(fig.to_dict())
     if not isinstance(data, list) or not isinstance(layout, dict) or fig.frames:
         return _plain(fig.to_dict())
-    spec = _plain({"data": data, "layout": layout})
-    convert_to_base64(spec)
-    return spec
+    return _plain({"data": data, "layout": layout}, to_typed_array_spec)

@@ -192,9 +192,9 @@ def partition_figure(
     scale = LogScale.of(dens)  # the same unit and scale as the image maps (issue 26, item 5)
     fig = choropleth_figure(
         fc,
+        customdata=custom,
         locations=np.arange(n),
         z=scale.z(dens),
-        customdata=custom,
         colorscale=COLORSCALE,
         zmin=scale.zmin,
         zmax=scale.zmax,
