@@ -251,7 +251,9 @@ def _errors(cur: points_state.ReleaseEntry) -> None:
     if cur.exports.get("empirical_id") != rel.release_id:
         try:
             with st.spinner("Answering 1,500 range queries …"):
-                cur.exports["empirical"] = diagnostics.empirical_errors(rel, points_state.aggregate(), n_per_size=500)
+                agg = points_state.aggregate()
+                cur.exports["empirical"] = diagnostics.empirical_errors(
+                    rel, agg, n_per_size=500, truth=points_state.query_truth(agg))
                 cur.exports["empirical_id"] = rel.release_id
         except DPCoreError as e:  # the data could not be counted again (a file moved, an engine failed)
             st.error(f"The true counts are needed here and could not be made: {e}")
