@@ -10,7 +10,7 @@ answers it has finished: the server's whole cost of the step (script thread, ser
 sending the messages), which a loaded machine stretches much less than wall time.
 
 ``--profile DIR`` runs the server under a wrapper that profiles every script run with cProfile in
-the script thread and writes ``DIR/run-NNN.prof`` (read with ``python -m pstats``); the CPU times
+the script thread (its CPU time, not wall time) and writes ``DIR/run-NNN.prof`` (read with ``python -m pstats``); the CPU times
 are then inflated by the profiler, so measure without it.
 
 Run from the repository root (after ``python -m compileall dpcore ui pages``)::
@@ -42,11 +42,11 @@ from map_draw import free_port, loadavg  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ("data", "plan", "release page", "release")
 _PROFILED = """
-import cProfile, itertools, os, sys, runpy
+import cProfile, itertools, os, sys, runpy, time
 from streamlit.runtime.scriptrunner import script_runner as _sr
 _real, _n, _dir = _sr.ScriptRunner._run_script, itertools.count(), os.environ["STEP_CPU_PROFILE"]
 def _run_script(self, rerun_data):
-    p = cProfile.Profile()
+    p = cProfile.Profile(time.thread_time)  # CPU of the script thread, not wall time
     p.enable()
     try:
         return _real(self, rerun_data)
