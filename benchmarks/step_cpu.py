@@ -28,16 +28,12 @@ import asyncio
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import session_protocol  # noqa: E402
-from map_draw import free_port, loadavg  # noqa: E402
+from map_draw import loadavg, streamlit_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ("data", "plan", "release page", "release")
@@ -67,40 +63,14 @@ def cpu_seconds(pid: int) -> float:
 
 @contextlib.contextmanager
 def server(profile: str | None):
-    port = free_port()
-    log = tempfile.NamedTemporaryFile("w+", prefix="step_cpu_", suffix=".log", delete=False)
-    args = ["run", "app.py", "--server.headless=true", f"--server.port={port}",
-            "--server.address=127.0.0.1", "--browser.gatherUsageStats=false",
-            "--server.fileWatcherType=none"]
-    cmd = [sys.executable, "-c", _PROFILED, *args] if profile else [sys.executable, "-m", "streamlit", *args]
-    db_dir = tempfile.TemporaryDirectory(prefix="step_cpu_ledger_")
-    env = dict(os.environ, DPCORE_LEDGER_DB=os.path.join(db_dir.name, "ledger.sqlite"))
+    """The app's server (map_draw.streamlit_server), under the profiling wrapper if ``profile``;
+    yields (base URL, server pid)."""
+    started: list = []
     if profile:
         os.makedirs(profile, exist_ok=True)
-        env["STEP_CPU_PROFILE"] = profile
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}; log: {log.name}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
-                if r.read().decode().strip() == "ok":
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not become healthy; log: {log.name}")
-            time.sleep(0.3)
-        yield base, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        db_dir.cleanup()
+    launcher = [sys.executable, "-c", _PROFILED] if profile else None
+    with streamlit_server(launcher, {"STEP_CPU_PROFILE": profile} if profile else None, started) as (base, _log):
+        yield base, started[0].pid
 
 
 async def walk(base: str, pid: int) -> dict[str, tuple[float, float]]:
