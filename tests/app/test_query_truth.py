@@ -5,6 +5,8 @@ already shares; a user's counts are answered in that user's session only."""
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
@@ -58,7 +60,14 @@ def test_a_users_counts_are_answered_in_that_session_only(monkeypatch) -> None:
     assert np.array_equal(true, [counts[r0:r1, c0:c1].sum() for r0, r1, c0, c1 in qs])
     # another session with the same counts answers them itself, even with the demo's counts marked
     # (a grid of the demo counted before the user's data replaced them): nothing crosses sessions
-    two: dict = {"aggregate": user, "aggregate_demo": (((-74.0, 40.6, -73.8, 40.8), 16, 16), object())}
+    other = Aggregate(user.grid, counts.copy(), 0, 0, 1, None)
+    two: dict = {"aggregate": user, "aggregate_demo": (((-74.0, 40.6, -73.8, 40.8), 16, 16), weakref.ref(other))}
     monkeypatch.setattr(st, "session_state", two)
     t2 = points_state.query_truth(user)
     assert t2 is not t1 and np.array_equal(t2[2], t1[2])
+    # the session's mark does not keep a replaced aggregate alive
+    del one["aggregate"], two["aggregate"], user, t1, t2, qs, true
+    import gc
+
+    gc.collect()
+    assert one["_query_truth"][0]() is None

@@ -16,6 +16,7 @@ in the session under :data:`PLAN_KEY` and built again only when a choice changes
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,12 +161,13 @@ def query_truth(agg: Aggregate) -> diagnostics.QueryTruth:
     4,096² grid their prefix sums were most of the step's server time after the map).  Kept in this
     session only, except for the demo's counts, which every session shares (issue 28 item 5)."""
     ss = st.session_state
+    # weak references: a grid counted before (134 MB at 4,096²) is not kept alive by these marks
     demo = ss.get("aggregate_demo")  # (grid, counts) of the demo's shared counts, set by aggregate()
-    if demo is not None and demo[1] is agg:  # the very object every demo session reads
+    if demo is not None and demo[1]() is agg:  # the very object every demo session reads
         return _demo_query_truth(*demo[0])
     kept = ss.get("_query_truth")
-    if kept is None or kept[0] is not agg:
-        kept = ss["_query_truth"] = (agg, diagnostics.query_truth(agg))
+    if kept is None or kept[0]() is not agg:
+        kept = ss["_query_truth"] = (weakref.ref(agg), diagnostics.query_truth(agg))
     return kept[1]
 
 
@@ -223,7 +225,7 @@ def aggregate() -> Aggregate:
             ss["aggregate"] = pc.aggregate
         elif ds.is_demo and not use_user and ds.table is _demo_table()[0]:
             ss["aggregate"] = _demo_aggregate(g.bounds.as_tuple(), g.rows, g.cols)
-            demo = ((g.bounds.as_tuple(), g.rows, g.cols), ss["aggregate"])
+            demo = ((g.bounds.as_tuple(), g.rows, g.cols), weakref.ref(ss["aggregate"]))
         else:
             assert isinstance(t, PointTable)
             ss["aggregate"] = aggregate_points(
