@@ -118,16 +118,22 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server():
+def streamlit_server(launcher: list[str] | None = None, env_extra: dict[str, str] | None = None,
+                     started: list[subprocess.Popen] | None = None):
+    """``streamlit run app.py`` on a free port with a budget database of its own; yields (base URL, log
+    path).  ``launcher``: the command before ``run`` (default ``python -m streamlit``); ``env_extra``:
+    more environment; ``started``: the server's process is appended to it (benchmarks/step_cpu.py)."""
     port = free_port()
     log = tempfile.NamedTemporaryFile("w+", prefix="map_draw_streamlit_", suffix=".log", delete=False)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+    cmd = [*(launcher or [sys.executable, "-m", "streamlit"]), "run", "app.py", "--server.headless=true",
            f"--server.port={port}", "--server.address=127.0.0.1",
            "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
     # a budget database of its own: the demo's budget is kept across sessions, and the user's is not touched
     db_dir = tempfile.TemporaryDirectory(prefix="map_draw_ledger_")
-    env = dict(os.environ, DPCORE_LEDGER_DB=os.path.join(db_dir.name, "ledger.sqlite"))
+    env = dict(os.environ, DPCORE_LEDGER_DB=os.path.join(db_dir.name, "ledger.sqlite"), **(env_extra or {}))
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    if started is not None:
+        started.append(proc)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

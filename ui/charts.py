@@ -6,7 +6,9 @@ release map of 3,600 polygons that was 0.9 s of copying and 1.5 s of JSON (orjso
 arrays of Python objects such as ``customdata`` mixing numbers and words, and Plotly then cleans the
 whole figure value by value), on every click of the Release page, for every session.
 :func:`built` makes the dict once, with such arrays turned into lists so that orjson writes it in
-one pass; what the browser receives is the same figure.
+one pass; what the browser receives is the same figure.  The dict is made from the figure's own
+properties without plotly's deep copy (``to_dict`` copied every coordinate of every polygon: about
+1 s of the server's CPU per release map of a few thousand areas); the figure is not changed.
 """
 
 from __future__ import annotations
@@ -34,14 +36,26 @@ class BuiltFigure(go.Figure):
         return self._spec
 
 
-def _plain(value: Any) -> Any:
-    """``value`` with numpy arrays of Python objects turned into lists (orjson writes those)."""
+#: Keys whose values are plain GeoJSON (ours, or a boundary file's), left as they are by :func:`_plain`
+#: (walking the coordinates of thousands of polygons cost 0.2 s).
+_GEOJSON_KEYS = frozenset({"geojson", "source"})
+#: Keys under which plotly's ``to_dict`` leaves numpy arrays as they are (``is_skipped_key``).
+_UNTYPED_KEYS = frozenset({"geojson", "layer", "layers", "range"})
+
+
+def _plain(value: Any, typed: Any = None) -> Any:
+    """``value`` with numpy arrays of Python objects turned into lists (orjson writes those) and, given
+    ``typed`` (plotly's ``to_typed_array_spec``), other numpy arrays as plotly's typed arrays, as
+    ``to_dict`` sends them; every dict and every list of containers is new, so ``value`` is unchanged."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: (v if k in _GEOJSON_KEYS else _plain(v, None if k in _UNTYPED_KEYS else typed))
+                for k, v in value.items()}
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], (dict, list, tuple, np.ndarray)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray) and value.dtype == object:
-        return value.tolist()
+        return [_plain(v, typed) for v in value]
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return value.tolist()
+        return value if typed is None else typed(value)
     return value
 
 
@@ -54,4 +68,17 @@ def built(fig: go.Figure) -> BuiltFigure:
     """
     if isinstance(fig, BuiltFigure):
         return fig
-    return BuiltFigure(_plain(fig.to_dict()))
+    return BuiltFigure(_figure_dict(fig))
+
+
+def _figure_dict(fig: go.Figure) -> dict[str, Any]:
+    """What ``fig.to_dict()`` returns (numpy arrays as plotly's typed arrays), without its deep copy:
+    new dicts and lists (:func:`_plain`) around the figure's own values, which are only read."""
+    data, layout = getattr(fig, "_data", None), getattr(fig, "_layout", None)
+    try:
+        from _plotly_utils.utils import to_typed_array_spec  # what to_dict applies (plotly >= 6)
+    except ImportError:  # another plotly: its own (copying) dict
+        return _plain(fig.to_dict())
+    if not isinstance(data, list) or not isinstance(layout, dict) or fig.frames:
+        return _plain(fig.to_dict())
+    return _plain({"data": data, "layout": layout}, to_typed_array_spec)

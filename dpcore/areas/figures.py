@@ -20,6 +20,7 @@ from dpcore.data.maps import (
     OFFLINE_STYLE,
     WEB_STYLE,
     LogScale,
+    choropleth_figure,
     light_outlines,
     zoom_box,
 )
@@ -131,11 +132,11 @@ def hierarchy_map(
     geo["id"] = idx.astype(str)
     gj = geo.set_index("id").__geo_interface__
     scale = LogScale.of(zs)  # skewed counts (one county of ten million) show on a log scale (issue 26, item 5)
-    fig = go.Figure(go.Choroplethmap(
-        geojson=gj, locations=idx.astype(str), z=scale.z(zs), zmin=scale.zmin, zmax=scale.zmax, featureidkey="id",
+    fig = choropleth_figure(
+        gj, locations=idx.astype(str), z=scale.z(zs), zmin=scale.zmin, zmax=scale.zmax, featureidkey="id",
         customdata=custom, hovertemplate=hover, colorscale=COLORSCALE, marker={"line": {"width": 0.3, "color": "#555"}},
         colorbar=scale.colorbar(("people" if v.ndim == 1 else "groups") + " (log)"),
-    ))
+    )
     layers = []
     if parent_join is not None:
         pg = parent_join.frame[[parent_join.frame.geometry.name]]

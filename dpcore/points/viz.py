@@ -34,7 +34,14 @@ from dpcore.data.domain import (
     rect_sums_from_prefix,
 )
 from dpcore.data.domain import block_sums as block_sums_of_cells
-from dpcore.data.maps import COLORSCALE, OFFLINE_STYLE, WEB_STYLE, LogScale, zoom_box
+from dpcore.data.maps import (
+    COLORSCALE,
+    OFFLINE_STYLE,
+    WEB_STYLE,
+    LogScale,
+    choropleth_figure,
+    zoom_box,
+)
 from dpcore.points.release import PartitionRelease
 from dpcore.privacy.budget import two_significant
 from dpcore.privacy.calibration import interval_half_width
@@ -183,11 +190,11 @@ def partition_figure(
     custom[:, 5] = budget_txt
     custom[:, 6] = dens
     scale = LogScale.of(dens)  # the same unit and scale as the image maps (issue 26, item 5)
-    fig = go.Figure(go.Choroplethmap(
-        geojson=fc,
+    fig = choropleth_figure(
+        fc,
+        customdata=custom,
         locations=np.arange(n),
         z=scale.z(dens),
-        customdata=custom,
         colorscale=COLORSCALE,
         zmin=scale.zmin,
         zmax=scale.zmax,
@@ -199,7 +206,7 @@ def partition_figure(
             "area: %{customdata[3]:,.3f} km²<br>density: %{customdata[6]:,.1f} per km²<br>"
             "depth: %{customdata[4]} · budget: %{customdata[5]}<extra></extra>"
         ),
-    ))
+    )
     fig = _map_layout(fig, g.bounds, boundaries, basemap, height)
     info = {"n_polygons": n, "aggregated": bool(blocks["aggregated"].any()),
             "n_leaves": int(release.leaf.sum()), "n_shown": int(len(idx))}
@@ -586,14 +593,14 @@ def rects_figure(frame: Any, bounds: Bounds, *, boundaries: dict[str, Any] | Non
     dens = rects_density(frame)
     custom = np.column_stack([frame[["noisy_count", "ci95_low", "ci95_high"]].to_numpy(dtype=np.float64), dens])
     scale = LogScale.of([zmax] if zmax and zmax > 0 else dens)  # one scale for every period of a series
-    fig = go.Figure(go.Choroplethmap(
-        geojson=fc, locations=np.arange(len(box)), z=scale.z(dens), customdata=custom, colorscale=COLORSCALE,
+    fig = choropleth_figure(
+        fc, locations=np.arange(len(box)), z=scale.z(dens), customdata=custom, colorscale=COLORSCALE,
         zmin=scale.zmin, zmax=scale.zmax,
         marker={"opacity": 0.75, "line": {"width": 0.3 if len(box) <= 2500 else 0, "color": "#999"}},
         colorbar=scale.colorbar(DENSITY_TITLE),
         hovertemplate=("noisy count: %{customdata[0]:,.0f}<br>95% interval: %{customdata[1]:,.0f} to "
                        "%{customdata[2]:,.0f}<br>density: %{customdata[3]:,.1f} per km²<extra></extra>"),
-    ))
+    )
     if title:
         fig.update_layout(title={"text": title, "font": {"size": 14}})
     return _map_layout(fig, bounds, boundaries, basemap, height)

@@ -29,3 +29,14 @@ def test_the_toolbar_mode_is_one_streamlit_knows() -> None:
 
     option = config._config_options_template["client.toolbarMode"]
     assert '"minimal"' in option.description
+
+
+def test_no_full_garbage_collection_after_every_script_run() -> None:
+    # Streamlit's default collects all garbage after each run: 0.1-0.5 s of the server's CPU per step
+    # with a few sessions open, on a server that runs one script at a time (issue 28 item 5)
+    conf = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text("utf-8"))
+    assert conf["runner"]["postScriptGC"] is False
+    out = subprocess.run([sys.executable, "-c", "from streamlit import config; "
+                          "print(config.get_option('runner.postScriptGC'))"],
+                         cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "False"

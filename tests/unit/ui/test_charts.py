@@ -37,3 +37,13 @@ def test_the_dict_is_made_once_and_not_copied_on_every_run() -> None:
     b = charts.built(go.Figure(go.Scatter(x=[1, 2], y=[3, 4])))
     assert b.to_dict() is b.to_dict()
     assert charts.built(b) is b
+
+
+def test_building_copies_no_polygon_and_leaves_the_figure_unchanged() -> None:
+    # plotly's to_dict deep-copied every polygon of a release map (1 s of server CPU a map, issue 28)
+    fig, _ = viz.partition_figure(_release())
+    before = fig.to_json()
+    spec = charts.built(fig).to_dict()
+    assert spec["data"][0]["geojson"] is fig.data[0].geojson  # the figure's own GeoJSON, not a copy
+    assert isinstance(spec["data"][0]["locations"], dict)  # numpy arrays as plotly's typed arrays
+    assert fig.to_json() == before

@@ -17,6 +17,7 @@ from dpcore.estimate.data_user_format import coordinate_precision
 from dpcore.points import diagnostics, viz
 from dpcore.points.data_users import stating_precision
 from dpcore.points.mechanisms.base import level_row
+from dpcore.points.release import PartitionRelease
 from ui import charts, confirm, fmt, frame, intervals, near_match_ui, plan_table, series, state
 from ui.kinds.points import plan as points_plan
 from ui.kinds.points import series as points_series
@@ -217,16 +218,8 @@ def _query_against_plan(cur: points_state.ReleaseEntry, released: Plan) -> None:
     st.markdown(text)
 
 
-def _errors(cur: points_state.ReleaseEntry) -> None:
-    """Expected error per level (publishable), then the curator-only error against the truth."""
-    rel = cur.release
-    st.subheader("Expected error per level (from the mechanism, publishable)")
-    plan = released_plan(cur)
-    if any("p_stop_by_noise" in r.details for r in plan.rows):
-        st.caption("Chance that noise decides a split: for a node holding the count expected under evenly "
-                   "spread data, the chance that noise, not the data, decides whether it is split further.")
-    plan_table.show(plan, release_columns(plan), width="stretch")
-    _query_against_plan(cur, plan)
+def _level_error_figure(rel: PartitionRelease) -> charts.BuiltFigure:
+    """The error of one count per level (95%), as a bar per level."""
     counted = [lv for lv in rel.levels if lv.noise != "discrete_laplace_grid"]  # counts of points only
     fig = go.Figure(go.Bar(
         x=[lv.ci95 for lv in counted], y=[lv.name for lv in counted], orientation="h",
@@ -239,6 +232,22 @@ def _errors(cur: points_state.ReleaseEntry) -> None:
                "categoryarray": [lv.name for lv in counted]},
         height=160 + 24 * len(counted), margin={"l": 10, "r": 10, "t": 40, "b": 40},
     )
+    return charts.built(fig)
+
+
+def _errors(cur: points_state.ReleaseEntry) -> None:
+    """Expected error per level (publishable), then the curator-only error against the truth."""
+    rel = cur.release
+    st.subheader("Expected error per level (from the mechanism, publishable)")
+    plan = released_plan(cur)
+    if any("p_stop_by_noise" in r.details for r in plan.rows):
+        st.caption("Chance that noise decides a split: for a node holding the count expected under evenly "
+                   "spread data, the chance that noise, not the data, decides whether it is split further.")
+    plan_table.show(plan, release_columns(plan), width="stretch")
+    _query_against_plan(cur, plan)
+    if cur.exports.get("level_error_id") != rel.release_id:  # made once per release, not on every rerun
+        cur.exports["level_error_fig"], cur.exports["level_error_id"] = _level_error_figure(rel), rel.release_id
+    fig = cur.exports["level_error_fig"]
     st.plotly_chart(fig, width="stretch", key="level_error_chart")
 
     st.subheader(":red[Not for publication] — error against your true data")
@@ -251,7 +260,9 @@ def _errors(cur: points_state.ReleaseEntry) -> None:
     if cur.exports.get("empirical_id") != rel.release_id:
         try:
             with st.spinner("Answering 1,500 range queries …"):
-                cur.exports["empirical"] = diagnostics.empirical_errors(rel, points_state.aggregate(), n_per_size=500)
+                agg = points_state.aggregate()
+                cur.exports["empirical"] = diagnostics.empirical_errors(
+                    rel, agg, n_per_size=500, truth=points_state.query_truth(agg))
                 cur.exports["empirical_id"] = rel.release_id
         except DPCoreError as e:  # the data could not be counted again (a file moved, an engine failed)
             st.error(f"The true counts are needed here and could not be made: {e}")

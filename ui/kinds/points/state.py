@@ -16,6 +16,7 @@ in the session under :data:`PLAN_KEY` and built again only when a choice changes
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
 from dpcore.data.engines import base as engine_rules
 from dpcore.data.points import PointTable, load_points
 from dpcore.errors import DPCoreError
+from dpcore.points import diagnostics
 from dpcore.points.release import PartitionRelease
 from dpcore.points.unit import points_unit
 from dpcore.privacy import budget
@@ -145,6 +147,30 @@ def _demo_aggregate(bounds: tuple[float, float, float, float], rows: int, cols: 
     return aggregate_points(table.lon, table.lat, Grid(Bounds(*bounds), rows, cols))
 
 
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _demo_query_truth(bounds: tuple[float, float, float, float], rows: int, cols: int) -> diagnostics.QueryTruth:
+    """The curator's error queries answered on the demo's counts, once per server and grid: the demo
+    points are made up and public, and their counts are already shared (:func:`_demo_aggregate`);
+    a user's data is never answered here (:func:`query_truth`)."""
+    return diagnostics.query_truth(_demo_aggregate(bounds, rows, cols))
+
+
+def query_truth(agg: Aggregate) -> diagnostics.QueryTruth:
+    """CURATOR-ONLY: the true answers of the Release step's error queries for ``agg`` (this session's
+    :func:`aggregate`), made once per aggregate: every release of the same counts reads them (on a
+    4,096² grid their prefix sums were most of the step's server time after the map).  Kept in this
+    session only, except for the demo's counts, which every session shares (issue 28 item 5)."""
+    ss = st.session_state
+    # weak references: a grid counted before (134 MB at 4,096²) is not kept alive by these marks
+    demo = ss.get("aggregate_demo")  # (grid, counts) of the demo's shared counts, set by aggregate()
+    if demo is not None and demo[1]() is agg:  # the very object every demo session reads
+        return _demo_query_truth(*demo[0])
+    kept = ss.get("_query_truth")
+    if kept is None or kept[0]() is not agg:
+        kept = ss["_query_truth"] = (weakref.ref(agg), diagnostics.query_truth(agg))
+    return kept[1]
+
+
 def load_demo() -> None:
     table, fp = _demo_table()
     set_dataset(Dataset(synthetic.DEMO_NAME, table, True, fp, synthetic.DEMO_N))
@@ -189,6 +215,7 @@ def aggregate() -> Aggregate:
     key = aggregate_key()
     if ss.get("aggregate_key") != key:
         t = ds.table
+        demo = None  # the grid of the demo's shared counts (query_truth)
         use_user = t.user_column is not None and cap is not None
         if ds.source is not None:
             # new bounds: the keys of the points inside them come with this count (issue 26 item 12)
@@ -198,12 +225,13 @@ def aggregate() -> Aggregate:
             ss["aggregate"] = pc.aggregate
         elif ds.is_demo and not use_user and ds.table is _demo_table()[0]:
             ss["aggregate"] = _demo_aggregate(g.bounds.as_tuple(), g.rows, g.cols)
+            demo = ((g.bounds.as_tuple(), g.rows, g.cols), weakref.ref(ss["aggregate"]))
         else:
             assert isinstance(t, PointTable)
             ss["aggregate"] = aggregate_points(
                 t.lon, t.lat, g, user=t.user if use_user else None, user_cap=cap if use_user else None
             )
-        ss["aggregate_key"] = key
+        ss["aggregate_key"], ss["aggregate_demo"] = key, demo
     return ss["aggregate"]
 
 

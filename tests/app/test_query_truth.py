@@ -1,0 +1,73 @@
+"""The curator's error queries are answered on the true counts once per aggregate, not on every release
+(issue 28 item 5: on a 4,096² grid their prefix sums were most of the Release step's server time after
+the map).  Shared across sessions only for the demo's made-up points, whose counts every session
+already shares; a user's counts are answered in that user's session only."""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+from dpcore.data.domain import Aggregate, Bounds, Grid
+from dpcore.points import diagnostics
+from ui.state import release_widget_key
+
+APP = "../../app.py"
+
+
+def _demo_release(grid: int = 32) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["kind"] = at.session_state["_w_kind"] = "points"
+    at.session_state["grid_shape"] = (grid, grid)
+    at.session_state["mechanism"] = "ug"
+    at.run()
+    at.switch_page("pages/release.py").run()
+    at.button(key=release_widget_key("release_button", at.session_state)).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_demo_sessions_share_the_true_answers_and_get_the_same_errors(monkeypatch) -> None:
+    made = []
+    real = diagnostics.query_truth
+    monkeypatch.setattr(diagnostics, "query_truth", lambda *a, **k: made.append(1) or real(*a, **k))
+    a = _demo_release(grid=24)  # a grid no other test uses: the cache of this server process is cold
+    b = _demo_release(grid=24)
+    assert made == [1]  # answered once for both sessions
+    ea, eb = (s.session_state["releases"][-1].exports["empirical"] for s in (a, b))
+    agg = a.session_state["aggregate"]
+    assert agg is b.session_state["aggregate"]  # the demo's shared counts
+    # the same numbers as answering the queries again for this release
+    again = diagnostics.empirical_errors(a.session_state["releases"][-1].release, agg, n_per_size=500)
+    assert [r["mae"] for r in ea] == [r["mae"] for r in again]
+    assert len(ea) == len(eb) == 4
+
+
+def test_a_users_counts_are_answered_in_that_session_only(monkeypatch) -> None:
+    import streamlit as st
+
+    from ui.kinds.points import state as points_state
+
+    counts = np.arange(16 * 16, dtype=np.int64).reshape(16, 16)
+    user = Aggregate(Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 16, 16), counts, 0, 0, 1, None)
+    one: dict = {"aggregate": user, "aggregate_demo": None}
+    monkeypatch.setattr(st, "session_state", one)
+    t1 = points_state.query_truth(user)
+    assert points_state.query_truth(user) is t1  # once per aggregate in the session
+    qs, _, true = t1
+    assert np.array_equal(true, [counts[r0:r1, c0:c1].sum() for r0, r1, c0, c1 in qs])
+    # another session with the same counts answers them itself, even with the demo's counts marked
+    # (a grid of the demo counted before the user's data replaced them): nothing crosses sessions
+    other = Aggregate(user.grid, counts.copy(), 0, 0, 1, None)
+    two: dict = {"aggregate": user, "aggregate_demo": (((-74.0, 40.6, -73.8, 40.8), 16, 16), weakref.ref(other))}
+    monkeypatch.setattr(st, "session_state", two)
+    t2 = points_state.query_truth(user)
+    assert t2 is not t1 and np.array_equal(t2[2], t1[2])
+    # the session's mark does not keep a replaced aggregate alive
+    del one["aggregate"], two["aggregate"], user, t1, t2, qs, true
+    import gc
+
+    gc.collect()
+    assert one["_query_truth"][0]() is None
