@@ -55,8 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mechanisms", default="dawa,dawa_free")
     ap.add_argument("--uncapped", action="store_true",
                     help="lift dawa_free's 512² cap for this measurement only (how far above the rule it would be)")
-    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--out", default=None,
+                    help=f"results file (default {RESULTS.name}; with --uncapped, dawa_speed_uncapped.md)")
     a = ap.parse_args(argv)
+    if a.out is None:  # a lifted-cap run never overwrites the rule's own results
+        a.out = str(RESULTS.with_name("dawa_speed_uncapped.md") if a.uncapped else RESULTS)
     if a.uncapped:
         from dpcore.points.mechanisms import dawa_free
         dawa_free.MAX_FREE_CELLS = SIDE * SIDE

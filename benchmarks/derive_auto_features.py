@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import auto_fresh  # noqa: E402  (its mechanism names only; its held-out rows are read by the report steps alone)
 import auto_generators as gens  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -269,7 +270,7 @@ def _datafree(lr: pd.DataFrame) -> pd.DataFrame:
 
 #: the mechanisms the training's setting-level score compares with (``benchmarks/auto_fresh.py``'s
 #: COMPARED and NEW_COMPARED: every candidate mechanism at its defaults)
-COMPARED = ("privtree", "ag", "ag_pool", "ug", "uniform", "dawa", "identity", "ag_pool_smooth", "dawa_free")
+COMPARED = (*auto_fresh.COMPARED, *auto_fresh.NEW_COMPARED)
 SETTING = ["instance", "grid", "n", "epsilon"]
 
 
@@ -525,7 +526,6 @@ def section(title: str, shares: tuple[float, ...], heldout_csvs: list[tuple[str,
     """A dated section for ``auto_features.md``: the cross-validation at each feature share (the
     features bought again at that share, the configurations' errors kept), the ceiling (from
     ``benchmarks/auto_ceiling.py``) and the held-out tables."""
-    import auto_fresh
     load = os.getloadavg()
     out = [f"## {title}", "", f"Machine load when written: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}.", ""]
     raw = pd.read_csv(TRAIN_CSV)

@@ -266,3 +266,12 @@ def test_dawa_free_is_a_candidate_up_to_512_squared(monkeypatch: pytest.MonkeyPa
     assert a["epsilon_chosen"] == pytest.approx(0.95)
     assert sum(lv.cost.value for lv in rel.levels) == pytest.approx(1.0)
     assert abs(rel.answer(np.array([[0, 16, 0, 16]]))[0] - 5_000) < 1_000
+
+
+def test_takes_public_n_is_every_point_mechanism_with_a_public_n_parameter() -> None:
+    """``auto`` hands the features' noisy count to exactly the mechanisms that take ``public_n``: a
+    mechanism missing from the list would silently buy a second count with its own share of ε."""
+    takes = {name for name in catalog.names("points")
+             if any(p.name == "public_n" for p in catalog.get("points", name).params)}
+    takes.discard("auto")  # auto passes its public_n on; it is not one of its own candidates
+    assert set(frule.TAKES_PUBLIC_N) == takes
