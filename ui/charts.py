@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import plotly
 import plotly.graph_objects as go
 
 
@@ -39,19 +40,22 @@ class BuiltFigure(go.Figure):
 #: Keys whose values are plain GeoJSON (ours, or a boundary file's), left as they are by :func:`_plain`
 #: (walking the coordinates of thousands of polygons cost 0.2 s).
 _GEOJSON_KEYS = frozenset({"geojson", "source"})
-#: Keys under which plotly's ``to_dict`` leaves numpy arrays as they are (``is_skipped_key``).
-_UNTYPED_KEYS = frozenset({"geojson", "layer", "layers", "range"})
+#: The plotly major versions whose ``to_dict`` :func:`_figure_dict` was checked against (same JSON for
+#: maps, heatmaps, bars, dates, typed and object arrays); any other plotly gets its own ``to_dict``.
+_CHECKED_PLOTLY = ("6", "7")
 
 
-def _plain(value: Any, typed: Any = None) -> Any:
+def _plain(value: Any, typed: Any = None, skipped: Any = None) -> Any:
     """``value`` with numpy arrays of Python objects turned into lists (orjson writes those) and, given
     ``typed`` (plotly's ``to_typed_array_spec``), other numpy arrays as plotly's typed arrays, as
-    ``to_dict`` sends them; every dict and every list of containers is new, so ``value`` is unchanged."""
+    ``to_dict`` sends them, except under the keys plotly skips (``skipped``: its ``is_skipped_key``);
+    every dict and every list of containers is new, so ``value`` is unchanged."""
     if isinstance(value, dict):
-        return {k: (v if k in _GEOJSON_KEYS else _plain(v, None if k in _UNTYPED_KEYS else typed))
+        return {k: (v if k in _GEOJSON_KEYS else
+                    _plain(v, None if skipped is not None and skipped(k) else typed, skipped))
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], (dict, list, tuple, np.ndarray)):
-        return [_plain(v, typed) for v in value]
+        return [_plain(v, typed, skipped) for v in value]
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             return value.tolist()
@@ -73,12 +77,15 @@ def built(fig: go.Figure) -> BuiltFigure:
 
 def _figure_dict(fig: go.Figure) -> dict[str, Any]:
     """What ``fig.to_dict()`` returns (numpy arrays as plotly's typed arrays), without its deep copy:
-    new dicts and lists (:func:`_plain`) around the figure's own values, which are only read."""
+    new dicts and lists (:func:`_plain`) around the figure's own values, which are only read.  The
+    rules (which keys are skipped, how an array is typed) are plotly's own functions, and only the
+    plotly versions checked take this path; every other case gets plotly's (copying) ``to_dict``."""
     data, layout = getattr(fig, "_data", None), getattr(fig, "_layout", None)
     try:
-        from _plotly_utils.utils import to_typed_array_spec  # what to_dict applies (plotly >= 6)
+        from _plotly_utils.utils import is_skipped_key, to_typed_array_spec  # what to_dict applies
     except ImportError:  # another plotly: its own (copying) dict
         return _plain(fig.to_dict())
-    if not isinstance(data, list) or not isinstance(layout, dict) or fig.frames:
+    if (plotly.__version__.split(".")[0] not in _CHECKED_PLOTLY or not isinstance(data, list)
+            or not isinstance(layout, dict) or fig.frames):
         return _plain(fig.to_dict())
-    return _plain({"data": data, "layout": layout}, to_typed_array_spec)
+    return _plain({"data": data, "layout": layout}, to_typed_array_spec, is_skipped_key)

@@ -130,7 +130,8 @@ def choropleth_figure(geojson: dict[str, Any], *, customdata: Any = None, **trac
     coordinate pair of every polygon) and the hover values (every element of an array of numbers and
     words) while building the figure: for a release map of a few thousand areas that was about
     0.6 s of the server's CPU per map (issue 28 item 5).  Set after the figure is built, the trace
-    refers to the same GeoJSON and to the hover values as they are; do not change them afterwards.
+    refers to the same GeoJSON (do not change it afterwards); the hover values are validated and
+    copied once, shallowly, by plotly's ``update_traces``.
 
     >>> gj = {"type": "FeatureCollection", "features": []}
     >>> fig = choropleth_figure(gj, locations=[], z=[])

@@ -62,8 +62,13 @@ def empirical_errors(
     NOT FOR PUBLICATION — computed from the true counts.  ``truth``: :func:`query_truth` of
     ``aggregate`` with the same ``sizes``, ``n_per_size``, ``shape`` and ``seed``, made before.
     """
-    qs, tags, true = truth if truth is not None else query_truth(
-        aggregate, sizes=sizes, n_per_size=n_per_size, shape=shape, seed=seed)
+    if truth is None:
+        truth = query_truth(aggregate, sizes=sizes, n_per_size=n_per_size, shape=shape, seed=seed)
+    qs, tags, true = truth
+    if len(qs) != len(sizes) * n_per_size or set(np.unique(tags).tolist()) != set(sizes):
+        raise ValueError(f"truth holds {len(qs)} queries of sizes {sorted(set(tags.tolist()))}, not "
+                         f"{n_per_size} of each of {list(sizes)}: make it with query_truth(...) of the same "
+                         "sizes and n_per_size")
     est = release.answer(qs)
     rows = []
     for s in sizes:

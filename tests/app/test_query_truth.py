@@ -8,10 +8,12 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.points import diagnostics
+from ui.kinds.points import state as points_state
 from ui.state import release_widget_key
 
 APP = "../../app.py"
@@ -33,7 +35,8 @@ def test_the_demo_sessions_share_the_true_answers_and_get_the_same_errors(monkey
     made = []
     real = diagnostics.query_truth
     monkeypatch.setattr(diagnostics, "query_truth", lambda *a, **k: made.append(1) or real(*a, **k))
-    a = _demo_release(grid=24)  # a grid no other test uses: the cache of this server process is cold
+    points_state._demo_query_truth.clear()  # the cache of this server process starts cold
+    a = _demo_release(grid=24)
     b = _demo_release(grid=24)
     assert made == [1]  # answered once for both sessions
     ea, eb = (s.session_state["releases"][-1].exports["empirical"] for s in (a, b))
@@ -47,8 +50,6 @@ def test_the_demo_sessions_share_the_true_answers_and_get_the_same_errors(monkey
 
 def test_a_users_counts_are_answered_in_that_session_only(monkeypatch) -> None:
     import streamlit as st
-
-    from ui.kinds.points import state as points_state
 
     counts = np.arange(16 * 16, dtype=np.int64).reshape(16, 16)
     user = Aggregate(Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 16, 16), counts, 0, 0, 1, None)
@@ -71,3 +72,14 @@ def test_a_users_counts_are_answered_in_that_session_only(monkeypatch) -> None:
 
     gc.collect()
     assert one["_query_truth"][0]() is None
+
+
+def test_truth_made_for_other_queries_is_refused() -> None:
+    """``empirical_errors(..., truth=)`` must answer the queries its rows are labelled with: answers
+    made for other sizes or another number of queries are refused, not mislabelled."""
+    agg = Aggregate(Grid(Bounds(0, 0, 1, 1), 8, 8), np.ones((8, 8), dtype=np.int64), 0, 0, 1, None)
+    truth = diagnostics.query_truth(agg, sizes=(0.25,), n_per_size=3)
+    with pytest.raises(ValueError, match="same sizes and n_per_size"):
+        diagnostics.empirical_errors(None, agg, sizes=(0.25,), n_per_size=4, truth=truth)
+    with pytest.raises(ValueError, match="same sizes and n_per_size"):
+        diagnostics.empirical_errors(None, agg, sizes=(0.5,), n_per_size=3, truth=truth)

@@ -47,3 +47,26 @@ def test_building_copies_no_polygon_and_leaves_the_figure_unchanged() -> None:
     assert spec["data"][0]["geojson"] is fig.data[0].geojson  # the figure's own GeoJSON, not a copy
     assert isinstance(spec["data"][0]["locations"], dict)  # numpy arrays as plotly's typed arrays
     assert fig.to_json() == before
+
+
+def _figures() -> list[go.Figure]:
+    """Figures of the kinds the pages draw: typed integer and float arrays, a 2-D heatmap, dates,
+    multi-category axes, a map with a layer whose GeoJSON holds a numpy array, words."""
+    heat = go.Figure(go.Heatmap(z=np.arange(12, dtype=np.int64).reshape(3, 4), x=np.arange(4.0)))
+    heat.update_layout(xaxis={"range": np.array([0.0, 3.0])})
+    bars = go.Figure(go.Bar(x=np.array([3, 300, 70_000], dtype=np.int64), y=["a", "b", "c"], orientation="h"))
+    dates = go.Figure(go.Scatter(x=np.array(["2026-01-01", "2026-01-08"], dtype="datetime64[D]"),
+                                 y=np.array([1.5, np.nan]), customdata=np.array([7, 8], dtype=np.uint8)))
+    multi = go.Figure(go.Bar(x=[["l1", "l1", "l2"], ["a", "b", "a"]], y=np.array([1.0, 2.0, 3.0])))
+    layer = {"sourcetype": "geojson", "type": "line", "source": {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": {}, "geometry": {"type": "LineString",
+                                                            "coordinates": np.array([[0.0, 0.0], [1.0, 1.0]])}}]}}
+    geo = go.Figure(go.Scattermap(lon=np.array([0.5, 0.7]), lat=np.array([0.5, 0.2]), text=["x", "y"]))
+    geo.update_layout(map={"style": "white-bg", "layers": [layer]})
+    return [heat, bars, dates, multi, geo]
+
+
+def test_every_kind_of_figure_serialises_as_plotly_itself_does() -> None:
+    for fig in _figures():
+        want = json.loads(pio.to_json(fig.to_dict(), validate=False))
+        assert json.loads(pio.to_json(charts.built(fig).to_dict(), validate=False)) == want

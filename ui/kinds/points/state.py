@@ -152,7 +152,10 @@ def _demo_query_truth(bounds: tuple[float, float, float, float], rows: int, cols
     """The curator's error queries answered on the demo's counts, once per server and grid: the demo
     points are made up and public, and their counts are already shared (:func:`_demo_aggregate`);
     a user's data is never answered here (:func:`query_truth`)."""
-    return diagnostics.query_truth(_demo_aggregate(bounds, rows, cols))
+    truth = diagnostics.query_truth(_demo_aggregate(bounds, rows, cols))
+    for a in truth:  # shared by every demo session: none may change them
+        a.setflags(write=False)
+    return truth
 
 
 def query_truth(agg: Aggregate) -> diagnostics.QueryTruth:
@@ -183,6 +186,7 @@ def set_dataset(ds: Dataset) -> None:
     ss["dataset"] = ds
     ss.pop("aggregate", None)
     ss.pop("aggregate_key", None)
+    ss.pop("aggregate_demo", None)  # the mark of the demo's shared counts (query_truth)
 
 
 def dataset() -> Dataset:
