@@ -366,3 +366,66 @@ def test_level_columns_missing_or_named_twice_are_refused_by_name() -> None:
     twice = pd.DataFrame([["01", "01001", "x"]], columns=["state", "county", "county"])
     with pytest.raises(InputError, match="more than one column named 'county'"):
         Hierarchy.from_frame(twice, ["state", "county"])
+
+
+# ------------------------------------------------------------------ the cheap checks before keying
+# check_area_frame runs before a table's budget is keyed (tens of seconds at 8 M census blocks):
+# blank codes, control characters and levels that do not nest are refused there, not by the build.
+
+def _no_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the hierarchy's build (its path keys) fail loudly: check_area_frame must refuse first."""
+    from dpcore.data import hierarchy
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AssertionError("check_area_frame built the areas' keys")
+
+    monkeypatch.setattr(hierarchy, "_path_keys", boom)
+
+
+def test_cheap_checks_refuse_blank_only_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcore.data.hierarchy import check_area_frame
+
+    _no_build(monkeypatch)
+    df = FIPS.copy()
+    df.loc[4, "county"] = "   "
+    with pytest.raises(InputError) as ei:
+        check_area_frame(df, LEVELS)
+    msg = str(ei.value)
+    assert "'county'" in msg and "1 missing code" in msg and "data row 5" in msg
+    assert "fill them in or drop those rows" in msg
+
+
+def test_cheap_checks_refuse_control_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcore.data.hierarchy import check_area_frame
+
+    _no_build(monkeypatch)
+    df = FIPS.copy()
+    df.loc[6, "tract"] = "02\x0700"
+    with pytest.raises(InputError) as ei:
+        check_area_frame(df, LEVELS)
+    msg = str(ei.value)
+    assert "'tract'" in msg and "control characters" in msg and "data row 7" in msg
+    assert "Remove them from the codes" in msg
+
+
+def test_cheap_checks_refuse_levels_that_do_not_nest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcore.data.hierarchy import check_area_frame
+
+    _no_build(monkeypatch)
+    df = pd.DataFrame({"state": ["01", "01", "02"], "county": ["01001", "01003", "02005"]})
+    assert check_area_frame(df, ["state", "county"]) == (["state", "county"], ["auto", "auto"])
+    with pytest.raises(InputError) as ei:
+        check_area_frame(df, ["county", "state"])
+    msg = str(ei.value)
+    assert "do not nest in this order" in msg and "'county'" in msg and "'state'" in msg
+    assert "data rows 1, 2" in msg  # an example: two counties under one state code
+    assert "top (largest areas) down to the finest" in msg
+
+
+def test_cheap_checks_refuse_a_child_with_two_parents(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcore.data.hierarchy import check_area_frame
+
+    _no_build(monkeypatch)
+    df = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["01001", "01003", "01003", "02005"]})
+    with pytest.raises(InputError, match=r"two or more parents.*'01003' under '01' and '02'"):
+        check_area_frame(df, ["state", "county"], codes="global")
