@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.code_tables import code_text
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import InputError, ParameterError, curator_only
 
 __all__ = [
     "ROOT_LEVEL",
@@ -161,15 +161,15 @@ def _check_codes(t: pd.Series, rows: np.ndarray, col: str, what: str) -> None:
     ctrl_u = t.str.contains(r"[\x00-\x1f]", regex=True).to_numpy(dtype=bool)
     if ctrl_u.any():
         raise InputError(
-            f"{what}: the level column '{col}' has codes with control characters ({row_list(ctrl_u[rows])}). "
-            "Remove them from the codes."
+            curator_only(f"{what}: the level column '{col}' has codes with control characters ({row_list(ctrl_u[rows])}). "
+            "Remove them from the codes.")
         )
 
 
 def _missing_codes(bad: np.ndarray, col: str, what: str) -> InputError:
     """The refusal of the rows ``bad`` without a code in the level column ``col``."""
-    return InputError(f"{what}: the level column '{col}' has {plural(int(bad.sum()), 'missing code')} "
-                      f"({row_list(bad)}). Every row needs a code at every level: fill them in or drop those rows.")
+    return InputError(curator_only(f"{what}: the level column '{col}' has {plural(int(bad.sum()), 'missing code')} "
+                      f"({row_list(bad)}). Every row needs a code at every level: fill them in or drop those rows."))
 
 
 def check_area_frame(df: pd.DataFrame, levels: Sequence[str], *, codes: CodeMode | Sequence[CodeMode] = "auto",
@@ -190,11 +190,11 @@ def check_area_frame(df: pd.DataFrame, levels: Sequence[str], *, codes: CodeMode
     >>> check_area_frame(pd.DataFrame({"state": ["01", None]}), ["state"])
     Traceback (most recent call last):
     ...
-    dpcore.errors.InputError: The area list: the level column 'state' has 1 missing code (data row 2). ...
+    dpcore.errors.InputError: curator only, not for publication: The area list: the level column 'state' has 1 missing code (data row 2). ...
     >>> check_area_frame(pd.DataFrame({"county": ["01001", "01003"], "state": ["01", "01"]}), ["county", "state"])
     Traceback (most recent call last):
     ...
-    dpcore.errors.InputError: Every area of 'county' has exactly one 'state' in the area list, ... do not nest ...
+    dpcore.errors.InputError: curator only, not for publication: Every area of 'county' has exactly one 'state' ...
     """
     levels, modes = _frame_basics(df, levels, codes, names, what)
     ids = level_ids(df, levels, what)
@@ -221,8 +221,8 @@ def _frame_basics(df: pd.DataFrame, levels: Sequence[str], codes: CodeMode | Seq
         raise InputError(f"{what} is empty. Give one row per finest area with its code at every level.")
     if len(df) > MAX_AREA_ROWS:
         raise InputError(
-            f"{what} has {len(df):,} rows, more than the {MAX_AREA_ROWS:,} a hierarchy is built from. Give one row "
-            "per finest area (aggregate person rows to counts per area first), or use a coarser finest level.")
+            curator_only(f"{what} has {len(df):,} rows, more than the {MAX_AREA_ROWS:,} a hierarchy is built from. Give one row "
+            "per finest area (aggregate person rows to counts per area first), or use a coarser finest level."))
     _check_columns(df, levels, what)
     for lv, col in (names or {}).items():
         if lv not in levels:
@@ -266,10 +266,10 @@ def _not_nesting(df: pd.DataFrame, up: str, lv: str, code: object, n_up: int, n_
     _, first = np.unique(code_text(df[up]).to_numpy(dtype=object)[rows].astype(str), return_index=True)
     ex = np.sort(rows[first])[:2]
     return InputError(
-        f"Every area of '{up}' has exactly one '{lv}' in {what[:1].lower() + what[1:]}, and the {n_up:,} '{up}' "
+        curator_only(f"Every area of '{up}' has exactly one '{lv}' in {what[:1].lower() + what[1:]}, and the {n_up:,} '{up}' "
         f"areas share only {n_codes:,} '{lv}' codes, so the levels do not nest in this order (e.g. {data_rows(ex)}: the same "
         f"'{lv}' {str(code)!r} under different '{up}' codes). List the level columns from the top (largest "
-        f"areas) down to the finest (if each '{up}' really holds a single '{lv}', drop the level '{lv}')."
+        f"areas) down to the finest (if each '{up}' really holds a single '{lv}', drop the level '{lv}').")
     )
 
 
@@ -388,7 +388,7 @@ def _path_keys(ids: list[tuple[np.ndarray, np.ndarray]], paths: list[tuple[np.nd
     keys: list[np.ndarray] = []
     for d, ((_, codes), (_, parent, own)) in enumerate(zip(ids, paths, strict=True)):
         lv = levels[d] if d < len(levels) else str(d + 1)
-        say(f"Keying the {len(own):,} areas of '{lv}' ({d + 1} of {len(ids)} levels) …")
+        say(f"Keying the areas of '{lv}' ({d + 1} of {len(ids)} levels) …")  # not their number: logs are public
         if not keys:
             keys.append(codes[own])
             continue
@@ -499,7 +499,7 @@ class Hierarchy:
         >>> h = Hierarchy.from_frame(pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"]}),
         ...                          ["state", "county"], progress=lambda f, m: lines.append(m))
         >>> len(lines), lines[0], lines[-1]
-        (9, "Reading the codes of 'state' (1 of 2 levels) …", 'Built the areas: 2 state, 3 county')
+        (9, "Reading the codes of 'state' (1 of 2 levels) …", 'Built the areas of state, county')
         """
         what = "The area list"
         levels, modes = _frame_basics(df, levels, codes, names, what)  # before any work
@@ -520,7 +520,7 @@ class Hierarchy:
         h.__dict__["_labels_cache"] = {("codes", d + 1): ids[d][1][paths[d][2]] for d in range(len(levels))}
         h.__dict__["_frame_rows"] = paths[-1][0]  # each row's finest area, for frame_rows()
         if progress is not None:
-            progress(1.0, "Built the areas: " + ", ".join(f"{n:,} {lv}" for lv, n in zip(levels, h.sizes[1:], strict=True)))
+            progress(1.0, f"Built the areas of {', '.join(levels)}")  # not their number: logs are public
         return h
 
     def frame_rows(self) -> np.ndarray | None:
@@ -711,10 +711,10 @@ class Hierarchy:
             rk = uk[row_path[bad]]
             ex = list(dict.fromkeys(rk.tolist()))[:3]
             raise InputError(
-                f"{plural(int(bad.sum()), 'row')} of {what.lower() if what[0].isupper() else what} "
+                curator_only(f"{plural(int(bad.sum()), 'row')} of {what.lower() if what[0].isupper() else what} "
                 f"({row_list(bad)}) have areas that are not in the public area list "
                 f"(e.g. {', '.join(' / '.join(e.split(_SEP)) for e in ex)}). "
-                "Fix their codes, or use an area list that contains them."
+                "Fix their codes, or use an area list that contains them.")
             )
         return pos.astype(np.int64)
 
@@ -774,10 +774,10 @@ def _code_mode(code_texts: np.ndarray, own: np.ndarray, parents: np.ndarray, par
         ex.append(f"'{code_texts[code]}' under " + " and ".join(
             "'" + " / ".join(str(parent_keys[p]).split(_SEP)) + "'" for p in ps))
     raise InputError(
-        f"The level '{level}' has {plural(shared.size, 'code')} with two or more parents in "
+        curator_only(f"The level '{level}' has {plural(shared.size, 'code')} with two or more parents in "
         f"'{parent_level}' ({'; '.join(ex)}). A child must have one parent: fix the parent codes of "
         "those rows, or, if these codes are only unique within their parent (like county 001 in "
-        "every state), choose 'codes unique within parent' for this level."
+        "every state), choose 'codes unique within parent' for this level.")
     )
 
 

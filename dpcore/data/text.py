@@ -33,7 +33,7 @@ from typing import IO, Any, TypeAlias
 
 import numpy as np
 
-from dpcore.errors import InputError
+from dpcore.errors import InputError, curator_only
 
 __all__ = [
     "DELIMITERS",
@@ -318,11 +318,11 @@ def check_header_width(text: str, sep: str, label: str) -> None:
                 shown = sep.join(header)
                 shown = shown if len(shown) <= 60 else shown[:57] + "..."
                 raise InputError(  # rows numbered as in every message: data rows, the header not counted
-                    f"Data row {i} of {label} has {width} values but the header "
+                    curator_only(f"Data row {i} of {label} has {width} values but the header "
                     f"('{shown}') names only {len(header)} "
                     f"{'column' if len(header) == 1 else 'columns'}. If the file starts with a "
                     "title or notes, delete those lines so that the column names come first; "
-                    "otherwise add the missing names to the header."
+                    "otherwise add the missing names to the header.")
                 )
     except (csv.Error, StopIteration):
         return  # pandas reports malformed quoting with its own message
