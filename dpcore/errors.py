@@ -8,28 +8,6 @@ exits non-zero.  Anything else escaping dpcore is a bug.
 
 from __future__ import annotations
 
-
-class DPCoreError(Exception):
-    """A problem the user can fix; ``str(err)`` names the problem and the fix."""
-
-
-class InputError(DPCoreError):
-    """An input file or table cannot be used (format, columns, values)."""
-
-
-class ParameterError(DPCoreError):
-    """A parameter (bounds, grid, epsilon, mechanism option) is invalid."""
-
-
-class BudgetError(DPCoreError):
-    """A release would spend more privacy budget than the dataset's cap allows."""
-
-
-class StorageError(DPCoreError):
-    """The budget database or its key file cannot be used (full disk, held lock, damage, a replaced
-    or missing key file); the message names the file and what to do (free space, wait, restore)."""
-
-
 #: The one marker of a message that carries numbers read from the private data (a count of rows, a
 #: row number, a file's size, a value of a row): such a message is for the curator, who must act on
 #: it, and not for a pipeline's log that others read (UX.md: curator-only views carry a visible
@@ -49,3 +27,36 @@ def curator_only(text: str) -> str:
     "curator only, not for publication: 't.csv': 3 rows have no code."
     """
     return CURATOR_ONLY + text.replace(CURATOR_ONLY, "")
+
+
+class DPCoreError(Exception):
+    """A problem the user can fix; ``str(err)`` names the problem and the fix.  A message that holds
+    a curator-only part (:func:`curator_only`, e.g. a parser's row number wrapped in a sentence) is
+    marked as a whole, at its front.
+
+    >>> str(DPCoreError("Cannot read 'a.csv': " + curator_only("data row 3 has 4 values") + "."))
+    "curator only, not for publication: Cannot read 'a.csv': data row 3 has 4 values."
+    """
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str) and CURATOR_ONLY in args[0]:
+            args = (curator_only(args[0]), *args[1:])
+        super().__init__(*args)
+
+
+class InputError(DPCoreError):
+    """An input file or table cannot be used (format, columns, values)."""
+
+
+class ParameterError(DPCoreError):
+    """A parameter (bounds, grid, epsilon, mechanism option) is invalid."""
+
+
+class BudgetError(DPCoreError):
+    """A release would spend more privacy budget than the dataset's cap allows."""
+
+
+class StorageError(DPCoreError):
+    """The budget database or its key file cannot be used (full disk, held lock, damage, a replaced
+    or missing key file); the message names the file and what to do (free space, wait, restore)."""
+
