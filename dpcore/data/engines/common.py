@@ -26,6 +26,21 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(e).__name__
 
 
+def data_error(e: BaseException) -> str:
+    """:func:`first_line` of an engine's error while it read the data, marked curator-only when it
+    holds a number: the engines' texts name a file's line (``CSV Error on Line: 1102``) or quote a
+    row's value, numbers of the private data.
+
+    >>> data_error(ValueError("Conversion Error: CSV Error on Line: 1102"))
+    'curator only, not for publication: Conversion Error: CSV Error on Line: 1102'
+    >>> data_error(ValueError('IO Error: No files found that match "/data/2024/p.csv"'))
+    'IO Error: No files found that match "/data/2024/p.csv"'
+    """
+    line = first_line(e)
+    bare = re.sub(r"\"[^\"]*/[^\"]*\"|'[^']*/[^']*'", "", line)  # the file's path is no number of the data
+    return curator_only(line) if re.search(r"\d", bare) else line
+
+
 def csv_delimiter(src: base.Source) -> str:
     """The delimiter of the first file, found the way the in-memory reader finds it."""
     with open(src.paths[0], "rb") as fh:
