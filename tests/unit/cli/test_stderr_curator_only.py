@@ -165,3 +165,20 @@ def test_a_row_wider_than_the_header_far_down_the_file(tmp_path: Path, engine: s
     marked = check_stderr(err, tmp_path, counts | {1150, 1151, 1152})
     assert engine == "duckdb" or (len(marked) == 1 and "data row 1150" in marked[0]), err
     assert all(m.startswith("error: " + CURATOR_ONLY) for m in marked), marked
+
+
+def test_census_table_with_missing_ordinal_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``release census``: counts per area and age band; rows without a band are refused, marked;
+    with every band given, the release's stderr (warnings: areas and bins from the data) holds no number."""
+    rows = [f"01,{c:03d},{b},{100 + c}\n" for c in range(1, 60) for b in ("0-17", "18-64", "65+")]
+    (tmp_path / "t.csv").write_text("state,county,age,pop\n" + "".join(rows), "utf-8")
+    argv = ["release", "census", "--input", str(tmp_path / "t.csv"), "--levels", "state,county", "--count", "pop",
+            "--ordinal", "age", "--epsilon", "1", "--no-budget", "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    check_stderr(capsys.readouterr().err, tmp_path, {len(rows), 59, (tmp_path / "t.csv").stat().st_size})
+    rows[140] = "01,047,,147\n"
+    (tmp_path / "t.csv").write_text("state,county,age,pop\n" + "".join(rows), "utf-8")
+    assert main(argv) == 2
+    size = (tmp_path / "t.csv").stat().st_size
+    [line] = check_stderr(capsys.readouterr().err, tmp_path, {len(rows), 141, 142, size})  # (census numbers file lines)
+    assert line.startswith("error: " + CURATOR_ONLY) and "missing value" in line, line
