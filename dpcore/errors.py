@@ -8,9 +8,40 @@ exits non-zero.  Anything else escaping dpcore is a bug.
 
 from __future__ import annotations
 
+#: The one marker of a message that carries numbers read from the private data (a count of rows, a
+#: row number, a file's size, a value of a row): such a message is for the curator, who must act on
+#: it, and not for a pipeline's log that others read (UX.md: curator-only views carry a visible
+#: "not for publication" marker; DESIGN.md privacy rules 1 and 5).  The command line prints it on
+#: stderr at the front of its line; the app shows it as it is.
+CURATOR_ONLY = "curator only, not for publication: "
+
+
+def curator_only(text: str) -> str:
+    """``text`` marked as curator-only: :data:`CURATOR_ONLY` once, at the front (a marker inside it,
+    from a wrapped message, moves there).  Every message that names a number of the private data
+    is built through this function, so that the marker has one spelling.
+
+    >>> curator_only("Column 'lat' has 2 values outside -90..90 (data rows 3, 7).")
+    "curator only, not for publication: Column 'lat' has 2 values outside -90..90 (data rows 3, 7)."
+    >>> curator_only("'t.csv': " + curator_only("3 rows have no code."))
+    "curator only, not for publication: 't.csv': 3 rows have no code."
+    """
+    return CURATOR_ONLY + text.replace(CURATOR_ONLY, "")
+
 
 class DPCoreError(Exception):
-    """A problem the user can fix; ``str(err)`` names the problem and the fix."""
+    """A problem the user can fix; ``str(err)`` names the problem and the fix.  A message that holds
+    a curator-only part (:func:`curator_only`, e.g. a parser's row number wrapped in a sentence) is
+    marked as a whole, at its front.
+
+    >>> str(DPCoreError("Cannot read 'a.csv': " + curator_only("data row 3 has 4 values") + "."))
+    "curator only, not for publication: Cannot read 'a.csv': data row 3 has 4 values."
+    """
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str) and CURATOR_ONLY in args[0]:
+            args = (curator_only(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class InputError(DPCoreError):
@@ -28,3 +59,4 @@ class BudgetError(DPCoreError):
 class StorageError(DPCoreError):
     """The budget database or its key file cannot be used (full disk, held lock, damage, a replaced
     or missing key file); the message names the file and what to do (free space, wait, restore)."""
+

@@ -41,7 +41,7 @@ from dpcore.areas.counts import whole_counts
 from dpcore.data.code_words import chained_keys, code_words
 from dpcore.data.engines.base import canonical_codes, coded_fingerprint, codes_fingerprint
 from dpcore.data.hierarchy import Progress, phases
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import InputError, ParameterError, curator_only
 from dpcore.privacy import near_match
 
 __all__ = [
@@ -296,8 +296,8 @@ def _codes(df: pd.DataFrame, levels: Sequence[str], what: str) -> pd.DataFrame:
         bad = s.isna().to_numpy() | (s.fillna("") == "").to_numpy()
         if bad.any():
             raise InputError(
-                f"{what}: column '{lv}' has {_plural(int(bad.sum()), 'missing code')} ({_rows(bad)}). "
-                "Every row needs a code at every level: fill them in or remove those rows."
+                curator_only(f"{what}: column '{lv}' has {_plural(int(bad.sum()), 'missing code')} ({_rows(bad)}). "
+                "Every row needs a code at every level: fill them in or remove those rows.")
             )
         out[lv] = s.astype(str).to_numpy()
     return pd.DataFrame(out)
@@ -467,8 +467,8 @@ def _ordinal_bins(df: pd.DataFrame, ordinals: list[str], orders: dict[str, Seque
         miss = s.isna().to_numpy()
         if miss.any():
             raise InputError(
-                f"The ordinal column '{o}' has {_plural(int(miss.sum()), 'missing value')} "
-                f"({_rows(miss)}). Fill them in or drop those rows."
+                curator_only(f"The ordinal column '{o}' has {_plural(int(miss.sum()), 'missing value')} "
+                f"({_rows(miss)}). Fill them in or drop those rows.")
             )
         vals = s.astype(str).str.strip().to_numpy()
         if o in orders:
@@ -483,8 +483,8 @@ def _ordinal_bins(df: pd.DataFrame, ordinals: list[str], orders: dict[str, Seque
         if out.any():
             ex = sorted(set(vals[out].tolist()))[:_MAX_EXAMPLES]
             raise InputError(
-                f"The ordinal column '{o}' has values {ex} ({_rows(out)}) that are not in its public list of "
-                f"values {order}. Add them to the list if they are values of the attribute, or fix those rows."
+                curator_only(f"The ordinal column '{o}' has values {ex} ({_rows(out)}) that are not in its public list of "
+                f"values {order}. Add them to the list if they are values of the attribute, or fix those rows.")
             )
         bins.append(tuple(order))
         bin_idx.append(idx)
@@ -601,9 +601,9 @@ class CensusTable:
                 bad_paths = [p for p, u in zip(data_paths, unknown_rows, strict=True) if u]
                 ex = ", ".join(" / ".join(p) for p in list(dict.fromkeys(bad_paths))[:3])
                 raise InputError(
-                    f"{_plural(int(unknown_rows.sum()), 'row')} of the table ({_rows(unknown_rows)}) have areas "
+                    curator_only(f"{_plural(int(unknown_rows.sum()), 'row')} of the table ({_rows(unknown_rows)}) have areas "
                     f"that are not in the public area list (e.g. {ex}). Fix their codes or use an area list "
-                    "that contains them."
+                    "that contains them.")
                 )
         else:
             structure = CensusStructure(tuple(levels), tuple(sorted(set(data_paths))), tuple(ordinals),

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.hierarchy import Hierarchy, plural, row_list
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import InputError, ParameterError, curator_only
 from dpcore.privacy import near_match
 
 __all__ = ["HierarchyCounts"]
@@ -109,8 +109,8 @@ class HierarchyCounts:
             bad = (g.isna() | (g == "")).to_numpy()
             if bad.any():
                 raise InputError(
-                    f"The group id column '{group}' has {plural(int(bad.sum()), 'missing value')} "
-                    f"({row_list(bad)}). Every person needs a group id: fill them in or drop those rows."
+                    curator_only(f"The group id column '{group}' has {plural(int(bad.sum()), 'missing value')} "
+                    f"({row_list(bad)}). Every person needs a group id: fill them in or drop those rows.")
                 )
             gcode, _ = pd.factorize(g)
             frame = pd.DataFrame({"g": gcode, "leaf": leaf_idx})
@@ -118,8 +118,8 @@ class HierarchyCounts:
             split = per["nunique"] > 1
             if split.any():
                 raise InputError(
-                    f"{plural(int(split.sum()), 'group')} have members in two or more areas; a group "
-                    "(a household, a taxi) must lie in one finest area. Fix the group ids or the area codes."
+                    curator_only(f"{plural(int(split.sum()), 'group')} have members in two or more areas; a group "
+                    "(a household, a taxi) must lie in one finest area. Fix the group ids or the area codes.")
                 )
             size = np.minimum(per["size"].to_numpy(), k) - 1
             leaf = np.zeros((n, k), dtype=np.int64)
@@ -144,23 +144,23 @@ def whole_counts(s: pd.Series, col: str) -> np.ndarray:
     missing = np.isnan(values)
     if missing.any():
         raise InputError(
-            f"The count column '{col}' has {plural(int(missing.sum()), 'value')} that are missing or "
-            f"not numbers ({row_list(missing)}). Fill in whole numbers, or choose the right count column."
+            curator_only(f"The count column '{col}' has {plural(int(missing.sum()), 'value')} that are missing or "
+            f"not numbers ({row_list(missing)}). Fill in whole numbers, or choose the right count column.")
         )
     bad = ~np.isfinite(values) | (values != np.round(values))
     if bad.any():
         raise InputError(
-            f"The count column '{col}' has {plural(int(bad.sum()), 'value')} that are not whole numbers "
-            f"({row_list(bad)}). Counts of people must be whole numbers: fix or round them."
+            curator_only(f"The count column '{col}' has {plural(int(bad.sum()), 'value')} that are not whole numbers "
+            f"({row_list(bad)}). Counts of people must be whole numbers: fix or round them.")
         )
     neg = values < 0
     if neg.any():
         raise InputError(
-            f"The count column '{col}' has {plural(int(neg.sum()), 'negative value')} ({row_list(neg)}). "
-            "Counts must be 0 or more: fix those rows."
+            curator_only(f"The count column '{col}' has {plural(int(neg.sum()), 'negative value')} ({row_list(neg)}). "
+            "Counts must be 0 or more: fix those rows.")
         )
     big = values >= 2**53
     if big.any():
-        raise InputError(f"The count column '{col}' has values of {2**53:,} or more ({row_list(big)}), too large to be "
-                         "counted exactly; no real count is that large. Check those rows.")
+        raise InputError(curator_only(f"The count column '{col}' has values of {2**53:,} or more ({row_list(big)}), too large to be "
+                         "counted exactly; no real count is that large. Check those rows."))
     return values.astype(np.int64)

@@ -28,7 +28,7 @@ import sys
 from dpcore.cli import history, interval, plan, points, recommend, run, series, synthesize
 from dpcore.cli.parser import build_parser
 from dpcore.core.spec import KINDS, ReleaseSpec
-from dpcore.errors import DPCoreError, ParameterError
+from dpcore.errors import CURATOR_ONLY, DPCoreError, ParameterError, curator_only
 
 EXIT_USER_ERROR = 2
 
@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USER_ERROR
     except DPCoreError as e:
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        text = " ".join(str(e).split())
+        print(f"error: {curator_only(text) if CURATOR_ONLY in text else text}", file=sys.stderr)
         return EXIT_USER_ERROR
     except OSError as e:
         print(f"error: cannot read or write a file: {e.strerror or e} ({e.filename}). "

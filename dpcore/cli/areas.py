@@ -27,7 +27,7 @@ from dpcore.cli.common import (
 from dpcore.cli.series import add_time_args, leaf_cells, table_series, time_options
 from dpcore.cli.spec_args import arguments
 from dpcore.core.spec import ReleaseSpec
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import InputError, ParameterError, curator_only
 
 
 def add_census_parser(rsub: Any) -> argparse.ArgumentParser:
@@ -294,9 +294,11 @@ def _boundary_joins(h: Any, bounds_args: dict[str, str]) -> dict[str, Any]:
     for lv, file in bounds_args.items():
         join = area_boundaries.join_boundaries(h, h.depth_of(lv), read_boundaries(file))
         if join.missing_areas or join.extra_features:
-            print(f"warning: boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
-                  f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
-                  f"area (e.g. {', '.join(join.extra_features[:5])}).", file=sys.stderr)
+            text = (f"boundaries of '{lv}': {len(join.missing_areas):,} areas have no boundary "
+                    f"(e.g. {', '.join(join.missing_areas[:5])}); {len(join.extra_features):,} features match no "
+                    f"area (e.g. {', '.join(join.extra_features[:5])}).")
+            # areas listed by the data: their number and which features match none say who is there
+            print("warning: " + (text if h.source == "area list" else curator_only(text)), file=sys.stderr)
         joins[lv] = join
     return joins
 

@@ -54,8 +54,8 @@ def cli_progress(what: str) -> Any:
     """Progress on stderr: a live percentage on a terminal; elsewhere (a pipeline's log) a line every
     :data:`LOG_EVERY_SECONDS` once a step has run that long, and its last line, so a long
     aggregation shows it is alive and a short one prints nothing.  The library's lines name the
-    phase, the bytes read, levels and areas (as public as the release, which lists every area),
-    never the number of rows: a pipeline's log is no curator-only place."""
+    phase and the level, never a number of the data (rows, bytes read, areas found): a pipeline's
+    log is no curator-only place; the line gives the fraction done and the seconds elapsed."""
     if not sys.stderr.isatty():
         return _log_progress(what)
     last = [-1]
@@ -119,7 +119,8 @@ def engine_for(args: argparse.Namespace, path_text: str) -> tuple[Any, Any] | No
         raise ParameterError("--spark-master is for --engine spark.")
     eng = engines.get_engine(name, spark_master=args.spark_master)
     if name != args.engine:
-        print(f"Aggregating with {name} ({src.n_bytes / 1e6:,.0f} MB of input).", file=sys.stderr)
+        # never the input's size: for a fixed-width file it tells the number of rows
+        print(f"Aggregating with {name} (--engine {args.engine} chose it for the input's size).", file=sys.stderr)
     return eng, src
 
 

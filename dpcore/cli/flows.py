@@ -26,7 +26,7 @@ from dpcore.cli.common import (
 from dpcore.cli.series import add_time_args, pair_cells, table_series, time_options
 from dpcore.cli.spec_args import arguments
 from dpcore.core.spec import ReleaseSpec
-from dpcore.errors import DPCoreError, InputError, ParameterError
+from dpcore.errors import DPCoreError, InputError, ParameterError, curator_only
 
 
 def add_od_parser(rsub: Any) -> argparse.ArgumentParser:
@@ -270,8 +270,8 @@ def _od_counts_by_engine(args: argparse.Namespace, h: Any, eng: Any, src: Any) -
         keep = (match_leaves(h, f[origin]) >= 0) & (match_leaves(h, f[destination]) >= 0)
         n_drop = int(f.loc[~keep, "count_all"].sum()) + cc.n_missing
         if n_drop:
-            print(f"Dropped {n_drop:,} trips whose origin or destination is not a finest area ('{h.levels[-1]}') of "
-                  "the hierarchy (curator-only; not in the export).", file=sys.stderr)
+            print(curator_only(f"Dropped {n_drop:,} trips whose origin or destination is not a finest area "
+                               f"('{h.levels[-1]}') of the hierarchy (not in the export)."), file=sys.stderr)
             cc = type(cc)(f.loc[keep].reset_index(drop=True), cc.keys, cc.n_read, cc.n_capped, cc.engine,
                           cc.n_missing)
     return ODCounts.from_code_counts(cc, h, max_trips=args.max_trips if args.user else 1, persons=bool(args.user),
@@ -355,7 +355,7 @@ def _od_coordinates(args: argparse.Namespace, h: Any, hier_df: Any = None) -> di
 
 def _read_trips(args: argparse.Namespace, h: Any) -> tuple[Any, str, str, str | None]:
     """The trips table read in memory, its (origin, destination, count) columns, and the unmatched rows
-    dropped with --drop-unmatched (counted on stderr, for the curator only)."""
+    dropped with --drop-unmatched (counted on stderr, marked curator-only)."""
     from dpcore.data.code_tables import read_code_table
     from dpcore.flows.tree import match_leaves
 
@@ -371,9 +371,9 @@ def _read_trips(args: argparse.Namespace, h: Any) -> tuple[Any, str, str, str | 
         keep = (match_leaves(h, df[origin]) >= 0) & (match_leaves(h, df[destination]) >= 0)
         n_drop = int((~keep).sum())
         if n_drop:
-            # a count of confidential rows: to stderr (for the curator), not to the stdout pipelines log
-            print(f"Dropped {n_drop:,} of {len(df):,} trip rows whose origin or destination is missing or not a "
-                  f"finest area ('{h.levels[-1]}') of the hierarchy (curator-only; not in the export).",
+            # a count of confidential rows: to stderr, marked for the curator (logs are read more widely)
+            print(curator_only(f"Dropped {n_drop:,} of {len(df):,} trip rows whose origin or destination is missing "
+                               f"or not a finest area ('{h.levels[-1]}') of the hierarchy (not in the export)."),
                   file=sys.stderr)
             df = df.loc[keep].reset_index(drop=True)
     return df, origin, destination, count

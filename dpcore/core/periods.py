@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import InputError, ParameterError, curator_only
 
 __all__ = ["NAMED_PERIODS", "Period", "assign_periods", "detect_time_column", "parse_period",
            "parse_time_range", "periods_in", "read_times"]
@@ -207,8 +207,8 @@ def read_times(values: pd.Series | Iterable, column: str = "time") -> pd.Datetim
         bad = out.isna() & s.notna().to_numpy()
         if bad.any():
             example = s[bad].iloc[0]
-            raise InputError(f"{int(bad.sum()):,} values of the time column {column!r} are not dates or times "
-                             f"(for example {example!r}). Fix or remove those rows, or choose another column.")
+            raise InputError(curator_only(f"{int(bad.sum()):,} values of the time column {column!r} are not dates or times "
+                             f"(for example {example!r}). Fix or remove those rows, or choose another column."))
     if out.tz is not None:
         out = out.tz_convert(None)
     return out

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from dpcore.data.engines.base import Source, _fmt
 from dpcore.data.limits import limit
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import InputError, ParameterError, curator_only
 
 __all__ = ["DEFAULT_SPARK_MASTERS", "ROOT_ENV", "SPARK_MASTERS_ENV", "check_spark_master", "data_root",
            "safe_message", "source_under_root", "spark_masters"]
@@ -112,9 +112,9 @@ def source_under_root(text: str, root: Path) -> Source:
     src = Source.from_path(sorted(set(real)))
     total, cap = src.n_bytes, limit("DPCORE_MAX_SOURCE_BYTES")
     if total > cap:
-        raise InputError(f"'{text}' holds {len(src.paths):,} files of {total / 1e9:,.2f} GB in all, more than the "
+        raise InputError(curator_only(f"'{text}' holds {len(src.paths):,} files of {total / 1e9:,.2f} GB in all, more than the "
                          f"{cap / 1e9:,.2f} GB allowed (setting DPCORE_MAX_SOURCE_BYTES). Name fewer files, or raise "
-                         "the setting when the app starts.")
+                         "the setting when the app starts."))
     return Source(src.paths, src.fmt, text)
 
 

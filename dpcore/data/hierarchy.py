@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.code_tables import code_text
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import InputError, ParameterError, curator_only
 
 __all__ = [
     "ROOT_LEVEL",
@@ -161,35 +161,51 @@ def _check_codes(t: pd.Series, rows: np.ndarray, col: str, what: str) -> None:
     ctrl_u = t.str.contains(r"[\x00-\x1f]", regex=True).to_numpy(dtype=bool)
     if ctrl_u.any():
         raise InputError(
-            f"{what}: the level column '{col}' has codes with control characters ({row_list(ctrl_u[rows])}). "
-            "Remove them from the codes."
+            curator_only(f"{what}: the level column '{col}' has codes with control characters ({row_list(ctrl_u[rows])}). "
+            "Remove them from the codes.")
         )
 
 
 def _missing_codes(bad: np.ndarray, col: str, what: str) -> InputError:
     """The refusal of the rows ``bad`` without a code in the level column ``col``."""
-    return InputError(f"{what}: the level column '{col}' has {plural(int(bad.sum()), 'missing code')} "
-                      f"({row_list(bad)}). Every row needs a code at every level: fill them in or drop those rows.")
+    return InputError(curator_only(f"{what}: the level column '{col}' has {plural(int(bad.sum()), 'missing code')} "
+                      f"({row_list(bad)}). Every row needs a code at every level: fill them in or drop those rows."))
 
 
 def check_area_frame(df: pd.DataFrame, levels: Sequence[str], *, codes: CodeMode | Sequence[CodeMode] = "auto",
                      names: Mapping[str, str] | None = None, what: str = "The area list",
                      ) -> tuple[list[str], list[str]]:
-    """The refusals of :meth:`Hierarchy.from_frame` that need no area built, in a fraction of a
-    second at 8 M rows: the levels and code modes, an empty table or one of more than
-    :data:`MAX_AREA_ROWS` rows, missing level or name columns, and missing codes (Arrow keeps the
-    missing values apart: no text is read).  The app runs it before keying a table's budget (tens
-    of seconds at 8 M census blocks), so that such a table is refused at once; codes that are
-    blank, hold control characters, or do not nest are refused by the build itself.  Returns the
-    levels as text and the code mode of each.
+    """The refusals of :meth:`Hierarchy.from_frame` that need no area's key built: the levels and
+    code modes, an empty table or one of more than :data:`MAX_AREA_ROWS` rows, missing level or
+    name columns, missing or blank codes, codes with control characters, and levels that do not
+    nest (a level listed above a coarser one, a code under two parents).  The codes are checked
+    once per distinct value and the areas found as integer paths (:func:`level_ids`,
+    :func:`_paths`), without the areas' key texts, the build's slowest part.  The app runs it
+    before keying a table's budget (tens of seconds at 8 M census blocks), so that such a table is
+    refused at once.  Returns the levels as text and the code mode of each.
 
-    >>> check_area_frame(pd.DataFrame({"state": ["01", "02"], "county": ["001", "001"]}), ["state", "county"])
+    >>> check_area_frame(pd.DataFrame({"state": ["01", "02", "02"], "county": ["001", "001", "003"]}),
+    ...                  ["state", "county"])
     (['state', 'county'], ['auto', 'auto'])
     >>> check_area_frame(pd.DataFrame({"state": ["01", None]}), ["state"])
     Traceback (most recent call last):
     ...
-    dpcore.errors.InputError: The area list: the level column 'state' has 1 missing code (data row 2). ...
+    dpcore.errors.InputError: curator only, not for publication: The area list: the level column 'state' has 1 missing code (data row 2). ...
+    >>> check_area_frame(pd.DataFrame({"county": ["01001", "01003"], "state": ["01", "01"]}), ["county", "state"])
+    Traceback (most recent call last):
+    ...
+    dpcore.errors.InputError: curator only, not for publication: Every area of 'county' has exactly one 'state' ...
     """
+    levels, modes = _frame_basics(df, levels, codes, names, what)
+    ids = level_ids(df, levels, what)
+    _level_modes(df, levels, modes, ids, _paths(ids, keep=set(), levels=levels), what)
+    return levels, modes
+
+
+def _frame_basics(df: pd.DataFrame, levels: Sequence[str], codes: CodeMode | Sequence[CodeMode],
+                  names: Mapping[str, str] | None, what: str) -> tuple[list[str], list[str]]:
+    """:func:`check_area_frame`'s refusals that read no code's text, in a fraction of a second at
+    8 M rows (Arrow keeps the missing values apart): levels, code modes, size, columns, missing codes."""
     levels = [str(c) for c in levels]
     if not levels:
         raise ParameterError("Choose at least one level column (e.g. state), top level first.")
@@ -205,8 +221,8 @@ def check_area_frame(df: pd.DataFrame, levels: Sequence[str], *, codes: CodeMode
         raise InputError(f"{what} is empty. Give one row per finest area with its code at every level.")
     if len(df) > MAX_AREA_ROWS:
         raise InputError(
-            f"{what} has {len(df):,} rows, more than the {MAX_AREA_ROWS:,} a hierarchy is built from. Give one row "
-            "per finest area (aggregate person rows to counts per area first), or use a coarser finest level.")
+            curator_only(f"{what} has {len(df):,} rows, more than the {MAX_AREA_ROWS:,} a hierarchy is built from. Give one row "
+            "per finest area (aggregate person rows to counts per area first), or use a coarser finest level."))
     _check_columns(df, levels, what)
     for lv, col in (names or {}).items():
         if lv not in levels:
@@ -217,6 +233,61 @@ def check_area_frame(df: pd.DataFrame, levels: Sequence[str], *, codes: CodeMode
         if df[c].isna().any():  # then every row without a code, blank ones too, as the build names them
             raise _missing_codes((code_text(df[c]).fillna("") == "").to_numpy(dtype=bool), c, what)
     return levels, [str(m) for m in modes]
+
+
+def _level_modes(df: pd.DataFrame, levels: list[str], modes: list[str], ids: list[tuple[Any, np.ndarray]],
+                 paths: list[tuple[np.ndarray | None, np.ndarray, np.ndarray]], what: str,
+                 say: Say = _quiet) -> list[str]:
+    """Each level's code mode (:func:`_code_mode`), refusing levels that do not nest: a coarser
+    level listed under a finer one with codes unique across its level (states under 5-digit
+    counties) shows as exactly one child per area, with codes that repeat.  Paths refine paths, so
+    a level never has fewer areas than the one above it.  ``ids``/``paths`` as :func:`level_ids`
+    and :func:`_paths` make them (the rows' arrays may be gone); ``df`` names an example's rows."""
+    out_modes: list[str] = []
+    for d, lv in enumerate(levels):
+        say(f"Checking the codes of '{lv}' ({d + 1} of {len(levels)} levels) …")
+        _, parent, own = paths[d]
+        per_code = np.bincount(own, minlength=len(ids[d][1]))
+        n_codes = int(np.count_nonzero(per_code))
+        n_up = len(paths[d - 1][1]) if d else 1
+        if d and out_modes[d - 1] == "global" and len(own) == n_up and n_codes < len(own):
+            code = ids[d][1][int(np.flatnonzero(per_code > 1)[0])]
+            raise _not_nesting(df, levels[d - 1], lv, code, n_up, n_codes, what)
+        out_modes.append(_code_mode(ids[d][1], own, parent if d else np.zeros(len(own), dtype=np.int64),
+                                    _PathKeys(ids, paths, d - 1) if d else None, lv,
+                                    levels[d - 1] if d else None, modes[d]))
+    return out_modes
+
+
+def _not_nesting(df: pd.DataFrame, up: str, lv: str, code: object, n_up: int, n_codes: int, what: str) -> InputError:
+    """The refusal of levels that do not nest (``up`` listed above ``lv``), with an example: the
+    first rows (one per ``up`` code) that share the ``lv`` code ``code``."""
+    rows = np.flatnonzero((code_text(df[lv]) == code).fillna(False).to_numpy(dtype=bool))
+    _, first = np.unique(code_text(df[up]).to_numpy(dtype=object)[rows].astype(str), return_index=True)
+    ex = np.sort(rows[first])[:2]
+    return InputError(
+        curator_only(f"Every area of '{up}' has exactly one '{lv}' in {what[:1].lower() + what[1:]}, and the {n_up:,} '{up}' "
+        f"areas share only {n_codes:,} '{lv}' codes, so the levels do not nest in this order (e.g. {data_rows(ex)}: the same "
+        f"'{lv}' {str(code)!r} under different '{up}' codes). List the level columns from the top (largest "
+        f"areas) down to the finest (if each '{up}' really holds a single '{lv}', drop the level '{lv}').")
+    )
+
+
+class _PathKeys:
+    """The key text of an area at ``depth`` (0-based), one at a time, as :func:`_path_keys` makes
+    them all: for the few examples an error names, without the key texts of every area."""
+
+    def __init__(self, ids: list[tuple[Any, np.ndarray]],
+                 paths: list[tuple[np.ndarray | None, np.ndarray, np.ndarray]], depth: int) -> None:
+        self.ids, self.paths, self.depth = ids, paths, depth
+
+    def __getitem__(self, p: int) -> str:
+        parts = []
+        for d in range(self.depth, -1, -1):
+            _, parent, own = self.paths[d]
+            parts.append(str(self.ids[d][1][own[p]]))
+            p = int(parent[p])
+        return _SEP.join(reversed(parts))
 
 
 def level_ids(df: pd.DataFrame, levels: Sequence[str], what: str, say: Say = _quiet,
@@ -317,7 +388,7 @@ def _path_keys(ids: list[tuple[np.ndarray, np.ndarray]], paths: list[tuple[np.nd
     keys: list[np.ndarray] = []
     for d, ((_, codes), (_, parent, own)) in enumerate(zip(ids, paths, strict=True)):
         lv = levels[d] if d < len(levels) else str(d + 1)
-        say(f"Keying the {len(own):,} areas of '{lv}' ({d + 1} of {len(ids)} levels) …")
+        say(f"Keying the areas of '{lv}' ({d + 1} of {len(ids)} levels) …")  # not their number: logs are public
         if not keys:
             keys.append(codes[own])
             continue
@@ -428,33 +499,17 @@ class Hierarchy:
         >>> h = Hierarchy.from_frame(pd.DataFrame({"state": ["01", "01", "02"], "county": ["001", "003", "001"]}),
         ...                          ["state", "county"], progress=lambda f, m: lines.append(m))
         >>> len(lines), lines[0], lines[-1]
-        (9, "Reading the codes of 'state' (1 of 2 levels) …", 'Built the areas: 2 state, 3 county')
+        (9, "Reading the codes of 'state' (1 of 2 levels) …", 'Built the areas of state, county')
         """
-        levels, modes = check_area_frame(df, levels, codes=codes, names=names)  # before any work
+        what = "The area list"
+        levels, modes = _frame_basics(df, levels, codes, names, what)  # before any work
         say = phases(progress, 4 * len(levels))
-        ids = level_ids(df, levels, "The area list", say)
+        ids = level_ids(df, levels, what, say)
         named = {levels.index(lv) for lv in (names or {}) if lv in levels}
         paths = _paths(ids, keep={len(levels) - 1} | named, say=say, levels=levels)  # rows' finest areas, named levels'
+        out_modes = _level_modes(df, levels, modes, ids, paths, what, say)  # before the keys, the slow part
         keys = _path_keys(ids, paths, say, levels)
-        parents: list[np.ndarray] = []
-        out_modes: list[str] = []
-        for d, lv in enumerate(levels):
-            say(f"Checking the codes of '{lv}' ({d + 1} of {len(levels)} levels) …")
-            _, parent, own = paths[d]
-            parents.append(np.zeros(len(own), dtype=np.int64) if d == 0 else parent)
-            # Paths refine paths, so a level never has fewer areas than the one above it.  A coarser
-            # level listed under a finer one with codes unique across its level (states under 5-digit
-            # counties) shows as exactly one child per area, with codes that repeat.
-            n_codes = int(np.count_nonzero(np.bincount(own, minlength=len(ids[d][1]))))
-            if d and out_modes[d - 1] == "global" and len(own) == len(keys[d - 1]) and n_codes < len(own):
-                raise InputError(
-                    f"Every area of '{levels[d - 1]}' has exactly one '{lv}', and the {len(keys[d - 1]):,} "
-                    f"'{levels[d - 1]}' areas share only {n_codes:,} '{lv}' codes, so the levels do not nest "
-                    "in this order. List the level columns from the top (largest areas) down to the finest "
-                    f"(if each '{levels[d - 1]}' really holds a single '{lv}', drop the level '{lv}')."
-                )
-            out_modes.append(_code_mode(ids[d][1], own, parents[-1], keys[d - 1] if d else None,
-                                        lv, levels[d - 1] if d else None, modes[d]))
+        parents = [np.zeros(len(paths[0][2]), dtype=np.int64)] + [p[1] for p in paths[1:]]
         name_arrays: list[np.ndarray | None] = [None] * len(levels)
         for lv, col in (names or {}).items():  # levels and columns checked (check_area_frame)
             d = levels.index(lv)
@@ -465,7 +520,7 @@ class Hierarchy:
         h.__dict__["_labels_cache"] = {("codes", d + 1): ids[d][1][paths[d][2]] for d in range(len(levels))}
         h.__dict__["_frame_rows"] = paths[-1][0]  # each row's finest area, for frame_rows()
         if progress is not None:
-            progress(1.0, "Built the areas: " + ", ".join(f"{n:,} {lv}" for lv, n in zip(levels, h.sizes[1:], strict=True)))
+            progress(1.0, f"Built the areas of {', '.join(levels)}")  # not their number: logs are public
         return h
 
     def frame_rows(self) -> np.ndarray | None:
@@ -656,10 +711,10 @@ class Hierarchy:
             rk = uk[row_path[bad]]
             ex = list(dict.fromkeys(rk.tolist()))[:3]
             raise InputError(
-                f"{plural(int(bad.sum()), 'row')} of {what.lower() if what[0].isupper() else what} "
+                curator_only(f"{plural(int(bad.sum()), 'row')} of {what.lower() if what[0].isupper() else what} "
                 f"({row_list(bad)}) have areas that are not in the public area list "
                 f"(e.g. {', '.join(' / '.join(e.split(_SEP)) for e in ex)}). "
-                "Fix their codes, or use an area list that contains them."
+                "Fix their codes, or use an area list that contains them.")
             )
         return pos.astype(np.int64)
 
@@ -719,10 +774,10 @@ def _code_mode(code_texts: np.ndarray, own: np.ndarray, parents: np.ndarray, par
         ex.append(f"'{code_texts[code]}' under " + " and ".join(
             "'" + " / ".join(str(parent_keys[p]).split(_SEP)) + "'" for p in ps))
     raise InputError(
-        f"The level '{level}' has {plural(shared.size, 'code')} with two or more parents in "
+        curator_only(f"The level '{level}' has {plural(shared.size, 'code')} with two or more parents in "
         f"'{parent_level}' ({'; '.join(ex)}). A child must have one parent: fix the parent codes of "
         "those rows, or, if these codes are only unique within their parent (like county 001 in "
-        "every state), choose 'codes unique within parent' for this level."
+        "every state), choose 'codes unique within parent' for this level.")
     )
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from dpcore.errors import InputError
+from dpcore.errors import InputError, curator_only
 
 __all__ = ["LIMITS", "check_bytes", "limit"]
 
@@ -70,6 +70,6 @@ def check_bytes(n_bytes: int, name: str, label: str, fix: str = "") -> None:
     cap = limit(name)
     if n_bytes > cap:
         raise InputError(
-            f"{label} is {_size(n_bytes)}, more than the {_size(cap)} allowed for {LIMITS[name][1]} "
+            curator_only(f"{label} is {_size(n_bytes)}, more than the {_size(cap)} allowed for {LIMITS[name][1]} "
             f"(setting {name})." + (f" {fix}" if fix else "")
-            + " Raise the setting when the app or command line starts if this machine has the memory.")
+            + " Raise the setting when the app or command line starts if this machine has the memory."))

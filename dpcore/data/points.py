@@ -30,7 +30,7 @@ import pandas as pd
 from dpcore.data.columns import detect_coordinate_columns
 from dpcore.data.tables import read_table
 from dpcore.data.text import WHITESPACE, DataSource, ProgressCallback
-from dpcore.errors import InputError
+from dpcore.errors import InputError, curator_only
 
 __all__ = [
     "DROP_MISSING_COORDINATE",
@@ -226,9 +226,9 @@ def _numeric_column(s: pd.Series, col: object) -> np.ndarray:
     if text.any():
         bad = failed[text]
         raise InputError(
-            f"Column '{col}' has {_plural(int(bad.size), 'value')} that "
+            curator_only(f"Column '{col}' has {_plural(int(bad.size), 'value')} that "
             f"{'is not a number' if bad.size == 1 else 'are not numbers'} "
-            f"({_where(bad, originals.to_numpy()[text])}). Fix or remove those rows."
+            f"({_where(bad, originals.to_numpy()[text])}). Fix or remove those rows.")
         )
     values[failed] = reparsed
     return values
@@ -238,9 +238,9 @@ def _check_finite(values: np.ndarray, col: object) -> None:
     bad = np.flatnonzero(np.isinf(values))
     if bad.size:
         raise InputError(
-            f"Column '{col}' has {_plural(int(bad.size), 'infinite value')} "
+            curator_only(f"Column '{col}' has {_plural(int(bad.size), 'infinite value')} "
             f"({_where(bad, values[bad])}). Replace them with the real coordinates or "
-            "remove those rows."
+            "remove those rows.")
         )
 
 
@@ -271,8 +271,8 @@ def _check_ranges(lat: np.ndarray, lon: np.ndarray, lat_col: object, lon_col: ob
                     "remove those rows."
                 )
             raise InputError(
-                f"Column '{col}' has {_plural(int(bad.size), 'value')} outside "
-                f"{-limit}..{limit} ({_where(bad, values[bad])}). {hint}"
+                curator_only(f"Column '{col}' has {_plural(int(bad.size), 'value')} outside "
+                f"{-limit}..{limit} ({_where(bad, values[bad])}). {hint}")
             )
 
 
@@ -417,8 +417,8 @@ def load_points(
         dropped[DROP_MISSING_COORDINATE] = int(missing.sum())
     if not keep.any():
         raise InputError(
-            f"{label} has no rows with both coordinates: all {n_read:,} data rows have an "
-            f"empty '{lat_col}' or '{lon_col}'. Check that you chose the coordinate columns."
+            curator_only(f"{label} has no rows with both coordinates: all {n_read:,} data rows have an "
+            f"empty '{lat_col}' or '{lon_col}'. Check that you chose the coordinate columns.")
         )
 
     user, keep = _rows_with_user(df, user_col, keep, dropped, label)

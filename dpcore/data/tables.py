@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dpcore.data.boundaries import first_line, geojson_problem, is_wgs84
-from dpcore.data.limits import check_bytes, size_text
+from dpcore.data.limits import check_bytes
 from dpcore.data.text import (
     SNIFF_BYTES,
     TEXT_LEAD,
@@ -37,7 +37,7 @@ from dpcore.data.text import (
     sniff_delimiter,
     text_encoding,
 )
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import InputError, ParameterError, curator_only
 
 __all__ = [
     "CSV_CHUNK_ROWS",
@@ -171,7 +171,7 @@ def read_table(
         progress(0.0, f"Reading {src.label}")
     df = _read_as(src, fmt, magic, json_like, max_rows, progress)
     if progress is not None:
-        progress(1.0, f"Read {src.label} ({size_text(src.size)})")  # bytes, never the rows: logs are public
+        progress(1.0, f"Read {src.label}")  # never its size or rows: logs are public (fixed-width rows)
     return df
 
 
@@ -303,8 +303,7 @@ def _read_csv(
                 for chunk in reader:
                     chunks.append(chunk)
                     fraction = fh.tell() / src.size if src.size else 1.0
-                    progress(min(max(fraction, 0.0), 0.99),
-                             f"Read {size_text(fh.tell())} of {size_text(src.size)} from {label}")
+                    progress(min(max(fraction, 0.0), 0.99), f"Reading {label}")  # the fraction, no bytes
             if not chunks:  # header only: keep the columns for the error message
                 fh.seek(0)
                 if compressed:
@@ -436,9 +435,9 @@ def _points_frame(gdf: geopandas.GeoDataFrame, label: str) -> pd.DataFrame:
     if other.any():
         counts = ", ".join(f"{n:,} {t}" for t, n in types[other].value_counts().items())
         raise InputError(
-            f"{label} has features that are not points ({counts}). Only Point features can "
+            curator_only(f"{label} has features that are not points ({counts}). Only Point features can "
             "be read as location points: convert them to points, or upload polygons as a "
-            "boundary file."
+            "boundary file.")
         )
     geometry = gdf.geometry
     lon = geometry.x.to_numpy(dtype=np.float64, na_value=np.nan)

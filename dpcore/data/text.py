@@ -33,7 +33,7 @@ from typing import IO, Any, TypeAlias
 
 import numpy as np
 
-from dpcore.errors import InputError
+from dpcore.errors import InputError, curator_only
 
 __all__ = [
     "DELIMITERS",
@@ -289,7 +289,7 @@ def parser_problem(err: BaseException) -> str:
     lines (the header is line 1), which is data row L - 1 (issue 26 item 10: one numbering).
 
     >>> parser_problem(ValueError("Error tokenizing data. C error: Expected 2 fields in line 4, saw 3"))
-    'data row 3 has 3 values where the header names 2'
+    'curator only, not for publication: data row 3 has 3 values where the header names 2'
     """
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     text = text.removeprefix("Error tokenizing data. C error: ").rstrip(".")
@@ -297,7 +297,8 @@ def parser_problem(err: BaseException) -> str:
     if m is None:
         return text
     n, line, saw = (int(g) for g in m.groups())
-    return f"data row {line - 1} has {saw} values where the header names {n}"
+    # a row number of the file: the error that holds it is marked for the curator (DPCoreError)
+    return curator_only(f"data row {line - 1} has {saw} values where the header names {n}")
 
 
 def check_header_width(text: str, sep: str, label: str) -> None:
@@ -318,11 +319,11 @@ def check_header_width(text: str, sep: str, label: str) -> None:
                 shown = sep.join(header)
                 shown = shown if len(shown) <= 60 else shown[:57] + "..."
                 raise InputError(  # rows numbered as in every message: data rows, the header not counted
-                    f"Data row {i} of {label} has {width} values but the header "
+                    curator_only(f"Data row {i} of {label} has {width} values but the header "
                     f"('{shown}') names only {len(header)} "
                     f"{'column' if len(header) == 1 else 'columns'}. If the file starts with a "
                     "title or notes, delete those lines so that the column names come first; "
-                    "otherwise add the missing names to the header."
+                    "otherwise add the missing names to the header.")
                 )
     except (csv.Error, StopIteration):
         return  # pandas reports malformed quoting with its own message

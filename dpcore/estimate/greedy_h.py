@@ -32,7 +32,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcore.errors import ParameterError
+from dpcore.errors import ParameterError, curator_only
 
 __all__ = [
     "BucketTree",
@@ -115,7 +115,7 @@ def dyadic_deviation_costs(x: NDArray[np.integer], frac_bits: int) -> list[NDArr
     scale = 1 << frac_bits
     if 4 * scale * n * int(x.sum()) + n >= 2**63:
         raise ParameterError(
-            f"Too many points ({int(x.sum()):,}) for exact L1 costs on {n:,} cells; split the data.")
+            curator_only(f"Too many points ({int(x.sum()):,}) for exact L1 costs on {n:,} cells; split the data."))
     out = [np.zeros(n, dtype=np.int64)]
     length = 2
     sums = x
@@ -262,7 +262,7 @@ def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) ->
     scale = 1 << frac_bits
     if 4 * scale * n * int(x.sum()) + n >= 2**63:
         raise ParameterError(
-            f"Too many points ({int(x.sum()):,}) for exact L1 costs on {n:,} cells; split the data.")
+            curator_only(f"Too many points ({int(x.sum()):,}) for exact L1 costs on {n:,} cells; split the data."))
     prefix = np.concatenate([[0], np.cumsum(x)])
     out: list[NDArray[np.int64]] = []
     length = 1

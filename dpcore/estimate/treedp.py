@@ -75,7 +75,7 @@ from numbers import Integral
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcore.errors import ParameterError
+from dpcore.errors import ParameterError, curator_only
 
 __all__ = ["TreeDPResult", "check_true_total", "default_half_widths", "solve_l2"]
 
@@ -382,13 +382,13 @@ def check_true_total(total: int) -> None:
     >>> check_true_total(2**48)
     Traceback (most recent call last):
     ...
-    dpcore.errors.ParameterError: The total (281,474,976,710,656) is beyond 140,737,488,355,328, the most the exact \
-solver takes; split the data into smaller releases.
+    dpcore.errors.ParameterError: curator only, not for publication: The total (281,474,976,710,656) is beyond \
+140,737,488,355,328, the most the exact solver takes; split the data into smaller releases.
     """
     if int(total) > _MAX_VALUE // 2:
         raise ParameterError(
-            f"The total ({int(total):,}) is beyond {_MAX_VALUE // 2:,}, the most the exact solver takes; "
-            "split the data into smaller releases."
+            curator_only(f"The total ({int(total):,}) is beyond {_MAX_VALUE // 2:,}, the most the exact solver takes; "
+            "split the data into smaller releases.")
         )
 
 

@@ -22,7 +22,7 @@ from dpcore.data.code_tables import text_numbers
 from dpcore.data.engines import base as _engine_rules
 from dpcore.data.hierarchy import Hierarchy, plural, row_list
 from dpcore.data.persons import canonical_id
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import InputError, ParameterError, curator_only
 from dpcore.flows.tree import _text, ancestors, check_pair, group_sum, leaf_lookup
 from dpcore.privacy import near_match
 from dpcore.privacy.noise import NoiseSource
@@ -132,7 +132,7 @@ class ODCounts:
                 uid = canonical_id(df[user])
                 bad = pd.isna(uid)
                 if bad.any():
-                    raise InputError(f"The person id column '{user}' is empty in {row_list(bad)}. Fill it or drop those rows.")
+                    raise InputError(curator_only(f"The person id column '{user}' is empty in {row_list(bad)}. Fill it or drop those rows."))
                 # the engines' rule (dpcore.data.engines.base.cap_groups): a person keeps the m trips
                 # with the smallest md5(person, origin, destination); with ``distinct`` a repeated
                 # pair counts once.  Order independent, so DuckDB and Spark keep the same trips.
@@ -210,15 +210,15 @@ def _whole_counts(df: pd.DataFrame, count: str) -> np.ndarray:
     bad = ~np.isfinite(c) | (c < 0) | (c != np.floor(c))
     if bad.any():
         raise InputError(
-            f"The count column '{count}' has {plural(int(bad.sum()), 'value')} that are not whole "
-            f"numbers ≥ 0 ({row_list(bad)}). Fix or drop those rows."
+            curator_only(f"The count column '{count}' has {plural(int(bad.sum()), 'value')} that are not whole "
+            f"numbers ≥ 0 ({row_list(bad)}). Fix or drop those rows.")
         )
     too_big = c > MAX_COUNT
     if too_big.any() or float(c.sum()) > MAX_COUNT:
         raise InputError(
-            f"The count column '{count}' adds up to more than {MAX_COUNT:,} trips"
+            curator_only(f"The count column '{count}' adds up to more than {MAX_COUNT:,} trips"
             + (f" ({row_list(too_big)} alone exceed it)" if too_big.any() else "")
-            + ". Counts that large cannot be added exactly; check the column (is it really a count?)."
+            + ". Counts that large cannot be added exactly; check the column (is it really a count?).")
         )
     return c.astype(np.int64)
 

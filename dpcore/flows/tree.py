@@ -24,7 +24,7 @@ import pandas as pd
 
 from dpcore.data.code_tables import code_text
 from dpcore.data.hierarchy import Hierarchy, code_frame, plural, row_list
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import InputError, ParameterError, curator_only
 
 __all__ = [
     "ancestors",
@@ -69,9 +69,9 @@ def hierarchy_from_prefixes(
     if bad.any():
         ex = ", ".join(s[bad].head(3).tolist())
         raise InputError(
-            f"{plural(int(bad.sum()), 'code')} of the area list ({row_list(bad)}; e.g. {ex}) do not have "
+            curator_only(f"{plural(int(bad.sum()), 'code')} of the area list ({row_list(bad)}; e.g. {ex}) do not have "
             f"{lengths[-1]} characters, the finest prefix length. Read the codes as text (leading zeros "
-            "kept) or fix the prefix lengths."
+            "kept) or fix the prefix lengths.")
         )
     df = pd.DataFrame({n: s.str.slice(0, ln) for n, ln in zip(names, lengths, strict=True)})
     return Hierarchy.from_frame(df, names, codes="global", source=source)  # type: ignore[arg-type]
@@ -135,9 +135,9 @@ def leaf_lookup(h: Hierarchy, values: pd.Series | Sequence[Any], what: str) -> n
     if missing.any():
         ex = list(dict.fromkeys(v[missing].tolist()))[:3]
         raise InputError(
-            f"{plural(int(missing.sum()), 'row')} of the trips ({row_list(missing)}) have {'an' if what[:1] in 'aeiou' else 'a'} {what} that is not "
+            curator_only(f"{plural(int(missing.sum()), 'row')} of the trips ({row_list(missing)}) have {'an' if what[:1] in 'aeiou' else 'a'} {what} that is not "
             f"a finest area ('{h.levels[-1]}') of the public hierarchy (e.g. {', '.join(map(str, ex))}). "
-            "Fix the codes, drop those rows, or use a hierarchy that lists these areas."
+            "Fix the codes, drop those rows, or use a hierarchy that lists these areas.")
         )
     return best.astype(np.int64)
 

@@ -16,7 +16,7 @@ from dpcore.data.domain import Aggregate, Grid
 from dpcore.data.engines import base, sql
 from dpcore.data.points import DROP_MISSING_COORDINATE, DROP_MISSING_USER
 from dpcore.data.text import SNIFF_BYTES, sniff_delimiter
-from dpcore.errors import InputError
+from dpcore.errors import InputError, curator_only
 from dpcore.privacy.near_match import Profile
 
 
@@ -24,6 +24,21 @@ def first_line(e: BaseException) -> str:
     """The first line of an engine's error (their messages carry the reason in text), shortened."""
     text = str(e).strip()
     return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+def data_error(e: BaseException) -> str:
+    """:func:`first_line` of an engine's error while it read the data, marked curator-only when it
+    holds a number: the engines' texts name a file's line (``CSV Error on Line: 1102``) or quote a
+    row's value, numbers of the private data.
+
+    >>> data_error(ValueError("Conversion Error: CSV Error on Line: 1102"))
+    'curator only, not for publication: Conversion Error: CSV Error on Line: 1102'
+    >>> data_error(ValueError('IO Error: No files found that match "/data/2024/p.csv"'))
+    'IO Error: No files found that match "/data/2024/p.csv"'
+    """
+    line = first_line(e)
+    bare = re.sub(r"\"[^\"]*/[^\"]*\"|'[^']*/[^']*'", "", line)  # the file's path is no number of the data
+    return curator_only(line) if re.search(r"\d", bare) else line
 
 
 def csv_delimiter(src: base.Source) -> str:
@@ -110,8 +125,8 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
             if which == "text" and any(re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(v)) for v in [*ex["lat"], *ex["lon"]]):
                 hint = (" These look like decimal commas: DuckDB and Spark read decimal points only. Convert the "
                         "file, or use the in-memory engine (--engine numpy), which reads decimal commas.")
-            raise InputError(f"'{label}' has {by_st[code]:,} rows whose '{lat}' or '{lon}' is {what} "
-                             f"(e.g. {shown}).{hint}")
+            raise InputError(curator_only(f"'{label}' has {by_st[code]:,} rows whose '{lat}' or '{lon}' is {what} "
+                             f"(e.g. {shown}).{hint}"))
     n_read = int(n.sum())
     dropped: dict[str, int] = {}
     if by_st.get(sql.ST_MISSING_COORD):
@@ -122,8 +137,8 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
     if not ok.any():
         if n_read == 0:
             raise InputError(f"'{label}' has no data rows. Give a table with at least one row of coordinates.")
-        raise InputError(f"'{label}' has no rows with both coordinates" + (" and a user id" if user else "")
-                         + f": all {n_read:,} data rows miss one. Check that you chose the right columns.")
+        raise InputError(curator_only(f"'{label}' has no rows with both coordinates" + (" and a user id" if user else "")
+                         + f": all {n_read:,} data rows miss one. Check that you chose the right columns."))
     inside = ok & kept & (cell >= 0)
     counts = np.bincount(cell[inside], weights=n[inside], minlength=grid.n_cells)
     counts = np.rint(counts).astype(np.int64).reshape(grid.shape)
@@ -258,14 +273,14 @@ def problems(n_key: int, n_count: int, n_user: int, keys: list[str], count: str 
              label: str) -> None:
     """Refuse rows without a code, with a bad count or without a person id (their number)."""
     if n_key:
-        raise InputError(f"'{label}': {n_key:,} rows have no code in {', '.join(repr(k) for k in keys)}. "
-                         "Fill the codes or drop those rows.")
+        raise InputError(curator_only(f"'{label}': {n_key:,} rows have no code in {', '.join(repr(k) for k in keys)}. "
+                         "Fill the codes or drop those rows."))
     if n_count:
-        raise InputError(f"'{label}': the count column '{count}' has {n_count:,} values that are not whole "
-                         "numbers ≥ 0 (or are missing). Fix or drop those rows.")
+        raise InputError(curator_only(f"'{label}': the count column '{count}' has {n_count:,} values that are not whole "
+                         "numbers ≥ 0 (or are missing). Fix or drop those rows."))
     if n_user:
-        raise InputError(f"'{label}': the person id column '{user}' is empty in {n_user:,} rows. "
-                         "Fill it or drop those rows.")
+        raise InputError(curator_only(f"'{label}': the person id column '{user}' is empty in {n_user:,} rows. "
+                         "Fill it or drop those rows."))
 
 
 def finish_frame(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

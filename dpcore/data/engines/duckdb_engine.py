@@ -76,7 +76,7 @@ class DuckDBEngine:
             con.execute(f"CREATE TEMP VIEW src AS SELECT * FROM {rel}")
         except self._duckdb.Error as e:
             con.close()
-            raise InputError(f"DuckDB could not read '{src.label}': {common.first_line(e)}. Check that the files are "
+            raise InputError(f"DuckDB could not read '{src.label}': {common.data_error(e)}. Check that the files are "
                              "CSV with a header row or Parquet.") from None
         return con
 
@@ -108,7 +108,7 @@ class DuckDBEngine:
         if "err" in out:
             e = out["err"]
             if isinstance(e, self._duckdb.Error):
-                raise InputError(f"DuckDB could not read the input: {common.first_line(e)}.") from None
+                raise InputError(f"DuckDB could not read the input: {common.data_error(e)}.") from None
             raise e
         return out["df"]
 
@@ -121,7 +121,7 @@ class DuckDBEngine:
         except DPCoreError:
             raise
         except self._duckdb.Error as e:
-            raise InputError(f"DuckDB could not aggregate '{src.label}': {common.first_line(e)}.") from None
+            raise InputError(f"DuckDB could not aggregate '{src.label}': {common.data_error(e)}.") from None
         finally:
             con.close()
 
@@ -172,7 +172,7 @@ class DuckDBEngine:
                 if p is not None and p >= 0:
                     progress(0.05 + 0.9 * p / 100.0, f"{what}: {p:.0f} %")
         except self._duckdb.Error as e:
-            raise InputError(f"DuckDB could not read the input: {common.first_line(e)}.") from None
+            raise InputError(f"DuckDB could not read the input: {common.data_error(e)}.") from None
 
     def code_counts(self, src: base.Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,

@@ -87,7 +87,7 @@ class SparkEngine:
         except DPCoreError:
             raise
         except Exception as e:  # noqa: BLE001 - AnalysisException and friends
-            raise InputError(f"Spark could not read '{src.label}': {common.first_line(e)}.") from None
+            raise InputError(f"Spark could not read '{src.label}': {common.data_error(e)}.") from None
         name = f"src_{abs(hash((src.paths, time.time_ns()))):x}"
         df.createOrReplaceTempView(name)
         return spark, (df, name)
@@ -108,7 +108,7 @@ class SparkEngine:
             res = spark.sql(q)
             rows = res.collect()
         except Exception as e:  # noqa: BLE001 - Py4J/Analysis errors carry the reason in text
-            raise InputError(f"Spark could not aggregate the input: {common.first_line(e)}.") from None
+            raise InputError(f"Spark could not aggregate the input: {common.data_error(e)}.") from None
         return pd.DataFrame([r.asDict() for r in rows], columns=res.columns)
 
     @staticmethod
@@ -126,7 +126,7 @@ class SparkEngine:
         try:
             rows = df.limit(int(n)).collect()
         except Exception as e:  # noqa: BLE001 - Py4J errors carry the reason in text
-            raise InputError(f"Spark could not read '{src.label}': {common.first_line(e)}.") from None
+            raise InputError(f"Spark could not read '{src.label}': {common.data_error(e)}.") from None
         finally:
             self._drop(spark, view)
         return pd.DataFrame([r.asDict() for r in rows], columns=df.columns)

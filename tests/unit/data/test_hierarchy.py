@@ -354,7 +354,7 @@ def test_building_reports_each_phase_and_the_same_tree(fips: Hierarchy) -> None:
     assert len(said) == 4 * len(LEVELS) + 1 and fracs == sorted(fracs) and fracs[0] == 0.0 and fracs[-1] == 1.0
     for verb in ("Reading the codes of", "Finding the areas of", "Keying the", "Checking the codes of"):
         assert [lv for lv in LEVELS if any(m.startswith(verb) and f"'{lv}'" in m for m in lines)] == LEVELS, verb
-    assert lines[-1] == "Built the areas: " + ", ".join(f"{n:,} {lv}" for lv, n in zip(LEVELS, h.sizes[1:], strict=True))
+    assert lines[-1] == "Built the areas of state, county, tract"  # not their number: progress lines reach logs
 
 
 def test_level_columns_missing_or_named_twice_are_refused_by_name() -> None:
@@ -366,3 +366,57 @@ def test_level_columns_missing_or_named_twice_are_refused_by_name() -> None:
     twice = pd.DataFrame([["01", "01001", "x"]], columns=["state", "county", "county"])
     with pytest.raises(InputError, match="more than one column named 'county'"):
         Hierarchy.from_frame(twice, ["state", "county"])
+
+
+# ------------------------------------------------------------------ the cheap checks before keying
+# check_area_frame runs before a table's budget is keyed (tens of seconds at 8 M census blocks):
+# blank codes, control characters and levels that do not nest are refused there, not by the build.
+
+def _no_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the hierarchy's build (its path keys) fail loudly: check_area_frame must refuse first."""
+    from dpcore.data import hierarchy
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AssertionError("check_area_frame built the areas' keys")
+
+    monkeypatch.setattr(hierarchy, "_path_keys", boom)
+
+
+@pytest.mark.parametrize(("row", "level", "code", "words"), [
+    (4, "county", "   ", ["1 missing code", "data row 5", "fill them in or drop those rows"]),  # blank only
+    (6, "tract", "02\x0700", ["control characters", "data row 7", "Remove them from the codes"]),
+])
+def test_cheap_checks_refuse_blank_codes_and_control_characters(
+        monkeypatch: pytest.MonkeyPatch, row: int, level: str, code: str, words: list[str]) -> None:
+    from dpcore.data.hierarchy import check_area_frame
+
+    _no_build(monkeypatch)
+    df = FIPS.copy()
+    df.loc[row, level] = code
+    with pytest.raises(InputError) as ei:
+        check_area_frame(df, LEVELS)
+    msg = str(ei.value)
+    assert f"'{level}'" in msg and all(w in msg for w in words), msg
+
+
+def test_cheap_checks_refuse_levels_that_do_not_nest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcore.data.hierarchy import check_area_frame
+
+    _no_build(monkeypatch)
+    df = pd.DataFrame({"state": ["01", "01", "02"], "county": ["01001", "01003", "02005"]})
+    assert check_area_frame(df, ["state", "county"]) == (["state", "county"], ["auto", "auto"])
+    with pytest.raises(InputError) as ei:
+        check_area_frame(df, ["county", "state"])
+    msg = str(ei.value)
+    assert "do not nest in this order" in msg and "'county'" in msg and "'state'" in msg
+    assert "data rows 1, 2" in msg  # an example: two counties under one state code
+    assert "top (largest areas) down to the finest" in msg
+
+
+def test_cheap_checks_refuse_a_child_with_two_parents(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcore.data.hierarchy import check_area_frame
+
+    _no_build(monkeypatch)
+    df = pd.DataFrame({"state": ["01", "01", "02", "02"], "county": ["01001", "01003", "01003", "02005"]})
+    with pytest.raises(InputError, match=r"two or more parents.*'01003' under '01' and '02'"):
+        check_area_frame(df, ["state", "county"], codes="global")

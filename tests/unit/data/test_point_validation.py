@@ -45,8 +45,8 @@ def test_non_numeric_text_message_exact():
     df = _frame(lat, [-73.9] * 10)
     with pytest.raises(InputError) as err:
         load_points(df, "lat", "lon")
-    assert str(err.value) == (
-        "Column 'lat' has 3 values that are not numbers (data rows 2, 5, 9: 'abc', 'N/A', "
+    assert str(err.value) == (  # the rows' number, positions and values: marked for the curator
+        "curator only, not for publication: Column 'lat' has 3 values that are not numbers (data rows 2, 5, 9: 'abc', 'N/A', "
         "'4O.7'). Fix or remove those rows."
     )
     assert_actionable(err, "'lat'")
