@@ -100,6 +100,11 @@ def _streamlit_server() -> Iterator[str]:
         sys.executable, "-m", "streamlit", "run", "app.py",
         "--server.headless=true", f"--server.port={port}", "--server.address=127.0.0.1",
         "--browser.gatherUsageStats=false", "--server.fileWatcherType=none",
+        # no full garbage collection after every script run (Streamlit's default, runner.postScriptGC):
+        # a collection of every generation per rerun was about an eighth of the server's CPU during the
+        # tests' page loads and steps; it keeps a long-lived server's memory down, which a test server
+        # of a few minutes does not need.  The app's own config (.streamlit/config.toml) keeps it.
+        "--runner.postScriptGC=false",
     ]
     # a file, not a pipe: a full pipe would block the server
     # a budget database of its own: budgets persist by design, so servers must not share one
