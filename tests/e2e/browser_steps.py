@@ -79,9 +79,10 @@ def go_to(page, label: str) -> None:
 def pick_option(page, selectbox, name: str | re.Pattern[str], *, timeout: float = 15_000) -> None:
     """Pick the option ``name`` in ``selectbox``.  A click that lands while the page is still running
     can leave the list closed, so each try waits for the app to be idle, and the list is opened
-    again, up to three times."""
+    again, up to three times.  The click goes to the box's control, not its middle: where a long label
+    wraps, the middle of the box can be the label, which opens nothing."""
     for attempt in range(3):
-        click(page, selectbox)
+        click(page, selectbox.get_by_role("combobox").first)
         try:
             page.get_by_role("option", name=name).click(timeout=timeout)
             return

@@ -25,6 +25,10 @@ CHROMIUM = "/usr/bin/chromium"
 HEADLESS_SHELL = "/usr/lib/chromium/chromium-headless-shell"
 REPO = Path(__file__).resolve().parents[2]
 SERVER_START_TIMEOUT = 90  # s
+#: The pages' size: wide enough for the app's desktop layout (the sidebar open beside the step), small
+#: enough that chromium paints and composites about half the pixels of 1400x900 (maps and charts are
+#: drawn in software here)
+VIEWPORT = {"width": 1024, "height": 640}
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +45,7 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
     return {**browser_context_args, "accept_downloads": True,
-            "viewport": {"width": 1400, "height": 900}}
+            "viewport": VIEWPORT}
 
 
 @pytest.fixture(scope="session")
@@ -96,6 +100,11 @@ def _streamlit_server() -> Iterator[str]:
         sys.executable, "-m", "streamlit", "run", "app.py",
         "--server.headless=true", f"--server.port={port}", "--server.address=127.0.0.1",
         "--browser.gatherUsageStats=false", "--server.fileWatcherType=none",
+        # no full garbage collection after every script run (Streamlit's default, runner.postScriptGC):
+        # a collection of every generation per rerun was about an eighth of the server's CPU during the
+        # tests' page loads and steps; it keeps a long-lived server's memory down, which a test server
+        # of a few minutes does not need.  The app's own config (.streamlit/config.toml) keeps it.
+        "--runner.postScriptGC=false",
     ]
     # a file, not a pipe: a full pipe would block the server
     # a budget database of its own: budgets persist by design, so servers must not share one

@@ -57,9 +57,10 @@ def choose(page, radio: str, option: str | re.Pattern) -> None:
 
 
 def pick(page, label: str, option: str) -> None:
-    """Choose ``option`` in the select box labelled ``label``."""
+    """Choose ``option`` in the select box labelled ``label`` (a click on its control, see pick_option)."""
     name = page.get_by_test_id("stWidgetLabel").get_by_text(label, exact=True)
-    click(page, page.get_by_test_id("stMain").get_by_test_id("stSelectbox").filter(has=name).first)
+    box = page.get_by_test_id("stMain").get_by_test_id("stSelectbox").filter(has=name).first
+    click(page, box.get_by_role("combobox").first)
     page.get_by_role("option", name=option, exact=True).click()
 
 
