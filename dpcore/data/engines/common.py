@@ -16,7 +16,7 @@ from dpcore.data.domain import Aggregate, Grid
 from dpcore.data.engines import base, sql
 from dpcore.data.points import DROP_MISSING_COORDINATE, DROP_MISSING_USER
 from dpcore.data.text import SNIFF_BYTES, sniff_delimiter
-from dpcore.errors import InputError, curator_only
+from dpcore.errors import InputError, curator_only, curator_only_if_numbered
 from dpcore.privacy.near_match import Profile
 
 
@@ -37,8 +37,9 @@ def data_error(e: BaseException) -> str:
     'IO Error: No files found that match "/data/2024/p.csv"'
     """
     line = first_line(e)
-    bare = re.sub(r"\"[^\"]*/[^\"]*\"|'[^']*/[^']*'", "", line)  # the file's path is no number of the data
-    return curator_only(line) if re.search(r"\d", bare) else line
+    # the file's path is no number of the data (any quoted text holding a "/" is taken for one)
+    quoted = [q[1:-1] for q in re.findall(r"\"[^\"]*/[^\"]*\"|'[^']*/[^']*'", line)]
+    return curator_only_if_numbered(line, quoted)
 
 
 def csv_delimiter(src: base.Source) -> str:

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dpcore.cli import common as cli_common
@@ -182,3 +183,33 @@ def test_census_table_with_missing_ordinal_values(tmp_path: Path, capsys: pytest
     size = (tmp_path / "t.csv").stat().st_size
     [line] = check_stderr(capsys.readouterr().err, tmp_path, {len(rows), 141, 142, size})  # (census numbers file lines)
     assert line.startswith("error: " + CURATOR_ONLY) and "missing value" in line, line
+
+
+def test_an_unclosed_quote_on_the_last_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pandas' other parser errors name a row too: an unclosed quote on the last row reads "EOF inside
+    string starting at row 1237", the number of rows. Marked."""
+    counts = _points(tmp_path / "p.csv")
+    text = (tmp_path / "p.csv").read_text("utf-8").splitlines()
+    text[-1] = '"' + text[-1]
+    (tmp_path / "p.csv").write_text("\n".join(text) + "\n", "utf-8")
+    rc = main(["release", "points", "--input", str(tmp_path / "p.csv"), BOUNDS, "--grid", "8,8", "--mechanism",
+               "identity", "--epsilon", "1", "--no-budget", "--engine", "numpy", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    [line] = check_stderr(err, tmp_path, counts | {(tmp_path / "p.csv").stat().st_size})
+    assert line.startswith("error: " + CURATOR_ONLY) and "EOF inside string" in line, line
+
+
+def test_a_truncated_parquet_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pyarrow's error names the cut file's size ("Parquet file size is 1008 bytes"): marked."""
+    rng = np.random.default_rng(10)
+    pd.DataFrame({"lat": rng.uniform(40.6, 40.9, N), "lon": rng.uniform(-74.0, -73.75, N)}).to_parquet(
+        tmp_path / "whole.parquet")
+    whole = (tmp_path / "whole.parquet").read_bytes()
+    (tmp_path / "p.parquet").write_bytes(whole[:1000] + whole[-8:])  # the footer's length, its data cut away
+    rc = main(["release", "points", "--input", str(tmp_path / "p.parquet"), BOUNDS, "--grid", "8,8", "--mechanism",
+               "identity", "--epsilon", "1", "--no-budget", "--engine", "numpy", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    [line] = check_stderr(err, tmp_path, {N, 1008, len(whole)})
+    assert line.startswith("error: " + CURATOR_ONLY) and "Parquet" in line, line
