@@ -34,17 +34,31 @@ def _numbers(line: str) -> set[int]:
     return {int(t.replace(",", "")) for t in re.findall(r"\d[\d,]*\d|\d", line)}
 
 
+#: how a marked line starts: the marker at its front, where a reader (or a log filter) sees it
+MARKED_FRONTS = (CURATOR_ONLY, "error: " + CURATOR_ONLY, "warning: " + CURATOR_ONLY)
+
+
 def check_stderr(err: str, tmp: Path, counts: set[int]) -> list[str]:
-    """The marked lines of ``err``; every unmarked line holds none of ``counts`` and no size."""
+    """The marked lines of ``err`` (:data:`MARKED_FRONTS`); every other line, a marker in its middle
+    included, holds none of ``counts`` and no size."""
     counts = {c for c in counts if c > 100}  # (none of them is below: see the module's docstring)
     marked = []
     for line in err.replace(str(tmp), "<tmp>").splitlines():
-        if CURATOR_ONLY in line:
+        if line.startswith(MARKED_FRONTS):
             marked.append(line)
             continue
         assert not _numbers(line) & counts, line
         assert not re.search(r"\d\s*(bytes|kB|MB|GB)\b", line), line
     return marked
+
+
+def test_the_check_wants_the_marker_at_the_front(tmp_path: Path) -> None:
+    line = f"{CURATOR_ONLY}1237 rows read"
+    for front in ("", "error: ", "warning: "):
+        assert check_stderr(front + line, tmp_path, {1237}) == [front + line]
+    for late in (f"warning: not kept ({line})", f"info: {line}", f" {line}"):
+        with pytest.raises(AssertionError):
+            check_stderr(late, tmp_path, {1237})
 
 
 def _points(path: Path) -> set[int]:
