@@ -19,7 +19,8 @@ import pytest
 
 from dpcore.cli import common as cli_common
 from dpcore.cli import main
-from dpcore.errors import CURATOR_ONLY
+from dpcore.errors import CURATOR_ONLY, StorageError, curator_only
+from dpcore.privacy.ledger_store import LedgerStore
 
 N, MISSING, OUTSIDE = 1237, 113, 129  # rows read, rows without a coordinate, rows outside the bounds
 BOUNDS = "--bounds=-74.06,40.56,-73.70,40.92"
@@ -227,3 +228,21 @@ def test_a_truncated_parquet_file(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert rc == 2, err
     [line] = check_stderr(err, tmp_path, {N, 1008, len(whole)})
     assert line.startswith("error: " + CURATOR_ONLY) and "Parquet" in line, line
+
+
+def test_a_release_not_kept_for_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The budget database refuses to keep a charged release (here with a marked reason naming a
+    size): the files are written and the warning that quotes the reason is marked at its front."""
+    counts = _points(tmp_path / "p.csv")
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise StorageError(curator_only("the files are 24,968 bytes, more than the database keeps"))
+
+    monkeypatch.setattr(LedgerStore, "record_release", refused)
+    rc = main(["release", "points", "--input", str(tmp_path / "p.csv"), BOUNDS, "--grid", "8,8", "--mechanism",
+               "identity", "--epsilon", "0.25", "--engine", "numpy", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    [line] = check_stderr(err, tmp_path, counts | {24968})
+    assert line.startswith("warning: " + CURATOR_ONLY) and "History" in line, line
