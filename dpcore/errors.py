@@ -8,6 +8,9 @@ exits non-zero.  Anything else escaping dpcore is a bug.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 #: The one marker of a message that carries numbers read from the private data (a count of rows, a
 #: row number, a file's size, a value of a row): such a message is for the curator, who must act on
 #: it, and not for a pipeline's log that others read (UX.md: curator-only views carry a visible
@@ -27,6 +30,27 @@ def curator_only(text: str) -> str:
     "curator only, not for publication: 't.csv': 3 rows have no code."
     """
     return CURATOR_ONLY + text.replace(CURATOR_ONLY, "")
+
+
+def curator_only_if_numbered(text: str, own: Iterable[str] = ()) -> str:
+    """``text`` (a library's error about the private data: a parser's, an engine's) marked
+    curator-only (:func:`curator_only`) when it holds a digit outside ``own``, the source's own paths
+    and label: such texts name a file's line, a row count (``EOF inside string starting at row
+    1501``) or quote a row's value (``'12/05/2024'``), numbers of the private data.  Only ``own``
+    names are left out before looking, where they stand whole (not inside a longer word or number),
+    and only names holding a letter: a name like ``2024`` could equally be a value, so it counts.
+
+    >>> curator_only_if_numbered("EOF inside string starting at row 1501")
+    'curator only, not for publication: EOF inside string starting at row 1501'
+    >>> curator_only_if_numbered('No files found that match "/d/2024/p.csv"', ["/d/2024/p.csv"])
+    'No files found that match "/d/2024/p.csv"'
+    >>> curator_only_if_numbered("Could not convert string '12/05/2024' to DOUBLE", ["/d/p.csv"])
+    "curator only, not for publication: Could not convert string '12/05/2024' to DOUBLE"
+    """
+    bare = text
+    for name in sorted({n for n in own if any(ch.isalpha() for ch in n)}, key=len, reverse=True):
+        bare = re.sub(r"(?<![\w.])" + re.escape(name) + r"(?![\w])", "", bare)
+    return curator_only(text) if re.search(r"\d", bare) else text
 
 
 class DPCoreError(Exception):

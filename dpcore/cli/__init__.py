@@ -28,7 +28,7 @@ import sys
 from dpcore.cli import history, interval, plan, points, recommend, run, series, synthesize
 from dpcore.cli.parser import build_parser
 from dpcore.core.spec import KINDS, ReleaseSpec
-from dpcore.errors import CURATOR_ONLY, DPCoreError, ParameterError, curator_only
+from dpcore.errors import DPCoreError, ParameterError
 
 EXIT_USER_ERROR = 2
 
@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USER_ERROR
     except DPCoreError as e:
-        text = " ".join(str(e).split())
-        print(f"error: {curator_only(text) if CURATOR_ONLY in text else text}", file=sys.stderr)
+        # (a marked message has its marker at the front already: DPCoreError.__init__ moves it there)
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_USER_ERROR
     except OSError as e:
         print(f"error: cannot read or write a file: {e.strerror or e} ({e.filename}). "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpcore.errors import DPCoreError, ParameterError, StorageError
+from dpcore.errors import CURATOR_ONLY, DPCoreError, ParameterError, StorageError, curator_only
 
 #: The neighbour relations ``--neighbour`` accepts: the units' own (``replace``, ``add_remove``) and,
 #: as aliases, the O/D paper's terms (Boninsegna & Silvestri, PoPETs 2025, Sec. 3): bounded DP
@@ -373,7 +373,8 @@ def deliver(bud: CliBudget, out: Any, files: Mapping[str, bytes], folder: str | 
     with contextlib.suppress(DPCoreError):
         ledger_journal.delivered(store, rid)
     if kept is not None:
-        print(f"warning: the release's files are written, but could not be kept in the budget database for "
-              f"History ({' '.join(str(kept).split())}); keep your own copy.", file=sys.stderr)
+        text = (f"the release's files are written, but could not be kept in the budget database for History "
+                f"({' '.join(str(kept).split())}); keep your own copy.")
+        print(f"warning: {curator_only(text) if CURATOR_ONLY in text else text}", file=sys.stderr)
     return paths
 

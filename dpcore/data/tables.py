@@ -37,7 +37,7 @@ from dpcore.data.text import (
     sniff_delimiter,
     text_encoding,
 )
-from dpcore.errors import InputError, ParameterError, curator_only
+from dpcore.errors import InputError, ParameterError, curator_only, curator_only_if_numbered
 
 __all__ = [
     "CSV_CHUNK_ROWS",
@@ -377,7 +377,7 @@ def _read_parquet(src: Source, max_rows: int | None) -> pd.DataFrame:
             df = table.to_pandas()
     except (pa.ArrowException, OSError, ValueError) as err:
         raise InputError(
-            f"{label} could not be read as Parquet ({err}). Export it again as Parquet, "
+            f"{label} could not be read as Parquet ({curator_only_if_numbered(str(err))}). Export it again as Parquet, "
             "or upload it as CSV."
         ) from err
     if not isinstance(df.index, pd.RangeIndex):

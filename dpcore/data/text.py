@@ -33,7 +33,7 @@ from typing import IO, Any, TypeAlias
 
 import numpy as np
 
-from dpcore.errors import InputError, curator_only
+from dpcore.errors import InputError, curator_only, curator_only_if_numbered
 
 __all__ = [
     "DELIMITERS",
@@ -186,7 +186,7 @@ def looks_like_json(head: bytes) -> bool:
 
 def damaged_gzip(label: str, err: BaseException) -> InputError:
     return InputError(
-        f"{label} is a damaged or incomplete gzip file ({err}). Upload it again, or "
+        f"{label} is a damaged or incomplete gzip file ({curator_only_if_numbered(str(err))}). Upload it again, or "
         "upload the uncompressed CSV."
     )
 
@@ -290,12 +290,14 @@ def parser_problem(err: BaseException) -> str:
 
     >>> parser_problem(ValueError("Error tokenizing data. C error: Expected 2 fields in line 4, saw 3"))
     'curator only, not for publication: data row 3 has 3 values where the header names 2'
+    >>> parser_problem(ValueError("Error tokenizing data. C error: EOF inside string starting at row 1501"))
+    'curator only, not for publication: EOF inside string starting at row 1501'
     """
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     text = text.removeprefix("Error tokenizing data. C error: ").rstrip(".")
     m = _PANDAS_FIELDS.search(text)
-    if m is None:
-        return text
+    if m is None:  # its other texts name rows too ("EOF inside string starting at row 1501")
+        return curator_only_if_numbered(text)
     n, line, saw = (int(g) for g in m.groups())
     # a row number of the file: the error that holds it is marked for the curator (DPCoreError)
     return curator_only(f"data row {line - 1} has {saw} values where the header names {n}")

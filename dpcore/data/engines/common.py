@@ -5,6 +5,7 @@ grouped result into the answer (:class:`~dpcore.data.engines.base.PointCounts` o
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -16,7 +17,7 @@ from dpcore.data.domain import Aggregate, Grid
 from dpcore.data.engines import base, sql
 from dpcore.data.points import DROP_MISSING_COORDINATE, DROP_MISSING_USER
 from dpcore.data.text import SNIFF_BYTES, sniff_delimiter
-from dpcore.errors import InputError, curator_only
+from dpcore.errors import InputError, curator_only, curator_only_if_numbered
 from dpcore.privacy.near_match import Profile
 
 
@@ -26,19 +27,24 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(e).__name__
 
 
-def data_error(e: BaseException) -> str:
-    """:func:`first_line` of an engine's error while it read the data, marked curator-only when it
-    holds a number: the engines' texts name a file's line (``CSV Error on Line: 1102``) or quote a
-    row's value, numbers of the private data.
+def data_error(e: BaseException, src: base.Source) -> str:
+    """:func:`first_line` of an engine's error while it read ``src``, marked curator-only when it
+    holds a number (:func:`~dpcore.errors.curator_only_if_numbered`): the engines' texts name a
+    file's line (``CSV Error on Line: 1102``) or quote a row's value (``'12/05/2024'``), numbers of
+    the private data.  Only ``src``'s own paths and label are left out before looking, never other
+    quoted text: a row's value may hold a "/" too.
 
-    >>> data_error(ValueError("Conversion Error: CSV Error on Line: 1102"))
+    >>> src = base.Source(("/data/2024/p.csv",), "csv", "/data/2024/p.csv")
+    >>> data_error(ValueError("Conversion Error: CSV Error on Line: 1102"), src)
     'curator only, not for publication: Conversion Error: CSV Error on Line: 1102'
-    >>> data_error(ValueError('IO Error: No files found that match "/data/2024/p.csv"'))
+    >>> data_error(ValueError('IO Error: No files found that match "/data/2024/p.csv"'), src)
     'IO Error: No files found that match "/data/2024/p.csv"'
+    >>> data_error(ValueError("Could not convert string '12/05/2024' to DOUBLE"), src)
+    "curator only, not for publication: Could not convert string '12/05/2024' to DOUBLE"
     """
-    line = first_line(e)
-    bare = re.sub(r"\"[^\"]*/[^\"]*\"|'[^']*/[^']*'", "", line)  # the file's path is no number of the data
-    return curator_only(line) if re.search(r"\d", bare) else line
+    # as given, absolute (Spark names "file:/abs/p.csv"), and as quoted in DuckDB's SQL
+    own = {src.label, *src.paths, *(os.path.abspath(p) for p in src.paths), *(p.replace("'", "''") for p in src.paths)}
+    return curator_only_if_numbered(first_line(e), own)
 
 
 def csv_delimiter(src: base.Source) -> str:

@@ -76,11 +76,11 @@ class DuckDBEngine:
             con.execute(f"CREATE TEMP VIEW src AS SELECT * FROM {rel}")
         except self._duckdb.Error as e:
             con.close()
-            raise InputError(f"DuckDB could not read '{src.label}': {common.data_error(e)}. Check that the files are "
+            raise InputError(f"DuckDB could not read '{src.label}': {common.data_error(e, src)}. Check that the files are "
                              "CSV with a header row or Parquet.") from None
         return con
 
-    def _run(self, con: Any, query: str, progress: base.Progress, what: str) -> pd.DataFrame:
+    def _run(self, con: Any, src: base.Source, query: str, progress: base.Progress, what: str) -> pd.DataFrame:
         """Run ``query`` in a worker thread while this one reports DuckDB's progress."""
         out: dict[str, Any] = {}
 
@@ -108,7 +108,7 @@ class DuckDBEngine:
         if "err" in out:
             e = out["err"]
             if isinstance(e, self._duckdb.Error):
-                raise InputError(f"DuckDB could not read the input: {common.data_error(e)}.") from None
+                raise InputError(f"DuckDB could not read the input: {common.data_error(e, src)}.") from None
             raise e
         return out["df"]
 
@@ -121,7 +121,7 @@ class DuckDBEngine:
         except DPCoreError:
             raise
         except self._duckdb.Error as e:
-            raise InputError(f"DuckDB could not aggregate '{src.label}': {common.data_error(e)}.") from None
+            raise InputError(f"DuckDB could not aggregate '{src.label}': {common.data_error(e, src)}.") from None
         finally:
             con.close()
 
@@ -153,14 +153,15 @@ class DuckDBEngine:
             q = sql.point_rows_query(sql.DUCKDB, *cols, user_cap)
             # PointTally(..., tolerant=True) adds the rounded keys' sums (issue 26 item 12) to the exact ones
             tally = common.PointTally(grid, fingerprint, tolerant=True)
-            self._stream(con, q, prog, f"Counting points with DuckDB ({src.label})", tally)
+            self._stream(con, src, q, prog, f"Counting points with DuckDB ({src.label})", tally)
             sums = tally.fingerprint_values
             return common.point_result(tally.groups(), grid, user, user_cap, self.name, src.label,
                                        lambda which: con.execute(sql.point_examples_query(
                                            sql.DUCKDB, cols[0], cols[1], which)).fetchdf(),
                                        lat, lon, prog, t0, (lambda: sums) if sums is not None else None)
 
-    def _stream(self, con: Any, query: str, progress: base.Progress, what: str, tally: common.PointTally) -> None:
+    def _stream(self, con: Any, src: base.Source, query: str, progress: base.Progress, what: str,
+                tally: common.PointTally) -> None:
         """Stream ``query``'s rows as Arrow batches into ``tally`` (one scan; memory: one batch),
         reporting DuckDB's progress between batches."""
         try:
@@ -172,7 +173,7 @@ class DuckDBEngine:
                 if p is not None and p >= 0:
                     progress(0.05 + 0.9 * p / 100.0, f"{what}: {p:.0f} %")
         except self._duckdb.Error as e:
-            raise InputError(f"DuckDB could not read the input: {common.data_error(e)}.") from None
+            raise InputError(f"DuckDB could not read the input: {common.data_error(e, src)}.") from None
 
     def code_counts(self, src: base.Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,
@@ -185,7 +186,7 @@ class DuckDBEngine:
             q = sql.code_counts_query(sql.DUCKDB, [(k, types[k]) for k in keys],
                                       (count, types[count]) if count else None,
                                       (user, types[user]) if user else None, cap, distinct)
-            df = self._run(con, q, prog, f"Counting rows with DuckDB ({src.label})")
+            df = self._run(con, src, q, prog, f"Counting rows with DuckDB ({src.label})")
             return common.code_result(df, keys, count, user, cap, self.name, src.label, prog, drop_missing)
 
 

@@ -87,7 +87,7 @@ class SparkEngine:
         except DPCoreError:
             raise
         except Exception as e:  # noqa: BLE001 - AnalysisException and friends
-            raise InputError(f"Spark could not read '{src.label}': {common.data_error(e)}.") from None
+            raise InputError(f"Spark could not read '{src.label}': {common.data_error(e, src)}.") from None
         name = f"src_{abs(hash((src.paths, time.time_ns()))):x}"
         df.createOrReplaceTempView(name)
         return spark, (df, name)
@@ -101,14 +101,14 @@ class SparkEngine:
                            "boolean" if t == "boolean" else "text")
         return out
 
-    def _collect(self, spark: Any, query: str, view: str, progress: base.Progress, what: str) -> pd.DataFrame:
+    def _collect(self, spark: Any, src: base.Source, query: str, view: str, progress: base.Progress, what: str) -> pd.DataFrame:
         q = query.replace("FROM src", f"FROM {view}")
         progress(0.1, f"{what}: running")
         try:
             res = spark.sql(q)
             rows = res.collect()
         except Exception as e:  # noqa: BLE001 - Py4J/Analysis errors carry the reason in text
-            raise InputError(f"Spark could not aggregate the input: {common.data_error(e)}.") from None
+            raise InputError(f"Spark could not aggregate the input: {common.data_error(e, src)}.") from None
         return pd.DataFrame([r.asDict() for r in rows], columns=res.columns)
 
     @staticmethod
@@ -126,7 +126,7 @@ class SparkEngine:
         try:
             rows = df.limit(int(n)).collect()
         except Exception as e:  # noqa: BLE001 - Py4J errors carry the reason in text
-            raise InputError(f"Spark could not read '{src.label}': {common.data_error(e)}.") from None
+            raise InputError(f"Spark could not read '{src.label}': {common.data_error(e, src)}.") from None
         finally:
             self._drop(spark, view)
         return pd.DataFrame([r.asDict() for r in rows], columns=df.columns)
@@ -151,16 +151,16 @@ class SparkEngine:
                 fingerprint: bool) -> base.PointCounts:
         q = sql.points_query(sql.SPARK, grid, (lat, types[lat]), (lon, types[lon]),
                              (user, types[user]) if user else None, user_cap)
-        out = self._collect(spark, q, view, prog, f"Counting points with Spark ({src.label})")
+        out = self._collect(spark, src, q, view, prog, f"Counting points with Spark ({src.label})")
 
         def examples(which: str) -> pd.DataFrame:
             eq = sql.point_examples_query(sql.SPARK, (lat, types[lat]), (lon, types[lon]), which)
-            return self._collect(spark, eq, view, base.Progress(None), "examples")
+            return self._collect(spark, src, eq, view, base.Progress(None), "examples")
 
         def sums() -> tuple[int, ...]:
             fq = sql.fingerprint_query(sql.SPARK, (lat, types[lat]), (lon, types[lon]),
                                        (user, types[user]) if user else None, grid.bounds)
-            out = self._collect(spark, fq, view, base.Progress(None), "fingerprint")
+            out = self._collect(spark, src, fq, view, base.Progress(None), "fingerprint")
             sums = tuple(int(out[c].iloc[0] or 0) for c in ("n", "s1", "s2", "q1", "q2", "ni", "i1", "i2"))
             return (*sums, *(float(out[c].iloc[0] or 0.0) for c in ("x0", "y0", "x1", "y1")))
 
@@ -179,7 +179,7 @@ class SparkEngine:
             q = sql.code_counts_query(sql.SPARK, [(k, types[k]) for k in keys],
                                       (count, types[count]) if count else None,
                                       (user, types[user]) if user else None, cap, distinct)
-            out = self._collect(spark, q, view, prog, f"Counting rows with Spark ({src.label})")
+            out = self._collect(spark, src, q, view, prog, f"Counting rows with Spark ({src.label})")
         finally:
             self._drop(spark, view)
         return common.code_result(out, keys, count, user, cap, self.name, src.label, prog, drop_missing)

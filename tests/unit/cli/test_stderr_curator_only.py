@@ -14,11 +14,13 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dpcore.cli import common as cli_common
 from dpcore.cli import main
-from dpcore.errors import CURATOR_ONLY
+from dpcore.errors import CURATOR_ONLY, StorageError, curator_only
+from dpcore.privacy.ledger_store import LedgerStore
 
 N, MISSING, OUTSIDE = 1237, 113, 129  # rows read, rows without a coordinate, rows outside the bounds
 BOUNDS = "--bounds=-74.06,40.56,-73.70,40.92"
@@ -33,17 +35,31 @@ def _numbers(line: str) -> set[int]:
     return {int(t.replace(",", "")) for t in re.findall(r"\d[\d,]*\d|\d", line)}
 
 
+#: how a marked line starts: the marker at its front, where a reader (or a log filter) sees it
+MARKED_FRONTS = (CURATOR_ONLY, "error: " + CURATOR_ONLY, "warning: " + CURATOR_ONLY)
+
+
 def check_stderr(err: str, tmp: Path, counts: set[int]) -> list[str]:
-    """The marked lines of ``err``; every unmarked line holds none of ``counts`` and no size."""
+    """The marked lines of ``err`` (:data:`MARKED_FRONTS`); every other line, a marker in its middle
+    included, holds none of ``counts`` and no size."""
     counts = {c for c in counts if c > 100}  # (none of them is below: see the module's docstring)
     marked = []
     for line in err.replace(str(tmp), "<tmp>").splitlines():
-        if CURATOR_ONLY in line:
+        if line.startswith(MARKED_FRONTS):
             marked.append(line)
             continue
         assert not _numbers(line) & counts, line
         assert not re.search(r"\d\s*(bytes|kB|MB|GB)\b", line), line
     return marked
+
+
+def test_the_check_wants_the_marker_at_the_front(tmp_path: Path) -> None:
+    line = f"{CURATOR_ONLY}1237 rows read"
+    for front in ("", "error: ", "warning: "):
+        assert check_stderr(front + line, tmp_path, {1237}) == [front + line]
+    for late in (f"warning: not kept ({line})", f"info: {line}", f" {line}"):
+        with pytest.raises(AssertionError):
+            check_stderr(late, tmp_path, {1237})
 
 
 def _points(path: Path) -> set[int]:
@@ -182,3 +198,51 @@ def test_census_table_with_missing_ordinal_values(tmp_path: Path, capsys: pytest
     size = (tmp_path / "t.csv").stat().st_size
     [line] = check_stderr(capsys.readouterr().err, tmp_path, {len(rows), 141, 142, size})  # (census numbers file lines)
     assert line.startswith("error: " + CURATOR_ONLY) and "missing value" in line, line
+
+
+def test_an_unclosed_quote_on_the_last_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pandas' other parser errors name a row too: an unclosed quote on the last row reads "EOF inside
+    string starting at row 1237", the number of rows. Marked."""
+    counts = _points(tmp_path / "p.csv")
+    text = (tmp_path / "p.csv").read_text("utf-8").splitlines()
+    text[-1] = '"' + text[-1]
+    (tmp_path / "p.csv").write_text("\n".join(text) + "\n", "utf-8")
+    rc = main(["release", "points", "--input", str(tmp_path / "p.csv"), BOUNDS, "--grid", "8,8", "--mechanism",
+               "identity", "--epsilon", "1", "--no-budget", "--engine", "numpy", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    [line] = check_stderr(err, tmp_path, counts | {(tmp_path / "p.csv").stat().st_size})
+    assert line.startswith("error: " + CURATOR_ONLY) and "EOF inside string" in line, line
+
+
+def test_a_truncated_parquet_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pyarrow's error names the cut file's size ("Parquet file size is 1008 bytes"): marked."""
+    rng = np.random.default_rng(10)
+    pd.DataFrame({"lat": rng.uniform(40.6, 40.9, N), "lon": rng.uniform(-74.0, -73.75, N)}).to_parquet(
+        tmp_path / "whole.parquet")
+    whole = (tmp_path / "whole.parquet").read_bytes()
+    (tmp_path / "p.parquet").write_bytes(whole[:1000] + whole[-8:])  # the footer's length, its data cut away
+    rc = main(["release", "points", "--input", str(tmp_path / "p.parquet"), BOUNDS, "--grid", "8,8", "--mechanism",
+               "identity", "--epsilon", "1", "--no-budget", "--engine", "numpy", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    [line] = check_stderr(err, tmp_path, {N, 1008, len(whole)})
+    assert line.startswith("error: " + CURATOR_ONLY) and "Parquet" in line, line
+
+
+def test_a_release_not_kept_for_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The budget database refuses to keep a charged release (here with a marked reason naming a
+    size): the files are written and the warning that quotes the reason is marked at its front."""
+    counts = _points(tmp_path / "p.csv")
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise StorageError(curator_only("the files are 24,968 bytes, more than the database keeps"))
+
+    monkeypatch.setattr(LedgerStore, "record_release", refused)
+    rc = main(["release", "points", "--input", str(tmp_path / "p.csv"), BOUNDS, "--grid", "8,8", "--mechanism",
+               "identity", "--epsilon", "0.25", "--engine", "numpy", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    [line] = check_stderr(err, tmp_path, counts | {24968})
+    assert line.startswith("warning: " + CURATOR_ONLY) and "History" in line, line

@@ -22,9 +22,10 @@ import pytest
 from dpcore.data.domain import Bounds, Grid
 from dpcore.data.engines import AUTO_THRESHOLD_BYTES, Source, choose, get_engine
 from dpcore.data.engines.base import points_fingerprint
+from dpcore.data.engines.common import data_error
 from dpcore.data.engines.numpy_engine import code_counts_of_frame
 from dpcore.data.persons import CAP_A, CAP_B
-from dpcore.errors import InputError, ParameterError
+from dpcore.errors import CURATOR_ONLY, InputError, ParameterError
 
 SPARK_MASTER = "local[2]"  # = conftest.SPARK_TEST_MASTER: one Spark session per test run
 
@@ -607,3 +608,15 @@ def test_spark_other_master_is_not_silently_the_running_one(spark_engine: Any, t
         eng.points(Source.from_path(data), Grid(Bounds(0, 0, 1, 1), 1, 1), lat="lat", lon="lon")
     with pytest.raises(ParameterError, match="not-a-master://x"):
         session("not-a-master://x")
+
+
+def test_data_error_leaves_out_the_sources_own_paths_only(tmp_path: Path) -> None:
+    """An engine's error naming the input's path (digits in a folder's name) is not marked; a quoted
+    row value holding a "/" (a date, an address) is a number of the data, not a path: marked."""
+    (tmp_path / "2024").mkdir()
+    src = write_csv(tmp_path / "2024" / "p1.csv", "lat,lon\n1,2\n")
+    missing = f'IO Error: No files found that match the pattern "{src.paths[0]}"'
+    assert data_error(ValueError(missing), src) == missing
+    for value in ("12/05/2024", "Apt 4/B", "a/1"):
+        text = f"Conversion Error: Could not convert string '{value}' to DOUBLE"
+        assert data_error(ValueError(text), src) == CURATOR_ONLY + text

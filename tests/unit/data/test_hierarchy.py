@@ -368,9 +368,10 @@ def test_level_columns_missing_or_named_twice_are_refused_by_name() -> None:
         Hierarchy.from_frame(twice, ["state", "county"])
 
 
-# ------------------------------------------------------------------ the cheap checks before keying
+# ------------------------------------------------------------------ the checks before keying
 # check_area_frame runs before a table's budget is keyed (tens of seconds at 8 M census blocks):
 # blank codes, control characters and levels that do not nest are refused there, not by the build.
+# Not cheap: it reads every level's codes (level_ids), most of a build's time (1.7 s of 2.9 s at 2 M rows).
 
 def _no_build(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the hierarchy's build (its path keys) fail loudly: check_area_frame must refuse first."""

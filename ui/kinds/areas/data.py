@@ -269,7 +269,9 @@ def _build(inputs: dict[str, Any]) -> None:
             chosen = {lv: c for lv, c in inputs.get("names", {}).items() if c != BOUNDARY_NAMES}
             # the hierarchy's refusals that need no area built (missing codes or columns, too many rows)
             # come before the keys, which take tens of seconds at 8 M rows; an area list's need no
-            # counts either, so a refused list costs no DuckDB count of a large upload
+            # counts either, so a refused list costs no DuckDB count of a large upload.  The check reads
+            # the codes (level_ids) and the build reads them again (about 1.7 s of a 2.9 s build at
+            # 2 M rows): its arrays are not kept for the build, they would stay in memory through the keying
             if inputs["area_source"] != AREA_TABLE:
                 check_area_frame(inputs["areas_df"], inputs["levels"], names=chosen)
             if inputs.get("src") is not None:  # a large upload: DuckDB sums the rows per area
