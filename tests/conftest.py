@@ -23,6 +23,10 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+#: This process's main module as pytest (or an xdist worker) started it, before any AppTest ran.
+_PYTEST_MAIN = sys.modules.get("__main__")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``./test`` runs pytest-xdist with ``--dist loadfile``: a test file's tests run on one worker,
@@ -137,14 +141,18 @@ def _clear_resources_but_the_demos() -> None:
 
 @pytest.fixture(autouse=True)
 def _main_module_kept():
-    """``sys.modules["__main__"]`` as it was before the test.  Streamlit's script runner (AppTest)
-    puts the app's script there and leaves it; a later test of the same worker that starts a
-    ``spawn`` process (tests/unit/privacy/test_ledger_store.py) then had the child run app.py as its
-    main module, outside any Streamlit session (NoSessionContext), and the child died."""
-    main = sys.modules.get("__main__")
+    """``sys.modules["__main__"]`` is pytest's own around every test.  Streamlit's script runner
+    (AppTest) puts the app's script there and leaves it; a later test of the same worker that starts
+    a ``spawn`` process (tests/unit/privacy/test_ledger_store.py) then had the child run app.py as
+    its main module, outside any Streamlit session (NoSessionContext), and the child died.  Restored
+    before the test too, and to the module of this process's start (:data:`_PYTEST_MAIN`), not to
+    what it was when the test began: a module-scoped AppTest fixture (tests/app/test_interval_draw.py)
+    runs the app before this function-scoped fixture looks."""
+    if _PYTEST_MAIN is not None:
+        sys.modules["__main__"] = _PYTEST_MAIN
     yield
-    if main is not None:
-        sys.modules["__main__"] = main
+    if _PYTEST_MAIN is not None:
+        sys.modules["__main__"] = _PYTEST_MAIN
 
 
 @pytest.fixture(autouse=True)
