@@ -53,15 +53,6 @@ def _size(n: float) -> str:
     return f"{n / 1e6:,.1f} MB" if n < 1e9 else f"{n / 1e9:,.2f} GB"
 
 
-def size_text(n: float) -> str:
-    """``n`` bytes for a progress line: kB below a megabyte, else MB or GB.
-
-    >>> size_text(24_900), size_text(27_400_000), size_text(3.2e9)
-    ('25 kB', '27.4 MB', '3.20 GB')
-    """
-    return f"{n / 1e3:,.0f} kB" if n < 1e6 else _size(n)
-
-
 def check_bytes(n_bytes: int, name: str, label: str, fix: str = "") -> None:
     """Refuse ``n_bytes`` above the limit ``name`` before anything is parsed.
 

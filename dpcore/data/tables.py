@@ -409,8 +409,10 @@ def _read_geojson_points(src: Source, max_rows: int | None) -> pd.DataFrame:
     try:
         gdf = gpd.read_file(io.BytesIO(src.read_all()), **kwargs)
     except Exception as err:  # pyogrio raises several types; all mean "cannot parse"
+        # the parser's line and column in a private file tell its length (one feature a line)
+        problem = curator_only_if_numbered(geojson_problem(src.read_all(), err), own=(label,))
         raise InputError(
-            f"{label} could not be read as GeoJSON ({geojson_problem(src.read_all(), err)}). Check that "
+            f"{label} could not be read as GeoJSON ({problem}). Check that "
             "it is a GeoJSON FeatureCollection of points, or upload it as CSV."
         ) from err
     return _points_frame(gdf, label)

@@ -355,11 +355,12 @@ def gzip_limit(compressed_size: int) -> int:
 
 
 def _gzip_bomb_error(label: str, compressed_size: int, limit: int) -> InputError:
-    return InputError(
+    # the compressed size (and the limit made from it) tells about the private file's length
+    return InputError(curator_only(
         f"{label} expands to more than {limit / 1024**2:,.0f} MB from {compressed_size / 1024**2:,.1f} MB "
         f"compressed (limits: {MAX_ZIP_RATIO}x its size and {MAX_GZIP_UNCOMPRESSED // 1024**3} GB); it was not read "
         "further. A real table compresses far less: check the file, or upload it uncompressed or as Parquet."
-    )
+    ))
 
 
 class CappedGzip(io.RawIOBase):

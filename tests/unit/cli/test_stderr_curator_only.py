@@ -246,3 +246,31 @@ def test_a_release_not_kept_for_history(tmp_path: Path, monkeypatch: pytest.Monk
     assert rc == 0, err
     [line] = check_stderr(err, tmp_path, counts | {24968})
     assert line.startswith("warning: " + CURATOR_ONLY) and "History" in line, line
+
+
+def test_a_broken_points_geojson(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The JSON parser's line and column in a file of one feature a line tell its length (line 1,502
+    of 1,500 features): marked."""
+    feats = [f'{{"type": "Feature", "properties": {{}}, "geometry": {{"type": "Point", "coordinates": '
+             f'[-73.9, 40.{700 + i % 100}]}}}},' for i in range(1500)]
+    (tmp_path / "p.geojson").write_text(
+        '{"type": "FeatureCollection", "features": [\n' + "\n".join(feats) + "\n]}\n", "utf-8")  # trailing comma
+    rc = main(["release", "points", "--input", str(tmp_path / "p.geojson"), BOUNDS, "--grid", "8,8", "--mechanism",
+               "identity", "--epsilon", "1", "--no-budget", "--engine", "numpy", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    [line] = check_stderr(err, tmp_path, {1500, 1501, 1502, (tmp_path / "p.geojson").stat().st_size})
+    assert line.startswith("error: " + CURATOR_ONLY) and "GeoJSON" in line, line
+
+
+def test_a_gzip_that_expands_too_far(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The refusal of a gzip bomb names the compressed file's size (and a limit made from it): marked."""
+    import gzip
+
+    (tmp_path / "p.csv.gz").write_bytes(gzip.compress(b"lat,lon\n" + b"40.7,-73.9\n" * 1_100_000))
+    rc = main(["release", "points", "--input", str(tmp_path / "p.csv.gz"), BOUNDS, "--grid", "8,8", "--mechanism",
+               "identity", "--epsilon", "1", "--no-budget", "--engine", "numpy", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    [line] = check_stderr(err, tmp_path, {1_100_000, (tmp_path / "p.csv.gz").stat().st_size})
+    assert line.startswith("error: " + CURATOR_ONLY) and "expands to more than" in line, line
