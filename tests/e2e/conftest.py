@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from browser_steps import SCREENS  # the one reading of E2E_SCREENS
 
 CHROMIUM = "/usr/bin/chromium"
 #: Debian's headless build of the same chromium (package chromium-headless-shell, what Playwright runs
@@ -148,7 +149,8 @@ def app_url():
     by the browser files: a server's start and its first session's imports are paid once, not once
     per file.
 
-    Safe to share because every browser test opens sessions of its own (a new Playwright context),
+    Safe to share because every browser test opens sessions of its own (a new page, a new Streamlit
+    session, in its worker's shared browser context, whose local storage each test's teardown clears),
     the made-up demos' budgets live with the browser session (``ui.state.mark_demo``), and the real
     data each file releases (its own uploads, the US tracts, Rhode Island's LODES) is released by no
     other file, so no file's budget reading depends on another's releases.  A file whose test needs
@@ -167,7 +169,6 @@ def fresh_app_url():
 
 # ---- when E2E_SCREENS names a folder, a failed test leaves a full-page screenshot of its page there
 
-SCREENS = os.environ.get("E2E_SCREENS")
 
 
 @pytest.hookimpl(hookwrapper=True)

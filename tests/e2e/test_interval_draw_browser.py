@@ -22,7 +22,15 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 import pytest
-from browser_steps import click, download, go_to, pick_option, wait_for_map, wait_idle
+from browser_steps import (
+    click,
+    download,
+    go_to,
+    keep_screenshot,
+    pick_option,
+    wait_for_map,
+    wait_idle,
+)
 
 from dpcore.core.record import validate_record
 from dpcore.points import export
@@ -79,9 +87,7 @@ def test_upload_release_map_lasso_export_offline(app_url, page, tmp_path):
 
     # ---- Map: wait until MapLibre has drawn it
     wait_for_map(page)
-    shot = tmp_path / "map.png"
-    page.screenshot(path=str(shot), full_page=True)
-    assert shot.stat().st_size > 0
+    keep_screenshot(page, "interval_map.png", full_page=True)
 
     # ---- Release step: a lasso drawn on the release's cells, its estimate and 90 % interval
     main = page.get_by_test_id("stMain")

@@ -56,9 +56,11 @@ def test_uploaded_workload_report_release_and_named_answers(app_url, page, tmp_p
     page.locator(".js-plotly-plot").first.wait_for()
     assert page.get_by_test_id("stException").count() == 0
     if SCREENS:  # the whole report in one picture
+        viewport = page.viewport_size
         page.set_viewport_size({"width": 1400, "height": 3600})
         page.wait_for_timeout(1500)
         keep_screenshot(page, "matrix.png")
+        page.set_viewport_size(viewport)  # the rest of the test at the layout CI sees
 
     go_to(page, "Release")
     click(page, page.get_by_role("button", name=re.compile(r"^Release with ρ = ")))
