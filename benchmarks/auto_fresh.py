@@ -47,7 +47,7 @@ Settings
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run --new      # ag_pool_smooth, dawa_free
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run --new --auto  # auto_features13
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run --auto     # auto, auto_features (rule final)
-    /work/main/.venv/bin/python benchmarks/auto_fresh.py --report                    # -> results/auto_fresh.md
+    /work/main/.venv/bin/python benchmarks/derive_auto_features.py --report --fresh  # the held-out tables (auto_features.md)
 """
 
 from __future__ import annotations

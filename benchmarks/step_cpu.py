@@ -81,7 +81,7 @@ async def walk(base: str, pid: int) -> dict[str, tuple[float, float]]:
         c0 = cpu_seconds(pid)
         wall = await coro
         await asyncio.sleep(0.3)  # what the server does after the run's last message (sending, cleanup)
-        out[name] = (wall, cpu_seconds(pid) - c0 - 0.0)
+        out[name] = (wall, cpu_seconds(pid) - c0)
 
     async with session_protocol.ProtocolSession(base) as s:
         await step("data", s.run(until="Rows read"))
