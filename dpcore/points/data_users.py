@@ -40,6 +40,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcore.data.csv_safe import csv_bytes
+from dpcore.data.domain import paint_rects
 from dpcore.estimate.data_user_format import (
     DATA_USER_FILES,
     DESIGN_SCHEMA,
@@ -116,12 +117,8 @@ def _labels_at(r: NDArray[np.int64], lab: NDArray[np.int64], ys: NDArray[np.int6
     its edges, not the grid (a 2-D difference array summed twice, then one look-up per point)."""
     i0, i1 = np.searchsorted(ys, r[:, 0]), np.searchsorted(ys, r[:, 1])
     j0, j1 = np.searchsorted(xs, r[:, 2]), np.searchsorted(xs, r[:, 3])
-    diff = np.zeros((ys.size + 1, xs.size + 1), dtype=np.int64)
-    np.add.at(diff, (i0, j0), lab)
-    np.add.at(diff, (i1, j0), -lab)
-    np.add.at(diff, (i0, j1), -lab)
-    np.add.at(diff, (i1, j1), lab)
-    labels = np.cumsum(np.cumsum(diff, axis=0), axis=1)
+    # labels are whole numbers far below 2**53: exact through the float grid
+    labels = paint_rects(np.stack([i0, i1, j0, j1], axis=1), lab, (ys.size, xs.size)).astype(np.int64)
     iy = np.searchsorted(ys, points[:, 0], side="right") - 1  # the band holding the point; -1: before all
     ix = np.searchsorted(xs, points[:, 1], side="right") - 1
     return np.where((iy >= 0) & (ix >= 0), labels[np.maximum(iy, 0), np.maximum(ix, 0)], 0)

@@ -589,7 +589,7 @@ def test_every_engine_computes_the_tolerant_keys_of_the_in_memory_read(
     assert c.keys == ()
 
 
-# last in the file, so after every other Spark test of the run (tests/conftest.py runs them on one worker in
+# the last Spark test in the file, so after every other Spark test of the run (tests/conftest.py runs them on one worker in
 # collection order): it stops the shared Spark session (one SparkContext per process), and a Spark test
 # after it would start another (two did)
 @pytest.mark.spark
