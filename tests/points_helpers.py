@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from dpcore import catalog
 from dpcore.core.mechanism import Plan
 from dpcore.data.domain import Aggregate, Grid
+from dpcore.points import recommend_features as frule
 from dpcore.points.mechanisms.base import PointsMechanism
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.points.unit import points_unit
@@ -42,6 +45,15 @@ def release_with(mech: PointsMechanism, aggregate: Aggregate, budget: Any, param
     (no ledger: tests only)."""
     plan = plan_with(mech, aggregate, budget, params, n_estimate=n_estimate)
     return mech.release(plan, aggregate, noise).inner
+
+
+def favour(monkeypatch: pytest.MonkeyPatch, config: str) -> None:
+    """Make auto's feature rule predict ``config`` far below every other candidate (its intercept
+    −10 in every size class): the choice then rests on the allowed set alone."""
+    coef = dict(frule.COEF)
+    for sc in ("0.1%", "1%", "10%", "mixed"):
+        coef[(config, sc)] = (-10.0,) + (0.0,) * (len(frule.TERMS) - 1)
+    monkeypatch.setattr(frule, "COEF", coef)
 
 
 def levels_of(mech: PointsMechanism, grid: Grid, budget: Any, params: dict[str, Any] | None = None, *,

@@ -50,7 +50,7 @@ def empirical_errors(
     release: PartitionRelease,
     aggregate: Aggregate,
     *,
-    sizes: tuple[float, ...] = (0.02, 0.06, 0.10),
+    sizes: tuple[float, ...] | None = None,
     n_per_size: int = 500,
     shape: str = "random",
     smoothing: float = metrics.DEFAULT_SMOOTHING,
@@ -59,16 +59,22 @@ def empirical_errors(
 ) -> list[dict[str, Any]]:
     """Curator-only: error of the release against the truth on random range queries.
 
-    NOT FOR PUBLICATION — computed from the true counts.  ``truth``: :func:`query_truth` of
-    ``aggregate`` with the same ``sizes``, ``n_per_size``, ``shape`` and ``seed``, made before.
+    NOT FOR PUBLICATION — computed from the true counts.  Without ``truth`` the queries are
+    :func:`query_truth`'s of ``sizes`` (default 2%, 6% and 10% of the area), ``n_per_size``,
+    ``shape`` and ``seed``.  ``truth``: a :func:`query_truth` of ``aggregate`` made before; its
+    queries, size tags and answers are used as they are (``n_per_size``, ``shape`` and ``seed`` are
+    then unused), and ``sizes``, if given, must be the sizes it holds (they set the rows' order).
     """
     if truth is None:
+        sizes = (0.02, 0.06, 0.10) if sizes is None else sizes
         truth = query_truth(aggregate, sizes=sizes, n_per_size=n_per_size, shape=shape, seed=seed)
     qs, tags, true = truth
-    if len(qs) != len(sizes) * n_per_size or set(np.unique(tags).tolist()) != set(sizes):
-        raise ValueError(f"truth holds {len(qs)} queries of sizes {sorted(set(tags.tolist()))}, not "
-                         f"{n_per_size} of each of {list(sizes)}: make it with query_truth(...) of the same "
-                         "sizes and n_per_size")
+    held = tuple(np.unique(tags).tolist())
+    if sizes is None:
+        sizes = held
+    elif set(sizes) != set(held):
+        raise ValueError(f"truth holds queries of sizes {list(held)}, not {list(sizes)}: make it with "
+                         "query_truth(...) of the same sizes, or leave sizes out")
     est = release.answer(qs)
     rows = []
     for s in sizes:

@@ -18,7 +18,8 @@ from numpy.typing import NDArray
 
 from dpcore.core.record import created_now, new_release_id
 from dpcore.data.domain import Grid, paint_rects, prefix_sums, rect_sums_from_prefix
-from dpcore.points.within_leaf import within_leaf_density
+from dpcore.errors import ParameterError
+from dpcore.points.within_leaf import RULES, within_leaf_density
 from dpcore.privacy.budget import PrivacyCost
 
 #: Area fractions of the range queries the expected error is reported for
@@ -253,6 +254,11 @@ class PartitionRelease:
     #: released counts that keeps every leaf's count, so tables and exports do not depend on it
     within_leaf: str = "uniform"
 
+    def __post_init__(self) -> None:
+        if self.within_leaf not in RULES:
+            raise ParameterError(f"Unknown within-leaf rule {self.within_leaf!r}; use one of {', '.join(RULES)} "
+                                 "(dpcore.points.within_leaf.RULES).")
+
     @property
     def n_rects(self) -> int:
         return int(self.rects.shape[0])
@@ -295,6 +301,14 @@ class PartitionRelease:
         d.flags.writeable = False
         return d
 
+    @functools.cached_property
+    def _within_leaf_prefix(self) -> NDArray[np.float64]:
+        """Prefix sums of :attr:`_within_leaf_density`, made once per release for :meth:`answer`
+        (one more (rows + 1) × (cols + 1) table held, as the density is; read-only)."""
+        P = prefix_sums(self._within_leaf_density)
+        P.flags.writeable = False
+        return P
+
     def spread(self, per_area: NDArray[np.float64], idx: NDArray[np.int64]) -> NDArray[np.float64]:
         """Grid-shaped array: the value of each area ``idx`` (``per_area`` holds one value per
         rectangle of the release) divided evenly over its cells.  One area per cell in row-major
@@ -333,8 +347,8 @@ class PartitionRelease:
         few = len(q) * len(idx) <= FEW_OVERLAPS_PER_CELL * self.grid.n_cells
         if few and self.within_leaf == "uniform":
             return area_rect_sums(self.rects[idx], self.noisy[idx], q)
-        dens = self._within_leaf_density if self.within_leaf != "uniform" else self.density()
-        return rect_sums_from_prefix(prefix_sums(dens), q).astype(np.float64)
+        P = self._within_leaf_prefix if self.within_leaf != "uniform" else prefix_sums(self.density())
+        return rect_sums_from_prefix(P, q).astype(np.float64)
 
     def expected_query_sd(self, fraction: float) -> float:
         """Noise SD of a query of area ``fraction``, from the leaf level's plan."""

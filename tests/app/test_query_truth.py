@@ -9,10 +9,13 @@ import weakref
 
 import numpy as np
 import pytest
+from points_helpers import release_with
 from streamlit.testing.v1 import AppTest
 
+from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.points import diagnostics
+from dpcore.privacy.noise import NoiseSource
 from ui.kinds.points import state as points_state
 from ui.state import release_widget_key
 
@@ -75,11 +78,14 @@ def test_a_users_counts_are_answered_in_that_session_only(monkeypatch) -> None:
 
 
 def test_truth_made_for_other_queries_is_refused() -> None:
-    """``empirical_errors(..., truth=)`` must answer the queries its rows are labelled with: answers
-    made for other sizes or another number of queries are refused, not mislabelled."""
+    """``empirical_errors(..., truth=)`` labels its rows with the sizes the truth holds: sizes given
+    that differ from them are refused, not mislabelled; left out (or equal), the truth's are used."""
     agg = Aggregate(Grid(Bounds(0, 0, 1, 1), 8, 8), np.ones((8, 8), dtype=np.int64), 0, 0, 1, None)
-    truth = diagnostics.query_truth(agg, sizes=(0.25,), n_per_size=3)
-    with pytest.raises(ValueError, match="same sizes and n_per_size"):
-        diagnostics.empirical_errors(None, agg, sizes=(0.25,), n_per_size=4, truth=truth)
-    with pytest.raises(ValueError, match="same sizes and n_per_size"):
-        diagnostics.empirical_errors(None, agg, sizes=(0.5,), n_per_size=3, truth=truth)
+    truth = diagnostics.query_truth(agg, sizes=(0.25, 0.5), n_per_size=3)
+    with pytest.raises(ValueError, match=r"sizes \[0.25, 0.5\], not \[0.5\].*same sizes"):
+        diagnostics.empirical_errors(None, agg, sizes=(0.5,), truth=truth)
+    rel = release_with(catalog.get("points", "ug"), agg, 1.0, None, NoiseSource(3))
+    for sizes in (None, (0.5, 0.25)):
+        rows = diagnostics.empirical_errors(rel, agg, sizes=sizes, n_per_size=7, truth=truth)
+        assert [r["query_size"] for r in rows] == [*(sizes or (0.25, 0.5)), "all"]
+        assert [r["n_queries"] for r in rows] == [3, 3, 6]

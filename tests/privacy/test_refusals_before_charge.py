@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from areas_helpers import plan_census, plan_hierarchy
 from flows_helpers import plan_od
-from points_helpers import plan_points
+from points_helpers import favour, plan_points
 
 from dpcore import pipeline
 from dpcore.areas.census_tables import CensusTable
@@ -118,7 +118,9 @@ def test_auto_runs_the_public_checks_of_every_mechanism_it_can_choose(monkeypatc
                  params={"feature_share": 0.0})
     assert rel.inner.public["auto"]["chosen"] == "dawa_free"
     assert len(led.entries) == 1 and led.spent == pytest.approx(1.0)
-    # the feature rule (the default) passes over DAWA on the large grid: released, charged once more
+    # the feature rule (the default), made to prefer DAWA with free starts above all, passes over it
+    # on the large grid (it refuses 1024²): released, charged once more
+    favour(monkeypatch, "dawa_free")
     rel = _release(plan_points, points(1024), "auto", 0.5, led, session=session, noise=NoiseSource(8), n_estimate=1e6)
     assert rel.inner.public["auto"]["chosen"] != "dawa_free"
     assert len(led.entries) == 2 and led.spent == pytest.approx(1.5)

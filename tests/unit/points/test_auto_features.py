@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from points_helpers import clustered_aggregate, levels_of, release_with, uniform_aggregate
+from points_helpers import clustered_aggregate, favour, levels_of, release_with, uniform_aggregate
 
 from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid
@@ -221,22 +221,13 @@ def test_seeded_release_is_reproducible_and_answers() -> None:
 # -- the candidates added with the 13-candidate rule (issue 27: ag_pool_smooth, dawa_free) -----------
 
 
-def _favour(monkeypatch: pytest.MonkeyPatch, config: str) -> None:
-    """Make the rule predict ``config`` far below every other candidate (its intercept −10 in every
-    size class): the choice then rests on the allowed set alone."""
-    coef = dict(frule.COEF)
-    for sc in ("0.1%", "1%", "10%", "mixed"):
-        coef[(config, sc)] = (-10.0,) + (0.0,) * (len(frule.TERMS) - 1)
-    monkeypatch.setattr(frule, "COEF", coef)
-
-
 def test_ag_pool_smooth_is_a_candidate_and_gets_the_features_count(monkeypatch: pytest.MonkeyPatch) -> None:
     """When the rule names ``ag_pool_smooth`` it releases ``ag_pool``'s counts with its within-leaf
     prior, sized by the features' noisy count (post-processing: no second count is bought), and the
     parts still add up to ε."""
     assert frule.CONFIGS["ag_pool_smooth"] == ("ag_pool_smooth", {})
     assert "ag_pool_smooth" in frule.TAKES_PUBLIC_N
-    _favour(monkeypatch, "ag_pool_smooth")
+    favour(monkeypatch, "ag_pool_smooth")
     rel = release_with(AUTO, clustered_aggregate(GRID, 20_000, spread=0.05), 1.0, FEATURES, NoiseSource(31))
     a = rel.public["auto"]
     assert a["chosen"] == "ag_pool_smooth" and a["config"] == "ag_pool_smooth"
@@ -257,7 +248,7 @@ def test_dawa_free_is_a_candidate_up_to_512_squared(monkeypatch: pytest.MonkeyPa
     big = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 1024, 1024)
     allowed = AUTO.allowed_configs(big, budget.pure(1.0), p)
     assert "dawa_free" not in allowed and "dawa" in allowed
-    _favour(monkeypatch, "dawa_free")
+    favour(monkeypatch, "dawa_free")
     assert frule.choose(_fixed(1e5, *CLUSTERED), 1.0, grid_shape=(1024, 1024), allowed=allowed).config != "dawa_free"
     small = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 16, 16)
     rel = release_with(AUTO, clustered_aggregate(small, 5_000, spread=0.1), 1.0, FEATURES, NoiseSource(32))
