@@ -301,14 +301,6 @@ class PartitionRelease:
         d.flags.writeable = False
         return d
 
-    @functools.cached_property
-    def _within_leaf_prefix(self) -> NDArray[np.float64]:
-        """Prefix sums of :attr:`_within_leaf_density`, made once per release for :meth:`answer`
-        (one more (rows + 1) × (cols + 1) table held, as the density is; read-only)."""
-        P = prefix_sums(self._within_leaf_density)
-        P.flags.writeable = False
-        return P
-
     def spread(self, per_area: NDArray[np.float64], idx: NDArray[np.int64]) -> NDArray[np.float64]:
         """Grid-shaped array: the value of each area ``idx`` (``per_area`` holds one value per
         rectangle of the release) divided evenly over its cells.  One area per cell in row-major
@@ -347,8 +339,10 @@ class PartitionRelease:
         few = len(q) * len(idx) <= FEW_OVERLAPS_PER_CELL * self.grid.n_cells
         if few and self.within_leaf == "uniform":
             return area_rect_sums(self.rects[idx], self.noisy[idx], q)
-        P = self._within_leaf_prefix if self.within_leaf != "uniform" else prefix_sums(self.density())
-        return rect_sums_from_prefix(P, q).astype(np.float64)
+        # the prefix sums are made per call, not kept: a kept table would hold another grid-sized
+        # array per release in the app (134 MB at 4,096²) for a call made once per release
+        dens = self._within_leaf_density if self.within_leaf != "uniform" else self.density()
+        return rect_sums_from_prefix(prefix_sums(dens), q).astype(np.float64)
 
     def expected_query_sd(self, fraction: float) -> float:
         """Noise SD of a query of area ``fraction``, from the leaf level's plan."""

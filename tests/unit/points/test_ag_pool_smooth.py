@@ -11,7 +11,7 @@ import pytest
 from points_helpers import levels_of, release_with
 
 from dpcore import catalog
-from dpcore.data.domain import Aggregate, Bounds, Grid, paint_rects, rect_sums_from_prefix
+from dpcore.data.domain import Aggregate, Bounds, Grid, paint_rects
 from dpcore.errors import ParameterError
 from dpcore.points import export
 from dpcore.points.mechanisms.ag_pool_smooth import PRIOR_NOTE
@@ -108,23 +108,6 @@ def test_the_smoothed_density_is_computed_once_per_release(pair: tuple, monkeypa
     s.density()[:] = 0.0
     np.testing.assert_array_equal(s.answer(cut), first)
     assert len(calls) == 1
-
-
-def test_answers_reuse_one_prefix_table_with_the_same_answers(pair: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
-    """answer() sums the smoothed density's prefix table made once per release, not once per call,
-    and answers exactly as the prefix sums of density() do."""
-    import dpcore.points.release as release_module
-
-    agg, _, _ = pair
-    s = release_with(SMOOTH, agg, 0.5, {}, NoiseSource(7))
-    calls = []
-    real = release_module.prefix_sums
-    monkeypatch.setattr(release_module, "prefix_sums", lambda *a: calls.append(1) or real(*a))
-    cut = np.array([[1, 7, 3, 9], [33, 47, 40, 58], [0, 64, 0, 64]])
-    first = s.answer(cut)
-    np.testing.assert_array_equal(s.answer(cut[::-1]), first[::-1])
-    assert len(calls) == 1
-    np.testing.assert_array_equal(first, rect_sums_from_prefix(real(s.density()), cut))
 
 
 def test_a_release_refuses_an_unknown_within_leaf_rule(pair: tuple) -> None:
