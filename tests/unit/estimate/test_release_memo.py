@@ -95,3 +95,37 @@ def test_strategy_keeps_its_derived_arrays_read_only() -> None:
     kept = s.derived("pair", lambda: (np.zeros(2), [np.ones(3)], 4))
     assert not kept[0].flags.writeable and not kept[1][0].flags.writeable
     assert s.derived("pair", lambda: None) is kept
+
+
+def test_privelet_class_plan_is_small_and_read_only() -> None:
+    """The plan is cached process-wide: class ids in the smallest unsigned dtype (1 B a cell
+    below 256 classes), the order in int32 (4 B, not 8), at most two grids kept."""
+    pv._class_plan.cache_clear()
+    axes = (pv.Axis.ordinal("row", 24), pv.Axis.ordinal("col", 40, transform=False))
+    plan = pv._class_plan(axes)
+    assert len(plan.weights) < 256 and plan.classes.dtype == np.uint8
+    assert plan.order.dtype == np.int32
+    assert not any(a.flags.writeable for a in (plan.classes, plan.order, plan.bounds))
+    assert pv._class_plan.cache_info().maxsize == 2
+
+
+@pytest.mark.parametrize(("seed", "digest"), [
+    (9, "b80c647c85d69badaf23e0550527910428ad156c2a70afa3c9b02b2bf0a40fc7"),
+])
+def test_privelet_release_is_bit_identical_for_a_fixed_seed(seed, digest) -> None:
+    """The noisy matrix of a fixed seed, recorded before the plan's dtypes shrank, is unchanged."""
+    import hashlib
+
+    axes = (pv.Axis.ordinal("row", 24), pv.Axis.ordinal("col", 40, transform=False))
+    x = np.random.default_rng(5).poisson(4, (24, 40))
+    assert hashlib.sha256(pv.release(x, axes, 0.5, NoiseSource(seed)).noisy.tobytes()).hexdigest() == digest
+
+
+def test_privelet_nominal_release_is_bit_identical_for_a_fixed_seed() -> None:
+    """A nominal x Haar grid with Δ = 2 (several weight classes), recorded before the change."""
+    import hashlib
+
+    axes = (pv.Axis.nominal("n", [np.repeat(np.arange(3), 3)]), pv.Axis.ordinal("r", 33))
+    x = np.random.default_rng(6).poisson(7, (9, 33))
+    got = pv.release(x, axes, 1.3, NoiseSource(4), sensitivity=2).noisy.tobytes()
+    assert hashlib.sha256(got).hexdigest() == "8d9193f07532faeb9db0a40743c5f4e9811fabfbf7e690ed4384bc5c775cd661"
