@@ -87,6 +87,24 @@ def test_privelet_checks_the_budget_on_every_call_with_the_plan_cached(bad) -> N
         pv.release(x, axes, bad["epsilon"], NoiseSource(1), sensitivity=bad.get("sensitivity", 1))
 
 
+@pytest.mark.parametrize(("good", "bad"), [
+    ({"epsilon": 1.0}, {"epsilon": True}),
+    ({"rho": 1.0}, {"rho": True}),
+    ({"epsilon": 1.0, "delta": 1e-6}, {"epsilon": True, "delta": 1e-6}),
+], ids=["pure", "zcdp", "approx"])
+def test_matrix_release_checks_the_budget_on_every_call_with_the_calibration_kept(good, bad) -> None:
+    """``True == 1.0``: the strategy's kept calibration, keyed by the raw budget, once let
+    ``epsilon=True`` (or ``rho=True``) past the checks after a release at 1.0."""
+    w = all_range_workload(8)
+    s = design_strategy(w)
+    x = np.arange(8.0)
+    with pytest.raises(ParameterError):  # refused fresh
+        matrix_release.release(w, design_strategy(w), x, NoiseSource(1), **bad)
+    matrix_release.release(w, s, x, NoiseSource(1), **good)  # the calibration is kept on s
+    with pytest.raises(ParameterError):
+        matrix_release.release(w, s, x, NoiseSource(1), **bad)
+
+
 def test_strategy_keeps_its_derived_arrays_read_only() -> None:
     """Kept arrays are shared by every release of the plan: read only, also inside a tuple or list."""
     from dpcore.estimate.matrix_strategy import Strategy
