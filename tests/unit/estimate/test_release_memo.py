@@ -61,6 +61,20 @@ def test_matrix_exact_units_keep_the_strategys_integers() -> None:
     np.testing.assert_array_equal(matrix_exact.grid_units(design_strategy(w), x, -3), first)
 
 
+def test_matrix_exact_does_not_keep_a_large_strategys_integers() -> None:
+    """Above 2^16 entries the exact integers (Python objects, tens of bytes each) are made for the
+    release and dropped, not pinned on a strategy that may be cached process-wide."""
+    from dpcore.estimate import matrix_exact
+    from dpcore.estimate.matrix_strategy import Strategy
+
+    n = 260  # 67,600 entries: above 2^16, below the former 2^20
+    s = Strategy("matrix", n, A=np.tril(np.ones((n, n))) / 3)
+    x = np.full(n, 2.0**52)
+    units = matrix_exact.grid_units(s, x, -3)
+    assert "exact_ints" not in s._memo.get("derived", {})  # noqa: SLF001 - the memo this test is about
+    np.testing.assert_array_equal(matrix_exact.grid_units(s, x, -3), units)
+
+
 def test_privelet_makes_its_class_plan_once_per_grid_for_every_budget(monkeypatch) -> None:
     """The cached plan is free of ε: another budget reuses it (only λ is recomputed)."""
     pv._class_plan.cache_clear()
