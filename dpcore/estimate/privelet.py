@@ -586,14 +586,6 @@ class _ClassPlan:
     bounds: np.ndarray
 
 
-@dataclass(frozen=True)
-class _NoisePlan:
-    lam: Fraction
-    classes: np.ndarray
-    weights: list[Fraction | None]
-    exponents: list[int | None]
-
-
 def _build_class_plan(axes: tuple[Axis, ...]) -> _ClassPlan:
     per_axis = [a._tf.weight_classes() for a in axes]
     rho = _rho(axes)
@@ -624,13 +616,6 @@ def _class_plan(axes: tuple[Axis, ...]) -> _ClassPlan:
     """The weight classes, their grids and the coefficients of each class (:func:`_build_class_plan`):
     public inputs only and free of ε, made once per grid (read only)."""
     return _build_class_plan(axes)
-
-
-def _noise_plan(axes: tuple[Axis, ...], epsilon, sensitivity) -> _NoisePlan:
-    """λ (ε and Δ checked on every call, never cached) with the grid's weight classes."""
-    lam = _lam_exact(axes, epsilon, sensitivity)
-    cp = _class_plan(axes)
-    return _NoisePlan(lam, cp.classes, cp.weights, cp.exponents)
 
 
 # ---------------------------------------------------------------------------------------------
