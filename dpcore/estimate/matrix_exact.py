@@ -57,9 +57,11 @@ def _scaled_ints(a: np.ndarray) -> tuple[np.ndarray, int]:
     return M.reshape(a.shape), e
 
 
-#: Most strategy entries whose exact integers (:func:`_strategy_ints`) a strategy keeps (a Kronecker
-#: strategy's factors; not a large explicit matrix, whose integers are Python objects).
-_KEEP_INTS = 1 << 20
+#: Most strategy entries whose exact integers (:func:`_strategy_ints`) a strategy keeps.  They are
+#: Python ints (~30-50 B each with the object array's pointer), pinned for as long as the strategy is
+#: cached process-wide: 2^16 entries is at most a few MB.  A cap on size, not on kind: a Kronecker
+#: factor over one long axis is itself millions of entries, while a small explicit matrix is cheap.
+_KEEP_INTS = 1 << 16
 
 
 def _strategy_ints(strategy, mats: list[np.ndarray]) -> list[tuple[np.ndarray, int]]:

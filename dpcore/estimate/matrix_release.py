@@ -294,11 +294,28 @@ def _prepare(
     if strategy.n != workload.n:
         raise ParameterError(f"Strategy has {strategy.n} cells but the workload has {workload.n}.")
     integral = bool(np.all(xv == np.round(xv)))
+    # checked before the lookup, the key built from the checked floats: ``True == 1.0`` would
+    # otherwise find the entry of ε = 1.0 and skip the refusal a fresh call gives
+    epsilon, delta, rho = _check_budget(epsilon, delta, rho)
     key = ("answered", workload.content_hash(), epsilon, delta, rho, calibration, grid_slack, integral)
     used, cal, k, notes = strategy.derived(key, lambda: _answered(
         workload, strategy, epsilon=epsilon, delta=delta, rho=rho, calibration=calibration,
         grid_slack=grid_slack, integral=integral))
     return xv, used, cal, k, list(notes)
+
+
+def _check_budget(
+    epsilon: Any, delta: Any, rho: Any,
+) -> tuple[float | None, float | None, float | None]:
+    """The privacy mode's checks and the checked floats of ``epsilon``, ``delta`` and ``rho``
+    (``None`` kept): ρ alone, ε and δ, or ε alone."""
+    if rho is not None and (epsilon is not None or delta is not None):
+        raise ParameterError("Give either rho (zCDP) or epsilon/delta, not both.")
+    if rho is None and epsilon is None:
+        raise ParameterError("Give rho, or epsilon and delta, or epsilon alone for pure ε-DP.")
+    if rho is not None:
+        return None, None, _check_pos(rho, "ρ")
+    return _check_pos(epsilon, "ε"), (None if delta is None else _check_delta(delta)), None
 
 
 def _answered(
@@ -310,10 +327,6 @@ def _answered(
     ``integral`` says whether the counts are whole numbers."""
     notes: list[str] = []
     pure_mode = epsilon is not None and delta is None and rho is None
-    if rho is not None and (epsilon is not None or delta is not None):
-        raise ParameterError("Give either rho (zCDP) or epsilon/delta, not both.")
-    if not pure_mode and rho is None and (epsilon is None or delta is None):
-        raise ParameterError("Give rho, or epsilon and delta, or epsilon alone for pure ε-DP.")
     if pure_mode and strategy.norm != "l1":
         strategy = strategy.derived(("l1_strategy", workload.content_hash()), lambda: l1_strategy(workload))
         notes.append(

@@ -586,14 +586,6 @@ class _ClassPlan:
     bounds: np.ndarray
 
 
-@dataclass(frozen=True)
-class _NoisePlan:
-    lam: Fraction
-    classes: np.ndarray
-    weights: list[Fraction | None]
-    exponents: list[int | None]
-
-
 def _build_class_plan(axes: tuple[Axis, ...]) -> _ClassPlan:
     per_axis = [a._tf.weight_classes() for a in axes]
     rho = _rho(axes)
@@ -605,29 +597,25 @@ def _build_class_plan(axes: tuple[Axis, ...]) -> _ClassPlan:
         ws = [per_axis[i][1][j] for i, j in enumerate(combo)]
         w = None if any(v is None for v in ws) else math.prod(ws, start=Fraction(1))
         combo_class[combo] = index.setdefault(w, len(index))
-    classes = combo_class[np.ix_(*(cls for cls, _ in per_axis))]
     weights = list(index)
+    # cached process-wide: the smallest dtypes that hold the ids (8 B -> 1 B and 4 B a cell at 4,096²)
+    cls_dtype = np.min_scalar_type(max(len(weights) - 1, 0))
+    classes = combo_class.astype(cls_dtype)[np.ix_(*(cls for cls, _ in per_axis))]
     exps = [None if w is None else _floor_log2(ROUNDING_SHARE * rho / (n_s * w)) for w in weights]
     cls = classes.reshape(-1)
-    order = np.argsort(cls.astype(np.uint16 if len(weights) < 65536 else np.int64), kind="stable")
+    order = np.argsort(cls, kind="stable")
+    order = order.astype(np.int32 if cls.size <= np.iinfo(np.int32).max else np.int64)
     bounds = np.concatenate(([0], np.cumsum(np.bincount(cls, minlength=len(weights)))))
     for a in (classes, order, bounds):
         a.setflags(write=False)
     return _ClassPlan(classes, weights, exps, order, bounds)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=2)  # a 4,096² plan holds ~84 MB (classes 1 B + order 4 B a cell)
 def _class_plan(axes: tuple[Axis, ...]) -> _ClassPlan:
     """The weight classes, their grids and the coefficients of each class (:func:`_build_class_plan`):
     public inputs only and free of ε, made once per grid (read only)."""
     return _build_class_plan(axes)
-
-
-def _noise_plan(axes: tuple[Axis, ...], epsilon, sensitivity) -> _NoisePlan:
-    """λ (ε and Δ checked on every call, never cached) with the grid's weight classes."""
-    lam = _lam_exact(axes, epsilon, sensitivity)
-    cp = _class_plan(axes)
-    return _NoisePlan(lam, cp.classes, cp.weights, cp.exponents)
 
 
 # ---------------------------------------------------------------------------------------------

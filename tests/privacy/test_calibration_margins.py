@@ -132,18 +132,18 @@ class TestPriveletExactCoefficients:
         from dpcore.estimate import privelet as pv
 
         axes = (pv.Axis.nominal("n", [np.repeat(np.arange(3), 3)]),)
-        plan = pv._noise_plan(axes, 1.0, 1)
+        plan = pv._class_plan(axes)  # what release() reads (λ: pv._lam_exact)
         g = np.array([0 if k is None else k for k in plan.exponents])[plan.classes]
         base = np.array([2**48 + v for v in (1, 7, 2, 9, 4, 4, 0, 5, 3)], dtype=np.int64)
         return pv, axes, plan, g, base
 
     @staticmethod
-    def _loss(pv, plan, g, u0, u1) -> Fraction:
+    def _loss(lam, plan, g, u0, u1) -> Fraction:
         loss = Fraction(0)
         for c in np.flatnonzero(np.asarray(u0 != u1)):
             w = plan.weights[plan.classes[c]]
             step = Fraction(2) ** int(g[c])
-            loss += abs(int(u1[c]) - int(u0[c])) * step * w / plan.lam
+            loss += abs(int(u1[c]) - int(u0[c])) * step * w / lam
         return loss
 
     def test_neighbours_within_the_accounting(self) -> None:
@@ -151,16 +151,17 @@ class TestPriveletExactCoefficients:
 
         pv, axes, plan, g, base = self._setup()
         tfs = [a._tf for a in axes]
+        lam = pv._lam_exact(axes, 1.0, 1)
         worst_exact = worst_float = Fraction(0)
         for j in range(base.size):
             other = base.copy()
             other[j] += 1
             u0 = exact_grid_units(base, tfs, plan.classes, plan.exponents)
             u1 = exact_grid_units(other, tfs, plan.classes, plan.exponents)
-            worst_exact = max(worst_exact, self._loss(pv, plan, g, u0, u1))
+            worst_exact = max(worst_exact, self._loss(lam, plan, g, u0, u1))
             f0 = np.rint(np.ldexp(pv.forward(base.astype(float), axes), -g))
             f1 = np.rint(np.ldexp(pv.forward(other.astype(float), axes), -g))
-            worst_float = max(worst_float, self._loss(pv, plan, g, f0, f1))
+            worst_float = max(worst_float, self._loss(lam, plan, g, f0, f1))
         assert worst_exact <= 1
         assert worst_float > 1  # the float path this replaces: the adversarial input is real
 
