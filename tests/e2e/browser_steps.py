@@ -18,6 +18,8 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 #: How long a step may keep running before a click gives up (TopDown on 85,395 tracts, the series).
 IDLE_TIMEOUT_MS = 180_000
 MAP_TIMEOUT_MS = 90_000  # WebGL is software-rendered here
+#: How long a select box's list may take to open after its click before the click counts as lost
+LIST_OPEN_TIMEOUT_MS = 3_000
 #: Shown by Streamlit's status widget while the script runs; hidden (or absent) when it is idle.
 RUNNING_ICON = "stStatusWidgetRunningIcon"
 #: The stApp element's data-test-script-state when no run is going (set at once, unlike the icon).
@@ -84,6 +86,9 @@ def pick_option(page, selectbox, name: str | re.Pattern[str], *, timeout: float 
     for attempt in range(3):
         click(page, selectbox.get_by_role("combobox").first)
         try:
+            # an open list shows within a frame or two; a click the rerun swallowed shows none, and
+            # waiting the whole ``timeout`` for its option cost 20 s a miss (test_matrix_browser)
+            page.get_by_role("listbox").first.wait_for(timeout=LIST_OPEN_TIMEOUT_MS)
             page.get_by_role("option", name=name).click(timeout=timeout)
             return
         except PlaywrightTimeoutError:
