@@ -183,8 +183,17 @@ os.environ.setdefault("DPCORE_SPARK_PARTITIONS", "2")
 #: The client compiler alone (TieredStopAtLevel=1) and one GC thread (SerialGC) halved the JVM's CPU
 #: for the Spark tests of tests/unit/data/test_engines.py (113 s to 58 s; test_suite_profile.md).
 #: JVM flags only: what Spark computes and the queries it plans are unchanged.
+#: On tables of tens of rows Spark's own code generation (a Java class compiled with Janino for every
+#: query stage and expression) and adaptive re-planning cost more than the queries: with both off
+#: (interpreted expressions, the plan as first made) the `-k spark` tests took 42 instead of 55 s of
+#: JVM CPU and 52 instead of 75 s of wall (2026-11-29, test_suite_profile.md).  Spark's interpreted
+#: and generated code compute the same results (the engine tests compare every answer with numpy's);
+#: the engine itself keeps Spark's defaults.
 os.environ.setdefault(
-    "PYSPARK_SUBMIT_ARGS", "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell")
+    "PYSPARK_SUBMIT_ARGS",
+    "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' "
+    "--conf spark.sql.codegen.wholeStage=false --conf spark.sql.codegen.factoryMode=NO_CODEGEN "
+    "--conf spark.sql.adaptive.enabled=false pyspark-shell")
 
 
 @pytest.fixture(scope="session")

@@ -81,7 +81,8 @@ CREATE TABLE IF NOT EXISTS datasets (
     fingerprint TEXT PRIMARY KEY,
     kind TEXT NOT NULL,
     cap TEXT NOT NULL,
-    created TEXT NOT NULL
+    created TEXT NOT NULL,
+    unit TEXT
 );
 CREATE TABLE IF NOT EXISTS spends (
     fingerprint TEXT NOT NULL REFERENCES datasets(fingerprint),
@@ -100,6 +101,9 @@ CREATE TABLE IF NOT EXISTS release_files (
     release_id TEXT NOT NULL REFERENCES releases(release_id),
     name TEXT NOT NULL,
     data BLOB NOT NULL,
+    encoding TEXT,
+    size INTEGER,
+    removed TEXT,
     PRIMARY KEY (release_id, name)
 );
 CREATE INDEX IF NOT EXISTS releases_by_dataset ON releases(fingerprint, created);
@@ -188,6 +192,7 @@ class LedgerStore:
             # of one each, a third of the CPU of a new store (the app makes one per browser session for
             # the demo data); on an existing database the IF NOT EXISTS statements write nothing
             con.executescript("BEGIN;" + _SCHEMA + JOURNAL_SCHEMA + "COMMIT;")
+            # databases of earlier versions lack columns a new one is made with: added here, once
             if "unit" not in {r[1] for r in con.execute("PRAGMA table_info(datasets)")}:
                 con.execute("ALTER TABLE datasets ADD COLUMN unit TEXT")
             # columns added without a migration: rows of earlier versions read as uncompressed

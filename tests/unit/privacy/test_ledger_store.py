@@ -144,8 +144,13 @@ def test_rows_of_an_earlier_version_stored_uncompressed_still_read(tmp_path: Pat
     import sqlite3
 
     path = tmp_path / "old.sqlite"
+    # the schema as earlier versions wrote it: without the columns a new database is now made with
+    # (datasets.unit; release_files.encoding, size, removed), which opening the store adds
+    earlier = ledger_store._SCHEMA.replace("    encoding TEXT,\n    size INTEGER,\n    removed TEXT,\n", "")
+    earlier = earlier.replace("    created TEXT NOT NULL,\n    unit TEXT\n", "    created TEXT NOT NULL\n")
+    assert "encoding" not in earlier and "unit" not in earlier
     with sqlite3.connect(path) as con:  # the schema and rows as earlier versions wrote them
-        con.executescript(ledger_store._SCHEMA)
+        con.executescript(earlier)
         con.execute("INSERT INTO releases VALUES ('old1', 'points:o', 'points', '2024-01-02T03:04', '{}')")
         con.execute("INSERT INTO release_files VALUES ('old1', 'release.csv', ?)", (b"a,b\n1,2\n",))
     store = ledger_store.LedgerStore(path)
