@@ -41,6 +41,7 @@ from dpcore.estimate.data_user_format import (
     section,
     variance_of,
 )
+from dpcore.estimate.design_nodes import NodeCells, NodeEdges, json_default
 from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, replicates
 from dpcore.estimate.tree_inference import tree_least_squares
 
@@ -132,13 +133,16 @@ def design_dict(pack: DataUserPack) -> dict[str, Any]:
     """The content of ``design.json`` (schema ``dpcore-design/1``)."""
     d: dict[str, Any] = {
         "schema": DESIGN_SCHEMA, "kind": pack.kind, "cells": [str(c) for c in pack.cells],
-        "nodes": {str(k): np.asarray(v, dtype=np.int64) for k, v in pack.nodes.items()},
+        # arrays handed over as such stay arrays (written by json_default, read by measurements_from)
+        "nodes": (pack.nodes if isinstance(pack.nodes, NodeCells)
+                  else {str(k): np.asarray(v, dtype=np.int64) for k, v in pack.nodes.items()}),
         "invariants": [dict(v) for v in pack.invariants],
         "independent": True, "statement": INDEPENDENT,
         "conditional_on_partition": bool(pack.conditional_on_partition),
     }
     if pack.edges:
-        d["edges"] = [[str(a), str(b)] for a, b in pack.edges]
+        d["edges"] = (pack.edges if isinstance(pack.edges, NodeEdges)
+                      else [[str(a), str(b)] for a, b in pack.edges])
     if pack.cell_bounds is not None:
         d["cell_bounds"] = [[float(x) for x in b] for b in pack.cell_bounds]
     return d
@@ -153,7 +157,7 @@ def pack_files(pack: DataUserPack, parquet_above: int | None = None) -> tuple[di
     name = measurements_name(len(frame), parquet_above)
     design["measurements_file"] = name
     data = parquet_bytes(frame) if name == MEASUREMENTS_PARQUET else csv_bytes(frame, pandas_csv)
-    files = {name: data, "design.json": orjson.dumps(design, option=orjson.OPT_SERIALIZE_NUMPY)}
+    files = {name: data, "design.json": orjson.dumps(design, option=orjson.OPT_SERIALIZE_NUMPY, default=json_default)}
     return files, measurements_from(design, frame)
 
 
