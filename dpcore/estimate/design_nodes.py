@@ -87,7 +87,7 @@ class NodeCells(Mapping[str, list[int]]):
         return iter(self.codes)
 
     def __getitem__(self, code: str) -> list[int]:
-        i = int(self.positions([code])[0])
+        i = int(self.positions([str(code)])[0])
         if i < 0:
             raise KeyError(code)
         return self.cells[self.ptr[i]:self.ptr[i + 1]].tolist()
@@ -97,12 +97,12 @@ class NodeCells(Mapping[str, list[int]]):
         """How many cells each node sums."""
         return np.diff(self.ptr)
 
-    def positions(self, codes: Sequence[Any]) -> NDArray[np.int64]:
-        """The node position of every code (``str`` of it), -1 where no node has it."""
+    def positions(self, codes: Sequence[str]) -> NDArray[np.int64]:
+        """The node position of every code (text), -1 where no node has it."""
         if self._index is None:
             # object dtype on both sides: matching against pandas' Arrow strings would cast them first
             self._index = pd.Index(self.codes, dtype=object)
-        wanted = pd.Index([str(c) for c in codes], dtype=object)
+        wanted = pd.Index(codes, dtype=object)
         return np.asarray(self._index.get_indexer(wanted), dtype=np.int64)
 
     def rows(self, pos: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

@@ -415,16 +415,17 @@ def replicate_variance(m: Measurements, reps: NDArray[np.float64], q: ArrayLike 
 
 # -- reading a release's files ------------------------------------------------------------------
 
-def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, rows: NDArray[Any],
+def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.int64],
                  inv: Sequence[Mapping[str, Any]]) -> TreeLayout | None:
-    """The tree of a design with ``edges``, or None when the exact two-pass solve does not apply."""
+    """The tree of a design with ``edges`` (``ids``: the node of every measurement), or None when
+    the exact two-pass solve does not apply."""
     edges = design.get("edges")
     if not edges:
         return None
     k = len(nodes)
 
     def ids_of(values: Any) -> NDArray[np.int64]:
-        out = nodes.positions(values)
+        out = nodes.positions([str(x) for x in values])
         if (out < 0).any():
             raise KeyError(str(np.asarray(values, dtype=object)[out < 0][0]))
         return out
@@ -436,7 +437,6 @@ def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, rows: NDArray[Any]
         pairs = np.asarray(edges, dtype=object).reshape(-1, 2)
         parent[ids_of(pairs[:, 1])] = ids_of(pairs[:, 0])
     row = np.full(k, -1, dtype=np.int64)
-    ids = ids_of(rows) if len(rows) else np.asarray(rows, dtype=np.int64)
     if len(np.unique(ids)) != len(ids):
         return None  # a node measured twice: conjugate gradients
     row[ids] = np.arange(len(ids))
@@ -450,7 +450,7 @@ def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, rows: NDArray[Any]
         return None
     public = np.full(k, np.nan)
     for it in inv:
-        v = int(nodes.positions([it["node"]])[0])
+        v = int(nodes.positions([str(it["node"])])[0])
         if parent[v] != -1:
             return None
         public[v] = float(it["value"])
@@ -544,20 +544,23 @@ def measurements_from(design: Mapping[str, Any], meas: pd.DataFrame) -> Measurem
     cells = [str(c) for c in design["cells"]]
     n = len(cells)
 
-    def indicator(codes: Sequence[str]) -> sp.csr_matrix:
+    def positions(codes: Sequence[str]) -> NDArray[np.int64]:
         pos = nodes.positions(codes)
         if (pos < 0).any():
             unknown = codes[int(np.flatnonzero(pos < 0)[0])]
             raise ParameterError(f"measurements.csv names nodes design.json does not list (e.g. {unknown!r}).")
-        indptr, ind = nodes.rows(pos)
-        return sp.csr_matrix((np.ones(ind.size), ind, indptr), shape=(len(codes), n))
+        return pos
 
-    node_col = meas["node"].astype(str).to_numpy()
+    def indicator(pos: NDArray[np.int64]) -> sp.csr_matrix:
+        indptr, ind = nodes.rows(pos)
+        return sp.csr_matrix((np.ones(ind.size), ind, indptr), shape=(pos.size, n))
+
+    rows = positions(meas["node"].astype(str).to_numpy())  # the node of every measurement
     inv = design.get("invariants", [])
-    A = indicator(list(node_col))
-    B = indicator([str(v["node"]) for v in inv]) if inv else None
+    A = indicator(rows)
+    B = indicator(positions([str(v["node"]) for v in inv])) if inv else None
     t = np.array([float(v["value"]) for v in inv]) if inv else None
-    tree = _tree_layout(design, nodes, node_col, inv)
+    tree = _tree_layout(design, nodes, rows, inv)
     if tree is None and not design.get("edges"):
         tree = laminar_tree(A, B, t)
     return Measurements(A, meas["value"].to_numpy(float), meas["variance"].to_numpy(float), cells, B=B, t=t,
