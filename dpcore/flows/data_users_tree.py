@@ -136,12 +136,12 @@ def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
                     "why": "the total number of trips is public (replace-one neighbours)"}]
                   if tree["public_root"] else [])
 
-    lv = rel.plan.levels
+    lv, measured_levels = rel.plan.levels, np.unique(lvl).tolist()
 
     def per_level(value: Callable[[int], Any]) -> list[Any]:
         """``value(t)`` of every measurement's level ``t``, asked once per measured level."""
         table = np.empty(len(lv), dtype=object)
-        for t in np.unique(lvl).tolist():
+        for t in measured_levels:
             table[t] = value(t)
         return table[lvl].tolist()
 
