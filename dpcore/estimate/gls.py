@@ -437,7 +437,7 @@ def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.in
         pairs = np.asarray(edges, dtype=object).reshape(-1, 2)
         parent[ids_of(pairs[:, 1])] = ids_of(pairs[:, 0])
     row = np.full(k, -1, dtype=np.int64)
-    if len(np.unique(ids)) != len(ids):
+    if ids.size and np.bincount(ids, minlength=k).max() > 1:
         return None  # a node measured twice: conjugate gradients
     row[ids] = np.arange(len(ids))
     has_kids = np.bincount(parent[parent >= 0], minlength=k) > 0
@@ -446,8 +446,8 @@ def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.in
     if (nodes.sizes[leaves] != 1).any() or (row[leaves] < 0).any():
         return None
     cell[leaves] = nodes.cells[nodes.ptr[leaves]]
-    if sorted(cell[cell >= 0].tolist()) != list(range(len(design["cells"]))):
-        return None
+    if not np.array_equal(np.sort(cell[cell >= 0]), np.arange(len(design["cells"]))):
+        return None  # the leaves are not the cells, each once
     public = np.full(k, np.nan)
     for it in inv:
         v = int(nodes.positions([str(it["node"])])[0])
@@ -539,7 +539,9 @@ def measurements_from(design: Mapping[str, Any], meas: pd.DataFrame) -> Measurem
 
     if design.get("schema") != DESIGN_SCHEMA:
         raise ParameterError(f"design.json is not {DESIGN_SCHEMA} (got {design.get('schema')!r}).")
-    meas = meas[meas["phase"] == "count"]
+    count = (meas["phase"] == "count").to_numpy()
+    if not count.all():  # a copy of every column only where another phase is there to drop
+        meas = meas[count]
     nodes = NodeCells.of(design["nodes"])  # arrays: indicator rows are slices of them
     cells = [str(c) for c in design["cells"]]
     n = len(cells)

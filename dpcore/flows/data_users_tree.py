@@ -126,7 +126,7 @@ def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
         cells_at.append(cur_cells)
         cur_nodes = parent[cur_nodes]
     node_of, cell_of = np.concatenate(nodes_at), np.concatenate(cells_at)
-    order = np.lexsort((cell_of, node_of))
+    order = np.argsort(node_of * cells.size + cell_of, kind="stable")  # by node, then cell (one key: lexsort's order)
     # the design's nodes and edges as arrays (80k nodes on the demo: no list per node)
     nodes = NodeCells(codes, np.searchsorted(node_of[order], np.arange(n + 1)), cell_of[order])
     has_parent = np.flatnonzero(parent >= 0)
