@@ -1,7 +1,8 @@
 """The data users' files keep their bytes for a fixed seed (a guard for the writers' speed-ups):
 the SHA-256 of every file of seeded O/D releases of the made-up demo (InfTDA on the whole demo,
-TopDown L2 and VanillaGauss on parts of it, which also write replicates.csv) and of seeded points
-releases (a least-squares tree, a data-dependent partition, leaves only, a mechanism offering no
+TopDown L2 and VanillaGauss on parts of it, which also write replicates.csv), of hierarchy
+releases of the demo's areas (their populations as counts) and of seeded points releases (a
+least-squares tree, a data-dependent partition, leaves only, a mechanism offering no
 measurement).  The digests were taken from the writers before they were made faster."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import pytest
 from points_helpers import release_with
 
 from dpcore import catalog
+from dpcore.areas.counts import HierarchyCounts
+from dpcore.areas.data_users import hierarchy_data_user_files
 from dpcore.data import synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.data.hierarchy import Hierarchy
@@ -68,6 +71,29 @@ OD_CASES = {
 def test_od_data_user_files_keep_their_bytes(demo: tuple, case: str) -> None:
     mech, rho, districts, want = OD_CASES[case]
     assert _digests(_od_files(demo, mech, rho, districts)) == want
+
+
+HIERARCHY_CASES = {
+    # the public total an invariant of the root
+    ("exact", "replace"): {
+        "measurements.csv": "ae16985209155985", "design.json": "06fe7ac8700fc79b", "replicates.csv": "46af883b78bcc2a9",
+        "estimates.csv": "b8730b49b5fe39b3"},
+    # the finest areas measured alone
+    ("bottom_up", "add_remove"): {
+        "measurements.csv": "7bd9688beb139ad0", "design.json": "c18f0ecb067714d8", "replicates.csv": "daf26d430b92dc77",
+        "estimates.csv": "c78ef53ee8c7c12c"},
+}
+
+
+@pytest.mark.parametrize("case", list(HIERARCHY_CASES))
+def test_hierarchy_data_user_files_keep_their_bytes(demo: tuple, case: tuple[str, str]) -> None:
+    areas, _ = demo
+    levels = ["region", "district", "zone"]
+    h = Hierarchy.from_frame(areas, levels, source="area list")
+    counts = HierarchyCounts.from_frame(areas, h, levels, "population")
+    mech, neighbour = case
+    rel = catalog.get("hierarchy", mech).release_counts(counts, budget.zcdp(0.5), NoiseSource(11), neighbour=neighbour)
+    assert _digests(hierarchy_data_user_files(rel)) == HIERARCHY_CASES[case]
 
 
 BOUNDS = Bounds(-74.06, 40.56, -73.70, 40.92)
