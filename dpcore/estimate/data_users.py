@@ -92,7 +92,11 @@ def replicate_files(m: Measurements) -> dict[str, bytes]:
 
 @dataclass(frozen=True)
 class DataUserPack:
-    """What a kind hands to the writers: the measurements (one entry per row) and the design."""
+    """What a kind hands to the writers: the measurements (one entry per row) and the design.
+
+    ``nodes`` and ``edges`` may be :class:`~dpcore.estimate.design_nodes.NodeCells` and
+    :class:`~dpcore.estimate.design_nodes.NodeEdges` (arrays: a large design without a list per
+    node); design.json is the same either way."""
 
     kind: str
     level: Sequence[str]
