@@ -76,9 +76,14 @@ def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
     for d in range(h.depth + 1):
         cells.append(np.argsort(anc[d], kind="stable"))  # the finest areas grouped by their area at d
         ptr.append(ptr[-1][-1] + np.cumsum(np.bincount(anc[d], minlength=h.sizes[d])))
-    nodes = NodeCells(np.concatenate(keys).tolist(), np.concatenate(ptr), np.concatenate(cells))
-    edges = NodeEdges(nodes, np.concatenate([start[d] + np.asarray(h.parents[d]) for d in range(h.depth)]),
-                      np.arange(start[1], start[-1]))
+    codes = np.concatenate(keys).tolist()
+    nodes: Any = NodeCells(codes, np.concatenate(ptr), np.concatenate(cells))
+    edges: Any = NodeEdges(nodes, np.concatenate([start[d] + np.asarray(h.parents[d]) for d in range(h.depth)]),
+                           np.arange(start[1], start[-1]))
+    if len(set(codes)) != len(codes):  # a finest code spelled like a coarse key (NodeCells needs unique codes):
+        # the dict and pairs as they always were (a later area's cells under a repeated key)
+        edges = list(edges)
+        nodes = {c: nodes.cells[nodes.ptr[i]:nodes.ptr[i + 1]] for i, c in enumerate(codes)}
     level, node, value, family, scale, share = [], [], [], [], [], []
     for d, y in enumerate(rel.measurements):
         if y is None:
