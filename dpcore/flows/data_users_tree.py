@@ -108,7 +108,8 @@ def _codes(rel: ODRelease, tree: dict[str, Any]) -> np.ndarray:
 def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
     """The :class:`~dpcore.estimate.data_users.DataUserPack` of a TopDown release's measured tree
     (None when two levels would give a node the same code)."""
-    codes = _codes(rel, tree).tolist()
+    code_of = _codes(rel, tree)
+    codes = code_of.tolist()
     if len(set(codes)) != len(codes):
         return None  # area labels repeat across levels: pair codes would not name one node
     parent, n = tree["parent"], len(codes)
@@ -146,10 +147,10 @@ def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
         return table[lvl].tolist()
 
     return DataUserPack(
-        "od", per_level(lambda t: lv[t].name), [codes[i] for i in measured.tolist()],
+        "od", per_level(lambda t: lv[t].name), code_of[measured].tolist(),
         tree["value"][measured].astype(np.int64), per_level(lambda t: lv[t].noise),
         per_level(lambda t: float(rel.plan.scales[t])), per_level(lambda t: lv[t].share),
-        [codes[i] for i in cells.tolist()], nodes, NodeEdges(nodes, parent[has_parent], has_parent), invariants,
+        code_of[cells].tolist(), nodes, NodeEdges(nodes, parent[has_parent], has_parent), invariants,
         conditional_on_partition=True)
 
 
