@@ -33,6 +33,7 @@ from dpcore.estimate.data_users import (
     replicate_files,
     section,
 )
+from dpcore.estimate.design_nodes import NodeCells, NodeEdges
 
 __all__ = ["DATA_USER_FILES", "MAX_AREAS", "data_users_section", "hierarchy_data_user_files", "hierarchy_pack"]
 
@@ -68,13 +69,21 @@ def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
     anc = [np.arange(h.n_leaves)]
     for d in range(h.depth - 1, -1, -1):
         anc.insert(0, np.asarray(h.parents[d])[anc[0]])
-    nodes: dict[str, np.ndarray] = {}
+    # every area (coarse levels first) with the finest areas under it, as arrays (NodeCells: no
+    # array per area), and each area below the root joined to its parent by node position
+    start = np.concatenate([[0], np.cumsum(h.sizes)])  # the first node position of each depth
+    ptr, cells = [np.zeros(1, np.int64)], []
     for d in range(h.depth + 1):
-        order = np.argsort(anc[d], kind="stable")
-        bounds = np.searchsorted(anc[d][order], np.arange(1, h.sizes[d]))
-        nodes.update(zip(keys[d].tolist(), np.split(order, bounds), strict=True))
-    edges = [(str(keys[d][par]), str(keys[d + 1][c])) for d in range(h.depth)
-             for c, par in enumerate(np.asarray(h.parents[d]))]
+        cells.append(np.argsort(anc[d], kind="stable"))  # the finest areas grouped by their area at d
+        ptr.append(ptr[-1][-1] + np.cumsum(np.bincount(anc[d], minlength=h.sizes[d])))
+    codes = np.concatenate(keys).tolist()
+    nodes: Any = NodeCells(codes, np.concatenate(ptr), np.concatenate(cells))
+    edges: Any = NodeEdges(nodes, np.concatenate([start[d] + np.asarray(h.parents[d]) for d in range(h.depth)]),
+                           np.arange(start[1], start[-1]))
+    if len(set(codes)) != len(codes):  # a finest code spelled like a coarse key (NodeCells needs unique codes):
+        # the dict and pairs as they always were (a later area's cells under a repeated key)
+        edges = list(edges)
+        nodes = {c: nodes.cells[nodes.ptr[i]:nodes.ptr[i + 1]] for i, c in enumerate(codes)}
     level, node, value, family, scale, share = [], [], [], [], [], []
     for d, y in enumerate(rel.measurements):
         if y is None:

@@ -47,6 +47,12 @@ _FORMULA = re.compile("^" + _START)
 _PATTERN = f"(?:^|[\r\n]){_START}"
 _MASK = re.compile(_PATTERN)
 _LINE_START = re.compile(f"(^|\r\n|\r|\n)(?={_START})")
+#: The UTF-8 bytes without which no text matches :data:`_PATTERN`: a match needs a tab, a carriage
+#: return or a line feed, or a sign (``= + - @``, or a full-width one: non-ASCII bytes, as every
+#: character outside ASCII is)
+_NEEDED = np.zeros(256, dtype=bool)
+_NEEDED[[ord(c) for c in "\t\r\n=+-@"]] = True
+_NEEDED[0x80:] = True
 
 
 def is_formula(value: object) -> bool:
@@ -91,6 +97,8 @@ def _arrow_bytes(table: Any, write: Callable[[Any], bytes], numbers_as_text: boo
             col = col.cast(pa.string())
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             return False
+        if all(_plain_bytes(chunk) for chunk in col.chunks):
+            return False
         return bool(pc.any(pc.match_substring_regex(col, _PATTERN)).as_py())
 
     if not any(_MASK.search(c) for c in table.column_names) and not any(risky(c) for c in table.columns):
@@ -114,10 +122,21 @@ def _arrow_text(col: pd.Series) -> Any:
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
+def _plain_bytes(arr: Any) -> bool:
+    """Whether the bytes behind a pyarrow text array hold none of :data:`_NEEDED` (then no cell is
+    a formula): one table look-up per byte, a fraction of the regular expression's time per cell
+    (codes such as ``R1/D2/Z07>R1/D2/Z08`` and fixed words pass it).  A sliced array's buffer may
+    hold more bytes than its cells: it can only send more arrays to the full check."""
+    data = arr.buffers()[2]
+    return data is None or not _NEEDED[np.frombuffer(data, dtype=np.uint8)].any()
+
+
 def _text_mask(arr: Any) -> np.ndarray:
     """:func:`_formula_mask` of a pyarrow text array (missing values are not formulas)."""
     import pyarrow.compute as pc
 
+    if _plain_bytes(arr):
+        return np.zeros(len(arr), dtype=bool)
     hit = pc.match_substring_regex(arr, _PATTERN)
     return np.asarray(hit.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
 

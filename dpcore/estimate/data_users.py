@@ -41,6 +41,7 @@ from dpcore.estimate.data_user_format import (
     section,
     variance_of,
 )
+from dpcore.estimate.design_nodes import NodeCells, NodeEdges, json_default
 from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, replicates
 from dpcore.estimate.tree_inference import tree_least_squares
 
@@ -91,7 +92,11 @@ def replicate_files(m: Measurements) -> dict[str, bytes]:
 
 @dataclass(frozen=True)
 class DataUserPack:
-    """What a kind hands to the writers: the measurements (one entry per row) and the design."""
+    """What a kind hands to the writers: the measurements (one entry per row) and the design.
+
+    ``nodes`` and ``edges`` may be :class:`~dpcore.estimate.design_nodes.NodeCells` and
+    :class:`~dpcore.estimate.design_nodes.NodeEdges` (arrays: a large design without a list per
+    node); design.json is the same either way."""
 
     kind: str
     level: Sequence[str]
@@ -108,14 +113,15 @@ class DataUserPack:
     cell_bounds: Sequence[Sequence[float]] | None = None
 
     def variances(self) -> NDArray[np.float64]:
-        cache: dict[tuple[str, float], float] = {}
-        out = np.empty(len(self.family))
-        for i, (f, s) in enumerate(zip(self.family, self.scale, strict=True)):
-            key = (f, float(s))
-            if key not in cache:
-                cache[key] = variance_of(f, s)
-            out[i] = cache[key]
-        return out
+        """The exact noise variance of every measurement: one :func:`variance_of` per distinct
+        (family, scale), asked with the first measurement that has it (a few levels, 80k rows)."""
+        if len(self.family) != len(self.scale):
+            raise ValueError("family and scale need one entry per measurement")
+        fam, _ = pd.factorize(np.asarray(self.family, dtype=object))
+        scale, uniq = pd.factorize(np.asarray(self.scale, dtype=float), use_na_sentinel=False)
+        _, first, inverse = np.unique(fam * max(len(uniq), 1) + scale, return_index=True, return_inverse=True)
+        var = np.array([variance_of(self.family[i], self.scale[i]) for i in first.tolist()], dtype=float)
+        return var[inverse.ravel()]
 
 
 def measurements_frame(pack: DataUserPack) -> pd.DataFrame:
@@ -132,13 +138,16 @@ def design_dict(pack: DataUserPack) -> dict[str, Any]:
     """The content of ``design.json`` (schema ``dpcore-design/1``)."""
     d: dict[str, Any] = {
         "schema": DESIGN_SCHEMA, "kind": pack.kind, "cells": [str(c) for c in pack.cells],
-        "nodes": {str(k): np.asarray(v, dtype=np.int64) for k, v in pack.nodes.items()},
+        # arrays handed over as such stay arrays (written by json_default, read by measurements_from)
+        "nodes": (pack.nodes if isinstance(pack.nodes, NodeCells)
+                  else {str(k): np.asarray(v, dtype=np.int64) for k, v in pack.nodes.items()}),
         "invariants": [dict(v) for v in pack.invariants],
         "independent": True, "statement": INDEPENDENT,
         "conditional_on_partition": bool(pack.conditional_on_partition),
     }
     if pack.edges:
-        d["edges"] = [[str(a), str(b)] for a, b in pack.edges]
+        d["edges"] = (pack.edges if isinstance(pack.edges, NodeEdges)
+                      else [[str(a), str(b)] for a, b in pack.edges])
     if pack.cell_bounds is not None:
         d["cell_bounds"] = [[float(x) for x in b] for b in pack.cell_bounds]
     return d
@@ -153,15 +162,21 @@ def pack_files(pack: DataUserPack, parquet_above: int | None = None) -> tuple[di
     name = measurements_name(len(frame), parquet_above)
     design["measurements_file"] = name
     data = parquet_bytes(frame) if name == MEASUREMENTS_PARQUET else csv_bytes(frame, pandas_csv)
-    files = {name: data, "design.json": orjson.dumps(design, option=orjson.OPT_SERIALIZE_NUMPY)}
+    files = {name: data, "design.json": orjson.dumps(design, option=orjson.OPT_SERIALIZE_NUMPY, default=json_default)}
     return files, measurements_from(design, frame)
+
+
+def _as_list(values: Sequence[Any]) -> list[Any]:
+    """``values`` as a list; an array through ``tolist`` (Python text, which pandas takes in half the
+    time of numpy's ``str_`` scalars that ``list()`` would give)."""
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
 def estimates_csv(level: Sequence[str], code: Sequence[str], estimate: NDArray[np.float64],
                   variance: NDArray[np.float64], published: NDArray[Any]) -> bytes:
     """``estimates.csv``: ``level, code, estimate, variance, sd, published``."""
     var = np.maximum(np.asarray(variance, float), 0.0)
-    frame = pd.DataFrame({"level": list(level), "code": list(code), "estimate": np.round(estimate, 6),
+    frame = pd.DataFrame({"level": _as_list(level), "code": _as_list(code), "estimate": np.round(estimate, 6),
                           "variance": np.round(var, 6), "sd": np.round(np.sqrt(var), 6),
                           "published": np.asarray(published)})
     return csv_bytes(frame, pandas_csv)

@@ -56,6 +56,7 @@ from numpy.typing import ArrayLike, NDArray
 from dpcore.data.synthetic import public_generator
 from dpcore.errors import ParameterError
 from dpcore.estimate.data_user_format import DESIGN_SCHEMA, measurements_in, read_measurements
+from dpcore.estimate.design_nodes import NodeCells, NodeEdges
 from dpcore.estimate.tree_inference import SparseTreeFit, tree_least_squares
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import discrete_gaussian_variance
@@ -414,45 +415,42 @@ def replicate_variance(m: Measurements, reps: NDArray[np.float64], q: ArrayLike 
 
 # -- reading a release's files ------------------------------------------------------------------
 
-def _tree_layout(design: Mapping[str, Any], node_ids: Mapping[str, int], rows: NDArray[np.int64],
+def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.int64],
                  inv: Sequence[Mapping[str, Any]]) -> TreeLayout | None:
-    """The tree of a design with ``edges``, or None when the exact two-pass solve does not apply."""
+    """The tree of a design with ``edges`` (``ids``: the node of every measurement), or None when
+    the exact two-pass solve does not apply."""
     edges = design.get("edges")
     if not edges:
         return None
-    nodes = design["nodes"]
-    k = len(node_ids)
-    names = list(node_ids)
-    # node_ids numbers the nodes in their order: a position is an id.  Object dtype, as the looked-up
-    # codes: matching them against pandas' Arrow string index cast them first (twice the time)
-    index = pd.Index(names, dtype=object)
+    k = len(nodes)
 
     def ids_of(values: Any) -> NDArray[np.int64]:
-        out = index.get_indexer(pd.Index([str(x) for x in values], dtype=object)).astype(np.int64)
+        out = nodes.positions([str(x) for x in values])
         if (out < 0).any():
             raise KeyError(str(np.asarray(values, dtype=object)[out < 0][0]))
         return out
 
     parent = np.full(k, -1, dtype=np.int64)
-    pairs = np.asarray(edges, dtype=object).reshape(-1, 2)
-    parent[ids_of(pairs[:, 1])] = ids_of(pairs[:, 0])
+    if isinstance(edges, NodeEdges) and edges.nodes is nodes:  # already node positions
+        parent[edges.child] = edges.parent
+    else:
+        pairs = np.asarray(edges, dtype=object).reshape(-1, 2)
+        parent[ids_of(pairs[:, 1])] = ids_of(pairs[:, 0])
     row = np.full(k, -1, dtype=np.int64)
-    ids = ids_of(rows) if len(rows) else rows
-    if len(np.unique(ids)) != len(ids):
+    if ids.size and np.bincount(ids, minlength=k).max() > 1:
         return None  # a node measured twice: conjugate gradients
     row[ids] = np.arange(len(ids))
     has_kids = np.bincount(parent[parent >= 0], minlength=k) > 0
     cell = np.full(k, -1, dtype=np.int64)
     leaves = np.flatnonzero(~has_kids)
-    members = [nodes[names[v]] for v in leaves.tolist()]
-    if any(len(m) != 1 for m in members) or (row[leaves] < 0).any():
+    if (nodes.sizes[leaves] != 1).any() or (row[leaves] < 0).any():
         return None
-    cell[leaves] = np.fromiter((m[0] for m in members), dtype=np.int64, count=len(members))
-    if sorted(cell[cell >= 0].tolist()) != list(range(len(design["cells"]))):
-        return None
+    cell[leaves] = nodes.cells[nodes.ptr[leaves]]
+    if not np.array_equal(np.sort(cell[cell >= 0]), np.arange(len(design["cells"]))):
+        return None  # the leaves are not the cells, each once
     public = np.full(k, np.nan)
     for it in inv:
-        v = node_ids[str(it["node"])]
+        v = int(nodes.positions([str(it["node"])])[0])
         if parent[v] != -1:
             return None
         public[v] = float(it["value"])
@@ -541,30 +539,31 @@ def measurements_from(design: Mapping[str, Any], meas: pd.DataFrame) -> Measurem
 
     if design.get("schema") != DESIGN_SCHEMA:
         raise ParameterError(f"design.json is not {DESIGN_SCHEMA} (got {design.get('schema')!r}).")
-    meas = meas[meas["phase"] == "count"]
-    nodes = design["nodes"]
-    node_ids = {str(k): i for i, k in enumerate(nodes)}
+    count = (meas["phase"] == "count").to_numpy()
+    if not count.all():  # a copy of every column only where another phase is there to drop
+        meas = meas[count]
+    nodes = NodeCells.of(design["nodes"])  # arrays: indicator rows are slices of them
     cells = [str(c) for c in design["cells"]]
     n = len(cells)
 
-    def indicator(codes: Sequence[str]) -> sp.csr_matrix:
-        unknown = [c for c in codes if str(c) not in node_ids]
-        if unknown:
-            raise ParameterError(f"measurements.csv names nodes design.json does not list (e.g. {unknown[0]!r}).")
-        idx = [nodes[str(c)] for c in codes]
-        indptr = np.concatenate([[0], np.cumsum([len(i) for i in idx])]).astype(np.int64)
-        ind = np.concatenate([np.asarray(i, np.int64) for i in idx]) if idx else np.zeros(0, np.int64)
-        return sp.csr_matrix((np.ones(ind.size), ind, indptr), shape=(len(codes), n))
+    def positions(codes: Sequence[str]) -> NDArray[np.int64]:
+        pos = nodes.positions(codes)
+        if (pos < 0).any():
+            unknown = codes[int(np.flatnonzero(pos < 0)[0])]
+            raise ParameterError(f"measurements.csv names nodes design.json does not list (e.g. {unknown!r}).")
+        return pos
 
-    node_col = meas["node"].astype(str).to_numpy()
+    def indicator(pos: NDArray[np.int64]) -> sp.csr_matrix:
+        indptr, ind = nodes.rows(pos)
+        return sp.csr_matrix((np.ones(ind.size), ind, indptr), shape=(pos.size, n))
+
+    rows = positions(meas["node"].astype(str).to_numpy())  # the node of every measurement
     inv = design.get("invariants", [])
-    A = indicator(list(node_col))
-    B = indicator([str(v["node"]) for v in inv]) if inv else None
+    A = indicator(rows)
+    B = indicator(positions([str(v["node"]) for v in inv])) if inv else None
     t = np.array([float(v["value"]) for v in inv]) if inv else None
-    tree = _tree_layout(design, node_ids, node_col, inv)
+    tree = _tree_layout(design, nodes, rows, inv)
     if tree is None and not design.get("edges"):
         tree = laminar_tree(A, B, t)
     return Measurements(A, meas["value"].to_numpy(float), meas["variance"].to_numpy(float), cells, B=B, t=t,
                         tree=tree, families=meas["family"].astype(str).to_numpy())
-
-

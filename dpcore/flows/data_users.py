@@ -33,6 +33,7 @@ from dpcore.estimate.data_users import (
     replicate_files,
     section,
 )
+from dpcore.estimate.design_nodes import NodeCells
 from dpcore.estimate.gls import Measurements, gls_estimate
 from dpcore.flows.data_users_tree import TREE_NOTE, measured_tree, published_nodes, tree_pack
 from dpcore.flows.mechanisms.common import ODRelease
@@ -97,8 +98,9 @@ def _make_pack(rel: ODRelease) -> DataUserPack | None:
     codes = _pair_codes(rel, T, idx // nd, idx % nd).tolist()
     lv = rel.plan.levels[T]
     n = leaf.size
+    one_each = NodeCells(codes, np.arange(n + 1), np.arange(n))  # the identity design: node i is cell i
     return DataUserPack("od", [lv.name] * n, codes, leaf, [lv.noise] * n, [float(rel.plan.scales[T])] * n,
-                        [lv.share] * n, codes, {c: [i] for i, c in enumerate(codes)})
+                        [lv.share] * n, codes, one_each)
 
 
 def od_data_user_files(rel: ODRelease, parquet_above: int | None = None) -> dict[str, bytes]:

@@ -25,11 +25,13 @@ near zero.  The variances are the noises' exact variances.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from dpcore.estimate.data_users import DataUserPack
+from dpcore.estimate.design_nodes import NodeCells, NodeEdges
 from dpcore.flows.mechanisms.common import ODRelease
 
 __all__ = ["TREE_NOTE", "measured_tree", "published_nodes", "tree_pack"]
@@ -106,10 +108,11 @@ def _codes(rel: ODRelease, tree: dict[str, Any]) -> np.ndarray:
 def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
     """The :class:`~dpcore.estimate.data_users.DataUserPack` of a TopDown release's measured tree
     (None when two levels would give a node the same code)."""
-    codes = _codes(rel, tree)
-    if len(set(codes.tolist())) != codes.size:
+    code_of = _codes(rel, tree)
+    codes = code_of.tolist()
+    if len(set(codes)) != len(codes):
         return None  # area labels repeat across levels: pair codes would not name one node
-    parent, n = tree["parent"], codes.size
+    parent, n = tree["parent"], len(codes)
     leaf = np.ones(n, dtype=bool)
     leaf[parent[parent >= 0]] = False
     cells = np.flatnonzero(leaf)
@@ -124,22 +127,30 @@ def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
         cells_at.append(cur_cells)
         cur_nodes = parent[cur_nodes]
     node_of, cell_of = np.concatenate(nodes_at), np.concatenate(cells_at)
-    order = np.lexsort((cell_of, node_of))
-    bounds = np.searchsorted(node_of[order], np.arange(n + 1))
-    flat = cell_of[order].tolist()
-    members = [flat[bounds[i]:bounds[i + 1]] for i in range(n)]
-    measured = ~np.isnan(tree["value"])
+    order = np.argsort(node_of * cells.size + cell_of, kind="stable")  # by node, then cell (one key: lexsort's order)
+    # the design's nodes and edges as arrays (80k nodes on the demo: no list per node)
+    nodes = NodeCells(codes, np.searchsorted(node_of[order], np.arange(n + 1)), cell_of[order])
     has_parent = np.flatnonzero(parent >= 0)
-    lv, scales = rel.plan.levels, rel.plan.scales
+    measured = np.flatnonzero(~np.isnan(tree["value"]))
     lvl = tree["level"][measured]
-    invariants = ([{"node": str(codes[0]), "value": int(rel.public_total),
+    invariants = ([{"node": codes[0], "value": int(rel.public_total),
                     "why": "the total number of trips is public (replace-one neighbours)"}]
                   if tree["public_root"] else [])
+
+    lv, measured_levels = rel.plan.levels, np.unique(lvl).tolist()
+
+    def per_level(value: Callable[[int], Any]) -> list[Any]:
+        """``value(t)`` of every measurement's level ``t``, asked once per measured level."""
+        table = np.empty(len(lv), dtype=object)
+        for t in measured_levels:
+            table[t] = value(t)
+        return table[lvl].tolist()
+
     return DataUserPack(
-        "od", [lv[t].name for t in lvl], codes[measured].tolist(), tree["value"][measured].astype(np.int64),
-        [lv[t].noise for t in lvl], [float(scales[t]) for t in lvl], [lv[t].share for t in lvl],
-        codes[leaf].tolist(), {str(c): members[i] for i, c in enumerate(codes)},
-        list(zip(codes[parent[has_parent]].tolist(), codes[has_parent].tolist(), strict=True)), invariants,
+        "od", per_level(lambda t: lv[t].name), code_of[measured].tolist(),
+        tree["value"][measured].astype(np.int64), per_level(lambda t: lv[t].noise),
+        per_level(lambda t: float(rel.plan.scales[t])), per_level(lambda t: lv[t].share),
+        code_of[cells].tolist(), nodes, NodeEdges(nodes, parent[has_parent], has_parent), invariants,
         conditional_on_partition=True)
 
 

@@ -30,6 +30,7 @@ value is a DP output or public.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -58,6 +59,7 @@ from dpcore.estimate.data_user_format import (
     replicates_info,
     section,
 )
+from dpcore.estimate.design_nodes import NodeCells, json_default
 from dpcore.points.release import PartitionRelease
 
 __all__ = ["DATA_USER_FILES", "CONDITIONAL", "data_user_files", "data_users_section", "leaves_within",
@@ -254,15 +256,16 @@ def _estimates(release: PartitionRelease, est: NDArray[np.float64], var: NDArray
             "estimate": est, "variance": var, "sd": np.sqrt(var), "published": np.asarray(release.noisy)}
 
 
-def _design_head(release: PartitionRelease, leaf_idx: NDArray[np.int64], nodes: dict[str, list[int]],
+def _design_head(release: PartitionRelease, leaf_idx: NDArray[np.int64], nodes: Mapping[str, list[int]],
                  statement: str, conditional: bool) -> dict[str, Any]:
-    """``design.json`` up to the measurements' statement (``cell_bounds`` last)."""
+    """``design.json`` up to the measurements' statement (``cell_bounds`` last: an array, written by
+    orjson's ``OPT_SERIALIZE_NUMPY`` as the same text as its list of lists, without making one)."""
     head = {"schema": DESIGN_SCHEMA, "kind": "points", "cells": _codes(leaf_idx), "nodes": nodes, "invariants": [],
             "independent": True, "statement": statement, "conditional_on_partition": conditional}
     if release.coordinate_precision is not None:  # the curator's public statement (never read from the data)
         head["coordinate_precision"] = float(release.coordinate_precision)
         head["coordinate_precision_source"] = PRECISION_SOURCE
-    head["cell_bounds"] = np.round(release.grid.rect_lonlat(release.rects[leaf_idx]), 7).tolist()
+    head["cell_bounds"] = np.round(release.grid.rect_lonlat(release.rects[leaf_idx]), 7)
     return head
 
 
@@ -281,7 +284,9 @@ def estimate_frame(release: PartitionRelease) -> pd.DataFrame:
 
 def design(release: PartitionRelease) -> dict[str, Any]:
     """``design.json``: the finest cells (the leaves, by ``release.csv`` id), the leaves each
-    measured rectangle sums, each leaf's lon/lat rectangle, and the statements on the draws."""
+    measured rectangle sums, each leaf's lon/lat rectangle, and the statements on the draws.
+    ``nodes`` is a :class:`~dpcore.estimate.design_nodes.NodeCells` mapping and ``cell_bounds`` an
+    array: ``orjson.dumps(d, option=orjson.OPT_SERIALIZE_NUMPY, default=json_default)`` writes the file."""
     return _Parts(release).design()
 
 
@@ -290,15 +295,12 @@ def _codes(idx: NDArray[np.int64]) -> list[str]:
     return np.asarray(idx, dtype=np.int64).astype(str).tolist()
 
 
-def _node_cells(node: NDArray[np.int64], leaf: NDArray[np.int64]) -> dict[str, list[int]]:
-    """``{node code: [cell positions]}`` from pairs sorted by node (one-cell nodes vectorised: a
-    million single cells take a second, not a minute)."""
-    if node.size == 0:
-        return {}
-    cuts = np.flatnonzero(np.diff(node)) + 1
-    if cuts.size == node.size - 1:  # every node sums one cell
-        return dict(zip(_codes(node), leaf[:, None].tolist(), strict=True))
-    return {str(int(ns[0])): ls.tolist() for ns, ls in zip(np.split(node, cuts), np.split(leaf, cuts), strict=True)}
+def _node_cells(node: NDArray[np.int64], leaf: NDArray[np.int64]) -> NodeCells:
+    """``{node code: [cell positions]}`` from pairs sorted by node, as :class:`NodeCells`."""
+    starts = np.flatnonzero(np.r_[True, node[1:] != node[:-1]]) if node.size else node  # each node's run
+    # arrays, not a list per node (57k nodes: 0.15 s of np.split, then the garbage collector's
+    # passes over the lists); written as the same JSON by json_default
+    return NodeCells(_codes(node[starts]), np.r_[starts, node.size], leaf)
 
 
 def _table(columns: dict[str, Any], names: tuple[str, ...]) -> Any:
@@ -343,7 +345,8 @@ def data_user_files(release: PartitionRelease, parquet_above: int | None = None)
         files = {
             name: (parquet_bytes(_table(meas, MEASUREMENT_COLUMNS)) if name == MEASUREMENTS_PARQUET
                    else _csv(meas, MEASUREMENT_COLUMNS)),
-            "design.json": orjson.dumps(plan),  # compact: a million cells stay ~100 bytes each
+            # compact: a million cells stay ~100 bytes each
+            "design.json": orjson.dumps(plan, option=orjson.OPT_SERIALIZE_NUMPY, default=json_default),
             "estimates.csv": _csv(parts.estimate_columns(), ESTIMATE_COLUMNS),
         }
     except ValueError as err:
@@ -352,7 +355,7 @@ def data_user_files(release: PartitionRelease, parquet_above: int | None = None)
                 "measurements_offered": False, "why": str(err)}
         none["cell_bounds"] = none.pop("cell_bounds")  # after the reason, as before
         return {"measurements.csv": (",".join(MEASUREMENT_COLUMNS) + "\n").encode(),
-                "design.json": orjson.dumps(none),
+                "design.json": orjson.dumps(none, option=orjson.OPT_SERIALIZE_NUMPY),
                 "estimates.csv": _csv(_estimates(release, np.asarray(release.noisy, dtype=np.float64), var),
                                       ESTIMATE_COLUMNS)}
     if replicates_info(len(plan["cells"]))["file"] and meas["measurement_id"].size:  # small enough (item 5)

@@ -74,3 +74,20 @@ def test_arrow_backed_text_is_escaped_and_written_as_object_text(numbers_as_text
         want = csv_bytes(obj, pandas_csv, numbers_as_text=numbers_as_text)
         assert csv_bytes(arrow, pandas_csv, numbers_as_text=numbers_as_text) == want
         assert b"'=" in want
+
+
+SIGNS_AND_SPACES = list("aZ09 /_>\t\r\n\v\f=+-@é") + ["\u0085", "\u00a0", "\u2000", "\u3000", "\ufeff", "\uff1d", "\uff0b",
+                                                      "\uff0d", "\uff20"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(st.sampled_from(SIGNS_AND_SPACES), max_size=8), min_size=1, max_size=5))
+def test_the_byte_check_passes_no_formula(cells: list[str]) -> None:
+    """The quick test of a text column's bytes (csv_safe._plain_bytes) only clears columns in which
+    no cell is a formula: the escaping never depends on it."""
+    import pyarrow as pa
+
+    from dpcore.data.csv_safe import _MASK, _plain_bytes
+
+    if _plain_bytes(pa.array(cells)):
+        assert not any(_MASK.search(c) for c in cells)

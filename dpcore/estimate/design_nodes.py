@@ -1,0 +1,167 @@
+"""A design's nodes and tree edges as flat arrays (``design.json``'s ``nodes`` and ``edges``).
+
+``design.json`` lists, for every measured node, the finest cells it sums (``{"code": [cells]}``)
+and the tree's edges (``[["parent", "child"], ...]``).  A kind that knows its design as arrays
+(the O/D TopDown tree: 80k nodes) hands them over as :class:`NodeCells` and :class:`NodeEdges`
+instead of a dict of 80k lists: they read as the mapping and the sequence of pairs they stand
+for, are written as the very bytes ``orjson`` writes for those (:func:`json_default`, pyarrow's
+string kernels instead of a Python object per node), and the reader
+(:func:`dpcore.estimate.gls.measurements_from`) takes its indicator rows from the arrays.  Any
+design read from a file becomes a :class:`NodeCells` through :meth:`NodeCells.of`, so both go
+through one code path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+from numpy.typing import NDArray
+
+__all__ = ["NodeCells", "NodeEdges", "json_default"]
+
+#: the characters orjson escapes in a string (checked over every code point): the rest it writes as they are
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+
+
+def _json_strings(codes: Sequence[str]) -> Any:
+    """Each code as orjson writes it, quotes included (a pyarrow string array)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _ESCAPED.search("".join(codes)) is None:  # the usual case: nothing to escape, a quote either side
+        return pc.binary_join_element_wise('"', pa.array(codes, pa.string()), '"', "")
+    return pa.array([orjson.dumps(c).decode() for c in codes], pa.string())
+
+
+def _joined(items: Any, sep: str) -> str:
+    """The strings of a pyarrow array joined with ``sep`` (one kernel call, no Python string per item)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    whole = pa.ListArray.from_arrays(pa.array([0, len(items)], pa.int32()), items)
+    return str(pc.binary_join(whole, sep)[0].as_py())
+
+
+class NodeCells(Mapping[str, list[int]]):
+    """Node ``codes[i]`` sums the cells ``cells[ptr[i]:ptr[i + 1]]`` (positions in the design's
+    ``cells``), as a read-only mapping ``{code: [cells]}`` in node order.  Codes are unique.
+
+    >>> nodes = NodeCells(["all", "a", 'b"2'], np.array([0, 2, 3, 4]), np.array([0, 1, 0, 1]))
+    >>> dict(nodes)
+    {'all': [0, 1], 'a': [0], 'b"2': [1]}
+    >>> nodes.json() == orjson.dumps(dict(nodes)), nodes.positions(["a", "z"]).tolist()
+    (True, [1, -1])
+    >>> edges = NodeEdges(nodes, np.array([0, 0]), np.array([1, 2]))
+    >>> list(edges), edges.json() == orjson.dumps([list(e) for e in edges])
+    ([('all', 'a'), ('all', 'b"2')], True)
+    """
+
+    def __init__(self, codes: Sequence[str], ptr: NDArray[np.int64], cells: NDArray[np.int64]) -> None:
+        self.codes = list(codes)
+        self.ptr = np.asarray(ptr, dtype=np.int64)
+        self.cells = np.asarray(cells, dtype=np.int64)
+        self._index: pd.Index | None = None
+        self._quoted: Any = None
+
+    @classmethod
+    def of(cls, nodes: Mapping[str, Any]) -> NodeCells:
+        """``nodes`` as it is when already one, else from a mapping of code -> cell positions (a
+        parsed design.json: one pass over its lists)."""
+        if isinstance(nodes, NodeCells):
+            return nodes
+        values = list(nodes.values())
+        sizes = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
+        cells = np.fromiter(chain.from_iterable(values), dtype=np.int64, count=int(sizes.sum()))
+        return cls([str(k) for k in nodes], np.concatenate([[0], np.cumsum(sizes)]), cells)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.codes)
+
+    def __getitem__(self, code: str) -> list[int]:
+        i = int(self.positions([str(code)])[0])
+        if i < 0:
+            raise KeyError(code)
+        return self.cells[self.ptr[i]:self.ptr[i + 1]].tolist()
+
+    @property
+    def sizes(self) -> NDArray[np.int64]:
+        """How many cells each node sums."""
+        return np.diff(self.ptr)
+
+    def positions(self, codes: Sequence[str]) -> NDArray[np.int64]:
+        """The node position of every code (text), -1 where no node has it."""
+        if self._index is None:
+            # object dtype on both sides: matching against pandas' Arrow strings would cast them first
+            self._index = pd.Index(self.codes, dtype=object)
+        wanted = pd.Index(codes, dtype=object)
+        return np.asarray(self._index.get_indexer(wanted), dtype=np.int64)
+
+    def rows(self, pos: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """``(indptr, indices)`` of the CSR rows of the nodes at ``pos``: row ``r`` lists node ``pos[r]``'s cells."""
+        start, size = self.ptr[pos], self.sizes[pos]
+        indptr = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
+        # each row's cells are a run of the flat array: its start, then +1 along the run
+        within = np.arange(int(indptr[-1]), dtype=np.int64) - np.repeat(indptr[:-1], size)
+        return indptr, self.cells[np.repeat(start, size) + within]
+
+    def quoted(self) -> Any:
+        """Every code as a JSON string (pyarrow array; made once, shared with :class:`NodeEdges`)."""
+        if self._quoted is None:
+            self._quoted = _json_strings(self.codes)
+        return self._quoted
+
+    def json(self) -> bytes:
+        """The bytes ``orjson.dumps({code: cells})`` writes (compact), built a column at a time."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not self.codes:
+            return b"{}"
+        text = pa.array(self.cells).cast(pa.string())  # the decimal digits orjson writes for an int
+        lists = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(self.ptr), text), ",")
+        items = pc.binary_join_element_wise(self.quoted(), ":[", lists, "]", "")
+        return ("{" + _joined(items, ",") + "}").encode("utf-8")
+
+
+class NodeEdges(Sequence[tuple[str, str]]):
+    """The tree's edges as node positions of ``nodes``: ``(codes[parent[k]], codes[child[k]])``."""
+
+    def __init__(self, nodes: NodeCells, parent: NDArray[np.int64], child: NDArray[np.int64]) -> None:
+        self.nodes = nodes
+        self.parent = np.asarray(parent, dtype=np.int64)
+        self.child = np.asarray(child, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.parent.size)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        return self.nodes.codes[int(self.parent[k])], self.nodes.codes[int(self.child[k])]
+
+    def json(self) -> bytes:
+        """The bytes ``orjson.dumps([[parent, child], ...])`` writes."""
+        import pyarrow.compute as pc
+
+        if not len(self):
+            return b"[]"
+        q = self.nodes.quoted()
+        items = pc.binary_join_element_wise("[", q.take(self.parent), ",", q.take(self.child), "]", "")
+        return ("[" + _joined(items, ",") + "]").encode("utf-8")
+
+
+def json_default(obj: Any) -> Any:
+    """``orjson.dumps(..., default=json_default)``: :class:`NodeCells` and :class:`NodeEdges` as
+    their already written JSON."""
+    if isinstance(obj, (NodeCells, NodeEdges)):
+        return orjson.Fragment(obj.json())
+    raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
