@@ -148,6 +148,28 @@ def _random_workload(rows: int, cols: int, per_size: int, seed: int) -> NDArray[
     rects.setflags(write=False)
     return rects
 
+@functools.lru_cache(maxsize=256)
+def _cost_noise(e1: float, k: int) -> tuple[float, float, float, float]:
+    """Stage 1's cost noise in cells: ``(scale, SD, 95 % half-width)`` and the lattice scale, a function of public
+    ``(ε₁, k)`` only, made once per pair (every release remade it from the exact scale)."""
+    t = cost_noise_scale(e1, k)
+    return (float(t / (1 << FRAC_BITS)), math.sqrt(discrete_laplace_variance(t)) / (1 << FRAC_BITS),
+            discrete_laplace_interval(t) / (1 << FRAC_BITS), float(t))
+
+
+def partition_row(e1: float, k: int, n_cells: int) -> LevelPlan:
+    """Stage 1's row of the plan and of every release: the noise of the candidate buckets' costs."""
+    scale, sd_cells, ci95, lattice_scale = _cost_noise(e1, k)
+    return LevelPlan(
+        level=0, name="Partition: noisy costs of the candidate buckets", cost=pure(e1),
+        noise="discrete_laplace", scale=scale, sensitivity=4 * k,
+        n_counts=2 * n_cells - 1, sd=sd_cells, ci95=ci95, cells_per_count=float("nan"),
+        in_partition=False,
+        note=("Noise on each candidate bucket's cost (in points); chooses the buckets, which are "
+              "published; the costs are not."),
+        extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": lattice_scale})
+
+
 class DAWA(PointsMechanism):
     name = "dawa"
     title = "DAWA (data- and workload-aware)"
@@ -227,34 +249,20 @@ class DAWA(PointsMechanism):
         A rectangle the workload repeats (a small grid has few distinct ones) is decomposed once."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
-        per_query = np.zeros((len(rects), tree.height + 1))
-        seen: dict[tuple[int, ...], int] = {}  # rectangle -> the first query that decomposed it
-        for q, rect in enumerate(map(tuple, rects.tolist())):
-            if rect in seen:
-                per_query[q] = per_query[seen[rect]]
-                continue
-            seen[rect] = q
-            r0, r1, c0, c1 = rect
+        seen: dict[tuple[int, ...], int] = {}  # rectangle -> its row among the distinct ones
+        which = [seen.setdefault(rect, len(seen)) for rect in map(tuple, rects.tolist())]
+        rows = np.zeros((len(seen), tree.height + 1))
+        for j, (r0, r1, c0, c1) in enumerate(seen):
             cov = np.bincount(bucket_of_cell[r0:r1, c0:c1].ravel(), minlength=m)
-            per_query[q] = gh.level_decomposition(tree, cov / np.maximum(sizes, 1))
+            rows[j] = gh.level_decomposition(tree, cov / np.maximum(sizes, 1))
+        per_query = rows[np.asarray(which, dtype=np.int64)] if which else np.zeros((0, tree.height + 1))
         weights = gh.level_weights(per_query.sum(axis=0))
         return tree, per_query, weights
 
     def _levels(self, e1: float, e2: float, k: int, tree: gh.BucketTree, weights: NDArray[np.float64],
                 n_cells: int, note: str) -> tuple[LevelPlan, ...]:
-        t = cost_noise_scale(e1, k)
-        sd_cells = math.sqrt(discrete_laplace_variance(t)) / (1 << FRAC_BITS)
-        first = LevelPlan(
-            level=0, name="Partition: noisy costs of the candidate buckets", cost=pure(e1),
-            noise="discrete_laplace", scale=float(t / (1 << FRAC_BITS)), sensitivity=4 * k,
-            n_counts=2 * n_cells - 1, sd=sd_cells,
-            ci95=discrete_laplace_interval(t) / (1 << FRAC_BITS), cells_per_count=float("nan"),
-            in_partition=False,
-            note=("Noise on each candidate bucket's cost (in points); chooses the buckets, which are "
-                  "published; the costs are not."),
-            extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": float(t)})
         shares = split_custom(e2, [float(w) for w in weights])
-        out = [first]
+        out = [partition_row(e1, k, n_cells)]
         for lv in range(tree.height, -1, -1):
             if shares[lv] <= 0:
                 continue
