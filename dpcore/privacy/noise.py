@@ -110,6 +110,8 @@ _DGAUSS_SUM_MAX_SIGMA = 1e4
 
 def _as_positive_fraction(value, name: str) -> Fraction:
     """Convert a scale-like parameter to an exact positive :class:`Fraction`."""
+    if type(value) is Fraction and 0 < value <= _MAX_SCALE:  # already exact and in range (most calls)
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ParameterError(
             f"{name} must be a positive number (int, float or Fraction), got {value!r}; "
@@ -656,7 +658,14 @@ def discrete_laplace_pmf(k, scale) -> np.ndarray:
 
 def discrete_laplace_variance(scale) -> float:
     """Variance :math:`2q / (1 - q)^2` with :math:`q = e^{-1/t}` (always below :math:`2t^2`)."""
-    t = float(_as_positive_fraction(scale, "scale"))
+    return _dlap_variance(_as_positive_fraction(scale, "scale"))
+
+
+@lru_cache(maxsize=4096)
+def _dlap_variance(scale: Fraction) -> float:
+    """:func:`discrete_laplace_variance` of a checked scale (a plan and its releases ask again per
+    level and node)."""
+    t = float(scale)
     q = math.exp(-1.0 / t)
     one_minus_q = -math.expm1(-1.0 / t)
     return 2.0 * q / (one_minus_q * one_minus_q)
@@ -676,8 +685,13 @@ def discrete_laplace_interval(scale, level: float = 0.95) -> int:
     (then checked against the definition and adjusted by one if rounding
     demands).
     """
-    t = float(_as_positive_fraction(scale, "scale"))
-    level = _as_level(level)
+    return _dlap_interval(_as_positive_fraction(scale, "scale"), _as_level(level))
+
+
+@lru_cache(maxsize=4096)
+def _dlap_interval(scale: Fraction, level: float) -> int:
+    """:func:`discrete_laplace_interval` of a checked scale and level."""
+    t = float(scale)
     q = math.exp(-1.0 / t)
     h = max(math.ceil(-t * math.log((1.0 - level) * (1.0 + q) / 2.0)) - 1, 0)
     while h > 0 and _dlap_abs_cdf(h - 1, t) >= level:
