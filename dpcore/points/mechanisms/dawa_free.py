@@ -167,8 +167,8 @@ class DAWAFree(DAWA):
 
     # -- stage 2 design (public: partition and workload) ---------------------------------------
     @staticmethod
-    def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], rects: NDArray[np.int64]
-                     ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple[list[tuple[NDArray, NDArray]], list[int]]]:
+    def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...]
+                     ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple[list[tuple[NDArray, NDArray]], NDArray]]:
         """The tree, every node's uses by the workload (per level) and the queries' uses: each
         distinct rectangle's (sparse: flat node index and count, levels from the leaves up) and
         which of them each query is.  A rectangle the workload repeats (a small grid has few
@@ -177,10 +177,9 @@ class DAWAFree(DAWA):
         m = int(sizes.size)
         tree = gh.BucketTree(m)
         offsets = np.cumsum([0] + [tree.n_nodes(lv) for lv in range(tree.height + 1)])
-        seen: dict[tuple[int, ...], int] = {}
-        which = [seen.setdefault(rect, len(seen)) for rect in map(tuple, rects.tolist())]
+        distinct, which, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
         decs, flats = [], []
-        for r0, r1, c0, c1 in seen:  # in order of first use
+        for r0, r1, c0, c1 in distinct:  # in order of first use
             ids, cells = np.unique(bucket_of_cell[r0:r1, c0:c1], return_counts=True)
             dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
             decs.append(dec)
@@ -194,10 +193,10 @@ class DAWAFree(DAWA):
             i = np.concatenate([np.zeros(0, dtype=np.int64)] + [decs[q][lv][0] for q in which])
             v = np.concatenate([np.zeros(0)] + [decs[q][lv][1] for q in which])
             uses.append(np.bincount(i, weights=v, minlength=n)[:n])
-        return tree, uses, (flats, which)
+        return tree, uses, (flats, index)
 
     def _stage2_levels(self, e1: float, e2: float, k: int, tree: gh.BucketTree, eps: list[NDArray[np.float64]],
-                       per_query: tuple[list[tuple[NDArray, NDArray]], list[int]], n_cells: int, note: str
+                       per_query: tuple[list[tuple[NDArray, NDArray]], NDArray], n_cells: int, note: str
                        ) -> tuple[LevelPlan, ...]:
         """The partition's row (as ``dawa``), the inner nodes' and the buckets' rows, with the
         workload's noise bound on the last."""
@@ -218,7 +217,7 @@ class DAWAFree(DAWA):
         var = np.concatenate([_variances(e, k) for e in eps])
         flats, which = per_query
         once = np.array([float((var[i] * v).sum()) for i, v in flats])  # one sum per distinct rectangle
-        bound = np.sqrt(once[np.asarray(which, dtype=np.int64)]) if which else np.zeros(1)
+        bound = np.sqrt(once[which]) if which.size else np.zeros(1)
         extra = {"node_budgets": stats,
                  "workload_noise_sd_bound": {"mean": float(np.sqrt(np.mean(bound ** 2))), "max": float(bound.max())}}
         rows.append(dataclasses.replace(leaf, extra=extra))
@@ -226,7 +225,7 @@ class DAWAFree(DAWA):
 
     def _allocate(self, grid: Grid, params: dict[str, Any], e2: float, bucket_of_cell: NDArray[np.int64],
                   sizes: NDArray[np.int64]) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
-        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload(grid, params))
+        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params))
         return tree, node_epsilons(gh.node_shares(tree, uses), e2), per_query
 
     # -- plan ------------------------------------------------------------------------------------
