@@ -373,11 +373,33 @@ def noise_variance(noise: str, scale: Any) -> float:
     below σ²) for the discrete Gaussian (Canonne, Kamath & Steinke 2020, Prop. 19); see
     :mod:`dpcore.privacy.noise`.
     """
+    if noise in ("discrete_laplace", "discrete_gaussian"):
+        return _kept(_exact_variance, noise, scale)
+    raise ParameterError(f"Unknown noise {noise!r}; use 'discrete_laplace' or 'discrete_gaussian'.")
+
+
+def _kept(f: Any, *args: Any) -> Any:
+    """``f(*args)`` through its cache; uncached when an argument is unhashable (then checked and refused)."""
+    try:
+        return f(*args)
+    except TypeError:
+        return f.__wrapped__(*args)
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _exact_variance(noise: str, scale: Any) -> float:
+    """:func:`noise_variance` per public scale (every level of every release asks again)."""
     if noise == "discrete_laplace":
         return _noise.discrete_laplace_variance(scale)
-    if noise == "discrete_gaussian":
-        return _noise.discrete_gaussian_variance(scale)
-    raise ParameterError(f"Unknown noise {noise!r}; use 'discrete_laplace' or 'discrete_gaussian'.")
+    return _noise.discrete_gaussian_variance(scale)
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _exact_interval(noise: str, scale: Any, level: Any) -> float:
+    """The exact half-width of :func:`interval_half_width` per public scale and level."""
+    if noise == "discrete_laplace":
+        return float(_noise.discrete_laplace_interval(scale, _level(level)))
+    return float(_noise.discrete_gaussian_interval(scale, _level(level)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,10 +481,8 @@ def interval_half_width(noise: str, scale: Any, level: float = 0.95) -> Any:
     >>> round(interval_half_width("normal", 10.0), 4)
     19.5996
     """
-    if noise == "discrete_laplace":
-        return float(_noise.discrete_laplace_interval(scale, _level(level)))
-    if noise == "discrete_gaussian":
-        return float(_noise.discrete_gaussian_interval(scale, _level(level)))
+    if noise in ("discrete_laplace", "discrete_gaussian"):
+        return _kept(_exact_interval, noise, scale, level)
     if noise in ("normal", "laplace"):
         z = normal_z(level) if noise == "normal" else -math.log1p(-_level(level)) / math.sqrt(2.0)
         if isinstance(scale, np.ndarray):

@@ -658,14 +658,7 @@ def discrete_laplace_pmf(k, scale) -> np.ndarray:
 
 def discrete_laplace_variance(scale) -> float:
     """Variance :math:`2q / (1 - q)^2` with :math:`q = e^{-1/t}` (always below :math:`2t^2`)."""
-    return _dlap_variance(_as_positive_fraction(scale, "scale"))
-
-
-@lru_cache(maxsize=4096)
-def _dlap_variance(scale: Fraction) -> float:
-    """:func:`discrete_laplace_variance` of a checked scale (a plan and its releases ask again per
-    level and node)."""
-    t = float(scale)
+    t = float(_as_positive_fraction(scale, "scale"))
     q = math.exp(-1.0 / t)
     one_minus_q = -math.expm1(-1.0 / t)
     return 2.0 * q / (one_minus_q * one_minus_q)
@@ -685,13 +678,8 @@ def discrete_laplace_interval(scale, level: float = 0.95) -> int:
     (then checked against the definition and adjusted by one if rounding
     demands).
     """
-    return _dlap_interval(_as_positive_fraction(scale, "scale"), _as_level(level))
-
-
-@lru_cache(maxsize=4096)
-def _dlap_interval(scale: Fraction, level: float) -> int:
-    """:func:`discrete_laplace_interval` of a checked scale and level."""
-    t = float(scale)
+    t = float(_as_positive_fraction(scale, "scale"))
+    level = _as_level(level)
     q = math.exp(-1.0 / t)
     h = max(math.ceil(-t * math.log((1.0 - level) * (1.0 + q) / 2.0)) - 1, 0)
     while h > 0 and _dlap_abs_cdf(h - 1, t) >= level:
