@@ -110,6 +110,8 @@ _DGAUSS_SUM_MAX_SIGMA = 1e4
 
 def _as_positive_fraction(value, name: str) -> Fraction:
     """Convert a scale-like parameter to an exact positive :class:`Fraction`."""
+    if type(value) is Fraction and 0 < value <= _MAX_SCALE:  # already exact and in range (most calls)
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ParameterError(
             f"{name} must be a positive number (int, float or Fraction), got {value!r}; "

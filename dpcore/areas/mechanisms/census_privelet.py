@@ -285,13 +285,14 @@ def _level_tables(structure: CensusStructure, noisy: np.ndarray, names: Mapping[
         cols["noisy_count"] = total
         if labels:
             for j, lab in enumerate(labels):
-                cols[lab] = vals[:, j]
+                cols[lab] = vals[:, j].copy()  # the leaves' values are the release's noisy matrix: a copy
         sd = np.broadcast_to(np.asarray(sds[d], dtype=np.float64), (len(ps),)).copy()
         cols["sd"] = sd
         half = interval_half_width("normal", sd)
         cols["ci95_low"] = total - half
         cols["ci95_high"] = total + half
-        out[name] = pd.DataFrame(cols)
+        # every array above is this table's own (made here): no second copy of each
+        out[name] = pd.DataFrame(cols, copy=False)
     return out
 
 

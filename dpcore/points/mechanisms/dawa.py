@@ -148,6 +148,50 @@ def _random_workload(rows: int, cols: int, per_size: int, seed: int) -> NDArray[
     rects.setflags(write=False)
     return rects
 
+@functools.lru_cache(maxsize=256)
+def _cost_noise(e1: float, k: int) -> tuple[float, float, float, float]:
+    """Stage 1's cost noise in cells: ``(scale, SD, 95 % half-width)`` and the lattice scale, a function of public
+    ``(ε₁, k)`` only, made once per pair (every release remade it from the exact scale)."""
+    t = cost_noise_scale(e1, k)
+    return (float(t / (1 << FRAC_BITS)), math.sqrt(discrete_laplace_variance(t)) / (1 << FRAC_BITS),
+            discrete_laplace_interval(t) / (1 << FRAC_BITS), float(t))
+
+
+def partition_row(e1: float, k: int, n_cells: int) -> LevelPlan:
+    """Stage 1's row of the plan and of every release: the noise of the candidate buckets' costs."""
+    scale, sd_cells, ci95, lattice_scale = _cost_noise(e1, k)
+    return LevelPlan(
+        level=0, name="Partition: noisy costs of the candidate buckets", cost=pure(e1),
+        noise="discrete_laplace", scale=scale, sensitivity=4 * k,
+        n_counts=2 * n_cells - 1, sd=sd_cells, ci95=ci95, cells_per_count=float("nan"),
+        in_partition=False,
+        note=("Noise on each candidate bucket's cost (in points); chooses the buckets, which are "
+              "published; the costs are not."),
+        extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": lattice_scale})
+
+
+def distinct_rects(rects: NDArray[np.int64]) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...], NDArray[np.int64]]:
+    """The workload's distinct rectangles in order of first use, and which of them each query is
+    (as a tuple and a read-only array): a small grid's workload repeats a few rectangles many times.
+
+    >>> d, which, _ = distinct_rects(np.array([[0, 1, 0, 1], [0, 2, 0, 2], [0, 1, 0, 1]]))
+    >>> d, which
+    (((0, 1, 0, 1), (0, 2, 0, 2)), (0, 1, 0))
+    """
+    seen: dict[tuple[int, ...], int] = {}
+    which = tuple(seen.setdefault(rect, len(seen)) for rect in map(tuple, np.asarray(rects).tolist()))
+    index = np.asarray(which, dtype=np.int64)
+    index.setflags(write=False)
+    return tuple(seen), which, index
+
+
+@functools.lru_cache(maxsize=32)
+def _random_groups(rows: int, cols: int, per_size: int, seed: int) -> tuple[
+        tuple[tuple[int, ...], ...], tuple[int, ...], NDArray[np.int64]]:
+    """:func:`distinct_rects` of :func:`_random_workload` (public), once per grid and seed."""
+    return distinct_rects(_random_workload(rows, cols, per_size, seed))
+
+
 class DAWA(PointsMechanism):
     name = "dawa"
     title = "DAWA (data- and workload-aware)"
@@ -219,42 +263,35 @@ class DAWA(PointsMechanism):
             return cells[keep]
         return _random_workload(grid.rows, grid.cols, int(params["queries_per_size"]), int(params["workload_seed"]))
 
+    def _workload_groups(self, grid: Grid, params: dict[str, Any]) -> tuple[
+            tuple[tuple[int, ...], ...], tuple[int, ...], NDArray[np.int64]]:
+        """:func:`distinct_rects` of :meth:`_workload` (kept per grid and seed for the random one)."""
+        if params["workload"] == "uploaded":
+            return distinct_rects(self._workload(grid, params))
+        return _random_groups(grid.rows, grid.cols, int(params["queries_per_size"]), int(params["workload_seed"]))
+
     # -- stage 2 design (public: partition and workload) -----------------------------------------
     @staticmethod
-    def _design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], rects: NDArray[np.int64]
+    def _design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...]
                 ) -> tuple[gh.BucketTree, NDArray[np.float64], NDArray[np.float64]]:
         """The tree over the buckets, the workload's nodes per level (per query) and the weights.
-        A rectangle the workload repeats (a small grid has few distinct ones) is decomposed once."""
+        A rectangle the workload repeats (a small grid has few distinct ones) is decomposed once
+        (``groups``: :func:`distinct_rects` of the workload)."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
-        per_query = np.zeros((len(rects), tree.height + 1))
-        seen: dict[tuple[int, ...], int] = {}  # rectangle -> the first query that decomposed it
-        for q, rect in enumerate(map(tuple, rects.tolist())):
-            if rect in seen:
-                per_query[q] = per_query[seen[rect]]
-                continue
-            seen[rect] = q
-            r0, r1, c0, c1 = rect
+        distinct, _, which = groups
+        rows = np.zeros((len(distinct), tree.height + 1))
+        for j, (r0, r1, c0, c1) in enumerate(distinct):
             cov = np.bincount(bucket_of_cell[r0:r1, c0:c1].ravel(), minlength=m)
-            per_query[q] = gh.level_decomposition(tree, cov / np.maximum(sizes, 1))
+            rows[j] = gh.level_decomposition(tree, cov / np.maximum(sizes, 1))
+        per_query = rows[which]
         weights = gh.level_weights(per_query.sum(axis=0))
         return tree, per_query, weights
 
     def _levels(self, e1: float, e2: float, k: int, tree: gh.BucketTree, weights: NDArray[np.float64],
                 n_cells: int, note: str) -> tuple[LevelPlan, ...]:
-        t = cost_noise_scale(e1, k)
-        sd_cells = math.sqrt(discrete_laplace_variance(t)) / (1 << FRAC_BITS)
-        first = LevelPlan(
-            level=0, name="Partition: noisy costs of the candidate buckets", cost=pure(e1),
-            noise="discrete_laplace", scale=float(t / (1 << FRAC_BITS)), sensitivity=4 * k,
-            n_counts=2 * n_cells - 1, sd=sd_cells,
-            ci95=discrete_laplace_interval(t) / (1 << FRAC_BITS), cells_per_count=float("nan"),
-            in_partition=False,
-            note=("Noise on each candidate bucket's cost (in points); chooses the buckets, which are "
-                  "published; the costs are not."),
-            extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": float(t)})
         shares = split_custom(e2, [float(w) for w in weights])
-        out = [first]
+        out = [partition_row(e1, k, n_cells)]
         for lv in range(tree.height, -1, -1):
             if shares[lv] <= 0:
                 continue
@@ -285,7 +322,7 @@ class DAWA(PointsMechanism):
         e1, e2 = self.budgets(cost, params)
         bucket_of_cell = self._finest_buckets(grid)
         tree, per_query, weights = self._design(bucket_of_cell, np.ones(grid.n_cells, dtype=np.int64),
-                                                self._workload(grid, params))
+                                                self._workload_groups(grid, params))
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the number "
                 "of buckets and levels is known only at release. Coarser buckets mean fewer levels and "
                 "less noise, plus the error of spreading a bucket evenly, which depends on the data.")
@@ -355,7 +392,7 @@ class DAWA(PointsMechanism):
         true_b = np.add.reduceat(x, start) if m else np.zeros(0, dtype=np.int64)
 
         # stage 2: the workload-weighted hierarchy over the buckets, least squares
-        tree, per_query, weights = self._design(bucket_of_cell, size, self._workload(grid, params))
+        tree, per_query, weights = self._design(bucket_of_cell, size, self._workload_groups(grid, params))
         levels = self._levels(e1, e2, k, tree, weights, grid.n_cells, "")
         levels = self._with_bound(levels, tree, per_query, weights, grid)
         parent, depth, noisy, sd_own, ci_own = [], [], [], [], []

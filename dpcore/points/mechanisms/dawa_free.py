@@ -76,6 +76,7 @@ Expected error
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from fractions import Fraction
 from typing import Any
@@ -94,6 +95,7 @@ from dpcore.points.mechanisms.dawa import (
     _block_rects,
     bucket_penalty,
     cost_noise_scale,
+    partition_row,
 )
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy.budget import PrivacyCost, pure
@@ -165,36 +167,40 @@ class DAWAFree(DAWA):
 
     # -- stage 2 design (public: partition and workload) ---------------------------------------
     @staticmethod
-    def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], rects: NDArray[np.int64]
-                     ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], list[tuple[NDArray, NDArray]]]:
-        """The tree, every node's uses by the workload (per level) and each query's uses (sparse:
-        flat node index and count, levels from the leaves up).  A rectangle the workload repeats (a
-        small grid has few distinct ones) is decomposed once; the uses still add up query by query,
-        in the workload's order, so the sums are the same to the bit."""
+    def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...]
+                     ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple[list[tuple[NDArray, NDArray]], NDArray]]:
+        """The tree, every node's uses by the workload (per level) and the queries' uses: each
+        distinct rectangle's (sparse: flat node index and count, levels from the leaves up) and
+        which of them each query is.  A rectangle the workload repeats (a small grid has few
+        distinct ones) is decomposed once; the uses still add up query by query, in the
+        workload's order, so the sums are the same to the bit."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
         offsets = np.cumsum([0] + [tree.n_nodes(lv) for lv in range(tree.height + 1)])
-        uses = [np.zeros(tree.n_nodes(lv)) for lv in range(tree.height + 1)]
-        per_query = []
-        seen: dict[tuple[int, ...], tuple[list[tuple[NDArray, NDArray]], tuple[NDArray, NDArray]]] = {}
-        for rect in map(tuple, rects.tolist()):
-            if rect not in seen:
-                r0, r1, c0, c1 = rect
-                ids, cells = np.unique(bucket_of_cell[r0:r1, c0:c1], return_counts=True)
-                dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
-                seen[rect] = dec, (np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
-                                   np.concatenate([v for _, v in dec]))
-            dec, flat = seen[rect]
-            for lv, (i, v) in enumerate(dec):
-                np.add.at(uses[lv], i, v)
-            per_query.append(flat)
-        return tree, uses, per_query
+        distinct, which, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
+        decs, flats = [], []
+        for r0, r1, c0, c1 in distinct:  # in order of first use
+            ids, cells = np.unique(bucket_of_cell[r0:r1, c0:c1], return_counts=True)
+            dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
+            decs.append(dec)
+            flats.append((np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
+                          np.concatenate([v for _, v in dec])))
+        # one bincount per level over every query's uses in the workload's order: the same
+        # sequence of float additions from 0 as adding query by query (np.add.at), in one call
+        uses = []
+        for lv in range(tree.height + 1):
+            n = tree.n_nodes(lv)
+            i = np.concatenate([np.zeros(0, dtype=np.int64)] + [decs[q][lv][0] for q in which])
+            v = np.concatenate([np.zeros(0)] + [decs[q][lv][1] for q in which])
+            uses.append(np.bincount(i, weights=v, minlength=n)[:n])
+        return tree, uses, (flats, index)
 
     def _stage2_levels(self, e1: float, e2: float, k: int, tree: gh.BucketTree, eps: list[NDArray[np.float64]],
-                       per_query: list[tuple[NDArray, NDArray]], n_cells: int, note: str) -> tuple[LevelPlan, ...]:
+                       per_query: tuple[list[tuple[NDArray, NDArray]], NDArray], n_cells: int, note: str
+                       ) -> tuple[LevelPlan, ...]:
         """The partition's row (as ``dawa``), the inner nodes' and the buckets' rows, with the
         workload's noise bound on the last."""
-        first = self._levels(e1, e2, k, gh.BucketTree(1), np.ones(1), n_cells, "")[0]
+        first = partition_row(e1, k, n_cells)
         leaf_min = float(eps[0].min())
         rows = [first]
         stats = {f"level_{lv}": {"min": float(e.min()), "max": float(e.max()), "measured": int((e > 0).sum())}
@@ -209,19 +215,17 @@ class DAWAFree(DAWA):
         leaf = count_level(len(rows), f"Buckets: {tree.m:,} (the least-funded bucket shown)", pure(leaf_min), k,
                            tree.m, n_cells / tree.m, True, note=note)
         var = np.concatenate([_variances(e, k) for e in eps])
-        once: dict[int, float] = {}  # a repeated rectangle's uses are one object (_node_design): one sum
-        for i, v in per_query:
-            if id(i) not in once:
-                once[id(i)] = float((var[i] * v).sum())
-        bound = np.sqrt(np.array([once[id(i)] for i, _ in per_query])) if per_query else np.zeros(1)
+        flats, which = per_query
+        once = np.array([float((var[i] * v).sum()) for i, v in flats])  # one sum per distinct rectangle
+        bound = np.sqrt(once[which]) if which.size else np.zeros(1)
         extra = {"node_budgets": stats,
                  "workload_noise_sd_bound": {"mean": float(np.sqrt(np.mean(bound ** 2))), "max": float(bound.max())}}
         rows.append(dataclasses.replace(leaf, extra=extra))
         return tuple(rows)
 
     def _allocate(self, grid: Grid, params: dict[str, Any], e2: float, bucket_of_cell: NDArray[np.int64],
-                  sizes: NDArray[np.int64]) -> tuple[gh.BucketTree, list[NDArray[np.float64]], list]:
-        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload(grid, params))
+                  sizes: NDArray[np.int64]) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
+        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params))
         return tree, node_epsilons(gh.node_shares(tree, uses), e2), per_query
 
     # -- plan ------------------------------------------------------------------------------------
@@ -305,10 +309,10 @@ class DAWAFree(DAWA):
             val, sd, ci = np.zeros(nodes), np.full(nodes, np.inf), np.zeros(nodes)
             for e in np.unique(eps[lv][eps[lv] > 0]).tolist():
                 at = np.flatnonzero(eps[lv] == e)
-                t = _scale(e, k)
+                t, var, half = _facts(e, k)
                 val[at] = true[at] + noise.discrete_laplace(t, at.size)
-                sd[at] = math.sqrt(discrete_laplace_variance(t))
-                ci[at] = discrete_laplace_interval(t)
+                sd[at] = math.sqrt(var)
+                ci[at] = half
             noisy.append(val)
             sd_own.append(sd)
             ci_own.append(ci)
@@ -324,9 +328,18 @@ def _scale(epsilon: float, k: int) -> Fraction:
     return laplace_scale_for_epsilon(epsilon, k)
 
 
+@functools.lru_cache(maxsize=1024)
+def _facts(epsilon: float, k: int) -> tuple[Fraction, float, int]:
+    """A node budget's exact scale (:func:`_scale`), noise variance and 95 % half-width: public
+    (the budgets are ``ε₂ · 2^(−q/16)``, few per ε₂), made once per budget rather than per node
+    and release."""
+    t = _scale(epsilon, k)
+    return t, discrete_laplace_variance(t), discrete_laplace_interval(t)
+
+
 def _variances(eps: NDArray[np.float64], k: int) -> NDArray[np.float64]:
     """Noise variance of every node (0 where unmeasured), one computation per distinct budget."""
     out = np.zeros(eps.size)
     for e in np.unique(eps[eps > 0]).tolist():
-        out[eps == e] = discrete_laplace_variance(_scale(e, k))
+        out[eps == e] = _facts(e, k)[1]
     return out

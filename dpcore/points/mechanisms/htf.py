@@ -131,6 +131,7 @@ Errata (corrections of the paper) and implementation decisions
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -275,8 +276,20 @@ def budget_breakdown(epsilon: float, params: dict[str, Any], h: int) -> Budgets:
     Spec B1–B3.  ``partition_epsilon_per_level > 0`` is the paper's "per-level" mode
     (``ε_prt = h·ε'_prt``); otherwise "total" mode: ``ε_prt = share·ε_tot`` spread as
     ``ε'_prt = ε_prt/h``.  With ``h = 0`` nothing is partitioned and the share goes to the
-    counts.  Raises ParameterError if ``ε_data <= 0``.
+    counts.  Raises ParameterError if ``ε_data <= 0``.  Public inputs only: kept per set of
+    them (exact Fractions; every release of a plan asks again).
     """
+    keys = ("height_epsilon", "height_share", "height", "public_n", "partition_epsilon_per_level",
+            "partition_share", "allocation")
+    try:
+        return _budget_breakdown(epsilon, h, tuple((key, params[key]) for key in keys))
+    except TypeError:  # an unhashable value: computed (and refused) uncached
+        return _budget_breakdown.__wrapped__(epsilon, h, tuple((key, params[key]) for key in keys))
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _budget_breakdown(epsilon: float, h: int, items: tuple[tuple[str, Any], ...]) -> Budgets:
+    params = dict(items)
     estimated = _height_is_estimated(params)
     eps_height = _height_epsilon(epsilon, params) if estimated else 0.0
     total = Fraction(epsilon)

@@ -23,6 +23,7 @@ before its noise is added is explained in :mod:`dpcore.points.mechanisms.htf`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -115,6 +116,7 @@ def rounding_steps(sensitivity: int, nodes: int) -> int:
     return m + m // 8
 
 
+@functools.lru_cache(maxsize=1024, typed=True)
 def objective_scale(sensitivity: int, evaluations: int, eps_prt_level: float,
                     nodes: int = 1) -> Fraction:
     """Laplace scale of one objective evaluation, exact: ``t = (2k + s·g)·evaluations/ε'_prt``.
@@ -125,6 +127,7 @@ def objective_scale(sensitivity: int, evaluations: int, eps_prt_level: float,
     person with ``k`` records can move up to ``min(k, nodes)`` of the ``nodes`` searched at
     one level, each by one more grid step.  Each evaluation then spends at most
     ``ε'_prt/evaluations`` over the whole level (parallel composition over its nodes).
+    Public inputs only: kept per set of them (exact Fractions; every release asks again).
     """
     steps = rounding_steps(sensitivity, nodes)
     return (Fraction(2 * int(sensitivity)) + steps * GRANULARITY) * int(evaluations) / Fraction(eps_prt_level)

@@ -23,6 +23,7 @@ of the area); ``LevelPlan.query_sd``'s uniform-spread formula does not apply.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -37,6 +38,23 @@ from dpcore.privacy.noise import NoiseSource
 
 #: padded axis length from which ``auto`` applies the Haar transform (Xiao, Wang & Gehrke 2010, Sec. IV–VI)
 AUTO_MIN_PADDED = 256
+
+
+@functools.lru_cache(maxsize=64, typed=True)
+def _noise_facts(grid: Grid, t_rows: bool, t_cols: bool, eps: float, sensitivity: int) -> tuple[Any, ...]:
+    """The plan's data-free noise facts: λ, a cell's SD, the query sizes' and the total's exact SDs,
+    the generalized sensitivity, the transformed axes and the padded shape.  Public inputs only,
+    kept per set of them (every release of a plan made them again: a third of a 2 × 2 release)."""
+    axes = (pv.Axis.ordinal("row", grid.rows, transform=t_rows), pv.Axis.ordinal("col", grid.cols, transform=t_cols))
+    lam = pv.noise_magnitude(axes, eps, sensitivity=sensitivity)
+    cell_sd = math.sqrt(pv.query_variance(axes, eps, [(0, 1), (0, 1)], sensitivity=sensitivity))
+    exact = tuple(
+        (f"{s:g}", math.sqrt(pv.query_variance(axes, eps, Privelet.square_query(grid, s), sensitivity=sensitivity)))
+        for s in DEFAULT_QUERY_SIZES
+    )
+    total_sd = math.sqrt(pv.query_variance(axes, eps, [(0, grid.rows), (0, grid.cols)], sensitivity=sensitivity))
+    return (lam, cell_sd, exact, total_sd, pv.generalized_sensitivity(axes),
+            tuple(a.name for a in axes if a.transform), tuple(a.n_coefficients for a in axes))
 
 
 class Privelet(PointsMechanism):
@@ -92,24 +110,19 @@ class Privelet(PointsMechanism):
     def plan_levels(
         self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int, n_estimate: float | None
     ) -> tuple[LevelPlan, ...]:
-        eps = cost.value
-        axes = self.axes(grid, params)
-        lam = pv.noise_magnitude(axes, eps, sensitivity=sensitivity)
-        cell_sd = math.sqrt(pv.query_variance(axes, eps, [(0, 1), (0, 1)], sensitivity=sensitivity))
-        exact = {
-            f"{s:g}": math.sqrt(pv.query_variance(axes, eps, self.square_query(grid, s),
-                                                  sensitivity=sensitivity))
-            for s in DEFAULT_QUERY_SIZES
-        }
-        total_sd = math.sqrt(pv.query_variance(axes, eps, [(0, grid.rows), (0, grid.cols)],
-                                               sensitivity=sensitivity))
-        transformed = [a.name for a in axes if a.transform]
+        rows, cols = self.axes(grid, params)
+        key = (grid, rows.transform, cols.transform, cost.value, sensitivity)
+        try:
+            facts = _noise_facts(*key)
+        except TypeError:  # an unhashable input: computed uncached
+            facts = _noise_facts.__wrapped__(*key)
+        lam, cell_sd, exact, total_sd, gen_sens, transformed, padded = facts
         extra = {
-            "generalized_sensitivity": pv.generalized_sensitivity(axes),
+            "generalized_sensitivity": gen_sens,
             "lambda": lam,
-            "transformed_axes": transformed,
-            "padded_shape": [a.n_coefficients for a in axes],
-            "range_query_sd_exact": exact,
+            "transformed_axes": list(transformed),
+            "padded_shape": list(padded),
+            "range_query_sd_exact": dict(exact),
             "total_count_sd_exact": total_sd,
             "rounding_share": float(pv.ROUNDING_SHARE),
             "correlated_cells": True,
