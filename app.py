@@ -24,8 +24,9 @@ def _pages(entries: tuple[tuple[str, str, str, str], ...]) -> list[st.Page]:
 def _start() -> None:
     """The app's root URL goes to the Data step.  Streamlit serves its default page at "/" only
     (its url_path is ignored), so a Data page marked default would answer "/data" with "Page not
-    found"; a hidden default page that switches to the Data step keeps every step's URL working."""
-    st.switch_page(frame.STEPS[0][0])
+    found"; a hidden default page that switches to the Data step keeps every step's URL working.  The
+    link's query (``?kind=flows``) goes along: a page switch drops it otherwise."""
+    st.switch_page(frame.STEPS[0][0], query_params=st.query_params.to_dict() or None)
 
 
 points_state.init()

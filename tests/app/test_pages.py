@@ -694,3 +694,25 @@ def test_release_step_offers_the_polygon_interval_and_the_use_level_line(at):
     [r] = ReleaseIntervals(files).of_polygons(json.dumps(box).encode())
     assert r["cells_cut"] == 0 and r["cells_inside"] == len(json.loads(files["design.json"])["cells"])
     assert r["low"] < r["estimate"] < r["high"]
+
+
+@pytest.mark.parametrize("kind, shown", [("flows", "Trips between areas"), ("areas", "Counts over areas")])
+def test_a_link_naming_a_kind_opens_a_new_session_on_that_kind(kind, shown):
+    """``?kind=`` on a page's URL picks the kind of a new session before its first run: the Data step
+    draws that kind (not the points demo first); the curator can still change it there."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["kind"] = kind
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state["kind"] == kind
+    assert at.radio(key="_w_kind").value == kind, shown
+    at.radio(key="_w_kind").set_value("points").run()
+    assert at.session_state["kind"] == "points" and not at.exception
+
+
+def test_a_link_naming_an_unknown_kind_opens_the_points_step():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["kind"] = "nonsense"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state["kind"] == "points"

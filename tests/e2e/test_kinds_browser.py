@@ -30,6 +30,7 @@ from dpcore.areas.export import validate_hierarchy_record
 from dpcore.core.record import validate_record
 from dpcore.flows.export import validate_od_record
 from dpcore.points import export
+from ui.kinds import KINDS
 
 pytestmark = [
     pytest.mark.e2e,
@@ -87,12 +88,24 @@ def shot(page, name: str) -> None:
 
 
 def start(page, app_url, kind: str) -> None:
-    """A fresh session on the Data step, the kind of data chosen."""
+    """A fresh session on the Data step, the kind of data chosen on its radio."""
     page.set_default_timeout(60_000)
     page.goto(app_url)
     page.get_by_test_id("stSidebar").get_by_text("100,000 rows kept of 100,000 read").wait_for()
     page.get_by_test_id("stMain").get_by_role("heading", name="Data", exact=True).first.wait_for()
     choose(page, "What is the data?", kind)
+
+
+def start_by_link(page, app_url, kind: str) -> None:
+    """A fresh session opened by a link naming its kind of data (``/data?kind=flows``): the first
+    page is that kind's Data step, with the kind chosen on its radio."""
+    page.set_default_timeout(60_000)
+    page.goto(f"{app_url}/data?kind={kind}")
+    main = page.get_by_test_id("stMain")
+    main.get_by_role("heading", name="Data", exact=True).first.wait_for()
+    label = page.get_by_test_id("stWidgetLabel").get_by_text("What is the data?", exact=True)
+    radio = main.get_by_test_id("stRadio").filter(has=label).first
+    assert radio.get_by_role("radio", name=KINDS[kind][0], exact=True).is_checked()
 
 
 def release(page, prefix: str, confirmation: str | re.Pattern) -> None:
@@ -203,7 +216,7 @@ def test_flows_on_rhode_island_lodes(app_url, page, tmp_path):
     missing = [p for p in (RI_OD, RI_XWALK, US_COUNTIES) if not p.exists()]
     if missing:
         pytest.skip(f"the shared Rhode Island LODES files are missing: {', '.join(map(str, missing))}")
-    start(page, app_url, "Trips between areas")
+    start_by_link(page, app_url, "flows")
     main = page.get_by_test_id("stMain")
     choose(page, "Which trips?", re.compile(r"^Rhode Island home-to-work commutes"))
     main.get_by_text(re.compile(r"^Rhode Island LODES 2019: ")).first.wait_for(timeout=RELEASE_TIMEOUT_MS)

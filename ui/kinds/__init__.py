@@ -30,8 +30,14 @@ KINDS = {
 
 
 def current_name() -> str:
-    """The kind chosen on the Data step (points until the curator picks another)."""
-    return st.session_state.setdefault("kind", "points")
+    """The kind chosen on the Data step: points until the curator picks another, or the kind a link
+    names (``?kind=flows`` on any page's URL opens a new session on that kind, e.g.
+    ``/data?kind=areas``; an unknown name is ignored)."""
+    ss = st.session_state
+    if "kind" not in ss:
+        asked = st.query_params.get("kind")
+        ss["kind"] = asked if asked in KINDS else "points"
+    return ss["kind"]
 
 
 def adapter(name: str | None = None) -> ModuleType:
