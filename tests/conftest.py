@@ -207,3 +207,17 @@ def spark_engine():
     from dpcore.data.engines import get_engine
 
     return get_engine("spark", spark_master=SPARK_TEST_MASTER)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """After collection, move every object alive (the collected tests, their modules, the libraries
+    they imported) to the garbage collector's permanent generation (:func:`gc.freeze`): Python's
+    automatic full collections then walk only what the tests make, not these hundreds of thousands
+    of objects that live for the whole run anyway (the app's server does the same after its
+    imports: ``ui.state.freeze_imports``).  Objects are still freed by reference counting.  Measured
+    in one process: tests/unit/points and tests/unit/estimate 58.9 -> 53.5 s of user CPU,
+    tests/app/test_od_page.py and test_pages.py 36.5 -> 33.7 s."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
