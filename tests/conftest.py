@@ -217,7 +217,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     imports: ``ui.state.freeze_imports``).  Objects are still freed by reference counting.  Measured
     in one process: tests/unit/points and tests/unit/estimate 58.9 -> 53.5 s of user CPU,
     tests/app/test_od_page.py and test_pages.py 36.5 -> 33.7 s."""
+    import atexit
     import gc
 
     gc.collect()
     gc.freeze()
+    # back to the collector at exit, so that interpreter shutdown frees them as before (DuckDB's
+    # bindings otherwise report their objects as leaked)
+    atexit.register(gc.unfreeze)

@@ -9,6 +9,7 @@ when made, so a rerun never draws new noise.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import queue
 import sqlite3
@@ -266,6 +267,9 @@ def freeze_imports() -> None:
         _imports_frozen = True
         gc.collect()
         gc.freeze()
+        # back to the collector at exit, so that shutdown frees them as before (DuckDB's bindings
+        # otherwise report their objects as leaked)
+        atexit.register(gc.unfreeze)
 
 
 def keep_widget_values() -> None:
