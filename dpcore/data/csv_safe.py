@@ -93,11 +93,11 @@ def _arrow_bytes(table: Any, write: Callable[[Any], bytes], numbers_as_text: boo
     import pyarrow.compute as pc
 
     def risky(col: Any) -> bool:
-        if pa.types.is_dictionary(col.type):
+        if pa.types.is_dictionary(col.type) or pa.types.is_string_view(col.type):
             col = col.cast(pa.string())
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             return False
-        if all(_plain_bytes(chunk) for chunk in col.chunks):
+        if _plain_bytes(col):
             return False
         return bool(pc.any(pc.match_substring_regex(col, _PATTERN)).as_py())
 
@@ -123,12 +123,32 @@ def _arrow_text(col: pd.Series) -> Any:
 
 
 def _plain_bytes(arr: Any) -> bool:
-    """Whether the bytes behind a pyarrow text array hold none of :data:`_NEEDED` (then no cell is
-    a formula): one table look-up per byte, a fraction of the regular expression's time per cell
-    (codes such as ``R1/D2/Z07>R1/D2/Z08`` and fixed words pass it).  A sliced array's buffer may
-    hold more bytes than its cells: it can only send more arrays to the full check."""
-    data = arr.buffers()[2]
-    return data is None or not _NEEDED[np.frombuffer(data, dtype=np.uint8)].any()
+    """Whether the characters of a pyarrow ``string``/``large_string`` array (or of every chunk of a
+    chunked one) hold no byte of :data:`_NEEDED` (then no cell is a formula): one table look-up per
+    byte, a fraction of the regular expression's time per cell (codes such as ``R1/D2/Z07>R1/D2/Z08``
+    and fixed words pass it).  Only the bytes between the array's first and last offsets are read
+    (a slice shares its parent's buffer); any other type (``string_view`` keeps short strings in
+    its views) answers False, i.e. the full check.
+
+    >>> import pyarrow as pa
+    >>> _plain_bytes(pa.array(["R1/D1", "x"])), _plain_bytes(pa.array(["a", "=1"])[:1])
+    (True, True)
+    >>> _plain_bytes(pa.array(["=1"])), _plain_bytes(pa.array(["=short"], pa.string_view()))
+    (False, False)
+    """
+    import pyarrow as pa
+
+    if isinstance(arr, pa.ChunkedArray):
+        return all(_plain_bytes(chunk) for chunk in arr.chunks)
+    large = pa.types.is_large_string(arr.type)
+    if not (large or pa.types.is_string(arr.type)):
+        return False
+    _, offsets, data = arr.buffers()
+    if data is None or len(arr) == 0:
+        return True
+    off = np.frombuffer(offsets, dtype=np.int64 if large else np.int32)
+    chars = np.frombuffer(data, dtype=np.uint8)[int(off[arr.offset]):int(off[arr.offset + len(arr)])]
+    return not _NEEDED[chars].any()
 
 
 def _text_mask(arr: Any) -> np.ndarray:
