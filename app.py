@@ -27,7 +27,8 @@ def _start() -> None:
     (its url_path is ignored), so a Data page marked default would answer "/data" with "Page not
     found"; a hidden default page that switches to the Data step keeps every step's URL working.  The
     link's query (``?kind=flows``) goes along: a page switch drops it otherwise."""
-    st.switch_page(frame.STEPS[0][0], query_params=st.query_params.to_dict() or None)
+    kind = st.query_params.get("kind")
+    st.switch_page(frame.STEPS[0][0], query_params={"kind": kind} if kind else None)
 
 
 points_state.init()

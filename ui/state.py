@@ -263,7 +263,7 @@ def freeze_imports() -> None:
     Objects freed by reference counting are freed as before; only cycles among the frozen objects
     (the modules', alive for the process anyway) are never collected."""
     global _imports_frozen
-    if not _imports_frozen:
+    if not _imports_frozen and not gc.get_freeze_count():  # once; not over a freeze already made (the tests')
         _imports_frozen = True
         gc.collect()
         gc.freeze()

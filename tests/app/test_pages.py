@@ -696,7 +696,7 @@ def test_release_step_offers_the_polygon_interval_and_the_use_level_line(at):
     assert r["low"] < r["estimate"] < r["high"]
 
 
-@pytest.mark.parametrize("kind, shown", [("flows", "Trips between areas"), ("areas", "Counts over areas")])
+@pytest.mark.parametrize("kind, shown", [("flows", "60,000 trips"), ("areas", "4 regions, 36 districts, 576 zones")])
 def test_a_link_naming_a_kind_opens_a_new_session_on_that_kind(kind, shown):
     """``?kind=`` on a page's URL picks the kind of a new session before its first run: the Data step
     draws that kind (not the points demo first); the curator can still change it there."""
@@ -705,9 +705,12 @@ def test_a_link_naming_a_kind_opens_a_new_session_on_that_kind(kind, shown):
     at.run()
     assert not at.exception, at.exception
     assert at.session_state["kind"] == kind
-    assert at.radio(key="_w_kind").value == kind, shown
+    assert at.radio(key="_w_kind").value == kind
+    page_text = " ".join(e.value for e in [*at.markdown, *at.caption, *at.sidebar.markdown, *at.sidebar.caption])
+    assert shown in page_text  # that kind's demo is loaded and drawn
     at.radio(key="_w_kind").set_value("points").run()
     assert at.session_state["kind"] == "points" and not at.exception
+    assert at.query_params["kind"] in ("points", ["points"])  # the URL follows the choice: a reload opens points
 
 
 def test_a_link_naming_an_unknown_kind_opens_the_points_step():

@@ -54,4 +54,6 @@ def choose() -> ModuleType:
                     format_func=lambda n: KINDS[n][0],
                     captions=[KINDS[n][1] for n in names])
     ss["kind"] = name
+    if st.query_params.get("kind", name) != name:  # the link's kind, changed here: a reload keeps the choice
+        st.query_params["kind"] = name
     return adapter(name)

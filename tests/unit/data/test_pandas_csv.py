@@ -91,3 +91,17 @@ def test_the_byte_check_passes_no_formula(cells: list[str]) -> None:
 
     if _plain_bytes(pa.array(cells)):
         assert not any(_MASK.search(c) for c in cells)
+
+
+def test_the_byte_check_clears_plain_codes_and_only_them() -> None:
+    """The quick test does clear plain text (so the property above checks something), reads a
+    slice's own characters only, and sends every other text type to the full check."""
+    import pyarrow as pa
+
+    from dpcore.data.csv_safe import _plain_bytes
+
+    assert _plain_bytes(pa.array(["R1/D2/Z07>R1/D2/Z08", "x", None]))
+    assert _plain_bytes(pa.array(["ok", "=1"]).slice(0, 1)) and not _plain_bytes(pa.array(["ok", "=1"]).slice(1))
+    assert _plain_bytes(pa.chunked_array([["a"], ["b"]])) and not _plain_bytes(pa.chunked_array([["a"], ["@x"]]))
+    assert not _plain_bytes(pa.array(["=short"], pa.string_view()))
+    assert not _plain_bytes(pa.array(["\uff1dSUM(A1)"])) and not _plain_bytes(pa.array(["a\tb"]))
