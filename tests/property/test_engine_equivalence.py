@@ -19,6 +19,7 @@ Spark session shared by the whole test run.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -367,3 +368,27 @@ def test_spark_rich_example_and_folder(spark_engine: Any, tmp_path: Path) -> Non
     for fmt in ("parquet_folder", "csv"):
         assert run_points(spark_engine, srcs[fmt], case) == ref, f"spark on {fmt} differs from numpy"
         assert run_points(get_engine("duckdb"), srcs[fmt], case) == ref, f"duckdb on {fmt} differs from numpy"
+
+
+@pytest.mark.spark
+def test_spark_rich_example_with_sparks_own_code_generation(spark_engine: Any, tmp_path: Path) -> None:
+    """The tests' Spark runs interpreted, without adaptive execution (tests/conftest.py, for time);
+    the engine in use keeps Spark's defaults, so one example runs with them: whole-stage code
+    generation, generated expressions and adaptive execution."""
+    from dpcore.data.engines.spark_engine import session
+
+    conf = session(os.environ["DPCORE_SPARK_MASTER"]).conf  # the tests' one session (tests/conftest.py)
+    defaults = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK",
+                "spark.sql.adaptive.enabled": "true"}
+    before = {k: conf.get(k) for k in defaults}
+    df, grid = _rich_points(11, 2000)
+    case = {"grid": grid, "user": "uid", "cap": 2}
+    srcs = write_sources(df, tmp_path, {"sep": ",", "na_rep": ""}, [900])
+    ref = run_points(get_engine("numpy"), srcs["parquet"], case)
+    try:
+        for k, v in defaults.items():
+            conf.set(k, v)
+        assert run_points(spark_engine, srcs["csv"], case) == ref, "spark with its defaults differs from numpy"
+    finally:
+        for k, v in before.items():
+            conf.set(k, v)
