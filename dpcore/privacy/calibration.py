@@ -179,7 +179,7 @@ def _split_by_weights(total: float, weights: Sequence[float]) -> list[float]:
     public: every release splits the same budget by the same shares again (exact Fractions).
     """
     w = tuple(weights)
-    return list(_split_cached(total, w, tuple(map(type, w))))
+    return list(cached_call(_split_cached, total, w, tuple(map(type, w))))
 
 
 @lru_cache(maxsize=4096, typed=True)

@@ -159,3 +159,11 @@ def test_no_module_but_calibration_reaches_around_an_lru_cache() -> None:
     assert not offenders, "use dpcore.privacy.calibration.cached_call:\n" + "\n".join(offenders)
     src = (ROOT / "privacy" / "calibration.py").read_text(encoding="utf-8")
     assert src.count(".__wrapped__(") == 1  # in cached_call only
+
+
+@pytest.mark.parametrize("weight", [np.array(1.0), np.float64(1.0)], ids=["0-d array", "numpy float"])
+def test_a_split_by_a_numpy_weight_equals_the_plain_float_split(weight) -> None:
+    """A 0-d array is unhashable: the kept split is then computed uncached, not refused with a TypeError."""
+    plain = C._split_by_weights(0.7, [1.0, 2.0, 4.0])
+    assert C._split_by_weights(0.7, [weight, 2.0, 4.0]) == plain
+    assert C._split_by_weights(0.7, [2.0, 4.0, weight]) == C._split_by_weights(0.7, [2.0, 4.0, 1.0])
