@@ -406,11 +406,12 @@ def _read_geojson_points(src: Source, max_rows: int | None) -> pd.DataFrame:
 
     label = src.label
     kwargs: dict[str, Any] = {} if max_rows is None else {"max_features": max_rows}
+    raw = src.read_all()  # once: the error path words the problem from the same bytes
     try:
-        gdf = gpd.read_file(io.BytesIO(src.read_all()), **kwargs)
+        gdf = gpd.read_file(io.BytesIO(raw), **kwargs)
     except Exception as err:  # pyogrio raises several types; all mean "cannot parse"
         # the parser's line and column in a private file tell its length (one feature a line)
-        problem = curator_only_if_numbered(geojson_problem(src.read_all(), err), own=(label,))
+        problem = curator_only_if_numbered(geojson_problem(raw, err), own=(label,))
         raise InputError(
             f"{label} could not be read as GeoJSON ({problem}). Check that "
             "it is a GeoJSON FeatureCollection of points, or upload it as CSV."

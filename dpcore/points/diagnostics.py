@@ -51,7 +51,7 @@ def empirical_errors(
     aggregate: Aggregate,
     *,
     sizes: tuple[float, ...] | None = None,
-    n_per_size: int = 500,
+    n_per_size: int | None = None,
     shape: str = "random",
     smoothing: float = metrics.DEFAULT_SMOOTHING,
     seed: int = 0,
@@ -60,21 +60,28 @@ def empirical_errors(
     """Curator-only: error of the release against the truth on random range queries.
 
     NOT FOR PUBLICATION — computed from the true counts.  Without ``truth`` the queries are
-    :func:`query_truth`'s of ``sizes`` (default 2%, 6% and 10% of the area), ``n_per_size``,
-    ``shape`` and ``seed``.  ``truth``: a :func:`query_truth` of ``aggregate`` made before; its
-    queries, size tags and answers are used as they are (``n_per_size``, ``shape`` and ``seed`` are
-    then unused), and ``sizes``, if given, must be the sizes it holds (they set the rows' order).
+    :func:`query_truth`'s of ``sizes`` (default 2%, 6% and 10% of the area), ``n_per_size``
+    (default 500), ``shape`` and ``seed``.  ``truth``: a :func:`query_truth` of ``aggregate`` made
+    before; its queries, size tags and answers are used as they are (``shape`` and ``seed`` are then
+    unused); ``sizes``, if given, must be the sizes it holds (they set the rows' order), and
+    ``n_per_size``, if given, the number of queries it holds of each size.
     """
     if truth is None:
         sizes = (0.02, 0.06, 0.10) if sizes is None else sizes
+        n_per_size = 500 if n_per_size is None else n_per_size
         truth = query_truth(aggregate, sizes=sizes, n_per_size=n_per_size, shape=shape, seed=seed)
     qs, tags, true = truth
-    held = tuple(np.unique(tags).tolist())
+    tagged, per_size = np.unique(tags, return_counts=True)
+    held = tuple(tagged.tolist())
     if sizes is None:
         sizes = held
     elif set(sizes) != set(held):
         raise ValueError(f"truth holds queries of sizes {list(held)}, not {list(sizes)}: make it with "
                          "query_truth(...) of the same sizes, or leave sizes out")
+    if n_per_size is not None and (per_size != n_per_size).any():
+        counts = " or ".join(map(str, sorted(set(per_size.tolist()))))
+        raise ValueError(f"truth holds {counts} queries of each size, not n_per_size={n_per_size}: make it "
+                         f"with query_truth(..., n_per_size={n_per_size}), or leave n_per_size out")
     est = release.answer(qs)
     rows = []
     for s in sizes:

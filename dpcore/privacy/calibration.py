@@ -140,10 +140,7 @@ def laplace_scale_for_epsilon(epsilon: float, l1_sensitivity: float) -> Fraction
     l1_sensitivity : float
         Δ₁ > 0: the largest L1 change of the query vector between neighbours.
     """
-    try:
-        return _laplace_scale(epsilon, l1_sensitivity)
-    except TypeError:  # an unhashable argument: checked (and refused) uncached
-        return _laplace_scale.__wrapped__(epsilon, l1_sensitivity)
+    return cached_call(_laplace_scale, epsilon, l1_sensitivity)
 
 
 @lru_cache(maxsize=4096, typed=True)
@@ -182,7 +179,7 @@ def _split_by_weights(total: float, weights: Sequence[float]) -> list[float]:
     public: every release splits the same budget by the same shares again (exact Fractions).
     """
     w = tuple(weights)
-    return list(_split_cached(total, w, tuple(map(type, w))))
+    return list(cached_call(_split_cached, total, w, tuple(map(type, w))))
 
 
 @lru_cache(maxsize=4096, typed=True)
@@ -374,16 +371,31 @@ def noise_variance(noise: str, scale: Any) -> float:
     :mod:`dpcore.privacy.noise`.
     """
     if noise in ("discrete_laplace", "discrete_gaussian"):
-        return _kept(_exact_variance, noise, scale)
+        return cached_call(_exact_variance, noise, scale)
     raise ParameterError(f"Unknown noise {noise!r}; use 'discrete_laplace' or 'discrete_gaussian'.")
 
 
-def _kept(f: Any, *args: Any) -> Any:
-    """``f(*args)`` through its cache; uncached when an argument is unhashable (then checked and refused)."""
+def cached_call(f: Any, *args: Any) -> Any:
+    """``f(*args)`` through ``f``'s :func:`functools.lru_cache`, and uncached (``f.__wrapped__``) when an
+    argument is unhashable: a list or a 0-d array is then checked (and refused, or used) as it would
+    be without the cache.  The one place of this fallback for the caches of public inputs (scales,
+    splits, HTF's budgets, Privelet's noise facts).  A TypeError ``f`` raises for hashable arguments
+    is raised as it is, not computed a second time.
+
+    >>> @lru_cache
+    ... def total(xs):
+    ...     return sum(xs)
+    >>> cached_call(total, (1, 2)), cached_call(total, [1, 2])
+    (3, 3)
+    """
     try:
         return f(*args)
     except TypeError:
-        return f.__wrapped__(*args)
+        try:
+            hash(args)
+        except TypeError:
+            return f.__wrapped__(*args)
+        raise
 
 
 @lru_cache(maxsize=4096, typed=True)
@@ -482,7 +494,7 @@ def interval_half_width(noise: str, scale: Any, level: float = 0.95) -> Any:
     19.5996
     """
     if noise in ("discrete_laplace", "discrete_gaussian"):
-        return _kept(_exact_interval, noise, scale, level)
+        return cached_call(_exact_interval, noise, scale, level)
     if noise in ("normal", "laplace"):
         z = normal_z(level) if noise == "normal" else -math.log1p(-_level(level)) / math.sqrt(2.0)
         if isinstance(scale, np.ndarray):

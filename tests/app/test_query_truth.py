@@ -86,6 +86,17 @@ def test_truth_made_for_other_queries_is_refused() -> None:
         diagnostics.empirical_errors(None, agg, sizes=(0.5,), truth=truth)
     rel = release_with(catalog.get("points", "ug"), agg, 1.0, None, NoiseSource(3))
     for sizes in (None, (0.5, 0.25)):
-        rows = diagnostics.empirical_errors(rel, agg, sizes=sizes, n_per_size=7, truth=truth)
-        assert [r["query_size"] for r in rows] == [*(sizes or (0.25, 0.5)), "all"]
-        assert [r["n_queries"] for r in rows] == [3, 3, 6]
+        for n_per_size in (None, 3):
+            rows = diagnostics.empirical_errors(rel, agg, sizes=sizes, n_per_size=n_per_size, truth=truth)
+            assert [r["query_size"] for r in rows] == [*(sizes or (0.25, 0.5)), "all"]
+            assert [r["n_queries"] for r in rows] == [3, 3, 6]
+
+
+def test_truth_of_another_number_of_queries_per_size_is_refused() -> None:
+    """``n_per_size`` given with a truth must be the number of queries it holds of each size: another
+    number is refused with the fix, not ignored (it was refused before the truth's sizes labelled the rows)."""
+    agg = Aggregate(Grid(Bounds(0, 0, 1, 1), 8, 8), np.ones((8, 8), dtype=np.int64), 0, 0, 1, None)
+    truth = diagnostics.query_truth(agg, sizes=(0.25, 0.5), n_per_size=3)
+    with pytest.raises(ValueError, match=r"truth holds 3 queries of each size, not n_per_size=7: make it "
+                                         r"with query_truth\(\.\.\., n_per_size=7\), or leave n_per_size out"):
+        diagnostics.empirical_errors(None, agg, n_per_size=7, truth=truth)

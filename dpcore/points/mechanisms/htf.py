@@ -153,7 +153,12 @@ from dpcore.points.mechanisms.htf_tree import (
 from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost, float_down, pure
-from dpcore.privacy.calibration import interval_half_width, laplace_scale_for_epsilon, split
+from dpcore.privacy.calibration import (
+    cached_call,
+    interval_half_width,
+    laplace_scale_for_epsilon,
+    split,
+)
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = [
@@ -281,10 +286,7 @@ def budget_breakdown(epsilon: float, params: dict[str, Any], h: int) -> Budgets:
     """
     keys = ("height_epsilon", "height_share", "height", "public_n", "partition_epsilon_per_level",
             "partition_share", "allocation")
-    try:
-        return _budget_breakdown(epsilon, h, tuple((key, params[key]) for key in keys))
-    except TypeError:  # an unhashable value: computed (and refused) uncached
-        return _budget_breakdown.__wrapped__(epsilon, h, tuple((key, params[key]) for key in keys))
+    return cached_call(_budget_breakdown, epsilon, h, tuple((key, params[key]) for key in keys))
 
 
 @functools.lru_cache(maxsize=256, typed=True)

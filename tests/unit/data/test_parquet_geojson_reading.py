@@ -134,3 +134,18 @@ def test_geojson_errors():
     with pytest.raises(InputError, match="looks like JSON") as err:
         read_table(feature_collection([_point(1, 2)]), "renamed.csv")
     assert_actionable(err, "'renamed.csv'", ".geojson")
+
+
+def test_a_geojson_that_cannot_be_parsed_is_read_from_disk_once(tmp_path, monkeypatch):
+    """The error path words the problem from the bytes already read, not from a second full read."""
+    from dpcore.data.text import Source
+
+    path = tmp_path / "cut.geojson"
+    path.write_bytes(b'{"type": "FeatureCollection", "features": [')
+    reads = []
+    real = Source.read_all
+    monkeypatch.setattr(Source, "read_all", lambda self: reads.append(self.path) or real(self))
+    with pytest.raises(InputError, match="could not be read as GeoJSON.*not valid JSON") as err:
+        read_table(path, "cut.geojson")
+    assert_actionable(err, "'cut.geojson'")
+    assert reads == [path]

@@ -3,6 +3,7 @@ module computes its own interval constant."""
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import tokenize
@@ -128,3 +129,41 @@ def test_the_grep_finds_a_typed_constant(tmp_path: Path) -> None:
     p.write_text('x = 1.96 * sd  # "1.96" in a comment is fine\ny = "1.96 SD"\n', encoding="utf-8")
     nums = [t.string for t in _code_tokens(p) if t.type == tokenize.NUMBER]
     assert nums == ["1.96"]
+
+
+def test_cached_call_computes_unhashable_arguments_uncached_and_raises_fs_own_type_errors_once() -> None:
+    calls = []
+
+    @functools.lru_cache
+    def f(x):
+        calls.append(x)
+        if x == "bad":
+            raise TypeError("f refuses 'bad'")
+        return len(x)
+
+    assert C.cached_call(f, (1, 2)) == C.cached_call(f, (1, 2)) == 2 and calls == [(1, 2)]  # kept
+    assert C.cached_call(f, [1, 2, 3]) == 3 and calls[-1] == [1, 2, 3]  # unhashable: computed uncached
+    calls.clear()
+    with pytest.raises(TypeError, match="f refuses 'bad'"):
+        C.cached_call(f, "bad")
+    assert calls == ["bad"]  # f's own TypeError of hashable arguments: not computed a second time
+
+
+def test_no_module_but_calibration_reaches_around_an_lru_cache() -> None:
+    """The fallback from an lru_cache to ``f.__wrapped__`` for unhashable arguments is written once,
+    in :func:`dpcore.privacy.calibration.cached_call`; every cache of public inputs goes through it."""
+    offenders = [f"{path.relative_to(ROOT.parent)}:{t.start[0]}"
+                 for path in sorted(ROOT.rglob("*.py"))
+                 if not (path.name == "calibration.py" and path.parent.name == "privacy")
+                 for t in _code_tokens(path) if t.type == tokenize.NAME and t.string == "__wrapped__"]
+    assert not offenders, "use dpcore.privacy.calibration.cached_call:\n" + "\n".join(offenders)
+    src = (ROOT / "privacy" / "calibration.py").read_text(encoding="utf-8")
+    assert src.count(".__wrapped__(") == 1  # in cached_call only
+
+
+@pytest.mark.parametrize("weight", [np.array(1.0), np.float64(1.0)], ids=["0-d array", "numpy float"])
+def test_a_split_by_a_numpy_weight_equals_the_plain_float_split(weight) -> None:
+    """A 0-d array is unhashable: the kept split is then computed uncached, not refused with a TypeError."""
+    plain = C._split_by_weights(0.7, [1.0, 2.0, 4.0])
+    assert C._split_by_weights(0.7, [weight, 2.0, 4.0]) == plain
+    assert C._split_by_weights(0.7, [2.0, 4.0, weight]) == C._split_by_weights(0.7, [2.0, 4.0, 1.0])
