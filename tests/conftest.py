@@ -113,9 +113,22 @@ def _clear_streamlit_caches(request):
 KEPT_RESOURCES = frozenset({
     "ui.kinds.flows.sources._demo_od",
     "ui.kinds.flows.sources.demo_public",
+    "ui.kinds.flows.sources._demo_counts",
     "ui.kinds.areas.data._demo_geography",
     "ui.kinds.points.state._demo_table",
     "ui.kinds.points.state._demo_aggregate",
+    # the public geography read from the files shipped in assets/demo (never from the shared data
+    # folder or the environment), shared read-only by every session of a server as these are: the
+    # Data step's map of the area and its outlines, the trips demos' area lists and boundaries
+    # (about 8 % of tests/app's CPU was making them again for each test; 2026-11-30 profile)
+    "ui.kinds.points.data._public_extent",
+    "ui.kinds.points.data._boroughs",
+    "ui.kinds.flows.sources.nyc_public",
+    "ui.kinds.flows.sources.us_public",
+    "ui.kinds.flows.sources.ri_public",
+    # keyed by the shipped file's path (and the hierarchy's codes): the US tracts and their boundaries
+    "ui.kinds.areas.data._public_table",
+    "ui.kinds.areas.data._public_join",
 })
 
 
