@@ -75,7 +75,6 @@ def test_a_new_session_draws_the_public_area_map_without_building_it_again(monke
     import json
 
     from dpcore.points import viz
-
     from ui.kinds.points import data
 
     data._public_extent.clear()  # kept between tests (tests/conftest.py KEPT_RESOURCES): this one counts its making
