@@ -70,3 +70,19 @@ def test_every_kind_of_figure_serialises_as_plotly_itself_does() -> None:
     for fig in _figures():
         want = json.loads(pio.to_json(fig.to_dict(), validate=False))
         assert json.loads(pio.to_json(charts.built(fig).to_dict(), validate=False)) == want
+
+
+def test_the_area_and_trip_extent_maps_serialise_as_plotly_itself_does() -> None:
+    """The Data step's public extent maps of areas and trips (kept built in the session): the O/D demo's
+    made-up geography, its boundaries of three levels and its area centres."""
+    from dpcore.areas import figures as area_figures
+    from dpcore.data.synthetic import demo_od
+    from dpcore.flows import figures as od_figures
+
+    _areas, _flows, bounds = demo_od()
+    frames = [bounds["region"], bounds["district"], bounds["zone"]]
+    zone = bounds["zone"].geometry.representative_point()
+    xy = {3: (zone.x.to_numpy(), zone.y.to_numpy())}
+    for fig in (area_figures.extent_figure(frames), od_figures.extent_figure([frames[2], frames[0]], xy)):
+        want = json.loads(pio.to_json(fig.to_dict(), validate=False))
+        assert json.loads(pio.to_json(charts.built(fig).to_dict(), validate=False)) == want

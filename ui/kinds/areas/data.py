@@ -23,7 +23,7 @@ from dpcore.data.columns import guess_level_columns, name_key, name_like
 from dpcore.data.hierarchy import Hierarchy, check_area_frame, require_public_area_list
 from dpcore.data.memory import release_unused
 from dpcore.errors import DPCoreError, InputError
-from ui import fmt, frame, state
+from ui import charts, fmt, frame, state
 from ui.kinds.areas import common
 from ui.kinds.areas import series as areas_series
 from ui.kinds.areas.common import US_COUNTIES, US_STATES, US_TRACTS, keep, kept
@@ -108,7 +108,7 @@ def extent_map(m: dict[str, Any]) -> None:
     key = (h.fingerprint(), tuple(joins))
     if ss.get("hier_extent", (None,))[0] != key:
         frames = [joins[lv].frame for lv in sorted(joins, key=h.depth_of)]
-        ss["hier_extent"] = (key, area_figures.extent_figure(frames))
+        ss["hier_extent"] = (key, charts.built(area_figures.extent_figure(frames)))  # its dict made once
     st.plotly_chart(ss["hier_extent"][1], key="hier_extent_map", config={"displayModeBar": False})
 
 

@@ -24,7 +24,7 @@ from dpcore.data.columns import (
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import DPCoreError
 from dpcore.flows import figures as od_figures
-from ui import fmt, frame
+from ui import charts, fmt, frame
 from ui.kinds.flows import series as flows_series
 from ui.kinds.flows import sources as src
 from ui.kinds.flows.common import (
@@ -469,5 +469,5 @@ def extent_map(model: dict[str, Any]) -> None:
     key = (model["h"].fingerprint(), model["source"], tuple(sorted(frames)))
     if ss.get("od_extent", (None,))[0] != key:
         bg = [frames[max(frames)]] + ([frames[min(frames)]] if min(frames) != max(frames) else []) if frames else None
-        ss["od_extent"] = (key, od_figures.extent_figure(bg, xy))
+        ss["od_extent"] = (key, charts.built(od_figures.extent_figure(bg, xy)))  # its dict made once
     st.plotly_chart(ss["od_extent"][1], key="od_extent_map", config={"displayModeBar": False})
