@@ -73,6 +73,81 @@ def test_partition_dp_matches_brute_force_and_its_tie_order(seed: int, offsets: 
     assert list(zip(s.tolist(), ln.tolist(), strict=True)) == best
 
 
+def _reference_partition(costs: list[np.ndarray], offsets: int) -> tuple[list[int], list[int]]:
+    """The partition's dynamic programme as it was written before the block version (end by end
+    in Python integers, lengths longest first, a strictly smaller total replaces): the reference
+    the fast one must reproduce bucket for bucket."""
+    top = len(costs) - 1
+    n = 1 << top
+    shift = max(0, offsets.bit_length() - 1)
+    table = [np.asarray(c).tolist() for c in costs]
+    steps = [max(0, lv - shift) for lv in range(top + 1)]
+    best = [0] * (n + 1)
+    last = [0] * (n + 1)
+    for e in range(1, n + 1):
+        tz = (e & -e).bit_length() - 1
+        hi = min(top, tz + shift, e.bit_length() - 1)
+        bv, bl = None, 0
+        for lv in range(hi, -1, -1):
+            s = e - (1 << lv)
+            v = best[s] + table[lv][s >> steps[lv]]
+            if bv is None or v < bv:
+                bv, bl = v, lv
+        best[e], last[e] = bv, bl
+    starts, lengths = [], []
+    e = n
+    while e > 0:
+        ln = 1 << last[e]
+        e -= ln
+        starts.append(e)
+        lengths.append(ln)
+    return starts[::-1], lengths[::-1]
+
+
+def _candidate_costs(rng: np.random.Generator, top: int, offsets: int, kind: str) -> list[np.ndarray]:
+    """Costs for every candidate interval of ``2^top`` cells: random, with many ties (few values,
+    or all equal: every partition ties), mostly negative, and beyond int64's room for totals."""
+    out = []
+    for lv in range(top + 1):
+        size = len(_starts(1 << top, 1 << lv, offsets))
+        if kind == "random":
+            c = rng.integers(-300, 3000, size)
+        elif kind == "few values":
+            c = rng.integers(0, 3, size) * (1 << lv)
+        elif kind == "all equal":
+            c = np.full(size, 7)
+        elif kind == "negative":
+            c = rng.integers(-5000, 20, size)
+        elif kind == "clustered":  # costs of real L1 deviations plus noise and a penalty
+            c = np.zeros(size, dtype=np.int64)
+        else:  # "huge": totals beyond int64's room, the Python-integer path
+            c = rng.integers(-(1 << 60), 1 << 60, size)
+        out.append(np.asarray(c, dtype=np.int64))
+    if kind == "clustered":
+        x = rng.poisson(np.repeat(rng.gamma(0.3, 20.0, 1 << max(0, top - 3)), 8)[: 1 << top])
+        out = [c + 400 + rng.integers(-200, 200, c.size)
+               for c in gh.free_interval_costs(x.astype(np.int64), 4, offsets)]
+    return out
+
+
+@pytest.mark.parametrize("block", [1, 2, 8, 256])
+@pytest.mark.parametrize("offsets", [1, 2, 8, 64])
+def test_partition_blocks_match_the_end_by_end_programme(block: int, offsets: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block version returns the old loop's partition (same buckets, same tie breaks) on
+    random costs, on costs with many ties or all equal, on negative ones, on L1 costs of
+    clustered counts, and on costs too large for int64 totals; with blocks of 1 … 256 ends and
+    chunks of a few blocks, so block and chunk edges are crossed."""
+    monkeypatch.setattr(gh, "PARTITION_BLOCK", block)
+    monkeypatch.setattr(gh, "PARTITION_CHUNK_CELLS", 4 * block)
+    rng = np.random.default_rng(block * 100 + offsets)
+    for top in (0, 1, 2, 3, 5, 9, 11):
+        for kind in ("random", "few values", "all equal", "negative", "clustered", "huge"):
+            costs = _candidate_costs(rng, top, offsets, kind)
+            s, ln = gh.optimal_interval_partition(costs, offsets)
+            assert (s.tolist(), ln.tolist()) == _reference_partition(costs, offsets), (top, kind)
+
+
 def test_pieces_tile_each_bucket_with_aligned_blocks() -> None:
     rng = np.random.default_rng(1)
     starts = np.sort(rng.choice(256, 12, replace=False))
