@@ -78,6 +78,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -167,20 +168,24 @@ class DAWAFree(DAWA):
 
     # -- stage 2 design (public: partition and workload) ---------------------------------------
     @staticmethod
-    def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...]
+    def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...],
+                     covered: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
                      ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple[list[tuple[NDArray, NDArray]], NDArray]]:
         """The tree, every node's uses by the workload (per level) and the queries' uses: each
         distinct rectangle's (sparse: flat node index and count, levels from the leaves up) and
         which of them each query is.  A rectangle the workload repeats (a small grid has few
         distinct ones) is decomposed once; the uses still add up query by query, in the
-        workload's order, so the sums are the same to the bit."""
+        workload's order, so the sums are the same to the bit.  ``covered(rect)``: the buckets
+        a rectangle touches and its cells in each (default :func:`_covered`)."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
         offsets = np.cumsum([0] + [tree.n_nodes(lv) for lv in range(tree.height + 1)])
         distinct, which, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
+        if covered is None:
+            covered = functools.partial(_covered, bucket_of_cell, m)
         decs, flats = [], []
-        for r0, r1, c0, c1 in distinct:  # in order of first use
-            ids, cells = np.unique(bucket_of_cell[r0:r1, c0:c1], return_counts=True)
+        for rect in distinct:  # in order of first use
+            ids, cells = covered(rect)
             dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
             decs.append(dec)
             flats.append((np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
@@ -224,15 +229,18 @@ class DAWAFree(DAWA):
         return tuple(rows)
 
     def _allocate(self, grid: Grid, params: dict[str, Any], e2: float, bucket_of_cell: NDArray[np.int64],
-                  sizes: NDArray[np.int64]) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
-        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params))
+                  sizes: NDArray[np.int64], covered: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
+                  ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
+        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params), covered)
         return tree, node_epsilons(gh.node_shares(tree, uses), e2), per_query
 
     # -- plan ------------------------------------------------------------------------------------
     def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
                     n_estimate: float | None) -> tuple[LevelPlan, ...]:
         e1, e2 = self.budgets(cost, params)
-        tree, eps, per_query = self._allocate(grid, params, e2, self._finest_buckets(grid), np.ones(grid.n_cells, dtype=np.int64))
+        finest = self._finest_buckets(grid)
+        tree, eps, per_query = self._allocate(grid, params, e2, finest, np.ones(grid.n_cells, dtype=np.int64),
+                                              _finest_covered(grid, finest))
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the buckets and "
                 "their budgets are known only at release.")
         levels = self._stage2_levels(e1, e2, sensitivity, tree, eps, per_query, grid.n_cells, note)
@@ -321,6 +329,46 @@ class DAWAFree(DAWA):
                                          np.concatenate(sd_own), np.concatenate(ci_own))
         leaf = slice(offset - tree.m, offset)
         return est[leaf], sd[leaf], ci[leaf]
+
+
+def _covered(bucket_of_cell: NDArray[np.int64], m: int, rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
+    """The buckets (of ``m``) the rectangle ``(r0, r1, c0, c1)`` touches, increasing, and its
+    cells in each: ``np.unique``'s answer, by counting (no sort) where the buckets are few."""
+    r0, r1, c0, c1 = rect
+    block = bucket_of_cell[r0:r1, c0:c1]
+    if m > 4 * block.size:
+        return np.unique(block, return_counts=True)
+    count = np.bincount(block.ravel(), minlength=m)
+    ids = np.flatnonzero(count)
+    return ids, count[ids]
+
+
+def _finest_covered(grid: Grid, finest: NDArray[np.int64]) -> Callable[[tuple[int, ...]], tuple[NDArray, NDArray]]:
+    """:func:`_covered` for the finest partition (``finest``: every cell its own bucket, numbered
+    in Hilbert order), without reading the rectangle's cells: the cells of a rectangle are runs
+    of consecutive Hilbert positions, and a run can only begin or end on the rectangle's border
+    (an inner cell's neighbours on the curve are in the rectangle), so the runs are the border
+    cells whose predecessor (successor) on the curve lies outside."""
+    rr, cc, inside = DAWA._hilbert(grid)
+    pos = np.empty(grid.shape, dtype=np.int64)
+    pos[rr[inside], cc[inside]] = np.flatnonzero(inside)
+    last = rr.size - 1
+
+    def covered(rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
+        r0, r1, c0, c1 = rect
+        border = np.unique(np.concatenate([pos[r0, c0:c1], pos[r1 - 1, c0:c1], pos[r0:r1, c0], pos[r0:r1, c1 - 1]]))
+
+        def outside(h: NDArray[np.int64]) -> NDArray[np.bool_]:
+            q = np.clip(h, 0, last)
+            return (h < 0) | (h > last) | (rr[q] < r0) | (rr[q] >= r1) | (cc[q] < c0) | (cc[q] >= c1)
+
+        lo, hi = border[outside(border - 1)], border[outside(border + 1)]  # the runs' first and last positions
+        first = finest[rr[lo], cc[lo]]
+        length = finest[rr[hi], cc[hi]] - first + 1
+        ids = np.arange(int(length.sum()), dtype=np.int64) + np.repeat(first - np.cumsum(length) + length, length)
+        return ids, np.ones(ids.size, dtype=np.int64)
+
+    return covered
 
 
 def _scale(epsilon: float, k: int) -> Fraction:
