@@ -110,10 +110,6 @@ SHARE_STEPS = 16
 #: factor 2 gave 7,000 buckets of median 4 cells on 4 Gaussian clusters (10^5 points, 256², not a
 #: data set of the head-to-head), factor 4 about 50–200 and a third to a half of the error.
 FREE_PENALTY_FACTOR = 4.0
-#: Largest Hilbert square this variant partitions: its dynamic programme is a Python loop over
-#: the cells (1,024² takes 4–6x the aggregation of 3.5 M points, above the speed rule's 3x:
-#: benchmarks/results/dawa_speed.md).
-MAX_FREE_CELLS = 512 * 512
 #: Relative margin kept below ε₂ on every path (float rounding of the shares' products).
 PATH_MARGIN = 1e-9
 
@@ -153,17 +149,10 @@ class DAWAFree(DAWA):
     )
 
     def check_public(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any]) -> None:
-        """As ``dawa``; ``start_offsets`` a power of two; a Hilbert square of at most
-        :data:`MAX_FREE_CELLS` (the partition's dynamic programme runs cell by cell)."""
+        """As ``dawa`` (grids up to 2,048²); ``start_offsets`` a power of two."""
         off = int(params["start_offsets"])
         if off & (off - 1):
             raise ParameterError(f"Bucket starts per length must be a power of two (got {off}); e.g. 8.")
-        side = 1 << gh.hilbert_order_for(grid.rows, grid.cols)
-        if side * side > MAX_FREE_CELLS:
-            raise ParameterError(
-                f"DAWA with free bucket starts handles grids up to 512 × 512 cells (this one is "
-                f"{grid.rows:,} × {grid.cols:,}): its exact partition runs cell by cell. Choose DAWA "
-                "(aligned buckets) or a coarser grid.")
         super().check_public(grid, cost, params)
 
     # -- stage 2 design (public: partition and workload) ---------------------------------------

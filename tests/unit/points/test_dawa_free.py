@@ -232,6 +232,17 @@ def test_start_offsets_must_be_a_power_of_two() -> None:
         mech.plan(Grid(B, 8, 8), 1.0, {"start_offsets": 3})
 
 
+def test_grids_up_to_dawas_limit_are_accepted() -> None:
+    """The partition is no longer limited to 512² (its programme is fast on 1,024²); DAWA's own
+    limit, a Hilbert square of 2,048², still holds."""
+    mech = catalog.get("points", "dawa_free")
+    p = mech.resolve_params({})
+    mech.check_public(Grid(B, 1024, 1024), F.pure(1.0), p)
+    mech.check_public(Grid(B, 2048, 600), F.pure(1.0), p)
+    with pytest.raises(ParameterError, match="2,048 × 2,048"):
+        mech.check_public(Grid(B, 2049, 10), F.pure(1.0), p)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_node_decomposition_adds_up_to_the_level_decomposition(seed: int) -> None:
     """Per node (sparse) and per level (dawa's) agree: the same canonical decomposition."""
