@@ -472,12 +472,14 @@ def dyadic_pieces(start: NDArray[np.int64], length: NDArray[np.int64]) -> tuple[
 
 
 # -- stage 2, node by node (Sec. 4, GreedyH) -----------------------------------------------------
-def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: NDArray[np.float64]
+def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: NDArray[np.float64],
+                       runs: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
                        ) -> list[tuple[NDArray[np.int64], NDArray[np.float64]]]:
     """As :func:`level_decomposition`, per node and sparse: for each level ``ℓ``, the nodes of the
     query's canonical decomposition and their uses (partial buckets at level 0 as their squared
     covered share).  ``buckets`` (increasing) are the buckets the query touches, ``coverage``
-    the share of each it covers.
+    the share of each it covers; or ``runs``, the wholly covered buckets as maximal runs
+    ``[lo, hi)`` in order (then ``buckets`` holds the partial ones only).
 
     >>> [(i.tolist(), v.tolist()) for i, v in node_decomposition(BucketTree(4), np.array([1, 2, 3]),
     ...                                                             np.array([0.5, 1.0, 1.0]))]
@@ -492,10 +494,13 @@ def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: N
     val: list[list[NDArray[np.float64]]] = [[] for _ in range(tree.height + 1)]
     val[0].append(f[part] ** 2)
     fb = b[full]
-    if fb.size:
+    if runs is not None:
+        lo, hi = (np.array(a, dtype=np.int64) for a in runs)
+    elif fb.size:
         cut = np.flatnonzero(np.diff(fb) != 1) + 1
         lo = fb[np.concatenate([[0], cut])]
         hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1
+    if (runs is not None and lo.size) or (runs is None and fb.size):
         hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
         for lv in range(tree.height + 1):
             live = lo < hi

@@ -158,24 +158,26 @@ class DAWAFree(DAWA):
     # -- stage 2 design (public: partition and workload) ---------------------------------------
     @staticmethod
     def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...],
-                     covered: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
+                     runs: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
                      ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple[list[tuple[NDArray, NDArray]], NDArray]]:
         """The tree, every node's uses by the workload (per level) and the queries' uses: each
         distinct rectangle's (sparse: flat node index and count, levels from the leaves up) and
         which of them each query is.  A rectangle the workload repeats (a small grid has few
         distinct ones) is decomposed once; the uses still add up query by query, in the
-        workload's order, so the sums are the same to the bit.  ``covered(rect)``: the buckets
-        a rectangle touches and its cells in each (default :func:`_covered`)."""
+        workload's order, so the sums are the same to the bit.  ``runs(rect)``: for the finest
+        partition, the buckets a rectangle covers as runs (:func:`_finest_runs`); else
+        :func:`_covered`."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
         offsets = np.cumsum([0] + [tree.n_nodes(lv) for lv in range(tree.height + 1)])
         distinct, which, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
-        if covered is None:
-            covered = functools.partial(_covered, bucket_of_cell, m)
         decs, flats = [], []
         for rect in distinct:  # in order of first use
-            ids, cells = covered(rect)
-            dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
+            if runs is None:
+                ids, cells = _covered(bucket_of_cell, m, rect)
+                dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
+            else:  # every bucket a cell: all covered whole, as node_decomposition would find them
+                dec = gh.node_decomposition(tree, np.zeros(0, dtype=np.int64), np.zeros(0), runs=runs(rect))
             decs.append(dec)
             flats.append((np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
                           np.concatenate([v for _, v in dec])))
@@ -218,9 +220,9 @@ class DAWAFree(DAWA):
         return tuple(rows)
 
     def _allocate(self, grid: Grid, params: dict[str, Any], e2: float, bucket_of_cell: NDArray[np.int64],
-                  sizes: NDArray[np.int64], covered: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
+                  sizes: NDArray[np.int64], runs: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
                   ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
-        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params), covered)
+        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params), runs)
         return tree, node_epsilons(gh.node_shares(tree, uses), e2), per_query
 
     # -- plan ------------------------------------------------------------------------------------
@@ -229,7 +231,7 @@ class DAWAFree(DAWA):
         e1, e2 = self.budgets(cost, params)
         finest = self._finest_buckets(grid)
         tree, eps, per_query = self._allocate(grid, params, e2, finest, np.ones(grid.n_cells, dtype=np.int64),
-                                              _finest_covered(grid, finest))
+                                              _finest_runs(grid, finest))
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the buckets and "
                 "their budgets are known only at release.")
         levels = self._stage2_levels(e1, e2, sensitivity, tree, eps, per_query, grid.n_cells, note)
@@ -332,18 +334,19 @@ def _covered(bucket_of_cell: NDArray[np.int64], m: int, rect: tuple[int, ...]) -
     return ids, count[ids]
 
 
-def _finest_covered(grid: Grid, finest: NDArray[np.int64]) -> Callable[[tuple[int, ...]], tuple[NDArray, NDArray]]:
-    """:func:`_covered` for the finest partition (``finest``: every cell its own bucket, numbered
-    in Hilbert order), without reading the rectangle's cells: the cells of a rectangle are runs
-    of consecutive Hilbert positions, and a run can only begin or end on the rectangle's border
-    (an inner cell's neighbours on the curve are in the rectangle), so the runs are the border
-    cells whose predecessor (successor) on the curve lies outside."""
+def _finest_runs(grid: Grid, finest: NDArray[np.int64]) -> Callable[[tuple[int, ...]], tuple[NDArray, NDArray]]:
+    """For the finest partition (``finest``: every cell its own bucket, numbered in Hilbert order),
+    the buckets a rectangle covers as maximal runs ``[lo, hi)`` of bucket numbers, without reading
+    its cells: its cells are runs of consecutive Hilbert positions, and a run can only begin or end
+    on the rectangle's border (an inner cell's neighbours on the curve are in the rectangle), so
+    the runs are the border cells whose predecessor (successor) on the curve lies outside; runs
+    apart only by padding cells are one run of bucket numbers."""
     rr, cc, inside = DAWA._hilbert(grid)
     pos = np.empty(grid.shape, dtype=np.int64)
     pos[rr[inside], cc[inside]] = np.flatnonzero(inside)
     last = rr.size - 1
 
-    def covered(rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
+    def runs(rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
         r0, r1, c0, c1 = rect
         border = np.unique(np.concatenate([pos[r0, c0:c1], pos[r1 - 1, c0:c1], pos[r0:r1, c0], pos[r0:r1, c1 - 1]]))
 
@@ -352,12 +355,11 @@ def _finest_covered(grid: Grid, finest: NDArray[np.int64]) -> Callable[[tuple[in
             return (h < 0) | (h > last) | (rr[q] < r0) | (rr[q] >= r1) | (cc[q] < c0) | (cc[q] >= c1)
 
         lo, hi = border[outside(border - 1)], border[outside(border + 1)]  # the runs' first and last positions
-        first = finest[rr[lo], cc[lo]]
-        length = finest[rr[hi], cc[hi]] - first + 1
-        ids = np.arange(int(length.sum()), dtype=np.int64) + np.repeat(first - np.cumsum(length) + length, length)
-        return ids, np.ones(ids.size, dtype=np.int64)
+        first, final = finest[rr[lo], cc[lo]], finest[rr[hi], cc[hi]]
+        new = np.concatenate([[True], first[1:] != final[:-1] + 1])
+        return first[new], final[np.concatenate([new[1:], [True]])] + 1
 
-    return covered
+    return runs
 
 
 def _scale(epsilon: float, k: int) -> Fraction:

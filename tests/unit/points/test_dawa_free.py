@@ -256,22 +256,29 @@ def test_node_decomposition_adds_up_to_the_level_decomposition(seed: int) -> Non
 
 @pytest.mark.parametrize("shape", [(1, 1), (1, 9), (5, 3), (37, 64), (64, 64), (100, 70)])
 def test_covered_buckets_are_np_unique_of_the_rectangle(shape: tuple[int, int]) -> None:
-    """The buckets a workload rectangle touches and its cells in each, by counting (few buckets)
-    and, for the finest partition, from the rectangle's border: exactly ``np.unique``'s arrays."""
+    """The buckets a workload rectangle touches: by counting (few buckets), exactly ``np.unique``'s
+    arrays; for the finest partition, from the rectangle's border as runs, exactly the node
+    decomposition of ``np.unique``'s buckets."""
     rng = np.random.default_rng(shape[0] * 1000 + shape[1])
     grid = Grid(B, *shape)
     mech = catalog.get("points", "dawa_free")
     finest = mech._finest_buckets(grid)
+    tree = gh.BucketTree(grid.n_cells)
     cut = np.zeros(grid.n_cells, dtype=np.int64)
     cut[rng.choice(grid.n_cells, min(grid.n_cells, 12), replace=False)] = 1
     coarse = np.cumsum(cut)[finest] - cut[0]  # bucket ids 0 .. m-1 along the curve
-    by_border = F._finest_covered(grid, finest)
+    runs = F._finest_runs(grid, finest)
+    rects = [(0, shape[0], 0, shape[1])]
     for _ in range(60):
         r0, c0 = int(rng.integers(0, shape[0])), int(rng.integers(0, shape[1]))
-        rect = (r0, int(rng.integers(r0 + 1, shape[0] + 1)), c0, int(rng.integers(c0 + 1, shape[1] + 1)))
-        want = np.unique(finest[rect[0]:rect[1], rect[2]:rect[3]], return_counts=True)
-        for got in (by_border(rect), F._covered(finest, grid.n_cells, rect)):
-            assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True))
-        want = np.unique(coarse[rect[0]:rect[1], rect[2]:rect[3]], return_counts=True)
-        got = F._covered(coarse, int(coarse.max()) + 1, rect)
+        rects.append((r0, int(rng.integers(r0 + 1, shape[0] + 1)), c0, int(rng.integers(c0 + 1, shape[1] + 1))))
+    for r0, r1, c0, c1 in rects:
+        ids, cells = np.unique(finest[r0:r1, c0:c1], return_counts=True)
+        want = gh.node_decomposition(tree, ids, cells / 1)
+        got = gh.node_decomposition(tree, np.zeros(0, dtype=np.int64), np.zeros(0), runs=runs((r0, r1, c0, c1)))
+        assert len(got) == len(want)
+        for (gi, gv), (wi, wv) in zip(got, want, strict=True):
+            assert np.array_equal(gi, wi) and np.array_equal(gv, wv) and gv.dtype == wv.dtype
+        want = np.unique(coarse[r0:r1, c0:c1], return_counts=True)
+        got = F._covered(coarse, int(coarse.max()) + 1, (r0, r1, c0, c1))
         assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True))
