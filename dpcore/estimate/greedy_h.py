@@ -431,8 +431,9 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> N
                 c = costs[lv][first: first + nb * (size >> st): size >> st]
                 if d == 0:
                     np.add(g[sr - 1, :, :m], c[:, None], out=col)
-                else:
-                    np.minimum(col, g[sr - 1, :, :m] + c[:, None], out=col)
+                else:  # entries after sr have no path to sr: left out
+                    j = int(upto[sr])
+                    np.minimum(col[:, :j], g[sr - 1, :, :j] + c[:, None], out=col[:, :j])
             if r in slot:  # after the candidates: from the entry itself they are all "no path"
                 col[:, slot[r]] = 0
         for b in range(nb):
