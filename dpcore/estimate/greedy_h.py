@@ -271,23 +271,29 @@ def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) ->
     out: list[NDArray[np.int64]] = []
     length = 1
     # one work buffer of about 2 MB, reused in place: 0.24 s against 0.80 s on 1,024² cells with
-    # fresh temporaries of 32 MB per chunk
+    # fresh temporaries of 32 MB per chunk; int32 terms (summed in int64) where every
+    # |length·x_i − S_b| fits, which halves the memory traffic
     buf = np.empty(max(COST_CHUNK, n), dtype=np.int64)
+    buf32 = np.empty(max(COST_CHUNK, n), dtype=np.int32)
+    x32 = x.astype(np.int32) if int(x.max()) < 2**31 else None
+    top_count, total = int(x.max()), int(prefix[-1])
     while length <= n:
         step = free_start_step(length, offsets)
         starts = np.arange(0, n - length + 1, step)
         sums = prefix[starts + length] - prefix[starts]
         num = np.empty(starts.size, dtype=np.int64)
         rows = max(1, COST_CHUNK // length)
+        small = x32 is not None and length * top_count < 2**31 and total < 2**31
+        xs, work = (x32, buf32) if small else (x, buf)
         for a in range(0, starts.size, rows):
             s = starts[a:a + rows]
-            win = np.lib.stride_tricks.as_strided(x[int(s[0]):], shape=(s.size, length),
-                                                  strides=(step * x.itemsize, x.itemsize), writeable=False)
-            t = buf[:s.size * length].reshape(s.size, length)
+            win = np.lib.stride_tricks.as_strided(xs[int(s[0]):], shape=(s.size, length),
+                                                  strides=(step * xs.itemsize, xs.itemsize), writeable=False)
+            t = work[:s.size * length].reshape(s.size, length)
             np.multiply(win, length, out=t)
-            np.subtract(t, sums[a:a + rows, None], out=t)
+            np.subtract(t, sums[a:a + rows, None].astype(t.dtype), out=t)
             np.abs(t, out=t)
-            np.add.reduce(t, axis=1, out=num[a:a + rows])
+            np.add.reduce(t, axis=1, dtype=np.int64, out=num[a:a + rows])
         out.append((2 * num * scale + length) // (2 * length))
         length *= 2
     return out

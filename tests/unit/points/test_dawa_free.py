@@ -41,6 +41,20 @@ def test_free_costs_are_the_rounded_l1_deviation(offsets: int) -> None:
         assert c.tolist() == want, lv
 
 
+@pytest.mark.parametrize("top", [3, 2**20, 2**31])
+def test_free_costs_are_exact_with_large_counts(top: int) -> None:
+    """Exact on both arithmetic paths (int32 terms where they fit, else int64): the rounded
+    ``16 · Σ|x_i − mean|`` by exact fractions."""
+    rng = np.random.default_rng(top % 1000)
+    x = rng.integers(0, top, 32)
+    for lv, c in enumerate(gh.free_interval_costs(x, 4, 4)):
+        ln = 1 << lv
+        for j, s in enumerate(_starts(32, ln, 4)):
+            w = [int(v) for v in x[s:s + ln]]
+            dev = sum(abs(Fraction(v) - Fraction(sum(w), ln)) for v in w)
+            assert int(c[j]) == math.floor(16 * dev + Fraction(1, 2)), (lv, s)
+
+
 def _partitions(n: int, offsets: int, start: int = 0):
     """Every partition of [start, n) into the candidate intervals, as (start, length) lists."""
     if start == n:
