@@ -420,6 +420,15 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> N
     best = np.empty(n + 1, dtype=dtype)
     best[0] = 0
     chunk = min(blocks, max(1, PARTITION_CHUNK_CELLS // size))
+    # paths inside a block in int32 where they fit (half the memory traffic): every such path and
+    # the stand-in for "no path" plus one bucket stay below 2^31; the walk below adds int64 totals
+    # and masks the "no path" cells (an entry after the end), so its minima are the same
+    narrow = dtype.kind == "i" and (size + 1) * max([int(np.abs(c).max()) for c in costs[:p]] + [0]) < 1 << 30
+    dead: NDArray[np.int64] | int = 0
+    if narrow:
+        costs = [c.astype(np.int32) for c in costs[:p]] + costs[p:]
+        dtype, inf = np.dtype(np.int32), 1 << 30
+        dead = np.where(np.arange(1, size + 1)[:, None] < np.asarray(entries)[None, :], _NO_PATH, 0)
     # G[r − 1, b, i]: least cost from entry i to end r of block k0 + b inside the block; an entry
     # after r has no path to r: those cells stay "no path" from chunk to chunk, the others are
     # rewritten
@@ -445,7 +454,7 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> N
         for b in range(nb):
             kk = k0 + b
             into = (best[src_all[kk]] + cost_all[kk]).min(axis=1)
-            best[kk * size + 1: kk * size + size + 1] = (g[:, b, :] + into).min(axis=1)
+            best[kk * size + 1: kk * size + size + 1] = (g[:, b, :] + (into + dead)).min(axis=1)
     return best
 
 

@@ -120,7 +120,7 @@ def _reference_partition(costs: list[np.ndarray], offsets: int) -> tuple[list[in
 
 def _candidate_costs(rng: np.random.Generator, top: int, offsets: int, kind: str) -> list[np.ndarray]:
     """Costs for every candidate interval of ``2^top`` cells: random, with many ties (few values,
-    or all equal: every partition ties), mostly negative, and beyond int64's room for totals."""
+    or all equal: every partition ties), mostly negative, wide, and beyond int64's room for totals."""
     out = []
     for lv in range(top + 1):
         size = len(_starts(1 << top, 1 << lv, offsets))
@@ -134,6 +134,8 @@ def _candidate_costs(rng: np.random.Generator, top: int, offsets: int, kind: str
             c = rng.integers(-5000, 20, size)
         elif kind == "clustered":  # costs of real L1 deviations plus noise and a penalty
             c = np.zeros(size, dtype=np.int64)
+        elif kind == "wide":  # paths inside a block beyond int32: the int64 tables
+            c = rng.integers(-(1 << 26), 1 << 26, size)
         else:  # "huge": totals beyond int64's room, the Python-integer path
             c = rng.integers(-(1 << 60), 1 << 60, size)
         out.append(np.asarray(c, dtype=np.int64))
@@ -150,13 +152,14 @@ def test_partition_blocks_match_the_end_by_end_programme(block: int, offsets: in
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """The block version returns the old loop's partition (same buckets, same tie breaks) on
     random costs, on costs with many ties or all equal, on negative ones, on L1 costs of
-    clustered counts, and on costs too large for int64 totals; with blocks of 1 … 256 ends and
-    chunks of a few blocks, so block and chunk edges are crossed."""
+    clustered counts, on costs too wide for int32 paths inside a block and too large for int64
+    totals; with blocks of 1 … 256 ends and chunks of a few blocks, so block and chunk edges are
+    crossed."""
     monkeypatch.setattr(gh, "PARTITION_BLOCK", block)
     monkeypatch.setattr(gh, "PARTITION_CHUNK_CELLS", 4 * block)
     rng = np.random.default_rng(block * 100 + offsets)
     for top in (0, 1, 2, 3, 5, 9, 11):
-        for kind in ("random", "few values", "all equal", "negative", "clustered", "huge"):
+        for kind in ("random", "few values", "all equal", "negative", "clustered", "wide", "huge"):
             costs = _candidate_costs(rng, top, offsets, kind)
             s, ln = gh.optimal_interval_partition(costs, offsets)
             assert (s.tolist(), ln.tolist()) == _reference_partition(costs, offsets), (top, kind)
