@@ -344,11 +344,10 @@ def optimal_interval_partition(costs: list[NDArray[np.int64]], offsets: int) -> 
     best = _partition_totals(table, shift, top, _NO_PATH if fits else 4 * (n + 1) * (widest + 1))
     last = np.full(n + 1, -1, dtype=np.int64)
     for lv in range(top, -1, -1):  # longest first: the longest length reaching best(e) is kept
-        step = max(0, lv - shift)
-        s = np.arange(0, n - (1 << lv) + 1, 1 << step)
-        e = s + (1 << lv)
-        hit = (best[s] + table[lv] == best[e]) & (last[e] < 0)
-        last[e[hit]] = lv
+        length, step = 1 << lv, 1 << max(0, lv - shift)
+        ends = last[length::step]  # a view: the ends of this length's buckets, in start order
+        hit = (best[0:n - length + 1:step] + table[lv] == best[length::step]) & (ends < 0)
+        ends[hit] = lv
     starts, lengths = [], []
     back = last.tolist()
     e = n
