@@ -377,8 +377,27 @@ def _facts(epsilon: float, k: int) -> tuple[Fraction, float, int]:
 
 
 def _variances(eps: NDArray[np.float64], k: int) -> NDArray[np.float64]:
-    """Noise variance of every node (0 where unmeasured), one computation per distinct budget."""
+    """Noise variance of every node (0 where unmeasured), one computation per distinct budget.
+
+    The budgets are ``ε₂ · 2^(−q/16)`` (:func:`node_epsilons`), so the distinct ones are found by
+    their step ``q`` below the largest, counted rather than sorted (the plan's finest partition has
+    a million buckets); checked to be exactly one value per step, else found by sorting."""
     out = np.zeros(eps.size)
-    for e in np.unique(eps[eps > 0]).tolist():
-        out[eps == e] = _facts(e, k)[1]
+    live = eps > 0
+    if not live.any():
+        return out
+    e = eps[live]
+    q = np.rint(-SHARE_STEPS * np.log2(e / e.max())).astype(np.int64)
+    first = np.zeros(int(q.max()) + 1, dtype=np.int64)
+    first[q[::-1]] = np.arange(q.size - 1, -1, -1)  # each step's first node
+    steps = np.flatnonzero(np.bincount(q))
+    value = np.zeros(first.size)
+    value[steps] = e[first[steps]]
+    if not np.array_equal(value[q], e):  # not one value per step: by sorting
+        for v in np.unique(e).tolist():
+            out[eps == v] = _facts(v, k)[1]
+        return out
+    var = np.zeros(first.size)
+    var[steps] = [_facts(v, k)[1] for v in value[steps].tolist()]
+    out[live] = var[q]
     return out

@@ -299,3 +299,16 @@ def test_covered_buckets_are_np_unique_of_the_rectangle(shape: tuple[int, int]) 
         want = np.unique(coarse[r0:r1, c0:c1], return_counts=True)
         got = F._covered(coarse, int(coarse.max()) + 1, (r0, r1, c0, c1))
         assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True))
+
+
+def test_variances_by_budget_step_are_per_node_variances() -> None:
+    """The node variances found per budget step (counted) are every node's own budget's variance,
+    for node budgets of :func:`node_epsilons` and, through the sorting fallback, for any budgets."""
+    rng = np.random.default_rng(11)
+    for e2, k in ((1e-4, 1), (0.3, 2), (7.5, 3)):
+        eps = F.node_epsilons([rng.random(2000) * (rng.random(2000) < 0.8)], e2)[0]
+        want = [F._facts(float(e), k)[1] if e > 0 else 0.0 for e in eps]
+        assert F._variances(eps, k).tolist() == want
+    eps = rng.random(300) * (rng.random(300) < 0.7)
+    assert F._variances(eps, 2).tolist() == [F._facts(float(e), 2)[1] if e > 0 else 0.0 for e in eps]
+    assert F._variances(np.zeros(4), 1).tolist() == [0.0] * 4
