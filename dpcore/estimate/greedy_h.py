@@ -371,7 +371,7 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> N
     goes on inside the block, so ``best(e) = min_i (in_i + G_k[i, e])``, ``in_i`` the best
     external bucket into entry ``i`` and ``G_k[i, e]`` the least cost from entry ``i`` to ``e``
     with buckets inside the block.  ``G`` needs no value of ``best``: it is built for all blocks at
-    once, end by end (``P`` steps); then the blocks are walked in order, each with two small
+    once, end by end (``P`` steps); then the blocks are walked in order, each with a few small
     array operations.  The minima are the recurrence's (the same candidates, exact integers).
     """
     n = 1 << top
@@ -380,40 +380,13 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> N
     blocks = n // size
     dtype = costs[0].dtype  # int64, or object (Python ints) for costs beyond int64's room
 
-    def tz(v: int) -> int:
-        return (v & -v).bit_length() - 1
-
-    # the entries (relative ends r = 1 .. P reached by an external bucket) and their external
-    # lengths; the block's last end P takes every length from P up to what its alignment allows
+    # the entries (relative ends r = 1 .. P reached by an external bucket)
     entries = [r for r in range(1, size + 1)
-               if r == size or any((1 << lv) >= r for lv in range(0, min(top, tz(r) + shift) + 1))]
+               if r == size or any((1 << lv) >= r for lv in range(0, min(top, _tz(r) + shift) + 1))]
     slot = {r: j for j, r in enumerate(entries)}
-    k = np.arange(blocks, dtype=np.int64)
-    end = (k + 1) * size
-    end_tz = np.log2(end & -end).astype(np.int64)  # exact: powers of two below 2^53
-    ext = []  # per entry, per external length: every block's source end and bucket cost (or "no path")
-    for r in entries:
-        lo = max(0, (r - 1).bit_length())  # the shortest length reaching back to kP
-        hi = top if r == size else min(top, tz(r) + shift)
-        rows = []
-        for lv in range(lo, hi + 1):
-            src = k * size + r - (1 << lv)
-            ok = src >= 0
-            if r == size:
-                ok &= lv <= end_tz + shift
-            c = np.full(blocks, inf, dtype=dtype)
-            c[ok] = costs[lv][src[ok] >> max(0, lv - shift)]
-            rows.append((np.where(ok, src, 0), c))
-        ext.append(rows)
-    width = max(len(rows) for rows in ext)
-    src_all = np.zeros((blocks, len(entries), width), dtype=np.int64)
-    cost_all = np.full((blocks, len(entries), width), inf, dtype=dtype)
-    for j, rows in enumerate(ext):
-        for d, (src, c) in enumerate(rows):
-            src_all[:, j, d] = src
-            cost_all[:, j, d] = c
+    src_all, cost_all = _external_buckets(costs, entries, size, shift, top, inf)
     # inside a block: the lengths into each relative end r from an end r − 2^ℓ > 0 of the block
-    inner = [[lv for lv in range(p) if (1 << lv) < r and lv <= tz(r) + shift] for r in range(size + 1)]
+    inner = [[lv for lv in range(p) if (1 << lv) < r and lv <= _tz(r) + shift] for r in range(size + 1)]
     upto = np.searchsorted(entries, np.arange(size + 1), side="right")  # entries at or before r
 
     best = np.empty(n + 1, dtype=dtype)
@@ -455,6 +428,45 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> N
             into = (best[src_all[kk]] + cost_all[kk]).min(axis=1)
             best[kk * size + 1: kk * size + size + 1] = (g[:, b, :] + (into + dead)).min(axis=1)
     return best
+
+
+def _tz(v: int) -> int:
+    """Trailing zero bits of ``v > 0``."""
+    return (v & -v).bit_length() - 1
+
+
+def _external_buckets(costs: list[NDArray], entries: list[int], size: int, shift: int, top: int, inf: int
+                      ) -> tuple[NDArray[np.int64], NDArray]:
+    """For :func:`_partition_totals`: every block's external buckets into each entry, as the
+    source end and the bucket's cost (``inf`` and source 0 where the length does not exist), shape
+    ``(blocks, entries, lengths)``.  The block's last end ``P`` takes every length from ``P`` up
+    to what its alignment allows."""
+    blocks = (1 << top) // size
+    k = np.arange(blocks, dtype=np.int64)
+    end = (k + 1) * size
+    end_tz = np.log2(end & -end).astype(np.int64)  # exact: powers of two below 2^53
+    ext = []  # per entry, per external length: every block's source end and bucket cost
+    for r in entries:
+        lo = max(0, (r - 1).bit_length())  # the shortest length reaching back to kP
+        hi = top if r == size else min(top, _tz(r) + shift)
+        rows = []
+        for lv in range(lo, hi + 1):
+            src = k * size + r - (1 << lv)
+            ok = src >= 0
+            if r == size:
+                ok &= lv <= end_tz + shift
+            c = np.full(blocks, inf, dtype=costs[0].dtype)
+            c[ok] = costs[lv][src[ok] >> max(0, lv - shift)]
+            rows.append((np.where(ok, src, 0), c))
+        ext.append(rows)
+    width = max(len(rows) for rows in ext)
+    src_all = np.zeros((blocks, len(entries), width), dtype=np.int64)
+    cost_all = np.full((blocks, len(entries), width), inf, dtype=costs[0].dtype)
+    for j, rows in enumerate(ext):
+        for d, (src, c) in enumerate(rows):
+            src_all[:, j, d] = src
+            cost_all[:, j, d] = c
+    return src_all, cost_all
 
 
 def dyadic_pieces(start: NDArray[np.int64], length: NDArray[np.int64]) -> tuple[
