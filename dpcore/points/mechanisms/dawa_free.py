@@ -389,7 +389,7 @@ def _variances(eps: NDArray[np.float64], k: int) -> NDArray[np.float64]:
     e = eps[live]
     q = np.rint(-SHARE_STEPS * np.log2(e / e.max())).astype(np.int64)
     first = np.zeros(int(q.max()) + 1, dtype=np.int64)
-    first[q[::-1]] = np.arange(q.size - 1, -1, -1)  # each step's first node
+    first[q] = np.arange(q.size)  # a node of each step (any one: the check below covers them all)
     steps = np.flatnonzero(np.bincount(q))
     value = np.zeros(first.size)
     value[steps] = e[first[steps]]
