@@ -65,18 +65,16 @@ def test_page_before_anything_is_run(at: AppTest) -> None:
     assert [t.value for t in at.title] == ["Compare"]
     assert at.radio(key="_w_compare_source").value == "synthetic"  # the safe choice by default
     assert not at.warning
-    # the demo's 1,024 x 1,024 grid: every mechanism but the matrix mechanism (at most 256 x 256) and
-    # DAWA with free starts (at most 512 x 512) is offered and chosen; those two are listed as not
-    # offered, with their reasons
-    runnable = [n for n in catalog.names("points") if n not in ("matrix", "dawa_free")]
+    # the demo's 1,024 x 1,024 grid: every mechanism but the matrix mechanism (at most 256 x 256) is
+    # offered and chosen; that one is listed as not offered, with its reason
+    runnable = [n for n in catalog.names("points") if n != "matrix"]
     box = at.multiselect(key="_w_compare_mechanisms")
     assert box.value == runnable
     assert list(box.options) == [catalog.get("points", n).title for n in runnable]
     assert {"privtree", "dawa", "htf"} <= set(box.value)
     refused = [c.value for c in at.caption if "Not offered" in c.value]
-    assert len(refused) == 2  # in the registry's order
-    assert catalog.get("points", "dawa_free").title in refused[0] and "512 × 512" in refused[0]
-    assert catalog.get("points", "matrix").title in refused[1] and "256 × 256" in refused[1]
+    assert len(refused) == 1
+    assert catalog.get("points", "matrix").title in refused[0] and "256 × 256" in refused[0]
     assert at.multiselect(key="_w_compare_epsilons").value == [0.1, 0.3, 0.5]
     assert at.number_input(key="_w_compare_queries").value == 500
     assert at.number_input(key="_w_compare_repeats").value == 3
@@ -147,7 +145,7 @@ def test_defaults_run_without_error_on_the_demo(at: AppTest) -> None:
     run(at)
     res = at.session_state["compare_result"]
     assert not res["failures"] and not at.warning
-    expected = [n for n in catalog.names("points") if n not in ("matrix", "dawa_free")]
+    expected = [n for n in catalog.names("points") if n != "matrix"]
     assert list(dict.fromkeys(res["summary"]["mechanism"])) == expected
     assert len(res["summary"]) == len(expected) * 3 * 3  # mechanisms x ε x query sizes
     table = at.dataframe[0].value

@@ -53,9 +53,10 @@ Why both new candidates stay
     picks of 552 releases; added to the 11 it moves the settings within 10 % from 49.8 % to 51.0 %,
     added to the 12 from 60.7 % to 60.9 % while the per-release regret on mixed sizes goes from
     1.254x to 1.260x.  It stays because it is the issue's faithful DAWA and training gives no
-    reason to drop it; its public check (grids up to 512², for every n) keeps it out where it is
-    slow.  (Read after this choice was committed, not as its reason: it is the best mechanism in
-    6 and 4 of the 108 held-out settings of each family.)
+    reason to drop it; auto offers it on grids up to 512² only (:data:`DAWA_FREE_MAX_CELLS`,
+    for every n), where it was a candidate when the rule was derived.  (Read after this choice
+    was committed, not as its reason: it is the best mechanism in 6 and 4 of the 108 held-out
+    settings of each family.)
 
 No single mechanism wins across data shape, scale and ε (Hay et al., "Principled Evaluation of
 Differentially Private Algorithms using DPBench", SIGMOD 2016), and choosing by the error on the
@@ -111,6 +112,7 @@ import numpy as np
 
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
+from dpcore.estimate.greedy_h import hilbert_order_for
 from dpcore.points import recommend as rule
 from dpcore.points import recommend_features as frule
 from dpcore.points.mechanisms.base import Param, PointsMechanism, count_level, noisy_counts, part
@@ -127,6 +129,11 @@ from dpcore.privacy.noise import NoiseSource
 
 #: the default share of ε of the noisy count that chooses (data-free rule, no public n)
 DEFAULT_COUNT_SHARE = 0.05
+#: Largest Hilbert square on which auto names ``dawa_free``: where it was a candidate when the
+#: feature rule was derived and validated (it then refused larger grids, for speed alone; that limit
+#: is gone from ``dawa_free`` itself).  Kept here so that auto chooses exactly as before; offering
+#: it on larger grids is a change of the rule.
+DAWA_FREE_MAX_CELLS = 512 * 512
 
 
 class Auto(PointsMechanism):
@@ -198,11 +205,22 @@ class Auto(PointsMechanism):
             return self.chosen_params(name, raw, float(params["public_n"]))
         return self.mechanism(name).resolve_params(dict(raw))
 
+    def _check_candidate(self, name: str, grid: Grid, e_m: PrivacyCost, chosen: dict[str, Any]) -> None:
+        """A candidate's public check, after auto's own limit on ``dawa_free``
+        (:data:`DAWA_FREE_MAX_CELLS`)."""
+        if name == "dawa_free":
+            side = 1 << hilbert_order_for(grid.rows, grid.cols)
+            if side * side > DAWA_FREE_MAX_CELLS:
+                raise ParameterError(
+                    f"auto offers DAWA with free bucket starts on grids up to 512 × 512 cells only (this one "
+                    f"is {grid.rows:,} × {grid.cols:,}), where its rules were derived; choose it yourself here.")
+        self.mechanism(name).check_public(grid, e_m, chosen)
+
     def _refusal(self, name: str, raw: Mapping[str, Any], grid: Grid, e_m: PrivacyCost, params: dict[str, Any]
                  ) -> ParameterError | None:
         """The candidate's refusal of this grid and budget (its public check), or None."""
         try:
-            self.mechanism(name).check_public(grid, e_m, self._checked_params(name, raw, params))
+            self._check_candidate(name, grid, e_m, self._checked_params(name, raw, params))
         except ParameterError as e:
             return e
         return None
@@ -318,7 +336,7 @@ class Auto(PointsMechanism):
         name, raw, note = self.preview(grid, cost, params, float(n), sensitivity)
         inner = self.mechanism(name)
         chosen = self.chosen_params(name, raw, float(n))
-        inner.check_public(grid, e_m, chosen)
+        self._check_candidate(name, grid, e_m, chosen)
         levels = inner.plan_levels(grid, e_m, chosen, sensitivity=sensitivity, n_estimate=float(n))
         levels = tuple(dataclasses.replace(lv, extra={**lv.extra, "auto_choice": name}) for lv in levels)
         first = dataclasses.replace(levels[0], note=(levels[0].note + " " if levels[0].note else "") + note)

@@ -78,6 +78,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -109,10 +110,6 @@ SHARE_STEPS = 16
 #: factor 2 gave 7,000 buckets of median 4 cells on 4 Gaussian clusters (10^5 points, 256², not a
 #: data set of the head-to-head), factor 4 about 50–200 and a third to a half of the error.
 FREE_PENALTY_FACTOR = 4.0
-#: Largest Hilbert square this variant partitions: its dynamic programme is a Python loop over
-#: the cells (1,024² takes 4–6x the aggregation of 3.5 M points, above the speed rule's 3x:
-#: benchmarks/results/dawa_speed.md).
-MAX_FREE_CELLS = 512 * 512
 #: Relative margin kept below ε₂ on every path (float rounding of the shares' products).
 PATH_MARGIN = 1e-9
 
@@ -152,36 +149,35 @@ class DAWAFree(DAWA):
     )
 
     def check_public(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any]) -> None:
-        """As ``dawa``; ``start_offsets`` a power of two; a Hilbert square of at most
-        :data:`MAX_FREE_CELLS` (the partition's dynamic programme runs cell by cell)."""
+        """As ``dawa`` (grids up to 2,048²); ``start_offsets`` a power of two."""
         off = int(params["start_offsets"])
         if off & (off - 1):
             raise ParameterError(f"Bucket starts per length must be a power of two (got {off}); e.g. 8.")
-        side = 1 << gh.hilbert_order_for(grid.rows, grid.cols)
-        if side * side > MAX_FREE_CELLS:
-            raise ParameterError(
-                f"DAWA with free bucket starts handles grids up to 512 × 512 cells (this one is "
-                f"{grid.rows:,} × {grid.cols:,}): its exact partition runs cell by cell. Choose DAWA "
-                "(aligned buckets) or a coarser grid.")
         super().check_public(grid, cost, params)
 
     # -- stage 2 design (public: partition and workload) ---------------------------------------
     @staticmethod
-    def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...]
+    def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...],
+                     runs: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
                      ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple[list[tuple[NDArray, NDArray]], NDArray]]:
         """The tree, every node's uses by the workload (per level) and the queries' uses: each
         distinct rectangle's (sparse: flat node index and count, levels from the leaves up) and
         which of them each query is.  A rectangle the workload repeats (a small grid has few
         distinct ones) is decomposed once; the uses still add up query by query, in the
-        workload's order, so the sums are the same to the bit."""
+        workload's order, so the sums are the same to the bit.  ``runs(rect)``: for the finest
+        partition, the buckets a rectangle covers as runs (:func:`_finest_runs`); else
+        :func:`_covered`."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
         offsets = np.cumsum([0] + [tree.n_nodes(lv) for lv in range(tree.height + 1)])
         distinct, which, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
         decs, flats = [], []
-        for r0, r1, c0, c1 in distinct:  # in order of first use
-            ids, cells = np.unique(bucket_of_cell[r0:r1, c0:c1], return_counts=True)
-            dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
+        for rect in distinct:  # in order of first use
+            if runs is None:
+                ids, cells = _covered(bucket_of_cell, m, rect)
+                dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
+            else:  # every bucket a cell: all covered whole, as node_decomposition would find them
+                dec = gh.node_decomposition(tree, np.zeros(0, dtype=np.int64), np.zeros(0), runs=runs(rect))
             decs.append(dec)
             flats.append((np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
                           np.concatenate([v for _, v in dec])))
@@ -224,15 +220,18 @@ class DAWAFree(DAWA):
         return tuple(rows)
 
     def _allocate(self, grid: Grid, params: dict[str, Any], e2: float, bucket_of_cell: NDArray[np.int64],
-                  sizes: NDArray[np.int64]) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
-        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params))
+                  sizes: NDArray[np.int64], runs: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
+                  ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
+        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params), runs)
         return tree, node_epsilons(gh.node_shares(tree, uses), e2), per_query
 
     # -- plan ------------------------------------------------------------------------------------
     def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
                     n_estimate: float | None) -> tuple[LevelPlan, ...]:
         e1, e2 = self.budgets(cost, params)
-        tree, eps, per_query = self._allocate(grid, params, e2, self._finest_buckets(grid), np.ones(grid.n_cells, dtype=np.int64))
+        finest = self._finest_buckets(grid)
+        tree, eps, per_query = self._allocate(grid, params, e2, finest, np.ones(grid.n_cells, dtype=np.int64),
+                                              _finest_runs(grid, finest))
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the buckets and "
                 "their budgets are known only at release.")
         levels = self._stage2_levels(e1, e2, sensitivity, tree, eps, per_query, grid.n_cells, note)
@@ -323,6 +322,46 @@ class DAWAFree(DAWA):
         return est[leaf], sd[leaf], ci[leaf]
 
 
+def _covered(bucket_of_cell: NDArray[np.int64], m: int, rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
+    """The buckets (of ``m``) the rectangle ``(r0, r1, c0, c1)`` touches, increasing, and its
+    cells in each: ``np.unique``'s answer, by counting (no sort) where the buckets are few."""
+    r0, r1, c0, c1 = rect
+    block = bucket_of_cell[r0:r1, c0:c1]
+    if m > 4 * block.size:
+        return np.unique(block, return_counts=True)
+    count = np.bincount(block.ravel(), minlength=m)
+    ids = np.flatnonzero(count)
+    return ids, count[ids]
+
+
+def _finest_runs(grid: Grid, finest: NDArray[np.int64]) -> Callable[[tuple[int, ...]], tuple[NDArray, NDArray]]:
+    """For the finest partition (``finest``: every cell its own bucket, numbered in Hilbert order),
+    the buckets a rectangle covers as maximal runs ``[lo, hi)`` of bucket numbers, without reading
+    its cells: its cells are runs of consecutive Hilbert positions, and a run can only begin or end
+    on the rectangle's border (an inner cell's neighbours on the curve are in the rectangle), so
+    the runs are the border cells whose predecessor (successor) on the curve lies outside; runs
+    apart only by padding cells are one run of bucket numbers."""
+    rr, cc, inside = DAWA._hilbert(grid)
+    pos = np.empty(grid.shape, dtype=np.int64)
+    pos[rr[inside], cc[inside]] = np.flatnonzero(inside)
+    last = rr.size - 1
+
+    def runs(rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
+        r0, r1, c0, c1 = rect
+        border = np.unique(np.concatenate([pos[r0, c0:c1], pos[r1 - 1, c0:c1], pos[r0:r1, c0], pos[r0:r1, c1 - 1]]))
+
+        def outside(h: NDArray[np.int64]) -> NDArray[np.bool_]:
+            q = np.clip(h, 0, last)
+            return (h < 0) | (h > last) | (rr[q] < r0) | (rr[q] >= r1) | (cc[q] < c0) | (cc[q] >= c1)
+
+        lo, hi = border[outside(border - 1)], border[outside(border + 1)]  # the runs' first and last positions
+        first, final = finest[rr[lo], cc[lo]], finest[rr[hi], cc[hi]]
+        new = np.concatenate([[True], first[1:] != final[:-1] + 1])
+        return first[new], final[np.concatenate([new[1:], [True]])] + 1
+
+    return runs
+
+
 def _scale(epsilon: float, k: int) -> Fraction:
     """The exact rational discrete Laplace scale ``k/ε`` (spends exactly ``ε``)."""
     return laplace_scale_for_epsilon(epsilon, k)
@@ -338,8 +377,27 @@ def _facts(epsilon: float, k: int) -> tuple[Fraction, float, int]:
 
 
 def _variances(eps: NDArray[np.float64], k: int) -> NDArray[np.float64]:
-    """Noise variance of every node (0 where unmeasured), one computation per distinct budget."""
+    """Noise variance of every node (0 where unmeasured), one computation per distinct budget.
+
+    The budgets are ``ε₂ · 2^(−q/16)`` (:func:`node_epsilons`), so the distinct ones are found by
+    their step ``q`` below the largest, counted rather than sorted (the plan's finest partition has
+    a million buckets); checked to be exactly one value per step, else found by sorting."""
     out = np.zeros(eps.size)
-    for e in np.unique(eps[eps > 0]).tolist():
-        out[eps == e] = _facts(e, k)[1]
+    live = eps > 0
+    if not live.any():
+        return out
+    e = eps[live]
+    q = np.rint(-SHARE_STEPS * np.log2(e / e.max())).astype(np.int64)
+    first = np.zeros(int(q.max()) + 1, dtype=np.int64)
+    first[q] = np.arange(q.size)  # a node of each step (any one: the check below covers them all)
+    steps = np.flatnonzero(np.bincount(q))
+    value = np.zeros(first.size)
+    value[steps] = e[first[steps]]
+    if not np.array_equal(value[q], e):  # not one value per step: by sorting
+        for v in np.unique(e).tolist():
+            out[eps == v] = _facts(v, k)[1]
+        return out
+    var = np.zeros(first.size)
+    var[steps] = [_facts(v, k)[1] for v in value[steps].tolist()]
+    out[live] = var[q]
     return out

@@ -240,14 +240,16 @@ def test_ag_pool_smooth_is_a_candidate_and_gets_the_features_count(monkeypatch: 
 
 
 def test_dawa_free_is_a_candidate_up_to_512_squared(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``dawa_free`` is allowed where its public check accepts the grid (Hilbert square ≤ 512²),
-    whatever n, and refused (so never chosen) above; when named it releases with the rest of ε and
-    takes no n."""
+    """``dawa_free`` is allowed on Hilbert squares up to 512² (auto's own limit, where the rule was
+    derived: ``dawa_free`` itself now accepts up to 2,048²), whatever n, and refused (so never
+    chosen) above; when named it releases with the rest of ε and takes no n."""
     p = AUTO.resolve_params(FEATURES)
     assert "dawa_free" in AUTO.allowed_configs(GRID, budget.pure(1.0), p)
     big = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 1024, 1024)
     allowed = AUTO.allowed_configs(big, budget.pure(1.0), p)
     assert "dawa_free" not in allowed and "dawa" in allowed
+    assert "512 × 512" in str(AUTO._refusal("dawa_free", {}, big, budget.pure(1.0), p))
+    catalog.get("points", "dawa_free").check_public(big, budget.pure(1.0), catalog.get("points", "dawa_free").resolve_params({}))
     favour(monkeypatch, "dawa_free")
     assert frule.choose(_fixed(1e5, *CLUSTERED), 1.0, grid_shape=(1024, 1024), allowed=allowed).config != "dawa_free"
     small = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 16, 16)

@@ -41,6 +41,20 @@ def test_free_costs_are_the_rounded_l1_deviation(offsets: int) -> None:
         assert c.tolist() == want, lv
 
 
+@pytest.mark.parametrize("top", [3, 2**20, 2**31])
+def test_free_costs_are_exact_with_large_counts(top: int) -> None:
+    """Exact on both arithmetic paths (int32 terms where they fit, else int64): the rounded
+    ``16 · Σ|x_i − mean|`` by exact fractions."""
+    rng = np.random.default_rng(top % 1000)
+    x = rng.integers(0, top, 32)
+    for lv, c in enumerate(gh.free_interval_costs(x, 4, 4)):
+        ln = 1 << lv
+        for j, s in enumerate(_starts(32, ln, 4)):
+            w = [int(v) for v in x[s:s + ln]]
+            dev = sum(abs(Fraction(v) - Fraction(sum(w), ln)) for v in w)
+            assert int(c[j]) == math.floor(16 * dev + Fraction(1, 2)), (lv, s)
+
+
 def _partitions(n: int, offsets: int, start: int = 0):
     """Every partition of [start, n) into the candidate intervals, as (start, length) lists."""
     if start == n:
@@ -71,6 +85,84 @@ def test_partition_dp_matches_brute_force_and_its_tie_order(seed: int, offsets: 
     best = min(_partitions(8, offsets), key=key)
     s, ln = gh.optimal_interval_partition(costs, offsets)
     assert list(zip(s.tolist(), ln.tolist(), strict=True)) == best
+
+
+def _reference_partition(costs: list[np.ndarray], offsets: int) -> tuple[list[int], list[int]]:
+    """The partition's dynamic programme as it was written before the block version (end by end
+    in Python integers, lengths longest first, a strictly smaller total replaces): the reference
+    the fast one must reproduce bucket for bucket."""
+    top = len(costs) - 1
+    n = 1 << top
+    shift = max(0, offsets.bit_length() - 1)
+    table = [np.asarray(c).tolist() for c in costs]
+    steps = [max(0, lv - shift) for lv in range(top + 1)]
+    best = [0] * (n + 1)
+    last = [0] * (n + 1)
+    for e in range(1, n + 1):
+        tz = (e & -e).bit_length() - 1
+        hi = min(top, tz + shift, e.bit_length() - 1)
+        bv, bl = None, 0
+        for lv in range(hi, -1, -1):
+            s = e - (1 << lv)
+            v = best[s] + table[lv][s >> steps[lv]]
+            if bv is None or v < bv:
+                bv, bl = v, lv
+        best[e], last[e] = bv, bl
+    starts, lengths = [], []
+    e = n
+    while e > 0:
+        ln = 1 << last[e]
+        e -= ln
+        starts.append(e)
+        lengths.append(ln)
+    return starts[::-1], lengths[::-1]
+
+
+def _candidate_costs(rng: np.random.Generator, top: int, offsets: int, kind: str) -> list[np.ndarray]:
+    """Costs for every candidate interval of ``2^top`` cells: random, with many ties (few values,
+    or all equal: every partition ties), mostly negative, wide, and beyond int64's room for totals."""
+    out = []
+    for lv in range(top + 1):
+        size = len(_starts(1 << top, 1 << lv, offsets))
+        if kind == "random":
+            c = rng.integers(-300, 3000, size)
+        elif kind == "few values":
+            c = rng.integers(0, 3, size) * (1 << lv)
+        elif kind == "all equal":
+            c = np.full(size, 7)
+        elif kind == "negative":
+            c = rng.integers(-5000, 20, size)
+        elif kind == "clustered":  # costs of real L1 deviations plus noise and a penalty
+            c = np.zeros(size, dtype=np.int64)
+        elif kind == "wide":  # paths inside a block beyond int32: the int64 tables
+            c = rng.integers(-(1 << 26), 1 << 26, size)
+        else:  # "huge": totals beyond int64's room, the Python-integer path
+            c = rng.integers(-(1 << 60), 1 << 60, size)
+        out.append(np.asarray(c, dtype=np.int64))
+    if kind == "clustered":
+        x = rng.poisson(np.repeat(rng.gamma(0.3, 20.0, 1 << max(0, top - 3)), 8)[: 1 << top])
+        out = [c + 400 + rng.integers(-200, 200, c.size)
+               for c in gh.free_interval_costs(x.astype(np.int64), 4, offsets)]
+    return out
+
+
+@pytest.mark.parametrize("block", [1, 2, 8, 256])
+@pytest.mark.parametrize("offsets", [1, 2, 8, 64])
+def test_partition_blocks_match_the_end_by_end_programme(block: int, offsets: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block version returns the old loop's partition (same buckets, same tie breaks) on
+    random costs, on costs with many ties or all equal, on negative ones, on L1 costs of
+    clustered counts, on costs too wide for int32 paths inside a block and too large for int64
+    totals; with blocks of 1 … 256 ends and chunks of a few blocks, so block and chunk edges are
+    crossed."""
+    monkeypatch.setattr(gh, "PARTITION_BLOCK", block)
+    monkeypatch.setattr(gh, "PARTITION_CHUNK_CELLS", 4 * block)
+    rng = np.random.default_rng(block * 100 + offsets)
+    for top in (0, 1, 2, 3, 5, 9, 11):
+        for kind in ("random", "few values", "all equal", "negative", "clustered", "wide", "huge"):
+            costs = _candidate_costs(rng, top, offsets, kind)
+            s, ln = gh.optimal_interval_partition(costs, offsets)
+            assert (s.tolist(), ln.tolist()) == _reference_partition(costs, offsets), (top, kind)
 
 
 def test_pieces_tile_each_bucket_with_aligned_blocks() -> None:
@@ -157,6 +249,17 @@ def test_start_offsets_must_be_a_power_of_two() -> None:
         mech.plan(Grid(B, 8, 8), 1.0, {"start_offsets": 3})
 
 
+def test_grids_up_to_dawas_limit_are_accepted() -> None:
+    """The partition is no longer limited to 512² (its programme is fast on 1,024²); DAWA's own
+    limit, a Hilbert square of 2,048², still holds."""
+    mech = catalog.get("points", "dawa_free")
+    p = mech.resolve_params({})
+    mech.check_public(Grid(B, 1024, 1024), F.pure(1.0), p)
+    mech.check_public(Grid(B, 2048, 600), F.pure(1.0), p)
+    with pytest.raises(ParameterError, match="2,048 × 2,048"):
+        mech.check_public(Grid(B, 2049, 10), F.pure(1.0), p)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_node_decomposition_adds_up_to_the_level_decomposition(seed: int) -> None:
     """Per node (sparse) and per level (dawa's) agree: the same canonical decomposition."""
@@ -166,3 +269,46 @@ def test_node_decomposition_adds_up_to_the_level_decomposition(seed: int) -> Non
     ids = np.flatnonzero(cov > 0)
     per_node = gh.node_decomposition(tree, ids, cov[ids])
     assert [float(v.sum()) for _, v in per_node] == pytest.approx(gh.level_decomposition(tree, cov).tolist())
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 9), (5, 3), (37, 64), (64, 64), (100, 70)])
+def test_covered_buckets_are_np_unique_of_the_rectangle(shape: tuple[int, int]) -> None:
+    """The buckets a workload rectangle touches: by counting (few buckets), exactly ``np.unique``'s
+    arrays; for the finest partition, from the rectangle's border as runs, exactly the node
+    decomposition of ``np.unique``'s buckets."""
+    rng = np.random.default_rng(shape[0] * 1000 + shape[1])
+    grid = Grid(B, *shape)
+    mech = catalog.get("points", "dawa_free")
+    finest = mech._finest_buckets(grid)
+    tree = gh.BucketTree(grid.n_cells)
+    cut = np.zeros(grid.n_cells, dtype=np.int64)
+    cut[rng.choice(grid.n_cells, min(grid.n_cells, 12), replace=False)] = 1
+    coarse = np.cumsum(cut)[finest] - cut[0]  # bucket ids 0 .. m-1 along the curve
+    runs = F._finest_runs(grid, finest)
+    rects = [(0, shape[0], 0, shape[1])]
+    for _ in range(60):
+        r0, c0 = int(rng.integers(0, shape[0])), int(rng.integers(0, shape[1]))
+        rects.append((r0, int(rng.integers(r0 + 1, shape[0] + 1)), c0, int(rng.integers(c0 + 1, shape[1] + 1))))
+    for r0, r1, c0, c1 in rects:
+        ids, cells = np.unique(finest[r0:r1, c0:c1], return_counts=True)
+        want = gh.node_decomposition(tree, ids, cells / 1)
+        got = gh.node_decomposition(tree, np.zeros(0, dtype=np.int64), np.zeros(0), runs=runs((r0, r1, c0, c1)))
+        assert len(got) == len(want)
+        for (gi, gv), (wi, wv) in zip(got, want, strict=True):
+            assert np.array_equal(gi, wi) and np.array_equal(gv, wv) and gv.dtype == wv.dtype
+        want = np.unique(coarse[r0:r1, c0:c1], return_counts=True)
+        got = F._covered(coarse, int(coarse.max()) + 1, (r0, r1, c0, c1))
+        assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True))
+
+
+def test_variances_by_budget_step_are_per_node_variances() -> None:
+    """The node variances found per budget step (counted) are every node's own budget's variance,
+    for node budgets of :func:`node_epsilons` and, through the sorting fallback, for any budgets."""
+    rng = np.random.default_rng(11)
+    for e2, k in ((1e-4, 1), (0.3, 2), (7.5, 3)):
+        eps = F.node_epsilons([rng.random(2000) * (rng.random(2000) < 0.8)], e2)[0]
+        want = [F._facts(float(e), k)[1] if e > 0 else 0.0 for e in eps]
+        assert F._variances(eps, k).tolist() == want
+    eps = rng.random(300) * (rng.random(300) < 0.7)
+    assert F._variances(eps, 2).tolist() == [F._facts(float(e), 2)[1] if e > 0 else 0.0 for e in eps]
+    assert F._variances(np.zeros(4), 1).tolist() == [0.0] * 4
