@@ -129,6 +129,8 @@ KEPT_RESOURCES = frozenset({
     # keyed by the shipped file's path (and the hierarchy's codes): the US tracts and their boundaries
     "ui.kinds.areas.data._public_table",
     "ui.kinds.areas.data._public_join",
+    "ui.kinds.areas.data._shipped_extent",
+    "ui.kinds.flows.data._shipped_extent",
 })
 
 

@@ -108,8 +108,18 @@ def extent_map(m: dict[str, Any]) -> None:
     key = (h.fingerprint(), tuple(joins))
     if ss.get("hier_extent", (None,))[0] != key:
         frames = [joins[lv].frame for lv in sorted(joins, key=h.depth_of)]
-        ss["hier_extent"] = (key, charts.built(area_figures.extent_figure(frames)))  # its dict made once
+        # its dict made once; a shipped geography's once per server
+        ss["hier_extent"] = (key, _shipped_extent(key, frames) if m["inputs"]["id"] in (DEMO, US)
+                             else charts.built(area_figures.extent_figure(frames)))
     st.plotly_chart(ss["hier_extent"][1], key="hier_extent_map", config={"displayModeBar": False})
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _shipped_extent(key: tuple[Any, ...], _frames: list[Any]) -> charts.BuiltFigure:
+    """The extent map of a geography shipped with the app (the made-up demo's, the US tracts' states and
+    counties), keyed by its codes and levels: public files, the same map for every session, so made once
+    per server (an uploaded table's is made in its own session).  Read only."""
+    return charts.built(area_figures.extent_figure(_frames))
 
 
 @st.cache_resource(show_spinner=False)

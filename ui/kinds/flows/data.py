@@ -469,5 +469,15 @@ def extent_map(model: dict[str, Any]) -> None:
     key = (model["h"].fingerprint(), model["source"], tuple(sorted(frames)))
     if ss.get("od_extent", (None,))[0] != key:
         bg = [frames[max(frames)]] + ([frames[min(frames)]] if min(frames) != max(frames) else []) if frames else None
-        ss["od_extent"] = (key, charts.built(od_figures.extent_figure(bg, xy)))  # its dict made once
+        # its dict made once; a shipped geography's once per server
+        ss["od_extent"] = (key, charts.built(od_figures.extent_figure(bg, xy)) if model["source"] == UPLOAD
+                           else _shipped_extent(key, bg, xy))
     st.plotly_chart(ss["od_extent"][1], key="od_extent_map", config={"displayModeBar": False})
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _shipped_extent(key: tuple[Any, ...], _bg: Any, _xy: Any) -> charts.BuiltFigure:
+    """The extent map of a geography shipped with the app (the made-up demo's, the NYC taxi zones', the
+    US counties', Rhode Island's), keyed by its source and codes: public files, the same map for every
+    session, so made once per server (an uploaded area list's is made in its own session).  Read only."""
+    return charts.built(od_figures.extent_figure(_bg, _xy))
