@@ -263,6 +263,8 @@ def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) ->
     n = x.size
     if n == 0 or n & (n - 1) or offsets < 1 or offsets & (offsets - 1):
         raise ParameterError("The L1 partition needs a power-of-two number of cells and of start offsets.")
+    if int(x.min()) < 0:  # counts: the overflow guards below bound |length·x_i − S| by non-negative x
+        raise ParameterError("The L1 partition's costs are of counts: every cell must be 0 or more.")
     scale = 1 << frac_bits
     if 4 * scale * n * int(x.sum()) + n >= 2**63:
         raise ParameterError(
@@ -270,9 +272,10 @@ def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) ->
     prefix = np.concatenate([[0], np.cumsum(x)])
     out: list[NDArray[np.int64]] = []
     length = 1
-    # one work buffer of about 2 MB, reused in place: 0.24 s against 0.80 s on 1,024² cells with
-    # fresh temporaries of 32 MB per chunk; int32 terms (summed in int64) where every
-    # |length·x_i − S_b| fits, which halves the memory traffic
+    # work buffers reused in place (int64 and int32, each max(COST_CHUNK, n) cells: 8 and 4 MB on
+    # 1,024²) instead of fresh temporaries of 32 MB per chunk (0.80 -> 0.26 s on 1,024² cells); int32
+    # terms (summed in int64) where every |length·x_i − S_b| fits, which halves the memory traffic
+    # (0.29 -> 0.24 s)
     buf = np.empty(max(COST_CHUNK, n), dtype=np.int64)
     buf32 = np.empty(max(COST_CHUNK, n), dtype=np.int32)
     x32 = x.astype(np.int32) if int(x.max()) < 2**31 else None
@@ -300,8 +303,8 @@ def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) ->
 
 
 #: Block of bucket ends the partition's dynamic programme solves at once (a power of two):
-#: fewer Python steps (``n / PARTITION_BLOCK``) against more entries per block (about
-#: ``offsets/2 · log2 PARTITION_BLOCK``).  128 and 256 were the fastest of 64 … 1,024 on 1,024²
+#: fewer Python steps (``n / PARTITION_BLOCK``) against more entries per block (the ``r ≤
+#: PARTITION_BLOCK`` whose odd part is at most ``offsets``: 9 for 1 offset, 28 for 8, 128 for 64).  128 and 256 were the fastest of 64 … 1,024 on 1,024²
 #: cells (0.35 s against 1.1 s for the loop end by end).
 PARTITION_BLOCK = 256
 #: Candidate ends a block's internal paths are computed for at once (bounds their table's memory).
@@ -336,7 +339,8 @@ def optimal_interval_partition(costs: list[NDArray[np.int64]], offsets: int) -> 
     n = 1 << top
     shift = max(0, offsets.bit_length() - 1)
     costs = [np.asarray(c, dtype=np.int64) for c in costs]
-    widest = max(int(np.abs(c).max()) for c in costs)
+    # the widest |cost| as Python ints (np.abs leaves -2^63 negative)
+    widest = max(max(int(c.max()), -int(c.min())) for c in costs)
     # int64 holds every total (at most n buckets) and the stand-in for "no path" with room; the
     # rare costs beyond that (a tiny ε's noise on a large grid) run the same code on Python ints
     fits = (n + 1) * widest < (1 << 59)
@@ -370,8 +374,8 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> N
     path to an end ``e`` of the block leaves its last external bucket at some entry ``i`` and
     goes on inside the block, so ``best(e) = min_i (in_i + G_k[i, e])``, ``in_i`` the best
     external bucket into entry ``i`` and ``G_k[i, e]`` the least cost from entry ``i`` to ``e``
-    with buckets inside the block.  ``G`` needs no value of ``best``: it is built for all blocks at
-    once, end by end (``P`` steps); then the blocks are walked in order, each with a few small
+    with buckets inside the block.  ``G`` needs no value of ``best``: it is built for many blocks at
+    once (chunks of :data:`PARTITION_CHUNK_CELLS` cells), end by end (``P`` steps); then the blocks are walked in order, each with a few small
     array operations.  The minima are the recurrence's (the same candidates, exact integers).
     """
     n = 1 << top
@@ -395,7 +399,8 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> N
     # paths inside a block in int32 where they fit (half the memory traffic): every such path and
     # the stand-in for "no path" plus one bucket stay below 2^31; the walk below adds int64 totals
     # and masks the "no path" cells (an entry after the end), so its minima are the same
-    narrow = dtype.kind == "i" and (size + 1) * max([int(np.abs(c).max()) for c in costs[:p]] + [0]) < 1 << 30
+    narrow = dtype.kind == "i" and (size + 1) * max([max(int(c.max()), -int(c.min())) for c in costs[:p]]
+                                                    + [0]) < 1 << 30
     dead: NDArray[np.int64] | int = 0
     if narrow:
         costs = [c.astype(np.int32) for c in costs[:p]] + costs[p:]

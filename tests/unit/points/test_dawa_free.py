@@ -312,3 +312,20 @@ def test_variances_by_budget_step_are_per_node_variances() -> None:
     eps = rng.random(300) * (rng.random(300) < 0.7)
     assert F._variances(eps, 2).tolist() == [F._facts(float(e), 2)[1] if e > 0 else 0.0 for e in eps]
     assert F._variances(np.zeros(4), 1).tolist() == [0.0] * 4
+
+
+def test_partition_takes_the_extreme_int64_cost_as_the_old_loop_does() -> None:
+    """A cost of exactly -2^63 (np.abs leaves it negative): the width check counts it as 2^63, so the
+    totals are summed without wrapping and the partition is the old loop's (review finding)."""
+    costs = [np.full(8 >> lv, 0, dtype=np.int64) for lv in range(4)]
+    costs[0][:] = -1
+    costs[2][1] = np.iinfo(np.int64).min  # the bucket [4, 8)
+    s, ln = gh.optimal_interval_partition(costs, 1)
+    assert (s.tolist(), ln.tolist()) == _reference_partition(costs, 1) == ([0, 1, 2, 3, 4], [1, 1, 1, 1, 4])
+
+
+def test_interval_costs_refuse_negative_counts() -> None:
+    """The costs are of counts; the overflow guards assume x >= 0 (a negative cell gave other costs
+    than the old code, review finding): refused with a message."""
+    with pytest.raises(ParameterError, match="0 or more"):
+        gh.free_interval_costs(np.array([-(2**30), 0, 3, 1]), 4, 4)
