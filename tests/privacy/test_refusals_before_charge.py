@@ -119,7 +119,7 @@ def test_auto_runs_the_public_checks_of_every_mechanism_it_can_choose(monkeypatc
     assert rel.inner.public["auto"]["chosen"] == "dawa_free"
     assert len(led.entries) == 1 and led.spent == pytest.approx(1.0)
     # the feature rule (the default), made to prefer DAWA with free starts above all, passes over it
-    # on the large grid (it refuses 1024²): released, charged once more
+    # on the large grid (auto offers it up to 512² only): released, charged once more
     favour(monkeypatch, "dawa_free")
     rel = _release(plan_points, points(1024), "auto", 0.5, led, session=session, noise=NoiseSource(8), n_estimate=1e6)
     assert rel.inner.public["auto"]["chosen"] != "dawa_free"

@@ -105,6 +105,7 @@ Release record
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -212,7 +213,8 @@ class Auto(PointsMechanism):
             side = 1 << hilbert_order_for(grid.rows, grid.cols)
             if side * side > DAWA_FREE_MAX_CELLS:
                 raise ParameterError(
-                    f"auto offers DAWA with free bucket starts on grids up to 512 × 512 cells only (this one "
+                    f"auto offers DAWA with free bucket starts on grids up to {math.isqrt(DAWA_FREE_MAX_CELLS)} × "
+                    f"{math.isqrt(DAWA_FREE_MAX_CELLS)} cells only (this one "
                     f"is {grid.rows:,} × {grid.cols:,}), where its rules were derived; choose it yourself here.")
         self.mechanism(name).check_public(grid, e_m, chosen)
 
