@@ -451,7 +451,8 @@ def paint_rects(rects: NDArray[np.int64], per_cell: NDArray[np.float64], shape: 
     np.add.at(diff, (r[:, 1], r[:, 2]), -v)
     np.add.at(diff, (r[:, 0], r[:, 3]), -v)
     np.add.at(diff, (r[:, 1], r[:, 3]), v)
-    return np.cumsum(cumsum_down(diff), axis=1)[:-1, :-1]
+    # summed in place: the one grid-sized array (4,096²: 134 MB) is the output, as a view
+    return np.cumsum(cumsum_down(diff, out=diff), axis=1, out=diff)[:-1, :-1]
 
 
 def rect_sums(counts: NDArray[np.integer], rects: NDArray[np.int64]) -> NDArray[np.int64]:

@@ -22,6 +22,7 @@ from dpcore.data.domain import (
     block_sums,
     cap_user_contributions,
     cumsum_down,
+    paint_rects,
     rect_sums,
     validate_rects,
 )
@@ -616,3 +617,25 @@ class TestCumsumDown:
         out = np.empty_like(v)
         assert cumsum_down(v, out=out) is out and np.array_equal(out, expected)
         assert cumsum_down(v, out=v) is v and np.array_equal(v, expected)
+
+
+def test_paint_rects_allocates_one_grid() -> None:
+    # the difference array is summed in place and returned as a view: one grid-sized allocation (a copy
+    # per cumulative sum made three: 4,096² peaked at 403 MB instead of 134 MB)
+    import tracemalloc
+
+    side = 512
+    rects = np.array([[0, side, 0, side], [3, 200, 7, 511], [100, 101, 0, 1]])
+    values = np.array([1.0, 2.5, -4.0])
+    tracemalloc.start()
+    try:
+        out = paint_rects(rects, values, (side, side))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    grid_bytes = (side + 1) ** 2 * 8
+    assert grid_bytes <= peak < 1.5 * grid_bytes
+    expected = np.zeros((side, side))
+    for (r0, r1, c0, c1), x in zip(rects, values, strict=True):
+        expected[r0:r1, c0:c1] += x
+    assert np.array_equal(out, expected)
