@@ -418,11 +418,18 @@ def replicate_variance(m: Measurements, reps: NDArray[np.float64], q: ArrayLike 
 def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.int64],
                  inv: Sequence[Mapping[str, Any]]) -> TreeLayout | None:
     """The tree of a design with ``edges`` (``ids``: the node of every measurement), or None when
-    the exact two-pass solve does not apply."""
+    the exact two-pass solve does not apply.
+
+    The caller has checked that every measurement's node and every invariant's node is one of
+    ``nodes`` (:func:`measurements_from` refuses others with a ParameterError); a position outside
+    them here is a bug (RuntimeError): -1 would index the last node silently."""
     edges = design.get("edges")
     if not edges:
         return None
     k = len(nodes)
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= k):
+        raise RuntimeError(f"_tree_layout: internal error: a measurement's node position is outside 0..{k - 1} "
+                           "(measurements_from checks the nodes first).")
 
     def ids_of(values: Any) -> NDArray[np.int64]:
         out = nodes.positions([str(x) for x in values])
@@ -451,6 +458,9 @@ def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.in
     public = np.full(k, np.nan)
     for it in inv:
         v = int(nodes.positions([str(it["node"])])[0])
+        if v < 0:
+            raise RuntimeError(f"_tree_layout: internal error: the invariant's node {str(it['node'])!r} is not a node "
+                               "of the design (measurements_from checks the invariants' nodes first).")
         if parent[v] != -1:
             return None
         public[v] = float(it["value"])

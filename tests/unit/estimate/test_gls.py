@@ -345,3 +345,31 @@ def test_a_nested_design_without_edges_is_solved_as_a_tree(neighbour: str) -> No
     np.testing.assert_allclose(gls_estimate(m), x_ref, rtol=1e-8, atol=1e-8)
     q = (rng.random(m.n) < 0.5).astype(float)
     assert union_variance(m, q) == pytest.approx(q @ C_ref @ q, rel=1e-8, abs=1e-8)
+
+
+class TestTreeLayoutInternalChecks:
+    """gls._tree_layout takes node positions its caller (measurements_from) has already checked; a
+    position -1 (a node design.json does not list) would index the last node silently."""
+
+    # the root listed last: parent[-1] is then -1, so an unknown invariant node became the root's
+    DESIGN = {"cells": ["a", "b"], "edges": [["all", "a"], ["all", "b"]]}
+    NODES = {"a": [0], "b": [1], "all": [0, 1]}
+
+    def test_invariant_at_an_unknown_node_is_refused(self) -> None:
+        from dpcore.estimate.design_nodes import NodeCells
+        from dpcore.estimate.gls import _tree_layout
+
+        nodes = NodeCells.of(self.NODES)
+        with pytest.raises(RuntimeError, match="internal error.*'elsewhere'"):
+            _tree_layout(self.DESIGN, nodes, np.arange(3), [{"node": "elsewhere", "value": 5.0}])
+        # a known root's invariant is still taken
+        tree = _tree_layout(self.DESIGN, nodes, np.arange(3), [{"node": "all", "value": 5.0}])
+        assert tree is not None and tree.public[2] == 5.0 and np.isnan(tree.public[:2]).all()
+
+    @pytest.mark.parametrize("ids", [[-1, 1, 2], [0, 1, 3]])
+    def test_measurement_outside_the_nodes_is_refused(self, ids: list[int]) -> None:
+        from dpcore.estimate.design_nodes import NodeCells
+        from dpcore.estimate.gls import _tree_layout
+
+        with pytest.raises(RuntimeError, match="internal error"):
+            _tree_layout(self.DESIGN, NodeCells.of(self.NODES), np.array(ids), [])
