@@ -98,10 +98,16 @@ class NodeCells(Mapping[str, list[int]]):
         return np.diff(self.ptr)
 
     def positions(self, codes: Sequence[str]) -> NDArray[np.int64]:
-        """The node position of every code (text), -1 where no node has it."""
+        """The node position of every code (text), -1 where no node has it.  ``codes`` may repeat a
+        code (each gets its position); the nodes' own codes may not (ValueError: no one position)."""
         if self._index is None:
             # object dtype on both sides: matching against pandas' Arrow strings would cast them first
-            self._index = pd.Index(self.codes, dtype=object)
+            index = pd.Index(self.codes, dtype=object)
+            if not index.is_unique:  # pandas' lookup would refuse it too, without naming the code
+                code = index[index.duplicated()][0]
+                raise ValueError(f"NodeCells needs unique node codes: {code!r} names "
+                                 f"{self.codes.count(code)} nodes.")
+            self._index = index
         wanted = pd.Index(codes, dtype=object)
         return np.asarray(self._index.get_indexer(wanted), dtype=np.int64)
 
