@@ -24,3 +24,24 @@ def test_repeated_codes_are_refused_by_name() -> None:
 
 def test_repeated_codes_asked_for_each_get_their_position() -> None:
     assert _nodes().positions(["b", "all", "b", "z", "b"]).tolist() == [2, 0, 2, -1, 2]
+
+
+def test_items_and_values_read_the_arrays_without_a_lookup_per_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = _nodes()
+    expected = {"all": [0, 1], "a": [0], "b": [1]}
+
+    def no_lookup(self: NodeCells, codes: object) -> None:
+        raise AssertionError("a lookup per key")
+
+    monkeypatch.setattr(NodeCells, "positions", no_lookup)
+    assert list(nodes.items()) == list(expected.items())
+    assert list(nodes.values()) == list(expected.values())
+    assert all(type(c) is int for v in nodes.values() for c in v)  # Python ints, as tolist() gives
+    assert len(nodes.items()) == len(nodes.values()) == 3
+
+
+def test_items_and_values_views_keep_the_mapping_answers() -> None:
+    nodes = _nodes()
+    assert ("a", [0]) in nodes.items() and ("a", [1]) not in nodes.items() and ("z", [0]) not in nodes.items()
+    assert [1] in nodes.values() and [2] not in nodes.values()
+    assert list(NodeCells([], np.array([0]), np.array([], dtype=np.int64)).items()) == []
