@@ -112,6 +112,11 @@ class NodeCells(Mapping[str, list[int]]):
     def positions(self, codes: Sequence[str]) -> NDArray[np.int64]:
         """The node position of every code (text), -1 where no node has it.  ``codes`` may repeat a
         code (each gets its position); the nodes' own codes may not (ValueError: no one position)."""
+        wanted = pd.Index(codes, dtype=object)
+        return np.asarray(self._unique_index().get_indexer(wanted), dtype=np.int64)
+
+    def _unique_index(self) -> pd.Index:
+        """The codes as a pandas index, made once; ValueError when a code repeats."""
         if self._index is None:
             # object dtype on both sides: matching against pandas' Arrow strings would cast them first
             index = pd.Index(self.codes, dtype=object)
@@ -120,8 +125,7 @@ class NodeCells(Mapping[str, list[int]]):
                 raise ValueError(f"NodeCells needs unique node codes: {code!r} names "
                                  f"{self.codes.count(code)} nodes.")
             self._index = index
-        wanted = pd.Index(codes, dtype=object)
-        return np.asarray(self._index.get_indexer(wanted), dtype=np.int64)
+        return self._index
 
     def rows(self, pos: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """``(indptr, indices)`` of the CSR rows of the nodes at ``pos``: row ``r`` lists node ``pos[r]``'s cells."""
@@ -132,8 +136,11 @@ class NodeCells(Mapping[str, list[int]]):
         return indptr, self.cells[np.repeat(start, size) + within]
 
     def quoted(self) -> Any:
-        """Every code as a JSON string (pyarrow array; made once, shared with :class:`NodeEdges`)."""
+        """Every code as a JSON string (pyarrow array; made once, shared with :class:`NodeEdges`).
+        ValueError when a code repeats: design.json would name two nodes alike, and a reader would
+        keep one of them (the index is the one :meth:`positions` then uses)."""
         if self._quoted is None:
+            self._unique_index()
             self._quoted = _json_strings(self.codes)
         return self._quoted
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import orjson
 import pytest
 
-from dpcore.estimate.design_nodes import NodeCells
+from dpcore.estimate.design_nodes import NodeCells, NodeEdges
 
 
 def _nodes() -> NodeCells:
@@ -45,3 +46,18 @@ def test_items_and_values_views_keep_the_mapping_answers() -> None:
     assert ("a", [0]) in nodes.items() and ("a", [1]) not in nodes.items() and ("z", [0]) not in nodes.items()
     assert [1] in nodes.values() and [2] not in nodes.values()
     assert list(NodeCells([], np.array([0]), np.array([], dtype=np.int64)).items()) == []
+
+
+def test_repeated_codes_are_not_written() -> None:
+    # design.json as {"all": [0, 1], "a": [0], "all": [1]}: a reader keeps one "all" and loses a node
+    nodes = NodeCells(["all", "a", "all"], np.array([0, 2, 3, 4]), np.array([0, 1, 0, 1]))
+    with pytest.raises(ValueError, match="'all'.*2 nodes"):
+        nodes.json()
+    with pytest.raises(ValueError, match="unique"):
+        NodeEdges(nodes, np.array([0]), np.array([1])).json()
+
+
+def test_written_design_reads_back() -> None:
+    nodes = _nodes()
+    assert orjson.loads(nodes.json()) == {"all": [0, 1], "a": [0], "b": [1]}
+    assert orjson.loads(NodeEdges(nodes, np.array([0, 0]), np.array([1, 2])).json()) == [["all", "a"], ["all", "b"]]
