@@ -373,3 +373,44 @@ class TestTreeLayoutInternalChecks:
 
         with pytest.raises(RuntimeError, match="internal error"):
             _tree_layout(self.DESIGN, NodeCells.of(self.NODES), np.array(ids), [])
+
+
+class TestTreeLayoutEdgesAgreeWithNodes:
+    """A design.json whose edges do not give every node the cells its ``nodes`` entry lists (a
+    file edited or corrupted: the writers make them agree) is not solved by the two passes, which
+    would fit the edges' tree and not the rows of A: the general solve of A's rows answers."""
+
+    NODES = {"all": [0, 1, 2], "l": [0, 1], "r": [2], "a": [0], "b": [1], "c": [2]}
+    EDGES = [["all", "l"], ["all", "r"], ["l", "a"], ["l", "b"], ["r", "c"]]
+
+    def _both(self, edges: list[list[str]], nodes: dict[str, list[int]] | None = None) -> tuple[object, object]:
+        from dpcore.estimate.gls import DESIGN_SCHEMA, measurements_from
+
+        nodes = nodes or self.NODES
+        design = {"schema": DESIGN_SCHEMA, "cells": ["a", "b", "c"], "nodes": nodes, "edges": edges}
+        meas = pd.DataFrame({"node": list(nodes), "value": [10.0, 6.0, 5.0, 2.0, 3.0, 4.0][:len(nodes)],
+                             "variance": 1.0, "family": "gaussian_grid", "phase": "count"})
+        m = measurements_from(design, meas)
+        return m, Measurements(m.A, m.y, m.var, m.cells)  # the same rows, solved without a tree
+
+    def test_agreeing_edges_keep_the_two_passes(self) -> None:
+        m, plain = self._both(self.EDGES)
+        assert m.tree is not None
+        assert np.allclose(gls_estimate(m), gls_estimate(plain))
+
+    @pytest.mark.parametrize("edges", [
+        EDGES + [["r", "b"]],  # b under two parents: the last one listed was kept (estimate 4.08, 2.38, 3.38)
+        [["all", "l"], ["all", "r"], ["l", "a"], ["r", "b"], ["l", "c"]],  # b and c swapped between l and r
+        [["all", "l"], ["l", "a"], ["l", "b"], ["r", "c"]],  # r a root of its own, under no node
+    ])
+    def test_disagreeing_edges_solve_the_rows(self, edges: list[list[str]]) -> None:
+        m, plain = self._both(edges)
+        assert m.tree is None
+        assert np.allclose(gls_estimate(m), gls_estimate(plain))
+
+    def test_a_cycle_is_not_a_tree(self) -> None:
+        nodes = {"all": [0, 1, 2], "x": [0, 1, 2], "a": [0], "b": [1], "c": [2]}
+        edges = [["all", "x"], ["x", "all"], ["x", "a"], ["x", "b"], ["x", "c"]]
+        m, plain = self._both(edges, nodes)
+        assert m.tree is None
+        assert np.allclose(gls_estimate(m), gls_estimate(plain))
