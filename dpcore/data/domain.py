@@ -411,18 +411,23 @@ def cumsum_down(values: NDArray[np.number], out: NDArray[np.number] | None = Non
     A cumulative sum is sequential (row i = row i - 1 + values[i], no pairwise summation), so adding
     whole rows in order makes the same floating-point sums; numpy's own axis-0 cumsum walks each
     column across memory and was 4 to 5 times slower on a C-ordered grid (1,024²: 9.6 vs 2.0 ms;
-    4,096²: 157 vs 40 ms).  ``out`` may be ``values`` itself (in place); narrow arrays, other
-    layouts and mixed types that numpy's cumsum would cast differently keep numpy's cumsum.
+    4,096²: 157 vs 40 ms).  ``out`` may be ``values`` itself (in place); an ``out`` that shares
+    memory with ``values`` otherwise (a shifted view: row i would add a row already overwritten),
+    narrow arrays, other layouts and mixed types that numpy's cumsum would cast differently keep
+    numpy's cumsum (which buffers overlapping operands).  ``values`` must be 2-D (ValueError).
 
     >>> v = np.arange(12.0).reshape(3, 4) / 7
     >>> bool((cumsum_down(np.repeat(v, 20, axis=1)) == np.cumsum(np.repeat(v, 20, axis=1), axis=0)).all())
     True
     """
     v = np.asarray(values)
+    if v.ndim != 2:  # its callers sum grids; a 1-D input used to fail on v[:0, :0] with an IndexError
+        raise ValueError(f"cumsum_down sums the rows of a 2-D array; got a {v.ndim}-D array of shape {v.shape}.")
     if out is None:
         out = np.empty(v.shape, dtype=np.cumsum(v[:0, :0], axis=0).dtype)
-    if (v.ndim != 2 or v.shape[1] < ROWWISE_FROM_COLS or out.shape != v.shape or v.dtype != out.dtype
-            or v.strides[1] != v.itemsize or out.strides[1] != out.itemsize):  # rows laid out contiguously
+    if (v.shape[1] < ROWWISE_FROM_COLS or out.shape != v.shape or v.dtype != out.dtype
+            or v.strides[1] != v.itemsize or out.strides[1] != out.itemsize  # rows laid out contiguously
+            or (out is not v and np.may_share_memory(out, v))):
         return np.cumsum(v, axis=0, out=out)
     if v.shape[0]:
         if out is not v:
@@ -446,7 +451,8 @@ def paint_rects(rects: NDArray[np.int64], per_cell: NDArray[np.float64], shape: 
     np.add.at(diff, (r[:, 1], r[:, 2]), -v)
     np.add.at(diff, (r[:, 0], r[:, 3]), -v)
     np.add.at(diff, (r[:, 1], r[:, 3]), v)
-    return np.cumsum(cumsum_down(diff), axis=1)[:-1, :-1]
+    # summed in place: the one grid-sized array (4,096²: 134 MB) is the output, as a view
+    return np.cumsum(cumsum_down(diff, out=diff), axis=1, out=diff)[:-1, :-1]
 
 
 def rect_sums(counts: NDArray[np.integer], rects: NDArray[np.int64]) -> NDArray[np.int64]:

@@ -418,11 +418,18 @@ def replicate_variance(m: Measurements, reps: NDArray[np.float64], q: ArrayLike 
 def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.int64],
                  inv: Sequence[Mapping[str, Any]]) -> TreeLayout | None:
     """The tree of a design with ``edges`` (``ids``: the node of every measurement), or None when
-    the exact two-pass solve does not apply."""
+    the exact two-pass solve does not apply.
+
+    The caller has checked that every measurement's node and every invariant's node is one of
+    ``nodes`` (:func:`measurements_from` refuses others with a ParameterError); a position outside
+    them here is a bug (RuntimeError): -1 would index the last node silently."""
     edges = design.get("edges")
     if not edges:
         return None
     k = len(nodes)
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= k):
+        raise RuntimeError(f"_tree_layout: internal error: a measurement's node position is outside 0..{k - 1} "
+                           "(measurements_from checks the nodes first).")
 
     def ids_of(values: Any) -> NDArray[np.int64]:
         out = nodes.positions([str(x) for x in values])
@@ -451,16 +458,55 @@ def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.in
     public = np.full(k, np.nan)
     for it in inv:
         v = int(nodes.positions([str(it["node"])])[0])
+        if v < 0:
+            raise RuntimeError(f"_tree_layout: internal error: the invariant's node {str(it['node'])!r} is not a node "
+                               "of the design (measurements_from checks the invariants' nodes first).")
         if parent[v] != -1:
             return None
         public[v] = float(it["value"])
     depth = np.zeros(k, dtype=np.int64)
-    for _ in range(k):  # depth by repeated relaxation (trees are shallow)
+    for _ in range(k + 1):  # depth by repeated relaxation (trees are shallow)
         new = np.where(parent >= 0, depth[np.maximum(parent, 0)] + 1, 0)
         if np.array_equal(new, depth):
             break
         depth = new
+    else:
+        return None  # a cycle: not a tree
+    if not _edges_give_node_cells(parent, depth, cell, nodes):
+        return None  # the two passes would fit the edges' tree, not A's rows: conjugate gradients
     return TreeLayout(parent, depth, row, cell, public)
+
+
+def _edges_give_node_cells(parent: NDArray[np.int64], depth: NDArray[np.int64], cell: NDArray[np.int64],
+                           nodes: NodeCells) -> bool:
+    """Whether every node lists exactly the cells of the leaves under it in the edges' forest (the
+    leaves being the cells, each once).  A design.json the writers made always agrees; a file
+    edited by hand may not (a node under two parents keeps the last one): O(cells · height)."""
+    k, height = parent.size, int(depth.max()) + 1
+    under = (cell >= 0).astype(np.int64)  # leaves under each node, summed up from the deepest level
+    for d in range(height - 1, 0, -1):
+        at = np.flatnonzero(depth == d)
+        under += np.bincount(parent[at], weights=under[at], minlength=k).astype(np.int64)
+    if not np.array_equal(under, nodes.sizes):
+        return False
+    listed = nodes.cells
+    n = int(cell.max()) + 1
+    if listed.size and (int(listed.min()) < 0 or int(listed.max()) >= n):
+        return False
+    # above[d, c]: the node at depth d over cell c's leaf (-1 below that leaf)
+    above = np.full((height, n), -1, dtype=np.int64)
+    cur = np.empty(n, dtype=np.int64)
+    cur[cell[cell >= 0]] = np.flatnonzero(cell >= 0)
+    for d in range(height - 1, -1, -1):
+        at = depth[cur] == d
+        above[d, at] = cur[at]
+        cur[at] = parent[cur[at]]
+    owner = np.repeat(np.arange(k, dtype=np.int64), nodes.sizes)
+    if not np.array_equal(above[depth[owner], listed], owner):
+        return False
+    # every listed cell lies under its node and the counts agree: the lists are the leaves' cells unless
+    # a node lists one cell twice (then one (depth, cell) pair repeats)
+    return not listed.size or int(np.bincount(depth[owner] * n + listed).max()) <= 1
 
 
 def laminar_tree(A: sp.csr_matrix, B: sp.csr_matrix | None = None,

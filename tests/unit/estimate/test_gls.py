@@ -345,3 +345,72 @@ def test_a_nested_design_without_edges_is_solved_as_a_tree(neighbour: str) -> No
     np.testing.assert_allclose(gls_estimate(m), x_ref, rtol=1e-8, atol=1e-8)
     q = (rng.random(m.n) < 0.5).astype(float)
     assert union_variance(m, q) == pytest.approx(q @ C_ref @ q, rel=1e-8, abs=1e-8)
+
+
+class TestTreeLayoutInternalChecks:
+    """gls._tree_layout takes node positions its caller (measurements_from) has already checked; a
+    position -1 (a node design.json does not list) would index the last node silently."""
+
+    # the root listed last: parent[-1] is then -1, so an unknown invariant node became the root's
+    DESIGN = {"cells": ["a", "b"], "edges": [["all", "a"], ["all", "b"]]}
+    NODES = {"a": [0], "b": [1], "all": [0, 1]}
+
+    def test_invariant_at_an_unknown_node_is_refused(self) -> None:
+        from dpcore.estimate.design_nodes import NodeCells
+        from dpcore.estimate.gls import _tree_layout
+
+        nodes = NodeCells.of(self.NODES)
+        with pytest.raises(RuntimeError, match="internal error.*'elsewhere'"):
+            _tree_layout(self.DESIGN, nodes, np.arange(3), [{"node": "elsewhere", "value": 5.0}])
+        # a known root's invariant is still taken
+        tree = _tree_layout(self.DESIGN, nodes, np.arange(3), [{"node": "all", "value": 5.0}])
+        assert tree is not None and tree.public[2] == 5.0 and np.isnan(tree.public[:2]).all()
+
+    @pytest.mark.parametrize("ids", [[-1, 1, 2], [0, 1, 3]])
+    def test_measurement_outside_the_nodes_is_refused(self, ids: list[int]) -> None:
+        from dpcore.estimate.design_nodes import NodeCells
+        from dpcore.estimate.gls import _tree_layout
+
+        with pytest.raises(RuntimeError, match="internal error"):
+            _tree_layout(self.DESIGN, NodeCells.of(self.NODES), np.array(ids), [])
+
+
+class TestTreeLayoutEdgesAgreeWithNodes:
+    """A design.json whose edges do not give every node the cells its ``nodes`` entry lists (a
+    file edited or corrupted: the writers make them agree) is not solved by the two passes, which
+    would fit the edges' tree and not the rows of A: the general solve of A's rows answers."""
+
+    NODES = {"all": [0, 1, 2], "l": [0, 1], "r": [2], "a": [0], "b": [1], "c": [2]}
+    EDGES = [["all", "l"], ["all", "r"], ["l", "a"], ["l", "b"], ["r", "c"]]
+
+    def _both(self, edges: list[list[str]], nodes: dict[str, list[int]] | None = None) -> tuple[object, object]:
+        from dpcore.estimate.gls import DESIGN_SCHEMA, measurements_from
+
+        nodes = nodes or self.NODES
+        design = {"schema": DESIGN_SCHEMA, "cells": ["a", "b", "c"], "nodes": nodes, "edges": edges}
+        meas = pd.DataFrame({"node": list(nodes), "value": [10.0, 6.0, 5.0, 2.0, 3.0, 4.0][:len(nodes)],
+                             "variance": 1.0, "family": "gaussian_grid", "phase": "count"})
+        m = measurements_from(design, meas)
+        return m, Measurements(m.A, m.y, m.var, m.cells)  # the same rows, solved without a tree
+
+    def test_agreeing_edges_keep_the_two_passes(self) -> None:
+        m, plain = self._both(self.EDGES)
+        assert m.tree is not None
+        assert np.allclose(gls_estimate(m), gls_estimate(plain))
+
+    @pytest.mark.parametrize("edges", [
+        EDGES + [["r", "b"]],  # b under two parents: the last one listed was kept (estimate 4.08, 2.38, 3.38)
+        [["all", "l"], ["all", "r"], ["l", "a"], ["r", "b"], ["l", "c"]],  # b and c swapped between l and r
+        [["all", "l"], ["l", "a"], ["l", "b"], ["r", "c"]],  # r a root of its own, under no node
+    ])
+    def test_disagreeing_edges_solve_the_rows(self, edges: list[list[str]]) -> None:
+        m, plain = self._both(edges)
+        assert m.tree is None
+        assert np.allclose(gls_estimate(m), gls_estimate(plain))
+
+    def test_a_cycle_is_not_a_tree(self) -> None:
+        nodes = {"all": [0, 1, 2], "x": [0, 1, 2], "a": [0], "b": [1], "c": [2]}
+        edges = [["all", "x"], ["x", "all"], ["x", "a"], ["x", "b"], ["x", "c"]]
+        m, plain = self._both(edges, nodes)
+        assert m.tree is None
+        assert np.allclose(gls_estimate(m), gls_estimate(plain))
