@@ -102,14 +102,16 @@ def _clear_streamlit_caches(request):
 
 
 #: The st.cache_resource functions an app test keeps from the one before: the made-up demo data
-#: (seeded, read from no file and no environment variable).  They are the same for every session by
-#: design (the app
-#: shares them between browser sessions; none is changed by its users), so a test that finds them
-#: made by an earlier one runs as a second browser session on the same server does; making them again
-#: for every test was about a tenth of tests/app's CPU (2026-11-29 profile).  Every other resource
-#: (real data's geography, figures, anything a test may monkeypatch or read from DPCORE_SHARED_DATA)
-#: is cleared as before, and so is the queue of temporary budget databases made ahead for new
-#: sessions (a spare made during one test, under its environment, must not serve the next).
+#: (seeded, read from no file and no environment variable) and the public geography read from the
+#: files shipped in assets/demo (and figures made of them only).  They are the same for every session
+#: by design (the app shares them between browser sessions; none is changed by its users), so a test
+#: that finds them made by an earlier one runs as a second browser session on the same server does;
+#: making them again for every test was about a tenth of tests/app's CPU (2026-11-29 profile), the
+#: shipped geography about 8 % more (2026-11-30).  Every other resource (anything a test may
+#: monkeypatch or read from DPCORE_SHARED_DATA, any uploaded data's) is cleared as before, and so is
+#: the queue of temporary budget databases made ahead for new sessions (a spare made during one test,
+#: under its environment, must not serve the next).  A test that must see none of them clears them
+#: itself (tests/app/test_demo_data.py's fresh clone, the test counting the area map's making).
 KEPT_RESOURCES = frozenset({
     "ui.kinds.flows.sources._demo_od",
     "ui.kinds.flows.sources.demo_public",

@@ -66,10 +66,11 @@ def empirical_errors(
     unused); ``sizes``, if given, must be the sizes it holds (they set the rows' order), and
     ``n_per_size``, if given, the number of queries it holds of each size.
     """
-    if truth is None:
+    if truth is None:  # made here: nothing to check it against
         sizes = (0.02, 0.06, 0.10) if sizes is None else sizes
-        n_per_size = 500 if n_per_size is None else n_per_size
-        truth = query_truth(aggregate, sizes=sizes, n_per_size=n_per_size, shape=shape, seed=seed)
+        truth = query_truth(aggregate, sizes=sizes, n_per_size=500 if n_per_size is None else n_per_size,
+                            shape=shape, seed=seed)
+        n_per_size = None
     qs, tags, true = truth
     tagged, per_size = np.unique(tags, return_counts=True)
     held = tuple(tagged.tolist())

@@ -23,6 +23,12 @@ def fresh_clone(tmp_path, monkeypatch):
     """No public data folder beside the repository: ``DPCORE_SHARED_DATA`` names a missing folder
     and the app's modules are imported again under it (restored afterwards)."""
     monkeypatch.setenv("DPCORE_SHARED_DATA", str(tmp_path / "no-shared-data"))
+    # and none of the resources an earlier test made: Streamlit keys a cache by the function's module,
+    # name and source, so the re-imported modules would find them (tests/conftest.py keeps the shipped
+    # geography between tests)
+    import streamlit as st
+
+    st.cache_resource.clear()
     saved = dict(sys.modules)
     for name in [n for n in sys.modules if n == "ui" or n.startswith(("ui.", "pages"))]:
         del sys.modules[name]

@@ -100,3 +100,12 @@ def test_truth_of_another_number_of_queries_per_size_is_refused() -> None:
     with pytest.raises(ValueError, match=r"truth holds 3 queries of each size, not n_per_size=7: make it "
                                          r"with query_truth\(\.\.\., n_per_size=7\), or leave n_per_size out"):
         diagnostics.empirical_errors(None, agg, n_per_size=7, truth=truth)
+
+
+def test_errors_without_a_truth_check_no_number_of_queries_the_caller_did_not_give() -> None:
+    """Without a truth the queries are made here (500 per size by default): a size named twice makes
+    1,000 of it, and no check of ``n_per_size`` against them refuses the call (review finding)."""
+    agg = Aggregate(Grid(Bounds(0, 0, 1, 1), 8, 8), np.ones((8, 8), dtype=np.int64), 0, 0, 1, None)
+    rel = release_with(catalog.get("points", "ug"), agg, 1.0, None, NoiseSource(3))
+    rows = diagnostics.empirical_errors(rel, agg, sizes=(0.25, 0.25))
+    assert rows[-1]["query_size"] == "all" and rows[-1]["n_queries"] == 1000
