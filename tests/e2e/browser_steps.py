@@ -58,13 +58,6 @@ def settle(page, shown, *, quiet_ms: int = 2_000, timeout: float = IDLE_TIMEOUT_
     raise PlaywrightTimeoutError(f"the app neither showed {shown} nor stayed idle within {timeout} ms")
 
 
-def quiet(page, quiet_ms: int = 400) -> None:
-    """Wait until the app's script has stayed idle for ``quiet_ms``: the run a change just asked for
-    (typed into a box, a radio chosen, a file uploaded) has started and ended, its callbacks included.
-    A condition in place of a fixed wait of one or two seconds after such a change."""
-    settle(page, page.locator("[data-never-shown]"), quiet_ms=quiet_ms)
-
-
 def click(page, locator, **kwargs) -> None:
     """``locator.click(**kwargs)`` once the app is idle."""
     wait_idle(page)

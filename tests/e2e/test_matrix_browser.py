@@ -10,16 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from browser_steps import (
-    SCREENS,
-    click,
-    enter,
-    go_to,
-    keep_screenshot,
-    pick_option,
-    quiet,
-    wait_idle,
-)
+from browser_steps import SCREENS, click, enter, go_to, keep_screenshot, pick_option, wait_idle
 
 pytestmark = [
     pytest.mark.e2e,
@@ -48,12 +39,12 @@ def test_uploaded_workload_report_release_and_named_answers(app_url, page, tmp_p
     page.goto(app_url)
     for label in ("Grid rows (north–south)", "Grid columns (west–east)"):
         enter(page, page.get_by_role("spinbutton", name=label), "16")
-        quiet(page)
+        page.wait_for_timeout(1000)
     go_to(page, "Plan")
     pick_option(page, page.get_by_test_id("stSelectbox").first, re.compile("^Matrix mechanism"), timeout=20_000)
     click(page, page.get_by_text("ρ-zCDP (discrete Gaussian noise)"))
     page.get_by_text("Queries to optimise for").wait_for()
-    quiet(page)
+    page.wait_for_timeout(1000)
     pick_option(page, page.get_by_test_id("stSelectbox").filter(has_text="Queries to optimise for"),
                 re.compile("^uploaded rectangles"), timeout=20_000)
     page.get_by_text("once your rectangles are uploaded").wait_for()

@@ -21,7 +21,6 @@ from browser_steps import (
     go_to,
     keep_screenshot,
     pick_option,
-    quiet,
     wait_for_map,
     wait_idle,
 )
@@ -133,7 +132,8 @@ def test_green_taxi_trips_by_iso_week_person_period(app_url, page):
     inputs.nth(0).set_input_files(files=[{"name": "taxi.csv", "mimeType": "text/csv",
                                           "buffer": trips.to_csv(index=False).encode()}])
     main.get_by_text("taxi.csv").first.wait_for()
-    quiet(page, 1_000)  # the rerun that reads the trips, before the next upload
+    page.wait_for_timeout(2_000)  # the rerun that reads the trips, before the next upload
+    wait_idle(page)
     inputs.nth(1).set_input_files(files=[{"name": "zones.csv", "mimeType": "text/csv",
                                           "buffer": zones.to_csv(index=False).encode()}])
     pick_option(page, main.get_by_test_id("stSelectbox").filter(has_text="Person id column"), "person")
