@@ -23,6 +23,31 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def _collects_backwards() -> bool:
+    """Whether this process is an odd-numbered pytest-xdist worker (gw1, gw3 ...)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) % 2 == 1
+
+
+#: Every xdist worker collects every test, and on a fresh clone each rewrote the assertions of all
+#: ~190 test modules for its bytecode cache at the same time as the other (collection 16.4 s against
+#: 8.3 s with the caches, on 2 cores).  The odd-numbered workers import the test files backwards, so
+#: that each worker rewrites about half and finds the other half cached by the other; their items are
+#: put back in the usual order before xdist compares the workers' collections.
+BACKWARDS = _collects_backwards()
+if BACKWARDS:
+    import _pytest.main
+
+    _scandir = _pytest.main.scandir
+    _pytest.main.scandir = lambda path, *args, **kwargs: _scandir(path, *args, **kwargs)[::-1]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if BACKWARDS:  # the usual order: by path, a file's items as defined (a stable sort)
+        items.sort(key=lambda item: item.path.relative_to(config.rootpath).parts)
+
+
 #: This process's main module as pytest (or an xdist worker) started it, before any AppTest ran.
 _PYTEST_MAIN = sys.modules.get("__main__")
 
