@@ -90,8 +90,9 @@ def cell_shapes(design: Mapping[str, Any], files: Mapping[str, bytes]) -> NDArra
     most cells (an area's boundary; cells without one get an empty shape)."""
     import shapely
 
-    if design.get("cell_bounds"):
-        b = np.asarray(design["cell_bounds"], dtype=float)
+    bounds = design.get("cell_bounds")  # a list read from design.json, or the writer's own array
+    if bounds is not None and len(bounds):
+        b = np.asarray(bounds, dtype=float)
         return shapely.box(b[:, 0], b[:, 1], b[:, 2], b[:, 3])
     cells = [str(c) for c in design["cells"]]
     pos = {c: i for i, c in enumerate(cells)}

@@ -255,3 +255,19 @@ def test_leaves_within_on_the_levels_edges_finds_what_the_cells_grid_found(name,
         rel = release_with(catalog.get("points", name), agg(seed, (32, 24)), 1.0, PARAMS[name], NoiseSource(seed))
         got, want = data_users.leaves_within(rel), _within_on_the_cells(rel)
         assert [a.tolist() for a in got] == [a.tolist() for a in want]
+
+
+def test_the_cells_shapes_come_from_the_design_as_returned_and_as_read_back() -> None:
+    """``design(release)`` holds ``cell_bounds`` as an array (the writer's own), ``design.json`` as a list:
+    both give every finest cell's rectangle (the array's truth value raised before, review finding)."""
+    import shapely
+
+    from dpcore.estimate.release_interval import cell_shapes
+    from dpcore.points.data_users import design
+
+    rel, files = files_of("quadtree")
+    made = design(rel)
+    read = json.loads(files["design.json"])
+    a, b = cell_shapes(made, {}), cell_shapes(read, {})
+    assert len(a) == len(read["cells"]) > 1
+    assert all(shapely.equals(x, y) for x, y in zip(a, b, strict=True))
