@@ -23,23 +23,32 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-def _collects_backwards() -> bool:
-    """Whether this process is an odd-numbered pytest-xdist worker (gw1, gw3 ...)."""
+def _collects_backwards(config: pytest.Config) -> bool:
+    """Whether this process is an odd-numbered pytest-xdist worker (gw1, gw3 ...) collecting the whole
+    suite (``testpaths``: the one folder ``tests``, so that sorting by path restores the usual order;
+    paths given on the command line are collected in their own order, left as it is)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    return worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) % 2 == 1
+    return (worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) % 2 == 1
+            and config.args_source == pytest.Config.ArgsSource.TESTPATHS and len(config.args) == 1)
 
 
 #: Every xdist worker collects every test, and on a fresh clone each rewrote the assertions of all
 #: ~190 test modules for its bytecode cache at the same time as the other (collection 16.4 s against
-#: 8.3 s with the caches, on 2 cores).  The odd-numbered workers import the test files backwards, so
-#: that each worker rewrites about half and finds the other half cached by the other; their items are
-#: put back in the usual order before xdist compares the workers' collections.
-BACKWARDS = _collects_backwards()
-if BACKWARDS:
-    import _pytest.main
+#: 8.3 s with the caches, on 2 cores).  On a run of the whole suite (./test) the odd-numbered workers
+#: import the test files backwards, so that each worker rewrites about half and finds the other half
+#: cached by the other; their items are put back in the usual order before xdist compares the
+#: workers' collections.
+BACKWARDS = False
 
-    _scandir = _pytest.main.scandir
-    _pytest.main.scandir = lambda path, *args, **kwargs: _scandir(path, *args, **kwargs)[::-1]
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global BACKWARDS
+    BACKWARDS = _collects_backwards(session.config)
+    if BACKWARDS:
+        import _pytest.main
+
+        scandir = _pytest.main.scandir
+        _pytest.main.scandir = lambda path, *args, **kwargs: scandir(path, *args, **kwargs)[::-1]
 
 
 @pytest.hookimpl(tryfirst=True)
