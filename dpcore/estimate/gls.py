@@ -438,7 +438,10 @@ def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.in
         return out
 
     parent = np.full(k, -1, dtype=np.int64)
-    if isinstance(edges, NodeEdges) and edges.nodes is nodes:  # already node positions
+    # edges a writer made with these nodes (the files being written, not read): node positions already,
+    # and built from the nodes' own cell lists, so they agree with them by construction
+    made_here = isinstance(edges, NodeEdges) and edges.nodes is nodes
+    if made_here:
         parent[edges.child] = edges.parent
     else:
         pairs = np.asarray(edges, dtype=object).reshape(-1, 2)
@@ -472,7 +475,7 @@ def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.in
         depth = new
     else:
         return None  # a cycle: not a tree
-    if not _edges_give_node_cells(parent, depth, cell, nodes):
+    if not made_here and not _edges_give_node_cells(parent, depth, cell, nodes):
         return None  # the two passes would fit the edges' tree, not A's rows: conjugate gradients
     return TreeLayout(parent, depth, row, cell, public)
 
