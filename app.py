@@ -1,6 +1,6 @@
 """Streamlit entry point: the path Data → Plan → Release → Export, the tools, the sidebar.
 
-Run with ``./run`` (or ``streamlit run app.py``).
+Run with ``./run`` (``python -m ui.serve app.py``; or ``streamlit run app.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from ui import clicks, frame, sidebar
 from ui import state as ui_state
 from ui.kinds.points import state as points_state
 
-ui_state.freeze_imports()  # once per process: full collections skip the libraries' objects
 ui_state.keep_widget_values()  # first: a choice made just before a page change is kept (issue 28 item 5)
 # An emoji favicon is an inline SVG; a ":material/...:" one is fetched from fonts.gstatic.com.
 st.set_page_config(page_title="Private location statistics", page_icon="🗺️", layout="wide")

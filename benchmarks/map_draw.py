@@ -120,12 +120,13 @@ def free_port() -> int:
 @contextlib.contextmanager
 def streamlit_server(launcher: list[str] | None = None, env_extra: dict[str, str] | None = None,
                      started: list[subprocess.Popen] | None = None):
-    """``streamlit run app.py`` on a free port with a budget database of its own; yields (base URL, log
-    path).  ``launcher``: the command before ``run`` (default ``python -m streamlit``); ``env_extra``:
+    """The app's server on a free port with a budget database of its own, started as ``./run`` starts it
+    (``python -m ui.serve app.py``); yields (base URL, log path).  ``launcher``: another command before
+    ``run app.py`` (``streamlit run`` without the freeze of ui.serve, or a profiling wrapper); ``env_extra``:
     more environment; ``started``: the server's process is appended to it (benchmarks/step_cpu.py)."""
     port = free_port()
     log = tempfile.NamedTemporaryFile("w+", prefix="map_draw_streamlit_", suffix=".log", delete=False)
-    cmd = [*(launcher or [sys.executable, "-m", "streamlit"]), "run", "app.py", "--server.headless=true",
+    cmd = [*([*launcher, "run"] if launcher else [sys.executable, "-m", "ui.serve"]), "app.py", "--server.headless=true",
            f"--server.port={port}", "--server.address=127.0.0.1",
            "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
     # a budget database of its own: the demo's budget is kept across sessions, and the user's is not touched

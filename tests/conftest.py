@@ -265,7 +265,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     they imported) to the garbage collector's permanent generation (:func:`gc.freeze`): Python's
     automatic full collections then walk only what the tests make, not these hundreds of thousands
     of objects that live for the whole run anyway (the app's server does the same after its
-    imports: ``ui.state.freeze_imports``).  Objects are still freed by reference counting.  Measured
+    imports: ``ui.serve``).  Objects are still freed by reference counting.  Measured
     in one process: tests/unit/points and tests/unit/estimate 58.9 -> 53.5 s of user CPU,
     tests/app/test_od_page.py and test_pages.py 36.5 -> 33.7 s."""
     import atexit

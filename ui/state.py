@@ -9,8 +9,6 @@ when made, so a rerun never draws new noise.
 
 from __future__ import annotations
 
-import atexit
-import gc
 import queue
 import sqlite3
 import sys
@@ -247,33 +245,6 @@ def persistent(key: str, default: Any) -> str:
         ss[wkey] = ss.get(key, default)
     ss.setdefault("_persisted", {})[wkey] = key  # kept first thing on the next run (keep_widget_values)
     return wkey
-
-
-_imports_frozen = False
-
-
-def freeze_imports() -> None:
-    """Once per server process, after the app's imports: collect, then move every object alive to the
-    garbage collector's permanent generation (:func:`gc.freeze`), so that its full collections no
-    longer walk the hundreds of thousands of objects of the imported libraries (issue 28 item 5).
-
-    With Streamlit's collection after every run switched off (.streamlit/config.toml), Python's
-    automatic full collections still came every other Release step and took 0.06-0.19 s of CPU each
-    (the objects of plotly, pandas, streamlit...), in whatever script thread allocated at the time.
-    Objects freed by reference counting are freed as before; only cycles among the frozen objects
-    (the modules', alive for the process anyway) are never collected."""
-    global _imports_frozen
-    if _imports_frozen:
-        return
-    _imports_frozen = True
-    # not over a freeze already made (the tests'); asked once, because gc.get_freeze_count() walks the
-    # whole permanent generation (CPython 3.11): asked at every run it took 16 % of the app tests' CPU
-    if not gc.get_freeze_count():
-        gc.collect()
-        gc.freeze()
-        # back to the collector at exit, so that shutdown frees them as before (DuckDB's bindings
-        # otherwise report their objects as leaked)
-        atexit.register(gc.unfreeze)
 
 
 def keep_widget_values() -> None:

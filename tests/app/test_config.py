@@ -21,7 +21,7 @@ def test_the_toolbar_is_minimal_so_there_is_no_deploy_button() -> None:
                          cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "minimal"
     run = (ROOT / "run").read_text("utf-8")
-    assert 'cd "$(dirname "$0")"' in run and "streamlit run app.py" in run  # from the root: the config applies
+    assert 'cd "$(dirname "$0")"' in run and "-m ui.serve app.py" in run  # from the root: the config applies
 
 
 def test_the_toolbar_mode_is_one_streamlit_knows() -> None:
