@@ -36,6 +36,7 @@ def fresh_clone(tmp_path, monkeypatch):
     for name in [n for n in sys.modules if n == "ui" or n.startswith(("ui.", "pages"))]:
         del sys.modules[name]
     sys.modules.update(saved)
+    st.cache_resource.clear()  # nor do later tests get what the re-imported modules made
 
 
 def map_layers(at: AppTest, key: str) -> list[dict]:

@@ -151,7 +151,8 @@ def test_cached_call_computes_unhashable_arguments_uncached_and_raises_fs_own_ty
 
 def test_no_module_but_calibration_reaches_around_an_lru_cache() -> None:
     """The fallback from an lru_cache to ``f.__wrapped__`` for unhashable arguments is written once,
-    in :func:`dpcore.privacy.calibration.cached_call`; every cache of public inputs goes through it."""
+    in :func:`dpcore.privacy.calibration.cached_call`: no other module reaches around an lru_cache (the
+    caches whose arguments are always hashable are plain lru_caches and need no fallback)."""
     offenders = [f"{path.relative_to(ROOT.parent)}:{t.start[0]}"
                  for path in sorted(ROOT.rglob("*.py"))
                  if not (path.name == "calibration.py" and path.parent.name == "privacy")
