@@ -96,6 +96,8 @@ def _make_pack(rel: ODRelease) -> DataUserPack | None:
     nd = rel.destination_h.n_leaves
     idx = np.arange(leaf.size)
     codes = _pair_codes(rel, T, idx // nd, idx % nd).tolist()
+    if len(set(codes)) != len(codes):
+        return None  # area labels holding ">" make two pairs one code: not offered (as tree_pack)
     lv = rel.plan.levels[T]
     n = leaf.size
     one_each = NodeCells(codes, np.arange(n + 1), np.arange(n))  # the identity design: node i is cell i

@@ -111,3 +111,17 @@ def test_stability_histogram_exposes_no_measurements(counts: ODCounts) -> None:
     rel = catalog.get("od", "sh").release_counts(counts, None, NoiseSource(3), approx=(1.0, 1e-6))
     assert rel.measurements == ()
     assert "measurements.csv" not in od_files(rel)
+
+
+def test_pairs_whose_codes_coincide_get_no_design_and_the_release_is_written() -> None:
+    """Area labels holding ">" can make two pairs one code ("a>b" > "c" and "a" > "b>c"): the data users'
+    files are not offered, the release's own files are written (the design's writer raised a TypeError
+    after the charge before, review finding)."""
+    areas = pd.DataFrame({"state": ["s"] * 4, "zone": ["a>b", "a", "b>c", "c"]})
+    h = Hierarchy.from_frame(areas, ["state", "zone"], codes="global", source="area list")
+    trips = ODCounts.from_frame(pd.DataFrame({"o": ["a>b", "a", "c"], "d": ["c", "b>c", "a"]}), h,
+                                origin="o", destination="d")
+    rel = catalog.get("od", "vanilla_gauss").release_counts(trips, budget.zcdp(0.5), NoiseSource(3))
+    files = od_files(rel)
+    validate_od_record(orjson.loads(files["release.json"]))
+    assert "release.csv" in files and "design.json" not in files and "measurements.csv" not in files
