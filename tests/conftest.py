@@ -157,7 +157,8 @@ KEPT_RESOURCES = frozenset({
     # folder or the environment), shared read-only by every session of a server as these are: the
     # Data step's map of the area and its outlines, the trips demos' area lists and boundaries
     # (about 8 % of tests/app's CPU was making them again for each test; 2026-11-30 profile)
-    "ui.kinds.points.data._public_extent",
+    "ui.kinds.points.data._public_extent",  # the extent maps go through ui.charts.shared_figure
+    "ui.kinds.points.data.demo_outlines",
     "ui.kinds.points.data._boroughs",
     "ui.kinds.flows.sources.nyc_public",
     "ui.kinds.flows.sources.us_public",
