@@ -37,12 +37,28 @@ apt_install() {
              if [ -n "$note" ]; then echo "$note"; fi; }
 }
 
-# make_venv: make .venv with $PYTHON (default python3) when it is missing. Debian and Ubuntu ship venv
-# apart from python3: it is installed through apt when needed (as root, or sudo without a prompt:
-# optional, since a failure is followed by a message naming the fix).
+# The oldest Python the project runs on: pyproject.toml's requires-python (tests/unit/test_scripts.py
+# checks that they agree).
+PYTHON_MIN=3.11
+
+# make_venv: make .venv with $PYTHON (default python3) when it is missing; a Python older than
+# $PYTHON_MIN is refused before anything is made, with a message naming the fix. Debian and Ubuntu
+# ship venv apart from python3: it is installed through apt when needed (as root, or sudo without a
+# prompt: optional, since a failure is followed by a message naming the fix).
 make_venv() {
-    local script="$1" py="${PYTHON:-python3}"
+    local script="$1" py="${PYTHON:-python3}" version major minor
     [ -x .venv/bin/python ] && return 0
+    local fix="or name another Python with PYTHON=/path/to/python$PYTHON_MIN ./${script##*/}"
+    if ! version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); then
+        echo "Could not run $py: install Python $PYTHON_MIN or newer, $fix" >&2
+        exit 1
+    fi
+    IFS=. read -r major minor <<< "$version"
+    if [ "$major" -lt "${PYTHON_MIN%.*}" ] \
+        || { [ "$major" -eq "${PYTHON_MIN%.*}" ] && [ "$minor" -lt "${PYTHON_MIN#*.}" ]; }; then
+        echo "$py is Python $version; dpcore needs Python $PYTHON_MIN or newer: install it (on Debian or Ubuntu: sudo apt-get install python3, from Debian 12 or Ubuntu 24.04 on), $fix" >&2
+        exit 1
+    fi
     echo "Creating .venv ..."
     if "$py" -m venv .venv >/dev/null 2>&1; then
         return 0
@@ -51,7 +67,7 @@ make_venv() {
     apt_install python3-venv "" "" optional
     "$py" -m venv .venv || {
         rm -rf .venv
-        echo "Could not create .venv with $py: install Python 3.11+ with its venv module (on Debian or Ubuntu: sudo apt-get install python3-venv), or name another Python with PYTHON=/path/to/python3 ./${script##*/}" >&2
+        echo "Could not create .venv with $py: install Python $PYTHON_MIN+ with its venv module (on Debian or Ubuntu: sudo apt-get install python3-venv), or name another Python with PYTHON=/path/to/python3 ./${script##*/}" >&2
         exit 1
     }
 }

@@ -25,6 +25,7 @@ if [ "$1" = install ] && [ -s "$STUB/install-fails" ]; then
     n=$(cat "$STUB/install-fails")
     if [ "$n" -gt 0 ]; then echo $((n - 1)) > "$STUB/install-fails"; echo "E: Unable to locate package" >&2; exit 100; fi
 fi
+if [ "$1" = install ]; then for package; do :; done; touch "$STUB/installed-$package"; fi
 exit 0
 """
 #: ``sudo``: logs its arguments and runs the command (without ``-n``)
@@ -32,6 +33,20 @@ SUDO = """#!/bin/sh
 echo "sudo $*" >> "$STUB/log"
 if [ "$1" = -n ]; then shift; fi
 exec "$@"
+"""
+#: ``python3``: logs its arguments; says it is Python $STUB_PY (the version query of make_venv); ``-m venv DIR``
+#: makes DIR/bin/python, unless $STUB/venv-fails exists and python3-venv was not installed (Debian's case)
+PYTHON3 = """#!/bin/sh
+echo "python3 $*" >> "$STUB/log"
+if [ "$1" = -c ]; then echo "$STUB_PY"; exit 0; fi
+if [ "$1" = -m ] && [ "$2" = venv ]; then
+    if [ -e "$STUB/venv-fails" ] && [ ! -e "$STUB/installed-python3-venv" ]; then
+        echo "The virtual environment was not created successfully because ensurepip is not available." >&2
+        exit 1
+    fi
+    mkdir -p "$3/bin" && touch "$3/bin/python" && chmod +x "$3/bin/python"
+fi
+exit 0
 """
 #: ``id -u``: $STUB_UID
 ID = """#!/bin/sh
@@ -44,16 +59,18 @@ def stub(tmp_path: Path) -> Path:
     """A folder of stub commands (bin/) and their log; the scripts' working directory is tmp_path."""
     bin_dir = tmp_path / "stub" / "bin"
     bin_dir.mkdir(parents=True)
-    for name, text in {"apt-get": APT_GET, "sudo": SUDO, "id": ID, "present-tool": "#!/bin/sh\n"}.items():
+    stubs = {"apt-get": APT_GET, "sudo": SUDO, "id": ID, "python3": PYTHON3, "present-tool": "#!/bin/sh\n"}
+    for name, text in stubs.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     return tmp_path / "stub"
 
 
-def run_bash(stub: Path, script: str, *args: str, uid: int = 1000,
-             extra_path: str = "/usr/bin:/bin") -> subprocess.CompletedProcess[str]:
+def run_bash(stub: Path, script: str, *args: str, uid: int = 1000, python: str = "3.11",
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``script`` after sourcing scripts/venv.sh, in `set -euo pipefail` as ./run and ./test run it."""
-    env = {"PATH": f"{stub / 'bin'}:{extra_path}", "STUB": str(stub), "STUB_UID": str(uid), "LC_ALL": "C"}
+    env = {"PATH": f"{stub / 'bin'}:/usr/bin:/bin", "STUB": str(stub), "STUB_UID": str(uid), "STUB_PY": python,
+           "LC_ALL": "C", **(env or {})}
     return subprocess.run([shutil.which("bash"), "-c", f"set -euo pipefail; . '{VENV_SH}'; {script}", "bash", *args],
                           cwd=stub.parent, env=env, capture_output=True, text=True, timeout=60)
 
@@ -157,3 +174,63 @@ def test_apt_is_called_only_through_apt_install() -> None:
             body = body[:start] + body[body.index("\n}\n", start):]
         body = "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("#"))
         assert "--no-install-recommends" not in body and "apt-get update" not in body, path
+
+
+def make_venv(stub: Path, python: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return run_bash(stub, 'make_venv ./run; echo "after"', python=python, env=env)
+
+
+def test_the_scripts_python_bound_is_pyprojects() -> None:
+    import tomllib
+
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert f"PYTHON_MIN={requires.removeprefix('>=')}\n" in VENV_SH.read_text()
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.9", "2.7"])
+def test_make_venv_refuses_a_python_older_than_the_projects(stub: Path, version: str) -> None:
+    r = make_venv(stub, version)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == (f"python3 is Python {version}; dpcore needs Python 3.11 or newer: install it (on Debian or "
+                        "Ubuntu: sudo apt-get install python3, from Debian 12 or Ubuntu 24.04 on), or name another "
+                        "Python with PYTHON=/path/to/python3.11 ./run\n")
+    assert not (stub.parent / ".venv").exists()
+    assert [line for line in log(stub) if "venv" in line or "apt" in line] == []  # nothing made, nothing installed
+
+
+@pytest.mark.parametrize("version", ["3.11", "3.13", "4.0"])
+def test_make_venv_makes_the_venv_with_a_recent_python(stub: Path, version: str) -> None:
+    r = make_venv(stub, version)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "Creating .venv ...\nafter\n", "")
+    assert (stub.parent / ".venv" / "bin" / "python").exists()
+    assert log(stub)[-1] == "python3 -m venv .venv"
+    r = make_venv(stub, "3.9")  # an existing .venv is used as it is, whatever python3 is now
+    assert (r.returncode, r.stdout) == (0, "after\n")
+
+
+def test_make_venv_names_the_python_it_could_not_run(stub: Path) -> None:
+    r = make_venv(stub, "3.12", PYTHON="/nonexistent/python3")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == ("Could not run /nonexistent/python3: install Python 3.11 or newer, or name another Python "
+                        "with PYTHON=/path/to/python3.11 ./run\n")
+    assert not (stub.parent / ".venv").exists()
+
+
+def test_make_venv_installs_debians_venv_module_without_a_prompt(stub: Path) -> None:
+    (stub / "venv-fails").touch()
+    r = make_venv(stub, "3.11")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "Creating .venv ...\nafter\n", "")
+    assert [line for line in log(stub) if "python3 -c" not in line] == [
+        "python3 -m venv .venv", f"sudo -n {INSTALL} python3-venv", f"{INSTALL} python3-venv", "python3 -m venv .venv"]
+    assert (stub.parent / ".venv" / "bin" / "python").exists()
+
+
+def test_make_venv_without_the_venv_module_names_the_fix(stub: Path) -> None:
+    (stub / "venv-fails").touch()
+    (stub / "install-fails").write_text("2")
+    r = make_venv(stub, "3.11")
+    assert r.returncode == 1 and r.stdout == "Creating .venv ...\n"
+    assert r.stderr.endswith("Could not create .venv with python3: install Python 3.11+ with its venv module (on "
+                             "Debian or Ubuntu: sudo apt-get install python3-venv), or name another Python with "
+                             "PYTHON=/path/to/python3 ./run\n")
+    assert not (stub.parent / ".venv").exists()
