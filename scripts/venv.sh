@@ -1,21 +1,73 @@
-# Sourced by ./run and ./test (one copy of each rule). make_venv: make .venv with $PYTHON (default python3) when
-# it is missing. Debian and Ubuntu ship venv apart from python3: it is installed through apt when
-# needed (as root, or sudo without a prompt); otherwise a message names the fix.
+# Sourced by ./run and ./test (one copy of each rule).
+
+# apt_install PACKAGE PRESENT MESSAGE [optional [MARKER [NOTE]]]: install Debian's PACKAGE with
+# `apt-get install -y --no-install-recommends` (and `apt-get update` first only when that fails) unless
+# PRESENT shows it is there: an absolute path to an executable file, or a command on PATH ("": no check,
+# always try). MESSAGE ("": none) is printed before apt runs. As root apt runs directly, otherwise
+# through sudo:
+# - required (the default): plain `sudo`, which may ask for the user's password, as any installer
+#   would. apt's errors are shown; when the package lists were updated and the package still cannot be
+#   installed, apt's status is returned, which stops a `set -e` script.
+# - optional: `sudo -n`, never a password prompt, and apt's output hidden; never fails. On failure
+#   MARKER (when given) is touched, which skips the package on later runs while it exists (tried once
+#   per .venv), and NOTE is printed.
+apt_install() {
+    local package="$1" present="$2" message="$3" optional="${4:-}" marker="${5:-}" note="${6:-}" sudo=""
+    local install=(apt-get install -y --no-install-recommends "$package")
+    case "$present" in
+        "") ;;
+        /*) [ -x "$present" ] && return 0 ;;
+        *) command -v "$present" >/dev/null 2>&1 && return 0 ;;
+    esac
+    if [ -n "$optional" ] && [ -n "$marker" ] && [ -e "$marker" ]; then return 0; fi
+    if [ -n "$message" ]; then echo "$message"; fi
+    if [ -z "$optional" ]; then
+        if [ "$(id -u)" != "0" ]; then sudo="sudo"; fi
+        $sudo "${install[@]}" >/dev/null 2>&1 && return 0
+        # package lists that cannot be updated (offline, no sudo): apt's or sudo's message is shown and the
+        # script goes on without the package, whose tests then say what is missing
+        $sudo apt-get update >/dev/null || return 0
+        $sudo "${install[@]}" >/dev/null
+        return
+    fi
+    if [ "$(id -u)" != "0" ]; then sudo="sudo -n"; fi
+    $sudo "${install[@]}" >/dev/null 2>&1 \
+        || { $sudo apt-get update >/dev/null 2>&1 && $sudo "${install[@]}" >/dev/null 2>&1; } \
+        || { if [ -n "$marker" ]; then touch "$marker"; fi
+             if [ -n "$note" ]; then echo "$note"; fi; }
+}
+
+# The oldest Python the project runs on: pyproject.toml's requires-python (tests/unit/test_scripts.py
+# checks that they agree).
+PYTHON_MIN=3.11
+
+# make_venv: make .venv with $PYTHON (default python3) when it is missing; a Python older than
+# $PYTHON_MIN is refused before anything is made, with a message naming the fix. Debian and Ubuntu
+# ship venv apart from python3: it is installed through apt when needed (as root, or sudo without a
+# prompt: optional, since a failure is followed by a message naming the fix).
 make_venv() {
-    local script="$1" py="${PYTHON:-python3}" sudo=""
+    local script="$1" py="${PYTHON:-python3}" version major minor
     [ -x .venv/bin/python ] && return 0
+    local fix="or name another Python with PYTHON=/path/to/python$PYTHON_MIN ./${script##*/}"
+    if ! version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); then
+        echo "Could not run $py: install Python $PYTHON_MIN or newer, $fix" >&2
+        exit 1
+    fi
+    IFS=. read -r major minor <<< "$version"
+    if [ "$major" -lt "${PYTHON_MIN%.*}" ] \
+        || { [ "$major" -eq "${PYTHON_MIN%.*}" ] && [ "$minor" -lt "${PYTHON_MIN#*.}" ]; }; then
+        echo "$py is Python $version; dpcore needs Python $PYTHON_MIN or newer: install it (on Debian or Ubuntu: sudo apt-get install python3, from Debian 12 or Ubuntu 24.04 on), $fix" >&2
+        exit 1
+    fi
     echo "Creating .venv ..."
     if "$py" -m venv .venv >/dev/null 2>&1; then
         return 0
     fi
     rm -rf .venv
-    if [ "$(id -u)" != "0" ]; then sudo="sudo -n"; fi
-    { $sudo apt-get install -y --no-install-recommends python3-venv >/dev/null 2>&1 \
-        || { $sudo apt-get update >/dev/null 2>&1 \
-             && $sudo apt-get install -y --no-install-recommends python3-venv >/dev/null 2>&1; }; } || true
+    apt_install python3-venv "" "" optional
     "$py" -m venv .venv || {
         rm -rf .venv
-        echo "Could not create .venv with $py: install Python 3.11+ with its venv module (on Debian or Ubuntu: sudo apt-get install python3-venv), or name another Python with PYTHON=/path/to/python3 ./${script##*/}" >&2
+        echo "Could not create .venv with $py: install Python $PYTHON_MIN+ with its venv module (on Debian or Ubuntu: sudo apt-get install python3-venv), or name another Python with PYTHON=/path/to/python3 ./${script##*/}" >&2
         exit 1
     }
 }

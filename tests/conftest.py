@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -32,23 +34,42 @@ def _collects_backwards(config: pytest.Config) -> bool:
             and config.args_source == pytest.Config.ArgsSource.TESTPATHS and len(config.args) == 1)
 
 
+def _scandir_backwards() -> bool:
+    """Make pytest's collector of a directory list its entries backwards; whether it was done.
+
+    pytest has no hook for the order in which it visits files, so this replaces a private function,
+    ``_pytest.main.scandir`` (pytest 8 and 9: ``scandir(path, sort_key=...)`` returning a sorted list).
+    It only ever changes an order: when pytest's internals differ (no such function, or one that cannot
+    be called with a path alone) nothing is replaced and the worker collects in the usual order, only
+    not sharing the work of a fresh clone; a result that is not a list is passed on as it is."""
+    try:
+        import _pytest.main
+
+        scandir = _pytest.main.scandir
+        inspect.signature(scandir).bind("tests")
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return False
+
+    def backwards(path: Any, *args: Any, **kwargs: Any) -> Any:
+        entries = scandir(path, *args, **kwargs)
+        return entries[::-1] if isinstance(entries, list) else entries
+
+    _pytest.main.scandir = backwards
+    return True
+
+
 #: Every xdist worker collects every test, and on a fresh clone each rewrote the assertions of all
 #: ~190 test modules for its bytecode cache at the same time as the other (collection 16.4 s against
 #: 8.3 s with the caches, on 2 cores).  On a run of the whole suite (./test) the odd-numbered workers
 #: import the test files backwards, so that each worker rewrites about half and finds the other half
 #: cached by the other; their items are put back in the usual order before xdist compares the
-#: workers' collections.
+#: workers' collections.  Any other run, or a pytest whose internals differ, collects as usual.
 BACKWARDS = False
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     global BACKWARDS
-    BACKWARDS = _collects_backwards(session.config)
-    if BACKWARDS:
-        import _pytest.main
-
-        scandir = _pytest.main.scandir
-        _pytest.main.scandir = lambda path, *args, **kwargs: scandir(path, *args, **kwargs)[::-1]
+    BACKWARDS = _collects_backwards(session.config) and _scandir_backwards()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -157,7 +178,8 @@ KEPT_RESOURCES = frozenset({
     # folder or the environment), shared read-only by every session of a server as these are: the
     # Data step's map of the area and its outlines, the trips demos' area lists and boundaries
     # (about 8 % of tests/app's CPU was making them again for each test; 2026-11-30 profile)
-    "ui.kinds.points.data._public_extent",
+    "ui.kinds.points.data._public_extent",  # the extent maps go through ui.charts.shared_figure
+    "ui.kinds.points.data.demo_outlines",
     "ui.kinds.points.data._boroughs",
     "ui.kinds.flows.sources.nyc_public",
     "ui.kinds.flows.sources.us_public",

@@ -13,11 +13,16 @@ properties without plotly's deep copy (``to_dict`` copied every coordinate of ev
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, ParamSpec
 
 import numpy as np
 import plotly
 import plotly.graph_objects as go
+import streamlit as st
+
+P = ParamSpec("P")
 
 
 class BuiltFigure(go.Figure):
@@ -73,6 +78,27 @@ def built(fig: go.Figure) -> BuiltFigure:
     if isinstance(fig, BuiltFigure):
         return fig
     return BuiltFigure(_figure_dict(fig))
+
+
+def shared_figure(make: Callable[P, go.Figure]) -> Callable[P, BuiltFigure]:
+    """``make``, a function drawing a figure of public inputs only, as a function whose figure is made and
+    built (:func:`built`) once per server and its arguments, then shared read-only by every session
+    (``st.cache_resource``, at most 8 figures per function): the Data step's extent maps of a public
+    area or of a geography shipped with the app, which every new session's first page otherwise drew
+    and serialised again (issue 28 item 5).
+
+    Privacy: a cache shared between sessions holds nothing derived from an upload or from true counts,
+    so ``make``'s arguments are public (bounds, a shipped file's codes and levels), and a figure of an
+    uploaded table is built in its own session with :func:`built`.  As for any ``st.cache_resource``
+    function, the key is made of the arguments whose names do not begin with ``_``; those that do (the
+    frames a key already names) are passed through unhashed.  The function keeps its module and name,
+    which name its cache (tests/conftest.py ``KEPT_RESOURCES``); ``.clear()`` empties it.
+    """
+    @functools.wraps(make)
+    def build(*args: P.args, **kwargs: P.kwargs) -> BuiltFigure:
+        return built(make(*args, **kwargs))
+
+    return st.cache_resource(show_spinner=False, max_entries=8)(build)
 
 
 def _figure_dict(fig: go.Figure) -> dict[str, Any]:

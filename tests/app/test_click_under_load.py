@@ -77,7 +77,9 @@ def test_a_new_session_draws_the_public_area_map_without_building_it_again(monke
     from dpcore.points import viz
     from ui.kinds.points import data
 
-    data._public_extent.clear()  # kept between tests (tests/conftest.py KEPT_RESOURCES): this one counts its making
+    # kept between tests (tests/conftest.py KEPT_RESOURCES): this one counts their making
+    data._public_extent.clear()
+    data.demo_outlines.clear()
     built: list[str] = []
     real_extent, real_density = viz.extent_figure, viz.true_density_figure
     monkeypatch.setattr(viz, "extent_figure", lambda *a, **k: built.append("extent") or real_extent(*a, **k))

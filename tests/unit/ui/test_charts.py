@@ -73,16 +73,69 @@ def test_every_kind_of_figure_serialises_as_plotly_itself_does() -> None:
 
 
 def test_the_area_and_trip_extent_maps_serialise_as_plotly_itself_does() -> None:
-    """The Data step's public extent maps of areas and trips (kept built in the session): the O/D demo's
-    made-up geography, its boundaries of three levels and its area centres."""
+    """The Data step's public extent maps of areas and trips (kept built in the session; a shipped
+    geography's made once per server through :func:`ui.charts.shared_figure`): the O/D demo's made-up
+    geography, its boundaries of three levels and its area centres."""
     from dpcore.areas import figures as area_figures
     from dpcore.data.synthetic import demo_od
     from dpcore.flows import figures as od_figures
+    from ui.kinds.areas import data as areas_data
+    from ui.kinds.flows import data as flows_data
 
     _areas, _flows, bounds = demo_od()
     frames = [bounds["region"], bounds["district"], bounds["zone"]]
     zone = bounds["zone"].geometry.representative_point()
     xy = {3: (zone.x.to_numpy(), zone.y.to_numpy())}
-    for fig in (area_figures.extent_figure(frames), od_figures.extent_figure([frames[2], frames[0]], xy)):
-        want = json.loads(pio.to_json(fig.to_dict(), validate=False))
-        assert json.loads(pio.to_json(charts.built(fig).to_dict(), validate=False)) == want
+    key = ("test_charts", "demo")
+    try:
+        for fig, shared in [(area_figures.extent_figure(frames), areas_data._shipped_extent(key, frames)),
+                            (od_figures.extent_figure([frames[2], frames[0]], xy),
+                             flows_data._shipped_extent(key, [frames[2], frames[0]], xy))]:
+            want = json.loads(pio.to_json(fig.to_dict(), validate=False))
+            assert json.loads(pio.to_json(charts.built(fig).to_dict(), validate=False)) == want
+            assert isinstance(shared, charts.BuiltFigure)
+            assert json.loads(pio.to_json(shared.to_dict(), validate=False)) == want
+    finally:
+        areas_data._shipped_extent.clear()
+        flows_data._shipped_extent.clear()
+
+
+class _Unhashable:
+    """Stands for a frame the key already names: hashing it raises (it must never be hashed)."""
+
+    def __reduce__(self):  # what Streamlit's hasher falls back on
+        raise TypeError("not hashable")
+
+
+def test_a_shared_figure_is_made_once_per_public_key_and_keeps_its_cache_name() -> None:
+    """:func:`ui.charts.shared_figure`: one figure per key, built, shared; arguments named ``_...`` are not
+    part of the key (they are not even hashed); the cache is named by the function's own module and name
+    (tests/conftest.py KEPT_RESOURCES keeps the shipped geography's by that name)."""
+    made: list[str] = []
+
+    @charts.shared_figure
+    def extent(key: tuple[str, ...], _frame: object) -> go.Figure:
+        """A public figure."""
+        made.append(key[0])
+        return go.Figure(go.Scatter(x=[1, 2], y=[3, 4], customdata=np.array([[1.5, "a"]], dtype=object)),
+                         layout={"title": {"text": key[0]}})
+
+    try:
+        first = extent(("a",), _Unhashable())
+        assert isinstance(first, charts.BuiltFigure)
+        assert extent(("a",), _Unhashable()) is first  # the same object for every session
+        assert extent(("b",), _Unhashable()).to_dict()["layout"]["title"]["text"] == "b"
+        assert made == ["a", "b"]
+        assert first.to_dict()["data"][0]["customdata"] == [[1.5, "a"]]
+        assert (extent.__module__, extent.__qualname__, extent.__doc__) == (
+            __name__, "test_a_shared_figure_is_made_once_per_public_key_and_keeps_its_cache_name.<locals>.extent",
+            "A public figure.")
+        from streamlit.runtime.caching.cache_resource_api import _resource_caches as caches
+
+        names = {c.display_name for per in caches._function_caches.values() for c in per.values()}
+        assert f"{__name__}.{extent.__qualname__}" in names
+    finally:
+        extent.clear()
+    extent(("a",), None)
+    assert made == ["a", "b", "a"]  # .clear() empties it
+    extent.clear()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore.areas import census_tables
@@ -114,12 +115,12 @@ def extent_map(m: dict[str, Any]) -> None:
     st.plotly_chart(ss["hier_extent"][1], key="hier_extent_map", config={"displayModeBar": False})
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _shipped_extent(key: tuple[Any, ...], _frames: list[Any]) -> charts.BuiltFigure:
+@charts.shared_figure
+def _shipped_extent(key: tuple[Any, ...], _frames: list[Any]) -> go.Figure:
     """The extent map of a geography shipped with the app (the made-up demo's, the US tracts' states and
     counties), keyed by its codes and levels: public files, the same map for every session, so made once
-    per server (an uploaded table's is made in its own session).  Read only."""
-    return charts.built(area_figures.extent_figure(_frames))
+    per server (an uploaded table's is made in its own session)."""
+    return area_figures.extent_figure(_frames)
 
 
 @st.cache_resource(show_spinner=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore.data import engines
@@ -475,9 +476,9 @@ def extent_map(model: dict[str, Any]) -> None:
     st.plotly_chart(ss["od_extent"][1], key="od_extent_map", config={"displayModeBar": False})
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _shipped_extent(key: tuple[Any, ...], _bg: Any, _xy: Any) -> charts.BuiltFigure:
+@charts.shared_figure
+def _shipped_extent(key: tuple[Any, ...], _bg: Any, _xy: Any) -> go.Figure:
     """The extent map of a geography shipped with the app (the made-up demo's, the NYC taxi zones', the
     US counties', Rhode Island's), keyed by its source and codes: public files, the same map for every
-    session, so made once per server (an uploaded area list's is made in its own session).  Read only."""
-    return charts.built(od_figures.extent_figure(_bg, _xy))
+    session, so made once per server (an uploaded area list's is made in its own session)."""
+    return od_figures.extent_figure(_bg, _xy)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from dpcore.data import engines, file_access, maps
@@ -308,7 +309,8 @@ def _preview(ds: points_state.Dataset) -> None:
         if uploaded is not None:
             fig, demo_context = viz.extent_figure(points_state.bounds(), uploaded), False
         else:
-            fig, demo_context = _public_extent(points_state.bounds().as_tuple())
+            public = points_state.bounds().as_tuple()
+            fig, demo_context = _public_extent(public), demo_outlines(public) is not None
         st.plotly_chart(fig, width="stretch", key="extent_map")
         if demo_context:
             st.caption("Grey: the New York City boroughs, for context (public outlines; upload a boundary file "
@@ -350,24 +352,24 @@ def _first_rows(lat: Any, lon: Any) -> None:
     st.markdown("| latitude | longitude |\n|---:|---:|\n" + body)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@st.cache_resource(show_spinner=False, max_entries=8)
 def demo_outlines(bounds: tuple[float, float, float, float]) -> dict[str, Any] | None:
     """The demo's context outlines, the NYC boroughs shipped in assets/demo (simplified, clipped to the
-    area), when no boundary file was uploaded; None when the file is absent or nothing of it is in view."""
+    area), when no boundary file was uploaded; None when the file is absent or nothing of it is in view.
+    Public (typed or preset bounds and a shipped file): made once per server and area, shared read-only
+    (the extent map draws it; the Data step asks on every run whether there is any)."""
     if not NYC_BOROUGHS.exists():
         return None
     gj = maps.light_outlines(_boroughs(), Bounds(*bounds))
     return gj if gj.get("features") else None
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _public_extent(bounds: tuple[float, float, float, float]) -> tuple[charts.BuiltFigure, bool]:
-    """The area's outline with the shipped demo outlines, and whether any of them is in view: public
-    (typed or preset bounds and a shipped file), so made once per server and area for every session
-    (issue 28 item 5: each new session's first page built and serialised it again).  Read-only:
-    st.plotly_chart only reads it."""
-    outlines = demo_outlines(bounds)
-    return charts.built(viz.extent_figure(Bounds(*bounds), outlines)), outlines is not None
+@charts.shared_figure
+def _public_extent(bounds: tuple[float, float, float, float]) -> go.Figure:
+    """The area's outline with the shipped demo outlines: public (typed or preset bounds and a shipped
+    file), so made once per server and area for every session (issue 28 item 5: each new session's first
+    page built and serialised it again)."""
+    return viz.extent_figure(Bounds(*bounds), demo_outlines(bounds))
 
 
 def _density_figure(agg: Any) -> charts.BuiltFigure:
