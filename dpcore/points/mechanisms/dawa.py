@@ -148,26 +148,20 @@ def _random_workload(rows: int, cols: int, per_size: int, seed: int) -> NDArray[
     rects.setflags(write=False)
     return rects
 
-@functools.lru_cache(maxsize=256)
-def _cost_noise(e1: float, k: int) -> tuple[float, float, float, float]:
-    """Stage 1's cost noise in cells: ``(scale, SD, 95 % half-width)`` and the lattice scale, a function of public
-    ``(ε₁, k)`` only, made once per pair (every release remade it from the exact scale)."""
-    t = cost_noise_scale(e1, k)
-    return (float(t / (1 << FRAC_BITS)), math.sqrt(discrete_laplace_variance(t)) / (1 << FRAC_BITS),
-            discrete_laplace_interval(t) / (1 << FRAC_BITS), float(t))
-
 
 def partition_row(e1: float, k: int, n_cells: int) -> LevelPlan:
-    """Stage 1's row of the plan and of every release: the noise of the candidate buckets' costs."""
-    scale, sd_cells, ci95, lattice_scale = _cost_noise(e1, k)
+    """Stage 1's row of the plan and of every release: the noise of the candidate buckets' costs, in
+    cells (the lattice scale over ``2^4``)."""
+    t = cost_noise_scale(e1, k)
     return LevelPlan(
         level=0, name="Partition: noisy costs of the candidate buckets", cost=pure(e1),
-        noise="discrete_laplace", scale=scale, sensitivity=4 * k,
-        n_counts=2 * n_cells - 1, sd=sd_cells, ci95=ci95, cells_per_count=float("nan"),
+        noise="discrete_laplace", scale=float(t / (1 << FRAC_BITS)), sensitivity=4 * k, n_counts=2 * n_cells - 1,
+        sd=math.sqrt(discrete_laplace_variance(t)) / (1 << FRAC_BITS),
+        ci95=discrete_laplace_interval(t) / (1 << FRAC_BITS), cells_per_count=float("nan"),
         in_partition=False,
         note=("Noise on each candidate bucket's cost (in points); chooses the buckets, which are "
               "published; the costs are not."),
-        extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": lattice_scale})
+        extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": float(t)})
 
 
 def distinct_rects(rects: NDArray[np.int64]) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...], NDArray[np.int64]]:
