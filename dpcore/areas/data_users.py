@@ -27,6 +27,7 @@ from dpcore.areas.tree_plans import HierarchyRelease
 from dpcore.estimate.data_users import (
     DATA_USER_FILES,
     DataUserPack,
+    MeasuredLevel,
     estimates_csv,
     node_estimates,
     pack_files,
@@ -84,22 +85,19 @@ def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
         # the dict and pairs as they always were (a later area's cells under a repeated key)
         edges = list(edges)
         nodes = {c: nodes.cells[nodes.ptr[i]:nodes.ptr[i + 1]] for i, c in enumerate(codes)}
-    level, node, value, family, scale, share = [], [], [], [], [], []
+    levels, row_level, node, value = [], [], [], []
     for d, y in enumerate(rel.measurements):
         if y is None:
             continue
         lv = p.levels[d]
-        n = len(y)
-        level += [h.level_names[d]] * n
+        row_level.append(np.full(len(y), len(levels), dtype=np.int64))
+        levels.append(MeasuredLevel(h.level_names[d], lv.noise, float(p.scales[d]), lv.share))
         node += keys[d].tolist()
         value.append(np.asarray(y))
-        family += [lv.noise] * n
-        scale += [float(p.scales[d])] * n
-        share += [lv.share] * n
     invariants = ([{"node": str(keys[0][0]), "value": int(rel.public_total),
                     "why": "the total is public under replace-one neighbours"}]
                   if rel.public_total is not None else [])
-    return DataUserPack("hierarchy", level, node, np.concatenate(value), family, scale, share,
+    return DataUserPack("hierarchy", levels, np.concatenate(row_level), node, np.concatenate(value),
                         keys[h.depth].tolist(), nodes, edges, invariants)
 
 
