@@ -414,3 +414,15 @@ class TestTreeLayoutEdgesAgreeWithNodes:
         m, plain = self._both(edges, nodes)
         assert m.tree is None
         assert np.allclose(gls_estimate(m), gls_estimate(plain))
+
+
+def test_a_code_naming_two_areas_is_refused_with_the_code_before_any_file_is_made() -> None:
+    """A finest area coded like a coarser area's ``level:label`` key: the design would name two nodes
+    alike (the writer used to keep one of them, then stop with an error that named no code)."""
+    df = pd.DataFrame({"county": ["A", "A", "B", "B"], "tract": ["A", "county:B", "t3", "t4"]})
+    h = Hierarchy.from_frame(df, ["county", "tract"])
+    c = HierarchyCounts.from_frame(df.assign(n=[5, 7, 9, 11]), h, ["county", "tract"], "n")
+    rel = catalog.get("hierarchy", "exact").release_counts(c, budget.pure(1.0), NoiseSource(5))
+    for make in (hierarchy_pack, hierarchy_data_user_files):
+        with pytest.raises(ParameterError, match="'county:B' names 2 areas"):
+            make(rel)
