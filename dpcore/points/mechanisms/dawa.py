@@ -164,24 +164,24 @@ def partition_row(e1: float, k: int, n_cells: int) -> LevelPlan:
         extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": float(t)})
 
 
-def distinct_rects(rects: NDArray[np.int64]) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...], NDArray[np.int64]]:
-    """The workload's distinct rectangles in order of first use, and which of them each query is
-    (as a tuple and a read-only array): a small grid's workload repeats a few rectangles many times.
+def distinct_rects(rects: NDArray[np.int64]) -> tuple[tuple[tuple[int, ...], ...], NDArray[np.int64]]:
+    """The workload's distinct rectangles in order of first use, and which of them each query is (a
+    read-only array): a small grid's workload repeats a few rectangles many times.
 
-    >>> d, which, _ = distinct_rects(np.array([[0, 1, 0, 1], [0, 2, 0, 2], [0, 1, 0, 1]]))
-    >>> d, which
-    (((0, 1, 0, 1), (0, 2, 0, 2)), (0, 1, 0))
+    >>> d, which = distinct_rects(np.array([[0, 1, 0, 1], [0, 2, 0, 2], [0, 1, 0, 1]]))
+    >>> d, which.tolist()
+    (((0, 1, 0, 1), (0, 2, 0, 2)), [0, 1, 0])
     """
     seen: dict[tuple[int, ...], int] = {}
-    which = tuple(seen.setdefault(rect, len(seen)) for rect in map(tuple, np.asarray(rects).tolist()))
-    index = np.asarray(which, dtype=np.int64)
-    index.setflags(write=False)
-    return tuple(seen), which, index
+    which = np.asarray([seen.setdefault(rect, len(seen)) for rect in map(tuple, np.asarray(rects).tolist())],
+                       dtype=np.int64)
+    which.setflags(write=False)
+    return tuple(seen), which
 
 
 @functools.lru_cache(maxsize=32)
 def _random_groups(rows: int, cols: int, per_size: int, seed: int) -> tuple[
-        tuple[tuple[int, ...], ...], tuple[int, ...], NDArray[np.int64]]:
+        tuple[tuple[int, ...], ...], NDArray[np.int64]]:
     """:func:`distinct_rects` of :func:`_random_workload` (public), once per grid and seed."""
     return distinct_rects(_random_workload(rows, cols, per_size, seed))
 
@@ -258,7 +258,7 @@ class DAWA(PointsMechanism):
         return _random_workload(grid.rows, grid.cols, int(params["queries_per_size"]), int(params["workload_seed"]))
 
     def _workload_groups(self, grid: Grid, params: dict[str, Any]) -> tuple[
-            tuple[tuple[int, ...], ...], tuple[int, ...], NDArray[np.int64]]:
+            tuple[tuple[int, ...], ...], NDArray[np.int64]]:
         """:func:`distinct_rects` of :meth:`_workload` (kept per grid and seed for the random one)."""
         if params["workload"] == "uploaded":
             return distinct_rects(self._workload(grid, params))
@@ -273,7 +273,7 @@ class DAWA(PointsMechanism):
         (``groups``: :func:`distinct_rects` of the workload)."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
-        distinct, _, which = groups
+        distinct, which = groups
         rows = np.zeros((len(distinct), tree.height + 1))
         for j, (r0, r1, c0, c1) in enumerate(distinct):
             cov = np.bincount(bucket_of_cell[r0:r1, c0:c1].ravel(), minlength=m)

@@ -169,7 +169,7 @@ class DAWAFree(DAWA):
         m = int(sizes.size)
         tree = gh.BucketTree(m)
         offsets = np.cumsum([0] + [tree.n_nodes(lv) for lv in range(tree.height + 1)])
-        distinct, which, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
+        distinct, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
         decs, flats = [], []
         for rect in distinct:  # in order of first use
             if runs is None:
@@ -182,7 +182,7 @@ class DAWAFree(DAWA):
                           np.concatenate([v for _, v in dec])))
         # one bincount per level over every query's uses in the workload's order: the same
         # sequence of float additions from 0 as adding query by query (np.add.at), in one call
-        uses = []
+        uses, which = [], index.tolist()
         for lv in range(tree.height + 1):
             n = tree.n_nodes(lv)
             i = np.concatenate([np.zeros(0, dtype=np.int64)] + [decs[q][lv][0] for q in which])
