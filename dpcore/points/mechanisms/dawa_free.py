@@ -187,7 +187,7 @@ class DAWAFree(DAWA):
             n = tree.n_nodes(lv)
             i = np.concatenate([np.zeros(0, dtype=np.int64)] + [decs[q][lv][0] for q in which])
             v = np.concatenate([np.zeros(0)] + [decs[q][lv][1] for q in which])
-            uses.append(np.bincount(i, weights=v, minlength=n)[:n])
+            uses.append(np.bincount(i, weights=v, minlength=n))  # node_decomposition's nodes of lv are < n
         return tree, uses, (flats, index)
 
     def _stage2_levels(self, e1: float, e2: float, k: int, tree: gh.BucketTree, eps: list[NDArray[np.float64]],
