@@ -278,8 +278,8 @@ def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) ->
     # (0.29 -> 0.24 s)
     buf = np.empty(max(COST_CHUNK, n), dtype=np.int64)
     buf32 = np.empty(max(COST_CHUNK, n), dtype=np.int32)
-    x32 = x.astype(np.int32) if int(x.max()) < 2**31 else None
     top_count, total = int(x.max()), int(prefix[-1])
+    x32 = x.astype(np.int32) if top_count < 2**31 else None
     while length <= n:
         step = free_start_step(length, offsets)
         starts = np.arange(0, n - length + 1, step)
