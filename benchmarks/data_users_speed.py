@@ -1,8 +1,10 @@
 """Speed of the data users' files of an O/D release (measurements.csv, design.json, estimates.csv).
 
 The made-up O/D demo (:func:`dpcore.data.synthetic.demo_od`: 28,377 pairs, region → district →
-zone), released by InfTDA and TopDown L2 at ρ = 0.25 (fixed seed); times, median of 5, with the
-caches of :mod:`dpcore.flows.data_users` cleared before each run:
+zone), released by InfTDA and TopDown L2 at ρ = 0.25 (fixed seed); times, median of 5, each run on
+a fresh copy of the release (``dataclasses.replace``: :mod:`dpcore.flows.data_users` keeps a
+release's measured tree and pack per release object, so a copy makes them again, as a new release
+does):
 
 * the release itself;
 * ``od_data_user_files`` (the pack, design.json, measurements.csv, the reader's measurements
@@ -18,6 +20,7 @@ It prints a markdown table and writes it to benchmarks/results/data_users_speed.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import platform
@@ -44,21 +47,16 @@ RHO, SEED, REPEATS = 0.25, 1, 5
 RESULTS = ROOT / "benchmarks" / "results" / "data_users_speed.md"
 
 
-def median_of(fn: Callable[[], Any], before: Callable[[], None] = lambda: None) -> tuple[float, float, Any]:
-    """Median wall time and median CPU time (this process: less sensitive to a busy machine) of ``fn``."""
+def median_of(fn: Callable[[int], Any]) -> tuple[float, float, Any]:
+    """Median wall time and median CPU time (this process: less sensitive to a busy machine) of
+    ``fn(i)`` for runs ``i = 0 .. REPEATS - 1``."""
     wall, cpu, out = [], [], None
-    for _ in range(REPEATS):
-        before()
+    for i in range(REPEATS):
         t, c = time.perf_counter(), time.process_time()
-        out = fn()
+        out = fn(i)
         wall.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
     return statistics.median(wall), statistics.median(cpu), out
-
-
-def _clear() -> None:
-    du._PACKS.clear()
-    du._TREES.clear()
 
 
 def main() -> None:
@@ -69,8 +67,9 @@ def main() -> None:
     rows = []
     for name in MECHANISMS:
         mech = catalog.get("od", name)
-        t_rel, _, rel = median_of(lambda mech=mech: mech.release_counts(counts, budget.zcdp(RHO), NoiseSource(SEED)))
-        t_files, c_files, files = median_of(lambda rel=rel: du.od_data_user_files(rel), _clear)
+        t_rel, _, rel = median_of(lambda _, mech=mech: mech.release_counts(counts, budget.zcdp(RHO), NoiseSource(SEED)))
+        fresh = [dataclasses.replace(rel) for _ in range(REPEATS)]  # nothing kept for them yet
+        t_files, c_files, files = median_of(lambda i, fresh=fresh: du.od_data_user_files(fresh[i]))
         pack = du.od_pack(rel)
         rows.append((name, len(pack.value), t_rel, t_files, c_files, sum(map(len, files.values())) / 1e6))
         print(f"{name}: release {t_rel:.3f} s, files {t_files:.3f} s ({c_files:.3f} s CPU)", file=sys.stderr)

@@ -52,14 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--epsilons", default="0.1,1")
     ap.add_argument("--mechanisms", default="dawa,dawa_free")
-    ap.add_argument("--uncapped", action="store_true",
-                    help="(older runs: lifted dawa_free's former 512² cap; it is gone, so this only names the "
-                         "results file dawa_speed_uncapped.md)")
-    ap.add_argument("--out", default=None,
-                    help=f"results file (default {RESULTS.name}; with --uncapped, dawa_speed_uncapped.md)")
+    ap.add_argument("--out", default=str(RESULTS), help=f"results file (default {RESULTS.name})")
     a = ap.parse_args(argv)
-    if a.out is None:  # a lifted-cap run never overwrites the rule's own results
-        a.out = str(RESULTS.with_name("dawa_speed_uncapped.md") if a.uncapped else RESULTS)
     lon, lat = gaussian_clusters(N_POINTS, LA, sigma_cells=SIGMAS, centres=CENTRES, weights=WEIGHTS, seed=SEED)
     rows = []
     for side in (SIDE, SIDE // 2):

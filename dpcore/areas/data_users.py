@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 
 from dpcore.areas.tree_plans import HierarchyRelease
+from dpcore.errors import ParameterError
 from dpcore.estimate.data_users import (
     DATA_USER_FILES,
     DataUserPack,
+    MeasuredLevel,
     estimates_csv,
     node_estimates,
     pack_files,
@@ -60,8 +62,26 @@ def _node_keys(rel: HierarchyRelease) -> list[np.ndarray]:
     return [np.char.add(f"{h.level_names[d]}:", lab) if d < h.depth else lab for d, lab in enumerate(labels)]
 
 
+def _refuse_repeated(codes: list[str]) -> None:
+    """A ParameterError naming the first design code that names two areas (a finest area's code spelled
+    like a coarser area's ``level:label`` key, or repeated among the finest): design.json would name two
+    nodes alike and a reader keep one of them, as :class:`~dpcore.estimate.design_nodes.NodeCells`
+    refuses to write."""
+    if len(set(codes)) == len(codes):
+        return
+    seen: set[str] = set()
+    for code in codes:
+        if code in seen:
+            raise ParameterError(
+                f"The data users' files need one code per area, but {code!r} names {codes.count(code)} areas (a "
+                "finest area's code is spelled like a coarser area's 'level:label' key, or repeats). Rename it in "
+                "the area list.")
+        seen.add(code)
+
+
 def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
-    """The measurements and design of ``rel`` (None when it does not expose measurements)."""
+    """The measurements and design of ``rel`` (None when it does not expose measurements); a
+    ParameterError naming the code when a design code would name two areas, before any file is made."""
     if not _offers(rel):
         return None
     h, p = rel.hierarchy, rel.plan
@@ -77,29 +97,23 @@ def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
         cells.append(np.argsort(anc[d], kind="stable"))  # the finest areas grouped by their area at d
         ptr.append(ptr[-1][-1] + np.cumsum(np.bincount(anc[d], minlength=h.sizes[d])))
     codes = np.concatenate(keys).tolist()
-    nodes: Any = NodeCells(codes, np.concatenate(ptr), np.concatenate(cells))
-    edges: Any = NodeEdges(nodes, np.concatenate([start[d] + np.asarray(h.parents[d]) for d in range(h.depth)]),
-                           np.arange(start[1], start[-1]))
-    if len(set(codes)) != len(codes):  # a finest code spelled like a coarse key (NodeCells needs unique codes):
-        # the dict and pairs as they always were (a later area's cells under a repeated key)
-        edges = list(edges)
-        nodes = {c: nodes.cells[nodes.ptr[i]:nodes.ptr[i + 1]] for i, c in enumerate(codes)}
-    level, node, value, family, scale, share = [], [], [], [], [], []
+    _refuse_repeated(codes)
+    nodes = NodeCells(codes, np.concatenate(ptr), np.concatenate(cells))
+    edges = NodeEdges(nodes, np.concatenate([start[d] + np.asarray(h.parents[d]) for d in range(h.depth)]),
+                      np.arange(start[1], start[-1]))
+    levels, row_level, node, value = [], [], [], []
     for d, y in enumerate(rel.measurements):
         if y is None:
             continue
         lv = p.levels[d]
-        n = len(y)
-        level += [h.level_names[d]] * n
+        row_level.append(np.full(len(y), len(levels), dtype=np.int64))
+        levels.append(MeasuredLevel(h.level_names[d], lv.noise, float(p.scales[d]), lv.share))
         node += keys[d].tolist()
         value.append(np.asarray(y))
-        family += [lv.noise] * n
-        scale += [float(p.scales[d])] * n
-        share += [lv.share] * n
     invariants = ([{"node": str(keys[0][0]), "value": int(rel.public_total),
                     "why": "the total is public under replace-one neighbours"}]
                   if rel.public_total is not None else [])
-    return DataUserPack("hierarchy", level, node, np.concatenate(value), family, scale, share,
+    return DataUserPack("hierarchy", levels, np.concatenate(row_level), node, np.concatenate(value),
                         keys[h.depth].tolist(), nodes, edges, invariants)
 
 

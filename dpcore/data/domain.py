@@ -21,7 +21,6 @@ import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -355,32 +354,15 @@ def block_edges(n: int, m: int) -> NDArray[np.int64]:
     return np.round(np.linspace(0, n, m + 1)).astype(np.int64)
 
 
-#: Block grids of at most this many blocks keep their rectangles (:func:`block_rects`; 512 kB at most
-#: each, 32 shapes: 16 MB at most in all).
-BLOCK_RECTS_KEPT = 1 << 14
-
-
 def block_rects(grid: Grid, m_rows: int, m_cols: int) -> NDArray[np.int64]:
-    """Rectangles ``(r0, r1, c0, c1)`` of an ``m_rows x m_cols`` block grid, row-major.
+    """Rectangles ``(r0, r1, c0, c1)`` of an ``m_rows x m_cols`` block grid, row-major (public
+    geometry, made at each call: about 0.1 ms, once per release or figure).
 
-    Public geometry: a small block grid's rectangles are made once per shape and copied out
-    (every release of UG, AG, Privelet or Identity asked again)."""
-    key = (int(grid.rows), int(grid.cols), int(m_rows), int(m_cols))
-    if key[2] * key[3] <= BLOCK_RECTS_KEPT:
-        return _block_rects_kept(*key).copy()
-    return _block_rects(*key)
-
-
-@lru_cache(maxsize=32)
-def _block_rects_kept(rows: int, cols: int, m_rows: int, m_cols: int) -> NDArray[np.int64]:
-    out = _block_rects(rows, cols, m_rows, m_cols)
-    out.setflags(write=False)
-    return out
-
-
-def _block_rects(rows: int, cols: int, m_rows: int, m_cols: int) -> NDArray[np.int64]:
-    re = block_edges(rows, m_rows)
-    ce = block_edges(cols, m_cols)
+    >>> block_rects(Grid(Bounds(0, 0, 1, 1), 4, 4), 2, 1).tolist()
+    [[0, 2, 0, 4], [2, 4, 0, 4]]
+    """
+    re = block_edges(int(grid.rows), int(m_rows))
+    ce = block_edges(int(grid.cols), int(m_cols))
     r0, c0 = np.meshgrid(re[:-1], ce[:-1], indexing="ij")
     r1, c1 = np.meshgrid(re[1:], ce[1:], indexing="ij")
     return np.column_stack([r0.ravel(), r1.ravel(), c0.ravel(), c1.ravel()]).astype(np.int64)

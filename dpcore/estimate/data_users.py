@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -46,8 +46,9 @@ from dpcore.estimate.gls import Measurements, gls_estimate, measurements_from, r
 from dpcore.estimate.tree_inference import tree_least_squares
 
 __all__ = ["DATA_USER_FILES", "MAX_REPLICATE_VALUES", "MEASUREMENT_COLUMNS", "REPLICATES", "REPLICATE_FILE",
-           "REPLICATE_SEED", "DataUserPack", "design_dict", "estimates_csv", "measurements_frame", "node_estimates",
-           "pack_files", "replicate_files", "replicates_csv", "replicates_info", "section", "variance_of"]
+           "REPLICATE_SEED", "DataUserPack", "MeasuredLevel", "design_dict", "estimates_csv", "measurements_frame",
+           "node_estimates", "pack_files", "replicate_files", "replicates_csv", "replicates_info", "section",
+           "variance_of"]
 
 INDEPENDENT = ("The noise draws of all measurements are independent of each other and of the data, with "
                "mean 0 and the variance given (exact for the discrete Laplace and discrete Gaussian).")
@@ -90,21 +91,30 @@ def replicate_files(m: Measurements) -> dict[str, bytes]:
     return {REPLICATE_FILE: replicates_csv(m)} if replicates_info(m.n)["file"] else {}
 
 
+class MeasuredLevel(NamedTuple):
+    """The public noise of one measured level: its name, the noise family, the exact scale the
+    release drew with (as a float) and the level's share of the budget."""
+
+    name: str
+    family: str
+    scale: float
+    share: float
+
+
 @dataclass(frozen=True)
 class DataUserPack:
-    """What a kind hands to the writers: the measurements (one entry per row) and the design.
+    """What a kind hands to the writers: the measurements (one entry per row, each with the index of
+    its level in ``levels``) and the design.
 
     ``nodes`` and ``edges`` may be :class:`~dpcore.estimate.design_nodes.NodeCells` and
     :class:`~dpcore.estimate.design_nodes.NodeEdges` (arrays: a large design without a list per
     node); design.json is the same either way."""
 
     kind: str
-    level: Sequence[str]
+    levels: Sequence[MeasuredLevel]
+    row_level: NDArray[np.int64]
     node: Sequence[str]
     value: NDArray[Any]
-    family: Sequence[str]
-    scale: Sequence[float]
-    share: Sequence[float]
     cells: Sequence[str]
     nodes: Mapping[str, Sequence[int]]
     edges: Sequence[tuple[str, str]] = ()
@@ -112,25 +122,25 @@ class DataUserPack:
     conditional_on_partition: bool = False
     cell_bounds: Sequence[Sequence[float]] | None = None
 
+    def per_row(self, values: Sequence[Any], dtype: Any = object) -> NDArray[Any]:
+        """``values`` (one per level) repeated for every measurement by its level."""
+        return np.asarray(values, dtype=dtype)[np.asarray(self.row_level, dtype=np.int64)]
+
     def variances(self) -> NDArray[np.float64]:
-        """The exact noise variance of every measurement: one :func:`variance_of` per distinct
-        (family, scale), asked with the first measurement that has it (a few levels, 80k rows)."""
-        if len(self.family) != len(self.scale):
-            raise ValueError("family and scale need one entry per measurement")
-        fam, _ = pd.factorize(np.asarray(self.family, dtype=object))
-        scale, uniq = pd.factorize(np.asarray(self.scale, dtype=float), use_na_sentinel=False)
-        _, first, inverse = np.unique(fam * max(len(uniq), 1) + scale, return_index=True, return_inverse=True)
-        var = np.array([variance_of(self.family[i], self.scale[i]) for i in first.tolist()], dtype=float)
-        return var[inverse.ravel()]
+        """The exact noise variance of every measurement: one :func:`variance_of` per level (the
+        noise facts are kept per scale by :mod:`dpcore.privacy.noise`)."""
+        return self.per_row([variance_of(lv.family, lv.scale) for lv in self.levels], float)
 
 
 def measurements_frame(pack: DataUserPack) -> pd.DataFrame:
     """The rows of ``measurements.csv`` (count phase only; columns :data:`MEASUREMENT_COLUMNS`)."""
     value = np.asarray(pack.value)
+    lv = pack.levels
     return pd.DataFrame({
-        "measurement_id": np.arange(value.size), "level": list(pack.level), "node": list(pack.node),
-        "value": value, "family": list(pack.family), "scale": np.asarray(pack.scale, float),
-        "variance": pack.variances(), "share": np.asarray(pack.share, float), "phase": "count",
+        "measurement_id": np.arange(value.size), "level": pack.per_row([x.name for x in lv]).tolist(),
+        "node": list(pack.node), "value": value, "family": pack.per_row([x.family for x in lv]).tolist(),
+        "scale": pack.per_row([x.scale for x in lv], float), "variance": pack.variances(),
+        "share": pack.per_row([x.share for x in lv], float), "phase": "count",
     })
 
 

@@ -416,20 +416,22 @@ def replicate_variance(m: Measurements, reps: NDArray[np.float64], q: ArrayLike 
 # -- reading a release's files ------------------------------------------------------------------
 
 def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.int64],
-                 inv: Sequence[Mapping[str, Any]]) -> TreeLayout | None:
-    """The tree of a design with ``edges`` (``ids``: the node of every measurement), or None when
-    the exact two-pass solve does not apply.
+                 inv_ids: NDArray[np.int64], inv_values: Sequence[float]) -> TreeLayout | None:
+    """The tree of a design with ``edges`` (``ids``: the node of every measurement; ``inv_ids`` and
+    ``inv_values``: the node and value of every invariant), or None when the exact two-pass solve
+    does not apply.
 
-    The caller has checked that every measurement's node and every invariant's node is one of
-    ``nodes`` (:func:`measurements_from` refuses others with a ParameterError); a position outside
-    them here is a bug (RuntimeError): -1 would index the last node silently."""
+    The caller has looked up every measurement's and invariant's node in ``nodes``
+    (:func:`measurements_from` refuses unknown ones with a ParameterError); a position outside them
+    here is a bug (RuntimeError): -1 would index the last node silently."""
     edges = design.get("edges")
     if not edges:
         return None
     k = len(nodes)
-    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= k):
-        raise RuntimeError(f"_tree_layout: internal error: a measurement's node position is outside 0..{k - 1} "
-                           "(measurements_from checks the nodes first).")
+    pos = np.concatenate([ids, inv_ids]).astype(np.int64, copy=False)
+    if pos.size and (int(pos.min()) < 0 or int(pos.max()) >= k):
+        raise RuntimeError(f"_tree_layout: internal error: a node position is outside 0..{k - 1} "
+                           "(measurements_from looks up the measurements' and invariants' nodes first).")
 
     def ids_of(values: Any) -> NDArray[np.int64]:
         out = nodes.positions([str(x) for x in values])
@@ -459,14 +461,10 @@ def _tree_layout(design: Mapping[str, Any], nodes: NodeCells, ids: NDArray[np.in
     if not np.array_equal(np.sort(cell[cell >= 0]), np.arange(len(design["cells"]))):
         return None  # the leaves are not the cells, each once
     public = np.full(k, np.nan)
-    for it in inv:
-        v = int(nodes.positions([str(it["node"])])[0])
-        if v < 0:
-            raise RuntimeError(f"_tree_layout: internal error: the invariant's node {str(it['node'])!r} is not a node "
-                               "of the design (measurements_from checks the invariants' nodes first).")
+    for v, value in zip(inv_ids.tolist(), inv_values, strict=True):
         if parent[v] != -1:
             return None
-        public[v] = float(it["value"])
+        public[v] = value
     depth = np.zeros(k, dtype=np.int64)
     for _ in range(k + 1):  # depth by repeated relaxation (trees are shallow)
         new = np.where(parent >= 0, depth[np.maximum(parent, 0)] + 1, 0)
@@ -608,10 +606,12 @@ def measurements_from(design: Mapping[str, Any], meas: pd.DataFrame) -> Measurem
 
     rows = positions(meas["node"].astype(str).to_numpy())  # the node of every measurement
     inv = design.get("invariants", [])
+    inv_rows = positions([str(v["node"]) for v in inv])
+    values = [float(v["value"]) for v in inv]
     A = indicator(rows)
-    B = indicator(positions([str(v["node"]) for v in inv])) if inv else None
-    t = np.array([float(v["value"]) for v in inv]) if inv else None
-    tree = _tree_layout(design, nodes, rows, inv)
+    B = indicator(inv_rows) if inv else None
+    t = np.array(values) if inv else None
+    tree = _tree_layout(design, nodes, rows, inv_rows, values)
     if tree is None and not design.get("edges"):
         tree = laminar_tree(A, B, t)
     return Measurements(A, meas["value"].to_numpy(float), meas["variance"].to_numpy(float), cells, B=B, t=t,

@@ -27,6 +27,7 @@ import numpy as np
 from dpcore.estimate.data_users import (
     DATA_USER_FILES,
     DataUserPack,
+    MeasuredLevel,
     estimates_csv,
     node_estimates,
     pack_files,
@@ -101,8 +102,8 @@ def _make_pack(rel: ODRelease) -> DataUserPack | None:
     lv = rel.plan.levels[T]
     n = leaf.size
     one_each = NodeCells(codes, np.arange(n + 1), np.arange(n))  # the identity design: node i is cell i
-    return DataUserPack("od", [lv.name] * n, codes, leaf, [lv.noise] * n, [float(rel.plan.scales[T])] * n,
-                        [lv.share] * n, codes, one_each)
+    return DataUserPack("od", [MeasuredLevel(lv.name, lv.noise, float(rel.plan.scales[T]), lv.share)],
+                        np.zeros(n, dtype=np.int64), codes, leaf, codes, one_each)
 
 
 def od_data_user_files(rel: ODRelease, parquet_above: int | None = None) -> dict[str, bytes]:

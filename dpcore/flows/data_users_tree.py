@@ -25,12 +25,11 @@ near zero.  The variances are the noises' exact variances.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from dpcore.estimate.data_users import DataUserPack
+from dpcore.estimate.data_users import DataUserPack, MeasuredLevel
 from dpcore.estimate.design_nodes import NodeCells, NodeEdges
 from dpcore.flows.mechanisms.common import ODRelease
 
@@ -137,21 +136,13 @@ def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
                     "why": "the total number of trips is public (replace-one neighbours)"}]
                   if tree["public_root"] else [])
 
-    lv, measured_levels = rel.plan.levels, np.unique(lvl).tolist()
-
-    def per_level(value: Callable[[int], Any]) -> list[Any]:
-        """``value(t)`` of every measurement's level ``t``, asked once per measured level."""
-        table = np.empty(len(lv), dtype=object)
-        for t in measured_levels:
-            table[t] = value(t)
-        return table[lvl].tolist()
-
+    lv, (measured_levels, row_level) = rel.plan.levels, np.unique(lvl, return_inverse=True)
+    levels = [MeasuredLevel(lv[t].name, lv[t].noise, float(rel.plan.scales[t]), lv[t].share)
+              for t in measured_levels.tolist()]
     return DataUserPack(
-        "od", per_level(lambda t: lv[t].name), code_of[measured].tolist(),
-        tree["value"][measured].astype(np.int64), per_level(lambda t: lv[t].noise),
-        per_level(lambda t: float(rel.plan.scales[t])), per_level(lambda t: lv[t].share),
-        code_of[cells].tolist(), nodes, NodeEdges(nodes, parent[has_parent], has_parent), invariants,
-        conditional_on_partition=True)
+        "od", levels, row_level.astype(np.int64).ravel(), code_of[measured].tolist(),
+        tree["value"][measured].astype(np.int64), code_of[cells].tolist(), nodes,
+        NodeEdges(nodes, parent[has_parent], has_parent), invariants, conditional_on_partition=True)
 
 
 def published_nodes(rel: ODRelease, tree: dict[str, Any], t: int) -> np.ndarray:

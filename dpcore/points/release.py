@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcore.core.record import created_now, new_release_id
-from dpcore.data.domain import Grid, paint_rects, prefix_sums, rect_sums_from_prefix
+from dpcore.data.domain import Grid, cumsum_down, paint_rects, prefix_sums, rect_sums_from_prefix
 from dpcore.errors import ParameterError
 from dpcore.points.within_leaf import RULES, within_leaf_density
 from dpcore.privacy.budget import PrivacyCost
@@ -176,7 +176,8 @@ def area_block_sums(rects: NDArray[np.int64], per_area: NDArray[np.float64], row
     w = nc + 1
     at = np.concatenate([r0 * w + c0, r1 * w + c0, r0 * w + c1, r1 * w + c1])
     diff = np.bincount(at, np.concatenate([v, -v, -v, v]), minlength=(nr + 1) * w).reshape(nr + 1, w)
-    share = np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
+    # summed in place, as paint_rects does: one block-sized array, not two
+    share = np.cumsum(cumsum_down(diff, out=diff), axis=1, out=diff)[:-1, :-1]
     return share * np.diff(re)[:, None] * np.diff(ce)[None, :]
 
 

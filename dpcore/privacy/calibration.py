@@ -370,17 +370,20 @@ def noise_variance(noise: str, scale: Any) -> float:
     below σ²) for the discrete Gaussian (Canonne, Kamath & Steinke 2020, Prop. 19); see
     :mod:`dpcore.privacy.noise`.
     """
-    if noise in ("discrete_laplace", "discrete_gaussian"):
-        return cached_call(_exact_variance, noise, scale)
+    if noise == "discrete_laplace":
+        return _noise.discrete_laplace_variance(scale)
+    if noise == "discrete_gaussian":
+        return _noise.discrete_gaussian_variance(scale)
     raise ParameterError(f"Unknown noise {noise!r}; use 'discrete_laplace' or 'discrete_gaussian'.")
 
 
 def cached_call(f: Any, *args: Any) -> Any:
     """``f(*args)`` through ``f``'s :func:`functools.lru_cache`, and uncached (``f.__wrapped__``) when an
     argument is unhashable: a list or a 0-d array is then checked (and refused, or used) as it would
-    be without the cache.  The one place of this fallback for the caches of public inputs (scales,
-    splits, HTF's budgets, Privelet's noise facts).  A TypeError ``f`` raises for hashable arguments
-    is raised as it is, not computed a second time.
+    be without the cache.  The one place of this fallback, for the caches of public inputs that a
+    caller may hand over unchecked (the scales of :func:`laplace_scale_for_epsilon`, the splits'
+    weights).  A TypeError ``f`` raises for hashable arguments is raised as it is, not computed a
+    second time.
 
     >>> @lru_cache
     ... def total(xs):
@@ -396,22 +399,6 @@ def cached_call(f: Any, *args: Any) -> Any:
         except TypeError:
             return f.__wrapped__(*args)
         raise
-
-
-@lru_cache(maxsize=4096, typed=True)
-def _exact_variance(noise: str, scale: Any) -> float:
-    """:func:`noise_variance` per public scale (every level of every release asks again)."""
-    if noise == "discrete_laplace":
-        return _noise.discrete_laplace_variance(scale)
-    return _noise.discrete_gaussian_variance(scale)
-
-
-@lru_cache(maxsize=4096, typed=True)
-def _exact_interval(noise: str, scale: Any, level: Any) -> float:
-    """The exact half-width of :func:`interval_half_width` per public scale and level."""
-    if noise == "discrete_laplace":
-        return float(_noise.discrete_laplace_interval(scale, _level(level)))
-    return float(_noise.discrete_gaussian_interval(scale, _level(level)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -493,8 +480,12 @@ def interval_half_width(noise: str, scale: Any, level: float = 0.95) -> Any:
     >>> round(interval_half_width("normal", 10.0), 4)
     19.5996
     """
-    if noise in ("discrete_laplace", "discrete_gaussian"):
-        return cached_call(_exact_interval, noise, scale, level)
+    if noise == "discrete_laplace":
+        lv = _level(level)  # checked first, with this module's message
+        return float(_noise.discrete_laplace_interval(scale, lv))
+    if noise == "discrete_gaussian":
+        lv = _level(level)
+        return float(_noise.discrete_gaussian_interval(scale, lv))
     if noise in ("normal", "laplace"):
         z = normal_z(level) if noise == "normal" else -math.log1p(-_level(level)) / math.sqrt(2.0)
         if isinstance(scale, np.ndarray):

@@ -13,7 +13,8 @@ It implements
   Mironov's snapping mechanism): round each value to the nearest multiple of
   :math:`g = 2^k` and add :math:`g` times integer noise;
 * exact distribution facts (pmf, variance, confidence half-width) used by the
-  analytic error formulas elsewhere in :mod:`dpcore`.
+  analytic error formulas elsewhere in :mod:`dpcore`: checked here, computed and
+  kept (one bounded cache per fact) in :mod:`dpcore.privacy.noise_facts`.
 
 Why not ``numpy.random.laplace``?
     Mironov ("On Significance of the Least Significant Bits for Differential
@@ -69,6 +70,7 @@ from functools import lru_cache
 import numpy as np
 
 from dpcore.errors import ParameterError
+from dpcore.privacy import noise_facts as _nf
 from dpcore.privacy import noise_tables as _nt
 
 __all__ = [
@@ -89,6 +91,7 @@ _FORCE_EXACT = False
 
 #: Largest accepted scale / sigma: keeps every output far inside int64.
 _MAX_SCALE = Fraction(10**15)
+_MAX_SCALE_FLOAT = float(_MAX_SCALE)  # exactly 10^15
 
 #: Largest geometric scale t drawn from 31-bit uniform prefixes (above, 53-bit ones): a 31-bit
 #: prefix leaves the float decision undecided with probability about t * 22 * 2^-31 (1e-5 at
@@ -97,10 +100,6 @@ _SHORT_PREFIX_MAX_SCALE = Fraction(2**10)
 _START_PREC = 30  # decimal digits for the first exact bound on e^{-gamma}
 _PREC_STEP = 20
 _LOG2E_LOWER = Fraction(144, 100)  # < log2(e) = 1.4427...
-
-# Above this sigma the discrete Gaussian facts use the Poisson-summation form
-# instead of summing the pmf term by term (the two agree to float precision).
-_DGAUSS_SUM_MAX_SIGMA = 1e4
 
 
 # ---------------------------------------------------------------------------
@@ -656,18 +655,18 @@ def discrete_laplace_pmf(k, scale) -> np.ndarray:
     return math.tanh(0.5 / t) * np.exp(-k / t)
 
 
+def _parameter(value, name: str) -> Fraction | float:
+    """A checked scale or sigma as the key of :mod:`dpcore.privacy.noise_facts`' caches: a float in
+    range as it is (it equals, and hashes as, its exact Fraction: no conversion on a cache hit), else
+    :func:`_as_positive_fraction`."""
+    if type(value) is float and 0.0 < value <= _MAX_SCALE_FLOAT:
+        return value
+    return _as_positive_fraction(value, name)
+
+
 def discrete_laplace_variance(scale) -> float:
     """Variance :math:`2q / (1 - q)^2` with :math:`q = e^{-1/t}` (always below :math:`2t^2`)."""
-    t = float(_as_positive_fraction(scale, "scale"))
-    q = math.exp(-1.0 / t)
-    one_minus_q = -math.expm1(-1.0 / t)
-    return 2.0 * q / (one_minus_q * one_minus_q)
-
-
-def _dlap_abs_cdf(h: int, t: float) -> float:
-    """:math:`P(|X| \\le h) = 1 - 2 q^{h+1} / (1 + q)`."""
-    q = math.exp(-1.0 / t)
-    return 1.0 - 2.0 * math.exp(-(h + 1) / t) / (1.0 + q)
+    return _nf.dlap_variance(_parameter(scale, "scale"))
 
 
 def discrete_laplace_interval(scale, level: float = 0.95) -> int:
@@ -678,49 +677,15 @@ def discrete_laplace_interval(scale, level: float = 0.95) -> int:
     (then checked against the definition and adjusted by one if rounding
     demands).
     """
-    t = float(_as_positive_fraction(scale, "scale"))
-    level = _as_level(level)
-    q = math.exp(-1.0 / t)
-    h = max(math.ceil(-t * math.log((1.0 - level) * (1.0 + q) / 2.0)) - 1, 0)
-    while h > 0 and _dlap_abs_cdf(h - 1, t) >= level:
-        h -= 1
-    while _dlap_abs_cdf(h, t) < level:
-        h += 1
-    return h
-
-
-@lru_cache(maxsize=256)
-def _dgauss_half_weights(sigma: Fraction) -> tuple[np.ndarray, float]:
-    """Weights ``w_k = exp(-k^2/(2 sigma^2))`` for ``k = 0..K`` and ``Z = sum_{k in Z} w_k``.
-
-    ``K = ceil(39 sigma) + 2``: beyond it every weight underflows to 0.
-    """
-    s = float(sigma)
-    kmax = math.ceil(39.0 * s) + 2
-    ks = np.arange(kmax + 1, dtype=np.float64)
-    w = np.exp(-(ks * ks) / (2.0 * float(sigma * sigma)))
-    w.setflags(write=False)
-    z = float(w[0] + 2.0 * np.sum(w[1:]))
-    return w, z
-
-
-def _dgauss_normaliser(sigma: Fraction) -> float:
-    """:math:`Z = \\sum_k e^{-k^2/(2\\sigma^2)}`.
-
-    Summed directly for :math:`\\sigma \\le 10^4`; above, Poisson summation
-    :math:`Z = \\sqrt{2\\pi}\\sigma \\sum_m e^{-2\\pi^2\\sigma^2 m^2}`, whose
-    :math:`m \\neq 0` terms are below :math:`e^{-10^9}`.
-    """
-    if float(sigma) <= _DGAUSS_SUM_MAX_SIGMA:
-        return _dgauss_half_weights(sigma)[1]
-    return math.sqrt(2.0 * math.pi) * float(sigma)
+    t = _parameter(scale, "scale")
+    return _nf.dlap_interval(t, _as_level(level))
 
 
 def discrete_gaussian_pmf(k, sigma) -> np.ndarray:
     """Discrete Gaussian pmf :math:`e^{-k^2/(2\\sigma^2)} / Z`, :math:`Z = \\sum_j e^{-j^2/(2\\sigma^2)}`."""
     s = _as_positive_fraction(sigma, "sigma")
     k = np.asarray(k, dtype=np.float64)
-    return np.exp(-(k * k) / (2.0 * float(s * s))) / _dgauss_normaliser(s)
+    return np.exp(-(k * k) / (2.0 * float(s * s))) / _nf.dgauss_normaliser(s)
 
 
 def discrete_gaussian_variance(sigma) -> float:
@@ -731,17 +696,7 @@ def discrete_gaussian_variance(sigma) -> float:
     :math:`4\\pi^2\\sigma^4 e^{-2\\pi^2\\sigma^2}` (far below float precision),
     so :math:`\\sigma^2` is returned.
     """
-    return _dgauss_variance(_as_positive_fraction(sigma, "sigma"))
-
-
-@lru_cache(maxsize=4096)
-def _dgauss_variance(s: Fraction) -> float:
-    """:func:`discrete_gaussian_variance` of a checked σ (a plan and its release ask again per level)."""
-    if float(s) > _DGAUSS_SUM_MAX_SIGMA:
-        return float(s * s)
-    w, z = _dgauss_half_weights(s)
-    ks = np.arange(w.size, dtype=np.float64)
-    return float(2.0 * np.sum(ks * ks * w) / z)
+    return _nf.dgauss_variance(_parameter(sigma, "sigma"))
 
 
 def discrete_gaussian_interval(sigma, level: float = 0.95) -> int:
@@ -753,26 +708,8 @@ def discrete_gaussian_interval(sigma, level: float = 0.95) -> int:
     error (order :math:`1/\\sigma^2`) is far below the step between
     consecutive :math:`h` (order :math:`1/\\sigma`).
     """
-    from scipy import special
-
-    s = _as_positive_fraction(sigma, "sigma")
-    level = _as_level(level)
-    sf = float(s)
-    if sf > _DGAUSS_SUM_MAX_SIGMA:
-        h = max(math.ceil(sf * math.sqrt(2.0) * float(special.erfinv(level)) - 0.5), 0)
-
-        def cdf(j: int) -> float:
-            return math.erf((j + 0.5) / (sf * math.sqrt(2.0)))
-
-        while h > 0 and cdf(h - 1) >= level:
-            h -= 1
-        while cdf(h) < level:
-            h += 1
-        return h
-    w, z = _dgauss_half_weights(s)
-    cdf = (w[0] + 2.0 * np.concatenate(([0.0], np.cumsum(w[1:])))) / z
-    idx = int(np.searchsorted(cdf, level, side="left"))
-    return min(idx, w.size - 1)
+    s = _parameter(sigma, "sigma")
+    return _nf.dgauss_interval(s, _as_level(level))
 
 
 def real_noise_epsilon(sensitivity: float, scale, granularity_exp: int) -> float:

@@ -207,7 +207,7 @@ class PointTally:
 
     def add(self, x: np.ndarray, y: np.ndarray, st: np.ndarray, kept: np.ndarray | None = None) -> None:
         st = np.asarray(st, dtype=np.int64)
-        self.by_st += np.bincount(st, minlength=self.by_st.size)[: self.by_st.size]
+        self.by_st += np.bincount(st, minlength=self.by_st.size)  # the statuses are sql.ST_*: 0..5
         ok = st == sql.ST_OK
         if self.sums is not None:
             s1, s2 = base.fingerprint_sums(x[ok], y[ok])

@@ -148,46 +148,40 @@ def _random_workload(rows: int, cols: int, per_size: int, seed: int) -> NDArray[
     rects.setflags(write=False)
     return rects
 
-@functools.lru_cache(maxsize=256)
-def _cost_noise(e1: float, k: int) -> tuple[float, float, float, float]:
-    """Stage 1's cost noise in cells: ``(scale, SD, 95 % half-width)`` and the lattice scale, a function of public
-    ``(ε₁, k)`` only, made once per pair (every release remade it from the exact scale)."""
-    t = cost_noise_scale(e1, k)
-    return (float(t / (1 << FRAC_BITS)), math.sqrt(discrete_laplace_variance(t)) / (1 << FRAC_BITS),
-            discrete_laplace_interval(t) / (1 << FRAC_BITS), float(t))
-
 
 def partition_row(e1: float, k: int, n_cells: int) -> LevelPlan:
-    """Stage 1's row of the plan and of every release: the noise of the candidate buckets' costs."""
-    scale, sd_cells, ci95, lattice_scale = _cost_noise(e1, k)
+    """Stage 1's row of the plan and of every release: the noise of the candidate buckets' costs, in
+    cells (the lattice scale over ``2^4``)."""
+    t = cost_noise_scale(e1, k)
     return LevelPlan(
         level=0, name="Partition: noisy costs of the candidate buckets", cost=pure(e1),
-        noise="discrete_laplace", scale=scale, sensitivity=4 * k,
-        n_counts=2 * n_cells - 1, sd=sd_cells, ci95=ci95, cells_per_count=float("nan"),
+        noise="discrete_laplace", scale=float(t / (1 << FRAC_BITS)), sensitivity=4 * k, n_counts=2 * n_cells - 1,
+        sd=math.sqrt(discrete_laplace_variance(t)) / (1 << FRAC_BITS),
+        ci95=discrete_laplace_interval(t) / (1 << FRAC_BITS), cells_per_count=float("nan"),
         in_partition=False,
         note=("Noise on each candidate bucket's cost (in points); chooses the buckets, which are "
               "published; the costs are not."),
-        extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": lattice_scale})
+        extra={"lattice": f"2^-{FRAC_BITS}", "lattice_scale": float(t)})
 
 
-def distinct_rects(rects: NDArray[np.int64]) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...], NDArray[np.int64]]:
-    """The workload's distinct rectangles in order of first use, and which of them each query is
-    (as a tuple and a read-only array): a small grid's workload repeats a few rectangles many times.
+def distinct_rects(rects: NDArray[np.int64]) -> tuple[tuple[tuple[int, ...], ...], NDArray[np.int64]]:
+    """The workload's distinct rectangles in order of first use, and which of them each query is (a
+    read-only array): a small grid's workload repeats a few rectangles many times.
 
-    >>> d, which, _ = distinct_rects(np.array([[0, 1, 0, 1], [0, 2, 0, 2], [0, 1, 0, 1]]))
-    >>> d, which
-    (((0, 1, 0, 1), (0, 2, 0, 2)), (0, 1, 0))
+    >>> d, which = distinct_rects(np.array([[0, 1, 0, 1], [0, 2, 0, 2], [0, 1, 0, 1]]))
+    >>> d, which.tolist()
+    (((0, 1, 0, 1), (0, 2, 0, 2)), [0, 1, 0])
     """
     seen: dict[tuple[int, ...], int] = {}
-    which = tuple(seen.setdefault(rect, len(seen)) for rect in map(tuple, np.asarray(rects).tolist()))
-    index = np.asarray(which, dtype=np.int64)
-    index.setflags(write=False)
-    return tuple(seen), which, index
+    which = np.asarray([seen.setdefault(rect, len(seen)) for rect in map(tuple, np.asarray(rects).tolist())],
+                       dtype=np.int64)
+    which.setflags(write=False)
+    return tuple(seen), which
 
 
 @functools.lru_cache(maxsize=32)
 def _random_groups(rows: int, cols: int, per_size: int, seed: int) -> tuple[
-        tuple[tuple[int, ...], ...], tuple[int, ...], NDArray[np.int64]]:
+        tuple[tuple[int, ...], ...], NDArray[np.int64]]:
     """:func:`distinct_rects` of :func:`_random_workload` (public), once per grid and seed."""
     return distinct_rects(_random_workload(rows, cols, per_size, seed))
 
@@ -264,7 +258,7 @@ class DAWA(PointsMechanism):
         return _random_workload(grid.rows, grid.cols, int(params["queries_per_size"]), int(params["workload_seed"]))
 
     def _workload_groups(self, grid: Grid, params: dict[str, Any]) -> tuple[
-            tuple[tuple[int, ...], ...], tuple[int, ...], NDArray[np.int64]]:
+            tuple[tuple[int, ...], ...], NDArray[np.int64]]:
         """:func:`distinct_rects` of :meth:`_workload` (kept per grid and seed for the random one)."""
         if params["workload"] == "uploaded":
             return distinct_rects(self._workload(grid, params))
@@ -279,7 +273,7 @@ class DAWA(PointsMechanism):
         (``groups``: :func:`distinct_rects` of the workload)."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
-        distinct, _, which = groups
+        distinct, which = groups
         rows = np.zeros((len(distinct), tree.height + 1))
         for j, (r0, r1, c0, c1) in enumerate(distinct):
             cov = np.bincount(bucket_of_cell[r0:r1, c0:c1].ravel(), minlength=m)

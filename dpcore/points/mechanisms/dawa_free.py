@@ -76,7 +76,6 @@ Expected error
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -170,7 +169,7 @@ class DAWAFree(DAWA):
         m = int(sizes.size)
         tree = gh.BucketTree(m)
         offsets = np.cumsum([0] + [tree.n_nodes(lv) for lv in range(tree.height + 1)])
-        distinct, which, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
+        distinct, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
         decs, flats = [], []
         for rect in distinct:  # in order of first use
             if runs is None:
@@ -183,12 +182,12 @@ class DAWAFree(DAWA):
                           np.concatenate([v for _, v in dec])))
         # one bincount per level over every query's uses in the workload's order: the same
         # sequence of float additions from 0 as adding query by query (np.add.at), in one call
-        uses = []
+        uses, which = [], index.tolist()
         for lv in range(tree.height + 1):
             n = tree.n_nodes(lv)
             i = np.concatenate([np.zeros(0, dtype=np.int64)] + [decs[q][lv][0] for q in which])
             v = np.concatenate([np.zeros(0)] + [decs[q][lv][1] for q in which])
-            uses.append(np.bincount(i, weights=v, minlength=n)[:n])
+            uses.append(np.bincount(i, weights=v, minlength=n))  # node_decomposition's nodes of lv are < n
         return tree, uses, (flats, index)
 
     def _stage2_levels(self, e1: float, e2: float, k: int, tree: gh.BucketTree, eps: list[NDArray[np.float64]],
@@ -367,11 +366,10 @@ def _scale(epsilon: float, k: int) -> Fraction:
     return laplace_scale_for_epsilon(epsilon, k)
 
 
-@functools.lru_cache(maxsize=1024)
 def _facts(epsilon: float, k: int) -> tuple[Fraction, float, int]:
-    """A node budget's exact scale (:func:`_scale`), noise variance and 95 % half-width: public
-    (the budgets are ``ε₂ · 2^(−q/16)``, few per ε₂), made once per budget rather than per node
-    and release."""
+    """A node budget's exact scale (:func:`_scale`), noise variance and 95 % half-width (the budgets
+    are ``ε₂ · 2^(−q/16)``, few per ε₂: asked once per distinct budget, the facts kept by
+    :mod:`dpcore.privacy.noise`)."""
     t = _scale(epsilon, k)
     return t, discrete_laplace_variance(t), discrete_laplace_interval(t)
 
@@ -395,9 +393,9 @@ def _variances(eps: NDArray[np.float64], k: int) -> NDArray[np.float64]:
     value[steps] = e[first[steps]]
     if not np.array_equal(value[q], e):  # not one value per step: by sorting
         for v in np.unique(e).tolist():
-            out[eps == v] = _facts(v, k)[1]
+            out[eps == v] = discrete_laplace_variance(_scale(v, k))
         return out
     var = np.zeros(first.size)
-    var[steps] = [_facts(v, k)[1] for v in value[steps].tolist()]
+    var[steps] = [discrete_laplace_variance(_scale(v, k)) for v in value[steps].tolist()]
     out[live] = var[q]
     return out

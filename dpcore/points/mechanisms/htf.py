@@ -154,7 +154,6 @@ from dpcore.points.release import LevelPlan, PartitionRelease
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost, float_down, pure
 from dpcore.privacy.calibration import (
-    cached_call,
     interval_half_width,
     laplace_scale_for_epsilon,
     split,
@@ -281,12 +280,12 @@ def budget_breakdown(epsilon: float, params: dict[str, Any], h: int) -> Budgets:
     Spec B1–B3.  ``partition_epsilon_per_level > 0`` is the paper's "per-level" mode
     (``ε_prt = h·ε'_prt``); otherwise "total" mode: ``ε_prt = share·ε_tot`` spread as
     ``ε'_prt = ε_prt/h``.  With ``h = 0`` nothing is partitioned and the share goes to the
-    counts.  Raises ParameterError if ``ε_data <= 0``.  Public inputs only: kept per set of
-    them (exact Fractions; every release of a plan asks again).
+    counts.  Raises ParameterError if ``ε_data <= 0``.  Public inputs only, scalars once resolved: kept per set
+    of them (exact Fractions; every release of a plan asks again).
     """
     keys = ("height_epsilon", "height_share", "height", "public_n", "partition_epsilon_per_level",
             "partition_share", "allocation")
-    return cached_call(_budget_breakdown, epsilon, h, tuple((key, params[key]) for key in keys))
+    return _budget_breakdown(epsilon, h, tuple((key, params[key]) for key in keys))
 
 
 @functools.lru_cache(maxsize=256, typed=True)

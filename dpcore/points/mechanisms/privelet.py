@@ -33,7 +33,7 @@ from dpcore.estimate import privelet as pv
 from dpcore.points.mechanisms.base import Param, PointsMechanism, rect_bounds, rect_cells
 from dpcore.points.release import DEFAULT_QUERY_SIZES, LevelPlan, PartitionRelease
 from dpcore.privacy.budget import PrivacyCost
-from dpcore.privacy.calibration import cached_call, interval_half_width
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
 
 #: padded axis length from which ``auto`` applies the Haar transform (Xiao, Wang & Gehrke 2010, Sec. IV–VI)
@@ -112,7 +112,7 @@ class Privelet(PointsMechanism):
     ) -> tuple[LevelPlan, ...]:
         rows, cols = self.axes(grid, params)
         key = (grid, rows.transform, cols.transform, cost.value, sensitivity)
-        lam, cell_sd, exact, total_sd, gen_sens, transformed, padded = cached_call(_noise_facts, *key)
+        lam, cell_sd, exact, total_sd, gen_sens, transformed, padded = _noise_facts(*key)
         extra = {
             "generalized_sensitivity": gen_sens,
             "lambda": lam,

@@ -113,11 +113,11 @@ def test_polygon_county_and_a_box(ri_release: Path, tmp_path: Path, capsys: pyte
 
 def test_polygon_on_a_grid_design_weighs_cut_cells_by_area(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A points-style design (cell_bounds): a box over cell a and half of cell b weighs them 1 and 0.5."""
-    from dpcore.estimate.data_users import DataUserPack, pack_files
+    from dpcore.estimate.data_users import DataUserPack, MeasuredLevel, pack_files
 
     cells = ["a", "b", "c"]
-    pack = DataUserPack("points", ["grid"] * 3, cells, np.array([40, 10, 7]), ["discrete_laplace"] * 3,
-                        [2.0] * 3, [1.0] * 3, cells, {c: [i] for i, c in enumerate(cells)},
+    pack = DataUserPack("points", [MeasuredLevel("grid", "discrete_laplace", 2.0, 1.0)], np.zeros(3, dtype=np.int64),
+                        cells, np.array([40, 10, 7]), cells, {c: [i] for i, c in enumerate(cells)},
                         cell_bounds=[[0, 0, 1, 1], [1, 0, 2, 1], [2, 0, 3, 1]])
     files, m = pack_files(pack)
     for name, data in files.items():

@@ -32,8 +32,10 @@ from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.estimate.data_users import pack_files
 from dpcore.estimate.gls import (
+    DESIGN_SCHEMA,
     Measurements,
     gls_estimate,
+    measurements_from,
     read_release,
     replicate_variance,
     replicates,
@@ -348,23 +350,35 @@ def test_a_nested_design_without_edges_is_solved_as_a_tree(neighbour: str) -> No
 
 
 class TestTreeLayoutInternalChecks:
-    """gls._tree_layout takes node positions its caller (measurements_from) has already checked; a
-    position -1 (a node design.json does not list) would index the last node silently."""
+    """gls._tree_layout takes node positions its caller (measurements_from) has already looked up
+    and checked; a position -1 (a node design.json does not list) would index the last node silently."""
 
     # the root listed last: parent[-1] is then -1, so an unknown invariant node became the root's
     DESIGN = {"cells": ["a", "b"], "edges": [["all", "a"], ["all", "b"]]}
     NODES = {"a": [0], "b": [1], "all": [0, 1]}
 
-    def test_invariant_at_an_unknown_node_is_refused(self) -> None:
+    def test_invariant_at_a_position_outside_the_nodes_is_refused(self) -> None:
         from dpcore.estimate.design_nodes import NodeCells
         from dpcore.estimate.gls import _tree_layout
 
         nodes = NodeCells.of(self.NODES)
-        with pytest.raises(RuntimeError, match="internal error.*'elsewhere'"):
-            _tree_layout(self.DESIGN, nodes, np.arange(3), [{"node": "elsewhere", "value": 5.0}])
+        with pytest.raises(RuntimeError, match="internal error"):
+            _tree_layout(self.DESIGN, nodes, np.arange(3), nodes.positions(["elsewhere"]), [5.0])
         # a known root's invariant is still taken
-        tree = _tree_layout(self.DESIGN, nodes, np.arange(3), [{"node": "all", "value": 5.0}])
+        tree = _tree_layout(self.DESIGN, nodes, np.arange(3), nodes.positions(["all"]), [5.0])
         assert tree is not None and tree.public[2] == 5.0 and np.isnan(tree.public[:2]).all()
+
+    def test_measurements_from_refuses_an_invariant_at_an_unknown_node_first(self) -> None:
+        """The reachable path: a design.json whose invariant names no node is refused before the layout."""
+        design = {"schema": DESIGN_SCHEMA, "cells": self.DESIGN["cells"], "nodes": self.NODES,
+                  "edges": self.DESIGN["edges"], "invariants": [{"node": "elsewhere", "value": 5.0}]}
+        meas = pd.DataFrame({"node": ["a", "b", "all"], "value": [1.0, 2.0, 3.0], "variance": 1.0,
+                             "family": "discrete_laplace", "phase": "count"})
+        with pytest.raises(ParameterError, match="'elsewhere'"):
+            measurements_from(design, meas)
+        design["invariants"] = [{"node": "all", "value": 5.0}]
+        tree = measurements_from(design, meas).tree
+        assert tree is not None and tree.public[2] == 5.0
 
     @pytest.mark.parametrize("ids", [[-1, 1, 2], [0, 1, 3]])
     def test_measurement_outside_the_nodes_is_refused(self, ids: list[int]) -> None:
@@ -372,7 +386,7 @@ class TestTreeLayoutInternalChecks:
         from dpcore.estimate.gls import _tree_layout
 
         with pytest.raises(RuntimeError, match="internal error"):
-            _tree_layout(self.DESIGN, NodeCells.of(self.NODES), np.array(ids), [])
+            _tree_layout(self.DESIGN, NodeCells.of(self.NODES), np.array(ids), np.zeros(0, dtype=np.int64), [])
 
 
 class TestTreeLayoutEdgesAgreeWithNodes:
@@ -414,3 +428,15 @@ class TestTreeLayoutEdgesAgreeWithNodes:
         m, plain = self._both(edges, nodes)
         assert m.tree is None
         assert np.allclose(gls_estimate(m), gls_estimate(plain))
+
+
+def test_a_code_naming_two_areas_is_refused_with_the_code_before_any_file_is_made() -> None:
+    """A finest area coded like a coarser area's ``level:label`` key: the design would name two nodes
+    alike (the writer used to keep one of them, then stop with an error that named no code)."""
+    df = pd.DataFrame({"county": ["A", "A", "B", "B"], "tract": ["A", "county:B", "t3", "t4"]})
+    h = Hierarchy.from_frame(df, ["county", "tract"])
+    c = HierarchyCounts.from_frame(df.assign(n=[5, 7, 9, 11]), h, ["county", "tract"], "n")
+    rel = catalog.get("hierarchy", "exact").release_counts(c, budget.pure(1.0), NoiseSource(5))
+    for make in (hierarchy_pack, hierarchy_data_user_files):
+        with pytest.raises(ParameterError, match="'county:B' names 2 areas"):
+            make(rel)

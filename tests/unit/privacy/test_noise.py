@@ -565,3 +565,24 @@ def test_matches_opendp_discrete_laplace():
     q = math.exp(-1 / scale)
     mu4 = 2 * q * (1 + 10 * q + q * q) / (1 - q) ** 4
     assert abs(theirs.astype(np.float64).var() - var) <= 5 * math.sqrt((mu4 - var**2) / n)
+
+
+def test_each_fact_is_kept_once_for_every_caller():
+    """The variance and interval of a scale are computed once, in dpcore.privacy.noise_facts, whoever
+    asks (the noise module, the calibration, a float or the Fraction it equals), and are the same floats."""
+    from dpcore.privacy import calibration, noise_facts
+
+    t = Fraction(7919, 1024)  # a scale no other test asks for
+    for fact in (noise_facts.dlap_variance, noise_facts.dlap_interval, noise_facts.dgauss_variance,
+                 noise_facts.dgauss_interval):
+        fact.cache_clear()
+    first = (discrete_laplace_variance(t), discrete_laplace_interval(t), discrete_gaussian_variance(t),
+             discrete_gaussian_interval(t))
+    again = (calibration.noise_variance("discrete_laplace", float(t)),
+             calibration.interval_half_width("discrete_laplace", float(t)),
+             calibration.noise_variance("discrete_gaussian", t), calibration.interval_half_width("discrete_gaussian", t))
+    assert again == first and [type(x) for x in again] == [float, float, float, float]
+    for fact in (noise_facts.dlap_variance, noise_facts.dlap_interval, noise_facts.dgauss_variance,
+                 noise_facts.dgauss_interval):
+        info = fact.cache_info()
+        assert (info.misses, info.hits, info.currsize) == (1, 1, 1), fact.__name__
