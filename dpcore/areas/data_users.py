@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from dpcore.areas.tree_plans import HierarchyRelease
-from dpcore.errors import ParameterError
 from dpcore.estimate.data_users import (
     DATA_USER_FILES,
     DataUserPack,
@@ -46,9 +45,16 @@ MAX_AREAS = 1_000_000
 
 
 def _offers(rel: HierarchyRelease) -> bool:
-    """The release exposes its measurements (plain counts of a tree mechanism) and is small enough."""
-    return (bool(rel.measurements) and rel.plan.statistic == "count"
-            and int(sum(rel.hierarchy.sizes)) <= MAX_AREAS)
+    """The release exposes its measurements (plain counts of a tree mechanism), is small enough, and
+    every area has a design code of its own: a finest area coded like a coarser area's ``level:label``
+    key (or a repeated finest code) would make design.json name two nodes alike, which
+    :class:`~dpcore.estimate.design_nodes.NodeCells` refuses; such a release's files are not offered,
+    as the O/D writers do (the files are made after the charge, so a refusal would come too late)."""
+    if not (bool(rel.measurements) and rel.plan.statistic == "count"
+            and int(sum(rel.hierarchy.sizes)) <= MAX_AREAS):
+        return False
+    keys = np.concatenate(_node_keys(rel))
+    return np.unique(keys).size == keys.size
 
 
 def _node_keys(rel: HierarchyRelease) -> list[np.ndarray]:
@@ -62,26 +68,8 @@ def _node_keys(rel: HierarchyRelease) -> list[np.ndarray]:
     return [np.char.add(f"{h.level_names[d]}:", lab) if d < h.depth else lab for d, lab in enumerate(labels)]
 
 
-def _refuse_repeated(codes: list[str]) -> None:
-    """A ParameterError naming the first design code that names two areas (a finest area's code spelled
-    like a coarser area's ``level:label`` key, or repeated among the finest): design.json would name two
-    nodes alike and a reader keep one of them, as :class:`~dpcore.estimate.design_nodes.NodeCells`
-    refuses to write."""
-    if len(set(codes)) == len(codes):
-        return
-    seen: set[str] = set()
-    for code in codes:
-        if code in seen:
-            raise ParameterError(
-                f"The data users' files need one code per area, but {code!r} names {codes.count(code)} areas (a "
-                "finest area's code is spelled like a coarser area's 'level:label' key, or repeats). Rename it in "
-                "the area list.")
-        seen.add(code)
-
-
 def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
-    """The measurements and design of ``rel`` (None when it does not expose measurements); a
-    ParameterError naming the code when a design code would name two areas, before any file is made."""
+    """The measurements and design of ``rel`` (None when not offered: :func:`_offers`)."""
     if not _offers(rel):
         return None
     h, p = rel.hierarchy, rel.plan
@@ -97,7 +85,6 @@ def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
         cells.append(np.argsort(anc[d], kind="stable"))  # the finest areas grouped by their area at d
         ptr.append(ptr[-1][-1] + np.cumsum(np.bincount(anc[d], minlength=h.sizes[d])))
     codes = np.concatenate(keys).tolist()
-    _refuse_repeated(codes)
     nodes = NodeCells(codes, np.concatenate(ptr), np.concatenate(cells))
     edges = NodeEdges(nodes, np.concatenate([start[d] + np.asarray(h.parents[d]) for d in range(h.depth)]),
                       np.arange(start[1], start[-1]))

@@ -156,11 +156,12 @@ def _tree_estimates(rel: ODRelease, m: Measurements) -> bytes:
 
 
 def data_users_section(rel: ODRelease) -> dict[str, Any] | None:
-    """The record's ``data_users`` section: the files and which value the map shows."""
+    """The record's ``data_users`` section: the files and which value the map shows (None when no
+    files are offered)."""
+    pack = od_pack(rel)
+    if pack is None:
+        return None
     if not _leaf_only(rel):
-        pack = od_pack(rel)
-        if pack is None:
-            return None
         return section("release.csv and flows.geojson show the published flows; estimates.csv holds the "
                        "generalised least-squares estimate of every published flow and its variance, from "
                        "measurements.csv (every noisy count of the TopDown walk) and design.json (the measured "

@@ -26,6 +26,7 @@ import scipy.sparse as sp
 
 from dpcore import catalog
 from dpcore.areas.counts import HierarchyCounts
+from dpcore.areas.data_users import data_users_section as areas_data_users_section
 from dpcore.areas.data_users import hierarchy_data_user_files, hierarchy_pack
 from dpcore.areas.export import hierarchy_files, validate_hierarchy_record
 from dpcore.data.hierarchy import Hierarchy
@@ -430,13 +431,21 @@ class TestTreeLayoutEdgesAgreeWithNodes:
         assert np.allclose(gls_estimate(m), gls_estimate(plain))
 
 
-def test_a_code_naming_two_areas_is_refused_with_the_code_before_any_file_is_made() -> None:
+def test_a_code_naming_two_areas_is_not_offered_files() -> None:
     """A finest area coded like a coarser area's ``level:label`` key: the design would name two nodes
-    alike (the writer used to keep one of them, then stop with an error that named no code)."""
+    alike (the writer used to keep one of them, then stop with an error that named no code, after the
+    charge).  The release's data users' files are not offered, and its record says none, as for O/D
+    pairs whose codes coincide."""
     df = pd.DataFrame({"county": ["A", "A", "B", "B"], "tract": ["A", "county:B", "t3", "t4"]})
     h = Hierarchy.from_frame(df, ["county", "tract"])
     c = HierarchyCounts.from_frame(df.assign(n=[5, 7, 9, 11]), h, ["county", "tract"], "n")
     rel = catalog.get("hierarchy", "exact").release_counts(c, budget.pure(1.0), NoiseSource(5))
-    for make in (hierarchy_pack, hierarchy_data_user_files):
-        with pytest.raises(ParameterError, match="'county:B' names 2 areas"):
-            make(rel)
+    assert hierarchy_pack(rel) is None
+    assert hierarchy_data_user_files(rel) == {}
+    assert areas_data_users_section(rel) is None
+    fine = df.assign(tract=["t1", "t2", "t3", "t4"])  # the same areas with codes of their own: offered
+    h2 = Hierarchy.from_frame(fine, ["county", "tract"])
+    c2 = HierarchyCounts.from_frame(fine.assign(n=[5, 7, 9, 11]), h2, ["county", "tract"], "n")
+    rel2 = catalog.get("hierarchy", "exact").release_counts(c2, budget.pure(1.0), NoiseSource(5))
+    assert hierarchy_pack(rel2) is not None and "design.json" in hierarchy_data_user_files(rel2)
+    assert areas_data_users_section(rel2) is not None

@@ -125,3 +125,4 @@ def test_pairs_whose_codes_coincide_get_no_design_and_the_release_is_written() -
     files = od_files(rel)
     validate_od_record(orjson.loads(files["release.json"]))
     assert "release.csv" in files and "design.json" not in files and "measurements.csv" not in files
+    assert "data_users" not in orjson.loads(files["release.json"])  # the record names no files either
