@@ -17,6 +17,13 @@ from profile_plugin import pytest_configure  # noqa: F401 (DPCORE_TEST_PROFILE=D
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+# The app server's garbage-collector thresholds in every test process too (ui/serve.py: the app tests
+# run the app's script in this process, and everything else allocates as much), set before collection
+# imports the test modules
+from ui.serve import tune_gc  # noqa: E402 (standard library only at import)
+
+tune_gc()
+
 # Property tests explore a fixed sequence of examples (DESIGN.md: statistical and random tests fix
 # their seed), so a run on a clean machine cannot fail on an example no earlier run saw.  Set
 # HYPOTHESIS_PROFILE=explore to search with fresh randomness when hunting bugs locally.

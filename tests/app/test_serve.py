@@ -30,3 +30,24 @@ def test_the_server_freezes_the_libraries_before_any_session() -> None:
     frozen, runtime = _python("import streamlit.runtime as rt\nfrom ui.serve import freeze_libraries\n"
                               "n = freeze_libraries()\nprint(n, rt.exists())").split()
     assert int(frozen) > 50_000 and runtime == "False"  # plotly's, pandas', Streamlit's objects ...
+
+
+def test_the_server_sets_the_collectors_thresholds_before_it_starts(monkeypatch) -> None:
+    """``main`` sets :data:`ui.serve.GC_THRESHOLDS` before the freeze and Streamlit's own ``run``."""
+    import gc
+
+    from streamlit.web import cli
+
+    import ui.serve as serve
+
+    seen: list[tuple[int, ...]] = []
+    monkeypatch.setattr(serve, "freeze_libraries", lambda: seen.append(gc.get_threshold()))
+    monkeypatch.setattr(cli, "main", lambda args, **kw: seen.append(tuple(args)) or 0)
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)  # Python's default
+        assert serve.main(["app.py", "--server.port", "1"]) == 0
+        assert seen == [serve.GC_THRESHOLDS, ("run", "app.py", "--server.port", "1")]
+        assert gc.get_threshold() == serve.GC_THRESHOLDS != (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
