@@ -15,9 +15,9 @@ file shared by every session and process of the app on this machine.
 * Stored releases keep their export files (CSV, GeoJSON, JSON record) as they were published,
   so the history page can offer them again without recomputing or spending anything.  They
   hold only what was exported (noisy outputs and public parameters), never true counts.
-  Files are kept gzip-compressed (RFC 1952, the standard library's :mod:`gzip`; the CSV and
-  GeoJSON of a release shrink five- to tenfold) and read back as published; rows stored
-  uncompressed by earlier versions read as they are.  The curator may remove old release files
+  Files are kept Zstandard-compressed (RFC 8878, level 1, through pyarrow; the CSV and GeoJSON of
+  a release shrink about three- to tenfold) and read back as published; rows stored gzip-compressed
+  or uncompressed by earlier versions read as they are.  The curator may remove old release files
   (:meth:`LedgerStore.remove_release_files`) to reclaim space: the budget entries stay, and a
   removed file is listed as removed, never served.
 
@@ -48,6 +48,7 @@ and writes it back inside the same transaction.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import hashlib
 import hmac
@@ -385,14 +386,14 @@ class LedgerStore:
     # -- releases ---------------------------------------------------------------------------
     def record_release(self, fingerprint: str, release_id: str, kind: str, summary: Mapping[str, Any],
                        files: Mapping[str, bytes], con: sqlite3.Connection | None = None) -> None:
-        """Keep a release's exported files (as published, gzip-compressed) for the history page.
+        """Keep a release's exported files (as published, Zstandard-compressed) for the history page.
 
         ``summary`` is public (mechanism, budget, parameters); ``files`` are the exports.
         Recording the same release twice keeps the first copy.  ``con``: an open transaction
         (:meth:`transaction`) to record it in, with the caller's other writes.
         """
         created = minute_now()
-        rows = [(release_id, str(n), sqlite3.Binary(_pack(bytes(d))), _GZIP, len(d)) for n, d in files.items()]
+        rows = [(release_id, str(n), sqlite3.Binary(_pack(bytes(d))), _ZSTD, len(d)) for n, d in files.items()]
         with contextlib.nullcontext(con) if con is not None else self.transaction() as con:
             if con.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone():
                 return
@@ -420,14 +421,14 @@ class LedgerStore:
     def release_file(self, release_id: str, name: str) -> bytes:
         """A stored file of a release, as published (decompressed)."""
         with contextlib.closing(self._connect()) as con:
-            row = con.execute("SELECT data, encoding, removed FROM release_files WHERE release_id = ? AND name = ?",
+            row = con.execute("SELECT data, encoding, removed, size FROM release_files WHERE release_id = ? AND name = ?",
                               (release_id, name)).fetchone()
         if row is None:
             raise InputError(f"There is no stored file {name!r} for release {release_id}.")
         if row[2] is not None:
             raise InputError(f"The file {name!r} of release {release_id} was removed from the history on "
                              f"{row[2].replace('T', ' ')} UTC to save space; its budget entry is kept.")
-        return _unpack(bytes(row[0]), row[1])
+        return _unpack(bytes(row[0]), row[1], row[3])
 
     def storage(self) -> dict[str, int]:
         """What the database takes on disk: ``database_bytes`` (the file and its journal),
@@ -487,22 +488,36 @@ class LedgerStore:
         return int(n)
 
 
-#: ``release_files.encoding`` of files stored gzip-compressed; NULL: stored as published (earlier versions).
+#: ``release_files.encoding``: ``zstd`` (Zstandard, written by this version), ``gzip`` (earlier
+#: versions) or NULL (stored as published, the earliest); every one is read.
+_ZSTD = "zstd"
 _GZIP = "gzip"
 
 
+@functools.cache
+def _zstd() -> Any:
+    """Zstandard at level 1, from pyarrow (already a dependency: its bundled libzstd; the standard
+    library has no Zstandard before Python 3.14).  Against gzip at level 1 on a 22 MB release.csv of
+    a 1,000 x 1,000 grid: 0.065 s instead of 0.14 s of CPU to pack, 6.3 MB instead of 6.8 MB,
+    0.026 s instead of 0.069 s to read back; the curator waits for the packing after every release.
+    The same file packs to the same bytes."""
+    import pyarrow as pa
+
+    return pa.Codec("zstd", compression_level=1)
+
+
 def _pack(data: bytes) -> bytes:
-    # mtime=0: the same file compresses to the same bytes.  Level 1: a 1024 x 1024 release.csv
-    # (32 MB) packs in 0.36 s instead of 1.55 s at level 6, for 13 % more bytes (9.2 vs 8.1 MB);
-    # the curator waits for this after every release.  Any level reads back the same.
-    return gzip.compress(data, compresslevel=1, mtime=0)
+    return _zstd().compress(data, asbytes=True)
 
 
-def _unpack(data: bytes, encoding: str | None) -> bytes:
+def _unpack(data: bytes, encoding: str | None, size: int | None) -> bytes:
+    """A stored file as published; ``size`` is its ``release_files.size`` (Zstandard needs it)."""
     if encoding is None:
         return data
     if encoding == _GZIP:
         return gzip.decompress(data)
+    if encoding == _ZSTD and size is not None:
+        return _zstd().decompress(data, decompressed_size=size, asbytes=True)
     raise InputError(f"A stored release file has an unknown encoding {encoding!r} (written by a newer version?).")
 
 

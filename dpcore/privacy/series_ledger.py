@@ -573,15 +573,15 @@ class SeriesBudget:
             marks = ",".join("?" * len(chunk))
             order = {rid: json.loads(summary).get("order") for rid, summary in con.execute(
                 f"SELECT release_id, summary FROM releases WHERE release_id IN ({marks})", chunk)}
-            for rid, name, data, encoding, removed in con.execute(
-                    f"SELECT release_id, name, data, encoding, removed FROM release_files WHERE release_id IN ({marks}) "
+            for rid, name, data, encoding, removed, size in con.execute(
+                    f"SELECT release_id, name, data, encoding, removed, size FROM release_files WHERE release_id IN ({marks}) "
                     "ORDER BY rowid", chunk):
                 if removed is not None:
                     raise InputError(
                         f"The stored file {name!r} of the period release {rid} was removed from the history on "
                         f"{removed.replace('T', ' ')} UTC, so it cannot be re-served, and releasing it again would "
                         "re-noise the same data. Use another plan, or another population.")
-                out.setdefault(rid, {})[name] = _unpack(bytes(data), encoding)
+                out.setdefault(rid, {})[name] = _unpack(bytes(data), encoding, size)
             for rid, names in order.items():
                 if names and rid in out:
                     out[rid] = {n: out[rid][n] for n in names if n in out[rid]}

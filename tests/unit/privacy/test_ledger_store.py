@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcore.errors import BudgetError, DPCoreError
+from dpcore.errors import BudgetError, DPCoreError, InputError
 from dpcore.privacy import budget, ledger_store
 
 
@@ -136,8 +136,45 @@ def test_release_files_are_stored_compressed_and_read_back_as_published(tmp_path
     assert store.release_file("big", "release.csv") == data
     size = store.storage()
     assert size["files"] == 1 and size["files_published_bytes"] == len(data)
-    assert size["files_bytes"] < len(data) / 2  # gzip, not the bytes as published
+    assert size["files_bytes"] < len(data) / 2  # compressed, not the bytes as published
     assert size["database_bytes"] >= size["files_bytes"]
+
+
+def test_new_files_are_zstandard_and_gzip_rows_of_the_last_version_still_read(tmp_path: Path) -> None:
+    """This version stores Zstandard (``encoding`` 'zstd', the published size beside it); files the
+    previous version stored gzip-compressed read back as published, through the history's reader and
+    the series' re-serving reader alike."""
+    import gzip
+    import sqlite3
+
+    store = ledger_store.LedgerStore(tmp_path / "l.sqlite")
+    store.ledger("points:z", budget.pure(1.0))
+    new, old = _csv(5_000), _csv(3_000)
+    store.record_release("points:z", "new", "points", {"mechanism": "UG"}, {"release.csv": new})
+    store.record_release("points:z", "old", "points", {"mechanism": "UG"}, {"release.csv": b"placeholder"})
+    with sqlite3.connect(store.path) as con:  # as the previous version wrote it: gzip, level 1, mtime 0
+        con.execute("UPDATE release_files SET data = ?, encoding = 'gzip', size = ? WHERE release_id = 'old'",
+                    (gzip.compress(old, compresslevel=1, mtime=0), len(old)))
+        [(encoding, size)] = con.execute("SELECT encoding, size FROM release_files WHERE release_id = 'new'")
+    assert (encoding, size) == ("zstd", len(new))
+    assert store.release_file("new", "release.csv") == new
+    assert store.release_file("old", "release.csv") == old
+    from dpcore.privacy.series_ledger import SeriesBudget
+
+    series = SeriesBudget(store, "p", "points", None, budget.pure(1.0), None, None)  # reads store only
+    assert series.files("new") == {"release.csv": new} and series.files("old") == {"release.csv": old}
+
+
+def test_an_unknown_encoding_names_a_newer_version(tmp_path: Path) -> None:
+    import sqlite3
+
+    store = ledger_store.LedgerStore(tmp_path / "l.sqlite")
+    store.ledger("points:z", budget.pure(1.0))
+    store.record_release("points:z", "r", "points", {"mechanism": "UG"}, {"release.csv": b"a\n1\n"})
+    with sqlite3.connect(store.path) as con:
+        con.execute("UPDATE release_files SET encoding = 'brotli'")
+    with pytest.raises(InputError, match="unknown encoding 'brotli' .*newer version"):
+        store.release_file("r", "release.csv")
 
 
 def test_rows_of_an_earlier_version_stored_uncompressed_still_read(tmp_path: Path) -> None:
