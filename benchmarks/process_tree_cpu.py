@@ -21,8 +21,8 @@ import sys
 import time
 
 TICK = os.sysconf("SC_CLK_TCK")
-KINDS = (("chrom", "chromium"), ("streamlit", "Streamlit servers"), ("playwright", "Playwright's driver"),
-         ("pytest", "pytest"), ("java", "Java (Spark)"))
+KINDS = (("chrom", "chromium"), ("streamlit", "Streamlit servers"), ("ui.serve", "Streamlit servers"),
+         ("playwright", "Playwright's driver"), ("pytest", "pytest"), ("java", "Java (Spark)"))
 
 
 def _stat(pid: int) -> tuple[int, int, str] | None:

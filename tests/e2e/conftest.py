@@ -93,12 +93,13 @@ def app_ledger_db(app_url) -> str:
 
 @contextmanager
 def _streamlit_server() -> Iterator[str]:
-    """Start `streamlit run app.py` on a free port with a budget database of its own; yield its URL;
-    stop it afterwards."""
+    """Start the app's server as ``./run`` does (``python -m ui.serve app.py``: Streamlit's ``run``
+    after the libraries are imported and frozen, with the server's garbage-collector thresholds) on a
+    free port with a budget database of its own; yield its URL; stop it afterwards."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
+        sys.executable, "-m", "ui.serve", "app.py",
         "--server.headless=true", f"--server.port={port}", "--server.address=127.0.0.1",
         "--browser.gatherUsageStats=false", "--server.fileWatcherType=none",
         # no full garbage collection after every script run (Streamlit's default, runner.postScriptGC):

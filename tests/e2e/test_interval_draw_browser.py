@@ -1,6 +1,6 @@
 """End to end in a real browser: upload, release, map, a drawn polygon's interval, export — all offline.
 
-Runs the app with `streamlit run` (fixture in conftest.py) and drives Debian's
+Runs the app as `./run` does (`python -m ui.serve app.py`, fixture in conftest.py) and drives Debian's
 chromium through pytest-playwright. Navigation is by the sidebar links only: a
 page.goto() to another URL would start a new session and lose the state.
 
