@@ -12,7 +12,7 @@ import streamlit as st
 from dpcore.core import spec as config
 from dpcore.points import export, workload_io
 from dpcore.points.release import PartitionRelease
-from ui import data_user_downloads, fmt, frame, series
+from ui import data_user_downloads, fmt, frame, series, state
 from ui.kinds.points import state as points_state
 
 
@@ -46,7 +46,7 @@ def export_step() -> None:
     _negatives(rel)
     _config(rel)
 
-    rec = json.loads(files["release.json"])
+    rec = state.read_once(files["release.json"], "release.json")
     st.subheader("The release record")
     privacy = rec["privacy"]
     st.markdown(
@@ -76,7 +76,8 @@ def export_step() -> None:
         st.dataframe(export.workload_answers_frame(rel).head(20), hide_index=True, key="workload_answers_preview")
     with st.expander("release.geojson (first feature)"):
         if "release.geojson" in files:
-            first = json.loads(files["release.geojson"])["features"][:1]
+            first = state.read_once(files["release.geojson"], "release.geojson first feature",
+                                    lambda b: json.loads(b)["features"][:1])
             st.json(first)
         else:
             st.caption("Large release: the GeoJSON is built when you download it.")
