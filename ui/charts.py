@@ -14,7 +14,7 @@ properties without plotly's deep copy (``to_dict`` copied every coordinate of ev
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, ParamSpec
 
 import numpy as np
@@ -99,6 +99,22 @@ def shared_figure(make: Callable[P, go.Figure]) -> Callable[P, BuiltFigure]:
         return built(make(*args, **kwargs))
 
     return st.cache_resource(show_spinner=False, max_entries=8)(build)
+
+
+def kept(name: str, key: Hashable, make: Callable[[], go.Figure]) -> BuiltFigure:
+    """``make()``'s figure, built (:func:`built`) once and kept in this session under ``name`` until
+    ``key`` changes: a small chart drawn on every rerun of its page (the expected error per level of a
+    plan or a release) otherwise built its figure again at each click, about a quarter of the CPU of a
+    rerun of the Plan step (plotly validates every property set).  ``key`` holds every value ``make``
+    draws (numbers and words of a data-free plan or of a release), so the same key makes the same
+    figure; the figure lives in this session only, as the plan does.
+    """
+    ss = st.session_state
+    got = ss.get(f"_chart_{name}")
+    if got is None or got[0] != key:
+        got = (key, built(make()))
+        ss[f"_chart_{name}"] = got
+    return got[1]
 
 
 def _figure_dict(fig: go.Figure) -> dict[str, Any]:
