@@ -14,26 +14,38 @@ properties without plotly's deep copy (``to_dict`` copied every coordinate of ev
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, ParamSpec
 
 import numpy as np
 import plotly
 import plotly.graph_objects as go
+import plotly.io
 import streamlit as st
 
 P = ParamSpec("P")
 
 
+class _Spec(dict):
+    """A built figure's dict, with the JSON ``st.plotly_chart`` makes of it kept once made (:func:`_json_kept`)."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        self.json: str | None = None
+
+
 class BuiltFigure(go.Figure):
-    """A figure whose dict is made once (:func:`built`); ``to_dict`` returns it without copying.
+    """A figure whose dict is made once (:func:`built`); ``to_dict`` returns it without copying, and
+    its JSON is made once too (:func:`_json_kept`).
 
     Read-only by convention: it is what the page shows, not something to change (change the figure
     it was built from and build it again)."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
         super().__init__()
-        self._spec = spec
+        self._spec = _Spec(spec)
 
     def to_dict(self) -> dict[str, Any]:
         return self._spec
@@ -101,6 +113,22 @@ def shared_figure(make: Callable[P, go.Figure]) -> Callable[P, BuiltFigure]:
     return st.cache_resource(show_spinner=False, max_entries=8)(build)
 
 
+def kept(name: str, key: Hashable, make: Callable[[], go.Figure]) -> BuiltFigure:
+    """``make()``'s figure, built (:func:`built`) once and kept in this session under ``name`` until
+    ``key`` changes: a small chart drawn on every rerun of its page (the expected error per level of a
+    plan or a release) otherwise built its figure again at each click, about a quarter of the CPU of a
+    rerun of the Plan step (plotly validates every property set).  ``key`` holds every value ``make``
+    draws (numbers and words of a data-free plan or of a release), so the same key makes the same
+    figure; the figure lives in this session only, as the plan does.
+    """
+    ss = st.session_state
+    got = ss.get(f"_chart_{name}")
+    if got is None or got[0] != key:
+        got = (key, built(make()))
+        ss[f"_chart_{name}"] = got
+    return got[1]
+
+
 def _figure_dict(fig: go.Figure) -> dict[str, Any]:
     """What ``fig.to_dict()`` returns (numpy arrays as plotly's typed arrays), without its deep copy:
     new dicts and lists (:func:`_plain`) around the figure's own values, which are only read.  The
@@ -115,3 +143,31 @@ def _figure_dict(fig: go.Figure) -> dict[str, Any]:
             or not isinstance(layout, dict) or fig.frames):
         return _plain(fig.to_dict())
     return _plain({"data": data, "layout": layout}, to_typed_array_spec, is_skipped_key)
+
+
+def _json_kept(to_json: Callable[..., str]) -> Callable[..., str]:
+    """``plotly.io.to_json`` keeping the JSON of a built figure's dict once made.
+
+    ``st.plotly_chart`` calls ``plotly.io.to_json(figure.to_dict(), validate=False)`` on every run of
+    the page: for a kept figure, the same dict serialised again at each click (orjson, then plotly's
+    escaping of the whole text), about half of a rerun of the points Release step with its map
+    (py-spy, 2026-11-30).  A built figure's dict (:class:`_Spec`) is read only, so its JSON is made
+    once by plotly's own function and served again; any other argument goes to plotly as it is.  A
+    figure shared between sessions (:func:`shared_figure`) shares its JSON: public, as the figure.
+    """
+    if getattr(to_json, "_keeps_built_json", False):  # this module imported again: wrapped once
+        return to_json
+
+    @functools.wraps(to_json)
+    def kept(fig: Any, *args: Any, **kwargs: Any) -> str:
+        if type(fig) is _Spec and not args and kwargs == {"validate": False}:
+            if fig.json is None:
+                fig.json = to_json(fig, validate=False)
+            return fig.json
+        return to_json(fig, *args, **kwargs)
+
+    kept._keeps_built_json = True  # type: ignore[attr-defined]
+    return kept
+
+
+plotly.io.to_json = _json_kept(plotly.io.to_json)

@@ -139,3 +139,15 @@ def test_a_shared_figure_is_made_once_per_public_key_and_keeps_its_cache_name() 
     extent(("a",), None)
     assert made == ["a", "b", "a"]  # .clear() empties it
     extent.clear()
+
+
+def test_the_json_of_a_built_figure_is_made_once_and_is_plotlys() -> None:
+    # st.plotly_chart serialised a kept figure again on every rerun of its page (issue 28 item 5)
+    fig, _ = viz.partition_figure(_release())
+    spec = charts.built(fig).to_dict()
+    first = pio.to_json(spec, validate=False)
+    assert pio.to_json(spec, validate=False) is first  # kept, not made again
+    assert first == pio.to_json(fig.to_dict(), validate=False)  # the same text as the figure's own
+    plain = dict(spec)  # any other dict, or other arguments, go to plotly as before
+    assert pio.to_json(plain, validate=False) == first and pio.to_json(plain, validate=False) is not first
+    assert pio.to_json(spec, validate=False, pretty=True) != first

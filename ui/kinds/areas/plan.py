@@ -22,7 +22,7 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, plan_table, plans, series, state, target_ui
+from ui import budget_ui, charts, fmt, frame, plan_table, plans, series, state, target_ui
 from ui.kinds.areas import common
 from ui.kinds.areas.common import keep, kept
 
@@ -201,19 +201,26 @@ def error_table(plan: Plan, statistic: str, *, key: str, budget_col: bool = Fals
                 f"{unit}** on average; the largest error among the {fmt.count(finest.details['areas'])} "
                 f"{common.level_label(finest.name, finest.details['areas'])} is about ± {fmt.num(finest.max_abs)}.")
     plan_table.show(plan, level_columns(plan, budget_col=budget_col, after=after), key=key)
-    order = [common.level_label(r.name) for r in rows]
-    fig = go.Figure(go.Bar(x=[r.mean_abs for r in rows], y=order, orientation="h", marker_color="#1f4e79",
-                           hovertemplate="%{y}: ± %{x:,.1f} " + unit + "<extra></extra>"))
-    fig.update_layout(xaxis={"title": {"text": f"mean absolute error ({unit} per area)"}},
-                      yaxis={"title": {"text": "level"}, "autorange": "reversed", "categoryorder": "array",
-                             "categoryarray": order},
-                      height=110 + 28 * len(order), margin={"l": 10, "r": 10, "t": 10, "b": 40})
+    bars = (tuple(common.level_label(r.name) for r in rows), tuple(r.mean_abs for r in rows))
+    # made once per plan's numbers and kept in the session: built again on every rerun otherwise
+    fig = charts.kept(f"{key}_chart", (bars, unit), lambda: _error_figure(*bars, unit))
     st.plotly_chart(fig, key=f"{key}_chart", config={"displayModeBar": False})
     with st.expander("How the expected error is computed"):
         st.caption("From the mechanism, the budget and the public areas only: no data is used, so it can be "
                    "published.")
         st.markdown(f"Method: {finest.note}. The 95 % interval of one area is about ± "
                     f"{fmt.num(interval_half_width('normal', finest.sd))} at the finest level.")
+
+
+def _error_figure(order: tuple[str, ...], mean_abs: tuple[float, ...], unit: str) -> go.Figure:
+    """The mean absolute error per level as bars, in hierarchy order."""
+    fig = go.Figure(go.Bar(x=list(mean_abs), y=list(order), orientation="h", marker_color="#1f4e79",
+                           hovertemplate="%{y}: ± %{x:,.1f} " + unit + "<extra></extra>"))
+    fig.update_layout(xaxis={"title": {"text": f"mean absolute error ({unit} per area)"}},
+                      yaxis={"title": {"text": "level"}, "autorange": "reversed", "categoryorder": "array",
+                             "categoryarray": list(order)},
+                      height=110 + 28 * len(order), margin={"l": 10, "r": 10, "t": 10, "b": 40})
+    return fig
 
 
 def level_columns(plan: Plan, *, budget_col: bool, after: bool) -> tuple[plan_table.Column, ...]:

@@ -132,7 +132,11 @@ def _map(entry: HierarchyEntry, m: dict[str, Any]) -> None:
     else:
         _level_table(rel, cmap, d, nodes, size)
     tree_depth, tree_index = (at, idx) if at else (0, 0)
-    ctree.plotly_chart(figures.hierarchy_treemap(rel, tree_depth, tree_index), key="hier_treemap")
+    figs = entry.exports.setdefault("figs", {})  # as the maps: a rerun does not rebuild the same treemap
+    tkey = ("treemap", tree_depth, tree_index)
+    if tkey not in figs:
+        figs[tkey] = charts.built(figures.hierarchy_treemap(rel, tree_depth, tree_index))
+    ctree.plotly_chart(figs[tkey], key="hier_treemap")
     ctree.caption("Treemap of the released counts (two levels below the selected area); tiles are named.")
 
 

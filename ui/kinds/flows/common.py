@@ -220,22 +220,27 @@ def plan_columns(plan: Plan, unit_: str, full: bool = False) -> tuple[plan_table
     )
 
 
-def error_chart(pl: ODPlan, unit_: str) -> go.Figure:
-    """The expected error per table as bars, in the tree's order (top level first), with axis titles."""
+def error_chart(pl: ODPlan, unit_: str) -> charts.BuiltFigure:
+    """The expected error per table as bars, in the tree's order (top level first), with axis titles;
+    made once per plan's numbers and kept in the session (:func:`ui.charts.kept`)."""
     lv = list(pl.levels[1:])
-    names = [short_name(x) for x in lv]
+    bars = (tuple(short_name(x) for x in lv), tuple(people(x.sd) for x in lv), tuple(people(x.max_abs) for x in lv))
+    return charts.kept("od_plan_chart", (bars, unit_), lambda: _error_figure(*bars, unit_))
+
+
+def _error_figure(names: tuple[str, ...], sd: tuple[Any, ...], max_abs: tuple[Any, ...], unit_: str) -> go.Figure:
     fig = go.Figure([
-        go.Bar(y=names, x=[people(x.sd) for x in lv], name="error per flow (RMSE)", orientation="h",
+        go.Bar(y=list(names), x=list(sd), name="error per flow (RMSE)", orientation="h",
                marker_color="#1f4e79", hovertemplate="%{y}: ± %{x:,} " + unit_ + "<extra>RMSE</extra>"),
-        go.Bar(y=names, x=[people(x.max_abs) for x in lv], name="typical largest error", orientation="h",
+        go.Bar(y=list(names), x=list(max_abs), name="typical largest error", orientation="h",
                marker_color="#e07b39",
                hovertemplate="%{y}: ± %{x:,} " + unit_ + "<extra>typical largest</extra>"),
     ])
     fig.update_layout(
-        barmode="group", height=120 + 44 * len(lv), margin={"l": 10, "r": 10, "t": 30, "b": 40},
+        barmode="group", height=120 + 44 * len(names), margin={"l": 10, "r": 10, "t": 30, "b": 40},
         xaxis={"title": {"text": f"expected error, {unit_} per area pair"}, "tickformat": ",~r"},
         yaxis={"title": {"text": "table (origin level to destination level)"}, "autorange": "reversed",
-               "categoryorder": "array", "categoryarray": names},
+               "categoryorder": "array", "categoryarray": list(names)},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
     )
     return fig

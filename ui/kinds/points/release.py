@@ -219,20 +219,26 @@ def _query_against_plan(cur: points_state.ReleaseEntry, released: Plan) -> None:
 
 
 def _level_error_figure(rel: PartitionRelease) -> charts.BuiltFigure:
-    """The error of one count per level (95%), as a bar per level."""
+    """The error of one count per level (95%), as a bar per level; made once per release's levels and
+    kept in the session (:func:`ui.charts.kept`)."""
     counted = [lv for lv in rel.levels if lv.noise != "discrete_laplace_grid"]  # counts of points only
+    bars = (tuple(lv.ci95 for lv in counted), tuple(lv.name for lv in counted))
+    return charts.kept("level_error_chart", bars, lambda: _level_error_bars(*bars))
+
+
+def _level_error_bars(ci95: tuple[float, ...], names: tuple[str, ...]) -> go.Figure:
     fig = go.Figure(go.Bar(
-        x=[lv.ci95 for lv in counted], y=[lv.name for lv in counted], orientation="h",
+        x=list(ci95), y=list(names), orientation="h",
         marker_color="#1f4e79", hovertemplate="%{y}: ± %{x:,.0f} points (95%)<extra></extra>",
     ))
     fig.update_layout(
         title={"text": "Error of one count, per level (95%)", "font": {"size": 14}},
         xaxis={"title": {"text": "± points per count (95% of counts)"}},
         yaxis={"title": {"text": "level"}, "autorange": "reversed", "categoryorder": "array",
-               "categoryarray": [lv.name for lv in counted]},
-        height=160 + 24 * len(counted), margin={"l": 10, "r": 10, "t": 40, "b": 40},
+               "categoryarray": list(names)},
+        height=160 + 24 * len(names), margin={"l": 10, "r": 10, "t": 40, "b": 40},
     )
-    return charts.built(fig)
+    return fig
 
 
 def _errors(cur: points_state.ReleaseEntry) -> None:
@@ -245,7 +251,6 @@ def _errors(cur: points_state.ReleaseEntry) -> None:
                    "spread data, the chance that noise, not the data, decides whether it is split further.")
     plan_table.show(plan, release_columns(plan), width="stretch")
     _query_against_plan(cur, plan)
-    # made on every run: a few bars, 8 ms (kept in the session it was state for nothing measurable)
     st.plotly_chart(_level_error_figure(rel), width="stretch", key="level_error_chart")
 
     st.subheader(":red[Not for publication] — error against your true data")
