@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import math
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,13 +54,25 @@ def epsilon_readings(rho: float, deltas: tuple[float, ...] = APPROX_DP_DELTAS) -
     return [{"delta": d, "epsilon": zcdp_to_approx_dp(rho, d) if rho > 0 else 0.0} for d in deltas]
 
 
+#: The last minute :func:`minute_now` wrote, ``(minutes since the epoch, its text)``: every release
+#: states its time, and a run of small releases asked for the same minute's text thousands of times.
+_last_minute: tuple[int, str] = (-1, "")
+
+
 def minute_now() -> str:
     """The current UTC time to the minute, ISO 8601 (``2026-11-27T06:13+00:00``).
 
     >>> len(minute_now())
     22
+    >>> 0 <= (datetime.now(UTC) - datetime.fromisoformat(minute_now())).total_seconds() < 61
+    True
     """
-    return datetime.now(UTC).replace(second=0, microsecond=0).isoformat(timespec="minutes")
+    global _last_minute
+    minute = int(time.time() // 60)  # POSIX time: every UTC minute is 60 seconds
+    last = _last_minute  # one read of a tuple: threads see a whole pair
+    if last[0] != minute:
+        last = _last_minute = (minute, datetime.fromtimestamp(minute * 60, UTC).isoformat(timespec="minutes"))
+    return last[1]
 
 
 @dataclass(frozen=True)

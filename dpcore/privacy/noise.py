@@ -137,6 +137,8 @@ def _as_positive_fraction(value, name: str) -> Fraction:
 
 def _as_size(size) -> tuple[int, ...]:
     """Validate ``size`` (non-negative int or tuple of them) and return a shape."""
+    if type(size) is int and size >= 0:  # most calls (the samplers' own): no ABC checks
+        return (size,)
     dims = size if isinstance(size, tuple) else (size,)
     shape = []
     for d in dims:
@@ -347,7 +349,8 @@ class NoiseSource:
 
     # -- geometric / discrete Laplace ----------------------------------------
 
-    def _geometric(self, t: Fraction, u: np.ndarray, bits: int, exact_only: bool) -> np.ndarray:
+    def _geometric(self, t: Fraction, u: np.ndarray, bits: int, exact_only: bool,
+                   tf: float | None = None) -> np.ndarray:
         """Draws of ``G`` with ``P(G = k) = (1 - q) q^k``, ``q = exp(-1/t)``, one per prefix in ``u``.
 
         Inversion: ``G = floor(-t ln U)`` for ``U`` uniform, known through its ``bits``-bit prefix
@@ -355,10 +358,10 @@ class NoiseSource:
         the largest value of ``-t ln U`` on the interval; the smallest is above ``z - t/u``
         (since ``ln(1 + 1/u) <= 1/u``).  ``G`` is decided in float when both ends, widened by a
         certified margin, floor to the same integer; otherwise exactly by :func:`_geometric_exact`
-        (which draws more bits of the same ``U``).
+        (which draws more bits of the same ``U``).  ``tf`` is ``float(t)`` when the caller has it.
         """
         n = u.size
-        tf = float(t)
+        tf = float(t) if tf is None else tf
         z = u.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             width = np.divide(tf * (1.0 + _nt.REL_MARGIN), z)  # >= t ln(1 + 1/u); +inf where u == 0
@@ -374,39 +377,49 @@ class NoiseSource:
             z -= width
             z -= margin
             k_lo = np.floor(z, out=z)  # nan where u == 0 (inf - inf): undecided
-        undecided = np.arange(n) if exact_only else np.flatnonzero(~(k_lo == k_hi))
-        out = k_hi.astype(np.int64) if undecided.size == 0 else np.where(k_lo == k_hi, k_hi, 0.0).astype(np.int64)
+        same = k_lo == k_hi
+        if exact_only:
+            undecided = np.arange(n)
+        elif same.all():  # every draw decided in float (almost always): no index of the undecided
+            return k_hi.astype(np.int64)
+        else:
+            undecided = np.flatnonzero(~same)
+        out = np.where(same, k_hi, 0.0).astype(np.int64)
         for i in undecided:
             lo_hint = int(k_lo[i]) if math.isfinite(k_lo[i]) and k_lo[i] > 0 else 0
             hi_hint = int(k_hi[i]) if math.isfinite(k_hi[i]) else None
             out[i] = _geometric_exact(self, _LazyUniform(int(u[i]), bits), t, lo_hint, hi_hint)
         return out
 
-    def _laplace_proposals(self, t: Fraction, m: int, exact_only: bool) -> np.ndarray:
+    def _laplace_proposals(self, t: Fraction, m: int, exact_only: bool, tf: float | None = None,
+                           short: bool | None = None) -> np.ndarray:
         """``m`` proposals ``(1 - 2B) V`` (geometric ``V``, fair sign ``B``, one random word each),
         :data:`~dpcore.privacy.noise_tables.REJECT` where ``B = 1, V = 0``.
 
         ``t <= 2^10``: a 32-bit word gives ``B`` (top bit) and a 31-bit prefix of ``V``'s uniform;
         above, a 64-bit word gives ``B`` (lowest bit) and a 53-bit prefix.  Large batches read most
         proposals from :func:`~dpcore.privacy.noise_tables.laplace_table` (by ``B`` and the prefix's top 16 bits), the rest by
-        :meth:`_geometric`.
+        :meth:`_geometric`.  ``tf`` (``float(t)``) and ``short`` (``t <= 2^10``) when the caller has them.
         """
-        if t <= _SHORT_PREFIX_MAX_SCALE:
+        if short is None:
+            short = t <= _SHORT_PREFIX_MAX_SCALE
+        if short:
             w = self._prefixes(m, 32)
             u, bits, sign = w & np.uint32(0x7FFFFFFF), 31, w >> np.uint32(31)
-            index = w >> np.uint32(15)  # B then the top 16 bits of the prefix
         else:
             w = self.random_uint64(m)
             u, bits, sign = w >> np.uint64(11), 53, w & np.uint64(1)
-            index = (w >> np.uint64(48)) | (sign << np.uint64(16))
-        if exact_only or m < _nt.TABLE_MIN_BATCH:
-            rest = np.arange(m)
-            y = np.empty(m, dtype=np.int64)
+        if exact_only or m < _nt.TABLE_MIN_BATCH:  # every proposal by _geometric: no table, no index
+            v = self._geometric(t, u, bits, exact_only, tf)
+            return np.where(sign.astype(bool), np.where(v == 0, _nt.REJECT, -v), v)
+        if short:
+            index = w >> np.uint32(15)  # B then the top 16 bits of the prefix
         else:
-            y = _nt.laplace_table(t).take(index.astype(np.intp))
-            rest = np.flatnonzero(y == _nt.UNDECIDED)
+            index = (w >> np.uint64(48)) | (sign << np.uint64(16))
+        y = _nt.laplace_table(t).take(index.astype(np.intp))
+        rest = np.flatnonzero(y == _nt.UNDECIDED)
         if rest.size:
-            v = self._geometric(t, u[rest], bits, exact_only)
+            v = self._geometric(t, u[rest], bits, exact_only, tf)
             negative = sign[rest].astype(bool)
             y[rest] = np.where(negative, np.where(v == 0, _nt.REJECT, -v), v)
         return y
@@ -421,17 +434,21 @@ class NoiseSource:
         :meth:`_discrete_gaussian`: each round proposes enough for the missing draws at the
         acceptance rate ``(1 + q)/2`` and keeps the first accepted ones, in order.
         """
-        out = np.empty(n, dtype=np.int64)
-        rate = (1.0 + math.exp(-1.0 / float(t))) / 2.0
-        filled = 0
+        tf, short = float(t), t <= _SHORT_PREFIX_MAX_SCALE
+        rate = (1.0 + math.exp(-1.0 / tf)) / 2.0
+        out, filled = None, 0
         while filled < n:
             need = n - filled
             m = min(int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16, _nt.ROUND_MAX)
-            y = self._laplace_proposals(t, m, exact_only)
+            y = self._laplace_proposals(t, m, exact_only, tf, short)
             good = y[y != _nt.REJECT][:need]
+            if out is None:
+                if good.size == n:  # one round (almost always): its accepted draws are the output
+                    return good
+                out = np.empty(n, dtype=np.int64)
             out[filled:filled + good.size] = good
             filled += good.size
-        return out
+        return np.empty(n, dtype=np.int64) if out is None else out
 
     def discrete_laplace(self, scale, size: int | tuple) -> np.ndarray:
         """Draw exact discrete Laplace noise.
@@ -480,24 +497,23 @@ class NoiseSource:
         shift = s2 / t  # exact sigma^2 / t
         inv_2s2 = 1.0 / (2.0 * float(s2))
         shift_f = float(shift)
-        out = np.empty(n, dtype=np.int64)
-        filled, proposed, accepted = 0, 0, 0
-        expected = _nt.dgauss_acceptance(sigma) * (1.0 + math.exp(-1.0 / float(t))) / 2.0
+        out, filled, proposed, accepted = None, 0, 0, 0
+        tf, short = float(t), t <= _SHORT_PREFIX_MAX_SCALE
+        expected = _nt.dgauss_acceptance(sigma) * (1.0 + math.exp(-1.0 / tf)) / 2.0
         while filled < n:
             need = n - filled
             # proposals for the expected acceptance rate (then the rate seen so far), with room
             # for its spread: one round almost always (rounds of at most _nt.ROUND_MAX)
             rate = expected if accepted == 0 else accepted / proposed
             m = min(int(need / rate + 4.0 * math.sqrt(need * (1.0 - rate)) / rate) + 16, _nt.ROUND_MAX)
-            y = self._laplace_proposals(t, m, exact_only)
+            y = self._laplace_proposals(t, m, exact_only, tf, short)
             v = self._prefixes(m, _nt.COIN_BITS)
             proposal = y != _nt.REJECT
             a = np.abs(y)
             a[~proposal] = 0  # rejected anyway; keeps the table small
-            top = int(a.max()) if m else 0
             if exact_only:
                 accept, undecided = np.zeros(m, dtype=bool), np.flatnonzero(proposal)
-            elif m >= _nt.TABLE_MIN_BATCH and top < 4 * m:
+            elif m >= _nt.TABLE_MIN_BATCH and (top := int(a.max())) < 4 * m:
                 accept, undecided = _nt.coins_by_table(a, v, top, shift_f, inv_2s2)
             else:
                 accept, undecided = _nt.coins_by_log(a, v, shift_f, inv_2s2)
@@ -507,11 +523,15 @@ class NoiseSource:
                     exact_gamma = (abs(int(y[i])) - shift) ** 2 / (2 * s2)
                     accept[i] = _uniform_below_exp(self, _LazyUniform(int(v[i]), _nt.COIN_BITS), exact_gamma)
             good = y[accept][:need]
+            if out is None:
+                if good.size == n:  # one round (almost always): its accepted draws are the output
+                    return good
+                out = np.empty(n, dtype=np.int64)
             out[filled:filled + good.size] = good
             filled += good.size
             proposed += m
             accepted += int(np.count_nonzero(accept))
-        return out
+        return np.empty(n, dtype=np.int64) if out is None else out
 
     def discrete_gaussian(self, sigma, size: int | tuple) -> np.ndarray:
         """Draw exact discrete Gaussian noise.
