@@ -134,9 +134,12 @@ def test_a_required_install_without_updated_package_lists_goes_on(stub: Path) ->
     r = apt_install(stub, "chromium", "/nonexistent/chromium", "")
     assert (r.returncode, r.stdout, r.stderr) == (0, "after\n", "E: update failed\n")
     assert log(stub) == [f"sudo {INSTALL} chromium", f"{INSTALL} chromium", "sudo apt-get update", "apt-get update"]
-    (stub / "bin" / "sudo").unlink()
+    # sudo that cannot be used (no terminal for its password): a stub that fails as the real one does,
+    # never a deletion, which would leave the machine's own sudo (and apt-get) on PATH (review finding)
+    (stub / "bin" / "sudo").write_text('#!/bin/sh\necho "sudo $*" >> "$STUB/log"\n'
+                                       'echo "sudo: a terminal is required to read the password" >&2\nexit 1\n')
     r = apt_install(stub, "chromium", "/nonexistent/chromium", "")
-    assert (r.returncode, r.stdout) == (0, "after\n") and "sudo" in r.stderr  # "sudo: command not found"
+    assert (r.returncode, r.stdout) == (0, "after\n") and "sudo: a terminal is required" in r.stderr
 
 
 def test_an_optional_package_never_prompts_never_fails_and_is_tried_once_per_venv(stub: Path) -> None:
