@@ -22,6 +22,7 @@ import importlib
 import logging
 import pkgutil
 import sys
+import threading
 
 #: The garbage collector's thresholds for the app's server and the test processes (Python's default is
 #: (700, 10, 10)).  A young-generation collection ran every 700 net allocations of container objects,
@@ -29,14 +30,35 @@ import sys
 #: 10,000 the same tests took 13 % less CPU (tests/app/test_od_page.py, test_hierarchy_page.py and
 #: tests/unit/points in one process: 66.2-72.6 s of user CPU with the default, 57.2-60.6 s with 10,000 to
 #: 200,000; benchmarks/results/test_suite_profile.md), for 4-30 % more peak memory.  Only *when* cyclic
-#: garbage is found changes (objects without cycles are still freed at once by reference counting), so
-#: a session's state is still freed when the session ends.
+#: garbage is found changes: objects without cycles are still freed at once by reference counting, and
+#: what a closed session leaves in cycles (every plotly figure is one: its layout points back to it) by
+#: the server's collection every :data:`COLLECT_EVERY` seconds (:func:`collect_periodically`).
 GC_THRESHOLDS = (10_000, 10, 10)
+#: Seconds between the server's full collections.
+COLLECT_EVERY = 60.0
 
 
 def tune_gc() -> None:
     """Set :data:`GC_THRESHOLDS` for this process (the server's, a test run's)."""
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+def collect_periodically(interval: float = COLLECT_EVERY, stop: threading.Event | None = None) -> threading.Thread:
+    """Start a daemon thread that runs a full collection every ``interval`` seconds (until ``stop`` is
+    set).  A closed session's figures, a curator's true-density preview among them, are reference
+    cycles: without this they waited for the next automatic full collection, which an idle server
+    never makes (Streamlit's collection after every run is off in .streamlit/config.toml).  Within a
+    minute they are freed; with the libraries frozen (:func:`freeze_libraries`) a collection walks
+    only the sessions' objects."""
+    stop = stop or threading.Event()
+
+    def run() -> None:
+        while not stop.wait(interval):
+            gc.collect()
+
+    thread = threading.Thread(target=run, name="dpcore-collect", daemon=True)
+    thread.start()
+    return thread
 
 
 def freeze_libraries() -> int:
@@ -66,6 +88,7 @@ def freeze_libraries() -> int:
 def main(argv: list[str]) -> int:
     tune_gc()
     freeze_libraries()
+    collect_periodically()
     from streamlit.web import cli
 
     return cli.main(["run", *argv], prog_name="streamlit", standalone_mode=False) or 0

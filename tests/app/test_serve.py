@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,14 +41,48 @@ def test_the_server_sets_the_collectors_thresholds_before_it_starts(monkeypatch)
 
     import ui.serve as serve
 
-    seen: list[tuple[int, ...]] = []
+    seen: list[Any] = []
     monkeypatch.setattr(serve, "freeze_libraries", lambda: seen.append(gc.get_threshold()))
+    monkeypatch.setattr(serve, "collect_periodically", lambda: seen.append("collector"))
     monkeypatch.setattr(cli, "main", lambda args, **kw: seen.append(tuple(args)) or 0)
     before = gc.get_threshold()
     try:
         gc.set_threshold(700, 10, 10)  # Python's default
         assert serve.main(["app.py", "--server.port", "1"]) == 0
-        assert seen == [serve.GC_THRESHOLDS, ("run", "app.py", "--server.port", "1")]
+        assert seen == [serve.GC_THRESHOLDS, "collector", ("run", "app.py", "--server.port", "1")]
         assert gc.get_threshold() == serve.GC_THRESHOLDS != (700, 10, 10)
     finally:
         gc.set_threshold(*before)
+
+
+def test_the_servers_collector_frees_a_closed_sessions_figures_without_an_automatic_collection() -> None:
+    """A plotly figure is a reference cycle: dropped by its session, it is freed by the server's own
+    periodic collection even when Python's automatic collections do not run (review finding)."""
+    import gc
+    import threading
+    import time
+    import weakref
+
+    import plotly.graph_objects as go
+
+    import ui.serve as serve
+
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
+    alive = weakref.ref(fig)
+    was = gc.isenabled()
+    gc.disable()  # no automatic collection: only the collector thread can free the cycle
+    stop = threading.Event()
+    try:
+        del fig
+        assert alive() is not None  # a cycle: reference counting alone does not free it
+        thread = serve.collect_periodically(0.05, stop)
+        deadline = time.monotonic() + 10
+        while alive() is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert alive() is None
+    finally:
+        stop.set()
+        if was:
+            gc.enable()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
