@@ -16,7 +16,8 @@ file shared by every session and process of the app on this machine.
   so the history page can offer them again without recomputing or spending anything.  They
   hold only what was exported (noisy outputs and public parameters), never true counts.
   Files are kept Zstandard-compressed (RFC 8878, level 1, through pyarrow; the CSV and GeoJSON of
-  a release shrink about three- to tenfold) and read back as published; rows stored gzip-compressed
+  a release shrink about three- to tenfold) with a CRC-32 of the published bytes, and read back as
+  published (a damaged file is refused); rows stored gzip-compressed
   or uncompressed by earlier versions read as they are.  The curator may remove old release files
   (:meth:`LedgerStore.remove_release_files`) to reclaim space: the budget entries stay, and a
   removed file is listed as removed, never served.
@@ -60,6 +61,7 @@ import sys
 import tempfile
 import threading
 import weakref
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -428,7 +430,7 @@ class LedgerStore:
         if row[2] is not None:
             raise InputError(f"The file {name!r} of release {release_id} was removed from the history on "
                              f"{row[2].replace('T', ' ')} UTC to save space; its budget entry is kept.")
-        return _unpack(bytes(row[0]), row[1], row[3])
+        return _unpack(bytes(row[0]), row[1], row[3], f"The file {name!r} of release {release_id}")
 
     def storage(self) -> dict[str, int]:
         """What the database takes on disk: ``database_bytes`` (the file and its journal),
@@ -488,9 +490,10 @@ class LedgerStore:
         return int(n)
 
 
-#: ``release_files.encoding``: ``zstd`` (Zstandard, written by this version), ``gzip`` (earlier
-#: versions) or NULL (stored as published, the earliest); every one is read.
-_ZSTD = "zstd"
+#: ``release_files.encoding``: ``zstd+crc32`` (written by this version: a Zstandard frame, then the
+#: CRC-32 of the published bytes, 4 bytes big-endian), ``gzip`` (earlier versions) or NULL (stored as
+#: published, the earliest); every one is read.
+_ZSTD = "zstd+crc32"
 _GZIP = "gzip"
 
 
@@ -500,24 +503,39 @@ def _zstd() -> Any:
     library has no Zstandard before Python 3.14).  Against gzip at level 1 on a 22 MB release.csv of
     a 1,000 x 1,000 grid: 0.065 s instead of 0.14 s of CPU to pack, 6.3 MB instead of 6.8 MB,
     0.026 s instead of 0.069 s to read back; the curator waits for the packing after every release.
-    The same file packs to the same bytes."""
+    The same file packs to the same bytes.  pyarrow's frames carry no checksum (gzip's carry a
+    CRC-32), so :func:`_pack` appends one: a damaged stored file is refused, never served altered."""
     import pyarrow as pa
 
     return pa.Codec("zstd", compression_level=1)
 
 
 def _pack(data: bytes) -> bytes:
-    return _zstd().compress(data, asbytes=True)
+    return _zstd().compress(data, asbytes=True) + zlib.crc32(data).to_bytes(4, "big")
 
 
-def _unpack(data: bytes, encoding: str | None, size: int | None) -> bytes:
-    """A stored file as published; ``size`` is its ``release_files.size`` (Zstandard needs it)."""
+def _unpack(data: bytes, encoding: str | None, size: int | None, what: str = "A stored release file") -> bytes:
+    """A stored file as published; ``size`` is its ``release_files.size`` (Zstandard needs it),
+    ``what`` names it in the refusal of a damaged file."""
     if encoding is None:
         return data
+    damaged = InputError(f"{what} is damaged in the budget database (it no longer reads back as it was "
+                         "published); use the copy that was published, or remove it from the history.")
     if encoding == _GZIP:
-        return gzip.decompress(data)
-    if encoding == _ZSTD and size is not None:
-        return _zstd().decompress(data, decompressed_size=size, asbytes=True)
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error):
+            raise damaged from None
+    if encoding == _ZSTD:
+        if type(size) is not int or size < 0 or len(data) < 4:
+            raise damaged
+        try:
+            out = _zstd().decompress(data[:-4], decompressed_size=size, asbytes=True)
+        except (OSError, ValueError, MemoryError):
+            raise damaged from None
+        if zlib.crc32(out) != int.from_bytes(data[-4:], "big"):
+            raise damaged
+        return out
     raise InputError(f"A stored release file has an unknown encoding {encoding!r} (written by a newer version?).")
 
 

@@ -581,7 +581,8 @@ class SeriesBudget:
                         f"The stored file {name!r} of the period release {rid} was removed from the history on "
                         f"{removed.replace('T', ' ')} UTC, so it cannot be re-served, and releasing it again would "
                         "re-noise the same data. Use another plan, or another population.")
-                out.setdefault(rid, {})[name] = _unpack(bytes(data), encoding, size)
+                out.setdefault(rid, {})[name] = _unpack(bytes(data), encoding, size,
+                                                        f"The stored file {name!r} of the period release {rid}")
             for rid, names in order.items():
                 if names and rid in out:
                     out[rid] = {n: out[rid][n] for n in names if n in out[rid]}
