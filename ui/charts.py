@@ -30,10 +30,18 @@ class _Spec(dict):
     """A built figure's dict, with the JSON ``st.plotly_chart`` makes of it kept once made (:func:`_json_kept`)."""
 
     __slots__ = ("json",)
+    #: what the wrapper of plotly.io.to_json looks for (a class attribute: the wrapper made by a first
+    #: import of this module also serves the class of a later re-import)
+    keeps_plotly_json = True
 
     def __init__(self, spec: dict[str, Any]) -> None:
         super().__init__(spec)
         self.json: str | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a copy (copy.copy, copy.deepcopy, pickle) is a plain dict: it may be changed, so it must
+        # not carry this dict's JSON (review finding: a changed deep copy was served the old text)
+        return (dict, (dict(self),))
 
 
 class BuiltFigure(go.Figure):
@@ -160,7 +168,7 @@ def _json_kept(to_json: Callable[..., str]) -> Callable[..., str]:
 
     @functools.wraps(to_json)
     def kept(fig: Any, *args: Any, **kwargs: Any) -> str:
-        if type(fig) is _Spec and not args and kwargs == {"validate": False}:
+        if getattr(type(fig), "keeps_plotly_json", False) and not args and kwargs == {"validate": False}:
             if fig.json is None:
                 fig.json = to_json(fig, validate=False)
             return fig.json

@@ -151,3 +151,16 @@ def test_the_json_of_a_built_figure_is_made_once_and_is_plotlys() -> None:
     plain = dict(spec)  # any other dict, or other arguments, go to plotly as before
     assert pio.to_json(plain, validate=False) == first and pio.to_json(plain, validate=False) is not first
     assert pio.to_json(spec, validate=False, pretty=True) != first
+
+
+def test_a_copy_of_a_built_figures_dict_does_not_carry_its_json() -> None:
+    import copy
+    import pickle
+
+    fig, _ = viz.partition_figure(_release())
+    spec = charts.built(fig).to_dict()
+    first = pio.to_json(spec, validate=False)
+    for made in (copy.copy(spec), copy.deepcopy(spec), pickle.loads(pickle.dumps(spec))):
+        assert type(made) is dict and made == spec
+        made["layout"] = {**made["layout"], "height": 123}
+        assert pio.to_json(made, validate=False) != first
