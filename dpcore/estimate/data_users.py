@@ -122,6 +122,15 @@ class DataUserPack:
     conditional_on_partition: bool = False
     cell_bounds: Sequence[Sequence[float]] | None = None
 
+    def __post_init__(self) -> None:
+        # the writers build this; a wrong row_level would label rows with another level's noise
+        # silently (a negative index wraps), so it is checked here once (review finding)
+        row = np.asarray(self.row_level)
+        if (row.ndim != 1 or row.size != len(self.value) or len(self.node) != row.size
+                or (row.size and (row.dtype.kind not in "iu" or row.min() < 0 or row.max() >= len(self.levels)))):
+            raise ValueError(f"internal error: a data users' pack needs one level index in 0..{len(self.levels) - 1} "
+                             f"per measurement ({row.size} indices, {len(self.value)} values, {len(self.node)} nodes)")
+
     def per_row(self, values: Sequence[Any], dtype: Any = object) -> NDArray[Any]:
         """``values`` (one per level) repeated for every measurement by its level."""
         return np.asarray(values, dtype=dtype)[np.asarray(self.row_level, dtype=np.int64)]

@@ -8,6 +8,9 @@ cache, here next to its computation: every level of every plan and release asks 
 same few public scales, and every caller (the calibration, the mechanisms, the data users' files)
 goes through the checked functions of :mod:`dpcore.privacy.noise`, which call these.
 
+These functions do not check their parameter (``dlap_variance(-1.0)`` returns a number): call
+them through :mod:`dpcore.privacy.noise`, which checks it first.
+
 A fact depends on its parameter's exact value only (a float is read as the Fraction it equals),
 so a float and the Fraction it equals, which compare and hash alike, share one cache entry.
 """
@@ -68,7 +71,7 @@ def dlap_interval(scale: Fraction | float, level: float) -> int:
     return h
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=8)  # the variance and interval are cached per scale above it; arrays up to 3 MB each
 def _dgauss_half_weights(sigma: Fraction) -> tuple[np.ndarray, float]:
     """Weights ``w_k = exp(-k^2/(2 sigma^2))`` for ``k = 0..K`` and ``Z = sum_{k in Z} w_k``.
 

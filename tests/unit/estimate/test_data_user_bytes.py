@@ -122,3 +122,14 @@ def test_points_release_tables_keep_their_bytes(mech: str) -> None:
     rel = release_with(catalog.get("points", mech), agg, 1.0, params, NoiseSource(11))
     rel = dataclasses.replace(rel, release_id="fixed")  # release.geojson names it; drawn at random
     assert _digests(release_tables(rel)) == want
+
+
+@pytest.mark.parametrize("row_level", [[0, -1, 0], [0, 1, 0], [0, 0], [[0, 0, 0]], [0.0, 0.0, 0.0]])
+def test_a_pack_refuses_level_indices_that_do_not_name_a_level_per_measurement(row_level) -> None:
+    """A negative index used to wrap silently, labelling a row with the last level's noise."""
+    from dpcore.estimate.data_users import DataUserPack, MeasuredLevel
+
+    cells = ["a", "b", "c"]
+    with pytest.raises(ValueError, match="one level index in 0..0 per measurement"):
+        DataUserPack("points", [MeasuredLevel("grid", "discrete_laplace", 2.0, 1.0)], np.asarray(row_level),
+                     cells, np.array([40, 10, 7]), cells, {c: [i] for i, c in enumerate(cells)})
