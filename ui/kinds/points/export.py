@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -78,49 +76,11 @@ def export_step() -> None:
         st.dataframe(export.workload_answers_frame(rel).head(20), hide_index=True, key="workload_answers_preview")
     with st.expander("release.geojson (first feature)"):
         if "release.geojson" in files:
-            first = state.read_once(files["release.geojson"], "release.geojson first feature", _first_feature)
+            first = state.read_once(files["release.geojson"], "release.geojson first feature",
+                                    lambda b: json.loads(b)["features"][:1])
             st.json(first)
         else:
             st.caption("Large release: the GeoJSON is built when you download it.")
-
-
-def _first_feature(data: bytes | str) -> list[Any]:
-    """``json.loads(data)["features"][:1]``, reading the FeatureCollection only up to its first feature
-    (the whole file of a release of many rectangles took most of the Export step's first run); the
-    values read are json's own.  Anything unexpected is read whole, as before.
-
-    >>> _first_feature(b'{"type": "FeatureCollection", "meta": {"features": 1}, "features": [{"id": 1}, {"id": 2}]}')
-    [{'id': 1}]
-    >>> _first_feature('{"features": []}')
-    []
-    """
-    text = data.decode("utf-8") if isinstance(data, bytes) else data
-    dec, ws = json.JSONDecoder(), re.compile(r"[ \t\n\r]*")
-    try:  # the top-level object key by key: each value before "features" is read whole (small)
-        i = ws.match(text, 0).end()
-        if text[i] != "{":
-            raise ValueError
-        i += 1
-        while True:
-            i = ws.match(text, i).end()
-            key, i = dec.raw_decode(text, i)
-            i = ws.match(text, i).end()
-            if text[i] != ":" or not isinstance(key, str):
-                raise ValueError
-            i = ws.match(text, i + 1).end()
-            if key == "features":
-                break
-            _, i = dec.raw_decode(text, i)
-            i = ws.match(text, i).end()
-            if text[i] != ",":
-                raise ValueError
-            i += 1
-        if text[i] != "[":
-            raise ValueError
-        i = ws.match(text, i + 1).end()
-        return [] if text[i] == "]" else [dec.raw_decode(text, i)[0]]
-    except (ValueError, IndexError):
-        return json.loads(text)["features"][:1]
 
 
 def _negatives(rel: PartitionRelease) -> None:
