@@ -53,6 +53,10 @@ make_venv() {
         echo "Could not run $py: install Python $PYTHON_MIN or newer, $fix" >&2
         exit 1
     fi
+    if ! [[ "$version" =~ ^[0-9]+\.[0-9]+$ ]]; then
+        echo "Could not read the version of $py (it printed '$version'): install Python $PYTHON_MIN or newer, $fix" >&2
+        exit 1
+    fi
     IFS=. read -r major minor <<< "$version"
     if [ "$major" -lt "${PYTHON_MIN%.*}" ] \
         || { [ "$major" -eq "${PYTHON_MIN%.*}" ] && [ "$minor" -lt "${PYTHON_MIN#*.}" ]; }; then

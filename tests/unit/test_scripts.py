@@ -219,6 +219,16 @@ def test_make_venv_names_the_python_it_could_not_run(stub: Path) -> None:
     assert not (stub.parent / ".venv").exists()
 
 
+@pytest.mark.parametrize("version", ["PyPy 7.3", "3", "", "3.x"])
+def test_make_venv_refuses_a_version_it_cannot_read(stub: Path, version: str) -> None:
+    """Before, ``[`` failed on such text, ``if`` read the failure as false, and the check passed."""
+    r = make_venv(stub, version)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == (f"Could not read the version of python3 (it printed '{version}'): install Python 3.11 or "
+                        "newer, or name another Python with PYTHON=/path/to/python3.11 ./run\n")
+    assert not (stub.parent / ".venv").exists()
+
+
 def test_make_venv_installs_debians_venv_module_without_a_prompt(stub: Path) -> None:
     (stub / "venv-fails").touch()
     r = make_venv(stub, "3.11")
