@@ -137,6 +137,25 @@ def kept(name: str, key: Hashable, make: Callable[[], go.Figure]) -> BuiltFigure
     return got[1]
 
 
+#: Figures a release keeps per session (:func:`kept_recent`): the last ones drawn.
+FIGURES_KEPT = 3
+
+
+def kept_recent(store: dict[Hashable, BuiltFigure], key: Hashable, make: Callable[[], go.Figure],
+                limit: int = FIGURES_KEPT) -> BuiltFigure:
+    """``make()``'s figure, built once and kept in ``store`` (a dict in this session's state) under
+    ``key``, with only the ``limit`` most recently drawn kept: a curator walking the areas of a
+    release draws a map and a treemap per area, each held with its JSON, so an unbounded store grew
+    with every area visited (review finding)."""
+    if key in store:
+        store[key] = store.pop(key)  # most recently used last
+    else:
+        store[key] = built(make())
+        while len(store) > limit:
+            store.pop(next(iter(store)))
+    return store[key]
+
+
 def _figure_dict(fig: go.Figure) -> dict[str, Any]:
     """What ``fig.to_dict()`` returns (numpy arrays as plotly's typed arrays), without its deep copy:
     new dicts and lists (:func:`_plain`) around the figure's own values, which are only read.  The

@@ -164,3 +164,21 @@ def test_a_copy_of_a_built_figures_dict_does_not_carry_its_json() -> None:
         assert type(made) is dict and made == spec
         made["layout"] = {**made["layout"], "height": 123}
         assert pio.to_json(made, validate=False) != first
+
+
+def test_kept_recent_builds_each_figure_once_and_keeps_only_the_last_drawn() -> None:
+    import plotly.graph_objects as go
+
+    made: list[str] = []
+
+    def make(name: str):
+        return lambda: made.append(name) or go.Figure(layout={"title": {"text": name}})
+
+    store: dict = {}
+    for name in ("a", "b", "a", "c", "d", "a"):
+        fig = charts.kept_recent(store, name, make(name), limit=3)
+        assert fig.to_dict()["layout"]["title"]["text"] == name
+    assert made == ["a", "b", "c", "d"]  # "a" kept while among the 3 last drawn
+    assert list(store) == ["c", "d", "a"]
+    charts.kept_recent(store, "b", make("b"), limit=3)
+    assert made[-1] == "b" and list(store) == ["d", "a", "b"]

@@ -132,11 +132,10 @@ def _map(entry: HierarchyEntry, m: dict[str, Any]) -> None:
     else:
         _level_table(rel, cmap, d, nodes, size)
     tree_depth, tree_index = (at, idx) if at else (0, 0)
-    figs = entry.exports.setdefault("figs", {})  # as the maps: a rerun does not rebuild the same treemap
-    tkey = ("treemap", tree_depth, tree_index)
-    if tkey not in figs:
-        figs[tkey] = charts.built(figures.hierarchy_treemap(rel, tree_depth, tree_index))
-    ctree.plotly_chart(figs[tkey], key="hier_treemap")
+    # as the maps: a rerun does not rebuild the same treemap (the last few kept)
+    tree = charts.kept_recent(entry.exports.setdefault("treemaps", {}), (tree_depth, tree_index),
+                              lambda: figures.hierarchy_treemap(rel, tree_depth, tree_index))
+    ctree.plotly_chart(tree, key="hier_treemap")
     ctree.caption("Treemap of the released counts (two levels below the selected area); tiles are named.")
 
 
@@ -148,13 +147,11 @@ def _choropleth(entry: HierarchyEntry, cmap: Any, level: str, d: int, nodes: Any
         cmap.info(f"{fmt.count(n_poly)} areas are too many to draw at once: choose an area above to see "
                   "the areas inside it.")
         return
-    figs = entry.exports.setdefault("figs", {})  # a rerun does not rebuild the same map
-    fkey = (level, within, size)
-    if fkey not in figs:
-        parent_join = joins.get(h.level_names[d - 1]) if d > 1 else None
-        figs[fkey] = charts.built(figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join,
-                                                        size=size))
-    cmap.plotly_chart(figs[fkey], key="hier_map", config={"displayModeBar": False})
+    parent_join = joins.get(h.level_names[d - 1]) if d > 1 else None
+    fig = charts.kept_recent(  # a rerun does not rebuild the same map (the last few kept)
+        entry.exports.setdefault("figs", {}), (level, within, size),
+        lambda: figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size))
+    cmap.plotly_chart(fig, key="hier_map", config={"displayModeBar": False})
     _far_hint(cmap, joins[level], h, d, nodes)
     cmap.caption("Colour: noisy count of people. Hover: the noisy count and its 95 % interval (from the "
                  "mechanism's expected error, not from the data). Dark outlines: the level above.")

@@ -40,7 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "eps_pure": state.DEFAULT_EPSILON, "delta": 1e-8, "delta_read": 1e-8, "conversion": "classic",
     "neighbour": "replace", "orientation": "destination", "split": "uniform", "order": "ascending",
     "tiebreak": "random"}
-FIGURES_KEPT = 3  # figures kept in the session (the last ones drawn)
+FIGURES_KEPT = charts.FIGURES_KEPT  # figures kept in the session (the last ones drawn)
 MODELS_KEPT = 3  # counted data sets kept in the session (switching back does not count again)
 CHOOSE, NONE = "(choose)", "(none)"
 #: the name choice that takes a level's names from its boundary file (the default without a name column)
@@ -99,14 +99,7 @@ def people(x: float | None) -> float | None:
 
 def figure(key: tuple[Any, ...], build: Any) -> Any:
     """A figure of a release, built once and kept (the last :data:`FIGURES_KEPT` only)."""
-    figs = st.session_state.setdefault("od_figs", {})
-    if key in figs:
-        figs[key] = figs.pop(key)  # most recently used last
-    else:
-        figs[key] = charts.built(build())  # its dict made once, not on every rerun
-        while len(figs) > FIGURES_KEPT:
-            figs.pop(next(iter(figs)))
-    return figs[key]
+    return charts.kept_recent(st.session_state.setdefault("od_figs", {}), key, build, FIGURES_KEPT)
 
 
 # ---------------------------------------------------------------------------------------------
