@@ -7,7 +7,8 @@
 # through sudo:
 # - required (the default): plain `sudo`, which may ask for the user's password, as any installer
 #   would. apt's errors are shown; when the package lists were updated and the package still cannot be
-#   installed, apt's status is returned, which stops a `set -e` script.
+#   installed, NOTE (when given: what needs the package and what to do) is printed to stderr and apt's
+#   status returned, which stops a `set -e` script.
 # - optional: `sudo -n`, never a password prompt, and apt's output hidden; never fails. On failure
 #   MARKER (when given) is touched, which skips the package on later runs while it exists (tried once
 #   per .venv), and NOTE is printed.
@@ -27,8 +28,10 @@ apt_install() {
         # package lists that cannot be updated (offline, no sudo): apt's or sudo's message is shown and the
         # script goes on without the package, whose tests then say what is missing
         $sudo apt-get update >/dev/null || return 0
-        $sudo "${install[@]}" >/dev/null
-        return
+        $sudo "${install[@]}" >/dev/null && return 0
+        local status=$?
+        if [ -n "$note" ]; then echo "$note" >&2; fi
+        return "$status"
     fi
     if [ "$(id -u)" != "0" ]; then sudo="sudo -n"; fi
     $sudo "${install[@]}" >/dev/null 2>&1 \

@@ -123,6 +123,16 @@ def test_a_required_install_that_fails_shows_apts_error_and_stops_the_script(stu
     assert r.returncode == 100
     assert r.stdout == "Installing Debian's chromium ...\n"  # not "after": set -e stops there
     assert r.stderr == "E: Unable to locate package\n"  # the second try's, for the person at the keyboard
+    (stub / "install-fails").write_text("2")
+    hint = "Could not install chromium, which the browser tests need: ... ./test -m \"not e2e\"."
+    r = apt_install(stub, "chromium", "/nonexistent/chromium", "", "", "", hint)  # with what needs it and the fix
+    assert (r.returncode, r.stdout, r.stderr) == (100, "", f"E: Unable to locate package\n{hint}\n")
+
+
+def test_test_names_what_needs_each_required_package_and_the_way_around() -> None:
+    text = (ROOT / "test").read_text()
+    assert 'or run the other tests with ./test -m \\"not e2e\\"' in text
+    assert 'or run the other tests with ./test -m \\"not spark\\"' in text
 
 
 
