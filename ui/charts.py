@@ -129,12 +129,7 @@ def kept(name: str, key: Hashable, make: Callable[[], go.Figure]) -> BuiltFigure
     draws (numbers and words of a data-free plan or of a release), so the same key makes the same
     figure; the figure lives in this session only, as the plan does.
     """
-    ss = st.session_state
-    got = ss.get(f"_chart_{name}")
-    if got is None or got[0] != key:
-        got = (key, built(make()))
-        ss[f"_chart_{name}"] = got
-    return got[1]
+    return kept_recent(st.session_state.setdefault(f"_chart_{name}", {}), key, make, limit=1)
 
 
 #: Figures a release keeps per session (:func:`kept_recent`): the last ones drawn.

@@ -40,7 +40,6 @@ DEFAULTS: dict[str, Any] = {
     "eps_pure": state.DEFAULT_EPSILON, "delta": 1e-8, "delta_read": 1e-8, "conversion": "classic",
     "neighbour": "replace", "orientation": "destination", "split": "uniform", "order": "ascending",
     "tiebreak": "random"}
-FIGURES_KEPT = charts.FIGURES_KEPT  # figures kept in the session (the last ones drawn)
 MODELS_KEPT = 3  # counted data sets kept in the session (switching back does not count again)
 CHOOSE, NONE = "(choose)", "(none)"
 #: the name choice that takes a level's names from its boundary file (the default without a name column)
@@ -98,8 +97,8 @@ def people(x: float | None) -> float | None:
 
 
 def figure(key: tuple[Any, ...], build: Any) -> Any:
-    """A figure of a release, built once and kept (the last :data:`FIGURES_KEPT` only)."""
-    return charts.kept_recent(st.session_state.setdefault("od_figs", {}), key, build, FIGURES_KEPT)
+    """A figure of a release, built once and kept (the last few only: :func:`ui.charts.kept_recent`)."""
+    return charts.kept_recent(st.session_state.setdefault("od_figs", {}), key, build)
 
 
 # ---------------------------------------------------------------------------------------------
