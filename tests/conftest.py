@@ -130,24 +130,6 @@ def pytest_xdist_make_scheduler(config, log):
                 return nodeid
             return super()._split_scope(nodeid)
 
-        def _assign_work_unit(self, node) -> None:  # noqa: ANN001 (xdist's signature)
-            # The Spark unit and the browser tests mostly wait (for the JVM, for chromium drawing, for
-            # the app's server), and so does their worker: two such units at once left the 2 cores
-            # partly idle (benchmarks/results/test_suite_profile.md).  So one worker takes them one
-            # after another while the other takes the rest: a worker takes the first waiting unit in
-            # the queue when no other worker holds an unfinished one, and the first other unit when
-            # one does (either kind when only one is left).
-            def waiting(scope: str) -> bool:
-                return scope == "spark" or scope.startswith("tests/e2e/")
-
-            others_wait = any(waiting(scope) and not all(done.values())
-                              for other, work in self.assigned_work.items() if other is not node
-                              for scope, done in work.items())
-            pick = next((scope for scope in self.workqueue if waiting(scope) != others_wait), None)
-            if pick is not None:
-                self.workqueue.move_to_end(pick, last=False)
-            super()._assign_work_unit(node)
-
         def schedule(self) -> None:
             # The Spark unit first (the largest: a JVM's start and every Spark test, about two
             # minutes), then the files in collection order (tests/app and tests/e2e first: few tests,
@@ -315,11 +297,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     imports: ``ui.serve``).  Objects are still freed by reference counting.  Measured
     in one process: tests/unit/points and tests/unit/estimate 58.9 -> 53.5 s of user CPU,
     tests/app/test_od_page.py and test_pages.py 36.5 -> 33.7 s."""
-    import atexit
-    import gc
+    from ui.serve import freeze_alive
 
-    gc.collect()
-    gc.freeze()
-    # back to the collector at exit, so that interpreter shutdown frees them as before (DuckDB's
-    # bindings otherwise report their objects as leaked)
-    atexit.register(gc.unfreeze)
+    freeze_alive()

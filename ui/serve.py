@@ -77,6 +77,13 @@ def freeze_libraries() -> int:
             importlib.import_module(info.name)
     finally:
         quiet.setLevel(level)
+    return freeze_alive()
+
+
+def freeze_alive() -> int:
+    """Collect, then move every object alive to the permanent generation (:func:`gc.freeze`), given
+    back to the collector at exit; return the number frozen.  The server calls it before any session
+    exists, the test processes after collection."""
     gc.collect()
     gc.freeze()
     # back to the collector at exit, so that shutdown frees them as before (DuckDB's bindings
