@@ -74,7 +74,7 @@ make_venv() {
     apt_install python3-venv "" "" optional
     "$py" -m venv .venv || {
         rm -rf .venv
-        echo "Could not create .venv with $py: install Python $PYTHON_MIN+ with its venv module (on Debian or Ubuntu: sudo apt-get install python3-venv), or name another Python with PYTHON=/path/to/python3 ./${script##*/}" >&2
+        echo "Could not create .venv with $py: install Python $PYTHON_MIN+ with its venv module (on Debian or Ubuntu: sudo apt-get install python3-venv), $fix" >&2
         exit 1
     }
 }

@@ -255,5 +255,5 @@ def test_make_venv_without_the_venv_module_names_the_fix(stub: Path) -> None:
     assert r.returncode == 1 and r.stdout == "Creating .venv ...\n"
     assert r.stderr.endswith("Could not create .venv with python3: install Python 3.11+ with its venv module (on "
                              "Debian or Ubuntu: sudo apt-get install python3-venv), or name another Python with "
-                             "PYTHON=/path/to/python3 ./run\n")
+                             "PYTHON=/path/to/python3.11 ./run\n")
     assert not (stub.parent / ".venv").exists()
