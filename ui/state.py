@@ -9,12 +9,10 @@ when made, so a rerun never draws new noise.
 
 from __future__ import annotations
 
-import json
 import queue
 import sqlite3
 import sys
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -233,23 +231,6 @@ def remember_release(kind: str, fp: str, release_id: str, summary: dict[str, Any
         st.warning(f"The release was made but could not be stored in the release history: {e}. Download its "
                    "files now.")
         return False
-
-
-def read_once(data: bytes | str, what: str, read: Callable[[bytes | str], Any] = json.loads) -> Any:
-    """``read(data)``, made once per file and kept in the session under ``what`` (one file each): a
-    release's files are the same bytes on every rerun of its page, so the Export step does not parse
-    its record and GeoJSON again at each click (a release.geojson of a few thousand rectangles took
-    about 0.1 s a rerun).  The bytes are kept with the result, so ``is`` tells the same file (the
-    history's files, read again from the store, are read again).  The result is read only.
-
-    >>> read_once(b'{"a": 1}', "doc")
-    {'a': 1}
-    """
-    kept = st.session_state.setdefault("_read_once", {})
-    got = kept.get(what)
-    if got is None or got[0] is not data:
-        got = kept[what] = (data, read(data))
-    return got[1]
 
 
 def persistent(key: str, default: Any) -> str:

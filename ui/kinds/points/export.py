@@ -12,7 +12,7 @@ import streamlit as st
 from dpcore.core import spec as config
 from dpcore.points import export, workload_io
 from dpcore.points.release import PartitionRelease
-from ui import data_user_downloads, fmt, frame, series, state
+from ui import data_user_downloads, fmt, frame, series
 from ui.kinds.points import state as points_state
 
 
@@ -46,7 +46,9 @@ def export_step() -> None:
     _negatives(rel)
     _config(rel)
 
-    rec = state.read_once(files["release.json"], "release.json")
+    if "record" not in cur.exports:  # the files are final from here on: parsed once per release
+        cur.exports["record"] = json.loads(files["release.json"])
+    rec = cur.exports["record"]
     st.subheader("The release record")
     privacy = rec["privacy"]
     st.markdown(
@@ -76,9 +78,9 @@ def export_step() -> None:
         st.dataframe(export.workload_answers_frame(rel).head(20), hide_index=True, key="workload_answers_preview")
     with st.expander("release.geojson (first feature)"):
         if "release.geojson" in files:
-            first = state.read_once(files["release.geojson"], "release.geojson first feature",
-                                    lambda b: json.loads(b)["features"][:1])
-            st.json(first)
+            if "geojson_first" not in cur.exports:
+                cur.exports["geojson_first"] = json.loads(files["release.geojson"])["features"][:1]
+            st.json(cur.exports["geojson_first"])
         else:
             st.caption("Large release: the GeoJSON is built when you download it.")
 
