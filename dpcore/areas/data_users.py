@@ -35,7 +35,7 @@ from dpcore.estimate.data_users import (
     replicate_files,
     section,
 )
-from dpcore.estimate.design_nodes import NodeCells, NodeEdges
+from dpcore.estimate.design_nodes import NodeCells, NodeEdges, distinct_codes
 
 __all__ = ["DATA_USER_FILES", "MAX_AREAS", "data_users_section", "hierarchy_data_user_files", "hierarchy_pack"]
 
@@ -66,17 +66,12 @@ def _node_keys(rel: HierarchyRelease) -> list[np.ndarray] | None:
     if rel not in _KEYS:
         h = rel.hierarchy
         labels = [np.asarray(h.labels(d)).astype(str) for d in range(h.depth + 1)]
-        if _distinct(labels):
+        if distinct_codes(np.concatenate(labels).tolist()):
             _KEYS[rel] = labels
         else:
             keys = [np.char.add(f"{h.level_names[d]}:", lab) if d < h.depth else lab for d, lab in enumerate(labels)]
-            _KEYS[rel] = keys if _distinct(keys) else None
+            _KEYS[rel] = keys if distinct_codes(np.concatenate(keys).tolist()) else None
     return _KEYS[rel]
-
-
-def _distinct(codes: list[np.ndarray]) -> bool:
-    n = sum(c.size for c in codes)
-    return len(set().union(*(c.tolist() for c in codes))) == n  # a set: about 4x np.unique's speed
 
 
 def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:

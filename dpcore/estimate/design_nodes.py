@@ -23,10 +23,20 @@ import orjson
 import pandas as pd
 from numpy.typing import NDArray
 
-__all__ = ["NodeCells", "NodeEdges", "json_default"]
+__all__ = ["NodeCells", "NodeEdges", "distinct_codes", "json_default"]
 
 #: the characters orjson escapes in a string (checked over every code point): the rest it writes as they are
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')
+
+
+def distinct_codes(codes: Sequence[str]) -> bool:
+    """Whether no code repeats: what :class:`NodeCells` needs of a design's node codes.  The writers
+    ask before they build one, and offer no data users' files when two nodes would share a code.
+
+    >>> distinct_codes(["a", "b"]), distinct_codes(["a>b", "a>b"])
+    (True, False)
+    """
+    return len(set(codes)) == len(codes)
 
 
 def _json_strings(codes: Sequence[str]) -> Any:

@@ -34,7 +34,7 @@ from dpcore.estimate.data_users import (
     replicate_files,
     section,
 )
-from dpcore.estimate.design_nodes import NodeCells
+from dpcore.estimate.design_nodes import NodeCells, distinct_codes
 from dpcore.estimate.gls import Measurements, gls_estimate
 from dpcore.flows.data_users_tree import TREE_NOTE, measured_tree, published_nodes, tree_pack
 from dpcore.flows.mechanisms.common import ODRelease
@@ -97,7 +97,7 @@ def _make_pack(rel: ODRelease) -> DataUserPack | None:
     nd = rel.destination_h.n_leaves
     idx = np.arange(leaf.size)
     codes = _pair_codes(rel, T, idx // nd, idx % nd).tolist()
-    if len(set(codes)) != len(codes):
+    if not distinct_codes(codes):
         return None  # area labels holding ">" make two pairs one code: not offered (as tree_pack)
     lv = rel.plan.levels[T]
     n = leaf.size

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from dpcore.estimate.data_users import DataUserPack, MeasuredLevel
-from dpcore.estimate.design_nodes import NodeCells, NodeEdges
+from dpcore.estimate.design_nodes import NodeCells, NodeEdges, distinct_codes
 from dpcore.flows.mechanisms.common import ODRelease
 
 __all__ = ["TREE_NOTE", "measured_tree", "published_nodes", "tree_pack"]
@@ -109,7 +109,7 @@ def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
     (None when two levels would give a node the same code)."""
     code_of = _codes(rel, tree)
     codes = code_of.tolist()
-    if len(set(codes)) != len(codes):
+    if not distinct_codes(codes):
         return None  # area labels repeat across levels: pair codes would not name one node
     parent, n = tree["parent"], len(codes)
     leaf = np.ones(n, dtype=bool)
