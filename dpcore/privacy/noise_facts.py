@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["DGAUSS_SUM_MAX_SIGMA", "dgauss_interval", "dgauss_normaliser", "dgauss_variance", "dlap_interval",
+__all__ = ["dgauss_interval", "dgauss_normaliser", "dgauss_variance", "dlap_interval",
            "dlap_variance"]
 
 #: Above this sigma the discrete Gaussian facts use the Poisson-summation form instead of summing
