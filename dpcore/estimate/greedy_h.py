@@ -528,12 +528,13 @@ def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: N
     val[0].append(f[part] ** 2)
     fb = b[full]
     if runs is not None:
+        assert not fb.size, "with runs, buckets holds the partial buckets only"
         lo, hi = (np.array(a, dtype=np.int64) for a in runs)
-    elif fb.size:
+    else:  # the wholly covered buckets as maximal runs [lo, hi)
         cut = np.flatnonzero(np.diff(fb) != 1) + 1
-        lo = fb[np.concatenate([[0], cut])]
-        hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1
-    if (runs is not None and lo.size) or (runs is None and fb.size):
+        lo = fb[np.concatenate([[0], cut])] if fb.size else fb
+        hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1 if fb.size else fb
+    if lo.size:
         hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
         for lv in range(tree.height + 1):
             live = lo < hi
