@@ -1,4 +1,7 @@
-"""Start the app's server (``./run``): ``python -m ui.serve app.py [streamlit options]``.
+"""Start the app's server (``./run``): ``python -m ui.serve app.py [--workers N] [streamlit options]``.
+
+``--workers N`` (or ``$DPCORE_WORKERS``; ``auto``: one per core) serves the address with N such
+servers behind a sticky front (:mod:`ui.front`): for many curators at once.  The default is one.
 
 The same as ``streamlit run app.py ...``, after importing the app's modules and the libraries they
 use and moving every object then alive to the garbage collector's permanent generation
@@ -20,6 +23,7 @@ import atexit
 import gc
 import importlib
 import logging
+import os
 import pkgutil
 import sys
 import threading
@@ -92,7 +96,42 @@ def freeze_alive() -> int:
     return gc.get_freeze_count()
 
 
+#: The environment variable that sets ``--workers`` when the option is not given.
+WORKERS_ENV = "DPCORE_WORKERS"
+
+
+def workers_option(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, list[str]]:
+    """``--workers N`` (or ``auto``: one per core) among ``argv``, else ``$DPCORE_WORKERS``, else 1; and
+    ``argv`` without it.
+
+    >>> workers_option(["app.py", "--workers", "3", "--server.port", "8600"], {})
+    (3, ['app.py', '--server.port', '8600'])
+    >>> workers_option(["app.py"], {"DPCORE_WORKERS": "2"})
+    (2, ['app.py'])
+    """
+    value = (os.environ if env is None else env).get(WORKERS_ENV, "1")
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        name, eq, given = arg.partition("=")
+        if name == "--workers":
+            value = given if eq else next(args, "")
+        else:
+            rest.append(arg)
+    if value == "auto":
+        return max(1, os.cpu_count() or 1), rest
+    if not value.isdigit() or int(value) < 1:
+        raise SystemExit(f"--workers {value!r} is not a number of app servers: give 1 or more, or auto "
+                         "(one per core)")
+    return int(value), rest
+
+
 def main(argv: list[str]) -> int:
+    workers, argv = workers_option(argv)
+    if workers > 1:  # several servers behind one address (ui/front.py); each comes back here with 1
+        from ui import front
+
+        return front.serve(argv, workers)
     tune_gc()
     freeze_libraries()
     collect_periodically()

@@ -128,3 +128,19 @@ def keep_screenshot(page, name: str, **kwargs) -> None:
     if SCREENS:
         os.makedirs(SCREENS, exist_ok=True)
         page.screenshot(path=os.path.join(SCREENS, name), **kwargs)
+
+
+def open_census(context, app_url, name: str, data: bytes):
+    """A new session: Data step → counts over areas → a census table → upload ``data``."""
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{app_url}/data?kind=areas")  # a link naming the kind of data: its Data step first
+    main = page.get_by_test_id("stMain")
+    click(page, main.get_by_text(re.compile(r"^A census table with attributes")))
+    click(page, main.get_by_role("radiogroup", name="Source").get_by_text("Upload a file"))  # the census form's, not the points step's
+    main.get_by_text("Upload a census table, or use the built-in synthetic census.").wait_for()
+    wait_idle(page)
+    main.locator('input[type="file"]').first.set_input_files(
+        files=[{"name": name, "mimeType": "text/csv", "buffer": data}])
+    main.get_by_text(re.compile(rf"Source: {re.escape(name)}, 3 rows")).wait_for()
+    return page, main, page.get_by_test_id("stSidebar")

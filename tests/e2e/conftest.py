@@ -92,14 +92,15 @@ def app_ledger_db(app_url) -> str:
 
 
 @contextmanager
-def _streamlit_server() -> Iterator[str]:
+def _streamlit_server(workers: int = 1) -> Iterator[str]:
     """Start the app's server as ``./run`` does (``python -m ui.serve app.py``: Streamlit's ``run``
     after the libraries are imported and frozen, with the server's garbage-collector thresholds) on a
-    free port with a budget database of its own; yield its URL; stop it afterwards."""
+    free port with a budget database of its own; yield its URL; stop it afterwards.  ``workers``:
+    ``./run --workers N`` (N servers behind ui/front.py's sticky front)."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [
-        sys.executable, "-m", "ui.serve", "app.py",
+        sys.executable, "-m", "ui.serve", "app.py", f"--workers={workers}",
         "--server.headless=true", f"--server.port={port}", "--server.address=127.0.0.1",
         "--browser.gatherUsageStats=false", "--server.fileWatcherType=none",
         # no full garbage collection after every script run (Streamlit's default, runner.postScriptGC):
@@ -165,6 +166,13 @@ def app_url():
 def fresh_app_url():
     """The URL of a Streamlit server of this module's own, started for it (no session has run on it)."""
     with _streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def workers_app_url():
+    """The URL of two app servers behind one front (``./run --workers 2``), for this module alone."""
+    with _streamlit_server(workers=2) as url:
         yield url
 
 

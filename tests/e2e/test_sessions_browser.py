@@ -9,7 +9,7 @@ import os
 import re
 
 import pytest
-from browser_steps import click, go_to, wait_idle
+from browser_steps import click, go_to, open_census
 
 pytestmark = [
     pytest.mark.e2e,
@@ -18,22 +18,6 @@ pytestmark = [
 
 SHARED = b"state,county,tract,population\n07,001,000100,50\n07,001,000200,70\n07,003,000100,90\n"
 OTHER = b"state,county,tract,population\n08,001,000100,40\n08,001,000200,60\n08,003,000100,80\n"
-
-
-def open_census(context, app_url, name: str, data: bytes):
-    """A new session: Data step → counts over areas → a census table → upload ``data``."""
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    page.goto(f"{app_url}/data?kind=areas")  # a link naming the kind of data: its Data step first
-    main = page.get_by_test_id("stMain")
-    click(page, main.get_by_text(re.compile(r"^A census table with attributes")))
-    click(page, main.get_by_role("radiogroup", name="Source").get_by_text("Upload a file"))  # the census form's, not the points step's
-    main.get_by_text("Upload a census table, or use the built-in synthetic census.").wait_for()
-    wait_idle(page)
-    main.locator('input[type="file"]').first.set_input_files(
-        files=[{"name": name, "mimeType": "text/csv", "buffer": data}])
-    main.get_by_text(re.compile(rf"Source: {re.escape(name)}, 3 rows")).wait_for()
-    return page, main, page.get_by_test_id("stSidebar")
 
 
 def test_two_sessions_keep_data_releases_and_budgets_apart(app_url, browser):
