@@ -166,7 +166,8 @@ async def _protocol_walk(base: str) -> dict:
     return out | {"release drawn": float("nan"), "lost": 0, "protocol": True}
 
 
-async def run(sessions: int, single: int, rounds: int, mode: str = "browsers") -> tuple[list[dict], list[dict], str]:
+async def run(sessions: int, single: int, rounds: int, mode: str = "browsers",
+              workers: int = 1) -> tuple[list[dict], list[dict], str]:
     """``mode``: "browsers" (every session a browser), "protocol" (every session a protocol session: the
     server's side only), "mixed" (one browser measured while the other sessions are protocol sessions:
     the browser's steps as a user sees them, with the other users' browsers on their own machines)."""
@@ -187,8 +188,10 @@ async def run(sessions: int, single: int, rounds: int, mode: str = "browsers") -
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         chromium = browser.version
         try:
-            with streamlit_server() as (base, _log):
+            with streamlit_server(workers=workers) as (base, _log):
                 await walk(browser, base)  # the server's first session imports the app: not counted
+                if workers > 1:  # and every other server's: one walk each at once (the front spreads them)
+                    await asyncio.gather(*[_protocol_walk(base) for _ in range(workers)])
                 for i in range(single):
                     alone.append(await (_protocol_walk(base) if mode == "protocol" else walk(browser, base)))
                     print(f"single {i + 1}: " + _line(alone[-1]), flush=True)
@@ -231,10 +234,11 @@ def main() -> None:
                     help="browsers: every session a browser; protocol: every session a browserless protocol "
                          "session (the server's side of each step); mixed: one browser measured, the other "
                          "sessions protocol sessions")
+    ap.add_argument("--workers", type=int, default=1, help="app servers behind the front (./run --workers N)")
     ap.add_argument("--out", default=str(RESULTS), help="the results file")
     a = ap.parse_args()
     t_start, load_before = time.perf_counter(), loadavg()
-    alone, together, chromium = asyncio.run(run(a.sessions, a.single, a.rounds, a.mode))
+    alone, together, chromium = asyncio.run(run(a.sessions, a.single, a.rounds, a.mode, a.workers))
     rows = []
     # the medians are over the measured kind of session: protocol ones in "protocol", browsers otherwise
     done = [r for r in together if "failed" not in r and bool(r.get("protocol")) == (a.mode == "protocol")]
@@ -248,7 +252,8 @@ def main() -> None:
     table = "\n".join(["| step | single session, median (s) | "
                        f"{a.sessions} sessions at once, median (s) | {a.sessions} at once, slowest (s) | ratio |",
                        "|---|---:|---:|---:|---:|", *rows])
-    md = f"""# {a.sessions} browser sessions at once against one server
+    served = "one server" if a.workers == 1 else f"{a.workers} servers behind one front (`./run --workers {a.workers}`)"
+    md = f"""# {a.sessions} browser sessions at once against {served}
 
 - Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M')} UTC
 - Machine: {os.cpu_count()} cores ({_cpu()}), Python {platform.python_version()}; headless Chromium {chromium} \
@@ -264,7 +269,7 @@ step not shown in {STEP_TIMEOUT_S:.0f} s): **{failed}** of {len(together)} (not 
 - Mode: **{a.mode}** (see `--mode`); the medians are over the {'protocol' if a.mode == 'protocol' else 'browser'} \
 sessions.
 - Command: `python benchmarks/concurrent_sessions.py --mode {a.mode} --sessions {a.sessions} --single {a.single} \
---rounds {a.rounds}` (total run time {time.perf_counter() - t_start:.0f} s)
+--rounds {a.rounds}{f' --workers {a.workers}' if a.workers > 1 else ''}` (total run time {time.perf_counter() - t_start:.0f} s)
 
 {table}
 

@@ -119,16 +119,18 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def streamlit_server(launcher: list[str] | None = None, env_extra: dict[str, str] | None = None,
-                     started: list[subprocess.Popen] | None = None):
+                     started: list[subprocess.Popen] | None = None, workers: int = 1):
     """The app's server on a free port with a budget database of its own, started as ``./run`` starts it
     (``python -m ui.serve app.py``); yields (base URL, log path).  ``launcher``: another command before
     ``run app.py`` (``streamlit run`` without the freeze of ui.serve, or a profiling wrapper); ``env_extra``:
-    more environment; ``started``: the server's process is appended to it (benchmarks/step_cpu.py)."""
+    more environment; ``started``: the server's process is appended to it (benchmarks/step_cpu.py);
+    ``workers``: ``./run --workers N`` (N servers behind ui/front.py's front)."""
     port = free_port()
     log = tempfile.NamedTemporaryFile("w+", prefix="map_draw_streamlit_", suffix=".log", delete=False)
     cmd = [*([*launcher, "run"] if launcher else [sys.executable, "-m", "ui.serve"]), "app.py", "--server.headless=true",
            f"--server.port={port}", "--server.address=127.0.0.1",
-           "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
+           "--browser.gatherUsageStats=false", "--server.fileWatcherType=none",
+           *([f"--workers={workers}"] if workers > 1 else [])]
     # a budget database of its own: the demo's budget is kept across sessions, and the user's is not touched
     db_dir = tempfile.TemporaryDirectory(prefix="map_draw_ledger_")
     env = dict(os.environ, DPCORE_LEDGER_DB=os.path.join(db_dir.name, "ledger.sqlite"), **(env_extra or {}))
