@@ -42,6 +42,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,6 +50,8 @@ from dataclasses import dataclass
 COOKIE = "dpcore_worker"
 #: Largest request or response head read before the bytes are copied (Streamlit's are a few kB).
 MAX_HEAD = 64 * 1024
+#: Seconds a client may take to send its first request head (then it is closed, as a server would).
+HEAD_TIMEOUT = 60.0
 #: Bytes per read when copying.
 CHUNK = 256 * 1024
 #: Seconds a worker may take to accept connections after it is started (the first start imports the
@@ -108,10 +111,10 @@ class StickyFront:
     async def handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         """Serve one client connection: read its first head, open its worker, copy both ways."""
         try:
-            head = await client_r.readuntil(b"\r\n\r\n")
+            head = await asyncio.wait_for(client_r.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
         except asyncio.LimitOverrunError:
             return await _answer(client_w, 431, "Request header fields too large")
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             return await _close(client_w)
         index = self.pinned(head)
         opened = await self._open(index)
@@ -188,16 +191,17 @@ async def _close(w: asyncio.StreamWriter) -> None:
 # the workers
 
 
-def split_address(argv: Sequence[str]) -> tuple[str, int, list[str]]:
+def split_address(argv: Sequence[str], defaults: dict[str, str] | None = None) -> tuple[str, int, list[str]]:
     """The public address and port among Streamlit's options (the last of each wins, as for
-    Streamlit), and the options without them.
+    Streamlit), else as Streamlit would find them (:func:`configured`); and the options without them.
 
     >>> split_address(["app.py", "--server.address", "127.0.0.1", "--server.port=8600", "--theme.base=dark"])
     ('127.0.0.1', 8600, ['app.py', '--theme.base=dark'])
-    >>> split_address(["app.py"])
+    >>> split_address(["app.py"], {"address": "", "port": "8501"})
     ('', 8501, ['app.py'])
     """
-    found = {"--server.address": "", "--server.port": "8501"}
+    defaults = configured() if defaults is None else defaults
+    found = {"--server.address": defaults["address"], "--server.port": defaults["port"]}
     rest: list[str] = []
     args = iter(argv)
     for arg in args:
@@ -210,6 +214,20 @@ def split_address(argv: Sequence[str]) -> tuple[str, int, list[str]]:
     if not port.isdigit():
         raise SystemExit(f"--server.port {port!r} is not a port number: give one such as 8501")
     return found["--server.address"], int(port), rest
+
+
+def configured(env: dict[str, str] | None = None, config: str = ".streamlit/config.toml") -> dict[str, str]:
+    """The server's address and port when no option names them, found as Streamlit finds them:
+    ``$STREAMLIT_SERVER_ADDRESS`` / ``$STREAMLIT_SERVER_PORT``, else the app's ``config`` file
+    (127.0.0.1:8501 here), else Streamlit's defaults (every interface, 8501).  So the front never
+    listens more widely than one server would."""
+    env = os.environ if env is None else env
+    server: dict = {}
+    with contextlib.suppress(OSError, ValueError):
+        with open(config, "rb") as f:
+            server = tomllib.load(f).get("server", {})
+    return {name: env.get(f"STREAMLIT_SERVER_{name.upper()}") or str(server.get(name, default))
+            for name, default in (("address", ""), ("port", 8501))}
 
 
 def _free_port() -> int:

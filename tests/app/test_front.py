@@ -144,6 +144,20 @@ def test_a_request_head_too_large_is_refused() -> None:
     asyncio.run(scenario())
 
 
+def test_a_client_that_sends_no_head_is_closed(monkeypatch) -> None:
+    monkeypatch.setattr(front, "HEAD_TIMEOUT", 0.2)
+
+    async def scenario():
+        _f, stand_ins, port = await _fronted(1)
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"GET / HTTP/1.1\r\nHost: x\r\n")  # and nothing more
+        assert await asyncio.wait_for(r.read(), 5) == b""  # closed by the front
+        assert stand_ins[0].heads == []  # no worker was bothered
+        w.close()
+
+    asyncio.run(scenario())
+
+
 # ---- the worker processes
 
 
@@ -214,6 +228,16 @@ def test_the_options_name_the_problem_and_the_fix() -> None:
             serve.workers_option(["app.py", "--workers", bad], {})
     with pytest.raises(SystemExit, match=r"--server\.port 'x' is not a port number"):
         front.split_address(["app.py", "--server.port", "x"])
+
+
+def test_without_options_the_front_listens_where_one_server_would(tmp_path) -> None:
+    """The app's .streamlit/config.toml says 127.0.0.1: the front does not listen on every interface."""
+    assert front.configured({}) == {"address": "127.0.0.1", "port": "8501"}  # the repository's file
+    assert front.split_address(["app.py"])[:2] == ("127.0.0.1", 8501)
+    assert front.configured({"STREAMLIT_SERVER_PORT": "9000"})["port"] == "9000"
+    (tmp_path / "c.toml").write_text("[server]\nport = 8700\n")
+    assert front.configured({}, str(tmp_path / "c.toml")) == {"address": "", "port": "8700"}
+    assert front.configured({}, str(tmp_path / "missing.toml")) == {"address": "", "port": "8501"}
 
 
 def test_main_hands_several_workers_to_the_front(monkeypatch) -> None:
