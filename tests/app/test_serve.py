@@ -13,24 +13,25 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _python(code: str) -> str:
+def _python(code: str) -> list[str]:
+    """Run ``code`` in a fresh interpreter; its last two lines of output."""
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout.strip().splitlines()[-1]
+    return out.stdout.strip().splitlines()[-2:]
 
 
-def test_the_apps_runs_freeze_no_object() -> None:
-    """A fresh process (no test worker's freeze) runs the app's first page: nothing frozen."""
+def test_the_apps_runs_freeze_nothing_and_the_server_freezes_the_libraries() -> None:
+    """In one fresh process (no test worker's freeze; one interpreter's imports, not two): the app's
+    first page runs and freezes nothing; then the server's freeze takes the libraries' objects.
+    (That the server freezes before Streamlit's runtime exists:
+    test_the_server_sets_the_collectors_thresholds_before_it_starts.)"""
     frozen = _python("import gc\nfrom streamlit.testing.v1 import AppTest\n"
                      "at = AppTest.from_file('app.py', default_timeout=240).run()\n"
-                     "assert not at.exception, at.exception\nprint(gc.get_freeze_count())")
-    assert frozen == "0"
-
-
-def test_the_server_freezes_the_libraries_before_any_session() -> None:
-    # (that it runs before Streamlit's runtime exists: test_the_server_sets_..._before_it_starts)
-    frozen = _python("from ui.serve import freeze_libraries\nprint(freeze_libraries())")
-    assert int(frozen) > 50_000  # plotly's, pandas', Streamlit's objects ...
+                     "assert not at.exception, at.exception\nprint(gc.get_freeze_count())\n"
+                     "from ui.serve import freeze_libraries\nprint(freeze_libraries())")
+    by_app, by_server = frozen
+    assert by_app == "0"
+    assert int(by_server) > 50_000  # plotly's, pandas', Streamlit's objects ...
 
 
 def test_the_server_sets_the_collectors_thresholds_before_it_starts(monkeypatch) -> None:
