@@ -331,9 +331,14 @@ async def _front(workers: Workers, host: str, port: int) -> int:
         workers.stop()
         raise SystemExit(f"Cannot listen on {host or '*'}:{port}: {e.strerror}. Give another --server.port.") from None
     stop = asyncio.Event()
+
+    def stopping() -> None:  # Ctrl-C reaches the workers too: none may be started again meanwhile
+        workers.stopping = True
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stopping)
     supervisor = asyncio.create_task(workers.supervise())
     shown = host if host not in ("", "0.0.0.0") else "localhost"
     print(f"The app is served on http://{shown}:{port} by {len(workers.backends)} app servers.", flush=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import socket
 import sys
 
@@ -196,6 +197,29 @@ def test_workers_start_are_started_again_when_one_exits_and_stop() -> None:
     w.stop()
     assert all(p.poll() is not None for p in w.procs)
     assert w.env["DPCORE_WORKERS"] == "1" and len(w.env["STREAMLIT_SERVER_COOKIE_SECRET"]) == 64
+
+
+def test_the_front_serves_until_sigterm_then_stops_its_workers() -> None:
+    w = Sleepers(2, ["app.py"])
+    for i in range(2):
+        w.start(i)
+    w.wait_ready(timeout=60)
+    port = front._free_port()
+
+    async def scenario():
+        task = asyncio.create_task(front._front(w, "127.0.0.1", port))
+        for _ in range(200):  # until the front accepts
+            try:
+                _r, conn = await asyncio.open_connection("127.0.0.1", port)
+                conn.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)  # the front's handler, while its loop runs
+        return await asyncio.wait_for(task, 30)
+
+    assert asyncio.run(scenario()) == 0
+    assert w.stopping and all(p.poll() is not None for p in w.procs)
 
 
 def test_a_worker_that_cannot_start_stops_the_others_with_a_clear_message() -> None:
