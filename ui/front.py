@@ -21,10 +21,10 @@ in front of the workers does the same job for a deployment and is what the READM
 
 **What the servers share.**  The budget database (SQLite, ``$DPCORE_LEDGER_DB``): every release of
 every worker is charged in it under SQLite's write lock (:mod:`dpcore.privacy.ledger_store`), so
-the workers never overspend a shared cap.  They also share the cookie secret (Streamlit's
-``server.cookieSecret``, drawn once here unless set), so that a restarted worker still accepts a
-browser's XSRF cookie.  A worker that exits is started again on its port; its browser sessions
-reconnect to a fresh session (as after a server restart).
+the workers never overspend a shared cap.  A worker that exits is started again on its port; its
+browser sessions reconnect to a fresh session, as after a restart of a single server.  Each server
+keeps Streamlit's own cookie secret (its own unless ``server.cookieSecret`` is set): the front draws
+no randomness (DESIGN.md's rule 2: only the noise module does).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import http.cookies
 import itertools
 import os
 import re
-import secrets
 import signal
 import socket
 import subprocess
@@ -237,7 +236,9 @@ def _free_port() -> int:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: the worker gets SIGTERM when the front dies, even by SIGKILL (no orphan servers)."""
+    """Linux: the worker gets SIGTERM when the front dies, even by SIGKILL (no orphan servers).  The
+    kernel ties this to the thread that started the worker: the front starts them all from its main
+    thread, which lives as long as the front."""
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -250,7 +251,6 @@ class Workers:
         self.argv = list(argv)
         self.backends = [Backend("127.0.0.1", _free_port()) for _ in range(n)]
         self.env = dict(os.environ, DPCORE_WORKERS="1")  # each worker is one server
-        self.env.setdefault("STREAMLIT_SERVER_COOKIE_SECRET", secrets.token_hex(32))
         self.procs: list[subprocess.Popen | None] = [None] * n
         self.started = [0.0] * n  # time.monotonic() of each worker's last start
         self.stopping = False

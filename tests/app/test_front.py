@@ -6,17 +6,29 @@ started again and stopped.  The app behind the front: tests/e2e/test_workers_bro
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import signal
 import socket
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from ui import front, serve
 from ui.front import Backend, StickyFront, Workers
 
+
+def _run(coro):
+    """``asyncio.run`` in a thread of its own: a test process may already run an event loop on its main
+    thread (Playwright's sync API does, after the browser tests of the same worker)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+ROOT = Path(__file__).resolve().parents[2]
 UPGRADE = (b"GET /_stcore/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
            b"Cookie: dpcore_worker=%d\r\n\r\n")
 
@@ -85,7 +97,7 @@ def test_a_new_browser_gets_a_cookie_and_keeps_its_worker() -> None:
         # the worker got the request head as sent
         assert stand_ins[int(pinned)].heads[-1].startswith(b"GET / HTTP/1.1\r\nHost: x\r\nCookie: _streamlit_xsrf=abc;")
 
-    asyncio.run(scenario())
+    _run(scenario())
 
 
 def test_new_browsers_go_in_turn_and_a_cookie_naming_no_worker_is_replaced() -> None:
@@ -96,7 +108,7 @@ def test_new_browsers_go_in_turn_and_a_cookie_naming_no_worker_is_replaced() -> 
         head, body = await _get(port, "dpcore_worker=5")  # a front that had more workers before
         assert _cookie(head) is not None and body == f"worker {_cookie(head)}"
 
-    asyncio.run(scenario())
+    _run(scenario())
 
 
 def test_websocket_bytes_pass_untouched_and_new_browsers_go_to_the_freest_worker() -> None:
@@ -121,7 +133,7 @@ def test_websocket_bytes_pass_untouched_and_new_browsers_go_to_the_freest_worker
             await asyncio.sleep(0.02)
         assert [b.sessions for b in f.backends] == [0, 0]
 
-    asyncio.run(scenario())
+    _run(scenario())
 
 
 def test_a_worker_that_does_not_answer_is_replaced_and_none_gives_a_clear_answer() -> None:
@@ -133,7 +145,7 @@ def test_a_worker_that_does_not_answer_is_replaced_and_none_gives_a_clear_answer
         head, body = await _get(port)
         assert head.startswith("HTTP/1.1 503") and "try again in a minute" in body
 
-    asyncio.run(scenario())
+    _run(scenario())
 
 
 def test_a_request_head_too_large_is_refused() -> None:
@@ -142,7 +154,7 @@ def test_a_request_head_too_large_is_refused() -> None:
         head, _ = await _get(port, extra=b"X-Big: " + b"a" * (front.MAX_HEAD + 10) + b"\r\n")
         assert head.startswith("HTTP/1.1 431")
 
-    asyncio.run(scenario())
+    _run(scenario())
 
 
 def test_a_client_that_sends_no_head_is_closed(monkeypatch) -> None:
@@ -156,7 +168,7 @@ def test_a_client_that_sends_no_head_is_closed(monkeypatch) -> None:
         assert stand_ins[0].heads == []  # no worker was bothered
         w.close()
 
-    asyncio.run(scenario())
+    _run(scenario())
 
 
 # ---- the worker processes
@@ -190,36 +202,56 @@ def test_workers_start_are_started_again_when_one_exits_and_stop() -> None:
                 break
             await asyncio.sleep(0.05)
         task.cancel()
+        # checked in this thread: a worker dies with the thread that started it (PR_SET_PDEATHSIG;
+        # the front starts them all from its main thread)
+        assert w.procs[0] is not first and w.procs[0].poll() is None
+        w.wait_ready(timeout=60)
+        w.stop()
 
-    asyncio.run(watch())
-    assert w.procs[0] is not first and w.procs[0].poll() is None
-    w.wait_ready(timeout=60)
-    w.stop()
+    _run(watch())
     assert all(p.poll() is not None for p in w.procs)
-    assert w.env["DPCORE_WORKERS"] == "1" and len(w.env["STREAMLIT_SERVER_COOKIE_SECRET"]) == 64
+    assert w.env["DPCORE_WORKERS"] == "1"  # each worker is one server, not another front
+
+
+FRONT_OF_SLEEPERS = """
+import sys
+from ui import front
+from ui.front import Workers
+
+class Sleepers(Workers):
+    def command(self, i):
+        return [sys.executable, "-c", "import socket, time\\ns = socket.socket()\\n"
+                f"s.bind(('127.0.0.1', {self.backends[i].port}))\\ns.listen()\\ntime.sleep(120)"]
+
+w = Sleepers(2, ["app.py"])
+for i in range(2):
+    w.start(i)
+w.wait_ready(timeout=60)
+print(*(p.pid for p in w.procs), flush=True)
+sys.exit(front.asyncio.run(front._front(w, "127.0.0.1", int(sys.argv[1]))))
+"""
 
 
 def test_the_front_serves_until_sigterm_then_stops_its_workers() -> None:
-    w = Sleepers(2, ["app.py"])
-    for i in range(2):
-        w.start(i)
-    w.wait_ready(timeout=60)
+    """A real front process (two stand-in workers): it answers on its port; on SIGTERM it exits with 0
+    and its workers are gone."""
     port = front._free_port()
-
-    async def scenario():
-        task = asyncio.create_task(front._front(w, "127.0.0.1", port))
-        for _ in range(200):  # until the front accepts
-            try:
-                _r, conn = await asyncio.open_connection("127.0.0.1", port)
-                conn.close()
-                break
-            except OSError:
-                await asyncio.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGTERM)  # the front's handler, while its loop runs
-        return await asyncio.wait_for(task, 30)
-
-    assert asyncio.run(scenario()) == 0
-    assert w.stopping and all(p.poll() is not None for p in w.procs)
+    proc = subprocess.Popen([sys.executable, "-c", FRONT_OF_SLEEPERS, str(port)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2
+        # said once it listens and handles signals
+        assert proc.stdout.readline() == f"The app is served on http://127.0.0.1:{port} by 2 app servers.\n"
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        for pid in pids:  # stopped and reaped by the front
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_a_worker_that_cannot_start_stops_the_others_with_a_clear_message() -> None:
@@ -240,7 +272,7 @@ def test_a_port_in_use_is_named_with_the_fix(capsys) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         with pytest.raises(SystemExit, match=r"Cannot listen on 127\.0\.0\.1:\d+: .*Give another --server\.port"):
-            asyncio.run(front._front(w, "127.0.0.1", taken.getsockname()[1]))
+            _run(front._front(w, "127.0.0.1", taken.getsockname()[1]))
     assert w.procs[0].poll() is not None  # its worker was stopped
 
 
