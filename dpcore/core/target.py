@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dpcore.core.mechanism import Mechanism, Plan, PlanRow
+from dpcore.core.mechanism import Mechanism, Plan, PlanRow, sd_only
 from dpcore.errors import ParameterError
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width, noise_variance
@@ -379,11 +379,15 @@ class _Planner:
     def worst(self, total: float, weights: Sequence[float] | None = None) -> float:
         """The largest of :meth:`ratios` at (total, weights), memoised without its plan: a plan kept per
         point of the search (37 objects each, 1,200 to 2,600 points per proposal on the demos) grew the
-        heap until Python's full garbage collections ran during the search (13 % of its time)."""
+        heap until Python's full garbage collections ran during the search (13 % of its time).  The plan
+        is made :func:`~dpcore.core.mechanism.sd_only`: the ratios read only its SDs."""
         key = (float(total), tuple(weights) if weights is not None else None)
         if key not in self._worst:
             plan = self._memo.get(key)
-            self._worst[key] = max(self.ratios(plan if plan is not None else self._make(total, weights)))
+            if plan is None:
+                with sd_only():  # the ratios read the rows' SDs only: no expected largest errors
+                    plan = self._make(total, weights)
+            self._worst[key] = max(self.ratios(plan))
         return self._worst[key]
 
     def meets(self, total: float, weights: Sequence[float] | None = None) -> bool:
