@@ -12,7 +12,8 @@ release publishes it as an invariant (replace-one neighbours).
 
 Not written (the record then has no ``data_users`` section, as for O/D domains over
 :data:`dpcore.flows.data_users.OD_MAX_CELLS`): hierarchies of more than :data:`MAX_AREAS` areas in
-all.  ``design.json`` lists the finest areas under every area (areas × depth numbers), which at
+all.  Nor for a hierarchy whose design codes repeat (two areas would share a code in design.json):
+its record's section then lists no file and says why, with ``measurements_offered`` false.  ``design.json`` lists the finest areas under every area (areas × depth numbers), which at
 8 million census blocks took more memory and time than the release itself (issue 28:
 benchmarks/results/blocks.md); release the tracts or block groups for the data users' files.
 """
@@ -31,11 +32,12 @@ from dpcore.estimate.data_users import (
     MeasuredLevel,
     estimates_csv,
     node_estimates,
+    not_offered,
     pack_files,
     replicate_files,
     section,
 )
-from dpcore.estimate.design_nodes import NodeCells, NodeEdges, distinct_codes
+from dpcore.estimate.design_nodes import NodeCells, NodeEdges, distinct_codes, repeated_codes_why
 
 __all__ = ["DATA_USER_FILES", "MAX_AREAS", "data_users_section", "hierarchy_data_user_files", "hierarchy_pack"]
 
@@ -45,12 +47,16 @@ __all__ = ["DATA_USER_FILES", "MAX_AREAS", "data_users_section", "hierarchy_data
 MAX_AREAS = 1_000_000
 
 
+def _measured(rel: HierarchyRelease) -> bool:
+    """The release exposes its measurements (plain counts of a tree mechanism) and is small enough."""
+    return bool(rel.measurements) and rel.plan.statistic == "count" and int(sum(rel.hierarchy.sizes)) <= MAX_AREAS
+
+
 def _offers(rel: HierarchyRelease) -> bool:
-    """The release exposes its measurements (plain counts of a tree mechanism), is small enough, and
-    every area has a design code of its own (:func:`_node_keys`); otherwise its files are not offered,
-    as the O/D writers do (the files are made after the charge, so a refusal would come too late)."""
-    return (bool(rel.measurements) and rel.plan.statistic == "count"
-            and int(sum(rel.hierarchy.sizes)) <= MAX_AREAS and _node_keys(rel) is not None)
+    """:func:`_measured`, and every area has a design code of its own (:func:`_node_keys`); otherwise its
+    files are not offered, as the O/D writers do (the files are made after the charge, so a refusal
+    would come too late)."""
+    return _measured(rel) and _node_keys(rel) is not None
 
 
 #: The design keys of a release, made once (the record, the file list and the files each ask).
@@ -69,9 +75,31 @@ def _node_keys(rel: HierarchyRelease) -> list[np.ndarray] | None:
         if distinct_codes(np.concatenate(labels).tolist()):
             _KEYS[rel] = labels
         else:
-            keys = [np.char.add(f"{h.level_names[d]}:", lab) if d < h.depth else lab for d, lab in enumerate(labels)]
+            keys = _level_keys(rel, labels)
             _KEYS[rel] = keys if distinct_codes(np.concatenate(keys).tolist()) else None
     return _KEYS[rel]
+
+
+def _level_keys(rel: HierarchyRelease, labels: list[np.ndarray]) -> list[np.ndarray]:
+    """``level:label`` for the coarser levels, the finest areas' labels as they are."""
+    h = rel.hierarchy
+    return [np.char.add(f"{h.level_names[d]}:", lab) if d < h.depth else lab for d, lab in enumerate(labels)]
+
+
+#: the fix the record states when two areas share a design code
+_UNIQUE_CODES = ("give every area a code of its own (make the codes unique; a finest area must not be coded like "
+                 "a coarser area's 'level:code' key) and release again to get the data users' files.")
+
+
+def _why_not_offered(rel: HierarchyRelease) -> str | None:
+    """Why the data users' files of a release that exposes its measurements are not offered: two areas
+    share a design code (:func:`_node_keys`, :func:`~dpcore.estimate.design_nodes.repeated_codes_why`);
+    None otherwise."""
+    if not _measured(rel) or _node_keys(rel) is not None:
+        return None
+    h = rel.hierarchy
+    labels = [np.asarray(h.labels(d)).astype(str) for d in range(h.depth + 1)]
+    return repeated_codes_why(np.concatenate(_level_keys(rel, labels)).tolist(), "areas", _UNIQUE_CODES)
 
 
 def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
@@ -130,9 +158,14 @@ def hierarchy_data_user_files(rel: HierarchyRelease, parquet_above: int | None =
 
 
 def data_users_section(rel: HierarchyRelease) -> dict[str, Any] | None:
-    """The record's ``data_users`` section: the files and which value the map shows."""
+    """The record's ``data_users`` section: the files and which value the map shows; for a release whose
+    design codes repeat, no file and why (:func:`_why_not_offered`); None when no files are offered
+    otherwise (module docstring)."""
     if not _offers(rel):
-        return None
+        why = _why_not_offered(rel)
+        return None if why is None else not_offered(
+            "The map, release.csv and the GeoJSON show the published (post-processed) values; no data users' "
+            "files are written (see why).", why)
     return section("The map, release.csv and the GeoJSON show the published (post-processed) values; "
                  "estimates.csv holds the unbiased generalised least-squares estimate of every area and "
                  "its exact variance, computed from measurements.csv (the noisy counts before "

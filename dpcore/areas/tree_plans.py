@@ -49,6 +49,7 @@ import numpy as np
 
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.core import metrics
+from dpcore.core.mechanism import errors_wanted
 from dpcore.core.record import created_now, new_release_id
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
@@ -358,14 +359,16 @@ def level_plans(h: Hierarchy, cost: PrivacyCost, ln: LevelNoise, node_var: Seque
     """The plan of every depth from the per-area error variances ``node_var`` (data-free).
 
     Errors inherit the tails of the noise: exponential for discrete Laplace (pure ε), Gaussian
-    otherwise; ``level_error`` gives the mean and expected largest absolute error of a level.
+    otherwise; ``level_error`` gives the mean and expected largest absolute error of a level (NaN,
+    not computed, inside :func:`~dpcore.core.mechanism.sd_only`).
     """
     family = "laplace" if cost.definition == "pure" else "normal"
+    wanted = errors_wanted()  # not in a search that reads the SDs only (the target planner)
     levels = []
     for d in range(h.depth + 1):
         nv = np.asarray(node_var[d], float)
         cells = h.sizes[d] * k
-        mean_abs, max_abs = level_error(d, ln, nv, cells, k, family)
+        mean_abs, max_abs = level_error(d, ln, nv, cells, k, family) if wanted else (math.nan, math.nan)
         levels.append(HierLevelPlan(
             depth=d, level=h.level_names[d], areas=h.sizes[d], cells=cells, measured=ln.measured[d],
             share=ln.shares[d], noise=ln.noises[d],

@@ -26,7 +26,9 @@ import copy
 import inspect
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -49,10 +51,40 @@ __all__ = [
     "Release",
     "Unit",
     "as_cost",
+    "errors_wanted",
+    "sd_only",
 ]
 
 #: How each privacy definition is named to people.
 DEFINITION_WORDS = {"pure": "pure ε-DP", "zcdp": "ρ-zCDP"}
+
+#: True inside :func:`sd_only` (per thread and task: the app serves sessions on threads).
+_SD_ONLY: ContextVar[bool] = ContextVar("dpcore_plan_sd_only", default=False)
+
+
+@contextmanager
+def sd_only() -> Iterator[None]:
+    """Plans made inside state every row's SD (``sd``, its noise, scale and details) but may leave the
+    expected errors out (``mean_abs``, ``max_abs`` None) where they cost more than the SDs: for a
+    search that reads the SDs only (the target planner's thousands of plans, where the expected largest
+    error over a level's areas was half an areas plan's time).  Such a plan is never shown or kept.
+
+    >>> with sd_only():
+    ...     errors_wanted()
+    False
+    >>> errors_wanted()
+    True
+    """
+    token = _SD_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _SD_ONLY.reset(token)
+
+
+def errors_wanted() -> bool:
+    """Whether a plan made now must state its expected errors (False inside :func:`sd_only`)."""
+    return not _SD_ONLY.get()
 #: The neighbour relations a unit of privacy may use.
 
 

@@ -25,8 +25,9 @@ from dpcore.privacy.calibration import noise_for_cost, noise_variance
 
 __all__ = ["DATA_USER_FILES", "DESIGN_SCHEMA", "ESTIMATE_COLUMNS", "MAX_REPLICATE_VALUES", "MEASUREMENTS_CSV",
            "MEASUREMENTS_PARQUET", "MEASUREMENT_COLUMNS", "MEASUREMENT_FILES", "PARQUET_ROWS", "PRECISION_SOURCE",
-           "REPLICATES", "REPLICATE_FILE", "REPLICATE_SEED", "coordinate_precision", "measurements_in", "measurements_name", "name_written", "noise_of",
-           "parquet_bytes", "precision_statement", "read_measurements", "replicates_info", "section", "variance_of"]
+           "REPLICATES", "REPLICATE_FILE", "REPLICATE_SEED", "coordinate_precision", "measurements_in",
+           "measurements_name", "name_written", "noise_of", "not_offered", "parquet_bytes", "precision_statement",
+           "read_measurements", "replicates_info", "section", "variance_of"]
 
 #: The data users' files every kind writes, in the order they are written.
 DATA_USER_FILES = ("measurements.csv", "design.json", "estimates.csv")
@@ -140,6 +141,18 @@ def section(note: str | None = None, map_shows: str = "published", n_cells: int 
         if out["replicates"]["file"]:
             out["files"].append(REPLICATE_FILE)
     return out
+
+
+def not_offered(note: str, why: str) -> dict[str, Any]:
+    """The record's ``data_users`` section of a release that writes none of the data users' files: no
+    file listed, ``measurements_offered`` false and ``why`` (what is wrong and how to fix it), the way a
+    points release states its reason.
+
+    >>> not_offered("release.csv shows the published values.", "codes repeat: make them unique.")
+    {'files': [], 'map_shows': 'published', 'note': 'release.csv shows the published values.', \
+'measurements_offered': False, 'why': 'codes repeat: make them unique.'}
+    """
+    return {"files": [], "map_shows": "published", "note": note, "measurements_offered": False, "why": why}
 
 
 def variance_of(family: str, scale: Any) -> float:

@@ -36,6 +36,7 @@ from dpcore.estimate.data_user_format import (
     REPLICATE_SEED,
     REPLICATES,
     measurements_name,
+    not_offered,
     parquet_bytes,
     replicates_info,
     section,
@@ -47,7 +48,7 @@ from dpcore.estimate.tree_inference import tree_least_squares
 
 __all__ = ["DATA_USER_FILES", "MAX_REPLICATE_VALUES", "MEASUREMENT_COLUMNS", "REPLICATES", "REPLICATE_FILE",
            "REPLICATE_SEED", "DataUserPack", "MeasuredLevel", "design_dict", "estimates_csv", "measurements_frame",
-           "node_estimates", "pack_files", "replicate_files", "replicates_csv", "replicates_info", "section",
+           "node_estimates", "not_offered", "pack_files", "replicate_files", "replicates_csv", "replicates_info", "section",
            "variance_of"]
 
 INDEPENDENT = ("The noise draws of all measurements are independent of each other and of the data, with "

@@ -23,7 +23,7 @@ import orjson
 import pandas as pd
 from numpy.typing import NDArray
 
-__all__ = ["NodeCells", "NodeEdges", "distinct_codes", "json_default"]
+__all__ = ["NodeCells", "NodeEdges", "distinct_codes", "json_default", "repeated_codes_why"]
 
 #: the characters orjson escapes in a string (checked over every code point): the rest it writes as they are
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')
@@ -37,6 +37,30 @@ def distinct_codes(codes: Sequence[str]) -> bool:
     (True, False)
     """
     return len(set(codes)) == len(codes)
+
+
+def repeated_codes_why(codes: Sequence[str], nodes: str, fix: str, at_most: int = 3) -> str:
+    """Why a design whose ``codes`` repeat (:func:`distinct_codes` false) offers no data users' files:
+    the first ``at_most`` codes that name more than one of its ``nodes`` (how many in all beyond them),
+    then ``fix``.  The record's ``data_users.why``, as a points release states its reason.
+
+    >>> repeated_codes_why(["a", "b", "a", "c", "b", "c", "d", "d"], "areas", "make the codes unique.", 2)
+    "the design codes 'a', 'b' (and 2 more) each name more than one of the areas, and design.json must name \
+every node once: make the codes unique."
+    >>> repeated_codes_why(["a", "a"], "pairs", "fix.")
+    "the design code 'a' names more than one of the pairs, and design.json must name every node once: fix."
+    """
+    seen: set[str] = set()
+    repeated: dict[str, None] = {}  # in the order they first repeat
+    for code in codes:
+        if code in seen:
+            repeated[code] = None
+        seen.add(code)
+    named = list(repeated)
+    more = f" (and {len(named) - at_most} more)" if len(named) > at_most else ""
+    which = ("the design code {} names" if len(named) == 1 else "the design codes {} each name").format(
+        ", ".join(map(repr, named[:at_most])) + more)
+    return f"{which} more than one of the {nodes}, and design.json must name every node once: {fix}"
 
 
 def _json_strings(codes: Sequence[str]) -> Any:

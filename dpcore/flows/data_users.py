@@ -15,6 +15,9 @@ Not written (the record then has no ``data_users`` section):
 
 * the stability histogram: its measured pairs are the true observed pairs (confidential);
 * domains above :data:`OD_MAX_CELLS` pairs (the design would not be a file to hand to a user).
+
+Nor when two pairs would share a design code (area labels holding ">", or repeating across levels):
+the record's section then lists no file and says why, with ``measurements_offered`` false.
 """
 
 from __future__ import annotations
@@ -30,13 +33,20 @@ from dpcore.estimate.data_users import (
     MeasuredLevel,
     estimates_csv,
     node_estimates,
+    not_offered,
     pack_files,
     replicate_files,
     section,
 )
-from dpcore.estimate.design_nodes import NodeCells, distinct_codes
+from dpcore.estimate.design_nodes import NodeCells, distinct_codes, repeated_codes_why
 from dpcore.estimate.gls import Measurements, gls_estimate
-from dpcore.flows.data_users_tree import TREE_NOTE, measured_tree, published_nodes, tree_pack
+from dpcore.flows.data_users_tree import (
+    TREE_NOTE,
+    measured_tree,
+    published_nodes,
+    tree_codes,
+    tree_pack,
+)
 from dpcore.flows.mechanisms.common import ODRelease
 from dpcore.flows.tree import ancestors
 
@@ -83,22 +93,41 @@ def _pair_codes(rel: ODRelease, t: int, o: np.ndarray, d: np.ndarray) -> np.ndar
 
 def od_pack(rel: ODRelease) -> DataUserPack | None:
     """The measurements and design of ``rel`` (None when not offered, module docstring)."""
+    pack = _pack_or_why(rel)
+    return pack if isinstance(pack, DataUserPack) else None
+
+
+def _pack_or_why(rel: ODRelease) -> DataUserPack | str | None:
+    """:func:`_make_pack`, made once per release."""
     if rel not in _PACKS:
         _PACKS[rel] = _make_pack(rel)
     return _PACKS[rel]
 
 
-def _make_pack(rel: ODRelease) -> DataUserPack | None:
+#: the fix the record states when two pairs share a design code
+_UNIQUE_CODES = ("make the area codes unique across the levels and free of '>' (a pair's code is "
+                 "ORIGIN>DESTINATION) and release again to get the data users' files.")
+
+
+def _make_pack(rel: ODRelease) -> DataUserPack | str | None:
+    """The pack of ``rel``; why not (:func:`~dpcore.estimate.design_nodes.repeated_codes_why`) when two
+    pairs share a design code; None when not offered otherwise."""
     if not _leaf_only(rel):
         tree = _tree(rel)
-        return tree_pack(rel, tree) if tree is not None else None
+        if tree is None:
+            return None
+        pack = tree_pack(rel, tree)
+        # None only when pair codes repeat across levels: the codes again, on this rare path alone
+        return pack if pack is not None else repeated_codes_why(tree_codes(rel, tree).tolist(), "pairs",
+                                                                 _UNIQUE_CODES)
     T = rel.depth
     leaf = rel.measurements[T][2]
     nd = rel.destination_h.n_leaves
     idx = np.arange(leaf.size)
     codes = _pair_codes(rel, T, idx // nd, idx % nd).tolist()
     if not distinct_codes(codes):
-        return None  # area labels holding ">" make two pairs one code: not offered (as tree_pack)
+        # area labels holding ">" make two pairs one code: not offered (as tree_pack), and the record says why
+        return repeated_codes_why(codes, "pairs", _UNIQUE_CODES)
     lv = rel.plan.levels[T]
     n = leaf.size
     one_each = NodeCells(codes, np.arange(n + 1), np.arange(n))  # the identity design: node i is cell i
@@ -156,11 +185,14 @@ def _tree_estimates(rel: ODRelease, m: Measurements) -> bytes:
 
 
 def data_users_section(rel: ODRelease) -> dict[str, Any] | None:
-    """The record's ``data_users`` section: the files and which value the map shows (None when no
-    files are offered)."""
-    pack = od_pack(rel)
+    """The record's ``data_users`` section: the files and which value the map shows; for a release whose
+    pair codes repeat, no file and why; None when no files are offered otherwise (module docstring)."""
+    pack = _pack_or_why(rel)
     if pack is None:
         return None
+    if isinstance(pack, str):
+        return not_offered("release.csv and flows.geojson show the published flows; no data users' files are "
+                           "written (see why).", pack)
     if not _leaf_only(rel):
         return section("release.csv and flows.geojson show the published flows; estimates.csv holds the "
                        "generalised least-squares estimate of every published flow and its variance, from "

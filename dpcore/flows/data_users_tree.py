@@ -33,7 +33,7 @@ from dpcore.estimate.data_users import DataUserPack, MeasuredLevel
 from dpcore.estimate.design_nodes import NodeCells, NodeEdges, distinct_codes
 from dpcore.flows.mechanisms.common import ODRelease
 
-__all__ = ["TREE_NOTE", "measured_tree", "published_nodes", "tree_pack"]
+__all__ = ["TREE_NOTE", "measured_tree", "published_nodes", "tree_codes", "tree_pack"]
 
 #: The statement of the design (design.json's ``statement`` is the independence; this is the caveat).
 TREE_NOTE = ("TopDown measured the O/D tree level by level and refined only the pairs whose projected value was "
@@ -93,7 +93,8 @@ def measured_tree(rel: ODRelease) -> dict[str, Any] | None:
     return out
 
 
-def _codes(rel: ODRelease, tree: dict[str, Any]) -> np.ndarray:
+def tree_codes(rel: ODRelease, tree: dict[str, Any]) -> np.ndarray:
+    """The design code (``ORIGIN>DESTINATION`` in its level's labels) of every node of ``tree``."""
     lv = rel.plan.levels
     codes = np.empty(tree["level"].size, dtype=object)
     for t in tree["levels"]:
@@ -107,7 +108,7 @@ def _codes(rel: ODRelease, tree: dict[str, Any]) -> np.ndarray:
 def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
     """The :class:`~dpcore.estimate.data_users.DataUserPack` of a TopDown release's measured tree
     (None when two levels would give a node the same code)."""
-    code_of = _codes(rel, tree)
+    code_of = tree_codes(rel, tree)
     codes = code_of.tolist()
     if not distinct_codes(codes):
         return None  # area labels repeat across levels: pair codes would not name one node

@@ -19,7 +19,7 @@ Nothing here draws randomness; the samplers are in :mod:`dpcore.privacy.noise`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from functools import lru_cache
 from statistics import NormalDist
@@ -370,11 +370,23 @@ def noise_variance(noise: str, scale: Any) -> float:
     below σ²) for the discrete Gaussian (Canonne, Kamath & Steinke 2020, Prop. 19); see
     :mod:`dpcore.privacy.noise`.
     """
-    if noise == "discrete_laplace":
-        return _noise.discrete_laplace_variance(scale)
-    if noise == "discrete_gaussian":
-        return _noise.discrete_gaussian_variance(scale)
-    raise ParameterError(f"Unknown noise {noise!r}; use 'discrete_laplace' or 'discrete_gaussian'.")
+    facts = _exact(noise)
+    if facts is None:
+        raise ParameterError(f"Unknown noise {noise!r}; use 'discrete_laplace' or 'discrete_gaussian'.")
+    return facts[0](scale)
+
+
+#: The exact discrete families and their facts in :mod:`dpcore.privacy.noise`: (variance, interval).
+_EXACT: dict[str, tuple[Callable[[Any], float], Callable[[Any, float], int]]] = {
+    "discrete_laplace": (_noise.discrete_laplace_variance, _noise.discrete_laplace_interval),
+    "discrete_gaussian": (_noise.discrete_gaussian_variance, _noise.discrete_gaussian_interval),
+}
+
+
+def _exact(noise: Any) -> tuple[Callable[[Any], float], Callable[[Any, float], int]] | None:
+    """The facts of the exact family ``noise`` names (:data:`_EXACT`), None for anything else: the one
+    rule :func:`noise_variance` and :func:`interval_half_width` dispatch by."""
+    return _EXACT.get(noise) if isinstance(noise, str) else None
 
 
 def cached_call(f: Any, *args: Any) -> Any:
@@ -480,12 +492,9 @@ def interval_half_width(noise: str, scale: Any, level: float = 0.95) -> Any:
     >>> round(interval_half_width("normal", 10.0), 4)
     19.5996
     """
-    if noise == "discrete_laplace":
-        lv = _level(level)  # checked first, with this module's message
-        return float(_noise.discrete_laplace_interval(scale, lv))
-    if noise == "discrete_gaussian":
-        lv = _level(level)
-        return float(_noise.discrete_gaussian_interval(scale, lv))
+    facts = _exact(noise)
+    if facts is not None:  # the level checked first (before the scale), with this module's message
+        return float(facts[1](scale, _level(level)))
     if noise in ("normal", "laplace"):
         z = normal_z(level) if noise == "normal" else -math.log1p(-_level(level)) / math.sqrt(2.0)
         if isinstance(scale, np.ndarray):

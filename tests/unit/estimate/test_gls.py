@@ -434,15 +434,23 @@ class TestTreeLayoutEdgesAgreeWithNodes:
 def test_a_code_naming_two_areas_is_not_offered_files() -> None:
     """A finest area coded like a coarser area's ``level:label`` key: the design would name two nodes
     alike (the writer used to keep one of them, then stop with an error that named no code, after the
-    charge).  The release's data users' files are not offered, and its record says none, as for O/D
-    pairs whose codes coincide."""
+    charge).  The release's data users' files are not offered, and its record lists none and says why
+    (which code, and the fix), as for O/D pairs whose codes coincide."""
     df = pd.DataFrame({"county": ["A", "A", "B", "B"], "tract": ["A", "county:B", "t3", "t4"]})
     h = Hierarchy.from_frame(df, ["county", "tract"])
     c = HierarchyCounts.from_frame(df.assign(n=[5, 7, 9, 11]), h, ["county", "tract"], "n")
     rel = catalog.get("hierarchy", "exact").release_counts(c, budget.pure(1.0), NoiseSource(5))
     assert hierarchy_pack(rel) is None
     assert hierarchy_data_user_files(rel) == {}
-    assert areas_data_users_section(rel) is None
+    files = hierarchy_files(rel)
+    assert not {"measurements.csv", "design.json", "estimates.csv"} & set(files)
+    rec = orjson.loads(files["release.json"])
+    validate_hierarchy_record(rec)
+    users = rec["data_users"]
+    assert users == areas_data_users_section(rel)
+    assert users["files"] == [] and users["measurements_offered"] is False
+    assert "'county:B'" in users["why"] and "unique" in users["why"]
+    assert "design.json" not in rec["outputs"]["files"]
     fine = df.assign(tract=["t1", "t2", "t3", "t4"])  # the same areas with codes of their own: offered
     h2 = Hierarchy.from_frame(fine, ["county", "tract"])
     c2 = HierarchyCounts.from_frame(fine.assign(n=[5, 7, 9, 11]), h2, ["county", "tract"], "n")

@@ -17,7 +17,7 @@ from dpcore import catalog
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.estimate.gls import read_release, union_interval
 from dpcore.flows.counts import ODCounts
-from dpcore.flows.export import od_files, validate_od_record
+from dpcore.flows.export import od_file_names, od_files, validate_od_record
 from dpcore.privacy import budget
 from dpcore.privacy.noise import NoiseSource
 
@@ -125,4 +125,25 @@ def test_pairs_whose_codes_coincide_get_no_design_and_the_release_is_written() -
     files = od_files(rel)
     validate_od_record(orjson.loads(files["release.json"]))
     assert "release.csv" in files and "design.json" not in files and "measurements.csv" not in files
-    assert "data_users" not in orjson.loads(files["release.json"])  # the record names no files either
+    users = orjson.loads(files["release.json"])["data_users"]  # the record names no files, and says why
+    assert users["files"] == [] and users["measurements_offered"] is False
+    assert "'a>b>c'" in users["why"] and "unique" in users["why"]
+    assert od_file_names(rel=rel) == ["release.csv", "release.json"]
+
+
+def test_pair_codes_repeating_across_levels_say_why_in_the_record() -> None:
+    """A zone coded like its state: TopDown measures pair "A>B" at the state level and again at the zone
+    level, so the measured tree has no design; the record says which code and how to fix it."""
+    areas = pd.DataFrame({"state": ["A", "A", "B", "B"], "zone": ["A", "z2", "B", "z4"]})
+    h = Hierarchy.from_frame(areas, ["state", "zone"], codes="global", source="area list")
+    trips = ODCounts.from_frame(pd.DataFrame({"o": ["A"] * 60 + ["z2"] * 5, "d": ["B"] * 60 + ["z4"] * 5}), h,
+                                origin="o", destination="d")
+    rel = catalog.get("od", "inftda").release_counts(trips, budget.zcdp(2.0), NoiseSource(3))
+    files = od_files(rel)
+    rec = orjson.loads(files["release.json"])
+    validate_od_record(rec)
+    assert not {"measurements.csv", "design.json", "estimates.csv"} & set(files)
+    users = rec["data_users"]
+    assert users["files"] == [] and users["measurements_offered"] is False
+    assert "'A>B'" in users["why"] and "unique" in users["why"]
+    assert "design.json" not in rec["outputs"]["files"]

@@ -185,6 +185,7 @@ def test_the_record_lists_only_the_data_users_files_written(monkeypatch, case):
     assert users["replicates"]["file"] is None and users["replicates"]["why"]
     if case == "no design":
         assert users["measurements_offered"] is False and "not unions" in users["why"]
+    validate_record(json.loads(files["release.json"]))  # the schema knows the reason it states
 
 
 @pytest.mark.parametrize("name", ["quadtree", "ug", "privelet"])
