@@ -40,6 +40,32 @@ apt_install() {
              if [ -n "$note" ]; then echo "$note"; fi; }
 }
 
+# selects MARKER DIR [PYTEST ARGS...]: whether pytest with these arguments may run tests marked MARKER,
+# so that ./test installs only what the chosen tests need (chromium for e2e, Java for spark). No when
+# `-m` says "not MARKER"; no when paths are named (files or folders that exist, `::test` ignored) and
+# none of them holds DIR or lies inside it (DIR "": the marked tests may be anywhere). Otherwise yes:
+# a whole run, `-k`, or a marker expression it cannot read installs as before.
+selects() {
+    local marker="$1" dir="$2" arg path prev="" paths=0 inside=0 want=""
+    shift 2
+    [ -n "$dir" ] && want=$(realpath -m "$dir")
+    for arg in "$@"; do
+        case "$prev" in -m) case "$arg" in *"not $marker"*) return 1 ;; esac ;; esac
+        case "$arg" in -m*"not $marker"*) return 1 ;; esac
+        case "$prev" in -m|-k|-n|-p|-c|-o|--rootdir|--durations|--maxfail|--dist|--deselect|--ignore) prev=""; continue ;; esac
+        prev="$arg"
+        case "$arg" in -*) continue ;; esac
+        path="${arg%%::*}"
+        [ -e "$path" ] || continue
+        paths=1
+        path=$(realpath -m "$path")
+        if [ -z "$want" ] || [ "$path" = "$want" ] || [[ "$want" == "$path"/* ]] || [[ "$path" == "$want"/* ]]; then
+            inside=1
+        fi
+    done
+    [ "$paths" = 0 ] || [ "$inside" = 1 ]
+}
+
 # The oldest Python the project runs on: pyproject.toml's requires-python (tests/unit/test_scripts.py
 # checks that they agree).
 PYTHON_MIN=3.11

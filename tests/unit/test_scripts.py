@@ -257,3 +257,36 @@ def test_make_venv_without_the_venv_module_names_the_fix(stub: Path) -> None:
                              "Debian or Ubuntu: sudo apt-get install python3-venv), or name another Python with "
                              "PYTHON=/path/to/python3.11 ./run\n")
     assert not (stub.parent / ".venv").exists()
+
+
+def _selected(*args: str) -> tuple[bool, bool]:
+    """What ./test would install for ``args`` (chromium, Java), from the repository's root."""
+    out = subprocess.run([shutil.which("bash"), "-c",
+                          f". '{VENV_SH}'; selects e2e tests/e2e \"$@\" && echo chromium; "
+                          "selects spark '' \"$@\" && echo java; true", "bash", *args],
+                         cwd=VENV_SH.parents[1], capture_output=True, text=True, timeout=60, check=True)
+    return "chromium" in out.stdout.split(), "java" in out.stdout.split()
+
+
+@pytest.mark.parametrize(("args", "chromium", "java"), [
+    ((), True, True),  # the whole suite (CI)
+    (("tests",), True, True),
+    ((".",), True, True),
+    (("tests/e2e/test_workers_browser.py::test_two",), True, True),
+    (("--durations", "5", "tests/e2e"), True, True),
+    (("-m", "e2e"), True, True),
+    (("no/such/path",), True, True),  # not a path: not read as one
+    (("tests/unit",), False, True),  # Spark's tests are among the unit tests
+    (("-n", "0", "tests/app/test_serve.py"), False, True),
+    (("-k", "tests/e2e", "tests/app"), False, True),  # -k's value is no path
+    (("-m", "not e2e"), False, True),
+    (("-mnot e2e",), False, True),
+    (("tests/unit", "-m", "not spark"), False, False),
+    (("-m", "not e2e and not spark", "tests"), False, False),
+])
+def test_test_installs_only_what_the_chosen_tests_may_need(args: tuple[str, ...], chromium: bool, java: bool) -> None:
+    """./test tests/unit needs no browser: no sudo for chromium (review leftover); a whole run installs both."""
+    assert _selected(*args) == (chromium, java)
+    script = (VENV_SH.parents[1] / "test").read_text()
+    assert 'if selects e2e tests/e2e "$@"; then\n    apt_install chromium ' in script
+    assert 'if selects spark "" "$@"; then\n    apt_install openjdk-17-jre-headless ' in script
