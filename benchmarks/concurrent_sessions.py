@@ -27,6 +27,10 @@ websocket protocol without a browser (benchmarks/session_protocol.py: the server
 step); ``mixed`` measures one real browser while the nine other sessions are protocol sessions, as
 if the other users' browsers ran on their own machines.
 
+``--workers N`` serves the app as ``./run --workers N`` does: N app servers behind ui/front.py's sticky
+front (each warmed by one walk before the baseline); the baseline walks that same front alone
+(benchmarks/results/concurrent_sessions_workers.md).
+
 Run from the repository root (after ``python -m compileall dpcore ui``)::
 
     nice -n 10 .venv/bin/python benchmarks/concurrent_sessions.py --sessions 10 --single 3 --rounds 1
