@@ -12,10 +12,12 @@ release publishes it as an invariant (replace-one neighbours).
 
 Not written (the record then has no ``data_users`` section, as for O/D domains over
 :data:`dpcore.flows.data_users.OD_MAX_CELLS`): hierarchies of more than :data:`MAX_AREAS` areas in
-all.  Nor for a hierarchy whose design codes repeat (two areas would share a code in design.json):
-its record's section then lists no file and says why, with ``measurements_offered`` false.  ``design.json`` lists the finest areas under every area (areas × depth numbers), which at
+all.  ``design.json`` lists the finest areas under every area (areas × depth numbers), which at
 8 million census blocks took more memory and time than the release itself (issue 28:
 benchmarks/results/blocks.md); release the tracts or block groups for the data users' files.
+
+Nor for a hierarchy whose design codes repeat (two areas would share a code in design.json): its
+record's section then lists no file and says why, with ``measurements_offered`` false.
 """
 
 from __future__ import annotations

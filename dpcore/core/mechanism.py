@@ -68,6 +68,8 @@ def sd_only() -> Iterator[None]:
     expected errors out (``mean_abs``, ``max_abs`` None) where they cost more than the SDs: for a
     search that reads the SDs only (the target planner's thousands of plans, where the expected largest
     error over a level's areas was half an areas plan's time).  Such a plan is never shown or kept.
+    Use it around plain calls only: a generator that yields inside the block leaves the flag set in
+    its caller until it resumes.
 
     >>> with sd_only():
     ...     errors_wanted()
@@ -85,7 +87,6 @@ def sd_only() -> Iterator[None]:
 def errors_wanted() -> bool:
     """Whether a plan made now must state its expected errors (False inside :func:`sd_only`)."""
     return not _SD_ONLY.get()
-#: The neighbour relations a unit of privacy may use.
 
 
 # ---------------------------------------------------------------------------------------------

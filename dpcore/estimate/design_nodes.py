@@ -57,6 +57,8 @@ every node once: make the codes unique."
             repeated[code] = None
         seen.add(code)
     named = list(repeated)
+    if not named:
+        raise ValueError("repeated_codes_why: no code repeats (ask distinct_codes first)")
     more = f" (and {len(named) - at_most} more)" if len(named) > at_most else ""
     which = ("the design code {} names" if len(named) == 1 else "the design codes {} each name").format(
         ", ".join(map(repr, named[:at_most])) + more)

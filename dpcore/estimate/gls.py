@@ -575,9 +575,21 @@ def read_release(folder: Any) -> Measurements:
     design = orjson.loads((folder / "design.json").read_bytes()) if (folder / "design.json").is_file() else None
     name = measurements_in([p.name for p in folder.glob("measurements.*")], design) if design is not None else None
     if name is None:
-        raise ParameterError(f"{folder} has no design.json and measurements.csv (or measurements.parquet): give the "
-                             "--out folder of a release made by a version that writes the data users' files.")
+        raise ParameterError(f"{folder} has no design.json and measurements.csv (or measurements.parquet): "
+                             + (_not_offered_why(folder) or "give the --out folder of a release made by a version "
+                                "that writes the data users' files."))
     return measurements_from(design, read_measurements(folder / name))
+
+
+def _not_offered_why(folder: Path) -> str | None:
+    """Why the release in ``folder`` wrote no data users' files, as its ``release.json`` says
+    (``data_users.why``), with the words to read it by; None when it does not say."""
+    try:
+        users = orjson.loads((folder / "release.json").read_bytes()).get("data_users") or {}
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    why = users.get("why") if isinstance(users, dict) and users.get("measurements_offered") is False else None
+    return f"this release offers no data users' files, because {why}" if isinstance(why, str) and why else None
 
 
 def measurements_from(design: Mapping[str, Any], meas: pd.DataFrame) -> Measurements:

@@ -80,10 +80,6 @@ def _tree(rel: ODRelease) -> dict[str, Any] | None:
     return _TREES[rel]
 
 
-def _offers(rel: ODRelease) -> bool:
-    return _leaf_only(rel) or _tree(rel) is not None
-
-
 def _pair_codes(rel: ODRelease, t: int, o: np.ndarray, d: np.ndarray) -> np.ndarray:
     lp = rel.plan.levels[t]
     lo = np.asarray(rel.origin_h.labels(lp.origin_depth)).astype(str)[o]

@@ -191,3 +191,37 @@ def test_cli_plan_bad_input_is_one_line_without_traceback(argv, words, capsys) -
     rc = main(base + argv)
     err = capsys.readouterr().err
     assert rc == 2 and words in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_the_proposals_plan_states_every_error_as_a_full_plan_does() -> None:
+    """The search's throw-away plans are made inside ``sd_only`` (no expected errors); the proposal's own
+    plan, which the curator reads, is a full plan (review: keeping a search plan would pass otherwise)."""
+    m = catalog.get("hierarchy", "topdown_l2")
+    prop = plan_for_targets(m, H, [Target("tract", 10), Target("county", 8)])
+    full = m.plan(prop.plan.domain, prop.plan.cost, dict(prop.params), unit=prop.plan.unit, **prop.plan.public)
+    assert len(prop.plan.rows) == len(full.rows) == H.depth + 1
+    for got, want in zip(prop.plan.rows, full.rows, strict=True):
+        assert got.mean_abs is not None and got.max_abs is not None and got.mean_abs > 0 and got.max_abs > 0
+        assert (got.sd, got.mean_abs, got.max_abs) == (want.sd, want.mean_abs, want.max_abs)
+
+
+def test_sd_only_plans_keep_the_sds_and_the_flag_ends_with_its_block() -> None:
+    import threading
+
+    from dpcore.core.mechanism import errors_wanted, sd_only
+    from dpcore.privacy import budget
+
+    m = catalog.get("hierarchy", "hay")
+    full = m.plan(H, budget.pure(1.0))
+    with sd_only():
+        quick = m.plan(H, budget.pure(1.0))
+        elsewhere: list[bool] = []
+        t = threading.Thread(target=lambda: elsewhere.append(errors_wanted()))  # another session's thread
+        t.start()
+        t.join()
+    assert elsewhere == [True]
+    assert [r.sd for r in quick.rows] == [r.sd for r in full.rows]
+    assert all(r.mean_abs is None and r.max_abs is None for r in quick.rows)
+    with pytest.raises(RuntimeError), sd_only():
+        raise RuntimeError("a search that fails")
+    assert errors_wanted()  # reset after the error

@@ -431,7 +431,7 @@ class TestTreeLayoutEdgesAgreeWithNodes:
         assert np.allclose(gls_estimate(m), gls_estimate(plain))
 
 
-def test_a_code_naming_two_areas_is_not_offered_files() -> None:
+def test_a_code_naming_two_areas_is_not_offered_files(tmp_path) -> None:
     """A finest area coded like a coarser area's ``level:label`` key: the design would name two nodes
     alike (the writer used to keep one of them, then stop with an error that named no code, after the
     charge).  The release's data users' files are not offered, and its record lists none and says why
@@ -451,6 +451,13 @@ def test_a_code_naming_two_areas_is_not_offered_files() -> None:
     assert users["files"] == [] and users["measurements_offered"] is False
     assert "'county:B'" in users["why"] and "unique" in users["why"]
     assert "design.json" not in rec["outputs"]["files"]
+    # `dpcore interval` on its folder quotes the record's reason, not "use a newer version"
+    folder = tmp_path / "rel"
+    folder.mkdir()
+    for name, data in files.items():
+        (folder / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    with pytest.raises(ParameterError, match=r"offers no data users' files, because the design code 'county:B'"):
+        read_release(folder)
     fine = df.assign(tract=["t1", "t2", "t3", "t4"])  # the same areas with codes of their own: offered
     h2 = Hierarchy.from_frame(fine, ["county", "tract"])
     c2 = HierarchyCounts.from_frame(fine.assign(n=[5, 7, 9, 11]), h2, ["county", "tract"], "n")

@@ -168,3 +168,13 @@ def test_a_split_by_a_numpy_weight_equals_the_plain_float_split(weight) -> None:
     plain = C._split_by_weights(0.7, [1.0, 2.0, 4.0])
     assert C._split_by_weights(0.7, [weight, 2.0, 4.0]) == plain
     assert C._split_by_weights(0.7, [2.0, 4.0, weight]) == C._split_by_weights(0.7, [2.0, 4.0, 1.0])
+
+
+@pytest.mark.parametrize("noise", ["discrete_laplace", "discrete_gaussian", "laplace", "normal"])
+@pytest.mark.parametrize("scale", [1.5, -1.0])  # also before a bad scale is looked at
+def test_a_bad_interval_level_is_named_first_for_every_noise(noise: str, scale: float) -> None:
+    """One rule (review of the shared dispatch): the level is checked before anything else, with this
+    module's message, whichever noise."""
+    for level in (-1, 0, 1, 1.5):
+        with pytest.raises(ParameterError, match=r"The interval level must lie strictly between 0 and 1"):
+            C.interval_half_width(noise, scale, level)
