@@ -863,3 +863,29 @@ def test_expected_maximum_error_matches_simulation(mechanism: str, cost: str) ->
         bias = lv.max_abs - normal_expected_max(lv.sd, lv.cells) if mechanism == "topdown_l2" else 0.0
         assert bias >= 0.0, (d, lv.max_abs, bias)
         assert abs(lv.max_abs - bias - m) <= 5 * se, (d, m, lv.max_abs, bias, se)
+
+
+@pytest.mark.parametrize("noise", ["discrete_laplace", "discrete_gaussian"])
+def test_exact_errors_hand_over_to_the_continuous_formulas_where_the_pmf_is_too_long(noise: str) -> None:
+    """The exact sums need about 60·SD points of the pmf (ε = 10⁻⁹ asked for 10¹¹: a MemoryError, review
+    finding); beyond EXACT_MAX_POINTS the continuous formulas agree with them (the mean to 10⁻⁸, the
+    expected largest to expected_max's rounding of the SDs to 4 significant digits)."""
+    T = TR
+    sd = (T.EXACT_MAX_POINTS - 10) / 60.0  # the largest SD summed exactly
+    scale = sd / math.sqrt(2.0) if noise == "discrete_laplace" else sd
+    assert T._exact_fits(sd) and not T._exact_fits(sd * 1.001)
+    for n in (1, 1_000):
+        exact = T.exact_expected_max(noise, scale, sd, n)
+        # expected_max rounds the SDs to 4 significant digits: at most 5e-4 relative
+        assert T.exact_expected_max(noise, scale * 1.001, sd * 1.001, n) == pytest.approx(exact * 1.001, rel=5e-4)
+    exact = T.exact_mean_abs(noise, scale, sd)
+    assert T.exact_mean_abs(noise, scale * 1.001, sd * 1.001) == pytest.approx(exact * 1.001, rel=1e-8)
+
+
+@pytest.mark.parametrize("name", ["independent", "bottom_up"])
+def test_a_tiny_budget_plans_without_running_out_of_memory(name: str) -> None:
+    from dpcore.data import synthetic
+
+    h = Hierarchy.from_frame(synthetic.synthetic_census(), ["state", "county", "tract"])
+    plan = catalog.get("hierarchy", name).plan(h, budget.pure(1e-9))
+    assert all(math.isfinite(r.mean_abs) and r.max_abs >= r.mean_abs * 0.999 for r in plan.rows)
