@@ -176,20 +176,30 @@ class BucketTree:
         return np.add.reduceat(values, np.arange(0, self.m, 1 << level))
 
 
-def level_decomposition(tree: BucketTree, coverage: NDArray[np.float64]) -> NDArray[np.float64]:
+def level_decomposition(tree: BucketTree, coverage: NDArray[np.float64],
+                        runs: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None) -> NDArray[np.float64]:
     """Nodes per level of the canonical decomposition of one query, partial buckets counted as
     their squared covered share (what each level contributes to the query's variance, per unit
-    of that level's noise variance).  ``coverage[b]`` is the share of bucket ``b`` covered."""
+    of that level's noise variance).  ``coverage[b]`` is the share of bucket ``b`` covered; or,
+    with ``runs`` (the wholly covered buckets as maximal runs ``[lo, hi)`` in order, as
+    :func:`node_decomposition` takes them), ``coverage`` holds the partial buckets' shares only
+    (in bucket order), which spares a pass over every bucket where the runs are known without one."""
     out = np.zeros(tree.height + 1)
     f = np.asarray(coverage, dtype=np.float64)
     full = f >= 1.0
     part = (f > 0) & ~full
     out[0] += float(np.sum(f[part] ** 2))
-    if not full.any():
-        return out
-    edge = np.diff(np.concatenate([[0], full.astype(np.int8), [0]]))
-    lo = np.flatnonzero(edge == 1)
-    hi = np.flatnonzero(edge == -1)
+    if runs is not None:
+        assert not full.any(), "with runs, coverage holds the partial shares only"
+        lo, hi = (np.array(a, dtype=np.int64) for a in runs)
+        if not lo.size:
+            return out
+    else:
+        if not full.any():
+            return out
+        edge = np.diff(np.concatenate([[0], full.astype(np.int8), [0]]))
+        lo = np.flatnonzero(edge == 1)
+        hi = np.flatnonzero(edge == -1)
     hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
     for lv in range(tree.height + 1):  # take the odd ends at each level, then move up
         live = lo < hi

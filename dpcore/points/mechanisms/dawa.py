@@ -75,6 +75,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -266,16 +267,23 @@ class DAWA(PointsMechanism):
 
     # -- stage 2 design (public: partition and workload) -----------------------------------------
     @staticmethod
-    def _design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...]
+    def _design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...],
+                runs: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
                 ) -> tuple[gh.BucketTree, NDArray[np.float64], NDArray[np.float64]]:
         """The tree over the buckets, the workload's nodes per level (per query) and the weights.
         A rectangle the workload repeats (a small grid has few distinct ones) is decomposed once
-        (``groups``: :func:`distinct_rects` of the workload)."""
+        (``groups``: :func:`distinct_rects` of the workload).  ``runs(rect)``: for the finest
+        partition, the buckets a rectangle covers as runs (:func:`_finest_runs`), which spares a
+        count over a million buckets per rectangle (0.5 s of the plan on 1,024²)."""
         m = int(sizes.size)
         tree = gh.BucketTree(m)
         distinct, which = groups
         rows = np.zeros((len(distinct), tree.height + 1))
-        for j, (r0, r1, c0, c1) in enumerate(distinct):
+        for j, rect in enumerate(distinct):
+            if runs is not None:  # every bucket a cell: all covered whole, none in part
+                rows[j] = gh.level_decomposition(tree, np.zeros(0), runs=runs(rect))
+                continue
+            r0, r1, c0, c1 = rect
             cov = np.bincount(bucket_of_cell[r0:r1, c0:c1].ravel(), minlength=m)
             rows[j] = gh.level_decomposition(tree, cov / np.maximum(sizes, 1))
         per_query = rows[which]
@@ -316,7 +324,8 @@ class DAWA(PointsMechanism):
         e1, e2 = self.budgets(cost, params)
         bucket_of_cell = self._finest_buckets(grid)
         tree, per_query, weights = self._design(bucket_of_cell, np.ones(grid.n_cells, dtype=np.int64),
-                                                self._workload_groups(grid, params))
+                                                self._workload_groups(grid, params),
+                                                _finest_runs(grid, bucket_of_cell))
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the number "
                 "of buckets and levels is known only at release. Coarser buckets mean fewer levels and "
                 "less noise, plus the error of spreading a bucket evenly, which depends on the data.")
@@ -456,3 +465,31 @@ def _block_rects(rr: NDArray[np.int64], cc: NDArray[np.int64], start: NDArray[np
     out[:, 0:2] = np.minimum(out[:, 0:2], grid.rows)
     out[:, 2:4] = np.minimum(out[:, 2:4], grid.cols)
     return out
+
+
+def _finest_runs(grid: Grid, finest: NDArray[np.int64]) -> Callable[[tuple[int, ...]], tuple[NDArray, NDArray]]:
+    """For the finest partition (``finest``: every cell its own bucket, numbered in Hilbert order),
+    the buckets a rectangle covers as maximal runs ``[lo, hi)`` of bucket numbers, without reading
+    its cells: its cells are runs of consecutive Hilbert positions, and a run can only begin or end
+    on the rectangle's border (an inner cell's neighbours on the curve are in the rectangle), so
+    the runs are the border cells whose predecessor (successor) on the curve lies outside; runs
+    apart only by padding cells are one run of bucket numbers."""
+    rr, cc, inside = DAWA._hilbert(grid)
+    pos = np.empty(grid.shape, dtype=np.int64)
+    pos[rr[inside], cc[inside]] = np.flatnonzero(inside)
+    last = rr.size - 1
+
+    def runs(rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
+        r0, r1, c0, c1 = rect
+        border = np.unique(np.concatenate([pos[r0, c0:c1], pos[r1 - 1, c0:c1], pos[r0:r1, c0], pos[r0:r1, c1 - 1]]))
+
+        def outside(h: NDArray[np.int64]) -> NDArray[np.bool_]:
+            q = np.clip(h, 0, last)
+            return (h < 0) | (h > last) | (rr[q] < r0) | (rr[q] >= r1) | (cc[q] < c0) | (cc[q] >= c1)
+
+        lo, hi = border[outside(border - 1)], border[outside(border + 1)]  # the runs' first and last positions
+        first, final = finest[rr[lo], cc[lo]], finest[rr[hi], cc[hi]]
+        new = np.concatenate([[True], first[1:] != final[:-1] + 1])
+        return first[new], final[np.concatenate([new[1:], [True]])] + 1
+
+    return runs

@@ -93,6 +93,7 @@ from dpcore.points.mechanisms.dawa import (
     DAWA,
     FRAC_BITS,
     _block_rects,
+    _finest_runs,
     bucket_penalty,
     cost_noise_scale,
     partition_row,
@@ -331,34 +332,6 @@ def _covered(bucket_of_cell: NDArray[np.int64], m: int, rect: tuple[int, ...]) -
     count = np.bincount(block.ravel(), minlength=m)
     ids = np.flatnonzero(count)
     return ids, count[ids]
-
-
-def _finest_runs(grid: Grid, finest: NDArray[np.int64]) -> Callable[[tuple[int, ...]], tuple[NDArray, NDArray]]:
-    """For the finest partition (``finest``: every cell its own bucket, numbered in Hilbert order),
-    the buckets a rectangle covers as maximal runs ``[lo, hi)`` of bucket numbers, without reading
-    its cells: its cells are runs of consecutive Hilbert positions, and a run can only begin or end
-    on the rectangle's border (an inner cell's neighbours on the curve are in the rectangle), so
-    the runs are the border cells whose predecessor (successor) on the curve lies outside; runs
-    apart only by padding cells are one run of bucket numbers."""
-    rr, cc, inside = DAWA._hilbert(grid)
-    pos = np.empty(grid.shape, dtype=np.int64)
-    pos[rr[inside], cc[inside]] = np.flatnonzero(inside)
-    last = rr.size - 1
-
-    def runs(rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
-        r0, r1, c0, c1 = rect
-        border = np.unique(np.concatenate([pos[r0, c0:c1], pos[r1 - 1, c0:c1], pos[r0:r1, c0], pos[r0:r1, c1 - 1]]))
-
-        def outside(h: NDArray[np.int64]) -> NDArray[np.bool_]:
-            q = np.clip(h, 0, last)
-            return (h < 0) | (h > last) | (rr[q] < r0) | (rr[q] >= r1) | (cc[q] < c0) | (cc[q] >= c1)
-
-        lo, hi = border[outside(border - 1)], border[outside(border + 1)]  # the runs' first and last positions
-        first, final = finest[rr[lo], cc[lo]], finest[rr[hi], cc[hi]]
-        new = np.concatenate([[True], first[1:] != final[:-1] + 1])
-        return first[new], final[np.concatenate([new[1:], [True]])] + 1
-
-    return runs
 
 
 def _scale(epsilon: float, k: int) -> Fraction:
