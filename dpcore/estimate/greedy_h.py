@@ -585,13 +585,22 @@ def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: N
             nodes = tree.n_nodes(lv)  # nodes past the last hold only the padding: not counted
             take_lo = live & (lo % 2 == 1)
             take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
-            at = np.concatenate([lo[take_lo], hi[take_hi] - 1])
-            idx[lv].append(at[at < nodes])
+            # run by run, its left node before its right one (distinct: lo + 1 < hi when both are
+            # taken), and the runs stay apart and in order as they move up: increasing, no repeats
+            at = np.column_stack([np.where(take_lo, lo, -1), np.where(take_hi, hi - 1, -1)]).ravel()
+            idx[lv].append(at[(at >= 0) & (at < nodes)])
             val[lv].append(np.ones(idx[lv][-1].size))
             lo = (lo + take_lo) // 2
             hi = (hi - take_hi) // 2
     out = []
     for lv in range(tree.height + 1):
+        pieces = [(i, v) for i, v in zip(idx[lv], val[lv], strict=True) if i.size]
+        if not pieces:
+            out.append((np.zeros(0, dtype=np.int64), np.zeros(0)))
+            continue
+        if len(pieces) == 1 and lv < tree.height:  # increasing, no repeats: np.unique's answer as it is
+            out.append(pieces[0])  # (a plan's finest partition asks this ~2,000 times: 0.06 s of sorting)
+            continue
         i = np.concatenate(idx[lv]) if idx[lv] else np.zeros(0, dtype=np.int64)
         v = np.concatenate(val[lv]) if val[lv] else np.zeros(0)
         u, inv = np.unique(i, return_inverse=True)
@@ -619,10 +628,12 @@ def node_shares(tree: BucketTree, uses: list[NDArray[np.float64]]) -> list[NDArr
     cost = np.maximum(uses[0], LEAF_FLOOR * top)
     own: list[NDArray[np.float64]] = [np.ones_like(cost)]
     for lv in range(1, tree.height + 1):
-        child = np.add.reduceat(cost, np.arange(0, cost.size, 2))
-        a = np.cbrt(uses[lv]) / (np.cbrt(uses[lv]) + np.cbrt(child))
-        own.append(a)
-        cost = (np.cbrt(uses[lv]) + np.cbrt(child)) ** 3
+        child = cost[0::2].copy()  # pairs of children (the last node of a level may have one)
+        child[: cost.size // 2] += cost[1::2]
+        own_root, child_root = np.cbrt(uses[lv]), np.cbrt(child)
+        whole = own_root + child_root
+        own.append(own_root / whole)
+        cost = whole ** 3
     shares = [np.zeros(0)] * (tree.height + 1)
     above = np.ones(1)  # what reaches each node of the level from its ancestors
     for lv in range(tree.height, -1, -1):
