@@ -312,11 +312,9 @@ class DAWA(PointsMechanism):
 
     @classmethod
     def _finest_buckets(cls, grid: Grid) -> NDArray[np.int64]:
-        """The finest partition, for the plan: every cell its own bucket, numbered in Hilbert order."""
-        rr, cc, inside = cls._hilbert(grid)
-        bucket_of_cell = np.empty(grid.shape, dtype=np.int64)
-        bucket_of_cell[rr[inside], cc[inside]] = np.arange(grid.n_cells)
-        return bucket_of_cell
+        """The finest partition, for the plan: every cell its own bucket, numbered in Hilbert order
+        (read-only, kept per grid shape: :func:`_hilbert_numbering`)."""
+        return _hilbert_numbering(grid.rows, grid.cols)[1]
 
     # -- plan --------------------------------------------------------------------------------------
     def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
@@ -441,6 +439,28 @@ class DAWA(PointsMechanism):
         )
 
 
+@functools.lru_cache(maxsize=2)
+def _hilbert_numbering(rows: int, cols: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Every cell's position on the Hilbert curve of the padded square and its number among the
+    grid's cells in that order (the finest partition's bucket): public, the same at every call, so
+    made once per grid shape and shared read-only (two scatters of a million cells, 0.02 s of every
+    plan on 1,024²).
+
+    >>> pos, number = _hilbert_numbering(1, 3)
+    >>> pos.tolist(), number.tolist(), number.flags.writeable
+    ([[0, 1, 14]], [[0, 1, 2]], False)
+    """
+    rr, cc = gh.hilbert_cells(gh.hilbert_order_for(rows, cols))
+    inside = (rr < rows) & (cc < cols)
+    pos = np.empty((rows, cols), dtype=np.int64)
+    number = np.empty((rows, cols), dtype=np.int64)
+    pos[rr[inside], cc[inside]] = np.flatnonzero(inside)
+    number[rr[inside], cc[inside]] = np.arange(rows * cols)
+    pos.setflags(write=False)
+    number.setflags(write=False)
+    return pos, number
+
+
 def _ramp(length: NDArray[np.int64]) -> NDArray[np.int64]:
     """``0, 1, .., length_i − 1`` for every ``i``, concatenated."""
     total = int(length.sum())
@@ -474,9 +494,8 @@ def _finest_runs(grid: Grid, finest: NDArray[np.int64]) -> Callable[[tuple[int, 
     on the rectangle's border (an inner cell's neighbours on the curve are in the rectangle), so
     the runs are the border cells whose predecessor (successor) on the curve lies outside; runs
     apart only by padding cells are one run of bucket numbers."""
-    rr, cc, inside = DAWA._hilbert(grid)
-    pos = np.empty(grid.shape, dtype=np.int64)
-    pos[rr[inside], cc[inside]] = np.flatnonzero(inside)
+    rr, cc, _ = DAWA._hilbert(grid)
+    pos = _hilbert_numbering(grid.rows, grid.cols)[0]
     last = rr.size - 1
 
     def runs(rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
