@@ -330,16 +330,40 @@ def _window_max_sums(y: NDArray[np.integer], sums: NDArray[np.integer], step: in
         out[:] = acc
         return
     rows = max(1, COST_CHUNK // length)
-    for a in range(0, nw, rows):
-        b = min(nw, a + rows)
-        win = np.lib.stride_tricks.as_strided(y[a * step:], shape=(b - a, length),
-                                              strides=(step * y.itemsize, y.itemsize), writeable=False)
-        t = work[:(b - a) * length].reshape(b - a, length)
-        np.maximum(win, sums[a:b, None], out=t)
-        if narrow:
-            out[a:b] = np.add.reduce(t, axis=1, dtype=np.int32)
-        else:
-            np.add.reduce(t, axis=1, dtype=np.int64, out=out[a:b])
+    for lo, hi in _spans_with_points(sums, max(1, SKIP_CELLS // length)):
+        for a in range(lo, hi, rows):
+            b = min(hi, a + rows)
+            win = np.lib.stride_tricks.as_strided(y[a * step:], shape=(b - a, length),
+                                                  strides=(step * y.itemsize, y.itemsize), writeable=False)
+            t = work[:(b - a) * length].reshape(b - a, length)
+            np.maximum(win, sums[a:b, None], out=t)
+            if narrow:
+                out[a:b] = np.add.reduce(t, axis=1, dtype=np.int32)
+            else:
+                np.add.reduce(t, axis=1, dtype=np.int64, out=out[a:b])
+
+
+#: Empty windows (no point) in runs covering at least this many cells are skipped (their sum is 0).
+SKIP_CELLS = 1 << 14
+
+
+def _spans_with_points(sums: NDArray[np.integer], gap: int) -> list[tuple[int, int]]:
+    """The windows ``[lo, hi)`` left once the runs of at least ``gap`` empty windows (``sums`` 0,
+    hence every count 0 and every term of :func:`_window_max_sums` 0) are cut out: clustered points
+    leave a third to a half of the windows of 64 … 4,096 cells empty on 1,024²; shorter runs
+    are kept, where a cut would cost more numpy calls than it saves.
+
+    >>> _spans_with_points(np.array([0, 0, 0, 5, 0, 2, 0, 0]), 2)
+    [(3, 6)]
+    """
+    empty = np.concatenate([[0], (sums == 0).view(np.int8), [0]])
+    edge = np.flatnonzero(np.diff(empty))
+    start, end = edge[0::2], edge[1::2]  # the runs of empty windows
+    long = end - start >= gap
+    lo = np.concatenate([[0], end[long]])
+    hi = np.concatenate([start[long], [sums.size]])
+    keep = hi > lo
+    return list(zip(lo[keep].tolist(), hi[keep].tolist(), strict=True))
 
 
 #: Block of bucket ends the partition's dynamic programme solves at once (a power of two):
