@@ -403,13 +403,14 @@ def optimal_interval_partition(costs: list[NDArray[np.int64]], offsets: int) -> 
     n = 1 << top
     shift = max(0, offsets.bit_length() - 1)
     costs = [np.asarray(c, dtype=np.int64) for c in costs]
-    # the widest |cost| as Python ints (np.abs leaves -2^63 negative)
-    widest = max(max(int(c.max()), -int(c.min())) for c in costs)
+    # the widest |cost| of each length as Python ints (np.abs leaves -2^63 negative)
+    width = [max(int(c.max()), -int(c.min())) for c in costs]
+    widest = max(width)
     # int64 holds every total (at most n buckets) and the stand-in for "no path" with room; the
     # rare costs beyond that (a tiny ε's noise on a large grid) run the same code on Python ints
     fits = (n + 1) * widest < (1 << 59)
     table = costs if fits else [c.astype(object) for c in costs]
-    best = _partition_totals(table, shift, top, _NO_PATH if fits else 4 * (n + 1) * (widest + 1))
+    best = _partition_totals(table, shift, top, _NO_PATH if fits else 4 * (n + 1) * (widest + 1), width)
     last = np.full(n + 1, -1, dtype=np.int64)
     for lv in range(top, -1, -1):  # longest first: the longest length reaching best(e) is kept
         length, step = 1 << lv, 1 << max(0, lv - shift)
@@ -427,7 +428,7 @@ def optimal_interval_partition(costs: list[NDArray[np.int64]], offsets: int) -> 
     return np.array(starts[::-1], dtype=np.int64), np.array(lengths[::-1], dtype=np.int64)
 
 
-def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> NDArray:
+def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, width: list[int]) -> NDArray:
     """``best(e)`` for every end ``e = 0 .. n`` of :func:`optimal_interval_partition`.
 
     No numpy or scipy routine runs a min-plus recurrence (scipy's Dijkstra over the candidate
@@ -442,6 +443,7 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> N
     with buckets inside the block.  ``G`` needs no value of ``best``: it is built for many blocks at
     once (chunks of :data:`PARTITION_CHUNK_CELLS` cells), end by end (``P`` steps); then the blocks are walked in order, each with a few small
     array operations.  The minima are the recurrence's (the same candidates, exact integers).
+    ``width[ℓ]``: the widest ``|cost|`` of length ``2^ℓ`` (the caller's, not found again).
     """
     n = 1 << top
     p = min(top, PARTITION_BLOCK.bit_length() - 1)
@@ -464,8 +466,7 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int) -> N
     # paths inside a block in int32 where they fit (half the memory traffic): every such path and
     # the stand-in for "no path" plus one bucket stay below 2^31; the walk below adds int64 totals
     # and masks the "no path" cells (an entry after the end), so its minima are the same
-    narrow = dtype.kind == "i" and (size + 1) * max([max(int(c.max()), -int(c.min())) for c in costs[:p]]
-                                                    + [0]) < 1 << 30
+    narrow = dtype.kind == "i" and (size + 1) * max(width[:p] + [0]) < 1 << 30
     dead: NDArray[np.int64] | int = 0
     if narrow:
         costs = [c.astype(np.int32) for c in costs[:p]] + costs[p:]
