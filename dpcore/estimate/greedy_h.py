@@ -203,6 +203,8 @@ def level_decomposition(tree: BucketTree, coverage: NDArray[np.float64],
     hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
     for lv in range(tree.height + 1):  # take the odd ends at each level, then move up
         live = lo < hi
+        if not live.any():  # every run used up: the levels above get nothing
+            break
         if lv == tree.height:  # one root: whatever is left is the root
             out[lv] += float(live.sum())
             break
@@ -603,6 +605,8 @@ def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: N
         hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
         for lv in range(tree.height + 1):
             live = lo < hi
+            if not live.any():  # every run used up: the levels above get nothing
+                break
             if lv == tree.height:
                 idx[lv].append(np.zeros(int(live.sum()), dtype=np.int64))
                 val[lv].append(np.ones(int(live.sum())))
