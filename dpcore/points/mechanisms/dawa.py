@@ -359,9 +359,10 @@ class DAWA(PointsMechanism):
         grid = aggregate.grid
         k = aggregate.sensitivity
         e1, e2 = self.budgets(cost, params)
-        rr, cc, inside = self._hilbert(grid)
+        rr, cc, _ = self._hilbert(grid)
+        pos = _hilbert_numbering(grid.rows, grid.cols)[0]
         x = np.zeros(rr.size, dtype=np.int64)
-        x[inside] = np.asarray(aggregate.counts, dtype=np.int64)[rr[inside], cc[inside]]
+        x[pos] = np.asarray(aggregate.counts, dtype=np.int64)  # each cell at its place on the curve; padding 0
 
         # stage 1: noisy lattice costs of every aligned dyadic interval, optimal partition
         costs = gh.dyadic_deviation_costs(x, FRAC_BITS)
@@ -383,13 +384,10 @@ class DAWA(PointsMechanism):
         rects = _block_rects(rr, cc, start, length, grid)
         size = (rects[:, 1] - rects[:, 0]) * (rects[:, 3] - rects[:, 2])
         keep = size > 0  # buckets wholly in the padding hold no cell of the grid
+        # the buckets tile the curve: each cell's (kept) bucket, read at its place on the curve
+        bucket_of_cell = np.repeat(np.cumsum(keep) - 1, length)[pos]
         start, length, rects, size = start[keep], length[keep], rects[keep], size[keep]
         m = int(size.size)
-        bucket_of_pos = np.repeat(np.arange(m), length)
-        pos_start = np.repeat(start, length) + _ramp(length)
-        bucket_of_cell = np.empty(grid.shape, dtype=np.int64)
-        ok = inside[pos_start]
-        bucket_of_cell[rr[pos_start[ok]], cc[pos_start[ok]]] = bucket_of_pos[ok]
         true_b = np.add.reduceat(x, start) if m else np.zeros(0, dtype=np.int64)
 
         # stage 2: the workload-weighted hierarchy over the buckets, least squares
@@ -459,12 +457,6 @@ def _hilbert_numbering(rows: int, cols: int) -> tuple[NDArray[np.int64], NDArray
     pos.setflags(write=False)
     number.setflags(write=False)
     return pos, number
-
-
-def _ramp(length: NDArray[np.int64]) -> NDArray[np.int64]:
-    """``0, 1, .., length_i − 1`` for every ``i``, concatenated."""
-    total = int(length.sum())
-    return np.arange(total) - np.repeat(np.cumsum(length) - length, length)
 
 
 def _block_rects(rr: NDArray[np.int64], cc: NDArray[np.int64], start: NDArray[np.int64],

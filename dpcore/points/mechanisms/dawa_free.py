@@ -94,6 +94,7 @@ from dpcore.points.mechanisms.dawa import (
     FRAC_BITS,
     _block_rects,
     _finest_runs,
+    _hilbert_numbering,
     bucket_penalty,
     cost_noise_scale,
     partition_row,
@@ -252,9 +253,10 @@ class DAWAFree(DAWA):
                  ) -> PartitionRelease:
         grid, k = aggregate.grid, aggregate.sensitivity
         e1, e2 = self.budgets(cost, params)
-        rr, cc, inside = self._hilbert(grid)
+        rr, cc, _ = self._hilbert(grid)
+        pos = _hilbert_numbering(grid.rows, grid.cols)[0]
         x = np.zeros(rr.size, dtype=np.int64)
-        x[inside] = np.asarray(aggregate.counts, dtype=np.int64)[rr[inside], cc[inside]]
+        x[pos] = np.asarray(aggregate.counts, dtype=np.int64)  # each cell at its place on the curve; padding 0
         start, length = self._partition(x, e1, e2, k, int(params["start_offsets"]), noise)
 
         # public from here: the buckets, their aligned pieces and the pieces' rectangles
@@ -269,9 +271,8 @@ class DAWAFree(DAWA):
         piece_ok = keep[owner] & (p_size > 0)
         rects, p_size, owner = rects[piece_ok], p_size[piece_ok], new_id[owner[piece_ok]]
         m = int(size.size)
-        bucket_of_pos = np.repeat(new_id, length_all)  # the buckets tile the Hilbert sequence
-        bucket_of_cell = np.empty(grid.shape, dtype=np.int64)
-        bucket_of_cell[rr[inside], cc[inside]] = bucket_of_pos[inside]
+        # the buckets tile the curve: each cell's bucket, read at its place on the curve
+        bucket_of_cell = np.repeat(new_id, length_all)[pos]
         prefix = np.concatenate([[0], np.cumsum(x)])
         true_b = prefix[start + length] - prefix[start]
 
