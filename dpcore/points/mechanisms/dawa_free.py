@@ -76,6 +76,7 @@ Expected error
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -84,7 +85,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcore.data.domain import Aggregate, Grid
+from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
 from dpcore.estimate import greedy_h as gh
 from dpcore.estimate.tree_inference import consistent_release
@@ -95,6 +96,7 @@ from dpcore.points.mechanisms.dawa import (
     _block_rects,
     _finest_runs,
     _hilbert_numbering,
+    _random_groups,
     bucket_penalty,
     cost_noise_scale,
     partition_row,
@@ -230,9 +232,12 @@ class DAWAFree(DAWA):
     def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
                     n_estimate: float | None) -> tuple[LevelPlan, ...]:
         e1, e2 = self.budgets(cost, params)
-        finest = self._finest_buckets(grid)
-        tree, eps, per_query = self._allocate(grid, params, e2, finest, np.ones(grid.n_cells, dtype=np.int64),
-                                              _finest_runs(grid, finest))
+        if params["workload"] == "uploaded":
+            tree, shares, per_query = _finest_design(grid, self._workload_groups(grid, params))
+        else:
+            tree, shares, per_query = _finest_random_design(grid.rows, grid.cols, int(params["queries_per_size"]),
+                                                            int(params["workload_seed"]))
+        eps = node_epsilons(shares, e2)
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the buckets and "
                 "their budgets are known only at release.")
         levels = self._stage2_levels(e1, e2, sensitivity, tree, eps, per_query, grid.n_cells, note)
@@ -321,6 +326,30 @@ class DAWAFree(DAWA):
                                          np.concatenate(sd_own), np.concatenate(ci_own))
         leaf = slice(offset - tree.m, offset)
         return est[leaf], sd[leaf], ci[leaf]
+
+
+def _finest_design(grid: Grid, groups: tuple[Any, ...]) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
+    """The plan's stage 2 on the finest partition (every cell a bucket): the tree, every node's
+    share (:func:`~dpcore.estimate.greedy_h.node_shares`) and the queries' uses, for the workload's
+    distinct rectangles ``groups`` (:func:`~dpcore.points.mechanisms.dawa.distinct_rects`)."""
+    finest = DAWA._finest_buckets(grid)
+    tree, uses, per_query = DAWAFree._node_design(finest, np.ones(grid.n_cells, dtype=np.int64), groups,
+                                                  _finest_runs(grid, finest))
+    return tree, gh.node_shares(tree, uses), per_query
+
+
+@functools.lru_cache(maxsize=2)
+def _finest_random_design(rows: int, cols: int, per_size: int, seed: int) -> tuple[
+        gh.BucketTree, list[NDArray[np.float64]], tuple]:
+    """:func:`_finest_design` for the random workload: public (the grid's shape and the seeded
+    rectangles, no data), the same at every call, so made once per grid and seed and shared
+    read-only, as the workload itself (0.1 s of every plan on 1,024², a million buckets; the
+    node budgets, which depend on ε, are still found per plan)."""
+    tree, shares, (flats, which) = _finest_design(Grid(Bounds(0.0, 0.0, 1.0, 1.0), rows, cols),
+                                                  _random_groups(rows, cols, per_size, seed))
+    for a in (*shares, *(a for pair in flats for a in pair)):
+        a.setflags(write=False)
+    return tree, shares, (flats, which)
 
 
 def _covered(bucket_of_cell: NDArray[np.int64], m: int, rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
