@@ -251,8 +251,10 @@ class DAWAFree(DAWA):
         costs = gh.free_interval_costs(x, FRAC_BITS, offsets)
         penalty = bucket_penalty(e1, e2, k, FREE_PENALTY_FACTOR)
         t = cost_noise_scale(e1, k)
-        return gh.optimal_interval_partition([c + penalty + noise.discrete_laplace(t, c.size) for c in costs],
-                                             offsets)
+        for c in costs:  # in place: the costs are this call's own (no copy of ~5 M costs on 1,024²)
+            c += penalty
+            c += noise.discrete_laplace(t, c.size)
+        return gh.optimal_interval_partition(costs, offsets)
 
     def _release(self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
                  ) -> PartitionRelease:
