@@ -76,6 +76,7 @@ Expected error
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -84,7 +85,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcore.data.domain import Aggregate, Grid
+from dpcore.data.domain import Aggregate, Bounds, Grid
 from dpcore.errors import ParameterError
 from dpcore.estimate import greedy_h as gh
 from dpcore.estimate.tree_inference import consistent_release
@@ -93,6 +94,9 @@ from dpcore.points.mechanisms.dawa import (
     DAWA,
     FRAC_BITS,
     _block_rects,
+    _finest_runs,
+    _hilbert_numbering,
+    _random_groups,
     bucket_penalty,
     cost_noise_scale,
     partition_row,
@@ -228,9 +232,12 @@ class DAWAFree(DAWA):
     def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
                     n_estimate: float | None) -> tuple[LevelPlan, ...]:
         e1, e2 = self.budgets(cost, params)
-        finest = self._finest_buckets(grid)
-        tree, eps, per_query = self._allocate(grid, params, e2, finest, np.ones(grid.n_cells, dtype=np.int64),
-                                              _finest_runs(grid, finest))
+        if params["workload"] == "uploaded":
+            tree, shares, per_query = _finest_design(grid, self._workload_groups(grid, params))
+        else:
+            tree, shares, per_query = _finest_random_design(grid.rows, grid.cols, int(params["queries_per_size"]),
+                                                            int(params["workload_seed"]))
+        eps = node_epsilons(shares, e2)
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the buckets and "
                 "their budgets are known only at release.")
         levels = self._stage2_levels(e1, e2, sensitivity, tree, eps, per_query, grid.n_cells, note)
@@ -244,16 +251,19 @@ class DAWAFree(DAWA):
         costs = gh.free_interval_costs(x, FRAC_BITS, offsets)
         penalty = bucket_penalty(e1, e2, k, FREE_PENALTY_FACTOR)
         t = cost_noise_scale(e1, k)
-        return gh.optimal_interval_partition([c + penalty + noise.discrete_laplace(t, c.size) for c in costs],
-                                             offsets)
+        for c in costs:  # in place: the costs are this call's own (no copy of ~5 M costs on 1,024²)
+            c += penalty
+            c += noise.discrete_laplace(t, c.size)
+        return gh.optimal_interval_partition(costs, offsets)
 
     def _release(self, aggregate: Aggregate, cost: PrivacyCost, params: dict[str, Any], noise: NoiseSource
                  ) -> PartitionRelease:
         grid, k = aggregate.grid, aggregate.sensitivity
         e1, e2 = self.budgets(cost, params)
-        rr, cc, inside = self._hilbert(grid)
+        rr, cc, _ = self._hilbert(grid)
+        pos = _hilbert_numbering(grid.rows, grid.cols)[0]
         x = np.zeros(rr.size, dtype=np.int64)
-        x[inside] = np.asarray(aggregate.counts, dtype=np.int64)[rr[inside], cc[inside]]
+        x[pos] = np.asarray(aggregate.counts, dtype=np.int64)  # each cell at its place on the curve; padding 0
         start, length = self._partition(x, e1, e2, k, int(params["start_offsets"]), noise)
 
         # public from here: the buckets, their aligned pieces and the pieces' rectangles
@@ -268,9 +278,8 @@ class DAWAFree(DAWA):
         piece_ok = keep[owner] & (p_size > 0)
         rects, p_size, owner = rects[piece_ok], p_size[piece_ok], new_id[owner[piece_ok]]
         m = int(size.size)
-        bucket_of_pos = np.repeat(new_id, length_all)  # the buckets tile the Hilbert sequence
-        bucket_of_cell = np.empty(grid.shape, dtype=np.int64)
-        bucket_of_cell[rr[inside], cc[inside]] = bucket_of_pos[inside]
+        # the buckets tile the curve: each cell's bucket, read at its place on the curve
+        bucket_of_cell = np.repeat(new_id, length_all)[pos]
         prefix = np.concatenate([[0], np.cumsum(x)])
         true_b = prefix[start + length] - prefix[start]
 
@@ -321,6 +330,30 @@ class DAWAFree(DAWA):
         return est[leaf], sd[leaf], ci[leaf]
 
 
+def _finest_design(grid: Grid, groups: tuple[Any, ...]) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
+    """The plan's stage 2 on the finest partition (every cell a bucket): the tree, every node's
+    share (:func:`~dpcore.estimate.greedy_h.node_shares`) and the queries' uses, for the workload's
+    distinct rectangles ``groups`` (:func:`~dpcore.points.mechanisms.dawa.distinct_rects`)."""
+    finest = DAWA._finest_buckets(grid)
+    tree, uses, per_query = DAWAFree._node_design(finest, np.ones(grid.n_cells, dtype=np.int64), groups,
+                                                  _finest_runs(grid, finest))
+    return tree, gh.node_shares(tree, uses), per_query
+
+
+@functools.lru_cache(maxsize=2)
+def _finest_random_design(rows: int, cols: int, per_size: int, seed: int) -> tuple[
+        gh.BucketTree, list[NDArray[np.float64]], tuple]:
+    """:func:`_finest_design` for the random workload: public (the grid's shape and the seeded
+    rectangles, no data), the same at every call, so made once per grid and seed and shared
+    read-only, as the workload itself (0.1 s of every plan on 1,024², a million buckets; the
+    node budgets, which depend on ε, are still found per plan)."""
+    tree, shares, (flats, which) = _finest_design(Grid(Bounds(0.0, 0.0, 1.0, 1.0), rows, cols),
+                                                  _random_groups(rows, cols, per_size, seed))
+    for a in (*shares, *(a for pair in flats for a in pair)):
+        a.setflags(write=False)
+    return tree, shares, (flats, which)
+
+
 def _covered(bucket_of_cell: NDArray[np.int64], m: int, rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
     """The buckets (of ``m``) the rectangle ``(r0, r1, c0, c1)`` touches, increasing, and its
     cells in each: ``np.unique``'s answer, by counting (no sort) where the buckets are few."""
@@ -331,34 +364,6 @@ def _covered(bucket_of_cell: NDArray[np.int64], m: int, rect: tuple[int, ...]) -
     count = np.bincount(block.ravel(), minlength=m)
     ids = np.flatnonzero(count)
     return ids, count[ids]
-
-
-def _finest_runs(grid: Grid, finest: NDArray[np.int64]) -> Callable[[tuple[int, ...]], tuple[NDArray, NDArray]]:
-    """For the finest partition (``finest``: every cell its own bucket, numbered in Hilbert order),
-    the buckets a rectangle covers as maximal runs ``[lo, hi)`` of bucket numbers, without reading
-    its cells: its cells are runs of consecutive Hilbert positions, and a run can only begin or end
-    on the rectangle's border (an inner cell's neighbours on the curve are in the rectangle), so
-    the runs are the border cells whose predecessor (successor) on the curve lies outside; runs
-    apart only by padding cells are one run of bucket numbers."""
-    rr, cc, inside = DAWA._hilbert(grid)
-    pos = np.empty(grid.shape, dtype=np.int64)
-    pos[rr[inside], cc[inside]] = np.flatnonzero(inside)
-    last = rr.size - 1
-
-    def runs(rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
-        r0, r1, c0, c1 = rect
-        border = np.unique(np.concatenate([pos[r0, c0:c1], pos[r1 - 1, c0:c1], pos[r0:r1, c0], pos[r0:r1, c1 - 1]]))
-
-        def outside(h: NDArray[np.int64]) -> NDArray[np.bool_]:
-            q = np.clip(h, 0, last)
-            return (h < 0) | (h > last) | (rr[q] < r0) | (rr[q] >= r1) | (cc[q] < c0) | (cc[q] >= c1)
-
-        lo, hi = border[outside(border - 1)], border[outside(border + 1)]  # the runs' first and last positions
-        first, final = finest[rr[lo], cc[lo]], finest[rr[hi], cc[hi]]
-        new = np.concatenate([[True], first[1:] != final[:-1] + 1])
-        return first[new], final[np.concatenate([new[1:], [True]])] + 1
-
-    return runs
 
 
 def _scale(epsilon: float, k: int) -> Fraction:

@@ -329,3 +329,20 @@ def test_interval_costs_refuse_negative_counts() -> None:
     than the old code, review finding): refused with a message."""
     with pytest.raises(ParameterError, match="0 or more"):
         gh.free_interval_costs(np.array([-(2**30), 0, 3, 1]), 4, 4)
+
+
+def test_plans_finest_design_is_kept_read_only_and_equals_a_fresh_one() -> None:
+    """The random workload's finest-partition design is cached per grid and seed (public): the
+    cached shares and uses are the ones made afresh, and cannot be written through."""
+    grid = Grid(B, 13, 20)
+    mech = catalog.get("points", "dawa_free")
+    p = mech.resolve_params({})
+    tree, shares, (flats, which) = F._finest_random_design(13, 20, p["queries_per_size"], p["workload_seed"])
+    fresh_tree, fresh_shares, (fresh_flats, fresh_which) = F._finest_design(grid, mech._workload_groups(grid, p))
+    assert tree == fresh_tree and np.array_equal(which, fresh_which)
+    assert all(np.array_equal(a, b) for a, b in zip(shares, fresh_shares, strict=True))
+    assert all(np.array_equal(a, c) and np.array_equal(b, d)
+               for (a, b), (c, d) in zip(flats, fresh_flats, strict=True))
+    with pytest.raises(ValueError):
+        shares[0][0] = 1.0
+    assert F._finest_random_design(13, 20, p["queries_per_size"], p["workload_seed"])[1] is shares
