@@ -130,7 +130,7 @@ def streamlit_server(launcher: list[str] | None = None, env_extra: dict[str, str
     cmd = [*([*launcher, "run"] if launcher else [sys.executable, "-m", "ui.serve"]), "app.py", "--server.headless=true",
            f"--server.port={port}", "--server.address=127.0.0.1",
            "--browser.gatherUsageStats=false", "--server.fileWatcherType=none",
-           *([f"--workers={workers}"] if workers > 1 else [])]
+           *([f"--workers={workers}"] if not launcher else [])]  # stated: a $DPCORE_WORKERS of the shell is not used
     # a budget database of its own: the demo's budget is kept across sessions, and the user's is not touched
     db_dir = tempfile.TemporaryDirectory(prefix="map_draw_ledger_")
     env = dict(os.environ, DPCORE_LEDGER_DB=os.path.join(db_dir.name, "ledger.sqlite"), **(env_extra or {}))

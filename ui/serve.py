@@ -1,7 +1,8 @@
 """Start the app's server (``./run``): ``python -m ui.serve app.py [--workers N] [streamlit options]``.
 
 ``--workers N`` (or ``$DPCORE_WORKERS``; ``auto``: one per core) serves the address with N such
-servers behind a sticky front (:mod:`ui.front`): for many curators at once.  The default is one.
+servers behind a sticky front (:mod:`ui.workers`, :mod:`ui.front`): for many curators at once.  The
+default is one.
 
 The same as ``streamlit run app.py ...``, after importing the app's modules and the libraries they
 use and moving every object then alive to the garbage collector's permanent generation
@@ -118,8 +119,9 @@ def workers_option(argv: list[str], env: dict[str, str] | None = None) -> tuple[
             value = given if eq else next(args, "")
         else:
             rest.append(arg)
-    if value == "auto":
-        return max(1, os.cpu_count() or 1), rest
+    if value == "auto":  # the cores this process may use (a container's or taskset's limit included)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return max(1, cores or 1), rest
     if not value.isdigit() or int(value) < 1:
         raise SystemExit(f"--workers {value!r} is not a number of app servers: give 1 or more, or auto "
                          "(one per core)")
@@ -128,10 +130,10 @@ def workers_option(argv: list[str], env: dict[str, str] | None = None) -> tuple[
 
 def main(argv: list[str]) -> int:
     workers, argv = workers_option(argv)
-    if workers > 1:  # several servers behind one address (ui/front.py); each comes back here with 1
-        from ui import front
+    if workers > 1:  # several servers behind one address (ui/workers.py); each comes back here with 1
+        from ui import workers as servers
 
-        return front.serve(argv, workers)
+        return servers.serve(argv, workers)
     tune_gc()
     freeze_libraries()
     collect_periodically()

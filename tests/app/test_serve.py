@@ -36,6 +36,7 @@ def test_the_apps_runs_freeze_nothing_and_the_server_freezes_the_libraries() -> 
 
 def test_the_server_sets_the_collectors_thresholds_before_it_starts(monkeypatch) -> None:
     """``main`` sets :data:`ui.serve.GC_THRESHOLDS` before the freeze and Streamlit's own ``run``."""
+    monkeypatch.delenv("DPCORE_WORKERS", raising=False)  # one server, whatever the shell says
     import gc
 
     from streamlit.web import cli

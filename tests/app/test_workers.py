@@ -1,0 +1,219 @@
+"""The app servers behind ``./run --workers N`` (ui/workers.py, issue 28 item 5), with small stand-in
+processes: started, seen listening on their own port (never on a port another program took), started
+again after an exit with growing pauses while they keep failing, stopped with the front; and the
+options.  The proxy: test_front.py; the app: tests/e2e/test_workers_browser.py."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ui import serve, workers
+from ui.workers import Workers
+
+ROOT = Path(__file__).resolve().parents[2]
+SLEEPER = ("import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', int(sys.argv[1])))\n"
+           "s.listen()\ntime.sleep(120)")
+
+
+def run(coro):
+    """``asyncio.run`` in a thread of its own (test_front.run says why)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+class Sleepers(Workers):
+    """Workers that listen on their port and do nothing else (or exit at once with ``exit_code``)."""
+
+    exit_code: int | None = None
+
+    def command(self, i: int) -> list[str]:
+        if self.exit_code is not None:
+            return [sys.executable, "-c", f"raise SystemExit({self.exit_code})"]
+        return [sys.executable, "-c", SLEEPER, str(self.backends[i].port)]
+
+
+def started(n: int) -> Sleepers:
+    w = Sleepers(n, ["app.py"])
+    for i in range(n):
+        w.start(i)
+    w.wait_ready(timeout=60)
+    return w
+
+
+def test_a_worker_serves_once_its_own_process_listens_on_its_port() -> None:
+    w = started(1)
+    try:
+        assert w.backends[0].ready and w.usable(0)
+        assert workers.listens(w.procs[0].pid, w.backends[0].port)
+        assert not workers.listens(os.getpid(), w.backends[0].port)  # the port is not ours
+        with socket.socket() as mine:
+            mine.bind(("127.0.0.1", 0))
+            mine.listen()
+            assert workers.listens(os.getpid(), mine.getsockname()[1])
+            assert not workers.listens(w.procs[0].pid, mine.getsockname()[1])
+    finally:
+        w.stop()
+    assert not w.usable(0)  # stopped: never used, whatever listens there now
+
+
+def test_a_port_another_program_took_is_never_trusted() -> None:
+    """Review finding: a worker's port is free until it listens; a program that took it first is not a
+    worker: the worker cannot listen, exits, and the start fails with a message naming it."""
+    w = Sleepers(1, ["app.py"])
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", w.backends[0].port))
+        squatter.listen()
+        w.start(0)
+        with pytest.raises(SystemExit, match=r"App server 1 of 1 exited with code 1 before it started"):
+            w.wait_ready(timeout=60)
+        assert not w.backends[0].ready
+
+
+def test_workers_are_started_again_when_one_exits_and_stop() -> None:
+    w = started(2)
+    first = w.procs[0]
+    w.started[0] -= 3600  # it ran an hour: started again at once
+    first.kill()
+    first.wait()
+
+    async def watch():
+        task = asyncio.create_task(w.supervise(every=0.05))
+        for _ in range(400):
+            if w.procs[0] is not first and w.backends[0].ready:
+                break
+            await asyncio.sleep(0.05)
+        task.cancel()
+        # checked in this thread: a worker dies with the thread that started it (PR_SET_PDEATHSIG;
+        # the front starts them all from its main thread)
+        assert w.procs[0] is not first and w.usable(0) and w.failures[0] == 0
+        w.stop()
+
+    run(watch())
+    assert all(p.poll() is not None for p in w.procs)
+    assert w.env["DPCORE_WORKERS"] == "1"  # each worker is one server, not another front
+
+
+def test_a_worker_that_keeps_failing_waits_longer_each_time(capsys) -> None:
+    w = Sleepers(1, ["app.py"])
+    assert [w.pause(0)] == [0.0]
+    w.failures[0] = 1
+    assert w.pause(0) == 10.0
+    w.failures[0] = 3
+    assert w.pause(0) == 40.0
+    w.failures[0] = 30
+    assert w.pause(0) == 300.0
+    w.failures[0] = 0
+    w.exit_code = 1  # exits at once: a quick exit counts as a failure and is not started again at once
+    w.start(0)
+    w.procs[0].wait()
+
+    async def watch():
+        task = asyncio.create_task(w.supervise(every=0.02))
+        await asyncio.sleep(0.5)
+        task.cancel()
+
+    first = w.procs[0]
+    run(watch())
+    assert w.failures[0] == 1 and w.procs[0] is first  # waiting its 10 s
+    assert capsys.readouterr().err.count("App server 1 exited with code 1 after 0 s; starting it again in 10 s.") == 1
+
+
+FRONT_OF_SLEEPERS = """
+import sys
+from ui import workers
+
+class Sleepers(workers.Workers):
+    def command(self, i):
+        return [sys.executable, "-c", SLEEPER, str(self.backends[i].port)]
+
+SLEEPER = {sleeper!r}
+w = Sleepers(2, ["app.py"])
+for i in range(2):
+    w.start(i)
+w.wait_ready(timeout=60)
+print(*(p.pid for p in w.procs), flush=True)
+sys.exit(workers.asyncio.run(workers.front(w, "127.0.0.1", int(sys.argv[1]))))
+"""
+
+
+def test_the_front_serves_until_sigterm_then_stops_its_workers() -> None:
+    """A real front process (two stand-in workers): it answers on its port; on SIGTERM it exits with 0
+    and its workers are gone."""
+    port = workers._free_port()
+    proc = subprocess.Popen([sys.executable, "-c", FRONT_OF_SLEEPERS.format(sleeper=SLEEPER), str(port)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2
+        # said once it listens and handles signals
+        assert proc.stdout.readline() == f"The app is served on http://127.0.0.1:{port} by 2 app servers.\n"
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        for pid in pids:  # stopped and reaped by the front
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_worker_that_cannot_start_stops_the_others_with_a_clear_message() -> None:
+    w = Sleepers(2, ["app.py"])
+    w.exit_code = 3
+    for i in range(2):
+        w.start(i)
+    with pytest.raises(SystemExit, match=r"App server [12] of 2 exited with code 3 before it started"):
+        w.wait_ready(timeout=60)
+    assert all(p.poll() is not None for p in w.procs)
+
+
+def test_a_port_in_use_is_named_with_the_fix() -> None:
+    w = started(1)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(SystemExit, match=r"Cannot listen on 127\.0\.0\.1:\d+: .*Give another --server\.port"):
+            run(workers.front(w, "127.0.0.1", taken.getsockname()[1]))
+    assert w.procs[0].poll() is not None  # its worker was stopped
+
+
+def test_the_options_name_the_problem_and_the_fix() -> None:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert serve.workers_option(["app.py", "--workers=auto"], {})[0] == cores
+    assert serve.workers_option(["app.py"], {}) == (1, ["app.py"])
+    for bad in ("0", "two", ""):
+        with pytest.raises(SystemExit, match=r"is not a number of app servers: give 1 or more, or auto"):
+            serve.workers_option(["app.py", "--workers", bad], {})
+    with pytest.raises(SystemExit, match=r"--server\.port 'x' is not a port number"):
+        workers.split_address(["app.py", "--server.port", "x"])
+    for tls in ("--server.sslCertFile=c.pem", "--server.sslKeyFile"):  # review: it silently broke every page
+        with pytest.raises(SystemExit, match=r"cannot be used with --workers: the front speaks plain HTTP.*TLS terminator"):
+            workers.split_address(["app.py", tls, "k.pem"])
+
+
+def test_without_options_the_front_listens_where_one_server_would(tmp_path) -> None:
+    """The app's .streamlit/config.toml says 127.0.0.1: the front does not listen on every interface."""
+    assert workers.configured({}) == {"address": "127.0.0.1", "port": "8501"}  # the repository's file
+    assert workers.split_address(["app.py"])[:2] == ("127.0.0.1", 8501)
+    assert workers.configured({"STREAMLIT_SERVER_PORT": "9000"})["port"] == "9000"
+    (tmp_path / "c.toml").write_text("[server]\nport = 8700\n")
+    assert workers.configured({}, str(tmp_path / "c.toml")) == {"address": "", "port": "8700"}
+    assert workers.configured({}, str(tmp_path / "missing.toml")) == {"address": "", "port": "8501"}
+
+
+def test_main_hands_several_workers_to_the_front(monkeypatch) -> None:
+    seen = []
+    monkeypatch.setattr(workers, "serve", lambda argv, n: seen.append((list(argv), n)) or 0)
+    monkeypatch.setenv("DPCORE_WORKERS", "3")
+    assert serve.main(["app.py", "--server.port", "1"]) == 0
+    assert seen == [(["app.py", "--server.port", "1"], 3)]
