@@ -232,3 +232,32 @@ def test_closing_the_front_ends_its_connections() -> None:
         w.close()
 
     run(scenario())
+
+
+def test_sessions_that_arrive_together_are_spread_evenly(monkeypatch) -> None:
+    """A session counts from the choice, not from the connection: with one worker slower to connect,
+    ten websockets arriving 10 ms apart went 1 and 9 (measured on the app: 2 and 8); now 5 and 5."""
+    async def scenario():
+        f, _s, port = await fronted(2)
+        slow = f.backends[1].port
+        connect = asyncio.open_connection
+
+        async def open_connection(host, p, **kw):
+            if p == slow:
+                await asyncio.sleep(0.2)
+            return await connect(host, p, **kw)
+
+        monkeypatch.setattr(front.asyncio, "open_connection", open_connection)
+        writers = []
+        for _ in range(10):
+            r, w = await connect("127.0.0.1", port)
+            w.write(b"GET /_stcore/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+            writers.append((r, w))
+            await asyncio.sleep(0.01)
+        for r, _w in writers:
+            await r.readuntil(b"\r\n\r\n")
+        assert [b.sessions for b in f.backends] == [5, 5]
+        for _r, w in writers:
+            w.close()
+
+    run(scenario())
