@@ -26,8 +26,6 @@ HAProxy with cookie stickiness does the same job for a deployment, as the README
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import http.cookies
 import itertools
 import re
 from collections.abc import Callable, Sequence
@@ -77,21 +75,34 @@ class StickyFront:
         self.usable = usable or (lambda i: self.backends[i].ready)
         self.connect_timeout = connect_timeout
         self._turn = itertools.count()
-        self._open: set[asyncio.StreamWriter] = set()  # client connections being served
+        self._open: set[asyncio.StreamWriter] = set()  # both ends of the connections being served
         self._tasks: set[asyncio.Task] = set()
 
     def pinned(self, head: bytes) -> int | None:
-        """The worker a request head's cookie names, if it names one of ours."""
+        """The worker a request head's cookie names, if it names one of ours.
+
+        The Cookie header is split by hand (``name=value`` pairs between semicolons): Python's
+        ``SimpleCookie`` drops the whole header for one cookie it dislikes (a space or a non-ASCII
+        letter in another app's value on the same host), and the browser then lost its server at every
+        request (review finding: its upload landed on the other server).
+
+        >>> StickyFront([Backend("h", 1), Backend("h", 2)], "w").pinned(
+        ...     b"GET / HTTP/1.1\\r\\nCookie: theme=dark mode; lang=caf\\xc3\\xa9; junk; w=1\\r\\n\\r\\n")
+        1
+        """
+        name = self.cookie.encode()
         for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() != b"cookie":
+            field, _, value = line.partition(b":")
+            if field.strip().lower() != b"cookie":
                 continue
-            jar = http.cookies.SimpleCookie()
-            with contextlib.suppress(http.cookies.CookieError):
-                jar.load(value.decode("latin-1"))
-            if self.cookie in jar and _INDEX.fullmatch(jar[self.cookie].value):
-                index = int(jar[self.cookie].value)
-                return index if index < len(self.backends) else None
+            for part in value.split(b";"):
+                key, eq, v = part.strip().partition(b"=")
+                if eq and key == name:
+                    v = v.strip().strip(b'"')
+                    if _INDEX.fullmatch(v.decode("latin-1")):
+                        index = int(v)
+                        return index if index < len(self.backends) else None
+                    return None
         return None
 
     def next_free(self, exclude: frozenset[int] = frozenset()) -> int | None:
@@ -128,6 +139,7 @@ class StickyFront:
             return await _answer(client_w, 503, "No app server is running; it restarts, try again in a minute")
         chosen, (server_r, server_w) = opened
         backend = self.backends[chosen]
+        self._open.add(server_w)
         try:
             server_w.write(head)
             set_cookie = None if chosen == index else (
@@ -137,6 +149,7 @@ class StickyFront:
             backend.sessions -= upgrade
             await _close(server_w)
             await _close(client_w)
+            self._open.discard(server_w)
 
     async def _connect(self, index: int | None, session: bool):
         """Connect to the pinned worker when usable, else (or when it does not answer) the freest other one.
@@ -156,12 +169,20 @@ class StickyFront:
             except (TimeoutError, OSError):
                 b.sessions -= session
                 choice = self.next_free(frozenset(tried))
+            except BaseException:  # cancelled while connecting (the front stops): no count left behind
+                b.sessions -= session
+                raise
         return None
 
     async def close(self, grace: float = 2.0) -> None:
-        """End every connection being served and wait (up to ``grace`` seconds) for their handlers."""
+        """End every connection being served and wait (up to ``grace`` seconds) for their handlers; then
+        drop what is left unsent (a client that stops reading kept the front alive, review finding)."""
         for w in list(self._open):
             w.close()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=grace)
+        for w in list(self._open):
+            w.transport.abort()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=grace)
 
@@ -223,7 +244,13 @@ async def _answer(w: asyncio.StreamWriter, status: int, text: str) -> None:
     await _close(w)
 
 
-async def _close(w: asyncio.StreamWriter) -> None:
+async def _close(w: asyncio.StreamWriter, flush: float = 5.0) -> None:
+    """Close ``w``, letting ``flush`` seconds for what is still unsent; then drop it (a peer that stops
+    reading must not hold a handler for ever)."""
     w.close()
-    with contextlib.suppress(ConnectionError, OSError):
-        await w.wait_closed()
+    try:
+        await asyncio.wait_for(w.wait_closed(), flush)
+    except (ConnectionError, OSError):
+        pass
+    except TimeoutError:
+        w.transport.abort()

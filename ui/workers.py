@@ -3,17 +3,18 @@ stopped; and :func:`serve`, which runs them behind the sticky front (:mod:`ui.fr
 
 **What the servers share.**  The budget database (SQLite, ``$DPCORE_LEDGER_DB``): every release of
 every worker is charged in it under SQLite's write lock (:mod:`dpcore.privacy.ledger_store`), so the
-workers never overspend a shared cap.  A worker that exits is started again on its port (at once after
-a long run; after 10 s, then 20 s, 40 s ... up to 5 minutes while it keeps failing within a minute);
-its browser sessions reconnect to a fresh session, as after a restart of a single server.  Each
-server keeps Streamlit's own cookie secret (its own unless ``server.cookieSecret`` is set): nothing
-here draws randomness (DESIGN.md's rule 2: only the noise module does).
+workers never overspend a shared cap.  A worker that exits is started again, on a new port: at once
+after a run of a minute or more, otherwise after 10 s, then 20 s, 40 s ... up to 5 minutes from its
+exit while it keeps failing; its browser sessions reconnect to a fresh session, as after a restart of
+a single server.  Each server keeps Streamlit's own cookie secret (its own unless
+``server.cookieSecret`` is set): nothing here draws randomness (DESIGN.md's rule 2: only the noise
+module does).
 
 **Only the worker's own port.**  A worker's port is free between its start and its listening (the
-imports take up to a minute) and after it stops; another local program could listen there.  So a
-worker serves only once its own process is seen listening on its port (on Linux, from /proc: the
-listening socket's inode among the process's open files; elsewhere a connection test) and only while
-its process runs.
+imports take up to a minute) and while it stops; another local program could listen there.  So a
+worker serves only while its process runs and the socket listening on its port is the one its process
+opened (on Linux, from /proc: the socket's inode among the process's open files, found once, then
+checked for every connection; elsewhere a connection test, which cannot tell whose the port is).
 """
 
 from __future__ import annotations
@@ -29,25 +30,30 @@ import sys
 import time
 import tomllib
 from collections.abc import Sequence
+from pathlib import Path
 
 from ui.front import COOKIE, MAX_HEAD, Backend, StickyFront
 
 #: Seconds a worker may take to listen after it is started (the first start imports the map and data
 #: libraries: about a minute on a small machine).
 START_TIMEOUT = 300.0
-#: A worker that exits within this many seconds of its start counts as failing to start.
+#: A worker that exits before it listened, or within this many seconds of it, counts as failing.
 QUICK_EXIT = 60.0
-#: Seconds before a failing worker is started again: doubled at each failure, at most the second.
+#: Seconds from a failing worker's exit to its next start: doubled at each failure, at most the second.
 RESTART_PAUSE = (10.0, 300.0)
 #: Connections the front's socket queues (uvicorn's own default).
 BACKLOG = 2048
-#: Streamlit's options for TLS: the front speaks plain HTTP to the browser.
-_TLS_OPTIONS = ("--server.sslCertFile", "--server.sslKeyFile")
+#: Where Streamlit finds its options besides the command line: the user's file, then the app's.
+CONFIG_FILES = (str(Path.home() / ".streamlit" / "config.toml"), ".streamlit/config.toml")
+_TLS = {"--server.sslCertFile": "sslCertFile", "--server.sslKeyFile": "sslKeyFile"}
+_NO_TLS = ("cannot be used with --workers: the front speaks plain HTTP to the browser. Put a TLS terminator "
+           "(nginx, Caddy) in front of it, or serve with TLS from one server (no --workers).")
 
 
 def split_address(argv: Sequence[str], defaults: dict[str, str] | None = None) -> tuple[str, int, list[str]]:
     """The public address and port among Streamlit's options (the last of each wins, as for
     Streamlit), else as Streamlit would find them (:func:`configured`); and the options without them.
+    TLS options are refused (:data:`_NO_TLS`).
 
     >>> split_address(["app.py", "--server.address", "127.0.0.1", "--server.port=8600", "--theme.base=dark"])
     ('127.0.0.1', 8600, ['app.py', '--theme.base=dark'])
@@ -55,14 +61,15 @@ def split_address(argv: Sequence[str], defaults: dict[str, str] | None = None) -
     ('', 8501, ['app.py'])
     """
     defaults = configured() if defaults is None else defaults
+    if defaults.get("tls"):
+        raise SystemExit(f"{defaults['tls']} {_NO_TLS}")
     found = {"--server.address": defaults["address"], "--server.port": defaults["port"]}
     rest: list[str] = []
     args = iter(argv)
     for arg in args:
         name, eq, value = arg.partition("=")
-        if name in _TLS_OPTIONS:
-            raise SystemExit(f"{name} cannot be used with --workers: the front speaks plain HTTP to the browser. Put a "
-                             "TLS terminator (nginx, Caddy) in front of it, or serve with TLS from one server (no --workers).")
+        if name in _TLS:
+            raise SystemExit(f"{name} {_NO_TLS}")
         if name in found:
             found[name] = value if eq else next(args, "")
         else:
@@ -73,18 +80,27 @@ def split_address(argv: Sequence[str], defaults: dict[str, str] | None = None) -
     return found["--server.address"], int(port), rest
 
 
-def configured(env: dict[str, str] | None = None, config: str = ".streamlit/config.toml") -> dict[str, str]:
+def configured(env: dict[str, str] | None = None, files: Sequence[str] = CONFIG_FILES) -> dict[str, str]:
     """The server's address and port when no option names them, found as Streamlit finds them:
-    ``$STREAMLIT_SERVER_ADDRESS`` / ``$STREAMLIT_SERVER_PORT``, else the app's ``config`` file
-    (127.0.0.1:8501 here), else Streamlit's defaults (every interface, 8501).  So the front never
-    listens more widely than one server would."""
+    ``$STREAMLIT_SERVER_ADDRESS`` / ``$STREAMLIT_SERVER_PORT``, else the config ``files`` (the later
+    wins; the app's says 127.0.0.1:8501), else Streamlit's defaults (every interface, 8501): so the
+    front never listens more widely than one server would.  ``tls``: where a TLS certificate or key is
+    set outside the command line ("" when nowhere)."""
     env = os.environ if env is None else env
     server: dict = {}
-    with contextlib.suppress(OSError, ValueError):
-        with open(config, "rb") as f:
-            server = tomllib.load(f).get("server", {})
-    return {name: env.get(f"STREAMLIT_SERVER_{name.upper()}") or str(server.get(name, default))
-            for name, default in (("address", ""), ("port", 8501))}
+    for path in files:
+        with contextlib.suppress(OSError, ValueError):
+            with open(path, "rb") as f:
+                server.update(tomllib.load(f).get("server", {}))
+    out = {name: env.get(f"STREAMLIT_SERVER_{name.upper()}") or str(server.get(name, default))
+           for name, default in (("address", ""), ("port", 8501))}
+    out["tls"] = next((f"server.{key} (config or environment)" for key in _TLS.values()
+                       if server.get(key) or env.get("STREAMLIT_SERVER_" + _snake(key).upper())), "")
+    return out
+
+
+def _snake(key: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in key)
 
 
 def _free_port() -> int:
@@ -93,18 +109,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: the worker gets SIGTERM when the front dies, even by SIGKILL (no orphan servers).  The
-    kernel ties this to the thread that started the worker: the front starts them all from its main
-    thread, which lives as long as the front."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def listens(pid: int, port: int, host: str = "127.0.0.1") -> bool:
-    """Whether process ``pid`` itself listens on ``port``: on Linux, a listening socket on that port
-    (/proc/net/tcp, tcp6) among the process's open files; without /proc, whether the port accepts a
-    connection (which cannot tell whose it is)."""
+def listen_inodes(port: int) -> set[str] | None:
+    """The sockets listening on TCP ``port`` here (``socket:[inode]``, as /proc/PID/fd links name
+    them), from /proc/net/tcp and tcp6; None without /proc."""
     inodes, tables = set(), 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -117,18 +124,44 @@ def listens(pid: int, port: int, host: str = "127.0.0.1") -> bool:
             fields = row.split()
             if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
                 inodes.add(f"socket:[{fields[9]}]")
-    if not tables:
+    return inodes if tables else None
+
+
+def own_listener(pid: int, port: int, host: str = "127.0.0.1") -> str | None:
+    """The socket by which process ``pid`` itself listens on ``port`` (its ``socket:[inode]``), else
+    None.  Without /proc: "" when the port accepts a connection (whose, it cannot tell)."""
+    inodes = listen_inodes(port)
+    if inodes is None:
         try:
             socket.create_connection((host, port), timeout=1).close()
-            return True
+            return ""
         except OSError:
-            return False
+            return None
     with contextlib.suppress(OSError):
         for fd in os.listdir(f"/proc/{pid}/fd"):
             with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
-                    return True
-    return False
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link in inodes:
+                    return link
+    return None
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` itself listens on ``port`` (:func:`own_listener`)."""
+    return own_listener(pid, port) is not None
+
+
+def _pdeathsig() -> object:
+    """The child's first step on Linux: SIGTERM when the front dies, even by SIGKILL (no orphan servers).
+    libc is loaded here, in the front; the child only calls prctl.  The kernel ties this to the thread
+    that started the worker: the front starts them from its main thread, which lives as long as it."""
+    if sys.platform != "linux":
+        return None
+    try:
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except OSError:  # pragma: no cover - a Linux without glibc's name
+        return None
+    return lambda: prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class Workers:
@@ -138,13 +171,15 @@ class Workers:
     def __init__(self, n: int, argv: Sequence[str]) -> None:
         self.argv = list(argv)
         self.backends = [Backend("127.0.0.1", _free_port(), ready=False) for _ in range(n)]
-        if len({b.port for b in self.backends}) < n:  # pragma: no cover - the OS hands out distinct free ports
-            raise SystemExit("Could not find a free port for every app server; try again.")
         self.env = dict(os.environ, DPCORE_WORKERS="1")  # each worker is one server
         self.procs: list[subprocess.Popen | None] = [None] * n
+        self.listener: list[str | None] = [None] * n  # the socket each listens by, once seen
         self.started = [0.0] * n  # time.monotonic() of each worker's last start
-        self.failures = [0] * n  # exits within QUICK_EXIT of the start, in a row
+        self.ready_at = [0.0] * n  # ... and of its listening (0: not yet)
+        self.exited = [0.0] * n  # ... and of its exit, once seen
+        self.failures = [0] * n  # failing exits in a row (QUICK_EXIT)
         self.stopping = False
+        self._preexec = _pdeathsig()
 
     def command(self, i: int) -> list[str]:
         """Worker ``i``'s command: the app's server on its own port."""
@@ -152,26 +187,38 @@ class Workers:
                 "--server.address=127.0.0.1", "--server.headless=true"]
 
     def start(self, i: int) -> None:
-        self.backends[i].ready = False
+        b = self.backends[i]
+        if self.procs[i] is not None:  # started again: a new port (its old one may have been taken)
+            b.port = _free_port()
+        b.ready, self.listener[i], self.ready_at[i], self.exited[i] = False, None, 0.0, 0.0
         self.started[i] = time.monotonic()
         # their own banners name their inner ports: the front prints the address to open instead
         self.procs[i] = subprocess.Popen(self.command(i), env=self.env, stdout=subprocess.DEVNULL,
-                                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                         preexec_fn=self._preexec)
 
     def alive(self, i: int) -> bool:
         p = self.procs[i]
         return p is not None and p.poll() is None
 
     def usable(self, i: int) -> bool:
-        """Whether the front may send a connection to worker ``i``: seen listening on its own port, and
-        still running."""
-        return self.backends[i].ready and self.alive(i)
+        """Whether the front may send a connection to worker ``i`` now: it runs, and the socket listening
+        on its port is still the one it opened (checked at every connection)."""
+        if not (self.backends[i].ready and self.alive(i)):
+            return False
+        if self.listener[i]:
+            inodes = listen_inodes(self.backends[i].port)
+            if inodes is not None and self.listener[i] not in inodes:
+                self.backends[i].ready = False  # closing, or someone else's now: never again
+                return False
+        return True
 
     def check(self, i: int) -> bool:
         """Mark worker ``i`` ready once its own process listens on its port; return whether it is."""
         b = self.backends[i]
-        if not b.ready and self.alive(i) and listens(self.procs[i].pid, b.port):
-            b.ready = True
+        if not b.ready and self.alive(i) and self.exited[i] == 0.0 and self.ready_at[i] == 0.0:
+            found = own_listener(self.procs[i].pid, b.port)
+            if found is not None:
+                b.ready, self.listener[i], self.ready_at[i] = True, found, time.monotonic()
         return b.ready
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
@@ -192,34 +239,53 @@ class Workers:
             time.sleep(0.2)
 
     def pause(self, i: int) -> float:
-        """Seconds to wait after worker ``i``'s last start before starting it again."""
+        """Seconds from worker ``i``'s exit to its next start."""
         if self.failures[i] == 0:
             return 0.0
         first, most = RESTART_PAUSE
         return min(most, first * 2 ** (self.failures[i] - 1))
 
+    def _exited(self, i: int, now: float, code: object) -> None:
+        """Note worker ``i``'s exit (once): a failure when it never listened or stopped within
+        :data:`QUICK_EXIT` of it."""
+        failed = self.ready_at[i] == 0.0 or now - self.ready_at[i] < QUICK_EXIT
+        self.failures[i] = self.failures[i] + 1 if failed else 0
+        self.exited[i], self.backends[i].ready = now, False
+        wait = f" in {self.pause(i):.0f} s" if self.pause(i) else ""
+        print(f"App server {i + 1} exited with code {code} after {now - self.started[i]:.0f} s; starting it "
+              f"again{wait}.", file=sys.stderr, flush=True)
+
+    def _restart(self, i: int, now: float) -> None:
+        try:
+            self.start(i)
+        except OSError as e:  # no memory or processes left: try again later, and say so
+            self.failures[i] += 1
+            self.exited[i] = now
+            print(f"App server {i + 1} could not be started again ({e}); trying again in {self.pause(i):.0f} s.",
+                  file=sys.stderr, flush=True)
+
     async def supervise(self, every: float = 1.0) -> None:
-        """Watch the workers: one that exited is started again on its port after :meth:`pause`; one
-        started again serves once :meth:`check` sees it listening."""
-        noted: set[int] = set()
+        """Watch the workers: one that exited is started again :meth:`pause` seconds after its exit; one
+        started again serves once :meth:`check` sees it listening; one that does not listen within
+        :data:`START_TIMEOUT` is stopped (and so started again)."""
         while not self.stopping:
             await asyncio.sleep(every)
+            now = time.monotonic()
             for i, p in enumerate(self.procs):
                 if self.stopping or p is None:
                     continue
                 if p.poll() is None:
-                    self.check(i)
+                    if not self.check(i) and self.ready_at[i] == 0.0 and now - self.started[i] > START_TIMEOUT:
+                        print(f"App server {i + 1} did not start within {START_TIMEOUT:.0f} s; stopping it.",
+                              file=sys.stderr, flush=True)
+                        p.kill()
+                    elif self.ready_at[i]:
+                        self.usable(i)  # drops it once its listening socket is gone
                     continue
-                self.backends[i].ready = False
-                if i not in noted:  # once per exit
-                    noted.add(i)
-                    ran = time.monotonic() - self.started[i]
-                    self.failures[i] = self.failures[i] + 1 if ran < QUICK_EXIT else 0
-                    print(f"App server {i + 1} exited with code {p.returncode} after {ran:.0f} s; starting it again"
-                          + (f" in {self.pause(i):.0f} s." if self.pause(i) else "."), file=sys.stderr, flush=True)
-                if time.monotonic() - self.started[i] >= self.pause(i):
-                    noted.discard(i)
-                    self.start(i)
+                if self.exited[i] == 0.0:
+                    self._exited(i, now, p.returncode)
+                if now - self.exited[i] >= self.pause(i):
+                    self._restart(i, now)
 
     def stop(self, grace: float = 10.0) -> None:
         self.stopping = True
@@ -235,26 +301,43 @@ class Workers:
                 p.wait()
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """The front's listening socket, made before any worker starts (a port in use is said at once)."""
+    dual = host == "" and socket.has_dualstack_ipv6()
+    family = socket.AF_INET6 if dual or ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=BACKLOG, dualstack_ipv6=dual)
+    except OSError as e:
+        raise SystemExit(f"Cannot listen on {host or '*'}:{port}: {e.strerror}. Give another --server.port.") from None
+
+
 def serve(argv: Sequence[str], n: int) -> int:
     """Run ``n`` app servers behind one sticky front on the address of ``argv``'s Streamlit options."""
     host, port, rest = split_address(argv)
+    sock = bind(host, port)
     workers = Workers(n, rest)
     print(f"Starting {n} app servers ...", flush=True)
-    for i in range(n):
-        workers.start(i)
-    workers.wait_ready()
-    return asyncio.run(front(workers, host, port))
+    try:
+        for i in range(n):
+            workers.start(i)
+        workers.wait_ready()
+    except KeyboardInterrupt:  # Ctrl-C while they start: stop them, quietly
+        workers.stop()
+        sock.close()
+        return 130
+    return asyncio.run(front(workers, host, port, sock))
 
 
-async def front(workers: Workers, host: str, port: int) -> int:
-    """Serve ``host:port`` with :class:`~ui.front.StickyFront` over ``workers`` until SIGINT or SIGTERM;
-    then stop them."""
+async def front(workers: Workers, host: str, port: int, sock: socket.socket | None = None) -> int:
+    """Serve ``host:port`` (or ``sock``, bound there) with :class:`~ui.front.StickyFront` over
+    ``workers`` until SIGINT or SIGTERM; then stop them."""
     sticky = StickyFront(workers.backends, f"{COOKIE}_{port}", workers.usable)
     try:
-        server = await asyncio.start_server(sticky.handle, host or None, port, limit=MAX_HEAD, backlog=BACKLOG)
-    except OSError as e:
+        sock = sock or bind(host, port)
+    except SystemExit:
         workers.stop()
-        raise SystemExit(f"Cannot listen on {host or '*'}:{port}: {e.strerror}. Give another --server.port.") from None
+        raise
+    server = await asyncio.start_server(sticky.handle, sock=sock, limit=MAX_HEAD)
     stop = asyncio.Event()
 
     def stopping() -> None:  # Ctrl-C reaches the workers too: none may be started again meanwhile
@@ -265,7 +348,7 @@ async def front(workers: Workers, host: str, port: int) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping)
     supervisor = asyncio.create_task(workers.supervise())
-    shown = host if host not in ("", "0.0.0.0") else "localhost"
+    shown = host if host not in ("", "0.0.0.0", "::") else "localhost"
     print(f"The app is served on http://{shown}:{port} by {len(workers.backends)} app servers.", flush=True)
     try:
         await stop.wait()

@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import os
 import re
+import socket
 
 from ui import front
 from ui.front import Backend, StickyFront
@@ -146,9 +147,13 @@ def test_new_browsers_go_in_turn_and_a_cookie_naming_no_worker_is_replaced() -> 
         _f, _s, port = await fronted(2)
         first = [cookie_of((await get(port))[0]) for _ in range(4)]
         assert sorted(first) == ["0", "0", "1", "1"]
-        for odd in ("dpcore_worker=5", "dpcore_worker=" + "9" * 5000, "dpcore_worker=-1", 'dpcore_worker="1'):
+        for odd in ("dpcore_worker=5", "dpcore_worker=" + "9" * 5000, "dpcore_worker=-1", "dpcore_worker=1x"):
             head, body = await get(port, odd)  # another front's, a huge number (int() refuses), junk
             assert cookie_of(head) is not None and body == f"worker {cookie_of(head)}"
+        # other apps' cookies on the host that Python's SimpleCookie refuses do not hide ours (review)
+        for others in ("theme=dark mode", "lang=café", "junk", 'x="a', "json={\"a\": 1}"):
+            head, body = await get(port, f"{others}; dpcore_worker=1; z=2")
+            assert cookie_of(head) is None and body == "worker 1"
 
     run(scenario())
 
@@ -259,5 +264,24 @@ def test_sessions_that_arrive_together_are_spread_evenly(monkeypatch) -> None:
         assert [b.sessions for b in f.backends] == [5, 5]
         for _r, w in writers:
             w.close()
+
+    run(scenario())
+
+
+def test_a_client_that_stops_reading_does_not_hold_the_front_at_its_close() -> None:
+    """Review finding: closing waited for the unsent bytes of a client that never reads (for ever)."""
+    async def scenario():
+        f, _s, port = await fronted(1)
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        w.write(UPGRADE % 0)
+        await r.readuntil(b"\r\n\r\n")
+        w.write(os.urandom(20_000_000))  # echoed back by the worker; this client never reads it
+        await asyncio.sleep(0.5)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await f.close(grace=0.5)
+        assert loop.time() - t0 < 3 and not f._tasks
+        w.transport.abort()
 
     run(scenario())
