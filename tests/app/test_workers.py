@@ -254,7 +254,7 @@ def test_a_worker_whose_listening_socket_is_gone_is_never_used_again() -> None:
     w.start(0)
     try:
         w.wait_ready(timeout=60)
-        assert w.usable(0) and w.listener[0].startswith("socket:[")
+        assert w.usable(0) and w.listener[0][1].startswith("socket:[")
         deadline = time.monotonic() + 30
         while w.usable(0):
             assert time.monotonic() < deadline
