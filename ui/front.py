@@ -250,7 +250,7 @@ async def _close(w: asyncio.StreamWriter, flush: float = 5.0) -> None:
     w.close()
     try:
         await asyncio.wait_for(w.wait_closed(), flush)
+    except TimeoutError:  # first: TimeoutError is an OSError
+        w.transport.abort()
     except (ConnectionError, OSError):
         pass
-    except TimeoutError:
-        w.transport.abort()

@@ -42,6 +42,8 @@ START_TIMEOUT = 300.0
 QUICK_EXIT = 60.0
 #: Seconds from a failing worker's exit to its next start: doubled at each failure, at most the second.
 RESTART_PAUSE = (10.0, 300.0)
+#: Seconds a worker may run on after it stopped listening before it is stopped.
+STUCK = 10.0
 #: Connections the front's socket queues (uvicorn's own default).
 BACKLOG = 2048
 #: Where Streamlit finds its options besides the command line: the user's file, then the app's.
@@ -76,7 +78,7 @@ def split_address(argv: Sequence[str], defaults: dict[str, str] | None = None) -
         else:
             rest.append(arg)
     port = found["--server.port"]
-    if not port.isdigit():
+    if not port.isdigit() or not 0 < int(port) < 65536:
         raise SystemExit(f"--server.port {port!r} is not a port number: give one such as 8501")
     return found["--server.address"], int(port), rest
 
@@ -104,10 +106,15 @@ def _snake(key: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in key)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_port(taken: Sequence[int] = ()) -> int:
+    """A port free now on 127.0.0.1, none of ``taken`` (the OS may hand the same one out twice in a
+    row: 3 times in 20,000 pairs, review finding)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in taken:
+            return port
 
 
 def listen_inodes(port: int) -> set[str] | None:
@@ -177,7 +184,14 @@ def _pdeathsig() -> object:
         prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
     except OSError:  # pragma: no cover - a Linux without glibc's name
         return None
-    return lambda: prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    front = os.getpid()
+
+    def child() -> None:  # pragma: no cover - runs in the child before exec
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != front:  # the front died before that: do not outlive it
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return child
 
 
 class Workers:
@@ -186,7 +200,9 @@ class Workers:
 
     def __init__(self, n: int, argv: Sequence[str]) -> None:
         self.argv = list(argv)
-        self.backends = [Backend("127.0.0.1", _free_port(), ready=False) for _ in range(n)]
+        self.backends: list[Backend] = []
+        for _ in range(n):
+            self.backends.append(Backend("127.0.0.1", _free_port([b.port for b in self.backends]), ready=False))
         self.env = dict(os.environ, DPCORE_WORKERS="1")  # each worker is one server
         self.procs: list[subprocess.Popen | None] = [None] * n
         self.listener: list[tuple[str, str] | None] = [None] * n  # how each listens, once seen
@@ -194,6 +210,8 @@ class Workers:
         self.ready_at = [0.0] * n  # ... and of its listening (0: not yet)
         self.exited = [0.0] * n  # ... and of its exit, once seen
         self.failures = [0] * n  # failing exits in a row (QUICK_EXIT)
+        self.lost = [0.0] * n  # when it was seen no longer listening, while it runs
+        self.term_at = [0.0] * n  # when it was told to stop (SIGTERM), before it is killed
         self.stopping = False
         self._preexec = _pdeathsig()
 
@@ -205,8 +223,9 @@ class Workers:
     def start(self, i: int) -> None:
         b = self.backends[i]
         if self.procs[i] is not None:  # started again: a new port (its old one may have been taken)
-            b.port = _free_port()
+            b.port = _free_port([o.port for o in self.backends])
         b.ready, self.listener[i], self.ready_at[i], self.exited[i] = False, None, 0.0, 0.0
+        self.lost[i] = self.term_at[i] = 0.0
         self.started[i] = time.monotonic()
         # their own banners name their inner ports: the front prints the address to open instead
         self.procs[i] = subprocess.Popen(self.command(i), env=self.env, stdout=subprocess.DEVNULL,
@@ -279,27 +298,48 @@ class Workers:
                   file=sys.stderr, flush=True)
 
     async def supervise(self, every: float = 1.0) -> None:
-        """Watch the workers: one that exited is started again :meth:`pause` seconds after its exit; one
-        started again serves once :meth:`check` sees it listening; one that does not listen within
-        :data:`START_TIMEOUT` is stopped (and so started again)."""
+        """Watch the workers (:meth:`_watch`, each in turn, every ``every`` seconds).  An error in one
+        step is said and the watch goes on: a watch that stopped would never start a worker again."""
         while not self.stopping:
             await asyncio.sleep(every)
-            now = time.monotonic()
-            for i, p in enumerate(self.procs):
-                if self.stopping or p is None:
-                    continue
-                if p.poll() is None:
-                    if not self.check(i) and self.ready_at[i] == 0.0 and now - self.started[i] > START_TIMEOUT:
-                        print(f"App server {i + 1} did not start within {START_TIMEOUT:.0f} s; stopping it.",
-                              file=sys.stderr, flush=True)
-                        p.kill()
-                    elif self.ready_at[i]:
-                        self.usable(i)  # drops it once its listening socket is gone
-                    continue
-                if self.exited[i] == 0.0:
-                    self._exited(i, now, p.returncode)
-                if now - self.exited[i] >= self.pause(i):
-                    self._restart(i, now)
+            for i in range(len(self.procs)):
+                if self.stopping:
+                    break
+                try:
+                    self._watch(i, time.monotonic())
+                except Exception as e:  # noqa: BLE001 - said, and the next tick tries again
+                    print(f"Watching app server {i + 1} failed: {e!r}.", file=sys.stderr, flush=True)
+
+    def _watch(self, i: int, now: float) -> None:
+        """One look at worker ``i``: one that exited is started again :meth:`pause` seconds after its exit;
+        one started again serves once :meth:`check` sees it listening; one that does not listen within
+        :data:`START_TIMEOUT`, or that runs on :data:`STUCK` seconds after it stopped listening, is
+        stopped (and so started again)."""
+        p = self.procs[i]
+        if p is None:
+            return
+        if p.poll() is None:
+            if self.check(i) and self.usable(i):  # usable() drops it once its listening socket is gone
+                return
+            since = self.ready_at[i] or self.started[i]
+            if self.ready_at[i] == 0.0 and now - since > START_TIMEOUT:
+                why = f"did not start within {START_TIMEOUT:.0f} s"
+            elif self.ready_at[i] and not self.backends[i].ready:
+                self.lost[i] = self.lost[i] or now
+                why = f"stopped listening {STUCK:.0f} s ago" if now - self.lost[i] > STUCK else ""
+            else:
+                why = ""
+            if why and not self.term_at[i]:
+                print(f"App server {i + 1} {why}; stopping it.", file=sys.stderr, flush=True)
+                self.term_at[i] = now
+                p.terminate()  # its own clean-up first (temporary files) ...
+            elif why and now - self.term_at[i] > STUCK:
+                p.kill()  # ... then for sure
+            return
+        if self.exited[i] == 0.0:
+            self._exited(i, now, p.returncode)
+        if now - self.exited[i] >= self.pause(i):
+            self._restart(i, now)
 
     def stop(self, grace: float = 10.0) -> None:
         self.stopping = True
@@ -317,10 +357,11 @@ class Workers:
 
 def bind(host: str, port: int) -> socket.socket:
     """The front's listening socket, made before any worker starts (a port in use is said at once)."""
-    dual = host == "" and socket.has_dualstack_ipv6()
+    dual = host in ("", "::") and socket.has_dualstack_ipv6()  # as one server: IPv4 clients too
     family = socket.AF_INET6 if dual or ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, port), family=family, backlog=BACKLOG, dualstack_ipv6=dual)
+        return socket.create_server((host if host != "" or not dual else "::", port), family=family,
+                                    backlog=BACKLOG, dualstack_ipv6=dual)
     except OSError as e:
         raise SystemExit(f"Cannot listen on {host or '*'}:{port}: {e.strerror}. Give another --server.port.") from None
 

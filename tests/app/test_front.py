@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import re
 import socket
@@ -283,5 +284,54 @@ def test_a_client_that_stops_reading_does_not_hold_the_front_at_its_close() -> N
         await f.close(grace=0.5)
         assert loop.time() - t0 < 3 and not f._tasks
         w.transport.abort()
+
+    run(scenario())
+
+
+def test_a_connect_cancelled_leaves_no_session_count(monkeypatch) -> None:
+    """Review finding: a handler cancelled while it connected (the front stopping) kept its count."""
+    async def scenario():
+        f, _s, port = await fronted(1)
+
+        async def hangs(*a, **k):
+            await asyncio.sleep(3600)
+
+        r, w = await asyncio.open_connection("127.0.0.1", port)  # before: the patch is asyncio's own
+        monkeypatch.setattr(front.asyncio, "open_connection", hangs)
+        w.write(UPGRADE % 0)
+        for _ in range(100):
+            if f.backends[0].sessions == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert f.backends[0].sessions == 1  # counted from the choice
+        for task in list(f._tasks):
+            task.cancel()
+        await asyncio.wait(list(f._tasks), timeout=5)
+        assert f.backends[0].sessions == 0
+        w.close()
+
+    run(scenario())
+
+
+def test_closing_a_connection_whose_peer_never_reads_is_bounded() -> None:
+    """After ``flush`` seconds what is unsent is dropped: the peer, reading at last, gets less."""
+    async def scenario():
+        peers = []
+
+        async def reads_late(r, w):
+            peers.append(r)
+            await asyncio.sleep(3600)
+
+        server = await asyncio.start_server(reads_late, "127.0.0.1", 0)
+        r, w = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+        w.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        w.write(os.urandom(20_000_000))  # far more than the peer's buffers take
+        await asyncio.wait_for(front._close(w, flush=0.2), 3)
+        got = 0
+        with contextlib.suppress(ConnectionError):
+            while chunk := await asyncio.wait_for(peers[0].read(1 << 20), 3):
+                got += len(chunk)
+        assert got < 20_000_000
+        server.close()
 
     run(scenario())
