@@ -7,24 +7,18 @@ test_workers.py; the app behind it: tests/e2e/test_workers_browser.py."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import os
 import re
 import socket
+
+from loop_helpers import run
 
 from ui import front
 from ui.front import Backend, StickyFront
 
 UPGRADE = (b"GET /_stcore/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
            b"Cookie: dpcore_worker=%d\r\n\r\n")
-
-
-def run(coro):
-    """``asyncio.run`` in a thread of its own: a test process may already run an event loop on its main
-    thread (Playwright's sync API does, after the browser tests of the same worker)."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 class StandIn:
@@ -76,6 +70,15 @@ async def fronted(n: int, down: tuple[int, ...] = (), unusable: tuple[int, ...] 
     f = StickyFront(backends, connect_timeout=2)
     server = await asyncio.start_server(f.handle, "127.0.0.1", 0, limit=front.MAX_HEAD)
     return f, stand_ins, server.sockets[0].getsockname()[1]
+
+
+async def session(port: int, worker: int = 0, rcvbuf: int | None = None):
+    """A websocket-like session pinned to ``worker`` through the front: (reader, writer, its 101 head)."""
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    if rcvbuf is not None:  # a client that will not keep up
+        w.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    w.write(UPGRADE % worker)
+    return r, w, await r.readuntil(b"\r\n\r\n")
 
 
 async def get(port: int, cookie: str | None = None, extra: bytes = b"") -> tuple[str, str]:
@@ -162,9 +165,7 @@ def test_new_browsers_go_in_turn_and_a_cookie_naming_no_worker_is_replaced() -> 
 def test_websocket_bytes_pass_untouched_and_new_browsers_go_to_the_freest_worker() -> None:
     async def scenario():
         f, _s, port = await fronted(2)
-        r, w = await asyncio.open_connection("127.0.0.1", port)
-        w.write(UPGRADE % 0)
-        head = await r.readuntil(b"\r\n\r\n")
+        r, w, head = await session(port)
         assert head.startswith(b"HTTP/1.1 101") and b"Set-Cookie" not in head
         payload = os.urandom(3_000_000) + b"\r\n\r\nCookie: dpcore_worker=1\r\n\r\n"  # frames are not read
         w.write(payload)
@@ -228,9 +229,7 @@ def test_a_client_that_sends_no_head_is_closed(monkeypatch) -> None:
 def test_closing_the_front_ends_its_connections() -> None:
     async def scenario():
         f, _s, port = await fronted(1)
-        r, w = await asyncio.open_connection("127.0.0.1", port)
-        w.write(UPGRADE % 0)
-        await r.readuntil(b"\r\n\r\n")
+        r, w, _head = await session(port)
         assert f._tasks
         await f.close(grace=5)
         assert not f._tasks and not f._open
@@ -273,10 +272,7 @@ def test_a_client_that_stops_reading_does_not_hold_the_front_at_its_close() -> N
     """Review finding: closing waited for the unsent bytes of a client that never reads (for ever)."""
     async def scenario():
         f, _s, port = await fronted(1)
-        r, w = await asyncio.open_connection("127.0.0.1", port)
-        w.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        w.write(UPGRADE % 0)
-        await r.readuntil(b"\r\n\r\n")
+        r, w, _head = await session(port, rcvbuf=4096)
         w.write(os.urandom(20_000_000))  # echoed back by the worker; this client never reads it
         await asyncio.sleep(0.5)
         loop = asyncio.get_running_loop()

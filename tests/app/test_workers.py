@@ -6,7 +6,6 @@ options.  The proxy: test_front.py; the app: tests/e2e/test_workers_browser.py."
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
 import signal
 import socket
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from loop_helpers import run
 
 from ui import serve, workers
 from ui.workers import Workers
@@ -23,12 +23,6 @@ from ui.workers import Workers
 ROOT = Path(__file__).resolve().parents[2]
 SLEEPER = ("import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', int(sys.argv[1])))\n"
            "s.listen()\ntime.sleep(120)")
-
-
-def run(coro):
-    """``asyncio.run`` in a thread of its own (test_front.run says why)."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 class Sleepers(Workers):

@@ -1,0 +1,13 @@
+"""Running asyncio code from the tests (tests/app/test_front.py, test_workers.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+
+
+def run(coro):
+    """``asyncio.run`` in a thread of its own: a test process may already run an event loop on its main
+    thread (Playwright's sync API does, after the browser tests of the same worker)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
