@@ -31,6 +31,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ui.front import COOKIE, MAX_HEAD, Backend, StickyFront
@@ -194,6 +195,22 @@ def _pdeathsig() -> object:
     return child
 
 
+@dataclass
+class Run:
+    """One run of a worker: its process and what was seen of it (a new one at every start)."""
+
+    proc: subprocess.Popen
+    started: float  # time.monotonic() of its start
+    listener: tuple[str, str] | None = None  # how it listens (own_listener), once seen
+    ready_at: float = 0.0  # when it was seen listening (0: not yet)
+    lost: float = 0.0  # when it was seen no longer listening, while it ran on
+    term_at: float = 0.0  # when it was told to stop (SIGTERM), before it is killed
+    exited: float = 0.0  # when its exit was seen
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
 class Workers:
     """N app servers (``python -m ui.serve`` with Streamlit's options ``argv``), started again when
     one exits."""
@@ -204,14 +221,8 @@ class Workers:
         for _ in range(n):
             self.backends.append(Backend("127.0.0.1", _free_port([b.port for b in self.backends]), ready=False))
         self.env = dict(os.environ, DPCORE_WORKERS="1")  # each worker is one server
-        self.procs: list[subprocess.Popen | None] = [None] * n
-        self.listener: list[tuple[str, str] | None] = [None] * n  # how each listens, once seen
-        self.started = [0.0] * n  # time.monotonic() of each worker's last start
-        self.ready_at = [0.0] * n  # ... and of its listening (0: not yet)
-        self.exited = [0.0] * n  # ... and of its exit, once seen
-        self.failures = [0] * n  # failing exits in a row (QUICK_EXIT)
-        self.lost = [0.0] * n  # when it was seen no longer listening, while it runs
-        self.term_at = [0.0] * n  # when it was told to stop (SIGTERM), before it is killed
+        self.runs: list[Run | None] = [None] * n  # each worker's current (or last) run
+        self.failures = [0] * n  # failing exits in a row (QUICK_EXIT), across runs
         self.stopping = False
         self._preexec = _pdeathsig()
 
@@ -222,36 +233,33 @@ class Workers:
 
     def start(self, i: int) -> None:
         b = self.backends[i]
-        if self.procs[i] is not None:  # started again: a new port (its old one may have been taken)
+        if self.runs[i] is not None:  # started again: a new port (its old one may have been taken)
             b.port = _free_port([o.port for o in self.backends])
-        b.ready, self.listener[i], self.ready_at[i], self.exited[i] = False, None, 0.0, 0.0
-        self.lost[i] = self.term_at[i] = 0.0
-        self.started[i] = time.monotonic()
+        b.ready = False
         # their own banners name their inner ports: the front prints the address to open instead
-        self.procs[i] = subprocess.Popen(self.command(i), env=self.env, stdout=subprocess.DEVNULL,
-                                         preexec_fn=self._preexec)
+        proc = subprocess.Popen(self.command(i), env=self.env, stdout=subprocess.DEVNULL, preexec_fn=self._preexec)
+        self.runs[i] = Run(proc, time.monotonic())
 
     def alive(self, i: int) -> bool:
-        p = self.procs[i]
-        return p is not None and p.poll() is None
+        return self.runs[i] is not None and self.runs[i].alive()
 
     def usable(self, i: int) -> bool:
         """Whether the front may send a connection to worker ``i`` now: it runs, and it still holds the
         socket it listened by (:func:`still_open`, checked at every connection)."""
         if not (self.backends[i].ready and self.alive(i)):
             return False
-        if self.listener[i] is not None and not still_open(self.listener[i]):
+        if self.runs[i].listener is not None and not still_open(self.runs[i].listener):
             self.backends[i].ready = False  # closing, and the port maybe someone else's: never again
             return False
         return True
 
     def check(self, i: int) -> bool:
         """Mark worker ``i`` ready once its own process listens on its port; return whether it is."""
-        b = self.backends[i]
-        if not b.ready and self.alive(i) and self.exited[i] == 0.0 and self.ready_at[i] == 0.0:
-            found = own_listener(self.procs[i].pid, b.port)
+        b, run = self.backends[i], self.runs[i]
+        if not b.ready and self.alive(i) and run.ready_at == 0.0:
+            found = own_listener(run.proc.pid, b.port)
             if found is not None:
-                b.ready, self.listener[i], self.ready_at[i] = True, found, time.monotonic()
+                b.ready, run.listener, run.ready_at = True, found, time.monotonic()
         return b.ready
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
@@ -263,7 +271,7 @@ class Workers:
                 if not self.alive(i):
                     self.stop()
                     raise SystemExit(f"App server {i + 1} of {len(self.backends)} exited with code "
-                                     f"{self.procs[i].returncode} before it started; its messages are above.")
+                                     f"{self.runs[i].proc.returncode} before it started; its messages are above.")
                 if self.check(i):
                     waiting.discard(i)
             if waiting and time.monotonic() > deadline:
@@ -278,22 +286,23 @@ class Workers:
         first, most = RESTART_PAUSE
         return min(most, first * 2 ** (self.failures[i] - 1))
 
-    def _exited(self, i: int, now: float, code: object) -> None:
+    def _exited(self, i: int, now: float) -> None:
         """Note worker ``i``'s exit (once): a failure when it never listened or stopped within
         :data:`QUICK_EXIT` of it."""
-        failed = self.ready_at[i] == 0.0 or now - self.ready_at[i] < QUICK_EXIT
+        run = self.runs[i]
+        failed = run.ready_at == 0.0 or now - run.ready_at < QUICK_EXIT
         self.failures[i] = self.failures[i] + 1 if failed else 0
-        self.exited[i], self.backends[i].ready = now, False
+        run.exited, self.backends[i].ready = now, False
         wait = f" in {self.pause(i):.0f} s" if self.pause(i) else ""
-        print(f"App server {i + 1} exited with code {code} after {now - self.started[i]:.0f} s; starting it "
-              f"again{wait}.", file=sys.stderr, flush=True)
+        print(f"App server {i + 1} exited with code {run.proc.returncode} after {now - run.started:.0f} s; "
+              f"starting it again{wait}.", file=sys.stderr, flush=True)
 
     def _restart(self, i: int, now: float) -> None:
         try:
             self.start(i)
         except OSError as e:  # no memory or processes left: try again later, and say so
             self.failures[i] += 1
-            self.exited[i] = now
+            self.runs[i].exited = now
             print(f"App server {i + 1} could not be started again ({e}); trying again in {self.pause(i):.0f} s.",
                   file=sys.stderr, flush=True)
 
@@ -302,7 +311,7 @@ class Workers:
         step is said and the watch goes on: a watch that stopped would never start a worker again."""
         while not self.stopping:
             await asyncio.sleep(every)
-            for i in range(len(self.procs)):
+            for i in range(len(self.runs)):
                 if self.stopping:
                     break
                 try:
@@ -315,35 +324,33 @@ class Workers:
         one started again serves once :meth:`check` sees it listening; one that does not listen within
         :data:`START_TIMEOUT`, or that runs on :data:`STUCK` seconds after it stopped listening, is
         stopped (and so started again)."""
-        p = self.procs[i]
-        if p is None:
+        run = self.runs[i]
+        if run is None:
             return
-        if p.poll() is None:
-            if self.check(i) and self.usable(i):  # usable() drops it once its listening socket is gone
-                return
-            since = self.ready_at[i] or self.started[i]
-            if self.ready_at[i] == 0.0 and now - since > START_TIMEOUT:
-                why = f"did not start within {START_TIMEOUT:.0f} s"
-            elif self.ready_at[i] and not self.backends[i].ready:
-                self.lost[i] = self.lost[i] or now
-                why = f"stopped listening {STUCK:.0f} s ago" if now - self.lost[i] > STUCK else ""
-            else:
-                why = ""
-            if why and not self.term_at[i]:
-                print(f"App server {i + 1} {why}; stopping it.", file=sys.stderr, flush=True)
-                self.term_at[i] = now
-                p.terminate()  # its own clean-up first (temporary files) ...
-            elif why and now - self.term_at[i] > STUCK:
-                p.kill()  # ... then for sure
+        if not run.alive():
+            if run.exited == 0.0:
+                self._exited(i, now)
+            if now - run.exited >= self.pause(i):
+                self._restart(i, now)
             return
-        if self.exited[i] == 0.0:
-            self._exited(i, now, p.returncode)
-        if now - self.exited[i] >= self.pause(i):
-            self._restart(i, now)
+        if self.check(i) and self.usable(i):  # usable() drops it once its listening socket is gone
+            return
+        why = ""
+        if run.ready_at == 0.0 and now - run.started > START_TIMEOUT:
+            why = f"did not start within {START_TIMEOUT:.0f} s"
+        elif run.ready_at:
+            run.lost = run.lost or now
+            why = f"stopped listening {STUCK:.0f} s ago" if now - run.lost > STUCK else ""
+        if why and not run.term_at:
+            print(f"App server {i + 1} {why}; stopping it.", file=sys.stderr, flush=True)
+            run.term_at = now
+            run.proc.terminate()  # its own clean-up first (temporary files) ...
+        elif why and now - run.term_at > STUCK:
+            run.proc.kill()  # ... then for sure
 
     def stop(self, grace: float = 10.0) -> None:
         self.stopping = True
-        live = [p for p in self.procs if p is not None and p.poll() is None]
+        live = [r.proc for r in self.runs if r is not None and r.alive()]
         for p in live:
             p.terminate()
         deadline = time.monotonic() + grace

@@ -48,13 +48,13 @@ def test_a_worker_serves_once_its_own_process_listens_on_its_port() -> None:
     w = started(1)
     try:
         assert w.backends[0].ready and w.usable(0)
-        assert workers.listens(w.procs[0].pid, w.backends[0].port)
+        assert workers.listens(w.runs[0].proc.pid, w.backends[0].port)
         assert not workers.listens(os.getpid(), w.backends[0].port)  # the port is not ours
         with socket.socket() as mine:
             mine.bind(("127.0.0.1", 0))
             mine.listen()
             assert workers.listens(os.getpid(), mine.getsockname()[1])
-            assert not workers.listens(w.procs[0].pid, mine.getsockname()[1])
+            assert not workers.listens(w.runs[0].proc.pid, mine.getsockname()[1])
     finally:
         w.stop()
     assert not w.usable(0)  # stopped: never used, whatever listens there now
@@ -75,26 +75,26 @@ def test_a_port_another_program_took_is_never_trusted() -> None:
 
 def test_workers_are_started_again_when_one_exits_and_stop() -> None:
     w = started(2)
-    first, port = w.procs[0], w.backends[0].port
-    w.ready_at[0] -= 3600  # it served for an hour: started again at once
+    first, port = w.runs[0].proc, w.backends[0].port
+    w.runs[0].ready_at -= 3600  # it served for an hour: started again at once
     first.kill()
     first.wait()
 
     async def watch():
         task = asyncio.create_task(w.supervise(every=0.05))
         for _ in range(400):
-            if w.procs[0] is not first and w.backends[0].ready:
+            if w.runs[0].proc is not first and w.backends[0].ready:
                 break
             await asyncio.sleep(0.05)
         task.cancel()
         # checked in this thread: a worker dies with the thread that started it (PR_SET_PDEATHSIG;
         # the front starts them all from its main thread)
-        assert w.procs[0] is not first and w.usable(0) and w.failures[0] == 0
+        assert w.runs[0].proc is not first and w.usable(0) and w.failures[0] == 0
         assert w.backends[0].port != port  # a new port: the old one may have been taken meanwhile
         w.stop()
 
     run(watch())
-    assert all(p.poll() is not None for p in w.procs)
+    assert all(p.poll() is not None for p in (r.proc for r in w.runs))
     assert w.env["DPCORE_WORKERS"] == "1"  # each worker is one server, not another front
 
 
@@ -110,17 +110,17 @@ def test_a_worker_that_keeps_failing_waits_longer_each_time(capsys) -> None:
     w.failures[0] = 0
     w.exit_code = 1  # exits without ever listening: a failure, not started again at once
     w.start(0)
-    w.procs[0].wait()
-    w.started[0] -= 3600  # however long ago it started: the pause runs from its exit (review finding)
+    w.runs[0].proc.wait()
+    w.runs[0].started -= 3600  # however long ago it started: the pause runs from its exit (review finding)
 
     async def watch():
         task = asyncio.create_task(w.supervise(every=0.02))
         await asyncio.sleep(0.5)
         task.cancel()
 
-    first = w.procs[0]
+    first = w.runs[0].proc
     run(watch())
-    assert w.failures[0] == 1 and w.procs[0] is first  # waiting its 10 s
+    assert w.failures[0] == 1 and w.runs[0].proc is first  # waiting its 10 s
     assert capsys.readouterr().err.count("App server 1 exited with code 1 after 3600 s; starting it again in 10 s.") == 1
 
 
@@ -137,7 +137,7 @@ w = Sleepers(2, ["app.py"])
 for i in range(2):
     w.start(i)
 w.wait_ready(timeout=60)
-print(*(p.pid for p in w.procs), flush=True)
+print(*(p.pid for p in (r.proc for r in w.runs)), flush=True)
 sys.exit(workers.asyncio.run(workers.front(w, "127.0.0.1", int(sys.argv[1]))))
 """
 
@@ -171,7 +171,7 @@ def test_a_worker_that_cannot_start_stops_the_others_with_a_clear_message() -> N
         w.start(i)
     with pytest.raises(SystemExit, match=r"App server [12] of 2 exited with code 3 before it started"):
         w.wait_ready(timeout=60)
-    assert all(p.poll() is not None for p in w.procs)
+    assert all(p.poll() is not None for p in (r.proc for r in w.runs))
 
 
 def test_a_port_in_use_is_named_with_the_fix() -> None:
@@ -181,7 +181,7 @@ def test_a_port_in_use_is_named_with_the_fix() -> None:
         taken.listen()
         with pytest.raises(SystemExit, match=r"Cannot listen on 127\.0\.0\.1:\d+: .*Give another --server\.port"):
             run(workers.front(w, "127.0.0.1", taken.getsockname()[1]))
-    assert w.procs[0].poll() is not None  # its worker was stopped
+    assert w.runs[0].proc.poll() is not None  # its worker was stopped
 
 
 def test_the_options_name_the_problem_and_the_fix() -> None:
@@ -250,7 +250,7 @@ def test_a_worker_whose_listening_socket_is_gone_is_never_used_again() -> None:
     w.start(0)
     try:
         w.wait_ready(timeout=60)
-        assert w.usable(0) and w.listener[0][1].startswith("socket:[")
+        assert w.usable(0) and w.runs[0].listener[1].startswith("socket:[")
         deadline = time.monotonic() + 30
         while w.usable(0):
             assert time.monotonic() < deadline
@@ -267,9 +267,9 @@ def test_a_worker_whose_listening_socket_is_gone_is_never_used_again() -> None:
 def test_a_start_that_fails_is_said_and_tried_again_later(monkeypatch, capsys) -> None:
     """Review finding: one failed fork ended the supervisor, and no server was ever started again."""
     w = started(1)
-    w.ready_at[0] -= 3600  # it served an hour: started again at once
-    w.procs[0].kill()
-    w.procs[0].wait()
+    w.runs[0].ready_at -= 3600  # it served an hour: started again at once
+    w.runs[0].proc.kill()
+    w.runs[0].proc.wait()
 
     def no_fork(*a, **k):
         raise OSError(11, "Resource temporarily unavailable")
@@ -301,11 +301,11 @@ def test_an_exit_within_a_minute_of_listening_is_a_failure_and_after_it_is_not()
     w = started(2)
     try:
         now = time.monotonic()
-        w.ready_at[0], w.ready_at[1] = now - 5, now - 3600
+        w.runs[0].ready_at, w.runs[1].ready_at = now - 5, now - 3600
         for i in range(2):
-            w.procs[i].kill()
-            w.procs[i].wait()
-            w._exited(i, time.monotonic(), -9)
+            w.runs[i].proc.kill()
+            w.runs[i].proc.wait()
+            w._exited(i, time.monotonic())
         assert (w.failures, w.pause(0), w.pause(1)) == ([1, 0], 10.0, 0.0)
     finally:
         w.stop()
@@ -326,7 +326,7 @@ def test_a_worker_that_never_listens_or_stops_listening_but_runs_on_is_stopped(m
 
         async def watch(w=w, kind=kind):
             w.start(0)
-            first = w.procs[0]
+            first = w.runs[0].proc
             if kind is Closer:
                 w.wait_ready(timeout=60)
             task = asyncio.create_task(w.supervise(every=0.05))
