@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from loop_helpers import run
+from loop_helpers import run, until
 
 from ui import serve, workers
 from ui.workers import Workers
@@ -115,13 +116,15 @@ def test_a_worker_that_keeps_failing_waits_longer_each_time(capsys) -> None:
 
     async def watch():
         task = asyncio.create_task(w.supervise(every=0.02))
-        await asyncio.sleep(0.5)
+        assert await until(lambda: w.runs[0].exited)  # its exit seen
+        await asyncio.sleep(0.5)  # 25 more looks: none starts it again before its 10 s
         task.cancel()
 
     first = w.runs[0].proc
     run(watch())
     assert w.failures[0] == 1 and w.runs[0].proc is first  # waiting its 10 s
-    assert capsys.readouterr().err.count("App server 1 exited with code 1 after 3600 s; starting it again in 10 s.") == 1
+    err = capsys.readouterr().err
+    assert len(re.findall(r"App server 1 exited with code 1 after 36\d\d s; starting it again in 10 s\.", err)) == 1
 
 
 FRONT_OF_SLEEPERS = """
@@ -277,7 +280,8 @@ def test_a_start_that_fails_is_said_and_tried_again_later(monkeypatch, capsys) -
     async def watch():
         monkeypatch.setattr(subprocess, "Popen", no_fork)
         task = asyncio.create_task(w.supervise(every=0.02))
-        await asyncio.sleep(0.3)
+        assert await until(lambda: w.failures[0] == 1)  # the failed start counted
+        await asyncio.sleep(0.1)
         assert not task.done()  # still watching
         task.cancel()
 
@@ -321,7 +325,14 @@ def test_a_worker_that_never_listens_or_stops_listening_but_runs_on_is_stopped(m
         def command(self, i: int) -> list[str]:
             return [sys.executable, "-c", "import time\ntime.sleep(60)"]
 
-    for kind, expect in ((Mute, "did not start within 0 s"), (Closer, "stopped listening 0 s ago")):
+    class Deaf(Mute):  # ignores SIGTERM: killed STUCK seconds after it was told to stop
+        def command(self, i: int) -> list[str]:
+            return [sys.executable, "-c", "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                    "time.sleep(60)"]
+
+    for kind, expect, code in ((Mute, "did not start within 0 s", -signal.SIGTERM),
+                               (Closer, "stopped listening 0 s ago", -signal.SIGTERM),
+                               (Deaf, "did not start within 0 s", -signal.SIGKILL)):
         w = kind(1, ["app.py"])
 
         async def watch(w=w, kind=kind):
@@ -330,15 +341,13 @@ def test_a_worker_that_never_listens_or_stops_listening_but_runs_on_is_stopped(m
             if kind is Closer:
                 w.wait_ready(timeout=60)
             task = asyncio.create_task(w.supervise(every=0.05))
-            for _ in range(200):
-                if first.poll() is not None:
-                    break
-                await asyncio.sleep(0.05)
+            stopped = await until(lambda: first.poll() is not None)
             task.cancel()
             w.stop()
+            assert stopped, "the watch did not stop it"  # not w.stop() above (review: that passed too)
             return first.returncode
 
-        assert run(watch()) == -signal.SIGTERM  # told to stop first (its own clean-up), not killed
+        assert run(watch()) == code  # told to stop first (its own clean-up); killed if it will not
         assert f"App server 1 {expect}; stopping it." in capsys.readouterr().err
 
 
@@ -356,7 +365,7 @@ def test_the_watch_goes_on_after_an_error_in_one_step(monkeypatch, capsys) -> No
 
     async def watch():
         task = asyncio.create_task(w.supervise(every=0.02))
-        await asyncio.sleep(0.3)
+        assert await until(lambda: len(seen) > 3)  # it looked again after the error
         assert not task.done()
         task.cancel()
 
