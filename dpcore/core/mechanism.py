@@ -65,7 +65,8 @@ _SD_ONLY: ContextVar[bool] = ContextVar("dpcore_plan_sd_only", default=False)
 @contextmanager
 def sd_only() -> Iterator[None]:
     """Plans made inside state every row's SD (``sd``, its noise, scale and details) but may leave the
-    expected errors out (``mean_abs``, ``max_abs`` None) where they cost more than the SDs: for a
+    expected errors out (``mean_abs``, ``max_abs`` not a number; today the areas kind's level plans,
+    ``tree_plans.level_plans``) where they cost more than the SDs: for a
     search that reads the SDs only (the target planner's thousands of plans, where the expected largest
     error over a level's areas was half an areas plan's time).  Such a plan is never shown or kept.
     Use it around plain calls only: a generator that yields inside the block leaves the flag set in

@@ -646,8 +646,7 @@ def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: N
         if len(pieces) == 1 and lv < tree.height:  # increasing, no repeats: np.unique's answer as it is
             out.append(pieces[0])  # (a plan's finest partition asks this ~2,000 times: 0.06 s of sorting)
             continue
-        i = np.concatenate(idx[lv]) if idx[lv] else np.zeros(0, dtype=np.int64)
-        v = np.concatenate(val[lv]) if val[lv] else np.zeros(0)
+        i, v = (np.concatenate(part) for part in zip(*pieces, strict=True))
         u, inv = np.unique(i, return_inverse=True)
         out.append((u, np.bincount(inv.ravel(), weights=v, minlength=u.size)))
     return out

@@ -305,10 +305,9 @@ class DAWA(PointsMechanism):
         return tuple(out)
 
     @staticmethod
-    def _hilbert(grid: Grid) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
-        """Rows and columns of the Hilbert positions of the padded square, and which are in the grid."""
-        rr, cc = gh.hilbert_cells(gh.hilbert_order_for(grid.rows, grid.cols))
-        return rr, cc, (rr < grid.rows) & (cc < grid.cols)
+    def _hilbert(grid: Grid) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Rows and columns of the Hilbert positions of the padded square (some outside the grid)."""
+        return gh.hilbert_cells(gh.hilbert_order_for(grid.rows, grid.cols))
 
     @classmethod
     def _finest_buckets(cls, grid: Grid) -> NDArray[np.int64]:
@@ -359,7 +358,7 @@ class DAWA(PointsMechanism):
         grid = aggregate.grid
         k = aggregate.sensitivity
         e1, e2 = self.budgets(cost, params)
-        rr, cc, _ = self._hilbert(grid)
+        rr, cc = self._hilbert(grid)
         pos = _hilbert_numbering(grid.rows, grid.cols)[0]
         x = np.zeros(rr.size, dtype=np.int64)
         x[pos] = np.asarray(aggregate.counts, dtype=np.int64)  # each cell at its place on the curve; padding 0
@@ -486,7 +485,7 @@ def _finest_runs(grid: Grid, finest: NDArray[np.int64]) -> Callable[[tuple[int, 
     on the rectangle's border (an inner cell's neighbours on the curve are in the rectangle), so
     the runs are the border cells whose predecessor (successor) on the curve lies outside; runs
     apart only by padding cells are one run of bucket numbers."""
-    rr, cc, _ = DAWA._hilbert(grid)
+    rr, cc = DAWA._hilbert(grid)
     pos = _hilbert_numbering(grid.rows, grid.cols)[0]
     last = rr.size - 1
 

@@ -260,7 +260,7 @@ class DAWAFree(DAWA):
                  ) -> PartitionRelease:
         grid, k = aggregate.grid, aggregate.sensitivity
         e1, e2 = self.budgets(cost, params)
-        rr, cc, _ = self._hilbert(grid)
+        rr, cc = self._hilbert(grid)
         pos = _hilbert_numbering(grid.rows, grid.cols)[0]
         x = np.zeros(rr.size, dtype=np.int64)
         x[pos] = np.asarray(aggregate.counts, dtype=np.int64)  # each cell at its place on the curve; padding 0
