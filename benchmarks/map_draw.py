@@ -37,7 +37,6 @@ import datetime
 import os
 import platform
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,7 @@ from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from ui.workers import free_port  # noqa: E402 (standard library only at import)
 
 RESULTS = ROOT / "benchmarks" / "results" / "map_draw.md"
 CHROMIUM = "/usr/bin/chromium"
@@ -109,12 +109,6 @@ MAP_DRAWN = """(sel) => {
   return {click: b.click, confirmed: b.confirmed === null ? now : b.confirmed, chart: b.chart, done: now,
           polygons: images ? 0 : fd[0]._length, images: images, hover: fd[0]._length};
 }"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

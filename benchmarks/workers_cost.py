@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import importlib.util
 import os
 import platform
 import sys
@@ -49,6 +50,14 @@ def _rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
     return kb / 1024
+
+
+def _compiled() -> str:
+    """Whether the app's bytecode was compiled beforehand (as the docstring asks), checked, not assumed."""
+    root = Path(__file__).resolve().parent.parent
+    done = all(Path(importlib.util.cache_from_source(str(root / f))).exists()
+               for f in ("ui/front.py", "ui/workers.py", "dpcore/__init__.py", "app.py"))
+    return "Bytecode compiled." if done else "Bytecode NOT compiled beforehand (run python -m compileall first)."
 
 
 def _snapshot(pids: dict[str, int]) -> dict[str, tuple[float, float]]:
@@ -85,7 +94,7 @@ def main() -> None:
     md = f"""# What `./run --workers {a.workers}` costs
 
 - Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M')} UTC
-- Machine: {os.cpu_count()} cores, Python {platform.python_version()}. Bytecode compiled.
+- Machine: {os.cpu_count()} cores, Python {platform.python_version()}. {_compiled()}
 - Load average (1 / 5 / 15 min) before: {load_before}; after: {loadavg()}.
 - Command: `python benchmarks/workers_cost.py --workers {a.workers} --sessions {a.sessions} --rounds {a.rounds}`:
   {a.rounds} rounds of {a.sessions} protocol sessions at once through the front ({steps} steps: Data, Plan,

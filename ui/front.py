@@ -130,7 +130,7 @@ class StickyFront:
             head = await asyncio.wait_for(client_r.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
         except asyncio.LimitOverrunError:
             return await _answer(client_w, 431, "Request header fields too large")
-        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+        except (asyncio.IncompleteReadError, OSError):
             return await _close(client_w)
         index = self.pinned(head)
         upgrade = _UPGRADE.search(head) is not None
@@ -195,7 +195,7 @@ async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             await dst.drain()
         if dst.can_write_eof():
             dst.write_eof()
-    except (ConnectionError, OSError):
+    except OSError:
         dst.close()
 
 
@@ -252,5 +252,5 @@ async def _close(w: asyncio.StreamWriter, flush: float = 5.0) -> None:
         await asyncio.wait_for(w.wait_closed(), flush)
     except TimeoutError:  # first: TimeoutError is an OSError
         w.transport.abort()
-    except (ConnectionError, OSError):
+    except OSError:
         pass

@@ -107,7 +107,7 @@ def _snake(key: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in key)
 
 
-def _free_port(taken: Sequence[int] = ()) -> int:
+def free_port(taken: Sequence[int] = ()) -> int:
     """A port free now on 127.0.0.1, none of ``taken`` (the OS may hand the same one out twice in a
     row: 3 times in 20,000 pairs, review finding)."""
     while True:
@@ -170,11 +170,6 @@ def still_open(listener: tuple[str, str]) -> bool:
         return False
 
 
-def listens(pid: int, port: int) -> bool:
-    """Whether process ``pid`` itself listens on ``port`` (:func:`own_listener`)."""
-    return own_listener(pid, port) is not None
-
-
 def _pdeathsig() -> object:
     """The child's first step on Linux: SIGTERM when the front dies, even by SIGKILL (no orphan servers).
     libc is loaded here, in the front; the child only calls prctl.  The kernel ties this to the thread
@@ -219,7 +214,7 @@ class Workers:
         self.argv = list(argv)
         self.backends: list[Backend] = []
         for _ in range(n):
-            self.backends.append(Backend("127.0.0.1", _free_port([b.port for b in self.backends]), ready=False))
+            self.backends.append(Backend("127.0.0.1", free_port([b.port for b in self.backends]), ready=False))
         self.env = dict(os.environ, DPCORE_WORKERS="1")  # each worker is one server
         self.runs: list[Run | None] = [None] * n  # each worker's current (or last) run
         self.failures = [0] * n  # failing exits in a row (QUICK_EXIT), across runs
@@ -234,7 +229,7 @@ class Workers:
     def start(self, i: int) -> None:
         b = self.backends[i]
         if self.runs[i] is not None:  # started again: a new port (its old one may have been taken)
-            b.port = _free_port([o.port for o in self.backends])
+            b.port = free_port([o.port for o in self.backends])
         b.ready = False
         # their own banners name their inner ports: the front prints the address to open instead
         proc = subprocess.Popen(self.command(i), env=self.env, stdout=subprocess.DEVNULL, preexec_fn=self._preexec)

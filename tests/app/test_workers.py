@@ -49,13 +49,13 @@ def test_a_worker_serves_once_its_own_process_listens_on_its_port() -> None:
     w = started(1)
     try:
         assert w.backends[0].ready and w.usable(0)
-        assert workers.listens(w.runs[0].proc.pid, w.backends[0].port)
-        assert not workers.listens(os.getpid(), w.backends[0].port)  # the port is not ours
+        assert workers.own_listener(w.runs[0].proc.pid, w.backends[0].port) is not None
+        assert workers.own_listener(os.getpid(), w.backends[0].port) is None  # the port is not ours
         with socket.socket() as mine:
             mine.bind(("127.0.0.1", 0))
             mine.listen()
-            assert workers.listens(os.getpid(), mine.getsockname()[1])
-            assert not workers.listens(w.runs[0].proc.pid, mine.getsockname()[1])
+            assert workers.own_listener(os.getpid(), mine.getsockname()[1]) is not None
+            assert workers.own_listener(w.runs[0].proc.pid, mine.getsockname()[1]) is None
     finally:
         w.stop()
     assert not w.usable(0)  # stopped: never used, whatever listens there now
@@ -148,7 +148,7 @@ sys.exit(workers.asyncio.run(workers.front(w, "127.0.0.1", int(sys.argv[1]))))
 def test_the_front_serves_until_sigterm_then_stops_its_workers() -> None:
     """A real front process (two stand-in workers): it answers on its port; on SIGTERM it exits with 0
     and its workers are gone."""
-    port = workers._free_port()
+    port = workers.free_port()
     proc = subprocess.Popen([sys.executable, "-c", FRONT_OF_SLEEPERS.format(sleeper=SLEEPER), str(port)], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True)
     try:
@@ -390,7 +390,7 @@ def test_ports_are_distinct_even_when_the_os_repeats_one(monkeypatch) -> None:
             return ("127.0.0.1", next(handed))
 
     monkeypatch.setattr(workers.socket, "socket", Stub)
-    assert workers._free_port([5000]) == 5001
+    assert workers.free_port([5000]) == 5001
 
 
 @pytest.mark.parametrize("host", ["", "::", "0.0.0.0", "127.0.0.1"])
@@ -411,7 +411,7 @@ def test_ctrl_c_while_the_servers_start_stops_them_quietly(monkeypatch) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Workers, "wait_ready", interrupted)
-    port = workers._free_port()
+    port = workers.free_port()
     assert workers.serve(["app.py", "--server.address", "127.0.0.1", "--server.port", str(port)], 2) == 130
     assert stopped == [True]
     workers.bind("127.0.0.1", port).close()  # its port is free again

@@ -7,7 +7,6 @@ pytest-playwright's launch arguments point at /usr/bin/chromium.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from browser_steps import SCREENS  # the one reading of E2E_SCREENS
+
+from ui.workers import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 #: Debian's headless build of the same chromium (package chromium-headless-shell, what Playwright runs
@@ -76,12 +77,6 @@ def page(worker_context):
     page.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 _LEDGER_DBS: dict[str, str] = {}  # server URL -> its budget database
 
 
@@ -97,7 +92,7 @@ def _streamlit_server(workers: int = 1) -> Iterator[str]:
     after the libraries are imported and frozen, with the server's garbage-collector thresholds) on a
     free port with a budget database of its own; yield its URL; stop it afterwards.  ``workers``:
     ``./run --workers N`` (N servers behind ui/front.py's sticky front)."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [
         sys.executable, "-m", "ui.serve", "app.py", f"--workers={workers}",
