@@ -27,7 +27,7 @@ apt_install() {
         $sudo "${install[@]}" >/dev/null 2>&1 && return 0
         # package lists that cannot be updated (offline, no sudo): apt's or sudo's message is shown and the
         # script goes on without the package, whose tests then say what is missing
-        $sudo apt-get update >/dev/null || return 0
+        $sudo apt-get update >/dev/null || { if [ -n "$note" ]; then echo "$note" >&2; fi; return 0; }
         $sudo "${install[@]}" >/dev/null && return 0
         local status=$?
         if [ -n "$note" ]; then echo "$note" >&2; fi

@@ -150,6 +150,9 @@ def test_a_required_install_without_updated_package_lists_goes_on(stub: Path) ->
                                        'echo "sudo: a terminal is required to read the password" >&2\nexit 1\n')
     r = apt_install(stub, "chromium", "/nonexistent/chromium", "")
     assert (r.returncode, r.stdout) == (0, "after\n") and "sudo: a terminal is required" in r.stderr
+    # with what needs the package and the fix: said there too (it was said only when the install itself failed)
+    r = apt_install(stub, "chromium", "/nonexistent/chromium", "", "", "", "use ./test -m \"not e2e\"")
+    assert r.returncode == 0 and r.stderr.endswith('use ./test -m "not e2e"\n')
 
 
 def test_an_optional_package_never_prompts_never_fails_and_is_tried_once_per_venv(stub: Path) -> None:
