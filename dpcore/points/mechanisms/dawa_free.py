@@ -163,7 +163,8 @@ class DAWAFree(DAWA):
     def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...],
                      runs: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
                      ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple[list[tuple[NDArray, NDArray]], NDArray]]:
-        """The tree, every node's uses by the workload (per level) and the queries' uses: each
+        """The tree, every node's share (per level, :func:`~dpcore.estimate.greedy_h.node_shares` of
+        the workload's uses of the nodes) and the queries' uses: each
         distinct rectangle's (sparse: flat node index and count, levels from the leaves up) and
         which of them each query is.  A rectangle the workload repeats (a small grid has few
         distinct ones) is decomposed once; the uses still add up query by query, in the
@@ -192,7 +193,7 @@ class DAWAFree(DAWA):
             i = np.concatenate([np.zeros(0, dtype=np.int64)] + [decs[q][lv][0] for q in which])
             v = np.concatenate([np.zeros(0)] + [decs[q][lv][1] for q in which])
             uses.append(np.bincount(i, weights=v, minlength=n))  # node_decomposition's nodes of lv are < n
-        return tree, uses, (flats, index)
+        return tree, gh.node_shares(tree, uses), (flats, index)
 
     def _stage2_levels(self, e1: float, e2: float, k: int, tree: gh.BucketTree, eps: list[NDArray[np.float64]],
                        per_query: tuple[list[tuple[NDArray, NDArray]], NDArray], n_cells: int, note: str
@@ -223,10 +224,10 @@ class DAWAFree(DAWA):
         return tuple(rows)
 
     def _allocate(self, grid: Grid, params: dict[str, Any], e2: float, bucket_of_cell: NDArray[np.int64],
-                  sizes: NDArray[np.int64], runs: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
-                  ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
-        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params), runs)
-        return tree, node_epsilons(gh.node_shares(tree, uses), e2), per_query
+                  sizes: NDArray[np.int64]) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
+        """The release's stage 2 design on its partition: the tree, the node budgets and the queries' uses."""
+        tree, shares, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params))
+        return tree, node_epsilons(shares, e2), per_query
 
     # -- plan ------------------------------------------------------------------------------------
     def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
@@ -335,9 +336,7 @@ def _finest_design(grid: Grid, groups: tuple[Any, ...]) -> tuple[gh.BucketTree, 
     share (:func:`~dpcore.estimate.greedy_h.node_shares`) and the queries' uses, for the workload's
     distinct rectangles ``groups`` (:func:`~dpcore.points.mechanisms.dawa.distinct_rects`)."""
     finest = DAWA._finest_buckets(grid)
-    tree, uses, per_query = DAWAFree._node_design(finest, np.ones(grid.n_cells, dtype=np.int64), groups,
-                                                  _finest_runs(grid, finest))
-    return tree, gh.node_shares(tree, uses), per_query
+    return DAWAFree._node_design(finest, np.ones(grid.n_cells, dtype=np.int64), groups, _finest_runs(grid, finest))
 
 
 @functools.lru_cache(maxsize=2)
