@@ -61,25 +61,33 @@ def _offers(rel: HierarchyRelease) -> bool:
     return _measured(rel) and _node_keys(rel) is not None
 
 
-#: The design keys of a release, made once (the record, the file list and the files each ask).
-_KEYS: weakref.WeakKeyDictionary[HierarchyRelease, list[np.ndarray] | None] = weakref.WeakKeyDictionary()
+#: The labels and design keys of a release, made once (the record, the file list and the files each ask).
+_KEYS: weakref.WeakKeyDictionary[HierarchyRelease, tuple[list[np.ndarray], list[np.ndarray], bool]] = (
+    weakref.WeakKeyDictionary())
 
 
-def _node_keys(rel: HierarchyRelease) -> list[np.ndarray] | None:
-    """The design's node key of every area per depth: its export label, or ``level:label`` for the
-    coarser levels when labels repeat across levels (the finest keep their codes: they are the cells).
-    None when two areas would still share a key (a finest area coded like a coarser area's
-    ``level:label`` key, or a repeated finest code): design.json would name two nodes alike, which
-    :class:`~dpcore.estimate.design_nodes.NodeCells` refuses."""
+def _design_keys(rel: HierarchyRelease) -> tuple[list[np.ndarray], list[np.ndarray], bool]:
+    """Every area's export label per depth, its design key per depth (the label, or ``level:label`` for
+    the coarser levels when labels repeat across levels: the finest keep their codes, they are the
+    cells) and whether the keys are distinct, made once per release."""
     if rel not in _KEYS:
         h = rel.hierarchy
         labels = [np.asarray(h.labels(d)).astype(str) for d in range(h.depth + 1)]
         if distinct_codes(np.concatenate(labels).tolist()):
-            _KEYS[rel] = labels
+            _KEYS[rel] = labels, labels, True
         else:
             keys = _level_keys(rel, labels)
-            _KEYS[rel] = keys if distinct_codes(np.concatenate(keys).tolist()) else None
+            _KEYS[rel] = labels, keys, distinct_codes(np.concatenate(keys).tolist())
     return _KEYS[rel]
+
+
+def _node_keys(rel: HierarchyRelease) -> list[np.ndarray] | None:
+    """The design's node key of every area per depth (:func:`_design_keys`).  None when two areas would
+    still share a key (a finest area coded like a coarser area's ``level:label`` key, or a repeated
+    finest code): design.json would name two nodes alike, which
+    :class:`~dpcore.estimate.design_nodes.NodeCells` refuses."""
+    _, keys, distinct = _design_keys(rel)
+    return keys if distinct else None
 
 
 def _level_keys(rel: HierarchyRelease, labels: list[np.ndarray]) -> list[np.ndarray]:
@@ -97,11 +105,10 @@ def _why_not_offered(rel: HierarchyRelease) -> str | None:
     """Why the data users' files of a release that exposes its measurements are not offered: two areas
     share a design code (:func:`_node_keys`, :func:`~dpcore.estimate.design_nodes.repeated_codes_why`);
     None otherwise."""
-    if not _measured(rel) or _node_keys(rel) is not None:
+    if not _measured(rel):
         return None
-    h = rel.hierarchy
-    labels = [np.asarray(h.labels(d)).astype(str) for d in range(h.depth + 1)]
-    return repeated_codes_why(np.concatenate(_level_keys(rel, labels)).tolist(), "areas", _UNIQUE_CODES)
+    _, keys, distinct = _design_keys(rel)
+    return None if distinct else repeated_codes_why(np.concatenate(keys).tolist(), "areas", _UNIQUE_CODES)
 
 
 def hierarchy_pack(rel: HierarchyRelease) -> DataUserPack | None:
@@ -153,7 +160,7 @@ def hierarchy_data_user_files(rel: HierarchyRelease, parquet_above: int | None =
     est, var = node_estimates(m)  # in design node order: depth by depth, as the pack lists them
     h = rel.hierarchy
     level = np.repeat(np.asarray(h.level_names, dtype=object), h.sizes)
-    code = np.concatenate([np.asarray(h.labels(d)).astype(str) for d in range(h.depth + 1)])
+    code = np.concatenate(_design_keys(rel)[0])  # the export labels
     published = np.concatenate([np.asarray(v) for v in rel.values])
     files["estimates.csv"] = estimates_csv(level, code, est, var, published)
     return files

@@ -112,10 +112,10 @@ def _make_pack(rel: ODRelease) -> DataUserPack | str | None:
         tree = _tree(rel)
         if tree is None:
             return None
-        pack = tree_pack(rel, tree)
-        # None only when pair codes repeat across levels: the codes again, on this rare path alone
-        return pack if pack is not None else repeated_codes_why(tree_codes(rel, tree).tolist(), "pairs",
-                                                                 _UNIQUE_CODES)
+        codes = tree_codes(rel, tree)
+        pack = tree_pack(rel, tree, codes)
+        # None only when pair codes repeat across levels
+        return pack if pack is not None else repeated_codes_why(codes.tolist(), "pairs", _UNIQUE_CODES)
     T = rel.depth
     leaf = rel.measurements[T][2]
     nd = rel.destination_h.n_leaves

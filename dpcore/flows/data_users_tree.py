@@ -105,10 +105,10 @@ def tree_codes(rel: ODRelease, tree: dict[str, Any]) -> np.ndarray:
     return codes
 
 
-def tree_pack(rel: ODRelease, tree: dict[str, Any]) -> DataUserPack | None:
-    """The :class:`~dpcore.estimate.data_users.DataUserPack` of a TopDown release's measured tree
-    (None when two levels would give a node the same code)."""
-    code_of = tree_codes(rel, tree)
+def tree_pack(rel: ODRelease, tree: dict[str, Any], code_of: np.ndarray) -> DataUserPack | None:
+    """The :class:`~dpcore.estimate.data_users.DataUserPack` of a TopDown release's measured tree, its
+    nodes coded ``code_of`` (:func:`tree_codes`, which the caller keeps to say why when this is None:
+    two levels would give a node the same code)."""
     codes = code_of.tolist()
     if not distinct_codes(codes):
         return None  # area labels repeat across levels: pair codes would not name one node

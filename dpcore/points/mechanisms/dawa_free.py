@@ -124,12 +124,21 @@ def node_epsilons(shares: list[NDArray[np.float64]], e2: float) -> list[NDArray[
     >>> [e.tolist() for e in node_epsilons([np.array([0.5, 0.0])], 1.0)]
     [[0.47880164034928685, 0.0]]
     """
-    out = []
+    return _node_budgets(shares, e2)[0]
+
+
+def _node_budgets(shares: list[NDArray[np.float64]], e2: float
+                  ) -> tuple[list[NDArray[np.float64]], list[NDArray[np.int64]]]:
+    """:func:`node_epsilons` and every node's step ``q`` (0 for an unmeasured node; at least 1 for a
+    measured one, its share below 1): nodes of one step have one budget, so :func:`_variances` finds
+    the distinct budgets by counting the steps made here rather than again from the floats."""
+    eps, steps = [], []
     for s in shares:
         s = np.asarray(s, dtype=np.float64) * (1.0 - PATH_MARGIN)
         q = np.ceil(-SHARE_STEPS * np.log2(np.where(s > 0, s, 1.0)))
-        out.append(np.where(s > 0, e2 * np.exp2(-q / SHARE_STEPS), 0.0))
-    return out
+        eps.append(np.where(s > 0, e2 * np.exp2(-q / SHARE_STEPS), 0.0))
+        steps.append(q.astype(np.int64))
+    return eps, steps
 
 
 class DAWAFree(DAWA):
@@ -163,7 +172,8 @@ class DAWAFree(DAWA):
     def _node_design(bucket_of_cell: NDArray[np.int64], sizes: NDArray[np.int64], groups: tuple[Any, ...],
                      runs: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
                      ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple[list[tuple[NDArray, NDArray]], NDArray]]:
-        """The tree, every node's uses by the workload (per level) and the queries' uses: each
+        """The tree, every node's share (per level, :func:`~dpcore.estimate.greedy_h.node_shares` of
+        the workload's uses of the nodes) and the queries' uses: each
         distinct rectangle's (sparse: flat node index and count, levels from the leaves up) and
         which of them each query is.  A rectangle the workload repeats (a small grid has few
         distinct ones) is decomposed once; the uses still add up query by query, in the
@@ -192,13 +202,13 @@ class DAWAFree(DAWA):
             i = np.concatenate([np.zeros(0, dtype=np.int64)] + [decs[q][lv][0] for q in which])
             v = np.concatenate([np.zeros(0)] + [decs[q][lv][1] for q in which])
             uses.append(np.bincount(i, weights=v, minlength=n))  # node_decomposition's nodes of lv are < n
-        return tree, uses, (flats, index)
+        return tree, gh.node_shares(tree, uses), (flats, index)
 
     def _stage2_levels(self, e1: float, e2: float, k: int, tree: gh.BucketTree, eps: list[NDArray[np.float64]],
-                       per_query: tuple[list[tuple[NDArray, NDArray]], NDArray], n_cells: int, note: str
-                       ) -> tuple[LevelPlan, ...]:
+                       steps: list[NDArray[np.int64]], per_query: tuple[list[tuple[NDArray, NDArray]], NDArray],
+                       n_cells: int, note: str) -> tuple[LevelPlan, ...]:
         """The partition's row (as ``dawa``), the inner nodes' and the buckets' rows, with the
-        workload's noise bound on the last."""
+        workload's noise bound on the last (the node budgets and their steps: :func:`_node_budgets`)."""
         first = partition_row(e1, k, n_cells)
         leaf_min = float(eps[0].min())
         rows = [first]
@@ -213,7 +223,7 @@ class DAWAFree(DAWA):
             rows.append(dataclasses.replace(row, extra={"node_budgets": stats}))
         leaf = count_level(len(rows), f"Buckets: {tree.m:,} (the least-funded bucket shown)", pure(leaf_min), k,
                            tree.m, n_cells / tree.m, True, note=note)
-        var = np.concatenate([_variances(e, k) for e in eps])
+        var = np.concatenate([_variances(e, q, k) for e, q in zip(eps, steps, strict=True)])
         flats, which = per_query
         once = np.array([float((var[i] * v).sum()) for i, v in flats])  # one sum per distinct rectangle
         bound = np.sqrt(once[which]) if which.size else np.zeros(1)
@@ -223,10 +233,12 @@ class DAWAFree(DAWA):
         return tuple(rows)
 
     def _allocate(self, grid: Grid, params: dict[str, Any], e2: float, bucket_of_cell: NDArray[np.int64],
-                  sizes: NDArray[np.int64], runs: Callable[[tuple[int, ...]], tuple[NDArray, NDArray]] | None = None
-                  ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple]:
-        tree, uses, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params), runs)
-        return tree, node_epsilons(gh.node_shares(tree, uses), e2), per_query
+                  sizes: NDArray[np.int64]
+                  ) -> tuple[gh.BucketTree, tuple[list[NDArray[np.float64]], list[NDArray[np.int64]]], tuple]:
+        """The release's stage 2 design on its partition: the tree, the node budgets with their steps
+        (:func:`_node_budgets`) and the queries' uses."""
+        tree, shares, per_query = self._node_design(bucket_of_cell, sizes, self._workload_groups(grid, params))
+        return tree, _node_budgets(shares, e2), per_query
 
     # -- plan ------------------------------------------------------------------------------------
     def plan_levels(self, grid: Grid, cost: PrivacyCost, params: dict[str, Any], *, sensitivity: int,
@@ -237,10 +249,10 @@ class DAWAFree(DAWA):
         else:
             tree, shares, per_query = _finest_random_design(grid.rows, grid.cols, int(params["queries_per_size"]),
                                                             int(params["workload_seed"]))
-        eps = node_epsilons(shares, e2)
+        eps, steps = _node_budgets(shares, e2)
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the buckets and "
                 "their budgets are known only at release.")
-        levels = self._stage2_levels(e1, e2, sensitivity, tree, eps, per_query, grid.n_cells, note)
+        levels = self._stage2_levels(e1, e2, sensitivity, tree, eps, steps, per_query, grid.n_cells, note)
         return tuple(dataclasses.replace(lv, extra={**lv.extra, "finest_partition": True}) if lv.in_partition
                      else lv for lv in levels)
 
@@ -283,8 +295,8 @@ class DAWAFree(DAWA):
         prefix = np.concatenate([[0], np.cumsum(x)])
         true_b = prefix[start + length] - prefix[start]
 
-        tree, eps, per_query = self._allocate(grid, params, e2, bucket_of_cell, size)
-        levels = self._stage2_levels(e1, e2, k, tree, eps, per_query, grid.n_cells, "")
+        tree, (eps, steps), per_query = self._allocate(grid, params, e2, bucket_of_cell, size)
+        levels = self._stage2_levels(e1, e2, k, tree, eps, steps, per_query, grid.n_cells, "")
         est, sd, ci = self._counts(tree, eps, true_b, k, noise)
         share = p_size / size[owner]
         public = {
@@ -335,9 +347,7 @@ def _finest_design(grid: Grid, groups: tuple[Any, ...]) -> tuple[gh.BucketTree, 
     share (:func:`~dpcore.estimate.greedy_h.node_shares`) and the queries' uses, for the workload's
     distinct rectangles ``groups`` (:func:`~dpcore.points.mechanisms.dawa.distinct_rects`)."""
     finest = DAWA._finest_buckets(grid)
-    tree, uses, per_query = DAWAFree._node_design(finest, np.ones(grid.n_cells, dtype=np.int64), groups,
-                                                  _finest_runs(grid, finest))
-    return tree, gh.node_shares(tree, uses), per_query
+    return DAWAFree._node_design(finest, np.ones(grid.n_cells, dtype=np.int64), groups, _finest_runs(grid, finest))
 
 
 @functools.lru_cache(maxsize=2)
@@ -379,28 +389,27 @@ def _facts(epsilon: float, k: int) -> tuple[Fraction, float, int]:
     return t, discrete_laplace_variance(t), discrete_laplace_interval(t)
 
 
-def _variances(eps: NDArray[np.float64], k: int) -> NDArray[np.float64]:
+def _variances(eps: NDArray[np.float64], steps: NDArray[np.int64], k: int) -> NDArray[np.float64]:
     """Noise variance of every node (0 where unmeasured), one computation per distinct budget.
 
     The budgets are ``ε₂ · 2^(−q/16)`` (:func:`node_epsilons`), so the distinct ones are found by
-    their step ``q`` below the largest, counted rather than sorted (the plan's finest partition has
-    a million buckets); checked to be exactly one value per step, else found by sorting."""
+    their steps ``q`` (:func:`_node_budgets`), counted rather than sorted (the plan's finest partition
+    has a million buckets); checked to be exactly one value per step, else found by sorting."""
+    if steps.size and int(steps.min()) < 0:  # not steps of _node_budgets (a share above 1): by sorting
+        return _variances_sorted(eps, k)
+    value = np.zeros(int(steps.max(initial=0)) + 1)
+    value[steps] = eps  # each step's budget: a node's (any one: the check below covers them all)
+    if not np.array_equal(value[steps], eps):  # not one value per step: by sorting
+        return _variances_sorted(eps, k)
+    var = np.zeros(value.size)
+    live = np.flatnonzero(value > 0)
+    var[live] = [discrete_laplace_variance(_scale(v, k)) for v in value[live].tolist()]
+    return var[steps]
+
+
+def _variances_sorted(eps: NDArray[np.float64], k: int) -> NDArray[np.float64]:
+    """:func:`_variances` of any budgets: one computation per distinct budget, found by sorting."""
     out = np.zeros(eps.size)
-    live = eps > 0
-    if not live.any():
-        return out
-    e = eps[live]
-    q = np.rint(-SHARE_STEPS * np.log2(e / e.max())).astype(np.int64)
-    first = np.zeros(int(q.max()) + 1, dtype=np.int64)
-    first[q] = np.arange(q.size)  # a node of each step (any one: the check below covers them all)
-    steps = np.flatnonzero(np.bincount(q))
-    value = np.zeros(first.size)
-    value[steps] = e[first[steps]]
-    if not np.array_equal(value[q], e):  # not one value per step: by sorting
-        for v in np.unique(e).tolist():
-            out[eps == v] = discrete_laplace_variance(_scale(v, k))
-        return out
-    var = np.zeros(first.size)
-    var[steps] = [discrete_laplace_variance(_scale(v, k)) for v in value[steps].tolist()]
-    out[live] = var[q]
+    for v in np.unique(eps[eps > 0]).tolist():
+        out[eps == v] = discrete_laplace_variance(_scale(v, k))
     return out

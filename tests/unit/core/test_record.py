@@ -342,6 +342,52 @@ def test_records_of_earlier_versions_still_validate(kind: str) -> None:
         validate_record({**rec, "kind": "census_marginals"})
 
 
+def _not_offered_records() -> dict[str, dict]:
+    """Records the code writes whose data users' files are not offered (design codes repeat): an areas
+    release (a tract coded like a county's ``level:code`` key), an O/D leaf-only release ('>' in area
+    labels) and an O/D TopDown release (a zone coded like its state)."""
+    from dpcore import catalog
+    from dpcore.areas.export import hierarchy_files
+    from dpcore.flows.export import od_files
+
+    out = {}
+    df = pd.DataFrame({"county": ["A", "A", "B", "B"], "tract": ["A", "county:B", "t3", "t4"]})
+    h = Hierarchy.from_frame(df, ["county", "tract"])
+    c = HierarchyCounts.from_frame(df.assign(n=[5, 7, 9, 11]), h, ["county", "tract"], "n")
+    rel = catalog.get("hierarchy", "exact").release_counts(c, budget.pure(1.0), NoiseSource(5))
+    out["hierarchy"] = json.loads(hierarchy_files(rel)["release.json"])
+    for mech, zones, o, d in (("vanilla_gauss", ["a>b", "a", "b>c", "c"], ["a>b", "a", "c"], ["c", "b>c", "a"]),
+                              ("inftda", ["A", "z2", "B", "z4"], ["A"] * 60 + ["z2"] * 5, ["B"] * 60 + ["z4"] * 5)):
+        areas = pd.DataFrame({"state": ["A", "A", "B", "B"] if mech == "inftda" else ["s"] * 4, "zone": zones})
+        h = Hierarchy.from_frame(areas, ["state", "zone"], codes="global", source="area list")
+        trips = ODCounts.from_frame(pd.DataFrame({"o": o, "d": d}), h, origin="o", destination="d")
+        rel = catalog.get("od", mech).release_counts(trips, budget.zcdp(2.0), NoiseSource(3))
+        out[f"od {mech}"] = json.loads(od_files(rel)["release.json"])
+    return out
+
+
+def test_a_record_whose_measurements_are_not_offered_must_say_why() -> None:
+    """The areas and O/D schemas require ``why`` when ``measurements_offered`` is false (JSON Schema
+    if/then): the records the code writes pass (offered, and not offered with their reason), the same
+    records without the reason fail; ``why`` stays optional when measurements are offered or the field is
+    absent.  (The points schema does not require it: points records of mechanisms that offer no
+    measurement, privelet, matrix, dawa and dawa_free, state the reason in design.json only.)"""
+    written = {kind: json.loads(KINDS[kind](budget.pure(0.5))[0]["release.json"]) for kind in ("hierarchy", "od")}
+    for name, rec in _not_offered_records().items():
+        users = rec["data_users"]
+        assert users["measurements_offered"] is False and users["why"], name
+        validate_record(rec)
+        with pytest.raises(jsonschema.ValidationError, match="'why' is a required property"):
+            validate_record({**rec, "data_users": {k: v for k, v in users.items() if k != "why"}})
+        kind = name.split()[0]
+        offered = written[kind]
+        validate_record(offered)
+        assert "why" not in offered["data_users"]
+        validate_record({**offered, "data_users": {**offered["data_users"], "measurements_offered": True}})
+        with pytest.raises(jsonschema.ValidationError, match="'why' is a required property"):
+            validate_record({**offered, "data_users": {**offered["data_users"], "measurements_offered": False}})
+
+
 MECHANISM_OF = {"points": ("points", "ug"), "hierarchy": ("hierarchy", "topdown_l2"), "census": ("census", "privelet"),
                 "census_marginals": ("census", "matrix"), "od": ("od", "inftda")}
 

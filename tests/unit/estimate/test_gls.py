@@ -464,3 +464,20 @@ def test_a_code_naming_two_areas_is_not_offered_files(tmp_path) -> None:
     rel2 = catalog.get("hierarchy", "exact").release_counts(c2, budget.pure(1.0), NoiseSource(5))
     assert hierarchy_pack(rel2) is not None and "design.json" in hierarchy_data_user_files(rel2)
     assert areas_data_users_section(rel2) is not None
+
+
+@pytest.mark.parametrize("tracts", [["A", "county:B", "t3", "t4"], ["t1", "t2", "t3", "t4"]],
+                         ids=["codes repeat", "codes of their own"])
+def test_the_areas_labels_are_built_once_per_release(monkeypatch: pytest.MonkeyPatch, tracts: list[str]) -> None:
+    """The record's section (offered, or why not) and the files read one set of labels per release
+    (the reason not offered and estimates.csv built them again)."""
+    df = pd.DataFrame({"county": ["A", "A", "B", "B"], "tract": tracts})
+    h = Hierarchy.from_frame(df, ["county", "tract"])
+    c = HierarchyCounts.from_frame(df.assign(n=[5, 7, 9, 11]), h, ["county", "tract"], "n")
+    rel = catalog.get("hierarchy", "exact").release_counts(c, budget.pure(1.0), NoiseSource(5))
+    asked: list[int] = []
+    labels = Hierarchy.labels
+    monkeypatch.setattr(Hierarchy, "labels", lambda self, d: asked.append(d) or labels(self, d))
+    section, files = areas_data_users_section(rel), hierarchy_data_user_files(rel)
+    assert section is not None and ("measurements_offered" in section) == (files == {})
+    assert sorted(asked) == list(range(h.depth + 1))  # each depth once

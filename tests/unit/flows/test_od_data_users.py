@@ -131,9 +131,21 @@ def test_pairs_whose_codes_coincide_get_no_design_and_the_release_is_written() -
     assert od_file_names(rel=rel) == ["release.csv", "release.json"]
 
 
-def test_pair_codes_repeating_across_levels_say_why_in_the_record() -> None:
+def test_pair_codes_repeating_across_levels_say_why_in_the_record(monkeypatch: pytest.MonkeyPatch) -> None:
     """A zone coded like its state: TopDown measures pair "A>B" at the state level and again at the zone
-    level, so the measured tree has no design; the record says which code and how to fix it."""
+    level, so the measured tree has no design; the record says which code and how to fix it (from the
+    tree's codes made once: they were made again for the reason)."""
+    from dpcore.flows import data_users, data_users_tree
+
+    made: list[int] = []
+    tree_codes = data_users_tree.tree_codes
+
+    def counted(rel: object, tree: dict) -> np.ndarray:
+        made.append(1)
+        return tree_codes(rel, tree)
+
+    for module in (data_users, data_users_tree):
+        monkeypatch.setattr(module, "tree_codes", counted)
     areas = pd.DataFrame({"state": ["A", "A", "B", "B"], "zone": ["A", "z2", "B", "z4"]})
     h = Hierarchy.from_frame(areas, ["state", "zone"], codes="global", source="area list")
     trips = ODCounts.from_frame(pd.DataFrame({"o": ["A"] * 60 + ["z2"] * 5, "d": ["B"] * 60 + ["z4"] * 5}), h,
@@ -147,3 +159,4 @@ def test_pair_codes_repeating_across_levels_say_why_in_the_record() -> None:
     assert users["files"] == [] and users["measurements_offered"] is False
     assert "'A>B'" in users["why"] and "unique" in users["why"]
     assert "design.json" not in rec["outputs"]["files"]
+    assert len(made) == 1

@@ -303,15 +303,26 @@ def test_covered_buckets_are_np_unique_of_the_rectangle(shape: tuple[int, int]) 
 
 def test_variances_by_budget_step_are_per_node_variances() -> None:
     """The node variances found per budget step (counted) are every node's own budget's variance,
-    for node budgets of :func:`node_epsilons` and, through the sorting fallback, for any budgets."""
+    for node budgets and steps of :func:`_node_budgets` (the budgets those of :func:`node_epsilons`)
+    and, through the sorting fallback, for any budgets or steps."""
     rng = np.random.default_rng(11)
+
+    def want(eps: np.ndarray, k: int) -> list[float]:
+        return [F._facts(float(e), k)[1] if e > 0 else 0.0 for e in eps]
+
     for e2, k in ((1e-4, 1), (0.3, 2), (7.5, 3)):
-        eps = F.node_epsilons([rng.random(2000) * (rng.random(2000) < 0.8)], e2)[0]
-        want = [F._facts(float(e), k)[1] if e > 0 else 0.0 for e in eps]
-        assert F._variances(eps, k).tolist() == want
+        shares = [rng.random(2000) * (rng.random(2000) < 0.8)]
+        (eps,), (steps,) = F._node_budgets(shares, e2)
+        assert np.array_equal(eps, F.node_epsilons(shares, e2)[0]) and steps.dtype == np.int64
+        assert steps.min() == 0 and (steps[eps > 0] >= 1).all()  # 0 for an unmeasured node only
+        assert F._variances(eps, steps, k).tolist() == want(eps, k)
     eps = rng.random(300) * (rng.random(300) < 0.7)
-    assert F._variances(eps, 2).tolist() == [F._facts(float(e), 2)[1] if e > 0 else 0.0 for e in eps]
-    assert F._variances(np.zeros(4), 1).tolist() == [0.0] * 4
+    for steps in ((eps > 0).astype(np.int64), np.zeros(300, dtype=np.int64)):  # not one budget per step
+        assert F._variances(eps, steps, 2).tolist() == want(eps, 2)
+    (eps,), (steps,) = F._node_budgets([np.array([3.0, 0.5, 0.0, 1.05])], 1.0)  # shares above 1: steps <= 0
+    assert steps.min() < 0 and F._variances(eps, steps, 1).tolist() == want(eps, 1)
+    assert F._variances(np.zeros(4), np.zeros(4, dtype=np.int64), 1).tolist() == [0.0] * 4
+    assert F._variances(np.zeros(0), np.zeros(0, dtype=np.int64), 1).tolist() == []
 
 
 def test_partition_takes_the_extreme_int64_cost_as_the_old_loop_does() -> None:
