@@ -373,7 +373,8 @@ def data_users_section(release: PartitionRelease) -> dict[str, Any]:
     return section(
         published="release.csv's noisy_count: the released counts (negative values kept, not rounded)",
         estimates="estimates.csv: least-squares (GLS) estimates with exact variances from measurements.csv",
-        measurements_offered=offered, conditional_on_partition=_conditional(release),
+        measurements_offered=offered, **({} if offered else {"why": NOT_OFFERED[_base(release)]}),
+        conditional_on_partition=_conditional(release),
         **({} if release.coordinate_precision is None
            else {"coordinate_precision": precision_statement(release.coordinate_precision)}),
         n_cells=int(release.leaf.sum()) if offered else None)

@@ -363,16 +363,23 @@ def _not_offered_records() -> dict[str, dict]:
         trips = ODCounts.from_frame(pd.DataFrame({"o": o, "d": d}), h, origin="o", destination="d")
         rel = catalog.get("od", mech).release_counts(trips, budget.zcdp(2.0), NoiseSource(3))
         out[f"od {mech}"] = json.loads(od_files(rel)["release.json"])
+    counts = np.random.default_rng(0).poisson(20, size=(8, 8)).astype(np.int64)
+    agg = Aggregate(grid=Grid(Bounds(-74.0, 40.6, -73.8, 40.8), 8, 8), counts=counts, n_outside=0, n_capped=0,
+                    sensitivity=1, user_cap=None)
+    for mech in ("privelet", "dawa", "dawa_free", "matrix"):
+        led = Ledger(budget.pure(2.0), dataset=f"k1:points:{mech}")
+        kr = pipeline.release(plan_points(agg, mech, budget.pure(0.5)), agg, ledger=led, noise=NoiseSource(1))
+        out[f"points {mech}"] = json.loads(kr.files(led)["release.json"])
     return out
 
 
 def test_a_record_whose_measurements_are_not_offered_must_say_why() -> None:
-    """The areas and O/D schemas require ``why`` when ``measurements_offered`` is false (JSON Schema
-    if/then): the records the code writes pass (offered, and not offered with their reason), the same
-    records without the reason fail; ``why`` stays optional when measurements are offered or the field is
-    absent.  (The points schema does not require it: points records of mechanisms that offer no
-    measurement, privelet, matrix, dawa and dawa_free, state the reason in design.json only.)"""
-    written = {kind: json.loads(KINDS[kind](budget.pure(0.5))[0]["release.json"]) for kind in ("hierarchy", "od")}
+    """The points, areas and O/D schemas require ``why`` when ``measurements_offered`` is false (JSON
+    Schema if/then): the records the code writes pass (offered, and not offered with their reason: codes
+    that repeat, or points mechanisms that measure no released rectangle), the same records without the
+    reason fail; ``why`` stays optional when measurements are offered or the field is absent."""
+    written = {kind: json.loads(KINDS[kind](budget.pure(0.5))[0]["release.json"])
+               for kind in ("points", "hierarchy", "od")}
     for name, rec in _not_offered_records().items():
         users = rec["data_users"]
         assert users["measurements_offered"] is False and users["why"], name
