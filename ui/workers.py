@@ -205,6 +205,12 @@ class Run:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    @property
+    def ready(self) -> bool:
+        """Whether it serves: seen listening on its port, and since then neither seen without its
+        listening socket (the port maybe someone else's: never again) nor exited."""
+        return self.ready_at > 0.0 and not self.lost and not self.exited
+
 
 class Workers:
     """N app servers (``python -m ui.serve`` with Streamlit's options ``argv``), started again when
@@ -214,7 +220,7 @@ class Workers:
         self.argv = list(argv)
         self.backends: list[Backend] = []
         for _ in range(n):
-            self.backends.append(Backend("127.0.0.1", free_port([b.port for b in self.backends]), ready=False))
+            self.backends.append(Backend("127.0.0.1", free_port([b.port for b in self.backends])))
         self.env = dict(os.environ, DPCORE_WORKERS="1")  # each worker is one server
         self.runs: list[Run | None] = [None] * n  # each worker's current (or last) run
         self.failures = [0] * n  # failing exits in a row (QUICK_EXIT), across runs
@@ -230,7 +236,6 @@ class Workers:
         b = self.backends[i]
         if self.runs[i] is not None:  # started again: a new port (its old one may have been taken)
             b.port = free_port([o.port for o in self.backends])
-        b.ready = False
         # their own banners name their inner ports: the front prints the address to open instead
         proc = subprocess.Popen(self.command(i), env=self.env, stdout=subprocess.DEVNULL, preexec_fn=self._preexec)
         self.runs[i] = Run(proc, time.monotonic())
@@ -238,24 +243,29 @@ class Workers:
     def alive(self, i: int) -> bool:
         return self.runs[i] is not None and self.runs[i].alive()
 
+    def ready(self, i: int) -> bool:
+        """Whether worker ``i``'s current run serves (:attr:`Run.ready`)."""
+        return self.runs[i] is not None and self.runs[i].ready
+
     def usable(self, i: int) -> bool:
         """Whether the front may send a connection to worker ``i`` now: it runs, and it still holds the
         socket it listened by (:func:`still_open`, checked at every connection)."""
-        if not (self.backends[i].ready and self.alive(i)):
+        if not (self.ready(i) and self.alive(i)):
             return False
-        if self.runs[i].listener is not None and not still_open(self.runs[i].listener):
-            self.backends[i].ready = False  # closing, and the port maybe someone else's: never again
+        run = self.runs[i]
+        if run.listener is not None and not still_open(run.listener):
+            run.lost = time.monotonic()  # closing, and the port maybe someone else's: never again
             return False
         return True
 
     def check(self, i: int) -> bool:
         """Mark worker ``i`` ready once its own process listens on its port; return whether it is."""
-        b, run = self.backends[i], self.runs[i]
-        if not b.ready and self.alive(i) and run.ready_at == 0.0:
-            found = own_listener(run.proc.pid, b.port)
+        run = self.runs[i]
+        if self.alive(i) and run.ready_at == 0.0:
+            found = own_listener(run.proc.pid, self.backends[i].port)
             if found is not None:
-                b.ready, run.listener, run.ready_at = True, found, time.monotonic()
-        return b.ready
+                run.listener, run.ready_at = found, time.monotonic()
+        return self.ready(i)
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         """Block until every worker listens on its port; SystemExit naming the one that exited."""
@@ -287,7 +297,7 @@ class Workers:
         run = self.runs[i]
         failed = run.ready_at == 0.0 or now - run.ready_at < QUICK_EXIT
         self.failures[i] = self.failures[i] + 1 if failed else 0
-        run.exited, self.backends[i].ready = now, False
+        run.exited = now
         wait = f" in {self.pause(i):.0f} s" if self.pause(i) else ""
         print(f"App server {i + 1} exited with code {run.proc.returncode} after {now - run.started:.0f} s; "
               f"starting it again{wait}.", file=sys.stderr, flush=True)
