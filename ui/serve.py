@@ -29,6 +29,8 @@ import pkgutil
 import sys
 import threading
 
+from ui.options import take_options
+
 #: The garbage collector's thresholds for the app's server and the test processes (Python's default is
 #: (700, 10, 10)).  A young-generation collection ran every 700 net allocations of container objects,
 #: and the app's steps (pandas frames, plotly figures, Streamlit's protobufs) allocate millions: with
@@ -110,15 +112,8 @@ def workers_option(argv: list[str], env: dict[str, str] | None = None) -> tuple[
     >>> workers_option(["app.py"], {"DPCORE_WORKERS": "2"})
     (2, ['app.py'])
     """
-    value = (os.environ if env is None else env).get(WORKERS_ENV, "1")
-    rest: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        name, eq, given = arg.partition("=")
-        if name == "--workers":
-            value = given if eq else next(args, "")
-        else:
-            rest.append(arg)
+    found, rest = take_options(argv, ("--workers",))
+    value = found.get("--workers", (os.environ if env is None else env).get(WORKERS_ENV, "1"))
     if value == "auto":  # the cores this process may use (a container's or taskset's limit included)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         return max(1, cores or 1), rest

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ui.front import COOKIE, MAX_HEAD, Backend, StickyFront
+from ui.options import take_options
 
 #: Seconds a worker may take to listen after it is started (the first start imports the map and data
 #: libraries: about a minute on a small machine).
@@ -67,17 +68,11 @@ def split_address(argv: Sequence[str], defaults: dict[str, str] | None = None) -
     defaults = configured() if defaults is None else defaults
     if defaults.get("tls"):
         raise SystemExit(f"{defaults['tls']} {_NO_TLS}")
-    found = {"--server.address": defaults["address"], "--server.port": defaults["port"]}
-    rest: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        name, eq, value = arg.partition("=")
-        if name in _TLS:
-            raise SystemExit(f"{name} {_NO_TLS}")
-        if name in found:
-            found[name] = value if eq else next(args, "")
-        else:
-            rest.append(arg)
+    given, rest = take_options(argv, ("--server.address", "--server.port", *_TLS))
+    tls = next((name for name in given if name in _TLS), None)  # the first given
+    if tls:
+        raise SystemExit(f"{tls} {_NO_TLS}")
+    found = {"--server.address": defaults["address"], "--server.port": defaults["port"], **given}
     port = found["--server.port"]
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise SystemExit(f"--server.port {port!r} is not a port number: give one such as 8501")
