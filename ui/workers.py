@@ -113,10 +113,15 @@ def free_port(taken: Sequence[int] = ()) -> int:
             return port
 
 
-def listen_inodes(port: int) -> set[str] | None:
-    """The sockets listening on TCP ``port`` here (``socket:[inode]``, as /proc/PID/fd links name
-    them), from /proc/net/tcp and tcp6; None without /proc."""
-    inodes, tables = set(), 0
+Listening = dict[int, set[str]]
+
+
+def listening() -> Listening | None:
+    """The sockets listening on TCP here, by port (``socket:[inode]``, as /proc/PID/fd links name
+    them), from /proc/net/tcp and tcp6 (about 7 ms: read once for all the workers that wait); None
+    without /proc."""
+    ports: Listening = {}
+    tables = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
@@ -126,16 +131,18 @@ def listen_inodes(port: int) -> set[str] | None:
         tables += 1
         for row in rows:
             fields = row.split()
-            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(f"socket:[{fields[9]}]")
-    return inodes if tables else None
+            if len(fields) > 9 and fields[3] == "0A":
+                ports.setdefault(int(fields[1].rsplit(":", 1)[1], 16), set()).add(f"socket:[{fields[9]}]")
+    return ports if tables else None
 
 
-def own_listener(pid: int, port: int, host: str = "127.0.0.1") -> tuple[str, str] | None:
+def own_listener(pid: int, port: int, host: str = "127.0.0.1",
+                 seen: Listening | None | bool = True) -> tuple[str, str] | None:
     """How process ``pid`` itself listens on ``port``: ``(its file descriptor's /proc path, the socket
-    it names)``, else None.  Without /proc: ``("", "")`` when the port accepts a connection (whose, it
-    cannot tell)."""
-    inodes = listen_inodes(port)
+    it names)``, else None.  ``seen``: :func:`listening`'s answer, when already read (True: read it
+    here).  Without /proc: ``("", "")`` when the port accepts a connection (whose, it cannot tell)."""
+    ports = listening() if seen is True else seen
+    inodes = None if ports is None else ports.get(port, set())
     if inodes is None:
         try:
             socket.create_connection((host, port), timeout=1).close()
@@ -253,11 +260,12 @@ class Workers:
             return False
         return True
 
-    def check(self, i: int) -> bool:
-        """Mark worker ``i`` ready once its own process listens on its port; return whether it is."""
+    def check(self, i: int, seen: Listening | None | bool = True) -> bool:
+        """Mark worker ``i`` ready once its own process listens on its port; return whether it is.
+        ``seen``: :func:`listening`'s answer, when already read this tick (True: read it here)."""
         run = self.runs[i]
         if self.alive(i) and run.ready_at == 0.0:
-            found = own_listener(run.proc.pid, self.backends[i].port)
+            found = own_listener(run.proc.pid, self.backends[i].port, seen=seen)
             if found is not None:
                 run.listener, run.ready_at = found, time.monotonic()
         return self.ready(i)
@@ -267,12 +275,13 @@ class Workers:
         deadline = time.monotonic() + timeout
         waiting = set(range(len(self.backends)))
         while waiting:
+            seen = listening()  # once a tick for all the workers that wait
             for i in sorted(waiting):
                 if not self.alive(i):
                     self.stop()
                     raise SystemExit(f"App server {i + 1} of {len(self.backends)} exited with code "
                                      f"{self.runs[i].proc.returncode} before it started; its messages are above.")
-                if self.check(i):
+                if self.check(i, seen):
                     waiting.discard(i)
             if waiting and time.monotonic() > deadline:
                 self.stop()

@@ -417,3 +417,15 @@ def test_ctrl_c_while_the_servers_start_stops_them_quietly(monkeypatch) -> None:
     assert workers.serve(["app.py", "--server.address", "127.0.0.1", "--server.port", str(port)], 2) == 130
     assert stopped == [True]
     workers.bind("127.0.0.1", port).close()  # its port is free again
+
+
+def test_waiting_workers_share_one_read_of_the_listening_sockets_a_tick(monkeypatch) -> None:
+    """Review finding: /proc/net/tcp (about 7 ms) was read once per waiting worker per tick."""
+    reads, ticks, sleep = [], [], time.sleep
+    monkeypatch.setattr(workers, "listening", lambda real=workers.listening: reads.append(1) or real())
+    monkeypatch.setattr(workers.time, "sleep", lambda s: ticks.append(s) or sleep(s))
+    w = started(3)
+    try:
+        assert all(w.ready(i) for i in range(3)) and len(reads) == len(ticks) > 0
+    finally:
+        w.stop()
