@@ -371,6 +371,19 @@ class Workers:
                 p.wait()
 
 
+def stop_quietly(workers: Workers) -> None:
+    """Stop the workers after a Ctrl-C; another Ctrl-C while they stop kills them at once, without a
+    traceback (and later ones are ignored until they are gone)."""
+    try:
+        workers.stop()
+    except KeyboardInterrupt:
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            workers.stop(grace=0.0)
+        finally:
+            signal.signal(signal.SIGINT, before)
+
+
 def bind(host: str, port: int) -> socket.socket:
     """The front's listening socket, made before any worker starts (a port in use is said at once)."""
     dual = host in ("", "::") and socket.has_dualstack_ipv6()  # as one server: IPv4 clients too
@@ -393,7 +406,7 @@ def serve(argv: Sequence[str], n: int) -> int:
             workers.start(i)
         workers.wait_ready()
     except KeyboardInterrupt:  # Ctrl-C while they start: stop them, quietly
-        workers.stop()
+        stop_quietly(workers)
         sock.close()
         return 130
     return asyncio.run(front(workers, host, port, sock))

@@ -429,3 +429,32 @@ def test_waiting_workers_share_one_read_of_the_listening_sockets_a_tick(monkeypa
         assert all(w.ready(i) for i in range(3)) and len(reads) == len(ticks) > 0
     finally:
         w.stop()
+
+
+DEAF_FRONT = """
+import sys
+from ui import workers
+
+workers.Workers.command = lambda self, i: [sys.executable, "-c", "import os, signal, time\\nos.close(2)\\n"
+                                           "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\ntime.sleep(60)"]
+sys.exit(workers.serve(["app.py", "--server.address", "127.0.0.1", "--server.port", sys.argv[1]], 2))
+"""
+
+
+def test_a_second_ctrl_c_while_the_servers_stop_at_start_is_quiet_and_kills_them() -> None:
+    """Review finding: a second Ctrl-C while the servers stopped printed a traceback.  Workers that
+    never listen and ignore SIGTERM (so that the first stop waits its 10 s): the second Ctrl-C ends it
+    at once, with code 130 and nothing on stderr."""
+    proc = subprocess.Popen([sys.executable, "-c", DEAF_FRONT, str(workers.free_port())], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "Starting 2 app servers ...\n"
+        time.sleep(1.0)  # waiting for them to listen
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)  # stopping them: SIGTERM, ignored
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=8)  # before the first stop's 10 s
+        assert (proc.returncode, err) == (130, "")
+    finally:
+        proc.kill()
+        proc.wait()
