@@ -223,7 +223,9 @@ class Workers:
         self.backends: list[Backend] = []
         for _ in range(n):
             self.backends.append(Backend("127.0.0.1", free_port([b.port for b in self.backends])))
-        self.env = dict(os.environ, DPCORE_WORKERS="1")  # each worker is one server
+        # each worker is one server, and warms itself once it listens (ui.serve.warm_up; DPCORE_WARM_UP=0
+        # in the environment: not)
+        self.env = {"DPCORE_WARM_UP": "1", **os.environ, "DPCORE_WORKERS": "1"}
         self.runs: list[Run | None] = [None] * n  # each worker's current (or last) run
         self.failures = [0] * n  # failing exits in a row (QUICK_EXIT), across runs
         self.stopping = False
