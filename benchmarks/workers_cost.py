@@ -10,7 +10,8 @@ Run from the repository root (after ``python -m compileall -q dpcore ui pages ap
 
     .venv/bin/python benchmarks/workers_cost.py --workers 2 --sessions 10 --rounds 2
 
-It prints a markdown table and writes benchmarks/results/workers_cost.md.
+It prints a markdown table and writes it at the head of benchmarks/results/workers_cost.md (the
+file's dated ``##`` sections after it are kept).
 """
 
 from __future__ import annotations
@@ -103,7 +104,10 @@ def main() -> None:
 
 {table}
 """
-    Path(a.out).write_text(md)
+    out = Path(a.out)
+    old = out.read_text() if out.exists() else ""
+    later = old[old.index("\n## "):] if "\n## " in old else ""  # dated sections added by hand stay
+    out.write_text(md + later)
     print(md)
     print(f"wrote {a.out}")
 

@@ -1,17 +1,19 @@
+# shellcheck shell=bash
 # Sourced by ./run and ./test (one copy of each rule).
 
 # apt_install PACKAGE PRESENT MESSAGE [optional [MARKER [NOTE]]]: install Debian's PACKAGE with
 # `apt-get install -y --no-install-recommends` (and `apt-get update` first only when that fails) unless
 # PRESENT shows it is there: an absolute path to an executable file, or a command on PATH ("": no check,
 # always try). MESSAGE ("": none) is printed before apt runs. As root apt runs directly, otherwise
-# through sudo:
-# - required (the default): plain `sudo`, which may ask for the user's password, as any installer
-#   would. apt's errors are shown; when the package lists were updated and the package still cannot be
-#   installed, NOTE (when given: what needs the package and what to do) is printed to stderr and apt's
-#   status returned, which stops a `set -e` script.
-# - optional: `sudo -n`, never a password prompt, and apt's output hidden; never fails. On failure
-#   MARKER (when given) is touched, which skips the package on later runs while it exists (tried once
-#   per .venv), and NOTE is printed.
+# through `sudo -n`: never a password prompt (a script that stops to ask for one hangs in CI and
+# surprises a person who ran ./test); where sudo needs a password it fails, and NOTE says the fix.
+# - required (the default): apt's (or sudo's) errors are shown. When the package lists cannot be
+#   updated (offline, or sudo needs a password) NOTE (when given: what needs the package and how to
+#   install it, or what to run instead) is printed to stderr and the script goes on without the package;
+#   when they were updated and the package still cannot be installed, NOTE is printed and apt's status
+#   returned, which stops a `set -e` script.
+# - optional: apt's output hidden; never fails. On failure MARKER (when given) is touched, which skips
+#   the package on later runs while it exists (tried once per .venv), and NOTE is printed.
 apt_install() {
     local package="$1" present="$2" message="$3" optional="${4:-}" marker="${5:-}" note="${6:-}" sudo=""
     local install=(apt-get install -y --no-install-recommends "$package")
@@ -22,18 +24,17 @@ apt_install() {
     esac
     if [ -n "$optional" ] && [ -n "$marker" ] && [ -e "$marker" ]; then return 0; fi
     if [ -n "$message" ]; then echo "$message"; fi
+    if [ "$(id -u)" != "0" ]; then sudo="sudo -n"; fi
     if [ -z "$optional" ]; then
-        if [ "$(id -u)" != "0" ]; then sudo="sudo"; fi
         $sudo "${install[@]}" >/dev/null 2>&1 && return 0
-        # package lists that cannot be updated (offline, no sudo): apt's or sudo's message is shown and the
-        # script goes on without the package, whose tests then say what is missing
+        # package lists that cannot be updated (offline, sudo that needs a password): apt's or sudo's
+        # message is shown and the script goes on without the package, whose tests then say what is missing
         $sudo apt-get update >/dev/null || { if [ -n "$note" ]; then echo "$note" >&2; fi; return 0; }
         $sudo "${install[@]}" >/dev/null && return 0
         local status=$?
         if [ -n "$note" ]; then echo "$note" >&2; fi
         return "$status"
     fi
-    if [ "$(id -u)" != "0" ]; then sudo="sudo -n"; fi
     $sudo "${install[@]}" >/dev/null 2>&1 \
         || { $sudo apt-get update >/dev/null 2>&1 && $sudo "${install[@]}" >/dev/null 2>&1; } \
         || { if [ -n "$marker" ]; then touch "$marker"; fi

@@ -45,19 +45,19 @@ _INDEX = re.compile(r"\d{1,4}")
 
 @dataclass
 class Backend:
-    """One worker's address, whether it serves now, and how many browser sessions (websockets) it holds."""
+    """One worker's address and how many browser sessions (websockets) it holds (whether it serves
+    now is the front's ``usable``)."""
 
     host: str
     port: int
     sessions: int = 0
-    ready: bool = True
 
 
 class StickyFront:
     """The front: routes each connection to a backend by its cookie (``cookie``).
 
-    ``usable(i)``: whether backend ``i`` may take a connection now (default: its ``ready`` flag;
-    :class:`ui.workers.Workers` adds that its process still runs).
+    ``usable(i)``: whether backend ``i`` may take a connection now (default: every one;
+    :meth:`ui.workers.Workers.usable`: its process listens on its port, from the worker's run).
 
     >>> front = StickyFront([Backend("127.0.0.1", 9001), Backend("127.0.0.1", 9002)], "w")
     >>> front.pinned(b"GET / HTTP/1.1\\r\\nCookie: a=1; w=1\\r\\n\\r\\n")
@@ -72,7 +72,7 @@ class StickyFront:
                  usable: Callable[[int], bool] | None = None, connect_timeout: float = 10.0) -> None:
         self.backends = list(backends)
         self.cookie = cookie
-        self.usable = usable or (lambda i: self.backends[i].ready)
+        self.usable = usable or (lambda i: True)
         self.connect_timeout = connect_timeout
         self._turn = itertools.count()
         self._open: set[asyncio.StreamWriter] = set()  # both ends of the connections being served

@@ -16,6 +16,9 @@ reference cycles are never collected, and a session's state (a curator's uploade
 counts) must be freed when the session ends.  The app froze on its first run before, which kept the
 first session's state for the life of the process (review finding).  ``streamlit run app.py``
 still works, without the freeze.
+
+Each server of ``--workers N`` also warms itself once it listens (:func:`warm_up`: the app's first page
+in a session of its own, charging nothing), so that no curator's first page pays the server's first run.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ import os
 import pkgutil
 import sys
 import threading
+import time
+
+from ui.options import take_options
 
 #: The garbage collector's thresholds for the app's server and the test processes (Python's default is
 #: (700, 10, 10)).  A young-generation collection ran every 700 net allocations of container objects,
@@ -97,6 +103,77 @@ def freeze_alive() -> int:
     return gc.get_freeze_count()
 
 
+#: "1": the server warms itself (:func:`warm_up`).  :mod:`ui.workers` sets it for each server it
+#: starts unless the environment says otherwise (``DPCORE_WARM_UP=0 ./run --workers N``: no warm-up).
+WARM_UP_ENV = "DPCORE_WARM_UP"
+#: Seconds the warm-up waits for the server to listen, then for its run (it starts after the imports of
+#: :func:`freeze_libraries`, so this bounds Streamlit's own start and one page: generous, for a loaded
+#: machine).
+WARM_UP_TIMEOUT = 300.0
+
+
+def warm_up(port: int, timeout: float = WARM_UP_TIMEOUT) -> float | None:
+    """Once this process listens on ``port``, run the app's first page in a session of its own, as a
+    browser's first visit does (Streamlit's websocket protocol: one run of the root URL), and close it;
+    return the seconds the run took, or None when it could not be made (said on stderr; the server
+    serves as before).
+
+    A new server's first session pays what later ones find ready: Streamlit's first-run work (its emoji
+    table for the page icon, a look at the caller's stack) and the caches of public figures, about 0.2
+    CPU-seconds of the Data step (benchmarks/results/workers_cost.md).  Without the warm-up the first
+    curator on each of ``--workers N`` servers paid it.
+
+    Nothing is charged and nothing is kept: the run is the root URL's (the Data step with the demo's
+    made-up points) and touches no widget, so nothing is released (a page run never draws noise,
+    DESIGN.md's rule 4); the demo's budget lives in the session's own temporary database, and the
+    shared budget database is not opened.  The session goes when the connection closes, as a closed
+    browser tab's does.  Only this process's own socket is used (:func:`ui.workers.own_listener`): a
+    program that took the port first gets nothing.
+    """
+    from streamlit import config
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from websockets.sync.client import connect
+
+    from ui.workers import own_listener
+
+    deadline = time.monotonic() + timeout
+    try:
+        while own_listener(os.getpid(), port) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not listening on port {port} after {timeout:.0f} s")
+            time.sleep(0.2)
+        path = str(config.get_option("server.baseUrlPath") or "").strip("/")  # read once the server runs
+        url = f"ws://127.0.0.1:{port}/{path + '/' if path else ''}_stcore/stream"
+        start = time.monotonic()
+        with connect(url, subprotocols=["streamlit"], max_size=None, proxy=None, compression=None,
+                     open_timeout=30) as ws:
+            msg = BackMsg()
+            msg.rerun_script.query_string = ""  # the root URL, no widget state: nothing clicked
+            ws.send(msg.SerializeToString())
+            while True:
+                fm = ForwardMsg()
+                fm.ParseFromString(ws.recv(timeout=max(0.0, deadline - time.monotonic())))
+                if (fm.WhichOneof("type") == "script_finished"
+                        and fm.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN):
+                    return time.monotonic() - start
+    except Exception as e:  # noqa: BLE001 - a warm-up that fails leaves the server as it was
+        print(f"The app server on port {port} could not warm itself ({e!r}); its first session does.",
+              file=sys.stderr, flush=True)
+        return None
+
+
+def warm_up_later(argv: list[str]) -> threading.Thread | None:
+    """Start :func:`warm_up` in a daemon thread when ui.workers asked for it (:data:`WARM_UP_ENV`) and
+    ``argv`` names the port (the workers' commands do)."""
+    port = take_options(argv, ("--server.port",))[0].get("--server.port", "")
+    if os.environ.get(WARM_UP_ENV) != "1" or not port.isdigit():
+        return None
+    thread = threading.Thread(target=warm_up, args=(int(port),), name="dpcore-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
 #: The environment variable that sets ``--workers`` when the option is not given.
 WORKERS_ENV = "DPCORE_WORKERS"
 
@@ -110,15 +187,8 @@ def workers_option(argv: list[str], env: dict[str, str] | None = None) -> tuple[
     >>> workers_option(["app.py"], {"DPCORE_WORKERS": "2"})
     (2, ['app.py'])
     """
-    value = (os.environ if env is None else env).get(WORKERS_ENV, "1")
-    rest: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        name, eq, given = arg.partition("=")
-        if name == "--workers":
-            value = given if eq else next(args, "")
-        else:
-            rest.append(arg)
+    found, rest = take_options(argv, ("--workers",))
+    value = found.get("--workers", (os.environ if env is None else env).get(WORKERS_ENV, "1"))
     if value == "auto":  # the cores this process may use (a container's or taskset's limit included)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         return max(1, cores or 1), rest
@@ -137,6 +207,7 @@ def main(argv: list[str]) -> int:
     tune_gc()
     freeze_libraries()
     collect_periodically()
+    warm_up_later(argv)
     from streamlit.web import cli
 
     return cli.main(["run", *argv], prog_name="streamlit", standalone_mode=False) or 0

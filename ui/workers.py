@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ui.front import COOKIE, MAX_HEAD, Backend, StickyFront
+from ui.options import take_options
 
 #: Seconds a worker may take to listen after it is started (the first start imports the map and data
 #: libraries: about a minute on a small machine).
@@ -67,17 +68,11 @@ def split_address(argv: Sequence[str], defaults: dict[str, str] | None = None) -
     defaults = configured() if defaults is None else defaults
     if defaults.get("tls"):
         raise SystemExit(f"{defaults['tls']} {_NO_TLS}")
-    found = {"--server.address": defaults["address"], "--server.port": defaults["port"]}
-    rest: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        name, eq, value = arg.partition("=")
-        if name in _TLS:
-            raise SystemExit(f"{name} {_NO_TLS}")
-        if name in found:
-            found[name] = value if eq else next(args, "")
-        else:
-            rest.append(arg)
+    given, rest = take_options(argv, ("--server.address", "--server.port", *_TLS))
+    tls = next((name for name in given if name in _TLS), None)  # the first given
+    if tls:
+        raise SystemExit(f"{tls} {_NO_TLS}")
+    found = {"--server.address": defaults["address"], "--server.port": defaults["port"], **given}
     port = found["--server.port"]
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise SystemExit(f"--server.port {port!r} is not a port number: give one such as 8501")
@@ -118,10 +113,15 @@ def free_port(taken: Sequence[int] = ()) -> int:
             return port
 
 
-def listen_inodes(port: int) -> set[str] | None:
-    """The sockets listening on TCP ``port`` here (``socket:[inode]``, as /proc/PID/fd links name
-    them), from /proc/net/tcp and tcp6; None without /proc."""
-    inodes, tables = set(), 0
+Listening = dict[int, set[str]]
+
+
+def listening() -> Listening | None:
+    """The sockets listening on TCP here, by port (``socket:[inode]``, as /proc/PID/fd links name
+    them), from /proc/net/tcp and tcp6 (about 7 ms: read once for all the workers that wait); None
+    without /proc."""
+    ports: Listening = {}
+    tables = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
@@ -131,16 +131,18 @@ def listen_inodes(port: int) -> set[str] | None:
         tables += 1
         for row in rows:
             fields = row.split()
-            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(f"socket:[{fields[9]}]")
-    return inodes if tables else None
+            if len(fields) > 9 and fields[3] == "0A":
+                ports.setdefault(int(fields[1].rsplit(":", 1)[1], 16), set()).add(f"socket:[{fields[9]}]")
+    return ports if tables else None
 
 
-def own_listener(pid: int, port: int, host: str = "127.0.0.1") -> tuple[str, str] | None:
+def own_listener(pid: int, port: int, host: str = "127.0.0.1",
+                 seen: Listening | None | bool = True) -> tuple[str, str] | None:
     """How process ``pid`` itself listens on ``port``: ``(its file descriptor's /proc path, the socket
-    it names)``, else None.  Without /proc: ``("", "")`` when the port accepts a connection (whose, it
-    cannot tell)."""
-    inodes = listen_inodes(port)
+    it names)``, else None.  ``seen``: :func:`listening`'s answer, when already read (True: read it
+    here).  Without /proc: ``("", "")`` when the port accepts a connection (whose, it cannot tell)."""
+    ports = listening() if seen is True else seen
+    inodes = None if ports is None else ports.get(port, set())
     if inodes is None:
         try:
             socket.create_connection((host, port), timeout=1).close()
@@ -205,6 +207,12 @@ class Run:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    @property
+    def ready(self) -> bool:
+        """Whether it serves: seen listening on its port, and since then neither seen without its
+        listening socket (the port maybe someone else's: never again) nor exited."""
+        return self.ready_at > 0.0 and not self.lost and not self.exited
+
 
 class Workers:
     """N app servers (``python -m ui.serve`` with Streamlit's options ``argv``), started again when
@@ -214,8 +222,10 @@ class Workers:
         self.argv = list(argv)
         self.backends: list[Backend] = []
         for _ in range(n):
-            self.backends.append(Backend("127.0.0.1", free_port([b.port for b in self.backends]), ready=False))
-        self.env = dict(os.environ, DPCORE_WORKERS="1")  # each worker is one server
+            self.backends.append(Backend("127.0.0.1", free_port([b.port for b in self.backends])))
+        # each worker is one server, and warms itself once it listens (ui.serve.warm_up; DPCORE_WARM_UP=0
+        # in the environment: not)
+        self.env = {"DPCORE_WARM_UP": "1", **os.environ, "DPCORE_WORKERS": "1"}
         self.runs: list[Run | None] = [None] * n  # each worker's current (or last) run
         self.failures = [0] * n  # failing exits in a row (QUICK_EXIT), across runs
         self.stopping = False
@@ -230,7 +240,6 @@ class Workers:
         b = self.backends[i]
         if self.runs[i] is not None:  # started again: a new port (its old one may have been taken)
             b.port = free_port([o.port for o in self.backends])
-        b.ready = False
         # their own banners name their inner ports: the front prints the address to open instead
         proc = subprocess.Popen(self.command(i), env=self.env, stdout=subprocess.DEVNULL, preexec_fn=self._preexec)
         self.runs[i] = Run(proc, time.monotonic())
@@ -238,36 +247,43 @@ class Workers:
     def alive(self, i: int) -> bool:
         return self.runs[i] is not None and self.runs[i].alive()
 
+    def ready(self, i: int) -> bool:
+        """Whether worker ``i``'s current run serves (:attr:`Run.ready`)."""
+        return self.runs[i] is not None and self.runs[i].ready
+
     def usable(self, i: int) -> bool:
         """Whether the front may send a connection to worker ``i`` now: it runs, and it still holds the
         socket it listened by (:func:`still_open`, checked at every connection)."""
-        if not (self.backends[i].ready and self.alive(i)):
+        if not (self.ready(i) and self.alive(i)):
             return False
-        if self.runs[i].listener is not None and not still_open(self.runs[i].listener):
-            self.backends[i].ready = False  # closing, and the port maybe someone else's: never again
+        run = self.runs[i]
+        if run.listener is not None and not still_open(run.listener):
+            run.lost = time.monotonic()  # closing, and the port maybe someone else's: never again
             return False
         return True
 
-    def check(self, i: int) -> bool:
-        """Mark worker ``i`` ready once its own process listens on its port; return whether it is."""
-        b, run = self.backends[i], self.runs[i]
-        if not b.ready and self.alive(i) and run.ready_at == 0.0:
-            found = own_listener(run.proc.pid, b.port)
+    def check(self, i: int, seen: Listening | None | bool = True) -> bool:
+        """Mark worker ``i`` ready once its own process listens on its port; return whether it is.
+        ``seen``: :func:`listening`'s answer, when already read this tick (True: read it here)."""
+        run = self.runs[i]
+        if self.alive(i) and run.ready_at == 0.0:
+            found = own_listener(run.proc.pid, self.backends[i].port, seen=seen)
             if found is not None:
-                b.ready, run.listener, run.ready_at = True, found, time.monotonic()
-        return b.ready
+                run.listener, run.ready_at = found, time.monotonic()
+        return self.ready(i)
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         """Block until every worker listens on its port; SystemExit naming the one that exited."""
         deadline = time.monotonic() + timeout
         waiting = set(range(len(self.backends)))
         while waiting:
+            seen = listening()  # once a tick for all the workers that wait
             for i in sorted(waiting):
                 if not self.alive(i):
                     self.stop()
                     raise SystemExit(f"App server {i + 1} of {len(self.backends)} exited with code "
                                      f"{self.runs[i].proc.returncode} before it started; its messages are above.")
-                if self.check(i):
+                if self.check(i, seen):
                     waiting.discard(i)
             if waiting and time.monotonic() > deadline:
                 self.stop()
@@ -287,7 +303,7 @@ class Workers:
         run = self.runs[i]
         failed = run.ready_at == 0.0 or now - run.ready_at < QUICK_EXIT
         self.failures[i] = self.failures[i] + 1 if failed else 0
-        run.exited, self.backends[i].ready = now, False
+        run.exited = now
         wait = f" in {self.pause(i):.0f} s" if self.pause(i) else ""
         print(f"App server {i + 1} exited with code {run.proc.returncode} after {now - run.started:.0f} s; "
               f"starting it again{wait}.", file=sys.stderr, flush=True)
@@ -357,6 +373,19 @@ class Workers:
                 p.wait()
 
 
+def stop_quietly(workers: Workers) -> None:
+    """Stop the workers after a Ctrl-C; another Ctrl-C while they stop kills them at once, without a
+    traceback (and later ones are ignored until they are gone)."""
+    try:
+        workers.stop()
+    except KeyboardInterrupt:
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            workers.stop(grace=0.0)
+        finally:
+            signal.signal(signal.SIGINT, before)
+
+
 def bind(host: str, port: int) -> socket.socket:
     """The front's listening socket, made before any worker starts (a port in use is said at once)."""
     dual = host in ("", "::") and socket.has_dualstack_ipv6()  # as one server: IPv4 clients too
@@ -379,7 +408,7 @@ def serve(argv: Sequence[str], n: int) -> int:
             workers.start(i)
         workers.wait_ready()
     except KeyboardInterrupt:  # Ctrl-C while they start: stop them, quietly
-        workers.stop()
+        stop_quietly(workers)
         sock.close()
         return 130
     return asyncio.run(front(workers, host, port, sock))

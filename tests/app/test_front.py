@@ -65,9 +65,7 @@ async def fronted(n: int, down: tuple[int, ...] = (), unusable: tuple[int, ...] 
     for i in down:
         stand_ins[i].server.close()
         await stand_ins[i].server.wait_closed()
-    for i in unusable:
-        backends[i].ready = False
-    f = StickyFront(backends, connect_timeout=2)
+    f = StickyFront(backends, connect_timeout=2, usable=lambda i: i not in unusable)
     server = await asyncio.start_server(f.handle, "127.0.0.1", 0, limit=front.MAX_HEAD)
     return f, stand_ins, server.sockets[0].getsockname()[1]
 

@@ -471,6 +471,19 @@ def test_target_planner_proposes_a_budget_and_split_and_use_sets_both(at: AppTes
     assert at.button(key="hier_release_button").label.startswith(f"Release with ε = {fmt.eps(expected.rounded)} ")
 
 
+def test_the_extent_map_is_kept_across_reruns(at: AppTest, monkeypatch) -> None:
+    """The Data step's extent map is made once per area list and kept in the session
+    (:func:`ui.charts.kept`): a rerun asks for it again and gets the same figure."""
+    from ui.kinds.areas import data
+
+    made = []
+    monkeypatch.setattr(data, "_shipped_extent", lambda *a: made.append(a) or pytest.fail("made again"))
+    for _ in range(2):
+        ok(at.run())
+        assert len([el for el in at.get("plotly_chart") if el.proto.id.endswith("-hier_extent_map")]) == 1
+    assert made == []
+
+
 def test_data_step_previews_the_public_areas_on_an_offline_map(at: AppTest) -> None:
     """Issue 17: the Data step previews the public extent with context (the demo's outlines per level)."""
     maps = [json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith("-hier_extent_map")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ def test_the_apps_runs_freeze_nothing_and_the_server_freezes_the_libraries() -> 
 def test_the_server_sets_the_collectors_thresholds_before_it_starts(monkeypatch) -> None:
     """``main`` sets :data:`ui.serve.GC_THRESHOLDS` before the freeze and Streamlit's own ``run``."""
     monkeypatch.delenv("DPCORE_WORKERS", raising=False)  # one server, whatever the shell says
+    monkeypatch.delenv("DPCORE_WARM_UP", raising=False)
     import gc
 
     from streamlit.web import cli
@@ -88,3 +90,78 @@ def test_the_servers_collector_frees_a_closed_sessions_figures_without_an_automa
             gc.enable()
     thread.join(timeout=5)
     assert not thread.is_alive()
+
+
+def test_the_warm_up_runs_the_root_page_once_touching_nothing_and_closes() -> None:
+    """ui.serve.warm_up against a stand-in of Streamlit's websocket end (in this process, so its socket
+    is this process's own): one run of the root URL, no widget state (nothing clicked, so nothing is
+    released or charged), done at the run that finishes (not the one replaced by the app's page switch),
+    then the connection is closed."""
+    import threading
+
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from websockets.sync.server import serve as ws_serve
+
+    import ui.serve as serve
+
+    seen: list[Any] = []
+
+    def finished(status: Any) -> bytes:
+        fm = ForwardMsg()
+        fm.script_finished = status
+        return fm.SerializeToString()
+
+    def handler(ws) -> None:
+        seen.append((ws.request.path, ws.subprotocol))
+        msg = BackMsg()
+        msg.ParseFromString(ws.recv())
+        seen.append(msg)
+        ws.send(finished(ForwardMsg.FINISHED_EARLY_FOR_RERUN))  # app.py switches to the Data step
+        time.sleep(0.2)  # a warm-up that stopped there has closed by now: the next send fails
+        ws.send(finished(ForwardMsg.FINISHED_SUCCESSFULLY))
+        for _ in ws:  # until the warm-up closes
+            seen.append("more")
+        seen.append("closed")
+
+    with ws_serve(handler, "127.0.0.1", 0, subprotocols=["streamlit"]) as server:
+        port = server.socket.getsockname()[1]
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        took = serve.warm_up(port, timeout=30)
+        deadline = time.monotonic() + 10
+        while seen[-1] != "closed" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        server.shutdown()
+    assert took is not None and took >= 0
+    (path, protocol), msg, closed = seen
+    assert (path, protocol, closed) == ("/_stcore/stream", "streamlit", "closed")
+    assert msg.WhichOneof("type") == "rerun_script"
+    assert msg.rerun_script.query_string == msg.rerun_script.page_script_hash == ""
+    assert not msg.rerun_script.widget_states.widgets  # no widget, no button: nothing released
+
+
+def test_a_warm_up_that_cannot_be_made_is_said_and_the_server_goes_on(capsys) -> None:
+    """A port this process does not listen on (another program's, or none): no connection is made."""
+    import ui.serve as serve
+    from ui.workers import free_port
+
+    assert serve.warm_up(free_port(), timeout=0.3) is None
+    assert "could not warm itself (TimeoutError('not listening on port" in capsys.readouterr().err
+
+
+def test_the_workers_ask_their_servers_to_warm_up_unless_told_not_to(monkeypatch) -> None:
+    import ui.serve as serve
+    from ui.workers import Workers
+
+    ports: list[int] = []
+    monkeypatch.setattr(serve, "warm_up", lambda port: ports.append(port))
+    monkeypatch.delenv(serve.WARM_UP_ENV, raising=False)
+    assert serve.warm_up_later(["app.py", "--server.port=9001"]) is None  # one server (./run): no warm-up
+    assert Workers(1, ["app.py"]).env[serve.WARM_UP_ENV] == "1"  # the workers' servers: warm up
+    monkeypatch.setenv(serve.WARM_UP_ENV, "0")
+    assert Workers(1, ["app.py"]).env[serve.WARM_UP_ENV] == "0"  # DPCORE_WARM_UP=0 ./run --workers N
+    monkeypatch.setenv(serve.WARM_UP_ENV, "1")
+    serve.warm_up_later(["app.py", "--server.port", "9000", "--server.port=9002"]).join(5)  # the last wins
+    assert serve.warm_up_later(["app.py"]) is None
+    assert ports == [9002]

@@ -48,7 +48,7 @@ def started(n: int) -> Sleepers:
 def test_a_worker_serves_once_its_own_process_listens_on_its_port() -> None:
     w = started(1)
     try:
-        assert w.backends[0].ready and w.usable(0)
+        assert w.ready(0) and w.usable(0)
         assert workers.own_listener(w.runs[0].proc.pid, w.backends[0].port) is not None
         assert workers.own_listener(os.getpid(), w.backends[0].port) is None  # the port is not ours
         with socket.socket() as mine:
@@ -71,7 +71,7 @@ def test_a_port_another_program_took_is_never_trusted() -> None:
         w.start(0)
         with pytest.raises(SystemExit, match=r"App server 1 of 1 exited with code 1 before it started"):
             w.wait_ready(timeout=60)
-        assert not w.backends[0].ready
+        assert not w.ready(0)
 
 
 def test_workers_are_started_again_when_one_exits_and_stop() -> None:
@@ -84,7 +84,7 @@ def test_workers_are_started_again_when_one_exits_and_stop() -> None:
     async def watch():
         task = asyncio.create_task(w.supervise(every=0.05))
         for _ in range(400):
-            if w.runs[0].proc is not first and w.backends[0].ready:
+            if w.runs[0].proc is not first and w.ready(0):
                 break
             await asyncio.sleep(0.05)
         task.cancel()
@@ -263,6 +263,7 @@ def test_a_worker_whose_listening_socket_is_gone_is_never_used_again() -> None:
             squatter.bind(("127.0.0.1", w.backends[0].port))
             squatter.listen()
             assert w.alive(0) and not w.usable(0) and not w.check(0)
+            assert w.runs[0].lost and not w.ready(0)  # never used again: its run says so
     finally:
         w.stop()
 
@@ -311,6 +312,7 @@ def test_an_exit_within_a_minute_of_listening_is_a_failure_and_after_it_is_not()
             w.runs[i].proc.wait()
             w._exited(i, time.monotonic())
         assert (w.failures, w.pause(0), w.pause(1)) == ([1, 0], 10.0, 0.0)
+        assert not (w.ready(0) or w.ready(1))  # exited: neither serves, whenever it is started again
     finally:
         w.stop()
 
@@ -415,3 +417,44 @@ def test_ctrl_c_while_the_servers_start_stops_them_quietly(monkeypatch) -> None:
     assert workers.serve(["app.py", "--server.address", "127.0.0.1", "--server.port", str(port)], 2) == 130
     assert stopped == [True]
     workers.bind("127.0.0.1", port).close()  # its port is free again
+
+
+def test_waiting_workers_share_one_read_of_the_listening_sockets_a_tick(monkeypatch) -> None:
+    """Review finding: /proc/net/tcp (about 7 ms) was read once per waiting worker per tick."""
+    reads, ticks, sleep = [], [], time.sleep
+    monkeypatch.setattr(workers, "listening", lambda real=workers.listening: reads.append(1) or real())
+    monkeypatch.setattr(workers.time, "sleep", lambda s: ticks.append(s) or sleep(s))
+    w = started(3)
+    try:
+        assert all(w.ready(i) for i in range(3)) and len(reads) == len(ticks) > 0
+    finally:
+        w.stop()
+
+
+DEAF_FRONT = """
+import sys
+from ui import workers
+
+workers.Workers.command = lambda self, i: [sys.executable, "-c", "import os, signal, time\\nos.close(2)\\n"
+                                           "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\ntime.sleep(60)"]
+sys.exit(workers.serve(["app.py", "--server.address", "127.0.0.1", "--server.port", sys.argv[1]], 2))
+"""
+
+
+def test_a_second_ctrl_c_while_the_servers_stop_at_start_is_quiet_and_kills_them() -> None:
+    """Review finding: a second Ctrl-C while the servers stopped printed a traceback.  Workers that
+    never listen and ignore SIGTERM (so that the first stop waits its 10 s): the second Ctrl-C ends it
+    at once, with code 130 and nothing on stderr."""
+    proc = subprocess.Popen([sys.executable, "-c", DEAF_FRONT, str(workers.free_port())], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "Starting 2 app servers ...\n"
+        time.sleep(1.0)  # waiting for them to listen
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)  # stopping them: SIGTERM, ignored
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=8)  # before the first stop's 10 s
+        assert (proc.returncode, err) == (130, "")
+    finally:
+        proc.kill()
+        proc.wait()

@@ -107,12 +107,12 @@ def extent_map(m: dict[str, Any]) -> None:
     once per table and boundaries and kept in the session."""
     h, joins = m["h"], m["joins"]
     key = (h.fingerprint(), tuple(joins))
-    if ss.get("hier_extent", (None,))[0] != key:
+
+    def make() -> go.Figure | charts.BuiltFigure:  # its dict made once; a shipped geography's once per server
         frames = [joins[lv].frame for lv in sorted(joins, key=h.depth_of)]
-        # its dict made once; a shipped geography's once per server
-        ss["hier_extent"] = (key, _shipped_extent(key, frames) if m["inputs"]["id"] in (DEMO, US)
-                             else charts.built(area_figures.extent_figure(frames)))
-    st.plotly_chart(ss["hier_extent"][1], key="hier_extent_map", config={"displayModeBar": False})
+        return _shipped_extent(key, frames) if m["inputs"]["id"] in (DEMO, US) else area_figures.extent_figure(frames)
+
+    st.plotly_chart(charts.kept("hier_extent", key, make), key="hier_extent_map", config={"displayModeBar": False})
 
 
 @charts.shared_figure

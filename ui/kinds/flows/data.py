@@ -466,14 +466,13 @@ def extent_map(model: dict[str, Any]) -> None:
         st.caption("No map of the areas: the area list has no positions or boundaries (add longitude/latitude "
                    "columns or a boundary file to see one).")
         return
-    ss = st.session_state
     key = (model["h"].fingerprint(), model["source"], tuple(sorted(frames)))
-    if ss.get("od_extent", (None,))[0] != key:
+
+    def make() -> go.Figure | charts.BuiltFigure:  # its dict made once; a shipped geography's once per server
         bg = [frames[max(frames)]] + ([frames[min(frames)]] if min(frames) != max(frames) else []) if frames else None
-        # its dict made once; a shipped geography's once per server
-        ss["od_extent"] = (key, charts.built(od_figures.extent_figure(bg, xy)) if model["source"] == UPLOAD
-                           else _shipped_extent(key, bg, xy))
-    st.plotly_chart(ss["od_extent"][1], key="od_extent_map", config={"displayModeBar": False})
+        return od_figures.extent_figure(bg, xy) if model["source"] == UPLOAD else _shipped_extent(key, bg, xy)
+
+    st.plotly_chart(charts.kept("od_extent", key, make), key="od_extent_map", config={"displayModeBar": False})
 
 
 @charts.shared_figure
