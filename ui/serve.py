@@ -130,15 +130,17 @@ def warm_up(port: int, timeout: float = WARM_UP_TIMEOUT) -> float | None:
     browser tab's does.  Only this process's own socket is used (:func:`ui.workers.own_listener`): a
     program that took the port first gets nothing.
     """
-    from streamlit import config
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-    from websockets.sync.client import connect
-
-    from ui.workers import own_listener
-
     deadline = time.monotonic() + timeout
     try:
+        from streamlit import config
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+        from websockets.sync.client import connect
+
+        from ui.workers import own_listener
+
+        # websockets is Streamlit's dependency, not ours: were it gone, the warm-up says so below
+
         while own_listener(os.getpid(), port) is None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"not listening on port {port} after {timeout:.0f} s")
