@@ -69,7 +69,6 @@ __all__ = [
     "Neighbour",
     "check_order",
     "dp_weights",
-    "draw",
     "empirical_errors",
     "exact_expected_max",
     "exact_mean_abs",
@@ -407,19 +406,12 @@ def level_plans(h: Hierarchy, cost: PrivacyCost, ln: LevelNoise, node_var: Seque
 # ---------------------------------------------------------------------------------------------
 
 
-def draw(noise: NoiseSource, kind: str, scale: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """Integer noise of ``shape``: exact discrete Laplace or discrete Gaussian."""
-    if kind == "discrete_laplace":
-        return noise.discrete_laplace(scale, shape)
-    return noise.discrete_gaussian(scale, shape)
-
-
 def measure(true: list[np.ndarray], p: HierPlan, noise: NoiseSource) -> list[np.ndarray | None]:
     """The noisy counts of every measured level (None for the others), with the plan's noise."""
     out: list[np.ndarray | None] = []
     for d, lv in enumerate(p.levels):
         if lv.measured:
-            out.append(true[d] + draw(noise, lv.noise, p.scales[d], true[d].shape))
+            out.append(true[d] + noise.discrete(lv.noise, p.scales[d], true[d].shape))
         else:
             out.append(None)
     return out

@@ -69,7 +69,6 @@ __all__ = [
     "calibrate",
     "check_options",
     "check_projection_range",
-    "draw",
     "expand_children",
     "max_fanout",
     "noise_fields",
@@ -436,13 +435,6 @@ class ODRelease:
         return True
 
 
-def draw(noise: NoiseSource, kind: str, scale: Any, n: int) -> np.ndarray:
-    """``n`` integer noise values of the plan's ``kind`` (discrete Laplace or discrete Gaussian)."""
-    if kind == "discrete_laplace":
-        return noise.discrete_laplace(scale, n)
-    return noise.discrete_gaussian(scale, n)
-
-
 def expand_children(h: Hierarchy, depth: int, parent_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Children of every parent (contiguous per parent): (child index, parent position, counts)."""
     off = h.child_offsets(depth)
@@ -498,7 +490,7 @@ def topdown_walk(counts: ODCounts, p: ODPlan, noise: NoiseSource, project: Proje
     n = counts.total
     measured: list[tuple[np.ndarray | None, np.ndarray | None, np.ndarray] | None] = [None] * (T + 1)
     if p.levels[0].measured:
-        noisy_root = n + int(draw(noise, p.levels[0].noise, p.scales[0], 1)[0])
+        noisy_root = n + int(noise.discrete(p.levels[0].noise, p.scales[0], 1)[0])
         measured[0] = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([noisy_root], np.int64))
         root = max(noisy_root, 0)
         public_total = None
@@ -526,7 +518,7 @@ def topdown_walk(counts: ODCounts, p: ODPlan, noise: NoiseSource, project: Proje
         if not p.levels[t].measured:  # copy level: every node has one child, nothing to measure
             y = cur_v[pos]
         else:
-            x = counts.lookup(o, d, co, cd) + draw(noise, p.levels[t].noise, p.scales[t], co.size)
+            x = counts.lookup(o, d, co, cd) + noise.discrete(p.levels[t].noise, p.scales[t], co.size)
             measured[t] = (co, cd, x.copy())
             noised += int(co.size)
             tb = noise.random_uint64(co.size) if p.tiebreak == "random" else None
