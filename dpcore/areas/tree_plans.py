@@ -232,17 +232,7 @@ def level_noise(h: Hierarchy, cost: PrivacyCost, measured: Sequence[bool], split
                 weights: Sequence[float] | None, l1: float, l2: float) -> LevelNoise:
     """Split ``cost`` over the measured levels (``split``; ``weights`` one per measured level, top
     first, with ``custom``) and calibrate each level's noise to its share and sensitivity."""
-    n_meas = sum(measured)
-    if split == "custom":
-        if weights is None or len(list(weights)) != n_meas:
-            names = [h.level_names[d] for d in range(h.depth + 1) if measured[d]]
-            raise ParameterError(
-                f"A custom split needs {n_meas} weights, one per measured level ({', '.join(names)}), "
-                "top first, e.g. " + ",".join(["1"] * n_meas) + "."
-            )
-    # geometric: each level gets 2^(1/3) times the share of the level above (finest the most)
-    shares_m = iter(calibration.split(cost.value, n_meas, split, weights=weights))
-    shares = [next(shares_m) if m else 0.0 for m in measured]
+    shares = calibration.split_measured(cost.value, measured, split, weights, h.level_names)
     noises: list[str | None] = []
     scales: list[Any] = []
     var: list[float] = []

@@ -280,17 +280,9 @@ def calibrate(tree: ODTree, cost: PrivacyCost, measured: list[bool], o: ODOption
             "Nothing to measure: every area of this hierarchy has a single sub-area and the total is public, "
             "so every O/D table equals the total. Use a hierarchy with more than one finest area."
         )
-    if split == "custom":
-        if weights is None or len(list(weights)) != n_meas:
-            nm = [tree.names[t] for t in range(tree.depth + 1) if measured[t]]
-            raise ParameterError(
-                f"A custom split needs {n_meas} weights, one per measured level ({', '.join(nm)}), top first, "
-                "e.g. " + ",".join(["1"] * n_meas) + "."
-            )
     if split not in ("uniform", "geometric", "custom"):
         raise ParameterError("The budget split is 'uniform' (the paper), 'geometric' (finer levels get more) or 'custom'.")
-    it = iter(calibration.split(cost.value, n_meas, split, weights=weights))
-    shares = [next(it) if mm else 0.0 for mm in measured]
+    shares = calibration.split_measured(cost.value, measured, split, weights, tree.names)
     scales: list[Any] = []
     var: list[float] = []
     noises: list[str | None] = []
