@@ -31,13 +31,14 @@ from dpcore.areas.tree_plans import HierarchyRelease, HierLevelPlan, HierPlan, L
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
+from dpcore.estimate import topdown_opt
 from dpcore.privacy import calibration
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
 from dpcore.privacy.units import Unit
 
-__all__ = ["SPLIT", "WEIGHTS", "TreeMechanism", "hier_row", "no_cap"]
+__all__ = ["SPLIT", "WEIGHTS", "TopDownTree", "TreeMechanism", "hier_row", "no_cap"]
 
 #: How the budget is split over the measured levels.
 SPLIT = Param("split", "Budget split over levels", str, "uniform",
@@ -260,3 +261,25 @@ class TreeMechanism(Mechanism):
         if area_sets is not None:
             options["area_sets"] = area_sets
         return self.release_tree(counts, p, noise, **options)
+
+
+class TopDownTree(TreeMechanism):
+    """What the TopDown mechanisms share: every level measured, then from the total down each
+    area's noisy children projected onto non-negative integers that add up to the area's released
+    count (the projection, :meth:`release_tree`, is each mechanism's own).  Their plan is the
+    TopDown recursion (ours) and they refuse counts beyond the projections' exact integer range."""
+
+    def node_variances(self, h: Hierarchy, ln: LevelNoise, *, statistic: str, neighbour: str,
+                       k: int) -> tuple[list[np.ndarray], str]:
+        root_var = 0.0 if neighbour == "replace" else ln.var[0]
+        return (tree_plans.topdown_variance(h, ln.var, root_var),
+                "TopDown recursion V = σ²(1 − 1/b) + V_parent/b², dense regime (ours)")
+
+    def level_error(self, d: int, ln: LevelNoise, nv: np.ndarray, cells: int, k: int,
+                    family: str) -> tuple[float, float]:
+        return tree_plans.topdown_error(nv, cells, k, family)
+
+    def check_counts(self, counts: HierarchyCounts, p: HierPlan, public: Mapping[str, Any]) -> None:
+        """The counts leave half the exact integer range of the projections
+        (:func:`dpcore.estimate.topdown_opt.check_true_counts`)."""
+        topdown_opt.check_true_counts(tree_plans.true_total(counts), tree_plans.max_fanout(counts.hierarchy))
