@@ -49,7 +49,7 @@ import numpy as np
 
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.core import metrics
-from dpcore.core.mechanism import errors_wanted
+from dpcore.core.mechanism import errors_wanted, finite_fields
 from dpcore.core.record import created_now, new_release_id
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
@@ -112,8 +112,7 @@ class HierLevelPlan:
     basis: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in self.__dict__.items()}
+        return finite_fields(self.__dict__)
 
 
 @dataclass(frozen=True, eq=False)

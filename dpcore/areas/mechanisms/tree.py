@@ -18,7 +18,6 @@ and :class:`~dpcore.core.mechanism.KindRelease`.  The machinery is in :mod:`dpco
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,7 +27,7 @@ import numpy as np
 from dpcore.areas import tree_plans
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.tree_plans import HierarchyRelease, HierLevelPlan, HierPlan, LevelNoise
-from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
+from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, finite_or_none
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.estimate import topdown_opt
@@ -55,10 +54,6 @@ def no_cap(unit: Unit, what: str) -> None:
         raise ParameterError(f"{what} counts each {unit.entity} once; a cap of {unit.cap} records is not supported.")
 
 
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if x is not None and math.isfinite(x) else None
-
-
 def hier_row(lv: HierLevelPlan, definition: str, whole_budget: bool) -> PlanRow:
     """A hierarchy level plan as a plan row.  ``whole_budget``: the level is not a share of a
     split (the matrix mechanism answers one strategy with the whole budget)."""
@@ -69,7 +64,7 @@ def hier_row(lv: HierLevelPlan, definition: str, whole_budget: bool) -> PlanRow:
         cost=PrivacyCost(definition, lv.share) if measured else None,
         noise=lv.noise, scale=lv.scale if lv.noise else None, sensitivity=sens if lv.noise else None,
         n_counts=lv.cells, sd=lv.sd, ci95=interval_half_width("normal", lv.sd),
-        mean_abs=_finite_or_none(lv.mean_abs), max_abs=_finite_or_none(lv.max_abs), note=lv.basis,
+        mean_abs=finite_or_none(lv.mean_abs), max_abs=finite_or_none(lv.max_abs), note=lv.basis,
         details={"areas": lv.areas, "measured": lv.measured, "share": lv.share, "noise_sd": lv.noise_sd,
                  "l1_sensitivity": lv.l1_sensitivity, "l2_sensitivity": lv.l2_sensitivity,
                  "ci95": "normal approximation: 1.96 sd"},

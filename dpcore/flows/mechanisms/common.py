@@ -45,6 +45,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from dpcore.core.mechanism import finite_fields
 from dpcore.core.record import created_now, new_release_id
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
@@ -113,8 +114,7 @@ class ODLevelPlan:
     basis: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in self.__dict__.items()}
+        return finite_fields(self.__dict__)
 
 
 @dataclass(frozen=True, eq=False)
