@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +59,7 @@ from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Neighbour
 
 __all__ = [
     "HierLevelPlan",
@@ -87,8 +88,6 @@ __all__ = [
     "topdown_variance",
     "true_total",
 ]
-
-Neighbour = Literal["add_remove", "replace"]
 
 
 @dataclass(frozen=True)

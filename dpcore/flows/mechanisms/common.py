@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -57,6 +57,7 @@ from dpcore.flows.unit import check_neighbour
 from dpcore.privacy import calibration
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Neighbour
 
 __all__ = [
     "Calibration",
@@ -78,8 +79,6 @@ __all__ = [
     "topdown_level_plans",
     "topdown_walk",
 ]
-
-Neighbour = Literal["replace", "add_remove"]
 
 # ---------------------------------------------------------------------------------------------
 # the plan: the O/D tree, budget, noise and analytic errors, before the data
