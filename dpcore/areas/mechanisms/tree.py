@@ -27,6 +27,7 @@ import numpy as np
 from dpcore.areas import tree_plans
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.tree_plans import HierarchyRelease, HierLevelPlan, HierPlan, LevelNoise
+from dpcore.areas.unit import check_neighbour
 from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, finite_or_none
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
@@ -141,8 +142,7 @@ class TreeMechanism(Mechanism):
             )
         if statistic == "count" and not self.counts:
             raise ParameterError(f"{self.title} is for group-size histograms; choose another mechanism for counts.")
-        if neighbour not in ("add_remove", "replace"):
-            raise ParameterError("Neighbours are 'add_remove' (total noised) or 'replace' (total public).")
+        check_neighbour(neighbour)
         if not isinstance(cost, PrivacyCost):
             raise ParameterError("The cost must be a PrivacyCost (pure ε or ρ-zCDP).")
         k = int(k) if statistic == "group_sizes" else 1
