@@ -40,7 +40,7 @@ import pandas as pd
 from dpcore.areas.counts import whole_counts
 from dpcore.data.code_words import chained_keys, code_words
 from dpcore.data.engines.base import canonical_codes, coded_fingerprint, codes_fingerprint
-from dpcore.data.hierarchy import Progress, phases
+from dpcore.data.hierarchy import ROOT_LEVEL, Progress, phases
 from dpcore.errors import InputError, ParameterError, curator_only
 from dpcore.privacy import near_match
 
@@ -56,8 +56,8 @@ __all__ = [
 
 #: Name of the geography axis (for ``plus_axes``).
 GEO_AXIS = "geography"
-#: Name of the implicit root level (the grand total).
-TOTAL_LEVEL = "total"
+#: Name of the implicit root level (the grand total): the hierarchies' (:data:`dpcore.data.hierarchy.ROOT_LEVEL`).
+TOTAL_LEVEL = ROOT_LEVEL
 
 _MAX_EXAMPLES = 5
 

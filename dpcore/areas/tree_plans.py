@@ -43,13 +43,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.core import metrics
-from dpcore.core.mechanism import errors_wanted
+from dpcore.core.mechanism import errors_wanted, finite_fields
 from dpcore.core.record import created_now, new_release_id
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import InputError, ParameterError
@@ -59,6 +59,7 @@ from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Neighbour
 
 __all__ = [
     "HierLevelPlan",
@@ -69,7 +70,6 @@ __all__ = [
     "Neighbour",
     "check_order",
     "dp_weights",
-    "draw",
     "empirical_errors",
     "exact_expected_max",
     "exact_mean_abs",
@@ -88,8 +88,6 @@ __all__ = [
     "topdown_variance",
     "true_total",
 ]
-
-Neighbour = Literal["add_remove", "replace"]
 
 
 @dataclass(frozen=True)
@@ -113,8 +111,7 @@ class HierLevelPlan:
     basis: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in self.__dict__.items()}
+        return finite_fields(self.__dict__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -233,17 +230,7 @@ def level_noise(h: Hierarchy, cost: PrivacyCost, measured: Sequence[bool], split
                 weights: Sequence[float] | None, l1: float, l2: float) -> LevelNoise:
     """Split ``cost`` over the measured levels (``split``; ``weights`` one per measured level, top
     first, with ``custom``) and calibrate each level's noise to its share and sensitivity."""
-    n_meas = sum(measured)
-    if split == "custom":
-        if weights is None or len(list(weights)) != n_meas:
-            names = [h.level_names[d] for d in range(h.depth + 1) if measured[d]]
-            raise ParameterError(
-                f"A custom split needs {n_meas} weights, one per measured level ({', '.join(names)}), "
-                "top first, e.g. " + ",".join(["1"] * n_meas) + "."
-            )
-    # geometric: each level gets 2^(1/3) times the share of the level above (finest the most)
-    shares_m = iter(calibration.split(cost.value, n_meas, split, weights=weights))
-    shares = [next(shares_m) if m else 0.0 for m in measured]
+    shares = calibration.split_measured(cost.value, measured, split, weights, h.level_names)
     noises: list[str | None] = []
     scales: list[Any] = []
     var: list[float] = []
@@ -407,19 +394,12 @@ def level_plans(h: Hierarchy, cost: PrivacyCost, ln: LevelNoise, node_var: Seque
 # ---------------------------------------------------------------------------------------------
 
 
-def draw(noise: NoiseSource, kind: str, scale: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """Integer noise of ``shape``: exact discrete Laplace or discrete Gaussian."""
-    if kind == "discrete_laplace":
-        return noise.discrete_laplace(scale, shape)
-    return noise.discrete_gaussian(scale, shape)
-
-
 def measure(true: list[np.ndarray], p: HierPlan, noise: NoiseSource) -> list[np.ndarray | None]:
     """The noisy counts of every measured level (None for the others), with the plan's noise."""
     out: list[np.ndarray | None] = []
     for d, lv in enumerate(p.levels):
         if lv.measured:
-            out.append(true[d] + draw(noise, lv.noise, p.scales[d], true[d].shape))
+            out.append(true[d] + noise.discrete(lv.noise, p.scales[d], true[d].shape))
         else:
             out.append(None)
     return out

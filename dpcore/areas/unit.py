@@ -11,7 +11,14 @@ from __future__ import annotations
 from dpcore.errors import ParameterError
 from dpcore.privacy.units import Unit
 
-__all__ = ["census_unit", "hierarchy_unit", "unit_of_privacy_words"]
+__all__ = ["census_unit", "check_neighbour", "hierarchy_unit", "unit_of_privacy_words"]
+
+
+def check_neighbour(neighbour: str) -> None:
+    """Refuse a neighbour relation other than ``"add_remove"`` (the total is noised) and ``"replace"``
+    (the total is public), for the unit and for the plan of a hierarchy release alike."""
+    if neighbour not in ("add_remove", "replace"):
+        raise ParameterError("Neighbours are 'add_remove' (total noised) or 'replace' (total public).")
 
 
 def hierarchy_unit(neighbour: str = "add_remove", statistic: str = "count", *, person_once: bool = False) -> Unit:
@@ -30,8 +37,7 @@ def hierarchy_unit(neighbour: str = "add_remove", statistic: str = "count", *, p
     >>> hierarchy_unit("add_remove", "group_sizes").neighbour
     'replace'
     """
-    if neighbour not in ("add_remove", "replace"):
-        raise ParameterError("Neighbours are 'add_remove' (total noised) or 'replace' (total public).")
+    check_neighbour(neighbour)
     replace = neighbour == "replace" or statistic == "group_sizes"
     return Unit("person" if person_once else "record", neighbour="replace" if replace else "add_remove")
 

@@ -52,6 +52,8 @@ __all__ = [
     "Unit",
     "as_cost",
     "errors_wanted",
+    "finite_fields",
+    "finite_or_none",
     "sd_only",
 ]
 
@@ -199,12 +201,23 @@ def _kind_word(kind: type, item: type = str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _finite(x: Any) -> float | None:
-    """``x`` as a float, or None when it is missing or not finite (unknown)."""
+def finite_or_none(x: Any) -> float | None:
+    """``x`` as a float, or None when it is missing or not finite (unknown): how a plan states an
+    error it does not know (JSON has no NaN)."""
     if x is None:
         return None
     x = float(x)
     return x if math.isfinite(x) else None
+
+
+def finite_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` with every non-finite float as None (:func:`finite_or_none`'s rule for a level
+    plan's fields; the others as they are).
+
+    >>> finite_fields({"sd": 1.5, "max_abs": float("nan"), "level": "county"})
+    {'sd': 1.5, 'max_abs': None, 'level': 'county'}
+    """
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in fields.items()}
 
 
 @dataclass(frozen=True)
@@ -243,12 +256,12 @@ class PlanRow:
             "level": int(self.level),
             "name": self.name,
             "cost": self.cost.to_dict() if self.cost is not None else None,
-            "noise": {"distribution": self.noise, "scale": _finite(self.scale),
-                      "sensitivity": _finite(self.sensitivity)},
+            "noise": {"distribution": self.noise, "scale": finite_or_none(self.scale),
+                      "sensitivity": finite_or_none(self.sensitivity)},
             "n_counts": int(self.n_counts),
-            "expected_error": {"sd_per_count": _finite(self.sd), "ci95_half_width_per_count": _finite(self.ci95),
-                               "mean_abs_error_per_count": _finite(self.mean_abs),
-                               "max_abs": _finite(self.max_abs)},
+            "expected_error": {"sd_per_count": finite_or_none(self.sd), "ci95_half_width_per_count": finite_or_none(self.ci95),
+                               "mean_abs_error_per_count": finite_or_none(self.mean_abs),
+                               "max_abs": finite_or_none(self.max_abs)},
             "note": self.note,
             "details": _record.jsonable(self.details),
         }

@@ -53,6 +53,21 @@ def is_wgs84(crs: Any) -> bool:
         return False
 
 
+def to_wgs84(gdf: geopandas.GeoDataFrame, label: str) -> geopandas.GeoDataFrame:
+    """``gdf`` in longitude/latitude (EPSG:4326): as it is when already there, else converted from its
+    coordinate reference system (which it must have); a CRS that cannot be converted is refused with
+    what to do, for boundary files and point files alike."""
+    if is_wgs84(gdf.crs):
+        return gdf
+    try:
+        return gdf.to_crs(4326)
+    except Exception as err:
+        raise InputError(
+            f"{label} uses a coordinate system ({gdf.crs}) that could not be converted to "
+            f"longitude/latitude ({first_line(err)}). Export it in WGS84 (EPSG:4326)."
+        ) from err
+
+
 GEOJSON_TYPES = frozenset({
     "FeatureCollection", "Feature", "Point", "MultiPoint", "LineString", "MultiLineString", "Polygon",
     "MultiPolygon", "GeometryCollection",
@@ -326,14 +341,8 @@ def _clean_boundaries(gdf: geopandas.GeoDataFrame, label: str) -> geopandas.GeoD
                 "Include the .prj file in the zip, or save the boundaries with a CRS (for "
                 "example WGS84, EPSG:4326)."
             )
-    elif not is_wgs84(gdf.crs):
-        try:
-            gdf = gdf.to_crs(4326)
-        except Exception as err:
-            raise InputError(
-                f"{label} uses a coordinate system ({gdf.crs}) that could not be converted to "
-                f"longitude/latitude ({first_line(err)}). Export it in WGS84 (EPSG:4326)."
-            ) from err
+    else:
+        gdf = to_wgs84(gdf, label)
     geoms = gdf.geometry.to_numpy()
     invalid = ~shapely.is_valid(geoms)
     if invalid.any():

@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from dpcore.data.boundaries import first_line, geojson_problem, is_wgs84
+from dpcore.data.boundaries import geojson_problem, to_wgs84
 from dpcore.data.limits import check_bytes
 from dpcore.data.text import (
     SNIFF_BYTES,
@@ -425,14 +425,8 @@ def _points_frame(gdf: geopandas.GeoDataFrame, label: str) -> pd.DataFrame:
         raise InputError(
             f"{label} has no features (no data rows). Export it again with the points included."
         )
-    if gdf.crs is not None and not is_wgs84(gdf.crs):
-        try:
-            gdf = gdf.to_crs(4326)
-        except Exception as err:
-            raise InputError(
-                f"{label} uses a coordinate system ({gdf.crs}) that could not be converted to "
-                f"longitude/latitude ({first_line(err)}). Export it in WGS84 (EPSG:4326)."
-            ) from err
+    if gdf.crs is not None:
+        gdf = to_wgs84(gdf, label)
     types = gdf.geom_type
     other = types.notna() & (types != "Point")
     if other.any():

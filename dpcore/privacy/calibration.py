@@ -43,6 +43,7 @@ __all__ = [
     "split",
     "split_custom",
     "split_geometric",
+    "split_measured",
     "split_uniform",
 ]
 
@@ -315,6 +316,29 @@ def split(
             )
         return split_custom(total, w)
     raise ParameterError(f"Unknown split {kind!r}; choose 'uniform', 'geometric' or 'custom'.")
+
+
+def split_measured(total: float, measured: Sequence[bool], kind: SplitKind, weights: Sequence[float] | None,
+                   level_names: Sequence[str]) -> list[float]:
+    """Split ``total`` over the measured levels of a hierarchy (top first) by ``kind``, 0 for the others.
+
+    The levels that are not measured get no share; with ``"geometric"`` each measured level gets
+    2^(1/3) times the share of the measured level above (the finest the most).  A custom split
+    needs one weight per measured level: its refusal names those levels (``level_names``, one
+    per level) and shows weights to start from.
+
+    >>> split_measured(3.0, [False, True, True], "uniform", None, ["total", "state", "county"])
+    [0.0, 1.5, 1.5]
+    """
+    n_meas = sum(measured)
+    if kind == "custom" and (weights is None or len(list(weights)) != n_meas):
+        names = [name for name, m in zip(level_names, measured, strict=False) if m]
+        raise ParameterError(
+            f"A custom split needs {n_meas} weights, one per measured level ({', '.join(names)}), "
+            "top first, e.g. " + ",".join(["1"] * n_meas) + "."
+        )
+    shares = iter(split(total, n_meas, kind, weights=weights))
+    return [next(shares) if m else 0.0 for m in measured]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -563,6 +563,14 @@ class NoiseSource:
         n = math.prod(shape)
         return self._discrete_gaussian(s, n, _FORCE_EXACT).reshape(shape)
 
+    def discrete(self, family: str, scale, size: int | tuple) -> np.ndarray:
+        """Integer noise of the exact family a plan names (the first item of
+        :func:`dpcore.privacy.calibration.noise_for_cost`): :meth:`discrete_laplace` of scale ``t``
+        for ``"discrete_laplace"``, else :meth:`discrete_gaussian` with ``σ = scale``; shape ``size``."""
+        if family == "discrete_laplace":
+            return self.discrete_laplace(scale, size)
+        return self.discrete_gaussian(scale, size)
+
     # -- real values on a 2^k grid ------------------------------------------
 
     def _on_grid(self, values, param, granularity_exp, name: str, sampler) -> np.ndarray:

@@ -86,7 +86,7 @@ class DpcApprox(TreeMechanism):
         y_levels: list[np.ndarray] = []
         for d, lv in enumerate(p.levels):
             cum = np.cumsum(true[d], axis=1)
-            noisy = cum + tree_plans.draw(noise, lv.noise, p.scales[d], cum.shape)
+            noisy = cum + noise.discrete(lv.noise, p.scales[d], cum.shape)
             z = np.maximum(isotonic_rows(noisy.astype(float)), 0.0)
             if d == 0:
                 z = np.minimum(z, float(counts.n_groups))

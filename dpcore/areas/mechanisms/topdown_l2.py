@@ -10,7 +10,8 @@ neighbours) with the exact discrete Gaussian (ρ-zCDP) or discrete Laplace (pure
 sensitivity 1 (2 under replace-one); levels compose sequentially.
 
 Plan: the TopDown recursion ``V_l = σ_l²(1 − 1/b) + V_{l−1}/b²`` (``b`` children per parent,
-dense regime) and the typical maximum ``√V·√(2 ln N_l)`` (ours).
+dense regime) and the typical maximum ``√V·√(2 ln N_l)`` (ours), with the check of the projection's
+integer range, as for every TopDown variant (:class:`~dpcore.areas.mechanisms.tree.TopDownTree`).
 
 Release: from the total down, each area's noisy children are projected onto non-negative
 integers that add up to the area's released count, minimising the squared change: non-negative
@@ -21,23 +22,19 @@ remainder), the exact integer minimiser per parent
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from dpcore.areas import tree_plans
 from dpcore.areas.counts import HierarchyCounts
-from dpcore.areas.mechanisms.tree import SPLIT, WEIGHTS, TreeMechanism
-from dpcore.areas.tree_plans import HierarchyRelease, HierPlan, LevelNoise
-from dpcore.data.hierarchy import Hierarchy
+from dpcore.areas.mechanisms.tree import SPLIT, WEIGHTS, TopDownTree
+from dpcore.areas.tree_plans import HierarchyRelease, HierPlan
 from dpcore.estimate import topdown_opt
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = ["TopDownL2"]
 
 
-class TopDownL2(TreeMechanism):
+class TopDownL2(TopDownTree):
     """TopDown, least squares then controlled rounding per parent."""
 
     name = "topdown_l2"
@@ -51,21 +48,6 @@ class TopDownL2(TreeMechanism):
     consistent, integral, nonnegative = True, True, True
     counts, group_sizes = True, False
     default_definition = "zcdp"
-
-    def node_variances(self, h: Hierarchy, ln: LevelNoise, *, statistic: str, neighbour: str,
-                       k: int) -> tuple[list[np.ndarray], str]:
-        root_var = 0.0 if neighbour == "replace" else ln.var[0]
-        return (tree_plans.topdown_variance(h, ln.var, root_var),
-                "TopDown recursion V = σ²(1 − 1/b) + V_parent/b², dense regime (ours)")
-
-    def level_error(self, d: int, ln: LevelNoise, nv: np.ndarray, cells: int, k: int,
-                    family: str) -> tuple[float, float]:
-        return tree_plans.topdown_error(nv, cells, k, family)
-
-    def check_counts(self, counts: HierarchyCounts, p: HierPlan, public: Mapping[str, Any]) -> None:
-        """The counts leave half the exact integer range of the projections
-        (:func:`dpcore.estimate.topdown_opt.check_true_counts`)."""
-        topdown_opt.check_true_counts(tree_plans.true_total(counts), tree_plans.max_fanout(counts.hierarchy))
 
     def release_tree(self, counts: HierarchyCounts, p: HierPlan, noise: NoiseSource) -> HierarchyRelease:
         h = counts.hierarchy

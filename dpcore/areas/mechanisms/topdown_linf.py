@@ -12,7 +12,8 @@ neighbours) with the exact discrete Gaussian (ρ-zCDP) or discrete Laplace (pure
 sensitivity 1 (2 under replace-one); levels compose sequentially (Sec. 4.1).
 
 Plan: the TopDown recursion ``V_l = σ_l²(1 − 1/b) + V_{l−1}/b²`` and the typical maximum
-``√V·√(2 ln N_l)`` (ours).
+``√V·√(2 ln N_l)`` (ours), with the check of the projection's integer range, as for every TopDown
+variant (:class:`~dpcore.areas.mechanisms.tree.TopDownTree`).
 
 Release: from the total down, each area's noisy children are projected onto non-negative
 integers that add up to the area's released count, minimising the largest change
@@ -21,24 +22,22 @@ integers that add up to the area's released count, minimising the largest change
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from dpcore.areas import tree_plans
 from dpcore.areas.counts import HierarchyCounts
-from dpcore.areas.mechanisms.tree import SPLIT, WEIGHTS, TreeMechanism
-from dpcore.areas.tree_plans import HierarchyRelease, HierPlan, LevelNoise
+from dpcore.areas.mechanisms.tree import SPLIT, WEIGHTS, TopDownTree
+from dpcore.areas.tree_plans import HierarchyRelease, HierPlan
 from dpcore.core.mechanism import Param, Plan
-from dpcore.data.hierarchy import Hierarchy
 from dpcore.estimate import topdown_opt
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = ["TopDownLinf"]
 
 
-class TopDownLinf(TreeMechanism):
+class TopDownLinf(TopDownTree):
     """TopDown with IntOpt (L∞) per parent."""
 
     name = "topdown_linf"
@@ -56,21 +55,6 @@ class TopDownLinf(TreeMechanism):
     counts, group_sizes = True, False
     default_definition = "zcdp"
     release_options = ("order",)
-
-    def node_variances(self, h: Hierarchy, ln: LevelNoise, *, statistic: str, neighbour: str,
-                       k: int) -> tuple[list[np.ndarray], str]:
-        root_var = 0.0 if neighbour == "replace" else ln.var[0]
-        return (tree_plans.topdown_variance(h, ln.var, root_var),
-                "TopDown recursion V = σ²(1 − 1/b) + V_parent/b², dense regime (ours)")
-
-    def level_error(self, d: int, ln: LevelNoise, nv: np.ndarray, cells: int, k: int,
-                    family: str) -> tuple[float, float]:
-        return tree_plans.topdown_error(nv, cells, k, family)
-
-    def check_counts(self, counts: HierarchyCounts, p: HierPlan, public: Mapping[str, Any]) -> None:
-        """The counts leave half the exact integer range of the projections
-        (:func:`dpcore.estimate.topdown_opt.check_true_counts`)."""
-        topdown_opt.check_true_counts(tree_plans.true_total(counts), tree_plans.max_fanout(counts.hierarchy))
 
     def _release_options(self, plan: Plan) -> dict[str, Any]:
         return {"order": plan.params["order"]}

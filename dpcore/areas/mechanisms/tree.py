@@ -18,7 +18,6 @@ and :class:`~dpcore.core.mechanism.KindRelease`.  The machinery is in :mod:`dpco
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,16 +27,18 @@ import numpy as np
 from dpcore.areas import tree_plans
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.tree_plans import HierarchyRelease, HierLevelPlan, HierPlan, LevelNoise
-from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
+from dpcore.areas.unit import check_neighbour
+from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, finite_or_none
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
+from dpcore.estimate import topdown_opt
 from dpcore.privacy import calibration
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.noise import NoiseSource
 from dpcore.privacy.units import Unit
 
-__all__ = ["SPLIT", "WEIGHTS", "TreeMechanism", "hier_row", "no_cap"]
+__all__ = ["SPLIT", "WEIGHTS", "TopDownTree", "TreeMechanism", "hier_row", "no_cap"]
 
 #: How the budget is split over the measured levels.
 SPLIT = Param("split", "Budget split over levels", str, "uniform",
@@ -54,10 +55,6 @@ def no_cap(unit: Unit, what: str) -> None:
         raise ParameterError(f"{what} counts each {unit.entity} once; a cap of {unit.cap} records is not supported.")
 
 
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if x is not None and math.isfinite(x) else None
-
-
 def hier_row(lv: HierLevelPlan, definition: str, whole_budget: bool) -> PlanRow:
     """A hierarchy level plan as a plan row.  ``whole_budget``: the level is not a share of a
     split (the matrix mechanism answers one strategy with the whole budget)."""
@@ -68,7 +65,7 @@ def hier_row(lv: HierLevelPlan, definition: str, whole_budget: bool) -> PlanRow:
         cost=PrivacyCost(definition, lv.share) if measured else None,
         noise=lv.noise, scale=lv.scale if lv.noise else None, sensitivity=sens if lv.noise else None,
         n_counts=lv.cells, sd=lv.sd, ci95=interval_half_width("normal", lv.sd),
-        mean_abs=_finite_or_none(lv.mean_abs), max_abs=_finite_or_none(lv.max_abs), note=lv.basis,
+        mean_abs=finite_or_none(lv.mean_abs), max_abs=finite_or_none(lv.max_abs), note=lv.basis,
         details={"areas": lv.areas, "measured": lv.measured, "share": lv.share, "noise_sd": lv.noise_sd,
                  "l1_sensitivity": lv.l1_sensitivity, "l2_sensitivity": lv.l2_sensitivity,
                  "ci95": "normal approximation: 1.96 sd"},
@@ -145,8 +142,7 @@ class TreeMechanism(Mechanism):
             )
         if statistic == "count" and not self.counts:
             raise ParameterError(f"{self.title} is for group-size histograms; choose another mechanism for counts.")
-        if neighbour not in ("add_remove", "replace"):
-            raise ParameterError("Neighbours are 'add_remove' (total noised) or 'replace' (total public).")
+        check_neighbour(neighbour)
         if not isinstance(cost, PrivacyCost):
             raise ParameterError("The cost must be a PrivacyCost (pure ε or ρ-zCDP).")
         k = int(k) if statistic == "group_sizes" else 1
@@ -260,3 +256,25 @@ class TreeMechanism(Mechanism):
         if area_sets is not None:
             options["area_sets"] = area_sets
         return self.release_tree(counts, p, noise, **options)
+
+
+class TopDownTree(TreeMechanism):
+    """What the TopDown mechanisms share: every level measured, then from the total down each
+    area's noisy children projected onto non-negative integers that add up to the area's released
+    count (the projection, :meth:`release_tree`, is each mechanism's own).  Their plan is the
+    TopDown recursion (ours) and they refuse counts beyond the projections' exact integer range."""
+
+    def node_variances(self, h: Hierarchy, ln: LevelNoise, *, statistic: str, neighbour: str,
+                       k: int) -> tuple[list[np.ndarray], str]:
+        root_var = 0.0 if neighbour == "replace" else ln.var[0]
+        return (tree_plans.topdown_variance(h, ln.var, root_var),
+                "TopDown recursion V = σ²(1 − 1/b) + V_parent/b², dense regime (ours)")
+
+    def level_error(self, d: int, ln: LevelNoise, nv: np.ndarray, cells: int, k: int,
+                    family: str) -> tuple[float, float]:
+        return tree_plans.topdown_error(nv, cells, k, family)
+
+    def check_counts(self, counts: HierarchyCounts, p: HierPlan, public: Mapping[str, Any]) -> None:
+        """The counts leave half the exact integer range of the projections
+        (:func:`dpcore.estimate.topdown_opt.check_true_counts`)."""
+        topdown_opt.check_true_counts(tree_plans.true_total(counts), tree_plans.max_fanout(counts.hierarchy))

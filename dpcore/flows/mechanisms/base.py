@@ -18,13 +18,12 @@ The TopDown variants (InfTDA, TopDown L2, the MILP baseline) differ only in thei
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow
+from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, finite_or_none
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.flows.counts import ODCounts
@@ -64,10 +63,6 @@ TIEBREAK = Param("tiebreak", "Ties", str, "random", "Ties are broken at random (
 
 
 
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if x is not None and math.isfinite(x) else None
-
-
 def od_row(lv: ODLevelPlan, definition: str) -> PlanRow:
     """An O/D level plan as a plan row (its error bound and reliability threshold under ``details``)."""
     measured = lv.measured and lv.share > 0
@@ -75,12 +70,12 @@ def od_row(lv: ODLevelPlan, definition: str) -> PlanRow:
     return PlanRow(
         level=lv.level, name=lv.name, cost=PrivacyCost(definition, lv.share) if measured else None,
         noise=lv.noise, scale=lv.scale if lv.noise else None, sensitivity=sens if lv.noise else None,
-        n_counts=lv.pairs, sd=lv.sd, ci95=interval_half_width("normal", lv.sd), mean_abs=_finite_or_none(lv.mean_abs),
-        max_abs=_finite_or_none(lv.max_abs), note=lv.basis,
+        n_counts=lv.pairs, sd=lv.sd, ci95=interval_half_width("normal", lv.sd), mean_abs=finite_or_none(lv.mean_abs),
+        max_abs=finite_or_none(lv.max_abs), note=lv.basis,
         details={"kind": lv.kind, "origin_level": lv.origin_level, "destination_level": lv.destination_level,
                  "branching": lv.branching, "measured": lv.measured, "share": lv.share, "noise_sd": lv.noise_sd,
                  "l1_sensitivity": lv.l1_sensitivity, "l2_sensitivity": lv.l2_sensitivity,
-                 "bound_95": _finite_or_none(lv.bound), "unreliable_below": _finite_or_none(lv.unreliable_below),
+                 "bound_95": finite_or_none(lv.bound), "unreliable_below": finite_or_none(lv.unreliable_below),
                  "ci95": "normal approximation: 1.96 sd"},
     )
 

@@ -40,11 +40,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from dpcore.core.mechanism import finite_fields
 from dpcore.core.record import created_now, new_release_id
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
@@ -56,6 +57,7 @@ from dpcore.flows.unit import check_neighbour
 from dpcore.privacy import calibration
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
+from dpcore.privacy.units import Neighbour
 
 __all__ = [
     "Calibration",
@@ -69,7 +71,6 @@ __all__ = [
     "calibrate",
     "check_options",
     "check_projection_range",
-    "draw",
     "expand_children",
     "max_fanout",
     "noise_fields",
@@ -78,8 +79,6 @@ __all__ = [
     "topdown_level_plans",
     "topdown_walk",
 ]
-
-Neighbour = Literal["replace", "add_remove"]
 
 # ---------------------------------------------------------------------------------------------
 # the plan: the O/D tree, budget, noise and analytic errors, before the data
@@ -114,8 +113,7 @@ class ODLevelPlan:
     basis: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in self.__dict__.items()}
+        return finite_fields(self.__dict__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -281,17 +279,9 @@ def calibrate(tree: ODTree, cost: PrivacyCost, measured: list[bool], o: ODOption
             "Nothing to measure: every area of this hierarchy has a single sub-area and the total is public, "
             "so every O/D table equals the total. Use a hierarchy with more than one finest area."
         )
-    if split == "custom":
-        if weights is None or len(list(weights)) != n_meas:
-            nm = [tree.names[t] for t in range(tree.depth + 1) if measured[t]]
-            raise ParameterError(
-                f"A custom split needs {n_meas} weights, one per measured level ({', '.join(nm)}), top first, "
-                "e.g. " + ",".join(["1"] * n_meas) + "."
-            )
     if split not in ("uniform", "geometric", "custom"):
         raise ParameterError("The budget split is 'uniform' (the paper), 'geometric' (finer levels get more) or 'custom'.")
-    it = iter(calibration.split(cost.value, n_meas, split, weights=weights))
-    shares = [next(it) if mm else 0.0 for mm in measured]
+    shares = calibration.split_measured(cost.value, measured, split, weights, tree.names)
     scales: list[Any] = []
     var: list[float] = []
     noises: list[str | None] = []
@@ -436,13 +426,6 @@ class ODRelease:
         return True
 
 
-def draw(noise: NoiseSource, kind: str, scale: Any, n: int) -> np.ndarray:
-    """``n`` integer noise values of the plan's ``kind`` (discrete Laplace or discrete Gaussian)."""
-    if kind == "discrete_laplace":
-        return noise.discrete_laplace(scale, n)
-    return noise.discrete_gaussian(scale, n)
-
-
 def expand_children(h: Hierarchy, depth: int, parent_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Children of every parent (contiguous per parent): (child index, parent position, counts)."""
     off = h.child_offsets(depth)
@@ -498,7 +481,7 @@ def topdown_walk(counts: ODCounts, p: ODPlan, noise: NoiseSource, project: Proje
     n = counts.total
     measured: list[tuple[np.ndarray | None, np.ndarray | None, np.ndarray] | None] = [None] * (T + 1)
     if p.levels[0].measured:
-        noisy_root = n + int(draw(noise, p.levels[0].noise, p.scales[0], 1)[0])
+        noisy_root = n + int(noise.discrete(p.levels[0].noise, p.scales[0], 1)[0])
         measured[0] = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([noisy_root], np.int64))
         root = max(noisy_root, 0)
         public_total = None
@@ -526,7 +509,7 @@ def topdown_walk(counts: ODCounts, p: ODPlan, noise: NoiseSource, project: Proje
         if not p.levels[t].measured:  # copy level: every node has one child, nothing to measure
             y = cur_v[pos]
         else:
-            x = counts.lookup(o, d, co, cd) + draw(noise, p.levels[t].noise, p.scales[t], co.size)
+            x = counts.lookup(o, d, co, cd) + noise.discrete(p.levels[t].noise, p.scales[t], co.size)
             measured[t] = (co, cd, x.copy())
             noised += int(co.size)
             tb = noise.random_uint64(co.size) if p.tiebreak == "random" else None

@@ -33,7 +33,7 @@ from typing import Any
 from dpcore.errors import ParameterError
 from dpcore.flows.counts import ODCounts
 from dpcore.flows.mechanisms.base import ORDER, ORIENTATION, SPLIT, TIEBREAK, WEIGHTS, ODMechanism
-from dpcore.flows.mechanisms.common import ODOptions, ODPlan, ODRelease, ODTree, draw, sum_up
+from dpcore.flows.mechanisms.common import ODOptions, ODPlan, ODRelease, ODTree, sum_up
 from dpcore.privacy import calibration
 from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost
@@ -94,7 +94,7 @@ class StabilityHistogram(ODMechanism):
         """Noise the observed finest pairs, suppress those below the threshold, sum up the tree."""
         self.check_own(p)
         T = p.depth
-        noisy = counts.count + draw(noise, "discrete_laplace", p.scales[T], counts.n_pairs)
+        noisy = counts.count + noise.discrete_laplace(p.scales[T], counts.n_pairs)
         keep = noisy >= p.sh_threshold
         rel = sum_up(counts, p, counts.origin[keep], counts.destination[keep], noisy[keep].astype("int64"), {})
         if progress is not None:

@@ -41,7 +41,6 @@ from dpcore.flows.mechanisms.common import (
     ODPlan,
     ODRelease,
     ODTree,
-    draw,
     noise_fields,
     sum_up,
 )
@@ -103,7 +102,7 @@ class VanillaGauss(ODMechanism):
         T = p.depth
         if progress is not None:
             progress(0.0, f"noising {cells:,} finest pairs")
-        leaf = draw(noise, p.levels[T].noise, p.scales[T], cells).astype(np.int64)
+        leaf = noise.discrete(p.levels[T].noise, p.scales[T], cells).astype(np.int64)
         leaf[counts.origin * nd + counts.destination] += counts.count
         nz = np.flatnonzero(leaf)
         o, d, v = nz // nd, nz % nd, leaf[nz]

@@ -74,6 +74,7 @@ from dpcore.points.mechanisms.base import (
     count_level,
     equivalent_epsilon,
     noisy_counts,
+    noisy_point_count,
     part,
 )
 from dpcore.points.release import LevelPlan, PartitionRelease
@@ -242,11 +243,7 @@ class AdaptiveGrid(PointsMechanism):
         k = aggregate.sensitivity
         e_n, e_g, e1, e2 = self._budgets(cost, params)
         public: dict[str, Any] = {}
-        if e_n is not None:
-            n_hat = int(noisy_counts(np.array([aggregate.total]), e_n, k, noise)[0])
-            public["noisy_point_count"] = n_hat
-        else:
-            n_hat = params["public_n"]
+        n_hat = noisy_point_count(aggregate, e_n, params, noise, public)
         m1 = first_level_side(float(n_hat), equivalent_epsilon(e_g), params["c"], k)
         cells = block_rects(grid, m1, m1)
         P = prefix_sums(aggregate.counts)

@@ -34,7 +34,7 @@ from dpcore.privacy.units import Unit
 
 __all__ = [
     "KIND", "Budget", "Param", "PointsMechanism", "as_cost", "check_epsilon", "count_level", "equivalent_epsilon",
-    "gaussian_sigma", "laplace_level", "level_row", "noisy_counts", "part", "rect_bounds", "rect_cells",
+    "gaussian_sigma", "laplace_level", "level_row", "noisy_counts", "noisy_point_count", "part", "rect_bounds", "rect_cells",
 ]
 
 #: The kind of data of every point mechanism (its key in the catalogue).
@@ -364,3 +364,15 @@ def noisy_counts(
     if cost.definition == "pure":
         return true + noise.discrete_laplace(laplace_scale_for_epsilon(cost.value, sensitivity), true.shape)
     return true + noise.discrete_gaussian(gaussian_sigma(cost.value, sensitivity), true.shape)
+
+
+def noisy_point_count(aggregate: Aggregate, e_n: PrivacyCost | None, params: Mapping[str, Any],
+                      noise: _noise.NoiseSource, public: dict[str, Any]) -> int:
+    """The number of points that sizes a grid (UG, and AG's first level: Qardaji, Yang & Li 2013):
+    the public one (``params["public_n"]``) when ``e_n`` is None, else the total with noise of
+    ``e_n`` (:func:`noisy_counts`), published with the release as ``public["noisy_point_count"]``."""
+    if e_n is None:
+        return params["public_n"]
+    n_hat = int(noisy_counts(np.array([aggregate.total]), e_n, aggregate.sensitivity, noise)[0])
+    public["noisy_point_count"] = n_hat
+    return n_hat

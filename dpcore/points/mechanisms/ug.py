@@ -19,8 +19,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from dpcore.data.domain import Aggregate, Grid, block_edges, block_rects, block_sums
 from dpcore.errors import ParameterError
 from dpcore.points.mechanisms.base import (
@@ -29,6 +27,7 @@ from dpcore.points.mechanisms.base import (
     count_level,
     equivalent_epsilon,
     noisy_counts,
+    noisy_point_count,
     part,
 )
 from dpcore.points.release import LevelPlan, PartitionRelease
@@ -109,11 +108,7 @@ class UniformGrid(PointsMechanism):
         k = aggregate.sensitivity
         e_n, e_g = self._budgets(cost, params)
         public: dict[str, Any] = {}
-        if e_n is not None:
-            n_hat = int(noisy_counts(np.array([aggregate.total]), e_n, k, noise)[0])
-            public["noisy_point_count"] = n_hat
-        else:
-            n_hat = params["public_n"]
+        n_hat = noisy_point_count(aggregate, e_n, params, noise, public)
         m = self.grid_side(float(n_hat), equivalent_epsilon(e_g), params["c"], k, grid)
         public["grid_side"] = m
         levels = self._levels(grid, e_n, e_g, m, k)
