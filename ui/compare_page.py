@@ -26,12 +26,28 @@ SIGMA_CHOICES = {20: "σ = 20 cells: dense (one tight cluster)", 50: "σ = 50 ce
 SHAPES = {"random": "Random shape (sides in ratio up to 1:4)", "square": "Squares"}
 
 
+def purpose() -> str:
+    """The page's one sentence for the kind loaded now: what Compare is for and what comes next."""
+    if kinds.current_name() == "points":
+        return ("Compare how far each mechanism's answers to range queries are from the truth, to choose a "
+                "mechanism before you release. Nothing here spends your privacy budget or is published. "
+                "Next step: choose the best one on the Plan step.")
+    return ("Compare every mechanism's expected error at each level, side by side, to choose one before you "
+            "release. It uses no data and spends nothing. Next step: take the best one to the Plan step.")
+
+
 def compare_step() -> None:
     """The Compare page below its heading: what to compare on, the settings, the run, the results."""
-    if kinds.current_name() != "points":
-        frame.missing("Compare scores the point mechanisms on range queries. For counts over areas and trips "
-                      "between areas, the Plan step shows each mechanism's expected error per level before release. "
-                      "To compare point mechanisms, choose Points on the Data step.", "data", "Go to the Data step")
+    if kinds.current_name() == "areas":
+        from ui.kinds.areas.compare import compare_step as areas_step
+
+        areas_step()
+        return
+    if kinds.current_name() == "flows":
+        from ui.kinds.flows.compare import compare_step as flows_step
+
+        flows_step()
+        return
     ds = points_state.dataset()
     try:
         grid = points_state.grid()

@@ -76,7 +76,7 @@ def test_compare_for_another_kind_says_what_it_compares_and_keeps_the_sidebar() 
     at = ok(AppTest.from_file(APP, default_timeout=120).run())
     at.radio(key="_w_kind").set_value("flows").run()
     ok(at.switch_page("pages/compare.py").run())
-    assert any("Compare scores the point mechanisms" in i.value for i in at.info)
+    assert any("expected error at each level" in m.value for m in at.markdown)  # the page's own sentence
     assert not at.get("plotly_chart")
     side = [m.value for m in at.sidebar.markdown]
     assert "#### Dataset" in side and "#### Privacy budget" in side

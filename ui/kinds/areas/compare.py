@@ -1,0 +1,53 @@
+"""Counts over areas, Compare: every hierarchy mechanism's expected error per level at the Plan step's
+budget and choices, side by side (:mod:`ui.compare_plans`; no data read, nothing spent)."""
+
+from __future__ import annotations
+
+from dpcore import catalog
+from dpcore.errors import DPCoreError
+from ui import compare_plans, fmt, frame, plans
+from ui.kinds.areas import common
+from ui.kinds.areas.plan import SPLITS, _core_plan, mechanism_names, selection
+
+#: left out of the comparison, and why (its strategy is designed from the areas: seconds to minutes)
+NOT_COMPARED = {"matrix": "its strategy is designed for the areas and queries you choose on the Plan step, "
+                          "which takes a while; plan it there to see its errors."}
+
+
+def compare_step() -> None:
+    """The Compare page for counts over areas (below its heading)."""
+    if common.which() == common.TABLE:
+        frame.missing("For a census table with attributes, the Plan step shows each mechanism's expected error "
+                      "per table; choose the mechanism there.", "plan", "Go to the Plan step")
+    m = common.model()
+    if m is None:
+        frame.missing("Load a table of counts over areas on the Data step first.", "data", "Go to the Data step")
+    h, counts, fp = m["h"], m["counts"], m["fp"]
+    sel = selection(parse_only=True)
+    split = sel.split if sel.split in SPLITS and sel.split != "custom" else "uniform"
+    opts = {**sel.opts, "split": split, "weights": None}
+    key = plans.digest(fp, h.fingerprint(), counts.statistic, counts.k, sel.cost, opts["neighbour"], split,
+                       opts["order"], opts["person_once"])
+    candidates = plans.kept("hier_compare", key, lambda: _candidates(h, counts, sel.cost, opts))
+    split_words = compare_plans.split_words(SPLITS[split], sel.split == "custom")
+    compare_plans.show(candidates, label=common.level_label,
+                       unit_word="groups" if counts.statistic == "group_sizes" else "people",
+                       cost_label=sel.cost.label(), mech_key="hier_mech",
+                       choices_note=f"Budget across levels: {split_words}; the neighbours and the unit of privacy "
+                                    f"as on the Plan step. Data: {m['name']} ({fmt.count(h.sizes[-1])} "
+                                    f"{common.level_label(h.level_names[-1], h.sizes[-1])}).")
+
+
+def _candidates(h, counts, cost, opts) -> list[compare_plans.Candidate]:  # noqa: ANN001 - the model's objects
+    out = []
+    for name in mechanism_names(counts.statistic):
+        title = catalog.get("hierarchy", name).title
+        if name in NOT_COMPARED:
+            out.append(compare_plans.Candidate(name, title, None, NOT_COMPARED[name]))
+            continue
+        try:
+            core, why = _core_plan(h, counts, name, cost, opts)
+        except DPCoreError as e:
+            core, why = None, str(e)
+        out.append(compare_plans.Candidate(name, title, core, why))
+    return out
