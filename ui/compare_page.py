@@ -216,14 +216,35 @@ def _results(ds: points_state.Dataset) -> None:
     tabs = st.tabs([f"Queries of {s:.0%}" + ("" if sh == "random" else ", squares") for sh, s in pairs])
     for tab, (sh, s) in zip(tabs, pairs, strict=True):
         with tab:
-            st.dataframe(evaluate.summary_table(summary, s, sh, failures), width="stretch")
+            st.dataframe(evaluate.summary_table(summary, s, sh, failures).rename(index=_title), width="stretch")
     best = evaluate.best_per_epsilon(summary)
     if best:
         st.markdown("**Best at each budget** (the lowest MRE over the query sizes): " + "; ".join(
-            f"ε = {fmt.eps(e)}: **{catalog.get('points', n).title}** ({fmt.num(m)} %)" for e, n, m in best) + ".")
+            f"ε = {fmt.eps(e)}: **{_title(n)}** ({fmt.num(m)} %)" for e, n, m in best) + ".")
         st.caption("Pick the best at the ε you plan to release with, and choose it on the Plan step. Auto, the Plan "
                    "step's default, makes this choice from public inputs by a rule measured the same way.")
+        _use(list(dict.fromkeys(summary["mechanism"])), best)
     title = "MRE vs ε" + (" — not for publication (real data)" if res["real"] else " — synthetic stand-in")
-    st.plotly_chart(evaluate.summary_figure(summary, title), key="compare_chart")
+    st.plotly_chart(evaluate.summary_figure(summary.assign(mechanism=summary["mechanism"].map(_title)), title),
+                    key="compare_chart")
     with st.expander("Time of one release (seconds)"):
         st.dataframe(evaluate.time_table(summary).map(lambda v: f"{v:.3g}"), width="stretch")
+
+
+def _title(name: str) -> str:
+    """A point mechanism by its title, as the Plan step lists it (the tables and the chart)."""
+    return catalog.get("points", name).title
+
+
+def _use(names: list[str], best: list[tuple[float, str, float]]) -> None:
+    """Take a compared mechanism to the Plan step: the best at the budget nearest the Plan step's ε first."""
+    ss = st.session_state
+    planned = float(ss.get("epsilon", state.DEFAULT_EPSILON))
+    nearest = min(best, key=lambda b: abs(b[0] - planned))[1]
+    pick = st.selectbox("Mechanism to plan with", names, index=names.index(nearest), format_func=_title,
+                        key="compare_points_pick",
+                        help=f"The best at the compared ε nearest the Plan step's ε = {fmt.eps(planned)} comes first.")
+    if st.button("Use it on the Plan step", key="compare_points_use", icon=":material/tune:"):
+        ss["mechanism"] = pick
+        ss["_w_mechanism"] = pick  # the Plan step's widget shows it (ui.state.persistent)
+        st.switch_page("pages/plan.py")

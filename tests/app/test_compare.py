@@ -94,11 +94,12 @@ def test_run_on_synthetic_stand_in(at: AppTest) -> None:
     tables = [d.value for d in at.dataframe]
     mre_tables = [t for t in tables if list(t.columns) == ["ε = 0.1", "ε = 0.5"] and "±" in str(t.iloc[0, 0])]
     assert len(mre_tables) == 2  # one per query size
-    assert list(mre_tables[0].index) == ["ug", "uniform"]
+    titles = [catalog.get("points", n).title for n in ("ug", "uniform")]
+    assert list(mre_tables[0].index) == titles  # names, not codes (UX review)
     charts = at.get("plotly_chart")
     assert len(charts) == 1
     spec = json.loads(charts[0].proto.spec)
-    assert {t["name"] for t in spec["data"]} == {"ug", "uniform"}
+    assert {t["name"] for t in spec["data"]} == set(titles)
     assert "not for publication" not in spec["layout"]["title"]["text"]
     # the best per budget is marked, with a sentence on which to pick (issue 26, item 10)
     from dpcore.points import evaluate
@@ -116,6 +117,11 @@ def test_run_on_synthetic_stand_in(at: AppTest) -> None:
     assert not at.exception
     assert at.session_state["compare_result"]["results"]["release_seconds"].tolist() == before
     assert len(at.get("plotly_chart")) == 1
+    # the best at the compared ε nearest the Plan step's comes first, and one click takes it to the Plan step
+    planned = at.session_state["epsilon"] if "epsilon" in at.session_state else 0.5
+    nearest = min(best, key=lambda b: abs(b[0] - planned))[1]
+    pick = at.selectbox(key="compare_points_pick")
+    assert pick.value == nearest
 
 
 def test_loaded_data_shows_warning_and_not_for_publication(at: AppTest) -> None:
@@ -149,9 +155,10 @@ def test_defaults_run_without_error_on_the_demo(at: AppTest) -> None:
     assert list(dict.fromkeys(res["summary"]["mechanism"])) == expected
     assert len(res["summary"]) == len(expected) * 3 * 3  # mechanisms x ε x query sizes
     table = at.dataframe[0].value
-    assert list(table.index) == expected and "not run because" not in table.columns
+    titles = [catalog.get("points", n).title for n in expected]
+    assert list(table.index) == titles and "not run because" not in table.columns
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert {t["name"] for t in spec["data"]} == set(expected)
+    assert {t["name"] for t in spec["data"]} == set(titles)
 
 
 def test_smaller_grid_offers_the_matrix_mechanism() -> None:
@@ -183,11 +190,12 @@ def test_one_failing_mechanism_keeps_the_others_results(at: AppTest, monkeypatch
     mre_tables = [d.value for d in at.dataframe if "not run because" in d.value.columns]
     assert len(mre_tables) == 2  # one per query size
     t = mre_tables[0]
-    assert list(t.index) == ["ug", "uniform", "privtree"]
-    assert t.loc["privtree", "ε = 0.1"] == "–" and "out of memory" in t.loc["privtree", "not run because"]
-    assert "±" in t.loc["uniform", "ε = 0.5"] and t.loc["uniform", "not run because"] == ""
+    ug, uniform, privtree = (catalog.get("points", n).title for n in ("ug", "uniform", "privtree"))
+    assert list(t.index) == [ug, uniform, privtree]
+    assert t.loc[privtree, "ε = 0.1"] == "–" and "out of memory" in t.loc[privtree, "not run because"]
+    assert "±" in t.loc[uniform, "ε = 0.5"] and t.loc[uniform, "not run because"] == ""
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert {tr["name"] for tr in spec["data"]} == {"ug", "uniform"}
+    assert {tr["name"] for tr in spec["data"]} == {ug, uniform}
 
 
 def test_nothing_chosen_disables_run(at: AppTest) -> None:
@@ -202,3 +210,19 @@ def test_reachable_from_the_app() -> None:
     app.switch_page("pages/compare.py").run()
     assert not app.exception, app.exception
     assert [t.value for t in app.title] == ["Compare"]
+
+
+def test_a_compared_mechanism_goes_to_the_plan_step_in_one_click() -> None:
+    app = AppTest.from_file("../../app.py", default_timeout=120)
+    app.run()
+    app.switch_page("pages/compare.py").run()
+    small_settings(app, ["ug", "uniform"])
+    run(app)
+    pick = app.selectbox(key="compare_points_pick")
+    other = "uniform" if pick.value == "ug" else "ug"
+    pick.set_value(other).run()
+    app.button(key="compare_points_use").click().run()
+    assert not app.exception, app.exception
+    assert app.session_state["mechanism"] == other
+    [mech] = [s for s in app.selectbox if s.label == "Mechanism"]
+    assert mech.value == other
