@@ -197,8 +197,10 @@ def error_table(plan: Plan, statistic: str, *, key: str, budget_col: bool = Fals
     rows = plan.rows
     finest = rows[-1]
     unit = "groups per size" if statistic == "group_sizes" else "people"
-    st.markdown(f"A {common.level_label(finest.name)} count is off by about **± {fmt.num(finest.mean_abs)} "
-                f"{unit}** on average; the largest error among the {fmt.count(finest.details['areas'])} "
+    # the same reading as every kind's (UX review): ± for 19 of 20 counts first, the mean and the largest after
+    st.markdown(f"A {common.level_label(finest.name)} count is off by at most about **± {fmt.num(finest.ci95)} "
+                f"{unit}** in 19 of 20 {common.level_label(finest.name, 20)} (± {fmt.num(finest.mean_abs)} on "
+                f"average); the largest error among the {fmt.count(finest.details['areas'])} "
                 f"{common.level_label(finest.name, finest.details['areas'])} is about ± {fmt.num(finest.max_abs)}.")
     plan_table.show(plan, level_columns(plan, budget_col=budget_col, after=after), key=key)
     bars = (tuple(common.level_label(r.name) for r in rows), tuple(r.mean_abs for r in rows))
