@@ -191,6 +191,7 @@ def plan_step() -> None:
     p = sel.plan
     assert p is not None
     st.subheader("Expected error per table (before release, from no data)")
+    st.markdown(lead_sentence(sel.core, unit))
     plan_table.show(sel.core, plan_columns(sel.core, unit), key="od_plan_table", placeholder="–", width="stretch")
     st.plotly_chart(error_chart(p, unit), key="od_plan_chart", config={"displayModeBar": False})
     st.caption(plan_caption(p))
@@ -285,3 +286,13 @@ def _use_budget(prop: Any) -> None:
         weights = split["weights"]
         ss["od_split"] = ss["_w_od_split"] = "custom"
         ss[f"od_weights_{len(weights)}"] = ss[f"_w_od_weights_{len(weights)}"] = ",".join(f"{w:.6g}" for w in weights)
+
+
+def lead_sentence(core: Plan, unit: str) -> str:
+    """The finest table's expected error in the words every kind leads with (UX review): ± for 19 of 20
+    counts, from the core plan's last row (its 95 % half-width; the finest table is area to area)."""
+    finest = core.rows[-1]
+    d = finest.details
+    pair = f"{fmt.level_label(d.get('origin_level', finest.name))}-to-{fmt.level_label(d.get('destination_level', finest.name))}"
+    return (f"A {pair} count is off by at most about **± {fmt.num(finest.ci95)} {unit}** in 19 of 20 pairs; "
+            "the table gives every level.")
