@@ -355,11 +355,12 @@ def _cell_sizes(rec: Mapping[str, Any], release_csv: bytes | None) -> dict[str, 
     except (KeyError, TypeError, ZeroDivisionError):
         mid = math.radians((float(b.get("south", 0.0)) + float(b.get("north", 0.0))) / 2.0)
         kx, ky = 111.32 * math.cos(mid), 110.57
-    lv = np.asarray(t.column("level").to_pylist(), dtype=object)
+    enc = t.column("level").combine_chunks().dictionary_encode()  # the levels as codes: no text per row
+    code = enc.indices.to_numpy(zero_copy_only=False)
     w = (t.column("east").to_numpy() - t.column("west").to_numpy()) * kx
     h = (t.column("north").to_numpy() - t.column("south").to_numpy()) * ky
-    return {str(name): (float(np.nanmedian(w[lv == name])), float(np.nanmedian(h[lv == name])))
-            for name in dict.fromkeys(lv.tolist())}
+    return {str(name): (float(np.nanmedian(w[code == i])), float(np.nanmedian(h[code == i])))
+            for i, name in enumerate(enc.dictionary.to_pylist()) if (code == i).any()}
 
 
 def _percent(x: float) -> str:
