@@ -382,8 +382,8 @@ def _levels_html(rec: Mapping[str, Any], g: Mapping[str, Any] | None, release_cs
     use = g.get("use_level")
     if use is not None:
         advice = (f"Use at {words.advice_level(rec, names.get(str(use), str(use)))} or coarser: at that level the typical error is under "
-                  f"{_percent(t)} of the published value (median coefficient of variation under {t:g}). Finer "
-                  "levels are best used added up over several cells.")
+                  f"{_percent(t)} of the published value (median coefficient of variation under {t:g}). Values "
+                  "at finer levels are best used added up over several of them.")
     else:
         advice = (f"No level is reliable on its own: at every level the typical error is {_percent(t)} of the "
                   f"published value or more (median coefficient of variation {t:g} or more). Use sums of cells.")
@@ -431,7 +431,12 @@ def review_html(rec: Mapping[str, Any], release_csv: bytes | None = None, thresh
     e = html.escape
     params = d["privacy_loss"]["privacy_parameters"]
     cost = priv.get("cost") if isinstance(priv.get("cost"), Mapping) else None
-    guarantee = words.cost_words(cost, params if "epsilon" in params else None)
+    approx: Mapping[str, Any] | None = params if "epsilon" in params else None
+    reading = priv.get("approx_dp")  # an (ε, δ) mechanism's own reading, where the cost is no pure or zCDP one
+    reading = reading[-1] if isinstance(reading, list) and reading else reading
+    if approx is None and isinstance(reading, Mapping) and "epsilon" in reading:
+        approx = reading
+    guarantee = words.cost_words(cost, approx)
     budget = e(words.budget_sentence(ledger))
     horizon = next((words.horizon_words(k, v) for k, v in _find(rec, frozenset({"horizon", "periods", "n_periods"}))
                     if v not in (None, [], {})), None)

@@ -80,14 +80,16 @@ def cost_words(cost: Mapping[str, Any] | None, approx: Mapping[str, float] | Non
 
 
 def budget_sentence(ledger: Mapping[str, Any]) -> str:
-    """The budget of the data set a release was charged to, in words.
+    """The budget of the data set a release was charged to, in words (a release charged to none: the
+    record's note, as a sentence).
 
     >>> budget_sentence({"accounted": True, "cap": {"definition": "pure", "value": 3.0}, "spent": 1.0,
     ...                  "remaining": 2.0, "entries": [{}]})
     'Charged to the privacy budget of this data set: ε = 3 in all; ε = 1 spent so far (this release included), ε = 2 left, over 1 release.'
     """
     if not ledger.get("accounted"):
-        return str(ledger.get("note") or "This release was charged to no budget.")
+        note = str(ledger.get("note") or "This release was charged to no budget.")
+        return note[:1].upper() + note[1:] + ("" if note.endswith(".") else ".")
     cap = ledger.get("cap") or {}
     sym = _SYMBOL.get(str(cap.get("definition")), "budget")
     n = len(ledger.get("entries", []))

@@ -288,3 +288,19 @@ def test_level_guidance_reads_small_and_large_tables_alike(block: int, monkeypat
     for a, b in zip(small[2:], large[2:], strict=True):
         np.testing.assert_array_equal(a, b)  # NaN where empty or not a number, in both
     assert review._small_columns(b"a,b\n1,2\n") is None and review._arrow_columns(b"a,b\n1,2\n") is None
+
+
+def test_an_approximate_dp_release_and_one_charged_to_no_budget_read_as_sentences():
+    """An (ε, δ) mechanism has no pure or zCDP cost: its own reading is stated; a release charged to
+    no budget says so as a sentence."""
+    from dpcore.core.review import review_html
+
+    rec = {"kind": "od", "privacy": {"definition": "approximate (epsilon, delta)-DP",
+                                     "approx_dp": {"delta": 1e-8, "epsilon": 1.0},
+                                     "unit_of_privacy": {"max_trips": 3, "distinct": False}},
+           "ledger": {"accounted": False, "note": "not accounted: this release was charged to no budget (--no-budget)"}}
+    page = review_html(rec).decode()
+    assert "Privacy guarantee of this release: ε = 1, δ = 10⁻⁸ (approximate differential privacy)." in page
+    assert "one person, who may make up to 3 trips, several of them possibly between the same pair of areas" in page
+    assert "Not accounted: this release was charged to no budget (--no-budget)." in page
+    assert not any(mark in page for mark in CODE_MARKS)
