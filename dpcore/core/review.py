@@ -446,16 +446,19 @@ def review_html(rec: Mapping[str, Any], release_csv: bytes | None = None, thresh
                    f"{words.number(rel.get('suppressed'))} cells suppressed, {words.number(rel.get('flagged'))} "
                    f"flagged; every noisy value is kept in {e(str(rel.get('values_in')))}."
                    if rel else "No reliability rule was applied.")
-    created = str(rec.get("created", "")).replace("T", " ").replace("+00:00", " UTC")
-    title = mech.get("title") or mech.get("name")
-    what = f"{title}, a release of {words.kind_words(rec.get('kind'))} (release {rec.get('release_id')})"
+    created = str(rec.get("created") or "at a time not stated").replace("T", " ").replace("+00:00", " UTC")
+    title = mech.get("title") or mech.get("name") or "A method not named in release.json"
+    rid = rec.get("release_id") or "—"
+    what = f"{title}, a release of {words.kind_words(rec.get('kind'))} (release {rid})"
+    ref = f" ({mech['reference']})" if mech.get("reference") else ""
+    made = " ".join(str(x) for x in (sw.get("name"), sw.get("version")) if x) or "dpcore"
     sign = "".join(f"<tr><th{_CELL}>{k}</th><td{_SIGN}></td></tr>" for k in ("Reviewer", "Approval id", "Date", "Signature"))
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Disclosure review: release {e(str(rec.get('release_id')))}</title></head>
+<html lang="en"><head><meta charset="utf-8"><title>Disclosure review: release {e(str(rid))}</title></head>
 <body style="font-family:sans-serif;max-width:50em;margin:1em auto;font-size:14px"><h1>Disclosure review</h1>
 <h2>What was released</h2><p>{e(what)}, created {e(created)} by
-{e(str(sw.get('name')))} {e(str(sw.get('version')))}.
-Method: {e(str(title))} ({e(str(mech.get('reference')))}).
+{e(made)}.
+Method: {e(str(title))}{e(ref)}.
 Files: {e(', '.join(map(str, rec.get('outputs', {}).get('files', []))))}.</p>
 <h2>Privacy and budget</h2><p>Privacy guarantee of this release: {e(guarantee)}.</p>
 <p>Unit of privacy (whom the guarantee protects): {e(words.unit_sentence(priv.get('unit_of_privacy')))}. Two data
