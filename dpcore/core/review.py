@@ -25,10 +25,13 @@ import csv
 import html
 import io
 import json
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
+
+from dpcore.core import review_words as words
 
 __all__ = ["CV_THRESHOLD", "REVIEW_FILES", "deployment", "deployment_yaml", "level_guidance", "review_html",
            "to_yaml", "with_guidance", "with_review", "without_review"]
@@ -320,52 +323,151 @@ def level_guidance(release_csv: bytes | None, threshold: float = CV_THRESHOLD) -
                           f"No level has a median coefficient of variation under {threshold:g}: use sums of cells.")}
 
 
+#: The style of a table cell (inline: the page has no style sheet, so no brace in it).
+_CELL = ' style="border:1px solid #999;padding:2px 6px;text-align:left"'
+_SIGN = ' style="border:1px solid #999;height:2em;min-width:16em"'
+
+
 def _table(rows: list[list[Any]], head: list[str]) -> str:
-    cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{cells}</tr>{body}</table>"
+    cells = "".join(f"<th{_CELL}>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td{_CELL}>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table style="border-collapse:collapse"><tr>{cells}</tr>{body}</table>'
+
+
+def _cell_sizes(rec: Mapping[str, Any], release_csv: bytes | None) -> dict[str, tuple[float, float]]:
+    """Per level of a points ``release.csv``: the median east-west and north-south size (km) of its
+    rectangles, in the record's own km per degree (``domain``); {} without rectangles."""
+    if rec.get("kind") != "points" or not release_csv:
+        return {}
+    import pyarrow.csv as pacsv
+
+    cols = ["level", "west", "south", "east", "north"]
+    try:
+        t = pacsv.read_csv(io.BytesIO(release_csv), convert_options=pacsv.ConvertOptions(
+            include_columns=cols, column_types={"level": "string", **dict.fromkeys(cols[1:], "float64")}))
+    except (KeyError, ValueError, OSError):  # no rectangles (pyarrow's ArrowInvalid)
+        return {}
+    dom = rec.get("domain") or {}
+    b, g, km = dom.get("bounds") or {}, dom.get("grid") or {}, dom.get("cell_size_km") or {}
+    try:
+        kx = km["east_west"] * g["cols"] / (b["east"] - b["west"])
+        ky = km["north_south"] * g["rows"] / (b["north"] - b["south"])
+    except (KeyError, TypeError, ZeroDivisionError):
+        mid = math.radians((float(b.get("south", 0.0)) + float(b.get("north", 0.0))) / 2.0)
+        kx, ky = 111.32 * math.cos(mid), 110.57
+    enc = t.column("level").combine_chunks().dictionary_encode()  # the levels as codes: no text per row
+    code = enc.indices.to_numpy(zero_copy_only=False)
+    w = (t.column("east").to_numpy() - t.column("west").to_numpy()) * kx
+    h = (t.column("north").to_numpy() - t.column("south").to_numpy()) * ky
+    return {str(name): (float(np.nanmedian(w[code == i])), float(np.nanmedian(h[code == i])))
+            for i, name in enumerate(enc.dictionary.to_pylist()) if (code == i).any()}
+
+
+def _percent(x: float) -> str:
+    return f"{words.number(100.0 * x)} %"
+
+
+def _levels_html(rec: Mapping[str, Any], g: Mapping[str, Any] | None, release_csv: bytes | None) -> str:
+    """The errors per level (by name) and the finest level fit for use, in words."""
+    if not g:
+        return "<p>No table of errors per level could be made from the published table; see release.json.</p>"
+    e = html.escape
+    t = float(g["threshold"])
+    names = words.level_names(rec, [str(r["level"]) for r in g["levels"]], _cell_sizes(rec, release_csv))
+    rows = [[names[str(r["level"])], words.number(int(r["cells"])), f"± {words.number(r['median_noise_sd'])}",
+             _percent(r["median_cv"]), "yes" if r["under_threshold"] else "no"] for r in g["levels"]]
+    table = _table(rows, ["level", "number of published values", "typical error (median noise SD)",
+                          "typical error as a share of the value (median coefficient of variation)",
+                          f"reliable on its own (under {_percent(t)})?"])
+    use = g.get("use_level")
+    if use is not None:
+        advice = (f"Use at {words.advice_level(rec, names.get(str(use), str(use)))} or coarser: at that level the typical error is under "
+                  f"{_percent(t)} of the published value (median coefficient of variation under {t:g}). Values "
+                  "at finer levels are best used added up over several of them.")
+    else:
+        advice = (f"No level is reliable on its own: at every level the typical error is {_percent(t)} of the "
+                  f"published value or more (median coefficient of variation {t:g} or more). Use sums of cells.")
+    return table + f"<p><b>{e(advice)}</b></p>"
+
+
+def _unprotected_words(rec: Mapping[str, Any]) -> list[str]:
+    """:func:`unprotected` in words (the deployment entry keeps the record's own text)."""
+    priv = rec.get("privacy", {})
+    out = ["The public geography (the map's extent and grid, the list of areas, or the tree of trips between "
+           "areas) and every setting the curator chose."]
+    unit = priv.get("unit_of_privacy")
+    if unit:
+        out.append(f"How much one unit of privacy may contribute: {words.unit_sentence(unit)}.")
+    said_total = False
+    for key, val in _find(rec, frozenset({"invariants", "total_public", "public_total"})):
+        if val in (None, False, [], {}):
+            continue
+        for line in words.invariant_words(key, val):
+            if line.startswith("The total is published exactly"):
+                if said_total:
+                    continue
+                said_total = True
+            out.append(line)
+    du = rec.get("data_users", {})
+    if du.get("conditional_on_partition"):
+        out.append("The partition was chosen from the data, paid for from the budget; the published counts are "
+                   "unbiased only given that partition.")
+    if rec.get("reliability"):
+        out.append("Which cells the reliability rule hid (it reads only noisy values: protected, but it hides "
+                   "cells).")
+    if not rec.get("ledger", {}).get("accounted", True):
+        out.append("This release was charged to no budget (--no-budget): its cost is not recorded in any ledger.")
+    return out
 
 
 def review_html(rec: Mapping[str, Any], release_csv: bytes | None = None, threshold: float = CV_THRESHOLD,
                 dep: Mapping[str, Any] | None = None) -> bytes:
-    """``review.html``: the one-page summary a disclosure officer signs (see the module's docstring);
-    ``dep``: :func:`deployment` of ``rec``, when already made."""
+    """``review.html``: the one-page summary a disclosure officer signs (see the module's docstring),
+    every line in plain words (:mod:`dpcore.core.review_words`): the record's codes are said, never
+    printed; ``dep``: :func:`deployment` of ``rec``, when already made."""
     d = (dep if dep is not None else deployment(rec))["deployment"]
-    priv, ledger = rec.get("privacy", {}), rec.get("ledger", {})
+    priv, ledger, mech, sw = rec.get("privacy", {}), rec.get("ledger", {}), rec.get("mechanism", {}), rec.get("software", {})
     g = rec.get("level_guidance") or level_guidance(release_csv, threshold)
-    threshold = g["threshold"] if g else threshold
     e = html.escape
-    budget = (f"Charged to a budget of {e(json.dumps(ledger.get('cap')))}: spent {e(str(ledger.get('spent')))}, "
-              f"remaining {e(str(ledger.get('remaining')))}, over {len(ledger.get('entries', []))} release(s)."
-              if ledger.get("accounted") else e(str(ledger.get("note", "Not accounted."))))
-    levels = (_table([[r["level"], r["cells"], f"{r['median_noise_sd']:.4g}", f"{r['median_cv']:.3g}",
-                       "yes" if r["under_threshold"] else "no"] for r in g["levels"]],
-                     ["level", "cells", "median noise SD", "median CV", f"CV < {threshold:g}"])
-              + f"<p><b>{e(g['statement'])}</b></p>") if g else "<p>No per-level table (see release.json).</p>"
-    horizon = next((f"{k} = {json.dumps(v)[:200]}" for k, v in _find(rec, frozenset({"horizon", "periods", "n_periods"}))
+    params = d["privacy_loss"]["privacy_parameters"]
+    cost = priv.get("cost") if isinstance(priv.get("cost"), Mapping) else None
+    approx: Mapping[str, Any] | None = params if "epsilon" in params else None
+    reading = priv.get("approx_dp")  # an (ε, δ) mechanism's own reading, where the cost is no pure or zCDP one
+    reading = reading[-1] if isinstance(reading, list) and reading else reading
+    if approx is None and isinstance(reading, Mapping) and "epsilon" in reading:
+        approx = reading
+    guarantee = words.cost_words(cost, approx)
+    budget = e(words.budget_sentence(ledger))
+    horizon = next((words.horizon_words(k, v) for k, v in _find(rec, frozenset({"horizon", "periods", "n_periods"}))
                     if v not in (None, [], {})), None)
     budget += f" Horizon: {e(horizon)}." if horizon else " Horizon: one release (no series of periods is stated)."
     rel = rec.get("reliability")
-    reliability = (f"Rule {e(json.dumps(rel.get('rule')))} ({e(str(rel.get('mode')))}): {rel.get('suppressed')} "
-                   f"suppressed, {rel.get('flagged')} flagged; every noisy value is kept in "
-                   f"{e(str(rel.get('values_in')))}." if rel else "No reliability rule was applied.")
-    params = ", ".join(f"{k} = {v:.6g}" for k, v in d["privacy_loss"]["privacy_parameters"].items())
+    reliability = (f"Rule {e(str(rel.get('rule')))}: {e(str(rel.get('description') or ''))}. "
+                   f"{words.number(rel.get('suppressed'))} cells suppressed, {words.number(rel.get('flagged'))} "
+                   f"flagged; every noisy value is kept in {e(str(rel.get('values_in')))}."
+                   if rel else "No reliability rule was applied.")
+    created = str(rec.get("created") or "at a time not stated").replace("T", " ").replace("+00:00", " UTC")
+    title = mech.get("title") or mech.get("name") or "A method not named in release.json"
+    rid = rec.get("release_id") or "—"
+    what = f"{title}, a release of {words.kind_words(rec.get('kind'))} (release {rid})"
+    ref = f" ({mech['reference']})" if mech.get("reference") else ""
+    made = " ".join(str(x) for x in (sw.get("name"), sw.get("version")) if x) or "dpcore"
+    sign = "".join(f"<tr><th{_CELL}>{k}</th><td{_SIGN}></td></tr>" for k in ("Reviewer", "Approval id", "Date", "Signature"))
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Disclosure review: release {e(str(rec.get('release_id')))}</title>
-<style>body{{font-family:sans-serif;max-width:50em;margin:1em auto;font-size:14px}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #999;padding:2px 6px;text-align:left}}.sign td{{height:2em;min-width:16em}}</style></head>
-<body><h1>Disclosure review</h1>
-<h2>What was released</h2><p>{e(d['basic']['name'])}, created {e(str(rec.get('created')))} by
-{e(str(rec.get('software', {}).get('name')))} {e(str(rec.get('software', {}).get('version')))}.
-Mechanism: {e(str(rec.get('mechanism', {}).get('title')))} ({e(str(rec.get('mechanism', {}).get('reference')))}).
+<html lang="en"><head><meta charset="utf-8"><title>Disclosure review: release {e(str(rid))}</title></head>
+<body style="font-family:sans-serif;max-width:50em;margin:1em auto;font-size:14px"><h1>Disclosure review</h1>
+<h2>What was released</h2><p>{e(what)}, created {e(created)} by
+{e(made)}.
+Method: {e(str(title))}{e(ref)}.
 Files: {e(', '.join(map(str, rec.get('outputs', {}).get('files', []))))}.</p>
-<h2>Privacy and budget</h2><p>{e(str(priv.get('definition')))}: {e(params)}. Unit of privacy:
-{e(str(priv.get('unit_of_privacy')))}. {budget}</p>
-<h2>Errors per level</h2>{levels}
+<h2>Privacy and budget</h2><p>Privacy guarantee of this release: {e(guarantee)}.</p>
+<p>Unit of privacy (whom the guarantee protects): {e(words.unit_sentence(priv.get('unit_of_privacy')))}. Two data
+sets count as neighbours when {e(words.neighbour_words(priv.get('neighbouring_relation')))}.</p>
+<p>{budget}</p>
+<h2>Errors per level</h2>{_levels_html(rec, g, release_csv)}
 <h2>Reliability</h2><p>{reliability}</p>
-<h2>What is not protected</h2><ul>{''.join(f'<li>{e(u)}</li>' for u in unprotected(rec))}</ul>
-<h2>Sign-off</h2><table class="sign"><tr><th>Reviewer</th><td></td></tr><tr><th>Approval id</th><td></td></tr>
-<tr><th>Date</th><td></td></tr><tr><th>Signature</th><td></td></tr></table>
+<h2>What is not protected</h2><ul>{''.join(f'<li>{e(u)}</li>' for u in _unprotected_words(rec))}</ul>
+<h2>Sign-off</h2><table style="border-collapse:collapse">{sign}</table>
 </body></html>
 """
     return page.encode("utf-8")

@@ -44,6 +44,8 @@ __all__ = [
     "centroids_from_boundaries",
     "centroids_from_points",
     "flows_geojson",
+    "has_intervals",
+    "no_interval_note",
     "od_body",
     "od_file_names",
     "od_files",
@@ -162,6 +164,52 @@ def _intervals(rel: ODRelease, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     bound = np.repeat([lv.bound for lv in lvs], n).astype(np.float64)
     v = np.asarray(v, dtype=np.float64)
     return np.round(sd, 4), np.round(np.maximum(v - bound, 0.0), 3), np.round(v + bound, 3)
+
+
+def has_intervals(rel: ODRelease) -> bool:
+    """Whether ``release.csv`` fills ``ci95_low``/``ci95_high``: only where every level below the
+    total has a guaranteed bound on its largest error (the exact L∞ projections, InfTDA and the MILP)."""
+    return all(np.isfinite(lv.bound) for lv in rel.plan.levels[1:])
+
+
+def no_interval_note(rel: ODRelease) -> str | None:
+    """Why ``ci95_low``/``ci95_high`` are empty for this release, and where a data user gets an
+    interval instead, in words (the record's column texts and the Export step say it); None where
+    they are filled (:func:`has_intervals`).
+
+    No valid 95 % interval is known for these released values.  TopDown L2 projects each table onto
+    non-negative whole numbers adding up to its parent and drops the pairs released as 0 with their
+    subtree: its values are biased (a large flow among empty pairs is pulled down by the positive
+    noise the empty ones keep), so ``noisy_count ± 1.96 · noise_sd`` covers less than 95 %
+    (tests/unit/flows/test_od_intervals.py: 253 of 300 releases, 84 %, for a flow of 100 trips
+    among three empty pairs at ρ = 0.25; 86 % of 1,000).  VanillaGauss's values are unbiased sums of noise, but ``noise_sd`` is its
+    level's average error while each flow's own SD follows the sizes of its two areas.  The
+    stability histogram releases only pairs whose noisy count passes a threshold.
+    """
+    if has_intervals(rel):
+        return None
+    m = rel.mechanism
+    if m.name == "vanilla_gauss":
+        why = (f"{m.title} gives each flow the sum of the noise of its finest pairs: noise_sd is the table's "
+               "average error, while a flow's own error depends on the sizes of its two areas, so noisy_count ± "
+               "1.96 × noise_sd is not a valid 95 % interval for every flow.")
+    elif m.name == "sh":
+        why = (f"{m.title} publishes only the pairs whose noisy count passes a threshold: no valid 95 % interval "
+               "is known for these values.")
+    else:
+        why = (f"{m.title} adjusts every table's noisy counts to non-negative whole numbers that add up to the "
+               "table above and drops the flows released as 0 with everything below them. The released values "
+               "are therefore biased (most of all a large flow among empty pairs), and noisy_count ± 1.96 × "
+               "noise_sd would cover the true count less often than 95 % of the time (about 85 % in a simulation), so no "
+               "interval is given for them.")
+    files = (data_users_section(rel) or {}).get("files") or []
+    where = ("For an interval, use the data users' files: estimates.csv holds a least-squares estimate and its "
+             "variance for every published flow, and 'python -m dpcore interval --release OUT --codes FILE' (or "
+             "the Release step's interval tool) gives the estimate and interval of any flow or sum of flows "
+             "(codes ORIGIN>DESTINATION)." if "estimates.csv" in files else
+             "This release offers no data users' files (release.json: data_users), so no interval can be given "
+             "for its flows.")
+    return f"Empty for this release: {why} {where}"
 
 
 def release_frame(rel: ODRelease) -> pd.DataFrame:
@@ -369,9 +417,11 @@ def od_body(rel: ODRelease, files: Sequence[str]) -> dict[str, Any]:
                 "noisy_count": "released number of trips (a non-negative whole number for the TopDown "
                                "mechanisms); flows released as 0 are not listed",
                 "noise_sd": "the level's analytic RMSE per flow (from the plan: public parameters only)",
-                "ci95_low": "noisy_count minus the level's guaranteed 95 % bound on the largest error, at "
-                            "least 0 (L-infinity mechanisms; empty otherwise)",
-                "ci95_high": "noisy_count plus that bound (empty where the mechanism has none)",
+                **({"ci95_low": "noisy_count minus the level's guaranteed 95 % bound on the largest error, at "
+                                "least 0 (L-infinity mechanisms; empty otherwise)",
+                    "ci95_high": "noisy_count plus that bound (empty where the mechanism has none)"}
+                   if (why := no_interval_note(rel)) is None else
+                   {"ci95_low": why, "ci95_high": "Empty for this release, as ci95_low (see there)."}),
             },
             "levels": [lp.name for lp in p.levels[1:]],
             "geojson": "flows.geojson (when written): one LineString per released flow from the origin area's "

@@ -267,6 +267,23 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     assert files == dict(entry.files)
 
 
+def test_a_release_without_intervals_says_why_and_previews_empty_cells(at: AppTest) -> None:
+    """TopDown L2 has no valid 95 % interval for its projected flows: release.csv keeps ci95_low and
+    ci95_high empty, the Export preview shows "—" there (not "None"), and the page and the record say
+    why and where a data user gets an interval."""
+    step(at, "plan")
+    at.selectbox(key="_w_od_mech").set_value("tda_l2").run()
+    release(at)
+    (entry,) = entries(at)
+    step(at, "export")
+    preview = frame_with(at, "ci95_low")
+    assert (preview[["ci95_low", "ci95_high"]] == "—").all().all() and "None" not in preview.to_string()
+    (said,) = [c.value for c in at.caption if "left empty" in c.value]
+    assert "TopDown L2" in said and "estimates.csv" in said and "python -m dpcore interval" in said
+    rec = json.loads(entry.files["release.json"])
+    assert rec["outputs"]["columns"]["ci95_low"] == od_export.no_interval_note(entry.release)
+
+
 def test_a_second_click_on_release_spends_nothing(at: AppTest) -> None:
     release(at)
     assert len(ledger(at).entries) == 1

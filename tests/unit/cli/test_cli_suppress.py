@@ -150,7 +150,9 @@ def test_cv_threshold_sets_the_records_level_guidance(tmp_path: Path, capsys: py
         g = json.loads((out / "release.json").read_text("utf-8"))["level_guidance"]
         assert g["threshold"] == (0.3 if cv is None else float(cv))
         assert g == level_guidance((out / "release.csv").read_bytes(), g["threshold"])  # read from the table
-        assert g["statement"] in (out / "review.html").read_text("utf-8")
+        page = (out / "review.html").read_text("utf-8")  # the same line in words, the level with its cells' size
+        assert (f"Use at level {g['use_level']} (cells of about " if g["use_level"] is not None
+                else "No level is reliable on its own") in page and f"{g['threshold']:g}" in page
     # 5 admits every level (the finest is named), 0.05 fewer: the line follows the threshold
     depth = {lv["level"]: i for i, lv in enumerate(g["levels"])}
     loose = json.loads((tmp_path / "out5" / "release.json").read_text("utf-8"))["level_guidance"]

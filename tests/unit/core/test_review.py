@@ -184,8 +184,46 @@ def test_every_kind_writes_a_registry_entry_and_a_review_page(make):
     for part in ("What was released", "Privacy and budget", "Errors per level", "Reliability",
                  "What is not protected", "Sign-off", rec["release_id"]):
         assert part in page
-    assert "Use at level" in page or "No level has" in page
+    assert "Use at " in page or "No level is reliable" in page
     assert "Horizon: " in page
+
+
+#: What a Python or JSON dict or list printed into the page would show (its braces, quoted keys, escapes).
+CODE_MARKS = ("{", "}", "\\u", "': ", "\": ", "['", "[\"", "True", "False", "None", "_remove", "rho-zCDP",
+              "epsilon =", "release of od", "release of hierarchy", "release of census")
+
+
+@pytest.mark.parametrize("make, says", [
+    (_points, ["a release of points", "Privacy guarantee of this release: ε = 1 (pure differential privacy)",
+               "Unit of privacy (whom the guarantee protects): one record (point)",
+               "Charged to the privacy budget of this data set: ε = 3 in all; ε = 1 spent so far",
+               "level 2 (cells of about 7.6 × 10 km)", "Use at level 2 (cells of about 7.6 × 10 km) or coarser"]),
+    (_hierarchy, ["a release of counts over areas", "ρ = 0.5 (zero-concentrated differential privacy, zCDP; "
+                  "about ε = 6.5 at δ = 10⁻⁹)", "ρ = 2 in all; ρ = 0.5 spent so far", "Use at level county or coarser",
+                  "one such unit is added to or removed from the data"]),
+    (_census, ["a release of counts over areas", "ε = 1 (pure differential privacy)",
+               "Two data\nsets count as neighbours when one person is added to or removed from the data",
+               "Use at level tract or coarser"]),
+    (_od, ["a release of trips between areas", "ρ = 1 (zero-concentrated differential privacy, zCDP; about ε = 9 at "
+           "δ = 10⁻⁸)", "one person, who may make up to 1 trip, counted once",
+           "one person is replaced by another (so the total number is public)",
+           "trips from each region to each zone (region&gt;zone in release.csv)",
+           "Use at the table of trips from each zone to each zone (zone in release.csv) or coarser",
+           "The total is published exactly (not noisy): 440."]),
+], ids=["points", "hierarchy", "census", "od"])
+def test_the_review_page_is_plain_words(make, says):
+    """review.html is read by a disclosure officer who is no DP expert: every line is words (shared/UX.md:
+    plain words first, the symbol second; names, not codes), never a printed dict, list or code; the
+    record (release.json) keeps its fields as they were."""
+    plan, agg, led = make()
+    files = pipeline.release(plan, agg, ledger=led, noise=NoiseSource(3)).files(led)
+    page = files["review.html"].decode()
+    for mark in CODE_MARKS:
+        assert mark not in page, mark
+    for sentence in says:
+        assert sentence in page, sentence
+    rec = json.loads(files["release.json"])
+    assert isinstance(rec["privacy"]["cost"], dict) and "statement" in rec["level_guidance"]  # as before
 
 
 def test_public_totals_caps_and_unaccounted_releases_are_listed_as_unprotected():
@@ -229,7 +267,7 @@ def test_a_series_horizon_is_stated():
 
     rec = {"privacy": {"cost": {"definition": "zcdp", "value": 0.5}}, "ledger": {"accounted": False},
            "series": {"horizon": 52}}
-    assert "Horizon: horizon = 52" in review_html(rec).decode()
+    assert "Horizon: 52 periods." in review_html(rec).decode()
 
 
 @pytest.mark.parametrize("block", [1 << 24, 40])
@@ -250,3 +288,19 @@ def test_level_guidance_reads_small_and_large_tables_alike(block: int, monkeypat
     for a, b in zip(small[2:], large[2:], strict=True):
         np.testing.assert_array_equal(a, b)  # NaN where empty or not a number, in both
     assert review._small_columns(b"a,b\n1,2\n") is None and review._arrow_columns(b"a,b\n1,2\n") is None
+
+
+def test_an_approximate_dp_release_and_one_charged_to_no_budget_read_as_sentences():
+    """An (ε, δ) mechanism has no pure or zCDP cost: its own reading is stated; a release charged to
+    no budget says so as a sentence."""
+    from dpcore.core.review import review_html
+
+    rec = {"kind": "od", "privacy": {"definition": "approximate (epsilon, delta)-DP",
+                                     "approx_dp": {"delta": 1e-8, "epsilon": 1.0},
+                                     "unit_of_privacy": {"max_trips": 3, "distinct": False}},
+           "ledger": {"accounted": False, "note": "not accounted: this release was charged to no budget (--no-budget)"}}
+    page = review_html(rec).decode()
+    assert "Privacy guarantee of this release: ε = 1, δ = 10⁻⁸ (approximate differential privacy)." in page
+    assert "one person, who may make up to 3 trips, several of them possibly between the same pair of areas" in page
+    assert "Not accounted: this release was charged to no budget (--no-budget)." in page
+    assert not any(mark in page for mark in CODE_MARKS)

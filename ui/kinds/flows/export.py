@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.core import spec
+from dpcore.flows import export as od_export
 from dpcore.flows.flow_lines import feature_count
 from dpcore.flows.mechanisms.common import ODRelease
 from ui import data_user_downloads, fmt, series
@@ -43,8 +44,10 @@ def export_step() -> None:
     data_user_downloads.offer(files, "od")
     st.markdown("**release.csv** (first rows): every released flow of every level; flows released as 0 are "
                 "not listed.")
-    st.dataframe(pd.read_csv(_io.BytesIO(files["release.csv"]), dtype=str, nrows=12), hide_index=True,
-                 key="od_csv_preview", width="stretch")
+    st.dataframe(csv_preview(files["release.csv"]), hide_index=True, key="od_csv_preview", width="stretch")
+    why = od_export.no_interval_note(rel)
+    if why is not None:
+        st.caption(f"ci95_low and ci95_high are kept as columns (pipelines read them) but left empty (—). {why}")
     if "flows.geojson" in files:
         n_lines = feature_count(files["flows.geojson"])
         st.caption(f"flows.geojson: {fmt.count(n_lines)} flow lines, one per released flow of every level "
@@ -62,6 +65,17 @@ def export_step() -> None:
                        "the trips.")
     st.caption("Nothing in these files comes from your data unnoised, except the total number of trips when "
                "the plan makes it public (replace neighbours, one trip per person). No file name is written.")
+
+
+def csv_preview(data: bytes, rows: int = 12) -> pd.DataFrame:
+    """The first ``rows`` rows of ``release.csv`` as the file has them (text), an empty cell shown as
+    "—" (not "None").
+
+    >>> csv_preview(b"level,noisy_count,ci95_low\\nzone,7,\\n").values.tolist()
+    [['zone', '7', '—']]
+    """
+    frame = pd.read_csv(_io.BytesIO(data), dtype=str, nrows=rows, keep_default_na=False, na_filter=False)
+    return frame.replace("", "—")
 
 
 def release_config(sel: Any) -> str | None:
