@@ -398,16 +398,41 @@ def budget_row(r: Mapping[str, Any]) -> dict[str, Any]:
             "projection": h["projection"]["text"], "releases": r["releases"]}
 
 
-def sidebar_note(kind: str, scope: str) -> None:
-    """The sidebar's lines on the series of ``kind`` (its budget is per period, beside the one-off budget)."""
-    if active(kind) is None:
+def sidebar_note(kind: str, scope: str, ledger: Any = None) -> None:
+    """The sidebar's lines on the series of ``kind`` (its budget is per period, beside the one-off budget):
+    each linked series' budget as the budget database holds it (``ledger``: the data's one-off budget,
+    :meth:`dpcore.privacy.oneoff_links.LinkedLedger.linked_series`), and the horizon of this session's."""
+    linked = ledger.linked_series() if hasattr(ledger, "linked_series") else []
+    if active(kind) is None and not linked:
         return
     out = result(kind, scope)
     st.markdown("#### Over time")
+    for s in linked:
+        cap = s["cap"]
+        per = "per period" if s["per_period"] else "over the horizon (a person)"
+        if s["spent"] is None:
+            st.caption(f"{per}: cap {cap.label()}, over {fmt.count(s['periods'])} periods (the one-off releases of "
+                       "this data cannot be counted in it: nothing more can be released over time).")
+        else:
+            st.caption(f"{per}: spent {cap.symbol} = {fmt.eps(s['spent'])} of {fmt.eps(cap.value)} · left "
+                       f"{fmt.eps(max(cap.value - s['spent'], 0.0))}, over {fmt.count(s['periods'])} "
+                       f"period{'s' if s['periods'] != 1 else ''}")
     if out is None:
-        st.caption("Release over time is on: the Release step releases every period.")
+        if not linked:
+            st.caption("Release over time is on: the Release step releases every period.")
         return
     per = out.record["spend"]["per_period"]
     h = out.record.get("horizon") or {}
     st.caption(f"{fmt.count(len(out.outcomes))} periods, {per.get('label', '')} each"
                + (f"; horizon ρ = {fmt.eps(h['rho'])} for a person in every period" if h else "") + ".")
+
+
+def current_note(kind: str, scope: str) -> str | None:
+    """The sidebar's "Current release" line of the series released in this session from ``scope``, or None."""
+    out = result(kind, scope)
+    if out is None:
+        return None
+    r = out.record
+    period = (r.get("time") or {}).get("period", "")
+    return (f"Series over time: {r['plan'].get('label') or r['mechanism']}  \n{r['spend']['per_period']['label']} "
+            f"per period · {fmt.count(len(out.outcomes))} periods" + (f" ({period})" if period else ""))

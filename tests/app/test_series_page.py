@@ -305,3 +305,29 @@ def test_a_hierarchy_series_joins_a_population_once_each_person_is_counted_once_
     pop.check(pure(pop.cap.value - eps), person)  # the days' spend counts on it ...
     with pytest.raises(BudgetError):
         pop.check(pure(pop.cap.value - eps / 2), person)
+
+
+def test_the_sidebar_states_the_budget_a_series_spent_and_names_it_as_the_current_release() -> None:
+    """After a series of 2 periods at ε per period, the sidebar's budget (the curator's main safety signal)
+    says what a record of one period has lost, consistently (spent + left = cap), the per-period budget
+    and the series as the current release (it said "spent ε = 0 of 1 · left 0.5", "Nothing released yet")."""
+    at = series_session(days=2)
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-02").run()
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_points").click().run()
+    ok(at)
+    eps = at.session_state["epsilon"]
+    e = f"{eps:g}"
+    left = f"{1 - eps:g}"
+    [bar] = at.sidebar.get("progress")
+    assert bar.proto.text == f"spent ε = {e} of 1 · left {left}" and bar.value == round(eps * 100)
+    captions = [c.value for c in at.sidebar.caption]
+    assert f"per period: spent ε = {e} of 1 · left {left}, over 2 periods" in captions
+    assert any(c.startswith(f"of which ε = {e} by the series over time") for c in captions)
+    assert "Nothing released yet." not in captions
+    assert any(f"ε = {e} per period · 2 periods (day)" in m.value for m in at.sidebar.markdown)
+    at.switch_page("pages/plan.py").run()
+    ok(at)
+    spent = next(m for m in at.metric if m.label == "Spent of the cap")
+    assert spent.value == f"ε = {e} of 1"

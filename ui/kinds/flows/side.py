@@ -34,11 +34,15 @@ def sidebar() -> None:
     if led.definition == "zcdp" and led.spent:
         st.caption(f"By the paper's simpler conversion (its Lemma 3), the spent ρ reads as ε = "
                    f"{fmt.eps(budget.zcdp_to_approx_dp_classic(led.spent, delta))} at δ = {sci(delta)}.")
-    series.sidebar_note("flows", m["fp"])
+    series.sidebar_note("flows", m["fp"], led)
     st.markdown("#### Current release")
     entries = ss[RELEASES_KEY].get(m["fp"], [])
+    over_time = series.current_note("flows", m["fp"])
+    if over_time:
+        st.markdown(over_time)
     if not entries:
-        st.caption("Nothing released yet.")
+        if not over_time:
+            st.caption("Nothing released yet.")
     else:
         e = ss.get("od_shown") if ss.get("od_shown") in entries else entries[-1]
         r = e.release
