@@ -371,8 +371,9 @@ def period_zip(out: Any) -> bytes:
     return buf.getvalue()
 
 
-def budgets_table() -> None:
-    """History's office view: every budget in the database (no upload needed)."""
+def budgets_table(names: Mapping[str, str] | None = None) -> None:
+    """History's office view: every budget in the database (no upload needed); ``names``: budget key ->
+    the name History lists its data under (shown instead of the keyed key)."""
     try:
         rows = state.session().budgets()
     except DPCoreError as e:
@@ -381,14 +382,16 @@ def budgets_table() -> None:
     if not rows:
         st.caption("No budget in the database yet.")
         return
-    st.dataframe(pd.DataFrame([budget_row(r) for r in rows]), hide_index=True, key="budgets_table")
+    st.dataframe(pd.DataFrame([budget_row(r, names) for r in rows]), hide_index=True, key="budgets_table")
 
 
-def budget_row(r: Mapping[str, Any]) -> dict[str, Any]:
-    """One budget as a row of the office view (the figures of ``python -m dpcore budgets``)."""
+def budget_row(r: Mapping[str, Any], names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One budget as a row of the office view (the figures of ``python -m dpcore budgets``); ``names``
+    (budget key -> name) names the keyed ones."""
     h = r["horizon"]
     eps = h["epsilon"][0] if h.get("epsilon") else {"epsilon": 0.0, "delta": 0.0}
-    return {"population": str(r["population"])[:24], "kind": r["kind"],
+    name = (names or {}).get(str(r["population"]))
+    return {"population": name or str(r["population"])[:24], "kind": r["kind"],
             "unit": (r.get("unit") or {}).get("label", "one record"),
             "periods": len(r["periods"]),
             "spent": fmt.eps(r["spent"]) + (" (most of any period)" if r.get("cap_per") == "period" else "")

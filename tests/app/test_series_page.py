@@ -331,3 +331,35 @@ def test_the_sidebar_states_the_budget_a_series_spent_and_names_it_as_the_curren
     ok(at)
     spent = next(m for m in at.metric if m.label == "Spent of the cap")
     assert spent.value == f"ε = {e} of 1"
+
+
+def test_history_and_the_cli_list_a_series_releases_under_the_datasets_name(capsys: pytest.CaptureFixture) -> None:
+    """History listed a series' data as '... · 0 releases', 'ε = 0 spent of 1', 'No release in the budget
+    database yet' and the office view by keyed hash; now one row per period with its spend and release,
+    under the dataset's name, and ``python -m dpcore history`` prints the same periods."""
+    from dpcore.cli import main
+
+    at = series_session(days=2)
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-02").run()
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_points").click().run()
+    ok(at)
+    out = at.session_state["series_out_points"][1]
+    e = f"{at.session_state['epsilon']:g}"
+    at.switch_page("pages/history.py").run()
+    ok(at)
+    assert "Points: pickups.csv · 0 releases · over time: 2 periods released" in [h.value for h in at.subheader]
+    assert not any("No release in the budget database yet" in i.value for i in at.info)
+    periods = next(d.value for d in at.dataframe if "period" in d.value.columns and "release" in d.value.columns)
+    ids = [o.release_id for o in out.outcomes]
+    assert periods["period"].tolist() == ["2014-04-01", "2014-04-02"]
+    assert periods["spent (ε)"].tolist() == [e, e] and periods["release"].tolist() == ids
+    office = next(d.value for d in at.dataframe if "horizon ρ" in d.value.columns)
+    assert set(office["population"]) == {"Points: pickups.csv", "Points: pickups.csv (over time)"}
+    capsys.readouterr()
+    assert main(["history"]) == 0
+    printed = capsys.readouterr().out
+    assert f"spent ε = {e} of 1 per period in 2 charges over 2 periods" in printed
+    for period, rid in zip(["2014-04-01", "2014-04-02"], ids, strict=True):
+        assert f"{period}: spent ε = {e} in 1 charges; release {rid}" in printed
