@@ -363,3 +363,37 @@ def test_history_and_the_cli_list_a_series_releases_under_the_datasets_name(caps
     assert f"spent ε = {e} of 1 per period in 2 charges over 2 periods" in printed
     for period, rid in zip(["2014-04-01", "2014-04-02"], ids, strict=True):
         assert f"{period}: spent ε = {e} in 1 charges; release {rid}" in printed
+
+
+def test_the_plan_of_a_series_says_what_its_preview_is_for_and_the_range_and_a_year_alike() -> None:
+    """The series' Plan step previewed the guessed n of the whole file (100,000 points) as if it were each
+    period's, and said '365 days at this rate: ρ = …; ε summed over the periods: …' (a year's ρ beside the
+    range's ε).  The plan stays the one typed (every period is released and re-served by it, so it does not
+    change with the range); the page says the preview is for the number typed, offers the per-period figure
+    from public inputs (the guess over the periods), and states the range's and a year's figures alike."""
+    at = series_session(days=4)
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-04").run()
+    at.switch_page("pages/plan.py").run()
+    ok(at)
+    guess = next(n for n in at.number_input if n.label.startswith("Rough number of points"))
+    assert guess.value == 100_000 and at.session_state["points_plan"].choice.n_guess == 100_000  # unchanged plan
+    note = next(c.value for c in at.caption if c.value.startswith("Over time, every period is released"))
+    assert "the preview is for one period of **100,000 points**, the number typed here" in note
+    assert "100,000 points is about 25,000 a period" in note
+    assert any(m.value.startswith("In each period, planned for 100,000 points (the number typed above, the whole "
+                                  "file's guess unless you typed one period's): each released count") for m in at.markdown)
+    eps = at.session_state["epsilon"]
+    line = next(c.value for c in at.caption if c.value.startswith("Over the 4 periods of the range"))
+    assert line.startswith(f"Over the 4 periods of the range: ε summed = {4 * eps:.2g}")
+    assert "365 days at this rate: ε summed = " in line and "ε summed over the periods" not in line
+    guess.set_value(25_000).run()
+    ok(at)
+    assert at.session_state["points_plan"].choice.n_guess == 25_000  # typed: the plan every period is released with
+    assert any(m.value.startswith("In each period, planned for 25,000 points") for m in at.markdown)
+    at.switch_page("pages/data.py").run()  # a one-off release: the sentences as they were
+    at.toggle(key="_w_series_on_points").set_value(False).run()
+    at.switch_page("pages/plan.py").run()
+    ok(at)
+    assert any(m.value.startswith("Each released count is off by at most") for m in at.markdown)
+    assert not any(c.value.startswith("Over time, every period") for c in at.caption)
