@@ -269,12 +269,16 @@ def _release(r: dict, store: LedgerStore, key: str, not_delivered: set[str],
 
 
 def _remove(before: dt.date | None, chosen: list[tuple[LedgerStore, str]], everything: bool,
-            budgets: Budgets, shared: LedgerStore) -> None:
+            budgets: Budgets, shared: LedgerStore, series_keys: tuple[tuple[LedgerStore, str], ...] = ()) -> None:
+    """Remove release files by date (of the budgets listed, and ``series_keys``: the series over time
+    listed under them) or the ``chosen`` releases'."""
     n = 0
     try:
         if before is not None:
             stores: dict[str, tuple[LedgerStore, set[str]]] = {}
             for key, (_kind, _labels, store) in budgets.items():
+                stores.setdefault(str(store.path), (store, set()))[1].add(key)
+            for store, key in series_keys:
                 stores.setdefault(str(store.path), (store, set()))[1].add(key)
             if everything:
                 stores[str(shared.path)] = (shared, set())
@@ -299,8 +303,9 @@ def _removal_form(budgets: Budgets, shared: LedgerStore, listed: list[tuple[Ledg
         before = c1.date_input("Releases made before", value=dt.date.today() - dt.timedelta(days=30), key="hist_before")
         everything = c1.checkbox("Also releases of data not loaded in this session", key="hist_everything",
                                  help="Every release in the budget database, e.g. of data loaded in earlier sessions.")
+        series_keys = tuple(dict.fromkeys((store, key) for store, key, _rid, _title in listed if key not in budgets))
         c1.button("Remove their files", key="hist_remove_before", on_click=clicks.atomic(_remove),
-                  args=(before, [], everything, budgets, shared))
+                  args=(before, [], everything, budgets, shared, series_keys))
         chosen = c2.multiselect("Or these releases", list(range(len(listed))), format_func=lambda i: listed[i][3],
                                 key="hist_chosen")
         c2.button("Remove the chosen releases' files", key="hist_remove_chosen", disabled=not chosen,

@@ -4,6 +4,7 @@ the series files, and History's office view of every budget."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 from pathlib import Path
 from typing import Any
@@ -363,6 +364,12 @@ def test_history_and_the_cli_list_a_series_releases_under_the_datasets_name(caps
     assert f"spent ε = {e} of 1 per period in 2 charges over 2 periods" in printed
     for period, rid in zip(["2014-04-01", "2014-04-02"], ids, strict=True):
         assert f"{period}: spent ε = {e} in 1 charges; release {rid}" in printed
+    # removing old files by date reaches the series' releases listed here too (their spends stay)
+    at.date_input(key="hist_before").set_value(dt.date.today() + dt.timedelta(days=1)).run()
+    at.button(key="hist_remove_before").click().run()
+    ok(at)
+    periods = next(d.value for d in at.dataframe if "period" in d.value.columns and "release" in d.value.columns)
+    assert periods["files"].tolist() == ["removed", "removed"] and periods["spent (ε)"].tolist() == [e, e]
 
 
 def test_the_plan_of_a_series_says_what_its_preview_is_for_and_the_range_and_a_year_alike() -> None:
