@@ -25,7 +25,8 @@ from dpcore.privacy.ledger_history import datasets as all_datasets
 from dpcore.privacy.ledger_history import name_dataset, series_of
 from dpcore.privacy.ledger_journal import undelivered
 from dpcore.privacy.ledger_store import LedgerStore
-from ui import clicks, fmt, frame, series, state
+from dpcore.privacy.oneoff_links import LinkedLedger
+from ui import budget_ui, clicks, fmt, frame, series, state
 from ui.kinds.points import state as points_state
 
 ss = st.session_state
@@ -167,14 +168,17 @@ def _budget_history(key: str, kind: str, labels: list[str], store: LedgerStore, 
     appends the releases with files to ``listed`` and returns how many releases it shows."""
     label = labels[0] + (f" ({'; '.join(labels[1:])})" if len(labels) > 1 else "")
     rels = store.releases(key)
-    led = store.ledger(key, budget.pure(1.0), kind)  # exists (has_ledger): its own cap is loaded
+    # exists (has_ledger): its own cap is loaded; with a series, read as the sidebar reads it (linked)
+    led = LinkedLedger(store, key, budget.pure(1.0), kind) if over_time else store.ledger(key, budget.pure(1.0), kind)
     periods = sum(len(s["periods"]) for s in over_time)
     st.subheader(f"{label} · {len(rels)} release{'s' if len(rels) != 1 else ''}"
                  + (f" · over time: {fmt.count(periods)} period{'s' if periods != 1 else ''} released" if over_time
                     else ""))
     last = f"; last charge {led.entries[-1].time[:16].replace('T', ' ')} UTC" if led.entries else ""
-    st.caption(f"Budget: {led.cap.symbol} = {fmt.eps(led.spent)} spent of {fmt.eps(led.cap.value)} "
-               f"({len(led.entries)} spend{'s' if len(led.entries) != 1 else ''}{last}).")
+    spent, share = budget_ui.spent_with_series(led)
+    st.caption(f"Budget: {led.cap.symbol} = {fmt.eps(spent)} spent of {fmt.eps(led.cap.value)} "
+               f"({len(led.entries)} spend{'s' if len(led.entries) != 1 else ''}{last})."
+               + (f" {budget_ui.series_share_text(led, share)}" if budget_ui.series_share_text(led, share) else ""))
     pending = {d["idx"]: d for d in undelivered(store, key)}
     if not store.temporary:
         st.text_input("Name of this dataset (kept in the budget database, shown here in every session)",
