@@ -176,9 +176,10 @@ def _budget_history(key: str, kind: str, labels: list[str], store: LedgerStore, 
                     else ""))
     last = f"; last charge {led.entries[-1].time[:16].replace('T', ' ')} UTC" if led.entries else ""
     spent, share = budget_ui.spent_with_series(led)
+    with_series = budget_ui.series_share_text(led, share)
     st.caption(f"Budget: {led.cap.symbol} = {fmt.eps(spent)} spent of {fmt.eps(led.cap.value)} "
-               f"({len(led.entries)} spend{'s' if len(led.entries) != 1 else ''}{last})."
-               + (f" {budget_ui.series_share_text(led, share)}" if budget_ui.series_share_text(led, share) else ""))
+               f"({len(led.entries)} spend{'s' if len(led.entries) != 1 else ''}{last})"
+               + (f"; {with_series}" if with_series else "."))
     pending = {d["idx"]: d for d in undelivered(store, key)}
     if not store.temporary:
         st.text_input("Name of this dataset (kept in the budget database, shown here in every session)",

@@ -353,7 +353,7 @@ def test_history_and_the_cli_list_a_series_releases_under_the_datasets_name(caps
     assert "Points: pickups.csv · 0 releases · over time: 2 periods released" in [h.value for h in at.subheader]
     assert not any("No release in the budget database yet" in i.value for i in at.info)
     budget_line = next(c.value for c in at.caption if c.value.startswith("Budget: ε = "))
-    assert budget_line.startswith(f"Budget: ε = {e} spent of 1 (0 spends).")  # as the sidebar says it
+    assert budget_line.startswith(f"Budget: ε = {e} spent of 1 (0 spends); of which")  # as the sidebar says it
     assert f"of which ε = {e} by the series over time" in budget_line
     periods = next(d.value for d in at.dataframe if "period" in d.value.columns and "release" in d.value.columns)
     ids = [o.release_id for o in out.outcomes]
