@@ -393,16 +393,42 @@ def _release_budget(c1: Any, definition: str, family: str, statements: tuple[str
     return cost, approx, delta
 
 
+def spent_with_series(led: Ledger) -> tuple[float, float | None]:
+    """What a record of one period has lost of ``led``'s cap, as its ``remaining`` counts it: the budget's
+    own spends plus what the series over time of the same data add (the most any of their periods spent,
+    :attr:`dpcore.privacy.oneoff_links.LinkedLedger.linked_share`); and that share (0 without a series,
+    None when it cannot be counted in this budget).  Read from the budget database; display only."""
+    share = getattr(led, "linked_share", 0.0)
+    return led.spent + (share or 0.0), share
+
+
+def series_share_text(led: Ledger, share: float | None) -> str | None:
+    """The line under a budget that the series over time of its data share (None without one)."""
+    sym = led.cap.symbol
+    if share is None:
+        return ("The series over time of this data cannot be counted in this budget (another definition or unit), "
+                "so nothing more can be released from it here.")
+    if not share:
+        return None
+    return (f"of which {sym} = {fmt.eps(share)} by the series over time of this data (the most any one of its periods "
+            f"spent: a record is in one period), {sym} = {fmt.eps(led.spent)} by one-off releases.")
+
+
 def _cap_and_spent(led: Ledger, c2: Any, c3: Any, cap_key: str, cap_label: str, population: str | None) -> None:
     """The cap box and what was spent of it (the population's, when the data is bound to one)."""
     low, step, fmt_str = _BOX[led.definition]
     cap_input(led, cap_key.format(definition=led.definition), c2, label=cap_label, min_value=low,
               step=step if led.definition == "zcdp" else 0.1, fmt_str=fmt_str, population=population)
     sym = led.cap.symbol
+    spent, share = spent_with_series(led)
     c3.metric("Spent of the population's cap" if population else "Spent of the cap",
-              f"{sym} = {fmt.eps(led.spent)} of {fmt.eps(led.cap.value)}")
+              f"{sym} = {fmt.eps(spent)} of {fmt.eps(led.cap.value)}")
     c3.caption(f"left: {sym} = {fmt.eps(led.remaining)} ({len(led.entries)} "
-               f"release{'s' if len(led.entries) != 1 else ''}{f' of the population {population}' if population else ''}).")
+               f"release{'s' if len(led.entries) != 1 else ''}{f' of the population {population}' if population else ''}"
+               f"{'' if not share else ' and a series over time'}).")
+    series_text = series_share_text(led, share)
+    if series_text:
+        c3.caption(series_text)
 
 
 def _approx_reading(led: Ledger, cost: budget.PrivacyCost | None, delta: float | None, approx: dict[str, Any],
@@ -416,7 +442,7 @@ def _approx_reading(led: Ledger, cost: budget.PrivacyCost | None, delta: float |
         state.store(delta_key)
     if cost is not None and cost.definition == "zcdp" and delta is not None:
         this_eps = budget.zcdp_to_approx_dp(cost.value, delta)
-        total_eps = budget.zcdp_to_approx_dp(led.spent + cost.value, delta)
+        total_eps = budget.zcdp_to_approx_dp(spent_with_series(led)[0] + cost.value, delta)
         # plain words first; the conversions and the lemma behind "how is this computed" (issue 26, item 7)
         st.info(f"Read as (ε, δ)-DP with δ = {delta:.0e}: this release is ε = {fmt.eps(this_eps)}; all releases of "
                 f"this {whose} including this one: ε = {fmt.eps(total_eps)}.")

@@ -22,10 +22,11 @@ import streamlit as st
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
 from dpcore.privacy.ledger_history import datasets as all_datasets
-from dpcore.privacy.ledger_history import name_dataset
+from dpcore.privacy.ledger_history import name_dataset, series_of
 from dpcore.privacy.ledger_journal import undelivered
 from dpcore.privacy.ledger_store import LedgerStore
-from ui import clicks, fmt, frame, series, state
+from dpcore.privacy.oneoff_links import LinkedLedger
+from ui import budget_ui, clicks, fmt, frame, series, state
 from ui.kinds.points import state as points_state
 
 ss = st.session_state
@@ -59,12 +60,13 @@ def history_step() -> None:
         st.error(str(e))
         frame.stop()
 
-    _office_view(shared)
+    over_time = {key: series_of(store, key) for key, (_kind, _labels, store) in budgets.items()}
+    _office_view(shared, _names(budgets, over_time))
 
     shown, listed = 0, []  # listed: (store, budget key, release id, title)
     for key, (kind, labels, store) in budgets.items():
         if store.has_ledger(key):
-            shown += _budget_history(key, kind, labels, store, given, listed)
+            shown += _budget_history(key, kind, labels, store, given, listed, over_time[key])
 
     _removal_form(budgets, shared, listed)
 
@@ -108,12 +110,23 @@ def _all_budgets(datasets: list[tuple[str, str, str]], shared: LedgerStore) -> t
     return budgets, given
 
 
-def _office_view(shared: LedgerStore) -> None:
+def _names(budgets: Budgets, over_time: dict[str, list[dict]]) -> dict[str, str]:
+    """Budget key -> the name its data is listed under here (a series: its data's, "over time")."""
+    names: dict[str, str] = {}
+    for key, (_kind, labels, _store) in budgets.items():
+        if labels:
+            names[key] = labels[0]
+            for s in over_time.get(key, []):
+                names.setdefault(s["key"], s["name"] or f"{labels[0]} (over time)")
+    return names
+
+
+def _office_view(shared: LedgerStore, names: dict[str, str]) -> None:
     """Every budget in the database as one table, and the database's size on disk."""
     st.subheader("Every budget in the database (the office view)")
     st.caption("Population, unit, periods, spent per period and cap, the horizon figure for a person present in every "
                "period: read from the budget database, without uploading anything (as python -m dpcore budgets).")
-    series.budgets_table()
+    series.budgets_table(names)
 
     size = shared.storage()
     st.caption(f"Budget database: {_mb(size['database_bytes'])} on disk ({shared.path}); "
@@ -149,16 +162,24 @@ def _undelivered_note(d: dict) -> None:
 
 
 def _budget_history(key: str, kind: str, labels: list[str], store: LedgerStore, given: dict[str, str],
-                    listed: list[tuple[LedgerStore, str, str, str]]) -> int:
-    """One budget (it has a ledger): its spends, its name field, and each release with its files;
+                    listed: list[tuple[LedgerStore, str, str, str]], over_time: list[dict]) -> int:
+    """One budget (it has a ledger): its spends, its name field, each release with its files, and the
+    series over time of the same data (``over_time``: :func:`dpcore.privacy.ledger_history.series_of`);
     appends the releases with files to ``listed`` and returns how many releases it shows."""
     label = labels[0] + (f" ({'; '.join(labels[1:])})" if len(labels) > 1 else "")
     rels = store.releases(key)
-    led = store.ledger(key, budget.pure(1.0), kind)  # exists (has_ledger): its own cap is loaded
-    st.subheader(f"{label} · {len(rels)} release{'s' if len(rels) != 1 else ''}")
+    # exists (has_ledger): its own cap is loaded; with a series, read as the sidebar reads it (linked)
+    led = LinkedLedger(store, key, budget.pure(1.0), kind) if over_time else store.ledger(key, budget.pure(1.0), kind)
+    periods = sum(len(s["periods"]) for s in over_time)
+    st.subheader(f"{label} · {len(rels)} release{'s' if len(rels) != 1 else ''}"
+                 + (f" · over time: {fmt.count(periods)} period{'s' if periods != 1 else ''} released" if over_time
+                    else ""))
     last = f"; last charge {led.entries[-1].time[:16].replace('T', ' ')} UTC" if led.entries else ""
-    st.caption(f"Budget: {led.cap.symbol} = {fmt.eps(led.spent)} spent of {fmt.eps(led.cap.value)} "
-               f"({len(led.entries)} spend{'s' if len(led.entries) != 1 else ''}{last}).")
+    spent, share = budget_ui.spent_with_series(led)
+    with_series = budget_ui.series_share_text(led, share)
+    st.caption(f"Budget: {led.cap.symbol} = {fmt.eps(spent)} spent of {fmt.eps(led.cap.value)} "
+               f"({len(led.entries)} spend{'s' if len(led.entries) != 1 else ''}{last})"
+               + (f"; {with_series}" if with_series else "."))
     pending = {d["idx"]: d for d in undelivered(store, key)}
     if not store.temporary:
         st.text_input("Name of this dataset (kept in the budget database, shown here in every session)",
@@ -182,7 +203,49 @@ def _budget_history(key: str, kind: str, labels: list[str], store: LedgerStore, 
     not_delivered = {d["release_id"] for d in pending.values()}
     for r in rels:
         _release(r, store, key, not_delivered, listed)
-    return len(rels)
+    return len(rels) + sum(_series_history(s, store, listed) for s in over_time)
+
+
+def _population(s: dict) -> str:
+    return f" (population {s['name']})" if s["name"] else ""
+
+
+def _series_history(s: dict, store: LedgerStore, listed: list[tuple[LedgerStore, str, str, str]]) -> int:
+    """A series over time of the data: what each period's release spent, and every release's files (one
+    per period, and the series' own files); returns how many period releases it shows."""
+    cap = budget.PrivacyCost.from_dict(s["cap"])
+    sym, n = cap.symbol, len(s["periods"])
+    per = "per period" if s["per_period"] else "of the horizon"
+    st.markdown(f"**Over time**{_population(s)}: "
+                f"{fmt.count(n)} period{'s' if n != 1 else ''} released, {s['unit']}")
+    st.caption(f"Budget of the series: {sym} = {fmt.eps(s['spent'])} spent of {fmt.eps(cap.value)} {per} "
+               f"({'the most any period spent; ' if s['per_period'] else ''}{fmt.count(s['charges'])} "
+               f"spend{'s' if s['charges'] != 1 else ''}). One-off releases of the same data count in every period.")
+    rels = {r["release_id"]: r for r in s["releases"]}
+    st.dataframe(pd.DataFrame([{
+        "period": p["period"], f"spent ({sym})": fmt.eps(p["spent"]), "charges": p["charges"],
+        "release": ", ".join(p["release_ids"]),
+        "files": "kept" if any(rels.get(r, {}).get("files") for r in p["release_ids"]) else "removed",
+    } for p in s["periods"]]), hide_index=True, key=f"hist_series_{s['key']}")
+    titled = []
+    for r in s["releases"]:
+        summ = r["summary"]
+        what = f"period {summ['period']}" if "period" in summ else "the series' files (series.csv, series.json)"
+        title = f"{r['created'].replace('T', ' ')} UTC · over time · {what} · release {r['release_id']}"
+        if r["files"]:
+            listed.append((store, s["key"], r["release_id"], title))
+            titled.append((title, r))
+    if titled:
+        with st.expander(f"Files of the series' releases ({fmt.count(len(titled))})"):
+            i = st.selectbox("Release", range(len(titled)), format_func=lambda j: titled[j][0],
+                             key=f"hist_series_pick_{s['key']}")
+            r = titled[i][1]
+            for c, name in zip(st.columns(max(1, len(r["files"]))), r["files"], strict=False):
+                c.download_button(f"Download {name}",
+                                  lambda rid=r["release_id"], nm=name, db=store: db.release_file(rid, nm), name,
+                                  MIME.get(name[name.rfind("."):], "application/octet-stream"), on_click="ignore",
+                                  key=f"hist_dl_{r['release_id']}_{name}")
+    return sum(1 for r in s["releases"] if "period" in r["summary"])
 
 
 def _release(r: dict, store: LedgerStore, key: str, not_delivered: set[str],
@@ -211,12 +274,16 @@ def _release(r: dict, store: LedgerStore, key: str, not_delivered: set[str],
 
 
 def _remove(before: dt.date | None, chosen: list[tuple[LedgerStore, str]], everything: bool,
-            budgets: Budgets, shared: LedgerStore) -> None:
+            budgets: Budgets, shared: LedgerStore, series_keys: tuple[tuple[LedgerStore, str], ...] = ()) -> None:
+    """Remove release files by date (of the budgets listed, and ``series_keys``: the series over time
+    listed under them) or the ``chosen`` releases'."""
     n = 0
     try:
         if before is not None:
             stores: dict[str, tuple[LedgerStore, set[str]]] = {}
             for key, (_kind, _labels, store) in budgets.items():
+                stores.setdefault(str(store.path), (store, set()))[1].add(key)
+            for store, key in series_keys:
                 stores.setdefault(str(store.path), (store, set()))[1].add(key)
             if everything:
                 stores[str(shared.path)] = (shared, set())
@@ -241,8 +308,9 @@ def _removal_form(budgets: Budgets, shared: LedgerStore, listed: list[tuple[Ledg
         before = c1.date_input("Releases made before", value=dt.date.today() - dt.timedelta(days=30), key="hist_before")
         everything = c1.checkbox("Also releases of data not loaded in this session", key="hist_everything",
                                  help="Every release in the budget database, e.g. of data loaded in earlier sessions.")
+        series_keys = tuple(dict.fromkeys((store, key) for store, key, _rid, _title in listed if key not in budgets))
         c1.button("Remove their files", key="hist_remove_before", on_click=clicks.atomic(_remove),
-                  args=(before, [], everything, budgets, shared))
+                  args=(before, [], everything, budgets, shared, series_keys))
         chosen = c2.multiselect("Or these releases", list(range(len(listed))), format_func=lambda i: listed[i][3],
                                 key="hist_chosen")
         c2.button("Remove the chosen releases' files", key="hist_remove_chosen", disabled=not chosen,

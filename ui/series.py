@@ -24,7 +24,8 @@ import streamlit as st
 from dpcore.core.periods import parse_period, parse_time_range, periods_in
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
-from dpcore.privacy.series_ledger import horizon_figure
+from dpcore.privacy.budget import two_significant
+from dpcore.privacy.series_ledger import horizon_figure, periods_per_year
 from dpcore.privacy.units import TimeUnit
 from ui import fmt, state
 
@@ -195,8 +196,7 @@ def plan_panel(kind: str, cost: budget.PrivacyCost) -> None:
     c3.metric(f"Its (ε, δ) reading at δ = {eps['delta']:g}", fmt.eps(eps["epsilon"]))
     # the horizon cap reads the figure in the release's terms: ρ summed, or ε summed (basic composition)
     total = h["rho"] if cost.definition == "zcdp" else h["epsilon_pure"]
-    st.caption(h["projection"]["text"] + (f"; {h['person_bound']['text']}" if "person_bound" in h else "")
-               + ("" if cost.definition == "zcdp" else f"; ε summed over the periods: {fmt.eps(total)}") + ".")
+    st.caption(horizon_sentence(h, n, s.period.strip().lower()))
     cap = st.number_input(f"Horizon cap ({cost.symbol} summed over the periods, optional; 0 for none)", min_value=0.0,
                           format="%.4g", key=state.persistent(_key(kind, "hcap"), 0.0),
                           help="Refuse any period's release that would take the horizon figure past this.")
@@ -204,6 +204,29 @@ def plan_panel(kind: str, cost: budget.PrivacyCost) -> None:
     if cap and total > cap * (1 + 1e-9):
         st.warning(f"This series would take the horizon figure to {cost.symbol} = {fmt.eps(total)}, past the horizon "
                    "cap: the release would be refused. Lower the budget per period or shorten the range.")
+
+
+def horizon_sentence(h: Mapping[str, Any], n: int, period: str) -> str:
+    """The Plan step's line under the horizon figure ``h`` of ``n`` periods: the range's total and a year's
+    at the same rate, each as ρ and (under pure DP) as ε summed, so neither is read against the other.
+
+    >>> from dpcore.privacy.series_ledger import horizon_figure, periods_per_year
+    >>> horizon_sentence(horizon_figure([0.5] * 30, "pure", "day", 30), 30, "day")
+    'Over the 30 periods of the range: ε summed = 15 (ρ = 3.8); 365 days at this rate: ε summed = 180 (ρ = 46).'
+    >>> horizon_sentence(horizon_figure([0.01] * 2, "zcdp", "week", 2), 2, "week")
+    'Over the 2 periods of the range: ρ = 0.02; 52 weeks at this rate: ρ = 0.52.'
+    """
+    year, name = periods_per_year(period)
+    p = h["projection"]
+    if "epsilon_pure" in h:
+        per = h["epsilon_pure"] / n if n else 0.0
+        text = (f"Over the {fmt.count(n)} periods of the range: ε summed = {two_significant(h['epsilon_pure'])} "
+                f"(ρ = {two_significant(h['rho'])}); {fmt.count(year)} {name} at this rate: ε summed = "
+                f"{two_significant(per * year)} (ρ = {two_significant(p['rho'])})")
+    else:
+        text = (f"Over the {fmt.count(n)} periods of the range: ρ = {two_significant(h['rho'])}; {fmt.count(year)} {name} "
+                f"at this rate: ρ = {two_significant(p['rho'])}")
+    return text + (f"; {h['person_bound']['text']}" if "person_bound" in h else "") + "."
 
 
 def horizon_cap(kind: str, definition: str) -> budget.PrivacyCost | None:
@@ -371,8 +394,9 @@ def period_zip(out: Any) -> bytes:
     return buf.getvalue()
 
 
-def budgets_table() -> None:
-    """History's office view: every budget in the database (no upload needed)."""
+def budgets_table(names: Mapping[str, str] | None = None) -> None:
+    """History's office view: every budget in the database (no upload needed); ``names``: budget key ->
+    the name History lists its data under (shown instead of the keyed key)."""
     try:
         rows = state.session().budgets()
     except DPCoreError as e:
@@ -381,14 +405,16 @@ def budgets_table() -> None:
     if not rows:
         st.caption("No budget in the database yet.")
         return
-    st.dataframe(pd.DataFrame([budget_row(r) for r in rows]), hide_index=True, key="budgets_table")
+    st.dataframe(pd.DataFrame([budget_row(r, names) for r in rows]), hide_index=True, key="budgets_table")
 
 
-def budget_row(r: Mapping[str, Any]) -> dict[str, Any]:
-    """One budget as a row of the office view (the figures of ``python -m dpcore budgets``)."""
+def budget_row(r: Mapping[str, Any], names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One budget as a row of the office view (the figures of ``python -m dpcore budgets``); ``names``
+    (budget key -> name) names the keyed ones."""
     h = r["horizon"]
     eps = h["epsilon"][0] if h.get("epsilon") else {"epsilon": 0.0, "delta": 0.0}
-    return {"population": str(r["population"])[:24], "kind": r["kind"],
+    name = (names or {}).get(str(r["population"]))
+    return {"population": name or str(r["population"])[:24], "kind": r["kind"],
             "unit": (r.get("unit") or {}).get("label", "one record"),
             "periods": len(r["periods"]),
             "spent": fmt.eps(r["spent"]) + (" (most of any period)" if r.get("cap_per") == "period" else "")
@@ -398,16 +424,41 @@ def budget_row(r: Mapping[str, Any]) -> dict[str, Any]:
             "projection": h["projection"]["text"], "releases": r["releases"]}
 
 
-def sidebar_note(kind: str, scope: str) -> None:
-    """The sidebar's lines on the series of ``kind`` (its budget is per period, beside the one-off budget)."""
-    if active(kind) is None:
+def sidebar_note(kind: str, scope: str, ledger: Any = None) -> None:
+    """The sidebar's lines on the series of ``kind`` (its budget is per period, beside the one-off budget):
+    each linked series' budget as the budget database holds it (``ledger``: the data's one-off budget,
+    :meth:`dpcore.privacy.oneoff_links.LinkedLedger.linked_series`), and the horizon of this session's."""
+    linked = ledger.linked_series() if hasattr(ledger, "linked_series") else []
+    if active(kind) is None and not linked:
         return
     out = result(kind, scope)
     st.markdown("#### Over time")
+    for s in linked:
+        cap = s["cap"]
+        per = "per period" if s["per_period"] else "over the horizon (a person)"
+        if s["spent"] is None:
+            st.caption(f"{per}: cap {cap.label()}, over {fmt.count(s['periods'])} periods (the one-off releases of "
+                       "this data cannot be counted in it: nothing more can be released over time).")
+        else:
+            st.caption(f"{per}: spent {cap.symbol} = {fmt.eps(s['spent'])} of {fmt.eps(cap.value)} · left "
+                       f"{fmt.eps(max(cap.value - s['spent'], 0.0))}, over {fmt.count(s['periods'])} "
+                       f"period{'s' if s['periods'] != 1 else ''}")
     if out is None:
-        st.caption("Release over time is on: the Release step releases every period.")
+        if not linked:
+            st.caption("Release over time is on: the Release step releases every period.")
         return
     per = out.record["spend"]["per_period"]
     h = out.record.get("horizon") or {}
     st.caption(f"{fmt.count(len(out.outcomes))} periods, {per.get('label', '')} each"
                + (f"; horizon ρ = {fmt.eps(h['rho'])} for a person in every period" if h else "") + ".")
+
+
+def current_note(kind: str, scope: str) -> str | None:
+    """The sidebar's "Current release" line of the series released in this session from ``scope``, or None."""
+    out = result(kind, scope)
+    if out is None:
+        return None
+    r = out.record
+    period = (r.get("time") or {}).get("period", "")
+    return (f"Series over time: {r['plan'].get('label') or r['mechanism']}  \n{r['spend']['per_period']['label']} "
+            f"per period · {fmt.count(len(out.outcomes))} periods" + (f" ({period})" if period else ""))

@@ -45,7 +45,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.serve:
         if not args.out:
             raise ParameterError("--serve writes a stored release's files: give the folder with --out DIR.")
-        found = next((r for d in datasets(store) for r in d["releases"] if r["release_id"] == args.serve), None)
+        found = next((r for d in datasets(store) for r in _all_releases(d) if r["release_id"] == args.serve), None)
         if found is None:
             raise InputError(f"There is no stored release {args.serve!r} in the budget database {store.path}. "
                              "List them with 'python -m dpcore history'.")
@@ -77,4 +77,34 @@ def cmd_history(args: argparse.Namespace) -> int:
                   + (", ".join(r["files"]) if r["files"] else "files removed"))
         for p in d["undelivered"]:
             print("    " + _pending_text(p))
+        for sr in d.get("series", []):
+            _print_series(sr)
     return 0
+
+
+def _all_releases(d: dict[str, Any]) -> list[dict[str, Any]]:
+    """A dataset's stored releases and those of its series over time."""
+    return d["releases"] + [r for sr in d.get("series", []) for r in sr["releases"]]
+
+
+def _named(sr: dict[str, Any]) -> str:
+    return f" (population {sr['name']})" if sr["name"] else ""
+
+
+def _print_series(sr: dict[str, Any]) -> None:
+    """A series over time of a dataset: its budget, and each period's spend and release."""
+    cap = sr["cap"]
+    symbol = "ε" if cap["definition"] == "pure" else "ρ"
+    per = "per period" if sr["per_period"] else "of the horizon"
+    print(f"    over time{_named(sr)}: "
+          f"{sr['unit']}; spent {symbol} = {sr['spent']:.4g} of {cap['value']:g} {per} in {sr['charges']} charges "
+          f"over {len(sr['periods'])} periods; {len(sr['releases'])} releases stored")
+    files = {r["release_id"]: r["files"] for r in sr["releases"]}
+    for p in sr["periods"]:
+        rels = ", ".join(f"release {rid}" + ("" if files.get(rid) else " (files removed)") for rid in p["release_ids"])
+        print(f"        {p['period']}: spent {symbol} = {p['spent']:.4g} in {p['charges']} charges"
+              + (f"; {rels}" if rels else ""))
+    for r in sr["releases"]:
+        if "period" not in r["summary"]:
+            print(f"        the series' files: release {r['release_id']} ({r['created'].replace('T', ' ')} UTC): "
+                  + (", ".join(r["files"]) if r["files"] else "files removed"))

@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 from fractions import Fraction
 from typing import Any
 
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import LedgerEntry
 from dpcore.privacy.ledger_journal import undelivered
+from dpcore.privacy.linked_series import period_ledgers
+from dpcore.privacy.units import TimeUnit
 
-__all__ = ["NAMES_SCHEMA", "datasets", "name_dataset"]
+__all__ = ["NAMES_SCHEMA", "datasets", "name_dataset", "series_of"]
 
 NAMES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS dataset_names (
@@ -56,7 +59,9 @@ def datasets(store: Any) -> list[dict[str, Any]]:
     """Every one-off budget of the database (periods of a series are listed by ``budgets``), oldest
     first: ``key``, ``kind``, ``names``, ``population`` (when data is bound to it), ``created``,
     ``last`` (time of the last charge), ``cap`` (a dict), ``spent``, ``charges``, ``releases``
-    (as :meth:`LedgerStore.releases`) and ``undelivered`` (:func:`ledger_journal.undelivered`)."""
+    (as :meth:`LedgerStore.releases`), ``undelivered`` (:func:`ledger_journal.undelivered`) and
+    ``series``: the series over time of the same data, linked to this budget
+    (:mod:`dpcore.privacy.oneoff_links`), as :func:`series_of` lists them."""
     with contextlib.closing(store._connect()) as con:  # noqa: SLF001 - the store's own helper module
         con.execute(NAMES_SCHEMA)
         rows = con.execute("SELECT fingerprint, kind, cap, created FROM datasets WHERE kind != 'period' "
@@ -82,5 +87,50 @@ def datasets(store: Any) -> list[dict[str, Any]]:
                     "created": created, "last": entries[-1].time if entries else None,
                     "cap": PrivacyCost.from_dict(json.loads(cap)).to_dict(),
                     "spent": float(sum((Fraction(e.charged) for e in entries), Fraction(0))),
-                    "charges": len(entries), "releases": store.releases(key), "undelivered": pending.get(key, [])})
+                    "charges": len(entries), "releases": store.releases(key), "undelivered": pending.get(key, []),
+                    "series": series_of(store, key)})
+    return out
+
+
+def series_of(store: Any, key: str) -> list[dict[str, Any]]:
+    """The series over time linked to the one-off budget ``key``, oldest first: ``key`` (the series'
+    population key), ``name`` (a named population's, else None), ``unit`` (its label), ``cap`` (a dict:
+    per period, or of the horizon when ``per_period`` is false), ``spent`` (the most any period's
+    releases spent), ``charges``, ``periods`` (each ``{period, spent, charges, release_ids}``, by
+    period) and ``releases`` (as :meth:`LedgerStore.releases`, one per period released).  The spends
+    are the series' own (what each period's release charged), read from the budget database."""
+    with contextlib.closing(store._connect()) as con:  # noqa: SLF001 - the store's own helper module
+        try:
+            rows = con.execute("SELECT b.population, b.unit, b.name FROM series_links l JOIN series_budgets b ON "
+                               "b.population = l.population WHERE l.data_key = ? ORDER BY b.created, b.rowid",
+                               (key,)).fetchall()
+        except sqlite3.OperationalError as e:
+            if "no such table" not in str(e):
+                raise
+            return []  # no series was ever linked in this database
+        found = []
+        for pop, unit_text, name in rows:
+            ledgers = period_ledgers(con, pop)
+            ids: dict[str, list[str]] = {}
+            for period, rid in con.execute("SELECT period, release_id FROM series_periods WHERE population = ? "
+                                           "ORDER BY created, rowid", (pop,)):
+                ids.setdefault(str(period), []).append(str(rid))
+            found.append((pop, unit_text, name, ledgers, ids))
+    out = []
+    for pop, unit_text, name, ledgers, ids in found:
+        if not ledgers:
+            continue
+        per: dict[str, list[LedgerEntry]] = {}
+        for _cap, entries in ledgers.values():
+            for e in entries:
+                per.setdefault(str(e.details.get("period", "")), []).append(e)
+        periods = [{"period": p, "spent": float(sum((Fraction(e.charged) for e in es), Fraction(0))),
+                    "charges": len(es), "release_ids": ids.get(p, [])} for p, es in sorted(per.items())]
+        unit = TimeUnit.from_dict(json.loads(unit_text))
+        out.append({"key": pop, "name": name, "unit": unit.label() if unit is not None else "",
+                    "cap": next(iter(ledgers.values()))[0].to_dict(),
+                    "per_period": all(fp.rpartition("@")[2] != "horizon" for fp in ledgers),
+                    "spent": max((p["spent"] for p in periods), default=0.0),
+                    "charges": sum(p["charges"] for p in periods), "periods": periods,
+                    "releases": store.releases(pop)})
     return out

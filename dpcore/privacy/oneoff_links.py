@@ -184,14 +184,56 @@ class LinkedLedger(StoredLedger):
         """What is left under the cap after this budget's spends and what the linked series add for a
         record of one period (:meth:`_fit_own`'s rule; 0 when they cannot be counted here)."""
         own = super().remaining
+        worst = self._linked_share()
+        if worst is None:
+            return 0.0
+        return max(0.0, min(own, float(Fraction(self._cap.value) - self._spent - worst)))
+
+    @property
+    def linked_share(self) -> float | None:
+        """What the linked series add to this budget's spends for a record of one period, in its terms
+        (what :attr:`remaining` subtracts besides :attr:`spent`; 0 without a series, None when they
+        cannot be counted here).  Read from the database, for display: charges never read it."""
+        worst = self._linked_share()
+        return None if worst is None else float(worst)
+
+    def _linked_share(self) -> Fraction | None:
         with self._lock:
             unit = self._unit_of_privacy or Unit()
             try:
-                worst = linked_series.share(self._read, [self._fp], lambda e: in_unit(e.cost, e.unit, unit,
-                                                                                     self._cap.definition))
+                return linked_series.share(self._read, [self._fp], lambda e: in_unit(e.cost, e.unit, unit,
+                                                                                    self._cap.definition))
             except BudgetError:
-                return 0.0
-            return max(0.0, min(own, float(Fraction(self._cap.value) - self._spent - worst)))
+                return None
+
+    def linked_series(self) -> list[dict[str, Any]]:
+        """The series linked to this budget as the office view counts them, for display: per series the
+        number of periods charged (``periods``), the most any period's ledger spent with the linked one-off
+        releases counted (``spent``, None when they cannot be counted in it) and its cap (``cap``, a
+        :class:`~dpcore.privacy.budget.PrivacyCost`), and whether that cap is per period (``per_period``;
+        else one budget of the horizon, for a person)."""
+        out: list[dict[str, Any]] = []
+        with self._lock:
+            for pop in linked_series.populations(self._read, [self._fp]):  # none before any link
+                s_unit, _hcap, ledgers = _series_state(self._read, pop)
+                if s_unit is None or not ledgers:
+                    continue
+                others = linked_entries(self._read, pop)
+                spent: Fraction | None = Fraction(0)
+                for cap, entries in ledgers.values():
+                    try:
+                        total = sum((Fraction(e.charged) for e in entries), Fraction(0)) + sum(
+                            (in_unit(e.cost, e.unit, s_unit.base, cap.definition) for e in others), Fraction(0))
+                    except BudgetError:
+                        spent = None
+                        break
+                    spent = max(spent, total)
+                periods = {str(e.details.get("period", "")) for _c, es in ledgers.values() for e in es}
+                out.append({"periods": len(periods - {""}) or len(ledgers),
+                            "spent": None if spent is None else float(spent),
+                            "cap": next(iter(ledgers.values()))[0],
+                            "per_period": all(fp.rpartition("@")[2] != "horizon" for fp in ledgers)})
+        return out
 
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         super().check(cost, unit)

@@ -4,6 +4,7 @@ the series files, and History's office view of every budget."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 from pathlib import Path
 from typing import Any
@@ -305,3 +306,104 @@ def test_a_hierarchy_series_joins_a_population_once_each_person_is_counted_once_
     pop.check(pure(pop.cap.value - eps), person)  # the days' spend counts on it ...
     with pytest.raises(BudgetError):
         pop.check(pure(pop.cap.value - eps / 2), person)
+
+
+def test_the_sidebar_states_the_budget_a_series_spent_and_names_it_as_the_current_release() -> None:
+    """After a series of 2 periods at ε per period, the sidebar's budget (the curator's main safety signal)
+    says what a record of one period has lost, consistently (spent + left = cap), the per-period budget
+    and the series as the current release (it said "spent ε = 0 of 1 · left 0.5", "Nothing released yet")."""
+    at = series_session(days=2)
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-02").run()
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_points").click().run()
+    ok(at)
+    eps = at.session_state["epsilon"]
+    e = f"{eps:g}"
+    left = f"{1 - eps:g}"
+    [bar] = at.sidebar.get("progress")
+    assert bar.proto.text == f"spent ε = {e} of 1 · left {left}" and bar.value == round(eps * 100)
+    captions = [c.value for c in at.sidebar.caption]
+    assert f"per period: spent ε = {e} of 1 · left {left}, over 2 periods" in captions
+    assert any(c.startswith(f"of which ε = {e} by the series over time") for c in captions)
+    assert "Nothing released yet." not in captions
+    assert any(f"ε = {e} per period · 2 periods (day)" in m.value for m in at.sidebar.markdown)
+    at.switch_page("pages/plan.py").run()
+    ok(at)
+    spent = next(m for m in at.metric if m.label == "Spent of the cap")
+    assert spent.value == f"ε = {e} of 1"
+
+
+def test_history_and_the_cli_list_a_series_releases_under_the_datasets_name(capsys: pytest.CaptureFixture) -> None:
+    """History listed a series' data as '... · 0 releases', 'ε = 0 spent of 1', 'No release in the budget
+    database yet' and the office view by keyed hash; now one row per period with its spend and release,
+    under the dataset's name, and ``python -m dpcore history`` prints the same periods."""
+    from dpcore.cli import main
+
+    at = series_session(days=2)
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-02").run()
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_points").click().run()
+    ok(at)
+    out = at.session_state["series_out_points"][1]
+    e = f"{at.session_state['epsilon']:g}"
+    at.switch_page("pages/history.py").run()
+    ok(at)
+    assert "Points: pickups.csv · 0 releases · over time: 2 periods released" in [h.value for h in at.subheader]
+    assert not any("No release in the budget database yet" in i.value for i in at.info)
+    budget_line = next(c.value for c in at.caption if c.value.startswith("Budget: ε = "))
+    assert budget_line.startswith(f"Budget: ε = {e} spent of 1 (0 spends); of which")  # as the sidebar says it
+    assert f"of which ε = {e} by the series over time" in budget_line
+    periods = next(d.value for d in at.dataframe if "period" in d.value.columns and "release" in d.value.columns)
+    ids = [o.release_id for o in out.outcomes]
+    assert periods["period"].tolist() == ["2014-04-01", "2014-04-02"]
+    assert periods["spent (ε)"].tolist() == [e, e] and periods["release"].tolist() == ids
+    office = next(d.value for d in at.dataframe if "horizon ρ" in d.value.columns)
+    assert set(office["population"]) == {"Points: pickups.csv", "Points: pickups.csv (over time)"}
+    capsys.readouterr()
+    assert main(["history"]) == 0
+    printed = capsys.readouterr().out
+    assert f"spent ε = {e} of 1 per period in 2 charges over 2 periods" in printed
+    for period, rid in zip(["2014-04-01", "2014-04-02"], ids, strict=True):
+        assert f"{period}: spent ε = {e} in 1 charges; release {rid}" in printed
+    # removing old files by date reaches the series' releases listed here too (their spends stay)
+    at.date_input(key="hist_before").set_value(dt.date.today() + dt.timedelta(days=1)).run()
+    at.button(key="hist_remove_before").click().run()
+    ok(at)
+    periods = next(d.value for d in at.dataframe if "period" in d.value.columns and "release" in d.value.columns)
+    assert periods["files"].tolist() == ["removed", "removed"] and periods["spent (ε)"].tolist() == [e, e]
+
+
+def test_the_plan_of_a_series_says_what_its_preview_is_for_and_the_range_and_a_year_alike() -> None:
+    """The series' Plan step previewed the guessed n of the whole file (100,000 points) as if it were each
+    period's, and said '365 days at this rate: ρ = …; ε summed over the periods: …' (a year's ρ beside the
+    range's ε).  The plan stays the one typed (every period is released and re-served by it, so it does not
+    change with the range); the page says the preview is for the number typed, offers the per-period figure
+    from public inputs (the guess over the periods), and states the range's and a year's figures alike."""
+    at = series_session(days=4)
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-04").run()
+    at.switch_page("pages/plan.py").run()
+    ok(at)
+    guess = next(n for n in at.number_input if n.label.startswith("Rough number of points"))
+    assert guess.value == 100_000 and at.session_state["points_plan"].choice.n_guess == 100_000  # unchanged plan
+    note = next(c.value for c in at.caption if c.value.startswith("Over time, every period is released"))
+    assert "the preview is for one period of **100,000 points**, the number typed here" in note
+    assert "100,000 points is about 25,000 a period" in note
+    assert any(m.value.startswith("In each period, planned for 100,000 points (the number typed above, the whole "
+                                  "file's guess unless you typed one period's): each released count") for m in at.markdown)
+    eps = at.session_state["epsilon"]
+    line = next(c.value for c in at.caption if c.value.startswith("Over the 4 periods of the range"))
+    assert line.startswith(f"Over the 4 periods of the range: ε summed = {4 * eps:.2g}")
+    assert "365 days at this rate: ε summed = " in line and "ε summed over the periods" not in line
+    guess.set_value(25_000).run()
+    ok(at)
+    assert at.session_state["points_plan"].choice.n_guess == 25_000  # typed: the plan every period is released with
+    assert any(m.value.startswith("In each period, planned for 25,000 points") for m in at.markdown)
+    at.switch_page("pages/data.py").run()  # a one-off release: the sentences as they were
+    at.toggle(key="_w_series_on_points").set_value(False).run()
+    at.switch_page("pages/plan.py").run()
+    ok(at)
+    assert any(m.value.startswith("Each released count is off by at most") for m in at.markdown)
+    assert not any(c.value.startswith("Over time, every period") for c in at.caption)

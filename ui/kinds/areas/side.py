@@ -24,13 +24,18 @@ def sidebar() -> None:
     st.caption(fmt.sizes_line(h.level_names[1:], h.sizes[1:]) + f" · {fmt.count(m['counts'].n_rows)} rows read")
     st.caption("These figures are about your confidential data: for you only, never exported.")
     st.markdown("#### Privacy budget")
-    sidebar_ui.budget_panel(common.ledger(m["fp"]), st.session_state.get("hier_delta", 1e-6),
+    led = common.ledger(m["fp"])
+    sidebar_ui.budget_panel(led, st.session_state.get("hier_delta", 1e-6),
                             population=state.population_of("areas", m["fp"]))
-    series.sidebar_note("areas", m["fp"])
+    series.sidebar_note("areas", m["fp"], led)
     st.markdown("#### Current release")
     entry = common.hier_entry()
+    over_time = series.current_note("areas", m["fp"])
+    if over_time:
+        st.markdown(over_time)
     if entry is None:
-        st.caption("Nothing released yet.")
+        if not over_time:
+            st.caption("Nothing released yet.")
     else:
         r = entry.release
         st.markdown(f"{r.mechanism.title}  \n{r.plan.cost.label()} · {common.released_areas(h)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dpcore.privacy import budget
-from ui import fmt, series, state
+from ui import budget_ui, fmt, series, state
 from ui import sidebar as sidebar_ui
 from ui.kinds.flows.common import init, ledger, sci
 from ui.kinds.flows.sources import model
@@ -31,14 +31,19 @@ def sidebar() -> None:
     led = ledger(m)
     delta = ss.get("od_delta_read" if ss.get("od_definition", "rho") != "approx" else "od_delta", 1e-8)
     sidebar_ui.budget_panel(led, delta, population=state.population_of("flows", m["fp"]))
-    if led.definition == "zcdp" and led.spent:
+    spent = budget_ui.spent_with_series(led)[0]
+    if led.definition == "zcdp" and spent:
         st.caption(f"By the paper's simpler conversion (its Lemma 3), the spent ρ reads as ε = "
-                   f"{fmt.eps(budget.zcdp_to_approx_dp_classic(led.spent, delta))} at δ = {sci(delta)}.")
-    series.sidebar_note("flows", m["fp"])
+                   f"{fmt.eps(budget.zcdp_to_approx_dp_classic(spent, delta))} at δ = {sci(delta)}.")
+    series.sidebar_note("flows", m["fp"], led)
     st.markdown("#### Current release")
     entries = ss[RELEASES_KEY].get(m["fp"], [])
+    over_time = series.current_note("flows", m["fp"])
+    if over_time:
+        st.markdown(over_time)
     if not entries:
-        st.caption("Nothing released yet.")
+        if not over_time:
+            st.caption("Nothing released yet.")
     else:
         e = ss.get("od_shown") if ss.get("od_shown") in entries else entries[-1]
         r = e.release

@@ -138,6 +138,16 @@ def _plan_with_guess(ds: points_state.Dataset) -> PlannedRelease:
              "points instead (where it has one).",
     )
     st.session_state[f"n_guess_{ds.fingerprint}"] = int(n_guess)
+    periods = points_state.series_periods()
+    if periods:
+        # the plan is the one every period is released with, and re-served by: it changes only when the
+        # curator types another number (never with the range), so the per-period figure is offered, not applied
+        st.caption(f"Over time, every period is released with this plan, so the preview is for one period of "
+                   f"**{fmt.count(int(n_guess))} points**, the number typed here: the whole file's guess unless you "
+                   f"typed one period's. Spread evenly over the {fmt.count(periods)} periods, "
+                   f"{fmt.count(int(n_guess))} points is about {fmt.count(max(1, round(int(n_guess) / periods)))} a "
+                   "period (public figures only: no period's own count is read); type a period's number to preview "
+                   "one period.")
     if not ds.is_demo and ds.n_guess is None:
         # the guess is not filled in from the data: it is written into the plan, which is published
         st.caption("The guess is not taken from your file: it is part of the published plan, so type a rounded "
@@ -169,7 +179,7 @@ def _expected_error(pr: PlannedRelease) -> None:
     plan_table.show(plan, plan_table.budget_columns(plan) + QUERY_COLUMNS, width="stretch")
     leaf = [r for r in plan.rows if r.details.get("in_partition")][-1]
     st.markdown(
-        f"Each released count is off by at most **±{fmt.count(leaf.ci95)} points** in 19 of 20 cases "
+        _per_period_prefix(pr) + f"released count is off by at most **±{fmt.count(leaf.ci95)} points** in 19 of 20 cases "
         f"(1 in 20 may be off by more). From noise alone, a query covering 10% of the area is off by about "
         f"{query_reading(leaf)}."
     )
@@ -183,6 +193,22 @@ def _expected_error(pr: PlannedRelease) -> None:
     elif plan.mechanism == "ug":
         st.caption("Noise only: the error from spreading each block's count evenly over it depends "
                    "on the data and is not included.")
+
+
+def _per_period_prefix(pr: PlannedRelease) -> str:
+    """How the error sentence starts: "Each ", or over time what the preview is for (one period, planned
+    for the public number of points or the guess typed, which may be the whole file's)."""
+    if not points_state.series_periods():
+        return "Each "
+    assert pr.plan is not None
+    public_n = int(pr.plan.params.get("public_n", 0) or 0)
+    if public_n:
+        return (f"In each period, planned for the public number of points ({fmt.count(public_n)}), which every "
+                "period's release takes as its own: each ")
+    if pr.needs_guess:
+        return (f"In each period, planned for {fmt.count(pr.choice.n_guess)} points (the number typed above, the "
+                "whole file's guess unless you typed one period's): each ")
+    return "In each period: each "
 
 
 def _target(pr: PlannedRelease, led: Ledger, definition: str) -> None:

@@ -35,14 +35,19 @@ def sidebar() -> None:
     st.caption("These figures are about your confidential data: for you only, never exported.")
 
     st.markdown("#### Privacy budget")
-    sidebar_ui.budget_panel(points_state.ledger(), st.session_state.get("delta", 1e-6),
+    led = points_state.ledger()
+    sidebar_ui.budget_panel(led, st.session_state.get("delta", 1e-6),
             population=state.population_of("points", ds.fingerprint))
-    series.sidebar_note("points", ds.fingerprint)
+    series.sidebar_note("points", ds.fingerprint, led)
 
     st.markdown("#### Current release")
     cur = points_state.current_release()
+    over_time = series.current_note("points", ds.fingerprint)
+    if over_time:
+        st.markdown(over_time)
     if cur is None:
-        st.caption("Nothing released yet.")
+        if not over_time:
+            st.caption("Nothing released yet.")
     else:
         r = cur.release
         st.markdown(f"{r.mechanism_title}  \n{r.cost.label()} · {fmt.count(int(r.leaf.sum()))} released areas")

@@ -434,6 +434,19 @@ class PlannedRelease:
         return catalog.get("points", self.choice.mechanism)
 
 
+def series_periods() -> int | None:
+    """The number of public periods when "Release over time" is on with valid settings, else None."""
+    from ui import series
+
+    s = series.active("points")
+    if s is None:
+        return None
+    try:
+        return len(s.periods())
+    except DPCoreError:
+        return None
+
+
 def choice() -> PlanChoice:
     """The Plan step's choices for the dataset loaded now, read from the session (no widgets)."""
     ss = st.session_state
