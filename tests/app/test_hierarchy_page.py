@@ -552,7 +552,7 @@ def test_the_release_step_answers_a_union_of_areas_with_its_interval(at: AppTest
     interval of their union, as the library computes it from the stored files; a region and all its
     districts are the same cells, so the same answer; the record's "use at level" line is shown."""
     from dpcore.estimate.release_interval import ReleaseIntervals
-    from ui.intervals import answer_line
+    from ui.intervals import answer_line, plain_line
 
     release(at)
     entry = at.session_state["hier_release"]
@@ -572,5 +572,9 @@ def test_the_release_step_answers_a_union_of_areas_with_its_interval(at: AppTest
     assert r_children["cells"] == ri.of_nodes([region])["cells"]
     assert r_children["estimate"] == pytest.approx(ri.of_nodes([region])["estimate"], rel=1e-6)
     assert answer_line(r_children, f"{len(children)} areas") in texts(at.markdown)
+    # led by one plain sentence (people rounded for reading); the line above sits in "How is this computed"
+    assert plain_line(r_children, f"{len(children)} areas together", "people") in texts(at.markdown)
+    [how] = [e for e in at.expander if e.label.startswith("How is this computed")]
+    assert answer_line(r_children, f"{len(children)} areas") in texts(how.markdown)
     g = json.loads(entry.files["release.json"])["level_guidance"]
     assert any(g["statement"] in c.value for c in at.caption)

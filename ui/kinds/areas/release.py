@@ -68,6 +68,7 @@ def release_step() -> None:
     st.subheader("Errors", anchor="errors")
     _errors(entry, m)
     intervals.section(lambda: entry.files, rel.release_id, pick=True,
+                      word="groups" if m["counts"].statistic == "group_sizes" else "people",
                       on_demand=rel.hierarchy.n_nodes > PROGRESS_NODES)
     confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job, after=True,
                    what=what)

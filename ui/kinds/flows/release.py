@@ -70,7 +70,8 @@ def release_step() -> None:
     st.subheader("Errors", anchor="errors")
     _errors(entry)
     # flows of any table (origin>destination pairs of the O/D tree); a pair has no one shape: no polygon
-    intervals.section(lambda: entry.files, entry.release.release_id, pick=True, polygon=False, noun="flow")
+    intervals.section(lambda: entry.files, entry.release.release_id, pick=True, polygon=False, noun="flow",
+                      word=m["unit"])
     confirm.button("od_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, sel, after=True,
                    what=what)
     frame.link("export")

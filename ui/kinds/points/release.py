@@ -55,7 +55,8 @@ def release_step() -> None:
     points_state.store_pending_history()
     st.subheader("Errors", anchor="errors")
     _errors(cur)
-    intervals.section(lambda: points_state.release_files(cur), r.release_id, pick=False, stored=cur.exports["files"])
+    intervals.section(lambda: points_state.release_files(cur), r.release_id, pick=False, stored=cur.exports["files"],
+                      word="points")
     confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, after=True, what=what)
     frame.link("export")
 
