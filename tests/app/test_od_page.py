@@ -156,6 +156,14 @@ def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
     assert list(plan["table"]) == ["total of all trips · exact, public", "the whole territory to regions",
                                    "regions to regions", "regions to districts", "districts to districts",
                                    "districts to zones", "zones to zones"]
+    # the errors in trips first, the budget share and the noise SD after them (none dropped): the columns a
+    # curator reads fit the page (about 920 px of a 1400-px window) without scrolling sideways
+    first = ["table", "typical largest error", "error per flow (RMSE)", "unreliable below"]
+    assert list(plan.columns[:5]) == [*first, "guaranteed 95 % bound"]
+    assert set(plan.columns[5:]) == {"budget share", "noise per cell (SD)"}
+    (shown,) = [d for d in at.dataframe if "noise per cell (SD)" in d.value.columns]
+    widths = {label: c.get("width") for label, c in json.loads(shown.proto.columns).items()}
+    assert sum(widths[label] for label in first) <= 920, widths
     # bounded, one trip per person: the total is exact and public, nothing of the budget goes to it
     assert np.isnan(plan["budget share"].iloc[0])
     # numbers stay numbers (they sort), rounded for people: whole numbers, one decimal below 10
