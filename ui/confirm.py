@@ -3,7 +3,8 @@
 Before: what will be released and what it costs, and why it cannot be released when it cannot
 (the budget is used up, another unit of privacy than the budget's, a parameter to fix).  After: the
 same confirmation for points, areas and flows, first on the step: what was released, what it cost,
-what is left, and a link down to the map; the next release's button and state come after it, calmly.
+what is left, and a link down to the map; the next release's button (secondary) and state come after the
+release's map and errors, calmly (shared/UX.md: "a success reads as a success").
 """
 
 from __future__ import annotations
@@ -58,17 +59,23 @@ def check(led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None, *,
 
 
 def button(key: str, led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str | None,
-           release: Any, *args: Any, after: bool = False) -> None:
-    """The Release button (one release per click, :func:`ui.state.release_button`) with its checks.
+           release: Any, *args: Any, after: bool = False, what: str | None = None) -> None:
+    """The Release button (one release per click, :func:`ui.state.release_button`) with its checks,
+    under ``what`` (the line that says what will be released, markdown).
 
-    ``after``: a release of this data is confirmed above (:func:`released`), so the button is the next
-    release's, a secondary matter: it sits under a small heading, and a budget too small for it is a
-    calm caption rather than a warning over the confirmation."""
+    ``after``: a release of this data is confirmed and shown above (:func:`released`, then its map and
+    errors), so the button is the next release's, a secondary matter: the kind draws it after the
+    release's results, under a small heading, as a secondary (not primary) button, and a budget too small
+    for it is a calm caption rather than a warning.  Before any release it is the step's primary button,
+    at the top."""
     if after:
         st.markdown("###### Another release from this data")
+    if what:
+        st.markdown(what)
     can, label = check(led, cost, unit, plan_error, after=after)
     _threshold_input()
-    state.release_button(key, label, release, *args, disabled=not can)
+    state.release_button(key, label, release, *args, disabled=not can,
+                         button_type="secondary" if after else "primary")
 
 
 def cv_threshold() -> float:

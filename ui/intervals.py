@@ -25,6 +25,7 @@ import streamlit as st
 
 from dpcore.errors import DPCoreError
 from dpcore.estimate.release_interval import ReleaseIntervals, offers_intervals, read_density
+from dpcore.privacy.calibration import interval_half_width
 from ui import charts, fmt, state
 
 #: The interval's coverage on the page.
@@ -69,6 +70,54 @@ def answer_line(r: Mapping[str, Any], what: str) -> str:
     """
     return (f"{what}: estimate **{r['estimate']:,.1f}** (SD {fmt.num(r['sd'])}), {COVERAGE:.0%} interval "
             f"**[{r['low']:,.1f}, {r['high']:,.1f}]**")
+
+
+def rounded_for_people(r: Mapping[str, Any]) -> tuple[int, int, int]:
+    """The estimate and the interval of an answer as whole counts a person reads: rounded to a step
+    of a power of ten under a tenth of the interval's half-width (at least 1, so never fractional
+    people), the interval rounded outwards (never narrower than computed), counts below zero shown
+    as 0 (a count is never negative, so the interval keeps its coverage).  The exact numbers stay in
+    the details (:func:`answer_line`) and in the files.
+
+    >>> rounded_for_people({"estimate": 797.0, "low": 677.1, "high": 916.9})
+    (800, 670, 920)
+    >>> rounded_for_people({"estimate": 12.4, "low": -3.2, "high": 28.0})
+    (12, 0, 28)
+    >>> rounded_for_people({"estimate": 123456.0, "low": 121000.0, "high": 125912.0})
+    (123500, 121000, 126000)
+    """
+    half = max((float(r["high"]) - float(r["low"])) / 2, 0.0)
+    step = 10 ** math.floor(math.log10(half / 10)) if half >= 100 else 1
+    est = max(round(float(r["estimate"]) / step) * step, 0)
+    low = max(math.floor(float(r["low"]) / step) * step, 0)
+    high = max(math.ceil(float(r["high"]) / step) * step, 0)
+    return int(est), int(low), int(high)
+
+
+def plain_line(r: Mapping[str, Any], what: str, word: str, where: str = "") -> str:
+    """One answer in one plain sentence: about how many, and the interval, rounded for people
+    (:func:`rounded_for_people`); the technical reading is :func:`answer_line`, in the details.
+
+    >>> plain_line({"estimate": 797.0, "low": 677.1, "high": 916.9}, "Drawn polygon 1", "points", " in this area")
+    '**Drawn polygon 1**: about **800** points in this area (90 % interval: **670 to 920**).'
+    """
+    est, low, high = rounded_for_people(r)
+    return (f"**{what}**: about **{fmt.count(est)}** {word}{where} ({COVERAGE * 100:g} % interval: "
+            f"**{fmt.count(low)} to {fmt.count(high)}**).")
+
+
+#: what the technical words of an answer mean ("How is this computed")
+HOW_COMPUTED = (
+    "**Estimate**: the unbiased least-squares estimate from the release's measurements (the measurements "
+    "file), not the sum of the published counts. **SD**: its standard deviation; the {cov} interval is the "
+    "estimate ± {z:.3g} SD (normal). A polygon that cuts cells counts each cut cell by the share of it "
+    "inside (its area, a public density or the coordinates' lattice): the **bracket [inside, touching]** is "
+    "the estimate over the cells wholly inside and over every cell the polygon touches, which holds the "
+    "count whatever the points' spread within the cut cells (up to the noise). How the points of a cut cell are spread "
+    "is modelled (the **apportionment**): **binomial**, each point independently inside with the share; "
+    "**over-dispersed** with **ρ** > 0, points in clusters, which widens the interval; the SD is then split "
+    "into its part from the noise and its part from the apportionment. The plain sentence above rounds "
+    "these numbers for reading (the interval outwards); the files and the table here keep them exact.")
 
 
 def _guidance(files: Mapping[str, bytes]) -> None:
@@ -143,18 +192,19 @@ def draw_figure(ri: ReleaseIntervals, max_points: int = MAX_DRAW_POINTS) -> go.F
 
 def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pick: bool,
             stored: Mapping[str, bytes] | None = None, polygon: bool = True, noun: str = "area",
-            on_demand: bool = False) -> None:
+            word: str = "people", on_demand: bool = False) -> None:
     """The interval section of a Release step: a multiselect of areas (``pick``), a polygon upload, a
     drawn polygon and a public density (``polygon``).  ``files_of`` gives the release's files (called
     only when needed, so a large release's tables are made only when a polygon is asked for);
     ``stored``: the files made so far (their record's guidance); ``noun``: what a picked node is
-    ("area"; "flow" for trips); ``on_demand``: a large release, whose measurements are read only after
-    a click (not on every visit of the step)."""
+    ("area"; "flow" for trips); ``word``: what the counts count ("points", "people", "trips"), in the plain
+    sentence that leads each answer (:func:`plain_line`; the technical reading and the exact numbers sit in
+    "How is this computed"); ``on_demand``: a large release, whose measurements are read only after a click
+    (not on every visit of the step)."""
     st.subheader(f"Estimate and {COVERAGE:.0%} interval for your {noun}", anchor="interval")
-    st.caption(f"For any union of {fmt.plural(noun)}{' or a drawn or uploaded polygon' if polygon else ''}: the "
-               "unbiased least-squares estimate from the release's measurements (measurements file), not the "
-               "published value, with its interval. Computed from the published files only: no data read, no "
-               "budget spent.")
+    st.caption(f"For any union of {fmt.plural(noun)}{' or a drawn or uploaded polygon' if polygon else ''}: about "
+               f"how many {word} it holds, with a {COVERAGE * 100:g} % interval. Computed from the published files "
+               "only: no data read, no budget spent.")
     if stored is not None:
         _guidance(stored)
     if on_demand and release_id not in st.session_state.get("_release_intervals", {}):
@@ -171,17 +221,23 @@ def section(files_of: Callable[[], Mapping[str, bytes]], release_id: str, *, pic
     if not offers_intervals(files):
         st.caption("This release has no measurements file (data-dependent partitions offer none), so no interval.")
         return
+    details: list[tuple[str, list[dict[str, Any]]]] = []
     try:
         ri = _intervals(files, release_id)
         if picked:
-            st.markdown(answer_line(ri.of_nodes(picked, COVERAGE), f"{len(picked)} {fmt.plural(noun, len(picked))}"))
+            what = f"{len(picked)} {fmt.plural(noun, len(picked))}"
+            r = ri.of_nodes(picked, COVERAGE)
+            st.markdown(plain_line(r, what + (" together" if len(picked) > 1 else ""), word))
+            details.append((answer_line(r, what), []))
         dens = read_density(density.getvalue()) if density is not None else None
         if up is not None:
-            _polygons(ri.of_polygons(up.getvalue(), COVERAGE, dens, precision=precision), "Polygon")
+            details += _polygons(ri.of_polygons(up.getvalue(), COVERAGE, dens, precision=precision), "Polygon", word)
         if drawn is not None:
-            _polygons(ri.of_polygons(drawn, COVERAGE, dens, precision=precision), "Drawn polygon")
+            details += _polygons(ri.of_polygons(drawn, COVERAGE, dens, precision=precision), "Drawn polygon", word)
     except DPCoreError as e:
         st.error(str(e))
+    if details:
+        _how_computed(details)
 
 
 def recorded_precision(stored: Mapping[str, bytes] | None) -> float | None:
@@ -273,15 +329,36 @@ def _drawn(files_of: Callable[[], Mapping[str, bytes]], release_id: str) -> byte
     return drawn
 
 
-def _polygons(rows: list[dict[str, Any]], what: str) -> None:
+def _polygons(rows: list[dict[str, Any]], what: str, word: str) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Each polygon's plain sentence (and a plain warning when cut cells carry much of it); returns each
+    one's technical line and the library's warning, for :func:`_how_computed`."""
+    out: list[tuple[str, list[dict[str, Any]]]] = []
     for i, r in enumerate(rows):
-        st.markdown(answer_line(r, f"{what} {i + 1}") + f"; cells inside {fmt.count(r['cells_inside'])}, "
+        name = f"{what} {i + 1}"
+        st.markdown(plain_line(r, name, word, " in this area"))
+        if r.get("warning"):
+            _, low, high = rounded_for_people({"estimate": 0.0, "low": r["inside"], "high": r["touching"]})
+            st.warning(f"{name}: cells that its edge cuts carry {r['cut_share']:.0%} of this estimate, so the interval "
+                       f"may be too narrow. The cells wholly inside hold about {fmt.count(low)} {word}, all the "
+                       f"cells it touches about {fmt.count(high)}. See “How is this computed” below.")
+        out.append((answer_line(r, name) + f"; cells inside {fmt.count(r['cells_inside'])}, "
                     f"cut {fmt.count(r['cells_cut'])}, bracket [{r['inside']:,.1f}, {r['touching']:,.1f}]; "
                     f"SD from the noise {fmt.num(r['noise_sd'])}, from the cut cells' apportionment "
                     f"({r['apportionment']}) {fmt.num(r['apportionment_sd'])}; cut cells weighed by "
-                    f"{r.get('weighting', 'area shares')}")
-        if r.get("warning"):
-            st.warning(f"{what} {i + 1}: {r['warning']}")
-    if len(rows) > 1:
-        st.dataframe(pd.DataFrame(rows)[["estimate", "sd", "low", "high", "inside", "touching", "cut_share"]],
-                     width="stretch")
+                    f"{r.get('weighting', 'area shares')}", [r]))
+    return out
+
+
+def _how_computed(details: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    """The exact numbers of the answers above and what their technical words mean, in an expander."""
+    with st.expander("How is this computed (exact numbers)", icon=":material/calculate:"):
+        for line, rows in details:
+            st.markdown(line)
+            for r in rows:
+                if r.get("warning"):
+                    st.caption(f"{line.split(':', 1)[0]}: {r['warning']}")
+        rows = [r for _, rs in details for r in rs]
+        if len(rows) > 1:
+            st.dataframe(pd.DataFrame(rows)[["estimate", "sd", "low", "high", "inside", "touching", "cut_share"]],
+                         width="stretch")
+        st.caption(HOW_COMPUTED.format(cov=f"{COVERAGE * 100:g} %", z=interval_half_width("normal", 1.0, COVERAGE)))

@@ -61,6 +61,20 @@ def budget_columns(plan: Plan, *, unit_word: str = "points") -> tuple[Column, ..
     )
 
 
+def plain_first(columns: tuple[Column, ...], first: tuple[str, ...]) -> tuple[Column, ...]:
+    """``columns`` with those labelled ``first`` moved to the front, in that order, the others after them
+    in their own order: the columns a curator reads (the error in people) show without scrolling
+    sideways, the budget and noise columns after them (none is dropped).
+
+    >>> cols = tuple((label, None, None) for label in ("level", "ε", "noise scale", "± per count (95%)"))
+    >>> [c[0] for c in plain_first(cols, ("level", "± per count (95%)"))]
+    ['level', '± per count (95%)', 'ε', 'noise scale']
+    """
+    by_label = {c[0]: c for c in columns}
+    front = [by_label[label] for label in first if label in by_label]
+    return (*front, *(c for c in columns if c[0] not in first))
+
+
 #: the pixel widths of Streamlit's named column widths, and the width of a header's character (px)
 _NAMED_WIDTHS = {"small": 75, "medium": 200, "large": 400}
 _HEADER_CHAR_PX, _HEADER_PAD_PX = 7.5, 30

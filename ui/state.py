@@ -290,7 +290,7 @@ def forget(*wkeys: str) -> None:
 
 
 def release_button(key: str, label: str, release: Any, *args: Any, disabled: bool = False,
-                   help: str | None = None) -> None:
+                   help: str | None = None, button_type: str = "primary") -> None:
     """A Release button whose ``release(*args)`` runs once per click, in the button's callback.
 
     Streamlit runs callbacks before the script, so a rerun asked for meanwhile (a second click, a
@@ -302,7 +302,8 @@ def release_button(key: str, label: str, release: Any, *args: Any, disabled: boo
     waits for its end instead of stopping it before the charge, which lost the click.  Each drawing of the button
     carries a one-time token: a second click on the button as drawn before the release (a double
     click) finds its token used and releases nothing.  A :class:`DPCoreError` from ``release`` is
-    shown under the button on the next run.
+    shown under the button on the next run.  ``button_type``: the button's type, "primary" for a first release,
+    "secondary" for the next one under a release that is shown (:func:`ui.confirm.button`).
     """
     ss = st.session_state
     token = ss.setdefault(f"{key}_token", 0)
@@ -313,7 +314,7 @@ def release_button(key: str, label: str, release: Any, *args: Any, disabled: boo
     # own key): a click on a drawing from before the release finds that drawing's token, used, and
     # releases nothing, instead of finding the new token (seen in a browser: a burst of clicks made
     # two releases).
-    st.button(label, type="primary", key=release_widget_key(key), disabled=disabled, help=help,
+    st.button(label, type=button_type, key=release_widget_key(key), disabled=disabled, help=help,
               on_click=clicks.atomic(_release_once), args=(key, token, release, args))
     err = ss.pop(f"{key}_error", None)
     if err:

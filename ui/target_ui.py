@@ -130,11 +130,16 @@ def planner(mechanism: Mechanism, domain: Any, definition: str, params: Mapping[
     if prop is None:
         st.info(f"No budget to propose: {error}", icon=":material/info:")
         return None
-    _show(prop, word, level_label)
-    st.button(f"Use this budget ({prop.cost.symbol} = {prop.rounded:g})", key=f"{key}_use", type="primary",
+    _show(prop, word, level_label, finest_label, names)
+    # shown with two significant digits ("about"); what "Use this budget" sets is the planner's own value
+    # (rounded up to 4 significant digits, :attr:`~dpcore.core.target.Proposal.rounded`), which meets the targets
+    sym = prop.cost.symbol
+    st.button(f"Use this budget ({sym} ≈ {fmt.eps(prop.rounded)})", key=f"{key}_use", type="primary",
               on_click=on_use, args=(prop,),
-              help="Sets the budget of this release" + (" and the split over levels" if split_params(prop) else "")
-                   + " to the proposal. Nothing is spent until you release.")
+              help=f"Sets the budget of this release to {sym} = {prop.rounded:g}"
+                   + (" and the split over levels to the proposal's" if split_params(prop) else "")
+                   + f": the planner's value, which meets your targets (about {fmt.eps(prop.rounded)} for reading). "
+                     "Nothing is spent until you release.")
     return prop
 
 
@@ -147,11 +152,12 @@ def _domain_key(domain: Any) -> Any:
     return fp() if callable(fp) else domain
 
 
-def _show(prop: target.Proposal, word: str, level_label: Callable[[str], str]) -> None:
+def _show(prop: target.Proposal, word: str, level_label: Callable[[str], str], finest_label: str,
+          offered: Sequence[str]) -> None:
     sym = prop.cost.symbol
     how = {"given": "with the mechanism's own split", "independent": "with each level's share set to what it needs",
            "optimised": "with the split over levels chosen by the planner"}[prop.split]
-    st.markdown(f"The smallest budget that meets your targets: **{sym} = {prop.rounded:g}** ({how}).")
+    st.markdown(f"The smallest budget that meets your targets: about **{sym} ≈ {fmt.eps(prop.rounded)}** ({how}).")
     rows = []
     for lv in prop.levels:
         rows.append({
@@ -163,9 +169,45 @@ def _show(prop: target.Proposal, word: str, level_label: Callable[[str], str]) -
             "met": "–" if lv.met is None else ("yes" if lv.met else "no"),
         })
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    untargeted = untargeted_line(prop, level_label, finest_label, offered)
+    if untargeted:
+        st.caption(untargeted)
     for note in prop.notes:
         st.caption(note)
     if prop.row_notes:  # the plan's own words on levels whose error depends on the data (at the proposal)
         with st.expander("Levels whose error depends on the data"):
             for note in prop.row_notes:
                 st.caption(note)
+
+
+def untargeted_line(prop: target.Proposal, level_label: Callable[[str], str] = str,
+                    finest_label: str = "each released count", offered: Sequence[str] | None = None) -> str | None:
+    """One calm sentence when the proposal leaves levels without a target: their errors in the table are
+    what this budget gives them, not aimed at (the planner meets the targets only); None when every
+    level has a target.  ``offered``: the levels the curator may target (the others, e.g. the count of
+    points that sizes a grid, are not named); None: every level.  A level that spends nothing (a total
+    that is exact and public) is not named either.
+
+    >>> from types import SimpleNamespace as NS
+    >>> lv = lambda name, t: NS(level=name, target=t, budget=0.1)
+    >>> prop = NS(levels=(lv("total", None), lv("region", None), lv("zone", NS(level="finest"))))
+    >>> untargeted_line(prop, finest_label="each zone")
+    'Only each zone was targeted. The errors shown for total and region are what this budget gives them; the planner did not aim at them. Add them to "Levels with a target" if their error matters.'
+    >>> untargeted_line(prop, offered=["finest"]) is None
+    True
+    """
+    aimed = [lv for lv in prop.levels if lv.target is not None]
+    others = [level_label(lv.level) for lv in prop.levels  # not a level spending nothing (an exact, public total)
+              if lv.target is None and (offered is None or lv.level in offered) and lv.budget is not None]
+    if not others or not aimed:
+        return None
+
+    def names(xs: list[str]) -> str:
+        return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1]
+
+    targeted = names([finest_label if lv.target.level.strip().lower() in target.FINEST else level_label(lv.level)
+                      for lv in aimed])
+    them = "it" if len(others) == 1 else "them"
+    return (f"Only {targeted} {'was' if len(aimed) == 1 else 'were'} targeted. The errors shown for {names(others)} "
+            f"are what this budget gives {them}; the planner did not aim at {them}. Add {them} to \"Levels with a "
+            f"target\" if {'its' if len(others) == 1 else 'their'} error matters.")

@@ -76,6 +76,30 @@ def test_demo_shows_levels_and_expected_error_before_release(at: AppTest) -> Non
     plan = frame_with(at, "budget")
     assert plan["budget"].iloc[0] == "not measured"
 
+def next_release_after_results(at: AppTest, key: str) -> None:
+    """shared/UX.md, "a success reads as a success": the confirmation first, then the map and the errors,
+    then "Another release from this data" with a secondary button that still states the cost."""
+    order: list[tuple[str, str]] = []
+
+    def walk(node) -> None:
+        for child in getattr(node, "children", {}).values():
+            kind = type(child).__name__
+            order.append((kind, str(child.label if kind == "Button" else getattr(child, "value", ""))))
+            walk(child)
+
+    walk(at.main)
+
+    def where(kind: str, start: str) -> int:
+        return next(i for i, (k, t) in enumerate(order) if k == kind and t.startswith(start))
+
+    success = where("Success", "Released")
+    assert not [k for k, _ in order[:success] if k == "Button"]  # nothing to click above the confirmation
+    assert success < where("Subheader", "Map") < where("Subheader", "Errors") < where("Markdown", "###### Another")
+    assert where("Markdown", "###### Another") < where("Button", "Release with ")
+    button = at.button(key=release_widget_key(key, at.session_state))
+    assert button.label.startswith("Release with ") and " after this" in button.label  # the cost, stated
+    assert button.proto.type == "secondary"
+
 
 def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) -> None:
     step(at, "plan")
@@ -96,6 +120,7 @@ def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) 
     assert len(led.entries) == 1 and led.spent == pytest.approx(0.5)
     # not confirmed that each person is counted once: one counted record, as release.json says (item 15)
     assert any("unit of privacy: **one counted record, " in m.value for m in at.markdown)
+    next_release_after_results(at, "hier_release_button")
     assert json.loads(entry.files["release.json"])["privacy"]["unit_of_privacy"].startswith("one counted record")
     h: Hierarchy = rel.hierarchy
     for d in range(h.depth):
@@ -455,7 +480,11 @@ def test_target_planner_proposes_a_budget_and_split_and_use_sets_both(at: AppTes
                                 unit=hierarchy_unit("add_remove"), statistic="count", k=1)
     assert expected.split == "optimised"
     proposal = [m.value for m in at.markdown if m.value.startswith("The smallest budget that meets your targets")]
-    assert len(proposal) == 1 and f"ε = {expected.rounded:g}" in proposal[0]
+    assert len(proposal) == 1 and f"about **ε ≈ {fmt.eps(expected.rounded)}**" in proposal[0], proposal
+    assert at.button(key="hier_target_use").label == f"Use this budget (ε ≈ {fmt.eps(expected.rounded)})"
+    # total and region have no target: one calm sentence says their errors were not aimed at
+    assert any(c.value.startswith("Only district and each zone were targeted. The errors shown for total and region")
+               for c in at.caption), [c.value for c in at.caption if "target" in c.value]
     table = frame_with(at, "your target")
     assert list(table["met"]) == ["–", "–", "yes", "yes"]
     at.button(key="hier_target_use").click().run()
@@ -527,7 +556,7 @@ def test_the_release_step_answers_a_union_of_areas_with_its_interval(at: AppTest
     interval of their union, as the library computes it from the stored files; a region and all its
     districts are the same cells, so the same answer; the record's "use at level" line is shown."""
     from dpcore.estimate.release_interval import ReleaseIntervals
-    from ui.intervals import answer_line
+    from ui.intervals import answer_line, plain_line
 
     release(at)
     entry = at.session_state["hier_release"]
@@ -547,5 +576,9 @@ def test_the_release_step_answers_a_union_of_areas_with_its_interval(at: AppTest
     assert r_children["cells"] == ri.of_nodes([region])["cells"]
     assert r_children["estimate"] == pytest.approx(ri.of_nodes([region])["estimate"], rel=1e-6)
     assert answer_line(r_children, f"{len(children)} areas") in texts(at.markdown)
+    # led by one plain sentence (people rounded for reading); the line above sits in "How is this computed"
+    assert plain_line(r_children, f"{len(children)} areas together", "people") in texts(at.markdown)
+    [how] = [e for e in at.expander if e.label.startswith("How is this computed")]
+    assert answer_line(r_children, f"{len(children)} areas") in texts(how.markdown)
     g = json.loads(entry.files["release.json"])["level_guidance"]
     assert any(g["statement"] in c.value for c in at.caption)

@@ -20,7 +20,7 @@ from app_steps import APP, ok, step
 from streamlit.testing.v1 import AppTest
 
 from dpcore.estimate.release_interval import ReleaseIntervals, read_density, read_polygons
-from ui.intervals import answer_line, selection_geojson
+from ui.intervals import answer_line, plain_line, rounded_for_people, selection_geojson
 from ui.state import release_widget_key
 
 LASSO = {"x": [-74.00, -73.82, -73.78, -73.92, -74.02], "y": [40.62, 40.64, 40.78, 40.86, 40.74]}
@@ -79,12 +79,26 @@ def test_a_drawn_lasso_reads_the_librarys_estimate_and_interval(released: AppTes
     files = released.session_state["releases"][0].exports["files"]
     polys = selection_geojson({"lasso": [LASSO], "box": [{"x": [-73.95, -73.9], "y": [40.7, 40.8]}]})
     expected = ReleaseIntervals(files).of_polygons(polys, 0.9)
-    shown = [m.value for m in released.markdown if m.value.startswith("Drawn polygon")]
+    # each answer leads with one plain sentence, counts rounded for people (whole numbers, the interval
+    # rounded outwards); the exact numbers and the technical words sit in "How is this computed"
+    plain = [m.value for m in released.markdown if m.value.startswith("**Drawn polygon")]
+    assert plain == [plain_line(r, f"Drawn polygon {i + 1}", "points", " in this area") for i, r in enumerate(expected)]
+    for line, r in zip(plain, expected, strict=True):
+        est, low, high = rounded_for_people(r)
+        assert low <= r["low"] and high >= r["high"] and abs(est - r["estimate"]) <= (r["high"] - r["low"]) / 20
+        assert f"about **{est:,}** points in this area (90 % interval: **{low:,} to {high:,}**)." in line
+        assert not any(w in line for w in ("SD", "bracket", "binomial", "rho", "ρ", "dispersion"))
+    [how] = [e for e in released.expander if e.label.startswith("How is this computed")]
+    shown = [m.value for m in how.markdown if m.value.startswith("Drawn polygon")]
     assert len(shown) == 2
     for i, (line, r) in enumerate(zip(shown, expected, strict=True)):
         assert line.startswith(answer_line(r, f"Drawn polygon {i + 1}")), line
         assert r["cells_inside"] > 0 and r["low"] < r["estimate"] < r["high"]
     assert expected[0]["cells_cut"] > 0  # a lasso cuts cells
+    assert any("bracket [inside, touching]" in c.value and "binomial" in c.value for c in how.caption)
+    assert set(how.dataframe[0].value.columns) >= {"estimate", "sd", "low", "high"}  # exact, as computed
+    for w in released.warning:  # cut cells' warning in plain words; the library's words in the details
+        assert w.value.startswith("Drawn polygon") and "binomial" not in w.value and "rho" not in w.value
 
 
 def test_a_public_density_apportions_the_cut_cells(released: AppTest) -> None:

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from test_od_page import at, entries, prefix_areas, release, texts, to_upload, trips_csv, upload
 
 from dpcore.estimate.release_interval import ReleaseIntervals
-from ui.intervals import answer_line
+from ui.intervals import answer_line, plain_line
 
 __all__ = ["at"]  # the fixture, imported
 
@@ -37,6 +37,7 @@ def test_the_release_step_answers_a_union_of_flows_with_its_interval(at: AppTest
     ok(at)
     one = ri.of_nodes([region_pair])
     assert answer_line(one, "1 flow") in texts(at.markdown)
+    assert plain_line(one, "1 flow", "trips") in texts(at.markdown)  # the plain sentence leads
     box.set_value(children).run()
     ok(at)
     many = ri.of_nodes(children)

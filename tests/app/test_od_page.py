@@ -156,6 +156,14 @@ def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
     assert list(plan["table"]) == ["total of all trips · exact, public", "the whole territory to regions",
                                    "regions to regions", "regions to districts", "districts to districts",
                                    "districts to zones", "zones to zones"]
+    # the errors in trips first, the budget share and the noise SD after them (none dropped): the columns a
+    # curator reads fit the page (about 920 px of a 1400-px window) without scrolling sideways
+    first = ["table", "typical largest error", "error per flow (RMSE)", "unreliable below"]
+    assert list(plan.columns[:5]) == [*first, "guaranteed 95 % bound"]
+    assert set(plan.columns[5:]) == {"budget share", "noise per cell (SD)"}
+    (shown,) = [d for d in at.dataframe if "noise per cell (SD)" in d.value.columns]
+    widths = {label: c.get("width") for label, c in json.loads(shown.proto.columns).items()}
+    assert sum(widths[label] for label in first) <= 920, widths
     # bounded, one trip per person: the total is exact and public, nothing of the budget goes to it
     assert np.isnan(plan["budget share"].iloc[0])
     # numbers stay numbers (they sort), rounded for people: whole numbers, one decimal below 10
@@ -195,6 +203,30 @@ def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
     assert frame_with(at, "noise per cell (SD)")["table"].iloc[0] == "total of all trips"
     assert ledger(at).spent == 0
 
+def next_release_after_results(at: AppTest, key: str) -> None:
+    """shared/UX.md, "a success reads as a success": the confirmation first, then the map and the errors,
+    then "Another release from this data" with a secondary button that still states the cost."""
+    order: list[tuple[str, str]] = []
+
+    def walk(node) -> None:
+        for child in getattr(node, "children", {}).values():
+            kind = type(child).__name__
+            order.append((kind, str(child.label if kind == "Button" else getattr(child, "value", ""))))
+            walk(child)
+
+    walk(at.main)
+
+    def where(kind: str, start: str) -> int:
+        return next(i for i, (k, t) in enumerate(order) if k == kind and t.startswith(start))
+
+    success = where("Success", "Released")
+    assert not [k for k, _ in order[:success] if k == "Button"]  # nothing to click above the confirmation
+    assert success < where("Subheader", "Map") < where("Subheader", "Errors") < where("Markdown", "###### Another")
+    assert where("Markdown", "###### Another") < where("Button", "Release with ")
+    button = at.button(key=release_widget_key(key, at.session_state))
+    assert button.label.startswith("Release with ") and " after this" in button.label  # the cost, stated
+    assert button.proto.type == "secondary"
+
 
 def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media: list) -> None:
     paper_budget(at)
@@ -209,6 +241,7 @@ def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media:
     assert "InfTDA" in done and "ρ = 0.013" in done and "of 0.5 is left" in done and rel.release_id in done
     assert any("(#map)" in m.value for m in at.markdown)
     assert any("unit of privacy: **one trip, " in m.value for m in at.markdown)  # the Data step's words
+    next_release_after_results(at, "od_release_button")
     first = rel.release_id
     at.run()  # a rerun draws no new noise and spends nothing
     ok(at)
@@ -778,7 +811,8 @@ def test_target_planner_proposes_rho_and_split_and_use_sets_both(at: AppTest) ->
         params={"split": "uniform", "orientation": "destination", "order": "ascending", "tiebreak": "random"},
         unit=od_unit("replace", c.max_trips, c.persons), distinct=c.distinct)
     proposal = [v.value for v in at.markdown if v.value.startswith("The smallest budget that meets your targets")]
-    assert len(proposal) == 1 and f"ρ = {expected.rounded:g}" in proposal[0]
+    assert len(proposal) == 1 and f"about **ρ ≈ {fmt.eps(expected.rounded)}**" in proposal[0], proposal
+    assert at.button(key="od_target_use").label == f"Use this budget (ρ ≈ {fmt.eps(expected.rounded)})"
     table = frame_with(at, "your target")
     assert list(table.loc[table["level"].isin(["district", "zone"]), "met"]) == ["yes", "yes"]
     at.button(key="od_target_use").click().run()

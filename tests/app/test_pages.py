@@ -645,6 +645,34 @@ def test_a_success_reads_as_a_success_and_the_plan_warns_first(at):
     assert any("This release asks for ε = 0.6, more than the ε = 0.4 left of the cap" in w for w in texts(at.warning))
 
 
+def test_after_a_release_its_map_and_errors_come_before_the_next_release(at):
+    """shared/UX.md, "a success reads as a success": before any release the Release button is the step's
+    primary button, first on the step; after one, the confirmation, then the map and the errors, and only
+    then "Another release from this data" with a secondary button whose label still states the cost."""
+    choose(at, "ug")
+    number_input(at, "Privacy budget of this release (ε)").set_value(0.3).run()
+    goto(at, "release")
+    before = _in_order(at.main)
+    first = next(i for i, (k, _) in enumerate(before) if k == "Button")
+    assert before[first][1] == "Release with ε = 0.3 — 0.7 left after this"
+    button = at.button(key=release_widget_key("release_button", at.session_state))
+    assert button.proto.type == "primary"
+    assert not [t for _, t in before if "Another release" in t]
+    button.click().run()
+    assert not at.exception, at.exception
+    order = _in_order(at.main)
+
+    def where(kind: str, start: str) -> int:
+        return next(i for i, (k, t) in enumerate(order) if k == kind and t.startswith(start))
+
+    success = where("Success", "Released UG")
+    assert success < where("Subheader", "Map") < where("Subheader", "Errors") < where("Markdown", "###### Another")
+    assert where("Markdown", "###### Another release") < where("Button", "Release with ε = 0.3 — 0.4 left after this")
+    assert not [k for k, _ in order[:success] if k == "Button"]  # no button above the confirmation
+    nxt = at.button(key=release_widget_key("release_button", at.session_state))
+    assert nxt.label == "Release with ε = 0.3 — 0.4 left after this" and nxt.proto.type == "secondary"
+
+
 def test_export_explains_negative_counts_and_offers_a_clamped_file(at):
     """Issue 26, item 9: the Export step says why negative counts are kept and offers the clamped file with
     its bias stated; the file is the leaves with count_clamped = max(count, 0)."""

@@ -50,6 +50,12 @@ def test_plan_table_and_sentence(at: AppTest, mechanism: str) -> None:
     config = json.loads(at.dataframe[0].proto.columns)
     widths = {label: c.get("width") for label, c in config.items() if label in table.columns}
     assert widths["± per count (95%)"] >= header_width("± per count (95%)"), widths
+    # the errors in points first, the budget and the noise scale after them (none dropped): the columns a
+    # curator reads fit the page (about 920 px of a 1400-px window) without scrolling sideways
+    first = ["level", "± per count (95%)", "2% of area: ± (95%)", "10% of area: ± (95%)"]
+    assert list(table.columns[:4]) == first
+    assert set(table.columns[4:]) == {"ε", "share of ε", "counts released", "noise scale"}
+    assert sum(widths[label] for label in first) <= 920, widths
     assert all(not isinstance(w, str) or w != "small" or header_width(label) <= 75 for label, w in widths.items())
     # no cut cells either: the level column fits its longest name ("Leaf counts (about 6,598 leaves if evenly
     # spread)" for PrivTree), or the rows are tall enough to wrap it

@@ -12,6 +12,7 @@ from dpcore import catalog
 from dpcore.core.target import Target, plan_for_targets
 from dpcore.data.domain import Grid
 from dpcore.privacy.units import Unit
+from ui import fmt
 from ui.state import release_widget_key
 
 APP = "../../app.py"  # relative to this file
@@ -52,14 +53,16 @@ def test_proposal_appears_and_use_this_budget_sets_the_budget(at: AppTest) -> No
     expected = plan_for_targets(catalog.get("points", "identity"), grid,
                                 [Target("finest", 20, 0.90)], unit=Unit("record"))
     proposal = [m.value for m in at.markdown if m.value.startswith("The smallest budget that meets your targets")]
-    assert len(proposal) == 1 and f"ε = {expected.rounded:g}" in proposal[0]
+    # two significant digits for reading ("about"); "Use this budget" sets the planner's own value
+    assert len(proposal) == 1 and f"about **ε ≈ {fmt.eps(expected.rounded)}**" in proposal[0], proposal
     table = [d.value for d in at.dataframe if "your target" in d.value.columns]
     assert len(table) == 1
     row = table[0].iloc[0]
     assert row["met"] == "yes" and row["counts"] == "1,048,576"
     assert row["your target"] == "±20 for 90 %" and row["error at the proposal"].endswith("points for 90%")
     use = at.button(key="points_target_use")
-    assert use.label == f"Use this budget (ε = {expected.rounded:g})"
+    assert use.label == f"Use this budget (ε ≈ {fmt.eps(expected.rounded)})"
+    assert f"ε = {expected.rounded:g}" in use.help  # the exact value it sets, on hover
     use.click().run()
     assert not at.exception, at.exception
     assert at.session_state["epsilon"] == pytest.approx(expected.rounded)

@@ -53,6 +53,10 @@ def test_hierarchy_release_map_drilldown_export(app_url, page, tmp_path):
     uploader = main.get_by_test_id("stFileUploader").filter(has_text="Upload a polygon")
     wait_idle(page)
     uploader.locator("input[type=file]").set_input_files(str(poly))
+    # one plain sentence first (people rounded for reading), the exact numbers in "How is this computed"
+    main.get_by_text(re.compile(r"^Polygon 1: about [\d,]+ people in this area \(90 % interval: ")).first.wait_for()
+    click(page, main.get_by_test_id("stExpander").filter(has_text="How is this computed").get_by_text(
+        "How is this computed"))
     answer = main.get_by_text(re.compile(r"^Polygon 1: estimate")).first
     answer.wait_for()
     text = answer.inner_text()

@@ -96,6 +96,14 @@ def test_upload_release_map_lasso_export_offline(app_url, page, tmp_path):
     chart.wait_for(timeout=DRAW_TIMEOUT_MS)
     wait_idle(page)
     draw_lasso(page, chart, LASSO)
+    # the answer leads with one plain sentence (counts rounded for people); the exact numbers and the
+    # technical words are in "How is this computed"
+    plain = main.get_by_text(re.compile(r"^Drawn polygon 1: about [\d,]+ points in this area")).first
+    plain.wait_for(timeout=DRAW_TIMEOUT_MS)
+    p = re.search(r"about ([\d,]+) points in this area \(90 % interval: ([\d,]+) to ([\d,]+)\)", plain.inner_text())
+    assert p, plain.inner_text()
+    click(page, main.get_by_test_id("stExpander").filter(has_text="How is this computed").get_by_text(
+        "How is this computed"))
     answer = main.get_by_text(re.compile(r"^Drawn polygon 1: estimate")).first
     answer.wait_for(timeout=DRAW_TIMEOUT_MS)
     text = answer.inner_text()
@@ -105,6 +113,8 @@ def test_upload_release_map_lasso_export_offline(app_url, page, tmp_path):
     est, sd, low, high, inside, cut = (float(g.replace(",", "")) for g in m.groups())
     assert inside > 0 and cut > 0  # a drawn shape covers whole cells and cuts others
     assert low < est < high and sd > 0 and high - low == pytest.approx(2 * 1.6449 * sd, rel=0.02, abs=0.2)
+    about, p_low, p_high = (int(g.replace(",", "")) for g in p.groups())  # whole numbers, the interval outwards
+    assert p_low <= max(low, 0) and p_high >= high and abs(about - est) <= (high - low) / 20 + 0.5
     main.get_by_role("button", name="Download the drawn polygon (GeoJSON)").wait_for()
     assert page.get_by_test_id("stException").count() == 0
 

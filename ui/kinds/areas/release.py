@@ -50,26 +50,28 @@ def release_step() -> None:
     if not near_match_ui.answered("areas", m["fp"], m["counts"].profile(), sel.ledger):
         return  # the same population as spent data? asked first (issue 26 item 14)
     entry = common.hier_entry()  # a click's release was made in its callback, before this run
-    if entry is not None:  # the confirmation first; the next release comes after it
-        rel = entry.release
-        confirm.released(f"{rel.mechanism.title}: {released_areas(rel.hierarchy)}", rel.plan.cost, sel.ledger,
-                         rel.release_id)
-    st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
-                f"unit of privacy: **{common.unit_words(sel.unit)}**.")
+    what = (f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
+            f"unit of privacy: **{common.unit_words(sel.unit)}**.")
     job = {"counts": m["counts"], "plan": sel.core, "led": sel.ledger, "fp": m["fp"], "name": m["name"],
            "config": (m["inputs"], sel), "joins": dict(m["joins"]), "cv": confirm.cv_threshold()}
-    confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job,
-                   after=entry is not None)
-    if entry is None:
+    if entry is None:  # before any release: the Release button, primary, at the top
+        confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job, what=what)
         st.caption("Nothing has been released from this data yet.")
         frame.link("plan", "Back to the plan")
         return
+    # the confirmation first, then the release's map and errors; the next release after them, calmly
+    rel = entry.release
+    confirm.released(f"{rel.mechanism.title}: {released_areas(rel.hierarchy)}", rel.plan.cost, sel.ledger,
+                     rel.release_id)
     st.subheader("Map", anchor="map")
     _map(entry, m)
     st.subheader("Errors", anchor="errors")
     _errors(entry, m)
     intervals.section(lambda: entry.files, rel.release_id, pick=True,
+                      word="groups" if m["counts"].statistic == "group_sizes" else "people",
                       on_demand=rel.hierarchy.n_nodes > PROGRESS_NODES)
+    confirm.button("hier_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, job, after=True,
+                   what=what)
     frame.link("export")
 
 
@@ -244,23 +246,27 @@ def _table_release() -> None:
     if not near_match_ui.answered("areas", fp, table.profile(), sel.ledger):
         return  # the same population as spent data? asked first (issue 26 item 14)
     name = ss.get("census_name", "census table")
-    st.markdown(f"**{sel.title}** with {sel.cost.label()} on **{name}**, as planned on the Plan step; "
-                f"unit of privacy: **{common.unit_words(census_unit(person_once=state.person_once(fp)))}**.")
+    unit = census_unit(person_once=state.person_once(fp))
+    what = (f"**{sel.title}** with {sel.cost.label()} on **{name}**, as planned on the Plan step; "
+            f"unit of privacy: **{common.unit_words(unit)}**.")
     cfg = table_config(table, sel.plan) if sel.plan is not None else None  # read before the charge
+
+    def release_button(after: bool) -> None:
+        if sel.mech == "matrix":
+            confirm.button("census_mx_release_button", sel.ledger, sel.cost, unit, sel.error, marginals_ui.release_now,
+                           table, sel.plan, sel.ledger, fp, name, cfg, after=after, what=what)
+        else:
+            confirm.button("census_release_button", sel.ledger, sel.cost, unit, sel.error, _privelet_now, table,
+                           sel.plan, sel.ledger, fp, name, cfg, after=after, what=what)
+
     entry = common.table_entry()  # a click's release was made in its callback, before this run
-    if entry is not None:  # the confirmation first; the next release comes after it
-        _table_confirmation(entry, sel)
-    if sel.mech == "matrix":
-        confirm.button("census_mx_release_button", sel.ledger, sel.cost, census_unit(person_once=state.person_once(fp)),
-                       sel.error, marginals_ui.release_now, table, sel.plan, sel.ledger, fp, name, cfg,
-                       after=entry is not None)
-    else:
-        confirm.button("census_release_button", sel.ledger, sel.cost, census_unit(person_once=state.person_once(fp)),
-                       sel.error, _privelet_now, table, sel.plan, sel.ledger, fp, name, cfg, after=entry is not None)
-    if entry is None:
+    if entry is None:  # before any release: the Release button, primary, at the top
+        release_button(after=False)
         st.caption("Nothing has been released from this table yet.")
         frame.link("plan", "Back to the plan")
         return
+    # the confirmation first, then the released tables; the next release after them, calmly
+    _table_confirmation(entry, sel)
     rel = entry.release
     if sel.mech == "matrix":
         st.subheader("The released tables", anchor="map")
@@ -273,4 +279,5 @@ def _table_release() -> None:
                    "hierarchy of areas (Data step) draws maps from boundaries.")
         marginals_ui.show_tables(entry, fp, "Level", rel.levels, 1, 1, "SD", "census")
         st.info(common.NEGATIVE_NOTE)
+    release_button(after=True)
     frame.link("export")

@@ -171,9 +171,11 @@ def row_table_name(r: PlanRow, unit: str) -> str:
 def plan_columns(plan: Plan, unit_: str, full: bool = False) -> tuple[plan_table.Column, ...]:
     """The expected-error table's columns for trips (Plan and Release steps), read from the core plan's
     rows (:mod:`ui.plan_table`): numbers as numbers (they sort), rounded for people; ``full`` (the
-    Release step) shows the possible pairs instead of the budget shares.  Narrow number columns (their
-    full names and help show on hover) and a wide name column (400 + 6 × 75 px): the table names and
-    the last column ("unreliable below") fit a 1400-px window without scrolling sideways."""
+    Release step) shows the possible pairs instead of the budget shares.  The errors in people come
+    first (typical largest, per flow, unreliable below, the guaranteed bound), then the budget share
+    (or possible pairs) and the noise SD: the headers are whole (:func:`ui.plan_table.fit_headers`), so
+    the table is wider than the page, and what a curator reads first shows without scrolling sideways;
+    the name column is as wide as its longest name (:func:`ui.plan_table.fit_cells`), not a fixed 400 px."""
     sym_ = plan.cost.symbol
 
     def num(label: str | None = None, **kw: Any) -> Any:
@@ -188,9 +190,9 @@ def plan_columns(plan: Plan, unit_: str, full: bool = False) -> tuple[plan_table
         ("budget share", lambda r: measured(r, float(f"{r.details['share']:.2g}")),
          num(f"budget share ({sym_})", format="%.2g",
              help="The part of this release's budget spent on this table (none: not measured).")))
-    return (
+    columns = (
         ("table", lambda r: row_table_name(r, unit_), st.column_config.TextColumn(
-            "table", width="large",
+            "table", width="medium",
             help="The flows from each origin area to each destination area of two levels. release.csv names "
                  "it origin>destination (e.g. region>district).")),
         first,
@@ -210,6 +212,8 @@ def plan_columns(plan: Plan, unit_: str, full: bool = False) -> tuple[plan_table
          num(format="localized", help=f"Released flows below this many {unit_} (about twice the noise) may be "
                                       "noise.")),
     )
+    return plan_table.plain_first(columns, ("table", "typical largest error", "error per flow (RMSE)",
+                                            "unreliable below", "guaranteed 95 % bound"))
 
 
 def error_chart(pl: ODPlan, unit_: str) -> charts.BuiltFigure:

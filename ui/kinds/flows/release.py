@@ -50,18 +50,17 @@ def release_step() -> None:
         return  # the same population as spent data? asked first (issue 26 item 14)
     entry = shown_entry(m)  # a click's release was made in its callback, before this run
     st.session_state["od_shown"] = entry
-    if entry is not None:  # the confirmation first; the next release comes after it
-        rel: ODRelease = entry.release
-        confirm.released(f"{rel.mechanism.title}: {fmt.count(sum(int(v.size) for v in rel.values[1:]))} flows in "
-                         f"{rel.depth} tables", rel.plan.cost, sel.ledger, rel.release_id)
-    st.markdown(f"**{catalog.get('od', sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
-                f"privacy: **{unit_words(sel.unit, m['unit'])}**.")
-    confirm.button("od_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, sel,
-                   after=entry is not None)
-    if entry is None:
+    what = (f"**{catalog.get('od', sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
+            f"privacy: **{unit_words(sel.unit, m['unit'])}**.")
+    if entry is None:  # before any release: the Release button, primary, at the top
+        confirm.button("od_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, sel, what=what)
         st.caption("Nothing has been released from these trips yet.")
         frame.link("plan", "Back to the plan")
         return
+    # the confirmation first, then the release's map and errors; the next release after them, calmly
+    rel: ODRelease = entry.release
+    confirm.released(f"{rel.mechanism.title}: {fmt.count(sum(int(v.size) for v in rel.values[1:]))} flows in "
+                     f"{rel.depth} tables", rel.plan.cost, sel.ledger, rel.release_id)
     if entry.view != m["view"]:
         st.info("This is the latest release of these trips. It was made with another area list or unit of privacy "
                 "than the Data step now shows, and is shown as it was made. Release again to publish with the new "
@@ -71,7 +70,10 @@ def release_step() -> None:
     st.subheader("Errors", anchor="errors")
     _errors(entry)
     # flows of any table (origin>destination pairs of the O/D tree); a pair has no one shape: no polygon
-    intervals.section(lambda: entry.files, entry.release.release_id, pick=True, polygon=False, noun="flow")
+    intervals.section(lambda: entry.files, entry.release.release_id, pick=True, polygon=False, noun="flow",
+                      word=m["unit"])
+    confirm.button("od_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, sel, after=True,
+                   what=what)
     frame.link("export")
 
 

@@ -176,7 +176,10 @@ def _expected_error(pr: PlannedRelease) -> None:
     """The table of the plan's levels, the one-line reading, and the mechanism's own notes."""
     plan = pr.plan
     assert plan is not None
-    plan_table.show(plan, plan_table.budget_columns(plan) + QUERY_COLUMNS, width="stretch")
+    # the errors in points first (they fit the page's width), the budget and noise scale after them
+    columns = plan_table.plain_first(plan_table.budget_columns(plan) + QUERY_COLUMNS,
+                                     ("level", "± per count (95%)", *(label for label, _, _ in QUERY_COLUMNS)))
+    plan_table.show(plan, columns, width="stretch")
     leaf = [r for r in plan.rows if r.details.get("in_partition")][-1]
     st.markdown(
         _per_period_prefix(pr) + f"released count is off by at most **±{fmt.count(leaf.ci95)} points** in 19 of 20 cases "

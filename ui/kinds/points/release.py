@@ -38,24 +38,26 @@ def release_step() -> None:
     led = points_state.ledger()  # "same people" leads the data to the matched budget
     c = pr.choice
     cur = points_state.current_release()  # a click's release was made in its callback, before this run
-    if cur is not None:  # the confirmation first; the next release comes after it
-        r = cur.release
-        confirm.released(f"{r.mechanism_title}: {fmt.count(int(r.leaf.sum()))} released areas", r.cost, led,
-                         r.release_id)
-    st.markdown(f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "
-                f"unit of privacy: {c.unit.label()}.")
-    confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, after=cur is not None)
-    if cur is None:
+    what = (f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "
+            f"unit of privacy: {c.unit.label()}.")
+    if cur is None:  # before any release: the Release button, primary, at the top
+        confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, what=what)
         st.caption("Nothing has been released from this data yet.")
         frame.link("plan", "Back to the plan")
         return
+    # the confirmation first, then the release's map and errors; the next release after them, calmly
+    r = cur.release
+    confirm.released(f"{r.mechanism_title}: {fmt.count(int(r.leaf.sum()))} released areas", r.cost, led,
+                     r.release_id)
     st.subheader("Map", anchor="map")
     _map(cur)
     # the release's tables, once its map is on the page: the record's level guidance below reads them
     points_state.store_pending_history()
     st.subheader("Errors", anchor="errors")
     _errors(cur)
-    intervals.section(lambda: points_state.release_files(cur), r.release_id, pick=False, stored=cur.exports["files"])
+    intervals.section(lambda: points_state.release_files(cur), r.release_id, pick=False, stored=cur.exports["files"],
+                      word="points")
+    confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, after=True, what=what)
     frame.link("export")
 
 
