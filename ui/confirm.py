@@ -89,7 +89,8 @@ def cv_threshold() -> float:
 def _threshold_input() -> None:
     """The input of :func:`cv_threshold` (one setting for every kind, kept across pages)."""
     st.number_input(
-        "Reliability threshold of the record (median coefficient of variation)", min_value=0.01, max_value=10.0,
+        "The record calls a level reliable when its noise is under this share of a typical count",
+        min_value=0.01, max_value=10.0,
         step=0.05, format="%.2f", key=state.persistent("cv_threshold", CV_THRESHOLD),
         help="release.json and review.html say \"use at level L or coarser\": the finest level whose median "
              "noise SD / published count is under this threshold (0.3: the SD is under 30 % of a typical count). "
