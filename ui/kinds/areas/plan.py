@@ -22,7 +22,18 @@ from dpcore.privacy import budget
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, charts, fmt, frame, plan_table, plans, series, state, target_ui
+from ui import (
+    budget_ui,
+    charts,
+    fmt,
+    frame,
+    plan_table,
+    plans,
+    series,
+    split_editor,
+    state,
+    target_ui,
+)
 from ui.kinds.areas import common
 from ui.kinds.areas.common import keep, kept
 
@@ -122,10 +133,10 @@ def _unit_and_split(h: Any, counts: Any, mech_name: str) -> None:
         kept("split")
     sel = selection(parse_only=True)
     if sel.split == "custom":
-        n = sel.n_measured
-        c5.text_input(f"Weights, one per measured level ({n}), top first",
-                      key=keep(f"weights_{n}", ",".join(["1"] * n)))
-        kept(f"weights_{n}")
+        measured = catalog.get("hierarchy", mech_name).measured_levels(counts.statistic, sel.opts["neighbour"], h.depth)
+        levels = [common.level_label(name) for name, m in zip(h.level_names, measured, strict=False) if m]
+        split_editor.editor(c5, levels if len(levels) == sel.n_measured else
+                            [f"level {i + 1}" for i in range(sel.n_measured)], f"hier_weights_{sel.n_measured}")
     if mech_name == "topdown_linf":
         with st.expander("Advanced"):
             st.caption("How the last step turns noisy counts into whole numbers.")

@@ -19,7 +19,7 @@ from dpcore.flows.unit import od_unit
 from dpcore.privacy import budget
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.units import Unit
-from ui import budget_ui, fmt, frame, plan_table, plans, series, state, target_ui
+from ui import budget_ui, fmt, frame, plan_table, plans, series, split_editor, state, target_ui
 from ui.kinds.flows.common import (
     DEFAULTS,
     MECHS,
@@ -247,10 +247,7 @@ def _tree_options(m: dict[str, Any], mech: str, counts: Any) -> None:
             measured = []
         if measured:
             n_m = len(measured)
-            c6.text_input(f"Weights, one per measured table ({n_m}), top first",
-                          key=keep(f"weights_{n_m}", ",".join(["1"] * n_m)),
-                          help="Measured tables: " + ", ".join(measured) + ".")
-            kept(f"weights_{n_m}")
+            split_editor.editor(c6, [level_label(t) for t in measured], f"od_weights_{n_m}", noun="table")
 
 
 def target_planner(sel: Selection) -> None:
