@@ -198,10 +198,13 @@ def _unit_of_privacy(t: Any) -> None:
     """One row, or one person (with a cap on the records kept per person)."""
     st.subheader("2. Unit of privacy")
     if t.user_column is None:
+        has_columns = st.session_state.get("upload_df") is not None and st.session_state.get("path_open") is None
         st.markdown(
             "Each **row** is protected: the release hides whether any single point is in the data. "
-            "If one person can have many rows, choose their id column above so that the whole "
-            "person is protected."
+            "If one person can have many rows, " + (
+                "choose their id column in **Columns** above" if has_columns else
+                "upload a file with a column that identifies the person and choose it as the id column "
+                "(the column choices appear once a file is read)") + " so that the whole person is protected."
         )
     else:
         cap = st.number_input(
