@@ -350,18 +350,24 @@ def _chart(rows: pd.DataFrame) -> None:
     area = st.selectbox("Area", areas, key="_w_series_area",
                         help="The 300 areas with the largest noisy totals, largest first (the files hold every one).")
     one = rows[rows["area"] == area].sort_values("period")
+    # a mechanism without a valid interval leaves ci95_low/high empty in release.csv: no band is drawn
+    band = bool(one[["ci95_low", "ci95_high"]].apply(pd.to_numeric, errors="coerce").notna().all(axis=1).any())
     fig = go.Figure([
-        go.Scatter(x=one["period"], y=one["ci95_high"], mode="lines", line={"width": 0}, showlegend=False,
-                   hoverinfo="skip"),
-        go.Scatter(x=one["period"], y=one["ci95_low"], mode="lines", line={"width": 0}, fill="tonexty",
-                   fillcolor="rgba(31,78,121,0.2)", name="95 % interval"),
+        *([go.Scatter(x=one["period"], y=one["ci95_high"], mode="lines", line={"width": 0}, showlegend=False,
+                      hoverinfo="skip"),
+           go.Scatter(x=one["period"], y=one["ci95_low"], mode="lines", line={"width": 0}, fill="tonexty",
+                      fillcolor="rgba(31,78,121,0.2)", name="95 % interval")] if band else []),
         go.Scatter(x=one["period"], y=one["noisy_count"], mode="lines+markers", line={"color": "#1f4e79"},
                    name="noisy count"),
     ])
     fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, xaxis={"type": "category"},
-                      title={"text": f"Area {area}: noisy count per period with its 95 % interval", "font": {"size": 14}},
+                      title={"text": f"Area {area}: noisy count per period" + (" with its 95 % interval" if band else ""),
+                             "font": {"size": 14}},
                       yaxis={"title": "noisy count"})
     st.plotly_chart(fig, width="stretch", key="series_chart")
+    if not band:
+        st.caption("No 95 % interval: this mechanism's release.csv leaves ci95_low and ci95_high empty "
+                   "(release.json says why and where a valid interval is given).")
 
 
 def export_step(kind: str, scope: str) -> bool:

@@ -28,6 +28,7 @@ from dpcore.estimate.data_user_format import name_written
 from dpcore.privacy.ledger import Ledger
 
 __all__ = [
+    "INTERVALS_NOTE",
     "hierarchy_csv",
     "hierarchy_frame",
     "hierarchy_json",
@@ -36,10 +37,58 @@ __all__ = [
     "hierarchy_files",
     "hierarchy_record",
     "level_geojson",
+    "no_interval_line",
+    "no_interval_note",
     "validate_hierarchy_record",
 ]
 
 SCHEMA = "dpcore-hierarchy-release/1"
+
+#: The record's ``outputs.intervals`` where the intervals are published (:func:`no_interval_note` is None).
+INTERVALS_NOTE = ("noise_sd = the analytic SD of the area's error; ci95_low/high (CSV and GeoJSON) = "
+                  "value ± 1.96 × noise_sd (a normal approximation, computed from public parameters "
+                  "only; clipped at 0 for non-negative mechanisms)")
+
+
+def no_interval_line(rel: HierarchyRelease) -> str | None:
+    """One sentence for the pages: why no 95 % interval is shown for this release's values (None: it is)."""
+    if rel.has_intervals:
+        return None
+    return (f"No 95 % interval is shown: {rel.mechanism.title} adjusts the noisy counts to non-negative whole "
+            "numbers in a way that depends on the data, so the released count ± 1.96 × SD would cover the true "
+            "count less than 95 % of the time.")
+
+
+def no_interval_note(rel: HierarchyRelease) -> str | None:
+    """Why ``ci95_low``/``ci95_high`` of release.csv (and the level GeoJSONs) are empty for this release,
+    and where a data user gets an interval instead (the record's ``outputs.intervals``); None where they
+    are filled (:attr:`~dpcore.areas.tree_plans.HierarchyRelease.has_intervals`).
+
+    The exact tree DP and the TopDown projections (L2, L∞) make the released values non-negative whole
+    numbers that add up, a projection that depends on the data: a large count among empty siblings is
+    pulled down by the positive noise the empty ones keep (by about one SD), and the exact DP's total
+    moves with the clipped areas (up by about one SD where most areas are empty).  So
+    ``value ± 1.96 · noise_sd`` covers less than 95 % (benchmarks/interval_release_coverage.py: a zone of
+    1,000 people among 31 empty zones covered in 82-90 % of 600 releases under TopDown L2, the exact DP's
+    total in 83-85 %).
+    """
+    if rel.has_intervals:
+        return None
+    why = (f"{rel.mechanism.title} adjusts the noisy counts to non-negative whole numbers that add up, in a way "
+           "that depends on the data: the released values are biased (most of all a large count among empty "
+           "areas, pulled down by the positive noise the empty ones keep), and noisy_count ± 1.96 × noise_sd "
+           "would cover the true count less often than 95 % of the time (in a simulation, as low as 82 % for a "
+           "large count among empty areas, and 83 % for the exact tree DP's total). No interval is given for "
+           "them; noise_sd is still the analytic SD of an area's error (public parameters only).")
+    files = (data_users_section(rel) or {}).get("files") or []
+    where = ("For an interval, use the data users' files: estimates.csv holds the unbiased least-squares "
+             "estimate of every area and its variance (estimate ± 1.96 × its SD is a valid 95 % interval), and "
+             "'python -m dpcore interval --release OUT --codes FILE --coverage 0.95' (or the Release step's "
+             "interval tool) gives the estimate and interval of any area or union of finest areas."
+             if "estimates.csv" in files else
+             "This release offers no data users' files (release.json: data_users), so no interval can be given "
+             "for its areas.")
+    return f"Empty for this release: {why} {where}"
 
 
 def _values_column(v: np.ndarray) -> np.ndarray:
@@ -70,7 +119,7 @@ def _frame_parts(rel: HierarchyRelease, step: int | None) -> Any:
         v = rel.values[d]
         lab = h.labels(d)
         par = h.parent_labels(d)
-        lo, hi = rel.interval(d)
+        lo, hi = _published_interval(rel, d)
         sd = np.broadcast_to(np.asarray(rel.sd(d), dtype=np.float64), (len(lab),))
         k = 1 if v.ndim == 1 else v.shape[1]
         areas = len(lab) if step is None else max(1, step // k)
@@ -86,6 +135,15 @@ def _frame_parts(rel: HierarchyRelease, step: int | None) -> Any:
                     "size": np.tile(np.array(rel.size_labels, dtype=object), len(lab[a])),
                     "noisy_count": count, **_intervals(np.repeat(sd[a], k), lo[a].ravel(), hi[a].ravel()),
                 })
+
+
+def _published_interval(rel: HierarchyRelease, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`~dpcore.areas.tree_plans.HierarchyRelease.interval` where it is valid, else NaN (written as
+    empty cells, null in GeoJSON: the columns stay, :func:`no_interval_note` says why)."""
+    if rel.has_intervals:
+        return rel.interval(d)
+    empty = np.full(rel.values[d].shape, np.nan)
+    return empty, empty
 
 
 def _intervals(sd: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
@@ -115,7 +173,7 @@ def level_geojson(rel: HierarchyRelease, join: BoundaryJoin) -> bytes:
     d = join.depth
     idx = join.frame["node"].to_numpy()
     v = rel.values[d][idx]
-    lo, hi = rel.interval(d)
+    lo, hi = _published_interval(rel, d)
     props = {
         "level": h.level_names[d],
         "code": h.labels(d)[idx],
@@ -162,9 +220,7 @@ def hierarchy_body(rel: HierarchyRelease, files: Sequence[str]) -> dict[str, Any
             "files": list(files),
             "csv_columns": ["level", "code", "parent", *(["size"] if p.statistic == "group_sizes" else []),
                             "noisy_count", *INTERVAL_COLUMNS],
-            "intervals": "noise_sd = the analytic SD of the area's error; ci95_low/high (CSV and GeoJSON) = "
-                         "value ± 1.96 × noise_sd (a normal approximation, computed from public parameters "
-                         "only; clipped at 0 for non-negative mechanisms)",
+            "intervals": no_interval_note(rel) or INTERVALS_NOTE,
         },
     }
 

@@ -99,8 +99,8 @@ def hierarchy_map(
 
     ``nodes`` restricts the map to some areas (the children of a drilled-down area); ``size``
     picks one group size of a group-size release (``None``: the total over sizes).  Hover shows
-    the noisy value, its 95 % interval (normal approximation of the analytic error) and the
-    parent.
+    the noisy value, its 95 % interval (normal approximation of the analytic error; none where the
+    release publishes none) and the parent.
     """
     h = rel.hierarchy
     d = join.depth
@@ -114,7 +114,8 @@ def hierarchy_map(
         lo = hi = None
     else:
         z = v
-        lo, hi = rel.interval(d)
+        # no interval where release.csv has none (HierarchyRelease.has_intervals)
+        lo, hi = rel.interval(d) if rel.has_intervals else (None, None)
     zs = z[idx].astype(float)
     names = h.display_names(d)[idx]
     codes = h.labels(d)[idx]

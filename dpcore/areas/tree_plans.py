@@ -177,9 +177,16 @@ class HierarchyRelease:
         """Analytic (data-free) standard deviation of each area's error at ``depth``."""
         return self.plan.node_sd[depth]
 
+    @property
+    def has_intervals(self) -> bool:
+        """Whether :meth:`interval` is a valid 95 % interval for the released values, so that
+        release.csv, the GeoJSON and the map publish it (the mechanism's ``normal_intervals``)."""
+        return bool(getattr(self.mechanism, "normal_intervals", True))
+
     def interval(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """Normal-approximation 95 % interval ``value ± z·sd``, ``z = normal_z(0.95)`` (an area's
-        error combines many noisy counts; clipped at 0 for non-negative releases)."""
+        error combines many noisy counts; clipped at 0 for non-negative releases).  Published only where
+        :attr:`has_intervals`."""
         v = self.values[depth].astype(float)
         sd = self.sd(depth)
         if v.ndim == 2:

@@ -582,3 +582,21 @@ def test_the_release_step_answers_a_union_of_areas_with_its_interval(at: AppTest
     assert answer_line(r_children, f"{len(children)} areas") in texts(how.markdown)
     g = json.loads(entry.files["release.json"])["level_guidance"]
     assert any(g["statement"] in c.value for c in at.caption)
+
+
+def test_the_exact_dp_shows_no_interval_where_its_release_csv_has_none(at: AppTest) -> None:
+    """The demo's default mechanism (the exact tree DP) publishes no 95 % interval (its projection biases the
+    values: tests/unit/areas/test_release_intervals.py): the map's caption, the Export step's preview and
+    caption say so in one line, as release.csv and release.json do."""
+    step(at, "plan")
+    release(at)
+    rel = at.session_state["hier_release"].release
+    assert rel.mechanism.name == "exact" and not rel.has_intervals
+    assert any("No 95 % interval is shown: Exact integer least squares" in c.value for c in at.caption)
+    assert not any("its 95 % interval" in c.value for c in at.caption)
+    step(at, "export")
+    preview = frame_with(at, "ci95_low")
+    assert (preview["ci95_low"] == "—").all() and (preview["ci95_high"] == "—").all()
+    assert any(c.value.startswith("ci95_low and ci95_high are kept as columns") for c in at.caption)
+    csv = pd.read_csv(__import__("io").BytesIO(at.session_state["hier_release"].files["release.csv"]))
+    assert csv[["ci95_low", "ci95_high"]].isna().all().all()

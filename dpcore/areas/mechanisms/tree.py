@@ -98,6 +98,11 @@ class TreeMechanism(Mechanism):
     whole_budget: bool = False
     #: the keyword options :meth:`release_tree` takes
     release_options: tuple[str, ...] = ()
+    #: ``value ± 1.96·sd`` is a valid 95 % interval for the released values (linear, unbiased
+    #: post-processing); False where a data-dependent projection (non-negative whole numbers) biases
+    #: them, and release.csv leaves ``ci95_low``/``ci95_high`` empty
+    #: (benchmarks/results/interval_release_coverage.md)
+    normal_intervals: bool = True
 
     # -- privacy: which levels are measured, with which sensitivities -------------------------
     def measured_levels(self, statistic: str, neighbour: str, depth: int) -> list[bool]:
@@ -262,7 +267,11 @@ class TopDownTree(TreeMechanism):
     """What the TopDown mechanisms share: every level measured, then from the total down each
     area's noisy children projected onto non-negative integers that add up to the area's released
     count (the projection, :meth:`release_tree`, is each mechanism's own).  Their plan is the
-    TopDown recursion (ours) and they refuse counts beyond the projections' exact integer range."""
+    TopDown recursion (ours) and they refuse counts beyond the projections' exact integer range.
+    The projection depends on the data (a large count among empty siblings is pulled down by the
+    positive noise the empty ones keep), so ``value ± 1.96·sd`` is no valid 95 % interval."""
+
+    normal_intervals = False
 
     def node_variances(self, h: Hierarchy, ln: LevelNoise, *, statistic: str, neighbour: str,
                        k: int) -> tuple[list[np.ndarray], str]:

@@ -191,7 +191,7 @@ def test_join_errors(hier: Hierarchy) -> None:
         join_boundaries(hier, 1, boxes([]))
 
 
-def test_level_geojson_properties(rel: TR.HierarchyRelease) -> None:
+def test_level_geojson_properties(rel: TR.HierarchyRelease, counts: HierarchyCounts) -> None:
     h = rel.hierarchy
     gdf = boxes(["01001", "01003", "06007"], "GEOID", crs="EPSG:3857")
     j = join_boundaries(h, 2, gdf)
@@ -204,11 +204,14 @@ def test_level_geojson_properties(rel: TR.HierarchyRelease) -> None:
     assert [p["parent"] for p in props] == ["01", "01", "06"]
     assert {p["level"] for p in props} == {"county"}
     assert [p["noisy_count"] for p in props] == rel.values[2][[0, 1, 6]].tolist()
-    sd = rel.sd(2)[[0, 1, 6]]
-    for p, s in zip(props, sd, strict=True):
-        assert p["ci95_high"] == pytest.approx(p["noisy_count"] + Z95 * s, abs=1e-3)
-        assert p["ci95_low"] == pytest.approx(max(0.0, p["noisy_count"] - Z95 * s), abs=1e-3)
+    # the exact DP publishes no interval (tests/unit/areas/test_release_intervals.py): the properties stay, null
+    assert all(p["ci95_low"] is None and p["ci95_high"] is None for p in props)
     assert set(props[0]) == {"level", "code", "name", "parent", "noisy_count", "ci95_low", "ci95_high"}
+    hay = release_hier(counts, "hay", budget.pure(1.0), NoiseSource(1))
+    hay_props = [f["properties"] for f in json.loads(X.level_geojson(hay, j))["features"]]
+    for p, s in zip(hay_props, hay.sd(2)[[0, 1, 6]], strict=True):  # hay may go below 0: not clipped
+        assert p["ci95_high"] == pytest.approx(p["noisy_count"] + Z95 * s, abs=1e-3)
+        assert p["ci95_low"] == pytest.approx(p["noisy_count"] - Z95 * s, abs=1e-3)
     # reprojected to longitude/latitude
     xs = [c[0] for f in feats for c in f["geometry"]["coordinates"][0]]
     assert max(xs) < 180 and max(xs) > 0.5

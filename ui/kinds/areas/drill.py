@@ -95,7 +95,8 @@ def area_table(rel: Any, d: int, nodes: np.ndarray | None, size: int | None, lim
         z = v[:, size] if size is not None else v.sum(axis=1)
         out["noisy count"] = z[idx]
     else:
-        lo, hi = rel.interval(d)
         out["noisy count"] = v[idx]
-        out["95 % interval"] = [f"{a:,.0f} – {b:,.0f}" for a, b in zip(lo[idx], hi[idx], strict=True)]
+        if rel.has_intervals:  # none where release.csv has none
+            lo, hi = rel.interval(d)
+            out["95 % interval"] = [f"{a:,.0f} – {b:,.0f}" for a, b in zip(lo[idx], hi[idx], strict=True)]
     return out, total

@@ -59,8 +59,12 @@ def export_step() -> None:
                 f"- **Budget of this dataset:** {led.cap.symbol} = {fmt.eps(led.spent)} spent of "
                 f"{fmt.eps(led.cap.value)}")
     st.markdown("**release.csv** (first rows)")
-    st.dataframe(pd.read_csv(io.BytesIO(files["release.csv"]), dtype=str, nrows=12), hide_index=True,
-                 key="hier_csv_preview")
+    preview = pd.read_csv(io.BytesIO(files["release.csv"]), dtype=str, nrows=12, keep_default_na=False,
+                          na_filter=False)
+    st.dataframe(preview.replace("", "—"), hide_index=True, key="hier_csv_preview")  # an empty cell as —
+    why = json.loads(files["release.json"]).get("outputs", {}).get("intervals", "")  # the file's own words
+    if why.startswith("Empty for this release"):  # (area_export.no_interval_note when it was made)
+        st.caption(f"ci95_low and ci95_high are kept as columns (pipelines read them) but left empty (—). {why}")
     with st.expander("Release record (release.json)"):
         st.json(files["release.json"].decode("utf-8"), expanded=1)
     if entry.config:

@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore import pipeline
+from dpcore.areas import export as area_export
 from dpcore.areas import figures, tree_plans
 from dpcore.areas.unit import census_unit
 from dpcore.data.memory import release_unused
@@ -155,8 +156,10 @@ def _choropleth(entry: HierarchyEntry, cmap: Any, level: str, d: int, nodes: Any
         lambda: figures.hierarchy_map(rel, joins[level], nodes=nodes, parent_join=parent_join, size=size))
     cmap.plotly_chart(fig, key="hier_map", config={"displayModeBar": False})
     _far_hint(cmap, joins[level], h, d, nodes)
-    cmap.caption("Colour: noisy count of people. Hover: the noisy count and its 95 % interval (from the "
-                 "mechanism's expected error, not from the data). Dark outlines: the level above.")
+    why = area_export.no_interval_line(rel)
+    cmap.caption("Colour: noisy count of people. Hover: the noisy count" +
+                 (" and its 95 % interval (from the mechanism's expected error, not from the data)" if why is None
+                  else "") + ". Dark outlines: the level above." + ("" if why is None else f" {why}"))
 
 
 def _level_table(rel: Any, cmap: Any, d: int, nodes: Any, size: int | None) -> None:
@@ -168,7 +171,8 @@ def _level_table(rel: Any, cmap: Any, d: int, nodes: Any, size: int | None) -> N
         cmap.caption(f"The first {fmt.count(len(table))} of {fmt.count(total)} areas: choose an area above to "
                      "see the areas inside it (all of them are in release.csv on the Export step).")
     else:
-        cmap.caption("The 95 % interval comes from the mechanism's expected error, not from the data.")
+        cmap.caption(area_export.no_interval_line(rel) or
+                     "The 95 % interval comes from the mechanism's expected error, not from the data.")
 
 
 def _far_hint(where: Any, join: Any, h: Any, d: int, nodes: Any) -> None:
