@@ -24,3 +24,17 @@ def test_the_plan_step_leads_with_the_error_for_19_of_20_counts(kind: str, slot:
     finest = core.rows[-1]
     [lead] = [m.value for m in at.markdown if "in 19 of 20" in m.value and "off by at most about" in m.value]
     assert f"± {fmt.num(finest.ci95)}" in lead
+
+
+def test_the_areas_plan_says_when_the_noise_alone_understates_the_error() -> None:
+    """Exact and TopDown publish no 95 % interval (their projections shift a large area beside empty ones:
+    benchmarks/results/interval_release_coverage.md); the Plan step says its ± is the noise's alone."""
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.radio(key="_w_kind").set_value("areas").run()
+    at.switch_page("pages/plan.py").run()
+    note = "From the noise alone"
+    assert at.session_state["hier_mech"] == "exact"
+    assert any(c.value.startswith(note) for c in at.caption)
+    at.selectbox(key="_w_hier_mech").set_value("hay").run()
+    assert not at.exception, at.exception
+    assert not any(c.value.startswith(note) for c in at.caption)

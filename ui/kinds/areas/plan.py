@@ -213,6 +213,11 @@ def error_table(plan: Plan, statistic: str, *, key: str, budget_col: bool = Fals
                 f"{unit}** in 19 of 20 {common.level_label(finest.name, 20)} (± {fmt.num(finest.mean_abs)} on "
                 f"average); the largest error among the {fmt.count(finest.details['areas'])} "
                 f"{common.level_label(finest.name, finest.details['areas'])} is about ± {fmt.num(finest.max_abs)}.")
+    if not getattr(catalog.get("hierarchy", plan.mechanism), "normal_intervals", True):
+        # benchmarks/results/interval_release_coverage.md: these projections shift a large area beside empty ones
+        st.caption("From the noise alone: this mechanism's rounding and non-negativity depend on the data and can "
+                   "move an area further, most of all a large area beside empty ones, so its release publishes no "
+                   "95 % interval (the data users' estimates.csv does).")
     plan_table.show(plan, level_columns(plan, budget_col=budget_col, after=after), key=key)
     bars = (tuple(common.level_label(r.name) for r in rows), tuple(r.mean_abs for r in rows))
     # made once per plan's numbers and kept in the session: built again on every rerun otherwise
