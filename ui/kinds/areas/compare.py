@@ -35,13 +35,17 @@ def compare_step() -> None:
                        cost_label=sel.cost.label(), mech_key="hier_mech",
                        choices_note=f"Budget across levels: {split_words}; the neighbours and the unit of privacy "
                                     f"as on the Plan step. Data: {m['name']} ({fmt.count(h.sizes[-1])} "
-                                    f"{common.level_label(h.level_names[-1], h.sizes[-1])}).")
+                                    f"{common.level_label(h.level_names[-1], h.sizes[-1])}). * From the noise "
+                                    "alone: these round and clip in ways that depend on the data and can move a "
+                                    "large area beside empty ones further (their releases publish no 95 % "
+                                    "interval).")
 
 
 def _candidates(h, counts, cost, opts) -> list[compare_plans.Candidate]:  # noqa: ANN001 - the model's objects
     out = []
     for name in mechanism_names(counts.statistic):
-        title = catalog.get("hierarchy", name).title
+        mech = catalog.get("hierarchy", name)
+        title = mech.title + ("" if getattr(mech, "normal_intervals", True) else " *")
         if name in NOT_COMPARED:
             out.append(compare_plans.Candidate(name, title, None, NOT_COMPARED[name]))
             continue
