@@ -380,9 +380,6 @@ def _spans_with_points(sums: NDArray[np.integer], gap: int) -> list[tuple[int, i
 PARTITION_BLOCK = 256
 #: Candidate ends a block's internal paths are computed for at once (bounds their table's memory).
 PARTITION_CHUNK_CELLS = 1 << 17
-#: Rows of a chunk's table turned block-major at once by :func:`_partition_totals` (a tile that
-#: stays in cache: numpy's whole-table transpose read it at strides of 2 KB, 2.5× slower).
-TRANSPOSE_ROWS = 256
 #: Stand-in for "no path" in the int64 dynamic programme; real totals stay below 2^59.
 _NO_PATH = 1 << 61
 
@@ -451,8 +448,13 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
     goes on inside the block, so ``best(e) = min_i (in_i + G_k[i, e])``, ``in_i`` the best
     external bucket into entry ``i`` and ``G_k[i, e]`` the least cost from entry ``i`` to ``e``
     with buckets inside the block.  ``G`` needs no value of ``best``: it is built for many blocks at
-    once (chunks of :data:`PARTITION_CHUNK_CELLS` cells), end by end (``P`` steps); then the blocks are walked in order, each with a few small
-    array operations.  The minima are the recurrence's (the same candidates, exact integers).
+    once (chunks of :data:`PARTITION_CHUNK_CELLS` cells), end by end (``P`` steps).  Then the
+    blocks are walked in order, but only through the few ends that external buckets of later
+    blocks start from (about as many as the entries): for those, ``min`` over the external
+    buckets ``(s, c)`` and the entries of ``best(s) + c + G_k[i, e]``, whose last two terms are
+    known before the walk, so each block is one gather, one sum and one minimum.  Last, every
+    end of the chunk by the recurrence itself, forward through the blocks (all at once) from
+    their entries' ``in_i``.  The minima are the recurrence's (the same candidates, exact integers).
     ``width[ℓ]``: the widest ``|cost|`` of length ``2^ℓ`` (the caller's, not found again).
     """
     n = 1 << top
@@ -465,43 +467,40 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
     entries = [r for r in range(1, size + 1)
                if r == size or any((1 << lv) >= r for lv in range(0, min(top, _tz(r) + shift) + 1))]
     slot = {r: j for j, r in enumerate(entries)}
-    src_all, cost_all = _external_buckets(costs, entries, size, shift, top, inf)
+    src, cost, entry_of = _external_buckets(costs, entries, size, shift, top, inf)
+    group = np.flatnonzero(np.diff(entry_of, prepend=-1))  # each entry's first external bucket
     # inside a block: the lengths into each relative end r from an end r − 2^ℓ > 0 of the block
     inner = [[lv for lv in range(p) if (1 << lv) < r and lv <= _tz(r) + shift] for r in range(size + 1)]
     upto = np.searchsorted(entries, np.arange(size + 1), side="right")  # entries at or before r
+    # the ends (relative, 1 .. P) some external bucket starts from: all the walk needs
+    need = np.flatnonzero(np.bincount((src[src > 0] - 1) % size + 1, minlength=size + 1))
 
     best = np.empty(n + 1, dtype=dtype)
     best[0] = 0
     chunk = min(blocks, max(1, PARTITION_CHUNK_CELLS // size))
     # paths inside a block in int32 where they fit (half the memory traffic): every such path and
-    # the stand-in for "no path" plus one bucket stay below 2^31; the walk below adds int64 totals
-    # and masks the "no path" cells (an entry after the end), so its minima are the same
+    # the stand-in for "no path" plus one bucket stay below 2^31; the walk adds int64 totals and
+    # masks the "no path" cells (an end before the entry), so its minima are the same
     narrow = dtype.kind == "i" and (size + 1) * max(width[:p] + [0]) < 1 << 30
-    dead: NDArray[np.int64] | int = 0
-    if narrow:
-        costs = [c.astype(np.int32) for c in costs[:p]] + costs[p:]
-        dtype, inf = np.dtype(np.int32), 1 << 30
-        dead = np.where(np.arange(1, size + 1)[:, None] < np.asarray(entries)[None, :], _NO_PATH, 0)
+    gtype, ginf = (np.dtype(np.int32), 1 << 30) if narrow else (dtype, inf)
+    # an end before the entry has no path from it: masked in the walk
+    before = np.where(need[:, None] < np.asarray(entries)[None, :], _NO_PATH, 0) if narrow else 0
     # G[r − 1, i, b]: least cost from entry i to end r of block k0 + b inside the block; an entry
     # after r has no path to r: those cells stay "no path" from chunk to chunk, the others are
     # rewritten.  The blocks are the last axis, so each step runs over rows of ``chunk`` values
-    # (blocks first, numpy's loops ran over the ≤ 28 entries at a time); the walk reads one block's
-    # table, so each chunk's is turned block-major once, by tiles (0.32 -> 0.29 s on 1,024²)
-    whole = np.full((size, len(entries), chunk), inf, dtype=dtype)
-    flat = whole.reshape(size * len(entries), chunk)
-    by_block = np.empty((chunk, size * len(entries)), dtype=dtype)
+    # (blocks first, numpy's loops ran over the ≤ 28 entries at a time)
+    whole = np.full((size, len(entries), chunk), ginf, dtype=gtype)
+    rel = np.empty((size + 1, chunk), dtype=dtype)  # best(kP + r) of the chunk's blocks, r = 1 .. P
     for k0 in range(0, blocks, chunk):
         nb = min(chunk, blocks - k0)
+        own = _block_costs(costs, k0, nb, size, shift, p, gtype, ginf)
         g = whole[:, :, :nb]
         for r in range(1, size + 1):
             m = int(upto[r])
             col = g[r - 1, :m]
             for d, lv in enumerate(inner[r]):
                 sr = r - (1 << lv)
-                st = max(0, lv - shift)
-                first = (k0 * size + sr) >> st
-                # one copy of the blocks' costs, read once per entry below (strided: a line per block)
-                c = np.ascontiguousarray(costs[lv][first: first + nb * (size >> st): size >> st])
+                c = own[lv][sr >> max(0, lv - shift)]
                 if d == 0:
                     np.add(g[sr - 1, :m], c, out=col)
                 else:  # entries after sr have no path to sr: left out
@@ -509,14 +508,48 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
                     np.minimum(col[:j], g[sr - 1, :j] + c, out=col[:j])
             if r in slot:  # after the candidates: from the entry itself they are all "no path"
                 col[slot[r]] = 0
-        for a in range(0, flat.shape[0], TRANSPOSE_ROWS):  # by tiles, which stay in cache
-            by_block[:nb, a:a + TRANSPOSE_ROWS] = flat[a:a + TRANSPOSE_ROWS, :nb].T
+        # the walk, block by block (block-major rows of the needed ends: 36 of 256 on 1,024² with
+        # 8 offsets, where turning the whole table block-major took a quarter of the programme)
+        gneed = np.ascontiguousarray(g[need - 1].transpose(2, 0, 1))
+        ends = need + k0 * size
+        into = np.empty((nb, len(entries)), dtype=dtype)
         for b in range(nb):
-            kk = k0 + b
-            into = (best[src_all[kk]] + cost_all[kk]).min(axis=1)
-            best[kk * size + 1: kk * size + size + 1] = (
-                by_block[b].reshape(size, len(entries)) + (into + dead)).min(axis=1)
+            into[b] = np.minimum.reduceat(best[src[k0 + b]] + cost[k0 + b], group)
+            best[ends] = (gneed[b] + (into[b] + before)).min(axis=1)
+            ends += size
+        # every end of the chunk: the recurrence, forward through all its blocks at once
+        for r in range(1, size + 1):
+            row = rel[r, :nb]
+            fresh = r not in slot
+            if not fresh:
+                row[:] = into[:, slot[r]]
+            for lv in inner[r]:
+                sr = r - (1 << lv)
+                c = own[lv][sr >> max(0, lv - shift)]
+                if fresh:
+                    np.add(rel[sr, :nb], c, out=row)
+                    fresh = False
+                else:
+                    np.minimum(row, rel[sr, :nb] + c, out=row)
+        best[k0 * size + 1:(k0 + nb) * size + 1] = rel[1:, :nb].T.ravel()
     return best
+
+
+def _block_costs(costs: list[NDArray], k0: int, nb: int, size: int, shift: int, p: int, dtype: np.dtype,
+                 fill: int) -> list[NDArray]:
+    """For :func:`_partition_totals`: the costs of the lengths ``2^ℓ < P`` starting in blocks
+    ``k0 .. k0 + nb − 1``, laid out ``[start in the block / step, block]`` in ``dtype`` (one
+    contiguous row per start: the steps read a row each instead of a strided copy per step)."""
+    out = []
+    for lv in range(p):
+        per = size >> max(0, lv - shift)
+        have = costs[lv][k0 * per:(k0 + nb) * per]  # the last block's last starts may not exist
+        rows = np.full((per, nb), fill, dtype=dtype)
+        whole = have.size // per
+        rows[:, :whole] = have[:whole * per].reshape(whole, per).T
+        rows[:have.size - whole * per, whole:whole + 1] = have[whole * per:, None]
+        out.append(rows)
+    return out
 
 
 def _tz(v: int) -> int:
@@ -525,20 +558,19 @@ def _tz(v: int) -> int:
 
 
 def _external_buckets(costs: list[NDArray], entries: list[int], size: int, shift: int, top: int, inf: int
-                      ) -> tuple[NDArray[np.int64], NDArray]:
-    """For :func:`_partition_totals`: every block's external buckets into each entry, as the
-    source end and the bucket's cost (``inf`` and source 0 where the length does not exist), shape
-    ``(blocks, entries, lengths)``.  The block's last end ``P`` takes every length from ``P`` up
-    to what its alignment allows."""
+                      ) -> tuple[NDArray[np.int64], NDArray, NDArray[np.int64]]:
+    """For :func:`_partition_totals`: every block's external buckets, entry by entry, as the source
+    end and the bucket's cost (``inf`` and source 0 where the length does not exist), shape
+    ``(blocks, buckets)``, and the entry of each.  The block's last end ``P`` takes every length
+    from ``P`` up to what its alignment allows."""
     blocks = (1 << top) // size
     k = np.arange(blocks, dtype=np.int64)
     end = (k + 1) * size
     end_tz = np.log2(end & -end).astype(np.int64)  # exact: powers of two below 2^53
-    ext = []  # per entry, per external length: every block's source end and bucket cost
-    for r in entries:
+    srcs, cs, entry_of = [], [], []
+    for j, r in enumerate(entries):
         lo = max(0, (r - 1).bit_length())  # the shortest length reaching back to kP
         hi = top if r == size else min(top, _tz(r) + shift)
-        rows = []
         for lv in range(lo, hi + 1):
             src = k * size + r - (1 << lv)
             ok = src >= 0
@@ -546,16 +578,10 @@ def _external_buckets(costs: list[NDArray], entries: list[int], size: int, shift
                 ok &= lv <= end_tz + shift
             c = np.full(blocks, inf, dtype=costs[0].dtype)
             c[ok] = costs[lv][src[ok] >> max(0, lv - shift)]
-            rows.append((np.where(ok, src, 0), c))
-        ext.append(rows)
-    width = max(len(rows) for rows in ext)
-    src_all = np.zeros((blocks, len(entries), width), dtype=np.int64)
-    cost_all = np.full((blocks, len(entries), width), inf, dtype=costs[0].dtype)
-    for j, rows in enumerate(ext):
-        for d, (src, c) in enumerate(rows):
-            src_all[:, j, d] = src
-            cost_all[:, j, d] = c
-    return src_all, cost_all
+            srcs.append(np.where(ok, src, 0))
+            cs.append(c)
+            entry_of.append(j)
+    return np.column_stack(srcs), np.column_stack(cs), np.asarray(entry_of, dtype=np.int64)
 
 
 def dyadic_pieces(start: NDArray[np.int64], length: NDArray[np.int64]) -> tuple[
