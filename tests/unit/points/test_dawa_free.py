@@ -154,9 +154,11 @@ def test_partition_blocks_match_the_end_by_end_programme(block: int, offsets: in
     random costs, on costs with many ties or all equal, on negative ones, on L1 costs of
     clustered counts, on costs too wide for int32 paths inside a block and too large for int64
     totals; with blocks of 1 … 256 ends and chunks of a few blocks, so block and chunk edges are
-    crossed."""
+    crossed, and the walk back switching from one bucket at a time to every end at once after
+    1 … 256 buckets (or never)."""
     monkeypatch.setattr(gh, "PARTITION_BLOCK", block)
     monkeypatch.setattr(gh, "PARTITION_CHUNK_CELLS", 4 * block)
+    monkeypatch.setattr(gh, "BACKTRACK_ONE_BY_ONE", block)
     rng = np.random.default_rng(block * 100 + offsets)
     for top in (0, 1, 2, 3, 5, 9, 11):
         for kind in ("random", "few values", "all equal", "negative", "clustered", "wide", "huge"):
