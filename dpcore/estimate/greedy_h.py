@@ -518,6 +518,7 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
     # (blocks first, numpy's loops ran over the ≤ 28 entries at a time)
     whole = np.full((size, len(entries), chunk), ginf, dtype=gtype)
     rel = np.empty((size + 1, chunk), dtype=dtype)  # best(kP + r) of the chunk's blocks, r = 1 .. P
+    gneed = np.empty((chunk, need.size, len(entries)), dtype=gtype)  # G's needed ends, block-major
     for k0 in range(0, blocks, chunk):
         nb = min(chunk, blocks - k0)
         own = _block_costs(costs, k0, nb, size, shift, p, gtype, ginf)
@@ -537,7 +538,8 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
                 col[slot[r]] = 0
         # the walk, block by block (block-major rows of the needed ends: 36 of 256 on 1,024² with
         # 8 offsets, where turning the whole table block-major took a quarter of the programme)
-        gneed = np.ascontiguousarray(g[need - 1].transpose(2, 0, 1))
+        for q, r in enumerate(need.tolist()):  # row by row (numpy's 3-D transpose was 5× slower)
+            gneed[:nb, q] = g[r - 1].T
         ends = need + k0 * size
         into = np.empty((nb, len(entries)), dtype=dtype)
         for b in range(nb):
@@ -570,7 +572,8 @@ def _block_costs(costs: list[NDArray], k0: int, nb: int, size: int, shift: int, 
     out = []
     for lv in range(p):
         per = size >> max(0, lv - shift)
-        have = costs[lv][k0 * per:(k0 + nb) * per]  # the last block's last starts may not exist
+        # the last block's last starts may not exist; narrowed before the transpose (half its time)
+        have = costs[lv][k0 * per:(k0 + nb) * per].astype(dtype, copy=False)
         rows = np.full((per, nb), fill, dtype=dtype)
         whole = have.size // per
         rows[:, :whole] = have[:whole * per].reshape(whole, per).T
