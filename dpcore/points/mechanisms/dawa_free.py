@@ -132,13 +132,21 @@ def _node_budgets(shares: list[NDArray[np.float64]], e2: float
     """:func:`node_epsilons` and every node's step ``q`` (0 for an unmeasured node; at least 1 for a
     measured one, its share below 1): nodes of one step have one budget, so :func:`_variances` finds
     the distinct budgets by counting the steps made here rather than again from the floats."""
-    eps, steps = [], []
+    units, steps = _unit_budgets(shares)
+    return [e2 * u for u in units], steps
+
+
+def _unit_budgets(shares: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.float64]], list[NDArray[np.int64]]]:
+    """:func:`_node_budgets` for ``ε₂ = 1``: ``2^(−q/16)`` (0 for an unmeasured node) and the steps
+    ``q``.  Times ``ε₂`` they are the budgets to the bit (the same product), so a plan's finest design
+    keeps them (:func:`_finest_random_units`) and multiplies once per ε."""
+    units, steps = [], []
     for s in shares:
         s = np.asarray(s, dtype=np.float64) * (1.0 - PATH_MARGIN)
         q = np.ceil(-SHARE_STEPS * np.log2(np.where(s > 0, s, 1.0)))
-        eps.append(np.where(s > 0, e2 * np.exp2(-q / SHARE_STEPS), 0.0))
+        units.append(np.where(s > 0, np.exp2(-q / SHARE_STEPS), 0.0))
         steps.append(q.astype(np.int64))
-    return eps, steps
+    return units, steps
 
 
 class DAWAFree(DAWA):
@@ -246,10 +254,12 @@ class DAWAFree(DAWA):
         e1, e2 = self.budgets(cost, params)
         if params["workload"] == "uploaded":
             tree, shares, per_query = _finest_design(grid, self._workload_groups(grid, params))
+            eps, steps = _node_budgets(shares, e2)
         else:
-            tree, shares, per_query = _finest_random_design(grid.rows, grid.cols, int(params["queries_per_size"]),
-                                                            int(params["workload_seed"]))
-        eps, steps = _node_budgets(shares, e2)
+            key = (grid.rows, grid.cols, int(params["queries_per_size"]), int(params["workload_seed"]))
+            tree, _, per_query = _finest_random_design(*key)
+            units, steps = _finest_random_units(*key)
+            eps = [e2 * u for u in units]  # = _node_budgets(shares, e2)
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the buckets and "
                 "their budgets are known only at release.")
         levels = self._stage2_levels(e1, e2, sensitivity, tree, eps, steps, per_query, grid.n_cells, note)
@@ -362,6 +372,17 @@ def _finest_random_design(rows: int, cols: int, per_size: int, seed: int) -> tup
     for a in (*shares, *(a for pair in flats for a in pair)):
         a.setflags(write=False)
     return tree, shares, (flats, which)
+
+
+@functools.lru_cache(maxsize=2)
+def _finest_random_units(rows: int, cols: int, per_size: int, seed: int) -> tuple[
+        list[NDArray[np.float64]], list[NDArray[np.int64]]]:
+    """:func:`_unit_budgets` of :func:`_finest_random_design`'s shares: public, kept as the design is
+    (read-only), so a plan finds its node budgets by one product (0.012 -> 0.003 s on 1,024²)."""
+    units, steps = _unit_budgets(_finest_random_design(rows, cols, per_size, seed)[1])
+    for a in (*units, *steps):
+        a.setflags(write=False)
+    return units, steps
 
 
 def _covered(bucket_of_cell: NDArray[np.int64], m: int, rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:

@@ -346,7 +346,8 @@ def test_interval_costs_refuse_negative_counts() -> None:
 
 def test_plans_finest_design_is_kept_read_only_and_equals_a_fresh_one() -> None:
     """The random workload's finest-partition design is cached per grid and seed (public): the
-    cached shares and uses are the ones made afresh, and cannot be written through."""
+    cached shares and uses are the ones made afresh, and cannot be written through; so are its
+    node budgets for ε₂ = 1 (:func:`_finest_random_units`), which times ε₂ are the budgets."""
     grid = Grid(B, 13, 20)
     mech = catalog.get("points", "dawa_free")
     p = mech.resolve_params({})
@@ -359,3 +360,10 @@ def test_plans_finest_design_is_kept_read_only_and_equals_a_fresh_one() -> None:
     with pytest.raises(ValueError):
         shares[0][0] = 1.0
     assert F._finest_random_design(13, 20, p["queries_per_size"], p["workload_seed"])[1] is shares
+    units, steps = F._finest_random_units(13, 20, p["queries_per_size"], p["workload_seed"])
+    for e2 in (1e-3, 0.75, 3.0):  # the kept units times ε₂: the budgets and steps of the shares, to the bit
+        eps, want_steps = F._node_budgets(fresh_shares, e2)
+        assert all(np.array_equal(e2 * u, e) and np.array_equal(a, b)
+                   for u, e, a, b in zip(units, eps, steps, want_steps, strict=True))
+    with pytest.raises(ValueError):
+        units[0][0] = 1.0
