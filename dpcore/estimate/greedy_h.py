@@ -44,6 +44,7 @@ __all__ = [
     "level_decomposition",
     "level_weights",
     "node_decomposition",
+    "node_decompositions",
     "node_shares",
     "optimal_dyadic_partition",
     "optimal_interval_partition",
@@ -657,54 +658,77 @@ def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: N
     ...                                                             np.array([0.5, 1.0, 1.0]))]
     [([1], [0.25]), ([1], [1.0]), ([], [])]
     """
-    b = np.asarray(buckets, dtype=np.int64)
-    f = np.asarray(coverage, dtype=np.float64)
-    full = f >= 1.0
-    part = (f > 0) & ~full
-    idx: list[list[NDArray[np.int64]]] = [[] for _ in range(tree.height + 1)]
-    idx[0].append(b[part])
-    val: list[list[NDArray[np.float64]]] = [[] for _ in range(tree.height + 1)]
-    val[0].append(f[part] ** 2)
-    fb = b[full]
-    if runs is not None:
-        assert not fb.size, "with runs, buckets holds the partial buckets only"
-        lo, hi = (np.array(a, dtype=np.int64) for a in runs)
-    else:  # the wholly covered buckets as maximal runs [lo, hi)
-        cut = np.flatnonzero(np.diff(fb) != 1) + 1
-        lo = fb[np.concatenate([[0], cut])] if fb.size else fb
-        hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1 if fb.size else fb
-    if lo.size:
-        hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
-        for lv in range(tree.height + 1):
-            live = lo < hi
-            if not live.any():  # every run used up: the levels above get nothing
-                break
-            if lv == tree.height:
-                idx[lv].append(np.zeros(int(live.sum()), dtype=np.int64))
-                val[lv].append(np.ones(int(live.sum())))
-                break
-            nodes = tree.n_nodes(lv)  # nodes past the last hold only the padding: not counted
-            take_lo = live & (lo % 2 == 1)
-            take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
-            # run by run, its left node before its right one (distinct: lo + 1 < hi when both are
-            # taken), and the runs stay apart and in order as they move up: increasing, no repeats
-            at = np.column_stack([np.where(take_lo, lo, -1), np.where(take_hi, hi - 1, -1)]).ravel()
-            idx[lv].append(at[(at >= 0) & (at < nodes)])
-            val[lv].append(np.ones(idx[lv][-1].size))
-            lo = (lo + take_lo) // 2
-            hi = (hi - take_hi) // 2
-    out = []
+    return node_decompositions(tree, [(buckets, coverage, runs)])[0]
+
+
+def node_decompositions(tree: BucketTree, queries: list[tuple[NDArray[np.int64], NDArray[np.float64],
+                                                              tuple[NDArray[np.int64], NDArray[np.int64]] | None]]
+                        ) -> list[list[tuple[NDArray[np.int64], NDArray[np.float64]]]]:
+    """:func:`node_decomposition` of each query ``(buckets, coverage, runs)``, all at once: the runs
+    of every query climb the tree together, a few numpy steps per level for all of them instead
+    of per query (a workload's 96 rectangles on 1,024²: 0.03 -> 0.01 s a release)."""
+    parts, los, his = [], [], []
+    for buckets, coverage, runs in queries:
+        b = np.asarray(buckets, dtype=np.int64)
+        f = np.asarray(coverage, dtype=np.float64)
+        full = f >= 1.0
+        part = (f > 0) & ~full
+        parts.append((b[part], f[part] ** 2))
+        fb = b[full]
+        if runs is not None:
+            assert not fb.size, "with runs, buckets holds the partial buckets only"
+            lo, hi = (np.array(a, dtype=np.int64) for a in runs)
+        else:  # the wholly covered buckets as maximal runs [lo, hi)
+            cut = np.flatnonzero(np.diff(fb) != 1) + 1
+            lo = fb[np.concatenate([[0], cut])] if fb.size else fb
+            hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1 if fb.size else fb
+        los.append(lo)
+        his.append(hi)
+    nq = len(queries)
+    query = np.repeat(np.arange(nq), [a.size for a in los])  # the query of each run
+    lo = np.concatenate([np.zeros(0, dtype=np.int64), *los])
+    hi = np.concatenate([np.zeros(0, dtype=np.int64), *his])
+    hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
+    # whole[lv]: every query's nodes of level lv, query after query, and where each query's begin
+    whole: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
+    top = np.zeros(nq, dtype=np.int64)  # live runs reaching the root, per query
     for lv in range(tree.height + 1):
-        pieces = [(i, v) for i, v in zip(idx[lv], val[lv], strict=True) if i.size]
-        if not pieces:
-            out.append((np.zeros(0, dtype=np.int64), np.zeros(0)))
-            continue
-        if len(pieces) == 1 and lv < tree.height:  # increasing, no repeats: np.unique's answer as it is
-            out.append(pieces[0])  # (a plan's finest partition asks this ~2,000 times: 0.06 s of sorting)
-            continue
-        i, v = (np.concatenate(part) for part in zip(*pieces, strict=True))
-        u, inv = np.unique(i, return_inverse=True)
-        out.append((u, np.bincount(inv.ravel(), weights=v, minlength=u.size)))
+        live = lo < hi
+        if not live.any():  # every run used up: the levels above get nothing
+            break
+        if lv == tree.height:
+            top = np.bincount(query[live], minlength=nq)
+            break
+        nodes = tree.n_nodes(lv)  # nodes past the last hold only the padding: not counted
+        take_lo = live & (lo % 2 == 1)
+        take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
+        # run by run, its left node before its right one (distinct: lo + 1 < hi when both are
+        # taken), and the runs stay apart and in order as they move up: increasing, no repeats
+        at = np.column_stack([np.where(take_lo, lo, -1), np.where(take_hi, hi - 1, -1)]).ravel()
+        keep = (at >= 0) & (at < nodes)
+        whole.append((at[keep], np.searchsorted(np.repeat(query, 2)[keep], np.arange(nq + 1))))
+        lo = (lo + take_lo) // 2
+        hi = (hi - take_hi) // 2
+    out = []
+    for q in range(nq):
+        dec = []
+        for lv in range(tree.height + 1):
+            pieces = [parts[q]] if lv == 0 else []
+            if lv < len(whole):
+                i = whole[lv][0][whole[lv][1][q]:whole[lv][1][q + 1]]
+                pieces.append((i, np.ones(i.size)))
+            elif lv == tree.height and top[q]:
+                pieces.append((np.zeros(int(top[q]), dtype=np.int64), np.ones(int(top[q]))))
+            pieces = [(i, v) for i, v in pieces if i.size]
+            if not pieces:
+                dec.append((np.zeros(0, dtype=np.int64), np.zeros(0)))
+            elif len(pieces) == 1 and lv < tree.height:  # increasing, no repeats: np.unique's answer as it is
+                dec.append(pieces[0])  # (a plan's finest partition asks this ~2,000 times: 0.06 s of sorting)
+            else:
+                i, v = (np.concatenate(part) for part in zip(*pieces, strict=True))
+                u, inv = np.unique(i, return_inverse=True)
+                dec.append((u, np.bincount(inv.ravel(), weights=v, minlength=u.size)))
+        out.append(dec)
     return out
 
 

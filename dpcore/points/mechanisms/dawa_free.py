@@ -192,16 +192,16 @@ class DAWAFree(DAWA):
         tree = gh.BucketTree(m)
         offsets = np.cumsum([0] + [tree.n_nodes(lv) for lv in range(tree.height + 1)])
         distinct, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
-        decs, flats = [], []
+        queries = []
         for rect in distinct:  # in order of first use
             if runs is None:
                 ids, cells = _covered(bucket_of_cell, m, rect)
-                dec = gh.node_decomposition(tree, ids, cells / np.maximum(sizes[ids], 1))
+                queries.append((ids, cells / np.maximum(sizes[ids], 1), None))
             else:  # every bucket a cell: all covered whole, as node_decomposition would find them
-                dec = gh.node_decomposition(tree, np.zeros(0, dtype=np.int64), np.zeros(0), runs=runs(rect))
-            decs.append(dec)
-            flats.append((np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
-                          np.concatenate([v for _, v in dec])))
+                queries.append((np.zeros(0, dtype=np.int64), np.zeros(0), runs(rect)))
+        decs = gh.node_decompositions(tree, queries)  # all the rectangles at once
+        flats = [(np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
+                  np.concatenate([v for _, v in dec])) for dec in decs]
         # one bincount per level over every query's uses in the workload's order: the same
         # sequence of float additions from 0 as adding query by query (np.add.at), in one call
         uses, which = [], index.tolist()

@@ -273,6 +273,77 @@ def test_node_decomposition_adds_up_to_the_level_decomposition(seed: int) -> Non
     assert [float(v.sum()) for _, v in per_node] == pytest.approx(gh.level_decomposition(tree, cov).tolist())
 
 
+def _one_decomposition(tree: gh.BucketTree, b: np.ndarray, f: np.ndarray, runs: tuple | None) -> list:
+    """node_decomposition as it was written for one query (before the queries went up together)."""
+    full = f >= 1.0
+    part = (f > 0) & ~full
+    idx: list[list[np.ndarray]] = [[] for _ in range(tree.height + 1)]
+    val: list[list[np.ndarray]] = [[] for _ in range(tree.height + 1)]
+    idx[0].append(b[part])
+    val[0].append(f[part] ** 2)
+    fb = b[full]
+    if runs is not None:
+        lo, hi = (np.array(a, dtype=np.int64) for a in runs)
+    else:
+        cut = np.flatnonzero(np.diff(fb) != 1) + 1
+        lo = fb[np.concatenate([[0], cut])] if fb.size else fb
+        hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1 if fb.size else fb
+    if lo.size:
+        hi[hi == tree.m] = 1 << tree.height
+        for lv in range(tree.height + 1):
+            live = lo < hi
+            if not live.any():
+                break
+            if lv == tree.height:
+                idx[lv].append(np.zeros(int(live.sum()), dtype=np.int64))
+                val[lv].append(np.ones(int(live.sum())))
+                break
+            take_lo = live & (lo % 2 == 1)
+            take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
+            at = np.column_stack([np.where(take_lo, lo, -1), np.where(take_hi, hi - 1, -1)]).ravel()
+            idx[lv].append(at[(at >= 0) & (at < tree.n_nodes(lv))])
+            val[lv].append(np.ones(idx[lv][-1].size))
+            lo, hi = (lo + take_lo) // 2, (hi - take_hi) // 2
+    out = []
+    for lv in range(tree.height + 1):
+        pieces = [(i, v) for i, v in zip(idx[lv], val[lv], strict=True) if i.size]
+        if not pieces:
+            out.append((np.zeros(0, dtype=np.int64), np.zeros(0)))
+        elif len(pieces) == 1 and lv < tree.height:
+            out.append(pieces[0])
+        else:
+            i, v = (np.concatenate(p) for p in zip(*pieces, strict=True))
+            u, inv = np.unique(i, return_inverse=True)
+            out.append((u, np.bincount(inv.ravel(), weights=v, minlength=u.size)))
+    return out
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 32, 37, 300])
+def test_node_decompositions_of_many_queries_are_each_querys_own(m: int) -> None:
+    """All queries at once (their runs climbing the tree together) give each query's decomposition
+    as it was made one query at a time: the same nodes and uses, the same dtypes; queries by
+    covered shares (partial and whole buckets), by runs, empty, and the whole range."""
+    rng = np.random.default_rng(m)
+    tree = gh.BucketTree(m)
+    queries = [(np.zeros(0, dtype=np.int64), np.zeros(0), None), (np.arange(m), np.ones(m), None)]
+    for _ in range(40):
+        cov = np.where(rng.random(m) < 0.6, 1.0, rng.random(m)) * (rng.random(m) < rng.random())
+        ids = np.flatnonzero(cov > 0)
+        queries.append((ids, cov[ids], None))
+        edges = np.unique(rng.integers(0, m + 1, 2 * int(rng.integers(0, 4))))
+        lo, hi = edges[0::2], edges[1::2]
+        k = min(lo.size, hi.size)
+        queries.append((np.zeros(0, dtype=np.int64), np.zeros(0), (lo[:k], hi[:k])))
+    got = gh.node_decompositions(tree, queries)
+    assert len(got) == len(queries)
+    for g, (b, f, runs) in zip(got, queries, strict=True):
+        want = _one_decomposition(tree, b, f, runs)
+        assert len(g) == len(want) == tree.height + 1
+        for (gi, gv), (wi, wv) in zip(g, want, strict=True):
+            assert np.array_equal(gi, wi) and np.array_equal(gv, wv) and (gi.dtype, gv.dtype) == (wi.dtype, wv.dtype)
+    assert gh.node_decompositions(tree, []) == []
+
+
 @pytest.mark.parametrize("shape", [(1, 1), (1, 9), (5, 3), (37, 64), (64, 64), (100, 70)])
 def test_covered_buckets_are_np_unique_of_the_rectangle(shape: tuple[int, int]) -> None:
     """The buckets a workload rectangle touches: by counting (few buckets), exactly ``np.unique``'s
