@@ -293,7 +293,11 @@ def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) ->
     buf32, scaled32 = np.empty(max(COST_CHUNK, n), dtype=np.int32), np.empty(n, dtype=np.int32)
     x_narrow = x.astype(np.int32) if top_count < 2**31 else x
     out.append(np.zeros(n, dtype=np.int64))  # one cell never deviates from its own mean
-    lv = 1
+    if n >= 2:  # two cells deviate by |a − b| from their mean together (exact: 2^f·|a − b| is on the lattice)
+        cost = np.abs(x[0:n - 1:free_start_step(2, offsets)] - x[1:n:free_start_step(2, offsets)])
+        cost <<= frac_bits
+        out.append(cost)
+    lv = 2
     while (1 << lv) <= n:
         length = 1 << lv
         step = free_start_step(length, offsets)
