@@ -374,6 +374,31 @@ def test_covered_buckets_are_np_unique_of_the_rectangle(shape: tuple[int, int]) 
         assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True))
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (1, 9), (5, 3), (37, 64), (64, 64), (100, 70)])
+def test_covered_from_runs_is_covered_from_the_cells(shape: tuple[int, int]) -> None:
+    """A rectangle's buckets and cells counted from its runs along the curve (the random
+    workload's, kept) are the ones counted cell by cell, for partitions of a few to every cell."""
+    rng = np.random.default_rng(shape[0] * 7 + shape[1])
+    grid = Grid(B, *shape)
+    finest = catalog.get("points", "dawa_free")._finest_buckets(grid)
+    rects = [(0, shape[0], 0, shape[1])]
+    for _ in range(40):
+        r0, c0 = int(rng.integers(0, shape[0])), int(rng.integers(0, shape[1]))
+        rects.append((r0, int(rng.integers(r0 + 1, shape[0] + 1)), c0, int(rng.integers(c0 + 1, shape[1] + 1))))
+    runs = F._rect_runs(grid, rects)
+    for cuts in (1, 5, grid.n_cells // 3 + 1, grid.n_cells):
+        cut = np.zeros(grid.n_cells, dtype=np.int64)
+        cut[rng.choice(grid.n_cells, min(grid.n_cells, cuts), replace=False)] = 1
+        cut[0] = 1
+        coarse = np.cumsum(cut)[finest] - 1  # bucket ids 0 .. m-1 along the curve
+        size = np.bincount(coarse.ravel())
+        first = np.cumsum(size) - size
+        for rect, rr in zip(rects, runs, strict=True):
+            got = F._runs_cover(rr, first, size)
+            want = F._covered(coarse, size.size, rect)
+            assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True))
+
+
 def test_variances_by_budget_step_are_per_node_variances() -> None:
     """The node variances found per budget step (counted) are every node's own budget's variance,
     for node budgets and steps of :func:`_node_budgets` (the budgets those of :func:`node_epsilons`)
