@@ -550,12 +550,13 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
             gneed[:nb, q] = g[r - 1].T
         if folded:
             gneed[:nb] += before
-        ends = need + k0 * size
+        ends = need + size * np.arange(k0, k0 + nb)[:, None]
         into = np.empty((nb, len(entries)), dtype=dtype)
-        for b in range(nb):
-            into[b] = np.minimum.reduceat(best[src[k0 + b]] + cost[k0 + b], group)
-            best[ends] = (gneed[b] + (into[b] + mask)).min(axis=1)
-            ends += size
+        reach = np.empty(src.shape[1], dtype=dtype)
+        for b in range(nb):  # few numpy calls a block (4,096 blocks on 1,024²), into buffers
+            np.add(best[src[k0 + b]], cost[k0 + b], out=reach)
+            np.minimum.reduceat(reach, group, out=into[b])
+            best[ends[b]] = (gneed[b] + (into[b] if folded else into[b] + mask)).min(axis=1)
         # every end of the chunk: the recurrence, forward through all its blocks at once
         for r in range(1, size + 1):
             row = rel[r, :nb]
