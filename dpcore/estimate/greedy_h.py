@@ -310,12 +310,16 @@ def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) ->
         np.multiply(x_narrow if small else x, length, out=y)
         cost = np.zeros(sums.size, dtype=np.int64)
         _window_max_sums(y, sums.astype(y.dtype), step, length, work, cost)
-        # round(2^f·Σ|L·x_i − S|/L) half up = (2^(f+2)·(Σ max − L·S) + L) // 2L: powers of two, so
-        # shifts in place (numpy's int64 floor division is slow: ~0.03 s over the 5 M costs)
+        # round(2^f·Σ|L·x_i − S|/L) half up = (2^(f+2)·E + L) // 2L with E = Σ max − L·S ≥ 0: powers
+        # of two, so shifts in place (numpy's int64 floor division is slow: ~0.03 s over the 5 M
+        # costs), and one or two of them: E·2^(f+1−ℓ) exactly while ℓ ≤ f + 1 (the half rounds
+        # down), else (E + 2^(k−1)) >> k with k = ℓ − f − 1
         cost -= sums << lv
-        cost <<= frac_bits + 2
-        cost += length
-        cost >>= lv + 1
+        if lv <= frac_bits + 1:
+            cost <<= frac_bits + 1 - lv
+        else:
+            cost += 1 << (lv - frac_bits - 2)
+            cost >>= lv - frac_bits - 1
         out.append(cost)
         lv += 1
     return out

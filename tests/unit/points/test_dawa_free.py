@@ -41,6 +41,21 @@ def test_free_costs_are_the_rounded_l1_deviation(offsets: int) -> None:
         assert c.tolist() == want, lv
 
 
+@pytest.mark.parametrize("frac_bits", [0, 2, 4])
+def test_free_costs_round_half_up_on_long_intervals(frac_bits: int) -> None:
+    """Intervals of up to 256 cells (lengths beyond ``2^(f+1)``, whose rounding adds a half before
+    the shift), on counts whose deviations land on the half: the rounded ``2^f · Σ|x_i − mean|``
+    by exact fractions."""
+    rng = np.random.default_rng(frac_bits)
+    x = rng.integers(0, 5, 256) * (rng.random(256) < 0.5)
+    for lv, c in enumerate(gh.free_interval_costs(x, frac_bits, 4)):
+        ln = 1 << lv
+        for j, s in enumerate(_starts(256, ln, 4)):
+            w = [int(v) for v in x[s:s + ln]]
+            dev = sum(abs(Fraction(v) - Fraction(sum(w), ln)) for v in w)
+            assert int(c[j]) == math.floor((1 << frac_bits) * dev + Fraction(1, 2)), (lv, s)
+
+
 @pytest.mark.parametrize("top", [3, 2**20, 2**31])
 def test_free_costs_are_exact_with_large_counts(top: int) -> None:
     """Exact on both arithmetic paths (int32 terms where they fit, else int64): the rounded
