@@ -44,6 +44,7 @@ __all__ = [
     "level_decomposition",
     "level_weights",
     "node_decomposition",
+    "node_decompositions",
     "node_shares",
     "optimal_dyadic_partition",
     "optimal_interval_partition",
@@ -64,29 +65,31 @@ def hilbert_cells(order: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     Every aligned block of ``4^j`` positions is a ``2^j × 2^j`` square and every aligned block
     of ``2 · 4^j`` positions a ``2^(j+1) × 2^j`` (or transposed) rectangle.
 
+    ``d2xy`` reads ``d``'s base-4 digits from the lowest, each placing the square built so far in
+    one quadrant of the square twice its side; the curve of order ``j + 1`` is therefore the curve
+    of order ``j`` four times, one copy per quadrant (digit ``q``): ``(y, x)``, ``(x, y + s)``,
+    ``(x + s, y + s)`` and ``(2s − 1 − y, s − 1 − x)`` for ``s = 2^j``.  Built so, level by level,
+    rather than digit by digit over every position (0.10 -> 0.005 s for 1,024², the first plan of a grid).
+
     >>> r, c = hilbert_cells(1)
     >>> list(zip(r.tolist(), c.tolist()))
     [(0, 0), (1, 0), (1, 1), (0, 1)]
     """
     if order < 0 or order > 15:
         raise ParameterError(f"Hilbert order must be in 0..15 (got {order}).")
-    n = 1 << order
-    t = np.arange(n * n, dtype=np.int64)
-    x = np.zeros_like(t)
-    y = np.zeros_like(t)
-    s = 1
-    while s < n:
-        rx = 1 & (t // 2)
-        ry = 1 & (t ^ rx)
-        flip = (ry == 0) & (rx == 1)
-        x = np.where(flip, s - 1 - x, x)
-        y = np.where(flip, s - 1 - y, y)
-        swap = ry == 0
-        x, y = np.where(swap, y, x), np.where(swap, x, y)
-        x += s * rx
-        y += s * ry
-        t //= 4
-        s *= 2
+    x = np.zeros(1, dtype=np.int64)
+    y = np.zeros(1, dtype=np.int64)
+    for j in range(order):
+        s, m = 1 << j, x.size
+        nx, ny = np.empty(4 * m, dtype=np.int64), np.empty(4 * m, dtype=np.int64)
+        nx[:m], ny[:m] = y, x
+        nx[m:2 * m] = x
+        np.add(y, s, out=ny[m:2 * m])
+        np.add(x, s, out=nx[2 * m:3 * m])
+        ny[2 * m:3 * m] = ny[m:2 * m]
+        np.subtract(2 * s - 1, y, out=nx[3 * m:])
+        np.subtract(s - 1, x, out=ny[3 * m:])
+        x, y = nx, ny
     x.flags.writeable = False
     y.flags.writeable = False
     return y, x
@@ -290,7 +293,11 @@ def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) ->
     buf32, scaled32 = np.empty(max(COST_CHUNK, n), dtype=np.int32), np.empty(n, dtype=np.int32)
     x_narrow = x.astype(np.int32) if top_count < 2**31 else x
     out.append(np.zeros(n, dtype=np.int64))  # one cell never deviates from its own mean
-    lv = 1
+    if n >= 2:  # two cells deviate by |a − b| from their mean together (exact: 2^f·|a − b| is on the lattice)
+        cost = np.abs(x[0:n - 1:free_start_step(2, offsets)] - x[1:n:free_start_step(2, offsets)])
+        cost <<= frac_bits
+        out.append(cost)
+    lv = 2
     while (1 << lv) <= n:
         length = 1 << lv
         step = free_start_step(length, offsets)
@@ -303,12 +310,16 @@ def free_interval_costs(x: NDArray[np.integer], frac_bits: int, offsets: int) ->
         np.multiply(x_narrow if small else x, length, out=y)
         cost = np.zeros(sums.size, dtype=np.int64)
         _window_max_sums(y, sums.astype(y.dtype), step, length, work, cost)
-        # round(2^f·Σ|L·x_i − S|/L) half up = (2^(f+2)·(Σ max − L·S) + L) // 2L: powers of two, so
-        # shifts in place (numpy's int64 floor division is slow: ~0.03 s over the 5 M costs)
+        # round(2^f·Σ|L·x_i − S|/L) half up = (2^(f+2)·E + L) // 2L with E = Σ max − L·S ≥ 0: powers
+        # of two, so shifts in place (numpy's int64 floor division is slow: ~0.03 s over the 5 M
+        # costs), and one or two of them: E·2^(f+1−ℓ) exactly while ℓ ≤ f + 1 (the half rounds
+        # down), else (E + 2^(k−1)) >> k with k = ℓ − f − 1
         cost -= sums << lv
-        cost <<= frac_bits + 2
-        cost += length
-        cost >>= lv + 1
+        if lv <= frac_bits + 1:
+            cost <<= frac_bits + 1 - lv
+        else:
+            cost += 1 << (lv - frac_bits - 2)
+            cost >>= lv - frac_bits - 1
         out.append(cost)
         lv += 1
     return out
@@ -378,11 +389,15 @@ def _spans_with_points(sums: NDArray[np.integer], gap: int) -> list[tuple[int, i
 #: PARTITION_BLOCK`` whose odd part is at most ``offsets``: 9 for 1 offset, 28 for 8, 128 for 64).  128 and 256 were the fastest of 64 … 1,024 on 1,024²
 #: cells (0.35 s against 1.1 s for the loop end by end).
 PARTITION_BLOCK = 256
-#: Candidate ends a block's internal paths are computed for at once (bounds their table's memory).
-PARTITION_CHUNK_CELLS = 1 << 17
-#: Rows of a chunk's table turned block-major at once by :func:`_partition_totals` (a tile that
-#: stays in cache: numpy's whole-table transpose read it at strides of 2 KB, 2.5× slower).
-TRANSPOSE_ROWS = 256
+#: Candidate ends a block's internal paths are computed for at once, at most: 2^18 was faster than
+#: 2^17 on 1,024² with 8 offsets (0.165 against 0.187 s: fewer numpy calls), 2^19 no faster.
+PARTITION_CHUNK_CELLS = 1 << 18
+#: ... and no more than this table of paths holds (29 MB of int32 on 1,024² with 8 offsets; with 64
+#: offsets, 128 entries a block, 2^16 ends: 0.77 s against 0.98 s for 2^17 and 0.94 s before).
+PARTITION_TABLE_BYTES = 1 << 25
+#: Buckets the walk back finds one by one (a few Python steps each) before it finds the last bucket
+#: of every end at once (about 0.03 s on 1,024², when a partition of ~2,000 buckets needs 0.003 s).
+BACKTRACK_ONE_BY_ONE = 4096
 #: Stand-in for "no path" in the int64 dynamic programme; real totals stay below 2^59.
 _NO_PATH = 1 << 61
 
@@ -401,8 +416,8 @@ def optimal_interval_partition(costs: list[NDArray[np.int64]], offsets: int) -> 
     privacy argument of :mod:`dpcore.points.mechanisms.dawa_free` needs.
 
     ``best`` is computed by :func:`_partition_totals` (blocks of ends at once, the same minima
-    as the recurrence end by end: they are unique), the last buckets from ``best`` for every end
-    at once, then the walk back from ``n``.
+    as the recurrence end by end: they are unique), then the walk back from ``n``, which finds
+    each last bucket from ``best``.
 
     >>> starts, lengths = optimal_interval_partition([np.array([0, 0, 0, 0]), np.array([5, 0, 5]),
     ...                                                np.array([9])], 2)
@@ -421,21 +436,38 @@ def optimal_interval_partition(costs: list[NDArray[np.int64]], offsets: int) -> 
     fits = (n + 1) * widest < (1 << 59)
     table = costs if fits else [c.astype(object) for c in costs]
     best = _partition_totals(table, shift, top, _NO_PATH if fits else 4 * (n + 1) * (widest + 1), width)
-    last = np.full(n + 1, -1, dtype=np.int64)
-    for lv in range(top, -1, -1):  # longest first: the longest length reaching best(e) is kept
-        length, step = 1 << lv, 1 << max(0, lv - shift)
-        ends = last[length::step]  # a view: the ends of this length's buckets, in start order
-        hit = (best[0:n - length + 1:step] + table[lv] == best[length::step]) & (ends < 0)
-        ends[hit] = lv
     starts, lengths = [], []
-    back = last.tolist()
     e = n
-    while e > 0:
-        ln = 1 << back[e]
-        e -= ln
+    while e > 0 and len(starts) < BACKTRACK_ONE_BY_ONE:  # few buckets: their ends alone
+        lv = _last_bucket(best, table, e, shift)
+        e -= 1 << lv
         starts.append(e)
-        lengths.append(ln)
+        lengths.append(1 << lv)
+    if e > 0:  # many: the last bucket of every end at once
+        last = np.full(n + 1, -1, dtype=np.int64)
+        for lv in range(top, -1, -1):  # longest first: the longest length reaching best(e) is kept
+            length, step = 1 << lv, 1 << max(0, lv - shift)
+            ends = last[length::step]  # a view: the ends of this length's buckets, in start order
+            hit = (best[0:n - length + 1:step] + table[lv] == best[length::step]) & (ends < 0)
+            ends[hit] = lv
+        back = last[:e + 1].tolist()
+        while e > 0:
+            ln = 1 << back[e]
+            e -= ln
+            starts.append(e)
+            lengths.append(ln)
     return np.array(starts[::-1], dtype=np.int64), np.array(lengths[::-1], dtype=np.int64)
+
+
+def _last_bucket(best: NDArray, costs: list[NDArray], e: int, shift: int) -> int:
+    """``log2`` of the longest bucket ending at ``e > 0`` whose start's total plus its cost is
+    ``best(e)`` (the rule of :func:`optimal_interval_partition`), trying the lengths from the longest
+    the end's alignment allows."""
+    for lv in range(min(_tz(e) + shift, e.bit_length() - 1), -1, -1):
+        s = e - (1 << lv)
+        if best[s] + costs[lv][s >> max(0, lv - shift)] == best[e]:
+            return lv
+    raise AssertionError("no bucket reaches best(e)")  # the dynamic programme's minimum is one of them
 
 
 def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, width: list[int]) -> NDArray:
@@ -451,8 +483,12 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
     goes on inside the block, so ``best(e) = min_i (in_i + G_k[i, e])``, ``in_i`` the best
     external bucket into entry ``i`` and ``G_k[i, e]`` the least cost from entry ``i`` to ``e``
     with buckets inside the block.  ``G`` needs no value of ``best``: it is built for many blocks at
-    once (chunks of :data:`PARTITION_CHUNK_CELLS` cells), end by end (``P`` steps); then the blocks are walked in order, each with a few small
-    array operations.  The minima are the recurrence's (the same candidates, exact integers).
+    once (chunks of :data:`PARTITION_CHUNK_CELLS` cells), end by end (``P`` steps).  Then the
+    blocks are walked in order, each finding its ``in_i`` (from ``best`` of earlier blocks) and
+    ``best(e)`` only at the few ends that external buckets of later blocks start from (about as
+    many as the entries; the walk once found all ``P``).  Last, every end of the chunk by the
+    recurrence itself, forward through its blocks all at once from their ``in_i``.  The minima
+    are the recurrence's (the same candidates, exact integers).
     ``width[ℓ]``: the widest ``|cost|`` of length ``2^ℓ`` (the caller's, not found again).
     """
     n = 1 << top
@@ -465,43 +501,46 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
     entries = [r for r in range(1, size + 1)
                if r == size or any((1 << lv) >= r for lv in range(0, min(top, _tz(r) + shift) + 1))]
     slot = {r: j for j, r in enumerate(entries)}
-    src_all, cost_all = _external_buckets(costs, entries, size, shift, top, inf)
+    src, cost, entry_of = _external_buckets(costs, entries, size, shift, top, inf)
+    group = np.flatnonzero(np.diff(entry_of, prepend=-1))  # each entry's first external bucket
     # inside a block: the lengths into each relative end r from an end r − 2^ℓ > 0 of the block
     inner = [[lv for lv in range(p) if (1 << lv) < r and lv <= _tz(r) + shift] for r in range(size + 1)]
     upto = np.searchsorted(entries, np.arange(size + 1), side="right")  # entries at or before r
+    # the ends (relative, 1 .. P) some external bucket starts from: all the walk needs
+    need = np.flatnonzero(np.bincount((src[src > 0] - 1) % size + 1, minlength=size + 1))
 
     best = np.empty(n + 1, dtype=dtype)
     best[0] = 0
-    chunk = min(blocks, max(1, PARTITION_CHUNK_CELLS // size))
     # paths inside a block in int32 where they fit (half the memory traffic): every such path and
-    # the stand-in for "no path" plus one bucket stay below 2^31; the walk below adds int64 totals
-    # and masks the "no path" cells (an entry after the end), so its minima are the same
+    # the stand-in for "no path" plus one bucket stay below 2^31; the walk adds int64 totals and
+    # masks the "no path" cells (an end before the entry), so its minima are the same
     narrow = dtype.kind == "i" and (size + 1) * max(width[:p] + [0]) < 1 << 30
-    dead: NDArray[np.int64] | int = 0
-    if narrow:
-        costs = [c.astype(np.int32) for c in costs[:p]] + costs[p:]
-        dtype, inf = np.dtype(np.int32), 1 << 30
-        dead = np.where(np.arange(1, size + 1)[:, None] < np.asarray(entries)[None, :], _NO_PATH, 0)
+    gtype, ginf = (np.dtype(np.int32), 1 << 30) if narrow else (dtype, inf)
+    per_block = size * len(entries) * (4 if narrow else 8)
+    chunk = min(blocks, max(1, min(PARTITION_CHUNK_CELLS // size, PARTITION_TABLE_BYTES // per_block)))
+    # an end before the entry has no path from it: masked in the walk
+    before = np.where(need[:, None] < np.asarray(entries)[None, :], _NO_PATH, 0) if narrow else 0
     # G[r − 1, i, b]: least cost from entry i to end r of block k0 + b inside the block; an entry
     # after r has no path to r: those cells stay "no path" from chunk to chunk, the others are
     # rewritten.  The blocks are the last axis, so each step runs over rows of ``chunk`` values
-    # (blocks first, numpy's loops ran over the ≤ 28 entries at a time); the walk reads one block's
-    # table, so each chunk's is turned block-major once, by tiles (0.32 -> 0.29 s on 1,024²)
-    whole = np.full((size, len(entries), chunk), inf, dtype=dtype)
-    flat = whole.reshape(size * len(entries), chunk)
-    by_block = np.empty((chunk, size * len(entries)), dtype=dtype)
+    # (blocks first, numpy's loops ran over the ≤ 28 entries at a time)
+    whole = np.full((size, len(entries), chunk), ginf, dtype=gtype)
+    rel = np.empty((size + 1, chunk), dtype=dtype)  # best(kP + r) of the chunk's blocks, r = 1 .. P
+    # G's needed ends, block-major; int64 with the mask added once per chunk where that is small (8 MB
+    # on 1,024² with 8 offsets: one sum less per block, 0.143 -> 0.136 s; not with 64 offsets' 128 entries)
+    folded = narrow and chunk * need.size * len(entries) * 8 <= PARTITION_TABLE_BYTES // 2
+    gneed = np.empty((chunk, need.size, len(entries)), dtype=dtype if folded else gtype)
+    mask = 0 if folded else before
     for k0 in range(0, blocks, chunk):
         nb = min(chunk, blocks - k0)
+        own = _block_costs(costs, k0, nb, size, shift, p, gtype, ginf)
         g = whole[:, :, :nb]
         for r in range(1, size + 1):
             m = int(upto[r])
             col = g[r - 1, :m]
             for d, lv in enumerate(inner[r]):
                 sr = r - (1 << lv)
-                st = max(0, lv - shift)
-                first = (k0 * size + sr) >> st
-                # one copy of the blocks' costs, read once per entry below (strided: a line per block)
-                c = np.ascontiguousarray(costs[lv][first: first + nb * (size >> st): size >> st])
+                c = own[lv][sr >> max(0, lv - shift)]
                 if d == 0:
                     np.add(g[sr - 1, :m], c, out=col)
                 else:  # entries after sr have no path to sr: left out
@@ -509,14 +548,53 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
                     np.minimum(col[:j], g[sr - 1, :j] + c, out=col[:j])
             if r in slot:  # after the candidates: from the entry itself they are all "no path"
                 col[slot[r]] = 0
-        for a in range(0, flat.shape[0], TRANSPOSE_ROWS):  # by tiles, which stay in cache
-            by_block[:nb, a:a + TRANSPOSE_ROWS] = flat[a:a + TRANSPOSE_ROWS, :nb].T
-        for b in range(nb):
-            kk = k0 + b
-            into = (best[src_all[kk]] + cost_all[kk]).min(axis=1)
-            best[kk * size + 1: kk * size + size + 1] = (
-                by_block[b].reshape(size, len(entries)) + (into + dead)).min(axis=1)
+        # the walk, block by block (block-major rows of the needed ends: 36 of 256 on 1,024² with
+        # 8 offsets, where turning the whole table block-major took a quarter of the programme)
+        for q, r in enumerate(need.tolist()):  # row by row (numpy's 3-D transpose was 5× slower)
+            gneed[:nb, q] = g[r - 1].T
+        if folded:
+            gneed[:nb] += before
+        ends = need + size * np.arange(k0, k0 + nb)[:, None]
+        into = np.empty((nb, len(entries)), dtype=dtype)
+        reach = np.empty(src.shape[1], dtype=dtype)
+        for b in range(nb):  # few numpy calls a block (4,096 blocks on 1,024²), into buffers
+            np.add(best[src[k0 + b]], cost[k0 + b], out=reach)
+            np.minimum.reduceat(reach, group, out=into[b])
+            best[ends[b]] = (gneed[b] + (into[b] if folded else into[b] + mask)).min(axis=1)
+        # every end of the chunk: the recurrence, forward through all its blocks at once
+        for r in range(1, size + 1):
+            row = rel[r, :nb]
+            fresh = r not in slot
+            if not fresh:
+                row[:] = into[:, slot[r]]
+            for lv in inner[r]:
+                sr = r - (1 << lv)
+                c = own[lv][sr >> max(0, lv - shift)]
+                if fresh:
+                    np.add(rel[sr, :nb], c, out=row)
+                    fresh = False
+                else:
+                    np.minimum(row, rel[sr, :nb] + c, out=row)
+        best[k0 * size + 1:(k0 + nb) * size + 1] = rel[1:, :nb].T.ravel()
     return best
+
+
+def _block_costs(costs: list[NDArray], k0: int, nb: int, size: int, shift: int, p: int, dtype: np.dtype,
+                 fill: int) -> list[NDArray]:
+    """For :func:`_partition_totals`: the costs of the lengths ``2^ℓ < P`` starting in blocks
+    ``k0 .. k0 + nb − 1``, laid out ``[start in the block / step, block]`` in ``dtype`` (one
+    contiguous row per start: the steps read a row each instead of a strided copy per step)."""
+    out = []
+    for lv in range(p):
+        per = size >> max(0, lv - shift)
+        # the last block's last starts may not exist; narrowed before the transpose (half its time)
+        have = costs[lv][k0 * per:(k0 + nb) * per].astype(dtype, copy=False)
+        rows = np.full((per, nb), fill, dtype=dtype)
+        whole = have.size // per
+        rows[:, :whole] = have[:whole * per].reshape(whole, per).T
+        rows[:have.size - whole * per, whole:whole + 1] = have[whole * per:, None]
+        out.append(rows)
+    return out
 
 
 def _tz(v: int) -> int:
@@ -525,20 +603,19 @@ def _tz(v: int) -> int:
 
 
 def _external_buckets(costs: list[NDArray], entries: list[int], size: int, shift: int, top: int, inf: int
-                      ) -> tuple[NDArray[np.int64], NDArray]:
-    """For :func:`_partition_totals`: every block's external buckets into each entry, as the
-    source end and the bucket's cost (``inf`` and source 0 where the length does not exist), shape
-    ``(blocks, entries, lengths)``.  The block's last end ``P`` takes every length from ``P`` up
-    to what its alignment allows."""
+                      ) -> tuple[NDArray[np.int64], NDArray, NDArray[np.int64]]:
+    """For :func:`_partition_totals`: every block's external buckets, entry by entry, as the source
+    end and the bucket's cost (``inf`` and source 0 where the length does not exist), shape
+    ``(blocks, buckets)``, and the entry of each.  The block's last end ``P`` takes every length
+    from ``P`` up to what its alignment allows."""
     blocks = (1 << top) // size
     k = np.arange(blocks, dtype=np.int64)
     end = (k + 1) * size
     end_tz = np.log2(end & -end).astype(np.int64)  # exact: powers of two below 2^53
-    ext = []  # per entry, per external length: every block's source end and bucket cost
-    for r in entries:
+    srcs, cs, entry_of = [], [], []
+    for j, r in enumerate(entries):
         lo = max(0, (r - 1).bit_length())  # the shortest length reaching back to kP
         hi = top if r == size else min(top, _tz(r) + shift)
-        rows = []
         for lv in range(lo, hi + 1):
             src = k * size + r - (1 << lv)
             ok = src >= 0
@@ -546,16 +623,10 @@ def _external_buckets(costs: list[NDArray], entries: list[int], size: int, shift
                 ok &= lv <= end_tz + shift
             c = np.full(blocks, inf, dtype=costs[0].dtype)
             c[ok] = costs[lv][src[ok] >> max(0, lv - shift)]
-            rows.append((np.where(ok, src, 0), c))
-        ext.append(rows)
-    width = max(len(rows) for rows in ext)
-    src_all = np.zeros((blocks, len(entries), width), dtype=np.int64)
-    cost_all = np.full((blocks, len(entries), width), inf, dtype=costs[0].dtype)
-    for j, rows in enumerate(ext):
-        for d, (src, c) in enumerate(rows):
-            src_all[:, j, d] = src
-            cost_all[:, j, d] = c
-    return src_all, cost_all
+            srcs.append(np.where(ok, src, 0))
+            cs.append(c)
+            entry_of.append(j)
+    return np.column_stack(srcs), np.column_stack(cs), np.asarray(entry_of, dtype=np.int64)
 
 
 def dyadic_pieces(start: NDArray[np.int64], length: NDArray[np.int64]) -> tuple[
@@ -601,54 +672,77 @@ def node_decomposition(tree: BucketTree, buckets: NDArray[np.int64], coverage: N
     ...                                                             np.array([0.5, 1.0, 1.0]))]
     [([1], [0.25]), ([1], [1.0]), ([], [])]
     """
-    b = np.asarray(buckets, dtype=np.int64)
-    f = np.asarray(coverage, dtype=np.float64)
-    full = f >= 1.0
-    part = (f > 0) & ~full
-    idx: list[list[NDArray[np.int64]]] = [[] for _ in range(tree.height + 1)]
-    idx[0].append(b[part])
-    val: list[list[NDArray[np.float64]]] = [[] for _ in range(tree.height + 1)]
-    val[0].append(f[part] ** 2)
-    fb = b[full]
-    if runs is not None:
-        assert not fb.size, "with runs, buckets holds the partial buckets only"
-        lo, hi = (np.array(a, dtype=np.int64) for a in runs)
-    else:  # the wholly covered buckets as maximal runs [lo, hi)
-        cut = np.flatnonzero(np.diff(fb) != 1) + 1
-        lo = fb[np.concatenate([[0], cut])] if fb.size else fb
-        hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1 if fb.size else fb
-    if lo.size:
-        hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
-        for lv in range(tree.height + 1):
-            live = lo < hi
-            if not live.any():  # every run used up: the levels above get nothing
-                break
-            if lv == tree.height:
-                idx[lv].append(np.zeros(int(live.sum()), dtype=np.int64))
-                val[lv].append(np.ones(int(live.sum())))
-                break
-            nodes = tree.n_nodes(lv)  # nodes past the last hold only the padding: not counted
-            take_lo = live & (lo % 2 == 1)
-            take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
-            # run by run, its left node before its right one (distinct: lo + 1 < hi when both are
-            # taken), and the runs stay apart and in order as they move up: increasing, no repeats
-            at = np.column_stack([np.where(take_lo, lo, -1), np.where(take_hi, hi - 1, -1)]).ravel()
-            idx[lv].append(at[(at >= 0) & (at < nodes)])
-            val[lv].append(np.ones(idx[lv][-1].size))
-            lo = (lo + take_lo) // 2
-            hi = (hi - take_hi) // 2
-    out = []
+    return node_decompositions(tree, [(buckets, coverage, runs)])[0]
+
+
+def node_decompositions(tree: BucketTree, queries: list[tuple[NDArray[np.int64], NDArray[np.float64],
+                                                              tuple[NDArray[np.int64], NDArray[np.int64]] | None]]
+                        ) -> list[list[tuple[NDArray[np.int64], NDArray[np.float64]]]]:
+    """:func:`node_decomposition` of each query ``(buckets, coverage, runs)``, all at once: the runs
+    of every query climb the tree together, a few numpy steps per level for all of them instead
+    of per query (a workload's 96 rectangles on 1,024²: 0.03 -> 0.01 s a release)."""
+    parts, los, his = [], [], []
+    for buckets, coverage, runs in queries:
+        b = np.asarray(buckets, dtype=np.int64)
+        f = np.asarray(coverage, dtype=np.float64)
+        full = f >= 1.0
+        part = (f > 0) & ~full
+        parts.append((b[part], f[part] ** 2))
+        fb = b[full]
+        if runs is not None:
+            assert not fb.size, "with runs, buckets holds the partial buckets only"
+            lo, hi = (np.array(a, dtype=np.int64) for a in runs)
+        else:  # the wholly covered buckets as maximal runs [lo, hi)
+            cut = np.flatnonzero(np.diff(fb) != 1) + 1
+            lo = fb[np.concatenate([[0], cut])] if fb.size else fb
+            hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1 if fb.size else fb
+        los.append(lo)
+        his.append(hi)
+    nq = len(queries)
+    query = np.repeat(np.arange(nq), [a.size for a in los])  # the query of each run
+    lo = np.concatenate([np.zeros(0, dtype=np.int64), *los])
+    hi = np.concatenate([np.zeros(0, dtype=np.int64), *his])
+    hi[hi == tree.m] = 1 << tree.height  # a run to the last bucket ends where the right-edge nodes end
+    # whole[lv]: every query's nodes of level lv, query after query, and where each query's begin
+    whole: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
+    top = np.zeros(nq, dtype=np.int64)  # live runs reaching the root, per query
     for lv in range(tree.height + 1):
-        pieces = [(i, v) for i, v in zip(idx[lv], val[lv], strict=True) if i.size]
-        if not pieces:
-            out.append((np.zeros(0, dtype=np.int64), np.zeros(0)))
-            continue
-        if len(pieces) == 1 and lv < tree.height:  # increasing, no repeats: np.unique's answer as it is
-            out.append(pieces[0])  # (a plan's finest partition asks this ~2,000 times: 0.06 s of sorting)
-            continue
-        i, v = (np.concatenate(part) for part in zip(*pieces, strict=True))
-        u, inv = np.unique(i, return_inverse=True)
-        out.append((u, np.bincount(inv.ravel(), weights=v, minlength=u.size)))
+        live = lo < hi
+        if not live.any():  # every run used up: the levels above get nothing
+            break
+        if lv == tree.height:
+            top = np.bincount(query[live], minlength=nq)
+            break
+        nodes = tree.n_nodes(lv)  # nodes past the last hold only the padding: not counted
+        take_lo = live & (lo % 2 == 1)
+        take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
+        # run by run, its left node before its right one (distinct: lo + 1 < hi when both are
+        # taken), and the runs stay apart and in order as they move up: increasing, no repeats
+        at = np.column_stack([np.where(take_lo, lo, -1), np.where(take_hi, hi - 1, -1)]).ravel()
+        keep = (at >= 0) & (at < nodes)
+        whole.append((at[keep], np.searchsorted(np.repeat(query, 2)[keep], np.arange(nq + 1))))
+        lo = (lo + take_lo) // 2
+        hi = (hi - take_hi) // 2
+    out = []
+    for q in range(nq):
+        dec = []
+        for lv in range(tree.height + 1):
+            pieces = [parts[q]] if lv == 0 else []
+            if lv < len(whole):
+                i = whole[lv][0][whole[lv][1][q]:whole[lv][1][q + 1]]
+                pieces.append((i, np.ones(i.size)))
+            elif lv == tree.height and top[q]:
+                pieces.append((np.zeros(int(top[q]), dtype=np.int64), np.ones(int(top[q]))))
+            pieces = [(i, v) for i, v in pieces if i.size]
+            if not pieces:
+                dec.append((np.zeros(0, dtype=np.int64), np.zeros(0)))
+            elif len(pieces) == 1 and lv < tree.height:  # increasing, no repeats: np.unique's answer as it is
+                dec.append(pieces[0])  # (a plan's finest partition asks this ~2,000 times: 0.06 s of sorting)
+            else:
+                i, v = (np.concatenate(part) for part in zip(*pieces, strict=True))
+                u, inv = np.unique(i, return_inverse=True)
+                dec.append((u, np.bincount(inv.ravel(), weights=v, minlength=u.size)))
+        out.append(dec)
     return out
 
 

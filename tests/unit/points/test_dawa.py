@@ -34,6 +34,30 @@ def test_hilbert_is_a_bijection_of_adjacent_cells(order: int) -> None:
         assert np.all(np.abs(np.diff(r)) + np.abs(np.diff(c)) == 1)  # a curve: neighbours step by one
 
 
+def _d2xy(order: int, d: int) -> tuple[int, int]:
+    """The classic Hilbert ``d2xy`` conversion, one position at a time: (row, column)."""
+    x = y = 0
+    s, t = 1, d
+    while s < (1 << order):
+        rx = 1 & (t // 2)
+        ry = 1 & (t ^ rx)
+        if ry == 0:
+            if rx == 1:
+                x, y = s - 1 - x, s - 1 - y
+            x, y = y, x
+        x, y = x + s * rx, y + s * ry
+        t //= 4
+        s *= 2
+    return y, x
+
+
+@pytest.mark.parametrize("order", [0, 1, 2, 3, 6])
+def test_hilbert_is_the_classic_d2xy(order: int) -> None:
+    r, c = gh.hilbert_cells(order)
+    assert list(zip(r.tolist(), c.tolist(), strict=True)) == [_d2xy(order, d) for d in range(4 ** order)]
+    assert r.dtype == c.dtype == np.int64 and not r.flags.writeable and not c.flags.writeable
+
+
 def test_aligned_hilbert_blocks_are_rectangles() -> None:
     rr, cc = gh.hilbert_cells(4)
     grid = Grid(B, 16, 16)

@@ -41,6 +41,21 @@ def test_free_costs_are_the_rounded_l1_deviation(offsets: int) -> None:
         assert c.tolist() == want, lv
 
 
+@pytest.mark.parametrize("frac_bits", [0, 2, 4])
+def test_free_costs_round_half_up_on_long_intervals(frac_bits: int) -> None:
+    """Intervals of up to 256 cells (lengths beyond ``2^(f+1)``, whose rounding adds a half before
+    the shift), on counts whose deviations land on the half: the rounded ``2^f · Σ|x_i − mean|``
+    by exact fractions."""
+    rng = np.random.default_rng(frac_bits)
+    x = rng.integers(0, 5, 256) * (rng.random(256) < 0.5)
+    for lv, c in enumerate(gh.free_interval_costs(x, frac_bits, 4)):
+        ln = 1 << lv
+        for j, s in enumerate(_starts(256, ln, 4)):
+            w = [int(v) for v in x[s:s + ln]]
+            dev = sum(abs(Fraction(v) - Fraction(sum(w), ln)) for v in w)
+            assert int(c[j]) == math.floor((1 << frac_bits) * dev + Fraction(1, 2)), (lv, s)
+
+
 @pytest.mark.parametrize("top", [3, 2**20, 2**31])
 def test_free_costs_are_exact_with_large_counts(top: int) -> None:
     """Exact on both arithmetic paths (int32 terms where they fit, else int64): the rounded
@@ -154,9 +169,11 @@ def test_partition_blocks_match_the_end_by_end_programme(block: int, offsets: in
     random costs, on costs with many ties or all equal, on negative ones, on L1 costs of
     clustered counts, on costs too wide for int32 paths inside a block and too large for int64
     totals; with blocks of 1 … 256 ends and chunks of a few blocks, so block and chunk edges are
-    crossed."""
+    crossed, and the walk back switching from one bucket at a time to every end at once after
+    1 … 256 buckets (or never)."""
     monkeypatch.setattr(gh, "PARTITION_BLOCK", block)
     monkeypatch.setattr(gh, "PARTITION_CHUNK_CELLS", 4 * block)
+    monkeypatch.setattr(gh, "BACKTRACK_ONE_BY_ONE", block)
     rng = np.random.default_rng(block * 100 + offsets)
     for top in (0, 1, 2, 3, 5, 9, 11):
         for kind in ("random", "few values", "all equal", "negative", "clustered", "wide", "huge"):
@@ -271,6 +288,77 @@ def test_node_decomposition_adds_up_to_the_level_decomposition(seed: int) -> Non
     assert [float(v.sum()) for _, v in per_node] == pytest.approx(gh.level_decomposition(tree, cov).tolist())
 
 
+def _one_decomposition(tree: gh.BucketTree, b: np.ndarray, f: np.ndarray, runs: tuple | None) -> list:
+    """node_decomposition as it was written for one query (before the queries went up together)."""
+    full = f >= 1.0
+    part = (f > 0) & ~full
+    idx: list[list[np.ndarray]] = [[] for _ in range(tree.height + 1)]
+    val: list[list[np.ndarray]] = [[] for _ in range(tree.height + 1)]
+    idx[0].append(b[part])
+    val[0].append(f[part] ** 2)
+    fb = b[full]
+    if runs is not None:
+        lo, hi = (np.array(a, dtype=np.int64) for a in runs)
+    else:
+        cut = np.flatnonzero(np.diff(fb) != 1) + 1
+        lo = fb[np.concatenate([[0], cut])] if fb.size else fb
+        hi = fb[np.concatenate([cut - 1, [fb.size - 1]])] + 1 if fb.size else fb
+    if lo.size:
+        hi[hi == tree.m] = 1 << tree.height
+        for lv in range(tree.height + 1):
+            live = lo < hi
+            if not live.any():
+                break
+            if lv == tree.height:
+                idx[lv].append(np.zeros(int(live.sum()), dtype=np.int64))
+                val[lv].append(np.ones(int(live.sum())))
+                break
+            take_lo = live & (lo % 2 == 1)
+            take_hi = live & (hi % 2 == 1) & (lo + take_lo < hi)
+            at = np.column_stack([np.where(take_lo, lo, -1), np.where(take_hi, hi - 1, -1)]).ravel()
+            idx[lv].append(at[(at >= 0) & (at < tree.n_nodes(lv))])
+            val[lv].append(np.ones(idx[lv][-1].size))
+            lo, hi = (lo + take_lo) // 2, (hi - take_hi) // 2
+    out = []
+    for lv in range(tree.height + 1):
+        pieces = [(i, v) for i, v in zip(idx[lv], val[lv], strict=True) if i.size]
+        if not pieces:
+            out.append((np.zeros(0, dtype=np.int64), np.zeros(0)))
+        elif len(pieces) == 1 and lv < tree.height:
+            out.append(pieces[0])
+        else:
+            i, v = (np.concatenate(p) for p in zip(*pieces, strict=True))
+            u, inv = np.unique(i, return_inverse=True)
+            out.append((u, np.bincount(inv.ravel(), weights=v, minlength=u.size)))
+    return out
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 32, 37, 300])
+def test_node_decompositions_of_many_queries_are_each_querys_own(m: int) -> None:
+    """All queries at once (their runs climbing the tree together) give each query's decomposition
+    as it was made one query at a time: the same nodes and uses, the same dtypes; queries by
+    covered shares (partial and whole buckets), by runs, empty, and the whole range."""
+    rng = np.random.default_rng(m)
+    tree = gh.BucketTree(m)
+    queries = [(np.zeros(0, dtype=np.int64), np.zeros(0), None), (np.arange(m), np.ones(m), None)]
+    for _ in range(40):
+        cov = np.where(rng.random(m) < 0.6, 1.0, rng.random(m)) * (rng.random(m) < rng.random())
+        ids = np.flatnonzero(cov > 0)
+        queries.append((ids, cov[ids], None))
+        edges = np.unique(rng.integers(0, m + 1, 2 * int(rng.integers(0, 4))))
+        lo, hi = edges[0::2], edges[1::2]
+        k = min(lo.size, hi.size)
+        queries.append((np.zeros(0, dtype=np.int64), np.zeros(0), (lo[:k], hi[:k])))
+    got = gh.node_decompositions(tree, queries)
+    assert len(got) == len(queries)
+    for g, (b, f, runs) in zip(got, queries, strict=True):
+        want = _one_decomposition(tree, b, f, runs)
+        assert len(g) == len(want) == tree.height + 1
+        for (gi, gv), (wi, wv) in zip(g, want, strict=True):
+            assert np.array_equal(gi, wi) and np.array_equal(gv, wv) and (gi.dtype, gv.dtype) == (wi.dtype, wv.dtype)
+    assert gh.node_decompositions(tree, []) == []
+
+
 @pytest.mark.parametrize("shape", [(1, 1), (1, 9), (5, 3), (37, 64), (64, 64), (100, 70)])
 def test_covered_buckets_are_np_unique_of_the_rectangle(shape: tuple[int, int]) -> None:
     """The buckets a workload rectangle touches: by counting (few buckets), exactly ``np.unique``'s
@@ -299,6 +387,31 @@ def test_covered_buckets_are_np_unique_of_the_rectangle(shape: tuple[int, int]) 
         want = np.unique(coarse[r0:r1, c0:c1], return_counts=True)
         got = F._covered(coarse, int(coarse.max()) + 1, (r0, r1, c0, c1))
         assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 9), (5, 3), (37, 64), (64, 64), (100, 70)])
+def test_covered_from_runs_is_covered_from_the_cells(shape: tuple[int, int]) -> None:
+    """A rectangle's buckets and cells counted from its runs along the curve (the random
+    workload's, kept) are the ones counted cell by cell, for partitions of a few to every cell."""
+    rng = np.random.default_rng(shape[0] * 7 + shape[1])
+    grid = Grid(B, *shape)
+    finest = catalog.get("points", "dawa_free")._finest_buckets(grid)
+    rects = [(0, shape[0], 0, shape[1])]
+    for _ in range(40):
+        r0, c0 = int(rng.integers(0, shape[0])), int(rng.integers(0, shape[1]))
+        rects.append((r0, int(rng.integers(r0 + 1, shape[0] + 1)), c0, int(rng.integers(c0 + 1, shape[1] + 1))))
+    runs = F._rect_runs(grid, rects)
+    for cuts in (1, 5, grid.n_cells // 3 + 1, grid.n_cells):
+        cut = np.zeros(grid.n_cells, dtype=np.int64)
+        cut[rng.choice(grid.n_cells, min(grid.n_cells, cuts), replace=False)] = 1
+        cut[0] = 1
+        coarse = np.cumsum(cut)[finest] - 1  # bucket ids 0 .. m-1 along the curve
+        size = np.bincount(coarse.ravel())
+        first = np.cumsum(size) - size
+        for rect, rr in zip(rects, runs, strict=True):
+            got = F._runs_cover(rr, first, size)
+            want = F._covered(coarse, size.size, rect)
+            assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True))
 
 
 def test_variances_by_budget_step_are_per_node_variances() -> None:
@@ -344,7 +457,8 @@ def test_interval_costs_refuse_negative_counts() -> None:
 
 def test_plans_finest_design_is_kept_read_only_and_equals_a_fresh_one() -> None:
     """The random workload's finest-partition design is cached per grid and seed (public): the
-    cached shares and uses are the ones made afresh, and cannot be written through."""
+    cached shares and uses are the ones made afresh, and cannot be written through; so are its
+    node budgets for ε₂ = 1 (:func:`_finest_random_units`), which times ε₂ are the budgets."""
     grid = Grid(B, 13, 20)
     mech = catalog.get("points", "dawa_free")
     p = mech.resolve_params({})
@@ -357,3 +471,10 @@ def test_plans_finest_design_is_kept_read_only_and_equals_a_fresh_one() -> None:
     with pytest.raises(ValueError):
         shares[0][0] = 1.0
     assert F._finest_random_design(13, 20, p["queries_per_size"], p["workload_seed"])[1] is shares
+    units, steps = F._finest_random_units(13, 20, p["queries_per_size"], p["workload_seed"])
+    for e2 in (1e-3, 0.75, 3.0):  # the kept units times ε₂: the budgets and steps of the shares, to the bit
+        eps, want_steps = F._node_budgets(fresh_shares, e2)
+        assert all(np.array_equal(e2 * u, e) and np.array_equal(a, b)
+                   for u, e, a, b in zip(units, eps, steps, want_steps, strict=True))
+    with pytest.raises(ValueError):
+        units[0][0] = 1.0
