@@ -218,9 +218,12 @@ def _series_history(s: dict, store: LedgerStore, listed: list[tuple[LedgerStore,
     per = "per period" if s["per_period"] else "of the horizon"
     st.markdown(f"**Over time**{_population(s)}: "
                 f"{fmt.count(n)} period{'s' if n != 1 else ''} released, {s['unit']}")
-    st.caption(f"Budget of the series: {sym} = {fmt.eps(s['spent'])} spent of {fmt.eps(cap.value)} {per} "
+    spent = ("what its unit cannot count (a one-off release of the data protects another unit)"
+             if s["spent"] is None else f"{sym} = {fmt.eps(s['spent'])}")
+    st.caption(f"Budget of the series: {spent} spent of {fmt.eps(cap.value)} {per} "
                f"({'the most any period spent; ' if s['per_period'] else ''}{fmt.count(s['charges'])} "
-               f"spend{'s' if s['charges'] != 1 else ''}). One-off releases of the same data count in every period.")
+               f"spend{'s' if s['charges'] != 1 else ''}; one-off releases of the same data included, as they "
+               "count in every period).")
     rels = {r["release_id"]: r for r in s["releases"]}
     st.dataframe(pd.DataFrame([{
         "period": p["period"], f"spent ({sym})": fmt.eps(p["spent"]), "charges": p["charges"],

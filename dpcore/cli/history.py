@@ -97,7 +97,9 @@ def _print_series(sr: dict[str, Any]) -> None:
     symbol = "ε" if cap["definition"] == "pure" else "ρ"
     per = "per period" if sr["per_period"] else "of the horizon"
     print(f"    over time{_named(sr)}: "
-          f"{sr['unit']}; spent {symbol} = {sr['spent']:.4g} of {cap['value']:g} {per} in {sr['charges']} charges "
+          f"{sr['unit']}; spent {symbol} = "
+          f"{'(not countable in its unit)' if sr['spent'] is None else format(sr['spent'], '.4g')} "
+          f"of {cap['value']:g} {per} in {sr['charges']} charges "
           f"over {len(sr['periods'])} periods; {len(sr['releases'])} releases stored")
     files = {r["release_id"]: r["files"] for r in sr["releases"]}
     for p in sr["periods"]:

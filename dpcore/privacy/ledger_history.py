@@ -31,6 +31,7 @@ from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.ledger import LedgerEntry
 from dpcore.privacy.ledger_journal import undelivered
 from dpcore.privacy.linked_series import period_ledgers
+from dpcore.privacy.oneoff_links import series_spend
 from dpcore.privacy.units import TimeUnit
 
 __all__ = ["NAMES_SCHEMA", "datasets", "name_dataset", "series_of"]
@@ -95,8 +96,9 @@ def datasets(store: Any) -> list[dict[str, Any]]:
 def series_of(store: Any, key: str) -> list[dict[str, Any]]:
     """The series over time linked to the one-off budget ``key``, oldest first: ``key`` (the series'
     population key), ``name`` (a named population's, else None), ``unit`` (its label), ``cap`` (a dict:
-    per period, or of the horizon when ``per_period`` is false), ``spent`` (the most any period's
-    releases spent), ``charges``, ``periods`` (each ``{period, spent, charges, release_ids}``, by
+    per period, or of the horizon when ``per_period`` is false), ``spent`` (:func:`~dpcore.privacy.oneoff_links.series_spend`: the
+    most any of its ledgers holds, a period's or the horizon's, the linked one-off releases included; None
+    when they cannot be counted in its unit), ``charges``, ``periods`` (each ``{period, spent, charges, release_ids}``, by
     period) and ``releases`` (as :meth:`LedgerStore.releases`, one per period released).  The spends
     are the series' own (what each period's release charged), read from the budget database."""
     with contextlib.closing(store._connect()) as con:  # noqa: SLF001 - the store's own helper module
@@ -115,10 +117,10 @@ def series_of(store: Any, key: str) -> list[dict[str, Any]]:
             for period, rid in con.execute("SELECT period, release_id FROM series_periods WHERE population = ? "
                                            "ORDER BY created, rowid", (pop,)):
                 ids.setdefault(str(period), []).append(str(rid))
-            found.append((pop, unit_text, name, ledgers, ids))
+            found.append((pop, unit_text, name, ledgers, ids, series_spend(con, pop)))
     out = []
-    for pop, unit_text, name, ledgers, ids in found:
-        if not ledgers:
+    for pop, unit_text, name, ledgers, ids, spend in found:
+        if not ledgers or spend is None:
             continue
         per: dict[str, list[LedgerEntry]] = {}
         for _cap, entries in ledgers.values():
@@ -128,9 +130,8 @@ def series_of(store: Any, key: str) -> list[dict[str, Any]]:
                     "charges": len(es), "release_ids": ids.get(p, [])} for p, es in sorted(per.items())]
         unit = TimeUnit.from_dict(json.loads(unit_text))
         out.append({"key": pop, "name": name, "unit": unit.label() if unit is not None else "",
-                    "cap": next(iter(ledgers.values()))[0].to_dict(),
-                    "per_period": all(fp.rpartition("@")[2] != "horizon" for fp in ledgers),
-                    "spent": max((p["spent"] for p in periods), default=0.0),
+                    "cap": spend["cap"].to_dict(), "per_period": spend["per_period"],
+                    "spent": spend["spent"],
                     "charges": sum(p["charges"] for p in periods), "periods": periods,
                     "releases": store.releases(pop)})
     return out

@@ -161,6 +161,31 @@ def _series_state(con: sqlite3.Connection, population: str) -> tuple[TimeUnit | 
     return unit, hcap, linked_series.period_ledgers(con, population)
 
 
+def series_spend(con: sqlite3.Connection, population: str) -> dict[str, Any] | None:
+    """What the series ``population`` has spent, as the office view counts it (for display; no charge
+    reads it): ``periods`` charged, ``spent`` (the most any of its ledgers holds: a period's under a
+    per-period cap, the whole horizon's for a person over the horizon; the one-off releases linked to the
+    series counted in its unit; None when they cannot be counted in it), ``cap`` (a
+    :class:`~dpcore.privacy.budget.PrivacyCost`) and ``per_period`` (else one budget of the horizon).
+    None when the series has no charged ledger."""
+    s_unit, _hcap, ledgers = _series_state(con, population)
+    if s_unit is None or not ledgers:
+        return None
+    others = linked_entries(con, population)
+    spent: Fraction | None = Fraction(0)
+    for cap, entries in ledgers.values():
+        try:
+            total = sum((Fraction(e.charged) for e in entries), Fraction(0)) + sum(
+                (in_unit(e.cost, e.unit, s_unit.base, cap.definition) for e in others), Fraction(0))
+        except BudgetError:
+            spent = None
+            break
+        spent = max(spent, total)
+    periods = {str(e.details.get("period", "")) for _c, es in ledgers.values() for e in es}
+    return {"periods": len(periods - {""}) or len(ledgers), "spent": None if spent is None else float(spent),
+            "cap": next(iter(ledgers.values()))[0], "per_period": bool(s_unit.parallel)}
+
+
 class LinkedLedger(StoredLedger):
     """A one-off budget (:meth:`dpcore.core.session.Session.budget`) that composes with the series
     of the same data: a charge must also fit the linked series' periods and horizon (module docstring).
@@ -207,33 +232,11 @@ class LinkedLedger(StoredLedger):
                 return None
 
     def linked_series(self) -> list[dict[str, Any]]:
-        """The series linked to this budget as the office view counts them, for display: per series the
-        number of periods charged (``periods``), the most any period's ledger spent with the linked one-off
-        releases counted (``spent``, None when they cannot be counted in it) and its cap (``cap``, a
-        :class:`~dpcore.privacy.budget.PrivacyCost`), and whether that cap is per period (``per_period``;
-        else one budget of the horizon, for a person)."""
-        out: list[dict[str, Any]] = []
+        """The series linked to this budget as the office view counts them (:func:`series_spend`, for
+        display), oldest link first."""
         with self._lock:
-            for pop in linked_series.populations(self._read, [self._fp]):  # none before any link
-                s_unit, _hcap, ledgers = _series_state(self._read, pop)
-                if s_unit is None or not ledgers:
-                    continue
-                others = linked_entries(self._read, pop)
-                spent: Fraction | None = Fraction(0)
-                for cap, entries in ledgers.values():
-                    try:
-                        total = sum((Fraction(e.charged) for e in entries), Fraction(0)) + sum(
-                            (in_unit(e.cost, e.unit, s_unit.base, cap.definition) for e in others), Fraction(0))
-                    except BudgetError:
-                        spent = None
-                        break
-                    spent = max(spent, total)
-                periods = {str(e.details.get("period", "")) for _c, es in ledgers.values() for e in es}
-                out.append({"periods": len(periods - {""}) or len(ledgers),
-                            "spent": None if spent is None else float(spent),
-                            "cap": next(iter(ledgers.values()))[0],
-                            "per_period": all(fp.rpartition("@")[2] != "horizon" for fp in ledgers)})
-        return out
+            found = (series_spend(self._read, pop) for pop in linked_series.populations(self._read, [self._fp]))
+            return [f for f in found if f is not None]
 
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         super().check(cost, unit)

@@ -243,6 +243,16 @@ def test_a_person_over_the_horizon_is_charged_sequentially(tmp_path: Path, capsy
     assert "Not enough privacy budget" in capsys.readouterr().err
     (again,) = Session.open(None).budgets()
     assert again["spent"] == pytest.approx(0.04)
+    # History says what the horizon budget holds: the four days in sequence, not the largest day, and a
+    # one-off release of the same data on top, as the office view counts it (review)
+    one = [a for a in argv[:argv.index("--unit")] if a != "0.01"] + ["--budget-cap", "0.05", "--out",
+                                                                     str(tmp_path / "O")]
+    one.insert(one.index("--rho") + 1, "0.001")
+    _run(one, capsys)
+    office = [r["spent"] for r in Session.open(None).budgets() if r.get("cap_per") == "horizon"]
+    out = _run(["history"], capsys)
+    assert office == [pytest.approx(0.041)]
+    assert "spent ρ = 0.041 of 0.05 of the horizon in 4 charges over 4 periods" in out, out
     # with --unit person, --max-periods is required; --unit event refuses a person column
     assert main([*argv[:argv.index("--max-periods")], *argv[argv.index("--max-periods") + 2:]]) == 2
     assert "--max-periods" in capsys.readouterr().err
