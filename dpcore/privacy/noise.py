@@ -566,10 +566,14 @@ class NoiseSource:
     def discrete(self, family: str, scale, size: int | tuple) -> np.ndarray:
         """Integer noise of the exact family a plan names (the first item of
         :func:`dpcore.privacy.calibration.noise_for_cost`): :meth:`discrete_laplace` of scale ``t``
-        for ``"discrete_laplace"``, else :meth:`discrete_gaussian` with ``σ = scale``; shape ``size``."""
+        for ``"discrete_laplace"``, :meth:`discrete_gaussian` with ``σ = scale`` for
+        ``"discrete_gaussian"``; shape ``size``.  Any other name is refused: a typo must never draw the
+        other distribution."""
         if family == "discrete_laplace":
             return self.discrete_laplace(scale, size)
-        return self.discrete_gaussian(scale, size)
+        if family == "discrete_gaussian":
+            return self.discrete_gaussian(scale, size)
+        raise ParameterError(f"Unknown noise family {family!r}: use 'discrete_laplace' or 'discrete_gaussian'.")
 
     # -- real values on a 2^k grid ------------------------------------------
 

@@ -212,7 +212,9 @@ class LinkedLedger(StoredLedger):
         worst = self._linked_share()
         if worst is None:
             return 0.0
-        return max(0.0, min(own, float(Fraction(self._cap.value) - self._spent - worst)))
+        with self._lock:  # spend() changes it under the same lock
+            spent = self._spent
+        return max(0.0, min(own, float(Fraction(self._cap.value) - spent - worst)))
 
     @property
     def linked_share(self) -> float | None:

@@ -586,3 +586,15 @@ def test_each_fact_is_kept_once_for_every_caller():
                  noise_facts.dgauss_interval):
         info = fact.cache_info()
         assert (info.misses, info.hits, info.currsize) == (1, 1, 1), fact.__name__
+
+
+def test_discrete_draws_the_family_a_plan_names_and_refuses_any_other() -> None:
+    """``NoiseSource.discrete`` (what the tree and O/D mechanisms call) draws exactly the named family, the
+    same values as the family's own sampler from the same seed, and refuses a name it does not know rather
+    than drawing the other distribution (review)."""
+    for family, own in (("discrete_laplace", "discrete_laplace"), ("discrete_gaussian", "discrete_gaussian")):
+        a = NoiseSource(11).discrete(family, 3, 50)
+        b = getattr(NoiseSource(11), own)(3, 50)
+        assert np.array_equal(a, b)
+    with pytest.raises(ParameterError, match="Unknown noise family 'discrete_laplce'"):
+        NoiseSource(11).discrete("discrete_laplce", 3, 5)
