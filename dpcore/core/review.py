@@ -87,24 +87,38 @@ def unprotected(rec: Mapping[str, Any]) -> list[str]:
     ...              "total_public": True, "ledger": {"accounted": False}})[:2]
     ['The public domain (grid, area hierarchy or O/D tree) and every parameter set by the curator.', 'The contribution cap of the unit of privacy: one person, at most 3 trips.']
     """
-    out = ["The public domain (grid, area hierarchy or O/D tree) and every parameter set by the curator."]
+    return [code for code, _words in _unprotected_items(rec)]
+
+
+def _unprotected_items(rec: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """Each quantity DP does not protect, once: the record's own text (:func:`unprotected`, the
+    deployment entry) and its plain words (review.html, :func:`_unprotected_words`)."""
     unit = rec.get("privacy", {}).get("unit_of_privacy")
+    items = [("The public domain (grid, area hierarchy or O/D tree) and every parameter set by the curator.",
+              ["The public geography (the map's extent and grid, the list of areas, or the tree of trips between "
+               "areas) and every setting the curator chose."])]
     if unit:
-        out.append(f"The contribution cap of the unit of privacy: {unit if isinstance(unit, str) else json.dumps(unit)}.")
+        items.append((f"The contribution cap of the unit of privacy: "
+                      f"{unit if isinstance(unit, str) else json.dumps(unit)}.",
+                      [f"How much one unit of privacy may contribute: {words.unit_sentence(unit)}."]))
     for key, val in _find(rec, frozenset({"invariants", "total_public", "public_total"})):
         if val in (None, False, [], {}):
             continue
-        out.append(f"Held exactly (invariant, not noisy): {key} = {json.dumps(val)[:300]}.")
-    du = rec.get("data_users", {})
-    if du.get("conditional_on_partition"):
-        out.append("The partition was chosen from the data, paid for from the budget; the published counts are "
-                   "unbiased only given that partition.")
+        items.append((f"Held exactly (invariant, not noisy): {key} = {json.dumps(val)[:300]}.",
+                      list(words.invariant_words(key, val))))
+    if rec.get("data_users", {}).get("conditional_on_partition"):
+        text = ("The partition was chosen from the data, paid for from the budget; the published counts are "
+                "unbiased only given that partition.")
+        items.append((text, [text]))
     if rec.get("reliability"):
-        out.append("The reliability rule's suppression pattern (post-processing of noisy values; protected, but "
-                   "it hides cells).")
+        items.append(("The reliability rule's suppression pattern (post-processing of noisy values; protected, but "
+                      "it hides cells).",
+                      ["Which cells the reliability rule hid (it reads only noisy values: protected, but it hides "
+                       "cells)."]))
     if not rec.get("ledger", {}).get("accounted", True):
-        out.append("This release was charged to no budget (--no-budget): its cost is not recorded in any ledger.")
-    return out
+        text = "This release was charged to no budget (--no-budget): its cost is not recorded in any ledger."
+        items.append((text, [text]))
+    return items
 
 
 def deployment(rec: Mapping[str, Any]) -> dict[str, Any]:
@@ -391,32 +405,16 @@ def _levels_html(rec: Mapping[str, Any], g: Mapping[str, Any] | None, release_cs
 
 
 def _unprotected_words(rec: Mapping[str, Any]) -> list[str]:
-    """:func:`unprotected` in words (the deployment entry keeps the record's own text)."""
-    priv = rec.get("privacy", {})
-    out = ["The public geography (the map's extent and grid, the list of areas, or the tree of trips between "
-           "areas) and every setting the curator chose."]
-    unit = priv.get("unit_of_privacy")
-    if unit:
-        out.append(f"How much one unit of privacy may contribute: {words.unit_sentence(unit)}.")
-    said_total = False
-    for key, val in _find(rec, frozenset({"invariants", "total_public", "public_total"})):
-        if val in (None, False, [], {}):
-            continue
-        for line in words.invariant_words(key, val):
+    """:func:`unprotected` in words (the deployment entry keeps the record's own text); an exact total
+    said once."""
+    out, said_total = [], False
+    for _code, lines in _unprotected_items(rec):
+        for line in lines:
             if line.startswith("The total is published exactly"):
                 if said_total:
                     continue
                 said_total = True
             out.append(line)
-    du = rec.get("data_users", {})
-    if du.get("conditional_on_partition"):
-        out.append("The partition was chosen from the data, paid for from the budget; the published counts are "
-                   "unbiased only given that partition.")
-    if rec.get("reliability"):
-        out.append("Which cells the reliability rule hid (it reads only noisy values: protected, but it hides "
-                   "cells).")
-    if not rec.get("ledger", {}).get("accounted", True):
-        out.append("This release was charged to no budget (--no-budget): its cost is not recorded in any ledger.")
     return out
 
 
