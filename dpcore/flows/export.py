@@ -200,7 +200,8 @@ def no_interval_note(rel: ODRelease) -> str | None:
         why = (f"{m.title} adjusts every table's noisy counts to non-negative whole numbers that add up to the "
                "table above and drops the flows released as 0 with everything below them. The released values "
                "are therefore biased (most of all a large flow among empty pairs), and noisy_count ± 1.96 × "
-               "noise_sd would cover the true count less often than 95 % of the time (about 85 % in a simulation), so no "
+               "noise_sd would cover the true count less often than 95 % of the time (about 85 % for a 100-trip flow among "
+               "empty pairs in a simulation; how much less depends on the data and the budget), so no "
                "interval is given for them.")
     files = (data_users_section(rel) or {}).get("files") or []
     where = ("For an interval, use the data users' files: estimates.csv holds a least-squares estimate and its "
