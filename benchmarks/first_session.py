@@ -3,7 +3,7 @@ servers' warm-up (ui/serve.py ``warm_up``), interleaved.
 
 Each start: the app as ``./run --workers N`` starts it (benchmarks/map_draw.streamlit_server: a free
 port, a budget database of its own), with ``DPCORE_WARM_UP`` 1 or 0.  Once the servers are ready, it
-waits until they are idle (their CPU time still for 2 s: the warm-up, when on, has finished) and reads
+waits until they are idle (workers_cost.idle: their CPU time still for 2 s: the warm-up, when on, has finished) and reads
 what they spent since they were ready; then one protocol session through the front
 (benchmarks/step_cpu.walk: Data, Plan, Release page, the Release button on the demo points) and then
 a second one, reading the CPU seconds of all the servers per step (user + system, /proc/PID/stat).  It
@@ -23,13 +23,12 @@ import asyncio
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import step_cpu  # noqa: E402
 from map_draw import loadavg, streamlit_server  # noqa: E402
-from workers_cost import _children, _cpu  # noqa: E402
+from workers_cost import _children, _cpu, idle  # noqa: E402
 
 
 class AllServers:
@@ -42,20 +41,6 @@ class AllServers:
         return sum(_cpu(p) for p in self.pids)
 
 
-def idle(servers: AllServers, still: float = 2.0, limit: float = 120.0) -> float:
-    """Wait until the servers' CPU time has not moved by 0.02 s for ``still`` seconds; their CPU now."""
-    t_end = time.monotonic() + limit
-    last, since = servers.cpu(), time.monotonic()
-    while time.monotonic() < t_end:
-        time.sleep(0.25)
-        now = servers.cpu()
-        if now - last > 0.02:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= still:
-            return now
-    return servers.cpu()
-
-
 def one_start(workers: int, warm: bool) -> dict[str, float | bool]:
     started: list = []
     with streamlit_server(env_extra={"DPCORE_WARM_UP": "1" if warm else "0"}, started=started,
@@ -64,7 +49,7 @@ def one_start(workers: int, warm: bool) -> dict[str, float | bool]:
         db = _environ(front)["DPCORE_LEDGER_DB"]  # the budget database of its own (map_draw)
         servers = AllServers(_children(front))
         ready = servers.cpu()
-        at_idle = idle(servers)
+        at_idle = idle(servers.cpu)
         out: dict[str, float | bool] = {"from ready to idle": at_idle - ready, "since their start, at idle": at_idle,
                                         "ledger opened": os.path.exists(db)}
         real = step_cpu.cpu_seconds

@@ -4,7 +4,10 @@ Starts the app as ``./run --workers N`` does (benchmarks/map_draw.streamlit_serv
 budget database of its own), then walks ``--rounds`` rounds of ``--sessions`` protocol sessions at
 once (benchmarks/session_protocol.walk: Data, Plan, Release page, the Release button on the demo
 points) through the front.  Reads, from /proc, the user + system CPU seconds and the resident memory
-(VmRSS) of the front and of each app server at the start and after the rounds.
+(VmRSS) of the front and of each app server at the start and after the rounds.  "At start" is once the
+processes are idle (their CPU time still for 2 s, :func:`idle`), not as soon as the servers are ready:
+each server warms itself once it listens (ui/serve.py ``warm_up``, on by default with ``--workers``), so
+the warm-up is included in the memory at start and not counted in the rounds' CPU.
 
 Run from the repository root (after ``python -m compileall -q dpcore ui pages app.py``)::
 
@@ -23,6 +26,8 @@ import importlib.util
 import os
 import platform
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,6 +66,20 @@ def _compiled() -> str:
     return "Bytecode compiled." if done else "Bytecode NOT compiled beforehand (run python -m compileall first)."
 
 
+def idle(cpu: Callable[[], float], still: float = 2.0, limit: float = 120.0) -> float:
+    """Wait until ``cpu()`` (CPU seconds) has not moved by 0.02 s for ``still`` seconds; its value now."""
+    t_end = time.monotonic() + limit
+    last, since = cpu(), time.monotonic()
+    while time.monotonic() < t_end:
+        time.sleep(0.25)
+        now = cpu()
+        if now - last > 0.02:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= still:
+            return now
+    return cpu()
+
+
 def _snapshot(pids: dict[str, int]) -> dict[str, tuple[float, float]]:
     return {name: (_cpu(pid), _rss_mb(pid)) for name, pid in pids.items()}
 
@@ -85,6 +104,7 @@ def main() -> None:
     with streamlit_server(workers=a.workers, started=started) as (base, _log):
         front = started[0].pid
         pids = {"front": front, **{f"app server {i + 1}": p for i, p in enumerate(_children(front))}}
+        idle(lambda: sum(_cpu(p) for p in pids.values()))  # the servers' warm-up has finished
         before = _snapshot(pids)
         steps = asyncio.run(_rounds(base, a.sessions, a.rounds))
         after = _snapshot(pids)
@@ -99,8 +119,8 @@ def main() -> None:
 - Load average (1 / 5 / 15 min) before: {load_before}; after: {loadavg()}.
 - Command: `python benchmarks/workers_cost.py --workers {a.workers} --sessions {a.sessions} --rounds {a.rounds}`:
   {a.rounds} rounds of {a.sessions} protocol sessions at once through the front ({steps} steps: Data, Plan,
-  Release page and the Release button on the demo points). "At start": the servers ready, before any
-  session. CPU: user + system seconds during the rounds (/proc/PID/stat); memory: VmRSS.
+  Release page and the Release button on the demo points). "At start": the servers ready and idle (their
+  warm-up done), before any session. CPU: user + system seconds during the rounds (/proc/PID/stat); memory: VmRSS.
 
 {table}
 """

@@ -14,9 +14,12 @@
 #   returned, which stops a `set -e` script.
 # - optional: apt's output hidden; never fails. On failure MARKER (when given) is touched, which skips
 #   the package on later runs while it exists (tried once per .venv), and NOTE is printed.
+# The install waits up to 2 minutes for dpkg's lock (on a fresh VM unattended-upgrades often holds it,
+# and an install that failed at once stopped ./test after a successful update). Where there is no sudo
+# at all (not root), NOTE's "sudo apt-get" reads "as root: apt-get".
 apt_install() {
     local package="$1" present="$2" message="$3" optional="${4:-}" marker="${5:-}" note="${6:-}" sudo=""
-    local install=(apt-get install -y --no-install-recommends "$package")
+    local install=(apt-get install -o DPkg::Lock::Timeout=120 -y --no-install-recommends "$package")
     case "$present" in
         "") ;;
         /*) [ -x "$present" ] && return 0 ;;
@@ -24,7 +27,10 @@ apt_install() {
     esac
     if [ -n "$optional" ] && [ -n "$marker" ] && [ -e "$marker" ]; then return 0; fi
     if [ -n "$message" ]; then echo "$message"; fi
-    if [ "$(id -u)" != "0" ]; then sudo="sudo -n"; fi
+    if [ "$(id -u)" != "0" ]; then
+        sudo="sudo -n"
+        command -v sudo >/dev/null 2>&1 || note="${note//sudo apt-get/as root: apt-get}"
+    fi
     if [ -z "$optional" ]; then
         $sudo "${install[@]}" >/dev/null 2>&1 && return 0
         # package lists that cannot be updated (offline, sudo that needs a password): apt's or sudo's

@@ -8,6 +8,8 @@ from pathlib import Path
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
+from ui.state import release_widget_key
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 DEMO = Path(__file__).resolve().parents[1] / "assets" / "demo"
 
@@ -48,3 +50,33 @@ def counties_csv(drop: int = 0) -> bytes:
     t = t[(t["level"] == "county") & t["state_fips"].isin(["13", "48"])]
     return pd.DataFrame({"STATEFP": t["state_fips"], "COUNTYFP": t["county_fips"],
                          "population": t["popestimate2019"]}).iloc[drop:].to_csv(index=False).encode()
+
+
+def in_order(node) -> list[tuple[str, str]]:
+    """The elements under ``node`` (``at.main``) in drawing order: (type, text), the text being a button's
+    or a status's label, else the element's value ("" when it has none)."""
+    out: list[tuple[str, str]] = []
+    for child in getattr(node, "children", {}).values():
+        kind = type(child).__name__
+        text = child.label if kind in ("Button", "Status") else getattr(child, "value", "")
+        out.append((kind, str(text)))
+        out += in_order(child)
+    return out
+
+
+def next_release_after_results(at: AppTest, key: str) -> None:
+    """shared/UX.md, "a success reads as a success": the confirmation first, then the map and the errors,
+    then "Another release from this data" with a secondary button (widget ``key``) that still states the
+    cost."""
+    order = in_order(at.main)
+
+    def where(kind: str, start: str) -> int:
+        return next(i for i, (k, t) in enumerate(order) if k == kind and t.startswith(start))
+
+    success = where("Success", "Released")
+    assert not [k for k, _ in order[:success] if k == "Button"]  # nothing to click above the confirmation
+    assert success < where("Subheader", "Map") < where("Subheader", "Errors") < where("Markdown", "###### Another")
+    assert where("Markdown", "###### Another") < where("Button", "Release with ")
+    button = at.button(key=release_widget_key(key, at.session_state))
+    assert button.label.startswith("Release with ") and " after this" in button.label  # the cost, stated
+    assert button.proto.type == "secondary"

@@ -276,13 +276,20 @@ os.environ.setdefault(
     "--conf spark.sql.adaptive.enabled=false pyspark-shell")
 
 
+#: Why a Spark test is skipped without Java, and the fix: ./test installs Java through apt-get (as root
+#: or with password-free sudo) and otherwise prints this command and goes on (README, Quick start).
+NO_JAVA = ("the Spark engine needs Java 17+ and 'java' is not on PATH: install it (as root: apt-get install "
+           "openjdk-17-jre-headless, which ./test runs itself as root or with password-free sudo), "
+           "or leave the Spark tests out with -m \"not spark\"")
+
+
 @pytest.fixture(scope="session")
 def spark_engine():
     """The Spark engine in local mode; skips when Java or PySpark is missing (CI installs both)."""
     import shutil
 
     if shutil.which("java") is None:
-        pytest.skip("the Spark engine needs Java 17+ and 'java' is not on PATH (CI installs it)")
+        pytest.skip(NO_JAVA)
     pytest.importorskip("pyspark", reason="PySpark is not installed (pip install -r requirements-spark.txt)")
     from dpcore.data.engines import get_engine
 

@@ -50,6 +50,9 @@ STUCK = 10.0
 BACKLOG = 2048
 #: Where Streamlit finds its options besides the command line: the user's file, then the app's.
 CONFIG_FILES = (str(Path.home() / ".streamlit" / "config.toml"), ".streamlit/config.toml")
+#: The waiting loops' sleep, this module's own: a test counts its ticks by replacing it here, where
+#: replacing ``time.sleep`` would count every other thread's sleeps too.
+_sleep = time.sleep
 _TLS = {"--server.sslCertFile": "sslCertFile", "--server.sslKeyFile": "sslKeyFile"}
 _NO_TLS = ("cannot be used with --workers: the front speaks plain HTTP to the browser. Put a TLS terminator "
            "(nginx, Caddy) in front of it, or serve with TLS from one server (no --workers).")
@@ -288,7 +291,7 @@ class Workers:
             if waiting and time.monotonic() > deadline:
                 self.stop()
                 raise SystemExit(f"{len(waiting)} app server(s) did not start within {timeout:.0f} s.")
-            time.sleep(0.2)
+            _sleep(0.2)
 
     def pause(self, i: int) -> float:
         """Seconds from worker ``i``'s exit to its next start."""

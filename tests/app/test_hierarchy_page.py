@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from app_steps import next_release_after_results
 from streamlit.testing.v1 import AppTest
 
 from dpcore.data.hierarchy import Hierarchy
@@ -75,30 +76,6 @@ def test_demo_shows_levels_and_expected_error_before_release(at: AppTest) -> Non
     ok(at)
     plan = frame_with(at, "budget")
     assert plan["budget"].iloc[0] == "not measured"
-
-def next_release_after_results(at: AppTest, key: str) -> None:
-    """shared/UX.md, "a success reads as a success": the confirmation first, then the map and the errors,
-    then "Another release from this data" with a secondary button that still states the cost."""
-    order: list[tuple[str, str]] = []
-
-    def walk(node) -> None:
-        for child in getattr(node, "children", {}).values():
-            kind = type(child).__name__
-            order.append((kind, str(child.label if kind == "Button" else getattr(child, "value", ""))))
-            walk(child)
-
-    walk(at.main)
-
-    def where(kind: str, start: str) -> int:
-        return next(i for i, (k, t) in enumerate(order) if k == kind and t.startswith(start))
-
-    success = where("Success", "Released")
-    assert not [k for k, _ in order[:success] if k == "Button"]  # nothing to click above the confirmation
-    assert success < where("Subheader", "Map") < where("Subheader", "Errors") < where("Markdown", "###### Another")
-    assert where("Markdown", "###### Another") < where("Button", "Release with ")
-    button = at.button(key=release_widget_key(key, at.session_state))
-    assert button.label.startswith("Release with ") and " after this" in button.label  # the cost, stated
-    assert button.proto.type == "secondary"
 
 
 def test_release_is_consistent_charged_once_and_kept_across_reruns(at: AppTest) -> None:

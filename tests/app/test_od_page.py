@@ -15,6 +15,7 @@ import orjson
 import pandas as pd
 import pytest
 import streamlit.testing.v1.app_test as app_test_module
+from app_steps import next_release_after_results
 from flows_helpers import plan_od
 from streamlit.testing.v1 import AppTest
 
@@ -202,30 +203,6 @@ def test_demo_loads_and_shows_the_plan_before_release(at: AppTest) -> None:
     ok(at)
     assert frame_with(at, "noise per cell (SD)")["table"].iloc[0] == "total of all trips"
     assert ledger(at).spent == 0
-
-def next_release_after_results(at: AppTest, key: str) -> None:
-    """shared/UX.md, "a success reads as a success": the confirmation first, then the map and the errors,
-    then "Another release from this data" with a secondary button that still states the cost."""
-    order: list[tuple[str, str]] = []
-
-    def walk(node) -> None:
-        for child in getattr(node, "children", {}).values():
-            kind = type(child).__name__
-            order.append((kind, str(child.label if kind == "Button" else getattr(child, "value", ""))))
-            walk(child)
-
-    walk(at.main)
-
-    def where(kind: str, start: str) -> int:
-        return next(i for i, (k, t) in enumerate(order) if k == kind and t.startswith(start))
-
-    success = where("Success", "Released")
-    assert not [k for k, _ in order[:success] if k == "Button"]  # nothing to click above the confirmation
-    assert success < where("Subheader", "Map") < where("Subheader", "Errors") < where("Markdown", "###### Another")
-    assert where("Markdown", "###### Another") < where("Button", "Release with ")
-    button = at.button(key=release_widget_key(key, at.session_state))
-    assert button.label.startswith("Release with ") and " after this" in button.label  # the cost, stated
-    assert button.proto.type == "secondary"
 
 
 def test_release_spends_once_and_fills_map_errors_and_export(at: AppTest, media: list) -> None:

@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from app_steps import in_order
 from points_helpers import levels_of
 from streamlit.testing.v1 import AppTest
 
@@ -205,7 +206,7 @@ def test_upload_without_coordinate_columns_asks_for_them_and_keeps_dataset(at):
     assert "300 rows kept of 300 read" in sidebar_text(at)
     # no green "Read 2 rows" over the old data, no column pre-selected as coordinates, and the data still
     # in use named (issue 26, item 10)
-    [status] = [t for k, t in _in_order(at.main) if k == "Status" and "names.csv" in t]
+    [status] = [t for k, t in in_order(at.main) if k == "Status" and "names.csv" in t]
     assert "no latitude and longitude columns were recognised" in status
     assert any("the data in use (below and in the sidebar) is still 'good.csv'" in w for w in warnings)
     lat = next(b for b in at.selectbox if b.label == "Latitude column")
@@ -613,17 +614,6 @@ def test_the_release_that_uses_up_the_budget_is_confirmed_like_any_other(at):
     assert any("used up" in c for c in texts(at.caption))
 
 
-def _in_order(node) -> list[tuple[str, str]]:
-    """The main area's elements in drawing order: (type, text or label)."""
-    out: list[tuple[str, str]] = []
-    for child in getattr(node, "children", {}).values():
-        kind = type(child).__name__
-        text = getattr(child, "value", None) if kind not in ("Button", "Status") else child.label
-        out.append((kind, str(text)))
-        out += _in_order(child)
-    return out
-
-
 def test_a_success_reads_as_a_success_and_the_plan_warns_first(at):
     """Issue 26, item 6: after a release the confirmation comes first and the next release's state (a
     disabled "Not enough budget" button) after it, as a calm caption, not a warning; and the Plan step
@@ -634,7 +624,7 @@ def test_a_success_reads_as_a_success_and_the_plan_warns_first(at):
     goto(at, "release")
     at.button(key=release_widget_key("release_button", at.session_state)).click().run()
     assert not at.exception, at.exception
-    order = _in_order(at.main)
+    order = in_order(at.main)
     first_success = next(i for i, (k, _) in enumerate(order) if k == "Success")
     button = next(i for i, (k, t) in enumerate(order) if k == "Button" and t.startswith("Not enough budget"))
     assert first_success < button
@@ -652,7 +642,7 @@ def test_after_a_release_its_map_and_errors_come_before_the_next_release(at):
     choose(at, "ug")
     number_input(at, "Privacy budget of this release (ε)").set_value(0.3).run()
     goto(at, "release")
-    before = _in_order(at.main)
+    before = in_order(at.main)
     first = next(i for i, (k, _) in enumerate(before) if k == "Button")
     assert before[first][1] == "Release with ε = 0.3 — 0.7 left after this"
     button = at.button(key=release_widget_key("release_button", at.session_state))
@@ -660,7 +650,7 @@ def test_after_a_release_its_map_and_errors_come_before_the_next_release(at):
     assert not [t for _, t in before if "Another release" in t]
     button.click().run()
     assert not at.exception, at.exception
-    order = _in_order(at.main)
+    order = in_order(at.main)
 
     def where(kind: str, start: str) -> int:
         return next(i for i, (k, t) in enumerate(order) if k == kind and t.startswith(start))

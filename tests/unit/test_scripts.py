@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_SH = ROOT / "scripts" / "venv.sh"
-INSTALL = "apt-get install -y --no-install-recommends"
+#: how apt_install runs apt-get: waiting up to 2 minutes for dpkg's lock (unattended-upgrades on a fresh VM)
+INSTALL = "apt-get install -o DPkg::Lock::Timeout=120 -y --no-install-recommends"
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="the scripts are bash scripts")
 
@@ -108,6 +109,45 @@ def test_as_root_apt_runs_without_sudo(stub: Path) -> None:
         r = apt_install(stub, "java17", "dpcore-no-such-tool", "", *mode, uid=0)
         assert (r.returncode, r.stdout) == (0, "after\n")
     assert log(stub) == [f"{INSTALL} java17"] * 2
+
+
+def test_every_install_waits_for_dpkgs_lock(stub: Path) -> None:
+    """Review finding: on a fresh VM unattended-upgrades often holds dpkg's lock, so a required install
+    failed at once after a successful update and ./test stopped.  Every install, required or optional,
+    first try or after the update, waits for the lock; the update is as before."""
+    for mode in ((), ("optional",)):
+        (stub / "install-fails").write_text("1")
+        r = apt_install(stub, "chromium", "/nonexistent/chromium", "", *mode)
+        assert (r.returncode, r.stdout) == (0, "after\n")
+    installs = [line for line in log(stub) if line.startswith("apt-get install ")]
+    assert len(installs) == 4 and all(" -o DPkg::Lock::Timeout=120 " in line for line in installs)
+    assert [line for line in log(stub) if line.startswith("apt-get update")] == ["apt-get update"] * 2
+
+
+def test_without_sudo_the_note_says_to_run_apt_as_root(stub: Path) -> None:
+    """Review finding: where there is no sudo at all the note said "sudo apt-get install ..."; it says to
+    run apt-get as root.  PATH holds only the stubs, without sudo, and the tools they run."""
+    bare = stub / "bare"
+    bare.mkdir()
+    for name in ("apt-get", "id"):
+        (bare / name).symlink_to(stub / "bin" / name)
+    for tool in ("cat", "touch"):
+        (bare / tool).symlink_to(shutil.which(tool))
+    fix = "Could not install chromium: install it (sudo apt-get install chromium), or use ./test -m \"not e2e\"."
+    script = 'apt_install "$@"; echo "after"'
+    r = subprocess.run([shutil.which("bash"), "-c", f"set -euo pipefail; . '{VENV_SH}'; {script}", "bash",
+                        "chromium", "/nonexistent/chromium", "", "", "", fix],
+                       cwd=stub.parent, env={"PATH": str(bare), "STUB": str(stub), "STUB_UID": "1000", "LC_ALL": "C"},
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (0, "after\n")
+    assert r.stderr.splitlines()[-1] == ("Could not install chromium: install it (as root: apt-get install chromium), "
+                                         "or use ./test -m \"not e2e\".")
+    assert "sudo: command not found" in r.stderr  # the update's error, shown as before
+    assert log(stub) == []  # apt-get never ran
+    (stub / "update-fails").touch()
+    (stub / "install-fails").write_text("1")
+    r = apt_install(stub, "chromium", "/nonexistent/chromium", "", "", "", fix)  # sudo there: the note as given
+    assert r.stderr == f"E: update failed\n{fix}\n"
 
 
 def test_the_package_lists_are_updated_only_when_the_first_install_fails(stub: Path) -> None:
