@@ -436,23 +436,47 @@ DEAF_FRONT = """
 import sys
 from ui import workers
 
-workers.Workers.command = lambda self, i: [sys.executable, "-c", "import os, signal, time\\nos.close(2)\\n"
-                                           "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\ntime.sleep(60)"]
+# workers that never listen and ignore SIGTERM, each leaving a mark in the folder sys.argv[2] when it has
+# started and when it is told to stop, so that the test waits for states, not for times (a loaded CI machine)
+DEAF = (
+    "import os, signal, sys, time\\n"
+    "d = sys.argv[1]\\n"
+    "def term(*_):\\n"
+    "    open(os.path.join(d, f'term-{os.getpid()}'), 'w').close()\\n"
+    "signal.signal(signal.SIGTERM, term)\\n"
+    "os.close(2)\\n"
+    "open(os.path.join(d, f'ready-{os.getpid()}'), 'w').close()\\n"
+    "time.sleep(60)"
+)
+workers.Workers.command = lambda self, i: [sys.executable, "-c", DEAF, sys.argv[2]]
 sys.exit(workers.serve(["app.py", "--server.address", "127.0.0.1", "--server.port", sys.argv[1]], 2))
 """
 
 
-def test_a_second_ctrl_c_while_the_servers_stop_at_start_is_quiet_and_kills_them() -> None:
+def _wait(cond, timeout: float = 60.0) -> None:  # noqa: ANN001 - a predicate
+    """Poll ``cond`` until true (a deadline, not a fixed sleep: the machine may be loaded)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_second_ctrl_c_while_the_servers_stop_at_start_is_quiet_and_kills_them(tmp_path: Path) -> None:
     """Review finding: a second Ctrl-C while the servers stopped printed a traceback.  Workers that
     never listen and ignore SIGTERM (so that the first stop waits its 10 s): the second Ctrl-C ends it
-    at once, with code 130 and nothing on stderr."""
-    proc = subprocess.Popen([sys.executable, "-c", DEAF_FRONT, str(workers.free_port())], cwd=ROOT,
+    at once, with code 130 and nothing on stderr.  Each Ctrl-C is sent once the workers are in the state
+    it is about (both started; both told to stop), as marks in ``tmp_path`` show."""
+    proc = subprocess.Popen([sys.executable, "-c", DEAF_FRONT, str(workers.free_port()), str(tmp_path)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def marks(kind: str) -> int:
+        return sum(1 for f in tmp_path.iterdir() if f.name.startswith(kind))
+
     try:
         assert proc.stdout.readline() == "Starting 2 app servers ...\n"
-        time.sleep(1.0)  # waiting for them to listen
+        _wait(lambda: marks("ready-") == 2)  # both workers started
         proc.send_signal(signal.SIGINT)
-        time.sleep(1.0)  # stopping them: SIGTERM, ignored
+        _wait(lambda: marks("term-") == 2)  # the front is stopping them: SIGTERM, ignored
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=8)  # before the first stop's 10 s
         assert (proc.returncode, err) == (130, "")
