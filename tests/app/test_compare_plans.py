@@ -48,9 +48,12 @@ def test_compare_sets_every_mechanism_side_by_side_and_takes_one_to_the_plan_ste
     plan = core[0] if isinstance(core, tuple) else core
     row = table.value.loc[table.value["mechanism"] == catalog.get(catalog_kind, pick).title].iloc[0]
     assert [row.iloc[i + 1] for i in range(len(plan.rows))] == [float(round(r.ci95)) for r in plan.rows]
-    side = [m.value for m in at.sidebar.markdown]
-    assert "#### Privacy budget" in side
-    assert "Nothing released yet." in [c.value for c in at.sidebar.caption]  # Compare spent nothing
+    # Compare charged nothing: the data's budget has no entry, nor has any budget of its database
+    ledgers = at.session_state["census_ledgers" if kind == "areas" else "od_ledgers"]
+    assert ledgers and all(not led.entries for led in ledgers.values())
+    for led in ledgers.values():
+        with led.store.transaction() as con:
+            assert con.execute("SELECT COUNT(*) FROM spends").fetchone()[0] == 0
 
 
 def test_compare_for_a_census_table_sends_the_curator_to_the_plan_step() -> None:
