@@ -236,11 +236,23 @@ def _title(name: str) -> str:
     return catalog.get("points", name).title
 
 
+def nearest_best(best: list[tuple[float, str, float]], planned: float) -> str:
+    """The best mechanism at the compared ε nearest the Plan step's ε ``planned`` (``best``: per compared
+    ε, the best and its MRE, as :func:`dpcore.points.evaluate.best_per_epsilon` gives them; a tie between
+    two ε: the smaller).
+
+    >>> best = [(0.1, "uniform", 9.0), (0.5, "ug", 4.0), (1.0, "ag", 2.0)]
+    >>> [nearest_best(best, e) for e in (0.05, 0.3, 0.4, 0.8, 5.0)]
+    ['uniform', 'uniform', 'ug', 'ag', 'ag']
+    """
+    return min(best, key=lambda b: abs(b[0] - planned))[1]
+
+
 def _use(names: list[str], best: list[tuple[float, str, float]]) -> None:
     """Take a compared mechanism to the Plan step: the best at the budget nearest the Plan step's ε first."""
     ss = st.session_state
     planned = float(ss.get("epsilon", state.DEFAULT_EPSILON))
-    nearest = min(best, key=lambda b: abs(b[0] - planned))[1]
+    nearest = nearest_best(best, planned)
     pick = st.selectbox("Mechanism to plan with", names, index=names.index(nearest), format_func=_title,
                         key="compare_points_pick",
                         help=f"The best at the compared ε nearest the Plan step's ε = {fmt.eps(planned)} comes first.")

@@ -64,9 +64,10 @@ def history_step() -> None:
     _office_view(shared, _names(budgets, over_time))
 
     shown, listed = 0, []  # listed: (store, budget key, release id, title)
+    drawn: dict[str, str] = {}  # series key -> the budget it is drawn under (a series linked to several: once)
     for key, (kind, labels, store) in budgets.items():
         if store.has_ledger(key):
-            shown += _budget_history(key, kind, labels, store, given, listed, over_time[key])
+            shown += _budget_history(key, kind, labels, store, given, listed, over_time[key], drawn)
 
     _removal_form(budgets, shared, listed)
 
@@ -162,10 +163,15 @@ def _undelivered_note(d: dict) -> None:
 
 
 def _budget_history(key: str, kind: str, labels: list[str], store: LedgerStore, given: dict[str, str],
-                    listed: list[tuple[LedgerStore, str, str, str]], over_time: list[dict]) -> int:
+                    listed: list[tuple[LedgerStore, str, str, str]], over_time: list[dict],
+                    drawn: dict[str, str]) -> int:
     """One budget (it has a ledger): its spends, its name field, each release with its files, and the
     series over time of the same data (``over_time``: :func:`dpcore.privacy.ledger_history.series_of`);
-    appends the releases with files to ``listed`` and returns how many releases it shows."""
+    appends the releases with files to ``listed`` and returns how many releases it shows.
+
+    A series linked to several listed budgets (:func:`dpcore.privacy.linked_series.spread` links it to
+    every member of a budget group) is drawn, listed and counted under the first of them only
+    (``drawn``: series key -> that budget's name); a later one says where it is."""
     label = labels[0] + (f" ({'; '.join(labels[1:])})" if len(labels) > 1 else "")
     rels = store.releases(key)
     # exists (has_ledger): its own cap is loaded; with a series, read as the sidebar reads it (linked)
@@ -203,7 +209,14 @@ def _budget_history(key: str, kind: str, labels: list[str], store: LedgerStore, 
     not_delivered = {d["release_id"] for d in pending.values()}
     for r in rels:
         _release(r, store, key, not_delivered, listed)
-    return len(rels) + sum(_series_history(s, store, listed) for s in over_time)
+    n = len(rels)
+    for s in over_time:
+        if s["key"] in drawn:  # its widget keys are already in this run, its releases already listed
+            st.markdown(f"**Over time**{_population(s)}: listed under {drawn[s['key']]}.")
+        else:
+            drawn[s["key"]] = label
+            n += _series_history(s, store, listed)
+    return n
 
 
 def _population(s: dict) -> str:

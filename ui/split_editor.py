@@ -9,7 +9,6 @@ levels' names and writes an edit back to that key.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +40,24 @@ def text_of(weights: Sequence[float]) -> str:
     return ",".join(f"{float(w):.6g}" for w in weights)
 
 
+def after_edit(text: str, n: int, edited: Sequence[float]) -> tuple[str, bool]:
+    """The stored text after the table, drawn from the stored ``text`` (``n`` weights), returned the
+    weight column ``edited``; and whether to draw the page again (an edit: the shares and the plan follow
+    it; a stored text that did not fit these levels is only replaced by the ones shown).
+
+    >>> after_edit("1,1,2,4", 4, [1.0, 1.0, 2.0, 4.0])       # no edit
+    ('1,1,2,4', False)
+    >>> after_edit("1,1,2,4", 4, [1.0, 3.0, 2.0, 4.0])       # an edit
+    ('1,3,2,4', True)
+    >>> after_edit("1,2", 4, [1.0, 1.0, 1.0, 1.0])           # did not fit: the even weights shown
+    ('1,1,1,1', False)
+    >>> after_edit("1,1", 2, [float("nan"), 2.5])            # a cleared cell is a weight of 0
+    ('0,2.5', True)
+    """
+    new = text_of([0.0 if pd.isna(w) else w for w in edited])
+    return new, new != text_of(parse(text, n))
+
+
 def editor(container: Any, levels: Sequence[str], key: str, *, noun: str = "level") -> None:
     """The weights under ``key`` (one per name in ``levels``, top first) as a table whose weight column
     the curator edits; an edit is written back to ``key`` (and to its widget key, as
@@ -51,18 +68,24 @@ def editor(container: Any, levels: Sequence[str], key: str, *, noun: str = "leve
     weights = parse(text, n)
     frame = pd.DataFrame({LEVEL: list(levels), WEIGHT: weights})
     frame["share"] = frame[WEIGHT] / frame[WEIGHT].sum() if sum(weights) > 0 else 0.0
-    # the editor's key follows the stored text, so a value set elsewhere (the target planner) shows at once
-    tag = hashlib.sha256(f"{key}:{text}".encode()).hexdigest()[:12]
+    # A stable key: the grid keeps its focus and a second quick edit (a key that followed the text
+    # remounted it at every edit, losing the next one).  A text set from outside (the target planner's
+    # "Use this budget") differs from the one the table last saw: a new generation remounts it, so the
+    # edits it holds do not cover the new weights.
+    seen, gen = f"_split_seen_{key}", f"_split_gen_{key}"
+    if ss.get(seen, text) != text:
+        ss[gen] = ss.get(gen, 0) + 1
+    ss[seen] = text
     edited = container.data_editor(
-        frame, key=f"_split_{key}_{tag}", hide_index=True, disabled=[LEVEL, "share"], width="stretch",
+        frame, key=f"_split_{key}_{ss.get(gen, 0)}", hide_index=True, disabled=[LEVEL, "share"], width="stretch",
         column_config={
             LEVEL: st.column_config.TextColumn(noun),
             WEIGHT: st.column_config.NumberColumn(min_value=0.0, step=0.5, format="%.3g",
                                                   help=f"Relative weight of each {noun}: only the ratios matter."),
             "share": st.column_config.ProgressColumn("share of the budget", min_value=0.0, max_value=1.0,
                                                      format="percent")})
-    new = text_of([0.0 if pd.isna(w) else w for w in edited[WEIGHT]])
+    new, rerun = after_edit(text, n, list(edited[WEIGHT]))
     if new != text:  # an edit, or a stored text that did not fit these levels (then the ones shown)
-        ss[key] = ss[f"_w_{key}"] = new
-        if new != text_of(weights):  # an edit: draw the shares and the plan from it
+        ss[key] = ss[f"_w_{key}"] = ss[seen] = new
+        if rerun:
             st.rerun()

@@ -131,7 +131,7 @@ def planner(mechanism: Mechanism, domain: Any, definition: str, params: Mapping[
         st.info(f"No budget to propose: {error}", icon=":material/info:")
         return None
     _show(prop, word, level_label, finest_label, names)
-    # shown with two significant digits ("about"); what "Use this budget" sets is the planner's own value
+    # shown with two significant digits ("≈"); what "Use this budget" sets is the planner's own value
     # (rounded up to 4 significant digits, :attr:`~dpcore.core.target.Proposal.rounded`), which meets the targets
     sym = prop.cost.symbol
     st.button(f"Use this budget ({sym} ≈ {fmt.eps(prop.rounded)})", key=f"{key}_use", type="primary",
@@ -157,7 +157,7 @@ def _show(prop: target.Proposal, word: str, level_label: Callable[[str], str], f
     sym = prop.cost.symbol
     how = {"given": "with the mechanism's own split", "independent": "with each level's share set to what it needs",
            "optimised": "with the split over levels chosen by the planner"}[prop.split]
-    st.markdown(f"The smallest budget that meets your targets: about **{sym} ≈ {fmt.eps(prop.rounded)}** ({how}).")
+    st.markdown(f"The smallest budget that meets your targets: **{sym} ≈ {fmt.eps(prop.rounded)}** ({how}).")
     rows = []
     for lv in prop.levels:
         rows.append({

@@ -117,11 +117,23 @@ def test_run_on_synthetic_stand_in(at: AppTest) -> None:
     assert not at.exception
     assert at.session_state["compare_result"]["results"]["release_seconds"].tolist() == before
     assert len(at.get("plotly_chart")) == 1
-    # the best at the compared ε nearest the Plan step's comes first, and one click takes it to the Plan step
-    planned = at.session_state["epsilon"] if "epsilon" in at.session_state else 0.5
-    nearest = min(best, key=lambda b: abs(b[0] - planned))[1]
+
+
+def test_the_pick_defaults_to_the_best_at_the_compared_epsilon_nearest_the_plan_steps(
+        at: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The best differs between the compared ε, and the one nearest the Plan step's ε is not the first option."""
+    from dpcore.points import evaluate
+    from ui import compare_page
+
+    planned = at.session_state["epsilon"] = 0.4  # the Plan step's ε
+    # the best by ε, as best_per_epsilon gives it: uniform at 0.5, ug (the first option) at 0.1
+    monkeypatch.setattr(evaluate, "best_per_epsilon", lambda summary: [(0.1, "ug", 3.0), (0.5, "uniform", 1.0)])
+    assert compare_page.nearest_best(evaluate.best_per_epsilon(None), planned) == "uniform"
+    small_settings(at, ["ug", "uniform"])
+    run(at)
     pick = at.selectbox(key="compare_points_pick")
-    assert pick.value == nearest
+    assert pick.options[0] == catalog.get("points", "ug").title
+    assert pick.value == "uniform"
 
 
 def test_loaded_data_shows_warning_and_not_for_publication(at: AppTest) -> None:

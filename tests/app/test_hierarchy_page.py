@@ -457,7 +457,7 @@ def test_target_planner_proposes_a_budget_and_split_and_use_sets_both(at: AppTes
                                 unit=hierarchy_unit("add_remove"), statistic="count", k=1)
     assert expected.split == "optimised"
     proposal = [m.value for m in at.markdown if m.value.startswith("The smallest budget that meets your targets")]
-    assert len(proposal) == 1 and f"about **ε ≈ {fmt.eps(expected.rounded)}**" in proposal[0], proposal
+    assert len(proposal) == 1 and f"targets: **ε ≈ {fmt.eps(expected.rounded)}**" in proposal[0], proposal
     assert at.button(key="hier_target_use").label == f"Use this budget (ε ≈ {fmt.eps(expected.rounded)})"
     # total and region have no target: one calm sentence says their errors were not aimed at
     assert any(c.value.startswith("Only district and each zone were targeted. The errors shown for total and region")

@@ -788,7 +788,7 @@ def test_target_planner_proposes_rho_and_split_and_use_sets_both(at: AppTest) ->
         params={"split": "uniform", "orientation": "destination", "order": "ascending", "tiebreak": "random"},
         unit=od_unit("replace", c.max_trips, c.persons), distinct=c.distinct)
     proposal = [v.value for v in at.markdown if v.value.startswith("The smallest budget that meets your targets")]
-    assert len(proposal) == 1 and f"about **ρ ≈ {fmt.eps(expected.rounded)}**" in proposal[0], proposal
+    assert len(proposal) == 1 and f"targets: **ρ ≈ {fmt.eps(expected.rounded)}**" in proposal[0], proposal
     assert at.button(key="od_target_use").label == f"Use this budget (ρ ≈ {fmt.eps(expected.rounded)})"
     table = frame_with(at, "your target")
     assert list(table.loc[table["level"].isin(["district", "zone"]), "met"]) == ["yes", "yes"]

@@ -53,8 +53,8 @@ def test_proposal_appears_and_use_this_budget_sets_the_budget(at: AppTest) -> No
     expected = plan_for_targets(catalog.get("points", "identity"), grid,
                                 [Target("finest", 20, 0.90)], unit=Unit("record"))
     proposal = [m.value for m in at.markdown if m.value.startswith("The smallest budget that meets your targets")]
-    # two significant digits for reading ("about"); "Use this budget" sets the planner's own value
-    assert len(proposal) == 1 and f"about **ε ≈ {fmt.eps(expected.rounded)}**" in proposal[0], proposal
+    # two significant digits for reading ("≈"); "Use this budget" sets the planner's own value
+    assert len(proposal) == 1 and f"targets: **ε ≈ {fmt.eps(expected.rounded)}**" in proposal[0], proposal
     table = [d.value for d in at.dataframe if "your target" in d.value.columns]
     assert len(table) == 1
     row = table[0].iloc[0]

@@ -3,11 +3,17 @@ budget and choices, side by side (:mod:`ui.compare_plans`; no data read, nothing
 
 from __future__ import annotations
 
+from typing import Any
+
+import streamlit as st
+
 from dpcore import catalog
 from dpcore.errors import DPCoreError
-from ui import compare_plans, fmt, frame, plans
+from ui import compare_plans, fmt, frame, plans, series, state
 from ui.kinds.areas import common
 from ui.kinds.areas.plan import SPLITS, _core_plan, mechanism_names, selection
+
+ss = st.session_state
 
 #: left out of the comparison, and why (its strategy is designed from the areas: seconds to minutes)
 NOT_COMPARED = {"matrix": "its strategy is designed for the areas and queries you choose on the Plan step, "
@@ -23,13 +29,12 @@ def compare_step() -> None:
     if m is None:
         frame.missing("Load a table of counts over areas on the Data step first.", "data", "Go to the Data step")
     h, counts, fp = m["h"], m["counts"], m["fp"]
-    sel = selection(parse_only=True)
-    split = sel.split if sel.split in SPLITS and sel.split != "custom" else "uniform"
-    opts = {**sel.opts, "split": split, "weights": None}
-    key = plans.digest(fp, h.fingerprint(), counts.statistic, counts.k, sel.cost, opts["neighbour"], split,
-                       opts["order"], opts["person_once"])
+    sel = selection(parse_only=True)  # its cost; its options follow the Plan step's mechanism
+    opts = compare_options(counts.statistic, fp)
+    split = opts["split"]
+    key = plans.digest(fp, h.fingerprint(), counts.statistic, counts.k, sel.cost, *opts.items())
     candidates = plans.kept("hier_compare", key, lambda: _candidates(h, counts, sel.cost, opts))
-    split_words = compare_plans.split_words(SPLITS[split], sel.split == "custom")
+    split_words = compare_plans.split_words(SPLITS[split], ss.get("hier_split", "uniform") == "custom")
     compare_plans.show(candidates, label=common.level_label,
                        unit_word="groups" if counts.statistic == "group_sizes" else "people",
                        cost_label=sel.cost.label(), mech_key="hier_mech",
@@ -39,6 +44,17 @@ def compare_step() -> None:
                                     "alone: these round and clip in ways that depend on the data and can move a "
                                     "large area beside empty ones further (their releases publish no 95 % "
                                     "interval).")
+
+
+def compare_options(statistic: str, fp: str) -> dict[str, Any]:
+    """Every mechanism's options on the Compare page, from the Plan step's settings (not from its
+    mechanism's: under the matrix mechanism the Plan step has add/remove neighbours and may carry
+    area sets, which no other mechanism answers); every input of the compared plans."""
+    split = ss.get("hier_split", "uniform")
+    return {"neighbour": ss.get("hier_neighbour", "add_remove") if statistic == "count" else "add_remove",
+            "split": split if split in SPLITS and split != "custom" else "uniform", "weights": None,
+            "order": ss.get("hier_order", "ascending"),
+            "person_once": state.person_once(fp, per_period=series.active("areas") is not None)}
 
 
 def _candidates(h, counts, cost, opts) -> list[compare_plans.Candidate]:  # noqa: ANN001 - the model's objects
