@@ -535,19 +535,7 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
         nb = min(chunk, blocks - k0)
         own = _block_costs(costs, k0, nb, size, shift, p, gtype, ginf)
         g = whole[:, :, :nb]
-        for r in range(1, size + 1):
-            m = int(upto[r])
-            col = g[r - 1, :m]
-            for d, lv in enumerate(inner[r]):
-                sr = r - (1 << lv)
-                c = own[lv][sr >> max(0, lv - shift)]
-                if d == 0:
-                    np.add(g[sr - 1, :m], c, out=col)
-                else:  # entries after sr have no path to sr: left out
-                    j = int(upto[sr])
-                    np.minimum(col[:j], g[sr - 1, :j] + c, out=col[:j])
-            if r in slot:  # after the candidates: from the entry itself they are all "no path"
-                col[slot[r]] = 0
+        _inside_paths(g, own, inner, upto, slot, shift)
         # the walk, block by block (block-major rows of the needed ends: 36 of 256 on 1,024² with
         # 8 offsets, where turning the whole table block-major took a quarter of the programme)
         for q, r in enumerate(need.tolist()):  # row by row (numpy's 3-D transpose was 5× slower)
@@ -561,22 +549,48 @@ def _partition_totals(costs: list[NDArray], shift: int, top: int, inf: int, widt
             np.add(best[src[k0 + b]], cost[k0 + b], out=reach)
             np.minimum.reduceat(reach, group, out=into[b])
             best[ends[b]] = (gneed[b] + (into[b] if folded else into[b] + mask)).min(axis=1)
-        # every end of the chunk: the recurrence, forward through all its blocks at once
-        for r in range(1, size + 1):
-            row = rel[r, :nb]
-            fresh = r not in slot
-            if not fresh:
-                row[:] = into[:, slot[r]]
-            for lv in inner[r]:
-                sr = r - (1 << lv)
-                c = own[lv][sr >> max(0, lv - shift)]
-                if fresh:
-                    np.add(rel[sr, :nb], c, out=row)
-                    fresh = False
-                else:
-                    np.minimum(row, rel[sr, :nb] + c, out=row)
+        _forward(rel[:, :nb], into, own, inner, slot, shift)  # every end of the chunk
         best[k0 * size + 1:(k0 + nb) * size + 1] = rel[1:, :nb].T.ravel()
     return best
+
+
+def _inside_paths(g: NDArray, own: list[NDArray], inner: list[list[int]], upto: NDArray, slot: dict[int, int],
+                  shift: int) -> None:
+    """``g[r − 1, i, b]``: the least cost from entry ``i`` to relative end ``r`` of block ``b`` with
+    buckets inside the block (:func:`_partition_totals`), end by end, in place; the cells of entries
+    after ``r`` are left as they are ("no path")."""
+    for r in range(1, g.shape[0] + 1):
+        m = int(upto[r])
+        col = g[r - 1, :m]
+        for d, lv in enumerate(inner[r]):
+            sr = r - (1 << lv)
+            c = own[lv][sr >> max(0, lv - shift)]
+            if d == 0:
+                np.add(g[sr - 1, :m], c, out=col)
+            else:  # entries after sr have no path to sr: left out
+                j = int(upto[sr])
+                np.minimum(col[:j], g[sr - 1, :j] + c, out=col[:j])
+        if r in slot:  # after the candidates: from the entry itself they are all "no path"
+            col[slot[r]] = 0
+
+
+def _forward(rel: NDArray, into: NDArray, own: list[NDArray], inner: list[list[int]], slot: dict[int, int],
+             shift: int) -> None:
+    """``rel[r, b]``: ``best`` at relative end ``r`` of block ``b``, by the recurrence itself, forward through
+    all the blocks at once from their entries' ``into`` (:func:`_partition_totals`), in place."""
+    for r in range(1, rel.shape[0]):
+        row = rel[r]
+        fresh = r not in slot
+        if not fresh:
+            row[:] = into[:, slot[r]]
+        for lv in inner[r]:
+            sr = r - (1 << lv)
+            c = own[lv][sr >> max(0, lv - shift)]
+            if fresh:
+                np.add(rel[sr], c, out=row)
+                fresh = False
+            else:
+                np.minimum(row, rel[sr] + c, out=row)
 
 
 def _block_costs(costs: list[NDArray], k0: int, nb: int, size: int, shift: int, p: int, dtype: np.dtype,
