@@ -80,3 +80,16 @@ def next_release_after_results(at: AppTest, key: str) -> None:
     button = at.button(key=release_widget_key(key, at.session_state))
     assert button.label.startswith("Release with ") and " after this" in button.label  # the cost, stated
     assert button.proto.type == "secondary"
+
+
+def extent_map_kept(at: AppTest, monkeypatch, module, chart: str) -> None:  # noqa: ANN001 - pytest's fixture
+    """The Data step's extent map is made once per area list and kept in the session
+    (:func:`ui.charts.kept`): two reruns draw ``chart`` once each and never make it again."""
+    import pytest
+
+    made = []
+    monkeypatch.setattr(module, "_shipped_extent", lambda *a: made.append(a) or pytest.fail("made again"))
+    for _ in range(2):
+        ok(at.run())
+        assert len([el for el in at.get("plotly_chart") if el.proto.id.endswith(chart)]) == 1
+    assert made == []

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from app_steps import next_release_after_results
+from app_steps import extent_map_kept, next_release_after_results
 from streamlit.testing.v1 import AppTest
 
 from dpcore.data.hierarchy import Hierarchy
@@ -484,12 +484,7 @@ def test_the_extent_map_is_kept_across_reruns(at: AppTest, monkeypatch) -> None:
     (:func:`ui.charts.kept`): a rerun asks for it again and gets the same figure."""
     from ui.kinds.areas import data
 
-    made = []
-    monkeypatch.setattr(data, "_shipped_extent", lambda *a: made.append(a) or pytest.fail("made again"))
-    for _ in range(2):
-        ok(at.run())
-        assert len([el for el in at.get("plotly_chart") if el.proto.id.endswith("-hier_extent_map")]) == 1
-    assert made == []
+    extent_map_kept(at, monkeypatch, data, "-hier_extent_map")
 
 
 def test_data_step_previews_the_public_areas_on_an_offline_map(at: AppTest) -> None:

@@ -308,16 +308,21 @@ def test_a_hierarchy_series_joins_a_population_once_each_person_is_counted_once_
         pop.check(pure(pop.cap.value - eps / 2), person)
 
 
-def test_the_sidebar_states_the_budget_a_series_spent_and_names_it_as_the_current_release() -> None:
-    """After a series of 2 periods at ε per period, the sidebar's budget (the curator's main safety signal)
-    says what a record of one period has lost, consistently (spent + left = cap), the per-period budget
-    and the series as the current release (it said "spent ε = 0 of 1 · left 0.5", "Nothing released yet")."""
+def _two_days_released() -> AppTest:
+    """A session that released the Uber demo's first two days as a series (points)."""
     at = series_session(days=2)
     at.text_input(key="_w_series_start_points").set_value("2014-04-01")
     at.text_input(key="_w_series_end_points").set_value("2014-04-02").run()
     at.switch_page("pages/release.py").run()
     at.button(key="series_release_points").click().run()
-    ok(at)
+    return ok(at)
+
+
+def test_the_sidebar_states_the_budget_a_series_spent_and_names_it_as_the_current_release() -> None:
+    """After a series of 2 periods at ε per period, the sidebar's budget (the curator's main safety signal)
+    says what a record of one period has lost, consistently (spent + left = cap), the per-period budget
+    and the series as the current release (it said "spent ε = 0 of 1 · left 0.5", "Nothing released yet")."""
+    at = _two_days_released()
     eps = at.session_state["epsilon"]
     e = f"{eps:g}"
     left = f"{1 - eps:g}"
@@ -340,12 +345,7 @@ def test_history_and_the_cli_list_a_series_releases_under_the_datasets_name(caps
     under the dataset's name, and ``python -m dpcore history`` prints the same periods."""
     from dpcore.cli import main
 
-    at = series_session(days=2)
-    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
-    at.text_input(key="_w_series_end_points").set_value("2014-04-02").run()
-    at.switch_page("pages/release.py").run()
-    at.button(key="series_release_points").click().run()
-    ok(at)
+    at = _two_days_released()
     out = at.session_state["series_out_points"][1]
     e = f"{at.session_state['epsilon']:g}"
     at.switch_page("pages/history.py").run()
