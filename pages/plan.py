@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from ui import frame, kinds
+import streamlit as st
+
+from ui import confirm, frame, kinds
 
 frame.ensure()
+st.session_state[confirm.PLAN_SEEN] = True  # the Release step then says "as planned" (ui.confirm.planned)
 frame.heading("Plan", "Choose a mechanism and how much privacy budget to spend, and see the error to expect. This uses no data and spends nothing. Next: release.")
 kinds.adapter().plan_step()

@@ -78,6 +78,18 @@ def button(key: str, led: Ledger, cost: PrivacyCost, unit: Unit, plan_error: str
                          button_type="secondary" if after else "primary")
 
 
+#: set by the Plan page whenever it runs (pages/plan.py): the curator has seen this session's plan
+PLAN_SEEN = "_plan_seen"
+
+
+def planned() -> str:
+    """How the Release step names where its mechanism and budget come from: the Plan step the curator
+    saw, or its defaults when they went straight to the Release step (UX review: "as planned" for a
+    plan never seen)."""
+    return ("as planned on the Plan step" if st.session_state.get(PLAN_SEEN)
+            else "the Plan step's defaults (open Plan to see or change them)")
+
+
 def cv_threshold() -> float:
     """The curator's threshold behind the record's "use at level L or coarser" line (``level_guidance``:
     the finest level whose median coefficient of variation is under it), as set beside the Release

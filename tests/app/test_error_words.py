@@ -38,3 +38,17 @@ def test_the_areas_plan_says_when_the_noise_alone_understates_the_error() -> Non
     at.selectbox(key="_w_hier_mech").set_value("hay").run()
     assert not at.exception, at.exception
     assert not any(c.value.startswith(note) for c in at.caption)
+
+
+def test_the_release_step_says_as_planned_only_after_the_plan_step() -> None:
+    """A curator who goes straight to the Release step is told the release uses the Plan step's defaults;
+    after the Plan step, "as planned on the Plan step" (UX review)."""
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("pages/release.py").run()
+    assert not at.exception, at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "the Plan step's defaults (open Plan to see or change them)" in text and "as planned" not in text
+    at.switch_page("pages/plan.py").run()
+    at.switch_page("pages/release.py").run()
+    text = " ".join(m.value for m in at.markdown)
+    assert "as planned on the Plan step" in text

@@ -51,7 +51,7 @@ def release_step() -> None:
     if not near_match_ui.answered("areas", m["fp"], m["counts"].profile(), sel.ledger):
         return  # the same population as spent data? asked first (issue 26 item 14)
     entry = common.hier_entry()  # a click's release was made in its callback, before this run
-    what = (f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, as planned on the Plan step; "
+    what = (f"**{sel.title}** with {sel.cost.label()} on **{m['name']}**, {confirm.planned()}; "
             f"unit of privacy: **{common.unit_words(sel.unit)}**.")
     job = {"counts": m["counts"], "plan": sel.core, "led": sel.ledger, "fp": m["fp"], "name": m["name"],
            "config": (m["inputs"], sel), "joins": dict(m["joins"]), "cv": confirm.cv_threshold()}
@@ -251,7 +251,7 @@ def _table_release() -> None:
         return  # the same population as spent data? asked first (issue 26 item 14)
     name = ss.get("census_name", "census table")
     unit = census_unit(person_once=state.person_once(fp))
-    what = (f"**{sel.title}** with {sel.cost.label()} on **{name}**, as planned on the Plan step; "
+    what = (f"**{sel.title}** with {sel.cost.label()} on **{name}**, {confirm.planned()}; "
             f"unit of privacy: **{common.unit_words(unit)}**.")
     cfg = table_config(table, sel.plan) if sel.plan is not None else None  # read before the charge
 

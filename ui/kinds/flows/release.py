@@ -50,7 +50,7 @@ def release_step() -> None:
         return  # the same population as spent data? asked first (issue 26 item 14)
     entry = shown_entry(m)  # a click's release was made in its callback, before this run
     st.session_state["od_shown"] = entry
-    what = (f"**{catalog.get('od', sel.mechanism).title}** with {sel.cost_label}, as planned on the Plan step; unit of "
+    what = (f"**{catalog.get('od', sel.mechanism).title}** with {sel.cost_label}, {confirm.planned()}; unit of "
             f"privacy: **{unit_words(sel.unit, m['unit'])}**.")
     if entry is None:  # before any release: the Release button, primary, at the top
         confirm.button("od_release_button", sel.ledger, sel.cost, sel.unit, sel.error, release_now, sel, what=what)

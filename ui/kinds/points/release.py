@@ -38,7 +38,7 @@ def release_step() -> None:
     led = points_state.ledger()  # "same people" leads the data to the matched budget
     c = pr.choice
     cur = points_state.current_release()  # a click's release was made in its callback, before this run
-    what = (f"**{pr.mechanism.title}** with {c.cost.label()}, as planned on the Plan step; "
+    what = (f"**{pr.mechanism.title}** with {c.cost.label()}, {confirm.planned()}; "
             f"unit of privacy: {c.unit.label()}.")
     if cur is None:  # before any release: the Release button, primary, at the top
         confirm.button("release_button", led, c.cost, c.unit, pr.error, release_now, pr.plan, what=what)
