@@ -2,7 +2,8 @@
 
 A hierarchy release writes, for every area, ``noisy_count ± 1.96 × noise_sd`` rounded to 3 decimals and
 clipped at 0 for the non-negative mechanisms (:meth:`dpcore.areas.tree_plans.HierarchyRelease.interval`,
-:mod:`dpcore.areas.export`).  The SD is the analytic SD of the area's error; the interval assumes an
+:mod:`dpcore.areas.export`); since 2026-11-30 ``noisy_count ± k``, k the exact 95 % quantile of the noise,
+where the value is one discrete noise draw (independent noise, bottom-up's finest level).  The SD is the analytic SD of the area's error; the interval assumes an
 unbiased, normal error.  Mechanisms whose values are post-processed in a data-dependent way (projections
 onto non-negative whole numbers) are neither, so this study measures how often the published interval
 covers the true count.

@@ -25,6 +25,7 @@ from dpcore.data.area_boundaries import BoundaryJoin
 from dpcore.data.csv_safe import csv_bytes, pandas_csv
 from dpcore.data.hierarchy import hierarchy_info
 from dpcore.estimate.data_user_format import name_written
+from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "hierarchy_file_names",
     "hierarchy_files",
     "hierarchy_record",
+    "intervals_note",
     "level_geojson",
     "no_interval_line",
     "no_interval_note",
@@ -48,6 +50,24 @@ SCHEMA = "dpcore-hierarchy-release/1"
 INTERVALS_NOTE = ("noise_sd = the analytic SD of the area's error; ci95_low/high (CSV and GeoJSON) = "
                   "value ± 1.96 × noise_sd (a normal approximation, computed from public parameters "
                   "only; clipped at 0 for non-negative mechanisms)")
+
+
+def intervals_note(rel: HierarchyRelease) -> str:
+    """The record's ``outputs.intervals`` where the intervals are published: :data:`INTERVALS_NOTE`, or,
+    where some levels' values are one discrete noise draw (:meth:`HierarchyRelease.single_draw
+    <dpcore.areas.tree_plans.HierarchyRelease.single_draw>`), one sentence naming their exact half-widths."""
+    p = rel.plan
+    exact = [d for d in range(len(p.levels)) if rel.single_draw(d)]
+    if not exact:
+        return INTERVALS_NOTE
+    ks = "; ".join(f"{p.levels[d].level}: k = {interval_half_width(p.levels[d].noise, p.scales[d]):.0f}"
+                   for d in exact)
+    others = (", and value ± 1.96 × noise_sd (a normal approximation) at the other levels (sums or least-squares "
+              "combinations of noisy counts, or an exact public total)" if len(exact) < len(p.levels) else "")
+    return ("noise_sd = the analytic SD of the area's error; ci95_low/high (CSV and GeoJSON) = value ± k at the "
+            f"levels whose values are one draw of discrete noise ({ks}), k the exact 95 % quantile of that noise "
+            f"(the smallest whole number with P(|noise| ≤ k) ≥ 0.95){others}; computed from public parameters "
+            "only, clipped at 0 for non-negative mechanisms")
 
 
 def no_interval_line(rel: HierarchyRelease) -> str | None:
@@ -220,7 +240,7 @@ def hierarchy_body(rel: HierarchyRelease, files: Sequence[str]) -> dict[str, Any
             "files": list(files),
             "csv_columns": ["level", "code", "parent", *(["size"] if p.statistic == "group_sizes" else []),
                             "noisy_count", *INTERVAL_COLUMNS],
-            "intervals": no_interval_note(rel) or INTERVALS_NOTE,
+            "intervals": no_interval_note(rel) or intervals_note(rel),
         },
     }
 

@@ -12,7 +12,9 @@ post-processing.  It publishes no exact total, even under replace-one neighbours
 Plan: the finest level's error is the noise itself (exact pmf); a coarser area's error is the
 sum of its finest areas' noises (normal approximation).
 
-Release: noisy finest counts, summed up the tree (consistent and integral, may be negative).
+Release: noisy finest counts, summed up the tree (consistent and integral, may be negative).  A finest
+count is one draw of the noise: its 95 % interval is the exact quantile of that noise (``value ± k``,
+``single_draw_measured``); the sums keep the normal ``value ± 1.96·sd``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class BottomUp(TreeMechanism):
     reference = "baseline (Boninsegna & Silvestri, PoPETs 2025, Sec. 5)"
     params = (SPLIT, WEIGHTS)
     consistent, integral, nonnegative = True, True, False
+    single_draw_measured = True  # a measured level's values are its noisy counts
     counts, group_sizes = True, False
     default_definition = "pure"
 

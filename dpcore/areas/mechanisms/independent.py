@@ -12,7 +12,9 @@ sensitivity 1 (2 under replace-one); levels compose sequentially.
 Plan: every count's error is the noise of its level, so its mean and expected largest absolute
 error come from the exact pmf of the noise.
 
-Release: the noisy counts, nothing else: levels do not add up and counts may be negative.
+Release: the noisy counts, nothing else: levels do not add up and counts may be negative.  Every
+measured count is one draw of the noise, so its 95 % interval is the exact quantile of that noise
+(``value ± k``, the smallest whole k with ``P(|X| ≤ k) ≥ 0.95``; ``single_draw_measured``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Independent(TreeMechanism):
     reference = "baseline (Fioretto et al., AIJ 2021, Sec. 5, Model 1 relaxed, without rounding)"
     params = (SPLIT, WEIGHTS)
     consistent, integral, nonnegative = False, True, False
+    single_draw_measured = True  # a measured level's values are its noisy counts
     counts, group_sizes = True, False
     default_definition = "pure"
 

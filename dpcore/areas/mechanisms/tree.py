@@ -103,6 +103,11 @@ class TreeMechanism(Mechanism):
     #: them, and release.csv leaves ``ci95_low``/``ci95_high`` empty
     #: (benchmarks/results/interval_release_coverage.md)
     normal_intervals: bool = True
+    #: the released values of every measured level are that level's noisy counts themselves (one
+    #: discrete noise draw per area, no post-processing): their 95 % interval is the exact quantile of
+    #: the noise (:meth:`~dpcore.areas.tree_plans.HierarchyRelease.interval`), not the normal one, which
+    #: covered such areas 1-2 points short (benchmarks/results/interval_release_coverage.md)
+    single_draw_measured: bool = False
 
     # -- privacy: which levels are measured, with which sensitivities -------------------------
     def measured_levels(self, statistic: str, neighbour: str, depth: int) -> list[bool]:
