@@ -433,8 +433,13 @@ def test_waiting_workers_share_one_read_of_the_listening_sockets_a_tick(monkeypa
 
 
 DEAF_FRONT = """
-import sys
+import signal, sys
 from ui import workers
+
+# Ctrl-C as in a terminal, whatever the harness passed on: a background job of a non-interactive shell
+# (how a CI script may start the suite) inherits SIGINT ignored, and Python then leaves it ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 # workers that never listen and ignore SIGTERM, each leaving a mark in the folder sys.argv[2] when it has
 # started and when it is told to stop, so that the test waits for states, not for times (a loaded CI machine)
@@ -453,11 +458,15 @@ sys.exit(workers.serve(["app.py", "--server.address", "127.0.0.1", "--server.por
 """
 
 
-def _wait(cond, timeout: float = 60.0) -> None:  # noqa: ANN001 - a predicate
-    """Poll ``cond`` until true (a deadline, not a fixed sleep: the machine may be loaded)."""
+def _wait(cond, proc: subprocess.Popen, timeout: float = 60.0) -> None:  # noqa: ANN001 - a predicate
+    """Poll ``cond`` until true (a deadline, not a fixed sleep: the machine may be loaded); on the deadline,
+    fail with what the front said and whether it still runs."""
     deadline = time.monotonic() + timeout
     while not cond():
-        assert time.monotonic() < deadline, "timed out"
+        if time.monotonic() > deadline:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"timed out; the front's exit code {proc.returncode}, stdout {out!r}, stderr {err!r}")
         time.sleep(0.02)
 
 
@@ -474,9 +483,9 @@ def test_a_second_ctrl_c_while_the_servers_stop_at_start_is_quiet_and_kills_them
 
     try:
         assert proc.stdout.readline() == "Starting 2 app servers ...\n"
-        _wait(lambda: marks("ready-") == 2)  # both workers started
+        _wait(lambda: marks("ready-") == 2, proc)  # both workers started
         proc.send_signal(signal.SIGINT)
-        _wait(lambda: marks("term-") == 2)  # the front is stopping them: SIGTERM, ignored
+        _wait(lambda: marks("term-") == 2, proc)  # the front is stopping them: SIGTERM, ignored
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=8)  # before the first stop's 10 s
         assert (proc.returncode, err) == (130, "")
