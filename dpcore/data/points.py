@@ -57,14 +57,20 @@ _N_EXAMPLES = 5
 class UnreadableCoordinates(InputError):
     """Refused: a coordinate is text that is not a number.  The one refusal that
     ``drop_unreadable=True`` turns into dropped rows, so callers can offer that option
-    (the CLI's ``--drop-unreadable``, the app's button)."""
+    (the CLI's ``--drop-unreadable``, the app's button).  ``rows``: the number of rows the option
+    would leave out when the refusal knows it (the DuckDB and Spark engines count them; the in-memory
+    check counts one column's values), else None.  Curator-only, like the message."""
+
+    def __init__(self, message: str, rows: int | None = None) -> None:
+        super().__init__(message)
+        self.rows = rows
 
     def with_hint(self, hint: str) -> UnreadableCoordinates:
         """The same refusal with ``hint`` after its last sentence ("Fix or remove those rows, or
         ``hint``."), the message's first part unchanged."""
         text = str(self)
         text = text[:-1] if text.endswith(".") else text
-        return UnreadableCoordinates(f"{text}, or {hint}.")
+        return UnreadableCoordinates(f"{text}, or {hint}.", self.rows)
 
 
 # --------------------------------------------------------------------------------------

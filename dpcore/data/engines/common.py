@@ -132,9 +132,11 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
     kept = df["kept"].to_numpy(dtype=bool)
     n = df["n"].to_numpy(dtype=np.int64)
     by_st = {int(s): int(n[st == s].sum()) for s in np.unique(st)}
-    n_unreadable = 0
-    if drop_unreadable and by_st.get(sql.ST_BAD_TEXT) and examples("comma").empty:
-        n_unreadable = by_st.pop(sql.ST_BAD_TEXT)
+    n_unreadable, commas = 0, False
+    if drop_unreadable and by_st.get(sql.ST_BAD_TEXT):
+        commas = not examples("comma").empty
+        if not commas:
+            n_unreadable = by_st.pop(sql.ST_BAD_TEXT)
     for code, which, what in ((sql.ST_BAD_TEXT, "text", "not a number"),
                               (sql.ST_INFINITE, "infinite", "infinite"),
                               (sql.ST_BAD_RANGE, "range", "outside -90..90 (latitude) or -180..180 (longitude)")):
@@ -143,12 +145,15 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
             shown = "; ".join(f"{lat}={a!s}, {lon}={b!s}" for a, b in zip(ex["lat"], ex["lon"], strict=False))
             hint = (" Check that latitude and longitude are not swapped, and that they are degrees (WGS84)."
                     if which == "range" else " Fix or remove those rows.")
-            if which == "text" and any(re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(v)) for v in [*ex["lat"], *ex["lon"]]):
+            if which == "text" and (commas or any(re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(v))
+                                                   for v in [*ex["lat"], *ex["lon"]])):
                 hint = (" These look like decimal commas: DuckDB and Spark read decimal points only. Convert the "
                         "file, or use the in-memory engine (--engine numpy), which reads decimal commas.")
-            error = UnreadableCoordinates if which == "text" else InputError
-            raise error(curator_only(f"'{label}' has {by_st[code]:,} rows whose '{lat}' or '{lon}' is {what} "
-                        f"(e.g. {shown}).{hint}"))
+            text = curator_only(f"'{label}' has {by_st[code]:,} rows whose '{lat}' or '{lon}' is {what} "
+                                f"(e.g. {shown}).{hint}")
+            if which == "text" and hint == " Fix or remove those rows.":  # decimal commas: the option refuses them too
+                raise UnreadableCoordinates(text, by_st[code])
+            raise InputError(text)
     n_read = int(n.sum())
     dropped: dict[str, int] = {}
     if n_unreadable:

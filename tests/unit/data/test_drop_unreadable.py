@@ -147,14 +147,17 @@ def test_duckdb_matches_numpy(tmp_path: Path, user: str | None) -> None:
 
 @pytest.mark.parametrize("name", ["numpy", "duckdb"])
 def test_engines_refuse_without_the_option(tmp_path: Path, name: str) -> None:
-    with pytest.raises(UnreadableCoordinates, match="not (a number|numbers)"):
+    with pytest.raises(UnreadableCoordinates, match="not (a number|numbers)") as ei:
         get_engine(name).points(_src(tmp_path), GRID, lat="lat", lon="lon")
+    # the SQL engines count the rows the option would leave out (the app's button names them)
+    assert ei.value.rows == (None if name == "numpy" else 5)
 
 
 def test_duckdb_refuses_decimal_commas_even_with_the_option(tmp_path: Path) -> None:
     src = _src(tmp_path, "lat,lon\n40.5,-73.5\nfoo,-73.2\n\"40,1\",-73.1\n")
-    with pytest.raises(InputError, match="decimal commas"):
+    with pytest.raises(InputError, match="decimal commas") as ei:
         get_engine("duckdb").points(src, GRID, lat="lat", lon="lon", drop_unreadable=True)
+    assert not isinstance(ei.value, UnreadableCoordinates)  # the option would not help: not offered
     # the in-memory engine reads them and leaves out the text
     pc = get_engine("numpy").points(src, GRID, lat="lat", lon="lon", drop_unreadable=True)
     assert pc.dropped == {DROP_UNREADABLE_COORDINATE: 1} and pc.n_kept == 2
