@@ -9,7 +9,10 @@ Every problem a person can fix raises :class:`~dpcore.errors.InputError` whose m
 the file or column, says how many rows are affected and which ones (1-based *data* rows, the
 header not counted), shows a few example values and says what to do.  Rows with a missing
 coordinate or user id are not errors: they are dropped and counted in
-:attr:`PointTable.dropped` so that the app can show "rows dropped and why".
+:attr:`PointTable.dropped` so that the app can show "rows dropped and why".  Rows
+whose coordinate is text that is not a number are refused
+(:class:`UnreadableCoordinates`) unless the curator asks to leave them out
+(``drop_unreadable``).
 
 Nothing here prints or logs.  The few example values quoted in error messages go only to the
 curator who uploaded the file.
