@@ -282,7 +282,8 @@ def table_inputs(frame: pd.DataFrame, pidx: np.ndarray, periods: Sequence[Period
 
 def points_series_inputs(df: pd.DataFrame, column: str, periods: Sequence[Period], lat: str, lon: str,
                          user_col: str | None, unit: Any, session: Any, grid: Any, user_cap: int | None = None,
-                         source_name: str = "") -> tuple[list[PeriodInput], str, str | None]:
+                         source_name: str = "", *, drop_unreadable: bool = False,
+                         dropped: dict[str, int] | None = None) -> tuple[list[PeriodInput], str, str | None]:
     """The period inputs of a table of points with a time column, as the CLI and the app build them:
     ``(inputs, whole, oneoff)``.
 
@@ -290,7 +291,11 @@ def points_series_inputs(df: pd.DataFrame, column: str, periods: Sequence[Period
     key a one-off release of the same input draws on; None when empty); the points outside the public
     range are dropped first (``whole``: the fingerprint of the rest, the population's data before any
     sampling); for the unit ``person`` each person's periods are sampled before anything else
-    (:func:`keep_for_unit`); then one input per period (:func:`points_inputs`)."""
+    (:func:`keep_for_unit`); then one input per period (:func:`points_inputs`).
+
+    ``drop_unreadable`` is :func:`dpcore.data.points.load_points`'s (rows whose coordinate is text
+    that is not a number left out, not refused); ``dropped``, when given, receives the whole table's
+    dropped rows per reason (curator-only)."""
     from dpcore.data.engines.base import points_fingerprint, tolerant_points_fingerprints
     from dpcore.data.points import load_points
 
@@ -299,7 +304,11 @@ def points_series_inputs(df: pd.DataFrame, column: str, periods: Sequence[Period
         lons = lats = np.zeros(0)
         users = None
     else:
-        table = load_points(df, lat, lon, user_col=user_col, source_name=source_name)
+        table = load_points(df, lat, lon, user_col=user_col, source_name=source_name,
+                            drop_unreadable=drop_unreadable)
+        if dropped is not None:
+            dropped.update(table.dropped)
+        # rows with text that is not a number are NaN here too: with drop_unreadable they are not kept
         kept = ~(pd.to_numeric(df[lat], errors="coerce").isna() | pd.to_numeric(df[lon], errors="coerce").isna())
         if user_col:
             kept &= df[user_col].notna() & (df[user_col].astype(str).str.strip() != "")

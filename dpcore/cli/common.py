@@ -10,7 +10,7 @@ import contextlib
 import math
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -378,3 +378,24 @@ def deliver(bud: CliBudget, out: Any, files: Mapping[str, bytes], folder: str | 
         print(f"warning: {curator_only(text) if CURATOR_ONLY in text else text}", file=sys.stderr)
     return paths
 
+
+@contextlib.contextmanager
+def unreadable_hint() -> Iterator[None]:
+    """A refusal for coordinates that are not numbers names the option that leaves those rows out."""
+    from dpcore.data.points import UnreadableCoordinates
+
+    try:
+        yield
+    except UnreadableCoordinates as e:
+        raise e.with_hint("give --drop-unreadable to leave those rows out") from None
+
+
+def report_unreadable(dropped: dict[str, int]) -> None:
+    """With --drop-unreadable, the rows left out, on stderr and marked for the curator: a count of
+    confidential rows (like --drop-unmatched's), never in the export or release.json."""
+    from dpcore.data.points import DROP_UNREADABLE_COORDINATE
+
+    n = dropped.get(DROP_UNREADABLE_COORDINATE, 0)
+    if n:
+        print(curator_only(f"Dropped {n:,} rows whose latitude or longitude is not a number "
+                           "(--drop-unreadable; not in the export)."), file=sys.stderr)

@@ -22,8 +22,10 @@ from dpcore.cli.common import (
     engine_for,
     open_budget,
     parse_params,
+    report_unreadable,
     split_list,
     suppress_rule,
+    unreadable_hint,
 )
 from dpcore.cli.series import add_time_args, points_series, time_options
 from dpcore.cli.spec_args import arguments
@@ -65,6 +67,9 @@ def add_points_parser(rsub: Any) -> argparse.ArgumentParser:
     pts.add_argument("--lon-col", help="longitude column (detected by name if omitted)")
     pts.add_argument("--user-col", help="column identifying a person (unit of privacy)")
     pts.add_argument("--user-cap", type=int, help="at most this many records per person (with --user-col)")
+    pts.add_argument("--drop-unreadable", action="store_true",
+                     help="leave out (and count on stderr) the rows whose latitude or longitude is text that is "
+                          "not a number, instead of refusing the file")
     add_budget_args(pts)
     add_suppress_arg(pts)
     add_time_args(pts)
@@ -114,10 +119,14 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
     from dpcore.data.points import load_points_file
     from dpcore.privacy.near_match import points_profile
 
+    drop = bool(getattr(args, "drop_unreadable", False))
     routed = engine_for(args, args.input)
     if routed is None:
         path = Path(args.input)
-        table = load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col, user_col=user_col)
+        with unreadable_hint():
+            table = load_points_file(path, path.name, lat_col=args.lat_col, lon_col=args.lon_col, user_col=user_col,
+                                     drop_unreadable=drop)
+        report_unreadable(table.dropped)
         agg = aggregate_points(table.lon, table.lat, grid, user=table.user,
                                user_cap=user_cap if table.user is not None else None)
         if getattr(args, "no_budget", False):
@@ -132,9 +141,11 @@ def _points_aggregate(args: argparse.Namespace, grid: Any, user_col: str | None,
         if lat is None or lon is None:
             raise DPCoreError(f"No latitude/longitude columns were recognised by name in '{src.label}'. "
                               "Name them with --lat-col and --lon-col.")
-    pc = eng.points(src, grid, lat=lat, lon=lon, user=user_col, user_cap=user_cap,
-                    progress=cli_progress("Counting points"),
-                    fingerprint=not getattr(args, "no_budget", False))
+    with unreadable_hint():
+        pc = eng.points(src, grid, lat=lat, lon=lon, user=user_col, user_cap=user_cap,
+                        progress=cli_progress("Counting points"),
+                        fingerprint=not getattr(args, "no_budget", False), drop_unreadable=drop)
+    report_unreadable(pc.dropped)
     # the engines compute the same tolerant keys as the in-memory read (issue 26 item 12)
     return pc.aggregate, pc.fingerprint, list(pc.keys), pc.profile
 

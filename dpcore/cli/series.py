@@ -14,7 +14,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpcore.cli.common import Made, cli_progress, cv_threshold, suppress_rule
+from dpcore.cli.common import (
+    Made,
+    cli_progress,
+    cv_threshold,
+    report_unreadable,
+    suppress_rule,
+    unreadable_hint,
+)
 from dpcore.errors import InputError, ParameterError
 from dpcore.series import points_series_inputs, shared_aggregates, table_series_inputs
 
@@ -237,8 +244,13 @@ def points_series(args: argparse.Namespace, plan: Any, grid: Any, make: Any, ses
         lat, lon = lat or found_lat, lon or found_lon
     unit = time_unit(args, plan.unit)
     session = series_session(args, session)
-    inputs, whole, key = points_series_inputs(df, args.time_col, periods, lat, lon, args.user_col, unit, session, grid,
-                                              args.user_cap, path.name)
+    dropped: dict[str, int] = {}
+    with unreadable_hint():
+        inputs, whole, key = points_series_inputs(df, args.time_col, periods, lat, lon, args.user_col, unit, session,
+                                                  grid, args.user_cap, path.name,
+                                                  drop_unreadable=bool(getattr(args, "drop_unreadable", False)),
+                                                  dropped=dropped)
+    report_unreadable(dropped)
     oneoff = ("points", key) if key is not None else None
     return run_series(args, plan, periods, inputs, whole, {}, make, session, oneoff=oneoff, cells_of=grid_cells)
 

@@ -405,11 +405,16 @@ def points_config(*, input_path: str, lat: str, lon: str, user: str | None, user
                   bounds: tuple[float, float, float, float], grid: tuple[int, int], mechanism: str,
                   params: dict[str, Any], definition: str, value: float,
                   delta: float | None = None, engine: str = "auto", spark_master: str | None = None,
-                  out: str = "release", coordinate_precision: float | None = None) -> ReleaseSpec:
+                  out: str = "release", coordinate_precision: float | None = None,
+                  drop_unreadable: bool = False) -> ReleaseSpec:
     """The description of a points release the app made (its ``to_toml()`` is the app's release.toml).
     The budget is the app's database (``db = true``), whose cap the app manages, so no ``cap`` is written.
-    ``coordinate_precision``: the points' coordinate precision the curator stated (degrees, public)."""
+    ``coordinate_precision``: the points' coordinate precision the curator stated (degrees, public).
+    ``drop_unreadable``: the points were read with their rows of text coordinates left out (written
+    only when true, so the config reads the same rows)."""
     inp: dict[str, Any] = {"path": input_path, "lat": lat, "lon": lon}
+    if drop_unreadable:
+        inp["drop_unreadable"] = True
     if user:
         inp["user"] = user
         inp["user_cap"] = int(user_cap or 1)

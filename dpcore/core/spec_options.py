@@ -165,6 +165,8 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
     "points": (
         _o("--input", "input", "path"), _o("--lat-col", "input", "lat"), _o("--lon-col", "input", "lon"),
         _o("--user-col", "input", "user"), _o("--user-cap", "input", "user_cap", "int"),
+        # rows whose coordinate is text that is not a number: left out and counted instead of refused
+        _o("--drop-unreadable", "input", form="flag", default=False),
         *_ENGINE,
         _o("--bounds", "domain", type="floats"), _o("--grid", "domain", default="1024,1024", type="ints"),
         # the points' coordinate precision (degrees): a public fact of the data's format, stated by the curator

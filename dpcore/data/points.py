@@ -9,7 +9,10 @@ Every problem a person can fix raises :class:`~dpcore.errors.InputError` whose m
 the file or column, says how many rows are affected and which ones (1-based *data* rows, the
 header not counted), shows a few example values and says what to do.  Rows with a missing
 coordinate or user id are not errors: they are dropped and counted in
-:attr:`PointTable.dropped` so that the app can show "rows dropped and why".
+:attr:`PointTable.dropped` so that the app can show "rows dropped and why".  Rows
+whose coordinate is text that is not a number are refused
+(:class:`UnreadableCoordinates`) unless the curator asks to leave them out
+(``drop_unreadable``).
 
 Nothing here prints or logs.  The few example values quoted in error messages go only to the
 curator who uploaded the file.
@@ -35,7 +38,9 @@ from dpcore.errors import InputError, curator_only
 __all__ = [
     "DROP_MISSING_COORDINATE",
     "DROP_MISSING_USER",
+    "DROP_UNREADABLE_COORDINATE",
     "PointTable",
+    "UnreadableCoordinates",
     "load_points",
     "load_points_file",
 ]
@@ -45,8 +50,30 @@ if TYPE_CHECKING:
 
 DROP_MISSING_COORDINATE = "missing coordinate"
 DROP_MISSING_USER = "missing user id"
+#: rows whose latitude or longitude is text that is not a number, left out only when the curator asks
+#: (``load_points(..., drop_unreadable=True)``, CLI ``--drop-unreadable``); otherwise they are refused
+DROP_UNREADABLE_COORDINATE = "coordinate not a number"
 
 _N_EXAMPLES = 5
+
+
+class UnreadableCoordinates(InputError):
+    """Refused: a coordinate is text that is not a number.  The one refusal that
+    ``drop_unreadable=True`` turns into dropped rows, so callers can offer that option
+    (the CLI's ``--drop-unreadable``, the app's button).  ``rows``: the number of rows the option
+    would leave out when the refusal knows it (the DuckDB and Spark engines count them; the in-memory
+    check counts one column's values), else None.  Curator-only, like the message."""
+
+    def __init__(self, message: str, rows: int | None = None) -> None:
+        super().__init__(message)
+        self.rows = rows
+
+    def with_hint(self, hint: str) -> UnreadableCoordinates:
+        """The same refusal with ``hint`` after its last sentence ("Fix or remove those rows, or
+        ``hint``."), the message's first part unchanged."""
+        text = str(self)
+        text = text[:-1] if text.endswith(".") else text
+        return UnreadableCoordinates(f"{text}, or {hint}.", self.rows)
 
 
 # --------------------------------------------------------------------------------------
@@ -74,8 +101,10 @@ class PointTable:
         Data rows read (the header not counted).
     dropped : dict of str to int
         Reason -> number of rows dropped for it.  Each dropped row is counted
-        once, under the first reason that applies ("missing coordinate" before
+        once, under the first reason that applies ("coordinate not a number",
+        only with ``drop_unreadable``, before "missing coordinate" before
         "missing user id"), so ``n_read == n_kept + sum(dropped.values())``.
+        Curator-only: never exported.
 
     Notes
     -----
@@ -173,12 +202,17 @@ def _list_columns(columns: Sequence[object], limit: int = 20) -> str:
 _DECIMAL_COMMA = re.compile(r"^[+-]?(\d+,\d*|,\d+)$")
 
 
-def _numeric_column(s: pd.Series, col: object) -> np.ndarray:
+def _numeric_column(s: pd.Series, col: object,
+                    unreadable: np.ndarray | None = None) -> np.ndarray:
     """Coordinates as float64 with NaN for missing ones; InputError for text values.
 
     Missing: NaN/None/NA, empty or blank strings and the string 'nan'.  Numbers
     written with a decimal comma ('40,71') are accepted when every value that
     does not parse has that form: a coordinate cannot have a thousands separator.
+
+    With ``unreadable`` (a bool array, one entry per row), text that is not a
+    number is not refused: its rows are marked True there and their value is
+    NaN.  Decimal commas are read as without it, the marked values set aside.
     """
     dtype = s.dtype
     if pd.api.types.is_bool_dtype(dtype):
@@ -217,6 +251,13 @@ def _numeric_column(s: pd.Series, col: object) -> np.ndarray:
         copy=True,
     )
     text = np.isnan(reparsed) & ~blank
+    if unreadable is not None and text.any():
+        # only text that is neither a number nor a decimal comma is left out; the commas are read
+        # by the rule below, as they are without the option
+        aside = text & ~stripped.str.match(_DECIMAL_COMMA).to_numpy(dtype=bool)
+        unreadable[failed[aside]] = True
+        blank = blank | aside  # NaN, and no longer refused
+        text &= ~aside
     if text.any() and stripped[text].str.match(_DECIMAL_COMMA).all():
         fixed = stripped[text].str.replace(",", ".", regex=False)
         reparsed[text] = pd.to_numeric(fixed, errors="coerce").to_numpy(
@@ -225,7 +266,7 @@ def _numeric_column(s: pd.Series, col: object) -> np.ndarray:
         text = np.isnan(reparsed) & ~blank
     if text.any():
         bad = failed[text]
-        raise InputError(
+        raise UnreadableCoordinates(
             curator_only(f"Column '{col}' has {_plural(int(bad.size), 'value')} that "
             f"{'is not a number' if bad.size == 1 else 'are not numbers'} "
             f"({_where(bad, originals.to_numpy()[text])}). Fix or remove those rows.")
@@ -354,6 +395,7 @@ def load_points(
     user_col: str | None = None,
     *,
     source_name: str = "",
+    drop_unreadable: bool = False,
 ) -> PointTable:
     """Validate coordinate (and user-id) columns and return a :class:`PointTable`.
 
@@ -366,7 +408,8 @@ def load_points(
     2. the table has data rows;
     3. no coordinate is text that does not parse as a number (surrounding spaces
        are ignored; empty strings count as missing; decimal commas are read when
-       every unparsable value is one);
+       every unparsable value is one): :class:`UnreadableCoordinates`, unless
+       ``drop_unreadable``;
     4. no coordinate is infinite;
     5. latitudes lie in -90..90 and longitudes in -180..180; when swapping the
        two columns would make every value valid, the message says so.
@@ -375,6 +418,13 @@ def load_points(
     counted under ``"missing coordinate"``; with a user column, remaining rows
     with a missing or blank user id are dropped and counted under
     ``"missing user id"``.  If nothing is left, :class:`InputError`.
+
+    With ``drop_unreadable`` (the curator's explicit choice), rows whose latitude
+    or longitude is text that is not a number are dropped instead of refused and
+    counted under ``"coordinate not a number"``, first (before the other
+    reasons, and whatever their other coordinate holds: the DuckDB and Spark
+    engines give the same rows and counts).  Decimal commas are read as without
+    it; infinite and out-of-range values in the other rows are still refused.
 
     The checks are vectorised (``pd.to_numeric(errors="coerce")`` compared with
     the missing mask); only values that fail are looked at again.
@@ -391,6 +441,9 @@ def load_points(
         surrounding spaces; whole-number ids become int64.
     source_name : str
         The file name as uploaded, kept for the curator's view.
+    drop_unreadable : bool
+        Drop (and count) rows with a coordinate that is not a number instead of
+        refusing the table.  Default False.
 
     Returns
     -------
@@ -404,8 +457,13 @@ def load_points(
             f"{label} has no data rows. Upload a table with at least one row of coordinates."
         )
 
-    lat = _numeric_column(df[lat_col], lat_col)
-    lon = _numeric_column(df[lon_col], lon_col)
+    unreadable = np.zeros(n_read, dtype=bool) if drop_unreadable else None
+    lat = _numeric_column(df[lat_col], lat_col, unreadable)
+    lon = _numeric_column(df[lon_col], lon_col, unreadable)
+    if unreadable is not None and unreadable.any():
+        # the row is left out whatever its other coordinate holds (as the SQL engines' status)
+        lat[unreadable] = np.nan
+        lon[unreadable] = np.nan
     _check_finite(lat, lat_col)
     _check_finite(lon, lon_col)
     _check_ranges(lat, lon, lat_col, lon_col)
@@ -413,8 +471,18 @@ def load_points(
     missing = np.isnan(lat) | np.isnan(lon)
     keep = ~missing
     dropped: dict[str, int] = {}
+    n_unreadable = int(unreadable.sum()) if unreadable is not None else 0
+    if n_unreadable:
+        dropped[DROP_UNREADABLE_COORDINATE] = n_unreadable
+        missing = missing & ~unreadable
     if missing.any():
         dropped[DROP_MISSING_COORDINATE] = int(missing.sum())
+    if not keep.any() and n_unreadable:
+        raise InputError(
+            curator_only(f"{label} has no rows with both coordinates as numbers: of its {n_read:,} data "
+            f"rows, {n_unreadable:,} have a '{lat_col}' or '{lon_col}' that is not a number and the others "
+            "none. Check that you chose the coordinate columns.")
+        )
     if not keep.any():
         raise InputError(
             curator_only(f"{label} has no rows with both coordinates: all {n_read:,} data rows have an "
@@ -444,6 +512,8 @@ def load_points_file(
     lon_col: str | None = None,
     user_col: str | None = None,
     progress: ProgressCallback | None = None,
+    *,
+    drop_unreadable: bool = False,
 ) -> PointTable:
     """Read a point file, find its coordinate columns if not given, and validate it.
 
@@ -460,6 +530,8 @@ def load_points_file(
         As for :func:`read_table`.
     lat_col, lon_col, user_col : str, optional
         Columns to use; see :func:`load_points`.
+    drop_unreadable : bool
+        See :func:`load_points`.
 
     Returns
     -------
@@ -478,7 +550,7 @@ def load_points_file(
         lon_col = lon_col if lon_col is not None else found_lon
         if lat_col is None or lon_col is None:
             raise _no_coordinates_error(df, src_name, lat_col is None, lon_col is None)
-    return load_points(df, lat_col, lon_col, user_col, source_name=src_name)
+    return load_points(df, lat_col, lon_col, user_col, source_name=src_name, drop_unreadable=drop_unreadable)
 
 
 def _source_name(data: object) -> str:

@@ -135,6 +135,36 @@ def test_a_large_upload_goes_to_duckdb(tmp_path: Path, monkeypatch: pytest.Monke
     assert np.array_equal(at.session_state["aggregate"].counts, _truth(df, at, cap=10))
 
 
+def test_text_coordinates_in_a_file_left_out_on_request(tmp_path: Path) -> None:
+    """DuckDB refuses rows whose coordinate is text; the button counts again without them (the same rows
+    and key as an upload left out the same way), and the release config asks for the same."""
+    df = _points(400, seed=6)[["lat", "lon"]]
+    text = df.to_csv(index=False, float_format="%.17g").splitlines()
+    for i in (3, 30, 300):
+        text[i] = "n/a?," + text[i].split(",")[1]
+    csv = tmp_path / "texty.csv"
+    csv.write_text("\n".join(text) + "\n", "utf-8")
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    goto(at, "data")
+    at.file_uploader(key="points_upload").set_value(("texty.csv", csv.read_bytes(), "text/csv")).run()
+    at.button(key="leave_out_unreadable").click().run()
+    assert not at.exception, at.exception
+    fp_upload = at.session_state["dataset"].fingerprint
+    _count(_open(at, csv))
+    assert any("3 rows whose 'lat' or 'lon' is not a number" in e.value for e in at.error)
+    assert at.session_state["dataset"].source is None  # the upload stays until the curator chooses
+    at.button(key="leave_out_unreadable_path").click().run()
+    assert not at.exception, at.exception
+    ds = at.session_state["dataset"]
+    assert ds.source is not None and ds.table.n_read == 400 and ds.table.dropped == {"coordinate not a number": 3}
+    assert ds.fingerprint == fp_upload
+    assert "Dropped: 3 coordinate not a number" in [c.value for c in at.caption]
+    release(at)
+    goto(at, "export")
+    [code] = [c for c in at.code if "release = \"points\"" in c.value]
+    assert tomllib.loads(code.value)["input"]["drop_unreadable"] is True
+
+
 def test_a_bad_path_is_a_message_and_keeps_the_dataset(tmp_path: Path) -> None:
     at = AppTest.from_file(APP, default_timeout=120).run()
     before = at.session_state["dataset"].name

@@ -237,6 +237,46 @@ def test_rows_with_missing_coordinates_are_dropped_and_counted(at):
     assert "Dropped: 7 missing coordinate" in side
 
 
+def _with_text_coordinates(n: int) -> bytes:
+    """points_csv(300) with 3 rows whose latitude is text."""
+    lines = points_csv(n).decode().splitlines()
+    for i in (5, 50, 200):
+        lines[i] = "foo," + lines[i].split(",")[1]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_text_coordinates_refused_then_left_out_on_request(at):
+    upload(at, "good.csv", points_csv(300))
+    upload(at, "texty.csv", _with_text_coordinates(300))
+    errors = texts(at.error)
+    assert len(errors) == 1 and "Column 'lat' has 3 values that are not numbers" in errors[0], errors
+    # the earlier dataset stays until the curator chooses
+    assert at.session_state["dataset"].name == "good.csv"
+    [leave] = [b for b in at.button if b.label.startswith("Leave out")]
+    assert leave.label == "Leave out the 3 rows whose coordinates are not numbers"
+    assert at.session_state["dataset"].name == "good.csv"
+    leave.click().run()
+    assert not at.exception and not at.error
+    assert at.session_state["dataset"].name == "texty.csv"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"Rows read": "300", "Rows kept": "297", "Rows dropped": "3"}
+    assert "Dropped: 3 coordinate not a number" in texts(at.caption)
+    assert not [b for b in at.button if b.label.startswith("Leave out")]
+    # the columns form reads this file the same way
+    at.button(key="FormSubmitter:columns-Use these columns").click().run()
+    assert not at.exception and not at.error
+    assert at.session_state["dataset"].table.n_kept == 297
+
+
+def test_no_leave_out_button_when_another_problem_remains(at):
+    lines = _with_text_coordinates(300).decode().splitlines()
+    lines[9] = "95.0," + lines[9].split(",")[1]  # out of range: refused with or without the option
+    upload(at, "worse.csv", ("\n".join(lines) + "\n").encode())
+    assert len(at.error) == 1 and "not numbers" in at.error[0].value
+    assert not [b for b in at.button if b.label.startswith("Leave out")]
+    assert at.session_state["dataset"].name == DEMO_NAME
+
+
 def test_typed_bounds_with_west_not_below_east_are_refused(at):
     before = at.session_state["bounds"]
     at.radio(key="_w_bounds_how").set_value("Numbers I type").run()

@@ -103,6 +103,30 @@ def test_series_release_then_reserve_byte_identical_and_history_table() -> None:
     assert row["releases"] == 6
 
 
+def test_a_series_of_points_with_text_coordinates_left_out() -> None:
+    """The Data step's "Leave out" button: the series reads the table the same way (else its periods'
+    rows would not match the points kept)."""
+    lines = timed_points(3).decode().splitlines()
+    for i in (2, 50):
+        d, _, lon = lines[i].split(",")
+        lines[i] = f"{d},n/a?,{lon}"
+    at = ok(AppTest.from_file(APP, default_timeout=240).run())
+    at.file_uploader(key="points_upload").set_value(("texty.csv", ("\n".join(lines) + "\n").encode(),
+                                                     "text/csv")).run()
+    assert at.error and "not numbers" in at.error[0].value
+    at.button(key="leave_out_unreadable").click().run()
+    ok(at)
+    assert at.session_state["dataset"].table.dropped == {"coordinate not a number": 2}
+    at.toggle(key="_w_series_on_points").set_value(True).run()
+    at.text_input(key="_w_series_start_points").set_value("2014-04-01")
+    at.text_input(key="_w_series_end_points").set_value("2014-04-03").run()
+    ok(at)
+    at.switch_page("pages/release.py").run()
+    at.button(key="series_release_points").click().run()
+    ok(at)
+    assert [o.status for o in at.session_state["series_out_points"][1].outcomes] == ["released"] * 3
+
+
 def test_a_series_past_the_horizon_cap_is_refused_before_anything_is_charged() -> None:
     at = series_session()
     at.text_input(key="_w_series_start_points").set_value("2014-04-01")

@@ -205,7 +205,7 @@ class Engine(Protocol):
 
     def points(self, src: Source, grid: Grid, *, lat: str, lon: str, user: str | None = None,
                user_cap: int | None = None, progress: ProgressCallback | None = None,
-               fingerprint: bool = True) -> PointCounts: ...
+               fingerprint: bool = True, drop_unreadable: bool = False) -> PointCounts: ...
 
     def code_counts(self, src: Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,

@@ -15,7 +15,12 @@ import pandas as pd
 
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.data.engines import base, sql
-from dpcore.data.points import DROP_MISSING_COORDINATE, DROP_MISSING_USER
+from dpcore.data.points import (
+    DROP_MISSING_COORDINATE,
+    DROP_MISSING_USER,
+    DROP_UNREADABLE_COORDINATE,
+    UnreadableCoordinates,
+)
 from dpcore.data.text import SNIFF_BYTES, sniff_delimiter
 from dpcore.errors import InputError, curator_only, curator_only_if_numbered
 from dpcore.privacy.near_match import Profile
@@ -111,15 +116,27 @@ def check_code_columns(available: list[str], keys: list[str], count: str | None,
 def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int | None, engine: str,
                  label: str, examples: Callable[[str], pd.DataFrame], lat: str, lon: str,
                  prog: base.Progress, t0: float,
-                 fingerprint: Callable[[], Sequence[int]] | None) -> base.PointCounts:
+                 fingerprint: Callable[[], Sequence[int]] | None,
+                 drop_unreadable: bool = False) -> base.PointCounts:
     """Assemble the answer from the ``points_query`` groups (status, cell, kept, n); ``fingerprint``
     runs the ``fingerprint_query`` (exact integer sums) when the budget key is wanted: ``(n, s1, s2)``,
-    then with the grid's bounds the tolerant keys' sums ``(q1, q2, ni, i1, i2)``."""
+    then with the grid's bounds the tolerant keys' sums ``(q1, q2, ni, i1, i2)``.
+
+    With ``drop_unreadable`` the rows whose coordinate is text that is not a number (status
+    ``ST_BAD_TEXT``, never valid) are counted under ``"coordinate not a number"`` instead of refused,
+    as :func:`dpcore.data.points.load_points` does, unless one of them is a decimal comma
+    (``examples("comma")``): the in-memory engine reads those, so leaving them out here would keep
+    other rows than it; they are refused as without the option."""
     st = df["st"].to_numpy(dtype=np.int64)
     cell = df["cell"].to_numpy(dtype=np.int64)
     kept = df["kept"].to_numpy(dtype=bool)
     n = df["n"].to_numpy(dtype=np.int64)
     by_st = {int(s): int(n[st == s].sum()) for s in np.unique(st)}
+    n_unreadable, commas = 0, False
+    if drop_unreadable and by_st.get(sql.ST_BAD_TEXT):
+        commas = not examples("comma").empty
+        if not commas:
+            n_unreadable = by_st.pop(sql.ST_BAD_TEXT)
     for code, which, what in ((sql.ST_BAD_TEXT, "text", "not a number"),
                               (sql.ST_INFINITE, "infinite", "infinite"),
                               (sql.ST_BAD_RANGE, "range", "outside -90..90 (latitude) or -180..180 (longitude)")):
@@ -128,13 +145,19 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
             shown = "; ".join(f"{lat}={a!s}, {lon}={b!s}" for a, b in zip(ex["lat"], ex["lon"], strict=False))
             hint = (" Check that latitude and longitude are not swapped, and that they are degrees (WGS84)."
                     if which == "range" else " Fix or remove those rows.")
-            if which == "text" and any(re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(v)) for v in [*ex["lat"], *ex["lon"]]):
+            if which == "text" and (commas or any(re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(v))
+                                                   for v in [*ex["lat"], *ex["lon"]])):
                 hint = (" These look like decimal commas: DuckDB and Spark read decimal points only. Convert the "
                         "file, or use the in-memory engine (--engine numpy), which reads decimal commas.")
-            raise InputError(curator_only(f"'{label}' has {by_st[code]:,} rows whose '{lat}' or '{lon}' is {what} "
-                             f"(e.g. {shown}).{hint}"))
+            text = curator_only(f"'{label}' has {by_st[code]:,} rows whose '{lat}' or '{lon}' is {what} "
+                                f"(e.g. {shown}).{hint}")
+            if which == "text" and hint == " Fix or remove those rows.":  # decimal commas: the option refuses them too
+                raise UnreadableCoordinates(text, by_st[code])
+            raise InputError(text)
     n_read = int(n.sum())
     dropped: dict[str, int] = {}
+    if n_unreadable:
+        dropped[DROP_UNREADABLE_COORDINATE] = n_unreadable
     if by_st.get(sql.ST_MISSING_COORD):
         dropped[DROP_MISSING_COORDINATE] = by_st[sql.ST_MISSING_COORD]
     if by_st.get(sql.ST_MISSING_USER):
@@ -143,6 +166,10 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
     if not ok.any():
         if n_read == 0:
             raise InputError(f"'{label}' has no data rows. Give a table with at least one row of coordinates.")
+        if n_unreadable:
+            raise InputError(curator_only(f"'{label}' has no rows with both coordinates as numbers: of its {n_read:,} "
+                             f"data rows, {n_unreadable:,} have a '{lat}' or '{lon}' that is not a number and the "
+                             "others none. Check that you chose the coordinate columns."))
         raise InputError(curator_only(f"'{label}' has no rows with both coordinates" + (" and a user id" if user else "")
                          + f": all {n_read:,} data rows miss one. Check that you chose the right columns."))
     inside = ok & kept & (cell >= 0)

@@ -141,7 +141,7 @@ class DuckDBEngine:
 
     def points(self, src: base.Source, grid: Grid, *, lat: str, lon: str, user: str | None = None,
                user_cap: int | None = None, progress: base.ProgressCallback | None = None,
-               fingerprint: bool = True) -> base.PointCounts:
+               fingerprint: bool = True, drop_unreadable: bool = False) -> base.PointCounts:
         base.check_point_options(user, user_cap)
         prog = base.Progress(progress)
         prog(0.0, f"Opening {src.label}")
@@ -158,7 +158,8 @@ class DuckDBEngine:
             return common.point_result(tally.groups(), grid, user, user_cap, self.name, src.label,
                                        lambda which: con.execute(sql.point_examples_query(
                                            sql.DUCKDB, cols[0], cols[1], which)).fetchdf(),
-                                       lat, lon, prog, t0, (lambda: sums) if sums is not None else None)
+                                       lat, lon, prog, t0, (lambda: sums) if sums is not None else None,
+                                       drop_unreadable)
 
     def _stream(self, con: Any, src: base.Source, query: str, progress: base.Progress, what: str,
                 tally: common.PointTally) -> None:

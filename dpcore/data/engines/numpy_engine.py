@@ -49,7 +49,7 @@ class NumpyEngine:
 
     def points(self, src: base.Source, grid: Grid, *, lat: str, lon: str, user: str | None = None,
                user_cap: int | None = None, progress: base.ProgressCallback | None = None,
-               fingerprint: bool = True) -> base.PointCounts:
+               fingerprint: bool = True, drop_unreadable: bool = False) -> base.PointCounts:
         base.check_point_options(user, user_cap)
         prog = base.Progress(progress)
         t0 = time.perf_counter()
@@ -59,7 +59,7 @@ class NumpyEngine:
             # pandas reads whole-number ids with a blank as float64, which merges ids above 2^53;
             # the ids are read again as text, as the SQL engines read them
             df[user] = self._text_column(src, user)
-        table = load_points(df, lat, lon, user, source_name=src.label)
+        table = load_points(df, lat, lon, user, source_name=src.label, drop_unreadable=drop_unreadable)
         return self.points_of_table(table, grid, user_cap, prog, t0, fingerprint)
 
     def points_of_table(self, table: PointTable, grid: Grid, user_cap: int | None,

@@ -133,7 +133,7 @@ class SparkEngine:
 
     def points(self, src: base.Source, grid: Grid, *, lat: str, lon: str, user: str | None = None,
                user_cap: int | None = None, progress: base.ProgressCallback | None = None,
-               fingerprint: bool = True) -> base.PointCounts:
+               fingerprint: bool = True, drop_unreadable: bool = False) -> base.PointCounts:
         base.check_point_options(user, user_cap)
         prog = base.Progress(progress)
         prog(0.0, f"Starting Spark for {src.label}")
@@ -142,13 +142,14 @@ class SparkEngine:
         try:
             types = self._types(df)
             common.check_point_columns(list(types), lat, lon, user, src.label)
-            return self._points(spark, view, types, src, grid, lat, lon, user, user_cap, prog, t0, fingerprint)
+            return self._points(spark, view, types, src, grid, lat, lon, user, user_cap, prog, t0, fingerprint,
+                                drop_unreadable)
         finally:
             self._drop(spark, view)
 
     def _points(self, spark: Any, view: str, types: dict[str, str], src: base.Source, grid: Grid, lat: str,
                 lon: str, user: str | None, user_cap: int | None, prog: base.Progress, t0: float,
-                fingerprint: bool) -> base.PointCounts:
+                fingerprint: bool, drop_unreadable: bool = False) -> base.PointCounts:
         q = sql.points_query(sql.SPARK, grid, (lat, types[lat]), (lon, types[lon]),
                              (user, types[user]) if user else None, user_cap)
         out = self._collect(spark, src, q, view, prog, f"Counting points with Spark ({src.label})")
@@ -165,7 +166,7 @@ class SparkEngine:
             return (*sums, *(float(out[c].iloc[0] or 0.0) for c in ("x0", "y0", "x1", "y1")))
 
         return common.point_result(out, grid, user, user_cap, self.name, src.label, examples, lat, lon, prog, t0,
-                                   sums if fingerprint else None)
+                                   sums if fingerprint else None, drop_unreadable)
 
     def code_counts(self, src: base.Source, keys: list[str], *, count: str | None = None, user: str | None = None,
                     cap: int | None = None, distinct: bool = False,

@@ -267,15 +267,19 @@ FROM q
 
 
 def point_examples_query(d: Dialect, lat: tuple[str, str], lon: tuple[str, str], which: str) -> str:
-    """A few raw values of rows with a problem (``which``: text, infinite or range)."""
+    """A few raw values of rows with a problem (``which``: text, infinite or range; comma: text that is
+    a number written with a decimal comma, which the in-memory engine reads)."""
     xv, xbad = number(d, lon[0], lon[1])
     yv, ybad = number(d, lat[0], lat[1])
+    s = "STRING" if d.name == "spark" else "VARCHAR"
+    comma = "[-+]?([0-9]+,[0-9]*|,[0-9]+)"  # dpcore.data.points._DECIMAL_COMMA, of the stripped text
     cond = {
+        "comma": " OR ".join(f"({bad} AND {d.full_match(d.strip(f'CAST({d.q(c)} AS {s})'), comma)})"
+                             for c, bad in ((lon[0], xbad), (lat[0], ybad))),
         "text": f"{xbad} OR {ybad}",
         "infinite": f"{d.is_inf(xv)} OR {d.is_inf(yv)}",
         "range": f"{xv} < -180 OR {xv} > 180 OR {yv} < -90 OR {yv} > 90",
     }[which]
-    s = "STRING" if d.name == "spark" else "VARCHAR"
     return (f"SELECT CAST({d.q(lat[0])} AS {s}) AS lat, CAST({d.q(lon[0])} AS {s}) AS lon FROM src "
             f"WHERE {cond} LIMIT 3")
 

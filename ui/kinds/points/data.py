@@ -12,7 +12,7 @@ from dpcore.data import engines, file_access, maps
 from dpcore.data.boundaries import boundary_bounds, read_boundaries
 from dpcore.data.columns import detect_coordinate_columns, detect_user_column
 from dpcore.data.domain import PRESETS, Bounds, Grid
-from dpcore.data.points import load_points
+from dpcore.data.points import DROP_UNREADABLE_COORDINATE, UnreadableCoordinates, load_points
 from dpcore.data.tables import read_table
 from dpcore.errors import DPCoreError
 from dpcore.points import viz
@@ -37,6 +37,7 @@ def data_step() -> None:
     if st.session_state.get("upload_error"):
         st.error(st.session_state["upload_error"])
         st.caption("Your earlier dataset and releases are kept.")
+        _leave_out_unreadable()
     path_columns_form()
     _columns_form()
     ds = _rows_read()
@@ -80,6 +81,7 @@ def _source() -> Any:
                                      "April 2014 with its time, shipped with the app (assets/demo).")
         if made_up or uber:
             st.session_state.pop("upload_error", None)
+            st.session_state.pop("upload_unreadable", None)
             st.session_state.pop("path_open", None)
             state.forget(*BOUND_KEYS, "_w_user_cap")
             if made_up:
@@ -98,6 +100,7 @@ def _load_uber() -> None:
     df = read_table(UBER.read_bytes(), UBER.name)
     table = load_points(df, "Lat", "Lon", None, source_name=UBER_NAME)
     ss["upload_df"], ss["upload_name"], ss["upload_cols"] = df, UBER_NAME, ("Lat", "Lon", None)
+    ss["upload_drop_unreadable"] = False
     points_state.set_dataset(points_state.Dataset(UBER_NAME, table, False, points_state.fingerprint(table)))
     ss["bounds"] = PRESETS["New York City (all five boroughs)"]
 
@@ -108,11 +111,13 @@ def _read_upload(up: Any) -> None:
         # the curator removed the file: forget its error (the loaded dataset stays)
         st.session_state["upload_id"] = None
         st.session_state.pop("upload_error", None)
+        st.session_state.pop("upload_unreadable", None)
         st.session_state.pop("upload_df", None)
     if up is not None and st.session_state.get("upload_id") != up.file_id:
         # a new file: read it once; a failure keeps the earlier dataset and release
         st.session_state["upload_id"] = up.file_id
         st.session_state["path_open"] = None  # a newer upload replaces a file opened but not counted
+        st.session_state.pop("upload_unreadable", None)
         routed = source_ui.route_large_upload(up)
         if routed is not None:  # a large file: opened with DuckDB (columns next), or refused with a message
             st.rerun()
@@ -127,9 +132,11 @@ def _read_upload(up: Any) -> None:
                     df = read_table(up.getvalue(), up.name, progress=progress)
                     lat, lon = detect_coordinate_columns(df)
                     table = load_points(df, lat, lon, None, source_name=up.name) if lat and lon else None
-                except DPCoreError:
+                except DPCoreError as e:
                     # the red message below says why; no green "read" line above it
                     status.update(label=f"Could not use {up.name}", state="error")
+                    if isinstance(e, UnreadableCoordinates):
+                        st.session_state["upload_unreadable"] = _unreadable_offer(df, lat, lon, up.name)
                     raise
                 if table is None:  # read, but not usable yet: no green "read" line over the old data
                     status.update(label=f"Read {fmt.count(len(df))} rows from {up.name}, but no latitude and "
@@ -137,6 +144,7 @@ def _read_upload(up: Any) -> None:
                 else:
                     status.update(label=f"Read {fmt.count(len(df))} rows from {up.name}", state="complete")
             st.session_state["upload_df"] = df
+            st.session_state["upload_drop_unreadable"] = False
             st.session_state["upload_name"] = up.name
             st.session_state["upload_cols"] = (lat, lon, detect_user_column(df))
             st.session_state["upload_error"] = None
@@ -147,6 +155,51 @@ def _read_upload(up: Any) -> None:
         except DPCoreError as e:
             st.session_state["upload_error"] = str(e)
             st.session_state.pop("upload_df", None)
+
+
+def _unreadable_offer(df: pd.DataFrame, lat: str, lon: str, name: str) -> dict[str, Any] | None:
+    """An upload refused because some coordinates are text: the rows the option would leave out, when
+    that is the only reason (read again with ``drop_unreadable``; None if it would still be refused).
+    CURATOR-ONLY: the table and the number stay in this session's state until the curator decides."""
+    try:
+        trial = load_points(df, lat, lon, None, source_name=name, drop_unreadable=True)
+    except DPCoreError:
+        return None
+    return {"df": df, "name": name, "cols": (lat, lon, detect_user_column(df)),
+            "n": trial.dropped.get(DROP_UNREADABLE_COORDINATE, 0)}
+
+
+def _leave_out_unreadable() -> None:
+    """Under the refusal of an upload with text coordinates: a button that loads it without those rows.
+    The earlier dataset stays until it is clicked (nothing done is lost)."""
+    ss = st.session_state
+    offer = ss.get("upload_unreadable")
+    if not offer or not offer["n"]:
+        return
+    if not _leave_out_button(offer["n"]):
+        return
+    df, name, (lat, lon, user0) = offer["df"], offer["name"], offer["cols"]
+    try:
+        table = load_points(df, lat, lon, None, source_name=name, drop_unreadable=True)
+    except DPCoreError as e:  # not expected: the offer was made from the same read
+        ss["upload_error"] = str(e)
+        ss.pop("upload_unreadable", None)
+        st.rerun()
+    ss.pop("upload_unreadable", None)
+    ss["upload_df"], ss["upload_name"], ss["upload_cols"] = df, name, (lat, lon, user0)
+    ss["upload_drop_unreadable"] = True  # the columns form reads this file the same way
+    ss["upload_error"] = None
+    points_state.set_dataset(points_state.Dataset(name, table, False, points_state.fingerprint(table)))
+    ss["user_cap"] = None
+    ss["data_flash"] = f"Loaded {fmt.count(table.n_kept)} points."
+    st.rerun()
+
+
+def _leave_out_button(n: int, key: str = "leave_out_unreadable") -> bool:
+    """The button that reads the points again without the ``n`` rows whose coordinates are text."""
+    label = (f"Leave out the {fmt.count(n)} rows whose coordinates are not numbers" if n != 1
+             else "Leave out the 1 row whose coordinates are not numbers")
+    return st.button(label, key=key)
 
 
 def _columns_form() -> None:
@@ -167,7 +220,8 @@ def _columns_form() -> None:
             if st.form_submit_button("Use these columns") and not source_ui.columns_missing(lat_col, lon_col):
                 assert lat_col is not None and lon_col is not None
                 try:
-                    table = load_points(df, lat_col, lon_col, uc, source_name=st.session_state["upload_name"])
+                    table = load_points(df, lat_col, lon_col, uc, source_name=st.session_state["upload_name"],
+                                        drop_unreadable=bool(st.session_state.get("upload_drop_unreadable")))
                     points_state.set_dataset(points_state.Dataset(st.session_state["upload_name"], table, False,
                                                     points_state.fingerprint(table)))
                     st.session_state["user_cap"] = 10 if uc else None
@@ -406,7 +460,20 @@ def path_columns_form() -> None:
     with st.form("path_columns"):
         lat_col, lon_col, uc = source_ui.column_choice(cols, (lat0, lon0, user0))
         go = st.form_submit_button(f"Count the points with {name}", type="primary")
-    if not go or source_ui.columns_missing(lat_col, lon_col):
+    drop = False
+    if not go:
+        # the refusal of text coordinates, kept across the rerun its button makes (curator-only)
+        offer = ss.get("path_unreadable")
+        if offer is None or offer["src"] != src:
+            return
+        st.error(offer["error"])
+        st.caption("Your earlier dataset and releases are kept.")
+        if not _leave_out_button(offer["n"], "leave_out_unreadable_path"):
+            return
+        ss.pop("path_unreadable", None)
+        (lat_col, lon_col, uc), drop = offer["cols"], True
+    ss.pop("path_unreadable", None)
+    if source_ui.columns_missing(lat_col, lon_col):
         return
     assert lat_col is not None and lon_col is not None
     cap = 10 if uc else None
@@ -414,11 +481,17 @@ def path_columns_form() -> None:
     probe = points_state.Dataset(src.label, None, False, "", source=src, engine=name,  # type: ignore[arg-type]
                                  spark_master=opened["master"])
     try:
-        pc = points_state.engine_points(probe, g, cap, (lat_col, lon_col, uc), fingerprint=True)
+        pc = points_state.engine_points(probe, g, cap, (lat_col, lon_col, uc), fingerprint=True,
+                                        drop_unreadable=drop)
     except (DPCoreError, OSError) as e:
-        st.error(file_access.safe_message(str(e), [src.label, lat_col, lon_col, uc or ""]) if opened.get("redact")
-                 else str(e))
+        message = (file_access.safe_message(str(e), [src.label, lat_col, lon_col, uc or ""]) if opened.get("redact")
+                   else str(e))
+        st.error(message)
         st.caption("Your earlier dataset and releases are kept.")
+        if isinstance(e, UnreadableCoordinates) and e.rows:
+            # the engine counted those rows: offer to leave them out (another pass, on request)
+            ss["path_unreadable"] = {"src": src, "cols": (lat_col, lon_col, uc), "n": e.rows, "error": message}
+            _leave_out_button(e.rows, "leave_out_unreadable_path")
         return
     first = head.head(10)
     table = points_state.SourceTable(

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.core import spec as config
+from dpcore.data.points import DROP_UNREADABLE_COORDINATE
 from dpcore.points import export, workload_io
 from dpcore.points.release import PartitionRelease
 from ui import data_user_downloads, fmt, frame, series
@@ -123,6 +124,7 @@ def _config(rel: PartitionRelease) -> None:
             params=rel.params, definition=rel.cost.definition, value=rel.cost.value,
             delta=st.session_state.get("delta"), engine=ds.engine if ds.source is not None else "auto",
             spark_master=ds.spark_master, coordinate_precision=rel.coordinate_precision,
+            drop_unreadable=DROP_UNREADABLE_COORDINATE in t.dropped,
         )
         where = ("" if typed else
                  "\n[input] path names the app's made-up demo data, which is not a file: give your file's path." if ds.is_demo

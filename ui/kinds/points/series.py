@@ -40,6 +40,7 @@ def data_controls() -> None:
 def inputs(unit: TimeUnit, session: Any) -> tuple[list[Any], str]:
     """One input per public period of the uploaded points (rows outside the range dropped first;
     for the unit ``person`` each person's periods sampled before anything else)."""
+    from dpcore.data.points import DROP_UNREADABLE_COORDINATE
     from dpcore.series import points_series_inputs
 
     s = series.active(KIND)
@@ -49,8 +50,10 @@ def inputs(unit: TimeUnit, session: Any) -> tuple[list[Any], str]:
     t = points_state.dataset().table
     user_col = t.user_column if unit.scope != "event" else None
     cap = st.session_state.get("user_cap") if user_col else None
+    # a table loaded with its unreadable rows left out (the Data step's button) is read the same way
     inputs, whole, _ = points_series_inputs(df, s.column, s.periods(), t.lat_column, t.lon_column, user_col, unit,
-                                            session, points_state.grid(), cap, t.source_name)
+                                            session, points_state.grid(), cap, t.source_name,
+                                            drop_unreadable=DROP_UNREADABLE_COORDINATE in t.dropped)
     return inputs, whole
 
 

@@ -29,7 +29,7 @@ from dpcore.core.review import CV_THRESHOLD
 from dpcore.data import engines, synthetic
 from dpcore.data.domain import Aggregate, Bounds, Grid, aggregate_points
 from dpcore.data.engines import base as engine_rules
-from dpcore.data.points import PointTable, load_points
+from dpcore.data.points import DROP_UNREADABLE_COORDINATE, PointTable, load_points
 from dpcore.errors import DPCoreError
 from dpcore.points import diagnostics
 from dpcore.points.release import PartitionRelease
@@ -240,18 +240,23 @@ def aggregate() -> Aggregate:
 
 
 def engine_points(ds: Dataset, g: Grid, cap: int | None,
-                  columns: tuple[str, str, str | None] | None = None, fingerprint: bool = False) -> engines.PointCounts:
+                  columns: tuple[str, str, str | None] | None = None, fingerprint: bool = False,
+                  drop_unreadable: bool | None = None) -> engines.PointCounts:
     """One pass of the dataset's engine over its files, with a progress bar (DuckDB reports its
     own progress; Spark and numpy report stages).  ``columns`` (lat, lon, user) default to the
-    dataset's; the budget key (``fingerprint``) is computed only when asked, i.e. when loading."""
+    dataset's; the budget key (``fingerprint``) is computed only when asked, i.e. when loading.
+    ``drop_unreadable`` defaults to the dataset's (rows with text coordinates were left out when
+    it was counted: the Data step's button)."""
     assert ds.source is not None
     lat, lon, user = columns or (ds.table.lat_column, ds.table.lon_column, ds.table.user_column)
+    if drop_unreadable is None:
+        drop_unreadable = ds.table is not None and DROP_UNREADABLE_COORDINATE in ds.table.dropped
     eng = engines.get_engine(ds.engine, spark_master=ds.spark_master)
     bar = st.progress(0.0, text=f"Counting the points of {ds.name} with {ds.engine} …")
     try:
         return eng.points(ds.source, g, lat=lat, lon=lon, user=user, user_cap=cap if user else None,
                           progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg),
-                          fingerprint=fingerprint)
+                          fingerprint=fingerprint, drop_unreadable=drop_unreadable)
     finally:
         bar.empty()
 
