@@ -388,6 +388,46 @@ def _rows_with_user(df: pd.DataFrame, user_col: str | None, keep: np.ndarray, dr
     return ids[keep], keep
 
 
+def _coordinates(df: pd.DataFrame, lat_col: str, lon_col: str, drop_unreadable: bool,
+                 label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """:func:`load_points`' checks 3-5 and its dropped rows: (latitudes, longitudes, the rows kept, the
+    dropped counts by reason)."""
+    n_read = len(df)
+    unreadable = np.zeros(n_read, dtype=bool) if drop_unreadable else None
+    lat = _numeric_column(df[lat_col], lat_col, unreadable)
+    lon = _numeric_column(df[lon_col], lon_col, unreadable)
+    if unreadable is not None and unreadable.any():
+        # the row is left out whatever its other coordinate holds (as the SQL engines' status)
+        lat[unreadable] = np.nan
+        lon[unreadable] = np.nan
+    _check_finite(lat, lat_col)
+    _check_finite(lon, lon_col)
+    _check_ranges(lat, lon, lat_col, lon_col)
+
+    missing = np.isnan(lat) | np.isnan(lon)
+    keep = ~missing
+    dropped: dict[str, int] = {}
+    n_unreadable = int(unreadable.sum()) if unreadable is not None else 0
+    if n_unreadable:
+        dropped[DROP_UNREADABLE_COORDINATE] = n_unreadable
+        missing = missing & ~unreadable
+    if missing.any():
+        dropped[DROP_MISSING_COORDINATE] = int(missing.sum())
+    if not keep.any() and n_unreadable:
+        raise InputError(
+            curator_only(f"{label} has no rows with both coordinates as numbers: of its {n_read:,} data "
+            f"rows, {n_unreadable:,} have a '{lat_col}' or '{lon_col}' that is not a number and the others "
+            "none. Check that you chose the coordinate columns.")
+        )
+    if not keep.any():
+        raise InputError(
+            curator_only(f"{label} has no rows with both coordinates: all {n_read:,} data rows have an "
+            f"empty '{lat_col}' or '{lon_col}'. Check that you chose the coordinate columns.")
+        )
+
+    return lat, lon, keep, dropped
+
+
 def load_points(
     df: pd.DataFrame,
     lat_col: str,
@@ -457,38 +497,7 @@ def load_points(
             f"{label} has no data rows. Upload a table with at least one row of coordinates."
         )
 
-    unreadable = np.zeros(n_read, dtype=bool) if drop_unreadable else None
-    lat = _numeric_column(df[lat_col], lat_col, unreadable)
-    lon = _numeric_column(df[lon_col], lon_col, unreadable)
-    if unreadable is not None and unreadable.any():
-        # the row is left out whatever its other coordinate holds (as the SQL engines' status)
-        lat[unreadable] = np.nan
-        lon[unreadable] = np.nan
-    _check_finite(lat, lat_col)
-    _check_finite(lon, lon_col)
-    _check_ranges(lat, lon, lat_col, lon_col)
-
-    missing = np.isnan(lat) | np.isnan(lon)
-    keep = ~missing
-    dropped: dict[str, int] = {}
-    n_unreadable = int(unreadable.sum()) if unreadable is not None else 0
-    if n_unreadable:
-        dropped[DROP_UNREADABLE_COORDINATE] = n_unreadable
-        missing = missing & ~unreadable
-    if missing.any():
-        dropped[DROP_MISSING_COORDINATE] = int(missing.sum())
-    if not keep.any() and n_unreadable:
-        raise InputError(
-            curator_only(f"{label} has no rows with both coordinates as numbers: of its {n_read:,} data "
-            f"rows, {n_unreadable:,} have a '{lat_col}' or '{lon_col}' that is not a number and the others "
-            "none. Check that you chose the coordinate columns.")
-        )
-    if not keep.any():
-        raise InputError(
-            curator_only(f"{label} has no rows with both coordinates: all {n_read:,} data rows have an "
-            f"empty '{lat_col}' or '{lon_col}'. Check that you chose the coordinate columns.")
-        )
-
+    lat, lon, keep, dropped = _coordinates(df, lat_col, lon_col, drop_unreadable, label)
     user, keep = _rows_with_user(df, user_col, keep, dropped, label)
 
     all_kept = bool(keep.all())
