@@ -55,20 +55,26 @@ def no_cap(unit: Unit, what: str) -> None:
         raise ParameterError(f"{what} counts each {unit.entity} once; a cap of {unit.cap} records is not supported.")
 
 
-def hier_row(lv: HierLevelPlan, definition: str, whole_budget: bool) -> PlanRow:
+def hier_row(lv: HierLevelPlan, definition: str, whole_budget: bool, exact_scale: Any = None) -> PlanRow:
     """A hierarchy level plan as a plan row.  ``whole_budget``: the level is not a share of a
-    split (the matrix mechanism answers one strategy with the whole budget)."""
+    split (the matrix mechanism answers one strategy with the whole budget).  ``exact_scale``: the
+    level's exact noise scale where an area's error is one draw of it (``single_draw_measured``): its
+    95 % half-width is then the noise's own quantile, as the release publishes it
+    (:meth:`~dpcore.areas.tree_plans.HierarchyRelease.interval`); else the normal ``1.96·sd``."""
     measured = lv.measured and lv.share > 0 and not whole_budget
     sens = lv.l1_sensitivity if definition == "pure" else lv.l2_sensitivity
+    exact = exact_scale is not None and lv.noise is not None
     return PlanRow(
         level=lv.depth, name=lv.level,
         cost=PrivacyCost(definition, lv.share) if measured else None,
         noise=lv.noise, scale=lv.scale if lv.noise else None, sensitivity=sens if lv.noise else None,
-        n_counts=lv.cells, sd=lv.sd, ci95=interval_half_width("normal", lv.sd),
+        n_counts=lv.cells, sd=lv.sd,
+        ci95=float(interval_half_width(lv.noise, exact_scale)) if exact else interval_half_width("normal", lv.sd),
         mean_abs=finite_or_none(lv.mean_abs), max_abs=finite_or_none(lv.max_abs), note=lv.basis,
         details={"areas": lv.areas, "measured": lv.measured, "share": lv.share, "noise_sd": lv.noise_sd,
                  "l1_sensitivity": lv.l1_sensitivity, "l2_sensitivity": lv.l2_sensitivity,
-                 "ci95": "normal approximation: 1.96 sd"},
+                 "ci95": ("exact: the smallest whole k with P(|X| <= k) >= 0.95 of one draw of the level's noise"
+                          if exact else "normal approximation: 1.96 sd")},
     )
 
 
@@ -180,7 +186,10 @@ class TreeMechanism(Mechanism):
         inner = self.plan_tree(domain, cost, neighbour=unit.neighbour, split=params["split"],
                                weights=params["weights"] or None, statistic=statistic, k=k,
                                **self._plan_options(params, public))
-        rows = tuple(hier_row(lv, cost.definition, self.whole_budget) for lv in inner.levels)
+        single = getattr(self, "single_draw_measured", False)  # as HierarchyRelease.single_draw reads it
+        rows = tuple(hier_row(lv, cost.definition, self.whole_budget,
+                              inner.scales[d] if single and lv.measured else None)
+                     for d, lv in enumerate(inner.levels))
         if statistic == "group_sizes" and unit.neighbour == "add_remove":
             # Group-size histograms publish the exact number of groups N: one person may join or leave a
             # group, but no group is created or removed, so the release protects membership changes with N

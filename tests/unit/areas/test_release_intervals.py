@@ -181,6 +181,26 @@ def test_single_draw_levels_publish_the_exact_quantile_of_their_noise(counts: Hi
             assert np.allclose(hi - v, Z95 * rel.sd(d)), (mech, lv.level)
 
 
+@pytest.mark.parametrize("mech", [*SINGLE_DRAW, "hay"])
+@pytest.mark.parametrize("cost", [budget.pure(1.6), budget.zcdp(0.25)], ids=["pure", "zcdp"])
+def test_the_plan_states_the_half_width_the_release_publishes(counts: HierarchyCounts, mech: str, cost) -> None:
+    """The plan's ± for 19 of 20 counts (``PlanRow.ci95``: the Plan step's lead sentence, Compare, the
+    record's plan rows) is the release's own: the exact quantile where an area's error is one draw, the
+    normal 1.96·sd elsewhere."""
+    m = catalog.get("hierarchy", mech)
+    from dpcore.areas.unit import hierarchy_unit
+
+    plan = m.plan(counts.hierarchy, cost, {"split": "uniform", "weights": None}, unit=hierarchy_unit("add_remove"),
+                  statistic="count", k=1)
+    rel = m.release_counts(counts, cost, NoiseSource(7))
+    for d, row in enumerate(plan.rows):
+        if rel.single_draw(d):
+            assert row.ci95 == _exact_k(row.noise, float(rel.plan.scales[d])), (mech, row.name)
+            assert row.details["ci95"].startswith("exact")
+        else:
+            assert row.ci95 == pytest.approx(Z95 * row.sd), (mech, row.name)
+
+
 #: Where the normal interval fell short of one draw (benchmarks/results/interval_release_coverage.md): the
 #: discrete Laplace at ε = 0.4 a level (independent noise at ε = 1.6 over the 4 measured levels; old
 #: coverage 1 − 2q⁷/(1 + q) = 0.927, exact k = 7: 0.951) and the discrete Gaussian with σ² = 2 (bottom-up's
