@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,23 +176,39 @@ def still_open(listener: tuple[str, str]) -> bool:
 
 
 def _pdeathsig() -> object:
-    """The child's first step on Linux: SIGTERM when the front dies, even by SIGKILL (no orphan servers).
-    libc is loaded here, in the front; the child only calls prctl.  The kernel ties this to the thread
-    that started the worker: the front starts them from its main thread, which lives as long as it."""
-    if sys.platform != "linux":
-        return None
-    try:
-        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
-    except OSError:  # pragma: no cover - a Linux without glibc's name
-        return None
+    """The child's first steps: Ctrl-C unblocked (the front defers it while it starts a worker:
+    :func:`_sigint_deferred`, and a blocked signal would stay blocked across exec), and on Linux SIGTERM
+    when the front dies, even by SIGKILL (no orphan servers).  libc is loaded here, in the front; the
+    child only calls prctl.  The kernel ties this to the thread that started the worker: the front
+    starts them from its main thread, which lives as long as it."""
+    prctl = None
+    if sys.platform == "linux":
+        try:
+            prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+        except OSError:  # pragma: no cover - a Linux without glibc's name
+            prctl = None
     front = os.getpid()
 
     def child() -> None:  # pragma: no cover - runs in the child before exec
-        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() != front:  # the front died before that: do not outlive it
-            os.kill(os.getpid(), signal.SIGTERM)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        if prctl is not None:
+            prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+            if os.getppid() != front:  # the front died before that: do not outlive it
+                os.kill(os.getpid(), signal.SIGTERM)
 
     return child
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Ctrl-C held back while a worker is forked, exec'd and recorded, then delivered: a Ctrl-C in the
+    middle of ``Popen`` raised there and left that worker running unrecorded, so the stop that followed
+    never told it to stop (found by the second-Ctrl-C test on a loaded machine)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a Ctrl-C that came meanwhile is raised here
 
 
 @dataclass
@@ -408,7 +424,8 @@ def serve(argv: Sequence[str], n: int) -> int:
     print(f"Starting {n} app servers ...", flush=True)
     try:
         for i in range(n):
-            workers.start(i)
+            with _sigint_deferred():
+                workers.start(i)
         workers.wait_ready()
     except KeyboardInterrupt:  # Ctrl-C while they start: stop them, quietly
         stop_quietly(workers)

@@ -458,6 +458,58 @@ sys.exit(workers.serve(["app.py", "--server.address", "127.0.0.1", "--server.por
 """
 
 
+INTERRUPTED_FRONT = """
+import os, signal, sys
+from ui import workers
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+workers.Workers.command = lambda self, i: [sys.executable, "-c", "import time; time.sleep(60)"]
+made = []
+real_init, real_run = workers.Workers.__init__, workers.Run
+
+
+def init(self, *a, **k):
+    real_init(self, *a, **k)
+    made.append(self)
+
+
+def run_interrupted(proc, started):  # the Ctrl-C lands after the second fork and exec, before the record
+    if sum(r is not None for r in made[0].runs) == 1:
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_run(proc, started)
+
+
+workers.Workers.__init__, workers.Run = init, run_interrupted
+code = workers.serve(["app.py", "--server.address", "127.0.0.1", "--server.port", sys.argv[1]], 2)
+# every worker started is recorded, and the stop saw it end
+print([r is not None and r.proc.poll() is not None for r in made[0].runs])
+sys.exit(code)
+"""
+
+
+def test_a_ctrl_c_while_a_worker_starts_stops_that_worker_too() -> None:
+    """A Ctrl-C that lands while the front forks and records a worker is held back until the worker is
+    recorded, so the stop that follows stops every worker (before: the Ctrl-C raised inside that start, and
+    the worker ran on unrecorded until the parent-death signal once the front had gone)."""
+    proc = subprocess.run([sys.executable, "-c", INTERRUPTED_FRONT, str(workers.free_port())],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (130, ""), proc.stderr
+    assert proc.stdout.splitlines()[-1] == "[True, True]", proc.stdout
+
+
+def test_a_worker_started_while_ctrl_c_is_held_back_gets_ctrl_c_again() -> None:
+    """The front holds Ctrl-C back while it starts a worker; the child unblocks it before exec (a blocked
+    signal stays blocked across exec), so a worker takes Ctrl-C as any server does."""
+    probe = "import signal; print(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
+    with workers._sigint_deferred():
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             preexec_fn=workers._pdeathsig()).stdout
+        held = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout
+    assert int(signal.SIGINT) not in eval(out) and int(signal.SIGINT) in eval(held)  # noqa: S307 - a list of ints
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # and the front's mask restored
+
+
 def _wait(cond, proc: subprocess.Popen, timeout: float = 60.0) -> None:  # noqa: ANN001 - a predicate
     """Poll ``cond`` until true (a deadline, not a fixed sleep: the machine may be loaded); on the deadline,
     fail with what the front said and whether it still runs."""
