@@ -25,6 +25,7 @@ from dpcore.data.area_boundaries import BoundaryJoin
 from dpcore.data.csv_safe import csv_bytes, pandas_csv
 from dpcore.data.hierarchy import hierarchy_info
 from dpcore.estimate.data_user_format import name_written
+from dpcore.estimate.data_user_format import no_interval_note as empty_note
 from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 
@@ -100,15 +101,10 @@ def no_interval_note(rel: HierarchyRelease) -> str | None:
            "would cover the true count less often than 95 % of the time (in a simulation, as low as 82 % for a "
            "large count among empty areas, and 83 % for the exact tree DP's total). No interval is given for "
            "them; noise_sd is still the analytic SD of an area's error (public parameters only).")
-    files = (data_users_section(rel) or {}).get("files") or []
-    where = ("For an interval, use the data users' files: estimates.csv holds the unbiased least-squares "
-             "estimate of every area and its variance (estimate ± 1.96 × its SD is a valid 95 % interval), and "
-             "'python -m dpcore interval --release OUT --codes FILE --coverage 0.95' (or the Release step's "
-             "interval tool) gives the estimate and interval of any area or union of finest areas."
-             if "estimates.csv" in files else
-             "This release offers no data users' files (release.json: data_users), so no interval can be given "
-             "for its areas.")
-    return f"Empty for this release: {why} {where}"
+    return empty_note(why, (data_users_section(rel) or {}).get("files") or [],
+                      estimates="the unbiased least-squares estimate of every area and its variance (estimate ± "
+                                "1.96 × its SD is a valid 95 % interval)",
+                      command=" --coverage 0.95", answers="any area or union of finest areas", items="areas")
 
 
 def _values_column(v: np.ndarray) -> np.ndarray:

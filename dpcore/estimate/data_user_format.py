@@ -23,7 +23,7 @@ from typing import Any
 from dpcore.errors import ParameterError
 from dpcore.privacy.calibration import noise_for_cost, noise_variance
 
-__all__ = ["DATA_USER_FILES", "DESIGN_SCHEMA", "ESTIMATE_COLUMNS", "MAX_REPLICATE_VALUES", "MEASUREMENTS_CSV",
+__all__ = ["DATA_USER_FILES", "DESIGN_SCHEMA", "ESTIMATE_COLUMNS", "MAX_REPLICATE_VALUES", "MEASUREMENTS_CSV", "no_interval_note",
            "MEASUREMENTS_PARQUET", "MEASUREMENT_COLUMNS", "MEASUREMENT_FILES", "PARQUET_ROWS", "PRECISION_SOURCE",
            "REPLICATES", "REPLICATE_FILE", "REPLICATE_SEED", "coordinate_precision", "measurements_in",
            "measurements_name", "name_written", "noise_of", "not_offered", "parquet_bytes", "precision_statement",
@@ -153,6 +153,26 @@ def not_offered(note: str, why: str) -> dict[str, Any]:
 'measurements_offered': False, 'why': 'codes repeat: make them unique.'}
     """
     return {"files": [], "map_shows": "published", "note": note, "measurements_offered": False, "why": why}
+
+
+def no_interval_note(why: str, files: Sequence[str], *, estimates: str, command: str, answers: str,
+                     items: str) -> str:
+    """The record's ``outputs.intervals`` of a release whose ``ci95_low``/``ci95_high`` are left empty
+    (no valid 95 % interval is known for its released values): ``why``, then where a data user gets one
+    instead: ``estimates.csv`` (holding ``estimates``) and ``dpcore interval`` (``command``: its options
+    after ``--codes FILE``; ``answers``: what it answers) when the release wrote the data users' files
+    (``files``), else that none can be given for its ``items``.
+
+    >>> no_interval_note("Biased.", [], estimates="", command="", answers="", items="flows")
+    "Empty for this release: Biased. This release offers no data users' files (release.json: data_users), \
+so no interval can be given for its flows."
+    """
+    where = (f"For an interval, use the data users' files: estimates.csv holds {estimates}, and 'python -m dpcore "
+             f"interval --release OUT --codes FILE{command}' (or the Release step's interval tool) gives the "
+             f"estimate and interval of {answers}." if "estimates.csv" in files else
+             "This release offers no data users' files (release.json: data_users), so no interval can be given "
+             f"for its {items}.")
+    return f"Empty for this release: {why} {where}"
 
 
 def variance_of(family: str, scale: Any) -> float:

@@ -30,6 +30,7 @@ from dpcore.data.csv_safe import append_constant_column, csv_bytes
 from dpcore.data.hierarchy import Hierarchy, hierarchy_info
 from dpcore.errors import InputError, ParameterError
 from dpcore.estimate.data_user_format import name_written
+from dpcore.estimate.data_user_format import no_interval_note as empty_note
 from dpcore.flows.data_users import data_users_section, od_data_user_files
 from dpcore.flows.flow_lines import COORD_DECIMALS, flow_line_levels, flows_geojson_bytes
 from dpcore.flows.mechanisms.common import ODRelease
@@ -203,14 +204,9 @@ def no_interval_note(rel: ODRelease) -> str | None:
                "noise_sd would cover the true count less often than 95 % of the time (about 85 % for a 100-trip flow among "
                "empty pairs in a simulation; how much less depends on the data and the budget), so no "
                "interval is given for them.")
-    files = (data_users_section(rel) or {}).get("files") or []
-    where = ("For an interval, use the data users' files: estimates.csv holds a least-squares estimate and its "
-             "variance for every published flow, and 'python -m dpcore interval --release OUT --codes FILE' (or "
-             "the Release step's interval tool) gives the estimate and interval of any flow or sum of flows "
-             "(codes ORIGIN>DESTINATION)." if "estimates.csv" in files else
-             "This release offers no data users' files (release.json: data_users), so no interval can be given "
-             "for its flows.")
-    return f"Empty for this release: {why} {where}"
+    return empty_note(why, (data_users_section(rel) or {}).get("files") or [],
+                      estimates="a least-squares estimate and its variance for every published flow", command="",
+                      answers="any flow or sum of flows (codes ORIGIN>DESTINATION)", items="flows")
 
 
 def release_frame(rel: ODRelease) -> pd.DataFrame:
