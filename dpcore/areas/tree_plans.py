@@ -181,13 +181,13 @@ class HierarchyRelease:
     def has_intervals(self) -> bool:
         """Whether :meth:`interval` is a valid 95 % interval for the released values, so that
         release.csv, the GeoJSON and the map publish it (the mechanism's ``normal_intervals``)."""
-        return bool(getattr(self.mechanism, "normal_intervals", True))
+        return bool(self.mechanism.normal_intervals)
 
     def single_draw(self, depth: int) -> bool:
         """Whether every area's error at ``depth`` is one draw of the level's discrete noise: the level is
         measured and the mechanism releases its measured levels as they are (``single_draw_measured``:
         every measured level of independent noise, the finest level of bottom-up)."""
-        return bool(getattr(self.mechanism, "single_draw_measured", False)) and self.plan.levels[depth].measured
+        return self.mechanism.single_draw(self.plan.levels[depth])
 
     def interval(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """The 95 % interval ``value ± h`` of every area at ``depth`` (clipped at 0 for non-negative

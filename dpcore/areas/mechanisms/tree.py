@@ -28,7 +28,15 @@ from dpcore.areas import tree_plans
 from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.tree_plans import HierarchyRelease, HierLevelPlan, HierPlan, LevelNoise
 from dpcore.areas.unit import check_neighbour
-from dpcore.core.mechanism import KindRelease, Mechanism, Param, Plan, PlanRow, finite_or_none
+from dpcore.core.mechanism import (
+    KindRelease,
+    Mechanism,
+    Param,
+    Plan,
+    PlanRow,
+    errors_wanted,
+    finite_or_none,
+)
 from dpcore.data.hierarchy import Hierarchy
 from dpcore.errors import ParameterError
 from dpcore.estimate import topdown_opt
@@ -63,7 +71,8 @@ def hier_row(lv: HierLevelPlan, definition: str, whole_budget: bool, exact_scale
     (:meth:`~dpcore.areas.tree_plans.HierarchyRelease.interval`); else the normal ``1.96·sd``."""
     measured = lv.measured and lv.share > 0 and not whole_budget
     sens = lv.l1_sensitivity if definition == "pure" else lv.l2_sensitivity
-    exact = exact_scale is not None and lv.noise is not None
+    # the target planner's search reads the SDs only (sd_only) and finds its own quantiles: no exact one here
+    exact = exact_scale is not None and lv.noise is not None and errors_wanted()
     return PlanRow(
         level=lv.depth, name=lv.level,
         cost=PrivacyCost(definition, lv.share) if measured else None,
@@ -114,6 +123,12 @@ class TreeMechanism(Mechanism):
     #: the noise (:meth:`~dpcore.areas.tree_plans.HierarchyRelease.interval`), not the normal one, which
     #: covered such areas 1-2 points short (benchmarks/results/interval_release_coverage.md)
     single_draw_measured: bool = False
+
+    def single_draw(self, level: HierLevelPlan) -> bool:
+        """Whether every area's error at ``level`` is one draw of its discrete noise (a measured level of a
+        mechanism that releases its measured levels as they are): its 95 % interval is then the noise's
+        exact quantile, in the plan and in the release."""
+        return self.single_draw_measured and level.measured
 
     # -- privacy: which levels are measured, with which sensitivities -------------------------
     def measured_levels(self, statistic: str, neighbour: str, depth: int) -> list[bool]:
@@ -186,9 +201,8 @@ class TreeMechanism(Mechanism):
         inner = self.plan_tree(domain, cost, neighbour=unit.neighbour, split=params["split"],
                                weights=params["weights"] or None, statistic=statistic, k=k,
                                **self._plan_options(params, public))
-        single = getattr(self, "single_draw_measured", False)  # as HierarchyRelease.single_draw reads it
         rows = tuple(hier_row(lv, cost.definition, self.whole_budget,
-                              inner.scales[d] if single and lv.measured else None)
+                              inner.scales[d] if self.single_draw(lv) else None)
                      for d, lv in enumerate(inner.levels))
         if statistic == "group_sizes" and unit.neighbour == "add_remove":
             # Group-size histograms publish the exact number of groups N: one person may join or leave a
