@@ -208,13 +208,12 @@ class LinkedLedger(StoredLedger):
     def remaining(self) -> float:
         """What is left under the cap after this budget's spends and what the linked series add for a
         record of one period (:meth:`_fit_own`'s rule; 0 when they cannot be counted here)."""
-        own = super().remaining
-        worst = self._linked_share()
-        if worst is None:
-            return 0.0
-        with self._lock:  # spend() changes it under the same lock
-            spent = self._spent
-        return max(0.0, min(own, float(Fraction(self._cap.value) - spent - worst)))
+        with self._lock:  # re-entrant: one consistent reading of the spends and the linked series
+            own = super().remaining
+            worst = self._linked_share()
+            if worst is None:
+                return 0.0
+            return max(0.0, min(own, float(Fraction(self._cap.value) - self._spent - worst)))
 
     @property
     def linked_share(self) -> float | None:
