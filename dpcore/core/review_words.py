@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from dpcore.privacy.budget import two_significant
+from dpcore.privacy.budget import SUPERSCRIPT, SYMBOL, two_significant
 
 __all__ = ["KIND_WORDS", "advice_level", "budget_sentence", "cost_words", "horizon_words", "invariant_words", "kind_words",
            "level_names", "neighbour_words", "number", "unit_sentence"]
@@ -22,9 +22,7 @@ __all__ = ["KIND_WORDS", "advice_level", "budget_sentence", "cost_words", "horiz
 #: What each kind of release is, in the words of the app (points, counts over areas, trips between areas).
 KIND_WORDS = {"points": "points", "hierarchy": "counts over areas", "census": "counts over areas",
               "od": "trips between areas"}
-_SYMBOL = {"pure": "ε", "zcdp": "ρ"}
 _DEFINITION = {"pure": "pure differential privacy", "zcdp": "zero-concentrated differential privacy, zCDP"}
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 def kind_words(kind: Any) -> str:
@@ -55,7 +53,7 @@ def _delta(delta: float) -> str:
     if delta > 0:
         k = round(math.log10(delta))
         if math.isclose(delta, 10.0 ** k, rel_tol=1e-9):
-            return "10" + str(k).translate(_SUPERSCRIPT)
+            return "10" + str(k).translate(SUPERSCRIPT)
     return two_significant(delta)
 
 
@@ -67,13 +65,13 @@ def cost_words(cost: Mapping[str, Any] | None, approx: Mapping[str, float] | Non
     >>> cost_words({"definition": "zcdp", "value": 0.5}, {"epsilon": 4.23, "delta": 1e-8})
     'ρ = 0.5 (zero-concentrated differential privacy, zCDP; about ε = 4.2 at δ = 10⁻⁸)'
     """
-    if not cost or cost.get("definition") not in _SYMBOL:
+    if not cost or cost.get("definition") not in SYMBOL:
         if approx and "epsilon" in approx:
             return (f"ε = {two_significant(approx['epsilon'])}, δ = {_delta(approx.get('delta', 0.0))} "
                     "(approximate differential privacy)")
         return "not stated (see release.json)"
     d = str(cost["definition"])
-    words = f"{_SYMBOL[d]} = {two_significant(float(cost['value']))} ({_DEFINITION[d]}"
+    words = f"{SYMBOL[d]} = {two_significant(float(cost['value']))} ({_DEFINITION[d]}"
     if d == "zcdp" and approx and "epsilon" in approx and "delta" in approx:
         words += f"; about ε = {two_significant(approx['epsilon'])} at δ = {_delta(approx['delta'])}"
     return words + ")"
@@ -91,7 +89,7 @@ def budget_sentence(ledger: Mapping[str, Any]) -> str:
         note = str(ledger.get("note") or "This release was charged to no budget.")
         return note[:1].upper() + note[1:] + ("" if note.endswith(".") else ".")
     cap = ledger.get("cap") or {}
-    sym = _SYMBOL.get(str(cap.get("definition")), "budget")
+    sym = SYMBOL.get(str(cap.get("definition")), "budget")
     n = len(ledger.get("entries", []))
 
     def amount(v: Any) -> str:

@@ -115,7 +115,8 @@ def float_up(q: Fraction) -> float:
     return f
 
 
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+#: digits and minus as superscripts (powers of ten for people: 10⁻⁸)
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 def two_significant(x: float, *, down: bool = False) -> str:
@@ -133,7 +134,7 @@ def two_significant(x: float, *, down: bool = False) -> str:
         exponent = rounded.adjusted()
     if exponent < -4 or exponent >= 6:
         mantissa = rounded.scaleb(-exponent).normalize()
-        return f"{sign}{mantissa:f}×10{str(exponent).translate(_SUPERSCRIPT)}"
+        return f"{sign}{mantissa:f}×10{str(exponent).translate(SUPERSCRIPT)}"
     if exponent >= 1:
         return f"{sign}{int(rounded):,}"
     text = f"{rounded:f}"
