@@ -145,13 +145,14 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
             shown = "; ".join(f"{lat}={a!s}, {lon}={b!s}" for a, b in zip(ex["lat"], ex["lon"], strict=False))
             hint = (" Check that latitude and longitude are not swapped, and that they are degrees (WGS84)."
                     if which == "range" else " Fix or remove those rows.")
-            if which == "text" and (commas or any(re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(v))
-                                                   for v in [*ex["lat"], *ex["lon"]])):
+            decimal_commas = which == "text" and (commas or any(re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(v))
+                                                                  for v in [*ex["lat"], *ex["lon"]]))
+            if decimal_commas:
                 hint = (" These look like decimal commas: DuckDB and Spark read decimal points only. Convert the "
                         "file, or use the in-memory engine (--engine numpy), which reads decimal commas.")
             text = curator_only(f"'{label}' has {by_st[code]:,} rows whose '{lat}' or '{lon}' is {what} "
                                 f"(e.g. {shown}).{hint}")
-            if which == "text" and hint == " Fix or remove those rows.":  # decimal commas: the option refuses them too
+            if which == "text" and not decimal_commas:  # decimal commas: the option refuses them too
                 raise UnreadableCoordinates(text, by_st[code])
             raise InputError(text)
     n_read = int(n.sum())
