@@ -117,7 +117,7 @@ def series_of(store: Any, key: str) -> list[dict[str, Any]]:
             for period, rid in con.execute("SELECT period, release_id FROM series_periods WHERE population = ? "
                                            "ORDER BY created, rowid", (pop,)):
                 ids.setdefault(str(period), []).append(str(rid))
-            found.append((pop, unit_text, name, ledgers, ids, series_spend(con, pop)))
+            found.append((pop, unit_text, name, ledgers, ids, series_spend(con, pop, ledgers)))
     out = []
     for pop, unit_text, name, ledgers, ids, spend in found:
         if not ledgers or spend is None:

@@ -161,14 +161,19 @@ def _series_state(con: sqlite3.Connection, population: str) -> tuple[TimeUnit | 
     return unit, hcap, linked_series.period_ledgers(con, population)
 
 
-def series_spend(con: sqlite3.Connection, population: str) -> dict[str, Any] | None:
+def series_spend(con: sqlite3.Connection, population: str,
+                 ledgers: Mapping[str, tuple[PrivacyCost, list[LedgerEntry]]] | None = None) -> dict[str, Any] | None:
     """What the series ``population`` has spent, as the office view counts it (for display; no charge
     reads it): ``periods`` charged, ``spent`` (the most any of its ledgers holds: a period's under a
     per-period cap, the whole horizon's for a person over the horizon; the one-off releases linked to the
     series counted in its unit; None when they cannot be counted in it), ``cap`` (a
     :class:`~dpcore.privacy.budget.PrivacyCost`) and ``per_period`` (else one budget of the horizon).
-    None when the series has no charged ledger."""
-    s_unit, _hcap, ledgers = _series_state(con, population)
+    None when the series has no charged ledger.  ``ledgers``: its period ledgers when the caller has read
+    them already (:func:`~dpcore.privacy.linked_series.period_ledgers`)."""
+    row = con.execute("SELECT unit FROM series_budgets WHERE population = ?", (population,)).fetchone()
+    s_unit = TimeUnit.from_dict(json.loads(row[0])) if row is not None else None
+    if ledgers is None and s_unit is not None:
+        ledgers = linked_series.period_ledgers(con, population)
     if s_unit is None or not ledgers:
         return None
     others = linked_entries(con, population)
