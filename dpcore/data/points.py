@@ -388,6 +388,15 @@ def _rows_with_user(df: pd.DataFrame, user_col: str | None, keep: np.ndarray, dr
     return ids[keep], keep
 
 
+def none_readable(label: str, n_read: int, n_unreadable: int, lat_col: str, lon_col: str) -> InputError:
+    """The refusal of a table whose every row was left out, ``n_unreadable`` of them for a coordinate that
+    is not a number (``drop_unreadable``): the same words from every engine (curator-only counts)."""
+    return InputError(curator_only(
+        f"{label} has no rows with both coordinates as numbers: of its {n_read:,} data rows, {n_unreadable:,} "
+        f"have a '{lat_col}' or '{lon_col}' that is not a number and the others none. Check that you chose the "
+        "coordinate columns."))
+
+
 def _coordinates(df: pd.DataFrame, lat_col: str, lon_col: str, drop_unreadable: bool,
                  label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """:func:`load_points`' checks 3-5 and its dropped rows: (latitudes, longitudes, the rows kept, the
@@ -414,11 +423,7 @@ def _coordinates(df: pd.DataFrame, lat_col: str, lon_col: str, drop_unreadable: 
     if missing.any():
         dropped[DROP_MISSING_COORDINATE] = int(missing.sum())
     if not keep.any() and n_unreadable:
-        raise InputError(
-            curator_only(f"{label} has no rows with both coordinates as numbers: of its {n_read:,} data "
-            f"rows, {n_unreadable:,} have a '{lat_col}' or '{lon_col}' that is not a number and the others "
-            "none. Check that you chose the coordinate columns.")
-        )
+        raise none_readable(label, n_read, n_unreadable, lat_col, lon_col)
     if not keep.any():
         raise InputError(
             curator_only(f"{label} has no rows with both coordinates: all {n_read:,} data rows have an "

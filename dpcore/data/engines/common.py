@@ -20,6 +20,7 @@ from dpcore.data.points import (
     DROP_MISSING_USER,
     DROP_UNREADABLE_COORDINATE,
     UnreadableCoordinates,
+    none_readable,
 )
 from dpcore.data.text import SNIFF_BYTES, sniff_delimiter
 from dpcore.errors import InputError, curator_only, curator_only_if_numbered
@@ -168,9 +169,7 @@ def point_result(df: pd.DataFrame, grid: Grid, user: str | None, user_cap: int |
         if n_read == 0:
             raise InputError(f"'{label}' has no data rows. Give a table with at least one row of coordinates.")
         if n_unreadable:
-            raise InputError(curator_only(f"'{label}' has no rows with both coordinates as numbers: of its {n_read:,} "
-                             f"data rows, {n_unreadable:,} have a '{lat}' or '{lon}' that is not a number and the "
-                             "others none. Check that you chose the coordinate columns."))
+            raise none_readable(f"'{label}'", n_read, n_unreadable, lat, lon)
         raise InputError(curator_only(f"'{label}' has no rows with both coordinates" + (" and a user id" if user else "")
                          + f": all {n_read:,} data rows miss one. Check that you chose the right columns."))
     inside = ok & kept & (cell >= 0)
