@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -228,7 +228,22 @@ class LinkedLedger(StoredLedger):
         worst = self._linked_share()
         return None if worst is None else float(worst)
 
+    def _read_once(self, what: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per state of the budget database (SQLite's ``data_version`` of this ledger's
+        read connection changes with every commit of another connection, a spend of this one included): a
+        page run reads the linked series for the bar, the caption and the left figure, each of which
+        read every period's spends again."""
+        with self._lock:
+            version = self._read.execute("PRAGMA data_version").fetchone()[0]
+            memo = self.__dict__.setdefault("_memo", {})
+            if what not in memo or memo[what][0] != version:
+                memo[what] = (version, compute())
+            return memo[what][1]
+
     def _linked_share(self) -> Fraction | None:
+        return self._read_once("share", self._linked_share_read)
+
+    def _linked_share_read(self) -> Fraction | None:
         with self._lock:
             unit = self._unit_of_privacy or Unit()
             try:
@@ -240,9 +255,11 @@ class LinkedLedger(StoredLedger):
     def linked_series(self) -> list[dict[str, Any]]:
         """The series linked to this budget as the office view counts them (:func:`series_spend`, for
         display), oldest link first."""
-        with self._lock:
+        def read() -> list[dict[str, Any]]:
             found = (series_spend(self._read, pop) for pop in linked_series.populations(self._read, [self._fp]))
             return [f for f in found if f is not None]
+
+        return list(self._read_once("series", read))
 
     def check(self, cost: PrivacyCost, unit: Unit | None = None) -> None:
         super().check(cost, unit)
