@@ -257,6 +257,4 @@ def _use(names: list[str], best: list[tuple[float, str, float]]) -> None:
                         key="compare_points_pick",
                         help=f"The best at the compared ε nearest the Plan step's ε = {fmt.eps(planned)} comes first.")
     if st.button("Use it on the Plan step", key="compare_points_use", icon=":material/tune:"):
-        ss["mechanism"] = pick
-        ss["_w_mechanism"] = pick  # the Plan step's widget shows it (ui.state.persistent)
-        st.switch_page("pages/plan.py")
+        state.use_on_plan_step("mechanism", pick)

@@ -19,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from dpcore.core.mechanism import Plan
-from ui import fmt
+from ui import fmt, state
 
 #: the row label of a mechanism's table row
 MECHANISM = "mechanism"
@@ -133,6 +133,4 @@ def show(candidates: Sequence[Candidate], *, label: Callable[[str], str], unit_w
     pick = st.selectbox("Mechanism to plan with", list(titles), format_func=titles.get,
                         index=list(titles).index(current) if current in titles else 0, key="compare_plans_pick")
     if st.button("Use it on the Plan step", key="compare_plans_use", icon=":material/tune:"):
-        ss[mech_key] = pick
-        ss[f"_w_{mech_key}"] = pick  # the Plan step's widget shows it (ui.state.persistent)
-        st.switch_page("pages/plan.py")
+        state.use_on_plan_step(mech_key, pick)

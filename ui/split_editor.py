@@ -1,10 +1,10 @@
 """The custom split of a budget over levels as a small editable table (shared/UX.md: "the split over
 levels or phases as a small editable table"), for areas and trips.
 
-The Plan step's reading of the weights is unchanged: they stay one comma-separated text under the
-kind's persistent key (``hier_weights_N``, ``od_weights_N``: what the target planner's "Use this
-budget" writes and :func:`ui.kinds.areas.plan.selection` parses).  The table shows them beside the
-levels' names and writes an edit back to that key.
+The weights stay one comma-separated text under the kind's persistent key (``hier_weights_N``,
+``od_weights_N``: what the target planner's "Use this budget" writes through :func:`store` and the
+kinds' ``selection`` reads through :func:`parse`).  The table shows them beside the levels' names and
+writes an edit back to that key.  Every writer writes ``N`` numbers under ``..._N``: the text always parses.
 """
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ def text_of(weights: Sequence[float]) -> str:
     '1,2.5,4'
     """
     return ",".join(f"{float(w):.6g}" for w in weights)
+
+
+def store(key: str, weights: Sequence[float]) -> None:
+    """Set the weights under ``key`` from outside the table (the target planner's "Use this budget"): their
+    text, under ``key`` and its widget key (as :func:`ui.state.persistent` keeps them)."""
+    st.session_state[key] = st.session_state[f"_w_{key}"] = text_of(weights)
 
 
 def after_edit(text: str, n: int, edited: Sequence[float]) -> tuple[str, bool]:

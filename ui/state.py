@@ -247,6 +247,15 @@ def persistent(key: str, default: Any) -> str:
     return wkey
 
 
+def use_on_plan_step(key: str, value: Any) -> None:
+    """Set the Plan step's :func:`persistent` setting ``key`` to ``value`` and go to the Plan step.
+
+    Both keys are written: ``key`` for the step's code and ``_w_{key}`` so that its widget shows it."""
+    ss = st.session_state
+    ss[key] = ss[f"_w_{key}"] = value
+    st.switch_page("pages/plan.py")
+
+
 def keep_widget_values() -> None:
     """Copy every :func:`persistent` widget's value to its key; app.py calls it first on every run.
 

@@ -8,7 +8,6 @@ from typing import Any
 import streamlit as st
 
 from dpcore import catalog
-from dpcore.errors import DPCoreError
 from ui import compare_plans, fmt, frame, plans, series, state
 from ui.kinds.areas import common
 from ui.kinds.areas.plan import SPLITS, _core_plan, mechanism_names, selection
@@ -65,9 +64,6 @@ def _candidates(h, counts, cost, opts) -> list[compare_plans.Candidate]:  # noqa
         if name in NOT_COMPARED:
             out.append(compare_plans.Candidate(name, title, None, NOT_COMPARED[name]))
             continue
-        try:
-            core, why = _core_plan(h, counts, name, cost, opts)
-        except DPCoreError as e:
-            core, why = None, str(e)
+        core, why = _core_plan(h, counts, name, cost, opts)  # a DPCoreError comes back as (None, why)
         out.append(compare_plans.Candidate(name, title, core, why))
     return out

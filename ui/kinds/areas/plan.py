@@ -197,9 +197,8 @@ def _use_budget(prop: Any) -> None:
     split = target_ui.split_params(prop)
     if split:
         weights = split["weights"]
-        text = ",".join(f"{w:.6g}" for w in weights)
         ss["hier_split"] = ss["_w_hier_split"] = "custom"
-        ss[f"hier_weights_{len(weights)}"] = ss[f"_w_hier_weights_{len(weights)}"] = text
+        split_editor.store(f"hier_weights_{len(weights)}", weights)
 
 
 def error_table(plan: Plan, statistic: str, *, key: str, budget_col: bool = False, after: bool = False) -> None:
@@ -300,14 +299,8 @@ def selection(*, parse_only: bool = False) -> Selection:
     neighbour = ss.get("hier_neighbour", "add_remove") if counts.statistic == "count" and not is_matrix else "add_remove"
     split = ss.get("hier_importance", "levels") if is_matrix else ss.get("hier_split", "uniform")
     n_measured = sum(catalog.get("hierarchy", mech).measured_levels(counts.statistic, neighbour, h.depth))
-    error = None
-    weights = None
-    if split == "custom":
-        txt = ss.get(f"hier_weights_{n_measured}", ",".join(["1"] * n_measured))
-        try:
-            weights = [float(x) for x in txt.split(",") if x.strip()]
-        except ValueError:
-            weights, error = [1.0] * n_measured, "Weights must be numbers separated by commas, e.g. 1,1,2,4."
+    # the text is always n_measured numbers (split_editor's writers): parse's fallback to ones is never taken
+    weights = split_editor.parse(ss.get(f"hier_weights_{n_measured}", ""), n_measured) if split == "custom" else None
     opts: dict[str, Any] = {"neighbour": neighbour, "split": split, "weights": weights,
                             "order": ss.get("hier_order", "ascending") if mech == "topdown_linf" else "ascending"}
     if is_matrix and ss.get("hier_sets") is not None and ss.get("hier_sets_key", (None,))[0] == h.fingerprint():
@@ -316,8 +309,8 @@ def selection(*, parse_only: bool = False) -> Selection:
     opts["person_once"] = state.person_once(fp, per_period=series.active("areas") is not None)
     sel = Selection(mech, catalog.get("hierarchy", mech).title, cost, led,
                     hierarchy_unit(neighbour, counts.statistic, person_once=opts["person_once"]),
-                    split, n_measured, opts, None, ss.get("hier_delta", 1e-6), error)
-    if parse_only or error is not None:
+                    split, n_measured, opts, None, ss.get("hier_delta", 1e-6), None)
+    if parse_only:
         return sel
     key = plans.digest(fp, h.fingerprint(), counts.statistic, counts.k, mech, cost, neighbour, split, weights,
                        opts["order"], ss.get("hier_sets_key") if "area_sets" in opts else None,

@@ -13,7 +13,7 @@ import streamlit as st
 
 from dpcore import catalog
 from dpcore.core.mechanism import Plan
-from dpcore.errors import DPCoreError, ParameterError
+from dpcore.errors import DPCoreError
 from dpcore.flows.mechanisms.common import ODPlan
 from dpcore.flows.unit import od_unit
 from dpcore.privacy import budget
@@ -136,11 +136,8 @@ def _plan_choice(m: dict[str, Any], mech: str, cost: budget.PrivacyCost, split: 
     try:
         if split == "custom":
             n_m = len(measured_levels(m, mech, cost, opts))
-            txt = st.session_state.get(f"od_weights_{n_m}", ",".join(["1"] * n_m))
-            try:
-                weights = [float(x) for x in txt.split(",") if x.strip()]
-            except ValueError:
-                raise ParameterError("Weights must be numbers separated by commas, e.g. 1,1,2,4.") from None
+            # the text is always n_m numbers (split_editor's writers): parse's fallback to ones is never taken
+            weights = split_editor.parse(st.session_state.get(f"od_weights_{n_m}", ""), n_m)
         return weights, _core_plan(m, mech, cost, _params(split, weights, opts), unit), None
     except DPCoreError as e:  # e.g. the MILP baseline on a large domain: say why
         return weights, None, str(e)
@@ -282,7 +279,7 @@ def _use_budget(prop: Any) -> None:
     if split:
         weights = split["weights"]
         ss["od_split"] = ss["_w_od_split"] = "custom"
-        ss[f"od_weights_{len(weights)}"] = ss[f"_w_od_weights_{len(weights)}"] = ",".join(f"{w:.6g}" for w in weights)
+        split_editor.store(f"od_weights_{len(weights)}", weights)
 
 
 def lead_sentence(core: Plan, unit: str) -> str:

@@ -159,13 +159,14 @@ def _read_upload(up: Any) -> None:
 
 def _unreadable_offer(df: pd.DataFrame, lat: str, lon: str, name: str) -> dict[str, Any] | None:
     """An upload refused because some coordinates are text: the rows the option would leave out, when
-    that is the only reason (read again with ``drop_unreadable``; None if it would still be refused).
-    CURATOR-ONLY: the table and the number stay in this session's state until the curator decides."""
+    that is the only reason (read with ``drop_unreadable``; None if it would still be refused), and the
+    points it reads, which the option's button loads.
+    CURATOR-ONLY: the tables and the number stay in this session's state until the curator decides."""
     try:
         trial = load_points(df, lat, lon, None, source_name=name, drop_unreadable=True)
     except DPCoreError:
         return None
-    return {"df": df, "name": name, "cols": (lat, lon, detect_user_column(df)),
+    return {"df": df, "name": name, "cols": (lat, lon, detect_user_column(df)), "table": trial,
             "n": trial.dropped.get(DROP_UNREADABLE_COORDINATE, 0)}
 
 
@@ -178,13 +179,7 @@ def _leave_out_unreadable() -> None:
         return
     if not _leave_out_button(offer["n"]):
         return
-    df, name, (lat, lon, user0) = offer["df"], offer["name"], offer["cols"]
-    try:
-        table = load_points(df, lat, lon, None, source_name=name, drop_unreadable=True)
-    except DPCoreError as e:  # not expected: the offer was made from the same read
-        ss["upload_error"] = str(e)
-        ss.pop("upload_unreadable", None)
-        st.rerun()
+    df, name, (lat, lon, user0), table = offer["df"], offer["name"], offer["cols"], offer["table"]
     ss.pop("upload_unreadable", None)
     ss["upload_df"], ss["upload_name"], ss["upload_cols"] = df, name, (lat, lon, user0)
     ss["upload_drop_unreadable"] = True  # the columns form reads this file the same way
