@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
@@ -93,3 +94,31 @@ def extent_map_kept(at: AppTest, monkeypatch, module, chart: str) -> None:  # no
         ok(at.run())
         assert len([el for el in at.get("plotly_chart") if el.proto.id.endswith(chart)]) == 1
     assert made == []
+
+
+def timed_points(days: int = 5, per_day: int = 40, seed: int = 3) -> bytes:
+    """Points over NYC with a 'Date/Time' column, April 2014 (the Uber file's format)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for d in range(1, days + 1):
+        for _ in range(per_day):
+            lat, lon = 40.70 + 0.1 * rng.random(), -74.0 + 0.1 * rng.random()
+            rows.append(f"4/{d}/2014 {rng.integers(0, 24)}:{rng.integers(10, 60)}:00,{lat:.5f},{lon:.5f}")
+    return ("Date/Time,Lat,Lon\n" + "\n".join(rows) + "\n").encode()
+
+
+def clean(at: AppTest) -> AppTest:
+    """``at`` after checking that its last run raised nothing and showed no error."""
+    ok(at)
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def series_session(days: int = 5) -> AppTest:
+    """A new session of the app with ``timed_points(days)`` uploaded on the points Data step and its
+    time controls switched on (releases over time)."""
+    at = clean(AppTest.from_file(APP, default_timeout=240).run())
+    at.file_uploader(key="points_upload").set_value(("pickups.csv", timed_points(days), "text/csv")).run()
+    clean(at)
+    at.toggle(key="_w_series_on_points").set_value(True).run()
+    return clean(at)

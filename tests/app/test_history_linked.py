@@ -4,27 +4,24 @@ every member of a budget group, e.g. two used budgets of the same data) is drawn
 from __future__ import annotations
 
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
+from app_steps import clean, series_session
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import test_series_page as tsp  # noqa: E402
-
-from dpcore.privacy import budget, oneoff_links  # noqa: E402
-from dpcore.privacy.ledger_store import LedgerStore  # noqa: E402
+from dpcore.privacy import budget, oneoff_links
+from dpcore.privacy.ledger_store import LedgerStore
 
 
 def test_a_series_linked_to_two_budgets_is_drawn_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "ledger.sqlite"
     monkeypatch.setenv("DPCORE_LEDGER_DB", str(db))
-    at = tsp.series_session(days=2)
+    at = series_session(days=2)
     at.text_input(key="_w_series_start_points").set_value("2014-04-01")
     at.text_input(key="_w_series_end_points").set_value("2014-04-02").run()
     at.switch_page("pages/release.py").run()
     at.button(key="series_release_points").click().run()
-    tsp.ok(at)
+    clean(at)
     con = sqlite3.connect(db)
     pops = [p for (p,) in con.execute("SELECT DISTINCT population FROM series_links")]
     con.close()
@@ -35,7 +32,7 @@ def test_a_series_linked_to_two_budgets_is_drawn_once(tmp_path: Path, monkeypatc
     oneoff_links.link(store, pops[0], ["k1:other"])  # now linked to this session's budget and to k1:other
 
     at.switch_page("pages/history.py").run()
-    tsp.ok(at)
+    clean(at)
     heads = [h.value.split(" · ")[0] for h in at.subheader if "over time" in h.value]
     assert len(heads) == 2, heads
     overs = [m.value for m in at.markdown if m.value.startswith("**Over time**")]

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from app_steps import series_session, timed_points
 from streamlit.testing.v1 import AppTest
 
 from dpcore.core.session import Session
@@ -24,25 +25,6 @@ def ok(at: AppTest) -> AppTest:
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     return at
-
-
-def timed_points(days: int = 5, per_day: int = 40, seed: int = 3) -> bytes:
-    """Points over NYC with a 'Date/Time' column, April 2014 (the Uber file's format)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for d in range(1, days + 1):
-        for _ in range(per_day):
-            lat, lon = 40.70 + 0.1 * rng.random(), -74.0 + 0.1 * rng.random()
-            rows.append(f"4/{d}/2014 {rng.integers(0, 24)}:{rng.integers(10, 60)}:00,{lat:.5f},{lon:.5f}")
-    return ("Date/Time,Lat,Lon\n" + "\n".join(rows) + "\n").encode()
-
-
-def series_session(days: int = 5) -> AppTest:
-    at = ok(AppTest.from_file(APP, default_timeout=240).run())
-    at.file_uploader(key="points_upload").set_value(("pickups.csv", timed_points(days), "text/csv")).run()
-    ok(at)
-    at.toggle(key="_w_series_on_points").set_value(True).run()
-    return ok(at)
 
 
 def test_time_controls_detect_the_column_and_take_the_range_from_the_curator() -> None:

@@ -92,13 +92,18 @@ def test_the_servers_collector_frees_a_closed_sessions_figures_without_an_automa
     assert not thread.is_alive()
 
 
-def test_the_warm_up_runs_the_root_page_once_touching_nothing_and_closes() -> None:
+def test_the_warm_up_runs_the_root_page_once_touching_nothing_and_closes(monkeypatch) -> None:
     """ui.serve.warm_up against a stand-in of Streamlit's websocket end (in this process, so its socket
     is this process's own): one run of the root URL, no widget state (nothing clicked, so nothing is
     released or charged), done at the run that finishes (not the one replaced by the app's page switch),
-    then the connection is closed."""
+    then the connection is closed.
+
+    No sleep decides it: the stand-in sends the run that finishes only once the warm-up asks for a
+    message after the replaced run (its connection's recv is watched); a warm-up that stops at the
+    replaced run closes instead, and that second message is never sent."""
     import threading
 
+    import websockets.sync.client as ws_client
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
     from websockets.sync.server import serve as ws_serve
@@ -106,6 +111,28 @@ def test_the_warm_up_runs_the_root_page_once_touching_nothing_and_closes() -> No
     import ui.serve as serve
 
     seen: list[Any] = []
+    asked_again, moved, second_sent = threading.Event(), threading.Event(), threading.Event()
+    real_connect = ws_client.connect
+
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        conn = real_connect(*args, **kwargs)
+        recv, close, calls = conn.recv, conn.close, [0]
+
+        def watched_recv(*a: Any, **k: Any) -> Any:
+            calls[0] += 1
+            if calls[0] == 2:  # the warm-up reads on after the replaced run
+                asked_again.set()
+                moved.set()
+            return recv(*a, **k)
+
+        def watched_close(*a: Any, **k: Any) -> Any:
+            moved.set()
+            return close(*a, **k)
+
+        conn.recv, conn.close = watched_recv, watched_close
+        return conn
+
+    monkeypatch.setattr(ws_client, "connect", connect)
 
     def finished(status: Any) -> bytes:
         fm = ForwardMsg()
@@ -118,8 +145,10 @@ def test_the_warm_up_runs_the_root_page_once_touching_nothing_and_closes() -> No
         msg.ParseFromString(ws.recv())
         seen.append(msg)
         ws.send(finished(ForwardMsg.FINISHED_EARLY_FOR_RERUN))  # app.py switches to the Data step
-        time.sleep(0.2)  # a warm-up that stopped there has closed by now: the next send fails
-        ws.send(finished(ForwardMsg.FINISHED_SUCCESSFULLY))
+        moved.wait(timeout=30)  # the warm-up either asks for the next message or closes
+        if asked_again.is_set():
+            second_sent.set()
+            ws.send(finished(ForwardMsg.FINISHED_SUCCESSFULLY))
         for _ in ws:  # until the warm-up closes
             seen.append("more")
         seen.append("closed")
@@ -129,11 +158,13 @@ def test_the_warm_up_runs_the_root_page_once_touching_nothing_and_closes() -> No
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         took = serve.warm_up(port, timeout=30)
+        waited = second_sent.is_set()
         deadline = time.monotonic() + 10
         while seen[-1] != "closed" and time.monotonic() < deadline:
             time.sleep(0.02)
         server.shutdown()
     assert took is not None and took >= 0
+    assert waited  # the warm-up returned only after the run that finishes was sent
     (path, protocol), msg, closed = seen
     assert (path, protocol, closed) == ("/_stcore/stream", "streamlit", "closed")
     assert msg.WhichOneof("type") == "rerun_script"

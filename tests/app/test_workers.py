@@ -238,22 +238,29 @@ def test_a_busy_port_is_said_before_any_server_starts(monkeypatch) -> None:
 
 
 class Closer(Sleepers):
-    """A worker that listens for a moment, then closes its socket and lives on (as one that stops)."""
+    """A worker that listens until the file ``go`` exists, then closes its socket and lives on (as one that
+    stops): told when, not after a fixed time, so a loaded machine cannot close it before it is seen."""
+
+    go: Path
 
     def command(self, i: int) -> list[str]:
-        return [sys.executable, "-c", "import socket, sys, time\ns = socket.socket()\n"
-                "s.bind(('127.0.0.1', int(sys.argv[1])))\ns.listen()\ntime.sleep(1)\ns.close()\ntime.sleep(60)",
-                str(self.backends[i].port)]
+        return [sys.executable, "-c", "import os, socket, sys, time\ns = socket.socket()\n"
+                "s.bind(('127.0.0.1', int(sys.argv[1])))\ns.listen()\nend = time.monotonic() + 60\n"
+                "while not os.path.exists(sys.argv[2]) and time.monotonic() < end:\n    time.sleep(0.02)\n"
+                "s.close()\ntime.sleep(60)",
+                str(self.backends[i].port), str(self.go)]
 
 
-def test_a_worker_whose_listening_socket_is_gone_is_never_used_again() -> None:
+def test_a_worker_whose_listening_socket_is_gone_is_never_used_again(tmp_path: Path) -> None:
     """Review finding: a stopping worker closes its socket before it exits, and a program that took the
     port then got the front's traffic (584 of 6,100 requests); the socket is now checked at every use."""
     w = Closer(1, ["app.py"])
+    w.go = tmp_path / "go"
     w.start(0)
     try:
         w.wait_ready(timeout=60)
         assert w.usable(0) and w.runs[0].listener[1].startswith("socket:[")
+        w.go.touch()  # now close the socket
         deadline = time.monotonic() + 30
         while w.usable(0):
             assert time.monotonic() < deadline
@@ -317,7 +324,8 @@ def test_an_exit_within_a_minute_of_listening_is_a_failure_and_after_it_is_not()
         w.stop()
 
 
-def test_a_worker_that_never_listens_or_stops_listening_but_runs_on_is_stopped(monkeypatch, capsys) -> None:
+def test_a_worker_that_never_listens_or_stops_listening_but_runs_on_is_stopped(monkeypatch, capsys,
+                                                                                tmp_path: Path) -> None:
     """Review findings: a worker hung before it listened, or after it closed its socket while stopping,
     was kept for ever (never used, never started again)."""
     monkeypatch.setattr(workers, "START_TIMEOUT", 0.3)
@@ -336,12 +344,14 @@ def test_a_worker_that_never_listens_or_stops_listening_but_runs_on_is_stopped(m
                                (Closer, "stopped listening 0 s ago", -signal.SIGTERM),
                                (Deaf, "did not start within 0 s", -signal.SIGKILL)):
         w = kind(1, ["app.py"])
+        w.go = tmp_path / "go"
 
         async def watch(w=w, kind=kind):
             w.start(0)
             first = w.runs[0].proc
             if kind is Closer:
                 w.wait_ready(timeout=60)
+                w.go.touch()  # now close the socket
             task = asyncio.create_task(w.supervise(every=0.05))
             stopped = await until(lambda: first.poll() is not None)
             task.cancel()
