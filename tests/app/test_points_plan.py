@@ -187,6 +187,8 @@ def test_the_default_release_is_auto_and_records_its_choice(at: AppTest) -> None
     assert choice["n_source"] == "noisy features" and choice["chosen"] in catalog.names("points")
     assert choice["feature_epsilon"] == pytest.approx(0.5 * 0.05) and "concentration" in choice["features"]
     assert rel.mechanism_title.startswith("Auto → ")
+    # the Release step says why, in the record's words, under the confirmation
+    assert [c.value for c in at.caption if c.value == f"Why {choice['chosen_title']}: {choice['reason']}"]
 
 
 def test_plan_and_release_state_the_same_query_error_for_a_tree_shaped_by_the_data(at: AppTest) -> None:

@@ -49,6 +49,8 @@ def release_step() -> None:
     r = cur.release
     confirm.released(f"{r.mechanism_title}: {fmt.count(int(r.leaf.sum()))} released areas", r.cost, led,
                      r.release_id)
+    if "auto" in r.public:  # auto's choice, in the record's words (published: read from the release)
+        st.caption(f"Why {r.public['auto']['chosen_title']}: {r.public['auto']['reason']}")
     st.subheader("Map", anchor="map")
     _map(cur)
     # the release's tables, once its map is on the page: the record's level guidance below reads them
