@@ -21,6 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from dpcore.core import target_time
 from dpcore.core.periods import parse_period, parse_time_range, periods_in
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
@@ -196,7 +197,7 @@ def plan_panel(kind: str, cost: budget.PrivacyCost) -> None:
     c3.metric(f"Its (ε, δ) reading at δ = {eps['delta']:g}", fmt.eps(eps["epsilon"]))
     # the horizon cap reads the figure in the release's terms: ρ summed, or ε summed (basic composition)
     total = h["rho"] if cost.definition == "zcdp" else h["epsilon_pure"]
-    st.caption(horizon_sentence(h, n, s.period.strip().lower()))
+    st.caption(horizon_sentence(h, s.period.strip().lower()))
     cap = st.number_input(f"Horizon cap ({cost.symbol} summed over the periods, optional; 0 for none)", min_value=0.0,
                           format="%.4g", key=state.persistent(_key(kind, "hcap"), 0.0),
                           help="Refuse any period's release that would take the horizon figure past this.")
@@ -206,23 +207,27 @@ def plan_panel(kind: str, cost: budget.PrivacyCost) -> None:
                    "cap: the release would be refused. Lower the budget per period or shorten the range.")
 
 
-def horizon_sentence(h: Mapping[str, Any], n: int, period: str) -> str:
-    """The Plan step's line under the horizon figure ``h`` of ``n`` periods: the range's total and a year's
-    at the same rate, each as ρ and (under pure DP) as ε summed, so neither is read against the other.
+def horizon_sentence(h: Mapping[str, Any], period: str) -> str:
+    """The Plan step's line under the horizon figure ``h`` (of periods named by ``period``): the range's
+    total and a year's at the same rate, each as ρ and (under pure DP) as ε summed, so neither is read
+    against the other.  The number of periods and of a year's are the figure's own (``periods``, and its
+    projection's); a year's ε summed is :func:`dpcore.core.target_time.horizon_figure`'s, at the figure's
+    mean ε per period.
 
-    >>> from dpcore.privacy.series_ledger import horizon_figure, periods_per_year
-    >>> horizon_sentence(horizon_figure([0.5] * 30, "pure", "day", 30), 30, "day")
+    >>> from dpcore.privacy.series_ledger import horizon_figure
+    >>> horizon_sentence(horizon_figure([0.5] * 30, "pure", "day", 30), "day")
     'Over the 30 periods of the range: ε summed = 15 (ρ = 3.8); 365 days at this rate: ε summed = 180 (ρ = 46).'
-    >>> horizon_sentence(horizon_figure([0.01] * 2, "zcdp", "week", 2), 2, "week")
+    >>> horizon_sentence(horizon_figure([0.01] * 2, "zcdp", "week", 2), "week")
     'Over the 2 periods of the range: ρ = 0.02; 52 weeks at this rate: ρ = 0.52.'
     """
-    year, name = periods_per_year(period)
-    p = h["projection"]
+    n, p = h["periods"], h["projection"]
+    year, name = p["periods"], periods_per_year(period)[1]
     if "epsilon_pure" in h:
         per = h["epsilon_pure"] / n if n else 0.0
+        in_year = target_time.horizon_figure(budget.pure(per), year)["value"] if per else 0.0
         text = (f"Over the {fmt.count(n)} periods of the range: ε summed = {two_significant(h['epsilon_pure'])} "
                 f"(ρ = {two_significant(h['rho'])}); {fmt.count(year)} {name} at this rate: ε summed = "
-                f"{two_significant(per * year)} (ρ = {two_significant(p['rho'])})")
+                f"{two_significant(in_year)} (ρ = {two_significant(p['rho'])})")
     else:
         text = (f"Over the {fmt.count(n)} periods of the range: ρ = {two_significant(h['rho'])}; {fmt.count(year)} {name} "
                 f"at this rate: ρ = {two_significant(p['rho'])}")

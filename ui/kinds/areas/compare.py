@@ -8,9 +8,9 @@ from typing import Any
 import streamlit as st
 
 from dpcore import catalog
-from ui import compare_plans, fmt, frame, plans, series, state
+from ui import compare_plans, fmt, frame, plans
 from ui.kinds.areas import common
-from ui.kinds.areas.plan import SPLITS, _core_plan, mechanism_names, selection
+from ui.kinds.areas.plan import SPLITS, _core_plan, mechanism_names, mechanism_options, selection
 
 ss = st.session_state
 
@@ -30,10 +30,9 @@ def compare_step() -> None:
     h, counts, fp = m["h"], m["counts"], m["fp"]
     sel = selection(parse_only=True)  # its cost; its options follow the Plan step's mechanism
     opts = compare_options(counts.statistic, fp)
-    split = opts["split"]
     key = plans.digest(fp, h.fingerprint(), counts.statistic, counts.k, sel.cost, *opts.items())
     candidates = plans.kept("hier_compare", key, lambda: _candidates(h, counts, sel.cost, opts))
-    split_words = compare_plans.split_words(SPLITS[split], ss.get("hier_split", "uniform") == "custom")
+    split_words = compare_plans.split_words(SPLITS[_split()], ss.get("hier_split", "uniform") == "custom")
     compare_plans.show(candidates, label=common.level_label,
                        unit_word="groups" if counts.statistic == "group_sizes" else "people",
                        cost_label=sel.cost.label(), mech_key="hier_mech",
@@ -45,15 +44,21 @@ def compare_step() -> None:
                                     "interval).")
 
 
-def compare_options(statistic: str, fp: str) -> dict[str, Any]:
-    """Every mechanism's options on the Compare page, from the Plan step's settings (not from its
-    mechanism's: under the matrix mechanism the Plan step has add/remove neighbours and may carry
-    area sets, which no other mechanism answers); every input of the compared plans."""
+def _split() -> str:
+    """The budget across levels of every compared mechanism: the Plan step's split, uniform in place of its
+    custom weights (one per measured level, which differ between mechanisms)."""
     split = ss.get("hier_split", "uniform")
-    return {"neighbour": ss.get("hier_neighbour", "add_remove") if statistic == "count" else "add_remove",
-            "split": split if split in SPLITS and split != "custom" else "uniform", "weights": None,
-            "order": ss.get("hier_order", "ascending"),
-            "person_once": state.person_once(fp, per_period=series.active("areas") is not None)}
+    return split if split in SPLITS and split != "custom" else "uniform"
+
+
+def compare_options(statistic: str, fp: str) -> dict[str, dict[str, Any]]:
+    """Each compared mechanism's options, by name: the Plan step's settings as that mechanism reads them
+    (:func:`ui.kinds.areas.plan.mechanism_options`, the Plan step's own rule; not the options of the
+    Plan step's mechanism, which under the matrix mechanism may carry area sets no other mechanism
+    answers) and the split of :func:`_split`; every input of the compared plans."""
+    split = _split()
+    return {name: {**mechanism_options(name, statistic, fp), "split": split, "weights": None}
+            for name in mechanism_names(statistic) if name not in NOT_COMPARED}
 
 
 def _candidates(h, counts, cost, opts) -> list[compare_plans.Candidate]:  # noqa: ANN001 - the model's objects
@@ -64,6 +69,6 @@ def _candidates(h, counts, cost, opts) -> list[compare_plans.Candidate]:  # noqa
         if name in NOT_COMPARED:
             out.append(compare_plans.Candidate(name, title, None, NOT_COMPARED[name]))
             continue
-        core, why = _core_plan(h, counts, name, cost, opts)  # a DPCoreError comes back as (None, why)
+        core, why = _core_plan(h, counts, name, cost, opts[name])  # a DPCoreError comes back as (None, why)
         out.append(compare_plans.Candidate(name, title, core, why))
     return out

@@ -137,7 +137,7 @@ def _unit_and_split(h: Any, counts: Any, mech_name: str) -> None:
         levels = [common.level_label(name) for name, m in zip(h.level_names, measured, strict=False) if m]
         split_editor.editor(c5, levels if len(levels) == sel.n_measured else
                             [f"level {i + 1}" for i in range(sel.n_measured)], f"hier_weights_{sel.n_measured}")
-    if mech_name == "topdown_linf":
+    if takes(mech_name, "order"):
         with st.expander("Advanced"):
             st.caption("How the last step turns noisy counts into whole numbers.")
             st.radio("Which noisy cells are set to zero first", ["ascending", "descending"],
@@ -163,7 +163,7 @@ def target_planner(h: Any, counts: Any, sel: Selection) -> None:
     mech = catalog.get("hierarchy", sel.mech)
     params: dict[str, Any] = {"split": sel.split, "weights": tuple(sel.opts.get("weights") or ())}
     public: dict[str, Any] = {"statistic": counts.statistic, "k": counts.k}
-    if sel.mech == "topdown_linf":
+    if takes(sel.mech, "order"):
         params["order"] = sel.opts.get("order", "ascending")
     if sel.mech == "matrix":
         params["sets_weight"] = float(sel.opts.get("sets_weight", 1.0))
@@ -284,6 +284,22 @@ class Selection:
         return self.core.inner if self.core is not None else None
 
 
+def takes(mech: str, option: str) -> bool:
+    """Whether the hierarchy mechanism ``mech`` reads ``option`` (one of its declared parameters)."""
+    return any(p.name == option for p in catalog.get("hierarchy", mech).params)
+
+
+def mechanism_options(mech: str, statistic: str, fp: str) -> dict[str, Any]:
+    """The Plan step's settings as ``mech`` reads them, the one rule of the Plan step and of Compare: the
+    neighbours (one person replaced only for counts, and never under the matrix mechanism, whose strategy is
+    for one person added or removed), the zeroing order where ``mech`` declares it (its default elsewhere),
+    and whether each person is counted once (the table with fingerprint ``fp``)."""
+    neighbour = ss.get("hier_neighbour", "add_remove") if statistic == "count" and mech != "matrix" else "add_remove"
+    # the unit: one person when confirmed, for the table or, over time, for each period (issue 26 item 15)
+    return {"neighbour": neighbour, "order": ss.get("hier_order", "ascending") if takes(mech, "order") else "ascending",
+            "person_once": state.person_once(fp, per_period=series.active("areas") is not None)}
+
+
 def selection(*, parse_only: bool = False) -> Selection:
     """The mechanism, options and budget of the Plan step for the hierarchy loaded now, and its plan.
 
@@ -296,17 +312,17 @@ def selection(*, parse_only: bool = False) -> Selection:
     value = ss.get(f"hier_value_{definition}", state.DEFAULT_RELEASE[definition])
     cost = budget.pure(value) if definition == "pure" else budget.zcdp(value)
     is_matrix = mech == "matrix"
-    neighbour = ss.get("hier_neighbour", "add_remove") if counts.statistic == "count" and not is_matrix else "add_remove"
+    own = mechanism_options(mech, counts.statistic, fp)
+    neighbour = own["neighbour"]
     split = ss.get("hier_importance", "levels") if is_matrix else ss.get("hier_split", "uniform")
     n_measured = sum(catalog.get("hierarchy", mech).measured_levels(counts.statistic, neighbour, h.depth))
     # the text is always n_measured numbers (split_editor's writers): parse's fallback to ones is never taken
     weights = split_editor.parse(ss.get(f"hier_weights_{n_measured}", ""), n_measured) if split == "custom" else None
     opts: dict[str, Any] = {"neighbour": neighbour, "split": split, "weights": weights,
-                            "order": ss.get("hier_order", "ascending") if mech == "topdown_linf" else "ascending"}
+                            "order": own["order"]}
     if is_matrix and ss.get("hier_sets") is not None and ss.get("hier_sets_key", (None,))[0] == h.fingerprint():
         opts.update(area_sets=ss["hier_sets"], sets_weight=float(ss.get("hier_sets_weight", 1.0)))
-    # the unit: one person when confirmed, for the table or, over time, for each period (issue 26 item 15)
-    opts["person_once"] = state.person_once(fp, per_period=series.active("areas") is not None)
+    opts["person_once"] = own["person_once"]
     sel = Selection(mech, catalog.get("hierarchy", mech).title, cost, led,
                     hierarchy_unit(neighbour, counts.statistic, person_once=opts["person_once"]),
                     split, n_measured, opts, None, ss.get("hier_delta", 1e-6), None)

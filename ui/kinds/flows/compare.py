@@ -9,7 +9,7 @@ from dpcore import catalog
 from dpcore.errors import DPCoreError
 from ui import compare_plans, frame, plans
 from ui.kinds.flows.common import MECHS, SPLITS, level_label, setting
-from ui.kinds.flows.plan import _core_plan, _params, selection
+from ui.kinds.flows.plan import _core_plan, _params, options, selection
 from ui.kinds.flows.sources import model
 
 
@@ -29,19 +29,12 @@ def compare_step() -> None:
                                     "the neighbours, the tree's orientation and the unit of privacy as on the Plan step.")
 
 
-def _options(mech: str, opts: dict[str, Any]) -> dict[str, Any]:
-    """The Plan step's options as ``mech`` reads them (as :func:`ui.kinds.flows.plan.selection` sets them)."""
-    return {"neighbour": opts["neighbour"], "orientation": opts["orientation"],
-            "order": setting("order") if mech == "inftda" else "ascending",
-            "tiebreak": setting("tiebreak") if mech in ("inftda", "tda_l2") else "random"}
-
-
 def _candidates(m: dict[str, Any], sel: Any, split: str) -> list[compare_plans.Candidate]:
     out = []
     for name in MECHS:
         title = catalog.get("od", name).title
         try:
-            core, why = _core_plan(m, name, sel.cost, _params(split, None, _options(name, sel.opts)), sel.unit), None
+            core, why = _core_plan(m, name, sel.cost, _params(split, None, options(name)), sel.unit), None
         except DPCoreError as e:
             core, why = None, str(e)
         out.append(compare_plans.Candidate(name, title, core, why))

@@ -104,6 +104,20 @@ def measured_levels(m: dict[str, Any], mech: str, cost: budget.PrivacyCost, opts
     return [lv.name for lv in probe.inner.levels if lv.measured]
 
 
+#: the mechanisms that read IntOpt's zeroing order, and the tie rule (the others take the defaults below)
+TAKES_ORDER = ("inftda",)
+TAKES_TIEBREAK = ("inftda", "tda_l2")
+
+
+def options(mech: str) -> dict[str, Any]:
+    """The Plan step's options as ``mech`` reads them: the neighbours and the tree's orientation as chosen,
+    the zeroing order and the tie rule as chosen where ``mech`` reads them (``TAKES_ORDER``,
+    ``TAKES_TIEBREAK``), their defaults elsewhere.  The one rule of the Plan step and of Compare."""
+    return {"neighbour": setting("neighbour"), "orientation": setting("orientation"),
+            "order": setting("order") if mech in TAKES_ORDER else "ascending",
+            "tiebreak": setting("tiebreak") if mech in TAKES_TIEBREAK else "random"}
+
+
 def selection(m: dict[str, Any] | None = None) -> Selection:
     """The mechanism, budget and options of the Plan step for the trips loaded now, and their plan (kept
     in the session while the choices stand)."""
@@ -116,9 +130,7 @@ def selection(m: dict[str, Any] | None = None) -> Selection:
         definition = "rho" if led.definition == "zcdp" else "pure"
     cost, label, delta, approx = _budget(definition)
     mech = setting("mech")
-    opts = {"neighbour": setting("neighbour"), "orientation": setting("orientation"),
-            "order": setting("order") if mech == "inftda" else "ascending",
-            "tiebreak": setting("tiebreak") if mech in ("inftda", "tda_l2") else "random"}
+    opts = options(mech)
     split = setting("split")
     c = m["counts"]
     unit = od_unit(opts["neighbour"], c.max_trips, c.persons)
@@ -224,12 +236,12 @@ def _tree_options(m: dict[str, Any], mech: str, counts: Any) -> None:
                      key=keep("split", DEFAULTS["split"]))
     kept("split")
     with st.expander("Advanced"):
-        if mech == "inftda":
+        if mech in TAKES_ORDER:
             st.radio("IntOpt zeroing order", ["ascending", "descending"], key=keep("order", DEFAULTS["order"]),
                      help="Ascending zeroes the smallest noisy flows first (fewer spurious flows); descending keeps "
                           "them (fewer real flows lost).")
             kept("order")
-        if mech in ("inftda", "tda_l2"):
+        if mech in TAKES_TIEBREAK:
             st.radio("Ties", ["random", "index"], key=keep("tiebreak", DEFAULTS["tiebreak"]),
                      format_func={"random": "broken at random (no area favoured)",
                                   "index": "broken by area order (reproducible)"}.get)
