@@ -1,4 +1,4 @@
-"""PrivTree-family variants against AG, on the training shapes (issue 27, item 3).
+"""PrivTree-family variants against AG, chosen on the training shapes (issue 27, item 3).
 
 Every variant is PrivTree's tree (Zhang, Xiao & Xie, SIGMOD 2016; the library's
 :func:`~dpcore.points.mechanisms.privtree.grow_privtree`, built with its own share ε_tree of ε) and
@@ -12,6 +12,12 @@ Variants (``tree / counts / field`` in the tables)
             geometric budgets ``ε_d ∝ r^d`` adding up to ε_count (Cormode, Procopiuc, Srivastava, Shen
             & Yu, ICDE 2012, Eq. 17: r = 2^(1/3)), a leaf above the bottom taking what its path has left
             (the library quadtree's rule, :func:`~dpcore.points.mechanisms.quadtree.node_budgets`);
+            ``leafpool``: ``leaf``, then ``ag_pool``'s pooling among siblings (:func:`pool_siblings`);
+            ``leafeb``: ``leaf``, then shrunk towards the neighbours (:func:`shrink_to_neighbours`);
+            ``ag2 a c2``: AG's second level under PrivTree's leaves (:func:`refine_leaves`): the leaves
+            counted with a share ``a`` of ε_count, each cut into AG's ``m2 × m2`` blocks from its noisy
+            count (constant ``c2``), the blocks counted with the rest, AG's least squares; ``ag2p a c2``:
+            the same, then ``ag_pool``'s pooling below 2 SD;
             ``true`` (a study column, never a release): the leaves' TRUE counts, so that the error left is
             the partition's and the within-leaf rule's, the rest of ``leaf``'s being noise;
             ``sub r``: every node counted, budgets allotted top-down per subtree: a node with ``R`` of
@@ -67,10 +73,12 @@ from dpcore.core import metrics  # noqa: E402
 from dpcore.data import queries  # noqa: E402
 from dpcore.data.domain import paint_rects, prefix_sums, rect_sums_from_prefix  # noqa: E402
 from dpcore.estimate.tree_inference import tree_least_squares  # noqa: E402
+from dpcore.points.mechanisms.ag import second_level_sides, sub_blocks  # noqa: E402
+from dpcore.points.mechanisms.ag_pool import pool_sparse, sum_up  # noqa: E402
 from dpcore.points.mechanisms.privtree import grow_privtree, privtree_parameters  # noqa: E402
 from dpcore.points.mechanisms.quadtree import node_budgets, noisy_tree_counts  # noqa: E402
 from dpcore.points.unit import points_unit  # noqa: E402
-from dpcore.points.within_leaf import leaf_labels, piecewise_linear  # noqa: E402
+from dpcore.points.within_leaf import _box_mean, leaf_labels, piecewise_linear  # noqa: E402
 from dpcore.privacy.calibration import laplace_scale_for_epsilon, split_custom  # noqa: E402
 from dpcore.privacy.calibration import split as split_parts  # noqa: E402
 from dpcore.privacy.noise import NoiseSource  # noqa: E402
@@ -143,8 +151,20 @@ def ptree_variants(agg, eps: float, share: float, theta: int, counts: list[str],
         noise = NoiseSource(_hash(seed, cv, j))
         if cv == "true":  # study only (reads the true leaf counts): the partition's and the prior's error
             est = true[li].astype(float)
-        elif cv == "leaf":
-            est = true[li] + noise.discrete_laplace(laplace_scale_for_epsilon(eps_count, k), li.size)
+        elif cv in ("leaf", "leafpool", "leafeb"):
+            scale = laplace_scale_for_epsilon(eps_count, k)
+            est = (true[li] + noise.discrete_laplace(scale, li.size)).astype(float)
+            if cv == "leafpool":
+                est = pool_siblings(est, parent[li], rects[li], 2.0 * float(np.sqrt(2.0) * scale))
+            elif cv == "leafeb":
+                est = shrink_to_neighbours(est, rects[li], depth[li], 2.0 * float(scale) ** 2, shape)
+        elif cv.startswith("ag2"):
+            kind, a1, c2 = cv.split()
+            e1, e2 = split_custom(eps_count, [float(a1), 1.0 - float(a1)])
+            lrects, est = refine_leaves(agg, rects[li], true[li], e1, e2, float(c2), noise, kind == "ag2p")
+            for f, field in fields(lrects, est, shape).items():
+                out[f"{cv} / {f}"] = field
+            continue
         else:
             kind, r = cv.split()
             r = float(r)
@@ -159,6 +179,65 @@ def ptree_variants(agg, eps: float, share: float, theta: int, counts: list[str],
         for f, field in fields(rects[li], est.astype(float), shape).items():
             out[f"{cv} / {f}"] = field
     return out
+
+
+def pool_siblings(est: np.ndarray, group: np.ndarray, rects: np.ndarray, threshold: float) -> np.ndarray:
+    """``ag_pool``'s pooling on PrivTree's leaves: among the leaves of one parent, those whose noisy count is
+    below ``threshold`` (2 SD) share their summed count (clamped at 0) in proportion to their areas."""
+    area = ((rects[:, 1] - rects[:, 0]) * (rects[:, 3] - rects[:, 2])).astype(float)
+    low = est < threshold
+    g = np.unique(group, return_inverse=True)[1]
+    tot = np.bincount(g[low], est[low], minlength=g.max() + 1)
+    ar = np.bincount(g[low], area[low], minlength=g.max() + 1)
+    out = est.copy()
+    out[low] = np.maximum(tot[g[low]], 0.0) * area[low] / ar[g[low]]
+    return out
+
+
+def shrink_to_neighbours(est: np.ndarray, rects: np.ndarray, depth: np.ndarray, noise_var: float,
+                         shape: tuple[int, int]) -> np.ndarray:
+    """Empirical-Bayes (Wiener) shrinkage of every leaf's noisy count towards ``m``, the leaf's share of its
+    neighbourhood's flat density (a box of three times the leaf's height and width): ``m + k·(est − m)``
+    with ``k = V/(V + σ²)``, ``V = max(mean (est − m)² − σ², 0)`` over the leaves of the same depth.  Reads
+    only the release (post-processing)."""
+    area = ((rects[:, 1] - rects[:, 0]) * (rects[:, 3] - rects[:, 2])).astype(float)
+    lab = leaf_labels(rects, shape)
+    flat = (est / area)[lab]
+    h, w = rects[:, 1] - rects[:, 0], rects[:, 3] - rects[:, 2]
+    box = _box_mean(flat, ((3 * h) // 2).astype(np.int32)[lab], ((3 * w) // 2).astype(np.int32)[lab])
+    m = np.bincount(lab.ravel(), box.ravel(), minlength=len(rects))
+    r = est - m
+    out = est.copy()
+    for d in np.unique(depth):
+        at = depth == d
+        v = max(float(np.mean(r[at] ** 2)) - noise_var, 0.0)
+        out[at] = m[at] + v / (v + noise_var) * r[at]
+    return out
+
+
+def refine_leaves(agg, leaves: np.ndarray, true: np.ndarray, e1: float, e2: float, c2: float,
+                  noise: NoiseSource, pool: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """AG's second level under PrivTree's leaves: every leaf counted with ``e1``, then cut into an
+    ``m2 × m2`` block grid with AG's rule ``m2 = ceil(sqrt(n'·e2/c2))`` from its released noisy count
+    ``n'``, the blocks counted with ``e2``, and each leaf with its blocks made consistent by weighted
+    least squares (AG's inference, Qardaji, Yang & Li 2013); with ``pool``, then ``ag_pool``'s pooling
+    below 2 SD (all leaves one group, each leaf's blocks one group).  Returns the blocks and their
+    estimates."""
+    k = int(agg.sensitivity)
+    s1, s2 = laplace_scale_for_epsilon(e1, k), laplace_scale_for_epsilon(e2, k)
+    noisy1 = true + noise.discrete_laplace(s1, true.size)
+    m2 = second_level_sides(noisy1, e2, c2, k)
+    subs, owner = sub_blocks(leaves, m2, m2)
+    noisy2 = rect_sums_from_prefix(prefix_sums(agg.counts.astype(np.int64)), subs) + noise.discrete_laplace(s2, len(subs))
+    n1 = len(leaves)
+    parent = np.concatenate([np.full(n1, -1, dtype=np.int64), owner])
+    depth = np.concatenate([np.zeros(n1, dtype=np.int64), np.ones(len(subs), dtype=np.int64)])
+    var = np.concatenate([np.full(n1, 2.0 * float(s1) ** 2), np.full(len(subs), 2.0 * float(s2) ** 2)])
+    est, post = tree_least_squares(parent, depth, np.concatenate([noisy1, noisy2]).astype(float), var)
+    if pool:
+        area = ((rects := np.vstack([leaves, subs]))[:, 1] - rects[:, 0]) * (rects[:, 3] - rects[:, 2])
+        est = sum_up(pool_sparse(est, np.sqrt(post), parent, depth, area.astype(float), 2.0)[0], parent, depth)
+    return subs, est[n1:]
 
 
 def parse_tree(label: str) -> tuple[float, int]:
