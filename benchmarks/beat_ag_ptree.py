@@ -12,6 +12,12 @@ Variants (``tree / counts / field`` in the tables)
             geometric budgets ``ε_d ∝ r^d`` adding up to ε_count (Cormode, Procopiuc, Srivastava, Shen
             & Yu, ICDE 2012, Eq. 17: r = 2^(1/3)), a leaf above the bottom taking what its path has left
             (the library quadtree's rule, :func:`~dpcore.points.mechanisms.quadtree.node_budgets`);
+            ``sub r``: every node counted, budgets allotted top-down per subtree: a node with ``R`` of
+            ε_count left on its path and a subtree of height ``h`` below it takes ``R / Σ_{j≤h} r^j``
+            (its share of a geometric allocation along its own deepest path) and passes the rest to its
+            children; a leaf (h = 0) takes all it has left;
+            in ``geo`` / ``sub`` the counts are made consistent by weighted least squares (Hay et al.
+            2010; Cormode et al. 2012; :func:`dpcore.estimate.tree_inference.tree_least_squares`);
             ``leafpool``: ``leaf``, then ``ag_pool``'s pooling among siblings (:func:`pool_siblings`);
             ``leafeb``: ``leaf``, then shrunk towards the neighbours (:func:`shrink_to_neighbours`);
             ``ag2 a c2``: AG's second level under PrivTree's leaves (:func:`refine_leaves`): the leaves
@@ -19,39 +25,35 @@ Variants (``tree / counts / field`` in the tables)
             count (constant ``c2``), the blocks counted with the rest, AG's least squares; ``ag2p a c2``:
             the same, then ``ag_pool``'s pooling below 2 SD;
             ``true`` (a study column, never a release): the leaves' TRUE counts, so that the error left is
-            the partition's and the within-leaf rule's, the rest of ``leaf``'s being noise;
-            ``sub r``: every node counted, budgets allotted top-down per subtree: a node with ``R`` of
-            ε_count left on its path and a subtree of height ``h`` below it takes ``R / Σ_{j≤h} r^j``
-            (its share of a geometric allocation along its own deepest path) and passes the rest to its
-            children; a leaf (h = 0) takes all it has left.
-            In ``geo`` / ``sub`` the counts are made consistent by weighted least squares (Hay et al.
-            2010; Cormode et al. 2012; :func:`dpcore.estimate.tree_inference.tree_least_squares`).
+            the partition's and the within-leaf rule's, the rest of ``leaf``'s being noise.
     field   ``uni``: leaves spread evenly; ``pl``: the piecewise-linear prior inside leaves
             (``ag_pool_smooth``'s rule); with ``--extra-fields`` also ``pl0`` (negative leaf counts
             set to 0 first) and ``pl^γ`` (the prior raised to the power γ inside every leaf and
             rescaled to keep its count: :func:`sharpened`).
 
-Privacy (the argument a library mechanism would carry)
+Privacy (the argument a library mechanism would carry; pure ε-DP, k records per person)
     The tree is PrivTree's, ε_tree-DP (the library's proof, privtree.py).  Given the released tree
     (public from then on), every root-to-leaf path's node budgets ε_v add up to at most ε_count by
     construction (``leaf``: one node per path; ``geo``: depth parts plus the path remainder; ``sub``:
     each node takes a part of what its path has left).  Node v's count gets discrete Laplace noise of
     scale k/ε_v.  Adding a person's j ≤ k records changes node v's count by Δ_v, and the privacy loss
     is at most Σ_v Δ_v·ε_v/k = (1/k)·Σ_records Σ_{v on the record's path} ε_v ≤ (j/k)·ε_count ≤ ε_count.
-    The budgets are a function of the released tree only (adaptive sequential composition, Dwork &
-    Roth 2014, Thm. 3.16: ε_tree + ε_count ≤ ε).  Least squares and the prior read only the release
-    (post-processing, Prop. 2.1).
+    ``ag2``: the leaves (disjoint) get scale k/ε₁ (ε₁-DP); every leaf's block grid is a function of the
+    public leaf and its released noisy count only; the blocks (disjoint, tiling the grid) get scale
+    k/ε₂ (ε₂-DP); ε₁ + ε₂ = ε_count.  The budgets are functions of what was released before
+    (adaptive sequential composition, Dwork & Roth 2014, Thm. 3.16: ε_tree + ε_count ≤ ε).  Least
+    squares, pooling and the prior read only the release (post-processing, Prop. 2.1).  This script
+    splits the budgets in floats (``split_custom``); a library version rounds each part down.
 
 Baselines: the library's ``ag`` (every ratio's denominator), ``ag_pool_smooth`` and ``privtree``,
 with the seeds of ``benchmarks/beat_ag_study.py`` (same data and workloads, 256², MRE with sanity bound
-20, sizes 0.1 / 1 / 10 % pooled).
+20, sizes 0.1 / 1 / 10 % pooled).  The training shapes are the default ``--datasets``; the held-out ones
+(``--datasets uber,many_small,tight_wide``) were run once per chosen variant.  The commands of every
+results file are in ``benchmarks/results/beat_ag_ptree.md`` and in each file's first line, e.g.
 
-    PYTHONPATH=. nice -n 19 .venv/bin/python benchmarks/beat_ag_ptree.py --releases 3 \\
-        --trees "s=0.5 th=0;s=0.35 th=0" --counts "leaf;true;geo 1.26;geo 2;sub 1.26;sub 2" \\
-        --out benchmarks/results/beat_ag_ptree_training.md     # training shapes
-    PYTHONPATH=. nice -n 19 .venv/bin/python benchmarks/beat_ag_ptree.py --releases 3 --counts leaf --extra-fields \\
-        --trees "s=0.5 th=0;s=0.35 th=0;s=0.25 th=0;s=0.35 th=5;s=0.35 th=10;s=0.35 th=20;s=0.5 th=10" \\
-        --out benchmarks/results/beat_ag_ptree_sweep.md        # training shapes: share and θ
+    PYTHONPATH=. nice -n 19 .venv/bin/python benchmarks/beat_ag_ptree.py --releases 8 \\
+        --trees "s=0.05 th=0;s=0.1 th=0" --counts "ag2 0.2 5;ag2 0.2 7.5;ag2 0.3 5;ag2p 0.2 5;ag2p 0.2 7.5" \\
+        --out benchmarks/results/beat_ag_ptree_hybrid.md
 """
 
 from __future__ import annotations
