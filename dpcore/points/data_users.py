@@ -66,7 +66,7 @@ __all__ = ["DATA_USER_FILES", "CONDITIONAL", "data_user_files", "data_users_sect
            "match_written", "measurement_frame", "estimate_frame", "design", "stating_precision"]
 
 #: Mechanisms whose partition depends on the data: their count phase is offered conditional on it.
-CONDITIONAL = frozenset({"privtree", "ag", "ag_pool", "ag_pool_smooth", "htf", "dawa", "dawa_free", "ug", "kdtree"})
+CONDITIONAL = frozenset({"privtree", "ag", "ag_pool", "ag_pool_smooth", "privtree_ag", "htf", "dawa", "dawa_free", "ug", "kdtree"})
 
 #: Mechanisms whose measurements are not sums of released rectangles (none offered), and why.
 NOT_OFFERED = {

@@ -24,6 +24,7 @@ from dpcore.points.mechanisms.kdtree import KDTree
 from dpcore.points.mechanisms.matrix import MatrixMechanism
 from dpcore.points.mechanisms.privelet import Privelet
 from dpcore.points.mechanisms.privtree import PrivTree
+from dpcore.points.mechanisms.privtree_ag import PrivTreeAG
 from dpcore.points.mechanisms.quadtree import Quadtree
 from dpcore.points.mechanisms.ug import UniformGrid
 from dpcore.points.mechanisms.uniform import Uniform
@@ -33,7 +34,7 @@ __all__ = ["KIND", "MECHANISMS", "register"]
 
 def _mechanisms() -> tuple[PointsMechanism, ...]:
     choosable = (HTF(), PrivTree(), DAWA(), DAWAFree(), AdaptiveGrid(), AdaptiveGridPooled(),
-                 AdaptiveGridPooledSmooth(), UniformGrid(), Quadtree(), KDTree(), Privelet(),
+                 AdaptiveGridPooledSmooth(), PrivTreeAG(), UniformGrid(), Quadtree(), KDTree(), Privelet(),
                  MatrixMechanism(), Identity(), Uniform())
     # ``auto`` (last) chooses among the others from public inputs
     return (*choosable, Auto({m.name: m for m in choosable}))

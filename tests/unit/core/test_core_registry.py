@@ -14,7 +14,8 @@ from dpcore.errors import ParameterError
 
 def test_every_kind_and_every_existing_mechanism_is_listed() -> None:
     assert catalog.kinds() == ["points", "hierarchy", "census", "od"]
-    assert catalog.names("points") == ["htf", "privtree", "dawa", "dawa_free", "ag", "ag_pool", "ag_pool_smooth", "ug", "quadtree",
+    assert catalog.names("points") == ["htf", "privtree", "dawa", "dawa_free", "ag", "ag_pool", "ag_pool_smooth", "privtree_ag", "ug",
+                                       "quadtree",
                                        "kdtree", "privelet",
                                        "matrix", "identity", "uniform", "auto"]
     assert catalog.names("hierarchy") == ["exact", "topdown_linf", "topdown_l2", "hay", "matrix", "bottom_up",
