@@ -57,7 +57,10 @@ Release
     ``measured`` the raw noisy counts (NaN for PrivTree's internal nodes, which are not counted)
     and ``node_budget`` ε₁ for PrivTree's leaves, ε₂ for the blocks, 0 for internal nodes.
     ``within_leaf`` is ``"piecewise_linear"``: the map, the tables and the exports show the blocks'
-    counts; only answers of queries that cut a block use the prior.
+    counts; only answers of queries that cut a block use the prior.  The raw counts are unbiased given
+    the partition; the consistent ones inherit AG's small upward bias, since the weight the least
+    squares gives a leaf's own count grows with the number of blocks its noisy count buys, so with its
+    noise (measured on 2,000 points at ε 1: +6.0 ± 0.6 on the total, AG +5.2 ± 0.7; a third of its SD).
 
 Expected error (the plan)
     Three rows: the split tests (scale ``k·7/(3·ε_tree)``, bias δ; not released), the leaves' counts
