@@ -327,7 +327,7 @@ def test_upload_error_is_cleared_by_the_demo_button(at):
 
 
 @pytest.mark.parametrize("mechanism", ["ug", "identity", "uniform", "privelet", "htf", "ag", "quadtree", "kdtree",
-                                       "privtree", "dawa"])
+                                       "privtree", "dawa", "privtree_ag"])
 def test_expected_error_table_before_release(at, mechanism):
     goto(at, "mechanism")
     at.selectbox(key="_w_mechanism").set_value(mechanism).run()
