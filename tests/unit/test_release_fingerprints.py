@@ -92,7 +92,7 @@ def _grids() -> dict[str, Aggregate]:
 HTF_AUDIT = {"height": 1, "theta": 0, "kappa": 1, "T": 1, "first_axis": "x", "partition_share": 0.5}
 POINTS = (("dawa", 3.0, {"partition_share": 0.5}), ("dawa", 1.0, {}), ("dawa_free", 3.0, {"partition_share": 0.5}),
           ("dawa_free", 1.0, {}), ("htf", 4.0, HTF_AUDIT), ("htf", 1.0, {}), ("privelet", 3.0, {}),
-          ("ag_pool", 3.0, {}), ("ag_pool_smooth", 2.0, {}), ("auto", 2.0, {}), ("privtree", 2.0, {}),
+          ("ag_pool", 3.0, {}), ("ag_pool_smooth", 2.0, {}), ("auto", 2.0, {}), ("privtree", 2.0, {}), ("privtree_ag", 2.0, {}),
           ("ug", 1.0, {}), ("identity", 1.0, {}), ("ag", 1.0, {}))
 
 
@@ -180,6 +180,10 @@ EXPECTED: dict[str, str] = {
     'ag_pool_smooth ε=2.0 [] 16x16': '18d992fdf85d34ef',
     'ag_pool_smooth ε=2.0 [] 13x7': '970493a4551475d9',
     'ag_pool_smooth ε=2.0 [] 40x40': '21d3501a98f360fe',
+    'privtree_ag ε=2.0 [] 2x2': '74352e98516f1bc8',
+    'privtree_ag ε=2.0 [] 16x16': '8316ab004ca2fcfd',
+    'privtree_ag ε=2.0 [] 13x7': '353b3d835c87199b',
+    'privtree_ag ε=2.0 [] 40x40': '0afd53919ff6bbf2',
     'auto ε=2.0 [] 2x2': '7af69fa7aa07509d',
     'auto ε=2.0 [] 16x16': 'd0750714ecbcd6fd',
     'auto ε=2.0 [] 13x7': '1cafdf4cfd362356',
