@@ -4,10 +4,10 @@ reading the file plus a numpy histogram, END TO END.
 The other speed files time a release against the histogram alone (stricter).  This one writes the
 points of ``benchmarks/htf_speed.py`` to a CSV once, then per repeat: reads it (pandas), builds the
 histogram (``aggregate_points``) and releases each mechanism (plan + release at ε = 1, secure
-noise; for ``ag_pool_smooth`` also one full within-leaf density), and reports
+noise; for ``ag_pool_smooth`` and ``privtree_ag`` also one full within-leaf density), and reports
 ``(read + histogram + release) / (read + histogram)``::
 
-    nice -n 10 /work/main/.venv/bin/python benchmarks/speed_end_to_end.py dawa dawa_free ag_pool_smooth
+    nice -n 10 /work/main/.venv/bin/python benchmarks/speed_end_to_end.py dawa dawa_free ag_pool_smooth privtree_ag
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "speed_end_to_end.md"
 
 
 def main(argv: list[str] | None = None) -> int:
-    names = list(argv if argv is not None else sys.argv[1:]) or ["dawa", "dawa_free", "ag_pool_smooth"]
+    names = list(argv if argv is not None else sys.argv[1:]) or ["dawa", "dawa_free", "ag_pool_smooth", "privtree_ag"]
     lon, lat = gaussian_clusters(N_POINTS, LA, sigma_cells=SIGMAS, centres=CENTRES, weights=WEIGHTS, seed=SEED)
     grid = Grid(LA, SIDE, SIDE)
     rows = []
