@@ -41,11 +41,14 @@ Settings
 
     The 13-candidate rule (2026-11-29, evening): ``--new`` runs :data:`NEW_COMPARED` (5 releases,
     as the compared ones), and ``--new --auto`` the label :data:`AUTO13` after that rule was
-    committed, into ``auto_fresh_13.csv`` (the file above is left as it was read).
+    committed, into ``auto_fresh_13.csv`` (the file above is left as it was read).  The 14-candidate
+    rule (2026-11-30, ``privtree_ag`` added): the same with ``--round 14`` into ``auto_fresh_14.csv``
+    (:data:`ROUNDS`).
 
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run            # the compared mechanisms
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run --new      # ag_pool_smooth, dawa_free
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run --new --auto  # auto_features13
+    nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run --new --round 14 [--auto]  # privtree_ag [auto_features14]
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh.py --run --auto     # auto, auto_features (rule final)
     /work/main/.venv/bin/python benchmarks/derive_auto_features.py --report --fresh  # the held-out tables (auto_features.md)
 """
@@ -87,11 +90,20 @@ EPSILONS = (0.01, 0.1, 1.0)
 SIZES = spatial.SIZES
 QUERIES = 300
 COMPARED = ("privtree", "ag", "ag_pool", "ug", "uniform", "dawa", "identity")
-#: the candidates added to ``auto`` on 2026-11-29 (issue 27): run on both fresh families after the
-#: rule with them was committed, into their own CSVs (:func:`csv13`), so the frozen files stay as read
-NEW_COMPARED = ("ag_pool_smooth", "dawa_free")
+#: the candidates added to ``auto`` later (issue 27), by the rule that first had them: candidate
+#: count -> (the new mechanisms, the label of ``auto``'s rule with them); each round runs on both
+#: fresh families after its rule was committed, into its own CSVs (:func:`csv_round`), so the
+#: frozen files stay as read.  13: 2026-11-29, evening; 14: ``privtree_ag``, 2026-11-30.
+ROUNDS: dict[int, tuple[tuple[str, ...], str]] = {
+    13: (("ag_pool_smooth", "dawa_free"), "auto_features13"),
+    14: (("privtree_ag",), "auto_features14"),
+}
+#: the candidates added on 2026-11-29 (the 13-candidate round)
+NEW_COMPARED = ROUNDS[13][0]
 #: the label of ``auto``'s rule with 13 candidates (the feature rule at its share, read at run time)
-AUTO13 = "auto_features13"
+AUTO13 = ROUNDS[13][1]
+#: every candidate mechanism added after :data:`COMPARED`, in order
+ALL_NEW = tuple(m for ms, _ in ROUNDS.values() for m in ms)
 #: the labels that get 16 releases at ε = 1 on clustered data (their worst of 16 is a target)
 SIXTEEN = ("auto", "auto_features")
 #: the frozen family: name -> (generator, seed, clustered)
@@ -274,17 +286,24 @@ def run(mechanisms: dict[str, tuple[str, dict]], log: Callable[[str], None], *,
             log(f"{name} n={n:,}: {len(todo)} (ε, mechanism) pairs in {time.perf_counter() - t0:.1f} s")
 
 
+def csv_round(csv: Path, k: int = 13) -> Path:
+    """The CSV beside ``csv`` holding round ``k``'s new mechanisms and ``auto`` label (:data:`ROUNDS`)."""
+    return csv.with_name(f"{csv.stem}_{k}.csv")
+
+
 def csv13(csv: Path) -> Path:
     """The CSV beside ``csv`` holding :data:`NEW_COMPARED` and :data:`AUTO13`'s rows."""
-    return csv.with_name(csv.stem + "_13.csv")
+    return csv_round(csv, 13)
 
 
-def new_labels(auto: bool) -> dict[str, tuple[str, dict]]:
-    """With ``auto``: :data:`AUTO13` (``auto`` at its default feature share); else :data:`NEW_COMPARED`."""
+def new_labels(auto: bool, k: int = 13) -> dict[str, tuple[str, dict]]:
+    """With ``auto``: round ``k``'s ``auto`` label (``auto`` at its default feature share); else
+    round ``k``'s new mechanisms (:data:`ROUNDS`)."""
+    mechs, label = ROUNDS[k]
     if auto:
         from dpcore.points import recommend_features as rf
-        return {AUTO13: ("auto", {"feature_share": rf.FEATURE_SHARE})}
-    return {m: (m, {}) for m in NEW_COMPARED}
+        return {label: ("auto", {"feature_share": rf.FEATURE_SHARE})}
+    return {m: (m, {}) for m in mechs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,7 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="store_true")
     ap.add_argument("--auto", action="store_true",
                     help="run auto at its defaults and auto_features (feature_share 0.05), after the rule is final")
-    ap.add_argument("--new", action="store_true", help="run NEW_COMPARED (with --auto: AUTO13) into auto_fresh_13.csv")
+    ap.add_argument("--new", action="store_true", help="run round --round's new mechanisms (with --auto: its "
+                    "auto label) into auto_fresh_<round>.csv")
+    ap.add_argument("--round", type=int, default=13, choices=sorted(ROUNDS),
+                    help="with --new: which round of candidates (13: ag_pool_smooth, dawa_free; 14: privtree_ag)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
 
@@ -300,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.perf_counter() - t0:7.1f} s] {msg}", flush=True)
 
     if a.run and a.new:
-        run(new_labels(a.auto), log, csv=csv13(CSV), sixteen=(*SIXTEEN, AUTO13))
+        run(new_labels(a.auto, a.round), log, csv=csv_round(CSV, a.round), sixteen=(*SIXTEEN, ROUNDS[a.round][1]))
     elif a.run:
         mechs = {m: (m, {}) for m in COMPARED}
         if a.auto:

@@ -36,6 +36,7 @@ Settings
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh2.py --run          # the compared mechanisms
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh2.py --run --auto   # the auto labels (rule final)
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh2.py --run --new [--auto]  # 13 candidates: auto_fresh2_13.csv
+    nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh2.py --run --new --round 14 [--auto]  # 14: auto_fresh2_14.csv
 """
 
 from __future__ import annotations
@@ -164,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="store_true")
     ap.add_argument("--auto", action="store_true", help="run the auto labels (after the rule is final)")
     ap.add_argument("--new", action="store_true",
-                    help="run auto_fresh.NEW_COMPARED (with --auto: auto_fresh.AUTO13) into auto_fresh2_13.csv")
+                    help="run round --round's new mechanisms (with --auto: its auto label; auto_fresh.ROUNDS) "
+                    "into auto_fresh2_<round>.csv")
+    ap.add_argument("--round", type=int, default=13, choices=sorted(auto_fresh.ROUNDS),
+                    help="with --new: which round of candidates (13: ag_pool_smooth, dawa_free; 14: privtree_ag)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
 
@@ -172,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.perf_counter() - t0:7.1f} s] {msg}", flush=True)
 
     if a.run and a.new:
-        auto_fresh.run(auto_fresh.new_labels(a.auto), log, family=FRESH2, points_of=fresh2_points,
-                       csv=auto_fresh.csv13(CSV), prefix="fresh2", sixteen=(*SIXTEEN, auto_fresh.AUTO13))
+        auto_fresh.run(auto_fresh.new_labels(a.auto, a.round), log, family=FRESH2, points_of=fresh2_points,
+                       csv=auto_fresh.csv_round(CSV, a.round), prefix="fresh2",
+                       sixteen=(*SIXTEEN, auto_fresh.ROUNDS[a.round][1]))
     elif a.run:
         mechs = auto_labels() if a.auto else {m: (m, {}) for m in auto_fresh.COMPARED}
         auto_fresh.run(mechs, log, family=FRESH2, points_of=fresh2_points, csv=CSV_AUTO if a.auto else CSV,

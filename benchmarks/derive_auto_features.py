@@ -32,6 +32,8 @@ A candidate added later (2026-11-29: ``ag_pool_smooth``, ``dawa_free``) is relea
 data, workloads and features with ``--train --configs NAME,... --releases 1`` (release 0 of every
 setting); ``--candidates`` compares candidate sets by cross-validation; ``--section13 TITLE``
 appends the cross-validation, the candidate sets and both fresh families to ``auto_features.md``.
+A later round (``auto_fresh.ROUNDS``; 2026-11-30: ``privtree_ag``, 14 candidates) passes
+``--round 14`` to ``--candidates`` and writes its section with ``--section-round TITLE --round 14``.
 """
 
 from __future__ import annotations
@@ -269,8 +271,10 @@ def _datafree(lr: pd.DataFrame) -> pd.DataFrame:
 
 
 #: the mechanisms the training's setting-level score compares with (``benchmarks/auto_fresh.py``'s
-#: COMPARED and NEW_COMPARED: every candidate mechanism at its defaults)
-COMPARED = (*auto_fresh.COMPARED, *auto_fresh.NEW_COMPARED)
+#: COMPARED and ALL_NEW: every candidate mechanism at its defaults)
+COMPARED = (*auto_fresh.COMPARED, *auto_fresh.ALL_NEW)
+#: the single mechanisms reported as "always <m>" beside the rule (when their rows exist)
+ALWAYS = ("privtree", "ag_pool", "ag_pool_smooth", "privtree_ag")
 SETTING = ["instance", "grid", "n", "epsilon"]
 
 
@@ -314,7 +318,7 @@ def select(lr: pd.DataFrame, ref: pd.DataFrame | None = None) -> tuple[float, bo
     margin, shrink = float(best["margin"]), bool(best["shrink"])
     rows = [r for r in rows if r["shrink"] == shrink]
     rows.append(_summary("data-free rule (recommend.py)", _datafree(ref), ref))
-    for c in ("privtree", "ag_pool", "ag_pool_smooth"):
+    for c in ALWAYS:
         if (ref["config"] == c).any():
             rows.append(_summary(f"always {c}", ref[ref["config"] == c], ref))
     oracle = ref.loc[ref.groupby([*KEYS, "size_class"])["logr"].idxmin()]
@@ -323,24 +327,30 @@ def select(lr: pd.DataFrame, ref: pd.DataFrame | None = None) -> tuple[float, bo
     return margin, shrink, fit(lr, shrink), res, cv_picks[(margin, shrink)]
 
 
-#: the candidate sets compared by ``--candidates`` (issue 27: are the two candidates added on
-#: 2026-11-29 worth their place?), as configurations left out of :data:`rf.CONFIGS`
-LEFT_OUT = {"11 candidates (before)": ("ag_pool_smooth", "dawa_free"), "+ ag_pool_smooth": ("dawa_free",),
-            "+ dawa_free": ("ag_pool_smooth",), "all 13": ()}
+#: the candidate sets compared by ``--candidates``, per round of candidates (``auto_fresh.ROUNDS``;
+#: issue 27: are the candidates added worth their place?), as configurations left out of
+#: :data:`rf.CONFIGS`.  Round 13 (2026-11-29): the two added then, ``privtree_ag`` (a later round)
+#: left out of every set; round 14 (2026-11-30): ``privtree_ag``.
+LEFT_OUT = {
+    13: {"11 candidates (before)": ("ag_pool_smooth", "dawa_free", "privtree_ag"),
+         "+ ag_pool_smooth": ("dawa_free", "privtree_ag"), "+ dawa_free": ("ag_pool_smooth", "privtree_ag"),
+         "all 13": ("privtree_ag",)},
+    14: {"13 candidates (before)": ("privtree_ag",), "all 14": ()},
+}
 
 
-def candidates_study(lr: pd.DataFrame) -> list[str]:
-    """Leave-one-family-out cross-validation of the rule fitted on each candidate set of
-    :data:`LEFT_OUT`, every one scored against the best of ALL configurations on the same training
-    releases (those on which all ran): the evidence for which candidates the rule keeps."""
+def candidates_study(lr: pd.DataFrame, k: int = 13) -> list[str]:
+    """Leave-one-family-out cross-validation of the rule fitted on each candidate set of round
+    ``k`` (:data:`LEFT_OUT`), every one scored against the best of ALL configurations on the same
+    training releases (those on which all ran): the evidence for which candidates the rule keeps."""
     out = ["| candidates | margin | settings within 10 % | geo-mean regret | within 10 % | mixed: regret | "
            "mixed: within 10 % | picks of the new ones (mixed) |", "|---|---:|---:|---:|---:|---:|---:|---|"]
-    for name, left in LEFT_OUT.items():
+    for name, left in LEFT_OUT[k].items():
         sub = lr[~lr["config"].isin(left)]
         margin, _, _, cv, m = select(sub, ref=lr)
         r = cv.iloc[[i for i, x in enumerate(cv["rule"]) if x.startswith(f"regression, margin {margin:g}")][0]]
         mixed = m[m["size_class"] == "mixed"]
-        new = ", ".join(f"{c} {int((mixed['config'] == c).sum())}" for c in ("ag_pool_smooth", "dawa_free")
+        new = ", ".join(f"{c} {int((mixed['config'] == c).sum())}" for c in auto_fresh.ROUNDS[k][0]
                         if c not in left) or "–"
         out.append(f"| {name} | {margin:g} | {r['settings_within_10']:.1%} | {r['geo_regret']:.3f}x | "
                    f"{r['within_10']:.1%} | {r['mixed_geo_regret']:.3f}x | {r['mixed_within_10']:.1%} | "
@@ -428,7 +438,7 @@ def heldout(csv: Path | list[Path], compared_releases: int | None = None,
                 a = a.iloc[0]
                 row |= {f"{lab}_mean": a["mean"], f"{lab}_ratio": a["mean"] / b["mean"],
                         f"{lab}_releases": int(a["count"]), f"{lab}_worst_over_median": a["max"] / a["median"]}
-        for m in ("privtree", "ag_pool", "ag_pool_smooth"):
+        for m in ALWAYS:
             if (others["mechanism"] == m).any():
                 row[f"always_{m}_ratio"] = float(others.loc[others["mechanism"] == m, "mean"].iloc[0]) / b["mean"]
         out.append(row)
@@ -454,10 +464,12 @@ def verdict(h: pd.DataFrame, label: str) -> list[str]:
 def heldout_section(name: str, h: pd.DataFrame) -> list[str]:
     labels = [c[:-6] for c in h.columns if c.endswith("_ratio") and c.startswith("auto")]
     out = [f"## Held out: `{name}`", "",
-           f"- Best among: {', '.join(sorted(set(', '.join(h['compared']).split(', '))))}.", ""]
+           f"- Best among: {', '.join(sorted(set(', '.join(h['compared']).split(', '))))}.",
+           "- The best mechanism, settings of " + f"{len(h)}: "
+           + ", ".join(f"`{m}` {c}" for m, c in h["best"].value_counts().items()) + ".", ""]
     for lab in labels:
         out += verdict(h, lab)
-    for m in ("privtree", "ag_pool", "ag_pool_smooth"):
+    for m in ALWAYS:
         if f"always_{m}_ratio" in h:
             r = h[f"always_{m}_ratio"]
             out.append(f"- For comparison, always `{m}` (its defaults, full ε): within 10 % in {int((r <= 1.1).sum())} "
@@ -543,33 +555,42 @@ def section(title: str, shares: tuple[float, ...], heldout_csvs: list[tuple[str,
     return "\n".join(out)
 
 
-def section13(title: str) -> str:
-    """A dated section for ``auto_features.md`` on the 13-candidate rule: its cross-validation, the
-    candidate sets compared (:func:`candidates_study`), and both fresh families read once, each
-    against the best of the seven mechanisms compared before (as the earlier numbers) and against
-    the best of all nine candidate mechanisms (``auto_fresh.NEW_COMPARED`` included)."""
-    import auto_fresh
+_WORDS = {7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+
+
+def section_round(title: str, k: int = 13) -> str:
+    """A dated section for ``auto_features.md`` on the ``k``-candidate rule (a round of
+    ``auto_fresh.ROUNDS``): its cross-validation, the candidate sets compared
+    (:func:`candidates_study`), and both fresh families read once (every round's CSV up to ``k``,
+    so the earlier rules' labels are scored beside it), each against the best of the mechanisms
+    compared before this round and against the best of all candidate mechanisms."""
     import auto_fresh2
     load = os.getloadavg()
     lr = long_regrets(pd.read_csv(TRAIN_CSV))
     margin, shrink, _, cv, cv_picks = select(lr)
     out = [f"## {title}", "", f"Machine load when written: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}.", "",
-           f"### Cross-validation, 13 candidates (margin chosen: {margin:g}, shrunk: {shrink}; "
+           f"### Cross-validation, {k} candidates (margin chosen: {margin:g}, shrunk: {shrink}; "
            f"{lr.drop_duplicates(KEYS).shape[0]} training releases on which all ran)", "",
            *cv_table(cv), "", *misses(lr, cv_picks), "",
-           "### Which candidates (leave-one-family-out, training only; scored against the best of all 13)", "",
-           *candidates_study(lr), ""]
+           f"### Which candidates (leave-one-family-out, training only; scored against the best of all {k})", "",
+           *candidates_study(lr, k), ""]
+    before = (*auto_fresh.COMPARED, *(m for r, (ms, _) in auto_fresh.ROUNDS.items() if r < k for m in ms))
+    every = (*before, *auto_fresh.ROUNDS[k][0])
     fams = (("auto_fresh.csv (first fresh family)", auto_fresh.CSV, []),
             ("auto_fresh2.csv (second fresh family)", auto_fresh2.CSV, [auto_fresh2.CSV_AUTO]))
     for name, csv, more in fams:
-        csvs = [csv, *more, auto_fresh.csv13(csv)]
-        for label, compared in (("the seven compared before", auto_fresh.COMPARED),
-                                ("all nine candidate mechanisms",
-                                 (*auto_fresh.COMPARED, *auto_fresh.NEW_COMPARED))):
-            h = heldout(csvs, 5, compared)
+        csvs = [csv, *more, *(auto_fresh.csv_round(csv, r) for r in auto_fresh.ROUNDS if r <= k)]
+        for label, compared in ((f"the {_WORDS.get(len(before), len(before))} compared before", before),
+                                (f"all {_WORDS.get(len(every), len(every))} candidate mechanisms", every)):
+            h = heldout([c for c in csvs if c.exists()], 5, compared)
             if not h.empty:
                 out += heldout_section(f"{name}, best of {label}", h)
     return "\n".join(out)
+
+
+def section13(title: str) -> str:
+    """:func:`section_round` for the 13-candidate rule (2026-11-29, evening)."""
+    return section_round(title, 13)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -592,12 +613,16 @@ def main(argv: list[str] | None = None) -> int:
                     "cross-validation at 5 %% and 2 %% shares, the ceiling and the second fresh held-out family")
     ap.add_argument("--section13", default="", help="APPEND a section of this title to auto_features.md: the "
                     "13-candidate rule's cross-validation, the candidate sets and both fresh families")
+    ap.add_argument("--section-round", default="", help="APPEND a section of this title to auto_features.md: "
+                    "the --round-candidate rule's cross-validation, the candidate sets and both fresh families")
     ap.add_argument("--candidates", action="store_true", help="print the candidate sets' cross-validation")
+    ap.add_argument("--round", type=int, default=13, choices=sorted(auto_fresh.ROUNDS),
+                    help="the round of candidates of --candidates and --section-round (13 or 14)")
     a = ap.parse_args(argv)
     if a.candidates:
-        print("\n".join(candidates_study(long_regrets(pd.read_csv(TRAIN_CSV)))))
-    if a.section13:
-        text = section13(a.section13)
+        print("\n".join(candidates_study(long_regrets(pd.read_csv(TRAIN_CSV)), a.round)))
+    if a.section13 or a.section_round:
+        text = section_round(a.section_round, a.round) if a.section_round else section13(a.section13)
         print(text)
         with (RESULTS / "auto_features.md").open("a") as fh:
             fh.write("\n" + text + "\n")
@@ -632,7 +657,6 @@ def main(argv: list[str] | None = None) -> int:
         if a.report is not None:
             ho = [(Path(c).name, heldout(Path(c))) for c in a.report]
             if a.fresh:
-                import auto_fresh
                 ho.append(("auto_fresh.csv (fresh, read once)",
                            heldout(RESULTS / "auto_fresh.csv", 5, auto_fresh.COMPARED)))
             text = report(lr, cv, margin, shrink, why, ho)

@@ -63,7 +63,8 @@ TABLE_EPSILONS = (0.01, 0.1, 1.0)
 TAKES_PUBLIC_N = ("ag", "ag_pool", "ag_pool_smooth", "ug", "htf")
 NAMES = {"privtree": "PrivTree", "ag": "AG", "ag_pool": "AG with pooled sparse cells",
          "ag_pool_smooth": "AG with pooled sparse cells, smoothed within cells", "ug": "UG", "dawa": "DAWA",
-         "dawa_free": "DAWA (free starts)", "uniform": "Uniform", "identity": "Identity", "htf": "HTF",
+         "dawa_free": "DAWA (free starts)", "privtree_ag": "PrivTree with AG's second level, smoothed",
+         "uniform": "Uniform", "identity": "Identity", "htf": "HTF",
          "quadtree": "Quadtree", "kdtree": "KD-tree", "privelet": "Privelet", "matrix": "the matrix mechanism"}
 
 # (n, ε per unit, size class) -> (mechanism, wins over all 8 data sets, data sets, worst regret).

@@ -6,7 +6,7 @@ and chooses the algorithm with a rule learned on public training data; DPBench (
 SIGMOD 2016, Sec. 6) showed that the data's shape, not only its scale, decides which algorithm
 wins.  This module is that rule for the point mechanisms.  For every candidate CONFIGURATION
 (:data:`CONFIGS`: a mechanism and its parameters: AG's constants, PrivTree's θ and tree share,
-UG, ``ag_pool``, ``ag_pool_smooth``, DAWA, ``dawa_free``, identity, uniform) and query-size
+UG, ``ag_pool``, ``ag_pool_smooth``, DAWA, ``dawa_free``, ``privtree_ag``, identity, uniform) and query-size
 class (0.1 %, 1 %, 10 % or mixed, as :func:`dpcore.points.recommend.size_class`) a small linear regression predicts the candidate's
 log error ratio to the best candidate (its log REGRET) from the terms of :func:`design`:
 
@@ -76,6 +76,7 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "dawa": ("dawa", {}),
     "dawa_free": ("dawa_free", {}),
     "ag_pool_smooth": ("ag_pool_smooth", {}),
+    "privtree_ag": ("privtree_ag", {}),
 }
 #: The parameter variants and their mechanism's default configuration (the margin applies to them).
 DEFAULT_OF = {"privtree_s03": "privtree", "privtree_t30": "privtree", "ag_fine": "ag", "ag_coarse": "ag"}

@@ -261,6 +261,30 @@ def test_dawa_free_is_a_candidate_up_to_512_squared(monkeypatch: pytest.MonkeyPa
     assert abs(rel.answer(np.array([[0, 16, 0, 16]]))[0] - 5_000) < 1_000
 
 
+# -- the candidate added with the 14-candidate rule (issue 27: privtree_ag) --------------------------
+
+
+def test_privtree_ag_is_a_candidate_and_releases_when_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the rule names ``privtree_ag`` it releases PrivTree's leaves cut into AG's blocks with
+    the within-leaf prior and the rest of ε; it takes no n (its tree needs none), so no count is
+    passed on or bought beyond the features' own."""
+    assert frule.CONFIGS["privtree_ag"] == ("privtree_ag", {})
+    assert "privtree_ag" not in frule.TAKES_PUBLIC_N
+    assert "privtree_ag" in AUTO.allowed_configs(GRID, budget.pure(1.0), AUTO.resolve_params(FEATURES))
+    favour(monkeypatch, "privtree_ag")
+    small = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 16, 16)
+    rel = release_with(AUTO, clustered_aggregate(small, 5_000, spread=0.1), 1.0, FEATURES, NoiseSource(33))
+    a = rel.public["auto"]
+    assert a["chosen"] == "privtree_ag" and a["config"] == "privtree_ag" and "public_n" not in a["chosen_params"]
+    assert a["epsilon_chosen"] == pytest.approx(0.95)
+    assert rel.within_leaf == "piecewise_linear" and rel.public["within_leaf"] == "piecewise_linear"
+    assert [lv.n_counts for lv in _feature_levels(rel)] == [1, 16 * 16]
+    assert not [lv for lv in rel.levels if lv.name.startswith("Number of points") and "feature" not in lv.name]
+    assert sum(lv.cost.value for lv in rel.levels) == pytest.approx(1.0)
+    assert rel.cost == budget.pure(1.0)
+    assert abs(rel.answer(np.array([[0, 16, 0, 16]]))[0] - 5_000) < 1_000
+
+
 def test_takes_public_n_is_every_point_mechanism_with_a_public_n_parameter() -> None:
     """``auto`` hands the features' noisy count to exactly the mechanisms that take ``public_n``: a
     mechanism missing from the list would silently buy a second count with its own share of ε."""
