@@ -7,8 +7,8 @@ With features (``feature_share > 0``; the default is the rule's training share
     ``feature_share·ε`` on noisy features of the data (:mod:`dpcore.points.mechanisms.features`: a
     noisy count and a noisy coarse histogram, from which concentration, sparsity and the entropy of
     the top blocks), then chooses a mechanism AND its parameters (among PrivTree, AG, ``ag_pool``,
-    ``ag_pool_smooth``, UG, DAWA, ``dawa_free``, identity and uniform; AG's constants, PrivTree's θ
-    and tree share: 13 configurations) with the rule of
+    ``ag_pool_smooth``, UG, DAWA, ``dawa_free``, ``privtree_ag``, identity and uniform; AG's
+    constants, PrivTree's θ and tree share: 14 configurations) with the rule of
     :mod:`dpcore.points.recommend_features`, learned on synthetic training shapes only
     (``benchmarks/derive_auto_features.py``; held-out validation in
     ``benchmarks/results/auto_features.md``), and releases it with ``ε − feature_share·ε``.  The
