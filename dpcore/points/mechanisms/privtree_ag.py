@@ -71,12 +71,14 @@ Expected error (the plan)
     holding its share, cut by the ``m2`` rule.  Without a guess the plan has no rows (as AG's).  The
     rows do NOT model the prior (:data:`PRIOR_NOTE`, appended to the blocks' row).
 
-Measured (``benchmarks/results/beat_ag_ptree.md``, section (c); to be confirmed by the head-to-head)
+Measured (``benchmarks/results/beat_ag_ptree.md``, section (c); ``spatial_256_h2h_quick.md``)
     On the held-out shapes (uber, many_small, tight_wide; 256², n 10^4 and 10^5, random rectangles of
-    0.1 / 1 / 10 % of the area, MRE with sanity bound 20), 3 releases, run once: 0.710× AG's mean
-    relative error at ε 0.1 and 0.799× at ε 1 (geometric means over the 6 settings of each ε).  The ε 1
-    figure sits on issue 27's 0.8 line with a few per cent of 3-release uncertainty; the
-    head-to-head's 16 releases are the confirming test.
+    0.1 / 1 / 10 % of the area, MRE with sanity bound 20): in the study, 3 releases, run once, 0.710×
+    AG's mean relative error at ε 0.1 and 0.799× at ε 1 (geometric means over the 6 settings of each
+    ε); in the head-to-head (5 releases at ε 0.1, 16 at ε 1), 0.72× (0.52-0.96×) and 0.795×
+    (0.56-0.94×), the lowest mean MRE in 9 of its 12 settings.  It loses at 10^4 points and ε 0.1
+    (1.17-1.65× the best), where the tree's tenth of a small budget and the noisy leaf counts that
+    size the blocks cost most.
 
 Speed (``benchmarks/results/speed_end_to_end.md``)
     3.5 M points on 1,024², ε 1: plan, release and the full within-leaf density in 0.54–0.57 s, end to
