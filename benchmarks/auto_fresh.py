@@ -239,10 +239,12 @@ def releases_for(name: str, eps: float, label: str, family: dict[str, tuple[str,
 def run(mechanisms: dict[str, tuple[str, dict]], log: Callable[[str], None], *,
         family: dict[str, tuple[str, int, bool]] | None = None,
         points_of: Callable[[str, int], tuple[np.ndarray, np.ndarray]] | None = None,
-        csv: Path = CSV, prefix: str = "fresh", sixteen: tuple[str, ...] = SIXTEEN) -> None:
+        csv: Path = CSV, prefix: str = "fresh", sixteen: tuple[str, ...] = SIXTEEN,
+        seed_label: dict[str, str] | None = None) -> None:
     """Release every (label -> (mechanism, params)) on every fresh setting not yet in the CSV
     (by default this file's family; another held-out family passes its own ``family``,
-    ``points_of``, ``csv``, seed ``prefix`` and the labels with 16 releases)."""
+    ``points_of``, ``csv``, seed ``prefix`` and the labels with 16 releases).  ``seed_label`` maps a
+    label to the label its noise seeds are drawn for (paired releases; default: its own)."""
     family, points_of = family or FRESH, points_of or fresh_points
     done = set()
     if csv.exists():
@@ -272,7 +274,7 @@ def run(mechanisms: dict[str, tuple[str, dict]], log: Callable[[str], None], *,
                 rows: list[dict] = []
                 try:
                     for r in range(releases_for(name, eps, label, family, sixteen)):
-                        ns = _hash(f"{prefix}-noise", name, n, eps, label, r)
+                        ns = _hash(f"{prefix}-noise", name, n, eps, (seed_label or {}).get(label, label), r)
                         t1 = time.perf_counter()
                         plan = mech.plan(grid, eps, dict(params) or None, unit=points_unit(None))
                         rel = mech.release(plan, agg, NoiseSource(ns)).inner

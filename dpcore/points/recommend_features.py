@@ -252,8 +252,11 @@ def _params_text(params: dict[str, Any]) -> str:
 
 
 def _predict(scale: float, side: float, features: Sequence[float], weight: float, sc: str,
-             allowed: Collection[str] | None) -> dict[str, float]:
-    """Predicted regret (ratio, margin included) of every allowed configuration with coefficients."""
+             allowed: Collection[str] | None, prefer: tuple[str, float] | None = None) -> dict[str, float]:
+    """Predicted regret (ratio, margins included) of every allowed configuration with coefficients.
+    With ``prefer = (config, m)`` (off by default) every configuration but ``config`` has its
+    prediction multiplied by ``1 + m``: another is chosen only if it promises to beat ``config`` by
+    that margin (when ``config`` is allowed and has coefficients; else nothing changes)."""
     x = design(np.array([scale]), np.array([side]), *(np.array([v]) for v in features), np.array([weight]))[0]
     out = {}
     for config in CONFIGS:
@@ -264,6 +267,11 @@ def _predict(scale: float, side: float, features: Sequence[float], weight: float
     if not out:
         raise ParameterError("No candidate of auto's feature rule is allowed here; run "
                              "benchmarks/derive_auto_features.py --write or allow more mechanisms.")
+    if prefer is not None and prefer[0] in out:
+        favourite, m = prefer[0], float(prefer[1])
+        if not math.isfinite(m) or m < 0:
+            raise ParameterError(f"The preference margin must be a number ≥ 0 (got {prefer[1]!r}).")
+        out = {c: v if c == favourite else v * (1.0 + m) for c, v in out.items()}
     return out
 
 
@@ -300,12 +308,14 @@ def preview_sentence(mechanism: str, extra: dict[str, Any], n: float, epsilon: f
 def choose(features: ShapeFeatures, epsilon: float, query_sizes: Sequence[float] = DEFAULT_QUERY_SIZES, *,
            sensitivity: int = 1, grid_shape: tuple[int, int] = (256, 256),
            allowed: Collection[str] | None = None, hist_share: float = _HIST_SHARE,
-           n_public: bool = False) -> FeatureChoice:
+           n_public: bool = False, prefer: tuple[str, float] | None = None) -> FeatureChoice:
     """The configuration with the smallest predicted regret for these noisy ``features`` at
     ``epsilon`` (the whole ε of the release, features included), ``sensitivity`` records per unit,
     ``query_sizes``, on a grid of ``grid_shape``; only ``allowed`` configurations (default: all).
     ``hist_share`` is the share of the features' ε the coarse histogram had (½, or 1 with a public n);
     ``n_public``: the features' total is the curator's public number of points (the reason says so).
+    ``prefer = (config, m)`` (off by default; a policy studied in ``benchmarks/auto_fresh3.py``): every
+    other configuration must promise a regret ``1 + m`` times smaller than ``config``'s to be chosen.
 
     Reads nothing but its arguments (post-processing).  ``params`` carry ``public_n`` (the noisy
     count, rounded, at least 1) for the mechanisms that size themselves from n."""
@@ -320,7 +330,7 @@ def choose(features: ShapeFeatures, epsilon: float, query_sizes: Sequence[float]
     w = reliability(total, features.epsilon, k, features.coarse_rows * features.coarse_cols, hist_share) \
         if SHRINK else 1.0
     shape = (features.sparsity, features.concentration, features.top_entropy)
-    pred = _predict(scale, _grid_side(grid_shape), shape, w, sc, allowed)
+    pred = _predict(scale, _grid_side(grid_shape), shape, w, sc, allowed, prefer)
     config = min(pred, key=pred.__getitem__)
     mech, extra = CONFIGS[config]
     params = dict(extra)

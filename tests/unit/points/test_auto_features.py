@@ -292,3 +292,24 @@ def test_takes_public_n_is_every_point_mechanism_with_a_public_n_parameter() -> 
              if any(p.name == "public_n" for p in catalog.get("points", name).params)}
     takes.discard("auto")  # auto passes its public_n on; it is not one of its own candidates
     assert set(frule.TAKES_PUBLIC_N) == takes
+
+
+def test_prefer_is_off_by_default_and_needs_others_to_beat_the_favourite_by_its_margin() -> None:
+    """``prefer`` (a policy studied in benchmarks/auto_fresh3.py): off, the choice is unchanged; on,
+    every other configuration's prediction is multiplied by 1 + m, the favourite's kept."""
+    f = feat.features_from_noisy(50_000.0, np.full((16, 16), 195.0), epsilon=0.05)
+    base = frule.choose(f, 1.0, grid_shape=(256, 256))
+    assert frule.choose(f, 1.0, grid_shape=(256, 256), prefer=None) == base
+    fav = "privtree_ag"
+    on = frule.choose(f, 1.0, grid_shape=(256, 256), prefer=(fav, 0.2))
+    assert on.predictions[fav] == pytest.approx(base.predictions[fav])
+    for c, v in base.predictions.items():
+        if c != fav:
+            assert on.predictions[c] == pytest.approx(v * 1.2)
+    # the favourite wins unless another promised more than 20 % less regret
+    best_other = min(v for c, v in base.predictions.items() if c != fav)
+    assert (on.config == fav) == (base.predictions[fav] <= best_other * 1.2)
+    huge = frule.choose(f, 1.0, grid_shape=(256, 256), prefer=(fav, 1e9))
+    assert huge.config == fav
+    with pytest.raises(Exception, match="margin"):
+        frule.choose(f, 1.0, grid_shape=(256, 256), prefer=(fav, -0.5))
