@@ -77,6 +77,7 @@ PRE-REGISTERED (committed before any policy ran on this family; :data:`POLICIES`
 
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh3.py --run [--only M ...]  # compared mechanisms
     nice -n 10 /work/main/.venv/bin/python benchmarks/auto_fresh3.py --policies            # P1, P2, P3
+    /work/main/.venv/bin/python benchmarks/auto_fresh3.py --report                         # auto_fresh3.md
 """
 
 from __future__ import annotations
@@ -328,11 +329,106 @@ def run_policies(log: Callable[[str], None]) -> None:
         auto_fresh.run({k: POLICIES[k] for k in PREFERRING}, log, **kw)
 
 
+REPORT = auto_fresh.RESULTS / "auto_fresh3.md"
+
+
+def scored() -> pd.DataFrame:
+    """The held-out table (``derive_auto_features.heldout``): the policies against the best 5-release
+    mean of the ten compared mechanisms, per setting."""
+    import derive_auto_features as daf
+    return daf.heldout([CSV, CSV_SLOW, CSV_POLICIES], 5, COMPARED, labels=tuple(POLICIES))
+
+
+def policy_lines(h: pd.DataFrame) -> list[str]:
+    """The pre-registered comparison: one row per policy and the winner by the decision rule."""
+    import derive_auto_features as daf
+    clus = (h["epsilon"] == 1.0) & ~h["dataset"].isin(daf.NOT_CLUSTERED)
+    rows = []
+    for lab in POLICIES:
+        r = h[f"{lab}_ratio"]
+        w = h.loc[clus, f"{lab}_worst_over_median"][h.loc[clus, f"{lab}_releases"] >= 16]
+        rows.append({"policy": lab, "within": int((r <= 1.1).sum()), "of": int(r.notna().sum()),
+                     "geo": float(np.exp(np.log(r).mean())), "median": float(r.median()), "worst": float(r.max()),
+                     "clus": int((h.loc[clus, f"{lab}_ratio"] <= 1.1).sum()), "clus_of": int(clus.sum()),
+                     "w3": int((w <= 3).sum()), "w_of": len(w), "w_max": float(w.max())})
+    win = sorted(rows, key=lambda x: (-x["within"], x["geo"]))[0]
+    out = ["| policy | settings within 10 % of the best of ten | geo-mean ratio | median | worst | "
+           "ε = 1 clustered within 10 % | worst of 16 within 3× of median | largest worst/median |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for x in rows:
+        out.append(f"| `{x['policy']}` | **{x['within']} / {x['of']}** | {x['geo']:.3f}× | {x['median']:.2f}× | "
+                   f"{x['worst']:.2f}× | {x['clus']} / {x['clus_of']} | {x['w3']} / {x['w_of']} | {x['w_max']:.2f}× |")
+    return [*out, "", f"**By the pre-registered decision rule the winner is `{win['policy']}`** "
+            f"({win['within']} of {win['of']} settings within 10 %"
+            + ("; tie broken by the geometric mean" if sum(x["within"] == win["within"] for x in rows) > 1 else "")
+            + ")."]
+
+
+def breakdown_lines(h: pd.DataFrame) -> list[str]:
+    """Settings within 10 % per data set and per ε (not deciding: where the policies differ)."""
+    out = ["| data set | " + " | ".join(f"`{p}`" for p in POLICIES) + " | best (count of 12) |",
+           "|---|" + "---:|" * len(POLICIES) + "---|"]
+    for name in FRESH3:
+        g = h[h["dataset"] == name]
+        best = ", ".join(f"{m} {c}" for m, c in g["best"].value_counts().items())
+        out.append(f"| {name} | " + " | ".join(f"{int((g[f'{p}_ratio'] <= 1.1).sum())} / {len(g)}" for p in POLICIES)
+                   + f" | {best} |")
+    for eps, g in h.groupby("epsilon"):
+        out.append(f"| all, ε = {eps:g} | " + " | ".join(
+            f"{int((g[f'{p}_ratio'] <= 1.1).sum())} / {len(g)}" for p in POLICIES) + " | |")
+    p1, p2 = h["p1_rule_mean"], h["p2_prefer_privtree_ag_mean"]
+    same = int(np.isclose(p1, p2, rtol=0, atol=0).sum())
+    pairs = []
+    for a, b in (("p3_always_privtree_ag", "p1_rule"), ("p3_always_privtree_ag", "p2_prefer_privtree_ag"),
+                 ("p2_prefer_privtree_ag", "p1_rule")):
+        ia, ib = h[f"{a}_ratio"] <= 1.1, h[f"{b}_ratio"] <= 1.1
+        q = h[f"{a}_mean"] / h[f"{b}_mean"]
+        pairs.append(f"`{a}` vs `{b}`: within 10 % for the first only in {int((ia & ~ib).sum())} settings, the second "
+                     f"only in {int((~ia & ib).sum())}; the first's mean MRE over the second's, geometric mean "
+                     f"{np.exp(np.log(q).mean()):.3f}× (lower in {int((q < 1).sum())} of {len(q)} settings).")
+    return [*out, "", f"P1 and P2 share noise seeds (the same noisy features): their mean MRE is identical in "
+            f"{same} of {len(h)} settings (the same choice in every release there); they differ in {len(h) - same}.",
+            "", "Paired, setting by setting (not deciding):", "", *(f"- {x}" for x in pairs), "",
+            "Note: the `always privtree_ag` line of the held-out section below is the fresh1/2 way (the compared "
+            "`privtree_ag` rows, whose 5-release mean is also a candidate for the best, so it scores 1.00× whenever "
+            "it is the best by its own noise); P3 is the same mechanism with noise seeds of its own and 16 "
+            "releases at ε = 1 on clustered data, scored as P1 and P2 are."]
+
+
+def report(runtime: str = "") -> str:
+    """``benchmarks/results/auto_fresh3.md``: the pre-registered comparison, read once."""
+    import os
+
+    import derive_auto_features as daf
+    h = scored()
+    load = os.getloadavg()
+    out = ["# Third fresh held-out family (`benchmarks/auto_fresh3.py`): three policies for `auto`, read once", "",
+           "Made by `benchmarks/auto_fresh3.py --report`. The family (data sets, seeds, settings, workloads) was "
+           "committed first (a1973ff), the policies and the decision rule second (5f532f9), both before any "
+           "policy was released on it; the compared mechanisms' rows were made between the two commits (they "
+           "choose nothing). Scored with `derive_auto_features.heldout` (generalised to named policies; it "
+           "reproduces the fresh1/2 numbers of `auto_features.md` exactly): per setting, the policy's mean MRE "
+           "(0.1/1/10 % rectangles pooled; 16 releases at ε = 1 on clustered sets, 5 elsewhere) over the "
+           "smallest 5-release mean of the ten compared mechanisms (" + ", ".join(COMPARED) + ").",
+           "", f"Machine load when written: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}." + (
+               f" {runtime}" if runtime else ""), "",
+           "## Data sets (raw seeds 92,001–92,009)", "",
+           "| data set | generator | seed | clustered |", "|---|---|---:|---|"]
+    out += [f"| {k} | {g} | {sd:,} | {'yes' if c else 'no'} |" for k, (g, sd, c) in FRESH3.items()]
+    out += ["", "## The pre-registered comparison", "", *policy_lines(h), "",
+            "## Where (not deciding)", "", *breakdown_lines(h), "",
+            *daf.heldout_section("auto_fresh3 (third fresh family), best of all ten candidate mechanisms", h,
+                                 tuple(POLICIES))]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", action="store_true", help="release the compared mechanisms (resumable)")
     ap.add_argument("--only", nargs="+", choices=COMPARED, help="only these compared mechanisms")
     ap.add_argument("--policies", action="store_true", help="release the pre-registered policies P1, P2, P3")
+    ap.add_argument("--report", action="store_true", help="write benchmarks/results/auto_fresh3.md (read once)")
+    ap.add_argument("--runtime", default="", help="with --report: a sentence on the runs' wall time")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
 
@@ -349,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
                                sixteen=())
     if a.policies:
         run_policies(log)
+    if a.report:
+        REPORT.write_text(report(a.runtime) + "\n")
+        log(f"wrote {REPORT}")
     return 0
 
 

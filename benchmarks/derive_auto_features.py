@@ -404,17 +404,19 @@ def write_table(margin: float, shrink: bool, coef: dict, lr: pd.DataFrame) -> No
 # ------------------------------------------------------------------------------------ validation
 
 #: the data sets that are not clustered (the target at ε = 1 is on clustered data)
-NOT_CLUSTERED = ("uniform", "f_smooth", "g_smooth")
+NOT_CLUSTERED = ("uniform", "f_smooth", "g_smooth", "h_smooth")
 
 
 def heldout(csv: Path | list[Path], compared_releases: int | None = None,
-            compared: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """Every ``auto*`` label against the best other mechanism per setting (pooled query sizes);
-    with ``compared_releases`` the others' means use their first that many releases only, with
-    ``compared`` only those mechanisms are the others; several CSVs are read as one."""
+            compared: tuple[str, ...] | None = None, labels: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Every ``auto*`` label (or every one of ``labels``: the policies scored) against the best
+    other mechanism per setting (pooled query sizes); with ``compared_releases`` the others' means
+    use their first that many releases only, with ``compared`` only those mechanisms are the
+    others; several CSVs are read as one."""
     df = pd.concat([pd.read_csv(c) for c in (csv if isinstance(csv, list) else [csv])], ignore_index=True)
     ok = df[df["status"] == "ok"].copy()
-    is_auto = ok["mechanism"].str.startswith("auto")
+    wanted = labels
+    is_auto = ok["mechanism"].isin(wanted) if wanted is not None else ok["mechanism"].str.startswith("auto")
     if compared is not None:
         ok, is_auto = ok[is_auto | ok["mechanism"].isin(compared)], is_auto[is_auto | ok["mechanism"].isin(compared)]
     if compared_releases is not None:
@@ -423,10 +425,10 @@ def heldout(csv: Path | list[Path], compared_releases: int | None = None,
     keys = ["dataset", "n_nom", "grid_rows", "epsilon"]
     per = ok.groupby([*keys, "mechanism", "release"])["mre_percent"].mean().reset_index()
     st = per.groupby([*keys, "mechanism"])["mre_percent"].agg(["mean", "median", "max", "count"]).reset_index()
-    labels = sorted(m for m in set(st["mechanism"]) if m.startswith("auto"))
+    labels = sorted(m for m in set(st["mechanism"]) if (m in wanted if wanted is not None else m.startswith("auto")))
     out = []
     for k, g in st.groupby(keys):
-        others = g[~g["mechanism"].str.startswith("auto") & (g["mechanism"] != "matrix")]
+        others = g[~g["mechanism"].isin(labels) & (g["mechanism"] != "matrix")]
         if others.empty or not g["mechanism"].isin(labels).any():
             continue
         b = others.loc[others["mean"].idxmin()]
@@ -461,8 +463,10 @@ def verdict(h: pd.DataFrame, label: str) -> list[str]:
             + (f"within 3x in {int((w16 <= 3).sum())} of {len(w16)}, largest {w16.max():.2f}x." if len(w16) else "–")]
 
 
-def heldout_section(name: str, h: pd.DataFrame) -> list[str]:
-    labels = [c[:-6] for c in h.columns if c.endswith("_ratio") and c.startswith("auto")]
+def heldout_section(name: str, h: pd.DataFrame, labels: tuple[str, ...] | None = None) -> list[str]:
+    """The held-out tables of :func:`heldout`'s ``h`` (its ``auto*`` labels, or ``labels``)."""
+    labels = list(labels) if labels is not None else [
+        c[:-6] for c in h.columns if c.endswith("_ratio") and c.startswith("auto")]
     out = [f"## Held out: `{name}`", "",
            f"- Best among: {', '.join(sorted(set(', '.join(h['compared']).split(', '))))}.",
            "- The best mechanism, settings of " + f"{len(h)}: "
