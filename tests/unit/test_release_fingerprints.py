@@ -209,9 +209,15 @@ EXPECTED: dict[str, str] = {
     'hierarchy topdown_linf D': '699ade63324ee0d8',
     "hierarchy topdown_linf D'": 'c521d6522b7e3b6e',
     'od inftda': '935c01ad13bf053d',
-    'census privelet': '4d7411f1312f9c5f',
-    'census marginals pure': 'b2620a7e93ce96ed',
-    'census marginals zcdp': '1b047eca2d6c6b03',
+    # 2026-11-30: the grand total (one noisy coefficient) publishes ± sd·ln 20/√2, the exact Laplace quantile
+    # (tests/unit/areas/test_census_intervals.py); with the total's old ± 1.96·sd put back the digest is main's
+    # 4d7411f1312f9c5f
+    'census privelet': 'ce3aba97efe24afe',
+    # 2026-11-30: the plan carries exact_half (the exact half-width of marginals whose cells are one discrete
+    # Laplace draw: here county × age band under pure ε, identity strategy), and those cells publish ± k; without
+    # the field and with the old ± 1.96 se put back both digests are main's (b2620a7e93ce96ed, 1b047eca2d6c6b03)
+    'census marginals pure': '4bf3b45b96a4bb15',
+    'census marginals zcdp': 'd01530c13f84b0aa',
 }
 
 

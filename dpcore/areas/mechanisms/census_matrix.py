@@ -149,7 +149,10 @@ def _marginal_rows(names: Sequence[str], values: Sequence[Sequence[str]], margin
 
 @dataclass(frozen=True)
 class MarginalsPlan:
-    """Data-free facts of a marginals release (safe to show and publish)."""
+    """Data-free facts of a marginals release (safe to show and publish).
+
+    ``exact_half`` holds, per marginal, the exact 95 % half-width of its cells when each is one
+    discrete Laplace draw (:func:`single_draw_half_width`), else None (the normal ``1.96·se``)."""
 
     level: str
     cost: PrivacyCost
@@ -157,6 +160,29 @@ class MarginalsPlan:
     marginals: tuple[tuple[int, ...], ...]
     per_marginal: tuple[dict[str, Any], ...]
     info: dict[str, Any]
+    exact_half: tuple[float | None, ...] = ()
+
+    def half_width(self, i: int, se: Any) -> Any:
+        """The 95 % half-width of marginal ``i``'s cells with standard errors ``se``."""
+        k = self.exact_half[i] if self.exact_half else None
+        return interval_half_width("normal", se) if k is None else np.full(np.shape(se), k)
+
+
+def single_draw_half_width(s: matrix_strategy.Strategy, cal: Any, marginal: tuple[int, ...],
+                           n_axes: int) -> float | None:
+    """The exact 95 % half-width of a marginal's cells when each is *one* noise draw, else None.
+
+    Under pure ε the L1 strategy may be the identity (every cell of the table answered once, Li &
+    Miklau 2012, §7.3) with exact integer (discrete Laplace) noise; a marginal over every axis is then
+    the table itself, and each of its cells is one draw X, which ``± 1.96·se`` covers only for
+    ``|X| ≤ ⌊1.96·se⌋`` (93.8 % at ε = 0.5).  Its interval is ``± k``, k the smallest whole number
+    with ``P(|X| ≤ k) ≥ 0.95`` (:func:`dpcore.privacy.calibration.interval_half_width`), as for the
+    hierarchies' single-draw levels.  Every other cell is a least-squares combination: None.
+    """
+    if (cal.distribution != "discrete_laplace" or len(marginal) != n_axes or s.A is None
+            or s.A.shape[0] != s.A.shape[1] or not np.array_equal(s.A, np.eye(s.A.shape[0]))):
+        return None
+    return float(interval_half_width("discrete_laplace", cal.scale))
 
 
 def plan(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, ...]], cost: PrivacyCost
@@ -191,7 +217,8 @@ def plan(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, 
         per_unit = math.sqrt(cal.variance) / s.sensitivity()
         info["rmse_lower_bound"] = rep["rmse_lower_bound_per_sqrt_p"] * per_unit
         info["ratio_to_lower_bound"] = rep["ratio_rmse"]
-    return MarginalsPlan(level, cost, tuple(names), tuple(marginals), tuple(per), info)
+    exact = tuple(single_draw_half_width(s, cal, t, len(names)) for t in marginals)
+    return MarginalsPlan(level, cost, tuple(names), tuple(marginals), tuple(per), info, exact)
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,12 +264,12 @@ def release(table: CensusTable, p: MarginalsPlan, noise: NoiseSource) -> Margina
     names, values = axes_of(table.structure, p.level)
     tables: dict[str, pd.DataFrame] = {}
     off = 0
-    for row in _marginal_rows(names, values, p.marginals):
+    for j, row in enumerate(_marginal_rows(names, values, p.marginals)):
         k = row["cells"]
         ans, se = res.answers[off:off + k], res.standard_errors[off:off + k]
         off += k
         cols: dict[str, Any] = {a: [lab[i] for lab in row["labels"]] for i, a in enumerate(row["axes"])}
-        half = interval_half_width("normal", se)  # a marginal cell is a least-squares estimate
+        half = p.half_width(j, se)  # a least-squares estimate, or one discrete Laplace draw
         cols.update(noisy_count=ans, standard_error=se, ci95_low=ans - half, ci95_high=ans + half)
         tables[row["marginal"]] = pd.DataFrame(cols)
     return MarginalsRelease(p, tables, res.guarantee)
@@ -281,6 +308,14 @@ def marginals_body(rel: MarginalsRelease) -> dict[str, Any]:
     }
 
 
+def _interval_notes(p: MarginalsPlan) -> list[str]:
+    """One sentence per marginal whose cells are each one noise draw (:func:`single_draw_half_width`)."""
+    return [f"In the table {p.per_marginal[i]['marginal']} each cell is one discrete Laplace draw (identity "
+            f"strategy): ci95_low/high = noisy_count ± {k:g}, the exact 95 % quantile of that noise; elsewhere "
+            "noisy_count ± 1.96·standard_error."
+            for i, k in enumerate(p.exact_half) if k is not None]
+
+
 def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None, *, plan: Plan | None = None) -> dict[str, Any]:
     """The machine-readable record (public parameters, strategy, expected errors; no true count):
     the one envelope (:func:`dpcore.core.record.build_record`) around :func:`marginals_body`;
@@ -297,6 +332,7 @@ def marginals_record(rel: MarginalsRelease, ledger: Ledger | None = None, *, pla
         body=marginals_body(rel),
         notes=["All values are outputs of the mechanism; no true count is published.",
                "Standard errors are analytic (Var(z)·w X⁺ wᵀ per query), from public parameters only.",
+               *_interval_notes(p),
                *p.info["notes"],
                *[f"The values of '{o}' come from {src}." for o, src in p.info.get("bins_source", {}).items()]],
         ledger=ledger, plan=plan.rows_dict() if plan is not None else None,
@@ -356,7 +392,7 @@ class CensusMatrix(Mechanism):
         info = inner.info
         rows = tuple(
             PlanRow(level=i, name=m["marginal"], cost=None, noise=info["noise"], scale=info["noise_scale"],
-                    sensitivity=None, n_counts=m["cells"], sd=m["sd_mean"], ci95=interval_half_width("normal", m["sd_mean"]),
+                    sensitivity=None, n_counts=m["cells"], sd=m["sd_mean"], ci95=float(inner.half_width(i, m["sd_mean"])),
                     mean_abs=math.sqrt(2 / math.pi) * m["sd_mean"], max_abs=None,
                     note="one strategy answered with the whole budget; sd is the RMS over the table's cells "
                          "(mean error: normal approximation)",

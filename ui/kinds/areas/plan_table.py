@@ -97,7 +97,9 @@ def _privelet_error(table: Any, sel: TableSelection) -> None:
     st.dataframe(show, hide_index=True, key="census_expected")
     with st.expander("How the expected error is computed"):
         st.caption("From the mechanism, the budget and the public areas only: no data is used.")
-        st.markdown("The 95 % half-width is 1.96 × SD (normal approximation of the noise).")
+        st.markdown("The 95 % half-width is 1.96 × SD (normal approximation of the noise), except for a level "
+                    "whose areas' totals are each one noisy coefficient (the total; the finest areas under "
+                    "Privelet+ of the geography): 2.12 × SD there, the exact 95 % quantile of one Laplace draw.")
 
     s = table.structure
     q1, q2 = st.columns([1, 2])
