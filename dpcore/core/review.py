@@ -92,7 +92,8 @@ def unprotected(rec: Mapping[str, Any]) -> list[str]:
 
 def _unprotected_items(rec: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     """Each quantity DP does not protect, once: the record's own text (:func:`unprotected`, the
-    deployment entry) and its plain words (review.html, :func:`_unprotected_words`)."""
+    deployment entry) and its plain words (review.html, :func:`_unprotected_words`; an exact total
+    said once, however many of the record's keys state it)."""
     unit = rec.get("privacy", {}).get("unit_of_privacy")
     items = [("The public domain (grid, area hierarchy or O/D tree) and every parameter set by the curator.",
               ["The public geography (the map's extent and grid, the list of areas, or the tree of trips between "
@@ -101,11 +102,16 @@ def _unprotected_items(rec: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
         items.append((f"The contribution cap of the unit of privacy: "
                       f"{unit if isinstance(unit, str) else json.dumps(unit)}.",
                       [f"How much one unit of privacy may contribute: {words.unit_sentence(unit)}."]))
+    said_total = False
     for key, val in _find(rec, frozenset({"invariants", "total_public", "public_total"})):
         if val in (None, False, [], {}):
             continue
-        items.append((f"Held exactly (invariant, not noisy): {key} = {json.dumps(val)[:300]}.",
-                      list(words.invariant_words(key, val))))
+        lines = []
+        for total, line in words.invariant_words(key, val):
+            if not (total and said_total):
+                lines.append(line)
+            said_total = said_total or total
+        items.append((f"Held exactly (invariant, not noisy): {key} = {json.dumps(val)[:300]}.", lines))
     if rec.get("data_users", {}).get("conditional_on_partition"):
         text = ("The partition was chosen from the data, paid for from the budget; the published counts are "
                 "unbiased only given that partition.")
@@ -421,17 +427,8 @@ def _levels_html(rec: Mapping[str, Any], g: Mapping[str, Any] | None, table: _Ta
 
 
 def _unprotected_words(rec: Mapping[str, Any]) -> list[str]:
-    """:func:`unprotected` in words (the deployment entry keeps the record's own text); an exact total
-    said once."""
-    out, said_total = [], False
-    for _code, lines in _unprotected_items(rec):
-        for line in lines:
-            if line.startswith("The total is published exactly"):
-                if said_total:
-                    continue
-                said_total = True
-            out.append(line)
-    return out
+    """:func:`unprotected` in words (the deployment entry keeps the record's own text)."""
+    return [line for _code, lines in _unprotected_items(rec) for line in lines]
 
 
 def review_html(rec: Mapping[str, Any], release_csv: bytes | None = None, threshold: float = CV_THRESHOLD,
