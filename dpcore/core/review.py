@@ -122,8 +122,9 @@ def _unprotected_items(rec: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
                       ["Which cells the reliability rule hid (it reads only noisy values: protected, but it hides "
                        "cells)."]))
     if not rec.get("ledger", {}).get("accounted", True):
-        text = "This release was charged to no budget (--no-budget): its cost is not recorded in any ledger."
-        items.append((text, [text]))
+        # no words: review.html says so once, where it states the budget (review_words.budget_sentence)
+        items.append(("This release was charged to no budget (--no-budget): its cost is not recorded in any ledger.",
+                      []))
     return items
 
 

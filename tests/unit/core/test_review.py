@@ -305,4 +305,5 @@ def test_an_approximate_dp_release_and_one_charged_to_no_budget_read_as_sentence
     assert "Privacy guarantee of this release: ε = 1, δ = 10⁻⁸ (approximate differential privacy)." in page
     assert "one person, who may make up to 3 trips, several of them possibly between the same pair of areas" in page
     assert "Not accounted: this release was charged to no budget (--no-budget)." in page
+    assert page.count("charged to no budget") == 1  # said where the budget is, not again as "not protected"
     assert not any(mark in page for mark in CODE_MARKS)
