@@ -71,13 +71,21 @@ def intervals_note(rel: HierarchyRelease) -> str:
             "only, clipped at 0 for non-negative mechanisms")
 
 
+def _projection_reason(rel: HierarchyRelease, *, add_up: bool) -> str:
+    """Why no 95 % interval is valid for this release's values, the one source of the pages' line
+    (:func:`no_interval_line`) and the record's note (:func:`no_interval_note`): its mechanism's
+    projection onto non-negative whole numbers (``add_up``: that add up, as the note says) depends on
+    the data."""
+    return (f"{rel.mechanism.title} adjusts the noisy counts to non-negative whole numbers"
+            f"{' that add up,' if add_up else ''} in a way that depends on the data")
+
+
 def no_interval_line(rel: HierarchyRelease) -> str | None:
     """One sentence for the pages: why no 95 % interval is shown for this release's values (None: it is)."""
     if rel.has_intervals:
         return None
-    return (f"No 95 % interval is shown: {rel.mechanism.title} adjusts the noisy counts to non-negative whole "
-            "numbers in a way that depends on the data, so the released count ± 1.96 × SD would cover the true "
-            "count less than 95 % of the time.")
+    return (f"No 95 % interval is shown: {_projection_reason(rel, add_up=False)}, so the released count ± 1.96 × SD "
+            "would cover the true count less than 95 % of the time.")
 
 
 def no_interval_note(rel: HierarchyRelease) -> str | None:
@@ -95,8 +103,7 @@ def no_interval_note(rel: HierarchyRelease) -> str | None:
     """
     if rel.has_intervals:
         return None
-    why = (f"{rel.mechanism.title} adjusts the noisy counts to non-negative whole numbers that add up, in a way "
-           "that depends on the data: the released values are biased (most of all a large count among empty "
+    why = (f"{_projection_reason(rel, add_up=True)}: the released values are biased (most of all a large count among empty "
            "areas, pulled down by the positive noise the empty ones keep), and noisy_count ± 1.96 × noise_sd "
            "would cover the true count less often than 95 % of the time (in a simulation, as low as 82 % for a "
            "large count among empty areas, and 83 % for the exact tree DP's total). No interval is given for "

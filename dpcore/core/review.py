@@ -92,7 +92,8 @@ def unprotected(rec: Mapping[str, Any]) -> list[str]:
 
 def _unprotected_items(rec: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     """Each quantity DP does not protect, once: the record's own text (:func:`unprotected`, the
-    deployment entry) and its plain words (review.html, :func:`_unprotected_words`)."""
+    deployment entry) and its plain words (review.html, :func:`_unprotected_words`; an exact total
+    said once, however many of the record's keys state it)."""
     unit = rec.get("privacy", {}).get("unit_of_privacy")
     items = [("The public domain (grid, area hierarchy or O/D tree) and every parameter set by the curator.",
               ["The public geography (the map's extent and grid, the list of areas, or the tree of trips between "
@@ -101,11 +102,16 @@ def _unprotected_items(rec: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
         items.append((f"The contribution cap of the unit of privacy: "
                       f"{unit if isinstance(unit, str) else json.dumps(unit)}.",
                       [f"How much one unit of privacy may contribute: {words.unit_sentence(unit)}."]))
+    said_total = False
     for key, val in _find(rec, frozenset({"invariants", "total_public", "public_total"})):
         if val in (None, False, [], {}):
             continue
-        items.append((f"Held exactly (invariant, not noisy): {key} = {json.dumps(val)[:300]}.",
-                      list(words.invariant_words(key, val))))
+        lines = []
+        for total, line in words.invariant_words(key, val):
+            if not (total and said_total):
+                lines.append(line)
+            said_total = said_total or total
+        items.append((f"Held exactly (invariant, not noisy): {key} = {json.dumps(val)[:300]}.", lines))
     if rec.get("data_users", {}).get("conditional_on_partition"):
         text = ("The partition was chosen from the data, paid for from the budget; the published counts are "
                 "unbiased only given that partition.")
@@ -116,8 +122,9 @@ def _unprotected_items(rec: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
                       ["Which cells the reliability rule hid (it reads only noisy values: protected, but it hides "
                        "cells)."]))
     if not rec.get("ledger", {}).get("accounted", True):
-        text = "This release was charged to no budget (--no-budget): its cost is not recorded in any ledger."
-        items.append((text, [text]))
+        # no words: review.html says so once, where it states the budget (review_words.budget_sentence)
+        items.append(("This release was charged to no budget (--no-budget): its cost is not recorded in any ledger.",
+                      []))
     return items
 
 
@@ -248,7 +255,12 @@ def _yaml_of(dep: Mapping[str, Any]) -> bytes:
 _SMALL = 1 << 16
 #: Bytes of a large published table parsed at a time (:func:`_arrow_columns`).
 _BLOCK = 1 << 24
-_GUIDE = ("level", "noisy_count", "noise_sd")
+#: The guidance's numeric columns (:func:`level_guidance`), read with ``level``.
+_NUMBERS = ("noisy_count", "noise_sd")
+#: A points table's rectangle columns: its levels' cell sizes (:func:`_cell_sizes`).
+_RECT = ("west", "south", "east", "north")
+#: A published table as read: level codes, their names, and numeric columns by name.
+_Table = tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]
 
 
 def _number(text: str) -> float:
@@ -258,48 +270,64 @@ def _number(text: str) -> float:
         return float("nan")
 
 
-def _small_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """(level codes, level names, noisy_count, noise_sd) of a small published table (the codes index
-    the names, which come in the order the table lists them), or None without those columns."""
+def _small_columns(data: bytes, wanted: tuple[str, ...] = _NUMBERS) -> _Table | None:
+    """The level codes, level names and the ``wanted`` numeric columns the table has (name -> values,
+    NaN where empty or not a number) of a small published table (the codes index the names, which
+    come in the order the table lists them), or None without a ``level`` column."""
     rows = csv.reader(io.StringIO(data.decode("utf-8")))
     head = next(rows, None)
-    if head is None or not set(_GUIDE) <= set(head):
+    if head is None or "level" not in head:
         return None
-    i, j, k = (head.index(c) for c in _GUIDE)
+    have = [c for c in wanted if c in head]
+    at = [head.index(c) for c in ("level", *have)]
     try:
-        parsed = [(r[i], _number(r[j]), _number(r[k])) for r in rows if r]
+        parsed = [[r[i] for i in at] for r in rows if r]
     except IndexError:  # a short row: not a table of this kind
         return None
     names = list(dict.fromkeys(p[0] for p in parsed))  # in the order the table lists them
     code = {name: i for i, name in enumerate(names)}
     return (np.array([code[p[0]] for p in parsed], dtype=np.int64), np.array(names, dtype=object),
-            np.array([p[1] for p in parsed], dtype=np.float64), np.array([p[2] for p in parsed], dtype=np.float64))
+            {c: np.array([_number(p[j]) for p in parsed], dtype=np.float64) for j, c in enumerate(have, 1)})
 
 
-def _arrow_columns(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+def _arrow_columns(data: bytes, wanted: tuple[str, ...] = _NUMBERS) -> _Table | None:
     """:func:`_small_columns` of a large table, read by pyarrow a block at a time (the rows of 8 M
-    census blocks are never parsed into one table: only the three columns' numbers are kept)."""
+    census blocks are never parsed into one table: only the level codes and the columns' numbers are
+    kept)."""
     import pyarrow.csv as pacsv
 
+    end = data.find(b"\n")
+    head = next(csv.reader([(data if end < 0 else data[:end]).decode("utf-8").rstrip("\r")]), [])
+    if "level" not in head:
+        return None
+    have = [c for c in wanted if c in head]
     names: dict[Any, int] = {}  # the levels in the order the file lists them
-    codes, count, sd = [], [], []
+    codes: list[np.ndarray] = []
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in have}
     try:
         reader = pacsv.open_csv(io.BytesIO(data), read_options=pacsv.ReadOptions(block_size=_BLOCK),
                                 convert_options=pacsv.ConvertOptions(
-            include_columns=list(_GUIDE), column_types={"level": "string", "noisy_count": "float64",
-                                                       "noise_sd": "float64"}))
+            include_columns=["level", *have], column_types={"level": "string", **dict.fromkeys(have, "float64")}))
         for batch in reader:
             # the levels as codes into their names: no text object per row
             enc = batch.column("level").dictionary_encode(null_encoding="encode")
             local = np.array([names.setdefault(v, len(names)) for v in enc.dictionary.to_pylist()], dtype=np.int64)
             codes.append(local[enc.indices.to_numpy(zero_copy_only=False)])
-            count.append(batch.column("noisy_count").to_numpy(zero_copy_only=False))
-            sd.append(batch.column("noise_sd").to_numpy(zero_copy_only=False))
-    except (KeyError, ValueError, OSError):  # a table without these columns (pyarrow's ArrowInvalid)
+            for c in have:
+                parts[c].append(batch.column(c).to_numpy(zero_copy_only=False))
+    except (KeyError, ValueError, OSError):  # not a table of this kind (pyarrow's ArrowInvalid)
         return None
     return (np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64), np.asarray(list(names), dtype=object),
-            np.asarray(np.concatenate(count) if count else [], dtype=np.float64),
-            np.asarray(np.concatenate(sd) if sd else [], dtype=np.float64))
+            {c: np.asarray(np.concatenate(v) if v else [], dtype=np.float64) for c, v in parts.items()})
+
+
+def _read(data: bytes | None, rec: Mapping[str, Any] | None = None) -> _Table | None:
+    """The published table's levels and the numbers the review reads from it, parsed once: the
+    guidance's columns, and a points release's rectangles (:func:`_cell_sizes`)."""
+    if not data:
+        return None
+    wanted = _NUMBERS + (_RECT if isinstance(rec, Mapping) and rec.get("kind") == "points" else ())
+    return _small_columns(data, wanted) if len(data) <= _SMALL else _arrow_columns(data, wanted)
 
 
 def level_guidance(release_csv: bytes | None, threshold: float = CV_THRESHOLD) -> dict[str, Any] | None:
@@ -314,12 +342,15 @@ def level_guidance(release_csv: bytes | None, threshold: float = CV_THRESHOLD) -
     >>> g["use_level"], [r["median_cv"] for r in g["levels"]]
     ('state', [0.03, 0.45])
     """
-    if not release_csv:
+    return _guidance(_read(release_csv), threshold)
+
+
+def _guidance(table: _Table | None, threshold: float) -> dict[str, Any] | None:
+    """:func:`level_guidance` of a table read by :func:`_read`."""
+    if table is None or not set(_NUMBERS) <= set(table[2]):
         return None
-    columns = _small_columns(release_csv) if len(release_csv) <= _SMALL else _arrow_columns(release_csv)
-    if columns is None:
-        return None
-    codes, names, count, sd = columns
+    codes, names, cols = table
+    count, sd = cols["noisy_count"], cols["noise_sd"]
     finite = np.isfinite(sd) & np.isfinite(count)
     rows, use = [], None
     for i, name in enumerate(names.tolist()):
@@ -348,19 +379,13 @@ def _table(rows: list[list[Any]], head: list[str]) -> str:
     return f'<table style="border-collapse:collapse"><tr>{cells}</tr>{body}</table>'
 
 
-def _cell_sizes(rec: Mapping[str, Any], release_csv: bytes | None) -> dict[str, tuple[float, float]]:
-    """Per level of a points ``release.csv``: the median east-west and north-south size (km) of its
-    rectangles, in the record's own km per degree (``domain``); {} without rectangles."""
-    if rec.get("kind") != "points" or not release_csv:
+def _cell_sizes(rec: Mapping[str, Any], table: _Table | None) -> dict[str, tuple[float, float]]:
+    """Per level of a points ``release.csv`` (as :func:`_read` read it): the median east-west and
+    north-south size (km) of its rectangles, in the record's own km per degree (``domain``); {}
+    without rectangles."""
+    if rec.get("kind") != "points" or table is None or not set(_RECT) <= set(table[2]):
         return {}
-    import pyarrow.csv as pacsv
-
-    cols = ["level", "west", "south", "east", "north"]
-    try:
-        t = pacsv.read_csv(io.BytesIO(release_csv), convert_options=pacsv.ConvertOptions(
-            include_columns=cols, column_types={"level": "string", **dict.fromkeys(cols[1:], "float64")}))
-    except (KeyError, ValueError, OSError):  # no rectangles (pyarrow's ArrowInvalid)
-        return {}
+    code, names, cols = table
     dom = rec.get("domain") or {}
     b, g, km = dom.get("bounds") or {}, dom.get("grid") or {}, dom.get("cell_size_km") or {}
     try:
@@ -369,25 +394,23 @@ def _cell_sizes(rec: Mapping[str, Any], release_csv: bytes | None) -> dict[str, 
     except (KeyError, TypeError, ZeroDivisionError):
         mid = math.radians((float(b.get("south", 0.0)) + float(b.get("north", 0.0))) / 2.0)
         kx, ky = 111.32 * math.cos(mid), 110.57
-    enc = t.column("level").combine_chunks().dictionary_encode()  # the levels as codes: no text per row
-    code = enc.indices.to_numpy(zero_copy_only=False)
-    w = (t.column("east").to_numpy() - t.column("west").to_numpy()) * kx
-    h = (t.column("north").to_numpy() - t.column("south").to_numpy()) * ky
+    w = (cols["east"] - cols["west"]) * kx
+    h = (cols["north"] - cols["south"]) * ky
     return {str(name): (float(np.nanmedian(w[code == i])), float(np.nanmedian(h[code == i])))
-            for i, name in enumerate(enc.dictionary.to_pylist()) if (code == i).any()}
+            for i, name in enumerate(names.tolist()) if (code == i).any()}
 
 
 def _percent(x: float) -> str:
     return f"{words.number(100.0 * x)} %"
 
 
-def _levels_html(rec: Mapping[str, Any], g: Mapping[str, Any] | None, release_csv: bytes | None) -> str:
+def _levels_html(rec: Mapping[str, Any], g: Mapping[str, Any] | None, table: _Table | None) -> str:
     """The errors per level (by name) and the finest level fit for use, in words."""
     if not g:
         return "<p>No table of errors per level could be made from the published table; see release.json.</p>"
     e = html.escape
     t = float(g["threshold"])
-    names = words.level_names(rec, [str(r["level"]) for r in g["levels"]], _cell_sizes(rec, release_csv))
+    names = words.level_names(rec, [str(r["level"]) for r in g["levels"]], _cell_sizes(rec, table))
     rows = [[names[str(r["level"])], words.number(int(r["cells"])), f"± {words.number(r['median_noise_sd'])}",
              _percent(r["median_cv"]), "yes" if r["under_threshold"] else "no"] for r in g["levels"]]
     table = _table(rows, ["level", "number of published values", "typical error (median noise SD)",
@@ -405,17 +428,8 @@ def _levels_html(rec: Mapping[str, Any], g: Mapping[str, Any] | None, release_cs
 
 
 def _unprotected_words(rec: Mapping[str, Any]) -> list[str]:
-    """:func:`unprotected` in words (the deployment entry keeps the record's own text); an exact total
-    said once."""
-    out, said_total = [], False
-    for _code, lines in _unprotected_items(rec):
-        for line in lines:
-            if line.startswith("The total is published exactly"):
-                if said_total:
-                    continue
-                said_total = True
-            out.append(line)
-    return out
+    """:func:`unprotected` in words (the deployment entry keeps the record's own text)."""
+    return [line for _code, lines in _unprotected_items(rec) for line in lines]
 
 
 def review_html(rec: Mapping[str, Any], release_csv: bytes | None = None, threshold: float = CV_THRESHOLD,
@@ -423,9 +437,15 @@ def review_html(rec: Mapping[str, Any], release_csv: bytes | None = None, thresh
     """``review.html``: the one-page summary a disclosure officer signs (see the module's docstring),
     every line in plain words (:mod:`dpcore.core.review_words`): the record's codes are said, never
     printed; ``dep``: :func:`deployment` of ``rec``, when already made."""
+    return _review_page(rec, _read(release_csv, rec), threshold, dep)
+
+
+def _review_page(rec: Mapping[str, Any], table: _Table | None, threshold: float,
+                 dep: Mapping[str, Any] | None) -> bytes:
+    """:func:`review_html` of the published table as :func:`_read` read it."""
     d = (dep if dep is not None else deployment(rec))["deployment"]
     priv, ledger, mech, sw = rec.get("privacy", {}), rec.get("ledger", {}), rec.get("mechanism", {}), rec.get("software", {})
-    g = rec.get("level_guidance") or level_guidance(release_csv, threshold)
+    g = rec.get("level_guidance") or _guidance(table, threshold)
     e = html.escape
     params = d["privacy_loss"]["privacy_parameters"]
     cost = priv.get("cost") if isinstance(priv.get("cost"), Mapping) else None
@@ -462,7 +482,7 @@ Files: {e(', '.join(map(str, rec.get('outputs', {}).get('files', []))))}.</p>
 <p>Unit of privacy (whom the guarantee protects): {e(words.unit_sentence(priv.get('unit_of_privacy')))}. Two data
 sets count as neighbours when {e(words.neighbour_words(priv.get('neighbouring_relation')))}.</p>
 <p>{budget}</p>
-<h2>Errors per level</h2>{_levels_html(rec, g, release_csv)}
+<h2>Errors per level</h2>{_levels_html(rec, g, table)}
 <h2>Reliability</h2><p>{reliability}</p>
 <h2>What is not protected</h2><ul>{''.join(f'<li>{e(u)}</li>' for u in _unprotected_words(rec))}</ul>
 <h2>Sign-off</h2><table style="border-collapse:collapse">{sign}</table>
@@ -482,19 +502,26 @@ def with_guidance(files: Mapping[str, bytes], threshold: float = CV_THRESHOLD) -
     >>> json.loads(out["release.json"])["level_guidance"]["use_level"]
     'state'
     """
+    return _guided(files, threshold)[0]
+
+
+def _guided(files: Mapping[str, bytes], threshold: float) -> tuple[dict[str, bytes], dict[str, Any] | None,
+                                                                   _Table | None]:
+    """:func:`with_guidance`'s files, their record (None without a ``release.json``) and their
+    published table as :func:`_read` read it, once, for the guidance and the review page alike."""
     out = dict(files)
     if "release.json" not in out:
-        return out
-    g = level_guidance(out.get("release_full.csv") or out.get("release.csv"), threshold)
-    if g is None:
-        return out
+        return out, None, None
     rec = json.loads(out["release.json"])
-    if rec.get("level_guidance") != g:
+    table = _read(out.get("release_full.csv") or out.get("release.csv"), rec)
+    g = _guidance(table, threshold)
+    if g is not None and rec.get("level_guidance") != g:
         import orjson
 
         rec["level_guidance"] = g
         out["release.json"] = orjson.dumps(rec, option=orjson.OPT_INDENT_2)
-    return out
+        rec = json.loads(out["release.json"])  # the record as written
+    return out, rec, table
 
 
 def without_review(files: Mapping[str, bytes]) -> dict[str, bytes]:
@@ -521,14 +548,13 @@ def with_review(files: Mapping[str, bytes], threshold: float = CV_THRESHOLD) -> 
     (:func:`with_guidance`), ``deployment.yaml`` and ``review.html`` made (again) from its
     ``release.json`` and published table (``release_full.csv`` where a reliability rule blanked
     ``release.csv``).  Files without a ``release.json`` are returned unchanged."""
-    out = with_guidance(files, threshold)
-    if "release.json" not in out:
+    out, rec, table = _guided(files, threshold)
+    if rec is None:
         return out
-    rec = json.loads(out["release.json"])
     try:
         dep = deployment(rec)
         out["deployment.yaml"] = _yaml_of(dep)
-        out["review.html"] = review_html(rec, out.get("release_full.csv") or out.get("release.csv"), threshold, dep)
+        out["review.html"] = _review_page(rec, table, threshold, dep)
     except (KeyError, TypeError, ValueError, AttributeError) as err:  # made after the charge: never refuse
         out.pop("deployment.yaml", None)
         out["review.html"] = (f"<!DOCTYPE html><html><body><p>The review record could not be built from "

@@ -174,32 +174,33 @@ def horizon_words(key: str, value: Any) -> str:
     return f"a series of periods (its {key} is stated in release.json)"
 
 
-def invariant_words(key: str, value: Any) -> Iterator[str]:
-    """The quantities a release publishes exactly (its invariants), one sentence each.
+def invariant_words(key: str, value: Any) -> Iterator[tuple[bool, str]]:
+    """The quantities a release publishes exactly (its invariants), one sentence each, with whether
+    the sentence is about the total (a record may state its total under more than one key: said once).
 
     >>> list(invariant_words("invariants", {"total": 440}))
-    ['The total is published exactly (not noisy): 440.']
+    [(True, 'The total is published exactly (not noisy): 440.')]
     >>> list(invariant_words("invariants", [{"level": "state", "value": 1234}]))
-    ['The count of state is published exactly (not noisy): 1,234.']
+    [(False, 'The count of state is published exactly (not noisy): 1,234.')]
     """
     if key == "total_public":
-        yield "The total is published exactly (not noisy)."
+        yield True, "The total is published exactly (not noisy)."
     elif isinstance(value, Mapping):
         for k, v in value.items():
             what = "The total" if k == "total" else f"The {k}"
-            yield (f"{what} is published exactly (not noisy): {number(v)}." if isinstance(v, (int, float))
-                   else f"{what} is published exactly (not noisy); see release.json.")
+            yield k == "total", (f"{what} is published exactly (not noisy): {number(v)}." if isinstance(v, (int, float))
+                                 else f"{what} is published exactly (not noisy); see release.json.")
     elif isinstance(value, list):
         for item in value:
             if isinstance(item, Mapping) and "value" in item:
                 what = f"The count of {item['level']}" if "level" in item else "A count"
-                yield f"{what} is published exactly (not noisy): {number(item['value'])}."
+                yield False, f"{what} is published exactly (not noisy): {number(item['value'])}."
             else:
-                yield "A quantity is published exactly (not noisy); see release.json."
+                yield False, "A quantity is published exactly (not noisy); see release.json."
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield f"The total is published exactly (not noisy): {number(value)}."
+        yield True, f"The total is published exactly (not noisy): {number(value)}."
     else:
-        yield "A quantity is published exactly (not noisy); see release.json."
+        yield False, "A quantity is published exactly (not noisy); see release.json."
 
 
 def _od_level_names(rec: Mapping[str, Any]) -> dict[str, str]:

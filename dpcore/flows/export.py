@@ -178,33 +178,16 @@ def no_interval_note(rel: ODRelease) -> str | None:
     interval instead, in words (the record's column texts and the Export step say it); None where
     they are filled (:func:`has_intervals`).
 
-    No valid 95 % interval is known for these released values.  TopDown L2 projects each table onto
-    non-negative whole numbers adding up to its parent and drops the pairs released as 0 with their
-    subtree: its values are biased (a large flow among empty pairs is pulled down by the positive
-    noise the empty ones keep), so ``noisy_count ± 1.96 · noise_sd`` covers less than 95 %
-    (tests/unit/flows/test_od_intervals.py: 253 of 300 releases, 84 %, for a flow of 100 trips
-    among three empty pairs at ρ = 0.25; 86 % of 1,000).  VanillaGauss's values are unbiased sums of noise, but ``noise_sd`` is its
-    level's average error while each flow's own SD follows the sizes of its two areas.  The
-    stability histogram releases only pairs whose noisy count passes a threshold.
+    No valid 95 % interval is known for these released values; why is the mechanism's own
+    :attr:`~dpcore.flows.mechanisms.base.ODMechanism.no_interval_reason` (TopDown's projection biases
+    them; VanillaGauss's ``noise_sd`` is its level's average error while each flow's own SD follows
+    the sizes of its two areas; the stability histogram releases only pairs whose noisy count passes
+    a threshold).
     """
     if has_intervals(rel):
         return None
     m = rel.mechanism
-    if m.name == "vanilla_gauss":
-        why = (f"{m.title} gives each flow the sum of the noise of its finest pairs: noise_sd is the table's "
-               "average error, while a flow's own error depends on the sizes of its two areas, so noisy_count ± "
-               "1.96 × noise_sd is not a valid 95 % interval for every flow.")
-    elif m.name == "sh":
-        why = (f"{m.title} publishes only the pairs whose noisy count passes a threshold: no valid 95 % interval "
-               "is known for these values.")
-    else:
-        why = (f"{m.title} adjusts every table's noisy counts to non-negative whole numbers that add up to the "
-               "table above and drops the flows released as 0 with everything below them. The released values "
-               "are therefore biased (most of all a large flow among empty pairs), and noisy_count ± 1.96 × "
-               "noise_sd would cover the true count less often than 95 % of the time (about 85 % for a 100-trip flow among "
-               "empty pairs in a simulation; how much less depends on the data and the budget), so no "
-               "interval is given for them.")
-    return empty_note(why, (data_users_section(rel) or {}).get("files") or [],
+    return empty_note(f"{m.title} {m.no_interval_reason}", (data_users_section(rel) or {}).get("files") or [],
                       estimates="a least-squares estimate and its variance for every published flow", command="",
                       answers="any flow or sum of flows (codes ORIGIN>DESTINATION)", items="flows")
 

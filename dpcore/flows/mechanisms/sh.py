@@ -55,6 +55,8 @@ class StabilityHistogram(ODMechanism):
     definitions = ()
     consistent = nonnegative = True
     finest_only = True
+    no_interval_reason = ("publishes only the pairs whose noisy count passes a threshold: no valid 95 % interval "
+                          "is known for these values.")
 
     def cost(self, budget: PrivacyCost | float, params: Mapping[str, Any] | None = None) -> PrivacyCost:
         """Refused: an (ε, δ) cost cannot be added to a pure-ε or zCDP budget."""

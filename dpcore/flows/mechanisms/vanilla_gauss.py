@@ -66,6 +66,11 @@ class VanillaGauss(ODMechanism):
     definitions = ("pure", "zcdp")
     consistent, nonnegative = True, False
     finest_only = True
+    #: unbiased sums of noise, but ``noise_sd`` is the level's average error
+    no_interval_reason = (
+        "gives each flow the sum of the noise of its finest pairs: noise_sd is the table's average error, while a "
+        "flow's own error depends on the sizes of its two areas, so noisy_count ± 1.96 × noise_sd is not a valid "
+        "95 % interval for every flow.")
 
     def measured_levels(self, tree: ODTree, o: ODOptions) -> list[bool]:
         """The finest level only; refused when the full finest domain is too large to noise."""

@@ -115,6 +115,9 @@ SHARE_STEPS = 16
 FREE_PENALTY_FACTOR = 4.0
 #: Relative margin kept below ε₂ on every path (float rounding of the shares' products).
 PATH_MARGIN = 1e-9
+#: A rectangle over the buckets as :func:`~dpcore.estimate.greedy_h.node_decompositions` takes it:
+#: the buckets it touches, the share of each it covers, and the buckets it covers whole as runs.
+_Query = tuple[NDArray[np.int64], NDArray[np.float64], tuple[NDArray[np.int64], NDArray[np.int64]] | None]
 
 
 def node_epsilons(shares: list[NDArray[np.float64]], e2: float) -> list[NDArray[np.float64]]:
@@ -139,7 +142,7 @@ def _node_budgets(shares: list[NDArray[np.float64]], e2: float
 def _unit_budgets(shares: list[NDArray[np.float64]]) -> tuple[list[NDArray[np.float64]], list[NDArray[np.int64]]]:
     """:func:`_node_budgets` for ``ε₂ = 1``: ``2^(−q/16)`` (0 for an unmeasured node) and the steps
     ``q``.  Times ``ε₂`` they are the budgets to the bit (the same product), so a plan's finest design
-    keeps them (:func:`_finest_random_units`) and multiplies once per ε."""
+    keeps them (:attr:`_RandomWorkload.finest`) and multiplies once per ε."""
     units, steps = [], []
     for s in shares:
         s = np.asarray(s, dtype=np.float64) * (1.0 - PATH_MARGIN)
@@ -177,30 +180,19 @@ class DAWAFree(DAWA):
 
     # -- stage 2 design (public: partition and workload) ---------------------------------------
     @staticmethod
-    def _node_design(covered: Callable[[int, tuple[int, ...]], tuple[NDArray, NDArray]] | None,
-                     sizes: NDArray[np.int64], groups: tuple[Any, ...],
-                     runs: Sequence[tuple[NDArray, NDArray]] | None = None
+    def _node_design(m: int, queries: list[_Query], index: NDArray[np.int64]
                      ) -> tuple[gh.BucketTree, list[NDArray[np.float64]], tuple[list[tuple[NDArray, NDArray]], NDArray]]:
-        """The tree, every node's share (per level, :func:`~dpcore.estimate.greedy_h.node_shares` of
-        the workload's uses of the nodes) and the queries' uses: each
-        distinct rectangle's (sparse: flat node index and count, levels from the leaves up) and
-        which of them each query is.  A rectangle the workload repeats (a small grid has few
-        distinct ones) is decomposed once; the uses still add up query by query, in the
-        workload's order, so the sums are the same to the bit.  ``covered(j, rect)``: the buckets
-        the ``j``-th distinct rectangle touches and its cells in each (:func:`_covered`,
-        :func:`_runs_cover`); or ``runs[j]``, for the finest partition, the buckets it covers as
-        runs (:func:`_finest_runs`)."""
-        m = int(sizes.size)
+        """The tree over ``m`` buckets, every node's share (per level,
+        :func:`~dpcore.estimate.greedy_h.node_shares` of the workload's uses of the nodes) and the
+        queries' uses: each distinct rectangle's (sparse: flat node index and count, levels from the
+        leaves up) and which of them each query is (``index``, :func:`~dpcore.points.mechanisms.dawa.distinct_rects`).
+        ``queries``: each distinct rectangle over the buckets, in order of first use, as
+        :func:`~dpcore.estimate.greedy_h.node_decompositions` takes it (:func:`_bucket_queries`, or
+        runs of the finest partition, :func:`_finest_design`).  A rectangle the workload repeats (a
+        small grid has few distinct ones) is decomposed once; the uses still add up query by query,
+        in the workload's order, so the sums are the same to the bit."""
         tree = gh.BucketTree(m)
         offsets = np.cumsum([0] + [tree.n_nodes(lv) for lv in range(tree.height + 1)])
-        distinct, index = groups  # the workload's distinct rectangles (dawa.distinct_rects)
-        queries = []
-        for j, rect in enumerate(distinct):  # in order of first use
-            if runs is None:
-                ids, cells = covered(j, rect)
-                queries.append((ids, cells / np.maximum(sizes[ids], 1), None))
-            else:  # every bucket a cell: all covered whole, as node_decomposition would find them
-                queries.append((np.zeros(0, dtype=np.int64), np.zeros(0), runs[j]))
         decs = gh.node_decompositions(tree, queries)  # all the rectangles at once
         flats = [(np.concatenate([i + offsets[lv] for lv, (i, _) in enumerate(dec)]),
                   np.concatenate([v for _, v in dec])) for dec in decs]
@@ -247,7 +239,8 @@ class DAWAFree(DAWA):
                   ) -> tuple[gh.BucketTree, tuple[list[NDArray[np.float64]], list[NDArray[np.int64]]], tuple]:
         """The release's stage 2 design on its partition: the tree, the node budgets with their steps
         (:func:`_node_budgets`) and the queries' uses."""
-        tree, shares, per_query = self._node_design(covered, sizes, self._workload_groups(grid, params))
+        distinct, index = self._workload_groups(grid, params)
+        tree, shares, per_query = self._node_design(int(sizes.size), _bucket_queries(covered, sizes, distinct), index)
         return tree, _node_budgets(shares, e2), per_query
 
     # -- plan ------------------------------------------------------------------------------------
@@ -258,9 +251,7 @@ class DAWAFree(DAWA):
             tree, shares, per_query = _finest_design(grid, self._workload_groups(grid, params))
             eps, steps = _node_budgets(shares, e2)
         else:
-            key = (grid.rows, grid.cols, int(params["queries_per_size"]), int(params["workload_seed"]))
-            tree, _, per_query = _finest_random_design(*key)
-            units, steps = _finest_random_units(*key)
+            tree, per_query, units, steps = _random_workload(grid, params).finest
             eps = [e2 * u for u in units]  # = _node_budgets(shares, e2)
         note = ("Preview for one bucket per cell: the partition is chosen from the data, so the buckets and "
                 "their budgets are known only at release.")
@@ -311,7 +302,7 @@ class DAWAFree(DAWA):
             def covered(j: int, rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
                 return _covered(bucket_of_cell, m, rect)
         else:  # the random rectangles' cells as runs along the curve (public, kept): no cell read
-            runs = _random_runs(grid.rows, grid.cols, int(params["queries_per_size"]), int(params["workload_seed"]))
+            runs = _random_workload(grid, params).runs
             first = np.cumsum(size) - size  # the buckets tile the grid's cells in curve order
 
             def covered(j: int, rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:
@@ -370,9 +361,24 @@ def _finest_design(grid: Grid, groups: tuple[Any, ...], runs: Sequence[tuple[NDA
     share (:func:`~dpcore.estimate.greedy_h.node_shares`) and the queries' uses, for the workload's
     distinct rectangles ``groups`` (:func:`~dpcore.points.mechanisms.dawa.distinct_rects`), whose
     cells as runs of the finest partition are ``runs`` (else found here, :func:`_rect_runs`)."""
+    distinct, index = groups
     if runs is None:
-        runs = _rect_runs(grid, groups[0])
-    return DAWAFree._node_design(None, np.ones(grid.n_cells, dtype=np.int64), groups, runs)
+        runs = _rect_runs(grid, distinct)
+    # every bucket a cell: each rectangle's buckets covered whole, as runs (node_decomposition's own)
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0))
+    return DAWAFree._node_design(grid.n_cells, [(*empty, r) for r in runs], index)
+
+
+def _bucket_queries(covered: Callable[[int, tuple[int, ...]], tuple[NDArray, NDArray]], sizes: NDArray[np.int64],
+                    distinct: Sequence[tuple[int, ...]]) -> list[_Query]:
+    """Each distinct rectangle over a release's buckets of ``sizes`` cells, in order: the buckets it
+    touches and the share of each bucket's cells it covers (``covered(j, rect)``: the buckets and its
+    cells in each, :func:`_covered` or :func:`_runs_cover`)."""
+    queries: list[_Query] = []
+    for j, rect in enumerate(distinct):  # in order of first use
+        ids, cells = covered(j, rect)
+        queries.append((ids, cells / np.maximum(sizes[ids], 1), None))
+    return queries
 
 
 def _rect_runs(grid: Grid, rects: Sequence[tuple[int, ...]]) -> list[tuple[NDArray, NDArray]]:
@@ -380,16 +386,6 @@ def _rect_runs(grid: Grid, rects: Sequence[tuple[int, ...]]) -> list[tuple[NDArr
     (:func:`~dpcore.points.mechanisms.dawa._finest_runs`)."""
     runs = _finest_runs(grid, DAWA._finest_buckets(grid))
     return [runs(rect) for rect in rects]
-
-
-@functools.lru_cache(maxsize=2)
-def _random_runs(rows: int, cols: int, per_size: int, seed: int) -> tuple[tuple[NDArray, NDArray], ...]:
-    """:func:`_rect_runs` of the random workload's distinct rectangles: public, kept per grid and seed
-    (read-only) for the plan's finest design and every release's (:func:`_runs_cover`)."""
-    runs = _rect_runs(Grid(Bounds(0.0, 0.0, 1.0, 1.0), rows, cols), _random_groups(rows, cols, per_size, seed)[0])
-    for a in (a for pair in runs for a in pair):
-        a.setflags(write=False)
-    return tuple(runs)
 
 
 def _runs_cover(runs: tuple[NDArray, NDArray], first: NDArray[np.int64], size: NDArray[np.int64]
@@ -410,32 +406,46 @@ def _runs_cover(runs: tuple[NDArray, NDArray], first: NDArray[np.int64], size: N
     return ids, count[ids]
 
 
-@functools.lru_cache(maxsize=2)
-def _finest_random_design(rows: int, cols: int, per_size: int, seed: int) -> tuple[
-        gh.BucketTree, list[NDArray[np.float64]], tuple]:
-    """:func:`_finest_design` for the random workload: public (the grid's shape and the seeded
-    rectangles, no data), the same at every call, so made once per grid and seed and shared
-    read-only, as the workload itself (0.1 s of every plan on 1,024², a million buckets; the
-    node budgets, which depend on ε, are still found per plan)."""
-    tree, shares, (flats, which) = _finest_design(Grid(Bounds(0.0, 0.0, 1.0, 1.0), rows, cols),
-                                                  _random_groups(rows, cols, per_size, seed),
-                                                  _random_runs(rows, cols, per_size, seed))
-    for a in (*shares, *(a for pair in flats for a in pair)):
-        a.setflags(write=False)
-    return tree, shares, (flats, which)
+class _RandomWorkload:
+    """The random workload's stage-2 facts on one grid shape and seed: public (the grid's shape and
+    the seeded rectangles, no data), the same at every call, so made once per grid and seed
+    (:func:`_random_workload`) and shared read-only, as the workload itself.
+
+    ``runs``: each distinct rectangle's cells as runs along the curve (:func:`_rect_runs`), for the
+    plan's finest design and every release's (:func:`_runs_cover`).  ``finest``, made at the first
+    plan: the finest partition's design (:func:`_finest_design`: the tree and the queries' uses;
+    0.1 s of every plan on 1,024², a million buckets) and its node budgets for ``ε₂ = 1`` with their
+    steps (:func:`_unit_budgets`), so a plan finds its budgets by one product (0.012 -> 0.003 s on
+    1,024²).  Memory: 32 MB of budgets for 1,024² (128 MB for 2,048²) per grid and seed kept, two at
+    most; int16 steps would save a third but made each plan's variances 5 ms slower.
+    """
+
+    def __init__(self, rows: int, cols: int, per_size: int, seed: int) -> None:
+        self.grid = Grid(Bounds(0.0, 0.0, 1.0, 1.0), rows, cols)
+        self.groups = _random_groups(rows, cols, per_size, seed)
+        runs = _rect_runs(self.grid, self.groups[0])
+        for a in (a for pair in runs for a in pair):
+            a.setflags(write=False)
+        self.runs: tuple[tuple[NDArray, NDArray], ...] = tuple(runs)
+
+    @functools.cached_property
+    def finest(self) -> tuple[gh.BucketTree, tuple, list[NDArray[np.float64]], list[NDArray[np.int64]]]:
+        """The tree, the queries' uses, and the node budgets for ``ε₂ = 1`` with their steps."""
+        tree, shares, (flats, which) = _finest_design(self.grid, self.groups, self.runs)
+        units, steps = _unit_budgets(shares)
+        for a in (*units, *steps, *(a for pair in flats for a in pair)):
+            a.setflags(write=False)
+        return tree, (flats, which), units, steps
+
+
+def _random_workload(grid: Grid, params: dict[str, Any]) -> _RandomWorkload:
+    """The kept :class:`_RandomWorkload` of the grid's shape and the parameters' random workload."""
+    return _random_workload_of(grid.rows, grid.cols, int(params["queries_per_size"]), int(params["workload_seed"]))
 
 
 @functools.lru_cache(maxsize=2)
-def _finest_random_units(rows: int, cols: int, per_size: int, seed: int) -> tuple[
-        list[NDArray[np.float64]], list[NDArray[np.int64]]]:
-    """:func:`_unit_budgets` of :func:`_finest_random_design`'s shares: public, kept as the design is
-    (read-only), so a plan finds its node budgets by one product (0.012 -> 0.003 s on 1,024²).
-    Memory: 32 MB for 1,024² (128 MB for 2,048²) per grid and seed kept, two at most; int16 steps
-    would save a third but made each plan's variances 5 ms slower."""
-    units, steps = _unit_budgets(_finest_random_design(rows, cols, per_size, seed)[1])
-    for a in (*units, *steps):
-        a.setflags(write=False)
-    return units, steps
+def _random_workload_of(rows: int, cols: int, per_size: int, seed: int) -> _RandomWorkload:
+    return _RandomWorkload(rows, cols, per_size, seed)
 
 
 def _covered(bucket_of_cell: NDArray[np.int64], m: int, rect: tuple[int, ...]) -> tuple[NDArray, NDArray]:

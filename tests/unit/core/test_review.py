@@ -277,16 +277,18 @@ def test_level_guidance_reads_small_and_large_tables_alike(block: int, monkeypat
     from dpcore.core import review
 
     monkeypatch.setattr(review, "_BLOCK", block)
-    data = (b"id,level,noisy_count,noise_sd\n0,\"state, all\",100,3\n1,county,20,3.5\n2,county,-4,3.5\n"
-            b"3,county,,3.5\n4,tract,7,NaN\n")
-    small = review._small_columns(data)
-    large = review._arrow_columns(data)
+    data = (b"id,level,noisy_count,noise_sd,west\n0,\"state, all\",100,3,-74.06\n1,county,20,3.5,-73.88\n"
+            b"2,county,-4,3.5,-73.7\n3,county,,3.5,0.1\n4,tract,7,NaN,\n")
+    wanted = ("noisy_count", "noise_sd", "west", "east")  # no east in this table: left out, not an error
+    small = review._small_columns(data, wanted)
+    large = review._arrow_columns(data, wanted)
     assert small is not None and large is not None
     # levels as codes into their names, in the order the table lists them
     assert small[0].tolist() == large[0].tolist() == [0, 1, 1, 1, 2]
     assert small[1].tolist() == large[1].tolist() == ["state, all", "county", "tract"]
-    for a, b in zip(small[2:], large[2:], strict=True):
-        np.testing.assert_array_equal(a, b)  # NaN where empty or not a number, in both
+    assert list(small[2]) == list(large[2]) == ["noisy_count", "noise_sd", "west"]
+    for c in small[2]:
+        np.testing.assert_array_equal(small[2][c], large[2][c])  # NaN where empty or not a number, in both
     assert review._small_columns(b"a,b\n1,2\n") is None and review._arrow_columns(b"a,b\n1,2\n") is None
 
 
@@ -303,4 +305,5 @@ def test_an_approximate_dp_release_and_one_charged_to_no_budget_read_as_sentence
     assert "Privacy guarantee of this release: ε = 1, δ = 10⁻⁸ (approximate differential privacy)." in page
     assert "one person, who may make up to 3 trips, several of them possibly between the same pair of areas" in page
     assert "Not accounted: this release was charged to no budget (--no-budget)." in page
+    assert page.count("charged to no budget") == 1  # said where the budget is, not again as "not protected"
     assert not any(mark in page for mark in CODE_MARKS)

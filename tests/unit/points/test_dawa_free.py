@@ -456,25 +456,28 @@ def test_interval_costs_refuse_negative_counts() -> None:
 
 
 def test_plans_finest_design_is_kept_read_only_and_equals_a_fresh_one() -> None:
-    """The random workload's finest-partition design is cached per grid and seed (public): the
-    cached shares and uses are the ones made afresh, and cannot be written through; so are its
-    node budgets for ε₂ = 1 (:func:`_finest_random_units`), which times ε₂ are the budgets."""
+    """The random workload's facts are kept per grid shape and seed (public), in one object: its
+    rectangles' runs and its finest-partition design are the ones made afresh and cannot be written
+    through; so are its node budgets for ε₂ = 1, which times ε₂ are the budgets."""
     grid = Grid(B, 13, 20)
     mech = catalog.get("points", "dawa_free")
     p = mech.resolve_params({})
-    tree, shares, (flats, which) = F._finest_random_design(13, 20, p["queries_per_size"], p["workload_seed"])
-    fresh_tree, fresh_shares, (fresh_flats, fresh_which) = F._finest_design(grid, mech._workload_groups(grid, p))
+    kept = F._random_workload(grid, p)
+    assert F._random_workload(Grid(Bounds(-74.0, 40.0, -73.0, 41.0), 13, 20), p) is kept  # keyed by the shape alone
+    groups = mech._workload_groups(grid, p)
+    fresh_runs = F._rect_runs(grid, groups[0])
+    assert all(np.array_equal(a, c) and np.array_equal(b, d)
+               for (a, b), (c, d) in zip(kept.runs, fresh_runs, strict=True))
+    tree, (flats, which), units, steps = kept.finest
+    assert kept.finest[2] is units  # made once
+    fresh_tree, fresh_shares, (fresh_flats, fresh_which) = F._finest_design(grid, groups)
     assert tree == fresh_tree and np.array_equal(which, fresh_which)
-    assert all(np.array_equal(a, b) for a, b in zip(shares, fresh_shares, strict=True))
     assert all(np.array_equal(a, c) and np.array_equal(b, d)
                for (a, b), (c, d) in zip(flats, fresh_flats, strict=True))
-    with pytest.raises(ValueError):
-        shares[0][0] = 1.0
-    assert F._finest_random_design(13, 20, p["queries_per_size"], p["workload_seed"])[1] is shares
-    units, steps = F._finest_random_units(13, 20, p["queries_per_size"], p["workload_seed"])
     for e2 in (1e-3, 0.75, 3.0):  # the kept units times ε₂: the budgets and steps of the shares, to the bit
         eps, want_steps = F._node_budgets(fresh_shares, e2)
         assert all(np.array_equal(e2 * u, e) and np.array_equal(a, b)
                    for u, e, a, b in zip(units, eps, steps, want_steps, strict=True))
-    with pytest.raises(ValueError):
-        units[0][0] = 1.0
+    for a in (units[0], steps[0], flats[0][1], kept.runs[0][0]):
+        with pytest.raises(ValueError):
+            a[0] = 1
