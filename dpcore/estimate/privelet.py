@@ -399,12 +399,15 @@ class _Nominal(_Transform):
 
     def forward_int(self, z):
         L = math.lcm(*(int(f) for fan in self.fan[1:] for f in np.unique(fan).tolist() if f > 0))
+        if L >= 2**62:  # many distinct fan-outs (US counties: their lcm has over 100 digits): Python ints
+            z = np.asarray(z).astype(object)
         ls: list[np.ndarray] = [z] * self.h
         for k in range(self.h - 1, 0, -1):
             ls[k - 1] = self.groupsum(k, ls[k])
         out = [ls[0] * L]
         for k in range(1, self.h):
-            per = np.array([L // int(f) if f > 0 else 0 for f in self.fan[k].tolist()], dtype=np.int64)
+            per = np.array([L // int(f) if f > 0 else 0 for f in self.fan[k].tolist()],
+                           dtype=object if z.dtype == object else np.int64)
             out.append(ls[k] * L - (ls[k - 1] * self._col(k, per, z.ndim))[self.parent[k]])
         return np.concatenate(out, axis=0), L
 

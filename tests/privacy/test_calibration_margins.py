@@ -193,6 +193,35 @@ class TestPriveletExactCoefficients:
         rel = pv.release(base, axes, 1.0, NoiseSource(3))
         assert len(seen) == 1 and np.isfinite(rel.noisy).all()
 
+    def test_many_distinct_fanouts_beyond_int64(self) -> None:
+        """Fan-outs 1..60 (as US counties per state): their lcm has 25 digits, beyond int64.  The
+        integer transform then runs on Python ints (it raised OverflowError after the charge before),
+        and its grid units still equal the exact ones."""
+        import math
+
+        from dpcore.estimate import privelet as pv
+        from dpcore.estimate.privelet_exact import exact_grid_units
+
+        fans = list(range(1, 61))
+        groups = np.repeat(np.arange(len(fans)), fans)
+        axes = (pv.Axis.nominal("area", [groups]),)
+        assert math.lcm(*fans) >= 2**63
+        plan = pv._class_plan(axes)
+        g = np.array([0 if k is None else k for k in plan.exponents])[plan.classes]
+        x = np.random.default_rng(0).integers(0, 50, groups.size)
+        u = exact_grid_units(x, [a._tf for a in axes], plan.classes, plan.exponents)
+        xs = [Fraction(int(v)) for v in x]
+        sums = [sum(xs[i] for i in np.flatnonzero(groups == j)) for j in range(len(fans))]
+        total = sum(sums)
+        coeffs = [total] + [s - total / len(fans) for s in sums] + [
+            xs[i] - sums[groups[i]] / fans[groups[i]] for i in range(groups.size)]
+        for c, (value, kk) in enumerate(zip(coeffs, g.tolist(), strict=True)):
+            if plan.exponents[plan.classes[c]] is None:
+                continue  # weight +inf: always exactly 0
+            assert int(u[c]) == (2 * (value / Fraction(2) ** kk) + 1) // 2
+        rel = pv.release(x, axes, 1.0, NoiseSource(3))
+        assert np.isfinite(rel.noisy).all() and rel.noisy.shape == x.shape
+
 
 # ---------------------------------------------------------------------------------------------
 # matrix mechanism: fl(Ax) against Ax at very large counts (issue 18, item 3c)
