@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpcore.data.csv_safe import csv_bytes
+from dpcore.data.csv_safe import csv_bytes, estimate_decimals
 from dpcore.data.hierarchy import Hierarchy, data_rows
 from dpcore.data.text import parser_problem
 from dpcore.errors import InputError, ParameterError
@@ -174,4 +174,4 @@ def area_sets_csv(rel: Any) -> bytes:
         "noisy_total": ans, "standard_error": se,
         "ci95_low": ans - half, "ci95_high": ans + half,
     })
-    return csv_bytes(df, lambda d: d.to_csv(index=False, float_format="%.6g").encode())
+    return csv_bytes(estimate_decimals(df), lambda d: d.to_csv(index=False).encode())

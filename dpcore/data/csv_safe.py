@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FORMULA_PREFIXES", "append_constant_column", "csv_bytes", "escape_cell", "is_formula", "pandas_csv"]
+__all__ = ["FORMULA_PREFIXES", "append_constant_column", "csv_bytes", "escape_cell", "estimate_decimals", "is_formula",
+           "pandas_csv"]
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP), with the
 #: full-width forms of ``= + - @`` (U+FF1D, U+FF0B, U+FF0D, U+FF20).
@@ -53,6 +54,25 @@ _LINE_START = re.compile(f"(^|\r\n|\r|\n)(?={_START})")
 _NEEDED = np.zeros(256, dtype=bool)
 _NEEDED[[ord(c) for c in "\t\r\n=+-@"]] = True
 _NEEDED[0x80:] = True
+
+
+#: Decimals an estimate's column is written with: counts, totals and interval ends 3, SDs 4 (as release.csv).
+ESTIMATE_DECIMALS = {"noisy_count": 3, "noisy_total": 3, "ci95_low": 3, "ci95_high": 3,
+                     "standard_error": 4, "noise_sd": 4}
+
+
+def estimate_decimals(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its estimate columns rounded to :data:`ESTIMATE_DECIMALS` (the others as they are),
+    for a CSV written with full digits: a fixed number of significant digits (``%.6g``, written by
+    marginals.csv and area_queries.csv before 2026-11-30) dropped whole people from large counts
+    (39,512,223 became 3.95122e+07).
+
+    >>> df = pd.DataFrame({"noisy_count": [39512223.12345], "standard_error": [1.234567]})
+    >>> print(estimate_decimals(df).to_csv(index=False).strip())
+    noisy_count,standard_error
+    39512223.123,1.2346
+    """
+    return df.round({c: d for c, d in ESTIMATE_DECIMALS.items() if c in df.columns})
 
 
 def is_formula(value: object) -> bool:

@@ -38,7 +38,7 @@ from dpcore.core.record import (
     new_release_id,
     validate_record,
 )
-from dpcore.data.csv_safe import csv_bytes
+from dpcore.data.csv_safe import csv_bytes, estimate_decimals
 from dpcore.errors import ParameterError
 from dpcore.estimate import (
     matrix_cache,
@@ -286,7 +286,8 @@ def marginals_csv(rel: MarginalsRelease) -> bytes:
     out["noise_sd"] = out["standard_error"]  # the common name (dpcore.core.record.INTERVAL_COLUMNS)
     cols = ["marginal", *[a for a in rel.plan.axes if a in out.columns],
             "noisy_count", "standard_error", "noise_sd", "ci95_low", "ci95_high"]
-    return csv_bytes(out[cols], lambda d: d.to_csv(index=False, float_format="%.6g").encode())
+    return csv_bytes(estimate_decimals(out[cols]), lambda d: d.to_csv(index=False).encode())
+
 
 
 def marginals_body(rel: MarginalsRelease) -> dict[str, Any]:
