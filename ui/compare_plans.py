@@ -66,7 +66,8 @@ def table(candidates: Sequence[Candidate], label: Callable[[str], str]) -> pd.Da
 def _best(frame: pd.DataFrame, level: str) -> str:
     low = frame[level].min()
     names = list(frame.loc[frame[level] == low, MECHANISM])
-    who = f"**{names[0]}**" + (f" (and {len(names) - 1} more)" if len(names) > 1 else "")
+    # a title's own "*" (the no-interval mark) would close the bold: escaped for Markdown
+    who = f"**{names[0].replace('*', chr(92) + '*')}**" + (f" (and {len(names) - 1} more)" if len(names) > 1 else "")
     return f"{who}, ± {fmt.count(low)}"
 
 
@@ -76,6 +77,8 @@ def best_sentence(frame: pd.DataFrame, unit_word: str) -> str | None:
 
     >>> best_sentence(pd.DataFrame({"mechanism": ["A", "B"], "state": [3.0, 3.0], "zone": [12.0, 9.0]}), "people")
     'Smallest expected error in people, for 19 of 20 counts: at the finest level (zone) **B**, ± 9; at the top (state) **A** (and 1 more), ± 3.'
+    >>> print(best_sentence(pd.DataFrame({"mechanism": ["A *"], "zone": [9.0]}), "people"))
+    Smallest expected error in people, for 19 of 20 counts: at the finest level (zone) **A \\***, ± 9.
     """
     levels = [c for c in frame.columns[1:] if not frame[c].isna().all()]
     if frame.empty or not levels:
