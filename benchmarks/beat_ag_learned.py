@@ -297,6 +297,16 @@ class Model:
         for p, q in zip(ps, best_ps, strict=True):
             p[...] = q
 
+    @classmethod
+    def load(cls, path: Path) -> Model:
+        z = np.load(path)
+        mlp = "arr_0" in z
+        m = cls("mlp" if mlp else "lin", z["a0"].size, z["gm"].size, hidden=z["arr_0"].shape[1] if mlp else 1)
+        m.a0, m.gm, m.gs = z["a0"], z["gm"], z["gs"]
+        if mlp:
+            m.W1, m.b1, m.W2, m.b2, m.W3, m.b3 = (z[f"arr_{i}"] for i in range(6))
+        return m
+
     def save(self, path: Path):
         np.savez(path, *self.params(), a0=self.a0, gm=self.gm, gs=self.gs)
 
@@ -400,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--q-seeds", type=int, default=5, help="whole releases per family and n for the query loss")
     ap.add_argument("--q-epochs", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-3, help="Adam step of the query-trained models")
+    ap.add_argument("--load", default="", help="evaluate saved models (base:eps:kind=path.npz;...) without training")
     ap.add_argument("--models", default=str(ROOT / "benchmarks" / "results" / "beat_ag_learned_models"))
     a = ap.parse_args(argv)
     bases = a.bases.split(",")
@@ -414,7 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     Path(a.models).mkdir(parents=True, exist_ok=True)
     cell_kinds = [k for k in a.cell_loss.split(",") if k]
     q_kinds = [k for k in a.query_loss.split(",") if k]
-    for base in bases:
+    for spec in filter(None, a.load.split(";")):
+        key, path = spec.split("=")
+        b, e, k = key.split(":")
+        models[(b, float(e), k)] = Model.load(Path(path))
+        log(f"  loaded {key} from {path}")
+    for base in bases if not a.load else []:
         for eps in eps_list:
             if q_kinds:
                 trq = training_releases(base, eps, instances(a.q_seeds, ns, offset=20_000), log)
@@ -423,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
                     m = Model("mlp" if kind == "qmlp" else "lin", trq[0][0].shape[1], trq[0][1].shape[1],
                               hidden=a.hidden)
                     t0 = time.time()
-                    m.fit_queries(trq, vaq, epochs=a.q_epochs, log=log, tag=f"{base} ε={eps:g} {kind}")
+                    m.fit_queries(trq, vaq, epochs=a.q_epochs, lr=a.lr, log=log, tag=f"{base} ε={eps:g} {kind}")
                     log(f"    {kind}: {time.time() - t0:.0f} s; mix {np.round(m.a0, 3).tolist()}")
                     models[(base, eps, kind)] = m
                     m.save(Path(a.models) / f"{base}_eps{eps:g}_{kind}.npz")
@@ -453,8 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# {__doc__.splitlines()[0]}", "",
              f"- Command: `benchmarks/beat_ag_learned.py --datasets {a.datasets} --bases {a.bases} --seeds {a.seeds} "
              f"--train-ns {a.train_ns} --per-release {a.per_release} --epochs {a.epochs} --cell-loss '{a.cell_loss}' "
-             f"--query-loss '{a.query_loss}' --q-seeds {a.q_seeds} --q-epochs {a.q_epochs} --hidden {a.hidden} "
-             f"--releases {a.releases}`; "
+             f"--query-loss '{a.query_loss}' --q-seeds {a.q_seeds} --q-epochs {a.q_epochs} --hidden {a.hidden} --lr {a.lr:g} "
+             f"--load '{a.load}' --releases {a.releases}`; "
              "256², MRE (sizes 0.1/1/10 % pooled, sanity bound 20) over AG's, same workloads and noise seeds as "
              "`beat_ag_study.py`.", "",
              "| variant | ε | geometric mean ratio | worst ratio |", "|---|---:|---:|---:|"]
