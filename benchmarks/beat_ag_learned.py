@@ -44,7 +44,19 @@ Evaluation: ``benchmarks/beat_ag_study.py``'s settings (training shapes by defau
 and 10^5, ε 0.1 and 1), its workloads and noise seeds (``_hash("study", ...)`` per base mechanism),
 MRE with sanity bound 20, sizes pooled; ratio to AG's MRE on the same workloads.
 
-    PYTHONPATH=. nice -n 19 .venv/bin/python benchmarks/beat_ag_learned.py --releases 3
+The results files were written by (summary: results/beat_ag_learned.md)
+
+    PYTHONPATH=. nice -n 19 .venv/bin/python benchmarks/beat_ag_learned.py --seeds 10 --epochs 15 \
+        --query-loss ''                                                      # beat_ag_learned.md (per cell)
+    ... --bases ag_pool --cell-loss '' --q-seeds 4 --q-epochs 6 --out benchmarks/results/beat_ag_learned_query.md
+    ... --bases ag_pool --epsilons 1 --cell-loss '' --query-loss qmlp --q-seeds 4 --q-epochs 8 --lr 3e-4 \
+        --out benchmarks/results/beat_ag_learned_query_lr.md --models /tmp/models_lr
+    ... --bases ag_pool --datasets uber,many_small,tight_wide --load 'ag_pool:0.1:qmlp=M/ag_pool_eps0.1_qmlp.npz;\
+        ag_pool:0.1:qlin=M/ag_pool_eps0.1_qlin.npz;ag_pool:1:qmlp=M/ag_pool_eps1_qmlp_lr3e-4.npz;\
+        ag_pool:1:qlin=M/ag_pool_eps1_qlin.npz' --out benchmarks/results/beat_ag_learned_heldout.md   # once
+
+(M = benchmarks/results/beat_ag_learned_models; the per-cell run predates ``--query-loss`` and fitted only
+the per-cell models, which is what ``--query-loss ''`` does now.)
 """
 
 from __future__ import annotations
