@@ -230,6 +230,9 @@ class Auto(PointsMechanism):
         if _blank(raw.get("rule")):
             raw["rule"] = self.inferred_rule(raw)
         p = super().resolve_params(raw)
+        if p["rule"] == "features" and p["feature_share"] <= 0:
+            raise ParameterError("Auto's rule 'features' spends a share of ε on the data's features: give a feature "
+                                 "share above 0, or choose rule 'table' to choose from a noisy count only.")
         sizes = tuple(float(s) for s in p["query_sizes"]) or DEFAULT_QUERY_SIZES
         for s in sizes:
             rule.size_class_of(s)  # checks the range
@@ -516,6 +519,6 @@ def _blank(value: Any) -> bool:
 def held_out_note(title: str) -> str:
     """The Plan's sentence for rule ``held_out_best`` (the app's Plan step shows the same one): what
     the default does, in plain words; it does not read the data."""
-    return (f"Auto uses {title} with the whole budget: on held-out data shapes it came within 10 % of the best "
+    return (f"Auto will use {title} with the whole budget: on held-out data shapes it came within 10 % of the best "
             "of ten mechanisms more often than choosing from the data did. Nothing is spent on choosing and the "
             "choice does not depend on your data.")

@@ -101,3 +101,9 @@ def test_cli_release_with_auto_by_default(tmp_path: Path, capsys: pytest.Capture
     assert default["mechanism"]["title"].startswith("Auto → PrivTree with AG")
     assert feats["mechanism"]["params"]["rule"] == "features"
     assert "noisy_point_count" not in json.dumps(default) and "noisy_point_count" in json.dumps(feats)
+
+
+def test_rule_features_needs_a_feature_share() -> None:
+    from dpcore.errors import ParameterError
+    with pytest.raises(ParameterError, match="feature share above 0"):
+        AUTO.resolve_params({"rule": "features", "feature_share": 0})
