@@ -2,7 +2,7 @@
 
     python -m dpcore recommend points --grid 512 512 --epsilon 1 --n-guess 300000 [--query-sizes 0.02,0.06,0.1]
 
-Prints the mechanism ``auto`` would choose and the reason in one sentence
+Prints the mechanism ``auto`` with rule ``table`` would choose and the reason in one sentence
 (:func:`dpcore.points.recommend.recommend`; the rule and its validation: benchmarks/results/auto.md).
 Reads no data.
 """
@@ -58,6 +58,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         return 0
     print(f"Recommended: {rec.mechanism}")
     print(rec.reason)
-    print("To release with it: --mechanism auto --param public_n=N if N is public, or --mechanism auto "
-          "(5 % of ε counts the points privately), or --mechanism " + rec.mechanism + ".")
+    print("To release with it: --mechanism auto --param rule=table --param public_n=N if N is public, or "
+          "--mechanism auto --param rule=table (5 % of ε counts the points privately), or --mechanism "
+          + rec.mechanism + ".")
     return 0

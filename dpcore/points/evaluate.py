@@ -530,7 +530,7 @@ def summary_markdown(summary: pd.DataFrame, title: str | None = None, *, heading
     chosen = summary[summary["mechanism"] == "auto"] if "choice" in summary.columns else summary.iloc[0:0]
     if len(chosen):
         by_eps = chosen.groupby("epsilon", sort=False)["choice"].first()
-        parts.append("`auto` chose (from public inputs and its noisy count): "
+        parts.append("`auto` chose (by its rule): "
                      + "; ".join(f"{c or '?'} at ε = {e:g}" for e, c in by_eps.items()) + ".\n")
     parts.append(f"{heading}# Mean time of one release (seconds)\n")
     parts.append(_markdown(time_table(summary), lambda v: f"{v:.3g}") + "\n")

@@ -122,7 +122,7 @@ def test_no_htf_note_for_other_mechanisms(at: AppTest) -> None:
     assert not any("HTF's error varies" in c.value for c in at.caption)
 
 
-# ------------------------------------------------------------------ auto, the default (issue 19, item 5)
+# ------------------------------------------------------------------ auto, the default (issue 19, item 5; 27)
 
 
 def auto_reasons(at: AppTest) -> list[str]:
@@ -130,35 +130,42 @@ def auto_reasons(at: AppTest) -> list[str]:
 
 
 def _feature_preview(grid: Grid, eps: float, n: float) -> str:
-    """The sentence the Plan step shows for auto's default (the feature rule's preview, issue 27)."""
+    """The sentence the Plan step shows for auto's rule "features" (the feature rule's preview, issue 27)."""
     from dpcore.points import recommend_features
     from dpcore.points.release import DEFAULT_QUERY_SIZES
     from dpcore.privacy import budget
 
     auto = catalog.get("points", "auto")
-    params = auto.resolve_params({"public_n": int(n)} if n else None)
+    params = auto.resolve_params({"rule": "features", **({"public_n": int(n)} if n else {})})
     mech, extra, _ = auto.preview(grid, budget.pure(eps), params, float(n), 1)
     return recommend_features.preview_sentence(mech, extra, n, eps, DEFAULT_QUERY_SIZES)
 
 
 def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: AppTest) -> None:
+    from dpcore.points.mechanisms import auto as auto_module
+
     assert at.session_state["mechanism"] == "auto"
     box = at.selectbox(key="_w_mechanism")
     assert box.value == "auto" and box.options[0].startswith(catalog.get("points", "auto").title)
     # every mechanism in the list shows its one line "use it when"
     assert len(box.options) == len(catalog.names("points"))
     assert all(" — use it when: " in o and len(o) < 160 for o in box.options), box.options
-    grid = Grid(at.session_state["bounds"], *at.session_state["grid_shape"])
-    why = _feature_preview(grid, 0.5, 100_000)  # the demo's public guess
-    [reason] = auto_reasons(at)
-    assert reason.startswith(why) and "spends 5% of ε on noisy features" in reason
-    # the plan step's n-guess box feeds the sentence: ten million points at ε = 0.01
+    # the default (rule held_out_best, 2026-11-30): the mechanism that did best on held-out shapes, said
+    # plainly, without claiming to read the data; the same for every n and ε
+    said = auto_module.held_out_note(catalog.get("points", "privtree_ag").title)
+    assert auto_reasons(at) == [said] and "does not depend on your data" in said
     number_input(at, "Rough number of points").set_value(10_000_000).run()
     number_input(at, "Privacy budget of this release (ε)").set_value(0.01).run()
     assert not at.exception, at.exception
+    assert auto_reasons(at) == [said]
+    # rule "features": the feature rule's preview; the plan step's n-guess box feeds the sentence
+    at.selectbox(key="param_auto_rule").set_value("features").run()
+    assert not at.exception, at.exception
+    grid = Grid(at.session_state["bounds"], *at.session_state["grid_shape"])
     why = _feature_preview(grid, 0.01, 10_000_000)
     [reason] = auto_reasons(at)
     assert reason.startswith(why) and "about 10,000,000 points" in reason and "ε = 0.01" in reason
+    assert "spends 5% of ε on noisy features" in reason
     # a public number of points: no count is bought (the sentence says so) and it is the preview's number
     at.number_input(key="param_auto_public_n").set_value(3_000).run()
     why = _feature_preview(grid, 0.01, 3_000)
@@ -183,10 +190,10 @@ def test_the_default_release_is_auto_and_records_its_choice(at: AppTest) -> None
     rel = at.session_state["releases"][-1].release
     assert rel.mechanism == "auto" and rel.cost.value == pytest.approx(0.5)
     choice = rel.public["auto"]
-    # the default auto reads private features first (issue 27): they are in the record with their ε
-    assert choice["n_source"] == "noisy features" and choice["chosen"] in catalog.names("points")
-    assert choice["feature_epsilon"] == pytest.approx(0.5 * 0.05) and "concentration" in choice["features"]
-    assert rel.mechanism_title.startswith("Auto → ")
+    # the default (rule held_out_best): privtree_ag with the whole ε, nothing bought to choose
+    assert choice["chosen"] == "privtree_ag" and choice["epsilon_chosen"] == pytest.approx(0.5)
+    assert "features" not in choice and "noisy_point_count" not in rel.public
+    assert rel.mechanism_title == "Auto → " + catalog.get("points", "privtree_ag").title
     # the Release step says why, in the record's words, under the confirmation
     assert [c.value for c in at.caption if c.value == f"Why {choice['chosen_title']}: {choice['reason']}"]
 
@@ -194,7 +201,9 @@ def test_the_default_release_is_auto_and_records_its_choice(at: AppTest) -> None
 def test_plan_and_release_state_the_same_query_error_for_a_tree_shaped_by_the_data(at: AppTest) -> None:
     """Issue 26, item 3: auto's PrivTree plan states the 10 % query's error for the leaves it expects (evenly
     spread points, with an upper bound), not for the finest tree; the Release step repeats the Plan step's
-    figure, worded by the same function, beside the released one."""
+    figure, worded by the same function, beside the released one.  (PrivTree chosen by name: auto's choice for
+    the demo is privtree_ag now, by its default and by the feature rule alike, whose plan states one figure.)"""
+    choose(at, "privtree")
     said = [m.value for m in at.markdown if "a query covering 10% of the area is off by about" in m.value]
     assert len(said) == 1 and "if the points were spread evenly" in said[0] and "at most ±" in said[0]
     planned = said[0].split("is off by about ")[1].rsplit(".", 1)[0]

@@ -17,7 +17,8 @@ from dpcore.privacy.noise import NoiseSource
 
 GRID = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 64, 64)
 AUTO = catalog.get("points", "auto")
-#: the features at the share Pythia spends (auto's default since 2026-11-29; feature_share = 0 is the data-free auto)
+#: the features at the share Pythia spends (auto's default from 2026-11-29 to 2026-11-30, now rule "features";
+#: feature_share = 0 is the data-free auto)
 FEATURES = {"feature_share": 0.05}
 
 
@@ -45,11 +46,11 @@ def test_features_use_the_stated_share_and_the_total_is_epsilon(eps: float, shar
     assert rel.cost == budget.pure(eps)
 
 
-def test_the_default_auto_buys_features_at_the_rules_training_share() -> None:
-    """Issue 27: the feature rule is the default, at the share its coefficients were fitted for; the
+def test_the_feature_rule_buys_features_at_the_rules_training_share() -> None:
+    """Issue 27: rule "features" spends, by default, the share its coefficients were fitted for; the
     features' count is the one published and passed on (no second count)."""
-    assert AUTO.resolve_params(None)["feature_share"] == frule.FEATURE_SHARE == 0.05
-    rel = release_with(AUTO, clustered_aggregate(GRID, 20_000), 1.0, None, NoiseSource(21))
+    assert AUTO.resolve_params({"rule": "features"})["feature_share"] == frule.FEATURE_SHARE == 0.05
+    rel = release_with(AUTO, clustered_aggregate(GRID, 20_000), 1.0, {"rule": "features"}, NoiseSource(21))
     a = rel.public["auto"]
     assert a["n_source"] == "noisy features" and a["feature_epsilon"] == pytest.approx(0.05)
     assert [lv.n_counts for lv in _feature_levels(rel)] == [1, 16 * 16]

@@ -305,7 +305,9 @@ def use_when_line(mech: Any) -> str:
 
 
 def _auto_reason(grid: Any, ds: points_state.Dataset, raw: dict[str, Any]) -> None:
-    """Which mechanism auto will use and why, in one sentence (:func:`dpcore.points.recommend.app_default`),
+    """Which mechanism auto will use and why, in one sentence (by default
+    :func:`~dpcore.points.mechanisms.auto.held_out_note`; with rule ``features`` the feature rule's
+    preview, with ``table`` :func:`dpcore.points.recommend.app_default`),
     from the public inputs as they stand now: ε, the public number or guess of the points, the query sizes
     and the cap per person (the budget and guess widgets below are read from the session)."""
     ss = st.session_state
@@ -322,7 +324,10 @@ def _auto_reason(grid: Any, ds: points_state.Dataset, raw: dict[str, Any]) -> No
     try:
         auto = catalog.get("points", "auto")
         resolved = auto.resolve_params(raw)
-        share = float(resolved["feature_share"])
+        if resolved["rule"] == "held_out_best":  # the default: a fixed mechanism, nothing read from the data
+            st.info(auto.preview(grid, budget.pure(eps), resolved, float(n), k)[2], icon=":material/recommend:")
+            return
+        share = float(resolved["feature_share"]) if resolved["rule"] == "features" else 0.0
         if share > 0:  # the feature rule's preview, for a middling shape: the plan's own (Auto.preview)
             mech, extra, _ = auto.preview(grid, budget.pure(eps), resolved, float(n), k)
             why = recommend_features.preview_sentence(mech, extra, float(n), eps, resolved["query_sizes"])
