@@ -328,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     elif a.run:
         mechs = {m: (m, {}) for m in COMPARED}
         if a.auto:
-            mechs = {"auto": ("auto", {}), "auto_features": ("auto", {"feature_share": 0.05})}
+            # "auto" was the data-free rule when this family was run (rule="table" since auto's default changed)
+            mechs = {"auto": ("auto", {"rule": "table"}), "auto_features": ("auto", {"feature_share": 0.05})}
         run(mechs, log)
     return 0
 

@@ -110,8 +110,9 @@ CSV_SLOW = auto_fresh.RESULTS / "auto_fresh3_dawa.csv"
 COMPARED = (*auto_fresh.COMPARED, *auto_fresh.ALL_NEW)
 #: the pre-registered policies: label -> (mechanism, params); P2 is P1's mechanism under :func:`preferring`
 POLICIES: dict[str, tuple[str, dict]] = {
-    "p1_rule": ("auto", {}),
-    "p2_prefer_privtree_ag": ("auto", {}),
+    # rule="features": what auto's default was when this was run (since 2026-11-30 the default is P3 itself)
+    "p1_rule": ("auto", {"rule": "features"}),
+    "p2_prefer_privtree_ag": ("auto", {"rule": "features"}),
     "p3_always_privtree_ag": ("privtree_ag", {}),
 }
 #: P2's preference: (the favourite configuration, the margin every other must beat it by)
