@@ -123,7 +123,8 @@ class Param:
     advanced: bool = False
     #: Display names of ``choices`` (same order), for pages; the CLI uses the choices themselves.
     choice_labels: tuple[str, ...] | None = None
-    #: ``(other parameter, value)``: the parameter only matters (and is only shown) then.
+    #: ``(other parameter, value)``: the parameter only matters (and is only shown) then; a tuple of
+    #: values: when the other parameter has any of them.
     shown_if: tuple[str, Any] | None = None
     #: For ``kind=tuple``: the type of every item (``"1,2"`` or ``[1, 2]`` -> ``(1.0, 2.0)`` for float).
     item: type = str

@@ -154,6 +154,9 @@ def test_a_new_session_plans_with_auto_and_says_what_it_will_use_and_why(at: App
     # plainly, without claiming to read the data; the same for every n and ε
     said = auto_module.held_out_note(catalog.get("points", "privtree_ag").title)
     assert auto_reasons(at) == [said] and "does not depend on your data" in said
+    # ... and shows none of the rules' own settings (a public n, query sizes, shares): they do not apply
+    assert not [w for w in (*at.number_input, *at.text_input)
+                if w.key and w.key.startswith("param_auto_") and w.key != "param_auto_rule"]
     number_input(at, "Rough number of points").set_value(10_000_000).run()
     number_input(at, "Privacy budget of this release (ε)").set_value(0.01).run()
     assert not at.exception, at.exception

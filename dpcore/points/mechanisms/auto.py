@@ -214,13 +214,15 @@ class Auto(PointsMechanism):
               "mechanism and its settings (rule 'features' only). Without a rule given, 0 means rule 'table'.",
               minimum=0.0, maximum=0.5, advanced=True, shown_if=("rule", "features")),
         Param("public_n", "Public number of points (0 = count privately)", int, 0,
-              "Only if the number of points is already public; then choosing costs nothing.", minimum=0),
+              "Only if the number of points is already public; then choosing costs nothing.", minimum=0,
+              shown_if=("rule", ("features", "table"))),
         Param("count_share", "Share of ε for counting the points", float, DEFAULT_COUNT_SHARE,
               "Part of the budget spent on a noisy number of points, which chooses the mechanism. "
               "Only with rule 'table', and not when a public number of points is given.", minimum=0.001,
               maximum=0.5, advanced=True, shown_if=("rule", "table")),
         Param("query_sizes", "Query sizes (area fractions)", tuple, DEFAULT_QUERY_SIZES,
-              "The sizes of the range queries you care about, e.g. 0.02, 0.06, 0.1.", item=float),
+              "The sizes of the range queries you care about, e.g. 0.02, 0.06, 0.1.", item=float,
+              shown_if=("rule", ("features", "table"))),
     )
 
     # -- parameters and budget ----------------------------------------------------------------
@@ -519,6 +521,7 @@ def _blank(value: Any) -> bool:
 def held_out_note(title: str) -> str:
     """The Plan's sentence for rule ``held_out_best`` (the app's Plan step shows the same one): what
     the default does, in plain words; it does not read the data."""
-    return (f"Auto will use {title} with the whole budget: on held-out data shapes it came within 10 % of the best "
+    return (f"Auto will use {title} ({HELD_OUT_BEST}) with the whole budget: on held-out data shapes it came "
+            "within 10 % of the best "
             "of ten mechanisms more often than choosing from the data did. Nothing is spent on choosing and the "
             "choice does not depend on your data.")

@@ -78,8 +78,11 @@ def _mechanism_choice() -> tuple[str, Mechanism]:
 
 def _shown(p: Param, raw: dict[str, Any], defaults: dict[str, Any]) -> bool:
     """Whether a parameter matters for the choices made (``shown_if``) and is typed in."""
-    if p.shown_if is not None and raw.get(p.shown_if[0], defaults.get(p.shown_if[0])) != p.shown_if[1]:
-        return False  # only relevant for another choice: keep its value, do not show it
+    if p.shown_if is not None:
+        other, wanted = p.shown_if
+        value = raw.get(other, defaults.get(other))
+        if value not in (wanted if isinstance(wanted, tuple) else (wanted,)):
+            return False  # only relevant for another choice: keep its value, do not show it
     return p.kind in (bool, int, float, str)  # others are set below (the matrix mechanism's rectangles)
 
 
@@ -109,6 +112,9 @@ def _parameters(name: str, mech: Mechanism) -> dict[str, Any]:
     """The mechanism's parameters (the advanced ones in an expander), kept in the session."""
     raw = dict(st.session_state["mech_params"].get(name, {}))
     defaults = {q.name: q.default for q in mech.params}
+    for other in {q.shown_if[0] for q in mech.params if q.shown_if is not None}:
+        if f"param_{name}_{other}" in st.session_state:  # a choice changed in this run shows its settings now
+            raw[other] = st.session_state[f"param_{name}_{other}"]
     for p in mech.params:
         if not p.advanced and _shown(p, raw, defaults):
             _param_widget(name, p, raw)
