@@ -2,13 +2,15 @@
 
 The census kind has two mechanisms; both published ``value ± 1.96 × SD`` with nothing else done to the
 value (no rounding to whole numbers, no clipping at 0, no projection), and since 2026-11-30 a value that is
-one noise draw gets the exact 95 % quantile of its noise instead (Privelet's ``single_draw`` areas, the
-matrix mechanism's ``single_draw_half_width`` tables):
+one noise draw gets the exact 95 % quantile of its noise instead (the matrix mechanism's
+``single_draw_half_width`` tables; Privelet's single-draw areas first, then every Privelet area, since a
+weighted sum of Laplace draws is covered at least as often: benchmarks/privelet_weights_coverage.py):
 
 * ``privelet`` (:mod:`dpcore.areas.mechanisms.census_privelet`): release.csv has one row per area of every
   level; ``noisy_count`` is the area's total over the ordinal bins, a sum of noisy finest cells (the inverse
   wavelet transform of Laplace-noised coefficients, noise on a power-of-two grid), ``sd`` its exact analytic
-  SD, ``ci95_low/high = noisy_count ∓ interval_half_width("normal", sd)``; the file writes full floats.
+  SD, ``ci95_low/high = noisy_count ∓ interval_half_width("laplace", sd)`` (``sd·ln 20/√2``; the normal
+  ``1.96·sd`` before 2026-11-30).
 * ``matrix`` (:mod:`dpcore.areas.mechanisms.census_matrix`): marginals.csv has one row per cell of every
   marginal table; ``noisy_count`` is the least-squares answer from one noisy answer to the strategy
   (discrete Laplace under pure ε, discrete Gaussian under ρ-zCDP), ``standard_error`` its analytic SD,

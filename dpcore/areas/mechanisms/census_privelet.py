@@ -14,14 +14,17 @@ the sum of its children's (consistent by construction, up to float rounding).  T
 expected error is analytic and data-free (:func:`dpcore.estimate.privelet.level_variances`), so it can
 be shown before release and published.
 
-The 95 % intervals are ``noisy ± z·SD`` (z = 1.95996…, from
-:func:`dpcore.privacy.calibration.interval_half_width`), a normal approximation of the noise of an area
-total (a sum of Laplace terms), except where an area's total is **one** noisy coefficient
-(:func:`single_draw`: the grand total, whose noise is the base coefficient's, and under Privelet+ of the
-geography each finest area): there the noise is one Laplace draw and the interval is its exact 95 %
-quantile, ``noisy ± SD·ln 20/√2`` (≈ 2.12·SD; ``interval_half_width("laplace", sd)``), since
-``± 1.96·SD`` covers a Laplace draw only with probability ``1 − e^{−1.96·√2}`` ≈ 93.7 %
-(benchmarks/results/interval_census_coverage.md: the grand total covered in 93.3 % of 5,000 releases).
+The 95 % intervals are ``noisy ± SD·ln 20/√2`` (≈ 2.12·SD; ``interval_half_width("laplace", sd)``,
+:func:`half_widths`) for every area of every level.  An area's noise is a weighted sum of a few
+independent Laplace draws (one per wavelet coefficient that reaches it: its own, its siblings' through
+the mean subtraction, its ancestors', the Haar coefficients of the attributes), and for such a sum
+``± 1.96·SD`` (the normal approximation) covers less than 95 %: 93.7 % for one draw, about 94 % for
+the areas of a real geography, approaching 95 % only for sums of very many draws (one Laplace draw has
+heavier tails than the normal).  ``SD·ln 20/√2``, the exact 95 % quantile of one Laplace draw, covers any weighted sum
+of Laplace draws with probability at least 95 % (95.0 % for one draw, at most 96.6 % for many equal
+ones): benchmarks/results/privelet_weights_coverage.md computes it exactly for every area pattern of
+the demo tables and for random weights; benchmarks/results/interval_census_coverage.md measured the
+normal interval's shortfall.  The points kind's Privelet publishes the same interval.
 
 This module holds the mechanism (:class:`CensusPrivelet`, kind ``census``): the Privelet axes of
 a table, the expected error per level and per area, the release with its level tables, and the
@@ -133,58 +136,18 @@ def build(table: CensusTable, plus_axes: Sequence[str] = ()) -> tuple[np.ndarray
     return table.counts.astype(np.float64), axes, list(table.structure.leaf_paths)
 
 
-def single_draw(structure: CensusStructure, plus_axes: Sequence[str] = ()) -> list[np.ndarray]:
-    """Which areas' totals are one noisy wavelet coefficient, per level (root first), in path order.
+def half_widths(sd: Any) -> Any:
+    """The 95 % half-width of an area's total with this SD (a float or an array): ``sd·ln 20/√2``
+    (:func:`dpcore.privacy.calibration.interval_half_width`, ``"laplace"``), the exact 95 % quantile
+    of one Laplace draw, which covers a weighted sum of independent Laplace draws (every area's noise)
+    at least as often (module docstring).  The noise of one coefficient is a discrete Laplace on a grid at
+    least 1,024 steps finer than its scale (:mod:`dpcore.estimate.privelet`), so the continuous quantile
+    is exact to within about 2·10⁻⁵ in coverage.
 
-    An area's total sums its leaves over every bin.  Over an ordinal axis that sum is the base
-    coefficient alone when the Haar transform pads nothing (a power-of-two number of bins), or when
-    an untransformed axis (Privelet+) has one bin.  Over the geography it is the base coefficient
-    alone for an area that holds every leaf (the root, and any only child on its path: a node
-    without siblings has weight +inf and no noise), and under Privelet+ (identity) for an area of one
-    leaf.  Otherwise the total mixes several Laplace terms (Xiao, Wang & Gehrke 2010, Sec. IV: the
-    nominal wavelet's mean subtraction spreads every sibling's noise).
-
-    >>> from dpcore.areas.census_tables import CensusStructure
-    >>> s = CensusStructure(("state", "county"), (("01", "001"), ("01", "003"), ("02", "001")))
-    >>> [m.tolist() for m in single_draw(s)]
-    [[True], [False, False], [False, False, False]]
-    >>> [m.tolist() for m in single_draw(s, [GEO_AXIS])]
-    [[False], [False, True], [True, True, True]]
+    >>> half_widths(np.array([1.0, 2.0])).round(4).tolist()
+    [2.1183, 4.2366]
     """
-    plus = _check_plus(structure, plus_axes)
-    bins_single = all(len(b) == 1 if name in plus else (len(b) & (len(b) - 1)) == 0
-                      for name, b in zip(structure.ordinals, structure.bins, strict=True))
-    n_leaves = len(structure.leaf_paths)
-    index = _area_index(structure)
-    out = []
-    for d in range(structure.depth + 1):
-        sizes = np.bincount(index[d])
-        geo_single = sizes == 1 if GEO_AXIS in plus else sizes == n_leaves
-        out.append(geo_single & bins_single)
-    return out
-
-
-def _area_index(structure: CensusStructure) -> list[np.ndarray]:
-    """``index[d][leaf]`` = position of the leaf's area at depth ``d`` (root first; leaves sorted, so
-    each area's leaves are contiguous)."""
-    n = len(structure.leaf_paths)
-    return [np.zeros(n, dtype=np.int64), *_groups(structure), np.arange(n, dtype=np.int64)][-(structure.depth + 1):]
-
-
-def half_widths(sd: np.ndarray, single: np.ndarray) -> np.ndarray:
-    """The 95 % half-widths of areas with these SDs: the exact Laplace quantile where the total is one
-    noisy coefficient (``single``), the normal ``1.96·sd`` elsewhere
-    (:func:`dpcore.privacy.calibration.interval_half_width`).
-
-    The noise of one coefficient is a discrete Laplace on a grid at least 1,024 steps finer than its
-    scale (:mod:`dpcore.estimate.privelet`), so the continuous quantile is exact to within about
-    2·10⁻⁵ in coverage.
-
-    >>> half_widths(np.array([1.0, 1.0]), np.array([True, False])).round(4).tolist()
-    [2.1183, 1.96]
-    """
-    sd = np.asarray(sd, dtype=np.float64)
-    return np.where(single, interval_half_width("laplace", sd), interval_half_width("normal", sd))
+    return interval_half_width("laplace", np.asarray(sd, dtype=np.float64))
 
 
 def _level_vars(axes: list[privelet.Axis], epsilon: float, sensitivity: int) -> list[float]:
@@ -215,8 +178,6 @@ class PriveletPlan:
     level_sd: tuple[float, ...]
     #: SD of every area's total, per level (root first), in path order
     node_sd: tuple[np.ndarray, ...]
-    #: whether every area's total is one noisy coefficient, per level (root first), in path order
-    node_single: tuple[np.ndarray, ...]
 
 
 def plan_census(structure: CensusStructure, epsilon: float, *, plus_axes: Sequence[str] = (),
@@ -237,7 +198,6 @@ def plan_census(structure: CensusStructure, epsilon: float, *, plus_axes: Sequen
         axes=tuple(axes), lam=privelet.noise_magnitude(axes, epsilon, sensitivity=sensitivity),
         generalized_sensitivity=float(privelet.generalized_sensitivity(axes)),
         level_sd=tuple(float(np.sqrt(v)) for v in var), node_sd=tuple(np.sqrt(v) for v in nodes),
-        node_single=tuple(single_draw(structure, plus)),
     )
 
 
@@ -248,17 +208,11 @@ def expected_error(structure: CensusStructure, epsilon: float, *, plus_axes: Seq
     Needs only the structure (levels, list of areas, bins), which must be public. Columns:
     ``level, n_areas, sd, ci95, sd_max``: ``sd`` is the root of the mean variance of the
     level's areas (:func:`dpcore.estimate.privelet.level_variances`; all equal when every parent of a
-    level has the same fanout), ``ci95 = z·sd`` (normal approximation, z = 1.95996…; the exact
-    Laplace quantile ``sd·ln 20/√2`` for a level whose every area is one noisy coefficient,
-    :func:`single_draw`) and ``sd_max`` the largest SD of an area of the level.
+    level has the same fanout), ``ci95 = sd·ln 20/√2`` (:func:`half_widths`: the exact 95 % quantile
+    of one Laplace draw, which covers every area's weighted sum of Laplace draws) and ``sd_max`` the
+    largest SD of an area of the level.
     """
     return plan_frame(plan_census(structure, epsilon, plus_axes=plus_axes, sensitivity=sensitivity))
-
-
-def _level_half_width(sd: float, single: np.ndarray) -> float:
-    """A level's 95 % half-width: the exact Laplace quantile when every area of the level is one noisy
-    coefficient (:func:`single_draw`), the normal one otherwise."""
-    return float(half_widths(np.asarray(sd), np.asarray(bool(np.all(single)))))
 
 
 def plan_frame(p: PriveletPlan) -> pd.DataFrame:
@@ -267,7 +221,7 @@ def plan_frame(p: PriveletPlan) -> pd.DataFrame:
     for d, name in enumerate(p.structure.level_names):
         sd = p.level_sd[d]
         rows.append({"level": name, "n_areas": len(p.structure.paths_at(d)), "sd": sd,
-                     "ci95": _level_half_width(sd, p.node_single[d]),
+                     "ci95": float(half_widths(sd)),
                      "sd_max": float(p.node_sd[d].max())})
     return pd.DataFrame(rows)
 
@@ -327,9 +281,9 @@ def _axis_info(axis: privelet.Axis, structure: CensusStructure) -> dict[str, Any
 
 
 def _level_tables(structure: CensusStructure, noisy: np.ndarray, names: Mapping[str, Mapping],
-                  sds: Sequence[np.ndarray], singles: Sequence[np.ndarray]) -> dict[str, pd.DataFrame]:
+                  sds: Sequence[np.ndarray]) -> dict[str, pd.DataFrame]:
     """Per-level tables, parents summed from their children (consistent by construction); the
-    intervals from :func:`half_widths` (``singles``: :func:`single_draw`)."""
+    intervals from :func:`half_widths`."""
     labels = structure.bin_labels()
     values = noisy.reshape(noisy.shape[0], -1)
     paths = list(structure.leaf_paths)
@@ -358,7 +312,7 @@ def _level_tables(structure: CensusStructure, noisy: np.ndarray, names: Mapping[
                 cols[lab] = vals[:, j].copy()  # the leaves' values are the release's noisy matrix: a copy
         sd = np.broadcast_to(np.asarray(sds[d], dtype=np.float64), (len(ps),)).copy()
         cols["sd"] = sd
-        half = half_widths(sd, singles[d])
+        half = half_widths(sd)
         cols["ci95_low"] = total - half
         cols["ci95_high"] = total + half
         # every array above is this table's own (made here): no second copy of each
@@ -390,8 +344,7 @@ def release_planned(table: CensusTable, p: PriveletPlan, noise: NoiseSource) -> 
         raise ParameterError("The table has another structure (levels, areas, bins) than the plan was made for.")
     rel = privelet.release(table.counts.astype(np.float64), list(p.axes), p.epsilon, noise,
                            sensitivity=p.sensitivity)
-    levels = _level_tables(s, np.asarray(rel.noisy, dtype=np.float64), table.names, list(p.node_sd),
-                           list(p.node_single))
+    levels = _level_tables(s, np.asarray(rel.noisy, dtype=np.float64), table.names, list(p.node_sd))
     return CensusRelease(
         structure=s,
         epsilon=p.epsilon,
@@ -500,21 +453,15 @@ def census_csv(release: CensusRelease) -> bytes:
     return csv_bytes(census_frame(release), lambda d: d.to_csv(index=False).encode("utf-8"))
 
 
-def _columns_text(release: CensusRelease, singles: Sequence[np.ndarray]) -> str:
-    """The record's words for release.csv's columns, naming the levels whose totals are one draw."""
-    text = ("noisy_count is the released total of an area (sum of its noisy leaves); "
-            "ci95_low/high = noisy_count ± 1.96·sd (normal approximation of the noise)")
-    where = [name + ("" if m.all() else f" ({int(m.sum()):,} of {m.size:,} areas)")
-             for name, m in zip(release.structure.level_names, singles, strict=True) if m.any()]
-    if not where:
-        return text
-    return (text + "; where an area's total is one noisy wavelet coefficient, noisy_count ± sd·ln 20/√2 "
-            "(≈ 2.12·sd, the exact 95 % quantile of one Laplace draw): " + ", ".join(where))
+#: The record's words for release.csv's columns.
+COLUMNS_TEXT = ("noisy_count is the released total of an area (sum of its noisy leaves); "
+                "ci95_low/high = noisy_count ± sd·ln 20/√2 (≈ 2.12·sd, the exact 95 % quantile of one Laplace "
+                "draw): an area's noise is a weighted sum of a few Laplace draws, which this interval covers in "
+                "at least 95 % of releases, where the normal ± 1.96·sd covers less than 95 % (93.7 % for one draw)")
 
 
 def census_body(release: CensusRelease) -> dict[str, Any]:
     """What only a Privelet census record has: the parameters, the levels and the outputs."""
-    singles = single_draw(release.structure, release.plus_axes)
     return {
         "params": {
             "epsilon": release.epsilon,
@@ -525,12 +472,12 @@ def census_body(release: CensusRelease) -> dict[str, Any]:
         },
         "levels": [
             {"level": name, "n_areas": int(len(release.levels[name])), "sd": release.level_sd[name],
-             "ci95_half_width": _level_half_width(release.level_sd[name], singles[d])}
-            for d, name in enumerate(release.structure.level_names)
+             "ci95_half_width": float(half_widths(release.level_sd[name]))}
+            for name in release.structure.level_names
         ],
         "outputs": {
             "files": ["release.csv", "release.json"],
-            "columns": _columns_text(release, singles),
+            "columns": COLUMNS_TEXT,
         },
     }
 

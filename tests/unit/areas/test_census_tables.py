@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from areas_helpers import plan_census
-from scipy import special
 
 import dpcore
 from dpcore import pipeline
@@ -31,8 +31,9 @@ from dpcore.estimate import privelet
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 
-#: z of the two-sided normal 95 % interval, derived here independently of dpcore (SciPy's ndtri).
-Z95 = float(-special.ndtri(0.025))
+#: Privelet's 95 % half-width in SDs (since 2026-11-30; 1.96 before): the exact quantile of one Laplace draw,
+#: ln 20/√2, derived here independently of dpcore.
+LAPLACE95 = math.log(20.0) / math.sqrt(2.0)
 
 LEVELS = ["state", "county", "tract"]
 SHARED = Path(dpcore.__file__).resolve().parents[2] / "shared" / "data" / "census"
@@ -206,7 +207,7 @@ def test_release_levels_are_consistent(table: census_tables.CensusTable) -> None
     assert [len(rel.levels[k]) for k in rel.levels] == [1, 3, 12, 60]
     _check_consistent(rel)
     tr = rel.levels["tract"]
-    assert tr["ci95_high"].sub(tr["noisy_count"]).to_numpy() == pytest.approx(Z95 * tr["sd"].to_numpy())
+    assert tr["ci95_high"].sub(tr["noisy_count"]).to_numpy() == pytest.approx(LAPLACE95 * tr["sd"].to_numpy())
     # noise was added
     assert not np.allclose(tr["noisy_count"].to_numpy(), table.counts)
 

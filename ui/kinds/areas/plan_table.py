@@ -97,9 +97,10 @@ def _privelet_error(table: Any, sel: TableSelection) -> None:
     st.dataframe(show, hide_index=True, key="census_expected")
     with st.expander("How the expected error is computed"):
         st.caption("From the mechanism, the budget and the public areas only: no data is used.")
-        st.markdown("The 95 % half-width is 1.96 × SD (normal approximation of the noise), except for a level "
-                    "whose areas' totals are each one noisy coefficient (the total; the finest areas under "
-                    "Privelet+ of the geography): 2.12 × SD there, the exact 95 % quantile of one Laplace draw.")
+        st.markdown("The 95 % half-width is 2.12 × SD, the exact 95 % quantile of one Laplace draw. An area's "
+                    "noise is a weighted sum of a few Laplace draws (its own wavelet coefficient, its neighbours' "
+                    "and its parents'); this half-width covers such a sum in at least 95 % of releases, where "
+                    "the normal 1.96 × SD covers less than 95 % (93.7 % for one draw).")
 
     s = table.structure
     q1, q2 = st.columns([1, 2])
