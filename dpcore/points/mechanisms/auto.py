@@ -19,11 +19,13 @@ How ``auto`` chooses is its parameter ``rule``:
 ``table``
     The data-free table rule below (a noisy count with ``count_share`` of ε, or a public n).
 
-Compatibility: a pipeline that gives ``feature_share`` or ``count_share`` and no ``rule`` keeps the
-behaviour it had before ``rule`` existed (:meth:`Auto.resolve_params`): ``feature_share > 0`` means
-``features``, ``feature_share = 0`` or ``count_share`` alone means ``table``.  With either of those
-two rules every release is the same to the bit as before, but for the record's parameters, which
-now name the rule.
+Compatibility: a pipeline that gives one of the rules' own settings and no ``rule`` keeps the
+behaviour it had before ``rule`` existed (:meth:`Auto.resolve_params`), when the default spent
+``feature_share`` = 5 % on features: ``feature_share > 0`` means ``features`` and ``feature_share = 0``
+means ``table``; without ``feature_share``, a ``count_share`` or a ``public_n`` means ``features``
+(the default feature share applied then).  With either of those two rules every release is the same
+to the bit as before, but for the record's parameters, which now name the rule.  ``query_sizes``
+alone does not choose a rule: with the default it changes nothing.
 
 With features (``feature_share > 0``; the default is the rule's training share
 :data:`~dpcore.points.recommend_features.FEATURE_SHARE`, 5 %, about what Pythia spends)
@@ -145,6 +147,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore.core.mechanism import Plan
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.errors import ParameterError
 from dpcore.estimate.greedy_h import hilbert_order_for
@@ -243,19 +246,21 @@ class Auto(PointsMechanism):
 
     def inferred_rule(self, raw: Mapping[str, Any]) -> str:
         """The rule of parameters that name none: a pipeline written before ``rule`` existed keeps
-        what it did then.  ``feature_share`` given: ``features`` if it is above 0, else ``table``;
-        ``count_share`` given alone: ``table``; neither: the default, ``held_out_best``.
+        what it did then (the default spent 5 % on features).  ``feature_share`` given: ``features``
+        if it is above 0, else ``table``; else ``count_share`` or ``public_n`` given: ``features``;
+        none of them: the default, ``held_out_best``.
 
         >>> from dpcore import catalog
         >>> auto = catalog.get("points", "auto")
-        >>> [auto.inferred_rule(r) for r in ({}, {"feature_share": 0.05}, {"feature_share": 0}, {"count_share": 0.1})]
-        ['held_out_best', 'features', 'table', 'table']
+        >>> [auto.inferred_rule(r) for r in ({}, {"feature_share": 0.05}, {"feature_share": 0}, {"count_share": 0.1},
+        ...                                  {"public_n": 5000}, {"query_sizes": (0.1,)})]
+        ['held_out_best', 'features', 'table', 'features', 'features', 'held_out_best']
         """
         if not _blank(raw.get("feature_share")):
             share = next(p for p in self.params if p.name == "feature_share").convert(raw["feature_share"])
             return "features" if share > 0 else "table"
-        if not _blank(raw.get("count_share")):
-            return "table"
+        if not _blank(raw.get("count_share")) or not _blank(raw.get("public_n")):
+            return "features"  # with the default feature share, as before the rule existed
         return RULES[0]
 
     def uses_features(self, params: dict[str, Any]) -> bool:
@@ -445,6 +450,14 @@ class Auto(PointsMechanism):
         return tuple(name for name in self.candidates if name in named) + tuple(
             sorted(named - set(self.candidates)))
 
+    def check_data(self, plan: Plan, aggregate: Aggregate) -> None:
+        """Before the charge: with rule ``held_out_best`` only :data:`HELD_OUT_BEST`'s data check (nothing
+        else can be released); with the other rules every candidate's (:meth:`check_aggregate`)."""
+        if plan.params.get("rule") != "held_out_best":
+            return super().check_data(plan, aggregate)
+        self.check_counts(plan, aggregate)
+        return self.mechanism(HELD_OUT_BEST).check_aggregate(aggregate)
+
     def check_aggregate(self, aggregate: Aggregate) -> None:
         """Every mechanism the rules can choose accepts the data (HTF's and DAWA's limits on the
         number of points, ...): the choice comes from noisy features, after the charge, so each
@@ -492,8 +505,8 @@ class Auto(PointsMechanism):
         e_n, e_m = self.budgets(cost, params)
         name, raw, facts = self._decide(aggregate, cost, e_n, params, noise)
         inner = self.mechanism(name)
-        inner_params = (self.chosen_params(name, raw, facts["n_used"]) if "n_used" in facts
-                        else self._checked_params(name, raw, params))
+        inner_params = (self._checked_params(name, raw, params) if params["rule"] == "held_out_best"
+                        else self.chosen_params(name, raw, facts["n_used"]))
         # nothing here may refuse: every candidate's data checks (check_aggregate) and public checks
         # (check_public, without the noisy n) ran before the charge
         rel = inner._release(aggregate, e_m, inner_params, noise)

@@ -151,6 +151,11 @@ class PointsMechanism(Mechanism):
     def check_data(self, plan: Plan, aggregate: Aggregate) -> None:
         """The counts match the plan's grid and cap, and the mechanism accepts their size
         (:meth:`check_aggregate`): run before the charge."""
+        self.check_counts(plan, aggregate)
+        self.check_aggregate(aggregate)
+
+    def check_counts(self, plan: Plan, aggregate: Aggregate) -> None:
+        """The plan is this mechanism's, and the counts match its grid and cap."""
         self.check_plan(plan)
         if aggregate.grid != plan.domain:
             raise ParameterError("The points were aggregated on another grid than the one this plan was made for.")
@@ -159,7 +164,6 @@ class PointsMechanism(Mechanism):
                 f"The plan protects {plan.unit.label()}, but the counts were capped at {aggregate.sensitivity} "
                 "records per unit; plan again with the same cap."
             )
-        self.check_aggregate(aggregate)
 
     def release(self, plan: Plan, aggregate: Aggregate, noise: _noise.NoiseSource, *,
                 checked: bool = False) -> KindRelease:

@@ -154,8 +154,9 @@ class PrivTreeAG(PointsMechanism):
               "blocks get the rest. 0.2 was chosen on training shapes only.",
               minimum=0.05, maximum=0.95, advanced=True),
         Param("c2", "Constant c2 (blocks)", float, 7.5,
-              "c2 in m2 = ceil(sqrt(n'·ε₂/c2)) blocks per side of a leaf with released count n' (AG's "
-              "paper: 5). Larger gives fewer blocks. 7.5 was chosen on training shapes only.",
+              "c2 in m2 = ceil(sqrt(n'·ε₂/(c2·k))) blocks per side of a leaf with released count n' and k "
+              "records per person (AG's paper: 5). Larger gives fewer blocks. 7.5 was chosen on training "
+              "shapes only.",
               minimum=0.5, maximum=1000.0, advanced=True),
     )
 

@@ -33,23 +33,26 @@ def test_the_default_rule_is_held_out_best_naming_privtree_ag() -> None:
 
 
 @pytest.mark.parametrize(("raw", "rule"), [
-    ({}, "held_out_best"), ({"public_n": 5_000}, "held_out_best"),
+    ({}, "held_out_best"), ({"public_n": 5_000}, "features"), ({"query_sizes": "0.1"}, "held_out_best"),
     ({"feature_share": 0.05}, "features"), ({"feature_share": "0.2"}, "features"),
     ({"feature_share": 0}, "table"), ({"feature_share": 0, "count_share": 0.1}, "table"),
-    ({"count_share": 0.05}, "table"), ({"count_share": 0.05, "feature_share": 0.05}, "features"),
+    ({"count_share": 0.05}, "features"), ({"count_share": 0.05, "feature_share": 0.05}, "features"),
     ({"rule": "held_out_best", "feature_share": 0.05}, "held_out_best"), ({"rule": "table"}, "table"),
     ({"rule": "", "feature_share": 0}, "table"), ({"rule": None}, "held_out_best"),
 ])
 def test_a_pipeline_without_a_rule_keeps_its_behaviour(raw: dict, rule: str) -> None:
-    """``feature_share`` > 0 given: features; 0: table; ``count_share`` alone: table; an explicit rule wins."""
+    """As before ``rule`` existed (the default spent 5 % on features): ``feature_share`` > 0 given: features; 0:
+    table; ``count_share`` or ``public_n`` without it: features; an explicit rule wins."""
     assert AUTO.resolve_params(raw)["rule"] == rule
 
 
 def test_the_default_gives_the_whole_budget_to_privtree_ag() -> None:
     p = AUTO.resolve_params({})
     assert AUTO.budgets(budget.pure(0.7), p) == (None, budget.pure(0.7))
-    # nothing is bought to choose, so a public n changes nothing either
-    assert AUTO.budgets(budget.pure(0.7), AUTO.resolve_params({"public_n": 9})) == (None, budget.pure(0.7))
+    # nothing is bought to choose, so a public n changes nothing either (named with the rule: alone, a
+    # public n keeps the feature rule it drove before the rule existed)
+    p = AUTO.resolve_params({"rule": "held_out_best", "public_n": 9})
+    assert AUTO.budgets(budget.pure(0.7), p) == (None, budget.pure(0.7))
 
 
 def test_the_default_release_is_privtree_ags_at_the_whole_epsilon() -> None:
@@ -107,3 +110,23 @@ def test_rule_features_needs_a_feature_share() -> None:
     from dpcore.errors import ParameterError
     with pytest.raises(ParameterError, match="feature share above 0"):
         AUTO.resolve_params({"rule": "features", "feature_share": 0})
+
+
+def test_the_default_checks_only_privtree_ags_data_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the charge the default runs privtree_ag's data check alone (it releases nothing else): a
+    limit of a candidate only the rules can choose (DAWA's, here made to refuse) does not refuse it,
+    while rule 'features' still refuses before spending."""
+    from dpcore.errors import ParameterError
+
+    dawa = catalog.get("points", "dawa")
+
+    def refuse(aggregate):  # noqa: ANN001, ANN202 - a stand-in for DAWA's limit on the number of points
+        raise ParameterError("too many points for DAWA")
+
+    monkeypatch.setattr(dawa, "check_aggregate", refuse)
+    agg = clustered_aggregate(GRID, 2_000)
+    plan = AUTO.plan(GRID, budget.pure(1.0), {}, n_estimate=2_000.0)
+    AUTO.check_data(plan, agg)  # the default: no refusal
+    plan = AUTO.plan(GRID, budget.pure(1.0), {"rule": "features"}, n_estimate=2_000.0)
+    with pytest.raises(ParameterError, match="Auto may choose .*too many points for DAWA"):
+        AUTO.check_data(plan, agg)
