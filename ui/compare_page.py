@@ -222,7 +222,7 @@ def _results(ds: points_state.Dataset) -> None:
         st.markdown("**Best at each budget** (the lowest MRE over the query sizes): " + "; ".join(
             f"ε = {fmt.eps(e)}: **{_title(n)}** ({fmt.num(m)} %)" for e, n, m in best) + ".")
         st.caption("Pick the best at the ε you plan to release with, and choose it on the Plan step. Auto, the Plan "
-                   "step's default, uses the mechanism that did best on held-out data shapes measured the same way.")
+                   "step's default, uses the mechanism that did best, measured the same way, on test data no rule was tuned on.")
         _use(list(dict.fromkeys(summary["mechanism"])), best)
     title = "MRE vs ε" + (" — not for publication (real data)" if res["real"] else " — synthetic stand-in")
     st.plotly_chart(evaluate.summary_figure(summary.assign(mechanism=summary["mechanism"].map(_title)), title),
