@@ -173,8 +173,8 @@ DEFAULT_COUNT_SHARE = 0.05
 #: The mechanism of the default rule ``held_out_best``: the one that did best on held-out data
 #: shapes.  Evidence (module docstring): pre-registered on a third fresh held-out family
 #: (``benchmarks/results/auto_fresh3.md``), always ``privtree_ag`` was within 10 % of the best of ten
-#: mechanisms in 52 of 108 settings against 42 for the feature rule (and 70, 66 against 47, 58 on the
-#: first two fresh families).  Changing it is a change of ``auto``'s default, with new evidence.
+#: mechanisms in 52 of 108 settings against 42 for the feature rule.  Changing it is a change of
+#: ``auto``'s default, with new evidence.
 HELD_OUT_BEST = "privtree_ag"
 #: How auto chooses (its ``rule`` parameter); the first is the default.
 RULES = ("held_out_best", "features", "table")
