@@ -107,6 +107,11 @@ class ODMechanism(Mechanism):
     exact_linf = False
     #: the budget goes to the finest pairs only (the split options are not used)
     finest_only = False
+    #: the projection reads the ``order`` option (IntOpt's zeroing order) / the ``tiebreak`` option (how
+    #: its ties are broken); every mechanism lists both parameters, the others release as with their
+    #: defaults, and the Plan step shows (and Compare passes) each only where it is read
+    reads_order = False
+    reads_tiebreak = False
     #: why ``noisy_count ± 1.96 × noise_sd`` is no valid 95 % interval for the released flows, said
     #: after the mechanism's title where release.csv leaves ``ci95_low``/``ci95_high`` empty (every
     #: level without a guaranteed bound: :func:`dpcore.flows.export.no_interval_note`).  A mechanism

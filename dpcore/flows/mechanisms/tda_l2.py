@@ -47,6 +47,7 @@ class TopDownL2(ODMechanism):
     params = (ORIENTATION, SPLIT, WEIGHTS, ORDER, TIEBREAK)
     definitions = ("pure", "zcdp")
     consistent = nonnegative = True
+    reads_tiebreak = True
     #: TopDown's projection biases the values: a large flow among empty pairs is pulled down by the
     #: positive noise the empty ones keep (tests/unit/flows/test_od_intervals.py: 253 of 300 releases,
     #: 84 %, for a flow of 100 trips among three empty pairs at ρ = 0.25; 86 % of 1,000)
