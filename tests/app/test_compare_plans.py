@@ -87,3 +87,66 @@ def test_compare_over_areas_follows_the_plan_settings_not_the_matrix_mechanisms_
     at.selectbox(key="_w_hier_mech").set_value("bottom_up").run()
     ok(at.switch_page("pages/compare.py").run())
     assert not not_compared(at), not_compared(at)
+
+
+def _facts(plan) -> tuple:  # noqa: ANN001 - a core Plan
+    """What a plan is, public facts only: its ledger facts (mechanism, options, cost, unit) and its rows."""
+    return plan.details(), plan.cost, plan.rows
+
+
+def _compared(at: AppTest, slot: str, title: str) -> tuple[dict, list[float]]:
+    """Compare's plan of the mechanism titled ``title`` (kept in ``slot``) and its row of the table."""
+    ok(at.switch_page("pages/compare.py").run())
+    [cand] = [c for c in at.session_state[slot][1] if c.title.rstrip(" *") == title]
+    [table] = at.dataframe
+    row = table.value.loc[table.value["mechanism"] == cand.title].iloc[0]
+    return cand.plan, [float(v) for v in row.iloc[1:]]
+
+
+def test_compare_over_areas_plans_each_mechanism_with_the_plan_steps_options() -> None:
+    """TopDown L∞'s zeroing order and the split chosen on the Plan step are those of its Compare plan:
+    Compare's plan and row are the Plan step's plan, and not the default's."""
+    at = ok(AppTest.from_file(APP, default_timeout=120).run())
+    at.radio(key="_w_kind").set_value("areas").run()
+    title = catalog.get("hierarchy", "topdown_linf").title
+    default, default_row = _compared(at, "hier_compare", title)
+    assert default.params["order"] == "ascending" and default.params["split"] == "uniform"
+    ok(at.switch_page("pages/plan.py").run())
+    at.selectbox(key="_w_hier_mech").set_value("topdown_linf").run()
+    at.radio(key="_w_hier_order").set_value("descending").run()
+    ok(at.radio(key="_w_hier_split").set_value("geometric").run())
+    core = at.session_state["hier_plan"][1]
+    planned = core[0] if isinstance(core, tuple) else core
+    assert planned.params["order"] == "descending" and planned.params["split"] == "geometric"
+    compared, row = _compared(at, "hier_compare", title)
+    assert _facts(compared) == _facts(planned)
+    assert row == [float(round(r.ci95)) for r in planned.rows]
+    assert _facts(compared) != _facts(default) and row != default_row
+    # a mechanism without a zeroing order is compared with the split alone
+    [hay] = [c.plan for c in at.session_state["hier_compare"][1] if c.name == "hay"]
+    assert "order" not in hay.params and hay.params["split"] == "geometric"
+
+
+def test_compare_of_trips_plans_each_mechanism_with_the_plan_steps_options() -> None:
+    """InfTDA's zeroing order and tie rule and the split chosen on the Plan step are those of its Compare
+    plan: Compare's plan and row are the Plan step's plan, and not the default's; TopDown L2 takes the
+    tie rule only (it has no zeroing order)."""
+    at = ok(AppTest.from_file(APP, default_timeout=120).run())
+    at.radio(key="_w_kind").set_value("flows").run()
+    title = catalog.get("od", "inftda").title
+    default, default_row = _compared(at, "od_compare", title)
+    assert (default.inner.order, default.inner.tiebreak, default.inner.split) == ("ascending", "random", "uniform")
+    ok(at.switch_page("pages/plan.py").run())
+    at.selectbox(key="_w_od_mech").set_value("inftda").run()
+    at.radio(key="_w_od_order").set_value("descending").run()
+    at.radio(key="_w_od_tiebreak").set_value("index").run()
+    ok(at.radio(key="_w_od_split").set_value("geometric").run())
+    planned = at.session_state["od_plan"][1][1]
+    assert (planned.inner.order, planned.inner.tiebreak, planned.inner.split) == ("descending", "index", "geometric")
+    compared, row = _compared(at, "od_compare", title)
+    assert _facts(compared) == _facts(planned)
+    assert (compared.inner.order, compared.inner.tiebreak) == ("descending", "index")
+    assert row == [float(round(r.ci95)) for r in planned.rows]
+    assert _facts(compared) != _facts(default) and row != default_row
+    [l2] = [c.plan for c in at.session_state["od_compare"][1] if c.name == "tda_l2"]
+    assert (l2.inner.order, l2.inner.tiebreak, l2.inner.split) == ("ascending", "index", "geometric")

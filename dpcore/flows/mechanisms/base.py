@@ -107,18 +107,18 @@ class ODMechanism(Mechanism):
     exact_linf = False
     #: the budget goes to the finest pairs only (the split options are not used)
     finest_only = False
+    #: the projection reads the ``order`` option (IntOpt's zeroing order) / the ``tiebreak`` option (how
+    #: its ties are broken); every mechanism lists both parameters, the others release as with their
+    #: defaults, and the Plan step shows (and Compare passes) each only where it is read
+    reads_order = False
+    reads_tiebreak = False
     #: why ``noisy_count ± 1.96 × noise_sd`` is no valid 95 % interval for the released flows, said
     #: after the mechanism's title where release.csv leaves ``ci95_low``/``ci95_high`` empty (every
-    #: level without a guaranteed bound: :func:`dpcore.flows.export.no_interval_note`).  TopDown's
-    #: projection biases the values: a large flow among empty pairs is pulled down by the positive
-    #: noise the empty ones keep (tests/unit/flows/test_od_intervals.py: 253 of 300 releases, 84 %,
-    #: for a flow of 100 trips among three empty pairs at ρ = 0.25; 86 % of 1,000)
-    no_interval_reason = (
-        "adjusts every table's noisy counts to non-negative whole numbers that add up to the table above and "
-        "drops the flows released as 0 with everything below them. The released values are therefore biased "
-        "(most of all a large flow among empty pairs), and noisy_count ± 1.96 × noise_sd would cover the true "
-        "count less often than 95 % of the time (about 85 % for a 100-trip flow among empty pairs in a "
-        "simulation; how much less depends on the data and the budget), so no interval is given for them.")
+    #: level without a guaranteed bound: :func:`dpcore.flows.export.no_interval_note`).  A mechanism
+    #: without such a bound states its own reason (TopDown L2, VanillaGauss, the stability histogram);
+    #: the exact L∞ ones (InfTDA, the MILP) publish intervals and never say this generic one
+    no_interval_reason = ("has no guaranteed bound on the error of these released values, so no valid 95 % "
+                          "interval is known for them.")
 
     # -- the plan in the paper's terms ----------------------------------------------------------
     def plan_tree(self, origin: Hierarchy, destination: Hierarchy | None = None, cost: PrivacyCost | None = None,

@@ -57,6 +57,7 @@ class InfTDA(ODMechanism):
     definitions = ("pure", "zcdp")
     consistent = nonnegative = True
     exact_linf = True
+    reads_order = reads_tiebreak = True
 
     def project(self, x: np.ndarray, offsets: np.ndarray, totals: np.ndarray, p: ODPlan, t: int,
                 tiebreak: np.ndarray | None) -> np.ndarray:

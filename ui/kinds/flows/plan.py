@@ -104,18 +104,20 @@ def measured_levels(m: dict[str, Any], mech: str, cost: budget.PrivacyCost, opts
     return [lv.name for lv in probe.inner.levels if lv.measured]
 
 
-#: the mechanisms that read IntOpt's zeroing order, and the tie rule (the others take the defaults below)
-TAKES_ORDER = ("inftda",)
-TAKES_TIEBREAK = ("inftda", "tda_l2")
+def takes(mech: str, option: str) -> bool:
+    """Whether the O/D mechanism ``mech`` reads ``option``, ``"order"`` (IntOpt's zeroing order) or
+    ``"tiebreak"`` (the tie rule): its own ``reads_order`` / ``reads_tiebreak``."""
+    m = catalog.get("od", mech)
+    return {"order": m.reads_order, "tiebreak": m.reads_tiebreak}[option]
 
 
 def options(mech: str) -> dict[str, Any]:
     """The Plan step's options as ``mech`` reads them: the neighbours and the tree's orientation as chosen,
-    the zeroing order and the tie rule as chosen where ``mech`` reads them (``TAKES_ORDER``,
-    ``TAKES_TIEBREAK``), their defaults elsewhere.  The one rule of the Plan step and of Compare."""
+    the zeroing order and the tie rule as chosen where ``mech`` reads them (:func:`takes`), their defaults
+    elsewhere.  The one rule of the Plan step and of Compare."""
     return {"neighbour": setting("neighbour"), "orientation": setting("orientation"),
-            "order": setting("order") if mech in TAKES_ORDER else "ascending",
-            "tiebreak": setting("tiebreak") if mech in TAKES_TIEBREAK else "random"}
+            "order": setting("order") if takes(mech, "order") else "ascending",
+            "tiebreak": setting("tiebreak") if takes(mech, "tiebreak") else "random"}
 
 
 def selection(m: dict[str, Any] | None = None) -> Selection:
@@ -236,12 +238,12 @@ def _tree_options(m: dict[str, Any], mech: str, counts: Any) -> None:
                      key=keep("split", DEFAULTS["split"]))
     kept("split")
     with st.expander("Advanced"):
-        if mech in TAKES_ORDER:
+        if takes(mech, "order"):
             st.radio("IntOpt zeroing order", ["ascending", "descending"], key=keep("order", DEFAULTS["order"]),
                      help="Ascending zeroes the smallest noisy flows first (fewer spurious flows); descending keeps "
                           "them (fewer real flows lost).")
             kept("order")
-        if mech in TAKES_TIEBREAK:
+        if takes(mech, "tiebreak"):
             st.radio("Ties", ["random", "index"], key=keep("tiebreak", DEFAULTS["tiebreak"]),
                      format_func={"random": "broken at random (no area favoured)",
                                   "index": "broken by area order (reproducible)"}.get)
