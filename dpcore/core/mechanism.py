@@ -124,10 +124,26 @@ class Param:
     #: Display names of ``choices`` (same order), for pages; the CLI uses the choices themselves.
     choice_labels: tuple[str, ...] | None = None
     #: ``(other parameter, value)``: the parameter only matters (and is only shown) then; a tuple of
-    #: values: when the other parameter has any of them.
+    #: values: when the other parameter has any of them (:meth:`applies`).
     shown_if: tuple[str, Any] | None = None
     #: For ``kind=tuple``: the type of every item (``"1,2"`` or ``[1, 2]`` -> ``(1.0, 2.0)`` for float).
     item: type = str
+
+    def applies(self, raw: Mapping[str, Any], defaults: Mapping[str, Any]) -> bool:
+        """Whether this parameter matters for the choices made: no ``shown_if``, or the other
+        parameter's value (``raw``'s, else its default) is the one named, or any of a tuple of them.
+
+        >>> p = Param("c", "C", float, 1.0, "Help.", shown_if=("rule", ("features", "table")))
+        >>> p.applies({"rule": "table"}, {}), p.applies({}, {"rule": "features"}), p.applies({"rule": "x"}, {})
+        (True, True, False)
+        >>> Param("d", "D", float, 1.0, "Help.", shown_if=("rule", "table")).applies({}, {"rule": "table"})
+        True
+        """
+        if self.shown_if is None:
+            return True
+        other, wanted = self.shown_if
+        value = raw.get(other, defaults.get(other))
+        return value in (wanted if isinstance(wanted, tuple) else (wanted,))
 
     def convert(self, value: Any) -> Any:
         if value is None or (isinstance(value, str) and value.strip() == ""):

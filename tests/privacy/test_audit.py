@@ -644,6 +644,25 @@ def test_privtree_ag_total(k: int) -> None:
     check(f"privtree_ag total, cap k={k} (ε=2)", x, y, around(6, 6 + k, sd), eps)
 
 
+def test_privtree_ag_block_count_cap_two() -> None:
+    """``privtree_ag``'s blocks' counts alone, with a cap of k = 2: the raw count of the one block
+    (``measured[-1]``) of a 1 x 1 grid, 3 points against 5.  A single cell is never split-tested and
+    its leaf gets one block (``m2 = 1``), so the block is one count with discrete Laplace noise of
+    scale ``k/ε₂``: claim ε₂ (1.44 at ε = 2).  The total's audit (test_privtree_ag_total) cannot see
+    mis-scaled count noise behind the whole ε: this one fails when the count noises ignore k
+    (scale 1/ε₂, a true loss of 2·ε₂).  Thresholds: the block's noise SD from the plan (fixed, public)."""
+    mech = catalog.get("points", "privtree_ag")
+    eps, k = 2.0, 2
+    g = Grid(Bounds(0.0, 0.0, 1.0, 1.0), 1, 1)
+    d = Aggregate(g, np.array([[3]], dtype=np.int64), 0, 0, k, k)
+    d2 = Aggregate(g, np.array([[3 + k]], dtype=np.int64), 0, 0, k, k)
+    _, _, e2 = mech.budgets(budget.pure(eps), mech.resolve_params({}))
+    sd = levels_of(mech, g, eps, {}, sensitivity=k)[2].sd  # one block's noise at k = 2
+    x = runs(released(mech, d, eps, {}, lambda r: r.measured[-1]), 252)
+    y = runs(released(mech, d2, eps, {}, lambda r: r.measured[-1]), 253)
+    check("privtree_ag block count, cap k=2 (ε₂)", x, y, around(3, 3 + k, sd), e2)
+
+
 def test_privtree_ag_block_sizing() -> None:
     """How many blocks the leaf holding cell (0, 0) is cut into is a function of the tree (ε_tree) and
     of that leaf's released count (ε₁) only.  On an 8 x 8 grid with 5 points in (0, 0) at ε = 8

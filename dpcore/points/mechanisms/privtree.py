@@ -114,7 +114,8 @@ from dpcore.privacy.budget import PrivacyCost, pure
 from dpcore.privacy.calibration import interval_half_width, laplace_scale_for_epsilon, split_custom
 from dpcore.privacy.noise import NoiseSource
 
-__all__ = ["BETA", "PrivTree", "expected_leaves", "grow_privtree", "privtree_parameters", "split_probability"]
+__all__ = ["BETA", "PrivTree", "expected_leaves", "grow_privtree", "privtree_parameters", "split_probability",
+           "split_test_level"]
 
 #: Fanout of the quadtree (the paper's β).
 BETA = 4
@@ -170,14 +171,15 @@ def grow_privtree(counts: NDArray[np.integer], theta: int, scale: Fraction, delt
 
     Every node of depth ``d`` that is not a single cell gets ``b = max(c − d·δ, θ − δ)`` and
     splits when ``b + DLap(scale) > θ``.  Returns ``rects``, ``parent`` (−1 for the root),
-    ``depth``, ``leaf`` and the true ``count`` of every node, in level order (children of a
-    node contiguous).
+    ``depth``, ``leaf``, ``tested`` (the node got a split test: it is not a single cell; its sum
+    is the number of split tests) and the true ``count`` of every node, in level order (children
+    of a node contiguous).
     """
     N, M = np.asarray(counts).shape
     P = prefix_sums(np.asarray(counts, dtype=np.int64))
     rects = np.array([[0, N, 0, M]], dtype=np.int64)
     parent = np.array([-1], dtype=np.int64)
-    out: dict[str, list[NDArray[Any]]] = {k: [] for k in ("rects", "parent", "depth", "leaf", "count")}
+    out: dict[str, list[NDArray[Any]]] = {k: [] for k in ("rects", "parent", "depth", "leaf", "tested", "count")}
     first = 0
     d = 0
     while True:
@@ -193,6 +195,7 @@ def grow_privtree(counts: NDArray[np.integer], theta: int, scale: Fraction, delt
         out["parent"].append(parent)
         out["depth"].append(np.full(m, d, dtype=np.int64))
         out["leaf"].append(~split)
+        out["tested"].append(testable)
         out["count"].append(c)
         if not split.any():
             break
@@ -287,6 +290,33 @@ def expected_leaves(grid: Grid, n_points: float, eps_tree: float, sensitivity: i
     return min(even, most), most
 
 
+def split_test_level(grid: Grid, eps_tree: float, sensitivity: int, theta: int,
+                     n_tests: int | None = None) -> LevelPlan:
+    """The plan's row of the split tests (not released): ``n_tests`` of them (the sum of
+    :func:`grow_privtree`'s ``tested``), or, before release, at most one fewer than the cells.
+    Shared by :class:`PrivTree` and :class:`~dpcore.points.mechanisms.privtree_ag.PrivTreeAG`."""
+    t, delta = privtree_parameters(eps_tree, sensitivity)
+    tests = int(n_tests) if n_tests is not None else max(grid.n_cells - 1, 1)
+    return LevelPlan(
+        level=0,
+        name=(f"Split tests ({tests:,} nodes)" if n_tests is not None else "Split tests (one per node visited)"),
+        cost=pure(eps_tree),
+        noise="discrete_laplace",
+        scale=float(t),
+        sensitivity=int(sensitivity),
+        n_counts=tests,
+        sd=math.sqrt(_noise.discrete_laplace_variance(t)),
+        ci95=interval_half_width("discrete_laplace", t),
+        cells_per_count=float(grid.n_cells),
+        in_partition=False,
+        note=(f"Each node splits when max(count − depth·{delta}, θ − {delta}) plus this noise exceeds "
+              f"θ = {int(theta)}; the noise is not released."
+              + ("" if n_tests is not None else
+                 " How many nodes are tested depends on the data (at most one fewer than the cells).")),
+        extra={"delta": int(delta), "theta": int(theta), "fanout": BETA, "lambda": float(t) / int(sensitivity)},
+    )
+
+
 # -- the mechanism -------------------------------------------------------------------------------
 
 
@@ -336,29 +366,10 @@ class PrivTree(PointsMechanism):
                 n_leaves: int | None = None, n_tests: int | None = None, n_estimate: float | None = None
                 ) -> tuple[LevelPlan, ...]:
         eps_tree, eps_count = self.budgets(cost, params)
-        t, delta = privtree_parameters(eps_tree, sensitivity)
         known = n_leaves is not None
-        tests = int(n_tests) if n_tests is not None else max(grid.n_cells - 1, 1)
-        tree = LevelPlan(
-            level=0,
-            name=(f"Split tests ({tests:,} nodes)" if n_tests is not None
-                  else "Split tests (one per node visited)"),
-            cost=pure(eps_tree),
-            noise="discrete_laplace",
-            scale=float(t),
-            sensitivity=int(sensitivity),
-            n_counts=tests,
-            sd=math.sqrt(_noise.discrete_laplace_variance(t)),
-            ci95=interval_half_width("discrete_laplace", t),
-            cells_per_count=float(grid.n_cells),
-            in_partition=False,
-            note=(f"Each node splits when max(count − depth·{delta}, θ − {delta}) plus this noise "
-                  f"exceeds θ = {params['theta']}; the noise is not released. "
-                  + ("" if n_tests is not None else
-                     "How many nodes are tested depends on the data (at most one fewer than the cells).")),
-            extra={"delta": int(delta), "theta": int(params["theta"]), "fanout": BETA,
-                   "lambda": float(t) / int(sensitivity)},
-        )
+        tree = split_test_level(grid, eps_tree, sensitivity, int(params["theta"]), n_tests)
+        if n_tests is not None:  # this row's note has always ended in a space here (releases are fingerprinted)
+            tree = dataclasses.replace(tree, note=tree.note + " ")
         if known:
             return tree, count_level(1, f"Leaf counts ({int(n_leaves):,} leaves)", pure(eps_count), sensitivity,
                                      int(n_leaves), grid.n_cells / max(int(n_leaves), 1), True)
@@ -406,10 +417,7 @@ class PrivTree(PointsMechanism):
         ci_leaf = float(interval_half_width("discrete_laplace", scale))
         noisy = subtree_sums(parent, depth, own)
         below = subtree_sums(parent, depth, leaf.astype(np.float64))
-        levels = self._levels(grid, cost, params, k, n_leaves=int(leaf_idx.size),
-                              n_tests=int(np.count_nonzero(~leaf) + np.count_nonzero(
-                                  leaf & (((tree["rects"][:, 1] - tree["rects"][:, 0]) > 1)
-                                          | ((tree["rects"][:, 3] - tree["rects"][:, 2]) > 1)))))
+        levels = self._levels(grid, cost, params, k, n_leaves=int(leaf_idx.size), n_tests=int(tree["tested"].sum()))
         return self.make_release(
             aggregate, cost, params, levels,
             rects=tree["rects"],

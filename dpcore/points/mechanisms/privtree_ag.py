@@ -102,12 +102,12 @@ from dpcore.points.mechanisms.privtree import (
     expected_leaves,
     grow_privtree,
     privtree_parameters,
+    split_test_level,
     subtree_sums,
 )
 from dpcore.points.release import LevelPlan, PartitionRelease
-from dpcore.privacy import noise as _noise
 from dpcore.privacy.budget import PrivacyCost, pure
-from dpcore.privacy.calibration import interval_half_width, split_custom
+from dpcore.privacy.calibration import split_custom
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = ["PRIOR_NOTE", "THETA", "WITHIN_LEAF", "PrivTreeAG"]
@@ -174,26 +174,7 @@ class PrivTreeAG(PointsMechanism):
                 n_leaves: int, n_blocks: int, n_tests: int | None, preview: bool,
                 extra_leaves: dict[str, Any] | None = None) -> tuple[LevelPlan, ...]:
         eps_tree, e1, e2 = self.budgets(cost, params)
-        t, delta = privtree_parameters(eps_tree, sensitivity)
-        tests = int(n_tests) if n_tests is not None else max(grid.n_cells - 1, 1)
-        tree = LevelPlan(
-            level=0,
-            name=(f"Split tests ({tests:,} nodes)" if n_tests is not None else "Split tests (one per node visited)"),
-            cost=pure(eps_tree),
-            noise="discrete_laplace",
-            scale=float(t),
-            sensitivity=int(sensitivity),
-            n_counts=tests,
-            sd=math.sqrt(_noise.discrete_laplace_variance(t)),
-            ci95=interval_half_width("discrete_laplace", t),
-            cells_per_count=float(grid.n_cells),
-            in_partition=False,
-            note=(f"Each node splits when max(count − depth·{delta}, θ − {delta}) plus this noise exceeds "
-                  f"θ = {THETA}; the noise is not released."
-                  + ("" if n_tests is not None else
-                     " How many nodes are tested depends on the data (at most one fewer than the cells).")),
-            extra={"delta": int(delta), "theta": THETA, "fanout": BETA, "lambda": float(t) / int(sensitivity)},
-        )
+        tree = split_test_level(grid, eps_tree, sensitivity, THETA, n_tests)
         n_leaves, n_blocks = max(int(n_leaves), 1), max(int(n_blocks), 1)
         even = ("The tree and the blocks depend on the data; this preview assumes the guessed number of points "
                 "spread evenly. " if preview else "")
@@ -241,9 +222,7 @@ class PrivTreeAG(PointsMechanism):
         m2 = second_level_sides(noisy1, e2, float(params["c2"]), k)
         subs, owner = sub_blocks(rects[li], m2, m2)
         noisy2 = noisy_counts(rect_sums_from_prefix(prefix_sums(aggregate.counts), subs), pure(e2), k, noise)
-        n_tests = int(np.count_nonzero(~leaf) + np.count_nonzero(
-            leaf & (((rects[:, 1] - rects[:, 0]) > 1) | ((rects[:, 3] - rects[:, 2]) > 1))))
-        levels = self._levels(grid, cost, params, k, li.size, subs.shape[0], n_tests, False)
+        levels = self._levels(grid, cost, params, k, li.size, subs.shape[0], int(tree["tested"].sum()), False)
         lv1, lv2 = levels[1], levels[2]
         # AG's least squares per leaf and its blocks (each leaf the root of a two-level tree)
         n1, n2 = li.size, subs.shape[0]

@@ -78,11 +78,8 @@ def _mechanism_choice() -> tuple[str, Mechanism]:
 
 def _shown(p: Param, raw: dict[str, Any], defaults: dict[str, Any]) -> bool:
     """Whether a parameter matters for the choices made (``shown_if``) and is typed in."""
-    if p.shown_if is not None:
-        other, wanted = p.shown_if
-        value = raw.get(other, defaults.get(other))
-        if value not in (wanted if isinstance(wanted, tuple) else (wanted,)):
-            return False  # only relevant for another choice: keep its value, do not show it
+    if not p.applies(raw, defaults):
+        return False  # only relevant for another choice: keep its value, do not show it
     return p.kind in (bool, int, float, str)  # others are set below (the matrix mechanism's rectangles)
 
 
