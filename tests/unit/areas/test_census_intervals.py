@@ -255,3 +255,16 @@ def test_matrix_single_draw_cells_cover_95_percent() -> None:
     assert stats.binom.ppf(0.001, n, exact) <= new <= stats.binom.isf(0.001, n, exact), (new / n, exact)
     assert new >= lo95
     assert old < lo95, (old / n, lo95 / n)  # the old formula fails this test
+
+
+def test_identity_check_forms_no_identity_matrix() -> None:
+    """``_is_identity`` answers as ``np.array_equal(a, np.eye(n))`` did, without forming ``np.eye(n)``."""
+    eye = np.eye(5)
+    off = eye.copy()
+    off[0, 3] = 0.5
+    two = eye.copy()
+    two[2, 2] = 2.0
+    nan = eye.copy()
+    nan[1, 1] = np.nan
+    for a in (eye, off, two, nan, np.zeros((5, 5)), np.ones((1, 1))):
+        assert census_matrix._is_identity(a) == np.array_equal(a, np.eye(a.shape[0]))
