@@ -318,7 +318,7 @@ def marginals_body(rel: MarginalsRelease) -> dict[str, Any]:
 def _interval_notes(p: MarginalsPlan) -> list[str]:
     """One sentence per marginal whose cells are each one noise draw (:func:`single_draw_half_width`)."""
     return [f"In the table {p.per_marginal[i]['marginal']} each cell is one discrete Laplace draw (identity "
-            f"strategy): ci95_low/high = noisy_count ± {k:g}, the exact 95 % quantile of that noise; elsewhere "
+            f"strategy): ci95_low/high = noisy_count ± {int(k)}, the exact 95 % quantile of that noise; elsewhere "
             "noisy_count ± 1.96·standard_error."
             for i, k in enumerate(p.exact_half) if k is not None]
 

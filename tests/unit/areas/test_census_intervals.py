@@ -268,3 +268,12 @@ def test_identity_check_forms_no_identity_matrix() -> None:
     nan[1, 1] = np.nan
     for a in (eye, off, two, nan, np.zeros((5, 5)), np.ones((1, 1))):
         assert census_matrix._is_identity(a) == np.array_equal(a, np.eye(a.shape[0]))
+
+
+def test_single_draw_note_writes_k_in_full() -> None:
+    """A large k is written as a whole number (``{k:g}`` wrote 1e+06)."""
+    p = census_matrix.MarginalsPlan("county", budget.pure(1.0), ("county",), ((0,),),
+                                    ({"marginal": "county", "cells": 1, "sd_mean": 1.0, "sd_max": 1.0},), {},
+                                    (1_000_000.0,))
+    (note,) = census_matrix._interval_notes(p)
+    assert "± 1000000," in note and "e+" not in note
