@@ -4,8 +4,8 @@
 Every area's total of Privelet is linear in Laplace-noised wavelet coefficients: a weighted sum of a
 few independent Laplace draws, which ``± 1.96·sd`` covers less than 95 % of the time (93.7 % for one).  Since
 2026-11-30 every area publishes ``± sd·ln 20/√2``, the exact 95 % quantile of one Laplace draw, which
-covers any weighted sum of Laplace draws at least 95 % of the time (computed exactly in
-benchmarks/privelet_weights_coverage.py, benchmarks/results/privelet_weights_coverage.md).  A marginal
+covers a weighted sum of Laplace draws at least 95 % of the time for every weight pattern checked
+(computed exactly, not proven in general, in benchmarks/privelet_weights_coverage.py, benchmarks/results/privelet_weights_coverage.md).  A marginal
 cell of the matrix mechanism that is one discrete Laplace draw (pure ε, identity strategy, the marginal
 over every axis) publishes ``± k``, k the exact 95 % quantile.  Every other byte is unchanged.  Measured
 over many settings in benchmarks/interval_census_coverage.py (benchmarks/results/interval_census_coverage.md);

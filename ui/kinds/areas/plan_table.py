@@ -99,8 +99,10 @@ def _privelet_error(table: Any, sel: TableSelection) -> None:
         st.caption("From the mechanism, the budget and the public areas only: no data is used.")
         st.markdown("The 95 % half-width is 2.12 × SD, the exact 95 % quantile of one Laplace draw. An area's "
                     "noise is a weighted sum of a few Laplace draws (its own wavelet coefficient, its neighbours' "
-                    "and its parents'); this half-width covers such a sum in at least 95 % of releases, where "
-                    "the normal 1.96 × SD covers less than 95 % (93.7 % for one draw).")
+                    "and its parents'); for every weight pattern checked "
+                    "(benchmarks/results/privelet_weights_coverage.md) this half-width covers such a sum in at "
+                    "least 95 % of releases, where the normal 1.96 × SD covers less than 95 % (93.7 % for one "
+                    "draw).")
 
     s = table.structure
     q1, q2 = st.columns([1, 2])
