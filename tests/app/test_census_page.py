@@ -4,6 +4,8 @@ marginal tables of ui/kinds/areas/), driven through app.py's steps with Streamli
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +73,10 @@ def test_page_shows_expected_error_before_release() -> None:
     at.selectbox(key="census_q_level").set_value("tract").run()
     ok(at)
     assert at.selectbox(key="census_q_area").value == "01 / 001 / 000100"
+    # the area's half-width is Privelet's one rule, sd·ln 20/√2 (census_privelet.half_widths), not 1.96·sd
+    (check,) = [m.value for m in at.markdown if "Expected error of" in m.value]
+    half, sd = (float(x.replace(",", "")) for x in re.findall(r"± ([\d,.]+) people \(95 %; SD ([\d,.]+)\)", check)[0])
+    assert half / sd == pytest.approx(math.log(20) / math.sqrt(2), rel=0.02), check
     step(at, "release")
     assert "Release with ε = 0.5" in release_button(at).label
     assert "census_release" not in at.session_state

@@ -19,7 +19,6 @@ from dpcore.areas.unit import census_unit
 from dpcore.core.mechanism import Plan
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
-from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from ui import budget_ui, fmt, frame, plans, state
 from ui.kinds.areas import common
@@ -117,7 +116,7 @@ def _privelet_error(table: Any, sel: TableSelection) -> None:
     q_path = tuple(x.strip() for x in str(q_label).split("/"))
     try:
         q_sd = census_privelet.area_expected_error(s, sel.epsilon, q_path, plus_axes=sel.plus)
-        st.markdown(f"Expected error of **{q_label}**'s total: ± {fmt.num(interval_half_width('normal', q_sd))} "
+        st.markdown(f"Expected error of **{q_label}**'s total: ± {fmt.num(float(census_privelet.half_widths(q_sd)))} "
                     f"people (95 %; SD {fmt.num(q_sd)}).")
     except DPCoreError as e:
         st.error(str(e))
