@@ -241,6 +241,22 @@ def test_matrix_marginals_zcdp_release_once_with_exports() -> None:
     assert at.radio(key=f"census_def_{fp}").disabled
 
 
+def test_matrix_pure_plan_shows_one_half_width_per_table() -> None:
+    """Under pure ε (the default) the tract × age band table is answered by the identity strategy, each
+    cell one discrete Laplace draw published ``± k``: the sentence and the plan table's "± 95 %" column
+    show the same k (the column was 1.96 × the largest SD: ± 5.49 beside the sentence's ± 6)."""
+    at = census_data()
+    at.multiselect(key="census_ordinals").set_value(["age_band"]).run()
+    step(at, "plan")
+    at.radio(key="_w_census_mech").set_value("matrix").run()
+    ok(at)
+    (sentence,) = [m.value for m in at.markdown if "in 19 of 20 cases" in m.value]
+    plan = frame_with(at, "table").set_index("table")
+    first = plan.index[0]
+    assert first == "tract × age_band", plan
+    assert f"± {sentence.split('± ')[1].split(' people')[0]}" == plan.loc[first, "± 95 %"], (sentence, plan)
+
+
 def test_matrix_without_attributes_says_what_to_choose(at: AppTest) -> None:
     at.radio(key="_w_census_mech").set_value("matrix").run()
     ok(at)
