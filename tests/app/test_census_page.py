@@ -104,6 +104,9 @@ def test_release_spends_once_and_reruns_do_not_redraw(at: AppTest) -> None:
     assert any("Privelet" in m.value and "76 areas at all levels" in m.value for m in at.sidebar.markdown)
     shown = at.dataframe[-1].value
     assert len(shown) == 3  # state level by default
+    # the interval in the mechanism's words (census_privelet.half_widths), not ± 1.96 × SD
+    assert any("ci95 = noisy_count ± sd·ln 20/√2" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert not any("1.96" in c.value for c in at.caption)
     assert not shown.isna().any().any()
     # reruns and view changes draw no new noise and spend nothing
     at.run()
@@ -255,6 +258,18 @@ def test_matrix_pure_plan_shows_one_half_width_per_table() -> None:
     first = plan.index[0]
     assert first == "tract × age_band", plan
     assert f"± {sentence.split('± ')[1].split(' people')[0]}" == plan.loc[first, "± 95 %"], (sentence, plan)
+    # released: the shown table's caption states its rule, ± k for the single-draw table, 1.96 elsewhere
+    step(at, "release")
+    at.button(key=release_widget_key("census_mx_release_button", at.session_state)).click().run()
+    ok(at)
+    k = at.session_state["census_mx_release"].release.plan.exact_half[0]
+    assert k is not None
+    half = (frame_with(at, "ci95_high")["ci95_high"] - frame_with(at, "ci95_high")["noisy_count"]).abs()
+    assert half.round(1).eq(round(k, 1)).all()
+    assert any(f"ci95 = noisy_count ± {int(k)} (the exact 95 % quantile" in c.value for c in at.caption)
+    at.selectbox(key="census_mx_view").set_value("age_band").run()
+    ok(at)
+    assert any("ci95 = noisy_count ± 1.96·standard_error" in c.value for c in at.caption)
 
 
 def test_matrix_without_attributes_says_what_to_choose(at: AppTest) -> None:

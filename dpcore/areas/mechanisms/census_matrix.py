@@ -315,11 +315,28 @@ def marginals_body(rel: MarginalsRelease) -> dict[str, Any]:
     }
 
 
+#: The 95 % interval of a least-squares cell in words (:meth:`MarginalsPlan.half_width`).
+NORMAL_CI95_TEXT = "noisy_count ± 1.96·standard_error"
+
+
+def interval_text(p: MarginalsPlan, i: int) -> str:
+    """Marginal ``i``'s 95 % interval in words, by the rule of :meth:`MarginalsPlan.half_width`.
+
+    >>> p = MarginalsPlan("county", PrivacyCost("pure", 1.0), ("county",), ((0,),), (), {}, (6.0,))
+    >>> interval_text(p, 0)
+    'noisy_count ± 6 (the exact 95 % quantile of one discrete Laplace draw: each cell is one draw)'
+    """
+    k = p.exact_half[i] if p.exact_half else None
+    if k is None:
+        return NORMAL_CI95_TEXT
+    return f"noisy_count ± {int(k)} (the exact 95 % quantile of one discrete Laplace draw: each cell is one draw)"
+
+
 def _interval_notes(p: MarginalsPlan) -> list[str]:
     """One sentence per marginal whose cells are each one noise draw (:func:`single_draw_half_width`)."""
     return [f"In the table {p.per_marginal[i]['marginal']} each cell is one discrete Laplace draw (identity "
             f"strategy): ci95_low/high = noisy_count ± {int(k)}, the exact 95 % quantile of that noise; elsewhere "
-            "noisy_count ± 1.96·standard_error."
+            f"{NORMAL_CI95_TEXT}."
             for i, k in enumerate(p.exact_half) if k is not None]
 
 

@@ -454,10 +454,11 @@ def census_csv(release: CensusRelease) -> bytes:
     return csv_bytes(census_frame(release), lambda d: d.to_csv(index=False).encode("utf-8"))
 
 
+#: The 95 % interval of every area in words (:func:`half_widths`): the record's and the app's.
+CI95_TEXT = "noisy_count ± sd·ln 20/√2 (≈ 2.12·sd, the exact 95 % quantile of one Laplace draw)"
 #: The record's words for release.csv's columns.
 COLUMNS_TEXT = ("noisy_count is the released total of an area (sum of its noisy leaves); "
-                "ci95_low/high = noisy_count ± sd·ln 20/√2 (≈ 2.12·sd, the exact 95 % quantile of one Laplace "
-                "draw): an area's noise is a weighted sum of a few Laplace draws, which this interval covers in "
+                f"ci95_low/high = {CI95_TEXT}: an area's noise is a weighted sum of a few Laplace draws, which this interval covers in "
                 "at least 95 % of releases, where the normal ± 1.96·sd covers less than 95 % (93.7 % for one draw)")
 
 

@@ -8,6 +8,7 @@ ledger and storing the result.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 
 import pandas as pd
 import streamlit as st
@@ -158,8 +159,10 @@ def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: st
 
 
 def show_tables(entry: TableEntry, fp: str, what: str, tables: dict[str, pd.DataFrame], first: int,
-                decimals: int, sd_name: str, key: str) -> None:
-    """A census release's tables, one shown at a time (display rounded; the files keep full precision)."""
+                decimals: int, ci95: Mapping[str, str], key: str) -> None:
+    """A census release's tables, one shown at a time (display rounded; the files keep full precision);
+    ``ci95``: each table's 95 % interval in the mechanism's words (``census_privelet.CI95_TEXT``,
+    ``census_matrix.interval_text``)."""
     if entry.fingerprint != fp:
         st.caption(f"This is the latest release, made from another table ({entry.source}).")
     name = st.selectbox(what, list(tables), index=min(first, len(tables) - 1), key=f"{key}_view")
@@ -167,4 +170,4 @@ def show_tables(entry: TableEntry, fp: str, what: str, tables: dict[str, pd.Data
     st.dataframe(shown, hide_index=True, key=f"{key}_table",
                  column_config={c: st.column_config.NumberColumn(format="localized")
                                 for c in shown.columns if pd.api.types.is_float_dtype(shown[c])})
-    st.caption(f"Noisy counts, rounded for display only; ci95 = noisy count ± 1.96 × {sd_name}.")
+    st.caption(f"Noisy counts, rounded for display only; ci95 = {ci95[name]}.")
