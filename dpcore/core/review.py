@@ -413,9 +413,9 @@ def _levels_html(rec: Mapping[str, Any], g: Mapping[str, Any] | None, table: _Ta
     names = words.level_names(rec, [str(r["level"]) for r in g["levels"]], _cell_sizes(rec, table))
     rows = [[names[str(r["level"])], words.number(int(r["cells"])), f"± {words.number(r['median_noise_sd'])}",
              _percent(r["median_cv"]), "yes" if r["under_threshold"] else "no"] for r in g["levels"]]
-    table = _table(rows, ["level", "number of published values", "typical error (median noise SD)",
-                          "typical error as a share of the value (median coefficient of variation)",
-                          f"reliable on its own (under {_percent(t)})?"])
+    out = _table(rows, ["level", "number of published values", "typical error (median noise SD)",
+                        "typical error as a share of the value (median coefficient of variation)",
+                        f"reliable on its own (under {_percent(t)})?"])
     use = g.get("use_level")
     if use is not None:
         advice = (f"Use at {words.advice_level(rec, names.get(str(use), str(use)))} or coarser: at that level the typical error is under "
@@ -424,7 +424,7 @@ def _levels_html(rec: Mapping[str, Any], g: Mapping[str, Any] | None, table: _Ta
     else:
         advice = (f"No level is reliable on its own: at every level the typical error is {_percent(t)} of the "
                   f"published value or more (median coefficient of variation {t:g} or more). Use sums of cells.")
-    return table + f"<p><b>{e(advice)}</b></p>"
+    return out + f"<p><b>{e(advice)}</b></p>"
 
 
 def _unprotected_words(rec: Mapping[str, Any]) -> list[str]:

@@ -56,7 +56,8 @@ _NEEDED[[ord(c) for c in "\t\r\n=+-@"]] = True
 _NEEDED[0x80:] = True
 
 
-#: Decimals an estimate's column is written with: counts, totals and interval ends 3, SDs 4 (as release.csv).
+#: Decimals an estimate's column is written with: counts, totals and interval ends 3, SDs 4 (as the
+#: hierarchies' release.csv, :mod:`dpcore.areas.export`; census Privelet's release.csv writes full digits).
 ESTIMATE_DECIMALS = {"noisy_count": 3, "noisy_total": 3, "ci95_low": 3, "ci95_high": 3,
                      "standard_error": 4, "noise_sd": 4}
 

@@ -4,6 +4,8 @@ marginal tables of ui/kinds/areas/), driven through app.py's steps with Streamli
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +73,10 @@ def test_page_shows_expected_error_before_release() -> None:
     at.selectbox(key="census_q_level").set_value("tract").run()
     ok(at)
     assert at.selectbox(key="census_q_area").value == "01 / 001 / 000100"
+    # the area's half-width is Privelet's one rule, sd·ln 20/√2 (census_privelet.half_widths), not 1.96·sd
+    (check,) = [m.value for m in at.markdown if "Expected error of" in m.value]
+    half, sd = (float(x.replace(",", "")) for x in re.findall(r"± ([\d,.]+) people \(95 %; SD ([\d,.]+)\)", check)[0])
+    assert half / sd == pytest.approx(math.log(20) / math.sqrt(2), rel=0.02), check
     step(at, "release")
     assert "Release with ε = 0.5" in release_button(at).label
     assert "census_release" not in at.session_state
@@ -98,6 +104,9 @@ def test_release_spends_once_and_reruns_do_not_redraw(at: AppTest) -> None:
     assert any("Privelet" in m.value and "76 areas at all levels" in m.value for m in at.sidebar.markdown)
     shown = at.dataframe[-1].value
     assert len(shown) == 3  # state level by default
+    # the interval in the mechanism's words (census_privelet.half_widths), not ± 1.96 × SD
+    assert any("ci95 = noisy_count ± sd·ln 20/√2" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert not any("1.96" in c.value for c in at.caption)
     assert not shown.isna().any().any()
     # reruns and view changes draw no new noise and spend nothing
     at.run()
@@ -233,6 +242,34 @@ def test_matrix_marginals_zcdp_release_once_with_exports() -> None:
     # the definition is now fixed for this dataset
     step(at, "plan")
     assert at.radio(key=f"census_def_{fp}").disabled
+
+
+def test_matrix_pure_plan_shows_one_half_width_per_table() -> None:
+    """Under pure ε (the default) the tract × age band table is answered by the identity strategy, each
+    cell one discrete Laplace draw published ``± k``: the sentence and the plan table's "± 95 %" column
+    show the same k (the column was 1.96 × the largest SD: ± 5.49 beside the sentence's ± 6)."""
+    at = census_data()
+    at.multiselect(key="census_ordinals").set_value(["age_band"]).run()
+    step(at, "plan")
+    at.radio(key="_w_census_mech").set_value("matrix").run()
+    ok(at)
+    (sentence,) = [m.value for m in at.markdown if "in 19 of 20 cases" in m.value]
+    plan = frame_with(at, "table").set_index("table")
+    first = plan.index[0]
+    assert first == "tract × age_band", plan
+    assert f"± {sentence.split('± ')[1].split(' people')[0]}" == plan.loc[first, "± 95 %"], (sentence, plan)
+    # released: the shown table's caption states its rule, ± k for the single-draw table, 1.96 elsewhere
+    step(at, "release")
+    at.button(key=release_widget_key("census_mx_release_button", at.session_state)).click().run()
+    ok(at)
+    k = at.session_state["census_mx_release"].release.plan.exact_half[0]
+    assert k is not None
+    half = (frame_with(at, "ci95_high")["ci95_high"] - frame_with(at, "ci95_high")["noisy_count"]).abs()
+    assert half.round(1).eq(round(k, 1)).all()
+    assert any(f"ci95 = noisy_count ± {int(k)} (the exact 95 % quantile" in c.value for c in at.caption)
+    at.selectbox(key="census_mx_view").set_value("age_band").run()
+    ok(at)
+    assert any("ci95 = noisy_count ± 1.96·standard_error" in c.value for c in at.caption)
 
 
 def test_matrix_without_attributes_says_what_to_choose(at: AppTest) -> None:

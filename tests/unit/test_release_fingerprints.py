@@ -230,7 +230,8 @@ EXPECTED: dict[str, str] = {
     "hierarchy topdown_linf D'": 'c521d6522b7e3b6e',
     'od inftda': '935c01ad13bf053d',
     # 2026-11-30: every area publishes ± sd·ln 20/√2, the exact 95 % quantile of one Laplace draw, which covers
-    # any weighted sum of Laplace draws at ≥ 95 % (benchmarks/privelet_weights_coverage.py; before: the grand
+    # a weighted sum of Laplace draws at ≥ 95 % for every weight pattern checked, not proven in general
+    # (benchmarks/results/privelet_weights_coverage.md; before: the grand
     # total only, digest ce3aba97efe24afe); with every area's old ± 1.96·sd put back the digest is main's
     # 4d7411f1312f9c5f (tests/unit/areas/test_census_intervals.py)
     'census privelet': '29b5845f9be4da45',

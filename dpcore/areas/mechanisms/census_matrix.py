@@ -168,6 +168,12 @@ class MarginalsPlan:
         return interval_half_width("normal", se) if k is None else np.full(np.shape(se), k)
 
 
+def _is_identity(a: np.ndarray) -> bool:
+    """Whether the square matrix ``a`` is the identity, without forming one (``np.eye`` of the
+    largest table is 134 MB): every diagonal entry 1 and no other entry nonzero."""
+    return bool(np.all(np.diagonal(a) == 1)) and int(np.count_nonzero(a)) == a.shape[0]
+
+
 def single_draw_half_width(s: matrix_strategy.Strategy, cal: Any, marginal: tuple[int, ...],
                            n_axes: int) -> float | None:
     """The exact 95 % half-width of a marginal's cells when each is *one* noise draw, else None.
@@ -180,7 +186,7 @@ def single_draw_half_width(s: matrix_strategy.Strategy, cal: Any, marginal: tupl
     hierarchies' single-draw levels.  Every other cell is a least-squares combination: None.
     """
     if (cal.distribution != "discrete_laplace" or len(marginal) != n_axes or s.A is None
-            or s.A.shape[0] != s.A.shape[1] or not np.array_equal(s.A, np.eye(s.A.shape[0]))):
+            or s.A.shape[0] != s.A.shape[1] or not _is_identity(s.A)):
         return None
     return float(interval_half_width("discrete_laplace", cal.scale))
 
@@ -309,11 +315,28 @@ def marginals_body(rel: MarginalsRelease) -> dict[str, Any]:
     }
 
 
+#: The 95 % interval of a least-squares cell in words (:meth:`MarginalsPlan.half_width`).
+NORMAL_CI95_TEXT = "noisy_count ± 1.96·standard_error"
+
+
+def interval_text(p: MarginalsPlan, i: int) -> str:
+    """Marginal ``i``'s 95 % interval in words, by the rule of :meth:`MarginalsPlan.half_width`.
+
+    >>> p = MarginalsPlan("county", PrivacyCost("pure", 1.0), ("county",), ((0,),), (), {}, (6.0,))
+    >>> interval_text(p, 0)
+    'noisy_count ± 6 (the exact 95 % quantile of one discrete Laplace draw: each cell is one draw)'
+    """
+    k = p.exact_half[i] if p.exact_half else None
+    if k is None:
+        return NORMAL_CI95_TEXT
+    return f"noisy_count ± {int(k)} (the exact 95 % quantile of one discrete Laplace draw: each cell is one draw)"
+
+
 def _interval_notes(p: MarginalsPlan) -> list[str]:
     """One sentence per marginal whose cells are each one noise draw (:func:`single_draw_half_width`)."""
     return [f"In the table {p.per_marginal[i]['marginal']} each cell is one discrete Laplace draw (identity "
-            f"strategy): ci95_low/high = noisy_count ± {k:g}, the exact 95 % quantile of that noise; elsewhere "
-            "noisy_count ± 1.96·standard_error."
+            f"strategy): ci95_low/high = noisy_count ± {int(k)}, the exact 95 % quantile of that noise; elsewhere "
+            f"{NORMAL_CI95_TEXT}."
             for i, k in enumerate(p.exact_half) if k is not None]
 
 

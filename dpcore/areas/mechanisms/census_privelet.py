@@ -20,9 +20,10 @@ independent Laplace draws (one per wavelet coefficient that reaches it: its own,
 the mean subtraction, its ancestors', the Haar coefficients of the attributes), and for such a sum
 ``± 1.96·SD`` (the normal approximation) covers less than 95 %: 93.7 % for one draw, about 94 % for
 the areas of a real geography, approaching 95 % only for sums of very many draws (one Laplace draw has
-heavier tails than the normal).  ``SD·ln 20/√2``, the exact 95 % quantile of one Laplace draw, covers any weighted sum
-of Laplace draws with probability at least 95 % (95.0 % for one draw, at most 96.6 % for many equal
-ones): benchmarks/results/privelet_weights_coverage.md computes it exactly for every area pattern of
+heavier tails than the normal).  ``SD·ln 20/√2``, the exact 95 % quantile of one Laplace draw, covers a
+weighted sum of Laplace draws with probability at least 95 % for every weight pattern checked (a
+numerical finding, not a proof; 95.0 % for one draw, at most 96.6 % for many equal ones):
+benchmarks/results/privelet_weights_coverage.md computes it exactly for every area pattern of
 the demo tables and for random weights; benchmarks/results/interval_census_coverage.md measured the
 normal interval's shortfall.  The points kind's Privelet publishes the same interval.
 
@@ -453,10 +454,11 @@ def census_csv(release: CensusRelease) -> bytes:
     return csv_bytes(census_frame(release), lambda d: d.to_csv(index=False).encode("utf-8"))
 
 
+#: The 95 % interval of every area in words (:func:`half_widths`): the record's and the app's.
+CI95_TEXT = "noisy_count ± sd·ln 20/√2 (≈ 2.12·sd, the exact 95 % quantile of one Laplace draw)"
 #: The record's words for release.csv's columns.
 COLUMNS_TEXT = ("noisy_count is the released total of an area (sum of its noisy leaves); "
-                "ci95_low/high = noisy_count ± sd·ln 20/√2 (≈ 2.12·sd, the exact 95 % quantile of one Laplace "
-                "draw): an area's noise is a weighted sum of a few Laplace draws, which this interval covers in "
+                f"ci95_low/high = {CI95_TEXT}: an area's noise is a weighted sum of a few Laplace draws, which this interval covers in "
                 "at least 95 % of releases, where the normal ± 1.96·sd covers less than 95 % (93.7 % for one draw)")
 
 

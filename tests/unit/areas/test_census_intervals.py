@@ -4,8 +4,8 @@
 Every area's total of Privelet is linear in Laplace-noised wavelet coefficients: a weighted sum of a
 few independent Laplace draws, which ``± 1.96·sd`` covers less than 95 % of the time (93.7 % for one).  Since
 2026-11-30 every area publishes ``± sd·ln 20/√2``, the exact 95 % quantile of one Laplace draw, which
-covers any weighted sum of Laplace draws at least 95 % of the time (computed exactly in
-benchmarks/privelet_weights_coverage.py, benchmarks/results/privelet_weights_coverage.md).  A marginal
+covers a weighted sum of Laplace draws at least 95 % of the time for every weight pattern checked
+(computed exactly, not proven in general, in benchmarks/privelet_weights_coverage.py, benchmarks/results/privelet_weights_coverage.md).  A marginal
 cell of the matrix mechanism that is one discrete Laplace draw (pure ε, identity strategy, the marginal
 over every axis) publishes ``± k``, k the exact 95 % quantile.  Every other byte is unchanged.  Measured
 over many settings in benchmarks/interval_census_coverage.py (benchmarks/results/interval_census_coverage.md);
@@ -255,3 +255,25 @@ def test_matrix_single_draw_cells_cover_95_percent() -> None:
     assert stats.binom.ppf(0.001, n, exact) <= new <= stats.binom.isf(0.001, n, exact), (new / n, exact)
     assert new >= lo95
     assert old < lo95, (old / n, lo95 / n)  # the old formula fails this test
+
+
+def test_identity_check_forms_no_identity_matrix() -> None:
+    """``_is_identity`` answers as ``np.array_equal(a, np.eye(n))`` did, without forming ``np.eye(n)``."""
+    eye = np.eye(5)
+    off = eye.copy()
+    off[0, 3] = 0.5
+    two = eye.copy()
+    two[2, 2] = 2.0
+    nan = eye.copy()
+    nan[1, 1] = np.nan
+    for a in (eye, off, two, nan, np.zeros((5, 5)), np.ones((1, 1))):
+        assert census_matrix._is_identity(a) == np.array_equal(a, np.eye(a.shape[0]))
+
+
+def test_single_draw_note_writes_k_in_full() -> None:
+    """A large k is written as a whole number (``{k:g}`` wrote 1e+06)."""
+    p = census_matrix.MarginalsPlan("county", budget.pure(1.0), ("county",), ((0,),),
+                                    ({"marginal": "county", "cells": 1, "sd_mean": 1.0, "sd_max": 1.0},), {},
+                                    (1_000_000.0,))
+    (note,) = census_matrix._interval_notes(p)
+    assert "± 1000000," in note and "e+" not in note

@@ -8,6 +8,7 @@ ledger and storing the result.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 
 import pandas as pd
 import streamlit as st
@@ -19,7 +20,6 @@ from dpcore.areas.unit import census_unit
 from dpcore.core.mechanism import Plan
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
-from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import secure_source
 from ui import confirm, fmt, plan_table, plans, state
@@ -113,7 +113,7 @@ def plan_section(table: CensusTable, led: Ledger) -> None:
     first = core.rows[0]
     st.markdown(f"A cell of the table **{first.name}** is off by about **± {fmt.num(first.ci95)} people** in 19 "
                 "of 20 cases.")
-    plan_table.show(core, PLAN_COLUMNS, key="census_mx_plan")
+    plan_table.show(core, plan_columns(core), key="census_mx_plan")
     info = core.inner.info
     rows = [("Strategy", f"{info['strategy']}, {fmt.count(info['strategy_queries'])} strategy queries"),
             ("Expected RMSE per table cell", fmt.num(info["expected_rmse_per_query"]))]
@@ -129,13 +129,18 @@ def plan_section(table: CensusTable, led: Ledger) -> None:
         st.info(note)
 
 
-#: the marginal tables' expected-error table, from the core plan's rows (one per table)
-PLAN_COLUMNS: tuple[plan_table.Column, ...] = (
-    ("table", lambda r: r.name, None),
-    ("cells", lambda r: fmt.count(r.n_counts), None),
-    ("SD of a cell", lambda r: fmt.num(r.sd), None),
-    ("± 95 %", lambda r: f"± {fmt.num(interval_half_width('normal', r.details['sd_max']))}", None),
-)
+def plan_columns(core: Plan) -> tuple[plan_table.Column, ...]:
+    """The marginal tables' expected-error table, from the core plan's rows (one per table); the
+    95 % half-width of a table's largest SD by the mechanism's own rule
+    (:meth:`dpcore.areas.mechanisms.census_matrix.MarginalsPlan.half_width`: ``± k`` for a table whose
+    cells are each one discrete Laplace draw, as the row's ci95 and the release)."""
+    inner = core.inner
+    return (
+        ("table", lambda r: r.name, None),
+        ("cells", lambda r: fmt.count(r.n_counts), None),
+        ("SD of a cell", lambda r: fmt.num(r.sd), None),
+        ("± 95 %", lambda r: f"± {fmt.num(float(inner.half_width(r.level, r.details['sd_max'])))}", None),
+    )
 
 
 def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: str, cfg: str | None) -> None:
@@ -154,8 +159,10 @@ def release_now(table: CensusTable, core: Plan, led: Ledger, fp: str, source: st
 
 
 def show_tables(entry: TableEntry, fp: str, what: str, tables: dict[str, pd.DataFrame], first: int,
-                decimals: int, sd_name: str, key: str) -> None:
-    """A census release's tables, one shown at a time (display rounded; the files keep full precision)."""
+                decimals: int, ci95: Mapping[str, str], key: str) -> None:
+    """A census release's tables, one shown at a time (display rounded; the files keep full precision);
+    ``ci95``: each table's 95 % interval in the mechanism's words (``census_privelet.CI95_TEXT``,
+    ``census_matrix.interval_text``)."""
     if entry.fingerprint != fp:
         st.caption(f"This is the latest release, made from another table ({entry.source}).")
     name = st.selectbox(what, list(tables), index=min(first, len(tables) - 1), key=f"{key}_view")
@@ -163,4 +170,4 @@ def show_tables(entry: TableEntry, fp: str, what: str, tables: dict[str, pd.Data
     st.dataframe(shown, hide_index=True, key=f"{key}_table",
                  column_config={c: st.column_config.NumberColumn(format="localized")
                                 for c in shown.columns if pd.api.types.is_float_dtype(shown[c])})
-    st.caption(f"Noisy counts, rounded for display only; ci95 = noisy count ± 1.96 × {sd_name}.")
+    st.caption(f"Noisy counts, rounded for display only; ci95 = {ci95[name]}.")

@@ -19,7 +19,6 @@ from dpcore.areas.unit import census_unit
 from dpcore.core.mechanism import Plan
 from dpcore.errors import DPCoreError
 from dpcore.privacy import budget
-from dpcore.privacy.calibration import interval_half_width
 from dpcore.privacy.ledger import Ledger
 from ui import budget_ui, fmt, frame, plans, state
 from ui.kinds.areas import common
@@ -99,8 +98,10 @@ def _privelet_error(table: Any, sel: TableSelection) -> None:
         st.caption("From the mechanism, the budget and the public areas only: no data is used.")
         st.markdown("The 95 % half-width is 2.12 × SD, the exact 95 % quantile of one Laplace draw. An area's "
                     "noise is a weighted sum of a few Laplace draws (its own wavelet coefficient, its neighbours' "
-                    "and its parents'); this half-width covers such a sum in at least 95 % of releases, where "
-                    "the normal 1.96 × SD covers less than 95 % (93.7 % for one draw).")
+                    "and its parents'); for every weight pattern checked "
+                    "(benchmarks/results/privelet_weights_coverage.md) this half-width covers such a sum in at "
+                    "least 95 % of releases, where the normal 1.96 × SD covers less than 95 % (93.7 % for one "
+                    "draw).")
 
     s = table.structure
     q1, q2 = st.columns([1, 2])
@@ -115,7 +116,7 @@ def _privelet_error(table: Any, sel: TableSelection) -> None:
     q_path = tuple(x.strip() for x in str(q_label).split("/"))
     try:
         q_sd = census_privelet.area_expected_error(s, sel.epsilon, q_path, plus_axes=sel.plus)
-        st.markdown(f"Expected error of **{q_label}**'s total: ± {fmt.num(interval_half_width('normal', q_sd))} "
+        st.markdown(f"Expected error of **{q_label}**'s total: ± {fmt.num(float(census_privelet.half_widths(q_sd)))} "
                     f"people (95 %; SD {fmt.num(q_sd)}).")
     except DPCoreError as e:
         st.error(str(e))

@@ -15,6 +15,7 @@ import streamlit as st
 from dpcore import pipeline
 from dpcore.areas import export as area_export
 from dpcore.areas import figures, tree_plans
+from dpcore.areas.mechanisms import census_matrix, census_privelet
 from dpcore.areas.unit import census_unit
 from dpcore.data.memory import release_unused
 from dpcore.errors import DPCoreError
@@ -274,14 +275,17 @@ def _table_release() -> None:
     rel = entry.release
     if sel.mech == "matrix":
         st.subheader("The released tables", anchor="map")
-        marginals_ui.show_tables(entry, fp, "Table", rel.tables, 0, 2, "standard error", "census_mx")
+        marginals_ui.show_tables(entry, fp, "Table", rel.tables, 0, 2,
+                                 {name: census_matrix.interval_text(rel.plan, i) for i, name in enumerate(rel.tables)},
+                                 "census_mx")
         st.info("The published tables are noisy and unrounded: some cells are fractional and small cells can be "
                 "below zero, so that sums of cells stay unbiased.")
     else:
         st.subheader("The released counts", anchor="map")
         st.caption("No map: a census table comes without boundaries. The counts per level are below; the "
                    "hierarchy of areas (Data step) draws maps from boundaries.")
-        marginals_ui.show_tables(entry, fp, "Level", rel.levels, 1, 1, "SD", "census")
+        marginals_ui.show_tables(entry, fp, "Level", rel.levels, 1, 1,
+                                 dict.fromkeys(rel.levels, census_privelet.CI95_TEXT), "census")
         st.info(common.NEGATIVE_NOTE)
     release_button(after=True)
     frame.link("export")
