@@ -3,7 +3,7 @@
 The census kind has two mechanisms; both published ``value ± 1.96 × SD`` with nothing else done to the
 value (no rounding to whole numbers, no clipping at 0, no projection), and since 2026-11-30 a value that is
 one noise draw gets the exact 95 % quantile of its noise instead (the matrix mechanism's
-``single_draw_half_width`` tables; Privelet's single-draw areas first, then every Privelet area, since a
+``sum_half_width`` tables, since h-msum every identity-strategy cell, a sum of m draws; Privelet's single-draw areas first, then every Privelet area, since a
 weighted sum of Laplace draws is covered at least as often: benchmarks/privelet_weights_coverage.py):
 
 * ``privelet`` (:mod:`dpcore.areas.mechanisms.census_privelet`): release.csv has one row per area of every

@@ -247,7 +247,8 @@ def test_matrix_marginals_zcdp_release_once_with_exports() -> None:
 def test_matrix_pure_plan_shows_one_half_width_per_table() -> None:
     """Under pure ε (the default) the tract × age band table is answered by the identity strategy, each
     cell one discrete Laplace draw published ``± k``: the sentence and the plan table's "± 95 %" column
-    show the same k (the column was 1.96 × the largest SD: ± 5.49 beside the sentence's ± 6)."""
+    show the same k (the column was 1.96 × the largest SD: ± 5.49 beside the sentence's ± 6); the age band
+    table, each cell a sum of discrete Laplace draws, states its exact ± k_m."""
     at = census_data()
     at.multiselect(key="census_ordinals").set_value(["age_band"]).run()
     step(at, "plan")
@@ -267,9 +268,14 @@ def test_matrix_pure_plan_shows_one_half_width_per_table() -> None:
     half = (frame_with(at, "ci95_high")["ci95_high"] - frame_with(at, "ci95_high")["noisy_count"]).abs()
     assert half.round(1).eq(round(k, 1)).all()
     assert any(f"ci95 = noisy_count ± {int(k)} (the exact 95 % quantile" in c.value for c in at.caption)
+    # the age band table sums m = (tracts) cells: ± k_m, the exact quantile of that sum (h-msum, was ± 1.96·se)
     at.selectbox(key="census_mx_view").set_value("age_band").run()
     ok(at)
-    assert any("ci95 = noisy_count ± 1.96·standard_error" in c.value for c in at.caption)
+    inner = at.session_state["census_mx_release"].release.plan
+    m, k2 = inner.n_draws(1), inner.exact_half[1]
+    assert m > 1 and k2 is not None
+    assert any(f"ci95 = noisy_count ± {int(k2)} (the exact 95 % quantile of the sum of {m} discrete Laplace draws"
+               in c.value for c in at.caption)
 
 
 def test_matrix_without_attributes_says_what_to_choose(at: AppTest) -> None:

@@ -240,7 +240,11 @@ EXPECTED: dict[str, str] = {
     # 2026-11-30: the plan carries exact_half (the exact half-width of marginals whose cells are one discrete
     # Laplace draw: here county × age band under pure ε, identity strategy), and those cells publish ± k; without
     # the field and with the old ± 1.96 se put back both digests are main's (b2620a7e93ce96ed, 1b047eca2d6c6b03)
-    'census marginals pure': '4bf3b45b96a4bb15',
+    # 2026-11-30 (h-msum): under pure ε with the identity strategy every marginal cell that sums m > 1 cells
+    # publishes ± k_m, the exact 95 % quantile of the sum of m discrete Laplace draws (here age_band, m = 12:
+    # exact_half 9.0, was None, ± 9 for ± 1.96·se); with that marginal's old None / ± 1.96 se put back the digest
+    # is 4bf3b45b96a4bb15 again (values and SEs byte-identical); zCDP unchanged
+    'census marginals pure': '6e16a8efdcd87362',
     'census marginals zcdp': 'd01530c13f84b0aa',
 }
 

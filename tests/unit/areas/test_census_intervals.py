@@ -7,7 +7,9 @@ few independent Laplace draws, which ``± 1.96·sd`` covers less than 95 % of th
 covers a weighted sum of Laplace draws at least 95 % of the time for every weight pattern checked
 (computed exactly, not proven in general, in benchmarks/privelet_weights_coverage.py, benchmarks/results/privelet_weights_coverage.md).  A marginal
 cell of the matrix mechanism that is one discrete Laplace draw (pure ε, identity strategy, the marginal
-over every axis) publishes ``± k``, k the exact 95 % quantile.  Every other byte is unchanged.  Measured
+over every axis) publishes ``± k``, k the exact 95 % quantile; since the same day (h-msum) every cell under
+the identity strategy, the sum of m draws, publishes ``± k_m``, the exact 95 % quantile of that sum.
+Every other byte is unchanged.  Measured
 over many settings in benchmarks/interval_census_coverage.py (benchmarks/results/interval_census_coverage.md);
 here a fixed seed per release and tolerances from the binomial distribution (one-sided, 0.1 %)."""
 
@@ -29,7 +31,11 @@ from dpcore.areas.mechanisms import census_matrix, census_privelet
 from dpcore.data.synthetic import AGE_BANDS, synthetic_census
 from dpcore.estimate import privelet
 from dpcore.privacy import budget
-from dpcore.privacy.calibration import interval_half_width
+from dpcore.privacy.calibration import (
+    discrete_laplace_sum_half_width,
+    interval_half_width,
+    laplace_scale_for_epsilon,
+)
 from dpcore.privacy.noise import NoiseSource
 
 #: z of the two-sided normal 95 % interval and the exact 95 % quantile of one Laplace draw in SDs
@@ -190,9 +196,19 @@ def test_every_area_of_the_synthetic_table_is_covered_exactly_95_percent_or_more
 #: before (sha256, first 16 hex digits), every cell ``± 1.96·standard_error``.  Re-pinned on 2026-11-30
 #: when the file's numbers went from ``%.6g`` to 3 decimals (4 for SDs; csv_safe.estimate_decimals), the
 #: values unchanged (the digests before: 796bd989…, e54968ad…, 2b176c11…, bf2d41a6…).
+#: Since h-msum (2026-11-30) the marginals of the pure-ε identity strategy that sum m > 1 cells publish
+#: ``± k_m`` (the exact quantile of the sum of m discrete Laplace draws) instead of ``± 1.96·se``; with the old
+#: interval put back every file is still main's (these digests), and the files as released now are
+#: NEW_MARGINALS: only the interval cells of age_band (m = 12) changed, values and SEs byte-identical.
 MAIN_MARGINALS = {("county*age_band;age_band", "pure"): "72f345e1ef1c82a0",
                   ("county*age_band;age_band", "zcdp"): "ad7f4bc9793a9095",
                   ("county", "pure"): "e8f31930d747af87", ("county", "zcdp"): "c04814f406307bc5"}
+#: marginals.csv as released since h-msum (2026-11-30): ``± k_m`` for the pure-ε identity cells summing m > 1
+#: (age_band, m = 12: ± 9 instead of ± 1.96·se ≈ ± 9.21; both cover |S| ≤ 9, the bytes change with the
+#: half-width's value); the other three are main's bytes.
+NEW_MARGINALS = {("county*age_band;age_band", "pure"): "987726d9284cc3d5",
+                 ("county*age_band;age_band", "zcdp"): "ad7f4bc9793a9095",
+                 ("county", "pure"): "e8f31930d747af87", ("county", "zcdp"): "c04814f406307bc5"}
 
 
 def _dlaplace_k(t: float) -> int:
@@ -201,9 +217,36 @@ def _dlaplace_k(t: float) -> int:
     return next(k for k in range(10_000) if d.cdf(k) - d.cdf(-k - 1) >= 0.95)
 
 
-def test_matrix_single_draw_cells_publish_the_exact_quantile_and_nothing_else_changes() -> None:
-    """Under pure ε the identity strategy answers every cell once with discrete Laplace noise: the
-    marginal over every axis publishes ``± k``; the other marginals and zCDP keep main's bytes."""
+def _dlaplace_sum(t: float, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The integers j and P(S_m = j) for the sum of m iid discrete Laplace draws of scale t, by m − 1
+    direct convolutions of SciPy's pmf (truncated at |j| > 40·t + 5, a tail below 1e-17; not dpcore's FFT)."""
+    width = int(40 * t) + 5
+    one = stats.dlaplace(1.0 / t).pmf(np.arange(-width, width + 1))
+    out = one
+    for _ in range(m - 1):
+        out = np.convolve(out, one)
+    return np.arange(len(out)) - len(out) // 2, out
+
+
+@pytest.mark.parametrize(("epsilon", "m"), [(0.1, 2), (0.5, 3), (1.0, 3), (1.0, 12), (2.0, 2), (2.5, 4), (5.6, 29),
+                                            (0.25, 40), (20.0, 5)])
+def test_the_sum_quantile_is_the_smallest_whole_number_covering_95_percent(epsilon: float, m: int) -> None:
+    """``k_m`` covers ≥ 0.95 of the sum of m discrete Laplace draws and ``k_m − 1`` does not (exact,
+    on the integers; k = 0 when one point holds 95 %)."""
+    t = laplace_scale_for_epsilon(epsilon, 1)
+    k = discrete_laplace_sum_half_width(t, m)
+    assert k == int(k) >= 0
+    j, p = _dlaplace_sum(float(t), m)
+    assert p[np.abs(j) <= k].sum() >= 0.95
+    if k > 0:
+        assert p[np.abs(j) <= k - 1].sum() < 0.95
+    assert discrete_laplace_sum_half_width(t, 1) == interval_half_width("discrete_laplace", t)
+
+
+def test_matrix_identity_cells_publish_the_exact_sum_quantile_and_nothing_else_changes() -> None:
+    """Under pure ε the identity strategy answers every cell once with discrete Laplace noise: a marginal
+    cell summing m cells publishes ``± k_m`` (``± k`` for the marginal over every axis, m = 1); zCDP and
+    the other strategies keep main's bytes, and with ``± 1.96·se`` put back every file is main's."""
     t = _synthetic()
     axes, _ = census_matrix.axes_of(t.structure, "county")
     for (spec, definition), digest in MAIN_MARGINALS.items():
@@ -213,20 +256,26 @@ def test_matrix_single_draw_cells_publish_the_exact_quantile_and_nothing_else_ch
         old_tables = {}
         for j, (name, df) in enumerate(rel.tables.items()):
             half = (df["ci95_high"] - df["noisy_count"]).to_numpy()
-            full = len(p.marginals[j]) == len(axes)
-            if definition == "pure" and full:
-                assert p.info["strategy"] == "L1 strategy (identity)"
-                assert half == pytest.approx(np.full(len(df), _dlaplace_k(1.0)), abs=1e-9)  # ε = 1: t = 1
+            identity = definition == "pure" and p.info["strategy"] == "L1 strategy (identity)"
+            if identity:
+                m = p.info["cells"] // len(df)
+                assert p.n_draws(j) == m == (1 if len(p.marginals[j]) == len(axes) else 12)
+                jj, pm = _dlaplace_sum(1.0, m)  # ε = 1: t = 1
+                k = next(h for h in range(100) if pm[np.abs(jj) <= h].sum() >= 0.95)
+                assert m > 1 or k == _dlaplace_k(1.0)
+                assert half == pytest.approx(np.full(len(df), k), abs=1e-9)
             else:
                 np.testing.assert_allclose(half, Z95 * df["standard_error"].to_numpy(), rtol=1e-12)
             old_tables[name] = df.assign(ci95_low=df["noisy_count"] - Z95 * df["standard_error"],
                                          ci95_high=df["noisy_count"] + Z95 * df["standard_error"])
         old = dataclasses.replace(rel, tables=old_tables)
         assert hashlib.sha256(census_matrix.marginals_csv(old)).hexdigest()[:16] == digest, (spec, definition)
+        new = hashlib.sha256(census_matrix.marginals_csv(rel)).hexdigest()[:16]
+        assert new == NEW_MARGINALS[spec, definition], (spec, definition, new)
         record = census_matrix.marginals_record(rel)
         census_matrix.validate_marginals_record(record)
-        notes = record["notes"]
-        assert any("one discrete Laplace draw" in n for n in notes) == (definition == "pure" and "*" in spec)
+        notes = [n for n in record["notes"] if "the exact 95 % quantile of the sum of m discrete Laplace draws" in n]
+        assert len(notes) == (definition == "pure" and "*" in spec)
 
 
 def test_matrix_single_draw_cells_cover_95_percent() -> None:
@@ -251,6 +300,37 @@ def test_matrix_single_draw_cells_cover_95_percent() -> None:
     n = runs * truth.size
     d, k = stats.dlaplace(0.5), _dlaplace_k(2.0)
     exact = d.cdf(k) - d.cdf(-k - 1)
+    lo95 = stats.binom.ppf(0.001, n, 0.95)
+    assert stats.binom.ppf(0.001, n, exact) <= new <= stats.binom.isf(0.001, n, exact), (new / n, exact)
+    assert new >= lo95
+    assert old < lo95, (old / n, lo95 / n)  # the old formula fails this test
+
+
+def test_matrix_summed_cells_cover_95_percent() -> None:
+    """The one-way marginals of a made-up census (120 tracts × 4 age bands) under pure ε = 2.5: identity
+    strategy, each tract cell the sum of m = 4 discrete Laplace draws (t = 0.4) of its own cells, so 60
+    releases are 7,200 independent trials.  Coverage is within the binomial 0.1 % bounds of the exact
+    P(|S_4| ≤ k_4) and above the lower bound of 95 %; the old ``± 1.96·se`` (|S_4| ≤ 1: 91.5 %) is under that
+    bound and fails."""
+    rng = np.random.default_rng(5)
+    rows = [{"state": "01", "county": f"{c:03d}", "tract": f"{c:03d}{i:03d}", "age_band": b,
+             "population": int(rng.poisson(rng.choice([0.0, 3.0, 80.0])))}
+            for c in range(1, 5) for i in range(30) for b in AGE_BANDS]
+    t = census_tables.CensusTable.from_frame(pd.DataFrame(rows), ["state", "county", "tract"], "population",
+                                             ordinals=["age_band"], ordinal_orders={"age_band": AGE_BANDS})
+    axes, _ = census_matrix.axes_of(t.structure, "tract")
+    p = census_matrix.plan(t.structure, "tract", census_matrix.parse_marginals("1", axes), budget.pure(2.5))
+    assert p.info["strategy"] == "L1 strategy (identity)" and p.n_draws(0) == 4
+    truth = t.counts.sum(axis=1).astype(float)  # people per tract
+    runs, new, old = 60, 0, 0
+    for r in range(runs):
+        df = census_matrix.release(t, p, NoiseSource(500 + r)).tables["tract"]
+        new += int(((df["ci95_low"] <= truth) & (truth <= df["ci95_high"])).sum())
+        old += int((np.abs(df["noisy_count"] - truth) <= Z95 * df["standard_error"]).sum())
+    n = runs * truth.size
+    j, pm = _dlaplace_sum(0.4, 4)
+    k = next(h for h in range(100) if pm[np.abs(j) <= h].sum() >= 0.95)
+    exact = float(pm[np.abs(j) <= k].sum())
     lo95 = stats.binom.ppf(0.001, n, 0.95)
     assert stats.binom.ppf(0.001, n, exact) <= new <= stats.binom.isf(0.001, n, exact), (new / n, exact)
     assert new >= lo95

@@ -132,8 +132,8 @@ def plan_section(table: CensusTable, led: Ledger) -> None:
 def plan_columns(core: Plan) -> tuple[plan_table.Column, ...]:
     """The marginal tables' expected-error table, from the core plan's rows (one per table); the
     95 % half-width of a table's largest SD by the mechanism's own rule
-    (:meth:`dpcore.areas.mechanisms.census_matrix.MarginalsPlan.half_width`: ``± k`` for a table whose
-    cells are each one discrete Laplace draw, as the row's ci95 and the release)."""
+    (:meth:`dpcore.areas.mechanisms.census_matrix.MarginalsPlan.half_width`: ``± k_m`` for a table whose
+    cells are each the sum of m discrete Laplace draws, as the row's ci95 and the release)."""
     inner = core.inner
     return (
         ("table", lambda r: r.name, None),
