@@ -63,12 +63,27 @@ def intervals_note(rel: HierarchyRelease) -> str:
         return INTERVALS_NOTE
     ks = "; ".join(f"{p.levels[d].level}: k = {interval_half_width(p.levels[d].noise, p.scales[d]):.0f}"
                    for d in exact)
+    summed = {d: hw for d in range(len(p.levels)) if d not in exact
+              and (hw := rel.mechanism.sum_half_widths(rel.hierarchy, p, d)) is not None}
+    sums = ""
+    if summed:
+        kms = "; ".join(f"{p.levels[d].level}: k = {_k_range(hw)}" for d, hw in summed.items())
+        sums = (f", value ± k at the levels whose values are sums of m such draws ({kms}), k the exact 95 % quantile "
+                "of that sum, per area (the smallest whole number with P(|S| ≤ k) ≥ 0.95, S the sum of the area's m "
+                "finest areas' noise draws, m its number of finest areas)")
     others = (", and value ± 1.96 × noise_sd (a normal approximation) at the other levels (sums or least-squares "
-              "combinations of noisy counts, or an exact public total)" if len(exact) < len(p.levels) else "")
+              "combinations of noisy counts, or an exact public total)"
+              if len(exact) + len(summed) < len(p.levels) else "")
     return ("noise_sd = the analytic SD of the area's error; ci95_low/high (CSV and GeoJSON) = value ± k at the "
             f"levels whose values are one draw of discrete noise ({ks}), k the exact 95 % quantile of that noise "
-            f"(the smallest whole number with P(|noise| ≤ k) ≥ 0.95){others}; computed from public parameters "
-            "only, clipped at 0 for non-negative mechanisms")
+            f"(the smallest whole number with P(|noise| ≤ k) ≥ 0.95){sums}{others}; computed from public "
+            "parameters only, clipped at 0 for non-negative mechanisms")
+
+
+def _k_range(hw: np.ndarray) -> str:
+    """A level's exact half-widths in words: one number, or their range over the level's areas."""
+    lo, hi = float(np.min(hw)), float(np.max(hw))
+    return f"{lo:.0f}" if lo == hi else f"{lo:.0f} to {hi:.0f} by area"
 
 
 def _projection_reason(rel: HierarchyRelease, *, add_up: bool) -> str:

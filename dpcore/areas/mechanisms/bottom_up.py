@@ -14,7 +14,11 @@ sum of its finest areas' noises (normal approximation).
 
 Release: noisy finest counts, summed up the tree (consistent and integral, may be negative).  A finest
 count is one draw of the noise: its 95 % interval is the exact quantile of that noise (``value ± k``,
-``single_draw_measured``); the sums keep the normal ``value ± 1.96·sd``.
+``single_draw_measured``).  A coarser area's error is the sum of its m finest areas' draws (m public): its
+interval is ``value ± k_m``, the exact 95 % quantile of that sum
+(:func:`dpcore.privacy.calibration.discrete_sum_half_width`, :meth:`BottomUp.sum_half_widths`); the normal
+``value ± 1.96·sd`` it replaced covered such areas down to 78.6 % (pure ε = 5, m = 19) and 78.8 % (ρ = 4,
+m = 7), under 95 % in 746 of 1,224 cases (benchmarks/results/bottom_up_sum_coverage.md).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dpcore.areas.counts import HierarchyCounts
 from dpcore.areas.mechanisms.tree import SPLIT, WEIGHTS, TreeMechanism
 from dpcore.areas.tree_plans import HierarchyRelease, HierPlan, LevelNoise
 from dpcore.data.hierarchy import Hierarchy
+from dpcore.privacy.calibration import discrete_sum_half_widths
 from dpcore.privacy.noise import NoiseSource
 
 __all__ = ["BottomUp"]
@@ -63,6 +68,15 @@ class BottomUp(TreeMechanism):
                     tree_plans.exact_expected_max(ln.noises[d], ln.scales[d], sd, cells))
         # sums of many finest-level noises are close to normal
         return tree_plans.smooth_error(nv, k, "normal")
+
+    def sum_half_widths(self, h: Hierarchy, p: HierPlan, depth: int) -> np.ndarray | None:
+        """Every coarser area's exact 95 % half-width: the smallest whole ``k_m`` with ``P(|S_m| <= k_m) >= 0.95``
+        for ``S_m`` the sum of its m finest areas' draws of the finest level's noise (m public, from the
+        hierarchy); None at the finest level (one draw: the single draw's quantile)."""
+        fin = p.levels[h.depth]
+        if depth >= h.depth or not fin.measured or fin.noise is None:
+            return None
+        return discrete_sum_half_widths(fin.noise, p.scales[h.depth], h.leaves_under()[depth])
 
     @staticmethod
     def public_total(counts: HierarchyCounts, p: HierPlan) -> int | None:

@@ -63,27 +63,45 @@ def no_cap(unit: Unit, what: str) -> None:
         raise ParameterError(f"{what} counts each {unit.entity} once; a cap of {unit.cap} records is not supported.")
 
 
-def hier_row(lv: HierLevelPlan, definition: str, whole_budget: bool, exact_scale: Any = None) -> PlanRow:
+#: A plan row's ``details["ci95"]`` where each area's error is a sum of whole-number draws (bottom-up's
+#: coarse levels); the record's intervals note says the same (:func:`dpcore.areas.export.intervals_note`).
+SUM_CI95_TEXT = ("exact: each area's k is the smallest whole number with P(|S| <= k) >= 0.95, S the sum of its m "
+                 "finest areas' noise draws (m = its number of finest areas); ci95 is the mean of k over the "
+                 "level's areas")
+
+
+def hier_row(lv: HierLevelPlan, definition: str, whole_budget: bool, exact_scale: Any = None,
+             sum_half: np.ndarray | None = None) -> PlanRow:
     """A hierarchy level plan as a plan row.  ``whole_budget``: the level is not a share of a
     split (the matrix mechanism answers one strategy with the whole budget).  ``exact_scale``: the
     level's exact noise scale where an area's error is one draw of it (``single_draw_measured``): its
     95 % half-width is then the noise's own quantile, as the release publishes it
-    (:meth:`~dpcore.areas.tree_plans.HierarchyRelease.interval`); else the normal ``1.96·sd``."""
+    (:meth:`~dpcore.areas.tree_plans.HierarchyRelease.interval`).  ``sum_half``: the level's areas' exact
+    half-widths where each area's error is a sum of whole-number draws (:meth:`TreeMechanism.sum_half_widths`):
+    the row's ``ci95`` is then their mean over the level's areas.  Else the normal ``1.96·sd``."""
     measured = lv.measured and lv.share > 0 and not whole_budget
     sens = lv.l1_sensitivity if definition == "pure" else lv.l2_sensitivity
     # the target planner's search reads the SDs only (sd_only) and finds its own quantiles: no exact one here
     exact = exact_scale is not None and lv.noise is not None and errors_wanted()
+    summed = not exact and sum_half is not None and errors_wanted()
+    if exact:
+        ci95: Any = float(interval_half_width(lv.noise, exact_scale))
+        ci95_text = "exact: the smallest whole k with P(|X| <= k) >= 0.95 of one draw of the level's noise"
+    elif summed:
+        ci95 = float(np.mean(sum_half))
+        ci95_text = SUM_CI95_TEXT
+    else:
+        ci95, ci95_text = interval_half_width("normal", lv.sd), "normal approximation: 1.96 sd"
     return PlanRow(
         level=lv.depth, name=lv.level,
         cost=PrivacyCost(definition, lv.share) if measured else None,
         noise=lv.noise, scale=lv.scale if lv.noise else None, sensitivity=sens if lv.noise else None,
         n_counts=lv.cells, sd=lv.sd,
-        ci95=float(interval_half_width(lv.noise, exact_scale)) if exact else interval_half_width("normal", lv.sd),
+        ci95=ci95,
         mean_abs=finite_or_none(lv.mean_abs), max_abs=finite_or_none(lv.max_abs), note=lv.basis,
         details={"areas": lv.areas, "measured": lv.measured, "share": lv.share, "noise_sd": lv.noise_sd,
                  "l1_sensitivity": lv.l1_sensitivity, "l2_sensitivity": lv.l2_sensitivity,
-                 "ci95": ("exact: the smallest whole k with P(|X| <= k) >= 0.95 of one draw of the level's noise"
-                          if exact else "normal approximation: 1.96 sd")},
+                 "ci95": ci95_text},
     )
 
 
@@ -129,6 +147,13 @@ class TreeMechanism(Mechanism):
         mechanism that releases its measured levels as they are): its 95 % interval is then the noise's
         exact quantile, in the plan and in the release."""
         return self.single_draw_measured and level.measured
+
+    def sum_half_widths(self, h: Hierarchy, p: HierPlan, depth: int) -> np.ndarray | None:
+        """The exact 95 % half-width of every area at ``depth`` where each area's error is the sum of a public
+        number of whole-number draws of one discrete noise (bottom-up's coarse levels): the smallest whole
+        ``k`` with ``P(|S| <= k) >= 0.95`` (:func:`~dpcore.privacy.calibration.discrete_sum_half_widths`).
+        None (the default) elsewhere: the release uses the single draw's quantile or the normal ``1.96·sd``."""
+        return None
 
     # -- privacy: which levels are measured, with which sensitivities -------------------------
     def measured_levels(self, statistic: str, neighbour: str, depth: int) -> list[bool]:
@@ -202,7 +227,9 @@ class TreeMechanism(Mechanism):
                                weights=params["weights"] or None, statistic=statistic, k=k,
                                **self._plan_options(params, public))
         rows = tuple(hier_row(lv, cost.definition, self.whole_budget,
-                              inner.scales[d] if self.single_draw(lv) else None)
+                              inner.scales[d] if self.single_draw(lv) else None,
+                              None if self.single_draw(lv) or not errors_wanted()
+                              else self.sum_half_widths(domain, inner, d))
                      for d, lv in enumerate(inner.levels))
         if statistic == "group_sizes" and unit.neighbour == "add_remove":
             # Group-size histograms publish the exact number of groups N: one person may join or leave a

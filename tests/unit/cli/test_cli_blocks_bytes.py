@@ -28,13 +28,16 @@ from dpcore.privacy import noise
 #: (its digests: 4652f047…, 1aaeb7a6…, 041bb232…) and that the two interval columns are empty.  bottom_up's
 #: BLOCK rows publish the exact 95 % quantile of their discrete Laplace noise (value ± 3) since 2026-11-30:
 #: its digest was made again then, after checking that every other cell, and every interval cell of the
-#: coarser levels, equals the 5253346 code's (its digest: 6621e9ec…)
+#: coarser levels, equals the 5253346 code's (its digest: 6621e9ec…).  Its coarser levels (total, STATE, COUNTY,
+#: TRACT: sums of m BLOCK draws) publish the exact 95 % quantile of that sum (± k_m) since h-busum (2026-11-30):
+#: its digest was made again then, after checking that every other cell, BLOCK's interval cells included, equals
+#: the f86640a code's (its digest: 2c0e419e…)
 RELEASE_SHA256 = {
     "exact": "31c525a4cfd1e69579fc85a1bbaa11bee597659367a96622bad70e150c0adc60",
     "topdown_l2": "b7064945d5b538ba0d81e41418db80db2c0743c991ba3cf8a6c2edd462dd978d",
     "topdown_linf": "6b25cf9cfe00a291a5fe47a37459632f51ccf012e3e4a1427c339869db5ba6ca",
     "hay": "68084d541216a2875491019aca36b0db5c6ffeb61ae4bb05d61f47f117aed032",
-    "bottom_up": "2c0e419e74e11cb7bde1eeeb9fb884d72fc92cb677bdd8ee4b92be1769ea3671",
+    "bottom_up": "f1b55dfd2c777157983cc75eb77a675c721bec1805799d432f440fa211d0d6f8",
 }
 #: census_tables.fingerprints of the table at 50ab922 (the budget keys a ledger holds)
 KEYS = ['eee37cb9f232d1be', '3eb97f0fe58f756a', '56434e9403cbd493', 'd8ab44fe2d8a8442']
