@@ -564,7 +564,7 @@ def discrete_laplace_sum_half_width(scale: Any, m: int, level: float = 0.95) -> 
     if m == 1:
         return float(_noise.discrete_laplace_interval(scale, lv))
     _noise.discrete_laplace_variance(scale)  # the scale checked (and refused) by noise's rule
-    return float(cached_call(_dlap_sum_k, scale, m, lv))
+    return float(cached_call(_sum_k, "discrete_laplace", scale, m, lv))
 
 
 def discrete_sum_half_width(noise: str, scale: Any, m: int, level: float = 0.95) -> float:
@@ -599,7 +599,7 @@ def discrete_sum_half_width(noise: str, scale: Any, m: int, level: float = 0.95)
     if m == 1:
         return float(_noise.discrete_gaussian_interval(scale, lv))
     _noise.discrete_gaussian_variance(scale)  # the σ checked (and refused) by noise's rule
-    return float(cached_call(_dgauss_sum_k, scale, m, lv))
+    return float(cached_call(_sum_k, "discrete_gaussian", scale, m, lv))
 
 
 def discrete_sum_half_widths(noise: str, scale: Any, m: Any, level: float = 0.95) -> np.ndarray:
@@ -616,34 +616,22 @@ def discrete_sum_half_widths(noise: str, scale: Any, m: Any, level: float = 0.95
 
 
 @lru_cache(maxsize=16384)  # ints only: a level of a large hierarchy has thousands of distinct m
-def _dgauss_sum_k(sigma: Any, m: int, level: float) -> int:
-    sd = math.sqrt(m * float(_noise.discrete_gaussian_variance(sigma)))
-    half = 25.0 * sd + 40.0 * float(sigma) + 50.0
+def _sum_k(noise: str, scale: Any, m: int, level: float) -> int:
+    """The smallest ``k`` with ``P(|S_m| <= k) >= level``, ``S_m`` the sum of ``m`` iid exact discrete
+    ``noise`` draws of ``scale``: the pmf (from :mod:`dpcore.privacy.noise`) raised to the m-th power in
+    Fourier space on the integers, taken circularly.  Beyond :data:`_SUM_MAX_GRID` points, the discrete
+    Laplace's continuous quantile and the Gaussian's normal one, rounded up."""
+    laplace = noise == "discrete_laplace"
+    var1 = _noise.discrete_laplace_variance(scale) if laplace else _noise.discrete_gaussian_variance(scale)
+    sd = math.sqrt(m * float(var1))
+    half = 25.0 * sd + 40.0 * float(scale) + 50.0
     n = 1 << int(math.ceil(math.log2(2.0 * half + 1.0)))
     if n > _SUM_MAX_GRID:
-        return int(math.ceil(normal_z(level) * sd))
+        z = -math.log1p(-level) / math.sqrt(2.0) if laplace else normal_z(level)
+        return int(math.ceil(z * sd))
     j = np.arange(n)
     j = np.minimum(j, n - j)  # |j| on the integers taken circularly
-    pmf = _noise.discrete_gaussian_pmf(j, sigma)
-    dist = np.fft.irfft(np.fft.rfft(pmf) ** m, n)
-    cover = dist[0] + 2.0 * np.cumsum(dist[1:n // 2])
-    if dist[0] >= level:
-        return 0
-    return int(np.flatnonzero(cover >= level)[0]) + 1  # cover[i] is P(|S| <= i + 1)
-
-
-@lru_cache(maxsize=16384)  # ints only: a level of a large hierarchy has thousands of distinct m
-def _dlap_sum_k(t: Any, m: int, level: float) -> int:
-    var1 = float(_noise.discrete_laplace_variance(t))
-    sd = math.sqrt(m * var1)
-    half = 25.0 * sd + 40.0 * float(t) + 50.0
-    n = 1 << int(math.ceil(math.log2(2.0 * half + 1.0)))
-    if n > _SUM_MAX_GRID:
-        return int(math.ceil(sd * -math.log1p(-level) / math.sqrt(2.0)))
-    q = math.exp(-1.0 / float(t))
-    j = np.arange(n)
-    j = np.minimum(j, n - j)  # |j| on the integers taken circularly
-    pmf = (1.0 - q) / (1.0 + q) * q ** j.astype(np.float64)
+    pmf = _noise.discrete_laplace_pmf(j, scale) if laplace else _noise.discrete_gaussian_pmf(j, scale)
     dist = np.fft.irfft(np.fft.rfft(pmf) ** m, n)
     # P(|S| <= h) = P(0) + 2·Σ_{1..h} P(j), S symmetric
     cover = dist[0] + 2.0 * np.cumsum(dist[1:n // 2])
