@@ -278,17 +278,22 @@ def test_matrix_identity_cells_publish_the_exact_sum_quantile_and_nothing_else_c
         assert len(notes) == (definition == "pure" and "*" in spec)
 
 
+def _tracts_by_age() -> census_tables.CensusTable:
+    """A made-up census: 4 counties × 30 tracts × 4 age bands, counts 0, about 3 or about 80 (seeded)."""
+    rng = np.random.default_rng(5)
+    rows = [{"state": "01", "county": f"{c:03d}", "tract": f"{c:03d}{i:03d}", "age_band": b,
+             "population": int(rng.poisson(rng.choice([0.0, 3.0, 80.0])))}
+            for c in range(1, 5) for i in range(30) for b in AGE_BANDS]
+    return census_tables.CensusTable.from_frame(pd.DataFrame(rows), ["state", "county", "tract"], "population",
+                                                ordinals=["age_band"], ordinal_orders={"age_band": AGE_BANDS})
+
+
 def test_matrix_single_draw_cells_cover_95_percent() -> None:
     """The tract × age band table of a made-up census (120 tracts × 4 bands) under pure ε = 0.5: every
     cell is its own discrete Laplace draw (t = 2), independent of the others, so 40 releases are 19,200
     independent trials.  Coverage is within the binomial 0.1 % bounds of the exact P(|X| ≤ k) = 96.2 % and
     above the lower bound of 95 %; the old ``± 1.96·se`` (|X| ≤ 5: 93.8 %) is under that bound and fails."""
-    rng = np.random.default_rng(5)
-    rows = [{"state": "01", "county": f"{c:03d}", "tract": f"{c:03d}{i:03d}", "age_band": b,
-             "population": int(rng.poisson(rng.choice([0.0, 3.0, 80.0])))}
-            for c in range(1, 5) for i in range(30) for b in AGE_BANDS]
-    t = census_tables.CensusTable.from_frame(pd.DataFrame(rows), ["state", "county", "tract"], "population",
-                                             ordinals=["age_band"], ordinal_orders={"age_band": AGE_BANDS})
+    t = _tracts_by_age()
     axes, _ = census_matrix.axes_of(t.structure, "tract")
     p = census_matrix.plan(t.structure, "tract", census_matrix.parse_marginals("2", axes), budget.pure(0.5))
     truth = t.counts.reshape(-1).astype(float)
@@ -312,12 +317,7 @@ def test_matrix_summed_cells_cover_95_percent() -> None:
     releases are 7,200 independent trials.  Coverage is within the binomial 0.1 % bounds of the exact
     P(|S_4| ≤ k_4) and above the lower bound of 95 %; the old ``± 1.96·se`` (|S_4| ≤ 1: 91.5 %) is under that
     bound and fails."""
-    rng = np.random.default_rng(5)
-    rows = [{"state": "01", "county": f"{c:03d}", "tract": f"{c:03d}{i:03d}", "age_band": b,
-             "population": int(rng.poisson(rng.choice([0.0, 3.0, 80.0])))}
-            for c in range(1, 5) for i in range(30) for b in AGE_BANDS]
-    t = census_tables.CensusTable.from_frame(pd.DataFrame(rows), ["state", "county", "tract"], "population",
-                                             ordinals=["age_band"], ordinal_orders={"age_band": AGE_BANDS})
+    t = _tracts_by_age()
     axes, _ = census_matrix.axes_of(t.structure, "tract")
     p = census_matrix.plan(t.structure, "tract", census_matrix.parse_marginals("1", axes), budget.pure(2.5))
     assert p.info["strategy"] == "L1 strategy (identity)" and p.n_draws(0) == 4
