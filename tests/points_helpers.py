@@ -116,3 +116,17 @@ def clustered_aggregate(grid: Grid, n: int, seed: int = 1, spread: float = 0.02)
     x = np.clip(rng.normal(0.3, spread, n), 0, 0.999)
     y = np.clip(rng.normal(0.7, spread, n), 0, 0.999)
     return aggregate_points(x, y, grid)
+
+
+def clustered_counts(side: int, n: int, seed: int) -> Any:
+    """A ``side`` × ``side`` count grid of ``n`` points (seeded): half in a tight cluster, a third in a
+    wide one, the rest uniform."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    pts = np.vstack([rng.normal(side * 0.3, side * 0.03, (n // 2, 2)),
+                     rng.normal(side * 0.7, side * 0.1, (n // 3, 2)),
+                     rng.uniform(0, side, (n - n // 2 - n // 3, 2))]).astype(int).clip(0, side - 1)
+    c = np.zeros((side, side), dtype=np.int64)
+    np.add.at(c, (pts[:, 0], pts[:, 1]), 1)
+    return c

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from points_helpers import clustered_counts as clustered
 from points_helpers import levels_of, release_with
 from scipy import stats
 
@@ -247,16 +248,6 @@ def test_plan_is_data_free_and_adds_up() -> None:
 # ---------------------------------------------------------------------------------------------
 # the release
 # ---------------------------------------------------------------------------------------------
-
-
-def clustered(side: int, n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    pts = np.vstack([rng.normal(side * 0.3, side * 0.03, (n // 2, 2)),
-                     rng.normal(side * 0.7, side * 0.1, (n // 3, 2)),
-                     rng.uniform(0, side, (n - n // 2 - n // 3, 2))]).astype(int).clip(0, side - 1)
-    c = np.zeros((side, side), dtype=np.int64)
-    np.add.at(c, (pts[:, 0], pts[:, 1]), 1)
-    return c
 
 
 def test_release_is_a_consistent_tree_tiling_the_grid() -> None:

@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from points_helpers import RecordingNoise, levels_of, plan_with, release_with
+from points_helpers import clustered_counts as clustered
 
 from dpcore import catalog
 from dpcore.data.domain import Aggregate, Bounds, Grid, rect_sums
@@ -29,16 +30,6 @@ MECH = catalog.get("points", "privtree_ag")
 def agg(counts: np.ndarray, k: int = 1) -> Aggregate:
     c = np.asarray(counts, dtype=np.int64)
     return Aggregate(Grid(Bounds(0.0, 0.0, 1.0, 1.0), c.shape[0], c.shape[1]), c, 0, 0, k, None if k == 1 else k)
-
-
-def clustered(side: int, n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    pts = np.vstack([rng.normal(side * 0.3, side * 0.03, (n // 2, 2)),
-                     rng.normal(side * 0.7, side * 0.1, (n // 3, 2)),
-                     rng.uniform(0, side, (n - n // 2 - n // 3, 2))]).astype(int).clip(0, side - 1)
-    c = np.zeros((side, side), dtype=np.int64)
-    np.add.at(c, (pts[:, 0], pts[:, 1]), 1)
-    return c
 
 
 def cover(rects: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
