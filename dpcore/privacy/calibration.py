@@ -559,12 +559,7 @@ def discrete_laplace_sum_half_width(scale: Any, m: int, level: float = 0.95) -> 
     >>> discrete_laplace_sum_half_width(1, 3)   # P(|S| <= 4) ≈ 0.9387 < 0.95 <= P(|S| <= 5)
     5.0
     """
-    m = _count(m, "The number of draws m")
-    lv = _level(level)
-    if m == 1:
-        return float(_noise.discrete_laplace_interval(scale, lv))
-    _noise.discrete_laplace_variance(scale)  # the scale checked (and refused) by noise's rule
-    return float(cached_call(_sum_k, "discrete_laplace", scale, m, lv))
+    return discrete_sum_half_width("discrete_laplace", scale, m, level)
 
 
 def discrete_sum_half_width(noise: str, scale: Any, m: int, level: float = 0.95) -> float:
@@ -572,7 +567,7 @@ def discrete_sum_half_width(noise: str, scale: Any, m: int, level: float = 0.95)
     the exact discrete ``noise`` (``"discrete_laplace"`` of scale ``t`` or ``"discrete_gaussian"`` of σ):
     the one rule for both families.
 
-    The discrete Laplace is :func:`discrete_laplace_sum_half_width` itself.  The discrete Gaussian
+    :func:`discrete_laplace_sum_half_width` is this function's discrete Laplace.  The discrete Gaussian
     (Canonne, Kamath & Steinke 2020) is read the same way from the exact distribution of ``S_m`` on the
     integers: the pmf (:func:`dpcore.privacy.noise.discrete_gaussian_pmf`) raised to the m-th power in
     Fourier space on a grid of at least ``±(25·sd + 40·σ + 50)``, cached per ``(σ, m, level)``; ``m = 1``
@@ -589,17 +584,18 @@ def discrete_sum_half_width(noise: str, scale: Any, m: int, level: float = 0.95)
     >>> discrete_sum_half_width("discrete_gaussian", 1, 2)   # P(|S| <= 2) ≈ 0.8807 < 0.95 <= P(|S| <= 3)
     3.0
     """
-    if noise == "discrete_laplace":
-        return discrete_laplace_sum_half_width(scale, m, level)
-    if noise != "discrete_gaussian":
+    single = {"discrete_laplace": (_noise.discrete_laplace_interval, _noise.discrete_laplace_variance),
+              "discrete_gaussian": (_noise.discrete_gaussian_interval, _noise.discrete_gaussian_variance)}
+    if noise not in single:
         raise ParameterError(f"Unknown noise {noise!r} for a sum's exact interval; use 'discrete_laplace' or "
                              "'discrete_gaussian'.")
     m = _count(m, "The number of draws m")
     lv = _level(level)
+    one_draw, variance = single[noise]
     if m == 1:
-        return float(_noise.discrete_gaussian_interval(scale, lv))
-    _noise.discrete_gaussian_variance(scale)  # the σ checked (and refused) by noise's rule
-    return float(cached_call(_sum_k, "discrete_gaussian", scale, m, lv))
+        return float(one_draw(scale, lv))
+    variance(scale)  # the scale checked (and refused) by noise's rule
+    return float(cached_call(_sum_k, noise, scale, m, lv))
 
 
 def discrete_sum_half_widths(noise: str, scale: Any, m: Any, level: float = 0.95) -> np.ndarray:
