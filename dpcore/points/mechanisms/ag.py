@@ -100,6 +100,36 @@ def second_level_sides(noisy: NDArray[np.number], epsilon: float, c2: float,
     return np.maximum(1, np.ceil(np.sqrt(x))).astype(np.int64)
 
 
+def after_inference(first: LevelPlan, second: LevelPlan, n_first: int, n_second: int,
+                    first_extra: dict[str, Any] | None = None,
+                    second_extra: dict[str, Any] | None = None) -> tuple[LevelPlan, LevelPlan]:
+    """The two count levels of an AG-style two-level tree with the SD each has after AG's least
+    squares (:func:`~dpcore.estimate.tree_inference.complete_tree_variances` at the mean fan-out), their
+    depths and any ``extra`` facts of each (used by AG and :mod:`~dpcore.points.mechanisms.privtree_ag`)."""
+    after = complete_tree_variances([first.sd ** 2, second.sd ** 2], max(1, round(n_second / n_first)))
+    return (dataclasses.replace(first, extra={"depth": 0, "sd_after_inference": float(math.sqrt(after[0])),
+                                              **(first_extra or {})}),
+            dataclasses.replace(second, extra={"depth": 1, "sd_after_inference": float(math.sqrt(after[1])),
+                                               **(second_extra or {})}))
+
+
+def two_level_consistent(noisy1: NDArray[np.number], noisy2: NDArray[np.number], owner: NDArray[np.int64],
+                         first: LevelPlan, second: LevelPlan) -> tuple[NDArray[np.float64], NDArray[np.float64],
+                                                                       NDArray[np.float64], NDArray[np.int64],
+                                                                       NDArray[np.int64]]:
+    """AG's least squares (:func:`~dpcore.estimate.tree_inference.consistent_release`) over first-level
+    cells with noisy counts ``noisy1`` and their sub-cells ``noisy2`` (``owner``: each sub-cell's cell),
+    each cell the root of a two-level tree: ``(estimates, SDs, intervals, parent, depth)`` of the cells,
+    then the sub-cells.  Post-processing of the noisy counts."""
+    n1, n2 = len(noisy1), len(noisy2)
+    parent = np.concatenate([np.full(n1, -1, dtype=np.int64), owner])
+    depth = np.concatenate([np.zeros(n1, dtype=np.int64), np.ones(n2, dtype=np.int64)])
+    est, sd, ci = consistent_release(parent, depth, np.concatenate([noisy1, noisy2]),
+                                     np.concatenate([np.full(n1, first.sd), np.full(n2, second.sd)]),
+                                     np.concatenate([np.full(n1, first.ci95), np.full(n2, second.ci95)]))
+    return est, sd, ci, parent, depth
+
+
 def sub_blocks(cells: NDArray[np.int64], m_rows: NDArray[np.int64],
                m_cols: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Rectangles of an ``m_rows[i] x m_cols[i]`` block grid inside every cell ``i``
@@ -219,13 +249,8 @@ class AdaptiveGrid(PointsMechanism):
             grid.n_cells / n_second, True,
             note=("Sub-grid sizes depend on the noisy first-level counts; this preview assumes "
                   "the points are spread evenly." if preview else ""))
-        fanout = max(1, round(n_second / n_first))
-        after = complete_tree_variances([first.sd**2, second.sd**2], fanout)
-        levels.append(dataclasses.replace(
-            first, extra={"depth": 0, "sd_after_inference": float(math.sqrt(after[0]))}))
-        levels.append(dataclasses.replace(
-            second, extra={"depth": 1, "sd_after_inference": float(math.sqrt(after[1])),
-                           "mean_sub_cells_per_cell": n_second / n_first}))
+        levels.extend(after_inference(first, second, n_first, n_second,
+                                      second_extra={"mean_sub_cells_per_cell": n_second / n_first}))
         return tuple(levels)
 
     # -- release -------------------------------------------------------------------
@@ -254,14 +279,8 @@ class AdaptiveGrid(PointsMechanism):
         noisy2 = noisy_counts(rect_sums_from_prefix(P, subs), e2, k, noise)
 
         levels = self._levels(grid, e_n, e1, e2, cells.shape[0], subs.shape[0], k, preview=False)
-        lv1, lv2 = levels[-2], levels[-1]
         n1, n2 = cells.shape[0], subs.shape[0]
-        parent = np.concatenate([np.full(n1, -1, dtype=np.int64), owner])
-        depth = np.concatenate([np.zeros(n1, dtype=np.int64), np.ones(n2, dtype=np.int64)])
-        sd_own = np.concatenate([np.full(n1, lv1.sd), np.full(n2, lv2.sd)])
-        ci_own = np.concatenate([np.full(n1, lv1.ci95), np.full(n2, lv2.ci95)])
-        est, sd, ci = consistent_release(parent, depth, np.concatenate([noisy1, noisy2]),
-                                         sd_own, ci_own)
+        est, sd, ci, parent, depth = two_level_consistent(noisy1, noisy2, owner, levels[-2], levels[-1])
         public.update({
             "first_level_side": m1,
             "first_level_shape": [int(min(m1, grid.rows)), int(min(m1, grid.cols))],

@@ -87,15 +87,18 @@ Speed (``benchmarks/results/speed_end_to_end.md``)
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
 import numpy as np
 
 from dpcore.data.domain import Aggregate, Grid, prefix_sums, rect_sums_from_prefix
-from dpcore.estimate.tree_inference import complete_tree_variances, consistent_release
-from dpcore.points.mechanisms.ag import second_level_sides, sub_blocks
+from dpcore.points.mechanisms.ag import (
+    after_inference,
+    second_level_sides,
+    sub_blocks,
+    two_level_consistent,
+)
 from dpcore.points.mechanisms.base import Param, PointsMechanism, count_level, noisy_counts
 from dpcore.points.mechanisms.privtree import (
     BETA,
@@ -183,11 +186,8 @@ class PrivTreeAG(PointsMechanism):
                              note=even + "They size each leaf's blocks and are combined with them.")
         blocks = count_level(2, f"Block counts ({'about ' if preview else ''}{n_blocks:,} blocks)", pure(e2),
                              sensitivity, n_blocks, grid.n_cells / n_blocks, True, note=even + PRIOR_NOTE)
-        after = complete_tree_variances([leaves.sd ** 2, blocks.sd ** 2], max(1, round(n_blocks / n_leaves)))
-        leaves = dataclasses.replace(leaves, extra={"depth": 0, "sd_after_inference": float(math.sqrt(after[0])),
-                                                    **(extra_leaves or {})})
-        blocks = dataclasses.replace(blocks, extra={"depth": 1, "sd_after_inference": float(math.sqrt(after[1])),
-                                                    "mean_blocks_per_leaf": n_blocks / n_leaves})
+        leaves, blocks = after_inference(leaves, blocks, n_leaves, n_blocks, extra_leaves,
+                                         {"mean_blocks_per_leaf": n_blocks / n_leaves})
         return tree, leaves, blocks
 
     def plan_levels(
@@ -223,15 +223,9 @@ class PrivTreeAG(PointsMechanism):
         subs, owner = sub_blocks(rects[li], m2, m2)
         noisy2 = noisy_counts(rect_sums_from_prefix(prefix_sums(aggregate.counts), subs), pure(e2), k, noise)
         levels = self._levels(grid, cost, params, k, li.size, subs.shape[0], int(tree["tested"].sum()), False)
-        lv1, lv2 = levels[1], levels[2]
         # AG's least squares per leaf and its blocks (each leaf the root of a two-level tree)
         n1, n2 = li.size, subs.shape[0]
-        est, sd, ci = consistent_release(
-            np.concatenate([np.full(n1, -1, dtype=np.int64), owner]),
-            np.concatenate([np.zeros(n1, dtype=np.int64), np.ones(n2, dtype=np.int64)]),
-            np.concatenate([noisy1, noisy2]),
-            np.concatenate([np.full(n1, lv1.sd), np.full(n2, lv2.sd)]),
-            np.concatenate([np.full(n1, lv1.ci95), np.full(n2, lv2.ci95)]))
+        est, sd, ci, _, _ = two_level_consistent(noisy1, noisy2, owner, levels[1], levels[2])
         # the release: PrivTree's nodes (internal ones: sums of their leaves), then the blocks
         n_t = rects.shape[0]
         at_leaf = np.zeros(n_t, dtype=np.float64)
