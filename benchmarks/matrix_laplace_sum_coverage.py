@@ -15,7 +15,7 @@ check (10^6 draws) agrees: ε = 1, m = 3: 0.9387; ε = 2, m = 2: 0.9212.  So the
 
 Outcome (h-msum, 2026-11-30): every pure-ε identity-strategy cell now publishes ``± k_m``, the smallest
 whole number with P(|S_m| ≤ k_m) ≥ 0.95
-(:func:`dpcore.privacy.calibration.discrete_laplace_sum_half_width`, rFFT on the integers, cached per
+(:func:`dpcore.privacy.calibration.discrete_sum_half_width`, rFFT on the integers, cached per
 (t, m); m = 1 is the single-draw k).  Checked here against this script's own FFT on all 6,016 cases:
 k_m covers ≥ 0.95 in every case (min 0.9500004, ε ≈ 0.034, m = 32) and k_m − 1 covers < 0.95 in every
 case (k_m is the smallest); k_m − ⌈1.96·se⌉ ranges from −1 (2,242 cases: the exact quantile is below the
@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from dpcore.privacy.calibration import (
-    discrete_laplace_sum_half_width,
+    discrete_sum_half_width,
     interval_half_width,
     laplace_scale_for_epsilon,
 )
@@ -56,7 +56,7 @@ for eps in eps_grid:
         hn = float(interval_half_width("normal", se))
         cov = float(dist[np.abs(k) <= math.floor(h + 1e-12)].sum())
         covn = float(dist[np.abs(k) <= math.floor(hn + 1e-12)].sum())
-        km = discrete_laplace_sum_half_width(t, m)  # the published rule since h-msum
+        km = discrete_sum_half_width("discrete_laplace", t, m)  # the published rule since h-msum
         cov_k = float(dist[np.abs(k) <= km].sum())
         cov_k1 = float(dist[np.abs(k) <= km - 1].sum()) if km > 0 else 0.0
         rows.append((float(eps), m, cov, covn, cov_k, cov_k1, km - math.ceil(hn)))
@@ -74,7 +74,7 @@ print("k_m: coverage min", r[:, 4].min().round(5), "cases < 0.95:", int((r[:, 4]
 print("k_m - ceil(1.96 se): min", int(r[:, 6].min()), "max", int(r[:, 6].max()), "cases below:", int((r[:, 6] < 0).sum()),
       "above:", int((r[:, 6] > 0).sum()))
 
-# the fallback of discrete_laplace_sum_half_width beyond its 2^21-point grid: ⌈se·ln 20/√2⌉, checked exactly
+# the fallback of discrete_sum_half_width beyond its 2^21-point grid: ⌈se·ln 20/√2⌉, checked exactly
 # at t = 200 and 400 (the largest t·√m the grid holds is about 29,000)
 worst = 1.0
 for t in (200, 400):

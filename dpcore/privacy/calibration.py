@@ -12,7 +12,7 @@ Three rules shared by every kind of data (points, areas, flows) and every mechan
 * **The 95 % interval of a noisy value** (:func:`interval_half_width`): exact quantiles of the
   discrete distribution where the error is one discrete Laplace / discrete Gaussian draw, the
   normal quantile where it is a sum or least-squares combination of many noisy values;
-  :func:`discrete_laplace_sum_half_width`: the exact quantile of a sum of m iid discrete Laplace draws.
+  :func:`discrete_sum_half_width`: the exact quantile of a sum of m iid discrete Laplace or Gaussian draws.
 
 Nothing here draws randomness; the samplers are in :mod:`dpcore.privacy.noise`.
 """
@@ -36,7 +36,6 @@ __all__ = [
     "NOISES",
     "SplitKind",
     "gaussian_sigma_for_rho",
-    "discrete_laplace_sum_half_width",
     "discrete_sum_half_width",
     "discrete_sum_half_widths",
     "interval_half_width",
@@ -534,32 +533,10 @@ def interval_half_width(noise: str, scale: Any, level: float = 0.95) -> Any:
     )
 
 
-#: Largest FFT grid of :func:`discrete_laplace_sum_half_width` (2^21 points, 16 MB of float64);
+#: Largest FFT grid of :func:`discrete_sum_half_width` (2^21 points, 16 MB of float64);
 #: about ``71·t·√m`` points are needed, so it is reached only for ``t·√m`` above about 29,000
 #: (ε below 0.0022 for m = 4,096 cells of sensitivity 1).
 _SUM_MAX_GRID = 1 << 21
-
-
-def discrete_laplace_sum_half_width(scale: Any, m: int, level: float = 0.95) -> float:
-    """Smallest whole number ``k`` with ``P(|S_m| <= k) >= level`` for ``S_m`` the sum of ``m`` iid
-    discrete Laplace draws of scale ``t`` (Ghosh, Roughgarden & Sundararajan 2009).
-
-    ``S_m`` is integer-valued, so ``noisy ± h`` covers exactly ``|S_m| <= ⌊h⌋``: the normal
-    ``± 1.96·√m·sd`` falls short of 95 % whenever its floor lies below the 95 % point (ε = 1,
-    m = 3: 93.9 %).  ``k`` is read from the exact distribution of ``S_m`` on the integers: the pmf
-    ``(1 − q)/(1 + q)·q^|j|`` (``q = e^{−1/t}``) raised to the m-th power in Fourier space on a
-    grid of at least ``±(25·sd + 40·t + 50)`` (the mass wrapped around is below 1e-15), cached per
-    ``(t, m, level)``.  ``m = 1`` is :func:`interval_half_width` (``"discrete_laplace"``), the same
-    closed form.  Above :data:`_SUM_MAX_GRID` points (``t·√m`` beyond about 29,000) the grid is
-    not formed and ``⌈sd·√m·ln(1/(1 − level))/√2⌉`` is returned, the Laplace quantile rounded up
-    (conservative there: benchmarks/matrix_laplace_sum_coverage.py).
-
-    >>> discrete_laplace_sum_half_width(1, 1), interval_half_width("discrete_laplace", 1)
-    (3.0, 3.0)
-    >>> discrete_laplace_sum_half_width(1, 3)   # P(|S| <= 4) ≈ 0.9387 < 0.95 <= P(|S| <= 5)
-    5.0
-    """
-    return discrete_sum_half_width("discrete_laplace", scale, m, level)
 
 
 def discrete_sum_half_width(noise: str, scale: Any, m: int, level: float = 0.95) -> float:
@@ -567,7 +544,10 @@ def discrete_sum_half_width(noise: str, scale: Any, m: int, level: float = 0.95)
     the exact discrete ``noise`` (``"discrete_laplace"`` of scale ``t`` or ``"discrete_gaussian"`` of σ):
     the one rule for both families.
 
-    :func:`discrete_laplace_sum_half_width` is this function's discrete Laplace.  The discrete Gaussian
+    The discrete Laplace (pmf ``(1 − q)/(1 + q)·q^|j|``, ``q = e^{−1/t}``): the normal ``± 1.96·√m·sd`` falls
+    short of 95 % whenever its floor lies below the 95 % point (ε = 1, m = 3: 93.9 %; beyond
+    :data:`_SUM_MAX_GRID` points the Laplace quantile rounded up, conservative there:
+    benchmarks/matrix_laplace_sum_coverage.py).  The discrete Gaussian
     (Canonne, Kamath & Steinke 2020) is read the same way from the exact distribution of ``S_m`` on the
     integers: the pmf (:func:`dpcore.privacy.noise.discrete_gaussian_pmf`) raised to the m-th power in
     Fourier space on a grid of at least ``±(25·sd + 40·σ + 50)``, cached per ``(σ, m, level)``; ``m = 1``
@@ -577,8 +557,10 @@ def discrete_sum_half_width(noise: str, scale: Any, m: int, level: float = 0.95)
     about 40,000) ``⌈z·sd⌉`` is returned (``z = normal_z(level)``; the sum is then normal to far below
     the step of one).
 
-    >>> discrete_sum_half_width("discrete_laplace", 1, 3) == discrete_laplace_sum_half_width(1, 3)
-    True
+    >>> discrete_sum_half_width("discrete_laplace", 1, 1), interval_half_width("discrete_laplace", 1)
+    (3.0, 3.0)
+    >>> discrete_sum_half_width("discrete_laplace", 1, 3)   # P(|S| <= 4) ≈ 0.9387 < 0.95 <= P(|S| <= 5)
+    5.0
     >>> discrete_sum_half_width("discrete_gaussian", 1, 1), interval_half_width("discrete_gaussian", 1)
     (2.0, 2.0)
     >>> discrete_sum_half_width("discrete_gaussian", 1, 2)   # P(|S| <= 2) ≈ 0.8807 < 0.95 <= P(|S| <= 3)

@@ -21,7 +21,7 @@ of strategy answers), except where the L1 strategy is the identity under pure ε
 of the table is answered once with discrete Laplace noise, a marginal cell is the exact sum of the
 m cells it adds up, its error the sum ``S_m`` of m iid discrete Laplace draws, and it publishes
 ``± k_m``, the smallest whole number with ``P(|S_m| ≤ k_m) ≥ 0.95``
-(:func:`dpcore.privacy.calibration.discrete_laplace_sum_half_width`).  The sum is integer-valued,
+(:func:`dpcore.privacy.calibration.discrete_sum_half_width`).  The sum is integer-valued,
 so ``± 1.96·se`` would cover only ``|S_m| ≤ ⌊1.96·se⌋``: under 95 % in 3,774 of 6,016 (ε, m)
 cases checked (benchmarks/matrix_laplace_sum_coverage.py).
 """
@@ -58,7 +58,7 @@ from dpcore.estimate import (
     matrix_workload,
 )
 from dpcore.privacy.budget import PrivacyCost
-from dpcore.privacy.calibration import discrete_laplace_sum_half_width, interval_half_width
+from dpcore.privacy.calibration import discrete_sum_half_width, interval_half_width
 from dpcore.privacy.ledger import Ledger
 from dpcore.privacy.noise import NoiseSource
 from dpcore.privacy.units import Unit
@@ -216,9 +216,9 @@ def identity_draws(s: matrix_strategy.Strategy, cal: Any, marginal: tuple[int, .
 
 def sum_half_width(cal: Any, m: int | None) -> float | None:
     """The exact 95 % half-width ``k_m`` of a cell that sums m discrete Laplace draws of the
-    calibrated scale (:func:`dpcore.privacy.calibration.discrete_laplace_sum_half_width`; m = 1 is
+    calibrated scale (:func:`dpcore.privacy.calibration.discrete_sum_half_width`; m = 1 is
     the single-draw quantile), None for a least-squares cell."""
-    return None if m is None else discrete_laplace_sum_half_width(cal.scale, m)
+    return None if m is None else discrete_sum_half_width("discrete_laplace", cal.scale, m)
 
 
 def plan(structure: CensusStructure, level: str, marginals: Sequence[tuple[int, ...]], cost: PrivacyCost

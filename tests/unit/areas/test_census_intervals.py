@@ -32,7 +32,7 @@ from dpcore.data.synthetic import AGE_BANDS, synthetic_census
 from dpcore.estimate import privelet
 from dpcore.privacy import budget
 from dpcore.privacy.calibration import (
-    discrete_laplace_sum_half_width,
+    discrete_sum_half_width,
     interval_half_width,
     laplace_scale_for_epsilon,
 )
@@ -234,13 +234,13 @@ def test_the_sum_quantile_is_the_smallest_whole_number_covering_95_percent(epsil
     """``k_m`` covers ≥ 0.95 of the sum of m discrete Laplace draws and ``k_m − 1`` does not (exact,
     on the integers; k = 0 when one point holds 95 %)."""
     t = laplace_scale_for_epsilon(epsilon, 1)
-    k = discrete_laplace_sum_half_width(t, m)
+    k = discrete_sum_half_width("discrete_laplace", t, m)
     assert k == int(k) >= 0
     j, p = _dlaplace_sum(float(t), m)
     assert p[np.abs(j) <= k].sum() >= 0.95
     if k > 0:
         assert p[np.abs(j) <= k - 1].sum() < 0.95
-    assert discrete_laplace_sum_half_width(t, 1) == interval_half_width("discrete_laplace", t)
+    assert discrete_sum_half_width("discrete_laplace", t, 1) == interval_half_width("discrete_laplace", t)
 
 
 def test_matrix_identity_cells_publish_the_exact_sum_quantile_and_nothing_else_changes() -> None:
