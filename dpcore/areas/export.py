@@ -22,7 +22,7 @@ from dpcore.areas.unit import unit_of_privacy_words
 from dpcore.core.mechanism import Plan
 from dpcore.core.record import INTERVAL_COLUMNS, build_record, validate_record
 from dpcore.data.area_boundaries import BoundaryJoin
-from dpcore.data.csv_safe import csv_bytes, pandas_csv
+from dpcore.data.csv_safe import ESTIMATE_DECIMALS, csv_bytes, pandas_csv
 from dpcore.data.hierarchy import hierarchy_info
 from dpcore.estimate.data_user_format import name_written
 from dpcore.estimate.data_user_format import no_interval_note as empty_note
@@ -186,9 +186,11 @@ def _published_interval(rel: HierarchyRelease, d: int) -> tuple[np.ndarray, np.n
 
 def _intervals(sd: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
     """The interval columns (:data:`dpcore.core.record.INTERVAL_COLUMNS`): the analytic SD of an
-    area's error and its normal-approximation 95 % interval (public parameters only)."""
-    return dict(zip(INTERVAL_COLUMNS, (np.round(np.asarray(sd, dtype=np.float64), 4), np.round(lo, 3),
-                                       np.round(hi, 3)), strict=True))
+    area's error and its published 95 % interval (:meth:`HierarchyRelease.interval`; public parameters
+    only), to the decimals of :data:`dpcore.data.csv_safe.ESTIMATE_DECIMALS`."""
+    return dict(zip(INTERVAL_COLUMNS, (np.round(np.asarray(sd, dtype=np.float64), ESTIMATE_DECIMALS["noise_sd"]),
+                                       np.round(lo, ESTIMATE_DECIMALS["ci95_low"]),
+                                       np.round(hi, ESTIMATE_DECIMALS["ci95_high"])), strict=True))
 
 
 def hierarchy_csv(rel: HierarchyRelease, step: int | None = None) -> bytes:
@@ -220,8 +222,8 @@ def level_geojson(rel: HierarchyRelease, join: BoundaryJoin) -> bytes:
     }
     if v.ndim == 1:
         props["noisy_count"] = _values_column(v)
-        props["ci95_low"] = np.round(lo[idx], 3)
-        props["ci95_high"] = np.round(hi[idx], 3)
+        props["ci95_low"] = np.round(lo[idx], ESTIMATE_DECIMALS["ci95_low"])
+        props["ci95_high"] = np.round(hi[idx], ESTIMATE_DECIMALS["ci95_high"])
     else:
         props["noisy_total"] = v.sum(axis=1)
         for j, lab in enumerate(rel.size_labels):

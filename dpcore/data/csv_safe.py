@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FORMULA_PREFIXES", "append_constant_column", "csv_bytes", "escape_cell", "estimate_decimals", "is_formula",
+__all__ = ["ESTIMATE_DECIMALS", "FORMULA_PREFIXES", "append_constant_column", "csv_bytes", "escape_cell", "estimate_decimals", "is_formula",
            "pandas_csv"]
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP), with the

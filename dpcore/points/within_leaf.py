@@ -27,10 +27,12 @@ from numpy.typing import NDArray
 from dpcore.data.domain import paint_rects, prefix_sums
 from dpcore.errors import ParameterError
 
-__all__ = ["RULES", "leaf_labels", "piecewise_linear", "within_leaf_density"]
+__all__ = ["PIECEWISE_LINEAR", "RULES", "leaf_labels", "piecewise_linear", "within_leaf_density"]
 
 #: The within-leaf rules a release may state (``PartitionRelease.within_leaf``).
 RULES = ("uniform", "piecewise_linear")
+#: The name of :func:`piecewise_linear`'s rule, as the mechanisms that use it state it.
+PIECEWISE_LINEAR = RULES[1]
 
 
 def leaf_labels(rects: NDArray[np.int64], shape: tuple[int, int]) -> NDArray[np.int64]:

@@ -50,11 +50,12 @@ from typing import Any
 from dpcore.data.domain import Aggregate, Grid
 from dpcore.points.mechanisms.ag_pool import AdaptiveGridPooled
 from dpcore.points.release import LevelPlan, PartitionRelease
+from dpcore.points.within_leaf import PIECEWISE_LINEAR
 from dpcore.privacy.budget import PrivacyCost
 from dpcore.privacy.noise import NoiseSource
 
 #: the within-leaf rule this mechanism's releases state (:mod:`dpcore.points.within_leaf`)
-WITHIN_LEAF = "piecewise_linear"
+WITHIN_LEAF = PIECEWISE_LINEAR
 #: what the leaf rows' expected error leaves out (appended to their notes)
 PRIOR_NOTE = ("Expected error of whole cells only (AG's noise): a query that cuts a cell is answered by the "
               "sloping within-cell density, whose error these figures do not model (measured on held-out "

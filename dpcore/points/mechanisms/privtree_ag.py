@@ -109,6 +109,7 @@ from dpcore.points.mechanisms.privtree import (
     subtree_sums,
 )
 from dpcore.points.release import LevelPlan, PartitionRelease
+from dpcore.points.within_leaf import PIECEWISE_LINEAR
 from dpcore.privacy.budget import PrivacyCost, pure
 from dpcore.privacy.calibration import split_custom
 from dpcore.privacy.noise import NoiseSource
@@ -118,7 +119,7 @@ __all__ = ["PRIOR_NOTE", "THETA", "WITHIN_LEAF", "PrivTreeAG"]
 #: PrivTree's split threshold θ (the paper's default).
 THETA = 0
 #: the within-leaf rule this mechanism's releases state (:mod:`dpcore.points.within_leaf`)
-WITHIN_LEAF = "piecewise_linear"
+WITHIN_LEAF = PIECEWISE_LINEAR
 #: what the blocks' expected error leaves out (appended to their row's note)
 PRIOR_NOTE = ("Expected error of whole blocks only (their noise after least squares): a query that cuts a block is "
               "answered by the sloping within-block density, whose error these figures do not model (measured on "
