@@ -167,7 +167,8 @@ def test_released_total_is_unbiased() -> None:
     the draws' own kurtosis).  The consistent total inherits AG's small upward bias (the least squares'
     weight on a leaf's own count grows with the blocks its noisy count buys, so with its noise: the
     module docstring's +6.0 ± 0.6 on 2,000 points at ε 1, AG 5.2 ± 0.7): this sample's bias is that
-    one within Z standard errors of their difference, and its spread is the stated SD within Z standard
+    one within Z standard errors of their difference (a regression pin of a measured bias, not a derived
+    value: the module docstring's +6.0 is this mechanism's own earlier measurement), and its spread is the stated SD within Z standard
     errors of a sample SD.  (Measured at this seed: raw SD 22.6 against 21.4, z 1.1; consistent SD
     21.0 against 19.4, z 1.6; bias 6.1, SE 1.2.)"""
     counts = clustered(16, 2_000, 4)
